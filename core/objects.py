@@ -1,0 +1,337 @@
+"""The objects an event carries: Job, Vnode, Queue, Server, Reservation.
+
+Attributes use PBS's names (``job.Job_Name``, ``job.Resource_List["walltime"]``,
+``vnode.resources_available["ncpus"]``), as a PBS hook reads them. An unset attribute reads as
+``None``, as in PBS. Values are plain data (str, int, float, bool, lists and dicts of them) so
+that an object, and every change a hook makes to it, crosses a process boundary unchanged.
+
+Two mechanisms make hooks safe to run anywhere:
+
+* a *guard* decides, per event, which attributes a hook may write (the runner installs it);
+  a write that PBS would refuse raises `AttributeReadOnly`, which fails the hook;
+* every write is recorded, so `changes()` returns exactly what the hook changed and
+  `apply_changes()` replays it on a copy in another process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .units import parse_duration, parse_size
+
+#: Attributes whose value is a mapping of resource name to value.
+RESOURCE_ATTRIBUTES = frozenset({
+    "Resource_List", "resources_used", "resources_available", "resources_assigned",
+    "resources_max", "resources_min", "resources_default", "estimated", "schedselect",
+})
+
+Guard = Callable[["PbsObject", str], None]
+
+
+class AttributeReadOnly(AttributeError):
+    """A hook wrote an attribute that this event does not let it change."""
+
+
+class Resources(dict):
+    """A resource mapping (``Resource_List``, ``resources_available``...) that records writes.
+
+    Setting a key to ``None`` unsets it, as in PBS.
+    """
+
+    __slots__ = ("_owner", "_attr")
+
+    def __init__(self, owner: PbsObject, attr: str, values: Mapping[str, Any] | None = None):
+        super().__init__(values or {})
+        self._owner = owner
+        self._attr = attr
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._owner._check_write(f"{self._attr}.{key}", self._attr)
+        if value is None:
+            super().pop(key, None)
+        else:
+            super().__setitem__(key, value)
+        self._owner._record_resource(self._attr, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self[key] = None
+
+    def __getitem__(self, key: str) -> Any:
+        # PBS returns None for a resource that is not set.
+        return super().get(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = super().get(key, *default) if default else super().__getitem__(key)
+        self[key] = None
+        return value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return super().get(key)
+
+    def clear(self) -> None:
+        for key in list(self):
+            self[key] = None
+
+    def seconds(self, key: str) -> int | None:
+        """A duration resource (walltime, cput) in seconds, or None when unset."""
+        value = super().get(key)
+        return None if value is None else parse_duration(value)
+
+    def bytes(self, key: str) -> int | None:
+        """A size resource (mem, vmem) in bytes, or None when unset."""
+        value = super().get(key)
+        return None if value is None else parse_size(value)
+
+    def __reduce__(self):  # plain dict across pickling
+        return (dict, (dict(self),))
+
+
+class PbsObject:
+    """Common base: a bag of PBS attributes with a name, a write guard and a change record."""
+
+    kind = "object"
+    #: Attributes no hook may ever write.
+    always_readonly: frozenset[str] = frozenset()
+
+    __slots__ = ("_name", "_attrs", "_changes", "_guard")
+
+    def __init__(self, name: str, attrs: Mapping[str, Any] | None = None):
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_attrs", {})
+        object.__setattr__(self, "_changes", {})
+        object.__setattr__(self, "_guard", None)
+        for key, value in (attrs or {}).items():
+            self._attrs[key] = self._wrap(key, value)
+
+    # -- attribute access -------------------------------------------------------------------
+    def _wrap(self, key: str, value: Any) -> Any:
+        if key in RESOURCE_ATTRIBUTES:
+            return Resources(self, key, value)
+        return value
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        if key in RESOURCE_ATTRIBUTES:
+            # Reading an unset resource attribute gives an empty, writable mapping.
+            res = self._attrs.get(key)
+            if res is None:
+                res = self._attrs[key] = Resources(self, key)
+            return res
+        return self._attrs.get(key)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key.startswith("_"):
+            object.__setattr__(self, key, value)
+            return
+        self._check_write(key, key)
+        if value is None:
+            self._attrs.pop(key, None)
+        else:
+            self._attrs[key] = self._wrap(key, dict(value) if key in RESOURCE_ATTRIBUTES
+                                          else value)
+        self._changes[key] = dict(value) if key in RESOURCE_ATTRIBUTES and value else value
+
+    def _check_write(self, what: str, attr: str) -> None:
+        if attr in self.always_readonly or attr == "name":
+            raise AttributeReadOnly(f"{self.kind} attribute '{what}' is read-only")
+        if self._guard is not None:
+            self._guard(self, attr)
+
+    def _record_resource(self, attr: str, key: str, value: Any) -> None:
+        current = self._changes.get(attr)
+        if isinstance(current, dict):
+            current[key] = value
+        elif attr in self._changes and current is None:
+            self._changes[attr] = {key: value}
+        else:
+            self._changes.setdefault(attr, {})[key] = value
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._attrs.get(key)
+        return default if value is None else value
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._attrs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attrs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and other._name == self._name  # type: ignore[attr-defined]
+                and other.to_dict() == self.to_dict())  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- plain data -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Every attribute as plain data (resource mappings as plain dicts)."""
+        return {k: dict(v) if isinstance(v, Resources) else v for k, v in self._attrs.items()}
+
+    def changes(self) -> dict[str, Any]:
+        """What hooks changed since the object was made (or since `take_changes`)."""
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in self._changes.items()}
+
+    def take_changes(self) -> dict[str, Any]:
+        """The changes so far, then start a fresh record (used to stream changes per hook)."""
+        changes = self.changes()
+        self._changes.clear()
+        return changes
+
+    def apply_changes(self, changes: Mapping[str, Any]) -> None:
+        """Replay `changes()` from a copy of this object, bypassing the guard (it ran there)."""
+        guard = self._guard
+        object.__setattr__(self, "_guard", None)
+        try:
+            for key, value in changes.items():
+                if key in RESOURCE_ATTRIBUTES and isinstance(value, dict) and key in self._attrs:
+                    res = getattr(self, key)
+                    for rkey, rvalue in value.items():
+                        res[rkey] = rvalue
+                else:
+                    setattr(self, key, value)
+        finally:
+            object.__setattr__(self, "_guard", guard)
+
+
+class Job(PbsObject):
+    """A job. ``id`` is its identifier (``123.server``); other attributes use PBS's names:
+    ``Job_Name``, ``Job_Owner`` (``user@host``), ``euser``, ``egroup``, ``queue``,
+    ``job_state`` (Q, R, H, E, ...), ``Resource_List`` (select, place, walltime, ncpus, mem),
+    ``exec_vnode``, ``exec_host``, ``run_count``, ``comment``, ``Variable_List``,
+    ``Hold_Types``, ``Rerunable``, ``Exit_status``, ``resources_used``, ``estimated``, ...
+
+    ``rerun()`` and ``delete()`` ask the execution host to requeue or delete the job when the
+    hook ends; PBS allows them only in execution-host events.
+    """
+
+    kind = "job"
+    always_readonly = frozenset({"id"})
+    __slots__ = ("_action", "_action_allowed")
+
+    def __init__(self, job_id: str, attrs: Mapping[str, Any] | None = None):
+        attrs = dict(attrs or {})
+        attrs.pop("id", None)
+        super().__init__(job_id, attrs)
+        object.__setattr__(self, "_action", None)
+        object.__setattr__(self, "_action_allowed", True)
+
+    @property
+    def id(self) -> str:
+        return self._name
+
+    def rerun(self) -> None:
+        """Requeue the job once the hook ends (execution-host events only)."""
+        self._set_action("rerun")
+
+    def delete(self) -> None:
+        """Delete the job once the hook ends (execution-host events only)."""
+        self._set_action("delete")
+
+    def _set_action(self, action: str) -> None:
+        if not self._action_allowed:
+            raise AttributeReadOnly(f"job.{action}() is allowed only in execution-host events")
+        object.__setattr__(self, "_action", action)
+        self._changes["_action"] = action
+
+    @property
+    def action(self) -> str | None:
+        """``rerun``, ``delete`` or None: what a hook asked for with rerun() or delete()."""
+        return self._action
+
+    def apply_changes(self, changes: Mapping[str, Any]) -> None:
+        changes = dict(changes)
+        action = changes.pop("_action", None)
+        super().apply_changes(changes)
+        if action:
+            object.__setattr__(self, "_action", action)
+            self._changes["_action"] = action
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self._name, **super().to_dict()}
+
+
+class Vnode(PbsObject):
+    """A vnode: ``state``, ``sharing``, ``resources_available``, ``resources_assigned``,
+    ``comment``, ``last_state_change_time``, ``last_used_time``, ``partition``... and any
+    attribute a plugin registers. ``state`` is PBS's comma-separated state list, for example
+    ``free``, ``offline``, ``job-busy`` or ``offline,job-busy``."""
+
+    kind = "vnode"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self._name, **super().to_dict()}
+
+    @property
+    def states(self) -> frozenset[str]:
+        """The vnode's states as a set: ``{"offline", "job-busy"}``."""
+        return frozenset(s for s in str(self._attrs.get("state") or "").split(",") if s)
+
+
+class Queue(PbsObject):
+    """A queue: ``queue_type``, ``enabled``, ``started``, ``Priority``, ``resources_default``,
+    ``partition``, ..."""
+
+    kind = "queue"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self._name, **super().to_dict()}
+
+
+class Server(PbsObject):
+    """The server: ``scheduling``, ``scheduler_iteration``, ``managers``, ``operators``,
+    ``resources_default``, ``job_sort_formula``, ``power_provisioning``, ..."""
+
+    kind = "server"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self._name, **super().to_dict()}
+
+
+class Reservation(PbsObject):
+    """An advance reservation: ``resvid`` (its name), ``Reserve_Name``, ``reserve_start``,
+    ``reserve_end``, ``reserve_duration``, ``reserve_state``, ``Resource_List``,
+    ``resv_nodes``, ``queue``, ``partition``, ..."""
+
+    kind = "resv"
+    always_readonly = frozenset({"resvid", "partition"})
+
+    @property
+    def resvid(self) -> str:
+        return self._name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resvid": self._name, **super().to_dict()}
+
+
+OBJECT_TYPES: dict[str, type[PbsObject]] = {
+    "job": Job, "vnode": Vnode, "queue": Queue, "server": Server, "resv": Reservation,
+}
+
+
+def object_from_dict(cls: type[PbsObject], data: Mapping[str, Any],
+                     name: str | None = None) -> PbsObject:
+    """Build an object from plain data, its name from ``name``, else ``id`` / ``name`` /
+    ``resvid`` in the data. A missing name is a `ValueError` that says which key to add."""
+    data = dict(data)
+    key = {"job": "id", "resv": "resvid"}.get(cls.kind, "name")
+    obj_name = data.pop(key, None) or name
+    if not obj_name:
+        raise ValueError(f"a {cls.kind} needs '{key}'")
+    if not isinstance(obj_name, str):
+        raise ValueError(f"a {cls.kind}'s '{key}' must be a string, not {obj_name!r}")
+    return cls(obj_name, data)

@@ -1,0 +1,310 @@
+"""Plugin discovery, per-site enablement, and the plugin manager.
+
+Plugins are distributions with an entry point in the ``pbsplug`` group; the entry point's
+name is the plugin's name everywhere (site config, CLI group, logs). Loading goes:
+
+1. list the entry points (no import);
+2. apply ``$PBSPLUG_LOAD_PLUGINS`` (an allowlist; set but empty means none) and
+   ``$PBSPLUG_DISABLE_PLUGINS`` (a denylist), both comma-separated: a plugin they exclude is
+   *blocked* and never imported;
+3. import the plugins the site enables (``[plugins.<name>] enabled = true``, or
+   ``enable_all_installed = true``); the others are *disabled* and stay unimported unless
+   asked for (``plugins list``);
+4. check each: kernel API version, hook names that no spec declares, hook signatures, hook
+   attributes and configuration. A plugin that fails any of it is *failed*: reported with its
+   name, distribution version, error and the command that disables it, and skipped. In strict
+   mode (``$PBSPLUG_STRICT_PLUGINS=1``, ``--strict`` or ``strict_plugins = true``) any
+   failure raises `PluginLoadError`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import inspect
+import logging
+import os
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .attributes import AttributeRegistry
+from .events import EVENTS
+from .hookattrs import HookAttributeError, HookAttributes
+from .settings import ConfigError, PluginInfo, api_compatible, validate_config
+from .siteconfig import SiteConfig
+
+log = logging.getLogger("pbsplug.plugins")
+
+ENTRY_POINT_GROUP = "pbsplug"
+ENABLED, DISABLED, BLOCKED, FAILED = "enabled", "disabled", "blocked", "failed"
+
+hookimpl = pluggy.HookimplMarker("pbsplug")
+
+
+class PluginLoadError(RuntimeError):
+    """Strict mode: one or more plugins failed to load."""
+
+    def __init__(self, failed: list[PluginRecord]):
+        self.failed = failed
+        super().__init__("\n".join(r.failure_text() for r in failed))
+
+
+def make_plugin_manager() -> pluggy.PluginManager:
+    """A plugin manager with pbsplug's hook specs and no plugin (autoload off)."""
+    pm = pluggy.PluginManager("pbsplug")
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def spec_names() -> frozenset[str]:
+    return frozenset(name for name, obj in vars(hookspecs).items()
+                     if callable(obj) and hasattr(obj, "pbsplug_spec"))
+
+
+@dataclass
+class PluginRecord:
+    """One plugin as the loader saw it."""
+
+    name: str
+    dist: str = ""
+    version: str = ""
+    status: str = DISABLED
+    error: str | None = None
+    plugin: Any = None
+    info: PluginInfo | None = None
+    hooks: tuple[str, ...] = ()
+    attributes: HookAttributes | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    entry_point: Any = None
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        return tuple(h for h in self.hooks if h in EVENTS)
+
+    def failure_text(self) -> str:
+        ver = f" {self.dist} {self.version}" if self.dist else ""
+        return (f"plugin '{self.name}'{ver} failed: {self.error} "
+                f"(disable it: pbsplug plugins disable {self.name}, "
+                f"or PBSPLUG_DISABLE_PLUGINS={self.name})")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "distribution": self.dist, "version": self.version,
+            "status": self.status, "hooks": list(self.hooks), "error": self.error,
+        }
+        if self.attributes is not None:
+            out["attributes"] = self.attributes.to_dict()
+        return out
+
+
+def _env_list(name: str, env: Mapping[str, str]) -> set[str] | None:
+    if name not in env:
+        return None
+    return {p.strip() for p in env[name].split(",") if p.strip()}
+
+
+def strict_from_env(env: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return env.get("PBSPLUG_STRICT_PLUGINS", "").strip().lower() in ("1", "true", "yes", "y")
+
+
+def installed_entry_points() -> list[md.EntryPoint]:
+    """The ``pbsplug`` entry points, without importing anything."""
+    return sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+class PluginSet:
+    """The loaded plugins: their records, the plugin manager with the enabled ones
+    registered, and what they registered (attributes, object types)."""
+
+    def __init__(self, site: SiteConfig, pm: pluggy.PluginManager | None = None):
+        self.site = site
+        self.pm = pm or make_plugin_manager()
+        self.records: dict[str, PluginRecord] = {}
+        self._registry: AttributeRegistry | None = None
+
+    # -- queries ---------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.status == ENABLED]
+
+    @property
+    def failed(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.status == FAILED]
+
+    def get(self, name: str) -> PluginRecord | None:
+        return self.records.get(name)
+
+    @property
+    def hook(self):
+        """The plugin manager's hook caller (``plugins.hook.sched_cycle_begin(...)``)."""
+        return self.pm.hook
+
+    def attribute_registry(self) -> AttributeRegistry:
+        """What the enabled plugins registered through `register_attributes` (computed once).
+        A plugin whose registration fails is reported and skipped, like a failed import."""
+        if self._registry is None:
+            registry = AttributeRegistry()
+            for impl in self.pm.hook.register_attributes.get_hookimpls():
+                registry._plugin = impl.plugin_name
+                try:
+                    impl.function(registry=registry)
+                except Exception as exc:  # a bad registration must not take the tool down
+                    self._fail(self.records[impl.plugin_name],
+                               f"register_attributes failed: {type(exc).__name__}: {exc}")
+            registry._plugin = ""
+            self._registry = registry
+        return self._registry
+
+    # -- loading ---------------------------------------------------------------------------------
+    def add(self, name: str, plugin: Any, *, dist: str = "", version: str = "",
+            enable: bool | None = None) -> PluginRecord:
+        """Register a plugin object (a module or any object with hookimpls) under `name`,
+        as if an entry point had named it. `enable` overrides the site's choice."""
+        record = self.records.get(name) or PluginRecord(name, dist, version)
+        self.records[name] = record
+        record.plugin = plugin
+        enabled = self.site.is_enabled(name) if enable is None else enable
+        self._check_and_register(record, enabled)
+        return record
+
+    def _fail(self, record: PluginRecord, error: str) -> None:
+        record.status = FAILED
+        record.error = error
+        if record.plugin is not None and self.pm.is_registered(record.plugin):
+            self.pm.unregister(record.plugin)
+        log.warning(record.failure_text())
+
+    def _check_and_register(self, record: PluginRecord, enabled: bool) -> None:
+        plugin = record.plugin
+        info = getattr(plugin, "plugin_info", None)
+        if info is None:
+            info = PluginInfo()
+        elif not isinstance(info, PluginInfo):
+            return self._fail(record, "plugin_info is not a pbsplug.PluginInfo")
+        record.info = info
+        if problem := api_compatible(info.api):
+            return self._fail(record, problem)
+        names = spec_names()
+        impls = _hookimpl_names(plugin)
+        unknown = sorted(set(impls) - names)
+        if unknown:
+            return self._fail(record, f"implements hooks no spec declares: {', '.join(unknown)}"
+                                      " (check the spelling against `pbsplug hooks specs`)")
+        record.hooks = tuple(sorted(impls))
+        implemented = tuple(h for h in impls if h in EVENTS)
+        try:
+            declared = info.hook_attributes(implemented)
+            record.attributes = self.site.hook_attributes(record.name, declared)
+        except HookAttributeError as exc:
+            return self._fail(record, str(exc))
+        if not_implemented := sorted(set(record.attributes.events) - set(implemented)):
+            return self._fail(record, f"events {', '.join(not_implemented)} are enabled but "
+                                      "the plugin implements no hook for them")
+        try:
+            values, sources = self.site.plugin_config_values(record.name)
+            record.config, issues = _validate_plugin_config(record.name, info, values, sources)
+        except ConfigError as exc:
+            issues = exc.issues
+        if issues:
+            return self._fail(record, "bad configuration: " + "; ".join(map(str, issues)))
+        record.attributes = replace(record.attributes, enabled=enabled)
+        if not enabled:
+            record.status = DISABLED
+            return
+        try:
+            self.pm.register(plugin, name=record.name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            return self._fail(record, f"cannot register: {exc}")
+        record.status = ENABLED
+
+    def config_issues(self) -> list[str]:
+        """Every configuration problem of the site's plugins (for `pbsplug config check`)."""
+        out = []
+        for record in self.records.values():
+            if record.status == FAILED and record.error:
+                out.append(f"{record.name}: {record.error}")
+        for name in self.site.plugins:
+            if name not in self.records:
+                out.append(f"{self.site.path}: [plugins.{name}]: no installed plugin is named "
+                           f"'{name}' (installed: {', '.join(sorted(self.records)) or 'none'})")
+        return out
+
+
+def _hookimpl_names(plugin: Any) -> list[str]:
+    names = []
+    for attr in dir(plugin):
+        try:
+            obj = getattr(plugin, attr)
+        except Exception:  # a property that raises is no hook
+            continue
+        if inspect.isroutine(obj) and hasattr(obj, "pbsplug_impl"):
+            names.append(getattr(obj, "__name__", attr) if attr.startswith("_") else attr)
+    return names
+
+
+def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, Any],
+                            sources: Mapping[str, str]):
+    config, issues = validate_config(info.config, values, "", prefix="")
+    fixed = []
+    for issue in issues:
+        src = sources.get(issue.key, f"[plugins.{name}.config]")
+        key = issue.key if src.endswith(".CF") or src.endswith(".json") else (
+            f"plugins.{name}.config.{issue.key}")
+        fixed.append(type(issue)(src, key, issue.value, issue.expected))
+    return config, fixed
+
+
+def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | None = None,
+                 env: Mapping[str, str] | None = None,
+                 entry_points: Iterable[md.EntryPoint] | None = None) -> PluginSet:
+    """Discover the installed plugins and load them for `site`.
+
+    `which` is ``"enabled"`` (import only what the site enables) or ``"all"`` (import every
+    plugin not blocked, to report on it; only enabled ones are registered). `strict` defaults
+    to the environment and the site.
+    """
+    env = os.environ if env is None else env
+    if strict is None:
+        strict = strict_from_env(env) or site.strict_plugins
+    allow = _env_list("PBSPLUG_LOAD_PLUGINS", env)
+    deny = _env_list("PBSPLUG_DISABLE_PLUGINS", env) or set()
+    plugins = PluginSet(site)
+    eps = list(installed_entry_points() if entry_points is None else entry_points)
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        dist_name = dist.metadata["Name"] if dist is not None else ""
+        version = dist.version if dist is not None else ""
+        if ep.name in plugins.records:
+            first = plugins.records[ep.name]
+            plugins._fail(first, f"two distributions provide plugin '{ep.name}': "
+                                 f"{first.dist} and {dist_name}")
+            continue
+        record = PluginRecord(ep.name, dist_name, version, entry_point=ep)
+        plugins.records[ep.name] = record
+        if (allow is not None and ep.name not in allow) or ep.name in deny:
+            record.status = BLOCKED
+            record.error = ("blocked by PBSPLUG_LOAD_PLUGINS" if allow is not None
+                            and ep.name not in allow else "blocked by PBSPLUG_DISABLE_PLUGINS")
+            continue
+        enabled = site.is_enabled(ep.name)
+        if not enabled and which != "all":
+            record.status = DISABLED
+            continue
+        try:
+            record.plugin = ep.load()
+        except BaseException as exc:  # noqa: BLE001 - a plugin must never take the tool down
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+            where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+            plugins._fail(record, f"import failed: {type(exc).__name__}: {exc}{where}")
+            continue
+        plugins._check_and_register(record, enabled)
+    if strict and plugins.failed:
+        raise PluginLoadError(plugins.failed)
+    return plugins

@@ -1,0 +1,480 @@
+"""The hook runner: PBS's chain semantics, with each hook isolated from the caller.
+
+`Runner.fire(event)` runs the event's chain and returns an `Outcome`: accepted or not, by which
+hook, PBS's message, the error kind, which fail_action applies, what the event's consequence
+is, every hook run with its duration, and the changes the hooks made, as plain data.
+
+Chain semantics (pbs-behavior.md §1.3): the enabled plugins whose ``events`` name the event
+run in ascending ``order``, ties broken by plugin name (PBS breaks them by creation order,
+which a plugin system does not have). The first reject, exception or alarm stops the chain. A
+hook that calls neither accept() nor reject() accepts. fail_action applies only after an
+exception or an alarm, never after a plain reject. On an exception or alarm no change of the
+event applies (``Outcome.changes`` is empty); after a reject they do, as in PBS.
+
+Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
+
+* ``process`` (the default for execution-host events, and always for ``user = pbsuser``):
+  the runner forks the calling process, which has already imported the plugins, and runs
+  the hook in the child. Consecutive process-mode hooks share one child, which reports each
+  hook's start and end (with its changes and log records) over a pipe, so every failure is
+  attributed to the hook that caused it. At ``alarm`` seconds the child raises
+  `HookAlarm` (a KeyboardInterrupt, as PBS does) in the hook, which may still catch it and
+  reject; a hook that has not ended ``alarm_grace`` seconds later is killed with SIGKILL.
+  Exceptions, sys.exit(), a killed or crashed interpreter and endless loops that swallow
+  BaseException all end as an error or an alarm of that hook; the caller goes on.
+* ``inprocess`` (the default for server events): the hook runs in the caller, with the alarm
+  raised by SIGALRM when the caller is the main thread. Fast, but it cannot stop a hook that
+  swallows BaseException or blocks in C code; sites choose it per plugin.
+
+Forking needs a process whose other threads hold no locks the child needs: a caller with
+threads should fire process-mode events from a single-threaded helper process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import pwd
+import select
+import signal
+import struct
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .events import EVENTS, IGNORE, PBSE_HOOKERROR, Event, HookExit
+from .hookattrs import FAIL_ACTIONS, HookAttributes
+
+log = logging.getLogger("pbsplug.runner")
+
+ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
+PROCEED = "proceed"
+
+
+class HookAlarm(KeyboardInterrupt):
+    """Raised inside a hook when its alarm expires (PBS raises KeyboardInterrupt)."""
+
+
+@dataclass(frozen=True)
+class HookEntry:
+    """One plugin's hook for one event, ready to run."""
+
+    name: str
+    function: Callable[..., Any]
+    attrs: HookAttributes
+    config: Mapping[str, Any]
+    mode: str
+
+    @property
+    def logger(self) -> logging.Logger:
+        return logging.getLogger(f"pbsplug.hook.{self.name}")
+
+
+@dataclass
+class HookRun:
+    """One hook run, as the trace records it."""
+
+    hook: str
+    event: str
+    order: int
+    mode: str
+    duration: float            # seconds
+    outcome: str               # accept, reject, error or alarm
+    message: str | None = None
+    started: float = 0.0       # wall-clock time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Outcome:
+    """What firing an event came to."""
+
+    event: str
+    accepted: bool
+    kind: str = ACCEPT                 # accept, reject, error or alarm
+    hook: str | None = None            # the hook that stopped the chain
+    message: str | None = None         # what the requester sees (PBS's text)
+    detail: str | None = None          # the hook's own message, or the error
+    code: int | None = None            # 15136 (PBSE_HOOKERROR) when not accepted
+    fail_action: tuple[str, ...] = ()
+    consequence: str = PROCEED         # proceed, refuse, requeue, delete, ignore, keep_queued
+    runs: list[HookRun] = field(default_factory=list)
+    changes: dict[str, Any] = field(default_factory=dict)
+    job_action: str | None = None      # rerun or delete, from job.rerun() / job.delete()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["fail_action"] = list(self.fail_action)
+        return out
+
+
+def consequence(event: str, kind: str, job_action: str | None) -> str:
+    """What a request comes to after its chain (pbs-behavior.md §1.4)."""
+    spec = EVENTS[event]
+    if kind == ACCEPT:
+        return PROCEED
+    base = spec.on_reject if kind == REJECT else spec.on_error
+    if spec.host and kind == REJECT and job_action and base != IGNORE:
+        return "requeue" if job_action == "rerun" else "delete"
+    return base
+
+
+def client_message(event: str, kind: str, hook: str, detail: str | None) -> str:
+    if kind == REJECT:
+        return detail or f"{event} request rejected by '{hook}'"
+    if kind == ALARM:
+        return f"request rejected as filter hook '{hook}' got an alarm call. Please inform Admin"
+    return (f"request rejected as filter hook '{hook}' encountered an exception. "
+            "Please inform Admin")
+
+
+# -- running one hook -------------------------------------------------------------------------
+
+def _raise_alarm(signum, frame):
+    raise HookAlarm()
+
+
+def call_hook(entry: HookEntry, event: Event, alarm: bool) -> tuple[str, str | None]:
+    """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
+    hook after its alarm (the caller has installed the handler)."""
+    event.hook_name = entry.name
+    event.hook_config = entry.config
+    event.logger = entry.logger
+    event._decision = None
+    job = event.job
+    before = dict(job._changes) if event.type == "runjob" and job is not None else None
+    try:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, entry.attrs.alarm)
+        try:
+            entry.function(event)
+        finally:
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    except HookExit:
+        pass
+    except HookAlarm:
+        return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
+    except SystemExit as exc:
+        return ERROR, f"hook '{entry.name}' called sys.exit({exc.code!r})"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected\n%s",
+                           event.type, entry.name, "".join(tb).rstrip())
+        return ERROR, f"{type(exc).__name__}: {exc}"
+    decision = event._decision
+    if decision is not None and decision[0] == REJECT:
+        return REJECT, decision[1]
+    if before is not None and job._changes != before:
+        return REJECT, "cannot modify job after runjob request has been accepted"
+    return ACCEPT, None
+
+
+# -- the process boundary ---------------------------------------------------------------------
+
+def _send(fd: int, message: tuple) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(struct.pack("!I", len(data)) + data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class _Capture(logging.Handler):
+    """Collects the log records a hook emits in a child, to be re-emitted by the parent."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.records.append((record.name, record.levelno, record.getMessage()))
+        except Exception:  # a bad log call must not fail the hook
+            self.records.append((record.name, record.levelno, str(record.msg)))
+
+    def take(self) -> list[tuple[str, int, str]]:
+        out, self.records = self.records, []
+        return out
+
+
+def _become_job_owner(event: Event) -> None:
+    """user = pbsuser: run as the job's owner (only possible when the runner is root)."""
+    if os.geteuid() != 0 or event.job is None:
+        return
+    owner = event.job.euser or str(event.job.Job_Owner or "").split("@")[0]
+    if not owner:
+        raise RuntimeError("user = pbsuser, but the job has no euser or Job_Owner")
+    pw = pwd.getpwnam(owner)
+    os.initgroups(pw.pw_name, pw.pw_gid)
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+
+
+def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, _raise_alarm)
+    capture = _Capture()
+    root = logging.getLogger()
+    root.handlers = [capture]
+    root.setLevel(min(root.level or logging.WARNING, logging.getLogger("pbsplug").level
+                      or logging.WARNING))
+    event.take_changes()  # only the hooks' own changes travel back
+    if batch[0].attrs.user == "pbsuser":
+        try:
+            _become_job_owner(event)
+        except Exception as exc:
+            _send(fd, ("start", 0))
+            _send(fd, ("done", 0, ERROR, f"cannot run as the job owner: {exc}", 0.0, {},
+                       capture.take()))
+            return
+    for index, entry in enumerate(batch):
+        _send(fd, ("start", index))
+        t0 = time.perf_counter()
+        try:
+            outcome, message = call_hook(entry, event, alarm=True)
+        except KeyboardInterrupt:
+            outcome, message = ERROR, "interrupted"
+        duration = time.perf_counter() - t0
+        changes = event.take_changes() if outcome in (ACCEPT, REJECT) else {}
+        _send(fd, ("done", index, outcome, message, duration, changes, capture.take()))
+        if outcome != ACCEPT:
+            break
+    _send(fd, ("end",))
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"the hook's process was killed by {name}"
+    return f"the hook's process exited with status {os.waitstatus_to_exitcode(status)}"
+
+
+# -- the runner -------------------------------------------------------------------------------
+
+class Runner:
+    """Runs events through the enabled plugins' hooks.
+
+    `plugins` is a `pbsplug.PluginSet`. `mode` forces every hook into one isolation mode
+    (tests, benchmarks). `trace_file`, when set, gets one JSON line per hook run.
+    """
+
+    def __init__(self, plugins, *, mode: str | None = None,
+                 trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
+                 alarm_grace: float = 1.0):
+        self.plugins = plugins
+        self.mode = mode
+        self.alarm_grace = alarm_grace
+        self.trace: deque[HookRun] = deque(maxlen=trace_size)
+        self.trace_file = Path(trace_file) if trace_file else None
+        self._chains: dict[str, list[HookEntry]] = {}
+
+    def chain(self, event: str) -> list[HookEntry]:
+        """The hooks that run for `event`, in run order."""
+        chain = self._chains.get(event)
+        if chain is None:
+            if event not in EVENTS:
+                raise ValueError(f"unknown event {event!r}; events are: {', '.join(EVENTS)}")
+            chain = []
+            for impl in getattr(self.plugins.pm.hook, event).get_hookimpls():
+                record = self.plugins.get(impl.plugin_name)
+                attrs = record.attributes if record is not None else HookAttributes(
+                    events=(event,))
+                if record is not None and (not attrs.enabled or event not in attrs.events):
+                    continue
+                mode = self.mode or attrs.mode_for(event)
+                if attrs.user == "pbsuser":
+                    mode = "process"
+                chain.append(HookEntry(impl.plugin_name, impl.function, attrs,
+                                       record.config if record is not None else {}, mode))
+            chain.sort(key=lambda e: (e.attrs.order, e.name))
+            self._chains[event] = chain
+        return chain
+
+    def fire(self, event: Event) -> Outcome:
+        """Run `event` through its chain; see the module docs for the semantics."""
+        chain = self.chain(event.type)
+        runs: list[HookRun] = []
+        i = 0
+        use_alarm = threading.current_thread() is threading.main_thread()
+        old_handler = None
+        if use_alarm and any(e.mode == "inprocess" for e in chain):
+            old_handler = signal.signal(signal.SIGALRM, _raise_alarm)
+        try:
+            while i < len(chain):
+                entry = chain[i]
+                if entry.mode == "inprocess":
+                    started = time.time()
+                    t0 = time.perf_counter()
+                    outcome, message = call_hook(entry, event, use_alarm)
+                    runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                        time.perf_counter() - t0, outcome, message, started))
+                    i += 1
+                else:
+                    j = i + 1
+                    while (j < len(chain) and chain[j].mode == "process"
+                           and (chain[j].attrs.user == "pbsuser") == (
+                               entry.attrs.user == "pbsuser")):
+                        j += 1
+                    batch_runs = self._run_forked(chain[i:j], event)
+                    runs.extend(batch_runs)
+                    i += len(batch_runs)
+                if runs and runs[-1].outcome != ACCEPT:
+                    break
+        finally:
+            if old_handler is not None:
+                signal.signal(signal.SIGALRM, old_handler)
+        return self._outcome(event, chain, runs)
+
+    def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
+        changes = event.take_changes()
+        job_action = (changes.get("job") or {}).get("_action") or (
+            event.job.action if event.job is not None else None)
+        out = Outcome(event.type, True, runs=runs, changes=changes, job_action=job_action)
+        if runs and runs[-1].outcome != ACCEPT:
+            last = runs[-1]
+            entry = next(e for e in chain if e.name == last.hook)
+            out.accepted = False
+            out.kind = last.outcome
+            out.hook = last.hook
+            out.detail = last.message
+            out.code = PBSE_HOOKERROR
+            out.message = client_message(event.type, last.outcome, last.hook, last.message)
+            if last.outcome in (ERROR, ALARM):
+                out.fail_action = tuple(a for a in entry.attrs.fail_action
+                                        if event.type in FAIL_ACTIONS[a])
+                out.changes = {}
+                out.job_action = None
+                (log.error if last.outcome == ERROR else log.warning)(
+                    "%s hook '%s' %s, request rejected: %s", event.type, last.hook,
+                    "encountered an exception" if last.outcome == ERROR else "got an alarm call",
+                    last.message)
+            else:
+                log.info("%s", out.message if out.message.endswith(f"'{last.hook}'")
+                         else f"{event.type} request rejected by '{last.hook}': {out.message}")
+            out.consequence = consequence(event.type, out.kind, out.job_action)
+        self._record(runs)
+        return out
+
+    def _record(self, runs: Iterable[HookRun]) -> None:
+        runs = list(runs)
+        self.trace.extend(runs)
+        if self.trace_file is not None and runs:
+            lines = "".join(json.dumps(r.to_dict()) + "\n" for r in runs)
+            with open(self.trace_file, "a") as fh:
+                fh.write(lines)
+
+    # -- process mode -----------------------------------------------------------------------------
+    def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: run the hooks, report, and leave without cleanup
+            try:
+                os.close(read_fd)
+                _child_main(batch, event, write_fd)
+            except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
+                pass
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        try:
+            return self._collect(batch, event, pid, read_fd)
+        finally:
+            os.close(read_fd)
+
+    def _collect(self, batch: list[HookEntry], event: Event, pid: int, fd: int
+                 ) -> list[HookRun]:
+        runs: list[HookRun] = []
+        buf = b""
+        current: int | None = None
+        started = wall = 0.0
+        deadline: float | None = None
+        exited: int | None = None
+        while True:
+            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                if deadline is not None and time.monotonic() >= deadline:
+                    entry = batch[current]
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    runs.append(HookRun(
+                        entry.name, event.type, entry.attrs.order, entry.mode,
+                        time.perf_counter() - started, ALARM,
+                        f"hook '{entry.name}' did not end within its alarm of "
+                        f"{entry.attrs.alarm} s (+{self.alarm_grace:g} s grace); killed", wall))
+                    return runs
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    exited = status
+                    buf += _read_available(fd)  # parse what is left, then finish
+                else:
+                    continue
+            else:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+            while len(buf) >= 4:
+                (size,) = struct.unpack("!I", buf[:4])
+                if len(buf) < 4 + size:
+                    break
+                message = pickle.loads(buf[4:4 + size])
+                buf = buf[4 + size:]
+                if message[0] == "start":
+                    current = message[1]
+                    started, wall = time.perf_counter(), time.time()
+                    deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
+                elif message[0] == "done":
+                    _, index, outcome, text, duration, changes, records = message
+                    entry = batch[index]
+                    for name, level, msg in records:
+                        logging.getLogger(name).log(level, "%s", msg)
+                    if changes:
+                        event.apply_changes(changes)
+                    runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                        duration, outcome, text, wall))
+                    current, deadline = None, None
+                elif message[0] == "end":
+                    if exited is None:
+                        os.waitpid(pid, 0)
+                    return runs
+            if exited is not None:
+                break
+        status = exited if exited is not None else os.waitpid(pid, 0)[1]
+        if current is not None:
+            entry = batch[current]
+            runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                time.perf_counter() - started, ERROR,
+                                f"{_describe_status(status)} while the hook ran", wall))
+        elif not runs or runs[-1].outcome == ACCEPT and len(runs) < len(batch):
+            entry = batch[len(runs)]
+            runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
+                                ERROR, f"{_describe_status(status)} before the hook ran", wall))
+        return runs
+
+
+def _read_available(fd: int) -> bytes:
+    data = b""
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    return data

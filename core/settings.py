@@ -1,0 +1,228 @@
+"""What a plugin declares about itself (`PluginInfo`) and its configuration schema (`Setting`).
+
+A plugin module (or object) sets ``plugin_info = PluginInfo(...)``::
+
+    plugin_info = PluginInfo(
+        api="1.0",
+        events=("execjob_begin", "execjob_end"), order=100, alarm=300,
+        fail_action=("offline_vnodes",),
+        config={
+            "post_timeout": Setting(float, 30.0, gt=0, doc="seconds to wait for a POST"),
+            "unix_socket_file": Setting(str, "/var/run/atomd/atomd.sock"),
+        },
+    )
+
+The site's values (inline ``[plugins.<name>.config]`` or a PBS-style JSON ``.CF`` file) are
+checked against the schema when loaded: every error names the file, the key, the bad value and
+what was expected, and an unknown key is an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .hookattrs import HookAttributes
+
+#: The kernel's API version. A plugin needs the same major and a minor no greater than this.
+#: Hook specs change only by adding arguments or hooks, which bumps the minor version.
+KERNEL_API = (1, 0)
+
+_REQUIRED = object()
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+               list: "a list", dict: "a table"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration key: its type, default and limits.
+
+    `type` is bool, int, float, str, list or dict (a float key accepts integers). `gt`, `ge`
+    and `le` bound numbers; `choices` lists the allowed values; `items` is the type of a
+    list's items; `check` is a function returning an error text, or None when the value is
+    good. Leave `default` out to make the key required.
+    """
+
+    type: type
+    default: Any = _REQUIRED
+    doc: str = ""
+    choices: tuple[Any, ...] | None = None
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    items: type | None = None
+    check: Callable[[Any], str | None] | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def expected(self) -> str:
+        """What a good value looks like, in words."""
+        text = _TYPE_NAMES.get(self.type, self.type.__name__)
+        if self.items is not None:
+            text += f" of {_TYPE_NAMES.get(self.items, self.items.__name__)}s"
+        limits = []
+        if self.gt is not None:
+            limits.append(f"> {self.gt:g}")
+        if self.ge is not None:
+            limits.append(f">= {self.ge:g}")
+        if self.le is not None:
+            limits.append(f"<= {self.le:g}")
+        if limits:
+            text += " " + " and ".join(limits)
+        if self.choices:
+            text += " (one of " + ", ".join(map(repr, self.choices)) + ")"
+        return text
+
+    def coerce(self, value: Any) -> Any:
+        """The value, typed; `ValueError` with what was expected when it is wrong."""
+        t = self.type
+        ok = isinstance(value, t) and not (t in (int, float) and isinstance(value, bool))
+        if t is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if not ok:
+            raise ValueError(f"expected {self.expected()}")
+        if self.items is not None and not all(
+                isinstance(v, self.items) and not (self.items is not bool and
+                                                   isinstance(v, bool)) for v in value):
+            raise ValueError(f"expected {self.expected()}")
+        if self.gt is not None and not value > self.gt:
+            raise ValueError(f"expected {self.expected()}")
+        if self.ge is not None and not value >= self.ge:
+            raise ValueError(f"expected {self.expected()}")
+        if self.le is not None and not value <= self.le:
+            raise ValueError(f"expected {self.expected()}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"expected {self.expected()}")
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What a plugin declares: the kernel API it is written for, its hook attributes (with
+    PBS's defaults for anything left out) and its configuration schema.
+
+    `events` defaults to every event the plugin implements. `pbs_name` is the name of the PBS
+    hook the plugin replaces (``PBS_cray_atom``), accepted in imported .HK files.
+    """
+
+    api: str = "1.0"
+    events: tuple[str, ...] | None = None
+    order: int = 1
+    alarm: int = 30
+    freq: int = 120
+    fail_action: tuple[str, ...] = ()
+    user: str = "pbsadmin"
+    type: str = "site"
+    isolation: str | None = None
+    config: Mapping[str, Setting] = field(default_factory=dict)
+    pbs_name: str | None = None
+    description: str = ""
+
+    def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
+        events = tuple(self.events) if self.events is not None else implemented
+        return HookAttributes(
+            enabled=False, events=events, order=self.order, alarm=self.alarm, freq=self.freq,
+            fail_action=tuple(self.fail_action), user=self.user, type=self.type,
+            isolation=self.isolation)
+
+
+def api_compatible(required: str) -> str | None:
+    """None when this kernel offers API `required` ("1" or "1.0"), else why not."""
+    try:
+        parts = [int(p) for p in str(required).split(".")]
+        major, minor = parts[0], (parts[1] if len(parts) > 1 else 0)
+    except (ValueError, IndexError):
+        return f"plugin_info.api {required!r} is not a version like '1.0'"
+    if major != KERNEL_API[0] or minor > KERNEL_API[1]:
+        return (f"needs kernel API {major}.{minor}, this pbsplug offers "
+                f"{KERNEL_API[0]}.{KERNEL_API[1]}")
+    return None
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One configuration error: where, which key, what value, and what was expected."""
+
+    source: str
+    key: str
+    value: Any
+    expected: str
+
+    def __str__(self) -> str:
+        if self.value is _MISSING:
+            return f"{self.source}: {self.key}: missing; expected {self.expected}"
+        return f"{self.source}: {self.key} = {_show(self.value)}: {self.expected}"
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ConfigError(ValueError):
+    """One or more `ConfigIssue`; str() lists them one per line."""
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = issues
+        super().__init__("\n".join(map(str, issues)))
+
+
+def validate_config(schema: Mapping[str, Setting], values: Mapping[str, Any], source: str,
+                    prefix: str = "") -> tuple[dict[str, Any], list[ConfigIssue]]:
+    """Check `values` against `schema`: the typed configuration (defaults filled in) and the
+    issues found. `prefix` is prepended to key names in the issues (``plugins.x.config.``)."""
+    issues: list[ConfigIssue] = []
+    config: dict[str, Any] = {}
+    for key, value in values.items():
+        setting = schema.get(key)
+        if setting is None:
+            known = ", ".join(sorted(schema)) or "none"
+            issues.append(ConfigIssue(source, prefix + key, value,
+                                      f"unknown key; known keys: {known}"))
+            continue
+        try:
+            config[key] = setting.coerce(value)
+        except ValueError as exc:
+            issues.append(ConfigIssue(source, prefix + key, value, str(exc)))
+    for key, setting in schema.items():
+        if key in config or any(i.key == prefix + key for i in issues):
+            continue
+        if setting.required:
+            issues.append(ConfigIssue(source, prefix + key, _MISSING, setting.expected()))
+        else:
+            config[key] = setting.default
+    return config, issues
+
+
+def read_cf(path: Path) -> dict[str, Any]:
+    """A PBS-style JSON ``.CF`` file: one JSON object. `ConfigError` names the file and what
+    is wrong with it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError([ConfigIssue(str(path), "(file)", str(path),
+                                       f"cannot be read: {exc.strerror or exc}")]) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([ConfigIssue(str(path), f"(line {exc.lineno})", text.splitlines()[
+            exc.lineno - 1].strip() if text.splitlines() else "",
+            f"not valid JSON: {exc.msg}")]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigIssue(str(path), "(file)", data, "expected a JSON object")])
+    return data

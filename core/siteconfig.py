@@ -1,0 +1,233 @@
+"""The site configuration: one TOML file that says which plugins run and how.
+
+Where it is: ``--site FILE``, else ``$PBSPLUG_SITE``, else ``site.toml`` in the pbsplug home
+(``$PBSPLUG_HOME``, else ``/var/spool/pbsplug`` for root and ``~/.local/share/pbsplug`` for
+anyone else). A missing file is an empty configuration: every plugin off.
+
+::
+
+    enable_all_installed = false     # true: every installed plugin is on unless disabled here
+    strict_plugins = false           # true: a plugin that fails to load is fatal
+
+    [plugins.cray_atom]
+    enabled = true
+    alarm = 120                      # any hook attribute: events, order, alarm, freq,
+                                     # fail_action, user, debug, isolation
+    config_file = "/etc/pbs/PBS_cray_atom.CF"    # PBS-style JSON, and/or:
+    [plugins.cray_atom.config]
+    post_timeout = 10.0              # inline keys win over the .CF file's
+
+The file's structure is checked here; each plugin's own keys are checked against its schema
+when the plugin is loaded (`pbsplug.plugins`). Every error names the file, the key, the value
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from .hookattrs import HookAttributeError, resolve_attributes
+from .settings import ConfigError, ConfigIssue, HookAttributes
+
+HOOK_ATTRIBUTE_KEYS = ("enabled", "events", "order", "alarm", "freq", "fail_action", "user",
+                       "debug", "isolation")
+PLUGIN_KEYS = HOOK_ATTRIBUTE_KEYS + ("config", "config_file")
+_TOP_LEVEL: dict[str, type] = {"enable_all_installed": bool, "strict_plugins": bool,
+                               "trace_file": str, "plugins": dict}
+#: Tables that other layers own (the engine's, for example); the kernel checks only that they
+#: are tables. `register_section` adds one.
+_SECTIONS: set[str] = set()
+
+
+def register_section(name: str) -> None:
+    """Let a layer above the kernel own a top-level table of the site config."""
+    _SECTIONS.add(name)
+
+
+def default_home() -> Path:
+    """The pbsplug home: $PBSPLUG_HOME, else /var/spool/pbsplug (root) or
+    ~/.local/share/pbsplug."""
+    env = os.environ.get("PBSPLUG_HOME")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/spool/pbsplug")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "pbsplug"
+
+
+def site_path(explicit: str | os.PathLike | None = None) -> Path:
+    """Where the site config is: `explicit`, else $PBSPLUG_SITE, else <home>/site.toml."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("PBSPLUG_SITE")
+    if env:
+        return Path(env)
+    return default_home() / "site.toml"
+
+
+@dataclass
+class PluginSite:
+    """One ``[plugins.<name>]`` table."""
+
+    name: str
+    enabled: bool | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    config_file: Path | None = None
+
+
+@dataclass
+class SiteConfig:
+    path: Path
+    exists: bool = False
+    enable_all_installed: bool = False
+    strict_plugins: bool = False
+    trace_file: Path | None = None
+    plugins: dict[str, PluginSite] = field(default_factory=dict)
+    sections: dict[str, Any] = field(default_factory=dict)
+
+    def plugin(self, name: str) -> PluginSite:
+        return self.plugins.get(name) or PluginSite(name)
+
+    def is_enabled(self, name: str) -> bool:
+        site = self.plugins.get(name)
+        if site is not None and site.enabled is not None:
+            return site.enabled
+        return self.enable_all_installed
+
+    def hook_attributes(self, name: str, declared: HookAttributes) -> HookAttributes:
+        """The plugin's declared attributes with this site's overrides, checked by PBS's rules.
+        `HookAttributeError` names this file and the plugin's table."""
+        site = self.plugin(name)
+        overrides = dict(site.attributes)
+        overrides["enabled"] = self.is_enabled(name)
+        try:
+            return resolve_attributes(name, declared, overrides)
+        except HookAttributeError as exc:
+            raise HookAttributeError(f"{self.path}: [plugins.{name}]: {exc}") from None
+
+    def plugin_config_values(self, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """The plugin's raw configuration (its .CF file, then inline keys) and, per key, where
+        it came from (for error messages)."""
+        from .settings import read_cf
+
+        site = self.plugin(name)
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        if site.config_file is not None:
+            for key, value in read_cf(site.config_file).items():
+                values[key] = value
+                sources[key] = str(site.config_file)
+        for key, value in site.config.items():
+            values[key] = value
+            sources[key] = f"{self.path} [plugins.{name}.config]"
+        return values, sources
+
+
+def load_site(path: str | os.PathLike | None = None) -> SiteConfig:
+    """Read and check the site config. `ConfigError` lists every problem found."""
+    p = site_path(path)
+    if not p.exists():
+        if path is not None or os.environ.get("PBSPLUG_SITE"):
+            raise ConfigError([ConfigIssue(str(p), "(file)", str(p), "does not exist")])
+        return SiteConfig(path=p)
+    try:
+        with open(p, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError([ConfigIssue(str(p), "(file)", str(p),
+                                       f"cannot be read: {exc.strerror or exc}")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigIssue(str(p), "(syntax)", "", f"not valid TOML: {exc}")]
+                          ) from None
+    return parse_site(data, p)
+
+
+def parse_site(data: Mapping[str, Any], path: Path) -> SiteConfig:
+    src = str(path)
+    issues: list[ConfigIssue] = []
+    site = SiteConfig(path=path, exists=True)
+    for key, value in data.items():
+        if key in _SECTIONS:
+            if not isinstance(value, dict):
+                issues.append(ConfigIssue(src, key, value, "expected a table"))
+            site.sections[key] = value
+            continue
+        expected = _TOP_LEVEL.get(key)
+        if expected is None:
+            known = ", ".join(sorted(set(_TOP_LEVEL) | _SECTIONS))
+            issues.append(ConfigIssue(src, key, value, f"unknown key; known keys: {known}"))
+        elif not isinstance(value, expected):
+            issues.append(ConfigIssue(src, key, value,
+                                      f"expected {expected.__name__ if expected is not dict else 'a table'}"))
+        elif key == "enable_all_installed":
+            site.enable_all_installed = value
+        elif key == "strict_plugins":
+            site.strict_plugins = value
+        elif key == "trace_file":
+            site.trace_file = Path(value) if value else None
+    for name, table in (data.get("plugins") or {}).items() if isinstance(
+            data.get("plugins"), dict) else ():
+        key = f"plugins.{name}"
+        if not isinstance(table, dict):
+            issues.append(ConfigIssue(src, key, table, "expected a table"))
+            continue
+        entry = PluginSite(name)
+        for attr, value in table.items():
+            if attr not in PLUGIN_KEYS:
+                issues.append(ConfigIssue(src, f"{key}.{attr}", value,
+                                          f"unknown key; known keys: {', '.join(PLUGIN_KEYS)}"))
+            elif attr == "enabled":
+                if isinstance(value, bool):
+                    entry.enabled = value
+                else:
+                    issues.append(ConfigIssue(src, f"{key}.enabled", value, "expected true or false"))
+            elif attr == "config":
+                if isinstance(value, dict):
+                    entry.config = dict(value)
+                else:
+                    issues.append(ConfigIssue(src, f"{key}.config", value, "expected a table"))
+            elif attr == "config_file":
+                if isinstance(value, str) and value:
+                    cf = Path(value)
+                    entry.config_file = cf if cf.is_absolute() else path.parent / cf
+                else:
+                    issues.append(ConfigIssue(src, f"{key}.config_file", value,
+                                              "expected a path to a JSON .CF file"))
+            else:
+                entry.attributes[attr] = value
+        # Check the hook attributes' form now (types, ranges); whether they fit the plugin's
+        # events is checked again once the plugin's declaration is known.
+        try:
+            resolve_attributes(name, HookAttributes(type="pbs"), _form_only(entry.attributes))
+        except HookAttributeError as exc:
+            bad = _attr_named_in(str(exc), entry.attributes)
+            issues.append(ConfigIssue(src, f"{key}.{bad}", entry.attributes.get(bad), str(exc)))
+        site.plugins[name] = entry
+    if issues:
+        raise ConfigError(issues)
+    return site
+
+
+def _form_only(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes whose form can be checked without the plugin's events."""
+    return {k: v for k, v in attrs.items() if k not in ("freq", "fail_action", "user", "order")
+            } | ({"order": attrs["order"]} if "order" in attrs else {})
+
+
+def _attr_named_in(message: str, attrs: Mapping[str, Any]) -> str:
+    for attr in attrs:
+        if f"'{attr}'" in message or attr in message:
+            return attr
+    return next(iter(attrs), "(attributes)")

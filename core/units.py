@@ -1,0 +1,144 @@
+"""PBS value formats: durations, sizes, and `select` / `place` specifications.
+
+Plugins, the scheduler and the engine all read `Resource_List` values the way PBS writes them,
+so the parsers live in the kernel. Each raises `ValueError` with a message that names the bad
+value and what PBS accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+               "p": 1 << 50}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)(b|w)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: str | int) -> int:
+    """Bytes in a PBS size: ``4gb``, ``512mb``, ``100kb``, ``2048`` (bytes), ``1kw`` (words).
+
+    PBS sizes are binary: 1kb = 1024 bytes.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"size {value!r} is not a PBS size (for example 4gb or 512mb)")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"size {value} is negative")
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise ValueError(f"size {value!r} is not a PBS size (for example 4gb or 512mb)")
+    number, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
+    return number * _SIZE_UNITS[scale] * _SIZE_UNITS[unit]
+
+
+def format_size(nbytes: int) -> str:
+    """The shortest exact PBS size for a byte count: 4294967296 -> ``4gb``."""
+    for suffix, scale in (("pb", 1 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20),
+                          ("kb", 1 << 10)):
+        if nbytes and nbytes % scale == 0:
+            return f"{nbytes // scale}{suffix}"
+    return f"{nbytes}b"
+
+
+def parse_duration(value: str | int | float) -> int:
+    """Seconds in a PBS duration: ``HH:MM:SS``, ``MM:SS``, or plain seconds.
+
+    ``01:30:00`` -> 5400. Fractions of a second are dropped, as PBS does.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"duration {value} is negative")
+        return int(value)
+    text = str(value).strip()
+    parts = text.split(":")
+    if not text or len(parts) > 3 or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts):
+        raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
+    seconds = 0.0
+    for part in parts:
+        seconds = seconds * 60 + float(part)
+    return int(seconds)
+
+
+def format_duration(seconds: int | float) -> str:
+    """``HH:MM:SS`` for a number of seconds, as qstat prints walltime."""
+    seconds = int(seconds)
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass
+class Chunk:
+    """One chunk of a select: ``count`` copies of ``resources`` (``ncpus``, ``mem``, ...)."""
+
+    count: int
+    resources: dict[str, str | int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        res = ":".join(f"{k}={v}" for k, v in self.resources.items())
+        return f"{self.count}:{res}" if res else str(self.count)
+
+
+_RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def parse_select(spec: str) -> list[Chunk]:
+    """Chunks of a select specification: ``2:ncpus=4:mem=8gb+1:ncpus=1``.
+
+    Integer values become ints; sizes and strings stay as written.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"select {spec!r} is empty; expected N:res=value[:...][+...]")
+    chunks = []
+    for text in spec.strip().split("+"):
+        pieces = text.split(":")
+        count = 1
+        if pieces and pieces[0].isdigit():
+            count = int(pieces.pop(0))
+            if count < 1:
+                raise ValueError(f"select {spec!r}: a chunk count must be at least 1")
+        if not pieces and text.strip().isdigit():
+            raise ValueError(f"select {spec!r}: chunk {text!r} names no resource")
+        resources: dict[str, str | int] = {}
+        for piece in pieces:
+            name, sep, val = piece.partition("=")
+            if not sep or not _RES_NAME.match(name) or val == "":
+                raise ValueError(
+                    f"select {spec!r}: {piece!r} is not res=value (in chunk {text!r})")
+            resources[name] = int(val) if val.isdigit() else val
+        chunks.append(Chunk(count, resources))
+    return chunks
+
+
+PLACE_ARRANGEMENTS = ("free", "pack", "scatter", "vscatter")
+PLACE_SHARING = ("excl", "shared", "exclhost")
+
+
+@dataclass(frozen=True)
+class Place:
+    """A parsed ``place``: arrangement, sharing and an optional ``group=resource``."""
+
+    arrangement: str = "free"
+    sharing: str | None = None
+    group: str | None = None
+
+
+def parse_place(spec: str | None) -> Place:
+    """``place=scatter:excl`` -> Place("scatter", "excl"). Empty means PBS's default, free."""
+    if not spec:
+        return Place()
+    arrangement, sharing, group = "free", None, None
+    for token in str(spec).split(":"):
+        if token in PLACE_ARRANGEMENTS:
+            arrangement = token
+        elif token in PLACE_SHARING:
+            sharing = token
+        elif token.startswith("group="):
+            group = token[6:]
+        else:
+            raise ValueError(
+                f"place {spec!r}: {token!r} is not one of "
+                f"{', '.join(PLACE_ARRANGEMENTS + PLACE_SHARING)} or group=<resource>")
+    return Place(arrangement, sharing, group)
