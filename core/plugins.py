@@ -125,6 +125,8 @@ class PluginSet:
         self.site = site
         self.pm = pm or make_plugin_manager()
         self.records: dict[str, PluginRecord] = {}
+        #: Names of every installed plugin (entry points), loaded or not.
+        self.installed: list[str] = []
         self._registry: AttributeRegistry | None = None
 
     # -- queries ---------------------------------------------------------------------------------
@@ -261,12 +263,14 @@ def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, An
 
 def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | None = None,
                  env: Mapping[str, str] | None = None,
-                 entry_points: Iterable[md.EntryPoint] | None = None) -> PluginSet:
+                 entry_points: Iterable[md.EntryPoint] | None = None,
+                 only: set[str] | None = None) -> PluginSet:
     """Discover the installed plugins and load them for `site`.
 
     `which` is ``"enabled"`` (import only what the site enables) or ``"all"`` (import every
     plugin not blocked, to report on it; only enabled ones are registered). `strict` defaults
-    to the environment and the site.
+    to the environment and the site. `only` restricts loading to the named plugins (the
+    others are listed in `PluginSet.installed` but not looked at).
     """
     env = os.environ if env is None else env
     if strict is None:
@@ -275,7 +279,10 @@ def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | Non
     deny = _env_list("PBSPLUG_DISABLE_PLUGINS", env) or set()
     plugins = PluginSet(site)
     eps = list(installed_entry_points() if entry_points is None else entry_points)
+    plugins.installed = sorted({ep.name for ep in eps})
     for ep in eps:
+        if only is not None and ep.name not in only:
+            continue
         dist = getattr(ep, "dist", None)
         dist_name = dist.metadata["Name"] if dist is not None else ""
         version = dist.version if dist is not None else ""

@@ -34,6 +34,7 @@ KERNEL_API = (1, 0)
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
                list: "a list", dict: "a table"}
+_ITEM_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Setting:
         """What a good value looks like, in words."""
         text = _TYPE_NAMES.get(self.type, self.type.__name__)
         if self.items is not None:
-            text += f" of {_TYPE_NAMES.get(self.items, self.items.__name__)}s"
+            text += f" of {_ITEM_NAMES.get(self.items, self.items.__name__)}s"
         limits = []
         if self.gt is not None:
             limits.append(f"> {self.gt:g}")

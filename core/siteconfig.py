@@ -169,8 +169,8 @@ def parse_site(data: Mapping[str, Any], path: Path) -> SiteConfig:
             known = ", ".join(sorted(set(_TOP_LEVEL) | _SECTIONS))
             issues.append(ConfigIssue(src, key, value, f"unknown key; known keys: {known}"))
         elif not isinstance(value, expected):
-            issues.append(ConfigIssue(src, key, value,
-                                      f"expected {expected.__name__ if expected is not dict else 'a table'}"))
+            wanted = "a table" if expected is dict else f"a {expected.__name__}"
+            issues.append(ConfigIssue(src, key, value, f"expected {wanted}"))
         elif key == "enable_all_installed":
             site.enable_all_installed = value
         elif key == "strict_plugins":
@@ -192,7 +192,8 @@ def parse_site(data: Mapping[str, Any], path: Path) -> SiteConfig:
                 if isinstance(value, bool):
                     entry.enabled = value
                 else:
-                    issues.append(ConfigIssue(src, f"{key}.enabled", value, "expected true or false"))
+                    issues.append(ConfigIssue(src, f"{key}.enabled", value,
+                                              "expected true or false"))
             elif attr == "config":
                 if isinstance(value, dict):
                     entry.config = dict(value)

@@ -1,0 +1,69 @@
+"""Shared fixtures: real installed plugin distributions, and the CLI as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+
+
+class Distributions:
+    """Plugin distributions installed into a folder on PYTHONPATH, as pip would lay them out
+    (a module plus ``<dist>-<version>.dist-info`` with METADATA and entry_points.txt), so
+    importlib.metadata finds them exactly as it finds pip-installed ones."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def add(self, name: str, source: str, *, version: str = "1.0",
+            module: str | None = None) -> str:
+        module = module or f"pbsplug_{name}"
+        (self.root / f"{module}.py").write_text(textwrap.dedent(source))
+        dist = f"pbsplug_{name}"
+        info = self.root / f"{dist}-{version}.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: pbsplug-{name.replace('_', '-')}\n"
+            f"Version: {version}\n")
+        (info / "entry_points.txt").write_text(f"[pbsplug]\n{name} = {module}\n")
+        return module
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(self.root)] + ([os.environ["PYTHONPATH"]] if "PYTHONPATH" in os.environ
+                                else []))
+        env.update(extra)
+        return env
+
+
+@pytest.fixture
+def dists(tmp_path) -> Distributions:
+    return Distributions(tmp_path / "site-packages")
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def cli(dists, home):
+    """``cli(*args, input=None, **env)``: run ``pbsplug`` as a real process with the test's
+    installed distributions and home; returns the CompletedProcess (text)."""
+
+    def run(*args: str, input: str | None = None, **env: str):
+        environment = dists.env(PBSPLUG_HOME=str(home), **env)
+        return subprocess.run([PBSPLUG, *args], capture_output=True, text=True, input=input,
+                              env=environment, timeout=120)
+
+    return run

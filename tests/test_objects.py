@@ -1,0 +1,116 @@
+import pickle
+
+import pytest
+
+from pbsplug import AttributeReadOnly, Event, Job, Vnode
+
+
+def test_pbs_names_and_unset_attributes_read_none():
+    job = Job("1.srv", {"Job_Name": "sim", "Resource_List": {"ncpus": 4, "walltime": "01:00:00"}})
+    assert job.id == "1.srv" and job.Job_Name == "sim"
+    assert job.comment is None
+    assert job.Resource_List["ncpus"] == 4
+    assert job.Resource_List["mem"] is None
+    assert job.Resource_List.seconds("walltime") == 3600
+    assert job.Resource_List.bytes("mem") is None
+
+
+def test_changes_are_recorded_and_replayed_on_a_copy():
+    vn = Vnode("n1", {"state": "free", "resources_available": {"ncpus": 8}})
+    copy = Vnode("n1", vn.to_dict() | {})
+    vn.state = "offline"
+    vn.comment = "broken"
+    vn.resources_available["ncpus"] = 4
+    vn.resources_available["mem"] = "16gb"
+    del vn.resources_available["mem"]
+    changes = vn.take_changes()
+    assert changes == {"state": "offline", "comment": "broken",
+                       "resources_available": {"ncpus": 4, "mem": None}}
+    assert vn.take_changes() == {}
+    copy.apply_changes(pickle.loads(pickle.dumps(changes)))
+    assert copy.to_dict() == vn.to_dict()
+
+
+def test_setting_none_unsets():
+    job = Job("1.s", {"comment": "x"})
+    job.comment = None
+    assert "comment" not in job and job.changes() == {"comment": None}
+
+
+def test_id_and_name_are_read_only():
+    job = Job("1.s")
+    with pytest.raises(AttributeReadOnly):
+        job.id = "2.s"
+    with pytest.raises(AttributeError):
+        Vnode("n").name = "m"
+
+
+def test_event_guards_follow_the_event():
+    ev = Event.from_dict("jobobit", {"job": {"id": "1.s", "Exit_status": 0}})
+    with pytest.raises(AttributeReadOnly, match="jobobit"):
+        ev.job.comment = "x"
+    ev = Event.from_dict("queuejob", {"job": {"id": "1.s"}})
+    ev.job.Job_Name = "renamed"
+    with pytest.raises(AttributeReadOnly, match="job_state"):
+        ev.job.job_state = "R"
+    ev = Event.from_dict("modifyvnode", {"vnode": {"name": "n1"}, "vnode_o": {"name": "n1"}})
+    with pytest.raises(AttributeReadOnly):
+        ev.vnode.state = "offline"
+
+
+def test_rerun_and_delete_only_on_the_execution_host():
+    ev = Event.from_dict("execjob_begin", {"job": {"id": "1.s"}, "vnode_list": {}})
+    ev.job.rerun()
+    assert ev.take_changes()["job"]["_action"] == "rerun"
+    ev = Event.from_dict("queuejob", {"job": {"id": "1.s"}})
+    with pytest.raises(AttributeReadOnly, match="execution-host"):
+        ev.job.delete()
+
+
+def test_event_round_trip_through_plain_data():
+    data = {"job": {"id": "3.s", "Resource_List": {"select": "1:ncpus=2"}},
+            "vnode_list": {"n1": {"state": "free"}}, "vnode_list_fail": {},
+            "progname": "/bin/sh", "argv": ["sh", "job.sh"], "env": {"A": "1"}}
+    ev = Event.from_dict("execjob_launch", data)
+    again = Event.from_dict("execjob_launch", pickle.loads(pickle.dumps(ev.to_dict())))
+    assert again.to_dict() == ev.to_dict()
+
+
+def test_launch_changes_and_new_vnodes_cross_over():
+    data = {"job": {"id": "3.s"}, "vnode_list": {"n1": {"state": "free"}},
+            "progname": "/bin/sh", "argv": ["sh"], "env": {"A": "1"}}
+    here, there = Event.from_dict("execjob_launch", data), Event.from_dict("execjob_launch", data)
+    there.env["B"] = "2"
+    there.argv.append("-x")
+    changes = there.take_changes()
+    here.apply_changes(changes)
+    assert here.env == {"A": "1", "B": "2"} and here.argv == ["sh", "-x"]
+
+    start, copy = (Event.from_dict("exechost_startup", {"vnode_list": {}}) for _ in range(2))
+    start.vnode_list["h[0]"] = Vnode("h[0]", {"resources_available": {"ncpus": 2}})
+    copy.apply_changes(start.take_changes())
+    assert copy.vnode_list["h[0]"].resources_available["ncpus"] == 2
+
+
+@pytest.mark.parametrize("data,match", [
+    ({"job": {"Job_Name": "x"}}, "'job': a job needs 'id'"),
+    ({"job": [1]}, "'job': expected a JSON object"),
+    ({"vnode": {"name": "n"}}, "queuejob does not carry 'vnode'"),
+    ({"job": {"id": 5}}, "must be a string"),
+])
+def test_event_input_errors_name_the_key(data, match):
+    with pytest.raises(ValueError, match=match):
+        Event.from_dict("queuejob", data)
+
+
+def test_unknown_event():
+    with pytest.raises(ValueError, match="unknown event 'qeuejob'"):
+        Event("qeuejob")
+
+
+def test_vnode_list_read_only_where_the_event_says():
+    ev = Event.from_dict("execjob_attach", {"job": {"id": "1"}, "pid": 4})
+    assert ev.vnode_list is None and ev.pid == 4
+    ev = Event.from_dict("periodic", {"vnode_list": {"n1": {}}, "resv_list": {}})
+    ev.vnode_list["n1"].state = "offline"
+    assert ev.take_changes() == {"vnode_list": {"n1": {"state": "offline"}}}

@@ -1,0 +1,193 @@
+"""Discovery and enablement, against distributions installed on sys.path."""
+
+import sys
+
+import pytest
+
+from pbsplug import PluginLoadError, load_plugins
+from pbsplug.siteconfig import SiteConfig, parse_site
+
+NOOP = """
+from pbsplug import hookimpl
+IMPORTED = True
+@hookimpl
+def queuejob(event):
+    pass
+"""
+
+
+@pytest.fixture
+def installed(dists, monkeypatch):
+    """Install distributions on sys.path for this test; forget their modules afterwards."""
+    monkeypatch.syspath_prepend(str(dists.root))
+    before = set(sys.modules)
+    yield dists
+    for name in set(sys.modules) - before:
+        if name.startswith("pbsplug_"):
+            del sys.modules[name]
+
+
+def site(tmp_path, text=""):
+    return parse_site(__import__("tomllib").loads(text), tmp_path / "site.toml")
+
+
+def load(tmp_path, text="", **kw):
+    kw.setdefault("env", {})
+    return load_plugins(site(tmp_path, text), **kw)
+
+
+def test_installed_plugins_stay_off_and_unimported(installed, tmp_path):
+    installed.add("alpha", NOOP)
+    plugins = load(tmp_path)
+    rec = plugins.get("alpha")
+    assert rec.status == "disabled" and rec.plugin is None
+    assert "pbsplug_alpha" not in sys.modules
+    assert rec.dist == "pbsplug-alpha" and rec.version == "1.0"
+
+
+def test_site_enables_and_registers(installed, tmp_path):
+    installed.add("alpha", NOOP)
+    installed.add("beta", NOOP)
+    plugins = load(tmp_path, "[plugins.alpha]\nenabled = true\norder = 7\n")
+    assert plugins.get("alpha").status == "enabled"
+    assert plugins.get("alpha").attributes.order == 7
+    assert plugins.get("beta").status == "disabled"
+    assert [i.plugin_name for i in plugins.hook.queuejob.get_hookimpls()] == ["alpha"]
+
+
+def test_enable_all_installed_but_the_site_can_still_disable(installed, tmp_path):
+    installed.add("alpha", NOOP)
+    installed.add("beta", NOOP)
+    plugins = load(tmp_path, "enable_all_installed = true\n[plugins.beta]\nenabled = false\n")
+    assert plugins.get("alpha").status == "enabled"
+    assert plugins.get("beta").status == "disabled"
+
+
+def test_allowlist_and_denylist_apply_before_import(installed, tmp_path):
+    for name in ("alpha", "beta", "gamma"):
+        installed.add(name, NOOP)
+    text = "enable_all_installed = true\n"
+    plugins = load(tmp_path, text, env={"PBSPLUG_LOAD_PLUGINS": "alpha,gamma",
+                                        "PBSPLUG_DISABLE_PLUGINS": "gamma"})
+    assert [plugins.get(n).status for n in ("alpha", "beta", "gamma")] == [
+        "enabled", "blocked", "blocked"]
+    assert "pbsplug_beta" not in sys.modules and "pbsplug_gamma" not in sys.modules
+    assert "PBSPLUG_DISABLE_PLUGINS" in plugins.get("gamma").error
+    none = load(tmp_path, text, env={"PBSPLUG_LOAD_PLUGINS": ""})
+    assert {r.status for r in none.records.values()} == {"blocked"}
+
+
+@pytest.mark.parametrize("source,error", [
+    ("raise RuntimeError('boom')", "import failed: RuntimeError: boom at "),
+    ("import sys\nsys.exit(3)", "import failed: SystemExit: 3"),
+    ("import does_not_exist_anywhere", "ModuleNotFoundError"),
+    (NOOP + "\nplugin_info = 42\n", "plugin_info is not a pbsplug.PluginInfo"),
+    ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='2.0')",
+     "needs kernel API 2.0, this pbsplug offers 1.0"),
+    ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='one')",
+     "is not a version like '1.0'"),
+    ("from pbsplug import hookimpl\n@hookimpl\ndef queuejobb(event): pass",
+     "implements hooks no spec declares: queuejobb"),
+    ("from pbsplug import hookimpl\n@hookimpl\ndef queuejob(event, extra): pass",
+     "cannot register"),
+    ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(events=('runjob',))\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "events runjob are enabled but the plugin implements no hook for them"),
+    ("from pbsplug import hookimpl, PluginInfo\n"
+     "plugin_info = PluginInfo(fail_action=('offline_vnodes',))\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "Can't set hook fail_action value to 'offline_vnodes'"),
+])
+def test_a_broken_plugin_is_reported_and_skipped(installed, tmp_path, source, error):
+    installed.add("broken", source, version="2.5")
+    installed.add("good", NOOP)
+    plugins = load(tmp_path, "enable_all_installed = true\n")
+    broken = plugins.get("broken")
+    assert broken.status == "failed" and error in broken.error
+    text = broken.failure_text()
+    assert "plugin 'broken' pbsplug-broken 2.5 failed:" in text
+    assert "pbsplug plugins disable broken" in text
+    assert plugins.get("good").status == "enabled"
+    assert [i.plugin_name for i in plugins.hook.queuejob.get_hookimpls()] == ["good"]
+
+
+def test_strict_mode_makes_failures_fatal(installed, tmp_path):
+    installed.add("broken", "raise RuntimeError('boom')")
+    with pytest.raises(PluginLoadError, match="plugin 'broken'.*boom"):
+        load(tmp_path, "enable_all_installed = true\n", strict=True)
+    with pytest.raises(PluginLoadError):
+        load(tmp_path, "enable_all_installed = true\n", env={"PBSPLUG_STRICT_PLUGINS": "1"})
+    with pytest.raises(PluginLoadError):
+        load(tmp_path, "enable_all_installed = true\nstrict_plugins = true\n")
+
+
+def test_plugin_configuration_is_validated(installed, tmp_path):
+    installed.add("conf", """
+from pbsplug import PluginInfo, Setting, hookimpl
+plugin_info = PluginInfo(config={"timeout": Setting(float, 30.0, gt=0)})
+@hookimpl
+def queuejob(event):
+    pass
+""")
+    ok = load(tmp_path, "[plugins.conf]\nenabled = true\n[plugins.conf.config]\ntimeout = 5\n")
+    assert ok.get("conf").config == {"timeout": 5.0}
+    bad = load(tmp_path, "[plugins.conf]\nenabled = true\n[plugins.conf.config]\n"
+                         "timeout = -1\nretries = 2\n")
+    error = bad.get("conf").error
+    assert "plugins.conf.config.timeout = -1: expected a number > 0" in error
+    assert "plugins.conf.config.retries = 2: unknown key" in error
+    cf = tmp_path / "conf.CF"
+    cf.write_text('{"timeout": "soon"}')
+    from_cf = load(tmp_path, f'[plugins.conf]\nenabled = true\nconfig_file = "{cf}"\n')
+    assert f'{cf}: timeout = "soon": expected a number' in from_cf.get("conf").error
+
+
+def test_two_distributions_claiming_one_name(installed, tmp_path):
+    installed.add("alpha", NOOP)
+    info = installed.root / "other_dist-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-dist\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pbsplug]\nalpha = pbsplug_alpha\n")
+    plugins = load(tmp_path, "enable_all_installed = true\n")
+    assert plugins.get("alpha").status == "failed"
+    assert "two distributions provide plugin 'alpha'" in plugins.get("alpha").error
+
+
+def test_attribute_registration_failure_is_isolated(installed, tmp_path):
+    installed.add("attrs", """
+from pbsplug import hookimpl
+@hookimpl
+def register_attributes(registry):
+    registry.add("node", "poweroff_eligible", "boolean", False)
+""")
+    installed.add("badattrs", """
+from pbsplug import hookimpl
+@hookimpl
+def register_attributes(registry):
+    registry.add("node", "x", "colour")
+""")
+    plugins = load(tmp_path, "enable_all_installed = true\n")
+    registry = plugins.attribute_registry()
+    assert ("node", "poweroff_eligible") in registry.attributes
+    assert registry.attributes[("node", "poweroff_eligible")].plugin == "attrs"
+    assert plugins.get("badattrs").status == "failed"
+    assert "type 'colour' is not one of" in plugins.get("badattrs").error
+
+
+def test_site_table_for_a_plugin_not_installed_is_reported(installed, tmp_path):
+    plugins = load(tmp_path, "[plugins.ghost]\nenabled = true\n")
+    assert any("no installed plugin is named 'ghost'" in p for p in plugins.config_issues())
+
+
+def test_plugin_set_add_for_objects(tmp_path):
+    from pbsplug import PluginSet, hookimpl
+
+    class Obj:
+        @hookimpl
+        def runjob(self, event):
+            pass
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    rec = plugins.add("obj", Obj(), enable=True)
+    assert rec.status == "enabled" and rec.hooks == ("runjob",)
+    assert rec.attributes.events == ("runjob",)

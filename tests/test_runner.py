@@ -1,0 +1,398 @@
+"""Chain semantics and isolation, with real forked processes and real signals."""
+
+import json
+import logging
+import os
+import pwd
+import signal
+import threading
+import time
+
+import pytest
+
+from pbsplug import Event, HookAlarm, PluginInfo, PluginSet, Runner, hookimpl
+from pbsplug.siteconfig import PluginSite, SiteConfig
+
+BEGIN = {"job": {"id": "7.srv", "Job_Owner": "root@h", "euser": "root"},
+         "vnode_list": {"n1": {"state": "free"}, "n2": {"state": "free"}}}
+
+
+class Hook:
+    """A plugin whose execjob_begin / queuejob / runjob run `body(event)`."""
+
+    def __init__(self, body=None, **info):
+        self.body = body or (lambda event: None)
+        self.plugin_info = PluginInfo(**info)
+
+    @hookimpl
+    def execjob_begin(self, event):
+        self.body(event)
+
+    @hookimpl
+    def queuejob(self, event):
+        self.body(event)
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """``chain({name: Hook(...)}, mode=None, **site attributes)`` -> a Runner."""
+
+    def make(hooks, mode=None, alarm_grace=0.5, **attributes):
+        plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+        for name, hook in hooks.items():
+            plugins.site.plugins[name] = PluginSite(name, enabled=True,
+                                                    attributes=dict(attributes))
+            record = plugins.add(name, hook)
+            assert record.status == "enabled", record.error
+        return Runner(plugins, mode=mode, alarm_grace=alarm_grace)
+
+    return make
+
+
+def begin():
+    return Event.from_dict("execjob_begin", json.loads(json.dumps(BEGIN)))
+
+
+def queuejob():
+    return Event.from_dict("queuejob", {"job": {"id": "1.srv"}})
+
+
+def trail(event):
+    event.job.comment = (event.job.comment or "") + event.hook_name
+
+
+MODES = ["inprocess", "process"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ascending_order_ties_by_name_and_changes_seen_by_later_hooks(chain, mode):
+    runner = chain({"c": Hook(trail, order=5), "b": Hook(trail, order=5),
+                    "a": Hook(trail, order=9), "d": Hook(trail, order=1)}, mode=mode)
+    out = runner.fire(begin())
+    assert out.accepted and out.kind == "accept" and out.code is None
+    assert [r.hook for r in out.runs] == ["d", "b", "c", "a"]
+    assert out.changes["job"]["comment"] == "dbca"
+    assert all(r.mode == mode for r in out.runs)
+
+
+def test_no_hook_means_accepted(chain):
+    out = chain({}).fire(begin())
+    assert out.accepted and out.runs == [] and out.consequence == "proceed"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_first_reject_stops_the_chain_and_keeps_changes(chain, mode):
+    def reject(event):
+        trail(event)
+        event.reject()
+
+    runner = chain({"a": Hook(trail, order=1), "b": Hook(reject, order=2),
+                    "c": Hook(trail, order=3)}, mode=mode)
+    out = runner.fire(begin())
+    assert not out.accepted and out.kind == "reject" and out.hook == "b"
+    assert [r.hook for r in out.runs] == ["a", "b"]
+    assert out.message == "execjob_begin request rejected by 'b'"
+    assert out.code == 15136
+    assert out.changes["job"]["comment"] == "ab"  # changes survive a reject, as in PBS
+    assert out.consequence == "requeue"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reject_message_and_no_fail_action_on_plain_reject(chain, mode):
+    runner = chain({"h": Hook(lambda e: e.reject("no licence"), events=("execjob_begin",),
+                              fail_action=("offline_vnodes",))}, mode=mode)
+    out = runner.fire(begin())
+    assert out.message == "no licence" and out.fail_action == ()
+
+
+def boom(event):
+    event.job.comment = "half-done"
+    raise ValueError("disk full")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exception_is_an_error_with_fail_action(chain, mode, caplog):
+    runner = chain({"h": Hook(boom, events=("execjob_begin",),
+                              fail_action=("offline_vnodes", "scheduler_restart_cycle"))},
+                   mode=mode)
+    with caplog.at_level(logging.ERROR):
+        out = runner.fire(begin())
+    assert out.kind == "error" and out.hook == "h"
+    assert out.message == ("request rejected as filter hook 'h' encountered an exception. "
+                           "Please inform Admin")
+    assert out.detail == "ValueError: disk full"
+    assert out.fail_action == ("offline_vnodes", "scheduler_restart_cycle")
+    assert out.changes == {}  # nothing of a failed chain applies
+    assert out.consequence == "requeue"
+    assert "execjob_begin hook 'h' encountered an exception, request rejected" in caplog.text
+    assert "disk full" in caplog.text
+
+
+def test_fail_action_only_where_the_event_allows_it(chain):
+    class EndToo(Hook):
+        @hookimpl
+        def execjob_end(self, event):
+            raise RuntimeError("x")
+
+    runner = chain({"h": EndToo(events=("execjob_begin", "execjob_end"),
+                                fail_action=("offline_vnodes",))})
+    out = runner.fire(Event.from_dict("execjob_end", BEGIN))
+    assert out.kind == "error" and out.fail_action == () and out.consequence == "ignore"
+
+
+def test_inprocess_alarm(chain):
+    runner = chain({"slow": Hook(lambda e: time.sleep(5), events=("queuejob",))},
+                   alarm=1, mode="inprocess")
+    t0 = time.monotonic()
+    out = runner.fire(queuejob())
+    assert time.monotonic() - t0 < 3
+    assert out.kind == "alarm"
+    assert out.message == ("request rejected as filter hook 'slow' got an alarm call. "
+                           "Please inform Admin")
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.default_int_handler,
+                                                None) or callable(signal.getsignal(signal.SIGALRM))
+
+
+def test_a_hook_may_catch_its_alarm_and_reject(chain):
+    # PBS's cray_atom turns the alarm's KeyboardInterrupt into a plain reject at execjob_end.
+    def patient(event):
+        try:
+            time.sleep(5)
+        except KeyboardInterrupt:
+            event.reject("gave up waiting")
+
+    for mode in MODES:
+        out = chain({"p": Hook(patient, events=("execjob_begin",))}, alarm=1,
+                    mode=mode).fire(begin())
+        assert (out.kind, out.detail, out.fail_action) == ("reject", "gave up waiting", ())
+
+
+def swallow_everything(event):
+    while True:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+
+
+def block_in_c(event):
+    import ctypes
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # C code that never sees it
+    ctypes.CDLL(None).sleep(30)
+
+
+@pytest.mark.parametrize("body", [swallow_everything, block_in_c])
+def test_process_mode_kills_a_hook_that_ignores_its_alarm(chain, body):
+    runner = chain({"ok": Hook(trail, order=1),
+                    "stuck": Hook(body, order=2, events=("execjob_begin",),
+                                  fail_action=("offline_vnodes",)),
+                    "never": Hook(trail, order=3)}, alarm=1, mode="process")
+    t0 = time.monotonic()
+    out = runner.fire(begin())
+    elapsed = time.monotonic() - t0
+    assert elapsed < 10, elapsed
+    assert out.kind == "alarm" and out.hook == "stuck"
+    assert "killed" in out.detail
+    assert out.fail_action == ("offline_vnodes",)
+    assert [r.hook for r in out.runs] == ["ok", "stuck"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no zombie left behind
+
+
+@pytest.mark.parametrize("body,detail", [
+    (lambda e: os._exit(3), "exited with status 3 while the hook ran"),
+    (lambda e: os.kill(os.getpid(), signal.SIGKILL), "killed by SIGKILL while the hook ran"),
+    (lambda e: os.kill(os.getpid(), signal.SIGSEGV), "killed by SIGSEGV while the hook ran"),
+    (lambda e: os.abort(), "killed by SIGABRT"),
+])
+def test_process_mode_survives_a_dying_interpreter(chain, body, detail):
+    runner = chain({"a": Hook(trail, order=1), "dies": Hook(body, order=2)}, mode="process")
+    out = runner.fire(begin())
+    assert out.kind == "error" and out.hook == "dies" and detail in out.detail
+    assert out.message.endswith("encountered an exception. Please inform Admin")
+    assert [r.outcome for r in out.runs] == ["accept", "error"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sys_exit_is_an_error(chain, mode):
+    out = chain({"x": Hook(lambda e: __import__("sys").exit(0))}, mode=mode).fire(begin())
+    assert out.kind == "error" and "called sys.exit(0)" in out.detail
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hook_that_neither_accepts_nor_rejects_accepts(chain, mode):
+    def swallow(event):
+        try:
+            event.reject("first")
+        except SystemExit:
+            pass  # swallowed, but the decision stands
+
+    assert chain({"q": Hook(lambda e: None)}, mode=mode).fire(begin()).accepted
+    out = chain({"s": Hook(swallow)}, mode=mode).fire(begin())
+    assert out.kind == "reject" and out.detail == "first"
+    out = chain({"a": Hook(lambda e: e.accept())}, mode=mode).fire(begin())
+    assert out.accepted
+
+
+def test_mixed_modes_share_changes_both_ways(chain, tmp_path):
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    for name, order, isolation in (("a", 1, "process"), ("b", 2, "inprocess"),
+                                   ("c", 3, "process")):
+        plugins.site.plugins[name] = PluginSite(name, enabled=True,
+                                                attributes={"isolation": isolation})
+        plugins.add(name, Hook(trail, order=order))
+    out = Runner(plugins).fire(begin())
+    assert [(r.hook, r.mode) for r in out.runs] == [("a", "process"), ("b", "inprocess"),
+                                                    ("c", "process")]
+    assert out.changes["job"]["comment"] == "abc"
+
+
+def test_vnode_changes_and_logs_come_back_from_the_child(chain, caplog):
+    def offline(event):
+        event.vnode_list["n2"].state = "offline"
+        event.vnode_list["n2"].comment = "bad dimm"
+        event.logger.warning("took %s offline", "n2")
+
+    with caplog.at_level(logging.INFO):
+        out = chain({"o": Hook(offline)}, mode="process").fire(begin())
+    assert out.changes == {"vnode_list": {"n2": {"state": "offline", "comment": "bad dimm"}}}
+    assert ("pbsplug.hook.o", logging.WARNING, "took n2 offline") in caplog.record_tuples
+
+
+def test_hook_config_is_per_hook(tmp_path):
+    from pbsplug import Setting
+
+    seen = {}
+
+    class Conf(Hook):
+        def __init__(self, name):
+            super().__init__(lambda e: seen.__setitem__(name, dict(e.hook_config)),
+                             config={"level": Setting(int, 1)})
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.site.plugins["x"] = PluginSite("x", enabled=True, config={"level": 5})
+    plugins.site.plugins["y"] = PluginSite("y", enabled=True)
+    plugins.add("x", Conf("x"))
+    plugins.add("y", Conf("y"))
+    Runner(plugins, mode="inprocess").fire(begin())
+    assert seen == {"x": {"level": 5}, "y": {"level": 1}}
+
+
+def test_runjob_accepting_hook_must_not_change_the_job(tmp_path):
+    class Run:
+        def __init__(self, body):
+            self.body = body
+
+        @hookimpl
+        def runjob(self, event):
+            self.body(event)
+
+    def run(body):
+        plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+        plugins.add("r", Run(body), enable=True)
+        return Runner(plugins).fire(Event.from_dict("runjob", {"job": {"id": "1.s"}}))
+
+    def hold_and_accept(event):
+        event.job.Hold_Types = "u"
+
+    def hold_and_reject(event):
+        event.job.Hold_Types = "u"
+        event.reject("license server down")
+
+    out = run(hold_and_accept)
+    assert out.kind == "reject"
+    assert out.message == "cannot modify job after runjob request has been accepted"
+    out = run(hold_and_reject)
+    assert out.kind == "reject" and out.changes == {"job": {"Hold_Types": "u"}}
+    assert out.consequence == "keep_queued"
+    out = run(lambda e: setattr(e.job, "comment", "x"))
+    assert out.kind == "error" and "'comment' is read-only" in out.detail
+
+
+def test_job_actions_decide_the_consequence(tmp_path):
+    class Launch:
+        def __init__(self, body):
+            self.body = body
+
+        @hookimpl
+        def execjob_launch(self, event):
+            self.body(event)
+
+        @hookimpl
+        def execjob_begin(self, event):
+            self.body(event)
+
+        @hookimpl
+        def execjob_epilogue(self, event):
+            self.body(event)
+
+    def run(event_name, body):
+        plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+        plugins.add("l", Launch(body), enable=True)
+        data = dict(BEGIN, progname="/bin/sh", argv=["sh"], env={}) if (
+            event_name == "execjob_launch") else BEGIN
+        return Runner(plugins).fire(Event.from_dict(event_name, data))
+
+    def rerun(event):
+        event.job.rerun()
+        event.reject("try elsewhere")
+
+    def delete(event):
+        event.job.delete()
+        event.reject()
+
+    assert run("execjob_launch", lambda e: e.reject()).consequence == "delete"
+    out = run("execjob_launch", rerun)
+    assert (out.consequence, out.job_action) == ("requeue", "rerun")
+    assert run("execjob_begin", delete).consequence == "delete"
+    out = run("execjob_epilogue", rerun)
+    assert (out.consequence, out.job_action) == ("ignore", "rerun")
+
+
+def test_trace_records_every_run(chain, tmp_path):
+    runner = chain({"a": Hook(trail, order=1), "b": Hook(lambda e: e.reject("no"), order=2)})
+    runner.trace_file = tmp_path / "trace.jsonl"
+    runner.fire(begin())
+    runner.fire(begin())
+    lines = [json.loads(x) for x in runner.trace_file.read_text().splitlines()]
+    assert [(x["hook"], x["outcome"]) for x in lines] == [("a", "accept"), ("b", "reject")] * 2
+    assert set(lines[0]) == {"hook", "event", "order", "mode", "duration", "outcome",
+                             "message", "started"}
+    assert len(runner.trace) == 4 and lines[1]["message"] == "no"
+
+
+def test_inprocess_from_another_thread_has_no_alarm_but_works(chain):
+    runner = chain({"a": Hook(trail)}, mode="inprocess")
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("out", runner.fire(begin())))
+    thread.start()
+    thread.join()
+    assert result["out"].accepted and result["out"].changes["job"]["comment"] == "a"
+
+
+def test_hook_alarm_is_a_keyboard_interrupt():
+    assert issubclass(HookAlarm, KeyboardInterrupt)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_pbsuser_hooks_run_as_the_job_owner(tmp_path):
+    owner = pwd.getpwnam("nobody")
+
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser")
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            event.job.comment = f"{os.getuid()}:{os.getgid()}"
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    rec = plugins.add("asuser", AsUser(), enable=True)
+    assert rec.attributes.user == "pbsuser"
+    runner = Runner(plugins)
+    assert runner.chain("execjob_prologue")[0].mode == "process"
+    out = runner.fire(Event.from_dict("execjob_prologue", {
+        "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    assert out.accepted, out.detail
+    assert out.changes["job"]["comment"] == f"{owner.pw_uid}:{owner.pw_gid}"
+    assert os.getuid() == 0  # the caller is untouched

@@ -1,0 +1,129 @@
+import pytest
+
+from pbsplug import ConfigError, load_site
+from pbsplug.settings import Setting, read_cf, validate_config
+from pbsplug.siteconfig import default_home, site_path
+
+
+def write(tmp_path, text, name="site.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_missing_default_file_is_an_empty_site(tmp_path, monkeypatch):
+    monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path))
+    monkeypatch.delenv("PBSPLUG_SITE", raising=False)
+    site = load_site()
+    assert not site.exists and site.plugins == {} and not site.is_enabled("any")
+    assert site_path() == tmp_path / "site.toml" and default_home() == tmp_path
+
+
+def test_explicit_missing_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_site(tmp_path / "nope.toml")
+
+
+def test_site_path_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("PBSPLUG_SITE", str(tmp_path / "env.toml"))
+    assert site_path(tmp_path / "arg.toml") == tmp_path / "arg.toml"
+    assert site_path() == tmp_path / "env.toml"
+
+
+def test_plugins_tables(tmp_path):
+    path = write(tmp_path, """
+enable_all_installed = true
+[plugins.a]
+enabled = false
+order = 5
+[plugins.b]
+config_file = "b.CF"
+[plugins.b.config]
+x = 1
+""")
+    site = load_site(path)
+    assert site.is_enabled("b") and not site.is_enabled("a") and site.is_enabled("other")
+    assert site.plugins["a"].attributes == {"order": 5}
+    assert site.plugins["b"].config_file == tmp_path / "b.CF"
+    assert site.plugins["b"].config == {"x": 1}
+
+
+def test_every_error_names_file_key_and_value(tmp_path):
+    path = write(tmp_path, """
+enable_all_installed = "yes"
+colour = 3
+[plugins.a]
+enabled = 1
+alarm = 0
+frobnicate = true
+[plugins.b]
+config = 7
+""")
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    text = str(err.value)
+    lines = text.splitlines()
+    assert len(lines) == 6, text
+    assert all(line.startswith(str(path)) for line in lines)
+    assert 'enable_all_installed = "yes": expected a bool' in text
+    assert "colour = 3: unknown key" in text
+    assert "plugins.a.enabled = 1: expected true or false" in text
+    assert "plugins.a.alarm = 0: set_hook_alarm: alarm value '0' of a hook must be > 0" in text
+    assert "plugins.a.frobnicate = true: unknown key" in text
+    assert "plugins.b.config = 7: expected a table" in text
+
+
+def test_malformed_toml(tmp_path):
+    path = write(tmp_path, "[plugins.a\nenabled = true\n")
+    with pytest.raises(ConfigError, match=f"{path}: \\(syntax\\).*not valid TOML"):
+        load_site(path)
+
+
+SCHEMA = {
+    "post_timeout": Setting(float, 30.0, gt=0),
+    "mode": Setting(str, "on", choices=("on", "off")),
+    "hosts": Setting(list, [], items=str),
+    "limit": Setting(int),
+}
+
+
+def test_schema_types_defaults_and_limits():
+    config, issues = validate_config(SCHEMA, {"post_timeout": 5, "limit": 3}, "f")
+    assert issues == []
+    assert config == {"post_timeout": 5.0, "mode": "on", "hosts": [], "limit": 3}
+    assert isinstance(config["post_timeout"], float)
+
+
+@pytest.mark.parametrize("values,key,expected", [
+    ({"post_timeout": 0, "limit": 1}, "post_timeout", "expected a number > 0"),
+    ({"post_timeout": "30", "limit": 1}, "post_timeout", "expected a number"),
+    ({"mode": "maybe", "limit": 1}, "mode", "one of 'on', 'off'"),
+    ({"hosts": ["a", 2], "limit": 1}, "hosts", "a list of strings"),
+    ({"limit": True}, "limit", "expected an integer"),
+    ({"limit": 1, "typo": 1}, "typo", "unknown key; known keys: hosts, limit, mode, post_timeout"),
+    ({}, "limit", "missing"),
+])
+def test_schema_errors(values, key, expected):
+    _, issues = validate_config(SCHEMA, values, "conf.CF")
+    assert len(issues) == 1
+    assert issues[0].key == key and expected in str(issues[0])
+    assert str(issues[0]).startswith("conf.CF: ")
+
+
+def test_cf_files(tmp_path):
+    good = write(tmp_path, '{"post_timeout": 10}', "a.CF")
+    assert read_cf(good) == {"post_timeout": 10}
+    bad = write(tmp_path, '{"post_timeout": 10,,}', "b.CF")
+    with pytest.raises(ConfigError, match=f"{bad}: \\(line 1\\).*not valid JSON"):
+        read_cf(bad)
+    with pytest.raises(ConfigError, match="expected a JSON object"):
+        read_cf(write(tmp_path, "[1, 2]", "c.CF"))
+    with pytest.raises(ConfigError, match="cannot be read"):
+        read_cf(tmp_path / "missing.CF")
+
+
+def test_unreadable_site(tmp_path):
+    path = tmp_path / "site.toml"
+    path.mkdir()  # unreadable as a file, even for root
+    with pytest.raises(ConfigError, match=f"{path}: \\(file\\).*cannot be read"):
+        load_site(path)

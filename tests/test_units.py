@@ -1,0 +1,73 @@
+import pytest
+
+from pbsplug import (
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_place,
+    parse_select,
+    parse_size,
+)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("4gb", 4 << 30), ("512mb", 512 << 20), ("100kb", 102400), ("2048", 2048),
+    ("1kw", 8192), ("3TB", 3 << 40), (" 7b ", 7), (12, 12),
+])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "4 gigs", "-1gb", "1.5gb", True, -3, "gb"])
+def test_parse_size_rejects_with_the_value(bad):
+    with pytest.raises(ValueError) as err:
+        parse_size(bad)
+    assert str(bad) in str(err.value)
+
+
+def test_format_size_is_the_inverse():
+    for n in (1, 1024, 4 << 30, 3 << 40, 1536 << 20):
+        assert parse_size(format_size(n)) == n
+    assert format_size(4 << 30) == "4gb"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("01:00:00", 3600), ("1:30:00", 5400), ("10:00", 600), ("45", 45), ("00:00:01.5", 1),
+    (90, 90), ("100:00:00", 360000),
+])
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "1:2:3:4", "ten", "01:xx:00", "-5", True])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(ValueError, match=r"\[\[HH:\]MM:\]SS|negative"):
+        parse_duration(bad)
+
+
+def test_format_duration():
+    assert format_duration(5400) == "01:30:00"
+    assert format_duration(360000) == "100:00:00"
+
+
+def test_parse_select_chunks():
+    chunks = parse_select("2:ncpus=4:mem=8gb+1:ncpus=1:host=n1")
+    assert [(c.count, c.resources) for c in chunks] == [
+        (2, {"ncpus": 4, "mem": "8gb"}), (1, {"ncpus": 1, "host": "n1"})]
+    assert str(chunks[0]) == "2:ncpus=4:mem=8gb"
+    assert parse_select("ncpus=2")[0].count == 1
+
+
+@pytest.mark.parametrize("bad", ["", "2:ncpus", "0:ncpus=1", "2:=4", "1:ncpus=2+", "3"])
+def test_parse_select_rejects_naming_the_spec(bad):
+    with pytest.raises(ValueError, match="select"):
+        parse_select(bad)
+
+
+def test_parse_place():
+    assert parse_place("scatter:excl") == parse_place("excl:scatter")
+    p = parse_place("pack:shared:group=switch")
+    assert (p.arrangement, p.sharing, p.group) == ("pack", "shared", "switch")
+    assert parse_place(None).arrangement == "free"
+    with pytest.raises(ValueError, match="'spread'"):
+        parse_place("spread")
