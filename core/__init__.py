@@ -11,7 +11,14 @@ from .attributes import AttributeDef, AttributeRegistry, ObjectTypeDef
 from .events import EVENTS, HOST_EVENTS, PBSE_HOOKERROR, SERVER_EVENTS, Event, EventSpec, HookExit
 from .hookattrs import HookAttributeError, HookAttributes
 from .objects import AttributeReadOnly, Job, Queue, Reservation, Resources, Server, Vnode
-from .plugins import PluginLoadError, PluginRecord, PluginSet, hookimpl, load_plugins
+from .plugins import (
+    PluginLoadError,
+    PluginRecord,
+    PluginSet,
+    hookimpl,
+    load_plugins,
+    plugin_config,
+)
 from .runner import HookAlarm, HookRun, Outcome, Runner
 from .scheduling import CycleStats, JobOrder, Placement, SchedulerInstance
 from .settings import KERNEL_API, ConfigError, PluginInfo, Setting
@@ -35,5 +42,5 @@ __all__ = [
     "PluginLoadError", "PluginRecord", "PluginSet", "Queue", "Reservation", "Resources",
     "Runner", "SchedulerInstance", "Server", "Setting", "SiteConfig", "Vnode",
     "format_duration", "format_size", "hookimpl", "load_plugins", "load_site",
-    "parse_duration", "parse_place", "parse_select", "parse_size",
+    "parse_duration", "parse_place", "parse_select", "parse_size", "plugin_config",
 ]

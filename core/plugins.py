@@ -315,3 +315,19 @@ def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | Non
     if strict and plugins.failed:
         raise PluginLoadError(plugins.failed)
     return plugins
+
+
+def plugin_config(name: str, site: SiteConfig | None = None) -> dict[str, Any]:
+    """The checked configuration of plugin `name` for `site` (default: the site config the
+    CLI uses), for a plugin's own commands. Raises `PluginLoadError` when the plugin is not
+    installed, is blocked, or fails to load (its configuration included)."""
+    from .siteconfig import load_site
+
+    site = site if site is not None else load_site()
+    plugins = load_plugins(site, which="all", strict=False, only={name})
+    record = plugins.get(name)
+    if record is None or record.status in (FAILED, BLOCKED):
+        record = record or PluginRecord(name, error="not installed")
+        record.status = FAILED
+        raise PluginLoadError([record])
+    return dict(record.config)

@@ -191,3 +191,22 @@ def test_plugin_set_add_for_objects(tmp_path):
     rec = plugins.add("obj", Obj(), enable=True)
     assert rec.status == "enabled" and rec.hooks == ("runjob",)
     assert rec.attributes.events == ("runjob",)
+
+
+def test_plugin_config_for_commands(installed, tmp_path):
+    from pbsplug import plugin_config
+
+    installed.add("conf2", """
+from pbsplug import PluginInfo, Setting, hookimpl
+plugin_info = PluginInfo(config={"path": Setting(str, "/var/run/x.sock")})
+@hookimpl
+def queuejob(event):
+    pass
+""")
+    assert plugin_config("conf2", site(tmp_path)) == {"path": "/var/run/x.sock"}
+    assert plugin_config("conf2", site(tmp_path, '[plugins.conf2.config]\npath = "/s"\n')) == {
+        "path": "/s"}
+    with pytest.raises(PluginLoadError, match="plugin 'ghost'.*not installed"):
+        plugin_config("ghost", site(tmp_path))
+    with pytest.raises(PluginLoadError, match="unknown key"):
+        plugin_config("conf2", site(tmp_path, "[plugins.conf2.config]\nbogus = 1\n"))
