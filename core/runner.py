@@ -32,6 +32,7 @@ threads should fire process-mode events from a single-threaded helper process.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ import pwd
 import select
 import signal
 import struct
+import sys
 import threading
 import time
 import traceback
@@ -228,9 +230,7 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     signal.signal(signal.SIGALRM, _raise_alarm)
     capture = _Capture()
     root = logging.getLogger()
-    root.handlers = [capture]
-    root.setLevel(min(root.level or logging.WARNING, logging.getLogger("pbsplug").level
-                      or logging.WARNING))
+    root.handlers = [capture]  # levels stay the parent's: the child logs what it would
     event.take_changes()  # only the hooks' own changes travel back
     if batch[0].attrs.user == "pbsuser":
         try:
@@ -277,10 +277,14 @@ class Runner:
 
     def __init__(self, plugins, *, mode: str | None = None,
                  trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
-                 alarm_grace: float = 1.0):
+                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None):
         self.plugins = plugins
         self.mode = mode
         self.alarm_grace = alarm_grace
+        #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<n>.in`` / ``.out``
+        #: (PBS keeps them in hooks/tmp); without it, they go to the hook's log at INFO.
+        self.debug_dir = Path(debug_dir) if debug_dir else None
+        self._debug_count = itertools.count(1)
         self.trace: deque[HookRun] = deque(maxlen=trace_size)
         self.trace_file = Path(trace_file) if trace_file else None
         self._chains: dict[str, list[HookEntry]] = {}
@@ -319,6 +323,7 @@ class Runner:
         try:
             while i < len(chain):
                 entry = chain[i]
+                debug_id = self._debug_in(entry, event) if entry.attrs.debug else None
                 if entry.mode == "inprocess":
                     started = time.time()
                     t0 = time.perf_counter()
@@ -327,20 +332,48 @@ class Runner:
                                         time.perf_counter() - t0, outcome, message, started))
                     i += 1
                 else:
+                    # Consecutive process-mode hooks share a child; a pbsuser hook (another
+                    # uid) or a debug hook (its own .in/.out) gets one of its own.
                     j = i + 1
                     while (j < len(chain) and chain[j].mode == "process"
+                           and not entry.attrs.debug and not chain[j].attrs.debug
                            and (chain[j].attrs.user == "pbsuser") == (
                                entry.attrs.user == "pbsuser")):
                         j += 1
                     batch_runs = self._run_forked(chain[i:j], event)
                     runs.extend(batch_runs)
                     i += len(batch_runs)
+                if debug_id is not None:
+                    self._debug_out(entry, event, runs[-1], debug_id)
                 if runs and runs[-1].outcome != ACCEPT:
                     break
         finally:
             if old_handler is not None:
                 signal.signal(signal.SIGALRM, old_handler)
         return self._outcome(event, chain, runs)
+
+    def _debug_in(self, entry: HookEntry, event: Event) -> str:
+        debug_id = f"hook_{event.type}_{entry.name}_{os.getpid()}_{next(self._debug_count)}"
+        data = {"event": event.type, "hook": entry.name, "hook_config": dict(entry.config),
+                "objects": event.to_dict()}
+        self._debug_write(entry, f"{debug_id}.in", data)
+        return debug_id
+
+    def _debug_out(self, entry: HookEntry, event: Event, run: HookRun, debug_id: str) -> None:
+        data = {"outcome": run.outcome, "message": run.message, "duration": run.duration,
+                "objects": event.to_dict()}
+        self._debug_write(entry, f"{debug_id}.out", data)
+
+    def _debug_write(self, entry: HookEntry, name: str, data: dict[str, Any]) -> None:
+        text = json.dumps(data, indent=1, default=str)
+        if self.debug_dir is None:
+            entry.logger.info("debug %s: %s", name, text)
+            return
+        try:
+            self.debug_dir.mkdir(parents=True, exist_ok=True)
+            (self.debug_dir / name).write_text(text + "\n")
+        except OSError as exc:
+            entry.logger.warning("debug: cannot write %s in %s: %s", name, self.debug_dir, exc)
 
     def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
         changes = event.take_changes()
@@ -382,6 +415,12 @@ class Runner:
 
     # -- process mode -----------------------------------------------------------------------------
     def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:
+        # Flush first, so that the child neither repeats nor loses buffered output.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, ValueError, OSError):
+                pass
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: run the hooks, report, and leave without cleanup
@@ -391,10 +430,23 @@ class Runner:
             except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
                 pass
             finally:
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except BaseException:  # noqa: BLE001
+                        pass
                 os._exit(0)
         os.close(write_fd)
         try:
             return self._collect(batch, event, pid, read_fd)
+        except BaseException:
+            # The caller was interrupted (^C, its own alarm): the child must not outlive it.
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            raise
         finally:
             os.close(read_fd)
 

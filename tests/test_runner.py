@@ -7,6 +7,7 @@ import pwd
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -396,3 +397,40 @@ def test_pbsuser_hooks_run_as_the_job_owner(tmp_path):
     assert out.accepted, out.detail
     assert out.changes["job"]["comment"] == f"{owner.pw_uid}:{owner.pw_gid}"
     assert os.getuid() == 0  # the caller is untouched
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_debug_keeps_each_runs_input_and_output(chain, tmp_path, mode):
+    runner = chain({"a": Hook(trail, order=1), "b": Hook(trail, order=2)}, mode=mode,
+                   debug=True)
+    runner.debug_dir = tmp_path / "hooks" / "tmp"
+    out = runner.fire(begin())
+    assert [r.hook for r in out.runs] == ["a", "b"]
+    files = sorted(p.name for p in runner.debug_dir.iterdir())
+    assert len(files) == 4 and all(f.startswith("hook_execjob_begin_") for f in files)
+    b_in = json.loads(next(runner.debug_dir.glob("hook_execjob_begin_b_*.in")).read_text())
+    b_out = json.loads(next(runner.debug_dir.glob("hook_execjob_begin_b_*.out")).read_text())
+    assert b_in["objects"]["job"]["comment"] == "a"  # what b saw
+    assert (b_out["outcome"], b_out["objects"]["job"]["comment"]) == ("accept", "ab")
+
+
+def test_hook_output_is_neither_lost_nor_repeated(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_runner import Hook, begin
+from pbsplug import PluginSet, Runner
+from pbsplug.siteconfig import SiteConfig
+print("before", end="")   # unflushed when the runner forks
+plugins = PluginSet(SiteConfig(path=None))
+plugins.add("p", Hook(lambda e: print("from the hook")), enable=True)
+Runner(plugins, mode="process").fire(begin())
+print("after")
+""")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout == "beforefrom the hook\nafter\n", result.stderr

@@ -374,7 +374,9 @@ def event_command(ctx: typer.Context,
         raise CliError(f"{input_file}: {exc}") from None
     state = _state(ctx)
     site = state.site()
-    runner = Runner(state.plugins(), mode=mode, trace_file=_writable_trace(site))
+    trace = _writable_trace(site)
+    runner = Runner(state.plugins(), mode=mode, trace_file=trace,
+                    debug_dir=trace.parent / "hooks" / "tmp" if trace else None)
     outcome = runner.fire(ev)
     if as_json:
         _print_json(outcome.to_dict())
