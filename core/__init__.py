@@ -24,6 +24,7 @@ from .scheduling import CycleStats, JobOrder, Placement, SchedulerInstance
 from .settings import KERNEL_API, ConfigError, PluginInfo, Setting
 from .siteconfig import SiteConfig, load_site
 from .units import (
+    exclusivity,
     format_duration,
     format_size,
     parse_duration,
@@ -41,6 +42,6 @@ __all__ = [
     "HookRun", "Job", "JobOrder", "ObjectTypeDef", "Outcome", "Placement", "PluginInfo",
     "PluginLoadError", "PluginRecord", "PluginSet", "Queue", "Reservation", "Resources",
     "Runner", "SchedulerInstance", "Server", "Setting", "SiteConfig", "Vnode",
-    "format_duration", "format_size", "hookimpl", "load_plugins", "load_site",
+    "exclusivity", "format_duration", "format_size", "hookimpl", "load_plugins", "load_site",
     "parse_duration", "parse_place", "parse_select", "parse_size", "plugin_config",
 ]

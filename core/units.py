@@ -142,3 +142,41 @@ def parse_place(spec: str | None) -> Place:
                 f"place {spec!r}: {token!r} is not one of "
                 f"{', '.join(PLACE_ARRANGEMENTS + PLACE_SHARING)} or group=<resource>")
     return Place(arrangement, sharing, group)
+
+
+SHARED, EXCL, EXCLHOST = "shared", "excl", "exclhost"
+VNODE_SHARING = ("default_shared", "default_excl", "default_exclhost", "ignore_excl",
+                 "force_excl", "force_exclhost")
+
+
+def exclusivity(place: str | Place | None, sharing: str | None) -> str:
+    """How exclusively a job holds a vnode: ``shared``, ``excl`` or ``exclhost``.
+
+    PBS decides it from the vnode's ``sharing`` and the job's ``place``, first match winning:
+    force_excl / force_exclhost; ignore_excl (shared); the place's excl / exclhost / shared;
+    default_excl / default_exclhost; otherwise (default_shared, or unset) shared.
+    """
+    sharing = sharing or "default_shared"
+    if sharing == "force_excl":
+        return EXCL
+    if sharing == "force_exclhost":
+        return EXCLHOST
+    if sharing == "ignore_excl":
+        return SHARED
+    tokens = place.sharing if isinstance(place, Place) else None
+    if not isinstance(place, Place):
+        for token in str(place or "").split(":"):
+            if token.startswith("excl") or token.startswith("shared"):
+                tokens = token
+                break
+    if tokens == EXCLHOST:
+        return EXCLHOST
+    if tokens and tokens.startswith("excl"):
+        return EXCL
+    if tokens and tokens.startswith("shared"):
+        return SHARED
+    if sharing == "default_excl":
+        return EXCL
+    if sharing == "default_exclhost":
+        return EXCLHOST
+    return SHARED

@@ -71,3 +71,18 @@ def test_parse_place():
     assert parse_place(None).arrangement == "free"
     with pytest.raises(ValueError, match="'spread'"):
         parse_place("spread")
+
+
+@pytest.mark.parametrize("sharing,place,expected", [
+    ("force_excl", "shared", "excl"), ("force_exclhost", "shared", "exclhost"),
+    ("ignore_excl", "excl", "shared"), ("default_shared", "excl", "excl"),
+    ("default_shared", "scatter:exclhost", "exclhost"), ("default_excl", "shared", "shared"),
+    ("default_excl", "free", "excl"), ("default_exclhost", None, "exclhost"),
+    ("default_shared", "pack", "shared"), (None, None, "shared"),
+    ("default_exclhost", "pack:excl", "excl"),
+])
+def test_exclusivity_follows_pbs_first_match(sharing, place, expected):
+    from pbsplug import exclusivity, parse_place
+
+    assert exclusivity(place, sharing) == expected
+    assert exclusivity(parse_place(place), sharing) == expected

@@ -1,0 +1,75 @@
+"""The booking calendar: what each vnode holds, and when.
+
+A booking reserves consumable resources (or the whole vnode, for an exclusive job) on one
+vnode over ``[start, end)``. Running jobs, confirmed reservations, the top jobs' shadows and
+jobs started in this cycle are *hard* bookings: nothing may overlap them. Estimates of the
+other queued jobs are *soft*: later estimates plan around them, but a job starting now may
+take their place (they are recomputed every cycle, as PBS's are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INFINITY = float("inf")
+
+
+@dataclass(slots=True)
+class Booking:
+    start: float
+    end: float
+    resources: dict[str, int]
+    exclusive: bool
+    hard: bool
+    owner: str
+
+
+class Calendar:
+    """Bookings per vnode, with capacity per vnode."""
+
+    def __init__(self, capacity: dict[str, dict[str, int]]):
+        self.capacity = capacity
+        self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
+
+    def book(self, vnode: str, booking: Booking) -> None:
+        self.bookings[vnode].append(booking)
+
+    def unbook(self, owner: str) -> None:
+        for bookings in self.bookings.values():
+            bookings[:] = [b for b in bookings if b.owner != owner]
+
+    def free(self, vnode: str, start: float, end: float, soft: bool
+             ) -> tuple[dict[str, int], bool] | None:
+        """What `vnode` has free over the whole of [start, end): (resources, empty), where
+        `empty` says nothing at all is booked there (an exclusive job needs that); None when
+        an exclusive booking overlaps. `soft` counts soft bookings too."""
+        overlapping = [b for b in self.bookings[vnode]
+                       if b.start < end and b.end > start and (soft or b.hard)]
+        cap = self.capacity[vnode]
+        if not overlapping:
+            return dict(cap), True
+        if any(b.exclusive for b in overlapping):
+            return None
+        if len(overlapping) == 1:
+            used = overlapping[0].resources
+            return {k: v - used.get(k, 0) for k, v in cap.items()}, False
+        # Peak use over the window: sweep the bookings' starts and ends.
+        events: list[tuple[float, int, dict[str, int]]] = []
+        for b in overlapping:
+            events.append((max(b.start, start), 1, b.resources))
+            events.append((b.end, -1, b.resources))
+        events.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same time
+        current: dict[str, int] = {}
+        peak: dict[str, int] = {}
+        for _, sign, res in events:
+            for k, v in res.items():
+                current[k] = current.get(k, 0) + sign * v
+                if sign > 0 and current[k] > peak.get(k, 0):
+                    peak[k] = current[k]
+        return {k: v - peak.get(k, 0) for k, v in cap.items()}, False
+
+    def release_times(self, after: float, soft: bool) -> list[float]:
+        """Every time after `after` at which some booking ends (candidate start times)."""
+        times = {b.end for bookings in self.bookings.values() for b in bookings
+                 if after < b.end < INFINITY and (soft or b.hard)}
+        return sorted(times)

@@ -1,0 +1,797 @@
+"""One scheduling cycle: PBS's default policy with backfill, estimates and reservations.
+
+The cycle, in order:
+
+1. **Slice.** The instance sees the queues and vnodes of its partitions (the ``default``
+   instance: those in no partition, or in one no other instance owns), the jobs of those
+   queues, and the server's settings. A partition comes from the `sched_partition` hook,
+   else the object's ``partition`` attribute.
+2. **Calendar.** Running jobs book their vnodes until ``stime + walltime``; confirmed and
+   running reservations book theirs for their window; a vnode that cannot take a job now is
+   booked until it can: a sleeping vnode until ``now + boot_delay``, one that the
+   `sched_node_availability` hook says will be free at T until T, any other (offline, down,
+   busy) for ever.
+3. **Reservations.** Each unconfirmed reservation, in submission order, is confirmed on the
+   first vnodes free for its whole window, or denied.
+4. **Order.** Queued jobs (state Q, not held, Execution_Time passed, queue started) sort by
+   queue Priority (higher first), then job_sort_formula (higher first) or submit time; then
+   the `sched_job_order` hooks may reorder them and name starving jobs.
+5. **Run, protect, estimate.** Each job in order starts now when its chunks fit now without
+   touching a hard booking. A job that does not fit becomes a *top job* while there are
+   fewer than ``backfill_depth`` of them (under strict_ordering, or when it is starving): it
+   gets the earliest start at which it fits (its shadow), booked hard, so that later jobs
+   start now only if they end before it or use other vnodes (backfill). Under
+   strict_ordering without backfill nothing after the first blocked job starts. The first
+   ``estimate_limit`` jobs that do not start get ``estimated.start_time`` and
+   ``estimated.exec_vnode``; the estimates of non-top jobs are soft bookings.
+
+Placement: chunks go on vnodes in the policy's vnode order, first fit; ``place`` free lets
+chunks share vnodes, pack puts them all on one host, scatter each on its own host, vscatter
+each on its own vnode; exclusivity per vnode follows `pbsplug.exclusivity`. When the default
+placement finds room, the `sched_node_placement` hook may choose other vnodes among the
+candidates, or hold the job (``[]``).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import math
+import operator
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..objects import Job, Queue, Reservation, Server, Vnode
+from ..scheduling import CycleStats, JobOrder, Placement
+from ..units import EXCL, EXCLHOST, SHARED, Chunk, Place, exclusivity, parse_duration
+from .calendar import INFINITY, Booking, Calendar
+from .model import (
+    SLEEP,
+    UNKNOWN_WALLTIME,
+    UNUSABLE_STATES,
+    CycleResult,
+    Estimate,
+    Policy,
+    ResvDecision,
+    RunDecision,
+    Snapshot,
+    format_exec_vnode,
+    job_place,
+    job_select,
+    job_walltime,
+    resource_amount,
+)
+
+log = logging.getLogger("pbsplug.scheduler")
+
+DEFAULT_PARTITION = "pbs-default"
+_RUNNING_STATES = frozenset({"R", "E", "S", "U"})
+_RESV_UNCONFIRMED = frozenset({"UNCONFIRMED", "RESV_UNCONFIRMED", "1"})
+_RESV_HOLDING = frozenset({"CONFIRMED", "RESV_CONFIRMED", "2", "RUNNING", "RESV_RUNNING", "5",
+                           "DEGRADED", "RESV_DEGRADED", "10", "BEING_ALTERED"})
+
+
+@dataclass
+class _VnodeInfo:
+    name: str
+    host: str
+    capacity: dict[str, int]
+    match: dict[str, str]
+    sharing: str
+    usable_now: bool
+    plan_from: float          # earliest time a job may start on it (INFINITY: never)
+    obj: Vnode
+
+
+@dataclass
+class _JobInfo:
+    job: Job
+    chunks: list[tuple[dict[str, int], dict[str, str], dict[str, Any]]]  # per chunk instance
+    place: Place
+    walltime: int | None
+    shape: tuple
+    ncpus: int
+    key: tuple = field(default_factory=tuple)
+
+    @property
+    def duration(self) -> int:
+        return self.walltime if self.walltime is not None else UNKNOWN_WALLTIME
+
+    def end(self, start: float) -> float:
+        """When the job started at `start` frees its vnodes (never, without a walltime)."""
+        return start + self.walltime if self.walltime is not None else INFINITY
+
+
+def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
+    """``(n1:ncpus=2:mem=4gb)+(n2:ncpus=1)`` -> [("n1", {...}), ("n2", {...})]."""
+    out = []
+    for part in str(text or "").split("+"):
+        part = part.strip().strip("()")
+        if not part:
+            continue
+        name, *res = part.split(":")
+        out.append((name, dict(r.split("=", 1) for r in res if "=" in r)))
+    return out
+
+
+def resv_state(resv: Reservation) -> str:
+    return str(resv.reserve_state or "UNCONFIRMED").upper()
+
+
+class Scheduler:
+    """A scheduler instance: a name, the partitions it owns, its policy, and the plugins'
+    scheduler hooks (``PluginSet.hook``, or None)."""
+
+    def __init__(self, name: str = "default", partitions: Iterable[str] = (),
+                 policy: Policy | None = None, hooks: Any = None,
+                 claimed: Iterable[str] = ()):
+        self.name = name
+        self.partitions = frozenset(partitions)
+        self.policy = policy or Policy()
+        self.hooks = hooks
+        #: Partitions other instances own (the default instance leaves them alone).
+        self.claimed = frozenset(claimed)
+        self._formula = _compile_formula(self.policy.job_sort_formula)
+        self._has_partition_hook = self._impls("sched_partition")
+        self._resv_started: dict[str, set[str]] = {}
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def _impls(self, name: str) -> bool:
+        return self.hooks is not None and bool(getattr(self.hooks, name).get_hookimpls())
+
+    def partition_of(self, obj: Queue | Vnode) -> str | None:
+        if self._has_partition_hook:
+            answer = self.hooks.sched_partition(obj=obj)
+            if answer is not None:
+                return answer
+        part = obj.partition
+        return None if part in (None, "", DEFAULT_PARTITION) else str(part)
+
+    def owns(self, obj: Queue | Vnode) -> bool:
+        part = self.partition_of(obj)
+        if self.name == "default":
+            return part is None or part not in self.claimed
+        return part is not None and part in self.partitions
+
+    # -- the cycle ------------------------------------------------------------------------------
+    def cycle(self, snap: Snapshot, now: float | None = None) -> CycleResult:
+        now = time.time() if now is None else now
+        t0 = time.perf_counter()
+        self._has_partition_hook = self._impls("sched_partition")
+        self._resv_started = {}
+        stats = CycleStats(self.name, now)
+        if self._impls("sched_cycle_begin"):
+            self.hooks.sched_cycle_begin(sched=self.name, now=now)
+        result = CycleResult()
+        if self.name != "default" and not self.partitions:
+            log.warning("Scheduler does not contain a partition")
+            stats.duration = time.perf_counter() - t0
+            result.stats = stats
+            self._cycle_end(stats)
+            return result
+
+        queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
+        vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
+                                   now, snap.server)
+        self.vnodes = vnodes
+        self.order = list(vnodes.values())
+        self.hosts: dict[str, list[_VnodeInfo]] = {}
+        for info in self.order:
+            self.hosts.setdefault(info.host, []).append(info)
+        self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()})
+        self.now = now
+        self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
+        self._future_hard: set[str] = set()
+
+        resv_queues = self._book_reservations_held(snap.reservations, now)
+        jobs = [j for j in snap.jobs if j.queue in queues]
+        for job in jobs:
+            if job.job_state in _RUNNING_STATES:
+                self._book_running(job, snap, now)
+        for name, info in vnodes.items():
+            if info.plan_from > now:
+                self._book(name, Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail"))
+
+        result.reservations = self._confirm_reservations(snap, now)
+        queued = [j for j in jobs if self._eligible(j, queues, now)]
+        infos = [self._job_info(j, queues.get(j.queue), snap.server, now, queues) for j in queued]
+        order, starving = self._order(infos, now)
+        stats.jobs_considered = len(order)
+        self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        stats.duration = time.perf_counter() - t0
+        result.stats = stats
+        self._cycle_end(stats)
+        return result
+
+    def _cycle_end(self, stats: CycleStats) -> None:
+        if self._impls("sched_cycle_end"):
+            self.hooks.sched_cycle_end(stats=stats)
+
+    # -- vnodes ---------------------------------------------------------------------------------
+    def _vnode_infos(self, vnodes: list[Vnode], now: float, server: Server
+                     ) -> dict[str, _VnodeInfo]:
+        infos: dict[str, _VnodeInfo] = {}
+        unavailable = []
+        for v in vnodes:
+            avail = v.resources_available
+            capacity: dict[str, int] = {}
+            match: dict[str, str] = {}
+            for key, value in avail.items():
+                amount = resource_amount(key, value)
+                if amount is not None and key != "host":
+                    capacity[key] = amount
+                else:
+                    match[key] = str(value)
+            host = str(avail["host"] or v.name)
+            match["host"] = host
+            match.setdefault("vnode", v.name)
+            states = v.states
+            usable = not (states & UNUSABLE_STATES)
+            plan_from = now if usable else INFINITY
+            if SLEEP in states and not (states - {SLEEP, "free"}) & UNUSABLE_STATES:
+                plan_from = now + self.policy.boot_delay
+            info = _VnodeInfo(v.name, host, capacity, match, str(v.sharing or "default_shared"),
+                              usable, plan_from, v)
+            infos[v.name] = info
+            if not usable:
+                unavailable.append(v)
+        if unavailable and self._impls("sched_node_availability"):
+            for answer in self.hooks.sched_node_availability(sched=self.name, now=now,
+                                                             vnodes=unavailable):
+                for name, when in (answer or {}).items():
+                    if name in infos and not infos[name].usable_now:
+                        current = infos[name].plan_from
+                        infos[name].plan_from = (max(float(when), now) if current == INFINITY
+                                                 else max(current, float(when)))
+        key = self.policy.node_sort_key
+        ordered = sorted(infos.values(), key=lambda i: (_sort_value(i.obj, key), i.name))
+        return {i.name: i for i in ordered}
+
+    # -- bookings -------------------------------------------------------------------------------
+    def _book(self, vnode: str, booking: Booking) -> None:
+        self.calendar.book(vnode, booking)
+        self._now_cache.pop(vnode, None)
+        if booking.hard and booking.start > self.now:
+            self._future_hard.add(vnode)
+
+    def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
+                     start: float, end: float, hard: bool) -> None:
+        per_vnode: dict[str, dict[str, int]] = {}
+        for name, res in chunks:
+            acc = per_vnode.setdefault(name, {})
+            for k, v in res.items():
+                acc[k] = acc.get(k, 0) + v
+        hosts_excl = set()
+        for name, res in per_vnode.items():
+            info = self.vnodes[name]
+            level = exclusivity(place, info.sharing)
+            self._book(name, Booking(start, end, res, level != SHARED, hard, owner))
+            if level == EXCLHOST:
+                hosts_excl.add(info.host)
+        for host in hosts_excl:
+            for info in self.hosts[host]:
+                if info.name not in per_vnode:
+                    self._book(info.name, Booking(start, end, {}, True, hard, owner))
+
+    def _book_running(self, job: Job, snap: Snapshot, now: float) -> None:
+        chunks = []
+        for name, res in parse_exec_vnode(job.exec_vnode):
+            if name not in self.vnodes:
+                continue
+            amounts = {k: a for k, v in res.items()
+                       if (a := resource_amount(k, v)) is not None}
+            chunks.append((name, amounts))
+        if not chunks:
+            return
+        walltime = job_walltime(job, snap.queues.get(job.queue), snap.server)
+        start = float(job.stime or now)
+        end = start + walltime if walltime is not None else INFINITY
+        # A job past its walltime is about to be killed: it frees its vnodes now.
+        end = max(end, now + 1)
+        self._book_chunks(job.id, chunks, job_place(job), start, end, hard=True)
+
+    def _book_reservations_held(self, reservations: list[Reservation], now: float
+                                ) -> dict[str, Reservation]:
+        """Confirmed and running reservations hold their vnodes; returns the running ones'
+        queues (jobs there run inside the reservation)."""
+        running_queues = {}
+        for resv in reservations:
+            state = resv_state(resv)
+            if state not in _RESV_HOLDING or not resv.resv_nodes:
+                continue
+            end = float(resv.reserve_end or INFINITY)
+            if end <= now:
+                continue
+            chunks = [(n, {k: a for k, v in r.items()
+                           if (a := resource_amount(k, v)) is not None})
+                      for n, r in parse_exec_vnode(resv.resv_nodes) if n in self.vnodes]
+            place = parse_place_safe(resv.Resource_List["place"])
+            self._book_chunks(f"resv:{resv.name}", chunks, place,
+                              float(resv.reserve_start or now), end, hard=True)
+            if state in ("RUNNING", "RESV_RUNNING", "5") and resv.queue:
+                running_queues[str(resv.queue)] = resv
+        return running_queues
+
+    def _confirm_reservations(self, snap: Snapshot, now: float) -> list[ResvDecision]:
+        decisions = []
+        pending = [r for r in snap.reservations if resv_state(r) in _RESV_UNCONFIRMED]
+        pending.sort(key=lambda r: (float(r.ctime or 0), r.name))
+        for resv in pending:
+            start = float(resv.reserve_start or now)
+            end = float(resv.reserve_end or 0) or (
+                start + parse_duration(resv.reserve_duration or 0))
+            if end <= start or end <= now:
+                decisions.append(ResvDecision(resv.name, False, reason="Reservation window "
+                                              "is empty or in the past"))
+                continue
+            pseudo = Job(f"resv:{resv.name}", {"Resource_List": dict(resv.Resource_List)})
+            info = self._job_info(pseudo, None, snap.server, now, {})
+            chunks = self._fit(info, max(start, now), end, soft=False, now_mode=False)
+            if chunks is None:
+                decisions.append(ResvDecision(resv.name, False,
+                                              reason="Reservation denied: no vnodes free for "
+                                                     "its whole window"))
+                continue
+            self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end, hard=True)
+            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks)))
+        return decisions
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def _eligible(self, job: Job, queues: dict[str, Queue], now: float) -> bool:
+        if job.job_state not in (None, "Q"):
+            return False
+        hold = job.Hold_Types
+        if hold and str(hold) != "n":
+            return False
+        if job.Execution_Time and float(job.Execution_Time) > now:
+            return False
+        queue = queues.get(job.queue)
+        return queue is None or queue.started is not False
+
+    def _job_info(self, job: Job, queue: Queue | None, server: Server, now: float,
+                  queues: dict[str, Queue]) -> _JobInfo:
+        chunks = []
+        total_ncpus = 0
+        for chunk in job_select(job):
+            consumable, match, shown = _split_chunk(chunk)
+            for _ in range(chunk.count):
+                chunks.append((consumable, match, shown))
+            total_ncpus += consumable.get("ncpus", 0) * chunk.count
+        place = job_place(job)
+        walltime = job_walltime(job, queue, server)
+        shape = (str(job.Resource_List["select"] or ""), str(job.Resource_List["ncpus"] or ""),
+                 str(job.Resource_List["mem"] or ""), place, walltime)
+        info = _JobInfo(job, chunks, place, walltime, shape, total_ncpus)
+        prio = float((queue.Priority if queue is not None else None) or 0)
+        formula = -self._formula(job, prio, now) if self._formula else 0.0
+        info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
+        return info
+
+    def _order(self, infos: list[_JobInfo], now: float) -> tuple[list[_JobInfo], set[str]]:
+        infos.sort(key=lambda i: i.key)
+        starving: set[str] = set()
+        if infos and self._impls("sched_job_order"):
+            order = JobOrder(self.name, now, [i.job for i in infos])
+            for impl in reversed(self.hooks.sched_job_order.get_hookimpls()):
+                try:
+                    impl.function(order=order)
+                except Exception:  # a broken ordering hook must not stop scheduling
+                    log.exception("sched_job_order of %s failed; order unchanged",
+                                  impl.plugin_name)
+            by_id = {i.job.id: i for i in infos}
+            reordered = [by_id[j.id] for j in order.jobs if j.id in by_id]
+            seen = {i.job.id for i in reordered}
+            infos = reordered + [i for i in infos if i.job.id not in seen]
+            starving = set(order.starving)
+            if starving:  # the most starving job first among the starving ones
+                first = [i for i in infos if i.job.id in starving]
+                rank = {jid: n for n, jid in enumerate(order.starving)}
+                first.sort(key=lambda i: rank.get(i.job.id, len(rank)))
+                infos = first + [i for i in infos if i.job.id not in starving]
+        return infos, starving
+
+    def _run_loop(self, order: list[_JobInfo], starving: set[str],
+                  resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
+                  result: CycleResult, stats: CycleStats) -> None:
+        policy = self.policy
+        depth = policy.backfill_depth if policy.backfill else 0
+        if starving:
+            depth = max(depth, 1)
+        top_jobs: list[str] = []
+        blocked = False            # strict ordering without backfill: nothing else starts
+        failed_shapes: set[tuple] = set()
+        estimates_left = policy.estimate_limit
+        has_placement_hook = self._impls("sched_node_placement")
+        for info in order:
+            job = info.job
+            if job.queue in resv_queues:
+                self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
+                continue
+            chunks = None
+            if not blocked and info.shape not in failed_shapes:
+                chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
+                if chunks is None:
+                    failed_shapes.add(info.shape)
+                elif has_placement_hook:
+                    chunks = self._placement_hook(info, chunks, now)
+            if chunks:
+                self._book_chunks(job.id, chunks, info.place, now, info.end(now), hard=True)
+                shown = _shown_chunks(info, chunks)
+                result.run.append(RunDecision(job.id, format_exec_vnode(shown), shown,
+                                              backfilled=bool(top_jobs)))
+                stats.jobs_started += 1
+                stats.jobs_backfilled += bool(top_jobs)
+                continue
+            is_top = len(top_jobs) < depth and (policy.strict_ordering or job.id in starving)
+            if policy.strict_ordering and depth == 0:
+                blocked = True
+            if not is_top and estimates_left <= 0:
+                result.comments[job.id] = _comment(blocked, info, top_jobs)
+                continue
+            start, planned = self._earliest(info, now, soft=not is_top)
+            if planned is not None:
+                self._book_chunks(job.id, planned, info.place, start, info.end(start),
+                                  hard=is_top)
+                shown = _shown_chunks(info, planned)
+                if estimates_left > 0 or is_top:
+                    result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
+                                                        format_exec_vnode(shown))
+                    estimates_left -= 1
+            if is_top:
+                top_jobs.append(job.id)
+                result.comments[job.id] = (
+                    f"Not Running: Job is a top job and will run at {int(start)}"
+                    if planned is not None else
+                    "Not Running: Job is a top job but no vnodes will ever fit it")
+            else:
+                result.comments[job.id] = _comment(blocked, info, top_jobs)
+        result.top_jobs = top_jobs
+
+    def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
+                            now: float, result: CycleResult, stats: CycleStats) -> None:
+        """A job in a running reservation's queue runs inside the reservation's vnodes."""
+        allocation = {}
+        for name, res in parse_exec_vnode(resv.resv_nodes):
+            acc = allocation.setdefault(name, {})
+            for k, v in res.items():
+                if (a := resource_amount(k, v)) is not None:
+                    acc[k] = acc.get(k, 0) + a
+        inside = Calendar(allocation)
+        for job in snap.jobs:
+            if job.queue == resv.queue and job.job_state in _RUNNING_STATES:
+                for name, res in parse_exec_vnode(job.exec_vnode):
+                    if name in allocation:
+                        inside.book(name, Booking(-INFINITY, INFINITY, {
+                            k: a for k, v in res.items()
+                            if (a := resource_amount(k, v)) is not None}, False, True, job.id))
+        for run in result.run:
+            if run.job_id in self._resv_started.get(resv.name, ()):
+                for name, res in run.chunks:
+                    inside.book(name, Booking(-INFINITY, INFINITY, {
+                        k: v for k, v in res.items() if isinstance(v, int)}, False, True,
+                        run.job_id))
+        saved = self.calendar
+        self.calendar = inside
+        try:
+            chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
+                               now_mode=False, plan_from_ok=lambda v: v.name in allocation)
+        finally:
+            self.calendar = saved
+        if chunks is None:
+            result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
+                                            "in the reservation")
+            return
+        shown = _shown_chunks(info, chunks)
+        result.run.append(RunDecision(info.job.id, format_exec_vnode(shown), shown))
+        self._resv_started.setdefault(resv.name, set()).add(info.job.id)
+        stats.jobs_started += 1
+
+    # -- placement -------------------------------------------------------------------------------
+    def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
+        if now_mode and name not in self._future_hard:
+            cached = self._now_cache.get(name, False)
+            if cached is False:
+                # Vnodes with future hard bookings take the exact path below, so an instant
+                # (one second: epoch times have no finer float resolution) is enough here.
+                cached = self.calendar.free(name, start, start + 1.0, soft=False)
+                self._now_cache[name] = cached
+            return cached
+        return self.calendar.free(name, start, end, soft)
+
+    def _fit(self, info: _JobInfo, start: float, end: float, soft: bool, now_mode: bool,
+             plan_from_ok=None) -> list[tuple[str, dict[str, int]]] | None:
+        """First-fit placement of the job's chunks over [start, end), or None."""
+        if now_mode:
+            candidates = [v for v in self.order if v.usable_now]
+        else:
+            ok = plan_from_ok or (lambda v: v.plan_from <= start)
+            candidates = [v for v in self.order if ok(v)]
+        if not candidates:
+            return None
+        arrangement = info.place.arrangement
+        if arrangement == "pack":
+            for host_vnodes in _group_by_host(candidates):
+                chunks = self._assign(info, host_vnodes, start, end, soft, now_mode)
+                if chunks is not None:
+                    return chunks
+            return None
+        return self._assign(info, candidates, start, end, soft, now_mode)
+
+    def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
+                soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
+        arrangement = info.place.arrangement
+        given: dict[str, dict[str, int]] = {}
+        used_hosts: set[str] = set()
+        free_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
+        host_empty: dict[str, bool] = {}
+        out: list[tuple[str, dict[str, int]]] = []
+        for consumable, match, _shown in info.chunks:
+            placed = False
+            for v in candidates:
+                if arrangement == "vscatter" and v.name in given:
+                    continue
+                if arrangement == "scatter" and v.host in used_hosts and v.name not in given:
+                    continue
+                if arrangement == "scatter" and v.name in given:
+                    continue
+                if any(v.match.get(k) != val for k, val in match.items()):
+                    continue
+                if v.name not in free_cache:
+                    free_cache[v.name] = self._free(v.name, start, end, soft, now_mode)
+                free = free_cache[v.name]
+                if free is None:
+                    continue
+                level = exclusivity(info.place, v.sharing)
+                if level != SHARED and v.name not in given:
+                    if not free[1]:
+                        continue
+                    if level == EXCLHOST:
+                        ok = host_empty.get(v.host)
+                        if ok is None:
+                            ok = all((self._free(o.name, start, end, soft, now_mode) or
+                                      ({}, False))[1] for o in self.hosts[v.host])
+                            host_empty[v.host] = ok
+                        if not ok:
+                            continue
+                avail, _ = free
+                taken = given.get(v.name, {})
+                if any(avail.get(k, 0) - taken.get(k, 0) < amount
+                       for k, amount in consumable.items()):
+                    continue
+                acc = given.setdefault(v.name, {})
+                for k, amount in consumable.items():
+                    acc[k] = acc.get(k, 0) + amount
+                used_hosts.add(v.host)
+                out.append((v.name, consumable))
+                placed = True
+                break
+            if not placed:
+                return None
+        return out
+
+    def _placement_hook(self, info: _JobInfo, chunks, now: float):
+        candidates = [v.obj for v in self.order if v.usable_now and
+                      self._free(v.name, now, now + info.duration, False, True) is not None]
+        placement = Placement(self.name, now, info.job, candidates)
+        try:
+            answer = self.hooks.sched_node_placement(placement=placement)
+        except Exception:
+            log.exception("sched_node_placement failed for %s; default placement kept",
+                          info.job.id)
+            return chunks
+        if answer is None:
+            return chunks
+        if answer == []:
+            return None
+        if len(answer) != len(info.chunks):
+            log.warning("sched_node_placement gave %d vnodes for %d chunks of %s; ignored",
+                        len(answer), len(info.chunks), info.job.id)
+            return chunks
+        check = self._check_choice(info, list(answer), now, now + info.duration)
+        if check is None:
+            log.warning("sched_node_placement's choice %s does not fit %s; ignored",
+                        answer, info.job.id)
+            return chunks
+        return check
+
+    def _check_choice(self, info: _JobInfo, names: list[str], start: float, end: float):
+        given: dict[str, dict[str, int]] = {}
+        out = []
+        for name, (consumable, match, _shown) in zip(names, info.chunks, strict=True):
+            v = self.vnodes.get(name)
+            if v is None or not v.usable_now:
+                return None
+            if any(v.match.get(k) != val for k, val in match.items()):
+                return None
+            free = self._free(name, start, end, False, True)
+            if free is None:
+                return None
+            if exclusivity(info.place, v.sharing) != SHARED and name not in given and not free[1]:
+                return None
+            acc = given.setdefault(name, {})
+            if any(free[0].get(k, 0) - acc.get(k, 0) < a for k, a in consumable.items()):
+                return None
+            for k, a in consumable.items():
+                acc[k] = acc.get(k, 0) + a
+            out.append((name, consumable))
+        return out
+
+    def _earliest(self, info: _JobInfo, now: float, soft: bool):
+        """The earliest time the job fits, and where: (start, chunks) or (inf, None)."""
+        times = [now] + self.calendar.release_times(now, soft)
+        times += sorted({v.plan_from for v in self.order if now < v.plan_from < INFINITY})
+        times = sorted(set(times))
+        need = info.ncpus
+        totals = self._ncpus_timeline(soft) if need else None
+        for t in times:
+            if totals is not None and _free_at(totals, t) < need:
+                continue
+            chunks = self._fit(info, t, t + info.duration, soft=soft, now_mode=False)
+            if chunks is not None:
+                return t, chunks
+        return INFINITY, None
+
+    def _ncpus_timeline(self, soft: bool) -> tuple[list[float], list[int]]:
+        """Total ncpus free over time, as a step function (for a quick lower-bound check)."""
+        capacity = sum(v.capacity.get("ncpus", 0) for v in self.order)
+        deltas: dict[float, int] = {}
+        for name, bookings in self.calendar.bookings.items():
+            cap = self.vnodes[name].capacity.get("ncpus", 0)
+            for b in bookings:
+                if not (soft or b.hard):
+                    continue
+                used = cap if b.exclusive and not b.resources else b.resources.get("ncpus", 0)
+                deltas[b.start] = deltas.get(b.start, 0) - used
+                if b.end < INFINITY:
+                    deltas[b.end] = deltas.get(b.end, 0) + used
+        times = sorted(deltas)
+        levels = []
+        level = capacity
+        for t in times:
+            level += deltas[t]
+            levels.append(level)
+        return times, levels
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def parse_place_safe(spec: Any) -> Place:
+    from ..units import parse_place
+
+    try:
+        return parse_place(spec)
+    except ValueError:
+        return Place()
+
+
+def _free_at(timeline: tuple[list[float], list[int]], t: float) -> float:
+    import bisect
+
+    times, levels = timeline
+    i = bisect.bisect_right(times, t) - 1
+    if i < 0:
+        # Before any booking starts: everything is free.
+        return math.inf
+    return levels[i]
+
+
+def _group_by_host(vnodes: list[_VnodeInfo]) -> list[list[_VnodeInfo]]:
+    groups: dict[str, list[_VnodeInfo]] = {}
+    for v in vnodes:
+        groups.setdefault(v.host, []).append(v)
+    return list(groups.values())
+
+
+def _split_chunk(chunk: Chunk) -> tuple[dict[str, int], dict[str, str], dict[str, Any]]:
+    consumable: dict[str, int] = {}
+    match: dict[str, str] = {}
+    for key, value in chunk.resources.items():
+        amount = resource_amount(key, value)
+        if amount is not None and key not in ("host", "vnode"):
+            consumable[key] = amount
+        else:
+            match[key] = str(value)
+    return consumable, match, dict(chunk.resources)
+
+
+def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
+    """exec_vnode chunks with the job's own spelling of each value (``mem=4gb``)."""
+    out = []
+    for (name, _), (_consumable, _match, shown) in zip(chunks, info.chunks, strict=True):
+        out.append((name, {k: v for k, v in shown.items() if k not in ("host", "vnode")}))
+    return out
+
+
+def _comment(blocked: bool, info: _JobInfo, top_jobs: list[str]) -> str:
+    if blocked:
+        return "Not Running: Job would break strict_ordering"
+    if top_jobs:
+        return "Not Running: Job would conflict with reservation or top job"
+    return "Not Running: Insufficient amount of resource"
+
+
+def _seq(job_id: str) -> int:
+    head = str(job_id).split(".", 1)[0].split("[", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _sort_value(vnode: Vnode, key: str | None):
+    if not key:
+        return 0
+    value = vnode.resources_available[key] if key in vnode.resources_available else vnode.get(
+        key)
+    if value is None:
+        return (1, 0)
+    amount = resource_amount(key, value)
+    return (0, amount if amount is not None else float(value) if _is_number(value) else 0)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+# -- job_sort_formula ----------------------------------------------------------------------------
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod}
+
+
+def _compile_formula(text: str | None):
+    """job_sort_formula as a function of (job, queue_priority, now). Arithmetic (+ - * / % **,
+    parentheses, numbers) over resource names from Resource_List (sizes in bytes, durations
+    in seconds), queue_priority and eligible_time. `ValueError` names what is not allowed."""
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"job_sort_formula {text!r} is not an expression: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name,
+                                 ast.Load, ast.USub, ast.UAdd, *_BINOPS)):
+            raise ValueError(f"job_sort_formula {text!r}: {type(node).__name__} is not allowed")
+
+    def evaluate(node, env):
+        if isinstance(node, ast.Expression):
+            return evaluate(node.body, env)
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return env(node.id)
+        if isinstance(node, ast.UnaryOp):
+            value = evaluate(node.operand, env)
+            return -value if isinstance(node.op, ast.USub) else value
+        left, right = evaluate(node.left, env), evaluate(node.right, env)
+        try:
+            return _BINOPS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return 0.0
+
+    def run(job: Job, queue_priority: float, now: float) -> float:
+        def env(name: str) -> float:
+            if name == "queue_priority":
+                return queue_priority
+            if name == "eligible_time":
+                return max(0.0, now - float(job.qtime or job.ctime or now))
+            value = job.Resource_List[name]
+            if value is None:  # PBS sums a job-wide resource over the select's chunks
+                return float(sum(chunk.count * (resource_amount(name, chunk.resources[name])
+                                                or 0)
+                                 for chunk in job_select(job) if name in chunk.resources))
+            if name in ("walltime", "cput"):
+                return float(parse_duration(value))
+            amount = resource_amount(name, value)
+            return float(amount) if amount is not None else 0.0
+
+        return float(evaluate(tree, env))
+
+    return run
+
+
+__all__ = ["DEFAULT_PARTITION", "EXCL", "Scheduler", "parse_exec_vnode"]

@@ -1,0 +1,188 @@
+"""What a scheduling cycle reads (`Snapshot`, `Policy`) and returns (`CycleResult`).
+
+The scheduler reads the kernel's objects (Job, Vnode, Queue, Server, Reservation) as the
+engine or the simulator keeps them, and answers with plain decisions. It does no I/O: the
+caller applies the decisions, fires the hook events and stores the estimates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..objects import Job, Queue, Reservation, Server, Vnode
+from ..scheduling import CycleStats
+from ..units import Chunk, Place, parse_duration, parse_place, parse_select, parse_size
+
+#: A job without a walltime (its own, its queue's or the server's default) is planned as
+#: running this long, as PBS plans such jobs: it can start now beside the top jobs only on
+#: vnodes they will never need, and its vnodes never free up in the calendar.
+UNKNOWN_WALLTIME = 5 * 365 * 24 * 3600
+
+#: Vnode states in which a vnode takes no new job now.
+UNUSABLE_STATES = frozenset({"offline", "down", "sleep", "busy", "stale", "unknown",
+                             "unresolvable", "provisioning", "maintenance", "wait-provisioning"})
+#: States a vnode in sleep can be planned from (after a boot delay).
+SLEEP = "sleep"
+
+
+@dataclass
+class Policy:
+    """A scheduler's policy settings (PBS's names; defaults as PBS's default scheduler)."""
+
+    strict_ordering: bool = False
+    backfill: bool = True
+    backfill_depth: int = 1
+    #: How many queued jobs get estimated.start_time / estimated.exec_vnode each cycle.
+    estimate_limit: int = 100
+    #: PBS job_sort_formula: an arithmetic expression over job resources (ncpus, mem in
+    #: bytes, walltime in seconds, ...), queue_priority and eligible_time; higher runs first.
+    job_sort_formula: str | None = None
+    #: Seconds a sleeping vnode needs to boot; the plan never starts a job on it sooner.
+    boot_delay: float = 300.0
+    #: Vnode order: by this vnode attribute or resource (ascending), then by name.
+    node_sort_key: str | None = None
+
+    @classmethod
+    def from_attributes(cls, attrs: dict[str, Any]) -> Policy:
+        """A policy from PBS-style attribute values (server or sched object)."""
+        policy = cls()
+        for key, value in attrs.items():
+            if not hasattr(policy, key) or value is None:
+                continue
+            default = getattr(cls, key, None)
+            if isinstance(default, bool):
+                value = value if isinstance(value, bool) else str(value).lower() in (
+                    "true", "t", "1", "y")
+            elif isinstance(default, int):
+                value = int(value)
+            elif isinstance(default, float):
+                value = float(value)
+            setattr(policy, key, value)
+        return policy
+
+
+@dataclass
+class Snapshot:
+    """The state a cycle reads."""
+
+    server: Server
+    queues: dict[str, Queue]
+    vnodes: dict[str, Vnode]
+    jobs: list[Job]
+    reservations: list[Reservation] = field(default_factory=list)
+
+
+@dataclass
+class RunDecision:
+    """Run `job_id` now on `exec_vnode` (PBS's format: ``(n1:ncpus=2)+(n2:ncpus=2)``)."""
+
+    job_id: str
+    exec_vnode: str
+    chunks: list[tuple[str, dict[str, int | str]]]
+    backfilled: bool = False
+
+    @property
+    def vnodes(self) -> list[str]:
+        return list(dict.fromkeys(name for name, _ in self.chunks))
+
+
+@dataclass
+class Estimate:
+    """When and where a queued job is expected to start (PBS's ``estimated`` resource)."""
+
+    job_id: str
+    start_time: int
+    exec_vnode: str
+
+
+@dataclass
+class ResvDecision:
+    """Confirm a reservation on `resv_nodes`, or deny it (`confirmed` False, with why)."""
+
+    resv_id: str
+    confirmed: bool
+    resv_nodes: str = ""
+    reason: str = ""
+
+
+@dataclass
+class CycleResult:
+    run: list[RunDecision] = field(default_factory=list)
+    reservations: list[ResvDecision] = field(default_factory=list)
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    top_jobs: list[str] = field(default_factory=list)
+    #: Jobs that could not run now, with PBS-style comments (``Not Running: ...``).
+    comments: dict[str, str] = field(default_factory=dict)
+    stats: CycleStats | None = None
+
+
+# -- parsing with caches (a cycle sees the same select strings over and over) ------------------
+
+@lru_cache(maxsize=4096)
+def _select(spec: str) -> tuple[Chunk, ...]:
+    return tuple(parse_select(spec))
+
+
+@lru_cache(maxsize=256)
+def _place(spec: str) -> Place:
+    return parse_place(spec)
+
+
+CONSUMABLE_SIZES = frozenset({"mem", "vmem", "pmem"})
+
+
+def resource_amount(name: str, value: Any) -> int | None:
+    """The integer amount of a consumable resource value, or None when it is not one
+    (sizes become bytes; ``mem=4gb`` -> 4294967296)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        if name in CONSUMABLE_SIZES or value[-1:].lower() in ("b", "w"):
+            try:
+                return parse_size(value)
+            except ValueError:
+                return None
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def job_select(job: Job) -> tuple[Chunk, ...]:
+    """The job's chunks: its select, else one chunk of its ncpus/mem (PBS's conversion)."""
+    res = job.Resource_List
+    spec = res["select"]
+    if spec:
+        return _select(str(spec))
+    chunk: dict[str, int | str] = {"ncpus": res["ncpus"] if res["ncpus"] is not None else 1}
+    for key in ("mem", "vmem", "ngpus"):
+        if res[key] is not None:
+            chunk[key] = res[key]
+    return (Chunk(1, chunk),)
+
+
+def job_place(job: Job) -> Place:
+    spec = job.Resource_List["place"]
+    return _place(str(spec)) if spec else Place()
+
+
+def job_walltime(job: Job, queue: Queue | None, server: Server) -> int | None:
+    for source in (job.Resource_List, queue.resources_default if queue is not None else None,
+                   server.resources_default):
+        if source is not None and source["walltime"] is not None:
+            return parse_duration(source["walltime"])
+    return None
+
+
+def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:
+    """PBS's exec_vnode: ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=2)``."""
+    parts = []
+    for name, res in chunks:
+        inner = ":".join(f"{k}={v}" for k, v in res.items())
+        parts.append(f"({name}:{inner})" if inner else f"({name})")
+    return "+".join(parts)

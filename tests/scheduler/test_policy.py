@@ -1,0 +1,283 @@
+"""Hand-made scenarios: each test works out the right answer from PBS's rules."""
+
+import pytest
+
+from pbsplug import Queue, Server
+from pbsplug.scheduler import UNKNOWN_WALLTIME, Policy, Scheduler
+from pbsplug.units import VNODE_SHARING, exclusivity
+
+from .helpers import HOUR, NOW, job, resv, running, snapshot, vnode
+
+
+def cycle(snap, **policy):
+    return Scheduler(policy=Policy(**policy)).cycle(snap, NOW)
+
+
+def started(result):
+    return {r.job_id: r.exec_vnode for r in result.run}
+
+
+def test_fifo_first_come_first_served():
+    a, b = job("1:ncpus=4", id="1.s"), job("1:ncpus=4", id="2.s")
+    result = cycle(snapshot([vnode("n1")], [b, a]))
+    assert started(result) == {"1.s": "(n1:ncpus=4)"}
+    # The second job starts when the first ends, on the same vnode.
+    assert result.estimates["2.s"].start_time == NOW + HOUR
+    assert result.estimates["2.s"].exec_vnode == "(n1:ncpus=4)"
+
+
+def test_queue_priority_then_submit_time():
+    queues = {"low": Queue("low", {"Priority": 10}), "high": Queue("high", {"Priority": 100})}
+    early = job("1:ncpus=4", id="1.s", queue="low", qtime=NOW - 500)
+    late = job("1:ncpus=4", id="2.s", queue="high", qtime=NOW - 10)
+    assert set(started(cycle(snapshot([vnode("n1")], [early, late], queues)))) == {"2.s"}
+
+
+def test_job_sort_formula_orders_within_a_queue():
+    small = job("1:ncpus=1", id="1.s")
+    big = job("1:ncpus=4", id="2.s")
+    result = cycle(snapshot([vnode("n1")], [small, big]), job_sort_formula="ncpus * 10")
+    assert started(result) == {"2.s": "(n1:ncpus=4)"}
+    with pytest.raises(ValueError, match="Call is not allowed"):
+        Scheduler(policy=Policy(job_sort_formula="__import__('os')"))
+
+
+def busy_machine():
+    """n1 is fully used for an hour; n2 is free. A wants both; B is short, C is long."""
+    vnodes = [vnode("n1"), vnode("n2")]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
+    a = job("2:ncpus=4", "01:00:00", id="1.s")
+    b = job("1:ncpus=2", "00:30:00", id="2.s")
+    c = job("1:ncpus=2", "02:00:00", id="3.s")
+    return snapshot(vnodes, [hog, a, b, c])
+
+
+def test_without_strict_ordering_whatever_fits_runs():
+    result = cycle(busy_machine())
+    assert set(started(result)) == {"2.s", "3.s"}
+
+
+def test_strict_ordering_without_backfill_blocks_everything_after_the_top():
+    result = cycle(busy_machine(), strict_ordering=True, backfill=False)
+    assert started(result) == {}
+    assert "strict_ordering" in result.comments["2.s"]
+
+
+def test_backfill_runs_what_ends_before_the_shadow_and_holds_what_would_delay_it():
+    result = cycle(busy_machine(), strict_ordering=True, backfill_depth=1)
+    assert result.top_jobs == ["1.s"]
+    # A's shadow: both vnodes from the hog's end.
+    assert result.estimates["1.s"].start_time == NOW + HOUR
+    assert result.estimates["1.s"].exec_vnode == "(n1:ncpus=4)+(n2:ncpus=4)"
+    assert started(result) == {"2.s": "(n2:ncpus=2)"}        # 30 min: ends before A
+    assert result.run[0].backfilled
+    assert "3.s" not in started(result)                         # 2 h: would delay A
+    assert result.comments["3.s"] == "Not Running: Job would conflict with reservation or top job"
+    # C's estimate is after A.
+    assert result.estimates["3.s"].start_time == NOW + 2 * HOUR
+
+
+def test_backfill_on_vnodes_the_top_job_does_not_need():
+    vnodes = [vnode("n1"), vnode("n2"), vnode("n3"), vnode("n4")]
+    hog = running("2:ncpus=4", "(n1:ncpus=4)+(n2:ncpus=4)", id="9.s")
+    top = job("3:ncpus=4", "01:00:00", id="1.s")   # shadow: n1, n2, n3 at +1 h
+    long = job("1:ncpus=4", "10:00:00", id="2.s")  # n3 would delay the top job; n4 not
+    result = cycle(snapshot(vnodes, [hog, top, long]), strict_ordering=True)
+    assert result.estimates["1.s"].exec_vnode == "(n1:ncpus=4)+(n2:ncpus=4)+(n3:ncpus=4)"
+    assert started(result) == {"2.s": "(n4:ncpus=4)"}
+
+
+def test_backfill_depth_two_protects_two_top_jobs():
+    vnodes = [vnode("n1"), vnode("n2")]
+    hog = running("2:ncpus=4", "(n1:ncpus=4)+(n2:ncpus=4)", "01:00:00", id="9.s")
+    a = job("2:ncpus=4", "01:00:00", id="1.s")
+    b = job("2:ncpus=4", "01:00:00", id="2.s")
+    result = cycle(snapshot(vnodes, [hog, a, b]), strict_ordering=True, backfill_depth=2)
+    assert result.top_jobs == ["1.s", "2.s"]
+    assert result.estimates["1.s"].start_time == NOW + HOUR
+    assert result.estimates["2.s"].start_time == NOW + 2 * HOUR
+
+
+def test_estimates_for_the_first_queued_jobs_only():
+    jobs = [job("1:ncpus=4", "01:00:00", id=f"{i}.s") for i in range(1, 8)]
+    result = cycle(snapshot([vnode("n1")], jobs), estimate_limit=3)
+    assert list(started(result)) == ["1.s"]
+    assert sorted(result.estimates) == ["2.s", "3.s", "4.s"]
+    assert [result.estimates[f"{i}.s"].start_time for i in (2, 3, 4)] == [
+        NOW + HOUR, NOW + 2 * HOUR, NOW + 3 * HOUR]
+
+
+@pytest.mark.parametrize("sharing", VNODE_SHARING)
+@pytest.mark.parametrize("place", [None, "excl", "shared", "exclhost"])
+def test_exclusivity_table(sharing, place):
+    """Two 1-cpu jobs on one 4-cpu vnode: both run only when the job shares the vnode."""
+    jobs = [job("1:ncpus=1", place=place, id="1.s"), job("1:ncpus=1", place=place, id="2.s")]
+    result = cycle(snapshot([vnode("n1", sharing=sharing)], jobs))
+    shares = exclusivity(place, sharing) == "shared"
+    assert len(result.run) == (2 if shares else 1)
+
+
+def test_exclhost_blocks_the_other_vnodes_of_the_host():
+    vnodes = [vnode("h1[0]", host="h1"), vnode("h1[1]", host="h1"), vnode("h2", host="h2")]
+    first = job("1:ncpus=1", place="exclhost", id="1.s")
+    second = job("1:ncpus=1", id="2.s")
+    result = cycle(snapshot(vnodes, [first, second]))
+    assert started(result) == {"1.s": "(h1[0]:ncpus=1)", "2.s": "(h2:ncpus=1)"}
+
+
+def test_an_exclusive_job_needs_an_empty_vnode():
+    vnodes = [vnode("n1"), vnode("n2")]
+    small = running("1:ncpus=1", "(n1:ncpus=1)", id="9.s")
+    excl = job("1:ncpus=1", place="excl", id="1.s")
+    assert started(cycle(snapshot(vnodes, [small, excl]))) == {"1.s": "(n2:ncpus=1)"}
+
+
+def test_multi_chunk_select():
+    vnodes = [vnode("n1"), vnode("n2")]
+    j = job("2:ncpus=2:mem=1gb+1:ncpus=4", id="1.s")
+    assert started(cycle(snapshot(vnodes, [j]))) == {
+        "1.s": "(n1:ncpus=2:mem=1gb)+(n1:ncpus=2:mem=1gb)+(n2:ncpus=4)"}
+
+
+def test_memory_is_never_overcommitted():
+    vnodes = [vnode("n1", ncpus=8, mem="4gb")]
+    jobs = [job("1:ncpus=1:mem=3gb", id="1.s"), job("1:ncpus=1:mem=2gb", id="2.s")]
+    assert set(started(cycle(snapshot(vnodes, jobs)))) == {"1.s"}
+
+
+@pytest.mark.parametrize("place,expected", [
+    ("scatter", "(a:ncpus=1)+(b:ncpus=1)"),
+    ("pack", "(a:ncpus=1)+(a:ncpus=1)"),
+    ("free", "(a:ncpus=1)+(a:ncpus=1)"),
+    ("vscatter", "(a:ncpus=1)+(a2:ncpus=1)"),
+])
+def test_scatter_pack_free_vscatter(place, expected):
+    vnodes = [vnode("a", host="ha"), vnode("a2", host="ha"), vnode("b", host="hb")]
+    result = cycle(snapshot(vnodes, [job("2:ncpus=1", place=place, id="1.s")]))
+    assert started(result) == {"1.s": expected}
+
+
+def test_pack_needs_one_host_with_room_for_every_chunk():
+    vnodes = [vnode("a", ncpus=2, host="ha"), vnode("b", ncpus=2, host="hb")]
+    assert started(cycle(snapshot(vnodes, [job("3:ncpus=1", place="pack")]))) == {}
+    assert len(cycle(snapshot(vnodes, [job("3:ncpus=1", place="free")])).run) == 1
+
+
+def test_host_and_custom_resources_match():
+    vnodes = [vnode("n1", resources={"ngpus": 0, "arch": "x86"}),
+              vnode("n2", resources={"ngpus": 2, "arch": "arm"})]
+    result = cycle(snapshot(vnodes, [job("1:ncpus=1:ngpus=1", id="1.s"),
+                                     job("1:ncpus=1:arch=x86", id="2.s"),
+                                     job("1:ncpus=1:host=n2", id="3.s")]))
+    assert started(result) == {"1.s": "(n2:ncpus=1:ngpus=1)", "2.s": "(n1:ncpus=1:arch=x86)",
+                               "3.s": "(n2:ncpus=1)"}
+
+
+@pytest.mark.parametrize("state", ["offline", "down", "busy", "offline,job-busy", "sleep"])
+def test_unusable_vnodes_are_never_chosen_now(state):
+    vnodes = [vnode("bad", state=state), vnode("good", ncpus=1)]
+    jobs = [job("1:ncpus=1", id="1.s"), job("1:ncpus=1", id="2.s")]
+    result = cycle(snapshot(vnodes, jobs))
+    assert started(result) == {"1.s": "(good:ncpus=1)"}
+
+
+def test_a_sleeping_vnode_is_planned_after_its_boot_delay_but_not_used_now():
+    vnodes = [vnode("sleepy", state="sleep")]
+    result = cycle(snapshot(vnodes, [job("1:ncpus=2", id="1.s")]), boot_delay=600)
+    assert started(result) == {}
+    assert result.estimates["1.s"].start_time == NOW + 600
+    assert result.estimates["1.s"].exec_vnode == "(sleepy:ncpus=2)"
+
+
+def test_offline_vnodes_are_not_planned_either():
+    result = cycle(snapshot([vnode("n1", state="offline")], [job(id="1.s")]))
+    assert result.run == [] and "1.s" not in result.estimates
+
+
+def test_walltime_defaults_from_queue_then_server():
+    queues = {"workq": Queue("workq", {"resources_default": {"walltime": "00:10:00"}}),
+              "other": Queue("other", {})}
+    server = Server("srv", {"resources_default": {"walltime": "02:00:00"}})
+    vnodes = [vnode("n1", ncpus=1), vnode("n2", ncpus=1)]
+    jobs = [job("1:ncpus=1", None, id="1.s"), job("1:ncpus=1", None, queue="other", id="2.s"),
+            job("1:ncpus=1", None, id="3.s"), job("1:ncpus=1", None, queue="other", id="4.s")]
+    result = cycle(snapshot(vnodes, jobs, queues, server=server))
+    assert set(started(result)) == {"1.s", "2.s"}
+    assert result.estimates["3.s"].start_time == NOW + 600          # after the 10 min one
+    assert result.estimates["4.s"].start_time == NOW + 600 + 600    # queue default again
+
+
+def test_a_job_without_any_walltime_is_planned_as_never_ending():
+    vnodes = [vnode("n1", ncpus=1)]
+    jobs = [job("1:ncpus=1", None, id="1.s"), job("1:ncpus=1", "00:01:00", id="2.s")]
+    result = cycle(snapshot(vnodes, jobs))
+    assert set(started(result)) == {"1.s"}
+    assert "2.s" not in result.estimates  # n1 never frees up
+    hog = running("1:ncpus=1", "(n1:ncpus=1)", walltime=None, id="9.s")
+    later = cycle(snapshot([vnode("n1", ncpus=1), vnode("n2", ncpus=1)],
+                           [hog, job("2:ncpus=1", "00:10:00", id="1.s")]))
+    assert later.run == [] and "1.s" not in later.estimates
+    assert UNKNOWN_WALLTIME > 365 * 24 * HOUR
+
+
+def test_held_future_and_stopped_queue_jobs_are_not_run():
+    queues = {"workq": Queue("workq", {}), "stopped": Queue("stopped", {"started": False})}
+    jobs = [job(id="1.s", Hold_Types="u"), job(id="2.s", Execution_Time=NOW + 100),
+            job(id="3.s", queue="stopped"), job(id="4.s")]
+    assert set(started(cycle(snapshot([vnode("n1")], jobs, queues)))) == {"4.s"}
+
+
+def test_reservation_confirmed_when_free_for_its_whole_window_and_denied_otherwise():
+    vnodes = [vnode("n1"), vnode("n2")]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "02:00:00", id="9.s")
+    ok = resv("R1", "1:ncpus=4", NOW + HOUR, NOW + 2 * HOUR, ctime=1)   # fits on n2
+    clash = resv("R2", "2:ncpus=4", NOW + HOUR, NOW + 3 * HOUR, ctime=2)  # n1 busy until +2h
+    later = resv("R3", "2:ncpus=4", NOW + 3 * HOUR, NOW + 4 * HOUR, ctime=3)
+    result = cycle(snapshot(vnodes, [hog], reservations=[ok, clash, later]))
+    decisions = {d.resv_id: d for d in result.reservations}
+    assert decisions["R1"].confirmed and decisions["R1"].resv_nodes == "(n2:ncpus=4)"
+    assert not decisions["R2"].confirmed and "denied" in decisions["R2"].reason
+    assert decisions["R3"].confirmed
+    assert decisions["R3"].resv_nodes == "(n1:ncpus=4)+(n2:ncpus=4)"
+
+
+def test_a_confirmed_reservation_holds_its_vnodes_for_its_window():
+    vnodes = [vnode("n1")]
+    held = resv("R1", "1:ncpus=4", NOW + HOUR, NOW + 2 * HOUR, state="CONFIRMED",
+                resv_nodes="(n1:ncpus=4)")
+    short = job("1:ncpus=4", "00:30:00", id="1.s")   # ends before the reservation
+    long = job("1:ncpus=4", "02:00:00", id="2.s")    # would overlap it
+    result = cycle(snapshot(vnodes, [long, short], reservations=[held]))
+    assert set(started(result)) == {"1.s"}
+    assert result.estimates["2.s"].start_time == NOW + 2 * HOUR
+
+
+def test_jobs_in_a_running_reservation_run_inside_it():
+    vnodes = [vnode("n1"), vnode("n2")]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING",
+                resv_nodes="(n2:ncpus=4)", queue="R1")
+    inside = [job("1:ncpus=2", queue="R1", id="1.s"), job("1:ncpus=2", queue="R1", id="2.s"),
+              job("1:ncpus=2", queue="R1", id="3.s")]
+    outside = job("1:ncpus=4", id="4.s")
+    result = cycle(snapshot(vnodes, inside + [outside], queues, reservations=[held]))
+    assert started(result) == {"1.s": "(n2:ncpus=2)", "2.s": "(n2:ncpus=2)",
+                               "4.s": "(n1:ncpus=4)"}
+
+
+def test_a_sched_without_a_partition_schedules_nothing(caplog):
+    sched = Scheduler("sc1", partitions=())
+    result = sched.cycle(snapshot([vnode("n1")], [job()]), NOW)
+    assert result.run == [] and "Scheduler does not contain a partition" in caplog.text
+
+
+def test_partitions_slice_queues_and_vnodes():
+    queues = {"wq1": Queue("wq1", {"partition": "P1"}), "workq": Queue("workq", {})}
+    vnodes = [vnode("p1n", partition="P1"), vnode("dn")]
+    jobs = [job("1:ncpus=4", queue="wq1", id="1.s"), job("1:ncpus=4", id="2.s"),
+            job("1:ncpus=4", queue="wq1", id="3.s")]
+    snap = snapshot(vnodes, jobs, queues)
+    p1 = Scheduler("sc1", partitions=("P1",)).cycle(snap, NOW)
+    default = Scheduler("default", claimed=("P1",)).cycle(snap, NOW)
+    assert started(p1) == {"1.s": "(p1n:ncpus=4)"}
+    assert started(default) == {"2.s": "(dn:ncpus=4)"}
