@@ -179,7 +179,6 @@ class PluginSet:
         record.error = error
         if record.plugin is not None and self.pm.is_registered(record.plugin):
             self.pm.unregister(record.plugin)
-        log.warning(record.failure_text())
 
     def _check_and_register(self, record: PluginRecord, enabled: bool) -> None:
         plugin = record.plugin
@@ -264,13 +263,14 @@ def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, An
 def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | None = None,
                  env: Mapping[str, str] | None = None,
                  entry_points: Iterable[md.EntryPoint] | None = None,
-                 only: set[str] | None = None) -> PluginSet:
+                 only: set[str] | None = None, report: bool = True) -> PluginSet:
     """Discover the installed plugins and load them for `site`.
 
     `which` is ``"enabled"`` (import only what the site enables) or ``"all"`` (import every
     plugin not blocked, to report on it; only enabled ones are registered). `strict` defaults
     to the environment and the site. `only` restricts loading to the named plugins (the
-    others are listed in `PluginSet.installed` but not looked at).
+    others are listed in `PluginSet.installed` but not looked at). With `report`, each
+    failed plugin is logged as a warning (unless strict mode raises instead).
     """
     env = os.environ if env is None else env
     if strict is None:
@@ -314,6 +314,9 @@ def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | Non
         plugins._check_and_register(record, enabled)
     if strict and plugins.failed:
         raise PluginLoadError(plugins.failed)
+    if report:
+        for record in plugins.failed:
+            log.warning(record.failure_text())
     return plugins
 
 
@@ -324,7 +327,7 @@ def plugin_config(name: str, site: SiteConfig | None = None) -> dict[str, Any]:
     from .siteconfig import load_site
 
     site = site if site is not None else load_site()
-    plugins = load_plugins(site, which="all", strict=False, only={name})
+    plugins = load_plugins(site, which="all", strict=False, only={name}, report=False)
     record = plugins.get(name)
     if record is None or record.status in (FAILED, BLOCKED):
         record = record or PluginRecord(name, error="not installed")

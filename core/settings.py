@@ -221,9 +221,10 @@ def read_cf(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError([ConfigIssue(str(path), f"(line {exc.lineno})", text.splitlines()[
-            exc.lineno - 1].strip() if text.splitlines() else "",
-            f"not valid JSON: {exc.msg}")]) from None
+        lines = text.splitlines()
+        near = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""
+        raise ConfigError([ConfigIssue(str(path), f"(line {exc.lineno})", near,
+                                       f"not valid JSON: {exc.msg}")]) from None
     if not isinstance(data, dict):
         raise ConfigError([ConfigIssue(str(path), "(file)", data, "expected a JSON object")])
     return data

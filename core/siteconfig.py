@@ -135,42 +135,61 @@ class SiteConfig:
         return values, sources
 
 
-def load_site(path: str | os.PathLike | None = None) -> SiteConfig:
-    """Read and check the site config. `ConfigError` lists every problem found."""
+def load_site(path: str | os.PathLike | None = None, *,
+              issues: list[ConfigIssue] | None = None,
+              allow_missing: bool = False) -> SiteConfig:
+    """Read and check the site config.
+
+    Without `issues`, `ConfigError` lists every problem found. With a list, problems are
+    appended to it and the valid part of the file is returned (`pbsplug config check` uses
+    this to go on and check the plugins). A file named explicitly (argument or
+    $PBSPLUG_SITE) must exist unless `allow_missing` (commands that create it).
+    """
     p = site_path(path)
+    problems: list[ConfigIssue] = []
+    site = SiteConfig(path=p)
     if not p.exists():
-        if path is not None or os.environ.get("PBSPLUG_SITE"):
-            raise ConfigError([ConfigIssue(str(p), "(file)", str(p), "does not exist")])
-        return SiteConfig(path=p)
-    try:
-        with open(p, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError([ConfigIssue(str(p), "(file)", str(p),
-                                       f"cannot be read: {exc.strerror or exc}")]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([ConfigIssue(str(p), "(syntax)", "", f"not valid TOML: {exc}")]
-                          ) from None
-    return parse_site(data, p)
+        if not allow_missing and (path is not None or os.environ.get("PBSPLUG_SITE")):
+            problems.append(ConfigIssue(str(p), "(file)", str(p), "does not exist"))
+    else:
+        try:
+            with open(p, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            problems.append(ConfigIssue(str(p), "(file)", str(p),
+                                        f"cannot be read: {exc.strerror or exc}"))
+        except tomllib.TOMLDecodeError as exc:
+            problems.append(ConfigIssue(str(p), "(syntax)", "", f"not valid TOML: {exc}"))
+        else:
+            site = parse_site(data, p, problems)
+    if issues is not None:
+        issues.extend(problems)
+    elif problems:
+        raise ConfigError(problems)
+    return site
 
 
-def parse_site(data: Mapping[str, Any], path: Path) -> SiteConfig:
+def parse_site(data: Mapping[str, Any], path: Path,
+               issues: list[ConfigIssue] | None = None) -> SiteConfig:
+    """Check the parsed TOML. Without `issues`, raise `ConfigError` listing every problem;
+    with a list, append to it and keep only the valid values."""
     src = str(path)
-    issues: list[ConfigIssue] = []
+    found: list[ConfigIssue] = []
     site = SiteConfig(path=path, exists=True)
     for key, value in data.items():
         if key in _SECTIONS:
             if not isinstance(value, dict):
-                issues.append(ConfigIssue(src, key, value, "expected a table"))
-            site.sections[key] = value
+                found.append(ConfigIssue(src, key, value, "expected a table"))
+            else:
+                site.sections[key] = value
             continue
         expected = _TOP_LEVEL.get(key)
         if expected is None:
             known = ", ".join(sorted(set(_TOP_LEVEL) | _SECTIONS))
-            issues.append(ConfigIssue(src, key, value, f"unknown key; known keys: {known}"))
+            found.append(ConfigIssue(src, key, value, f"unknown key; known keys: {known}"))
         elif not isinstance(value, expected):
             wanted = "a table" if expected is dict else f"a {expected.__name__}"
-            issues.append(ConfigIssue(src, key, value, f"expected {wanted}"))
+            found.append(ConfigIssue(src, key, value, f"expected {wanted}"))
         elif key == "enable_all_installed":
             site.enable_all_installed = value
         elif key == "strict_plugins":
@@ -181,54 +200,54 @@ def parse_site(data: Mapping[str, Any], path: Path) -> SiteConfig:
             data.get("plugins"), dict) else ():
         key = f"plugins.{name}"
         if not isinstance(table, dict):
-            issues.append(ConfigIssue(src, key, table, "expected a table"))
+            found.append(ConfigIssue(src, key, table, "expected a table"))
             continue
         entry = PluginSite(name)
         for attr, value in table.items():
             if attr not in PLUGIN_KEYS:
-                issues.append(ConfigIssue(src, f"{key}.{attr}", value,
-                                          f"unknown key; known keys: {', '.join(PLUGIN_KEYS)}"))
+                found.append(ConfigIssue(src, f"{key}.{attr}", value,
+                                         f"unknown key; known keys: {', '.join(PLUGIN_KEYS)}"))
             elif attr == "enabled":
                 if isinstance(value, bool):
                     entry.enabled = value
                 else:
-                    issues.append(ConfigIssue(src, f"{key}.enabled", value,
-                                              "expected true or false"))
+                    found.append(ConfigIssue(src, f"{key}.enabled", value,
+                                             "expected true or false"))
             elif attr == "config":
                 if isinstance(value, dict):
                     entry.config = dict(value)
                 else:
-                    issues.append(ConfigIssue(src, f"{key}.config", value, "expected a table"))
+                    found.append(ConfigIssue(src, f"{key}.config", value, "expected a table"))
             elif attr == "config_file":
                 if isinstance(value, str) and value:
                     cf = Path(value)
                     entry.config_file = cf if cf.is_absolute() else path.parent / cf
                 else:
-                    issues.append(ConfigIssue(src, f"{key}.config_file", value,
-                                              "expected a path to a JSON .CF file"))
+                    found.append(ConfigIssue(src, f"{key}.config_file", value,
+                                             "expected a path to a JSON .CF file"))
+            elif (problem := _attribute_form(name, attr, value)) is not None:
+                found.append(ConfigIssue(src, f"{key}.{attr}", value, problem))
             else:
                 entry.attributes[attr] = value
-        # Check the hook attributes' form now (types, ranges); whether they fit the plugin's
-        # events is checked again once the plugin's declaration is known.
-        try:
-            resolve_attributes(name, HookAttributes(type="pbs"), _form_only(entry.attributes))
-        except HookAttributeError as exc:
-            bad = _attr_named_in(str(exc), entry.attributes)
-            issues.append(ConfigIssue(src, f"{key}.{bad}", entry.attributes.get(bad), str(exc)))
         site.plugins[name] = entry
-    if issues:
-        raise ConfigError(issues)
+    if issues is not None:
+        issues.extend(found)
+    elif found:
+        raise ConfigError(found)
     return site
 
 
-def _form_only(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """The attributes whose form can be checked without the plugin's events."""
-    return {k: v for k, v in attrs.items() if k not in ("freq", "fail_action", "user", "order")
-            } | ({"order": attrs["order"]} if "order" in attrs else {})
-
-
-def _attr_named_in(message: str, attrs: Mapping[str, Any]) -> str:
-    for attr in attrs:
-        if f"'{attr}'" in message or attr in message:
-            return attr
-    return next(iter(attrs), "(attributes)")
+def _attribute_form(name: str, attr: str, value: Any) -> str | None:
+    """PBS's check of one hook attribute's form, or None when it is good. Rules that depend
+    on the plugin (order's range by type; freq, user and fail_action by events) are checked
+    when the plugin is loaded, with its declaration."""
+    try:
+        if attr == "order":
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(
+                    value).strip().lstrip("+-").isdigit():
+                return f"invalid value '{value}' for hook attribute 'order': expected an integer"
+        elif attr not in ("freq", "fail_action", "user"):
+            resolve_attributes(name, HookAttributes(type="pbs"), {attr: value})
+    except HookAttributeError as exc:
+        return str(exc)
+    return None

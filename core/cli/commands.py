@@ -35,19 +35,22 @@ class State:
     def __init__(self, site: Path | None, strict: bool):
         self.site_arg = site
         self.strict = strict
+        #: Set by commands that write the site config, which may create it.
+        self.writing = False
         self._site: SiteConfig | None = None
 
     def site(self) -> SiteConfig:
         if self._site is None:
-            self._site = load_site(self.site_arg)
+            self._site = load_site(self.site_arg, allow_missing=self.writing)
         return self._site
 
     def site_path(self) -> Path:
         return site_path(self.site_arg)
 
-    def plugins(self, which: str = "enabled", only: set[str] | None = None) -> PluginSet:
+    def plugins(self, which: str = "enabled", only: set[str] | None = None,
+                report: bool = True) -> PluginSet:
         return load_plugins(self.site(), which=which, strict=True if self.strict else None,
-                            only=only)
+                            only=only, report=report)
 
 
 def _state(ctx: typer.Context) -> State:
@@ -105,7 +108,8 @@ def build_app() -> typer.Typer:
 def add_plugin_group(app: typer.Typer, name: str, site_arg: str | None, strict: bool) -> None:
     """Load plugin `name` alone and add its command group, if it has one."""
     site = load_site(site_arg)
-    plugins = load_plugins(site, which="all", strict=True if strict else None, only={name})
+    plugins = load_plugins(site, which="all", strict=True if strict else None, only={name},
+                           report=False)
     record = plugins.get(name)
     if record is None:
         return  # typer reports the unknown command
@@ -167,7 +171,7 @@ def _plugins_app() -> typer.Typer:
     def info(ctx: typer.Context, name: str,
              as_json: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
         """One plugin in full: status, hooks, effective attributes, configuration."""
-        plugins = _state(ctx).plugins("all", only={name})
+        plugins = _state(ctx).plugins("all", only={name}, report=False)
         record = plugins.get(name)
         if record is None:
             raise CliError(_unknown_plugin(name, plugins))
@@ -203,6 +207,7 @@ def _plugins_app() -> typer.Typer:
     def enable(ctx: typer.Context, name: str) -> None:
         """Enable a plugin in the site config (comments and layout are kept)."""
         state = _state(ctx)
+        state.writing = True
         names = {ep.name for ep in installed_entry_points()}
         if name not in names:
             raise CliError(f"no installed plugin is named '{name}' (installed: "
@@ -322,14 +327,11 @@ def _config_app() -> typer.Typer:
         """Validate the site config and every enabled plugin's configuration.
         Exit 0 when all is valid, 2 with every error listed otherwise."""
         state = _state(ctx)
-        try:
-            site = state.site()
-        except ConfigError as exc:
-            for issue in exc.issues:
-                typer.echo(f"error: {issue}", err=True)
-            raise typer.Exit(2) from None
-        plugins = load_plugins(site, which="enabled", strict=False)
-        problems = plugins.config_issues()
+        issues: list = []
+        site = load_site(state.site_arg, issues=issues)
+        problems = [str(issue) for issue in issues]
+        plugins = load_plugins(site, which="enabled", strict=False, report=False)
+        problems += plugins.config_issues()
         for problem in problems:
             typer.echo(f"error: {problem}", err=True)
         if problems:
@@ -446,6 +448,7 @@ def _hook_app() -> typer.Typer:
         """Write a PBS .HK file's attributes (and a .CF's configuration) into the site
         config's [plugins.NAME]. Nothing is written unless all of it is valid."""
         state = _state(ctx)
+        state.writing = True
         record = _one_plugin(state, name)
         try:
             text = hk.read_text()
@@ -459,6 +462,9 @@ def _hook_app() -> typer.Typer:
             attrs = resolve_attributes(name, declared, pairs)
         except HookAttributeError as exc:
             raise CliError(f"{hk}: {exc}") from None
+        if missing := sorted(set(attrs.events) - set(record.events)):
+            raise CliError(f"{hk}: plugin '{name}' implements no hook for "
+                           f"{', '.join(missing)}; it implements {', '.join(record.events)}")
         values: dict[str, Any] = {}
         given = {"events" if k == "event" else k for k, _ in pairs}
         for key in ("enabled", "events", "order", "alarm", "freq", "fail_action", "user",
@@ -507,7 +513,7 @@ def _hook_app() -> typer.Typer:
 
 
 def _one_plugin(state: State, name: str):
-    plugins = state.plugins("all", only={name})
+    plugins = state.plugins("all", only={name}, report=False)
     record = plugins.get(name)
     if record is None:
         raise CliError(_unknown_plugin(name, plugins))
