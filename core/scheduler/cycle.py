@@ -182,6 +182,7 @@ class Scheduler:
             self.hosts.setdefault(info.host, []).append(info)
         self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()})
         self.now = now
+        self._ever_memo: dict[tuple, bool] = {}
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._future_hard: set[str] = set()
 
@@ -416,6 +417,10 @@ class Scheduler:
                     failed_shapes.add(info.shape)
                 elif has_placement_hook:
                     chunks = self._placement_hook(info, chunks, now)
+            if not chunks and not self._can_ever_run(info):
+                result.comments[job.id] = ("Can Never Run: Insufficient amount of resource in "
+                                           "the complex for this select and place")
+                continue
             if chunks:
                 self._book_chunks(job.id, chunks, info.place, now, info.end(now), hard=True)
                 shown = _shown_chunks(info, chunks)
@@ -489,6 +494,23 @@ class Scheduler:
         stats.jobs_started += 1
 
     # -- placement -------------------------------------------------------------------------------
+    def _can_ever_run(self, info: _JobInfo) -> bool:
+        """Whether the job fits the slice's vnodes with nothing on them, whatever their state.
+        A job that never can neither blocks strict ordering nor becomes a top job."""
+        memo = self._ever_memo
+        if info.shape not in memo:
+            saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
+            self.calendar = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            self._now_cache, self._future_hard = {}, set()
+            try:
+                memo[info.shape] = self._fit(info, self.now, self.now + 1, soft=False,
+                                             now_mode=False,
+                                             plan_from_ok=lambda v: True) is not None
+            finally:
+                self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
+                                                                     saved_future)
+        return memo[info.shape]
+
     def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
         if now_mode and name not in self._future_hard:
             cached = self._now_cache.get(name, False)

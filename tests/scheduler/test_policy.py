@@ -281,3 +281,12 @@ def test_partitions_slice_queues_and_vnodes():
     default = Scheduler("default", claimed=("P1",)).cycle(snap, NOW)
     assert started(p1) == {"1.s": "(p1n:ncpus=4)"}
     assert started(default) == {"2.s": "(dn:ncpus=4)"}
+
+
+def test_a_job_that_can_never_run_does_not_block_strict_ordering():
+    huge = job("1:ncpus=64", id="1.s")
+    small = job("1:ncpus=1", id="2.s")
+    result = cycle(snapshot([vnode("n1")], [huge, small]), strict_ordering=True, backfill=False)
+    assert set(started(result)) == {"2.s"}
+    assert result.comments["1.s"].startswith("Can Never Run")
+    assert "1.s" not in result.top_jobs and "1.s" not in result.estimates

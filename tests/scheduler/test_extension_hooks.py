@@ -1,0 +1,189 @@
+"""Each scheduler extension hook, implemented by a plugin, changes a decision."""
+
+from pbsplug import PluginSet, Queue, hookimpl
+from pbsplug.scheduler import Policy, Scheduler
+from pbsplug.siteconfig import SiteConfig
+
+from .helpers import HOUR, NOW, job, running, snapshot, vnode
+
+
+def scheduler(tmp_path, *plugins, name="default", partitions=(), **policy):
+    plugin_set = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    for i, plugin in enumerate(plugins):
+        assert plugin_set.add(f"p{i}", plugin, enable=True).status == "enabled"
+    return Scheduler(name, partitions, Policy(**policy), hooks=plugin_set.hook)
+
+
+def started(result):
+    return {r.job_id: r.exec_vnode for r in result.run}
+
+
+def test_sched_job_order_reorders(tmp_path):
+    class Reverse:
+        @hookimpl
+        def sched_job_order(self, order):
+            order.jobs.reverse()
+
+    jobs = [job("1:ncpus=4", id="1.s"), job("1:ncpus=4", id="2.s")]
+    result = scheduler(tmp_path, Reverse()).cycle(snapshot([vnode("n1")], jobs), NOW)
+    assert set(started(result)) == {"2.s"}
+
+
+def test_a_starving_job_becomes_the_top_job_without_strict_ordering(tmp_path):
+    class Starve:
+        @hookimpl
+        def sched_job_order(self, order):
+            order.starving.append("1.s")
+
+    vnodes = [vnode("n1"), vnode("n2")]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
+    big = job("2:ncpus=4", "01:00:00", id="1.s", qtime=NOW - 9 * HOUR)
+    long = job("1:ncpus=4", "05:00:00", id="2.s")
+    short = job("1:ncpus=4", "00:30:00", id="3.s")
+    snap = snapshot(vnodes, [hog, big, long, short])
+    plain = Scheduler().cycle(snap, NOW)
+    assert set(started(plain)) == {"2.s"}  # without the hook the big job starves on
+    result = scheduler(tmp_path, Starve()).cycle(snap, NOW)
+    assert result.top_jobs == ["1.s"]
+    assert result.estimates["1.s"].start_time == NOW + HOUR
+    assert set(started(result)) == {"3.s"}  # only what ends before the drain backfills
+
+
+def test_sched_node_placement_chooses_the_vnodes(tmp_path):
+    class LastFirst:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return [placement.candidates[-1].name]
+
+    vnodes = [vnode("n1"), vnode("n2"), vnode("n3")]
+    result = scheduler(tmp_path, LastFirst()).cycle(snapshot(vnodes, [job(id="1.s")]), NOW)
+    assert started(result) == {"1.s": "(n3:ncpus=1)"}
+
+
+def test_sched_node_placement_can_hold_a_job_and_bad_answers_are_ignored(tmp_path, caplog):
+    class Hold:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return [] if placement.job.id == "1.s" else ["nowhere"]
+
+    result = scheduler(tmp_path, Hold()).cycle(
+        snapshot([vnode("n1")], [job(id="1.s"), job(id="2.s")]), NOW)
+    assert started(result) == {"2.s": "(n1:ncpus=1)"}
+    assert "does not fit" in caplog.text
+
+
+def test_first_placement_answer_wins(tmp_path):
+    class Abstain:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return None
+
+    class Second:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return ["n2"]
+
+    result = scheduler(tmp_path, Abstain(), Second()).cycle(
+        snapshot([vnode("n1"), vnode("n2")], [job(id="1.s")]), NOW)
+    assert started(result) == {"1.s": "(n2:ncpus=1)"}
+
+
+def test_sched_node_availability_makes_a_vnode_plannable(tmp_path):
+    class SoonFree:
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            return {v.name: now + 120 for v in vnodes if v.comment == "stuck cpuset"}
+
+    vnodes = [vnode("n1", state="offline", comment="stuck cpuset")]
+    snap = snapshot(vnodes, [job("1:ncpus=4", id="1.s")])
+    assert "1.s" not in Scheduler().cycle(snap, NOW).estimates
+    result = scheduler(tmp_path, SoonFree()).cycle(snap, NOW)
+    assert result.run == []  # never started on a vnode that is not free now
+    assert result.estimates["1.s"].start_time == NOW + 120
+
+
+def test_the_latest_availability_wins(tmp_path):
+    class A:
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            return {"n1": now + 100}
+
+    class B:
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            return {"n1": now + 500}
+
+    snap = snapshot([vnode("n1", state="down")], [job("1:ncpus=4", id="1.s")])
+    result = scheduler(tmp_path, A(), B()).cycle(snap, NOW)
+    assert result.estimates["1.s"].start_time == NOW + 500
+
+
+def test_sched_partition_moves_a_vnode(tmp_path):
+    class Split:
+        @hookimpl
+        def sched_partition(self, obj):
+            return "P1" if obj.name in ("n2", "wq1") else None
+
+    queues = {"workq": Queue("workq", {}), "wq1": Queue("wq1", {})}
+    vnodes = [vnode("n1"), vnode("n2")]
+    jobs = [job("1:ncpus=4", id="1.s"), job("1:ncpus=4", id="2.s"),
+            job("1:ncpus=4", queue="wq1", id="3.s")]
+    snap = snapshot(vnodes, jobs, queues)
+    default = scheduler(tmp_path, Split(), name="default").cycle(snap, NOW)
+    assert started(default) == {"1.s": "(n1:ncpus=4)", "2.s": "(n2:ncpus=4)"}
+    # With P1 owned by another instance, the default scheduler leaves n2 and wq1 alone.
+    plugin_set = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugin_set.add("split", Split(), enable=True)
+    owner = Scheduler("sc1", ("P1",), hooks=plugin_set.hook).cycle(snap, NOW)
+    rest = Scheduler("default", claimed=("P1",), hooks=plugin_set.hook).cycle(snap, NOW)
+    assert started(owner) == {"3.s": "(n2:ncpus=4)"}
+    assert started(rest) == {"1.s": "(n1:ncpus=4)"}
+
+
+def test_cycle_begin_and_end_see_the_figures(tmp_path):
+    seen = []
+
+    class Watch:
+        @hookimpl
+        def sched_cycle_begin(self, sched, now):
+            seen.append(("begin", sched, now))
+
+        @hookimpl
+        def sched_cycle_end(self, stats):
+            seen.append(("end", stats.sched, stats.jobs_considered, stats.jobs_started,
+                         stats.jobs_backfilled))
+
+    vnodes = [vnode("n1"), vnode("n2")]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
+    jobs = [hog, job("2:ncpus=4", id="1.s"), job("1:ncpus=2", "00:30:00", id="2.s")]
+    scheduler(tmp_path, Watch(), strict_ordering=True).cycle(snapshot(vnodes, jobs), NOW)
+    assert seen == [("begin", "default", NOW), ("end", "default", 2, 1, 1)]
+
+
+def test_sched_instances_contribute_schedulers(tmp_path):
+    from pbsplug import SchedulerInstance, Server
+
+    class Two:
+        @hookimpl
+        def sched_instances(self, server):
+            return [SchedulerInstance("sc1", ("P1",), True, 30, {"backfill_depth": 2})]
+
+    plugin_set = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugin_set.add("two", Two(), enable=True)
+    instances = [i for lst in plugin_set.hook.sched_instances(server=Server("srv")) for i in lst]
+    sched = Scheduler(instances[0].name, instances[0].partitions,
+                      Policy.from_attributes(instances[0].policy))
+    assert (sched.name, sched.partitions, sched.policy.backfill_depth) == (
+        "sc1", frozenset({"P1"}), 2)
+
+
+def test_a_failing_ordering_hook_does_not_stop_the_cycle(tmp_path, caplog):
+    class Broken:
+        @hookimpl
+        def sched_job_order(self, order):
+            raise RuntimeError("bad plugin")
+
+    result = scheduler(tmp_path, Broken()).cycle(snapshot([vnode("n1")], [job(id="1.s")]),
+                                                  NOW)
+    assert started(result) == {"1.s": "(n1:ncpus=1)"}
+    assert "sched_job_order of p0 failed" in caplog.text
