@@ -30,24 +30,41 @@ class Calendar:
     def __init__(self, capacity: dict[str, dict[str, int]]):
         self.capacity = capacity
         self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
+        # Per vnode: the earliest start and latest end of its bookings, so that a window
+        # outside all of them is answered without looking at any booking.
+        self._first: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+        #: Changes of total booked ncpus over time (hard, and hard plus soft), for a quick
+        #: lower bound on what a window can offer.
+        self.ncpus_deltas: tuple[dict[float, int], dict[float, int]] = ({}, {})
 
     def book(self, vnode: str, booking: Booking) -> None:
         self.bookings[vnode].append(booking)
-
-    def unbook(self, owner: str) -> None:
-        for bookings in self.bookings.values():
-            bookings[:] = [b for b in bookings if b.owner != owner]
+        if booking.start < self._first.get(vnode, INFINITY):
+            self._first[vnode] = booking.start
+        if booking.end > self._last.get(vnode, -INFINITY):
+            self._last[vnode] = booking.end
+        cap = self.capacity[vnode].get("ncpus", 0)
+        used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
+        if used:
+            for deltas in (self.ncpus_deltas[1],) + ((self.ncpus_deltas[0],) if booking.hard
+                                                     else ()):
+                deltas[booking.start] = deltas.get(booking.start, 0) + used
+                if booking.end < INFINITY:
+                    deltas[booking.end] = deltas.get(booking.end, 0) - used
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:
         """What `vnode` has free over the whole of [start, end): (resources, empty), where
         `empty` says nothing at all is booked there (an exclusive job needs that); None when
         an exclusive booking overlaps. `soft` counts soft bookings too."""
+        cap = self.capacity[vnode]
+        if start >= self._last.get(vnode, -INFINITY) or end <= self._first.get(vnode, INFINITY):
+            return cap, True  # callers only read it
         overlapping = [b for b in self.bookings[vnode]
                        if b.start < end and b.end > start and (soft or b.hard)]
-        cap = self.capacity[vnode]
         if not overlapping:
-            return dict(cap), True
+            return cap, True
         if any(b.exclusive for b in overlapping):
             return None
         if len(overlapping) == 1:
@@ -67,9 +84,3 @@ class Calendar:
                 if sign > 0 and current[k] > peak.get(k, 0):
                     peak[k] = current[k]
         return {k: v - peak.get(k, 0) for k, v in cap.items()}, False
-
-    def release_times(self, after: float, soft: bool) -> list[float]:
-        """Every time after `after` at which some booking ends (candidate start times)."""
-        times = {b.end for bookings in self.bookings.values() for b in bookings
-                 if after < b.end < INFINITY and (soft or b.hard)}
-        return sorted(times)

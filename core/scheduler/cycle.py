@@ -35,6 +35,7 @@ candidates, or hold the job (``[]``).
 from __future__ import annotations
 
 import ast
+import bisect
 import logging
 import math
 import operator
@@ -181,6 +182,7 @@ class Scheduler:
         for info in self.order:
             self.hosts.setdefault(info.host, []).append(info)
         self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()})
+        self.total_ncpus = sum(v.capacity.get("ncpus", 0) for v in self.order)
         self.now = now
         self._ever_memo: dict[tuple, bool] = {}
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
@@ -641,40 +643,49 @@ class Scheduler:
         return out
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
-        """The earliest time the job fits, and where: (start, chunks) or (inf, None)."""
-        times = [now] + self.calendar.release_times(now, soft)
-        times += sorted({v.plan_from for v in self.order if now < v.plan_from < INFINITY})
-        times = sorted(set(times))
+        """The earliest time the job fits, and where: (start, chunks) or (inf, None).
+
+        Candidate starts are now, every booking's end and every vnode's plan_from; a candidate
+        is tried only when the total ncpus free over its whole window could hold the job.
+        """
+        times = {now}
+        for bookings in self.calendar.bookings.values():
+            for b in bookings:
+                if now < b.end < INFINITY and (soft or b.hard):
+                    times.add(b.end)
+        times.update(v.plan_from for v in self.order if now < v.plan_from < INFINITY)
+        profile = _Profile(self.total_ncpus, self.calendar.ncpus_deltas[1 if soft else 0])
         need = info.ncpus
-        totals = self._ncpus_timeline(soft) if need else None
-        for t in times:
-            if totals is not None and _free_at(totals, t) < need:
+        for t in sorted(times):
+            if need and profile.min_free(t, info.end(t)) < need:
                 continue
-            chunks = self._fit(info, t, t + info.duration, soft=soft, now_mode=False)
+            chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False)
             if chunks is not None:
                 return t, chunks
         return INFINITY, None
 
-    def _ncpus_timeline(self, soft: bool) -> tuple[list[float], list[int]]:
-        """Total ncpus free over time, as a step function (for a quick lower-bound check)."""
-        capacity = sum(v.capacity.get("ncpus", 0) for v in self.order)
-        deltas: dict[float, int] = {}
-        for name, bookings in self.calendar.bookings.items():
-            cap = self.vnodes[name].capacity.get("ncpus", 0)
-            for b in bookings:
-                if not (soft or b.hard):
-                    continue
-                used = cap if b.exclusive and not b.resources else b.resources.get("ncpus", 0)
-                deltas[b.start] = deltas.get(b.start, 0) - used
-                if b.end < INFINITY:
-                    deltas[b.end] = deltas.get(b.end, 0) + used
-        times = sorted(deltas)
-        levels = []
+
+class _Profile:
+    """Total free ncpus as a step function of time."""
+
+    def __init__(self, capacity: int, deltas: dict[float, int]):
+        self.times = sorted(deltas)
+        self.levels = []
         level = capacity
-        for t in times:
-            level += deltas[t]
-            levels.append(level)
-        return times, levels
+        for t in self.times:
+            level -= deltas[t]
+            self.levels.append(level)
+        self.capacity = capacity
+
+    def min_free(self, start: float, end: float) -> float:
+        """The least free ncpus at any moment of [start, end)."""
+        i = bisect.bisect_right(self.times, start) - 1
+        low = self.levels[i] if i >= 0 else self.capacity
+        j = i + 1
+        while j < len(self.times) and self.times[j] < end:
+            low = min(low, self.levels[j])
+            j += 1
+        return low
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -686,17 +697,6 @@ def parse_place_safe(spec: Any) -> Place:
         return parse_place(spec)
     except ValueError:
         return Place()
-
-
-def _free_at(timeline: tuple[list[float], list[int]], t: float) -> float:
-    import bisect
-
-    times, levels = timeline
-    i = bisect.bisect_right(times, t) - 1
-    if i < 0:
-        # Before any booking starts: everything is free.
-        return math.inf
-    return levels[i]
 
 
 def _group_by_host(vnodes: list[_VnodeInfo]) -> list[list[_VnodeInfo]]:
