@@ -9,6 +9,7 @@ take their place (they are recomputed every cycle, as PBS's are).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 INFINITY = float("inf")
@@ -25,18 +26,26 @@ class Booking:
 
 
 class Calendar:
-    """Bookings per vnode, with capacity per vnode."""
+    """Bookings per vnode, with capacity per vnode, seen from the instant `now`."""
 
-    def __init__(self, capacity: dict[str, dict[str, int]]):
+    def __init__(self, capacity: dict[str, dict[str, int]], now: float = -INFINITY):
         self.capacity = capacity
+        self.now = now
         self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
         # Per vnode: the earliest start and latest end of its bookings, so that a window
         # outside all of them is answered without looking at any booking.
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
-        #: Changes of total booked ncpus over time (hard, and hard plus soft), for a quick
-        #: lower bound on what a window can offer.
-        self.ncpus_deltas: tuple[dict[float, int], dict[float, int]] = ({}, {})
+        # Each of the following is a pair: hard bookings only, and hard plus soft.
+        ncpus = {name: cap.get("ncpus", 0) for name, cap in capacity.items()}
+        #: ncpus free on each vnode at `now`.
+        self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, dict(ncpus))
+        #: Changes after `now` as (time, ncpus taken (+) or given back (-), vnode), sorted: a
+        #: sweep from `room_now` over them tells what each vnode has free at any later instant.
+        self.ncpus_events: tuple[list[tuple[float, int, str]], list[tuple[float, int, str]]] = (
+            [], [])
+        #: Ends of bookings after `now` (finite ones), sorted: when vnodes free up.
+        self.ends: tuple[list[float], list[float]] = ([], [])
 
     def book(self, vnode: str, booking: Booking) -> None:
         self.bookings[vnode].append(booking)
@@ -44,14 +53,19 @@ class Calendar:
             self._first[vnode] = booking.start
         if booking.end > self._last.get(vnode, -INFINITY):
             self._last[vnode] = booking.end
+        if booking.end <= self.now:
+            return
         cap = self.capacity[vnode].get("ncpus", 0)
         used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
-        if used:
-            for deltas in (self.ncpus_deltas[1],) + ((self.ncpus_deltas[0],) if booking.hard
-                                                     else ()):
-                deltas[booking.start] = deltas.get(booking.start, 0) + used
-                if booking.end < INFINITY:
-                    deltas[booking.end] = deltas.get(booking.end, 0) - used
+        for kind in (0, 1) if booking.hard else (1,):
+            events = self.ncpus_events[kind]
+            if booking.start <= self.now:
+                self.room_now[kind][vnode] -= used
+            else:
+                bisect.insort(events, (booking.start, used, vnode))
+            if booking.end < INFINITY:
+                bisect.insort(events, (booking.end, -used, vnode))
+                bisect.insort(self.ends[kind], booking.end)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:

@@ -35,7 +35,6 @@ candidates, or hold the job (``[]``).
 from __future__ import annotations
 
 import ast
-import bisect
 import logging
 import math
 import operator
@@ -68,6 +67,8 @@ from .model import (
 log = logging.getLogger("pbsplug.scheduler")
 
 DEFAULT_PARTITION = "pbs-default"
+#: The Resource_List entries a job's placement depends on (besides its walltime).
+_SHAPE_RESOURCES = ("select", "place", "ncpus", "mem", "vmem", "ngpus")
 _RUNNING_STATES = frozenset({"R", "E", "S", "U"})
 _RESV_UNCONFIRMED = frozenset({"UNCONFIRMED", "RESV_UNCONFIRMED", "1"})
 _RESV_HOLDING = frozenset({"CONFIRMED", "RESV_CONFIRMED", "2", "RUNNING", "RESV_RUNNING", "5",
@@ -93,7 +94,7 @@ class _JobInfo:
     place: Place
     walltime: int | None
     shape: tuple
-    ncpus: int
+    smallest: int             # ncpus of the job's smallest chunk
     key: tuple = field(default_factory=tuple)
 
     @property
@@ -181,10 +182,14 @@ class Scheduler:
         self.hosts: dict[str, list[_VnodeInfo]] = {}
         for info in self.order:
             self.hosts.setdefault(info.host, []).append(info)
-        self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()})
-        self.total_ncpus = sum(v.capacity.get("ncpus", 0) for v in self.order)
+        self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()}, now)
+        self._rank = {v.name: n for n, v in enumerate(self.order)}
+        self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
+        self._open = [v for v in self.order if v.usable_now]  # see _now_candidates
         self.now = now
         self._ever_memo: dict[tuple, bool] = {}
+        self._shapes: dict[tuple, tuple] = {}
+        self._empty: Calendar | None = None  # for jobs that can never run; never booked
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._future_hard: set[str] = set()
 
@@ -355,18 +360,15 @@ class Scheduler:
 
     def _job_info(self, job: Job, queue: Queue | None, server: Server, now: float,
                   queues: dict[str, Queue]) -> _JobInfo:
-        chunks = []
-        total_ncpus = 0
-        for chunk in job_select(job):
-            consumable, match, shown = _split_chunk(chunk)
-            for _ in range(chunk.count):
-                chunks.append((consumable, match, shown))
-            total_ncpus += consumable.get("ncpus", 0) * chunk.count
-        place = job_place(job)
+        res = job.Resource_List
+        # What placement depends on; a queue repeats a few shapes many times, parsed once.
+        shape = tuple(res[k] for k in _SHAPE_RESOURCES)
+        parsed = self._shapes.get(shape)
+        if parsed is None:
+            parsed = self._shapes[shape] = (*_expand(job_select(job)), job_place(job))
+        chunks, smallest, place = parsed
         walltime = job_walltime(job, queue, server)
-        shape = (str(job.Resource_List["select"] or ""), str(job.Resource_List["ncpus"] or ""),
-                 str(job.Resource_List["mem"] or ""), place, walltime)
-        info = _JobInfo(job, chunks, place, walltime, shape, total_ncpus)
+        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
@@ -502,7 +504,9 @@ class Scheduler:
         memo = self._ever_memo
         if info.shape not in memo:
             saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
-            self.calendar = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            if self._empty is None:
+                self._empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            self.calendar = self._empty
             self._now_cache, self._future_hard = {}, set()
             try:
                 memo[info.shape] = self._fit(info, self.now, self.now + 1, soft=False,
@@ -525,10 +529,14 @@ class Scheduler:
         return self.calendar.free(name, start, end, soft)
 
     def _fit(self, info: _JobInfo, start: float, end: float, soft: bool, now_mode: bool,
-             plan_from_ok=None) -> list[tuple[str, dict[str, int]]] | None:
-        """First-fit placement of the job's chunks over [start, end), or None."""
-        if now_mode:
-            candidates = [v for v in self.order if v.usable_now]
+             plan_from_ok=None, candidates: list[_VnodeInfo] | None = None
+             ) -> list[tuple[str, dict[str, int]]] | None:
+        """First-fit placement of the job's chunks over [start, end), or None. `candidates`
+        (in vnode order) narrows the vnodes tried."""
+        if candidates is not None:
+            pass
+        elif now_mode:
+            candidates = self._now_candidates(info)
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
             candidates = [v for v in self.order if ok(v)]
@@ -595,9 +603,22 @@ class Scheduler:
                 return None
         return out
 
+    def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
+        """The usable vnodes, in order, with room now for the job's smallest chunk.
+
+        Room now only shrinks during a cycle, so the vnodes with none left are dropped from
+        `_open` for good: a busy cluster is not scanned whole for every job."""
+        room = self._room
+        smallest = info.smallest
+        if smallest <= 0:
+            return [v for v in self.order if v.usable_now]
+        self._open = open_ = [v for v in self._open if room[v.name] > 0]
+        return open_ if smallest == 1 else [v for v in open_ if room[v.name] >= smallest]
+
     def _placement_hook(self, info: _JobInfo, chunks, now: float):
-        candidates = [v.obj for v in self.order if v.usable_now and
-                      self._free(v.name, now, now + info.duration, False, True) is not None]
+        end = now + info.duration
+        candidates = [v.obj for v in self._now_candidates(info)
+                      if self._free(v.name, now, end, False, True) is not None]
         placement = Placement(self.name, now, info.job, candidates)
         try:
             answer = self.hooks.sched_node_placement(placement=placement)
@@ -645,47 +666,36 @@ class Scheduler:
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
         """The earliest time the job fits, and where: (start, chunks) or (inf, None).
 
-        Candidate starts are now, every booking's end and every vnode's plan_from; a candidate
-        is tried only when the total ncpus free over its whole window could hold the job.
+        Candidate starts are now and every booking's end (a vnode that is not up yet is booked
+        until it is). A sweep over the bookings in time order keeps the set of vnodes with
+        room for the job's smallest chunk at each instant; only those are tried at each
+        candidate start.
         """
-        times = {now}
-        for bookings in self.calendar.bookings.values():
-            for b in bookings:
-                if now < b.end < INFINITY and (soft or b.hard):
-                    times.add(b.end)
-        times.update(v.plan_from for v in self.order if now < v.plan_from < INFINITY)
-        profile = _Profile(self.total_ncpus, self.calendar.ncpus_deltas[1 if soft else 0])
-        need = info.ncpus
-        for t in sorted(times):
-            if need and profile.min_free(t, info.end(t)) < need:
+        kind = 1 if soft else 0
+        calendar = self.calendar
+        smallest, rank = info.smallest, self._rank
+        room = dict(calendar.room_now[kind])
+        roomy = {name for name, free in room.items() if free >= smallest}
+        events = calendar.ncpus_events[kind]
+        i = 0
+        for t in (now, *dict.fromkeys(calendar.ends[kind])):
+            while i < len(events) and events[i][0] <= t:
+                _, used, name = events[i]
+                room[name] -= used
+                if room[name] >= smallest:
+                    roomy.add(name)
+                else:
+                    roomy.discard(name)
+                i += 1
+            if not roomy:
                 continue
-            chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False)
+            candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
+                          if v.plan_from <= t]
+            chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
+                               candidates=candidates)
             if chunks is not None:
                 return t, chunks
         return INFINITY, None
-
-
-class _Profile:
-    """Total free ncpus as a step function of time."""
-
-    def __init__(self, capacity: int, deltas: dict[float, int]):
-        self.times = sorted(deltas)
-        self.levels = []
-        level = capacity
-        for t in self.times:
-            level -= deltas[t]
-            self.levels.append(level)
-        self.capacity = capacity
-
-    def min_free(self, start: float, end: float) -> float:
-        """The least free ncpus at any moment of [start, end)."""
-        i = bisect.bisect_right(self.times, start) - 1
-        low = self.levels[i] if i >= 0 else self.capacity
-        j = i + 1
-        while j < len(self.times) and self.times[j] < end:
-            low = min(low, self.levels[j])
-            j += 1
-        return low
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -706,16 +716,23 @@ def _group_by_host(vnodes: list[_VnodeInfo]) -> list[list[_VnodeInfo]]:
     return list(groups.values())
 
 
-def _split_chunk(chunk: Chunk) -> tuple[dict[str, int], dict[str, str], dict[str, Any]]:
-    consumable: dict[str, int] = {}
-    match: dict[str, str] = {}
-    for key, value in chunk.resources.items():
-        amount = resource_amount(key, value)
-        if amount is not None and key not in ("host", "vnode"):
-            consumable[key] = amount
-        else:
-            match[key] = str(value)
-    return consumable, match, dict(chunk.resources)
+def _expand(select: Iterable[Chunk]
+            ) -> tuple[list[tuple[dict[str, int], dict[str, str], dict[str, Any]]], int]:
+    """A select's chunk instances as (consumable amounts, values to match, as written), and
+    the ncpus of its smallest chunk. Callers only read the result (it is shared by every job
+    of the same shape)."""
+    chunks = []
+    for chunk in select:
+        consumable: dict[str, int] = {}
+        match: dict[str, str] = {}
+        for key, value in chunk.resources.items():
+            amount = resource_amount(key, value)
+            if amount is not None and key not in ("host", "vnode"):
+                consumable[key] = amount
+            else:
+                match[key] = str(value)
+        chunks.extend([(consumable, match, dict(chunk.resources))] * chunk.count)
+    return chunks, min((c[0].get("ncpus", 0) for c in chunks), default=0)
 
 
 def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):

@@ -121,7 +121,8 @@ class CycleResult:
 # -- parsing with caches (a cycle sees the same select strings over and over) ------------------
 
 @lru_cache(maxsize=4096)
-def _select(spec: str) -> tuple[Chunk, ...]:
+def select_chunks(spec: str) -> tuple[Chunk, ...]:
+    """The chunks of a select string (cached; callers only read them)."""
     return tuple(parse_select(spec))
 
 
@@ -158,7 +159,7 @@ def job_select(job: Job) -> tuple[Chunk, ...]:
     res = job.Resource_List
     spec = res["select"]
     if spec:
-        return _select(str(spec))
+        return select_chunks(str(spec))
     chunk: dict[str, int | str] = {"ncpus": res["ncpus"] if res["ncpus"] is not None else 1}
     for key in ("mem", "vmem", "ngpus"):
         if res[key] is not None:
@@ -172,11 +173,17 @@ def job_place(job: Job) -> Place:
 
 
 def job_walltime(job: Job, queue: Queue | None, server: Server) -> int | None:
+    """Seconds of the job's walltime: its own, else the queue's default, else the server's."""
     for source in (job.Resource_List, queue.resources_default if queue is not None else None,
                    server.resources_default):
-        if source is not None and source["walltime"] is not None:
-            return parse_duration(source["walltime"])
+        if source is not None and (value := source["walltime"]) is not None:
+            return _duration(value)
     return None
+
+
+@lru_cache(maxsize=1024)
+def _duration(value: str | int | float) -> int:
+    return parse_duration(value)
 
 
 def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:

@@ -60,6 +60,23 @@ def test_sched_node_placement_chooses_the_vnodes(tmp_path):
     assert started(result) == {"1.s": "(n3:ncpus=1)"}
 
 
+def test_placement_candidates_are_the_vnodes_with_room_now(tmp_path):
+    seen = {}
+
+    class Record:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            seen[placement.job.id] = [v.name for v in placement.candidates]
+
+    vnodes = [vnode("full"), vnode("half"), vnode("down", state="offline"), vnode("idle")]
+    jobs = [running("1:ncpus=4", "(full:ncpus=4)", id="1.s"),
+            running("1:ncpus=2", "(half:ncpus=2)", id="2.s"),
+            job("1:ncpus=2", id="3.s"), job("1:ncpus=3", id="4.s")]
+    result = scheduler(tmp_path, Record()).cycle(snapshot(vnodes, jobs), NOW)
+    assert started(result) == {"3.s": "(half:ncpus=2)", "4.s": "(idle:ncpus=3)"}
+    assert seen == {"3.s": ["half", "idle"], "4.s": ["idle"]}
+
+
 def test_sched_node_placement_can_hold_a_job_and_bad_answers_are_ignored(tmp_path, caplog):
     class Hold:
         @hookimpl
