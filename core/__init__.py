@@ -27,6 +27,7 @@ from .units import (
     exclusivity,
     format_duration,
     format_size,
+    parse_bool,
     parse_duration,
     parse_place,
     parse_select,
@@ -43,5 +44,5 @@ __all__ = [
     "PluginLoadError", "PluginRecord", "PluginSet", "Queue", "Reservation", "Resources",
     "Runner", "SchedulerInstance", "Server", "Setting", "SiteConfig", "Vnode",
     "exclusivity", "format_duration", "format_size", "hookimpl", "load_plugins", "load_site",
-    "parse_duration", "parse_place", "parse_select", "parse_size", "plugin_config",
+    "parse_bool", "parse_duration", "parse_place", "parse_select", "parse_size", "plugin_config",
 ]

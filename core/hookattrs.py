@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from . import units
 from .events import EVENTS, HOST_EVENTS
 
 #: fail_action values, and the events a hook needs to have one of them.
@@ -29,8 +30,6 @@ FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
 PBSUSER_EVENTS = ("execjob_prologue", "execjob_epilogue", "execjob_preterm")
 ORDER_RANGE = {"site": (1, 1000), "pbs": (-1000, 2000)}
 ISOLATION_MODES = ("process", "inprocess")
-_TRUE = {"true", "t", "y", "1"}
-_FALSE = {"false", "f", "n", "0"}
 
 
 class HookAttributeError(ValueError):
@@ -69,10 +68,11 @@ class HookAttributes:
 
 
 def parse_bool(value: Any, attr: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, (bool, str)):
+        try:
+            return units.parse_bool(value)
+        except ValueError:
+            pass
     raise HookAttributeError(
         f"invalid value '{value}' for hook attribute '{attr}': "
         "expected true|t|y|1|false|f|n|0")

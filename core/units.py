@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
@@ -40,6 +41,21 @@ def format_size(nbytes: int) -> str:
         if nbytes and nbytes % scale == 0:
             return f"{nbytes // scale}{suffix}"
     return f"{nbytes}b"
+
+
+#: PBS's spellings of a boolean attribute value (qmgr, hook attributes, sched objects).
+TRUE_WORDS = frozenset({"true", "t", "y", "1"})
+FALSE_WORDS = frozenset({"false", "f", "n", "0"})
+
+
+def parse_bool(value: Any) -> bool:
+    """A PBS boolean: ``True``/``False``, or one of true|t|y|1|false|f|n|0 in any case."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS or text in FALSE_WORDS:
+        return text in TRUE_WORDS
+    raise ValueError(f"{value!r} is not a boolean (true|t|y|1|false|f|n|0)")
 
 
 def parse_duration(value: str | int | float) -> int:

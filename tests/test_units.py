@@ -3,6 +3,7 @@ import pytest
 from pbsplug import (
     format_duration,
     format_size,
+    parse_bool,
     parse_duration,
     parse_place,
     parse_select,
@@ -86,3 +87,16 @@ def test_exclusivity_follows_pbs_first_match(sharing, place, expected):
 
     assert exclusivity(place, sharing) == expected
     assert exclusivity(parse_place(place), sharing) == expected
+
+
+@pytest.mark.parametrize("text, value", [
+    ("true", True), ("T", True), ("y", True), ("1", True), (True, True),
+    ("False", False), ("f", False), ("n", False), ("0", False), (False, False)])
+def test_parse_bool_takes_pbs_spellings(text, value):
+    assert parse_bool(text) is value
+
+
+@pytest.mark.parametrize("text", ["yes please", "", "2", None])
+def test_parse_bool_names_a_bad_value(text):
+    with pytest.raises(ValueError, match=r"is not a boolean \(true\|t\|y\|1\|false\|f\|n\|0\)"):
+        parse_bool(text)

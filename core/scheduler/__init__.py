@@ -8,6 +8,7 @@ importing it.
 """
 
 from .cycle import DEFAULT_PARTITION, Scheduler, parse_exec_vnode
+from .instances import SchedulerSetupError, build_schedulers
 from .model import (
     UNKNOWN_WALLTIME,
     CycleResult,
@@ -21,6 +22,6 @@ from .model import (
 
 __all__ = [
     "DEFAULT_PARTITION", "UNKNOWN_WALLTIME", "CycleResult", "Estimate", "Policy",
-    "ResvDecision", "RunDecision", "Scheduler", "Snapshot", "format_exec_vnode",
-    "parse_exec_vnode",
+    "ResvDecision", "RunDecision", "Scheduler", "SchedulerSetupError", "Snapshot",
+    "build_schedulers", "format_exec_vnode", "parse_exec_vnode",
 ]

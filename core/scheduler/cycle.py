@@ -128,11 +128,15 @@ class Scheduler:
 
     def __init__(self, name: str = "default", partitions: Iterable[str] = (),
                  policy: Policy | None = None, hooks: Any = None,
-                 claimed: Iterable[str] = ()):
+                 claimed: Iterable[str] = (), scheduling: bool = True, iteration: int = 600):
         self.name = name
         self.partitions = frozenset(partitions)
         self.policy = policy or Policy()
         self.hooks = hooks
+        #: PBS's ``scheduling`` and ``scheduler_iteration``: whether the engine runs this
+        #: instance's cycles, and how many seconds apart at most (the library ignores both).
+        self.scheduling = scheduling
+        self.iteration = iteration
         #: Partitions other instances own (the default instance leaves them alone).
         self.claimed = frozenset(claimed)
         self._formula = _compile_formula(self.policy.job_sort_formula)

@@ -13,7 +13,15 @@ from typing import Any
 
 from ..objects import Job, Queue, Reservation, Server, Vnode
 from ..scheduling import CycleStats
-from ..units import Chunk, Place, parse_duration, parse_place, parse_select, parse_size
+from ..units import (
+    Chunk,
+    Place,
+    parse_bool,
+    parse_duration,
+    parse_place,
+    parse_select,
+    parse_size,
+)
 
 #: A job without a walltime (its own, its queue's or the server's default) is planned as
 #: running this long, as PBS plans such jobs: it can start now beside the top jobs only on
@@ -45,20 +53,31 @@ class Policy:
     node_sort_key: str | None = None
 
     @classmethod
-    def from_attributes(cls, attrs: dict[str, Any]) -> Policy:
-        """A policy from PBS-style attribute values (server or sched object)."""
+    def from_attributes(cls, attrs: dict[str, Any], strict: bool = False) -> Policy:
+        """A policy from PBS-style attribute values (a server's or a sched object's).
+
+        Other attributes are ignored, unless `strict` (a policy of its own, such as a
+        `SchedulerInstance`'s), where they are an error. A value of the wrong type raises
+        `ValueError` naming the setting."""
         policy = cls()
         for key, value in attrs.items():
-            if not hasattr(policy, key) or value is None:
+            if key.startswith("_") or not hasattr(policy, key):
+                if strict:
+                    raise ValueError(f"unknown scheduler policy setting {key!r}")
+                continue
+            if value is None:
                 continue
             default = getattr(cls, key, None)
-            if isinstance(default, bool):
-                value = value if isinstance(value, bool) else str(value).lower() in (
-                    "true", "t", "1", "y")
-            elif isinstance(default, int):
-                value = int(value)
-            elif isinstance(default, float):
-                value = float(value)
+            try:
+                if isinstance(default, bool):
+                    value = parse_bool(value)
+                elif isinstance(default, int):
+                    value = int(value)
+                elif isinstance(default, float):
+                    value = float(value)
+            except ValueError:
+                raise ValueError(f"scheduler policy setting {key}={value!r} is not a "
+                                 f"{type(default).__name__}") from None
             setattr(policy, key, value)
         return policy
 

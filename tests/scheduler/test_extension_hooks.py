@@ -1,7 +1,9 @@
 """Each scheduler extension hook, implemented by a plugin, changes a decision."""
 
-from pbsplug import PluginSet, Queue, hookimpl
-from pbsplug.scheduler import Policy, Scheduler
+import pytest
+
+from pbsplug import PluginSet, Queue, SchedulerInstance, Server, hookimpl
+from pbsplug.scheduler import Policy, Scheduler, SchedulerSetupError, build_schedulers
 from pbsplug.siteconfig import SiteConfig
 
 from .helpers import HOUR, NOW, job, running, snapshot, vnode
@@ -178,20 +180,62 @@ def test_cycle_begin_and_end_see_the_figures(tmp_path):
 
 
 def test_sched_instances_contribute_schedulers(tmp_path):
-    from pbsplug import SchedulerInstance, Server
-
     class Two:
         @hookimpl
         def sched_instances(self, server):
-            return [SchedulerInstance("sc1", ("P1",), True, 30, {"backfill_depth": 2})]
+            return [SchedulerInstance("sc1", ("P1",), True, 30, {"backfill_depth": 2}),
+                    SchedulerInstance("sc2", ("P2",), False)]
 
     plugin_set = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
     plugin_set.add("two", Two(), enable=True)
-    instances = [i for lst in plugin_set.hook.sched_instances(server=Server("srv")) for i in lst]
-    sched = Scheduler(instances[0].name, instances[0].partitions,
-                      Policy.from_attributes(instances[0].policy))
-    assert (sched.name, sched.partitions, sched.policy.backfill_depth) == (
-        "sc1", frozenset({"P1"}), 2)
+    server = Server("srv", {"scheduler_iteration": 120, "backfill_depth": 3})
+    instances = [i for lst in plugin_set.hook.sched_instances(server=server) for i in lst]
+    scheds = build_schedulers(instances, server, plugin_set.hook)
+    assert {n: (s.partitions, s.policy.backfill_depth, s.scheduling, s.iteration)
+            for n, s in scheds.items()} == {
+        "default": (frozenset(), 3, True, 120),
+        "sc1": (frozenset({"P1"}), 2, True, 30),
+        "sc2": (frozenset({"P2"}), 1, False, 600)}
+
+    # Each sees its own slice: no job or vnode is decided by two of them.
+    queues = {q: Queue(q, {"started": True, "partition": p})
+              for q, p in (("wq1", "P1"), ("wq2", "P2"), ("wq3", "P3"), ("workq", None))}
+    vnodes = [vnode(f"n{p}", partition=p) for p in ("P1", "P2", "P3")] + [vnode("nd")]
+    jobs = [job(id=f"{q}.s", queue=q) for q in queues]
+    snap = snapshot(vnodes, jobs, queues=queues)
+    ran = {name: started(s.cycle(snap, NOW)) for name, s in scheds.items()}
+    assert ran == {"default": {"wq3.s": "(nP3:ncpus=1)", "workq.s": "(nP3:ncpus=1)"},
+                   "sc1": {"wq1.s": "(nP1:ncpus=1)"}, "sc2": {"wq2.s": "(nP2:ncpus=1)"}}
+
+
+@pytest.mark.parametrize("instances, message", [
+    ([SchedulerInstance("default", ("P1",))],
+     "scheduler 'default': Operation is not permitted on default scheduler"),
+    ([SchedulerInstance("a_very_long_sched_name", ("P1",))],
+     "scheduler 'a_very_long_sched_name': a name is 1-15 letters, digits or _"),
+    ([SchedulerInstance("sc1", ("pbs-default",))],
+     "scheduler 'sc1': Default partition name is not allowed (pbs-default)"),
+    ([SchedulerInstance("sc1", ("P1",)), SchedulerInstance("sc2", ("P1",))],
+     "scheduler 'sc2': Partition is already associated with other scheduler ('P1' belongs "
+     "to 'sc1')"),
+    ([SchedulerInstance("sc1", ("P1",)), SchedulerInstance("sc1", ("P2",))],
+     "scheduler 'sc1': two plugins contribute a scheduler of this name"),
+    ([SchedulerInstance("sc1", ("P1",), policy={"backfill_dept": 2})],
+     "scheduler 'sc1': unknown scheduler policy setting 'backfill_dept'"),
+    ([SchedulerInstance("sc1", ("P1",), policy={"strict_ordering": "maybe"})],
+     "scheduler 'sc1': scheduler policy setting strict_ordering='maybe' is not a bool"),
+])
+def test_bad_scheduler_instances_are_refused_with_pbs_errors(instances, message):
+    with pytest.raises(SchedulerSetupError) as err:
+        build_schedulers(instances)
+    assert str(err.value) == message
+
+
+def test_every_bad_instance_is_listed():
+    with pytest.raises(SchedulerSetupError) as err:
+        build_schedulers([SchedulerInstance("default"), SchedulerInstance("sc1", ("P1",)),
+                          SchedulerInstance("sc2", ("P1", "pbs-default"))])
+    assert len(str(err.value).splitlines()) == 3
 
 
 def test_a_failing_ordering_hook_does_not_stop_the_cycle(tmp_path, caplog):
