@@ -190,14 +190,17 @@ class Event:
         self.job_o = job_o
         self.src_queue = src_queue
         self.resv = resv
-        self.resv_list = dict(resv_list) if resv_list is not None else None
+        # An object map the event carries is empty, never None, when nothing is in it.
+        self.resv_list = dict(resv_list) if resv_list is not None else (
+            {} if "resv_list" in spec.objects else None)
         self.vnode = vnode
         self.vnode_o = vnode_o
         self.vnode_list = (VnodeList(vnode_list, spec.vnodes_writable)
                            if vnode_list is not None or "vnode_list" in spec.objects else None)
         self.vnode_list_fail = dict(vnode_list_fail) if vnode_list_fail is not None else (
             {} if "vnode_list_fail" in spec.objects else None)
-        self.job_list = dict(job_list) if job_list is not None else None
+        self.job_list = dict(job_list) if job_list is not None else (
+            {} if "job_list" in spec.objects else None)
         launch = type == "execjob_launch"
         self.progname = progname if progname is not None else ("" if launch else None)
         self.argv = list(argv) if argv is not None else ([] if launch else None)

@@ -217,6 +217,12 @@ class PluginSet:
         if not enabled:
             record.status = DISABLED
             return
+        if "provision" in record.attributes.events:  # PBS: only one hook may have it
+            other = next((r.name for r in self.enabled if r is not record
+                          and "provision" in r.attributes.events), None)
+            if other is not None:
+                return self._fail(record, f"Another hook '{other}' already has event "
+                                          "'provision'; only one hook may have it")
         try:
             self.pm.register(plugin, name=record.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
