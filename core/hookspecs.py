@@ -371,7 +371,8 @@ def sched_job_order(order: JobOrder) -> None:
     `order.jobs` arrives in the scheduler's policy order (queue priority, then job sort
     formula or submit time). A hook may reorder it in place and append job ids to
     `order.starving`; the most starving job becomes the top job, which the scheduler drains
-    for and backfills around. Plugins run in ascending order, each seeing the last's result.
+    for and backfills around. Plugins run in the order of their names, each seeing the
+    previous one's result.
     """
 
 

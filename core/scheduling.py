@@ -33,9 +33,9 @@ class SchedulerInstance:
 class JobOrder:
     """The queued jobs of one cycle, in the order the scheduler will consider them.
 
-    A `sched_job_order` hook may reorder `jobs` in place and add job ids to `starving`. The
-    most starving job (the first of `starving` in `jobs` order) becomes the top job: the
-    scheduler drains for it and backfills around it.
+    A `sched_job_order` hook may reorder `jobs` in place and add job ids to `starving`, most
+    starving first. The starving jobs are considered first, in that order, and the first
+    becomes the top job: the scheduler drains for it and backfills around it.
     """
 
     sched: str

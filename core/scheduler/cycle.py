@@ -39,7 +39,7 @@ import logging
 import math
 import operator
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,16 +140,38 @@ class Scheduler:
         #: Partitions other instances own (the default instance leaves them alone).
         self.claimed = frozenset(claimed)
         self._formula = _compile_formula(self.policy.job_sort_formula)
-        self._has_partition_hook = self._impls("sched_partition")
+        self._impl_cache: dict[str, list] = {}
+        self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started: dict[str, set[str]] = {}
 
     # -- hooks ------------------------------------------------------------------------------------
-    def _impls(self, name: str) -> bool:
-        return self.hooks is not None and bool(getattr(self.hooks, name).get_hookimpls())
+    def _impls(self, name: str) -> list:
+        """The plugins' implementations of scheduler hook `name`, in plugin-name order."""
+        impls = self._impl_cache.get(name)
+        if impls is None:
+            impls = [] if self.hooks is None else sorted(
+                getattr(self.hooks, name).get_hookimpls(), key=lambda i: i.plugin_name)
+            self._impl_cache[name] = impls
+        return impls
+
+    def _answers(self, name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        """(plugin, answer) of each plugin in turn. A plugin whose hook raises is logged and
+        skipped: one broken plugin never stops scheduling."""
+        for impl in self._impls(name):
+            try:
+                answer = impl.function(**kwargs)
+            except Exception:
+                log.exception("%s of %s failed; its answer is ignored", name, impl.plugin_name)
+                continue
+            yield impl.plugin_name, answer
+
+    def _first(self, name: str, **kwargs: Any) -> Any:
+        """The first answer that is not None (a firstresult hook)."""
+        return next((a for _, a in self._answers(name, **kwargs) if a is not None), None)
 
     def partition_of(self, obj: Queue | Vnode) -> str | None:
         if self._has_partition_hook:
-            answer = self.hooks.sched_partition(obj=obj)
+            answer = self._first("sched_partition", obj=obj)
             if answer is not None:
                 return answer
         part = obj.partition
@@ -165,11 +187,13 @@ class Scheduler:
     def cycle(self, snap: Snapshot, now: float | None = None) -> CycleResult:
         now = time.time() if now is None else now
         t0 = time.perf_counter()
-        self._has_partition_hook = self._impls("sched_partition")
+        self._impl_cache = {}
+        self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started = {}
         stats = CycleStats(self.name, now)
         if self._impls("sched_cycle_begin"):
-            self.hooks.sched_cycle_begin(sched=self.name, now=now)
+            for _ in self._answers("sched_cycle_begin", sched=self.name, now=now):
+                pass
         result = CycleResult()
         if self.name != "default" and not self.partitions:
             log.warning("Scheduler does not contain a partition")
@@ -219,7 +243,8 @@ class Scheduler:
 
     def _cycle_end(self, stats: CycleStats) -> None:
         if self._impls("sched_cycle_end"):
-            self.hooks.sched_cycle_end(stats=stats)
+            for _ in self._answers("sched_cycle_end", stats=stats):
+                pass
 
     # -- vnodes ---------------------------------------------------------------------------------
     def _vnode_infos(self, vnodes: list[Vnode], now: float, server: Server
@@ -250,9 +275,17 @@ class Scheduler:
             if not usable:
                 unavailable.append(v)
         if unavailable and self._impls("sched_node_availability"):
-            for answer in self.hooks.sched_node_availability(sched=self.name, now=now,
-                                                             vnodes=unavailable):
+            for plugin, answer in self._answers("sched_node_availability", sched=self.name,
+                                                now=now, vnodes=unavailable):
+                if answer is not None and not isinstance(answer, dict):
+                    log.warning("sched_node_availability of %s answered %r, not a dict; "
+                                "ignored", plugin, answer)
+                    continue
                 for name, when in (answer or {}).items():
+                    if not isinstance(when, (int, float)) or isinstance(when, bool):
+                        log.warning("sched_node_availability of %s gave %r for %s, not a "
+                                    "time; ignored", plugin, when, name)
+                        continue
                     if name in infos and not infos[name].usable_now:
                         current = infos[name].plan_from
                         infos[name].plan_from = (max(float(when), now) if current == INFINITY
@@ -383,12 +416,8 @@ class Scheduler:
         starving: set[str] = set()
         if infos and self._impls("sched_job_order"):
             order = JobOrder(self.name, now, [i.job for i in infos])
-            for impl in reversed(self.hooks.sched_job_order.get_hookimpls()):
-                try:
-                    impl.function(order=order)
-                except Exception:  # a broken ordering hook must not stop scheduling
-                    log.exception("sched_job_order of %s failed; order unchanged",
-                                  impl.plugin_name)
+            for _ in self._answers("sched_job_order", order=order):
+                pass
             by_id = {i.job.id: i for i in infos}
             reordered = [by_id[j.id] for j in order.jobs if j.id in by_id]
             seen = {i.job.id for i in reordered}
@@ -624,12 +653,7 @@ class Scheduler:
         candidates = [v.obj for v in self._now_candidates(info)
                       if self._free(v.name, now, end, False, True) is not None]
         placement = Placement(self.name, now, info.job, candidates)
-        try:
-            answer = self.hooks.sched_node_placement(placement=placement)
-        except Exception:
-            log.exception("sched_node_placement failed for %s; default placement kept",
-                          info.job.id)
-            return chunks
+        answer = self._first("sched_node_placement", placement=placement)
         if answer is None:
             return chunks
         if answer == []:

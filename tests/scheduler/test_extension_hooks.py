@@ -248,3 +248,47 @@ def test_a_failing_ordering_hook_does_not_stop_the_cycle(tmp_path, caplog):
                                                   NOW)
     assert started(result) == {"1.s": "(n1:ncpus=1)"}
     assert "sched_job_order of p0 failed" in caplog.text
+
+
+def test_a_broken_plugin_never_stops_a_cycle_and_plugins_run_in_name_order(tmp_path, caplog):
+    calls = []
+
+    class Broken:
+        @hookimpl
+        def sched_partition(self, obj):
+            raise RuntimeError("partition")
+
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            raise RuntimeError("availability")
+
+        @hookimpl
+        def sched_cycle_begin(self, sched, now):
+            raise RuntimeError("begin")
+
+        @hookimpl
+        def sched_cycle_end(self, stats):
+            raise RuntimeError("end")
+
+        @hookimpl
+        def sched_node_placement(self, placement):
+            raise RuntimeError("placement")
+
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+        @hookimpl
+        def sched_job_order(self, order):
+            calls.append(self.name)
+
+    plugin_set = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    for name, plugin in (("zz", Named("zz")), ("broken", Broken()), ("aa", Named("aa"))):
+        plugin_set.add(name, plugin, enable=True)
+    snap = snapshot([vnode("n1"), vnode("n2", state="offline")], [job(id="1.s")])
+    result = Scheduler(hooks=plugin_set.hook).cycle(snap, NOW)
+    assert started(result) == {"1.s": "(n1:ncpus=1)"}
+    assert calls == ["aa", "zz"]
+    for name in ("sched_partition", "sched_node_availability", "sched_cycle_begin",
+                 "sched_cycle_end", "sched_node_placement"):
+        assert f"{name} of broken failed; its answer is ignored" in caplog.text
