@@ -1,0 +1,203 @@
+"""One event through 5 enabled no-op plugins, per isolation mode (prints figures; never asserts).
+
+Five plugins each implement queuejob (a server event, in-process by default) and execjob_begin
+(a host event, process by default) and do nothing. Each event is fired with `Runner.fire` on
+a fresh `Event`, as a server or MoM would; the plugins are registered through `PluginSet.add`
+with a site config that enables them and sets their ``isolation``, as `pbsplug.testing` does.
+
+Goals (issue 2, benchmarks): in-process <= 20 us per event; process isolation (the runner
+forks one warm child for the 5 consecutive process-mode hooks) <= 3 ms per event; and, in the
+same run, PBS's model of one fresh Python interpreter per hook call (``python -c`` that imports
+pbsplug and the plugin and runs its one hook), which process isolation should beat by >= 10x.
+The "fork floor" row is what the machine itself charges for process isolation: a bare fork
+from this process, a child that writes one byte and _exits, and the wait.
+
+    .venv/bin/python benchmarks/bench_events.py [--events 2000] [--forked-events 200]
+                                                [--fresh-events 4] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from pbsplug import Event, PluginSet, Runner
+from pbsplug.siteconfig import PluginSite, SiteConfig
+
+N_PLUGINS = 5
+MODULE = "pbsplug_bench_noop"
+# The plugins live in a module of their own, so the fresh-interpreter baseline imports the same
+# code a real hook would.
+SOURCE = textwrap.dedent("""
+    from pbsplug import hookimpl
+
+
+    class NoOp:
+        @hookimpl
+        def queuejob(self, event):
+            pass
+
+        @hookimpl
+        def execjob_begin(self, event):
+            pass
+""")
+INPUTS = {
+    "queuejob": {"job": {"id": "1.srv", "Job_Name": "bench", "Job_Owner": "alice@login",
+                         "queue": "workq",
+                         "Resource_List": {"select": "1:ncpus=4:mem=8gb",
+                                           "walltime": "01:00:00"}}},
+    "execjob_begin": {"job": {"id": "1.srv", "Job_Name": "bench", "Job_Owner": "alice@login",
+                              "euser": "alice", "queue": "workq", "job_state": "R",
+                              "exec_vnode": "(n001:ncpus=4:mem=8gb)",
+                              "Resource_List": {"select": "1:ncpus=4:mem=8gb",
+                                                "walltime": "01:00:00"}},
+                      "vnode_list": {"n001": {"state": "job-busy",
+                                              "resources_available": {"ncpus": 8,
+                                                                      "mem": "32gb"}}}},
+}
+# One hook in a fresh interpreter: read the event as JSON on stdin, load the one plugin, run
+# it, print the outcome as JSON (PBS's pbs_python per hook, with pbsplug's chain semantics).
+FRESH = textwrap.dedent(f"""
+    import json, sys
+    from pbsplug import Event, PluginSet, Runner
+    from pbsplug.siteconfig import PluginSite, SiteConfig
+    from {MODULE} import NoOp
+    name, event = sys.argv[1], sys.argv[2]
+    site = SiteConfig(path=None)
+    site.plugins[name] = PluginSite(name, enabled=True, attributes={{"isolation": "inprocess"}})
+    plugins = PluginSet(site)
+    plugins.add(name, NoOp())
+    outcome = Runner(plugins).fire(Event.from_dict(event, json.load(sys.stdin)))
+    json.dump(outcome.to_dict(), sys.stdout)
+""")
+GOALS = {"inprocess": 20.0, "process": 3000.0}  # us per event
+
+
+def plugin_set(mode: str, noop: type) -> PluginSet:
+    site = SiteConfig(path=Path("bench-site.toml"))
+    plugins = PluginSet(site)
+    for i in range(N_PLUGINS):
+        name = f"noop{i}"
+        site.plugins[name] = PluginSite(name, enabled=True, attributes={"isolation": mode})
+        record = plugins.add(name, noop())
+        if record.status != "enabled":
+            raise SystemExit(f"bench: {record.failure_text()}")
+    return plugins
+
+
+def time_kernel(plugins: PluginSet, event: str, n: int, repeat: int) -> tuple[float, float]:
+    """Median and best over `repeat` runs of the mean seconds per event, over `n` events."""
+    runner = Runner(plugins)
+    data = INPUTS[event]
+    runner.fire(Event.from_dict(event, data))  # warm: the chain is built once per runner
+    per_event = []
+    for _ in range(repeat):
+        events = [Event.from_dict(event, data) for _ in range(n)]
+        t0 = time.perf_counter()
+        for ev in events:
+            outcome = runner.fire(ev)
+        per_event.append((time.perf_counter() - t0) / n)
+        if not outcome.accepted or len(outcome.runs) != N_PLUGINS:
+            raise SystemExit(f"bench: unexpected outcome {outcome.to_dict()}")
+    return statistics.median(per_event), min(per_event)
+
+
+def time_fresh(event: str, n: int, repeat: int, env: dict[str, str]) -> tuple[float, float]:
+    """Like `time_kernel`, with each of the 5 hooks run by a fresh interpreter."""
+    payload = json.dumps(INPUTS[event])
+    per_event = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            for i in range(N_PLUGINS):
+                proc = subprocess.run([sys.executable, "-c", FRESH, f"noop{i}", event],
+                                      input=payload, capture_output=True, text=True, env=env)
+                if proc.returncode or not json.loads(proc.stdout)["accepted"]:
+                    raise SystemExit(f"bench: fresh interpreter failed:\n{proc.stderr}")
+        per_event.append((time.perf_counter() - t0) / n)
+    return statistics.median(per_event), min(per_event)
+
+
+def time_fork_floor(n: int, repeat: int) -> tuple[float, float]:
+    per_event = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.write(write_fd, b"x")
+                os._exit(0)
+            os.close(write_fd)
+            os.read(read_fd, 1)
+            os.waitpid(pid, 0)
+            os.close(read_fd)
+        per_event.append((time.perf_counter() - t0) / n)
+    return statistics.median(per_event), min(per_event)
+
+
+def verdict(us: float, goal: float | None) -> str:
+    if goal is None:
+        return ""
+    return "met" if us <= goal else "MISSED"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2000, help="events per in-process run")
+    parser.add_argument("--forked-events", type=int, default=200,
+                        help="events per process-isolation run")
+    parser.add_argument("--fresh-events", type=int, default=4,
+                        help="events per fresh-interpreter run (5 interpreters each)")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="pbsplug-bench-") as tmp:
+        (Path(tmp) / f"{MODULE}.py").write_text(SOURCE)
+        sys.path.insert(0, tmp)
+        noop = __import__(MODULE).NoOp
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+        env["PYTHONPATH"] = os.pathsep.join([tmp] + ([env["PYTHONPATH"]]
+                                                     if env.get("PYTHONPATH") else []))
+
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"python {platform.python_version()} on {platform.machine()}, "
+              f"{os.cpu_count()} cpus, {platform.processor() or 'cpu'}, load {load}; "
+              f"{N_PLUGINS} no-op plugins; median (and best) of {args.repeat}")
+        rows = []
+        figures: dict[tuple[str, str], float] = {}
+        for mode, n in (("inprocess", args.events), ("process", args.forked_events)):
+            plugins = plugin_set(mode, noop)
+            for event in INPUTS:
+                median, best = time_kernel(plugins, event, n, args.repeat)
+                figures[mode, event] = median
+                rows.append((mode, event, n, median, best, GOALS[mode]))
+        median, best = time_fork_floor(args.forked_events, args.repeat)
+        rows.append(("fork floor", "", args.forked_events, median, best, None))
+        for event in INPUTS:
+            median, best = time_fresh(event, args.fresh_events, args.repeat, env)
+            figures["fresh", event] = median
+            rows.append(("fresh interpreter", event, args.fresh_events, median, best, None))
+        print(f"{'mode':<18} {'event':<14} {'events':>6} {'us/event':>10} {'best':>10} "
+              f"{'goal us':>8} {'':>6}")
+        for mode, event, n, median, best, goal in rows:
+            goal_text = "" if goal is None else f"<= {goal:g}"
+            print(f"{mode:<18} {event:<14} {n:>6} {median * 1e6:>10.1f} {best * 1e6:>10.1f} "
+                  f"{goal_text:>8} {verdict(median * 1e6, goal):>6}")
+        print()
+        for event in INPUTS:
+            speedup = figures["fresh", event] / figures["process", event]
+            print(f"process isolation over a fresh interpreter per hook, {event}: "
+                  f"{speedup:.0f}x (goal >= 10x) {'met' if speedup >= 10 else 'MISSED'}")
+
+if __name__ == "__main__":
+    main()
