@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hookattrs import HookAttributes
+from .hookattrs import HookAttributes, _as_list
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
@@ -129,10 +129,12 @@ class PluginInfo:
     description: str = ""
 
     def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
-        events = tuple(self.events) if self.events is not None else implemented
+        # A list may be written as PBS writes it, "offline_vnodes,scheduler_restart_cycle".
+        events = _as_list(self.events, "event") if self.events is not None else implemented
         return HookAttributes(
             enabled=False, events=events, order=self.order, alarm=self.alarm, freq=self.freq,
-            fail_action=tuple(self.fail_action), user=self.user, type=self.type,
+            fail_action=_as_list(self.fail_action, "fail_action"), user=self.user,
+            type=self.type,
             isolation=self.isolation)
 
 

@@ -26,7 +26,9 @@ from ..settings import ConfigError, read_cf, validate_config
 from ..siteconfig import SiteConfig, default_home, load_site, site_path
 from . import CliError
 
-BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin")
+BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
+                  "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
+                  "pbsnodes")
 
 
 class State:
@@ -102,6 +104,9 @@ def build_app() -> typer.Typer:
     app.add_typer(_hook_app(), name="hook")
     app.add_typer(_plugin_app(), name="plugin")
     app.command("event")(event_command)
+    from .engine import add_engine_commands
+
+    add_engine_commands(app)
     return app
 
 

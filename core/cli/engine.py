@@ -1,0 +1,386 @@
+"""The local engine's commands: ``pbsplug server ...`` and PBS's user commands.
+
+``pbsplug qsub``, ``qstat``, ``qdel``, ``qhold``, ``qrls``, ``qrerun``, ``qrun``, ``qalter``,
+``qmgr`` and ``pbsnodes`` take PBS's options, parsed as PBS parses them (getopt), and print
+PBS's output and messages (``qdel: Unknown Job Id 12.host``); they exit with PBS's code
+(the error number modulo 256), so scripts written for PBS keep working.
+"""
+
+from __future__ import annotations
+
+import getopt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import typer
+
+from . import CliError
+
+#: Raw commands: typer hands them every argument untouched.
+_RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def _home():
+    from ..engine.home import Home
+
+    return Home.default()
+
+
+def _client():
+    from ..engine.api import Client
+
+    return Client(_home())
+
+
+class CommandFailed(Exception):
+    """A PBS command's error: printed as ``<command>: <text>``, exit `status`."""
+
+    def __init__(self, text: str, status: int = 1):
+        super().__init__(text)
+        self.status = status
+
+
+def _exit_status(code: int) -> int:
+    return code % 256 or 1
+
+
+def pbs_command(name: str, usage: str) -> Callable:
+    """Wrap `fn(args)` as a raw typer command with PBS's error reporting."""
+
+    def decorate(fn: Callable[[list[str]], int | None]) -> Callable:
+        def command(ctx: typer.Context) -> None:
+            from ..engine.api import ServerUnavailable
+            from ..engine.errors import PbsError
+
+            args = list(ctx.args)
+            try:
+                status = fn(args) or 0
+            except getopt.GetoptError as exc:
+                print(f"{name}: {exc}\n{usage}", file=sys.stderr)
+                status = 2
+            except CommandFailed as exc:
+                print(f"{name}: {exc}", file=sys.stderr)
+                status = exc.status
+            except PbsError as err:
+                obj = f" {err.obj}" if err.obj else ""
+                print(f"{name}: {err.message}{obj}", file=sys.stderr)
+                status = _exit_status(err.code)
+            except ServerUnavailable as exc:
+                print(f"{name}: {exc}", file=sys.stderr)
+                status = 1
+            raise typer.Exit(status)
+
+        command.__doc__ = f"PBS's {name}. {usage}"
+        command.__name__ = name
+        return command
+
+    return decorate
+
+
+def add_engine_commands(app: typer.Typer) -> None:
+    app.add_typer(_server_app(), name="server")
+    for name, fn in COMMANDS.items():
+        app.command(name, context_settings=_RAW, add_help_option=False)(fn)
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+def _server_app() -> typer.Typer:
+    app = typer.Typer(help="Start, stop and query the local engine's server.",
+                      no_args_is_help=True)
+
+    @app.command("start")
+    def start(foreground: bool = typer.Option(False, "--foreground", "-f",
+                                              help="Run in this process until stopped.")
+              ) -> None:
+        """Start the server of this home ($PBSPLUG_HOME)."""
+        from ..engine.api import AlreadyRunning, serve, start_background
+
+        home = _home()
+        try:
+            if foreground:
+                serve(home)
+                return
+            pid = start_background(home)
+        except AlreadyRunning as exc:
+            raise CliError(str(exc)) from None
+        typer.echo(f"pbsplug server started (pid {pid}) in {home.root}")
+
+    @app.command("stop")
+    def stop(timeout: float = typer.Option(30.0, help="Seconds to wait for it to stop.")
+             ) -> None:
+        """Stop the server; running jobs keep running and are adopted by the next start."""
+        from ..engine.api import ServerUnavailable
+
+        home = _home()
+        pid = home.server_pid()
+        if pid is None:
+            raise CliError(f"no server runs in {home.root}")
+        try:
+            _client()("shutdown")
+        except ServerUnavailable as exc:
+            raise CliError(str(exc)) from None
+        deadline = time.monotonic() + timeout
+        while home.server_pid() is not None:
+            if time.monotonic() > deadline:
+                raise CliError(f"the server (pid {pid}) did not stop within {timeout:g} s")
+            time.sleep(0.05)
+        typer.echo(f"pbsplug server stopped (pid {pid})")
+
+    @app.command("status")
+    def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+        """Whether a server runs in this home, and what it holds."""
+        from ..engine.api import ServerUnavailable
+
+        home = _home()
+        if home.server_pid() is None:
+            typer.echo(f"no server runs in {home.root}")
+            raise typer.Exit(1)
+        try:
+            info = _client()("status")
+        except ServerUnavailable as exc:
+            raise CliError(str(exc)) from None
+        if as_json:
+            typer.echo(json.dumps(info, indent=2))
+            return
+        jobs = ", ".join(f"{n} {s}" for s, n in info["jobs"].items())
+        typer.echo(f"server {info['server']} (pid {info['pid']}) in {info['home']}: "
+                   f"jobs {jobs}")
+
+    return app
+
+
+# -- PBS's commands ------------------------------------------------------------------------------
+
+def _getopt(args: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str]]:
+    return getopt.getopt(args, spec)
+
+
+def _report_each(name: str, results: list[dict]) -> int:
+    status = 0
+    for result in results:
+        err = result.get("error")
+        if err:
+            print(f"{name}: {err['message']} {result['id']}", file=sys.stderr)
+            status = _exit_status(err["code"])
+    return status
+
+
+@pbs_command("qsub", "usage: qsub [-N name] [-q queue] [-l resource_list] [-o path] [-e path] "
+             "[-j oe|eo|n] [-r y|n] [-h] [-v variable_list] [-V] [-W additional_attributes] "
+             "[script | -- command [arg...]]")
+def qsub(args: list[str]) -> int:
+    import pwd
+    import socket
+
+    from ..engine.jobspec import JobSpecError, parse_qsub
+
+    try:
+        request = parse_qsub(args, cwd=os.getcwd(), env=os.environ,
+                             user=pwd.getpwuid(os.getuid()).pw_name,
+                             host=socket.gethostname().split(".")[0],
+                             read_script=sys.stdin.read)
+    except JobSpecError as exc:
+        raise CommandFailed(str(exc), getattr(exc, "status", 2)) from None
+    job_id = _client()("submit", attrs=request.attrs, script=request.script, argv=request.argv)
+    print(job_id)
+    return 0
+
+
+@pbs_command("qstat", "usage: qstat [-f] [-x] [-F json] [-Q] [-B] [job_identifier...]")
+def qstat(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, ids = _getopt(args, "fxF:QBw")
+    flags = {o for o, _ in opts}
+    fmt = next((v for o, v in opts if o == "-F"), None)
+    if fmt not in (None, "json"):
+        raise CommandFailed(f"invalid -F format {fmt!r}: only json is supported", 2)
+    client = _client()
+    if "-B" in flags:
+        server = client("stat_server")
+        print(display.qstat_server(server, full="-f" in flags, json_out=fmt == "json"))
+        return 0
+    if "-Q" in flags:
+        queues = client("stat_queues", names=ids or None)
+        print(display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json"))
+        return 0
+    status = 0
+    jobs: dict = {}
+    if ids:
+        from ..engine.errors import PBSE_HISTJOBID, PbsError
+
+        for job_id in ids:
+            try:
+                jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
+            except PbsError as err:
+                if err.code == PBSE_HISTJOBID:
+                    print(f"qstat: {err.obj} {err.message}", file=sys.stderr)
+                else:
+                    print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
+                status = _exit_status(err.code)
+    else:
+        jobs = client("stat_jobs", history="-x" in flags)
+    server = client("status")["server"]
+    if fmt == "json":
+        print(display.qstat_json(jobs, server))
+    elif "-f" in flags:
+        out = display.qstat_full(jobs)
+        if out:
+            print(out)
+    elif jobs:
+        print(display.qstat_table(jobs, server))
+    return status
+
+
+@pbs_command("qdel", "usage: qdel [-W force] job_identifier...")
+def qdel(args: list[str]) -> int:
+    opts, ids = _getopt(args, "W:x")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    force = any(o == "-W" and v == "force" for o, v in opts)
+    return _report_each("qdel", _client()("delete", ids=ids, force=force))
+
+
+def _hold_command(name: str, op: str):
+    @pbs_command(name, f"usage: {name} [-h hold_list] job_identifier...")
+    def command(args: list[str]) -> int:
+        opts, ids = _getopt(args, "h:")
+        if not ids:
+            raise getopt.GetoptError("a job id is required")
+        types = next((v for o, v in opts if o == "-h"), "u")
+        if set(types) - set("uos"):
+            raise CommandFailed(f"illegal -h value {types!r}: use u, o and s", 2)
+        from ..engine.errors import PbsError
+
+        client = _client()
+        status = 0
+        for job_id in ids:
+            try:
+                client(op, ids=[job_id], types=types)
+            except PbsError as err:
+                print(f"{name}: {err.message} {job_id}", file=sys.stderr)
+                status = _exit_status(err.code)
+        return status
+
+    return command
+
+
+@pbs_command("qrerun", "usage: qrerun job_identifier...")
+def qrerun(args: list[str]) -> int:
+    _, ids = _getopt(args, "W:")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    _client()("rerun", ids=ids)
+    return 0
+
+
+@pbs_command("qrun", "usage: qrun [-H vnode_specification] job_identifier")
+def qrun(args: list[str]) -> int:
+    opts, ids = _getopt(args, "H:a")
+    if len(ids) != 1:
+        raise getopt.GetoptError("one job id is required")
+    vnodes = next((v for o, v in opts if o == "-H"), None)
+    _client()("run", id=ids[0], vnodes=vnodes)
+    return 0
+
+
+@pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
+             "job_identifier...")
+def qalter(args: list[str]) -> int:
+    from ..units import parse_duration, parse_place, parse_select
+
+    opts, ids = _getopt(args, "N:l:h:")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    attrs: dict = {}
+    for opt, value in opts:
+        if opt == "-N":
+            attrs["Job_Name"] = value
+        elif opt == "-h":
+            attrs["Hold_Types"] = value
+        elif opt == "-l":
+            res = attrs.setdefault("Resource_List", {})
+            for item in _split_resources(value):
+                key, sep, val = item.partition("=")
+                if not sep or not key:
+                    raise CommandFailed(f"illegal -l value: {item}", 2)
+                check = {"select": parse_select, "place": parse_place,
+                         "walltime": parse_duration}.get(key)
+                try:
+                    if check:
+                        check(val)
+                except ValueError:
+                    raise CommandFailed("Illegal attribute or resource value "
+                                        f"Resource_List.{key}", 2) from None
+                res[key] = val
+    client = _client()
+    for job_id in ids:
+        client("alter", id=job_id, attrs=attrs)
+    return 0
+
+
+def _split_resources(value: str) -> list[str]:
+    """``select=2:ncpus=1,walltime=1:00:00`` -> ["select=...", "walltime=..."]; a comma
+    inside a value (after the first ``=`` of an item) only splits before ``name=``."""
+    items: list[str] = []
+    for part in value.split(","):
+        if items and "=" not in part:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return [i for i in items if i]
+
+
+@pbs_command("qmgr", 'usage: qmgr [-c "directive"] (or directives on standard input)')
+def qmgr(args: list[str]) -> int:
+    opts, rest = _getopt(args, "c:")
+    if rest:
+        raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
+    text = next((v for o, v in opts if o == "-c"), None)
+    if text is None:
+        text = sys.stdin.read()
+    answer = _client()("qmgr", text=text)
+    if answer.get("output"):
+        print(answer["output"], end="" if answer["output"].endswith("\n") else "\n")
+    if answer.get("errors"):
+        for line in answer["errors"]:
+            print(line, file=sys.stderr)
+        return _exit_status(answer.get("code") or 1)
+    return 0
+
+
+@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]")
+def pbsnodes(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, names = _getopt(args, "aF:orC:lv")
+    flags = {o for o, _ in opts}
+    fmt = next((v for o, v in opts if o == "-F"), None)
+    comment = next((v for o, v in opts if o == "-C"), None)
+    client = _client()
+    if "-o" in flags or "-r" in flags or comment is not None:
+        if not names:
+            raise getopt.GetoptError("a node name is required")
+        offline = True if "-o" in flags else (False if "-r" in flags else None)
+        client("node_state", names=names, offline=offline, comment=comment)
+        return 0
+    nodes = client("stat_nodes", names=names or None)
+    if fmt == "json":
+        print(display.pbsnodes_json(nodes, client("status")["server"]))
+    else:
+        print(display.pbsnodes_full(nodes))
+    return 0
+
+
+COMMANDS: dict[str, Callable] = {
+    "qsub": qsub, "qstat": qstat, "qdel": qdel, "qhold": _hold_command("qhold", "hold"),
+    "qrls": _hold_command("qrls", "release"), "qrerun": qrerun, "qrun": qrun,
+    "qalter": qalter, "qmgr": qmgr, "pbsnodes": pbsnodes,
+}
+
+__all__ = ["COMMANDS", "add_engine_commands"]
+

@@ -1,0 +1,45 @@
+"""PBS's error codes and texts, as the engine answers requests with them (pbs_error.h)."""
+
+from __future__ import annotations
+
+PBSE_UNKJOBID = 15001
+PBSE_NOATTR = 15002
+PBSE_ATTRRO = 15003
+PBSE_IVALREQ = 15004
+PBSE_PERM = 15007
+PBSE_SYSTEM = 15010
+PBSE_BADATVAL = 15014
+PBSE_BADSTATE = 15016
+PBSE_UNKQUE = 15018
+PBSE_QUNOENB = 15021
+PBSE_UNKNODE = 15062
+PBSE_HOOKERROR = 15136
+PBSE_HISTJOBID = 15139
+
+MESSAGES = {
+    PBSE_UNKJOBID: "Unknown Job Id",
+    PBSE_NOATTR: "Undefined attribute",
+    PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission",
+    PBSE_IVALREQ: "Invalid request",
+    PBSE_PERM: "Unauthorized Request",
+    PBSE_SYSTEM: "System error",
+    PBSE_BADATVAL: "Illegal attribute or resource value",
+    PBSE_BADSTATE: "Request invalid for state of job",
+    PBSE_UNKQUE: "Unknown queue",
+    PBSE_QUNOENB: "Queue is not enabled",
+    PBSE_UNKNODE: "Unknown node",
+    PBSE_HISTJOBID: "Job has finished",
+}
+
+
+class PbsError(Exception):
+    """A refused request: PBS's code and the text the client prints."""
+
+    def __init__(self, code: int, message: str | None = None, obj: str | None = None):
+        self.code = code
+        self.message = message or MESSAGES.get(code, "Error")
+        self.obj = obj
+        super().__init__(self.message)
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "obj": self.obj}

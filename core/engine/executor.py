@@ -1,0 +1,204 @@
+"""Running jobs as real processes on this machine.
+
+Each job gets a *shepherd*: a process forked from the server that starts its own session, so
+that it outlives the server (a server killed with SIGKILL leaves its jobs running). The
+shepherd starts the job (as its owner when the server runs as root), waits for it, and writes
+the job's exit status and resource use to ``jobs/<seq>.status`` in the engine's home (written
+aside and renamed, so it is whole or absent). The server polls for that file; a restarted
+server finds the jobs it did not see end the same way (`Launch.alive`).
+
+The job runs in its own process group (its ``session_id``), which is what qdel and the
+walltime limit signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import resource
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: Exit status PBS gives a job that the server could not start (JOB_EXEC_FAIL1).
+EXEC_FAIL = -1
+#: A job whose exit was never seen (its shepherd died with the machine): PBS's JOB_EXEC_INITABT.
+EXEC_LOST = -2
+
+
+@dataclass
+class Launch:
+    """What the server keeps about a started job (the ``runtime`` column)."""
+
+    shepherd: int          # the shepherd's pid
+    started: float         # its start time (seconds since boot, from /proc) to tell pid reuse
+    pgid: int              # the job's process group (its session_id)
+    status_file: str
+    tmpdir: str
+
+    def alive(self) -> bool:
+        """Whether our shepherd is still running (the same process, not a reused pid)."""
+        return _proc_start(self.shepherd) == self.started
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class JobExit:
+    """What the shepherd reports when the job ends."""
+
+    exit_status: int        # PBS's convention: the code, or 256 + signal when killed
+    walltime: float
+    cput: float
+    mem_kb: int
+
+    @classmethod
+    def read(cls, path: str | Path) -> JobExit | None:
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return cls(EXEC_LOST, 0.0, 0.0, 0)
+        return cls(**data)
+
+
+def _proc_start(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":  # a zombie: it has ended (reaped by whoever is its parent)
+        return None
+    return float(fields[19])
+
+
+def launch(argv: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: str | None,
+           user: str | None, status_file: Path, tmpdir: Path) -> Launch:
+    """Start the job under a shepherd; returns at once. `stderr` None joins it to stdout.
+    `user` None runs the job as the server's user."""
+    status_file.parent.mkdir(parents=True, exist_ok=True)
+    status_file.unlink(missing_ok=True)
+    ids = None
+    if user is not None and os.geteuid() == 0:
+        pw = pwd.getpwnam(user)
+        ids = (pw.pw_uid, pw.pw_gid, pw.pw_name)
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    if ids:
+        os.chown(tmpdir, ids[0], ids[1])
+    tmpdir.chmod(0o700)
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the shepherd
+        try:
+            os.close(ready_r)
+            _shepherd(argv, env, cwd, stdout, stderr, ids, status_file, ready_w)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        pgid = int(ready.read().decode() or 0)
+    started = _proc_start(pid) or 0.0
+    return Launch(pid, started, pgid, str(status_file), str(tmpdir))
+
+
+def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path, ready_w: int) -> None:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Close what the server had open (its socket, its database), keeping our pipe.
+    os.closerange(3, ready_w)
+    os.closerange(ready_w + 1, 65536)
+    t0 = time.monotonic()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the job
+        try:
+            os.close(err_r)
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if ids:
+                os.initgroups(ids[2], ids[1])
+                os.setgid(ids[1])
+                os.setuid(ids[0])
+            os.chdir(cwd)
+            out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(out, 1)
+            if stderr is None:
+                os.dup2(out, 2)
+            else:
+                os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.set_inheritable(err_w, False)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:  # tell the shepherd why the job could not start
+            try:
+                os.write(err_w, f"{type(exc).__name__}: {exc}".encode())
+            finally:
+                os._exit(127)
+    os.close(err_w)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the job already did it (or already exec'd)
+    os.write(ready_w, str(pid).encode())
+    os.close(ready_w)
+    with os.fdopen(err_r, "rb") as errs:
+        start_error = errs.read().decode(errors="replace")
+    _, status, usage = os.wait4(pid, 0)
+    if start_error:
+        code = EXEC_FAIL
+    elif os.WIFSIGNALED(status):
+        code = 256 + os.WTERMSIG(status)
+    else:
+        code = os.WEXITSTATUS(status)
+    report = {"exit_status": code, "walltime": time.monotonic() - t0,
+              "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss}
+    if start_error:
+        try:
+            with open(stderr or stdout, "a") as f:
+                f.write(f"pbsplug: the job could not start: {start_error}\n")
+        except OSError:
+            pass
+    tmp = status_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report))
+    os.replace(tmp, status_file)
+
+
+def signal_job(pgid: int, sig: int) -> bool:
+    """Send `sig` to the job's process group; False when it is gone."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def reap() -> None:
+    """Collect the shepherds that have ended (they are the server's children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return resource.getrlimit(resource.RLIMIT_AS)[0]

@@ -1,0 +1,107 @@
+"""The engine's home folder, its files, and PBS's server_logs line format."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..siteconfig import default_home
+
+# PBS's log event classes (the second field of a server_logs line, in hex).
+LOG_ERROR, LOG_SYSTEM, LOG_ADMIN, LOG_JOB, LOG_JOB_USAGE = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
+LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_RESV = 0x0020, 0x0040, 0x0080, 0x0200
+
+
+@dataclass(frozen=True)
+class Home:
+    """Where one engine keeps everything: ``$PBSPLUG_HOME`` (or the documented default)."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> Home:
+        return cls(default_home())
+
+    @property
+    def db(self) -> Path:
+        return self.root / "server.db"
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "server.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.root / "server.pid"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "server_logs"
+
+    @property
+    def jobs(self) -> Path:
+        return self.root / "jobs"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def hooks_tmp(self) -> Path:
+        return self.root / "hooks" / "tmp"
+
+    @property
+    def site(self) -> Path:
+        return self.root / "site.toml"
+
+    def make(self) -> None:
+        for path in (self.root, self.logs, self.jobs, self.tmp):
+            path.mkdir(parents=True, exist_ok=True)
+        # Users reach the socket and their jobs' TMPDIRs through the home folder.
+        self.root.chmod(0o755)
+        self.tmp.chmod(0o1777)
+
+    def server_pid(self) -> int | None:
+        """The pid of the server running in this home, or None."""
+        try:
+            pid = int(self.pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+
+class ServerLog:
+    """server_logs/YYYYMMDD, one line per event:
+    ``MM/DD/YYYY HH:MM:SS;0008;Server@host;Job;1.host;Job Queued at request of ...``."""
+
+    def __init__(self, home: Home, host: str | None = None):
+        self.dir = home.logs
+        self.host = host or socket.gethostname().split(".")[0]
+        self._day = ""
+        self._file = None
+
+    def __call__(self, kind: int, obj_type: str, name: str, message: str) -> None:
+        now = time.localtime()
+        day = time.strftime("%Y%m%d", now)
+        if day != self._day or self._file is None:
+            if self._file is not None:
+                self._file.close()
+            self._file = open(self.dir / day, "a", buffering=1)
+            self._day = day
+        stamp = time.strftime("%m/%d/%Y %H:%M:%S", now)
+        for line in str(message).splitlines() or [""]:
+            self._file.write(f"{stamp};{kind:04x};Server@{self.host};{obj_type};{name};{line}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

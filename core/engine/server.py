@@ -1,0 +1,925 @@
+"""The local engine's server: requests, scheduling cycles, and jobs' lives.
+
+One process, one thread. It answers requests on a UNIX socket (`api`), runs scheduling
+cycles (on submission, on a job's end, on changes that matter, and every
+scheduler_iteration), starts jobs through the executor and notices their ends. Each hook
+event fires through the kernel's `Runner`, where PBS fires it, and its outcome is carried out
+as PBS's table says (pbs-behavior.md §1.3-1.4). Being single-threaded is what lets the runner
+fork for hooks safely.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pickle
+import pwd
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import units
+from ..events import Event
+from ..objects import Job, Queue, Server, Vnode
+from ..plugins import PluginSet, load_plugins
+from ..runner import Outcome, Runner
+from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler.cycle import parse_exec_vnode
+from ..scheduler.model import resource_amount
+from ..siteconfig import load_site
+from . import executor
+from .errors import (
+    PBSE_BADATVAL,
+    PBSE_BADSTATE,
+    PBSE_HISTJOBID,
+    PBSE_HOOKERROR,
+    PBSE_IVALREQ,
+    PBSE_PERM,
+    PBSE_QUNOENB,
+    PBSE_UNKJOBID,
+    PBSE_UNKNODE,
+    PBSE_UNKQUE,
+    PbsError,
+)
+from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
+from .store import Store
+
+#: PBS holds a job that failed to start this many times (run_count > 20).
+MAX_RUN_COUNT = 20
+#: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
+KILL_DELAY = 10
+ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
+_ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
+
+
+class Caller:
+    """Who sent a request (from SO_PEERCRED), and what they may do."""
+
+    def __init__(self, uid: int, role: str):
+        self.uid = uid
+        self.role = role
+        try:
+            self.user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            self.user = str(uid)
+
+    @property
+    def privileged(self) -> bool:
+        return self.role in (ROLE_MANAGER, ROLE_OPERATOR)
+
+
+class Engine:
+    """The server's state and behaviour, independent of the socket that feeds it requests."""
+
+    def __init__(self, home: Home, plugins: PluginSet | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.home = home
+        home.make()
+        self.clock = clock
+        self.host = socket.gethostname().split(".")[0]
+        self.log = ServerLog(home, self.host)
+        self.store = Store(home.db)
+        if plugins is None:
+            plugins = load_plugins(load_site(home.site, allow_missing=True))
+        self.plugins = plugins
+        self.runner = Runner(plugins, debug_dir=home.hooks_tmp)
+        self.owner_uid = os.getuid()
+        self.want_cycle = True
+        self.next_cycle = 0.0
+        self.launches: dict[str, executor.Launch] = {}
+        self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
+        self.stopping = False
+        self._first_start()
+        self.server_name = self.store.get("server", "server")["server_host"]
+        self._recover()
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def _first_start(self) -> None:
+        if self.store.get("server", "server") is not None:
+            return
+        with self.store.transaction() as st:
+            st.put("server", "server", {
+                "server_host": self.host, "scheduling": True, "scheduler_iteration": 600,
+                "default_queue": "workq", "job_history_enable": True,
+                "query_other_jobs": True, "managers": [], "operators": [],
+                "resources_default": {}, "server_state": "Active"})
+            st.put("queue", "workq", {"queue_type": "Execution", "enabled": True,
+                                      "started": True})
+            for name, attrs in default_vnodes(self.host).items():
+                st.put("node", name, attrs)
+        self.log(LOG_SYSTEM, "Server", self.host, "created a new server home: queue workq, "
+                 f"vnodes {', '.join(self.store.all('node'))}")
+
+    def _recover(self) -> None:
+        """Running jobs after a restart: adopted if still running, finished if they ended
+        while the server was down, requeued (rerunnable) or failed when nothing is left."""
+        for job_id, attrs in self.store.jobs(("R", "E")).items():
+            runtime = self.store.runtime(job_id)
+            launch = executor.Launch(**runtime["launch"]) if runtime and runtime.get(
+                "launch") else None
+            if launch is None:
+                self._lost(job_id, attrs, "the server stopped while starting it")
+                continue
+            ended = executor.JobExit.read(launch.status_file)
+            if ended is None and launch.alive():
+                self.launches[job_id] = launch
+                self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
+            elif ended is None:
+                self._lost(job_id, attrs, "its shepherd is gone")
+            else:
+                self.launches[job_id] = launch  # _poll_jobs finishes it
+
+    def _lost(self, job_id: str, attrs: dict, why: str) -> None:
+        if units.parse_bool(attrs.get("Rerunable", True)):
+            self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
+        else:
+            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
+                         comment=f"Job failed after a server restart: {why}")
+
+    # -- roles ------------------------------------------------------------------------------------
+    def caller(self, uid: int) -> Caller:
+        server = self.store.get("server", "server")
+        probe = Caller(uid, ROLE_USER)
+        names = {probe.user, f"{probe.user}@{self.host}", f"{probe.user}@*"}
+        if uid in (0, self.owner_uid) or names & set(server.get("managers") or []):
+            probe.role = ROLE_MANAGER
+        elif names & set(server.get("operators") or []):
+            probe.role = ROLE_OPERATOR
+        return probe
+
+    # -- objects ----------------------------------------------------------------------------------
+    def _job(self, job_id: str) -> dict[str, Any]:
+        job_id = self._full_id(job_id)
+        attrs = self.store.job(job_id)
+        if attrs is None:
+            raise PbsError(PBSE_UNKJOBID, obj=job_id)
+        return attrs
+
+    def _full_id(self, job_id: str) -> str:
+        return job_id if "." in job_id else f"{job_id}.{self.server_name}"
+
+    def _own(self, caller: Caller, job_id: str, attrs: dict) -> None:
+        if not caller.privileged and attrs.get("euser") != caller.user:
+            raise PbsError(PBSE_PERM, obj=job_id)
+
+    def _event(self, type: str, caller: Caller | None = None, **objects) -> Outcome:
+        who = caller.user if caller else "root"
+        outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
+                                         **objects))
+        for run in outcome.runs:
+            if run.outcome in ("error", "alarm"):
+                what = ("encountered an exception" if run.outcome == "error"
+                        else "got an alarm call")
+                self.log(LOG_ERROR, "Hook", run.hook,
+                         f"{type} hook '{run.hook}' {what}: {run.message}")
+        return outcome
+
+    # -- requests ---------------------------------------------------------------------------------
+    def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
+        caller = self.caller(uid)
+        handler = getattr(self, f"req_{op}", None)
+        if handler is None:
+            raise PbsError(PBSE_IVALREQ, f"Unknown request {op!r}")
+        return handler(caller, **args)
+
+    def req_submit(self, caller: Caller, attrs: dict[str, Any], script: str | None = None,
+                   argv: list[str] | None = None) -> str:
+        server = self.store.get("server", "server")
+        queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
+        queue = self.store.get("queue", queue_name)
+        if queue is None:
+            raise PbsError(PBSE_UNKQUE, obj=queue_name)
+        if not units.parse_bool(queue.get("enabled", False)):
+            raise PbsError(PBSE_QUNOENB, obj=queue_name)
+        res = dict(attrs.get("Resource_List") or {})
+        for key, check in (("select", units.parse_select), ("place", units.parse_place),
+                           ("walltime", units.parse_duration)):
+            if res.get(key) is not None:
+                try:
+                    check(res[key])
+                except ValueError:
+                    raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                                   f"Resource_List.{key}") from None
+        now = int(self.clock())
+        with self.store.transaction() as st:
+            seq = st.next_seq()
+        job_id = f"{seq}.{self.server_name}"
+        try:
+            egroup = grp.getgrgid(pwd.getpwnam(caller.user).pw_gid).gr_name
+        except KeyError:
+            egroup = ""
+        attrs = {**attrs, "queue": queue_name, "job_state": "Q", "Resource_List": res,
+                 "Job_Owner": f"{caller.user}@{self.host}", "euser": caller.user,
+                 "egroup": egroup, "server": self.server_name, "ctime": now, "qtime": now,
+                 "mtime": now, "run_count": 0, "substate": 10}
+        attrs.setdefault("Job_Name", "STDIN")
+        attrs.setdefault("Rerunable", True)
+        if units.parse_bool(attrs.get("Rerunable", True)) is not attrs["Rerunable"]:
+            attrs["Rerunable"] = units.parse_bool(attrs["Rerunable"])
+        if attrs.get("Hold_Types", "n") not in ("n", None):
+            attrs["job_state"] = "H"
+        job = Job(job_id, attrs)
+        outcome = self._event("queuejob", caller, job=job)
+        if not outcome.accepted:
+            raise PbsError(PBSE_HOOKERROR, outcome.message)
+        attrs = job.to_dict()
+        attrs.pop("id", None)
+        workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
+        attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
+        attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
+        with self.store.transaction() as st:
+            st.add_job(seq, job_id, attrs, script)
+            if argv:
+                st.set_runtime(job_id, {"argv": list(argv)})
+        self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
+                 f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
+                 f"{queue_name}")
+        self._event("postqueuejob", caller, job=Job(job_id, attrs))
+        self.want_cycle = True
+        return job_id
+
+    def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
+                      history: bool = False) -> dict[str, dict]:
+        server = self.store.get("server", "server")
+        others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
+        if ids:
+            out = {}
+            for job_id in ids:
+                attrs = self._job(job_id)
+                job_id = self._full_id(job_id)
+                if not others:
+                    self._own(caller, job_id, attrs)
+                if attrs["job_state"] in ("F", "X") and not history:
+                    raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
+                                   "obtain historical job information", obj=job_id)
+                out[job_id] = attrs
+            return out
+        jobs = self.store.jobs(None if history else _ACTIVE)
+        return {j: a for j, a in jobs.items()
+                if others or a.get("euser") == caller.user}
+
+    def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
+        queues = self.store.all("queue")
+        counts: dict[str, dict[str, int]] = {}
+        for attrs in self.store.jobs(_ACTIVE).values():
+            c = counts.setdefault(attrs["queue"], {})
+            c[attrs["job_state"]] = c.get(attrs["job_state"], 0) + 1
+        out = {}
+        for name in names or queues:
+            if name not in queues:
+                raise PbsError(PBSE_UNKQUE, obj=name)
+            c = counts.get(name, {})
+            out[name] = {**queues[name], "total_jobs": sum(c.values()),
+                         "state_count": " ".join(f"{s}:{c.get(k, 0)}" for s, k in (
+                             ("Transit", "T"), ("Queued", "Q"), ("Held", "H"),
+                             ("Waiting", "W"), ("Running", "R"), ("Exiting", "E"),
+                             ("Begun", "B")))}
+        return out
+
+    def req_stat_server(self, caller: Caller) -> dict:
+        jobs = self.store.jobs(_ACTIVE)
+        return {self.server_name: {**self.store.get("server", "server"),
+                                   "total_jobs": len(jobs)}}
+
+    def req_stat_nodes(self, caller: Caller, names: list[str] | None = None) -> dict:
+        nodes = self._vnodes()
+        if names:
+            missing = [n for n in names if n not in nodes]
+            if missing:
+                raise PbsError(PBSE_UNKNODE, obj=missing[0])
+            return {n: nodes[n].to_dict() for n in names}
+        return {n: v.to_dict() for n, v in nodes.items()}
+
+    def req_delete(self, caller: Caller, ids: list[str], force: bool = False) -> list[dict]:
+        """qdel: each job's result, so one bad id does not stop the others."""
+        results = []
+        for job_id in ids:
+            try:
+                self._delete(caller, job_id, force)
+                results.append({"id": job_id})
+            except PbsError as err:
+                results.append({"id": job_id, "error": err.to_dict()})
+        return results
+
+    def _delete(self, caller: Caller, job_id: str, force: bool) -> None:
+        attrs = self._job(job_id)
+        job_id = self._full_id(job_id)
+        self._own(caller, job_id, attrs)
+        state = attrs["job_state"]
+        if state in ("F", "X"):
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
+        if state in ("R", "E") and job_id in self.launches:
+            if not force:
+                outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
+                                      vnode_list=self._job_vnodes(attrs))
+                if not outcome.accepted:
+                    raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
+            self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
+                     f"{self.host}")
+            self._kill(job_id, "Job deleted at request of " + f"{caller.user}@{self.host}")
+            return
+        attrs.update(job_state="F", substate=91, comment=f"Job deleted at request of "
+                     f"{caller.user}@{self.host}", mtime=int(self.clock()),
+                     obittime=int(self.clock()))
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+        self.log(LOG_JOB, "Job", job_id, f"Job deleted at request of {caller.user}@{self.host}")
+        self.want_cycle = True
+
+    def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> None:
+        for job_id in ids:
+            attrs = self._job(job_id)
+            job_id = self._full_id(job_id)
+            self._own(caller, job_id, attrs)
+            if ("o" in types or "s" in types) and not caller.privileged:
+                raise PbsError(PBSE_PERM, obj=job_id)
+            if attrs["job_state"] not in ("Q", "H", "W"):
+                raise PbsError(PBSE_BADSTATE, obj=job_id)
+            holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
+            self._modify(caller, job_id, attrs, {"Hold_Types": holds, "job_state": "H"})
+
+    def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> None:
+        for job_id in ids:
+            attrs = self._job(job_id)
+            job_id = self._full_id(job_id)
+            self._own(caller, job_id, attrs)
+            if ("o" in types or "s" in types) and not caller.privileged:
+                raise PbsError(PBSE_PERM, obj=job_id)
+            holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
+            state = attrs["job_state"] if holds != "n" else "Q"
+            changes = {"Hold_Types": holds, "job_state": state}
+            if holds == "n" and "s" in types:
+                changes["run_count"] = 0
+            self._modify(caller, job_id, attrs, changes)
+
+    def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
+        current = self._job(id)
+        job_id = self._full_id(id)
+        self._own(caller, job_id, current)
+        if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
+            if "Resource_List" in attrs or not caller.privileged:
+                raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
+        if current["job_state"] in ("F", "X"):
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
+        changes = dict(attrs)
+        if "Resource_List" in changes:
+            changes["Resource_List"] = {**current.get("Resource_List", {}),
+                                        **changes["Resource_List"]}
+        self._modify(caller, job_id, current, changes)
+
+    def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
+        """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls)."""
+        job = Job(job_id, {**current, **changes})
+        outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
+        if not outcome.accepted:
+            raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
+        attrs = job.to_dict()
+        attrs.pop("id", None)
+        attrs["mtime"] = int(self.clock())
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+        self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
+        self.want_cycle = True
+
+    def req_rerun(self, caller: Caller, ids: list[str]) -> None:
+        if not caller.privileged:
+            raise PbsError(PBSE_PERM)
+        for job_id in ids:
+            attrs = self._job(job_id)
+            job_id = self._full_id(job_id)
+            if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:
+                raise PbsError(PBSE_BADSTATE, obj=job_id)
+            if not units.parse_bool(attrs.get("Rerunable", True)):
+                raise PbsError(15127, "Job is not rerunnable", obj=job_id)
+            self._kill(job_id, "requeue")
+
+    def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:
+        """qrun: run the job now (on `vnodes`, PBS's -H exec_vnode form, or where the
+        scheduler would put it)."""
+        if not caller.privileged:
+            raise PbsError(PBSE_PERM)
+        attrs = self._job(id)
+        job_id = self._full_id(id)
+        if attrs["job_state"] not in ("Q", "H"):
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        if vnodes is None:
+            result = Scheduler(policy=self._policy_scheduler().policy).cycle(
+                self._snapshot(only=job_id), self.clock())
+            if not result.run:
+                raise PbsError(15038, "Resources temporarily unavailable", obj=job_id)
+            vnodes = result.run[0].exec_vnode
+        else:
+            nodes = self._vnodes()
+            for name, _ in parse_exec_vnode(vnodes):
+                if name not in nodes:
+                    raise PbsError(PBSE_UNKNODE, obj=name)
+            if not vnodes.startswith("("):
+                vnodes = "+".join(f"({n})" for n in vnodes.split("+"))
+        if not self._start(job_id, attrs, vnodes):
+            raise PbsError(PBSE_HOOKERROR, self._job(job_id).get("comment"), obj=job_id)
+
+    def req_node_state(self, caller: Caller, names: list[str], offline: bool | None = None,
+                       comment: str | None = None) -> None:
+        """pbsnodes -o / -r / -C; modifyvnode fires for each change."""
+        if not caller.privileged:
+            raise PbsError(PBSE_PERM)
+        nodes = self.store.all("node")
+        for name in names:
+            if name not in nodes:
+                raise PbsError(PBSE_UNKNODE, obj=name)
+        for name in names:
+            old = nodes[name]
+            new = dict(old)
+            states = set(str(old.get("state", "free")).split(","))
+            if offline is True:
+                states.add("offline")
+            elif offline is False:
+                states.discard("offline")
+            states.discard("free")
+            new["state"] = ",".join(sorted(states)) or "free"
+            if comment is not None:
+                new["comment"] = comment
+            self._set_node(name, old, new, caller)
+
+    def _set_node(self, name: str, old: dict, new: dict, caller: Caller | None = None) -> None:
+        if new.get("state") != old.get("state"):
+            new["last_state_change_time"] = int(self.clock())
+        vnode = Vnode(name, new)
+        outcome = self._event("modifyvnode", caller, vnode=vnode, vnode_o=Vnode(name, old))
+        if not outcome.accepted:
+            self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
+        attrs = vnode.to_dict()
+        attrs.pop("name", None)
+        with self.store.transaction() as st:
+            st.put("node", name, attrs)
+        self.want_cycle = True
+
+    def req_shutdown(self, caller: Caller) -> str:
+        if caller.role != ROLE_MANAGER:
+            raise PbsError(PBSE_PERM)
+        self.stopping = True
+        self.log(LOG_SYSTEM, "Server", self.host, f"Server shutdown at request of "
+                 f"{caller.user}@{self.host}; jobs keep running")
+        return "shutting down"
+
+    def req_status(self, caller: Caller) -> dict:
+        return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
+                "jobs": {s: len(self.store.jobs((s,))) for s in ("Q", "H", "R")},
+                "plugins": sorted(self.plugins.records) if hasattr(self.plugins, "records")
+                else []}
+
+    # -- the scheduler ----------------------------------------------------------------------------
+    def _vnodes(self) -> dict[str, Vnode]:
+        """Vnodes as the scheduler and pbsnodes see them: the stored attributes, with
+        resources_assigned and the job states derived from the running jobs."""
+        nodes = self.store.all("node")
+        assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
+        jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
+        exclusive: set[str] = set()
+        for job_id, attrs in self.store.jobs(("R", "E")).items():
+            place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
+            for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
+                if name not in assigned:
+                    continue
+                jobs_on[name].append(job_id)
+                if units.exclusivity(place, nodes[name].get("sharing")) != units.SHARED:
+                    exclusive.add(name)
+                for k, v in res.items():
+                    amount = resource_amount(k, v)
+                    if amount is not None:
+                        assigned[name][k] = assigned[name].get(k, 0) + amount
+        out = {}
+        for name, attrs in nodes.items():
+            states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
+            avail = attrs.get("resources_available", {})
+            ncpus = avail.get("ncpus", 0)
+            if name in exclusive:
+                states.append("job-exclusive")
+            elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
+                states.append("job-busy")
+            ra = {k: (units.format_size(v) if k in ("mem", "vmem") else v)
+                  for k, v in assigned[name].items()}
+            out[name] = Vnode(name, {**attrs, "state": ",".join(states) or "free",
+                                     "resources_assigned": ra, "jobs": jobs_on[name]})
+        return out
+
+    def _snapshot(self, only: str | None = None) -> Snapshot:
+        server = Server(self.server_name, self.store.get("server", "server"))
+        queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
+        jobs = [Job(j, a) for j, a in self.store.jobs(("Q", "R", "E")).items()
+                if only is None or j == only or a["job_state"] != "Q"]
+        # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
+        return Snapshot(server, queues, self._vnodes(), jobs)
+
+    def _schedulers(self) -> dict[str, Scheduler]:
+        server = Server(self.server_name, self.store.get("server", "server"))
+        instances = [i for answer in self.plugins.hook.sched_instances(server=server)
+                     for i in (answer or [])]
+        try:
+            return build_schedulers(instances, server, self.plugins.hook)
+        except SchedulerSetupError as exc:
+            self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: {exc}")
+            return build_schedulers([], server, self.plugins.hook)
+
+    def _policy_scheduler(self) -> Scheduler:
+        return self._schedulers()["default"]
+
+    def cycle(self) -> None:
+        """One scheduling cycle of every instance with scheduling on. Several instances
+        run at the same time, each in its own process (they never share a job or vnode)."""
+        self.want_cycle = False
+        scheds = [s for s in self._schedulers().values() if s.scheduling]
+        if not scheds:
+            return
+        snap = self._snapshot()
+        now = self.clock()
+        results = run_cycles(scheds, snap, now)
+        iteration = min(s.iteration for s in scheds)
+        self.next_cycle = now + iteration
+        for sched, result in results:
+            if result is None:
+                self.log(LOG_ERROR, "Server", self.host, f"scheduler {sched} failed its cycle")
+                continue
+            self._apply_cycle(result)
+
+    def _apply_cycle(self, result) -> None:
+        queued = self.store.jobs(("Q",))
+        with self.store.transaction() as st:
+            for job_id, attrs in queued.items():
+                changed = False
+                comment = result.comments.get(job_id)
+                if comment and attrs.get("comment") != comment:
+                    attrs["comment"] = comment
+                    changed = True
+                est = result.estimates.get(job_id)
+                if est is not None:
+                    new = {"start_time": est.start_time, "exec_vnode": est.exec_vnode}
+                    if attrs.get("estimated") != new:
+                        attrs["estimated"] = new
+                        changed = True
+                if changed:
+                    st.put_job(job_id, attrs)
+        for decision in result.run:
+            attrs = self.store.job(decision.job_id)
+            if attrs is not None and attrs["job_state"] == "Q":
+                self._start(decision.job_id, attrs, decision.exec_vnode)
+
+    # -- a job's life -----------------------------------------------------------------------------
+    def _job_vnodes(self, attrs: dict) -> dict[str, Vnode]:
+        nodes = self.store.all("node")
+        return {name: Vnode(name, nodes[name]) for name, _ in
+                parse_exec_vnode(attrs.get("exec_vnode", "")) if name in nodes}
+
+    def _start(self, job_id: str, attrs: dict, exec_vnode: str) -> bool:
+        """runjob, then the execution host's begin, prologue and launch; True once the job
+        runs. A refusal on the way is carried out as PBS's table says."""
+        job = Job(job_id, {**attrs, "exec_vnode": exec_vnode})
+        outcome = self._event("runjob", job=job)
+        if not outcome.accepted:
+            attrs["comment"] = f"Not Running: PBS Error: {outcome.message}"
+            with self.store.transaction() as st:
+                st.put_job(job_id, {**attrs, **(outcome.changes.get("job") or {})})
+            self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
+            return False
+        now = int(self.clock())
+        hosts = "+".join(f"{self.host}/{i}" for i, _ in enumerate(parse_exec_vnode(exec_vnode)))
+        attrs.update(job_state="R", substate=42, exec_vnode=exec_vnode, exec_host=hosts,
+                     stime=now, mtime=now, run_count=int(attrs.get("run_count", 0)) + 1,
+                     comment=f"Job run at {_when(now)} on {exec_vnode}")
+        attrs.pop("estimated", None)
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+        self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
+                 f"exec_vnode {exec_vnode}")
+        vnodes = self._job_vnodes(attrs)
+        for event in ("execjob_begin", "execjob_prologue"):
+            job = Job(job_id, attrs)
+            outcome = self._event(event, job=job, vnode_list=dict(vnodes))
+            self._apply_host_changes(job_id, attrs, outcome)
+            if outcome.fail_action and "offline_vnodes" in outcome.fail_action:
+                self._offline_for_hook(vnodes, outcome.hook)
+            if outcome.consequence not in ("proceed", "ignore"):
+                self._refused_start(job_id, attrs, event, outcome)
+                return False
+        argv, env = self._job_command(job_id, attrs)
+        job = Job(job_id, attrs)
+        outcome = self._event("execjob_launch", job=job, vnode_list=dict(vnodes),
+                              progname=argv[0], argv=argv, env=env)
+        self._apply_host_changes(job_id, attrs, outcome)
+        if outcome.consequence not in ("proceed", "ignore"):
+            self._refused_start(job_id, attrs, "execjob_launch", outcome)
+            return False
+        if "argv" in outcome.changes:
+            argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
+        out, err = self._output_paths(attrs)
+        user = attrs.get("euser") if os.geteuid() == 0 else None
+        try:
+            launch = executor.launch(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err, user,
+                                     self.home.jobs / f"{job_id.split('.')[0]}.status",
+                                     Path(env["TMPDIR"]))
+        except (OSError, KeyError) as exc:
+            self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
+            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                         comment=f"Job could not start: {exc}")
+            return False
+        attrs["session_id"] = launch.pgid
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
+        self.launches[job_id] = launch
+        return True
+
+    def _apply_host_changes(self, job_id: str, attrs: dict, outcome: Outcome) -> None:
+        """Execution-host hooks' job and vnode changes apply even on a reject (not on an
+        error), as PBS does."""
+        if outcome.kind in ("error", "alarm"):
+            return
+        job_changes = {k: v for k, v in (outcome.changes.get("job") or {}).items()
+                       if not k.startswith("_")}
+        if job_changes:
+            attrs.update(job_changes)
+        for name, changes in (outcome.changes.get("vnode_list") or {}).items():
+            old = self.store.get("node", name)
+            if old is not None:
+                self._set_node(name, old, {**old, **{k: v for k, v in changes.items()
+                                                     if not k.startswith("_")}})
+
+    def _offline_for_hook(self, vnodes: dict[str, Vnode], hook: str | None) -> None:
+        for name in vnodes:
+            old = self.store.get("node", name)
+            states = set(str(old.get("state", "free")).split(",")) - {"free"} | {"offline"}
+            self._set_node(name, old, {**old, "state": ",".join(sorted(states)),
+                                       "comment": f"offlined by hook '{hook}' due to hook "
+                                                  "error"})
+
+    def _refused_start(self, job_id: str, attrs: dict, event: str, outcome: Outcome) -> None:
+        self.log(LOG_JOB, "Job", job_id, f"{event} hook refused the job ({outcome.kind}): "
+                 f"{outcome.message}")
+        if event == "execjob_launch" or outcome.consequence == "delete":
+            self._event("execjob_abort", job=Job(job_id, attrs),
+                        vnode_list=self._job_vnodes(attrs))
+        if outcome.consequence == "delete":
+            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                         comment=f"Job deleted by {event} hook: {outcome.message}")
+        else:
+            self._requeue(job_id, attrs, f"Job requeued by {event} hook: {outcome.message}")
+
+    def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
+        state, holds = "Q", attrs.get("Hold_Types", "n")
+        if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
+            state, holds = "H", "s"
+            comment = "job held, too many failed attempts to run"
+        for key in ("exec_vnode", "exec_host", "session_id", "stime"):
+            attrs.pop(key, None)
+        attrs.update(job_state=state, Hold_Types=holds, substate=10, comment=comment,
+                     mtime=int(self.clock()))
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+            runtime = st.runtime(job_id) or {}
+            runtime.pop("launch", None)
+            st.set_runtime(job_id, runtime)
+        self.launches.pop(job_id, None)
+        self.log(LOG_JOB, "Job", job_id, comment)
+        self.want_cycle = True
+
+    def _job_command(self, job_id: str, attrs: dict) -> tuple[list[str], dict[str, str]]:
+        runtime = self.store.runtime(job_id) or {}
+        seq = job_id.split(".")[0]
+        variables = dict(attrs.get("Variable_List") or {})
+        workdir = variables.get("PBS_O_WORKDIR") or "/"
+        tmpdir = self.home.tmp / f"pbs.{job_id}"
+        nodefile = self.home.jobs / f"{seq}.nodes"
+        ncpus = 0
+        lines = []
+        for _name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
+            n = int(res.get("ncpus", 1) or 1)
+            ncpus = ncpus or n
+            lines.extend([self.host] * max(1, int(res.get("mpiprocs", 1) or 1)))
+        nodefile.write_text("".join(f"{h}\n" for h in lines))
+        nodefile.chmod(0o644)
+        user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
+        try:
+            pw = pwd.getpwnam(user)
+            home_dir, shell = pw.pw_dir, pw.pw_shell or "/bin/sh"
+        except KeyError:
+            home_dir, shell = "/", "/bin/sh"
+        env = {k: str(v) for k, v in variables.items()}
+        env.update({
+            "HOME": home_dir, "USER": user, "LOGNAME": user, "SHELL": shell,
+            "PATH": variables.get("PBS_O_PATH") or "/usr/local/bin:/usr/bin:/bin",
+            "PBS_JOBID": job_id, "PBS_JOBNAME": str(attrs.get("Job_Name", "")),
+            "PBS_QUEUE": str(attrs.get("queue", "")), "PBS_NODEFILE": str(nodefile),
+            "PBS_O_WORKDIR": workdir, "PBS_ENVIRONMENT": "PBS_BATCH",
+            "PBS_JOBDIR": home_dir, "PBS_TASKNUM": "1", "PBS_NODENUM": "0",
+            "PBS_MOMPORT": "15003", "NCPUS": str(ncpus or 1),
+            "OMP_NUM_THREADS": str(ncpus or 1), "TMPDIR": str(tmpdir),
+            "ENVIRONMENT": "BATCH"})
+        if "argv" in runtime:
+            return list(runtime["argv"]), env
+        script = self.home.jobs / f"{seq}.SC"
+        script.write_text(self.store.job_script(job_id) or "")
+        script.chmod(0o755)
+        return [shell, str(script)], env
+
+    def _output_paths(self, attrs: dict) -> tuple[str, str | None]:
+        out = str(attrs["Output_Path"]).split(":", 1)[-1]
+        err = str(attrs["Error_Path"]).split(":", 1)[-1]
+        join = str(attrs.get("Join_Path", "n"))
+        if join == "oe":
+            return out, None
+        if join == "eo":
+            return err, None
+        return out, err
+
+    def _kill(self, job_id: str, why: str) -> None:
+        """SIGTERM now, SIGKILL after kill_delay; `why` becomes the job's comment (``requeue``
+        requeues it when it ends)."""
+        launch = self.launches.get(job_id)
+        if launch is None:
+            return
+        executor.signal_job(launch.pgid, signal.SIGTERM)
+        self.kills[job_id] = self.clock() + KILL_DELAY
+        with self.store.transaction() as st:
+            runtime = st.runtime(job_id) or {}
+            runtime["end_reason"] = why
+            st.set_runtime(job_id, runtime)
+
+    def poll(self) -> None:
+        """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
+        executor.reap()
+        now = self.clock()
+        for job_id, launch in list(self.launches.items()):
+            ended = executor.JobExit.read(launch.status_file)
+            if ended is None:
+                if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
+                    ended = executor.JobExit(executor.EXEC_LOST, 0, 0, 0)
+                else:
+                    self._check_walltime(job_id, now)
+                    continue
+            self._ended(job_id, ended)
+        for job_id, deadline in list(self.kills.items()):
+            if job_id not in self.launches:
+                del self.kills[job_id]
+            elif now >= deadline:
+                executor.signal_job(self.launches[job_id].pgid, signal.SIGKILL)
+                del self.kills[job_id]
+        if self.want_cycle or now >= self.next_cycle:
+            self.cycle()
+
+    def _check_walltime(self, job_id: str, now: float) -> None:
+        if job_id in self.kills:
+            return
+        attrs = self.store.job(job_id)
+        limit = (attrs.get("Resource_List") or {}).get("walltime")
+        if limit is None or attrs.get("stime") is None:
+            return
+        seconds = units.parse_duration(limit)
+        if now - float(attrs["stime"]) > seconds:
+            used = units.format_duration(now - float(attrs["stime"]))
+            self.log(LOG_JOB, "Job", job_id, f"job killed: walltime {used} exceeded limit "
+                     f"{units.format_duration(seconds)}")
+            self._kill(job_id, f"job killed: walltime {used} exceeded limit "
+                               f"{units.format_duration(seconds)}")
+
+    def _ended(self, job_id: str, ended: executor.JobExit) -> None:
+        attrs = self.store.job(job_id)
+        runtime = self.store.runtime(job_id) or {}
+        reason = runtime.get("end_reason")
+        self.launches.pop(job_id, None)
+        self.kills.pop(job_id, None)
+        if reason == "requeue":
+            self._end_hooks(job_id, attrs)
+            self._requeue(job_id, attrs, "Job requeued at request of an operator (qrerun)")
+            return
+        self._finish(job_id, attrs, ended, comment=reason)
+
+    def _end_hooks(self, job_id: str, attrs: dict) -> None:
+        for event in ("execjob_epilogue", "execjob_end"):
+            outcome = self._event(event, job=Job(job_id, attrs),
+                                  vnode_list=self._job_vnodes(attrs))
+            self._apply_host_changes(job_id, attrs, outcome)
+
+    def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
+                comment: str | None = None) -> None:
+        """The job is over: epilogue and end hooks, then its record, then jobobit."""
+        if attrs.get("exec_vnode"):
+            self._end_hooks(job_id, attrs)
+        now = int(self.clock())
+        attrs.update(job_state="F", substate=92, Exit_status=ended.exit_status,
+                     obittime=now, mtime=now)
+        if attrs.get("stime") is not None:
+            attrs["resources_used"] = {
+                "walltime": units.format_duration(ended.walltime),
+                "cput": units.format_duration(ended.cput),
+                "mem": f"{ended.mem_kb}kb", "ncpus": _ncpus(attrs.get("exec_vnode", ""))}
+        if comment:
+            attrs["comment"] = comment
+        elif attrs.get("stime") is not None:
+            attrs["comment"] = (f"Job run at {_when(attrs['stime'])} on "
+                                f"{attrs.get('exec_vnode')} and finished")
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+            st.set_runtime(job_id, None)
+            for name, _ in parse_exec_vnode(attrs.get("exec_vnode", "")):
+                node = st.get("node", name)
+                if node is not None:
+                    node["last_used_time"] = now
+                    st.put("node", name, node)
+        self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
+                 + " ".join(f"resources_used.{k}={v}"
+                            for k, v in (attrs.get("resources_used") or {}).items()))
+        seq = job_id.split(".")[0]
+        for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
+                         self.home.jobs / f"{seq}.nodes"):
+            leftover.unlink(missing_ok=True)
+        shutil.rmtree(self.home.tmp / f"pbs.{job_id}", ignore_errors=True)
+        self._event("jobobit", job=Job(job_id, attrs))
+        self.want_cycle = True
+
+    def close(self) -> None:
+        self.store.close()
+        self.log.close()
+
+
+def run_cycles(scheds: list[Scheduler], snap: Snapshot, now: float) -> list[tuple[str, Any]]:
+    """Each instance's cycle; more than one run at the same time, in forked processes."""
+    if len(scheds) == 1:
+        return [(scheds[0].name, scheds[0].cycle(snap, now))]
+    children = []
+    for sched in scheds:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code = 0
+            try:
+                data = pickle.dumps(sched.cycle(snap, now))
+            except BaseException:
+                data, code = b"", 1
+            with os.fdopen(w, "wb") as out:
+                out.write(data)
+            os._exit(code)
+        os.close(w)
+        children.append((sched.name, pid, r))
+    results = []
+    for name, pid, r in children:
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+        results.append((name, pickle.loads(data) if data else None))
+    return results
+
+
+def default_vnodes(host: str) -> dict[str, dict]:
+    """One vnode per NUMA node, or one for the machine: CPUs and memory as Linux reports."""
+    numa = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"),
+                  key=lambda p: int(p.name[4:]))
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    nodes = {}
+    for path in numa if len(numa) > 1 else []:
+        cpus = _cpulist((path / "cpulist").read_text())
+        if allowed is not None:
+            cpus &= allowed
+        mem_kb = 0
+        for line in (path / "meminfo").read_text().splitlines():
+            if "MemTotal:" in line:
+                mem_kb = int(line.split()[-2])
+        if cpus:
+            name = f"{host}[{path.name[4:]}]"
+            nodes[name] = _vnode_attrs(host, name, len(cpus), mem_kb * 1024)
+    if not nodes:
+        nodes[host] = _vnode_attrs(host, host, executor.cpu_count(), executor.memory_bytes())
+    return nodes
+
+
+def _vnode_attrs(host: str, name: str, ncpus: int, mem: int) -> dict:
+    return {"state": "free", "Mom": host, "ntype": "PBS", "pcpus": ncpus,
+            "resources_available": {"ncpus": ncpus, "mem": units.format_size(mem),
+                                    "host": host, "vnode": name},
+            "sharing": "default_shared", "resv_enable": True, "last_state_change_time": 0}
+
+
+def _cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def _when(epoch: float) -> str:
+    """PBS's comment time: ``Mon Nov 23 at 01:53``."""
+    return time.strftime("%a %b %d at %H:%M", time.localtime(epoch))
+
+
+def _ncpus(exec_vnode: str) -> int:
+    return sum(int(res.get("ncpus", 0) or 0) for _, res in parse_exec_vnode(exec_vnode))
+
+

@@ -1,0 +1,189 @@
+"""The engine's state: one SQLite database in the engine's home folder.
+
+Every object is a row of PBS attributes (JSON) keyed by its name: the server, queues, nodes
+(vnodes), jobs and reservations, and objects of types plugins register. Every change the
+server acknowledges is one transaction (`Store.transaction`), committed before the reply, in
+WAL mode with ``synchronous=FULL``: killing the server at any moment loses nothing it has
+answered for. The schema carries a version; `migrate` brings an older database forward.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+#: The schema this code reads and writes; `migrate` upgrades older databases step by step.
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE objects (
+        type  TEXT NOT NULL,            -- server, queue, node, resv, or a plugin's type
+        name  TEXT NOT NULL,
+        attrs TEXT NOT NULL,            -- PBS attributes as JSON
+        PRIMARY KEY (type, name)
+    );
+    CREATE TABLE jobs (
+        seq     INTEGER PRIMARY KEY,     -- the number in <seq>.<server>
+        id      TEXT NOT NULL UNIQUE,
+        state   TEXT NOT NULL,           -- job_state, duplicated for the scheduler's query
+        attrs   TEXT NOT NULL,
+        script  TEXT,                    -- the job script, or NULL for `qsub -- cmd`
+        runtime TEXT                     -- executor bookkeeping of a running job (JSON)
+    );
+    CREATE INDEX jobs_state ON jobs (state);
+    """,
+}
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used (another version, corrupt, unwritable)."""
+
+
+class Store:
+    """The engine's SQLite database. Not shared between threads or processes: each process
+    opens its own."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        self._depth = 0
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema ---------------------------------------------------------------------------------
+    def version(self) -> int:
+        exists = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not exists:
+            return 0
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def migrate(self) -> None:
+        """Bring the schema to `SCHEMA_VERSION`, one transaction per step."""
+        current = self.version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: schema version {current} is newer than this "
+                             f"pbsplug ({SCHEMA_VERSION}); upgrade pbsplug")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                                (str(version),))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    # -- transactions ---------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """One atomic change; nested uses join the outer transaction."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+        finally:
+            self._depth = 0
+
+    # -- meta -----------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- objects (server, queue, node, resv, plugin types) ----------------------------------------
+    def get(self, type: str, name: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT attrs FROM objects WHERE type=? AND name=?",
+                              (type, name)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def all(self, type: str) -> dict[str, dict[str, Any]]:
+        rows = self.db.execute("SELECT name, attrs FROM objects WHERE type=? ORDER BY name",
+                               (type,))
+        return {name: json.loads(attrs) for name, attrs in rows}
+
+    def put(self, type: str, name: str, attrs: dict[str, Any]) -> None:
+        self.db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?)",
+                        (type, name, json.dumps(attrs, sort_keys=True)))
+
+    def delete(self, type: str, name: str) -> bool:
+        return self.db.execute("DELETE FROM objects WHERE type=? AND name=?",
+                               (type, name)).rowcount > 0
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key='next_seq'").fetchone()
+        seq = int(row[0]) if row else 0
+        self.set_meta("next_seq", str(seq + 1))
+        return seq
+
+    def add_job(self, seq: int, job_id: str, attrs: dict[str, Any], script: str | None
+                ) -> None:
+        self.db.execute("INSERT INTO jobs (seq, id, state, attrs, script) VALUES (?,?,?,?,?)",
+                        (seq, job_id, attrs.get("job_state", "Q"),
+                         json.dumps(attrs, sort_keys=True), script))
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT attrs FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def job_script(self, job_id: str) -> str | None:
+        row = self.db.execute("SELECT script FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def jobs(self, states: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+        """Jobs by id, in submission order; only those in `states` when given."""
+        if states:
+            marks = ",".join("?" * len(states))
+            rows = self.db.execute(
+                f"SELECT id, attrs FROM jobs WHERE state IN ({marks}) ORDER BY seq", states)
+        else:
+            rows = self.db.execute("SELECT id, attrs FROM jobs ORDER BY seq")
+        return {job_id: json.loads(attrs) for job_id, attrs in rows}
+
+    def put_job(self, job_id: str, attrs: dict[str, Any]) -> None:
+        self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
+                        (attrs.get("job_state", "Q"), json.dumps(attrs, sort_keys=True), job_id))
+
+    def runtime(self, job_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT runtime FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def set_runtime(self, job_id: str, runtime: dict[str, Any] | None) -> None:
+        self.db.execute("UPDATE jobs SET runtime=? WHERE id=?",
+                        (json.dumps(runtime) if runtime is not None else None, job_id))
+
+    def delete_job(self, job_id: str) -> None:
+        self.db.execute("DELETE FROM jobs WHERE id=?", (job_id,))

@@ -1,0 +1,260 @@
+"""The local engine with real processes: jobs' lives, hook consequences, restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+
+from pbsplug.engine.errors import PbsError
+from pbsplug.engine.store import Store
+
+
+def plugin(dists, name: str, body: str, events: tuple[str, ...], **attrs) -> str:
+    """Install a plugin distribution whose module is `body`; returns its site section."""
+    info = ", ".join([f"events={events!r}"] + [f"{k}={v!r}" for k, v in attrs.items()])
+    dists.add(name, f"from pbsplug import PluginInfo, hookimpl\n"
+                    f"plugin_info = PluginInfo({info})\n{textwrap.dedent(body)}")
+    return f"[plugins.{name}]\nenabled = true\n"
+
+
+def test_a_job_runs_with_pbs_environment_and_output(engine):
+    job_id = engine.submit("echo $PBS_JOBID $PBS_JOBNAME $PBS_QUEUE $NCPUS $OMP_NUM_THREADS\n"
+                           "cat $PBS_NODEFILE; test -d $TMPDIR && echo tmp ok\n"
+                           "echo err >&2; exit 3\n",
+                           Job_Name="hello", Resource_List={"select": "1:ncpus=2"})
+    assert job_id.startswith("0.")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 3
+    seq = job_id.split(".")[0]
+    out = (engine.work / f"hello.o{seq}").read_text().splitlines()
+    assert out[0] == f"{job_id} hello workq 2 2"
+    assert out[-1] == "tmp ok"
+    assert (engine.work / f"hello.e{seq}").read_text() == "err\n"
+    assert attrs["resources_used"]["ncpus"] == 2
+    assert attrs["exec_vnode"].startswith("(") and ":ncpus=2)" in attrs["exec_vnode"]
+    assert "Job Queued at request of" in engine.log()
+
+
+def test_join_oe_and_a_command_job(engine):
+    job_id = engine.client("submit", attrs={
+        "Join_Path": "oe", "Output_Path": f"h:{engine.work}/joined.out",
+        "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}},
+        argv=["/bin/sh", "-c", "echo out; echo err >&2"])
+    assert engine.wait(job_id)["Exit_status"] == 0
+    assert sorted((engine.work / "joined.out").read_text().split()) == ["err", "out"]
+
+
+def test_a_missing_program_fails_the_job_with_a_reason(engine):
+    job_id = engine.client("submit", attrs={"Variable_List": {"PBS_O_WORKDIR": str(
+        engine.work)}}, argv=["/no/such/program"])
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -1
+    out = (engine.work / f"STDIN.e{job_id.split('.')[0]}").read_text()
+    assert "the job could not start" in out and "/no/such/program" in out
+
+
+def test_walltime_is_enforced(engine):
+    job_id = engine.submit("sleep 30\n", Resource_List={"walltime": "00:00:01"})
+    attrs = engine.wait(job_id, timeout=30)
+    assert attrs["Exit_status"] == 256 + 15  # SIGTERM, PBS's 256 + signal
+    assert attrs["comment"].startswith("job killed: walltime 00:00:0")
+    assert "exceeded limit 00:00:01" in attrs["comment"]
+
+
+def test_qdel_of_a_running_job_kills_it_and_of_a_finished_one_is_refused(engine):
+    job_id = engine.submit("sleep 30\n")
+    engine.wait(job_id, "R")
+    assert engine.client("delete", ids=[job_id]) == [{"id": job_id}]
+    attrs = engine.wait(job_id)
+    assert attrs["comment"].startswith("Job deleted at request of root@")
+    again = engine.client("delete", ids=[job_id, "99"])
+    assert again[0]["error"]["code"] == 15139
+    assert again[1]["error"] == {"code": 15001, "message": "Unknown Job Id",
+                                 "obj": f"99.{job_id.split('.', 1)[1]}"}
+
+
+def test_hold_and_release(engine):
+    job_id = engine.submit("true\n", Hold_Types="u")
+    time.sleep(0.3)
+    assert engine.job(job_id)["job_state"] == "H"
+    engine.client("release", ids=[job_id])
+    assert engine.wait(job_id)["Exit_status"] == 0
+
+
+def test_unknown_queue_and_bad_resources_are_refused(engine):
+    with pytest.raises(PbsError) as err:
+        engine.submit(queue="nosuch")
+    assert (err.value.code, err.value.message, err.value.obj) == (15018, "Unknown queue",
+                                                                  "nosuch")
+    with pytest.raises(PbsError) as err:
+        engine.submit(Resource_List={"walltime": "ten minutes"})
+    assert err.value.code == 15014
+    assert err.value.message == "Illegal attribute or resource value Resource_List.walltime"
+    assert engine.client("stat_jobs") == {}  # nothing half-made
+
+
+def test_queuejob_may_refuse_or_change_a_submission(dists, make_engine):
+    engine = make_engine(plugin(dists, "gate", """
+        @hookimpl
+        def queuejob(event):
+            if event.job.Job_Name == "bad":
+                event.reject("no bad jobs here")
+            event.job.Resource_List["walltime"] = "00:10:00"
+        """, ("queuejob",)))
+    with pytest.raises(PbsError) as err:
+        engine.submit(Job_Name="bad")
+    assert (err.value.code, err.value.message) == (15136, "no bad jobs here")
+    job_id = engine.submit(Job_Name="good")
+    assert engine.wait(job_id)["Resource_List"]["walltime"] == "00:10:00"
+    assert engine.client("stat_jobs", history=True).keys() == {job_id}
+
+
+def test_runjob_reject_keeps_the_job_queued_with_pbs_comment(dists, make_engine):
+    engine = make_engine(plugin(dists, "norun", """
+        @hookimpl
+        def runjob(event):
+            event.reject("not today")
+        """, ("runjob",)))
+    job_id = engine.submit()
+    deadline = time.monotonic() + 10
+    while engine.job(job_id).get("comment") != "Not Running: PBS Error: not today":
+        assert time.monotonic() < deadline, engine.job(job_id)
+        time.sleep(0.05)
+    assert engine.job(job_id)["job_state"] == "Q"
+
+
+def test_execjob_begin_reject_requeues_and_holds_after_twenty_runs(dists, make_engine):
+    engine = make_engine(plugin(dists, "nobegin", """
+        @hookimpl
+        def execjob_begin(event):
+            event.reject("host not ready")
+        """, ("execjob_begin",)))
+    job_id = engine.submit()
+    attrs = engine.wait(job_id, "H", timeout=60)
+    assert attrs["comment"] == "job held, too many failed attempts to run"
+    assert attrs["Hold_Types"] == "s" and attrs["run_count"] == 21
+    assert "execjob_begin hook refused the job (reject): host not ready" in engine.log()
+
+
+def test_execjob_begin_error_offlines_the_vnodes_with_fail_action(dists, make_engine):
+    engine = make_engine(plugin(dists, "broken", """
+        @hookimpl
+        def execjob_begin(event):
+            raise RuntimeError("boom")
+        """, ("execjob_begin",), fail_action="offline_vnodes"))
+    job_id = engine.submit()
+    deadline = time.monotonic() + 20
+    while True:
+        nodes = engine.client("stat_nodes")
+        if any("offline" in n["state"] for n in nodes.values()):
+            break
+        assert time.monotonic() < deadline, nodes
+        time.sleep(0.05)
+    node = next(n for n in nodes.values() if "offline" in n["state"])
+    assert node["comment"] == "offlined by hook 'broken' due to hook error"
+    attrs = engine.job(job_id)
+    assert attrs["job_state"] == "Q" and attrs["run_count"] == 1
+
+
+def test_execjob_launch_changes_argv_and_env_and_a_reject_deletes(dists, make_engine):
+    engine = make_engine(plugin(dists, "wrap", """
+        @hookimpl
+        def execjob_launch(event):
+            if event.job.Job_Name == "refuse":
+                event.reject("launch refused")
+            event.env["WRAPPED"] = "yes"
+            event.argv = ["/bin/sh", "-c", "echo wrapped=$WRAPPED"]
+        """, ("execjob_launch",)))
+    job_id = engine.submit("echo original\n", Job_Name="w")
+    assert engine.wait(job_id)["Exit_status"] == 0
+    assert (engine.work / f"w.o{job_id.split('.')[0]}").read_text() == "wrapped=yes\n"
+    refused = engine.submit(Job_Name="refuse")
+    attrs = engine.wait(refused)
+    assert attrs["comment"] == "Job deleted by execjob_launch hook: launch refused"
+
+
+def test_execjob_preterm_reject_refuses_qdel(dists, make_engine):
+    engine = make_engine(plugin(dists, "keep", """
+        @hookimpl
+        def execjob_preterm(event):
+            event.reject("checkpoint first")
+        """, ("execjob_preterm",)))
+    job_id = engine.submit("sleep 30\n")
+    engine.wait(job_id, "R")
+    result = engine.client("delete", ids=[job_id])
+    assert result[0]["error"]["message"] == "checkpoint first"
+    assert engine.job(job_id)["job_state"] == "R"
+    assert engine.client("delete", ids=[job_id], force=True) == [{"id": job_id}]
+    engine.wait(job_id)
+
+
+def test_end_hooks_and_jobobit_see_the_job(dists, make_engine, engine_root):
+    record = engine_root / "seen"
+    engine = make_engine(plugin(dists, "watch", f"""
+        @hookimpl
+        def execjob_epilogue(event):
+            open({str(record)!r}, "a").write("epilogue\\n")
+
+        @hookimpl
+        def execjob_end(event):
+            open({str(record)!r}, "a").write("end\\n")
+
+        @hookimpl
+        def jobobit(event):
+            open({str(record)!r}, "a").write(f"obit {{event.job.Exit_status}}\\n")
+        """, ("execjob_epilogue", "execjob_end", "jobobit")))
+    engine.wait(engine.submit("exit 4\n"))
+    assert record.read_text() == "epilogue\nend\nobit 4\n"
+
+
+def test_a_server_killed_with_sigkill_loses_nothing(engine):
+    running = engine.submit("sleep 2; echo survived\n", Job_Name="long")
+    engine.wait(running, "R")
+    queued = [engine.submit("true\n", Hold_Types="u") for _ in range(3)]
+    engine.kill()
+    time.sleep(2.5)  # the job ends while no server runs
+    engine.start()
+    attrs = engine.wait(running)
+    assert attrs["Exit_status"] == 0
+    assert (engine.work / f"long.o{running.split('.')[0]}").read_text() == "survived\n"
+    assert [engine.job(j)["job_state"] for j in queued] == ["H", "H", "H"]
+
+
+def test_a_running_job_is_adopted_after_a_restart(engine):
+    job_id = engine.submit("sleep 3\n")
+    engine.wait(job_id, "R")
+    engine.kill()
+    engine.start()
+    assert "job adopted again after a server restart" in engine.log()
+    assert engine.wait(job_id, timeout=30)["Exit_status"] == 0
+
+
+def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
+    rerun = engine.submit("sleep 30\n")
+    once = engine.submit("sleep 30\n", Rerunable=False)
+    engine.wait(rerun, "R")
+    engine.wait(once, "R")
+    engine.kill()
+    store = Store(engine.home.db)  # the shepherds and their jobs die, as with the machine
+    for job_id in (rerun, once):
+        launch = store.runtime(job_id)["launch"]
+        os.killpg(launch["pgid"], signal.SIGKILL)
+        os.kill(launch["shepherd"], signal.SIGKILL)
+    store.close()
+    time.sleep(0.3)
+    engine.start()
+    assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
+    assert engine.job(rerun)["run_count"] == 2  # and the scheduler ran it again
+    attrs = engine.wait(once)
+    assert attrs["Exit_status"] == -2
+    assert attrs["comment"].startswith("Job failed after a server restart")
+
+
+def test_a_second_server_in_the_same_home_is_refused(engine):
+    done = engine.pbs("server", "start")
+    assert done.returncode == 2
+    assert "a server already runs in" in done.stderr
