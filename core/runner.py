@@ -151,27 +151,58 @@ def client_message(event: str, kind: str, hook: str, detail: str | None) -> str:
 
 # -- running one hook -------------------------------------------------------------------------
 
+#: Whether a hook is running under its alarm: an alarm that fires between hooks finds no
+#: hook to stop and is ignored.
+_in_hook = False
+
+
+class AlarmClock:
+    """SIGALRM's timer over one chain. Each hook gets its alarm from its own start; the timer
+    is only re-armed when what is left of it differs from that by more than `SLACK` (a chain
+    of quick hooks costs two system calls, not two per hook), and `disarm` ends it."""
+
+    SLACK = 0.01  # seconds; PBS's alarms are whole seconds
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+
+    def arm(self, seconds: float) -> None:
+        now = time.perf_counter()
+        if self.deadline is not None and abs(self.deadline - now - seconds) <= self.SLACK:
+            return
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        self.deadline = now + seconds
+
+    def disarm(self) -> None:
+        if self.deadline is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.deadline = None
+
+
 def _raise_alarm(signum, frame):
-    raise HookAlarm()
+    if _in_hook:
+        raise HookAlarm()
 
 
-def call_hook(entry: HookEntry, event: Event, alarm: bool) -> tuple[str, str | None]:
+def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
+              ) -> tuple[str, str | None]:
     """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
-    hook after its alarm (the caller has installed the handler)."""
+    hook after its alarm (the caller has installed the handler and disarms the clock)."""
     event.hook_name = entry.name
     event.hook_config = entry.config
     event.logger = entry.logger
     event._decision = None
     job = event.job
     before = dict(job._changes) if event.type == "runjob" and job is not None else None
+    global _in_hook
     try:
-        if alarm:
-            signal.setitimer(signal.ITIMER_REAL, entry.attrs.alarm)
+        if alarm is not None:
+            alarm.arm(entry.attrs.alarm)
+        _in_hook = True
         try:
             entry.function(event)
         finally:
-            if alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            _in_hook = False
     except HookExit:
         pass
     except HookAlarm:
@@ -242,6 +273,7 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     root = logging.getLogger()
     root.handlers = [capture]  # levels stay the parent's: the child logs what it would
     event.take_changes()  # only the hooks' own changes travel back
+    clock = AlarmClock()  # the child leaves by os._exit: nothing to disarm
     if batch[0].attrs.user == "pbsuser":
         try:
             _become_job_owner(event)
@@ -254,7 +286,7 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
         _send(fd, ("start", index))
         t0 = time.perf_counter()
         try:
-            outcome, message = call_hook(entry, event, alarm=True)
+            outcome, message = call_hook(entry, event, clock)
         except KeyboardInterrupt:
             outcome, message = ERROR, "interrupted"
         duration = time.perf_counter() - t0
@@ -326,9 +358,11 @@ class Runner:
         chain = self.chain(event.type)
         runs: list[HookRun] = []
         i = 0
-        use_alarm = threading.current_thread() is threading.main_thread()
+        clock = None
         old_handler = None
-        if use_alarm and any(e.mode == "inprocess" for e in chain):
+        if (threading.current_thread() is threading.main_thread()
+                and any(e.mode == "inprocess" for e in chain)):
+            clock = AlarmClock()
             old_handler = _set_handler(signal.SIGALRM, _raise_alarm)
         try:
             while i < len(chain):
@@ -337,7 +371,7 @@ class Runner:
                 if entry.mode == "inprocess":
                     started = time.time()
                     t0 = time.perf_counter()
-                    outcome, message = call_hook(entry, event, use_alarm)
+                    outcome, message = call_hook(entry, event, clock)
                     runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                         time.perf_counter() - t0, outcome, message, started))
                     i += 1
@@ -358,7 +392,8 @@ class Runner:
                 if runs and runs[-1].outcome != ACCEPT:
                     break
         finally:
-            if old_handler is not None:
+            if clock is not None:
+                clock.disarm()
                 _set_handler(signal.SIGALRM, old_handler)
         return self._outcome(event, chain, runs)
 
