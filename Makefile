@@ -1,12 +1,13 @@
-# The README's two commands: `make test` (every test) and, once the local engine lands,
-# `make demo`. Both make their own virtual environment in .venv and install what they need.
+# The README's two commands: `make demo` (the local engine with every installed plugin on a
+# small real workload) and `make test` (every test). Both make their own virtual environment
+# in .venv and install what they need.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PLUGIN_DIRS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint venv clean
+.PHONY: demo test lint venv clean
 
 venv: $(STAMP)
 
@@ -17,6 +18,9 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	$(BIN)/python -m pip install --quiet --no-build-isolation -e '.[test]' \
 		$(foreach p,$(PLUGIN_DIRS),-e '$(p:/=)[test]')
 	touch $@
+
+demo: $(STAMP)
+	$(BIN)/pbsplug demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -82,6 +82,15 @@ def pbs_command(name: str, usage: str) -> Callable:
 
 def add_engine_commands(app: typer.Typer) -> None:
     app.add_typer(_server_app(), name="server")
+
+    @app.command("demo")
+    def demo(keep: bool = typer.Option(False, "--keep",
+                                       help="Keep the demo's home folder to look at.")) -> None:
+        """Run the local engine with every installed plugin on a small real workload."""
+        from ..engine.demo import run_demo
+
+        raise typer.Exit(run_demo(keep=keep))
+
     for name, fn in COMMANDS.items():
         app.command(name, context_settings=_RAW, add_help_option=False)(fn)
 

@@ -54,6 +54,10 @@ class Home:
         return self.root / "hooks" / "tmp"
 
     @property
+    def trace(self) -> Path:
+        return self.root / "hook_trace.jsonl"
+
+    @property
     def site(self) -> Path:
         return self.root / "site.toml"
 

@@ -86,7 +86,9 @@ class Engine:
         if plugins is None:
             plugins = load_plugins(load_site(home.site, allow_missing=True))
         self.plugins = plugins
-        self.runner = Runner(plugins, debug_dir=home.hooks_tmp)
+        # Every hook run goes to the trace `pbsplug hooks trace` reads.
+        self.runner = Runner(plugins, debug_dir=home.hooks_tmp,
+                             trace_file=plugins.site.trace_file or home.trace)
         self.owner_uid = os.getuid()
         self.want_cycle = True
         self.next_cycle = 0.0
@@ -469,8 +471,7 @@ class Engine:
     def req_status(self, caller: Caller) -> dict:
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
                 "jobs": {s: len(self.store.jobs((s,))) for s in ("Q", "H", "R")},
-                "plugins": sorted(self.plugins.records) if hasattr(self.plugins, "records")
-                else []}
+                "plugins": sorted(r.name for r in self.plugins.enabled)}
 
     # -- the scheduler ----------------------------------------------------------------------------
     def _vnodes(self) -> dict[str, Vnode]:
