@@ -46,7 +46,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -353,9 +353,14 @@ class Runner:
             self._chains[event] = chain
         return chain
 
-    def fire(self, event: Event) -> Outcome:
-        """Run `event` through its chain; see the module docs for the semantics."""
+    def fire(self, event: Event, hooks: Collection[str] | None = None) -> Outcome:
+        """Run `event` through its chain; see the module docs for the semantics.
+
+        `hooks` limits the chain to those hooks: a periodic hook runs alone, at its own
+        ``freq``."""
         chain = self.chain(event.type)
+        if hooks is not None:
+            chain = [e for e in chain if e.name in hooks]
         runs: list[HookRun] = []
         i = 0
         clock = None

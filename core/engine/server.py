@@ -46,6 +46,7 @@ from .errors import (
     PbsError,
 )
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
+from .periodic import Periodic, offline_comment
 from .store import Store
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -54,6 +55,9 @@ MAX_RUN_COUNT = 20
 KILL_DELAY = 10
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
+#: Vnode states and attributes the engine works out from the running jobs; never stored.
+_DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
+_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
 
 
 class Caller:
@@ -97,7 +101,11 @@ class Engine:
         self.stopping = False
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
+        self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
         self._recover()
+        self._track_states()
+        self.periodic = Periodic(self)
+        self.periodic.startup()
 
     # -- set-up -----------------------------------------------------------------------------------
     def _first_start(self) -> None:
@@ -168,10 +176,11 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
-    def _event(self, type: str, caller: Caller | None = None, **objects) -> Outcome:
+    def _event(self, type: str, caller: Caller | None = None,
+               hooks: tuple[str, ...] | None = None, **objects) -> Outcome:
         who = caller.user if caller else "root"
         outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
-                                         **objects))
+                                         **objects), hooks=hooks)
         for run in outcome.runs:
             if run.outcome in ("error", "alarm"):
                 what = ("encountered an exception" if run.outcome == "error"
@@ -447,6 +456,24 @@ class Engine:
                 new["comment"] = comment
             self._set_node(name, old, new, caller)
 
+    def _track_states(self) -> None:
+        """last_state_change_time follows every state change, the ones the jobs cause
+        (free to job-busy and back) as well as the stored ones."""
+        now = int(self.clock())
+        changed = {}
+        for name, vnode in self._vnodes().items():
+            state = vnode.state
+            if self._seen_states.get(name, state) != state:
+                changed[name] = now
+            self._seen_states[name] = state
+        if changed:
+            with self.store.transaction() as st:
+                for name, when in changed.items():
+                    node = st.get("node", name)
+                    if node is not None:
+                        node["last_state_change_time"] = when
+                        st.put("node", name, node)
+
     def _set_node(self, name: str, old: dict, new: dict, caller: Caller | None = None) -> None:
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
@@ -458,6 +485,7 @@ class Engine:
         attrs.pop("name", None)
         with self.store.transaction() as st:
             st.put("node", name, attrs)
+        self._seen_states.pop(name, None)
         self.want_cycle = True
 
     def req_shutdown(self, caller: Caller) -> str:
@@ -601,8 +629,12 @@ class Engine:
             job = Job(job_id, attrs)
             outcome = self._event(event, job=job, vnode_list=dict(vnodes))
             self._apply_host_changes(job_id, attrs, outcome)
-            if outcome.fail_action and "offline_vnodes" in outcome.fail_action:
-                self._offline_for_hook(vnodes, outcome.hook)
+            if "offline_vnodes" in outcome.fail_action:
+                self._offline_for_hook(list(vnodes), outcome.hook)
+            if "scheduler_restart_cycle" in outcome.fail_action:
+                self.log(LOG_ADMIN, "Hook", outcome.hook or "", f"{event} hook failed: "
+                         "restarting the scheduling cycle")
+                self.want_cycle = True
             if outcome.consequence not in ("proceed", "ignore"):
                 self._refused_start(job_id, attrs, event, outcome)
                 return False
@@ -632,6 +664,7 @@ class Engine:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self.launches[job_id] = launch
+        self._track_states()
         return True
 
     def _apply_host_changes(self, job_id: str, attrs: dict, outcome: Outcome) -> None:
@@ -643,19 +676,37 @@ class Engine:
                        if not k.startswith("_")}
         if job_changes:
             attrs.update(job_changes)
-        for name, changes in (outcome.changes.get("vnode_list") or {}).items():
-            old = self.store.get("node", name)
-            if old is not None:
-                self._set_node(name, old, {**old, **{k: v for k, v in changes.items()
-                                                     if not k.startswith("_")}})
+        self._apply_vnode_changes(outcome)
 
-    def _offline_for_hook(self, vnodes: dict[str, Vnode], hook: str | None) -> None:
-        for name in vnodes:
+    def _apply_vnode_changes(self, outcome: Outcome) -> None:
+        """A host or periodic hook's vnode changes (not after an error or alarm). A vnode the
+        hook added (exechost_startup) is created; states the engine derives from the jobs
+        (job-busy, job-exclusive) are not stored."""
+        if outcome.kind in ("error", "alarm"):
+            return
+        for name, changes in (outcome.changes.get("vnode_list") or {}).items():
+            new_vnode = bool(changes.get("_new"))
+            changes = {k: v for k, v in changes.items()
+                       if not k.startswith("_") and k not in _DERIVED_ATTRS}
+            if "state" in changes:
+                states = set(str(changes["state"]).split(",")) - _DERIVED_STATES - {""}
+                changes["state"] = ",".join(sorted(states - {"free"})) or "free"
+            old = self.store.get("node", name)
+            if old is None and new_vnode:
+                fresh = _vnode_attrs(self.host, name, 0, 0)
+                fresh["resources_available"].pop("mem")
+                changes.pop("name", None)
+                self._set_node(name, fresh, {**fresh, **changes})
+                self.log(LOG_ADMIN, "Node", name, "vnode created by a hook")
+            elif old is not None:
+                self._set_node(name, old, {**old, **changes})
+
+    def _offline_for_hook(self, names: list[str], hook: str | None) -> None:
+        for name in names:
             old = self.store.get("node", name)
             states = set(str(old.get("state", "free")).split(",")) - {"free"} | {"offline"}
             self._set_node(name, old, {**old, "state": ",".join(sorted(states)),
-                                       "comment": f"offlined by hook '{hook}' due to hook "
-                                                  "error"})
+                                       "comment": offline_comment(hook)})
 
     def _refused_start(self, job_id: str, attrs: dict, event: str, outcome: Outcome) -> None:
         self.log(LOG_JOB, "Job", job_id, f"{event} hook refused the job ({outcome.kind}): "
@@ -768,6 +819,7 @@ class Engine:
             elif now >= deadline:
                 executor.signal_job(self.launches[job_id].pgid, signal.SIGKILL)
                 del self.kills[job_id]
+        self.periodic.poll(now)
         if self.want_cycle or now >= self.next_cycle:
             self.cycle()
 
@@ -838,6 +890,7 @@ class Engine:
                          self.home.jobs / f"{seq}.nodes"):
             leftover.unlink(missing_ok=True)
         shutil.rmtree(self.home.tmp / f"pbs.{job_id}", ignore_errors=True)
+        self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
         self.want_cycle = True
 

@@ -1,0 +1,100 @@
+"""The host's own events: exechost_startup when the server starts, and the periodic hooks.
+
+PBS runs each periodic hook (server ``periodic`` and host ``exechost_periodic``) on its own
+clock: the hook's next run is ``freq`` seconds after its previous run *ended*, so runs of one
+hook never overlap. The local engine does the same, one hook at a time in the server's
+thread; the first run of a hook is ``freq`` seconds after the server starts (or after the hook
+first appears in the site config).
+
+Vnode changes a hook makes apply even when it rejects, and not when it fails (exception or
+alarm), as PBS does. exechost_startup may add vnodes: they are created as the hook gave them.
+Its fail_action ``offline_vnodes`` marks this host's vnodes offline with PBS's comment;
+``clear_vnodes_upon_recovery`` brings them back at the next start whose hooks all succeed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..objects import Job, Reservation
+from .home import LOG_ADMIN
+
+if TYPE_CHECKING:
+    from .server import Engine
+
+PERIODIC_EVENTS = ("periodic", "exechost_periodic")
+
+
+def offline_comment(hook: str | None) -> str:
+    """The comment PBS gives vnodes a failed hook offlined."""
+    return f"offlined by hook '{hook}' due to hook error"
+
+
+class Periodic:
+    """When each periodic hook runs next, and the runs themselves."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        #: (event, hook) -> when the hook runs next (the engine's clock).
+        self.due: dict[tuple[str, str], float] = {}
+
+    def startup(self) -> None:
+        """exechost_startup, once, as the execution host comes up."""
+        eng = self.engine
+        chain = eng.runner.chain("exechost_startup")
+        if not chain:
+            return
+        vnodes = eng._vnodes()
+        outcome = eng._event("exechost_startup", vnode_list=vnodes)
+        eng._apply_vnode_changes(outcome)
+        if not outcome.accepted and outcome.kind == "reject":
+            eng.log(LOG_ADMIN, "Hook", outcome.hook or "", f"exechost_startup request "
+                    f"rejected by '{outcome.hook}': {outcome.message}")
+        if "offline_vnodes" in outcome.fail_action:
+            eng._offline_for_hook(list(eng.store.all("node")), outcome.hook)
+        if outcome.accepted:
+            for entry in chain:
+                if "clear_vnodes_upon_recovery" in entry.attrs.fail_action:
+                    self._clear_offlined_by(entry.name)
+
+    def _clear_offlined_by(self, hook: str) -> None:
+        eng = self.engine
+        for name, old in eng.store.all("node").items():
+            if old.get("comment") != offline_comment(hook):
+                continue
+            states = set(str(old.get("state", "free")).split(",")) - {"offline", "free"}
+            new = {k: v for k, v in old.items() if k != "comment"}
+            new["state"] = ",".join(sorted(states)) or "free"
+            eng._set_node(name, old, new)
+            eng.log(LOG_ADMIN, "Node", name, f"vnode back online: hook '{hook}' recovered")
+
+    def poll(self, now: float) -> None:
+        """Run every periodic hook that is due, one after the other."""
+        eng = self.engine
+        for event in PERIODIC_EVENTS:
+            names = set()
+            for entry in eng.runner.chain(event):
+                names.add(entry.name)
+                key = (event, entry.name)
+                when = self.due.setdefault(key, now + entry.attrs.freq)
+                if now >= when:
+                    self.run(event, entry.name)
+                    self.due[key] = eng.clock() + entry.attrs.freq
+            for key in [k for k in self.due if k[0] == event and k[1] not in names]:
+                del self.due[key]
+
+    def run(self, event: str, hook: str) -> None:
+        """One run of one periodic hook."""
+        eng = self.engine
+        if event == "periodic":
+            resvs = {n: Reservation(n, a) for n, a in eng.store.all("resv").items()}
+            outcome = eng._event("periodic", hooks=(hook,), vnode_list=eng._vnodes(),
+                                 resv_list=resvs)
+        else:
+            jobs = {j: Job(j, a) for j, a in eng.store.jobs(("R", "E")).items()}
+            outcome = eng._event("exechost_periodic", hooks=(hook,),
+                                 vnode_list=eng._vnodes(), job_list=jobs)
+        eng._apply_vnode_changes(outcome)
+        if outcome.kind == "reject":
+            eng.log(LOG_ADMIN, "Hook", hook, f"{event} request rejected by '{hook}'"
+                    + (f": {outcome.detail}" if outcome.detail else ""))

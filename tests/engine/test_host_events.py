@@ -1,0 +1,139 @@
+"""The host's events on a real server: exechost_startup, periodic and exechost_periodic, and
+the vnode times the engine keeps."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .test_server import plugin
+
+
+def _until(check, timeout: float = 20.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_periodic_hooks_run_at_their_freq_without_overlap(dists, make_engine, engine_root):
+    runs = engine_root / "runs"
+    engine = make_engine(plugin(dists, "tick", f"""
+        import json, time
+
+        @hookimpl
+        def periodic(event):
+            start = time.time()
+            time.sleep(0.6)
+            names = sorted(event.vnode_list)
+            for vn in event.vnode_list.values():
+                vn.comment = "seen by tick"
+            open({str(runs)!r}, "a").write(json.dumps([start, time.time(), names]) + "\\n")
+            event.reject("nothing to do")
+        """, ("periodic",), freq=1))
+    lines = _until(lambda: len(runs.read_text().splitlines()) >= 3 and runs.read_text()
+                   .splitlines() if runs.exists() else None, what="three periodic runs")
+    spans = [json.loads(line) for line in lines[:3]]
+    nodes = engine.client("stat_nodes")
+    assert spans[0][2] == sorted(nodes)
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        assert start - end >= 0.95  # the next run starts freq after the last one ended
+    # A reject does not undo vnode changes, and is logged with PBS's words.
+    assert {n["comment"] for n in nodes.values()} == {"seen by tick"}
+    assert "periodic request rejected by 'tick'" in engine.log()
+
+
+def test_a_failing_periodic_hook_changes_nothing(dists, make_engine, engine_root):
+    runs = engine_root / "runs"
+    engine = make_engine(plugin(dists, "crash", f"""
+        @hookimpl
+        def periodic(event):
+            for vn in event.vnode_list.values():
+                vn.comment = "half done"
+            open({str(runs)!r}, "a").write("ran\\n")
+            raise RuntimeError("broken")
+        """, ("periodic",), freq=1))
+    _until(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 2,
+           what="two failed runs")
+    assert all("comment" not in n for n in engine.client("stat_nodes").values())
+    assert "periodic hook 'crash' encountered an exception" in engine.log()
+
+
+def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root):
+    seen = engine_root / "seen"
+    engine = make_engine(plugin(dists, "watch", f"""
+        @hookimpl
+        def exechost_periodic(event):
+            for vn in event.vnode_list.values():
+                vn.resources_available["energy_probe"] = len(event.job_list)
+            open({str(seen)!r}, "a").write(" ".join(sorted(event.job_list)) + "\\n")
+        """, ("exechost_periodic",), freq=1))
+    job_id = engine.submit("sleep 30\n")
+    engine.wait(job_id, "R")
+    _until(lambda: seen.exists() and job_id in seen.read_text(), what="the job in job_list")
+    node = next(iter(engine.client("stat_nodes").values()))
+    assert node["resources_available"]["energy_probe"] >= 1
+    engine.client("delete", ids=[job_id], force=True)
+    engine.wait(job_id)
+
+
+def test_exechost_startup_adds_vnodes_and_recovers_offlined_ones(dists, make_engine,
+                                                                 engine_root):
+    flag = engine_root / "fail"
+    flag.write_text("yes")
+    site = plugin(dists, "boot", f"""
+        import os
+        from pbsplug import Vnode
+
+        @hookimpl
+        def exechost_startup(event):
+            if os.path.exists({str(flag)!r}):
+                raise RuntimeError("hardware check failed")
+            event.vnode_list["gpu0"] = Vnode("gpu0", {{
+                "resources_available": {{"ncpus": 1, "ngpus": 1}}}})
+        """, ("exechost_startup",), fail_action="offline_vnodes,clear_vnodes_upon_recovery")
+    engine = make_engine(site)
+    nodes = engine.client("stat_nodes")
+    assert "gpu0" not in nodes
+    assert {n["state"] for n in nodes.values()} == {"offline"}
+    assert {n["comment"] for n in nodes.values()} == {
+        "offlined by hook 'boot' due to hook error"}
+
+    engine.stop()
+    flag.unlink()
+    engine.start()
+    nodes = engine.client("stat_nodes")
+    assert nodes["gpu0"]["resources_available"]["ngpus"] == 1
+    assert {n["state"] for n in nodes.values()} == {"free"}
+    assert all("comment" not in n for n in nodes.values())
+
+
+def test_vnode_times_follow_jobs(engine):
+    name, before = next(iter(engine.client("stat_nodes").items()))
+    ncpus = before["resources_available"]["ncpus"]
+    time.sleep(1.1)  # the times are whole seconds
+    job_id = engine.submit("sleep 1.5\n", Resource_List={"select": f"1:ncpus={ncpus}"})
+    engine.wait(job_id, "R")
+    busy = engine.client("stat_nodes", names=[name])[name]
+    assert busy["state"] == "job-busy"
+    assert busy["last_state_change_time"] > before["last_state_change_time"]
+    engine.wait(job_id)
+    after = engine.client("stat_nodes", names=[name])[name]
+    assert after["state"] == "free"
+    assert after["last_used_time"] >= busy["last_state_change_time"]
+    assert after["last_state_change_time"] >= busy["last_state_change_time"]
+
+
+def test_client_sees_hook_runs_in_the_trace(dists, make_engine):
+    engine = make_engine(plugin(dists, "tick", """
+        @hookimpl
+        def periodic(event):
+            pass
+        """, ("periodic",), freq=1))
+    trace = engine.home.trace
+    _until(lambda: trace.exists() and '"periodic"' in trace.read_text(), what="a trace line")
+    run = json.loads(trace.read_text().splitlines()[0])
+    assert (run["hook"], run["event"], run["outcome"]) == ("tick", "periodic", "accept")
