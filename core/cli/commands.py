@@ -28,7 +28,7 @@ from . import CliError
 
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
                   "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
-                  "pbsnodes", "demo")
+                  "pbsnodes", "pbs_rsub", "pbs_rstat", "pbs_rdel", "demo")
 
 
 class State:

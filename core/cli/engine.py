@@ -193,9 +193,18 @@ def qsub(args: list[str]) -> int:
                              host=socket.gethostname().split(".")[0],
                              read_script=sys.stdin.read)
     except JobSpecError as exc:
-        raise CommandFailed(str(exc), getattr(exc, "status", 2)) from None
-    job_id = _client()("submit", attrs=request.attrs, script=request.script, argv=request.argv)
-    print(job_id)
+        print(exc.stderr, file=sys.stderr)  # PBS's lines, each starting "qsub:"
+        return exc.status
+    client = _client()
+    job_id = client("submit", attrs=request.attrs, script=request.script, argv=request.argv)
+    if not request.quiet:
+        print(job_id)
+    if request.block:  # -W block=true: wait for the job, exit with its exit status
+        while True:
+            attrs = client("stat_jobs", ids=[job_id], history=True)[job_id]
+            if attrs["job_state"] in ("F", "X"):
+                return int(attrs.get("Exit_status", 0)) % 256
+            time.sleep(0.2)
     return 0
 
 
@@ -385,10 +394,69 @@ def pbsnodes(args: list[str]) -> int:
     return 0
 
 
+@pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
+             "[-l select=...] [-l place=...] [-N name]")
+def pbs_rsub(args: list[str]) -> int:
+    from ..engine.jobspec import cvtdate
+
+    opts, rest = _getopt(args, "R:E:D:l:N:")
+    if rest:
+        raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
+    attrs: dict = {"Resource_List": {}}
+    try:
+        for opt, value in opts:
+            if opt == "-R":
+                attrs["reserve_start"] = cvtdate(value)
+            elif opt == "-E":
+                attrs["reserve_end"] = cvtdate(value)
+            elif opt == "-D":
+                attrs["reserve_duration"] = value
+            elif opt == "-N":
+                attrs["Reserve_Name"] = value
+            elif opt == "-l":
+                for item in _split_resources(value):
+                    name, eq, res = item.partition("=")
+                    if not eq or not name:
+                        raise CommandFailed(f"illegal -l value: {item}", 2)
+                    attrs["Resource_List"][name] = res
+    except ValueError:
+        raise CommandFailed("Bad time specification(s)", 2) from None
+    answer = _client()("resv_submit", attrs=attrs)
+    print(f"{answer['id']} {answer['state']}")
+    return 0
+
+
+@pbs_command("pbs_rstat", "usage: pbs_rstat [-f | -S | -B] [reservation_id...]")
+def pbs_rstat(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, ids = _getopt(args, "fSB")
+    flags = {o for o, _ in opts}
+    resvs = _client()("stat_resvs", ids=ids or None)
+    if "-f" in flags:
+        out = display.rstat_full(resvs)
+    elif "-B" in flags:
+        out = "\n".join(f"Name: {r}" for r in resvs)
+    else:
+        out = display.rstat_table(resvs)
+    if out:
+        print(out)
+    return 0
+
+
+@pbs_command("pbs_rdel", "usage: pbs_rdel reservation_id...")
+def pbs_rdel(args: list[str]) -> int:
+    _, ids = _getopt(args, "")
+    if not ids:
+        raise getopt.GetoptError("a reservation id is required")
+    return _report_each("pbs_rdel", _client()("resv_delete", ids=ids))
+
+
 COMMANDS: dict[str, Callable] = {
     "qsub": qsub, "qstat": qstat, "qdel": qdel, "qhold": _hold_command("qhold", "hold"),
     "qrls": _hold_command("qrls", "release"), "qrerun": qrerun, "qrun": qrun,
-    "qalter": qalter, "qmgr": qmgr, "pbsnodes": pbsnodes,
+    "qalter": qalter, "qmgr": qmgr, "pbsnodes": pbsnodes, "pbs_rsub": pbs_rsub,
+    "pbs_rstat": pbs_rstat, "pbs_rdel": pbs_rdel,
 }
 
 __all__ = ["COMMANDS", "add_engine_commands"]

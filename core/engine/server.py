@@ -47,6 +47,7 @@ from .errors import (
 )
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
 from .periodic import Periodic, offline_comment
+from .reservations import Reservations
 from .store import Store
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -104,6 +105,7 @@ class Engine:
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
         self._recover()
         self._track_states()
+        self.resvs = Reservations(self)
         self.periodic = Periodic(self)
         self.periodic.startup()
 
@@ -206,6 +208,8 @@ class Engine:
             raise PbsError(PBSE_UNKQUE, obj=queue_name)
         if not units.parse_bool(queue.get("enabled", False)):
             raise PbsError(PBSE_QUNOENB, obj=queue_name)
+        if queue.get("reservation"):
+            self.resvs.may_submit(caller, queue_name)
         res = dict(attrs.get("Resource_List") or {})
         for key, check in (("select", units.parse_select), ("place", units.parse_place),
                            ("walltime", units.parse_duration)):
@@ -333,12 +337,15 @@ class Engine:
                      f"{self.host}")
             self._kill(job_id, "Job deleted at request of " + f"{caller.user}@{self.host}")
             return
-        attrs.update(job_state="F", substate=91, comment=f"Job deleted at request of "
-                     f"{caller.user}@{self.host}", mtime=int(self.clock()),
-                     obittime=int(self.clock()))
+        self._drop(job_id, attrs, f"Job deleted at request of {caller.user}@{self.host}")
+
+    def _drop(self, job_id: str, attrs: dict, comment: str) -> None:
+        """A job that is not running leaves the queue for the history."""
+        now = int(self.clock())
+        attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
-        self.log(LOG_JOB, "Job", job_id, f"Job deleted at request of {caller.user}@{self.host}")
+        self.log(LOG_JOB, "Job", job_id, comment)
         self.want_cycle = True
 
     def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> None:
@@ -496,6 +503,15 @@ class Engine:
                  f"{caller.user}@{self.host}; jobs keep running")
         return "shutting down"
 
+    def req_resv_submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
+        return self.resvs.submit(caller, attrs)
+
+    def req_stat_resvs(self, caller: Caller, ids: list[str] | None = None) -> dict:
+        return self.resvs.stat(caller, ids)
+
+    def req_resv_delete(self, caller: Caller, ids: list[str]) -> list[dict]:
+        return self.resvs.delete(caller, ids)
+
     def req_status(self, caller: Caller) -> dict:
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
                 "jobs": {s: len(self.store.jobs((s,))) for s in ("Q", "H", "R")},
@@ -509,6 +525,9 @@ class Engine:
         assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
         jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
         exclusive: set[str] = set()
+        in_resv = {name for resv in self.store.all("resv").values()
+                   if resv.get("reserve_state") == "RESV_RUNNING"
+                   for name, _ in parse_exec_vnode(resv.get("resv_nodes", ""))}
         for job_id, attrs in self.store.jobs(("R", "E")).items():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
@@ -526,6 +545,8 @@ class Engine:
             states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
             avail = attrs.get("resources_available", {})
             ncpus = avail.get("ncpus", 0)
+            if name in in_resv:
+                states.append("resv-exclusive")
             if name in exclusive:
                 states.append("job-exclusive")
             elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
@@ -542,7 +563,7 @@ class Engine:
         jobs = [Job(j, a) for j, a in self.store.jobs(("Q", "R", "E")).items()
                 if only is None or j == only or a["job_state"] != "Q"]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
-        return Snapshot(server, queues, self._vnodes(), jobs)
+        return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
 
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.store.get("server", "server"))
@@ -592,6 +613,7 @@ class Engine:
                         changed = True
                 if changed:
                     st.put_job(job_id, attrs)
+        self.resvs.decide(result.reservations)
         for decision in result.run:
             attrs = self.store.job(decision.job_id)
             if attrs is not None and attrs["job_state"] == "Q":
@@ -819,6 +841,7 @@ class Engine:
             elif now >= deadline:
                 executor.signal_job(self.launches[job_id].pgid, signal.SIGKILL)
                 del self.kills[job_id]
+        self.resvs.poll(now)
         self.periodic.poll(now)
         if self.want_cycle or now >= self.next_cycle:
             self.cycle()

@@ -1,0 +1,249 @@
+"""Advance reservations: pbs_rsub, pbs_rstat and pbs_rdel, and a reservation's life.
+
+A reservation ``R<seq>.<server>`` (the number comes from the jobs' sequence, as in PBS) asks
+for ``select``/``place`` resources over ``[reserve_start, reserve_end)``. Its states, stored
+under PBS's names in ``reserve_state``:
+
+``RESV_UNCONFIRMED``
+    after pbs_rsub, once the resvsub hooks accepted it. The next scheduling cycle either
+    confirms it on vnodes free for its whole window or denies it; a denied reservation is
+    deleted and the reason logged (PBS mails its owner).
+``RESV_CONFIRMED``
+    the resv_confirm hooks accepted the scheduler's ``resv_nodes``; the queue ``R<seq>`` is
+    created, enabled and stopped, so its owner can submit jobs into it ahead of time. A
+    resv_confirm reject denies the reservation.
+``RESV_RUNNING``
+    from ``reserve_start``: resv_begin fires, the queue starts, and its jobs run on the
+    reservation's vnodes (which show ``resv-exclusive``).
+``RESV_FINISHED``
+    at ``reserve_end`` (or on pbs_rdel): jobs still in the queue are deleted (running ones
+    killed), resv_end fires for a reservation that had begun, the queue is removed, the
+    vnodes' ``last_used_time`` is set, and the reservation leaves pbs_rstat.
+
+Who may do what: anybody may submit a reservation; its owner or an operator or manager may
+delete it; everybody sees them all (PBS's default). A reservation's owner is in its
+``Authorized_Users``; only they may submit jobs to its queue.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import units
+from ..objects import Reservation
+from ..scheduler.cycle import parse_exec_vnode
+from .errors import PBSE_BADATVAL, PBSE_HOOKERROR, PBSE_PERM, PbsError
+from .home import LOG_ADMIN, LOG_JOB
+
+if TYPE_CHECKING:
+    from ..scheduler import ResvDecision
+    from .server import Caller, Engine
+
+PBSE_UNKRESVID = 15084
+PBSE_BADTSPEC = 15086
+
+UNCONFIRMED, CONFIRMED, RUNNING, FINISHED = (
+    "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED")
+
+
+class Reservations:
+    """The engine's reservations (stored as ``resv`` objects)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    # -- requests ---------------------------------------------------------------------------------
+    def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
+        """pbs_rsub: returns the id and state (``R3.host``, ``UNCONFIRMED``)."""
+        eng = self.engine
+        now = int(eng.clock())
+        start = attrs.get("reserve_start")
+        end = attrs.get("reserve_end")
+        duration = attrs.get("reserve_duration")
+        try:
+            start = int(start) if start is not None else now
+            if duration is not None:
+                duration = int(units.parse_duration(duration))
+            if end is None and duration is None:
+                raise ValueError("no end")
+            end = int(end) if end is not None else start + duration
+        except (TypeError, ValueError):
+            raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
+        if start < now - 60 or end <= start or (duration is not None and
+                                                end - start != duration):
+            raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
+        res = dict(attrs.get("Resource_List") or {})
+        if not res.get("select"):
+            res["select"] = "1:ncpus=1"
+        for key, check in (("select", units.parse_select), ("place", units.parse_place)):
+            if res.get(key) is not None:
+                try:
+                    check(res[key])
+                except ValueError:
+                    raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                                   f"Resource_List.{key}") from None
+        res["walltime"] = units.format_duration(end - start)
+        with eng.store.transaction() as st:
+            seq = st.next_seq()
+        resv_id = f"R{seq}.{eng.server_name}"
+        resv = Reservation(resv_id, {
+            "Reserve_Name": attrs.get("Reserve_Name") or "NULL",
+            "Reserve_Owner": f"{caller.user}@{eng.host}", "reserve_type": 2,
+            "reserve_state": UNCONFIRMED, "reserve_substate": 1,
+            "reserve_start": start, "reserve_end": end, "reserve_duration": end - start,
+            "Resource_List": res, "Authorized_Users": [f"{caller.user}@{eng.host}"],
+            "server": eng.server_name, "ctime": now, "mtime": now, "euser": caller.user,
+            "Variable_List": dict(attrs.get("Variable_List") or {})})
+        outcome = eng._event("resvsub", caller, resv=resv)
+        if not outcome.accepted:
+            raise PbsError(PBSE_HOOKERROR, outcome.message)
+        stored = resv.to_dict()
+        stored.pop("name", None)
+        with eng.store.transaction() as st:
+            st.put("resv", resv_id, stored)
+        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
+                f"{caller.user}@{eng.host}: start {start}, end {end}, "
+                f"select {res['select']}")
+        eng.want_cycle = True
+        return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
+        """pbs_rstat: every reservation, or the named ones."""
+        resvs = self.engine.store.all("resv")
+        if not ids:
+            return resvs
+        out = {}
+        for name in ids:
+            full = self._full_id(name)
+            if full not in resvs:
+                raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
+            out[full] = resvs[full]
+        return out
+
+    def delete(self, caller: Caller, ids: list[str]) -> list[dict]:
+        """pbs_rdel: each reservation's result, so one bad id does not stop the others."""
+        out = []
+        for name in ids:
+            full = self._full_id(name)
+            attrs = self.engine.store.get("resv", full)
+            try:
+                if attrs is None:
+                    raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
+                if not caller.privileged and attrs.get("euser") != caller.user:
+                    raise PbsError(PBSE_PERM, obj=full)
+                self._end(full, attrs, f"deleted at request of {caller.user}@"
+                                       f"{self.engine.host}")
+                out.append({"id": full})
+            except PbsError as err:
+                out.append({"id": name, "error": err.to_dict()})
+        return out
+
+    def may_submit(self, caller: Caller, queue: str) -> None:
+        """Only a reservation's authorized users submit to its queue."""
+        for attrs in self.engine.store.all("resv").values():
+            if attrs.get("queue") == queue:
+                users = {str(u).split("@")[0] for u in attrs.get("Authorized_Users") or []}
+                if caller.user not in users and not caller.privileged:
+                    raise PbsError(PBSE_PERM, obj=queue)
+
+    def _full_id(self, name: str) -> str:
+        return name if "." in name else f"{name}.{self.engine.server_name}"
+
+    # -- life -------------------------------------------------------------------------------------
+    def objects(self) -> list[Reservation]:
+        return [Reservation(n, a) for n, a in self.engine.store.all("resv").items()]
+
+    def decide(self, decisions: list[ResvDecision]) -> None:
+        """The scheduler's answers for unconfirmed reservations."""
+        eng = self.engine
+        for decision in decisions:
+            attrs = eng.store.get("resv", decision.resv_id)
+            if attrs is None or attrs.get("reserve_state") != UNCONFIRMED:
+                continue
+            if not decision.confirmed:
+                self._deny(decision.resv_id, attrs, decision.reason or "no room")
+                continue
+            resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
+            outcome = eng._event("resv_confirm", resv=resv)
+            if not outcome.accepted:
+                self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
+                continue
+            queue = decision.resv_id.split(".")[0]
+            attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
+                         resv_nodes=decision.resv_nodes, mtime=int(eng.clock()))
+            with eng.store.transaction() as st:
+                st.put("resv", decision.resv_id, attrs)
+                st.put("queue", queue, {"queue_type": "Execution", "enabled": True,
+                                        "started": False, "reservation": decision.resv_id})
+            eng.log(LOG_JOB, "Resv", decision.resv_id,
+                    f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
+
+    def _deny(self, resv_id: str, attrs: dict, why: str) -> None:
+        eng = self.engine
+        with eng.store.transaction() as st:
+            st.delete("resv", resv_id)
+        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation denied: {why}")
+
+    def poll(self, now: float) -> None:
+        """Begin the reservations whose window opened and end those whose window closed."""
+        eng = self.engine
+        for resv_id, attrs in eng.store.all("resv").items():
+            state = attrs.get("reserve_state")
+            if state == CONFIRMED and now >= float(attrs["reserve_start"]):
+                attrs.update(reserve_state=RUNNING, reserve_substate=5, mtime=int(now))
+                with eng.store.transaction() as st:
+                    st.put("resv", resv_id, attrs)
+                    queue = st.get("queue", attrs["queue"])
+                    if queue is not None:
+                        st.put("queue", attrs["queue"], {**queue, "started": True})
+                eng.log(LOG_JOB, "Resv", resv_id, "Reservation period starting")
+                outcome = eng._event("resv_begin", resv=Reservation(resv_id, attrs))
+                if not outcome.accepted:
+                    eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
+                            f"resv_begin request rejected: {outcome.message}")
+                eng._track_states()
+                eng.want_cycle = True
+            elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and now >= float(
+                    attrs["reserve_end"]):
+                self._end(resv_id, attrs, "reservation period ended")
+        # A queue outlives its reservation until the jobs killed at its end are gone.
+        resvs = eng.store.all("resv")
+        for queue, qattrs in eng.store.all("queue").items():
+            if qattrs.get("reservation") and qattrs["reservation"] not in resvs and not any(
+                    j.get("queue") == queue for j in eng.store.jobs(("R", "E")).values()):
+                with eng.store.transaction() as st:
+                    st.delete("queue", queue)
+
+    def _end(self, resv_id: str, attrs: dict, why: str) -> None:
+        eng = self.engine
+        queue = attrs.get("queue")
+        began = attrs.get("reserve_state") == RUNNING
+        if queue:
+            for job_id, job in eng.store.jobs(("Q", "H", "W", "R", "E")).items():
+                if job.get("queue") != queue:
+                    continue
+                if job_id in eng.launches:
+                    eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
+                else:
+                    eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}")
+        now = int(eng.clock())
+        attrs.update(reserve_state=FINISHED, reserve_substate=6, mtime=now)
+        if began:
+            outcome = eng._event("resv_end", resv=Reservation(resv_id, attrs))
+            if not outcome.accepted:
+                eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
+                        f"resv_end request rejected: {outcome.message}")
+        with eng.store.transaction() as st:
+            st.delete("resv", resv_id)
+            if queue and not any(j.get("queue") == queue and j_id in eng.launches
+                                 for j_id, j in eng.store.jobs(("R", "E")).items()):
+                st.delete("queue", queue)
+            if began:
+                for name, _ in parse_exec_vnode(attrs.get("resv_nodes", "")):
+                    node = st.get("node", name)
+                    if node is not None:
+                        node["last_used_time"] = now
+                        st.put("node", name, node)
+        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation {why}")
+        eng._track_states()
+        eng.want_cycle = True

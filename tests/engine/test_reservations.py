@@ -1,0 +1,162 @@
+"""Advance reservations on a real server: pbs_rsub, pbs_rstat, pbs_rdel and the resv hooks."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from pbsplug.engine.errors import PbsError
+
+from .test_server import plugin
+
+
+def _until(check, timeout: float = 20.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _state(engine, resv_id: str) -> str | None:
+    return engine.client("stat_resvs").get(resv_id, {}).get("reserve_state")
+
+
+def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engine_root):
+    seen = engine_root / "seen"
+    engine = make_engine(plugin(dists, "resvwatch", f"""
+        @hookimpl
+        def resvsub(event):
+            event.resv.Reserve_Name = "renamed"
+
+        @hookimpl
+        def resv_confirm(event):
+            open({str(seen)!r}, "a").write(f"confirm {{event.resv.resv_nodes}}\\n")
+
+        @hookimpl
+        def resv_begin(event):
+            open({str(seen)!r}, "a").write(f"begin {{event.resv.name}}\\n")
+
+        @hookimpl
+        def resv_end(event):
+            open({str(seen)!r}, "a").write(f"end {{event.resv.name}}\\n")
+        """, ("resvsub", "resv_confirm", "resv_begin", "resv_end")))
+    now = int(time.time())
+    answer = engine.client("resv_submit", attrs={
+        "reserve_start": now + 3, "reserve_end": now + 7, "Reserve_Name": "mine",
+        "Resource_List": {"select": "1:ncpus=1"}})
+    resv_id = answer["id"]
+    assert answer["state"] == "UNCONFIRMED" and resv_id.startswith("R")
+    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    resv = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+    queue = resv_id.split(".")[0]
+    assert resv["queue"] == queue and resv["Reserve_Name"] == "renamed"
+    assert resv["reserve_duration"] == 4 and resv["Resource_List"]["walltime"] == "00:00:04"
+    vnode = resv["resv_nodes"].strip("()").split(":")[0]
+
+    # A job in the reservation's queue waits for the window, then runs inside it.
+    job_id = engine.submit("sleep 60\n", queue=queue)
+    time.sleep(0.5)
+    assert engine.job(job_id)["job_state"] == "Q"
+    _until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
+    assert _state(engine, resv_id) == "RESV_RUNNING"
+    assert engine.job(job_id)["exec_vnode"].startswith(f"({vnode}:")
+    assert "resv-exclusive" in engine.client("stat_nodes", names=[vnode])[vnode]["state"]
+
+    # At its end the job is killed, the queue and the reservation go.
+    attrs = engine.wait(job_id, timeout=30)
+    assert attrs["comment"] == (f"Job deleted: reservation {resv_id} reservation period "
+                                "ended")
+    _until(lambda: resv_id not in engine.client("stat_resvs"), what="the end")
+    _until(lambda: queue not in engine.client("stat_queues"), what="the queue to go")
+    node = engine.client("stat_nodes", names=[vnode])[vnode]
+    assert node["last_used_time"] >= now + 7 and "resv-exclusive" not in node["state"]
+    assert seen.read_text() == (f"confirm {resv['resv_nodes']}\nbegin {resv_id}\n"
+                                f"end {resv_id}\n")
+
+
+def test_a_reservation_that_cannot_fit_is_denied(engine):
+    now = int(time.time())
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": now + 60, "reserve_duration": "00:10:00",
+        "Resource_List": {"select": "1:ncpus=100000"}})["id"]
+    _until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+    assert f"{resv_id};Reservation denied" in engine.log()
+
+
+def test_hooks_may_refuse_a_reservation(dists, make_engine):
+    engine = make_engine(plugin(dists, "noresv", """
+        @hookimpl
+        def resvsub(event):
+            if event.resv.Reserve_Name == "big":
+                event.reject("no reservations on Fridays")
+
+        @hookimpl
+        def resv_confirm(event):
+            if event.resv.Reserve_Name == "late":
+                event.reject("changed my mind")
+        """, ("resvsub", "resv_confirm")))
+    now = int(time.time())
+    with pytest.raises(PbsError) as refused:
+        engine.client("resv_submit", attrs={"Reserve_Name": "big", "reserve_start": now + 60,
+                                            "reserve_duration": 60})
+    assert (refused.value.code, refused.value.message) == (15136, "no reservations on Fridays")
+    assert engine.client("stat_resvs") == {}
+    late = engine.client("resv_submit", attrs={"Reserve_Name": "late",
+                                               "reserve_start": now + 60,
+                                               "reserve_duration": 60})["id"]
+    _until(lambda: late not in engine.client("stat_resvs"), what="the denial")
+    assert "Reservation denied: changed my mind" in engine.log()
+
+
+def test_pbs_rdel_deletes_a_reservation_and_its_queued_jobs(engine):
+    now = int(time.time())
+    resv_id = engine.client("resv_submit", attrs={"reserve_start": now + 600,
+                                                  "reserve_duration": 600})["id"]
+    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    job_id = engine.submit("true\n", queue=resv_id.split(".")[0])
+    done = engine.pbs("pbs_rdel", resv_id.split(".")[0])
+    assert done.returncode == 0, done.stderr
+    assert engine.client("stat_resvs") == {}
+    assert engine.job(job_id)["job_state"] == "F"
+    assert engine.job(job_id)["comment"].startswith(f"Job deleted: reservation {resv_id}")
+    _until(lambda: resv_id.split(".")[0] not in engine.client("stat_queues"),
+           what="the queue to go")
+
+
+def test_reservation_commands_and_bad_input(engine):
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:30:00", "-N", "night",
+                      "-l", "select=1:ncpus=1")
+    assert done.returncode == 0, done.stderr
+    resv_id, state = done.stdout.split()
+    assert state == "UNCONFIRMED"
+    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    table = engine.pbs("pbs_rstat", check=True).stdout.splitlines()
+    assert table[0].split()[:4] == ["Resv", "ID", "Queue", "User"]
+    owner = f"root@{socket.gethostname().split('.')[0]}"[:8]  # PBS cuts it to 8 columns
+    assert table[2].split()[:4] == [resv_id[:10], resv_id.split(".")[0], owner, "CO"]
+    full = engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout
+    assert f"Resv ID: {resv_id}\n" in full and "Reserve_Name = night\n" in full
+    assert "reserve_state = RESV_CONFIRMED\n" in full and "reserve_duration = 1800\n" in full
+
+    unknown = engine.pbs("pbs_rstat", "R999")
+    assert (unknown.returncode, unknown.stderr) == (15084 % 256,
+                                                    "pbs_rstat: Unknown Reservation Id R999\n")
+    unknown = engine.pbs("pbs_rdel", "R999")
+    assert unknown.stderr == "pbs_rdel: Unknown Reservation Id R999\n"
+    past = engine.pbs("pbs_rsub", "-R", "197001010000", "-D", "60")
+    assert (past.returncode, past.stderr) == (15086 % 256,
+                                              "pbs_rsub: Bad time specification(s)\n")
+    garbage = engine.pbs("pbs_rsub", "-R", "tomorrow")
+    assert garbage.stderr == "pbs_rsub: Bad time specification(s)\n"
+    no_end = engine.pbs("pbs_rsub", "-R", start)
+    assert no_end.stderr == "pbs_rsub: Bad time specification(s)\n"
+    bad_select = engine.pbs("pbs_rsub", "-R", start, "-D", "60", "-l", "select=x:y")
+    assert bad_select.stderr == ("pbs_rsub: Illegal attribute or resource value "
+                                 "Resource_List.select\n")
+    assert set(engine.client("stat_resvs")) == {resv_id}  # nothing else was made
