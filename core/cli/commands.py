@@ -28,7 +28,8 @@ from . import CliError
 
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
                   "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
-                  "pbsnodes", "pbs_rsub", "pbs_rstat", "pbs_rdel", "demo")
+                  "pbsnodes", "pbs_rsub", "pbs_rstat", "pbs_rdel",
+                  "qmove", "pbs_attach", "demo")
 
 
 class State:

@@ -394,6 +394,27 @@ def pbsnodes(args: list[str]) -> int:
     return 0
 
 
+@pbs_command("qmove", "usage: qmove destination job_identifier...")
+def qmove(args: list[str]) -> int:
+    _, rest = _getopt(args, "")
+    if len(rest) < 2:
+        raise getopt.GetoptError("a destination and a job id are required")
+    return _report_each("qmove", _client()("move", destination=rest[0], ids=rest[1:]))
+
+
+@pbs_command("pbs_attach", "usage: pbs_attach -j job_identifier command [arg...]")
+def pbs_attach(args: list[str]) -> int:
+    opts, command = getopt.getopt(args, "+j:")  # options end at the command
+    job_id = next((v for o, v in opts if o == "-j"), os.environ.get("PBS_JOBID"))
+    if not job_id or not command:
+        raise getopt.GetoptError("a job id (-j or $PBS_JOBID) and a command are required")
+    _client()("attach", id=job_id, pid=os.getpid())
+    try:
+        os.execvp(command[0], command)  # the attached pid becomes the command
+    except OSError as exc:
+        raise CommandFailed(f"cannot run {command[0]}: {exc.strerror}", 1) from None
+
+
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
              "[-l select=...] [-l place=...] [-N name]")
 def pbs_rsub(args: list[str]) -> int:
@@ -455,8 +476,9 @@ def pbs_rdel(args: list[str]) -> int:
 COMMANDS: dict[str, Callable] = {
     "qsub": qsub, "qstat": qstat, "qdel": qdel, "qhold": _hold_command("qhold", "hold"),
     "qrls": _hold_command("qrls", "release"), "qrerun": qrerun, "qrun": qrun,
-    "qalter": qalter, "qmgr": qmgr, "pbsnodes": pbsnodes, "pbs_rsub": pbs_rsub,
-    "pbs_rstat": pbs_rstat, "pbs_rdel": pbs_rdel,
+    "qalter": qalter, "qmove": qmove, "qmgr": qmgr, "pbsnodes": pbsnodes,
+    "pbs_rsub": pbs_rsub, "pbs_rstat": pbs_rstat, "pbs_rdel": pbs_rdel,
+    "pbs_attach": pbs_attach,
 }
 
 __all__ = ["COMMANDS", "add_engine_commands"]

@@ -403,6 +403,70 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
         self.want_cycle = True
 
+    def req_move(self, caller: Caller, destination: str, ids: list[str]) -> list[dict]:
+        """qmove: each queued job to `destination`; movejob fires first and may refuse."""
+        results = []
+        for job_id in ids:
+            try:
+                self._move(caller, destination, job_id)
+                results.append({"id": job_id})
+            except PbsError as err:
+                results.append({"id": job_id, "error": err.to_dict()})
+        return results
+
+    def _move(self, caller: Caller, destination: str, job_id: str) -> None:
+        attrs = self._job(job_id)
+        job_id = self._full_id(job_id)
+        self._own(caller, job_id, attrs)
+        queue = self.store.get("queue", destination)
+        if queue is None:
+            raise PbsError(PBSE_UNKQUE, obj=destination)
+        if attrs["job_state"] not in ("Q", "H", "W"):
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        if not units.parse_bool(queue.get("enabled", False)):
+            raise PbsError(PBSE_QUNOENB, obj=destination)
+        if queue.get("reservation"):
+            self.resvs.may_submit(caller, destination)
+        source = attrs["queue"]
+        job = Job(job_id, {**attrs, "queue": destination})
+        outcome = self._event("movejob", caller, job=job, src_queue=Queue(
+            source, self.store.get("queue", source) or {}))
+        if not outcome.accepted:
+            raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
+        attrs = job.to_dict()
+        attrs.pop("id", None)
+        attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+        self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
+                 f"{caller.user}@{self.host}")
+        self.want_cycle = True
+
+    def req_attach(self, caller: Caller, id: str, pid: int) -> None:
+        """pbs_attach: process `pid` of the job's owner joins the running job (it is killed
+        with the job). execjob_attach fires first and may refuse."""
+        attrs = self._job(id)
+        job_id = self._full_id(id)
+        self._own(caller, job_id, attrs)
+        if attrs["job_state"] != "R" or job_id not in self.launches:
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        try:
+            owner = os.stat(f"/proc/{int(pid)}").st_uid
+        except OSError:
+            raise PbsError(PBSE_BADATVAL, f"no process {pid}", obj=job_id) from None
+        if caller.role != ROLE_MANAGER and owner != caller.uid:
+            raise PbsError(PBSE_PERM, obj=job_id)
+        outcome = self._event("execjob_attach", caller, job=Job(job_id, attrs), pid=int(pid),
+                              vnode_list=self._job_vnodes(attrs))
+        if not outcome.accepted:
+            raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
+        with self.store.transaction() as st:
+            runtime = st.runtime(job_id) or {}
+            runtime["attached"] = sorted({*runtime.get("attached", []), int(pid)})
+            st.set_runtime(job_id, runtime)
+        self.log(LOG_JOB, "Job", job_id, f"process {pid} attached at request of "
+                 f"{caller.user}@{self.host}")
+
     def req_rerun(self, caller: Caller, ids: list[str]) -> None:
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
@@ -821,6 +885,14 @@ class Engine:
             runtime = st.runtime(job_id) or {}
             runtime["end_reason"] = why
             st.set_runtime(job_id, runtime)
+        self._signal_attached(runtime, signal.SIGTERM)
+
+    def _signal_attached(self, runtime: dict, sig: int) -> None:
+        for pid in runtime.get("attached", ()):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
@@ -840,6 +912,7 @@ class Engine:
                 del self.kills[job_id]
             elif now >= deadline:
                 executor.signal_job(self.launches[job_id].pgid, signal.SIGKILL)
+                self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
         self.resvs.poll(now)
         self.periodic.poll(now)
@@ -864,6 +937,7 @@ class Engine:
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
+        self._signal_attached(runtime, signal.SIGKILL)
         reason = runtime.get("end_reason")
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)

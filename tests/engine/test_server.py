@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import textwrap
 import time
 
@@ -11,6 +12,8 @@ import pytest
 
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.store import Store
+
+from .conftest import PBSPLUG
 
 
 def plugin(dists, name: str, body: str, events: tuple[str, ...], **attrs) -> str:
@@ -258,3 +261,52 @@ def test_a_second_server_in_the_same_home_is_refused(engine):
     done = engine.pbs("server", "start")
     assert done.returncode == 2
     assert "a server already runs in" in done.stderr
+
+
+def test_qmove_fires_movejob_which_may_refuse(dists, make_engine):
+    engine = make_engine(plugin(dists, "mover", """
+        @hookimpl
+        def movejob(event):
+            if event.job.queue == "closed":
+                event.reject(f"not from {event.src_queue.name}")
+        """, ("movejob",)))
+    engine.pbs("qmgr", "-c", "create queue other queue_type = Execution, enabled = True",
+               check=True)
+    engine.pbs("qmgr", "-c", "create queue closed queue_type = Execution, enabled = True",
+               check=True)
+    job_id = engine.submit("true\n", Hold_Types="u")
+    assert engine.pbs("qmove", "other", job_id).returncode == 0
+    assert engine.job(job_id)["queue"] == "other"
+    refused = engine.pbs("qmove", "closed", job_id)
+    assert (refused.returncode, refused.stderr) == (15136 % 256,
+                                                    f"qmove: not from other {job_id}\n")
+    unknown = engine.pbs("qmove", "nowhere", job_id)
+    assert unknown.stderr == f"qmove: Unknown queue {job_id}\n"
+    assert engine.job(job_id)["queue"] == "other"
+
+
+def test_pbs_attach_fires_execjob_attach_and_the_process_ends_with_the_job(
+        dists, make_engine, engine_root):
+    engine = make_engine(plugin(dists, "attach", """
+        @hookimpl
+        def execjob_attach(event):
+            if event.job.Job_Name == "private":
+                event.reject("no attaching here")
+        """, ("execjob_attach",)))
+    job_id = engine.submit("sleep 60\n", Job_Name="open")
+    engine.wait(job_id, "R")
+    helper = subprocess.Popen(
+        [PBSPLUG, "pbs_attach", "-j", job_id, "sleep", "120"], env=engine.env(),
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while "process" not in engine.log().split(job_id)[-1] or "attached" not in engine.log():
+        assert time.monotonic() < deadline and helper.poll() is None, helper.stderr.read()
+        time.sleep(0.05)
+    engine.client("delete", ids=[job_id])
+    assert helper.wait(timeout=30) == -signal.SIGTERM  # it ended with the job
+    private = engine.submit("sleep 60\n", Job_Name="private")
+    engine.wait(private, "R")
+    refused = engine.pbs("pbs_attach", "-j", private, "true")
+    assert (refused.returncode, refused.stderr) == (
+        15136 % 256, f"pbs_attach: no attaching here {private}\n")
+    engine.client("delete", ids=[private], force=True)
