@@ -1,0 +1,645 @@
+"""PBS's output formats, rendered from attribute dicts: qstat, pbsnodes and pbs_rstat.
+
+Every function takes objects as the server returns them (a mapping of name to attribute dict,
+or dicts carrying their own ``id`` / ``name`` / ``resvid``, or kernel objects) and returns
+the text PBS would print, without its final newline: ``print(qstat_full(jobs))`` writes
+exactly what ``qstat -f`` writes. Attribute values are the kernel's plain data (int epoch
+times, bools, resource dicts, Variable_List as a dict); they are shown as PBS shows them:
+times as ``ctime(3)`` (``Mon Nov 23 01:53:58 2026``), booleans as ``True``/``False``, resources
+one per line as ``Resource_List.walltime = 01:00:00`` in name order.
+
+The layouts follow PBS's commands:
+
+* ``qstat``: ``Job id``/``Name``/``User``/``Time Use``/``S``/``Queue`` columns of 17, 16, 16,
+  8, 1 and 16 characters; a longer value is cut with ``*`` as its last character.
+* ``qstat -f``: ``Job Id: <id>``, then ``    name = value`` lines. A long value is broken at
+  its commas to stay within 78 columns, continuation lines starting with a tab, and a single
+  piece longer than a line is cut wherever the line is full.
+* ``-F json``: ``timestamp``, ``pbs_version``, ``pbs_server`` and the objects, four spaces a
+  level, ``"key":value`` with no space, resources and Variable_List as nested objects; a value
+  that reads as a number is written as one (``"ncpus":4``), everything else as a string
+  (``"Rerunable":"True"``).
+* ``qstat -Q``/``-B``, ``pbsnodes -a`` (five-space indent, no wrapping) and ``pbs_rstat``
+  (``Today 14:00`` style times in the table, ``%a %b %d %H:%M:%S %Y`` with ``-f``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..units import format_duration, format_size, parse_duration
+
+#: A line of ``qstat -f`` stays within this many columns (continuations start with a tab).
+CHAR_LINE_LIMIT = 78
+#: The character that marks a value cut to fit its column.
+TRUNC = "*"
+
+#: PBS's job states, by the letter qstat shows.
+JOB_STATES = {
+    "T": "transit", "Q": "queued", "H": "held", "W": "waiting", "R": "running",
+    "E": "exiting", "X": "expired", "B": "begun", "S": "suspended", "U": "user-suspended",
+    "M": "moved", "F": "finished",
+}
+_STATE_LETTERS = {name: letter for letter, name in JOB_STATES.items()}
+
+#: Reservation states: PBS's number, its short form (pbs_rstat) and long form (pbs_rstat -f).
+RESV_STATES = (
+    ("NO", "RESV_NONE"), ("UN", "RESV_UNCONFIRMED"), ("CO", "RESV_CONFIRMED"),
+    ("WT", "RESV_WAIT"), ("TR", "RESV_TIME_TO_RUN"), ("RN", "RESV_RUNNING"),
+    ("FN", "RESV_FINISHED"), ("BD", "RESV_BEING_DELETED"), ("DE", "RESV_DELETED"),
+    ("DJ", "RESV_DELETING_JOBS"), ("DG", "RESV_DEGRADED"), ("AL", "RESV_BEING_ALTERED"),
+    ("IC", "RESV_IN_CONFLICT"),
+)
+
+#: Job attributes that hold an epoch time; qstat -f shows them with ctime(3).
+JOB_TIME_ATTRIBUTES = frozenset({
+    "ctime", "etime", "stime", "mtime", "qtime", "obittime", "Execution_Time",
+    "reserve_start", "reserve_end", "credential_validity",
+})
+NODE_TIME_ATTRIBUTES = frozenset({"last_state_change_time", "last_used_time"})
+RESV_TIME_ATTRIBUTES = frozenset({"reserve_start", "reserve_end", "ctime", "mtime",
+                                  "reserve_retry"})
+
+_DURATION_RESOURCES = frozenset({"walltime", "cput", "pcput", "soft_walltime",
+                                 "min_walltime", "max_walltime"})
+_SIZE_RESOURCES = frozenset({"mem", "vmem", "pmem", "pvmem", "file", "accelerator_memory"})
+
+# The order PBS lists attributes in (its attribute tables); others follow in their own order.
+JOB_ORDER = (
+    "Job_Name", "Job_Owner", "resources_used", "job_state", "queue", "server",
+    "Account_Name", "Checkpoint", "ctime", "depend", "Error_Path", "exec_host", "exec_vnode",
+    "Execution_Time", "group_list", "Hold_Types", "Join_Path", "Keep_Files", "Mail_Points",
+    "Mail_Users", "mtime", "Output_Path", "Priority", "qtime", "Rerunable", "Resource_List",
+    "stime", "obittime", "session_id", "Shell_Path_List", "jobdir", "sandbox", "substate",
+    "umask", "User_List", "Variable_List", "euser", "egroup", "comment", "estimated",
+    "etime", "eligible_time", "run_count", "Stageout_status", "Exit_status",
+    "Submit_arguments", "history_timestamp", "project", "Submit_Host",
+)
+QUEUE_ORDER = (
+    "queue_type", "Priority", "total_jobs", "state_count", "max_running", "resources_max",
+    "resources_min", "resources_default", "resources_assigned", "hasnodes", "enabled",
+    "started",
+)
+SERVER_ORDER = (
+    "server_state", "server_host", "scheduling", "max_running", "total_jobs", "state_count",
+    "acl_roots", "managers", "operators", "default_queue", "log_events", "mail_from",
+    "query_other_jobs", "resources_default", "default_chunk", "resources_assigned",
+    "scheduler_iteration", "resv_enable", "node_fail_requeue", "max_array_size",
+    "pbs_version", "eligible_time_enable", "job_history_enable", "max_concurrent_provision",
+    "power_provisioning", "max_job_sequence_id",
+)
+NODE_ORDER = (
+    "Mom", "Port", "pbs_version", "ntype", "state", "pcpus", "Priority", "jobs",
+    "resources_available", "resources_assigned", "comment", "queue", "resv_enable", "sharing",
+    "partition", "poweroff_eligible", "current_aoe", "current_eoe", "last_state_change_time",
+    "last_used_time",
+)
+RESV_ORDER = (
+    "Reserve_Name", "Reserve_Owner", "reserve_type", "reserve_state", "reserve_substate",
+    "reserve_start", "reserve_end", "reserve_duration", "queue", "Resource_List",
+    "schedselect", "resv_nodes", "Authorized_Users", "Authorized_Groups", "server", "ctime",
+    "Mail_Users", "mtime", "interactive", "Variable_List", "euser", "egroup", "partition",
+)
+
+#: Keys that name an object rather than describe it; they are not attributes to print.
+_NAME_KEYS = frozenset({"id", "name", "resvid"})
+
+
+# -- values -----------------------------------------------------------------------------------
+
+def ctime(epoch: Any) -> str:
+    """``Mon Nov 23 01:53:58 2026``: ctime(3) in local time, without its newline."""
+    return time.ctime(int(float(epoch)))
+
+
+def job_state_letter(state: Any) -> str:
+    """The one-letter state qstat shows: ``R`` for ``R``, ``running`` or ``RUNNING``."""
+    text = str(state or "")
+    if len(text) == 1:
+        return text.upper()
+    return _STATE_LETTERS.get(text.lower(), text[:1].upper())
+
+
+def resv_state(state: Any, *, long: bool = False) -> str:
+    """A reservation state as pbs_rstat shows it (``CO``, or ``RESV_CONFIRMED`` with
+    ``long``), from PBS's number, either form, or the bare name (``CONFIRMED``)."""
+    text = str(state if state is not None else "").strip()
+    index: int | None = None
+    if text.isdigit():
+        index = int(text)
+    else:
+        upper = text.upper()
+        for i, (short, full) in enumerate(RESV_STATES):
+            if upper in (short, full, full.removeprefix("RESV_")):
+                index = i
+                break
+    if index is None or not 0 <= index < len(RESV_STATES):
+        return text
+    return RESV_STATES[index][1 if long else 0]
+
+
+def value_text(value: Any, resource: str | None = None) -> str:
+    """An attribute (or resource) value as PBS prints it."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if resource is not None and isinstance(value, int):
+        if resource in _DURATION_RESOURCES:
+            return format_duration(value)
+        if resource in _SIZE_RESOURCES:
+            # PBS shows an empty amount in kilobytes (resources_assigned.mem = 0kb).
+            return format_size(value) if value else "0kb"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={_escape_commas(value_text(v))}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(value_text(v) for v in value)
+    return str(value)
+
+
+def _escape_commas(text: str) -> str:
+    # PBS keeps a comma inside a Variable_List value as "\,".
+    return text.replace(",", "\\,")
+
+
+def show_nonprint(text: str) -> str:
+    """Control characters other than newline and tab as ``^X``, as PBS's commands print them."""
+    return "".join(f"^{chr(ord(c) + 64)}" if ord(c) < 32 and c not in "\n\t" else c
+                   for c in text)
+
+
+def _records(objs: Any, *keys: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, attributes) pairs from a name -> attributes mapping, dicts that carry their
+    name under one of `keys`, or kernel objects."""
+    if objs is None:
+        return []
+    if isinstance(objs, Mapping):
+        return [(str(name), _plain(attrs)) for name, attrs in objs.items()]
+    out = []
+    for obj in objs:
+        data = _plain(obj)
+        name = next((data[k] for k in keys if data.get(k) is not None), None)
+        if name is None:
+            raise ValueError(f"{obj!r} has no {' or '.join(keys)} to name it")
+        out.append((str(name), data))
+    return out
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    return dict(obj or {})
+
+
+def _ordered(attrs: Mapping[str, Any], order: Iterable[str]) -> list[tuple[str, Any]]:
+    seen = set()
+    out = []
+    for name in order:
+        if name in attrs and attrs[name] is not None:
+            out.append((name, attrs[name]))
+            seen.add(name)
+    out.extend((k, v) for k, v in attrs.items()
+               if k not in seen and k not in _NAME_KEYS and v is not None)
+    # PBS lists no attribute that is unset; an empty list (a vnode without jobs) is unset.
+    return [(k, v) for k, v in out if not (isinstance(v, (list, tuple)) and not v)]
+
+
+def _lines(attrs: Mapping[str, Any], order: Iterable[str], times: frozenset[str],
+           *, estimated_start: bool = False) -> list[tuple[str, str]]:
+    """(label, text) for each attribute: resources flattened to ``name.resource`` in name
+    order, times as ctime."""
+    out: list[tuple[str, str]] = []
+    for name, value in _ordered(attrs, order):
+        if isinstance(value, Mapping) and name != "Variable_List":
+            for res in sorted(value):
+                v = value[res]
+                if v is None:
+                    continue
+                if estimated_start and name == "estimated" and res == "start_time":
+                    text = "UNKNOWN" if not v else ctime(v)
+                else:
+                    text = value_text(v, res)
+                out.append((f"{name}.{res}", text))
+        elif name in times and _is_epoch(value):
+            out.append((name, ctime(value)))
+        else:
+            out.append((name, value_text(value)))
+    return out
+
+
+def _is_epoch(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) or (
+        isinstance(value, str) and value.isdigit())
+
+
+def wrap_attribute(label: str, value: str) -> str:
+    """``    label = value`` as ``qstat -f`` prints it.
+
+    The value is printed piece by piece (its commas separate the pieces). A piece that fits
+    before column 78 goes on the current line; one that does not starts a new line that
+    begins with a tab, and a piece too long for any line is cut wherever the line fills up.
+    """
+    out = [f"    {label} = "]
+    start = len(label) + 7
+    pieces = [p for p in value.split(",") if p]
+    for i, piece in enumerate(pieces):
+        if len(piece) + start < CHAR_LINE_LIMIT:
+            out.append(show_nonprint(piece))
+            start += len(piece)
+        else:
+            if i > 0:
+                out.append("\n\t")
+                start = 9
+            for ch in piece:
+                out.append(show_nonprint(ch))
+                start += 1
+                if start > CHAR_LINE_LIMIT:
+                    start = 8
+                    out.append("\n\t")
+        if i + 1 < len(pieces):
+            out.append(",")
+    return "".join(out)
+
+
+def _trunc(text: str, width: int) -> str:
+    """A value longer than its column: its first width-1 characters and ``*``."""
+    return text if len(text) <= width else text[:width - 1] + TRUNC
+
+
+def _istrue(value: Any) -> bool:
+    return value is True or str(value) in ("TRUE", "True", "true", "1")
+
+
+def _counts(state_count: Any) -> dict[str, str]:
+    """``Transit:0 Queued:2 ...`` -> {"Transit": "0", "Queued": "2", ...}, values cut to 5."""
+    out = {}
+    if isinstance(state_count, Mapping):
+        items = [(str(k), str(v)) for k, v in state_count.items()]
+    else:
+        items = [tuple(tok.split(":", 1)) for tok in str(state_count or "").split()
+                 if ":" in tok]
+    for name, count in items:
+        out[name] = _trunc(count, 5)
+    return out
+
+
+# -- JSON as PBS writes it --------------------------------------------------------------------
+
+class _Number(str):
+    """A value written without quotes."""
+
+
+class _Text(str):
+    """A value always written as a string, even if it reads as a number (pbs_version)."""
+
+
+_JSON_NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
+
+
+def json_value(value: Any) -> Any:
+    """A scalar as PBS's JSON writes it: numbers unquoted (a number with a leading zero stays
+    a string unless it is below 1), everything else, True and False included, a string."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return _Number(repr(value) if isinstance(value, float) else str(value))
+    text = str(value)
+    if _JSON_NUMBER.fullmatch(text) and (not text.startswith("0") or float(text) < 1):
+        return _Number(text)
+    return text
+
+
+def _json_text(obj: Mapping[str, Any], indent: int = 4) -> str:
+    pad = " " * indent
+    parts = []
+    for key, value in obj.items():
+        name = json.dumps(str(key), ensure_ascii=False)
+        if isinstance(value, Mapping):
+            parts.append(f"{pad}{name}:{{{_json_text(value, indent + 4)}\n{pad}}}")
+        elif isinstance(value, list):
+            inner = " " * (indent + 4)
+            items = "".join(f"{',' if i else ''}\n{inner}{_json_scalar(v)}"
+                            for i, v in enumerate(value))
+            parts.append(f"{pad}{name}:[{items}\n{pad}]")
+        else:
+            parts.append(f"{pad}{name}:{_json_scalar(value)}")
+    return "".join(f"{',' if i else ''}\n{p}" for i, p in enumerate(parts))
+
+
+def _json_scalar(value: Any) -> str:
+    value = json_value(value) if not isinstance(value, (_Number, _Text)) else value
+    if isinstance(value, _Number):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_document(body: Mapping[str, Any], server: str, version: str | None,
+                   timestamp: int | None) -> str:
+    if version is None:
+        from .. import __version__ as version
+    doc: dict[str, Any] = {
+        "timestamp": _Number(str(int(time.time() if timestamp is None else timestamp))),
+        "pbs_version": _Text(version), "pbs_server": _Text(server),
+    }
+    doc.update(body)
+    return "{" + _json_text(doc) + "\n}"
+
+
+def _json_attrs(attrs: Mapping[str, Any], order: Iterable[str],
+                times: frozenset[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in _ordered(attrs, order):
+        if isinstance(value, Mapping):
+            inner = {}
+            for res in (value if name == "Variable_List" else sorted(value)):
+                v = value[res]
+                if v is None:
+                    continue
+                if name == "estimated" and res == "start_time" and _is_epoch(v):
+                    inner[res] = ctime(v) if v else "UNKNOWN"
+                else:
+                    inner[res] = json_value(value_text(v, None if name == "Variable_List"
+                                                       else res))
+            out[name] = inner
+        elif name in times and _is_epoch(value):
+            out[name] = ctime(value)
+        else:
+            out[name] = json_value(value_text(value))
+    return out
+
+
+def _server_name(server: Any) -> str:
+    if isinstance(server, str):
+        return server
+    records = _server_records(server)
+    return records[0][0] if records else ""
+
+
+def _server_records(server: Any) -> list[tuple[str, dict[str, Any]]]:
+    if server is None:
+        return []
+    if isinstance(server, str):
+        return [(server, {})]
+    if hasattr(server, "to_dict"):
+        server = server.to_dict()
+    if isinstance(server, Mapping):
+        if server and all(isinstance(v, Mapping) for v in server.values()):
+            return [(str(k), dict(v)) for k, v in server.items()]
+        name = server.get("name")
+        if name is not None:
+            return [(str(name), dict(server))]
+    return _records(server, "name")
+
+
+# -- qstat ------------------------------------------------------------------------------------
+
+def _short_job_id(job_id: str, width: int = 17) -> str:
+    """The id qstat lists: up to the first part of the server name, cut to `width`."""
+    seq, dot, rest = job_id.partition(".")
+    short = seq + (dot + rest.split(".")[0] if dot else "")
+    return _trunc(short, width)
+
+
+def qstat_table(jobs: Any, server: Any = None) -> str:
+    """``qstat``: one line per job under PBS's header; empty when there are no jobs.
+
+    ``server`` may carry a ``comment`` (the server's attributes), which qstat prints first.
+    """
+    records = _records(jobs, "id")
+    if not records:
+        return ""
+    lines = []
+    comment = None
+    for _name, attrs in _server_records(server):
+        comment = attrs.get("comment") or comment
+    if comment:
+        lines.append(show_nonprint(str(comment)))
+    lines.append("Job id            Name             User              Time Use S Queue")
+    lines.append("----------------  ---------------- ----------------  -------- - -----")
+    for job_id, attrs in records:
+        name = str(attrs.get("Job_Name") or "")
+        if len(name) >= 16:
+            name = name[:15] + TRUNC
+        owner = _trunc(str(attrs.get("Job_Owner") or "").split("@")[0], 16)
+        used = (attrs.get("resources_used") or {}).get("cput")
+        time_use = _trunc(value_text(used, "cput"), 8) if used is not None else "0"
+        state = job_state_letter(attrs.get("job_state"))
+        queue = _trunc(str(attrs.get("queue") or "").split("@")[0], 16)
+        lines.append(f"{_short_job_id(job_id):<17} {name:<16} {owner:<16}  {time_use:>8} "
+                     f"{state:>1} {queue:<16}")
+    return "\n".join(lines)
+
+
+def _full(kind: str, records: list[tuple[str, dict[str, Any]]], order: Iterable[str],
+          times: frozenset[str], *, estimated: bool = False) -> str:
+    blocks = []
+    order = tuple(order)
+    for name, attrs in records:
+        body = "\n".join(wrap_attribute(label, text)
+                         for label, text in _lines(attrs, order, times,
+                                                   estimated_start=estimated))
+        blocks.append(f"{kind}: {name}\n{body}\n" if body else f"{kind}: {name}\n")
+    return "\n".join(blocks)
+
+
+def qstat_full(jobs: Any) -> str:
+    """``qstat -f``: ``Job Id: <id>`` and its attributes, a blank line after each job."""
+    return _full("Job Id", _records(jobs, "id"), JOB_ORDER, JOB_TIME_ATTRIBUTES,
+                 estimated=True)
+
+
+def qstat_json(jobs: Any, server: Any, version: str | None = None, *,
+               timestamp: int | None = None) -> str:
+    """``qstat -f -F json``: ``{"timestamp", "pbs_version", "pbs_server", "Jobs": {id: {...}}}``
+    (no ``Jobs`` key when there is no job, as PBS)."""
+    records = _records(jobs, "id")
+    body: dict[str, Any] = {}
+    if records:
+        body["Jobs"] = {job_id: _json_attrs(attrs, JOB_ORDER, JOB_TIME_ATTRIBUTES)
+                        for job_id, attrs in records}
+    return _json_document(body, _server_name(server), version, timestamp)
+
+
+def qstat_queues(queues: Any, *, full: bool = False, json_out: bool = False,
+                 server: Any = None, version: str | None = None,
+                 timestamp: int | None = None) -> str:
+    """``qstat -Q`` (the queue table), ``qstat -Qf`` (``Queue: <name>`` and its attributes)
+    and ``qstat -Qf -F json`` (``"Queue": {name: {...}}``)."""
+    records = _records(queues, "name")
+    if json_out:
+        body = {"Queue": {n: _json_attrs(a, QUEUE_ORDER, frozenset()) for n, a in records}}
+        return _json_document(body if records else {}, _server_name(server), version,
+                              timestamp)
+    if full:
+        return _full("Queue", records, QUEUE_ORDER, frozenset())
+    if not records:
+        return ""
+    lines = ["Queue              Max   Tot Ena Str   Que   Run   Hld   Wat   Trn   Ext Type",
+             "---------------- ----- ----- --- --- ----- ----- ----- ----- ----- ----- ----"]
+    for name, attrs in records:
+        counts = _counts(attrs.get("state_count"))
+        qtype = attrs.get("queue_type")
+        qtype = "not defined" if qtype is None else _trunc(str(qtype), 4)
+        lines.append(
+            f"{_trunc(name, 16):<16} {_trunc(str(attrs.get('max_running', 0)), 5):>5} "
+            f"{_trunc(str(attrs.get('total_jobs', 0)), 5):>5} "
+            f"{'yes' if _istrue(attrs.get('enabled')) else 'no':>3} "
+            f"{'yes' if _istrue(attrs.get('started')) else 'no':>3} "
+            + " ".join(f"{counts.get(s, '0'):>5}" for s in
+                       ("Queued", "Running", "Held", "Waiting", "Transit", "Exiting"))
+            + f" {qtype:<4}")
+    return "\n".join(lines)
+
+
+def qstat_server(server: Any, *, full: bool = False, json_out: bool = False,
+                 version: str | None = None, timestamp: int | None = None) -> str:
+    """``qstat -B`` (the server table), ``qstat -Bf`` (``Server: <name>`` and its attributes)
+    and ``qstat -Bf -F json`` (``"Server": {name: {...}}``)."""
+    records = _server_records(server)
+    if json_out:
+        body = {"Server": {n: _json_attrs(a, SERVER_ORDER, frozenset()) for n, a in records}}
+        name = records[0][0] if records else ""
+        return _json_document(body if records else {}, name, version, timestamp)
+    if full:
+        return _full("Server", records, SERVER_ORDER, frozenset())
+    lines = ["Server             Max   Tot   Que   Run   Hld   Wat   Trn   Ext Status",
+             "---------------- ----- ----- ----- ----- ----- ----- ----- ----- -----------"]
+    for name, attrs in records:
+        counts = _counts(attrs.get("state_count"))
+        status = _trunc(str(attrs.get("server_state") or ""), 10)
+        lines.append(
+            f"{_trunc(name, 16):<16} {_trunc(str(attrs.get('max_running', 0)), 5):>5} "
+            f"{_trunc(str(attrs.get('total_jobs', 0)), 5):>5} "
+            + " ".join(f"{counts.get(s, '0'):>5}" for s in
+                       ("Queued", "Running", "Held", "Waiting", "Transit", "Exiting"))
+            + f" {status:<10}")
+    return "\n".join(lines)
+
+
+# -- pbsnodes ---------------------------------------------------------------------------------
+
+def pbsnodes_full(vnodes: Any) -> str:
+    """``pbsnodes -a``: the vnode's name, then ``     name = value`` lines (five spaces, no
+    wrapping; last_state_change_time and last_used_time as ctime), a blank line after each."""
+    blocks = []
+    for name, attrs in _records(vnodes, "name"):
+        lines = [name]
+        for label, text in _lines(attrs, NODE_ORDER, NODE_TIME_ATTRIBUTES):
+            lines.append(f"     {label} = {show_nonprint(text)}")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
+                  timestamp: int | None = None) -> str:
+    """``pbsnodes -a -F json``: ``{"timestamp", "pbs_version", "pbs_server", "nodes": {...}}``.
+
+    As PBS writes it: resources_available and resources_assigned are objects (resources
+    assigned as zero are left out), jobs is an array of job ids, times stay epoch numbers.
+    """
+    nodes: dict[str, Any] = {}
+    for name, attrs in _records(vnodes, "name"):
+        node: dict[str, Any] = {}
+        for attr, value in _ordered(attrs, NODE_ORDER):
+            if attr == "jobs":
+                ids: list[Any] = []
+                for job in (value if isinstance(value, (list, tuple))
+                            else str(value).replace(" ", "").split(",")):
+                    job_id = str(job).split("/")[0]
+                    if job_id and (not ids or ids[-1] != job_id):
+                        ids.append(job_id)
+                node[attr] = ids
+            elif attr == "resources_assigned" and isinstance(value, Mapping):
+                node[attr] = {r: json_value(value_text(v, r)) for r, v in sorted(value.items())
+                              if v is not None and not _zero(value_text(v, r))}
+            elif isinstance(value, Mapping):
+                node[attr] = {r: json_value(value_text(v, r)) for r, v in sorted(value.items())
+                              if v is not None}
+            else:
+                node[attr] = json_value(value_text(value))
+        nodes[name] = node
+    return _json_document({"nodes": nodes}, _server_name(server), version, timestamp)
+
+
+def _zero(text: str) -> bool:
+    # PBS drops an assigned amount that reads as zero ("0", "0kb").
+    m = re.match(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)", text)
+    return (float(m.group(1)) == 0) if m else False
+
+
+# -- pbs_rstat --------------------------------------------------------------------------------
+
+def convert_time(epoch: Any, now: float | None = None) -> str:
+    """A reservation time as pbs_rstat's table shows it: ``Today 14:00`` today, ``Sat 10:30``
+    this week, ``Sat Mar 14 10:30`` this year, ``Sat Mar 14 2027 10:30`` otherwise."""
+    then = time.localtime(int(float(epoch)))
+    today = time.localtime(time.time() if now is None else now)
+    if then.tm_year != today.tm_year:
+        return time.strftime("%a %b %d %Y %H:%M", then)
+    if then.tm_yday == today.tm_yday:
+        return time.strftime("Today %H:%M", then)
+    wday = (today.tm_wday + 1) % 7     # days since Sunday, as C's tm_wday
+    if today.tm_yday - wday <= then.tm_yday <= today.tm_yday + 6 - wday:
+        return time.strftime("%a %H:%M", then)
+    return time.strftime("%a %b %d %H:%M", then)
+
+
+def rstat_table(resvs: Any, *, now: float | None = None) -> str:
+    """``pbs_rstat``: ``Resv ID``, ``Queue``, ``User``, ``State`` and ``Start / Duration /
+    End`` per reservation under PBS's header; empty when there is none."""
+    records = _records(resvs, "resvid", "name", "id")
+    if not records:
+        return ""
+    lines = [f"{'Resv ID':<10.10} {'Queue':<8.8} {'User':<8.8} {'State':<5.5} "
+             f"{'Start':>17.17} / Duration / {'End':<17.17}", "-" * 69]
+    for resvid, attrs in records:
+        users = attrs.get("Authorized_Users")
+        user = ",".join(users) if isinstance(users, (list, tuple)) else str(users or "")
+        start, end = attrs.get("reserve_start"), attrs.get("reserve_end")
+        duration = attrs.get("reserve_duration")
+        if duration is None and start is not None and end is not None:
+            duration = int(float(end)) - int(float(start))
+        seconds = parse_duration(duration) if duration is not None else 0
+        start_text = convert_time(start, now) if start is not None else ""
+        end_text = convert_time(end, now) if end is not None else ""
+        lines.append(f"{resvid:<10.10} {str(attrs.get('queue') or ''):<8.8} {user:<8.8} "
+                     f"{resv_state(attrs.get('reserve_state')):<5.5} {start_text:>17.17} / "
+                     f"{seconds} / {end_text:<17.17}")
+    return "\n".join(lines)
+
+
+def rstat_full(resvs: Any) -> str:
+    """``pbs_rstat -f``: ``Resv ID: <id>``, then ``name = value`` lines (no indent; times as
+    ``%a %b %d %H:%M:%S %Y``, reserve_state in its long form), a blank line after each."""
+    blocks = []
+    for resvid, attrs in _records(resvs, "resvid", "name", "id"):
+        lines = [f"Resv ID: {resvid}"]
+        for name, value in _ordered(attrs, RESV_ORDER):
+            if name == "resv_execvnodes":
+                continue
+            if isinstance(value, Mapping) and name != "Variable_List":
+                for res in sorted(value):
+                    if value[res] is not None:
+                        lines.append(f"{name}.{res} = "
+                                     f"{show_nonprint(value_text(value[res], res))}")
+                continue
+            if name == "reserve_state":
+                text = resv_state(value, long=True)
+            elif name in RESV_TIME_ATTRIBUTES and _is_epoch(value):
+                text = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(int(float(value))))
+            else:
+                text = value_text(value)
+            lines.append(f"{name} = {show_nonprint(text)}")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+__all__ = [
+    "CHAR_LINE_LIMIT", "JOB_ORDER", "JOB_STATES", "JOB_TIME_ATTRIBUTES", "NODE_ORDER",
+    "QUEUE_ORDER", "RESV_ORDER", "RESV_STATES", "SERVER_ORDER", "convert_time", "ctime",
+    "job_state_letter", "json_value", "pbsnodes_full", "pbsnodes_json", "qstat_full",
+    "qstat_json", "qstat_queues", "qstat_server", "qstat_table", "resv_state", "rstat_full",
+    "rstat_table", "show_nonprint", "value_text", "wrap_attribute",
+]

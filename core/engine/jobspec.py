@@ -1,0 +1,1003 @@
+"""qsub: a command line and a script's ``#PBS`` directives, turned into the job to queue.
+
+`parse_qsub` reads qsub's options as PBS reads them and returns a `JobRequest`: the job
+attributes the server should store (PBS's names, as ``pbsplug.Job.to_dict()`` holds them), the
+script, or the command of a ``qsub -- command args`` job. It does no I/O except reading the
+script file it is given (or calling ``read_script`` for a script on standard input).
+
+PBS checks a submission in two passes, and so does this module:
+
+1. *Option syntax*, as each option is read (``-a``, ``-r``, ``-l`` and ``-W`` syntax, unknown
+   options, misplaced operands). On the command line a failure prints the message and qsub's
+   usage and exits 2; in a ``#PBS`` directive it prints the message, then
+   ``qsub: directive error: <the directive's options>`` and exits 1.
+2. *Attribute values*, once the command line, the directives and the defaults are merged:
+   ``qsub: illegal -N value`` (usage, exit 2), ``qsub: Job name is too long`` (exit 2), and for
+   a resource ``qsub: Illegal attribute or resource value Resource_List.walltime`` (PBSE_BADATVAL,
+   15014; qsub exits with that code, so the shell sees 15014 % 256 = 166).
+
+Precedence is PBS's: command-line options beat directives, directives beat the server's
+``default_qsub_arguments``; within one level the last occurrence wins, except ``-l``, where a
+directive (or default) adds a resource only if nothing before it named that resource.
+
+Where the local engine departs from PBS it says so: interactive jobs (``-I``, ``-X``,
+``-W interactive=true``) and job arrays (``-J``) are refused with PBSE_NOSUP (15029).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..units import parse_duration, parse_place, parse_select, parse_size
+
+# -- PBS's error numbers (pbs_error.h) ------------------------------------------------------------
+PBSE_IVALREQ = 15004     # Invalid request: a malformed command line
+PBSE_BADATVAL = 15014    # Illegal attribute or resource value
+PBSE_NOSUP = 15029       # No support for requested service
+PBSE_BADSCRIPT = 15042   # qsub cannot access the script file
+PBSE_JOBNBIG = 15173     # Job name is too long
+
+#: The longest job name PBS accepts (PBS_MAXJOBNAME).
+PBS_MAXJOBNAME = 236
+
+#: qsub's usage text, printed after an option error (then qsub exits 2).
+USAGE = (
+    "usage: qsub [-a date_time] [-A account_string] [-c interval]\n"
+    "\t[-C directive_prefix] [-e path] [-f ] [-h ] [-I [-X]] [-j oe|eo] [-J X-Y[:Z]]\n"
+    "\t[-k keep] [-l resource_list] [-m mail_options] [-M user_list]\n"
+    "\t[-N jobname] [-o path] [-p priority] [-P project] [-q queue] [-r y|n]\n"
+    "\t[-R o|e|oe] [-S path] [-u user_list] [-W otherattributes=value...]\n"
+    "\t[-v variable_list] [-V ] [-z] [script | -- command [arg1 ...]]\n"
+    "       qsub --version"
+)
+
+#: The default directive prefix, used when neither ``-C`` nor $PBS_DPREFIX says otherwise.
+DEFAULT_PREFIX = "#PBS"
+
+#: Options that take an argument, and flags (qsub's getopt string on Linux).
+_WITH_ARG = frozenset("aAcCeJjklmMNopPqrRSuvW")
+_FLAGS = frozenset("fhIVXz")
+
+# Precedence of where an option came from (PBS: CMDLINE, CMDLINE-1, CMDLINE-2).
+_DEFAULTS, _DIRECTIVE, _CMDLINE = 1, 2, 3
+
+#: Types of the resources PBS defines; a custom resource is a string unless `resource_types`
+#: says otherwise. Types: long, float, size, duration, boolean, string, select, place.
+RESOURCE_TYPES: dict[str, str] = {
+    "select": "select", "place": "place",
+    "walltime": "duration", "cput": "duration", "pcput": "duration",
+    "soft_walltime": "duration", "min_walltime": "duration", "max_walltime": "duration",
+    "mem": "size", "vmem": "size", "pmem": "size", "pvmem": "size", "file": "size",
+    "accelerator_memory": "size",
+    "ncpus": "long", "nodect": "long", "mpiprocs": "long", "ompthreads": "long",
+    "ngpus": "long", "naccelerators": "long", "nchunk": "long", "nice": "long",
+    "cpupercent": "long",
+    "host": "string", "vnode": "string", "arch": "string", "software": "string",
+    "preempt_targets": "string",
+}
+
+#: The dependency types of ``-W depend=`` (``on`` takes a count, the others job ids).
+DEPEND_TYPES = frozenset({
+    "after", "afterok", "afternotok", "afterany", "before", "beforeok", "beforenotok",
+    "beforeany", "on", "runone",
+})
+
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^\s:,]+)?$")
+_PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
+
+
+class JobSpecError(Exception):
+    """A submission qsub refuses: PBS's message, error number and exit status.
+
+    ``message`` is what qsub prints on standard error (one or more lines, each starting with
+    ``qsub:``); ``usage`` says whether qsub prints `USAGE` after it; ``status`` is qsub's exit
+    status. ``str()`` gives the message without its leading ``qsub: `` so that a caller that
+    prints ``f"qsub: {exc}"`` prints PBS's text; ``stderr`` is everything qsub would print.
+    """
+
+    def __init__(self, message: str, code: int, *, status: int = 2, usage: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+        self.usage = usage
+
+    def __str__(self) -> str:
+        return self.message.removeprefix("qsub: ")
+
+    @property
+    def stderr(self) -> str:
+        return f"{self.message}\n{USAGE}" if self.usage else self.message
+
+
+def _illegal(letter: str) -> JobSpecError:
+    """``qsub: illegal -X value``: PBS prints its usage after it and exits 2."""
+    return JobSpecError(f"qsub: illegal -{letter} value", PBSE_BADATVAL, status=2, usage=True)
+
+
+def _bad_resource(name: str) -> JobSpecError:
+    # qsub exits with the error number itself, which the shell sees modulo 256.
+    return JobSpecError(f"qsub: Illegal attribute or resource value Resource_List.{name}",
+                        PBSE_BADATVAL, status=PBSE_BADATVAL % 256)
+
+
+class _OptionError(Exception):
+    """An option-syntax error (pass 1); where it came from decides how it is reported."""
+
+    def __init__(self, message: str, code: int = PBSE_BADATVAL, *, extra: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.extra = extra    # PBS's parse-error detail for -l, printed after the message
+
+
+@dataclass
+class JobRequest:
+    """What qsub sends the server.
+
+    ``attrs``: the job's attributes (``Job_Name``, ``Resource_List``, ``Variable_List``, ...).
+    ``script``: the job script, or None for a ``qsub -- command args`` job, whose command is
+    ``argv``. ``server``: the server named in ``-q queue@server``, if any. ``quiet``: ``-z``
+    (do not print the job id). ``block``: ``-W block=true`` (wait for the job and exit with
+    its exit status).
+    """
+
+    attrs: dict[str, Any]
+    script: str | None = None
+    argv: list[str] | None = None
+    server: str | None = None
+    quiet: bool = False
+    block: bool = False
+
+
+def _default_read_script() -> str:
+    return sys.stdin.read()
+
+
+# -- option parsing -------------------------------------------------------------------------------
+
+def _getopt(args: Sequence[str]) -> tuple[list[tuple[str, str | None]], list[str], bool]:
+    """qsub's getopt: options up to the first operand or ``--``; returns (options, operands,
+    whether ``--`` ended the options)."""
+    opts: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return opts, list(args[i + 1:]), True
+        if not arg.startswith("-") or arg == "-":
+            break
+        j = 1
+        while j < len(arg):
+            letter = arg[j]
+            if letter in _WITH_ARG:
+                if j + 1 < len(arg):
+                    value = arg[j + 1:]
+                elif i + 1 < len(args):
+                    i += 1
+                    value = args[i]
+                else:
+                    raise _OptionError(f"qsub: option requires an argument -- '{letter}'",
+                                       PBSE_IVALREQ)
+                opts.append((letter, value))
+                break
+            if letter not in _FLAGS:
+                raise _OptionError(f"qsub: invalid option -- '{letter}'", PBSE_IVALREQ)
+            opts.append((letter, None))
+            j += 1
+        i += 1
+    return opts, list(args[i:]), False
+
+
+def _split_directive(text: str) -> list[str]:
+    """A directive's words, as qsub splits them: whitespace separates, quotes group,
+    a backslash escapes the next character."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c in "\"'":
+            end = text.find(c, i + 1)
+            if end < 0:
+                raise JobSpecError(f"qsub: unmatched {c}", PBSE_BADATVAL, status=1)
+            word.append(text[i + 1:end])
+            in_word = True
+            i = end + 1
+            continue
+        if c == "\\" and i + 1 < len(text):
+            word.append(text[i + 1])
+            in_word = True
+            i += 2
+            continue
+        if c.isspace():
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+        else:
+            word.append(c)
+            in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+def _resource_items(text: str) -> list[tuple[str, str]]:
+    """``-l`` items, parsed as PBS's set_resources: ``name=value`` separated by commas, a
+    quoted value may hold commas; a name without ``=`` has the empty value."""
+    items: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        start = i
+        while i < n and text[i] not in "=,":
+            i += 1
+        if i == start:
+            raise _OptionError("qsub: illegal -l value")
+        name = text[start:i].split()[0] if text[start:i].strip() else ""
+        value = ""
+        if i < n and text[i] == "=":
+            i += 1
+            while i < n and text[i].isspace():
+                i += 1
+            chars: list[str] = []
+            quote = ""
+            while i < n:
+                c = text[i]
+                if not c.isprintable() and not c.isspace():
+                    raise _OptionError("qsub: illegal -l value",
+                                       extra=_parse_error("illegal character", text, i))
+                if quote:
+                    if c == quote:
+                        quote = ""
+                    elif c == "&":
+                        raise _OptionError("qsub: illegal -l value",
+                                           extra=_parse_error("illegal character", text, i))
+                    else:
+                        chars.append(c)
+                elif c in "\"'":
+                    quote = c
+                elif c == "," or c.isspace():
+                    break
+                elif c == "&":
+                    raise _OptionError("qsub: illegal -l value",
+                                       extra=_parse_error("illegal character", text, i))
+                else:
+                    chars.append(c)
+                i += 1
+            if quote:
+                raise _OptionError("qsub: illegal -l value",
+                                   extra=_parse_error("no closing quote", text, i))
+            value = "".join(chars)
+        items.append((name, value))
+        if i < n and text[i] == ",":
+            i += 1
+            if i == n:
+                raise _OptionError("qsub: illegal -l value")
+    return items
+
+
+def _parse_error(what: str, text: str, offset: int) -> str:
+    # PBS's pbs_prt_parse_err: after the message, the kind of error, the value, and a caret
+    # under the offending character.
+    return f"\n {what}:\n{text}\n{' ' * offset}^"
+
+
+def _split_w(text: str) -> list[tuple[str, str]]:
+    """``-W name=value[,name=value]``: a value runs to the last comma before the next
+    ``name=``, so ``depend=afterok:1,afterany:2`` is one value. Quotes group."""
+    text = text.lstrip()
+    if not text:
+        raise _OptionError("qsub: illegal -W value")
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    for c in text:
+        if quote:
+            if c == quote:
+                quote = ""
+            else:
+                current.append(c)
+        elif c in "\"'":
+            quote = c
+        elif c == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+    if quote:
+        raise _OptionError("qsub: illegal -W value")
+    parts.append("".join(current))
+    items: list[tuple[str, str]] = []
+    for part in parts:
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if sep and key and not any(ch.isspace() for ch in key):
+            items.append((key, value))
+        elif items:
+            # A comma inside a value (depend=afterok:1,afterany:2).
+            items[-1] = (items[-1][0], f"{items[-1][1]},{part}")
+        else:
+            raise _OptionError("qsub: illegal -W value")
+    return items
+
+
+def cvtdate(text: str, now: float | None = None) -> int:
+    """Seconds since the epoch for qsub's ``-a [[[[CC]YY]MM]DD]hhmm[.SS]`` (local time).
+
+    An omitted part is the current one, unless the time it gives has passed: then the next
+    larger part moves on (``-a 0900`` at 10:00 is 09:00 tomorrow). A two-digit year below 69
+    is 20YY. Raises ValueError for anything else.
+    """
+    value = str(text)
+    seconds = 0
+    if "." in value:
+        value, _, frac = value.partition(".")
+        if len(frac) != 2 or not frac.isdigit() or int(frac) > 59:
+            raise ValueError(f"bad seconds in {text!r}")
+        seconds = int(frac)
+    if not value.isdigit() or len(value) not in (4, 6, 8, 10, 12):
+        raise ValueError(f"{text!r} is not [[[[CC]YY]MM]DD]hhmm[.SS]")
+    local = time.localtime(time.time() if now is None else now)
+    year, month, day = local.tm_year, local.tm_mon, local.tm_mday
+    given_year = given_month = given_day = False
+    digits = value
+    if len(digits) == 12:
+        year = int(digits[:2]) * 100 + int(digits[2:4])
+        digits, given_year = digits[4:], True
+    elif len(digits) == 10:
+        yy = int(digits[:2])
+        year = (1900 if yy > 68 else 2000) + yy
+        digits, given_year = digits[2:], True
+    if len(digits) == 8:
+        month = int(digits[:2])
+        if not 1 <= month <= 12:
+            raise ValueError(f"bad month in {text!r}")
+        if not given_year and month < local.tm_mon:
+            year += 1
+        digits, given_month = digits[2:], True
+    if len(digits) == 6:
+        day = int(digits[:2])
+        if not 1 <= day <= 31:
+            raise ValueError(f"bad day in {text!r}")
+        if not given_month and day < local.tm_mday:
+            month += 1
+        digits, given_day = digits[2:], True
+    hour, minute = int(digits[:2]), int(digits[2:4])
+    if hour > 23 or minute > 59:
+        raise ValueError(f"bad time of day in {text!r}")
+    if not given_day and (hour, minute) <= (local.tm_hour, local.tm_min):
+        day += 1
+    # mktime normalises an overflowing day or month, as PBS relies on it to.
+    return int(time.mktime((year, month, day, hour, minute, seconds, 0, 0, -1)))
+
+
+# -- the submission being built -------------------------------------------------------------------
+
+@dataclass
+class _Pending:
+    """Raw option values with where they came from, before pass 2 checks them."""
+
+    values: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
+    resources: dict[str, tuple[str, int]] = field(default_factory=dict)
+    w_attrs: dict[str, tuple[str, int]] = field(default_factory=dict)
+    variables: tuple[dict[str, str], int] | None = None
+    whole_env: int = 0
+    destination: tuple[str, int] | None = None
+    prefix: str | None = None
+    quiet: bool = False
+    block: tuple[bool, int] | None = None
+
+    def set(self, attr: str, value: Any, level: int, letter: str) -> None:
+        old = self.values.get(attr)
+        if old is None or level >= old[1]:
+            self.values[attr] = (value, level, letter)
+
+
+class _Parser:
+    def __init__(self, env: Mapping[str, str], now: float | None):
+        self.env = env
+        self.now = now
+        self.pending = _Pending()
+
+    def apply(self, opts: list[tuple[str, str | None]], level: int) -> None:
+        for letter, value in opts:
+            self.option(letter, value, level)
+
+    def option(self, letter: str, value: str | None, level: int) -> None:
+        p = self.pending
+        v = value or ""
+        if letter == "a":
+            try:
+                p.set("Execution_Time", cvtdate(v, self.now), level, "a")
+            except ValueError:
+                raise _OptionError("qsub: illegal -a value") from None
+        elif letter == "A":
+            p.set("Account_Name", v, level, "A")
+        elif letter == "P":
+            p.set("project", v, level, "P")
+        elif letter == "c":
+            if v.strip() == "u":
+                raise _OptionError("qsub: illegal -c value")
+            p.set("Checkpoint", v.lstrip(), level, "c")
+        elif letter == "C":
+            if level == _CMDLINE:     # -C cannot be a directive
+                p.prefix = v
+        elif letter == "e":
+            p.set("Error_Path", v, level, "e")
+        elif letter == "o":
+            p.set("Output_Path", v, level, "o")
+        elif letter == "h":
+            p.set("Hold_Types", "u", level, "h")
+        elif letter == "f":
+            pass    # qsub's background daemon: nothing to do here
+        elif letter == "I":
+            raise _unsupported_interactive()
+        elif letter == "X":
+            # X11 forwarding needs an interactive job, which the local engine cannot run.
+            raise JobSpecError("qsub: X11 Forwarding possible only for interactive jobs",
+                               PBSE_NOSUP, status=1)
+        elif letter == "J":
+            raise JobSpecError(
+                "qsub: job arrays (-J) are not supported by the pbsplug local engine; "
+                "submit one job per index instead", PBSE_NOSUP, status=1)
+        elif letter == "j":
+            p.set("Join_Path", v, level, "j")
+        elif letter == "k":
+            p.set("Keep_Files", v, level, "k")
+        elif letter == "l":
+            for name, val in _resource_items(v):
+                if level == _CMDLINE or name not in p.resources:
+                    p.resources[name] = (val, level)
+        elif letter == "m":
+            p.set("Mail_Points", v.lstrip(), level, "m")
+        elif letter == "M":
+            p.set("Mail_Users", v, level, "M")
+        elif letter == "N":
+            p.set("Job_Name", v, level, "N")
+        elif letter == "p":
+            p.set("Priority", v.lstrip(), level, "p")
+        elif letter == "q":
+            if p.destination is None or level >= p.destination[1]:
+                p.destination = (v, level)
+        elif letter == "r":
+            if v not in ("y", "n"):
+                raise _OptionError("qsub: illegal -r value")
+            p.set("Rerunable", v == "y", level, "r")
+        elif letter == "R":
+            p.set("Remove_Files", v, level, "R")
+        elif letter == "S":
+            p.set("Shell_Path_List", v, level, "S")
+        elif letter == "u":
+            p.set("User_List", v, level, "u")
+        elif letter == "v":
+            if p.variables is None or level >= p.variables[1]:
+                p.variables = (_expand_varlist(v, self.env), level)
+        elif letter == "V":
+            p.whole_env = max(p.whole_env, level)
+        elif letter == "W":
+            self.w_option(v, level)
+        elif letter == "z":
+            p.quiet = True
+
+    def w_option(self, text: str, level: int) -> None:
+        p = self.pending
+        for key, value in _split_w(text):
+            if key == "interactive":
+                if value.lower() == "true":
+                    raise _unsupported_interactive()
+                if value.lower() != "false":
+                    raise _OptionError("qsub: illegal -W value")
+            elif key == "block":
+                if value.lower() not in ("true", "false"):
+                    raise _OptionError("qsub: illegal -W value")
+                if p.block is None or level >= p.block[1]:
+                    p.block = (value.lower() == "true", level)
+            elif key == "pwd":
+                raise _OptionError("qsub: illegal -W value")
+            else:
+                old = p.w_attrs.get(key)
+                if old is None or level >= old[1]:
+                    p.w_attrs[key] = (value, level)
+
+
+def _unsupported_interactive() -> JobSpecError:
+    return JobSpecError(
+        "qsub: interactive jobs (-I) are not supported by the pbsplug local engine; "
+        "submit a batch job (a script, or -- command args) instead", PBSE_NOSUP, status=1)
+
+
+def _expand_varlist(text: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``-v VAR[=value],...``: a name alone takes its value from qsub's environment; a value
+    may be quoted to hold commas; PBS_O_* names are qsub's own and are ignored."""
+    out: dict[str, str] = {}
+    for token in _comma_tokens(text):
+        if not token:
+            continue
+        name, sep, raw = token.partition("=")
+        name = name.strip()
+        if not name:
+            raise JobSpecError("qsub: cannot send environment with the job", PBSE_BADATVAL,
+                               status=1)
+        if name.startswith("PBS_O_"):
+            continue
+        if not sep:
+            if name not in env:
+                raise JobSpecError("qsub: cannot send environment with the job",
+                                   PBSE_BADATVAL, status=1)
+            out[name] = env[name]
+            continue
+        value: list[str] = []
+        quote = ""
+        for c in raw:
+            if quote:
+                if c == quote:
+                    quote = ""
+                else:
+                    value.append(c)
+            elif c in "\"'":
+                quote = c
+            else:
+                value.append(c)
+        if quote:
+            raise JobSpecError("qsub: cannot send environment with the job", PBSE_BADATVAL,
+                               status=1)
+        out[name] = "".join(value)
+    return out
+
+
+def _comma_tokens(text: str) -> list[str]:
+    """Split at commas outside quotes; a backslash keeps the next character."""
+    tokens: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            current.append(text[i + 1])
+            i += 2
+            continue
+        if c in "\"'":
+            quote = "" if quote == c else (quote or c)
+        if c == "," and not quote:
+            tokens.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    tokens.append("".join(current))
+    return tokens
+
+
+# -- scripts and directives -----------------------------------------------------------------------
+
+def is_executable_line(line: str) -> bool:
+    """PBS's rule for the line that ends the directives: anything but a blank line, a
+    comment, a ``#!`` line or a line starting with ``:``."""
+    if line.startswith(":") or line.startswith("#!"):
+        return False
+    stripped = line.lstrip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def directives(script: str, prefix: str = DEFAULT_PREFIX) -> list[str]:
+    """The text after the prefix of each directive, read until the first executable line
+    (directives after it are ignored); a directive ending in a backslash continues on the
+    next line. An empty prefix means no directives."""
+    found: list[str] = []
+    if not prefix:
+        return found
+    lines = script.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.lstrip()
+        if stripped.startswith(prefix):
+            text = stripped[len(prefix):]
+            while text.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                text = text[:-1] + lines[i]
+            found.append(text)
+        elif is_executable_line(line):
+            break
+        i += 1
+    return found
+
+
+def _read_script_file(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        # perror("qsub: script file:") -> "qsub: script file:: <strerror>"
+        raise JobSpecError(f"qsub: script file:: {os.strerror(exc.errno or 0)}",
+                           PBSE_BADSCRIPT, status=1) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise JobSpecError("qsub: script not a file", PBSE_BADSCRIPT, status=1)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise JobSpecError(f"qsub: opening script file:: {os.strerror(exc.errno or 0)}",
+                           PBSE_BADSCRIPT, status=8) from None
+    return data.decode("utf-8", errors="replace")
+
+
+# -- pass 2: attribute values ---------------------------------------------------------------------
+
+def check_job_name(name: str) -> None:
+    """A job name: at most 236 characters, each a letter, digit or one of ``- _ + .``
+    (PBS's rule for names given to qsub, whose first character may be a digit)."""
+    if len(name) > PBS_MAXJOBNAME:
+        # PBS prints "qsub: Job " + "name is too long"; no usage follows.
+        raise JobSpecError("qsub: Job name is too long", PBSE_JOBNBIG, status=2)
+    if not name or not _NAME_CHARS.match(name):
+        raise _illegal("N")
+
+
+def _normalise_size(value: str) -> str:
+    parse_size(value)       # raises ValueError
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)([bw]?)\s*", value, re.IGNORECASE)
+    assert m is not None
+    return f"{int(m.group(1))}{m.group(2).lower()}{(m.group(3) or 'b').lower()}"
+
+
+def resource_value(name: str, value: Any, kind: str | None = None) -> Any:
+    """A resource value as the job stores it: long -> int, float -> float, boolean -> bool,
+    duration -> ``HH:MM:SS``, size -> ``4gb`` (lower case, with its unit), select/place
+    checked and kept as written. Raises ValueError for a value of the wrong type."""
+    kind = kind or RESOURCE_TYPES.get(name, "string")
+    text = str(value).strip()
+    if kind == "long":
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise ValueError(f"{name}={value!r} is not an integer")
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "boolean":
+        low = text.lower()
+        if low in ("true", "t", "y", "1"):
+            return True
+        if low in ("false", "f", "n", "0"):
+            return False
+        raise ValueError(f"{name}={value!r} is not a boolean")
+    if kind == "duration":
+        if not text:
+            raise ValueError(f"{name} is empty")
+        seconds = parse_duration(text)
+        return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    if kind == "size":
+        return _normalise_size(text)
+    if kind == "select":
+        for chunk in parse_select(text):
+            for res, val in chunk.resources.items():
+                sub = RESOURCE_TYPES.get(res)
+                if sub in ("long", "size", "float", "boolean"):
+                    resource_value(res, val, sub)
+        return text
+    if kind == "place":
+        if not text:
+            raise ValueError("place is empty")
+        parse_place(text)
+        return text
+    return str(value)
+
+
+def _check_at_list(text: str, *, one_without_host: bool) -> bool:
+    """``name[@host][,name@host...]``: at most one name without a host, one per host."""
+    if not text:
+        return False
+    hosts: set[str | None] = set()
+    for item in text.split(","):
+        name, at, host = item.strip().partition("@")
+        if not name or (at and not host) or any(ch.isspace() for ch in item.strip()):
+            return False
+        key = host if at else None
+        if one_without_host:
+            if key in hosts:
+                return False
+            hosts.add(key)
+    return True
+
+
+def _check_keep(value: str) -> bool:
+    if not value or set(value) - set("oedn"):
+        return False
+    keep = bool(set(value) & set("oe"))
+    dont = "n" in value
+    return not ((keep and dont) or ("d" in value and not (keep or dont)))
+
+
+def _check_mail_points(value: str) -> bool:
+    if not value or value == "j":
+        return False
+    return value == "n" or not set(value) - set("abej")
+
+
+def _check_checkpoint(value: str) -> bool:
+    if len(value) == 1:
+        return value in "nscwu"
+    return bool(re.fullmatch(r"[cw]=\d+", value))
+
+
+def _depend(value: str, server: str | None) -> str:
+    """Check a dependency list and complete bare job ids with the server's name."""
+    items = []
+    for item in value.split(","):
+        kind, sep, rest = item.partition(":")
+        if kind not in DEPEND_TYPES or not sep or not rest:
+            raise _illegal("W")
+        args = rest.split(":")
+        if kind == "on":
+            if len(args) != 1 or not args[0].isdigit():
+                raise _illegal("W")
+        else:
+            done = []
+            for job in args:
+                if not _JOB_ID.match(job):
+                    raise _illegal("W")
+                if server and "." not in job:
+                    job = f"{job}.{server}"
+                done.append(job)
+            args = done
+        items.append(f"{kind}:{':'.join(args)}")
+    return ",".join(items)
+
+
+def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str]) -> str:
+    """``[host:]path`` -> ``host:/absolute/path``: a relative path is relative to qsub's
+    directory, or with a host, to the user's home directory."""
+    m = re.match(r"^([^/:]+):(.*)$", value)
+    where, path = (m.group(1), m.group(2)) if m else (None, value)
+    if not path:
+        raise _illegal(letter)
+    if not os.path.isabs(path):
+        base = cwd if where is None else env.get("HOME") or cwd
+        path = os.path.join(base, path)
+    return f"{where or host}:{path}"
+
+
+def _check_destination(dest: str) -> tuple[str | None, str | None]:
+    queue, at, server = dest.partition("@")
+    bad = (at and not server) or "@" in server or any(c.isspace() for c in dest)
+    if bad:
+        raise JobSpecError(f"qsub: illegally formed destination: {dest}", PBSE_BADATVAL,
+                           status=2)
+    return queue or None, server or None
+
+
+def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
+            server: str | None, resource_types: Mapping[str, str]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for attr, (value, _level, letter) in pending.values.items():
+        if attr == "Job_Name":
+            check_job_name(value)
+        elif attr in ("Output_Path", "Error_Path"):
+            value = _path(value, letter, cwd=cwd, host=host, env=env)
+        elif attr == "Join_Path":
+            if value not in ("oe", "eo", "n"):
+                raise _illegal("j")
+        elif attr == "Keep_Files":
+            if not _check_keep(value):
+                raise _illegal("k")
+        elif attr == "Mail_Points":
+            if not _check_mail_points(value):
+                raise _illegal("m")
+        elif attr == "Mail_Users":
+            if not _check_at_list(value, one_without_host=False):
+                raise _illegal("M")
+        elif attr == "Priority":
+            if not re.fullmatch(r"[+-]?\d+", value) or not -1024 <= int(value) <= 1023:
+                raise _illegal("p")
+            value = int(value)
+        elif attr == "Checkpoint":
+            if not _check_checkpoint(value):
+                raise _illegal("c")
+        elif attr == "Remove_Files":
+            if not value or set(value) - set("oe"):
+                raise _illegal("R")
+        elif attr in ("Shell_Path_List", "User_List"):
+            if not _check_at_list(value, one_without_host=True):
+                raise _illegal(letter)
+        elif attr == "project":
+            if not value or set(value) & _PROJECT_FORBIDDEN:
+                raise _illegal("P")
+        attrs[attr] = value
+    for key, (value, _level) in pending.w_attrs.items():
+        if key == "depend":
+            value = _depend(value, server)
+        elif key == "group_list":
+            if not _check_at_list(value, one_without_host=True):
+                raise _illegal("W")
+        elif key == "sandbox":
+            if value.upper() not in ("HOME", "O_WORKDIR", "PRIVATE"):
+                raise _illegal("W")
+        elif key == "umask":
+            if not re.fullmatch(r"[0-7]{1,4}", value):
+                raise _illegal("W")
+        elif key == "run_count":
+            if not value.isdigit():
+                raise _illegal("W")
+            value = int(value)
+        elif key in ("stagein", "stageout"):
+            if not all(re.fullmatch(r"[^@,]+@[^:,]+:.+", f) for f in value.split(",")):
+                raise _illegal("W")
+        elif key == "release_nodes_on_stageout":
+            if value.lower() not in ("true", "false"):
+                raise _illegal("W")
+            value = value.lower() == "true"
+        attrs[key] = value
+    resources: dict[str, Any] = {}
+    for name, (value, _level) in pending.resources.items():
+        try:
+            resources[name] = resource_value(name, value, resource_types.get(name))
+        except ValueError:
+            raise _bad_resource(name) from None
+    if resources:
+        attrs["Resource_List"] = resources
+    return attrs
+
+
+# -- the entry point ------------------------------------------------------------------------------
+
+def _report(err: _OptionError, *, directive: list[str] | None) -> JobSpecError:
+    message = err.message + err.extra
+    if directive is None:
+        return JobSpecError(message, err.code, status=2, usage=True)
+    # PBS prints the option's own message, then the whole directive, and exits 1.
+    return JobSpecError(f"{message}\nqsub: directive error: {' '.join(directive)}",
+                        err.code, status=1)
+
+
+def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: str,
+               host: str, read_script: Callable[[], str] | None = None,
+               server: str | None = None, now: float | None = None,
+               default_args: Sequence[str] = (),
+               resource_types: Mapping[str, str] | None = None,
+               system: str | None = None) -> JobRequest:
+    """Read ``qsub`` arguments (without the command name) into the job to submit.
+
+    ``cwd``, ``env``, ``user`` and ``host`` describe the submitter: relative paths and
+    PBS_O_WORKDIR use ``cwd``; PBS_O_* and ``-v``/``-V`` read ``env``; Job_Owner is
+    ``user@host``. ``read_script`` returns the script when none is named (qsub reads standard
+    input). ``server`` completes bare job ids in ``-W depend``; ``now`` fixes the clock for
+    ``-a``; ``default_args`` are the server's default_qsub_arguments (lowest precedence);
+    ``resource_types`` types custom resources (long, float, size, duration, boolean, string).
+
+    Raises `JobSpecError` with PBS's message, error number and exit status.
+    """
+    argv = list(argv)
+    types = dict(resource_types or {})
+    parser = _Parser(env, now)
+    pending = parser.pending
+    try:
+        opts, operands, ddash = _getopt(argv)
+        parser.apply(opts, _CMDLINE)
+    except _OptionError as err:
+        raise _report(err, directive=None) from None
+    if ddash and not operands:
+        raise JobSpecError("qsub: a command must follow --", PBSE_IVALREQ, usage=True)
+    if not ddash and len(operands) > 1:
+        raise JobSpecError(f"qsub: the script ({operands[0]}) must be the last argument",
+                           PBSE_IVALREQ, usage=True)
+
+    script: str | None = None
+    command: list[str] | None = None
+    if ddash:
+        command = operands
+        pending.set("Job_Name", "STDIN", 0, "N")
+    else:
+        path = operands[0] if operands else "-"
+        if path == "-":
+            pending.set("Job_Name", "STDIN", 0, "N")
+            script = (read_script or _default_read_script)()
+        else:
+            full = path if os.path.isabs(path) else os.path.join(cwd, path)
+            script = _read_script_file(full)
+            pending.set("Job_Name", os.path.basename(path)[:PBS_MAXJOBNAME], 0, "N")
+        if pending.prefix is not None:
+            prefix = pending.prefix
+        else:
+            prefix = env.get("PBS_DPREFIX", DEFAULT_PREFIX)
+        for text in directives(script, prefix):
+            words = _split_directive(text)
+            try:
+                d_opts, d_operands, d_ddash = _getopt(words)
+                if d_operands or d_ddash:
+                    raise _OptionError("")
+                parser.apply(d_opts, _DIRECTIVE)
+            except _OptionError as err:
+                if not err.message:
+                    raise JobSpecError(f"qsub: directive error: {' '.join(words)}",
+                                       PBSE_BADATVAL, status=1) from None
+                raise _report(err, directive=words) from None
+    if default_args:
+        try:
+            d_opts, _, _ = _getopt(list(default_args))
+            parser.apply(d_opts, _DEFAULTS)
+        except _OptionError as err:
+            raise JobSpecError(f"{err.message}\nqsub: illegal default_qsub_arguments",
+                               err.code, status=1) from None
+
+    queue, dest_server = (None, None)
+    if pending.destination is not None:
+        queue, dest_server = _check_destination(pending.destination[0])
+
+    attrs = _verify(pending, cwd=cwd, host=host, env=env, server=server,
+                    resource_types=types)
+    # qsub's defaults for what the command line and the directives left unset.
+    for name, default in (("Checkpoint", "u"), ("Hold_Types", "n"), ("Join_Path", "n"),
+                          ("Keep_Files", "n"), ("Mail_Points", "a"), ("Priority", 0),
+                          ("Rerunable", True)):
+        attrs.setdefault(name, default)
+    if queue:
+        attrs["queue"] = queue
+    attrs["Job_Owner"] = f"{user}@{host}"
+    attrs["Variable_List"] = job_variables(
+        env, cwd=cwd, host=host, extra=pending.variables[0] if pending.variables else None,
+        whole_env=bool(pending.whole_env), system=system)
+    attrs["Submit_arguments"] = " ".join(argv)
+    return JobRequest(attrs=_ordered(attrs), script=script, argv=command, server=dest_server,
+                      quiet=pending.quiet, block=bool(pending.block and pending.block[0]))
+
+
+def job_variables(env: Mapping[str, str], *, cwd: str, host: str,
+                  extra: Mapping[str, str] | None = None, whole_env: bool = False,
+                  system: str | None = None) -> dict[str, str]:
+    """The Variable_List qsub sends: PBS_O_HOME (``/`` without $HOME), PBS_O_LANG,
+    PBS_O_LOGNAME, PBS_O_PATH, PBS_O_MAIL, PBS_O_SHELL and PBS_O_TZ from the environment
+    (each only if set), PBS_O_WORKDIR, PBS_O_SYSTEM (``uname -s``) and PBS_O_HOST; then the
+    ``-v`` variables, then with ``-V`` the whole environment except PBS_O_* names.
+    PBS_O_QUEUE is the server's to add (`server_variables`)."""
+    out: dict[str, str] = {"PBS_O_HOME": env.get("HOME") or "/"}
+    for name in ("LANG", "LOGNAME", "PATH", "MAIL", "SHELL", "TZ"):
+        if env.get(name) is not None:
+            out[f"PBS_O_{name}"] = env[name]
+    out["PBS_O_WORKDIR"] = cwd
+    out["PBS_O_SYSTEM"] = system or os.uname().sysname
+    out["PBS_O_HOST"] = host
+    for name, value in (extra or {}).items():
+        out[name] = value
+    if whole_env:
+        for name, value in env.items():
+            if not name.startswith("PBS_O_"):
+                out[name] = value
+    return out
+
+
+def server_variables(queue: str, host: str) -> dict[str, str]:
+    """What the PBS server adds to a queued job's Variable_List: PBS_O_QUEUE, the queue it
+    was submitted to (and PBS_O_HOST, which it requires qsub to have sent)."""
+    return {"PBS_O_QUEUE": queue, "PBS_O_HOST": host}
+
+
+_ORDER = ("Job_Name", "Job_Owner", "queue", "Account_Name", "Checkpoint", "depend",
+          "Error_Path", "Execution_Time", "group_list", "Hold_Types", "Join_Path",
+          "Keep_Files", "Mail_Points", "Mail_Users", "Output_Path", "Priority", "Rerunable",
+          "Resource_List", "Shell_Path_List", "User_List", "Variable_List",
+          "Submit_arguments", "project")
+
+
+def _ordered(attrs: dict[str, Any]) -> dict[str, Any]:
+    out = {k: attrs[k] for k in _ORDER if k in attrs}
+    out.update((k, v) for k, v in attrs.items() if k not in out)
+    return out
+
+
+__all__ = [
+    "DEFAULT_PREFIX", "DEPEND_TYPES", "PBSE_BADATVAL", "PBSE_BADSCRIPT", "PBSE_IVALREQ",
+    "PBSE_JOBNBIG", "PBSE_NOSUP", "PBS_MAXJOBNAME", "RESOURCE_TYPES", "USAGE", "JobRequest",
+    "JobSpecError", "check_job_name", "cvtdate", "directives", "is_executable_line",
+    "job_variables", "parse_qsub", "resource_value", "server_variables",
+]
