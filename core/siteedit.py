@@ -40,3 +40,18 @@ def update_plugin(path: Path, name: str, values: Mapping[str, Any],
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, text)
     return site
+
+
+def remove_plugin(path: Path, name: str) -> SiteConfig:
+    """Drop ``[plugins.<name>]`` from the site config at `path` (the plugin is then off, and
+    its settings are the defaults again). Other sections and comments stay as they were."""
+    path = Path(path)
+    doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+    plugins = doc.get("plugins")
+    if plugins is not None and name in plugins:
+        del plugins[name]
+    text = tomlkit.dumps(doc)
+    site = parse_site(tomlkit.parse(text).unwrap(), path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, text)
+    return site

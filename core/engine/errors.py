@@ -12,6 +12,7 @@ PBSE_BADATVAL = 15014
 PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
+PBSE_NOSUP = 15029
 PBSE_UNKNODE = 15062
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -27,6 +28,7 @@ MESSAGES = {
     PBSE_BADSTATE: "Request invalid for state of job",
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUNOENB: "Queue is not enabled",
+    PBSE_NOSUP: "No support for requested service",
     PBSE_UNKNODE: "Unknown node",
     PBSE_HISTJOBID: "Job has finished",
 }

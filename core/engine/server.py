@@ -10,7 +10,9 @@ fork for hooks safely.
 
 from __future__ import annotations
 
+import dataclasses
 import grp
+import math
 import os
 import pickle
 import pwd
@@ -29,15 +31,17 @@ from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.cycle import parse_exec_vnode
-from ..scheduler.model import resource_amount
+from ..scheduler.model import Policy, resource_amount
+from ..scheduling import SchedulerInstance
 from ..siteconfig import load_site
-from . import executor
+from . import depend, executor
 from .errors import (
     PBSE_BADATVAL,
     PBSE_BADSTATE,
     PBSE_HISTJOBID,
     PBSE_HOOKERROR,
     PBSE_IVALREQ,
+    PBSE_NOSUP,
     PBSE_PERM,
     PBSE_QUNOENB,
     PBSE_UNKJOBID,
@@ -46,6 +50,7 @@ from .errors import (
     PbsError,
 )
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
+from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
 from .store import Store
@@ -99,6 +104,7 @@ class Engine:
         self.next_cycle = 0.0
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
+        self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
         self.stopping = False
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
@@ -106,6 +112,7 @@ class Engine:
         self._recover()
         self._track_states()
         self.resvs = Reservations(self)
+        self.manager = Manager(self)
         self.periodic = Periodic(self)
         self.periodic.startup()
 
@@ -243,6 +250,7 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
         attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
@@ -254,8 +262,66 @@ class Engine:
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
         self._event("postqueuejob", caller, job=Job(job_id, attrs))
+        for kind, target in waits_for:  # before*: the other job now waits on this one
+            other = self.store.job(target)
+            items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
+            self._hold_for_depend(target, {**other, "depend": depend.format(items)})
+        self._resolve_depend([job_id])
         self.want_cycle = True
         return job_id
+
+    def _check_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
+        """A new job's dependencies: known jobs only; ``after*`` ones hold it (``s``). Returns
+        the ``before*`` targets, which will wait on it."""
+        befores = []
+        for kind, ids in depend.parse(attrs.get("depend")):
+            if kind not in depend.AFTER and kind not in depend.BEFORE:
+                raise PbsError(PBSE_NOSUP, f"No support for requested service: depend "
+                               f"type {kind}")
+            for job_id in ids:
+                full = self._full_id(job_id)
+                other = self.store.job(full)
+                if other is None:
+                    raise PbsError(PBSE_UNKJOBID, obj=job_id)
+                if kind in depend.BEFORE:
+                    if other["job_state"] not in ("Q", "H", "W"):
+                        raise PbsError(PBSE_BADSTATE, obj=job_id)
+                    self._own(caller, full, other)
+                    befores.append((kind, full))
+        if depend.check(attrs.get("depend"), self.store.job)[0] != depend.MET:
+            self._add_system_hold(attrs)
+        return befores
+
+    @staticmethod
+    def _add_system_hold(attrs: dict) -> None:
+        holds = set(str(attrs.get("Hold_Types", "n")).replace("n", "")) | {"s"}
+        attrs.update(Hold_Types="".join(sorted(holds)), job_state="H")
+
+    def _hold_for_depend(self, job_id: str, attrs: dict) -> None:
+        self._add_system_hold(attrs)
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+
+    def _resolve_depend(self, ended: list[str]) -> None:
+        """Jobs waiting on `ended` (which started, ended or are new): release the ones whose
+        dependencies are all met, delete the ones that can never run."""
+        waiting = {j: a for j, a in self.store.jobs(("H",)).items()
+                   if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
+        for job_id, attrs in waiting.items():
+            if not any(e in attrs["depend"] for e in ended):
+                continue
+            state, never = depend.check(attrs["depend"], self.store.job)
+            if state == depend.NEVER:
+                self._drop(job_id, attrs, f"Job deleted: dependency {never} can never be "
+                                          "satisfied")
+            elif state == depend.MET:
+                holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
+                attrs.update(Hold_Types=holds, job_state="Q" if holds == "n" else "H",
+                             mtime=int(self.clock()))
+                with self.store.transaction() as st:
+                    st.put_job(job_id, attrs)
+                self.log(LOG_JOB, "Job", job_id, "dependencies met: system hold released")
+                self.want_cycle = True
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
                       history: bool = False) -> dict[str, dict]:
@@ -347,6 +413,7 @@ class Engine:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, comment)
         self.want_cycle = True
+        self._resolve_depend([job_id])
 
     def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> None:
         for job_id in ids:
@@ -567,6 +634,10 @@ class Engine:
                  f"{caller.user}@{self.host}; jobs keep running")
         return "shutting down"
 
+    def req_qmgr(self, caller: Caller, text: str) -> dict[str, Any]:
+        """qmgr text: ``{"output", "errors", "code"}`` (see `manager`)."""
+        return self.manager.run(caller, text)
+
     def req_resv_submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
         return self.resvs.submit(caller, attrs)
 
@@ -633,6 +704,8 @@ class Engine:
         server = Server(self.server_name, self.store.get("server", "server"))
         instances = [i for answer in self.plugins.hook.sched_instances(server=server)
                      for i in (answer or [])]
+        instances += [_sched_instance(name, attrs)
+                      for name, attrs in self.store.all("sched").items()]
         try:
             return build_schedulers(instances, server, self.plugins.hook)
         except SchedulerSetupError as exc:
@@ -750,7 +823,9 @@ class Engine:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self.launches[job_id] = launch
+        self.started[job_id] = self.clock()
         self._track_states()
+        self._resolve_depend([job_id])  # `after` waits for the start only
         return True
 
     def _apply_host_changes(self, job_id: str, attrs: dict, outcome: Outcome) -> None:
@@ -927,8 +1002,9 @@ class Engine:
         if limit is None or attrs.get("stime") is None:
             return
         seconds = units.parse_duration(limit)
-        if now - float(attrs["stime"]) > seconds:
-            used = units.format_duration(now - float(attrs["stime"]))
+        elapsed = now - self.started.get(job_id, float(attrs["stime"]))
+        if elapsed > seconds:
+            used = units.format_duration(math.ceil(elapsed))
             self.log(LOG_JOB, "Job", job_id, f"job killed: walltime {used} exceeded limit "
                      f"{units.format_duration(seconds)}")
             self._kill(job_id, f"job killed: walltime {used} exceeded limit "
@@ -941,6 +1017,7 @@ class Engine:
         reason = runtime.get("end_reason")
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
+        self.started.pop(job_id, None)
         if reason == "requeue":
             self._end_hooks(job_id, attrs)
             self._requeue(job_id, attrs, "Job requeued at request of an operator (qrerun)")
@@ -990,6 +1067,7 @@ class Engine:
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
         self.want_cycle = True
+        self._resolve_depend([job_id])
 
     def close(self) -> None:
         self.store.close()
@@ -1023,6 +1101,19 @@ def run_cycles(scheds: list[Scheduler], snap: Snapshot, now: float) -> list[tupl
         os.waitpid(pid, 0)
         results.append((name, pickle.loads(data) if data else None))
     return results
+
+
+def _sched_instance(name: str, attrs: dict) -> SchedulerInstance:
+    """A scheduler made with ``qmgr create sched``: its partitions, switch and policy."""
+    parts = attrs.get("partition")
+    parts = parts if isinstance(parts, list) else str(parts or "").split(",")
+    policy = {k: v for k, v in attrs.items() if k in _POLICY_KEYS}
+    return SchedulerInstance(name, tuple(p for p in parts if p),
+                             units.parse_bool(attrs.get("scheduling", False)),
+                             int(attrs.get("scheduler_iteration", 600)), policy)
+
+
+_POLICY_KEYS = frozenset(f.name for f in dataclasses.fields(Policy))
 
 
 def default_vnodes(host: str) -> dict[str, dict]:

@@ -76,3 +76,14 @@ def test_managers_attribute_makes_a_user_a_manager(engine, other_user):
         "code"] == 15007
     engine.pbs("qmgr", "-c", f"set server managers += {other_user}@*", check=True)
     assert as_user(engine, other_user, "delete", ids=[roots])["result"] == [{"id": roots}]
+
+
+def test_a_user_may_list_with_qmgr_but_not_change(engine, other_user):
+    listed = as_user(engine, other_user, "qmgr", text="list queue workq")["result"]
+    assert listed["output"].startswith("Queue workq\n") and listed["code"] == 0
+    refused = as_user(engine, other_user, "qmgr", text="set queue workq enabled = False")
+    assert refused["result"]["errors"] == ["qmgr obj=workq svr=default: Unauthorized Request",
+                                           "qmgr: Error (15007) returned from server"]
+    hooks = as_user(engine, other_user, "qmgr", text="list hook")["result"]
+    assert hooks["code"] == 15136
+    assert engine.client("stat_queues")["workq"]["enabled"] is True

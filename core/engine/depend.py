@@ -1,0 +1,76 @@
+"""Job dependencies (``qsub -W depend=...``), as PBS keeps them.
+
+A job that waits on others carries a system hold (``s``) until every dependency is met; then
+the hold is released and the job is queued. A dependency that can no longer be met (the job
+it waits on failed, for ``afterok``) deletes the waiting job, with a comment saying which.
+
+| type | the job runs once each listed job has ... |
+|---|---|
+| ``after`` | started (or ended) |
+| ``afterok`` | ended with exit status 0 |
+| ``afternotok`` | ended with a non-zero exit status |
+| ``afterany`` | ended |
+
+``before``, ``beforeok``, ``beforenotok`` and ``beforeany`` turn around: each listed job
+(which must still be queued or held) gets ``after...:<this job>`` and waits on this one.
+``on:count`` and ``runone`` are not supported by the local engine (refused with 15029).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+AFTER = ("after", "afterok", "afternotok", "afterany")
+BEFORE = {"before": "after", "beforeok": "afterok", "beforenotok": "afternotok",
+          "beforeany": "afterany"}
+
+WAIT, MET, NEVER = "wait", "met", "never"
+
+
+def parse(text: str | None) -> list[tuple[str, list[str]]]:
+    """``afterok:1.h:2.h,before:3.h`` -> [("afterok", ["1.h", "2.h"]), ("before", ["3.h"])]."""
+    out = []
+    for item in str(text or "").split(","):
+        kind, _, rest = item.partition(":")
+        if kind:
+            out.append((kind, [j for j in rest.split(":") if j]))
+    return out
+
+
+def format(items: list[tuple[str, list[str]]]) -> str:
+    return ",".join(f"{kind}:{':'.join(ids)}" for kind, ids in items if ids)
+
+
+def one(kind: str, parent: Mapping[str, Any] | None) -> str:
+    """Whether one ``after*`` dependency on `parent` (its attributes, None when the server
+    no longer knows it) is met, still waits, or never will be."""
+    if parent is None:
+        return NEVER
+    state = parent.get("job_state")
+    if state not in ("F", "X"):
+        return MET if kind == "after" and state in ("R", "E") else WAIT
+    status = parent.get("Exit_status")
+    ran = parent.get("stime") is not None
+    if kind in ("after", "afterany"):
+        return MET
+    if kind == "afterok":
+        return MET if ran and status == 0 else NEVER
+    return MET if not (ran and status == 0) else NEVER  # afternotok
+
+
+def check(text: str | None, lookup: Callable[[str], Mapping[str, Any] | None]
+          ) -> tuple[str, str | None]:
+    """The job's ``after*`` dependencies together: (MET | WAIT | NEVER, the one that can never
+    be met)."""
+    result = MET
+    for kind, ids in parse(text):
+        if kind not in AFTER:
+            continue
+        for job_id in ids:
+            state = one(kind, lookup(job_id))
+            if state == NEVER:
+                return NEVER, f"{kind}:{job_id}"
+            if state == WAIT:
+                result = WAIT
+    return result, None

@@ -1,0 +1,321 @@
+"""The server's side of qmgr: which objects a command means, and carrying it out.
+
+`pbsplug.engine.qmgr` knows the language and PBS's rules; this room knows where the objects
+live. Commands run in order, each in its own transaction; the first refusal stops the text
+(qmgr reading a file stops at its first error too) and what ran before it stays done. A
+syntax error anywhere stops the text before anything runs.
+
+- **server**: the ``server`` row; ``scheduling`` and ``scheduler_iteration`` are also the
+  default scheduler's.
+- **queue**, **node**, **resource** and plugin-registered types: rows of their type. A node
+  starts ``free`` on this host; a busy queue (jobs in it) or node (jobs on it) cannot be
+  deleted (15027 ``Cannot delete busy object``).
+- **sched**: ``default`` is made from the server's attributes; other schedulers are rows,
+  and become scheduler instances beside those plugins contribute.
+- **hook**: a hook is a plugin. ``list``/``print`` show each installed plugin's hook
+  attributes; ``set``/``unset`` write them to the site config (keeping its comments);
+  ``create hook X`` adds ``[plugins.X]`` with ``enabled = true`` (X must be installed);
+  ``delete hook X`` removes that section. The server reloads its plugins after each change.
+
+Each create, delete, set and unset first fires the ``management`` event; a reject refuses the
+command with 15136 and the hook's text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..plugins import load_plugins
+from ..runner import Runner
+from ..scheduler.cycle import parse_exec_vnode
+from ..siteconfig import ConfigError, load_site
+from . import qmgr
+from .home import LOG_ADMIN
+from .qmgr import QmgrError
+
+if TYPE_CHECKING:
+    from .server import Caller, Engine
+
+PBSE_OBJBUSY = 15027
+PBSE_HOOKERROR = 15136
+PBSE_SCHED_NO_DEL = 15214
+PBSE_SCHED_OP_NOT_PERMITTED = 15223
+MAX_SCHED_NAME = 15
+
+#: Hook attributes as qmgr names them -> as the site config names them.
+_HOOK_KEYS = {"enabled": "enabled", "event": "events", "order": "order", "alarm": "alarm",
+              "freq": "freq", "fail_action": "fail_action", "user": "user", "debug": "debug"}
+
+
+class Manager:
+    """Runs qmgr text for one engine."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    # -- the request ------------------------------------------------------------------------------
+    def run(self, caller: Caller, text: str) -> dict[str, Any]:
+        """``{"output": what qmgr prints, "errors": [lines for stderr], "code": PBS's number
+        of the error, or 0}``."""
+        eng = self.engine
+        registry = eng.plugins.attribute_registry()
+        output: list[str] = []
+        try:
+            commands = qmgr.parse(text, server_name=eng.server_name, registry=registry)
+        except QmgrError as err:
+            return {"output": "", "errors": [err.client_text()], "code": err.code}
+        for cmd in commands:
+            try:
+                out = self.command(caller, cmd)
+            except QmgrError as err:
+                if not err.obj_name and cmd.names:
+                    err.for_object(cmd.obj_type, cmd.names[0])
+                return {"output": "".join(output), "errors": err.client_text().splitlines(),
+                        "code": err.code}
+            if out:
+                output.append(out)
+        return {"output": "".join(output), "errors": [], "code": 0}
+
+    def command(self, caller: Caller, cmd: qmgr.Command) -> str:
+        eng = self.engine
+        registry = eng.plugins.attribute_registry()
+        defs = qmgr.definitions(cmd.obj_type, registry)
+        qmgr.check_privilege(cmd, caller.role, defs)
+        objects = self.objects(cmd.obj_type)
+        if cmd.obj_type == "server":
+            names = [eng.server_name]
+        elif cmd.verb == "create":
+            names = list(cmd.names or [])
+        else:
+            names = cmd.targets(objects)
+            for name in names:
+                if name not in objects:
+                    raise self._unknown(cmd.obj_type, name)
+        if cmd.verb == "list":
+            return "".join(qmgr.list_object(cmd.obj_type, n, objects[n], defs,
+                                             role=caller.role, only=cmd.attrs) for n in names)
+        if cmd.verb == "print":
+            chosen = {n: objects[n] for n in names}
+            if cmd.obj_type == "server":
+                return qmgr.print_server(objects[eng.server_name], defs,
+                                         queues=self.objects("queue"),
+                                         queue_defs=qmgr.definitions("queue", registry),
+                                         custom_resources=self.resource_types())
+            return qmgr.print_objects(cmd.obj_type, chosen, defs, self.resource_types())
+        for name in names:
+            self._management(caller, cmd, name)
+            if cmd.obj_type == "hook":
+                self._hook(cmd, name, objects.get(name), defs)
+            elif cmd.verb == "create":
+                self._create(cmd, name, objects, defs)
+            elif cmd.verb == "delete":
+                self._delete(cmd.obj_type, name, objects[name])
+            else:
+                self._change(cmd, name, objects[name], defs)
+            eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
+                    f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")
+        eng.want_cycle = True
+        return ""
+
+    def _management(self, caller: Caller, cmd: qmgr.Command, name: str) -> None:
+        attribs = [{"name": op.full_name, "op": op.op or None, "value": op.value}
+                   for op in cmd.attrs]
+        outcome = self.engine._event("management", caller, management={
+            "cmd": cmd.verb, "objtype": cmd.obj_type, "objname": name, "attribs": attribs})
+        if not outcome.accepted:
+            raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,
+                            obj_name=name)
+
+    # -- where objects live -----------------------------------------------------------------------
+    def objects(self, obj_type: str) -> dict[str, dict[str, Any]]:
+        eng = self.engine
+        if obj_type == "server":
+            server = eng.store.get("server", "server")
+            jobs = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"))
+            return {eng.server_name: {**server, "total_jobs": len(jobs)}}
+        if obj_type == "node":
+            return {n: {k: v for k, v in vn.to_dict().items() if k != "name"}
+                    for n, vn in eng._vnodes().items()}
+        if obj_type == "sched":
+            server = eng.store.get("server", "server")
+            default = {"scheduling": server.get("scheduling", True),
+                       "scheduler_iteration": server.get("scheduler_iteration", 600),
+                       "sched_host": eng.host, "state": "idle"}
+            return {"default": default, **eng.store.all("sched")}
+        if obj_type == "hook":
+            return self._hooks()
+        return eng.store.all(obj_type)
+
+    def resource_types(self) -> dict[str, str]:
+        return {n: str(a.get("type", "string")) for n, a in
+                self.engine.store.all("resource").items()}
+
+    def _unknown(self, obj_type: str, name: str) -> QmgrError:
+        codes = {"queue": qmgr.PBSE_UNKQUE, "node": qmgr.PBSE_UNKNODE,
+                 "sched": qmgr.PBSE_UNKSCHED, "resource": qmgr.PBSE_UNKRESC}
+        if obj_type == "hook":
+            return QmgrError(PBSE_HOOKERROR, f"{name} does not exist!", obj_type="hook",
+                             obj_name=name)
+        return QmgrError(codes.get(obj_type, qmgr.PBSE_IVALREQ),
+                         None if obj_type in codes else f"Unknown {obj_type}",
+                         obj_type=obj_type, obj_name=name)
+
+    # -- create, delete, set, unset ---------------------------------------------------------------
+    def _create(self, cmd: qmgr.Command, name: str, objects: dict, defs: dict) -> None:
+        eng = self.engine
+        if name in objects:
+            code = {"queue": qmgr.PBSE_QUEEXIST, "node": qmgr.PBSE_NODEEXIST,
+                    "sched": qmgr.PBSE_SCHEDEXIST}.get(cmd.obj_type, qmgr.PBSE_IVALREQ)
+            raise QmgrError(code, None if code != qmgr.PBSE_IVALREQ else
+                            f"{cmd.obj_type} {name} already exists", obj_type=cmd.obj_type,
+                            obj_name=name)
+        if cmd.obj_type == "sched" and len(name) > MAX_SCHED_NAME:
+            raise QmgrError(qmgr.PBSE_SCHED_NAME_BIG, obj_type="sched", obj_name=name)
+        otype = eng.plugins.attribute_registry().object_types.get(cmd.obj_type)
+        if otype is not None and otype.max_name_length and len(name) > otype.max_name_length:
+            raise QmgrError(qmgr.PBSE_BADATVAL, f"{cmd.obj_type} name is longer than "
+                            f"{otype.max_name_length}", obj_type=cmd.obj_type, obj_name=name)
+        start: dict[str, Any] = {}
+        if cmd.obj_type == "node":
+            start = {"state": "free", "Mom": eng.host, "ntype": "PBS",
+                     "resources_available": {"host": eng.host, "vnode": name},
+                     "sharing": "default_shared", "resv_enable": True}
+        new = self._apply(cmd, name, start, "create", defs)
+        if cmd.obj_type == "node":
+            eng._set_node(name, {}, new)
+            return
+        with eng.store.transaction() as st:
+            st.put(cmd.obj_type, name, new)
+
+    def _delete(self, obj_type: str, name: str, attrs: dict) -> None:
+        eng = self.engine
+        if obj_type == "server":
+            raise QmgrError(qmgr.PBSE_IVALREQ, obj_type="server", obj_name=name)
+        if obj_type == "sched" and name == "default":
+            raise QmgrError(PBSE_SCHED_NO_DEL, "Can not delete Scheduler", obj_type="sched",
+                            obj_name=name)
+        active = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"))
+        busy = False
+        if obj_type == "queue":
+            busy = any(a.get("queue") == name for a in active.values())
+        elif obj_type == "node":
+            busy = any(n == name for a in active.values()
+                       for n, _ in parse_exec_vnode(a.get("exec_vnode", "")))
+        if busy:
+            raise QmgrError(PBSE_OBJBUSY, "Cannot delete busy object", obj_type=obj_type,
+                            obj_name=name)
+        with eng.store.transaction() as st:
+            st.delete(obj_type, name)
+
+    def _change(self, cmd: qmgr.Command, name: str, attrs: dict, defs: dict) -> None:
+        eng = self.engine
+        if cmd.obj_type == "sched" and name == "default":
+            for op in cmd.attrs:
+                if op.name in ("partition", "sched_priv", "sched_log"):
+                    raise QmgrError(PBSE_SCHED_OP_NOT_PERMITTED,
+                                    "Operation is not permitted on default scheduler",
+                                    obj_type="sched", obj_name=name)
+        new = self._apply(cmd, name, attrs, cmd.verb, defs)
+        if cmd.obj_type == "node":
+            stored = eng.store.get("node", name)
+            derived = {"resources_assigned", "jobs"}
+            keep = {k: v for k, v in new.items() if k not in derived}
+            states = set(str(keep.get("state", "free")).split(",")) - {
+                "job-busy", "job-exclusive", "resv-exclusive", "free", ""}
+            keep["state"] = ",".join(sorted(states)) or "free"
+            eng._set_node(name, stored, keep)
+        elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
+            server = eng.store.get("server", "server")
+            if cmd.obj_type == "sched":
+                new = {k: new[k] for k in ("scheduling", "scheduler_iteration") if k in new}
+            else:
+                new.pop("total_jobs", None)
+            with eng.store.transaction() as st:
+                st.put("server", "server", {**server, **new} if cmd.obj_type == "sched"
+                       else new)
+        else:
+            with eng.store.transaction() as st:
+                st.put(cmd.obj_type, name, new)
+
+    def _apply(self, cmd: qmgr.Command, name: str, attrs: dict, verb: str,
+               defs: dict) -> dict:
+        try:
+            return qmgr.apply(attrs, cmd.attrs, verb, defs, self.resource_types(),
+                              obj_type=cmd.obj_type)
+        except QmgrError as err:
+            raise err.for_object(cmd.obj_type, name) from None
+
+    # -- hooks are plugins ------------------------------------------------------------------------
+    def _hooks(self) -> dict[str, dict[str, Any]]:
+        plugins = self.engine.plugins
+        out = {}
+        for name in sorted(set(plugins.installed) | set(plugins.records)):
+            record = plugins.get(name)
+            attrs = record.attributes if record is not None else None
+            if attrs is None:
+                out[name] = {"type": "site", "enabled": False}
+                continue
+            out[name] = {"type": attrs.type, "enabled": bool(attrs.enabled),
+                         "event": list(attrs.events), "user": attrs.user,
+                         "alarm": attrs.alarm, "order": attrs.order, "debug": attrs.debug,
+                         "fail_action": list(attrs.fail_action)}
+            if {"periodic", "exechost_periodic"} & set(attrs.events):
+                out[name]["freq"] = attrs.freq
+        return out
+
+    def _hook(self, cmd: qmgr.Command, name: str, current: dict | None, defs: dict) -> None:
+        from ..siteedit import remove_plugin, update_plugin
+
+        eng = self.engine
+        site = eng.home.site
+        if cmd.verb == "create":
+            if name not in eng.plugins.installed:
+                raise QmgrError(PBSE_HOOKERROR, f"no plugin '{name}' is installed: a hook "
+                                f"is a plugin (pip install pbsplug-{name})", obj_type="hook",
+                                obj_name=name)
+            if name in eng.plugins.site.plugins:
+                raise QmgrError(PBSE_HOOKERROR, f"hook name '{name}' already registered, "
+                                "try another name", obj_type="hook", obj_name=name)
+            values: dict[str, Any] = {"enabled": True}
+        elif cmd.verb == "delete":
+            values = {}
+        else:
+            new = self._apply(cmd, name, current or {}, cmd.verb, defs)
+            qmgr.check_hook(name, new)
+            values = {}
+            for op in cmd.attrs:
+                key = _HOOK_KEYS.get(op.name)
+                if key is None:
+                    raise QmgrError(PBSE_HOOKERROR, f"cannot set hook attribute "
+                                    f"'{op.name}' of a plugin", obj_type="hook",
+                                    obj_name=name)
+                value = new.get(op.name)
+                if key == "fail_action" and not value:
+                    value = ["none"]
+                values[key] = value if value is not None else _default_hook(key)
+        try:
+            if cmd.verb == "delete":
+                remove_plugin(site, name)
+            else:
+                update_plugin(site, name, values)
+        except ConfigError as exc:
+            raise QmgrError(PBSE_HOOKERROR, str(exc).splitlines()[0], obj_type="hook",
+                            obj_name=name) from None
+        self.reload_plugins()
+
+    def reload_plugins(self) -> None:
+        """Load the plugins again from the site config (after a hook change)."""
+        eng = self.engine
+        eng.plugins = load_plugins(load_site(eng.home.site, allow_missing=True))
+        eng.runner = Runner(eng.plugins, debug_dir=eng.home.hooks_tmp,
+                            trace_file=eng.plugins.site.trace_file or eng.home.trace)
+
+
+def _default_hook(key: str) -> Any:
+    from ..hookattrs import HookAttributes
+
+    value = getattr(HookAttributes(), key)
+    return list(value) if isinstance(value, tuple) else value
+
+
+__all__ = ["Manager"]

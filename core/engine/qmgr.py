@@ -1,0 +1,1080 @@
+"""qmgr's language: parsing, attribute definitions, values, operators and output. No I/O.
+
+The local engine's server answers ``pbsplug qmgr`` with this module; it holds the objects, this
+module knows PBS's rules. The server's glue::
+
+    for cmd in qmgr.parse(text, server_name=host, registry=reg):   # QmgrSyntaxError
+        defs = qmgr.definitions(cmd.obj_type, reg)
+        qmgr.check_privilege(cmd, role, defs)                        # 15007, 15003, 15136
+        for name in cmd.targets(existing_names):                     # unknown names: server
+            if cmd.verb == "list":
+                out += qmgr.list_object(cmd.obj_type, name, attrs, defs, role=role,
+                                        only=cmd.attrs)
+            else:                                                    # create, set, unset
+                new = qmgr.apply(attrs, cmd.attrs, cmd.verb, defs, resource_types,
+                                 obj_type=cmd.obj_type)              # 15002, 15014, 15035
+                if cmd.obj_type == "hook":
+                    qmgr.check_hook(name, new)                       # 15136
+                store.put(cmd.obj_type, name, new)
+
+``print`` goes through `print_objects` (all the objects of a type at once, under one
+heading) or `print_server`. Errors from `apply` do not know the object's name yet:
+``raise e.for_object(cmd.obj_type, name)`` adds it.
+
+Every refusal is a `QmgrError` (a `PbsError`): ``e.code`` is PBS's number, ``e.message`` its
+text, and ``e.server_text()`` / ``e.client_text()`` what qmgr prints::
+
+    qmgr obj=workq svr=default: Undefined attribute
+    qmgr: Error (15002) returned from server
+
+Parse errors are `QmgrSyntaxError`: qmgr finds them itself, prints ``qmgr: Syntax error``, the
+command and a caret under the offending character, and never asks the server.
+
+Storage: attributes are a plain dict per object, keyed by PBS's attribute names (canonical case:
+``Priority``, ``Mom``). Resource attributes (``resources_available``, ``resources_default``,
+...) are dicts of resource -> value, with values as `pbsplug.engine.jobspec.resource_value`
+stores them (long -> int, size -> ``"4gb"``, duration -> ``"01:00:00"``). Attribute values:
+boolean -> bool, long -> int, float -> float, string -> str, string_array and ACLs -> list of
+str, size -> ``"4gb"``, duration -> int seconds, time -> int epoch seconds, node ``state`` ->
+PBS's comma-separated text (``"free"``, ``"offline"``).
+
+Rules that are pbsplug's own (PBS has no equivalent, or the behaviour was not verifiable):
+
+* pbsplug has no ``active`` command, so a ``list``/``print`` without names means every object of
+  the type (as if all were active); ``set``/``unset``/``create``/``delete`` of a queue, node,
+  hook or plugin object without a name is refused as a syntax error.
+* ``unset`` restores the definition's default where it has one (PBS does this for the
+  attributes it marks as defaulted: ``scheduler_iteration``, sched attributes, hook
+  attributes), and removes the attribute otherwise.
+* ``pbshook`` objects, and the ``active``, ``import``, ``export`` and ``help`` commands, are
+  refused with 15029 (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource``
+  objects with a ``type`` (and a ``flag``, kept but not used), as in PBS. ``quit`` /
+  ``exit`` end the text, as in qmgr.
+* A ``#`` starts a comment at the start of a command or after a blank, outside quotes.
+
+Facts taken from PBS's sources but not checked against a running PBS: whether 15014/15003/
+15035 replies name the attribute (PBS's server appends ``" attr[.resource]"``; its client-side
+checks may not), the 80-column wrap of `list`, operator-settable attributes, which defaults
+`list` shows, ``event = ""`` for a hook without events, and a node's ``Priority`` range.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import hookattrs, units
+from ..attributes import AttributeDef, AttributeRegistry
+from .errors import PbsError
+from .jobspec import RESOURCE_TYPES, resource_value
+
+# -- PBS's error numbers and texts (pbs_error.h, pbs_messages.c) ----------------------------------
+PBSE_NOATTR = 15002
+PBSE_ATTRRO = 15003
+PBSE_IVALREQ = 15004
+PBSE_PERM = 15007
+PBSE_BADATVAL = 15014
+PBSE_UNKQUE = 15018
+PBSE_QUEEXIST = 15025
+PBSE_NOSUP = 15029
+PBSE_NOSERVER = 15034
+PBSE_UNKRESC = 15035
+PBSE_UNKNODE = 15062
+PBSE_NODEEXIST = 15066
+PBSE_BADNDATVAL = 15067
+PBSE_HOOKERROR = 15136
+PBSE_NEEDQUET = 15137
+PBSE_SCHEDEXIST = 15211
+PBSE_SCHED_NAME_BIG = 15212
+PBSE_UNKSCHED = 15213
+
+#: Texts without the trailing blank some of PBS's have ("Undefined attribute ").
+MESSAGES = {
+    PBSE_NOATTR: "Undefined attribute",
+    PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission",
+    PBSE_IVALREQ: "Invalid request",
+    PBSE_PERM: "Unauthorized Request",
+    PBSE_BADATVAL: "Illegal attribute or resource value",
+    PBSE_UNKQUE: "Unknown queue",
+    PBSE_QUEEXIST: "Queue already exists",
+    PBSE_NOSUP: "No support for requested service",
+    PBSE_NOSERVER: "No server specified",
+    PBSE_UNKRESC: "Unknown resource",
+    PBSE_UNKNODE: "Unknown node",
+    PBSE_NODEEXIST: "Node name already exists",
+    PBSE_BADNDATVAL: "Illegal value for node",
+    PBSE_HOOKERROR: "hook error",
+    PBSE_NEEDQUET: "Queue type must be set",
+    PBSE_SCHEDEXIST: "Scheduler already exists",
+    PBSE_SCHED_NAME_BIG: "Scheduler name is too long",
+    PBSE_UNKSCHED: "Unknown Scheduler",
+}
+#: Codes whose reply names the attribute (PBS's server appends " attr[.resource]").
+_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_BADATVAL, PBSE_UNKRESC, PBSE_BADNDATVAL})
+#: The text a non-manager gets for any hook request (pbs-behavior.md §1.1).
+HOOK_UNAUTHORIZED = "unauthorized to access hooks data from server"
+#: MoM's default port: `print node` adds ``Port=`` to ``create node`` only when it differs.
+PBS_MOM_SERVICE_PORT = 15002
+
+ROLES = ("user", "operator", "manager")
+#: The types a custom resource may have (``create resource r type = long``).
+RESOURCE_VALUE_TYPES = ("long", "float", "size", "duration", "string", "boolean",
+                        "string_array")
+VERBS = ("create", "delete", "set", "unset", "list", "print")
+
+
+class QmgrError(PbsError):
+    """A refused qmgr request: PBS's code and text, and the object it was about."""
+
+    def __init__(self, code: int, message: str | None = None, *, obj_type: str = "",
+                 obj_name: str = "", attr: str | None = None):
+        text = message or MESSAGES.get(code, "Error")
+        if attr and message is None and code in _NAMES_ATTRIBUTE:
+            text = f"{text} {attr}"
+        super().__init__(code, text, obj=obj_name)
+        self.obj_type = obj_type
+        self.obj_name = obj_name
+
+    def server_text(self, server: str = "default") -> str:
+        """``qmgr obj=NAME svr=default: MESSAGE`` (the server's own name is empty)."""
+        return f"qmgr obj={self.obj_name} svr={server}: {self.message}"
+
+    def client_text(self, server: str = "default") -> str:
+        """Both lines qmgr prints on standard error for an error the server returned."""
+        return f"{self.server_text(server)}\nqmgr: Error ({self.code}) returned from server"
+
+    def for_object(self, obj_type: str, obj_name: str) -> QmgrError:
+        """This error, about one object (the helpers raise it before they know the name)."""
+        self.obj_type, self.obj_name, self.obj = obj_type, obj_name, obj_name
+        return self
+
+
+class QmgrSyntaxError(QmgrError):
+    """An error qmgr finds before sending anything: ``message`` is the whole text it prints
+    (``qmgr: Syntax error``, the command, and a caret line; ``qmgr: Illegal operation: x``;
+    ``qmgr: cannot connect to server x``), without the ``qmgr obj=`` prefix."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, code: int = PBSE_IVALREQ, *, obj_type: str = ""):
+        super().__init__(code, message, obj_type=obj_type)
+
+    def server_text(self, server: str = "default") -> str:
+        return self.message
+
+    def client_text(self, server: str = "default") -> str:
+        return self.message
+
+
+# -- attribute definitions -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttrDef:
+    """One attribute of an object type, as qmgr treats it.
+
+    `type`: boolean, long, float, string, string_array, acl (a string_array of entities),
+    size, duration, time, entlim (``[u:PBS_GENERIC=10]``), choice (one of `choices`),
+    node_state, or resource (a dict of resources; each value typed by its resource).
+    `set_by`: operator, manager, or server (read-only: nobody sets it with qmgr).
+    """
+
+    name: str
+    type: str
+    set_by: str = "manager"
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    #: Accept any leading part of a choice, case-insensitively (queue_type's ``e``, ``r``).
+    abbreviate: bool = False
+    read_by: str = "user"
+    check: Callable[[Any], str | None] | None = None
+    #: A boolean shown as true/false (hooks) instead of True/False.
+    lower_bool: bool = False
+    #: How an empty list is shown (hook fail_action shows ``none``).
+    empty: str | None = None
+    plugin: str = ""
+
+    @property
+    def read_only(self) -> bool:
+        return self.set_by == "server"
+
+
+def _ro(name: str, type: str = "string", default: Any = None) -> AttrDef:
+    return AttrDef(name, type, "server", default)
+
+
+def _op(name: str, type: str, default: Any = None, **kw: Any) -> AttrDef:
+    return AttrDef(name, type, "operator", default, **kw)
+
+
+def _mg(name: str, type: str, default: Any = None, **kw: Any) -> AttrDef:
+    return AttrDef(name, type, "manager", default, **kw)
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be greater than zero"
+
+
+def _queue_priority(value: Any) -> str | None:
+    return None if -1024 <= value <= 1023 else "must be in [-1024, 1023]"
+
+
+_SHARING = ("default_shared", "default_excl", "default_exclhost", "ignore_excl", "force_excl",
+            "force_exclhost")
+
+# Who may set what follows the PBS Reference Guide's "Mgr"/"Mgr, Op" columns as well as they
+# are known here; where unsure an attribute is manager-only (the safer side).
+_BUILTIN: dict[str, tuple[AttrDef, ...]] = {
+    "server": (
+        _op("scheduling", "boolean", True),
+        _op("scheduler_iteration", "long", 600, check=_positive),
+        _op("default_queue", "string"),
+        _op("comment", "string"),
+        _op("log_events", "long", 511),
+        _mg("mail_from", "string", "adm"),
+        _op("query_other_jobs", "boolean", False),
+        _mg("managers", "acl"), _mg("operators", "acl"),
+        _mg("acl_host_enable", "boolean", False), _mg("acl_hosts", "acl"),
+        _mg("acl_user_enable", "boolean", False), _mg("acl_users", "acl"),
+        _mg("acl_roots", "acl"),
+        _mg("flatuid", "boolean", False),
+        _op("max_running", "long"), _op("max_user_run", "long"),
+        _op("max_group_run", "long"),
+        _op("max_run", "entlim"), _op("max_run_res", "entlim"),
+        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim"),
+        _op("max_queued", "entlim"), _op("max_queued_res", "entlim"),
+        _op("queued_jobs_threshold", "entlim"), _op("queued_jobs_threshold_res", "entlim"),
+        _op("resources_available", "resource"), _op("resources_default", "resource"),
+        _op("resources_max", "resource"), _op("default_chunk", "resource"),
+        _op("default_qsub_arguments", "string"),
+        _op("default_qdel_arguments", "string"),
+        _op("node_fail_requeue", "long", 310),
+        _mg("job_history_enable", "boolean", False),
+        _mg("job_history_duration", "duration", 14 * 24 * 3600),
+        _mg("eligible_time_enable", "boolean", False),
+        _mg("power_provisioning", "boolean", False),
+        _mg("backfill_depth", "long", 1, check=_positive),
+        _mg("job_sort_formula", "string"),
+        _mg("python_restart_max_hooks", "long", 100, check=_positive),
+        _mg("python_restart_max_objects", "long", 1000, check=_positive),
+        _mg("python_restart_min_interval", "duration", 30),
+        _mg("resv_enable", "boolean", True),
+        _mg("max_array_size", "long", 10000),
+        _mg("max_concurrent_provision", "long", 5, check=_positive),
+        _mg("pbs_license_min", "long"), _mg("pbs_license_max", "long"),
+        _op("single_signon_password_enable", "boolean", False),
+        _op("rpp_retry", "long"), _op("rpp_highwater", "long"),
+        _ro("server_state"), _ro("server_host"), _ro("total_jobs", "long"),
+        _ro("state_count"), _ro("pbs_version"), _ro("resources_assigned", "resource"),
+    ),
+    "queue": (
+        _mg("queue_type", "choice", choices=("Execution", "Route"), abbreviate=True),
+        _op("Priority", "long", check=_queue_priority),
+        _op("enabled", "boolean"), _op("started", "boolean"),
+        _op("comment", "string"),
+        _op("max_running", "long"), _op("max_user_run", "long"),
+        _op("max_group_run", "long"), _op("max_queuable", "long"),
+        _op("max_run", "entlim"), _op("max_run_res", "entlim"),
+        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim"),
+        _op("max_queued", "entlim"), _op("max_queued_res", "entlim"),
+        _op("queued_jobs_threshold", "entlim"), _op("queued_jobs_threshold_res", "entlim"),
+        _op("resources_default", "resource"), _op("resources_max", "resource"),
+        _op("resources_min", "resource"), _op("resources_available", "resource"),
+        _op("default_chunk", "resource"),
+        _mg("acl_user_enable", "boolean"), _mg("acl_users", "acl"),
+        _mg("acl_group_enable", "boolean"), _mg("acl_groups", "acl"),
+        _mg("acl_host_enable", "boolean"), _mg("acl_hosts", "acl"),
+        _mg("partition", "string"),
+        _op("route_destinations", "string_array"),
+        _op("route_held_jobs", "boolean"), _op("route_waiting_jobs", "boolean"),
+        _op("route_retry_time", "long"), _op("route_lifetime", "long"),
+        _op("from_route_only", "boolean"),
+        _op("kill_delay", "long"),
+        _op("checkpoint_min", "long"),
+        _ro("hasnodes", "boolean"), _ro("total_jobs", "long"), _ro("state_count"),
+        _ro("resources_assigned", "resource"),
+    ),
+    "node": (
+        _mg("Mom", "string"), _mg("Port", "long", PBS_MOM_SERVICE_PORT),
+        _op("state", "node_state", "free"),
+        _mg("sharing", "choice", "default_shared", choices=_SHARING),
+        _op("comment", "string"),
+        _op("resources_available", "resource"),
+        _mg("partition", "string"), _mg("queue", "string"),
+        _op("Priority", "long", check=_queue_priority),
+        _mg("resv_enable", "boolean", True),
+        _mg("no_multinode_jobs", "boolean"),
+        _mg("provision_enable", "boolean"),
+        _mg("current_aoe", "string"), _mg("current_eoe", "string"),
+        _mg("power_provisioning", "boolean"),
+        _mg("poweroff_eligible", "boolean"),
+        _ro("ntype", "string", "PBS"), _ro("pcpus", "long"), _ro("jobs", "string_array"),
+        _ro("resources_assigned", "resource"), _ro("resv", "string_array"),
+        _ro("last_state_change_time", "time"), _ro("last_used_time", "time"),
+        _ro("in_multivnode_host", "long"),
+    ),
+    "hook": (
+        _mg("type", "choice", "site", choices=("site", "pbs")),
+        _mg("enabled", "boolean", True, lower_bool=True),
+        _mg("event", "string_array", [], empty='""'),
+        _mg("user", "choice", "pbsadmin", choices=("pbsadmin", "pbsuser")),
+        _mg("alarm", "long", 30), _mg("freq", "long"),
+        _mg("order", "long", 1),
+        _mg("debug", "boolean", False, lower_bool=True),
+        _mg("fail_action", "string_array", [], empty="none"),
+    ),
+    # A custom resource: its type types every value of it (resources_available.<name>...).
+    "resource": (
+        _mg("type", "choice", "string", choices=RESOURCE_VALUE_TYPES),
+        _mg("flag", "string"),
+    ),
+    "sched": (
+        _op("scheduling", "boolean", False),
+        _op("scheduler_iteration", "long", 600, check=_positive),
+        _mg("sched_cycle_length", "duration", 1200),
+        _mg("partition", "string"),
+        _mg("sched_host", "string"), _mg("sched_port", "long"),
+        _mg("sched_priv", "string"), _mg("sched_log", "string"),
+        _op("comment", "string"),
+        _mg("log_events", "long", 767),
+        _mg("preempt_queue_prio", "long", 150),
+        _mg("preempt_prio", "string"),
+        _mg("preempt_order", "string", "SCR"),
+        _mg("preempt_sort", "string", "min_time_since_start"),
+        _mg("job_run_wait", "choice", "runjob_hook",
+            choices=("none", "runjob_hook", "execjob_hook")),
+        _mg("throughput_mode", "boolean", True),
+        _mg("opt_backfill_fuzzy", "choice", choices=("off", "low", "medium", "high")),
+        _mg("job_sort_formula_threshold", "float"),
+        _mg("do_not_span_psets", "boolean", False),
+        _mg("only_explicit_psets", "boolean", False),
+        _mg("server_dyn_res_alarm", "long"),
+        _ro("state"), _ro("pbs_version"),
+    ),
+}
+
+#: How `list` names each built-in type; a plugin type is shown capitalised.
+_TITLES = {"server": "Server", "queue": "Queue", "node": "Node", "hook": "Hook", "sched": "Sched",
+           "resource": "Resource"}
+#: Object words qmgr accepts, in the order it tries them for an abbreviation.
+_OBJECT_WORDS = (("server", "server"), ("queue", "queue"), ("queues", "queue"),
+                 ("node", "node"), ("nodes", "node"), ("resource", "resource"),
+                 ("sched", "sched"), ("hook", "hook"), ("pbshook", "pbshook"))
+_VERB_WORDS = ("create", "delete", "set", "unset", "list", "print", "active", "import",
+               "export", "help", "?", "quit", "exit", "history")
+#: Attributes whose unquoted value may contain blanks (PBS's "entlim" attributes).
+_ENTLIM = frozenset(a.name for a in _BUILTIN["server"] if a.type == "entlim")
+_SETTER_RANK = {"user": 0, "operator": 1, "manager": 2, "server": 3}
+
+
+def known_types(registry: AttributeRegistry | None = None) -> tuple[str, ...]:
+    """Object types qmgr manages: the built-ins and every type a plugin registered."""
+    extra = tuple(t for t in (registry.object_types if registry else ()) if t not in _BUILTIN)
+    return tuple(_BUILTIN) + extra
+
+
+def _from_registry(a: AttributeDef) -> AttrDef:
+    # `plugin` marks a registered attribute: its validator's text is what qmgr prints.
+    return AttrDef(a.name, a.type, a.set_by, a.default, read_by=a.read_by,
+                   plugin=a.plugin or "pbsplug", check=a.check)
+
+
+def definitions(obj_type: str, registry: AttributeRegistry | None = None
+                ) -> dict[str, AttrDef]:
+    """The attributes of `obj_type`, built-ins first (in PBS's listing order), then the
+    plugins'. A built-in keeps its definition if a plugin registers the same name."""
+    defs = {a.name: a for a in _BUILTIN.get(obj_type, ())}
+    if registry is not None:
+        for name, attr in registry.for_type(obj_type).items():
+            defs.setdefault(name, _from_registry(attr))
+    return defs
+
+
+def defaults(defs: Mapping[str, AttrDef]) -> dict[str, Any]:
+    """The attributes a new object starts with: every definition that has a default."""
+    return {n: _copy(d.default) for n, d in defs.items() if d.default is not None}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def lookup(defs: Mapping[str, AttrDef], name: str) -> AttrDef | None:
+    """The definition of `name`; PBS matches attribute names without regard to case."""
+    if name in defs:
+        return defs[name]
+    low = name.lower()
+    return next((d for n, d in defs.items() if n.lower() == low), None)
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+@dataclass
+class AttrOp:
+    """``name[.resource] OP value``. `op` is ``=``, ``+=``, ``-=``, or ``""`` (a bare name,
+    as unset, list and print take); `value` is None when there is none."""
+
+    name: str
+    resource: str | None = None
+    op: str = ""
+    value: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}.{self.resource}" if self.resource else self.name
+
+
+@dataclass
+class Command:
+    """One qmgr directive. `names` is None when none were given (the server, or every
+    object of the type); `text` is the command as written, for messages."""
+
+    verb: str
+    obj_type: str
+    names: list[str] | None = None
+    attrs: list[AttrOp] = field(default_factory=list)
+    text: str = ""
+
+    def targets(self, existing: Iterable[str]) -> list[str]:
+        """The objects the command acts on: its names, or every existing object of the type
+        (pbsplug has no ``active``; see the module docstring)."""
+        return list(self.names) if self.names is not None else list(existing)
+
+
+def _syntax(command: str, pos: int) -> QmgrSyntaxError:
+    """qmgr's syntax error: the command, then a caret under character `pos`."""
+    return QmgrSyntaxError(f"qmgr: Syntax error\n{command}\n{' ' * max(pos, 0)}^")
+
+
+def _split_commands(text: str) -> list[str]:
+    """Commands in `text`: one per line or per ``;`` outside quotes; ``\\`` + newline joins
+    lines; a ``#`` at the start of a command or after a blank (outside quotes) starts a
+    comment that runs to the end of the line.
+    An unterminated quote ends with its line (the parser then reports it)."""
+    out: list[str] = []
+    for line in text.replace("\\\n", "").split("\n"):
+        current: list[str] = []
+        quote = ""
+        for ch in line:
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch == ";":
+                out.append("".join(current))
+                current = []
+                continue
+            elif ch == "#" and (not current or current[-1].isspace()):
+                break
+            elif ch in "\"'":
+                quote = ch
+            current.append(ch)
+        out.append("".join(current))
+    return [c.strip() for c in out if c.strip()]
+
+
+def _resolve(word: str, choices: Iterable[str]) -> str | None:
+    """The first of `choices` that `word` abbreviates (qmgr compares only len(word) chars)."""
+    return next((c for c in choices if word and c.startswith(word)), None)
+
+
+def parse(text: str, server_name: str | None = None,
+          registry: AttributeRegistry | None = None) -> list[Command]:
+    """Every command in `text`, in order. Raises `QmgrSyntaxError` (the first bad command
+    stops the parse, as ``qmgr -a`` would) or `QmgrError` for an unsupported command or a
+    remote server. ``quit`` and ``exit`` end the text."""
+    commands = []
+    for command in _split_commands(text):
+        cmd = _parse_one(command, server_name, registry)
+        if cmd is None:
+            break
+        commands.append(cmd)
+    return commands
+
+
+def _parse_one(command: str, server_name: str | None,
+               registry: AttributeRegistry | None) -> Command | None:
+    words = re.match(r"(\S*)\s*", command)
+    assert words is not None
+    verb_word = words.group(1)
+    pos = words.end()
+    verb = _resolve(verb_word, _VERB_WORDS)
+    if verb is None:
+        raise QmgrSyntaxError(f"qmgr: Illegal operation: {verb_word}\n"
+                              "Try 'help' if you are having trouble.")
+    if verb in ("quit", "exit"):
+        return None
+    if verb not in VERBS:
+        raise QmgrSyntaxError(f"qmgr: the {verb} command is not supported by pbsplug",
+                              PBSE_NOSUP)
+    obj_word = command[pos:].split(None, 1)[0] if command[pos:].strip() else ""
+    if not obj_word:
+        raise QmgrSyntaxError("qmgr: No object type given")
+    plugin_types = [t for t in known_types(registry) if t not in _BUILTIN]
+    obj_type = dict(_OBJECT_WORDS).get(_resolve(obj_word, [w for w, _ in _OBJECT_WORDS]) or "")
+    if obj_type is None:
+        obj_type = obj_word if obj_word in plugin_types else None
+    if obj_type is None:
+        raise QmgrSyntaxError(f"qmgr: Illegal object type: {obj_word}.")
+    if obj_type == "pbshook":
+        raise QmgrError(PBSE_NOSUP, obj_type=obj_type)
+    pos = _skip_blank(command, pos + len(obj_word))
+    defs = definitions(obj_type, registry)
+    names: list[str] | None = None
+    # The third word is a name list unless it is an attribute name (`set server scheduling`).
+    end = pos
+    while end < len(command) and not command[end].isspace() and not _is_op(command, end):
+        end += 1
+    word = command[pos:end]
+    head = re.split(r"[.,]", word)[0]
+    is_attribute = obj_type != "hook" and lookup(defs, head) is not None
+    if word and not is_attribute:
+        names = _parse_names(command, pos, word, obj_type, server_name)
+        pos = _skip_blank(command, pos + len(word))
+    attrs = _parse_attributes(command, pos, verb)
+    if verb in ("set", "unset") and not attrs:
+        raise _syntax(command, len(command))
+    if verb in ("create", "delete", "set", "unset") and obj_type != "server" and not names:
+        raise _syntax(command, pos)
+    return Command(verb, obj_type, names, attrs, command)
+
+
+def _skip_blank(command: str, pos: int) -> int:
+    while pos < len(command) and command[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _parse_names(command: str, start: int, word: str, obj_type: str,
+                 server_name: str | None) -> list[str] | None:
+    """``name[@server][,name...]``; ``@default`` or this server's name is local."""
+    names: list[str] = []
+    offset = 0
+    for item in word.split(","):
+        first = item[:1]
+        ok = first.isalnum() if obj_type == "node" else first.isalpha()
+        if not item:  # "a," or "a,,b": the caret goes under the comma
+            raise _syntax(command, start + max(offset - 1, 0))
+        if not (ok or first == "@"):
+            raise _syntax(command, start + offset)
+        name, at, server = item.partition("@")
+        if at and (not server or "@" in server):
+            raise _syntax(command, start + offset + len(name) + (len(server) if server else 0))
+        if at and server != "default" and server not in _local_names(server_name):
+            raise QmgrSyntaxError(f"qmgr: cannot connect to server {server}", PBSE_NOSERVER)
+        if name:
+            names.append(name)
+        offset += len(item) + 1
+    return names or None
+
+
+def _local_names(server_name: str | None) -> set[str]:
+    return {server_name, server_name.split(".")[0]} if server_name else set()
+
+
+def _parse_attributes(command: str, pos: int, verb: str) -> list[AttrOp]:
+    """``a = 1, b.r += "x y", c -= z`` (PBS: no operator for unset; list/print take names)."""
+    attrs: list[AttrOp] = []
+    n = len(command)
+    pos = _skip_blank(command, pos)
+    if pos >= n:
+        return attrs
+    while True:
+        pos = _skip_blank(command, pos)
+        start = pos
+        while pos < n and command[pos] not in ".," and not command[pos].isspace() \
+                and not _is_op(command, pos):
+            pos += 1
+        if pos == start:
+            raise _syntax(command, start)
+        op = AttrOp(command[start:pos])
+        if pos < n and command[pos] == ".":
+            pos += 1
+            rstart = pos
+            stop = "," if verb in ("unset", "list", "print") else ""
+            while pos < n and not command[pos].isspace() and not _is_op(command, pos) \
+                    and command[pos] not in stop:
+                pos += 1
+            if pos == rstart:
+                raise _syntax(command, rstart)
+            op.resource = command[rstart:pos]
+        attrs.append(op)
+        pos = _skip_blank(command, pos)
+        if pos >= n:
+            if verb in ("create", "set"):
+                raise _syntax(command, pos)
+            return attrs
+        if command[pos] == ",":
+            if verb in ("create", "set"):
+                raise _syntax(command, pos)
+            pos += 1
+            continue
+        if not _is_op(command, pos):
+            raise _syntax(command, pos)
+        if verb == "unset":
+            raise _syntax(command, pos + (1 if command[pos] == "=" else 2))
+        op.op = "=" if command[pos] == "=" else command[pos:pos + 2]
+        pos = _skip_blank(command, pos + len(op.op))
+        if pos >= n:
+            raise _syntax(command, pos)
+        op.value, pos = _parse_value(command, pos, allow_blank=op.name.lower() in _ENTLIM)
+        pos = _skip_blank(command, pos)
+        if pos >= n:
+            return attrs
+        if command[pos] != ",":
+            raise _syntax(command, pos)
+        pos += 1
+
+
+def _is_op(command: str, pos: int) -> bool:
+    return command[pos] == "=" or command[pos:pos + 2] in ("+=", "-=")
+
+
+def _parse_value(command: str, pos: int, allow_blank: bool) -> tuple[str, int]:
+    """A value: unquoted text up to a blank or comma, with '...' or "..." parts that keep
+    blanks, commas and the other quote (PBS's quoting)."""
+    out: list[str] = []
+    start = pos
+    n = len(command)
+    while pos < n:
+        ch = command[pos]
+        if ch in "\"'":
+            end = command.find(ch, pos + 1)
+            if end < 0:
+                raise _syntax(command, start)
+            out.append(command[pos + 1:end])
+            pos = end + 1
+        elif ch == "," or (ch.isspace() and not allow_blank):
+            break
+        else:
+            out.append(ch)
+            pos += 1
+    value = "".join(out)
+    return (value.rstrip() if allow_blank else value), pos
+
+
+# -- privileges ------------------------------------------------------------------------------------
+def check_privilege(cmd: Command, role: str, defs: Mapping[str, AttrDef]) -> None:
+    """Refuse `cmd` for a caller of `role` (user, operator, manager) as PBS does:
+
+    * hooks: anything but a manager gets 15136 ``unauthorized to access hooks data from
+      server``, even for list and print;
+    * list and print: everybody;
+    * create and delete: managers (15007 ``Unauthorized Request``);
+    * set and unset: a user gets 15007; a read-only attribute, or a manager-only one set by
+      an operator, gets 15003 ``Cannot set attribute, read only or insufficient permission``.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    if cmd.obj_type == "hook" and role != "manager":
+        raise QmgrError(PBSE_HOOKERROR, HOOK_UNAUTHORIZED, obj_type="hook")
+    if cmd.verb in ("list", "print"):
+        return
+    if cmd.verb in ("create", "delete") and role != "manager":
+        raise QmgrError(PBSE_PERM, obj_type=cmd.obj_type)
+    if role == "user":
+        raise QmgrError(PBSE_PERM, obj_type=cmd.obj_type)
+    for op in cmd.attrs:
+        defn = lookup(defs, op.name)
+        if defn is not None and not may_set(defn, role):
+            raise QmgrError(PBSE_ATTRRO, obj_type=cmd.obj_type, attr=op.full_name)
+
+
+def may_set(defn: AttrDef, role: str) -> bool:
+    return not defn.read_only and _SETTER_RANK[role] >= _SETTER_RANK[defn.set_by]
+
+
+def may_read(defn: AttrDef | None, role: str) -> bool:
+    return defn is None or _SETTER_RANK[role] >= _SETTER_RANK.get(defn.read_by, 0)
+
+
+# -- values ----------------------------------------------------------------------------------------
+def _resource_kind(op: AttrOp, resource_types: Mapping[str, str] | None) -> str:
+    kinds = {**RESOURCE_TYPES, **(resource_types or {})}
+    if op.resource not in kinds:
+        raise QmgrError(PBSE_UNKRESC, attr=op.full_name)
+    return kinds[op.resource]
+
+
+def convert(obj_type: str, op: AttrOp, defs: Mapping[str, AttrDef],
+            resource_types: Mapping[str, str] | None = None) -> Any:
+    """The stored value for ``op.value`` (see the module docstring for each type).
+
+    Raises QmgrError: 15002 ``Undefined attribute`` (unknown name, or a resource on an
+    attribute that has none), 15035 ``Unknown resource <attr.res>``, 15014 ``Illegal attribute
+    or resource value <attr>``, 15067 for a node state qmgr may not set, and 15136 with a
+    hook's text for a hook attribute. A plugin's validator's text is returned as is (15014).
+    """
+    defn = lookup(defs, op.name)
+    if defn is None:
+        raise QmgrError(PBSE_NOATTR, obj_type=obj_type)
+    if (defn.type == "resource") != (op.resource is not None):
+        if defn.type != "resource":
+            raise QmgrError(PBSE_NOATTR, obj_type=obj_type)
+        raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=op.full_name)
+    text = op.value if op.value is not None else ""
+    if defn.type == "resource":
+        kind = _resource_kind(op, resource_types)
+        try:
+            return resource_value(op.resource or "", text, kind)
+        except ValueError:
+            raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=op.full_name) from None
+    try:
+        value = _typed(defn, text)
+    except ValueError as exc:
+        if obj_type == "hook":
+            raise QmgrError(PBSE_HOOKERROR, f"invalid value '{text}' for hook attribute "
+                            f"'{defn.name}': {exc}", obj_type=obj_type) from None
+        if defn.type == "node_state":
+            raise QmgrError(PBSE_BADNDATVAL, obj_type=obj_type, attr=defn.name) from None
+        raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=defn.name) from None
+    if defn.check is not None and (problem := defn.check(value)):
+        if defn.plugin:
+            raise QmgrError(PBSE_BADATVAL, problem, obj_type=obj_type)
+        raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=defn.name)
+    return value
+
+
+_ENTLIM_ITEM = re.compile(r"\s*\[\s*[ugpo]\s*:\s*[^\s=\]]+\s*=\s*[^\s\]]+\s*\]\s*")
+#: Node states qmgr may set (the rest are the server's: job-busy, down, ...).
+SETTABLE_NODE_STATES = ("free", "offline")
+
+
+def _typed(defn: AttrDef, text: str) -> Any:
+    kind = defn.type
+    if kind == "boolean":
+        return units.parse_bool(text)
+    if kind in ("long", "time"):
+        if not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+            raise ValueError("expected an integer")
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind in ("string_array", "acl"):
+        items = [v.strip() for v in text.split(",")]
+        items = [v for v in items if v]
+        if defn.empty == "none" and items == ["none"]:
+            return []
+        return items
+    if kind == "size":
+        return resource_value(defn.name, text, "size")
+    if kind == "duration":
+        return units.parse_duration(text)
+    if kind == "entlim":
+        if not all(_ENTLIM_ITEM.fullmatch(p) for p in _split_entlim(text)):
+            raise ValueError("expected [u|g|p|o:name=value],...")
+        return text
+    if kind == "choice":
+        low = text.strip().lower()
+        for choice in defn.choices:
+            if choice.lower() == low or (defn.abbreviate and low and
+                                         choice.lower().startswith(low)):
+                return choice
+        raise ValueError(f"expected one of {', '.join(defn.choices)}")
+    if kind == "node_state":
+        states = [s.strip() for s in text.split(",") if s.strip()]
+        if not states or any(s not in SETTABLE_NODE_STATES for s in states):
+            raise ValueError("qmgr sets only free or offline")
+        return ",".join(states)
+    return text
+
+
+def _split_entlim(text: str) -> list[str]:
+    return [p.strip(" ,") + "]" for p in text.split("]") if p.strip(" ,")] or [""]
+
+
+# -- operators -------------------------------------------------------------------------------------
+def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
+          defs: Mapping[str, AttrDef], resource_types: Mapping[str, str] | None = None,
+          obj_type: str = "") -> dict[str, Any]:
+    """The object's attributes after `verb` (create, set or unset) with `ops`; `current` is
+    not changed. ``create`` starts from `defaults` and then sets the attributes given.
+
+    * ``=`` replaces; ``+=`` adds: list items not already there, numbers, sizes and durations
+      summed, strings appended, booleans or-ed; ``-=`` takes away the same way (a list item
+      that is not there is ignored; a size or duration stops at zero; a string loses the
+      value only from its end). An operator on an unset attribute starts from nothing.
+    * A list or resource dict left empty is removed, as PBS unsets an empty array.
+    * ``unset`` restores the default where the definition has one, else removes; unsetting a
+      resource removes only that resource.
+    * Node ``state``: ``= offline`` makes the node offline, ``+= offline`` / ``-= offline``
+      add and remove the flag; an empty state is ``free``.
+    """
+    attrs = {k: _copy(v) for k, v in current.items()}
+    if verb == "create":
+        attrs = {**defaults(defs), **attrs}
+    for op in ops:
+        defn = lookup(defs, op.name)
+        if defn is None:
+            raise QmgrError(PBSE_NOATTR, obj_type=obj_type)
+        name = defn.name
+        if verb == "unset":
+            _unset(attrs, defn, op)
+            continue
+        value = convert(obj_type, op, defs, resource_types)
+        if defn.type == "resource":
+            kind = _resource_kind(op, resource_types)
+            res = dict(attrs.get(name) or {})
+            res[op.resource or ""] = _combine(kind, res.get(op.resource or ""), value, op.op)
+            attrs[name] = res
+            continue
+        new = _combine(defn.type, attrs.get(name), value, op.op)
+        if isinstance(new, list) and not new and defn.empty is None:
+            attrs.pop(name, None)
+        else:
+            attrs[name] = new
+    return attrs
+
+
+def _unset(attrs: dict[str, Any], defn: AttrDef, op: AttrOp) -> None:
+    if op.resource is not None and defn.type == "resource":
+        res = dict(attrs.get(defn.name) or {})
+        res.pop(op.resource, None)
+        if res:
+            attrs[defn.name] = res
+        else:
+            attrs.pop(defn.name, None)
+        return
+    if defn.default is not None:
+        attrs[defn.name] = _copy(defn.default)
+    else:
+        attrs.pop(defn.name, None)
+
+
+def _combine(kind: str, old: Any, new: Any, op: str) -> Any:
+    if op == "=" or op == "" or old is None:
+        if op == "-=" and kind in ("string_array", "acl"):
+            return []
+        if op == "-=" and kind == "node_state":
+            return "free"
+        return new
+    sign = 1 if op == "+=" else -1
+    if kind in ("string_array", "acl"):
+        if sign > 0:
+            return list(old) + [v for v in new if v not in old]
+        return [v for v in old if v not in new]
+    if kind == "node_state":
+        states = [s for s in str(old).split(",") if s and s != "free"]
+        change = [s for s in new.split(",") if s != "free"]
+        states = states + [s for s in change if s not in states] if sign > 0 else [
+            s for s in states if s not in change]
+        return ",".join(states) or "free"
+    if kind == "boolean":
+        return bool(old or new) if sign > 0 else bool(old and not new)
+    if kind in ("long", "float", "time"):
+        return old + sign * new
+    if kind == "size":
+        total = max(units.parse_size(old) + sign * units.parse_size(new), 0)
+        return units.format_size(total)
+    if kind == "duration":
+        if isinstance(new, str):  # a resource: "HH:MM:SS"
+            total = max(units.parse_duration(old) + sign * units.parse_duration(new), 0)
+            return units.format_duration(total)
+        return max(old + sign * new, 0)
+    if isinstance(old, str) and isinstance(new, str):
+        if sign > 0:
+            return old + new
+        return old[:-len(new)] if new and old.endswith(new) else old
+    return new
+
+
+def check_hook(name: str, attrs: Mapping[str, Any]) -> None:
+    """PBS's rules across a hook's attributes (pbs-behavior.md §1.1), or 15136 with PBS's
+    text: ``order given (0) is outside the acceptable range of [1, 1000] for type 'site'.``"""
+    try:
+        hookattrs.check_attributes(name, hookattrs.HookAttributes(
+            enabled=bool(attrs.get("enabled", True)),
+            events=tuple(attrs.get("event") or ()),
+            order=int(attrs.get("order", 1)), alarm=int(attrs.get("alarm", 30)),
+            freq=int(attrs.get("freq") or 120),
+            fail_action=tuple(attrs.get("fail_action") or ()),
+            user=str(attrs.get("user", "pbsadmin")), type=str(attrs.get("type", "site")),
+            debug=bool(attrs.get("debug", False))),
+            given={"freq"} if attrs.get("freq") is not None else set())
+    except hookattrs.HookAttributeError as exc:
+        raise QmgrError(PBSE_HOOKERROR, str(exc), obj_type="hook", obj_name=name) from None
+
+
+# -- output ----------------------------------------------------------------------------------------
+def format_value(defn: AttrDef | None, value: Any) -> str:
+    """An attribute value as qmgr shows it: True/False (true/false for hooks), lists
+    comma-joined, durations HH:MM:SS, times as ctime, everything else as stored."""
+    if isinstance(value, bool):
+        text = "True" if value else "False"
+        return text.lower() if defn is not None and defn.lower_bool else text
+    if isinstance(value, (list, tuple)):
+        if not value and defn is not None and defn.empty is not None:
+            return defn.empty
+        return ",".join(str(v) for v in value)
+    kind = defn.type if defn is not None else ""
+    if kind == "duration" and isinstance(value, (int, float)):
+        return units.format_duration(value)
+    if kind == "time" and isinstance(value, (int, float)):
+        return time.ctime(value)
+    if isinstance(value, float):
+        return f"{value:g}" if value == int(value) else repr(value)
+    return str(value)
+
+
+def _entries(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef], role: str
+             ) -> list[tuple[AttrDef | None, str, str | None, Any]]:
+    """(definition, attribute, resource, value) in listing order: the definitions' order,
+    then attributes without one in stored order; resources in stored order."""
+    order = [n for n in defs if n in attrs] + [n for n in attrs if n not in defs]
+    out = []
+    for name in order:
+        defn, value = defs.get(name), attrs[name]
+        if value is None or not may_read(defn, role):
+            continue
+        if isinstance(value, dict):
+            out.extend((defn, name, res, v) for res, v in value.items() if v is not None)
+        else:
+            out.append((defn, name, None, value))
+    return out
+
+
+def title(obj_type: str) -> str:
+    return _TITLES.get(obj_type, obj_type.capitalize())
+
+
+def list_object(obj_type: str, name: str, attrs: Mapping[str, Any],
+                defs: Mapping[str, AttrDef] | None = None, *, role: str = "manager",
+                only: Iterable[AttrOp] = ()) -> str:
+    """``qmgr list``: ``Queue workq``, then ``    name = value`` per attribute (resources
+    as ``resources_available.ncpus = 4``), then a blank line. A long list wraps as qmgr
+    wraps it: at a comma, onto a new line that starts with a tab. `only` (the command's
+    attribute names: ``list queue workq enabled,resources_max.mem``) limits the lines;
+    attributes `role` may not read are left out."""
+    defs = defs if defs is not None else definitions(obj_type)
+    wanted = {(op.name.lower(), op.resource) for op in only}
+    lines = [f"{title(obj_type)} {name}"]
+    for defn, attr, res, value in _entries(attrs, defs, role):
+        if wanted and (attr.lower(), res) not in wanted and (attr.lower(), None) not in wanted:
+            continue
+        label = f"{attr}.{res}" if res else attr
+        text = format_value(defn, value)
+        width = len(attr) + 8 + (len(res) + 1 if res else 0) + 3
+        parts = text.split(",")
+        out = ""
+        for i, part in enumerate(parts):
+            width += len(part) + 1
+            if i and width >= 80:
+                out += "\n\t"
+                part = part.lstrip()
+            out += part + ("," if i < len(parts) - 1 else "")
+        lines.append(f"    {label} = {out}")
+    return "\n".join(lines) + "\n\n"
+
+
+#: print's heading per object type (the sched type has none).
+_PRINT_HEADINGS = {
+    "server": "#\n# Set server attributes.\n#\n",
+    "queue": "#\n# Create queues and set their attributes.\n#\n",
+    "node": "#\n# Create nodes and set their properties.\n#\n",
+    "hook": "#\n# Create hooks and set their properties.\n#\n",
+}
+
+
+def _quote(text: str) -> str:
+    if any(c in text for c in "\"' ,"):
+        q = "'" if '"' in text else '"'
+        return f"{q}{text}{q}"
+    return text
+
+
+def print_objects(obj_type: str, objects: Mapping[str, Mapping[str, Any]],
+                  defs: Mapping[str, AttrDef] | None = None,
+                  resource_types: Mapping[str, str] | None = None) -> str:
+    """``qmgr print``: commands that recreate `objects` (name -> attributes) when fed back.
+
+    A heading for the type, then per object ``#\\n# Create and define queue workq\\n#``,
+    ``create queue workq`` and one ``set`` per settable attribute; read-only attributes are
+    left out. A string is one value, quoted if it holds a blank, comma or quote; a list
+    gives one ``=`` line and then one ``+=`` line per further item. A node's ``create``
+    line carries ``Mom=`` and ``Port=`` when they differ from the name and 15002, and a
+    ``down`` or ``state-unknown`` state is left out. The server is printed with
+    `print_server`.
+    """
+    defs = defs if defs is not None else definitions(obj_type)
+    kinds = {**RESOURCE_TYPES, **(resource_types or {})}
+    out = [_PRINT_HEADINGS.get(obj_type, "")]
+    for name, attrs in objects.items():
+        out.append(_print_one(obj_type, name, attrs, defs, kinds))
+    return "".join(out)
+
+
+def _print_one(obj_type: str, name: str, attrs: Mapping[str, Any],
+               defs: Mapping[str, AttrDef], kinds: Mapping[str, str]) -> str:
+    word = {"sched": "scheduler"}.get(obj_type, obj_type)
+    out = []
+    if obj_type != "server":
+        create = f"create {obj_type} {name}"
+        if obj_type == "node":
+            extra = []
+            mom = attrs.get("Mom")
+            if mom and mom != name:
+                extra.append(f"Mom={_quote(str(mom)) if ',' in str(mom) else mom}")
+            port = attrs.get("Port")
+            if port is not None and int(port) != PBS_MOM_SERVICE_PORT:
+                extra.append(f"Port={port}")
+            if extra:
+                create += " " + ",".join(extra)
+        out.append(f"#\n# Create and define {word} {name}\n#\n{create}\n")
+    if obj_type == "server" or (obj_type == "sched" and name == "default"):
+        prefix = f"set {obj_type} "
+    else:
+        prefix = f"set {obj_type} {name} "
+    for defn, attr, res, value in _entries(attrs, defs, "manager"):
+        if defn is None or defn.read_only:
+            continue
+        if obj_type == "node" and attr in ("Mom", "Port"):
+            continue  # on the create line
+        if obj_type == "node" and attr == "state" and (
+                str(value).startswith("state-unknown") or str(value) == "down"):
+            continue
+        label = f"{attr}.{res}" if res else attr
+        text = format_value(defn, value)
+        if value == [] and defn.empty is not None:
+            out.append(f"{prefix}{label} = {defn.empty}\n")
+            continue
+        single = (defn.type in ("string", "choice") if res is None
+                  else kinds.get(res, "string") in ("string", "select", "place"))
+        if single:
+            if text:
+                out.append(f"{prefix}{label} = {_quote(text)}\n")
+            continue
+        for i, part in enumerate(p for p in text.split(",") if p):
+            out.append(f"{prefix}{label} {'+=' if i else '='} {_quote(part)}\n")
+    return "".join(out)
+
+
+def print_server(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef] | None = None, *,
+                 queues: Mapping[str, Mapping[str, Any]] | None = None,
+                 queue_defs: Mapping[str, AttrDef] | None = None,
+                 custom_resources: Mapping[str, str] | None = None) -> str:
+    """``qmgr print server``: custom resources, then the queues, then the server's own
+    attributes (nodes are printed with ``print node @default``). Flags of custom resources
+    (``flag = nh``) are not known to pbsplug and are not printed."""
+    out = []
+    kinds = dict(custom_resources or {})
+    if custom_resources:
+        out.append("#\n# Create resources and set their properties.\n#\n")
+        for rname, kind in custom_resources.items():
+            out.append(f"#\n# Create and define resource {rname}\n#\n"
+                       f"create resource {rname}\nset resource {rname} type = {kind}\n")
+    if queues:
+        out.append(print_objects("queue", queues, queue_defs, kinds))
+    out.append(_PRINT_HEADINGS["server"])
+    out.append(_print_one("server", "", attrs, defs if defs is not None
+                          else definitions("server"), {**RESOURCE_TYPES, **kinds}))
+    return "".join(out)
+
+
+__all__ = [
+    "AttrDef", "AttrOp", "Command", "MESSAGES", "QmgrError", "QmgrSyntaxError",
+    "SETTABLE_NODE_STATES", "apply", "check_hook", "check_privilege", "convert", "defaults",
+    "definitions", "format_value", "known_types", "list_object", "lookup", "may_read",
+    "may_set", "parse", "print_objects", "print_server", "title",
+]

@@ -1,0 +1,165 @@
+"""qmgr against a real server: objects, PBS's errors and exit codes, hooks as plugins, the
+management event, and job dependencies."""
+
+from __future__ import annotations
+
+from .test_server import plugin
+
+
+def qmgr(engine, text: str, stdin: bool = False):
+    if stdin:
+        return engine.pbs("qmgr", input=text)
+    return engine.pbs("qmgr", "-c", text)
+
+
+def test_queues_and_nodes_are_created_set_listed_and_printed(engine):
+    done = qmgr(engine, """
+        create queue fast
+        set queue fast queue_type = Execution, Priority = 100
+        set queue fast enabled = True ; set queue fast started = True
+        set queue fast resources_max.walltime = 01:00:00
+        create node n1 resources_available.ncpus = 4, resources_available.mem = 8gb
+        """, stdin=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    listed = qmgr(engine, "list queue fast")
+    assert listed.stdout.startswith("Queue fast\n    queue_type = Execution\n")
+    assert "    Priority = 100\n" in listed.stdout
+    assert "    resources_max.walltime = 01:00:00\n" in listed.stdout
+    printed = qmgr(engine, "print queue fast").stdout
+    assert "create queue fast\n" in printed
+    assert "set queue fast resources_max.walltime = 01:00:00\n" in printed
+    node = engine.client("stat_nodes", names=["n1"])["n1"]
+    assert node["resources_available"]["ncpus"] == 4 and node["state"] == "free"
+    # `print` output fed back to qmgr makes the same objects.
+    qmgr(engine, "delete queue fast")
+    assert "fast" not in engine.client("stat_queues")
+    assert qmgr(engine, printed, stdin=True).returncode == 0
+    assert engine.client("stat_queues")["fast"]["Priority"] == 100
+
+    # jobs go where the new objects say
+    job_id = engine.submit("true\n", queue="fast", Resource_List={"select": "1:ncpus=4"})
+    assert engine.wait(job_id)["exec_vnode"] == "(n1:ncpus=4)"
+
+
+def test_errors_are_pbs_messages_and_codes_and_stop_the_text(engine):
+    done = qmgr(engine, "set queue nosuch enabled = True")
+    assert done.returncode == 15018 % 256
+    assert done.stderr == ("qmgr obj=nosuch svr=default: Unknown queue\n"
+                           "qmgr: Error (15018) returned from server\n")
+    done = qmgr(engine, "set node nosuch comment = x")
+    assert done.stderr.splitlines() == ["qmgr obj=nosuch svr=default: Unknown node",
+                                        "qmgr: Error (15062) returned from server"]
+    # As in qmgr, a word that is no attribute is read as a server name: a syntax error.
+    done = qmgr(engine, "set server no_such_attribute = 1")
+    assert done.stderr.splitlines()[:2] == ["qmgr: Syntax error",
+                                            "set server no_such_attribute = 1"]
+    done = qmgr(engine, "set queue workq no_such_attribute = 1")
+    assert done.stderr.splitlines() == ["qmgr obj=workq svr=default: Undefined attribute",
+                                        "qmgr: Error (15002) returned from server"]
+    done = qmgr(engine, "set queue workq max_running = lots")
+    assert done.stderr.splitlines()[-1] == "qmgr: Error (15014) returned from server"
+    assert "Illegal attribute or resource value" in done.stderr
+    # The first error stops the text; what ran before it stays done.
+    done = qmgr(engine, "create queue a1\nset queue nosuch enabled = True\ncreate queue a2\n",
+                stdin=True)
+    assert done.returncode == 15018 % 256
+    queues = engine.client("stat_queues")
+    assert "a1" in queues and "a2" not in queues
+    # A syntax error anywhere: nothing runs.
+    done = qmgr(engine, "create queue b1\nset queue b1 = = =\n", stdin=True)
+    assert done.returncode != 0 and done.stderr.startswith("qmgr: Syntax error")
+    assert "b1" not in engine.client("stat_queues")
+    busy = engine.submit("sleep 30\n")
+    engine.wait(busy, "R")
+    done = qmgr(engine, "delete queue workq")
+    assert done.stderr.splitlines() == ["qmgr obj=workq svr=default: Cannot delete busy object",
+                                        "qmgr: Error (15027) returned from server"]
+    engine.client("delete", ids=[busy], force=True)
+
+
+def test_custom_resources_schedulers_and_the_default_scheduler(engine):
+    assert qmgr(engine, "create resource PBScraynid type = long").returncode == 0
+    node = next(iter(engine.client("stat_nodes")))
+    assert qmgr(engine, f"set node {node} resources_available.PBScraynid = 7").returncode == 0
+    assert engine.client("stat_nodes", names=[node])[node]["resources_available"][
+        "PBScraynid"] == 7
+    done = qmgr(engine, f"set node {node} resources_available.undefined_res = 7")
+    assert "Unknown resource" in done.stderr and "(15035)" in done.stderr
+
+    assert qmgr(engine, "set sched default scheduler_iteration = 30").returncode == 0
+    assert engine.client("stat_server")[engine.client("status")["server"]][
+        "scheduler_iteration"] == 30
+    done = qmgr(engine, "set sched default partition = p1")
+    assert done.stderr.splitlines()[0] == ("qmgr obj=default svr=default: Operation is not "
+                                           "permitted on default scheduler")
+    done = qmgr(engine, "create sched TestLongScheduler")
+    assert "(15212)" in done.stderr
+    assert qmgr(engine, "create sched sc1 partition = P1").returncode == 0
+    assert "(15211)" in qmgr(engine, "create sched sc1").stderr
+    assert "Sched sc1\n" in qmgr(engine, "list sched").stdout
+    assert "(15214)" in qmgr(engine, "delete sched default").stderr
+    assert qmgr(engine, "delete sched sc1").returncode == 0
+    assert "(15213)" in qmgr(engine, "delete sched sc1").stderr
+
+
+def test_hooks_are_plugins_and_management_may_refuse(dists, make_engine):
+    site = plugin(dists, "guard", """
+        @hookimpl
+        def management(event):
+            m = event.management
+            if m["objtype"] == "queue" and m["cmd"] == "delete":
+                event.reject(f"queue {m['objname']} is protected")
+        """, ("management",))
+    plugin(dists, "spare", """
+        @hookimpl
+        def queuejob(event):
+            event.job.Account_Name = "spare"
+        """, ("queuejob",))
+    engine = make_engine(site)
+    done = qmgr(engine, "delete queue workq")
+    assert done.stderr.splitlines() == ["qmgr obj=workq svr=default: queue workq is protected",
+                                        "qmgr: Error (15136) returned from server"]
+    listed = qmgr(engine, "list hook guard").stdout
+    assert listed.startswith("Hook guard\n") and "    enabled = true\n" in listed
+    assert "    event = management\n" in listed
+
+    # create hook = enable an installed plugin; it runs at once; delete hook turns it off.
+    assert qmgr(engine, "create hook spare").returncode == 0
+    assert "[plugins.spare]" in (engine.root / "site.toml").read_text()
+    assert engine.job(engine.submit())["Account_Name"] == "spare"
+    assert qmgr(engine, "set hook spare order = 5").returncode == 0
+    assert "order = 5" in (engine.root / "site.toml").read_text()
+    assert "    order = 5\n" in qmgr(engine, "list hook spare").stdout
+    assert "(15136)" in qmgr(engine, "set hook spare order = 5000").stderr
+    assert qmgr(engine, "delete hook spare").returncode == 0
+    assert "Account_Name" not in engine.job(engine.submit())
+    missing = qmgr(engine, "create hook nothere")
+    assert "no plugin 'nothere' is installed" in missing.stderr
+
+
+def test_dependencies_hold_release_and_delete(engine):
+    first = engine.submit("sleep 1; exit 0\n")
+    ok = engine.submit("true\n", depend=f"afterok:{first}")
+    notok = engine.submit("true\n", depend=f"afternotok:{first}")
+    anyway = engine.submit("true\n", depend=f"afterany:{first}")
+    held = engine.job(ok)
+    assert (held["job_state"], held["Hold_Types"]) == ("H", "s")
+    assert engine.wait(ok)["Exit_status"] == 0
+    assert engine.wait(anyway)["Exit_status"] == 0
+    gone = engine.wait(notok)
+    assert gone["comment"] == f"Job deleted: dependency afternotok:{first} can never be " \
+                              "satisfied"
+    assert "Exit_status" not in gone
+
+    # before: the listed job waits on the new one
+    later = engine.submit("true\n", Hold_Types="u")
+    engine.submit("sleep 1\n", depend=f"beforeok:{later}")
+    assert "afterok:" in engine.job(later)["depend"]
+    engine.client("release", ids=[later])
+    assert engine.job(later)["job_state"] == "H"  # still the dependency's system hold
+    assert engine.wait(later)["Exit_status"] == 0
+
+    done = engine.pbs("qsub", "-W", "depend=afterok:999", "--", "/bin/true")
+    assert (done.returncode, done.stderr) == (15001 % 256, "qsub: Unknown Job Id\n")
+    runone = engine.pbs("qsub", "-W", f"depend=runone:{first}", "--", "/bin/true")
+    assert runone.stderr == "qsub: No support for requested service: depend type runone\n"
