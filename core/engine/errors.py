@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import units
+
 PBSE_UNKJOBID = 15001
 PBSE_NOATTR = 15002
 PBSE_ATTRRO = 15003
@@ -45,3 +50,29 @@ class PbsError(Exception):
 
     def to_dict(self) -> dict:
         return {"code": self.code, "message": self.message, "obj": self.obj}
+
+
+def each(ids: list[str], act: Callable[[str], None]) -> list[dict]:
+    """Run `act` on every id: ``[{"id": ...}]`` or ``[{"id": ..., "error": {...}}]`` per id,
+    so one bad id does not stop the others (qdel, qmove, pbs_rdel)."""
+    results = []
+    for one in ids:
+        try:
+            act(one)
+            results.append({"id": one})
+        except PbsError as err:
+            results.append({"id": one, "error": err.to_dict()})
+    return results
+
+
+def check_resources(res: Mapping[str, Any]) -> None:
+    """Refuse a Resource_List whose select, place or walltime does not parse, with PBS's
+    ``Illegal attribute or resource value Resource_List.<name>``."""
+    for key, parse in (("select", units.parse_select), ("place", units.parse_place),
+                       ("walltime", units.parse_duration)):
+        if res.get(key) is not None:
+            try:
+                parse(res[key])
+            except ValueError:
+                raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                               f"Resource_List.{key}") from None

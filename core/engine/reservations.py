@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .. import units
 from ..objects import Reservation
 from ..scheduler.cycle import parse_exec_vnode
-from .errors import PBSE_BADATVAL, PBSE_HOOKERROR, PBSE_PERM, PbsError
+from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
 from .home import LOG_ADMIN, LOG_JOB
 
 if TYPE_CHECKING:
@@ -75,13 +75,7 @@ class Reservations:
         res = dict(attrs.get("Resource_List") or {})
         if not res.get("select"):
             res["select"] = "1:ncpus=1"
-        for key, check in (("select", units.parse_select), ("place", units.parse_place)):
-            if res.get(key) is not None:
-                try:
-                    check(res[key])
-                except ValueError:
-                    raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
-                                   f"Resource_List.{key}") from None
+        check_resources({k: res.get(k) for k in ("select", "place")})
         res["walltime"] = units.format_duration(end - start)
         with eng.store.transaction() as st:
             seq = st.next_seq()
@@ -122,21 +116,16 @@ class Reservations:
 
     def delete(self, caller: Caller, ids: list[str]) -> list[dict]:
         """pbs_rdel: each reservation's result, so one bad id does not stop the others."""
-        out = []
-        for name in ids:
+        def delete_one(name: str) -> None:
             full = self._full_id(name)
             attrs = self.engine.store.get("resv", full)
-            try:
-                if attrs is None:
-                    raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
-                if not caller.privileged and attrs.get("euser") != caller.user:
-                    raise PbsError(PBSE_PERM, obj=full)
-                self._end(full, attrs, f"deleted at request of {caller.user}@"
-                                       f"{self.engine.host}")
-                out.append({"id": full})
-            except PbsError as err:
-                out.append({"id": name, "error": err.to_dict()})
-        return out
+            if attrs is None:
+                raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
+            if not caller.privileged and attrs.get("euser") != caller.user:
+                raise PbsError(PBSE_PERM, obj=full)
+            self._end(full, attrs, f"deleted at request of {caller.user}@{self.engine.host}")
+
+        return each(ids, delete_one)
 
     def may_submit(self, caller: Caller, queue: str) -> None:
         """Only a reservation's authorized users submit to its queue."""

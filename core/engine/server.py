@@ -48,6 +48,8 @@ from .errors import (
     PBSE_UNKNODE,
     PBSE_UNKQUE,
     PbsError,
+    check_resources,
+    each,
 )
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
 from .manager import Manager
@@ -218,14 +220,7 @@ class Engine:
         if queue.get("reservation"):
             self.resvs.may_submit(caller, queue_name)
         res = dict(attrs.get("Resource_List") or {})
-        for key, check in (("select", units.parse_select), ("place", units.parse_place),
-                           ("walltime", units.parse_duration)):
-            if res.get(key) is not None:
-                try:
-                    check(res[key])
-                except ValueError:
-                    raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
-                                   f"Resource_List.{key}") from None
+        check_resources(res)
         now = int(self.clock())
         with self.store.transaction() as st:
             seq = st.next_seq()
@@ -377,14 +372,7 @@ class Engine:
 
     def req_delete(self, caller: Caller, ids: list[str], force: bool = False) -> list[dict]:
         """qdel: each job's result, so one bad id does not stop the others."""
-        results = []
-        for job_id in ids:
-            try:
-                self._delete(caller, job_id, force)
-                results.append({"id": job_id})
-            except PbsError as err:
-                results.append({"id": job_id, "error": err.to_dict()})
-        return results
+        return each(ids, lambda job_id: self._delete(caller, job_id, force))
 
     def _delete(self, caller: Caller, job_id: str, force: bool) -> None:
         attrs = self._job(job_id)
@@ -472,14 +460,7 @@ class Engine:
 
     def req_move(self, caller: Caller, destination: str, ids: list[str]) -> list[dict]:
         """qmove: each queued job to `destination`; movejob fires first and may refuse."""
-        results = []
-        for job_id in ids:
-            try:
-                self._move(caller, destination, job_id)
-                results.append({"id": job_id})
-            except PbsError as err:
-                results.append({"id": job_id, "error": err.to_dict()})
-        return results
+        return each(ids, lambda job_id: self._move(caller, destination, job_id))
 
     def _move(self, caller: Caller, destination: str, job_id: str) -> None:
         attrs = self._job(job_id)

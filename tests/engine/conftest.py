@@ -94,6 +94,17 @@ class Engine:
                 os.kill(pid, signal.SIGKILL)
 
 
+def until(check, timeout: float = 20.0, what: str = ""):
+    """Poll `check` until it returns something true (returned); fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def engine_root():
     # UNIX socket paths are limited to 107 bytes: pytest's tmp_path can be longer.

@@ -6,17 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+from .conftest import until
 from .test_server import plugin
-
-
-def _until(check, timeout: float = 20.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_periodic_hooks_run_at_their_freq_without_overlap(dists, make_engine, engine_root):
@@ -34,7 +25,7 @@ def test_periodic_hooks_run_at_their_freq_without_overlap(dists, make_engine, en
             open({str(runs)!r}, "a").write(json.dumps([start, time.time(), names]) + "\\n")
             event.reject("nothing to do")
         """, ("periodic",), freq=1))
-    lines = _until(lambda: len(runs.read_text().splitlines()) >= 3 and runs.read_text()
+    lines = until(lambda: len(runs.read_text().splitlines()) >= 3 and runs.read_text()
                    .splitlines() if runs.exists() else None, what="three periodic runs")
     spans = [json.loads(line) for line in lines[:3]]
     nodes = engine.client("stat_nodes")
@@ -56,7 +47,7 @@ def test_a_failing_periodic_hook_changes_nothing(dists, make_engine, engine_root
             open({str(runs)!r}, "a").write("ran\\n")
             raise RuntimeError("broken")
         """, ("periodic",), freq=1))
-    _until(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 2,
+    until(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 2,
            what="two failed runs")
     assert all("comment" not in n for n in engine.client("stat_nodes").values())
     assert "periodic hook 'crash' encountered an exception" in engine.log()
@@ -73,7 +64,7 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
         """, ("exechost_periodic",), freq=1))
     job_id = engine.submit("sleep 30\n")
     engine.wait(job_id, "R")
-    _until(lambda: seen.exists() and job_id in seen.read_text(), what="the job in job_list")
+    until(lambda: seen.exists() and job_id in seen.read_text(), what="the job in job_list")
     node = next(iter(engine.client("stat_nodes").values()))
     assert node["resources_available"]["energy_probe"] >= 1
     engine.client("delete", ids=[job_id], force=True)
@@ -134,6 +125,6 @@ def test_client_sees_hook_runs_in_the_trace(dists, make_engine):
             pass
         """, ("periodic",), freq=1))
     trace = engine.home.trace
-    _until(lambda: trace.exists() and '"periodic"' in trace.read_text(), what="a trace line")
+    until(lambda: trace.exists() and '"periodic"' in trace.read_text(), what="a trace line")
     run = json.loads(trace.read_text().splitlines()[0])
     assert (run["hook"], run["event"], run["outcome"]) == ("tick", "periodic", "accept")

@@ -9,17 +9,8 @@ import pytest
 
 from pbsplug.engine.errors import PbsError
 
+from .conftest import until
 from .test_server import plugin
-
-
-def _until(check, timeout: float = 20.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _state(engine, resv_id: str) -> str | None:
@@ -51,7 +42,7 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
         "Resource_List": {"select": "1:ncpus=1"}})
     resv_id = answer["id"]
     assert answer["state"] == "UNCONFIRMED" and resv_id.startswith("R")
-    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
     resv = engine.client("stat_resvs", ids=[resv_id])[resv_id]
     queue = resv_id.split(".")[0]
     assert resv["queue"] == queue and resv["Reserve_Name"] == "renamed"
@@ -62,7 +53,7 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
     job_id = engine.submit("sleep 60\n", queue=queue)
     time.sleep(0.5)
     assert engine.job(job_id)["job_state"] == "Q"
-    _until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
+    until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
     assert _state(engine, resv_id) == "RESV_RUNNING"
     assert engine.job(job_id)["exec_vnode"].startswith(f"({vnode}:")
     assert "resv-exclusive" in engine.client("stat_nodes", names=[vnode])[vnode]["state"]
@@ -71,8 +62,8 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
     attrs = engine.wait(job_id, timeout=30)
     assert attrs["comment"] == (f"Job deleted: reservation {resv_id} reservation period "
                                 "ended")
-    _until(lambda: resv_id not in engine.client("stat_resvs"), what="the end")
-    _until(lambda: queue not in engine.client("stat_queues"), what="the queue to go")
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the end")
+    until(lambda: queue not in engine.client("stat_queues"), what="the queue to go")
     node = engine.client("stat_nodes", names=[vnode])[vnode]
     assert node["last_used_time"] >= now + 7 and "resv-exclusive" not in node["state"]
     assert seen.read_text() == (f"confirm {resv['resv_nodes']}\nbegin {resv_id}\n"
@@ -84,7 +75,7 @@ def test_a_reservation_that_cannot_fit_is_denied(engine):
     resv_id = engine.client("resv_submit", attrs={
         "reserve_start": now + 60, "reserve_duration": "00:10:00",
         "Resource_List": {"select": "1:ncpus=100000"}})["id"]
-    _until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
     assert f"{resv_id};Reservation denied" in engine.log()
 
 
@@ -109,7 +100,7 @@ def test_hooks_may_refuse_a_reservation(dists, make_engine):
     late = engine.client("resv_submit", attrs={"Reserve_Name": "late",
                                                "reserve_start": now + 60,
                                                "reserve_duration": 60})["id"]
-    _until(lambda: late not in engine.client("stat_resvs"), what="the denial")
+    until(lambda: late not in engine.client("stat_resvs"), what="the denial")
     assert "Reservation denied: changed my mind" in engine.log()
 
 
@@ -117,14 +108,14 @@ def test_pbs_rdel_deletes_a_reservation_and_its_queued_jobs(engine):
     now = int(time.time())
     resv_id = engine.client("resv_submit", attrs={"reserve_start": now + 600,
                                                   "reserve_duration": 600})["id"]
-    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
     job_id = engine.submit("true\n", queue=resv_id.split(".")[0])
     done = engine.pbs("pbs_rdel", resv_id.split(".")[0])
     assert done.returncode == 0, done.stderr
     assert engine.client("stat_resvs") == {}
     assert engine.job(job_id)["job_state"] == "F"
     assert engine.job(job_id)["comment"].startswith(f"Job deleted: reservation {resv_id}")
-    _until(lambda: resv_id.split(".")[0] not in engine.client("stat_queues"),
+    until(lambda: resv_id.split(".")[0] not in engine.client("stat_queues"),
            what="the queue to go")
 
 
@@ -135,7 +126,7 @@ def test_reservation_commands_and_bad_input(engine):
     assert done.returncode == 0, done.stderr
     resv_id, state = done.stdout.split()
     assert state == "UNCONFIRMED"
-    _until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
     table = engine.pbs("pbs_rstat", check=True).stdout.splitlines()
     assert table[0].split()[:4] == ["Resv", "ID", "Queue", "User"]
     owner = f"root@{socket.gethostname().split('.')[0]}"[:8]  # PBS cuts it to 8 columns

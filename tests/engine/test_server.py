@@ -13,7 +13,7 @@ import pytest
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.store import Store
 
-from .conftest import PBSPLUG
+from .conftest import PBSPLUG, until
 
 
 def plugin(dists, name: str, body: str, events: tuple[str, ...], **attrs) -> str:
@@ -251,7 +251,7 @@ def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
     time.sleep(0.3)
     engine.start()
     assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
-    assert engine.job(rerun)["run_count"] == 2  # and the scheduler ran it again
+    until(lambda: engine.job(rerun)["run_count"] == 2, what="the rerun")  # ran again
     attrs = engine.wait(once)
     assert attrs["Exit_status"] == -2
     assert attrs["comment"].startswith("Job failed after a server restart")
