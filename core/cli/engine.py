@@ -23,6 +23,19 @@ from . import CliError
 _RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
+def _raw_command_class():
+    """A typer command that keeps its arguments exactly as given: the option parser would
+    drop a ``--`` (``qsub -- command args`` needs it)."""
+    from typer.core import TyperCommand
+
+    class RawCommand(TyperCommand):
+        def parse_args(self, ctx, args):
+            ctx.meta["pbs_args"] = list(args)
+            return super().parse_args(ctx, args)
+
+    return RawCommand
+
+
 def _home():
     from ..engine.home import Home
 
@@ -47,6 +60,15 @@ def _exit_status(code: int) -> int:
     return code % 256 or 1
 
 
+def _getopt_message(exc: getopt.GetoptError) -> str:
+    """GNU getopt's words, as PBS's commands print them (``invalid option -- 'Z'``)."""
+    if exc.opt and exc.msg.endswith("not recognized"):
+        return f"invalid option -- '{exc.opt}'"
+    if exc.opt and exc.msg.endswith("requires argument"):
+        return f"option requires an argument -- '{exc.opt}'"
+    return str(exc)
+
+
 def pbs_command(name: str, usage: str) -> Callable:
     """Wrap `fn(args)` as a raw typer command with PBS's error reporting."""
 
@@ -55,11 +77,11 @@ def pbs_command(name: str, usage: str) -> Callable:
             from ..engine.api import ServerUnavailable
             from ..engine.errors import PbsError
 
-            args = list(ctx.args)
+            args = list(ctx.meta.get("pbs_args", ctx.args))
             try:
                 status = fn(args) or 0
             except getopt.GetoptError as exc:
-                print(f"{name}: {exc}\n{usage}", file=sys.stderr)
+                print(f"{name}: {_getopt_message(exc)}\n{usage}", file=sys.stderr)
                 status = 2
             except CommandFailed as exc:
                 print(f"{name}: {exc}", file=sys.stderr)
@@ -91,8 +113,9 @@ def add_engine_commands(app: typer.Typer) -> None:
 
         raise typer.Exit(run_demo(keep=keep))
 
+    raw = _raw_command_class()
     for name, fn in COMMANDS.items():
-        app.command(name, context_settings=_RAW, add_help_option=False)(fn)
+        app.command(name, cls=raw, context_settings=_RAW, add_help_option=False)(fn)
 
 
 # -- the server ---------------------------------------------------------------------------------
@@ -168,14 +191,20 @@ def _getopt(args: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str
     return getopt.getopt(args, spec)
 
 
-def _report_each(name: str, results: list[dict]) -> int:
+def _report_each(name: str, results: list[dict], client=None) -> int:
     status = 0
     for result in results:
         err = result.get("error")
         if err:
-            print(f"{name}: {err['message']} {result['id']}", file=sys.stderr)
+            job_id = _full_job_id(client, result["id"]) if client else result["id"]
+            print(f"{name}: {err['message']} {job_id}", file=sys.stderr)
             status = _exit_status(err["code"])
     return status
+
+
+def _full_job_id(client, job_id: str) -> str:
+    """``12`` -> ``12.server``: PBS's commands name a job by its full id in their messages."""
+    return job_id if "." in job_id else f"{job_id}.{client('status')['server']}"
 
 
 @pbs_command("qsub", "usage: qsub [-N name] [-q queue] [-l resource_list] [-o path] [-e path] "
@@ -185,18 +214,24 @@ def qsub(args: list[str]) -> int:
     import pwd
     import socket
 
+    from ..engine.errors import PbsError
     from ..engine.jobspec import JobSpecError, parse_qsub
 
+    host = socket.gethostname().split(".")[0]
     try:
         request = parse_qsub(args, cwd=os.getcwd(), env=os.environ,
-                             user=pwd.getpwuid(os.getuid()).pw_name,
-                             host=socket.gethostname().split(".")[0],
-                             read_script=sys.stdin.read)
+                             user=pwd.getpwuid(os.getuid()).pw_name, host=host,
+                             read_script=sys.stdin.read, server=host)
     except JobSpecError as exc:
         print(exc.stderr, file=sys.stderr)  # PBS's lines, each starting "qsub:"
         return exc.status
     client = _client()
-    job_id = client("submit", attrs=request.attrs, script=request.script, argv=request.argv)
+    try:
+        job_id = client("submit", attrs=request.attrs, script=request.script,
+                        argv=request.argv)
+    except PbsError as err:  # PBS's qsub prints the server's text alone: "qsub: Unknown queue"
+        print(f"qsub: {err.message}", file=sys.stderr)
+        return _exit_status(err.code)
     if not request.quiet:
         print(job_id)
     if request.block:  # -W block=true: wait for the job, exit with its exit status
@@ -260,7 +295,8 @@ def qdel(args: list[str]) -> int:
     if not ids:
         raise getopt.GetoptError("a job id is required")
     force = any(o == "-W" and v == "force" for o, v in opts)
-    return _report_each("qdel", _client()("delete", ids=ids, force=force))
+    client = _client()
+    return _report_each("qdel", client("delete", ids=ids, force=force), client)
 
 
 def _hold_command(name: str, op: str):
@@ -280,7 +316,8 @@ def _hold_command(name: str, op: str):
             try:
                 client(op, ids=[job_id], types=types)
             except PbsError as err:
-                print(f"{name}: {err.message} {job_id}", file=sys.stderr)
+                print(f"{name}: {err.message} {_full_job_id(client, job_id)}",
+                      file=sys.stderr)
                 status = _exit_status(err.code)
         return status
 
@@ -292,8 +329,23 @@ def qrerun(args: list[str]) -> int:
     _, ids = _getopt(args, "W:")
     if not ids:
         raise getopt.GetoptError("a job id is required")
-    _client()("rerun", ids=ids)
-    return 0
+    return _each_job("qrerun", ids, lambda client, job_id: client("rerun", ids=[job_id]))
+
+
+def _each_job(name: str, ids: list[str], request: Callable) -> int:
+    """`request(client, job_id)` for each job; an error is printed as PBS's commands print
+    it (``qrerun: <message> <full job id>``) and the others still go ahead."""
+    from ..engine.errors import PbsError
+
+    client = _client()
+    status = 0
+    for job_id in ids:
+        try:
+            request(client, job_id)
+        except PbsError as err:
+            print(f"{name}: {err.message} {_full_job_id(client, job_id)}", file=sys.stderr)
+            status = _exit_status(err.code)
+    return status
 
 
 @pbs_command("qrun", "usage: qrun [-H vnode_specification] job_identifier")
@@ -302,14 +354,14 @@ def qrun(args: list[str]) -> int:
     if len(ids) != 1:
         raise getopt.GetoptError("one job id is required")
     vnodes = next((v for o, v in opts if o == "-H"), None)
-    _client()("run", id=ids[0], vnodes=vnodes)
-    return 0
+    return _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
+                                                                 vnodes=vnodes))
 
 
 @pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
              "job_identifier...")
 def qalter(args: list[str]) -> int:
-    from ..units import parse_duration, parse_place, parse_select
+    from ..engine.jobspec import resource_value
 
     opts, ids = _getopt(args, "N:l:h:")
     if not ids:
@@ -326,19 +378,13 @@ def qalter(args: list[str]) -> int:
                 key, sep, val = item.partition("=")
                 if not sep or not key:
                     raise CommandFailed(f"illegal -l value: {item}", 2)
-                check = {"select": parse_select, "place": parse_place,
-                         "walltime": parse_duration}.get(key)
-                try:
-                    if check:
-                        check(val)
+                try:  # stored as qsub stores it (walltime=1:00:00 -> 01:00:00)
+                    res[key] = resource_value(key, val)
                 except ValueError:
                     raise CommandFailed("Illegal attribute or resource value "
                                         f"Resource_List.{key}", 2) from None
-                res[key] = val
-    client = _client()
-    for job_id in ids:
-        client("alter", id=job_id, attrs=attrs)
-    return 0
+    return _each_job("qalter", ids, lambda client, job_id: client("alter", id=job_id,
+                                                                   attrs=attrs))
 
 
 def _split_resources(value: str) -> list[str]:

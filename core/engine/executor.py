@@ -2,10 +2,12 @@
 
 Each job gets a *shepherd*: a process forked from the server that starts its own session, so
 that it outlives the server (a server killed with SIGKILL leaves its jobs running). The
-shepherd starts the job (as its owner when the server runs as root), waits for it, and writes
-the job's exit status and resource use to ``jobs/<seq>.status`` in the engine's home (written
-aside and renamed, so it is whole or absent). The server polls for that file; a restarted
-server finds the jobs it did not see end the same way (`Launch.alive`).
+shepherd starts the job (as its owner when the server runs as root), records itself and the
+job's process group in ``jobs/<seq>.shepherd``, waits for the job, and writes the job's exit
+status and resource use to ``jobs/<seq>.status`` in the engine's home. Both files are written
+aside and renamed, so each is whole or absent. `launch` returns as soon as the shepherd is
+forked; the server never waits for the job to start. It polls for the status file; a
+restarted server finds its jobs again from the two files (`Launch.alive`, `Launch.recorded`).
 
 The job runs in its own process group (its ``session_id``), which is what qdel and the
 walltime limit signal.
@@ -42,6 +44,34 @@ class Launch:
     def alive(self) -> bool:
         """Whether our shepherd is still running (the same process, not a reused pid)."""
         return _proc_start(self.shepherd) == self.started
+
+    @property
+    def record_file(self) -> Path:
+        return Path(self.status_file).with_suffix(".shepherd")
+
+    def resolve(self, wait: float = 0.0) -> int:
+        """The job's process group, once the shepherd has recorded it (0 until then); waits
+        up to `wait` seconds for it."""
+        deadline = time.monotonic() + wait
+        while not self.pgid:
+            recorded = Launch.recorded(self.status_file, self.tmpdir)
+            if recorded is not None:
+                self.pgid = recorded.pgid
+            elif time.monotonic() >= deadline or not self.alive():
+                break
+            else:
+                time.sleep(0.005)
+        return self.pgid
+
+    @classmethod
+    def recorded(cls, status_file: str | Path, tmpdir: str | Path) -> Launch | None:
+        """The launch a shepherd recorded for `status_file`, or None (it never started)."""
+        try:
+            data = json.loads(Path(status_file).with_suffix(".shepherd").read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(data["shepherd"], data["started"], data["pgid"], str(status_file),
+                   str(tmpdir))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +114,7 @@ def launch(argv: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: 
     `user` None runs the job as the server's user."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
     status_file.unlink(missing_ok=True)
+    status_file.with_suffix(".shepherd").unlink(missing_ok=True)
     ids = None
     if user is not None and os.geteuid() == 0:
         pw = pwd.getpwnam(user)
@@ -92,28 +123,27 @@ def launch(argv: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: 
     if ids:
         os.chown(tmpdir, ids[0], ids[1])
     tmpdir.chmod(0o700)
-    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the shepherd
         try:
-            os.close(ready_r)
-            _shepherd(argv, env, cwd, stdout, stderr, ids, status_file, ready_w)
+            _shepherd(argv, env, cwd, stdout, stderr, ids, status_file)
         finally:
             os._exit(0)
-    os.close(ready_w)
-    with os.fdopen(ready_r, "rb") as ready:
-        pgid = int(ready.read().decode() or 0)
     started = _proc_start(pid) or 0.0
-    return Launch(pid, started, pgid, str(status_file), str(tmpdir))
+    return Launch(pid, started, 0, str(status_file), str(tmpdir))
 
 
-def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path, ready_w: int) -> None:
+def _write_aside(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path) -> None:
     os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Close what the server had open (its socket, its database), keeping our pipe.
-    os.closerange(3, ready_w)
-    os.closerange(ready_w + 1, 65536)
+    os.closerange(3, 65536)  # what the server had open: its socket, its database
     t0 = time.monotonic()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -148,8 +178,9 @@ def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path, ready_w: i
         os.setpgid(pid, pid)
     except OSError:
         pass  # the job already did it (or already exec'd)
-    os.write(ready_w, str(pid).encode())
-    os.close(ready_w)
+    me = os.getpid()
+    _write_aside(status_file.with_suffix(".shepherd"),
+                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid})
     with os.fdopen(err_r, "rb") as errs:
         start_error = errs.read().decode(errors="replace")
     _, status, usage = os.wait4(pid, 0)
@@ -167,13 +198,14 @@ def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path, ready_w: i
                 f.write(f"pbsplug: the job could not start: {start_error}\n")
         except OSError:
             pass
-    tmp = status_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report))
-    os.replace(tmp, status_file)
+    _write_aside(status_file, report)
 
 
 def signal_job(pgid: int, sig: int) -> bool:
-    """Send `sig` to the job's process group; False when it is gone."""
+    """Send `sig` to the job's process group; False when it is gone (or not known yet:
+    a pgid of 0 would mean the caller's own group)."""
+    if pgid <= 0:
+        return False
     try:
         os.killpg(pgid, sig)
         return True

@@ -80,6 +80,11 @@ class Home:
             return None
         except PermissionError:
             return pid
+        try:  # a killed server its parent has not reaped yet is a zombie: not running
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+        except (OSError, IndexError):
+            pass
         return pid
 
 

@@ -63,6 +63,11 @@ MAX_RUN_COUNT = 20
 KILL_DELAY = 10
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
+#: PBS's state_count names, in its order.
+_STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W"),
+                ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
+PBSE_RESCUNAV = 15044
+PBSE_NORERUN = 15038
 #: Vnode states and attributes the engine works out from the running jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
 _DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
@@ -142,8 +147,14 @@ class Engine:
             runtime = self.store.runtime(job_id)
             launch = executor.Launch(**runtime["launch"]) if runtime and runtime.get(
                 "launch") else None
-            if launch is None:
-                self._lost(job_id, attrs, "the server stopped while starting it")
+            if launch is None:  # the server died while starting it: did the shepherd start?
+                seq = job_id.split(".")[0]
+                launch = executor.Launch.recorded(self.home.jobs / f"{seq}.status",
+                                                  self.home.tmp / f"pbs.{job_id}")
+            if launch is None:  # it never ran: queue it again, whatever its Rerunable
+                attrs["run_count"] = max(0, int(attrs.get("run_count", 1)) - 1)
+                self._requeue(job_id, attrs, "Job requeued after a server restart: it had "
+                                             "not started")
                 continue
             ended = executor.JobExit.read(launch.status_file)
             if ended is None and launch.alive():
@@ -333,33 +344,36 @@ class Engine:
                     raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
                                    "obtain historical job information", obj=job_id)
                 out[job_id] = attrs
-            return out
+            return self._with_sessions(out)
         jobs = self.store.jobs(None if history else _ACTIVE)
-        return {j: a for j, a in jobs.items()
-                if others or a.get("euser") == caller.user}
+        return self._with_sessions({j: a for j, a in jobs.items()
+                                    if others or a.get("euser") == caller.user})
+
+    def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
+        """A running job's session_id: its process group, as its shepherd recorded it."""
+        for job_id, attrs in jobs.items():
+            launch = self.launches.get(job_id)
+            if launch is not None and launch.resolve():
+                attrs["session_id"] = launch.pgid
+        return jobs
 
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
         queues = self.store.all("queue")
-        counts: dict[str, dict[str, int]] = {}
-        for attrs in self.store.jobs(_ACTIVE).values():
-            c = counts.setdefault(attrs["queue"], {})
-            c[attrs["job_state"]] = c.get(attrs["job_state"], 0) + 1
+        jobs = self.store.jobs(_ACTIVE)
         out = {}
         for name in names or queues:
             if name not in queues:
                 raise PbsError(PBSE_UNKQUE, obj=name)
-            c = counts.get(name, {})
-            out[name] = {**queues[name], "total_jobs": sum(c.values()),
-                         "state_count": " ".join(f"{s}:{c.get(k, 0)}" for s, k in (
-                             ("Transit", "T"), ("Queued", "Q"), ("Held", "H"),
-                             ("Waiting", "W"), ("Running", "R"), ("Exiting", "E"),
-                             ("Begun", "B")))}
+            mine = [a for a in jobs.values() if a["queue"] == name]
+            out[name] = {**queues[name], "total_jobs": len(mine),
+                         "state_count": state_count(mine)}
         return out
 
     def req_stat_server(self, caller: Caller) -> dict:
         jobs = self.store.jobs(_ACTIVE)
         return {self.server_name: {**self.store.get("server", "server"),
-                                   "total_jobs": len(jobs)}}
+                                   "total_jobs": len(jobs),
+                                   "state_count": state_count(jobs.values())}}
 
     def req_stat_nodes(self, caller: Caller, names: list[str] | None = None) -> dict:
         nodes = self._vnodes()
@@ -442,6 +456,11 @@ class Engine:
         if "Resource_List" in changes:
             changes["Resource_List"] = {**current.get("Resource_List", {}),
                                         **changes["Resource_List"]}
+        if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
+            holds = str(changes["Hold_Types"] or "n")
+            if set(holds) - {"u", "n"} and not caller.privileged:
+                raise PbsError(PBSE_PERM, obj=job_id)
+            changes["job_state"] = "Q" if holds == "n" else "H"
         self._modify(caller, job_id, current, changes)
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
@@ -524,7 +543,7 @@ class Engine:
             if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
             if not units.parse_bool(attrs.get("Rerunable", True)):
-                raise PbsError(15127, "Job is not rerunnable", obj=job_id)
+                raise PbsError(PBSE_NORERUN, "Job is not rerunnable", obj=job_id)
             self._kill(job_id, "requeue")
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:
@@ -540,7 +559,8 @@ class Engine:
             result = Scheduler(policy=self._policy_scheduler().policy).cycle(
                 self._snapshot(only=job_id), self.clock())
             if not result.run:
-                raise PbsError(15038, "Resources temporarily unavailable", obj=job_id)
+                raise PbsError(PBSE_RESCUNAV, "Resources temporarily unavailable",
+                               obj=job_id)
             vnodes = result.run[0].exec_vnode
         else:
             nodes = self._vnodes()
@@ -676,8 +696,10 @@ class Engine:
     def _snapshot(self, only: str | None = None) -> Snapshot:
         server = Server(self.server_name, self.store.get("server", "server"))
         queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
-        jobs = [Job(j, a) for j, a in self.store.jobs(("Q", "R", "E")).items()
-                if only is None or j == only or a["job_state"] != "Q"]
+        states = ("Q", "H", "R", "E") if only else ("Q", "R", "E")
+        jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
+                for j, a in self.store.jobs(states).items()
+                if only is None or j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
 
@@ -799,9 +821,7 @@ class Engine:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                          comment=f"Job could not start: {exc}")
             return False
-        attrs["session_id"] = launch.pgid
         with self.store.transaction() as st:
-            st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self.launches[job_id] = launch
         self.started[job_id] = self.clock()
@@ -935,7 +955,7 @@ class Engine:
         launch = self.launches.get(job_id)
         if launch is None:
             return
-        executor.signal_job(launch.pgid, signal.SIGTERM)
+        executor.signal_job(launch.resolve(wait=2.0), signal.SIGTERM)
         self.kills[job_id] = self.clock() + KILL_DELAY
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
@@ -967,7 +987,7 @@ class Engine:
             if job_id not in self.launches:
                 del self.kills[job_id]
             elif now >= deadline:
-                executor.signal_job(self.launches[job_id].pgid, signal.SIGKILL)
+                executor.signal_job(self.launches[job_id].resolve(), signal.SIGKILL)
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
         self.resvs.poll(now)
@@ -1042,7 +1062,7 @@ class Engine:
                             for k, v in (attrs.get("resources_used") or {}).items()))
         seq = job_id.split(".")[0]
         for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
-                         self.home.jobs / f"{seq}.nodes"):
+                         self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
             leftover.unlink(missing_ok=True)
         shutil.rmtree(self.home.tmp / f"pbs.{job_id}", ignore_errors=True)
         self._track_states()
@@ -1095,6 +1115,14 @@ def _sched_instance(name: str, attrs: dict) -> SchedulerInstance:
 
 
 _POLICY_KEYS = frozenset(f.name for f in dataclasses.fields(Policy))
+
+
+def state_count(jobs) -> str:
+    """``Transit:0 Queued:1 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0``."""
+    counts: dict[str, int] = {}
+    for attrs in jobs:
+        counts[attrs["job_state"]] = counts.get(attrs["job_state"], 0) + 1
+    return " ".join(f"{name}:{counts.get(letter, 0)}" for name, letter in _STATE_NAMES)
 
 
 def default_vnodes(host: str) -> dict[str, dict]:

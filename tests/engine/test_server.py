@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from pbsplug.engine import executor
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.store import Store
 
@@ -244,9 +245,11 @@ def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
     engine.kill()
     store = Store(engine.home.db)  # the shepherds and their jobs die, as with the machine
     for job_id in (rerun, once):
-        launch = store.runtime(job_id)["launch"]
-        os.killpg(launch["pgid"], signal.SIGKILL)
-        os.kill(launch["shepherd"], signal.SIGKILL)
+        launch = executor.Launch(**store.runtime(job_id)["launch"])
+        pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
+        assert pgid > 0
+        os.killpg(pgid, signal.SIGKILL)
+        os.kill(launch.shepherd, signal.SIGKILL)
     store.close()
     time.sleep(0.3)
     engine.start()
@@ -310,3 +313,17 @@ def test_pbs_attach_fires_execjob_attach_and_the_process_ends_with_the_job(
     assert (refused.returncode, refused.stderr) == (
         15136 % 256, f"pbs_attach: no attaching here {private}\n")
     engine.client("delete", ids=[private], force=True)
+
+
+def test_a_job_the_server_died_starting_is_requeued_even_if_not_rerunnable(engine):
+    job_id = engine.submit("true\n", Rerunable=False, Hold_Types="u")
+    engine.kill()
+    store = Store(engine.home.db)  # as if killed between runjob and the shepherd's fork
+    with store.transaction() as st:
+        st.put_job(job_id, {**store.job(job_id), "job_state": "R", "Hold_Types": "n",
+                            "run_count": 1, "exec_vnode": "(x:ncpus=1)"})
+    store.close()
+    engine.start()
+    assert f"{job_id};Job requeued after a server restart: it had not started" in engine.log()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)  # it ran once, at last

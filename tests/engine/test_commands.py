@@ -1,0 +1,612 @@
+"""PBS's commands end to end: each one run as a real process against a real local server,
+with PBS's exact output, messages and exit statuses (an error's exit status is its PBS
+error number modulo 256)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import time
+
+import pytest
+
+from .conftest import PBSPLUG
+
+USER = pwd.getpwuid(os.getuid()).pw_name
+#: A job the scheduler can never place: it stays queued (Q) for as long as a test needs.
+UNPLACEABLE = ("-l", "select=1:ncpus=99999")
+
+PBSE_UNKJOBID, PBSE_BADATVAL, PBSE_UNKQUE = 15001, 15014, 15018
+PBSE_NORERUN, PBSE_UNKNODE, PBSE_HISTJOBID = 15038, 15062, 15139
+
+TABLE_HEADER = ["Job id            Name             User              Time Use S Queue",
+                "----------------  ---------------- ----------------  -------- - -----"]
+HISTORY = "Job has finished, use -x or -H to obtain historical job information"
+
+
+def qsub(engine, *args: str, input: str | None = None) -> str:
+    """Submit with ``pbsplug qsub``; qsub prints the job id alone on its line."""
+    done = engine.pbs("qsub", *args, input=input)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    job_id = done.stdout.strip()
+    assert done.stdout == f"{job_id}\n"
+    return job_id
+
+
+def server_name(engine) -> str:
+    return engine.client("status")["server"]
+
+
+def seq(job_id: str) -> str:
+    return job_id.split(".")[0]
+
+
+def row(job_id: str, name: str, state: str, time_use: str = "0") -> str:
+    """A qstat table row, without the trailing blanks of its last column."""
+    seq_, _, server = job_id.partition(".")
+    return (f"{seq_ + '.' + server.split('.')[0]:<17} {name:<16} {USER:<16}  {time_use:>8} "
+            f"{state} workq")
+
+
+def table(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def run_with_env(engine, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PBSPLUG, *args], capture_output=True, text=True,
+                          env=engine.env(**env), cwd=engine.work, timeout=120)
+
+
+def wait_for(predicate, what: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def a_vnode(engine) -> str:
+    return sorted(engine.client("stat_nodes"))[0]
+
+
+# -- qsub ---------------------------------------------------------------------------------------
+
+def test_qsub_a_script_file_with_directives(engine):
+    (engine.work / "job.sh").write_text(
+        "#!/bin/sh\n#PBS -N dirjob\n#PBS -l walltime=00:05:00\n#PBS -j oe\n"
+        "#PBS -o joined.txt\necho to-out\necho to-err >&2\n")
+    job_id = qsub(engine, "job.sh")
+    assert job_id == f"{seq(job_id)}.{server_name(engine)}"
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 0
+    assert attrs["Job_Name"] == "dirjob"
+    assert attrs["Resource_List"]["walltime"] == "00:05:00"
+    assert attrs["Join_Path"] == "oe"
+    assert attrs["Output_Path"].endswith(f":{engine.work}/joined.txt")
+    assert sorted((engine.work / "joined.txt").read_text().split()) == ["to-err", "to-out"]
+    assert not (engine.work / f"dirjob.e{seq(job_id)}").exists()
+
+
+def test_qsub_the_command_line_beats_a_directive(engine):
+    (engine.work / "job.sh").write_text("#PBS -N fromdirective\ntrue\n")
+    job_id = qsub(engine, "-N", "fromcmdline", "job.sh")
+    assert engine.wait(job_id)["Job_Name"] == "fromcmdline"
+
+
+def test_qsub_a_script_on_standard_input(engine):
+    job_id = qsub(engine, input="echo from stdin $PBS_JOBNAME\n")
+    assert engine.wait(job_id)["Exit_status"] == 0
+    assert (engine.work / f"STDIN.o{seq(job_id)}").read_text() == "from stdin STDIN\n"
+
+
+def test_qsub_a_command_and_its_arguments_after_double_dash(engine):
+    job_id = qsub(engine, "-N", "cmd", "--", "/bin/echo", "one", "two  three")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 0
+    assert attrs["Submit_arguments"] == "-N cmd -- /bin/echo one two  three"
+    assert (engine.work / f"cmd.o{seq(job_id)}").read_text() == "one two  three\n"
+
+
+def test_qsub_v_and_V_put_variables_in_the_jobs_environment(engine):
+    show = 'echo "[$GIVEN] [$TAKEN] [$ONLY_WITH_V]"'
+    with_v = run_with_env(engine, "qsub", "-N", "v", "-v", "GIVEN=a b,TAKEN", "--",
+                          "/bin/sh", "-c", show, TAKEN="from-env", ONLY_WITH_V="whole")
+    with_big_v = run_with_env(engine, "qsub", "-N", "bigv", "-V", "--", "/bin/sh", "-c",
+                              show, TAKEN="t", ONLY_WITH_V="whole")
+    for done in (with_v, with_big_v):
+        assert (done.returncode, done.stderr) == (0, "")
+    v_id, big_v_id = with_v.stdout.strip(), with_big_v.stdout.strip()
+    engine.wait(v_id)
+    engine.wait(big_v_id)
+    assert (engine.work / f"v.o{seq(v_id)}").read_text() == "[a b] [from-env] []\n"
+    assert (engine.work / f"bigv.o{seq(big_v_id)}").read_text() == "[] [t] [whole]\n"
+    assert engine.job(v_id)["Variable_List"]["GIVEN"] == "a b"
+
+
+def test_qsub_h_queues_the_job_held(engine):
+    job_id = qsub(engine, "-h", input="true\n")
+    time.sleep(0.3)  # a scheduling cycle ran after the submission: it must not start it
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["Hold_Types"]) == ("H", "u")
+    done = engine.pbs("qstat", job_id)
+    assert table(done.stdout) == TABLE_HEADER + [row(job_id, "STDIN", "H")]
+
+
+def test_qsub_r_n_makes_the_job_not_rerunnable(engine):
+    job_id = qsub(engine, "-r", "n", "-h", input="true\n")
+    assert "    Rerunable = False\n" in engine.pbs("qstat", "-f", job_id).stdout
+    default = qsub(engine, "-h", input="true\n")
+    assert "    Rerunable = True\n" in engine.pbs("qstat", "-f", default).stdout
+
+
+def test_qsub_to_an_unknown_queue(engine):
+    done = engine.pbs("qsub", "-q", "nosuch", "--", "/bin/true")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        PBSE_UNKQUE % 256, "", "qsub: Unknown queue\n")
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_qsub_bad_resource_values_and_syntax(engine):
+    bad_value = engine.pbs("qsub", "-l", "walltime=ten", "--", "/bin/true")
+    assert (bad_value.returncode, bad_value.stdout, bad_value.stderr) == (
+        PBSE_BADATVAL % 256, "",
+        "qsub: Illegal attribute or resource value Resource_List.walltime\n")
+    bad_syntax = engine.pbs("qsub", "-l", "walltime=1:00,", "--", "/bin/true")
+    assert bad_syntax.returncode == 2
+    lines = bad_syntax.stderr.splitlines()
+    assert lines[:2] == ["qsub: illegal -l value",
+                         "usage: qsub [-a date_time] [-A account_string] [-c interval]"]
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_qsub_a_script_that_does_not_exist(engine):
+    done = engine.pbs("qsub", "no-such-script.sh")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "qsub: script file:: No such file or directory\n")
+
+
+def test_qsub_z_prints_no_job_id(engine):
+    done = engine.pbs("qsub", "-z", input="true\n")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    jobs = engine.client("stat_jobs", history=True)
+    assert len(jobs) == 1
+    engine.wait(next(iter(jobs)))
+
+
+def test_qsub_W_block_true_waits_and_exits_with_the_jobs_exit_status(engine):
+    failed = engine.pbs("qsub", "-W", "block=true", "--", "/bin/sh", "-c", "sleep 1; exit 3")
+    job_id = failed.stdout.strip()
+    assert (failed.returncode, failed.stdout, failed.stderr) == (3, f"{job_id}\n", "")
+    assert engine.job(job_id)["job_state"] == "F"  # it returned once the job was over
+    ok = engine.pbs("qsub", "-W", "block=true", input="true\n")
+    assert (ok.returncode, ok.stderr) == (0, "")
+
+
+def test_qsub_W_depend_afterok_holds_the_job_until_its_parent_succeeds(engine):
+    parent = qsub(engine, "-h", "--", "/bin/true")
+    # A bare sequence number is completed with the server's name, as PBS's qsub does.
+    child = qsub(engine, "-W", f"depend=afterok:{seq(parent)}", "--", "/bin/true")
+    full = engine.pbs("qstat", "-f", child).stdout
+    assert f"    depend = afterok:{parent}\n" in full
+    time.sleep(0.3)
+    assert engine.job(child)["job_state"] == "H"
+    assert engine.pbs("qrls", parent).returncode == 0
+    assert engine.wait(parent)["Exit_status"] == 0
+    assert engine.wait(child)["Exit_status"] == 0
+
+
+# -- qstat --------------------------------------------------------------------------------------
+
+def test_qstat_table_of_a_queued_job(engine):
+    job_id = qsub(engine, *UNPLACEABLE, "-N", "waiting", input="true\n")
+    done = engine.pbs("qstat")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert table(done.stdout) == TABLE_HEADER + [row(job_id, "waiting", "Q")]
+    assert table(engine.pbs("qstat", job_id).stdout) == table(done.stdout)
+
+
+def test_qstat_prints_nothing_without_jobs(engine):
+    done = engine.pbs("qstat")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_qstat_f(engine):
+    job_id = qsub(engine, *UNPLACEABLE, "-N", "full", input="true\n")
+    done = engine.pbs("qstat", "-f", job_id)
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"Job Id: {job_id}"
+    for expected in ("    Job_Name = full", f"    Job_Owner = {USER}@", "    job_state = Q",
+                     "    queue = workq", "    Hold_Types = n", "    Join_Path = n",
+                     "    Resource_List.select = 1:ncpus=99999", "    Rerunable = True",
+                     f"    Output_Path = {server_name(engine)}:{engine.work}/full.o"):
+        assert any(line.startswith(expected) for line in lines), expected
+    assert done.stdout.endswith("\n\n")  # a blank line after each job
+
+
+def test_qstat_x_shows_a_finished_job(engine):
+    job_id = qsub(engine, input="exit 5\n")
+    engine.wait(job_id)
+    done = engine.pbs("qstat", "-x", job_id)
+    assert done.returncode == 0
+    lines = table(done.stdout)
+    assert lines[:2] == TABLE_HEADER
+    assert lines[2] == row(job_id, "STDIN", "F", "00:00:00")
+    full = engine.pbs("qstat", "-x", "-f", job_id).stdout
+    assert "    job_state = F\n" in full and "    Exit_status = 5\n" in full
+    assert table(engine.pbs("qstat", "-x").stdout)[2] == lines[2]
+    assert engine.pbs("qstat").stdout == ""  # without -x a finished job is not listed
+
+
+def test_qstat_of_a_finished_job_without_x(engine):
+    job_id = qsub(engine, input="true\n")
+    engine.wait(job_id)
+    done = engine.pbs("qstat", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        PBSE_HISTJOBID % 256, "", f"qstat: {job_id} {HISTORY}\n")
+
+
+def test_qstat_F_json(engine):
+    job_id = qsub(engine, *UNPLACEABLE, "-N", "js", input="true\n")
+    done = engine.pbs("qstat", "-f", "-F", "json")
+    assert done.returncode == 0
+    doc = json.loads(done.stdout)
+    assert set(doc) == {"timestamp", "pbs_version", "pbs_server", "Jobs"}
+    assert doc["pbs_server"] == server_name(engine)
+    assert abs(doc["timestamp"] - time.time()) < 60
+    job = doc["Jobs"][job_id]
+    assert (job["Job_Name"], job["job_state"], job["queue"]) == ("js", "Q", "workq")
+    assert job["Resource_List"] == {"select": "1:ncpus=99999"}
+    assert job["Rerunable"] == "True"
+    assert job["Variable_List"]["PBS_O_WORKDIR"] == str(engine.work)
+    assert json.loads(engine.pbs("qstat", "-F", "json", job_id).stdout)["Jobs"].keys() == {
+        job_id}
+
+
+def test_qstat_Q(engine):
+    qsub(engine, *UNPLACEABLE, input="true\n")
+    qsub(engine, "-h", input="true\n")
+    done = engine.pbs("qstat", "-Q")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert table(done.stdout) == [
+        "Queue              Max   Tot Ena Str   Que   Run   Hld   Wat   Trn   Ext Type",
+        "---------------- ----- ----- --- --- ----- ----- ----- ----- ----- ----- ----",
+        "workq                0     2 yes yes     1     0     1     0     0     0 Exe*"]
+
+
+def test_qstat_Q_f(engine):
+    qsub(engine, *UNPLACEABLE, input="true\n")
+    done = engine.pbs("qstat", "-Q", "-f")
+    assert done.returncode == 0
+    assert done.stdout == (
+        "Queue: workq\n"
+        "    queue_type = Execution\n"
+        "    total_jobs = 1\n"
+        "    state_count = Transit:0 Queued:1 Held:0 Waiting:0 Running:0 Exiting:0 Begun\n"
+        "\t:0\n"
+        "    enabled = True\n"
+        "    started = True\n\n")
+
+
+def test_qstat_B(engine):
+    qsub(engine, *UNPLACEABLE, input="true\n")
+    done = engine.pbs("qstat", "-B")
+    assert done.returncode == 0
+    lines = table(done.stdout)
+    assert lines[:2] == [
+        "Server             Max   Tot   Que   Run   Hld   Wat   Trn   Ext Status",
+        "---------------- ----- ----- ----- ----- ----- ----- ----- ----- -----------"]
+    assert len(lines) == 3
+    assert lines[2].split()[:3] == [server_name(engine), "0", "1"]
+    assert lines[2].split()[-1] == "Active"
+
+
+def test_qstat_B_counts_the_jobs_by_state(engine):
+    qsub(engine, *UNPLACEABLE, input="true\n")
+    qsub(engine, "-h", input="true\n")
+    line = table(engine.pbs("qstat", "-B").stdout)[2]
+    assert line.split()[1:9] == ["0", "2", "1", "0", "1", "0", "0", "0"]
+    assert ("    state_count = Transit:0 Queued:1 Held:1 Waiting:0 Running:0 Exiting:0 "
+            in engine.pbs("qstat", "-B", "-f").stdout)
+
+
+def test_qstat_B_f(engine):
+    done = engine.pbs("qstat", "-B", "-f")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    name = server_name(engine)
+    assert lines[0] == f"Server: {name}"
+    for expected in ("    server_state = Active", f"    server_host = {name}",
+                     "    scheduling = True", "    total_jobs = 0",
+                     "    default_queue = workq"):
+        assert expected in lines, expected
+    assert done.stdout.endswith("\n\n")
+
+
+def test_qstat_of_an_unknown_job(engine):
+    name = server_name(engine)
+    done = engine.pbs("qstat", "99")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        PBSE_UNKJOBID % 256, "", f"qstat: Unknown Job Id 99.{name}\n")
+    # The jobs it knows are still shown.
+    job_id = qsub(engine, *UNPLACEABLE, input="true\n")
+    mixed = engine.pbs("qstat", "98", job_id)
+    assert mixed.returncode == PBSE_UNKJOBID % 256
+    assert mixed.stderr == f"qstat: Unknown Job Id 98.{name}\n"
+    assert table(mixed.stdout) == TABLE_HEADER + [row(job_id, "STDIN", "Q")]
+
+
+# -- qdel ---------------------------------------------------------------------------------------
+
+def test_qdel_a_running_and_a_queued_job(engine):
+    running = qsub(engine, input="sleep 30\n")
+    queued = qsub(engine, *UNPLACEABLE, input="true\n")
+    engine.wait(running, "R")
+    done = engine.pbs("qdel", running, queued)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    for job_id in (running, queued):
+        attrs = engine.wait(job_id, timeout=20)
+        assert attrs["comment"].startswith(f"Job deleted at request of {USER}@")
+    assert engine.job(running)["Exit_status"] == 256 + 15  # killed by SIGTERM
+    assert "Exit_status" not in engine.job(queued)  # it never ran
+
+
+def test_qdel_W_force(engine):
+    job_id = qsub(engine, input="sleep 30\n")
+    engine.wait(job_id, "R")
+    done = engine.pbs("qdel", "-W", "force", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    attrs = engine.wait(job_id, timeout=20)
+    assert attrs["comment"].startswith(f"Job deleted at request of {USER}@")
+    assert attrs["Exit_status"] == 256 + 15
+
+
+def test_qdel_of_an_unknown_job(engine):
+    name = server_name(engine)
+    job_id = qsub(engine, *UNPLACEABLE, input="true\n")
+    done = engine.pbs("qdel", "99", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        PBSE_UNKJOBID % 256, "", f"qdel: Unknown Job Id 99.{name}\n")
+    assert engine.wait(job_id, timeout=10)["job_state"] == "F"  # the known one went
+
+
+# -- qhold / qrls -------------------------------------------------------------------------------
+
+def test_qhold_and_qrls_of_a_queued_job(engine):
+    job_id = qsub(engine, *UNPLACEABLE, input="true\n")
+    held = engine.pbs("qhold", "-h", "u", job_id)
+    assert (held.returncode, held.stdout, held.stderr) == (0, "", "")
+    assert table(engine.pbs("qstat", job_id).stdout)[2] == row(job_id, "STDIN", "H")
+    assert engine.job(job_id)["Hold_Types"] == "u"
+    released = engine.pbs("qrls", "-h", "u", job_id)
+    assert (released.returncode, released.stdout, released.stderr) == (0, "", "")
+    assert table(engine.pbs("qstat", job_id).stdout)[2] == row(job_id, "STDIN", "Q")
+    assert engine.job(job_id)["Hold_Types"] == "n"
+
+
+def test_qrls_lets_a_held_job_run(engine):
+    job_id = qsub(engine, "-h", input="echo released\n")
+    assert engine.pbs("qrls", job_id).returncode == 0
+    assert engine.wait(job_id)["Exit_status"] == 0
+    assert (engine.work / f"STDIN.o{seq(job_id)}").read_text() == "released\n"
+
+
+def test_qhold_and_qrls_of_an_unknown_job(engine):
+    name = server_name(engine)
+    for command in ("qhold", "qrls"):
+        done = engine.pbs(command, "99")
+        assert (done.returncode, done.stderr) == (
+            PBSE_UNKJOBID % 256, f"{command}: Unknown Job Id 99.{name}\n")
+
+
+# -- qrerun -------------------------------------------------------------------------------------
+
+def test_qrerun_requeues_a_running_job_which_runs_again(engine):
+    job_id = qsub(engine, input="sleep 30\n")
+    assert engine.wait(job_id, "R")["run_count"] == 1
+    done = engine.pbs("qrerun", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    attrs = wait_for(lambda: (a := engine.job(job_id))["run_count"] == 2 and a,
+                     "the job to run a second time")
+    assert attrs["job_state"] in "QR"
+    assert "    run_count = 2\n" in engine.pbs("qstat", "-f", job_id).stdout
+    engine.pbs("qdel", "-W", "force", job_id, check=True)
+    engine.wait(job_id)
+
+
+def test_qrerun_refuses_a_job_that_is_not_rerunnable(engine):
+    job_id = qsub(engine, "-r", "n", input="sleep 30\n")
+    engine.wait(job_id, "R")
+    done = engine.pbs("qrerun", job_id)
+    assert done.returncode != 0
+    assert done.stderr.startswith("qrerun: ") and done.stderr.endswith(f" {job_id}\n")
+    time.sleep(0.3)
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["run_count"]) == ("R", 1)
+    engine.pbs("qdel", job_id, check=True)
+    engine.wait(job_id)
+
+
+def test_qrerun_not_rerunnable_exit_status_is_pbse_norerun(engine):
+    job_id = qsub(engine, "-r", "n", input="sleep 30\n")
+    engine.wait(job_id, "R")
+    try:
+        assert engine.pbs("qrerun", job_id).returncode == PBSE_NORERUN % 256
+    finally:
+        engine.pbs("qdel", job_id)
+
+
+def test_qrerun_of_an_unknown_job(engine):
+    done = engine.pbs("qrerun", "99")
+    assert (done.returncode, done.stderr) == (
+        PBSE_UNKJOBID % 256, f"qrerun: Unknown Job Id 99.{server_name(engine)}\n")
+
+
+# -- qrun ---------------------------------------------------------------------------------------
+
+def test_qrun_H_runs_a_held_job_on_that_vnode(engine):
+    vnode = a_vnode(engine)
+    job_id = qsub(engine, "-h", input="echo ran\n")
+    done = engine.pbs("qrun", "-H", vnode, job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 0 and attrs["run_count"] == 1
+    assert attrs["exec_vnode"].startswith(f"({vnode}")
+    assert (engine.work / f"STDIN.o{seq(job_id)}").read_text() == "ran\n"
+
+
+def test_qrun_runs_a_held_job_where_the_scheduler_would(engine):
+    job_id = qsub(engine, "-h", input="true\n")
+    done = engine.pbs("qrun", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert engine.wait(job_id)["Exit_status"] == 0
+
+
+def test_qrun_H_an_unknown_vnode(engine):
+    job_id = qsub(engine, "-h", input="true\n")
+    done = engine.pbs("qrun", "-H", "nosuchvnode", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        PBSE_UNKNODE % 256, "", f"qrun: Unknown node {job_id}\n")
+    assert engine.job(job_id)["job_state"] == "H"
+
+
+def test_qrun_of_an_unknown_job(engine):
+    done = engine.pbs("qrun", "99")
+    assert (done.returncode, done.stderr) == (
+        PBSE_UNKJOBID % 256, f"qrun: Unknown Job Id 99.{server_name(engine)}\n")
+
+
+# -- qalter -------------------------------------------------------------------------------------
+
+def test_qalter_name_and_walltime(engine):
+    job_id = qsub(engine, *UNPLACEABLE, "-N", "before", input="true\n")
+    done = engine.pbs("qalter", "-N", "after", "-l", "walltime=1:30:00", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    full = engine.pbs("qstat", "-f", job_id).stdout
+    assert "    Job_Name = after\n" in full
+    assert "    Resource_List.walltime = 01:30:00\n" in full
+    assert "    Resource_List.select = 1:ncpus=99999\n" in full  # the others stay
+
+
+def test_qalter_h_holds_a_queued_job(engine):
+    job_id = qsub(engine, *UNPLACEABLE, input="true\n")
+    assert engine.pbs("qalter", "-h", "u", job_id).returncode == 0
+    assert engine.job(job_id)["Hold_Types"] == "u"
+    assert table(engine.pbs("qstat", job_id).stdout)[2] == row(job_id, "STDIN", "H")
+
+
+def test_qalter_of_an_unknown_job(engine):
+    done = engine.pbs("qalter", "-N", "x", "99")
+    assert (done.returncode, done.stderr) == (
+        PBSE_UNKJOBID % 256, f"qalter: Unknown Job Id 99.{server_name(engine)}\n")
+
+
+# -- pbsnodes -----------------------------------------------------------------------------------
+
+def test_pbsnodes_a(engine):
+    done = engine.pbs("pbsnodes", "-a")
+    assert (done.returncode, done.stderr) == (0, "")
+    nodes = engine.client("stat_nodes")
+    blocks = done.stdout.split("\n\n")
+    assert [b.splitlines()[0] for b in blocks if b] == list(nodes)
+    vnode = next(iter(nodes))
+    lines = blocks[0].splitlines()
+    assert lines[1:5] == [f"     Mom = {nodes[vnode]['Mom']}", "     ntype = PBS",
+                          "     state = free",
+                          f"     pcpus = {nodes[vnode]['pcpus']}"]
+    ncpus = nodes[vnode]["resources_available"]["ncpus"]
+    assert f"     resources_available.ncpus = {ncpus}" in lines
+
+
+def test_pbsnodes_F_json(engine):
+    done = engine.pbs("pbsnodes", "-a", "-F", "json")
+    assert done.returncode == 0
+    doc = json.loads(done.stdout)
+    assert set(doc) == {"timestamp", "pbs_version", "pbs_server", "nodes"}
+    assert doc["pbs_server"] == server_name(engine)
+    nodes = engine.client("stat_nodes")
+    assert doc["nodes"].keys() == nodes.keys()
+    vnode = next(iter(nodes))
+    assert doc["nodes"][vnode]["state"] == "free"
+    assert doc["nodes"][vnode]["resources_available"]["ncpus"] == (
+        nodes[vnode]["resources_available"]["ncpus"])
+
+
+def test_pbsnodes_o_r_and_C(engine):
+    vnode = a_vnode(engine)
+
+    def show() -> list[str]:
+        return engine.pbs("pbsnodes", vnode).stdout.splitlines()
+
+    offline = engine.pbs("pbsnodes", "-o", vnode)
+    assert (offline.returncode, offline.stdout, offline.stderr) == (0, "", "")
+    assert "     state = offline" in show()
+    # An offline vnode gets no job.
+    job_id = qsub(engine, "-l", f"select=1:vnode={vnode}", input="true\n")
+    time.sleep(0.3)
+    assert engine.job(job_id)["job_state"] == "Q"
+    cleared = engine.pbs("pbsnodes", "-r", vnode)
+    assert (cleared.returncode, cleared.stdout, cleared.stderr) == (0, "", "")
+    assert engine.wait(job_id)["Exit_status"] == 0  # it may run there now
+    assert "     state = free" in show()
+    comment = engine.pbs("pbsnodes", "-C", "under repair", vnode)
+    assert (comment.returncode, comment.stdout, comment.stderr) == (0, "", "")
+    assert "     comment = under repair" in show()
+
+
+def test_pbsnodes_unknown_node(engine):
+    for args in (("nosuch",), ("-o", "nosuch"), ("-C", "x", "nosuch")):
+        done = engine.pbs("pbsnodes", *args)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            PBSE_UNKNODE % 256, "", "pbsnodes: Unknown node nosuch\n"), args
+
+
+# -- bad options --------------------------------------------------------------------------------
+
+USAGES = {
+    "qstat": "usage: qstat [-f] [-x] [-F json] [-Q] [-B] [job_identifier...]",
+    "qdel": "usage: qdel [-W force] job_identifier...",
+    "qhold": "usage: qhold [-h hold_list] job_identifier...",
+    "qrls": "usage: qrls [-h hold_list] job_identifier...",
+    "qrerun": "usage: qrerun job_identifier...",
+    "qrun": "usage: qrun [-H vnode_specification] job_identifier",
+    "qalter": "usage: qalter [-N name] [-l resource_list] [-h hold_list] job_identifier...",
+    "pbsnodes": "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]",
+    "qmove": "usage: qmove destination job_identifier...",
+}
+
+
+@pytest.mark.parametrize("command", sorted(USAGES))
+def test_a_bad_option_prints_the_usage_and_exits_2(cli, command):
+    done = cli(command, "-Z", "1.host")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", f"{command}: invalid option -- 'Z'\n{USAGES[command]}\n")
+
+
+def test_qsub_bad_option_prints_the_usage_and_exits_2(cli):
+    done = cli("qsub", "-Z", "script.sh")
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines[:2] == ["qsub: invalid option -- 'Z'",
+                         "usage: qsub [-a date_time] [-A account_string] [-c interval]"]
+    assert lines[-1] == "       qsub --version"
+
+
+@pytest.mark.parametrize("command, args, letter", [
+    ("qstat", ["-F"], "F"), ("qdel", ["-W"], "W"), ("qrun", ["-H"], "H"),
+    ("qalter", ["-N"], "N"), ("pbsnodes", ["-C"], "C")])
+def test_an_option_without_its_argument(cli, command, args, letter):
+    done = cli(command, *args)
+    assert (done.returncode, done.stderr) == (
+        2, f"{command}: option requires an argument -- '{letter}'\n{USAGES[command]}\n")
+
+
+@pytest.mark.parametrize("command", ["qdel", "qhold", "qrls", "qrerun", "qrun", "qalter"])
+def test_a_missing_job_id_prints_the_usage_and_exits_2(cli, command):
+    done = cli(command)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == USAGES[command]
