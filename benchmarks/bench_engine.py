@@ -1,0 +1,469 @@
+"""The local engine end to end: job throughput, and jobs kept across server crashes (prints
+figures; never asserts).
+
+A real server (`pbsplug.engine.api.start_background`) runs in a fresh, short home under /tmp
+with every installed plugin enabled, as ``pbsplug demo`` does. The server is started by a small
+helper interpreter (``python -c 'start_background(Home(root))'``) rather than forked from this
+process, so that it is what ``pbsplug server start`` gives, can be restarted while this
+process runs a submitting thread, and carries ``PBSPLUG_HOME`` in its environment, which is
+how the clean-up finds the server and its shepherds by pid at the end.
+
+throughput (issue goals: >= 50 jobs/s on a 2-core machine; qsub p50 <= 20 ms)
+    N ``/bin/true`` jobs (walltime 00:01:00, ncpus=1) submitted one after the other through
+    `Client`; jobs/s is N over the time from the first submission to the moment the last job
+    is seen finished (polled, so a little late rather than early). Submission latency is per
+    request through the client; a small sample of the ``pbsplug qsub -- /bin/true`` command as
+    a process shows what a user waits for, interpreter start-up included. The jobs run on the
+    machine's default vnodes, unless ``--ncpus`` is given and the server has qmgr.
+crash (issue goals: lost 0; non-rerunnable jobs run twice 0)
+    Jobs (half of them ``Rerunable`` false) each append their ``$PBS_JOBID`` to a marker file
+    of their own and sleep 0.2 to 1 s. While a thread submits them, the server is killed with
+    SIGKILL at random moments and restarted each time; then every job must finish. A
+    submission that failed because the server was down is retried; only one whose reply came
+    back counts as submitted.
+
+    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash] [--jobs 1000]
+                                                [--cli-sample 20] [--crash-jobs 200]
+                                                [--kills 10] [--seed 1] [--sleep-max 1]
+                                                [--ncpus N] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from pbsplug.engine.api import Client, ServerUnavailable
+from pbsplug.engine.errors import PbsError
+from pbsplug.engine.home import Home
+from pbsplug.plugins import installed_entry_points
+
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+GOAL_JOBS_PER_S = 50.0
+GOAL_QSUB_P50_MS = 20.0
+START = ("import sys\n"
+         "from pbsplug.engine.api import start_background\n"
+         "from pbsplug.engine.home import Home\n"
+         "from pathlib import Path\n"
+         "print(start_background(Home(Path(sys.argv[1]))))\n")
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank percentile (p in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+class Bench:
+    """One engine home under /tmp, its server, and the processes it leaves."""
+
+    def __init__(self, plugins: list[str]):
+        self.root = Path(tempfile.mkdtemp(prefix="pbb", dir="/tmp"))
+        self.root.chmod(0o755)
+        self.home = Home(self.root)
+        self.home.make()
+        self.work = self.root / "work"
+        self.work.mkdir(mode=0o777)
+        self.work.chmod(0o777)
+        self.home.site.write_text("".join(f"[plugins.{n}]\nenabled = true\n\n"
+                                          for n in plugins))
+        # The commands and servers started here cache their bytecode in the home (an
+        # environment with PYTHONDONTWRITEBYTECODE would compile pbsplug at every start).
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("PBSPLUG_") and k != "PYTHONDONTWRITEBYTECODE"}
+        self.env.update(PBSPLUG_HOME=str(self.root),
+                        PYTHONPYCACHEPREFIX=str(self.root / "pycache"))
+        self.variables = {"PBS_O_WORKDIR": str(self.work),
+                          "PBS_O_PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        self.starts: list[float] = []  # seconds each start took, helper interpreter included
+
+    def start(self) -> int:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", START, str(self.root)], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"the server did not start:\n{done.stderr}")
+        self.starts.append(time.perf_counter() - t0)
+        return int(done.stdout.split()[-1])
+
+    def client(self, timeout: float = 60.0) -> Client:
+        return Client(self.home, timeout=timeout)
+
+    def kill_server(self) -> tuple[float, float]:
+        """SIGKILL, as a crash would; returns once `Home.server_pid` says no server runs:
+        the seconds until the process had died (a zombie), and until then."""
+        pid = self.home.server_pid()
+        if pid is None:
+            return 0.0, 0.0
+        t0 = time.perf_counter()
+        os.kill(pid, signal.SIGKILL)
+        died = None
+        while self.home.server_pid() is not None:
+            if died is None and _state(pid) in ("Z", None):
+                died = time.perf_counter() - t0
+            time.sleep(0.002)
+        gone = time.perf_counter() - t0
+        return (gone if died is None else died), gone
+
+    def stop(self) -> None:
+        """Shut the server down, kill what is left of it and its jobs, by pid."""
+        pid = self.home.server_pid()
+        if pid is not None:
+            try:
+                self.client(timeout=10)("shutdown")
+            except (ServerUnavailable, PbsError, OSError):
+                pass
+            deadline = time.monotonic() + 10
+            while self.home.server_pid() is not None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.home.server_pid() is not None:
+                os.kill(pid, signal.SIGKILL)
+        for _ in range(3):  # jobs first (by process group), then shepherds
+            left = self.leftovers()
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        if self.leftovers():
+            print(f"bench: processes left behind: {self.leftovers()}", file=sys.stderr)
+
+    def leftovers(self) -> list[int]:
+        """Our servers and shepherds (PBSPLUG_HOME is this home) and jobs (their work or tmp
+        directories are under it), not counting this process."""
+        marks = [f"PBSPLUG_HOME={self.root}\0".encode(),
+                 f"PBS_O_WORKDIR={self.root}/".encode(),
+                 f"TMPDIR={self.root}/".encode()]
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if _state(int(entry.name)) not in ("Z", None) and any(m in environ for m in marks):
+                found.append(int(entry.name))
+        return found
+
+    def cpu_seconds(self, pid: int) -> tuple[float, float]:
+        """The process's own CPU time, and that of its reaped children (its shepherds)."""
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return ((int(fields[11]) + int(fields[12])) / tick,
+                (int(fields[13]) + int(fields[14])) / tick)
+
+    def remove(self, keep: bool) -> None:
+        if keep:
+            print(f"kept {self.root} (PBSPLUG_HOME={self.root} {PBSPLUG} qstat -x)")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def machine_line(plugins: list[str]) -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    enabled = (f"plugins enabled: {', '.join(plugins)}" if plugins
+               else "no plugin installed: none enabled")
+    return (f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
+            f"cpus, {platform.processor() or 'cpu'}, load {load}; {enabled}")
+
+
+def wait_all_finished(client: Client, ids: list[str], timeout: float) -> float:
+    """Poll until no job is active; returns the time (perf_counter) it was first seen so.
+    The poll interval shrinks as the queue empties, to load the server little."""
+    deadline = time.monotonic() + timeout
+    while True:
+        active = client("stat_jobs")
+        now = time.perf_counter()
+        if not active:
+            return now
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(active)} jobs still active after {timeout:g} s")
+        time.sleep(min(0.5, 0.02 + 0.0005 * len(active)))
+
+
+def try_qmgr(client: Client, ncpus: int | None) -> str:
+    """Give each vnode `ncpus` through qmgr, when the server has it; says what was done."""
+    nodes = client("stat_nodes")
+    machine = ", ".join(f"{n} ({a.get('resources_available', {}).get('ncpus')} ncpus)"
+                        for n, a in nodes.items())
+    try:
+        client("qmgr", text="list server\n")
+    except PbsError as err:
+        note = f"qmgr unavailable ({err})"
+        return f"vnodes from the machine: {machine}; " + (
+            f"{note}, --ncpus {ncpus} not applied" if ncpus else note)
+    if not ncpus:
+        return f"vnodes from the machine: {machine} (qmgr available; --ncpus not given)"
+    text = "".join(f"set node {n} resources_available.ncpus = {ncpus}\n" for n in nodes)
+    answer = client("qmgr", text=text)
+    if isinstance(answer, dict) and answer.get("errors"):
+        raise SystemExit("bench: qmgr: " + " ".join(answer["errors"]))
+    return f"vnodes set with qmgr: {', '.join(nodes)} ({ncpus} ncpus each)"
+
+
+def bench_throughput(args: argparse.Namespace, plugins: list[str]) -> None:
+    print(f"\n== throughput: {args.jobs} /bin/true jobs through the API client, "
+          f"then {args.cli_sample} `pbsplug qsub -- /bin/true` commands")
+    bench = Bench(plugins)
+    try:
+        pid = bench.start()
+        client = bench.client()
+        print(try_qmgr(client, args.ncpus))
+        attrs = {"Resource_List": {"walltime": "00:01:00", "ncpus": 1},
+                 "Variable_List": bench.variables}
+        cpu0 = bench.cpu_seconds(pid)
+        latencies = []
+        ids = []
+        first = time.perf_counter()
+        for _ in range(args.jobs):
+            t0 = time.perf_counter()
+            ids.append(client("submit", attrs=attrs, argv=["/bin/true"]))
+            latencies.append(time.perf_counter() - t0)
+        submitted = time.perf_counter()
+        last = wait_all_finished(client, ids, args.timeout)
+        cpu1 = bench.cpu_seconds(pid)
+        jobs = client("stat_jobs", history=True)
+        states = Counter(jobs[j]["job_state"] for j in ids if j in jobs)
+        exits = Counter(jobs[j].get("Exit_status") for j in ids if j in jobs)
+
+        cli: list[float] = []
+        cli_ids: list[str] = []
+        if args.cli_sample:  # untimed: fills the bytecode cache
+            subprocess.run([PBSPLUG, "qsub", "--", "/bin/true"], env=bench.env, cwd=bench.work,
+                           capture_output=True, timeout=120)
+        for _ in range(args.cli_sample):
+            t0 = time.perf_counter()
+            done = subprocess.run([PBSPLUG, "qsub", "--", "/bin/true"], env=bench.env,
+                                  cwd=bench.work, capture_output=True, text=True, timeout=120)
+            cli.append(time.perf_counter() - t0)
+            if done.returncode != 0:
+                raise SystemExit(f"bench: pbsplug qsub failed ({done.returncode}): "
+                                 f"{done.stderr}")
+            cli_ids.append(done.stdout.strip())
+        if cli:
+            wait_all_finished(client, [], args.timeout)
+            final = client("stat_jobs", history=True)
+            cli_exits = Counter(final.get(j, {}).get("Exit_status") for j in cli_ids)
+
+        elapsed = last - first
+        rate = args.jobs / elapsed
+        print(f"{'figure':<34} {'value':>10}  goal")
+        print(f"{'jobs/s (first submit to all F)':<34} {rate:>10.1f}  >= {GOAL_JOBS_PER_S:g} "
+              f"{verdict(rate >= GOAL_JOBS_PER_S)}")
+        print(f"{'  elapsed s':<34} {elapsed:>10.2f}")
+        print(f"{'  submitting s':<34} {submitted - first:>10.2f}")
+        print(f"{'  after the last submit s':<34} {last - submitted:>10.2f}")
+        p50 = statistics.median(latencies) * 1e3
+        print(f"{'qsub request p50 ms (client)':<34} {p50:>10.2f}  <= {GOAL_QSUB_P50_MS:g} "
+              f"{verdict(p50 <= GOAL_QSUB_P50_MS)}")
+        print(f"{'qsub request p99 ms (client)':<34} {percentile(latencies, 99) * 1e3:>10.2f}")
+        print(f"{'qsub request max ms (client)':<34} {max(latencies) * 1e3:>10.2f}")
+        if cli:
+            p50_cli = statistics.median(cli) * 1e3
+            print(f"{f'pbsplug qsub p50 ms (process, n={len(cli)})':<34} {p50_cli:>10.1f}  "
+                  f"<= {GOAL_QSUB_P50_MS:g} {verdict(p50_cli <= GOAL_QSUB_P50_MS)} "
+                  "(interpreter start-up included, bytecode cached)")
+            print(f"{f'pbsplug qsub p99 ms (process, n={len(cli)})':<34} "
+                  f"{percentile(cli, 99) * 1e3:>10.1f}")
+        print(f"API jobs: states {dict(states)}, Exit_status {dict(exits)}" + (
+            f"; pbsplug qsub jobs: Exit_status {dict(cli_exits)}" if cli else ""))
+        # Per-job breakdown: CPU the server and its shepherds (with the jobs) used, and
+        # the engine's own timestamps (whole seconds).
+        server_cpu = cpu1[0] - cpu0[0]
+        child_cpu = cpu1[1] - cpu0[1]
+        print(f"per job: server CPU {server_cpu / args.jobs * 1e3:.2f} ms, shepherds and jobs "
+              f"CPU {child_cpu / args.jobs * 1e3:.2f} ms, wall {elapsed / args.jobs * 1e3:.2f} "
+              f"ms")
+        waits = [jobs[j]["stime"] - jobs[j]["qtime"] for j in ids
+                 if jobs.get(j, {}).get("stime") is not None]
+        runs = [jobs[j]["obittime"] - jobs[j]["stime"] for j in ids
+                if jobs.get(j, {}).get("stime") is not None and "obittime" in jobs[j]]
+        if waits and runs:
+            print(f"engine stamps (whole s): queued to started median {statistics.median(waits)}"
+                  f" max {max(waits)}; started to finished median {statistics.median(runs)} "
+                  f"max {max(runs)}")
+        print(f"server start-up {bench.starts[0] * 1e3:.0f} ms (helper interpreter included)")
+    finally:
+        bench.stop()
+        bench.remove(args.keep)
+
+
+def bench_crash(args: argparse.Namespace, plugins: list[str]) -> None:
+    print(f"\n== crash: {args.crash_jobs} jobs (half not rerunnable), the server killed "
+          f"(SIGKILL) {args.kills} times and restarted; seed {args.seed}")
+    rng_jobs = random.Random(args.seed)
+    rng_kills = random.Random(args.seed + 1)
+    bench = Bench(plugins)
+    specs = []
+    for i in range(args.crash_jobs):
+        seconds = round(rng_jobs.uniform(0.2, args.sleep_max), 2)
+        marker = bench.work / f"mark.{i}"
+        specs.append({
+            "rerunnable": i % 2 == 0, "marker": marker, "gap": rng_jobs.uniform(0, 0.04),
+            "argv": ["/bin/sh", "-c", f'echo "$PBS_JOBID" >> {marker}; sleep {seconds}'],
+            "attrs": {"Job_Name": f"crash{i}", "Rerunable": i % 2 == 0,
+                      "Resource_List": {"walltime": "00:01:00", "ncpus": 1},
+                      "Variable_List": bench.variables}})
+    submitted: dict[int, str] = {}  # spec index -> job id, for each reply received
+    tries = Counter()
+    errors: list[str] = []
+
+    def submit_all() -> None:
+        client = bench.client(timeout=30)
+        for i, spec in enumerate(specs):
+            while True:
+                try:
+                    submitted[i] = client("submit", attrs=spec["attrs"], argv=spec["argv"])
+                    break
+                except ServerUnavailable:
+                    tries["server down"] += 1
+                    time.sleep(0.02)
+                except PbsError as err:
+                    tries["refused"] += 1
+                    errors.append(f"job {i}: {err}")
+                    if tries["refused"] > 50:
+                        return
+                    time.sleep(0.1)
+            time.sleep(spec["gap"])
+
+    try:
+        bench.start()
+        print(try_qmgr(bench.client(), args.ncpus))
+        t0 = time.perf_counter()
+        submitter = threading.Thread(target=submit_all, name="submitter", daemon=True)
+        submitter.start()
+        downtimes, deaths, reaps = [], [], []
+        for _ in range(args.kills):
+            time.sleep(rng_kills.uniform(0.2, 2.5))
+            down = time.perf_counter()
+            died, gone = bench.kill_server()
+            bench.start()
+            downtimes.append(time.perf_counter() - down)
+            deaths.append(died)
+            reaps.append(gone)
+        submitter.join()
+        client = bench.client()
+        ids = list(submitted.values())
+        try:
+            wait_all_finished(client, ids, args.timeout)
+            timed_out = ""
+        except TimeoutError as exc:
+            timed_out = str(exc)
+        elapsed = time.perf_counter() - t0
+        jobs = client("stat_jobs", history=True)
+
+        lost = [j for j in ids if jobs.get(j, {}).get("job_state") != "F"]
+        twice, twice_rerun, never = [], [], []
+        for i, job_id in submitted.items():
+            spec = specs[i]
+            lines = (spec["marker"].read_text().split() if spec["marker"].exists() else [])
+            runs = lines.count(job_id)
+            if runs == 0:
+                never.append(job_id)
+            if runs > 1:
+                (twice_rerun if spec["rerunnable"] else twice).append(f"{job_id} x{runs}")
+        orphans = sorted(set(jobs) - set(ids), key=lambda j: int(j.split(".")[0]))
+        exits = Counter(jobs[j].get("Exit_status") for j in ids if j in jobs)
+        comments = Counter(jobs[j].get("comment", "").split(":")[0] for j in ids
+                           if j in jobs and jobs[j].get("Exit_status") != 0)
+        n_rerun = sum(1 for i in submitted if specs[i]["rerunnable"])
+        log = "".join(p.read_text(errors="replace") for p in sorted(bench.home.logs.glob("*")))
+        recovery = {"adopted": log.count("job adopted again after a server restart"),
+                    "requeued": log.count("Job requeued after a server restart"),
+                    "failed": sum(1 for j in ids if str(jobs.get(j, {}).get("comment", ""))
+                                  .startswith("Job failed after a server restart"))}
+
+        print(f"{'submitted':<44} {len(ids):>6}  (of {len(specs)})")
+        print(f"{'finished (F)':<44} {len(ids) - len(lost):>6}")
+        print(f"{'lost (unknown or never finished)':<44} {len(lost):>6}  goal 0 "
+              f"{verdict(not lost)}")
+        print(f"{'non-rerunnable jobs run twice':<44} {len(twice):>6}  goal 0 "
+              f"{verdict(not twice)}")
+        print(f"{'rerunnable jobs run twice (informational)':<44} {len(twice_rerun):>6}  "
+              f"(of {n_rerun})")
+        print(f"{'jobs never started (no marker line)':<44} {len(never):>6}")
+        print(f"{'jobs the server has that no reply named':<44} {len(orphans):>6}")
+        print(f"{'submissions retried (server down)':<44} {tries['server down']:>6}")
+        print(f"{'submissions refused (other errors)':<44} {tries['refused']:>6}")
+        print(f"{'time taken s':<44} {elapsed:>6.1f}")
+        if downtimes:
+            print(f"kill to restarted: median {statistics.median(downtimes) * 1e3:.0f} ms, max "
+                  f"{max(downtimes) * 1e3:.0f} ms; of which the killed server died in a median "
+                  f"{statistics.median(deaths) * 1e3:.0f} ms, and Home.server_pid() saw it "
+                  f"gone after {statistics.median(reaps) * 1e3:.0f} ms")
+        print(f"Exit_status of the submitted jobs: {dict(exits)}")
+        print(f"recovery at restarts: {recovery['adopted']} running jobs adopted, "
+              f"{recovery['requeued']} requeued, {recovery['failed']} failed (the others had "
+              "ended while the server was down, or were queued)")
+        if comments:
+            print(f"comments of the jobs that did not exit 0: {dict(comments)}")
+        for label, items in (("lost", lost), ("run twice", twice),
+                             ("rerunnable run twice", twice_rerun), ("orphans", orphans),
+                             ("errors", errors)):
+            if items:
+                print(f"  {label}: {', '.join(items[:10])}{' ...' if len(items) > 10 else ''}")
+        if timed_out:
+            print(f"  {timed_out}")
+    finally:
+        bench.stop()
+        bench.remove(args.keep)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("throughput", "crash"),
+                        help="run one benchmark (default: both)")
+    parser.add_argument("--jobs", type=int, default=1000, help="throughput: jobs submitted")
+    parser.add_argument("--cli-sample", type=int, default=20,
+                        help="throughput: `pbsplug qsub` commands timed as processes")
+    parser.add_argument("--ncpus", type=int,
+                        help="ncpus per vnode, set with qmgr when the server has it "
+                             "(default: the machine's vnodes as they are)")
+    parser.add_argument("--crash-jobs", type=int, default=200, help="crash: jobs submitted")
+    parser.add_argument("--kills", type=int, default=10, help="crash: server kills")
+    parser.add_argument("--seed", type=int, default=1, help="crash: random seed")
+    parser.add_argument("--sleep-max", type=float, default=1.0,
+                        help="crash: each job sleeps 0.2 s to this many seconds")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds to wait for the jobs to finish")
+    parser.add_argument("--keep", action="store_true", help="keep the engine homes")
+    args = parser.parse_args()
+
+    plugins = sorted({ep.name for ep in installed_entry_points()})
+    print(machine_line(plugins))
+    if args.only in (None, "throughput"):
+        bench_throughput(args, plugins)
+    if args.only in (None, "crash"):
+        bench_crash(args, plugins)
+
+
+if __name__ == "__main__":
+    main()
