@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from .conftest import PBSPLUG
+from .conftest import PBSPLUG, until
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 #: A job the scheduler can never place: it stays queued (Q) for as long as a test needs.
@@ -57,16 +57,6 @@ def table(text: str) -> list[str]:
 def run_with_env(engine, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([PBSPLUG, *args], capture_output=True, text=True,
                           env=engine.env(**env), cwd=engine.work, timeout=120)
-
-
-def wait_for(predicate, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def a_vnode(engine) -> str:
@@ -410,8 +400,8 @@ def test_qrerun_requeues_a_running_job_which_runs_again(engine):
     assert engine.wait(job_id, "R")["run_count"] == 1
     done = engine.pbs("qrerun", job_id)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    attrs = wait_for(lambda: (a := engine.job(job_id))["run_count"] == 2 and a,
-                     "the job to run a second time")
+    attrs = until(lambda: (a := engine.job(job_id))["run_count"] == 2 and a,
+                  what="the job to run a second time")
     assert attrs["job_state"] in "QR"
     assert "    run_count = 2\n" in engine.pbs("qstat", "-f", job_id).stdout
     engine.pbs("qdel", "-W", "force", job_id, check=True)
