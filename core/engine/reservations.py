@@ -51,6 +51,10 @@ class Reservations:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        resvs = engine.store.all("resv")
+        #: Queues whose reservation has ended, kept until the jobs killed at its end are gone.
+        self.leftover_queues = {q for q, a in engine.store.all("queue").items()
+                                if a.get("reservation") and a["reservation"] not in resvs}
 
     # -- requests ---------------------------------------------------------------------------------
     def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
@@ -195,13 +199,19 @@ class Reservations:
             elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and now >= float(
                     attrs["reserve_end"]):
                 self._end(resv_id, attrs, "reservation period ended")
-        # A queue outlives its reservation until the jobs killed at its end are gone.
-        resvs = eng.store.all("resv")
-        for queue, qattrs in eng.store.all("queue").items():
-            if qattrs.get("reservation") and qattrs["reservation"] not in resvs and not any(
-                    j.get("queue") == queue for j in eng.store.jobs(("R", "E")).values()):
-                with eng.store.transaction() as st:
+        if self.leftover_queues:
+            self._drop_empty_queues()
+
+    def _drop_empty_queues(self) -> None:
+        """Remove the ended reservations' queues that no running job is in any more."""
+        eng = self.engine
+        busy = {j.get("queue") for j in eng.store.jobs(("R", "E")).values()}
+        empty = self.leftover_queues - busy
+        if empty:
+            with eng.store.transaction() as st:
+                for queue in empty:
                     st.delete("queue", queue)
+            self.leftover_queues -= empty
 
     def _end(self, resv_id: str, attrs: dict, why: str) -> None:
         eng = self.engine
@@ -224,15 +234,15 @@ class Reservations:
                         f"resv_end request rejected: {outcome.message}")
         with eng.store.transaction() as st:
             st.delete("resv", resv_id)
-            if queue and not any(j.get("queue") == queue and j_id in eng.launches
-                                 for j_id, j in eng.store.jobs(("R", "E")).items()):
-                st.delete("queue", queue)
             if began:
                 for name, _ in parse_exec_vnode(attrs.get("resv_nodes", "")):
                     node = st.get("node", name)
                     if node is not None:
                         node["last_used_time"] = now
                         st.put("node", name, node)
+        if queue:
+            self.leftover_queues.add(queue)
+            self._drop_empty_queues()
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation {why}")
         eng._track_states()
         eng.want_cycle = True
