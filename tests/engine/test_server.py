@@ -248,8 +248,9 @@ def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
         launch = executor.Launch(**store.runtime(job_id)["launch"])
         pgid = launch.resolve(wait=5.0)  # as its shepherd recorded it
         assert pgid > 0
-        os.killpg(pgid, signal.SIGKILL)
+        # The shepherd first: killed second, it could record the job's death as an exit.
         os.kill(launch.shepherd, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     store.close()
     time.sleep(0.3)
     engine.start()
