@@ -51,7 +51,16 @@ from .errors import (
     check_resources,
     each,
 )
-from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB, LOG_JOB_USAGE, LOG_SYSTEM, Home, ServerLog
+from .home import (
+    LOG_ADMIN,
+    LOG_ERROR,
+    LOG_JOB,
+    LOG_JOB_USAGE,
+    LOG_SCHED,
+    LOG_SYSTEM,
+    Home,
+    ServerLog,
+)
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
@@ -108,6 +117,7 @@ class Engine:
                              trace_file=plugins.site.trace_file or home.trace)
         self.owner_uid = os.getuid()
         self.want_cycle = True
+        self.restart_cycle = False  # a hook's fail_action: drop the rest of this cycle's runs
         self.next_cycle = 0.0
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
@@ -267,7 +277,10 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
-        self._event("postqueuejob", caller, job=Job(job_id, attrs))
+        outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
+        if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
+            self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
+            return job_id
         for kind, target in waits_for:  # before*: the other job now waits on this one
             other = self.store.job(target)
             items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
@@ -754,7 +767,12 @@ class Engine:
                 if changed:
                     st.put_job(job_id, attrs)
         self.resvs.decide(result.reservations)
-        for decision in result.run:
+        self.restart_cycle = False
+        for done, decision in enumerate(result.run):
+            if self.restart_cycle:  # a hook's fail_action: what is left was planned on stale state
+                self.log(LOG_SCHED, "Server", self.host, "scheduling cycle restarted by a hook: "
+                         f"{len(result.run) - done} run decisions dropped")
+                break
             attrs = self.store.job(decision.job_id)
             if attrs is not None and attrs["job_state"] == "Q":
                 self._start(decision.job_id, attrs, decision.exec_vnode)
@@ -796,7 +814,7 @@ class Engine:
             if "scheduler_restart_cycle" in outcome.fail_action:
                 self.log(LOG_ADMIN, "Hook", outcome.hook or "", f"{event} hook failed: "
                          "restarting the scheduling cycle")
-                self.want_cycle = True
+                self.restart_cycle = self.want_cycle = True
             if outcome.consequence not in ("proceed", "ignore"):
                 self._refused_start(job_id, attrs, event, outcome)
                 return False
@@ -1019,22 +1037,32 @@ class Engine:
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
+        action, event = self._end_hooks(job_id, attrs)
         if reason == "requeue":
-            self._end_hooks(job_id, attrs)
             self._requeue(job_id, attrs, "Job requeued at request of an operator (qrerun)")
-            return
-        self._finish(job_id, attrs, ended, comment=reason)
+        elif action == "rerun" and not (reason or "").startswith("Job deleted"):
+            self._requeue(job_id, attrs, f"Job requeued by {event} hook")
+        else:
+            self._finish(job_id, attrs, ended, comment=reason, end_hooks=False)
 
-    def _end_hooks(self, job_id: str, attrs: dict) -> None:
+    def _end_hooks(self, job_id: str, attrs: dict) -> tuple[str | None, str | None]:
+        """execjob_epilogue, then execjob_end. A reject or an error is only logged, but what a
+        hook asked of the job still applies (pbs-behavior.md §1.4): returns the last
+        ``job.rerun()`` or ``job.delete()`` asked for, and the event that asked."""
+        action = asked_by = None
         for event in ("execjob_epilogue", "execjob_end"):
             outcome = self._event(event, job=Job(job_id, attrs),
                                   vnode_list=self._job_vnodes(attrs))
             self._apply_host_changes(job_id, attrs, outcome)
+            if outcome.job_action:
+                action, asked_by = outcome.job_action, event
+        return action, asked_by
 
     def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
-                comment: str | None = None) -> None:
-        """The job is over: epilogue and end hooks, then its record, then jobobit."""
-        if attrs.get("exec_vnode"):
+                comment: str | None = None, end_hooks: bool = True) -> None:
+        """The job is over: epilogue and end hooks (unless run already), then its record,
+        then jobobit."""
+        if end_hooks and attrs.get("exec_vnode"):
             self._end_hooks(job_id, attrs)
         now = int(self.clock())
         attrs.update(job_state="F", substate=92, Exit_status=ended.exit_status,
