@@ -104,8 +104,11 @@ def test_an_alarm_in_a_host_event_requeues_deletes_refuses_or_is_ignored(dists, 
     # execjob_begin and execjob_prologue: requeued, to be tried again
     for event in ("execjob_begin", "execjob_prologue"):
         job_id = engine.submit(Job_Name=event)
-        until(lambda: int(engine.job(job_id)["run_count"]) >= 1
-              and engine.job(job_id)["job_state"] == "Q", what=f"the {event} requeue")
+        def requeued(job_id=job_id):
+            attrs = engine.job(job_id)
+            return attrs["run_count"] >= 1 and attrs["job_state"] == "Q"
+
+        until(requeued, what=f"the {event} requeue")
         assert f"{event} hook refused the job (alarm): {ALARM}" in engine.log()
         engine.client("delete", ids=[job_id])
 
