@@ -34,7 +34,7 @@ from ..scheduler.cycle import parse_exec_vnode
 from ..scheduler.model import Policy, resource_amount
 from ..scheduling import SchedulerInstance
 from ..siteconfig import load_site
-from . import depend, executor
+from . import depend, executor, jobspec
 from .errors import (
     PBSE_BADATVAL,
     PBSE_BADSTATE,
@@ -255,6 +255,9 @@ class Engine:
                  "egroup": egroup, "server": self.server_name, "ctime": now, "qtime": now,
                  "mtime": now, "run_count": 0, "substate": 10}
         attrs.setdefault("Job_Name", "STDIN")
+        attrs["Variable_List"] = {**jobspec.server_variables(queue_name, self.host),
+                                  **(attrs.get("Variable_List") or {}),
+                                  "PBS_O_QUEUE": queue_name}
         attrs.setdefault("Rerunable", True)
         if units.parse_bool(attrs.get("Rerunable", True)) is not attrs["Rerunable"]:
             attrs["Rerunable"] = units.parse_bool(attrs["Rerunable"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import textwrap
 import time
@@ -27,6 +28,7 @@ def plugin(dists, name: str, body: str, events: tuple[str, ...], **attrs) -> str
 
 def test_a_job_runs_with_pbs_environment_and_output(engine):
     job_id = engine.submit("echo $PBS_JOBID $PBS_JOBNAME $PBS_QUEUE $NCPUS $OMP_NUM_THREADS\n"
+                           "echo $PBS_O_QUEUE $PBS_O_HOST\n"
                            "cat $PBS_NODEFILE; test -d $TMPDIR && echo tmp ok\n"
                            "echo err >&2; exit 3\n",
                            Job_Name="hello", Resource_List={"select": "1:ncpus=2"})
@@ -36,6 +38,8 @@ def test_a_job_runs_with_pbs_environment_and_output(engine):
     seq = job_id.split(".")[0]
     out = (engine.work / f"hello.o{seq}").read_text().splitlines()
     assert out[0] == f"{job_id} hello workq 2 2"
+    assert out[1] == f"workq {socket.gethostname().split('.')[0]}"  # the server adds these
+    assert attrs["Variable_List"]["PBS_O_QUEUE"] == "workq"
     assert out[-1] == "tmp ok"
     assert (engine.work / f"hello.e{seq}").read_text() == "err\n"
     assert attrs["resources_used"]["ncpus"] == 2
