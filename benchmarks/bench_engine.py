@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pbsplug.engine.api import Client, ServerUnavailable
+from pbsplug.engine.client import Client, ServerUnavailable
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.plugins import installed_entry_points

@@ -7,42 +7,43 @@ documentation, in `pbsplug.hookspecs`.
 
 from __future__ import annotations
 
-from .attributes import AttributeDef, AttributeRegistry, ObjectTypeDef
-from .events import EVENTS, HOST_EVENTS, PBSE_HOOKERROR, SERVER_EVENTS, Event, EventSpec, HookExit
-from .hookattrs import HookAttributeError, HookAttributes
-from .objects import AttributeReadOnly, Job, Queue, Reservation, Resources, Server, Vnode
-from .plugins import (
-    PluginLoadError,
-    PluginRecord,
-    PluginSet,
-    hookimpl,
-    load_plugins,
-    plugin_config,
-)
-from .runner import HookAlarm, HookRun, Outcome, Runner
-from .scheduling import CycleStats, JobOrder, Placement, SchedulerInstance
-from .settings import KERNEL_API, ConfigError, PluginInfo, Setting
-from .siteconfig import SiteConfig, load_site
-from .units import (
-    exclusivity,
-    format_duration,
-    format_size,
-    parse_bool,
-    parse_duration,
-    parse_place,
-    parse_select,
-    parse_size,
-)
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "EVENTS", "HOST_EVENTS", "KERNEL_API", "PBSE_HOOKERROR", "SERVER_EVENTS",
-    "AttributeDef", "AttributeReadOnly", "AttributeRegistry", "ConfigError", "CycleStats",
-    "Event", "EventSpec", "HookAlarm", "HookAttributeError", "HookAttributes", "HookExit",
-    "HookRun", "Job", "JobOrder", "ObjectTypeDef", "Outcome", "Placement", "PluginInfo",
-    "PluginLoadError", "PluginRecord", "PluginSet", "Queue", "Reservation", "Resources",
-    "Runner", "SchedulerInstance", "Server", "Setting", "SiteConfig", "Vnode",
-    "exclusivity", "format_duration", "format_size", "hookimpl", "load_plugins", "load_site",
-    "parse_bool", "parse_duration", "parse_place", "parse_select", "parse_size", "plugin_config",
-]
+#: The public API, by the kernel module that defines it. Each module is imported on first use
+#: (PEP 562), so ``import pbsplug`` costs nothing until a name is used: the PBS commands
+#: (``pbsplug qsub``) never load the kernel at all.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "attributes": ("AttributeDef", "AttributeRegistry", "ObjectTypeDef"),
+    "events": ("EVENTS", "HOST_EVENTS", "PBSE_HOOKERROR", "SERVER_EVENTS", "Event", "EventSpec",
+               "HookExit"),
+    "hookattrs": ("HookAttributeError", "HookAttributes"),
+    "objects": ("AttributeReadOnly", "Job", "Queue", "Reservation", "Resources", "Server",
+                "Vnode"),
+    "plugins": ("PluginLoadError", "PluginRecord", "PluginSet", "hookimpl", "load_plugins",
+                "plugin_config"),
+    "runner": ("HookAlarm", "HookRun", "Outcome", "Runner"),
+    "scheduling": ("CycleStats", "JobOrder", "Placement", "SchedulerInstance"),
+    "settings": ("KERNEL_API", "ConfigError", "PluginInfo", "Setting"),
+    "siteconfig": ("SiteConfig", "load_site"),
+    "units": ("exclusivity", "format_duration", "format_size", "parse_bool", "parse_duration",
+              "parse_place", "parse_select", "parse_size"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pbsplug' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

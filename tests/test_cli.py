@@ -143,6 +143,23 @@ def test_help_without_plugins(run):
     assert "No plugin is installed." in result.stdout
 
 
+def test_pbs_commands_run_without_typer_or_the_kernel(dists, home, run):
+    """``pbsplug qsub`` and the other PBS commands skip typer, the kernel and requests,
+    which is most of a command's start-up; ``--help`` still lists them."""
+    from pbsplug.cli.pbs import COMMANDS
+
+    heavy = ("typer", "pydantic", "requests", "pbsplug.plugins", "pbsplug.engine.server")
+    code = ("import sys\nfrom pbsplug.cli import main\nstatus = main(['qstat'])\n"
+            f"print(status, [m for m in {heavy!r} if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dists.env(PBSPLUG_HOME=str(home)), timeout=60)
+    assert result.stdout.split(" ", 1) == ["1", "[]\n"], result.stderr  # 1: no server runs
+    assert result.stderr == f"qstat: no server runs in {home} (start one with " \
+                            "`pbsplug server start`)\n"
+    listed = run("--help").stdout.split("Commands:", 1)[1]
+    assert [name for name in COMMANDS if f"\n  {name} " not in listed] == []
+
+
 # =============================================================================================
 # plugins list
 # =============================================================================================

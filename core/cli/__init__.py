@@ -2,7 +2,8 @@
 
 The application is built by `make_app`, a factory, so tests need no module reloads. Plugin
 command groups (``pbsplug <plugin> ...``) are added only when the command line names one:
-``pbsplug --version`` and ``pbsplug --help`` import no plugin. Errors print one line
+``pbsplug --version`` and ``pbsplug --help`` import no plugin, and PBS's commands
+(``pbsplug qsub``, `pbs`) run without typer. Errors print one line
 (``pbsplug: error: ...``, exit 2) unless ``--debug`` is given.
 """
 
@@ -79,6 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv in (["--version"], ["-V"]):  # fast path: no typer, no plugin
         print(_version())
         return 0
+    if argv:
+        from . import pbs
+
+        if argv[0] in pbs.COMMANDS:  # PBS's commands parse their own options: no typer
+            return pbs.run(argv[0], argv[1:])
     debug = "--debug" in argv or os.environ.get("PBSPLUG_DEBUG") == "1"
     _setup_logging(debug)
     from ..hookattrs import HookAttributeError

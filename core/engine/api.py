@@ -3,7 +3,7 @@
 ``POST /v1/<request>`` with a JSON object of arguments; the answer is ``{"result": ...}``,
 or ``{"error": {"code": 15007, "message": "Unauthorized Request", "obj": ...}}`` with status
 400 (403 for a refused permission). The caller is known by its uid on the socket
-(SO_PEERCRED), never by anything it says. `Client` is what the commands use.
+(SO_PEERCRED), never by anything it says. The commands' side is `client.Client`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import sys
 import time
 import traceback
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from .errors import PBSE_PERM, PBSE_SYSTEM, PbsError
 from .home import LOG_ERROR, LOG_SYSTEM, Home
@@ -172,42 +170,3 @@ def start_background(home: Home, timeout: float = 30.0) -> int:
             return pid
         time.sleep(0.02)
     raise RuntimeError("the server did not write its pid file")
-
-
-class ServerUnavailable(RuntimeError):
-    pass
-
-
-class Client:
-    """Requests to the server of one home."""
-
-    def __init__(self, home: Home, timeout: float = 60.0):
-        import requests_unixsocket  # only the commands need it, not the server
-
-        self.home = home
-        self.timeout = timeout
-        self.session = requests_unixsocket.Session()
-        self.base = f"http+unix://{quote(str(home.socket), safe='')}/v1/"
-
-    def __call__(self, op: str, **args: Any) -> Any:
-        import requests
-
-        if not Path(self.home.socket).exists():
-            raise ServerUnavailable(f"no server runs in {self.home.root} (start one with "
-                                    "`pbsplug server start`)")
-        try:
-            response = self.session.post(self.base + op, json=args, timeout=self.timeout)
-        except requests.ConnectionError:
-            raise ServerUnavailable(f"cannot connect to the server in {self.home.root} "
-                                    "(is it running? `pbsplug server status`)") from None
-        except requests.Timeout:
-            raise ServerUnavailable(f"the server in {self.home.root} did not answer within "
-                                    f"{self.timeout:g} s") from None
-        body = response.json()
-        if "error" in body:
-            err = body["error"]
-            raise PbsError(err["code"], err["message"], err.get("obj"))
-        return body["result"]
-
-    def close(self) -> None:
-        self.session.close()

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..plugins import installed_entry_points
-from .api import Client, start_background
+from .api import start_background
+from .client import Client
 from .home import Home
 
 VNODES = ("demo1", "demo2", "demo3", "demo4")

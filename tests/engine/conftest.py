@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.engine.api import Client
+from pbsplug.engine.client import Client
 from pbsplug.engine.home import Home
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))

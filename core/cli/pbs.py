@@ -1,0 +1,430 @@
+"""PBS's user commands: ``pbsplug qsub``, ``qstat``, ``qdel``, ``qhold``, ``qrls``,
+``qrerun``, ``qrun``, ``qalter``, ``qmove``, ``qmgr``, ``pbsnodes``, ``pbs_rsub``,
+``pbs_rstat``, ``pbs_rdel`` and ``pbs_attach``.
+
+They take PBS's options, parsed as PBS parses them (getopt), print PBS's output and messages
+(``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256), so
+scripts written for PBS keep working. This module needs neither typer nor the kernel:
+`pbsplug.cli.main` runs these commands straight from `run`, which is what makes them start
+quickly; `engine.add_engine_commands` also lists them in ``pbsplug --help``.
+"""
+
+from __future__ import annotations
+
+import getopt
+import os
+import sys
+import time
+from collections.abc import Callable
+
+
+def engine_home():
+    from ..engine.home import Home
+
+    return Home.default()
+
+
+def engine_client():
+    from ..engine.client import Client
+
+    return Client(engine_home())
+
+
+class CommandFailed(Exception):
+    """A PBS command's error: printed as ``<command>: <text>``, exit `status`."""
+
+    def __init__(self, text: str, status: int = 1):
+        super().__init__(text)
+        self.status = status
+
+
+def _exit_status(code: int) -> int:
+    return code % 256 or 1
+
+
+def _getopt_message(exc: getopt.GetoptError) -> str:
+    """GNU getopt's words, as PBS's commands print them (``invalid option -- 'Z'``)."""
+    if exc.opt and exc.msg.endswith("not recognized"):
+        return f"invalid option -- '{exc.opt}'"
+    if exc.opt and exc.msg.endswith("requires argument"):
+        return f"option requires an argument -- '{exc.opt}'"
+    return str(exc)
+
+
+#: name -> (the command's function of its arguments, its usage line)
+COMMANDS: dict[str, tuple[Callable[[list[str]], int | None], str]] = {}
+
+
+def pbs_command(name: str, usage: str) -> Callable:
+    """Register `fn(args)` as the PBS command `name`."""
+
+    def decorate(fn: Callable[[list[str]], int | None]) -> Callable:
+        COMMANDS[name] = (fn, usage)
+        return fn
+
+    return decorate
+
+
+def run(name: str, args: list[str]) -> int:
+    """Run a PBS command with its arguments; prints its errors as PBS does (``qdel: ...``)
+    and returns its exit status."""
+    from ..engine.client import ServerUnavailable
+    from ..engine.errors import PbsError
+
+    fn, usage = COMMANDS[name]
+    try:
+        return fn(args) or 0
+    except getopt.GetoptError as exc:
+        print(f"{name}: {_getopt_message(exc)}\n{usage}", file=sys.stderr)
+        return 2
+    except CommandFailed as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return exc.status
+    except PbsError as err:
+        obj = f" {err.obj}" if err.obj else ""
+        print(f"{name}: {err.message}{obj}", file=sys.stderr)
+        return _exit_status(err.code)
+    except ServerUnavailable as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+
+
+# -- PBS's commands ------------------------------------------------------------------------------
+
+def _getopt(args: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str]]:
+    return getopt.getopt(args, spec)
+
+
+def _report_each(name: str, results: list[dict], client=None) -> int:
+    status = 0
+    for result in results:
+        err = result.get("error")
+        if err:
+            job_id = _full_job_id(client, result["id"]) if client else result["id"]
+            print(f"{name}: {err['message']} {job_id}", file=sys.stderr)
+            status = _exit_status(err["code"])
+    return status
+
+
+def _full_job_id(client, job_id: str) -> str:
+    """``12`` -> ``12.server``: PBS's commands name a job by its full id in their messages."""
+    return job_id if "." in job_id else f"{job_id}.{client('status')['server']}"
+
+
+@pbs_command("qsub", "usage: qsub [-N name] [-q queue] [-l resource_list] [-o path] [-e path] "
+             "[-j oe|eo|n] [-r y|n] [-h] [-v variable_list] [-V] [-W additional_attributes] "
+             "[script | -- command [arg...]]")
+def qsub(args: list[str]) -> int:
+    import pwd
+    import socket
+
+    from ..engine.errors import PbsError
+    from ..engine.jobspec import JobSpecError, parse_qsub
+
+    host = socket.gethostname().split(".")[0]
+    try:
+        request = parse_qsub(args, cwd=os.getcwd(), env=os.environ,
+                             user=pwd.getpwuid(os.getuid()).pw_name, host=host,
+                             read_script=sys.stdin.read, server=host)
+    except JobSpecError as exc:
+        print(exc.stderr, file=sys.stderr)  # PBS's lines, each starting "qsub:"
+        return exc.status
+    client = engine_client()
+    try:
+        job_id = client("submit", attrs=request.attrs, script=request.script,
+                        argv=request.argv)
+    except PbsError as err:  # PBS's qsub prints the server's text alone: "qsub: Unknown queue"
+        print(f"qsub: {err.message}", file=sys.stderr)
+        return _exit_status(err.code)
+    if not request.quiet:
+        print(job_id)
+    if request.block:  # -W block=true: wait for the job, exit with its exit status
+        while True:
+            attrs = client("stat_jobs", ids=[job_id], history=True)[job_id]
+            if attrs["job_state"] in ("F", "X"):
+                return int(attrs.get("Exit_status", 0)) % 256
+            time.sleep(0.2)
+    return 0
+
+
+@pbs_command("qstat", "usage: qstat [-f] [-x] [-F json] [-Q] [-B] [job_identifier...]")
+def qstat(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, ids = _getopt(args, "fxF:QBw")
+    flags = {o for o, _ in opts}
+    fmt = next((v for o, v in opts if o == "-F"), None)
+    if fmt not in (None, "json"):
+        raise CommandFailed(f"invalid -F format {fmt!r}: only json is supported", 2)
+    client = engine_client()
+    if "-B" in flags:
+        server = client("stat_server")
+        print(display.qstat_server(server, full="-f" in flags, json_out=fmt == "json"))
+        return 0
+    if "-Q" in flags:
+        queues = client("stat_queues", names=ids or None)
+        print(display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json"))
+        return 0
+    status = 0
+    jobs: dict = {}
+    if ids:
+        from ..engine.errors import PBSE_HISTJOBID, PbsError
+
+        for job_id in ids:
+            try:
+                jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
+            except PbsError as err:
+                if err.code == PBSE_HISTJOBID:
+                    print(f"qstat: {err.obj} {err.message}", file=sys.stderr)
+                else:
+                    print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
+                status = _exit_status(err.code)
+    else:
+        jobs = client("stat_jobs", history="-x" in flags)
+    server = client("status")["server"]
+    if fmt == "json":
+        print(display.qstat_json(jobs, server))
+    elif "-f" in flags:
+        out = display.qstat_full(jobs)
+        if out:
+            print(out)
+    elif jobs:
+        print(display.qstat_table(jobs, server))
+    return status
+
+
+@pbs_command("qdel", "usage: qdel [-W force] job_identifier...")
+def qdel(args: list[str]) -> int:
+    opts, ids = _getopt(args, "W:x")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    force = any(o == "-W" and v == "force" for o, v in opts)
+    client = engine_client()
+    return _report_each("qdel", client("delete", ids=ids, force=force), client)
+
+
+def _hold_command(name: str, op: str):
+    @pbs_command(name, f"usage: {name} [-h hold_list] job_identifier...")
+    def command(args: list[str]) -> int:
+        opts, ids = _getopt(args, "h:")
+        if not ids:
+            raise getopt.GetoptError("a job id is required")
+        types = next((v for o, v in opts if o == "-h"), "u")
+        if set(types) - set("uos"):
+            raise CommandFailed(f"illegal -h value {types!r}: use u, o and s", 2)
+        from ..engine.errors import PbsError
+
+        client = engine_client()
+        status = 0
+        for job_id in ids:
+            try:
+                client(op, ids=[job_id], types=types)
+            except PbsError as err:
+                print(f"{name}: {err.message} {_full_job_id(client, job_id)}",
+                      file=sys.stderr)
+                status = _exit_status(err.code)
+        return status
+
+    return command
+
+
+qhold = _hold_command("qhold", "hold")
+qrls = _hold_command("qrls", "release")
+
+
+@pbs_command("qrerun", "usage: qrerun job_identifier...")
+def qrerun(args: list[str]) -> int:
+    _, ids = _getopt(args, "W:")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    return _each_job("qrerun", ids, lambda client, job_id: client("rerun", ids=[job_id]))
+
+
+def _each_job(name: str, ids: list[str], request: Callable) -> int:
+    """`request(client, job_id)` for each job; an error is printed as PBS's commands print
+    it (``qrerun: <message> <full job id>``) and the others still go ahead."""
+    from ..engine.errors import PbsError
+
+    client = engine_client()
+    status = 0
+    for job_id in ids:
+        try:
+            request(client, job_id)
+        except PbsError as err:
+            print(f"{name}: {err.message} {_full_job_id(client, job_id)}", file=sys.stderr)
+            status = _exit_status(err.code)
+    return status
+
+
+@pbs_command("qrun", "usage: qrun [-H vnode_specification] job_identifier")
+def qrun(args: list[str]) -> int:
+    opts, ids = _getopt(args, "H:a")
+    if len(ids) != 1:
+        raise getopt.GetoptError("one job id is required")
+    vnodes = next((v for o, v in opts if o == "-H"), None)
+    return _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
+                                                                 vnodes=vnodes))
+
+
+@pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
+             "job_identifier...")
+def qalter(args: list[str]) -> int:
+    from ..engine.jobspec import resource_value
+
+    opts, ids = _getopt(args, "N:l:h:")
+    if not ids:
+        raise getopt.GetoptError("a job id is required")
+    attrs: dict = {}
+    for opt, value in opts:
+        if opt == "-N":
+            attrs["Job_Name"] = value
+        elif opt == "-h":
+            attrs["Hold_Types"] = value
+        elif opt == "-l":
+            res = attrs.setdefault("Resource_List", {})
+            for item in _split_resources(value):
+                key, sep, val = item.partition("=")
+                if not sep or not key:
+                    raise CommandFailed(f"illegal -l value: {item}", 2)
+                try:  # stored as qsub stores it (walltime=1:00:00 -> 01:00:00)
+                    res[key] = resource_value(key, val)
+                except ValueError:
+                    raise CommandFailed("Illegal attribute or resource value "
+                                        f"Resource_List.{key}", 2) from None
+    return _each_job("qalter", ids, lambda client, job_id: client("alter", id=job_id,
+                                                                   attrs=attrs))
+
+
+def _split_resources(value: str) -> list[str]:
+    """``select=2:ncpus=1,walltime=1:00:00`` -> ["select=...", "walltime=..."]; a comma
+    inside a value (after the first ``=`` of an item) only splits before ``name=``."""
+    items: list[str] = []
+    for part in value.split(","):
+        if items and "=" not in part:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return [i for i in items if i]
+
+
+@pbs_command("qmgr", 'usage: qmgr [-c "directive"] (or directives on standard input)')
+def qmgr(args: list[str]) -> int:
+    opts, rest = _getopt(args, "c:")
+    if rest:
+        raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
+    text = next((v for o, v in opts if o == "-c"), None)
+    if text is None:
+        text = sys.stdin.read()
+    answer = engine_client()("qmgr", text=text)
+    if answer.get("output"):
+        print(answer["output"], end="" if answer["output"].endswith("\n") else "\n")
+    if answer.get("errors"):
+        for line in answer["errors"]:
+            print(line, file=sys.stderr)
+        return _exit_status(answer.get("code") or 1)
+    return 0
+
+
+@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]")
+def pbsnodes(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, names = _getopt(args, "aF:orC:lv")
+    flags = {o for o, _ in opts}
+    fmt = next((v for o, v in opts if o == "-F"), None)
+    comment = next((v for o, v in opts if o == "-C"), None)
+    client = engine_client()
+    if "-o" in flags or "-r" in flags or comment is not None:
+        if not names:
+            raise getopt.GetoptError("a node name is required")
+        offline = True if "-o" in flags else (False if "-r" in flags else None)
+        client("node_state", names=names, offline=offline, comment=comment)
+        return 0
+    nodes = client("stat_nodes", names=names or None)
+    if fmt == "json":
+        print(display.pbsnodes_json(nodes, client("status")["server"]))
+    else:
+        print(display.pbsnodes_full(nodes))
+    return 0
+
+
+@pbs_command("qmove", "usage: qmove destination job_identifier...")
+def qmove(args: list[str]) -> int:
+    _, rest = _getopt(args, "")
+    if len(rest) < 2:
+        raise getopt.GetoptError("a destination and a job id are required")
+    return _report_each("qmove", engine_client()("move", destination=rest[0], ids=rest[1:]))
+
+
+@pbs_command("pbs_attach", "usage: pbs_attach -j job_identifier command [arg...]")
+def pbs_attach(args: list[str]) -> int:
+    opts, command = getopt.getopt(args, "+j:")  # options end at the command
+    job_id = next((v for o, v in opts if o == "-j"), os.environ.get("PBS_JOBID"))
+    if not job_id or not command:
+        raise getopt.GetoptError("a job id (-j or $PBS_JOBID) and a command are required")
+    engine_client()("attach", id=job_id, pid=os.getpid())
+    try:
+        os.execvp(command[0], command)  # the attached pid becomes the command
+    except OSError as exc:
+        raise CommandFailed(f"cannot run {command[0]}: {exc.strerror}", 1) from None
+
+
+@pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
+             "[-l select=...] [-l place=...] [-N name]")
+def pbs_rsub(args: list[str]) -> int:
+    from ..engine.jobspec import cvtdate
+
+    opts, rest = _getopt(args, "R:E:D:l:N:")
+    if rest:
+        raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
+    attrs: dict = {"Resource_List": {}}
+    try:
+        for opt, value in opts:
+            if opt == "-R":
+                attrs["reserve_start"] = cvtdate(value)
+            elif opt == "-E":
+                attrs["reserve_end"] = cvtdate(value)
+            elif opt == "-D":
+                attrs["reserve_duration"] = value
+            elif opt == "-N":
+                attrs["Reserve_Name"] = value
+            elif opt == "-l":
+                for item in _split_resources(value):
+                    name, eq, res = item.partition("=")
+                    if not eq or not name:
+                        raise CommandFailed(f"illegal -l value: {item}", 2)
+                    attrs["Resource_List"][name] = res
+    except ValueError:
+        raise CommandFailed("Bad time specification(s)", 2) from None
+    answer = engine_client()("resv_submit", attrs=attrs)
+    print(f"{answer['id']} {answer['state']}")
+    return 0
+
+
+@pbs_command("pbs_rstat", "usage: pbs_rstat [-f | -S | -B] [reservation_id...]")
+def pbs_rstat(args: list[str]) -> int:
+    from ..engine import display
+
+    opts, ids = _getopt(args, "fSB")
+    flags = {o for o, _ in opts}
+    resvs = engine_client()("stat_resvs", ids=ids or None)
+    if "-f" in flags:
+        out = display.rstat_full(resvs)
+    elif "-B" in flags:
+        out = "\n".join(f"Name: {r}" for r in resvs)
+    else:
+        out = display.rstat_table(resvs)
+    if out:
+        print(out)
+    return 0
+
+
+@pbs_command("pbs_rdel", "usage: pbs_rdel reservation_id...")
+def pbs_rdel(args: list[str]) -> int:
+    _, ids = _getopt(args, "")
+    if not ids:
+        raise getopt.GetoptError("a reservation id is required")
+    return _report_each("pbs_rdel", engine_client()("resv_delete", ids=ids))
+
+
+__all__ = ["COMMANDS", "run"]

@@ -1,0 +1,67 @@
+"""The commands' side of the server's API (`api`): one JSON request per connection on the
+home's UNIX socket.
+
+Only the standard library (http.client over an AF_UNIX socket), so that a command such as
+``pbsplug qsub`` starts without loading the server, the kernel or requests.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from typing import Any
+
+from .errors import PbsError
+from .home import Home
+
+
+class ServerUnavailable(RuntimeError):
+    """No server answers in this home: not started, gone, or too slow."""
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, socket_path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = socket_path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class Client:
+    """Requests to the server of one home: ``client("stat_jobs", ids=[...])`` returns the
+    result, or raises the server's `PbsError`, or `ServerUnavailable`."""
+
+    def __init__(self, home: Home, timeout: float = 60.0):
+        self.home = home
+        self.timeout = timeout
+
+    def __call__(self, op: str, **args: Any) -> Any:
+        if not self.home.socket.exists():
+            raise ServerUnavailable(f"no server runs in {self.home.root} (start one with "
+                                    "`pbsplug server start`)")
+        conn = _UnixConnection(str(self.home.socket), self.timeout)
+        try:
+            conn.request("POST", f"/v1/{op}", body=json.dumps(args).encode(),
+                         headers={"Content-Type": "application/json"})
+            body = json.loads(conn.getresponse().read())
+        except TimeoutError:
+            raise ServerUnavailable(f"the server in {self.home.root} did not answer within "
+                                    f"{self.timeout:g} s") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise ServerUnavailable(f"cannot connect to the server in {self.home.root} "
+                                    f"({exc}; is it running? `pbsplug server status`)") from None
+        finally:
+            conn.close()
+        if "error" in body:
+            err = body["error"]
+            raise PbsError(err["code"], err["message"], err.get("obj"))
+        return body["result"]
