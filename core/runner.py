@@ -86,7 +86,11 @@ class HookEntry:
 
     @cached_property  # looked up on every hook call: getLogger takes a lock
     def logger(self) -> logging.Logger:
-        return logging.getLogger(f"pbsplug.hook.{self.name}")
+        """``pbsplug.hook.<name>``; with the hook's ``debug`` attribute it logs debug
+        records too, whatever the level of the engine's ``pbsplug.hook`` logger."""
+        logger = logging.getLogger(f"pbsplug.hook.{self.name}")
+        logger.setLevel(logging.DEBUG if self.attrs.debug else logging.NOTSET)
+        return logger
 
 
 @dataclass
@@ -270,8 +274,13 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _raise_alarm)
     capture = _Capture()
+    # Every record goes back to the parent, which logs it once through its own handlers;
+    # levels stay the parent's, so the child logs what the parent would.
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if isinstance(logger, logging.Logger):
+            logger.handlers = []
     root = logging.getLogger()
-    root.handlers = [capture]  # levels stay the parent's: the child logs what it would
+    root.handlers = [capture]
     event.take_changes()  # only the hooks' own changes travel back
     clock = AlarmClock()  # the child leaves by os._exit: nothing to disarm
     if batch[0].attrs.user == "pbsuser":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -12,7 +13,7 @@ from ..siteconfig import default_home
 
 # PBS's log event classes (the second field of a server_logs line, in hex).
 LOG_ERROR, LOG_SYSTEM, LOG_ADMIN, LOG_JOB, LOG_JOB_USAGE = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
-LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_RESV = 0x0020, 0x0040, 0x0080, 0x0200
+LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_DEBUG2, LOG_RESV = 0x0020, 0x0040, 0x0080, 0x0100, 0x0200
 
 
 @dataclass(frozen=True)
@@ -114,3 +115,24 @@ class ServerLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class HookLogHandler(logging.Handler):
+    """What hooks log (``event.logger``, the ``pbsplug.hook.<name>`` loggers) into
+    server_logs as PBS writes a hook's ``pbs.logmsg``: object type ``Hook``, the hook's name,
+    and the event type by level: error 0001, warning 0002, info 0080 (PBS's LOG_DEBUG, which
+    its default log_events shows), debug 0100."""
+
+    def __init__(self, log: ServerLog):
+        super().__init__()
+        self.server_log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kind = (LOG_ERROR if record.levelno >= logging.ERROR else
+                LOG_SYSTEM if record.levelno >= logging.WARNING else
+                LOG_DEBUG if record.levelno >= logging.INFO else LOG_DEBUG2)
+        hook = record.name.removeprefix("pbsplug.hook").lstrip(".") or "hook"
+        try:
+            self.server_log(kind, "Hook", hook, record.getMessage())
+        except Exception:  # a log line must never take the server down
+            self.handleError(record)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import grp
+import logging
 import math
 import os
 import pickle
@@ -59,6 +60,7 @@ from .home import (
     LOG_SCHED,
     LOG_SYSTEM,
     Home,
+    HookLogHandler,
     ServerLog,
 )
 from .manager import Manager
@@ -108,6 +110,10 @@ class Engine:
         self.clock = clock
         self.host = socket.gethostname().split(".")[0]
         self.log = ServerLog(home, self.host)
+        # What hooks log goes to server_logs, info and up (debug too for a debug hook).
+        self.hook_log = HookLogHandler(self.log)
+        logging.getLogger("pbsplug.hook").addHandler(self.hook_log)
+        logging.getLogger("pbsplug.hook").setLevel(logging.INFO)
         self.store = Store(home.db)
         if plugins is None:
             plugins = load_plugins(load_site(home.site, allow_missing=True))
@@ -1102,6 +1108,7 @@ class Engine:
         self._resolve_depend([job_id])
 
     def close(self) -> None:
+        logging.getLogger("pbsplug.hook").removeHandler(self.hook_log)
         self.store.close()
         self.log.close()
 

@@ -332,3 +332,31 @@ def test_a_job_the_server_died_starting_is_requeued_even_if_not_rerunnable(engin
     assert f"{job_id};Job requeued after a server restart: it had not started" in engine.log()
     attrs = engine.wait(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)  # it ran once, at last
+
+
+def test_what_hooks_log_goes_to_server_logs_once(dists, make_engine):
+    """In-process (queuejob) and forked (execjob_begin) hooks alike: info and up by default,
+    debug too for a hook with ``debug = true``; each line once, as PBS's hook log lines."""
+    body = """
+        @hookimpl
+        def queuejob(event):
+            event.logger.info("queued %s", event.job.Job_Name)
+            event.logger.debug("queuejob detail")
+
+        @hookimpl
+        def execjob_begin(event):
+            event.logger.warning("begin %s", event.job.Job_Name)
+            event.logger.debug("begin detail")
+        """
+    site = (plugin(dists, "quiet", body, ("queuejob", "execjob_begin"))
+            + plugin(dists, "loud", body, ("queuejob", "execjob_begin")) + "debug = true\n")
+    engine = make_engine(site)
+    engine.wait(engine.submit(Job_Name="logged"))
+    host = socket.gethostname().split(".")[0]
+    text = engine.log()
+    for name in ("quiet", "loud"):
+        assert text.count(f";0080;Server@{host};Hook;{name};queued logged\n") == 1
+        assert text.count(f";0002;Server@{host};Hook;{name};begin logged\n") == 1
+    assert text.count(f";0100;Server@{host};Hook;loud;queuejob detail\n") == 1
+    assert text.count(f";0100;Server@{host};Hook;loud;begin detail\n") == 1
+    assert ";Hook;quiet;queuejob detail" not in text and ";Hook;quiet;begin detail" not in text
