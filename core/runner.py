@@ -74,6 +74,10 @@ class HookAlarm(KeyboardInterrupt):
     """Raised inside a hook when its alarm expires (PBS raises KeyboardInterrupt)."""
 
 
+#: Hooks whose logger the runner set to DEBUG (their ``debug`` attribute).
+_debug_loggers: set[str] = set()
+
+
 @dataclass(frozen=True)
 class HookEntry:
     """One plugin's hook for one event, ready to run."""
@@ -89,7 +93,12 @@ class HookEntry:
         """``pbsplug.hook.<name>``; with the hook's ``debug`` attribute it logs debug
         records too, whatever the level of the engine's ``pbsplug.hook`` logger."""
         logger = logging.getLogger(f"pbsplug.hook.{self.name}")
-        logger.setLevel(logging.DEBUG if self.attrs.debug else logging.NOTSET)
+        if self.attrs.debug:
+            logger.setLevel(logging.DEBUG)
+            _debug_loggers.add(self.name)
+        elif self.name in _debug_loggers:  # debug was switched off: back to the default
+            logger.setLevel(logging.NOTSET)
+            _debug_loggers.discard(self.name)
         return logger
 
 

@@ -18,12 +18,15 @@
 Each test gets a fresh `PluginSet` with autoload off (no installed plugin is loaded) and an
 empty site config in its tmp_path. `register_plugin` enables a plugin object for that test,
 with optional hook attributes and configuration; `fire_event` runs an event through the
-registered hooks and returns the `pbsplug.Outcome`.
+registered hooks and returns the `pbsplug.Outcome`. `local_engine` starts a real
+local-engine server with the installed plugins for end-to-end tests, and `until` waits for
+what it does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -76,3 +79,38 @@ def fire_event(pbsplug_plugins: PluginSet) -> Callable[..., Outcome]:
         return Runner(pbsplug_plugins, mode=mode).fire(ev)
 
     return fire
+
+
+@pytest.fixture
+def local_engine() -> Iterator[Callable[..., Any]]:
+    """``local_engine(site_toml="", env=None)``: a real local-engine server, started in a
+    fresh home under /tmp with `site_toml` as its site config, for end-to-end tests of
+    installed plugins (`pbsplug.engine.testing.LocalEngine`: ``submit``, ``wait``, ``job``,
+    ``nodes``, ``log``, ``client(op, ...)``, ``pbs("qstat", "-f")``). Servers, their jobs and
+    their homes are gone after the test."""
+    from .engine.testing import LocalEngine, make_root, remove_root
+
+    made: list[Any] = []
+
+    def make(site: str = "", env: Mapping[str, str] | None = None) -> Any:
+        engine = LocalEngine(make_root(), site, env)
+        made.append(engine)
+        return engine.start()
+
+    yield make
+    for engine in made:
+        engine.stop()
+        remove_root(engine.root)
+
+
+def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    """Poll `check` every 50 ms until it returns something true, and return that; fail the
+    test (AssertionError) after `timeout` seconds. For what a server does in its own time:
+    ``until(lambda: engine.job(j)["job_state"] == "R", what="the job to run")``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
+        time.sleep(0.05)

@@ -54,6 +54,7 @@ from .errors import (
 )
 from .home import (
     LOG_ADMIN,
+    LOG_DEBUG,
     LOG_ERROR,
     LOG_JOB,
     LOG_JOB_USAGE,
@@ -225,6 +226,9 @@ class Engine:
                         else "got an alarm call")
                 self.log(LOG_ERROR, "Hook", run.hook,
                          f"{type} hook '{run.hook}' {what}: {run.message}")
+            elif run.outcome == "reject":
+                self.log(LOG_DEBUG, "Hook", run.hook, f"{type} request rejected by "
+                         f"'{run.hook}'" + (f": {run.message}" if run.message else ""))
         return outcome
 
     # -- requests ---------------------------------------------------------------------------------

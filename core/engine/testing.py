@@ -1,0 +1,129 @@
+"""A real local-engine server for end-to-end tests: `LocalEngine` starts ``pbsplug server
+start`` in a fresh home and drives it through the API client and the commands.
+
+Plugin tests get it as the ``local_engine`` fixture of `pbsplug.testing`; pbsplug's own
+engine tests use it directly (tests/engine/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..testing import until
+from .client import Client
+from .home import Home
+
+__all__ = ["PBSPLUG", "LocalEngine", "make_root", "remove_root", "until"]
+
+#: The ``pbsplug`` console script of the running interpreter's environment.
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+
+
+def make_root() -> Path:
+    """A fresh home folder under /tmp: a UNIX socket path must fit in 107 bytes, which
+    pytest's tmp_path may not."""
+    root = Path(tempfile.mkdtemp(prefix="pbe", dir="/tmp"))
+    root.chmod(0o755)
+    return root
+
+
+def remove_root(root: Path) -> None:
+    """Kill whatever still runs from the home (jobs, shepherds) and remove it."""
+    subprocess.run(["pkill", "-KILL", "-f", f"{root}/"], check=False)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class LocalEngine:
+    """A server in `root` with `site` as its site.toml: `client(op, **args)` sends requests,
+    `pbs(...)` runs ``pbsplug`` commands as processes, and `submit`, `job`, `wait`, `nodes`
+    and `log` cover what most tests ask. `env` is the environment of the server and the
+    commands (default: this process's, without PBSPLUG_* variables)."""
+
+    def __init__(self, root: Path, site: str = "", env: Mapping[str, str] | None = None):
+        self.root = Path(root)
+        self.home = Home(self.root)
+        self.work = self.root / "work"  # jobs' working directory, writable by every user
+        self.work.mkdir(mode=0o777, exist_ok=True)
+        self.work.chmod(0o777)
+        if site:
+            (self.root / "site.toml").write_text(site)
+        self.base_env = dict(env) if env is not None else {
+            k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+        self.client: Client | None = None
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**self.base_env, "PBSPLUG_HOME": str(self.root), **extra}
+
+    def pbs(self, *args: str, input: str | None = None, cwd: Path | None = None,
+            user: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        """``pbsplug ARGS`` as a process (as `user` through runuser when given)."""
+        cmd = [PBSPLUG, *args]
+        if user is not None:
+            cmd = ["runuser", "-u", user, "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, input=input,
+                              env=self.env(), cwd=cwd or self.work, timeout=120)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{args} failed ({done.returncode}): {done.stderr}")
+        return done
+
+    def start(self) -> LocalEngine:
+        self.pbs("server", "start", check=True)
+        self.client = Client(self.home)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would."""
+        pid = self.home.server_pid()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            while self.home.server_pid() is not None:
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        pid = self.home.server_pid()
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while self.home.server_pid() is not None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.home.server_pid() is not None:
+                os.kill(pid, signal.SIGKILL)
+
+    # -- what tests ask most --------------------------------------------------------------------
+    def submit(self, script: str = "true\n", **attrs: Any) -> str:
+        """Submit `script` with PBS attributes (``Job_Name="x"``, ``Resource_List={...}``);
+        returns the job id."""
+        attrs.setdefault("Variable_List", {"PBS_O_WORKDIR": str(self.work),
+                                           "PBS_O_PATH": os.environ["PATH"]})
+        return self.client("submit", attrs=attrs, script=script)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.client("stat_jobs", ids=[job_id], history=True)[job_id]
+
+    def wait(self, job_id: str, states: str = "F", timeout: float = 60.0) -> dict[str, Any]:
+        """Wait until the job is in one of `states`; returns its attributes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            attrs = self.job(job_id)
+            if attrs["job_state"] in states:
+                return attrs
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{job_id} still {attrs['job_state']} after {timeout} s: "
+                                     f"{attrs.get('comment')}")
+            time.sleep(0.05)
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return self.client("stat_nodes")
+
+    def log(self) -> str:
+        """The whole server log."""
+        return "".join(p.read_text() for p in sorted(self.home.logs.glob("*")))
