@@ -7,8 +7,9 @@ name); the first reject, exception or alarm stops the chain; a hook that neither
 rejects accepts. What a reject, an exception or an alarm does to the request is written under
 each event ("Reject:"), and is the same table as `pbsplug.EVENTS`.
 
-The other hooks are extension points: the CLI, the server's attributes, the scheduler. They
-are called directly (in-process) for every enabled plugin that implements them.
+The other hooks are extension points: the CLI, the server's attributes, the demo, the
+scheduler. They are called directly (in-process) for every enabled plugin that implements
+them.
 
 Specs change only by adding hooks or arguments (the kernel API's minor version); a plugin may
 implement a hook with fewer arguments than the spec.
@@ -16,11 +17,13 @@ implement a hook with fewer arguments than the spec.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import typer
 
     from .attributes import AttributeRegistry
@@ -339,6 +342,31 @@ def register_attributes(registry: AttributeRegistry) -> None:
 
     Called once when the plugins are loaded. The engine's qmgr and pbsnodes, and the objects
     events carry, treat what is registered like built-in attributes.
+    """
+
+
+# =============================================================================================
+# Extension points: showing a plugin at work (``pbsplug demo``)
+# =============================================================================================
+
+@hookspec
+def demo_setup(workdir: Path) -> dict[str, Any] | None:
+    """``pbsplug demo`` is about to run a throw-away local engine with this plugin enabled:
+    prepare what the plugin needs to do its real work on this machine, and return its site
+    settings for the demo, as a ``[plugins.<name>]`` table would hold them:
+    ``{"config": {...}, "freq": 5}``. None keeps the plugin's defaults.
+
+    `workdir` is a folder of the plugin's own, removed after the demo. A stand-in for a
+    service this machine lacks (Cray's ATOM, capmc) may be started here, in the demo's
+    process; `demo_report` must stop it.
+    """
+
+
+@hookspec
+def demo_report(workdir: Path) -> list[str] | None:
+    """The demo's jobs are over: return lines for the demo's summary about what the plugin
+    did (the demo counts the hook runs itself), and stop what `demo_setup` started. Called
+    for every plugin whose `demo_setup` ran, even when the demo failed part-way.
     """
 
 

@@ -1,10 +1,11 @@
 """``pbsplug demo``: the whole system on this machine in under a minute.
 
 A throw-away engine home; four vnodes defined with qmgr; every installed plugin enabled with
-its defaults; a small mixed workload of real jobs (short ones, a two-chunk vscatter job, one
-that overruns its walltime, one that fails, one held then released, one deleted while it
-runs); live progress; and a summary of what ran and what each plugin's hooks did. It stops
-its server and leaves no process behind.
+its defaults and what its `demo_setup` hook asks for; a small mixed workload of real jobs
+(short ones, a two-chunk vscatter job, one that overruns its walltime, one that fails, one
+held then released, one deleted while it runs); live progress; and a summary of what ran,
+what each plugin's hooks did and what each plugin's `demo_report` says. It stops its server
+and leaves no process behind.
 """
 
 from __future__ import annotations
@@ -39,12 +40,65 @@ def _workload(work: Path) -> list[dict[str, Any]]:
     return [
         job("hello", "echo hello from $PBS_JOBID on $(cat $PBS_NODEFILE); sleep 1"),
         *(job(f"short{i}", f"sleep {1 + i % 2}") for i in range(4)),
-        job("vscatter", "sleep 2", Resource_List={"select": "2:ncpus=1", "place": "vscatter"}),
+        job("vscatter", "sleep 2", Resource_List={"select": "2:ncpus=1",
+                                                  "place": "vscatter:excl"}),
         job("overtime", "sleep 30", Resource_List={"walltime": "00:00:02"}),
         job("fails", "echo about to fail >&2; exit 3"),
         job("held", "sleep 1", Hold_Types="u"),
         job("deleted", "sleep 30"),
     ]
+
+
+class PluginDemo:
+    """The plugins' part of the demo (`demo_setup`, `demo_report`): each plugin prepares
+    what it needs on this machine and adds its settings to the demo's site config, then
+    reports what it did and stops what it started."""
+
+    def __init__(self, home: Home, workdir: Path, console, plugins=None):
+        self.home = home
+        self.workdir = workdir
+        self.console = console
+        self.plugins = plugins  # default: the installed plugins the site enables
+        self.started: list[tuple[str, Any]] = []  # (plugin, its demo_report hookimpl)
+
+    def setup(self) -> None:
+        import tomlkit
+
+        from ..plugins import load_plugins
+        from ..siteconfig import load_site
+
+        if self.plugins is None:
+            self.plugins = load_plugins(load_site(self.home.site), report=False)
+        reports = {i.plugin_name: i for i in self.plugins.hook.demo_report.get_hookimpls()}
+        document = tomlkit.parse(self.home.site.read_text())
+        for impl in self.plugins.hook.demo_setup.get_hookimpls():
+            name = impl.plugin_name
+            workdir = self.workdir / name
+            workdir.mkdir(parents=True, exist_ok=True)
+            try:
+                settings = impl.function(workdir=workdir) or {}
+            except Exception as exc:  # one plugin's demo must not stop the others'
+                self.console.print(f"[red]{name}: demo_setup failed:[/] {exc}")
+                continue
+            if name in reports:
+                self.started.append((name, reports[name]))
+            if "plugins" not in document:
+                document["plugins"] = tomlkit.table(is_super_table=True)
+            if name not in document["plugins"]:
+                document["plugins"][name] = {"enabled": True}
+            for key, value in settings.items():
+                document["plugins"][name][key] = value
+        self.home.site.write_text(tomlkit.dumps(document))
+
+    def report(self) -> None:
+        while self.started:
+            name, impl = self.started.pop(0)
+            try:
+                lines = impl.function(workdir=self.workdir / name) or []
+            except Exception as exc:
+                lines = [f"demo_report failed: {exc}"]
+            for line in lines:
+                self.console.print(f"{name}: {line}")
 
 
 def run_demo(keep: bool = False, console=None) -> int:
@@ -64,9 +118,13 @@ def run_demo(keep: bool = False, console=None) -> int:
     console.print("plugins enabled: " + (", ".join(plugins) if plugins else
                                          "none installed (pip install a pbsplug-<name> "
                                          "plugin, then run the demo again)"))
-    pid = start_background(home)
-    client = Client(home)
+    demo = PluginDemo(home, root / "plugins", console)
+    pid = None
+    unfinished: list[str] = []
     try:
+        demo.setup()
+        pid = start_background(home)
+        client = Client(home)
         old = client("stat_nodes")
         text = "".join(f"create node {n} resources_available.ncpus = 1, "
                        f"resources_available.mem = 1gb\n" for n in VNODES)
@@ -120,9 +178,12 @@ def run_demo(keep: bool = False, console=None) -> int:
                 time.sleep(0.2)
             jobs = client("stat_jobs", history=True)
         _summary(console, ids, jobs, home, plugins)
+        demo.report()
         client("shutdown")
     finally:
-        _stop(home, pid)
+        demo.report()  # stops what the plugins started, if the demo failed part-way
+        if pid is not None:
+            _stop(home, pid)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
         else:

@@ -4,9 +4,22 @@ nothing left behind."""
 from __future__ import annotations
 
 import glob
+import io
 import subprocess
+import sys
+
+from rich.console import Console
+
+from pbsplug import PluginInfo, Setting, hookimpl
+from pbsplug.engine.demo import PluginDemo
+from pbsplug.engine.home import Home
 
 from .conftest import PBSPLUG
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 from .test_server import plugin
 
 
@@ -19,6 +32,15 @@ def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists)
         @hookimpl
         def execjob_begin(event):
             pass
+
+        @hookimpl
+        def demo_setup(workdir):
+            (workdir / "started").write_text("yes")
+            return {"order": 7}
+
+        @hookimpl
+        def demo_report(workdir):
+            return [f"setup left {(workdir / 'started').read_text()} in {workdir.name}"]
         """, ("queuejob", "execjob_begin"))
     before = set(glob.glob("/tmp/pbsplug-demo-*"))
     done = subprocess.run([PBSPLUG, "demo"], capture_output=True, text=True,
@@ -26,6 +48,7 @@ def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "plugins enabled: counter" in out
+    assert "counter: setup left yes in counter\n" in out  # demo_setup, then demo_report
     for name, status in (("hello", "0"), ("vscatter", "0"), ("overtime", "271"),
                          ("fails", "3"), ("held", "0"), ("deleted", "271")):
         rows = [line for line in out.splitlines() if line.startswith(f"│ {name} ")]
@@ -38,3 +61,76 @@ def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists)
     assert set(glob.glob("/tmp/pbsplug-demo-*")) == before  # its home is gone
     leftover = subprocess.run(["pgrep", "-f", "pbsplug-demo-"], capture_output=True)
     assert leftover.stdout == b""  # no server or job left running
+
+
+class Shows:
+    """A plugin with a configuration key, shown in the demo."""
+
+    plugin_info = PluginInfo(events=("queuejob",), config={"target": Setting(str, "none")})
+
+    def __init__(self):
+        self.calls = []
+
+    @hookimpl
+    def queuejob(self, event):
+        pass
+
+    @hookimpl
+    def demo_setup(self, workdir):
+        self.calls.append(("setup", workdir.name, workdir.is_dir()))
+        return {"order": 7, "config": {"target": f"{workdir}/service.sock"}}
+
+    @hookimpl
+    def demo_report(self, workdir):
+        self.calls.append(("report", workdir.name))
+        return ["stopped the stand-in", "saw 3 requests"]
+
+
+class Broken:
+    @hookimpl
+    def demo_setup(self, workdir):
+        raise RuntimeError("no stand-in here")
+
+    @hookimpl
+    def demo_report(self, workdir):
+        raise AssertionError("never called: its setup failed")
+
+
+def _demo(tmp_path, pbsplug_plugins):
+    home = Home(tmp_path / "home")
+    home.make()
+    home.site.write_text("# the demo's site\n[plugins.shows]\nenabled = true\n")
+    out = io.StringIO()
+    return PluginDemo(home, tmp_path / "plugins", Console(file=out, width=200),
+                       plugins=pbsplug_plugins), home, out
+
+
+def test_hook_demo_setup_settings_go_into_the_demo_site_config(tmp_path, register_plugin,
+                                                                pbsplug_plugins):
+    shows = Shows()
+    register_plugin(shows, "shows")
+    register_plugin(Broken(), "broken")
+    demo, home, out = _demo(tmp_path, pbsplug_plugins)
+    demo.setup()
+    site = tomllib.loads(home.site.read_text())
+    assert site["plugins"]["shows"] == {
+        "enabled": True, "order": 7,
+        "config": {"target": f"{tmp_path}/plugins/shows/service.sock"}}
+    assert "broken" not in site["plugins"]  # its setup failed: its defaults stand
+    assert home.site.read_text().startswith("# the demo's site\n")  # the file is edited
+    assert "broken: demo_setup failed: no stand-in here" in out.getvalue()
+    assert shows.calls == [("setup", "shows", True)]
+
+
+def test_hook_demo_report_lines_reach_the_summary_once(tmp_path, register_plugin,
+                                                      pbsplug_plugins):
+    shows = Shows()
+    register_plugin(shows, "shows")
+    register_plugin(Broken(), "broken")
+    demo, home, out = _demo(tmp_path, pbsplug_plugins)
+    demo.setup()
+    demo.report()
+    demo.report()  # the demo calls it again on its way out: nothing happens twice
+    assert out.getvalue().splitlines()[-2:] == ["shows: stopped the stand-in",
+                                                "shows: saw 3 requests"]
+    assert shows.calls == [("setup", "shows", True), ("report", "shows")]
