@@ -7,6 +7,7 @@ file when they are imported, so a test can tell which plugins a command imported
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -42,6 +43,9 @@ def queuejob(event):
 """
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+#: The repository's own plugins (plugins/*), which `make test` installs into the venv: every
+#: command sees them beside a test's distributions, so listings leave them out.
+PACKAGED = frozenset(ep.name for ep in importlib.metadata.entry_points(group="pbsplug"))
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin")
 
 
@@ -98,12 +102,22 @@ def table(stdout: str) -> dict[str, list[str]]:
     """``plugins list`` rows by plugin name: [name, dist, version, status, hooks, error...]."""
     lines = stdout.splitlines()
     assert lines and lines[0].split()[:4] == ["NAME", "DISTRIBUTION", "VERSION", "STATUS"], stdout
-    return {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    return {line.split()[0]: line.split() for line in lines[1:]
+            if line.strip() and line.split()[0] not in PACKAGED}
 
 
 def as_json(result):
+    """``plugins list --json`` records, without the repository's own plugins."""
     assert not result.stdout.startswith("Traceback"), result.stderr
-    return json.loads(result.stdout)
+    data = json.loads(result.stdout)
+    if isinstance(data, list):
+        return [r for r in data if not (isinstance(r, dict) and r.get("name") in PACKAGED)]
+    return data
+
+
+def installed(*names: str) -> str:
+    """The installed list an error names: a test's plugins and the repository's own."""
+    return ", ".join(sorted(set(names) | PACKAGED))
 
 
 # =============================================================================================
@@ -137,10 +151,18 @@ def test_version_and_help_import_no_plugin(dists, home, run, marks):
     assert imported(marks) == {"alpha", "beta", "broken"}
 
 
-def test_help_without_plugins(run):
+def test_help_without_plugins(monkeypatch):
+    from pbsplug.cli import commands
+
+    monkeypatch.setattr(commands, "installed_entry_points", lambda: [])
+    assert commands._epilog() == "No plugin is installed."
+
+
+def test_help_lists_the_installed_plugins(run):
     result = run("--help")
     assert result.returncode == 0
-    assert "No plugin is installed." in result.stdout
+    listed = result.stdout.split("Installed plugins", 1)[1].split(":", 1)[1].split()
+    assert listed == sorted(PACKAGED)
 
 
 def test_pbs_commands_run_without_typer_or_the_kernel(dists, home, run):
@@ -423,7 +445,7 @@ def test_enable_an_unknown_plugin_is_a_one_line_error(dists, home, run):
     result = run("plugins", "enable", "gamma")
     line = one_line_error(result)
     assert "no installed plugin is named 'gamma'" in line
-    assert "(installed: alpha, beta)" in line
+    assert f"(installed: {installed('alpha', 'beta')})" in line
     assert site.read_text() == SITE_WITH_COMMENTS
 
 
@@ -469,7 +491,8 @@ def test_plugins_info_shows_attributes_and_config_schema(dists, home, run):
         "expected": "an integer >= 1 and <= 10", "doc": "how many at most"}
 
     line = one_line_error(run("plugins", "info", "nosuch"))
-    assert "no installed plugin is named 'nosuch' (installed: alpha, beta)" in line
+    assert f"no installed plugin is named 'nosuch' (installed: {installed('alpha', 'beta')})" \
+        in line
 
 
 # =============================================================================================
