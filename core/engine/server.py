@@ -71,6 +71,8 @@ from .store import Store
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
 MAX_RUN_COUNT = 20
+#: The comment of a job qdel ended (PBS's words); the end hooks' job.rerun() yields to it.
+DELETED_BY = "Job deleted at request of "
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
@@ -429,9 +431,9 @@ class Engine:
                     raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
             self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                      f"{self.host}")
-            self._kill(job_id, "Job deleted at request of " + f"{caller.user}@{self.host}")
+            self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}")
             return
-        self._drop(job_id, attrs, f"Job deleted at request of {caller.user}@{self.host}")
+        self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}")
 
     def _drop(self, job_id: str, attrs: dict, comment: str) -> None:
         """A job that is not running leaves the queue for the history."""
@@ -1053,7 +1055,7 @@ class Engine:
         action, event = self._end_hooks(job_id, attrs)
         if reason == "requeue":
             self._requeue(job_id, attrs, "Job requeued at request of an operator (qrerun)")
-        elif action == "rerun" and not (reason or "").startswith("Job deleted"):
+        elif action == "rerun" and not (reason or "").startswith(DELETED_BY):  # qdel wins
             self._requeue(job_id, attrs, f"Job requeued by {event} hook")
         else:
             self._finish(job_id, attrs, ended, comment=reason, end_hooks=False)

@@ -250,3 +250,16 @@ def test_scheduler_restart_cycle_drops_the_rest_of_the_cycle(dists, make_engine,
     assert b_vnode == ("(n2:ncpus=1)" if restart else "(n1:ncpus=1)")
     assert ("scheduling cycle restarted by a hook: 1 run decisions dropped"
             in engine.log()) is restart
+
+
+def test_an_end_hooks_rerun_yields_to_qdel(dists, make_engine):
+    engine = make_engine(plugin(dists, "again", """
+        @hookimpl
+        def execjob_epilogue(event):
+            event.job.rerun()
+        """, ("execjob_epilogue",)))
+    job_id = engine.submit("sleep 30\n")
+    engine.wait(job_id, "R")
+    engine.client("delete", ids=[job_id])
+    attrs = engine.wait(job_id)
+    assert attrs["run_count"] == 1 and attrs["comment"].startswith("Job deleted at request of")
