@@ -60,12 +60,9 @@ def execjob_begin(event) -> None:
     except KeyError:
         event.reject(f"cray_atom: the job's owner {owner!r} has no uid on this host")
     exclusive = job_is_exclusive(job, event.vnode_list)
-    config = event.hook_config
-    if not os.path.exists(config["unix_socket_file"]):
-        event.logger.debug("no ATOM socket at %s: not a Shasta node, nothing to tell",
-                           config["unix_socket_file"])
+    atom = shasta_atom(event)
+    if atom is None:
         return
-    atom = Atom(config, event.logger)
     try:
         atom.start_job(job.id, uid, exclusive)  # AtomFailure or HookAlarm: the hook's error
     finally:
@@ -76,12 +73,9 @@ def execjob_begin(event) -> None:
 def execjob_end(event) -> None:
     """DELETE the ended job from ATOM; any failure is a plain reject, so the node stays in
     service."""
-    config = event.hook_config
-    if not os.path.exists(config["unix_socket_file"]):
-        event.logger.debug("no ATOM socket at %s: not a Shasta node, nothing to tell",
-                           config["unix_socket_file"])
+    atom = shasta_atom(event)
+    if atom is None:
         return
-    atom = Atom(config, event.logger)
     try:
         atom.end_job(event.job.id)
     except AtomFailure as exc:
@@ -94,6 +88,17 @@ def execjob_end(event) -> None:
 
 
 # -- what the hooks work out ------------------------------------------------------------------
+
+def shasta_atom(event) -> Atom | None:
+    """A client for this host's ATOM; None where its socket file does not exist (not a
+    Shasta node: nothing to tell)."""
+    config = event.hook_config
+    if not os.path.exists(config["unix_socket_file"]):
+        event.logger.debug("no ATOM socket at %s: not a Shasta node, nothing to tell",
+                           config["unix_socket_file"])
+        return None
+    return Atom(config, event.logger)
+
 
 def job_owner(job) -> str:
     """The job's user on this host: euser, else Job_Owner without its ``@host``."""
