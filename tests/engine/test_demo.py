@@ -8,6 +8,7 @@ import io
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 
 from pbsplug import PluginInfo, Setting, hookimpl
@@ -96,21 +97,23 @@ class Broken:
         raise AssertionError("never called: its setup failed")
 
 
-def _demo(tmp_path, pbsplug_plugins):
+@pytest.fixture
+def shown(tmp_path, register_plugin, pbsplug_plugins):
+    """A `PluginDemo` over `Shows` and `Broken`: (demo, home, its printed text, Shows)."""
+    shows = Shows()
+    register_plugin(shows, "shows")
+    register_plugin(Broken(), "broken")
     home = Home(tmp_path / "home")
     home.make()
     home.site.write_text("# the demo's site\n[plugins.shows]\nenabled = true\n")
     out = io.StringIO()
-    return PluginDemo(home, tmp_path / "plugins", Console(file=out, width=200),
-                       plugins=pbsplug_plugins), home, out
+    demo = PluginDemo(home, tmp_path / "plugins", Console(file=out, width=200),
+                      plugins=pbsplug_plugins)
+    return demo, home, out, shows
 
 
-def test_hook_demo_setup_settings_go_into_the_demo_site_config(tmp_path, register_plugin,
-                                                                pbsplug_plugins):
-    shows = Shows()
-    register_plugin(shows, "shows")
-    register_plugin(Broken(), "broken")
-    demo, home, out = _demo(tmp_path, pbsplug_plugins)
+def test_hook_demo_setup_settings_go_into_the_demo_site_config(tmp_path, shown):
+    demo, home, out, shows = shown
     demo.setup()
     site = tomllib.loads(home.site.read_text())
     assert site["plugins"]["shows"] == {
@@ -122,12 +125,8 @@ def test_hook_demo_setup_settings_go_into_the_demo_site_config(tmp_path, registe
     assert shows.calls == [("setup", "shows", True)]
 
 
-def test_hook_demo_report_lines_reach_the_summary_once(tmp_path, register_plugin,
-                                                      pbsplug_plugins):
-    shows = Shows()
-    register_plugin(shows, "shows")
-    register_plugin(Broken(), "broken")
-    demo, home, out = _demo(tmp_path, pbsplug_plugins)
+def test_hook_demo_report_lines_reach_the_summary_once(shown):
+    demo, home, out, shows = shown
     demo.setup()
     demo.report()
     demo.report()  # the demo calls it again on its way out: nothing happens twice
