@@ -29,7 +29,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "settings": ("KERNEL_API", "ConfigError", "PluginInfo", "Setting"),
     "siteconfig": ("SiteConfig", "load_site"),
     "units": ("exclusivity", "format_duration", "format_size", "parse_bool", "parse_duration",
-              "parse_place", "parse_select", "parse_size"),
+              "parse_exec_vnode", "parse_place", "parse_select", "parse_size"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -34,7 +34,7 @@ from . import hookspecs
 from .attributes import AttributeRegistry
 from .events import EVENTS
 from .hookattrs import HookAttributeError, HookAttributes
-from .settings import ConfigError, PluginInfo, api_compatible, validate_config
+from .settings import ConfigError, ConfigIssue, PluginInfo, api_compatible, validate_config
 from .siteconfig import SiteConfig
 
 log = logging.getLogger("pbsplug.plugins")
@@ -257,6 +257,9 @@ def _hookimpl_names(plugin: Any) -> list[str]:
 def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, Any],
                             sources: Mapping[str, str]):
     config, issues = validate_config(info.config, values, "", prefix="")
+    if not issues and info.check_config is not None:
+        issues = [ConfigIssue("", key, config.get(key), problem)
+                  for key, problem in info.check_config(config)]
     fixed = []
     for issue in issues:
         src = sources.get(issue.key, f"[plugins.{name}.config]")

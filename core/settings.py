@@ -20,7 +20,7 @@ what was expected, and an unknown key is an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,9 @@ class PluginInfo:
 
     `events` defaults to every event the plugin implements. `pbs_name` is the name of the PBS
     hook the plugin replaces (``PBS_cray_atom``), accepted in imported .HK files.
+    `check_config` checks what one key's `Setting` cannot: it gets the typed configuration
+    (defaults filled in) and returns ``(key, problem)`` pairs, each reported like a bad value
+    of that key.
     """
 
     api: str = "1.0"
@@ -127,6 +130,7 @@ class PluginInfo:
     config: Mapping[str, Setting] = field(default_factory=dict)
     pbs_name: str | None = None
     description: str = ""
+    check_config: Callable[[Mapping[str, Any]], Iterable[tuple[str, str]]] | None = None
 
     def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
         # A list may be written as PBS writes it, "offline_vnodes,scheduler_restart_cycle".

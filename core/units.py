@@ -85,6 +85,19 @@ def format_duration(seconds: int | float) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
+    """The chunks of an ``exec_vnode`` (or ``resv_nodes``): ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=1)``
+    -> [("n1", {"ncpus": "2", "mem": "4gb"}), ("n2", {"ncpus": "1"})]. Values stay strings."""
+    out = []
+    for part in str(text or "").split("+"):
+        part = part.strip().strip("()")
+        if not part:
+            continue
+        name, *res = part.split(":")
+        out.append((name, dict(r.split("=", 1) for r in res if "=" in r)))
+    return out
+
+
 @dataclass
 class Chunk:
     """One chunk of a select: ``count`` copies of ``resources`` (``ncpus``, ``mem``, ...)."""

@@ -142,6 +142,27 @@ def queuejob(event):
     assert f'{cf}: timeout = "soon": expected a number' in from_cf.get("conf").error
 
 
+def test_a_plugins_own_check_sees_the_whole_configuration(installed, tmp_path):
+    installed.add("pair", """
+from pbsplug import PluginInfo, Setting, hookimpl
+def both(config):
+    if config["low"] > config["high"]:
+        yield "low", f"must not exceed high ({config['high']})"
+plugin_info = PluginInfo(config={"low": Setting(int, 1), "high": Setting(int, 10)},
+                         check_config=both)
+@hookimpl
+def queuejob(event):
+    pass
+""")
+    ok = load(tmp_path, "[plugins.pair]\nenabled = true\n[plugins.pair.config]\nlow = 5\n")
+    assert ok.get("pair").config == {"low": 5, "high": 10}
+    bad = load(tmp_path, "[plugins.pair]\nenabled = true\n[plugins.pair.config]\nlow = 50\n")
+    assert bad.get("pair").status == "failed"
+    assert "plugins.pair.config.low = 50: must not exceed high (10)" in bad.get("pair").error
+    typed = load(tmp_path, '[plugins.pair]\nenabled = true\n[plugins.pair.config]\nlow = "x"\n')
+    assert "low = \"x\": expected an integer" in typed.get("pair").error  # typed first
+
+
 def test_two_distributions_claiming_one_name(installed, tmp_path):
     installed.add("alpha", NOOP)
     info = installed.root / "other_dist-1.0.dist-info"

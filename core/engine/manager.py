@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..plugins import load_plugins
 from ..runner import Runner
-from ..scheduler.cycle import parse_exec_vnode
 from ..siteconfig import ConfigError, load_site
+from ..units import parse_exec_vnode
 from . import qmgr
 from .home import LOG_ADMIN
 from .qmgr import QmgrError

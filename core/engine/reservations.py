@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import units
 from ..objects import Reservation
-from ..scheduler.cycle import parse_exec_vnode
+from ..units import parse_exec_vnode
 from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
 from .home import LOG_ADMIN, LOG_JOB
 

@@ -31,10 +31,10 @@ from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
-from ..scheduler.cycle import parse_exec_vnode
 from ..scheduler.model import Policy, resource_amount
 from ..scheduling import SchedulerInstance
 from ..siteconfig import load_site
+from ..units import parse_exec_vnode
 from . import depend, executor, jobspec
 from .errors import (
     PBSE_BADATVAL,

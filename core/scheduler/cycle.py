@@ -45,7 +45,16 @@ from typing import Any
 
 from ..objects import Job, Queue, Reservation, Server, Vnode
 from ..scheduling import CycleStats, JobOrder, Placement
-from ..units import EXCL, EXCLHOST, SHARED, Chunk, Place, exclusivity, parse_duration
+from ..units import (
+    EXCL,
+    EXCLHOST,
+    SHARED,
+    Chunk,
+    Place,
+    exclusivity,
+    parse_duration,
+    parse_exec_vnode,
+)
 from .calendar import INFINITY, Booking, Calendar
 from .model import (
     SLEEP,
@@ -104,18 +113,6 @@ class _JobInfo:
     def end(self, start: float) -> float:
         """When the job started at `start` frees its vnodes (never, without a walltime)."""
         return start + self.walltime if self.walltime is not None else INFINITY
-
-
-def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
-    """``(n1:ncpus=2:mem=4gb)+(n2:ncpus=1)`` -> [("n1", {...}), ("n2", {...})]."""
-    out = []
-    for part in str(text or "").split("+"):
-        part = part.strip().strip("()")
-        if not part:
-            continue
-        name, *res = part.split(":")
-        out.append((name, dict(r.split("=", 1) for r in res if "=" in r)))
-    return out
 
 
 def resv_state(resv: Reservation) -> str:
