@@ -1,0 +1,251 @@
+"""mjf: HEP Machine/Job Features (HSF-TN-2016-02, seed 003) for every job.
+
+Each execution host keeps ``$MACHINEFEATURES`` (``<machinefeatures_dir>/<host>``) current from
+exechost_startup and exechost_periodic; each job gets ``$JOBFEATURES``
+(``<jobfeatures_dir>/<job id>``) at execjob_begin, before it starts, both variables in its
+environment at execjob_launch, and its directory removed at execjob_end. A drain
+(``pbsplug mjf drain``) sets the host's shutdowntime; the periodic hook announces it to the
+running jobs as shutdowntime_job, keeping the grace_secs_job promise. Payloads read the
+features with `read_features` (local or HTTP) and `time_left`. See README.md.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pbsplug import PluginInfo, Setting, hookimpl
+
+from . import files
+from .derive import (
+    MJFError,
+    announced_shutdown,
+    job_end,
+    job_features,
+    machine_features,
+    swap_rule_problem,
+)
+from .keys import MACHINE_KEYS
+from .reader import read_features, time_left
+
+__version__ = "0.1.0"
+__all__ = ["MJFError", "read_features", "time_left"]
+
+#: Machine keys the hooks keep current (shutdowntime belongs to the drain).
+STATIC_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k != "shutdowntime")
+#: A directory of a job this host does not run is swept only once it is this old: a job whose
+#: execjob_begin is under way may not be in exechost_periodic's job list yet.
+SWEEP_AFTER = 60
+
+
+def _absolute(value: str) -> str | None:
+    return None if value.startswith("/") else "expected an absolute path"
+
+
+def _absolute_or_empty(value: str) -> str | None:
+    return None if not value or value.startswith("/") else "expected an absolute path or \"\""
+
+
+def _check(config: Mapping[str, Any]):
+    if config["hs06"] is not None and config["hs06_per_cpu"] is not None:
+        yield "hs06_per_cpu", "set hs06 (the whole machine's rating) or hs06_per_cpu, not both"
+    machine, job = Path(config["machinefeatures_dir"]), Path(config["jobfeatures_dir"])
+    if machine == job or machine in job.parents or job in machine.parents:
+        yield "jobfeatures_dir", (f"must be apart from machinefeatures_dir ({machine}): the "
+                                  "periodic sweep removes what is not a running job's")
+
+
+plugin_info = PluginInfo(
+    api="1.0",
+    events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
+            "execjob_end"),
+    order=50, alarm=30, freq=120,
+    config={
+        "machinefeatures_dir": Setting(str, "/var/run/pbsplug-mjf/machinefeatures",
+                                       check=_absolute,
+                                       doc="each host's $MACHINEFEATURES is <this>/<host>"),
+        "jobfeatures_dir": Setting(str, "/var/run/pbsplug-mjf/jobfeatures", check=_absolute,
+                                   doc="each job's $JOBFEATURES is <this>/<job id>"),
+        "hs06": Setting(float, None, gt=0, doc="the whole machine's HS06 rating"),
+        "hs06_per_cpu": Setting(float, None, gt=0, doc="HS06 per allocatable CPU"),
+        "grace_secs": Setting(int, None, ge=0,
+                              doc="a drain is never announced sooner than this from now"),
+        "grace_secs_job": Setting(int, None, ge=0,
+                                  doc="a running job's shutdowntime_job is never set sooner "
+                                      "than this from now"),
+        "scratch_resource": Setting(str, "", doc="the job resource (a size) that limits its "
+                                                 "scratch space, such as 'scratch'"),
+        "scratch_path": Setting(str, "", check=_absolute_or_empty,
+                                doc="the file system jobs' scratch is on; its size is "
+                                    "scratch_limit_bytes for jobs without scratch_resource"),
+        "swap_rule": Setting(str, "vmem-mem", check=swap_rule_problem,
+                             doc="max_swap_bytes: 'vmem-mem', 'none', 'F*mem' or a size"),
+    },
+    check_config=_check,
+    description="HEP Machine/Job Features ($MACHINEFEATURES, $JOBFEATURES) for every job",
+)
+
+
+# -- where things are -------------------------------------------------------------------------
+
+def this_host() -> str:
+    """The execution host's name, as the engine names its vnodes' Mom."""
+    return socket.gethostname().split(".", 1)[0]
+
+
+def machine_dir(config: Mapping[str, Any], host: str | None = None) -> Path:
+    return Path(config["machinefeatures_dir"]) / files.checked_name("host", host or this_host())
+
+
+def job_dir(config: Mapping[str, Any], job_id: str) -> Path:
+    return Path(config["jobfeatures_dir"]) / files.checked_name("job", job_id)
+
+
+# -- the execution host -----------------------------------------------------------------------
+
+def refresh_machine(config: Mapping[str, Any], vnodes) -> Path:
+    """Write this host's static machine keys (only those whose value changed)."""
+    directory = machine_dir(config)
+    files.ensure_base(directory)
+    files.sync_keys(directory, machine_features(config, vnodes), STATIC_MACHINE_KEYS)
+    return directory
+
+
+def _stale_shutdown(directory: Path, now: float, logger, why: str) -> int | None:
+    """The host's shutdowntime; one already past is stale and removed."""
+    shutdown = files.read_key(directory, "shutdowntime")
+    if shutdown is not None and shutdown <= now:
+        files.remove_key(directory, "shutdowntime")
+        logger.info("removed a stale shutdowntime %d (%s) from %s", shutdown, why, directory)
+        return None
+    return shutdown
+
+
+@hookimpl
+def exechost_startup(event) -> None:
+    """$MACHINEFEATURES written; a shutdowntime left from before this start removed."""
+    try:
+        directory = refresh_machine(event.hook_config, event.vnode_list.values())
+        _stale_shutdown(directory, time.time(), event.logger, "the host has restarted")
+    except MJFError as exc:
+        event.reject(f"mjf: {exc}")
+
+
+@hookimpl
+def exechost_periodic(event) -> None:
+    """$MACHINEFEATURES kept current; the host's drain announced to its running jobs; the
+    directories of jobs that are gone swept away."""
+    config = event.hook_config
+    now = int(time.time())
+    problems = []
+    try:
+        directory = refresh_machine(config, event.vnode_list.values())
+        shutdown = files.read_key(directory, "shutdowntime")
+    except MJFError as exc:
+        event.reject(f"mjf: {exc}")
+    running = set(event.job_list or ())
+    for path in files.job_dirs(Path(config["jobfeatures_dir"])):
+        try:
+            if path.name in running:
+                announce_drain(path, shutdown, config.get("grace_secs_job"), now, event.logger)
+            elif now - path.stat().st_mtime > SWEEP_AFTER and files.remove_dir(path):
+                event.logger.info("removed $JOBFEATURES of job %s, which no longer runs here",
+                                  path.name)
+        except (MJFError, OSError) as exc:
+            problems.append(str(exc))
+    if problems:
+        event.reject("mjf: " + "; ".join(problems))
+
+
+def announce_drain(path: Path, shutdown: int | None, grace_job: int | None, now: int,
+                   logger) -> None:
+    """Bring one running job's shutdowntime_job in line with the host's shutdowntime."""
+    features = {k: files.read_key(path, k)
+                for k in ("jobstart_secs", "wall_limit_secs", "shutdowntime_job")}
+    existing = features["shutdowntime_job"]
+    new = announced_shutdown(existing, job_end(features), shutdown, grace_job, now)
+    if new == existing:
+        return
+    if new is None:
+        files.remove_key(path, "shutdowntime_job")
+        logger.info("job %s: shutdowntime_job removed (the host is no longer draining)",
+                    path.name)
+    else:
+        files.write_key(path, "shutdowntime_job", new)
+        logger.info("job %s: shutdowntime_job set to %d", path.name, new)
+
+
+@hookimpl
+def execjob_begin(event) -> None:
+    """$JOBFEATURES made whole before the job starts; a request that does not parse, or a
+    directory that cannot be written, rejects (the job is requeued) and leaves nothing."""
+    config, job = event.hook_config, event.job
+    now = time.time()
+    try:
+        host = machine_dir(config)
+        total = files.read_key(host, "total_cpu") if host.is_dir() else None
+        shutdown = (_stale_shutdown(host, now, event.logger, "its time had passed when job "
+                                    f"{job.id} started") if host.is_dir() else None)
+        features = job_features(config, job, event.vnode_list or {}, int(now), total,
+                                shutdown)
+        base = files.ensure_base(config["jobfeatures_dir"])
+        files.make_dir_whole(base, str(job.id), features)
+    except MJFError as exc:
+        event.reject(f"mjf: {exc}")
+
+
+@hookimpl
+def execjob_launch(event) -> None:
+    """MACHINEFEATURES and JOBFEATURES in the job's environment (where they exist)."""
+    config = event.hook_config
+    host, job = machine_dir(config), job_dir(config, str(event.job.id))
+    if host.is_dir():
+        event.env["MACHINEFEATURES"] = str(host)
+    if job.is_dir():
+        event.env["JOBFEATURES"] = str(job)
+
+
+@hookimpl
+def execjob_end(event) -> None:
+    """The job's $JOBFEATURES removed."""
+    try:
+        files.remove_dir(job_dir(event.hook_config, str(event.job.id)))
+    except MJFError as exc:
+        event.reject(f"mjf: {exc}")
+
+
+# -- the demo ---------------------------------------------------------------------------------
+
+@hookimpl
+def demo_setup(workdir) -> dict:
+    """The demo keeps its features under its own folder, and runs the periodic hook often
+    enough to see the demo's vnodes (made after the host started)."""
+    return {"freq": 2, "config": {"machinefeatures_dir": f"{workdir}/machinefeatures",
+                                  "jobfeatures_dir": f"{workdir}/jobfeatures",
+                                  "hs06_per_cpu": 10.0, "grace_secs": 3600,
+                                  "grace_secs_job": 600}}
+
+
+@hookimpl
+def demo_report(workdir) -> list[str]:
+    lines = []
+    for host in sorted(Path(workdir, "machinefeatures").glob("*")):
+        values = read_features(str(host))
+        shown = " ".join(f"{k}={values[k]:g}" for k in MACHINE_KEYS if k in values)
+        lines.append(f"$MACHINEFEATURES for {host.name}: {shown}")
+    left = files.job_dirs(Path(workdir, "jobfeatures"))
+    lines.append(f"$JOBFEATURES directories left after the jobs: {len(left)}")
+    return lines
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+@hookimpl
+def register_commands(cli) -> None:
+    from . import commands
+
+    commands.register(cli)
+

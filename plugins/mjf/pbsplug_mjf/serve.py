@@ -1,0 +1,189 @@
+"""``pbsplug mjf serve``: the feature directories over HTTP, read-only.
+
+For sites and VMs that read MJF over HTTP (``$JOBFEATURES=http://host:port/jobfeatures/<job
+id>``). The URL space is ``/machinefeatures/<host>/<key>`` and ``/jobfeatures/<job id>/<key>``
+over the two base directories:
+
+* a key's value is ``text/plain`` with Last-Modified (the file's) and Cache-Control
+  ``max-age``; If-Modified-Since answers 304, so readers can poll cheaply;
+* a directory (with or without its trailing slash) is an HTML listing of what is in it;
+* anything absent is a real 404 (never a 200 error page); GET and HEAD only (405 otherwise);
+* no way out of the base directories: every path segment must be a plain name (no ``..``,
+  no leading dot, nothing percent-encoded into one), and the resolved file must lie inside
+  its base directory, symlinks included.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import socket
+import threading
+from email.utils import formatdate, parsedate_to_datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from .keys import KEY_NAME
+
+#: A host name or job id as a path segment: no dot first, nothing but these characters.
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-\[\]@]*")
+
+
+class FeatureServer(ThreadingHTTPServer):
+    """The server; `bases` maps the first path segment to a base directory."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], bases: dict[str, Path], max_age: int = 60,
+                 quiet: bool = True):
+        self.bases = {name: Path(path).resolve() for name, path in bases.items()}
+        self.max_age = max_age
+        self.quiet = quiet
+        self._thread: threading.Thread | None = None
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FeatureServer:
+        """Serve in a background thread (tests, the demo)."""
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,),
+                                        name="mjf-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """``ADDR:PORT`` (``[::1]:8080`` for IPv6) -> (addr, port); `ValueError` says why not."""
+    addr, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: expected ADDR:PORT, such as 127.0.0.1:8080")
+    return addr.strip("[]") or "0.0.0.0", int(port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FeatureServer
+    server_version = "pbsplug-mjf"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base's name)
+        if not self.server.quiet:
+            super().log_message(format, *args)
+
+    # -- routing ------------------------------------------------------------------------------
+    def _target(self) -> tuple[str, Path | None] | None:
+        """What the request names: ``("root", None)``, ``("dir", path)`` or ``("key",
+        path)``; None for anything absent or outside the base directories (a 404)."""
+        segments = unquote(urlsplit(self.path).path).split("/")[1:]
+        if segments and segments[-1] == "":
+            segments.pop()  # a directory's trailing slash
+        if not segments:
+            return "root", None
+        base = self.server.bases.get(segments[0])
+        if base is None or len(segments) > 3:
+            return None
+        if len(segments) > 1 and not _SEGMENT.fullmatch(segments[1]):
+            return None
+        if len(segments) == 3 and not KEY_NAME.fullmatch(segments[2]):
+            return None
+        path = base.joinpath(*segments[1:]).resolve()
+        if path != base and base not in path.parents:
+            return None
+        kind = "key" if len(segments) == 3 else "dir"
+        if not (path.is_file() if kind == "key" else path.is_dir()):
+            return None
+        return kind, path
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer(body=False)
+
+    def _refuse(self) -> None:
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"GET and HEAD only\n", "text/plain",
+                   body=self.command != "HEAD", extra={"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+
+    # -- answers ------------------------------------------------------------------------------
+    def _answer(self, body: bool) -> None:
+        target = self._target()
+        if target is None:
+            self._send(HTTPStatus.NOT_FOUND, b"Not Found\n", "text/plain", body=body)
+            return
+        kind, path = target
+        if path is None:
+            self._send(HTTPStatus.OK, self._listing("/", sorted(self.server.bases)),
+                       "text/html; charset=utf-8", body=body)
+            return
+        is_key = kind == "key"
+        try:
+            stat = path.stat()
+            if is_key:
+                content = path.read_bytes()
+            else:
+                names = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+                content = self._listing(self.path, names)
+        except OSError:  # gone between the checks and the read
+            self._send(HTTPStatus.NOT_FOUND, b"Not Found\n", "text/plain", body=body)
+            return
+        modified = int(stat.st_mtime)
+        since = self.headers.get("If-Modified-Since")
+        if is_key and since:
+            try:
+                if modified <= parsedate_to_datetime(since).timestamp():
+                    self._send(HTTPStatus.NOT_MODIFIED, b"", None, body=False,
+                               extra=self._cache(modified))
+                    return
+            except (TypeError, ValueError, IndexError, OverflowError):
+                pass  # a date we cannot read: answer in full
+        kind = "text/plain; charset=us-ascii" if is_key else "text/html; charset=utf-8"
+        self._send(HTTPStatus.OK, content, kind, body=body, extra=self._cache(modified))
+
+    def _cache(self, modified: int) -> dict[str, str]:
+        return {"Last-Modified": formatdate(modified, usegmt=True),
+                "Cache-Control": f"max-age={self.server.max_age}"}
+
+    def _listing(self, where: str, names: list[str]) -> bytes:
+        where = "/" + urlsplit(where).path.strip("/")
+        prefix = where.rstrip("/") + "/"
+        items = "".join(f'<li><a href="{html.escape(prefix + n)}">{html.escape(n)}</a></li>\n'
+                        for n in names)
+        title = html.escape(where)
+        return (f"<!DOCTYPE html>\n<html><head><title>{title}</title></head><body>\n"
+                f"<h1>{title}</h1>\n<ul>\n{items}</ul>\n</body></html>\n").encode()
+
+    def _send(self, status: HTTPStatus, content: bytes, kind: str | None, *, body: bool,
+              extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        if kind:
+            self.send_header("Content-Type", kind)
+        if status != HTTPStatus.NOT_MODIFIED:
+            self.send_header("Content-Length", str(len(content)))
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if body and content:
+            self.wfile.write(content)
+
+
+def serve(machine_base: str | os.PathLike, job_base: str | os.PathLike, bind: str,
+          max_age: int = 60, quiet: bool = False) -> FeatureServer:
+    """A `FeatureServer` over the two base directories, bound but not yet serving."""
+    return FeatureServer(parse_bind(bind), {"machinefeatures": Path(machine_base),
+                                            "jobfeatures": Path(job_base)},
+                         max_age=max_age, quiet=quiet)

@@ -1,0 +1,130 @@
+"""``pbsplug mjf serve``'s HTTP server on a real loopback socket."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import time
+from email.utils import formatdate
+
+import pytest
+
+from pbsplug_mjf.serve import parse_bind, serve
+
+HOST = "wn001"
+
+
+@pytest.fixture
+def tree(base):
+    machine = base / "machinefeatures" / HOST
+    job = base / "jobfeatures" / "9.server"
+    for directory, values in ((machine, {"total_cpu": "16\n", "hs06": "160\n"}),
+                              (job, {"job_id": "9.server\n", "wall_limit_secs": "600\n"})):
+        directory.mkdir(parents=True)
+        for key, value in values.items():
+            (directory / key).write_text(value)
+    (job / ".wall_limit_secs.tmp").write_text("half")  # a write under way: never shown
+    (base / "secret").write_text("outside\n")
+    then = time.time() - 3600
+    os.utime(machine / "total_cpu", (then, then))
+    return base
+
+
+@pytest.fixture
+def get(tree):
+    server = serve(tree / "machinefeatures", tree / "jobfeatures", "127.0.0.1:0",
+                   max_age=30, quiet=True).start()
+
+    def request(path: str, method: str = "GET", headers: dict | None = None):
+        conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
+        conn.request(method, path, headers=headers or {})
+        answer = conn.getresponse()
+        body = answer.read()
+        conn.close()
+        return answer, body
+
+    yield request
+    server.stop()
+
+
+def test_a_key_is_its_value_as_text_with_cache_headers(get, tree):
+    answer, body = get(f"/machinefeatures/{HOST}/total_cpu")
+    assert (answer.status, body) == (200, b"16\n")
+    assert answer.getheader("Content-Type") == "text/plain; charset=us-ascii"
+    mtime = int((tree / "machinefeatures" / HOST / "total_cpu").stat().st_mtime)
+    assert answer.getheader("Last-Modified") == formatdate(mtime, usegmt=True)
+    assert answer.getheader("Cache-Control") == "max-age=30"
+
+
+def test_if_modified_since_answers_304_until_the_value_changes(get, tree):
+    path = f"/machinefeatures/{HOST}/total_cpu"
+    stamp = get(path)[0].getheader("Last-Modified")
+    answer, body = get(path, headers={"If-Modified-Since": stamp})
+    assert (answer.status, body) == (304, b"")
+    (tree / "machinefeatures" / HOST / "total_cpu").write_text("20\n")
+    answer, body = get(path, headers={"If-Modified-Since": stamp})
+    assert (answer.status, body) == (200, b"20\n")
+    assert get(path, headers={"If-Modified-Since": "yesterday"})[0].status == 200
+
+
+def test_head_has_the_headers_and_no_body(get):
+    answer, body = get("/jobfeatures/9.server/job_id", method="HEAD")
+    assert (answer.status, body, answer.getheader("Content-Length")) == (200, b"", "9")
+
+
+@pytest.mark.parametrize("path", ["/jobfeatures/9.server", "/jobfeatures/9.server/"])
+def test_a_directory_is_a_listing_of_its_keys(get, path):
+    answer, body = get(path)
+    assert answer.status == 200 and answer.getheader("Content-Type").startswith("text/html")
+    text = body.decode()
+    assert '<a href="/jobfeatures/9.server/job_id">job_id</a>' in text
+    assert "wall_limit_secs" in text and ".tmp" not in text and "half" not in text
+
+
+def test_the_root_and_the_bases_are_listings(get):
+    root = get("/")[1].decode()
+    assert "/jobfeatures" in root and "/machinefeatures" in root
+    assert f'href="/machinefeatures/{HOST}"' in get("/machinefeatures")[1].decode()
+
+
+@pytest.mark.parametrize("path", [
+    "/jobfeatures/9.server/shutdowntime_job",  # absent key
+    "/jobfeatures/10.server/job_id",           # absent job
+    "/jobfeatures/10.server",
+    "/nothing",
+    f"/machinefeatures/{HOST}/total_cpu/more",
+    "/jobfeatures/9.server/.wall_limit_secs.tmp",  # never a temporary file
+    "/jobfeatures/../secret",
+    "/jobfeatures/..%2Fsecret",
+    "/jobfeatures/%2e%2e/secret",
+    "/jobfeatures/9.server/../../secret",
+    f"/machinefeatures/{HOST}/..",
+    "/machinefeatures/..",
+    "/jobfeatures/escape/x",  # a symlink out of the base
+])
+def test_anything_absent_or_outside_is_a_real_404(get, tree, path):
+    (tree / "jobfeatures" / "escape").symlink_to(tree)
+    (tree / "x").write_text("1\n")
+    answer, body = get(path)
+    assert (answer.status, body) == (404, b"Not Found\n")
+    assert b"outside" not in body
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_it_is_read_only(get, tree, method):
+    answer, _ = get("/jobfeatures/9.server/job_id", method=method)
+    assert (answer.status, answer.getheader("Allow")) == (405, "GET, HEAD")
+    assert (tree / "jobfeatures" / "9.server" / "job_id").read_text() == "9.server\n"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("127.0.0.1:8080", ("127.0.0.1", 8080)), (":8080", ("0.0.0.0", 8080)),
+    ("[::1]:80", ("::1", 80))])
+def test_bind_addresses(text, expected):
+    assert parse_bind(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8080", "host:", "host:http", "host:70000"])
+def test_bad_bind_addresses_are_named(text):
+    with pytest.raises(ValueError, match=f"{text!r}: expected ADDR:PORT"):
+        parse_bind(text)
