@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from pathlib import Path
 
@@ -11,8 +10,6 @@ import pytest
 
 import pbsplug_mjf as plugin
 from pbsplug_mjf import reader
-
-HOST = socket.gethostname().split(".", 1)[0]
 
 
 @pytest.fixture

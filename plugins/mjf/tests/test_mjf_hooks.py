@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HOST
 
 import pbsplug_mjf as plugin
-from pbsplug_mjf import SWEEP_AFTER
+from pbsplug_mjf import SWEEP_AFTER, this_host
 from pbsplug_mjf.keys import KEY_NAME
+
+HOST = this_host()
 
 HOST_VNODES = {HOST: {"resources_available": {"ncpus": 8}},
                f"{HOST}[1]": {"resources_available": {"ncpus": 8}}}

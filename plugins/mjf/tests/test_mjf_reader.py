@@ -7,10 +7,11 @@ import socket
 import time
 
 import pytest
-from conftest import HOST
 
-from pbsplug_mjf import MJFError, read_features, time_left
+from pbsplug_mjf import MJFError, read_features, this_host, time_left
 from pbsplug_mjf.serve import serve
+
+HOST = this_host()
 
 GLIDEIN_INTEGER = re.compile(r"^-?[0-9]+$")  # check_wn_drainstate.sh's test of a time
 

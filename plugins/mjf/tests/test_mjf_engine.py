@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import HOST
 
 from pbsplug.testing import until
+from pbsplug_mjf import this_host
+
+HOST = this_host()
 
 SCRIPT = """\
 echo "allocated_cpu=$(cat $JOBFEATURES/allocated_cpu)"

@@ -13,10 +13,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import HOST
 
 from pbsplug.testing import until
-from pbsplug_mjf import read_features
+from pbsplug_mjf import read_features, this_host
+
+HOST = this_host()
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 
