@@ -1,0 +1,160 @@
+"""Which hosts to ramp down or power off, and which to wake: the periodic decision as a pure
+function of the time, the vnodes, the reservations and what queued jobs need.
+
+The rules are PBS_power's (pbs-behavior.md §3), host by host (a host is the vnodes sharing
+``resources_available.host``):
+
+- **Down** (ramp down, or power off) when every vnode of the host is free (nothing else in
+  its state) and, in on/off mode, ``poweroff_eligible``; when every one has been idle for
+  longer than ``node_idle_limit``; and when no reservation holds it now, and no reservation
+  or queued job needs it within ``min_node_down_delay`` + 900 s.
+- **Up** (ramp up, or power on) when the host sleeps, a queued job's estimated start or a
+  reservation needs it within 900 s, and, in on/off mode, it is not still booting and
+  ``min_node_down_delay`` has passed since its last state change.
+- At most ``max_concurrent_nodes`` hosts each way per run, walking hosts by name.
+
+One departure from PBS_power, on purpose: a host that a queued job's estimate needs within
+the down window is kept up too. PBS_power looks only at reservations, so it may power off a
+host that the scheduler has planned a job on, and then may not power it on again for
+``min_node_down_delay``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .config import PowerConfig
+
+#: How far ahead a need wakes a host (PBS_power's 900 s).
+WAKE_AHEAD = 900
+#: Reservation states in which a reservation holds its vnodes now.
+HOLDING = frozenset({"RUNNING", "DELETED", "BEING_ALTERED", "DELETING_JOBS"})
+#: Reservation states whose start wakes, and keeps up, their vnodes.
+COMING = frozenset({"CONFIRMED", "DEGRADED"})
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the decision reads of one vnode."""
+
+    name: str
+    host: str
+    states: frozenset[str]
+    eligible: bool = False  # poweroff_eligible
+    last_used_time: int = 0  # 0 when unset, as PBS_power reads it
+    last_state_change_time: int = 0
+
+
+@dataclass(frozen=True)
+class ResvView:
+    state: str
+    start: int
+    vnodes: frozenset[str]
+
+
+@dataclass
+class Decision:
+    """Hosts to bring down and up this run, and for every host why (or why not)."""
+
+    down: list[str] = field(default_factory=list)
+    up: list[str] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)
+
+
+def needed_by(jobs: Iterable[tuple[int, Iterable[str]]], resvs: Iterable[ResvView],
+              limit: int) -> dict[str, int]:
+    """The earliest time each vnode is needed: from the first `limit` queued jobs' estimated
+    (start, vnodes), and from coming reservations' starts."""
+    needed: dict[str, int] = {}
+    for count, (start, vnodes) in enumerate(jobs):
+        if count >= limit:
+            break
+        for name in vnodes:
+            needed[name] = min(needed.get(name, start), start)
+    for resv in resvs:
+        if resv.state in COMING:
+            for name in resv.vnodes:
+                needed[name] = min(needed.get(name, resv.start), resv.start)
+    return needed
+
+
+def hosts_of(nodes: Iterable[NodeView]) -> dict[str, list[NodeView]]:
+    hosts: dict[str, list[NodeView]] = {}
+    for node in nodes:
+        hosts.setdefault(node.host, []).append(node)
+    return dict(sorted(hosts.items()))
+
+
+def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
+                  resvs: list[ResvView], needed: Mapping[str, int]) -> str | None:
+    """Why the host may not go down now; None when it may."""
+    if config.on_off and not all(v.eligible for v in vnodes):
+        names = ", ".join(v.name for v in vnodes if not v.eligible)
+        return f"poweroff_eligible is False on {names}"
+    busy = [v for v in vnodes if v.states != {"free"}]
+    if busy:
+        return f"{busy[0].name} is {','.join(sorted(busy[0].states))}, not free"
+    names = {v.name for v in vnodes}
+    for resv in resvs:
+        if resv.state in HOLDING and resv.vnodes & names:
+            return f"a reservation holds it ({resv.state})"
+    window = now + config.min_node_down_delay + WAKE_AHEAD
+    soon = [needed[n] for n in names if n in needed and needed[n] < window]
+    if soon:
+        return f"needed at {min(soon)}, within min_node_down_delay + {WAKE_AHEAD} s"
+    last_used = max(v.last_used_time for v in vnodes)
+    if now - last_used <= config.node_idle_limit:
+        return (f"idle {now - last_used} s, not more than node_idle_limit "
+                f"{config.node_idle_limit} s")
+    return None
+
+
+def _up_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
+                needed: Mapping[str, int], booting: frozenset[str]) -> str | None:
+    """Why the sleeping host may not be woken now; None when it may."""
+    host = vnodes[0].host
+    if config.on_off and host in booting:
+        return "still booting"
+    times = [needed[v.name] for v in vnodes if v.name in needed]
+    if not times or min(times) >= now + WAKE_AHEAD:
+        return ("asleep; nothing needs it within 900 s" if not times
+                else f"asleep; needed at {min(times)}, not within {WAKE_AHEAD} s")
+    if config.on_off:
+        since = now - max(v.last_state_change_time for v in vnodes)
+        if since < config.min_node_down_delay:
+            return (f"needed at {min(times)}, but its state changed {since} s ago, less than "
+                    f"min_node_down_delay {config.min_node_down_delay} s")
+    return None
+
+
+def decide(config: PowerConfig, now: int, nodes: Iterable[NodeView],
+           resvs: Iterable[ResvView] = (), needed: Mapping[str, int] | None = None,
+           booting: Iterable[str] = ()) -> Decision:
+    """This run's decision. `needed` is `needed_by`'s answer; `booting` the hosts powered on
+    and not yet reported ready (on/off mode)."""
+    decision = Decision()
+    if config.mode is None:
+        return decision
+    resvs = list(resvs)
+    needed = needed or {}
+    booting = frozenset(booting)
+    limit = config.max_concurrent_nodes
+    for host, vnodes in hosts_of(nodes).items():
+        if any("sleep" in v.states for v in vnodes):
+            problem = _up_problem(config, now, vnodes, needed, booting)
+            if problem is None and len(decision.up) < limit:
+                decision.up.append(host)
+                decision.why[host] = "asleep and needed within 900 s: waking"
+            else:
+                decision.why[host] = problem or (
+                    f"needed soon; waits: max_concurrent_nodes ({limit}) woken this run")
+            continue
+        problem = _down_problem(config, now, vnodes, resvs, needed)
+        if problem is None and len(decision.down) < limit:
+            decision.down.append(host)
+            decision.why[host] = "idle and eligible: going down"
+        else:
+            decision.why[host] = problem or (
+                f"idle and eligible; waits: max_concurrent_nodes ({limit}) taken this run")
+    return decision

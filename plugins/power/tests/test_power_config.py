@@ -1,0 +1,41 @@
+"""The seed's JSON configuration, read with PBS_power's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug_power.config import DEFAULTS, PowerConfigError, power_config
+
+
+def test_defaults_are_pbs_s():
+    config = power_config({})
+    assert (config.ramp, config.on_off, config.node_idle_limit, config.min_node_down_delay,
+            config.max_jobs_analyze_limit, config.max_concurrent_nodes) == (
+        False, False, 1800, 1800, 100, 10)
+    assert config.mode is None
+
+
+def test_the_seeds_sample_file():
+    config = power_config({"power_ramp_rate_enable": "True", "power_on_off_enable": "False",
+                           "node_idle_limit": "1000", "min_node_down_delay": "600",
+                           "max_jobs_analyze_limit": "80"})
+    assert (config.mode, config.node_idle_limit, config.min_node_down_delay,
+            config.max_jobs_analyze_limit, config.max_concurrent_nodes) == (
+        "ramp", 1000, 600, 80, 10)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", 0, -1])
+def test_a_value_of_zero_or_less_falls_back_to_its_default(value):
+    assert power_config({"node_idle_limit": value}).node_idle_limit == DEFAULTS[
+        "node_idle_limit"]
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("node_idle_limit", "30m", "node_idle_limit: '30m' is not an integer"),
+    ("max_concurrent_nodes", "2.5", "max_concurrent_nodes: '2.5' is not an integer"),
+    ("min_node_down_delay", True, "min_node_down_delay: True is not an integer"),
+    ("power_on_off_enable", "yes", "power_on_off_enable: 'yes' is not True or False"),
+])
+def test_a_value_pbs_refuses_is_named(key, value, message):
+    with pytest.raises(PowerConfigError, match=message):
+        power_config({key: value})
