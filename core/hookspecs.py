@@ -315,8 +315,8 @@ def exechost_periodic(event: Event) -> None:
     """Every ``freq`` seconds on each execution host (default 120); runs never overlap.
 
     Carries ``event.vnode_list`` (this host's vnodes, writable) and ``event.job_list`` (the
-    jobs running here, read-only). Vnode changes apply even when the hook rejects.
-    Reject: logged.
+    jobs on this host, running or suspended; read-only). Vnode changes apply even when the
+    hook rejects. Reject: logged.
     """
 
 

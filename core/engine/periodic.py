@@ -91,7 +91,7 @@ class Periodic:
             outcome = eng._event("periodic", hooks=(hook,), vnode_list=eng._vnodes(),
                                  resv_list=resvs)
         else:
-            jobs = {j: Job(j, a) for j, a in eng.store.jobs(("R", "E")).items()}
+            jobs = {j: Job(j, a) for j, a in eng.store.jobs(("R", "E", "S")).items()}
             outcome = eng._event("exechost_periodic", hooks=(hook,),
                                  vnode_list=eng._vnodes(), job_list=jobs)
         eng._apply_vnode_changes(outcome)

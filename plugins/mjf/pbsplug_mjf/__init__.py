@@ -141,21 +141,30 @@ def exechost_periodic(event) -> None:
     config = event.hook_config
     now = int(time.time())
     problems = []
+    shutdown = None
     try:
         directory = refresh_machine(config, event.vnode_list.values())
         shutdown = files.read_key(directory, "shutdowntime")
-    except MJFError as exc:
-        event.reject(f"mjf: {exc}")
+    except MJFError as exc:  # reported below; the jobs are still looked after
+        problems.append(str(exc))
     running = set(event.job_list or ())
-    for path in files.job_dirs(Path(config["jobfeatures_dir"])):
+    try:
+        job_dirs = files.job_dirs(Path(config["jobfeatures_dir"]))
+    except MJFError as exc:
+        job_dirs = []
+        problems.append(str(exc))
+    for path in job_dirs:
         try:
             if path.name in running:
                 announce_drain(path, shutdown, config.get("grace_secs_job"), now, event.logger)
-            elif now - path.stat().st_mtime > SWEEP_AFTER and files.remove_dir(path):
+            elif (now - path.stat().st_mtime > SWEEP_AFTER
+                  and files.read_key(path, "job_id") == path.name  # a job directory, ours
+                  and files.remove_dir(path)):
                 event.logger.info("removed $JOBFEATURES of job %s, which no longer runs here",
                                   path.name)
         except (MJFError, OSError) as exc:
-            problems.append(str(exc))
+            if path.is_dir():  # a directory that vanished meanwhile is a job that ended
+                problems.append(str(exc))
     if problems:
         event.reject("mjf: " + "; ".join(problems))
 

@@ -56,8 +56,15 @@ def _locations(job: str | None, host: str | None) -> tuple[str, str]:
                    str(_host_dir(config, None)) if config else ""))
     if job:
         from . import job_dir
+        from .derive import MJFError
 
-        job_location = str(job_dir(config, job))
+        try:
+            path = job_dir(config, job)
+        except MJFError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--job") from None
+        if not path.is_dir():
+            raise _fail(f"no $JOBFEATURES for job {job} at {path}: is it running on this host?")
+        job_location = str(path)
     else:
         job_location = os.environ.get("JOBFEATURES", "")
     if not job_location:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -38,8 +39,11 @@ def checked_name(kind: str, name: str) -> str:
 def ensure_base(base: str | Path) -> Path:
     """The base directory, made (0755, with its parents) when missing."""
     path = Path(base)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        for made in missing:  # 0755 whatever the umask: jobs must get through
+            made.chmod(DIR_MODE)
     except OSError as exc:
         raise _failure("make the base directory", path, exc) from None
     if not path.is_dir():
@@ -142,7 +146,7 @@ def make_dir_whole(base: Path, name: str, values: Mapping[str, Value]) -> Path:
 def remove_dir(path: Path) -> bool:
     """Remove a features directory: renamed aside first, so it vanishes at once for readers
     even while its files are deleted. True when it was there."""
-    aside = path.with_name(f".{path.name}.gone")
+    aside = path.with_name(f".{path.name}.gone.{os.getpid()}.{time.monotonic_ns()}")
     try:
         os.rename(path, aside)
     except FileNotFoundError:

@@ -17,6 +17,7 @@ process; the dynamic ones (shutdowntime, shutdowntime_job) are read again on eve
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -51,9 +52,11 @@ def _fetch(location: str, key: str, timeout: float) -> str | None:
             if isinstance(reason, TimeoutError):
                 raise MJFError(f"{url}: no answer within {timeout:g} s") from None
             raise MJFError(f"{url}: {getattr(reason, 'strerror', None) or reason}") from None
+        except (OSError, http.client.HTTPException) as exc:  # dropped mid-answer, garbled
+            raise MJFError(f"{url}: {exc.__class__.__name__}: {exc}") from None
     path = f"{location}/{key}"
     try:
-        with open(path) as handle:
+        with open(path, encoding="ascii", errors="replace") as handle:
             return handle.read()
     except (FileNotFoundError, NotADirectoryError):
         return None

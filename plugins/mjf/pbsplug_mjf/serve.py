@@ -50,7 +50,7 @@ class FeatureServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> FeatureServer:
         """Serve in a background thread (tests, the demo)."""
@@ -114,10 +114,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(body=False)
 
     def _refuse(self) -> None:
+        self.close_connection = True  # its body, unread, must not pass for a next request
         self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"GET and HEAD only\n", "text/plain",
-                   body=self.command != "HEAD", extra={"Allow": "GET, HEAD"})
+                   body=self.command != "HEAD", extra={"Allow": "GET, HEAD",
+                                                       "Connection": "close"})
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = _refuse  # noqa: N815
 
     # -- answers ------------------------------------------------------------------------------
     def _answer(self, body: bool) -> None:

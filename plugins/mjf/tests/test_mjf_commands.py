@@ -127,6 +127,14 @@ def test_show_for_a_job_named_on_the_host(home, job_env):
     assert json.loads(done.stdout)["jobfeatures"]["location"] == job_env["JOBFEATURES"]
 
 
+def test_a_job_named_wrongly(home, job_env):
+    done = run(home, "show", "--job", "4.server")
+    assert done.returncode == 1 and "no $JOBFEATURES for job 4.server at" in done.stderr
+    done = run(home, "show", "--job", "../x")
+    assert done.returncode == 2
+    assert "job '../x' cannot name a features directory" in " ".join(done.stderr.split())
+
+
 def test_outside_a_job_or_without_limits(home, job_env):
     done = run(home, "time-left")
     assert done.returncode == 1

@@ -152,6 +152,12 @@ def test_periodic_sweeps_directories_of_jobs_that_no_longer_run(hook, base):
     assert outcome.accepted, outcome.message
     # 1 is gone; 2 still runs; 3 is too young to judge (its begin may be under way).
     assert sorted(p.name for p in (base / "jobfeatures").iterdir()) == ["2.server", "3.server"]
+    stranger = base / "jobfeatures" / "not-a-job"  # no job_id naming it: not ours to remove
+    stranger.mkdir()
+    os.utime(stranger, (old, old))
+    assert hook("exechost_periodic", {"vnode_list": HOST_VNODES, "job_list": {}}).accepted
+    assert sorted(p.name for p in (base / "jobfeatures").iterdir()) == ["3.server",
+                                                                        "not-a-job"]
 
 
 def test_periodic_announces_a_drain_and_withdraws_it(hook, base):

@@ -110,10 +110,11 @@ def test_anything_absent_or_outside_is_a_real_404(get, tree, path):
     assert b"outside" not in body
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS"])
 def test_it_is_read_only(get, tree, method):
     answer, _ = get("/jobfeatures/9.server/job_id", method=method)
     assert (answer.status, answer.getheader("Allow")) == (405, "GET, HEAD")
+    assert answer.getheader("Connection") == "close"  # an unread body is never a request
     assert (tree / "jobfeatures" / "9.server" / "job_id").read_text() == "9.server\n"
 
 
