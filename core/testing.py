@@ -20,7 +20,7 @@ empty site config in its tmp_path. `register_plugin` enables a plugin object for
 with optional hook attributes and configuration; `fire_event` runs an event through the
 registered hooks and returns the `pbsplug.Outcome`. `local_engine` starts a real
 local-engine server with the installed plugins for end-to-end tests, and `until` waits for
-what it does.
+what it does. `unix_user` is a second Unix user (root only), for ``engine.as_user(...)``.
 """
 
 from __future__ import annotations
@@ -101,6 +101,33 @@ def local_engine() -> Iterator[Callable[..., Any]]:
     for engine in made:
         engine.stop()
         remove_root(engine.root)
+
+
+#: The second Unix user `unix_user` makes.
+SECOND_USER = "pbsplugtu"
+
+
+@pytest.fixture(scope="session")
+def unix_user() -> str:
+    """A second Unix user (made once, with useradd), for tests of what another user may do:
+    jobs run as their owner, files a job must not change. Skips, saying why, without root
+    or without useradd, runuser or curl."""
+    import os
+    import pwd
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates a Unix user and runs jobs as their owners")
+    for tool, package in (("useradd", "passwd"), ("runuser", "util-linux"), ("curl", "curl")):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} (Debian package {package}) to act as a second user")
+    try:
+        pwd.getpwnam(SECOND_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", SECOND_USER],
+                       check=True)
+    return SECOND_USER
 
 
 def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:

@@ -98,6 +98,21 @@ class LocalEngine:
             if self.home.server_pid() is not None:
                 os.kill(pid, signal.SIGKILL)
 
+    def as_user(self, user: str, op: str, **args: Any) -> dict[str, Any]:
+        """Send one API request as `user`, from a process of that user (``runuser``), over
+        the server's socket; the whole JSON answer. curl speaks the API's HTTP on the UNIX
+        socket, because the project's Python may live where another user cannot run it."""
+        import json
+
+        done = subprocess.run(
+            ["runuser", "-u", user, "--", "curl", "--silent", "--http1.0", "--unix-socket",
+             str(self.home.socket), "-H", "Content-Type: application/json",
+             "--data-binary", json.dumps(args), f"http://localhost/v1/{op}"],
+            capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise AssertionError(f"{op} as {user} failed ({done.returncode}): {done.stderr}")
+        return json.loads(done.stdout)
+
     # -- what tests ask most --------------------------------------------------------------------
     def submit(self, script: str = "true\n", **attrs: Any) -> str:
         """Submit `script` with PBS attributes (``Job_Name="x"``, ``Resource_List={...}``);
