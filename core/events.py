@@ -20,6 +20,9 @@ from .objects import AttributeReadOnly, Job, PbsObject, Queue, Reservation, Vnod
 
 #: PBS's error code for every hook failure seen by a client (PBSE_HOOKERROR).
 PBSE_HOOKERROR = 15136
+#: The log record attribute naming the object a hook's line is about, ``(type, name)``
+#: (`Event.logjobmsg`); an engine writes the line under that object instead of the hook's.
+PBS_OBJECT = "pbs_object"
 
 # What happens to the request when a hook rejects it, or fails (exception or alarm).
 REFUSE = "refuse"      # the request is refused; nothing changes (qsub, qalter, qdel, ...)
@@ -92,8 +95,9 @@ EVENTS: dict[str, EventSpec] = {e.name: e for e in (
     EventSpec("resv_end", "server", ("resv",), IGNORE, IGNORE),
     EventSpec("modifyvnode", "server", ("vnode", "vnode_o"), IGNORE, IGNORE,
               note="pbsplug: the vnode change has already happened; a reject is logged"),
-    EventSpec("periodic", "server", ("vnode_list", "resv_list"), IGNORE, IGNORE,
-              vnodes_writable=True),
+    EventSpec("periodic", "server", ("vnode_list", "resv_list", "job_list"), IGNORE, IGNORE,
+              vnodes_writable=True,
+              note="pbsplug: job_list carries the queued jobs with the scheduler's estimates"),
     EventSpec("provision", "server", ("vnode", "aoe"), REFUSE, REFUSE),
     EventSpec("management", "server", ("management",), REFUSE, REFUSE),
     # -- execution host (PBS's MoM) -------------------------------------------------------------
@@ -227,6 +231,13 @@ class Event:
         requester sees PBS's ``<event> request rejected by '<hook>'``."""
         self._decision = ("reject", msg)
         raise HookExit(0)
+
+    def logjobmsg(self, job_id: str, message: str) -> None:
+        """Log `message` against the job `job_id`, as PBS's ``pbs.logjobmsg``: the server log
+        line reads ``...;0008;Server@host;Job;<job_id>;<message>`` (event class job, info),
+        not ``Hook;<hook>``. PBS's own hooks name an action this way (PBS_power logs
+        ``Job;node_power_off;launch: ...``)."""
+        self.logger.info("%s", message, extra={PBS_OBJECT: ("Job", str(job_id))})
 
     # -- guards ---------------------------------------------------------------------------------
     def _install_guards(self) -> None:

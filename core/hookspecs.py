@@ -156,8 +156,10 @@ def periodic(event: Event) -> None:
     one: the next starts ``freq`` seconds after the last one ended.
 
     Carries ``event.vnode_list`` (every vnode, writable: ``state``, ``comment``,
-    ``resources_available`` and registered attributes) and ``event.resv_list`` (read-only).
-    Vnode changes apply even when the hook rejects. Reject: logged as
+    ``resources_available`` and registered attributes), ``event.resv_list`` (read-only) and
+    ``event.job_list`` (the queued jobs, read-only, with the scheduler's ``estimated``
+    start_time and exec_vnode where it has them; pbsplug's addition, where a PBS hook runs
+    qselect and qstat). Vnode changes apply even when the hook rejects. Reject: logged as
     ``periodic request rejected by '<hook>'``.
     """
 
@@ -321,8 +323,21 @@ def exechost_periodic(event: Event) -> None:
 
 
 # =============================================================================================
-# Extension points: the CLI and the server's objects
+# Extension points: the plugin's configuration, the CLI and the server's objects
 # =============================================================================================
+
+@hookspec
+def configure(config: dict[str, Any]) -> None:
+    """The plugin has been loaded and enabled with `config`: its checked configuration, every
+    key of its schema with the site's value or the default.
+
+    Event hooks read their configuration from ``event.hook_config``; this is for the hooks
+    that get no event (the scheduler's, the demo's). Called on this plugin's implementation
+    alone, once per load of the plugins, before any other hook; it is called again when the
+    site's plugins are reloaded (a qmgr hook change). An exception fails the plugin, with
+    the error, as a bad configuration does.
+    """
+
 
 @hookspec
 def register_commands(cli: typer.Typer) -> None:
@@ -421,8 +436,9 @@ def sched_node_availability(sched: str, now: float, vnodes: list[Vnode]) -> dict
 
     `vnodes` are the scheduler's vnodes that are not free now (busy, sleeping, stuck...).
     Returns ``{vnode name: time it will be free}`` (seconds since the epoch); the scheduler
-    plans with the latest time any plugin gives for a vnode, and never starts a job on a
-    vnode before it is free.
+    plans with the latest time any plugin gives for a vnode, in place of its own guess (the
+    policy's ``boot_delay`` for a sleeping vnode), and never starts a job on a vnode before
+    it is free.
     """
 
 

@@ -227,6 +227,13 @@ class PluginSet:
             self.pm.register(plugin, name=record.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
             return self._fail(record, f"cannot register: {exc}")
+        for impl in self.pm.hook.configure.get_hookimpls():
+            if impl.plugin_name != record.name:
+                continue
+            try:
+                impl.function(**({"config": dict(record.config)} if impl.argnames else {}))
+            except Exception as exc:  # a plugin must never take the tool down
+                return self._fail(record, f"configure failed: {type(exc).__name__}: {exc}")
         record.status = ENABLED
 
     def config_issues(self) -> list[str]:

@@ -52,7 +52,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .events import EVENTS, IGNORE, PBSE_HOOKERROR, Event, HookExit
+from .events import EVENTS, IGNORE, PBS_OBJECT, PBSE_HOOKERROR, Event, HookExit
 from .hookattrs import FAIL_ACTIONS, HookAttributes
 
 log = logging.getLogger("pbsplug.runner")
@@ -252,15 +252,17 @@ class _Capture(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.records: list[tuple[str, int, str]] = []
+        self.records: list[tuple[str, int, str, tuple[str, str] | None]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        # The object a line is logged against (`Event.logjobmsg`) travels with it.
+        obj = getattr(record, PBS_OBJECT, None)
         try:
-            self.records.append((record.name, record.levelno, record.getMessage()))
+            self.records.append((record.name, record.levelno, record.getMessage(), obj))
         except Exception:  # a bad log call must not fail the hook
-            self.records.append((record.name, record.levelno, str(record.msg)))
+            self.records.append((record.name, record.levelno, str(record.msg), obj))
 
-    def take(self) -> list[tuple[str, int, str]]:
+    def take(self) -> list[tuple[str, int, str, tuple[str, str] | None]]:
         out, self.records = self.records, []
         return out
 
@@ -564,8 +566,9 @@ class Runner:
                 elif message[0] == "done":
                     _, index, outcome, text, duration, changes, records = message
                     entry = batch[index]
-                    for name, level, msg in records:
-                        logging.getLogger(name).log(level, "%s", msg)
+                    for name, level, msg, obj in records:
+                        logging.getLogger(name).log(
+                            level, "%s", msg, extra={PBS_OBJECT: obj} if obj else None)
                     if changes:
                         event.apply_changes(changes)
                     runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,

@@ -115,7 +115,8 @@ class PluginInfo:
     hook the plugin replaces (``PBS_cray_atom``), accepted in imported .HK files.
     `check_config` checks what one key's `Setting` cannot: it gets the typed configuration
     (defaults filled in) and returns ``(key, problem)`` pairs, each reported like a bad value
-    of that key.
+    of that key. `server_flags` names boolean server attributes that are True exactly while
+    the plugin is enabled, and that nobody may set (PBS_power's ``power_provisioning``).
     """
 
     api: str = "1.0"
@@ -131,6 +132,7 @@ class PluginInfo:
     pbs_name: str | None = None
     description: str = ""
     check_config: Callable[[Mapping[str, Any]], Iterable[tuple[str, str]]] | None = None
+    server_flags: tuple[str, ...] = ()
 
     def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
         # A list may be written as PBS writes it, "offline_vnodes,scheduler_restart_cycle".

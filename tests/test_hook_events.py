@@ -14,10 +14,13 @@ import pytest
 
 from pbsplug import (
     PBSE_HOOKERROR,
+    Event,
     Job,
+    PluginInfo,
     Queue,
     SchedulerInstance,
     Server,
+    Setting,
     Vnode,
     hookimpl,
 )
@@ -281,6 +284,23 @@ def test_hook_periodic_reservations_are_read_only(register_plugin, fire_event):
     register_plugin(on("periodic", touch), "touch")
     out = fire_event("periodic", {"vnode_list": {}, "resv_list": {"R1.s": {}}})
     assert out.kind == "error" and "read-only" in out.detail
+
+
+def test_hook_periodic_queued_jobs_are_read_only_with_their_estimates(register_plugin,
+                                                                       fire_event):
+    seen = {}
+
+    def look(event):
+        seen.update({j.id: j.estimated["start_time"] for j in event.job_list.values()})
+        event.job_list["3.s"].comment = "seen"
+
+    register_plugin(on("periodic", look), "look")
+    out = fire_event("periodic", {"vnode_list": {}, "job_list": [
+        {"id": "3.s", "job_state": "Q", "estimated": {"start_time": NOW + 60,
+                                                      "exec_vnode": "(n1:ncpus=1)"}}]})
+    assert seen == {"3.s": NOW + 60}
+    assert out.kind == "error" and "read-only" in out.detail
+    assert Event("periodic").job_list == {}  # carried, and empty when there is none
 
 
 def test_hook_provision(register_plugin, fire_event):
@@ -565,8 +585,31 @@ def test_hook_exechost_periodic_jobs_are_read_only(register_plugin, fire_event):
 
 
 # =============================================================================================
-# Extension points: the CLI and the server's objects
+# Extension points: the plugin's configuration, the CLI and the server's objects
 # =============================================================================================
+
+def test_hook_configure(register_plugin):
+    class Keeper:
+        plugin_info = PluginInfo(config={"boot_delay": Setting(int, 300, gt=0),
+                                         "driver": Setting(str, "capmc")})
+        seen: list = []
+
+        @hookimpl
+        def configure(self, config):
+            self.seen.append(config)
+
+    keeper = Keeper()
+    record = register_plugin(keeper, "keeper", config={"boot_delay": 60})
+    assert keeper.seen == [{"boot_delay": 60, "driver": "capmc"}] and record.status == "enabled"
+
+    class Broken:
+        @hookimpl
+        def configure(self, config):
+            raise OSError("no state folder")
+
+    record = register_plugin(Broken(), "broken", check=False)
+    assert record.status == "failed"
+    assert record.error == "configure failed: OSError: no state folder"
 
 def test_hook_register_commands(dists, cli):
     dists.add("ops", '''
@@ -757,6 +800,37 @@ def test_hook_sched_node_availability(register_plugin, pbsplug_plugins):
     assert started(result) == {"1.s": "(n2:ncpus=4)"}  # n2's answer ignored: it is free
     assert result.estimates["2.s"].start_time == NOW + 600
     assert result.estimates["2.s"].exec_vnode == "(n1:ncpus=4)"
+
+
+def test_hook_sched_node_availability_replaces_the_boot_delay_of_a_sleeping_vnode(
+        register_plugin, pbsplug_plugins):
+    """The policy's boot_delay is a guess for sleeping vnodes; a plugin that knows (the power
+    plugin's driver) replaces it, sooner or later; two plugins: the later time."""
+    vnodes = [vnode("fast", state="sleep"), vnode("slow", state="sleep")]
+    jobs = [job("1.s"), job("2.s")]
+
+    def estimates(hooks=None):
+        result = Scheduler(hooks=hooks).cycle(snap(vnodes, jobs), NOW)
+        return {e.exec_vnode: e.start_time for e in result.estimates.values()}
+
+    assert estimates() == {"(fast:ncpus=4)": NOW + 300, "(slow:ncpus=4)": NOW + 300}
+
+    class Driver:
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            return {"fast": now + 30, "slow": now + 900}
+
+    class Cautious:
+        @hookimpl
+        def sched_node_availability(self, sched, now, vnodes):
+            return {"fast": now + 60}
+
+    register_plugin(Driver(), "driver")
+    assert estimates(pbsplug_plugins.hook) == {"(fast:ncpus=4)": NOW + 30,
+                                               "(slow:ncpus=4)": NOW + 900}
+    register_plugin(Cautious(), "cautious")
+    assert estimates(pbsplug_plugins.hook) == {"(fast:ncpus=4)": NOW + 60,
+                                               "(slow:ncpus=4)": NOW + 900}
 
 
 def test_hook_sched_cycle_begin(register_plugin, pbsplug_plugins):

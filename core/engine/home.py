@@ -14,6 +14,9 @@ from ..siteconfig import default_home
 # PBS's log event classes (the second field of a server_logs line, in hex).
 LOG_ERROR, LOG_SYSTEM, LOG_ADMIN, LOG_JOB, LOG_JOB_USAGE = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
 LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_DEBUG2, LOG_RESV = 0x0020, 0x0040, 0x0080, 0x0100, 0x0200
+#: `pbsplug.events.PBS_OBJECT`, spelled out so that the commands (which import this module)
+#: start without the kernel.
+PBS_OBJECT = "pbs_object"
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,9 @@ class HookLogHandler(logging.Handler):
     """What hooks log (``event.logger``, the ``pbsplug.hook.<name>`` loggers) into
     server_logs as PBS writes a hook's ``pbs.logmsg``: object type ``Hook``, the hook's name,
     and the event type by level: error 0001, warning 0002, info 0080 (PBS's LOG_DEBUG, which
-    its default log_events shows), debug 0100."""
+    its default log_events shows), debug 0100. A line logged against an object
+    (`Event.logjobmsg`) is written as PBS's ``pbs.logjobmsg`` writes it: ``Job;<id>`` and
+    event type 0008, whatever its level."""
 
     def __init__(self, log: ServerLog):
         super().__init__()
@@ -131,8 +136,11 @@ class HookLogHandler(logging.Handler):
         kind = (LOG_ERROR if record.levelno >= logging.ERROR else
                 LOG_SYSTEM if record.levelno >= logging.WARNING else
                 LOG_DEBUG if record.levelno >= logging.INFO else LOG_DEBUG2)
-        hook = record.name.removeprefix("pbsplug.hook").lstrip(".") or "hook"
+        obj_type, name = getattr(record, PBS_OBJECT, None) or (
+            "Hook", record.name.removeprefix("pbsplug.hook").lstrip(".") or "hook")
+        if obj_type == "Job":
+            kind = LOG_JOB
         try:
-            self.server_log(kind, "Hook", hook, record.getMessage())
+            self.server_log(kind, obj_type, name, record.getMessage())
         except Exception:  # a log line must never take the server down
             self.handleError(record)

@@ -130,7 +130,7 @@ class Manager:
     def objects(self, obj_type: str) -> dict[str, dict[str, Any]]:
         eng = self.engine
         if obj_type == "server":
-            server = eng.store.get("server", "server")
+            server = eng.server_attrs()
             jobs = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"))
             return {eng.server_name: {**server, "total_jobs": len(jobs)}}
         if obj_type == "node":

@@ -88,8 +88,9 @@ class Periodic:
         eng = self.engine
         if event == "periodic":
             resvs = {n: Reservation(n, a) for n, a in eng.store.all("resv").items()}
+            queued = {j: Job(j, a) for j, a in eng.store.jobs(("Q",)).items()}
             outcome = eng._event("periodic", hooks=(hook,), vnode_list=eng._vnodes(),
-                                 resv_list=resvs)
+                                 resv_list=resvs, job_list=queued)
         else:
             jobs = {j: Job(j, a) for j, a in eng.store.jobs(("R", "E", "S")).items()}
             outcome = eng._event("exechost_periodic", hooks=(hook,),

@@ -253,7 +253,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("job_history_enable", "boolean", False),
         _mg("job_history_duration", "duration", 14 * 24 * 3600),
         _mg("eligible_time_enable", "boolean", False),
-        _mg("power_provisioning", "boolean", False),
+        # True while a plugin that declares it is enabled (seed 004: read-only).
+        _ro("power_provisioning", "boolean", False),
         _mg("backfill_depth", "long", 1, check=_positive),
         _mg("job_sort_formula", "string"),
         _mg("python_restart_max_hooks", "long", 100, check=_positive),

@@ -397,9 +397,16 @@ class Engine:
                          "state_count": state_count(mine)}
         return out
 
+    def server_attrs(self) -> dict[str, Any]:
+        """The server's attributes: the stored ones, and the flags enabled plugins hold True
+        (`PluginInfo.server_flags`, such as power_provisioning)."""
+        flags = {flag: True for record in self.plugins.enabled if record.info is not None
+                 for flag in record.info.server_flags}
+        return {**self.store.get("server", "server"), **flags}
+
     def req_stat_server(self, caller: Caller) -> dict:
         jobs = self.store.jobs(_ACTIVE)
-        return {self.server_name: {**self.store.get("server", "server"),
+        return {self.server_name: {**self.server_attrs(),
                                    "total_jobs": len(jobs),
                                    "state_count": state_count(jobs.values())}}
 
@@ -722,7 +729,7 @@ class Engine:
         return out
 
     def _snapshot(self, only: str | None = None) -> Snapshot:
-        server = Server(self.server_name, self.store.get("server", "server"))
+        server = Server(self.server_name, self.server_attrs())
         queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
         states = ("Q", "H", "R", "E") if only else ("Q", "R", "E")
         jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
@@ -732,7 +739,7 @@ class Engine:
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
 
     def _schedulers(self) -> dict[str, Scheduler]:
-        server = Server(self.server_name, self.store.get("server", "server"))
+        server = Server(self.server_name, self.server_attrs())
         instances = [i for answer in self.plugins.hook.sched_instances(server=server)
                      for i in (answer or [])]
         instances += [_sched_instance(name, attrs)

@@ -8,9 +8,9 @@ The cycle, in order:
    else the object's ``partition`` attribute.
 2. **Calendar.** Running jobs book their vnodes until ``stime + walltime``; confirmed and
    running reservations book theirs for their window; a vnode that cannot take a job now is
-   booked until it can: a sleeping vnode until ``now + boot_delay``, one that the
-   `sched_node_availability` hook says will be free at T until T, any other (offline, down,
-   busy) for ever.
+   booked until it can: one that the `sched_node_availability` hook says will be free at T
+   until T (the latest answer when several plugins answer); else a sleeping vnode until
+   ``now + boot_delay``, and any other (offline, down, busy) for ever.
 3. **Reservations.** Each unconfirmed reservation, in submission order, is confirmed on the
    first vnodes free for its whole window, or denied.
 4. **Order.** Queued jobs (state Q, not held, Execution_Time passed, queue started) sort by
@@ -271,6 +271,7 @@ class Scheduler:
             infos[v.name] = info
             if not usable:
                 unavailable.append(v)
+        answered: set[str] = set()
         if unavailable and self._impls("sched_node_availability"):
             for plugin, answer in self._answers("sched_node_availability", sched=self.name,
                                                 now=now, vnodes=unavailable):
@@ -284,11 +285,16 @@ class Scheduler:
                                     "time; ignored", plugin, when, name)
                         continue
                     if name in infos and not infos[name].usable_now:
+                        # A plugin's answer replaces the policy's guess (boot_delay for a
+                        # sleeping vnode, never for another); several answers: the latest.
                         current = infos[name].plan_from
-                        infos[name].plan_from = (max(float(when), now) if current == INFINITY
+                        guessed = current == INFINITY or name not in answered
+                        infos[name].plan_from = (max(float(when), now) if guessed
                                                  else max(current, float(when)))
-        key = self.policy.node_sort_key
-        ordered = sorted(infos.values(), key=lambda i: (_sort_value(i.obj, key), i.name))
+                        answered.add(name)
+        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
+        high = direction.strip().upper() == "HIGH"
+        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
         return {i.name: i for i in ordered}
 
     # -- bookings -------------------------------------------------------------------------------
@@ -781,15 +787,18 @@ def _seq(job_id: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def _sort_value(vnode: Vnode, key: str | None):
+def _sort_value(vnode: Vnode, key: str, high: bool = False) -> tuple:
+    """The vnode's place under node_sort_key ``key [HIGH|LOW]``: by the value, highest
+    first with HIGH; vnodes without the key come last either way."""
     if not key:
-        return 0
+        return ()
     value = vnode.resources_available[key] if key in vnode.resources_available else vnode.get(
         key)
     if value is None:
         return (1, 0)
     amount = resource_amount(key, value)
-    return (0, amount if amount is not None else float(value) if _is_number(value) else 0)
+    number = amount if amount is not None else float(value) if _is_number(value) else 0
+    return (0, -number if high else number)
 
 
 def _is_number(value: Any) -> bool:

@@ -47,9 +47,11 @@ class Policy:
     #: PBS job_sort_formula: an arithmetic expression over job resources (ncpus, mem in
     #: bytes, walltime in seconds, ...), queue_priority and eligible_time; higher runs first.
     job_sort_formula: str | None = None
-    #: Seconds a sleeping vnode needs to boot; the plan never starts a job on it sooner.
+    #: Seconds a sleeping vnode needs to boot, when no sched_node_availability hook says
+    #: when it will be up; the plan never starts a job on it sooner.
     boot_delay: float = 300.0
-    #: Vnode order: by this vnode attribute or resource (ascending), then by name.
+    #: Vnode order: ``key [HIGH|LOW]``, by this vnode attribute or resource (LOW, ascending,
+    #: unless HIGH), then by name; ``last_used_time HIGH`` puts the most recently used first.
     node_sort_key: str | None = None
 
     @classmethod

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from pbsplug import events
 from pbsplug.engine import executor
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.store import Store
@@ -342,16 +343,19 @@ def test_what_hooks_log_goes_to_server_logs_once(dists, make_engine):
         def queuejob(event):
             event.logger.info("queued %s", event.job.Job_Name)
             event.logger.debug("queuejob detail")
+            event.logjobmsg("node_power_off", "launch: 100% queued")
 
         @hookimpl
         def execjob_begin(event):
             event.logger.warning("begin %s", event.job.Job_Name)
             event.logger.debug("begin detail")
+            event.logjobmsg(event.job.id, "begin, as the job")
         """
     site = (plugin(dists, "quiet", body, ("queuejob", "execjob_begin"))
             + plugin(dists, "loud", body, ("queuejob", "execjob_begin")) + "debug = true\n")
     engine = make_engine(site)
-    engine.wait(engine.submit(Job_Name="logged"))
+    job_id = engine.submit(Job_Name="logged")
+    engine.wait(job_id)
     host = socket.gethostname().split(".")[0]
     text = engine.log()
     for name in ("quiet", "loud"):
@@ -360,3 +364,27 @@ def test_what_hooks_log_goes_to_server_logs_once(dists, make_engine):
     assert text.count(f";0100;Server@{host};Hook;loud;queuejob detail\n") == 1
     assert text.count(f";0100;Server@{host};Hook;loud;begin detail\n") == 1
     assert ";Hook;quiet;queuejob detail" not in text and ";Hook;quiet;begin detail" not in text
+    # Event.logjobmsg: under the job (or the id given), event class 0008, as pbs.logjobmsg.
+    assert text.count(f";0008;Server@{host};Job;node_power_off;launch: 100% queued\n") == 2
+    assert text.count(";0008;Server@" + host + ";Job;" + job_id + ";begin, as the job\n") == 2
+
+
+def test_the_engine_spells_the_log_object_key_as_the_kernel_does():
+    from pbsplug.engine import home
+
+    assert home.PBS_OBJECT == events.PBS_OBJECT
+
+
+def test_a_plugins_server_flag_is_true_while_it_is_enabled_and_nobody_sets_it(dists,
+                                                                              make_engine):
+    """PluginInfo.server_flags (seed 004: enabling PBS_power sets the read-only server
+    attribute power_provisioning; disabling it clears it)."""
+    site = plugin(dists, "watts", "@hookimpl\ndef periodic(event):\n    pass\n",
+                  ("periodic",), server_flags=("power_provisioning",))
+    engine = make_engine(site)
+    assert "power_provisioning = True" in engine.pbs("qstat", "-Bf").stdout
+    refused = engine.pbs("qmgr", "-c", "set server power_provisioning = false")
+    assert refused.returncode != 0 and "power_provisioning" in refused.stderr
+    assert "power_provisioning = True" in engine.pbs("qstat", "-Bf").stdout
+    assert engine.pbs("qmgr", "-c", "set hook watts enabled = false").returncode == 0
+    assert "power_provisioning = True" not in engine.pbs("qstat", "-Bf").stdout

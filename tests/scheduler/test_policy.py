@@ -189,6 +189,23 @@ def test_a_sleeping_vnode_is_planned_after_its_boot_delay_but_not_used_now():
     assert result.estimates["1.s"].exec_vnode == "(sleepy:ncpus=2)"
 
 
+@pytest.mark.parametrize("key, order", [
+    ("last_used_time HIGH", ["n2", "n3", "n1", "none"]),
+    ("last_used_time LOW", ["n1", "n3", "n2", "none"]),
+    ("last_used_time", ["n1", "n3", "n2", "none"]),
+    (None, ["n1", "n2", "n3", "none"]),
+])
+def test_node_sort_key_high_and_low(key, order):
+    """PBS's ``node_sort_key: "last_used_time HIGH"`` (seed 004, Interface 5): one-cpu jobs
+    land on the vnodes in that order; vnodes without the key come last."""
+    vnodes = [vnode("n1", ncpus=1, last_used_time=NOW - 300),
+              vnode("n2", ncpus=1, last_used_time=NOW - 10),
+              vnode("n3", ncpus=1, last_used_time=NOW - 60), vnode("none", ncpus=1)]
+    jobs = [job("1:ncpus=1", id=f"{i}.s") for i in range(4)]
+    result = cycle(snapshot(vnodes, jobs), node_sort_key=key)
+    assert [started(result)[f"{i}.s"] for i in range(4)] == [f"({n}:ncpus=1)" for n in order]
+
+
 def test_offline_vnodes_are_not_planned_either():
     result = cycle(snapshot([vnode("n1", state="offline")], [job(id="1.s")]))
     assert result.run == [] and "1.s" not in result.estimates
