@@ -27,7 +27,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "runner": ("HookAlarm", "HookRun", "Outcome", "Runner"),
     "scheduling": ("CycleStats", "JobOrder", "Placement", "SchedulerInstance"),
     "settings": ("KERNEL_API", "ConfigError", "PluginInfo", "Setting"),
-    "siteconfig": ("SiteConfig", "load_site"),
+    "siteconfig": ("SiteConfig", "default_home", "load_site"),
     "units": ("exclusivity", "format_duration", "format_size", "parse_bool", "parse_duration",
               "parse_exec_vnode", "parse_place", "parse_select", "parse_size"),
 }

@@ -179,7 +179,8 @@ class Manager:
         if cmd.obj_type == "node":
             start = {"state": "free", "Mom": eng.host, "ntype": "PBS",
                      "resources_available": {"host": eng.host, "vnode": name},
-                     "sharing": "default_shared", "resv_enable": True}
+                     "sharing": "default_shared", "resv_enable": True,
+                     "last_used_time": int(eng.clock())}  # seed 004: set when created
         new = self._apply(cmd, name, start, "create", defs)
         if cmd.obj_type == "node":
             eng._set_node(name, {}, new)

@@ -1202,7 +1202,8 @@ def _vnode_attrs(host: str, name: str, ncpus: int, mem: int) -> dict:
     return {"state": "free", "Mom": host, "ntype": "PBS", "pcpus": ncpus,
             "resources_available": {"ncpus": ncpus, "mem": units.format_size(mem),
                                     "host": host, "vnode": name},
-            "sharing": "default_shared", "resv_enable": True, "last_state_change_time": 0}
+            "sharing": "default_shared", "resv_enable": True, "last_state_change_time": 0,
+            "last_used_time": int(time.time())}  # seed 004: set when the vnode is created
 
 
 def _cpulist(text: str) -> set[int]:

@@ -103,7 +103,15 @@ def test_exechost_startup_adds_vnodes_and_recovers_offlined_ones(dists, make_eng
 
 
 def test_vnode_times_follow_jobs(engine):
+    """Seed 004, Interfaces 4 and 5: last_used_time is set when a vnode is created (the first
+    start's vnodes and qmgr's) and when a job on it ends; last_state_change_time moves with
+    every state change."""
+    started = time.time()
     name, before = next(iter(engine.client("stat_nodes").items()))
+    assert before["last_used_time"] <= started
+    assert engine.pbs("qmgr", "-c", "create node fresh").returncode == 0
+    fresh = engine.client("stat_nodes", names=["fresh"])["fresh"]
+    assert started - 1 <= fresh["last_used_time"] <= time.time()
     ncpus = before["resources_available"]["ncpus"]
     time.sleep(1.1)  # the times are whole seconds
     job_id = engine.submit("sleep 1.5\n", Resource_List={"select": f"1:ncpus={ncpus}"})

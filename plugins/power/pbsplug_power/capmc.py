@@ -12,17 +12,15 @@ become shell syntax.
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .driver import OFF, ON, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_command
 
 DEFAULT_CAPMC = "/opt/cray/capmc/default/bin/capmc"
 #: The sleep-state limits the seed's log lines show: deep sleep (C6) down, C1 up.
 RAMP_DOWN_LIMIT = 4
 RAMP_UP_LIMIT = 0
-
-
-class DriverError(RuntimeError):
-    """A power command failed; the message names the command and what it answered."""
 
 
 def nid_list(nids: Iterable[int]) -> str:
@@ -53,18 +51,22 @@ def parse_nid_list(text: str) -> list[int]:
     return nids
 
 
-class Capmc:
-    """The capmc driver for the hosts in `nids` (host -> Cray nid). `log(action, message)`
-    receives the seed's lines (``launch: <command>``, ``launch: finished``)."""
+class Capmc(Driver):
+    """The capmc driver for the hosts in `nids` (host -> Cray nid)."""
 
     name = "capmc"
 
     def __init__(self, nids: Mapping[str, int], capmc: str = DEFAULT_CAPMC,
-                 timeout: float = 120.0, log: Callable[[str, str], None] | None = None):
+                 timeout: float = 120.0, log: Log = quiet):
         self.nids = dict(nids)
         self.capmc = capmc
         self.timeout = timeout
-        self.log = log or (lambda action, message: None)
+        self.log = log
+
+    def problem(self, host: str, vnodes: Iterable[Any] = ()) -> str | None:
+        if host in self.nids:
+            return None
+        return "capmc knows no Cray nid for it (resources_available.PBScraynid, or nids)"
 
     def _nids(self, hosts: Iterable[str]) -> str:
         unknown = sorted(h for h in hosts if h not in self.nids)
@@ -76,15 +78,7 @@ class Capmc:
         """One capmc call; its JSON answer, or `DriverError`."""
         argv = [self.capmc, verb, "--nids", self._nids(hosts), *extra]
         command = " ".join(argv)
-        self.log(action, f"launch: {command}")
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout)
-        except FileNotFoundError:
-            raise DriverError(f"{command}: {self.capmc} does not exist") from None
-        except PermissionError:
-            raise DriverError(f"{command}: {self.capmc} is not executable") from None
-        except subprocess.TimeoutExpired:
-            raise DriverError(f"{command}: no answer within {self.timeout:g} s") from None
+        done = run_command(argv, action, self.log, self.timeout, finished=False)
         try:
             answer = json.loads(done.stdout)
         except json.JSONDecodeError:
@@ -117,7 +111,7 @@ class Capmc:
         """Each host's power: ``ready`` (booted), ``on`` (booting) or ``off``."""
         answer = self.run("node_power_status", "node_status", hosts)
         by_nid: dict[int, str] = {}
-        for state in ("off", "on", "ready"):  # ready wins over on
+        for state in (OFF, ON, READY):  # ready wins over on
             for nid in answer.get(state) or ():
                 by_nid[int(nid)] = state
-        return {h: by_nid.get(self.nids[h], "unknown") for h in hosts}
+        return {h: by_nid.get(self.nids[h], UNKNOWN) for h in hosts}

@@ -87,3 +87,95 @@ def power_config(values: Mapping[str, Any]) -> PowerConfig:
                       values.get("power_on_off_enable", DEFAULTS["power_on_off_enable"]))
     numbers = {key: _integer(key, values.get(key, DEFAULTS[key])) for key in INTEGERS}
     return PowerConfig(ramp=ramp, on_off=on_off, **numbers)
+
+
+# -- the plugin's configuration schema --------------------------------------------------------
+# PBS_power's keys take any value at load: PBS reads them at each periodic run, and a bad one
+# is that run's reject (`power_config`). pbsplug's own keys (the driver's) are checked at load.
+
+def _absolute_or_empty(value: str) -> str | None:
+    return None if not value or value.startswith("/") else "expected an absolute path"
+
+
+def _bmc_template(value: str) -> str | None:
+    try:
+        value.format(host="h")
+    except (KeyError, IndexError, ValueError):
+        return "expected a template whose only field is {host}, such as {host}-ipmi"
+    return None if "{host}" in value else "expected a template naming {host}"
+
+
+def _nid_map(value: dict) -> str | None:
+    bad = [h for h, n in value.items() if isinstance(n, bool) or not isinstance(n, int)
+           or n < 0]
+    return f"expected host = nid (a whole number) for each host; wrong: {', '.join(bad)}" \
+        if bad else None
+
+
+def settings() -> dict[str, Any]:
+    """`PluginInfo.config`: the seed's keys and the drivers'."""
+    from pbsplug import Setting
+
+    from .capmc import DEFAULT_CAPMC
+    from .command import COMMANDS, template_problem
+    from .driver import DRIVERS
+
+    def pbs_key(key: str, doc: str) -> Setting:
+        return Setting(object, DEFAULT_VALUES[key], doc=doc)
+
+    out = {
+        "power_ramp_rate_enable": pbs_key("power_ramp_rate_enable",
+                                          "ramp idle hosts down to deep sleep, and back up"),
+        "power_on_off_enable": pbs_key("power_on_off_enable",
+                                       "power idle eligible hosts off, and back on (wins over "
+                                       "ramping)"),
+        "node_idle_limit": pbs_key("node_idle_limit",
+                                   "seconds idle before a host goes down"),
+        "min_node_down_delay": pbs_key("min_node_down_delay",
+                                       "seconds after a state change before power on"),
+        "max_jobs_analyze_limit": pbs_key("max_jobs_analyze_limit",
+                                          "queued jobs' estimates looked at per run"),
+        "max_concurrent_nodes": pbs_key("max_concurrent_nodes",
+                                        "hosts taken down, and woken, at most per run"),
+        "driver": Setting(str, "capmc", choices=DRIVERS, doc="what switches the power"),
+        "boot_delay": Setting(int, 300, ge=0, doc="seconds a host needs to come up; the "
+                              "scheduler plans woken hosts from then"),
+        "boot_timeout": Setting(int, 1800, gt=0, doc="seconds a powered-on host may take "
+                                "before it is given up as failed to boot"),
+        "shutdown_delay": Setting(int, 0, ge=0, doc="simulated: seconds a host takes to "
+                                  "power off"),
+        "timeout": Setting(float, 120.0, gt=0, doc="seconds a driver command may take"),
+        "state_dir": Setting(str, "", check=_absolute_or_empty,
+                             doc="where the hook keeps its record (default "
+                                 "<pbsplug home>/hooks/tmp)"),
+        "capmc": Setting(str, DEFAULT_CAPMC, doc="capmc: the program"),
+        "nids": Setting(dict, {}, check=_nid_map, doc="capmc: host = Cray nid, for vnodes "
+                        "without resources_available.PBScraynid"),
+        "ipmitool": Setting(str, "ipmitool", doc="ipmitool: the program"),
+        "ipmi_host": Setting(str, "{host}-ipmi", check=_bmc_template,
+                             doc="ipmitool: each host's BMC address"),
+        "ipmi_interface": Setting(str, "lanplus", doc="ipmitool: -I"),
+        "ipmi_user": Setting(str, "", doc="ipmitool: -U"),
+        "ipmi_password_file": Setting(str, "", check=_absolute_or_empty,
+                                      doc="ipmitool: -f, the file holding the BMC password"),
+    }
+    for key in COMMANDS:
+        out[key] = Setting(list, [], items=str, check=template_problem,
+                           doc="command: argv template with {host} or {hosts}")
+    return out
+
+
+#: The defaults as PBS's .CF writes them (strings).
+DEFAULT_VALUES = {key: str(value) for key, value in DEFAULTS.items()}
+
+
+def check_config(config: Mapping[str, Any]):
+    """Rules across the driver's keys."""
+    driver = config["driver"]
+    if driver == "command":
+        for key in ("power_on_command", "power_off_command", "status_command"):
+            if not config[key]:
+                yield key, "the command driver needs it"
+    if driver == "ipmitool" and config["ipmi_user"] and not config["ipmi_password_file"]:
+        yield "ipmi_password_file", ("set it with ipmi_user: the password is read from a "
+                                     "file, never given on a command line")

@@ -1,0 +1,65 @@
+"""``pbsplug power status``: each host's power, idle time, eligibility, and why it is or is not
+a candidate, as the periodic hook saw them at its last run."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+import typer
+
+from pbsplug import PluginLoadError, format_duration, plugin_config
+
+from . import state
+
+
+def _when(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def status_lines(record: dict[str, Any], now: int) -> list[str]:
+    """The record as text: a heading, then one row per host."""
+    age = max(0, now - int(record["time"]))
+    mode = {"on_off": "power on/off", "ramp": "ramp rate"}.get(record.get("mode"), "off")
+    lines = [f"power: {mode} with the {record.get('driver')} driver; as of the periodic run "
+             f"at {_when(int(record['time']))} ({age} s ago)"]
+    rows = [("host", "power", "idle", "eligible", "why")]
+    for host, entry in sorted(record["hosts"].items()):
+        idle = entry.get("idle")
+        rows.append((host, entry["power"],
+                     format_duration(int(idle)) if idle is not None else "never used",
+                     "yes" if entry["eligible"] else "no", entry["why"]))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+                     + "  " + row[4])
+    return lines
+
+
+def register(cli: typer.Typer) -> None:
+    @cli.command()
+    def status(as_json: bool = typer.Option(False, "--json", help="the record as JSON")):
+        """Each host's power state, idle time and eligibility, and why it is or is not a
+        candidate to go down or to wake, as of the hook's last run."""
+        try:
+            config = plugin_config("power")
+        except PluginLoadError as exc:
+            typer.echo(f"pbsplug power: {exc}", err=True)
+            raise typer.Exit(1) from None
+        directory = state.state_dir(config)
+        try:
+            record = state.load(directory)
+        except OSError as exc:
+            typer.echo(f"pbsplug power: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if not record.get("time"):
+            typer.echo(f"pbsplug power: no periodic run is recorded in {directory}: is the "
+                       "power hook enabled (qmgr -c 'set hook power enabled = true'), with "
+                       "power_on_off_enable or power_ramp_rate_enable?", err=True)
+            raise typer.Exit(1)
+        if as_json:
+            typer.echo(json.dumps(record, indent=1, sort_keys=True))
+        else:
+            typer.echo("\n".join(status_lines(record, int(time.time()))))

@@ -1,0 +1,216 @@
+"""One run of the server periodic hook: read what the event carries, decide, act, record.
+
+In order (PBS_power's algorithm, pbs-behavior.md §3):
+
+1. The seed's keys by PBS's rules; a bad one rejects the run with its message. Neither mode
+   on: nothing to do. Both on: on/off wins, with PBS's warning.
+2. Hosts the driver cannot act on (capmc: no Cray nid) are left alone, with the reason.
+3. What is needed when: the queued jobs' estimates (``event.job_list``, earliest first, at
+   most ``max_jobs_analyze_limit``) and the confirmed reservations' starts.
+4. `decision.decide`: hosts to take down and to wake.
+5. Down: the driver ramps them down or powers them off; their vnodes go to state ``sleep``.
+   Up: ramp mode ramps them up, and their vnodes are free again with ``last_used_time`` now;
+   on/off mode powers them on and records them as booting.
+6. On/off mode asks the driver about the hosts that were booting before this run: a ready
+   one leaves ``sleep`` with ``last_used_time`` now; one booting longer than
+   ``boot_timeout`` is given up (logged; it stays asleep and may be woken again).
+7. The record is saved. A driver failure leaves the hosts it concerned as they were, is
+   logged, and rejects the run with the driver's message after everything else is done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pbsplug import parse_exec_vnode
+
+from . import state
+from .config import BOTH_MODES_WARNING, PowerConfig, PowerConfigError, power_config
+from .decision import Decision, NodeView, ResvView, decide, needed_by
+from .driver import READY, DriverError, host_of, make_driver
+
+SLEEP = "sleep"
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def node_views(vnodes: Iterable[Any], host_of) -> list[NodeView]:
+    out = []
+    for vn in vnodes:
+        out.append(NodeView(
+            name=vn.name, host=host_of(vn), states=vn.states,
+            eligible=vn.poweroff_eligible in (True, "True", "true", "1", 1),
+            last_used_time=_int(vn.last_used_time),
+            last_state_change_time=_int(vn.last_state_change_time)))
+    return out
+
+
+def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, list[str]]]:
+    """Queued jobs' (estimated start, vnodes), earliest first; jobs without both skipped."""
+    out = []
+    for job in jobs.values():
+        est = job.estimated
+        if not est or str(job.job_state or "Q") != "Q":
+            continue
+        start = _int(est.get("start_time"), -1)
+        try:
+            names = [name for name, _ in parse_exec_vnode(str(est.get("exec_vnode") or ""))]
+        except ValueError:
+            continue
+        if start >= 0 and names:
+            out.append((start, names))
+    out.sort(key=lambda pair: pair[0])
+    return out
+
+
+def resv_views(resvs: Mapping[str, Any]) -> list[ResvView]:
+    out = []
+    for resv in resvs.values():
+        try:
+            names = frozenset(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
+        except ValueError:
+            names = frozenset()
+        out.append(ResvView(str(resv.reserve_state or "").removeprefix("RESV_"),
+                            _int(resv.reserve_start), names))
+    return out
+
+
+def _set_sleep(vnodes: Iterable[Any], asleep: bool, now: int) -> None:
+    for vn in vnodes:
+        states = set(vn.states) - {"free"}
+        if asleep:
+            states.add(SLEEP)
+        else:
+            states.discard(SLEEP)
+            vn.last_used_time = now
+        vn.state = ",".join(sorted(states)) or "free"
+
+
+def run(event: Any, now: int | None = None) -> None:
+    """The periodic hook's body (see the module's documentation)."""
+    config = event.hook_config
+    try:
+        power = power_config(config)
+    except PowerConfigError as exc:
+        event.reject(str(exc))
+    if power.both_modes:
+        event.logger.warning(BOTH_MODES_WARNING)
+    now = int(time.time()) if now is None else now
+    directory = state.state_dir(config)
+    try:
+        record = state.load(directory)
+    except OSError as exc:
+        event.reject(f"power: {exc}")
+    vnodes = event.vnode_list
+    driver = make_driver(config, vnodes.values(), event.logjobmsg)
+    views = node_views(vnodes.values(), host_of)
+    if power.mode is None:  # PBS does nothing; the record says why, for `power status`
+        off = Decision(why={v.host: "power management is off: power_on_off_enable and "
+                            "power_ramp_rate_enable are both False" for v in views})
+        _save(event, directory, record, power, config, views, off, record["booting"], now)
+        event.accept()
+    if power.mode == "ramp" and not driver.can_ramp:
+        event.reject(f"power: the {driver.name} driver cannot ramp hosts; set "
+                     "power_on_off_enable instead of power_ramp_rate_enable")
+    by_host: dict[str, list[str]] = {}
+    for view in views:
+        by_host.setdefault(view.host, []).append(view.name)
+    unreachable = {h: p for h in by_host
+                   if (p := driver.problem(h, [vnodes[n] for n in by_host[h]]))}
+    booting: dict[str, int] = {h: _int(t) for h, t in record["booting"].items()
+                               if h in by_host} if power.on_off else {}
+    needed = needed_by(estimates(event.job_list or {}), resv_views(event.resv_list or {}),
+                       power.max_jobs_analyze_limit)
+    decision = decide(power, now, [v for v in views if v.host not in unreachable],
+                      resv_views(event.resv_list or {}), needed, booting)
+    for host, problem in unreachable.items():
+        decision.why[host] = problem
+    errors = _act(event, power, driver, decision, by_host, booting, now)
+    _save(event, directory, record, power, config, views, decision, booting, now)
+    if errors:
+        event.reject("; ".join(errors))
+
+
+def _act(event: Any, power: PowerConfig, driver: Any, decision: Decision,
+         by_host: Mapping[str, list[str]], booting: dict[str, int], now: int) -> list[str]:
+    vnodes = event.vnode_list
+    errors: list[str] = []
+
+    def members(hosts: Iterable[str]) -> list[Any]:
+        return [vnodes[n] for h in hosts for n in by_host[h]]
+
+    def attempt(action, hosts: list[str]) -> bool:
+        try:
+            action(hosts)
+        except DriverError as exc:
+            event.logger.error("power: %s", exc)
+            errors.append(str(exc))
+            for host in hosts:
+                decision.why[host] = f"the driver failed: {exc}"
+            return False
+        return True
+
+    if power.mode == "ramp":
+        event.logger.info("power_ramp_limit: nodes to ramp up: %s", decision.up)
+        event.logger.info("power_ramp_limit: nodes to ramp down: %s", decision.down)
+    down = driver.ramp_down if power.mode == "ramp" else driver.power_off
+    if decision.down and attempt(down, decision.down):
+        _set_sleep(members(decision.down), True, now)
+    waiting = sorted(booting)  # PBS asks only about hosts booting before this run
+    if decision.up and power.mode == "ramp":
+        if attempt(driver.ramp_up, decision.up):
+            _set_sleep(members(decision.up), False, now)
+    elif decision.up and attempt(driver.power_on, decision.up):
+        booting.update(dict.fromkeys(decision.up, now))
+    if waiting:
+        try:
+            answers = driver.status(waiting)
+        except DriverError as exc:
+            event.logger.error("power: %s", exc)
+            errors.append(str(exc))
+            answers = {}
+        for host in waiting:
+            if answers.get(host) == READY:
+                del booting[host]
+                _set_sleep(members([host]), False, now)
+                decision.why[host] = "powered on and ready: awake again"
+            elif now - booting[host] > _int(event.hook_config["boot_timeout"]):
+                del booting[host]
+                message = (f"{host} did not come up within boot_timeout "
+                           f"({event.hook_config['boot_timeout']} s); it stays asleep")
+                event.logger.error("power: %s", message)
+                decision.why[host] = message
+    return errors
+
+
+def _save(event: Any, directory, record: dict, power: PowerConfig, config: Mapping[str, Any],
+          views: list[NodeView], decision: Decision, booting: Mapping[str, int],
+          now: int) -> None:
+    """The record: the booting hosts, and every host as `pbsplug power status` shows it."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for view in views:
+        entry = hosts.setdefault(view.host, {"vnodes": [], "eligible": True, "asleep": False,
+                                             "last_used_time": 0})
+        entry["vnodes"].append(view.name)
+        entry["eligible"] &= view.eligible or power.mode == "ramp"
+        entry["asleep"] |= SLEEP in event.vnode_list[view.name].states
+        entry["last_used_time"] = max(entry["last_used_time"], view.last_used_time)
+    for host, entry in hosts.items():
+        last = entry.pop("last_used_time")
+        asleep = entry.pop("asleep")
+        entry["power"] = "booting" if host in booting else "asleep" if asleep else "awake"
+        entry["idle"] = now - last if last else None
+        entry["why"] = decision.why.get(host, "")
+    record.update(time=now, mode=power.mode, driver=config["driver"],
+                  boot_delay=int(config["boot_delay"]), booting=dict(booting), hosts=hosts)
+    try:
+        state.save(directory, record)
+    except OSError as exc:
+        event.logger.error("power: cannot save the record in %s: %s", directory, exc)

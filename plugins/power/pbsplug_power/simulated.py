@@ -1,0 +1,97 @@
+"""``simulated``: hosts whose power lives in a file, for the local engine, the demo and the
+simulator.
+
+Nothing is switched; the file ``simulated_power.json`` in the state folder remembers, per
+host, whether it is on or off and since when::
+
+    {"n1": {"power": "off", "since": 1700000000.0, "sleep_limit": 0}}
+
+A host not in the file is on and ready. A host powered on is ``on`` (booting) for
+``boot_delay`` seconds, then ``ready``; one powered off is ``on`` (shutting down) for
+``shutdown_delay`` seconds, then ``off``, and one powered on while still shutting down boots
+after its shutdown ends. Ramping records the sleep-state limit (4 down, 0 up) and is
+immediate. The engine keeps a sleeping host's vnodes in state ``sleep``, so no job starts on
+them: a simulated host that sleeps really is unavailable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .driver import OFF, ON, READY, Driver, Log, quiet
+
+STATE_FILE = "simulated_power.json"
+
+
+class Simulated(Driver):
+    name = "simulated"
+
+    def __init__(self, config: Mapping[str, Any], log: Log = quiet,
+                 clock: Callable[[], float] | None = None):
+        from .state import state_dir
+
+        self.path = state_dir(config) / STATE_FILE
+        self.boot_delay = float(config["boot_delay"])
+        self.shutdown_delay = float(config["shutdown_delay"])
+        self.log = log
+        self.clock = clock or time.time
+
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        part = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        part.write_text(json.dumps(hosts, sort_keys=True))
+        os.replace(part, self.path)
+
+    def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:
+        self.log(action, f"launch: simulated {verb} {','.join(hosts)}")
+        now = self.clock()
+        known = self.hosts()
+        for host in hosts:
+            entry = known.setdefault(host, {"power": "on", "since": 0.0, "sleep_limit": 0})
+            if change.get("power") == "on" and entry["power"] == "off":
+                # A host still shutting down boots once it is down.
+                entry.update(power="on", since=max(now, entry["since"] + self.shutdown_delay))
+            elif change.get("power") == "off" and entry["power"] == "on":
+                entry.update(power="off", since=now)
+            if "sleep_limit" in change:
+                entry["sleep_limit"] = change["sleep_limit"]
+        self._save(known)
+        self.log(action, "launch: finished")
+
+    def power_off(self, hosts: list[str]) -> None:
+        self._change("node_power_off", "node_off", hosts, power="off")
+
+    def power_on(self, hosts: list[str]) -> None:
+        self._change("node_power_on", "node_on", hosts, power="on")
+
+    def ramp_down(self, hosts: list[str]) -> None:
+        self._change("power_ramp_down", "set_sleep_state_limit 4", hosts, sleep_limit=4)
+
+    def ramp_up(self, hosts: list[str]) -> None:
+        self._change("power_ramp_up", "set_sleep_state_limit 0", hosts, sleep_limit=0)
+
+    def status(self, hosts: list[str]) -> dict[str, str]:
+        now = self.clock()
+        known = self.hosts()
+        out = {}
+        for host in hosts:
+            entry = known.get(host)
+            if entry is None:
+                out[host] = READY
+            elif entry["power"] == "off":
+                out[host] = OFF if now >= entry["since"] + self.shutdown_delay else ON
+            else:
+                out[host] = READY if now >= entry["since"] + self.boot_delay else ON
+        return out
+

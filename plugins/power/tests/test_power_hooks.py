@@ -1,0 +1,229 @@
+"""The hooks through the kernel's runner: the periodic run with the simulated driver (both
+modes, booting hosts, failures, the record), exechost_startup, the scheduler's availability
+answer, and the configuration's load-time rules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+
+import pytest
+
+import pbsplug_power
+from pbsplug_power import state
+from pbsplug_power.simulated import STATE_FILE, Simulated
+
+NOW = int(time.time())
+OLD = NOW - 7200
+
+
+@pytest.fixture
+def power(register_plugin, tmp_path):
+    """``power(**config)``: the plugin enabled with the simulated driver and this config."""
+
+    def enable(**config):
+        values = {"driver": "simulated", "state_dir": str(tmp_path), "boot_delay": 0,
+                  "min_node_down_delay": "1", **config}
+        return register_plugin(pbsplug_power, "power", config=values)
+
+    return enable
+
+
+def vnodes(*specs, host_of=lambda name: name.rstrip("0123456789") or name):
+    """``("a1", "free", True, OLD)`` -> the vnode_list entry (host: the name's letters)."""
+    return {name: {"state": st, "poweroff_eligible": ok, "last_used_time": used,
+                   "last_state_change_time": OLD,
+                   "resources_available": {"host": host_of(name), "ncpus": 1}}
+            for name, st, ok, used in specs}
+
+
+def record(tmp_path) -> dict:
+    return json.loads((tmp_path / state.STATE_FILE).read_text())
+
+
+def test_hook_periodic_powers_off_idle_eligible_hosts_and_records_why(power, fire_event,
+                                                                     tmp_path, caplog):
+    power(power_on_off_enable="True", node_idle_limit="600")
+    caplog.set_level(logging.INFO)
+    out = fire_event("periodic", {"vnode_list": vnodes(
+        ("a1", "free", True, OLD), ("a2", "free", True, OLD),   # host a: both idle
+        ("b1", "free", True, OLD), ("b2", "job-busy", True, OLD),  # host b: one busy
+        ("c1", "free", False, OLD),                               # not eligible
+        ("d1", "free", True, int(time.time()) - 60))})                         # used a minute ago
+    assert out.accepted and out.changes == {
+        "vnode_list": {"a1": {"state": "sleep"}, "a2": {"state": "sleep"}}}
+    lines = [(r.pbs_object, r.getMessage()) for r in caplog.records
+             if getattr(r, "pbs_object", None)]
+    assert lines == [(("Job", "node_power_off"), "launch: simulated node_off a"),
+                     (("Job", "node_power_off"), "launch: finished")]
+    why = {h: e["why"] for h, e in record(tmp_path)["hosts"].items()}
+    assert why["a"] == "idle and eligible: going down"
+    assert why["b"] == "b2 is job-busy, not free"
+    assert why["c"] == "poweroff_eligible is False on c1"
+    assert re.fullmatch(r"idle 6\d s, not more than node_idle_limit 600 s", why["d"])
+
+
+def test_hook_periodic_ramp_mode_logs_the_seeds_lines_and_ignores_eligibility(
+        power, fire_event, tmp_path, caplog):
+    power(power_ramp_rate_enable="True")
+    caplog.set_level(logging.INFO)
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", False, OLD)),
+                                  "job_list": []})
+    assert out.changes == {"vnode_list": {"a1": {"state": "sleep"}}}
+    messages = [r.getMessage() for r in caplog.records]
+    assert "power_ramp_limit: nodes to ramp up: []" in messages
+    assert "power_ramp_limit: nodes to ramp down: ['a']" in messages
+    assert "launch: simulated set_sleep_state_limit 4 a" in messages
+    # Woken by a queued job's estimate: ramped up at once, free and just used.
+    job = {"id": "1.s", "job_state": "Q",
+           "estimated": {"start_time": NOW + 100, "exec_vnode": "(a1:ncpus=1)"}}
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "sleep", False, OLD)),
+                                  "job_list": [job]})
+    changes = out.changes["vnode_list"]["a1"]
+    assert changes["state"] == "free" and changes["last_used_time"] >= NOW
+    assert "launch: simulated set_sleep_state_limit 0 a" in [r.getMessage()
+                                                             for r in caplog.records]
+
+
+def test_hook_periodic_both_modes_on_off_wins_with_pbs_warning(power, fire_event, caplog):
+    power(power_ramp_rate_enable="True", power_on_off_enable="True")
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", False, OLD))})
+    assert out.accepted and out.changes == {}  # on/off mode: a1 is not eligible
+    assert ("Hook config: power_on_off_enable is over-riding power_ramp_rate_enable"
+            in [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING])
+
+
+def test_hook_periodic_power_on_waits_for_the_driver_to_say_ready(power, fire_event,
+                                                                  tmp_path):
+    """On/off mode: a needed host is powered on and recorded as booting; it leaves sleep at
+    the first run after the driver reports it ready; a reservation needs it too."""
+    power(power_on_off_enable="True", boot_delay=3)
+    Simulated({"state_dir": str(tmp_path), "boot_delay": 3, "shutdown_delay": 0}
+              ).power_off(["a", "b"])
+    asleep = vnodes(("a1", "sleep", True, OLD), ("b1", "sleep", True, OLD))
+    resv = {"R1.s": {"reserve_state": "RESV_CONFIRMED", "reserve_start": NOW + 600,
+                     "resv_nodes": "(b1:ncpus=1)"}}
+    job = {"id": "1.s", "job_state": "Q",
+           "estimated": {"start_time": NOW + 60, "exec_vnode": "(a1:ncpus=1)"}}
+    out = fire_event("periodic", {"vnode_list": asleep, "resv_list": resv, "job_list": [job]})
+    assert out.accepted and out.changes == {}  # powered on, still asleep while booting
+    booting = record(tmp_path)["booting"]
+    assert sorted(booting) == ["a", "b"]
+    out = fire_event("periodic", {"vnode_list": asleep, "resv_list": resv, "job_list": [job]})
+    assert out.changes == {} and record(tmp_path)["hosts"]["a"]["power"] == "booting"
+    time.sleep(3.1)  # the simulated boot_delay
+    out = fire_event("periodic", {"vnode_list": asleep, "resv_list": resv, "job_list": [job]})
+    assert {n: c["state"] for n, c in out.changes["vnode_list"].items()} == {
+        "a1": "free", "b1": "free"}
+    assert record(tmp_path)["booting"] == {}
+
+
+def test_hook_periodic_gives_up_a_host_that_never_boots(power, fire_event, tmp_path, caplog):
+    power(power_on_off_enable="True", boot_delay=1000, boot_timeout=5)
+    state.save(tmp_path, {"booting": {"a": NOW - 60}, "hosts": {}})
+    simulated = Simulated({"state_dir": str(tmp_path), "boot_delay": 1000,
+                           "shutdown_delay": 0})
+    simulated.power_off(["a"])
+    simulated.power_on(["a"])
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "sleep", True, OLD))})
+    assert out.accepted and out.changes == {} and record(tmp_path)["booting"] == {}
+    assert "power: a did not come up within boot_timeout (5 s); it stays asleep" in [
+        r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+
+
+def test_hook_periodic_max_concurrent_nodes_per_run(power, fire_event):
+    power(power_on_off_enable="True", max_concurrent_nodes="2")
+    out = fire_event("periodic", {"vnode_list": vnodes(
+        *[(f"{h}1", "free", True, OLD) for h in "abcd"])})
+    assert sorted(out.changes["vnode_list"]) == ["a1", "b1"]
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"power_on_off_enable": "True", "node_idle_limit": "1.5"},
+     "node_idle_limit: '1.5' is not an integer"),
+    ({"power_on_off_enable": "yes"}, "power_on_off_enable: 'yes' is not True or False"),
+    ({"power_ramp_rate_enable": "True", "driver": "ipmitool"},
+     "power: the ipmitool driver cannot ramp hosts; set power_on_off_enable instead of "
+     "power_ramp_rate_enable"),
+])
+def test_hook_periodic_rejects_bad_pbs_values_and_a_driver_that_cannot_ramp(
+        register_plugin, fire_event, tmp_path, config, message):
+    register_plugin(pbsplug_power, "power", config={"state_dir": str(tmp_path), **config})
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
+    assert (out.kind, out.detail, out.changes) == ("reject", message, {})
+
+
+def test_hook_periodic_a_broken_record_rejects_rather_than_forget_booting_hosts(
+        power, fire_event, tmp_path):
+    power(power_on_off_enable="True")
+    (tmp_path / state.STATE_FILE).write_text("{not json")
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
+    assert out.kind == "reject" and "not the power hook's JSON record" in out.detail
+    assert out.changes == {}
+
+
+def test_hook_periodic_with_power_management_off_records_why(power, fire_event, tmp_path):
+    power()
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
+    assert out.accepted and out.changes == {}
+    assert record(tmp_path)["hosts"]["a"]["why"].startswith("power management is off")
+
+
+def test_hook_exechost_startup_marks_awake_vnodes_used(power, fire_event):
+    power(power_on_off_enable="True")
+    out = fire_event("exechost_startup", {"vnode_list": vnodes(
+        ("a1", "free", True, OLD), ("b1", "sleep", True, OLD))})
+    assert list(out.changes["vnode_list"]) == ["a1"]
+    assert out.changes["vnode_list"]["a1"]["last_used_time"] >= NOW
+
+
+def test_hook_sched_node_availability_answers_the_drivers_boot_delay(power, pbsplug_plugins,
+                                                                     tmp_path):
+    from pbsplug import Vnode
+
+    power(power_on_off_enable="True", boot_delay=120)
+    state.save(tmp_path, {"booting": {"b": NOW - 100}, "hosts": {}})
+    answer = {}
+    for part in pbsplug_plugins.hook.sched_node_availability(sched="default", now=NOW, vnodes=[
+            Vnode("a1", {"state": "sleep", "resources_available": {"host": "a"}}),
+            Vnode("b1", {"state": "sleep", "resources_available": {"host": "b"}}),
+            Vnode("c1", {"state": "offline", "resources_available": {"host": "c"}})]):
+        answer.update(part)
+    assert answer == {"a1": NOW + 120, "b1": NOW + 20}  # offline: not power's business
+
+
+@pytest.mark.parametrize(("config", "problem"), [
+    ({"driver": "wol"}, "one of 'capmc', 'ipmitool', 'command', 'simulated'"),
+    ({"driver": "command", "power_on_command": ["/bin/on", "{hosts}"]},
+     "power_off_command"),
+    ({"power_on_command": ["/bin/on", "{host}", "{hosts}"]}, "name {host} or {hosts} once"),
+    ({"driver": "ipmitool", "ipmi_user": "admin"}, "ipmi_password_file"),
+    ({"ipmi_host": "{node}-bmc"}, "whose only field is {host}"),
+    ({"nids": {"n1": "24"}}, "wrong: n1"),
+    ({"state_dir": "relative/dir"}, "expected an absolute path"),
+    ({"boot_delay": -1}, "boot_delay"),
+])
+def test_driver_settings_are_checked_at_load(register_plugin, config, problem):
+    record = register_plugin(pbsplug_power, "power", config=config, check=False)
+    assert record.status == "failed" and problem in record.error, record.error
+
+
+def test_the_simulated_driver_boots_and_shuts_down_in_its_own_time(tmp_path):
+    clock = [1000.0]
+    sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 30, "shutdown_delay": 10},
+                    clock=lambda: clock[0])
+    assert sim.status(["a"]) == {"a": "ready"}  # unknown hosts are up
+    sim.power_off(["a"])
+    assert sim.status(["a"]) == {"a": "on"}  # shutting down
+    clock[0] += 5
+    sim.power_on(["a"])  # boots once its shutdown is over (1010), ready at 1040
+    clock[0] = 1039.0
+    assert sim.status(["a"]) == {"a": "on"}
+    clock[0] = 1040.0
+    assert sim.status(["a"]) == {"a": "ready"}
+    sim.power_off(["a"])
+    clock[0] += 10
+    assert sim.status(["a"]) == {"a": "off"}
+    assert json.loads((tmp_path / STATE_FILE).read_text())["a"]["power"] == "off"
