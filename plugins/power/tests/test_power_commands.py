@@ -1,0 +1,72 @@
+"""``pbsplug power status`` as a process: what it prints, and a clear error for every way it
+cannot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pbsplug_power import state
+
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+
+
+def status(home: Path, *args: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    return subprocess.run([PBSPLUG, "power", "status", *args], capture_output=True,
+                          text=True, env={**clean, "PBSPLUG_HOME": str(home)}, timeout=60)
+
+
+@pytest.fixture
+def home(tmp_path):
+    (tmp_path / "site.toml").write_text("[plugins.power]\nenabled = true\n")
+    return tmp_path
+
+
+def test_status_shows_every_host_with_its_reason(home):
+    now = int(time.time())
+    state.save(home / "hooks" / "tmp", {  # the default state folder: <home>/hooks/tmp
+        "time": now - 30, "mode": "on_off", "driver": "capmc", "boot_delay": 300,
+        "booting": {"n2": now - 40}, "hosts": {
+            "n1": {"power": "asleep", "idle": 5400, "eligible": True, "vnodes": ["n1"],
+                   "why": "asleep; nothing needs it within 900 s"},
+            "n2": {"power": "booting", "idle": None, "eligible": True, "vnodes": ["n2"],
+                   "why": "still booting"}}})
+    done = status(home)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("power: power on/off with the capmc driver; as of the "
+                               "periodic run at ")
+    assert lines[0].endswith("(30 s ago)") or lines[0].endswith("(31 s ago)")
+    assert lines[1].split() == ["host", "power", "idle", "eligible", "why"]
+    assert lines[2].split()[:4] == ["n1", "asleep", "01:30:00", "yes"]
+    assert lines[2].endswith("asleep; nothing needs it within 900 s")
+    assert lines[3].split()[:5] == ["n2", "booting", "never", "used", "yes"]
+    record = json.loads(status(home, "--json").stdout)
+    assert record["booting"] == {"n2": now - 40}
+
+
+def test_status_without_a_record_says_how_to_get_one(home):
+    done = status(home)
+    assert done.returncode == 1 and "no periodic run is recorded in" in done.stderr
+    assert "set hook power enabled = true" in done.stderr
+
+
+def test_status_with_a_broken_record_names_the_file(home):
+    (home / "hooks" / "tmp").mkdir(parents=True)
+    (home / "hooks" / "tmp" / state.STATE_FILE).write_text("[1, 2")
+    done = status(home)
+    assert done.returncode == 1
+    assert f"{home}/hooks/tmp/power_state.json: not the power hook's JSON record" in done.stderr
+
+
+def test_status_with_a_bad_configuration_reports_the_key(home):
+    (home / "site.toml").write_text('[plugins.power.config]\ndriver = "wake-on-lan"\n')
+    done = status(home)
+    assert done.returncode != 0 and "driver" in done.stderr and "wake-on-lan" in done.stderr
