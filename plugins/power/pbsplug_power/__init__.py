@@ -71,8 +71,8 @@ def sched_node_availability(sched: str, now: float, vnodes: list) -> dict[str, f
         return {}
     boot_delay = float(_config["boot_delay"])
     try:
-        booting = state.load(state.state_dir(_config))["booting"]
-    except OSError:
+        booting = state.booting(state.state_dir(_config))
+    except OSError:  # the periodic run reports a broken record; plan as if none boots
         booting = {}
     out = {}
     for vnode in vnodes:
@@ -106,8 +106,8 @@ def demo_report(workdir) -> list[str]:
     from .commands import status_lines
 
     try:
-        record = state.load(workdir)
+        record = state.status(workdir)
     except OSError as exc:
         return [f"power: {exc}"]
-    return status_lines(record, int(time.time())) if record.get("time") else [
+    return status_lines(record, int(time.time())) if record else [
         "power: the periodic hook did not run during the demo"]

@@ -50,16 +50,17 @@ def register(cli: typer.Typer) -> None:
             raise typer.Exit(1) from None
         directory = state.state_dir(config)
         try:
-            record = state.load(directory)
+            record = state.status(directory)
+            booting = state.booting(directory)
         except OSError as exc:
             typer.echo(f"pbsplug power: {exc}", err=True)
             raise typer.Exit(1) from None
-        if not record.get("time"):
+        if record is None:
             typer.echo(f"pbsplug power: no periodic run is recorded in {directory}: is the "
                        "power hook enabled (qmgr -c 'set hook power enabled = true'), with "
                        "power_on_off_enable or power_ramp_rate_enable?", err=True)
             raise typer.Exit(1)
         if as_json:
-            typer.echo(json.dumps(record, indent=1, sort_keys=True))
+            typer.echo(json.dumps({**record, "booting": booting}, indent=1, sort_keys=True))
         else:
             typer.echo("\n".join(status_lines(record, int(time.time()))))

@@ -1,15 +1,18 @@
 """What the periodic hook keeps between runs, in its state folder (PBS keeps its
-``pbs_power_nodes_file`` in server_priv/hooks/tmp):
+``pbs_power_nodes_file`` in server_priv/hooks/tmp). Two files, each written whole (a
+temporary file renamed):
 
-``power_state.json``, written whole (a temporary file renamed) at the end of every run::
+``power_booting.json``: the hosts powered on and not ready yet, with when, and the boot delay.
+The next run asks the driver about them; the scheduler's availability hook reads it every
+cycle, so it stays small::
 
-    {"time": 1700000000, "mode": "on_off", "driver": "simulated", "boot_delay": 300,
-     "booting": {"h3": 1699999990},         # hosts powered on, not ready yet: since when
+    {"booting": {"h3": 1699999990}, "boot_delay": 300}
+
+``power_status.json``: the last run, host by host, as ``pbsplug power status`` shows it::
+
+    {"time": 1700000000, "mode": "on_off", "driver": "simulated",
      "hosts": {"h1": {"power": "asleep", "idle": 4000, "eligible": true,
                       "why": "asleep; nothing needs it within 900 s"}}}
-
-``booting`` is what the next run asks the driver about, and what the scheduler's availability
-hook reads; ``hosts`` is what ``pbsplug power status`` shows.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any
 
 from pbsplug import default_home
 
-STATE_FILE = "power_state.json"
+BOOTING_FILE = "power_booting.json"
+STATUS_FILE = "power_status.json"
 
 
 def state_dir(config: Mapping[str, Any]) -> Path:
@@ -30,27 +34,43 @@ def state_dir(config: Mapping[str, Any]) -> Path:
     return Path(config.get("state_dir") or default_home() / "hooks" / "tmp")
 
 
-def load(directory: Path) -> dict[str, Any]:
-    """The last run's record; an empty one when there is none. A record that does not parse
-    is an `OSError` naming the file (the hook must not silently forget booting hosts)."""
-    path = Path(directory) / STATE_FILE
+def _read(path: Path) -> dict[str, Any] | None:
+    """The file's JSON object; None when there is no file. A file that does not parse is an
+    `OSError` naming it (the hook must not silently forget booting hosts)."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return {"booting": {}, "hosts": {}}
+        return None
     except ValueError as exc:
         raise OSError(f"{path}: not the power hook's JSON record ({exc}); remove it to "
                       "start afresh") from None
     if not isinstance(data, dict):
         raise OSError(f"{path}: not the power hook's JSON record; remove it to start afresh")
-    data.setdefault("booting", {})
-    data.setdefault("hosts", {})
     return data
 
 
-def save(directory: Path, record: Mapping[str, Any]) -> None:
+def booting(directory: Path) -> dict[str, int]:
+    """The booting hosts: host -> when it was powered on."""
+    data = _read(Path(directory) / BOOTING_FILE) or {}
+    return {str(h): int(t) for h, t in (data.get("booting") or {}).items()}
+
+
+def status(directory: Path) -> dict[str, Any] | None:
+    """The last run's status record, or None when no run has been recorded."""
+    return _read(Path(directory) / STATUS_FILE)
+
+
+def _write(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_text(json.dumps(data, sort_keys=True))
+    os.replace(part, path)
+
+
+def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
+         status: Mapping[str, Any] | None = None) -> None:
+    """Write the booting hosts and, when given, the status record."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    part = directory / f".{STATE_FILE}.{os.getpid()}"
-    part.write_text(json.dumps(record, sort_keys=True))
-    os.replace(part, directory / STATE_FILE)
+    _write(directory / BOOTING_FILE, {"booting": dict(booting), "boot_delay": boot_delay})
+    if status is not None:
+        _write(directory / STATUS_FILE, status)

@@ -31,12 +31,11 @@ def home(tmp_path):
 
 def test_status_shows_every_host_with_its_reason(home):
     now = int(time.time())
-    state.save(home / "hooks" / "tmp", {  # the default state folder: <home>/hooks/tmp
-        "time": now - 30, "mode": "on_off", "driver": "capmc", "boot_delay": 300,
-        "booting": {"n2": now - 40}, "hosts": {
-            "n1": {"power": "asleep", "idle": 5400, "eligible": True, "vnodes": ["n1"],
+    state.save(home / "hooks" / "tmp", {"n2": now - 40}, 300, {  # the default folder
+        "time": now - 30, "mode": "on_off", "driver": "capmc", "hosts": {
+            "n1": {"power": "asleep", "idle": 5400, "eligible": True,
                    "why": "asleep; nothing needs it within 900 s"},
-            "n2": {"power": "booting", "idle": None, "eligible": True, "vnodes": ["n2"],
+            "n2": {"power": "booting", "idle": None, "eligible": True,
                    "why": "still booting"}}})
     done = status(home)
     assert done.returncode == 0, done.stderr
@@ -60,10 +59,10 @@ def test_status_without_a_record_says_how_to_get_one(home):
 
 def test_status_with_a_broken_record_names_the_file(home):
     (home / "hooks" / "tmp").mkdir(parents=True)
-    (home / "hooks" / "tmp" / state.STATE_FILE).write_text("[1, 2")
+    (home / "hooks" / "tmp" / state.STATUS_FILE).write_text("[1, 2")
     done = status(home)
     assert done.returncode == 1
-    assert f"{home}/hooks/tmp/power_state.json: not the power hook's JSON record" in done.stderr
+    assert f"{home}/hooks/tmp/power_status.json: not the power hook's JSON record" in done.stderr
 
 
 def test_status_with_a_bad_configuration_reports_the_key(home):

@@ -40,7 +40,9 @@ def vnodes(*specs, host_of=lambda name: name.rstrip("0123456789") or name):
 
 
 def record(tmp_path) -> dict:
-    return json.loads((tmp_path / state.STATE_FILE).read_text())
+    """The last run's status, with the booting hosts."""
+    return {**json.loads((tmp_path / state.STATUS_FILE).read_text()),
+            "booting": state.booting(tmp_path)}
 
 
 def test_hook_periodic_powers_off_idle_eligible_hosts_and_records_why(power, fire_event,
@@ -122,7 +124,7 @@ def test_hook_periodic_power_on_waits_for_the_driver_to_say_ready(power, fire_ev
 
 def test_hook_periodic_gives_up_a_host_that_never_boots(power, fire_event, tmp_path, caplog):
     power(power_on_off_enable="True", boot_delay=1000, boot_timeout=5)
-    state.save(tmp_path, {"booting": {"a": NOW - 60}, "hosts": {}})
+    state.save(tmp_path, {"a": NOW - 60}, 1000)
     simulated = Simulated({"state_dir": str(tmp_path), "boot_delay": 1000,
                            "shutdown_delay": 0})
     simulated.power_off(["a"])
@@ -158,7 +160,7 @@ def test_hook_periodic_rejects_bad_pbs_values_and_a_driver_that_cannot_ramp(
 def test_hook_periodic_a_broken_record_rejects_rather_than_forget_booting_hosts(
         power, fire_event, tmp_path):
     power(power_on_off_enable="True")
-    (tmp_path / state.STATE_FILE).write_text("{not json")
+    (tmp_path / state.BOOTING_FILE).write_text("{not json")
     out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
     assert out.kind == "reject" and "not the power hook's JSON record" in out.detail
     assert out.changes == {}
@@ -184,7 +186,7 @@ def test_hook_sched_node_availability_answers_the_drivers_boot_delay(power, pbsp
     from pbsplug import Vnode
 
     power(power_on_off_enable="True", boot_delay=120)
-    state.save(tmp_path, {"booting": {"b": NOW - 100}, "hosts": {}})
+    state.save(tmp_path, {"b": NOW - 100}, 120)
     answer = {}
     for part in pbsplug_plugins.hook.sched_node_availability(sched="default", now=NOW, vnodes=[
             Vnode("a1", {"state": "sleep", "resources_available": {"host": "a"}}),
