@@ -23,7 +23,7 @@ def status_lines(record: dict[str, Any], now: int) -> list[str]:
     """The record as text: a heading, then one row per host."""
     age = max(0, now - int(record["time"]))
     mode = {"on_off": "power on/off", "ramp": "ramp rate"}.get(record.get("mode"), "off")
-    lines = [f"power: {mode} with the {record.get('driver')} driver; as of the periodic run "
+    lines = [f"{mode} with the {record.get('driver')} driver; as of the periodic run "
              f"at {_when(int(record['time']))} ({age} s ago)"]
     rows = [("host", "power", "idle", "eligible", "why")]
     for host, entry in sorted(record["hosts"].items()):

@@ -40,7 +40,7 @@ def test_status_shows_every_host_with_its_reason(home):
     done = status(home)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("power: power on/off with the capmc driver; as of the "
+    assert lines[0].startswith("power on/off with the capmc driver; as of the "
                                "periodic run at ")
     assert lines[0].endswith("(30 s ago)") or lines[0].endswith("(31 s ago)")
     assert lines[1].split() == ["host", "power", "idle", "eligible", "why"]
