@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .driver import OFF, ON, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_command
+from .driver import OFF, ON, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_each
 
 COMMANDS = ("power_on_command", "power_off_command", "ramp_up_command", "ramp_down_command",
             "status_command")
@@ -51,17 +51,9 @@ class Command(Driver):
             raise DriverError(f"{key} is not set: the command driver cannot {action}")
         per_host = any("{host}" in word for word in template)
         groups = [[h] for h in hosts] if per_host else [hosts]
-        outputs, failed = [], []
-        for group in groups:
-            argv = [w.replace("{hosts}", ",".join(group)).replace("{host}", group[0])
-                    for w in template]
-            try:
-                outputs.append(run_command(argv, action, self.log, self.timeout).stdout)
-            except DriverError as exc:
-                failed.append(str(exc))
-        if failed:
-            raise DriverError("; ".join(failed))
-        return outputs
+        argvs = [[w.replace("{hosts}", ",".join(group)).replace("{host}", group[0])
+                  for w in template] for group in groups]
+        return run_each(argvs, action, self.log, self.timeout)
 
     def power_off(self, hosts: list[str]) -> None:
         self._run("power_off_command", "node_power_off", hosts)

@@ -62,6 +62,20 @@ def run_command(argv: list[str], action: str, log: Log, timeout: float,
     return done
 
 
+def run_each(argvs: list[list[str]], action: str, log: Log, timeout: float) -> list[str]:
+    """`run_command` for each argv (one per host, or one for all): every one is tried, their
+    outputs are returned in order, and the failures are raised together."""
+    outputs, failed = [], []
+    for argv in argvs:
+        try:
+            outputs.append(run_command(argv, action, log, timeout).stdout)
+        except DriverError as exc:
+            failed.append(str(exc))
+    if failed:
+        raise DriverError("; ".join(failed))
+    return outputs
+
+
 class Driver:
     """The interface; see the module's documentation."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .driver import OFF, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_command
+from .driver import OFF, READY, UNKNOWN, Driver, Log, quiet, run_each
 
 
 class Ipmitool(Driver):
@@ -40,16 +40,8 @@ class Ipmitool(Driver):
 
     def _each(self, action: str, verb: str, hosts: list[str]) -> dict[str, str]:
         """One call per host; every host is tried, and the failures are raised together."""
-        out, failed = {}, []
-        for host in hosts:
-            try:
-                out[host] = run_command(self.argv(host, verb), action, self.log,
-                                        self.timeout).stdout
-            except DriverError as exc:
-                failed.append(str(exc))
-        if failed:
-            raise DriverError("; ".join(failed))
-        return out
+        outputs = run_each([self.argv(h, verb) for h in hosts], action, self.log, self.timeout)
+        return dict(zip(hosts, outputs, strict=True))
 
     def power_off(self, hosts: list[str]) -> None:
         self._each("node_power_off", "off", hosts)
