@@ -288,8 +288,7 @@ class Scheduler:
                         # A plugin's answer replaces the policy's guess (boot_delay for a
                         # sleeping vnode, never for another); several answers: the latest.
                         current = infos[name].plan_from
-                        guessed = current == INFINITY or name not in answered
-                        infos[name].plan_from = (max(float(when), now) if guessed
+                        infos[name].plan_from = (max(float(when), now) if name not in answered
                                                  else max(current, float(when)))
                         answered.add(name)
         key, _, direction = (self.policy.node_sort_key or "").partition(" ")

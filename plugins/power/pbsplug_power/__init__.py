@@ -69,15 +69,16 @@ def sched_node_availability(sched: str, now: float, vnodes: list) -> dict[str, f
     boot_delay, any other sleeping host boot_delay from now."""
     if _config is None:
         return {}
+    asleep = [vnode for vnode in vnodes if "sleep" in vnode.states]
+    if not asleep:
+        return {}
     boot_delay = float(_config["boot_delay"])
     try:
         booting = state.booting(state.state_dir(_config))
     except OSError:  # the periodic run reports a broken record; plan as if none boots
         booting = {}
     out = {}
-    for vnode in vnodes:
-        if "sleep" not in vnode.states:
-            continue
+    for vnode in asleep:
         since = booting.get(host_of(vnode))
         out[vnode.name] = max(now, float(since) + boot_delay) if since is not None else (
             now + boot_delay)

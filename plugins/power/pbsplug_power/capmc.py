@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from .driver import OFF, ON, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_command
 
@@ -63,7 +62,7 @@ class Capmc(Driver):
         self.timeout = timeout
         self.log = log
 
-    def problem(self, host: str, vnodes: Iterable[Any] = ()) -> str | None:
+    def problem(self, host: str) -> str | None:
         if host in self.nids:
             return None
         return "capmc knows no Cray nid for it (resources_available.PBScraynid, or nids)"

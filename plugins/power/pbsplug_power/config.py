@@ -17,6 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pbsplug import Setting
+
+from .capmc import DEFAULT_CAPMC
+from .command import COMMANDS, template_problem
+from .driver import DRIVERS
+
 #: PBS_power's defaults (pbs-behavior.md §3; the seed's table).
 DEFAULTS: dict[str, Any] = {
     "power_ramp_rate_enable": False,
@@ -26,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "max_jobs_analyze_limit": 100,
     "max_concurrent_nodes": 10,
 }
+#: The defaults as PBS's .CF writes them (strings).
+DEFAULT_VALUES = {key: str(value) for key, value in DEFAULTS.items()}
 BOOLEANS = ("power_ramp_rate_enable", "power_on_off_enable")
 INTEGERS = ("node_idle_limit", "min_node_down_delay", "max_jobs_analyze_limit",
             "max_concurrent_nodes")
@@ -114,12 +122,6 @@ def _nid_map(value: dict) -> str | None:
 
 def settings() -> dict[str, Any]:
     """`PluginInfo.config`: the seed's keys and the drivers'."""
-    from pbsplug import Setting
-
-    from .capmc import DEFAULT_CAPMC
-    from .command import COMMANDS, template_problem
-    from .driver import DRIVERS
-
     def pbs_key(key: str, doc: str) -> Setting:
         return Setting(object, DEFAULT_VALUES[key], doc=doc)
 
@@ -163,10 +165,6 @@ def settings() -> dict[str, Any]:
         out[key] = Setting(list, [], items=str, check=template_problem,
                            doc="command: argv template with {host} or {hosts}")
     return out
-
-
-#: The defaults as PBS's .CF writes them (strings).
-DEFAULT_VALUES = {key: str(value) for key, value in DEFAULTS.items()}
 
 
 def check_config(config: Mapping[str, Any]):

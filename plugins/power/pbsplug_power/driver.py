@@ -7,7 +7,7 @@ A driver acts on hosts (the names in ``resources_available.host``), several at a
 - ``ramp_down(hosts)`` / ``ramp_up(hosts)``: ramp-rate mode (deep sleep states, and back);
 - ``status(hosts)``: each host's power, ``ready`` (up and usable), ``on`` (powered, not ready
   yet), ``off`` or ``unknown``;
-- ``problem(host, vnodes)``: why the driver cannot act on a host (capmc: no Cray nid), else
+- ``problem(host)``: why the driver cannot act on a host (capmc: no Cray nid), else
   None. Such a host is never taken down;
 - ``can_ramp``: whether ramp mode is possible at all.
 
@@ -82,7 +82,7 @@ class Driver:
     name = ""
     can_ramp = True
 
-    def problem(self, host: str, vnodes: Iterable[Any]) -> str | None:
+    def problem(self, host: str) -> str | None:
         return None
 
     def power_off(self, hosts: list[str]) -> None:
@@ -105,9 +105,8 @@ class Driver:
 
 def host_of(vnode: Any) -> str:
     """The host a vnode belongs to: ``resources_available.host``, else its own name."""
-    avail = vnode.resources_available
-    return str((avail["host"] if avail is not None and "host" in avail else None)
-               or vnode.name)
+    avail = vnode.get("resources_available")
+    return str((avail.get("host") if avail else None) or vnode.name)
 
 
 def make_driver(config: Mapping[str, Any], vnodes: Iterable[Any] = (),
@@ -121,8 +120,8 @@ def make_driver(config: Mapping[str, Any], vnodes: Iterable[Any] = (),
 
         nids = {str(h): int(n) for h, n in config["nids"].items()}
         for vnode in vnodes:
-            avail = vnode.resources_available
-            nid = avail["PBScraynid"] if avail is not None and "PBScraynid" in avail else None
+            avail = vnode.get("resources_available")
+            nid = avail.get("PBScraynid") if avail else None
             if nid is not None and str(nid).strip().isdigit():
                 nids.setdefault(host_of(vnode), int(str(nid).strip()))
         return Capmc(nids, config["capmc"], timeout=timeout, log=log)

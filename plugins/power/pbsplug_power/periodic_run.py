@@ -28,7 +28,7 @@ from pbsplug import parse_exec_vnode
 
 from . import state
 from .config import BOTH_MODES_WARNING, PowerConfig, PowerConfigError, power_config
-from .decision import Decision, NodeView, ResvView, decide, needed_by
+from .decision import Decision, NodeView, ResvView, decide, hosts_of, needed_by
 from .driver import READY, DriverError, make_driver
 
 SLEEP = "sleep"
@@ -57,7 +57,7 @@ def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
         states = parsed.get(text)
         if states is None:
             states = parsed[text] = frozenset(s for s in str(text).split(",") if s)
-        avail = get("resources_available")
+        avail = get("resources_available")  # `host_of`, inlined: 10,000 calls a run
         used, changed = get("last_used_time"), get("last_state_change_time")
         out.append(NodeView(
             vn.name, str((avail.get("host") if avail else None) or vn.name), states,
@@ -124,21 +124,18 @@ def run(event: Any, now: int | None = None) -> None:
     except OSError as exc:
         event.reject(f"power: {exc}")
     vnodes = event.vnode_list
-    driver = make_driver(config, vnodes.values(), event.logjobmsg)
     views = node_views(vnodes.values())
     if power.mode is None:  # PBS does nothing; the record says why, for `power status`
         off = Decision(why={v.host: "power management is off: power_on_off_enable and "
                             "power_ramp_rate_enable are both False" for v in views})
         _save(event, directory, power, config, views, off, was_booting, set(), set(), now)
         event.accept()
+    driver = make_driver(config, vnodes.values(), event.logjobmsg)
     if power.mode == "ramp" and not driver.can_ramp:
         event.reject(f"power: the {driver.name} driver cannot ramp hosts; set "
                      "power_on_off_enable instead of power_ramp_rate_enable")
-    by_host: dict[str, list[str]] = {}
-    for view in views:
-        by_host.setdefault(view.host, []).append(view.name)
-    unreachable = {h: p for h in by_host
-                   if (p := driver.problem(h, [vnodes[n] for n in by_host[h]]))}
+    by_host = {h: [v.name for v in vs] for h, vs in hosts_of(views).items()}
+    unreachable = {h: p for h in by_host if (p := driver.problem(h))}
     booting = {h: t for h, t in was_booting.items() if h in by_host} if power.on_off else {}
     resvs = resv_views(event.resv_list or {})
     needed = needed_by(estimates(event.job_list or {}), resvs, power.max_jobs_analyze_limit)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .driver import OFF, ON, READY, Driver, Log, quiet
+from .state import state_dir
 
 STATE_FILE = "simulated_power.json"
 
@@ -32,8 +33,6 @@ class Simulated(Driver):
 
     def __init__(self, config: Mapping[str, Any], log: Log = quiet,
                  clock: Callable[[], float] | None = None):
-        from .state import state_dir
-
         self.path = state_dir(config) / STATE_FILE
         self.boot_delay = float(config["boot_delay"])
         self.shutdown_delay = float(config["shutdown_delay"])
