@@ -6,6 +6,7 @@ the contract between it and plugins, so that a plugin imports only `pbsplug`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,13 @@ class Placement:
     """A node-placement question: which of `candidates` should `job` get?
 
     `candidates` are the vnodes, in the scheduler's preference order, that could take at
-    least one of the job's chunks now (or at `start`, when the scheduler plans ahead).
+    least one of the job's chunks now, or at `start` when the scheduler plans ahead (a top
+    job's drain, an estimate; `start` is None when the job would start now).
+
+    `fit(vnodes)` is the scheduler's own first fit, tried over the given vnodes only and in
+    the order given (each one of `candidates`): the vnode names, one per chunk, or None when
+    the job does not fit there. A plugin that narrows the choice (one group of vnodes, a
+    preferred order) lets the scheduler do the resource arithmetic.
     """
 
     sched: str
@@ -57,6 +64,8 @@ class Placement:
     job: Job
     candidates: list[Vnode]
     start: float | None = None
+    fit: Callable[[Sequence[Vnode]], list[str] | None] = field(
+        default=lambda vnodes: None, repr=False)
 
 
 @dataclass

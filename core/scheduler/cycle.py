@@ -28,8 +28,9 @@ The cycle, in order:
 Placement: chunks go on vnodes in the policy's vnode order, first fit; ``place`` free lets
 chunks share vnodes, pack puts them all on one host, scatter each on its own host, vscatter
 each on its own vnode; exclusivity per vnode follows `pbsplug.exclusivity`. When the default
-placement finds room, the `sched_node_placement` hook may choose other vnodes among the
-candidates, or hold the job (``[]``).
+placement finds room, now or at a planned start, the `sched_node_placement` hook may choose
+other vnodes among the candidates (`Placement.fit` runs this first fit over a subset), or
+hold the job (``[]``; a plan then tries the next start).
 """
 
 from __future__ import annotations
@@ -650,11 +651,27 @@ class Scheduler:
         self._open = open_ = [v for v in self._open if room[v.name] > 0]
         return open_ if smallest == 1 else [v for v in open_ if room[v.name] >= smallest]
 
-    def _placement_hook(self, info: _JobInfo, chunks, now: float):
-        end = now + info.duration
-        candidates = [v.obj for v in self._now_candidates(info)
-                      if self._free(v.name, now, end, False, True) is not None]
-        placement = Placement(self.name, now, info.job, candidates)
+    def _placement_hook(self, info: _JobInfo, chunks, start: float, soft: bool = False,
+                        roomy: list[_VnodeInfo] | None = None):
+        """The `sched_node_placement` answer for a job the scheduler's first fit `chunks`
+        places at `start` (now, or later when planning; `roomy` are then the vnodes with
+        room for its smallest chunk at that time): the chunks to use, or None when the hook
+        holds the job."""
+        now_mode = start == self.now and roomy is None
+        end = start + info.duration
+        pool = self._now_candidates(info) if now_mode else roomy or []
+        candidates = [v for v in pool if (now_mode or v.plan_from <= start)
+                      and self._free(v.name, start, end, soft, now_mode) is not None]
+        allowed = {v.name for v in candidates}
+
+        def fit(vnodes) -> list[str] | None:
+            chosen = [self.vnodes[v.name] for v in vnodes if v.name in allowed]
+            found = self._fit(info, start, end, soft, now_mode, candidates=chosen) \
+                if chosen else None
+            return None if found is None else [name for name, _ in found]
+
+        placement = Placement(self.name, self.now, info.job, [v.obj for v in candidates],
+                              None if now_mode else start, fit)
         answer = self._first("sched_node_placement", placement=placement)
         if answer is None:
             return chunks
@@ -664,23 +681,24 @@ class Scheduler:
             log.warning("sched_node_placement gave %d vnodes for %d chunks of %s; ignored",
                         len(answer), len(info.chunks), info.job.id)
             return chunks
-        check = self._check_choice(info, list(answer), now, now + info.duration)
+        check = self._check_choice(info, list(answer), start, end, soft, now_mode)
         if check is None:
             log.warning("sched_node_placement's choice %s does not fit %s; ignored",
                         answer, info.job.id)
             return chunks
         return check
 
-    def _check_choice(self, info: _JobInfo, names: list[str], start: float, end: float):
+    def _check_choice(self, info: _JobInfo, names: list[str], start: float, end: float,
+                      soft: bool = False, now_mode: bool = True):
         given: dict[str, dict[str, int]] = {}
         out = []
         for name, (consumable, match, _shown) in zip(names, info.chunks, strict=True):
             v = self.vnodes.get(name)
-            if v is None or not v.usable_now:
+            if v is None or not (v.usable_now if now_mode else v.plan_from <= start):
                 return None
             if any(v.match.get(k) != val for k, val in match.items()):
                 return None
-            free = self._free(name, start, end, False, True)
+            free = self._free(name, start, end, soft, now_mode)
             if free is None:
                 return None
             if exclusivity(info.place, v.sharing) != SHARED and name not in given and not free[1]:
@@ -702,6 +720,7 @@ class Scheduler:
         candidate start.
         """
         kind = 1 if soft else 0
+        has_placement_hook = bool(self._impls("sched_node_placement"))
         calendar = self.calendar
         smallest, rank = info.smallest, self._rank
         room = dict(calendar.room_now[kind])
@@ -723,6 +742,8 @@ class Scheduler:
                           if v.plan_from <= t]
             chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
                                candidates=candidates)
+            if chunks is not None and has_placement_hook:
+                chunks = self._placement_hook(info, chunks, t, soft, candidates)
             if chunks is not None:
                 return t, chunks
         return INFINITY, None

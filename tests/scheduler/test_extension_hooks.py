@@ -107,6 +107,45 @@ def test_first_placement_answer_wins(tmp_path):
     assert started(result) == {"1.s": "(n2:ncpus=1)"}
 
 
+def test_placement_fit_is_the_schedulers_first_fit_over_the_vnodes_given(tmp_path):
+    """A plugin narrows the choice to one group of vnodes; `fit` does the arithmetic."""
+    class SecondHalf:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            names = placement.fit([v for v in placement.candidates if v.name >= "n3"])
+            return names if names is not None else []
+
+    vnodes = [vnode(f"n{i}", ncpus=2) for i in range(1, 5)]
+    jobs = [job("2:ncpus=2", id="1.s"), job("1:ncpus=2", id="2.s")]
+    result = scheduler(tmp_path, SecondHalf()).cycle(snapshot(vnodes, jobs), NOW)
+    # 1.s fills n3 and n4; 2.s fits only in n1 or n2, which the plugin refuses: it waits.
+    assert started(result) == {"1.s": "(n3:ncpus=2)+(n4:ncpus=2)"}
+    assert result.comments["2.s"].startswith("Not Running")
+
+
+def test_placement_is_asked_when_planning_and_the_plan_follows_it(tmp_path):
+    """A top job's drain plans on the vnodes the plugin allows, from when they are free."""
+    asked = []
+
+    class OnlyN2:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            asked.append(placement.start)
+            return placement.fit([v for v in placement.candidates if v.name == "n2"]) or []
+
+    vnodes = [vnode("n1"), vnode("n2")]
+    jobs = [running("1:ncpus=4", "(n2:ncpus=4)", "02:00:00", id="9.s"),
+            job("1:ncpus=4", "01:00:00", id="1.s")]
+    result = scheduler(tmp_path, OnlyN2(), strict_ordering=True).cycle(
+        snapshot(vnodes, jobs), NOW)
+    assert started(result) == {}
+    assert result.top_jobs == ["1.s"]
+    # n1 is free now, but the plugin wants n2, free in two hours.
+    assert result.estimates["1.s"].start_time == NOW + 2 * HOUR
+    assert result.estimates["1.s"].exec_vnode == "(n2:ncpus=4)"
+    assert None in asked and NOW + 2 * HOUR in asked
+
+
 def test_sched_node_availability_makes_a_vnode_plannable(tmp_path):
     class SoonFree:
         @hookimpl
