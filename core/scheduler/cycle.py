@@ -538,20 +538,21 @@ class Scheduler:
         """Whether the job fits the slice's vnodes with nothing on them, whatever their state.
         A job that never can neither blocks strict ordering nor becomes a top job."""
         memo = self._ever_memo
-        if info.shape not in memo:
+        shape = info.shape[0]  # the resources and place; the walltime does not matter here
+        if shape not in memo:
             saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
             if self._empty is None:
                 self._empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
             self.calendar = self._empty
             self._now_cache, self._future_hard = {}, set()
             try:
-                memo[info.shape] = self._fit(info, self.now, self.now + 1, soft=False,
+                memo[shape] = self._fit(info, self.now, self.now + 1, soft=False,
                                              now_mode=False,
                                              plan_from_ok=lambda v: True) is not None
             finally:
                 self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
                                                                      saved_future)
-        return memo[info.shape]
+        return memo[shape]
 
     def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
         if now_mode and name not in self._future_hard:
