@@ -106,9 +106,10 @@ EVENTS: dict[str, EventSpec] = {e.name: e for e in (
     EventSpec("execjob_prologue", "host", _HOST_JOB + ("vnode_list_fail",), REQUEUE, REQUEUE,
               job_writable=HOST_JOB_WRITABLE, vnodes_writable=True),
     EventSpec("execjob_launch", "host",
-              _HOST_JOB + ("vnode_list_fail", "progname", "argv", "env"), DELETE, DELETE,
+              _HOST_JOB + ("vnode_list_fail", "progname", "argv", "env", "pid"), DELETE, DELETE,
               job_writable=HOST_JOB_WRITABLE, vnodes_writable=True,
-              note="an exception or alarm also runs execjob_abort"),
+              note="an exception or alarm also runs execjob_abort; pbsplug: pid is the "
+                   "process that will run the job"),
     EventSpec("execjob_attach", "host", ("job", "pid"), REFUSE, REFUSE,
               job_writable=HOST_JOB_WRITABLE),
     EventSpec("execjob_preterm", "host", _HOST_JOB, REFUSE, REFUSE,
@@ -169,7 +170,7 @@ class Event:
     `accept` / `reject`.
 
     Objects an event does not carry read as None. ``env``, ``argv`` and ``progname`` are
-    writable in execjob_launch only.
+    writable in execjob_launch only; ``pid`` is read-only.
     """
 
     def __init__(self, type: str, *, requestor: str = "root", requestor_host: str = "",
@@ -209,7 +210,7 @@ class Event:
         self.progname = progname if progname is not None else ("" if launch else None)
         self.argv = list(argv) if argv is not None else ([] if launch else None)
         self.env = dict(env) if env is not None else ({} if launch else None)
-        self.pid = pid
+        self._pid = pid
         self.aoe = aoe
         self.management = dict(management) if management is not None else None
         #: The running hook's name and its validated configuration (set by the runner).
@@ -219,6 +220,18 @@ class Event:
         self._decision: tuple[str, str | None] | None = None
         self._launch_seen = self._launch_state()
         self._install_guards()
+
+    @property
+    def pid(self) -> int | None:
+        """execjob_attach: the process being attached. execjob_launch (pbsplug's addition):
+        the process that will run the job once the hooks end; the job and everything it
+        starts inherit its cgroup and limits. None where there is no process (an event
+        built from data without one)."""
+        return self._pid
+
+    @pid.setter
+    def pid(self, value: int | None) -> None:
+        raise AttributeReadOnly(f"{self.type}: event.pid is read-only")
 
     # -- decisions ------------------------------------------------------------------------------
     def accept(self, msg: str | None = None) -> None:

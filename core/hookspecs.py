@@ -220,8 +220,12 @@ def execjob_launch(event: Event) -> None:
     Carries ``event.job``, ``event.vnode_list``, ``event.vnode_list_fail``, and the writable
     ``event.progname`` (the program), ``event.argv`` (its arguments, argv[0] first) and
     ``event.env`` (its environment): what they hold when the hooks end is what runs.
-    Reject: the job is deleted (after ``job.rerun()``: requeued). Exception or alarm: deleted,
-    and execjob_abort runs.
+    ``event.pid`` (read-only; pbsplug's addition to PBS's launch event) is the process that
+    will run the job once the hooks end; a hook may move it into a cgroup or set its limits:
+    the job and every process it starts inherit them. It is None where there is no process
+    (an event built from data without a pid). Reject: the job is deleted (after
+    ``job.rerun()``: requeued) and that process ends. Exception or alarm: deleted, and
+    execjob_abort runs.
     """
 
 

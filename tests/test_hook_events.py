@@ -8,6 +8,7 @@ docs/hooks.md say must happen.
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -402,16 +403,21 @@ def test_hook_execjob_launch(register_plugin, fire_event):
         if event.progname == "/bin/false":
             event.reject("refusing to launch /bin/false")
         event.env["OMP_NUM_THREADS"] = "4"
+        event.env["LAUNCHED_BY"] = str(event.pid)  # the process that will run the job
         event.argv = ["numactl", "--interleave=all", *event.argv]
         event.progname = "/usr/bin/numactl"
 
     register_plugin(on("execjob_launch", wrap), "numa")
     launch = {**HOST, "progname": "/bin/sh", "argv": ["sh", "job.sh"], "env": {"HOME": "/h"}}
-    out = fire_event("execjob_launch", launch)
+    # In a forked child (the default for host events): the pid crosses over.
+    out = fire_event("execjob_launch", {**launch, "pid": os.getpid()})
     assert out.accepted
     assert out.changes == {"progname": "/usr/bin/numactl",
                            "argv": ["numactl", "--interleave=all", "sh", "job.sh"],
-                           "env": {"HOME": "/h", "OMP_NUM_THREADS": "4"}}
+                           "env": {"HOME": "/h", "OMP_NUM_THREADS": "4",
+                                   "LAUNCHED_BY": str(os.getpid())}}
+    out = fire_event("execjob_launch", launch)  # no process: None
+    assert out.changes["env"]["LAUNCHED_BY"] == "None"
     out = fire_event("execjob_launch", {**launch, "progname": "/bin/false"})
     assert_rejected(out, "refusing to launch /bin/false", "delete")
 

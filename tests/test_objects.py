@@ -76,6 +76,14 @@ def test_event_round_trip_through_plain_data():
     assert again.to_dict() == ev.to_dict()
 
 
+def test_launch_pid_is_read_only_and_travels_as_plain_data():
+    ev = Event.from_dict("execjob_launch", {"job": {"id": "3.s"}, "pid": 4242})
+    assert ev.pid == 4242 and ev.to_dict()["pid"] == 4242
+    with pytest.raises(AttributeReadOnly, match="event.pid is read-only"):
+        ev.pid = 1
+    assert Event.from_dict("execjob_launch", {"job": {"id": "3.s"}}).pid is None
+
+
 def test_launch_changes_and_new_vnodes_cross_over():
     data = {"job": {"id": "3.s"}, "vnode_list": {"n1": {"state": "free"}},
             "progname": "/bin/sh", "argv": ["sh"], "env": {"A": "1"}}

@@ -1,13 +1,23 @@
 """Running jobs as real processes on this machine.
 
 Each job gets a *shepherd*: a process forked from the server that starts its own session, so
-that it outlives the server (a server killed with SIGKILL leaves its jobs running). The
-shepherd starts the job (as its owner when the server runs as root), records itself and the
-job's process group in ``jobs/<seq>.shepherd``, waits for the job, and writes the job's exit
-status and resource use to ``jobs/<seq>.status`` in the engine's home. Both files are written
-aside and renamed, so each is whole or absent. `launch` returns as soon as the shepherd is
-forked; the server never waits for the job to start. It polls for the status file; a
-restarted server finds its jobs again from the two files (`Launch.alive`, `Launch.recorded`).
+that it outlives the server (a server killed with SIGKILL leaves its jobs running). A launch
+has two steps, so that execjob_launch hooks can act on the process that will run the job
+(move it into a cgroup, set its limits: the job and everything it starts inherit them):
+
+1. `prepare` forks the shepherd, which waits on a pipe; its pid is execjob_launch's
+   ``event.pid``.
+2. `PendingLaunch.start` sends it the job's command (the hooks' argv and env) and returns at
+   once: the server never waits for the job to start. `PendingLaunch.cancel` (the hooks
+   refused) makes it exit; so does the server's death before `start`. Either way it leaves
+   no file behind.
+
+Once started, the shepherd starts the job (as its owner when the server runs as root),
+records itself and the job's process group in ``jobs/<seq>.shepherd``, waits for the job, and
+writes the job's exit status and resource use to ``jobs/<seq>.status`` in the engine's home.
+Both files are written aside and renamed, so each is whole or absent. The server polls for
+the status file; a restarted server finds its jobs again from the two files
+(`Launch.alive`, `Launch.recorded`).
 
 The job runs in its own process group (its ``session_id``), which is what qdel and the
 walltime limit signal.
@@ -19,6 +29,7 @@ import json
 import os
 import pwd
 import resource
+import select
 import signal
 import time
 from dataclasses import asdict, dataclass
@@ -108,10 +119,53 @@ def _proc_start(pid: int) -> float | None:
     return float(fields[19])
 
 
-def launch(argv: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: str | None,
-           user: str | None, status_file: Path, tmpdir: Path) -> Launch:
-    """Start the job under a shepherd; returns at once. `stderr` None joins it to stdout.
-    `user` None runs the job as the server's user."""
+class PendingLaunch:
+    """A shepherd forked by `prepare`, waiting for the job's command: `start` it, or
+    `cancel` it. `pid` is the shepherd, the process that will run the job."""
+
+    def __init__(self, pid: int, fd: int, status_file: Path, tmpdir: Path):
+        self.pid = pid
+        self.started = _proc_start(pid) or 0.0
+        self.status_file = status_file
+        self.tmpdir = tmpdir
+        self._fd: int | None = fd  # the pipe's write end; None once started or cancelled
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
+              stderr: str | None) -> Launch:
+        """Have the shepherd run the job; returns at once. `stderr` None joins it to stdout.
+        An OSError means the shepherd is gone (a hook killed it); it has been reaped."""
+        if self._fd is None:
+            raise RuntimeError("this launch was already started or cancelled")
+        fd, self._fd = self._fd, None
+        request = json.dumps({"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
+                              "stderr": stderr}).encode() + b"\n"
+        try:
+            view = memoryview(request)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            _reap(self.pid, kill=True)
+            raise
+        finally:
+            os.close(fd)
+        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir))
+
+    def cancel(self) -> None:
+        """The job will not run: end the shepherd and reap it. Nothing of it is left, no
+        status file and no process. Does nothing once started or cancelled."""
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        self._fd = None
+        # Closing the pipe alone would do, unless a process forked from the server while
+        # it was open (a hook's child, what it started) still holds it; the shepherd has
+        # done nothing yet, so killing it loses nothing and the wait below is bounded.
+        _reap(self.pid, kill=True)
+
+
+def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
+    """Fork the job's shepherd, which waits for `PendingLaunch.start`; makes the job's
+    `tmpdir` (owned by `user`). `user` None runs the job as the server's user."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
     status_file.unlink(missing_ok=True)
     status_file.with_suffix(".shepherd").unlink(missing_ok=True)
@@ -123,14 +177,26 @@ def launch(argv: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: 
     if ids:
         os.chown(tmpdir, ids[0], ids[1])
     tmpdir.chmod(0o700)
+    server = os.getpid()
+    read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the shepherd
         try:
-            _shepherd(argv, env, cwd, stdout, stderr, ids, status_file)
+            os.close(write_fd)
+            _shepherd(read_fd, server, ids, status_file)
         finally:
             os._exit(0)
-    started = _proc_start(pid) or 0.0
-    return Launch(pid, started, 0, str(status_file), str(tmpdir))
+    os.close(read_fd)
+    return PendingLaunch(pid, write_fd, status_file, tmpdir)
+
+
+def _reap(pid: int, kill: bool = False) -> None:
+    try:
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _write_aside(path: Path, data: dict) -> None:
@@ -139,11 +205,39 @@ def _write_aside(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _shepherd(argv, env, cwd, stdout, stderr, ids, status_file: Path) -> None:
+def _shepherd(fd: int, server: int, ids, status_file: Path) -> None:
     os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.closerange(3, 65536)  # what the server had open: its socket, its database
+    os.closerange(3, fd)  # what the server had open (its socket, its database), not the pipe
+    os.closerange(fd + 1, 65536)
+    request = _wait_for_start(fd, server)
+    os.close(fd)
+    if request is not None:
+        _run_job(**request, ids=ids, status_file=status_file)
+
+
+def _wait_for_start(fd: int, server: int) -> dict | None:
+    """The job's command from `PendingLaunch.start`, or None: cancelled (EOF) or the server
+    died. A process forked from the server (a hook's child) may still hold the pipe after
+    the server died, so the shepherd also watches its parent."""
+    data = b""
+    poller = select.poll()  # not select(): the pipe's number may be past FD_SETSIZE
+    poller.register(fd, select.POLLIN)
+    while not data.endswith(b"\n"):
+        if not poller.poll(1000):
+            if os.getppid() != server:
+                return None
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data)
+
+
+def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
+             stderr: str | None, ids, status_file: Path) -> None:
     t0 = time.monotonic()
     err_r, err_w = os.pipe()
     pid = os.fork()

@@ -841,26 +841,32 @@ class Engine:
                 self._refused_start(job_id, attrs, event, outcome)
                 return False
         argv, env = self._job_command(job_id, attrs)
-        job = Job(job_id, attrs)
-        outcome = self._event("execjob_launch", job=job, vnode_list=dict(vnodes),
-                              progname=argv[0], argv=argv, env=env)
-        self._apply_host_changes(job_id, attrs, outcome)
-        if outcome.consequence not in ("proceed", "ignore"):
-            self._refused_start(job_id, attrs, "execjob_launch", outcome)
-            return False
-        if "argv" in outcome.changes:
-            argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
-        out, err = self._output_paths(attrs)
         user = attrs.get("euser") if os.geteuid() == 0 else None
-        try:
-            launch = executor.launch(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err, user,
-                                     self.home.jobs / f"{job_id.split('.')[0]}.status",
-                                     Path(env["TMPDIR"]))
+        try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
+            pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
+                                       self.home.tmp / f"pbs.{job_id}", user)
         except (OSError, KeyError) as exc:
-            self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
-            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                         comment=f"Job could not start: {exc}")
+            self._could_not_start(job_id, attrs, exc)
             return False
+        try:
+            outcome = self._event("execjob_launch", job=Job(job_id, attrs),
+                                  vnode_list=dict(vnodes), progname=argv[0], argv=argv,
+                                  env=env, pid=pending.pid)
+            self._apply_host_changes(job_id, attrs, outcome)
+            if outcome.consequence not in ("proceed", "ignore"):
+                pending.cancel()  # gone before execjob_abort, which may remove its cgroup
+                self._refused_start(job_id, attrs, "execjob_launch", outcome)
+                return False
+            if "argv" in outcome.changes:
+                argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
+            out, err = self._output_paths(attrs)
+            try:
+                launch = pending.start(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err)
+            except OSError as exc:  # the shepherd is gone (a hook killed it)
+                self._could_not_start(job_id, attrs, exc)
+                return False
+        finally:
+            pending.cancel()  # a no-op once started or cancelled: none is left waiting
         with self.store.transaction() as st:
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self.launches[job_id] = launch
@@ -868,6 +874,11 @@ class Engine:
         self._track_states()
         self._resolve_depend([job_id])  # `after` waits for the start only
         return True
+
+    def _could_not_start(self, job_id: str, attrs: dict, exc: Exception) -> None:
+        self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
+        self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                     comment=f"Job could not start: {exc}")
 
     def _apply_host_changes(self, job_id: str, attrs: dict, outcome: Outcome) -> None:
         """Execution-host hooks' job and vnode changes apply even on a reject (not on an

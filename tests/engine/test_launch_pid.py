@@ -1,0 +1,150 @@
+"""execjob_launch's ``event.pid``: the job's shepherd exists while the launch hooks run, the
+job is its child, and a refused launch (or a server that dies first) leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine import executor
+
+from .conftest import until
+from .test_server import plugin
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (reaped, or a zombie its new parent has yet to reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+def test_the_launch_hook_sees_the_process_that_becomes_the_jobs_parent(
+        dists, make_engine, engine_root, isolation):
+    seen = engine_root / "seen.json"
+    engine = make_engine(plugin(dists, "confine", f"""
+        import json, os
+
+        @hookimpl
+        def execjob_launch(event):
+            pid = event.pid
+            try:
+                event.pid = 1
+                writable = True
+            except AttributeError:
+                writable = False
+            with open(f"/proc/{{pid}}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            json.dump({{"pid": pid, "int": type(pid) is int, "state": state,
+                        "writable": writable, "hook": os.getpid()}},
+                      open({str(seen)!r}, "w"))
+        """, ("execjob_launch",), isolation=isolation))
+    job_id = engine.submit("echo $PPID\n", Job_Name="ppid")
+    assert engine.wait(job_id)["Exit_status"] == 0
+    hook = json.loads(seen.read_text())
+    assert hook["int"] and hook["state"] != "Z" and not hook["writable"]
+    assert hook["hook"] != hook["pid"]
+    parent = (engine.work / f"ppid.o{job_id.split('.')[0]}").read_text().strip()
+    assert int(parent) == hook["pid"]
+    assert gone(hook["pid"])  # the shepherd ended with its job
+
+
+def test_a_refused_launch_leaves_no_process_behind(dists, make_engine, engine_root):
+    pid_file, abort_file = engine_root / "pid", engine_root / "abort.json"
+    engine = make_engine(plugin(dists, "refuse", f"""
+        import json, os
+
+        @hookimpl
+        def execjob_launch(event):
+            open({str(pid_file)!r}, "w").write(str(event.pid))
+            if event.job.Job_Name == "broken":
+                raise RuntimeError("broken hook")
+            event.reject("not here")
+
+        @hookimpl
+        def execjob_abort(event):
+            pid = int(open({str(pid_file)!r}).read())
+            try:
+                os.kill(pid, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            seq = event.job.id.split(".")[0]
+            status = os.path.join({str(engine_root / "jobs")!r}, seq + ".status")
+            json.dump({{"alive": alive, "status": os.path.exists(status),
+                        "shepherd": os.path.exists(status[:-len(".status")] + ".shepherd")}},
+                      open({str(abort_file)!r}, "w"))
+        """, ("execjob_launch", "execjob_abort")))
+    for name, comment in (("refused", "not here"), ("broken", None)):
+        job_id = engine.submit("touch ran\n", Job_Name=name)
+        attrs = engine.wait(job_id)
+        assert attrs["comment"].startswith("Job deleted by execjob_launch hook: ")
+        if comment:
+            assert attrs["comment"].endswith(comment)
+        # Gone (and reaped) before execjob_abort, which may remove a cgroup it was put in.
+        assert json.loads(abort_file.read_text()) == {
+            "alive": False, "status": False, "shepherd": False}
+        assert not Path(f"/proc/{pid_file.read_text()}").exists()
+        assert not (engine.work / "ran").exists()
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+def test_a_server_that_dies_during_the_launch_hooks_leaves_no_shepherd(
+        dists, make_engine, engine_root, isolation):
+    """In-process, the server's death closes the pipe; in process mode the hook's child
+    still holds it, and the shepherd notices that its parent is gone."""
+    seen, once = engine_root / "seen.json", engine_root / "once"
+    engine = make_engine(plugin(dists, "slow", f"""
+        import json, os, time
+
+        @hookimpl
+        def execjob_launch(event):
+            if os.path.exists({str(once)!r}):
+                return
+            open({str(once)!r}, "w").close()
+            json.dump({{"pid": event.pid, "hook": os.getpid()}}, open({str(seen)!r}, "w"))
+            time.sleep(60)
+        """, ("execjob_launch",), alarm=120, isolation=isolation))
+    job_id = engine.submit("echo ran\n", Job_Name="again")
+    hook = until(lambda: seen.exists() and seen.read_text() and json.loads(seen.read_text()),
+                 what="the launch hook to run")
+    engine.kill()
+    try:
+        until(lambda: gone(hook["pid"]), timeout=5, what="the shepherd to exit")
+    finally:
+        if isolation == "process":  # the orphaned hook child would sleep on
+            os.kill(hook["hook"], signal.SIGKILL)
+    # Recovery rule 3: it never started, so it is queued again and runs.
+    engine.start()
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 0
+    assert (engine.work / f"again.o{job_id.split('.')[0]}").read_text() == "ran\n"
+
+
+def test_executor_prepare_then_start_or_cancel(tmp_path):
+    pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
+    assert not gone(pending.pid)
+    pending.cancel()
+    assert not Path(f"/proc/{pending.pid}").exists()  # reaped, not a zombie
+    assert not (tmp_path / "1.status").exists() and not (tmp_path / "1.shepherd").exists()
+    pending.cancel()  # twice is harmless
+
+    pending = executor.prepare(tmp_path / "2.status", tmp_path / "tmp2", None)
+    launch = pending.start(["/bin/sh", "-c", "echo $PPID; exit 4"], {"PATH": "/bin"},
+                           str(tmp_path), str(tmp_path / "out"), None)
+    assert launch.shepherd == pending.pid
+    os.waitpid(pending.pid, 0)  # the shepherd is this process's child
+    assert executor.JobExit.read(tmp_path / "2.status").exit_status == 4
+    assert (tmp_path / "out").read_text() == f"{pending.pid}\n"
+    assert executor.Launch.recorded(tmp_path / "2.status", tmp_path / "tmp2").shepherd == (
+        pending.pid)
+    pending.cancel()  # a no-op once started
+    with pytest.raises(RuntimeError):
+        pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
