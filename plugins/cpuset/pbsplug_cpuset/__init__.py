@@ -1,0 +1,184 @@
+"""cpuset: each job in its own cpuset, small jobs kept inside one octant, stuck cpusets and
+starving jobs handled (seed 002, NAS's PBS on large SGI Origins; PBS's cgroups hook).
+
+Execution host (`host`): the job's cpuset at execjob_begin, its process put in at
+execjob_launch, the cpuset killed and removed at execjob_epilogue/end (stuck ones retried,
+reported, offlined and brought back), orphans reaped, and the free-node mask and stuck list
+reported on the vnodes.
+
+Scheduler (`sched`, `octants`): small jobs inside one octant (sched_node_placement), the
+longest-starving job drained for (sched_job_order), and recently stuck cpusets counted as
+soon free (sched_node_availability).
+
+See README.md for the keys, the octant format and the rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pbsplug import PluginInfo, hookimpl
+
+from .config import check_config, settings
+
+__version__ = "0.1.0"
+
+plugin_info = PluginInfo(
+    api="1.1",
+    # pbs_cgroups.HK: order 100, alarm 90, freq 120, fail_action offline_vnodes; off until
+    # the site enables it.
+    events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
+            "execjob_epilogue", "execjob_end", "execjob_abort"),
+    order=100, alarm=90, freq=120, fail_action=("offline_vnodes",),
+    config=settings(), check_config=check_config,
+    description="A cpuset per job, octant-aware placement, stuck cpusets and the "
+                "starvation drain",
+)
+
+log = logging.getLogger("pbsplug.cpuset")
+
+#: The configuration this process loaded (`configure`), and what was built from it.
+_config: dict[str, Any] | None = None
+_host = None
+_sched = None
+
+
+@hookimpl
+def configure(config: dict[str, Any]) -> None:
+    global _config, _host, _sched
+    _config, _host, _sched = config, None, None
+
+
+def _the_host(event):
+    """The host's cpusets under the loaded configuration; a host that cannot do them
+    (no cpuset hierarchy, an unreadable topology, a broken record) is logged with what to
+    fix, and the error stands (fail_action offline_vnodes takes the host's vnodes out)."""
+    global _host
+    from .host import Host, HostError
+
+    if _host is None or _host.hook != (event.hook_name or "cpuset"):
+        try:
+            _host = Host(_config if _config is not None else event.hook_config,
+                         event.hook_name or "cpuset")
+        except HostError as exc:
+            event.logger.error("cpusets cannot be made on this host: %s", exc)
+            raise
+    return _host
+
+
+@hookimpl
+def exechost_startup(event) -> None:
+    _the_host(event).startup(event)
+
+
+@hookimpl
+def exechost_periodic(event) -> None:
+    _the_host(event).periodic(event)
+
+
+@hookimpl
+def execjob_begin(event) -> None:
+    _the_host(event).begin(event)
+
+
+@hookimpl
+def execjob_launch(event) -> None:
+    _the_host(event).launch(event)
+
+
+@hookimpl
+def execjob_epilogue(event) -> None:
+    _the_host(event).end(event)
+
+
+@hookimpl
+def execjob_end(event) -> None:
+    _the_host(event).end(event)
+
+
+@hookimpl
+def execjob_abort(event) -> None:
+    _the_host(event).end(event)
+
+
+def _sched_side():
+    global _sched
+    if _sched is None and _config is not None:
+        from .sched import SchedSide
+
+        _sched = SchedSide(_config)
+    return _sched
+
+
+@hookimpl
+def sched_job_order(order) -> None:
+    side = _sched_side()
+    if side is not None:
+        from .sched import job_order
+
+        job_order(order, side.starve_after)
+
+
+@hookimpl
+def sched_node_placement(placement):
+    side = _sched_side()
+    return side.placement(placement) if side is not None else None
+
+
+@hookimpl
+def sched_node_availability(sched: str, now: float, vnodes: list) -> dict[str, float]:
+    side = _sched_side()
+    if side is None:
+        return {}
+    from .sched import availability
+
+    return availability(now, vnodes, side.stuck_grace)
+
+
+@hookimpl
+def register_attributes(registry) -> None:
+    from .report import register
+
+    register(registry)
+
+
+@hookimpl
+def register_commands(cli) -> None:
+    from .commands import register
+
+    register(cli)
+
+
+def _demo_config(workdir) -> dict[str, Any]:
+    return {"emulate": True, "cgroup_version": "1", "cgroup_root": str(workdir / "cgroup"),
+            "sysfs_root": str(workdir / "sys"), "state_dir": str(workdir),
+            "vnode_numa": {"demo1": 0, "demo2": 1, "demo3": 2, "demo4": 3},
+            "octants": ["1-2", "3-4"]}
+
+
+@hookimpl
+def demo_setup(workdir) -> dict:
+    """The demo's four one-CPU vnodes as four NUMA nodes of a described machine (a sysfs
+    tree), with an emulated cgroup tree in the demo's folder (this machine may have neither
+    the CPUs nor cpusets), and two octants of two nodes each."""
+    from .fake_sysfs import write_sysfs
+
+    write_sysfs(workdir / "sys", {0: "0", 1: "1", 2: "2", 3: "3"})
+    (workdir / "cgroup").mkdir(exist_ok=True)
+    return {"freq": 2, "config": _demo_config(workdir)}
+
+
+@hookimpl
+def demo_report(workdir) -> list[str]:
+    """The host's cpusets as the demo left them (``pbsplug cpuset status``)."""
+    from .commands import status_lines, status_record
+    from .host import Host, HostError
+
+    config = {key: setting.default for key, setting in settings().items()}
+    try:
+        host = Host({**config, **_demo_config(workdir)})
+        return status_lines(status_record(host, time.time()))
+    except HostError as exc:
+        return [f"cpuset: {exc}"]

@@ -1,0 +1,146 @@
+"""The plugin's configuration: the keys of PBS's cgroups hook (cpuset part), the seed's
+octants, and the scheduler's starvation and stuck-cpuset rules.
+
+Every key is checked when the site config is loaded; an error names the key, the value and
+what was expected. `Octants` (octants.py) and `HostRules` (host.py) read the checked values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pbsplug import Setting
+
+from .nodemask import NodeMap, parse_list
+
+#: PBS's placement_type: which NUMA node a job's CPUs come from first.
+PLACEMENT_TYPES = ("load_balanced", "load_packed", "job_balanced")
+
+
+def _list_text(value: str) -> str | None:
+    try:
+        parse_list(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _absolute(value: str) -> str | None:
+    return None if value.startswith("/") else "expected an absolute path"
+
+
+def _octant_ranges(value: list) -> str | None:
+    seen: dict[int, int] = {}
+    for n, text in enumerate(value):
+        try:
+            ids = parse_list(text)
+        except ValueError as exc:
+            return f"octant {n}: {exc}"
+        if not ids:
+            return f"octant {n} is empty"
+        for i in ids:
+            if i in seen:
+                return f"physical id {i} is in octant {seen[i]} and in octant {n}"
+            seen[i] = n
+    return None
+
+
+def _physical_ids(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        NodeMap.parse(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _node_numbers(value: dict) -> str | None:
+    bad = [name for name, n in value.items()
+           if isinstance(n, bool) or not isinstance(n, int) or n < 0]
+    return (f"expected vnode = logical node number (a whole number >= 0); wrong: "
+            f"{', '.join(bad)}") if bad else None
+
+
+def _vnode_numa(value: dict) -> str | None:
+    bad = [name for name, n in value.items()
+           if isinstance(n, bool) or not isinstance(n, int) or n < 0]
+    return (f"expected vnode = NUMA node id (a whole number >= 0); wrong: "
+            f"{', '.join(bad)}") if bad else None
+
+
+def settings() -> dict[str, Setting]:
+    """`PluginInfo.config`."""
+    return {
+        # -- the execution host: cgroups (PBS's pbs_cgroups names where it has them) --------
+        "cgroup_root": Setting(str, "/sys/fs/cgroup", check=_absolute,
+                               doc="where the cgroup hierarchies are mounted"),
+        "cgroup_version": Setting(str, "auto", choices=("auto", "1", "2"),
+                                  doc="auto: cgroup v1's cpuset hierarchy when mounted, "
+                                      "else v2 with the cpuset controller"),
+        "emulate": Setting(bool, False, doc="cgroup_root is a plain directory and pbsplug "
+                           "does what the kernel would (tests, trying the plugin out)"),
+        "cgroup_prefix": Setting(str, "pbs_jobs", doc="the cpuset under which each job's "
+                                 "cpuset is made, named after the job"),
+        "state_dir": Setting(str, "", check=lambda v: None if not v else _absolute(v),
+                             doc="where the hook keeps its record (default <pbsplug "
+                                 "home>/hooks/tmp)"),
+        "sysfs_root": Setting(str, "/", check=_absolute,
+                              doc="where sys/devices/system is read from"),
+        "exclude_cpus": Setting(list, [], items=int, doc="CPUs never given to a job"),
+        "use_hyperthreads": Setting(bool, False, doc="give every thread of a core; else "
+                                    "only the first thread of each core"),
+        "mem_fences": Setting(bool, True, doc="cpuset.mems is the job's NUMA nodes; false: "
+                              "every memory node"),
+        "mem_hardwall": Setting(bool, False, doc="cpuset.mem_hardwall (cgroup v1)"),
+        "memory_spread_page": Setting(bool, False, doc="cpuset.memory_spread_page (cgroup v1)"),
+        "allow_zero_cpus": Setting(bool, True, doc="a job without ncpus runs without a "
+                                   "cpuset; false: it is refused"),
+        "placement_type": Setting(str, "load_balanced", choices=PLACEMENT_TYPES,
+                                  doc="NUMA node tried first: most free CPUs, fewest, or "
+                                      "fewest jobs"),
+        "vnode_numa": Setting(dict, {}, check=_vnode_numa,
+                              doc="vnode = NUMA node whose CPUs it has (host[N] is node N "
+                                  "without it; other vnodes use the whole host)"),
+        "kill_timeout": Setting(float, 10.0, gt=0, doc="seconds to kill and remove a job's "
+                                "cpuset, retrying every 0.2 s, before it is stuck"),
+        "offline_stuck_after": Setting(int, 600, ge=0, doc="seconds a cpuset may stay stuck "
+                                       "before its vnodes go offline"),
+        "online_offlined_nodes": Setting(bool, True, doc="vnodes offlined for a stuck cpuset "
+                                         "come back once it is gone"),
+        "online_nodes_min_delay": Setting(int, 30, ge=0, doc="seconds offline at least "
+                                          "before they come back"),
+        # -- octants (seed 002, section 4) ------------------------------------------------
+        "octants": Setting(list, [], items=str, check=_octant_ranges,
+                           doc="one list of physical node ids per octant, such as 0-63; "
+                               "empty: no octant rule"),
+        "physical_ids": Setting(str, "", check=_physical_ids,
+                                doc="physical id of logical node 0, 1, 2... in order "
+                                    "(0-61,64-65,62-63); empty: the same numbers"),
+        "node_numbers": Setting(dict, {}, check=_node_numbers,
+                                doc="vnode = logical node number, for vnodes not named "
+                                    "host[N] or ending in digits"),
+        "octant_scope": Setting(str, "host", choices=("host", "complex"),
+                                doc="host: each host's nodes form its own octants; complex: "
+                                    "node numbers span hosts (switch groups)"),
+        "straddle_after": Setting(int, 0, ge=0, doc="seconds queued after which a small "
+                                  "job may straddle octants; 0: never"),
+        # -- the scheduler (seed 002, section 5) ------------------------------------------
+        "starve_after": Setting(int, 8 * 3600, ge=0, doc="seconds queued after which a job "
+                                "is starving and drained for; 0: never"),
+        "stuck_grace": Setting(int, 600, ge=0, doc="seconds a stuck cpuset counts as soon "
+                               "free; older ones count as lost until reclaimed"),
+    }
+
+
+def check_config(config: Mapping[str, Any]):
+    """Rules across keys."""
+    if config["physical_ids"] and config["octants"]:
+        known = set(NodeMap.parse(config["physical_ids"]).to_physical(
+            range(len(NodeMap.parse(config["physical_ids"])))))
+        for n, text in enumerate(config["octants"]):
+            unknown = sorted(set(parse_list(text)) - known)
+            if unknown:
+                yield "octants", (f"octant {n} names physical ids that physical_ids does not "
+                                  f"map: {unknown[:8]}")

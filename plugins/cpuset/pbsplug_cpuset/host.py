@@ -1,0 +1,338 @@
+"""The execution host's side: each job in its own cpuset, stuck cpusets, orphans, and the
+report to the scheduler (seed 002, section 3; PBS's cgroups hook for the rules).
+
+==================  =====================================================================
+exechost_startup    the parent cpuset (``cgroup_prefix``) exists; cpusets with no process
+                    left (jobs that ended while the host was down) are removed; NUMA
+                    vnodes' ncpus is what the job may really get; the report
+execjob_begin       the job's cpuset: its CPUs and memory nodes (`assign`); a stale one of
+                    the same job is removed first
+execjob_launch      the job's top process (``event.pid``) goes in: the job and everything
+                    it starts are confined
+execjob_epilogue    kill what is left and remove the cpuset, retrying every 0.2 s up to
+execjob_end         ``kill_timeout``; one that survives is *stuck*
+exechost_periodic   stuck cpusets retried; cpusets of jobs the host no longer runs renamed
+                    ``<job>.orphan`` and removed; vnodes offlined and back; the report
+==================  =====================================================================
+
+A vnode held by a stuck cpuset is ``busy`` (it takes no job); once stuck longer than
+``offline_stuck_after`` it is also ``offline`` with the comment ``Hook cpuset: Unable to
+clean up one or more cgroups`` (PBS's text), and it comes back (``online_offlined_nodes``,
+after ``online_nodes_min_delay``) once nothing holds it.
+
+What the hook keeps between events is in ``cpuset_state.json`` in ``state_dir``: which
+vnodes (and how many CPUs of each) every cpuset holds, when each stuck cpuset got stuck,
+and which vnodes the hook made busy or offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pbsplug import default_home, parse_exec_vnode
+
+from . import report
+from .assign import AssignError, Rules, assign, numa_of, usable_cpus
+from .cgroupfs import CgroupError, detect
+from .nodemask import encode_mask, format_list
+from .octants import logical_number
+from .topology import read_topology
+
+STATE_FILE = "cpuset_state.json"
+ORPHAN = ".orphan"
+#: How long a retry of a stuck cpuset may take at exechost_periodic (each of them).
+RETRY_TIMEOUT = 1.0
+ZERO_CPUS_REFUSED = ("cpuset enabled with mandatory ncpus >= 1, but job does not request "
+                     "ncpus on mother superior: rejecting job")
+
+
+def offline_message(hook: str) -> str:
+    return f"Hook {hook}: Unable to clean up one or more cgroups"
+
+
+class HostError(Exception):
+    """The host cannot do cpusets as configured; the message says what to fix."""
+
+
+class Host:
+    """This host's cpusets under the configuration (made once per configuration)."""
+
+    def __init__(self, config: Mapping[str, Any], hook: str = "cpuset"):
+        self.config = config
+        self.hook = hook
+        self.rules = Rules.from_config(config)
+        self.prefix = str(config["cgroup_prefix"]).strip("/")
+        try:
+            self.topology = read_topology(config["sysfs_root"])
+            # An emulated tree's root has the described machine's CPUs and memory nodes.
+            self.cpusets = detect(config["cgroup_root"], config["cgroup_version"],
+                                  bool(config["emulate"]), cpus=list(self.topology.cpus),
+                                  mems=list(self.topology.memory_nodes))
+        except (CgroupError, ValueError, OSError) as exc:
+            raise HostError(str(exc)) from exc
+        self.numbers = dict(config["node_numbers"])
+        self.state_path = Path(config["state_dir"] or default_home() / "hooks" / "tmp") / \
+            STATE_FILE
+
+    # -- the record -----------------------------------------------------------------------
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            data = {}
+        except ValueError as exc:
+            raise HostError(f"{self.state_path}: not the cpuset hook's JSON record ({exc}); "
+                            "remove it to start afresh") from None
+        if not isinstance(data, dict):
+            raise HostError(f"{self.state_path}: not the cpuset hook's JSON record; remove "
+                            "it to start afresh")
+        for key in ("nodes", "jobs", "stuck", "offlined"):
+            data.setdefault(key, {})
+        data.setdefault("busy", [])
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True))
+        os.replace(tmp, self.state_path)
+
+    def path(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    # -- events ---------------------------------------------------------------------------
+    def startup(self, event) -> None:
+        self.cpusets.ensure_parent(self.prefix)
+        data = self.load()
+        self._remember_nodes(data, event.vnode_list)
+        usable = usable_cpus(self.topology, self.rules)
+        for name, vnode in event.vnode_list.items():
+            node = numa_of(name, self.topology, self.rules)
+            if node is not None and node in usable:
+                vnode.resources_available["ncpus"] = len(usable[node])
+        for name in self.cpusets.children(self.prefix):
+            if not self.cpusets.pids(self.path(name)):
+                self._remove(data, name, RETRY_TIMEOUT, event)
+        self._report(data, event.vnode_list, time.time())
+        self.save(data)
+
+    def begin(self, event) -> None:
+        job = event.job
+        wanted = self.wanted(job, event.vnode_list)
+        if not sum(wanted.values()):
+            if not self.config["allow_zero_cpus"]:
+                job.delete()
+                event.reject(ZERO_CPUS_REFUSED)
+            return  # no CPUs: the job runs in the parent cpuset, as PBS's hook does
+        self.cpusets.ensure_parent(self.prefix)
+        data = self.load()
+        if self.cpusets.exists(self.path(job.id)):
+            self._remove(data, job.id, float(self.config["kill_timeout"]), event)
+        try:
+            cpus, mems = self._assign(data, job.id, wanted)
+        except AssignError:
+            self._retry_stuck(data, event)  # PBS: clean up, then try once more
+            try:
+                cpus, mems = self._assign(data, job.id, wanted)
+            except AssignError as exc:
+                self.save(data)
+                job.rerun()
+                event.reject(f"cpuset for job {job.id}: {exc}")
+        self.cpusets.create(self.path(job.id), cpus, mems,
+                            mem_hardwall=bool(self.config["mem_hardwall"]),
+                            memory_spread_page=bool(self.config["memory_spread_page"]))
+        data["jobs"][job.id] = wanted
+        self._report(data, event.vnode_list, time.time())
+        self.save(data)
+        event.logger.info("job %s: cpuset %s with cpus %s, mems %s", job.id,
+                          self.path(job.id), _text(cpus), _text(mems))
+
+    def launch(self, event) -> None:
+        job = event.job
+        if not self.cpusets.exists(self.path(job.id)):
+            if sum(self.wanted(job, event.vnode_list).values()):
+                job.rerun()
+                event.reject(f"the cpuset of job {job.id} is missing; requeued")
+            return
+        if event.pid is None:
+            event.reject(f"job {job.id}: the engine gave no process to confine")
+        self.cpusets.attach(self.path(job.id), int(event.pid))
+
+    def end(self, event) -> None:
+        """epilogue, end and abort: remove the job's cpuset; record it stuck if it stays."""
+        job_id = event.job.id
+        data = self.load()
+        # Once stuck (the epilogue waited kill_timeout already), the end tries once more.
+        timeout = 0.0 if job_id in data["stuck"] else float(self.config["kill_timeout"])
+        self._remove(data, job_id, timeout, event)
+        self._report(data, event.vnode_list, time.time())
+        self.save(data)
+
+    def periodic(self, event) -> None:
+        self.cpusets.ensure_parent(self.prefix)
+        data = self.load()
+        self._remember_nodes(data, event.vnode_list)
+        self._retry_stuck(data, event)
+        running = set(event.job_list or {})
+        for name in self.cpusets.children(self.prefix):
+            if name.endswith(ORPHAN) or name in running or name in data["stuck"]:
+                continue
+            try:
+                self.cpusets.rename(self.path(name), self.path(name + ORPHAN))
+            except CgroupError:  # cgroup v2 renames nothing: reap it under its own name
+                event.logger.warning("cpuset %s belongs to no job on this host: reaped",
+                                     self.path(name))
+                self._remove(data, name, RETRY_TIMEOUT, event)
+                continue
+            data["jobs"][name + ORPHAN] = data["jobs"].pop(name, {})
+            event.logger.warning("cpuset %s belongs to no job on this host: renamed %s%s "
+                                 "and reaped", self.path(name), name, ORPHAN)
+        for name in self.cpusets.children(self.prefix):
+            if name.endswith(ORPHAN) and name not in data["stuck"]:
+                self._remove(data, name, RETRY_TIMEOUT, event)
+        self._report(data, event.vnode_list, time.time())
+        self.save(data)
+
+    # -- helpers --------------------------------------------------------------------------
+    def wanted(self, job, vnode_list: Mapping[str, Any]) -> dict[str, int]:
+        """``{vnode: ncpus}`` the job was given on this host (its exec_vnode's chunks on the
+        event's vnodes)."""
+        out: dict[str, int] = {}
+        for name, res in parse_exec_vnode(str(job.exec_vnode or "")):
+            if name in vnode_list:
+                out[name] = out.get(name, 0) + int(res.get("ncpus", 0) or 0)
+        return out
+
+    def _assign(self, data: dict, job_id: str, wanted: Mapping[str, int]):
+        held: set[int] = set()
+        jobs_per_node: dict[int, int] = {}
+        for name in self.cpusets.children(self.prefix):
+            if name == job_id:
+                continue
+            cpus, _ = self.cpusets.read(self.path(name))
+            held.update(cpus)
+            for node in {self.topology.node_of(c) for c in cpus}:
+                jobs_per_node[node] = jobs_per_node.get(node, 0) + 1
+        return assign(self.topology, self.rules, wanted, held, jobs_per_node)
+
+    def _remove(self, data: dict, name: str, timeout: float, event) -> bool:
+        """Remove cpuset `name`; True when gone. One that stays is recorded stuck."""
+        gone = self.cpusets.remove(self.path(name), timeout=timeout)
+        if gone:
+            data["jobs"].pop(name, None)
+            if data["stuck"].pop(name, None) is not None:
+                event.logger.info("stuck cpuset %s reclaimed", self.path(name))
+            return True
+        if name not in data["stuck"]:
+            data["stuck"][name] = time.time()
+            if not data["jobs"].get(name):
+                data["jobs"][name] = self._vnodes_of(data, name)
+            pids = self.cpusets.pids(self.path(name))
+            event.logger.error("cpuset %s is stuck: %d process(es) outlived the kill (%s); "
+                               "retried at every exechost_periodic", self.path(name),
+                               len(pids), " ".join(map(str, pids[:8])))
+        return False
+
+    def _vnodes_of(self, data: dict, name: str) -> dict[str, int]:
+        """``{vnode: CPUs}`` a cpuset the record knows nothing of holds (an orphan): the
+        NUMA vnodes its CPUs are on."""
+        try:
+            cpus, _ = self.cpusets.read(self.path(name))
+        except CgroupError:
+            return {}
+        out: dict[str, int] = {}
+        for cpu in cpus:
+            node = self.topology.node_of(cpu)
+            for vnode in data["nodes"]:
+                if numa_of(vnode, self.topology, self.rules) == node:
+                    out[vnode] = out.get(vnode, 0) + 1
+        return out
+
+    def _retry_stuck(self, data: dict, event) -> None:
+        for name in list(data["stuck"]):
+            self._remove(data, name, RETRY_TIMEOUT, event)
+
+    def _remember_nodes(self, data: dict, vnode_list: Mapping[str, Any]) -> None:
+        """The host's vnodes, their logical numbers and ncpus (from the events that carry
+        them all), for the free-node mask."""
+        nodes = {}
+        for name, vnode in vnode_list.items():
+            number = logical_number(name, self.numbers)
+            if number is not None:
+                nodes[name] = [number, int(vnode.resources_available["ncpus"] or 0)]
+        data["nodes"] = nodes
+
+    def held(self, data: dict) -> dict[str, int]:
+        """CPUs held on each vnode by the cpusets the host has."""
+        out: dict[str, int] = {}
+        for wanted in data["jobs"].values():
+            for vnode, ncpus in wanted.items():
+                out[vnode] = out.get(vnode, 0) + int(ncpus)
+        return out
+
+    def free_mask(self, data: dict) -> str:
+        """The free-node mask: bit N set when the vnode numbered N has CPUs no cpuset
+        holds and no stuck cpuset on it."""
+        nodes = data["nodes"]
+        if not nodes:
+            return ""
+        held = self.held(data)
+        stuck_vnodes = {v for name in data["stuck"] for v in data["jobs"].get(name, {})}
+        free = [number for vnode, (number, ncpus) in nodes.items()
+                if held.get(vnode, 0) < ncpus and vnode not in stuck_vnodes]
+        width = max(number for number, _ in nodes.values()) + 1
+        return encode_mask(free, width)
+
+    def _report(self, data: dict, vnode_list: Mapping[str, Any], now: float) -> None:
+        """The attributes and states of the event's vnodes from the record."""
+        stuck_on: dict[str, dict[str, float]] = {}
+        for name, since in data["stuck"].items():
+            for vnode in data["jobs"].get(name, {}):
+                stuck_on.setdefault(vnode, {})[name] = since
+        mask = self.free_mask(data)
+        message = offline_message(self.hook)
+        busy = set(data["busy"])
+        for name, vnode in vnode_list.items():
+            stuck = stuck_on.get(name, {})
+            states = set(vnode.states) - {"free"}
+            comment = str(vnode.comment or "")
+            if stuck:
+                states.add("busy")
+                busy.add(name)
+                if now - min(stuck.values()) >= float(self.config["offline_stuck_after"]) \
+                        and name not in data["offlined"]:
+                    states.add("offline")
+                    data["offlined"][name] = now
+                    comment = f"{comment}; {message}" if comment and message not in comment \
+                        else comment or message
+            else:
+                if name in busy:
+                    states.discard("busy")
+                    busy.discard(name)
+                since = data["offlined"].get(name)
+                if since is not None and self.config["online_offlined_nodes"] and \
+                        now - since >= float(self.config["online_nodes_min_delay"]):
+                    if message in comment:
+                        states.discard("offline")
+                        comment = comment.replace(f"; {message}", "").replace(message, "")
+                    del data["offlined"][name]
+            new_state = ",".join(sorted(states)) or "free"
+            if new_state != vnode.state:
+                vnode.state = new_state
+            if comment != str(vnode.comment or ""):
+                vnode.comment = comment or None
+            text = report.format_stuck(stuck) or None
+            if text != vnode.get(report.STUCK):
+                setattr(vnode, report.STUCK, text)
+            if mask and mask != vnode.get(report.FREE_MASK):
+                setattr(vnode, report.FREE_MASK, mask)
+        data["busy"] = sorted(busy)
+
+
+def _text(ids: list[int]) -> str:
+    return format_list(ids) or "-"

@@ -1,0 +1,294 @@
+"""The execution host's hooks through the runner, on a described machine (a sysfs tree) with
+an emulated cgroup tree: what each event makes, the stuck cycle, orphans, the report, and
+every error. test_cpuset_engine.py does the same with real cpusets and a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pbsplug_cpuset
+from pbsplug_cpuset.cgroupfs import detect
+from pbsplug_cpuset.fake_sysfs import write_sysfs
+
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+MESSAGE = "Hook cpuset: Unable to clean up one or more cgroups"
+
+
+@pytest.fixture
+def machine(tmp_path, register_plugin):
+    """A host with two NUMA nodes of four CPUs (vnodes host[0], host[1]), an emulated
+    cgroup v1 tree, and the plugin enabled on it; returns a dict of its paths and a
+    ``configure(**more)`` to reload it with other values."""
+    write_sysfs(tmp_path / "sys", {0: "0-3", 1: "4-7"})
+    (tmp_path / "cg" / "cpuset").mkdir(parents=True)
+    base = {"emulate": True, "cgroup_version": "1", "cgroup_root": str(tmp_path / "cg"),
+            "sysfs_root": str(tmp_path / "sys"), "state_dir": str(tmp_path / "state"),
+            "kill_timeout": 0.4}
+
+    def configure(**more):
+        return register_plugin(pbsplug_cpuset, "cpuset", config={**base, **more})
+
+    configure()
+    return {"root": tmp_path / "cg" / "cpuset", "state": tmp_path / "state",
+            "configure": configure, "base": base}
+
+
+def vnodes(*names, ncpus=4, **attrs):
+    return {name: {"state": "free", "resources_available": {"ncpus": ncpus, "host": "host"},
+                   **attrs} for name in names}
+
+
+def job(job_id="1.host", exec_vnode="(host[1]:ncpus=2)"):
+    return {"id": job_id, "exec_vnode": exec_vnode, "Resource_List": {"ncpus": 2}}
+
+
+def begin(fire_event, job_data, names=("host[0]", "host[1]")):
+    return fire_event("execjob_begin", {"job": job_data, "vnode_list": vnodes(*names)})
+
+
+def cpuset_files(root, name):
+    path = root / "pbs_jobs" / name
+    return (path / "cpuset.cpus").read_text().strip(), (path / "cpuset.mems").read_text().strip()
+
+
+def test_begin_makes_the_jobs_cpuset_with_its_numa_nodes_cpus(machine, fire_event):
+    out = begin(fire_event, job())
+    assert out.accepted, out.message
+    assert cpuset_files(machine["root"], "1.host") == ("4-5", "1")
+    # The next job on host[1] gets the next CPUs; one on host[0] node 0's.
+    assert begin(fire_event, job("2.host", "(host[1]:ncpus=2)")).accepted
+    assert begin(fire_event, job("3.host", "(host[0]:ncpus=1)")).accepted
+    assert cpuset_files(machine["root"], "2.host") == ("6-7", "1")
+    assert cpuset_files(machine["root"], "3.host") == ("0", "0")
+
+
+def test_the_free_node_mask_is_reported_on_the_vnodes(machine, fire_event):
+    fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]")})
+    out = begin(fire_event, job("1.host", "(host[1]:ncpus=4)"))
+    # host[1] is wholly held: only node 0 is free (bit 0).
+    assert out.changes["vnode_list"]["host[1]"]["cpuset_free_mask"] == "1"
+
+
+def test_a_job_that_does_not_fit_is_requeued_with_why(machine, fire_event):
+    assert begin(fire_event, job("1.host", "(host[1]:ncpus=3)")).accepted
+    out = begin(fire_event, job("2.host", "(host[1]:ncpus=2)"))
+    assert not out.accepted
+    assert out.consequence == "requeue"
+    assert out.detail == ("cpuset for job 2.host: vnode host[1] (NUMA node 1) has 1 free "
+                          "CPUs, the job was given 2")
+    assert not (machine["root"] / "pbs_jobs" / "2.host").exists()
+
+
+def test_a_job_without_cpus_runs_without_a_cpuset_unless_refused(machine, fire_event):
+    assert begin(fire_event, job("1.host", "(host[1]:mem=1gb)")).accepted
+    assert not (machine["root"] / "pbs_jobs" / "1.host").exists()
+
+
+def test_allow_zero_cpus_false_refuses_such_a_job(machine, fire_event, pbsplug_plugins):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](allow_zero_cpus=False)
+    out = begin(fire_event, job("1.host", "(host[1]:mem=1gb)"))
+    assert not out.accepted and out.consequence == "delete"
+    assert out.detail == ("cpuset enabled with mandatory ncpus >= 1, but job does not "
+                          "request ncpus on mother superior: rejecting job")
+
+
+def test_launch_confines_the_process_and_end_removes_the_cpuset(machine, fire_event):
+    assert begin(fire_event, job()).accepted
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        out = fire_event("execjob_launch", {"job": job(), "vnode_list": vnodes("host[1]"),
+                                            "pid": proc.pid, "argv": ["sleep", "60"]})
+        assert out.accepted, out.message
+        procs = (machine["root"] / "pbs_jobs" / "1.host" / "cgroup.procs").read_text()
+        assert str(proc.pid) in procs.split()
+        out = fire_event("execjob_epilogue", {"job": job(), "vnode_list": vnodes("host[1]")})
+        assert out.accepted
+        assert proc.wait(timeout=10) == -9  # what was left of the job was killed
+        assert not (machine["root"] / "pbs_jobs" / "1.host").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_launch_of_a_job_whose_cpuset_is_missing_requeues_it(machine, fire_event):
+    out = fire_event("execjob_launch", {"job": job(), "vnode_list": vnodes("host[1]"),
+                                        "pid": 1, "argv": ["true"]})
+    assert not out.accepted and out.consequence == "requeue"
+    assert "the cpuset of job 1.host is missing" in out.detail
+
+
+def stick(root, name, pid):
+    """Put process `pid` (one SIGKILL cannot end: the `frozen` fixture) in the cpuset."""
+    (root / "pbs_jobs" / name / "cgroup.procs").write_text(f"{pid}\n")
+
+
+def test_a_stuck_cpuset_is_recorded_busy_then_offline_and_back_once_gone(
+        machine, fire_event, pbsplug_plugins, frozen):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](offline_stuck_after=0, online_nodes_min_delay=0)
+    assert begin(fire_event, job()).accepted
+    stick(machine["root"], "1.host", frozen())
+    out = fire_event("execjob_epilogue", {"job": job(), "vnode_list": vnodes("host[1]")})
+    changes = out.changes["vnode_list"]["host[1]"]
+    assert changes["state"] == "busy,offline"
+    assert changes["comment"] == MESSAGE
+    assert changes["cpuset_stuck"].startswith("1.host@")
+    record = json.loads((machine["state"] / "cpuset_state.json").read_text())
+    assert set(record["stuck"]) == {"1.host"}
+    # Still stuck at the next periodic: it stays so.
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes(
+        "host[0]", "host[1]", state="busy,offline", comment=MESSAGE)})
+    assert "host[1]" not in out.changes.get("vnode_list", {}) or \
+        "state" not in out.changes["vnode_list"]["host[1]"]
+    # The process is let go and dies: the next periodic reclaims the cpuset and brings the
+    # vnode back.
+    frozen.thaw()
+    out = fire_event("exechost_periodic", {"vnode_list": {
+        **vnodes("host[0]"), **vnodes("host[1]", state="busy,offline", comment=MESSAGE,
+                                      cpuset_stuck="1.host@1")}})
+    changes = out.changes["vnode_list"]["host[1]"]
+    assert changes["state"] == "free"
+    assert changes["comment"] is None
+    assert changes["cpuset_stuck"] is None
+    assert not (machine["root"] / "pbs_jobs" / "1.host").exists()
+
+
+def test_a_stuck_vnode_goes_offline_only_after_offline_stuck_after(
+        machine, fire_event, frozen):
+    assert begin(fire_event, job()).accepted
+    stick(machine["root"], "1.host", frozen())
+    out = fire_event("execjob_end", {"job": job(), "vnode_list": vnodes("host[1]")})
+    assert out.changes["vnode_list"]["host[1]"]["state"] == "busy"
+    record_file = machine["state"] / "cpuset_state.json"
+    record = json.loads(record_file.read_text())
+    record["stuck"]["1.host"] = time.time() - 601
+    record_file.write_text(json.dumps(record))
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host[1]", state="busy")})
+    assert out.changes["vnode_list"]["host[1]"]["state"] == "busy,offline"
+
+
+def test_online_waits_for_min_delay(machine, fire_event, pbsplug_plugins, frozen):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](offline_stuck_after=0, online_nodes_min_delay=3600)
+    assert begin(fire_event, job()).accepted
+    stick(machine["root"], "1.host", frozen())
+    fire_event("execjob_end", {"job": job(), "vnode_list": vnodes("host[1]")})
+    frozen.thaw()
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes(
+        "host[1]", state="busy,offline", comment=MESSAGE)})
+    # Reclaimed: busy goes, offline stays until online_nodes_min_delay has passed.
+    assert out.changes["vnode_list"]["host[1]"]["state"] == "offline"
+
+
+def test_a_cpuset_of_no_running_job_is_renamed_orphan_and_reaped(machine, fire_event,
+                                                                  caplog):
+    assert begin(fire_event, job("1.host")).accepted
+    assert begin(fire_event, job("2.host", "(host[0]:ncpus=1)")).accepted
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]"),
+                                           "job_list": {"2.host": {"job_state": "R"}}})
+    assert out.accepted
+    names = sorted(p.name for p in (machine["root"] / "pbs_jobs").iterdir() if p.is_dir())
+    assert names == ["2.host"]
+    assert "renamed 1.host.orphan and reaped" in caplog.text
+
+
+def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_event,
+                                                                  pbsplug_plugins):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](exclude_cpus=[0])
+    cpusets = detect(machine["base"]["cgroup_root"], "1", emulate=True)
+    cpusets.ensure_parent("pbs_jobs")
+    cpusets.create("pbs_jobs/7.host", [1], [0])
+    out = fire_event("exechost_startup", {"vnode_list": vnodes("host[0]", "host[1]")})
+    assert out.accepted, out.message
+    assert not cpusets.exists("pbs_jobs/7.host")
+    changes = out.changes["vnode_list"]
+    assert changes["host[0]"]["resources_available"]["ncpus"] == 3
+    assert changes["host[1]"]["resources_available"]["ncpus"] == 4
+
+
+@pytest.mark.parametrize("config, problem", [
+    ({"cgroup_root": "relative"}, "expected an absolute path"),
+    ({"cgroup_version": "3"}, "one of 'auto', '1', '2'"),
+    ({"octants": ["0-3", "3-7"]}, "physical id 3 is in octant 0 and in octant 1"),
+    ({"octants": ["a-b"]}, "octant 0"),
+    ({"physical_ids": "0,0"}, "0"),
+    ({"node_numbers": {"n1": -1}}, "wrong: n1"),
+    ({"vnode_numa": {"n1": "x"}}, "wrong: n1"),
+    ({"placement_type": "random"}, "load_balanced"),
+    ({"kill_timeout": 0}, "> 0"),
+    ({"octants": ["0-9"], "physical_ids": "0-3"}, "physical_ids does not map"),
+    ({"no_such_key": 1}, "no_such_key"),
+])
+def test_bad_configuration_is_refused_at_load_with_what_was_wrong(register_plugin, config,
+                                                                  problem):
+    record = register_plugin(pbsplug_cpuset, "cpuset", config=config, check=False)
+    assert record.status == "failed"
+    assert problem in record.failure_text()
+
+
+def test_a_host_without_cpusets_fails_the_hook_with_what_to_fix(tmp_path, register_plugin,
+                                                                fire_event, caplog):
+    register_plugin(pbsplug_cpuset, "cpuset", config={"cgroup_root": str(tmp_path)})
+    out = begin(fire_event, job())
+    assert out.kind == "error"
+    assert "offline_vnodes" in out.fail_action
+    assert "cpusets cannot be made on this host" in caplog.text
+    assert "emulate" in caplog.text
+
+
+def test_a_broken_record_is_named(machine, fire_event):
+    machine["state"].mkdir()
+    (machine["state"] / "cpuset_state.json").write_text("{not json")
+    out = begin(fire_event, job())
+    assert out.kind == "error"
+
+
+def status(home, *args):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    return subprocess.run([PBSPLUG, "cpuset", "status", *args], capture_output=True,
+                          text=True, env={**clean, "PBSPLUG_HOME": str(home)}, timeout=60)
+
+
+def test_the_status_command_shows_cpusets_stuck_ones_and_the_mask(machine, fire_event,
+                                                                   tmp_path, frozen):
+    fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]")})
+    assert begin(fire_event, job("1.host", "(host[1]:ncpus=4)")).accepted
+    assert begin(fire_event, job("2.host", "(host[0]:ncpus=1)")).accepted
+    stick(machine["root"], "2.host", frozen())
+    fire_event("execjob_end", {"job": job("2.host", "(host[0]:ncpus=1)"),
+                               "vnode_list": vnodes("host[0]")})
+    home = tmp_path / "home"
+    home.mkdir()
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in machine["base"].items())
+    (home / "site.toml").write_text(f"[plugins.cpuset]\nenabled = true\n"
+                                    f"[plugins.cpuset.config]\n{lines}\n")
+    proc = status(home)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "cgroup v1 (emulated) cpusets under" in text
+    assert "free-node mask: 0 (nodes none)" in text  # node 1 held, node 0 stuck
+    assert re.search(r"1\.host\s+4-7\s+1\s+host\[1\]\s+0\s+job", text), text
+    assert re.search(r"2\.host\s+0\s+0\s+host\[0\]\s+1\s+stuck for", text), text
+    record = json.loads(status(home, "--json").stdout)
+    assert [c["name"] for c in record["cpusets"]] == ["1.host", "2.host"]
+    assert record["cpusets"][1]["stuck_for"] >= 0
+
+
+def test_the_status_command_says_what_is_wrong(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "site.toml").write_text(f'[plugins.cpuset.config]\ncgroup_root = "{tmp_path}"\n')
+    proc = status(home)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("pbsplug cpuset: ")
+    assert "emulate" in proc.stderr
