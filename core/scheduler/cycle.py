@@ -691,6 +691,15 @@ class Scheduler:
 
     def _check_choice(self, info: _JobInfo, names: list[str], start: float, end: float,
                       soft: bool = False, now_mode: bool = True):
+        """The chunks of a plugin's choice, or None when it breaks the job's place or does
+        not fit over [start, end)."""
+        arrangement = info.place.arrangement
+        hosts = [self.vnodes[n].host for n in names if n in self.vnodes]
+        if len(hosts) != len(names) or (
+                arrangement == "vscatter" and len(set(names)) != len(names)) or (
+                arrangement == "scatter" and len(set(hosts)) != len(hosts)) or (
+                arrangement == "pack" and len(set(hosts)) > 1):
+            return None
         given: dict[str, dict[str, int]] = {}
         out = []
         for name, (consumable, match, _shown) in zip(names, info.chunks, strict=True):
@@ -702,7 +711,12 @@ class Scheduler:
             free = self._free(name, start, end, soft, now_mode)
             if free is None:
                 return None
-            if exclusivity(info.place, v.sharing) != SHARED and name not in given and not free[1]:
+            level = exclusivity(info.place, v.sharing)
+            if level != SHARED and name not in given and not free[1]:
+                return None
+            if level == EXCLHOST and name not in given and not all(
+                    (self._free(o.name, start, end, soft, now_mode) or ({}, False))[1]
+                    for o in self.hosts[v.host]):
                 return None
             acc = given.setdefault(name, {})
             if any(free[0].get(k, 0) - acc.get(k, 0) < a for k, a in consumable.items()):

@@ -123,6 +123,40 @@ def test_placement_fit_is_the_schedulers_first_fit_over_the_vnodes_given(tmp_pat
     assert result.comments["2.s"].startswith("Not Running")
 
 
+@pytest.mark.parametrize("place, answer", [
+    ("vscatter", ["n1", "n1"]),          # one chunk per vnode
+    ("scatter", ["a1", "a2"]),           # one chunk per host
+    ("pack", ["a1", "n1"]),              # one host
+])
+def test_a_placement_answer_that_breaks_the_jobs_place_is_ignored(tmp_path, caplog, place,
+                                                                  answer):
+    class Answer:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return answer
+
+    vnodes = [vnode("a1", host="a"), vnode("a2", host="a"), vnode("n1")]
+    result = scheduler(tmp_path, Answer()).cycle(
+        snapshot(vnodes, [job("2:ncpus=1", id="1.s", place=place)]), NOW)
+    assert "does not fit" in caplog.text
+    chosen = [part.split(":")[0].strip("(") for part in started(result)["1.s"].split("+")]
+    assert chosen != answer  # the scheduler's own choice stands
+
+
+def test_an_answer_on_a_host_an_excl_host_job_cannot_have_is_ignored(tmp_path, caplog):
+    class Answer:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            return ["a1"]
+
+    vnodes = [vnode("a1", host="a"), vnode("a2", host="a"), vnode("n1")]
+    jobs = [running("1:ncpus=1", "(a2:ncpus=1)", id="9.s"),
+            job("1:ncpus=1", id="1.s", place="exclhost")]
+    result = scheduler(tmp_path, Answer()).cycle(snapshot(vnodes, jobs), NOW)
+    assert "does not fit" in caplog.text
+    assert started(result) == {"1.s": "(n1:ncpus=1)"}
+
+
 def test_placement_is_asked_when_planning_and_the_plan_follows_it(tmp_path):
     """A top job's drain plans on the vnodes the plugin allows, from when they are free."""
     asked = []

@@ -12,6 +12,7 @@ import typer
 
 from pbsplug import PluginLoadError, format_duration, plugin_config
 
+from .cgroupfs import CgroupError
 from .host import ORPHAN, Host, HostError
 from .nodemask import decode_mask, format_list
 
@@ -24,7 +25,10 @@ def status_record(host: Host, now: float) -> dict[str, Any]:
     numbers = {number: vnode for vnode, (number, _) in data["nodes"].items()}
     cpusets = []
     for name in host.cpusets.children(host.prefix):
-        cpus, mems = host.cpusets.read(host.path(name))
+        try:
+            cpus, mems = host.cpusets.read(host.path(name))
+        except CgroupError:
+            continue  # removed by the hooks while we looked
         since = data["stuck"].get(name)
         cpusets.append({
             "name": name, "path": host.path(name), "cpus": format_list(cpus),
@@ -72,7 +76,7 @@ def register(cli: typer.Typer) -> None:
         try:
             host = Host(plugin_config("cpuset"))
             record = status_record(host, time.time())
-        except (PluginLoadError, HostError) as exc:
+        except (PluginLoadError, HostError, CgroupError) as exc:
             typer.echo(f"pbsplug cpuset: {exc}", err=True)
             raise typer.Exit(1) from None
         if as_json:

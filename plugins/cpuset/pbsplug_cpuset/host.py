@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,9 @@ STATE_FILE = "cpuset_state.json"
 ORPHAN = ".orphan"
 #: How long a retry of a stuck cpuset may take at exechost_periodic (each of them).
 RETRY_TIMEOUT = 1.0
+#: What one exechost_periodic (or startup) may spend retrying and reaping, all cpusets
+#: together; the rest waits for the next run (the hook's alarm is 90 s).
+PERIODIC_BUDGET = 30.0
 ZERO_CPUS_REFUSED = ("cpuset enabled with mandatory ncpus >= 1, but job does not request "
                      "ncpus on mother superior: rejecting job")
 
@@ -108,18 +112,18 @@ class Host:
     # -- events ---------------------------------------------------------------------------
     def startup(self, event) -> None:
         self.cpusets.ensure_parent(self.prefix)
-        data = self.load()
-        self._remember_nodes(data, event.vnode_list)
-        usable = usable_cpus(self.topology, self.rules)
-        for name, vnode in event.vnode_list.items():
-            node = numa_of(name, self.topology, self.rules)
-            if node is not None and node in usable:
-                vnode.resources_available["ncpus"] = len(usable[node])
-        for name in self.cpusets.children(self.prefix):
-            if not self.cpusets.pids(self.path(name)):
-                self._remove(data, name, RETRY_TIMEOUT, event)
-        self._report(data, event.vnode_list, time.time())
-        self.save(data)
+        with self.record() as data:
+            self._set_ncpus(event.vnode_list)
+            self._remember_nodes(data, event.vnode_list)
+            self._reconcile(data)
+            # A cpuset with no process left belongs to a job that ended while the host was
+            # down; one with processes may be a job the server adopts again (periodic,
+            # which knows the running jobs, decides about it).
+            budget = _Budget(PERIODIC_BUDGET)
+            for name in self.cpusets.children(self.prefix):
+                if name not in data["stuck"] and not self.cpusets.pids(self.path(name)):
+                    self._reap_orphan(data, name, event, budget)
+            self._report(data, event.vnode_list, time.time())
 
     def begin(self, event) -> None:
         job = event.job
@@ -130,25 +134,24 @@ class Host:
                 event.reject(ZERO_CPUS_REFUSED)
             return  # no CPUs: the job runs in the parent cpuset, as PBS's hook does
         self.cpusets.ensure_parent(self.prefix)
-        data = self.load()
-        if self.cpusets.exists(self.path(job.id)):
-            self._remove(data, job.id, float(self.config["kill_timeout"]), event)
-        try:
-            cpus, mems = self._assign(data, job.id, wanted)
-        except AssignError:
-            self._retry_stuck(data, event)  # PBS: clean up, then try once more
+        with self.record() as data:
+            if self.cpusets.exists(self.path(job.id)):  # an earlier run's, left behind
+                if not self._remove(data, job.id, float(self.config["kill_timeout"]), event):
+                    self._set_aside(data, job, event)
             try:
-                cpus, mems = self._assign(data, job.id, wanted)
-            except AssignError as exc:
-                self.save(data)
-                job.rerun()
-                event.reject(f"cpuset for job {job.id}: {exc}")
-        self.cpusets.create(self.path(job.id), cpus, mems,
-                            mem_hardwall=bool(self.config["mem_hardwall"]),
-                            memory_spread_page=bool(self.config["memory_spread_page"]))
-        data["jobs"][job.id] = wanted
-        self._report(data, event.vnode_list, time.time())
-        self.save(data)
+                cpus, mems = self._assign(job.id, wanted)
+            except AssignError:
+                self._retry_stuck(data, event, _Budget(PERIODIC_BUDGET))  # PBS: clean up,
+                try:                                                    # then once more
+                    cpus, mems = self._assign(job.id, wanted)
+                except AssignError as exc:
+                    job.rerun()
+                    event.reject(f"cpuset for job {job.id}: {exc}")
+            self.cpusets.create(self.path(job.id), cpus, mems,
+                                mem_hardwall=bool(self.config["mem_hardwall"]),
+                                memory_spread_page=bool(self.config["memory_spread_page"]))
+            data["jobs"][job.id] = wanted
+            self._report(data, event.vnode_list, time.time())
         event.logger.info("job %s: cpuset %s with cpus %s, mems %s", job.id,
                           self.path(job.id), _text(cpus), _text(mems))
 
@@ -166,37 +169,24 @@ class Host:
     def end(self, event) -> None:
         """epilogue, end and abort: remove the job's cpuset; record it stuck if it stays."""
         job_id = event.job.id
-        data = self.load()
-        # Once stuck (the epilogue waited kill_timeout already), the end tries once more.
-        timeout = 0.0 if job_id in data["stuck"] else float(self.config["kill_timeout"])
-        self._remove(data, job_id, timeout, event)
-        self._report(data, event.vnode_list, time.time())
-        self.save(data)
+        with self.record() as data:
+            # Once stuck (the epilogue waited kill_timeout already), the end tries once more.
+            timeout = 0.0 if job_id in data["stuck"] else float(self.config["kill_timeout"])
+            self._remove(data, job_id, timeout, event)
+            self._report(data, event.vnode_list, time.time())
 
     def periodic(self, event) -> None:
         self.cpusets.ensure_parent(self.prefix)
-        data = self.load()
-        self._remember_nodes(data, event.vnode_list)
-        self._retry_stuck(data, event)
-        running = set(event.job_list or {})
-        for name in self.cpusets.children(self.prefix):
-            if name.endswith(ORPHAN) or name in running or name in data["stuck"]:
-                continue
-            try:
-                self.cpusets.rename(self.path(name), self.path(name + ORPHAN))
-            except CgroupError:  # cgroup v2 renames nothing: reap it under its own name
-                event.logger.warning("cpuset %s belongs to no job on this host: reaped",
-                                     self.path(name))
-                self._remove(data, name, RETRY_TIMEOUT, event)
-                continue
-            data["jobs"][name + ORPHAN] = data["jobs"].pop(name, {})
-            event.logger.warning("cpuset %s belongs to no job on this host: renamed %s%s "
-                                 "and reaped", self.path(name), name, ORPHAN)
-        for name in self.cpusets.children(self.prefix):
-            if name.endswith(ORPHAN) and name not in data["stuck"]:
-                self._remove(data, name, RETRY_TIMEOUT, event)
-        self._report(data, event.vnode_list, time.time())
-        self.save(data)
+        budget = _Budget(PERIODIC_BUDGET)
+        with self.record() as data:
+            self._remember_nodes(data, event.vnode_list)
+            self._reconcile(data)
+            self._retry_stuck(data, event, budget)
+            running = set(event.job_list or {})
+            for name in self.cpusets.children(self.prefix):
+                if name not in running and name not in data["stuck"]:
+                    self._reap_orphan(data, name, event, budget)
+            self._report(data, event.vnode_list, time.time())
 
     # -- helpers --------------------------------------------------------------------------
     def wanted(self, job, vnode_list: Mapping[str, Any]) -> dict[str, int]:
@@ -208,15 +198,74 @@ class Host:
                 out[name] = out.get(name, 0) + int(res.get("ncpus", 0) or 0)
         return out
 
-    def _assign(self, data: dict, job_id: str, wanted: Mapping[str, int]):
+    @contextmanager
+    def record(self) -> Iterator[dict[str, Any]]:
+        """The record, saved whatever happens (a reject, an alarm): what was done to the
+        cgroup tree is never forgotten."""
+        data = self.load()
+        try:
+            yield data
+        finally:
+            self.save(data)
+
+    def _reconcile(self, data: dict) -> None:
+        """Forget cpusets the tree no longer has (removed by hand, or gone with a reboot)."""
+        present = set(self.cpusets.children(self.prefix))
+        for key in ("jobs", "stuck"):
+            for name in [n for n in data[key] if n not in present]:
+                del data[key][name]
+
+    def _set_ncpus(self, vnode_list: Mapping[str, Any]) -> None:
+        """``resources_available.ncpus``: what a job may really get. A NUMA vnode gets its
+        node's usable CPUs; a host's only vnode, when not a NUMA one, the host's."""
+        usable = usable_cpus(self.topology, self.rules)
+        for name, vnode in vnode_list.items():
+            node = numa_of(name, self.topology, self.rules)
+            if node is not None and node in usable:
+                vnode.resources_available["ncpus"] = len(usable[node])
+            elif node is None and len(vnode_list) == 1:
+                vnode.resources_available["ncpus"] = sum(map(len, usable.values()))
+
+    def _set_aside(self, data: dict, job, event) -> None:
+        """An earlier run's cpuset of this job will not go: it becomes an orphan (stuck), so
+        the job gets a new one; where it cannot be renamed (cgroup v2), the job is
+        requeued."""
+        try:
+            self.cpusets.rename(self.path(job.id), self.path(job.id + ORPHAN))
+        except CgroupError as exc:
+            job.rerun()
+            event.reject(f"cpuset for job {job.id}: the cpuset of an earlier run is stuck "
+                         f"and cannot be set aside ({exc}); requeued")
+        orphan = job.id + ORPHAN
+        data["jobs"][orphan] = data["jobs"].pop(job.id, {})
+        data["stuck"][orphan] = data["stuck"].pop(job.id)
+
+    def _reap_orphan(self, data: dict, name: str, event, budget: _Budget) -> None:
+        """A cpuset of no job this host runs: renamed ``<name>.orphan`` (PBS's way; cgroup
+        v2 cannot rename, so it keeps its name there) and removed."""
+        if not name.endswith(ORPHAN):
+            try:
+                self.cpusets.rename(self.path(name), self.path(name + ORPHAN))
+            except CgroupError:
+                event.logger.warning("cpuset %s belongs to no job on this host: reaped",
+                                     self.path(name))
+            else:
+                data["jobs"][name + ORPHAN] = data["jobs"].pop(name, {})
+                event.logger.warning("cpuset %s belongs to no job on this host: renamed "
+                                     "%s%s and reaped", self.path(name), name, ORPHAN)
+                name += ORPHAN
+        self._remove(data, name, budget.take(RETRY_TIMEOUT), event)
+
+    def _assign(self, job_id: str, wanted: Mapping[str, int]):
         held: set[int] = set()
         jobs_per_node: dict[int, int] = {}
+        nodes = {cpu: node.id for node in self.topology.nodes.values() for cpu in node.cpus}
         for name in self.cpusets.children(self.prefix):
             if name == job_id:
                 continue
             cpus, _ = self.cpusets.read(self.path(name))
             held.update(cpus)
-            for node in {self.topology.node_of(c) for c in cpus}:
+            for node in {nodes[c] for c in cpus if c in nodes}:
                 jobs_per_node[node] = jobs_per_node.get(node, 0) + 1
         return assign(self.topology, self.rules, wanted, held, jobs_per_node)
 
@@ -245,17 +294,20 @@ class Host:
             cpus, _ = self.cpusets.read(self.path(name))
         except CgroupError:
             return {}
+        nodes = {cpu: node.id for node in self.topology.nodes.values() for cpu in node.cpus}
+        bound = {vnode: numa_of(vnode, self.topology, self.rules) for vnode in data["nodes"]}
         out: dict[str, int] = {}
         for cpu in cpus:
-            node = self.topology.node_of(cpu)
-            for vnode in data["nodes"]:
-                if numa_of(vnode, self.topology, self.rules) == node:
+            for vnode, node in bound.items():
+                if node is not None and node == nodes.get(cpu):
                     out[vnode] = out.get(vnode, 0) + 1
+        if not out and cpus:  # no NUMA vnode: the host's others may all draw on its CPUs
+            out = {vnode: len(cpus) for vnode, node in bound.items() if node is None}
         return out
 
-    def _retry_stuck(self, data: dict, event) -> None:
+    def _retry_stuck(self, data: dict, event, budget: _Budget) -> None:
         for name in list(data["stuck"]):
-            self._remove(data, name, RETRY_TIMEOUT, event)
+            self._remove(data, name, budget.take(RETRY_TIMEOUT), event)
 
     def _remember_nodes(self, data: dict, vnode_list: Mapping[str, Any]) -> None:
         """The host's vnodes, their logical numbers and ncpus (from the events that carry
@@ -314,6 +366,8 @@ class Host:
                 if name in busy:
                     states.discard("busy")
                     busy.discard(name)
+                if "offline" not in states:  # brought back by hand: nothing of ours left
+                    data["offlined"].pop(name, None)
                 since = data["offlined"].get(name)
                 if since is not None and self.config["online_offlined_nodes"] and \
                         now - since >= float(self.config["online_nodes_min_delay"]):
@@ -332,6 +386,17 @@ class Host:
             if mask and mask != vnode.get(report.FREE_MASK):
                 setattr(vnode, report.FREE_MASK, mask)
         data["busy"] = sorted(busy)
+
+
+class _Budget:
+    """Seconds left for blocking retries in one event."""
+
+    def __init__(self, seconds: float):
+        self.deadline = time.monotonic() + seconds
+
+    def take(self, seconds: float) -> float:
+        """Up to `seconds` of what is left (0 once spent: one quick try each)."""
+        return max(0.0, min(seconds, self.deadline - time.monotonic()))
 
 
 def _text(ids: list[int]) -> str:

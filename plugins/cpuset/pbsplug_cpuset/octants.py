@@ -7,9 +7,10 @@ usually but not always the same: ``physical_ids``). Octants are lists of physica
 ``octant_scope = "host"`` each host's nodes form that host's octants (one big NUMA machine);
 with ``"complex"`` the numbers span hosts.
 
-The free-node mask the execution host reports is over logical numbers; the scheduler turns
-it into a physical mask to find an octant with room, and back, exactly as NAS's pbs_sched
-did.
+The free-node mask the execution host reports is over logical numbers; the scheduler reads
+each vnode's own bit. Octant membership goes the other way, logical number to physical id to
+octant, once per vnode (NAS's pbs_sched translated whole masks; pbsplug's scheduler already
+knows which vnodes are free, so it needs only each candidate's octant).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from pbsplug import Placement, Vnode
+from pbsplug import Placement, Vnode, parse_select
 
 from .nodemask import NodeMap, decode_bits, parse_list
 from .report import FREE_MASK
@@ -122,12 +123,13 @@ class Octants:
     def place(self, placement: Placement) -> list[str] | None:
         """The octant rule for one placement question (None: no opinion).
 
-        A job whose first fit needs no more nodes than an octant holds runs inside one
-        octant: the first octant with room, lowest-numbered nodes first. When none has room
-        it waits (``[]``) unless it has been queued longer than ``straddle_after``. Nodes
-        whose own bit is clear in their host's free-node mask are never given (now)."""
+        A job that needs no more nodes than an octant holds runs inside one octant: the
+        first octant with room, lowest-numbered nodes first, or else entirely on vnodes in
+        no octant. When none has room it waits (``[]``) unless it has been queued longer
+        than ``straddle_after``. Nodes whose own bit is clear in their host's free-node mask
+        are not given now, nor planned on from now."""
         candidates = placement.candidates
-        if placement.start is None:
+        if placement.start is None or placement.start <= placement.now:
             allowed = [v for v in candidates if mask_allows(v, self.numbers)]
         else:
             allowed = candidates  # the mask says what is free now, not at a later start
@@ -138,9 +140,11 @@ class Octants:
         default = placement.fit(allowed)
         if default is None:
             return []
-        if len(set(default)) > self.nodes_per_octant:
+        if nodes_needed(placement.job, candidates) > self.nodes_per_octant:
             return default  # a large job goes wherever the nodes are
-        for members in self.groups(allowed).values():
+        groups = list(self.groups(allowed).values())
+        outside = [v for v in allowed if self.octant_of(v) is None]
+        for members in groups + ([outside] if outside else []):
             names = placement.fit(members)
             if names is not None:
                 return names
@@ -148,3 +152,26 @@ class Octants:
         if self.straddle_after and placement.now - queued >= self.straddle_after:
             return default
         return []
+
+
+@lru_cache(maxsize=1024)
+def _request(select: str, ncpus: int, place: str) -> tuple[int, int, bool]:
+    """(CPUs, chunks, one chunk per node) of a job's request."""
+    if not select:
+        return ncpus, 1, False
+    chunks = parse_select(select)
+    cpus = sum(c.count * int(c.resources.get("ncpus", 1) or 0) for c in chunks)
+    count = sum(c.count for c in chunks)
+    return cpus, count, "scatter" in place  # scatter and vscatter
+
+
+def nodes_needed(job, vnodes: Iterable[Vnode]) -> int:
+    """How many nodes the job asks for (the seed: 128 CPUs are 64 two-CPU nodes): its CPUs
+    over the CPUs of a node (the largest among `vnodes`), or one node per chunk when it
+    scatters."""
+    res = job.Resource_List
+    cpus, count, scatter = _request(str(res["select"] or ""), int(res["ncpus"] or 1),
+                                    str(res["place"] or ""))
+    per_node = max((int(v.resources_available["ncpus"] or 0) for v in vnodes), default=0)
+    needed = -(-cpus // per_node) if per_node > 0 else count
+    return max(needed, count) if scatter else needed

@@ -246,11 +246,116 @@ def test_a_host_without_cpusets_fails_the_hook_with_what_to_fix(tmp_path, regist
     assert "emulate" in caplog.text
 
 
-def test_a_broken_record_is_named(machine, fire_event):
+def test_a_broken_record_is_named(machine, fire_event, caplog):
     machine["state"].mkdir()
     (machine["state"] / "cpuset_state.json").write_text("{not json")
     out = begin(fire_event, job())
     assert out.kind == "error"
+    assert f"{machine['state'] / 'cpuset_state.json'}: not the cpuset hook's JSON record" in \
+        caplog.text
+    assert "remove it to start afresh" in caplog.text
+
+
+def test_the_flags_are_the_sites(machine, fire_event, pbsplug_plugins):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](mem_hardwall=True, memory_spread_page=True)
+    assert begin(fire_event, job()).accepted
+    path = machine["root"] / "pbs_jobs" / "1.host"
+    assert (path / "cpuset.mem_hardwall").read_text().strip() == "1"
+    assert (path / "cpuset.memory_spread_page").read_text().strip() == "1"
+
+
+def test_mem_fences_false_gives_every_memory_node(machine, fire_event, pbsplug_plugins):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](mem_fences=False)
+    assert begin(fire_event, job()).accepted
+    assert cpuset_files(machine["root"], "1.host") == ("4-5", "0-1")
+
+
+def test_an_earlier_runs_stuck_cpuset_is_set_aside_and_the_job_gets_a_new_one(
+        machine, fire_event, frozen):
+    assert begin(fire_event, job("1.host", "(host[1]:ncpus=2)")).accepted
+    stick(machine["root"], "1.host", frozen())
+    # The job was requeued and comes back to this host before its old cpuset went.
+    out = begin(fire_event, job("1.host", "(host[1]:ncpus=2)"))
+    assert out.accepted, out.detail
+    assert cpuset_files(machine["root"], "1.host") == ("6-7", "1")  # not the stuck CPUs
+    assert (machine["root"] / "pbs_jobs" / "1.host.orphan").is_dir()
+    record = json.loads((machine["state"] / "cpuset_state.json").read_text())
+    assert set(record["stuck"]) == {"1.host.orphan"}
+    assert record["jobs"]["1.host.orphan"] == {"host[1]": 2}
+
+
+def test_on_cgroup_v2_an_orphan_is_reaped_under_its_own_name(tmp_path, register_plugin,
+                                                             fire_event, caplog):
+    write_sysfs(tmp_path / "sys", {0: "0-3"})
+    (tmp_path / "cg").mkdir()
+    register_plugin(pbsplug_cpuset, "cpuset", config={
+        "emulate": True, "cgroup_version": "2", "cgroup_root": str(tmp_path / "cg"),
+        "sysfs_root": str(tmp_path / "sys"), "state_dir": str(tmp_path / "state")})
+    assert begin(fire_event, job("1.host", "(host:ncpus=1)"), names=("host",)).accepted
+    assert (tmp_path / "cg" / "pbs_jobs" / "1.host" / "cgroup.procs").exists()
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host"), "job_list": {}})
+    assert out.accepted, out.detail
+    assert not (tmp_path / "cg" / "pbs_jobs" / "1.host").exists()
+    assert "cpuset pbs_jobs/1.host belongs to no job on this host: reaped" in caplog.text
+
+
+def test_a_stuck_orphan_on_a_host_without_numa_vnodes_holds_the_hosts_vnode(
+        tmp_path, register_plugin, fire_event, frozen):
+    write_sysfs(tmp_path / "sys", {0: "0-3"})
+    (tmp_path / "cg" / "cpuset").mkdir(parents=True)
+    register_plugin(pbsplug_cpuset, "cpuset", config={
+        "emulate": True, "cgroup_version": "1", "cgroup_root": str(tmp_path / "cg"),
+        "sysfs_root": str(tmp_path / "sys"), "state_dir": str(tmp_path / "state")})
+    cpusets = detect(tmp_path / "cg", "1", emulate=True, cpus=[0, 1, 2, 3], mems=[0])
+    cpusets.ensure_parent("pbs_jobs")
+    cpusets.create("pbs_jobs/5.host", [2], [0])  # from before a crash: no record of it
+    cpusets.attach("pbs_jobs/5.host", frozen())
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host1"), "job_list": {}})
+    changes = out.changes["vnode_list"]["host1"]
+    assert changes["state"] == "busy"
+    assert changes["cpuset_stuck"].startswith("5.host.orphan@")
+
+
+def test_with_online_offlined_nodes_false_a_vnode_stays_offline_and_is_offlined_again(
+        machine, fire_event, pbsplug_plugins, frozen):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](offline_stuck_after=0, online_offlined_nodes=False)
+    assert begin(fire_event, job()).accepted
+    stick(machine["root"], "1.host", frozen())
+    fire_event("execjob_end", {"job": job(), "vnode_list": vnodes("host[1]")})
+    frozen.thaw()
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes(
+        "host[1]", state="busy,offline", comment=MESSAGE)})
+    assert out.changes["vnode_list"]["host[1]"]["state"] == "offline"  # left to the admin
+    # The admin brings it back (pbsnodes -r); a later stuck cpuset offlines it again.
+    fire_event("exechost_periodic", {"vnode_list": vnodes("host[1]")})
+    assert begin(fire_event, job("2.host")).accepted
+    stick(machine["root"], "2.host", frozen())
+    out = fire_event("execjob_end", {"job": job("2.host"), "vnode_list": vnodes("host[1]")})
+    assert out.changes["vnode_list"]["host[1]"]["state"] == "busy,offline"
+    assert out.changes["vnode_list"]["host[1]"]["comment"] == MESSAGE
+
+
+def test_a_cpuset_removed_behind_the_hooks_back_is_forgotten(machine, fire_event):
+    fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]")})
+    assert begin(fire_event, job("1.host", "(host[1]:ncpus=4)")).accepted
+    (machine["root"] / "pbs_jobs" / "1.host" / "cgroup.procs").write_text("")
+    detect(machine["base"]["cgroup_root"], "1", emulate=True).remove("pbs_jobs/1.host")
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]"),
+                                           "job_list": {"1.host": {"job_state": "R"}}})
+    assert out.changes["vnode_list"]["host[1]"]["cpuset_free_mask"] == "3"
+    record = json.loads((machine["state"] / "cpuset_state.json").read_text())
+    assert record["jobs"] == {}
+
+
+def test_startup_gives_a_hosts_only_vnode_the_cpus_a_job_may_get(machine, fire_event,
+                                                                 pbsplug_plugins):
+    pbsplug_plugins.pm.unregister(name="cpuset")
+    machine["configure"](exclude_cpus=[0, 5])
+    out = fire_event("exechost_startup", {"vnode_list": vnodes("host", ncpus=8)})
+    assert out.changes["vnode_list"]["host"]["resources_available"]["ncpus"] == 6
 
 
 def status(home, *args):
