@@ -109,16 +109,20 @@ class Octants:
         place = self._place_of(vnode)
         return None if place is None else place[0]
 
-    def groups(self, vnodes: Iterable[Vnode]) -> dict[OctantKey, list[Vnode]]:
+    def groups(self, vnodes: Iterable[Vnode]) -> list[list[Vnode]]:
         """The vnodes by octant, octants in order, each octant's vnodes lowest number
-        first."""
+        first; then the vnodes in no octant, as one more group."""
         out: dict[OctantKey, list[tuple[int, str, Vnode]]] = {}
+        outside = []
         for vnode in vnodes:
             place = self._place_of(vnode)
-            if place is not None:
+            if place is None:
+                outside.append(vnode)
+            else:
                 out.setdefault(place[0], []).append((place[1], vnode.name, vnode))
-        return {key: [v for *_, v in sorted(members)] for key, members in
-                sorted(out.items(), key=lambda item: (str(item[0][0]), item[0][1]))}
+        groups = [[v for *_, v in sorted(members)] for _, members in
+                  sorted(out.items(), key=lambda item: (str(item[0][0]), item[0][1]))]
+        return groups + [outside] if outside else groups
 
     def place(self, placement: Placement) -> list[str] | None:
         """The octant rule for one placement question (None: no opinion).
@@ -140,11 +144,10 @@ class Octants:
         default = placement.fit(allowed)
         if default is None:
             return []
-        if nodes_needed(placement.job, candidates) > self.nodes_per_octant:
+        chosen = {v.name: v for v in allowed}
+        if nodes_needed(placement.job, [chosen[n] for n in default]) > self.nodes_per_octant:
             return default  # a large job goes wherever the nodes are
-        groups = list(self.groups(allowed).values())
-        outside = [v for v in allowed if self.octant_of(v) is None]
-        for members in groups + ([outside] if outside else []):
+        for members in self.groups(allowed):
             names = placement.fit(members)
             if names is not None:
                 return names
@@ -167,8 +170,8 @@ def _request(select: str, ncpus: int, place: str) -> tuple[int, int, bool]:
 
 def nodes_needed(job, vnodes: Iterable[Vnode]) -> int:
     """How many nodes the job asks for (the seed: 128 CPUs are 64 two-CPU nodes): its CPUs
-    over the CPUs of a node (the largest among `vnodes`), or one node per chunk when it
-    scatters."""
+    over the CPUs of a node (the largest among `vnodes`, those its first fit chose), or one
+    node per chunk when it scatters."""
     res = job.Resource_List
     cpus, count, scatter = _request(str(res["select"] or ""), int(res["ncpus"] or 1),
                                     str(res["place"] or ""))

@@ -222,3 +222,30 @@ def test_a_starving_small_job_is_planned_inside_one_octant(cycle):
     # n2, n3, n6, n7 are free now but straddle; octant 0 has three free in an hour.
     assert result.estimates["9.s"].start_time == NOW + HOUR
     assert result.estimates["9.s"].exec_vnode == on("n0", "n1", "n2")
+
+
+@pytest.mark.parametrize("select, place, expected", [
+    ("5:ncpus=1", "", 3),          # five CPUs fill three two-CPU nodes, however placed
+    ("2:ncpus=2+1:ncpus=1", "", 3),
+    ("2:ncpus=1", "scatter", 2),   # one node per chunk
+    ("1:ncpus=1", "", 1),
+])
+def test_a_jobs_size_is_what_it_asks_for(select, place, expected):
+    from pbsplug_cpuset.octants import nodes_needed
+
+    asked = job("1.s", select)
+    if place:
+        asked.Resource_List["place"] = place
+    assert nodes_needed(asked, [vnode("n0"), vnode("n1")]) == expected
+
+
+def test_a_small_job_may_run_on_vnodes_in_no_octant(cycle):
+    nodes = [vnode(n) for n in EIGHT] + [vnode("login"), vnode("spare")]
+    busy = [running("1.s", on(*EIGHT[:2], *EIGHT[4:6]), "02:00:00")]
+    # Each octant has two free nodes; the two vnodes without a number hold the job.
+    result = cycle(nodes, [*busy, job("3.s", "3:ncpus=2")], node_numbers={"spare": 99},
+                   **TWO_OCTANTS)
+    assert started(result) == {}  # 'login' has no number, 'spare' is node 99: 2 outside
+    result = cycle(nodes + [vnode("extra")], [*busy, job("3.s", "3:ncpus=2")],
+                   **TWO_OCTANTS)
+    assert started(result) == {"3.s": on("extra", "login", "spare")}
