@@ -19,8 +19,9 @@ Each test gets a fresh `PluginSet` with autoload off (no installed plugin is loa
 empty site config in its tmp_path. `register_plugin` enables a plugin object for that test,
 with optional hook attributes and configuration; `fire_event` runs an event through the
 registered hooks and returns the `pbsplug.Outcome`. `local_engine` starts a real
-local-engine server with the installed plugins for end-to-end tests, and `until` waits for
-what it does. `unix_user` is a second Unix user (root only), for ``engine.as_user(...)``.
+local-engine server with the installed plugins for end-to-end tests (`site_toml` writes its
+site config), and `until` waits for what it does. `unix_user` is a second Unix user (root
+only), for ``engine.as_user(...)``.
 """
 
 from __future__ import annotations
@@ -128,6 +129,17 @@ def unix_user() -> str:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", SECOND_USER],
                        check=True)
     return SECOND_USER
+
+
+def site_toml(plugin: str, config: Mapping[str, Any] | None = None, **attributes: Any) -> str:
+    """The site config that enables `plugin` with hook `attributes` (``freq=1``) and its
+    `config`, as TOML text for ``local_engine(site_toml(...))``."""
+    import tomlkit
+
+    section: dict[str, Any] = {"enabled": True, **attributes}
+    if config:
+        section["config"] = dict(config)
+    return tomlkit.dumps({"plugins": {plugin: section}})
 
 
 def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:

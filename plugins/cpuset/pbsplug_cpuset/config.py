@@ -56,18 +56,14 @@ def _physical_ids(value: str) -> str | None:
     return None
 
 
-def _node_numbers(value: dict) -> str | None:
-    bad = [name for name, n in value.items()
-           if isinstance(n, bool) or not isinstance(n, int) or n < 0]
-    return (f"expected vnode = logical node number (a whole number >= 0); wrong: "
-            f"{', '.join(bad)}") if bad else None
-
-
-def _vnode_numa(value: dict) -> str | None:
-    bad = [name for name, n in value.items()
-           if isinstance(n, bool) or not isinstance(n, int) or n < 0]
-    return (f"expected vnode = NUMA node id (a whole number >= 0); wrong: "
-            f"{', '.join(bad)}") if bad else None
+def _whole_numbers(what: str):
+    """A check for a table of vnode = `what` (a whole number >= 0)."""
+    def check(value: dict) -> str | None:
+        bad = [name for name, n in value.items()
+               if isinstance(n, bool) or not isinstance(n, int) or n < 0]
+        return (f"expected vnode = {what} (a whole number >= 0); wrong: "
+                f"{', '.join(bad)}") if bad else None
+    return check
 
 
 def settings() -> dict[str, Setting]:
@@ -100,7 +96,7 @@ def settings() -> dict[str, Setting]:
         "placement_type": Setting(str, "load_balanced", choices=PLACEMENT_TYPES,
                                   doc="NUMA node tried first: most free CPUs, fewest, or "
                                       "fewest jobs"),
-        "vnode_numa": Setting(dict, {}, check=_vnode_numa,
+        "vnode_numa": Setting(dict, {}, check=_whole_numbers("NUMA node id"),
                               doc="vnode = NUMA node whose CPUs it has (host[N] is node N "
                                   "without it; other vnodes use the whole host)"),
         "kill_timeout": Setting(float, 10.0, gt=0, doc="seconds to kill and remove a job's "
@@ -118,7 +114,7 @@ def settings() -> dict[str, Setting]:
         "physical_ids": Setting(str, "", check=_physical_ids,
                                 doc="physical id of logical node 0, 1, 2... in order "
                                     "(0-61,64-65,62-63); empty: the same numbers"),
-        "node_numbers": Setting(dict, {}, check=_node_numbers,
+        "node_numbers": Setting(dict, {}, check=_whole_numbers("logical node number"),
                                 doc="vnode = logical node number, for vnodes not named "
                                     "host[N] or ending in digits"),
         "octant_scope": Setting(str, "host", choices=("host", "complex"),

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -18,23 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import until
+from pbsplug.testing import site_toml, until
 from pbsplug_cpuset.fake_sysfs import write_sysfs
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 MESSAGE = "Hook cpuset: Unable to clean up one or more cgroups"
 
 
-def site(freq: int = 1, **config) -> str:
-    lines = "\n".join(f"{k} = {toml(v)}" for k, v in config.items())
-    return (f"[plugins.cpuset]\nenabled = true\nfreq = {freq}\n\n"
-            f"[plugins.cpuset.config]\n{lines}\n")
-
-
-def toml(value) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f'"{k}" = {toml(v)}' for k, v in value.items()) + " }"
-    return json.dumps(value)
+def site(**config) -> str:
+    return site_toml("cpuset", config, freq=1)
 
 
 def real_cpusets() -> None:

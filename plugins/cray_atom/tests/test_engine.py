@@ -9,14 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pbsplug.testing import until
+from pbsplug.testing import site_toml, until
 
 
 def site(atom, **config) -> str:
     values = {"unix_socket_file": str(atom.socket_path), "post_timeout": 2.0,
               "delete_timeout": 2.0, **config}
-    lines = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in values.items())
-    return f"[plugins.cray_atom]\nenabled = true\n\n[plugins.cray_atom.config]\n{lines}"
+    return site_toml("cray_atom", values)
 
 
 def test_a_job_is_registered_at_start_and_deleted_at_end(local_engine, atom):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from pbsplug.testing import until
+from pbsplug.testing import site_toml, until
 from pbsplug_mjf import this_host
 
 HOST = this_host()
@@ -22,9 +21,7 @@ echo "jobfeatures=$JOBFEATURES"
 def site(base: Path, freq: int = 120, **config) -> str:
     values = {"machinefeatures_dir": str(base / "machinefeatures"),
               "jobfeatures_dir": str(base / "jobfeatures"), **config}
-    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
-    return (f"[plugins.mjf]\nenabled = true\nfreq = {freq}\n\n"
-            f"[plugins.mjf.config]\n{lines}")
+    return site_toml("mjf", values, freq=freq)
 
 
 def output(engine, job_id: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import pytest
 
-from pbsplug.testing import until
+from pbsplug.testing import site_toml, until
 from pbsplug_power.fake_capmc import install
 
 IDLE = 3  # node_idle_limit
@@ -24,15 +24,7 @@ def site(state_dir, freq: int = 1, **config) -> str:
     values = {"driver": "simulated", "power_on_off_enable": "True",
               "node_idle_limit": str(IDLE), "min_node_down_delay": "1", "boot_delay": 2,
               "state_dir": str(state_dir), **config}
-    lines = "\n".join(f"{k} = {toml(v)}" for k, v in values.items())
-    return (f"[plugins.power]\nenabled = true\nfreq = {freq}\n\n"
-            f"[plugins.power.config]\n{lines}\n")
-
-
-def toml(value) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
+    return site_toml("power", values, freq=freq)
 
 
 def make_hosts(engine, eligible: dict[str, bool]) -> None:
