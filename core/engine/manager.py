@@ -23,13 +23,14 @@ command with 15136 and the hook's text.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..plugins import load_plugins
 from ..runner import Runner
 from ..siteconfig import ConfigError, load_site
 from ..units import parse_exec_vnode
-from . import qmgr
+from . import partitions, qmgr
 from .home import LOG_ADMIN
 from .qmgr import QmgrError
 
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 PBSE_OBJBUSY = 15027
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
-PBSE_SCHED_OP_NOT_PERMITTED = 15223
 MAX_SCHED_NAME = 15
 
 #: Hook attributes as qmgr names them -> as the site config names them.
@@ -78,6 +78,10 @@ class Manager:
 
     def command(self, caller: Caller, cmd: qmgr.Command) -> str:
         eng = self.engine
+        if cmd.obj_type == "sched":  # seed 001 spells it `partitions`
+            for op in cmd.attrs:
+                if op.name == "partitions":
+                    op.name = "partition"
         registry = eng.plugins.attribute_registry()
         defs = qmgr.definitions(cmd.obj_type, registry)
         qmgr.check_privilege(cmd, caller.role, defs)
@@ -140,7 +144,10 @@ class Manager:
             server = eng.store.get("server", "server")
             default = {"scheduling": server.get("scheduling", True),
                        "scheduler_iteration": server.get("scheduler_iteration", 600),
-                       "sched_host": eng.host, "state": "idle"}
+                       "sched_host": eng.host, "sched_port": 15004,
+                       "sched_priv": str(eng.home.root / "sched_priv"),
+                       "sched_log": str(eng.home.root / "sched_logs"),
+                       "sched_user": _server_user(), "state": "idle"}
             return {"default": default, **eng.store.all("sched")}
         if obj_type == "hook":
             return self._hooks()
@@ -176,15 +183,22 @@ class Manager:
             raise QmgrError(qmgr.PBSE_BADATVAL, f"{cmd.obj_type} name is longer than "
                             f"{otype.max_name_length}", obj_type=cmd.obj_type, obj_name=name)
         start: dict[str, Any] = {}
+        if cmd.obj_type == "sched":
+            start = partitions.sched_defaults(name, eng.home.root, eng.host, _server_user(),
+                                              self.objects("sched"))
         if cmd.obj_type == "node":
             start = {"state": "free", "Mom": eng.host, "ntype": "PBS",
                      "resources_available": {"host": eng.host, "vnode": name},
                      "sharing": "default_shared", "resv_enable": True,
                      "last_used_time": int(eng.clock())}  # seed 004: set when created
         new = self._apply(cmd, name, start, "create", defs)
+        self._check_partitions(cmd, name, {}, new,
+                               {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
         if cmd.obj_type == "node":
             eng._set_node(name, {}, new)
             return
+        if cmd.obj_type == "sched":
+            partitions.make_directories(new)
         with eng.store.transaction() as st:
             st.put(cmd.obj_type, name, new)
 
@@ -211,12 +225,10 @@ class Manager:
     def _change(self, cmd: qmgr.Command, name: str, attrs: dict, defs: dict) -> None:
         eng = self.engine
         if cmd.obj_type == "sched" and name == "default":
-            for op in cmd.attrs:
-                if op.name in ("partition", "sched_priv", "sched_log"):
-                    raise QmgrError(PBSE_SCHED_OP_NOT_PERMITTED,
-                                    "Operation is not permitted on default scheduler",
-                                    obj_type="sched", obj_name=name)
+            partitions.check_sched(name, {op.name for op in cmd.attrs}, attrs,
+                                   partitions.World({}, {}, {}))
         new = self._apply(cmd, name, attrs, cmd.verb, defs)
+        self._check_partitions(cmd, name, attrs, new)
         if cmd.obj_type == "node":
             stored = eng.store.get("node", name)
             derived = {"resources_assigned", "jobs"}
@@ -235,8 +247,48 @@ class Manager:
                 st.put("server", "server", {**server, **new} if cmd.obj_type == "sched"
                        else new)
         else:
+            if cmd.obj_type == "sched":
+                self._validate_directories(name, new)
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
+
+    def _validate_directories(self, name: str, attrs: dict) -> None:
+        """A scheduler about to schedule must have good sched_priv and sched_log; if not,
+        its comment says which and its scheduling goes off (PBS's rule; the qmgr command
+        itself succeeds)."""
+        if not qmgr_bool(attrs.get("scheduling")):
+            return
+        problems = partitions.directory_problems(attrs)
+        if problems:
+            attrs["comment"] = problems[0]
+            attrs["scheduling"] = False
+            self.engine.log(LOG_ADMIN, "Sched", name, f"{problems[0]}: scheduling is off "
+                            f"(sched_priv {attrs.get('sched_priv')}, sched_log "
+                            f"{attrs.get('sched_log')})")
+
+    def _check_partitions(self, cmd: qmgr.Command, name: str, old: dict, new: dict,
+                          also: set[str] = frozenset()) -> None:
+        """PBS's rules for schedulers, queues and nodes in partitions (`partitions`)."""
+        if cmd.obj_type not in ("sched", "queue", "node"):
+            return
+        eng = self.engine
+        changed = {op.name for op in cmd.attrs} | set(also)
+        if cmd.obj_type == "node" and "partition" not in changed and "queue" not in changed:
+            return
+        busy: set[str] = set()
+        if cmd.obj_type == "node":
+            for attrs in eng.store.jobs(("R", "E", "S", "U")).values():
+                busy.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
+            for resv in eng.resvs.objects():
+                busy.update(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
+        world = partitions.World(self.objects("sched"), eng.store.all("queue"),
+                                 eng.store.all("node"), frozenset(busy))
+        if cmd.obj_type == "sched":
+            partitions.check_sched(name, changed, new, world)
+        elif cmd.obj_type == "queue":
+            partitions.check_queue(name, changed, new, world)
+        else:
+            partitions.check_node(name, changed, old, new, world)
 
     def _apply(self, cmd: qmgr.Command, name: str, attrs: dict, verb: str,
                defs: dict) -> dict:
@@ -310,6 +362,24 @@ class Manager:
         eng.plugins = load_plugins(load_site(eng.home.site, allow_missing=True))
         eng.runner = Runner(eng.plugins, debug_dir=eng.home.hooks_tmp,
                             trace_file=eng.plugins.site.trace_file or eng.home.trace)
+
+
+def qmgr_bool(value: Any) -> bool:
+    from ..units import parse_bool
+
+    try:
+        return parse_bool(value) if value is not None else False
+    except ValueError:
+        return False
+
+
+def _server_user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def _default_hook(key: str) -> Any:

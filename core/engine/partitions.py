@@ -1,0 +1,187 @@
+"""Schedulers and partitions as PBS's server keeps them (pbs-behavior.md §2; seed 001).
+
+- A new sched object gets PBS's defaults: the next free ``sched_port`` from 15050,
+  ``sched_priv`` and ``sched_log`` named after it under the engine home, ``sched_host`` this
+  host, ``sched_user`` the server's user, ``scheduling`` False, ``state`` down.
+- Every qmgr rule about schedulers, queues and nodes in partitions, refused with PBS's code
+  and text (15215 to 15228).
+- A scheduler's sched_priv and sched_log directories are checked (they exist, belong to
+  ``sched_user``, mode 750 / 755 or tighter for others) before it schedules; a failure sets
+  its comment and turns its scheduling off.
+
+The manager (`manager.py`) calls these with the object's attributes before and after the
+command; the checks read the other objects through the small `World` view.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .qmgr import QmgrError
+
+DEFAULT_PARTITION = "pbs-default"
+FIRST_SCHED_PORT = 15050
+
+PBSE_SCHED_PRIV_EXIST = 15215
+PBSE_SCHED_LOG_EXIST = 15216
+PBSE_ROUTE_QUE_NO_PARTITION = 15217
+PBSE_CANNOT_SET_ROUTE_QUE = 15218
+PBSE_QUE_NOT_IN_PARTITION = 15219
+PBSE_PARTITION_NOT_IN_QUE = 15220
+PBSE_INVALID_PARTITION_QUE = 15221
+PBSE_SCHED_OP_NOT_PERMITTED = 15223
+PBSE_SCHED_PARTITION_ALREADY_EXISTS = 15224
+PBSE_NODE_BUSY = 15227
+PBSE_DEFAULT_PARTITION = 15228
+
+#: The comments PBS sets on a scheduler whose directories fail its checks.
+PRIV_INVALID = "PBS failed validation checks for sched_priv directory"
+LOG_INVALID = "Unable to change the sched_log directory"
+
+
+@dataclass
+class World:
+    """What the checks look at besides the object itself."""
+
+    scheds: Mapping[str, Mapping[str, Any]]
+    queues: Mapping[str, Mapping[str, Any]]
+    nodes: Mapping[str, Mapping[str, Any]]
+    busy_nodes: frozenset[str] = frozenset()   # nodes with jobs or reservations on them
+
+
+def partitions_of(attrs: Mapping[str, Any]) -> list[str]:
+    """A sched object's partitions (a list, or a comma-separated string)."""
+    value = attrs.get("partition")
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [p.strip() for p in items if str(p).strip()]
+
+
+def sched_defaults(name: str, home: Path, host: str, user: str,
+                   scheds: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What ``create sched NAME`` sets."""
+    used = {int(a["sched_port"]) for a in scheds.values() if a.get("sched_port")}
+    port = FIRST_SCHED_PORT
+    while port in used:
+        port += 1
+    return {"sched_port": port, "sched_host": host, "sched_user": user,
+            "sched_priv": str(home / f"sched_priv_{name}"),
+            "sched_log": str(home / f"sched_logs_{name}"),
+            "scheduling": False, "scheduler_iteration": 600, "state": "down"}
+
+
+def _refuse(code: int, text: str, obj_type: str, name: str) -> QmgrError:
+    return QmgrError(code, text, obj_type=obj_type, obj_name=name)
+
+
+def check_sched(name: str, changed: set[str], new: Mapping[str, Any], world: World) -> None:
+    """The rules for a scheduler's new attributes (`changed` are those the command set)."""
+    if name == "default" and changed & {"partition", "sched_priv", "sched_log"}:
+        raise _refuse(PBSE_SCHED_OP_NOT_PERMITTED,
+                      "Operation is not permitted on default scheduler", "sched", name)
+    if "partition" in changed:
+        for part in partitions_of(new):
+            if part == DEFAULT_PARTITION:
+                raise _refuse(PBSE_DEFAULT_PARTITION, "Default partition name is not allowed",
+                              "sched", name)
+            if any(part in partitions_of(a) for other, a in world.scheds.items()
+                   if other != name):
+                raise _refuse(PBSE_SCHED_PARTITION_ALREADY_EXISTS,
+                              "Partition is already associated with other scheduler",
+                              "sched", name)
+    for key, code in (("sched_priv", PBSE_SCHED_PRIV_EXIST),
+                      ("sched_log", PBSE_SCHED_LOG_EXIST)):
+        value = new.get(key)
+        if key in changed and value and any(
+                os.path.normpath(str(a.get(key) or "")) == os.path.normpath(str(value))
+                for other, a in world.scheds.items() if other != name):
+            raise _refuse(code, f"Another scheduler also has same value for its {key} "
+                          "directory", "sched", name)
+
+
+def check_queue(name: str, changed: set[str], new: Mapping[str, Any], world: World) -> None:
+    part = new.get("partition")
+    route = str(new.get("queue_type") or "").lower().startswith("r")
+    if "partition" in changed and part:
+        if part == DEFAULT_PARTITION:
+            raise _refuse(PBSE_DEFAULT_PARTITION, "Default partition name is not allowed",
+                          "queue", name)
+        if route:
+            raise _refuse(PBSE_ROUTE_QUE_NO_PARTITION,
+                          "Cannot assign a partition to route queue", "queue", name)
+        for node in world.nodes.values():
+            if node.get("queue") == name and node.get("partition") and \
+                    node.get("partition") != part:
+                raise _refuse(PBSE_INVALID_PARTITION_QUE, "Invalid partition in queue",
+                              "queue", name)
+    if "queue_type" in changed and route and part:
+        raise _refuse(PBSE_CANNOT_SET_ROUTE_QUE,
+                      "Route queues are incompatible with the partition attribute",
+                      "queue", name)
+
+
+def check_node(name: str, changed: set[str], old: Mapping[str, Any], new: Mapping[str, Any],
+               world: World) -> None:
+    part, queue = new.get("partition"), new.get("queue")
+    if "partition" in changed:
+        if part == DEFAULT_PARTITION:
+            raise _refuse(PBSE_DEFAULT_PARTITION, "Default partition name is not allowed",
+                          "node", name)
+        if part != old.get("partition") and name in world.busy_nodes:
+            raise _refuse(PBSE_NODE_BUSY, "Node is busy", "node", name)
+        queue_part = world.queues.get(str(queue), {}).get("partition") if queue else None
+        if part and queue and queue_part != part:
+            raise _refuse(PBSE_QUE_NOT_IN_PARTITION,
+                          f"Queue {queue} is not part of partition for node", "node", name)
+    if "queue" in changed and queue and part:
+        if world.queues.get(str(queue), {}).get("partition") != part:
+            raise _refuse(PBSE_PARTITION_NOT_IN_QUE,
+                          f"Partition {part} is not part of queue for node", "node", name)
+
+
+def directory_problems(attrs: Mapping[str, Any]) -> list[str]:
+    """Why the scheduler's sched_priv or sched_log fails PBS's checks: each must be a
+    directory owned by sched_user, writable by nobody else (sched_priv 750, sched_log 755
+    at most). The comments PBS sets, or []."""
+    user = str(attrs.get("sched_user") or "")
+    try:
+        uid = pwd.getpwnam(user).pw_uid if user else os.geteuid()
+    except KeyError:
+        uid = -1
+    problems = []
+    for key, most, comment in (("sched_priv", 0o750, PRIV_INVALID),
+                               ("sched_log", 0o755, LOG_INVALID)):
+        path = attrs.get(key)
+        try:
+            info = os.stat(str(path)) if path else None
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or \
+                stat.S_IMODE(info.st_mode) & ~most:
+            problems.append(comment)
+    return problems
+
+
+def make_directories(attrs: Mapping[str, Any]) -> None:
+    """Make a scheduler's default directories when they do not exist yet (as PBS's
+    installation makes sched_priv and sched_logs), owned by sched_user, 750 and 755."""
+    user = str(attrs.get("sched_user") or "")
+    try:
+        ids = pwd.getpwnam(user) if user else None
+    except KeyError:
+        ids = None
+    for key, mode in (("sched_priv", 0o750), ("sched_log", 0o755)):
+        path = attrs.get(key)
+        if not path or os.path.exists(str(path)):
+            continue
+        os.makedirs(str(path), mode=mode)
+        os.chmod(str(path), mode)
+        if ids is not None and os.geteuid() == 0:
+            os.chown(str(path), ids.pw_uid, ids.pw_gid)
