@@ -110,6 +110,12 @@ class PbsObject:
         for key, value in (attrs or {}).items():
             self._attrs[key] = self._wrap(key, value)
 
+    def __reduce__(self):
+        """Pickled as (type, name, plain attributes) and rebuilt through __init__, so that
+        resources read as `Resources` again (a scheduler process gets its snapshot so)."""
+        return (type(self), (self._name, {k: dict(v) if isinstance(v, Resources) else v
+                                          for k, v in self._attrs.items()}))
+
     # -- attribute access -------------------------------------------------------------------
     def _wrap(self, key: str, value: Any) -> Any:
         if key in RESOURCE_ATTRIBUTES:

@@ -122,3 +122,16 @@ def test_vnode_list_read_only_where_the_event_says():
     ev = Event.from_dict("periodic", {"vnode_list": {"n1": {}}, "resv_list": {}})
     ev.vnode_list["n1"].state = "offline"
     assert ev.take_changes() == {"vnode_list": {"n1": {"state": "offline"}}}
+
+
+def test_objects_survive_pickling_with_their_resources():
+    """A scheduler process gets its snapshot pickled: resources must still read PBS's way
+    (an unset one is None) after the trip."""
+    import pickle
+
+    job = Job("1.s", {"queue": "q", "Resource_List": {"select": "1:ncpus=2"}})
+    back = pickle.loads(pickle.dumps(job))
+    assert (back.id, back.queue, back.Resource_List["select"]) == ("1.s", "q", "1:ncpus=2")
+    assert back.Resource_List["walltime"] is None
+    vnode = pickle.loads(pickle.dumps(Vnode("n1", {"resources_available": {"ncpus": 4}})))
+    assert vnode.resources_available["ncpus"] == 4 and vnode.resources_available["mem"] is None

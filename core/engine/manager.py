@@ -148,7 +148,9 @@ class Manager:
                        "sched_priv": str(eng.home.root / "sched_priv"),
                        "sched_log": str(eng.home.root / "sched_logs"),
                        "sched_user": _server_user(), "state": "idle"}
-            return {"default": default, **eng.store.all("sched")}
+            live = {name: {**attrs, "state": eng.sched_procs.state(name)}
+                    for name, attrs in eng.store.all("sched").items()}
+            return {"default": default, **live}
         if obj_type == "hook":
             return self._hooks()
         return eng.store.all(obj_type)
@@ -249,6 +251,9 @@ class Manager:
         else:
             if cmd.obj_type == "sched":
                 self._validate_directories(name, new)
+                new.pop("state", None)  # live, from the scheduler's process
+                if "scheduling" in {op.name for op in cmd.attrs}:
+                    eng.sched_procs.forgive(name)  # a new start after NEEDS_ATTENTION
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
 
@@ -362,6 +367,9 @@ class Manager:
         eng.plugins = load_plugins(load_site(eng.home.site, allow_missing=True))
         eng.runner = Runner(eng.plugins, debug_dir=eng.home.hooks_tmp,
                             trace_file=eng.plugins.site.trace_file or eng.home.trace)
+        # Scheduler processes run the plugins' scheduler hooks: start them afresh.
+        eng.sched_procs.hooks = eng.plugins.hook
+        eng.sched_procs.stop_all()
 
 
 def qmgr_bool(value: Any) -> bool:

@@ -15,7 +15,6 @@ import grp
 import logging
 import math
 import os
-import pickle
 import pwd
 import shutil
 import signal
@@ -67,6 +66,7 @@ from .home import (
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
+from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses
 from .store import Store
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -132,6 +132,8 @@ class Engine:
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
         self.stopping = False
+        self.sched_procs = SchedulerProcesses(
+            plugins.hook, lambda sched, msg: self.log(LOG_SCHED, "Sched", sched, msg))
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
@@ -754,22 +756,47 @@ class Engine:
         return self._schedulers()["default"]
 
     def cycle(self) -> None:
-        """One scheduling cycle of every instance with scheduling on. Several instances
-        run at the same time, each in its own process (they never share a job or vnode)."""
+        """One scheduling cycle of every instance with scheduling on: ``default`` here, in
+        the server's thread; each other one in its own process (`schedprocs`), whose
+        decisions are applied when they arrive. They never share a job or vnode."""
         self.want_cycle = False
-        scheds = [s for s in self._schedulers().values() if s.scheduling]
-        if not scheds:
+        scheds = self._schedulers()
+        stored = self.store.all("sched")
+        self.sched_procs.keep({name: stored.get(name, {}) for name, s in scheds.items()
+                               if name != "default" and s.scheduling})
+        active = [s for s in scheds.values() if s.scheduling]
+        if not active:
             return
         snap = self._snapshot()
         now = self.clock()
-        results = run_cycles(scheds, snap, now)
-        iteration = min(s.iteration for s in scheds)
-        self.next_cycle = now + iteration
-        for sched, result in results:
-            if result is None:
-                self.log(LOG_ERROR, "Server", self.host, f"scheduler {sched} failed its cycle")
-                continue
+        self.next_cycle = now + min(s.iteration for s in active)
+        for sched in active:
+            if sched.name != "default":
+                self.sched_procs.trigger(sched.name, (sched.partitions, sched.policy,
+                                                      sched.claimed, sched.iteration, snap,
+                                                      now))
+        if scheds["default"].scheduling:
+            self._apply_cycle(scheds["default"].cycle(snap, now))
+
+    def _poll_schedulers(self) -> None:
+        """Apply what scheduler processes decided; start again those that died (a
+        scheduler dead three times within an hour is left down, NEEDS_ATTENTION)."""
+        for _, result in self.sched_procs.poll():
             self._apply_cycle(result)
+        for name in self.sched_procs.dead():
+            if self.stopping:
+                continue
+            attrs = self.store.get("sched", name)
+            if self.sched_procs.crashed(name, self.clock()) and attrs is not None:
+                with self.store.transaction() as st:
+                    st.put("sched", name, {**attrs, "comment": NEEDS_ATTENTION})
+                self.log(LOG_ERROR, "Sched", name, f"scheduler {name} died "
+                         f"{len(self.sched_procs.crashes[name])} times within an hour: left "
+                         f"down ({NEEDS_ATTENTION}); set its scheduling again to restart it")
+            else:
+                self.log(LOG_ERROR, "Sched", name, f"scheduler {name} died: starting it "
+                         "again")
+            self.want_cycle = True
 
     def _apply_cycle(self, result) -> None:
         queued = self.store.jobs(("Q",))
@@ -1043,6 +1070,7 @@ class Engine:
                 del self.kills[job_id]
         self.resvs.poll(now)
         self.periodic.poll(now)
+        self._poll_schedulers()
         if self.want_cycle or now >= self.next_cycle:
             self.cycle()
 
@@ -1132,38 +1160,10 @@ class Engine:
         self._resolve_depend([job_id])
 
     def close(self) -> None:
+        self.sched_procs.stop_all()
         logging.getLogger("pbsplug.hook").removeHandler(self.hook_log)
         self.store.close()
         self.log.close()
-
-
-def run_cycles(scheds: list[Scheduler], snap: Snapshot, now: float) -> list[tuple[str, Any]]:
-    """Each instance's cycle; more than one run at the same time, in forked processes."""
-    if len(scheds) == 1:
-        return [(scheds[0].name, scheds[0].cycle(snap, now))]
-    children = []
-    for sched in scheds:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            code = 0
-            try:
-                data = pickle.dumps(sched.cycle(snap, now))
-            except BaseException:
-                data, code = b"", 1
-            with os.fdopen(w, "wb") as out:
-                out.write(data)
-            os._exit(code)
-        os.close(w)
-        children.append((sched.name, pid, r))
-    results = []
-    for name, pid, r in children:
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        os.waitpid(pid, 0)
-        results.append((name, pickle.loads(data) if data else None))
-    return results
 
 
 def _sched_instance(name: str, attrs: dict) -> SchedulerInstance:

@@ -1,0 +1,313 @@
+"""Schedulers other than ``default``, each in its own long-lived process (seed 001,
+Interface 7; PBS runs one pbs_sched per sched object).
+
+The server starts one for every sched object whose ``scheduling`` is True, at startup and when
+it is set, and stops it when scheduling goes off or the server stops. A trigger sends the
+process the cycle's input (its slice of the snapshot, the time, its policy) over a pipe; it
+runs the cycle with the plugins' scheduler hooks and sends the decisions back, which the
+server applies when they arrive, without waiting. A scheduler busy in a cycle keeps the next
+trigger until it is done. ``state`` is live: ``down`` (no process), ``idle`` (waiting for a
+trigger), ``scheduling`` (in a cycle).
+
+A process that dies is started again; one that dies three times within an hour is left down
+with the comment ``NEEDS_ATTENTION`` (seed 001's example) until its scheduling is set again.
+Each writes its pid to ``<sched_priv>/sched.lock`` (as pbs_sched does) and logs in PBS's
+format to ``<sched_log>/YYYYMMDD``: the start and end of each cycle, and what the scheduling
+library says.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..scheduler import Scheduler
+
+NEEDS_ATTENTION = "NEEDS_ATTENTION"
+#: Crashes within this many seconds that leave a scheduler down.
+CRASH_WINDOW = 3600.0
+MAX_CRASHES = 3
+_HEADER = struct.Struct("!Q")
+
+
+@dataclass
+class _Proc:
+    name: str
+    pid: int
+    to_child: int
+    from_child: int
+    log_dir: str
+    state: str = "idle"
+    pending: tuple | None = None           # a trigger that came while it was busy
+    buffer: bytearray = field(default_factory=bytearray)
+    last_cycle: float | None = None
+
+
+class SchedulerProcesses:
+    """The running scheduler processes of one server, by sched name."""
+
+    def __init__(self, hooks: Any, log: Callable[[str, str], None]):
+        self.hooks = hooks
+        self.log = log                     # (sched, message) -> the server log
+        self.procs: dict[str, _Proc] = {}
+        self.crashes: dict[str, list[float]] = {}
+        self.given_up: set[str] = set()
+
+    # -- the server's side ------------------------------------------------------------------
+    def state(self, name: str) -> str:
+        proc = self.procs.get(name)
+        return "down" if proc is None else proc.state
+
+    def pid(self, name: str) -> int | None:
+        proc = self.procs.get(name)
+        return None if proc is None else proc.pid
+
+    def last_cycle(self, name: str) -> float | None:
+        proc = self.procs.get(name)
+        return None if proc is None else proc.last_cycle
+
+    def keep(self, wanted: dict[str, dict[str, Any]]) -> None:
+        """Run exactly the schedulers in `wanted` (name -> its sched attributes): start the
+        missing ones (unless given up), stop the others."""
+        for name in list(self.procs):
+            if name not in wanted:
+                self.stop(name)
+        for name, attrs in wanted.items():
+            if name not in self.procs and name not in self.given_up:
+                self.start(name, attrs)
+
+    def start(self, name: str, attrs: dict[str, Any]) -> None:
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the scheduler process
+            code = 0
+            try:
+                os.close(down_w)
+                os.close(up_r)
+                _child(name, attrs, down_r, up_w, self.hooks)
+            except BaseException:  # noqa: BLE001 - a child must never return into the server
+                logging.getLogger("pbsplug.sched_process").exception(
+                    "scheduler %s failed", name)
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(down_r)
+        os.close(up_w)
+        os.set_blocking(up_r, False)
+        self.procs[name] = _Proc(name, pid, down_w, up_r, str(attrs.get("sched_log") or ""))
+        self.log(name, f"scheduler {name} started, pid {pid}")
+
+    def stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        for fd in (proc.to_child, proc.from_child):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+            os.waitpid(proc.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.log(name, f"scheduler {name} stopped")
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+
+    def forgive(self, name: str) -> None:
+        """Setting scheduling again gives a scheduler that was given up a new start."""
+        self.given_up.discard(name)
+        self.crashes.pop(name, None)
+
+    def trigger(self, name: str, work: tuple) -> None:
+        """Send a cycle's input; a busy scheduler keeps it for when it is done (only the
+        latest is kept: a newer snapshot replaces an older one)."""
+        proc = self.procs.get(name)
+        if proc is None:
+            return
+        if proc.state == "scheduling":
+            proc.pending = work
+            return
+        self._send(proc, work)
+
+    def _send(self, proc: _Proc, work: tuple) -> None:
+        data = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            _write_all(proc.to_child, _HEADER.pack(len(data)) + data)
+        except OSError:
+            return  # it died; poll() notices and starts it again
+        proc.state = "scheduling"
+
+    def poll(self) -> Iterator[tuple[str, Any]]:
+        """(sched, cycle result) for each cycle that finished; processes that died are
+        started again, or given up. `restart(name)` gives the attributes to start with."""
+        for proc in list(self.procs.values()):
+            result = self._read(proc)
+            if result is not None:
+                proc.state = "idle"
+                proc.last_cycle = time.time()
+                yield proc.name, result
+                if proc.pending is not None and proc.name in self.procs:
+                    work, proc.pending = proc.pending, None
+                    self._send(proc, work)
+
+    def dead(self) -> list[str]:
+        """The schedulers whose process has ended (reaped), forgotten here."""
+        out = []
+        for name, proc in list(self.procs.items()):
+            try:
+                pid, _ = os.waitpid(proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid = proc.pid
+            if pid == proc.pid:
+                for fd in (proc.to_child, proc.from_child):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                del self.procs[name]
+                out.append(name)
+        return out
+
+    def crashed(self, name: str, now: float) -> bool:
+        """Count a crash; True when the scheduler is to be given up (too many)."""
+        recent = [t for t in self.crashes.get(name, []) if now - t < CRASH_WINDOW] + [now]
+        self.crashes[name] = recent
+        if len(recent) >= MAX_CRASHES:
+            self.given_up.add(name)
+            return True
+        return False
+
+    def _read(self, proc: _Proc) -> Any:
+        while True:
+            try:
+                chunk = os.read(proc.from_child, 1 << 20)
+            except BlockingIOError:
+                break
+            except OSError:
+                return None
+            if not chunk:
+                break
+            proc.buffer += chunk
+        if len(proc.buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(proc.buffer)
+        if len(proc.buffer) < _HEADER.size + size:
+            return None
+        data = bytes(proc.buffer[_HEADER.size:_HEADER.size + size])
+        del proc.buffer[:_HEADER.size + size]
+        try:
+            return pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a broken answer is a failed cycle
+            return None
+
+
+# -- the scheduler process ----------------------------------------------------------------------
+
+def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    priv = attrs.get("sched_priv")
+    if priv:
+        try:
+            Path(str(priv), "sched.lock").write_text(f"{os.getpid()}\n")
+        except OSError:
+            pass
+    log = _sched_log(str(attrs.get("sched_log") or ""))
+    while True:
+        ready, _, _ = select.select([down], [], [], 1.0)
+        if not ready:
+            if os.getppid() != parent:  # the server is gone
+                return
+            continue
+        header = _read_exactly(down, _HEADER.size)
+        if header is None:
+            return  # the server closed the pipe: stop
+        (size,) = _HEADER.unpack(header)
+        data = _read_exactly(down, size)
+        if data is None:
+            return
+        partitions, policy, claimed, iteration, snap, now = pickle.loads(data)
+        sched = Scheduler(name, partitions, policy, hooks, claimed=claimed,
+                          iteration=iteration)
+        log.info("Starting Scheduling Cycle")
+        result = sched.cycle(snap, now)
+        stats = result.stats
+        log.info("Leaving Scheduling Cycle: %d jobs considered, %d started",
+                 stats.jobs_considered if stats else 0, stats.jobs_started if stats else 0)
+        out = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        _write_all(up, _HEADER.pack(len(out)) + out)
+
+
+def _sched_log(directory: str) -> logging.Logger:
+    """The scheduler's own log, in PBS's line format, under its sched_log directory; the
+    scheduling library's messages go there too."""
+    logger = logging.getLogger("pbsplug.sched_process")
+    library = logging.getLogger("pbsplug.scheduler")
+    for existing in (logger, library):
+        existing.handlers.clear()
+        existing.propagate = False
+        existing.setLevel(logging.INFO)
+    if directory:
+        handler = _DailyFile(directory)
+        logger.addHandler(handler)
+        library.addHandler(handler)
+    return logger
+
+
+class _DailyFile(logging.Handler):
+    """``MM/DD/YYYY HH:MM:SS;0080;pbs_sched;Svr;pbs_sched;<message>`` lines in
+    ``<dir>/YYYYMMDD``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        now = time.localtime(record.created)
+        level = "0001" if record.levelno >= logging.ERROR else (
+            "0002" if record.levelno >= logging.WARNING else "0080")
+        message = record.getMessage()
+        if record.exc_info:
+            import traceback
+
+            message += ": " + " | ".join(
+                traceback.format_exception(*record.exc_info)[-3:]).replace("\n", " ")
+        line = (f"{time.strftime('%m/%d/%Y %H:%M:%S', now)};{level};pbs_sched;Svr;pbs_sched;"
+                f"{message}\n")
+        try:
+            with open(os.path.join(self.directory, time.strftime("%Y%m%d", now)), "a") as f:
+                f.write(line)
+        except OSError:
+            pass
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    out = bytearray()
+    while len(out) < size:
+        chunk = os.read(fd, size - len(out))
+        if not chunk:
+            return None
+        out += chunk
+    return bytes(out)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

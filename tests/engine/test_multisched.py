@@ -1,0 +1,105 @@
+"""Several schedulers on one server, each in its own process over its own partition (seed
+001, Interface 7): jobs run only on their partition's vnodes, a scheduler turned off leaves
+its partition's jobs queued while the other runs, a killed scheduler is started again (and
+left down after three deaths within an hour), and each keeps its own log."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+from pbsplug.engine.testing import until
+
+
+def qmgr(engine, text: str) -> None:
+    done = engine.pbs("qmgr", "-c", text)
+    assert (done.returncode, done.stderr) == (0, ""), text
+
+
+def listed(engine, sched: str) -> dict[str, str]:
+    out = engine.pbs("qmgr", "-c", f"list sched {sched}").stdout
+    return dict(line.strip().split(" = ", 1) for line in out.splitlines()[1:] if " = " in line)
+
+
+def lock_pid(engine, sched: str) -> int | None:
+    path = Path(listed(engine, sched)["sched_priv"]) / "sched.lock"
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def two_partitions(engine) -> None:
+    """q1 and v1a, v1b in P1 under sc1; q2 and v2a in P2 under sc2; both scheduling."""
+    for line in ("create queue q1 queue_type = execution, enabled = True, started = True",
+                 "create queue q2 queue_type = execution, enabled = True, started = True",
+                 "set queue q1 partition = P1", "set queue q2 partition = P2",
+                 "create node v1a resources_available.ncpus = 1, partition = P1",
+                 "create node v1b resources_available.ncpus = 1, partition = P1",
+                 "create node v2a resources_available.ncpus = 1, partition = P2",
+                 "create sched sc1 partition = P1", "create sched sc2 partition = P2",
+                 "set sched sc1 scheduling = True", "set sched sc2 scheduling = True"):
+        qmgr(engine, line)
+
+
+def vnode_of(attrs) -> str:
+    return re.match(r"\((\w+):", attrs["exec_vnode"]).group(1)
+
+
+def test_each_partition_is_scheduled_by_its_own_process_on_its_own_vnodes(engine):
+    two_partitions(engine)
+    until(lambda: listed(engine, "sc1")["state"] == "idle" and
+          listed(engine, "sc2")["state"] == "idle", what="both schedulers up")
+    pids = {lock_pid(engine, "sc1"), lock_pid(engine, "sc2"), engine.client("status")["pid"]}
+    assert len(pids) == 3 and None not in pids  # two processes, neither the server
+    jobs = {q: [engine.submit("sleep 0.2\n", queue=q) for _ in range(4)] for q in ("q1", "q2")}
+    for queue, ids in jobs.items():
+        for job_id in ids:
+            attrs = engine.wait(job_id, timeout=60)
+            assert attrs["Exit_status"] == 0
+            assert vnode_of(attrs) in ({"v1a", "v1b"} if queue == "q1" else {"v2a"})
+    # Each scheduler logs its own cycles in its own sched_log.
+    for sched in ("sc1", "sc2"):
+        logs = Path(listed(engine, sched)["sched_log"])
+        text = "".join(p.read_text() for p in logs.iterdir())
+        assert ";pbs_sched;Svr;pbs_sched;Starting Scheduling Cycle" in text
+
+
+def test_a_scheduler_turned_off_leaves_its_partition_queued_while_the_other_runs(engine):
+    two_partitions(engine)
+    qmgr(engine, "set sched sc2 scheduling = False")
+    until(lambda: listed(engine, "sc2")["state"] == "down", what="sc2 down")
+    waiting = engine.submit("true\n", queue="q2")
+    runs = engine.submit("true\n", queue="q1")
+    assert engine.wait(runs, timeout=60)["Exit_status"] == 0
+    time.sleep(1)
+    assert engine.job(waiting)["job_state"] == "Q"
+    qmgr(engine, "set sched sc2 scheduling = True")
+    assert vnode_of(engine.wait(waiting, timeout=60)) == "v2a"
+
+
+def test_a_killed_scheduler_is_started_again_and_left_down_after_three_deaths(engine):
+    two_partitions(engine)
+    until(lambda: lock_pid(engine, "sc1"), what="sc1's pid")
+    for death in range(3):
+        pid = until(lambda: lock_pid(engine, "sc1"), what="sc1's pid")
+        os.kill(pid, signal.SIGKILL)
+        if death < 2:
+            until(lambda p=pid: lock_pid(engine, "sc1") not in (None, p) and
+                  listed(engine, "sc1")["state"] == "idle", what="sc1 started again")
+            # It still schedules.
+            job_id = engine.submit("true\n", queue="q1")
+            assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
+    until(lambda: listed(engine, "sc1").get("comment") == "NEEDS_ATTENTION",
+          what="sc1 given up")
+    assert listed(engine, "sc1")["state"] == "down"
+    assert "died 3 times within an hour: left down (NEEDS_ATTENTION)" in engine.log()
+    waiting = engine.submit("true\n", queue="q1")
+    time.sleep(1)
+    assert engine.job(waiting)["job_state"] == "Q"
+    # Setting scheduling again gives it a new start.
+    qmgr(engine, "set sched sc1 scheduling = True")
+    assert engine.wait(waiting, timeout=60)["Exit_status"] == 0
