@@ -93,6 +93,21 @@ class Resources(dict):
         return (dict, (dict(self),))
 
 
+def _rebuild(cls: type, name: str, attrs: dict[str, Any]) -> Any:
+    """An unpickled object: what __init__ would make, without its per-key work (a scheduler
+    process unpickles thousands of jobs per cycle)."""
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "_name", name)
+    object.__setattr__(obj, "_changes", {})
+    object.__setattr__(obj, "_guard", None)
+    for key in RESOURCE_ATTRIBUTES.intersection(attrs):
+        attrs[key] = Resources(obj, key, attrs[key])
+    object.__setattr__(obj, "_attrs", attrs)
+    for slot, value in getattr(cls, "_fresh_slots", ()):
+        object.__setattr__(obj, slot, value)
+    return obj
+
+
 class PbsObject:
     """Common base: a bag of PBS attributes with a name, a write guard and a change record."""
 
@@ -111,10 +126,10 @@ class PbsObject:
             self._attrs[key] = self._wrap(key, value)
 
     def __reduce__(self):
-        """Pickled as (type, name, plain attributes) and rebuilt through __init__, so that
+        """Pickled as (type, name, plain attributes) and rebuilt by `_rebuild`, so that
         resources read as `Resources` again (a scheduler process gets its snapshot so)."""
-        return (type(self), (self._name, {k: dict(v) if isinstance(v, Resources) else v
-                                          for k, v in self._attrs.items()}))
+        return (_rebuild, (type(self), self._name, {
+            k: dict(v) if isinstance(v, Resources) else v for k, v in self._attrs.items()}))
 
     # -- attribute access -------------------------------------------------------------------
     def _wrap(self, key: str, value: Any) -> Any:
@@ -228,6 +243,8 @@ class Job(PbsObject):
     kind = "job"
     always_readonly = frozenset({"id"})
     __slots__ = ("_action", "_action_allowed")
+    #: What __init__ sets besides the attributes (for `_rebuild`).
+    _fresh_slots = (("_action", None), ("_action_allowed", True))
 
     def __init__(self, job_id: str, attrs: Mapping[str, Any] | None = None):
         attrs = dict(attrs or {})

@@ -370,11 +370,11 @@ def pbs_attach(args: list[str]) -> int:
 
 
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
-             "[-l select=...] [-l place=...] [-N name]")
+             "[-l select=...] [-l place=...] [-N name] [-p partition]")
 def pbs_rsub(args: list[str]) -> int:
     from ..engine.jobspec import cvtdate
 
-    opts, rest = _getopt(args, "R:E:D:l:N:")
+    opts, rest = _getopt(args, "R:E:D:l:N:p:")
     if rest:
         raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
     attrs: dict = {"Resource_List": {}}
@@ -388,6 +388,8 @@ def pbs_rsub(args: list[str]) -> int:
                 attrs["reserve_duration"] = value
             elif opt == "-N":
                 attrs["Reserve_Name"] = value
+            elif opt == "-p":
+                attrs["partition"] = value
             elif opt == "-l":
                 for item in _split_resources(value):
                     name, eq, res = item.partition("=")

@@ -55,6 +55,8 @@ class Reservations:
         #: Queues whose reservation has ended, kept until the jobs killed at its end are gone.
         self.leftover_queues = {q for q, a in engine.store.all("queue").items()
                                 if a.get("reservation") and a["reservation"] not in resvs}
+        #: Unpartitioned reservations: the schedulers that could not fit them, so far.
+        self.denials: dict[str, set[str]] = {}
 
     # -- requests ---------------------------------------------------------------------------------
     def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
@@ -91,7 +93,9 @@ class Reservations:
             "reserve_start": start, "reserve_end": end, "reserve_duration": end - start,
             "Resource_List": res, "Authorized_Users": [f"{caller.user}@{eng.host}"],
             "server": eng.server_name, "ctime": now, "mtime": now, "euser": caller.user,
-            "Variable_List": dict(attrs.get("Variable_List") or {})})
+            "Variable_List": dict(attrs.get("Variable_List") or {}),
+            # pbs_rsub -p: only that partition's scheduler decides it
+            **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
         outcome = eng._event("resvsub", caller, resv=resv)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
@@ -146,15 +150,23 @@ class Reservations:
     def objects(self) -> list[Reservation]:
         return [Reservation(n, a) for n, a in self.engine.store.all("resv").items()]
 
-    def decide(self, decisions: list[ResvDecision]) -> None:
-        """The scheduler's answers for unconfirmed reservations."""
+    def decide(self, decisions: list[ResvDecision], sched: str = "default",
+               deciders: frozenset[str] = frozenset()) -> None:
+        """Scheduler `sched`'s answers for unconfirmed reservations. `deciders` are the
+        schedulers with scheduling on: a reservation in no partition is offered to each, and
+        the first to confirm it makes it its partition's; it is denied only once every one of
+        them could not fit it (PBS, pbs-behavior.md §2.5)."""
         eng = self.engine
         for decision in decisions:
             attrs = eng.store.get("resv", decision.resv_id)
             if attrs is None or attrs.get("reserve_state") != UNCONFIRMED:
-                continue
+                continue  # another scheduler confirmed it first
             if not decision.confirmed:
-                self._deny(decision.resv_id, attrs, decision.reason or "no room")
+                denied = self.denials.setdefault(decision.resv_id, set())
+                denied.add(sched)
+                if attrs.get("partition") or not (set(deciders) - denied):
+                    self.denials.pop(decision.resv_id, None)
+                    self._deny(decision.resv_id, attrs, decision.reason or "no room")
                 continue
             resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
             outcome = eng._event("resv_confirm", resv=resv)
@@ -162,12 +174,18 @@ class Reservations:
                 self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
                 continue
             queue = decision.resv_id.split(".")[0]
+            self.denials.pop(decision.resv_id, None)
+            partition = attrs.get("partition") or decision.partition or "pbs-default"
             attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
-                         resv_nodes=decision.resv_nodes, mtime=int(eng.clock()))
+                         resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
+                         partition=partition)
+            resv_queue = {"queue_type": "Execution", "enabled": True, "started": False,
+                          "reservation": decision.resv_id}
+            if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
+                resv_queue["partition"] = partition
             with eng.store.transaction() as st:
                 st.put("resv", decision.resv_id, attrs)
-                st.put("queue", queue, {"queue_type": "Execution", "enabled": True,
-                                        "started": False, "reservation": decision.resv_id})
+                st.put("queue", queue, resv_queue)
             eng.log(LOG_JOB, "Resv", decision.resv_id,
                     f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
 

@@ -294,6 +294,7 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
+        self._check_partition_owner(queue_name)
         outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
@@ -752,6 +753,14 @@ class Engine:
             self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: {exc}")
             return build_schedulers([], server, self.plugins.hook)
 
+    def _check_partition_owner(self, queue_name: str) -> None:
+        """PBS logs when a job lands in a partition no scheduler has (pbsplug's default
+        scheduler takes such jobs; see scheduler.md)."""
+        part = (self.store.get("queue", queue_name) or {}).get("partition")
+        if part and not any(part in s.partitions for s in self._schedulers().values()):
+            self.log(LOG_SCHED, "Server", self.host,
+                     f"No scheduler associated with the partition {part}")
+
     def _policy_scheduler(self) -> Scheduler:
         return self._schedulers()["default"]
 
@@ -773,8 +782,8 @@ class Engine:
         for sched in active:
             if sched.name != "default":
                 self.sched_procs.trigger(sched.name, (sched.partitions, sched.policy,
-                                                      sched.claimed, sched.iteration, snap,
-                                                      now))
+                                                      sched.claimed, sched.iteration,
+                                                      sched.slice(snap), now))
         if scheds["default"].scheduling:
             self._apply_cycle(scheds["default"].cycle(snap, now))
 
@@ -815,7 +824,10 @@ class Engine:
                         changed = True
                 if changed:
                     st.put_job(job_id, attrs)
-        self.resvs.decide(result.reservations)
+        stats = result.stats
+        self.resvs.decide(result.reservations, stats.sched if stats else "default",
+                          frozenset(s.name for s in self._schedulers().values()
+                                    if s.scheduling))
         self.restart_cycle = False
         for done, decision in enumerate(result.run):
             if self.restart_cycle:  # a hook's fail_action: what is left was planned on stale state

@@ -176,10 +176,27 @@ class Scheduler:
         return None if part in (None, "", DEFAULT_PARTITION) else str(part)
 
     def owns(self, obj: Queue | Vnode) -> bool:
-        part = self.partition_of(obj)
+        return self.owns_partition(self.partition_of(obj))
+
+    def owns_partition(self, part: str | None) -> bool:
+        """Whether objects in partition `part` (None or ``pbs-default``: none) are this
+        instance's."""
+        if part in ("", DEFAULT_PARTITION):
+            part = None
         if self.name == "default":
             return part is None or part not in self.claimed
         return part is not None and part in self.partitions
+
+    def slice(self, snap: Snapshot) -> Snapshot:
+        """The part of `snap` this instance decides about: its queues, their jobs, its
+        vnodes, and the reservations (a cycle of the slice decides as one of the whole).
+        What a scheduler in another process needs to be sent."""
+        self._impl_cache = {}
+        self._has_partition_hook = bool(self._impls("sched_partition"))
+        queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
+        return Snapshot(snap.server, queues,
+                        {n: v for n, v in snap.vnodes.items() if self.owns(v)},
+                        [j for j in snap.jobs if j.queue in queues], snap.reservations)
 
     # -- the cycle ------------------------------------------------------------------------------
     def cycle(self, snap: Snapshot, now: float | None = None) -> CycleResult:
@@ -364,7 +381,11 @@ class Scheduler:
 
     def _confirm_reservations(self, snap: Snapshot, now: float) -> list[ResvDecision]:
         decisions = []
-        pending = [r for r in snap.reservations if resv_state(r) in _RESV_UNCONFIRMED]
+        # One in no partition is offered to every scheduler (the first to confirm it makes
+        # it its own); one in a partition only to that partition's.
+        pending = [r for r in snap.reservations if resv_state(r) in _RESV_UNCONFIRMED
+                   and (not r.partition or self.owns_partition(r.partition))]
+        mine = next(iter(sorted(self.partitions)), DEFAULT_PARTITION)
         pending.sort(key=lambda r: (float(r.ctime or 0), r.name))
         for resv in pending:
             start = float(resv.reserve_start or now)
@@ -372,7 +393,7 @@ class Scheduler:
                 start + parse_duration(resv.reserve_duration or 0))
             if end <= start or end <= now:
                 decisions.append(ResvDecision(resv.name, False, reason="Reservation window "
-                                              "is empty or in the past"))
+                                              "is empty or in the past", partition=mine))
                 continue
             pseudo = Job(f"resv:{resv.name}", {"Resource_List": dict(resv.Resource_List)})
             info = self._job_info(pseudo, None, snap.server, now, {})
@@ -380,10 +401,11 @@ class Scheduler:
             if chunks is None:
                 decisions.append(ResvDecision(resv.name, False,
                                               reason="Reservation denied: no vnodes free for "
-                                                     "its whole window"))
+                                                     "its whole window", partition=mine))
                 continue
             self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end, hard=True)
-            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks)))
+            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks),
+                                          partition=mine))
         return decisions
 
     # -- jobs -----------------------------------------------------------------------------------

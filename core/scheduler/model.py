@@ -126,6 +126,9 @@ class ResvDecision:
     confirmed: bool
     resv_nodes: str = ""
     reason: str = ""
+    #: The deciding scheduler's partition (``pbs-default`` for default): a reservation in
+    #: no partition becomes that one's once confirmed.
+    partition: str = ""
 
 
 @dataclass

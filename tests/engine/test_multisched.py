@@ -103,3 +103,50 @@ def test_a_killed_scheduler_is_started_again_and_left_down_after_three_deaths(en
     # Setting scheduling again gives it a new start.
     qmgr(engine, "set sched sc1 scheduling = True")
     assert engine.wait(waiting, timeout=60)["Exit_status"] == 0
+
+
+def test_a_job_in_a_partition_no_scheduler_has_is_logged(engine):
+    qmgr(engine, "create queue lonely queue_type = execution, enabled = True, "
+                 "started = True, partition = PL")
+    job_id = engine.submit("true\n", queue="lonely")
+    assert "No scheduler associated with the partition PL" in engine.log()
+    # pbsplug's default scheduler does not strand it (PBS would leave it queued).
+    assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
+
+
+def rsub(engine, *args: str) -> str:
+    start = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00", "-l", "select=1:ncpus=1",
+                      *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[0]
+
+
+def resv(engine, resv_id: str) -> dict:
+    return engine.client("stat_resvs", ids=[resv_id])[resv_id]
+
+
+def test_a_reservation_for_a_partition_waits_for_its_scheduler(engine):
+    two_partitions(engine)
+    qmgr(engine, "set sched sc2 scheduling = False")
+    resv_id = rsub(engine, "-p", "P2")
+    time.sleep(2)  # cycles of default and sc1 come and go: neither may take it
+    assert resv(engine, resv_id)["reserve_state"] in ("RESV_UNCONFIRMED", "UNCONFIRMED", 1)
+    qmgr(engine, "set sched sc2 scheduling = True")
+    until(lambda: resv(engine, resv_id).get("resv_nodes"), what="sc2 confirms it")
+    attrs = resv(engine, resv_id)
+    assert attrs["resv_nodes"].startswith("(v2a:") and attrs["partition"] == "P2"
+
+
+def test_an_unpartitioned_reservation_becomes_the_confirming_schedulers(engine):
+    two_partitions(engine)
+    # Only P1's vnodes have two CPUs free together: default's vnode is the machine's, sc2's
+    # has one CPU; a two-vnode reservation fits only in P1.
+    resv_id = engine.pbs("pbs_rsub", "-R", time.strftime(
+        "%Y%m%d%H%M", time.localtime(time.time() + 3600)), "-D", "00:10:00", "-l",
+        "select=2:ncpus=1", "-l", "place=vscatter").stdout.split()[0]
+    until(lambda: resv(engine, resv_id).get("resv_nodes"), what="a scheduler confirms it")
+    attrs = resv(engine, resv_id)
+    assert attrs["partition"] == "P1"
+    assert set(re.findall(r"\((\w+):", attrs["resv_nodes"])) == {"v1a", "v1b"}
+    assert "Reservation denied" not in engine.log()

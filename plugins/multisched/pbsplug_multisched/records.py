@@ -1,0 +1,48 @@
+"""Each scheduler's last cycle, one small JSON file per scheduler written by that
+scheduler's own process (so two never write the same file)::
+
+    multisched_sc1.json  {"sched": "sc1", "pid": 4242, "started": 1700000000.0,
+                          "duration": 0.012, "jobs_considered": 40, "jobs_started": 3}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pbsplug import default_home
+
+
+def state_dir(config: Mapping[str, Any]) -> Path:
+    return Path(config.get("state_dir") or default_home() / "hooks" / "tmp")
+
+
+def record(config: Mapping[str, Any], stats) -> None:
+    directory = state_dir(config)
+    data = {"sched": stats.sched, "pid": os.getpid(), "started": stats.started,
+            "duration": stats.duration, "jobs_considered": stats.jobs_considered,
+            "jobs_started": stats.jobs_started}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"multisched_{stats.sched}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a record is for the status command; a cycle never fails for it
+
+
+def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every scheduler's last cycle, by name (files that do not parse are skipped)."""
+    out = {}
+    for path in sorted(state_dir(config).glob("multisched_*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("sched"):
+            out[str(data["sched"])] = data
+    return out

@@ -1,0 +1,79 @@
+"""``pbsplug multisched status`` against a real server with two partitioned schedulers, and
+its errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import site_toml
+from pbsplug_multisched.commands import parse_list, status_lines
+
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+
+
+def qmgr(engine, text: str) -> None:
+    done = engine.pbs("qmgr", "-c", text)
+    assert (done.returncode, done.stderr) == (0, ""), text
+
+
+@pytest.fixture
+def server(local_engine, tmp_path):
+    engine = local_engine(site_toml("multisched", {"state_dir": str(tmp_path / "records"),
+                                                   "qmgr": [PBSPLUG, "qmgr"]}))
+    for line in ("create queue q1 queue_type = execution, enabled = True, started = True, "
+                 "partition = P1",
+                 "create node v1 resources_available.ncpus = 1, partition = P1",
+                 "create sched sc1 partition = P1", "set sched sc1 scheduling = True",
+                 "create sched sc2 partition = P2"):
+        qmgr(engine, line)
+    return engine
+
+
+def test_status_shows_each_scheduler_its_partitions_state_pid_and_last_cycle(server):
+    job_id = server.submit("true\n", queue="q1")
+    assert server.wait(job_id, timeout=60)["Exit_status"] == 0
+    done = server.pbs("multisched", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["sched"]: row for row in json.loads(done.stdout)}
+    assert set(rows) == {"default", "sc1", "sc2"}
+    sc1 = rows["sc1"]
+    assert (sc1["partitions"], sc1["state"]) == ("P1", "idle")
+    lock = Path(server.home.root / "sched_priv_sc1" / "sched.lock")
+    assert sc1["pid"] == int(lock.read_text())
+    assert sc1["last_cycle"] is not None
+    assert sc1["jobs_considered"] >= 0 and sc1["jobs_started"] >= 0
+    assert rows["sc2"]["state"] == "down" and rows["sc2"]["pid"] is None
+    assert rows["default"]["pid"] == "server"
+    text = server.pbs("multisched", "status").stdout
+    assert text.splitlines()[0].split() == ["sched", "partitions", "state", "pid",
+                                            "last", "cycle", "considered", "comment"]
+    assert any(line.split()[:3] == ["sc1", "P1", "idle"] for line in text.splitlines())
+
+
+def test_status_says_why_when_qmgr_fails(tmp_path):
+    import os
+    import subprocess
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "site.toml").write_text(site_toml("multisched", {"qmgr": ["/nonexistent/qmgr"]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    done = subprocess.run([PBSPLUG, "multisched", "status"], capture_output=True, text=True,
+                          env={**env, "PBSPLUG_HOME": str(home)}, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("pbsplug multisched: cannot run /nonexistent/qmgr")
+
+
+def test_list_output_is_read_as_qmgr_writes_it():
+    text = ("Sched default\n    scheduling = True\n    state = idle\n\n"
+            "Sched sc1\n    partition = P1,P2\n    comment = NEEDS_ATTENTION\n")
+    assert parse_list(text) == {"default": {"scheduling": "True", "state": "idle"},
+                                "sc1": {"partition": "P1,P2", "comment": "NEEDS_ATTENTION"}}
+    lines = status_lines([{"sched": "sc1", "partitions": "P1,P2", "state": "down",
+                           "pid": None, "last_cycle": None, "jobs_considered": None,
+                           "jobs_started": None, "comment": "NEEDS_ATTENTION"}], 0)
+    assert lines[1].split() == ["sc1", "P1,P2", "down", "-", "-", "-", "NEEDS_ATTENTION"]
