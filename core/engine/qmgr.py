@@ -337,6 +337,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("partition", "string_array"),
         _mg("sched_host", "string"), _mg("sched_port", "long"),
         _mg("sched_priv", "string"), _mg("sched_log", "string"), _mg("sched_user", "string"),
+        _mg("job_accumulation_time", "long"),
         _op("comment", "string"),
         _mg("log_events", "long", 767),
         _mg("preempt_queue_prio", "long", 150),

@@ -132,6 +132,8 @@ class Engine:
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
         self.stopping = False
+        #: Schedulers whose own cycle is due (a job of their partition queued or finished).
+        self.sched_due: dict[str, float] = {}
         self.sched_procs = SchedulerProcesses(
             plugins.hook, lambda sched, msg: self.log(LOG_SCHED, "Sched", sched, msg))
         self._first_start()
@@ -304,7 +306,7 @@ class Engine:
             items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
             self._hold_for_depend(target, {**other, "depend": depend.format(items)})
         self._resolve_depend([job_id])
-        self.want_cycle = True
+        self._trigger(queue_name, submitted=True)
         return job_id
 
     def _check_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
@@ -764,11 +766,31 @@ class Engine:
     def _policy_scheduler(self) -> Scheduler:
         return self._schedulers()["default"]
 
-    def cycle(self) -> None:
-        """One scheduling cycle of every instance with scheduling on: ``default`` here, in
-        the server's thread; each other one in its own process (`schedprocs`), whose
-        decisions are applied when they arrive. They never share a job or vnode."""
-        self.want_cycle = False
+    def _trigger(self, queue_name: str, submitted: bool = False) -> None:
+        """A job was queued in, or finished from, `queue_name`: a cycle of the scheduler
+        whose partition the queue is in (seed 001), after its ``job_accumulation_time``
+        when a job was submitted (submissions within it share one cycle)."""
+        queue = Queue(queue_name, self.store.get("queue", queue_name) or {})
+        for name, sched in self._schedulers().items():
+            if sched.owns(queue):
+                attrs = self.store.get("sched", name) or {}
+                wait = float(attrs.get("job_accumulation_time") or 0) if submitted else 0.0
+                due = self.clock() + wait
+                self.sched_due[name] = min(self.sched_due.get(name, due), due)
+                return
+        self.want_cycle = True
+
+    def cycle(self, only: set[str] | None = None) -> None:
+        """One scheduling cycle of every instance with scheduling on (or of those in
+        `only`): ``default`` here, in the server's thread; each other one in its own
+        process (`schedprocs`), whose decisions are applied when they arrive. They never
+        share a job or vnode."""
+        if only is None:
+            self.want_cycle = False
+            self.sched_due.clear()
+        else:
+            for name in only:
+                self.sched_due.pop(name, None)
         scheds = self._schedulers()
         stored = self.store.all("sched")
         self.sched_procs.keep({name: stored.get(name, {}) for name, s in scheds.items()
@@ -778,13 +800,16 @@ class Engine:
             return
         snap = self._snapshot()
         now = self.clock()
-        self.next_cycle = now + min(s.iteration for s in active)
+        if only is None:
+            self.next_cycle = now + min(s.iteration for s in active)
+        else:
+            active = [s for s in active if s.name in only]
         for sched in active:
             if sched.name != "default":
                 self.sched_procs.trigger(sched.name, (sched.partitions, sched.policy,
                                                       sched.claimed, sched.iteration,
                                                       sched.slice(snap), now))
-        if scheds["default"].scheduling:
+        if scheds["default"].scheduling and (only is None or "default" in only):
             self._apply_cycle(scheds["default"].cycle(snap, now))
 
     def _poll_schedulers(self) -> None:
@@ -1085,6 +1110,8 @@ class Engine:
         self._poll_schedulers()
         if self.want_cycle or now >= self.next_cycle:
             self.cycle()
+        elif self.sched_due and min(self.sched_due.values()) <= now:
+            self.cycle({name for name, due in self.sched_due.items() if due <= now})
 
     def _check_walltime(self, job_id: str, now: float) -> None:
         if job_id in self.kills:
@@ -1168,7 +1195,7 @@ class Engine:
         shutil.rmtree(self.home.tmp / f"pbs.{job_id}", ignore_errors=True)
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
-        self.want_cycle = True
+        self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
 
     def close(self) -> None:

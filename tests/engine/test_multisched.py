@@ -150,3 +150,33 @@ def test_an_unpartitioned_reservation_becomes_the_confirming_schedulers(engine):
     assert attrs["partition"] == "P1"
     assert set(re.findall(r"\((\w+):", attrs["resv_nodes"])) == {"v1a", "v1b"}
     assert "Reservation denied" not in engine.log()
+
+
+def cycles_logged(engine, sched: str) -> int:
+    logs = Path(listed(engine, sched)["sched_log"])
+    return sum(p.read_text().count("Starting Scheduling Cycle") for p in logs.iterdir())
+
+
+def test_a_job_triggers_only_its_partitions_scheduler(engine):
+    two_partitions(engine)
+    until(lambda: listed(engine, "sc1")["state"] == "idle" and
+          listed(engine, "sc2")["state"] == "idle", what="both schedulers up")
+    time.sleep(0.5)
+    before = {s: cycles_logged(engine, s) for s in ("sc1", "sc2")}
+    job_id = engine.submit("true\n", queue="q1")
+    assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
+    time.sleep(0.5)
+    assert cycles_logged(engine, "sc1") >= before["sc1"] + 2  # queued, then finished
+    assert cycles_logged(engine, "sc2") == before["sc2"]
+
+
+def test_job_accumulation_time_lets_submissions_share_one_later_cycle(engine):
+    two_partitions(engine)
+    qmgr(engine, "set sched sc1 job_accumulation_time = 2")
+    until(lambda: listed(engine, "sc1")["state"] == "idle", what="sc1 up")
+    start = time.time()
+    jobs = [engine.submit("sleep 1\n", queue="q1", Resource_List={"select": "1:ncpus=1"})
+            for _ in range(2)]
+    started = [engine.wait(j, "RF", timeout=60)["stime"] for j in jobs]
+    assert min(started) >= int(start) + 2  # not before the accumulation time had passed
+    assert len(set(started)) == 1  # both in the one cycle
