@@ -274,7 +274,7 @@ class Manager:
     def _check_partitions(self, cmd: qmgr.Command, name: str, old: dict, new: dict,
                           also: set[str] = frozenset()) -> None:
         """PBS's rules for schedulers, queues and nodes in partitions (`partitions`)."""
-        if cmd.obj_type not in ("sched", "queue", "node"):
+        if cmd.obj_type not in ("sched", "queue", "node", "server"):
             return
         eng = self.engine
         changed = {op.name for op in cmd.attrs} | set(also)
@@ -286,9 +286,13 @@ class Manager:
                 busy.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
             for resv in eng.resvs.objects():
                 busy.update(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
+        server = eng.store.get("server", "server") or {}
         world = partitions.World(self.objects("sched"), eng.store.all("queue"),
-                                 eng.store.all("node"), frozenset(busy))
-        if cmd.obj_type == "sched":
+                                 eng.store.all("node"), frozenset(busy),
+                                 server.get("job_sort_formula"))
+        if cmd.obj_type == "server":
+            partitions.check_server(name, changed, new, world)
+        elif cmd.obj_type == "sched":
             partitions.check_sched(name, changed, new, world)
         elif cmd.obj_type == "queue":
             partitions.check_queue(name, changed, new, world)

@@ -37,6 +37,7 @@ PBSE_PARTITION_NOT_IN_QUE = 15220
 PBSE_INVALID_PARTITION_QUE = 15221
 PBSE_SCHED_OP_NOT_PERMITTED = 15223
 PBSE_SCHED_PARTITION_ALREADY_EXISTS = 15224
+PBSE_SCHED_JSF_INCOMPAT = 15226
 PBSE_NODE_BUSY = 15227
 PBSE_DEFAULT_PARTITION = 15228
 
@@ -53,6 +54,18 @@ class World:
     queues: Mapping[str, Mapping[str, Any]]
     nodes: Mapping[str, Mapping[str, Any]]
     busy_nodes: frozenset[str] = frozenset()   # nodes with jobs or reservations on them
+    server_formula: str | None = None           # the server's job_sort_formula
+
+
+def check_server(server: str, changed: set[str], new: Mapping[str, Any], world: World) -> None:
+    """The server's job_sort_formula may not differ from a scheduler's (either way)."""
+    formula = new.get("job_sort_formula")
+    if "job_sort_formula" in changed and formula and any(
+            a.get("job_sort_formula") and a.get("job_sort_formula") != formula
+            for a in world.scheds.values()):
+        raise _refuse(PBSE_SCHED_JSF_INCOMPAT,
+                      "Server's job_sort_formula value is incompatible with sched's",
+                      "server", server)
 
 
 def partitions_of(attrs: Mapping[str, Any]) -> list[str]:
@@ -96,6 +109,12 @@ def check_sched(name: str, changed: set[str], new: Mapping[str, Any], world: Wor
                 raise _refuse(PBSE_SCHED_PARTITION_ALREADY_EXISTS,
                               "Partition is already associated with other scheduler",
                               "sched", name)
+    formula = new.get("job_sort_formula")
+    if "job_sort_formula" in changed and formula and world.server_formula and \
+            formula != world.server_formula:
+        raise _refuse(PBSE_SCHED_JSF_INCOMPAT,
+                      "Server's job_sort_formula value is incompatible with sched's",
+                      "sched", name)
     for key, code in (("sched_priv", PBSE_SCHED_PRIV_EXIST),
                       ("sched_log", PBSE_SCHED_LOG_EXIST)):
         value = new.get(key)

@@ -338,6 +338,11 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("sched_host", "string"), _mg("sched_port", "long"),
         _mg("sched_priv", "string"), _mg("sched_log", "string"), _mg("sched_user", "string"),
         _mg("job_accumulation_time", "long"),
+        # The scheduler's own policy (PBS keeps most in sched_priv/sched_config; pbsplug
+        # has them as attributes, read by the scheduling library's Policy).
+        _mg("strict_ordering", "boolean"), _mg("backfill", "boolean"),
+        _mg("backfill_depth", "long", check=_positive), _mg("job_sort_formula", "string"),
+        _mg("node_sort_key", "string"), _mg("estimate_limit", "long", check=_positive),
         _op("comment", "string"),
         _mg("log_events", "long", 767),
         _mg("preempt_queue_prio", "long", 150),

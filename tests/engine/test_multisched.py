@@ -180,3 +180,34 @@ def test_job_accumulation_time_lets_submissions_share_one_later_cycle(engine):
     started = [engine.wait(j, "RF", timeout=60)["stime"] for j in jobs]
     assert min(started) >= int(start) + 2  # not before the accumulation time had passed
     assert len(set(started)) == 1  # both in the one cycle
+
+
+def test_each_scheduler_has_its_own_policy(engine):
+    """sc1 orders strictly, sc2 does not: the same jobs, one backfills and one waits."""
+    two_partitions(engine)
+    qmgr(engine, "create node v2b resources_available.ncpus = 1, partition = P2")
+    qmgr(engine, "set sched sc1 strict_ordering = True")
+    for queue, a in (("q1", "v1a"), ("q2", "v2a")):
+        hog = engine.submit("sleep 20\n", queue=queue, Resource_List={
+            "select": f"1:ncpus=1:vnode={a}", "walltime": "00:00:30"})
+        engine.wait(hog, "R")
+    big = {q: engine.submit("true\n", queue=q, Resource_List={
+        "select": "2:ncpus=1", "place": "vscatter", "walltime": "00:00:10"})
+        for q in ("q1", "q2")}
+    small = {q: engine.submit("sleep 5\n", queue=q, Resource_List={
+        "select": "1:ncpus=1", "walltime": "00:10:00"}) for q in ("q1", "q2")}
+    # sc2 starts the small job on the free vnode; sc1 keeps it for the big one.
+    engine.wait(small["q2"], "RF", timeout=60)
+    time.sleep(1)
+    assert engine.job(small["q1"])["job_state"] == "Q"
+    assert engine.job(big["q1"])["comment"].startswith("Not Running: Job is a top job")
+    for job_id in (*big.values(), *small.values()):
+        engine.client("delete", ids=[job_id])
+
+
+def test_a_scheduler_without_a_partition_schedules_nothing_and_says_so(engine):
+    qmgr(engine, "create sched nopart")
+    qmgr(engine, "set sched nopart scheduling = True")
+    logs = Path(listed(engine, "nopart")["sched_log"])
+    until(lambda: any("Scheduler does not contain a partition" in p.read_text()
+                      for p in logs.iterdir()), what="the scheduler's log line")

@@ -163,3 +163,15 @@ def test_bad_directories_turn_scheduling_off_with_pbss_comment(server, tmp_path)
     loose.chmod(0o750)
     ok(server, "set sched dirs1 scheduling = True")
     assert "    scheduling = True\n" in qmgr(server, "list sched dirs1").stdout
+
+
+def test_a_scheds_job_sort_formula_may_not_differ_from_the_servers(server):
+    name = server.client("status")["server"]
+    ok(server, "create sched jsf1 job_sort_formula = mem")
+    refused(server, "set server job_sort_formula = ncpus", 15226,
+            "Server's job_sort_formula value is incompatible with sched's", name)
+    ok(server, "set server job_sort_formula = mem")  # the same formula is fine
+    refused(server, "create sched jsf2 job_sort_formula = walltime", 15226,
+            "Server's job_sort_formula value is incompatible with sched's", "jsf2")
+    ok(server, "unset server job_sort_formula")
+    ok(server, "delete sched jsf1")
