@@ -6,8 +6,10 @@ min(K, cores).
 
 Each partition has `--vnodes` four-CPU vnodes, a third of them busy, and N queued jobs of 1
 to 8 CPUs (most cannot start: the cycle also plans their estimates). The K processes are
-started before the clock runs; what is timed is the trigger (the snapshot pickled to each),
-the cycles, and the decisions read back.
+started, and sent their jobs once, before the clock runs (as a running server's schedulers
+have them); each timed cycle then has one job in fifty changed (a new comment), as cycles
+change estimates and comments. What is timed is the trigger (each scheduler's slice, and
+the changed jobs pickled to it), the cycles, and the decisions read back.
 
     .venv/bin/python benchmarks/bench_multisched.py [--jobs 2000] [--vnodes 100] [--repeat 3]
 """
@@ -22,7 +24,7 @@ import statistics
 import time
 
 from pbsplug import Job, Queue, Server, Vnode
-from pbsplug.engine.schedprocs import SchedulerProcesses
+from pbsplug.engine.schedprocs import SchedulerProcesses, Work
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 
 NOW = 1_800_000_000.0
@@ -65,12 +67,17 @@ def one_scheduler(snap: Snapshot) -> float:
     return time.perf_counter() - t0
 
 
-def k_processes(procs: SchedulerProcesses, k: int, snap: Snapshot) -> float:
+def k_processes(procs: SchedulerProcesses, k: int, snap: Snapshot,
+                rows: dict[str, dict]) -> float:
+    """As the server does it: each scheduler's slice (without jobs) and its jobs' stored
+    rows, of which only those changed since its last cycle are sent."""
     t0 = time.perf_counter()
-    for p in range(k):  # each gets its slice, as the server sends it
-        part = Scheduler(f"s{p}", (f"P{p}",))
-        procs.trigger(f"s{p}", ((f"P{p}",), Policy(), frozenset(), 600, part.slice(snap),
-                                NOW))
+    for p in range(k):
+        part = Scheduler(f"s{p}", (f"P{p}",)).slice(
+            Snapshot(snap.server, snap.queues, snap.vnodes, [], snap.reservations))
+        procs.trigger(f"s{p}", Work((f"P{p}",), Policy(), frozenset(), 600, part,
+                                    {j: a for j, a in rows.items()
+                                     if a.get("queue") in part.queues}, NOW))
     done: set[str] = set()
     while len(done) < k:
         for name, _ in procs.poll():
@@ -94,11 +101,20 @@ def main() -> None:
         procs = SchedulerProcesses(None, lambda sched, msg: None)
         for p in range(k):
             procs.start(f"s{p}", {})
+        rows = {}
+        for job in snap.jobs:  # the store's rows: what the server reads each cycle
+            row = job.to_dict()
+            row.pop("id")
+            rows[job.id] = row
         try:
             single, multi = [], []
-            for _ in range(args.repeat):  # taking turns
-                single.append(one_scheduler(snap))
-                multi.append(k_processes(procs, k, snap))
+            for n in range(args.repeat + 1):  # taking turns; the first fills the processes
+                fresh = {j: {**a, "comment": f"cycle {n}"} if a["job_state"] == "Q" and
+                         int(j.split(".")[0][1:]) % 50 == 0 else a for j, a in rows.items()}
+                if n:
+                    single.append(one_scheduler(snap))
+                multi.append(k_processes(procs, k, snap, fresh))
+            multi = multi[1:]
         finally:
             procs.stop_all()
         one, many = statistics.median(single), statistics.median(multi)

@@ -3,9 +3,10 @@ Interface 7; PBS runs one pbs_sched per sched object).
 
 The server starts one for every sched object whose ``scheduling`` is True, at startup and when
 it is set, and stops it when scheduling goes off or the server stops. A trigger sends the
-process the cycle's input (its slice of the snapshot, the time, its policy) over a pipe; it
-runs the cycle with the plugins' scheduler hooks and sends the decisions back, which the
-server applies when they arrive, without waiting. A scheduler busy in a cycle keeps the next
+process the cycle's input (its slice of the snapshot, the time, its policy) over a pipe,
+with only the jobs that changed since its last cycle (it keeps the others); it runs the
+cycle with the plugins' scheduler hooks and sends the decisions back, which the server
+applies when they arrive, without waiting. A scheduler busy in a cycle keeps the next
 trigger until it is done. ``state`` is live: ``down`` (no process), ``idle`` (waiting for a
 trigger), ``scheduling`` (in a cycle).
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..objects import Job
 from ..scheduler import Scheduler
 
 NEEDS_ATTENTION = "NEEDS_ATTENTION"
@@ -40,6 +42,22 @@ _HEADER = struct.Struct("!Q")
 
 
 @dataclass
+class Work:
+    """One cycle's input for a scheduler process: its instance's settings, its slice of the
+    state without the jobs (`snap.jobs` is empty), and its jobs' stored attributes by id.
+    Only the jobs that changed since the process's last cycle are sent (a queue of 8,000
+    jobs would otherwise be pickled and rebuilt every cycle)."""
+
+    partitions: Any
+    policy: Any
+    claimed: Any
+    iteration: int
+    snap: Any
+    jobs: dict[str, dict[str, Any]]
+    now: float
+
+
+@dataclass
 class _Proc:
     name: str
     pid: int
@@ -47,7 +65,8 @@ class _Proc:
     from_child: int
     log_dir: str
     state: str = "idle"
-    pending: tuple | None = None           # a trigger that came while it was busy
+    pending: Work | None = None            # a trigger that came while it was busy
+    sent: dict[str, dict[str, Any]] = field(default_factory=dict)  # the jobs it has
     buffer: bytearray = field(default_factory=bytearray)
     last_cycle: float | None = None
 
@@ -132,7 +151,7 @@ class SchedulerProcesses:
         self.given_up.discard(name)
         self.crashes.pop(name, None)
 
-    def trigger(self, name: str, work: tuple) -> None:
+    def trigger(self, name: str, work: Work) -> None:
         """Send a cycle's input; a busy scheduler keeps it for when it is done (only the
         latest is kept: a newer snapshot replaces an older one)."""
         proc = self.procs.get(name)
@@ -143,12 +162,20 @@ class SchedulerProcesses:
             return
         self._send(proc, work)
 
-    def _send(self, proc: _Proc, work: tuple) -> None:
-        data = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+    def _send(self, proc: _Proc, work: Work) -> None:
+        """The work, with only the jobs that are new or changed since the last send (and the
+        ids of those gone)."""
+        sent = proc.sent
+        changed = {j: a for j, a in work.jobs.items() if sent.get(j) != a}
+        gone = [j for j in sent if j not in work.jobs]
+        message = (work.partitions, work.policy, work.claimed, work.iteration, work.snap,
+                   changed, gone, work.now)
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             _write_all(proc.to_child, _HEADER.pack(len(data)) + data)
         except OSError:
             return  # it died; poll() notices and starts it again
+        proc.sent = work.jobs
         proc.state = "scheduling"
 
     def poll(self) -> Iterator[tuple[str, Any]]:
@@ -228,6 +255,7 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         except OSError:
             pass
     log = _sched_log(str(attrs.get("sched_log") or ""))
+    jobs: dict[str, Job] = {}  # what the server sent so far, kept between cycles
     while True:
         ready, _, _ = select.select([down], [], [], 1.0)
         if not ready:
@@ -241,7 +269,12 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         data = _read_exactly(down, size)
         if data is None:
             return
-        partitions, policy, claimed, iteration, snap, now = pickle.loads(data)
+        partitions, policy, claimed, iteration, snap, changed, gone, now = pickle.loads(data)
+        for job_id in gone:
+            jobs.pop(job_id, None)
+        for job_id, attrs_ in changed.items():
+            jobs[job_id] = Job(job_id, attrs_)
+        snap.jobs = list(jobs.values())
         sched = Scheduler(name, partitions, policy, hooks, claimed=claimed,
                           iteration=iteration)
         log.info("Starting Scheduling Cycle")

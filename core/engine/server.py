@@ -66,7 +66,7 @@ from .home import (
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
-from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses
+from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import Store
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -733,12 +733,15 @@ class Engine:
                                      "resources_assigned": ra, "jobs": jobs_on[name]})
         return out
 
-    def _snapshot(self, only: str | None = None) -> Snapshot:
+    def _snapshot(self, only: str | None = None,
+                  rows: dict[str, dict] | None = None) -> Snapshot:
+        """What a cycle reads; `rows` are the jobs' stored attributes when the caller has
+        them already."""
         server = Server(self.server_name, self.server_attrs())
         queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
         states = ("Q", "H", "R", "E") if only else ("Q", "R", "E")
         jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
-                for j, a in self.store.jobs(states).items()
+                for j, a in (rows if rows is not None else self.store.jobs(states)).items()
                 if only is None or j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
@@ -798,7 +801,8 @@ class Engine:
         active = [s for s in scheds.values() if s.scheduling]
         if not active:
             return
-        snap = self._snapshot()
+        rows = self.store.jobs(("Q", "R", "E"))
+        snap = self._snapshot(rows=rows)
         now = self.clock()
         if only is None:
             self.next_cycle = now + min(s.iteration for s in active)
@@ -806,9 +810,11 @@ class Engine:
             active = [s for s in active if s.name in only]
         for sched in active:
             if sched.name != "default":
-                self.sched_procs.trigger(sched.name, (sched.partitions, sched.policy,
-                                                      sched.claimed, sched.iteration,
-                                                      sched.slice(snap), now))
+                part = sched.slice(Snapshot(snap.server, snap.queues, snap.vnodes, [],
+                                            snap.reservations))
+                self.sched_procs.trigger(sched.name, Work(
+                    sched.partitions, sched.policy, sched.claimed, sched.iteration, part,
+                    {j: a for j, a in rows.items() if a.get("queue") in part.queues}, now))
         if scheds["default"].scheduling and (only is None or "default" in only):
             self._apply_cycle(scheds["default"].cycle(snap, now))
 

@@ -211,3 +211,36 @@ def test_a_scheduler_without_a_partition_schedules_nothing_and_says_so(engine):
     logs = Path(listed(engine, "nopart")["sched_log"])
     until(lambda: any("Scheduler does not contain a partition" in p.read_text()
                       for p in logs.iterdir()), what="the scheduler's log line")
+
+
+def test_a_scheduler_process_keeps_its_jobs_and_is_sent_only_what_changed():
+    from pbsplug import Queue, Server, Vnode
+    from pbsplug.engine.schedprocs import SchedulerProcesses, Work
+    from pbsplug.scheduler import Policy, Scheduler, Snapshot
+
+    procs = SchedulerProcesses(None, lambda sched, msg: None)
+    procs.start("s1", {})
+    snap = Scheduler("s1", ("P",)).slice(Snapshot(Server("s"), {
+        "q": Queue("q", {"queue_type": "execution", "started": True, "partition": "P"})}, {
+        "n": Vnode("n", {"state": "free", "partition": "P",
+                         "resources_available": {"ncpus": 1, "host": "n"}})}, []))
+
+    def job(qtime: int, ncpus: int = 4) -> dict:
+        return {"queue": "q", "job_state": "Q", "qtime": qtime,
+                "Resource_List": {"select": f"1:ncpus={ncpus}"}}
+
+    def cycle(jobs: dict):
+        procs.trigger("s1", Work(("P",), Policy(), frozenset(), 600, snap, jobs, time.time()))
+        return until(lambda: next((r for _, r in procs.poll()), None), what="the cycle")
+
+    try:
+        first = cycle({"1.s": job(1), "2.s": job(2)})  # neither fits the one-CPU vnode
+        assert set(first.comments) == {"1.s", "2.s"} and not first.run
+        # 1.s now asks for what fits, 2.s is gone, 3.s is new; the process rebuilds its
+        # jobs from that alone.
+        second = cycle({"1.s": job(1, ncpus=1), "3.s": job(3)})
+        assert [r.job_id for r in second.run] == ["1.s"]
+        assert set(second.comments) == {"3.s"}
+        assert set(procs.procs["s1"].sent) == {"1.s", "3.s"}
+    finally:
+        procs.stop_all()
