@@ -148,8 +148,10 @@ class Manager:
                        "sched_priv": str(eng.home.root / "sched_priv"),
                        "sched_log": str(eng.home.root / "sched_logs"),
                        "sched_user": _server_user(), "state": "idle"}
+            stored = eng.store.all("sched")
+            default.update(stored.pop("default", {}))  # its own policy attributes
             live = {name: {**attrs, "state": eng.sched_procs.state(name)}
-                    for name, attrs in eng.store.all("sched").items()}
+                    for name, attrs in stored.items()}
             return {"default": default, **live}
         if obj_type == "hook":
             return self._hooks()
@@ -201,6 +203,8 @@ class Manager:
             return
         if cmd.obj_type == "sched":
             partitions.make_directories(new)
+            self._validate_directories(name, new)
+            new.pop("state", None)  # live, from the scheduler's process
         with eng.store.transaction() as st:
             st.put(cmd.obj_type, name, new)
 
@@ -241,13 +245,18 @@ class Manager:
             eng._set_node(name, stored, keep)
         elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
             server = eng.store.get("server", "server")
-            if cmd.obj_type == "sched":
-                new = {k: new[k] for k in ("scheduling", "scheduler_iteration") if k in new}
-            else:
-                new.pop("total_jobs", None)
             with eng.store.transaction() as st:
-                st.put("server", "server", {**server, **new} if cmd.obj_type == "sched"
-                       else new)
+                if cmd.obj_type == "sched":
+                    # scheduling and scheduler_iteration are the server's; the rest of
+                    # default's own attributes (its policy) live in its sched row.
+                    shared = ("scheduling", "scheduler_iteration")
+                    st.put("server", "server", {**server, **{
+                        k: new[k] for k in shared if k in new}})
+                    st.put("sched", "default", {k: v for k, v in new.items()
+                                                if k not in shared and k not in _DEFAULT_VIEW})
+                else:
+                    new.pop("total_jobs", None)
+                    st.put("server", "server", new)
         else:
             if cmd.obj_type == "sched":
                 self._validate_directories(name, new)
@@ -374,6 +383,11 @@ class Manager:
         # Scheduler processes run the plugins' scheduler hooks: start them afresh.
         eng.sched_procs.hooks = eng.plugins.hook
         eng.sched_procs.stop_all()
+
+
+#: What `list sched default` shows that is the server's, not default's own row.
+_DEFAULT_VIEW = frozenset({"sched_host", "sched_port", "sched_priv", "sched_log", "sched_user",
+                           "state"})
 
 
 def qmgr_bool(value: Any) -> bool:

@@ -96,7 +96,8 @@ def _refuse(code: int, text: str, obj_type: str, name: str) -> QmgrError:
 
 def check_sched(name: str, changed: set[str], new: Mapping[str, Any], world: World) -> None:
     """The rules for a scheduler's new attributes (`changed` are those the command set)."""
-    if name == "default" and changed & {"partition", "sched_priv", "sched_log"}:
+    if name == "default" and changed & {"partition", "sched_priv", "sched_log", "sched_port",
+                                        "sched_host"}:
         raise _refuse(PBSE_SCHED_OP_NOT_PERMITTED,
                       "Operation is not permitted on default scheduler", "sched", name)
     if "partition" in changed:

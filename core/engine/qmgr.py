@@ -216,6 +216,12 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be greater than zero"
 
 
+def _formula(value: Any) -> str | None:
+    from ..scheduler.cycle import formula_problem
+
+    return formula_problem(str(value))
+
+
 def _queue_priority(value: Any) -> str | None:
     return None if -1024 <= value <= 1023 else "must be in [-1024, 1023]"
 
@@ -256,7 +262,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         # True while a plugin that declares it is enabled (seed 004: read-only).
         _ro("power_provisioning", "boolean", False),
         _mg("backfill_depth", "long", 1, check=_positive),
-        _mg("job_sort_formula", "string"),
+        _mg("job_sort_formula", "string", check=_formula),
         _mg("python_restart_max_hooks", "long", 100, check=_positive),
         _mg("python_restart_max_objects", "long", 1000, check=_positive),
         _mg("python_restart_min_interval", "duration", 30),
@@ -341,7 +347,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         # The scheduler's own policy (PBS keeps most in sched_priv/sched_config; pbsplug
         # has them as attributes, read by the scheduling library's Policy).
         _mg("strict_ordering", "boolean"), _mg("backfill", "boolean"),
-        _mg("backfill_depth", "long", check=_positive), _mg("job_sort_formula", "string"),
+        _mg("backfill_depth", "long", check=_positive),
+        _mg("job_sort_formula", "string", check=_formula),
         _mg("node_sort_key", "string"), _mg("estimate_limit", "long", check=_positive),
         _op("comment", "string"),
         _mg("log_events", "long", 767),

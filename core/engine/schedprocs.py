@@ -65,7 +65,9 @@ class _Proc:
     from_child: int
     log_dir: str
     state: str = "idle"
-    pending: Work | None = None            # a trigger that came while it was busy
+    pending: bool = False                  # a trigger came while it was busy
+    sent_at: float = 0.0                   # when its current cycle was sent
+    attrs: dict[str, Any] = field(default_factory=dict)   # what it was started with
     sent: dict[str, dict[str, Any]] = field(default_factory=dict)  # the jobs it has
     buffer: bytearray = field(default_factory=bytearray)
     last_cycle: float | None = None
@@ -80,6 +82,8 @@ class SchedulerProcesses:
         self.procs: dict[str, _Proc] = {}
         self.crashes: dict[str, list[float]] = {}
         self.given_up: set[str] = set()
+        #: Schedulers that were triggered while busy and have finished: due a new cycle.
+        self.due: set[str] = set()
 
     # -- the server's side ------------------------------------------------------------------
     def state(self, name: str) -> str:
@@ -97,9 +101,11 @@ class SchedulerProcesses:
     def keep(self, wanted: dict[str, dict[str, Any]]) -> None:
         """Run exactly the schedulers in `wanted` (name -> its sched attributes): start the
         missing ones (unless given up), stop the others."""
-        for name in list(self.procs):
-            if name not in wanted:
-                self.stop(name)
+        for name, proc in list(self.procs.items()):
+            if name not in wanted or _started_with(wanted[name]) != _started_with(proc.attrs):
+                self.stop(name)  # off, or its directories changed: it starts afresh
+            else:
+                proc.attrs = dict(wanted[name])  # sched_cycle_length and the like
         for name, attrs in wanted.items():
             if name not in self.procs and name not in self.given_up:
                 self.start(name, attrs)
@@ -123,7 +129,8 @@ class SchedulerProcesses:
         os.close(down_r)
         os.close(up_w)
         os.set_blocking(up_r, False)
-        self.procs[name] = _Proc(name, pid, down_w, up_r, str(attrs.get("sched_log") or ""))
+        self.procs[name] = _Proc(name, pid, down_w, up_r, str(attrs.get("sched_log") or ""),
+                                 attrs=dict(attrs))
         self.log(name, f"scheduler {name} started, pid {pid}")
 
     def stop(self, name: str) -> None:
@@ -152,13 +159,14 @@ class SchedulerProcesses:
         self.crashes.pop(name, None)
 
     def trigger(self, name: str, work: Work) -> None:
-        """Send a cycle's input; a busy scheduler keeps it for when it is done (only the
-        latest is kept: a newer snapshot replaces an older one)."""
+        """Send a cycle's input. A busy scheduler is marked: once its cycle is done,
+        `poll` puts it in `due`, and the server builds its next input from the state as it
+        is then (not from this one, which its running cycle is about to change)."""
         proc = self.procs.get(name)
         if proc is None:
             return
         if proc.state == "scheduling":
-            proc.pending = work
+            proc.pending = True
             return
         self._send(proc, work)
 
@@ -177,19 +185,35 @@ class SchedulerProcesses:
             return  # it died; poll() notices and starts it again
         proc.sent = work.jobs
         proc.state = "scheduling"
+        proc.sent_at = time.monotonic()
 
     def poll(self) -> Iterator[tuple[str, Any]]:
         """(sched, cycle result) for each cycle that finished; processes that died are
         started again, or given up. `restart(name)` gives the attributes to start with."""
         for proc in list(self.procs.values()):
             result = self._read(proc)
+            if result is _BROKEN:  # an answer that does not unpickle: treat it as a crash
+                self._kill(proc, "sent an answer that could not be read")
+                continue
             if result is not None:
                 proc.state = "idle"
                 proc.last_cycle = time.time()
+                if proc.pending:
+                    proc.pending = False
+                    self.due.add(proc.name)
                 yield proc.name, result
-                if proc.pending is not None and proc.name in self.procs:
-                    work, proc.pending = proc.pending, None
-                    self._send(proc, work)
+            elif proc.state == "scheduling" and time.monotonic() - proc.sent_at > \
+                    _cycle_limit(proc.attrs):
+                self._kill(proc, f"ran past its sched_cycle_length "
+                                 f"({int(_cycle_limit(proc.attrs))} s)")
+
+    def _kill(self, proc: _Proc, why: str) -> None:
+        """End a scheduler that is stuck or broken; `dead` then reports it (a crash)."""
+        self.log(proc.name, f"scheduler {proc.name} {why}: killed")
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def dead(self) -> list[str]:
         """The schedulers whose process has ended (reaped), forgotten here."""
@@ -239,12 +263,39 @@ class SchedulerProcesses:
         try:
             return pickle.loads(data)
         except Exception:  # noqa: BLE001 - a broken answer is a failed cycle
-            return None
+            return _BROKEN
+
+
+_BROKEN = object()
+
+
+def _started_with(attrs: dict[str, Any]) -> tuple:
+    """What a running scheduler process took from its sched object when it started."""
+    return (attrs.get("sched_priv"), attrs.get("sched_log"))
+
+
+def _cycle_limit(attrs: dict[str, Any]) -> float:
+    """PBS's sched_cycle_length (default 20 minutes): a cycle longer than this is
+    stuck."""
+    from ..units import parse_duration
+
+    try:
+        return float(parse_duration(attrs.get("sched_cycle_length") or 1200))
+    except ValueError:
+        return 1200.0
 
 
 # -- the scheduler process ----------------------------------------------------------------------
 
 def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> None:
+    # What the server had open (its socket, its database, other schedulers' pipes) is not
+    # this process's: holding it would keep a sibling from seeing its pipe close.
+    for fd in range(3, _max_fd()):
+        if fd not in (down, up):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
@@ -327,6 +378,13 @@ class _DailyFile(logging.Handler):
     def __init__(self, directory: str):
         super().__init__()
         self.directory = directory
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(n) for n in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return 1024
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:

@@ -30,7 +30,7 @@ from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
-from ..scheduler.model import Policy, resource_amount
+from ..scheduler.model import UNUSABLE_STATES, Policy, resource_amount
 from ..scheduling import SchedulerInstance
 from ..siteconfig import load_site
 from ..units import parse_exec_vnode
@@ -127,7 +127,8 @@ class Engine:
         self.owner_uid = os.getuid()
         self.want_cycle = True
         self.restart_cycle = False  # a hook's fail_action: drop the rest of this cycle's runs
-        self.next_cycle = 0.0
+        #: When each scheduler's scheduler_iteration brings its next cycle.
+        self.sched_next: dict[str, float] = {}
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
@@ -750,13 +751,21 @@ class Engine:
         server = Server(self.server_name, self.server_attrs())
         instances = [i for answer in self.plugins.hook.sched_instances(server=server)
                      for i in (answer or [])]
-        instances += [_sched_instance(name, attrs)
-                      for name, attrs in self.store.all("sched").items()]
+        stored = self.store.all("sched")
+        own = stored.pop("default", {})  # default's own policy, beside the server's
+        if own:
+            server = Server(self.server_name, {**self.server_attrs(), **{
+                k: v for k, v in own.items() if k in _POLICY_KEYS}})
+        instances += [_sched_instance(name, attrs) for name, attrs in stored.items()]
         try:
             return build_schedulers(instances, server, self.plugins.hook)
-        except SchedulerSetupError as exc:
+        except (SchedulerSetupError, ValueError) as exc:
+            # Only default runs; it still leaves every named partition alone, so a refused
+            # scheduler's jobs wait rather than run outside their partition.
             self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: {exc}")
-            return build_schedulers([], server, self.plugins.hook)
+            scheds = build_schedulers([], server, self.plugins.hook)
+            scheds["default"].claimed = frozenset(p for i in instances for p in i.partitions)
+            return scheds
 
     def _check_partition_owner(self, queue_name: str) -> None:
         """PBS logs when a job lands in a partition no scheduler has (pbsplug's default
@@ -804,10 +813,12 @@ class Engine:
         rows = self.store.jobs(("Q", "R", "E"))
         snap = self._snapshot(rows=rows)
         now = self.clock()
-        if only is None:
-            self.next_cycle = now + min(s.iteration for s in active)
-        else:
+        if only is not None:
             active = [s for s in active if s.name in only]
+        for sched in active:  # each on its own scheduler_iteration
+            self.sched_next[sched.name] = now + sched.iteration
+        for name in set(self.sched_next) - {s.name for s in scheds.values() if s.scheduling}:
+            del self.sched_next[name]
         for sched in active:
             if sched.name != "default":
                 part = sched.slice(Snapshot(snap.server, snap.queues, snap.vnodes, [],
@@ -822,7 +833,10 @@ class Engine:
         """Apply what scheduler processes decided; start again those that died (a
         scheduler dead three times within an hour is left down, NEEDS_ATTENTION)."""
         for _, result in self.sched_procs.poll():
-            self._apply_cycle(result)
+            self._apply_cycle(result, checked=True)
+        for name in self.sched_procs.due:  # triggered while busy: now, from today's state
+            self.sched_due[name] = self.clock()
+        self.sched_procs.due.clear()
         for name in self.sched_procs.dead():
             if self.stopping:
                 continue
@@ -838,7 +852,11 @@ class Engine:
                          "again")
             self.want_cycle = True
 
-    def _apply_cycle(self, result) -> None:
+    def _apply_cycle(self, result, checked: bool = False) -> None:
+        """A cycle's comments, estimates, reservation answers and job starts. A scheduler
+        process's cycle (`checked`) planned on state that may have changed since: each
+        start is checked against the vnodes as they are now, and one that no longer fits
+        is dropped and its scheduler runs again."""
         queued = self.store.jobs(("Q",))
         with self.store.transaction() as st:
             for job_id, attrs in queued.items():
@@ -856,9 +874,15 @@ class Engine:
                 if changed:
                     st.put_job(job_id, attrs)
         stats = result.stats
-        self.resvs.decide(result.reservations, stats.sched if stats else "default",
-                          frozenset(s.name for s in self._schedulers().values()
-                                    if s.scheduling))
+        sched = stats.sched if stats else "default"
+        # Who may still answer a reservation in no partition: default, and the others
+        # that have a partition and a live process.
+        deciders = frozenset(
+            s.name for s in self._schedulers().values() if s.scheduling and (
+                s.name == "default" or (s.partitions and
+                                        self.sched_procs.state(s.name) != "down")))
+        self.resvs.decide(result.reservations, sched, deciders)
+        fits = _StillFits(self._vnodes(), self.store.all("queue")) if checked else None
         self.restart_cycle = False
         for done, decision in enumerate(result.run):
             if self.restart_cycle:  # a hook's fail_action: what is left was planned on stale state
@@ -866,8 +890,14 @@ class Engine:
                          f"{len(result.run) - done} run decisions dropped")
                 break
             attrs = self.store.job(decision.job_id)
-            if attrs is not None and attrs["job_state"] == "Q":
-                self._start(decision.job_id, attrs, decision.exec_vnode)
+            if attrs is None or attrs["job_state"] != "Q":
+                continue
+            if fits is not None and (why := fits.check(attrs, decision.chunks)):
+                self.log(LOG_SCHED, "Job", decision.job_id, f"scheduler {sched}'s decision "
+                         f"dropped: {why}; it runs again")
+                self.sched_due[sched] = self.clock()
+                continue
+            self._start(decision.job_id, attrs, decision.exec_vnode)
 
     # -- a job's life -----------------------------------------------------------------------------
     def _job_vnodes(self, attrs: dict) -> dict[str, Vnode]:
@@ -1114,10 +1144,13 @@ class Engine:
         self.resvs.poll(now)
         self.periodic.poll(now)
         self._poll_schedulers()
-        if self.want_cycle or now >= self.next_cycle:
+        if self.want_cycle:
             self.cycle()
-        elif self.sched_due and min(self.sched_due.values()) <= now:
-            self.cycle({name for name, due in self.sched_due.items() if due <= now})
+        else:
+            due = {n for n, t in self.sched_due.items() if t <= now} | {
+                n for n, t in self.sched_next.items() if t <= now}
+            if due:
+                self.cycle(due)
 
     def _check_walltime(self, job_id: str, now: float) -> None:
         if job_id in self.kills:
@@ -1209,6 +1242,39 @@ class Engine:
         logging.getLogger("pbsplug.hook").removeHandler(self.hook_log)
         self.store.close()
         self.log.close()
+
+
+class _StillFits:
+    """Whether decisions a scheduler process made on an older snapshot still fit the vnodes
+    as they are (and as the decisions before them in the same batch took them)."""
+
+    def __init__(self, vnodes: dict[str, Vnode], queues: dict[str, dict]):
+        self.vnodes = vnodes
+        self.queues = queues
+        self.taken: dict[str, int] = {}
+
+    def check(self, attrs: dict, chunks) -> str | None:
+        part = (self.queues.get(str(attrs.get("queue"))) or {}).get("partition")
+        wanted: dict[str, int] = {}
+        for name, res in chunks:
+            wanted[name] = wanted.get(name, 0) + int(resource_amount(
+                "ncpus", res.get("ncpus", 0)) or 0)
+        for name, ncpus in wanted.items():
+            vnode = self.vnodes.get(name)
+            if vnode is None:
+                return f"vnode {name} is gone"
+            if (vnode.partition or None) != (part or None):
+                return f"vnode {name} is not in partition {part or '(none)'} any more"
+            if vnode.states & UNUSABLE_STATES:
+                return f"vnode {name} is {vnode.state}"
+            free = int(resource_amount("ncpus", vnode.resources_available["ncpus"]) or 0) - \
+                int(resource_amount("ncpus", vnode.resources_assigned["ncpus"]) or 0) - \
+                self.taken.get(name, 0)
+            if free < ncpus:
+                return f"vnode {name} has {free} CPUs free now, not {ncpus}"
+        for name, ncpus in wanted.items():
+            self.taken[name] = self.taken.get(name, 0) + ncpus
+        return None
 
 
 def _sched_instance(name: str, attrs: dict) -> SchedulerInstance:

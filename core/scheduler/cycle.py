@@ -382,9 +382,11 @@ class Scheduler:
     def _confirm_reservations(self, snap: Snapshot, now: float) -> list[ResvDecision]:
         decisions = []
         # One in no partition is offered to every scheduler (the first to confirm it makes
-        # it its own); one in a partition only to that partition's.
+        # it its own); one in a partition only to that partition's (default's is
+        # pbs-default), and waits while none has it.
         pending = [r for r in snap.reservations if resv_state(r) in _RESV_UNCONFIRMED
-                   and (not r.partition or self.owns_partition(r.partition))]
+                   and (not r.partition or r.partition in self.partitions or (
+                       self.name == "default" and r.partition == DEFAULT_PARTITION))]
         mine = next(iter(sorted(self.partitions)), DEFAULT_PARTITION)
         pending.sort(key=lambda r: (float(r.ctime or 0), r.name))
         for resv in pending:
@@ -870,6 +872,15 @@ def _is_number(value: Any) -> bool:
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod}
+
+
+def formula_problem(text: str) -> str | None:
+    """Why `text` is no job_sort_formula the scheduler can use, or None (qmgr's check)."""
+    try:
+        _compile_formula(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _compile_formula(text: str | None):

@@ -41,8 +41,9 @@ def build_schedulers(instances: Iterable[SchedulerInstance], server: Server | No
         name = str(inst.name or "")
         where = f"scheduler {name!r}"
         bad = len(problems)
-        if not name or len(name) > MAX_SCHED_NAME or not name.replace("_", "").isalnum():
-            problems.append(f"{where}: a name is 1-{MAX_SCHED_NAME} letters, digits or _")
+        if not name or len(name) > MAX_SCHED_NAME or \
+                not name.replace("_", "").replace("-", "").isalnum():
+            problems.append(f"{where}: a name is 1-{MAX_SCHED_NAME} letters, digits, _ or -")
         elif name == "default":
             problems.append(f"{where}: Operation is not permitted on default scheduler")
         elif any(name == other.name for other, _ in contributed):

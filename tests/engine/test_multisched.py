@@ -244,3 +244,93 @@ def test_a_scheduler_process_keeps_its_jobs_and_is_sent_only_what_changed():
         assert set(procs.procs["s1"].sent) == {"1.s", "3.s"}
     finally:
         procs.stop_all()
+
+
+def test_a_scheduler_process_holds_none_of_the_servers_files(engine):
+    two_partitions(engine)
+    pid = until(lambda: lock_pid(engine, "sc1"), what="sc1's pid")
+    fds = os.listdir(f"/proc/{pid}/fd")
+    assert len(fds) <= 5, [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds]  # 0-2, 2 pipes
+
+
+def test_each_scheduler_cycles_on_its_own_iteration(engine):
+    two_partitions(engine)
+    qmgr(engine, "set sched sc1 scheduler_iteration = 1")
+    until(lambda: listed(engine, "sc2")["state"] == "idle", what="sc2 up")
+    time.sleep(0.5)
+    before = {s: cycles_logged(engine, s) for s in ("sc1", "sc2")}
+    time.sleep(3.5)
+    assert cycles_logged(engine, "sc1") >= before["sc1"] + 3
+    assert cycles_logged(engine, "sc2") == before["sc2"]
+
+
+def test_a_changed_sched_log_restarts_the_scheduler_there(engine, tmp_path):
+    two_partitions(engine)
+    old_pid = until(lambda: lock_pid(engine, "sc1"), what="sc1's pid")
+    newlog = tmp_path / "newlog"
+    newlog.mkdir()
+    newlog.chmod(0o755)
+    qmgr(engine, f"set sched sc1 sched_log = {newlog}")
+    until(lambda: lock_pid(engine, "sc1") not in (None, old_pid), what="sc1 started again")
+    job_id = engine.submit("true\n", queue="q1")
+    engine.wait(job_id, timeout=60)
+    assert "Starting Scheduling Cycle" in "".join(p.read_text() for p in newlog.iterdir())
+
+
+def test_a_reservation_for_a_partition_nobody_has_waits(engine):
+    resv_id = rsub(engine, "-p", "PNONE")
+    time.sleep(1.5)
+    attrs = resv(engine, resv_id)
+    assert not attrs.get("resv_nodes") and "RESV_UNCONFIRMED" in str(attrs["reserve_state"])
+
+
+def test_a_scheduler_without_a_partition_does_not_keep_a_reservation_waiting(engine):
+    qmgr(engine, "create sched nopart2")
+    qmgr(engine, "set sched nopart2 scheduling = True")
+    resv_id = rsub(engine, "-l", "select=50:ncpus=1")  # fits nowhere
+    until(lambda: "Reservation denied" in engine.log(), what="the denial")
+    assert resv_id not in engine.client("stat_resvs")
+
+
+def test_decisions_made_on_an_old_snapshot_are_checked_against_the_vnodes_now():
+    from pbsplug import Vnode
+    from pbsplug.engine.server import _StillFits
+
+    vnodes = {"a": Vnode("a", {"state": "free", "partition": "P",
+                               "resources_available": {"ncpus": 2},
+                               "resources_assigned": {"ncpus": 1}}),
+              "b": Vnode("b", {"state": "offline", "partition": "P",
+                               "resources_available": {"ncpus": 2}}),
+              "c": Vnode("c", {"state": "free", "resources_available": {"ncpus": 2}})}
+    fits = _StillFits(vnodes, {"q": {"partition": "P"}})
+    job = {"queue": "q"}
+    assert fits.check(job, [("a", {"ncpus": 1})]) is None
+    assert fits.check(job, [("a", {"ncpus": 1})]) == "vnode a has 0 CPUs free now, not 1"
+    assert fits.check(job, [("b", {"ncpus": 1})]) == "vnode b is offline"
+    assert fits.check(job, [("c", {"ncpus": 1})]) == ("vnode c is not in partition P any "
+                                                      "more")
+    assert fits.check(job, [("gone", {"ncpus": 1})]) == "vnode gone is gone"
+
+
+def test_a_cycle_past_sched_cycle_length_is_killed_and_the_scheduler_restarted(
+        dists, make_engine):
+    from .test_server import plugin
+
+    site = plugin(dists, "slowsched", """
+        import time
+
+        @hookimpl
+        def sched_cycle_begin(sched, now):
+            if sched == "sc1":
+                time.sleep(60)  # a hook that hangs
+        """, ())
+    engine = make_engine(site)
+    two_partitions(engine)
+    qmgr(engine, "set sched sc1 sched_cycle_length = 2")
+    until(lambda: "scheduler sc1 ran past its sched_cycle_length (2 s): killed" in
+          engine.log(), timeout=30, what="the stuck cycle killed")
+    until(lambda: "scheduler sc1 died: starting it again" in engine.log(),
+          what="sc1 started again")
+    # sc2 went on scheduling meanwhile.
+    job_id = engine.submit("true\n", queue="q2")
+    assert engine.wait(job_id, timeout=60)["Exit_status"] == 0

@@ -175,3 +175,34 @@ def test_a_scheds_job_sort_formula_may_not_differ_from_the_servers(server):
             "Server's job_sort_formula value is incompatible with sched's", "jsf2")
     ok(server, "unset server job_sort_formula")
     ok(server, "delete sched jsf1")
+
+
+def test_a_job_sort_formula_that_does_not_parse_is_refused(server):
+    ok(server, "create sched badf")
+    refused(server, "set sched badf job_sort_formula = 'ncpus +'", 15014,
+            "Illegal attribute or resource value job_sort_formula", "badf")
+    name = server.client("status")["server"]
+    refused(server, "set server job_sort_formula = 'ncpus +'", 15014,
+            "Illegal attribute or resource value job_sort_formula", name)
+
+
+def test_creating_a_scheduler_that_schedules_checks_its_directories(server, tmp_path):
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    ok(server, f"create sched dirs2 partition = PE, sched_priv = {loose}, scheduling = True")
+    listed = qmgr(server, "list sched dirs2").stdout
+    assert "    comment = PBS failed validation checks for sched_priv directory\n" in listed
+    assert "    scheduling = False\n" in listed
+
+
+def test_default_keeps_its_own_policy_and_refuses_port_and_host(server):
+    ok(server, "set sched default strict_ordering = True")
+    ok(server, "set sched default job_accumulation_time = 0")
+    listed = qmgr(server, "list sched default").stdout
+    assert "    strict_ordering = True\n" in listed
+    for text in ("set sched default sched_port = 16000", "set sched default sched_host = x"):
+        refused(server, text, 15223, "Operation is not permitted on default scheduler",
+                "default")
+    ok(server, "unset sched default strict_ordering")
+    assert "strict_ordering" not in qmgr(server, "list sched default").stdout

@@ -285,7 +285,7 @@ def test_sched_instances_contribute_schedulers(tmp_path):
     ([SchedulerInstance("default", ("P1",))],
      "scheduler 'default': Operation is not permitted on default scheduler"),
     ([SchedulerInstance("a_very_long_sched_name", ("P1",))],
-     "scheduler 'a_very_long_sched_name': a name is 1-15 letters, digits or _"),
+     "scheduler 'a_very_long_sched_name': a name is 1-15 letters, digits, _ or -"),
     ([SchedulerInstance("sc1", ("pbs-default",))],
      "scheduler 'sc1': Default partition name is not allowed (pbs-default)"),
     ([SchedulerInstance("sc1", ("P1",)), SchedulerInstance("sc2", ("P1",))],
