@@ -78,6 +78,10 @@ class Manager:
 
     def command(self, caller: Caller, cmd: qmgr.Command) -> str:
         eng = self.engine
+        shown: dict[str, str] = {}  # plugin -> the PBS hook name it was asked by
+        if cmd.pbshook and cmd.names:  # PBS_power -> the plugin that declares that pbs_name
+            shown = {self._plugin_of_pbs_name(n): n for n in cmd.names}
+            cmd.names = list(shown)
         if cmd.obj_type == "sched":  # seed 001 spells it `partitions`
             for op in cmd.attrs:
                 if op.name == "partitions":
@@ -96,7 +100,7 @@ class Manager:
                 if name not in objects:
                     raise self._unknown(cmd.obj_type, name)
         if cmd.verb == "list":
-            return "".join(qmgr.list_object(cmd.obj_type, n, objects[n], defs,
+            return "".join(qmgr.list_object(cmd.obj_type, shown.get(n, n), objects[n], defs,
                                              role=caller.role, only=cmd.attrs) for n in names)
         if cmd.verb == "print":
             chosen = {n: objects[n] for n in names}
@@ -317,6 +321,22 @@ class Manager:
             raise err.for_object(cmd.obj_type, name) from None
 
     # -- hooks are plugins ------------------------------------------------------------------------
+    def _plugin_of_pbs_name(self, name: str) -> str:
+        """The installed plugin whose ``pbs_name`` is `name` (PBS_power -> power)."""
+        for plugin, record in sorted(self.engine.plugins.records.items()):
+            info = record.info
+            if info is None and record.status == "disabled" and record.entry_point:
+                # A disabled plugin is not imported; an admin naming a PBS hook is the one
+                # time its declaration is read (a blocked one stays unread).
+                try:
+                    info = getattr(record.entry_point.load(), "plugin_info", None)
+                except Exception:  # noqa: BLE001 - a broken plugin is simply not this hook
+                    info = None
+            if getattr(info, "pbs_name", None) == name:
+                return plugin
+        raise QmgrError(PBSE_HOOKERROR, f"{name} does not exist!", obj_type="pbshook",
+                        obj_name=name)
+
     def _hooks(self) -> dict[str, dict[str, Any]]:
         plugins = self.engine.plugins
         out = {}

@@ -46,8 +46,10 @@ Rules that are pbsplug's own (PBS has no equivalent, or the behaviour was not ve
 * ``unset`` restores the definition's default where it has one (PBS does this for the
   attributes it marks as defaulted: ``scheduler_iteration``, sched attributes, hook
   attributes), and removes the attribute otherwise.
-* ``pbshook`` objects, and the ``active``, ``import``, ``export`` and ``help`` commands, are
-  refused with 15029 (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource``
+* ``pbshook`` names a PBS hook (``set pbshook PBS_power enabled = true``): the plugin that
+  declares that ``pbs_name``; ``create`` and ``delete`` of one are refused (15136, as PBS's
+  ``cannot delete a PBS hook``). The ``active``, ``import``, ``export`` and ``help`` commands
+  are refused with 15029 (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource``
   objects with a ``type`` (and a ``flag``, kept but not used), as in PBS. ``quit`` /
   ``exit`` end the text, as in qmgr.
 * A ``#`` starts a comment at the start of a command or after a blank, outside quotes.
@@ -452,6 +454,9 @@ class Command:
     names: list[str] | None = None
     attrs: list[AttrOp] = field(default_factory=list)
     text: str = ""
+    #: Written as ``pbshook`` (PBS's own hooks): `names` are PBS hook names, such as
+    #: ``PBS_power``, which the server maps to the plugins that declare them.
+    pbshook: bool = False
 
     def targets(self, existing: Iterable[str]) -> list[str]:
         """The objects the command acts on: its names, or every existing object of the type
@@ -532,8 +537,11 @@ def _parse_one(command: str, server_name: str | None,
         obj_type = obj_word if obj_word in plugin_types else None
     if obj_type is None:
         raise QmgrSyntaxError(f"qmgr: Illegal object type: {obj_word}.")
-    if obj_type == "pbshook":
-        raise QmgrError(PBSE_NOSUP, obj_type=obj_type)
+    pbshook = obj_type == "pbshook"
+    if pbshook:  # a PBS hook: the plugin whose pbs_name it is (the manager maps the name)
+        if verb in ("create", "delete"):
+            raise QmgrError(PBSE_HOOKERROR, f"cannot {verb} a PBS hook", obj_type="pbshook")
+        obj_type = "hook"
     pos = _skip_blank(command, pos + len(obj_word))
     defs = definitions(obj_type, registry)
     names: list[str] | None = None
@@ -552,7 +560,7 @@ def _parse_one(command: str, server_name: str | None,
         raise _syntax(command, len(command))
     if verb in ("create", "delete", "set", "unset") and obj_type != "server" and not names:
         raise _syntax(command, pos)
-    return Command(verb, obj_type, names, attrs, command)
+    return Command(verb, obj_type, names, attrs, command, pbshook)
 
 
 def _skip_blank(command: str, pos: int) -> int:

@@ -128,7 +128,16 @@ def test_syntax_errors_print_what_qmgr_prints(text, message):
     assert e.value.client_text() == message
 
 
-@pytest.mark.parametrize("text", ["list pbshook", "active queue q",
+def test_a_pbshook_is_a_hook_named_by_its_pbs_name():
+    (cmd,) = qmgr.parse("set pbshook PBS_power enabled = true")
+    assert (cmd.obj_type, cmd.names, cmd.pbshook) == ("hook", ["PBS_power"], True)
+    for verb in ("create", "delete"):
+        with pytest.raises(QmgrError) as e:
+            qmgr.parse(f"{verb} pbshook PBS_power")
+        assert (e.value.code, e.value.message) == (15136, f"cannot {verb} a PBS hook")
+
+
+@pytest.mark.parametrize("text", ["active queue q",
                                   "import hook h application/x-python default f.py"])
 def test_unsupported_objects_and_commands_are_refused_with_nosup(text):
     with pytest.raises(QmgrError) as e:

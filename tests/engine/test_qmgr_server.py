@@ -163,3 +163,21 @@ def test_dependencies_hold_release_and_delete(engine):
     assert (done.returncode, done.stderr) == (15001 % 256, "qsub: Unknown Job Id\n")
     runone = engine.pbs("qsub", "-W", f"depend=runone:{first}", "--", "/bin/true")
     assert runone.stderr == "qsub: No support for requested service: depend type runone\n"
+
+
+def test_set_pbshook_sets_the_plugin_that_declares_that_pbs_name(dists, make_engine):
+    """Seed 004's `qmgr -c "set pbshook PBS_power enabled=true"`: PBS's hook name reaches
+    the plugin that declares it, disabled (so not imported) until then."""
+    plugin(dists, "pw", """
+        @hookimpl
+        def periodic(event):
+            pass
+        """, ("periodic",), type="pbs", pbs_name="PBS_pw")
+    engine = make_engine("")
+    assert "enabled = false" in qmgr(engine, "list hook pw").stdout
+    assert qmgr(engine, "set pbshook PBS_pw enabled = true").returncode == 0
+    listed = qmgr(engine, "list pbshook PBS_pw").stdout
+    assert listed.startswith("Hook PBS_pw\n") and "    enabled = true\n" in listed
+    done = qmgr(engine, "set pbshook PBS_nosuch enabled = true")
+    assert done.stderr.splitlines() == ["qmgr obj=PBS_nosuch svr=default: PBS_nosuch does "
+                                        "not exist!", "qmgr: Error (15136) returned from server"]
