@@ -104,8 +104,9 @@ def test_a_really_stuck_cpuset_is_retried_reported_offlined_and_returned(
     node = next(iter(engine.nodes()))
     pidfile = tmp_path / "child.pid"
     # The job leaves a child behind, which the test freezes: SIGKILL cannot end it.
+    here = {"select": f"1:ncpus=1:vnode={node}"}  # the machine may have several NUMA vnodes
     job_id = engine.submit(f"sleep 300 & echo $! > {pidfile}\nsleep 1\n",
-                           Resource_List={"select": "1:ncpus=1"})
+                           Resource_List=here)
     until(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=30)
     child = frozen(int(pidfile.read_text()))
     try:
@@ -117,7 +118,7 @@ def test_a_really_stuck_cpuset_is_retried_reported_offlined_and_returned(
         assert attrs["comment"] == MESSAGE
         assert (CPUSET / real["cgroup_prefix"] / job_id).is_dir()
         # A job queued meanwhile does not start on the stuck vnode.
-        waiting = engine.submit("true\n", Resource_List={"select": "1:ncpus=1"})
+        waiting = engine.submit("true\n", Resource_List=here)
         time.sleep(2)
         assert engine.job(waiting)["job_state"] == "Q"
         log = engine.log()
