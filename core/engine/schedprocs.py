@@ -63,14 +63,12 @@ class _Proc:
     pid: int
     to_child: int
     from_child: int
-    log_dir: str
     state: str = "idle"
     pending: bool = False                  # a trigger came while it was busy
     sent_at: float = 0.0                   # when its current cycle was sent
     attrs: dict[str, Any] = field(default_factory=dict)   # what it was started with
     sent: dict[str, dict[str, Any]] = field(default_factory=dict)  # the jobs it has
     buffer: bytearray = field(default_factory=bytearray)
-    last_cycle: float | None = None
 
 
 class SchedulerProcesses:
@@ -89,14 +87,6 @@ class SchedulerProcesses:
     def state(self, name: str) -> str:
         proc = self.procs.get(name)
         return "down" if proc is None else proc.state
-
-    def pid(self, name: str) -> int | None:
-        proc = self.procs.get(name)
-        return None if proc is None else proc.pid
-
-    def last_cycle(self, name: str) -> float | None:
-        proc = self.procs.get(name)
-        return None if proc is None else proc.last_cycle
 
     def keep(self, wanted: dict[str, dict[str, Any]]) -> None:
         """Run exactly the schedulers in `wanted` (name -> its sched attributes): start the
@@ -129,8 +119,7 @@ class SchedulerProcesses:
         os.close(down_r)
         os.close(up_w)
         os.set_blocking(up_r, False)
-        self.procs[name] = _Proc(name, pid, down_w, up_r, str(attrs.get("sched_log") or ""),
-                                 attrs=dict(attrs))
+        self.procs[name] = _Proc(name, pid, down_w, up_r, attrs=dict(attrs))
         self.log(name, f"scheduler {name} started, pid {pid}")
 
     def stop(self, name: str) -> None:
@@ -197,7 +186,6 @@ class SchedulerProcesses:
                 continue
             if result is not None:
                 proc.state = "idle"
-                proc.last_cycle = time.time()
                 if proc.pending:
                     proc.pending = False
                     self.due.add(proc.name)

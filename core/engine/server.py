@@ -297,7 +297,6 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
-        self._check_partition_owner(queue_name)
         outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
@@ -767,23 +766,18 @@ class Engine:
             scheds["default"].claimed = frozenset(p for i in instances for p in i.partitions)
             return scheds
 
-    def _check_partition_owner(self, queue_name: str) -> None:
-        """PBS logs when a job lands in a partition no scheduler has (pbsplug's default
-        scheduler takes such jobs; see scheduler.md)."""
-        part = (self.store.get("queue", queue_name) or {}).get("partition")
-        if part and not any(part in s.partitions for s in self._schedulers().values()):
-            self.log(LOG_SCHED, "Server", self.host,
-                     f"No scheduler associated with the partition {part}")
-
-    def _policy_scheduler(self) -> Scheduler:
-        return self._schedulers()["default"]
-
     def _trigger(self, queue_name: str, submitted: bool = False) -> None:
         """A job was queued in, or finished from, `queue_name`: a cycle of the scheduler
         whose partition the queue is in (seed 001), after its ``job_accumulation_time``
         when a job was submitted (submissions within it share one cycle)."""
         queue = Queue(queue_name, self.store.get("queue", queue_name) or {})
-        for name, sched in self._schedulers().items():
+        scheds = self._schedulers()
+        part = queue.partition
+        if submitted and part and not any(part in s.partitions for s in scheds.values()):
+            # PBS's line; pbsplug's default scheduler takes such jobs (scheduler.md).
+            self.log(LOG_SCHED, "Server", self.host,
+                     f"No scheduler associated with the partition {part}")
+        for name, sched in scheds.items():
             if sched.owns(queue):
                 attrs = self.store.get("sched", name) or {}
                 wait = float(attrs.get("job_accumulation_time") or 0) if submitted else 0.0
@@ -875,13 +869,14 @@ class Engine:
                     st.put_job(job_id, attrs)
         stats = result.stats
         sched = stats.sched if stats else "default"
-        # Who may still answer a reservation in no partition: default, and the others
-        # that have a partition and a live process.
-        deciders = frozenset(
-            s.name for s in self._schedulers().values() if s.scheduling and (
-                s.name == "default" or (s.partitions and
-                                        self.sched_procs.state(s.name) != "down")))
-        self.resvs.decide(result.reservations, sched, deciders)
+        if result.reservations:
+            # Who may still answer a reservation in no partition: default, and the others
+            # that have a partition and a live process.
+            deciders = frozenset(
+                s.name for s in self._schedulers().values() if s.scheduling and (
+                    s.name == "default" or (s.partitions and
+                                            self.sched_procs.state(s.name) != "down")))
+            self.resvs.decide(result.reservations, sched, deciders)
         fits = _StillFits(self._vnodes(), self.store.all("queue")) if checked else None
         self.restart_cycle = False
         for done, decision in enumerate(result.run):

@@ -15,7 +15,6 @@ See README.md for the keys, the octant format and the rules.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -36,8 +35,6 @@ plugin_info = PluginInfo(
     description="A cpuset per job, octant-aware placement, stuck cpusets and the "
                 "starvation drain",
 )
-
-log = logging.getLogger("pbsplug.cpuset")
 
 #: The configuration this process loaded (`configure`), and what was built from it.
 _config: dict[str, Any] | None = None

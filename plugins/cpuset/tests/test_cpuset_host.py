@@ -23,7 +23,7 @@ MESSAGE = "Hook cpuset: Unable to clean up one or more cgroups"
 
 
 @pytest.fixture
-def machine(tmp_path, register_plugin):
+def machine(tmp_path, register_plugin, pbsplug_plugins):
     """A host with two NUMA nodes of four CPUs (vnodes host[0], host[1]), an emulated
     cgroup v1 tree, and the plugin enabled on it; returns a dict of its paths and a
     ``configure(**more)`` to reload it with other values."""
@@ -34,6 +34,9 @@ def machine(tmp_path, register_plugin):
             "kill_timeout": 0.4}
 
     def configure(**more):
+        """Load the plugin again with these values as well."""
+        if pbsplug_plugins.pm.has_plugin(name="cpuset"):
+            pbsplug_plugins.pm.unregister(name="cpuset")
         return register_plugin(pbsplug_cpuset, "cpuset", config={**base, **more})
 
     configure()
@@ -87,13 +90,12 @@ def test_a_job_that_does_not_fit_is_requeued_with_why(machine, fire_event):
     assert not (machine["root"] / "pbs_jobs" / "2.host").exists()
 
 
-def test_a_job_without_cpus_runs_without_a_cpuset_unless_refused(machine, fire_event):
+def test_a_job_without_cpus_runs_without_a_cpuset(machine, fire_event):
     assert begin(fire_event, job("1.host", "(host[1]:mem=1gb)")).accepted
     assert not (machine["root"] / "pbs_jobs" / "1.host").exists()
 
 
-def test_allow_zero_cpus_false_refuses_such_a_job(machine, fire_event, pbsplug_plugins):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+def test_allow_zero_cpus_false_refuses_such_a_job(machine, fire_event):
     machine["configure"](allow_zero_cpus=False)
     out = begin(fire_event, job("1.host", "(host[1]:mem=1gb)"))
     assert not out.accepted and out.consequence == "delete"
@@ -132,8 +134,7 @@ def stick(root, name, pid):
 
 
 def test_a_stuck_cpuset_is_recorded_busy_then_offline_and_back_once_gone(
-        machine, fire_event, pbsplug_plugins, frozen):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+        machine, fire_event, frozen):
     machine["configure"](offline_stuck_after=0, online_nodes_min_delay=0)
     assert begin(fire_event, job()).accepted
     stick(machine["root"], "1.host", frozen())
@@ -176,15 +177,20 @@ def test_a_stuck_vnode_goes_offline_only_after_offline_stuck_after(
     assert out.changes["vnode_list"]["host[1]"]["state"] == "busy,offline"
 
 
-def test_online_waits_for_min_delay(machine, fire_event, pbsplug_plugins, frozen):
-    pbsplug_plugins.pm.unregister(name="cpuset")
-    machine["configure"](offline_stuck_after=0, online_nodes_min_delay=3600)
+def stuck_then_reclaimed(machine, fire_event, frozen):
+    """Job 1.host's cpuset gets stuck at its end (offline at once), then its process dies:
+    the outcome of the next exechost_periodic."""
     assert begin(fire_event, job()).accepted
     stick(machine["root"], "1.host", frozen())
     fire_event("execjob_end", {"job": job(), "vnode_list": vnodes("host[1]")})
     frozen.thaw()
-    out = fire_event("exechost_periodic", {"vnode_list": vnodes(
+    return fire_event("exechost_periodic", {"vnode_list": vnodes(
         "host[1]", state="busy,offline", comment=MESSAGE)})
+
+
+def test_online_waits_for_min_delay(machine, fire_event, frozen):
+    machine["configure"](offline_stuck_after=0, online_nodes_min_delay=3600)
+    out = stuck_then_reclaimed(machine, fire_event, frozen)
     # Reclaimed: busy goes, offline stays until online_nodes_min_delay has passed.
     assert out.changes["vnode_list"]["host[1]"]["state"] == "offline"
 
@@ -201,9 +207,7 @@ def test_a_cpuset_of_no_running_job_is_renamed_orphan_and_reaped(machine, fire_e
     assert "renamed 1.host.orphan and reaped" in caplog.text
 
 
-def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_event,
-                                                                  pbsplug_plugins):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_event):
     machine["configure"](exclude_cpus=[0])
     cpusets = detect(machine["base"]["cgroup_root"], "1", emulate=True)
     cpusets.ensure_parent("pbs_jobs")
@@ -256,8 +260,7 @@ def test_a_broken_record_is_named(machine, fire_event, caplog):
     assert "remove it to start afresh" in caplog.text
 
 
-def test_the_flags_are_the_sites(machine, fire_event, pbsplug_plugins):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+def test_the_flags_are_the_sites(machine, fire_event):
     machine["configure"](mem_hardwall=True, memory_spread_page=True)
     assert begin(fire_event, job()).accepted
     path = machine["root"] / "pbs_jobs" / "1.host"
@@ -265,8 +268,7 @@ def test_the_flags_are_the_sites(machine, fire_event, pbsplug_plugins):
     assert (path / "cpuset.memory_spread_page").read_text().strip() == "1"
 
 
-def test_mem_fences_false_gives_every_memory_node(machine, fire_event, pbsplug_plugins):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+def test_mem_fences_false_gives_every_memory_node(machine, fire_event):
     machine["configure"](mem_fences=False)
     assert begin(fire_event, job()).accepted
     assert cpuset_files(machine["root"], "1.host") == ("4-5", "0-1")
@@ -319,15 +321,9 @@ def test_a_stuck_orphan_on_a_host_without_numa_vnodes_holds_the_hosts_vnode(
 
 
 def test_with_online_offlined_nodes_false_a_vnode_stays_offline_and_is_offlined_again(
-        machine, fire_event, pbsplug_plugins, frozen):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+        machine, fire_event, frozen):
     machine["configure"](offline_stuck_after=0, online_offlined_nodes=False)
-    assert begin(fire_event, job()).accepted
-    stick(machine["root"], "1.host", frozen())
-    fire_event("execjob_end", {"job": job(), "vnode_list": vnodes("host[1]")})
-    frozen.thaw()
-    out = fire_event("exechost_periodic", {"vnode_list": vnodes(
-        "host[1]", state="busy,offline", comment=MESSAGE)})
+    out = stuck_then_reclaimed(machine, fire_event, frozen)
     assert out.changes["vnode_list"]["host[1]"]["state"] == "offline"  # left to the admin
     # The admin brings it back (pbsnodes -r); a later stuck cpuset offlines it again.
     fire_event("exechost_periodic", {"vnode_list": vnodes("host[1]")})
@@ -350,9 +346,7 @@ def test_a_cpuset_removed_behind_the_hooks_back_is_forgotten(machine, fire_event
     assert record["jobs"] == {}
 
 
-def test_startup_gives_a_hosts_only_vnode_the_cpus_a_job_may_get(machine, fire_event,
-                                                                 pbsplug_plugins):
-    pbsplug_plugins.pm.unregister(name="cpuset")
+def test_startup_gives_a_hosts_only_vnode_the_cpus_a_job_may_get(machine, fire_event):
     machine["configure"](exclude_cpus=[0, 5])
     out = fire_event("exechost_startup", {"vnode_list": vnodes("host", ncpus=8)})
     assert out.changes["vnode_list"]["host"]["resources_available"]["ncpus"] == 6
