@@ -766,6 +766,9 @@ class Engine:
             scheds["default"].claimed = frozenset(p for i in instances for p in i.partitions)
             return scheds
 
+    def _policy_scheduler(self) -> Scheduler:
+        return self._schedulers()["default"]
+
     def _trigger(self, queue_name: str, submitted: bool = False) -> None:
         """A job was queued in, or finished from, `queue_name`: a cycle of the scheduler
         whose partition the queue is in (seed 001), after its ``job_accumulation_time``
