@@ -21,7 +21,8 @@ with optional hook attributes and configuration; `fire_event` runs an event thro
 registered hooks and returns the `pbsplug.Outcome`. `local_engine` starts a real
 local-engine server with the installed plugins for end-to-end tests (`site_toml` writes its
 site config), and `until` waits for what it does. `unix_user` is a second Unix user (root
-only), for ``engine.as_user(...)``.
+only), for ``engine.as_user(...)``; `attacker` is that user with an environment of its own
+on the system interpreter, to run ``pbsplug`` commands and Python as that user would.
 """
 
 from __future__ import annotations
@@ -153,3 +154,85 @@ def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> An
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
         time.sleep(0.05)
+
+
+#: The interpreter an unprivileged user can run: the project's own may live under /root.
+SYSTEM_PYTHON = "/usr/bin/python3"
+#: What the attacker's environment installs besides pbsplug: the CLI's dependencies, and a
+#: setuptools that can build pbsplug editable (Debian's 66 cannot).
+_ATTACKER_DEPS = ("setuptools>=70", "wheel", "pluggy>=1.5", "typer>=0.12", "requests>=2.32",
+                  "requests-unixsocket>=0.4.1", "tomlkit>=0.12", "rich>=13")
+
+
+class Attacker:
+    """An unprivileged local user with an environment of its own (`venv`, on the system
+    interpreter, with this checkout of pbsplug installed editable): `pbs` runs ``pbsplug``
+    commands and `python` runs code, both as that user through ``runuser``."""
+
+    def __init__(self, user: str, venv: Any):
+        import pwd
+
+        self.user = user
+        self.venv = venv
+        pw = pwd.getpwnam(user)
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
+
+    def _run(self, argv: list[str], home: Any, input: str | None, cwd: Any,
+             timeout: float) -> Any:
+        import os
+        import shutil
+        import subprocess
+
+        env = {"PATH": f"{self.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "HOME": "/tmp", "USER": self.user, "LOGNAME": self.user}
+        if home is not None:
+            env["PBSPLUG_HOME"] = str(getattr(home, "root", home))
+        runuser = shutil.which("runuser") or "runuser"
+        return subprocess.run([runuser, "-u", self.user, "--", *argv], capture_output=True,
+                              text=True, input=input, env=env, cwd=cwd or "/tmp",
+                              timeout=timeout, preexec_fn=os.setsid)
+
+    def pbs(self, home: Any, *args: str, input: str | None = None, cwd: Any = None,
+            timeout: float = 60.0) -> Any:
+        """``pbsplug ARGS`` as the attacker against the server in `home` (a path or a
+        `LocalEngine`); the CompletedProcess (text)."""
+        return self._run([f"{self.venv}/bin/pbsplug", *args], home, input, cwd, timeout)
+
+    def python(self, code: str, *args: str, home: Any = None, cwd: Any = None,
+               timeout: float = 60.0) -> Any:
+        """Run Python `code` (``sys.argv[1:]`` is `args`) as the attacker."""
+        return self._run([f"{self.venv}/bin/python", "-c", code, *args], home, None, cwd,
+                         timeout)
+
+
+@pytest.fixture(scope="session")
+def attacker(unix_user: str) -> Attacker:
+    """The second Unix user with an environment on the system interpreter (made once per
+    checkout under /var/tmp, pbsplug installed editable from this checkout), for attacks
+    made as an unprivileged user would make them. Skips without /usr/bin/python3; under CI
+    (``CI=true``) a missing piece fails instead."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parent.parent
+    if not Path(SYSTEM_PYTHON).exists():
+        message = f"needs {SYSTEM_PYTHON} (Debian package python3-venv) for the attacker"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    key = hashlib.sha256(f"{checkout}\n{sys.prefix}".encode()).hexdigest()[:12]
+    venv = Path("/var/tmp") / f"pbsplug-attacker-{key}"
+    stamp = venv / ".installed"
+    if not stamp.exists():
+        subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+               "--disable-pip-version-check"]
+        subprocess.run([*pip, *_ATTACKER_DEPS], check=True)
+        subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(checkout)],
+                       check=True, cwd="/tmp")
+        stamp.write_text("ok\n")
+    venv.chmod(0o755)
+    return Attacker(unix_user, venv)
