@@ -25,6 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,19 +166,32 @@ class Qmgr:
     def __init__(self, command: Sequence[str] = ("qmgr",)):
         self.command = list(command)
 
+    #: How long a name stays taken after its hook was deleted (PBS removes the MoMs' copies
+    #: first: ``hook name 'X' is pending delete, try another name``).
+    PENDING_DELETE_WAIT = 30.0
+
     def run(self, directive: str, check: bool = True) -> str:
+        deadline = time.monotonic() + self.PENDING_DELETE_WAIT
+        while True:
+            done = self._run(directive)
+            if done.returncode == 0 or "pending delete" not in done.stderr + done.stdout or (
+                    time.monotonic() > deadline):
+                break
+            time.sleep(0.5)
+        if check and done.returncode != 0:
+            text = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
+            raise PbsError(f"qmgr -c {directive!r}: {text}")
+        return done.stdout
+
+    def _run(self, directive: str) -> subprocess.CompletedProcess:
         try:
-            done = subprocess.run([*self.command, "-c", directive], capture_output=True,
+            return subprocess.run([*self.command, "-c", directive], capture_output=True,
                                   text=True, timeout=60)
         except FileNotFoundError:
             raise PbsError(f"{self.command[0]}: not found; is PBS installed and on PATH "
                            "(or give --qmgr)?") from None
         except subprocess.TimeoutExpired:
             raise PbsError(f"qmgr -c {directive!r}: no answer in 60 s") from None
-        if check and done.returncode != 0:
-            text = " ".join((done.stderr or done.stdout).split()) or f"exit {done.returncode}"
-            raise PbsError(f"qmgr -c {directive!r}: {text}")
-        return done.stdout
 
     def hooks(self) -> dict[str, dict[str, str]]:
         """Every site hook PBS has, with its attributes (``list hook``)."""
@@ -187,8 +201,7 @@ class Qmgr:
         return _parse_list(self.run(f"list pbshook {name}", check=False), "Hook").get(name)
 
     def export(self, hook: str, content_type: str) -> str | None:
-        out = subprocess.run([*self.command, "-c", f"export hook {hook} {content_type} "
-                              "default"], capture_output=True, text=True, timeout=60)
+        out = self._run(f"export hook {hook} {content_type} default")
         return out.stdout if out.returncode == 0 else None
 
 

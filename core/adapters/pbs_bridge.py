@@ -34,13 +34,6 @@ from ..runner import ACCEPT, ALARM, REJECT, HookAlarm, call_hook, client_message
 JOB_STATES = {"TRANSIT": "T", "QUEUED": "Q", "HELD": "H", "WAITING": "W", "RUNNING": "R",
               "EXITING": "E", "EXPIRED": "X", "BEGUN": "B", "SUSPEND": "S",
               "SUSPEND_USERACTIVE": "U", "MOVED": "M", "FINISHED": "F"}
-#: PBS's vnode state bits (``pbs.ND_<NAME>``) as the names pbsnodes prints.
-VNODE_STATES = {"OFFLINE": "offline", "DOWN": "down", "SLEEP": "sleep", "BUSY": "busy",
-                "JOBBUSY": "job-busy", "JOB_EXCLUSIVE": "job-exclusive",
-                "RESV_EXCLUSIVE": "resv-exclusive", "PROV": "provisioning",
-                "WAIT_PROV": "wait-provisioning", "STALE": "stale",
-                "UNRESOLVABLE": "unresolvable", "MAINTENANCE": "maintenance",
-                "STATE_UNKNOWN": "state-unknown"}
 #: Attributes a PBS object lists that pbsplug's objects do not carry.
 _SKIP = frozenset({"_name", "_has_value", "_connect_server", "_readonly", "_rerun",
                    "_delete", "_checkpointed", "_msmom", "_stdout_file", "_stderr_file",
@@ -53,32 +46,32 @@ _LOADED: dict[str, Any] = {}
 # -- PBS values to plain data -----------------------------------------------------------------
 
 class _Types:
-    """PBS's constants, read once from the ``pbs`` module."""
+    """PBS's constants and its own converters for vnode states and sharing (``_pbs_v1``,
+    the C module behind ``pbs``), read once."""
 
     def __init__(self, pbs: Any):
+        import _pbs_v1  # PBS's C module: present wherever ``pbs`` is
+
         self.pbs = pbs
+        self.c = _pbs_v1
         self.job_states = {getattr(pbs, f"JOB_STATE_{k}"): v for k, v in JOB_STATES.items()
                            if hasattr(pbs, f"JOB_STATE_{k}")}
         self.job_state_of = {v: k for k, v in self.job_states.items()}
-        self.vnode_bits = {getattr(pbs, f"ND_{k}"): v for k, v in VNODE_STATES.items()
-                           if hasattr(pbs, f"ND_{k}")}
-        self.vnode_bit_of = {v: k for k, v in self.vnode_bits.items()}
         self.events = {getattr(pbs, name.upper()): name for name in EVENTS
                        if hasattr(pbs, name.upper())}
 
     def vnode_state(self, value: int) -> str:
-        value = int(value)
-        names = [name for bit, name in self.vnode_bits.items() if bit and value & bit]
-        return ",".join(sorted(names)) or "free"
+        return self.c.vnode_state_to_str(int(value)) or "free"
 
     def vnode_bits_of(self, state: str) -> int:
         bits = 0
         for name in str(state).split(","):
             name = name.strip()
             if name and name != "free":
-                if name not in self.vnode_bit_of:
+                bit = self.c.str_to_vnode_state(name)
+                if bit in (None, -1):
                     raise ValueError(f"PBS has no vnode state '{name}'")
-                bits |= int(self.vnode_bit_of[name])
+                bits |= int(bit)
         return bits
 
 
@@ -91,6 +84,10 @@ def plain(value: Any, types: _Types, attr: str = "") -> Any:
         return types.job_states.get(int(value), str(value))
     if kind == "vnode_state":
         return types.vnode_state(value)
+    if kind == "vnode_sharing":
+        return types.c.vnode_sharing_to_str(int(value))
+    if kind == "vnode_ntype":
+        return types.c.vnode_ntype_to_str(int(value))
     if kind == "pbs_resource":
         out = {}
         for key in value.keys():
@@ -213,8 +210,9 @@ def pbs_value(pbs: Any, attr: str, value: Any, types: _Types) -> Any:
     if attr == "job_state":
         return types.job_state_of.get(str(value), value)
     if attr == "state":
-        return pbs.vnode_state(types.vnode_bits_of(value)) if hasattr(
-            pbs, "vnode_state") else types.vnode_bits_of(value)
+        return pbs.vnode_state(types.vnode_bits_of(value))
+    if attr == "sharing":
+        return pbs.vnode_sharing(types.c.str_to_vnode_sharing(str(value)))
     if isinstance(value, bool):
         return value
     return value

@@ -1,0 +1,146 @@
+"""A real OpenPBS for the adapter's tests, built and started with the tested recipe in
+../shared/reference/openpbs-local (build.sh is idempotent: 0.1 s once built).
+
+Without root, the recipe or a PBS that builds and starts, the tests fail under CI
+(``CI=true``) and skip elsewhere, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pbsplug.engine.testing import PBSPLUG
+
+RECIPE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "openpbs-local"
+WRAPPERS = Path("/run/openpbs-local/bin")
+MOM_HOOKS = Path("/var/spool/pbs/mom_priv/hooks")
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"real OpenPBS needed under CI: {why}", pytrace=False)
+    pytest.skip(f"needs a real OpenPBS: {why}")
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.splitlines()[-15:])
+
+
+class RealPbs:
+    """The running PBS: its commands through the recipe's namespace wrappers."""
+
+    def __init__(self) -> None:
+        self.env = {**os.environ, "PATH": f"{WRAPPERS}:{os.environ.get('PATH', '')}"}
+        self.env.pop("PBSPLUG_SITE", None)
+
+    def run(self, *argv: str, input: str | None = None, check: bool = True,
+            cwd: str | Path = "/tmp", env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        done = subprocess.run(list(argv), capture_output=True, text=True, input=input,
+                              env=env or self.env, cwd=cwd, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{argv} failed ({done.returncode}): {done.stderr}"
+                                 f"{done.stdout}")
+        return done
+
+    def qmgr(self, directive: str, check: bool = True) -> str:
+        return self.run("qmgr", "-c", directive, check=check).stdout
+
+    def pbsplug(self, site: Path, *args: str, check: bool = True
+                ) -> subprocess.CompletedProcess:
+        return self.run(PBSPLUG, "--site", str(site), *args, check=check,
+                        env={**self.env, "PBSPLUG_HOME": str(site.parent)})
+
+    def qsub(self, script: str, *options: str) -> str:
+        return self.run("qsub", *options, input=script).stdout.strip()
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        out = self.run("qstat", "-xf", "-F", "json", job_id).stdout
+        return json.loads(out)["Jobs"][job_id]
+
+    def wait(self, job_id: str, states: str = "F", timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            attrs = self.job(job_id)
+            if attrs["job_state"] in states:
+                return attrs
+            assert time.monotonic() < deadline, f"{job_id} stayed {attrs['job_state']}: " \
+                                                f"{attrs.get('comment')}"
+            time.sleep(0.3)
+
+    def node(self, name: str = "") -> dict[str, Any]:
+        nodes = json.loads(self.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]
+        return nodes[name] if name else next(iter(nodes.values()))
+
+    def hooks(self) -> str:
+        return self.qmgr("list hook")
+
+    def wait_mom_hooks(self, names: list[str], timeout: float = 30) -> None:
+        """PBS pushes hook files to the MoM asynchronously (the recipe's pitfall 11)."""
+        deadline = time.monotonic() + timeout
+        while not all((MOM_HOOKS / f"{n}.CF").exists() and (MOM_HOOKS / f"{n}.PY").exists()
+                      for n in names):
+            assert time.monotonic() < deadline, f"hook files of {names} never reached the MoM"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the .HK (attributes) follows the .PY and .CF
+
+    def forget_jobs(self) -> None:
+        """Delete every job left by a test (qdel -W force, as the recipe's pitfall 15 says)."""
+        out = self.run("qselect", check=False).stdout.split()
+        if out:
+            self.run("qdel", "-W", "force", *out, check=False)
+
+    def clean_hooks(self) -> None:
+        """Hooks survive restarts (pitfall 16): remove every pbsplug hook."""
+        for line in self.hooks().splitlines():
+            if line.startswith("Hook pbsplug_"):
+                self.qmgr(f"delete hook {line.split()[1]}", check=False)
+        deadline = time.monotonic() + 20
+        while list(MOM_HOOKS.glob("pbsplug_*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def real_pbs() -> Iterator[RealPbs]:
+    if os.geteuid() != 0:
+        _unavailable("the recipe builds and starts PBS as root")
+    if not (RECIPE / "build.sh").exists():
+        _unavailable(f"the recipe is not at {RECIPE}")
+    for step, limit in (("build.sh", 1200), ("start.sh", 300)):
+        try:
+            done = subprocess.run(["bash", str(RECIPE / step)], capture_output=True,
+                                  text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            _unavailable(f"{step} took longer than {limit} s")
+        if done.returncode != 0:
+            _unavailable(f"{step} failed:\n{_tail(done.stdout + done.stderr)}")
+    pbs = RealPbs()
+    pbs.clean_hooks()
+    pbs.forget_jobs()
+    try:
+        yield pbs
+    finally:
+        pbs.clean_hooks()
+        pbs.forget_jobs()
+        subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
+
+
+@pytest.fixture
+def pbs(real_pbs: RealPbs) -> Iterator[RealPbs]:
+    """The real PBS with no pbsplug hook and no job, before and after the test."""
+    real_pbs.clean_hooks()
+    real_pbs.forget_jobs()
+    node = real_pbs.node()
+    if "offline" in node.get("state", ""):
+        real_pbs.run("pbsnodes", "-r", "-C", "", next(iter(json.loads(real_pbs.run(
+            "pbsnodes", "-a", "-F", "json").stdout)["nodes"])), check=False)
+    yield real_pbs
+    real_pbs.clean_hooks()
+    real_pbs.forget_jobs()
