@@ -20,6 +20,10 @@ from pbsplug.engine.testing import PBSPLUG
 
 RECIPE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "openpbs-local"
 WRAPPERS = Path("/run/openpbs-local/bin")
+#: A cpuset hierarchy for PBS's MoM: the recipe's namespace remounts /sys, so the cpuset
+#: plugin's test mounts the cgroup v1 cpuset controller here before PBS starts (a mount made
+#: later does not reach the MoM's mount namespace).
+CPUSET_ROOT = Path("/run/pbsplug-cgroup")
 MOM_HOOKS = Path("/var/spool/pbs/mom_priv/hooks")
 
 
@@ -35,6 +39,9 @@ def _tail(text: str) -> str:
 
 class RealPbs:
     """The running PBS: its commands through the recipe's namespace wrappers."""
+
+    #: Why the MoM has no cpuset hierarchy at CPUSET_ROOT, or None.
+    cpuset_problem: str | None = None
 
     def __init__(self) -> None:
         self.env = {**os.environ, "PATH": f"{WRAPPERS}:{os.environ.get('PATH', '')}"}
@@ -107,12 +114,39 @@ class RealPbs:
             time.sleep(0.2)
 
 
+def _mount_cpuset() -> str | None:
+    """Mount the cpuset controller (cgroup v1) at CPUSET_ROOT/cpuset; why not, or None."""
+    target = CPUSET_ROOT / "cpuset"
+    if subprocess.run(["mountpoint", "-q", str(target)]).returncode == 0:
+        return None
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "cgroup", "-o", "cpuset", "cpuset", str(target)],
+                          capture_output=True, text=True)
+    return None if done.returncode == 0 else f"mount of a cpuset hierarchy failed: " \
+                                               f"{done.stderr.strip()}"
+
+
+def _mom_sees(path: Path) -> bool:
+    moms = subprocess.run(["pgrep", "-x", "pbs_mom"], capture_output=True, text=True)
+    for pid in moms.stdout.split():
+        try:
+            return f" {path} " in Path(f"/proc/{pid}/mountinfo").read_text()
+        except OSError:
+            continue
+    return False
+
+
 @pytest.fixture(scope="session")
 def real_pbs() -> Iterator[RealPbs]:
     if os.geteuid() != 0:
         _unavailable("the recipe builds and starts PBS as root")
     if not (RECIPE / "build.sh").exists():
         _unavailable(f"the recipe is not at {RECIPE}")
+    RealPbs.cpuset_problem = _mount_cpuset()
+    if RealPbs.cpuset_problem is None and subprocess.run(
+            ["ip", "netns", "pids", "openpbs"], capture_output=True).returncode == 0 and (
+            not _mom_sees(CPUSET_ROOT / "cpuset")):
+        subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
     for step, limit in (("build.sh", 1200), ("start.sh", 300)):
         try:
             done = subprocess.run(["bash", str(RECIPE / step)], capture_output=True,

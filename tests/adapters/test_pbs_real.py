@@ -256,3 +256,31 @@ def test_an_end_reject_is_ignored_and_log_lines_reach_pbs(pbs: RealPbs, pbstest)
     log = _mom_log()
     assert f"{job};pbstest: begin accepted on " in log
     assert list(MOM_HOOKS.glob("pbsplug_pbstest.*"))
+
+
+def test_cpuset_confines_a_real_pbs_job(pbs: RealPbs, tmp_path):
+    from .conftest import CPUSET_ROOT
+
+    if pbs.cpuset_problem:
+        import os
+
+        if os.environ.get("CI") == "true":
+            pytest.fail(pbs.cpuset_problem)
+        pytest.skip(pbs.cpuset_problem)
+    out_file = tmp_path / "cpuset.out"
+    site = _site(tmp_path, site_toml("cpuset", {"cgroup_root": str(CPUSET_ROOT)}))
+    _install(pbs, site)
+    pbs.wait_mom_hooks(["pbsplug_cpuset"])
+    job = pbs.qsub("cat /proc/self/cpuset; grep Cpus_allowed_list /proc/self/status\n",
+                   "-j", "oe", "-o", str(out_file), "-l", "select=1:ncpus=1",
+                   "-l", "walltime=00:05:00")
+    attrs = pbs.wait(job)
+    assert attrs["Exit_status"] == 0, attrs.get("comment")
+    cpuset, allowed = out_file.read_text().splitlines()[:2]
+    assert cpuset == f"/pbs_jobs/{job}"  # the job's own cpuset, made at execjob_begin
+    cpus = allowed.split(":")[1].strip()
+    assert cpus.isdigit()  # one CPU, not the whole machine's list
+    deadline = time.monotonic() + 20  # execjob_end removes it
+    while (CPUSET_ROOT / "cpuset" / "pbs_jobs" / job).exists():
+        assert time.monotonic() < deadline, "the job's cpuset was never removed"
+        time.sleep(0.2)
