@@ -3,6 +3,7 @@ with ``pbsplug pbs install`` run inside PBS's own hooks, with PBS's consequences
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from .conftest import MOM_HOOKS, RealPbs
 
 #: A plugin whose behaviour each test picks with the job's name.
 PBSTEST = """
+import json
 import time
 from pbsplug import PluginInfo, hookimpl
 
@@ -284,3 +286,28 @@ def test_cpuset_confines_a_real_pbs_job(pbs: RealPbs, tmp_path):
     while (CPUSET_ROOT / "cpuset" / "pbs_jobs" / job).exists():
         assert time.monotonic() < deadline, "the job's cpuset was never removed"
         time.sleep(0.2)
+
+
+def test_power_sleeps_an_idle_pbs_vnode_with_the_simulated_driver(pbs: RealPbs, tmp_path):
+    node = next(iter(json.loads(pbs.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]))
+    pbs.qmgr(f"set node {node} poweroff_eligible = True")
+    try:
+        site = _site(tmp_path, site_toml("power", {
+            "power_on_off_enable": True, "node_idle_limit": 1, "min_node_down_delay": 1,
+            "driver": "simulated", "boot_delay": 2, "state_dir": str(tmp_path / "power")},
+            freq=1))
+        out = _install(pbs, site)
+        assert "order 2000 is outside PBS's range for a site hook" in out
+        assert "not in PBS: sched_node_availability" in out
+        deadline = time.monotonic() + 30
+        while "sleep" not in pbs.node(node)["state"]:  # the server periodic, in PBS
+            assert time.monotonic() < deadline, f"{node} was never powered off"
+            time.sleep(0.3)
+        simulated = json.loads((tmp_path / "power" / "simulated_power.json").read_text())
+        assert simulated[node]["power"] == "off"
+        logs = sorted(Path("/var/spool/pbs/server_logs").glob("*"))
+        assert f"Job;node_power_off;launch: simulated node_off {node}" in logs[-1].read_text()
+    finally:
+        pbs.clean_hooks()
+        pbs.qmgr(f"set node {node} state = free", check=False)
+        pbs.qmgr(f"unset node {node} poweroff_eligible", check=False)
