@@ -69,7 +69,7 @@ class _Types:
             name = name.strip()
             if name and name != "free":
                 bit = self.c.str_to_vnode_state(name)
-                if bit in (None, -1):
+                if not bit or bit == -1:  # 0 is free, never a name here
                     raise ValueError(f"PBS has no vnode state '{name}'")
                 bits |= int(bit)
         return bits

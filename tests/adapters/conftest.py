@@ -136,25 +136,35 @@ def _mom_sees(path: Path) -> bool:
     return False
 
 
+def _step(step: str, limit: float) -> None:
+    try:
+        done = subprocess.run(["bash", str(RECIPE / step)], capture_output=True, text=True,
+                              timeout=limit)
+    except subprocess.TimeoutExpired:
+        _unavailable(f"{step} took longer than {limit} s")
+    if done.returncode != 0:
+        _unavailable(f"{step} failed:\n{_tail(done.stdout + done.stderr)}")
+
+
 @pytest.fixture(scope="session")
-def real_pbs() -> Iterator[RealPbs]:
+def built_pbs() -> Path:
+    """OpenPBS built and installed (/opt/pbs); its ``pbs_python``."""
     if os.geteuid() != 0:
         _unavailable("the recipe builds and starts PBS as root")
     if not (RECIPE / "build.sh").exists():
         _unavailable(f"the recipe is not at {RECIPE}")
+    _step("build.sh", 1200)
+    return Path("/opt/pbs/bin/pbs_python")
+
+
+@pytest.fixture(scope="session")
+def real_pbs(built_pbs) -> Iterator[RealPbs]:
     RealPbs.cpuset_problem = _mount_cpuset()
     if RealPbs.cpuset_problem is None and subprocess.run(
             ["ip", "netns", "pids", "openpbs"], capture_output=True).returncode == 0 and (
             not _mom_sees(CPUSET_ROOT / "cpuset")):
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
-    for step, limit in (("build.sh", 1200), ("start.sh", 300)):
-        try:
-            done = subprocess.run(["bash", str(RECIPE / step)], capture_output=True,
-                                  text=True, timeout=limit)
-        except subprocess.TimeoutExpired:
-            _unavailable(f"{step} took longer than {limit} s")
-        if done.returncode != 0:
-            _unavailable(f"{step} failed:\n{_tail(done.stdout + done.stderr)}")
+    _step("start.sh", 300)
     pbs = RealPbs()
     pbs.clean_hooks()
     pbs.forget_jobs()

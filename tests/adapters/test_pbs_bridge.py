@@ -1,0 +1,70 @@
+"""The bridge's conversions both ways, against PBS's real ``pbs`` module (run under PBS's own
+``pbs_python``, as the hooks are)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sysconfig
+import textwrap
+from pathlib import Path
+
+PBS_PATH = "/opt/pbs/lib/python/altair:/opt/pbs/lib/python/altair/pbs/v1"
+
+
+def _in_pbs_python(pbs_python: Path, code: str) -> dict:
+    script = textwrap.dedent("""
+        import json, site, sys
+        site.addsitedir(sys.argv[1])
+        import pbs
+        from pbs.v1 import _base_types as types
+        from pbsplug.adapters.pbs_bridge import _Types, plain, pbs_value
+        t = _Types(pbs)
+    """) + textwrap.dedent(code)
+    done = subprocess.run([str(pbs_python), "-c", script, sysconfig.get_paths()["purelib"]],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_pbs_types_become_pbsplug_plain_data(built_pbs):
+    out = _in_pbs_python(built_pbs, """
+        values = {
+            "size": pbs.size("10gb"), "duration": pbs.duration("01:02:03"),
+            "select": pbs.select("2:ncpus=4:mem=1gb"), "place": pbs.place("scatter:excl"),
+            "exec_vnode": pbs.exec_vnode("(vm:ncpus=2)+(vm2:ncpus=1)"),
+            "job_state": types.job_state("R"), "held": types.job_state("H"),
+            "busy": pbs.vnode_state(pbs.ND_OFFLINE | pbs.ND_JOBBUSY),
+            "free": pbs.vnode_state(pbs.ND_STATE_FREE), "sleep": pbs.vnode_state(pbs.ND_SLEEP),
+            "sharing": pbs.vnode_sharing(pbs.ND_FORCE_EXCL),
+            "env": pbs.pbs_env({"A": "1", "B": "x y"}), "hold": pbs.hold_types("us"),
+            "int": types.pbs_int(5), "float": types.pbs_float(2.5), "none": None,
+        }
+        print(json.dumps({k: plain(v, t) for k, v in values.items()}))
+    """)
+    assert out == {
+        "size": "10gb", "duration": "01:02:03", "select": "2:ncpus=4:mem=1gb",
+        "place": "scatter:excl", "exec_vnode": "(vm:ncpus=2)+(vm2:ncpus=1)",
+        "job_state": "R", "held": "H", "busy": "offline,job-busy", "free": "free",
+        "sleep": "sleep", "sharing": "force_excl", "env": {"A": "1", "B": "x y"},
+        "hold": "us", "int": 5, "float": 2.5, "none": None}
+
+
+def test_plain_values_go_back_as_pbs_types(built_pbs):
+    out = _in_pbs_python(built_pbs, """
+        state = pbs_value(pbs, "state", "offline,job-busy", t)
+        free = pbs_value(pbs, "state", "free", t)
+        sharing = pbs_value(pbs, "sharing", "default_excl", t)
+        try:
+            pbs_value(pbs, "state", "no-such-state", t)
+            bad = None
+        except ValueError as exc:
+            bad = str(exc)
+        print(json.dumps({
+            "state": [type(state).__name__, int(state) == pbs.ND_OFFLINE | pbs.ND_JOBBUSY],
+            "free": int(free), "sharing": int(sharing) == pbs.ND_DEFAULT_EXCL, "bad": bad,
+            "job_state": pbs_value(pbs, "job_state", "Q", t) == pbs.JOB_STATE_QUEUED}))
+    """)
+    assert out == {"state": ["vnode_state", True], "free": 0, "sharing": True,
+                   "bad": "PBS has no vnode state 'no-such-state'", "job_state": True}
