@@ -68,10 +68,10 @@ class _Types:
         for name in str(state).split(","):
             name = name.strip()
             if name and name != "free":
-                bit = self.c.str_to_vnode_state(name)
-                if not bit or bit == -1:  # 0 is free, never a name here
+                bit = int(self.c.str_to_vnode_state(name) or 0)  # PBS answers a string
+                if bit <= 0:  # 0 is PBS's answer for free and for a name it does not know
                     raise ValueError(f"PBS has no vnode state '{name}'")
-                bits |= int(bit)
+                bits |= bit
         return bits
 
 
@@ -212,7 +212,7 @@ def pbs_value(pbs: Any, attr: str, value: Any, types: _Types) -> Any:
     if attr == "state":
         return pbs.vnode_state(types.vnode_bits_of(value))
     if attr == "sharing":
-        return pbs.vnode_sharing(types.c.str_to_vnode_sharing(str(value)))
+        return pbs.vnode_sharing(int(types.c.str_to_vnode_sharing(str(value))))
     if isinstance(value, bool):
         return value
     return value
