@@ -1,0 +1,220 @@
+"""What a pbsplug hook adds per job inside a real OpenPBS (prints figures; never asserts).
+
+Needs root; builds and starts PBS with ../shared/reference/openpbs-local (as the tests do),
+and leaves it running. Measured in one run, each configuration in turn:
+
+- **import**: in PBS's own ``pbs_python``, what a MoM event pays before the plugin's hook
+  runs: ``import pbs`` alone (the empty hook's floor) against the hook script's
+  ``site.addsitedir`` plus the bridge's import and the plugin's load (a no-op plugin). This
+  is the issue's goal: at most 20 ms per MoM event over the empty hook.
+- **per job**: jobs run one after another (qsub to state F), with no hook, with an empty
+  hand-written hook on execjob_begin, execjob_launch and execjob_end, and with a pbsplug
+  no-op plugin on the same three events; "added per MoM event" is the difference of the
+  medians over three events.
+- **throughput**: a batch of jobs submitted at once, until all are finished, with no hook
+  and with the mjf plugin installed by ``pbsplug pbs install``.
+
+    sudo .venv/bin/python benchmarks/bench_pbs.py [--jobs 15] [--batch 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT.parent / "shared" / "reference" / "openpbs-local"
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
+ENV = {**os.environ, "PATH": f"/run/openpbs-local/bin:{os.environ.get('PATH', '')}"}
+PBS_PATH = "/opt/pbs/lib/python/altair:/opt/pbs/lib/python/altair/pbs/v1"
+EVENTS = "execjob_begin,execjob_launch,execjob_end"
+GOAL_MS = 20.0
+NOOP = """
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0")
+
+
+@hookimpl
+def execjob_begin(event):
+    pass
+
+
+@hookimpl
+def execjob_launch(event):
+    pass
+
+
+@hookimpl
+def execjob_end(event):
+    pass
+"""
+EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
+
+
+def run(*argv: str, input: str | None = None, check: bool = True, **kw) -> str:
+    done = subprocess.run(list(argv), capture_output=True, text=True, input=input, env=ENV,
+                          timeout=600, **kw)
+    if check and done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr}{done.stdout}")
+    return done.stdout
+
+
+def qmgr(directive: str, check: bool = True) -> str:
+    return run("qmgr", "-c", directive, check=check)
+
+
+def clean() -> None:
+    for line in qmgr("list hook").splitlines():
+        if line.startswith(("Hook pbsplug_", "Hook bench_")):
+            qmgr(f"delete hook {line.split()[1]}", check=False)
+    time.sleep(3)  # deletes reach the MoM asynchronously
+    jobs = run("qselect", check=False).split()
+    if jobs:
+        run("qdel", "-W", "force", *jobs, check=False)
+
+
+def job_state(job: str) -> str:
+    return json.loads(run("qstat", "-xf", "-F", "json", job))["Jobs"][job]["job_state"]
+
+
+def one_job() -> float:
+    t0 = time.perf_counter()
+    job = run("qsub", "-o", "/dev/null", "-e", "/dev/null", input="true\n").strip()
+    while job_state(job) != "F":
+        time.sleep(0.02)
+    return time.perf_counter() - t0
+
+
+def batch(n: int) -> float:
+    t0 = time.perf_counter()
+    jobs = [run("qsub", "-o", "/dev/null", "-e", "/dev/null", input="true\n").strip()
+            for _ in range(n)]
+    for job in jobs:
+        while job_state(job) != "F":
+            time.sleep(0.05)
+    return time.perf_counter() - t0
+
+
+def wait_mom(name: str) -> None:
+    hooks = Path("/var/spool/pbs/mom_priv/hooks")
+    deadline = time.monotonic() + 30
+    while not (hooks / f"{name}.PY").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)
+
+
+def import_cost(site_dir: Path, repeat: int) -> tuple[float, float]:
+    """Medians (ms) of pbs_python with ``import pbs`` alone and with the bridge's start."""
+    floor = "import time; t0 = time.perf_counter(); import pbs; print(time.perf_counter() - t0)"
+    bridge = f"""
+import time; t0 = time.perf_counter()
+import site, pbs
+site.addsitedir({sysconfig.get_paths()['purelib']!r}); site.addsitedir({str(site_dir)!r})
+from pbsplug.adapters.pbs_bridge import _load
+_load({{"plugin": "benchnoop", "entry_point": "pbsplug_benchnoop",
+        "attributes": {{"events": {EVENTS.split(",")!r}, "enabled": True}}, "config": {{}}}},
+      "k").chain("execjob_begin")
+print(time.perf_counter() - t0)
+"""
+    out = []
+    for code in (floor, bridge):
+        times = []
+        for _ in range(repeat):
+            done = subprocess.run(["/opt/pbs/bin/pbs_python", "-c", code], capture_output=True,
+                                  text=True, env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin"})
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            times.append(float(done.stdout) * 1000)
+        out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=15, help="sequential jobs per row")
+    parser.add_argument("--batch", type=int, default=40, help="jobs in a throughput batch")
+    parser.add_argument("--repeat", type=int, default=15, help="pbs_python runs per row")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench_pbs.py needs root (it builds and starts OpenPBS)")
+    for step in ("build.sh", "start.sh"):
+        subprocess.run(["bash", str(RECIPE / step)], check=True, capture_output=True)
+    print(f"python {platform.python_version()} {platform.machine()}, {os.cpu_count()} cpus, "
+          f"load {os.getloadavg()[0]:.2f}; OpenPBS {qmgr('list server').count('') and ''}"
+          f"{run('qstat', '--version').strip()}")
+    clean()
+    with tempfile.TemporaryDirectory(prefix="bench-pbs-") as tmp:
+        tmpdir = Path(tmp)
+        tmpdir.chmod(0o755)
+        dist = tmpdir / "site-packages"
+        dist.mkdir()
+        (dist / "pbsplug_benchnoop.py").write_text(NOOP)
+        info = dist / "pbsplug_benchnoop-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
+                                       "Version: 1.0\n")
+        (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
+
+        floor, bridge = import_cost(dist, args.repeat)
+        added = bridge - floor
+        print(f"\nimport per MoM event (pbs_python, median of {args.repeat}):")
+        print(f"  import pbs only          {floor:8.1f} ms")
+        print(f"  + bridge and plugin load {bridge:8.1f} ms   added {added:.1f} ms "
+              f"(goal <= {GOAL_MS:.0f} ms: {'met' if added <= GOAL_MS else 'MISSED'})")
+
+        rows = {}
+        rows["no hook"] = [one_job() for _ in range(args.jobs)]
+        script = tmpdir / "empty.py"
+        script.write_text(EMPTY_HOOK)
+        qmgr("create hook bench_empty")
+        qmgr(f'set hook bench_empty event = "{EVENTS}"')
+        qmgr(f"import hook bench_empty application/x-python default {script}")
+        wait_mom("bench_empty")
+        rows["empty hand-written hook"] = [one_job() for _ in range(args.jobs)]
+        clean()
+        home = tmpdir / "home"
+        home.mkdir()
+        (home / "site.toml").write_text("[plugins.benchnoop]\nenabled = true\n")
+        env = {**ENV, "PYTHONPATH": str(dist), "PBSPLUG_HOME": str(home)}
+        subprocess.run([PBSPLUG, "--site", str(home / "site.toml"), "pbs", "install",
+                        "--site-dir", str(dist)], check=True, env=env, capture_output=True)
+        wait_mom("pbsplug_benchnoop")
+        rows["pbsplug no-op plugin"] = [one_job() for _ in range(args.jobs)]
+        clean()
+        print(f"\nper job, qsub to F, {args.jobs} jobs one after another (median):")
+        for name, times in rows.items():
+            print(f"  {name:26s} {statistics.median(times) * 1000:8.0f} ms")
+        per_event = (statistics.median(rows["pbsplug no-op plugin"])
+                     - statistics.median(rows["empty hand-written hook"])) * 1000 / 3
+        print(f"  added per MoM event over the empty hook: {per_event:.0f} ms "
+              f"(goal <= {GOAL_MS:.0f} ms: {'met' if per_event <= GOAL_MS else 'MISSED'})")
+
+        plain = batch(args.batch)
+        mjf_home = tmpdir / "mjf"
+        mjf_home.mkdir()
+        (mjf_home / "site.toml").write_text(
+            "[plugins.mjf]\nenabled = true\n[plugins.mjf.config]\n"
+            f'jobfeatures_dir = "{tmpdir}/jf"\nmachinefeatures_dir = "{tmpdir}/mf"\n')
+        subprocess.run([PBSPLUG, "--site", str(mjf_home / "site.toml"), "pbs", "install"],
+                       check=True, env={**ENV, "PBSPLUG_HOME": str(mjf_home)},
+                       capture_output=True)
+        wait_mom("pbsplug_mjf")
+        with_mjf = batch(args.batch)
+        clean()
+        print(f"\nthroughput, {args.batch} jobs submitted at once:")
+        print(f"  no hook    {args.batch / plain:6.2f} jobs/s")
+        print(f"  mjf plugin {args.batch / with_mjf:6.2f} jobs/s")
+
+
+if __name__ == "__main__":
+    main()
