@@ -19,7 +19,9 @@ import json
 import time
 from pbsplug import PluginInfo, hookimpl
 
-plugin_info = PluginInfo(api="1.0", events=("queuejob", "execjob_begin", "execjob_end"),
+plugin_info = PluginInfo(api="1.0", events=("queuejob", "runjob", "execjob_begin",
+                                             "execjob_prologue", "execjob_launch",
+                                             "execjob_end"),
                          fail_action=("offline_vnodes",), alarm=4)
 
 
@@ -28,8 +30,27 @@ def queuejob(event):
     name = str(event.job.Job_Name or "")
     if name.startswith("q-reject"):
         event.reject("pbstest: refused at queuejob")
-    if name.startswith("q-comment"):
-        event.job.comment = "set by pbstest at queuejob"
+    if name.startswith("q-account"):
+        event.job.Account_Name = "pbstest-account"
+
+
+@hookimpl
+def runjob(event):
+    if str(event.job.Job_Name or "").startswith("r-reject"):
+        event.reject("pbstest: not now")
+
+
+@hookimpl
+def execjob_prologue(event):
+    if str(event.job.Job_Name or "").startswith("p-reject"):
+        event.reject("pbstest: rejected at prologue")
+
+
+@hookimpl
+def execjob_launch(event):
+    if str(event.job.Job_Name or "").startswith("l-reject"):
+        event.reject("pbstest: rejected at launch")
+    event.env["PBSTEST_LAUNCH"] = "seen"
 
 
 @hookimpl
@@ -37,6 +58,9 @@ def execjob_begin(event):
     name = str(event.job.Job_Name or "")
     if name.startswith("b-reject"):
         event.reject("pbstest: rejected at begin")
+    if name.startswith("b-rerun"):
+        event.job.rerun()
+        event.reject("pbstest: rerun at begin")
     if name.startswith("b-delete"):
         event.job.delete()
         event.reject("pbstest: deleted at begin")
@@ -137,6 +161,17 @@ def test_install_twice_changes_nothing_the_second_time_and_uninstall_restores_pb
     assert pbs.hooks() == before
 
 
+def test_install_can_disable_pbs_own_hook_for_the_same_feature(pbs: RealPbs, tmp_path):
+    site = _site(tmp_path, site_toml("cray_atom"))
+    pbs.qmgr("set pbshook PBS_cray_atom enabled = true")
+    try:
+        out = _install(pbs, site, None, "--disable-pbs-hooks")
+        assert "set pbshook PBS_cray_atom enabled = false" in out
+        assert "enabled = false" in pbs.qmgr("list pbshook PBS_cray_atom")
+    finally:
+        pbs.qmgr("set pbshook PBS_cray_atom enabled = false", check=False)
+
+
 def test_dry_run_prints_the_commands_and_files_and_changes_nothing(pbs: RealPbs, tmp_path):
     before = pbs.hooks()
     site = _site(tmp_path, site_toml("mjf"))
@@ -206,8 +241,38 @@ def test_cray_atom_tells_the_atom_service_of_a_real_job(pbs: RealPbs, tmp_path):
 def test_a_queuejob_reject_refuses_qsub_with_the_hooks_message(pbs: RealPbs, pbstest):
     done = pbs.run("qsub", "-N", "q-reject-1", input="true\n", check=False)
     assert done.returncode != 0 and "pbstest: refused at queuejob" in done.stderr
-    job = pbs.qsub("true\n", "-N", "q-comment-1")
+    job = pbs.qsub("true\n", "-N", "q-account-1")
+    attrs = pbs.wait(job)
+    assert attrs["Exit_status"] == 0
+    assert attrs["Account_Name"] == "pbstest-account"  # a queuejob hook's change, kept
+
+
+def test_a_runjob_reject_keeps_the_job_queued_with_pbs_comment(pbs: RealPbs, pbstest):
+    job = pbs.qsub("true\n", "-N", "r-reject-1")
+    deadline = time.monotonic() + 30
+    while "pbstest: not now" not in (pbs.job(job).get("comment") or ""):
+        assert time.monotonic() < deadline, pbs.job(job).get("comment")
+        time.sleep(0.3)
+    assert pbs.job(job)["job_state"] == "Q"
+
+
+def test_prologue_reject_requeues_and_launch_reject_deletes(pbs: RealPbs, pbstest):
+    prologue = pbs.qsub("true\n", "-N", "p-reject-1")
+    assert pbs.wait(prologue, "H")["comment"] == "job held, too many failed attempts to run"
+    launch = pbs.qsub("true\n", "-N", "l-reject-1")
+    attrs = pbs.wait(launch, "F")
+    assert attrs.get("Exit_status") != 0
+    assert "pbstest: rejected at launch" in _mom_log()
+
+
+def test_the_launch_environment_and_rerun(pbs: RealPbs, pbstest, tmp_path):
+    out = tmp_path / "env.out"
+    job = pbs.qsub('echo "$PBSTEST_LAUNCH"\n', "-N", "env-1", "-j", "oe", "-o", str(out))
     assert pbs.wait(job)["Exit_status"] == 0
+    assert out.read_text().strip() == "seen"  # execjob_launch's env change reached the job
+    rerun = pbs.qsub("true\n", "-N", "b-rerun-1")
+    attrs = pbs.wait(rerun, "H")  # rerun()+reject requeues (15170), until PBS holds it
+    assert attrs["comment"] == "job held, too many failed attempts to run"
 
 
 def test_an_execjob_begin_reject_requeues_until_pbs_holds_the_job(pbs: RealPbs, pbstest):
