@@ -64,6 +64,7 @@ class Launch:
     pgid: int              # the job's process group (its session_id)
     status_file: str
     tmpdir: str
+    boot: str = ""         # the boot it ran in (/proc's boot_id): pids mean nothing after it
 
     def alive(self) -> bool:
         """Whether our shepherd is still running (the same process, not a reused pid)."""
@@ -95,7 +96,7 @@ class Launch:
         except (OSError, ValueError):
             return None
         return cls(data["shepherd"], data["started"], data["pgid"], str(status_file),
-                   str(tmpdir))
+                   str(tmpdir), str(data.get("boot", "")))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +124,14 @@ class JobExit:
             return cls(**data)
         except TypeError:
             return cls(EXEC_LOST, 0.0, 0.0, 0, "its status file cannot be read")
+
+
+def boot_id() -> str:
+    """This boot's id: a pid recorded in another boot names some other process."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _proc_start(pid: int) -> float | None:
@@ -169,7 +178,8 @@ class PendingLaunch:
             raise
         finally:
             os.close(fd)
-        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir))
+        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir),
+                      boot_id())
 
     def cancel(self) -> None:
         """The job will not run: end the shepherd and reap it. Nothing of it is left, no
@@ -432,7 +442,8 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
     _write_aside(status_file.with_suffix(".shepherd"),
-                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid})
+                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid,
+                  "boot": boot_id()})
     with os.fdopen(err_r, "rb") as errs:
         start_error = errs.read().decode(errors="replace")
     _, status, usage = os.wait4(pid, 0)
@@ -450,8 +461,11 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
 
 def kill_session(launch: Launch) -> int:
     """SIGKILL every process left of a job whose shepherd is gone: those in the shepherd's
-    session (the job's group and any group it made). Linux does not reuse a pid while a
-    session of that number has members, so these are the job's. Returns how many."""
+    session (the job's group and any group it made) started since the shepherd, in the same
+    boot. Linux does not reuse a pid while a session of that number has members, so these
+    are the job's. Returns how many."""
+    if not launch.boot or launch.boot != boot_id():
+        return 0
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -460,7 +474,8 @@ def kill_session(launch: Launch) -> int:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[3]) == launch.shepherd and int(entry.name) != launch.shepherd:
+        if int(fields[3]) == launch.shepherd and int(entry.name) != launch.shepherd and (
+                float(fields[19]) >= launch.started):
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed += 1

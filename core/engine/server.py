@@ -183,7 +183,8 @@ class Engine:
             if ended is None and launch.alive():
                 self.launches[job_id] = launch
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
-            elif ended is None:
+            elif ended is None:  # whatever is left of the job must not run on untracked
+                executor.kill_session(launch)
                 self._lost(job_id, attrs, "its shepherd is gone")
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it

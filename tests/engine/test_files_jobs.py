@@ -164,3 +164,18 @@ def test_the_home_is_private_and_an_old_home_is_tightened(engine):
     assert {p: mode(p) for p in loose} == {home.db: 0o600, home.logs: 0o700,
                                            home.jobs: 0o711, home.tmp: 0o711}
     assert mode(stale) == 0o600
+
+
+def test_a_shepherd_killed_while_the_server_is_down_leaves_nothing_running(engine):
+    job_id = engine.submit("sleep 300\n", Job_Name="orphan")
+    record = engine.home.jobs / f"{job_id.split('.')[0]}.shepherd"
+    until(lambda: record.exists())
+    shepherd = json.loads(record.read_text())["shepherd"]
+    until(lambda: len(session_members(shepherd)) >= 2, what="the job's process")
+    engine.kill()
+    os.kill(shepherd, signal.SIGKILL)
+    engine.start()
+    until(lambda: int(engine.job(job_id).get("run_count", 0)) == 2, what="the job to rerun")
+    assert session_members(shepherd) == []
+    assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
+    engine.client("delete", ids=[job_id])
