@@ -20,6 +20,8 @@ LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_DEBUG2, LOG_RESV = 0x0020, 0x0040, 0x008
 PBS_OBJECT = "pbs_object"
 
 
+#: The server process's umask: whatever it makes is private unless it says otherwise.
+SERVER_UMASK = 0o077
 #: The home's folders and their modes (the server owns them all).
 FOLDER_MODES = {"": 0o755, "server_logs": 0o700, "jobs": 0o711, "tmp": 0o711, "hooks": 0o700,
                 "hooks/tmp": 0o700}
@@ -91,10 +93,9 @@ class Home:
 
     def make(self) -> None:
         """Make the home, or tighten one made by an older pbsplug: the server's files are
-        private (0600 files, 0700 folders), and so is everything it makes from here on (the
-        process's umask becomes 077). Users traverse the home to the socket, and `jobs/`
-        and `tmp/` to their own job's files by name, never listing them."""
-        os.umask(0o077)
+        private (0600 files, 0700 folders; the server runs with `SERVER_UMASK` so that what
+        it makes later is too). Users traverse the home to the socket, and `jobs/` and
+        `tmp/` to their own job's files by name, never listing them."""
         self.root.mkdir(parents=True, exist_ok=True)
         for path, mode in FOLDER_MODES.items():
             folder = self.root / path if path else self.root

@@ -58,6 +58,7 @@ from .home import (
     LOG_JOB_USAGE,
     LOG_SCHED,
     LOG_SYSTEM,
+    SERVER_UMASK,
     Home,
     HookLogHandler,
     ServerLog,
@@ -108,6 +109,7 @@ class Engine:
     def __init__(self, home: Home, plugins: PluginSet | None = None,
                  clock: Callable[[], float] = time.time):
         self.home = home
+        os.umask(SERVER_UMASK)  # the server's files are private (docs/engine.md)
         home.make()
         self.clock = clock
         self.host = socket.gethostname().split(".")[0]
