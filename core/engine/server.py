@@ -1190,10 +1190,10 @@ class Engine:
         self.log(LOG_ERROR, "Job", job_id, f"job lost: {why}")
         self._end_hooks(job_id, attrs)
         reason = runtime.get("end_reason") or ""
-        if reason.startswith(DELETED_BY):  # qdel asked for its end: it ends, deleted
+        if reason and reason != "requeue":  # it was being ended (qdel, walltime): it ends
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
                          comment=reason, end_hooks=False)
-        elif units.parse_bool(attrs.get("Rerunable", True)):
+        elif units.parse_bool(attrs.get("Rerunable", True)) or reason == "requeue":
             self._requeue(job_id, attrs, f"Job requeued: it was lost ({why})")
         else:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
