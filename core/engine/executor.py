@@ -21,16 +21,25 @@ the status file; a restarted server finds its jobs again from the two files
 
 The job runs in its own process group (its ``session_id``), which is what qdel and the
 walltime limit signal.
+
+Everything done on the job's behalf on the file system is done as its owner: the job's child
+drops to the owner's uid, gid and groups *before* it opens the output and error files,
+changes to the working directory or writes a start-failure note, so a path the user names
+can never make root create or append to a file. What the server makes for the job as root
+(the TMPDIR, the script and nodefile) is made in folders only the server can write, with
+O_EXCL and O_NOFOLLOW, and handed over with fchown/fchmod on the open descriptor.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pwd
 import resource
 import select
 import signal
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,6 +49,10 @@ from typing import Any
 EXEC_FAIL = -1
 #: A job whose exit was never seen (its shepherd died with the machine): PBS's JOB_EXEC_INITABT.
 EXEC_LOST = -2
+#: PBS's default umask for a job: its output and error files are 0600.
+DEFAULT_UMASK = 0o077
+#: A user's uid, gid and name, to run something as that user.
+Ids = tuple[int, int, str]
 
 
 @dataclass
@@ -51,6 +64,7 @@ class Launch:
     pgid: int              # the job's process group (its session_id)
     status_file: str
     tmpdir: str
+    boot: str = ""         # the boot it ran in (/proc's boot_id): pids mean nothing after it
 
     def alive(self) -> bool:
         """Whether our shepherd is still running (the same process, not a reused pid)."""
@@ -82,7 +96,7 @@ class Launch:
         except (OSError, ValueError):
             return None
         return cls(data["shepherd"], data["started"], data["pgid"], str(status_file),
-                   str(tmpdir))
+                   str(tmpdir), str(data.get("boot", "")))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +110,7 @@ class JobExit:
     walltime: float
     cput: float
     mem_kb: int
+    start_error: str = ""   # why the job could not start (exit_status EXEC_FAIL)
 
     @classmethod
     def read(cls, path: str | Path) -> JobExit | None:
@@ -104,8 +119,19 @@ class JobExit:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            return cls(EXEC_LOST, 0.0, 0.0, 0)
-        return cls(**data)
+            return cls(EXEC_LOST, 0.0, 0.0, 0, "its status file cannot be read")
+        try:
+            return cls(**data)
+        except TypeError:
+            return cls(EXEC_LOST, 0.0, 0.0, 0, "its status file cannot be read")
+
+
+def boot_id() -> str:
+    """This boot's id: a pid recorded in another boot names some other process."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _proc_start(pid: int) -> float | None:
@@ -131,14 +157,18 @@ class PendingLaunch:
         self._fd: int | None = fd  # the pipe's write end; None once started or cancelled
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
-              stderr: str | None) -> Launch:
+              stderr: str | None, umask: int = DEFAULT_UMASK,
+              names: tuple[str, str] = ("", "")) -> Launch:
         """Have the shepherd run the job; returns at once. `stderr` None joins it to stdout.
-        An OSError means the shepherd is gone (a hook killed it); it has been reaped."""
+        `names` are the output and error files' names in a folder that `stdout` or `stderr`
+        names (``-o DIR/``: ``DIR/<Job_Name>.o<seq>``). An OSError means the shepherd is gone
+        (a hook killed it); it has been reaped."""
         if self._fd is None:
             raise RuntimeError("this launch was already started or cancelled")
         fd, self._fd = self._fd, None
         request = json.dumps({"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
-                              "stderr": stderr}).encode() + b"\n"
+                              "stderr": stderr, "umask": umask,
+                              "names": list(names)}).encode() + b"\n"
         try:
             view = memoryview(request)
             while view:
@@ -148,7 +178,8 @@ class PendingLaunch:
             raise
         finally:
             os.close(fd)
-        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir))
+        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir),
+                      boot_id())
 
     def cancel(self) -> None:
         """The job will not run: end the shepherd and reap it. Nothing of it is left, no
@@ -163,20 +194,24 @@ class PendingLaunch:
         _reap(self.pid, kill=True)
 
 
+def user_ids(user: str | None) -> Ids | None:
+    """The ids to run `user`'s job as, or None to run it as the server's own user (the
+    server is not root, or no user is named). KeyError: no such user."""
+    if user is None or os.geteuid() != 0:
+        return None
+    pw = pwd.getpwnam(user)
+    return pw.pw_uid, pw.pw_gid, pw.pw_name
+
+
 def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     """Fork the job's shepherd, which waits for `PendingLaunch.start`; makes the job's
-    `tmpdir` (owned by `user`). `user` None runs the job as the server's user."""
+    `tmpdir` (owned by `user`, see `make_job_dir`). `user` None runs the job as the
+    server's user."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
     status_file.unlink(missing_ok=True)
     status_file.with_suffix(".shepherd").unlink(missing_ok=True)
-    ids = None
-    if user is not None and os.geteuid() == 0:
-        pw = pwd.getpwnam(user)
-        ids = (pw.pw_uid, pw.pw_gid, pw.pw_name)
-    tmpdir.mkdir(parents=True, exist_ok=True)
-    if ids:
-        os.chown(tmpdir, ids[0], ids[1])
-    tmpdir.chmod(0o700)
+    ids = user_ids(user)
+    make_job_dir(tmpdir, ids)
     server = os.getpid()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -188,6 +223,101 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
             os._exit(0)
     os.close(read_fd)
     return PendingLaunch(pid, write_fd, status_file, tmpdir)
+
+
+# -- files made for a job -------------------------------------------------------------------------
+
+def _open_private_dir(path: Path) -> int:
+    """An O_DIRECTORY|O_NOFOLLOW descriptor of `path`, a folder of the server's that nobody
+    else may write (else a user could swap what the server makes in it): OSError if not."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise PermissionError(errno.EPERM, "not the server's own private folder (owner "
+                              f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):o})", str(path))
+    return fd
+
+
+def _remove_entry(dir_fd: int, name: str) -> None:
+    """Remove `name` in `dir_fd`, whatever it is, following no link (a planted symlink goes,
+    its target stays); a folder goes with everything in it."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    # fwalk opens each folder relative to its parent's descriptor and skips one that is
+    # not what lstat saw (a link swapped in), so nothing outside `name` is touched.
+    for _, dirs, files, fd in os.fwalk(name, topdown=False, dir_fd=dir_fd):
+        for entry in files:
+            os.unlink(entry, dir_fd=fd)
+        for entry in dirs:
+            try:
+                os.rmdir(entry, dir_fd=fd)
+            except NotADirectoryError:  # a link to a folder: the link goes
+                os.unlink(entry, dir_fd=fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
+    """Make the job's folder `path` (its TMPDIR) afresh, owned by the job's user: in the
+    server's private parent, with mkdir (what was there, a stale folder or a planted link,
+    is removed first, without following links), then fchown/fchmod through an
+    O_NOFOLLOW descriptor that is checked to be the folder just made."""
+    parent = _open_private_dir(path.parent)
+    try:
+        try:
+            os.mkdir(path.name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            _remove_entry(parent, path.name)
+            os.mkdir(path.name, 0o700, dir_fd=parent)
+        fd = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=parent)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.geteuid():  # not ours: someone swapped it (cannot happen)
+                raise PermissionError(errno.EPERM, "not the folder the server made", str(path))
+            if ids:
+                os.fchown(fd, ids[0], ids[1])
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent)
+
+
+def remove_job_dir(path: Path) -> None:
+    """Remove a job's folder and what its job left in it, following no link."""
+    try:
+        parent = _open_private_dir(path.parent)
+    except OSError:
+        return
+    try:
+        _remove_entry(parent, path.name)
+    except OSError:
+        pass
+    finally:
+        os.close(parent)
+
+
+def write_job_file(path: Path, data: str, ids: Ids | None, mode: int = 0o600) -> None:
+    """Write a file the job reads (its script, its nodefile) as a new file in the server's
+    private folder, handed to the job's user through the open descriptor."""
+    parent = _open_private_dir(path.parent)
+    try:
+        _remove_entry(parent, path.name)
+        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600, dir_fd=parent)
+    finally:
+        os.close(parent)
+    with os.fdopen(fd, "w") as f:
+        if ids:
+            os.fchown(fd, ids[0], ids[1])
+        os.fchmod(fd, mode)
+        f.write(data)
 
 
 def _reap(pid: int, kill: bool = False) -> None:
@@ -205,7 +335,7 @@ def _write_aside(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _shepherd(fd: int, server: int, ids, status_file: Path) -> None:
+def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
     os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -236,35 +366,73 @@ def _wait_for_start(fd: int, server: int) -> dict | None:
     return json.loads(data)
 
 
+def become(ids: Ids) -> None:
+    """Drop this process to the user `ids` for good: groups, gid, then uid."""
+    os.initgroups(ids[2], ids[1])
+    os.setgid(ids[1])
+    os.setuid(ids[0])
+
+
+def open_output(path: str, name: str) -> int:
+    """Open the job's output or error file as the job's user (called after `become`):
+    created with the job's umask, truncated, never through a symbolic link; a folder
+    (``DIR/``, or an existing one) means `name` in it, as PBS does."""
+    if name and (path.endswith("/") or os.path.isdir(path)):
+        path = os.path.join(path, name)
+    try:  # O_NONBLOCK: a FIFO with no reader fails instead of hanging the start
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link, which a job's output never "
+                          "follows", path) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "is not a regular file", path)
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
-             stderr: str | None, ids, status_file: Path) -> None:
+             stderr: str | None, ids: Ids | None, status_file: Path,
+             umask: int = DEFAULT_UMASK, names: list[str] | None = None) -> None:
     t0 = time.monotonic()
+    out_name, err_name = names or ("", "")
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the job
+        stage = "cannot run as the job's owner"
         try:
             os.close(err_r)
             os.setpgid(0, 0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            # As the user from here on: nothing below is ever done as root.
             if ids:
-                os.initgroups(ids[2], ids[1])
-                os.setgid(ids[1])
-                os.setuid(ids[0])
-            os.chdir(cwd)
-            out = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                become(ids)
+            os.umask(umask & 0o777)
+            stage = "cannot open its output"
+            out = open_output(stdout, out_name)
+            err = out if stderr is None else open_output(stderr, err_name)
             os.dup2(out, 1)
-            if stderr is None:
-                os.dup2(out, 2)
-            else:
-                os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+            os.dup2(err, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
+            stage = ""  # from here, the note goes to the job's own error file as well
+            os.chdir(cwd)
             os.set_inheritable(err_w, False)
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # tell the shepherd why the job could not start
+            why = f"{stage + ': ' if stage else ''}{type(exc).__name__}: {exc}"
             try:
-                os.write(err_w, f"{type(exc).__name__}: {exc}".encode())
+                if not stage:  # the user's own file, written by the user's process
+                    os.write(2, f"pbsplug: the job could not start: {why}\n".encode())
+            except OSError:
+                pass
+            try:
+                os.write(err_w, why.encode())
             finally:
                 os._exit(127)
     os.close(err_w)
@@ -274,7 +442,8 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
     _write_aside(status_file.with_suffix(".shepherd"),
-                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid})
+                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid,
+                  "boot": boot_id()})
     with os.fdopen(err_r, "rb") as errs:
         start_error = errs.read().decode(errors="replace")
     _, status, usage = os.wait4(pid, 0)
@@ -285,14 +454,34 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     else:
         code = os.WEXITSTATUS(status)
     report = {"exit_status": code, "walltime": time.monotonic() - t0,
-              "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss}
-    if start_error:
-        try:
-            with open(stderr or stdout, "a") as f:
-                f.write(f"pbsplug: the job could not start: {start_error}\n")
-        except OSError:
-            pass
+              "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss,
+              "start_error": start_error[:1000]}
     _write_aside(status_file, report)
+
+
+def kill_session(launch: Launch) -> int:
+    """SIGKILL every process left of a job whose shepherd is gone: those in the shepherd's
+    session (the job's group and any group it made) started since the shepherd, in the same
+    boot. Linux does not reuse a pid while a session of that number has members, so these
+    are the job's. Returns how many."""
+    if not launch.boot or launch.boot != boot_id():
+        return 0
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == launch.shepherd and int(entry.name) != launch.shepherd and (
+                float(fields[19]) >= launch.started):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
 
 
 def signal_job(pgid: int, sig: int) -> bool:

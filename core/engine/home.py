@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,31 @@ LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_DEBUG2, LOG_RESV = 0x0020, 0x0040, 0x008
 #: `pbsplug.events.PBS_OBJECT`, spelled out so that the commands (which import this module)
 #: start without the kernel.
 PBS_OBJECT = "pbs_object"
+
+
+#: The server process's umask: whatever it makes is private unless it says otherwise.
+SERVER_UMASK = 0o077
+#: The home's folders and their modes (the server owns them all).
+FOLDER_MODES = {"": 0o755, "server_logs": 0o700, "jobs": 0o711, "tmp": 0o711, "hooks": 0o700,
+                "hooks/tmp": 0o700}
+#: The server's private files in the home (server.pid and the socket stay readable).
+PRIVATE_FILES = ("server.db", "server.db-wal", "server.db-shm", "site.toml",
+                 "hook_trace.jsonl", "server.out")
+
+
+def _chmod_own(path: Path, mode: int, regular: bool = False) -> None:
+    """chmod `path` to `mode` if it is the server's own file or folder (not a link, not a
+    user's job file; only a regular file with `regular`): for homes made before the files
+    were private."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if regular and not stat.S_ISREG(st.st_mode):
+        return
+    if st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode) and (
+            stat.S_IMODE(st.st_mode) != mode):
+        path.chmod(mode)
 
 
 @dataclass(frozen=True)
@@ -66,11 +92,20 @@ class Home:
         return self.root / "site.toml"
 
     def make(self) -> None:
-        for path in (self.root, self.logs, self.jobs, self.tmp):
-            path.mkdir(parents=True, exist_ok=True)
-        # Users reach the socket and their jobs' TMPDIRs through the home folder.
-        self.root.chmod(0o755)
-        self.tmp.chmod(0o1777)
+        """Make the home, or tighten one made by an older pbsplug: the server's files are
+        private (0600 files, 0700 folders; the server runs with `SERVER_UMASK` so that what
+        it makes later is too). Users traverse the home to the socket, and `jobs/` and
+        `tmp/` to their own job's files by name, never listing them."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for path, mode in FOLDER_MODES.items():
+            folder = self.root / path if path else self.root
+            folder.mkdir(exist_ok=True)
+            _chmod_own(folder, mode)
+        for name in PRIVATE_FILES:
+            _chmod_own(self.root / name, 0o600)
+        for folder in (self.logs, self.jobs, self.hooks_tmp):
+            for path in folder.iterdir() if folder.is_dir() else ():
+                _chmod_own(path, 0o600, regular=True)
 
     def server_pid(self) -> int | None:
         """The pid of the server running in this home, or None."""

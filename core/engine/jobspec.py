@@ -636,6 +636,15 @@ def _read_script_file(path: str) -> str:
 
 # -- pass 2: attribute values ---------------------------------------------------------------------
 
+def parse_umask(value: Any) -> int:
+    """The job's ``umask`` attribute (``-W umask=NNN``): one to four octal digits, as PBS
+    takes it (a JSON number's digits are read as octal too: 22 is 022). ValueError if not."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if not re.fullmatch(r"[0-7]{1,4}", text):
+        raise ValueError(f"umask {value!r} is not 1 to 4 octal digits")
+    return int(text, 8)
+
+
 def check_job_name(name: str) -> None:
     """A job name: at most 236 characters, each a letter, digit or one of ``- _ + .``
     (PBS's rule for names given to qsub, whose first character may be a digit)."""
@@ -824,8 +833,10 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
             if value.upper() not in ("HOME", "O_WORKDIR", "PRIVATE"):
                 raise _illegal("W")
         elif key == "umask":
-            if not re.fullmatch(r"[0-7]{1,4}", value):
-                raise _illegal("W")
+            try:
+                parse_umask(value)
+            except ValueError:
+                raise _illegal("W") from None
         elif key == "run_count":
             if not value.isdigit():
                 raise _illegal("W")
@@ -999,5 +1010,5 @@ __all__ = [
     "DEFAULT_PREFIX", "DEPEND_TYPES", "PBSE_BADATVAL", "PBSE_BADSCRIPT", "PBSE_IVALREQ",
     "PBSE_JOBNBIG", "PBSE_NOSUP", "PBS_MAXJOBNAME", "RESOURCE_TYPES", "USAGE", "JobRequest",
     "JobSpecError", "check_job_name", "cvtdate", "directives", "is_executable_line",
-    "job_variables", "parse_qsub", "resource_value", "server_variables",
+    "job_variables", "parse_qsub", "parse_umask", "resource_value", "server_variables",
 ]

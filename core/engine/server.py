@@ -16,7 +16,6 @@ import logging
 import math
 import os
 import pwd
-import shutil
 import signal
 import socket
 import time
@@ -59,6 +58,7 @@ from .home import (
     LOG_JOB_USAGE,
     LOG_SCHED,
     LOG_SYSTEM,
+    SERVER_UMASK,
     Home,
     HookLogHandler,
     ServerLog,
@@ -109,6 +109,7 @@ class Engine:
     def __init__(self, home: Home, plugins: PluginSet | None = None,
                  clock: Callable[[], float] = time.time):
         self.home = home
+        os.umask(SERVER_UMASK)  # the server's files are private (docs/engine.md)
         home.make()
         self.clock = clock
         self.host = socket.gethostname().split(".")[0]
@@ -184,7 +185,8 @@ class Engine:
             if ended is None and launch.alive():
                 self.launches[job_id] = launch
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
-            elif ended is None:
+            elif ended is None:  # whatever is left of the job must not run on untracked
+                executor.kill_session(launch)
                 self._lost(job_id, attrs, "its shepherd is gone")
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it
@@ -286,6 +288,12 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        if attrs.get("umask") is not None:  # -W umask=, from qsub, the API or a hook
+            try:
+                jobspec.parse_umask(attrs["umask"])
+            except ValueError as exc:
+                raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value: {exc}",
+                               obj="umask") from None
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
@@ -915,7 +923,7 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
             return False
         now = int(self.clock())
-        hosts = "+".join(f"{self.host}/{i}" for i, _ in enumerate(parse_exec_vnode(exec_vnode)))
+        hosts = _exec_host(self.host, exec_vnode)
         attrs.update(job_state="R", substate=42, exec_vnode=exec_vnode, exec_host=hosts,
                      stime=now, mtime=now, run_count=int(attrs.get("run_count", 0)) + 1,
                      comment=f"Job run at {_when(now)} on {exec_vnode}")
@@ -938,9 +946,9 @@ class Engine:
             if outcome.consequence not in ("proceed", "ignore"):
                 self._refused_start(job_id, attrs, event, outcome)
                 return False
-        argv, env = self._job_command(job_id, attrs)
         user = attrs.get("euser") if os.geteuid() == 0 else None
         try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
+            argv, env = self._job_command(job_id, attrs)
             pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
                                        self.home.tmp / f"pbs.{job_id}", user)
         except (OSError, KeyError) as exc:
@@ -958,8 +966,12 @@ class Engine:
             if "argv" in outcome.changes:
                 argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
             out, err = self._output_paths(attrs)
+            seq = job_id.split(".")[0]
+            name = str(attrs.get("Job_Name") or "STDIN")
             try:
-                launch = pending.start(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err)
+                launch = pending.start(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err,
+                                       umask=self._umask(job_id, attrs),
+                                       names=(f"{name}.o{seq}", f"{name}.e{seq}"))
             except OSError as exc:  # the shepherd is gone (a hook killed it)
                 self._could_not_start(job_id, attrs, exc)
                 return False
@@ -1062,9 +1074,11 @@ class Engine:
             n = int(res.get("ncpus", 1) or 1)
             ncpus = ncpus or n
             lines.extend([self.host] * max(1, int(res.get("mpiprocs", 1) or 1)))
-        nodefile.write_text("".join(f"{h}\n" for h in lines))
-        nodefile.chmod(0o644)
         user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
+        # The nodefile and the script are the job's user's (0600 and 0700, as PBS keeps the
+        # script) in jobs/, which others cannot list: the job reads them, nobody else.
+        ids = executor.user_ids(user)
+        executor.write_job_file(nodefile, "".join(f"{h}\n" for h in lines), ids)
         try:
             pw = pwd.getpwnam(user)
             home_dir, shell = pw.pw_dir, pw.pw_shell or "/bin/sh"
@@ -1084,8 +1098,7 @@ class Engine:
         if "argv" in runtime:
             return list(runtime["argv"]), env
         script = self.home.jobs / f"{seq}.SC"
-        script.write_text(self.store.job_script(job_id) or "")
-        script.chmod(0o755)
+        executor.write_job_file(script, self.store.job_script(job_id) or "", ids, 0o700)
         return [shell, str(script)], env
 
     def _output_paths(self, attrs: dict) -> tuple[str, str | None]:
@@ -1097,6 +1110,16 @@ class Engine:
         if join == "eo":
             return err, None
         return out, err
+
+    def _umask(self, job_id: str, attrs: dict) -> int:
+        """The job's umask: its ``umask`` attribute, else PBS's default 077."""
+        if attrs.get("umask") in (None, ""):
+            return executor.DEFAULT_UMASK
+        try:
+            return jobspec.parse_umask(attrs["umask"])
+        except ValueError as exc:  # checked at submission: only an old record gets here
+            self.log(LOG_ERROR, "Job", job_id, f"{exc}; the job runs with umask 077")
+            return executor.DEFAULT_UMASK
 
     def _kill(self, job_id: str, why: str) -> None:
         """SIGTERM now, SIGKILL after kill_delay; `why` becomes the job's comment (``requeue``
@@ -1127,10 +1150,10 @@ class Engine:
             ended = executor.JobExit.read(launch.status_file)
             if ended is None:
                 if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
-                    ended = executor.JobExit(executor.EXEC_LOST, 0, 0, 0)
+                    self._shepherd_gone(job_id, launch)
                 else:
                     self._check_walltime(job_id, now)
-                    continue
+                continue
             self._ended(job_id, ended)
         for job_id, deadline in list(self.kills.items()):
             if job_id not in self.launches:
@@ -1149,6 +1172,32 @@ class Engine:
                 n for n, t in self.sched_next.items() if t <= now}
             if due:
                 self.cycle(due)
+
+    def _shepherd_gone(self, job_id: str, launch: executor.Launch) -> None:
+        """The job's shepherd ended without a status (killed): the job is lost, as PBS's
+        MoM loses a job. What is left of it is killed, so nothing runs untracked; the end
+        hooks fire (to clean up after it); then it is requeued if rerunnable, else finished
+        with Exit_status -2 (JOB_EXEC_INITABT)."""
+        killed = executor.kill_session(launch)
+        attrs = self.store.job(job_id)
+        runtime = self.store.runtime(job_id) or {}
+        self._signal_attached(runtime, signal.SIGKILL)
+        self.launches.pop(job_id, None)
+        self.kills.pop(job_id, None)
+        self.started.pop(job_id, None)
+        why = (f"its shepherd (pid {launch.shepherd}) ended without the job's status; "
+               f"{killed} process(es) left of it killed")
+        self.log(LOG_ERROR, "Job", job_id, f"job lost: {why}")
+        self._end_hooks(job_id, attrs)
+        reason = runtime.get("end_reason") or ""
+        if reason and reason != "requeue":  # it was being ended (qdel, walltime): it ends
+            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
+                         comment=reason, end_hooks=False)
+        elif units.parse_bool(attrs.get("Rerunable", True)) or reason == "requeue":
+            self._requeue(job_id, attrs, f"Job requeued: it was lost ({why})")
+        else:
+            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
+                         comment=f"Job lost and not rerunnable: {why}", end_hooks=False)
 
     def _check_walltime(self, job_id: str, now: float) -> None:
         if job_id in self.kills:
@@ -1211,6 +1260,11 @@ class Engine:
                 "mem": f"{ended.mem_kb}kb", "ncpus": _ncpus(attrs.get("exec_vnode", ""))}
         if comment:
             attrs["comment"] = comment
+        elif ended.exit_status == executor.EXEC_FAIL:  # the shepherd could not start it
+            attrs["comment"] = f"Job could not start: {ended.start_error or 'unknown reason'}"
+        elif ended.exit_status == executor.EXEC_LOST:
+            attrs["comment"] = ("Job lost: its end was never seen"
+                                + (f" ({ended.start_error})" if ended.start_error else ""))
         elif attrs.get("stime") is not None:
             attrs["comment"] = (f"Job run at {_when(attrs['stime'])} on "
                                 f"{attrs.get('exec_vnode')} and finished")
@@ -1228,8 +1282,8 @@ class Engine:
         seq = job_id.split(".")[0]
         for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
                          self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
-            leftover.unlink(missing_ok=True)
-        shutil.rmtree(self.home.tmp / f"pbs.{job_id}", ignore_errors=True)
+            leftover.unlink(missing_ok=True)  # jobs/ is the server's: no link can be there
+        executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}")
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
         self._trigger(str(attrs.get("queue") or ""))
@@ -1322,8 +1376,9 @@ def _vnode_attrs(host: str, name: str, ncpus: int, mem: int) -> dict:
     return {"state": "free", "Mom": host, "ntype": "PBS", "pcpus": ncpus,
             "resources_available": {"ncpus": ncpus, "mem": units.format_size(mem),
                                     "host": host, "vnode": name},
-            "sharing": "default_shared", "resv_enable": True, "last_state_change_time": 0,
-            "last_used_time": int(time.time())}  # seed 004: set when the vnode is created
+            "sharing": "default_shared", "resv_enable": True,
+            # seed 004: both set when the vnode is created (PBS never shows the epoch)
+            "last_state_change_time": int(time.time()), "last_used_time": int(time.time())}
 
 
 def _cpulist(text: str) -> set[int]:
@@ -1344,5 +1399,15 @@ def _when(epoch: float) -> str:
 
 def _ncpus(exec_vnode: str) -> int:
     return sum(int(res.get("ncpus", 0) or 0) for _, res in parse_exec_vnode(exec_vnode))
+
+
+def _exec_host(host: str, exec_vnode: str) -> str:
+    """PBS's exec_host: ``host/index`` per chunk, ``*ncpus`` when more than one CPU
+    (``vm/0*2+vm/1``)."""
+    chunks = []
+    for i, (_, res) in enumerate(parse_exec_vnode(exec_vnode)):
+        ncpus = int(res.get("ncpus", 1) or 0)
+        chunks.append(f"{host}/{i}" + (f"*{ncpus}" if ncpus > 1 else ""))
+    return "+".join(chunks)
 
 

@@ -1,0 +1,109 @@
+"""What the executor makes for a job on the real file system (issue 17): the TMPDIR, the
+script and nodefile, and their removal, never through a link."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine import executor
+
+
+@pytest.fixture
+def private(tmp_path) -> Path:
+    """A folder of the server's that nobody else may write, as tmp/ and jobs/ are."""
+    folder = tmp_path / "tmp"
+    folder.mkdir(mode=0o711)
+    folder.chmod(0o711)
+    return folder
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """What a planted link points at; it must come out unchanged."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "keep").write_text("keep\n")
+    folder.chmod(0o755)
+    return folder
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.name: (p.lstat().st_uid, stat.S_IMODE(p.lstat().st_mode), p.read_bytes())
+            for p in folder.iterdir()} | {".": stat.S_IMODE(folder.lstat().st_mode)}
+
+
+def test_a_stale_tmpdir_with_links_inside_is_replaced_without_following_them(private, outside):
+    stale = private / "pbs.1.host"
+    (stale / "deep").mkdir(parents=True)
+    (stale / "escape").symlink_to(outside)
+    (stale / "deep" / "file-link").symlink_to(outside / "keep")
+    (stale / "deep" / "dir-link").symlink_to(outside)
+    before = snapshot(outside)
+    executor.make_job_dir(stale, None)
+    assert list(stale.iterdir()) == []
+    assert stat.S_IMODE(stale.lstat().st_mode) == 0o700 and not stale.is_symlink()
+    assert snapshot(outside) == before
+    executor.remove_job_dir(stale)
+    assert not os.path.lexists(stale) and snapshot(outside) == before
+
+
+def test_a_link_at_the_tmpdir_name_goes_and_its_target_stays(private, outside):
+    link = private / "pbs.2.host"
+    link.symlink_to(outside)
+    before = snapshot(outside)
+    executor.make_job_dir(link, None)
+    assert link.is_dir() and not link.is_symlink()
+    assert snapshot(outside) == before
+
+
+def test_the_tmpdir_is_handed_to_the_job_owner(private):
+    if os.geteuid() != 0:
+        message = "needs root: hands the folder to another uid"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    made = private / "pbs.3.host"
+    executor.make_job_dir(made, (65534, 65534, "nobody"))
+    st = made.lstat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o700)
+    executor.write_job_file(private / "3.SC", "echo hi\n", (65534, 65534, "nobody"), 0o700)
+    st = (private / "3.SC").lstat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (65534, 0o700)
+
+
+def test_job_files_replace_a_link_instead_of_writing_through_it(private, outside):
+    (private / "4.nodes").symlink_to(outside / "keep")
+    before = snapshot(outside)
+    executor.write_job_file(private / "4.nodes", "host\n", None)
+    assert (private / "4.nodes").read_text() == "host\n"
+    assert not (private / "4.nodes").is_symlink()
+    assert stat.S_IMODE((private / "4.nodes").lstat().st_mode) == 0o600
+    assert snapshot(outside) == before
+
+
+def test_nothing_is_made_in_a_folder_others_may_write(tmp_path):
+    open_tmp = tmp_path / "tmp"
+    open_tmp.mkdir()
+    open_tmp.chmod(0o1777)  # a home from before tmp/ was closed, not tightened yet
+    with pytest.raises(PermissionError, match="not the server's own private folder"):
+        executor.make_job_dir(open_tmp / "pbs.5.host", None)
+    with pytest.raises(PermissionError):
+        executor.write_job_file(open_tmp / "5.SC", "x", None)
+    assert list(open_tmp.iterdir()) == []
+
+
+def test_the_output_path_is_opened_as_given_or_in_a_folder(tmp_path):
+    fd = executor.open_output(f"{tmp_path}/", "job.o7")
+    os.close(fd)
+    assert (tmp_path / "job.o7").exists()
+    (tmp_path / "link").symlink_to(tmp_path / "job.o7")
+    with pytest.raises(OSError, match="symbolic link"):
+        executor.open_output(str(tmp_path / "link"), "x")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(OSError):  # no reader: refused at once instead of hanging
+        executor.open_output(str(tmp_path / "fifo"), "x")
+    os.close(executor.open_output(os.devnull, "x"))

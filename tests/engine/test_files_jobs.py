@@ -1,0 +1,181 @@
+"""A job's files and its end on the real server: umask, -o DIR/, a killed shepherd, the
+comments of jobs that did not run normally, exec_host, the home's modes (issue 17)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from .conftest import until
+
+HOST = socket.gethostname().split(".")[0]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def session_members(sid: int) -> list[int]:
+    """The processes of session `sid` (a job's, whose leader is its shepherd)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def test_job_files_get_umask_077_by_default_and_w_umask_when_given(engine):
+    default = engine.pbs("qsub", "-N", "dflt", "--", "/bin/sh", "-c", "umask; echo x >&2",
+                         check=True).stdout.strip()
+    wide = engine.pbs("qsub", "-N", "wide", "-W", "umask=022", "--", "/bin/sh", "-c", "umask",
+                      check=True).stdout.strip()
+    assert engine.wait(default)["Exit_status"] == 0
+    assert engine.wait(wide)["Exit_status"] == 0
+    seq, wseq = default.split(".")[0], wide.split(".")[0]
+    out, err = engine.work / f"dflt.o{seq}", engine.work / f"dflt.e{seq}"
+    assert out.read_text() == "0077\n" and mode(out) == 0o600 and mode(err) == 0o600
+    assert (engine.work / f"wide.o{wseq}").read_text() == "0022\n"
+    assert mode(engine.work / f"wide.o{wseq}") == 0o644
+    assert engine.job(wide)["umask"] == "022"
+
+
+@pytest.mark.parametrize("value", ["9", "08", "12345", "abc", "-1", ""])
+def test_a_bad_umask_is_refused_with_15014(engine, value):
+    done = engine.pbs("qsub", "-W", f"umask={value}", "--", "/bin/true")
+    assert done.returncode != 0 and "illegal -W value" in done.stderr
+    with pytest.raises(Exception) as refused:  # the raw API, past qsub's own check
+        engine.submit("true\n", umask=value)
+    assert getattr(refused.value, "code", None) == 15014
+    assert "umask" in str(refused.value)
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_output_to_a_folder_goes_to_name_dot_o_seq_in_it(engine):
+    outs, errs = engine.work / "outs", engine.work / "errs"
+    outs.mkdir()
+    errs.mkdir()
+    job_id = engine.pbs("qsub", "-N", "dirjob", "-o", "outs/", "-e", str(errs), "--",
+                        "/bin/sh", "-c", "echo to-out; echo to-err >&2", check=True).stdout
+    seq = job_id.split(".")[0]
+    attrs = engine.wait(job_id.strip())
+    assert attrs["Exit_status"] == 0
+    assert attrs["Output_Path"] == f"{HOST}:{outs}/"
+    assert (outs / f"dirjob.o{seq}").read_text() == "to-out\n"
+    assert (errs / f"dirjob.e{seq}").read_text() == "to-err\n"
+
+
+def test_a_killed_shepherd_requeues_a_rerunnable_job_and_kills_what_is_left(engine):
+    job_id = engine.submit("sleep 300 & sleep 300\n", Job_Name="lost")
+    seq = job_id.split(".")[0]
+    record = engine.home.jobs / f"{seq}.shepherd"
+    until(lambda: record.exists() and engine.job(job_id)["job_state"] == "R")
+    shepherd = json.loads(record.read_text())["shepherd"]
+    until(lambda: len(session_members(shepherd)) >= 3, what="the job's processes")
+    os.kill(shepherd, signal.SIGKILL)
+    until(lambda: int(engine.job(job_id).get("run_count", 0)) == 2, what="the job to rerun")
+    until(lambda: session_members(shepherd) == [], what="the lost job's processes to go")
+    assert "Job requeued: it was lost (its shepherd" in engine.log()
+    assert "job lost: its shepherd" in engine.log()
+    engine.client("delete", ids=[job_id])
+
+
+def test_a_killed_shepherd_ends_a_job_that_is_not_rerunnable_with_minus_2(engine):
+    job_id = engine.submit("sleep 300\n", Job_Name="lost", Rerunable=False)
+    seq = job_id.split(".")[0]
+    record = engine.home.jobs / f"{seq}.shepherd"
+    until(lambda: record.exists())
+    shepherd = json.loads(record.read_text())["shepherd"]
+    until(lambda: len(session_members(shepherd)) >= 2, what="the job's process")
+    os.kill(shepherd, signal.SIGKILL)
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -2
+    assert re.fullmatch(rf"Job lost and not rerunnable: its shepherd \(pid {shepherd}\) ended "
+                        r"without the job's status; [12] process\(es\) left of it killed",
+                        attrs["comment"])
+    assert session_members(shepherd) == []
+    assert not (engine.home.tmp / f"pbs.{job_id}").exists()
+
+
+def test_comments_say_what_happened(engine):
+    gone = engine.submit("true\n", Job_Name="nowhere",
+                         Variable_List={"PBS_O_WORKDIR": str(engine.work / "missing")},
+                         Output_Path=f"{HOST}:{engine.work}/nowhere.out",
+                         Error_Path=f"{HOST}:{engine.work}/nowhere.err")
+    attrs = engine.wait(gone)
+    assert attrs["Exit_status"] == -1
+    assert attrs["comment"].startswith("Job could not start: FileNotFoundError: ")
+    assert "missing" in attrs["comment"]
+    # The note is in the job's error file, written by the job's own process.
+    assert (engine.work / "nowhere.err").read_text().startswith(
+        "pbsplug: the job could not start: FileNotFoundError")
+    running = engine.submit("sleep 300\n")
+    until(lambda: engine.job(running).get("session_id"), what="the job to run")
+    engine.client("delete", ids=[running])
+    attrs = engine.wait(running)
+    assert attrs["Exit_status"] == 256 + signal.SIGTERM == 271
+    assert attrs["comment"] == "Job deleted at request of root@" + HOST
+    ran = engine.wait(engine.submit("true\n"))
+    assert ran["comment"].startswith("Job run at ") and ran["comment"].endswith(" and finished")
+
+
+def test_exec_host_counts_cpus_as_pbs_does(engine):
+    engine.client("qmgr", text=f"set node {next(iter(engine.nodes()))} "
+                               "resources_available.ncpus = 4")
+    two = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=2"})
+    one = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=1"})
+    assert engine.wait(two, "R")["exec_host"] == f"{HOST}/0*2"
+    assert engine.wait(one, "R")["exec_host"] == f"{HOST}/0"
+    engine.client("delete", ids=[two, one])
+
+
+def test_the_auto_vnode_has_a_state_change_time(engine):
+    for attrs in engine.nodes().values():
+        assert int(attrs["last_state_change_time"]) > 1_600_000_000
+
+
+def test_the_home_is_private_and_an_old_home_is_tightened(engine):
+    home = engine.home
+    engine.wait(engine.submit("true\n"))
+    expected = {home.root: 0o755, home.logs: 0o700, home.jobs: 0o711, home.tmp: 0o711,
+                home.db: 0o600, home.db.with_name("server.db-wal"): 0o600}
+    expected.update({log: 0o600 for log in home.logs.iterdir()})
+    assert {p: mode(p) for p in expected} == expected
+    assert mode(home.socket) == 0o777
+    engine.stop()
+    loose = {home.db: 0o644, home.logs: 0o755, home.jobs: 0o755, home.tmp: 0o1777}
+    for path, loose_mode in loose.items():
+        path.chmod(loose_mode)
+    stale = home.jobs / "99.SC"
+    stale.write_text("echo secret\n")
+    stale.chmod(0o755)
+    engine.start()
+    assert {p: mode(p) for p in loose} == {home.db: 0o600, home.logs: 0o700,
+                                           home.jobs: 0o711, home.tmp: 0o711}
+    assert mode(stale) == 0o600
+
+
+def test_a_shepherd_killed_while_the_server_is_down_leaves_nothing_running(engine):
+    job_id = engine.submit("sleep 300\n", Job_Name="orphan")
+    record = engine.home.jobs / f"{job_id.split('.')[0]}.shepherd"
+    until(lambda: record.exists())
+    shepherd = json.loads(record.read_text())["shepherd"]
+    until(lambda: len(session_members(shepherd)) >= 2, what="the job's process")
+    engine.kill()
+    os.kill(shepherd, signal.SIGKILL)
+    engine.start()
+    until(lambda: int(engine.job(job_id).get("run_count", 0)) == 2, what="the job to rerun")
+    assert session_members(shepherd) == []
+    assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
+    engine.client("delete", ids=[job_id])
