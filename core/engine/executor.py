@@ -25,6 +25,7 @@ walltime limit signal.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pwd
@@ -199,9 +200,16 @@ def _reap(pid: int, kill: bool = False) -> None:
         pass
 
 
-def _write_aside(path: Path, data: dict) -> None:
+def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data))
+    while True:
+        try:
+            tmp.write_text(json.dumps(data))
+            break
+        except OSError as exc:  # a full disk: the job's end is kept until there is room
+            if not wait_for_space or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            time.sleep(1.0)
     os.replace(tmp, path)
 
 
@@ -292,7 +300,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
                 f.write(f"pbsplug: the job could not start: {start_error}\n")
         except OSError:
             pass
-    _write_aside(status_file, report)
+    _write_aside(status_file, report, wait_for_space=True)
 
 
 def signal_job(pgid: int, sig: int) -> bool:
