@@ -168,6 +168,7 @@ class _Listener:
             8, min(MAX_CONNECTIONS, soft // 4))
         self.accept_paused_until = 0.0
         self.drops: dict[tuple[int, str], list[float]] = {}  # -> [last logged, not logged]
+        self.poll_failure: tuple[str, float] = ("", 0.0)  # the last one logged, and when
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -190,7 +191,7 @@ class _Listener:
                 try:
                     engine.poll()
                 except Exception:  # a bad job or a full disk must not stop the server
-                    self.log(LOG_ERROR, f"poll failed: {traceback.format_exc()}")
+                    self.log_poll_failure(traceback.format_exc())
                 next_poll = time.monotonic() + POLL_INTERVAL
 
     def wait(self, timeout: float) -> None:
@@ -380,6 +381,15 @@ class _Listener:
             self.engine.log(kind, "Server", self.engine.host, message)
         except Exception:  # a log that cannot be written must not stop the loop
             pass
+
+    def log_poll_failure(self, text: str) -> None:
+        """The same failure again (every 50 ms while its cause lasts) is logged once a
+        `DROP_LOG_INTERVAL`."""
+        now = time.monotonic()
+        if text == self.poll_failure[0] and now - self.poll_failure[1] < DROP_LOG_INTERVAL:
+            return
+        self.poll_failure = (text, now)
+        self.log(LOG_ERROR, f"poll failed: {text}")
 
     def log_drop(self, uid: int, why: str) -> None:
         """One line per uid and reason per `DROP_LOG_INTERVAL`: a client making thousands of

@@ -1246,10 +1246,18 @@ class Engine:
         self._resolve_depend([job_id])
 
     def close(self) -> None:
-        self.sched_procs.stop_all()
-        logging.getLogger("pbsplug.hook").removeHandler(self.hook_log)
-        self.store.close()
-        self.log.close()
+        """Stop the scheduler processes and close the database and the log; each step runs
+        even if one before it fails (a full disk), and the first failure is raised last."""
+        failure: Exception | None = None
+        for step in (self.sched_procs.stop_all,
+                     lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
+                     self.store.close, self.log.close):
+            try:
+                step()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 class _StillFits:
