@@ -516,8 +516,8 @@ def start_background(home: Home, timeout: float = 30.0) -> int:
             os._exit(code)
     os.close(w)
     os.waitpid(pid, 0)
-    with os.fdopen(r, "rb") as pipe:
-        answer = pipe.read().decode(errors="replace").strip()
+    with os.fdopen(r, "rb") as pipe:  # one line: a child the server forked may hold the pipe
+        answer = pipe.readline().decode(errors="replace").strip()
     if answer != "ready":
         reason = answer.removeprefix("error ").strip() or _last_error(out) or "no reason given"
         raise RuntimeError(f"the server did not start: {reason} (details in {out})")
