@@ -109,6 +109,7 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
         (small_home / "fill").unlink()  # room again
         attrs = engine.wait(running, timeout=60)
         assert attrs["Exit_status"] == 0, attrs
+        assert engine.log().count(f";Job;{running};Exit_status=") == 1  # recorded once
         assert (work / f"long.o{seq}").read_text() == "done\n"
         assert engine.client("qmgr", text="set server comment = room")["code"] == 0
         server = next(iter(engine.client("stat_server").values()))
