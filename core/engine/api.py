@@ -50,6 +50,9 @@ WRITE_DEADLINE = 10.0
 #: either, a new connection gets PBS's "No free connections" (15033) and is closed.
 MAX_CONNECTIONS = 256
 MAX_CONNECTIONS_PER_UID = 32
+#: Request bytes read and not yet answered, per uid (root and the server's owner excepted):
+#: a connection that would take a user past it gets "No free connections" (15033).
+MAX_BUFFERED_PER_UID = 4 * MAX_BODY_BYTES
 #: Connections the kernel queues before the loop accepts them.
 LISTEN_BACKLOG = 128
 #: A dropped connection is logged once per uid and reason in this many seconds.
@@ -159,6 +162,7 @@ class _Listener:
         self.selector.register(sock, selectors.EVENT_READ)
         self.conns: dict[int, _Connection] = {}  # by file descriptor
         self.per_uid: collections.Counter[int] = collections.Counter()
+        self.buffered: collections.Counter[int] = collections.Counter()  # bytes, per uid
         self.ready: collections.deque[_Connection] = collections.deque()
         self.privileged = {0, os.getuid()}
         # Stay well inside the descriptors this process may open: jobs, hooks and the
@@ -282,7 +286,15 @@ class _Listener:
         if not data:  # the client gave up before its request was whole
             self.drop(conn)
             return
+        if conn.uid not in self.privileged and (
+                self.buffered[conn.uid] + len(data) > MAX_BUFFERED_PER_UID):
+            self.refuse(conn, _Refused(
+                503, PBSE_NOCONNECTS, f"No free connections ({MAX_BUFFERED_PER_UID} bytes of "
+                                      "this user's requests are being read already)",
+                f"over {MAX_BUFFERED_PER_UID} bytes of requests being read"))
+            return
         conn.buf += data
+        self.buffered[conn.uid] += len(data)
         try:
             if conn.head_end < 0:
                 conn.parse_head()
@@ -298,7 +310,7 @@ class _Listener:
         """Answer a refused request at once, then drain what the client still sends until it
         closes or its deadline, so that a client writing its body still reads the error."""
         self.log_drop(conn.uid, refused.why)
-        conn.buf = bytearray()
+        self.release(conn)
         try:
             conn.sock.send(_response(refused.status, _error_body(refused.code,
                                                                  refused.message)))
@@ -327,7 +339,7 @@ class _Listener:
         except Exception as exc:  # a bug must not take the server down
             self.log(LOG_ERROR, f"request {op} failed: {traceback.format_exc()}")
             data = _response(500, _error_body(PBSE_SYSTEM, f"System error: {exc}"))
-        conn.buf = bytearray()
+        self.release(conn)
         conn.out = memoryview(data)
         conn.deadline = time.monotonic() + WRITE_DEADLINE
         self.flush(conn)
@@ -362,10 +374,19 @@ class _Listener:
                 self.log_drop(conn.uid, f"answer not read within {WRITE_DEADLINE:g} s")
             self.drop(conn)
 
+    def release(self, conn: _Connection) -> None:
+        """Forget what the connection's request held."""
+        if conn.buf:
+            self.buffered[conn.uid] -= len(conn.buf)
+            if self.buffered[conn.uid] <= 0:
+                del self.buffered[conn.uid]
+            conn.buf = bytearray()
+
     def drop(self, conn: _Connection) -> None:
         fd = conn.sock.fileno()
         if self.conns.pop(fd, None) is None:
             return
+        self.release(conn)
         self.per_uid[conn.uid] -= 1
         if self.per_uid[conn.uid] <= 0:
             del self.per_uid[conn.uid]

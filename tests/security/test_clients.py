@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.engine.api import REQUEST_DEADLINE
-from pbsplug.engine.client import MAX_HEADER_BYTES
+from pbsplug.engine.api import MAX_BUFFERED_PER_UID, REQUEST_DEADLINE
+from pbsplug.engine.client import MAX_BODY_BYTES, MAX_HEADER_BYTES
 from pbsplug.engine.testing import until
 
 ATTACK = r'''
@@ -187,6 +187,30 @@ elif mode == "noread":  # 16 complete requests for a big answer, never read whil
         status = head.split(b"\r\n")[0].decode()
         length = head.decode().rsplit(":", 1)[-1].strip()
         seen["answers"].append(f"{status} got {len(body)} bytes of {length}")
+elif mode == "bulk":  # 8 requests of nearly the largest body each, held unfinished
+    limit = int(sys.argv[3])
+    conns = []
+    poller = select.poll()
+    for _ in range(8):
+        s = connect(blocking=True)
+        s.settimeout(30)
+        try:
+            s.sendall(REQUEST + b"Content-Length: %d\r\n\r\n" % limit
+                      + b"x" * (limit - limit // 8))
+        except OSError:
+            pass
+        s.setblocking(False)
+        conns.append(s)
+        poller.register(s, select.POLLIN | select.POLLRDHUP)
+    ready()
+    while not stopped(0.2):
+        for s in hung_up(poller, conns, 0):
+            poller.unregister(s)
+            note(drain(s) or b"")
+            s.close()
+            conns.remove(s)
+    for s in hung_up(poller, conns, 1000):
+        note(drain(s) or b"")
 elif mode == "many":  # hundreds of idle connections, reopened as the server closes them
     conns = []
     first = True
@@ -226,12 +250,12 @@ class Attack:
 
 
 @contextlib.contextmanager
-def attack(attacker, engine, mode: str) -> Iterator[Attack]:
+def attack(attacker, engine, mode: str, *args: str) -> Iterator[Attack]:
     env = {"PATH": f"{attacker.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
     runuser = shutil.which("runuser") or "runuser"
     proc = subprocess.Popen(
         [runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python", "-c", ATTACK, mode,
-         str(engine.home.socket)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+         str(engine.home.socket), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env, cwd="/tmp")
     running = Attack(proc)
     try:
@@ -285,12 +309,12 @@ def scene(engine, attacker):
             "held_attrs": engine.job(held)}
 
 
-def _under_attack(engine, attacker, scene, mode: str, dropped: str) -> dict:
+def _under_attack(engine, attacker, scene, mode: str, dropped: str, *args: str) -> dict:
     """Run the attack; while it is on, root's qstat answers and a walltime kill happens, and
     the server drops one of the attacker's connections (`dropped`, as its log says).
     Afterwards the server answers and nothing of others' changed. Returns what the attacker
     saw."""
-    with attack(attacker, engine, mode) as on:
+    with attack(attacker, engine, mode, *args) as on:
         during = _qstat_seconds(engine)
         assert on.running, "the attack ended before root's qstat was answered"
         # Generous: a held server would take a whole request deadline or more.
@@ -339,6 +363,15 @@ def test_headers_without_end_are_cut_at_the_limit(engine, attacker, scene):
     assert seen["answers"], seen
     assert all(a.startswith("HTTP/1.0 431") and f"over {MAX_HEADER_BYTES} bytes" in a
                for a in seen["answers"]), seen
+
+
+def test_big_requests_held_unfinished_are_capped_per_user(engine, attacker, scene):
+    seen = _under_attack(engine, attacker, scene, "bulk",
+                         f"over {MAX_BUFFERED_PER_UID} bytes of requests being read",
+                         str(MAX_BODY_BYTES))
+    refused = [a for a in seen["answers"] if a.startswith("HTTP/1.0 503")]
+    assert refused, seen
+    assert all("No free connections" in a and "being read already" in a for a in refused)
 
 
 def test_a_client_that_never_reads_its_answer_is_dropped(engine, attacker, scene):
