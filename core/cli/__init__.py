@@ -116,7 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import pbs
 
         if argv[0] in pbs.COMMANDS:  # PBS's commands parse their own options: no typer
-            return pbs.run(argv[0], argv[1:])
+            args = _hoist_site(argv)
+            at = 0  # `pbsplug qstat --site FILE`: set as the root command's option sets it
+            while args[at] == "--site" or args[at].startswith("--site="):
+                site = args[at + 1] if args[at] == "--site" else args[at].split("=", 1)[1]
+                os.environ["PBSPLUG_SITE"] = site
+                at += 2 if args[at] == "--site" else 1
+            return pbs.run(argv[0], args[at + 1:])
     debug = "--debug" in argv or os.environ.get("PBSPLUG_DEBUG") == "1"
     _setup_logging(debug)
     from ..hookattrs import HookAttributeError

@@ -69,3 +69,15 @@ def test_site_is_taken_after_the_subcommand(dists, tmp_path):
                  ["plugins", "list", f"--site={site}", "--json"],
                  ["plugins", "--site", str(site), "list", "--json"]):
         assert power_status(*args) == "enabled", args
+
+
+def test_pbs_commands_take_site_after_their_name(engine, tmp_path):
+    site = tmp_path / "elsewhere.toml"
+    site.write_text("")
+    engine.submit("true\n", Job_Name="sitejob", Hold_Types="u")
+    plain = engine.pbs("qstat")
+    for args in (["--site", str(site), "qstat"], ["qstat", "--site", str(site)],
+                 ["qstat", f"--site={site}"]):
+        done = engine.pbs(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert done.stdout == plain.stdout and "sitejob" in done.stdout
