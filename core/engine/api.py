@@ -270,6 +270,7 @@ class _Listener:
             self.conns[sock.fileno()] = conn
             self.per_uid[uid] += 1
             self.selector.register(sock, selectors.EVENT_READ)
+            self.read(conn)  # a client usually sends at once: no loop round (and poll) between
 
     def read(self, conn: _Connection) -> None:
         try:
