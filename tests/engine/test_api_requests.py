@@ -77,3 +77,28 @@ def test_the_client_refuses_an_oversized_request_before_sending(engine):
     assert err.value.code == PBSE_IVALREQ
     assert "over the server's limit" in err.value.message
     assert "connection from" not in engine.log()  # it never reached the server
+
+
+def test_a_failing_poll_does_not_stop_the_server(engine):
+    """Whatever `Engine.poll` raises (here a walltime nobody can read, written behind the
+    server's back), the loop logs it, once, and goes on serving."""
+    import sqlite3
+
+    from pbsplug.engine.testing import until
+
+    job_id = engine.submit("sleep 60\n")
+    engine.wait(job_id, "R")
+    db = sqlite3.connect(engine.home.db, timeout=30)
+    attrs = json.loads(db.execute("SELECT attrs FROM jobs WHERE id=?", (job_id,)).fetchone()[0])
+    attrs["Resource_List"]["walltime"] = "not-a-walltime"
+    with db:
+        db.execute("UPDATE jobs SET attrs=? WHERE id=?", (json.dumps(attrs), job_id))
+    db.close()
+    # The next polls fail on it (or, where the engine sets such a job aside, do that).
+    until(lambda: "poll failed" in engine.log() or engine.job(job_id)["job_state"] != "R",
+          what="a poll to meet the bad walltime")
+    held = engine.submit("true\n", Hold_Types="u")  # the server goes on answering
+    assert engine.job(held)["job_state"] == "H"
+    assert engine.pbs("qstat").returncode == 0
+    assert engine.client("status")["pid"] == engine.home.server_pid()
+    assert engine.log().count("poll failed") <= 1  # not a line every 50 ms
