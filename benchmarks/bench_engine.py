@@ -22,7 +22,14 @@ crash (issue goals: lost 0; non-rerunnable jobs run twice 0)
     submission that failed because the server was down is retried; only one whose reply came
     back counts as submitted.
 
-    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash] [--jobs 1000]
+slow clients (issue 17 goal: root's qstat p99 within 2x of none)
+    Root's qstat (``stat_jobs`` through `Client`) timed in blocks, alternately with no other
+    client and with 8 connections that trickle a request one byte per 0.5 s (reconnecting
+    when the server drops them at its request deadline); p50/p99 of each.
+
+    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients]
+                                                [--slow-clients 8] [--qstat-sample 200]
+                                                [--jobs 1000]
                                                 [--cli-sample 20] [--crash-jobs 200]
                                                 [--kills 10] [--seed 1] [--sleep-max 1]
                                                 [--ncpus N] [--keep]
@@ -437,10 +444,116 @@ def bench_crash(args: argparse.Namespace, plugins: list[str]) -> None:
         bench.remove(args.keep)
 
 
+# -- slow clients ----------------------------------------------------------------------------
+GOAL_SLOW_P99_RATIO = 2.0
+
+
+class SlowClients:
+    """`count` connections to the server's socket that each send one byte of a request every
+    `interval` seconds, reconnecting when the server drops them (its request deadline), in a
+    thread of their own until `stop`."""
+
+    REQUEST = (b"POST /v1/stat_jobs HTTP/1.0\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 2\r\n\r\n{}")
+
+    def __init__(self, path: Path, count: int, interval: float = 0.5):
+        import socket
+
+        self.socket = socket
+        self.path, self.count, self.interval = str(path), count, interval
+        self.done = threading.Event()
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _connect(self):
+        s = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
+        s.connect(self.path)
+        s.setblocking(False)
+        return s
+
+    def _run(self) -> None:
+        conns: dict = {}
+        while not self.done.is_set():
+            while len(conns) < self.count:
+                conns[self._connect()] = 0
+            for s, sent in list(conns.items()):
+                try:
+                    if sent < len(self.REQUEST):
+                        s.send(self.REQUEST[sent:sent + 1])
+                        conns[s] = sent + 1
+                    closed = s.recv(4096) == b""
+                except BlockingIOError:
+                    closed = False
+                except OSError:
+                    closed = True
+                if closed or conns[s] >= len(self.REQUEST):
+                    self.dropped += closed
+                    s.close()
+                    del conns[s]
+            self.done.wait(self.interval)
+        for s in conns:
+            s.close()
+
+    def __enter__(self) -> SlowClients:
+        self.thread.start()
+        time.sleep(2 * self.interval)  # all connected and trickling
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def bench_slow_clients(args: argparse.Namespace, plugins: list[str]) -> None:
+    print(f"\n== slow clients: root's qstat (stat_jobs through the API client) with "
+          f"{args.slow_clients} connections trickling a request one byte per 0.5 s, against "
+          f"none, {args.qstat_sample} requests per block, blocks alternated 3 times")
+    bench = Bench(plugins)
+    try:
+        bench.start()
+        client = bench.client()
+        for i in range(20):  # something to list
+            client("submit", attrs={"Job_Name": f"held{i}", "Hold_Types": "u",
+                                    "Variable_List": bench.variables}, script="true\n")
+
+        def block() -> list[float]:
+            times = []
+            for _ in range(args.qstat_sample):
+                t0 = time.perf_counter()
+                client("stat_jobs", history=True)
+                times.append(time.perf_counter() - t0)
+            return times
+
+        quiet: list[float] = []
+        slow: list[float] = []
+        dropped = 0
+        for _ in range(3):
+            quiet += block()
+            with SlowClients(bench.home.socket, args.slow_clients) as clients:
+                slow += block()
+            dropped += clients.dropped
+        rows = [("no slow client", quiet), (f"{args.slow_clients} slow clients", slow)]
+        print(f"{'':<20} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+        for name, times in rows:
+            print(f"{name:<20} {percentile(times, 50) * 1e3:>8.2f} "
+                  f"{percentile(times, 99) * 1e3:>8.2f} {max(times) * 1e3:>8.2f}")
+        ratio = percentile(slow, 99) / percentile(quiet, 99)
+        print(f"p99 ratio {ratio:.2f} (goal <= {GOAL_SLOW_P99_RATIO:g}: "
+              f"{verdict(ratio <= GOAL_SLOW_P99_RATIO)}); slow connections the server dropped "
+              f"at its request deadline: {dropped}")
+    finally:
+        bench.stop()
+        bench.remove(args.keep)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("throughput", "crash"),
-                        help="run one benchmark (default: both)")
+    parser.add_argument("--only", choices=("throughput", "crash", "slow-clients"),
+                        help="run one benchmark (default: all)")
+    parser.add_argument("--slow-clients", type=int, default=8,
+                        help="slow clients: connections trickling a request")
+    parser.add_argument("--qstat-sample", type=int, default=200,
+                        help="slow clients: qstat requests timed per block")
     parser.add_argument("--jobs", type=int, default=1000, help="throughput: jobs submitted")
     parser.add_argument("--cli-sample", type=int, default=20,
                         help="throughput: `pbsplug qsub` commands timed as processes")
@@ -463,6 +576,8 @@ def main() -> None:
         bench_throughput(args, plugins)
     if args.only in (None, "crash"):
         bench_crash(args, plugins)
+    if args.only in (None, "slow-clients"):
+        bench_slow_clients(args, plugins)
 
 
 if __name__ == "__main__":

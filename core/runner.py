@@ -480,8 +480,11 @@ class Runner:
         self.trace.extend(runs)
         if self.trace_file is not None and runs:
             lines = "".join(json.dumps(r.to_dict()) + "\n" for r in runs)
-            with open(self.trace_file, "a") as fh:
-                fh.write(lines)
+            try:
+                with open(self.trace_file, "a") as fh:
+                    fh.write(lines)
+            except OSError:
+                pass  # a trace that cannot be written (a full disk) must not fail the event
 
     # -- process mode -----------------------------------------------------------------------------
     def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:

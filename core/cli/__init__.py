@@ -53,6 +53,38 @@ def _site_arg(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _hoist_site(argv: Sequence[str]) -> list[str]:
+    """``--site FILE`` is the root command's option; accept it after the subcommand too
+    (``pbsplug plugins list --site FILE``) by moving it just before the subcommand, where a
+    later one still wins, and leaving what follows a ``--`` alone."""
+    out: list[str] = []
+    hoisted: list[str] = []
+    command_at = -1
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            out.append(arg)
+            out.extend(args)
+            break
+        if command_at >= 0 and arg.startswith("--site="):
+            hoisted.append(arg)
+            continue
+        if command_at >= 0 and arg == "--site":
+            value = next(args, None)
+            if value is None:
+                out.append(arg)  # no value: left for typer to report
+            else:
+                hoisted.extend([arg, value])
+            continue
+        if command_at < 0 and not arg.startswith("-") and (
+                not out or out[-1] not in _VALUE_OPTIONS):
+            command_at = len(out)
+        out.append(arg)
+    if command_at < 0 or not hoisted:
+        return out
+    return out[:command_at] + hoisted + out[command_at:]
+
+
 def make_app(argv: Sequence[str] = ()):
     """The typer application; when `argv` names a plugin's command group, with that group."""
     from .commands import BUILTIN_GROUPS, build_app
@@ -84,13 +116,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import pbs
 
         if argv[0] in pbs.COMMANDS:  # PBS's commands parse their own options: no typer
-            return pbs.run(argv[0], argv[1:])
+            args = _hoist_site(argv)
+            at = 0  # `pbsplug qstat --site FILE`: set as the root command's option sets it
+            while args[at] == "--site" or args[at].startswith("--site="):
+                site = args[at + 1] if args[at] == "--site" else args[at].split("=", 1)[1]
+                os.environ["PBSPLUG_SITE"] = site
+                at += 2 if args[at] == "--site" else 1
+            return pbs.run(argv[0], args[at + 1:])
     debug = "--debug" in argv or os.environ.get("PBSPLUG_DEBUG") == "1"
     _setup_logging(debug)
     from ..hookattrs import HookAttributeError
     from ..plugins import PluginLoadError
     from ..settings import ConfigError
 
+    argv = _hoist_site(argv)
     try:
         app = make_app(argv)
         # Standalone mode: typer reports usage errors itself and ends with SystemExit.

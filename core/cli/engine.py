@@ -76,7 +76,7 @@ def _server_app() -> typer.Typer:
                 serve(home)
                 return
             pid = start_background(home)
-        except AlreadyRunning as exc:
+        except (AlreadyRunning, RuntimeError) as exc:  # one that died at start says why
             raise CliError(str(exc)) from None
         typer.echo(f"pbsplug server started (pid {pid}) in {home.root}")
 
@@ -85,6 +85,7 @@ def _server_app() -> typer.Typer:
              ) -> None:
         """Stop the server; running jobs keep running and are adopted by the next start."""
         from ..engine.client import ServerUnavailable
+        from ..engine.errors import PbsError
 
         home = engine_home()
         pid = home.server_pid()
@@ -94,6 +95,8 @@ def _server_app() -> typer.Typer:
             engine_client()("shutdown")
         except ServerUnavailable as exc:
             raise CliError(str(exc)) from None
+        except PbsError as err:  # PBS's qterm: "Unauthorized Request" for a non-manager
+            raise CliError(f"cannot stop the server: {err.message} ({err.code})") from None
         deadline = time.monotonic() + timeout
         while home.server_pid() is not None:
             if time.monotonic() > deadline:
@@ -105,6 +108,7 @@ def _server_app() -> typer.Typer:
     def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
         """Whether a server runs in this home, and what it holds."""
         from ..engine.client import ServerUnavailable
+        from ..engine.errors import PbsError
 
         home = engine_home()
         if home.server_pid() is None:
@@ -114,6 +118,8 @@ def _server_app() -> typer.Typer:
             info = engine_client()("status")
         except ServerUnavailable as exc:
             raise CliError(str(exc)) from None
+        except PbsError as err:
+            raise CliError(f"{err.message} ({err.code})") from None
         if as_json:
             typer.echo(json.dumps(info, indent=2))
             return

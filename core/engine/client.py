@@ -12,8 +12,13 @@ import json
 import socket
 from typing import Any
 
-from .errors import PbsError
+from .errors import PBSE_IVALREQ, PbsError
 from .home import Home
+
+#: The protocol's limits, which the server (`api`) enforces and the commands check first: a
+#: request's head (request line and headers) and its JSON body, in bytes.
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 class ServerUnavailable(RuntimeError):
@@ -48,10 +53,17 @@ class Client:
         if not self.home.socket.exists():
             raise ServerUnavailable(f"no server runs in {self.home.root} (start one with "
                                     "`pbsplug server start`)")
+        data = json.dumps(args).encode()
+        if len(data) > MAX_BODY_BYTES:
+            raise PbsError(PBSE_IVALREQ, f"Invalid request: {op} request of {len(data)} bytes "
+                           f"is over the server's limit of {MAX_BODY_BYTES}")
         conn = _UnixConnection(str(self.home.socket), self.timeout)
         try:
-            conn.request("POST", f"/v1/{op}", body=json.dumps(args).encode(),
-                         headers={"Content-Type": "application/json"})
+            try:
+                conn.request("POST", f"/v1/{op}", body=data,
+                             headers={"Content-Type": "application/json"})
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the server refused early (too many connections): its answer says why
             body = json.loads(conn.getresponse().read())
         except TimeoutError:
             raise ServerUnavailable(f"the server in {self.home.root} did not answer within "

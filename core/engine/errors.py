@@ -18,6 +18,7 @@ PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
 PBSE_NOSUP = 15029
+PBSE_NOCONNECTS = 15033
 PBSE_UNKNODE = 15062
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -34,6 +35,7 @@ MESSAGES = {
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUNOENB: "Queue is not enabled",
     PBSE_NOSUP: "No support for requested service",
+    PBSE_NOCONNECTS: "No free connections",
     PBSE_UNKNODE: "Unknown node",
     PBSE_HISTJOBID: "Job has finished",
 }

@@ -329,9 +329,16 @@ def _reap(pid: int, kill: bool = False) -> None:
         pass
 
 
-def _write_aside(path: Path, data: dict) -> None:
+def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data))
+    while True:
+        try:
+            tmp.write_text(json.dumps(data))
+            break
+        except OSError as exc:  # a full disk: the job's end is kept until there is room
+            if not wait_for_space or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            time.sleep(1.0)
     os.replace(tmp, path)
 
 
@@ -456,7 +463,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     report = {"exit_status": code, "walltime": time.monotonic() - t0,
               "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss,
               "start_error": start_error[:1000]}
-    _write_aside(status_file, report)
+    _write_aside(status_file, report, wait_for_space=True)
 
 
 def kill_session(launch: Launch) -> int:

@@ -129,30 +129,50 @@ class Home:
 
 class ServerLog:
     """server_logs/YYYYMMDD, one line per event:
-    ``MM/DD/YYYY HH:MM:SS;0008;Server@host;Job;1.host;Job Queued at request of ...``."""
+    ``MM/DD/YYYY HH:MM:SS;0008;Server@host;Job;1.host;Job Queued at request of ...``.
+
+    A line that cannot be written (a full disk) is counted, never raised: the server goes
+    on, and the first line written afterwards is preceded by one saying how many were lost
+    and why."""
 
     def __init__(self, home: Home, host: str | None = None):
         self.dir = home.logs
         self.host = host or socket.gethostname().split(".")[0]
         self._day = ""
         self._file = None
+        self.lost = 0  # lines not written since the last one that was
+        self._lost_why = ""
 
     def __call__(self, kind: int, obj_type: str, name: str, message: str) -> None:
         now = time.localtime()
-        day = time.strftime("%Y%m%d", now)
-        if day != self._day or self._file is None:
-            if self._file is not None:
-                self._file.close()
-            self._file = open(self.dir / day, "a", buffering=1)
-            self._day = day
         stamp = time.strftime("%m/%d/%Y %H:%M:%S", now)
-        for line in str(message).splitlines() or [""]:
-            self._file.write(f"{stamp};{kind:04x};Server@{self.host};{obj_type};{name};{line}\n")
+        lines = [f"{stamp};{kind:04x};Server@{self.host};{obj_type};{name};{line}\n"
+                 for line in str(message).splitlines() or [""]]
+        if self.lost:
+            lines.insert(0, f"{stamp};{LOG_ERROR:04x};Server@{self.host};Server;{self.host};"
+                            f"{self.lost} log lines lost: {self._lost_why}\n")
+        try:
+            day = time.strftime("%Y%m%d", now)
+            if day != self._day or self._file is None:
+                self.close()
+                self._file = open(self.dir / day, "a")
+                self._day = day
+            self._file.write("".join(lines))
+            self._file.flush()
+        except (OSError, ValueError) as exc:
+            self.lost += len(lines) - (1 if self.lost else 0)
+            self._lost_why = getattr(exc, "strerror", None) or str(exc)
+            self.close()  # reopened by the next line: what was buffered is dropped
+            return
+        self.lost = 0
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError:
+                pass  # its buffer could not be written (a full disk); counted already
 
 
 class HookLogHandler(logging.Handler):

@@ -67,7 +67,7 @@ from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
-from .store import Store
+from .store import Store, StoreWriteError
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
 MAX_RUN_COUNT = 20
@@ -977,10 +977,11 @@ class Engine:
                 return False
         finally:
             pending.cancel()  # a no-op once started or cancelled: none is left waiting
-        with self.store.transaction() as st:
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
+        # Tracked before it is written: its end is noticed even if the write fails.
         self.launches[job_id] = launch
         self.started[job_id] = self.clock()
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self._track_states()
         self._resolve_depend([job_id])  # `after` waits for the start only
         return True
@@ -1154,7 +1155,16 @@ class Engine:
                 else:
                     self._check_walltime(job_id, now)
                 continue
-            self._ended(job_id, ended)
+            started = self.started.get(job_id)
+            try:  # a job end that cannot be written (a full disk) is tried again next poll
+                self.store.probe_write()
+                self._ended(job_id, ended)
+            except StoreWriteError as exc:
+                self.launches[job_id] = launch
+                if started is not None:
+                    self.started[job_id] = started
+                self.log(LOG_ERROR, "Job", job_id, f"job end not recorded yet: {exc.message}")
+                break
         for job_id, deadline in list(self.kills.items()):
             if job_id not in self.launches:
                 del self.kills[job_id]
@@ -1290,10 +1300,18 @@ class Engine:
         self._resolve_depend([job_id])
 
     def close(self) -> None:
-        self.sched_procs.stop_all()
-        logging.getLogger("pbsplug.hook").removeHandler(self.hook_log)
-        self.store.close()
-        self.log.close()
+        """Stop the scheduler processes and close the database and the log; each step runs
+        even if one before it fails (a full disk), and the first failure is raised last."""
+        failure: Exception | None = None
+        for step in (self.sched_procs.stop_all,
+                     lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
+                     self.store.close, self.log.close):
+            try:
+                step()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 class _StillFits:

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .errors import PBSE_SYSTEM, PbsError
+
 #: The schema this code reads and writes; `migrate` upgrades older databases step by step.
 SCHEMA_VERSION = 1
 
@@ -45,6 +47,15 @@ class StoreError(RuntimeError):
     """The database cannot be used (another version, corrupt, unwritable)."""
 
 
+class StoreWriteError(PbsError):
+    """A change could not be written (the disk is full, an I/O error): PBS's System error
+    (15010) with SQLite's reason. Nothing of the change is kept; reads still work, and
+    writes work again once the cause is gone."""
+
+    def __init__(self, reason: str):
+        super().__init__(PBSE_SYSTEM, f"System error: {reason}")
+
+
 class Store:
     """The engine's SQLite database. Not shared between threads or processes: each process
     opens its own."""
@@ -60,6 +71,8 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         self._depth = 0
+        #: The last write failed (a full disk): `probe_write` checks before costly work.
+        self.write_failed = False
 
     def close(self) -> None:
         self.db.close()
@@ -103,17 +116,42 @@ class Store:
             finally:
                 self._depth -= 1
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.write_failed = True
+            raise StoreWriteError(str(exc)) from None
         self._depth = 1
         try:
             yield self
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        else:
             self.db.execute("COMMIT")
+            self.write_failed = False
+        except sqlite3.Error as exc:
+            self._rollback()
+            self.write_failed = True
+            raise StoreWriteError(str(exc)) from None
+        except BaseException:
+            self._rollback()
+            raise
         finally:
             self._depth = 0
+
+    def _rollback(self) -> None:
+        # SQLite may have rolled back already (a full disk does); a failing rollback must
+        # not hide why the change failed.
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def probe_write(self) -> None:
+        """After a failed write, raise `StoreWriteError` unless a small change can be written
+        now: checked before work that should not be done twice (a job's end hooks) while its
+        record cannot be written. Free while writes succeed."""
+        if self.write_failed:
+            with self.transaction():
+                self.set_meta("write_probe", "1")
 
     # -- meta -----------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:

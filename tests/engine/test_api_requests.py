@@ -1,0 +1,104 @@
+"""The API's HTTP as the server reads it (issue 17): malformed requests are refused in one
+clear line with PBS's Invalid request (15004), the limits hold, and a refused request never
+reaches the engine."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from pbsplug.engine.client import MAX_BODY_BYTES
+from pbsplug.engine.errors import PBSE_IVALREQ, PbsError
+
+
+def _raw(engine, data: bytes) -> tuple[str, dict]:
+    """Send `data` on a fresh connection; the status line and the JSON answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(engine.home.socket))
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(1 << 16):
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), json.loads(body)
+
+
+@pytest.mark.parametrize("request_bytes, status, text", [
+    (b"GET /v1/status HTTP/1.0\r\n\r\n", "400", "method 'GET'"),
+    (b"POST /status HTTP/1.0\r\n\r\n", "400", "path '/status'"),
+    (b"POST /v1/no-such HTTP/1.0\r\n\r\n", "400", "path '/v1/no-such'"),
+    (b"POST /v1/status\r\n\r\n", "400", "malformed request line"),
+    (b"POST /v1/status HTTP/1.0\r\nno colon\r\n\r\n", "400", "malformed header line"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: -1\r\n\r\n", "400", "bad Content-Length"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "400",
+     "bad Content-Length"),
+    (b"POST /v1/status HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", "400",
+     "Transfer-Encoding is not supported"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1), "413",
+     "over the server's limit"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: 3\r\n\r\n[1]", "400",
+     "arguments must be a JSON object"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{x", "400", "Invalid request"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: 4000\r\n\r\n" + b"[" * 2000 + b"]" * 2000,
+     "400", "Invalid request"),
+    (b"POST /v1/no_such_request HTTP/1.0\r\n\r\n", "400", "Unknown request 'no_such_request'"),
+])
+def test_a_malformed_request_is_refused_in_one_line(engine, request_bytes, status, text):
+    line, answer = _raw(engine, request_bytes)
+    assert line.split()[1] == status, (line, answer)
+    assert answer["error"]["code"] == PBSE_IVALREQ
+    assert text in answer["error"]["message"], answer
+    assert "\n" not in answer["error"]["message"]
+    assert engine.client("status")["pid"] == engine.home.server_pid()
+
+
+def test_a_request_split_in_pieces_is_read_whole(engine):
+    body = json.dumps({"ids": None}).encode()
+    data = (b"POST /v1/stat_jobs HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(engine.home.socket))
+        for i in range(len(data)):  # one byte at a time: the server reassembles them
+            s.send(data[i:i + 1])
+        got = b""
+        while chunk := s.recv(1 << 16):
+            got += chunk
+    assert got.startswith(b"HTTP/1.0 200 OK\r\n"), got[:200]
+    assert json.loads(got.partition(b"\r\n\r\n")[2]) == {"result": {}}
+
+
+def test_the_client_refuses_an_oversized_request_before_sending(engine):
+    with pytest.raises(PbsError) as err:
+        engine.client("qmgr", text="set server comment = " + "x" * MAX_BODY_BYTES)
+    assert err.value.code == PBSE_IVALREQ
+    assert "over the server's limit" in err.value.message
+    assert "connection from" not in engine.log()  # it never reached the server
+
+
+def test_a_failing_poll_does_not_stop_the_server(engine):
+    """Whatever `Engine.poll` raises (here a walltime nobody can read, written behind the
+    server's back), the loop logs it, once, and goes on serving."""
+    import sqlite3
+
+    from pbsplug.engine.testing import until
+
+    job_id = engine.submit("sleep 60\n")
+    engine.wait(job_id, "R")
+    db = sqlite3.connect(engine.home.db, timeout=30)
+    attrs = json.loads(db.execute("SELECT attrs FROM jobs WHERE id=?", (job_id,)).fetchone()[0])
+    attrs["Resource_List"]["walltime"] = "not-a-walltime"
+    with db:
+        db.execute("UPDATE jobs SET attrs=? WHERE id=?", (json.dumps(attrs), job_id))
+    db.close()
+    # The next polls fail on it (or, where the engine sets such a job aside, do that).
+    until(lambda: "poll failed" in engine.log() or engine.job(job_id)["job_state"] != "R",
+          what="a poll to meet the bad walltime")
+    held = engine.submit("true\n", Hold_Types="u")  # the server goes on answering
+    assert engine.job(held)["job_state"] == "H"
+    assert engine.pbs("qstat").returncode == 0
+    assert engine.client("status")["pid"] == engine.home.server_pid()
+    assert engine.log().count("poll failed") <= 1  # not a line every 50 ms

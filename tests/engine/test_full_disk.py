@@ -1,0 +1,148 @@
+"""A full disk under the server's home is an error, not an exit (issue 17): changes are
+refused with PBS's System error (15010) and the reason, reads and running jobs go on, a job
+that ends meanwhile is recorded once there is room, and writes resume then.
+
+The home is a small tmpfs mounted for the test (root only): filled for real, then emptied.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
+from pbsplug.engine.home import LOG_JOB, Home, ServerLog
+from pbsplug.engine.testing import LocalEngine, make_root, remove_root, until
+
+
+def _need(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def small_home():
+    """A 16 MiB tmpfs as a server home; unmounted afterwards."""
+    if os.geteuid() != 0:
+        _need("needs root to mount a small tmpfs as the server's home")
+    if shutil.which("mount") is None:
+        _need("needs mount (Debian package mount) to make a small file system")
+    root = make_root()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs",
+                           str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        remove_root(root)
+        _need(f"cannot mount a tmpfs on {root}: {done.stderr.strip()}")
+    yield root
+    subprocess.run(["pkill", "-KILL", "-f", f"{root}/"], check=False)
+    subprocess.run(["umount", "-l", str(root)], check=False)
+    remove_root(root)
+
+
+def _fill(path: Path) -> None:
+    """Write to `path` until the file system has no room left."""
+    chunk = b"\0" * (1 << 16)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while True:
+            try:
+                os.write(fd, chunk)
+            except OSError:
+                break
+        while True:  # the last partial page
+            try:
+                os.write(fd, b"\0" * 512)
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+
+
+def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # jobs' output off the tmpfs
+    work.chmod(0o777)
+    engine = LocalEngine(small_home, env=dists.env())
+    engine.work = work
+    engine.start()
+    try:
+        held = engine.submit("true\n", Hold_Types="u")
+        running = engine.submit("sleep 3\necho done\n", Job_Name="long")
+        until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+
+        _fill(small_home / "fill")
+        refused = None
+        for _ in range(500):  # SQLite reuses what room its WAL already has, then asks for more
+            try:
+                engine.submit("true\n", Hold_Types="u")
+            except PbsError as err:
+                refused = err
+                break
+        assert refused is not None, "no submission was refused on a full disk"
+        assert refused.code == PBSE_SYSTEM
+        assert refused.message.startswith("System error: ")
+        assert "full" in refused.message or "I/O" in refused.message, refused.message
+        # A qmgr change is refused with the same error, and nothing of it is kept.
+        try:
+            answer = engine.client("qmgr", text="set server comment = full")
+            assert answer["code"] != 0 and "System error" in "".join(answer["errors"]), answer
+        except PbsError as err:
+            assert err.code == PBSE_SYSTEM, err
+        # Reads go on.
+        assert engine.job(held)["job_state"] == "H"
+        assert engine.pbs("qstat", "-f", running).returncode == 0
+        # The running job ends while the disk is full: its shepherd waits for room to write
+        # its status, and the server keeps the job running meanwhile.
+        seq = running.split(".")[0]
+        until(lambda: (small_home / "jobs" / f"{seq}.status.tmp").exists(), timeout=30,
+              what="the job to end and its shepherd to try writing its status")
+        until(lambda: "done" in (work / f"long.o{seq}").read_text(), what="the output")
+        assert engine.job(running)["job_state"] == "R"
+        assert engine.home.server_pid() is not None
+
+        (small_home / "fill").unlink()  # room again
+        attrs = engine.wait(running, timeout=60)
+        assert attrs["Exit_status"] == 0, attrs
+        assert engine.log().count(f";Job;{running};Exit_status=") == 1  # recorded once
+        assert (work / f"long.o{seq}").read_text() == "done\n"
+        assert engine.client("qmgr", text="set server comment = room")["code"] == 0
+        server = next(iter(engine.client("stat_server").values()))
+        assert server["comment"] == "room"
+        again = engine.submit("true\n")
+        assert engine.wait(again)["Exit_status"] == 0
+        assert engine.home.server_pid() is not None
+    finally:
+        engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_server_log_counts_lines_it_cannot_write(tmp_path):
+    """A log line that cannot be written is counted, not raised; the next line written says
+    how many were lost and why. /dev/full stands in for a full disk."""
+    if not os.path.exists("/dev/full"):
+        _need("needs /dev/full to fail writes with ENOSPC")
+    home = Home(tmp_path)
+    home.logs.mkdir()
+    log = ServerLog(home, "host")
+    day = time.strftime("%Y%m%d")
+    (home.logs / day).symlink_to("/dev/full")
+    log(LOG_JOB, "Job", "1.host", "first")
+    log(LOG_JOB, "Job", "2.host", "second\nthird")
+    assert log.lost == 3
+    (home.logs / day).unlink()
+    log(LOG_JOB, "Job", "4.host", "fourth")
+    if time.strftime("%Y%m%d") != day:
+        pytest.skip("midnight passed during the test: the lines went to another day's file")
+    lines = (home.logs / day).read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].endswith(";0001;Server@host;Server;host;3 log lines lost: No space left "
+                             "on device"), lines[0]
+    assert lines[1].endswith(";0008;Server@host;Job;4.host;fourth")
+    assert log.lost == 0
+    log.close()

@@ -1,0 +1,399 @@
+"""No client can hold the server (issue 17), tried as an unprivileged local user would: raw
+connections to the server's socket that trickle, send a huge body or headers without end,
+never read their answer, or open hundreds of connections. While each attack goes on, root's
+qstat answers, a job's walltime kill happens, and the attacker gets a clear error or a
+closed connection; afterwards the server answers and nothing outside the attacker's rights
+has changed.
+
+The attacker (`pbsplug.testing.attacker`) runs one script (`ATTACK`) in a mode; it prints
+``ready`` once its connections are in place, keeps attacking until its stdin closes, then
+prints what it saw as JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine.api import MAX_BUFFERED_PER_UID, REQUEST_DEADLINE
+from pbsplug.engine.client import MAX_BODY_BYTES, MAX_HEADER_BYTES
+from pbsplug.engine.testing import until
+
+ATTACK = r'''
+import json, select, socket, sys, time
+
+mode, path = sys.argv[1], sys.argv[2]
+seen = {"opened": 0, "closed_by_server": 0, "connect_failed": 0, "answers": []}
+REQUEST = b"POST /v1/stat_jobs HTTP/1.0\r\nContent-Type: application/json\r\n"
+
+
+def stopped(wait=0.0):
+    return bool(select.select([sys.stdin], [], [], wait)[0])
+
+
+def connect(blocking=False):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except OSError:
+        seen["connect_failed"] += 1
+        s.close()
+        return None
+    s.setblocking(blocking)
+    seen["opened"] += 1
+    return s
+
+
+def note(data):
+    """What an answer said: its status line and its error message."""
+    if not data:
+        return
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        message = json.loads(body)["error"]["message"]
+    except Exception:
+        message = body[:100].decode(errors="replace")
+    seen["answers"].append(head.split(b"\r\n")[0].decode(errors="replace") + " " + message)
+
+
+def drain(s):
+    """Read until the server closes; what was read, or None if it is still open."""
+    got = b""
+    while True:
+        try:
+            data = s.recv(1 << 16)
+        except BlockingIOError:
+            return None
+        except OSError:
+            data = b""
+        if not data:
+            seen["closed_by_server"] += 1
+            return got
+        got += data
+
+
+def hung_up(poller, conns, wait_ms):
+    """The connections the server has closed (what it sent may still be unread)."""
+    gone = {fd for fd, ev in poller.poll(wait_ms) if ev & (select.POLLRDHUP | select.POLLHUP)}
+    return [s for s in conns if s.fileno() in gone]
+
+
+def ready():
+    print("ready", flush=True)
+
+
+if mode == "trickle":  # 8 connections, one byte of the request each every 0.5 s
+    message = REQUEST + b"Content-Length: 2\r\n\r\n{}"
+    conns = {}
+    first = True
+    while not stopped(0.5):
+        while len(conns) < 8:
+            s = connect()
+            if s is None:
+                break
+            conns[s] = [0, b""]
+        for s, state in list(conns.items()):
+            try:
+                if state[0] < len(message):
+                    s.send(message[state[0]:state[0] + 1])
+                    state[0] += 1
+            except OSError:
+                pass
+            got = drain(s)
+            if got is not None:
+                note(state[1] + got)
+                s.close()
+                del conns[s]
+        if first:
+            ready()
+            first = False
+    for s, state in conns.items():  # what the server answered before the attack ended
+        select.select([s], [], [], 1.0)
+        got = drain(s)
+        if got is not None:
+            note(state[1] + got)
+elif mode in ("huge", "headers"):  # a 50 MB body, or headers without end, as fast as it can
+    first = True
+    while not stopped():
+        s = connect(blocking=True)
+        if s is None:
+            time.sleep(0.1)
+            continue
+        s.settimeout(30)
+        if first:
+            ready()
+            first = False
+        try:
+            if mode == "huge":
+                s.sendall(REQUEST.replace(b"stat_jobs", b"qmgr")
+                          + b"Content-Length: 50000000\r\n\r\n")
+                chunk = b'{"text": "set server comment = ' + b"x" * 65536
+                for _ in range(50000000 // len(chunk)):
+                    s.sendall(chunk)
+            else:
+                s.sendall(REQUEST)
+                while True:
+                    s.sendall(b"X-Pad: " + b"a" * 1000 + b"\r\n")
+        except OSError:
+            pass
+        s.setblocking(False)
+        got = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            select.select([s], [], [], 1.0)
+            more = drain(s)
+            if more is not None:
+                got = more
+                break
+        note(got)
+        s.close()
+elif mode == "noread":  # 16 complete requests for a big answer, never read while open
+    message = REQUEST + b"Content-Length: 17\r\n\r\n{\"history\": true}"
+    conns = []
+    first = True
+    poller = select.poll()
+    while not stopped(0.5):
+        while len(conns) < 16:
+            s = connect()
+            if s is None:
+                break
+            s.send(message)
+            conns.append(s)
+            poller.register(s, select.POLLRDHUP)
+        for s in hung_up(poller, conns, 0):
+            poller.unregister(s)
+            got = drain(s) or b""
+            head, _, body = got.partition(b"\r\n\r\n")
+            status = head.split(b"\r\n")[0].decode()
+            length = head.decode().rsplit(":", 1)[-1].strip()
+            seen["answers"].append(f"{status} got {len(body)} bytes of {length}")
+            s.close()
+            conns.remove(s)
+        if first:
+            ready()
+            first = False
+    for s in hung_up(poller, conns, 1000):  # dropped before the attack ended
+        got = drain(s) or b""
+        head, _, body = got.partition(b"\r\n\r\n")
+        status = head.split(b"\r\n")[0].decode()
+        length = head.decode().rsplit(":", 1)[-1].strip()
+        seen["answers"].append(f"{status} got {len(body)} bytes of {length}")
+elif mode == "bulk":  # 8 requests of nearly the largest body each, held unfinished
+    limit = int(sys.argv[3])
+    conns = []
+    poller = select.poll()
+    for _ in range(8):
+        s = connect(blocking=True)
+        s.settimeout(30)
+        try:
+            s.sendall(REQUEST + b"Content-Length: %d\r\n\r\n" % limit
+                      + b"x" * (limit - limit // 8))
+        except OSError:
+            pass
+        s.setblocking(False)
+        conns.append(s)
+        poller.register(s, select.POLLIN | select.POLLRDHUP)
+    ready()
+    while not stopped(0.2):
+        for s in hung_up(poller, conns, 0):
+            poller.unregister(s)
+            note(drain(s) or b"")
+            s.close()
+            conns.remove(s)
+    for s in hung_up(poller, conns, 1000):
+        note(drain(s) or b"")
+elif mode == "many":  # hundreds of idle connections, reopened as the server closes them
+    conns = []
+    first = True
+    poller = select.poll()
+    while not stopped(0.2):
+        while len(conns) < 400:
+            s = connect()
+            if s is None:
+                break
+            conns.append(s)
+            poller.register(s, select.POLLIN | select.POLLRDHUP)
+        for s in hung_up(poller, conns, 0):
+            poller.unregister(s)
+            note(drain(s) or b"")
+            s.close()
+            conns.remove(s)
+        if first:
+            ready()
+            first = False
+    for s in hung_up(poller, conns, 1000):
+        note(drain(s) or b"")
+    seen["open_at_end"] = len(conns)
+print(json.dumps(seen), flush=True)
+'''
+
+
+class Attack:
+    """The attacker's script running in the background; `running` while the attack is on."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.seen: dict = {}
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+
+@contextlib.contextmanager
+def attack(attacker, engine, mode: str, *args: str) -> Iterator[Attack]:
+    env = {"PATH": f"{attacker.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
+    runuser = shutil.which("runuser") or "runuser"
+    proc = subprocess.Popen(
+        [runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python", "-c", ATTACK, mode,
+         str(engine.home.socket), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd="/tmp")
+    running = Attack(proc)
+    try:
+        readable, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline() if readable else ""
+        assert line.strip() == "ready", f"the attack did not start: {line!r} " + (
+            proc.stderr.read() if proc.poll() is not None else "")
+        yield running
+    finally:
+        try:  # closing its stdin ends the attack
+            out, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        lines = out.strip().splitlines()
+        assert proc.returncode == 0 and lines, f"the attacker failed: {err}"
+        running.seen = json.loads(lines[-1])
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under the home with its mode and owner, but what a server changes anyway
+    (its database, logs and jobs' files are checked by content elsewhere)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            st = path.lstat()
+            out[str(path.relative_to(root))] = (st.st_mode, st.st_uid, st.st_gid)
+    return out
+
+
+def _qstat_seconds(engine) -> float:
+    t0 = time.monotonic()
+    engine.client("stat_jobs", history=True)
+    return time.monotonic() - t0
+
+
+@pytest.fixture
+def engine(local_engine):
+    """A started server (pbsplug.testing's `local_engine`), no plugin enabled."""
+    return local_engine()
+
+
+@pytest.fixture
+def scene(engine, attacker):
+    """Root's held job, the attacker's home snapshot, and the no-attack qstat baseline."""
+    held = engine.submit("true\n", Job_Name="rootheld", Hold_Types="u")
+    baseline = sorted(_qstat_seconds(engine) for _ in range(5))[2]
+    before = _snapshot(engine.root)
+    return {"held": held, "baseline": baseline, "before": before,
+            "held_attrs": engine.job(held)}
+
+
+def _under_attack(engine, attacker, scene, mode: str, dropped: str, *args: str) -> dict:
+    """Run the attack; while it is on, root's qstat answers and a walltime kill happens, and
+    the server drops one of the attacker's connections (`dropped`, as its log says).
+    Afterwards the server answers and nothing of others' changed. Returns what the attacker
+    saw."""
+    with attack(attacker, engine, mode, *args) as on:
+        during = _qstat_seconds(engine)
+        assert on.running, "the attack ended before root's qstat was answered"
+        # Generous: a held server would take a whole request deadline or more.
+        assert during < scene["baseline"] + REQUEST_DEADLINE / 2, (during, scene["baseline"])
+        done = engine.pbs("qstat", "-x")
+        assert done.returncode == 0 and "rootheld" in done.stdout, done.stderr
+        killed = engine.submit("sleep 60\n", Job_Name="walltime",
+                               Resource_List={"walltime": "00:00:01"})
+        attrs = engine.wait(killed, timeout=60)
+        assert "walltime" in attrs.get("comment", "") or "walltime" in engine.log()
+        assert attrs["Exit_status"] != 0, attrs
+        assert on.running, "the attack ended before the walltime kill was seen"
+        until(lambda: f"connection from uid {attacker.uid} dropped: {dropped}" in
+              engine.log(), timeout=60, what=f"the server to drop a connection: {dropped}")
+    # Afterwards: the server answers, root's job is as it was, nothing made or changed.
+    assert engine.client("status")["pid"] == engine.home.server_pid()
+    held = engine.job(scene["held"])
+    assert {k: v for k, v in held.items() if k != "mtime"} == {
+        k: v for k, v in scene["held_attrs"].items() if k != "mtime"}
+    after = _snapshot(engine.root)
+    owned = [p for p, (_, uid, _) in after.items() if uid == attacker.uid]
+    assert not owned, f"files of the attacker in the server's home: {owned}"
+    changed = {p for p in scene["before"] if p in after and after[p] != scene["before"][p]}
+    assert not changed, changed
+    return on.seen
+
+
+def test_a_trickling_client_does_not_hold_the_server(engine, attacker, scene):
+    seen = _under_attack(engine, attacker, scene, "trickle", "request not complete within")
+    assert seen["closed_by_server"] >= 1, seen
+    assert any(a.startswith("HTTP/1.0 408") and "not complete within" in a
+               for a in seen["answers"]), seen
+
+
+def test_a_huge_body_is_refused_at_its_head(engine, attacker, scene):
+    seen = _under_attack(engine, attacker, scene, "huge", "request body of 50000000 bytes")
+    assert seen["answers"], seen
+    assert all(a.startswith("HTTP/1.0 413") and "over the server's limit" in a
+               for a in seen["answers"]), seen
+    comment = next(iter(engine.client("stat_server").values())).get("comment", "")
+    assert "xxxx" not in comment  # nothing of it applied
+
+
+def test_headers_without_end_are_cut_at_the_limit(engine, attacker, scene):
+    seen = _under_attack(engine, attacker, scene, "headers", "request headers over")
+    assert seen["answers"], seen
+    assert all(a.startswith("HTTP/1.0 431") and f"over {MAX_HEADER_BYTES} bytes" in a
+               for a in seen["answers"]), seen
+
+
+def test_big_requests_held_unfinished_are_capped_per_user(engine, attacker, scene):
+    seen = _under_attack(engine, attacker, scene, "bulk",
+                         f"over {MAX_BUFFERED_PER_UID} bytes of requests being read",
+                         str(MAX_BODY_BYTES))
+    refused = [a for a in seen["answers"] if a.startswith("HTTP/1.0 503")]
+    assert refused, seen
+    assert all("No free connections" in a and "being read already" in a for a in refused)
+
+
+def test_a_client_that_never_reads_its_answer_is_dropped(engine, attacker, scene):
+    # Root's jobs make an answer bigger than a socket's buffer, so the server cannot just
+    # leave it with the kernel.
+    for i in range(120):
+        engine.submit("true\n", Job_Name=f"big{i}", Hold_Types="u",
+                      Variable_List={"PBS_O_WORKDIR": str(engine.work), "PAD": "p" * 4000})
+    scene["before"] = _snapshot(engine.root)
+    seen = _under_attack(engine, attacker, scene, "noread", "answer not read within")
+    dropped = [a for a in seen["answers"] if a.startswith("HTTP/1.0 200")]
+    assert dropped, seen
+    for line in dropped:  # cut short: the server gave up on writing it
+        got, _, total = line.split(" got ")[1].partition(" bytes of ")
+        assert int(got) < int(total), line
+
+
+def test_hundreds_of_connections_are_capped(engine, attacker, scene):
+    from pbsplug.engine.api import MAX_CONNECTIONS_PER_UID
+
+    seen = _under_attack(engine, attacker, scene, "many", "connection refused: ")
+    assert seen["opened"] > MAX_CONNECTIONS_PER_UID, seen
+    refused = [a for a in seen["answers"] if a.startswith("HTTP/1.0 503")]
+    assert refused and all("No free connections" in a for a in refused), seen["answers"][:5]
+    assert seen["open_at_end"] <= 400
