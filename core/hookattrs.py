@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import units
-from .events import EVENTS, HOST_EVENTS
+from .events import EVENTS
 
 #: fail_action values, and the events a hook needs to have one of them.
 FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -52,15 +52,15 @@ class HookAttributes:
     user: str = "pbsadmin"
     type: str = "site"
     debug: bool = False
-    isolation: str | None = None           # None: "process" for host events, else "inprocess"
+    isolation: str | None = None           # None: "process" (inprocess is an opt-in)
 
     def mode_for(self, event: str) -> str:
-        """Where this hook runs for `event`: a pbsuser hook always runs in its own process."""
+        """Where this hook runs for `event`: in a forked process unless the site trusts it
+        with ``isolation = "inprocess"``; a pbsuser hook always runs in its own process.
+        No hook can take the server down by default, whatever the event."""
         if self.user == "pbsuser":
             return "process"
-        if self.isolation:
-            return self.isolation
-        return "process" if event in HOST_EVENTS else "inprocess"
+        return self.isolation or "process"
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)

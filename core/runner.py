@@ -35,8 +35,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
-import pickle
 import pwd
 import select
 import signal
@@ -68,6 +68,8 @@ except ImportError:  # pragma: no cover - a Python without the _signal module
 
 ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
 PROCEED = "proceed"
+#: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
+CANCEL_TICK = 0.1
 
 
 class HookAlarm(KeyboardInterrupt):
@@ -197,6 +199,64 @@ def _raise_alarm(signum, frame):
         raise HookAlarm()
 
 
+def unstorable(value: Any, where: str = "") -> str | None:
+    """Why `value` cannot be stored as the engine stores every attribute (JSON with string
+    keys), or None. A hook's change that fails this is that hook's error: nothing a hook sets
+    reaches the database, or another process, unless it can be stored and read back."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where or 'value'}: {value!r} is not a number"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where or 'value'}: key {key!r} is not a string"
+            why = unstorable(item, f"{where}.{key}" if where else key)
+            if why:
+                return why
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            why = unstorable(item, f"{where}[{index}]")
+            if why:
+                return why
+        return None
+    return f"{where or 'value'}: a {type(value).__name__} cannot be stored"
+
+
+def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
+    """(label, object) of every object of `event` a hook may have changed."""
+    for key in ("job", "vnode", "resv"):
+        obj = getattr(event, key, None)
+        if obj is not None:
+            yield key, obj
+    for key in ("vnode_list", "vnode_list_fail"):
+        for name, vnode in (getattr(event, key, None) or {}).items():
+            yield f"{key}[{name}]", vnode
+
+
+def _check_changes(event: Event) -> str | None:
+    """Why a change the hooks made to `event` cannot be stored, or None. An object that
+    cannot be stored is also taken out of the event, so that no caller ever stores it."""
+    why = None
+    for label, obj in _changed_objects(event):
+        changes = getattr(obj, "_changes", None)
+        if not changes:
+            continue
+        for key, value in list(changes.items()):
+            problem = (f"{label}: attribute name {key!r} is not a string"
+                       if not isinstance(key, str) else unstorable(value, f"{label}.{key}"))
+            if problem:
+                why = why or problem
+                changes.pop(key, None)
+                obj._attrs.pop(key, None)  # the hook's value, not a stored one: drop it
+    for key in ("argv", "env"):
+        value = getattr(event, key, None)
+        if value is not None and (problem := unstorable(value, key)):
+            why = why or problem
+    return why
+
+
 def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
               ) -> tuple[str, str | None]:
     """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
@@ -226,9 +286,17 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        entry.logger.error("%s hook '%s' encountered an exception, request rejected\n%s",
-                           event.type, entry.name, "".join(tb).rstrip())
-        return ERROR, f"{type(exc).__name__}: {exc}"
+        what = f"{type(exc).__name__}: {exc}"
+        # The first line says it all (a command shows only that); the traceback follows.
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
+                           event.type, entry.name, what.splitlines()[0] if what else what,
+                           "".join(tb).rstrip())
+        return ERROR, what
+    why = _check_changes(event)
+    if why is not None:
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
+                           "its change cannot be stored: %s", event.type, entry.name, why)
+        return ERROR, f"the hook's change cannot be stored: {why}"
     decision = event._decision
     if decision is not None and decision[0] == REJECT:
         return REJECT, decision[1]
@@ -240,7 +308,9 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
 # -- the process boundary ---------------------------------------------------------------------
 
 def _send(fd: int, message: tuple) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    # JSON, not pickle: the parent (root) never unpickles what a hook's process sent, and
+    # a change that is not plain data cannot travel (call_hook has refused it already).
+    data = json.dumps(message, allow_nan=False).encode()
     view = memoryview(struct.pack("!I", len(data)) + data)
     while view:
         written = os.write(fd, view)
@@ -311,6 +381,9 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
             outcome, message = ERROR, "interrupted"
         duration = time.perf_counter() - t0
         changes = event.take_changes() if outcome in (ACCEPT, REJECT) else {}
+        why = unstorable(changes)
+        if why is not None:  # e.g. a vnode a hook added with a value that cannot be stored
+            outcome, message, changes = ERROR, f"the hook's change cannot be stored: {why}", {}
         _send(fd, ("done", index, outcome, message, duration, changes, capture.take()))
         if outcome != ACCEPT:
             break
@@ -339,10 +412,14 @@ class Runner:
 
     def __init__(self, plugins, *, mode: str | None = None,
                  trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
-                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None):
+                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None,
+                 cancel: Callable[[], bool] | None = None):
         self.plugins = plugins
         self.mode = mode
         self.alarm_grace = alarm_grace
+        #: Asked while a process-mode hook runs: when it answers true (the server is
+        #: stopping), the hook's process is killed and the hook ends as an error.
+        self.cancel = cancel
         #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<n>.in`` / ``.out``
         #: (PBS keeps them in hooks/tmp); without it, they go to the hook's log at INFO.
         self.debug_dir = Path(debug_dir) if debug_dir else None
@@ -528,9 +605,20 @@ class Runner:
         started = wall = 0.0
         deadline: float | None = None
         exited: int | None = None
+        tick = 1.0 if self.cancel is None else CANCEL_TICK
         while True:
-            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.monotonic()))
             ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready and self.cancel is not None and self.cancel():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                entry = batch[current if current is not None else min(len(runs),
+                                                                       len(batch) - 1)]
+                runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                    time.perf_counter() - started if current is not None
+                                    else 0.0, ERROR, "the server is stopping: the hook's "
+                                    "process was killed", wall))
+                return runs
             if not ready:
                 if deadline is not None and time.monotonic() >= deadline:
                     entry = batch[current]
@@ -557,7 +645,7 @@ class Runner:
                 (size,) = struct.unpack("!I", buf[:4])
                 if len(buf) < 4 + size:
                     break
-                message = pickle.loads(buf[4:4 + size])
+                message = json.loads(buf[4:4 + size])
                 buf = buf[4 + size:]
                 if message[0] == "start":
                     current = message[1]
@@ -568,7 +656,7 @@ class Runner:
                     entry = batch[index]
                     for name, level, msg, obj in records:
                         logging.getLogger(name).log(
-                            level, "%s", msg, extra={PBS_OBJECT: obj} if obj else None)
+                            level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
                     if changes:
                         event.apply_changes(changes)
                     runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,

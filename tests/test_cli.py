@@ -544,7 +544,7 @@ def test_hooks_list_per_event_in_run_order(dists, home, run):
     assert list(data) == ["queuejob", "execjob_begin", "exechost_periodic"]
     assert [h["hook"] for h in data["queuejob"]] == ["charlie", "alpha", "bravo"]
     assert [h["order"] for h in data["queuejob"]] == [2, 5, 5]
-    assert data["queuejob"][0] == {"hook": "charlie", "order": 2, "mode": "inprocess",
+    assert data["queuejob"][0] == {"hook": "charlie", "order": 2, "mode": "process",
                                    "alarm": 30, "freq": None, "fail_action": ["none"],
                                    "user": "pbsadmin"}
     assert data["execjob_begin"] == [{"hook": "host", "order": 1, "mode": "process",
@@ -860,7 +860,7 @@ def test_event_rejected_without_a_message(event_setup, run, tmp_path):
     assert out["code"] == 15136
     assert out["fail_action"] == [] and out["consequence"] == "refuse"
     assert [(r["hook"], r["order"], r["mode"], r["outcome"]) for r in out["runs"]] == [
-        ("setter", 5, "inprocess", "accept"), ("rej", 7, "inprocess", "reject")]
+        ("setter", 5, "process", "accept"), ("rej", 7, "process", "reject")]
     for r in out["runs"]:
         assert RUN_KEYS <= set(r) and r["duration"] >= 0
     # Changes of earlier hooks survive a plain reject, as in PBS.

@@ -26,9 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..plugins import load_plugins
-from ..runner import Runner
-from ..siteconfig import ConfigError, load_site
+from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
 from .home import LOG_ADMIN
@@ -58,6 +56,7 @@ class Manager:
         """``{"output": what qmgr prints, "errors": [lines for stderr], "code": PBS's number
         of the error, or 0}``."""
         eng = self.engine
+        eng.reload_site()  # a site.toml edited by hand since the last look counts already
         registry = eng.plugins.attribute_registry()
         output: list[str] = []
         try:
@@ -395,14 +394,12 @@ class Manager:
         self.reload_plugins()
 
     def reload_plugins(self) -> None:
-        """Load the plugins again from the site config (after a hook change)."""
+        """Load the plugins again from the site config (after a hook change); the server
+        keeps its last good configuration when the file cannot be loaded."""
         eng = self.engine
-        eng.plugins = load_plugins(load_site(eng.home.site, allow_missing=True))
-        eng.runner = Runner(eng.plugins, debug_dir=eng.home.hooks_tmp,
-                            trace_file=eng.plugins.site.trace_file or eng.home.trace)
-        # Scheduler processes run the plugins' scheduler hooks: start them afresh.
-        eng.sched_procs.hooks = eng.plugins.hook
-        eng.sched_procs.stop_all()
+        if not eng.reload_site(force=True):
+            raise QmgrError(PBSE_HOOKERROR, f"site config {eng.home.site} cannot be loaded; "
+                            "the server keeps its last good configuration (see server_logs)")
 
 
 #: What `list sched default` shows that is the server's, not default's own row.
