@@ -30,6 +30,19 @@ FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
 PBSUSER_EVENTS = ("execjob_prologue", "execjob_epilogue", "execjob_preterm")
 ORDER_RANGE = {"site": (1, 1000), "pbs": (-1000, 2000)}
 ISOLATION_MODES = ("process", "inprocess")
+#: The suffixes PBS accepts for a hook's config file (qmgr import hook ... x-config).
+CONFIG_SUFFIXES = (".json", ".py", ".txt", ".xml", ".ini")
+#: What PBS names the config file it stored (server_priv/hooks/<h>.CF): read as is.
+STORED_CONFIG_SUFFIX = ".CF"
+
+
+def config_suffix_error(path: str | os.PathLike) -> str | None:
+    """PBS's refusal of a hook config file by its suffix, or None. PBS's own stored
+    ``<hook>.CF`` (what `pbsplug hook export` writes) is taken too."""
+    suffix = Path(path).suffix
+    if suffix in CONFIG_SUFFIXES or suffix == STORED_CONFIG_SUFFIX:
+        return None
+    return f"{path} contains an invalid suffix, should be one of: {' '.join(CONFIG_SUFFIXES)}"
 
 
 class HookAttributeError(ValueError):

@@ -16,6 +16,7 @@ from .. import hookspecs
 from ..events import EVENTS, Event
 from ..hookattrs import (
     HookAttributeError,
+    config_suffix_error,
     format_hk,
     parse_hk,
     resolve_attributes,
@@ -516,6 +517,8 @@ def _hook_app() -> typer.Typer:
             values["fail_action"] = ["none"]
         config = None
         if cf is not None:
+            if why := config_suffix_error(cf):
+                raise CliError(why)
             raw = read_cf(cf)
             config, issues = validate_config(record.info.config, raw, str(cf))
             if issues:

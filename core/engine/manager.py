@@ -50,6 +50,8 @@ class Manager:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        #: Declarations read from disabled plugins an admin named by their PBS hook name.
+        self._declared: dict[str, Any] = {}
 
     # -- the request ------------------------------------------------------------------------------
     def run(self, caller: Caller, text: str) -> dict[str, Any]:
@@ -332,6 +334,8 @@ class Manager:
                 except Exception:  # noqa: BLE001 - a broken plugin is simply not this hook
                     info = None
             if getattr(info, "pbs_name", None) == name:
+                if record.attributes is None and info is not None:
+                    self._declared[plugin] = info
                 return plugin
         raise QmgrError(PBSE_HOOKERROR, f"{name} does not exist!", obj_type="pbshook",
                         obj_name=name)
@@ -342,6 +346,13 @@ class Manager:
         for name in sorted(set(plugins.installed) | set(plugins.records)):
             record = plugins.get(name)
             attrs = record.attributes if record is not None else None
+            if attrs is None and name in self._declared:
+                # A disabled pbs hook keeps its type (and so its order range, -1000..2000).
+                info = self._declared[name]
+                try:
+                    attrs = info.hook_attributes(tuple(info.events or ()))
+                except (TypeError, ValueError):
+                    attrs = None
             if attrs is None:
                 out[name] = {"type": "site", "enabled": False}
                 continue
@@ -359,6 +370,10 @@ class Manager:
         eng = self.engine
         site = eng.home.site
         if cmd.verb == "create":
+            if name.startswith("PBS"):  # PBS checks the name before anything else
+                raise QmgrError(PBSE_HOOKERROR, f"hook_name '{name}', cannot use PBS as a "
+                                "prefix it is reserved for pbs hooks", obj_type="hook",
+                                obj_name=name)
             if name not in eng.plugins.installed:
                 raise QmgrError(PBSE_HOOKERROR, f"no plugin '{name}' is installed: a hook "
                                 f"is a plugin (pip install pbsplug-{name})", obj_type="hook",
@@ -367,11 +382,15 @@ class Manager:
                 raise QmgrError(PBSE_HOOKERROR, f"hook name '{name}' already registered, "
                                 "try another name", obj_type="hook", obj_name=name)
             values: dict[str, Any] = {"enabled": True}
+            record = eng.plugins.get(name)
+            if record is not None and record.attributes is not None:
+                self._one_provision_hook(name, record.attributes.events)
         elif cmd.verb == "delete":
             values = {}
         else:
             new = self._apply(cmd, name, current or {}, cmd.verb, defs)
             qmgr.check_hook(name, new)
+            self._one_provision_hook(name, new.get("event") or ())
             values = {}
             for op in cmd.attrs:
                 key = _HOOK_KEYS.get(op.name)
@@ -392,6 +411,20 @@ class Manager:
             raise QmgrError(PBSE_HOOKERROR, str(exc).splitlines()[0], obj_type="hook",
                             obj_name=name) from None
         self.reload_plugins()
+
+    def _one_provision_hook(self, name: str, events: Any) -> None:
+        """PBS allows one provision hook: another hook of the site that has the event
+        refuses it (15136, PBS's text)."""
+        if "provision" not in events:
+            return
+        plugins = self.engine.plugins
+        for other in sorted(plugins.site.plugins):
+            record = plugins.get(other)
+            if other != name and record is not None and record.attributes is not None and (
+                    "provision" in record.attributes.events):
+                raise QmgrError(PBSE_HOOKERROR, f"Another hook '{other}' already has event "
+                                "'provision', only one 'provision' hook allowed",
+                                obj_type="hook", obj_name=name)
 
     def reload_plugins(self) -> None:
         """Load the plugins again from the site config (after a hook change); the server

@@ -1079,7 +1079,8 @@ class Engine:
             self._requeue(job_id, attrs, f"Job requeued by {event} hook: {outcome.message}")
 
     def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
-        state, holds = "Q", attrs.get("Hold_Types", "n")
+        holds = attrs.get("Hold_Types") or "n"
+        state = "Q" if holds == "n" else "H"  # a hook's hold (PBS's cgroups: s) stays
         if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
             state, holds = "H", "s"
             comment = "job held, too many failed attempts to run"
