@@ -447,6 +447,8 @@ class Runner:
                 chain.append(HookEntry(impl.plugin_name, impl.function, attrs,
                                        record.config if record is not None else {}, mode))
             chain.sort(key=lambda e: (e.attrs.order, e.name))
+            for entry in chain:  # set a debug hook's level here, not only in a forked child
+                entry.logger  # noqa: B018 - the cached property sets the level
             self._chains[event] = chain
         return chain
 
