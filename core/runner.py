@@ -221,7 +221,7 @@ def unstorable(value: Any, where: str = "") -> str | None:
             if why:
                 return why
         return None
-    return f"{where or 'value'}: a {type(value).__name__} cannot be stored"
+    return f"{where or 'value'}: a value of type {type(value).__name__} cannot be stored"
 
 
 def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:

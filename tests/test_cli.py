@@ -410,7 +410,8 @@ def test_enable_and_disable_keep_comments_and_layout(dists, home, run):
 
     result = run("plugins", "enable", "alpha")
     assert result.returncode == 0, result.stderr
-    assert f"plugin 'alpha' enabled in {site}" in result.stdout
+    assert result.stdout == (f"plugin 'alpha' enabled in {site}; no server is running in "
+                             f"{home}\n")
     text = site.read_text()
     assert text == SITE_WITH_COMMENTS.replace("enabled = false   #", "enabled = true   #")
     assert tomllib.loads(text)["plugins"]["alpha"]["enabled"] is True
@@ -891,6 +892,22 @@ def test_event_exception(event_setup, run, tmp_path):
     assert out["fail_action"] == [] and out["consequence"] == "refuse"
     assert out["changes"] == {}  # no change applies after an exception
     assert "queuejob hook 'boom' encountered an exception, request rejected" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_event_a_raising_hook_is_one_line_without_debug(event_setup, run, tmp_path, mode):
+    """Issue 17: one line naming the hook and the error; the traceback with --debug."""
+    event_setup("[plugins.boom]\nenabled = true\nevents = [\"queuejob\"]\n")
+    job = str(tmp_path / "job.json")
+    result = run("event", "queuejob", "--input", job, "--mode", mode)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "pbsplug: ERROR: queuejob hook 'boom' encountered an exception, request rejected: "
+        "ValueError: bad thing"]
+    result = run("--debug", "event", "queuejob", "--input", job, "--mode", mode)
+    assert result.returncode == 1
+    assert "Traceback (most recent call last):" in result.stderr
+    assert 'raise ValueError("bad thing")' in result.stderr
 
 
 def test_event_fail_action_applies_on_exception_not_on_reject(event_setup, run, tmp_path):

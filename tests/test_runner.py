@@ -446,3 +446,93 @@ print("after")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=60)
     assert result.stdout == "beforefrom the hook\nafter\n", result.stderr
+
+
+# -- issue 17: a hook's change that cannot be stored, and a stopping caller ---------------------
+
+UNSTORABLE = [
+    ("an object", lambda event: setattr(event.job, "comment", object()),
+     "job.comment: a value of type object cannot be stored"),
+    ("a non-str key", lambda event: event.job.Resource_List.__setitem__(1, "x"),
+     "job.Resource_List: key 1 is not a string"),
+    ("a NaN", lambda event: setattr(event.job, "comment", float("nan")),
+     "job.comment: nan is not a number"),
+    ("a set in a list", lambda event: setattr(event.job, "comment", [{1, 2}]),
+     "job.comment[0]: a value of type set cannot be stored"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("what", "body", "why"), UNSTORABLE, ids=[u[0] for u in UNSTORABLE])
+def test_a_change_that_cannot_be_stored_is_that_hooks_error(chain, mode, what, body, why):
+    after = []
+    runner = chain({"a": Hook(body, order=1), "b": Hook(after.append, order=2)}, mode=mode)
+    event = queuejob()
+    out = runner.fire(event)
+    assert (out.accepted, out.kind, out.hook) == (False, "error", "a")
+    assert out.detail == f"the hook's change cannot be stored: {why}"
+    assert out.message == ("request rejected as filter hook 'a' encountered an exception. "
+                           "Please inform Admin")
+    assert out.changes == {} and after == []
+    # nothing of it is left on the event's job either (a caller that stores the job)
+    json.dumps(event.job.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_storable_changes_still_apply(chain, mode):
+    def body(event):
+        event.job.comment = "fine"
+        event.job.Resource_List["walltime"] = "00:10:00"
+        event.job.Variable_List = {"A": "1", "B": ["x", 2, 3.5, None, True]}
+
+    out = chain({"a": Hook(body)}, mode=mode).fire(queuejob())
+    assert out.accepted
+    assert out.changes["job"]["comment"] == "fine"
+    assert out.changes["job"]["Variable_List"] == {"A": "1", "B": ["x", 2, 3.5, None, True]}
+
+
+def test_the_child_reports_in_json_never_pickle(chain, monkeypatch):
+    """The root parent never unpickles what a hook's process sent."""
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle.loads called")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    out = chain({"a": Hook(trail)}, mode="process").fire(begin())
+    assert out.accepted and out.changes["job"]["comment"] == "a"
+
+
+def test_a_stopping_caller_kills_a_running_hook_process(tmp_path):
+    """`Runner.cancel` answering true ends a process-mode hook at once, as an error, however
+    far away its alarm is; the hook's process is gone."""
+    pidfile = tmp_path / "pid"
+
+    def swallow(event):
+        pidfile.write_text(str(os.getpid()))
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:  # noqa: BLE001 - the point of the test
+                pass
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    plugins.site.plugins["a"] = PluginSite("a", enabled=True, attributes={"alarm": 600})
+    assert plugins.add("a", Hook(swallow)).status == "enabled"
+    runner = Runner(plugins, cancel=pidfile.exists)
+    out = runner.fire(queuejob())
+    assert (out.kind, out.hook) == ("error", "a")
+    assert out.detail == "the server is stopping: the hook's process was killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
+
+
+def test_every_event_runs_its_hooks_in_a_process_by_default(chain):
+    """No hook can take its caller down by default: server events too run in a child."""
+    pids = []
+    runner = chain({"a": Hook(lambda event: pids.append(os.getpid()) or os._exit(3))})
+    out = runner.fire(queuejob())
+    assert [r.mode for r in out.runs] == ["process"]
+    assert (out.kind, out.detail) == ("error", "the hook's process exited with status 3 "
+                                                "while the hook ran")
+    assert pids == []  # it ran elsewhere

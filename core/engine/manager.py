@@ -350,7 +350,8 @@ class Manager:
                 # A disabled pbs hook keeps its type (and so its order range, -1000..2000).
                 info = self._declared[name]
                 try:
-                    attrs = info.hook_attributes(tuple(info.events or ()))
+                    attrs = plugins.site.hook_attributes(
+                        name, info.hook_attributes(tuple(info.events or ())))
                 except (TypeError, ValueError):
                     attrs = None
             if attrs is None:
@@ -382,9 +383,7 @@ class Manager:
                 raise QmgrError(PBSE_HOOKERROR, f"hook name '{name}' already registered, "
                                 "try another name", obj_type="hook", obj_name=name)
             values: dict[str, Any] = {"enabled": True}
-            record = eng.plugins.get(name)
-            if record is not None and record.attributes is not None:
-                self._one_provision_hook(name, record.attributes.events)
+            self._one_provision_hook(name, self._declared_events(name))
         elif cmd.verb == "delete":
             values = {}
         else:
@@ -411,6 +410,30 @@ class Manager:
             raise QmgrError(PBSE_HOOKERROR, str(exc).splitlines()[0], obj_type="hook",
                             obj_name=name) from None
         self.reload_plugins()
+
+    def _declared_events(self, name: str) -> tuple[str, ...]:
+        """The events plugin `name` has, or would have once created: a disabled plugin is
+        imported to read them (creating the hook imports it anyway)."""
+        from ..events import EVENTS
+        from ..plugins import _hookimpl_names
+
+        record = self.engine.plugins.get(name)
+        if record is None:
+            return ()
+        if record.attributes is not None:
+            return tuple(record.attributes.events)
+        if record.status != "disabled" or record.entry_point is None:
+            return ()
+        try:
+            module = record.entry_point.load()
+        except Exception:  # noqa: BLE001 - a broken plugin fails when it is loaded
+            return ()
+        info = getattr(module, "plugin_info", None)
+        declared = getattr(info, "events", None)
+        if declared is not None:
+            return tuple(e.strip() for e in declared.split(",")) if isinstance(declared, str) \
+                else tuple(declared)
+        return tuple(h for h in _hookimpl_names(module) if h in EVENTS)
 
     def _one_provision_hook(self, name: str, events: Any) -> None:
         """PBS allows one provision hook: another hook of the site that has the event
