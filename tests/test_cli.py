@@ -1088,6 +1088,12 @@ def test_hook_import_refuses_bad_files_and_writes_nothing(dists, home, run, tmp_
                               str(tmp_path / "unknown.CF")))
     assert 'colour = "red": unknown key' in line
 
+    (tmp_path / "conf.yaml").write_text('{"timeout": 1}\n')  # PBS refuses the suffix
+    line = one_line_error(run("hook", "import", "hosty", "--hk", str(hk), "--cf",
+                              str(tmp_path / "conf.yaml")))
+    assert line == (f"pbsplug: error: {tmp_path / 'conf.yaml'} contains an invalid suffix, "
+                    "should be one of: .json .py .txt .xml .ini")
+
     (tmp_path / "alarm.HK").write_text("hook_name=hosty\nalarm=0\n")
     line = one_line_error(run("hook", "import", "hosty", "--hk", str(tmp_path / "alarm.HK")))
     assert "set_hook_alarm: alarm value '0' of a hook must be > 0" in line
