@@ -795,8 +795,14 @@ class Engine:
 
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
-        instances = [i for answer in self.plugins.hook.sched_instances(server=server)
-                     for i in (answer or [])]
+        instances = []
+        for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
+            try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
+                instances += list(impl.function(server=server) or [])
+            except (Exception, SystemExit) as exc:
+                self.log(LOG_ERROR, "Server", self.host, f"sched_instances of "
+                         f"{impl.plugin_name} failed, its schedulers are left out: "
+                         f"{type(exc).__name__}: {exc}")
         stored = self.store.all("sched")
         own = stored.pop("default", {})  # default's own policy, beside the server's
         if own:
