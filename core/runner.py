@@ -66,6 +66,15 @@ try:
 except ImportError:  # pragma: no cover - a Python without the _signal module
     _set_handler = signal.signal
 
+try:  # prctl(PR_SET_PDEATHSIG) for forked hooks, looked up once here, not in every child
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+    _PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong)
+except (ImportError, OSError, AttributeError):  # pragma: no cover - not Linux
+    _PRCTL = None
+_PR_SET_PDEATHSIG = 1
+
 ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
 PROCEED = "proceed"
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
@@ -350,6 +359,25 @@ def _become_job_owner(event: Event) -> None:
     os.setuid(pw.pw_uid)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the child gets SIGKILL when the process that forked it dies (a server killed
+    with SIGKILL must not leave a hook that swallows every signal running for ever)."""
+    if _PRCTL is not None:
+        try:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except OSError:
+            pass
+    if os.getppid() != parent:  # it died before prctl: go now
+        os._exit(0)
+
+
+def _close_other_fds(keep: int) -> None:
+    """A child that leaves root (user = pbsuser) keeps only stdio and its report pipe: not
+    the server's database, socket or logs."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(keep + 1, os.sysconf("SC_OPEN_MAX")))
+
+
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -366,6 +394,8 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     clock = AlarmClock()  # the child leaves by os._exit: nothing to disarm
     if batch[0].attrs.user == "pbsuser":
         try:
+            if os.geteuid() == 0:
+                _close_other_fds(fd)
             _become_job_owner(event)
         except Exception as exc:
             _send(fd, ("start", 0))
@@ -571,9 +601,11 @@ class Runner:
             except (AttributeError, ValueError, OSError):
                 pass
         read_fd, write_fd = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: run the hooks, report, and leave without cleanup
             try:
+                _die_with_parent(parent)
                 os.close(read_fd)
                 _child_main(batch, event, write_fd)
             except BaseException:  # noqa: BLE001 - whatever happens, the child exits here

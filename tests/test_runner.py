@@ -536,3 +536,85 @@ def test_every_event_runs_its_hooks_in_a_process_by_default(chain):
     assert (out.kind, out.detail) == ("error", "the hook's process exited with status 3 "
                                                 "while the hook ran")
     assert pids == []  # it ran elsewhere
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_a_pbsuser_hook_keeps_none_of_the_callers_files(tmp_path):
+    """A hook running as the job owner must not hold the server's database, socket or logs
+    open: only stdio and its report pipe."""
+    secret = open(tmp_path / "server.db", "w")  # noqa: SIM115 - held open across the fire
+    held = secret.fileno()
+
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser")
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            event.job.comment = ",".join(sorted(os.listdir("/proc/self/fd"), key=int))
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.add("asuser", AsUser(), enable=True)
+    try:
+        out = Runner(plugins).fire(Event.from_dict("execjob_prologue", {
+            "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    finally:
+        secret.close()
+    assert out.accepted, out.detail
+    fds = [int(f) for f in out.changes["job"]["comment"].split(",")]
+    assert held not in fds
+    assert len([f for f in fds if f > 2]) == 2  # the report pipe, and listdir's own
+
+
+def test_a_hook_process_dies_with_its_caller(tmp_path):
+    """A caller killed with SIGKILL (a crashed server) takes its hook's process along, even
+    one that swallows every signal it can."""
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "pid"
+    script = f"""
+import os, time
+from pathlib import Path
+from pbsplug import Event, PluginInfo, PluginSet, Runner, hookimpl
+from pbsplug.siteconfig import PluginSite, SiteConfig
+
+class Swallow:
+    plugin_info = PluginInfo(events=("queuejob",), alarm=600)
+
+    @hookimpl
+    def queuejob(self, event):
+        Path({str(pidfile)!r}).write_text(str(os.getpid()))
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:
+                pass
+
+plugins = PluginSet(SiteConfig(path=Path({str(tmp_path / 's.toml')!r})))
+plugins.add("swallow", Swallow(), enable=True)
+Runner(plugins).fire(Event.from_dict("queuejob", {{"job": {{"id": "1.s"}}}}))
+"""
+    caller = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert time.monotonic() < deadline and caller.poll() is None, "no hook ran"
+            time.sleep(0.05)
+        hook = int(pidfile.read_text())
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 30
+        while _alive(hook):
+            assert time.monotonic() < deadline, "the hook's process outlived its caller"
+            time.sleep(0.05)
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
