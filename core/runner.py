@@ -255,8 +255,20 @@ def _check_changes(event: Event) -> str | None:
         for key, value in list(changes.items()):
             problem = (f"{label}: attribute name {key!r} is not a string"
                        if not isinstance(key, str) else unstorable(value, f"{label}.{key}"))
-            if problem:
-                why = why or problem
+            if not problem:
+                continue
+            why = why or problem
+            current = obj._attrs.get(key)
+            if isinstance(value, dict) and isinstance(current, dict):
+                # A resource mapping: drop only the entries the hook set that cannot be
+                # stored, not the whole mapping (bypassing its change record).
+                for sub, item in list(value.items()):
+                    if not isinstance(sub, str) or unstorable(item):
+                        dict.pop(current, sub, None)
+                        value.pop(sub, None)
+                if not value:
+                    changes.pop(key, None)
+            else:
                 changes.pop(key, None)
                 obj._attrs.pop(key, None)  # the hook's value, not a stored one: drop it
     for key in ("argv", "env"):

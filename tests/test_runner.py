@@ -618,3 +618,19 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_an_unstorable_resource_leaves_the_others_in_process(chain):
+    """In process the hook's objects are the caller's: only the value that cannot be stored
+    goes, not the whole resource mapping it was put in."""
+    def body(event):
+        event.job.Resource_List["ncpus"] = 4
+        event.job.Resource_List["bad"] = {1, 2}
+
+    event = Event.from_dict("queuejob", {"job": {"id": "1.srv",
+                                                 "Resource_List": {"mem": "1gb"}}})
+    out = chain({"a": Hook(body)}, mode="inprocess").fire(event)
+    assert (out.kind, out.detail) == ("error", "the hook's change cannot be stored: "
+                                      "job.Resource_List.bad: a value of type set cannot be "
+                                      "stored")
+    assert event.job.to_dict()["Resource_List"] == {"mem": "1gb", "ncpus": 4}
