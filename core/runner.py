@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import pwd
+import resource
 import select
 import signal
 import struct
@@ -391,6 +392,8 @@ def _close_other_fds(keep: int) -> None:
 
 
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
+    # A hook that crashes leaves no core file (root's, in whatever folder the caller is in).
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _raise_alarm)

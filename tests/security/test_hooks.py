@@ -133,6 +133,7 @@ def test_a_failing_hook_is_that_hooks_error_and_the_server_goes_on(kind, bad_eng
     before = essentials(engine.job(others))
     node = next(iter(engine.nodes()))
     node_before = engine.nodes()[node]
+    files_before = sorted(p.name for p in engine.work.iterdir())
 
     # queuejob: the submission is refused with PBS's message, nothing is stored
     (control / "queuejob").write_text(kind)
@@ -178,8 +179,10 @@ def test_a_failing_hook_is_that_hooks_error_and_the_server_goes_on(kind, bad_eng
     assert all(isinstance(n.get("comment", ""), str) for n in nodes.values())
     assert nodes[node]["resources_available"] == node_before["resources_available"]
 
-    # the same server answers, another user's job is intact
+    # the same server answers, another user's job is intact, no file was made (a core)
     assert engine.home.server_pid() == pid
+    assert sorted(p.name for p in engine.work.iterdir()) == files_before
+    assert not list(engine.root.glob("core*"))
     assert essentials(engine.job(others)) == before
     assert engine.pbs("qstat").returncode == 0
 
