@@ -458,13 +458,17 @@ class Runner:
     def __init__(self, plugins, *, mode: str | None = None,
                  trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
                  alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None,
-                 cancel: Callable[[], bool] | None = None):
+                 cancel: Callable[[], bool] | None = None, reap_later: bool = False):
         self.plugins = plugins
         self.mode = mode
         self.alarm_grace = alarm_grace
         #: Asked while a process-mode hook runs: when it answers true (the server is
         #: stopping), the hook's process is killed and the hook ends as an error.
         self.cancel = cancel
+        #: Do not wait for a child that reported its end to exit (it costs a process's
+        #: teardown per fork): it is reaped at the next fork, or by the caller's own
+        #: ``waitpid(-1)`` (the engine's server reaps its children every poll).
+        self.reap_later = reap_later
         #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<n>.in`` / ``.out``
         #: (PBS keeps them in hooks/tmp); without it, they go to the hook's log at INFO.
         self.debug_dir = Path(debug_dir) if debug_dir else None
@@ -472,6 +476,8 @@ class Runner:
         self.trace: deque[HookRun] = deque(maxlen=trace_size)
         self.trace_file = Path(trace_file) if trace_file else None
         self._chains: dict[str, list[HookEntry]] = {}
+        #: Children that reported their end and are exiting: reaped at the next fork.
+        self._leaving: list[int] = []
 
     def chain(self, event: str) -> list[HookEntry]:
         """The hooks that run for `event`, in run order."""
@@ -608,7 +614,20 @@ class Runner:
                 fh.write(lines)
 
     # -- process mode -----------------------------------------------------------------------------
+    def reap(self) -> None:
+        """Collect the hook processes that ended since the last fork; one that reported its
+        end but still runs is killed (all it had left to do was exit)."""
+        leaving, self._leaving = self._leaving, []
+        for pid in leaving:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                pass  # the caller reaped it already (a server's waitpid(-1))
+
     def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:
+        self.reap()
         # Flush first, so that the child neither repeats nor loses buffered output.
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -712,7 +731,9 @@ class Runner:
                                         duration, outcome, text, wall))
                     current, deadline = None, None
                 elif message[0] == "end":
-                    if exited is None:
+                    if exited is None and self.reap_later:  # leaving: reaped at the next fork
+                        self._leaving.append(pid)
+                    elif exited is None:
                         os.waitpid(pid, 0)
                     return runs
             if exited is not None:

@@ -634,3 +634,19 @@ def test_an_unstorable_resource_leaves_the_others_in_process(chain):
                                       "job.Resource_List.bad: a value of type set cannot be "
                                       "stored")
     assert event.job.to_dict()["Resource_List"] == {"mem": "1gb", "ncpus": 4}
+
+
+def test_reap_later_leaves_the_exit_to_the_next_fork(chain):
+    """The engine's runner does not wait for a child that reported its end; the next fork
+    (or `reap`) collects it, and nothing is left after."""
+    runner = chain({"a": Hook(trail)}, mode="process")
+    runner.reap_later = True
+    assert runner.fire(begin()).accepted
+    first = list(runner._leaving)
+    assert len(first) == 1
+    assert runner.fire(begin()).accepted
+    assert runner._leaving != first  # the first one was collected by the second fork
+    runner.reap()
+    assert runner._leaving == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)

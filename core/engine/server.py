@@ -246,7 +246,7 @@ class Engine:
         # kills a hook's process rather than wait for the hook's alarm.
         return Runner(plugins, debug_dir=self.home.hooks_tmp,
                       trace_file=plugins.site.trace_file or self.home.trace,
-                      cancel=lambda: self.stopping)
+                      cancel=lambda: self.stopping, reap_later=True)
 
     # -- the site config --------------------------------------------------------------------------
     def _site_signature(self) -> tuple[int, int, int] | None:
