@@ -680,8 +680,9 @@ class Runner:
             if not ready and self.cancel is not None and self.cancel():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                entry = batch[current if current is not None else min(len(runs),
-                                                                       len(batch) - 1)]
+                if current is None and len(runs) == len(batch):
+                    return runs  # every hook had ended: the child was only leaving
+                entry = batch[current if current is not None else len(runs)]
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                     time.perf_counter() - started if current is not None
                                     else 0.0, ERROR, "the server is stopping: the hook's "
