@@ -710,33 +710,49 @@ class Runner:
                 if not chunk:
                     break
                 buf += chunk
-            while len(buf) >= 4:
-                (size,) = struct.unpack("!I", buf[:4])
-                if len(buf) < 4 + size:
-                    break
-                message = json.loads(buf[4:4 + size])
-                buf = buf[4 + size:]
-                if message[0] == "start":
-                    current = message[1]
-                    started, wall = time.perf_counter(), time.time()
-                    deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
-                elif message[0] == "done":
-                    _, index, outcome, text, duration, changes, records = message
-                    entry = batch[index]
-                    for name, level, msg, obj in records:
-                        logging.getLogger(name).log(
-                            level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
-                    if changes:
-                        event.apply_changes(changes)
-                    runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
-                                        duration, outcome, text, wall))
-                    current, deadline = None, None
-                elif message[0] == "end":
-                    if exited is None and self.reap_later:  # leaving: reaped at the next fork
-                        self._leaving.append(pid)
-                    elif exited is None:
-                        os.waitpid(pid, 0)
-                    return runs
+            try:
+                while len(buf) >= 4:
+                    (size,) = struct.unpack("!I", buf[:4])
+                    if len(buf) < 4 + size:
+                        break
+                    message = json.loads(buf[4:4 + size])
+                    buf = buf[4 + size:]
+                    if message[0] == "start":
+                        current = _index(message[1], batch)
+                        started, wall = time.perf_counter(), time.time()
+                        deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
+                    elif message[0] == "done":
+                        _, index, outcome, text, duration, changes, records = message
+                        entry = batch[_index(index, batch)]
+                        if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
+                            raise ValueError(f"outcome {outcome!r}")
+                        for name, level, msg, obj in records:
+                            logging.getLogger(name).log(
+                                level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
+                        if changes:
+                            event.apply_changes(changes)
+                        runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                            duration, outcome, text, wall))
+                        current, deadline = None, None
+                    elif message[0] == "end":
+                        if exited is None and self.reap_later:  # leaving: reaped at the next fork
+                            self._leaving.append(pid)
+                        elif exited is None:
+                            os.waitpid(pid, 0)
+                        return runs
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+                # Not what _child_main sends: the hook's process is not to be trusted.
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+                entry = batch[current if current is not None and 0 <= current < len(batch)
+                              else min(len(runs), len(batch) - 1)]
+                runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                    0.0, ERROR, "the hook's process sent a malformed report "
+                                    f"({type(exc).__name__}); killed", wall))
+                return runs
             if exited is not None:
                 break
         status = exited if exited is not None else os.waitpid(pid, 0)[1]
@@ -750,6 +766,13 @@ class Runner:
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
                                 ERROR, f"{_describe_status(status)} before the hook ran", wall))
         return runs
+
+
+def _index(value: Any, batch: list[HookEntry]) -> int:
+    """A hook's index in a child's report, checked."""
+    if type(value) is not int or not 0 <= value < len(batch):
+        raise ValueError(f"hook index {value!r}")
+    return value
 
 
 def _read_available(fd: int) -> bytes:

@@ -650,3 +650,26 @@ def test_reap_later_leaves_the_exit_to_the_next_fork(chain):
     assert runner._leaving == []
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+@pytest.mark.parametrize("report", [
+    ("done", 5, "accept", None, 0.0, {}, []),
+    ("done", 0, "maybe", None, 0.0, {}, []),
+    ("start", -1),
+    ("start", "0"),
+    ("done", 0, "accept", None, 0.0, {"job": {"comment": "x"}}, [[1, 2]]),
+])
+def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
+    """What a hook's process sends is checked: a report the runner's child would never send
+    ends as that hook's error, not the caller's."""
+    from pbsplug import runner as runner_module
+
+    def forged(batch, event, fd):
+        runner_module._send(fd, ("start", 0))
+        runner_module._send(fd, report)
+        time.sleep(30)
+
+    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(queuejob())
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert out.detail.startswith("the hook's process sent a malformed report")
