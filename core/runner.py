@@ -13,7 +13,7 @@ event applies (``Outcome.changes`` is empty); after a reject they do, as in PBS.
 
 Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
 
-* ``process`` (the default for execution-host events, and always for ``user = pbsuser``):
+* ``process`` (the default for every event, and always for ``user = pbsuser``):
   the runner forks the calling process, which has already imported the plugins, and runs
   the hook in the child. Consecutive process-mode hooks share one child, which reports each
   hook's start and end (with its changes and log records) over a pipe, so every failure is
@@ -21,10 +21,17 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   `HookAlarm` (a KeyboardInterrupt, as PBS does) in the hook, which may still catch it and
   reject; a hook that has not ended ``alarm_grace`` seconds later is killed with SIGKILL.
   Exceptions, sys.exit(), a killed or crashed interpreter and endless loops that swallow
-  BaseException all end as an error or an alarm of that hook; the caller goes on.
-* ``inprocess`` (the default for server events): the hook runs in the caller, with the alarm
-  raised by SIGALRM when the caller is the main thread. Fast, but it cannot stop a hook that
-  swallows BaseException or blocks in C code; sites choose it per plugin.
+  BaseException all end as an error or an alarm of that hook; the caller goes on. The child
+  reports in JSON (never pickle) and dies with its caller (PR_SET_PDEATHSIG); a report that
+  is not what the child sends is that hook's error. `Runner.cancel` (a stopping server)
+  kills a running child at once.
+* ``inprocess`` (an opt-in, ``isolation = "inprocess"``, for hooks the site trusts): the
+  hook runs in the caller, with the alarm raised by SIGALRM when the caller is the main
+  thread. Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
+  os._exit takes the caller with it.
+
+In both modes a change that cannot be stored as the engine stores attributes (JSON with
+string keys: no object, set or NaN) is the hook's error, and is not left on the objects.
 
 Forking needs a process whose other threads hold no locks the child needs: a caller with
 threads should fire process-mode events from a single-threaded helper process.
