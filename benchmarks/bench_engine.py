@@ -27,7 +27,7 @@ slow clients (issue 17 goal: root's qstat p99 within 2x of none)
     client and with 8 connections that trickle a request one byte per 0.5 s (reconnecting
     when the server drops them at its request deadline); p50/p99 of each.
 
-    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients]
+    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients|isolation]
                                                 [--slow-clients 8] [--qstat-sample 200]
                                                 [--jobs 1000]
                                                 [--cli-sample 20] [--crash-jobs 200]
@@ -546,9 +546,78 @@ def bench_slow_clients(args: argparse.Namespace, plugins: list[str]) -> None:
         bench.remove(args.keep)
 
 
+# -- hook isolation: what a forked hook costs per qsub ------------------------------------------
+
+#: A plugin with a no-op queuejob and postqueuejob hook, the two events every qsub fires.
+NOOP_PLUGIN = ("from pbsplug import PluginInfo, hookimpl\n"
+               "plugin_info = PluginInfo(events=('queuejob', 'postqueuejob'))\n"
+               "@hookimpl\n"
+               "def queuejob(event):\n"
+               "    pass\n"
+               "@hookimpl\n"
+               "def postqueuejob(event):\n"
+               "    pass\n")
+
+
+def _install_noop(folder: Path) -> None:
+    """The plugin as pip lays a distribution out, for the server's entry points."""
+    (folder / "pbsplug_benchnoop.py").write_text(NOOP_PLUGIN)
+    info = folder / "pbsplug_benchnoop-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
+
+
+def bench_isolation(args: argparse.Namespace) -> None:
+    """qsub latency with no hook, with the no-op hooks in the server's process (inprocess),
+    and in a forked child (process, the default): the difference is what isolation costs."""
+    n = args.isolation_jobs
+    print(f"\n== hook isolation: {n} held submissions through the API client per setting, "
+          "one no-op queuejob and postqueuejob hook")
+    folder = Path(tempfile.mkdtemp(prefix="pbn", dir="/tmp"))
+    _install_noop(folder)
+    results: dict[str, list[float]] = {}
+    try:
+        for setting in ("no hook", "inprocess", "process"):
+            bench = Bench([])
+            bench.env["PYTHONPATH"] = os.pathsep.join(
+                [str(folder)] + ([os.environ["PYTHONPATH"]] if "PYTHONPATH" in os.environ
+                                 else []))
+            if setting != "no hook":
+                bench.home.site.write_text("[plugins.benchnoop]\nenabled = true\n"
+                                           f'isolation = "{setting}"\n')
+            try:
+                bench.start()
+                client = bench.client()
+                attrs = {"Hold_Types": "u", "Variable_List": bench.variables}
+                for _ in range(min(20, n)):  # warm-up: caches, the first fork
+                    client("submit", attrs=attrs, argv=["/bin/true"])
+                latencies = []
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    client("submit", attrs=attrs, argv=["/bin/true"])
+                    latencies.append(time.perf_counter() - t0)
+                results[setting] = latencies
+            finally:
+                bench.stop()
+                bench.remove(args.keep)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"{'qsub request ms (client)':<28} {'p50':>8} {'p99':>8} {'mean':>8}")
+    for setting, lat in results.items():
+        print(f"{setting:<28} {statistics.median(lat) * 1e3:>8.2f} "
+              f"{percentile(lat, 99) * 1e3:>8.2f} {statistics.fmean(lat) * 1e3:>8.2f}")
+    cost = statistics.median(results["process"]) - statistics.median(results["inprocess"])
+    hooks = statistics.median(results["inprocess"]) - statistics.median(results["no hook"])
+    print(f"isolation costs {cost * 1e3:.2f} ms per qsub (p50, process - inprocess; two forks:"
+          f" queuejob and postqueuejob); the hooks themselves {hooks * 1e3:.2f} ms in process")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("throughput", "crash", "slow-clients"),
+    parser.add_argument("--only", choices=("throughput", "crash", "slow-clients",
+                                            "isolation"),
                         help="run one benchmark (default: all)")
     parser.add_argument("--slow-clients", type=int, default=8,
                         help="slow clients: connections trickling a request")
@@ -568,6 +637,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the jobs to finish")
     parser.add_argument("--keep", action="store_true", help="keep the engine homes")
+    parser.add_argument("--isolation-jobs", type=int, default=300,
+                        help="isolation: submissions timed per setting")
     args = parser.parse_args()
 
     plugins = sorted({ep.name for ep in installed_entry_points()})
@@ -578,6 +649,8 @@ def main() -> None:
         bench_crash(args, plugins)
     if args.only in (None, "slow-clients"):
         bench_slow_clients(args, plugins)
+    if args.only in (None, "isolation"):
+        bench_isolation(args)
 
 
 if __name__ == "__main__":

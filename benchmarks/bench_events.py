@@ -1,7 +1,7 @@
 """One event through 5 enabled no-op plugins, per isolation mode (prints figures; never asserts).
 
-Five plugins each implement queuejob (a server event, in-process by default) and execjob_begin
-(a host event, process by default) and do nothing. Each event is fired with `Runner.fire` on
+Five plugins each implement queuejob (a server event) and execjob_begin (a host event) and do
+nothing; both run in a forked child by default. Each event is fired with `Runner.fire` on
 a fresh `Event`, as a server or MoM would; the plugins are registered through `PluginSet.add`
 with a site config that enables them and sets their ``isolation``, as `pbsplug.testing` does.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import units
-from .events import EVENTS, HOST_EVENTS
+from .events import EVENTS
 
 #: fail_action values, and the events a hook needs to have one of them.
 FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -30,6 +30,19 @@ FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
 PBSUSER_EVENTS = ("execjob_prologue", "execjob_epilogue", "execjob_preterm")
 ORDER_RANGE = {"site": (1, 1000), "pbs": (-1000, 2000)}
 ISOLATION_MODES = ("process", "inprocess")
+#: The suffixes PBS accepts for a hook's config file (qmgr import hook ... x-config).
+CONFIG_SUFFIXES = (".json", ".py", ".txt", ".xml", ".ini")
+#: What PBS names the config file it stored (server_priv/hooks/<h>.CF): read as is.
+STORED_CONFIG_SUFFIX = ".CF"
+
+
+def config_suffix_error(path: str | os.PathLike) -> str | None:
+    """PBS's refusal of a hook config file by its suffix, or None. PBS's own stored
+    ``<hook>.CF`` (what `pbsplug hook export` writes) is taken too."""
+    suffix = Path(path).suffix
+    if suffix in CONFIG_SUFFIXES or suffix == STORED_CONFIG_SUFFIX:
+        return None
+    return f"{path} contains an invalid suffix, should be one of: {' '.join(CONFIG_SUFFIXES)}"
 
 
 class HookAttributeError(ValueError):
@@ -52,15 +65,15 @@ class HookAttributes:
     user: str = "pbsadmin"
     type: str = "site"
     debug: bool = False
-    isolation: str | None = None           # None: "process" for host events, else "inprocess"
+    isolation: str | None = None           # None: "process" (inprocess is an opt-in)
 
     def mode_for(self, event: str) -> str:
-        """Where this hook runs for `event`: a pbsuser hook always runs in its own process."""
+        """Where this hook runs for `event`: in a forked process unless the site trusts it
+        with ``isolation = "inprocess"``; a pbsuser hook always runs in its own process.
+        No hook can take the server down by default, whatever the event."""
         if self.user == "pbsuser":
             return "process"
-        if self.isolation:
-            return self.isolation
-        return "process" if event in HOST_EVENTS else "inprocess"
+        return self.isolation or "process"
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)

@@ -33,7 +33,7 @@ import pluggy
 from . import hookspecs
 from .attributes import AttributeRegistry
 from .events import EVENTS
-from .hookattrs import HookAttributeError, HookAttributes
+from .hookattrs import HookAttributeError, HookAttributes, config_suffix_error
 from .settings import ConfigError, ConfigIssue, PluginInfo, api_compatible, validate_config
 from .siteconfig import SiteConfig
 
@@ -206,6 +206,9 @@ class PluginSet:
         if not_implemented := sorted(set(record.attributes.events) - set(implemented)):
             return self._fail(record, f"events {', '.join(not_implemented)} are enabled but "
                                       "the plugin implements no hook for them")
+        config_file = self.site.plugin(record.name).config_file
+        if config_file is not None and (why := config_suffix_error(config_file)):
+            return self._fail(record, f"bad configuration: {why}")
         try:
             values, sources = self.site.plugin_config_values(record.name)
             record.config, issues = _validate_plugin_config(record.name, info, values, sources)
@@ -222,7 +225,7 @@ class PluginSet:
                           and "provision" in r.attributes.events), None)
             if other is not None:
                 return self._fail(record, f"Another hook '{other}' already has event "
-                                          "'provision'; only one hook may have it")
+                                          "'provision', only one 'provision' hook allowed")
         try:
             self.pm.register(plugin, name=record.name)
         except (pluggy.PluginValidationError, ValueError) as exc:

@@ -13,7 +13,7 @@ event applies (``Outcome.changes`` is empty); after a reject they do, as in PBS.
 
 Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
 
-* ``process`` (the default for execution-host events, and always for ``user = pbsuser``):
+* ``process`` (the default for every event, and always for ``user = pbsuser``):
   the runner forks the calling process, which has already imported the plugins, and runs
   the hook in the child. Consecutive process-mode hooks share one child, which reports each
   hook's start and end (with its changes and log records) over a pipe, so every failure is
@@ -21,10 +21,17 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   `HookAlarm` (a KeyboardInterrupt, as PBS does) in the hook, which may still catch it and
   reject; a hook that has not ended ``alarm_grace`` seconds later is killed with SIGKILL.
   Exceptions, sys.exit(), a killed or crashed interpreter and endless loops that swallow
-  BaseException all end as an error or an alarm of that hook; the caller goes on.
-* ``inprocess`` (the default for server events): the hook runs in the caller, with the alarm
-  raised by SIGALRM when the caller is the main thread. Fast, but it cannot stop a hook that
-  swallows BaseException or blocks in C code; sites choose it per plugin.
+  BaseException all end as an error or an alarm of that hook; the caller goes on. The child
+  reports in JSON (never pickle) and dies with its caller (PR_SET_PDEATHSIG); a report that
+  is not what the child sends is that hook's error. `Runner.cancel` (a stopping server)
+  kills a running child at once.
+* ``inprocess`` (an opt-in, ``isolation = "inprocess"``, for hooks the site trusts): the
+  hook runs in the caller, with the alarm raised by SIGALRM when the caller is the main
+  thread. Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
+  os._exit takes the caller with it.
+
+In both modes a change that cannot be stored as the engine stores attributes (JSON with
+string keys: no object, set or NaN) is the hook's error, and is not left on the objects.
 
 Forking needs a process whose other threads hold no locks the child needs: a caller with
 threads should fire process-mode events from a single-threaded helper process.
@@ -35,9 +42,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
-import pickle
 import pwd
+import resource
 import select
 import signal
 import struct
@@ -66,8 +74,19 @@ try:
 except ImportError:  # pragma: no cover - a Python without the _signal module
     _set_handler = signal.signal
 
+try:  # prctl(PR_SET_PDEATHSIG) for forked hooks, looked up once here, not in every child
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+    _PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong)
+except (ImportError, OSError, AttributeError):  # pragma: no cover - not Linux
+    _PRCTL = None
+_PR_SET_PDEATHSIG = 1
+
 ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
 PROCEED = "proceed"
+#: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
+CANCEL_TICK = 0.1
 
 
 class HookAlarm(KeyboardInterrupt):
@@ -197,6 +216,76 @@ def _raise_alarm(signum, frame):
         raise HookAlarm()
 
 
+def unstorable(value: Any, where: str = "") -> str | None:
+    """Why `value` cannot be stored as the engine stores every attribute (JSON with string
+    keys), or None. A hook's change that fails this is that hook's error: nothing a hook sets
+    reaches the database, or another process, unless it can be stored and read back."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where or 'value'}: {value!r} is not a number"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where or 'value'}: key {key!r} is not a string"
+            why = unstorable(item, f"{where}.{key}" if where else key)
+            if why:
+                return why
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            why = unstorable(item, f"{where}[{index}]")
+            if why:
+                return why
+        return None
+    return f"{where or 'value'}: a value of type {type(value).__name__} cannot be stored"
+
+
+def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
+    """(label, object) of every object of `event` a hook may have changed."""
+    for key in ("job", "vnode", "resv"):
+        obj = getattr(event, key, None)
+        if obj is not None:
+            yield key, obj
+    for key in ("vnode_list", "vnode_list_fail"):
+        for name, vnode in (getattr(event, key, None) or {}).items():
+            yield f"{key}[{name}]", vnode
+
+
+def _check_changes(event: Event) -> str | None:
+    """Why a change the hooks made to `event` cannot be stored, or None. An object that
+    cannot be stored is also taken out of the event, so that no caller ever stores it."""
+    why = None
+    for label, obj in _changed_objects(event):
+        changes = getattr(obj, "_changes", None)
+        if not changes:
+            continue
+        for key, value in list(changes.items()):
+            problem = (f"{label}: attribute name {key!r} is not a string"
+                       if not isinstance(key, str) else unstorable(value, f"{label}.{key}"))
+            if not problem:
+                continue
+            why = why or problem
+            current = obj._attrs.get(key)
+            if isinstance(value, dict) and isinstance(current, dict):
+                # A resource mapping: drop only the entries the hook set that cannot be
+                # stored, not the whole mapping (bypassing its change record).
+                for sub, item in list(value.items()):
+                    if not isinstance(sub, str) or unstorable(item):
+                        dict.pop(current, sub, None)
+                        value.pop(sub, None)
+                if not value:
+                    changes.pop(key, None)
+            else:
+                changes.pop(key, None)
+                obj._attrs.pop(key, None)  # the hook's value, not a stored one: drop it
+    for key in ("argv", "env"):
+        value = getattr(event, key, None)
+        if value is not None and (problem := unstorable(value, key)):
+            why = why or problem
+    return why
+
+
 def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
               ) -> tuple[str, str | None]:
     """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
@@ -226,9 +315,17 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        entry.logger.error("%s hook '%s' encountered an exception, request rejected\n%s",
-                           event.type, entry.name, "".join(tb).rstrip())
-        return ERROR, f"{type(exc).__name__}: {exc}"
+        what = f"{type(exc).__name__}: {exc}"
+        # The first line says it all (a command shows only that); the traceback follows.
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
+                           event.type, entry.name, what.splitlines()[0] if what else what,
+                           "".join(tb).rstrip())
+        return ERROR, what
+    why = _check_changes(event)
+    if why is not None:
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
+                           "its change cannot be stored: %s", event.type, entry.name, why)
+        return ERROR, f"the hook's change cannot be stored: {why}"
     decision = event._decision
     if decision is not None and decision[0] == REJECT:
         return REJECT, decision[1]
@@ -240,7 +337,9 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
 # -- the process boundary ---------------------------------------------------------------------
 
 def _send(fd: int, message: tuple) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    # JSON, not pickle: the parent (root) never unpickles what a hook's process sent, and
+    # a change that is not plain data cannot travel (call_hook has refused it already).
+    data = json.dumps(message, allow_nan=False).encode()
     view = memoryview(struct.pack("!I", len(data)) + data)
     while view:
         written = os.write(fd, view)
@@ -280,7 +379,28 @@ def _become_job_owner(event: Event) -> None:
     os.setuid(pw.pw_uid)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the child gets SIGKILL when the process that forked it dies (a server killed
+    with SIGKILL must not leave a hook that swallows every signal running for ever)."""
+    if _PRCTL is not None:
+        try:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except OSError:
+            pass
+    if os.getppid() != parent:  # it died before prctl: go now
+        os._exit(0)
+
+
+def _close_other_fds(keep: int) -> None:
+    """A child that leaves root (user = pbsuser) keeps only stdio and its report pipe: not
+    the server's database, socket or logs."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, max(keep + 1, os.sysconf("SC_OPEN_MAX")))
+
+
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
+    # A hook that crashes leaves no core file (root's, in whatever folder the caller is in).
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _raise_alarm)
@@ -296,6 +416,8 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     clock = AlarmClock()  # the child leaves by os._exit: nothing to disarm
     if batch[0].attrs.user == "pbsuser":
         try:
+            if os.geteuid() == 0:
+                _close_other_fds(fd)
             _become_job_owner(event)
         except Exception as exc:
             _send(fd, ("start", 0))
@@ -311,6 +433,9 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
             outcome, message = ERROR, "interrupted"
         duration = time.perf_counter() - t0
         changes = event.take_changes() if outcome in (ACCEPT, REJECT) else {}
+        why = unstorable(changes)
+        if why is not None:  # e.g. a vnode a hook added with a value that cannot be stored
+            outcome, message, changes = ERROR, f"the hook's change cannot be stored: {why}", {}
         _send(fd, ("done", index, outcome, message, duration, changes, capture.take()))
         if outcome != ACCEPT:
             break
@@ -339,10 +464,18 @@ class Runner:
 
     def __init__(self, plugins, *, mode: str | None = None,
                  trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
-                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None):
+                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None,
+                 cancel: Callable[[], bool] | None = None, reap_later: bool = False):
         self.plugins = plugins
         self.mode = mode
         self.alarm_grace = alarm_grace
+        #: Asked while a process-mode hook runs: when it answers true (the server is
+        #: stopping), the hook's process is killed and the hook ends as an error.
+        self.cancel = cancel
+        #: Do not wait for a child that reported its end to exit (it costs a process's
+        #: teardown per fork): it is reaped at the next fork, or by the caller's own
+        #: ``waitpid(-1)`` (the engine's server reaps its children every poll).
+        self.reap_later = reap_later
         #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<n>.in`` / ``.out``
         #: (PBS keeps them in hooks/tmp); without it, they go to the hook's log at INFO.
         self.debug_dir = Path(debug_dir) if debug_dir else None
@@ -350,6 +483,8 @@ class Runner:
         self.trace: deque[HookRun] = deque(maxlen=trace_size)
         self.trace_file = Path(trace_file) if trace_file else None
         self._chains: dict[str, list[HookEntry]] = {}
+        #: Children that reported their end and are exiting: reaped at the next fork.
+        self._leaving: list[int] = []
 
     def chain(self, event: str) -> list[HookEntry]:
         """The hooks that run for `event`, in run order."""
@@ -370,6 +505,8 @@ class Runner:
                 chain.append(HookEntry(impl.plugin_name, impl.function, attrs,
                                        record.config if record is not None else {}, mode))
             chain.sort(key=lambda e: (e.attrs.order, e.name))
+            for entry in chain:  # set a debug hook's level here, not only in a forked child
+                entry.logger  # noqa: B018 - the cached property sets the level
             self._chains[event] = chain
         return chain
 
@@ -487,7 +624,20 @@ class Runner:
                 pass  # a trace that cannot be written (a full disk) must not fail the event
 
     # -- process mode -----------------------------------------------------------------------------
+    def reap(self) -> None:
+        """Collect the hook processes that ended since the last fork; one that reported its
+        end but still runs is killed (all it had left to do was exit)."""
+        leaving, self._leaving = self._leaving, []
+        for pid in leaving:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                pass  # the caller reaped it already (a server's waitpid(-1))
+
     def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:
+        self.reap()
         # Flush first, so that the child neither repeats nor loses buffered output.
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -495,9 +645,11 @@ class Runner:
             except (AttributeError, ValueError, OSError):
                 pass
         read_fd, write_fd = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: run the hooks, report, and leave without cleanup
             try:
+                _die_with_parent(parent)
                 os.close(read_fd)
                 _child_main(batch, event, write_fd)
             except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
@@ -531,9 +683,21 @@ class Runner:
         started = wall = 0.0
         deadline: float | None = None
         exited: int | None = None
+        tick = 1.0 if self.cancel is None else CANCEL_TICK
         while True:
-            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.monotonic()))
             ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready and self.cancel is not None and self.cancel():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                if current is None and len(runs) == len(batch):
+                    return runs  # every hook had ended: the child was only leaving
+                entry = batch[current if current is not None else len(runs)]
+                runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                    time.perf_counter() - started if current is not None
+                                    else 0.0, ERROR, "the server is stopping: the hook's "
+                                    "process was killed", wall))
+                return runs
             if not ready:
                 if deadline is not None and time.monotonic() >= deadline:
                     entry = batch[current]
@@ -556,31 +720,49 @@ class Runner:
                 if not chunk:
                     break
                 buf += chunk
-            while len(buf) >= 4:
-                (size,) = struct.unpack("!I", buf[:4])
-                if len(buf) < 4 + size:
-                    break
-                message = pickle.loads(buf[4:4 + size])
-                buf = buf[4 + size:]
-                if message[0] == "start":
-                    current = message[1]
-                    started, wall = time.perf_counter(), time.time()
-                    deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
-                elif message[0] == "done":
-                    _, index, outcome, text, duration, changes, records = message
-                    entry = batch[index]
-                    for name, level, msg, obj in records:
-                        logging.getLogger(name).log(
-                            level, "%s", msg, extra={PBS_OBJECT: obj} if obj else None)
-                    if changes:
-                        event.apply_changes(changes)
-                    runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
-                                        duration, outcome, text, wall))
-                    current, deadline = None, None
-                elif message[0] == "end":
-                    if exited is None:
-                        os.waitpid(pid, 0)
-                    return runs
+            try:
+                while len(buf) >= 4:
+                    (size,) = struct.unpack("!I", buf[:4])
+                    if len(buf) < 4 + size:
+                        break
+                    message = json.loads(buf[4:4 + size])
+                    buf = buf[4 + size:]
+                    if message[0] == "start":
+                        current = _index(message[1], batch)
+                        started, wall = time.perf_counter(), time.time()
+                        deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
+                    elif message[0] == "done":
+                        _, index, outcome, text, duration, changes, records = message
+                        entry = batch[_index(index, batch)]
+                        if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
+                            raise ValueError(f"outcome {outcome!r}")
+                        for name, level, msg, obj in records:
+                            logging.getLogger(name).log(
+                                level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
+                        if changes:
+                            event.apply_changes(changes)
+                        runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                            duration, outcome, text, wall))
+                        current, deadline = None, None
+                    elif message[0] == "end":
+                        if exited is None and self.reap_later:  # leaving: reaped at the next fork
+                            self._leaving.append(pid)
+                        elif exited is None:
+                            os.waitpid(pid, 0)
+                        return runs
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+                # Not what _child_main sends: the hook's process is not to be trusted.
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+                entry = batch[current if current is not None and 0 <= current < len(batch)
+                              else min(len(runs), len(batch) - 1)]
+                runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                                    0.0, ERROR, "the hook's process sent a malformed report "
+                                    f"({type(exc).__name__}); killed", wall))
+                return runs
             if exited is not None:
                 break
         status = exited if exited is not None else os.waitpid(pid, 0)[1]
@@ -594,6 +776,13 @@ class Runner:
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
                                 ERROR, f"{_describe_status(status)} before the hook ran", wall))
         return runs
+
+
+def _index(value: Any, batch: list[HookEntry]) -> int:
+    """A hook's index in a child's report, checked."""
+    if type(value) is not int or not 0 <= value < len(batch):
+        raise ValueError(f"hook index {value!r}")
+    return value
 
 
 def _read_available(fd: int) -> bytes:

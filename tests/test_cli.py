@@ -410,7 +410,8 @@ def test_enable_and_disable_keep_comments_and_layout(dists, home, run):
 
     result = run("plugins", "enable", "alpha")
     assert result.returncode == 0, result.stderr
-    assert f"plugin 'alpha' enabled in {site}" in result.stdout
+    assert result.stdout == (f"plugin 'alpha' enabled in {site}; no server is running in "
+                             f"{home}\n")
     text = site.read_text()
     assert text == SITE_WITH_COMMENTS.replace("enabled = false   #", "enabled = true   #")
     assert tomllib.loads(text)["plugins"]["alpha"]["enabled"] is True
@@ -544,7 +545,7 @@ def test_hooks_list_per_event_in_run_order(dists, home, run):
     assert list(data) == ["queuejob", "execjob_begin", "exechost_periodic"]
     assert [h["hook"] for h in data["queuejob"]] == ["charlie", "alpha", "bravo"]
     assert [h["order"] for h in data["queuejob"]] == [2, 5, 5]
-    assert data["queuejob"][0] == {"hook": "charlie", "order": 2, "mode": "inprocess",
+    assert data["queuejob"][0] == {"hook": "charlie", "order": 2, "mode": "process",
                                    "alarm": 30, "freq": None, "fail_action": ["none"],
                                    "user": "pbsadmin"}
     assert data["execjob_begin"] == [{"hook": "host", "order": 1, "mode": "process",
@@ -860,7 +861,7 @@ def test_event_rejected_without_a_message(event_setup, run, tmp_path):
     assert out["code"] == 15136
     assert out["fail_action"] == [] and out["consequence"] == "refuse"
     assert [(r["hook"], r["order"], r["mode"], r["outcome"]) for r in out["runs"]] == [
-        ("setter", 5, "inprocess", "accept"), ("rej", 7, "inprocess", "reject")]
+        ("setter", 5, "process", "accept"), ("rej", 7, "process", "reject")]
     for r in out["runs"]:
         assert RUN_KEYS <= set(r) and r["duration"] >= 0
     # Changes of earlier hooks survive a plain reject, as in PBS.
@@ -891,6 +892,22 @@ def test_event_exception(event_setup, run, tmp_path):
     assert out["fail_action"] == [] and out["consequence"] == "refuse"
     assert out["changes"] == {}  # no change applies after an exception
     assert "queuejob hook 'boom' encountered an exception, request rejected" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_event_a_raising_hook_is_one_line_without_debug(event_setup, run, tmp_path, mode):
+    """Issue 17: one line naming the hook and the error; the traceback with --debug."""
+    event_setup("[plugins.boom]\nenabled = true\nevents = [\"queuejob\"]\n")
+    job = str(tmp_path / "job.json")
+    result = run("event", "queuejob", "--input", job, "--mode", mode)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "pbsplug: ERROR: queuejob hook 'boom' encountered an exception, request rejected: "
+        "ValueError: bad thing"]
+    result = run("--debug", "event", "queuejob", "--input", job, "--mode", mode)
+    assert result.returncode == 1
+    assert "Traceback (most recent call last):" in result.stderr
+    assert 'raise ValueError("bad thing")' in result.stderr
 
 
 def test_event_fail_action_applies_on_exception_not_on_reject(event_setup, run, tmp_path):
@@ -1070,6 +1087,12 @@ def test_hook_import_refuses_bad_files_and_writes_nothing(dists, home, run, tmp_
     line = one_line_error(run("hook", "import", "hosty", "--hk", str(hk), "--cf",
                               str(tmp_path / "unknown.CF")))
     assert 'colour = "red": unknown key' in line
+
+    (tmp_path / "conf.yaml").write_text('{"timeout": 1}\n')  # PBS refuses the suffix
+    line = one_line_error(run("hook", "import", "hosty", "--hk", str(hk), "--cf",
+                              str(tmp_path / "conf.yaml")))
+    assert line == (f"pbsplug: error: {tmp_path / 'conf.yaml'} contains an invalid suffix, "
+                    "should be one of: .json .py .txt .xml .ini")
 
     (tmp_path / "alarm.HK").write_text("hook_name=hosty\nalarm=0\n")
     line = one_line_error(run("hook", "import", "hosty", "--hk", str(tmp_path / "alarm.HK")))

@@ -223,7 +223,8 @@ def test_hook_resv_begin(register_plugin, fire_event):
         event.reject("prologue service unreachable")
 
     register_plugin(on("resv_begin", begin), "resvlog")
-    out = fire_event("resv_begin", {"resv": {"resvid": "R1.s", "queue": "R1"}})
+    out = fire_event("resv_begin", {"resv": {"resvid": "R1.s", "queue": "R1"}},
+                     mode="inprocess")  # `seen` is this process's
     assert seen == [("R1.s", "R1")]
     assert_rejected(out, "prologue service unreachable", "ignore")
 
@@ -298,7 +299,8 @@ def test_hook_periodic_queued_jobs_are_read_only_with_their_estimates(register_p
     register_plugin(on("periodic", look), "look")
     out = fire_event("periodic", {"vnode_list": {}, "job_list": [
         {"id": "3.s", "job_state": "Q", "estimated": {"start_time": NOW + 60,
-                                                      "exec_vnode": "(n1:ncpus=1)"}}]})
+                                                      "exec_vnode": "(n1:ncpus=1)"}}]},
+                     mode="inprocess")  # `seen` is this process's
     assert seen == {"3.s": NOW + 60}
     assert out.kind == "error" and "read-only" in out.detail
     assert Event("periodic").job_list == {}  # carried, and empty when there is none

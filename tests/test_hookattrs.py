@@ -70,9 +70,13 @@ def test_site_name_cannot_use_pbs_prefix():
 
 
 def test_default_modes():
+    """Every event runs its hooks in a forked process unless the site opts a hook in."""
     assert BASE.mode_for("execjob_begin") == "process"
-    assert HookAttributes(events=("queuejob",)).mode_for("queuejob") == "inprocess"
-    assert HookAttributes(isolation="process").mode_for("queuejob") == "process"
+    assert HookAttributes(events=("queuejob",)).mode_for("queuejob") == "process"
+    assert HookAttributes(events=("periodic",)).mode_for("periodic") == "process"
+    assert HookAttributes(isolation="inprocess").mode_for("queuejob") == "inprocess"
+    assert HookAttributes(isolation="inprocess", user="pbsuser").mode_for(
+        "execjob_prologue") == "process"
 
 
 def test_hk_written_as_pbs_writes_it():

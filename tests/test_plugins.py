@@ -144,6 +144,31 @@ def queuejob(event):
     assert f'{cf}: timeout = "soon": expected a number' in from_cf.get("conf").error
 
 
+@pytest.mark.parametrize("name, ok", [("conf.CF", True), ("conf.json", True),
+                                      ("conf.ini", True), ("conf.txt", True), ("conf.xml", True),
+                                      ("conf.py", True), ("conf.yaml", False),
+                                      ("conf.cf", False), ("conf", False)])
+def test_a_config_file_has_one_of_pbs_suffixes(installed, tmp_path, name, ok):
+    """PBS imports a hook config file only with .json .py .txt .xml .ini; PBS's own stored
+    <hook>.CF is read as is."""
+    installed.add("conf", """
+from pbsplug import PluginInfo, Setting, hookimpl
+plugin_info = PluginInfo(config={"timeout": Setting(float, 30.0, gt=0)})
+@hookimpl
+def queuejob(event):
+    pass
+""")
+    cf = tmp_path / name
+    cf.write_text('{"timeout": 5}')
+    record = load(tmp_path, f'[plugins.conf]\nenabled = true\nconfig_file = "{cf}"\n'
+                  ).get("conf")
+    if ok:
+        assert record.config == {"timeout": 5.0}, record.error
+    else:
+        assert record.error == (f"bad configuration: {cf} contains an invalid suffix, should "
+                                "be one of: .json .py .txt .xml .ini")
+
+
 def test_a_plugins_own_check_sees_the_whole_configuration(installed, tmp_path):
     installed.add("pair", """
 from pbsplug import PluginInfo, Setting, hookimpl

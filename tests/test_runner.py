@@ -446,3 +446,230 @@ print("after")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=60)
     assert result.stdout == "beforefrom the hook\nafter\n", result.stderr
+
+
+# -- issue 17: a hook's change that cannot be stored, and a stopping caller ---------------------
+
+UNSTORABLE = [
+    ("an object", lambda event: setattr(event.job, "comment", object()),
+     "job.comment: a value of type object cannot be stored"),
+    ("a non-str key", lambda event: event.job.Resource_List.__setitem__(1, "x"),
+     "job.Resource_List: key 1 is not a string"),
+    ("a NaN", lambda event: setattr(event.job, "comment", float("nan")),
+     "job.comment: nan is not a number"),
+    ("a set in a list", lambda event: setattr(event.job, "comment", [{1, 2}]),
+     "job.comment[0]: a value of type set cannot be stored"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("what", "body", "why"), UNSTORABLE, ids=[u[0] for u in UNSTORABLE])
+def test_a_change_that_cannot_be_stored_is_that_hooks_error(chain, mode, what, body, why):
+    after = []
+    runner = chain({"a": Hook(body, order=1), "b": Hook(after.append, order=2)}, mode=mode)
+    event = queuejob()
+    out = runner.fire(event)
+    assert (out.accepted, out.kind, out.hook) == (False, "error", "a")
+    assert out.detail == f"the hook's change cannot be stored: {why}"
+    assert out.message == ("request rejected as filter hook 'a' encountered an exception. "
+                           "Please inform Admin")
+    assert out.changes == {} and after == []
+    # nothing of it is left on the event's job either (a caller that stores the job)
+    json.dumps(event.job.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_storable_changes_still_apply(chain, mode):
+    def body(event):
+        event.job.comment = "fine"
+        event.job.Resource_List["walltime"] = "00:10:00"
+        event.job.Variable_List = {"A": "1", "B": ["x", 2, 3.5, None, True]}
+
+    out = chain({"a": Hook(body)}, mode=mode).fire(queuejob())
+    assert out.accepted
+    assert out.changes["job"]["comment"] == "fine"
+    assert out.changes["job"]["Variable_List"] == {"A": "1", "B": ["x", 2, 3.5, None, True]}
+
+
+def test_the_child_reports_in_json_never_pickle(chain, monkeypatch):
+    """The root parent never unpickles what a hook's process sent."""
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle.loads called")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    out = chain({"a": Hook(trail)}, mode="process").fire(begin())
+    assert out.accepted and out.changes["job"]["comment"] == "a"
+
+
+def test_a_stopping_caller_kills_a_running_hook_process(tmp_path):
+    """`Runner.cancel` answering true ends a process-mode hook at once, as an error, however
+    far away its alarm is; the hook's process is gone."""
+    pidfile = tmp_path / "pid"
+
+    def swallow(event):
+        pidfile.write_text(str(os.getpid()))
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:  # noqa: BLE001 - the point of the test
+                pass
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    plugins.site.plugins["a"] = PluginSite("a", enabled=True, attributes={"alarm": 600})
+    assert plugins.add("a", Hook(swallow)).status == "enabled"
+    runner = Runner(plugins, cancel=pidfile.exists)
+    out = runner.fire(queuejob())
+    assert (out.kind, out.hook) == ("error", "a")
+    assert out.detail == "the server is stopping: the hook's process was killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
+
+
+def test_every_event_runs_its_hooks_in_a_process_by_default(chain):
+    """No hook can take its caller down by default: server events too run in a child."""
+    pids = []
+    runner = chain({"a": Hook(lambda event: pids.append(os.getpid()) or os._exit(3))})
+    out = runner.fire(queuejob())
+    assert [r.mode for r in out.runs] == ["process"]
+    assert (out.kind, out.detail) == ("error", "the hook's process exited with status 3 "
+                                                "while the hook ran")
+    assert pids == []  # it ran elsewhere
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_a_pbsuser_hook_keeps_none_of_the_callers_files(tmp_path):
+    """A hook running as the job owner must not hold the server's database, socket or logs
+    open: only stdio and its report pipe."""
+    secret = open(tmp_path / "server.db", "w")  # noqa: SIM115 - held open across the fire
+    held = secret.fileno()
+
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser")
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            event.job.comment = ",".join(sorted(os.listdir("/proc/self/fd"), key=int))
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.add("asuser", AsUser(), enable=True)
+    try:
+        out = Runner(plugins).fire(Event.from_dict("execjob_prologue", {
+            "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    finally:
+        secret.close()
+    assert out.accepted, out.detail
+    fds = [int(f) for f in out.changes["job"]["comment"].split(",")]
+    assert held not in fds
+    assert len([f for f in fds if f > 2]) == 2  # the report pipe, and listdir's own
+
+
+def test_a_hook_process_dies_with_its_caller(tmp_path):
+    """A caller killed with SIGKILL (a crashed server) takes its hook's process along, even
+    one that swallows every signal it can."""
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "pid"
+    script = f"""
+import os, time
+from pathlib import Path
+from pbsplug import Event, PluginInfo, PluginSet, Runner, hookimpl
+from pbsplug.siteconfig import PluginSite, SiteConfig
+
+class Swallow:
+    plugin_info = PluginInfo(events=("queuejob",), alarm=600)
+
+    @hookimpl
+    def queuejob(self, event):
+        Path({str(pidfile)!r}).write_text(str(os.getpid()))
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:
+                pass
+
+plugins = PluginSet(SiteConfig(path=Path({str(tmp_path / 's.toml')!r})))
+plugins.add("swallow", Swallow(), enable=True)
+Runner(plugins).fire(Event.from_dict("queuejob", {{"job": {{"id": "1.s"}}}}))
+"""
+    caller = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert time.monotonic() < deadline and caller.poll() is None, "no hook ran"
+            time.sleep(0.05)
+        hook = int(pidfile.read_text())
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 30
+        while _alive(hook):
+            assert time.monotonic() < deadline, "the hook's process outlived its caller"
+            time.sleep(0.05)
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_an_unstorable_resource_leaves_the_others_in_process(chain):
+    """In process the hook's objects are the caller's: only the value that cannot be stored
+    goes, not the whole resource mapping it was put in."""
+    def body(event):
+        event.job.Resource_List["ncpus"] = 4
+        event.job.Resource_List["bad"] = {1, 2}
+
+    event = Event.from_dict("queuejob", {"job": {"id": "1.srv",
+                                                 "Resource_List": {"mem": "1gb"}}})
+    out = chain({"a": Hook(body)}, mode="inprocess").fire(event)
+    assert (out.kind, out.detail) == ("error", "the hook's change cannot be stored: "
+                                      "job.Resource_List.bad: a value of type set cannot be "
+                                      "stored")
+    assert event.job.to_dict()["Resource_List"] == {"mem": "1gb", "ncpus": 4}
+
+
+def test_reap_later_leaves_the_exit_to_the_next_fork(chain):
+    """The engine's runner does not wait for a child that reported its end; the next fork
+    (or `reap`) collects it, and nothing is left after."""
+    runner = chain({"a": Hook(trail)}, mode="process")
+    runner.reap_later = True
+    assert runner.fire(begin()).accepted
+    first = list(runner._leaving)
+    assert len(first) == 1
+    assert runner.fire(begin()).accepted
+    assert runner._leaving != first  # the first one was collected by the second fork
+    runner.reap()
+    assert runner._leaving == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+@pytest.mark.parametrize("report", [
+    ("done", 5, "accept", None, 0.0, {}, []),
+    ("done", 0, "maybe", None, 0.0, {}, []),
+    ("start", -1),
+    ("start", "0"),
+    ("done", 0, "accept", None, 0.0, {"job": {"comment": "x"}}, [[1, 2]]),
+])
+def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
+    """What a hook's process sends is checked: a report the runner's child would never send
+    ends as that hook's error, not the caller's."""
+    from pbsplug import runner as runner_module
+
+    def forged(batch, event, fd):
+        runner_module._send(fd, ("start", 0))
+        runner_module._send(fd, report)
+        time.sleep(30)
+
+    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(queuejob())
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert out.detail.startswith("the hook's process sent a malformed report")

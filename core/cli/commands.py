@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from .. import hookspecs
 from ..events import EVENTS, Event
 from ..hookattrs import (
     HookAttributeError,
+    config_suffix_error,
     format_hk,
     parse_hk,
     resolve_attributes,
@@ -225,7 +227,7 @@ def _plugins_app() -> typer.Typer:
 
         path = state.site_path()
         update_plugin(path, name, {"enabled": True})
-        typer.echo(f"plugin '{name}' enabled in {path}")
+        typer.echo(f"plugin '{name}' enabled in {path}; {_server_sees(path)}")
 
     @app.command("disable")
     def disable(ctx: typer.Context, name: str) -> None:
@@ -234,9 +236,26 @@ def _plugins_app() -> typer.Typer:
 
         path = _state(ctx).site_path()
         update_plugin(path, name, {"enabled": False})
-        typer.echo(f"plugin '{name}' disabled in {path}")
+        typer.echo(f"plugin '{name}' disabled in {path}; {_server_sees(path)}")
 
     return app
+
+
+def _server_sees(path: Path) -> str:
+    """Whether a local-engine server will see a change to site config `path`: the server
+    of a home reads that home's site.toml and reloads it within a second of a change."""
+    from .pbs import engine_home
+
+    home = engine_home()
+    if home.server_pid() is None:
+        return f"no server is running in {home.root}"
+    try:
+        same = path.resolve() == home.site.resolve()
+    except OSError:
+        same = False
+    if same:
+        return f"the running server in {home.root} picks it up"
+    return f"the running server in {home.root} reads {home.site}, not this file"
 
 
 def _unknown_plugin(name: str, plugins: PluginSet) -> str:
@@ -386,6 +405,9 @@ def event_command(ctx: typer.Context,
     state = _state(ctx)
     site = state.site()
     trace = _writable_trace(site)
+    if logging.getLogger().level > logging.DEBUG:  # without --debug: one line per failure
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_first_line_only)
     runner = Runner(state.plugins(), mode=mode, trace_file=trace,
                     debug_dir=trace.parent / "hooks" / "tmp" if trace else None)
     outcome = runner.fire(ev)
@@ -394,6 +416,19 @@ def event_command(ctx: typer.Context,
     else:
         _print_outcome(outcome)
     raise typer.Exit(0 if outcome.accepted else 1)
+
+
+def _first_line_only(record: logging.LogRecord) -> bool:
+    """A failed hook's log record cut to its first line (the hook and the error; the
+    traceback needs --debug); the runner's own line repeats what the outcome shows."""
+    if record.name == "pbsplug.runner" and record.levelno >= logging.WARNING:
+        return False
+    if record.name.startswith("pbsplug.hook"):
+        text = record.getMessage()
+        if "\n" in text:
+            record.msg, record.args = text.split("\n", 1)[0], ()
+        record.exc_info = record.exc_text = None
+    return True
 
 
 def _writable_trace(site: SiteConfig) -> Path | None:
@@ -485,6 +520,8 @@ def _hook_app() -> typer.Typer:
             values["fail_action"] = ["none"]
         config = None
         if cf is not None:
+            if why := config_suffix_error(cf):
+                raise CliError(why)
             raw = read_cf(cf)
             config, issues = validate_config(record.info.config, raw, str(cf))
             if issues:

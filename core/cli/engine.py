@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -12,6 +14,9 @@ import typer
 from . import CliError, pbs
 from .pbs import engine_client, engine_home
 
+#: Seconds `server stop` waits for the server to take its request before it sends SIGTERM
+#: (when it may: the server's user or root).
+STOP_ANSWER = 5.0
 #: Raw commands: typer hands them every argument untouched.
 _RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
@@ -91,10 +96,17 @@ def _server_app() -> typer.Typer:
         pid = home.server_pid()
         if pid is None:
             raise CliError(f"no server runs in {home.root}")
+        from ..engine.client import Client
+
         try:
-            engine_client()("shutdown")
+            Client(home, timeout=STOP_ANSWER)("shutdown")
         except ServerUnavailable as exc:
-            raise CliError(str(exc)) from None
+            # Busy (a hook still running, say): its owner may still stop it with SIGTERM,
+            # which kills a running hook's process at once.
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                raise CliError(str(exc)) from None
         except PbsError as err:  # PBS's qterm: "Unauthorized Request" for a non-manager
             raise CliError(f"cannot stop the server: {err.message} ({err.code})") from None
         deadline = time.monotonic() + timeout

@@ -26,9 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..plugins import load_plugins
-from ..runner import Runner
-from ..siteconfig import ConfigError, load_site
+from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
 from .home import LOG_ADMIN
@@ -52,12 +50,15 @@ class Manager:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        #: Declarations read from disabled plugins an admin named by their PBS hook name.
+        self._declared: dict[str, Any] = {}
 
     # -- the request ------------------------------------------------------------------------------
     def run(self, caller: Caller, text: str) -> dict[str, Any]:
         """``{"output": what qmgr prints, "errors": [lines for stderr], "code": PBS's number
         of the error, or 0}``."""
         eng = self.engine
+        eng.reload_site()  # a site.toml edited by hand since the last look counts already
         registry = eng.plugins.attribute_registry()
         output: list[str] = []
         try:
@@ -333,6 +334,8 @@ class Manager:
                 except Exception:  # noqa: BLE001 - a broken plugin is simply not this hook
                     info = None
             if getattr(info, "pbs_name", None) == name:
+                if record.attributes is None and info is not None:
+                    self._declared[plugin] = info
                 return plugin
         raise QmgrError(PBSE_HOOKERROR, f"{name} does not exist!", obj_type="pbshook",
                         obj_name=name)
@@ -343,6 +346,14 @@ class Manager:
         for name in sorted(set(plugins.installed) | set(plugins.records)):
             record = plugins.get(name)
             attrs = record.attributes if record is not None else None
+            if attrs is None and name in self._declared:
+                # A disabled pbs hook keeps its type (and so its order range, -1000..2000).
+                info = self._declared[name]
+                try:
+                    attrs = plugins.site.hook_attributes(
+                        name, info.hook_attributes(tuple(info.events or ())))
+                except (TypeError, ValueError):
+                    attrs = None
             if attrs is None:
                 out[name] = {"type": "site", "enabled": False}
                 continue
@@ -360,6 +371,10 @@ class Manager:
         eng = self.engine
         site = eng.home.site
         if cmd.verb == "create":
+            if name.startswith("PBS"):  # PBS checks the name before anything else
+                raise QmgrError(PBSE_HOOKERROR, f"hook_name '{name}', cannot use PBS as a "
+                                "prefix it is reserved for pbs hooks", obj_type="hook",
+                                obj_name=name)
             if name not in eng.plugins.installed:
                 raise QmgrError(PBSE_HOOKERROR, f"no plugin '{name}' is installed: a hook "
                                 f"is a plugin (pip install pbsplug-{name})", obj_type="hook",
@@ -368,11 +383,13 @@ class Manager:
                 raise QmgrError(PBSE_HOOKERROR, f"hook name '{name}' already registered, "
                                 "try another name", obj_type="hook", obj_name=name)
             values: dict[str, Any] = {"enabled": True}
+            self._one_provision_hook(name, self._declared_events(name))
         elif cmd.verb == "delete":
             values = {}
         else:
             new = self._apply(cmd, name, current or {}, cmd.verb, defs)
             qmgr.check_hook(name, new)
+            self._one_provision_hook(name, new.get("event") or ())
             values = {}
             for op in cmd.attrs:
                 key = _HOOK_KEYS.get(op.name)
@@ -394,15 +411,51 @@ class Manager:
                             obj_name=name) from None
         self.reload_plugins()
 
+    def _declared_events(self, name: str) -> tuple[str, ...]:
+        """The events plugin `name` has, or would have once created: a disabled plugin is
+        imported to read them (creating the hook imports it anyway)."""
+        from ..events import EVENTS
+        from ..plugins import _hookimpl_names
+
+        record = self.engine.plugins.get(name)
+        if record is None:
+            return ()
+        if record.attributes is not None:
+            return tuple(record.attributes.events)
+        if record.status != "disabled" or record.entry_point is None:
+            return ()
+        try:
+            module = record.entry_point.load()
+        except Exception:  # noqa: BLE001 - a broken plugin fails when it is loaded
+            return ()
+        info = getattr(module, "plugin_info", None)
+        declared = getattr(info, "events", None)
+        if declared is not None:
+            return tuple(e.strip() for e in declared.split(",")) if isinstance(declared, str) \
+                else tuple(declared)
+        return tuple(h for h in _hookimpl_names(module) if h in EVENTS)
+
+    def _one_provision_hook(self, name: str, events: Any) -> None:
+        """PBS allows one provision hook: another hook of the site that has the event
+        refuses it (15136, PBS's text)."""
+        if "provision" not in events:
+            return
+        plugins = self.engine.plugins
+        for other in sorted(plugins.site.plugins):
+            record = plugins.get(other)
+            if other != name and record is not None and record.attributes is not None and (
+                    "provision" in record.attributes.events):
+                raise QmgrError(PBSE_HOOKERROR, f"Another hook '{other}' already has event "
+                                "'provision', only one 'provision' hook allowed",
+                                obj_type="hook", obj_name=name)
+
     def reload_plugins(self) -> None:
-        """Load the plugins again from the site config (after a hook change)."""
+        """Load the plugins again from the site config (after a hook change); the server
+        keeps its last good configuration when the file cannot be loaded."""
         eng = self.engine
-        eng.plugins = load_plugins(load_site(eng.home.site, allow_missing=True))
-        eng.runner = Runner(eng.plugins, debug_dir=eng.home.hooks_tmp,
-                            trace_file=eng.plugins.site.trace_file or eng.home.trace)
-        # Scheduler processes run the plugins' scheduler hooks: start them afresh.
-        eng.sched_procs.hooks = eng.plugins.hook
-        eng.sched_procs.stop_all()
+        if not eng.reload_site(force=True):
+            raise QmgrError(PBSE_HOOKERROR, f"site config {eng.home.site} cannot be loaded; "
+                            "the server keeps its last good configuration (see server_logs)")
 
 
 #: What `list sched default` shows that is the server's, not default's own row.

@@ -69,6 +69,8 @@ from .reservations import Reservations
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import Store, StoreWriteError
 
+#: Seconds between two looks at the site config's mtime (a change is picked up then).
+SITE_CHECK_INTERVAL = 1.0
 #: PBS holds a job that failed to start this many times (run_count > 20).
 MAX_RUN_COUNT = 20
 #: The comment of a job qdel ended (PBS's words); the end hooks' job.rerun() yields to it.
@@ -122,9 +124,11 @@ class Engine:
         if plugins is None:
             plugins = load_plugins(load_site(home.site, allow_missing=True))
         self.plugins = plugins
-        # Every hook run goes to the trace `pbsplug hooks trace` reads.
-        self.runner = Runner(plugins, debug_dir=home.hooks_tmp,
-                             trace_file=plugins.site.trace_file or home.trace)
+        self.stopping = False
+        self.runner = self._make_runner(plugins)
+        #: The site config as last looked at: (mtime_ns, size, inode), and when.
+        self._site_seen = self._site_signature()
+        self._site_checked = time.monotonic()
         self.owner_uid = os.getuid()
         self.want_cycle = True
         self.restart_cycle = False  # a hook's fail_action: drop the rest of this cycle's runs
@@ -133,7 +137,6 @@ class Engine:
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
-        self.stopping = False
         #: Schedulers whose own cycle is due (a job of their partition queued or finished).
         self.sched_due: dict[str, float] = {}
         self.sched_procs = SchedulerProcesses(
@@ -239,6 +242,50 @@ class Engine:
                 self.log(LOG_DEBUG, "Hook", run.hook, f"{type} request rejected by "
                          f"'{run.hook}'" + (f": {run.message}" if run.message else ""))
         return outcome
+
+    def _make_runner(self, plugins: PluginSet) -> Runner:
+        # Every hook run goes to the trace `pbsplug hooks trace` reads. A stopping server
+        # kills a hook's process rather than wait for the hook's alarm.
+        return Runner(plugins, debug_dir=self.home.hooks_tmp,
+                      trace_file=plugins.site.trace_file or self.home.trace,
+                      cancel=lambda: self.stopping, reap_later=True)
+
+    # -- the site config --------------------------------------------------------------------------
+    def _site_signature(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.home.site)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def reload_site(self, force: bool = False) -> bool:
+        """Load the site config again if it changed since it was last looked at (always with
+        `force`), with its plugins; True when the server now runs the new one. A site config
+        that cannot be loaded is logged (one line: the file and what is wrong) and the server
+        keeps the last good one."""
+        signature = self._site_signature()
+        self._site_checked = time.monotonic()
+        if signature == self._site_seen and not force:
+            return False
+        self._site_seen = signature
+        path = self.home.site
+        try:
+            plugins = load_plugins(load_site(path, allow_missing=True))
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong, the server goes on
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            self.log(LOG_ERROR, "Server", self.host, f"site config {path} not loaded, the "
+                     f"last good one stays in use: {first}")
+            return False
+        self.plugins = plugins
+        self.runner = self._make_runner(plugins)
+        # Scheduler processes run the plugins' scheduler hooks: start them afresh.
+        self.sched_procs.hooks = plugins.hook
+        self.sched_procs.stop_all()
+        self.want_cycle = True
+        enabled = ", ".join(r.name for r in plugins.enabled) or "none"
+        self.log(LOG_ADMIN, "Server", self.host, f"site config {path} loaded; enabled "
+                 f"plugins: {enabled}")
+        return True
 
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
@@ -756,8 +803,14 @@ class Engine:
 
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
-        instances = [i for answer in self.plugins.hook.sched_instances(server=server)
-                     for i in (answer or [])]
+        instances = []
+        for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
+            try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
+                instances += list(impl.function(server=server) or [])
+            except (Exception, SystemExit) as exc:
+                self.log(LOG_ERROR, "Server", self.host, f"sched_instances of "
+                         f"{impl.plugin_name} failed, its schedulers are left out: "
+                         f"{type(exc).__name__}: {exc}")
         stored = self.store.all("sched")
         own = stored.pop("default", {})  # default's own policy, beside the server's
         if own:
@@ -1045,7 +1098,8 @@ class Engine:
             self._requeue(job_id, attrs, f"Job requeued by {event} hook: {outcome.message}")
 
     def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
-        state, holds = "Q", attrs.get("Hold_Types", "n")
+        holds = attrs.get("Hold_Types") or "n"
+        state = "Q" if holds == "n" else "H"  # a hook's hold (PBS's cgroups: s) stays
         if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
             state, holds = "H", "s"
             comment = "job held, too many failed attempts to run"
@@ -1146,6 +1200,8 @@ class Engine:
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
         executor.reap()
+        if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
+            self.reload_site()
         now = self.clock()
         for job_id, launch in list(self.launches.items()):
             ended = executor.JobExit.read(launch.status_file)

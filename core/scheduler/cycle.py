@@ -158,7 +158,7 @@ class Scheduler:
         for impl in self._impls(name):
             try:
                 answer = impl.function(**kwargs)
-            except Exception:
+            except (Exception, SystemExit):  # sys.exit() in a hook must not end the server
                 log.exception("%s of %s failed; its answer is ignored", name, impl.plugin_name)
                 continue
             yield impl.plugin_name, answer

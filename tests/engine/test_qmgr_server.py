@@ -3,6 +3,8 @@ management event, and job dependencies."""
 
 from __future__ import annotations
 
+import pytest
+
 from .test_server import plugin
 
 
@@ -181,3 +183,53 @@ def test_set_pbshook_sets_the_plugin_that_declares_that_pbs_name(dists, make_eng
     done = qmgr(engine, "set pbshook PBS_nosuch enabled = true")
     assert done.stderr.splitlines() == ["qmgr obj=PBS_nosuch svr=default: PBS_nosuch does "
                                         "not exist!", "qmgr: Error (15136) returned from server"]
+
+
+# -- issue 17: PBS's rules that qmgr missed -----------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("create hook PBSfoo", "hook_name 'PBSfoo', cannot use PBS as a prefix it is reserved "
+                           "for pbs hooks"),
+    ("create hook prov2", "Another hook 'prov1' already has event 'provision', only one "
+                          "'provision' hook allowed"),
+])
+def test_qmgr_create_hook_refuses_what_pbs_refuses(dists, make_engine, text, message):
+    body = """
+        @hookimpl
+        def provision(event):
+            pass
+
+        @hookimpl
+        def queuejob(event):
+            pass
+        """
+    for name in ("prov1", "prov2", "PBSfoo"):
+        plugin(dists, name, body, ("provision",))
+    plugin(dists, "other", body, ("queuejob",))
+    engine = make_engine("[plugins.prov1]\nenabled = true\n[plugins.other]\nenabled = true\n")
+    name = text.split()[-1]
+    done = engine.pbs("qmgr", "-c", text)
+    assert done.stderr.splitlines() == [f"qmgr obj={name} svr=default: {message}",
+                                        "qmgr: Error (15136) returned from server"]
+    assert f"[plugins.{name}]" not in engine.home.site.read_text()
+    # nor may another hook take the event with set
+    done = engine.pbs("qmgr", "-c", "set hook other event = provision")
+    assert done.stderr.splitlines()[0] == (
+        "qmgr obj=other svr=default: Another hook 'prov1' already has event 'provision', "
+        "only one 'provision' hook allowed")
+
+
+def test_a_disabled_pbs_hook_takes_pbs_orders(dists, make_engine):
+    plugin(dists, "pw", """
+        @hookimpl
+        def periodic(event):
+            pass
+        """, ("periodic",), type="pbs", pbs_name="PBS_pw")
+    engine = make_engine("")
+    for order in ("-1000", "2000"):
+        done = engine.pbs("qmgr", "-c", f"set pbshook PBS_pw order = {order}")
+        assert (done.returncode, done.stderr) == (0, "")
+        assert f"    order = {order}\n" in engine.pbs("qmgr", "-c", "list pbshook PBS_pw").stdout
+    done = engine.pbs("qmgr", "-c", "set pbshook PBS_pw order = 2001")
+    assert ("order given (2001) is outside the acceptable range of [-1000, 2000] for type "
+            "'pbs'.") in done.stderr

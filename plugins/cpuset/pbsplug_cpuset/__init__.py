@@ -65,39 +65,65 @@ def _the_host(event):
     return _host
 
 
+#: What the job's comment gets after an unexpected error (PBS's cgroups hook's words).
+SYSTEM_HOLD = "(system hold set)"
+
+
+def _run(event, what: str) -> None:
+    """One host event. A host that cannot do cpusets stays the hook's error (fail_action
+    offline_vnodes takes its vnodes out); any other unexpected error holds the job (``s``)
+    and requeues it, and leaves the node in service, as PBS's cgroups hook does."""
+    from .host import HostError
+
+    host = _the_host(event)
+    try:
+        getattr(host, what)(event)
+    except HostError:
+        raise
+    except Exception as exc:  # a bug or an odd host: the job waits for an admin
+        event.logger.exception("%s: unexpected error", event.type)
+        job = event.job
+        text = f"{event.type}: {type(exc).__name__}: {exc}"
+        if job is not None:
+            job.Hold_Types = "s"
+            job.rerun()
+            event.reject(f"{text} {SYSTEM_HOLD}")
+        event.reject(text)
+
+
 @hookimpl
 def exechost_startup(event) -> None:
-    _the_host(event).startup(event)
+    _run(event, "startup")
 
 
 @hookimpl
 def exechost_periodic(event) -> None:
-    _the_host(event).periodic(event)
+    _run(event, "periodic")
 
 
 @hookimpl
 def execjob_begin(event) -> None:
-    _the_host(event).begin(event)
+    _run(event, "begin")
 
 
 @hookimpl
 def execjob_launch(event) -> None:
-    _the_host(event).launch(event)
+    _run(event, "launch")
 
 
 @hookimpl
 def execjob_epilogue(event) -> None:
-    _the_host(event).end(event)
+    _run(event, "end")
 
 
 @hookimpl
 def execjob_end(event) -> None:
-    _the_host(event).end(event)
+    _run(event, "end")
 
 
 @hookimpl
 def execjob_abort(event) -> None:
-    _the_host(event).end(event)
+    _run(event, "end")
 
 
 def _sched_side():

@@ -391,3 +391,23 @@ def test_the_status_command_says_what_is_wrong(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith("pbsplug cpuset: ")
     assert "emulate" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_an_unexpected_error_holds_the_job_and_leaves_the_node_in_service(
+        machine, fire_event, monkeypatch, mode):
+    """PBS's cgroups hook (main()): any other exception holds the job (s), requeues it and
+    rejects; no hook error, so fail_action offline_vnodes does not take the node out."""
+    from pbsplug_cpuset.host import Host
+
+    def broken(self, event):
+        raise RuntimeError("something nobody expected")
+
+    monkeypatch.setattr(Host, "begin", broken)
+    out = fire_event("execjob_begin", {"job": job(), "vnode_list": vnodes("host[0]", "host[1]")},
+                     mode=mode)
+    assert (out.kind, out.consequence, out.fail_action) == ("reject", "requeue", ())
+    assert out.detail == ("execjob_begin: RuntimeError: something nobody expected "
+                          "(system hold set)")
+    assert out.changes["job"]["Hold_Types"] == "s" and out.job_action == "rerun"
+    assert "state" not in out.changes.get("vnode_list", {}).get("host[1]", {})

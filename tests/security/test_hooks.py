@@ -1,0 +1,234 @@
+"""The failure matrix of hooks on a real server (issue 17): a hook that segfaults, calls
+os._exit, swallows every exception past its alarm, blocks in C, or makes a change that cannot
+be stored, on queuejob, runjob, execjob_begin (a host event) and periodic. The requests come
+from an unprivileged user (`attacker`), who can make the hooks run but must not be able to
+take the server down through them.
+
+Each case checks PBS's message and consequence (pbs-behavior.md §1.3-1.4), that nothing
+invalid was stored, that another user's job is intact, that the server answers with the same
+pid, and that `pbsplug server stop` stops it while the failing hook keeps failing.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import until
+
+EXC = "request rejected as filter hook 'bad' encountered an exception. Please inform Admin"
+ALARM = "request rejected as filter hook 'bad' got an alarm call. Please inform Admin"
+#: Each way to fail, and what the requester is told.
+KINDS = {"segfault": EXC, "exit": EXC, "swallow": ALARM, "cblock": ALARM, "invalid": EXC}
+
+BAD = """
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("queuejob", "runjob", "execjob_begin", "periodic"),
+                         alarm=2, freq=1, fail_action=("offline_vnodes",))
+CONTROL = Path({control!r})
+
+
+def _fail(event, invalid):
+    # How to fail on this event: the test writes it into CONTROL/<event>.
+    try:
+        kind = (CONTROL / event.type).read_text().strip()
+    except FileNotFoundError:
+        return
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "exit":
+        os._exit(3)
+    elif kind == "swallow":
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:
+                pass
+    elif kind == "cblock":  # in C, deaf to SIGALRM: only SIGKILL ends it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGUSR1, signal.SIGALRM}})
+        signal.sigwait({{signal.SIGUSR1}})
+    elif kind == "invalid":
+        invalid(event)
+
+
+def _job_values(event):
+    event.job.Resource_List["walltime"] = "not-a-walltime"  # refused by the setter, or:
+    event.job.Resource_List[1] = "a key that is not a string"
+
+
+def _runjob_values(event):
+    event.job.Execution_Time = "not-a-time"
+    event.job.project = {{1: object()}}
+
+
+def _comment(event):
+    event.job.comment = {{1: "not a comment"}}
+
+
+def _vnodes(event):
+    for vnode in event.vnode_list.values():
+        vnode.comment = {{1: "not a comment"}}
+
+
+@hookimpl
+def queuejob(event):
+    _fail(event, _job_values)
+
+
+@hookimpl
+def runjob(event):
+    _fail(event, _runjob_values)
+
+
+@hookimpl
+def execjob_begin(event):
+    _fail(event, _comment)
+
+
+@hookimpl
+def periodic(event):
+    _fail(event, _vnodes)
+"""
+
+
+@pytest.fixture
+def control(tmp_path) -> Path:
+    path = tmp_path / "control"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def bad_engine(dists, local_engine, control):
+    dists.add("bad", BAD.format(control=str(control)))
+    return local_engine("[plugins.bad]\nenabled = true\n", env=dists.env())
+
+
+def qsub(attacker, engine, *args: str):
+    return attacker.pbs(engine, "qsub", *args, "--", "/bin/true", cwd=engine.work)
+
+
+def essentials(attrs: dict) -> tuple:
+    return tuple(attrs.get(k) for k in ("job_state", "Hold_Types", "Job_Owner", "queue",
+                                        "Resource_List", "Job_Name"))
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_failing_hook_is_that_hooks_error_and_the_server_goes_on(kind, bad_engine, control,
+                                                                   attacker):
+    engine = bad_engine
+    message = KINDS[kind]
+    pid = engine.home.server_pid()
+    others = engine.submit("sleep 1000\n", Job_Name="others", Hold_Types="u")
+    before = essentials(engine.job(others))
+    node = next(iter(engine.nodes()))
+    node_before = engine.nodes()[node]
+    files_before = sorted(p.name for p in engine.work.iterdir())
+
+    # queuejob: the submission is refused with PBS's message, nothing is stored
+    (control / "queuejob").write_text(kind)
+    done = qsub(attacker, engine)
+    assert (done.returncode, done.stderr) == (15136 % 256, f"qsub: {message}\n")
+    assert list(engine.client("stat_jobs", history=True)) == [others]
+    (control / "queuejob").unlink()
+
+    # runjob: the job stays queued with PBS's comment
+    (control / "runjob").write_text(kind)
+    done = qsub(attacker, engine)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    until(lambda: engine.job(job_id).get("comment") == f"Not Running: PBS Error: {message}",
+          timeout=60, what="the runjob failure")
+    attrs = engine.job(job_id)
+    assert attrs["job_state"] == "Q" and "Execution_Time" not in attrs
+    assert "project" not in attrs and attrs["Resource_List"].get("walltime") is None
+    assert attacker.pbs(engine, "qdel", job_id).returncode == 0
+    (control / "runjob").unlink()
+
+    # execjob_begin (a host event): requeued, the node offlined by fail_action
+    (control / "execjob_begin").write_text(kind)
+    done = qsub(attacker, engine)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    comment = f"Job requeued by execjob_begin hook: {message}"
+    until(lambda: engine.job(job_id).get("comment") == comment, timeout=60,
+          what="the execjob_begin failure")
+    assert engine.job(job_id)["job_state"] == "Q"
+    vnode = engine.nodes()[node]
+    assert "offline" in vnode["state"].split(",")
+    assert vnode["comment"] == "offlined by hook 'bad' due to hook error"
+    assert attacker.pbs(engine, "qdel", job_id).returncode == 0
+    (control / "execjob_begin").unlink()
+
+    # periodic: logged, nothing it changed applies; it keeps failing every second
+    (control / "periodic").write_text(kind)
+    what = "encountered an exception" if message == EXC else "got an alarm call"
+    until(lambda: f"periodic hook 'bad' {what}" in engine.log(), timeout=60,
+          what="the periodic failure")
+    nodes = engine.nodes()
+    assert all(isinstance(n.get("comment", ""), str) for n in nodes.values())
+    assert nodes[node]["resources_available"] == node_before["resources_available"]
+
+    # the same server answers, another user's job is intact, no file was made (a core)
+    assert engine.home.server_pid() == pid
+    assert sorted(p.name for p in engine.work.iterdir()) == files_before
+    assert not list(engine.root.glob("core*"))
+    assert essentials(engine.job(others)) == before
+    assert engine.pbs("qstat").returncode == 0
+
+    # and `server stop` stops it while the periodic hook still fails
+    done = engine.pbs("server", "stop")
+    assert done.returncode == 0, done.stderr
+    assert engine.home.server_pid() is None
+
+
+HANG = """
+import os
+import time
+from pathlib import Path
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("periodic",), alarm=600, freq=1)
+
+
+@hookimpl
+def periodic(event):
+    Path({started!r}).write_text(str(os.getpid()))
+    while True:
+        try:
+            time.sleep(1)
+        except BaseException:
+            pass
+"""
+
+
+@pytest.mark.parametrize("how", ["server stop", "SIGTERM"])
+def test_a_hook_that_swallows_everything_does_not_hold_the_server_up(how, dists,
+                                                                     local_engine, tmp_path):
+    """Its alarm (600 s) is far away: the stopping server kills the hook's process."""
+    started = tmp_path / "started"
+    dists.add("hang", textwrap.dedent(HANG.format(started=str(started))))
+    engine = local_engine("[plugins.hang]\nenabled = true\n", env=dists.env())
+    pid = engine.home.server_pid()
+    until(started.exists, what="the hook to start")
+    if how == "server stop":
+        done = engine.pbs("server", "stop")
+        assert done.returncode == 0, done.stderr
+    else:
+        os.kill(pid, 15)
+        until(lambda: engine.home.server_pid() is None, timeout=60,
+              what="the server to stop")
+    assert "the server is stopping: the hook's process was killed" in engine.log()
+    with pytest.raises(ProcessLookupError):  # the hook's process went with it
+        os.kill(int(started.read_text()), 0)
