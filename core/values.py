@@ -87,6 +87,8 @@ RESOURCE_TYPES: dict[str, str] = {
 _SIGNED = {"nice": (-20, 19)}
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Free text (a comment) may hold tabs and line breaks, never other control characters.
+_CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 #: Names: a job's and a reservation's (qsub -N), a queue's, a vnode's.
 _NAME_RULES = {
@@ -124,9 +126,10 @@ def _bad(attr: str, why: str) -> BadValue:
 
 # -- plain checks -------------------------------------------------------------------------------
 def text(value: Any, attr: str, *, limit: int = MAX_STRING, allow_empty: bool = True,
-         convert: bool = False) -> str:
+         convert: bool = False, prose: bool = False) -> str:
     """A string value: valid UTF-8 (no lone surrogates from a raw request), no control
-    characters, at most `limit` characters. `convert` accepts a number as its text."""
+    characters (`prose` allows tabs and line breaks), at most `limit` characters.
+    `convert` accepts a number as its text."""
     if convert and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
@@ -137,7 +140,7 @@ def text(value: Any, attr: str, *, limit: int = MAX_STRING, allow_empty: bool = 
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise _bad(attr, "not valid UTF-8") from None
-    if _CONTROL.search(value):
+    if (_CONTROL_IN_PROSE if prose else _CONTROL).search(value):
         raise _bad(attr, f"{value!r} holds a control character")
     if not allow_empty and not value:
         raise _bad(attr, "is empty")
@@ -412,6 +415,10 @@ def _string(value: Any, attr: str) -> str:
     return text(value, attr)
 
 
+def _prose(value: Any, attr: str) -> str:
+    return text(value, attr, prose=True)
+
+
 def _long_string(value: Any, attr: str) -> str:
     return text(value, attr, limit=MAX_LONG_STRING)
 
@@ -601,7 +608,7 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
     "stagein": Rule(_stage), "stageout": Rule(_stage),
     "release_nodes_on_stageout": Rule(_bool),
     "run_count": Rule(_count),
-    "comment": Rule(_string, OPERATOR),
+    "comment": Rule(_prose, OPERATOR),
     # The server's own: read-only to every client.
     "job_state": Rule(_job_state, SERVER),
     "substate": Rule(_long_any, SERVER),
@@ -688,6 +695,19 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
     return out
 
 
+#: What the server and the scheduler compute with: a stored job or vnode with a bad value
+#: here is set aside (free text, however odd, is only shown).
+STORED_JOB_CHECKS = frozenset({
+    "Resource_List", "Execution_Time", "job_state", "Hold_Types", "Priority", "run_count",
+    "Rerunable", "exec_vnode", "Variable_List", "ctime", "qtime", "mtime", "stime",
+    "Exit_status",
+})
+STORED_VNODE_CHECKS = frozenset({
+    "resources_available", "state", "sharing", "Priority", "last_state_change_time",
+    "last_used_time", "resv_enable", "no_multinode_jobs",
+})
+
+
 def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
                  ) -> dict[str, str]:
     """What is wrong with a stored job (attribute -> why), for one the server must set
@@ -696,7 +716,7 @@ def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = No
     problems: dict[str, str] = {}
     for name, value in attrs.items():
         rule = JOB_ATTRIBUTES.get(name)
-        if rule is None or value is None:
+        if rule is None or value is None or name not in STORED_JOB_CHECKS:
             continue
         if name == "Resource_List" and isinstance(value, Mapping):
             for res, val in value.items():
@@ -736,7 +756,7 @@ _SHARING = ("default_shared", "default_excl", "default_exclhost", "ignore_excl",
 
 VNODE_ATTRIBUTES: dict[str, Rule] = {
     "state": Rule(_node_state, OPERATOR),
-    "comment": Rule(_string, OPERATOR),
+    "comment": Rule(_prose, OPERATOR),
     "resources_available": Rule(lambda v, a: resources(v, a), OPERATOR),
     "sharing": Rule(_choice(*_SHARING), MANAGER),
     "Priority": Rule(_priority, OPERATOR),
@@ -771,7 +791,7 @@ def vnode_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = 
     problems: dict[str, str] = {}
     for name, value in attrs.items():
         rule = VNODE_ATTRIBUTES.get(name)
-        if rule is None or value is None:
+        if rule is None or value is None or name not in STORED_VNODE_CHECKS:
             continue
         if name == "resources_available" and isinstance(value, Mapping):
             for res, val in value.items():
@@ -797,7 +817,7 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
     "Variable_List": Rule(_variables),
     "partition": Rule(lambda v, a: text(v, a, allow_empty=False)),
     "Authorized_Users": Rule(lambda v, a: [text(u, a) for u in _as_list(v, a)]),
-    "comment": Rule(_string, OPERATOR),
+    "comment": Rule(_prose, OPERATOR),
 }
 
 

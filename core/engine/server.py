@@ -24,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import units
+from .. import units, values
 from ..events import Event
 from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
-from ..runner import Outcome, Runner
+from ..runner import Outcome, Runner, client_message
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.model import UNUSABLE_STATES, Policy, resource_amount
 from ..scheduling import SchedulerInstance
@@ -140,6 +140,7 @@ class Engine:
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
+        self.set_aside()
         self._recover()
         self._track_states()
         self.resvs = Reservations(self)
@@ -189,6 +190,46 @@ class Engine:
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it
 
+    def set_aside(self) -> int:
+        """Jobs and vnodes with a stored value the server cannot use (written by an older
+        version, a bug, or by hand) are set aside, so that the server starts and its cycles
+        go on: the bad values leave the row (named in the comment and the log); a job not
+        running gets a system hold (``s``), a vnode goes ``offline``. Returns how many."""
+        custom = self.resource_types()
+        count = 0
+        for job_id, attrs in self.store.jobs(_ACTIVE + ("U",)).items():
+            problems = values.job_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the job's attributes are not a mapping"}
+            if not problems:
+                continue
+            fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+            why = "; ".join(problems.values())
+            if fixed.get("job_state") not in ("R", "E"):
+                fixed.setdefault("job_state", "Q")
+                self._add_system_hold(fixed)
+            fixed["comment"] = f"job held, bad attribute value set aside: {why}"
+            with self.store.transaction() as st:
+                st.put_job(job_id, fixed)
+            self.log(LOG_JOB | LOG_ERROR, "Job", job_id,
+                     f"set aside: a stored value the server cannot use: {why}")
+            count += 1
+        for name, attrs in self.store.all("node").items():
+            problems = values.vnode_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the vnode's attributes are not a mapping"}
+            if not problems:
+                continue
+            fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+            why = "; ".join(problems.values())
+            states = {s for s in str(fixed.get("state", "free")).split(",") if s} - {"free"}
+            fixed["state"] = ",".join(sorted(states | {"offline"}))
+            fixed["comment"] = f"offlined, bad attribute value set aside: {why}"
+            with self.store.transaction() as st:
+                st.put("node", name, fixed)
+            self.log(LOG_ADMIN | LOG_ERROR, "Node", name,
+                     f"set aside: a stored value the server cannot use: {why}")
+            count += 1
+        return count
+
     def _lost(self, job_id: str, attrs: dict, why: str) -> None:
         if units.parse_bool(attrs.get("Rerunable", True)):
             self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
@@ -222,9 +263,49 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
+    # -- values (pbsplug.values: one set of rules for every entry) -------------------------
+    def resource_types(self) -> dict[str, str]:
+        """The custom resources (``qmgr create resource``): name -> type."""
+        return {n: str(a.get("type", "string")) for n, a in self.store.all("resource").items()}
+
+    def _checked_request(self, caller: Caller, attrs: Any) -> dict[str, Any]:
+        """A client's job attributes (qsub, qalter, a raw request) checked once, here:
+        PBS's 15002, 15003, 15014, 15029 or 15035 with the attribute named."""
+        registry = self.plugins.attribute_registry()
+        try:
+            return values.job_request(attrs, caller.role, self.resource_types(),
+                                      extra=registry.for_type("job"))
+        except values.BadValue as exc:
+            raise PbsError(exc.code, exc.pbs_text) from None
+
+    def _check_hooked(self, event: str, outcome: Outcome, attrs: dict[str, Any],
+                      kind: str = "job") -> None:
+        """What hooks left in a job (or reservation) before it is stored: a value no setter
+        checked (a list or mapping changed in place) that breaks the rules is the last
+        hook's error, with PBS's text, and nothing is stored."""
+        if not outcome.runs:
+            return
+        custom = self.resource_types()
+        try:
+            for name, value in attrs.items():
+                if value is None:
+                    continue
+                if name == "Resource_List":
+                    values.resources(value, name, custom)
+                else:
+                    values.object_value(kind, name, value)
+        except values.BadValue as exc:
+            hook = outcome.runs[-1].hook
+            self.log(LOG_ERROR, "Hook", hook, f"{event} hook '{hook}' encountered an "
+                     f"exception, request rejected: {exc}")
+            raise PbsError(PBSE_HOOKERROR, client_message(event, "error", hook, str(exc))
+                           ) from None
+
     def _event(self, type: str, caller: Caller | None = None,
                hooks: tuple[str, ...] | None = None, **objects) -> Outcome:
         who = caller.user if caller else "root"
+        # A hook that sets an undefined resource fails in the hook (pbsplug.values).
+        values.use_resources(self.resource_types())
         outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
                                          **objects), hooks=hooks)
         for run in outcome.runs:
@@ -248,6 +329,14 @@ class Engine:
 
     def req_submit(self, caller: Caller, attrs: dict[str, Any], script: str | None = None,
                    argv: list[str] | None = None) -> str:
+        attrs = self._checked_request(caller, attrs)
+        if script is not None and not isinstance(script, str):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value script")
+        if argv is not None and (not isinstance(argv, list) or not argv or not all(
+                isinstance(a, str) and "\0" not in a for a in argv)):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value argv")
+        if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"} and not caller.privileged:
+            raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types")
         server = self.store.get("server", "server")
         queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
         queue = self.store.get("queue", queue_name)
@@ -286,6 +375,7 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        self._check_hooked("queuejob", outcome, attrs)
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
@@ -305,6 +395,12 @@ class Engine:
             other = self.store.job(target)
             items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
             self._hold_for_depend(target, {**other, "depend": depend.format(items)})
+        state, never = depend.check(attrs.get("depend"), self.store.job)
+        if state == depend.NEVER and never is not None:
+            # PBS queues the job, then aborts it when the finished job it waits on did not
+            # satisfy the dependency (req_register's PBSE_HISTDEPEND): qsub prints the id.
+            self._drop(job_id, attrs, f"{never.split(':', 1)[1]} {depend.HISTDEPEND}")
+            return job_id
         self._resolve_depend([job_id])
         self._trigger(queue_name, submitted=True)
         return job_id
@@ -350,9 +446,10 @@ class Engine:
             if not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)
-            if state == depend.NEVER:
-                self._drop(job_id, attrs, f"Job deleted: dependency {never} can never be "
-                                          "satisfied")
+            if state == depend.NEVER and never is not None:
+                # PBS's words (msg_registerdel), naming the job it depended on.
+                self._drop(job_id, attrs, "Job deleted as result of dependency on job "
+                                          f"{never.split(':', 1)[1]}")
             elif state == depend.MET:
                 holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
                 attrs.update(Hold_Types=holds, job_state="Q" if holds == "n" else "H",
@@ -484,6 +581,7 @@ class Engine:
             self._modify(caller, job_id, attrs, changes)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
+        attrs = self._checked_request(caller, attrs)
         current = self._job(id)
         job_id = self._full_id(id)
         self._own(caller, job_id, current)
@@ -511,6 +609,7 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        self._check_hooked("modifyjob", outcome, attrs)
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -542,6 +641,7 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        self._check_hooked("movejob", outcome, attrs)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -793,7 +893,22 @@ class Engine:
         """One scheduling cycle of every instance with scheduling on (or of those in
         `only`): ``default`` here, in the server's thread; each other one in its own
         process (`schedprocs`), whose decisions are applied when they arrive. They never
-        share a job or vnode."""
+        share a job or vnode.
+
+        A cycle that fails never stops the server: the failure is logged, jobs and vnodes
+        with values it cannot read are set aside (`set_aside`), and the cycle runs once
+        more without them."""
+        for attempt in (1, 2):
+            try:
+                self._cycle(only)
+                return
+            except Exception as exc:  # noqa: BLE001 - one bad object must not stop the server
+                self.log(LOG_ERROR, "Server", self.host, f"scheduling cycle failed: "
+                         f"{type(exc).__name__}: {exc}")
+                if attempt == 2 or not self.set_aside():
+                    return
+
+    def _cycle(self, only: set[str] | None) -> None:
         if only is None:
             self.want_cycle = False
             self.sched_due.clear()
@@ -1335,6 +1450,19 @@ def _cpulist(text: str) -> set[int]:
         elif part:
             cpus.add(int(part))
     return cpus
+
+
+def _without(attrs: dict, problems: dict[str, str]) -> dict:
+    """A copy of `attrs` without the values `problems` names (``Resource_List.mem`` names
+    one resource)."""
+    fixed = dict(attrs)
+    for key in problems:
+        name, _, res = key.partition(".")
+        if res and isinstance(fixed.get(name), dict):
+            fixed[name] = {k: v for k, v in fixed[name].items() if k != res}
+        else:
+            fixed.pop(name, None)
+    return fixed
 
 
 def _when(epoch: float) -> str:

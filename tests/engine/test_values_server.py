@@ -1,0 +1,183 @@
+"""One set of rules for every value, on a real server (issue 17): raw requests, qsub, qalter,
+qmgr and hooks' changes meet the same checks, with PBS's codes; a bad row already in the
+database is set aside and the server comes up; a dependency that can never be met deletes
+the job as PBS does."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from pbsplug.engine.errors import PbsError
+
+from .test_server import plugin
+
+
+def refused(engine, op: str = "submit", **args) -> PbsError:
+    with pytest.raises(PbsError) as err:
+        engine.client(op, **args)
+    return err.value
+
+
+def submit_raw(engine, **attrs) -> PbsError:
+    attrs.setdefault("Variable_List", {"PBS_O_WORKDIR": str(engine.work)})
+    return refused(engine, attrs=attrs, script="true\n")
+
+
+def test_the_defects_of_the_trial_are_refused_at_the_door(engine):
+    """The issue's raw submit with Execution_Time "abc" is refused (it was stored, and the
+    next cycle killed the server); so are bad walltimes, undefined resources, negative
+    counts, read-only and unknown attributes, and names PBS would not take."""
+    cases = {
+        "Execution_Time": ("abc", 15014, "Illegal attribute or resource value Execution_Time"),
+        "Resource_List": ({"walltime": "not-a-walltime"}, 15014,
+                          "Illegal attribute or resource value Resource_List.walltime"),
+    }
+    for name, (value, code, text) in cases.items():
+        err = submit_raw(engine, **{name: value})
+        assert (err.code, err.message) == (code, text)
+    err = submit_raw(engine, Resource_List={"nosuchres": 3})
+    assert (err.code, err.message) == (15035, "Unknown resource Resource_List.nosuchres")
+    err = submit_raw(engine, Resource_List={"select": "1:ncpus=1:nosuch=2"})
+    assert err.code == 15035
+    assert submit_raw(engine, Resource_List={"ncpus": -4}).code == 15014
+    assert submit_raw(engine, Resource_List={"mem": "99999999999pb"}).code == 15014
+    for name, value in (("job_state", "R"), ("euser", "root"), ("exec_vnode", "(x:ncpus=1)"),
+                        ("Exit_status", 0), ("resources_used", {})):
+        err = submit_raw(engine, **{name: value})
+        assert (err.code, err.message) == (
+            15003, f"Cannot set attribute, read only or insufficient permission {name}")
+    assert submit_raw(engine, no_such_attribute=1).code == 15002
+    assert submit_raw(engine, Job_Name="x" * 237).code == 15014
+    assert submit_raw(engine, Job_Name="bad\x07name").code == 15014
+    assert submit_raw(engine, Job_Name="\udc80").code == 15014
+    assert submit_raw(engine, User_List="root").code == 15029
+    assert submit_raw(engine, group_list="root").code == 15029
+    assert refused(engine, attrs={}, script=5).code == 15014
+    assert refused(engine, attrs={}, argv=["a\0b"]).code == 15014
+    assert engine.client("stat_jobs", history=True) == {}
+
+    # Job_Owner is the server's to set: what a client sends is ignored, as PBS does.
+    job_id = engine.submit(Job_Owner="root@elsewhere")
+    assert engine.job(job_id)["Job_Owner"] != "root@elsewhere"
+    assert engine.wait(job_id)["Exit_status"] == 0
+
+
+def test_qsub_refuses_an_undefined_resource_and_takes_a_custom_one(engine):
+    done = engine.pbs("qsub", "-l", "nosuchres=3", "--", "/bin/true")
+    assert done.stderr.strip() == "qsub: Unknown resource Resource_List.nosuchres"
+    assert done.returncode == 15035 % 256
+    engine.pbs("qmgr", "-c", "create resource nosuchres type = long", check=True)
+    job_id = engine.pbs("qsub", "-l", "nosuchres=3", "--", "/bin/true",
+                        check=True).stdout.strip()
+    assert engine.job(job_id)["Resource_List"]["nosuchres"] == 3
+    bad = engine.pbs("qsub", "-l", "nosuchres=three", "--", "/bin/true")
+    assert bad.stderr.strip() == "qsub: Illegal attribute or resource value " \
+                                 "Resource_List.nosuchres"
+
+
+def test_qalter_meets_the_same_rules(engine):
+    job_id = engine.submit(Hold_Types="u")
+    assert refused(engine, "alter", id=job_id, attrs={"euser": "root"}).code == 15003
+    assert refused(engine, "alter", id=job_id, attrs={"Execution_Time": "abc"}).code == 15014
+    assert refused(engine, "alter", id=job_id,
+                   attrs={"Resource_List": {"walltime": "soon"}}).code == 15014
+    engine.client("alter", id=job_id, attrs={"Resource_List": {"walltime": 90}})
+    assert engine.job(job_id)["Resource_List"]["walltime"] == "00:01:30"
+
+
+def test_a_hook_setting_a_bad_value_is_that_hooks_exception(dists, make_engine):
+    """The issue's queuejob hook that sets walltime = "not-a-walltime": the assignment raises
+    in the hook, the submission is refused with PBS's text, nothing is stored, and the
+    server goes on. A list changed in place (no setter) is caught before storing."""
+    engine = make_engine(plugin(dists, "badvalue", """
+        @hookimpl
+        def queuejob(event):
+            job = event.job
+            if job.Job_Name == "walltime":
+                job.Resource_List["walltime"] = "not-a-walltime"
+            elif job.Job_Name == "attr":
+                job.Execution_Time = "abc"
+            elif job.Job_Name == "inplace":
+                job.Variable_List["BAD"] = 5
+            elif job.Job_Name == "good":
+                job.Resource_List["walltime"] = 120
+        """, ("queuejob",)))
+    for name in ("walltime", "attr", "inplace"):
+        with pytest.raises(PbsError) as err:
+            engine.submit(Job_Name=name)
+        assert (err.value.code, err.value.message) == (
+            15136, "request rejected as filter hook 'badvalue' encountered an exception. "
+                   "Please inform Admin")
+    assert engine.client("stat_jobs", history=True) == {}
+    good = engine.submit(Job_Name="good")
+    assert engine.job(good)["Resource_List"]["walltime"] == "00:02:00"
+    assert engine.wait(good)["Exit_status"] == 0
+    assert "queuejob hook 'badvalue' encountered an exception" in engine.log()
+
+
+def write_row(engine, table: str, key: str, name: str, change) -> None:
+    db = sqlite3.connect(engine.home.db)
+    try:
+        column = "id" if table == "jobs" else "name"
+        where = f"{column}=?" + ("" if table == "jobs" else " AND type='node'")
+        attrs = json.loads(db.execute(f"SELECT attrs FROM {table} WHERE {where}",
+                                      (name,)).fetchone()[0])
+        change(attrs)
+        db.execute(f"UPDATE {table} SET attrs=? WHERE {where}", (json.dumps(attrs), name))
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_bad_row_in_the_database_is_set_aside_and_the_server_comes_up(engine):
+    """What an older version or a bug left in server.db: a queued job whose Execution_Time
+    is "abc" and a vnode whose ncpus is "lots". The server starts, holds the job with a
+    comment, offlines the vnode with a comment, logs both, and schedules the rest."""
+    engine.pbs("qmgr", "-c", "create node spare resources_available.ncpus = 1", check=True)
+    bad = engine.submit(Hold_Types="u")
+    good = engine.submit(Hold_Types="u")
+    engine.stop()
+    write_row(engine, "jobs", "id", bad, lambda a: a.update(Execution_Time="abc",
+                                                            Hold_Types="n", job_state="Q"))
+    write_row(engine, "objects", "name", "spare",
+              lambda a: a["resources_available"].update(ncpus="lots"))
+    engine.start()
+    held = engine.job(bad)
+    assert (held["job_state"], held["Hold_Types"]) == ("H", "s")
+    assert "Execution_Time" not in held
+    assert held["comment"].startswith("job held, bad attribute value set aside: "
+                                      "Execution_Time: 'abc'")
+    spare = engine.nodes()["spare"]
+    assert "offline" in spare["state"]
+    assert "resources_available.ncpus" in spare["comment"]
+    assert "ncpus" not in spare["resources_available"]
+    assert "set aside: a stored value the server cannot use" in engine.log()
+    engine.client("release", ids=[good])
+    assert engine.wait(good)["Exit_status"] == 0
+    assert engine.client("status")["server"]
+
+
+def test_afterok_on_a_job_that_failed(engine):
+    """PBS's rule: a dependency on a finished job that did not satisfy it deletes the new job
+    at once (qsub prints its id, as PBS registers after queueing); one that fails later
+    deletes the waiting job with PBS's message."""
+    failed = engine.submit("exit 1\n")
+    engine.wait(failed)
+    job_id = engine.submit(depend=f"afterok:{failed}")
+    gone = engine.wait(job_id)
+    assert gone["comment"] == f"{failed} Finished job did not satisfy dependency"
+    assert "Exit_status" not in gone
+
+    ok = engine.submit("true\n")
+    engine.wait(ok)
+    after_ok = engine.submit(depend=f"afterok:{ok}")  # satisfied: it runs
+    assert engine.wait(after_ok)["Exit_status"] == 0
+
+    later = engine.submit("sleep 1; exit 2\n")
+    waiting = engine.submit(depend=f"afterok:{later}")
+    assert engine.job(waiting)["job_state"] == "H"
+    assert engine.wait(waiting)["comment"] == f"Job deleted as result of dependency on job " \
+                                              f"{later}"
