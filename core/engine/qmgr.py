@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import hookattrs, units
+from .. import hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
 from .errors import PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
@@ -85,6 +85,8 @@ PBSE_NOSUP = 15029
 PBSE_NOSERVER = 15034
 PBSE_UNKRESC = 15035
 PBSE_UNKNODE = 15062
+PBSE_QUENBIG = 15028
+PBSE_NODENBIG = 15065
 PBSE_NODEEXIST = 15066
 PBSE_BADNDATVAL = 15067
 PBSE_HOOKERROR = 15136
@@ -107,6 +109,8 @@ MESSAGES = {
     PBSE_UNKRESC: "Unknown resource",
     PBSE_UNKNODE: "Unknown node",
     PBSE_NODEEXIST: "Node name already exists",
+    PBSE_QUENBIG: "Queue name too long",
+    PBSE_NODENBIG: "Node name is too big",
     PBSE_BADNDATVAL: "Illegal value for node",
     PBSE_HOOKERROR: "hook error",
     PBSE_NEEDQUET: "Queue type must be set",
@@ -675,6 +679,29 @@ def _parse_value(command: str, pos: int, allow_blank: bool) -> tuple[str, int]:
             pos += 1
     value = "".join(out)
     return (value.rstrip() if allow_blank else value), pos
+
+
+# -- names -----------------------------------------------------------------------------------------
+#: Which rule of `pbsplug.values.check_name` names each object type, and PBS's code for a name
+#: that is too long (PBS_MAXQUEUENAME 15, PBS_MAXHOSTNAME 255).
+_NAME_KINDS = {"queue": ("queue", PBSE_QUENBIG), "node": ("node", PBSE_NODENBIG),
+               "resource": ("resource", PBSE_BADATVAL)}
+
+
+def check_object_name(obj_type: str, name: str) -> None:
+    """A new queue, node or resource's name: PBS's length (``Queue name too long``, ``Node
+    name is too big``), and letters, digits and ``_ -`` (``.`` and ``[]`` in vnode names)
+    only, with PBS's ``Invalid object name`` (15014)."""
+    if obj_type not in _NAME_KINDS:
+        return
+    kind, too_long = _NAME_KINDS[obj_type]
+    if len(name) > values.MAX_NAME[kind]:
+        raise QmgrError(too_long, obj_type=obj_type, obj_name=name)
+    try:
+        values.check_name(kind, name)
+    except values.BadValue:
+        raise QmgrError(PBSE_BADATVAL, "Invalid object name", obj_type=obj_type,
+                        obj_name=name) from None
 
 
 # -- privileges ------------------------------------------------------------------------------------

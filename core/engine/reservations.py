@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import units
+from .. import units, values
 from ..objects import Reservation
 from ..units import parse_exec_vnode
 from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
@@ -75,9 +75,10 @@ class Reservations:
             end = int(end) if end is not None else start + duration
         except (TypeError, ValueError):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
-        if start < now - 60 or end <= start or (duration is not None and
-                                                end - start != duration):
+        if start < now - 60 or end <= start or end > values.TIME_MAX or (
+                duration is not None and end - start != duration):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
+        attrs = self._checked(attrs)
         res = dict(attrs.get("Resource_List") or {})
         if not res.get("select"):
             res["select"] = "1:ncpus=1"
@@ -101,6 +102,7 @@ class Reservations:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         stored = resv.to_dict()
         stored.pop("name", None)
+        eng._check_hooked("resvsub", outcome, stored, kind="resv")
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
@@ -108,6 +110,24 @@ class Reservations:
                 f"select {res['select']}")
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def _checked(self, attrs: Any) -> dict[str, Any]:
+        """pbs_rsub's attributes under the one set of rules (`pbsplug.values`): the name,
+        the resources (an undefined one is 15035), the variables and the partition."""
+        if not isinstance(attrs, dict):
+            raise PbsError(15014, "Illegal attribute or resource value attrs")
+        out = dict(attrs)
+        custom = self.engine.resource_types()
+        try:
+            for name in ("Reserve_Name", "Variable_List", "partition"):
+                if attrs.get(name) is not None:
+                    out[name] = values.resv_value(name, attrs[name])
+            if attrs.get("Resource_List") is not None:
+                out["Resource_List"] = values.resources(attrs["Resource_List"], "Resource_List",
+                                                        custom)
+        except values.BadValue as exc:
+            raise PbsError(exc.code, exc.pbs_text) from None
+        return out
 
     def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
         """pbs_rstat: every reservation, or the named ones."""

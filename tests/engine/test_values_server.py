@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -181,3 +182,51 @@ def test_afterok_on_a_job_that_failed(engine):
     assert engine.job(waiting)["job_state"] == "H"
     assert engine.wait(waiting)["comment"] == f"Job deleted as result of dependency on job " \
                                               f"{later}"
+
+
+def qmgr(engine, command: str):
+    return engine.pbs("qmgr", "-c", command)
+
+
+def test_qmgr_applies_a_command_whole_or_not_at_all(engine):
+    """One command over several objects: a refusal for the last leaves the first as they
+    were (it used to create n1 and then report n2's error)."""
+    assert qmgr(engine, "create node n2").returncode == 0
+    done = qmgr(engine, "create node n1,n2 resources_available.ncpus = 2")
+    assert "Error (15066)" in done.stderr
+    assert "n1" not in engine.nodes()
+    done = qmgr(engine, "set server default_queue = nosuch")
+    assert "Error (15018)" in done.stderr
+    assert "Unknown queue" in done.stderr
+    assert engine.client("stat_server")[engine.client("status")["server"]][
+        "default_queue"] == "workq"
+    assert qmgr(engine, "create queue q2 queue_type = Execution").returncode == 0
+    assert qmgr(engine, "set server default_queue = q2").returncode == 0
+
+
+def test_qmgr_names_have_pbs_lengths_and_characters(engine):
+    done = qmgr(engine, "create queue q234567890123456 queue_type = Execution")
+    assert "Error (15028)" in done.stderr and "Queue name too long" in done.stderr
+    assert qmgr(engine, "create queue q23456789012345 queue_type = Execution").returncode == 0
+    done = qmgr(engine, "create node " + "n" * 256)
+    assert "Error (15065)" in done.stderr
+    done = qmgr(engine, "create queue q.x queue_type = Execution")
+    assert "Invalid object name" in done.stderr and "Error (15014)" in done.stderr
+    assert "q.x" not in engine.client("stat_queues")
+    done = qmgr(engine, "set node " + next(iter(engine.nodes())) +
+                " resources_available.ncpus = -2")
+    assert "Error (15014)" in done.stderr
+
+
+def test_pbs_rsub_meets_the_same_rules(engine):
+    now = int(time.time())
+    base = {"reserve_start": now + 3600, "reserve_end": now + 7200}
+    err = refused(engine, "resv_submit", attrs={**base, "Resource_List": {"nosuch": 1}})
+    assert (err.code, err.message) == (15035, "Unknown resource Resource_List.nosuch")
+    err = refused(engine, "resv_submit", attrs={**base, "Reserve_Name": "a\nb"})
+    assert err.code == 15014
+    err = refused(engine, "resv_submit", attrs={**base, "reserve_end": 10**20})
+    assert (err.code, err.message) == (15086, "Bad time specification(s)")
+    assert engine.client("stat_resvs") == {}
+    ok = engine.client("resv_submit", attrs={**base, "Reserve_Name": "fine"})
+    assert ok["state"] == "UNCONFIRMED"
