@@ -120,6 +120,15 @@ class BadValue(ValueError):
         return f"{text} {self.attr}" if self.attr else text
 
 
+def shown(name: Any) -> str:
+    """A name from a request as an error may show it: itself when it is a plain name,
+    else its repr, cut short (a newline or a megabyte must not reach a one-line error)."""
+    if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_.\[\]@-]{1,64}", name):
+        return name
+    text = repr(name)
+    return text if len(text) <= 66 else text[:63] + "..."
+
+
 def _bad(attr: str, why: str) -> BadValue:
     return BadValue(PBSE_BADATVAL, attr, why)
 
@@ -152,7 +161,7 @@ def check_name(kind: str, name: Any, attr: str | None = None) -> str:
     (`MAX_NAME`) and its characters."""
     attr = attr or f"{kind} name"
     name = text(name, attr, limit=MAX_NAME[kind], allow_empty=False)
-    if not _NAME_RULES[kind].match(name):
+    if not _NAME_RULES[kind].fullmatch(name):
         raise _bad(attr, f"{name!r} is not a valid {kind} name")
     return name
 
@@ -232,7 +241,7 @@ def size(value: Any, attr: str) -> str:
     """A PBS size as stored: ``4gb``, ``512mb``, ``100b`` (lower case, with its unit)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not (m := _SIZE_RE.match(value)):
+    if not isinstance(value, str) or not (m := _SIZE_RE.fullmatch(value)):
         raise _bad(attr, f"{value!r} is not a size (for example 4gb or 512mb)")
     count, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
     nbytes = count << _SCALE[scale]
@@ -267,7 +276,7 @@ def resource_type(name: str, custom: Mapping[str, str] | None = None) -> str | N
         return RESOURCE_TYPES[name]
     table = custom if custom is not None else _custom
     if table is None:
-        return "string" if _RES_NAME.match(name) else None
+        return "string" if _RES_NAME.fullmatch(name) else None
     return table.get(name)
 
 
@@ -277,10 +286,10 @@ def resource_value(name: str, value: Any, kind: str | None = None, *,
     """A resource value as the server stores it: long -> int, float -> float, boolean ->
     bool, duration -> ``HH:MM:SS``, size -> ``4gb``, select and place checked and kept as
     written, string -> str. Raises `BadValue` (15035 for an undefined resource)."""
+    if not isinstance(name, str) or not _RES_NAME.fullmatch(name) or len(name) > 256:
+        raise BadValue(PBSE_UNKRESC, f"{attr}.{shown(name)}",
+                       f"{shown(name)} is not a resource name")
     full = f"{attr}.{name}"
-    if not isinstance(name, str) or not _RES_NAME.match(name) or len(name) > 256:
-        raise BadValue(PBSE_UNKRESC, full if isinstance(name, str) else attr,
-                       f"{name!r} is not a resource name")
     kind = kind or resource_type(name, custom)
     if kind is None:
         raise BadValue(PBSE_UNKRESC, full, f"resource {name!r} is not defined")
@@ -402,7 +411,7 @@ def check_depend(value: str) -> bool:
         if kind == "on":
             if len(args) != 1 or not args[0].isdigit():
                 return False
-        elif not all(_JOB_ID.match(job) for job in args):
+        elif not all(_JOB_ID.fullmatch(job) for job in args):
             return False
     return True
 
@@ -665,7 +674,7 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
     out: dict[str, Any] = {}
     for name, value in attrs.items():
         if not isinstance(name, str):
-            raise BadValue(PBSE_NOATTR, repr(name), "not an attribute name")
+            raise BadValue(PBSE_NOATTR, shown(name), "not an attribute name")
         if name in SERVER_OVERRIDES:
             continue
         if name in UNSUPPORTED_JOB_ATTRIBUTES and value not in (None, False, ""):
@@ -677,7 +686,8 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
         if rule is None:
             plugin_def = extra.get(name)
             if plugin_def is None:
-                raise BadValue(PBSE_NOATTR, name, f"{name!r} is not a job attribute")
+                raise BadValue(PBSE_NOATTR, shown(name), f"{shown(name)} is not a job "
+                               "attribute")
             if _RANK[role] < _RANK.get(plugin_def.set_by, 3) or plugin_def.set_by == SERVER:
                 raise BadValue(PBSE_ATTRRO, name, "read-only or not settable by "
                                f"a{'n' if role[0] in 'aeiou' else ''} {role}")

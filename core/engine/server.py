@@ -376,6 +376,10 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("queuejob", outcome, attrs)
+        # What a hook unset and the server needs comes back as PBS's default.
+        attrs.setdefault("Job_Name", "STDIN")
+        attrs.setdefault("queue", queue_name)
+        attrs.setdefault("Rerunable", True)
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
