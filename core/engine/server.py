@@ -1189,6 +1189,7 @@ class Engine:
             home_dir, shell = pw.pw_dir, pw.pw_shell or "/bin/sh"
         except KeyError:
             home_dir, shell = "/", "/bin/sh"
+        shell = _shell_path(attrs.get("Shell_Path_List"), self.host) or shell  # qsub -S
         env = {k: str(v) for k, v in variables.items()}
         env.update({
             "HOME": home_dir, "USER": user, "LOGNAME": user, "SHELL": shell,
@@ -1454,6 +1455,19 @@ def _cpulist(text: str) -> set[int]:
         elif part:
             cpus.add(int(part))
     return cpus
+
+
+def _shell_path(spec: Any, host: str) -> str | None:
+    """qsub -S ``path[@host][,path@host...]``: the entry for this host, else the one
+    without a host (PBS's rule)."""
+    default = None
+    for item in str(spec or "").split(","):
+        path, _, where = item.strip().partition("@")
+        if where == host and path:
+            return path
+        if not where and path:
+            default = path
+    return default
 
 
 def _without(attrs: dict, problems: dict[str, str]) -> dict:

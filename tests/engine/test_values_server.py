@@ -230,3 +230,14 @@ def test_pbs_rsub_meets_the_same_rules(engine):
     assert engine.client("stat_resvs") == {}
     ok = engine.client("resv_submit", attrs={**base, "Reserve_Name": "fine"})
     assert ok["state"] == "UNCONFIRMED"
+
+
+def test_qsub_S_chooses_the_shell_that_runs_the_script(engine):
+    """-S is honoured, not ignored: the script runs under the shell it names."""
+    script = engine.work / "which.py"
+    script.write_text("import sys\nprint('run by python', sys.version_info[0])\n")
+    job_id = engine.pbs("qsub", "-S", "/usr/bin/python3,/bin/false@elsewhere", "-N", "shell",
+                        str(script), check=True).stdout.strip()
+    engine.wait(job_id)
+    out = (engine.work / f"shell.o{job_id.split('.')[0]}").read_text().strip()
+    assert out == "run by python 3"
