@@ -803,7 +803,12 @@ def _typed(defn: AttrDef, text: str) -> Any:
         return float(text)
     if kind in ("string_array", "acl"):
         items = [v.strip() for v in text.split(",")]
-        items = [v for v in items if v]
+        items = [values.text(v, defn.name) for v in items if v]  # no control characters
+        if kind == "acl":
+            for item in items:
+                user, _, host = item.lstrip("+-").partition("@")
+                if len(user) > values.MAX_NAME["user"] or len(host) > values.MAX_NAME["host"]:
+                    raise ValueError(f"{item!r} is longer than PBS's user@host")
         if defn.empty == "none" and items == ["none"]:
             return []
         return items
@@ -827,7 +832,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
         if not states or any(s not in SETTABLE_NODE_STATES for s in states):
             raise ValueError("qmgr sets only free or offline")
         return ",".join(states)
-    return text
+    return values.text(text, defn.name, prose=defn.name == "comment")
 
 
 def _split_entlim(text: str) -> list[str]:

@@ -956,6 +956,7 @@ class Engine:
         for name in self.sched_procs.dead():
             if self.stopping:
                 continue
+            self.set_aside()  # whatever it could not read is not sent to it again
             attrs = self.store.get("sched", name)
             if self.sched_procs.crashed(name, self.clock()) and attrs is not None:
                 with self.store.transaction() as st:

@@ -128,6 +128,8 @@ def write_row(engine, table: str, key: str, name: str, change) -> None:
                                       (name,)).fetchone()[0])
         change(attrs)
         db.execute(f"UPDATE {table} SET attrs=? WHERE {where}", (json.dumps(attrs), name))
+        if table == "jobs":  # the column the scheduler's query reads
+            db.execute("UPDATE jobs SET state=? WHERE id=?", (attrs["job_state"], name))
         db.commit()
     finally:
         db.close()
@@ -241,3 +243,22 @@ def test_qsub_S_chooses_the_shell_that_runs_the_script(engine):
     engine.wait(job_id)
     out = (engine.work / f"shell.o{job_id.split('.')[0]}").read_text().strip()
     assert out == "run by python 3"
+
+
+def test_a_cycle_that_meets_a_bad_row_sets_it_aside_and_goes_on(engine):
+    """The same bad job written while the server runs: the next cycle fails on it, logs
+    that, sets it aside and runs again; the server answers and other jobs run."""
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    bad = engine.submit(Hold_Types="u")
+    good = engine.submit()
+    write_row(engine, "jobs", "id", bad, lambda a: a.update(
+        Execution_Time="abc", Hold_Types="n", job_state="Q"))
+    engine.pbs("qmgr", "-c", "set server scheduling = true", check=True)
+    assert engine.wait(good)["Exit_status"] == 0
+    held = engine.job(bad)
+    assert (held["job_state"], held["Hold_Types"]) == ("H", "s")
+    assert "Execution_Time" not in held
+    log = engine.log()
+    assert "scheduling cycle failed: ValueError" in log
+    assert "set aside: a stored value the server cannot use" in log
+    assert engine.client("status")["server"]
