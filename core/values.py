@@ -129,6 +129,12 @@ def shown(name: Any) -> str:
     return text if len(text) <= 66 else text[:63] + "..."
 
 
+def _repr(value: Any) -> str:
+    """A value in an error: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 66 else text[:63] + "..."
+
+
 def _bad(attr: str, why: str) -> BadValue:
     return BadValue(PBSE_BADATVAL, attr, why)
 
@@ -142,7 +148,7 @@ def text(value: Any, attr: str, *, limit: int = MAX_STRING, allow_empty: bool = 
     if convert and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        raise _bad(attr, f"{value!r} is not a string")
+        raise _bad(attr, f"{_repr(value)} is not a string")
     if len(value) > limit:
         raise _bad(attr, f"longer than {limit} characters")
     try:
@@ -150,7 +156,7 @@ def text(value: Any, attr: str, *, limit: int = MAX_STRING, allow_empty: bool = 
     except UnicodeEncodeError:
         raise _bad(attr, "not valid UTF-8") from None
     if (_CONTROL_IN_PROSE if prose else _CONTROL).search(value):
-        raise _bad(attr, f"{value!r} holds a control character")
+        raise _bad(attr, f"{_repr(value)} holds a control character")
     if not allow_empty and not value:
         raise _bad(attr, "is empty")
     return value
@@ -169,13 +175,13 @@ def check_name(kind: str, name: Any, attr: str | None = None) -> str:
 def long(value: Any, attr: str, low: int = 0, high: int = LONG_MAX) -> int:
     """A whole number in [low, high]; digits in a string are accepted, a bool is not."""
     if isinstance(value, bool):
-        raise _bad(attr, f"{value!r} is not an integer")
+        raise _bad(attr, f"{_repr(value)} is not an integer")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,20}\s*", value):
         value = int(value)
     if not isinstance(value, int):
-        raise _bad(attr, f"{value!r} is not an integer")
+        raise _bad(attr, f"{_repr(value)} is not an integer")
     if not low <= value <= high:
         raise _bad(attr, f"{value} is outside [{low}, {high}]")
     return value
@@ -184,13 +190,13 @@ def long(value: Any, attr: str, low: int = 0, high: int = LONG_MAX) -> int:
 def number(value: Any, attr: str) -> float:
     """A finite float."""
     if isinstance(value, bool):
-        raise _bad(attr, f"{value!r} is not a number")
+        raise _bad(attr, f"{_repr(value)} is not a number")
     try:
         out = float(value) if isinstance(value, (int, float, str)) else math.nan
     except (ValueError, OverflowError):
         out = math.nan
     if not math.isfinite(out):
-        raise _bad(attr, f"{value!r} is not a finite number")
+        raise _bad(attr, f"{_repr(value)} is not a finite number")
     return out
 
 
@@ -203,29 +209,29 @@ def boolean(value: Any, attr: str) -> bool:
             return True
         if low in ("false", "f", "n", "0"):
             return False
-    raise _bad(attr, f"{value!r} is not a boolean (true|t|y|1|false|f|n|0)")
+    raise _bad(attr, f"{_repr(value)} is not a boolean (true|t|y|1|false|f|n|0)")
 
 
 def seconds(value: Any, attr: str) -> int:
     """A PBS duration in whole seconds: ``[[HH:]MM:]SS[.frac]`` or a number."""
     if isinstance(value, bool):
-        raise _bad(attr, f"{value!r} is not a duration")
+        raise _bad(attr, f"{_repr(value)} is not a duration")
     if isinstance(value, (int, float)):
         if not math.isfinite(value) or not 0 <= value <= LONG_MAX:
-            raise _bad(attr, f"duration {value!r} is out of range")
+            raise _bad(attr, f"duration {_repr(value)} is out of range")
         return int(value)
     if not isinstance(value, str):
-        raise _bad(attr, f"{value!r} is not a duration")
+        raise _bad(attr, f"{_repr(value)} is not a duration")
     parts = value.strip().split(":")
     if (not value.strip() or len(parts) > 3 or len(value) > 40
             or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts)):
-        raise _bad(attr, f"{value!r} is not a duration ([[HH:]MM:]SS)")
+        raise _bad(attr, f"{_repr(value)} is not a duration ([[HH:]MM:]SS)")
     total = 0
     for part in parts:
         whole = part.split(".")[0]
         total = total * 60 + int(whole)
     if total > LONG_MAX:
-        raise _bad(attr, f"duration {value!r} is out of range")
+        raise _bad(attr, f"duration {_repr(value)} is out of range")
     return total
 
 
@@ -242,13 +248,13 @@ def size(value: Any, attr: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not (m := _SIZE_RE.fullmatch(value)):
-        raise _bad(attr, f"{value!r} is not a size (for example 4gb or 512mb)")
+        raise _bad(attr, f"{_repr(value)} is not a size (for example 4gb or 512mb)")
     count, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
     nbytes = count << _SCALE[scale]
     if unit == "w":
         nbytes *= 8
     if nbytes > LONG_MAX:
-        raise _bad(attr, f"size {value!r} is out of range")
+        raise _bad(attr, f"size {_repr(value)} is out of range")
     return f"{count}{scale}{unit}"
 
 
@@ -347,11 +353,18 @@ def place(value: Any, attr: str = "Resource_List.place") -> str:
 
 def resources(value: Any, attr: str = "Resource_List",
               custom: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A whole resource mapping, each value checked (`resource_value`)."""
+    """A whole resource mapping, each value checked (`resource_value`); None (unset, in a
+    qalter or a hook) stays None."""
     if not isinstance(value, Mapping):
-        raise _bad(attr, f"{value!r} is not a mapping of resources")
-    return {name: resource_value(name, v, attr=attr, custom=custom)
-            for name, v in value.items() if v is not None}
+        raise _bad(attr, f"{shown(value)} is not a mapping of resources")
+    out = {}
+    for name, v in value.items():
+        if v is None:
+            resource_value(name, 0, "long", attr=attr)  # the name is still checked
+            out[name] = None
+        else:
+            out[name] = resource_value(name, v, attr=attr, custom=custom)
+    return out
 
 
 # -- job attributes ------------------------------------------------------------------------------
@@ -443,7 +456,7 @@ def _path(value: Any, attr: str) -> str:
 def _choice(*allowed: str):
     def check(value: Any, attr: str) -> str:
         if value not in allowed:
-            raise _bad(attr, f"{value!r} is not one of {', '.join(allowed)}")
+            raise _bad(attr, f"{_repr(value)} is not one of {', '.join(allowed)}")
         return value
     return check
 
@@ -452,7 +465,7 @@ def _rule(test):
     def check(value: Any, attr: str) -> str:
         value = text(value, attr, allow_empty=False)
         if not test(value):
-            raise _bad(attr, f"{value!r} is not a valid {attr}")
+            raise _bad(attr, f"{_repr(value)} is not a valid {attr}")
         return value
     return check
 
@@ -468,13 +481,13 @@ def _count(value: Any, attr: str) -> int:
 def _hold_types(value: Any, attr: str) -> str:
     value = text(value, attr, allow_empty=False)
     if set(value) - set("uosnp") or ("n" in value and value != "n"):
-        raise _bad(attr, f"{value!r} is not n or a set of u, o, s, p")
+        raise _bad(attr, f"{_repr(value)} is not n or a set of u, o, s, p")
     return value
 
 
 def _variables(value: Any, attr: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
-        raise _bad(attr, f"{value!r} is not a mapping of variables")
+        raise _bad(attr, f"{_repr(value)} is not a mapping of variables")
     out = {}
     total = 0
     for name, val in value.items():
@@ -506,14 +519,14 @@ def _queue(value: Any, attr: str) -> str:
 def _project(value: Any, attr: str) -> str:
     value = text(value, attr, allow_empty=False)
     if set(value) & _PROJECT_FORBIDDEN:
-        raise _bad(attr, f"{value!r} holds one of {''.join(sorted(_PROJECT_FORBIDDEN))}")
+        raise _bad(attr, f"{_repr(value)} holds one of {''.join(sorted(_PROJECT_FORBIDDEN))}")
     return value
 
 
 def _user_list(value: Any, attr: str) -> str:
     value = text(value, attr, allow_empty=False)
     if not check_at_list(value, one_without_host=False):
-        raise _bad(attr, f"{value!r} is not user[@host][,user@host...]")
+        raise _bad(attr, f"{_repr(value)} is not user[@host][,user@host...]")
     return value
 
 
@@ -522,7 +535,7 @@ def _umask(value: Any, attr: str) -> str:
         value = str(value)
     value = text(value, attr, allow_empty=False)
     if not re.fullmatch(r"[0-7]{1,4}", value):
-        raise _bad(attr, f"{value!r} is not an octal umask")
+        raise _bad(attr, f"{_repr(value)} is not an octal umask")
     return value
 
 
@@ -552,20 +565,20 @@ def _exec_vnode(value: Any, attr: str) -> str:
 def _stage(value: Any, attr: str) -> str:
     value = text(value, attr, allow_empty=False)
     if not all(re.fullmatch(r"[^@,]+@[^:,]+:.+", f) for f in value.split(",")):
-        raise _bad(attr, f"{value!r} is not local_file@host:remote_file[,...]")
+        raise _bad(attr, f"{_repr(value)} is not local_file@host:remote_file[,...]")
     return value
 
 
 def _sandbox(value: Any, attr: str) -> str:
     value = text(value, attr, allow_empty=False)
     if value.upper() not in ("HOME", "O_WORKDIR", "PRIVATE"):
-        raise _bad(attr, f"{value!r} is not HOME, O_WORKDIR or PRIVATE")
+        raise _bad(attr, f"{_repr(value)} is not HOME, O_WORKDIR or PRIVATE")
     return value
 
 
 def _any_mapping(value: Any, attr: str) -> Any:
     if not isinstance(value, Mapping):
-        raise _bad(attr, f"{value!r} is not a mapping")
+        raise _bad(attr, f"{_repr(value)} is not a mapping")
     return dict(value)
 
 
@@ -833,7 +846,7 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
 
 def _as_list(value: Any, attr: str) -> list:
     if not isinstance(value, list):
-        raise _bad(attr, f"{value!r} is not a list")
+        raise _bad(attr, f"{_repr(value)} is not a list")
     return value
 
 

@@ -346,7 +346,7 @@ class Engine:
             raise PbsError(PBSE_QUNOENB, obj=queue_name)
         if queue.get("reservation"):
             self.resvs.may_submit(caller, queue_name)
-        res = dict(attrs.get("Resource_List") or {})
+        res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
         now = int(self.clock())
         with self.store.transaction() as st:
@@ -596,8 +596,8 @@ class Engine:
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         changes = dict(attrs)
         if "Resource_List" in changes:
-            changes["Resource_List"] = {**current.get("Resource_List", {}),
-                                        **changes["Resource_List"]}
+            merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
+            changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
         if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
             holds = str(changes["Hold_Types"] or "n")
             if set(holds) - {"u", "n"} and not caller.privileged:
