@@ -7,7 +7,10 @@ import os
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pbsplug import values
 from pbsplug.engine import jobspec
 from pbsplug.engine.jobspec import (
     PBS_MAXJOBNAME,
@@ -815,3 +818,31 @@ def test_job_spec_error_text():
     assert str(err) == "something"
     assert err.stderr == f"qsub: something\n{USAGE}"
     assert err.status == 2
+
+
+# -- random -l strings: the trial's 262 of 300 accepted ------------------------------------------
+_l_names = st.sampled_from(sorted(values.RESOURCE_TYPES)) | st.from_regex(
+    r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+_l_values = st.sampled_from(["1", "-1", "4gb", "01:00:00", "abc", "1:ncpus=2", "free",
+                             "99999999999999999999999", "1.5", "t", "2:ncpus=1:bogus=1"]) | \
+    st.text(alphabet="0123456789:abcgmkb.=-+", max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.tuples(_l_names, _l_values), min_size=1, max_size=3))
+def test_random_l_strings_are_refused_unless_every_resource_is_defined_and_valid(items):
+    """qsub then the server (no custom resources defined): a resource list is accepted only
+    when every name is PBS's and every value fits its type; the rest get PBS's error."""
+    spec = ",".join(f"{n}={v}" for n, v in items)
+    try:
+        request = submit("-l", spec)
+    except jobspec.JobSpecError as err:
+        assert err.code in (15014, 15004, 15035) and "\n" not in str(err)
+        return
+    try:
+        stored = values.job_request(request.attrs, "user", {})
+    except values.BadValue as err:
+        assert err.code in (15014, 15035)
+        return
+    for name in stored.get("Resource_List", {}):
+        assert name in values.RESOURCE_TYPES
