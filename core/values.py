@@ -259,7 +259,10 @@ def size(value: Any, attr: str) -> str:
 
 
 def epoch(value: Any, attr: str) -> int:
-    """A time: whole epoch seconds from 1970 to the end of year 9999."""
+    """A time: whole epoch seconds from 1970 to the end of year 9999 (a clock's float is
+    cut to its second)."""
+    if isinstance(value, float) and math.isfinite(value) and 0 <= value <= TIME_MAX:
+        value = int(value)
     return long(value, attr, 0, TIME_MAX)
 
 
@@ -722,7 +725,7 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
 #: here is set aside (free text, however odd, is only shown).
 STORED_JOB_CHECKS = frozenset({
     "Resource_List", "Execution_Time", "job_state", "Hold_Types", "Priority", "run_count",
-    "Rerunable", "exec_vnode", "Variable_List", "ctime", "qtime", "mtime", "stime",
+    "Rerunable", "exec_vnode", "ctime", "qtime", "mtime", "stime",
     "Exit_status",
 })
 STORED_VNODE_CHECKS = frozenset({
