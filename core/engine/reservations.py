@@ -97,12 +97,13 @@ class Reservations:
             "Variable_List": dict(attrs.get("Variable_List") or {}),
             # pbs_rsub -p: only that partition's scheduler decides it
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
+        before = resv.to_dict()
         outcome = eng._event("resvsub", caller, resv=resv)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         stored = resv.to_dict()
         stored.pop("name", None)
-        eng._check_hooked("resvsub", outcome, stored, kind="resv")
+        eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "

@@ -279,16 +279,19 @@ class Engine:
             raise PbsError(exc.code, exc.pbs_text) from None
 
     def _check_hooked(self, event: str, outcome: Outcome, attrs: dict[str, Any],
-                      kind: str = "job") -> None:
+                      before: dict[str, Any], kind: str = "job") -> None:
         """What hooks left in a job (or reservation) before it is stored: a value no setter
         checked (a list or mapping changed in place) that breaks the rules is the last
-        hook's error, with PBS's text, and nothing is stored."""
+        hook's error, with PBS's text, and nothing is stored. Only what differs from
+        `before` (a shallow copy made before the event) is checked, and every list or
+        mapping, which may have changed in place."""
         if not outcome.runs:
             return
         custom = self.resource_types()
         try:
             for name, value in attrs.items():
-                if value is None:
+                if value is None or (before.get(name) == value
+                                     and not isinstance(value, (dict, list))):
                     continue
                 if name == "Resource_List":
                     values.resources(value, name, custom)
@@ -370,12 +373,13 @@ class Engine:
         if attrs.get("Hold_Types", "n") not in ("n", None):
             attrs["job_state"] = "H"
         job = Job(job_id, attrs)
+        before = dict(attrs)
         outcome = self._event("queuejob", caller, job=job)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
         attrs.pop("id", None)
-        self._check_hooked("queuejob", outcome, attrs)
+        self._check_hooked("queuejob", outcome, attrs, before)
         # What a hook unset and the server needs comes back as PBS's default.
         attrs.setdefault("Job_Name", "STDIN")
         attrs.setdefault("queue", queue_name)
@@ -607,13 +611,14 @@ class Engine:
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls)."""
-        job = Job(job_id, {**current, **changes})
+        before = {**current, **changes}
+        job = Job(job_id, before)
         outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
-        self._check_hooked("modifyjob", outcome, attrs)
+        self._check_hooked("modifyjob", outcome, attrs, before)
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -638,14 +643,15 @@ class Engine:
         if queue.get("reservation"):
             self.resvs.may_submit(caller, destination)
         source = attrs["queue"]
-        job = Job(job_id, {**attrs, "queue": destination})
+        before = {**attrs, "queue": destination}
+        job = Job(job_id, before)
         outcome = self._event("movejob", caller, job=job, src_queue=Queue(
             source, self.store.get("queue", source) or {}))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
-        self._check_hooked("movejob", outcome, attrs)
+        self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
