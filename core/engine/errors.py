@@ -1,4 +1,7 @@
-"""PBS's error codes and texts, as the engine answers requests with them (pbs_error.h)."""
+"""PBS's error codes and texts, as the engine answers requests with them (pbs_error.h).
+
+The value rules' codes (15002, 15003, 15014, 15029, 15035) come from the kernel's
+`pbsplug.values`, whose `BadValue.pbs_text` is the reply's text."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
 PBSE_NOSUP = 15029
+PBSE_UNKRESC = 15035
 PBSE_UNKNODE = 15062
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -34,6 +38,7 @@ MESSAGES = {
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUNOENB: "Queue is not enabled",
     PBSE_NOSUP: "No support for requested service",
+    PBSE_UNKRESC: "Unknown resource",
     PBSE_UNKNODE: "Unknown node",
     PBSE_HISTJOBID: "Job has finished",
 }
