@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 PBSE_UNKRESVID = 15084
 PBSE_BADTSPEC = 15086
 
+#: What pbs_rsub sends; anything else in a request is PBS's 15002.
+_RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "reserve_duration",
+                              "Resource_List", "Variable_List", "partition"})
+
 UNCONFIRMED, CONFIRMED, RUNNING, FINISHED = (
     "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED")
 
@@ -119,6 +123,9 @@ class Reservations:
             raise PbsError(15014, "Illegal attribute or resource value attrs")
         out = dict(attrs)
         custom = self.engine.resource_types()
+        unknown = sorted(str(name) for name in set(attrs) - _RSUB_ATTRIBUTES)
+        if unknown:
+            raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
         try:
             for name in ("Reserve_Name", "Variable_List", "partition"):
                 if attrs.get(name) is not None:

@@ -727,6 +727,11 @@ class Engine:
         """pbsnodes -o / -r / -C; modifyvnode fires for each change."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
+        if comment is not None:
+            try:
+                comment = values.text(comment, "comment", prose=True)
+            except values.BadValue as exc:
+                raise PbsError(exc.code, exc.pbs_text) from None
         nodes = self.store.all("node")
         for name in names:
             if name not in nodes:

@@ -262,3 +262,15 @@ def test_a_cycle_that_meets_a_bad_row_sets_it_aside_and_goes_on(engine):
     assert "scheduling cycle failed: ValueError" in log
     assert "set aside: a stored value the server cannot use" in log
     assert engine.client("status")["server"]
+
+
+def test_pbs_rsub_and_pbsnodes_refuse_what_they_do_not_know(engine):
+    now = int(time.time())
+    err = refused(engine, "resv_submit", attrs={"reserve_start": now + 60,
+                                                "reserve_end": now + 120, "resv_nodes": "x"})
+    assert (err.code, err.message) == (15002, "Undefined attribute resv_nodes")
+    node = next(iter(engine.nodes()))
+    err = refused(engine, "node_state", names=[node], comment={"not": "text"})
+    assert err.code == 15014
+    engine.client("node_state", names=[node], comment="checked\tby hand")
+    assert engine.nodes()[node]["comment"] == "checked\tby hand"
