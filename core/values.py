@@ -847,6 +847,33 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
 }
 
 
+RESV_ATTRIBUTES["resv_nodes"] = Rule(_exec_vnode, SERVER)
+STORED_RESV_CHECKS = frozenset({"reserve_start", "reserve_end", "reserve_duration",
+                                "Resource_List", "resv_nodes"})
+
+
+def resv_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
+                  ) -> dict[str, str]:
+    """What is wrong with a stored reservation: attribute -> why."""
+    problems: dict[str, str] = {}
+    for name in STORED_RESV_CHECKS:
+        value = attrs.get(name)
+        if value is None:
+            continue
+        try:
+            if name == "Resource_List":
+                if not isinstance(value, Mapping):
+                    raise _bad(name, f"{_repr(value)} is not a mapping of resources")
+                for res, val in value.items():
+                    resource_value(res, val, attr=name, custom={**(custom or {}), res: (
+                        resource_type(res, custom) or "string")})
+            else:
+                RESV_ATTRIBUTES[name].check(value, name)
+        except BadValue as exc:
+            problems[name] = str(exc)
+    return problems
+
+
 def _as_list(value: Any, attr: str) -> list:
     if not isinstance(value, list):
         raise _bad(attr, f"{_repr(value)} is not a list")

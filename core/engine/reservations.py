@@ -33,7 +33,7 @@ from .. import units, values
 from ..objects import Reservation
 from ..units import parse_exec_vnode
 from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
-from .home import LOG_ADMIN, LOG_JOB
+from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
 
 if TYPE_CHECKING:
     from ..scheduler import ResvDecision
@@ -175,6 +175,27 @@ class Reservations:
         return name if "." in name else f"{name}.{self.engine.server_name}"
 
     # -- life -------------------------------------------------------------------------------------
+    def set_aside(self) -> int:
+        """Reservations whose stored times, resources or vnodes the server cannot use (an
+        older version, a bug) end now, as pbs_rdel would end them, with the reason logged,
+        so that the server starts and goes on. Returns how many."""
+        eng = self.engine
+        count = 0
+        custom = eng.resource_types()
+        for resv_id, attrs in eng.store.all("resv").items():
+            problems = values.resv_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the reservation's attributes are not a mapping"}
+            if not problems:
+                continue
+            why = "; ".join(problems.values())
+            eng.log(LOG_ADMIN | LOG_ERROR, "Resv", resv_id,
+                    f"set aside: a stored value the server cannot use: {why}")
+            fixed = {k: v for k, v in (attrs if isinstance(attrs, dict) else {}).items()
+                     if k not in problems}
+            self._end(resv_id, fixed, f"deleted: bad attribute value set aside: {why}")
+            count += 1
+        return count
+
     def objects(self) -> list[Reservation]:
         return [Reservation(n, a) for n, a in self.engine.store.all("resv").items()]
 

@@ -144,6 +144,7 @@ class Engine:
         self._recover()
         self._track_states()
         self.resvs = Reservations(self)
+        self.resvs.set_aside()
         self.manager = Manager(self)
         self.periodic = Periodic(self)
         self.periodic.startup()
@@ -228,6 +229,8 @@ class Engine:
             self.log(LOG_ADMIN | LOG_ERROR, "Node", name,
                      f"set aside: a stored value the server cannot use: {why}")
             count += 1
+        if getattr(self, "resvs", None) is not None:  # not yet while the server starts
+            count += self.resvs.set_aside()
         return count
 
     def _lost(self, job_id: str, attrs: dict, why: str) -> None:

@@ -274,3 +274,27 @@ def test_pbs_rsub_and_pbsnodes_refuse_what_they_do_not_know(engine):
     assert err.code == 15014
     engine.client("node_state", names=[node], comment="checked\tby hand")
     assert engine.nodes()[node]["comment"] == "checked\tby hand"
+
+
+def test_a_reservation_the_server_cannot_read_ends_and_the_server_comes_up(engine):
+    now = int(time.time())
+    resv = engine.client("resv_submit", attrs={"reserve_start": now + 3600,
+                                               "reserve_end": now + 7200})["id"]
+    keep = engine.client("resv_submit", attrs={"reserve_start": now + 3600,
+                                               "reserve_end": now + 7200})["id"]
+    engine.stop()
+    db = sqlite3.connect(engine.home.db)
+    try:
+        attrs = json.loads(db.execute("SELECT attrs FROM objects WHERE type='resv' AND "
+                                      "name=?", (resv,)).fetchone()[0])
+        attrs["reserve_start"] = "abc"
+        db.execute("UPDATE objects SET attrs=? WHERE type='resv' AND name=?",
+                   (json.dumps(attrs), resv))
+        db.commit()
+    finally:
+        db.close()
+    engine.start()
+    assert set(engine.client("stat_resvs")) == {keep}
+    log = engine.log()
+    assert f"{resv}" in log and "set aside: a stored value the server cannot use: " \
+                                "reserve_start" in log
