@@ -11,6 +11,7 @@ fork for hooks safely.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import grp
 import logging
 import math
@@ -20,6 +21,8 @@ import shutil
 import signal
 import socket
 import time
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -330,7 +333,8 @@ class Engine:
         caller = self.caller(uid)
         handler = getattr(self, f"req_{op}", None)
         if handler is None:
-            raise PbsError(PBSE_IVALREQ, f"Unknown request {op!r}")
+            raise PbsError(PBSE_IVALREQ, f"Unknown request {values.shown(op)}")
+        _check_arguments(handler, args)
         return handler(caller, **args)
 
     def req_submit(self, caller: Caller, attrs: dict[str, Any], script: str | None = None,
@@ -1470,6 +1474,53 @@ def _cpulist(text: str) -> set[int]:
         elif part:
             cpus.add(int(part))
     return cpus
+
+
+@functools.cache
+def _hints(handler: Callable) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(handler)
+    except Exception:  # noqa: BLE001 - an annotation only a type checker resolves: no check
+        return {}
+
+
+def _check_arguments(handler: Callable, args: dict[str, Any]) -> None:
+    """A request's arguments have the types its handler declares (a raw request may send
+    anything): PBS's 15004 naming the argument otherwise, before the handler runs."""
+    hints = _hints(getattr(handler, "__func__", handler))
+    for name, value in args.items():
+        hint = hints.get(name)
+        if hint is not None and not _fits(value, hint):
+            raise PbsError(PBSE_IVALREQ, f"Invalid request: argument {values.shown(name)} "
+                           f"is not {hint}".replace("typing.", ""))
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, p) for p in params)
+    if hint is type(None):
+        return value is None
+    if origin is list or hint is list:
+        return isinstance(value, list) and (not params or all(_fits(v, params[0])
+                                                              for v in value))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is str:
+        if not isinstance(value, str):
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return True
 
 
 def _shell_path(spec: Any, host: str) -> str | None:

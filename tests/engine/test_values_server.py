@@ -56,7 +56,11 @@ def test_the_defects_of_the_trial_are_refused_at_the_door(engine):
     assert submit_raw(engine, Job_Name="\udc80").code == 15014
     assert submit_raw(engine, User_List="root").code == 15029
     assert submit_raw(engine, group_list="root").code == 15029
-    assert refused(engine, attrs={}, script=5).code == 15014
+    err = refused(engine, attrs={}, script=5)  # a request's arguments have their types
+    assert (err.code, err.message) == (15004, "Invalid request: argument script is not "
+                                              "str | None")
+    assert refused(engine, attrs=["Job_Name"]).code == 15004
+    assert refused(engine, "delete", ids="0").code == 15004
     assert refused(engine, attrs={}, argv=["a\0b"]).code == 15014
     assert engine.client("stat_jobs", history=True) == {}
 
@@ -271,6 +275,8 @@ def test_pbs_rsub_and_pbsnodes_refuse_what_they_do_not_know(engine):
     assert (err.code, err.message) == (15002, "Undefined attribute resv_nodes")
     node = next(iter(engine.nodes()))
     err = refused(engine, "node_state", names=[node], comment={"not": "text"})
+    assert err.code == 15004
+    err = refused(engine, "node_state", names=[node], comment="bell\x07")
     assert err.code == 15014
     engine.client("node_state", names=[node], comment="checked\tby hand")
     assert engine.nodes()[node]["comment"] == "checked\tby hand"

@@ -73,6 +73,13 @@ def _answer(engine: LocalEngine, op: str, **args) -> tuple[bool, object]:
         return False, err
 
 
+_OPS = ["submit", "alter", "delete", "hold", "release", "move", "rerun", "run", "node_state",
+        "qmgr", "resv_submit", "resv_delete", "stat_jobs", "stat_queues", "stat_nodes",
+        "stat_resvs", "stat_server", "status", "nosuch"]
+_ARGS = ["attrs", "script", "argv", "id", "ids", "names", "types", "destination", "force",
+         "history", "vnodes", "offline", "comment", "text", "other"]
+
+
 def _requests(job_ids: list[str]):
     """A random API request: (op, args)."""
     target = st.sampled_from(job_ids + ["999.nowhere", "x"]) if job_ids else st.just("1")
@@ -100,6 +107,10 @@ def _requests(job_ids: list[str]):
                   st.fixed_dictionaries({"ids": st.lists(target, max_size=2)})),
         st.tuples(st.just("move"), st.fixed_dictionaries({
             "destination": _plausible.map(str), "ids": st.lists(target, max_size=2)})),
+        # any request, any argument, any JSON type (shutdown and attach aside: they act
+        # on the server and on processes, not on values)
+        st.tuples(st.sampled_from(_OPS), st.dictionaries(st.sampled_from(_ARGS),
+                                                         _json_values, max_size=3)),
     )
 
 
