@@ -94,7 +94,7 @@ _RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _NAME_RULES = {
     "job": re.compile(r"^[A-Za-z0-9_.+-]+$"),
     "resv": re.compile(r"^[A-Za-z0-9_.+-]+$"),
-    "queue": re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
+    "queue": re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$"),
     "sched": re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
     "node": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\[\]-]*$"),
     "host": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"),
@@ -516,7 +516,11 @@ def _resources_rule(value: Any, attr: str) -> dict[str, Any]:
 
 
 def _queue(value: Any, attr: str) -> str:
-    return check_name("queue", value, attr)
+    """A destination queue: a name that cannot be a queue is PBS's ``Unknown queue``."""
+    try:
+        return check_name("queue", value, attr)
+    except BadValue as exc:
+        raise BadValue(PBSE_UNKQUE, "", exc.why) from None
 
 
 def _project(value: Any, attr: str) -> str:
