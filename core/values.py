@@ -685,12 +685,13 @@ def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) ->
 
 
 def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, *,
-                extra: Mapping[str, Any] = {}) -> dict[str, Any]:
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Attributes a client sent (qsub or qalter) as they will be stored: each known, settable
     by `role`, and valid. `extra` maps a plugin's registered job attributes to their
     `AttributeDef`. Raises `BadValue` with 15002, 15003, 15014, 15029 or 15035."""
     if not isinstance(attrs, Mapping):
         raise _bad("attrs", "the request's attributes are not a mapping")
+    extra = extra or {}
     out: dict[str, Any] = {}
     for name, value in attrs.items():
         if not isinstance(name, str):
