@@ -18,12 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from . import values
 from .units import parse_duration, parse_size
 
 #: Attributes whose value is a mapping of resource name to value.
 RESOURCE_ATTRIBUTES = frozenset({
     "Resource_List", "resources_used", "resources_available", "resources_assigned",
     "resources_max", "resources_min", "resources_default", "estimated", "schedselect",
+})
+
+#: Resource mappings whose values `pbsplug.values` checks when set (the others are derived).
+CHECKED_RESOURCES = frozenset({
+    "Resource_List", "resources_used", "resources_available", "resources_default",
+    "resources_max", "resources_min",
 })
 
 Guard = Callable[["PbsObject", str], None]
@@ -48,6 +55,9 @@ class Resources(dict):
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._owner._check_write(f"{self._attr}.{key}", self._attr)
+        if value is not None and self._attr in CHECKED_RESOURCES:
+            # A bad value raises here, inside the hook: the hook fails, nothing is stored.
+            value = values.resource_value(key, value, attr=self._attr)
         if value is None:
             super().pop(key, None)
         else:
@@ -153,6 +163,9 @@ class PbsObject:
             object.__setattr__(self, key, value)
             return
         self._check_write(key, key)
+        # PBS's types refuse a bad value when it is set (a hook's exception), so nothing
+        # invalid reaches the server.
+        value = values.object_value(self.kind, key, value)
         if value is None:
             self._attrs.pop(key, None)
         else:

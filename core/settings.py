@@ -222,12 +222,18 @@ def read_cf(path: Path) -> dict[str, Any]:
     is wrong with it."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([ConfigIssue(str(path), "(file)", str(path),
                                        f"cannot be read: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigIssue(str(path), "(file)", str(path), f"not valid UTF-8 "
+                                       f"(byte {exc.start}): JSON files are UTF-8")]) from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ConfigError([ConfigIssue(str(path), "(file)", str(path), "not valid JSON: "
+                                       "arrays or objects nested too deeply")]) from None
     except json.JSONDecodeError as exc:
         lines = text.splitlines()
         near = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""

@@ -160,6 +160,12 @@ def load_site(path: str | os.PathLike | None = None, *,
                                         f"cannot be read: {exc.strerror or exc}"))
         except tomllib.TOMLDecodeError as exc:
             problems.append(ConfigIssue(str(p), "(syntax)", "", f"not valid TOML: {exc}"))
+        except UnicodeDecodeError as exc:
+            problems.append(ConfigIssue(str(p), "(file)", "", f"not valid UTF-8 (byte "
+                                        f"{exc.start}): TOML files are UTF-8"))
+        except RecursionError:
+            problems.append(ConfigIssue(str(p), "(syntax)", "", "not valid TOML: arrays or "
+                                        "tables nested too deeply"))
         else:
             site = parse_site(data, p, problems)
     if issues is not None:

@@ -466,7 +466,7 @@ def test_hook_execjob_preterm(register_plugin, fire_event):
 
 def test_hook_execjob_epilogue(register_plugin, fire_event):
     def account(event):
-        event.job.resources_used["energy"] = "12kWh"
+        event.job.resources_used["energy"] = 12.5  # kWh, a float in PBS
         if event.job.Exit_status == 271:  # killed by a node failure
             event.job.rerun()
             event.reject("node failure: rerun")
@@ -476,7 +476,7 @@ def test_hook_execjob_epilogue(register_plugin, fire_event):
     out = fire_event("execjob_epilogue", ended)
     assert_rejected(out, "node failure: rerun", "ignore")
     assert out.job_action == "rerun"  # still applies, as do the changes
-    assert out.changes == {"job": {"resources_used": {"energy": "12kWh"}, "_action": "rerun"}}
+    assert out.changes == {"job": {"resources_used": {"energy": 12.5}, "_action": "rerun"}}
 
 
 def test_hook_execjob_end(register_plugin, fire_event):

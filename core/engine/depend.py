@@ -1,8 +1,15 @@
 """Job dependencies (``qsub -W depend=...``), as PBS keeps them.
 
 A job that waits on others carries a system hold (``s``) until every dependency is met; then
-the hold is released and the job is queued. A dependency that can no longer be met (the job
-it waits on failed, for ``afterok``) deletes the waiting job, with a comment saying which.
+the hold is released and the job is queued. A dependency that can no longer be met deletes
+the waiting job, as PBS does, in PBS's words:
+
+* the job it waits on ends and cannot satisfy it (``afterok`` and a non-zero exit status, or
+  it was deleted before it ran): ``Job deleted as result of dependency on job <id>``;
+* the job it names had already finished, unsatisfying, when it was submitted: qsub still
+  prints the new job's id (PBS registers dependencies after queueing), and the new job is
+  deleted at once with ``<id> Finished job did not satisfy dependency`` (PBS's
+  PBSE_HISTDEPEND). A finished job that satisfies it counts as met.
 
 | type | the job runs once each listed job has ... |
 |---|---|
@@ -26,6 +33,8 @@ BEFORE = {"before": "after", "beforeok": "afterok", "beforenotok": "afternotok",
           "beforeany": "afterany"}
 
 WAIT, MET, NEVER = "wait", "met", "never"
+#: PBS's text (msg_histdepend) for a dependency on a finished job that did not satisfy it.
+HISTDEPEND = "Finished job did not satisfy dependency"
 
 
 def parse(text: str | None) -> list[tuple[str, list[str]]]:

@@ -1,4 +1,7 @@
-"""PBS's error codes and texts, as the engine answers requests with them (pbs_error.h)."""
+"""PBS's error codes and texts, as the engine answers requests with them (pbs_error.h).
+
+The value rules' codes (15002, 15003, 15014, 15029, 15035) come from the kernel's
+`pbsplug.values`, whose `BadValue.pbs_text` is the reply's text."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
 PBSE_NOSUP = 15029
 PBSE_NOCONNECTS = 15033
+PBSE_UNKRESC = 15035
 PBSE_UNKNODE = 15062
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -36,6 +40,7 @@ MESSAGES = {
     PBSE_QUNOENB: "Queue is not enabled",
     PBSE_NOSUP: "No support for requested service",
     PBSE_NOCONNECTS: "No free connections",
+    PBSE_UNKRESC: "Unknown resource",
     PBSE_UNKNODE: "Unknown node",
     PBSE_HISTJOBID: "Job has finished",
 }

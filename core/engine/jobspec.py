@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..units import parse_duration, parse_place, parse_select, parse_size
+from .. import values
 
 # -- PBS's error numbers (pbs_error.h) ------------------------------------------------------------
 PBSE_IVALREQ = 15004     # Invalid request: a malformed command line
@@ -68,20 +68,9 @@ _FLAGS = frozenset("fhIVXz")
 # Precedence of where an option came from (PBS: CMDLINE, CMDLINE-1, CMDLINE-2).
 _DEFAULTS, _DIRECTIVE, _CMDLINE = 1, 2, 3
 
-#: Types of the resources PBS defines; a custom resource is a string unless `resource_types`
-#: says otherwise. Types: long, float, size, duration, boolean, string, select, place.
-RESOURCE_TYPES: dict[str, str] = {
-    "select": "select", "place": "place",
-    "walltime": "duration", "cput": "duration", "pcput": "duration",
-    "soft_walltime": "duration", "min_walltime": "duration", "max_walltime": "duration",
-    "mem": "size", "vmem": "size", "pmem": "size", "pvmem": "size", "file": "size",
-    "accelerator_memory": "size",
-    "ncpus": "long", "nodect": "long", "mpiprocs": "long", "ompthreads": "long",
-    "ngpus": "long", "naccelerators": "long", "nchunk": "long", "nice": "long",
-    "cpupercent": "long",
-    "host": "string", "vnode": "string", "arch": "string", "software": "string",
-    "preempt_targets": "string",
-}
+#: Types of the resources PBS defines (the kernel's table, `pbsplug.values`); a custom
+#: resource is a string unless `resource_types` says otherwise.
+RESOURCE_TYPES = values.RESOURCE_TYPES
 
 #: The dependency types of ``-W depend=`` (``on`` takes a count, the others job ids).
 DEPEND_TYPES = frozenset({
@@ -480,7 +469,7 @@ class _Parser:
         elif letter == "S":
             p.set("Shell_Path_List", v, level, "S")
         elif letter == "u":
-            p.set("User_List", v, level, "u")
+            raise _unsupported("-u (a job runs as the user who submits it)")
         elif letter == "v":
             if p.variables is None or level >= p.variables[1]:
                 p.variables = (_expand_varlist(v, self.env), level)
@@ -506,10 +495,22 @@ class _Parser:
                     p.block = (value.lower() == "true", level)
             elif key == "pwd":
                 raise _OptionError("qsub: illegal -W value")
+            elif key == "group_list":
+                raise _unsupported("-W group_list (a job runs with its owner's primary group)")
+            elif key in ("stagein", "stageout"):
+                raise _unsupported(f"-W {key} (no file staging on one machine)")
+            elif key == "sandbox" and value.upper() == "PRIVATE":
+                raise _unsupported("-W sandbox=PRIVATE (a job runs in PBS_O_WORKDIR)")
             else:
                 old = p.w_attrs.get(key)
                 if old is None or level >= old[1]:
                     p.w_attrs[key] = (value, level)
+
+
+def _unsupported(what: str) -> JobSpecError:
+    """An option the local engine cannot honour: refused with 15029, never ignored."""
+    return JobSpecError(f"qsub: {what} is not supported by the pbsplug local engine",
+                        PBSE_NOSUP, status=1)
 
 
 def _unsupported_interactive() -> JobSpecError:
@@ -637,12 +638,10 @@ def _read_script_file(path: str) -> str:
 # -- pass 2: attribute values ---------------------------------------------------------------------
 
 def parse_umask(value: Any) -> int:
-    """The job's ``umask`` attribute (``-W umask=NNN``): one to four octal digits, as PBS
-    takes it (a JSON number's digits are read as octal too: 22 is 022). ValueError if not."""
-    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-    if not re.fullmatch(r"[0-7]{1,4}", text):
-        raise ValueError(f"umask {value!r} is not 1 to 4 octal digits")
-    return int(text, 8)
+    """The job's ``umask`` attribute (``-W umask=NNN``) as a number: one to four octal digits,
+    by the kernel's rule (`pbsplug.values`; a JSON number's digits are octal too: 22 is 022).
+    ValueError if not."""
+    return int(values.JOB_ATTRIBUTES["umask"].check(value, "umask"), 8)
 
 
 def check_job_name(name: str) -> None:
@@ -655,89 +654,18 @@ def check_job_name(name: str) -> None:
         raise _illegal("N")
 
 
-def _normalise_size(value: str) -> str:
-    parse_size(value)       # raises ValueError
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)([bw]?)\s*", value, re.IGNORECASE)
-    assert m is not None
-    return f"{int(m.group(1))}{m.group(2).lower()}{(m.group(3) or 'b').lower()}"
-
-
 def resource_value(name: str, value: Any, kind: str | None = None) -> Any:
-    """A resource value as the job stores it: long -> int, float -> float, boolean -> bool,
-    duration -> ``HH:MM:SS``, size -> ``4gb`` (lower case, with its unit), select/place
-    checked and kept as written. Raises ValueError for a value of the wrong type."""
-    kind = kind or RESOURCE_TYPES.get(name, "string")
-    text = str(value).strip()
-    if kind == "long":
-        if not re.fullmatch(r"[+-]?\d+", text):
-            raise ValueError(f"{name}={value!r} is not an integer")
-        return int(text)
-    if kind == "float":
-        return float(text)
-    if kind == "boolean":
-        low = text.lower()
-        if low in ("true", "t", "y", "1"):
-            return True
-        if low in ("false", "f", "n", "0"):
-            return False
-        raise ValueError(f"{name}={value!r} is not a boolean")
-    if kind == "duration":
-        if not text:
-            raise ValueError(f"{name} is empty")
-        seconds = parse_duration(text)
-        return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-    if kind == "size":
-        return _normalise_size(text)
-    if kind == "select":
-        for chunk in parse_select(text):
-            for res, val in chunk.resources.items():
-                sub = RESOURCE_TYPES.get(res)
-                if sub in ("long", "size", "float", "boolean"):
-                    resource_value(res, val, sub)
-        return text
-    if kind == "place":
-        if not text:
-            raise ValueError("place is empty")
-        parse_place(text)
-        return text
-    return str(value)
+    """A resource value as the job stores it (`pbsplug.values.resource_value`: long -> int,
+    duration -> ``HH:MM:SS``, size -> ``4gb``, ...). qsub does not know the server's custom
+    resources, so an unknown one is a string here; the server refuses it if undefined.
+    Raises ValueError for a value of the wrong type."""
+    return values.resource_value(name, value, kind or RESOURCE_TYPES.get(name, "string"))
 
 
-def _check_at_list(text: str, *, one_without_host: bool) -> bool:
-    """``name[@host][,name@host...]``: at most one name without a host, one per host."""
-    if not text:
-        return False
-    hosts: set[str | None] = set()
-    for item in text.split(","):
-        name, at, host = item.strip().partition("@")
-        if not name or (at and not host) or any(ch.isspace() for ch in item.strip()):
-            return False
-        key = host if at else None
-        if one_without_host:
-            if key in hosts:
-                return False
-            hosts.add(key)
-    return True
-
-
-def _check_keep(value: str) -> bool:
-    if not value or set(value) - set("oedn"):
-        return False
-    keep = bool(set(value) & set("oe"))
-    dont = "n" in value
-    return not ((keep and dont) or ("d" in value and not (keep or dont)))
-
-
-def _check_mail_points(value: str) -> bool:
-    if not value or value == "j":
-        return False
-    return value == "n" or not set(value) - set("abej")
-
-
-def _check_checkpoint(value: str) -> bool:
-    if len(value) == 1:
-        return value in "nscwu"
-    return bool(re.fullmatch(r"[cw]=\d+", value))
+_check_at_list = values.check_at_list
+_check_keep = values.check_keep
+_check_mail_points = values.check_mail_points
+_check_checkpoint = values.check_checkpoint
 
 
 def _depend(value: str, server: str | None) -> str:

@@ -111,16 +111,20 @@ class Manager:
                                          queue_defs=qmgr.definitions("queue", registry),
                                          custom_resources=self.resource_types())
             return qmgr.print_objects(cmd.obj_type, chosen, defs, self.resource_types())
+        # One command is all or nothing: its changes to every object it names are one
+        # transaction, so a refusal for the last name leaves the first ones as they were.
+        with eng.store.transaction():
+            for name in names:
+                self._management(caller, cmd, name)
+                if cmd.obj_type == "hook":
+                    self._hook(cmd, name, objects.get(name), defs)
+                elif cmd.verb == "create":
+                    self._create(cmd, name, objects, defs)
+                elif cmd.verb == "delete":
+                    self._delete(cmd.obj_type, name, objects[name])
+                else:
+                    self._change(cmd, name, objects[name], defs)
         for name in names:
-            self._management(caller, cmd, name)
-            if cmd.obj_type == "hook":
-                self._hook(cmd, name, objects.get(name), defs)
-            elif cmd.verb == "create":
-                self._create(cmd, name, objects, defs)
-            elif cmd.verb == "delete":
-                self._delete(cmd.obj_type, name, objects[name])
-            else:
-                self._change(cmd, name, objects[name], defs)
             eng.log(LOG_ADMIN, cmd.obj_type.capitalize(), name,
                     f"{cmd.text.strip()} at request of {caller.user}@{eng.host}")
         eng.want_cycle = True
@@ -187,6 +191,7 @@ class Manager:
                             obj_name=name)
         if cmd.obj_type == "sched" and len(name) > MAX_SCHED_NAME:
             raise QmgrError(qmgr.PBSE_SCHED_NAME_BIG, obj_type="sched", obj_name=name)
+        qmgr.check_object_name(cmd.obj_type, name)
         otype = eng.plugins.attribute_registry().object_types.get(cmd.obj_type)
         if otype is not None and otype.max_name_length and len(name) > otype.max_name_length:
             raise QmgrError(qmgr.PBSE_BADATVAL, f"{cmd.obj_type} name is longer than "
@@ -240,6 +245,10 @@ class Manager:
                                    partitions.World({}, {}, {}))
         new = self._apply(cmd, name, attrs, cmd.verb, defs)
         self._check_partitions(cmd, name, attrs, new)
+        if cmd.obj_type == "server" and new.get("default_queue") is not None and (
+                eng.store.get("queue", str(new["default_queue"])) is None):
+            # PBS refuses a default_queue that does not exist (15018 Unknown queue).
+            raise QmgrError(qmgr.PBSE_UNKQUE, obj_type="server", obj_name=name)
         if cmd.obj_type == "node":
             stored = eng.store.get("node", name)
             derived = {"resources_assigned", "jobs"}

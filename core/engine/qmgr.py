@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import hookattrs, units
+from .. import hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
 from .errors import PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
@@ -85,6 +85,8 @@ PBSE_NOSUP = 15029
 PBSE_NOSERVER = 15034
 PBSE_UNKRESC = 15035
 PBSE_UNKNODE = 15062
+PBSE_QUENBIG = 15028
+PBSE_NODENBIG = 15065
 PBSE_NODEEXIST = 15066
 PBSE_BADNDATVAL = 15067
 PBSE_HOOKERROR = 15136
@@ -107,6 +109,8 @@ MESSAGES = {
     PBSE_UNKRESC: "Unknown resource",
     PBSE_UNKNODE: "Unknown node",
     PBSE_NODEEXIST: "Node name already exists",
+    PBSE_QUENBIG: "Queue name too long",
+    PBSE_NODENBIG: "Node name is too big",
     PBSE_BADNDATVAL: "Illegal value for node",
     PBSE_HOOKERROR: "hook error",
     PBSE_NEEDQUET: "Queue type must be set",
@@ -677,6 +681,29 @@ def _parse_value(command: str, pos: int, allow_blank: bool) -> tuple[str, int]:
     return (value.rstrip() if allow_blank else value), pos
 
 
+# -- names -----------------------------------------------------------------------------------------
+#: Which rule of `pbsplug.values.check_name` names each object type, and PBS's code for a name
+#: that is too long (PBS_MAXQUEUENAME 15, PBS_MAXHOSTNAME 255).
+_NAME_KINDS = {"queue": ("queue", PBSE_QUENBIG), "node": ("node", PBSE_NODENBIG),
+               "resource": ("resource", PBSE_BADATVAL)}
+
+
+def check_object_name(obj_type: str, name: str) -> None:
+    """A new queue, node or resource's name: PBS's length (``Queue name too long``, ``Node
+    name is too big``), and letters, digits and ``_ -`` (``.`` and ``[]`` in vnode names)
+    only, with PBS's ``Invalid object name`` (15014)."""
+    if obj_type not in _NAME_KINDS:
+        return
+    kind, too_long = _NAME_KINDS[obj_type]
+    if len(name) > values.MAX_NAME[kind]:
+        raise QmgrError(too_long, obj_type=obj_type, obj_name=name)
+    try:
+        values.check_name(kind, name)
+    except values.BadValue:
+        raise QmgrError(PBSE_BADATVAL, "Invalid object name", obj_type=obj_type,
+                        obj_name=name) from None
+
+
 # -- privileges ------------------------------------------------------------------------------------
 def check_privilege(cmd: Command, role: str, defs: Mapping[str, AttrDef]) -> None:
     """Refuse `cmd` for a caller of `role` (user, operator, manager) as PBS does:
@@ -776,7 +803,12 @@ def _typed(defn: AttrDef, text: str) -> Any:
         return float(text)
     if kind in ("string_array", "acl"):
         items = [v.strip() for v in text.split(",")]
-        items = [v for v in items if v]
+        items = [values.text(v, defn.name) for v in items if v]  # no control characters
+        if kind == "acl":
+            for item in items:
+                user, _, host = item.lstrip("+-").partition("@")
+                if len(user) > values.MAX_NAME["user"] or len(host) > values.MAX_NAME["host"]:
+                    raise ValueError(f"{item!r} is longer than PBS's user@host")
         if defn.empty == "none" and items == ["none"]:
             return []
         return items
@@ -800,7 +832,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
         if not states or any(s not in SETTABLE_NODE_STATES for s in states):
             raise ValueError("qmgr sets only free or offline")
         return ",".join(states)
-    return text
+    return values.text(text, defn.name, prose=defn.name == "comment")
 
 
 def _split_entlim(text: str) -> list[str]:

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import units
+from .. import units, values
 from ..objects import Reservation
 from ..units import parse_exec_vnode
 from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
-from .home import LOG_ADMIN, LOG_JOB
+from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
 
 if TYPE_CHECKING:
     from ..scheduler import ResvDecision
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
 PBSE_UNKRESVID = 15084
 PBSE_BADTSPEC = 15086
+
+#: What pbs_rsub sends; anything else in a request is PBS's 15002.
+_RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "reserve_duration",
+                              "Resource_List", "Variable_List", "partition"})
 
 UNCONFIRMED, CONFIRMED, RUNNING, FINISHED = (
     "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED")
@@ -75,9 +79,10 @@ class Reservations:
             end = int(end) if end is not None else start + duration
         except (TypeError, ValueError):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
-        if start < now - 60 or end <= start or (duration is not None and
-                                                end - start != duration):
+        if start < now - 60 or end <= start or end > values.TIME_MAX or (
+                duration is not None and end - start != duration):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
+        attrs = self._checked(attrs)
         res = dict(attrs.get("Resource_List") or {})
         if not res.get("select"):
             res["select"] = "1:ncpus=1"
@@ -96,11 +101,13 @@ class Reservations:
             "Variable_List": dict(attrs.get("Variable_List") or {}),
             # pbs_rsub -p: only that partition's scheduler decides it
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
+        before = resv.to_dict()
         outcome = eng._event("resvsub", caller, resv=resv)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         stored = resv.to_dict()
         stored.pop("name", None)
+        eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
@@ -108,6 +115,27 @@ class Reservations:
                 f"select {res['select']}")
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def _checked(self, attrs: Any) -> dict[str, Any]:
+        """pbs_rsub's attributes under the one set of rules (`pbsplug.values`): the name,
+        the resources (an undefined one is 15035), the variables and the partition."""
+        if not isinstance(attrs, dict):
+            raise PbsError(15014, "Illegal attribute or resource value attrs")
+        out = dict(attrs)
+        custom = self.engine.resource_types()
+        unknown = sorted(str(name) for name in set(attrs) - _RSUB_ATTRIBUTES)
+        if unknown:
+            raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
+        try:
+            for name in ("Reserve_Name", "Variable_List", "partition"):
+                if attrs.get(name) is not None:
+                    out[name] = values.resv_value(name, attrs[name])
+            if attrs.get("Resource_List") is not None:
+                out["Resource_List"] = values.resources(attrs["Resource_List"], "Resource_List",
+                                                        custom)
+        except values.BadValue as exc:
+            raise PbsError(exc.code, exc.pbs_text) from None
+        return out
 
     def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
         """pbs_rstat: every reservation, or the named ones."""
@@ -147,6 +175,27 @@ class Reservations:
         return name if "." in name else f"{name}.{self.engine.server_name}"
 
     # -- life -------------------------------------------------------------------------------------
+    def set_aside(self) -> int:
+        """Reservations whose stored times, resources or vnodes the server cannot use (an
+        older version, a bug) end now, as pbs_rdel would end them, with the reason logged,
+        so that the server starts and goes on. Returns how many."""
+        eng = self.engine
+        count = 0
+        custom = eng.resource_types()
+        for resv_id, attrs in eng.store.all("resv").items():
+            problems = values.resv_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the reservation's attributes are not a mapping"}
+            if not problems:
+                continue
+            why = "; ".join(problems.values())
+            eng.log(LOG_ADMIN | LOG_ERROR, "Resv", resv_id,
+                    f"set aside: a stored value the server cannot use: {why}")
+            fixed = {k: v for k, v in (attrs if isinstance(attrs, dict) else {}).items()
+                     if k not in problems}
+            self._end(resv_id, fixed, f"deleted: bad attribute value set aside: {why}")
+            count += 1
+        return count
+
     def objects(self) -> list[Reservation]:
         return [Reservation(n, a) for n, a in self.engine.store.all("resv").items()]
 

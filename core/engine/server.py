@@ -11,6 +11,7 @@ fork for hooks safely.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import grp
 import logging
 import math
@@ -19,15 +20,17 @@ import pwd
 import signal
 import socket
 import time
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import units
+from .. import units, values
 from ..events import Event
 from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
-from ..runner import Outcome, Runner
+from ..runner import Outcome, Runner, client_message
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.model import UNUSABLE_STATES, Policy, resource_amount
 from ..scheduling import SchedulerInstance
@@ -144,9 +147,11 @@ class Engine:
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
+        self.set_aside()
         self._recover()
         self._track_states()
         self.resvs = Reservations(self)
+        self.resvs.set_aside()
         self.manager = Manager(self)
         self.periodic = Periodic(self)
         self.periodic.startup()
@@ -194,6 +199,48 @@ class Engine:
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it
 
+    def set_aside(self) -> int:
+        """Jobs and vnodes with a stored value the server cannot use (written by an older
+        version, a bug, or by hand) are set aside, so that the server starts and its cycles
+        go on: the bad values leave the row (named in the comment and the log); a job not
+        running gets a system hold (``s``), a vnode goes ``offline``. Returns how many."""
+        custom = self.resource_types()
+        count = 0
+        for job_id, attrs in self.store.jobs(_ACTIVE + ("U",)).items():
+            problems = values.job_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the job's attributes are not a mapping"}
+            if not problems:
+                continue
+            fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+            why = "; ".join(problems.values())
+            if fixed.get("job_state") not in ("R", "E"):
+                fixed.setdefault("job_state", "Q")
+                self._add_system_hold(fixed)
+            fixed["comment"] = f"job held, bad attribute value set aside: {why}"
+            with self.store.transaction() as st:
+                st.put_job(job_id, fixed)
+            self.log(LOG_JOB | LOG_ERROR, "Job", job_id,
+                     f"set aside: a stored value the server cannot use: {why}")
+            count += 1
+        for name, attrs in self.store.all("node").items():
+            problems = values.vnode_problems(attrs, custom) if isinstance(attrs, dict) else {
+                "attributes": "the vnode's attributes are not a mapping"}
+            if not problems:
+                continue
+            fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+            why = "; ".join(problems.values())
+            states = {s for s in str(fixed.get("state", "free")).split(",") if s} - {"free"}
+            fixed["state"] = ",".join(sorted(states | {"offline"}))
+            fixed["comment"] = f"offlined, bad attribute value set aside: {why}"
+            with self.store.transaction() as st:
+                st.put("node", name, fixed)
+            self.log(LOG_ADMIN | LOG_ERROR, "Node", name,
+                     f"set aside: a stored value the server cannot use: {why}")
+            count += 1
+        if getattr(self, "resvs", None) is not None:  # not yet while the server starts
+            count += self.resvs.set_aside()
+        return count
+
     def _lost(self, job_id: str, attrs: dict, why: str) -> None:
         if units.parse_bool(attrs.get("Rerunable", True)):
             self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
@@ -227,9 +274,52 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
+    # -- values (pbsplug.values: one set of rules for every entry) -------------------------
+    def resource_types(self) -> dict[str, str]:
+        """The custom resources (``qmgr create resource``): name -> type."""
+        return {n: str(a.get("type", "string")) for n, a in self.store.all("resource").items()}
+
+    def _checked_request(self, caller: Caller, attrs: Any) -> dict[str, Any]:
+        """A client's job attributes (qsub, qalter, a raw request) checked once, here:
+        PBS's 15002, 15003, 15014, 15029 or 15035 with the attribute named."""
+        registry = self.plugins.attribute_registry()
+        try:
+            return values.job_request(attrs, caller.role, self.resource_types(),
+                                      extra=registry.for_type("job"))
+        except values.BadValue as exc:
+            raise PbsError(exc.code, exc.pbs_text) from None
+
+    def _check_hooked(self, event: str, outcome: Outcome, attrs: dict[str, Any],
+                      before: dict[str, Any], kind: str = "job") -> None:
+        """What hooks left in a job (or reservation) before it is stored: a value no setter
+        checked (a list or mapping changed in place) that breaks the rules is the last
+        hook's error, with PBS's text, and nothing is stored. Only what differs from
+        `before` (a shallow copy made before the event) is checked, and every list or
+        mapping, which may have changed in place."""
+        if not outcome.runs:
+            return
+        custom = self.resource_types()
+        try:
+            for name, value in attrs.items():
+                if value is None or (before.get(name) == value
+                                     and not isinstance(value, (dict, list))):
+                    continue
+                if name == "Resource_List":
+                    values.resources(value, name, custom)
+                else:
+                    values.object_value(kind, name, value)
+        except values.BadValue as exc:
+            hook = outcome.runs[-1].hook
+            self.log(LOG_ERROR, "Hook", hook, f"{event} hook '{hook}' encountered an "
+                     f"exception, request rejected: {exc}")
+            raise PbsError(PBSE_HOOKERROR, client_message(event, "error", hook, str(exc))
+                           ) from None
+
     def _event(self, type: str, caller: Caller | None = None,
                hooks: tuple[str, ...] | None = None, **objects) -> Outcome:
         who = caller.user if caller else "root"
+        # A hook that sets an undefined resource fails in the hook (pbsplug.values).
+        values.use_resources(self.resource_types())
         outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
                                          **objects), hooks=hooks)
         for run in outcome.runs:
@@ -292,11 +382,20 @@ class Engine:
         caller = self.caller(uid)
         handler = getattr(self, f"req_{op}", None)
         if handler is None:
-            raise PbsError(PBSE_IVALREQ, f"Unknown request {op!r}")
+            raise PbsError(PBSE_IVALREQ, f"Unknown request {values.shown(op)}")
+        _check_arguments(handler, args)
         return handler(caller, **args)
 
     def req_submit(self, caller: Caller, attrs: dict[str, Any], script: str | None = None,
                    argv: list[str] | None = None) -> str:
+        attrs = self._checked_request(caller, attrs)
+        if script is not None and not isinstance(script, str):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value script")
+        if argv is not None and (not isinstance(argv, list) or not argv or not all(
+                isinstance(a, str) and "\0" not in a for a in argv)):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value argv")
+        if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"} and not caller.privileged:
+            raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types")
         server = self.store.get("server", "server")
         queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
         queue = self.store.get("queue", queue_name)
@@ -306,7 +405,7 @@ class Engine:
             raise PbsError(PBSE_QUNOENB, obj=queue_name)
         if queue.get("reservation"):
             self.resvs.may_submit(caller, queue_name)
-        res = dict(attrs.get("Resource_List") or {})
+        res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
         now = int(self.clock())
         with self.store.transaction() as st:
@@ -330,17 +429,17 @@ class Engine:
         if attrs.get("Hold_Types", "n") not in ("n", None):
             attrs["job_state"] = "H"
         job = Job(job_id, attrs)
+        before = dict(attrs)
         outcome = self._event("queuejob", caller, job=job)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
         attrs.pop("id", None)
-        if attrs.get("umask") is not None:  # -W umask=, from qsub, the API or a hook
-            try:
-                jobspec.parse_umask(attrs["umask"])
-            except ValueError as exc:
-                raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value: {exc}",
-                               obj="umask") from None
+        self._check_hooked("queuejob", outcome, attrs, before)
+        # What a hook unset and the server needs comes back as PBS's default.
+        attrs.setdefault("Job_Name", "STDIN")
+        attrs.setdefault("queue", queue_name)
+        attrs.setdefault("Rerunable", True)
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
@@ -360,6 +459,12 @@ class Engine:
             other = self.store.job(target)
             items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
             self._hold_for_depend(target, {**other, "depend": depend.format(items)})
+        state, never = depend.check(attrs.get("depend"), self.store.job)
+        if state == depend.NEVER and never is not None:
+            # PBS queues the job, then aborts it when the finished job it waits on did not
+            # satisfy the dependency (req_register's PBSE_HISTDEPEND): qsub prints the id.
+            self._drop(job_id, attrs, f"{never.split(':', 1)[1]} {depend.HISTDEPEND}")
+            return job_id
         self._resolve_depend([job_id])
         self._trigger(queue_name, submitted=True)
         return job_id
@@ -405,9 +510,10 @@ class Engine:
             if not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)
-            if state == depend.NEVER:
-                self._drop(job_id, attrs, f"Job deleted: dependency {never} can never be "
-                                          "satisfied")
+            if state == depend.NEVER and never is not None:
+                # PBS's words (msg_registerdel), naming the job it depended on.
+                self._drop(job_id, attrs, "Job deleted as result of dependency on job "
+                                          f"{never.split(':', 1)[1]}")
             elif state == depend.MET:
                 holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
                 attrs.update(Hold_Types=holds, job_state="Q" if holds == "n" else "H",
@@ -539,6 +645,7 @@ class Engine:
             self._modify(caller, job_id, attrs, changes)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
+        attrs = self._checked_request(caller, attrs)
         current = self._job(id)
         job_id = self._full_id(id)
         self._own(caller, job_id, current)
@@ -549,8 +656,8 @@ class Engine:
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         changes = dict(attrs)
         if "Resource_List" in changes:
-            changes["Resource_List"] = {**current.get("Resource_List", {}),
-                                        **changes["Resource_List"]}
+            merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
+            changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
         if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
             holds = str(changes["Hold_Types"] or "n")
             if set(holds) - {"u", "n"} and not caller.privileged:
@@ -560,12 +667,14 @@ class Engine:
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls)."""
-        job = Job(job_id, {**current, **changes})
+        before = {**current, **changes}
+        job = Job(job_id, before)
         outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        self._check_hooked("modifyjob", outcome, attrs, before)
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -590,13 +699,15 @@ class Engine:
         if queue.get("reservation"):
             self.resvs.may_submit(caller, destination)
         source = attrs["queue"]
-        job = Job(job_id, {**attrs, "queue": destination})
+        before = {**attrs, "queue": destination}
+        job = Job(job_id, before)
         outcome = self._event("movejob", caller, job=job, src_queue=Queue(
             source, self.store.get("queue", source) or {}))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
         attrs.pop("id", None)
+        self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -672,6 +783,11 @@ class Engine:
         """pbsnodes -o / -r / -C; modifyvnode fires for each change."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
+        if comment is not None:
+            try:
+                comment = values.text(comment, "comment", prose=True)
+            except values.BadValue as exc:
+                raise PbsError(exc.code, exc.pbs_text) from None
         nodes = self.store.all("node")
         for name in names:
             if name not in nodes:
@@ -854,7 +970,22 @@ class Engine:
         """One scheduling cycle of every instance with scheduling on (or of those in
         `only`): ``default`` here, in the server's thread; each other one in its own
         process (`schedprocs`), whose decisions are applied when they arrive. They never
-        share a job or vnode."""
+        share a job or vnode.
+
+        A cycle that fails never stops the server: the failure is logged, jobs and vnodes
+        with values it cannot read are set aside (`set_aside`), and the cycle runs once
+        more without them."""
+        for attempt in (1, 2):
+            try:
+                self._cycle(only)
+                return
+            except Exception as exc:  # noqa: BLE001 - one bad object must not stop the server
+                self.log(LOG_ERROR, "Server", self.host, f"scheduling cycle failed: "
+                         f"{type(exc).__name__}: {exc}")
+                if attempt == 2 or not self.set_aside():
+                    return
+
+    def _cycle(self, only: set[str] | None) -> None:
         if only is None:
             self.want_cycle = False
             self.sched_due.clear()
@@ -898,6 +1029,7 @@ class Engine:
         for name in self.sched_procs.dead():
             if self.stopping:
                 continue
+            self.set_aside()  # whatever it could not read is not sent to it again
             attrs = self.store.get("sched", name)
             if self.sched_procs.crashed(name, self.clock()) and attrs is not None:
                 with self.store.transaction() as st:
@@ -1139,6 +1271,7 @@ class Engine:
             home_dir, shell = pw.pw_dir, pw.pw_shell or "/bin/sh"
         except KeyError:
             home_dir, shell = "/", "/bin/sh"
+        shell = _shell_path(attrs.get("Shell_Path_List"), self.host) or shell  # qsub -S
         env = {k: str(v) for k, v in variables.items()}
         env.update({
             "HOME": home_dir, "USER": user, "LOGNAME": user, "SHELL": shell,
@@ -1464,6 +1597,79 @@ def _cpulist(text: str) -> set[int]:
         elif part:
             cpus.add(int(part))
     return cpus
+
+
+@functools.cache
+def _hints(handler: Callable) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(handler)
+    except Exception:  # noqa: BLE001 - an annotation only a type checker resolves: no check
+        return {}
+
+
+def _check_arguments(handler: Callable, args: dict[str, Any]) -> None:
+    """A request's arguments have the types its handler declares (a raw request may send
+    anything): PBS's 15004 naming the argument otherwise, before the handler runs."""
+    hints = _hints(getattr(handler, "__func__", handler))
+    for name, value in args.items():
+        hint = hints.get(name)
+        if hint is not None and not _fits(value, hint):
+            raise PbsError(PBSE_IVALREQ, f"Invalid request: argument {values.shown(name)} "
+                           f"is not {hint}".replace("typing.", ""))
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, p) for p in params)
+    if hint is type(None):
+        return value is None
+    if origin is list or hint is list:
+        return isinstance(value, list) and (not params or all(_fits(v, params[0])
+                                                              for v in value))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is str:
+        if not isinstance(value, str):
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return True
+
+
+def _shell_path(spec: Any, host: str) -> str | None:
+    """qsub -S ``path[@host][,path@host...]``: the entry for this host, else the one
+    without a host (PBS's rule)."""
+    default = None
+    for item in str(spec or "").split(","):
+        path, _, where = item.strip().partition("@")
+        if where == host and path:
+            return path
+        if not where and path:
+            default = path
+    return default
+
+
+def _without(attrs: dict, problems: dict[str, str]) -> dict:
+    """A copy of `attrs` without the values `problems` names (``Resource_List.mem`` names
+    one resource)."""
+    fixed = dict(attrs)
+    for key in problems:
+        name, _, res = key.partition(".")
+        if res and isinstance(fixed.get(name), dict):
+            fixed[name] = {k: v for k, v in fixed[name].items() if k != res}
+        else:
+            fixed.pop(name, None)
+    return fixed
 
 
 def _when(epoch: float) -> str:

@@ -53,11 +53,13 @@ from ..units import (
     Chunk,
     Place,
     exclusivity,
+    format_size,
     parse_duration,
     parse_exec_vnode,
 )
 from .calendar import INFINITY, Booking, Calendar
 from .model import (
+    CONSUMABLE_SIZES,
     SLEEP,
     UNKNOWN_WALLTIME,
     UNUSABLE_STATES,
@@ -482,8 +484,7 @@ class Scheduler:
                 elif has_placement_hook:
                     chunks = self._placement_hook(info, chunks, now)
             if not chunks and not self._can_ever_run(info):
-                result.comments[job.id] = ("Can Never Run: Insufficient amount of resource in "
-                                           "the complex for this select and place")
+                result.comments[job.id] = f"Can Never Run: {self._never_why(info, now)}"
                 continue
             if chunks:
                 self._book_chunks(job.id, chunks, info.place, now, info.end(now), hard=True)
@@ -577,6 +578,39 @@ class Scheduler:
                 self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
                                                                      saved_future)
         return memo[shape]
+
+    def _never_why(self, info: _JobInfo, now: float) -> str:
+        """Which resource a job that can never run lacks, in PBS's words: ``Insufficient
+        amount of resource: ncpus (R: 4 A: 2 T: 2)`` (requested, available now, total).
+        First the job's total against the slice's; else its largest chunk against the
+        largest vnode. Without one resource to blame (place, a host or vnode to match),
+        the complex as a whole."""
+        requested: dict[str, int] = {}
+        for consumable, _match, _shown in info.chunks:
+            for res, amount in consumable.items():
+                requested[res] = requested.get(res, 0) + amount
+        total: dict[str, int] = {}
+        free: dict[str, int] = {}
+        most: dict[str, int] = {}
+        most_free: dict[str, int] = {}
+        for name, vnode in self.vnodes.items():
+            now_free = self.calendar.free(name, now, now + 1, soft=False)
+            left = now_free[0] if now_free is not None and vnode.usable_now else {}
+            for res, cap in vnode.capacity.items():
+                total[res] = total.get(res, 0) + cap
+                most[res] = max(most.get(res, 0), cap)
+                free[res] = free.get(res, 0) + max(left.get(res, 0), 0)
+                most_free[res] = max(most_free.get(res, 0), left.get(res, 0))
+        order = sorted(requested, key=lambda r: (r != "ncpus", r))
+        for res in order:
+            if requested[res] > total.get(res, 0):
+                return _insufficient(res, requested[res], free.get(res, 0), total.get(res, 0))
+        for consumable, _match, _shown in info.chunks:
+            for res in sorted(consumable, key=lambda r: (r != "ncpus", r)):
+                if consumable[res] > most.get(res, 0):
+                    return _insufficient(res, consumable[res], most_free.get(res, 0),
+                                         most.get(res, 0))
+        return "Insufficient amount of resource in the complex for this select and place"
 
     def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
         if now_mode and name not in self._future_hard:
@@ -831,6 +865,15 @@ def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
     for (name, _), (_consumable, _match, shown) in zip(chunks, info.chunks, strict=True):
         out.append((name, {k: v for k, v in shown.items() if k not in ("host", "vnode")}))
     return out
+
+
+def _insufficient(res: str, requested: int, available: int, total: int) -> str:
+    """PBS's ``Insufficient amount of resource: mem (R: 8gb A: 2gb T: 4gb)``."""
+    def shown(amount: int) -> str:
+        return format_size(amount) if res in CONSUMABLE_SIZES else str(amount)
+
+    return (f"Insufficient amount of resource: {res} (R: {shown(requested)} "
+            f"A: {shown(available)} T: {shown(total)})")
 
 
 def _comment(blocked: bool, info: _JobInfo, top_jobs: list[str]) -> str:

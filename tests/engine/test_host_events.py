@@ -62,6 +62,8 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
                 vn.resources_available["energy_probe"] = len(event.job_list)
             open({str(seen)!r}, "a").write(" ".join(sorted(event.job_list)) + "\\n")
         """, ("exechost_periodic",), freq=1))
+    # A hook may set only a defined resource (pbsplug.values), as in PBS.
+    engine.pbs("qmgr", "-c", "create resource energy_probe type = long", check=True)
     job_id = engine.submit("sleep 30\n")
     engine.wait(job_id, "R")
     until(lambda: seen.exists() and job_id in seen.read_text(), what="the job in job_list")

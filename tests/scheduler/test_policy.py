@@ -307,3 +307,28 @@ def test_a_job_that_can_never_run_does_not_block_strict_ordering():
     assert set(started(result)) == {"2.s"}
     assert result.comments["1.s"].startswith("Can Never Run")
     assert "1.s" not in result.top_jobs and "1.s" not in result.estimates
+
+
+def test_can_never_run_names_the_resource_with_pbs_figures():
+    """PBS's format: requested, available now, total, for the resource that is short."""
+    busy = running("1:ncpus=1", "(n1:ncpus=1)", id="9.s")
+    never = job("1:ncpus=4", id="1.s")
+    result = cycle(snapshot([vnode("n1", ncpus=2)], [busy, never]))
+    assert result.comments["1.s"] == ("Can Never Run: Insufficient amount of resource: ncpus "
+                                      "(R: 4 A: 1 T: 2)")
+
+
+def test_can_never_run_names_a_chunk_too_big_for_any_vnode():
+    """Enough CPUs in the complex, but no vnode holds one chunk: the largest vnode's
+    figures."""
+    never = job("1:ncpus=3", id="1.s")
+    result = cycle(snapshot([vnode("n1", ncpus=2), vnode("n2", ncpus=2)], [never]))
+    assert result.comments["1.s"] == ("Can Never Run: Insufficient amount of resource: ncpus "
+                                      "(R: 3 A: 2 T: 2)")
+
+
+def test_can_never_run_shows_sizes_as_pbs_does():
+    never = job("1:ncpus=1:mem=64gb", id="1.s")
+    result = cycle(snapshot([vnode("n1", mem="16gb")], [never]))
+    assert result.comments["1.s"] == ("Can Never Run: Insufficient amount of resource: mem "
+                                      "(R: 64gb A: 16gb T: 16gb)")

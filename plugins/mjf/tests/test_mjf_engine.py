@@ -69,6 +69,8 @@ def test_a_drain_reaches_a_running_job_within_one_periodic_interval(local_engine
 
 def test_a_request_that_does_not_parse_is_refused_and_leaves_nothing(local_engine, base):
     engine = local_engine(site(base, scratch_resource="scratch"))
+    # A string resource, so that the server takes "lots" and mjf's own check refuses it.
+    engine.pbs("qmgr", "-c", "create resource scratch type = string", check=True)
     job_id = engine.submit("true\n", Resource_List={"scratch": "lots"})
     attrs = until(lambda: (a := engine.job(job_id)).get("run_count") and
                   a["job_state"] in "QH" and a)

@@ -1,0 +1,911 @@
+"""One set of rules for every attribute value, wherever it comes from.
+
+A value reaches the server from qsub and ``#PBS`` directives, qalter, qmgr, pbs_rsub, a raw
+API request, a hook's change, the site config or an older database. Each of those entries
+checks it here, once, and stores what these rules return, so the scheduler and the commands
+read only values they can use. The rules are PBS's types and ranges:
+
+* resources are typed by name (`RESOURCE_TYPES`, plus the custom resources a site creates
+  with ``qmgr create resource``); an undefined one is refused with PBS's 15035
+  ``Unknown resource``; counts (long) are whole numbers from 0 to 2**63-1, sizes at most
+  2**63-1 bytes, durations whole seconds up to the same bound, floats finite;
+* job attributes follow `JOB_ATTRIBUTES`: their type, who may set them (a read-only one is
+  15003), and an unknown name is 15002;
+* names (jobs, queues, vnodes, reservations, users) have PBS's lengths and no control or
+  non-UTF-8 characters (`check_name`);
+* times are whole epoch seconds within years 1970-9999.
+
+Every refusal is a `BadValue`: a `ValueError` that carries PBS's error number and the
+attribute's name, and whose text says what was wrong in one line. A hook that sets a bad
+value on a kernel object gets that exception, which makes the hook fail as PBS's pbs.v1
+types do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# -- PBS's error numbers (pbs_error.h) that value checks answer with ------------------------
+PBSE_NOATTR = 15002
+PBSE_ATTRRO = 15003
+PBSE_BADATVAL = 15014
+PBSE_UNKQUE = 15018
+PBSE_NOSUP = 15029
+PBSE_UNKRESC = 15035
+
+#: PBS's texts for those numbers (pbs_messages.c, without trailing blanks).
+MESSAGES = {
+    PBSE_NOATTR: "Undefined attribute",
+    PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission",
+    PBSE_BADATVAL: "Illegal attribute or resource value",
+    PBSE_UNKQUE: "Unknown queue",
+    PBSE_NOSUP: "No support for requested service",
+    PBSE_UNKRESC: "Unknown resource",
+}
+
+# -- limits ---------------------------------------------------------------------------------
+#: PBS's name lengths (pbs_ifl.h): PBS_MAXJOBNAME, PBS_MAXQUEUENAME, PBS_MAXHOSTNAME,
+#: PBS_MAXUSER. A reservation's name follows the job-name rule.
+MAX_NAME = {"job": 236, "resv": 236, "queue": 15, "node": 255, "host": 255, "user": 256,
+            "resource": 256, "sched": 15}
+#: A PBS long is 64 bits; counts, sizes in bytes and durations in seconds stay within it.
+LONG_MAX = 2**63 - 1
+#: The last second of year 9999: later times cannot be shown as dates.
+TIME_MAX = 253402300799
+#: Longest string value (a path is at most PATH_MAX, 4096, on Linux).
+MAX_STRING = 4096
+#: Submit_arguments holds a whole command line, Variable_List a whole environment.
+MAX_LONG_STRING = 1 << 20
+
+#: Types of the resources PBS defines. A custom resource has the type its ``qmgr create
+#: resource`` gave it. Types: long, float, size, duration, boolean, string, string_array,
+#: select, place.
+RESOURCE_TYPES: dict[str, str] = {
+    "select": "select", "place": "place",
+    "walltime": "duration", "cput": "duration", "pcput": "duration",
+    "soft_walltime": "duration", "min_walltime": "duration", "max_walltime": "duration",
+    "mem": "size", "vmem": "size", "pmem": "size", "pvmem": "size", "file": "size",
+    "accelerator_memory": "size", "hpmem": "size", "mppmem": "size",
+    "ncpus": "long", "nodect": "long", "mpiprocs": "long", "ompthreads": "long",
+    "ngpus": "long", "naccelerators": "long", "nchunk": "long", "nice": "long",
+    "cpupercent": "long", "mppwidth": "long", "mppdepth": "long", "mppnppn": "long",
+    "netwins": "long", "PBScrayorder": "long",
+    "energy": "float",
+    "accelerator": "boolean",
+    "host": "string", "vnode": "string", "arch": "string", "software": "string",
+    "preempt_targets": "string", "aoe": "string", "eoe": "string", "site": "string",
+    "accelerator_model": "string", "mpparch": "string", "mpphost": "string",
+    "mpplabels": "string", "mppnodes": "string", "PBScraynid": "string",
+    "PBScrayhost": "string", "PBScraylabel": "string", "PBScrayseg": "string",
+    "vntype": "string_array",
+}
+#: Resources whose value may be negative (PBS's nice: -20..19).
+_SIGNED = {"nice": (-20, 19)}
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Free text (a comment) may hold tabs and line breaks, never other control characters.
+_CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+#: Names: a job's and a reservation's (qsub -N), a queue's, a vnode's.
+_NAME_RULES = {
+    "job": re.compile(r"^[A-Za-z0-9_.+-]+$"),
+    "resv": re.compile(r"^[A-Za-z0-9_.+-]+$"),
+    "queue": re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$"),
+    "sched": re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$"),
+    "node": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\[\]-]*$"),
+    "host": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"),
+    "resource": _RES_NAME,
+    "user": re.compile(r"^[^\s@:,/]+$"),
+}
+
+
+class BadValue(ValueError):
+    """A value these rules refuse: PBS's `code`, the attribute (``Resource_List.walltime``)
+    and why. ``str()`` is the one line a hook's error or a log shows; `pbs_text` is PBS's
+    reply to a client."""
+
+    def __init__(self, code: int, attr: str, why: str):
+        self.code = code
+        self.attr = attr
+        self.why = why
+        super().__init__(f"{attr}: {why}" if attr else why)
+
+    @property
+    def pbs_text(self) -> str:
+        text = MESSAGES.get(self.code, "Error")
+        return f"{text} {self.attr}" if self.attr else text
+
+
+def shown(name: Any) -> str:
+    """A name from a request as an error may show it: itself when it is a plain name,
+    else its repr, cut short (a newline or a megabyte must not reach a one-line error)."""
+    if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_.\[\]@-]{1,64}", name):
+        return name
+    text = repr(name)
+    return text if len(text) <= 66 else text[:63] + "..."
+
+
+def _repr(value: Any) -> str:
+    """A value in an error: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 66 else text[:63] + "..."
+
+
+def _bad(attr: str, why: str) -> BadValue:
+    return BadValue(PBSE_BADATVAL, attr, why)
+
+
+# -- plain checks -------------------------------------------------------------------------------
+def text(value: Any, attr: str, *, limit: int = MAX_STRING, allow_empty: bool = True,
+         convert: bool = False, prose: bool = False) -> str:
+    """A string value: valid UTF-8 (no lone surrogates from a raw request), no control
+    characters (`prose` allows tabs and line breaks), at most `limit` characters.
+    `convert` accepts a number as its text."""
+    if convert and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise _bad(attr, f"{_repr(value)} is not a string")
+    if len(value) > limit:
+        raise _bad(attr, f"longer than {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(attr, "not valid UTF-8") from None
+    if (_CONTROL_IN_PROSE if prose else _CONTROL).search(value):
+        raise _bad(attr, f"{_repr(value)} holds a control character")
+    if not allow_empty and not value:
+        raise _bad(attr, "is empty")
+    return value
+
+
+def check_name(kind: str, name: Any, attr: str | None = None) -> str:
+    """A job, resv, queue, sched, node, host, resource or user name: PBS's length for it
+    (`MAX_NAME`) and its characters."""
+    attr = attr or f"{kind} name"
+    name = text(name, attr, limit=MAX_NAME[kind], allow_empty=False)
+    if not _NAME_RULES[kind].fullmatch(name):
+        raise _bad(attr, f"{name!r} is not a valid {kind} name")
+    return name
+
+
+def long(value: Any, attr: str, low: int = 0, high: int = LONG_MAX) -> int:
+    """A whole number in [low, high]; digits in a string are accepted, a bool is not."""
+    if isinstance(value, bool):
+        raise _bad(attr, f"{_repr(value)} is not an integer")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,20}\s*", value):
+        value = int(value)
+    if not isinstance(value, int):
+        raise _bad(attr, f"{_repr(value)} is not an integer")
+    if not low <= value <= high:
+        raise _bad(attr, f"{value} is outside [{low}, {high}]")
+    return value
+
+
+def number(value: Any, attr: str) -> float:
+    """A finite float."""
+    if isinstance(value, bool):
+        raise _bad(attr, f"{_repr(value)} is not a number")
+    try:
+        out = float(value) if isinstance(value, (int, float, str)) else math.nan
+    except (ValueError, OverflowError):
+        out = math.nan
+    if not math.isfinite(out):
+        raise _bad(attr, f"{_repr(value)} is not a finite number")
+    return out
+
+
+def boolean(value: Any, attr: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)):
+        low = str(value).strip().lower()
+        if low in ("true", "t", "y", "1"):
+            return True
+        if low in ("false", "f", "n", "0"):
+            return False
+    raise _bad(attr, f"{_repr(value)} is not a boolean (true|t|y|1|false|f|n|0)")
+
+
+def seconds(value: Any, attr: str) -> int:
+    """A PBS duration in whole seconds: ``[[HH:]MM:]SS[.frac]`` or a number."""
+    if isinstance(value, bool):
+        raise _bad(attr, f"{_repr(value)} is not a duration")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or not 0 <= value <= LONG_MAX:
+            raise _bad(attr, f"duration {_repr(value)} is out of range")
+        return int(value)
+    if not isinstance(value, str):
+        raise _bad(attr, f"{_repr(value)} is not a duration")
+    parts = value.strip().split(":")
+    if (not value.strip() or len(parts) > 3 or len(value) > 40
+            or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts)):
+        raise _bad(attr, f"{_repr(value)} is not a duration ([[HH:]MM:]SS)")
+    total = 0
+    for part in parts:
+        whole = part.split(".")[0]
+        total = total * 60 + int(whole)
+    if total > LONG_MAX:
+        raise _bad(attr, f"duration {_repr(value)} is out of range")
+    return total
+
+
+def format_duration(total: int) -> str:
+    return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+
+
+_SIZE_RE = re.compile(r"^\s*(\d{1,20})\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
+_SCALE = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+
+
+def size(value: Any, attr: str) -> str:
+    """A PBS size as stored: ``4gb``, ``512mb``, ``100b`` (lower case, with its unit)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not (m := _SIZE_RE.fullmatch(value)):
+        raise _bad(attr, f"{_repr(value)} is not a size (for example 4gb or 512mb)")
+    count, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
+    nbytes = count << _SCALE[scale]
+    if unit == "w":
+        nbytes *= 8
+    if nbytes > LONG_MAX:
+        raise _bad(attr, f"size {_repr(value)} is out of range")
+    return f"{count}{scale}{unit}"
+
+
+def epoch(value: Any, attr: str) -> int:
+    """A time: whole epoch seconds from 1970 to the end of year 9999 (a clock's float is
+    cut to its second)."""
+    if isinstance(value, float) and math.isfinite(value) and 0 <= value <= TIME_MAX:
+        value = int(value)
+    return long(value, attr, 0, TIME_MAX)
+
+
+# -- resources -----------------------------------------------------------------------------------
+#: The custom resources of the server this process serves (`use_resources`); None means
+#: nothing is known beyond PBS's own, and any well-formed name is accepted as a string.
+_custom: dict[str, str] | None = None
+
+
+def use_resources(custom: Mapping[str, str] | None) -> None:
+    """Tell the rules which custom resources exist (name -> type); the engine calls it at
+    start and before each hook event, so a hook setting an undefined resource fails."""
+    global _custom
+    _custom = dict(custom) if custom is not None else None
+
+
+def resource_type(name: str, custom: Mapping[str, str] | None = None) -> str | None:
+    """A resource's type, or None when it is not defined."""
+    if name in RESOURCE_TYPES:
+        return RESOURCE_TYPES[name]
+    table = custom if custom is not None else _custom
+    if table is None:
+        return "string" if _RES_NAME.fullmatch(name) else None
+    return table.get(name)
+
+
+def resource_value(name: str, value: Any, kind: str | None = None, *,
+                   attr: str = "Resource_List",
+                   custom: Mapping[str, str] | None = None) -> Any:
+    """A resource value as the server stores it: long -> int, float -> float, boolean ->
+    bool, duration -> ``HH:MM:SS``, size -> ``4gb``, select and place checked and kept as
+    written, string -> str. Raises `BadValue` (15035 for an undefined resource)."""
+    if not isinstance(name, str) or not _RES_NAME.fullmatch(name) or len(name) > 256:
+        raise BadValue(PBSE_UNKRESC, f"{attr}.{shown(name)}",
+                       f"{shown(name)} is not a resource name")
+    full = f"{attr}.{name}"
+    kind = kind or resource_type(name, custom)
+    if kind is None:
+        raise BadValue(PBSE_UNKRESC, full, f"resource {name!r} is not defined")
+    if kind == "long":
+        low, high = _SIGNED.get(name, (0, LONG_MAX))
+        return long(value, full, low, high)
+    if kind == "float":
+        return number(value, full)
+    if kind == "boolean":
+        return boolean(value, full)
+    if kind == "duration":
+        return format_duration(seconds(value, full))
+    if kind == "size":
+        return size(value, full)
+    if kind == "select":
+        return select(value, full, custom)
+    if kind == "place":
+        return place(value, full)
+    return text(value, full, convert=True)
+
+
+def select(value: Any, attr: str = "Resource_List.select",
+           custom: Mapping[str, str] | None = None) -> str:
+    """A select: ``N:res=value[:...][+...]``, each chunk's resources defined and typed."""
+    from .units import parse_select
+
+    spec = text(value, attr, allow_empty=False)
+    try:
+        chunks = parse_select(spec)
+    except ValueError as exc:
+        raise _bad(attr, str(exc)) from None
+    for chunk in chunks:
+        if chunk.count > 1 << 31:
+            raise _bad(attr, f"chunk count {chunk.count} is out of range")
+        for res, val in chunk.resources.items():
+            kind = resource_type(res, custom)
+            if kind is None:
+                raise BadValue(PBSE_UNKRESC, attr, f"resource {res!r} is not defined")
+            if kind in ("select", "place"):
+                raise _bad(attr, f"{res} cannot be in a chunk")
+            resource_value(res, val, kind, attr=attr, custom=custom)
+    return spec
+
+
+def place(value: Any, attr: str = "Resource_List.place") -> str:
+    from .units import parse_place
+
+    spec = text(value, attr, allow_empty=False)
+    try:
+        parse_place(spec)
+    except ValueError as exc:
+        raise _bad(attr, str(exc)) from None
+    return spec
+
+
+def resources(value: Any, attr: str = "Resource_List",
+              custom: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A whole resource mapping, each value checked (`resource_value`); None (unset, in a
+    qalter or a hook) stays None."""
+    if not isinstance(value, Mapping):
+        raise _bad(attr, f"{shown(value)} is not a mapping of resources")
+    out = {}
+    for name, v in value.items():
+        if v is None:
+            resource_value(name, 0, "long", attr=attr)  # the name is still checked
+            out[name] = None
+        else:
+            out[name] = resource_value(name, v, attr=attr, custom=custom)
+    return out
+
+
+# -- job attributes ------------------------------------------------------------------------------
+DEPEND_TYPES = frozenset({
+    "after", "afterok", "afternotok", "afterany", "before", "beforeok", "beforenotok",
+    "beforeany", "on", "runone",
+})
+_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^\s:,]+)?$")
+_PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
+
+
+def check_keep(value: str) -> bool:
+    """``-k``: o, e, oe, d with o or e, or n."""
+    if not value or set(value) - set("oedn"):
+        return False
+    keep = bool(set(value) & set("oe"))
+    dont = "n" in value
+    return not ((keep and dont) or ("d" in value and not (keep or dont)))
+
+
+def check_mail_points(value: str) -> bool:
+    if not value or value == "j":
+        return False
+    return value == "n" or not set(value) - set("abej")
+
+
+def check_checkpoint(value: str) -> bool:
+    if len(value) == 1:
+        return value in "nscwu"
+    return bool(re.fullmatch(r"[cw]=\d+", value))
+
+
+def check_at_list(value: str, *, one_without_host: bool) -> bool:
+    """``name[@host][,name@host...]``: at most one name without a host, one per host."""
+    if not value:
+        return False
+    hosts: set[str | None] = set()
+    for item in value.split(","):
+        name, at, host = item.strip().partition("@")
+        if not name or (at and not host) or any(ch.isspace() for ch in item.strip()):
+            return False
+        key = host if at else None
+        if one_without_host:
+            if key in hosts:
+                return False
+            hosts.add(key)
+    return True
+
+
+def check_depend(value: str) -> bool:
+    """``type:jobid[:jobid...][,type:...]``; ``on`` takes a count."""
+    for item in value.split(","):
+        kind, sep, rest = item.partition(":")
+        if kind not in DEPEND_TYPES or not sep or not rest:
+            return False
+        args = rest.split(":")
+        if kind == "on":
+            if len(args) != 1 or not args[0].isdigit():
+                return False
+        elif not all(_JOB_ID.fullmatch(job) for job in args):
+            return False
+    return True
+
+
+def _job_name(value: Any, attr: str) -> str:
+    return check_name("job", value, attr)
+
+
+def _string(value: Any, attr: str) -> str:
+    return text(value, attr)
+
+
+def _prose(value: Any, attr: str) -> str:
+    return text(value, attr, prose=True)
+
+
+def _long_string(value: Any, attr: str) -> str:
+    return text(value, attr, limit=MAX_LONG_STRING)
+
+
+def _path(value: Any, attr: str) -> str:
+    path = text(value, attr, allow_empty=False)
+    where, colon, rest = path.partition(":")
+    if not colon or not rest.startswith("/"):
+        raise _bad(attr, f"{path!r} is not host:/absolute/path")
+    return path
+
+
+def _choice(*allowed: str):
+    def check(value: Any, attr: str) -> str:
+        if value not in allowed:
+            raise _bad(attr, f"{_repr(value)} is not one of {', '.join(allowed)}")
+        return value
+    return check
+
+
+def _rule(test):
+    def check(value: Any, attr: str) -> str:
+        value = text(value, attr, allow_empty=False)
+        if not test(value):
+            raise _bad(attr, f"{_repr(value)} is not a valid {attr}")
+        return value
+    return check
+
+
+def _priority(value: Any, attr: str) -> int:
+    return long(value, attr, -1024, 1023)
+
+
+def _count(value: Any, attr: str) -> int:
+    return long(value, attr, 0, 1 << 31)
+
+
+def _hold_types(value: Any, attr: str) -> str:
+    value = text(value, attr, allow_empty=False)
+    if set(value) - set("uosnp") or ("n" in value and value != "n"):
+        raise _bad(attr, f"{_repr(value)} is not n or a set of u, o, s, p")
+    return value
+
+
+def _variables(value: Any, attr: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise _bad(attr, f"{_repr(value)} is not a mapping of variables")
+    out = {}
+    total = 0
+    for name, val in value.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise _bad(attr, f"{name!r} is not a variable name")
+        if not isinstance(val, str):
+            raise _bad(f"{attr}.{name}", f"{val!r} is not a string")
+        if "\0" in val or "\0" in name:
+            raise _bad(f"{attr}.{name}", "holds a NUL character")
+        try:
+            name.encode("utf-8"), val.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(f"{attr}.{name}", "not valid UTF-8") from None
+        total += len(name) + len(val)
+        out[name] = val
+    if total > MAX_LONG_STRING:
+        raise _bad(attr, f"larger than {MAX_LONG_STRING} characters")
+    return out
+
+
+def _resources_rule(value: Any, attr: str) -> dict[str, Any]:
+    return resources(value, attr)
+
+
+def _queue(value: Any, attr: str) -> str:
+    """A destination queue: a name that cannot be a queue is PBS's ``Unknown queue``."""
+    try:
+        return check_name("queue", value, attr)
+    except BadValue as exc:
+        raise BadValue(PBSE_UNKQUE, "", exc.why) from None
+
+
+def _project(value: Any, attr: str) -> str:
+    value = text(value, attr, allow_empty=False)
+    if set(value) & _PROJECT_FORBIDDEN:
+        raise _bad(attr, f"{_repr(value)} holds one of {''.join(sorted(_PROJECT_FORBIDDEN))}")
+    return value
+
+
+def _user_list(value: Any, attr: str) -> str:
+    value = text(value, attr, allow_empty=False)
+    if not check_at_list(value, one_without_host=False):
+        raise _bad(attr, f"{_repr(value)} is not user[@host][,user@host...]")
+    return value
+
+
+def _umask(value: Any, attr: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    value = text(value, attr, allow_empty=False)
+    if not re.fullmatch(r"[0-7]{1,4}", value):
+        raise _bad(attr, f"{_repr(value)} is not an octal umask")
+    return value
+
+
+def _bool(value: Any, attr: str) -> bool:
+    return boolean(value, attr)
+
+
+def _time(value: Any, attr: str) -> int:
+    return epoch(value, attr)
+
+
+def _long_any(value: Any, attr: str) -> int:
+    return long(value, attr, -LONG_MAX, LONG_MAX)
+
+
+def _exec_vnode(value: Any, attr: str) -> str:
+    from .units import parse_exec_vnode
+
+    value = text(value, attr, limit=MAX_LONG_STRING)
+    for name, res in parse_exec_vnode(value):
+        check_name("node", name, attr)
+        for key, val in res.items():
+            resource_value(key, val, attr=attr)
+    return value
+
+
+def _stage(value: Any, attr: str) -> str:
+    value = text(value, attr, allow_empty=False)
+    if not all(re.fullmatch(r"[^@,]+@[^:,]+:.+", f) for f in value.split(",")):
+        raise _bad(attr, f"{_repr(value)} is not local_file@host:remote_file[,...]")
+    return value
+
+
+def _sandbox(value: Any, attr: str) -> str:
+    value = text(value, attr, allow_empty=False)
+    if value.upper() not in ("HOME", "O_WORKDIR", "PRIVATE"):
+        raise _bad(attr, f"{_repr(value)} is not HOME, O_WORKDIR or PRIVATE")
+    return value
+
+
+def _any_mapping(value: Any, attr: str) -> Any:
+    if not isinstance(value, Mapping):
+        raise _bad(attr, f"{_repr(value)} is not a mapping")
+    return dict(value)
+
+
+def _job_state(value: Any, attr: str) -> str:
+    return _choice(*JOB_STATES)(value, attr)
+
+
+#: PBS's job states (job_state's one-letter codes).
+JOB_STATES = ("T", "Q", "H", "W", "R", "E", "S", "U", "X", "F", "B", "M")
+
+USER, OPERATOR, MANAGER, SERVER = "user", "operator", "manager", "server"
+_RANK = {USER: 0, OPERATOR: 1, MANAGER: 2, SERVER: 3}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one attribute is checked (`check(value, attr)` returns the value to store) and
+    the least privileged class that may set it: user, operator, manager, or server
+    (read-only: only the server and hooks set it)."""
+
+    check: Any
+    set_by: str = USER
+
+
+#: A job's attributes, PBS's names. qsub's own come from the user; the rest are the server's.
+JOB_ATTRIBUTES: dict[str, Rule] = {
+    "Job_Name": Rule(_job_name),
+    "Account_Name": Rule(_string),
+    "Checkpoint": Rule(_rule(check_checkpoint)),
+    "depend": Rule(_rule(check_depend)),
+    "Error_Path": Rule(_path), "Output_Path": Rule(_path),
+    "Execution_Time": Rule(_time),
+    "Hold_Types": Rule(_hold_types),
+    "Join_Path": Rule(_choice("oe", "eo", "n")),
+    "Keep_Files": Rule(_rule(check_keep)),
+    "Mail_Points": Rule(_rule(check_mail_points)),
+    "Mail_Users": Rule(_user_list),
+    "Priority": Rule(_priority),
+    "project": Rule(_project),
+    "queue": Rule(_queue),
+    "Remove_Files": Rule(_rule(lambda v: not set(v) - set("oe"))),
+    "Rerunable": Rule(_bool),
+    "Resource_List": Rule(_resources_rule),
+    "Shell_Path_List": Rule(_rule(lambda v: check_at_list(v, one_without_host=True))),
+    "Variable_List": Rule(_variables),
+    "Submit_arguments": Rule(_long_string),
+    "sandbox": Rule(_sandbox),
+    "umask": Rule(_umask),
+    "stagein": Rule(_stage), "stageout": Rule(_stage),
+    "release_nodes_on_stageout": Rule(_bool),
+    "run_count": Rule(_count),
+    "comment": Rule(_prose, OPERATOR),
+    # The server's own: read-only to every client.
+    "job_state": Rule(_job_state, SERVER),
+    "substate": Rule(_long_any, SERVER),
+    "Job_Owner": Rule(_string, SERVER),
+    "euser": Rule(lambda v, a: check_name("user", v, a), SERVER),
+    "egroup": Rule(_string, SERVER),
+    "server": Rule(_string, SERVER),
+    "exec_vnode": Rule(_exec_vnode, SERVER),
+    "exec_host": Rule(_long_string, SERVER),
+    "schedselect": Rule(_long_string, SERVER),
+    "ctime": Rule(_time, SERVER), "qtime": Rule(_time, SERVER),
+    "mtime": Rule(_time, SERVER), "stime": Rule(_time, SERVER),
+    "etime": Rule(_time, SERVER), "obittime": Rule(_time, SERVER),
+    "session_id": Rule(_long_any, SERVER),
+    "Exit_status": Rule(_long_any, SERVER),
+    "resources_used": Rule(lambda v, a: resources(v, a), SERVER),
+    "estimated": Rule(_any_mapping, SERVER),
+    "eligible_time": Rule(_long_any, SERVER),
+    "accounting_id": Rule(_string, SERVER),
+    "interactive": Rule(_bool, SERVER),
+}
+#: qsub's attributes the local engine cannot honour: refused with 15029, never ignored.
+UNSUPPORTED_JOB_ATTRIBUTES = {
+    "User_List": "qsub -u (the job always runs as its submitter)",
+    "group_list": "-W group_list (the job runs with its owner's primary group)",
+    "array_indices_submitted": "job arrays (-J)",
+    "interactive": "interactive jobs (-I)",
+}
+#: What qsub sends that the server sets itself: ignored in a request, as PBS's server does.
+SERVER_OVERRIDES = frozenset({"Job_Owner"})
+
+
+def may_set(rule: Rule, role: str) -> bool:
+    return rule.set_by != SERVER and _RANK[role] >= _RANK[rule.set_by]
+
+
+def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
+    """One job attribute's value as stored; unknown names pass unchanged (a plugin's own)."""
+    rule = JOB_ATTRIBUTES.get(name)
+    if rule is None:
+        return value
+    if name == "Resource_List":
+        return resources(value, name, custom)
+    return rule.check(value, name)
+
+
+def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, *,
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Attributes a client sent (qsub or qalter) as they will be stored: each known, settable
+    by `role`, and valid. `extra` maps a plugin's registered job attributes to their
+    `AttributeDef`. Raises `BadValue` with 15002, 15003, 15014, 15029 or 15035."""
+    if not isinstance(attrs, Mapping):
+        raise _bad("attrs", "the request's attributes are not a mapping")
+    extra = extra or {}
+    out: dict[str, Any] = {}
+    for name, value in attrs.items():
+        if not isinstance(name, str):
+            raise BadValue(PBSE_NOATTR, shown(name), "not an attribute name")
+        if name in SERVER_OVERRIDES:
+            continue
+        if name in UNSUPPORTED_JOB_ATTRIBUTES and value not in (None, False, ""):
+            raise BadValue(PBSE_NOSUP, name, f"{UNSUPPORTED_JOB_ATTRIBUTES[name]} is not "
+                           "supported by the local engine")
+        if name in UNSUPPORTED_JOB_ATTRIBUTES:
+            continue
+        rule = JOB_ATTRIBUTES.get(name)
+        if rule is None:
+            plugin_def = extra.get(name)
+            if plugin_def is None:
+                raise BadValue(PBSE_NOATTR, shown(name), f"{shown(name)} is not a job "
+                               "attribute")
+            if _RANK[role] < _RANK.get(plugin_def.set_by, 3) or plugin_def.set_by == SERVER:
+                raise BadValue(PBSE_ATTRRO, name, "read-only or not settable by "
+                               f"a{'n' if role[0] in 'aeiou' else ''} {role}")
+            if value is not None and (problem := plugin_def.check(value)):
+                raise _bad(name, problem)
+            out[name] = value
+            continue
+        if not may_set(rule, role):
+            raise BadValue(PBSE_ATTRRO, name, "read-only or not settable by "
+                           f"a{'n' if role[0] in 'aeiou' else ''} {role}")
+        if value is None:
+            out[name] = None
+            continue
+        out[name] = job_value(name, value, custom)
+    return out
+
+
+#: What the server and the scheduler compute with: a stored job or vnode with a bad value
+#: here is set aside (free text, however odd, is only shown).
+STORED_JOB_CHECKS = frozenset({
+    "Resource_List", "Execution_Time", "job_state", "Hold_Types", "Priority", "run_count",
+    "Rerunable", "exec_vnode", "ctime", "qtime", "mtime", "stime",
+    "Exit_status",
+})
+STORED_VNODE_CHECKS = frozenset({
+    "resources_available", "state", "sharing", "Priority", "last_state_change_time",
+    "last_used_time", "resv_enable", "no_multinode_jobs",
+})
+
+
+def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
+                 ) -> dict[str, str]:
+    """What is wrong with a stored job (attribute -> why), for one the server must set
+    aside rather than schedule. Undefined resources are not a problem here (a resource
+    deleted after the job was queued): only values the server cannot read."""
+    problems: dict[str, str] = {}
+    for name, value in attrs.items():
+        rule = JOB_ATTRIBUTES.get(name)
+        if rule is None or value is None or name not in STORED_JOB_CHECKS:
+            continue
+        if name == "Resource_List" and isinstance(value, Mapping):
+            for res, val in value.items():
+                try:
+                    resource_value(res, val, attr=name, custom={**(custom or {}), res: (
+                        resource_type(res, custom) or "string")})
+                except BadValue as exc:
+                    problems[f"{name}.{res}"] = str(exc)
+            continue
+        try:
+            rule.check(value, name)
+        except BadValue as exc:
+            problems[name] = str(exc)
+    return problems
+
+
+# -- vnodes --------------------------------------------------------------------------------------
+#: Vnode states: what an admin or a hook may set, and what the server derives.
+NODE_STATES = frozenset({
+    "free", "offline", "down", "sleep", "job-busy", "job-exclusive", "resv-exclusive",
+    "busy", "stale", "state-unknown", "provisioning", "wait-provisioning", "unresolvable",
+    "maintenance", "initializing",
+})
+
+
+def _node_state(value: Any, attr: str) -> str:
+    value = text(value, attr)
+    states = [s for s in value.split(",") if s]
+    bad = [s for s in states if s not in NODE_STATES]
+    if bad:
+        raise _bad(attr, f"{bad[0]!r} is not a vnode state")
+    return value
+
+
+_SHARING = ("default_shared", "default_excl", "default_exclhost", "ignore_excl", "force_excl",
+            "force_exclhost")
+
+VNODE_ATTRIBUTES: dict[str, Rule] = {
+    "state": Rule(_node_state, OPERATOR),
+    "comment": Rule(_prose, OPERATOR),
+    "resources_available": Rule(lambda v, a: resources(v, a), OPERATOR),
+    "sharing": Rule(_choice(*_SHARING), MANAGER),
+    "Priority": Rule(_priority, OPERATOR),
+    "partition": Rule(lambda v, a: text(v, a), MANAGER),
+    "queue": Rule(_queue, MANAGER),
+    "Mom": Rule(lambda v, a: check_name("host", v, a), MANAGER),
+    "Port": Rule(lambda v, a: long(v, a, 1, 65535), MANAGER),
+    "resv_enable": Rule(_bool, MANAGER),
+    "no_multinode_jobs": Rule(_bool, MANAGER),
+    "provision_enable": Rule(_bool, MANAGER),
+    "power_provisioning": Rule(_bool, MANAGER),
+    "poweroff_eligible": Rule(_bool, MANAGER),
+    "current_aoe": Rule(_string, MANAGER), "current_eoe": Rule(_string, MANAGER),
+    "last_state_change_time": Rule(_time, SERVER), "last_used_time": Rule(_time, SERVER),
+    "pcpus": Rule(_count, SERVER),
+    "ntype": Rule(_string, SERVER),
+}
+
+
+def vnode_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
+    rule = VNODE_ATTRIBUTES.get(name)
+    if rule is None:
+        return value
+    if name == "resources_available":
+        return resources(value, name, custom)
+    return rule.check(value, name)
+
+
+def vnode_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
+                   ) -> dict[str, str]:
+    """What is wrong with a stored vnode: attribute (or ``resources_available.<r>``) -> why."""
+    problems: dict[str, str] = {}
+    for name, value in attrs.items():
+        rule = VNODE_ATTRIBUTES.get(name)
+        if rule is None or value is None or name not in STORED_VNODE_CHECKS:
+            continue
+        if name == "resources_available" and isinstance(value, Mapping):
+            for res, val in value.items():
+                try:
+                    resource_value(res, val, attr=name, custom={**(custom or {}), res: (
+                        resource_type(res, custom) or "string")})
+                except BadValue as exc:
+                    problems[f"{name}.{res}"] = str(exc)
+            continue
+        try:
+            rule.check(value, name)
+        except BadValue as exc:
+            problems[name] = str(exc)
+    return problems
+
+
+# -- reservations --------------------------------------------------------------------------------
+RESV_ATTRIBUTES: dict[str, Rule] = {
+    "Reserve_Name": Rule(lambda v, a: v if v == "NULL" else check_name("resv", v, a)),
+    "reserve_start": Rule(_time), "reserve_end": Rule(_time),
+    "reserve_duration": Rule(lambda v, a: seconds(v, a)),
+    "Resource_List": Rule(_resources_rule),
+    "Variable_List": Rule(_variables),
+    "partition": Rule(lambda v, a: text(v, a, allow_empty=False)),
+    "Authorized_Users": Rule(lambda v, a: [text(u, a) for u in _as_list(v, a)]),
+    "comment": Rule(_prose, OPERATOR),
+}
+
+
+RESV_ATTRIBUTES["resv_nodes"] = Rule(_exec_vnode, SERVER)
+STORED_RESV_CHECKS = frozenset({"reserve_start", "reserve_end", "reserve_duration",
+                                "Resource_List", "resv_nodes"})
+
+
+def resv_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
+                  ) -> dict[str, str]:
+    """What is wrong with a stored reservation: attribute -> why."""
+    problems: dict[str, str] = {}
+    for name in STORED_RESV_CHECKS:
+        value = attrs.get(name)
+        if value is None:
+            continue
+        try:
+            if name == "Resource_List":
+                if not isinstance(value, Mapping):
+                    raise _bad(name, f"{_repr(value)} is not a mapping of resources")
+                for res, val in value.items():
+                    resource_value(res, val, attr=name, custom={**(custom or {}), res: (
+                        resource_type(res, custom) or "string")})
+            else:
+                RESV_ATTRIBUTES[name].check(value, name)
+        except BadValue as exc:
+            problems[name] = str(exc)
+    return problems
+
+
+def _as_list(value: Any, attr: str) -> list:
+    if not isinstance(value, list):
+        raise _bad(attr, f"{_repr(value)} is not a list")
+    return value
+
+
+def resv_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
+    rule = RESV_ATTRIBUTES.get(name)
+    if rule is None:
+        return value
+    if name == "Resource_List":
+        return resources(value, name, custom)
+    return rule.check(value, name)
+
+
+#: Per object kind, the rule table hooks' changes are checked against.
+TABLES = {"job": JOB_ATTRIBUTES, "vnode": VNODE_ATTRIBUTES, "resv": RESV_ATTRIBUTES}
+
+
+def object_value(kind: str, name: str, value: Any) -> Any:
+    """A value a hook sets on a kernel object of `kind`, checked (`BadValue` if bad)."""
+    if value is None:
+        return None
+    if kind == "job":
+        return job_value(name, value)
+    if kind == "vnode":
+        return vnode_value(name, value)
+    if kind == "resv":
+        return resv_value(name, value)
+    return value

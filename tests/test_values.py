@@ -1,0 +1,187 @@
+"""The kernel's value rules (`pbsplug.values`): PBS's types and ranges, the same for every
+entry; kernel objects that refuse a bad value when a hook sets it; config files whose
+errors are one line naming the file."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pbsplug import Job, Vnode, values
+from pbsplug.settings import ConfigError, read_cf
+from pbsplug.siteconfig import load_site
+
+
+@pytest.fixture(autouse=True)
+def no_custom_resources():
+    values.use_resources(None)
+    yield
+    values.use_resources(None)
+
+
+@pytest.mark.parametrize("name,value,expected", [
+    ("walltime", "1:30:00", "01:30:00"), ("walltime", 59, "00:00:59"),
+    ("walltime", "10.7", "00:00:10"), ("mem", "4GB", "4gb"), ("mem", 1024, "1024b"),
+    ("ncpus", "8", 8), ("ncpus", 0, 0), ("nice", -20, -20), ("energy", "1.5", 1.5),
+    ("accelerator", "t", True), ("host", "n1", "n1"),
+    ("select", "2:ncpus=4:mem=1gb+1:ncpus=1", "2:ncpus=4:mem=1gb+1:ncpus=1"),
+    ("place", "scatter:excl", "scatter:excl"),
+])
+def test_resource_values_are_stored_as_pbs_writes_them(name, value, expected):
+    assert values.resource_value(name, value) == expected
+
+
+@pytest.mark.parametrize("name,value", [
+    ("walltime", "not-a-walltime"), ("walltime", "9" * 400), ("walltime", -1),
+    ("walltime", math.inf), ("walltime", True), ("ncpus", -1), ("ncpus", 2**63),
+    ("ncpus", "1.5"), ("ncpus", [1]), ("mem", "99999999999pb"), ("mem", "-1gb"),
+    ("energy", "nan"), ("nice", 20), ("host", "a\x00b"), ("host", "\udc80"),
+    ("select", "1:ncpus=-2"), ("select", "0:ncpus=1"), ("select", ""), ("place", "wide"),
+])
+def test_bad_resource_values_are_refused_naming_the_resource(name, value):
+    with pytest.raises(values.BadValue) as err:
+        values.resource_value(name, value)
+    assert err.value.code == values.PBSE_BADATVAL
+    assert err.value.attr.startswith("Resource_List")
+    assert "\n" not in str(err.value)
+
+
+def test_an_undefined_resource_is_15035_once_the_server_says_what_exists():
+    assert values.resource_value("nosuchres", 3) == "3"  # nothing known: a string
+    values.use_resources({"scratch": "size"})
+    with pytest.raises(values.BadValue) as err:
+        values.resource_value("nosuchres", 3)
+    assert (err.value.code, err.value.pbs_text) == (
+        15035, "Unknown resource Resource_List.nosuchres")
+    assert values.resource_value("scratch", "10GB") == "10gb"
+    with pytest.raises(values.BadValue):
+        values.select("1:ncpus=1:nosuchres=2")
+
+
+def test_names_have_pbs_lengths_and_no_control_characters():
+    assert values.check_name("job", "x" * 236)
+    assert values.check_name("queue", "q" * 15)
+    assert values.check_name("node", "host[0]")
+    for kind, name in (("job", "x" * 237), ("queue", "q" * 16), ("node", "n" * 256),
+                       ("job", "a b"), ("job", "a/b"), ("queue", "q\x1b"), ("user", ""),
+                       ("user", "u" * 257), ("job", "\udcff")):
+        with pytest.raises(values.BadValue):
+            values.check_name(kind, name)
+
+
+def test_a_request_is_checked_attribute_by_attribute():
+    ok = values.job_request({"Job_Name": "j", "Priority": "5", "Execution_Time": 1700000000,
+                             "Resource_List": {"walltime": 60}, "Job_Owner": "x@y"}, "user",
+                            {})
+    assert ok == {"Job_Name": "j", "Priority": 5, "Execution_Time": 1700000000,
+                  "Resource_List": {"walltime": "00:01:00"}}  # Job_Owner is the server's
+    for attrs, code in (({"job_state": "R"}, 15003), ({"euser": "root"}, 15003),
+                        ({"nosuch": 1}, 15002), ({"Execution_Time": "abc"}, 15014),
+                        ({"Execution_Time": 10**15}, 15014), ({"User_List": "a"}, 15029),
+                        ({"group_list": "g"}, 15029), ({"Priority": 2000}, 15014),
+                        ({"Resource_List": {"nosuch": 1}}, 15035),
+                        ({"Variable_List": {"A": 1}}, 15014), ({"Hold_Types": "x"}, 15014),
+                        ({"comment": "mine"}, 15003)):
+        with pytest.raises(values.BadValue) as err:
+            values.job_request(attrs, "user", {})
+        assert err.value.code == code, attrs
+    assert values.job_request({"comment": "ok"}, "operator", {}) == {"comment": "ok"}
+
+
+def test_a_hook_setting_a_bad_value_raises_in_the_hook():
+    """As pbs.v1's types do: the assignment raises, so the hook fails, and nothing is set."""
+    job = Job("1.s", {"Resource_List": {"walltime": "00:10:00"}})
+    with pytest.raises(ValueError):
+        job.Resource_List["walltime"] = "not-a-walltime"
+    with pytest.raises(ValueError):
+        job.Execution_Time = "abc"
+    with pytest.raises(ValueError):
+        job.Priority = 5000
+    with pytest.raises(ValueError):
+        job.Resource_List = {"ncpus": -1}
+    assert job.Resource_List["walltime"] == "00:10:00"
+    assert job.changes() == {}
+    job.Resource_List["walltime"] = 3600
+    assert job.Resource_List["walltime"] == "01:00:00"
+    vnode = Vnode("n1", {"state": "free", "resources_available": {"ncpus": 4}})
+    with pytest.raises(ValueError):
+        vnode.state = "sideways"
+    with pytest.raises(ValueError):
+        vnode.resources_available["ncpus"] = "lots"
+    vnode.state = "offline"
+    vnode.resources_available["mem"] = "8GB"
+    assert vnode.changes() == {"state": "offline", "resources_available": {"mem": "8gb"}}
+
+
+def test_stored_rows_the_server_cannot_use_are_found():
+    problems = values.job_problems({"Execution_Time": "abc", "job_state": "Q",
+                                    "Resource_List": {"walltime": "x", "ncpus": 2},
+                                    "comment": "odd\x01 but harmless"})
+    assert set(problems) == {"Execution_Time", "Resource_List.walltime"}
+    assert values.vnode_problems({"resources_available": {"ncpus": "lots"},
+                                  "state": "free"}) == {
+        "resources_available.ncpus": "resources_available.ncpus: 'lots' is not an integer"}
+
+
+# -- property: any value either passes and is stored in its own canonical form, or is refused
+# with a one-line BadValue; nothing else escapes ------------------------------------------------
+_anything = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(values.RESOURCE_TYPES)), value=_anything)
+def test_any_resource_value_is_stored_canonically_or_refused_in_one_line(name, value):
+    try:
+        stored = values.resource_value(name, value)
+    except values.BadValue as exc:
+        assert exc.code in (15014, 15035) and "\n" not in str(exc)
+        return
+    assert values.resource_value(name, stored) == stored  # idempotent: readable again
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(values.JOB_ATTRIBUTES)), value=_anything)
+def test_any_job_attribute_value_is_checked_or_refused_in_one_line(name, value):
+    try:
+        stored = values.job_value(name, value, {})
+    except values.BadValue as exc:
+        assert exc.code in (15014, 15018, 15035) and "\n" not in str(exc)
+        return
+    assert values.job_value(name, stored, {}) == stored
+
+
+# -- configuration files: one line naming the file ---------------------------------------------
+def test_a_deeply_nested_site_toml_is_a_one_line_error_naming_the_file(tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text("a = " + "[" * 50000 + "]" * 50000 + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_site(site)
+    assert str(site) in str(err.value) and "nested too deeply" in str(err.value)
+
+
+def test_a_site_toml_that_is_not_utf8_names_the_file(tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_bytes(b"[plugins.x]\nenabled = true\n# caf\xe9\n")
+    with pytest.raises(ConfigError) as err:
+        load_site(site)
+    assert str(site) in str(err.value) and "UTF-8" in str(err.value)
+
+
+def test_a_cf_file_nested_too_deeply_or_not_utf8_names_the_file(tmp_path):
+    deep = tmp_path / "deep.CF"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ConfigError) as err:
+        read_cf(deep)
+    assert str(deep) in str(err.value) and "nested too deeply" in str(err.value)
+    latin = tmp_path / "latin.CF"
+    latin.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(ConfigError) as err:
+        read_cf(latin)
+    assert str(latin) in str(err.value) and "UTF-8" in str(err.value)
