@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -739,17 +739,18 @@ STORED_VNODE_CHECKS = frozenset({
 })
 
 
-def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
-                 ) -> dict[str, str]:
-    """What is wrong with a stored job (attribute -> why), for one the server must set
-    aside rather than schedule. Undefined resources are not a problem here (a resource
-    deleted after the job was queued): only values the server cannot read."""
+def _stored_problems(attrs: Mapping[str, Any], rules: Mapping[str, Rule],
+                     checked: Collection[str], resource_attr: str,
+                     custom: Mapping[str, str] | None) -> dict[str, str]:
+    """What is wrong with a stored object's `checked` attributes (attribute, or
+    ``<resource_attr>.<resource>``, -> why). A resource nobody defines is no problem here (it
+    may have been deleted since): only values the server cannot read."""
     problems: dict[str, str] = {}
     for name, value in attrs.items():
-        rule = JOB_ATTRIBUTES.get(name)
-        if rule is None or value is None or name not in STORED_JOB_CHECKS:
+        rule = rules.get(name)
+        if rule is None or value is None or name not in checked:
             continue
-        if name == "Resource_List" and isinstance(value, Mapping):
+        if name == resource_attr and isinstance(value, Mapping):
             for res, val in value.items():
                 try:
                     resource_value(res, val, attr=name, custom={**(custom or {}), res: (
@@ -762,6 +763,13 @@ def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = No
         except BadValue as exc:
             problems[name] = str(exc)
     return problems
+
+
+def job_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
+                 ) -> dict[str, str]:
+    """What is wrong with a stored job (attribute -> why), for one the server must set
+    aside rather than schedule."""
+    return _stored_problems(attrs, JOB_ATTRIBUTES, STORED_JOB_CHECKS, "Resource_List", custom)
 
 
 # -- vnodes --------------------------------------------------------------------------------------
@@ -819,24 +827,8 @@ def vnode_value(name: str, value: Any, custom: Mapping[str, str] | None = None) 
 def vnode_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
                    ) -> dict[str, str]:
     """What is wrong with a stored vnode: attribute (or ``resources_available.<r>``) -> why."""
-    problems: dict[str, str] = {}
-    for name, value in attrs.items():
-        rule = VNODE_ATTRIBUTES.get(name)
-        if rule is None or value is None or name not in STORED_VNODE_CHECKS:
-            continue
-        if name == "resources_available" and isinstance(value, Mapping):
-            for res, val in value.items():
-                try:
-                    resource_value(res, val, attr=name, custom={**(custom or {}), res: (
-                        resource_type(res, custom) or "string")})
-                except BadValue as exc:
-                    problems[f"{name}.{res}"] = str(exc)
-            continue
-        try:
-            rule.check(value, name)
-        except BadValue as exc:
-            problems[name] = str(exc)
-    return problems
+    return _stored_problems(attrs, VNODE_ATTRIBUTES, STORED_VNODE_CHECKS,
+                            "resources_available", custom)
 
 
 # -- reservations --------------------------------------------------------------------------------

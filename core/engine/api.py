@@ -54,7 +54,7 @@ MAX_CONNECTIONS_PER_UID = 32
 #: a connection that would take a user past it gets "No free connections" (15033).
 MAX_BUFFERED_PER_UID = 4 * MAX_BODY_BYTES
 #: Connections the kernel queues before the loop accepts them.
-LISTEN_BACKLOG = 128
+LISTEN_BACKLOG = socket.SOMAXCONN
 #: A dropped connection is logged once per uid and reason in this many seconds.
 DROP_LOG_INTERVAL = 60.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from typing import Any
 
 from .errors import PBSE_IVALREQ, PbsError
@@ -31,14 +32,27 @@ class _UnixConnection(http.client.HTTPConnection):
         self.socket_path = socket_path
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+        # With a timeout the socket is non-blocking, and a UNIX socket's connect then fails
+        # at once with EAGAIN while the server's listen queue is full (many clients at once,
+        # or one user opening hundreds): wait for room, within the timeout, as a blocking
+        # connect would.
+        deadline = time.monotonic() + (self.timeout or 60.0)
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+            except BlockingIOError:
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+                continue
+            except OSError:
+                sock.close()
+                raise
+            self.sock = sock
+            return
 
 
 class Client:
