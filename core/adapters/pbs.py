@@ -33,6 +33,7 @@ from typing import Any
 
 from ..events import EVENTS
 from ..plugins import ENABLED, PluginRecord, PluginSet
+from .pbs_bridge import hook_objects
 
 #: Every hook pbsplug installs is named so; uninstall touches no other.
 PREFIX = "pbsplug_"
@@ -153,6 +154,10 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
                           for k, v in attrs.to_dict().items() if k != "isolation"},
                        "enabled": True},
         "config": raw_config,
+        # Execution-host events go to the host's worker (pbs_worker), started with this
+        # environment's interpreter; the hook script reads pbs_wire from wire_dir.
+        "worker": True, "python": sys.executable, "wire_dir": str(SCRIPT.parent),
+        "objects": {e: v for e, v in hook_objects().items() if e in events},
     }
     return HookPlan(record.name, name, qattrs, json.loads(json.dumps(config, default=str)),
                     script, notes, left_out)

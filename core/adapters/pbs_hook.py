@@ -2,20 +2,100 @@
 #
 # PBS runs it in its own interpreter (no site-packages, PYTHONPATH ignored, -OO), inside the
 # server for server events and in a fresh pbs_python per event on the execution hosts. The
-# hook's config file (imported with the script) names the environment pbsplug is installed
-# in and the plugin to run; everything else is pbsplug.adapters.pbs_bridge's.
+# hook's config file (imported with the script) says where pbsplug is installed and which
+# plugin to run. An execution-host event run as root goes, as plain data (pbs_wire, which
+# needs no pbsplug import), to the host's pbsplug worker, started by the first event that
+# finds none (pbs_worker); anything else, or a worker that cannot be had, runs the plugin in
+# this interpreter (pbs_bridge).
 import json
-import site
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pbs
+
+#: Seconds to wait for a worker this event started.
+WORKER_START = 20.0
+
+
+def _ask_worker(config, config_text, name, data):
+    """The plugin's outcome from the host's worker, or None when there is no worker to ask."""
+    import fcntl
+    import hashlib
+
+    run_dir = config.get("worker_dir") or "/run/pbsplug"
+    digest = hashlib.sha256(config_text).hexdigest()[:20]
+    path = os.path.join(run_dir, f"pbs-{digest}.sock")
+    conn = _connect(path)
+    if conn is None:
+        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        with open(path + ".lock", "a") as lock:  # one start, however many events wait
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            conn = _connect(path)
+            if conn is None:
+                subprocess.Popen(
+                    [config["python"], "-m", "pbsplug.adapters.pbs_worker", path,
+                     pbs.hook_config_filename],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+                    env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"})
+                deadline = time.monotonic() + WORKER_START
+                while conn is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    conn = _connect(path)
+    if conn is None:
+        return None
+    with conn:
+        conn.sendall(json.dumps({"event": name, "data": data}).encode())
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    if not chunks:  # the event's process ended without an answer (killed, or crashed)
+        return {"kind": "error", "detail": "the plugin's process ended without an answer",
+                "changes": {}, "logs": [], "hook": config.get("plugin"), "event": name}
+    return json.loads(b"".join(chunks))
+
+
+def _connect(path):
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        return None
+    return conn
 
 
 def _pbsplug_hook():
     path = pbs.hook_config_filename
     if not path:
         raise RuntimeError("pbsplug: this hook has no config file; run 'pbsplug pbs install'")
-    with open(path) as fh:
-        config = json.load(fh)
+    with open(path, "rb") as fh:
+        config_text = fh.read()
+    config = json.loads(config_text)
+    if config.get("worker") and os.geteuid() == 0:
+        sys.path.insert(0, config["wire_dir"])
+        import pbs_wire
+
+        del sys.path[0]
+        event = pbs.event()
+        types = pbs_wire.Types(pbs)
+        name = types.event_name(event.type, config["objects"])
+        if name is not None and config["objects"][name][1]:  # an execution-host event
+            objects = config["objects"][name][0]
+            outcome = _ask_worker(config, config_text, name,
+                                  pbs_wire.event_data(pbs, event, types, objects, True))
+            if outcome is not None:
+                pbs_wire.log_records(pbs, outcome["logs"])
+                pbs_wire.finish(pbs, event, outcome, types)
+    import site
+
     for directory in config["site_dirs"]:
         site.addsitedir(directory)
     from pbsplug.adapters.pbs_bridge import run

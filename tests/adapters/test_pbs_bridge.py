@@ -18,8 +18,8 @@ def _in_pbs_python(pbs_python: Path, code: str) -> dict:
         site.addsitedir(sys.argv[1])
         import pbs
         from pbs.v1 import _base_types as types
-        from pbsplug.adapters.pbs_bridge import _Types, plain, pbs_value
-        t = _Types(pbs)
+        from pbsplug.adapters.pbs_wire import Types, plain, pbs_value
+        t = Types(pbs)
     """) + textwrap.dedent(code)
     done = subprocess.run([str(pbs_python), "-c", script, sysconfig.get_paths()["purelib"]],
                           capture_output=True, text=True, timeout=60,

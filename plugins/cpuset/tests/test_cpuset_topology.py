@@ -94,8 +94,8 @@ def kind(path: Path) -> str:
                 "die_cpus", "cluster_cpus"):
         decode_mask(text)
         return "mask" + ("," if "," in text else "")
-    if name == "meminfo":
-        return re.sub(r"\d+", "N", text.splitlines()[0])
+    if name == "meminfo":  # numbers are right-aligned in a column: its spaces vary with them
+        return " ".join(re.sub(r"\d+", "N", text.splitlines()[0]).split())
     if name == "distance":
         return "numbers" if all(w.isdigit() for w in text.split()) else text
     return "int" if re.fullmatch(r"-?\d+\n", text) else text

@@ -1,0 +1,280 @@
+"""PBS's event as plain data, and a plugin's outcome back into PBS: standard library only.
+
+This module runs inside PBS's hook interpreter. It imports nothing of pbsplug, so that an
+execution-host hook (a fresh ``pbs_python`` per event) can hand its event to the host's
+pbsplug worker (`pbs_worker`) at the cost of ``json`` and ``socket`` alone; the in-process
+bridge (`pbs_bridge`) uses it too, for server events. The hook script imports it by path.
+
+- `event_data`: ``pbs.event()``'s objects, keyed by PBS's names (``job``, ``vnode_list``,
+  ...), every set attribute as the plain data pbsplug's objects hold (`plain`: sizes,
+  durations, select, place and exec_vnode as PBS prints them, job states as letters, vnode
+  states and sharing through PBS's own converters).
+- `apply_changes`: what the plugin's hook changed, set on PBS's own objects (`pbs_value`).
+- `log_records`: the hook's log lines through ``pbs.logmsg`` / ``pbs.logjobmsg``.
+- `finish`: the outcome as PBS ends a hook: ``accept()``, ``reject(msg)`` or an exception.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+#: PBS's job states (``pbs.JOB_STATE_<NAME>``) as the letters pbsplug uses.
+JOB_STATES = {"TRANSIT": "T", "QUEUED": "Q", "HELD": "H", "WAITING": "W", "RUNNING": "R",
+              "EXITING": "E", "EXPIRED": "X", "BEGUN": "B", "SUSPEND": "S",
+              "SUSPEND_USERACTIVE": "U", "MOVED": "M", "FINISHED": "F"}
+#: pbsplug's attributes holding resource mappings (`pbsplug.objects.RESOURCE_ATTRIBUTES`);
+#: PBS's ``schedselect`` is a select string there, not a mapping.
+RESOURCE_ATTRIBUTES = frozenset({
+    "Resource_List", "resources_used", "resources_available", "resources_assigned",
+    "resources_max", "resources_min", "resources_default", "estimated", "schedselect",
+})
+#: The objects an event may carry, as pbsplug's `Event` names them.
+OBJECT_KEYS = ("job", "job_o", "vnode", "vnode_o", "vnode_list", "vnode_list_fail", "resv",
+               "resv_list", "job_list", "progname", "argv", "env", "pid", "aoe")
+#: A queuejob's job has no id yet in PBS (the server gives it after the hooks): its id then.
+NEW_JOB = "(new job)"
+#: Log levels of pbsplug's outcome records (Python's logging numbers).
+ERROR_LEVEL, WARNING_LEVEL, INFO_LEVEL = 40, 30, 20
+
+
+class Types:
+    """PBS's constants and its own converters for vnode states and sharing (``_pbs_v1``,
+    the C module behind ``pbs``), read once."""
+
+    def __init__(self, pbs: Any):
+        import _pbs_v1  # PBS's C module: present wherever ``pbs`` is
+
+        self.pbs = pbs
+        self.c = _pbs_v1
+        self.job_states = {getattr(pbs, f"JOB_STATE_{k}"): v for k, v in JOB_STATES.items()
+                           if hasattr(pbs, f"JOB_STATE_{k}")}
+        self.job_state_of = {v: k for k, v in self.job_states.items()}
+
+    def event_name(self, value: Any, names: Any) -> str | None:
+        """pbsplug's name of PBS's event type `value`, among `names`."""
+        for name in names:
+            if getattr(self.pbs, name.upper(), None) == value:
+                return name
+        return None
+
+    def vnode_state(self, value: int) -> str:
+        return self.c.vnode_state_to_str(int(value)) or "free"
+
+    def vnode_bits_of(self, state: str) -> int:
+        bits = 0
+        for name in str(state).split(","):
+            name = name.strip()
+            if name and name != "free":
+                bit = int(self.c.str_to_vnode_state(name) or 0)  # PBS answers a string
+                if bit <= 0:  # 0 is PBS's answer for free and for a name it does not know
+                    raise ValueError(f"PBS has no vnode state '{name}'")
+                bits |= bit
+        return bits
+
+
+# -- PBS values to plain data -----------------------------------------------------------------
+
+def plain(value: Any, types: Types) -> Any:
+    """A PBS attribute value as pbsplug's plain data."""
+    if value is None:
+        return None
+    kind = type(value).__name__
+    if kind == "job_state":
+        return types.job_states.get(int(value), str(value))
+    if kind == "vnode_state":
+        return types.vnode_state(value)
+    if kind == "vnode_sharing":
+        return types.c.vnode_sharing_to_str(int(value))
+    if kind == "vnode_ntype":
+        return types.c.vnode_ntype_to_str(int(value))
+    if kind == "pbs_resource":
+        out = {}
+        for key in value.keys():
+            item = value[key]
+            if item is not None:
+                out[str(key)] = plain(item, types)
+        return out
+    if kind == "pbs_env" or isinstance(value, dict):
+        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    if isinstance(value, bool) or kind == "pbs_bool":
+        return value if isinstance(value, bool) else str(value).lower() in ("true", "1")
+    if type(value) in (int, float) or kind in ("pbs_int", "pbs_float"):
+        return value.real if kind in ("pbs_int", "pbs_float") else value
+    if isinstance(value, (list, tuple)):
+        return [plain(v, types) for v in value]
+    return str(value)
+
+
+def attributes(obj: Any, types: Types) -> dict[str, Any]:
+    """A PBS object's set attributes as plain data (each PBS class lists its names)."""
+    out = {}
+    for name in getattr(type(obj), "attributes", None) or {}:
+        if name.startswith("_"):
+            continue
+        try:
+            value = plain(getattr(obj, name), types)
+        except Exception:  # an attribute PBS cannot give in this event
+            continue
+        if value is None or (name in RESOURCE_ATTRIBUTES and not isinstance(value, dict)):
+            continue
+        out[name] = value
+    return out
+
+
+def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
+               ) -> dict[str, Any]:
+    """The event's `objects` (the names pbsplug's event of this type carries) as plain data,
+    keyed by PBS's names, as `pbsplug.Event.from_dict` takes them."""
+    data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or "root"),
+                            "requestor_host": str(getattr(pevent, "requestor_host", "") or "")}
+    for key in objects:
+        if key == "pid":
+            if getattr(pevent, "type", None) == getattr(pbs, "EXECJOB_LAUNCH", object()):
+                # The launch hook's parent becomes the job (the MoM's child that execs it):
+                # what pbsplug's event.pid names on the local engine too.
+                data["pid"] = os.getppid()
+            elif getattr(pevent, "pid", None) is not None:
+                data["pid"] = int(pevent.pid)
+            continue
+        if key == "job_list" and not host:  # the server periodic: the queued jobs
+            data["job_list"] = _queued_jobs(pbs, types)
+            continue
+        value = getattr(pevent, key, None)
+        if value is None:
+            continue
+        if key in ("job", "job_o"):
+            data[key] = {**attributes(value, types), "id": str(value.id or NEW_JOB)}
+        elif key in ("vnode", "vnode_o"):
+            data[key] = {**_named(attributes(value, types)), "name": str(value.name)}
+        elif key == "resv":
+            data[key] = {**_named(attributes(value, types)), "resvid": str(value.resvid)}
+        elif key in ("vnode_list", "vnode_list_fail", "resv_list"):
+            data[key] = {str(n): _named(attributes(v, types)) for n, v in value.items()}
+        elif key == "job_list":
+            data[key] = {str(j): {**attributes(pj, types), "id": str(j)}
+                         for j, pj in value.items()}
+        elif key == "argv":
+            data[key] = [str(a) for a in value]
+        elif key == "env":
+            data[key] = {str(k): "" if v is None else str(v) for k, v in value.items()}
+        else:
+            data[key] = str(value)
+    return data
+
+
+def _named(attrs: dict[str, Any]) -> dict[str, Any]:
+    attrs.pop("name", None)
+    attrs.pop("resvid", None)
+    return attrs
+
+
+def _queued_jobs(pbs: Any, types: Types) -> dict[str, dict[str, Any]]:
+    queued = types.job_state_of.get("Q")
+    return {str(pjob.id): {**attributes(pjob, types), "id": str(pjob.id)}
+            for pjob in pbs.server().jobs()
+            if queued is None or pjob.job_state == queued}
+
+
+# -- changes back into PBS ------------------------------------------------------------------
+
+def pbs_value(pbs: Any, attr: str, value: Any, types: Types) -> Any:
+    """A plain value as PBS takes it for `attr` (PBS converts strings to its own types)."""
+    if value is None:
+        return None
+    if attr == "job_state":
+        return types.job_state_of.get(str(value), value)
+    if attr == "state":
+        return pbs.vnode_state(types.vnode_bits_of(value))
+    if attr == "sharing":
+        return pbs.vnode_sharing(int(types.c.str_to_vnode_sharing(str(value))))
+    return value
+
+
+def _set(pbs: Any, pobj: Any, changes: Mapping[str, Any], types: Types) -> None:
+    for attr, value in changes.items():
+        if attr.startswith("_"):
+            continue
+        current = getattr(pobj, attr, None)
+        if isinstance(value, dict) and type(current).__name__ == "pbs_resource":
+            for key, item in value.items():
+                current[key] = None if item is None else pbs_value(pbs, key, item, types)
+        elif isinstance(value, dict) and current is not None and hasattr(current, "items"):
+            for key in [k for k in current.keys() if k not in value]:
+                del current[key]
+            for key, item in value.items():
+                current[key] = item
+        else:
+            setattr(pobj, attr, pbs_value(pbs, attr, value, types))
+
+
+def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Types) -> None:
+    """What the hook changed (`pbsplug.Event.take_changes`), set on PBS's own objects."""
+    job_changes = dict(changes.get("job") or {})
+    action = job_changes.pop("_action", None)
+    pjob = getattr(pevent, "job", None)
+    if job_changes and pjob is not None:
+        _set(pbs, pjob, job_changes, types)
+    if action and pjob is not None:
+        getattr(pjob, action)()  # job.rerun() / job.delete()
+    for key in ("vnode_list", "vnode_list_fail"):
+        pvnodes = getattr(pevent, key, None)
+        for vname, vchanges in (changes.get(key) or {}).items():
+            if pvnodes is None:
+                continue
+            if vchanges.get("_new") and vname not in pvnodes:
+                pvnodes[vname] = pbs.vnode(vname)
+            _set(pbs, pvnodes[vname], {k: v for k, v in vchanges.items()
+                                       if k not in ("name", "_new")}, types)
+    if "env" in changes:
+        penv = pevent.env
+        wanted = changes["env"]
+        for key in [k for k in list(penv.keys()) if k not in wanted]:
+            del penv[key]
+        for key, value in wanted.items():
+            if penv.get(key) != value:
+                penv[key] = value
+        if changes.get("argv") is not None:
+            pevent.argv = list(changes["argv"])
+        if changes.get("progname"):
+            pevent.progname = changes["progname"]
+
+
+def log_records(pbs: Any, records: Any) -> None:
+    """The hook's log lines, ``(logger, level, message, (type, name) | None)``, into PBS's
+    log: ``pbs.logjobmsg`` for a line about a job, else ``pbs.logmsg`` at PBS's level."""
+    for name, level, message, obj in records:
+        try:
+            if obj and obj[0] == "Job" and hasattr(pbs, "logjobmsg"):
+                pbs.logjobmsg(obj[1], message)
+                continue
+            pbs_level = (pbs.LOG_ERROR if level >= ERROR_LEVEL else
+                         pbs.LOG_WARNING if level >= WARNING_LEVEL else
+                         pbs.LOG_DEBUG if level >= INFO_LEVEL else
+                         getattr(pbs, "EVENT_DEBUG3", pbs.LOG_DEBUG))
+            pbs.logmsg(pbs_level, f"{str(name).removeprefix('pbsplug.hook.')}: {message}")
+        except Exception:  # a log line must never fail the hook
+            pass
+
+
+class PluginHookError(RuntimeError):
+    """The plugin's hook raised: PBS's hook error (15136), where fail_action applies."""
+
+
+def finish(pbs: Any, pevent: Any, outcome: Mapping[str, Any], types: Types) -> None:
+    """Carry out the plugin's outcome, ``{"kind", "detail", "changes", "hook", "event"}``, as
+    a PBS hook ends: changes set (after an accept or a reject), then ``accept()`` /
+    ``reject(msg)`` (SystemExit), or an exception for an error or an alarm."""
+    kind, detail = outcome["kind"], outcome.get("detail")
+    if kind in ("accept", "reject"):
+        apply_changes(pbs, pevent, outcome.get("changes") or {}, types)
+    if kind == "accept":
+        pevent.accept()
+    if kind == "reject":
+        if detail:
+            pevent.reject(detail)
+        pevent.reject()
+    what = "got an alarm call" if kind == "alarm" else "failed"
+    raise PluginHookError(f"pbsplug plugin '{outcome.get('hook')}' {what} in "
+                          f"{outcome.get('event')}: {detail}")

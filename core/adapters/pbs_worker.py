@@ -1,0 +1,144 @@
+"""pbsplug's worker on a PBS execution host: the plugin loaded once, each event in a fork.
+
+PBS starts a fresh ``pbs_python`` for every execution-host event, so a hook that imported
+pbsplug and the plugin itself would pay those imports on every job (benchmarks/bench_pbs.py).
+Instead the hook script (`pbs_hook`) turns the event into plain data with `pbs_wire` alone and
+sends it to this worker over a UNIX socket; the worker, started by the first event that finds
+none, has imported pbsplug and loaded the plugin once, forks a child per event (so that each
+event starts from the same state, as PBS's fresh interpreter does, and a crash ends only that
+child), and answers with the outcome (`pbs_bridge.dispatch`) for the hook to carry out.
+
+- One worker per hook config: the hook names its socket after the config's SHA-256,
+  ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
+  starts a new worker and the old one leaves when idle.
+- A child still running at the hook's ``alarm`` plus one second is killed; the hook, already
+  ended by PBS's own alarm, sees no answer.
+- The worker leaves after `IDLE_EXIT` seconds without an event.
+
+    python -m pbsplug.adapters.pbs_worker SOCKET CONFIG
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import site
+import socket
+import sys
+import time
+from pathlib import Path
+
+#: Seconds without an event after which the worker leaves.
+IDLE_EXIT = 600.0
+#: Largest request the worker reads (an event's plain data).
+MAX_REQUEST = 64 << 20
+
+
+def _read_all(conn: socket.socket, limit: int) -> bytes:
+    chunks, size = [], 0
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError(f"request over {limit} bytes")
+        chunks.append(chunk)
+
+
+def _child(conn: socket.socket, runner) -> None:
+    from .pbs_bridge import dispatch
+
+    try:
+        request = json.loads(_read_all(conn, MAX_REQUEST))
+        outcome = dispatch(runner, request["event"], request["data"])
+    except KeyboardInterrupt:
+        outcome = None
+    except Exception as exc:  # the event could not be built or run: the hook's error
+        outcome = {"kind": "error", "detail": f"pbsplug worker: {type(exc).__name__}: {exc}",
+                   "changes": {}, "logs": [], "hook": None, "event": None}
+    if outcome is not None:
+        conn.sendall(json.dumps(outcome, default=str).encode())
+    conn.close()
+
+
+def serve(path: Path, config_file: Path) -> None:
+    config = json.loads(config_file.read_bytes())
+    for directory in config.get("site_dirs") or ():
+        site.addsitedir(directory)
+    from .pbs_bridge import load
+
+    runner = load(config)
+    alarm = float((config.get("attributes") or {}).get("alarm") or 30) + 1.0
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    old = os.umask(0o077)
+    try:
+        listener.bind(str(tmp))
+    finally:
+        os.umask(old)
+    os.chmod(tmp, 0o600)
+    listener.listen(socket.SOMAXCONN)
+    os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
+    inode = os.stat(path).st_ino
+    children: dict[int, float] = {}
+    last = time.monotonic()
+    try:
+        while True:
+            ready, _, _ = select.select([listener], [], [], 0.5)
+            now = time.monotonic()
+            for pid, deadline in list(children.items()):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    del children[pid]
+                elif now > deadline:
+                    os.kill(pid, signal.SIGKILL)
+            if ready:
+                conn, _ = listener.accept()
+                last = now
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    code = 0
+                    try:
+                        _child(conn, runner)
+                    except BaseException:  # noqa: BLE001 - the child ends here, whatever
+                        code = 1
+                    os._exit(code)
+                conn.close()
+                children[pid] = now + alarm
+            elif not children and now - last > IDLE_EXIT:
+                return
+            if _inode(path) != inode:
+                return  # replaced or removed: another worker serves this config now
+    finally:
+        listener.close()
+        if _inode(path) == inode:
+            path.unlink(missing_ok=True)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m pbsplug.adapters.pbs_worker SOCKET CONFIG", file=sys.stderr)
+        return 2
+    serve(Path(args[0]), Path(args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
