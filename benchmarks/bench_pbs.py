@@ -156,8 +156,8 @@ import time; t0 = time.perf_counter()
 import site, pbs
 site.addsitedir({sysconfig.get_paths()['purelib']!r}); site.addsitedir({str(site_dir)!r})
 from pbsplug.adapters.pbs_bridge import load
-load({json.dumps({k: config[k] for k in ("plugin", "entry_point", "attributes",
-                                         "config")})}).chain("execjob_begin")
+load({ {k: config[k] for k in ("plugin", "entry_point", "attributes", "config")}!r}
+     ).chain("execjob_begin")
 print(time.perf_counter() - t0)
 """
     out = []
