@@ -1,0 +1,69 @@
+"""Issue 17 review: attacks that still work on the merged engine (each test fails until the
+finding is fixed). Made as the unprivileged `attacker` where it is an attack."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from pbsplug.testing import until
+
+
+@pytest.fixture
+def engine(local_engine):
+    return local_engine()
+
+
+def qsub(attacker, engine, *args: str) -> str:
+    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _spawn_root_process_with_pid(pid: int) -> subprocess.Popen:
+    """A root process that gets `pid` (the pid an attacker's process had): what pid reuse
+    does on its own, made at once through ns_last_pid."""
+    for _ in range(50):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(["sleep", "300"])
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    pytest.skip(f"could not get pid {pid}")
+
+
+def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacker):
+    """pbs_attach records a bare pid; at the job's end (or qdel, walltime) the root server
+    SIGKILLs every recorded pid without checking it is still the attached process. The
+    attacker attaches a process of its own, lets it exit, and whatever process later gets
+    that pid (root's, another user's) is killed by root when the job ends."""
+    job_id = qsub(attacker, engine, "--", "/bin/sleep", "300")
+    until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
+    code = ("import os, subprocess, sys, json\n"
+            "from pbsplug.engine.client import Client\n"
+            "from pbsplug.engine.home import Home\n"
+            "from pathlib import Path\n"
+            "p = subprocess.Popen(['sleep', '1000'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            "Client(Home(Path(os.environ['PBSPLUG_HOME'])))('attach', id=sys.argv[1], pid=p.pid)\n"
+            "p.kill(); p.wait()\n"
+            "print(p.pid)\n")
+    done = attacker.python(code, job_id, home=engine)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[-1])
+    victim = _spawn_root_process_with_pid(pid)
+    try:
+        done = attacker.pbs(engine, "qdel", job_id)
+        assert done.returncode == 0, done.stderr
+        engine.wait(job_id)
+        time.sleep(0.5)
+        assert victim.poll() is None, "root's process that reused the attached pid was killed"
+    finally:
+        victim.kill()
+        victim.wait()
