@@ -67,3 +67,17 @@ def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacke
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_a_select_with_a_huge_chunk_count_does_not_hold_the_server(engine, attacker):
+    """`-l select=2000000000:ncpus=1` is accepted (the count's bound is 2**31) and every
+    scheduling cycle expands it into a list of that many chunks
+    (scheduler/cycle.py, `chunks.extend([...] * chunk.count)`): 10**7 chunks hold the
+    one-threaded server ~2.5 s per cycle, 2*10**9 for minutes (and memory), on every cycle.
+    Here 5*10**7: root's qstat must still answer promptly."""
+    job_id = qsub(attacker, engine, "-l", "select=50000000:ncpus=1", "--", "/bin/true")
+    time.sleep(0.3)  # the cycle its submission triggered is under way
+    t0 = time.monotonic()
+    assert engine.pbs("qstat").returncode == 0
+    assert time.monotonic() - t0 < 3.0, f"qstat took {time.monotonic() - t0:.1f} s"
+    assert engine.job(job_id)["job_state"] in ("Q", "H")
