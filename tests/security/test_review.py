@@ -81,3 +81,30 @@ def test_a_select_with_a_huge_chunk_count_does_not_hold_the_server(engine, attac
     assert engine.pbs("qstat").returncode == 0
     assert time.monotonic() - t0 < 3.0, f"qstat took {time.monotonic() - t0:.1f} s"
     assert engine.job(job_id)["job_state"] in ("Q", "H")
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE jobs SET attrs='{not json' WHERE seq=0",
+    "UPDATE objects SET attrs='not json' WHERE type='node'",
+    "UPDATE jobs SET state='R', attrs=json_set(attrs,'$.job_state','R'), "
+    "runtime='{\"launch\": {\"x\": 1}}' WHERE seq=0",
+    "UPDATE jobs SET state='R', attrs=json_set(attrs,'$.job_state','R'), runtime='zz' "
+    "WHERE seq=0",
+], ids=["job-attrs-not-json", "vnode-attrs-not-json", "runtime-bad-launch",
+        "runtime-not-json"])
+def test_the_server_starts_on_a_database_with_an_unreadable_row(engine, sql):
+    """set_aside handles a row that is JSON of the wrong shape, but a row that is not JSON
+    at all (Store.jobs/all json.loads), or a running job's runtime that is not a launch
+    (Engine._recover: ``executor.Launch(**runtime["launch"])``), stops `server start`:
+    "the server did not start: JSONDecodeError/TypeError", on every restart."""
+    import sqlite3
+
+    engine.submit("sleep 100\n", Hold_Types="u")
+    other = engine.submit("sleep 100\n", Hold_Types="u")
+    engine.stop()
+    with sqlite3.connect(engine.home.db) as db:
+        db.execute(sql)
+    started = engine.pbs("server", "start")
+    assert started.returncode == 0, started.stderr
+    assert engine.pbs("qstat").returncode == 0
+    assert engine.pbs("qstat", other).returncode == 0
