@@ -108,3 +108,42 @@ def test_the_server_starts_on_a_database_with_an_unreadable_row(engine, sql):
     assert started.returncode == 0, started.stderr
     assert engine.pbs("qstat").returncode == 0
     assert engine.pbs("qstat", other).returncode == 0
+
+
+ALTER = ("import json, os, sys\n"
+         "from pathlib import Path\n"
+         "from pbsplug.engine.client import Client\n"
+         "from pbsplug.engine.home import Home\n"
+         "try:\n"
+         "    print(json.dumps(Client(Home(Path(os.environ['PBSPLUG_HOME'])))(\n"
+         "        'alter', id=sys.argv[1], attrs=json.loads(sys.argv[2]))))\n"
+         "except Exception as exc:\n"
+         "    print('refused', type(exc).__name__, exc)\n")
+
+
+def test_qalter_queue_cannot_enter_another_users_reservation(engine, attacker):
+    """qmove checks a reservation queue's Authorized_Users (Reservations.may_submit), and
+    qsub does; but `queue` is a user-settable job attribute (values.JOB_ATTRIBUTES) and
+    req_alter stores it with no check at all: the attacker's job moves into root's
+    running reservation's queue and runs on its vnodes."""
+    resv = engine.client("resv_submit", attrs={"reserve_duration": 600,
+                                               "Resource_List": {"select": "1:ncpus=1"}})
+    resv_id = resv["id"]
+    queue = until(lambda: engine.client("stat_resvs", ids=[resv_id])[resv_id].get("queue"),
+                  what="the reservation's queue")
+    assert attacker.pbs(engine, "qsub", "-q", queue, "--", "/bin/true",
+                        cwd=engine.work).returncode != 0  # qsub refuses, as PBS does
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/sleep", "30")
+    done = attacker.python(ALTER, job_id, json.dumps({"queue": queue}), home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    assert engine.job(job_id)["queue"] == "workq"
+
+
+def test_qalter_queue_cannot_name_a_queue_that_does_not_exist(engine, attacker):
+    """The same unchecked `queue` in qalter: a queue that does not exist is stored (qmove
+    says Unknown queue, 15018)."""
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
+    done = attacker.python(ALTER, job_id, json.dumps({"queue": "nosuchqueue"}), home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    assert engine.job(job_id)["queue"] == "workq"
+    assert engine.pbs("qstat").returncode == 0
