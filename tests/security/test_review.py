@@ -147,3 +147,20 @@ def test_qalter_queue_cannot_name_a_queue_that_does_not_exist(engine, attacker):
     assert done.stdout.startswith("refused"), done.stdout + done.stderr
     assert engine.job(job_id)["queue"] == "workq"
     assert engine.pbs("qstat").returncode == 0
+
+
+@pytest.mark.parametrize("workdir", ["relative/dir", "/tmp/a\nb"], ids=["relative", "newline"])
+def test_default_output_path_from_a_bad_workdir_is_never_stored(engine, workdir):
+    """Output_Path/Error_Path must be host:/absolute/path without control characters
+    (values._path), but req_submit makes the defaults from the request's
+    Variable_List.PBS_O_WORKDIR after the checks (server.py, ``attrs.setdefault(
+    "Output_Path", ...)``), and Variable_List values are not checked for either: a raw
+    submit stores an Output_Path the rules refuse ("nothing invalid is ever stored"); a
+    relative one is opened relative to whatever the server's cwd is."""
+    from pbsplug import values
+
+    job_id = engine.client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": workdir}}, script="true\n")
+    attrs = engine.job(job_id)
+    for name in ("Output_Path", "Error_Path"):
+        values.job_request({name: attrs[name]}, "user")  # BadValue: stored, yet invalid
