@@ -164,3 +164,20 @@ def test_default_output_path_from_a_bad_workdir_is_never_stored(engine, workdir)
     attrs = engine.job(job_id)
     for name in ("Output_Path", "Error_Path"):
         values.job_request({name: attrs[name]}, "user")  # BadValue: stored, yet invalid
+
+
+def test_a_select_of_2_billion_chunks_neither_kills_nor_stops_scheduling(engine, attacker):
+    """`qsub -l select=2147483648:ncpus=1` (values.select allows counts up to 2**31
+    inclusive) makes every cycle build a list of 2**31 chunks (scheduler/cycle.py
+    `_expand`): on this 23 GB machine the kernel's OOM killer killed the root server
+    (anon-rss 24 GB), and the job is still stored, so every restart dies the same way.
+    Here the server's address space is capped (prlimit) so the machine survives: the
+    allocation fails in every cycle, and nobody's job is scheduled any more."""
+    pid = engine.home.server_pid()
+    subprocess.run(["prlimit", f"--pid={pid}", "--as=4000000000"], check=True)
+    qsub(attacker, engine, "-l", "select=2147483648:ncpus=1", "--", "/bin/true")
+    time.sleep(1)
+    assert engine.home.server_pid() == pid and engine.pbs("qstat").returncode == 0
+    other = engine.submit("true\n", Job_Name="bystander")
+    attrs = engine.wait(other, timeout=20)  # AssertionError: still Q (every cycle fails)
+    assert attrs["Exit_status"] == 0
