@@ -181,3 +181,25 @@ def test_a_select_of_2_billion_chunks_neither_kills_nor_stops_scheduling(engine,
     other = engine.submit("true\n", Job_Name="bystander")
     attrs = engine.wait(other, timeout=20)  # AssertionError: still Q (every cycle fails)
     assert attrs["Exit_status"] == 0
+
+
+def test_qalter_depend_is_checked_and_honoured(engine, attacker):
+    """`depend` is a user-settable attribute, checked and held for at qsub
+    (Engine._check_depend) but stored as it comes by qalter (req_alter -> _modify): an
+    afterok on a job still running is ignored (the job runs at once), and a dependency on
+    a job that does not exist, or a before: on another user's job, is stored."""
+    first = qsub(attacker, engine, "--", "/bin/sleep", "30")
+    until(lambda: engine.job(first)["job_state"] == "R", what="the first job to run")
+    second = qsub(attacker, engine, "-h", "--", "/bin/true")
+    root_job = engine.submit("sleep 30\n", Hold_Types="u")
+    done = attacker.python(ALTER, second, json.dumps({"depend": "afterok:999999.nosuch"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), "a dependency on an unknown job was stored"
+    done = attacker.python(ALTER, second, json.dumps({"depend": f"before:{root_job}"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), "before: on root's job was stored"
+    done = attacker.python(ALTER, second, json.dumps({"depend": f"afterok:{first}"}),
+                           home=engine)
+    assert attacker.pbs(engine, "qrls", second).returncode == 0
+    time.sleep(2)
+    assert engine.job(second)["job_state"] in ("H", "Q"), "ran before its afterok was met"
