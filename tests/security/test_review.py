@@ -203,3 +203,20 @@ def test_qalter_depend_is_checked_and_honoured(engine, attacker):
     assert attacker.pbs(engine, "qrls", second).returncode == 0
     time.sleep(2)
     assert engine.job(second)["job_state"] in ("H", "Q"), "ran before its afterok was met"
+
+
+def test_qalter_hold_types_cannot_release_system_or_operator_holds(engine, attacker):
+    """qrls refuses a user's release of an `o` or `s` hold, but req_alter lets a user set
+    Hold_Types to "n" (or "u") on its own held job, checking only what is added, not what
+    is removed: the operator's hold and the dependency's system hold are gone and the job
+    runs. PBS: only an operator/manager releases `o`, only a manager `s`."""
+    running = qsub(attacker, engine, "--", "/bin/sleep", "30")
+    until(lambda: engine.job(running)["job_state"] == "R", what="the first job to run")
+    waits = qsub(attacker, engine, "-W", f"depend=afterok:{running}", "--", "/bin/true")
+    assert engine.job(waits)["Hold_Types"] == "s"
+    opheld = qsub(attacker, engine, "-h", "--", "/bin/true")
+    engine.client("hold", ids=[opheld], types="o")
+    assert attacker.pbs(engine, "qrls", "-h", "o", opheld).returncode != 0
+    for job_id in (waits, opheld):
+        done = attacker.python(ALTER, job_id, json.dumps({"Hold_Types": "n"}), home=engine)
+        assert done.stdout.startswith("refused"), f"{job_id}: hold released by its owner"
