@@ -220,3 +220,58 @@ def test_qalter_hold_types_cannot_release_system_or_operator_holds(engine, attac
     for job_id in (waits, opheld):
         done = attacker.python(ALTER, job_id, json.dumps({"Hold_Types": "n"}), home=engine)
         assert done.stdout.startswith("refused"), f"{job_id}: hold released by its owner"
+
+
+STUCK = """
+import signal
+import time
+
+import pbsplug.runner as runner
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("queuejob",), alarm=2)
+
+
+@hookimpl
+def queuejob(event):
+    # What the hook leaves behind blocks its process after the hook's own report: here
+    # made deterministic by wrapping the report function (a thread left holding the GIL
+    # in C, or a lock the runner takes, does the same by chance).
+    send = runner._send
+
+    def stuck(fd, message):
+        if message[0] == "end":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+            while True:
+                time.sleep(1)
+        return send(fd, message)
+
+    runner._send = stuck
+"""
+
+
+def test_a_hook_process_stuck_after_its_report_does_not_hang_the_server(dists,
+                                                                       local_engine):
+    """Runner._collect only has a deadline between a hook's "start" and its "done"; after
+    the last "done" it waits for "end" or the child's exit with no deadline at all
+    (``deadline is None`` -> ``continue`` forever): a forked hook process that stays
+    alive after reporting holds the one-threaded server for good (qstat, job ends, server
+    stop)."""
+    dists.add("stuck", STUCK)
+    engine = local_engine("[plugins.stuck]\nenabled = true\n", env=dists.env())
+    from pbsplug.engine.testing import PBSPLUG
+
+    pid = engine.home.server_pid()
+    job = subprocess.Popen([PBSPLUG, "qsub", "--", "/bin/true"], env=engine.env(),
+                           cwd=engine.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        job.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    t0 = time.monotonic()
+    done = subprocess.run(["timeout", "20", PBSPLUG, "qstat"], env=engine.env(),
+                          capture_output=True, text=True)
+    job.kill()
+    assert engine.home.server_pid() == pid
+    assert done.returncode == 0 and time.monotonic() - t0 < 10, (
+        f"qstat: rc {done.returncode} after {time.monotonic() - t0:.0f} s")
