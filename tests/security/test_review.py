@@ -275,3 +275,35 @@ def test_a_hook_process_stuck_after_its_report_does_not_hang_the_server(dists,
     assert engine.home.server_pid() == pid
     assert done.returncode == 0 and time.monotonic() - t0 < 10, (
         f"qstat: rc {done.returncode} after {time.monotonic() - t0:.0f} s")
+
+
+def _processes(user: str, marker: str) -> list[str]:
+    done = subprocess.run(["pgrep", "-u", user, "-f", marker], capture_output=True, text=True)
+    return done.stdout.split()
+
+
+def test_qrls_of_a_running_or_finished_job_does_not_run_it_again(engine, attacker):
+    """req_release sets job_state "Q" whenever no hold is left, whatever the state: the
+    owner's `qrls` of its running job queues it again and the scheduler starts a second
+    copy while the first still runs (run_count 2; the first copy's launch is overwritten,
+    so it is no longer tracked by qdel or walltime), and `qrls` of a finished job runs it
+    again. Repeated, a user runs any number of copies past the scheduler's limits. PBS:
+    qrls of a job without holds changes nothing (and a finished job is history)."""
+    marker = "3141592"
+    running = qsub(attacker, engine, "--", "/bin/sleep", marker)
+    until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+    finished = qsub(attacker, engine, "--", "/bin/true")
+    engine.wait(finished)
+    for job_id in (running, finished):
+        assert attacker.pbs(engine, "qrls", job_id).returncode in (0, 1, 15 % 256, 159)
+    time.sleep(2)
+    try:
+        assert engine.job(finished)["run_count"] == 1, "the finished job ran again"
+        assert engine.job(running)["run_count"] == 1, "the running job was started again"
+        assert len(_processes(attacker.user, marker)) == 1
+    finally:
+        for pid in _processes(attacker.user, marker):  # the copies this test started
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
