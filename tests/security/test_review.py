@@ -307,3 +307,11 @@ def test_qrls_of_a_running_or_finished_job_does_not_run_it_again(engine, attacke
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_job_with_a_future_execution_time_is_waiting(engine):
+    """PBS puts a job whose Execution_Time (qsub -a) is in the future in state W; the
+    engine never sets W (it stays Q, and only the scheduler skips it)."""
+    job_id = engine.submit("true\n", Execution_Time=int(time.time()) + 3600)
+    time.sleep(0.5)
+    assert engine.job(job_id)["job_state"] == "W"
