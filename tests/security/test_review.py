@@ -315,3 +315,27 @@ def test_a_job_with_a_future_execution_time_is_waiting(engine):
     job_id = engine.submit("true\n", Execution_Time=int(time.time()) + 3600)
     time.sleep(0.5)
     assert engine.job(job_id)["job_state"] == "W"
+
+
+RAW = ("import json, os, sys\n"
+       "from pathlib import Path\n"
+       "from pbsplug.engine.client import Client\n"
+       "from pbsplug.engine.home import Home\n"
+       "try:\n"
+       "    print(json.dumps(Client(Home(Path(os.environ['PBSPLUG_HOME'])))(\n"
+       "        sys.argv[1], **json.loads(sys.argv[2]))))\n"
+       "except Exception as exc:\n"
+       "    print('refused', type(exc).__name__, exc)\n")
+
+
+def test_a_raw_hold_with_bad_hold_types_is_refused(engine, attacker):
+    """qhold's CLI checks -h (u, o, s), but req_hold/req_release take `types` as they come:
+    a raw `hold` with types "xyz" stores Hold_Types "uxyz", a value the rules refuse
+    (values._hold_types), so nothing invalid must be stored."""
+    from pbsplug import values
+
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
+    done = attacker.python(RAW, "hold", json.dumps({"ids": [job_id], "types": "xyz"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    values.job_request({"Hold_Types": engine.job(job_id)["Hold_Types"]}, "manager")
