@@ -339,3 +339,25 @@ def test_a_raw_hold_with_bad_hold_types_is_refused(engine, attacker):
                            home=engine)
     assert done.stdout.startswith("refused"), done.stdout + done.stderr
     values.job_request({"Hold_Types": engine.job(job_id)["Hold_Types"]}, "manager")
+
+
+def test_one_qmgr_request_of_many_list_commands_does_not_hold_the_server(engine, attacker):
+    """Requests are size-limited (8 MB) but not work-limited: a non-manager's raw `qmgr`
+    with "list server" 300000 times (3.6 MB) is executed line by line in the one-threaded
+    server and its answer is ~100 MB (600000 lines took 38 s here). Other raw requests
+    with 500000 ids (delete, stat_nodes, stat_queues) hold it 1-5 s each. Root's qstat
+    must still answer promptly."""
+    body = json.dumps({"text": "list server\n" * 300000})
+    flood = subprocess.Popen(
+        ["runuser", "-u", attacker.user, "--", "curl", "-s", "-o", "/dev/null", "--http1.0",
+         "--unix-socket", str(engine.home.socket), "--data-binary", "@-",
+         "http://localhost/v1/qmgr"], stdin=subprocess.PIPE)
+    flood.stdin.write(body.encode())
+    flood.stdin.close()
+    time.sleep(1.0)
+    try:
+        t0 = time.monotonic()
+        engine.client("stat_server")
+        assert time.monotonic() - t0 < 3.0, f"stat_server took {time.monotonic() - t0:.1f} s"
+    finally:
+        flood.wait(timeout=120)
