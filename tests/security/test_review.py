@@ -361,3 +361,17 @@ def test_one_qmgr_request_of_many_list_commands_does_not_hold_the_server(engine,
         assert time.monotonic() - t0 < 3.0, f"stat_server took {time.monotonic() - t0:.1f} s"
     finally:
         flood.wait(timeout=120)
+
+
+def test_a_raw_submit_with_a_null_job_name_stores_a_named_job(engine, attacker):
+    """job_request keeps a None value (as qalter's "unset"), and req_submit's
+    ``attrs.setdefault("Job_Name", "STDIN")`` does not replace a None: the job is stored
+    with Job_Name null and its output goes to ``None.o<seq>``."""
+    done = attacker.python(RAW, "submit", json.dumps({"attrs": {
+        "Job_Name": None, "Hold_Types": "u",
+        "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}}, "script": "true\n"}),
+        home=engine)
+    job_id = json.loads(done.stdout)
+    attrs = engine.job(job_id)
+    assert attrs["Job_Name"] == "STDIN"
+    assert attrs["Output_Path"].endswith(f"/STDIN.o{job_id.split('.')[0]}")
