@@ -50,7 +50,8 @@ def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacke
             "from pbsplug.engine.client import Client\n"
             "from pbsplug.engine.home import Home\n"
             "from pathlib import Path\n"
-            "p = subprocess.Popen(['sleep', '1000'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            "p = subprocess.Popen(['sleep', '1000'], stdout=subprocess.DEVNULL,\n"
+            "                     stderr=subprocess.DEVNULL)\n"
             "Client(Home(Path(os.environ['PBSPLUG_HOME'])))('attach', id=sys.argv[1], pid=p.pid)\n"
             "p.kill(); p.wait()\n"
             "print(p.pid)\n")
