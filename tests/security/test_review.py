@@ -1,0 +1,378 @@
+"""Issue 17 review: attacks that still work on the merged engine (each test fails until the
+finding is fixed). Made as the unprivileged `attacker` where it is an attack."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from pbsplug.testing import until
+
+
+@pytest.fixture
+def engine(local_engine):
+    return local_engine()
+
+
+def qsub(attacker, engine, *args: str) -> str:
+    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _spawn_root_process_with_pid(pid: int) -> subprocess.Popen:
+    """A root process that gets `pid` (the pid an attacker's process had): what pid reuse
+    does on its own, made at once through ns_last_pid."""
+    for _ in range(50):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(["sleep", "300"])
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    pytest.skip(f"could not get pid {pid}")
+
+
+def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacker):
+    """pbs_attach records a bare pid; at the job's end (or qdel, walltime) the root server
+    SIGKILLs every recorded pid without checking it is still the attached process. The
+    attacker attaches a process of its own, lets it exit, and whatever process later gets
+    that pid (root's, another user's) is killed by root when the job ends."""
+    job_id = qsub(attacker, engine, "--", "/bin/sleep", "300")
+    until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
+    code = ("import os, subprocess, sys, json\n"
+            "from pbsplug.engine.client import Client\n"
+            "from pbsplug.engine.home import Home\n"
+            "from pathlib import Path\n"
+            "p = subprocess.Popen(['sleep', '1000'], stdout=subprocess.DEVNULL,\n"
+            "                     stderr=subprocess.DEVNULL)\n"
+            "Client(Home(Path(os.environ['PBSPLUG_HOME'])))('attach', id=sys.argv[1], pid=p.pid)\n"
+            "p.kill(); p.wait()\n"
+            "print(p.pid)\n")
+    done = attacker.python(code, job_id, home=engine)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[-1])
+    victim = _spawn_root_process_with_pid(pid)
+    try:
+        done = attacker.pbs(engine, "qdel", job_id)
+        assert done.returncode == 0, done.stderr
+        engine.wait(job_id)
+        time.sleep(0.5)
+        assert victim.poll() is None, "root's process that reused the attached pid was killed"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_select_with_a_huge_chunk_count_does_not_hold_the_server(engine, attacker):
+    """`-l select=2000000000:ncpus=1` is accepted (the count's bound is 2**31) and every
+    scheduling cycle expands it into a list of that many chunks
+    (scheduler/cycle.py, `chunks.extend([...] * chunk.count)`): 10**7 chunks hold the
+    one-threaded server ~2.5 s per cycle, 2*10**9 for minutes (and memory), on every cycle.
+    Here 5*10**7: root's qstat must still answer promptly."""
+    job_id = qsub(attacker, engine, "-l", "select=50000000:ncpus=1", "--", "/bin/true")
+    time.sleep(0.3)  # the cycle its submission triggered is under way
+    t0 = time.monotonic()
+    assert engine.pbs("qstat").returncode == 0
+    assert time.monotonic() - t0 < 3.0, f"qstat took {time.monotonic() - t0:.1f} s"
+    assert engine.job(job_id)["job_state"] in ("Q", "H")
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE jobs SET attrs='{not json' WHERE seq=0",
+    "UPDATE objects SET attrs='not json' WHERE type='node'",
+    "UPDATE jobs SET state='R', attrs=json_set(attrs,'$.job_state','R'), "
+    "runtime='{\"launch\": {\"x\": 1}}' WHERE seq=0",
+    "UPDATE jobs SET state='R', attrs=json_set(attrs,'$.job_state','R'), runtime='zz' "
+    "WHERE seq=0",
+], ids=["job-attrs-not-json", "vnode-attrs-not-json", "runtime-bad-launch",
+        "runtime-not-json"])
+def test_the_server_starts_on_a_database_with_an_unreadable_row(engine, sql):
+    """set_aside handles a row that is JSON of the wrong shape, but a row that is not JSON
+    at all (Store.jobs/all json.loads), or a running job's runtime that is not a launch
+    (Engine._recover: ``executor.Launch(**runtime["launch"])``), stops `server start`:
+    "the server did not start: JSONDecodeError/TypeError", on every restart."""
+    import sqlite3
+
+    engine.submit("sleep 100\n", Hold_Types="u")
+    other = engine.submit("sleep 100\n", Hold_Types="u")
+    engine.stop()
+    with sqlite3.connect(engine.home.db) as db:
+        db.execute(sql)
+    started = engine.pbs("server", "start")
+    assert started.returncode == 0, started.stderr
+    assert engine.pbs("qstat").returncode == 0
+    assert engine.pbs("qstat", other).returncode == 0
+
+
+ALTER = ("import json, os, sys\n"
+         "from pathlib import Path\n"
+         "from pbsplug.engine.client import Client\n"
+         "from pbsplug.engine.home import Home\n"
+         "try:\n"
+         "    print(json.dumps(Client(Home(Path(os.environ['PBSPLUG_HOME'])))(\n"
+         "        'alter', id=sys.argv[1], attrs=json.loads(sys.argv[2]))))\n"
+         "except Exception as exc:\n"
+         "    print('refused', type(exc).__name__, exc)\n")
+
+
+def test_qalter_queue_cannot_enter_another_users_reservation(engine, attacker):
+    """qmove checks a reservation queue's Authorized_Users (Reservations.may_submit), and
+    qsub does; but `queue` is a user-settable job attribute (values.JOB_ATTRIBUTES) and
+    req_alter stores it with no check at all: the attacker's job moves into root's
+    running reservation's queue and runs on its vnodes."""
+    resv = engine.client("resv_submit", attrs={"reserve_duration": 600,
+                                               "Resource_List": {"select": "1:ncpus=1"}})
+    resv_id = resv["id"]
+    queue = until(lambda: engine.client("stat_resvs", ids=[resv_id])[resv_id].get("queue"),
+                  what="the reservation's queue")
+    assert attacker.pbs(engine, "qsub", "-q", queue, "--", "/bin/true",
+                        cwd=engine.work).returncode != 0  # qsub refuses, as PBS does
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/sleep", "30")
+    done = attacker.python(ALTER, job_id, json.dumps({"queue": queue}), home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    assert engine.job(job_id)["queue"] == "workq"
+
+
+def test_qalter_queue_cannot_name_a_queue_that_does_not_exist(engine, attacker):
+    """The same unchecked `queue` in qalter: a queue that does not exist is stored (qmove
+    says Unknown queue, 15018)."""
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
+    done = attacker.python(ALTER, job_id, json.dumps({"queue": "nosuchqueue"}), home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    assert engine.job(job_id)["queue"] == "workq"
+    assert engine.pbs("qstat").returncode == 0
+
+
+@pytest.mark.parametrize("workdir", ["relative/dir", "/tmp/a\nb"], ids=["relative", "newline"])
+def test_default_output_path_from_a_bad_workdir_is_never_stored(engine, workdir):
+    """Output_Path/Error_Path must be host:/absolute/path without control characters
+    (values._path), but req_submit makes the defaults from the request's
+    Variable_List.PBS_O_WORKDIR after the checks (server.py, ``attrs.setdefault(
+    "Output_Path", ...)``), and Variable_List values are not checked for either: a raw
+    submit stores an Output_Path the rules refuse ("nothing invalid is ever stored"); a
+    relative one is opened relative to whatever the server's cwd is."""
+    from pbsplug import values
+
+    job_id = engine.client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": workdir}}, script="true\n")
+    attrs = engine.job(job_id)
+    for name in ("Output_Path", "Error_Path"):
+        values.job_request({name: attrs[name]}, "user")  # BadValue: stored, yet invalid
+
+
+def test_a_select_of_2_billion_chunks_neither_kills_nor_stops_scheduling(engine, attacker):
+    """`qsub -l select=2147483648:ncpus=1` (values.select allows counts up to 2**31
+    inclusive) makes every cycle build a list of 2**31 chunks (scheduler/cycle.py
+    `_expand`): on this 23 GB machine the kernel's OOM killer killed the root server
+    (anon-rss 24 GB), and the job is still stored, so every restart dies the same way.
+    Here the server's address space is capped (prlimit) so the machine survives: the
+    allocation fails in every cycle, and nobody's job is scheduled any more."""
+    pid = engine.home.server_pid()
+    subprocess.run(["prlimit", f"--pid={pid}", "--as=4000000000"], check=True)
+    qsub(attacker, engine, "-l", "select=2147483648:ncpus=1", "--", "/bin/true")
+    time.sleep(1)
+    assert engine.home.server_pid() == pid and engine.pbs("qstat").returncode == 0
+    other = engine.submit("true\n", Job_Name="bystander")
+    attrs = engine.wait(other, timeout=20)  # AssertionError: still Q (every cycle fails)
+    assert attrs["Exit_status"] == 0
+
+
+def test_qalter_depend_is_checked_and_honoured(engine, attacker):
+    """`depend` is a user-settable attribute, checked and held for at qsub
+    (Engine._check_depend) but stored as it comes by qalter (req_alter -> _modify): an
+    afterok on a job still running is ignored (the job runs at once), and a dependency on
+    a job that does not exist, or a before: on another user's job, is stored."""
+    first = qsub(attacker, engine, "--", "/bin/sleep", "30")
+    until(lambda: engine.job(first)["job_state"] == "R", what="the first job to run")
+    second = qsub(attacker, engine, "-h", "--", "/bin/true")
+    root_job = engine.submit("sleep 30\n", Hold_Types="u")
+    done = attacker.python(ALTER, second, json.dumps({"depend": "afterok:999999.nosuch"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), "a dependency on an unknown job was stored"
+    done = attacker.python(ALTER, second, json.dumps({"depend": f"before:{root_job}"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), "before: on root's job was stored"
+    done = attacker.python(ALTER, second, json.dumps({"depend": f"afterok:{first}"}),
+                           home=engine)
+    assert attacker.pbs(engine, "qrls", second).returncode == 0
+    time.sleep(2)
+    assert engine.job(second)["job_state"] in ("H", "Q"), "ran before its afterok was met"
+
+
+def test_qalter_hold_types_cannot_release_system_or_operator_holds(engine, attacker):
+    """qrls refuses a user's release of an `o` or `s` hold, but req_alter lets a user set
+    Hold_Types to "n" (or "u") on its own held job, checking only what is added, not what
+    is removed: the operator's hold and the dependency's system hold are gone and the job
+    runs. PBS: only an operator/manager releases `o`, only a manager `s`."""
+    running = qsub(attacker, engine, "--", "/bin/sleep", "30")
+    until(lambda: engine.job(running)["job_state"] == "R", what="the first job to run")
+    waits = qsub(attacker, engine, "-W", f"depend=afterok:{running}", "--", "/bin/true")
+    assert engine.job(waits)["Hold_Types"] == "s"
+    opheld = qsub(attacker, engine, "-h", "--", "/bin/true")
+    engine.client("hold", ids=[opheld], types="o")
+    assert attacker.pbs(engine, "qrls", "-h", "o", opheld).returncode != 0
+    for job_id in (waits, opheld):
+        done = attacker.python(ALTER, job_id, json.dumps({"Hold_Types": "n"}), home=engine)
+        assert done.stdout.startswith("refused"), f"{job_id}: hold released by its owner"
+
+
+STUCK = """
+import signal
+import time
+
+import pbsplug.runner as runner
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("queuejob",), alarm=2)
+
+
+@hookimpl
+def queuejob(event):
+    # What the hook leaves behind blocks its process after the hook's own report: here
+    # made deterministic by wrapping the report function (a thread left holding the GIL
+    # in C, or a lock the runner takes, does the same by chance).
+    send = runner._send
+
+    def stuck(fd, message):
+        if message[0] == "end":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+            while True:
+                time.sleep(1)
+        return send(fd, message)
+
+    runner._send = stuck
+"""
+
+
+def test_a_hook_process_stuck_after_its_report_does_not_hang_the_server(dists,
+                                                                       local_engine):
+    """Runner._collect only has a deadline between a hook's "start" and its "done"; after
+    the last "done" it waits for "end" or the child's exit with no deadline at all
+    (``deadline is None`` -> ``continue`` forever): a forked hook process that stays
+    alive after reporting holds the one-threaded server for good (qstat, job ends, server
+    stop)."""
+    dists.add("stuck", STUCK)
+    engine = local_engine("[plugins.stuck]\nenabled = true\n", env=dists.env())
+    from pbsplug.engine.testing import PBSPLUG
+
+    pid = engine.home.server_pid()
+    job = subprocess.Popen([PBSPLUG, "qsub", "--", "/bin/true"], env=engine.env(),
+                           cwd=engine.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        job.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    t0 = time.monotonic()
+    done = subprocess.run(["timeout", "20", PBSPLUG, "qstat"], env=engine.env(),
+                          capture_output=True, text=True)
+    job.kill()
+    assert engine.home.server_pid() == pid
+    assert done.returncode == 0 and time.monotonic() - t0 < 10, (
+        f"qstat: rc {done.returncode} after {time.monotonic() - t0:.0f} s")
+
+
+def _processes(user: str, marker: str) -> list[str]:
+    done = subprocess.run(["pgrep", "-u", user, "-f", marker], capture_output=True, text=True)
+    return done.stdout.split()
+
+
+def test_qrls_of_a_running_or_finished_job_does_not_run_it_again(engine, attacker):
+    """req_release sets job_state "Q" whenever no hold is left, whatever the state: the
+    owner's `qrls` of its running job queues it again and the scheduler starts a second
+    copy while the first still runs (run_count 2; the first copy's launch is overwritten,
+    so it is no longer tracked by qdel or walltime), and `qrls` of a finished job runs it
+    again. Repeated, a user runs any number of copies past the scheduler's limits. PBS:
+    qrls of a job without holds changes nothing (and a finished job is history)."""
+    marker = "3141592"
+    running = qsub(attacker, engine, "--", "/bin/sleep", marker)
+    until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+    finished = qsub(attacker, engine, "--", "/bin/true")
+    engine.wait(finished)
+    for job_id in (running, finished):
+        assert attacker.pbs(engine, "qrls", job_id).returncode in (0, 1, 15 % 256, 159)
+    time.sleep(2)
+    try:
+        assert engine.job(finished)["run_count"] == 1, "the finished job ran again"
+        assert engine.job(running)["run_count"] == 1, "the running job was started again"
+        assert len(_processes(attacker.user, marker)) == 1
+    finally:
+        for pid in _processes(attacker.user, marker):  # the copies this test started
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_job_with_a_future_execution_time_is_waiting(engine):
+    """PBS puts a job whose Execution_Time (qsub -a) is in the future in state W; the
+    engine never sets W (it stays Q, and only the scheduler skips it)."""
+    job_id = engine.submit("true\n", Execution_Time=int(time.time()) + 3600)
+    time.sleep(0.5)
+    assert engine.job(job_id)["job_state"] == "W"
+
+
+RAW = ("import json, os, sys\n"
+       "from pathlib import Path\n"
+       "from pbsplug.engine.client import Client\n"
+       "from pbsplug.engine.home import Home\n"
+       "try:\n"
+       "    print(json.dumps(Client(Home(Path(os.environ['PBSPLUG_HOME'])))(\n"
+       "        sys.argv[1], **json.loads(sys.argv[2]))))\n"
+       "except Exception as exc:\n"
+       "    print('refused', type(exc).__name__, exc)\n")
+
+
+def test_a_raw_hold_with_bad_hold_types_is_refused(engine, attacker):
+    """qhold's CLI checks -h (u, o, s), but req_hold/req_release take `types` as they come:
+    a raw `hold` with types "xyz" stores Hold_Types "uxyz", a value the rules refuse
+    (values._hold_types), so nothing invalid must be stored."""
+    from pbsplug import values
+
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
+    done = attacker.python(RAW, "hold", json.dumps({"ids": [job_id], "types": "xyz"}),
+                           home=engine)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    values.job_request({"Hold_Types": engine.job(job_id)["Hold_Types"]}, "manager")
+
+
+def test_one_qmgr_request_of_many_list_commands_does_not_hold_the_server(engine, attacker):
+    """Requests are size-limited (8 MB) but not work-limited: a non-manager's raw `qmgr`
+    with "list server" 300000 times (3.6 MB) is executed line by line in the one-threaded
+    server and its answer is ~100 MB (600000 lines took 38 s here). Other raw requests
+    with 500000 ids (delete, stat_nodes, stat_queues) hold it 1-5 s each. Root's qstat
+    must still answer promptly."""
+    body = json.dumps({"text": "list server\n" * 300000})
+    flood = subprocess.Popen(
+        ["runuser", "-u", attacker.user, "--", "curl", "-s", "-o", "/dev/null", "--http1.0",
+         "--unix-socket", str(engine.home.socket), "--data-binary", "@-",
+         "http://localhost/v1/qmgr"], stdin=subprocess.PIPE)
+    flood.stdin.write(body.encode())
+    flood.stdin.close()
+    time.sleep(1.0)
+    try:
+        t0 = time.monotonic()
+        engine.client("stat_server")
+        assert time.monotonic() - t0 < 3.0, f"stat_server took {time.monotonic() - t0:.1f} s"
+    finally:
+        flood.wait(timeout=120)
+
+
+def test_a_raw_submit_with_a_null_job_name_stores_a_named_job(engine, attacker):
+    """job_request keeps a None value (as qalter's "unset"), and req_submit's
+    ``attrs.setdefault("Job_Name", "STDIN")`` does not replace a None: the job is stored
+    with Job_Name null and its output goes to ``None.o<seq>``."""
+    done = attacker.python(RAW, "submit", json.dumps({"attrs": {
+        "Job_Name": None, "Hold_Types": "u",
+        "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}}, "script": "true\n"}),
+        home=engine)
+    job_id = json.loads(done.stdout)
+    attrs = engine.job(job_id)
+    assert attrs["Job_Name"] == "STDIN"
+    assert attrs["Output_Path"].endswith(f"/STDIN.o{job_id.split('.')[0]}")
