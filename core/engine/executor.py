@@ -68,7 +68,7 @@ class Launch:
 
     def alive(self) -> bool:
         """Whether our shepherd is still running (the same process, not a reused pid)."""
-        return _proc_start(self.shepherd) == self.started
+        return process_start(self.shepherd) == self.started
 
     @property
     def record_file(self) -> Path:
@@ -134,7 +134,7 @@ def boot_id() -> str:
         return ""
 
 
-def _proc_start(pid: int) -> float | None:
+def process_start(pid: int) -> float | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -151,7 +151,7 @@ class PendingLaunch:
 
     def __init__(self, pid: int, fd: int, status_file: Path, tmpdir: Path):
         self.pid = pid
-        self.started = _proc_start(pid) or 0.0
+        self.started = process_start(pid) or 0.0
         self.status_file = status_file
         self.tmpdir = tmpdir
         self._fd: int | None = fd  # the pipe's write end; None once started or cancelled
@@ -449,7 +449,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
     _write_aside(status_file.with_suffix(".shepherd"),
-                 {"shepherd": me, "started": _proc_start(me) or 0.0, "pgid": pid,
+                 {"shepherd": me, "started": process_start(me) or 0.0, "pgid": pid,
                   "boot": boot_id()})
     with os.fdopen(err_r, "rb") as errs:
         start_error = errs.read().decode(errors="replace")
@@ -473,6 +473,12 @@ def kill_session(launch: Launch) -> int:
     are the job's. Returns how many."""
     if not launch.boot or launch.boot != boot_id():
         return 0
+    now = process_start(launch.shepherd)
+    if now is not None and now != launch.started:
+        # The shepherd's pid names another process now, which Linux allows only once no
+        # process is left in the old session: nothing of the job is left, and the new
+        # process's own session must not be touched.
+        return 0
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -489,6 +495,23 @@ def kill_session(launch: Launch) -> int:
             except OSError:
                 pass
     return killed
+
+
+def signal_processes(processes: list, sig: int) -> None:
+    """Send `sig` to each ``[pid, start]`` still the same process (its start time, from
+    /proc, unchanged): a pid that has ended may have been given to someone else's process."""
+    for entry in processes:
+        try:
+            pid, started = (int(entry[0]), float(entry[1])) if isinstance(
+                entry, (list, tuple)) else (int(entry), None)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if started is None or process_start(pid) != started:
+            continue  # gone, reused, or recorded before pids carried their start time
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def signal_job(pgid: int, sig: int) -> bool:

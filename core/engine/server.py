@@ -727,6 +727,9 @@ class Engine:
             owner = os.stat(f"/proc/{int(pid)}").st_uid
         except OSError:
             raise PbsError(PBSE_BADATVAL, f"no process {pid}", obj=job_id) from None
+        started = executor.process_start(int(pid))
+        if started is None:
+            raise PbsError(PBSE_BADATVAL, f"no process {pid}", obj=job_id)
         if caller.role != ROLE_MANAGER and owner != caller.uid:
             raise PbsError(PBSE_PERM, obj=job_id)
         outcome = self._event("execjob_attach", caller, job=Job(job_id, attrs), pid=int(pid),
@@ -735,7 +738,10 @@ class Engine:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
-            runtime["attached"] = sorted({*runtime.get("attached", []), int(pid)})
+            # With its start time: the pid alone may name another process by the time the
+            # job ends (pids are reused), which root must then not signal.
+            attached = [a for a in runtime.get("attached", []) if isinstance(a, list)]
+            runtime["attached"] = attached + [[int(pid), started]]
             st.set_runtime(job_id, runtime)
         self.log(LOG_JOB, "Job", job_id, f"process {pid} attached at request of "
                  f"{caller.user}@{self.host}")
@@ -1324,11 +1330,7 @@ class Engine:
         self._signal_attached(runtime, signal.SIGTERM)
 
     def _signal_attached(self, runtime: dict, sig: int) -> None:
-        for pid in runtime.get("attached", ()):
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
+        executor.signal_processes(list(runtime.get("attached", ())), sig)
 
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
