@@ -330,9 +330,10 @@ def select(value: Any, attr: str = "Resource_List.select",
         chunks = parse_select(spec)
     except ValueError as exc:
         raise _bad(attr, str(exc)) from None
+    total = sum(chunk.count for chunk in chunks)
+    if total > MAX_CHUNKS:
+        raise _bad(attr, f"{total} chunks are over pbsplug's limit of {MAX_CHUNKS} per job")
     for chunk in chunks:
-        if chunk.count > 1 << 31:
-            raise _bad(attr, f"chunk count {chunk.count} is out of range")
         for res, val in chunk.resources.items():
             kind = resource_type(res, custom)
             if kind is None:
@@ -471,6 +472,11 @@ def _rule(test):
             raise _bad(attr, f"{_repr(value)} is not a valid {attr}")
         return value
     return check
+
+
+#: The most chunks a select may ask for in all (pbsplug's limit; PBS sets none): a scheduling
+#: cycle works through each chunk of a job, so a count of billions held or killed the server.
+MAX_CHUNKS = 100_000
 
 
 def _priority(value: Any, attr: str) -> int:
