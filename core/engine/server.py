@@ -38,6 +38,7 @@ from ..siteconfig import load_site
 from ..units import parse_exec_vnode
 from . import depend, executor, jobspec
 from .errors import (
+    PBSE_ATTRRO,
     PBSE_BADATVAL,
     PBSE_BADSTATE,
     PBSE_HISTJOBID,
@@ -74,6 +75,8 @@ from .store import Store, StoreWriteError
 
 #: Seconds between two looks at the site config's mtime (a change is picked up then).
 SITE_CHECK_INTERVAL = 1.0
+#: PBS's hold types: user, other (operator), system, bad password.
+HOLD_LETTERS = "uosp"
 #: PBS holds a job that failed to start this many times (run_count > 20).
 MAX_RUN_COUNT = 20
 #: The comment of a job qdel ended (PBS's words); the end hooks' job.rerun() yields to it.
@@ -455,10 +458,7 @@ class Engine:
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
-        for kind, target in waits_for:  # before*: the other job now waits on this one
-            other = self.store.job(target)
-            items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
-            self._hold_for_depend(target, {**other, "depend": depend.format(items)})
+        self._link_befores(job_id, waits_for)
         state, never = depend.check(attrs.get("depend"), self.store.job)
         if state == depend.NEVER and never is not None:
             # PBS queues the job, then aborts it when the finished job it waits on did not
@@ -490,6 +490,13 @@ class Engine:
         if depend.check(attrs.get("depend"), self.store.job)[0] != depend.MET:
             self._add_system_hold(attrs)
         return befores
+
+    def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> None:
+        """``before*`` dependencies: each target now waits on `job_id`."""
+        for kind, target in befores:
+            other = self.store.job(target)
+            items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
+            self._hold_for_depend(target, {**other, "depend": depend.format(items)})
 
     @staticmethod
     def _add_system_hold(attrs: dict) -> None:
@@ -618,13 +625,21 @@ class Engine:
         self.want_cycle = True
         self._resolve_depend([job_id])
 
+    def _hold_types(self, caller: Caller, job_id: str, types: Any) -> str:
+        """qhold's and qrls's ``-h``: PBS's hold letters; ``o`` and ``s`` are operators'."""
+        if not isinstance(types, str) or not types or set(types) - set(HOLD_LETTERS):
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value Hold_Types: "
+                           f"{types!r} is not of {HOLD_LETTERS}", obj=job_id)
+        if ("o" in types or "s" in types) and not caller.privileged:
+            raise PbsError(PBSE_PERM, obj=job_id)
+        return types
+
     def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> None:
         for job_id in ids:
             attrs = self._job(job_id)
             job_id = self._full_id(job_id)
             self._own(caller, job_id, attrs)
-            if ("o" in types or "s" in types) and not caller.privileged:
-                raise PbsError(PBSE_PERM, obj=job_id)
+            types = self._hold_types(caller, job_id, types)
             if attrs["job_state"] not in ("Q", "H", "W"):
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
             holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
@@ -635,10 +650,11 @@ class Engine:
             attrs = self._job(job_id)
             job_id = self._full_id(job_id)
             self._own(caller, job_id, attrs)
-            if ("o" in types or "s" in types) and not caller.privileged:
-                raise PbsError(PBSE_PERM, obj=job_id)
+            types = self._hold_types(caller, job_id, types)
+            if attrs["job_state"] not in ("Q", "H", "W"):  # a running or finished job
+                raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
             holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
-            state = attrs["job_state"] if holds != "n" else "Q"
+            state = "Q" if holds == "n" and attrs["job_state"] == "H" else attrs["job_state"]
             changes = {"Hold_Types": holds, "job_state": state}
             if holds == "n" and "s" in types:
                 changes["run_count"] = 0
@@ -649,6 +665,9 @@ class Engine:
         current = self._job(id)
         job_id = self._full_id(id)
         self._own(caller, job_id, current)
+        if "queue" in attrs:  # PBS's qalter never moves a job: qmove does, with its checks
+            raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
+                           "permission queue (use qmove)", obj=job_id)
         if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
             if "Resource_List" in attrs or not caller.privileged:
                 raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
@@ -660,10 +679,23 @@ class Engine:
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
         if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
             holds = str(changes["Hold_Types"] or "n")
-            if set(holds) - {"u", "n"} and not caller.privileged:
+            had = set(str(current.get("Hold_Types") or "n"))
+            # Adding or removing an operator's or the system's hold is theirs to do.
+            if (set(holds) ^ had) & {"o", "s", "p"} and not caller.privileged:
                 raise PbsError(PBSE_PERM, obj=job_id)
             changes["job_state"] = "Q" if holds == "n" else "H"
+        befores = []
+        if "depend" in changes:  # checked and enforced as at submission
+            probe = {**current, **changes}
+            befores = self._check_depend(caller, probe)
+            for key in ("Hold_Types", "job_state"):
+                if probe.get(key) != current.get(key):
+                    changes[key] = probe[key]
         self._modify(caller, job_id, current, changes)
+        if befores:
+            self._link_befores(job_id, befores)
+        if "depend" in changes:
+            self._resolve_depend([job_id])
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls)."""
