@@ -510,6 +510,10 @@ def _variables(value: Any, attr: str) -> dict[str, str]:
             name.encode("utf-8"), val.encode("utf-8")
         except UnicodeEncodeError:
             raise _bad(f"{attr}.{name}", "not valid UTF-8") from None
+        if name == "PBS_O_WORKDIR":  # the job's cwd, and where its output goes by default
+            text(val, f"{attr}.{name}", allow_empty=False)
+            if not val.startswith("/"):
+                raise _bad(f"{attr}.{name}", f"{val!r} is not an absolute path")
         total += len(name) + len(val)
         out[name] = val
     if total > MAX_LONG_STRING:

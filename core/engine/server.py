@@ -131,6 +131,7 @@ class Engine:
             plugins = load_plugins(load_site(home.site, allow_missing=True))
         self.plugins = plugins
         self.stopping = False
+        self._next_wait_check = 0.0
         self.runner = self._make_runner(plugins)
         #: The site config as last looked at: (mtime_ns, size, inode), and when.
         self._site_seen = self._site_signature()
@@ -418,7 +419,9 @@ class Engine:
             egroup = grp.getgrgid(pwd.getpwnam(caller.user).pw_gid).gr_name
         except KeyError:
             egroup = ""
-        attrs = {**attrs, "queue": queue_name, "job_state": "Q", "Resource_List": res,
+        # None means "unset" (qalter's); a new job simply does not have the attribute.
+        attrs = {**{k: v for k, v in attrs.items() if v is not None},
+                 "queue": queue_name, "job_state": "Q", "Resource_List": res,
                  "Job_Owner": f"{caller.user}@{self.host}", "euser": caller.user,
                  "egroup": egroup, "server": self.server_name, "ctime": now, "qtime": now,
                  "mtime": now, "run_count": 0, "substate": 10}
@@ -447,6 +450,7 @@ class Engine:
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
         attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
+        attrs["job_state"] = self._waiting(attrs["job_state"], attrs)
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
             if argv:
@@ -490,6 +494,26 @@ class Engine:
         if depend.check(attrs.get("depend"), self.store.job)[0] != depend.MET:
             self._add_system_hold(attrs)
         return befores
+
+    def _waiting(self, state: str, attrs: dict) -> str:
+        """PBS's W: a queued job whose Execution_Time (qsub -a) is still to come waits."""
+        when = attrs.get("Execution_Time")
+        if state == "Q" and isinstance(when, (int, float)) and when > self.clock():
+            return "W"
+        return state
+
+    def _end_waits(self, now: float) -> None:
+        """Waiting jobs whose Execution_Time has come are queued (checked once a second)."""
+        if now < self._next_wait_check:
+            return
+        self._next_wait_check = now + 1.0
+        for job_id, attrs in self.store.jobs(("W",)).items():
+            when = attrs.get("Execution_Time")
+            if not isinstance(when, (int, float)) or when <= now:
+                attrs["job_state"] = "Q"
+                with self.store.transaction() as st:
+                    st.put_job(job_id, attrs)
+                self._trigger(str(attrs.get("queue") or ""))
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> None:
         """``before*`` dependencies: each target now waits on `job_id`."""
@@ -655,6 +679,7 @@ class Engine:
                 raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
             holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
             state = "Q" if holds == "n" and attrs["job_state"] == "H" else attrs["job_state"]
+            state = self._waiting(state, attrs)
             changes = {"Hold_Types": holds, "job_state": state}
             if holds == "n" and "s" in types:
                 changes["run_count"] = 0
@@ -684,6 +709,8 @@ class Engine:
             if (set(holds) ^ had) & {"o", "s", "p"} and not caller.privileged:
                 raise PbsError(PBSE_PERM, obj=job_id)
             changes["job_state"] = "Q" if holds == "n" else "H"
+        if current["job_state"] in ("Q", "W") and "job_state" not in changes:
+            changes["job_state"] = self._waiting("Q", {**current, **changes})
         befores = []
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
@@ -1395,6 +1422,7 @@ class Engine:
                 executor.signal_job(self.launches[job_id].resolve(), signal.SIGKILL)
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
+        self._end_waits(now)
         self.resvs.poll(now)
         self.periodic.poll(now)
         self._poll_schedulers()

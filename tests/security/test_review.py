@@ -163,13 +163,13 @@ def test_default_output_path_from_a_bad_workdir_is_never_stored(engine, workdir)
     "Output_Path", ...)``), and Variable_List values are not checked for either: a raw
     submit stores an Output_Path the rules refuse ("nothing invalid is ever stored"); a
     relative one is opened relative to whatever the server's cwd is."""
-    from pbsplug import values
+    from pbsplug.engine.errors import PbsError
 
-    job_id = engine.client("submit", attrs={"Hold_Types": "u", "Variable_List": {
-        "PBS_O_WORKDIR": workdir}}, script="true\n")
-    attrs = engine.job(job_id)
-    for name in ("Output_Path", "Error_Path"):
-        values.job_request({name: attrs[name]}, "user")  # BadValue: stored, yet invalid
+    with pytest.raises(PbsError) as err:
+        engine.client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+            "PBS_O_WORKDIR": workdir}}, script="true\n")
+    assert err.value.code == 15014 and "Variable_List.PBS_O_WORKDIR" in err.value.message
+    assert engine.client("stat_jobs", history=True) == {}
 
 
 def test_a_select_of_2_billion_chunks_is_refused_and_scheduling_goes_on(engine, attacker):
@@ -319,6 +319,11 @@ def test_a_job_with_a_future_execution_time_is_waiting(engine):
     job_id = engine.submit("true\n", Execution_Time=int(time.time()) + 3600)
     time.sleep(0.5)
     assert engine.job(job_id)["job_state"] == "W"
+    soon = engine.submit("true\n", Execution_Time=int(time.time()) + 2)
+    assert engine.job(soon)["job_state"] == "W"
+    assert engine.wait(soon, timeout=30)["Exit_status"] == 0  # queued, then run, on time
+    engine.client("alter", id=job_id, attrs={"Execution_Time": int(time.time()) - 1})
+    assert engine.wait(job_id, timeout=30)["Exit_status"] == 0
 
 
 RAW = ("import json, os, sys\n"
