@@ -75,6 +75,8 @@ from .store import Store, StoreWriteError
 
 #: Seconds between two looks at the site config's mtime (a change is picked up then).
 SITE_CHECK_INTERVAL = 1.0
+#: The most items (ids, names) one request may carry.
+MAX_REQUEST_ITEMS = 10_000
 #: PBS's hold types: user, other (operator), system, bad password.
 HOLD_LETTERS = "uosp"
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -1674,6 +1676,11 @@ def _check_arguments(handler: Callable, args: dict[str, Any]) -> None:
     anything): PBS's 15004 naming the argument otherwise, before the handler runs."""
     hints = _hints(getattr(handler, "__func__", handler))
     for name, value in args.items():
+        if isinstance(value, (list, dict)) and len(value) > MAX_REQUEST_ITEMS:
+            # A request is limited in work too, not only in bytes: 500,000 ids held the
+            # server for seconds.
+            raise PbsError(PBSE_IVALREQ, f"Invalid request: argument {values.shown(name)} "
+                           f"has {len(value)} items, over the limit of {MAX_REQUEST_ITEMS}")
         hint = hints.get(name)
         if hint is not None and not _fits(value, hint):
             raise PbsError(PBSE_IVALREQ, f"Invalid request: argument {values.shown(name)} "

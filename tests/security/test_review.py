@@ -384,3 +384,21 @@ def test_a_raw_submit_with_a_null_job_name_stores_a_named_job(engine, attacker):
     attrs = engine.job(job_id)
     assert attrs["Job_Name"] == "STDIN"
     assert attrs["Output_Path"].endswith(f"/STDIN.o{job_id.split('.')[0]}")
+
+
+def test_a_request_carries_at_most_so_many_items(engine):
+    """Raw requests with 500,000 ids held the server for seconds: each list argument carries
+    at most `MAX_REQUEST_ITEMS` items, and a qmgr text at most `MAX_COMMANDS` commands."""
+    from pbsplug.engine.errors import PbsError
+    from pbsplug.engine.manager import MAX_COMMANDS
+    from pbsplug.engine.server import MAX_REQUEST_ITEMS
+
+    many = ["1"] * (MAX_REQUEST_ITEMS + 1)
+    for op, arg in (("delete", "ids"), ("stat_jobs", "ids"), ("stat_nodes", "names"),
+                    ("stat_queues", "names")):
+        with pytest.raises(PbsError) as err:
+            engine.client(op, **{arg: many})
+        assert err.value.code == 15004 and "over the limit" in err.value.message, op
+    out = engine.client("qmgr", text="list server\n" * (MAX_COMMANDS + 1))
+    assert out["code"] == 15004 and "commands in one request" in out["errors"][0]
+    assert engine.client("qmgr", text="list server\n" * 3)["code"] == 0
