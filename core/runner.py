@@ -691,6 +691,8 @@ class Runner:
         while True:
             timeout = max(0.0, min(tick, deadline - time.monotonic()))
             ready, _, _ = select.select([fd], [], [], timeout)
+            if ready and time.monotonic() >= deadline:
+                ready = []  # a child that keeps writing does not put its deadline off
             if not ready and self.cancel is not None and self.cancel():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -706,8 +708,11 @@ class Runner:
                 if current is None and time.monotonic() >= deadline:
                     # Between hooks (before the first "start", after a "done"): kill and
                     # reap; the outcomes reported stand, a hook never started is an error.
-                    os.kill(pid, signal.SIGKILL)
-                    exited = os.waitpid(pid, 0)[1]
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        exited = os.waitpid(pid, 0)[1]
+                    except (ProcessLookupError, ChildProcessError):
+                        exited = signal.SIGKILL  # reaped by the caller already
                     late = True
                     buf += _read_available(fd)
                 elif time.monotonic() >= deadline:
@@ -740,11 +745,15 @@ class Runner:
                     message = json.loads(buf[4:4 + size])
                     buf = buf[4 + size:]
                     if message[0] == "start":
+                        if current is not None or message[1] != len(runs):
+                            raise ValueError(f"start of hook {message[1]!r} out of turn")
                         current = _index(message[1], batch)
                         started, wall = time.perf_counter(), time.time()
                         deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
                     elif message[0] == "done":
                         _, index, outcome, text, duration, changes, records = message
+                        if index != current:
+                            raise ValueError(f"done of hook {index!r} out of turn")
                         entry = batch[_index(index, batch)]
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
                             raise ValueError(f"outcome {outcome!r}")
