@@ -227,11 +227,11 @@ class Engine:
                     continue
                 fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
             why = "; ".join(problems.values())
-            if unreadable and fixed["job_state"] not in _ACTIVE + ("U",):  # history
+            if unreadable and fixed["job_state"] == "F":  # history stays history
                 fixed["comment"] = f"bad attribute value set aside: {why}"
             else:
                 if unreadable or fixed.get("job_state") not in ("R", "E"):
-                    fixed["job_state"] = fixed.get("job_state") or "Q"
+                    fixed.setdefault("job_state", "Q")
                     self._add_system_hold(fixed)
                 fixed["comment"] = f"job held, bad attribute value set aside: {why}"
             with self.store.transaction() as st:
