@@ -681,12 +681,18 @@ class Runner:
         buf = b""
         current: int | None = None
         started = wall = 0.0
-        deadline: float | None = None
+        # Every wait on the child has a deadline: a child that is stopped (a pbsuser hook's
+        # owner may SIGSTOP it) or stays alive after its reports must not hold the caller.
+        # Before a hook's "start": its alarm plus the grace; after a "done": the grace.
+        deadline = time.monotonic() + batch[0].attrs.alarm + self.alarm_grace
+        late = False  # killed between hooks, at a deadline
         exited: int | None = None
         tick = 1.0 if self.cancel is None else CANCEL_TICK
         while True:
-            timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.monotonic()))
+            timeout = max(0.0, min(tick, deadline - time.monotonic()))
             ready, _, _ = select.select([fd], [], [], timeout)
+            if ready and time.monotonic() >= deadline:
+                ready = []  # a child that keeps writing does not put its deadline off
             if not ready and self.cancel is not None and self.cancel():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -699,7 +705,17 @@ class Runner:
                                     "process was killed", wall))
                 return runs
             if not ready:
-                if deadline is not None and time.monotonic() >= deadline:
+                if current is None and time.monotonic() >= deadline:
+                    # Between hooks (before the first "start", after a "done"): kill and
+                    # reap; the outcomes reported stand, a hook never started is an error.
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        exited = os.waitpid(pid, 0)[1]
+                    except (ProcessLookupError, ChildProcessError):
+                        exited = signal.SIGKILL  # reaped by the caller already
+                    late = True
+                    buf += _read_available(fd)
+                elif time.monotonic() >= deadline:
                     entry = batch[current]
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
@@ -709,12 +725,13 @@ class Runner:
                         f"hook '{entry.name}' did not end within its alarm of "
                         f"{entry.attrs.alarm} s (+{self.alarm_grace:g} s grace); killed", wall))
                     return runs
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    exited = status
-                    buf += _read_available(fd)  # parse what is left, then finish
                 else:
-                    continue
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        exited = status
+                        buf += _read_available(fd)  # parse what is left, then finish
+                    else:
+                        continue
             else:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -728,11 +745,15 @@ class Runner:
                     message = json.loads(buf[4:4 + size])
                     buf = buf[4 + size:]
                     if message[0] == "start":
+                        if current is not None or message[1] != len(runs):
+                            raise ValueError(f"start of hook {message[1]!r} out of turn")
                         current = _index(message[1], batch)
                         started, wall = time.perf_counter(), time.time()
                         deadline = time.monotonic() + batch[current].attrs.alarm + self.alarm_grace
                     elif message[0] == "done":
                         _, index, outcome, text, duration, changes, records = message
+                        if index != current:
+                            raise ValueError(f"done of hook {index!r} out of turn")
                         entry = batch[_index(index, batch)]
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
                             raise ValueError(f"outcome {outcome!r}")
@@ -743,7 +764,9 @@ class Runner:
                             event.apply_changes(changes)
                         runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                             duration, outcome, text, wall))
-                        current, deadline = None, None
+                        current, deadline = None, time.monotonic() + self.alarm_grace
+                        if outcome == ACCEPT and len(runs) < len(batch):  # the next one starts
+                            deadline += batch[len(runs)].attrs.alarm
                     elif message[0] == "end":
                         if exited is None and self.reap_later:  # leaving: reaped at the next fork
                             self._leaving.append(pid)
@@ -773,8 +796,10 @@ class Runner:
                                 f"{_describe_status(status)} while the hook ran", wall))
         elif not runs or runs[-1].outcome == ACCEPT and len(runs) < len(batch):
             entry = batch[len(runs)]
+            why = ("the hook's process did not start the hook in time; killed" if late
+                   else f"{_describe_status(status)} before the hook ran")
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
-                                ERROR, f"{_describe_status(status)} before the hook ran", wall))
+                                ERROR, why, wall))
         return runs
 
 

@@ -689,3 +689,56 @@ def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
     out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(queuejob())
     assert (out.kind, out.hook) == ("error", "a"), out.detail
     assert out.detail.startswith("the hook's process sent a malformed report")
+
+
+def test_a_hook_process_stopped_before_its_first_start_is_killed(tmp_path, monkeypatch):
+    """A pbsuser hook's owner may SIGSTOP the child before it reports "start": the wait has
+    a deadline (the first hook's alarm plus the grace), then that hook is an error."""
+    import pbsplug.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "_become_job_owner",
+                        lambda event: os.kill(os.getpid(), signal.SIGSTOP))
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=1)
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            event.job.comment = "ran"
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    assert plugins.add("a", AsUser(), enable=True).status == "enabled"
+    runner = Runner(plugins, alarm_grace=0.5)
+    t0 = time.monotonic()
+    out = runner.fire(Event.from_dict("execjob_prologue", {
+        "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    assert time.monotonic() - t0 < 10
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert "did not start" in out.detail
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
+def test_a_hook_process_stuck_after_its_last_report_is_killed(chain, monkeypatch):
+    """After the last "done" the child has the grace to end; then it is killed and the
+    outcomes its hooks reported stand."""
+    import pbsplug.runner as runner_module
+
+    send = runner_module._send
+
+    def stuck(fd, message):
+        if message[0] == "end":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+            while True:
+                time.sleep(1)
+        send(fd, message)
+
+    monkeypatch.setattr(runner_module, "_send", stuck)
+    runner = chain({"a": Hook(trail, order=1), "b": Hook(trail, order=2)}, alarm=30,
+                   mode="process")
+    t0 = time.monotonic()
+    out = runner.fire(begin())
+    assert time.monotonic() - t0 < 10
+    assert out.accepted, out.detail
+    assert out.changes["job"]["comment"] == "ab"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)

@@ -184,8 +184,15 @@ class Engine:
         while the server was down, requeued (rerunnable) or failed when nothing is left."""
         for job_id, attrs in self.store.jobs(("R", "E")).items():
             runtime = self.store.runtime(job_id)
-            launch = executor.Launch(**runtime["launch"]) if runtime and runtime.get(
-                "launch") else None
+            try:
+                launch = _stored_launch(runtime)
+            except (TypeError, ValueError) as exc:  # not JSON, or not a launch: lost
+                with self.store.transaction() as st:
+                    st.set_runtime(job_id, None)
+                self.log(LOG_JOB | LOG_ERROR, "Job", job_id,
+                         f"its stored launch could not be read: {exc}")
+                self._lost(job_id, attrs, "its stored launch could not be read")
+                continue
             if launch is None:  # the server died while starting it: did the shepherd start?
                 seq = job_id.split(".")[0]
                 launch = executor.Launch.recorded(self.home.jobs / f"{seq}.status",
@@ -212,25 +219,39 @@ class Engine:
         running gets a system hold (``s``), a vnode goes ``offline``. Returns how many."""
         custom = self.resource_types()
         count = 0
-        for job_id, attrs in self.store.jobs(_ACTIVE + ("U",)).items():
-            problems = values.job_problems(attrs, custom) if isinstance(attrs, dict) else {
-                "attributes": "the job's attributes are not a mapping"}
-            if not problems:
-                continue
-            fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+        jobs = self.store.jobs(_ACTIVE + ("U",))
+        jobs.update(self.store.unreadable_jobs())  # finished ones too: none is left unread
+        for job_id, attrs in jobs.items():
+            unreadable = self.store.unreadable(attrs)
+            if unreadable:  # not JSON: nothing of it can be kept but its state
+                problems = {"attributes": "the job's stored attributes could not be read"}
+                fixed = {"job_state": attrs["job_state"]}
+            else:
+                problems = values.job_problems(attrs, custom) if isinstance(attrs, dict) else {
+                    "attributes": "the job's attributes are not a mapping"}
+                if not problems:
+                    continue
+                fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
             why = "; ".join(problems.values())
-            if fixed.get("job_state") not in ("R", "E"):
-                fixed.setdefault("job_state", "Q")
-                self._add_system_hold(fixed)
-            fixed["comment"] = f"job held, bad attribute value set aside: {why}"
+            if unreadable and fixed["job_state"] == "F":  # history stays history
+                fixed["comment"] = f"bad attribute value set aside: {why}"
+            else:
+                if unreadable or fixed.get("job_state") not in ("R", "E"):
+                    fixed.setdefault("job_state", "Q")
+                    self._add_system_hold(fixed)
+                fixed["comment"] = f"job held, bad attribute value set aside: {why}"
             with self.store.transaction() as st:
                 st.put_job(job_id, fixed)
             self.log(LOG_JOB | LOG_ERROR, "Job", job_id,
                      f"set aside: a stored value the server cannot use: {why}")
             count += 1
         for name, attrs in self.store.all("node").items():
-            problems = values.vnode_problems(attrs, custom) if isinstance(attrs, dict) else {
-                "attributes": "the vnode's attributes are not a mapping"}
+            if self.store.unreadable(attrs):
+                problems = {"attributes": "the vnode's stored attributes could not be read"}
+                attrs = None
+            else:
+                problems = values.vnode_problems(attrs, custom) if isinstance(attrs, dict) else {
+                    "attributes": "the vnode's attributes are not a mapping"}
             if not problems:
                 continue
             fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
@@ -1726,6 +1747,27 @@ def _shell_path(spec: Any, host: str) -> str | None:
         if not where and path:
             default = path
     return default
+
+
+def _stored_launch(runtime: Any) -> executor.Launch | None:
+    """A running job's launch as stored in its runtime, None if it has none yet; raises
+    TypeError or ValueError when the runtime is not JSON or its launch not a launch."""
+    if runtime is None:
+        return None
+    if not isinstance(runtime, dict) or Store.unreadable(runtime):
+        raise ValueError("the job's runtime is not a JSON object")
+    if not runtime.get("launch"):
+        return None
+    if not isinstance(runtime["launch"], dict):
+        raise TypeError("the launch is not a mapping")
+    launch = executor.Launch(**runtime["launch"])
+    kinds = {"shepherd": int, "started": (int, float), "pgid": int, "status_file": str,
+             "tmpdir": str, "boot": str}
+    for key, kind in kinds.items():
+        value = getattr(launch, key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise TypeError(f"the launch's {key} is {value!r}")
+    return launch
 
 
 def _without(attrs: dict, problems: dict[str, str]) -> dict:

@@ -43,6 +43,26 @@ _MIGRATIONS: dict[int, str] = {
 }
 
 
+#: A row whose attributes are not JSON (written by hand, a bug, a damaged disk) reads as
+#: ``{UNREADABLE: its text}`` (a job's also with its ``job_state`` column) instead of
+#: failing the read: the engine sets such a row aside (`Engine.set_aside`) and starts.
+UNREADABLE = "(unreadable)"
+
+
+def _loads(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return {UNREADABLE: text if isinstance(text, str) else repr(text)}
+
+
+def _job_attrs(text: Any, state: Any) -> Any:
+    attrs = _loads(text)
+    if isinstance(attrs, dict) and UNREADABLE in attrs:
+        attrs["job_state"] = str(state)
+    return attrs
+
+
 class StoreError(RuntimeError):
     """The database cannot be used (another version, corrupt, unwritable)."""
 
@@ -59,6 +79,8 @@ class StoreWriteError(PbsError):
 class Store:
     """The engine's SQLite database. Not shared between threads or processes: each process
     opens its own."""
+
+    UNREADABLE = UNREADABLE
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -165,12 +187,17 @@ class Store:
     def get(self, type: str, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT attrs FROM objects WHERE type=? AND name=?",
                               (type, name)).fetchone()
-        return json.loads(row[0]) if row else None
+        return _loads(row[0]) if row else None
+
+    @staticmethod
+    def unreadable(attrs: Any) -> bool:
+        """Whether `attrs` is what a row that is not JSON reads as."""
+        return isinstance(attrs, dict) and UNREADABLE in attrs
 
     def all(self, type: str) -> dict[str, dict[str, Any]]:
         rows = self.db.execute("SELECT name, attrs FROM objects WHERE type=? ORDER BY name",
                                (type,))
-        return {name: json.loads(attrs) for name, attrs in rows}
+        return {name: _loads(attrs) for name, attrs in rows}
 
     def put(self, type: str, name: str, attrs: dict[str, Any]) -> None:
         self.db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?)",
@@ -194,8 +221,8 @@ class Store:
                          json.dumps(attrs, sort_keys=True), script))
 
     def job(self, job_id: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT attrs FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        row = self.db.execute("SELECT attrs, state FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return _job_attrs(*row) if row else None
 
     def job_script(self, job_id: str) -> str | None:
         row = self.db.execute("SELECT script FROM jobs WHERE id=?", (job_id,)).fetchone()
@@ -206,10 +233,21 @@ class Store:
         if states:
             marks = ",".join("?" * len(states))
             rows = self.db.execute(
-                f"SELECT id, attrs FROM jobs WHERE state IN ({marks}) ORDER BY seq", states)
+                f"SELECT id, attrs, state FROM jobs WHERE state IN ({marks}) ORDER BY seq",
+                states)
         else:
-            rows = self.db.execute("SELECT id, attrs FROM jobs ORDER BY seq")
-        return {job_id: json.loads(attrs) for job_id, attrs in rows}
+            rows = self.db.execute("SELECT id, attrs, state FROM jobs ORDER BY seq")
+        return {job_id: _job_attrs(attrs, state) for job_id, attrs, state in rows}
+
+    def unreadable_jobs(self) -> dict[str, dict[str, Any]]:
+        """The jobs, in any state, whose attributes are not JSON (see `UNREADABLE`)."""
+        query = "SELECT id, attrs, state FROM jobs {} ORDER BY seq"
+        try:  # SQLite's json_valid picks the candidates; Python's json decides
+            rows = self.db.execute(query.format("WHERE NOT json_valid(attrs)")).fetchall()
+        except sqlite3.Error:  # no JSON functions, or a BLOB it refuses
+            rows = self.db.execute(query.format("")).fetchall()
+        found = {job_id: _job_attrs(attrs, state) for job_id, attrs, state in rows}
+        return {job_id: attrs for job_id, attrs in found.items() if self.unreadable(attrs)}
 
     def put_job(self, job_id: str, attrs: dict[str, Any]) -> None:
         self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
@@ -217,7 +255,7 @@ class Store:
 
     def runtime(self, job_id: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT runtime FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return json.loads(row[0]) if row and row[0] else None
+        return _loads(row[0]) if row and row[0] else None
 
     def set_runtime(self, job_id: str, runtime: dict[str, Any] | None) -> None:
         self.db.execute("UPDATE jobs SET runtime=? WHERE id=?",
