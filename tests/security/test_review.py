@@ -1,5 +1,6 @@
-"""Issue 17 review: attacks that still work on the merged engine (each test fails until the
-finding is fixed). Made as the unprivileged `attacker` where it is an attack."""
+"""Issue 17's hostile review: the attacks and bad data a second reader found in the merged
+engine, each failing before its fix. Made as the unprivileged `attacker` where it is an
+attack. Each docstring says what the engine did before."""
 
 from __future__ import annotations
 
