@@ -684,14 +684,20 @@ def may_set(rule: Rule, role: str) -> bool:
     return rule.set_by != SERVER and _RANK[role] >= _RANK[rule.set_by]
 
 
-def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
-    """One job attribute's value as stored; unknown names pass unchanged (a plugin's own)."""
-    rule = JOB_ATTRIBUTES.get(name)
+def _value(rules: Mapping[str, Rule], resource_attr: str, name: str, value: Any,
+           custom: Mapping[str, str] | None) -> Any:
+    """One attribute's value as stored; unknown names pass unchanged (a plugin's own)."""
+    rule = rules.get(name)
     if rule is None:
         return value
-    if name == "Resource_List":
+    if name == resource_attr:
         return resources(value, name, custom)
     return rule.check(value, name)
+
+
+def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
+    """One job attribute's value as stored; unknown names pass unchanged (a plugin's own)."""
+    return _value(JOB_ATTRIBUTES, "Resource_List", name, value, custom)
 
 
 def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, *,
@@ -826,12 +832,8 @@ VNODE_ATTRIBUTES: dict[str, Rule] = {
 
 
 def vnode_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -> Any:
-    rule = VNODE_ATTRIBUTES.get(name)
-    if rule is None:
-        return value
-    if name == "resources_available":
-        return resources(value, name, custom)
-    return rule.check(value, name)
+    """One vnode attribute's value as stored; unknown names pass unchanged."""
+    return _value(VNODE_ATTRIBUTES, "resources_available", name, value, custom)
 
 
 def vnode_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = None
