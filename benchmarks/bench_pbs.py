@@ -189,8 +189,7 @@ def main() -> None:
     for step in ("build.sh", "start.sh"):
         subprocess.run(["bash", str(RECIPE / step)], check=True, capture_output=True)
     print(f"python {platform.python_version()} {platform.machine()}, {os.cpu_count()} cpus, "
-          f"load {os.getloadavg()[0]:.2f}; OpenPBS {qmgr('list server').count('') and ''}"
-          f"{run('qstat', '--version').strip()}")
+          f"load {os.getloadavg()[0]:.2f}; OpenPBS {run('qstat', '--version').strip()}")
     clean()
     with tempfile.TemporaryDirectory(prefix="bench-pbs-") as tmp:
         tmpdir = Path(tmp)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import EVENTS
-from ..plugins import ENABLED, PluginRecord, PluginSet
+from ..plugins import PluginRecord, PluginSet
 from .pbs_bridge import hook_objects
 
 #: Every hook pbsplug installs is named so; uninstall touches no other.
@@ -49,14 +49,11 @@ FAIL_ACTION_EVENTS = {
     "clear_vnodes_upon_recovery": {"exechost_startup"},
     "scheduler_restart_cycle": {"execjob_begin", "execjob_prologue"},
 }
-#: Why each kind of plugin hook has no place inside PBS.
+#: Why each kind of plugin hook has no place inside PBS (configure, register_commands and
+#: the demo hooks need none: the bridge configures the plugin, the CLI is pbsplug's own).
 NOT_IN_PBS = {
     "sched_": "PBS's scheduler (pbs_sched) is C code with no Python extension point",
-    "configure": "",  # the bridge calls it with the plugin's configuration
-    "register_commands": "",
     "register_attributes": "PBS defines custom resources with qmgr 'create resource'",
-    "demo_setup": "",
-    "demo_report": "",
 }
 #: PBS's own hooks that do what a pbsplug plugin does, by the plugin's pbs_name.
 PBS_OWN_HOOKS = ("PBS_power", "PBS_cray_atom")
@@ -123,7 +120,7 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
     attrs = record.attributes
     events = [e for e in attrs.events if e in EVENTS and e in record.hooks]
     left_out = [(h, why) for h in record.hooks for prefix, why in NOT_IN_PBS.items()
-                if h.startswith(prefix) and why]
+                if h.startswith(prefix)]
     if not events:
         return None
     name = f"{PREFIX}{record.name}"
@@ -287,10 +284,9 @@ def _json(text: str) -> Any:
 
 
 def apply(steps: Sequence[Step], qmgr: Qmgr) -> None:
-    """Carry the steps out; a file a step imports is written to a private temporary file
-    PBS's server reads (it runs as root on this host)."""
+    """Carry the steps out; a file a step imports is written to a private temporary folder
+    (0700: a hook's configuration is the site's), which root's qmgr reads."""
     with tempfile.TemporaryDirectory(prefix="pbsplug-pbs-") as tmp:
-        os.chmod(tmp, 0o755)  # PBS's server reads the files
         for i, step in enumerate(steps):
             directive = step.directive
             if step.file_text is not None:
@@ -371,11 +367,5 @@ def stale_steps(p: Plan, qmgr: Qmgr) -> list[Step]:
     return [Step(f"delete hook {name}") for name in sorted(set(installed(qmgr)) - wanted)]
 
 
-def python_of_hooks() -> str:
-    """The interpreter the plugins' environment belongs to (PBS must embed the same minor
-    version to import its compiled packages)."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-__all__ = ["ENABLED", "HookPlan", "PbsError", "Plan", "Qmgr", "Step", "apply", "install_steps",
+__all__ = ["HookPlan", "PbsError", "Plan", "Qmgr", "Step", "apply", "install_steps",
            "installed", "plan", "site_dirs", "stale_steps", "status", "uninstall_steps"]

@@ -66,8 +66,8 @@ def pbs_app() -> typer.Typer:
             for hook, why in hp.left_out if hp is not None else ():
                 typer.echo(f"{label}: not in PBS: {hook}: {why}")
             if not steps:
-                typer.echo(f"{label}: {hp.hook if hp else ''} is up to date".replace(
-                    ":  is", ": is"))
+                typer.echo(f"{label}: {hp.hook} is up to date" if hp else
+                           f"{label}: nothing to change")
                 continue
             for step in steps:
                 typer.echo(f"{label}: {step.shown()}")
