@@ -60,10 +60,13 @@ class RealPbs:
     def qmgr(self, directive: str, check: bool = True) -> str:
         return self.run("qmgr", "-c", directive, check=check).stdout
 
-    def pbsplug(self, site: Path, *args: str, check: bool = True
-                ) -> subprocess.CompletedProcess:
-        return self.run(PBSPLUG, "--site", str(site), *args, check=check,
-                        env={**self.env, "PBSPLUG_HOME": str(site.parent)})
+    def pbsplug(self, site: Path, *args: str, check: bool = True,
+                path: Path | None = None) -> subprocess.CompletedProcess:
+        """``pbsplug --site SITE ARGS``; `path`: a folder of plugin distributions to add."""
+        env = {**self.env, "PBSPLUG_HOME": str(site.parent)}
+        if path is not None:
+            env["PYTHONPATH"] = str(path)
+        return self.run(PBSPLUG, "--site", str(site), *args, check=check, env=env)
 
     def qsub(self, script: str, *options: str) -> str:
         return self.run("qsub", *options, input=script).stdout.strip()

@@ -89,24 +89,11 @@ def _site(tmp_path: Path, text: str) -> Path:
 
 
 def _install(pbs: RealPbs, site: Path, dists=None, *extra: str) -> str:
-    args = ["pbs", "install", *extra]
-    if dists is not None:
-        args += ["--site-dir", str(dists.root)]
-        done = pbs.run(*_pbsplug_argv(site, *args),
-                       env={**pbs.env, **_pythonpath(dists), "PBSPLUG_HOME": str(site.parent)})
-    else:
-        done = pbs.pbsplug(site, *args)
-    return done.stdout
-
-
-def _pbsplug_argv(site: Path, *args: str) -> list[str]:
-    from pbsplug.engine.testing import PBSPLUG
-
-    return [PBSPLUG, "--site", str(site), *args]
-
-
-def _pythonpath(dists) -> dict[str, str]:
-    return {"PYTHONPATH": str(dists.root)}
+    """``pbsplug pbs install``; with `dists`, its plugins are installed and imported too."""
+    if dists is None:
+        return pbs.pbsplug(site, "pbs", "install", *extra).stdout
+    return pbs.pbsplug(site, "pbs", "install", *extra, "--site-dir", str(dists.root),
+                       path=dists.root).stdout
 
 
 def _mom_log() -> str:
