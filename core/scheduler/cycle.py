@@ -110,12 +110,48 @@ class _JobInfo:
     key: tuple = field(default_factory=tuple)
 
     @property
+    def ncpus(self) -> int:
+        """The ncpus of all its chunks."""
+        return sum(c[0].get("ncpus", 0) for c in self.chunks)
+
+    @property
     def duration(self) -> int:
         return self.walltime if self.walltime is not None else UNKNOWN_WALLTIME
 
     def end(self, start: float) -> float:
         """When the job started at `start` frees its vnodes (never, without a walltime)."""
         return start + self.walltime if self.walltime is not None else INFINITY
+
+
+class _Kept:
+    """What a scheduler keeps from one cycle to the next, so that a cycle costs what changed
+    since the last one rather than the whole machine and queue: the vnodes' parsed
+    attributes (while the caller says they are the same, `Snapshot.vnodes_version`), a
+    calendar holding the running jobs' bookings (a job's are added when it starts and taken
+    back when it ends), and each queued job's parsed request (while the job object is the
+    same). What one cycle books (starts, top jobs, estimates) is taken back at its end."""
+
+    def __init__(self, source: dict[str, Vnode], version: int | None,
+                 infos: dict[str, _VnodeInfo], calendar: Calendar):
+        self.source = source
+        self.version = version
+        self.infos = infos
+        self.order = list(infos.values())
+        self.usable = [v for v in self.order if v.usable_now]
+        self.unusable = [v for v in self.order if not v.usable_now]
+        self.hosts: dict[str, list[_VnodeInfo]] = {}
+        for info in self.order:
+            self.hosts.setdefault(info.host, []).append(info)
+        self.rank = {v.name: n for n, v in enumerate(self.order)}
+        self.calendar = calendar
+        #: job id -> (job object, key, bookings) of the running jobs booked.
+        self.running: dict[str, tuple[Job, tuple, list[tuple[str, Booking]]]] = {}
+        #: vnode -> its unavailability booking.
+        self.unavail: dict[str, Booking] = {}
+        self.ever_memo: dict[tuple, bool] = {}
+        self.empty: Calendar | None = None
+        #: job id -> (job object, queue object, info or None when not eligible).
+        self.queued: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
 
 
 def resv_state(resv: Reservation) -> str:
@@ -143,6 +179,9 @@ class Scheduler:
         self._impl_cache: dict[str, list] = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started: dict[str, set[str]] = {}
+        self._kept: _Kept | None = None
+        self._undo: list[tuple[str, Booking]] | None = None
+        self._shapes: dict[tuple, tuple] = {}
 
     # -- hooks ------------------------------------------------------------------------------------
     def _impls(self, name: str) -> list:
@@ -220,43 +259,116 @@ class Scheduler:
             return result
 
         queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
-        vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
-                                   now, snap.server)
+        kept = self._kept
+        if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
+                or kept.version != snap.vnodes_version or self._has_partition_hook):
+            vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
+                                       now, snap.server)
+            kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
+                                      Calendar({n: v.capacity for n, v in vnodes.items()}, now))
+        else:
+            vnodes = kept.infos
+            self._plan_unusable(kept.unusable, vnodes, now)
         self.vnodes = vnodes
-        self.order = list(vnodes.values())
-        self.hosts: dict[str, list[_VnodeInfo]] = {}
-        for info in self.order:
-            self.hosts.setdefault(info.host, []).append(info)
-        self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()}, now)
-        self._rank = {v.name: n for n, v in enumerate(self.order)}
+        self.order = kept.order
+        self.hosts = kept.hosts
+        self.calendar = kept.calendar
+        self.calendar.now = now
+        self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
-        self._open = [v for v in self.order if v.usable_now]  # see _now_candidates
+        self._open = list(kept.usable)  # see _now_candidates
         self.now = now
-        self._ever_memo: dict[tuple, bool] = {}
-        self._shapes: dict[tuple, tuple] = {}
-        self._empty: Calendar | None = None  # for jobs that can never run; never booked
+        self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._future_hard: set[str] = set()
-
-        resv_queues = self._book_reservations_held(snap.reservations, now)
-        jobs = [j for j in snap.jobs if j.queue in queues]
-        for job in jobs:
-            if job.job_state in _RUNNING_STATES:
-                self._book_running(job, snap, now)
-        for name, info in vnodes.items():
-            if info.plan_from > now:
-                self._book(name, Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail"))
-
-        result.reservations = self._confirm_reservations(snap, now)
-        queued = [j for j in jobs if self._eligible(j, queues, now)]
-        infos = [self._job_info(j, queues.get(j.queue), snap.server, now, queues) for j in queued]
-        order, starving = self._order(infos, now)
-        stats.jobs_considered = len(order)
-        self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        self._undo = []
+        try:
+            self._book_kept(kept, snap, queues, now)
+            resv_queues = self._book_reservations_held(snap.reservations, now)
+            result.reservations = self._confirm_reservations(snap, now)
+            infos = self._queued_infos(kept, snap, queues, now)
+            order, starving = self._order(infos, now)
+            stats.jobs_considered = len(order)
+            self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        finally:
+            for vnode, booking in reversed(self._undo):
+                self.calendar.unbook(vnode, booking)
+            self._undo = None
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
         return result
+
+    def _book_kept(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue],
+                   now: float) -> None:
+        """The kept calendar brought up to date: vnodes not up yet booked until they are,
+        running jobs booked until their walltime ends, and what is gone taken back."""
+        calendar = kept.calendar
+        self._undo, undo = None, self._undo  # these bookings stay
+        try:
+            for name in [n for n, b in kept.unavail.items()
+                         if not (kept.infos[n].plan_from > now
+                                 and kept.infos[n].plan_from == b.end)]:
+                calendar.unbook(name, kept.unavail.pop(name))
+            for info in kept.unusable:
+                if info.plan_from > now and info.name not in kept.unavail:
+                    booking = Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail")
+                    self._book(info.name, booking)
+                    kept.unavail[info.name] = booking
+            seen: set[str] = set()
+            running = kept.running
+            for job in snap.jobs:
+                if job.job_state not in _RUNNING_STATES or job.queue not in queues:
+                    continue
+                seen.add(job.id)
+                previous = running.get(job.id)
+                if previous is not None and previous[0] is job and previous[1][2] > now:
+                    continue  # the same object: the same request, vnodes and start
+                key, chunks, place = self._running_key(job, snap, now)
+                if previous is not None:
+                    if previous[1] == key:
+                        running[job.id] = (job, key, previous[2])
+                        continue
+                    for vnode, booking in previous[2]:
+                        calendar.unbook(vnode, booking)
+                    del running[job.id]
+                if chunks:
+                    made = self._book_chunks(job.id, chunks, place, key[1], key[2], hard=True)
+                    running[job.id] = (job, key, made)
+            for job_id in [j for j in running if j not in seen]:
+                for vnode, booking in running.pop(job_id)[2]:
+                    calendar.unbook(vnode, booking)
+        finally:
+            self._undo = undo
+
+    def _queued_infos(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue],
+                      now: float) -> list[_JobInfo]:
+        """The eligible queued jobs' infos; a job object seen last cycle keeps its info (a
+        job_sort_formula or an Execution_Time depends on the time: those are redone)."""
+        previous = kept.queued
+        current: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
+        infos: list[_JobInfo] = []
+        timeless = self._formula is None
+        for job in snap.jobs:
+            queue = queues.get(job.queue)
+            if queue is None and job.queue not in queues:
+                continue
+            seen = previous.get(job.id)
+            if seen is not None and seen[0] is job and seen[1] is queue and timeless:
+                current[job.id] = seen
+                if seen[2] is not None:
+                    infos.append(seen[2])
+                continue
+            if job.job_state in _RUNNING_STATES:
+                continue
+            info = None
+            if self._eligible(job, queues, now):
+                info = self._job_info(job, queue, snap.server, now, queues)
+                infos.append(info)
+            if not job.Execution_Time:
+                current[job.id] = (job, queue, info)
+        kept.queued = current
+        return infos
 
     def _cycle_end(self, stats: CycleStats) -> None:
         if self._impls("sched_cycle_end"):
@@ -267,7 +379,6 @@ class Scheduler:
     def _vnode_infos(self, vnodes: list[Vnode], now: float, server: Server
                      ) -> dict[str, _VnodeInfo]:
         infos: dict[str, _VnodeInfo] = {}
-        unavailable = []
         for v in vnodes:
             avail = v.resources_available
             capacity: dict[str, int] = {}
@@ -289,8 +400,27 @@ class Scheduler:
             info = _VnodeInfo(v.name, host, capacity, match, str(v.sharing or "default_shared"),
                               usable, plan_from, v)
             infos[v.name] = info
-            if not usable:
-                unavailable.append(v)
+        self._ask_availability([i for i in infos.values() if not i.usable_now], infos, now)
+        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
+        high = direction.strip().upper() == "HIGH"
+        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
+        return {i.name: i for i in ordered}
+
+    def _plan_unusable(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
+                       now: float) -> None:
+        """Kept vnodes that cannot take a job now: when they can, seen from `now`."""
+        for info in unusable:
+            states = info.obj.states
+            info.plan_from = INFINITY
+            if SLEEP in states and not (states - {SLEEP, "free"}) & UNUSABLE_STATES:
+                info.plan_from = now + self.policy.boot_delay
+        self._ask_availability(unusable, infos, now)
+
+    def _ask_availability(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
+                          now: float) -> None:
+        """The sched_node_availability hooks' answers for vnodes that cannot take a job
+        now."""
+        unavailable = [i.obj for i in unusable]
         answered: set[str] = set()
         if unavailable and self._impls("sched_node_availability"):
             for plugin, answer in self._answers("sched_node_availability", sched=self.name,
@@ -311,20 +441,19 @@ class Scheduler:
                         infos[name].plan_from = (max(float(when), now) if name not in answered
                                                  else max(current, float(when)))
                         answered.add(name)
-        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
-        high = direction.strip().upper() == "HIGH"
-        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
-        return {i.name: i for i in ordered}
 
     # -- bookings -------------------------------------------------------------------------------
     def _book(self, vnode: str, booking: Booking) -> None:
         self.calendar.book(vnode, booking)
+        if self._undo is not None:
+            self._undo.append((vnode, booking))
         self._now_cache.pop(vnode, None)
         if booking.hard and booking.start > self.now:
             self._future_hard.add(vnode)
 
     def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
-                     start: float, end: float, hard: bool) -> None:
+                     start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
+        made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
         for name, res in chunks:
             acc = per_vnode.setdefault(name, {})
@@ -334,30 +463,36 @@ class Scheduler:
         for name, res in per_vnode.items():
             info = self.vnodes[name]
             level = exclusivity(place, info.sharing)
-            self._book(name, Booking(start, end, res, level != SHARED, hard, owner))
+            booking = Booking(start, end, res, level != SHARED, hard, owner)
+            self._book(name, booking)
+            made.append((name, booking))
             if level == EXCLHOST:
                 hosts_excl.add(info.host)
         for host in hosts_excl:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:
-                    self._book(info.name, Booking(start, end, {}, True, hard, owner))
+                    booking = Booking(start, end, {}, True, hard, owner)
+                    self._book(info.name, booking)
+                    made.append((info.name, booking))
+        return made
 
-    def _book_running(self, job: Job, snap: Snapshot, now: float) -> None:
+    def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple[tuple, list, Place]:
+        """A running job's (exec_vnode, start, end), its chunks on this slice's vnodes and
+        its place: it holds them until its walltime ends."""
         chunks = []
-        for name, res in parse_exec_vnode(job.exec_vnode):
+        exec_vnode = str(job.exec_vnode or "")
+        for name, res in parse_exec_vnode(exec_vnode):
             if name not in self.vnodes:
                 continue
             amounts = {k: a for k, v in res.items()
                        if (a := resource_amount(k, v)) is not None}
             chunks.append((name, amounts))
-        if not chunks:
-            return
         walltime = job_walltime(job, snap.queues.get(job.queue), snap.server)
         start = float(job.stime or now)
         end = start + walltime if walltime is not None else INFINITY
         # A job past its walltime is about to be killed: it frees its vnodes now.
         end = max(end, now + 1)
-        self._book_chunks(job.id, chunks, job_place(job), start, end, hard=True)
+        return (exec_vnode, start, end, job.Resource_List["place"]), chunks, job_place(job)
 
     def _book_reservations_held(self, reservations: list[Reservation], now: float
                                 ) -> dict[str, Reservation]:
@@ -566,10 +701,12 @@ class Scheduler:
         shape = info.shape[0]  # the resources and place; the walltime does not matter here
         if shape not in memo:
             saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
-            if self._empty is None:
-                self._empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
-            self.calendar = self._empty
+            kept = self._kept
+            if kept.empty is None:
+                kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            self.calendar = kept.empty
             self._now_cache, self._future_hard = {}, set()
+            saved_undo, self._undo = self._undo, None
             try:
                 memo[shape] = self._fit(info, self.now, self.now + 1, soft=False,
                                              now_mode=False,
@@ -577,6 +714,7 @@ class Scheduler:
             finally:
                 self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
                                                                      saved_future)
+                self._undo = saved_undo
         return memo[shape]
 
     def _never_why(self, info: _JobInfo, now: float) -> str:
@@ -654,9 +792,20 @@ class Scheduler:
         free_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         host_empty: dict[str, bool] = {}
         out: list[tuple[str, dict[str, int]]] = []
-        for consumable, match, _shown in info.chunks:
+        # A chunk like the one before it starts looking where that one was placed: what
+        # ruled out an earlier vnode for it (room, a match, exclusivity, a used host) still
+        # does, as room only shrinks while chunks are placed. A select of 1,000 one-cpu
+        # chunks is then one pass over the vnodes, not 1,000.
+        previous: tuple | None = None
+        resume = 0
+        for chunk in info.chunks:
+            consumable, match, _shown = chunk
             placed = False
-            for v in candidates:
+            if chunk is not previous and chunk != previous:
+                resume = 0
+            previous = chunk
+            for at in range(resume, len(candidates)):
+                v = candidates[at]
                 if arrangement == "vscatter" and v.name in given:
                     continue
                 if arrangement == "scatter" and v.host in used_hosts and v.name not in given:
@@ -693,6 +842,7 @@ class Scheduler:
                 used_hosts.add(v.host)
                 out.append((v.name, consumable))
                 placed = True
+                resume = at
                 break
             if not placed:
                 return None
@@ -798,18 +948,25 @@ class Scheduler:
         smallest, rank = info.smallest, self._rank
         room = dict(calendar.room_now[kind])
         roomy = {name for name, free in room.items() if free >= smallest}
+        # The ncpus on vnodes with room for a chunk: a start where they are fewer than the
+        # job needs is passed over without trying to place it there.
+        need = info.ncpus
+        avail = sum(room[name] for name in roomy)
         events = calendar.ncpus_events[kind]
         i = 0
         for t in (now, *dict.fromkeys(calendar.ends[kind])):
             while i < len(events) and events[i][0] <= t:
                 _, used, name = events[i]
+                if name in roomy:
+                    avail -= room[name]
                 room[name] -= used
                 if room[name] >= smallest:
                     roomy.add(name)
+                    avail += room[name]
                 else:
                     roomy.discard(name)
                 i += 1
-            if not roomy:
+            if not roomy or avail < need:
                 continue
             candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
                           if v.plan_from <= t]
