@@ -26,7 +26,7 @@ import json
 import math
 import os
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,21 +67,28 @@ class OutputError(ValueError):
 
 def fmt(x: float | int | None) -> str:
     """A number as the output files write it: whole numbers without a point, others to six
-    decimals at most, so the same value is always the same text; None is empty."""
+    decimals at most, so the same value is always the same text; None, NaN and inf are empty."""
     if x is None:
         return ""
-    if isinstance(x, int):
+    if type(x) is int:
         return str(x)
-    if not math.isfinite(x):
+    if x.is_integer() and -1e15 < x < 1e15:
+        return str(int(x))
+    text = f"{x:.6f}"
+    if "n" in text:  # nan, inf
         return ""
-    r = round(x, 6)
-    if r == int(r) and abs(r) < 1e15:
-        return str(int(r))
-    return f"{r:.6f}".rstrip("0").rstrip(".")
+    text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def intervals(hosts: Iterable[int]) -> str:
     """Host indices as Batsim's interval set: (0, 1, 2, 3, 7) -> ``0-3 7``."""
+    if type(hosts) is tuple and hosts:
+        first, last = hosts[0], hosts[-1]
+        if len(hosts) == 1:
+            return str(first)
+        if last - first == len(hosts) - 1 and list(hosts) == list(range(first, last + 1)):
+            return f"{first}-{last}"
     out: list[str] = []
     ordered = sorted(set(hosts))
     i = 0
@@ -156,6 +163,61 @@ class _Group:
         }
 
 
+#: The step series the time plots average per bin: the machine states, busy cpus, queued.
+BIN_COLUMNS = MACHINE_STATES + ("busy_cpus", "queued")
+
+
+class TimeBins:
+    """Time-weighted sums of step series in `PLOT_BINS` equal bins from the first time on.
+
+    The end is not known in advance: when a value falls past the last bin, bins are merged
+    in pairs and their width doubles, so memory stays fixed and the sums stay exact.
+    """
+
+    def __init__(self, columns: int, width: float = 1.0) -> None:
+        self.t0: float | None = None
+        self.width = width
+        self.sums = [[0.0] * columns for _ in range(PLOT_BINS)]
+        self.last = 0.0
+
+    def add(self, a: float, b: float, values: tuple[float, ...]) -> None:
+        """Add `values` holding over [a, b)."""
+        if self.t0 is None:
+            self.t0 = a
+        t0 = self.t0
+        while b > t0 + self.width * PLOT_BINS:
+            self._double()
+        self.last = max(self.last, b)
+        width, sums = self.width, self.sums
+        i = int((a - t0) / width)
+        while a < b:
+            edge = min(b, t0 + (i + 1) * width)
+            dt = edge - a
+            row = sums[min(i, PLOT_BINS - 1)]
+            for k, v in enumerate(values):
+                if v:
+                    row[k] += v * dt
+            a = edge
+            i += 1
+
+    def _double(self) -> None:
+        sums = self.sums
+        merged = [[x + y for x, y in zip(sums[2 * i], sums[2 * i + 1], strict=True)]
+                  for i in range(PLOT_BINS // 2)]
+        self.sums = merged + [[0.0] * len(sums[0]) for _ in range(PLOT_BINS - len(merged))]
+        self.width *= 2
+
+    def means(self) -> tuple[list[float], list[list[float]]]:
+        """Bin centres and each column's mean per bin, up to the last time added."""
+        if self.t0 is None:
+            return [], []
+        used = min(PLOT_BINS, max(1, math.ceil((self.last - self.t0) / self.width)))
+        centres = [self.t0 + (i + 0.5) * self.width for i in range(used)]
+        columns = [[self.sums[i][k] / self.width for i in range(used)]
+                   for k in range(len(self.sums[0]))]
+        return centres, columns
+
+
 class ResultWriter:
     """A `ResultSink` writing the files listed in the module's docstring into `out_dir`.
 
@@ -175,12 +237,16 @@ class ResultWriter:
         self.all = _Group()
         self.queues: dict[str, _Group] = {}
         self.waits = array("d")
+        self._ordered: array | None = None
         self.gantt: list[tuple[float, float, tuple[int, ...], str]] | None = []
         self.first_submit: float | None = None
         self.last_end: float | None = None
         # The machine's integrals, from its first record on.
         self.first_state: float | None = None
-        self.prev: MachineStates | None = None
+        # The last machine state: time, the five counts (MACHINE_STATES order), queued,
+        # running, busy cpus, watts.
+        self.prev: tuple[float, ...] | None = None
+        self.bins = TimeBins(len(BIN_COLUMNS))
         self.energy = self.sleep_area = 0.0
         self.end: float | None = None
         self.power_cycles = 0
@@ -218,39 +284,37 @@ class ResultWriter:
         self._write_job(result)
 
     def machine(self, states: MachineStates) -> None:
+        c = states.counts
+        state = (states.time, c.get("sleeping", 0), c.get("switching_on", 0),
+                 c.get("switching_off", 0), c.get("idle", 0), c.get("computing", 0),
+                 states.queued, states.running, states.busy_cpus, states.watts)
         prev = self.prev
         if prev is not None:
-            if states.time < prev.time:
-                raise OutputError(f"machine states went back in time: {states.time} after "
-                                  f"{prev.time}")
-            if states.time > prev.time:
-                self._integrate(prev, states.time)
-                self._write_states(prev)
-            going_off = states.counts.get("switching_off", 0) - prev.counts.get(
-                "switching_off", 0)
-            self.power_cycles += max(0, going_off)
+            if state[0] < prev[0]:
+                raise OutputError(f"machine states went back in time: {state[0]} after "
+                                  f"{prev[0]}")
+            if state[0] > prev[0]:
+                self._advance(prev, state[0])
+            if state[3] > prev[3]:
+                self.power_cycles += state[3] - prev[3]
         else:
-            self.first_state = states.time
+            self.first_state = state[0]
             if self.hosts is None:
-                self.hosts = sum(states.counts.get(s, 0) for s in MACHINE_STATES) or None
+                self.hosts = sum(state[1:6]) or None
         # Several records at one instant: the last one is the state from then on.
-        self.prev = MachineStates(states.time, dict(states.counts), states.watts,
-                                  states.queued, states.running, states.busy_cpus)
+        self.prev = state
 
     def close(self, end: float) -> None:
         if self.closed:
             return
         self.closed = True
-        if self.prev is not None:
-            if end < self.prev.time:
-                raise OutputError(f"close({end}) is before the last machine state "
-                                  f"({self.prev.time})")
-            self._integrate(self.prev, end)
-            self._write_states(self.prev)
-            if end > self.prev.time:  # the state holds until the end: say so in the files
-                self._write_states(MachineStates(end, self.prev.counts, self.prev.watts,
-                                                 self.prev.queued, self.prev.running,
-                                                 self.prev.busy_cpus))
+        prev = self.prev
+        if prev is not None:
+            if end < prev[0]:
+                raise OutputError(f"close({end}) is before the last machine state ({prev[0]})")
+            self._advance(prev, end)
+            if end > prev[0]:  # the state holds until the end: say so in the files
+                self._write_states((end,) + prev[1:])
         self.end = end
         for f in (self._jobs_f, self._states_f, self._series_f):
             f.close()
@@ -261,14 +325,15 @@ class ResultWriter:
         if self.plots:
             from . import plots
 
-            plots.run_plots(self.out, self.cpus, self.waits, self.gantt, self.hosts)
+            plots.run_plots(self.out, self.cpus, self._sorted_waits(), self.gantt, self.hosts,
+                            self.bins)
 
     # --- metrics --------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, Any]:
         """Every metric of the run (docs/simulator.md, "Outputs", defines each)."""
         out = self.all.metrics()
-        ordered = array("d", sorted(self.waits))
+        ordered = self._sorted_waits()
         out["median_wait_s"] = median(ordered)
         out["p95_wait_s"] = percentile(ordered, 95)
         makespan = (self.last_end - self.first_submit) if self.first_submit is not None \
@@ -276,7 +341,7 @@ class ResultWriter:
         out["makespan_s"] = makespan
         out["cpus"] = self.cpus
         out["utilization"] = out["cpu_seconds"] / (self.cpus * makespan) if makespan else 0.0
-        end = self.end if self.end is not None else self.prev.time if self.prev else None
+        end = self.end if self.end is not None else self.prev[0] if self.prev else None
         span = float(end - self.first_state) if self.first_state is not None and end else 0.0
         hosts = self.hosts or 0
         out["hosts"] = hosts
@@ -292,14 +357,24 @@ class ResultWriter:
 
     # --- writing --------------------------------------------------------------------------
 
-    def _integrate(self, states: MachineStates, until: float) -> None:
-        dt = until - states.time
-        self.energy += states.watts * dt
-        self.sleep_area += states.counts.get("sleeping", 0) * dt
+    def _sorted_waits(self) -> array:
+        """The waits in order, as a compact array (the sorting list is freed at once)."""
+        if self._ordered is None or len(self._ordered) != len(self.waits):
+            self._ordered = array("d", sorted(self.waits))
+        return self._ordered
 
-    def _write_states(self, s: MachineStates) -> None:
-        self._states.writerow([fmt(s.time)] + [s.counts.get(k, 0) for k in MACHINE_STATES])
-        self._series.writerow([fmt(s.time), s.queued, s.running, s.busy_cpus, fmt(s.watts)])
+    def _advance(self, s: tuple[float, ...], until: float) -> None:
+        """State `s` held from its time until `until`: integrate it and write it."""
+        dt = until - s[0]
+        self.energy += s[9] * dt
+        self.sleep_area += s[1] * dt
+        self.bins.add(s[0], until, (s[1], s[2], s[3], s[4], s[5], s[8], s[6]))
+        self._write_states(s)
+
+    def _write_states(self, s: tuple[float, ...]) -> None:
+        t = fmt(s[0])
+        self._states_f.write(f"{t},{s[1]},{s[2]},{s[3]},{s[4]},{s[5]}\n")
+        self._series_f.write(f"{t},{s[6]},{s[7]},{s[8]},{fmt(s[9])}\n")
 
     def _write_job(self, r: JobResult) -> None:
         job = r.job
@@ -383,12 +458,6 @@ def _queue_table(per_queue: dict[str, dict[str, Any]]) -> str:
 
 
 # --- reading a run back (compare, plots) ----------------------------------------------------
-
-def read_rows(path: Path) -> Iterator[dict[str, str]]:
-    """The rows of one of the CSV files, streamed."""
-    with open(path, newline="", encoding="utf-8") as f:
-        yield from csv.DictReader(f)
-
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(run_dir) / METRICS_JSON

@@ -9,12 +9,13 @@ the data and the matplotlib version.
 
 from __future__ import annotations
 
+import csv
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .output import JOBS_CSV, MACHINE_STATES_CSV, PLOT_BINS, SERIES_CSV, read_rows
+from .output import BIN_COLUMNS, JOBS_CSV, PLOT_BINS, SERIES_CSV, TimeBins
 from .records import MACHINE_STATES
 
 DPI = 100
@@ -51,13 +52,32 @@ def _save(fig: Any, path: Path) -> None:
 
 def _span(path: Path) -> tuple[float, float] | None:
     first = last = None
-    for row in read_rows(path):
-        t = float(row["time"])
-        first = t if first is None else first
-        last = t
+    for row in _rows(path, ("time",)):
+        first = row[0] if first is None else first
+        last = row[0]
     if first is None or last is None:
         return None
     return first, max(last, first + 1.0)
+
+
+def _waits(path: Path) -> Iterator[float]:
+    """The waiting times of a `_jobs.csv` (rejected jobs have none)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        i = next(reader, []).index("waiting_time")
+        for row in reader:
+            if row[i]:
+                yield float(row[i])
+
+
+def _rows(path: Path, columns: Sequence[str]) -> Iterator[list[float]]:
+    """The named columns of a CSV file as floats, streamed."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        index = [header.index(c) for c in columns]
+        for row in reader:
+            yield [float(row[i]) for i in index]
 
 
 def _binned(path: Path, columns: Sequence[str], t0: float, t1: float
@@ -67,11 +87,11 @@ def _binned(path: Path, columns: Sequence[str], t0: float, t1: float
     sums = {c: [0.0] * PLOT_BINS for c in columns}
     prev_t: float | None = None
     prev: dict[str, float] = {}
-    for row in read_rows(path):
-        t = float(row["time"])
+    for row in _rows(path, ("time", *columns)):
+        t = row[0]
         if prev_t is not None and t > prev_t:
             _spread(sums, prev, prev_t, min(t, t1), t0, width)
-        prev_t, prev = t, {c: float(row[c]) for c in columns}
+        prev_t, prev = t, dict(zip(columns, row[1:], strict=True))
     if prev_t is not None and prev_t < t1:
         _spread(sums, prev, prev_t, t1, t0, width)
     centres = [t0 + (i + 0.5) * width for i in range(PLOT_BINS)]
@@ -96,28 +116,25 @@ def _hours(times: list[float], t0: float) -> list[float]:
 @_default_style
 def run_plots(out: Path, cpus: int, waits: Sequence[float],
               gantt: list[tuple[float, float, tuple[int, ...], str]] | None,
-              hosts: int | None) -> list[Path]:
-    """Write the run's plots into `out`; returns the files written."""
+              hosts: int | None, bins: TimeBins) -> list[Path]:
+    """Write the run's plots into `out` from the writer's time bins and sorted waits."""
     written = []
-    span = _span(out / SERIES_CSV)
-    if span:
-        t0, t1 = span
-        times, s = _binned(out / SERIES_CSV, ("busy_cpus", "queued"), t0, t1)
+    times, columns = bins.means()
+    if times and bins.t0 is not None:
+        series = dict(zip(BIN_COLUMNS, columns, strict=True))
+        hours = _hours(times, bins.t0)
         fig, (ax_u, ax_q) = _figure(2, 2.8)
-        ax_u.plot(_hours(times, t0), [v / cpus for v in s["busy_cpus"]], lw=0.8)
+        ax_u.plot(hours, [v / cpus for v in series["busy_cpus"]], lw=0.8)
         ax_u.set_ylabel("utilization")
         ax_u.set_ylim(0, 1.05)
-        ax_q.plot(_hours(times, t0), s["queued"], lw=0.8, color="#d62728")
+        ax_q.plot(hours, series["queued"], lw=0.8, color="#d62728")
         ax_q.set_ylabel("jobs queued")
         ax_q.set_xlabel("hours from the first machine state")
         _save(fig, out / "utilization.png")
         written.append(out / "utilization.png")
 
-        columns = tuple(f"nb_{k}" for k in MACHINE_STATES)
-        times, s = _binned(out / MACHINE_STATES_CSV, columns, t0, t1)
         fig, (ax,) = _figure(1, 3.5)
-        ax.stackplot(_hours(times, t0), *[s[c] for c in columns],
-                     labels=list(MACHINE_STATES),
+        ax.stackplot(hours, *[series[k] for k in MACHINE_STATES], labels=list(MACHINE_STATES),
                      colors=[STATE_COLORS[k] for k in MACHINE_STATES], lw=0)
         ax.set_ylabel("hosts")
         ax.set_xlabel("hours from the first machine state")
@@ -126,7 +143,7 @@ def run_plots(out: Path, cpus: int, waits: Sequence[float],
         written.append(out / "power_states.png")
 
     fig, (ax,) = _figure(1, 3.5)
-    _cdf(ax, sorted(waits), "wait")
+    _cdf(ax, waits, "wait")
     ax.set_xlabel("wait (s, symmetric log scale)")
     ax.set_ylabel("fraction of jobs")
     _save(fig, out / "wait_cdf.png")
@@ -207,9 +224,7 @@ def compare_plots(dir_a: Path, dir_b: Path, out: Path, label_a: str, label_b: st
         written.append(out / "compare_time.png")
     fig, (ax,) = _figure(1, 3.5)
     for run, label in ((dir_a, label_a), (dir_b, label_b)):
-        waits = sorted(float(r["waiting_time"]) for r in read_rows(run / JOBS_CSV)
-                       if r["waiting_time"])
-        _cdf(ax, waits, label)
+        _cdf(ax, sorted(_waits(run / JOBS_CSV)), label)
     ax.set_xlabel("wait (s, symmetric log scale)")
     ax.set_ylabel("fraction of jobs")
     ax.legend(loc="lower right", fontsize="small")

@@ -11,6 +11,7 @@ import pytest
 from pbsplug.sim.output import (
     OutputError,
     ResultWriter,
+    TimeBins,
     compare_results,
     fmt,
     intervals,
@@ -209,3 +210,23 @@ def test_compare_results_differences(tmp_path):
         compare_results(tmp_path / "on", tmp_path / "off", tmp_path / "c2", "x", "x")
     with pytest.raises(OutputError, match="cannot read the run's metrics"):
         compare_results(tmp_path / "on", tmp_path / "nothing", tmp_path / "c3")
+
+
+def test_time_bins_stay_exact_when_they_double():
+    bins = TimeBins(2, width=1.0)
+    # 2 hosts busy for 500 s, then 1 for 1,500 s: past 1,000 one-second bins, they merge.
+    bins.add(0, 500, (2.0, 0.0))
+    bins.add(500, 2000, (1.0, 3.0))
+    assert bins.width == 2.0
+    centres, (busy, queued) = bins.means()
+    assert len(centres) == 1000 and centres[0] == 1.0
+    assert busy[0] == 2.0 and busy[249] == 2.0 and busy[250] == 1.0 and busy[-1] == 1.0
+    assert sum(b * bins.width for b in busy) == pytest.approx(2 * 500 + 1500)
+    assert sum(q * bins.width for q in queued) == pytest.approx(3 * 1500)
+    # One more second doubles them again; a segment across a bin edge is split.
+    bins.add(2000, 2001, (4.0, 0.0))
+    bins.add(2001, 2006, (2.0, 0.0))
+    centres, (busy, _) = bins.means()
+    assert bins.width == 4.0 and len(centres) == 502
+    assert busy[500] == pytest.approx((4.0 * 1 + 2.0 * 3) / 4) and busy[501] == 1.0
+    assert sum(b * bins.width for b in busy) == pytest.approx(2 * 500 + 1500 + 4 + 10)
