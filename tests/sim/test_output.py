@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,3 +232,12 @@ def test_time_bins_stay_exact_when_they_double():
     assert bins.width == 4.0 and len(centres) == 502
     assert busy[500] == pytest.approx((4.0 * 1 + 2.0 * 3) / 4) and busy[501] == 1.0
     assert sum(b * bins.width for b in busy) == pytest.approx(2 * 500 + 1500 + 4 + 10)
+
+
+def test_writing_without_plots_never_imports_matplotlib(tmp_path):
+    code = ("import sys; from pbsplug.sim import output, traces; "
+            "w = output.ResultWriter(sys.argv[1], cpus=1, plots=False); w.close(0); "
+            "print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"
