@@ -136,8 +136,8 @@ def open_trace(path: str | os.PathLike[str], fmt: str | None = None,
 def _open_text(path: str, encoding: str) -> IO[str]:
     """A text stream over a plain or gzip file (by its magic bytes, not its name).
 
-    Undecodable bytes are replaced, so non-UTF-8 text reaches the parsers as U+FFFD and fails
-    on the field it is in, never as a UnicodeDecodeError.
+    Undecodable bytes are replaced (U+FFFD), so bad text fails on the field it is in, never
+    as a UnicodeDecodeError; SWF, all numbers, is read as Latin-1, which decodes any byte.
     """
     try:
         with open(path, "rb") as f:
@@ -158,7 +158,7 @@ def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str]]:
             for n, line in enumerate(f, 1):
                 yield n, line
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise TraceError(trace_path, n + 1, "", f"cannot read past this line: {exc}") from None
+        raise TraceError(trace_path, n, "", f"cannot read past this line: {exc}") from None
 
 
 def _detect(p: Path) -> str:
@@ -333,34 +333,27 @@ def _swf_fast(f: list[str]) -> _SwfValues | None:
             str(user), str(group), str(queue), partition)
 
 
+def _field(i: int) -> str:
+    """How errors name SWF field `i` (0-based): ``run time (field 4)``."""
+    return f"{SWF_FIELDS[i]} (field {i + 1})"
+
+
 def _swf_checked(f: list[str]) -> _SwfValues:
     """The fields of a line, each checked, raising `_Bad` for the first wrong one."""
-    job_number = _count(f[0], "job number (field 1)")
-    submit = _real(f[1], "submit time (field 2)")
-    wait = _real(f[2], "wait time (field 3)")
-    run = _real(f[3], "run time (field 4)")
-    alloc = _count(f[4], "allocated processors (field 5)")
-    req_procs = _count(f[7], "requested processors (field 8)")
-    req_time = _real(f[8], "requested time (field 9)")
-    req_mem = _real(f[9], "requested memory (field 10)")
-    status = _count(f[10], "status (field 11)")
-    user = _count(f[11], "user id (field 12)")
-    group = _count(f[12], "group id (field 13)")
-    partition = _count(f[15], "partition number (field 16)")
+    job_number, alloc, req_procs, status, user, group, partition = (
+        _count(f[i], _field(i)) for i in (0, 4, 7, 10, 11, 12, 15))
+    submit, wait, run, req_time, req_mem = (_real(f[i], _field(i)) for i in (1, 2, 3, 8, 9))
     if job_number < 0:
-        raise _Bad("job number (field 1)", f"{f[0]} is negative")
+        raise _Bad(_field(0), f"{f[0]} is negative")
     if submit < 0:
-        raise _Bad("submit time (field 2)", f"{f[1]} is negative")
-    for value, text, name in ((wait, f[2], "wait time (field 3)"),
-                              (run, f[3], "run time (field 4)"),
-                              (req_time, f[8], "requested time (field 9)"),
-                              (req_mem, f[9], "requested memory (field 10)")):
+        raise _Bad(_field(1), f"{f[1]} is negative")
+    for i, value in ((2, wait), (3, run), (8, req_time), (9, req_mem)):
         if value < 0 and value != -1:
-            raise _Bad(name, f"{text} is negative (only -1, unknown, is allowed)")
+            raise _Bad(_field(i), f"{f[i]} is negative (only -1, unknown, is allowed)")
     if status not in (-1, 0, 1, 2, 3, 4, 5):
-        raise _Bad("status (field 11)", f"{status} is not an SWF status (-1, 0 to 5)")
+        raise _Bad(_field(10), f"{status} is not an SWF status (-1, 0 to 5)")
     if _numeric(f[14]):
-        queue = str(_count(f[14], "queue number (field 15)"))
+        queue = str(_count(f[14], _field(14)))
     else:
         queue = f[14]  # extended SWF (MetaCentrum) writes the queue's name
     return (job_number, submit, wait, run, alloc, req_procs, req_time, req_mem, status,
