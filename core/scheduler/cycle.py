@@ -149,6 +149,8 @@ class _Kept:
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         self.ever_memo: dict[tuple, bool] = {}
+        #: job id -> (start, end, bookings) of the jobs the last cycle started.
+        self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
         self.empty: Calendar | None = None
         #: job id -> (job object, queue object, info or None when not eligible).
         self.queued: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
@@ -282,6 +284,7 @@ class Scheduler:
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._future_hard: set[str] = set()
         self._undo = []
+        self._started: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
         try:
             self._book_kept(kept, snap, queues, now)
             resv_queues = self._book_reservations_held(snap.reservations, now)
@@ -291,8 +294,13 @@ class Scheduler:
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
         finally:
+            # A job started now is running at the next cycle, on the same vnodes until the
+            # same end: its bookings stay, for that cycle to adopt.
+            keep = {id(b) for _, _, made in self._started.values() for _, b in made}
             for vnode, booking in reversed(self._undo):
-                self.calendar.unbook(vnode, booking)
+                if id(booking) not in keep:
+                    self.calendar.unbook(vnode, booking)
+            kept.adopt = self._started
             self._undo = None
         stats.duration = time.perf_counter() - t0
         result.stats = stats
@@ -325,6 +333,16 @@ class Scheduler:
                 if previous is not None and previous[0] is job and previous[1][2] > now:
                     continue  # the same object: the same request, vnodes and start
                 key, chunks, place = self._running_key(job, snap, now)
+                started = kept.adopt.pop(job.id, None)
+                if started is not None:
+                    if previous is None and started[:2] == key[1:3] and \
+                            sorted(v for v, _ in started[2]) == sorted(
+                                {v for v, _ in chunks} | {v for v, b in started[2]
+                                                          if not b.resources}):
+                        running[job.id] = (job, key, started[2])
+                        continue
+                    for vnode, booking in started[2]:
+                        calendar.unbook(vnode, booking)
                 if previous is not None:
                     if previous[1] == key:
                         running[job.id] = (job, key, previous[2])
@@ -338,6 +356,10 @@ class Scheduler:
             for job_id in [j for j in running if j not in seen]:
                 for vnode, booking in running.pop(job_id)[2]:
                     calendar.unbook(vnode, booking)
+            for _, _, made in kept.adopt.values():  # started, then not run (runjob refused)
+                for vnode, booking in made:
+                    calendar.unbook(vnode, booking)
+            kept.adopt = {}
         finally:
             self._undo = undo
 
@@ -622,7 +644,9 @@ class Scheduler:
                 result.comments[job.id] = f"Can Never Run: {self._never_why(info, now)}"
                 continue
             if chunks:
-                self._book_chunks(job.id, chunks, info.place, now, info.end(now), hard=True)
+                made = self._book_chunks(job.id, chunks, info.place, now, info.end(now),
+                                         hard=True)
+                self._started[job.id] = (now, info.end(now), made)
                 shown = _shown_chunks(info, chunks)
                 result.run.append(RunDecision(job.id, format_exec_vnode(shown), shown,
                                               backfilled=bool(top_jobs)))
@@ -798,6 +822,10 @@ class Scheduler:
         # chunks is then one pass over the vnodes, not 1,000.
         previous: tuple | None = None
         resume = 0
+        place = info.place
+        vscatter, scatter = arrangement == "vscatter", arrangement == "scatter"
+        spread = vscatter or scatter
+        levels: dict[str, str] = {}
         for chunk in info.chunks:
             consumable, match, _shown = chunk
             placed = False
@@ -806,21 +834,23 @@ class Scheduler:
             previous = chunk
             for at in range(resume, len(candidates)):
                 v = candidates[at]
-                if arrangement == "vscatter" and v.name in given:
+                name = v.name
+                if spread:
+                    if name in given and (vscatter or scatter):
+                        continue
+                    if scatter and v.host in used_hosts:
+                        continue
+                if match and any(v.match.get(k) != val for k, val in match.items()):
                     continue
-                if arrangement == "scatter" and v.host in used_hosts and v.name not in given:
-                    continue
-                if arrangement == "scatter" and v.name in given:
-                    continue
-                if any(v.match.get(k) != val for k, val in match.items()):
-                    continue
-                if v.name not in free_cache:
-                    free_cache[v.name] = self._free(v.name, start, end, soft, now_mode)
-                free = free_cache[v.name]
+                free = free_cache.get(name, free_cache)
+                if free is free_cache:
+                    free = free_cache[name] = self._free(name, start, end, soft, now_mode)
                 if free is None:
                     continue
-                level = exclusivity(info.place, v.sharing)
-                if level != SHARED and v.name not in given:
+                level = levels.get(v.sharing)
+                if level is None:
+                    level = levels[v.sharing] = exclusivity(place, v.sharing)
+                if level != SHARED and name not in given:
                     if not free[1]:
                         continue
                     if level == EXCLHOST:
@@ -831,10 +861,13 @@ class Scheduler:
                             host_empty[v.host] = ok
                         if not ok:
                             continue
-                avail, _ = free
-                taken = given.get(v.name, {})
-                if any(avail.get(k, 0) - taken.get(k, 0) < amount
-                       for k, amount in consumable.items()):
+                avail = free[0]
+                taken = given.get(name)
+                if taken is None:
+                    if any(avail.get(k, 0) < amount for k, amount in consumable.items()):
+                        continue
+                elif any(avail.get(k, 0) - taken.get(k, 0) < amount
+                         for k, amount in consumable.items()):
                     continue
                 acc = given.setdefault(v.name, {})
                 for k, amount in consumable.items():
