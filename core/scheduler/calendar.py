@@ -35,6 +35,8 @@ class Calendar:
         self.capacity = capacity
         self.now = now
         self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
+        #: Bookings made and taken back so far (a caller tells from it that nothing moved).
+        self.changes = 0
         # Per vnode: the earliest start and latest end of its bookings, so that a window
         # outside all of them is answered without looking at any booking.
         self._first: dict[str, float] = {}
@@ -51,6 +53,7 @@ class Calendar:
         self.ends: tuple[list[float], list[float]] = ([], [])
 
     def book(self, vnode: str, booking: Booking) -> None:
+        self.changes += 1
         self.bookings[vnode].append(booking)
         if booking.start < self._first.get(vnode, INFINITY):
             self._first[vnode] = booking.start
@@ -75,6 +78,7 @@ class Calendar:
     def unbook(self, vnode: str, booking: Booking) -> None:
         """Take back a booking `book` made (a caller that keeps a calendar between cycles
         removes what ended, and what one cycle planned)."""
+        self.changes += 1
         kept = self.bookings[vnode]
         for i in range(len(kept) - 1, -1, -1):
             if kept[i] is booking:

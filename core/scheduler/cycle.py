@@ -107,12 +107,9 @@ class _JobInfo:
     walltime: int | None
     shape: tuple
     smallest: int             # ncpus of the job's smallest chunk
+    ncpus: int = 0            # ncpus of all its chunks
     key: tuple = field(default_factory=tuple)
 
-    @property
-    def ncpus(self) -> int:
-        """The ncpus of all its chunks."""
-        return sum(c[0].get("ncpus", 0) for c in self.chunks)
 
     @property
     def duration(self) -> int:
@@ -151,6 +148,12 @@ class _Kept:
         self.ever_memo: dict[tuple, bool] = {}
         #: job id -> (start, end, bookings) of the jobs the last cycle started.
         self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
+        #: Changes to the kept bookings other than adopting started jobs, so far.
+        self.changes = 0
+        #: The first top job's plan, left booked: (job id, shape, start, shown chunks,
+        #: bookings, `changes` when it was made). While nothing else changed and it still
+        #: heads the queue, its plan is the same (jobs started since kept out of its way).
+        self.top: tuple | None = None
         self.empty: Calendar | None = None
         #: job id -> (job object, queue object, info or None when not eligible).
         self.queued: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
@@ -291,17 +294,29 @@ class Scheduler:
             result.reservations = self._confirm_reservations(snap, now)
             infos = self._queued_infos(kept, snap, queues, now)
             order, starving = self._order(infos, now)
+            self._sticky = self._sticky_top(kept, order, starving, snap, now)
+            self._sticky_used = False
+            self._fresh_top: tuple | None = None
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
         finally:
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.
             keep = {id(b) for _, _, made in self._started.values() for _, b in made}
+            fresh = getattr(self, "_fresh_top", None)
+            if fresh is not None:
+                keep.update(id(b) for _, b in fresh[4])
             for vnode, booking in reversed(self._undo):
                 if id(booking) not in keep:
                     self.calendar.unbook(vnode, booking)
             kept.adopt = self._started
             self._undo = None
+            if kept.top is not None and not getattr(self, "_sticky_used", False):
+                for vnode, booking in kept.top[4]:
+                    self.calendar.unbook(vnode, booking)
+                kept.top = None
+            if fresh is not None:
+                kept.top = (*fresh[:5], kept.changes)
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
@@ -312,6 +327,7 @@ class Scheduler:
         """The kept calendar brought up to date: vnodes not up yet booked until they are,
         running jobs booked until their walltime ends, and what is gone taken back."""
         calendar = kept.calendar
+        before = calendar.changes
         self._undo, undo = None, self._undo  # these bookings stay
         try:
             for name in [n for n, b in kept.unavail.items()
@@ -362,6 +378,30 @@ class Scheduler:
             kept.adopt = {}
         finally:
             self._undo = undo
+            if calendar.changes != before:
+                kept.changes += 1
+
+    def _sticky_top(self, kept: _Kept, order: list[_JobInfo], starving: set[str],
+                    snap: Snapshot, now: float) -> tuple | None:
+        """The kept top job plan, when it still holds: nothing but adopted starts changed
+        the kept bookings since it was made, its job still heads the queue with the same
+        request, no reservation books anything, and its start is still to come. Else it
+        is taken back, and planned again if need be."""
+        top = kept.top
+        if top is None:
+            return None
+        if (top[5] == kept.changes and order and order[0].job.id == top[0]
+                and order[0].shape == top[1] and top[2] >= now and not starving
+                and not snap.reservations):
+            for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
+                if booking.start > now:
+                    self._future_hard.add(vnode)
+                    self._now_cache.pop(vnode, None)
+            return top
+        for vnode, booking in top[4]:
+            self.calendar.unbook(vnode, booking)
+        kept.top = None
+        return None
 
     def _queued_infos(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue],
                       now: float) -> list[_JobInfo]:
@@ -588,10 +628,12 @@ class Scheduler:
         shape = tuple(res[k] for k in _SHAPE_RESOURCES)
         parsed = self._shapes.get(shape)
         if parsed is None:
-            parsed = self._shapes[shape] = (*_expand(job_select(job)), job_place(job))
-        chunks, smallest, place = parsed
+            chunks, smallest = _expand(job_select(job))
+            parsed = self._shapes[shape] = (chunks, smallest, job_place(job),
+                                            sum(c[0].get("ncpus", 0) for c in chunks))
+        chunks, smallest, place, ncpus = parsed
         walltime = job_walltime(job, queue, server)
-        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest)
+        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
@@ -628,6 +670,37 @@ class Scheduler:
         failed_shapes: set[tuple] = set()
         estimates_left = policy.estimate_limit
         has_placement_hook = self._impls("sched_node_placement")
+        # Without estimates (estimate_limit 0), a top job's plan is made only when a later
+        # job could start now and must be kept out of its way: on a full machine, most
+        # cycles never need it. The decisions are the same; the top job then has no
+        # estimate, and its comment no time.
+        lazy = policy.estimate_limit <= 0
+        deferred: list[_JobInfo] = []
+
+        def plan_top(top: _JobInfo) -> bool:
+            """Plan a top job (hard); True when it will ever fit."""
+            sticky = self._sticky
+            reuse = sticky is not None and sticky[0] == top.job.id
+            if reuse:
+                self._sticky_used = True
+                start, planned = sticky[2], sticky[3]
+            else:
+                start, planned = self._earliest(top, now, soft=False)
+                if planned is not None:
+                    made = self._book_chunks(top.job.id, planned, top.place, start,
+                                             top.end(start), hard=True)
+                    if top is order[0] and not self._started:
+                        self._fresh_top = (top.job.id, top.shape, start, planned, made)
+            if planned is not None:
+                shown = _shown_chunks(top, planned)
+                result.estimates[top.job.id] = Estimate(top.job.id, int(math.ceil(start)),
+                                                        format_exec_vnode(shown))
+            result.comments[top.job.id] = (
+                f"Not Running: Job is a top job and will run at {int(start)}"
+                if planned is not None else
+                "Not Running: Job is a top job but no vnodes will ever fit it")
+            return planned is not None
+
         for info in order:
             job = info.job
             if job.queue in resv_queues:
@@ -636,6 +709,12 @@ class Scheduler:
             chunks = None
             if not blocked and info.shape not in failed_shapes:
                 chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
+                if chunks is not None and deferred:
+                    for top in deferred:
+                        plan_top(top)
+                    deferred.clear()
+                    chunks = self._fit(info, now, now + info.duration, soft=False,
+                                       now_mode=True)
                 if chunks is None:
                     failed_shapes.add(info.shape)
                 elif has_placement_hook:
@@ -659,23 +738,28 @@ class Scheduler:
             if not is_top and estimates_left <= 0:
                 result.comments[job.id] = _comment(blocked, info, top_jobs)
                 continue
-            start, planned = self._earliest(info, now, soft=not is_top)
-            if planned is not None:
-                self._book_chunks(job.id, planned, info.place, start, info.end(start),
-                                  hard=is_top)
-                shown = _shown_chunks(info, planned)
-                if estimates_left > 0 or is_top:
-                    result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
-                                                        format_exec_vnode(shown))
-                    estimates_left -= 1
+            if is_top and lazy:
+                top_jobs.append(job.id)
+                if self._sticky is not None and self._sticky[0] == job.id:
+                    plan_top(info)  # already planned: nothing to do but say when
+                else:
+                    deferred.append(info)
+                    result.comments[job.id] = "Not Running: Job is a top job"
+                continue
             if is_top:
                 top_jobs.append(job.id)
-                result.comments[job.id] = (
-                    f"Not Running: Job is a top job and will run at {int(start)}"
-                    if planned is not None else
-                    "Not Running: Job is a top job but no vnodes will ever fit it")
-            else:
-                result.comments[job.id] = _comment(blocked, info, top_jobs)
+                if plan_top(info):
+                    estimates_left -= 1
+                continue
+            start, planned = self._earliest(info, now, soft=True)  # an estimate only
+            if planned is not None:
+                self._book_chunks(job.id, planned, info.place, start, info.end(start),
+                                  hard=False)
+                shown = _shown_chunks(info, planned)
+                result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
+                                                    format_exec_vnode(shown))
+                estimates_left -= 1
+            result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
 
     def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
@@ -794,6 +878,9 @@ class Scheduler:
             pass
         elif now_mode:
             candidates = self._now_candidates(info)
+            room = self._room
+            if sum(room[v.name] for v in candidates) < info.ncpus:
+                return None  # fewer cpus free now than it needs
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
             candidates = [v for v in self.order if ok(v)]

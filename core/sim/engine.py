@@ -193,11 +193,15 @@ class Simulator:
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
                  workdir: str | os.PathLike | None = None,
-                 progress: Callable[[float, int, int], None] | None = None):
+                 progress: Callable[[float, int, int], None] | None = None,
+                 kill_at_walltime: bool = True):
         self.machine = machine
         self.sink = sink
         self.plugins = plugins
         self.progress = progress
+        #: False: a job runs its recorded time even past its walltime (as AccaSim replays
+        #: a trace); the scheduler then sees it as about to end, as PBS sees an overrun.
+        self.kill_at_walltime = kill_at_walltime
         self.now = 0.0
         self.summary = Summary()
         self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pbsplug-sim-"))
@@ -543,7 +547,8 @@ class Simulator:
                 return
         limit = lifecycle.walltime_limit(run.attrs)
         length = run.tj.run_time
-        if limit is not None and lifecycle.walltime_exceeded(limit, length):
+        if self.kill_at_walltime and limit is not None and lifecycle.walltime_exceeded(
+                limit, length):
             length, run.killed = float(limit), True
         run.end = self.now + length
         run.job = Job(job_id, run.attrs)
