@@ -155,8 +155,11 @@ class _Kept:
         #: heads the queue, its plan is the same (jobs started since kept out of its way).
         self.top: tuple | None = None
         self.empty: Calendar | None = None
-        #: job id -> (job object, queue object, info or None when not eligible).
-        self.queued: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
+        #: id(job) -> (job object, queue object, queue name, info or None when not
+        #: eligible), for the jobs not running.
+        self.queued: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
+        #: id(job) -> (job object, running or not; None: another instance's queue).
+        self.known: dict[int, tuple[Job, bool | None]] = {}
 
 
 def resv_state(resv: Reservation) -> str:
@@ -289,10 +292,11 @@ class Scheduler:
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
         try:
-            self._book_kept(kept, snap, queues, now)
+            running, queued = self._split_jobs(kept, snap, queues)
+            self._book_kept(kept, running, snap, now)
             resv_queues = self._book_reservations_held(snap.reservations, now)
             result.reservations = self._confirm_reservations(snap, now)
-            infos = self._queued_infos(kept, snap, queues, now)
+            infos = self._queued_infos(kept, queued, snap, queues, now)
             order, starving = self._order(infos, now)
             self._sticky = self._sticky_top(kept, order, starving, snap, now)
             self._sticky_used = False
@@ -322,8 +326,30 @@ class Scheduler:
         self._cycle_end(stats)
         return result
 
-    def _book_kept(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue],
-                   now: float) -> None:
+    def _split_jobs(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue]
+                    ) -> tuple[list[Job], list[Job]]:
+        """The running and the other jobs of this instance's queues. A job object seen in
+        the last cycle is where it was (objects are values: a changed job is a new one),
+        which a simulator's thousands of unchanged jobs per cycle are spared reading."""
+        known = kept.known
+        fresh: dict[int, tuple[Job, bool | None]] = {}
+        running: list[Job] = []
+        queued: list[Job] = []
+        for job in snap.jobs:
+            key = id(job)
+            entry = known.get(key)
+            if entry is None or entry[0] is not job:
+                mine = job.queue in queues
+                entry = (job, (job.job_state in _RUNNING_STATES) if mine else None)
+            fresh[key] = entry
+            if entry[1] is True:
+                running.append(job)
+            elif entry[1] is False:
+                queued.append(job)
+        kept.known = fresh
+        return running, queued
+
+    def _book_kept(self, kept: _Kept, jobs: list[Job], snap: Snapshot, now: float) -> None:
         """The kept calendar brought up to date: vnodes not up yet booked until they are,
         running jobs booked until their walltime ends, and what is gone taken back."""
         calendar = kept.calendar
@@ -341,9 +367,7 @@ class Scheduler:
                     kept.unavail[info.name] = booking
             seen: set[str] = set()
             running = kept.running
-            for job in snap.jobs:
-                if job.job_state not in _RUNNING_STATES or job.queue not in queues:
-                    continue
+            for job in jobs:
                 seen.add(job.id)
                 previous = running.get(job.id)
                 if previous is not None and previous[0] is job and previous[1][2] > now:
@@ -403,32 +427,31 @@ class Scheduler:
         kept.top = None
         return None
 
-    def _queued_infos(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue],
-                      now: float) -> list[_JobInfo]:
+    def _queued_infos(self, kept: _Kept, jobs: list[Job], snap: Snapshot,
+                      queues: dict[str, Queue], now: float) -> list[_JobInfo]:
         """The eligible queued jobs' infos; a job object seen last cycle keeps its info (a
-        job_sort_formula or an Execution_Time depends on the time: those are redone)."""
+        job_sort_formula or an Execution_Time depends on the time: those are redone; a
+        queue object changed is read again)."""
         previous = kept.queued
-        current: dict[str, tuple[Job, Queue | None, _JobInfo | None]] = {}
+        current: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
         infos: list[_JobInfo] = []
         timeless = self._formula is None
-        for job in snap.jobs:
+        for job in jobs:
+            key = id(job)
+            seen = previous.get(key)
+            if seen is not None and seen[0] is job and timeless and \
+                    queues.get(seen[2]) is seen[1]:
+                current[key] = seen
+                if seen[3] is not None:
+                    infos.append(seen[3])
+                continue
             queue = queues.get(job.queue)
-            if queue is None and job.queue not in queues:
-                continue
-            seen = previous.get(job.id)
-            if seen is not None and seen[0] is job and seen[1] is queue and timeless:
-                current[job.id] = seen
-                if seen[2] is not None:
-                    infos.append(seen[2])
-                continue
-            if job.job_state in _RUNNING_STATES:
-                continue
             info = None
             if self._eligible(job, queues, now):
                 info = self._job_info(job, queue, snap.server, now, queues)
                 infos.append(info)
             if not job.Execution_Time:
-                current[job.id] = (job, queue, info)
+                current[key] = (job, queue, job.queue, info)
         kept.queued = current
         return infos
 
