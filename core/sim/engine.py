@@ -11,9 +11,9 @@ instant, in this order (the tie rules; docs/simulator.md):
 3. **Submissions.** Trace jobs submitted now are queued, in trace order (queuejob hooks).
 4. **Periodic hooks** due now run, in hook order.
 5. **One scheduling cycle** of each scheduler instance, if anything changed since the last
-   cycle and a job could start (a cycle is skipped when no queued job's smallest chunk fits
-   the largest free room of any usable vnode and no vnode is asleep: the cycle could not
-   decide anything). Its run decisions are applied in order: runjob, then the start events.
+   cycle and a job could start (`Simulator._could_start`: a cycle that could not start
+   anything is skipped). Its run decisions are applied in order: runjob, then the start
+   events.
 
 So a job ending at T frees its cpus for a job submitted at T, and a job submitted at T can
 start at T. Jobs that ended are handed to the `ResultSink` as they end; a state record goes to
@@ -124,7 +124,7 @@ class _Run:
     """A job in the system."""
 
     __slots__ = ("tj", "attrs", "job", "seq", "start", "end", "vnodes", "hosts", "ncpus",
-                 "killed", "smallest", "energy", "run_count")
+                 "killed", "needs", "energy", "run_count")
 
     def __init__(self, tj: TraceJob, attrs: dict[str, Any], seq: int):
         self.tj = tj
@@ -137,7 +137,7 @@ class _Run:
         self.hosts: tuple[int, ...] = ()
         self.ncpus = 0
         self.killed = False
-        self.smallest = 0
+        self.needs = (0, 0)
         self.energy = 0.0
         self.run_count = 0
 
@@ -234,16 +234,18 @@ class Simulator:
         self.running: dict[str, _Run] = {}
         self._ends: list[tuple[float, int, str]] = []     # (end, seq, job id)
         self._wakes: list[tuple[float, int]] = []          # (when, host): a transition ends
-        self._smallest = Counter()                         # queued jobs' smallest chunk ncpus
+        #: Queued jobs by what they need at least: (ncpus of the smallest chunk, ncpus).
+        self._needs = Counter()
         #: Something other than submissions changed since the last cycle (an end, a
-        #: requeue, a vnode); else the smallest chunk of the jobs submitted since.
+        #: requeue, a vnode); else what the jobs submitted since need (`_needs`).
         self._touched = True
-        self._new_smallest: float = math.inf
+        self._new_needs: set[tuple[int, int]] = set()
         self._seq = 0
         self._states_key: tuple | None = None
         self._asleep = 0
         self._vnodes_version = 0
         self._room_count = Counter(self.room.values())
+        self._free_total = sum(self.room.values())
         self._simple_order = not (policy or {}).get("job_sort_formula") and len(
             {q.get("Priority", 0) for q in machine.queues.values()} | {0}) == 1
         self._busy = 0
@@ -389,12 +391,13 @@ class Simulator:
                     self._periodic(name)
                     self._periodic_due[name] = now + self._freq[name]
             # 5. one cycle
-            if (self._touched or self._new_smallest < math.inf) and self.queued:
+            if (self._touched or self._new_needs) and self.queued:
                 if self._could_start():
                     self._cycle()
                 else:
                     self.summary.cycles_skipped += 1
-            self._touched, self._new_smallest = False, math.inf
+            self._touched = False
+            self._new_needs = set()
             self._record_states()
             if self.progress is not None and self.summary.jobs >= progress_at:
                 progress_at = self.summary.jobs + 1000
@@ -444,16 +447,15 @@ class Simulator:
         except ValueError as exc:
             self._reject(run, f"select: {exc}")
             return
-        run.smallest = min((int(c.resources.get("ncpus", 0) or 0) for c in chunks), default=0)
+        run.needs = (min((int(c.resources.get("ncpus", 0) or 0) for c in chunks), default=0),
+                     sum(c.count * int(c.resources.get("ncpus", 0) or 0) for c in chunks))
         self.queued[tj.job_id] = run
-        self._smallest[run.smallest] += 1
-        self._new_smallest = min(self._new_smallest, run.smallest)
+        self._needs[run.needs] += 1
+        self._new_needs.add(run.needs)
 
     def _reject(self, run: _Run, why: str) -> None:
         if self.queued.pop(run.tj.job_id, None) is not None:
-            self._smallest[run.smallest] -= 1
-            if not self._smallest[run.smallest]:
-                del self._smallest[run.smallest]
+            self._unneed(run)
         self.summary.rejected += 1
         self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count))
 
@@ -461,18 +463,22 @@ class Simulator:
     def _could_start(self) -> bool:
         """Whether a cycle could start anything. Yes when a vnode is asleep (a cycle's
         estimates are what wake it) or a scheduler hook runs. Else a job can start only
-        if its smallest chunk fits the largest free room of a vnode; and when only
+        if its smallest chunk fits the largest free room of a vnode and the machine has
+        as many cpus free as the job needs; and when only
         submissions happened since the last cycle (which left no queued job able to start,
         and nothing freed since), only a new job can, when new jobs sort after the old
         ones (no job_sort_formula, queues of one priority)."""
         if self._asleep or self._sched_hooks:
             return True
         room = max((r for r, n in self._room_count.items() if n), default=0)
-        if not self._touched and self._simple_order:
-            need = self._new_smallest
-        else:
-            need = min(self._smallest) if self._smallest else 0
-        return room >= max(need, 1)
+        free = self._free_total
+        needs = self._new_needs if not self._touched and self._simple_order else self._needs
+        return any(room >= smallest and free >= ncpus for smallest, ncpus in needs)
+
+    def _unneed(self, run: _Run) -> None:
+        self._needs[run.needs] -= 1
+        if not self._needs[run.needs]:
+            del self._needs[run.needs]
 
     def _cycle(self) -> None:
         jobs = [r.job for r in self.running.values()]
@@ -508,9 +514,7 @@ class Simulator:
             run.job = Job(job_id, run.attrs)
             return
         del self.queued[job_id]
-        self._smallest[run.smallest] -= 1
-        if not self._smallest[run.smallest]:
-            del self._smallest[run.smallest]
+        self._unneed(run)
         per_vnode: dict[str, int] = {}
         for name, res in chunks:
             per_vnode[name] = per_vnode.get(name, 0) + int(res.get("ncpus", 0) or 0)
@@ -609,7 +613,7 @@ class Simulator:
             self._reject(run, run.attrs["comment"])
             return
         self.queued[run.tj.job_id] = run
-        self._smallest[run.smallest] += 1
+        self._needs[run.needs] += 1
         self._touched = True
 
     def _host_changes(self, run: _Run, outcome) -> None:
@@ -633,6 +637,7 @@ class Simulator:
             counts[before] -= 1
             after = self.room[name] = before - sign * ncpus
             counts[after] += 1
+            self._free_total += after - before
             if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
                 self.vnode_attrs[name]["last_state_change_time"] = now
             index = self.vnode_host[name]
