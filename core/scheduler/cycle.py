@@ -189,6 +189,9 @@ class Scheduler:
         self._resv_started: dict[str, set[str]] = {}
         self._kept: _Kept | None = None
         self._undo: list[tuple[str, Booking]] | None = None
+        #: During the run loop, the ncpus free now on the usable vnodes (a job needing
+        #: more is passed over at once).
+        self._free_now: int | None = None
         self._shapes: dict[tuple, tuple] = {}
 
     # -- hooks ------------------------------------------------------------------------------------
@@ -532,6 +535,9 @@ class Scheduler:
         self.calendar.book(vnode, booking)
         if self._undo is not None:
             self._undo.append((vnode, booking))
+        if self._free_now is not None and booking.hard and booking.applied is not None \
+                and booking.applied[1]:
+            self._free_now -= booking.applied[0]
         self._now_cache.pop(vnode, None)
         if booking.hard and booking.start > self.now:
             self._future_hard.add(vnode)
@@ -682,6 +688,15 @@ class Scheduler:
         return infos, starving
 
     def _run_loop(self, order: list[_JobInfo], starving: set[str],
+                  resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
+                  result: CycleResult, stats: CycleStats) -> None:
+        self._free_now = sum(max(0, self._room[v.name]) for v in self._open)
+        try:
+            self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
+        finally:
+            self._free_now = None
+
+    def _run_jobs(self, order: list[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         policy = self.policy
@@ -900,6 +915,8 @@ class Scheduler:
         if candidates is not None:
             pass
         elif now_mode:
+            if self._free_now is not None and self._free_now < info.ncpus:
+                return None  # fewer cpus free now than it needs
             candidates = self._now_candidates(info)
             room = self._room
             if sum(room[v.name] for v in candidates) < info.ncpus:
