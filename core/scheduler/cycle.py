@@ -192,6 +192,11 @@ class Scheduler:
         #: During the run loop, the ncpus free now on the usable vnodes (a job needing
         #: more is passed over at once).
         self._free_now: int | None = None
+        #: False for a caller that reads only the decisions (the simulator): without
+        #: estimates, a cycle stops walking the queue once no cpu is left free, and the
+        #: jobs after that get no comment (nor a `Can Never Run` one until a later cycle
+        #: reaches them).
+        self.explain = True
         self._shapes: dict[tuple, tuple] = {}
 
     # -- hooks ------------------------------------------------------------------------------------
@@ -739,7 +744,10 @@ class Scheduler:
                 "Not Running: Job is a top job but no vnodes will ever fit it")
             return planned is not None
 
+        quiet = lazy and not self.explain and not resv_queues
         for info in order:
+            if quiet and self._free_now <= 0:
+                break  # nothing else can start now, and nobody reads why
             job = info.job
             if job.queue in resv_queues:
                 self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)

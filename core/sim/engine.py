@@ -308,6 +308,7 @@ class Simulator:
         # Estimates change no decision (non-top jobs' are soft bookings); they are worth
         # their cost only to a hook that reads them (a periodic hook's job_list).
         for sched in self.schedulers:
+            sched.explain = False  # the simulator reads decisions, never comments
             if not self._chains.get("periodic") and "estimate_limit" not in policy:
                 sched.policy.estimate_limit = 0
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
