@@ -135,6 +135,7 @@ class _Kept:
         self.infos = infos
         self.order = list(infos.values())
         self.usable = [v for v in self.order if v.usable_now]
+        self.usable_names = [v.name for v in self.usable]
         self.unusable = [v for v in self.order if not v.usable_now]
         self.hosts: dict[str, list[_VnodeInfo]] = {}
         for info in self.order:
@@ -293,6 +294,7 @@ class Scheduler:
         self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
         self._open = list(kept.usable)  # see _now_candidates
+        self._open_names = kept.usable_names
         self.now = now
         self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
@@ -695,7 +697,9 @@ class Scheduler:
     def _run_loop(self, order: list[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
-        self._free_now = sum(max(0, self._room[v.name]) for v in self._open)
+        room = self._room
+        self._free_now = sum(free for free in map(room.__getitem__, self._open_names)
+                             if free > 0)
         try:
             self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
         finally:
@@ -734,6 +738,8 @@ class Scheduler:
                                              top.end(start), hard=True)
                     if top is order[0] and not self._started:
                         self._fresh_top = (top.job.id, top.shape, start, planned, made)
+            if lazy and not self.explain:
+                return planned is not None  # no estimate, no comment: nobody reads them
             if planned is not None:
                 shown = _shown_chunks(top, planned)
                 result.estimates[top.job.id] = Estimate(top.job.id, int(math.ceil(start)),

@@ -78,6 +78,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: ``simulated`` driver): ``{"host": {"power": "on"|"off", "since": t}}``.
 POWER_FILE = "simulated_power.json"
 SLEEP = "sleep"
+#: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
+#: to submit, no change from the periodic hooks) after which the replay ends: what is left
+#: queued never starts.
+STALL = 7 * 86400.0
 QUEUE = "workq"
 SERVER = "sim"
 
@@ -239,6 +243,7 @@ class Simulator:
         #: Something other than submissions changed since the last cycle (an end, a
         #: requeue, a vnode); else what the jobs submitted since need (`_needs`).
         self._touched = True
+        self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
         self._seq = 0
         self._states_key: tuple | None = None
@@ -355,8 +360,9 @@ class Simulator:
         self._startup()
         last_submit = -math.inf
         progress_at = 0
+        again = False
         while True:
-            candidates = []
+            candidates = [self.now] if again else []
             if self._ends:
                 candidates.append(self._ends[0][0])
             if self._wakes:
@@ -364,7 +370,8 @@ class Simulator:
             if pending is not None:
                 candidates.append(pending.submit)
             if self._periodic_due and (self.queued or self.running or pending is not None):
-                candidates.append(min(self._periodic_due.values()))
+                if candidates or self.now - self._last_change <= STALL:
+                    candidates.append(min(self._periodic_due.values()))
             if not candidates:
                 break
             now = min(candidates)
@@ -392,13 +399,20 @@ class Simulator:
                     self._periodic(name)
                     self._periodic_due[name] = now + self._freq[name]
             # 5. one cycle
-            if (self._touched or self._new_needs) and self.queued:
-                if self._could_start():
+            changed = self._touched or bool(self._new_needs)
+            only_new, self._touched = not self._touched, False
+            if changed and self.queued:
+                if self._could_start(only_new):
                     self._cycle()
                 else:
                     self.summary.cycles_skipped += 1
-            self._touched = False
-            self._new_needs = set()
+                self._new_needs = set()
+            if changed or self.running:
+                self._last_change = now
+            # What the cycle's starts changed (a job requeued by a start hook, a vnode a
+            # hook changed) is seen by a second cycle at the same instant, as the engine
+            # runs one at once after a requeue.
+            again = self._touched
             self._record_states()
             if self.progress is not None and self.summary.jobs >= progress_at:
                 progress_at = self.summary.jobs + 1000
@@ -461,7 +475,7 @@ class Simulator:
         self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count))
 
     # -- the cycle ------------------------------------------------------------------------------
-    def _could_start(self) -> bool:
+    def _could_start(self, only_new: bool) -> bool:
         """Whether a cycle could start anything. Yes when a vnode is asleep (a cycle's
         estimates are what wake it) or a scheduler hook runs. Else a job can start only
         if its smallest chunk fits the largest free room of a vnode and the machine has
@@ -473,7 +487,7 @@ class Simulator:
             return True
         room = max((r for r, n in self._room_count.items() if n), default=0)
         free = self._free_total
-        needs = self._new_needs if not self._touched and self._simple_order else self._needs
+        needs = self._new_needs if only_new and self._simple_order else self._needs
         return any(room >= smallest and free >= ncpus for smallest, ncpus in needs)
 
     def _unneed(self, run: _Run) -> None:
@@ -558,7 +572,6 @@ class Simulator:
         run.end = self.now + length
         run.job = Job(job_id, run.attrs)
         heapq.heappush(self._ends, (run.end, run.seq, job_id))
-        self._touched = True
 
     def _end(self, run: _Run) -> None:
         self._stop(run)

@@ -245,11 +245,11 @@ def test_hook_rejects_have_the_engines_consequences(register_plugin, pbsplug_plu
                          tmp_path=tmp_path)
     by_id = {r.job.job_id: r for r in sink.jobs}
     # At 0: runjob refuses j1 (it stays queued, never ran: run_count 0); execjob_begin
-    # rejects j2 (requeued, run_count 1); j3 runs. One cycle per instant: the next is at 10,
-    # when j3 ends and its execjob_end asks a rerun (requeued, run_count 1). All three start
-    # at 10, each with one more run.
-    assert (by_id["1"].start, by_id["1"].run_count) == (10, 1)
-    assert (by_id["2"].start, by_id["2"].run_count) == (10, 2)
+    # rejects j2 (requeued, run_count 1), which asks a second cycle at once, as the
+    # engine's requeue does: in it j1 and j2 run, at 0 (j1's runjob accepts this time). At
+    # 10 j3's execjob_end asks a rerun (requeued, run_count 1): it runs again at 10.
+    assert (by_id["1"].start, by_id["1"].run_count) == (0, 1)
+    assert (by_id["2"].start, by_id["2"].run_count) == (0, 2)
     assert (by_id["3"].start, by_id["3"].end, by_id["3"].run_count) == (10, 20, 2)
     assert sim.summary.hooks.ran[("refuser", "runjob")] >= 3
 
