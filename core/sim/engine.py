@@ -16,10 +16,10 @@ instant, in this order (the tie rules; docs/simulator.md):
    events.
 
 So a job ending at T frees its cpus for a job submitted at T, and a job submitted at T can
-start at T. Jobs that ended are handed to the `ResultSink` as they end; a state record goes to
-it at every instant where the machine's counts changed. Nothing depends on the wall clock,
-hash order or the set of installed plugins beyond the site's enabled ones: the same inputs
-give the same outputs.
+start at T; a job a start hook requeued gets a second cycle at the same instant. Jobs that
+ended are handed to the `ResultSink` as they end; a state record goes to it at every instant
+where the machine's counts changed. Nothing depends on the wall clock, hash order or the set
+of installed plugins beyond the site's enabled ones: the same inputs give the same outputs.
 
 Memory grows with the jobs in the system (queued and running), never with the trace: the
 trace is read one job ahead.
