@@ -130,7 +130,7 @@ def import_cost(site_dir: Path, tmpdir: Path, repeat: int) -> tuple[float, float
     config_file = tmpdir / "worker.json"
     config_file.write_text(json.dumps(config))
     sock = tmpdir / "run" / "pbs-bench.sock"
-    worker = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.pbs_worker", str(sock),
+    worker = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
                                str(config_file)], env={**os.environ, "PYTHONPATH": str(site_dir)})
     while not sock.exists():
         time.sleep(0.05)

@@ -2,7 +2,7 @@
 
 `run(pbs, config)` is called by the hook script (`pbs_hook`) that ``pbsplug pbs install`` put
 into PBS, with PBS's ``pbs`` module and the hook's config (the plugin, its hook attributes and
-configuration), for server events and wherever the host's worker (`pbs_worker`) cannot be
+configuration), for server events and wherever the host's worker (`worker`) cannot be
 used. `pbs_wire` turns ``pbs.event()`` into plain data; `dispatch` builds pbsplug's `Event`
 from it and runs the plugin's hook as pbsplug's runner does (in this process: PBS enforces
 the alarm), and returns the outcome as plain data (kind, message, changes, log lines), which

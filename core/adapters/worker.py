@@ -1,21 +1,28 @@
-"""pbsplug's worker on a PBS execution host: the plugin loaded once, each event in a fork.
+"""pbsplug's worker on an execution host: the plugins loaded once, each event in a fork.
 
-PBS starts a fresh ``pbs_python`` for every execution-host event, so a hook that imported
-pbsplug and the plugin itself would pay those imports on every job (benchmarks/bench_pbs.py).
-Instead the hook script (`pbs_hook`) turns the event into plain data with `pbs_wire` alone and
-sends it to this worker over a UNIX socket; the worker, started by the first event that finds
-none, has imported pbsplug and loaded the plugin once, forks a child per event (so that each
-event starts from the same state, as PBS's fresh interpreter does, and a crash ends only that
-child), and answers with the outcome (`pbs_bridge.dispatch`) for the hook to carry out.
+PBS starts a fresh ``pbs_python`` for every execution-host event, and Slurm a fresh process
+for every Prolog and Epilog, so a script that imported pbsplug and the plugins itself would
+pay those imports on every job (benchmarks/bench_pbs.py, bench_slurm.py). Instead the script
+(PBS: `pbs_hook`; Slurm: `slurm_program`) turns the event into plain data with the standard
+library alone and sends it to this worker over a UNIX socket; the worker, started by the first
+event that finds none, has imported pbsplug and loaded the plugins once, forks a child per
+event (so that each event starts from the same state, as a fresh interpreter does, and a crash
+ends only that child), and answers with the outcome for the script to carry out.
+
+What the worker loads and how a child answers are the adapter's, named in the config:
+``loader`` (``module:function``, called with the config, returns what the dispatcher takes)
+and ``dispatcher`` (called with that and the request, returns the answer as plain data).
+Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of the request's
+``event`` and ``data``).
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
   starts a new worker and the old one leaves when idle.
-- A child still running at the hook's ``alarm`` plus one second is killed; the hook, already
-  ended by PBS's own alarm, sees no answer.
+- A child still running at the config's ``deadline`` (seconds; default the hook's ``alarm``
+  plus one second) is killed; the script, already ended by PBS's own alarm, sees no answer.
 - The worker leaves after `IDLE_EXIT` seconds without an event.
 
-    python -m pbsplug.adapters.pbs_worker SOCKET CONFIG
+    python -m pbsplug.adapters.worker SOCKET CONFIG
 """
 
 from __future__ import annotations
@@ -48,12 +55,24 @@ def _read_all(conn: socket.socket, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _child(conn: socket.socket, runner) -> None:
+def _function(name: str):
+    """``module:function``, imported."""
+    import importlib
+
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _pbs_dispatch(runner, request):
     from .pbs_bridge import dispatch
 
+    return dispatch(runner, request["event"], request["data"])
+
+
+def _child(conn: socket.socket, runner, dispatch) -> None:
     try:
         request = json.loads(_read_all(conn, MAX_REQUEST))
-        outcome = dispatch(runner, request["event"], request["data"])
+        outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
     except Exception as exc:  # the event could not be built or run: the hook's error
@@ -68,10 +87,12 @@ def serve(path: Path, config_file: Path) -> None:
     config = json.loads(config_file.read_bytes())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
-    from .pbs_bridge import load
-
+    load = _function(config.get("loader") or "pbsplug.adapters.pbs_bridge:load")
+    dispatch = (_function(config["dispatcher"]) if config.get("dispatcher")
+                else _pbs_dispatch)
     runner = load(config)
-    alarm = float((config.get("attributes") or {}).get("alarm") or 30) + 1.0
+    alarm = float(config.get("deadline")
+                  or float((config.get("attributes") or {}).get("alarm") or 30) + 1.0)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,7 +129,7 @@ def serve(path: Path, config_file: Path) -> None:
                     listener.close()
                     code = 0
                     try:
-                        _child(conn, runner)
+                        _child(conn, runner, dispatch)
                     except BaseException:  # noqa: BLE001 - the child ends here, whatever
                         code = 1
                     os._exit(code)
@@ -134,7 +155,7 @@ def _inode(path: Path) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m pbsplug.adapters.pbs_worker SOCKET CONFIG", file=sys.stderr)
+        print("usage: python -m pbsplug.adapters.worker SOCKET CONFIG", file=sys.stderr)
         return 2
     serve(Path(args[0]), Path(args[1]))
     return 0
