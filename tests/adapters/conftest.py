@@ -191,3 +191,37 @@ def pbs(real_pbs: RealPbs) -> Iterator[RealPbs]:
     yield real_pbs
     real_pbs.clean_hooks()
     real_pbs.forget_jobs()
+
+
+# -- Slurm ------------------------------------------------------------------------------------
+
+def _slurm_unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"real Slurm needed under CI: {why}", pytrace=False)
+    pytest.skip(f"needs a real Slurm: {why}")
+
+
+@pytest.fixture(scope="session")
+def real_slurm():
+    """Slurm 22.05 from Debian's packages: munged, slurmctld and four slurmd as nodes n1-n4
+    in partitions debug (n1, n2), gpu (n3, n4) and all, under /tmp/pbsplug-slurm
+    (tests/adapters/slurm_cluster.py). One cluster for the whole session."""
+    from .slurm_cluster import SlurmCluster, base_conf, install_packages
+
+    if os.geteuid() != 0:
+        _slurm_unavailable("the tests start munged, slurmctld and slurmd as root")
+    why = install_packages()
+    if why is not None:
+        _slurm_unavailable(why)
+    cluster = SlurmCluster()
+    cluster.write_conf(base_conf(cluster.root))
+    try:
+        cluster.start()
+    except (OSError, RuntimeError, AssertionError) as exc:
+        cluster.stop()
+        _slurm_unavailable(f"Slurm did not start: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.cancel_all()
+        cluster.stop()
