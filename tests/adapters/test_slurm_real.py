@@ -86,8 +86,14 @@ class Installed:
 
     def __init__(self, cluster: SlurmCluster, tmp: Path, dists):
         self.cluster = cluster
-        self.dir = tmp / "programs"
-        self.state = tmp / "state"
+        # Under the cluster's folder, not pytest's (0700): the job's user runs TaskProlog and
+        # reads its launch file.
+        self.top = cluster.root / "t" / tmp.name
+        self.top.mkdir(parents=True, exist_ok=True)
+        for folder in (self.top, self.top.parent):
+            os.chmod(folder, 0o755)
+        self.dir = self.top / "programs"
+        self.state = self.top / "state"
         self.log = tmp / "pbsplug-slurm.log"
         self.run_dir = Path("/run/pbsplug-test") / tmp.name
         self.dists = dists

@@ -1,0 +1,112 @@
+"""The project's plugins, unchanged, inside a real Slurm (conftest.py starts it), each end to
+end: installed with ``pbsplug slurm install --apply``, seen by real sbatch jobs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import site_toml, unix_user  # noqa: F401 - a fixture
+
+from .slurm_cluster import SlurmCluster
+from .test_slurm_real import Installed, slurm  # noqa: F401 - fixtures
+
+OUT = Path("/tmp/pbsplug-slurm/out")
+
+
+def _out_dir() -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    os.chmod(OUT, 0o1777)
+    return OUT
+
+
+def _as(user: str, cluster: SlurmCluster, *options: str, script: str) -> str:
+    out = cluster.run("/usr/bin/sbatch", "--parsable", *options, input=script, user=user,
+                      cwd="/tmp").stdout
+    return out.strip().split(";")[0]
+
+
+def test_mjf_files_in_prolog_and_epilog_and_variables_through_task_prolog(
+        slurm: Installed, unix_user: str, tmp_path):  # noqa: F811
+    cluster = slurm.cluster
+    base = slurm.top / "mjf"
+    config = {"machinefeatures_dir": str(base / "machine"),
+              "jobfeatures_dir": str(base / "job"), "hs06_per_cpu": 10.0}
+    out = slurm.install(site_toml("mjf", config, freq=2))
+    assert "mjf: exechost_startup: HealthCheckProgram" in out
+    assert "mjf: execjob_launch: Prolog" in out
+    text = cluster.conf.read_text()
+    assert "HealthCheckInterval=2" in text and f"TaskProlog={slurm.dir}/task_prolog" in text
+    host = os.uname().nodename.split(".")[0]
+    machine = base / "machine" / host
+    deadline_job = cluster.sbatch("-J", "wait", "-o", "/dev/null", script="#!/bin/sh\n")
+    cluster.wait_done(deadline_job)
+    cluster.wait_job(deadline_job, lambda j: (machine / "total_cpu").exists(), timeout=30,
+                     what="followed by $MACHINEFEATURES from HealthCheckProgram")
+    outdir = _out_dir()
+    job = _as(unix_user, cluster, "-J", "mjf", "-n", "2", "-t", "10",
+              "-o", f"{outdir}/mjf-%j.out",
+              script="#!/bin/sh\nid -un\necho MF=$MACHINEFEATURES\necho JF=$JOBFEATURES\n"
+                     "cat $JOBFEATURES/allocated_cpu $JOBFEATURES/wall_limit_secs\n"
+                     "cat $MACHINEFEATURES/hs06\n")
+    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+    lines = Path(f"{outdir}/mjf-{job}.out").read_text().split()
+    assert lines[0] == unix_user
+    assert lines[1] == f"MF={machine}"
+    assert lines[2] == f"JF={base / 'job' / job}"
+    assert lines[3:5] == ["2", "600"]  # -n 2, -t 10 minutes
+    assert float(lines[5]) == 20.0  # 2 CPUs per node x 10
+    cluster.wait_job(job, lambda j: not (base / "job" / job).exists(), timeout=30,
+                     what="followed by its $JOBFEATURES removed in the Epilog")
+
+
+def test_the_launch_file_is_readable_only_by_the_jobs_user(slurm: Installed, unix_user: str,
+                                                           tmp_path):  # noqa: F811
+    cluster = slurm.cluster
+    base = slurm.top / "mjf"
+    config = {"machinefeatures_dir": str(base / "machine"),
+              "jobfeatures_dir": str(base / "job")}
+    slurm.install(site_toml("mjf", config))
+    outdir = _out_dir()
+    job = _as(unix_user, cluster, "-J", "mjf", "-o", f"{outdir}/mode-%j.out",
+              script="#!/bin/sh\nls -ln $0 >/dev/null\nstat -c '%u %a' "
+                     f"{slurm.state}/launch/$SLURM_JOB_ID.$SLURMD_NODENAME\n")
+    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+    uid = os.stat(f"{outdir}/mode-{job}.out").st_uid
+    assert Path(f"{outdir}/mode-{job}.out").read_text().split() == [str(uid), "600"]
+
+
+@pytest.fixture
+def atom(tmp_path):
+    from pbsplug_cray_atom.fake import FakeAtom
+
+    service = FakeAtom(tmp_path / "atomd.sock").start()
+    yield service
+    service.stop()
+
+
+def test_cray_atom_tells_the_service_of_each_job_start_and_end(slurm: Installed,
+                                                               atom):  # noqa: F811
+    cluster = slurm.cluster
+    slurm.install(site_toml("cray_atom", {"unix_socket_file": str(atom.socket_path)}))
+    job = cluster.sbatch("-J", "atom", "--exclusive", "-o", "/dev/null")
+    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+    cluster.wait_job(job, lambda j: any(r.method == "DELETE" for r in atom.requests),
+                     what="DELETEd from ATOM")
+    posts = [r for r in atom.requests if r.method == "POST"]
+    assert len(posts) == 1 and str(posts[0].body["jobid"]) == job
+    assert posts[0].body["exclusive"] is True
+    assert atom.jobs == {}
+
+
+def test_cray_atom_a_failed_post_drains_the_node_and_requeues_the_job(slurm: Installed,
+                                                                      atom):  # noqa: F811
+    cluster = slurm.cluster
+    slurm.install(site_toml("cray_atom", {"unix_socket_file": str(atom.socket_path)}))
+    atom.script("POST", 503, {"status": 503, "detail": "node health check failed"})
+    job = cluster.sbatch("-J", "atom", "-w", "n2", "-o", "/dev/null")
+    cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued")
+    assert cluster.node("n2")["reason"] == "offlined by hook 'cray_atom' due to hook error"
+    assert "node health check failed" in slurm.log_text()
