@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import site_toml, unix_user  # noqa: F401 - a fixture
+from pbsplug.testing import site_toml
 
+from .conftest import Installed
 from .slurm_cluster import SlurmCluster
-from .test_slurm_real import Installed, slurm  # noqa: F401 - fixtures
 
 OUT = Path("/tmp/pbsplug-slurm/out")
 
@@ -29,7 +29,7 @@ def _as(user: str, cluster: SlurmCluster, *options: str, script: str) -> str:
 
 
 def test_mjf_files_in_prolog_and_epilog_and_variables_through_task_prolog(
-        slurm: Installed, unix_user: str, tmp_path):  # noqa: F811
+        slurm: Installed, unix_user: str, tmp_path):
     cluster = slurm.cluster
     base = slurm.top / "mjf"
     config = {"machinefeatures_dir": str(base / "machine"),
@@ -63,7 +63,7 @@ def test_mjf_files_in_prolog_and_epilog_and_variables_through_task_prolog(
 
 
 def test_the_launch_file_is_readable_only_by_the_jobs_user(slurm: Installed, unix_user: str,
-                                                           tmp_path):  # noqa: F811
+                                                           tmp_path):
     cluster = slurm.cluster
     base = slurm.top / "mjf"
     config = {"machinefeatures_dir": str(base / "machine"),
@@ -88,7 +88,7 @@ def atom(tmp_path):
 
 
 def test_cray_atom_tells_the_service_of_each_job_start_and_end(slurm: Installed,
-                                                               atom):  # noqa: F811
+                                                               atom):
     cluster = slurm.cluster
     slurm.install(site_toml("cray_atom", {"unix_socket_file": str(atom.socket_path)}))
     job = cluster.sbatch("-J", "atom", "--exclusive", "-o", "/dev/null")
@@ -102,7 +102,7 @@ def test_cray_atom_tells_the_service_of_each_job_start_and_end(slurm: Installed,
 
 
 def test_cray_atom_a_failed_post_drains_the_node_and_requeues_the_job(slurm: Installed,
-                                                                      atom):  # noqa: F811
+                                                                      atom):
     cluster = slurm.cluster
     slurm.install(site_toml("cray_atom", {"unix_socket_file": str(atom.socket_path)}))
     atom.script("POST", 503, {"status": 503, "detail": "node health check failed"})
