@@ -47,7 +47,14 @@ SCRIPTS = {
     "epilog_slurmctld": ("EpilogSlurmctld", "epilog_slurmctld", ("jobobit",)),
     "health_check": ("HealthCheckProgram", "health_check",
                      ("exechost_startup", "exechost_periodic")),
+    "suspend": ("SuspendProgram", "suspend", ("periodic",)),
+    "resume": ("ResumeProgram", "resume", ("periodic",)),
+    "resume_fail": ("ResumeFailProgram", "resume_fail", ("periodic",)),
 }
+#: Slurm's power-saving settings when a plugin's periodic hook runs: Slurm's own idle timer
+#: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
+#: Slurm's (the plugins' max_concurrent_nodes is the limit).
+POWER_LINES = {"SuspendTime": "8640000", "SuspendRate": "0", "ResumeRate": "0"}
 #: Where each event runs inside Slurm, as `status` shows it.
 WHERE = {
     "runjob": "PrologSlurmctld, on the controller as SlurmUser; a reject requeues a batch job "
@@ -61,6 +68,9 @@ WHERE = {
     "jobobit": "EpilogSlurmctld, on the controller as SlurmUser",
     "exechost_startup": "HealthCheckProgram, as root, its first run after slurmd starts",
     "exechost_periodic": "HealthCheckProgram, as root, every HealthCheckInterval",
+    "periodic": "'pbsplug slurm periodic' on the controller (a timer runs it: Slurm has no "
+                "periodic script); its power decisions reach Slurm as state=power_down, "
+                "and SuspendProgram/ResumeProgram call the plugin's drivers",
 }
 _SUBMIT = ("Slurm's submit-time extension point is job_submit (Lua, run under slurmctld's "
            "locks); pbsplug offers no bridge into it")
@@ -81,8 +91,6 @@ NOT_IN_SLURM = {
     "execjob_postsuspend": "Slurm runs no script around scontrol suspend",
     "execjob_preresume": "Slurm runs no script around scontrol resume",
     "execjob_resize": "Slurm runs no script when a job shrinks",
-    "periodic": "Slurm has no periodic script on the controller (the power plugin's "
-                "decision runs in SuspendProgram/ResumeProgram: docs/slurm.md)",
     "sched_": "Slurm's scheduler is C with no Python extension point: a Slurm site keeps "
               "its own priority and selection plugins",
     "register_attributes": "Slurm's node features and GRES are set in slurm.conf",
@@ -173,6 +181,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                                               config_file)
         programs[name] = text
         conf[key] = str(directory / name)
+    if "SuspendProgram" in conf:
+        conf.update(POWER_LINES)
     if "HealthCheckProgram" in conf:
         freqs = [int(s["attributes"].get("freq") or 120) for s in specs.values()
                  if {"exechost_periodic", "exechost_startup"} & set(

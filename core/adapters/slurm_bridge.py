@@ -26,6 +26,10 @@ Epilog               execjob_epilogue, execjob_end                   always exit
 EpilogSlurmctld      jobobit                                         always exit 0
 HealthCheckProgram   exechost_startup (first run after slurmd        vnode changes (offline:
                      starts), then exechost_periodic                 drain), exit 0
+SuspendProgram,      periodic (`slurm_power`)                        the plugins' drivers; see
+ResumeProgram,                                                       `slurm_power`
+``pbsplug slurm
+periodic``
 ===================  ==============================================  =========================
 
 A Slurm action that fails (scontrol cannot requeue) ends the script with exit 1, so that
@@ -349,8 +353,19 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
     return _answer(0)
 
 
+def _power(name: str):
+    def handler(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+        from . import slurm_power
+
+        return getattr(slurm_power, name)(ctx, env, argv)
+
+    return handler
+
+
 HANDLERS = {"prolog_slurmctld": prolog_slurmctld, "prolog": prolog, "epilog": epilog,
-            "epilog_slurmctld": epilog_slurmctld, "health_check": health_check}
+            "epilog_slurmctld": epilog_slurmctld, "health_check": health_check,
+            "periodic": _power("periodic"), "suspend": _power("suspend"),
+            "resume": _power("resume"), "resume_fail": _power("resume_fail")}
 
 
 def run_here(config_file: str, request: Mapping[str, Any]) -> dict[str, Any]:

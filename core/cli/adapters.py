@@ -248,6 +248,42 @@ def slurm_app() -> typer.Typer:
         if not done:
             typer.echo("nothing of pbsplug's is installed")
 
+    @app.command("periodic")
+    def periodic(directory: Path = dir_opt,
+                 every: float = typer.Option(0.0, "--every", metavar="SECONDS",
+                                             help="Run again every SECONDS (default: "
+                                                  "once).")) -> None:
+        """The server periodic event (the power plugin's decision) over Slurm's nodes,
+        reservations and pending jobs, as installed in DIR: run it on the controller from a
+        timer (Slurm has no periodic script)."""
+        import os
+        import time
+
+        from ..adapters import slurm, slurm_bridge
+
+        config = slurm.installed_config(directory)
+        if config is None:
+            raise CliError(f"{directory}: no pbsplug Slurm install here (run 'pbsplug slurm "
+                           "install' first, or give --dir)")
+        if every < 0:
+            raise CliError(f"--every {every:g}: expected a number of seconds >= 0")
+        try:
+            ctx_ = slurm_bridge.load(config)
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from None
+        while True:
+            answer = slurm_bridge.dispatch(ctx_, {"script": "periodic",
+                                                  "env": dict(os.environ), "argv": []})
+            if answer.get("stdout"):
+                typer.echo(answer["stdout"].rstrip("\n"))
+            if answer.get("error"):
+                typer.echo(answer["error"], err=True)
+            if not every:
+                if answer.get("exit"):
+                    raise typer.Exit(1)
+                return
+            time.sleep(every)
+
     @app.command("status")
     def status(ctx: typer.Context,
                as_json: bool = typer.Option(False, "--json", help="JSON output."),

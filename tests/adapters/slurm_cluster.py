@@ -152,6 +152,18 @@ class SlurmCluster:
         argv = ["/usr/sbin/slurmd", "-D", "-N", node, "-f", str(self.conf)]
         return self._spawn(f"slurmd-{node}", argv[:1] + (["-b"] if boot else []) + argv[1:])
 
+    def reset(self) -> None:
+        """Every slurmd and slurmctld stopped, and started again with a clean state
+        (``slurmctld -i``): after a test that powered nodes down."""
+        for name in [n for n in self.pids if n.startswith("slurmd")]:
+            self.stop_process(name)
+        self.stop_slurmds_by_pidfile()
+        self.stop_process("slurmctld", wait=30)
+        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)])
+        for node in NODES:
+            self.start_slurmd(node)
+        self.wait_nodes(NODES, ("idle",), 60)
+
     def _munge_answers(self) -> bool:
         try:
             munge = subprocess.run(["munge", "-n"], capture_output=True, timeout=5)
