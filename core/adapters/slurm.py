@@ -16,6 +16,7 @@ event without a Slurm script, why; `status` lists them per plugin.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -167,8 +168,12 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         "loader": "pbsplug.adapters.slurm_bridge:load",
         "dispatcher": "pbsplug.adapters.slurm_bridge:dispatch",
         "deadline": deadline + 30,  # and the scontrol calls
+        "encoding": "marshal",
     }
     adapters_dir = str(Path(slurm_program.__file__).resolve().parent)
+    config_text = json.dumps(config, indent=2, sort_keys=True, default=str) + "\n"
+    digest = hashlib.sha256(config_text.encode()).hexdigest()[:20]
+    socket_path = f"{run_dir.rstrip('/')}/slurm-{digest}.sock"
     programs: dict[str, str] = {}
     conf: dict[str, str] = {}
     for script, (key, name, fired) in SCRIPTS.items():
@@ -178,7 +183,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
             text = task_prolog_text(state_dir)
         else:
             text = slurm_program.program_text(sys.executable, adapters_dir, script,
-                                              config_file)
+                                              config_file, socket_path)
         programs[name] = text
         conf[key] = str(directory / name)
     if "SuspendProgram" in conf:

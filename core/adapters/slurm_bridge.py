@@ -78,14 +78,19 @@ class Context:
         return Path(self.config["state_dir"])
 
 
-def load(config: Mapping[str, Any]) -> Context:
-    """The plugins the install named, loaded once (in the worker, or in the program)."""
+def load(config: Mapping[str, Any], mode: str | None = "inprocess") -> Context:
+    """The plugins the install named, loaded once (in the worker, or in the program).
+
+    In the worker every hook runs in the child the worker forked for the script, under
+    SIGALRM's alarm (``inprocess``: no second fork per event); the worker kills a child
+    still running past its deadline. Without a worker (`run_here`) each hook gets the
+    runner's own isolation (a forked child, killed past its alarm)."""
     from .bridge import plugin_set
 
     _log_to(config.get("log_file") or "")
     plugins = plugin_set(config.get("plugins") or {}, config.get("config_file")
                          or "<pbsplug-slurm.json>")
-    runner = Runner(plugins, trace_file=config.get("trace_file") or None)
+    runner = Runner(plugins, mode=mode, trace_file=config.get("trace_file") or None)
     slurm = Slurm(config.get("bin_dir") or "/usr/bin", config.get("slurm_conf") or "")
     return Context(config, runner, slurm)
 
@@ -235,8 +240,7 @@ def prolog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
 def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
     node = this_node(env)
-    job = ctx.slurm.job(job_id)
-    vnodes = ctx.slurm.nodes([node])
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
     data: dict[str, Any] = {"job": job, "vnode_list": vnodes}
     for name in ("execjob_begin", "execjob_prologue"):
         out = _fire(ctx, name, data)
@@ -302,12 +306,12 @@ def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
         launch_file(ctx.state_dir, job_id, node).unlink(missing_ok=True)
     except OSError as exc:
         log.warning("job %s: %s", job_id, exc)
-    job = ctx.slurm.job(job_id)
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
     status = env.get("SLURM_JOB_EXIT_CODE")
     if status and status.lstrip("-").isdigit():
         code = int(status)
         job["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
-    data = {"job": job, "vnode_list": ctx.slurm.nodes([node])}
+    data = {"job": job, "vnode_list": vnodes}
     for name in ("execjob_epilogue", "execjob_end"):
         out = _fire(ctx, name, data)
         if not out.accepted:
@@ -371,4 +375,4 @@ HANDLERS = {"prolog_slurmctld": prolog_slurmctld, "prolog": prolog, "epilog": ep
 def run_here(config_file: str, request: Mapping[str, Any]) -> dict[str, Any]:
     """The program's path without a worker: load and dispatch in this process."""
     config = json.loads(Path(config_file).read_text())
-    return dispatch(load(config), request)
+    return dispatch(load(config, mode=None), request)

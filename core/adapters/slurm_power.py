@@ -19,10 +19,11 @@ bookkeeping Slurm's:
   (its driver powers off what its rules allow; what they refuse is logged).
 - **ResumeProgram** (Slurm allocated a job to powered-down nodes): the plugin's periodic hook
   over those nodes, with the jobs of ``SLURM_RESUME_FILE`` (else one need) wanting them now,
-  so its driver powers them on. Repeated until each node is booting or up, or half of
+  so its driver powers them on. Repeated every 2 s until each node is up, or half of
   ResumeTimeout has passed (min_node_down_delay and max_concurrent_nodes may hold a node
-  back); the plugin's own record of booting hosts keeps a second call for the same nodes
-  (after a controller restart) from powering them on twice. Runs are serialised by a lock.
+  back). The plugin's own record of booting hosts, and pbsplug's of hosts found up but not
+  yet registered with Slurm, keep a second call for the same nodes (after a controller
+  restart) from powering them on twice. Runs are serialised by a lock.
 - **ResumeFailProgram**: logged.
 """
 
@@ -45,6 +46,9 @@ from .slurm_read import epoch, vnode_state
 log = logging.getLogger("pbsplug.slurm")
 #: The hosts pbsplug powered off and handed to Slurm, with when.
 OFF_RECORD = "power_off.json"
+#: The hosts the plugins found up again after a ResumeProgram, with when (not woken twice
+#: while Slurm waits for them to register).
+WOKEN_RECORD = "power_woken.json"
 
 
 def _hostlist(ctx, text: str) -> list[str]:
@@ -142,15 +146,27 @@ def _locked(ctx):
 
 
 def _off_record(ctx) -> dict[str, int]:
+    return _read_record(ctx, OFF_RECORD)
+
+
+def _save_off(ctx, record: Mapping[str, int]) -> None:
+    _save_record(ctx, OFF_RECORD, record)
+
+
+def _woken_record(ctx) -> dict[str, int]:
+    return _read_record(ctx, WOKEN_RECORD)
+
+
+def _read_record(ctx, name: str) -> dict[str, int]:
     try:
-        data = json.loads((ctx.state_dir / OFF_RECORD).read_text())
+        data = json.loads((ctx.state_dir / name).read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _save_off(ctx, record: Mapping[str, int]) -> None:
-    path = ctx.state_dir / OFF_RECORD
+def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
+    path = ctx.state_dir / name
     part = path.with_name(f".{path.name}.tmp")
     part.write_text(json.dumps(dict(record), sort_keys=True))
     part.replace(path)
@@ -248,35 +264,51 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx) -> dict[str, Any
     return jobs
 
 
+def _woke(out, names: Iterable[str]) -> list[str]:
+    """The vnodes the hooks took out of sleep (their driver says the host is up)."""
+    if out is None or out.kind not in (ACCEPT, "reject"):
+        return []
+    changes = out.changes.get("vnode_list") or {}
+    return [n for n in names if "state" in (changes.get(n) or {})
+            and "sleep" not in str(changes[n]["state"])]
+
+
+def _powering(node: Mapping[str, Any] | None) -> bool:
+    flags = set((node or {}).get("state_flags") or ())
+    return bool(flags & {"POWERED_DOWN", "POWERING_UP"})
+
+
 def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     hosts = _hostlist(ctx, argv[0] if argv else "")
     if not hosts:
         return {"exit": 0, "stdout": "", "error": ""}
     jobs = _resume_jobs(env, hosts, ctx)
-    timeout = re.match(r"\d+", config_value(ctx, "ResumeTimeout") or "60")
-    deadline = time.monotonic() + max(5.0, int(timeout.group() if timeout else 60) / 2)
+    match = re.match(r"\d+", config_value(ctx, "ResumeTimeout") or "60")
+    resume_timeout = int(match.group()) if match else 60
+    deadline = time.monotonic() + max(5.0, resume_timeout / 2)
     while True:
         with _locked(ctx):
             record = _off_record(ctx)
+            woken = _woken_record(ctx)
+            now = int(time.time())
             nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
-            waiting = [h for h in hosts if "POWERED_DOWN" in (
-                nodes.get(h, {}).get("state_flags") or ()) or "POWERING_UP" in (
-                nodes.get(h, {}).get("state_flags") or ())]
+            # A host the plugins found up (it has not registered with Slurm yet), in this
+            # run or an earlier one (ResumeProgram again after a restart), is not woken again;
+            # one still booting is the plugin's own record's to keep.
+            waiting = [h for h in hosts if _powering(nodes.get(h))
+                       and now - woken.get(h, 0) > resume_timeout]
             vnodes = {h: {**vnode(nodes.get(h, {"name": h}), False, record.get(h, 0)),
                           "state": "sleep"} for h in waiting}
-            if vnodes:
-                _fire(ctx, vnodes, jobs)
+            out = _fire(ctx, vnodes, jobs) if vnodes else None
+            for h in _woke(out, waiting):
+                woken[h] = now
             for h in hosts:
                 record.pop(h, None)
             _save_off(ctx, record)
+            _save_record(ctx, WOKEN_RECORD, woken)
         if not waiting or time.monotonic() > deadline:
             break
         time.sleep(2.0)
-        nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
-        if all("POWERED_DOWN" not in (nodes.get(h, {}).get("state_flags") or ())
-               and "POWERING_UP" not in (nodes.get(h, {}).get("state_flags") or ())
-               for h in hosts):
-            break
     return {"exit": 0, "stdout": "", "error": ""}
 
 

@@ -3,10 +3,12 @@ HealthCheckProgram, SuspendProgram, ResumeProgram, ResumeFailProgram): standard 
 
 ``pbsplug slurm install`` writes one small executable per script (`program_text`), with the
 environment's interpreter as an absolute path (Slurm gives its scripts no PATH), started with
-``-I -S`` so that nothing but this module is imported before the event leaves. It sends the
-script's name and Slurm's environment to the host's pbsplug worker (`worker`, with
-`slurm_bridge.load` and `slurm_bridge.dispatch`) over a UNIX socket, starting the worker if
-there is none, and exits with the answer's status. Run as another user than root (a
+``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``: the
+``socket`` and ``json`` modules cost more than the rest of the program), so that nothing more
+is loaded before the event leaves. It sends the script's name and Slurm's environment to the
+host's pbsplug worker (`worker`, with `slurm_bridge.load` and `slurm_bridge.dispatch`, in
+marshal's format) over the UNIX socket the install named after the config's digest, starting
+the worker if there is none, and exits with the answer's status. Run as another user than root (a
 SlurmUser that is not root), or where no worker can be had, it imports pbsplug and runs the
 bridge in this process instead.
 
@@ -15,18 +17,18 @@ status 1: Slurm's own rule for a failed script then applies, which stops the job
 than letting it run unchecked.
 """
 
-import json
+import _signal
+import _socket
+import marshal
 import os
-import socket
-import subprocess
 import sys
-import time
 
 #: Seconds to wait for a worker this script started.
 WORKER_START = 20.0
 
 
-def program_text(python: str, adapters_dir: str, script: str, config_file: str) -> str:
+def program_text(python: str, adapters_dir: str, script: str, config_file: str,
+                 socket_path: str) -> str:
     """The executable for one Slurm script."""
     return (f"#!{python} -IS\n"
             f"# pbsplug's {script} program for Slurm, written by 'pbsplug slurm install': "
@@ -34,11 +36,11 @@ def program_text(python: str, adapters_dir: str, script: str, config_file: str) 
             "import sys\n"
             f"sys.path.insert(0, {adapters_dir!r})\n"
             "import slurm_program\n"
-            f"sys.exit(slurm_program.main({script!r}, {config_file!r}))\n")
+            f"sys.exit(slurm_program.main({script!r}, {config_file!r}, {socket_path!r}))\n")
 
 
 def _connect(path):
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.connect(path)
     except OSError:
@@ -47,50 +49,64 @@ def _connect(path):
     return conn
 
 
-def ask_worker(config, config_text, config_file, request):
-    """The worker's answer, or None when there is no worker to ask."""
+def _start_worker(config_file, path):
+    """Start the worker for `config_file` on `path` (one start, however many scripts wait);
+    its socket, or None."""
     import fcntl
-    import hashlib
+    import json
+    import subprocess
+    import time
 
-    run_dir = config.get("run_dir") or "/run/pbsplug"
-    digest = hashlib.sha256(config_text).hexdigest()[:20]
-    path = os.path.join(run_dir, f"slurm-{digest}.sock")
+    with open(config_file, "rb") as fh:
+        config = json.loads(fh.read())
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        conn = _connect(path)
+        if conn is None:
+            subprocess.Popen(
+                [config["python"], "-m", "pbsplug.adapters.worker", path, config_file],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"})
+            deadline = time.monotonic() + WORKER_START
+            while conn is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+                conn = _connect(path)
+    return conn
+
+
+def ask_worker(config_file, path, request):
+    """The worker's answer, or None when there is no worker to ask."""
     conn = _connect(path)
     if conn is None:
-        os.makedirs(run_dir, mode=0o700, exist_ok=True)
-        with open(path + ".lock", "a") as lock:  # one start, however many scripts wait
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            conn = _connect(path)
-            if conn is None:
-                subprocess.Popen(
-                    [config["python"], "-m", "pbsplug.adapters.worker", path, config_file],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
-                    env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"})
-                deadline = time.monotonic() + WORKER_START
-                while conn is None and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    conn = _connect(path)
+        conn = _start_worker(config_file, path)
     if conn is None:
         return None
-    with conn:
-        conn.sendall(json.dumps(request).encode())
-        conn.shutdown(socket.SHUT_WR)
+    try:
+        conn.sendall(marshal.dumps(request))
+        conn.shutdown(_socket.SHUT_WR)
         chunks = []
         while True:
             chunk = conn.recv(1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
+    finally:
+        conn.close()
     if not chunks:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
-    return json.loads(b"".join(chunks))
+    return marshal.loads(b"".join(chunks))
 
 
-def run_here(config, config_file, request):
+def run_here(config_file, request):
+    """Without a worker: pbsplug and the plugins imported in this process."""
+    import json
     import site
 
+    with open(config_file, "rb") as fh:
+        config = json.loads(fh.read())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
     from pbsplug.adapters.slurm_bridge import run_here as bridge
@@ -98,19 +114,24 @@ def run_here(config, config_file, request):
     return bridge(config_file, request)
 
 
-def main(script, config_file):
+def main(script, config_file, socket_path=""):
+    # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
+    # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
+    # worker started from here inherits the mask.
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     try:
-        with open(config_file, "rb") as fh:
-            config_text = fh.read()
-        config = json.loads(config_text)
         request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
         answer = None
-        if config.get("worker") and os.geteuid() == 0:
-            answer = ask_worker(config, config_text, config_file, request)
+        if socket_path and os.geteuid() == 0:
+            answer = ask_worker(config_file, socket_path, request)
         if answer is None:
-            answer = run_here(config, config_file, request)
+            answer = run_here(config_file, request)
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback
         print(f"pbsplug {script}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(answer, dict) or "exit" not in answer:  # the worker's own failure
+        detail = answer.get("detail") if isinstance(answer, dict) else answer
+        print(f"pbsplug {script}: {detail}", file=sys.stderr)
         return 1
     if answer.get("stdout"):
         sys.stdout.write(answer["stdout"])

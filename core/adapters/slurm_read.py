@@ -69,6 +69,9 @@ class Slurm:
     def hostnames(self, hostlist: str) -> list[str]:
         if not hostlist or hostlist in ("(null)", "None"):
             return []
+        simple = expand_hostlist(hostlist)
+        if simple is not None:
+            return simple
         return self.run("scontrol", "show", "hostnames", hostlist).split()
 
     def job(self, job_id: str) -> dict[str, Any]:
@@ -77,6 +80,36 @@ class Slurm:
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         return job_attributes(parse_line(text.strip().splitlines()[0] if text.strip()
                                          else ""), self)
+
+    def job_and_nodes(self, job_id: str, names: Sequence[str]
+                      ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The job and the nodes from one scontrol process (its commands on stdin): what
+        a Prolog or Epilog needs, at the cost of one process rather than two."""
+        checked_job_id(job_id)
+        commands = f"show job {job_id}\n" + (f"show node {','.join(names)}\n" if names
+                                              else "")
+        argv = [f"{self.bin_dir}/scontrol", "-o", "-d"]
+        try:
+            done = subprocess.run(argv, input=commands, capture_output=True, text=True,
+                                  timeout=TIMEOUT, env=self.env)
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
+                             "'pbsplug slurm install --bin-dir' names its folder)") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"scontrol show job {job_id}: no answer within {TIMEOUT:g} s"
+                             ) from None
+        job_line = None
+        nodes = {}
+        for line in done.stdout.splitlines():
+            if line.startswith("JobId=") and job_line is None:
+                job_line = line
+            elif line.startswith("NodeName="):
+                fields = parse_line(line)
+                nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
+        if job_line is None:
+            why = " ".join(done.stderr.split())[:300] or "no answer"
+            raise SlurmError(f"scontrol show job {job_id}: {why}")
+        return job_attributes(parse_line(job_line), self), nodes
 
     def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The nodes' attributes as PBS's vnodes (`vnode_attributes`), by name."""
@@ -113,6 +146,36 @@ class Slurm:
         text = self.run("scontrol", "-o", "show", "reservation")
         return [parse_line(line) for line in text.splitlines()
                 if line.strip() and "=" in line]
+
+
+_RANGE = re.compile(r"([A-Za-z0-9_.-]*)\[([0-9,-]+)\]([A-Za-z0-9_.-]*)")
+
+
+def expand_hostlist(text: str) -> list[str] | None:
+    """``n1``, ``n[1-3,5]``, ``a1,b[2-3]`` expanded here (Slurm's own ``scontrol show
+    hostnames`` costs a process); None for what this does not handle (several brackets in
+    one name), which Slurm expands."""
+    out: list[str] = []
+    for part in re.split(r",(?![^\[]*\])", text):
+        if not part:
+            continue
+        if "[" not in part:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", part):
+                return None
+            out.append(part)
+            continue
+        match = _RANGE.fullmatch(part)
+        if match is None:
+            return None
+        prefix, ranges, suffix = match.groups()
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                return None
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                out.append(f"{prefix}{number:0{width}d}{suffix}")
+    return out
 
 
 def checked_job_id(value: Any) -> str:

@@ -13,7 +13,8 @@ What the worker loads and how a child answers are the adapter's, named in the co
 ``loader`` (``module:function``, called with the config, returns what the dispatcher takes)
 and ``dispatcher`` (called with that and the request, returns the answer as plain data).
 Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of the request's
-``event`` and ``data``).
+``event`` and ``data``). Requests and answers are JSON, or with ``"encoding": "marshal"``
+Python's marshal format.
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
@@ -28,6 +29,7 @@ Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import select
 import signal
@@ -69,9 +71,13 @@ def _pbs_dispatch(runner, request):
     return dispatch(runner, request["event"], request["data"])
 
 
-def _child(conn: socket.socket, runner, dispatch) -> None:
+def _child(conn: socket.socket, runner, dispatch, encoding: str = "json") -> None:
+    # marshal (the Slurm programs'): decoded by the interpreter's core, so the program that
+    # sends it imports neither json nor socket; only root can reach the socket.
+    loads, dumps = ((marshal.loads, marshal.dumps) if encoding == "marshal"
+                    else (json.loads, lambda v: json.dumps(v, default=str).encode()))
     try:
-        request = json.loads(_read_all(conn, MAX_REQUEST))
+        request = loads(_read_all(conn, MAX_REQUEST))
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
@@ -79,17 +85,21 @@ def _child(conn: socket.socket, runner, dispatch) -> None:
         outcome = {"kind": "error", "detail": f"pbsplug worker: {type(exc).__name__}: {exc}",
                    "changes": {}, "logs": [], "hook": None, "event": None}
     if outcome is not None:
-        conn.sendall(json.dumps(outcome, default=str).encode())
+        conn.sendall(dumps(outcome))
     conn.close()
 
 
 def serve(path: Path, config_file: Path) -> None:
+    # A worker started by a batch system's script may inherit blocked signals (Slurm's
+    # daemons block SIGALRM and SIGTERM): the hooks' alarms need them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     config = json.loads(config_file.read_bytes())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
     load = _function(config.get("loader") or "pbsplug.adapters.pbs_bridge:load")
     dispatch = (_function(config["dispatcher"]) if config.get("dispatcher")
                 else _pbs_dispatch)
+    encoding = config.get("encoding") or "json"
     runner = load(config)
     alarm = float(config.get("deadline")
                   or float((config.get("attributes") or {}).get("alarm") or 30) + 1.0)
@@ -129,7 +139,7 @@ def serve(path: Path, config_file: Path) -> None:
                     listener.close()
                     code = 0
                     try:
-                        _child(conn, runner, dispatch)
+                        _child(conn, runner, dispatch, encoding)
                     except BaseException:  # noqa: BLE001 - the child ends here, whatever
                         code = 1
                     os._exit(code)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -242,6 +243,7 @@ class Installed:
         # Under the cluster's folder, not pytest's (0700): the job's user runs TaskProlog and
         # reads its launch file.
         self.top = cluster.root / "t" / tmp.name
+        shutil.rmtree(self.top, ignore_errors=True)  # an earlier session's, of the same name
         self.top.mkdir(parents=True, exist_ok=True)
         for folder in (self.top, self.top.parent):
             os.chmod(folder, 0o755)

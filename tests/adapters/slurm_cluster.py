@@ -128,6 +128,7 @@ class SlurmCluster:
         return proc.pid
 
     def start(self, nodes: tuple[str, ...] = NODES, timeout: float = 60) -> None:
+        shutil.rmtree(self.root / "state", ignore_errors=True)  # no job or reservation kept
         for sub in ("state", "run", "log", "etc"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         for node in NODES:
@@ -143,7 +144,7 @@ class SlurmCluster:
                 if time.monotonic() > deadline:
                     raise RuntimeError("munged did not start: " + self.log_tail("munged.out"))
                 time.sleep(0.1)
-        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)])
+        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c", "-f", str(self.conf)])
         for node in nodes:
             self.start_slurmd(node)
         self.wait_nodes(nodes, ("idle",), timeout)
@@ -154,12 +155,12 @@ class SlurmCluster:
 
     def reset(self) -> None:
         """Every slurmd and slurmctld stopped, and started again with a clean state
-        (``slurmctld -i``): after a test that powered nodes down."""
+        (``slurmctld -c``): after a test that powered nodes down."""
         for name in [n for n in self.pids if n.startswith("slurmd")]:
             self.stop_process(name)
         self.stop_slurmds_by_pidfile()
         self.stop_process("slurmctld", wait=30)
-        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i", "-f", str(self.conf)])
+        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c", "-f", str(self.conf)])
         for node in NODES:
             self.start_slurmd(node)
         self.wait_nodes(NODES, ("idle",), 60)
