@@ -34,42 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "adapters"))
 
+from noop_plugin import write_dist  # noqa: E402
 from slurm_cluster import SlurmCluster, base_conf, install_packages  # noqa: E402
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 GOAL_MS = 20.0
-NOOP = """
-from pbsplug import PluginInfo, hookimpl
-
-plugin_info = PluginInfo(api="1.0")
-
-
-@hookimpl
-def execjob_begin(event):
-    pass
-
-
-@hookimpl
-def execjob_launch(event):
-    pass
-
-
-@hookimpl
-def execjob_end(event):
-    pass
-"""
-
-
-def dist_dir(tmp: Path) -> Path:
-    dist = tmp / "site-packages"
-    dist.mkdir()
-    (dist / "pbsplug_benchnoop.py").write_text(NOOP)
-    info = dist / "pbsplug_benchnoop-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
-    return dist
 
 
 def install(cluster: SlurmCluster, tmp: Path, name: str, site: str, dist: Path) -> Path:
@@ -131,7 +100,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-slurm-") as tmp_name:
             tmp = Path(tmp_name)
             tmp.chmod(0o755)
-            dist = dist_dir(tmp)
+            dist = write_dist(tmp)
             empty = tmp / "empty"
             empty.write_text("#!/bin/sh\nexit 0\n")
             empty.chmod(0o755)
