@@ -34,6 +34,10 @@ from . import slurm_program
 #: The mark in the config that pbsplug made it.
 INSTALLED_BY = "pbsplug slurm install"
 CONFIG_NAME = "pbsplug-slurm.json"
+TASK_CONFIG_NAME = "pbsplug-slurm-task.json"
+#: The programs' one module, copied beside them.
+PROGRAM_MODULE = "slurm_program.py"
+PROGRAM_MARK = "written by 'pbsplug slurm install'"
 BEGIN = "# BEGIN pbsplug slurm install: lines below are pbsplug's (pbsplug slurm uninstall)"
 END = "# END pbsplug slurm install"
 #: How a slurm.conf line that pbsplug replaced is kept.
@@ -62,8 +66,9 @@ WHERE = {
               "(Slurm cancels an srun/salloc job), never drains",
     "execjob_begin": "Prolog, on each node as root",
     "execjob_prologue": "Prolog, on each node as root, after execjob_begin",
-    "execjob_launch": "Prolog, on each node as root; the environment reaches each task "
-                      "through TaskProlog, as the job's user",
+    "execjob_launch": "TaskProlog, before each task: Slurm runs it as the job's user, and it "
+                      "asks the node's root worker, which runs the hook with the task as "
+                      "event.pid and returns the environment as export lines",
     "execjob_epilogue": "Epilog, on each node as root; rejects are ignored, as in PBS",
     "execjob_end": "Epilog, on each node as root; rejects are ignored, as in PBS",
     "jobobit": "EpilogSlurmctld, on the controller as SlurmUser",
@@ -114,6 +119,7 @@ class Plan:
     conf_lines: dict[str, str]          # slurm.conf key -> value
     rows: list[dict[str, Any]] = field(default_factory=list)   # per plugin, for status
     notes: list[str] = field(default_factory=list)
+    extra_files: dict[str, str] = field(default_factory=dict)  # the task worker's config
 
     @property
     def config_text(self) -> str:
@@ -169,21 +175,43 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         "dispatcher": "pbsplug.adapters.slurm_bridge:dispatch",
         "deadline": deadline + 30,  # and the scontrol calls
         "encoding": "marshal",
+        "slurmstepd": slurmstepd(bin_dir),
     }
-    adapters_dir = str(Path(slurm_program.__file__).resolve().parent)
+    # The programs import slurm_program from their own folder (a copy): TaskProlog runs as
+    # the job's user, who may not reach this environment's folders.
+    adapters_dir = str(directory)
     config_text = json.dumps(config, indent=2, sort_keys=True, default=str) + "\n"
     digest = hashlib.sha256(config_text.encode()).hexdigest()[:20]
     socket_path = f"{run_dir.rstrip('/')}/slurm-{digest}.sock"
     programs: dict[str, str] = {}
     conf: dict[str, str] = {}
+    task = None
+    extra: dict[str, str] = {}
+    task_python = sys.executable
+    notes = []
+    if "execjob_launch" in events and not others_can_run(sys.executable):
+        task_python = "/usr/bin/python3"
+        notes.append(f"TaskProlog runs as the job's user, who cannot run {sys.executable}: "
+                     f"it uses {task_python} (it needs only the standard library)")
+    if "execjob_launch" in events:
+        # TaskProlog runs as the job's user: its worker listens where users can reach it,
+        # and checks who asks (slurm_bridge.task_prolog).
+        task_config = {**config, "public": True, "encoding": "json",
+                       "config_file": str(directory / TASK_CONFIG_NAME)}
+        task_text = json.dumps(task_config, indent=2, sort_keys=True, default=str) + "\n"
+        task_digest = hashlib.sha256(task_text.encode()).hexdigest()[:20]
+        task = (str(directory / TASK_CONFIG_NAME),
+                f"{run_dir.rstrip('/')}-task/slurm-task-{task_digest}.sock")
+        extra[TASK_CONFIG_NAME] = task_text
     for script, (key, name, fired) in SCRIPTS.items():
         if not events & set(fired):
             continue
         if script == "task_prolog":
-            text = task_prolog_text(state_dir)
+            text = slurm_program.task_program_text(task_python, adapters_dir, task[1])
         else:
             text = slurm_program.program_text(sys.executable, adapters_dir, script,
-                                              config_file, socket_path)
+                                              config_file, socket_path,
+                                              task if script == "prolog" else None)
         programs[name] = text
         conf[key] = str(directory / name)
     if "SuspendProgram" in conf:
@@ -194,7 +222,11 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                      s["attributes"].get("events") or ())]
         conf["HealthCheckInterval"] = str(min(freqs) if freqs else 120)
         conf["HealthCheckNodeState"] = "ANY"
-    p = Plan(directory, config, programs, conf, rows)
+    if programs:
+        programs[PROGRAM_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.slurm_program:"
+                                    " do not edit.\n"
+                                    + Path(slurm_program.__file__).read_text())
+    p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra)
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
@@ -217,20 +249,6 @@ def _row(record: PluginRecord) -> dict[str, Any]:
     return {"plugin": record.name, "runs": runs, "cannot": cannot}
 
 
-def task_prolog_text(state_dir: str) -> str:
-    """TaskProlog: runs as the job's user before each task, and prints the ``export`` lines
-    the Prolog's execjob_launch left for this job on this node (a shell script: no Python
-    start-up per task)."""
-    return ("#!/bin/sh\n"
-            "# pbsplug's TaskProlog for Slurm, written by 'pbsplug slurm install': do not "
-            "edit.\n"
-            "# execjob_launch's environment, left by the Prolog, readable only by the "
-            "job's user.\n"
-            f'f="{state_dir}/launch/${{SLURM_JOB_ID}}.${{SLURMD_NODENAME}}"\n'
-            '[ -r "$f" ] && exec /bin/cat "$f"\n'
-            "exit 0\n")
-
-
 # -- the files ------------------------------------------------------------------------------
 
 def write_programs(p: Plan) -> list[Path]:
@@ -240,10 +258,15 @@ def write_programs(p: Plan) -> list[Path]:
     written = []
     _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
     written.append(p.directory / CONFIG_NAME)
+    for name, text in p.extra_files.items():
+        _write(p.directory / name, text, 0o600)
+        written.append(p.directory / name)
+    if TASK_CONFIG_NAME not in p.extra_files and (p.directory / TASK_CONFIG_NAME).exists():
+        (p.directory / TASK_CONFIG_NAME).unlink()
     for name, text in p.programs.items():
         _write(p.directory / name, text, 0o755)
         written.append(p.directory / name)
-    for _, name, _ in SCRIPTS.values():
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE]:
         if name not in p.programs and _ours(p.directory / name):
             (p.directory / name).unlink()
     return written
@@ -258,9 +281,29 @@ def _write(path: Path, text: str, mode: int) -> None:
     os.replace(part, path)
 
 
+def slurmstepd(bin_dir: str) -> str:
+    """slurmstepd's real path (Debian's is slurmstepd-wlm behind a link): a TaskProlog
+    request is answered only when the asker's parent runs it; "" when not found here."""
+    for folder in (Path(bin_dir).parent / "sbin", Path("/usr/sbin"), Path("/usr/local/sbin")):
+        if (folder / "slurmstepd").exists():
+            return os.path.realpath(folder / "slurmstepd")
+    return ""
+
+
+def others_can_run(path: str) -> bool:
+    """Whether a user other than root can run `path` (every folder to it searchable)."""
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.stat().st_mode & 0o001:
+            return False
+        return all(parent.stat().st_mode & 0o001 for parent in real.parents)
+    except OSError:
+        return False
+
+
 def _ours(path: Path) -> bool:
     try:
-        return "written by 'pbsplug slurm install'" in path.read_text(errors="replace")[:400]
+        return PROGRAM_MARK in path.read_text(errors="replace")[:400]
     except OSError:
         return False
 
@@ -339,17 +382,24 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
             _write(conf, unmerge_conf(text), conf.stat().st_mode & 0o777)
             done.append(f"{conf}: pbsplug's lines removed, the site's own restored")
     directory = Path(directory)
-    for _, name, _ in SCRIPTS.values():
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE]:
         if _ours(directory / name):
             (directory / name).unlink()
             done.append(f"removed {directory / name}")
     if installed_config(directory) is not None:
         (directory / CONFIG_NAME).unlink()
         done.append(f"removed {directory / CONFIG_NAME}")
-    try:
-        directory.rmdir()
-    except OSError:
-        pass
+        if (directory / TASK_CONFIG_NAME).exists():
+            (directory / TASK_CONFIG_NAME).unlink()
+            done.append(f"removed {directory / TASK_CONFIG_NAME}")
+    cache = directory / "__pycache__"
+    for compiled in cache.glob("slurm_program.*.pyc"):
+        compiled.unlink()
+    for folder in (cache, directory):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
     return done
 
 

@@ -12,7 +12,7 @@ script               events                                          outcome in 
 PrologSlurmctld      runjob                                          reject, error, alarm: exit
                                                                      1 (Slurm requeues a batch
                                                                      job, never drains)
-Prolog               execjob_begin, execjob_prologue, execjob_launch reject: ``scontrol
+Prolog               execjob_begin, execjob_prologue                 reject: ``scontrol
                                                                      requeue`` (``scancel`` for
                                                                      delete() or launch), exit
                                                                      0 (no drain); error or
@@ -20,7 +20,9 @@ Prolog               execjob_begin, execjob_prologue, execjob_launch reject: ``s
                                                                      fail_action offline_vnodes
                                                                      the node drained with the
                                                                      hook's name
-(TaskProlog)         execjob_launch's environment                    ``export`` / ``unset``
+TaskProlog (as the   execjob_launch, per task, event.pid the task    ``export`` / ``unset``;
+job's user, through                                                  reject: ``scancel``
+the root worker)
 Epilog               execjob_epilogue, execjob_end                   always exit 0 (PBS ignores
                                                                      their rejects)
 EpilogSlurmctld      jobobit                                         always exit 0
@@ -55,7 +57,8 @@ log = logging.getLogger("pbsplug.slurm")
 #: The events each script fires, in order.
 SCRIPT_EVENTS = {
     "prolog_slurmctld": ("runjob",),
-    "prolog": ("execjob_begin", "execjob_prologue", "execjob_launch"),
+    "prolog": ("execjob_begin", "execjob_prologue"),
+    "task_prolog": ("execjob_launch",),
     "epilog": ("execjob_epilogue", "execjob_end"),
     "epilog_slurmctld": ("jobobit",),
     "health_check": ("exechost_startup", "exechost_periodic"),
@@ -72,6 +75,8 @@ class Context:
         self.config = config
         self.runner = runner
         self.slurm = slurm
+        #: (pid, uid, gid) of the process that sent the request (the worker's ``_peer``).
+        self.peer: Any = None
 
     @property
     def state_dir(self) -> Path:
@@ -118,6 +123,7 @@ def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(env, Mapping):
         return _answer(1, f"pbsplug: the request carries no environment for {script!r}")
     env = {str(k): str(v) for k, v in env.items()}
+    ctx.peer = request.get("_peer")
     handler = HANDLERS.get(script)
     if handler is None:
         return _answer(1, f"pbsplug: no Slurm script {script!r}; scripts are: "
@@ -248,46 +254,80 @@ def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
             return _host_failure(ctx, out, job_id, node, "Prolog")
         apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
         apply_job_changes(ctx, job_id, out.changes.get("job") or {}, out.hook)
-    base = {k: v for k, v in env.items() if k.startswith(("SLURM_", "SLURMD_"))}
-    out = _fire(ctx, "execjob_launch", {**data, "env": base, "argv": [], "progname": ""})
-    if not out.accepted:
-        return _host_failure(ctx, out, job_id, node, "Prolog")
-    write_launch_env(ctx, job_id, node, job, base, out.changes.get("env"))
     return _answer(0)
 
 
-def launch_file(state_dir: Path, job_id: str, node: str) -> Path:
-    return state_dir / "launch" / f"{checked_job_id(job_id)}.{node}"
+def _proc_parent(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2:].split()[1])
 
 
-def write_launch_env(ctx: Context, job_id: str, node: str, job: Mapping[str, Any],
-                     before: Mapping[str, str], after: Mapping[str, str] | None) -> None:
-    """execjob_launch's changes to the environment, as TaskProlog's ``export``/``unset``
-    lines, in a file only the job's user can read (TaskProlog runs as that user)."""
-    path = launch_file(ctx.state_dir, job_id, node)
+def _proc_environ(pid: int) -> dict[str, str]:
+    out = {}
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    """execjob_launch for one task, asked by TaskProlog (run by Slurm as the job's user) on
+    the node's public task socket. Who asks is the kernel's word (``_peer``), never the
+    request's: the asker's parent must be a task process (a fork of slurmd's slurmstepd,
+    not yet the user's program) of that user, and the job must be that user's. The task
+    process is ``event.pid``: what a hook puts it in (a cpuset), the task and everything it
+    starts are in. The environment is the task's own (the asker's, as slurmstepd gave it)."""
+    peer = ctx.peer
+    if not peer or len(peer) != 3:
+        return _answer(1, "pbsplug TaskProlog: the request did not come through the socket")
+    asker, uid, _ = (int(v) for v in peer)
+    try:
+        task = _proc_parent(asker)
+        exe = os.readlink(f"/proc/{task}/exe")
+        task_uid = os.stat(f"/proc/{task}").st_uid
+        task_env = _proc_environ(asker)
+    except (OSError, ValueError, IndexError) as exc:
+        return _answer(1, f"pbsplug TaskProlog: cannot read the asking process: {exc}")
+    stepd = ctx.config.get("slurmstepd") or ""
+    if (exe != stepd if stepd else not Path(exe).name.startswith("slurmstepd")) or (
+            task_uid != uid):
+        log.warning("TaskProlog request from pid %d (uid %d) refused: its parent %d is not a "
+                    "Slurm task of that user (%s, uid %d)", asker, uid, task, exe, task_uid)
+        return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")
+    job_id = checked_job_id(task_env.get("SLURM_JOB_ID"))
+    node = task_env.get("SLURMD_NODENAME") or this_node(task_env)
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
+    if uid != 0 and _uid_of(job) != uid:
+        log.warning("TaskProlog request for job %s from uid %d refused: not the job's owner",
+                    job_id, uid)
+        return _answer(1, f"pbsplug TaskProlog: job {job_id} is not yours")
+    out = _fire(ctx, "execjob_launch", {"job": job, "vnode_list": vnodes, "env": task_env,
+                                        "argv": [], "progname": "", "pid": task})
+    if not out.accepted:
+        _host_failure(ctx, out, job_id, node, "TaskProlog")
+        return _answer(1, f"pbsplug execjob_launch: {out.message}")
+    apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+    return _answer(0, stdout=export_lines(job_id, task_env, out.changes.get("env")))
+
+
+def export_lines(job_id: str, before: Mapping[str, str],
+                 after: Mapping[str, str] | None) -> str:
+    """execjob_launch's changes to the environment as TaskProlog's ``export``/``unset``
+    lines (Slurm takes the rest of an export line as the value: one line, no quoting)."""
     if after is None:
-        path.unlink(missing_ok=True)
-        return
+        return ""
     lines = []
     for key, value in sorted(after.items()):
         if before.get(key) == value:
             continue
-        if "\n" in value or "\n" in key or not key.replace("_", "a").isalnum():
+        if "\n" in value or not key.replace("_", "a").isalnum():
             log.warning("job %s: launch variable %r cannot travel through TaskProlog "
                         "(a name of letters, digits and _; one line)", job_id, key)
             continue
         lines.append(f"export {key}={value}")
     lines += [f"unset {key}" for key in sorted(set(before) - set(after))]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o711)  # users reach their own file by name, list nothing
-    part = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("".join(line + "\n" for line in lines))
-    uid = _uid_of(job)
-    if uid is not None and os.geteuid() == 0:
-        os.chown(part, uid, -1)
-    os.replace(part, path)
+    return "".join(line + "\n" for line in lines)
 
 
 def _uid_of(job: Mapping[str, Any]) -> int | None:
@@ -302,10 +342,6 @@ def _uid_of(job: Mapping[str, Any]) -> int | None:
 def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
     node = this_node(env)
-    try:
-        launch_file(ctx.state_dir, job_id, node).unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("job %s: %s", job_id, exc)
     job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
     status = env.get("SLURM_JOB_EXIT_CODE")
     if status and status.lstrip("-").isdigit():
@@ -367,6 +403,7 @@ def _power(name: str):
 
 
 HANDLERS = {"prolog_slurmctld": prolog_slurmctld, "prolog": prolog, "epilog": epilog,
+            "task_prolog": task_prolog,
             "epilog_slurmctld": epilog_slurmctld, "health_check": health_check,
             "periodic": _power("periodic"), "suspend": _power("suspend"),
             "resume": _power("resume"), "resume_fail": _power("resume_fail")}

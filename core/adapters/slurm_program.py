@@ -28,15 +28,66 @@ WORKER_START = 20.0
 
 
 def program_text(python: str, adapters_dir: str, script: str, config_file: str,
-                 socket_path: str) -> str:
-    """The executable for one Slurm script."""
+                 socket_path: str, task: tuple[str, str] | None = None) -> str:
+    """The executable for one Slurm script; `task`: the task worker's (config, socket),
+    which the Prolog starts when it is not running, for the TaskProlog that follows."""
+    extra = f", {task[0]!r}, {task[1]!r}" if task else ""
     return (f"#!{python} -IS\n"
             f"# pbsplug's {script} program for Slurm, written by 'pbsplug slurm install': "
             "do not edit.\n"
             "import sys\n"
             f"sys.path.insert(0, {adapters_dir!r})\n"
             "import slurm_program\n"
-            f"sys.exit(slurm_program.main({script!r}, {config_file!r}, {socket_path!r}))\n")
+            f"sys.exit(slurm_program.main({script!r}, {config_file!r}, {socket_path!r}"
+            f"{extra}))\n")
+
+
+def task_program_text(python: str, adapters_dir: str, socket_path: str) -> str:
+    """TaskProlog: run by Slurm as the job's user before each task; asks the node's task
+    worker (root) to run execjob_launch for this task, and prints its export lines."""
+    return (f"#!{python} -IS\n"
+            "# pbsplug's TaskProlog for Slurm, written by 'pbsplug slurm install': do not "
+            "edit.\n"
+            "import sys\n"
+            f"sys.path.insert(0, {adapters_dir!r})\n"
+            "import slurm_program\n"
+            f"sys.exit(slurm_program.task_main({socket_path!r}))\n")
+
+
+def task_main(socket_path):
+    """TaskProlog's side: the request is nothing but "this task": who asks is what the
+    kernel tells the worker. JSON both ways: the worker reads what a user sent."""
+    import json
+
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    conn = _connect(socket_path)
+    if conn is None:
+        print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
+              "starts it)", file=sys.stderr)
+        return 1
+    try:
+        conn.sendall(json.dumps({"script": "task_prolog", "env": {}, "argv": []}).encode())
+        conn.shutdown(_socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        conn.close()
+    try:
+        answer = json.loads(b"".join(chunks)) if chunks else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or "exit" not in answer:
+        print("pbsplug TaskProlog: no answer from the task worker", file=sys.stderr)
+        return 1
+    if answer.get("stdout"):
+        sys.stdout.write(answer["stdout"])
+    if answer.get("error"):
+        print(answer["error"], file=sys.stderr)
+    return int(answer.get("exit") or 0)
 
 
 def _connect(path):
@@ -114,13 +165,17 @@ def run_here(config_file, request):
     return bridge(config_file, request)
 
 
-def main(script, config_file, socket_path=""):
+def main(script, config_file, socket_path="", task_config="", task_socket=""):
     # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     try:
         request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
+        if task_socket and os.geteuid() == 0:  # the TaskProlog after this Prolog needs it
+            conn = _connect(task_socket) or _start_worker(task_config, task_socket)
+            if conn is not None:
+                conn.close()
         answer = None
         if socket_path and os.geteuid() == 0:
             answer = ask_worker(config_file, socket_path, request)

@@ -18,7 +18,10 @@ Python's marshal format.
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
-  starts a new worker and the old one leaves when idle.
+  starts a new worker and the old one leaves when idle. A config with ``"public": true``
+  gets a socket any local user may reach (folder 0755, socket 0666), and every request
+  carries its sender's ``(pid, uid, gid)`` from the kernel (``_peer``) for the dispatcher
+  to check.
 - A child still running at the config's ``deadline`` (seconds; default the hook's ``alarm``
   plus one second) is killed; the script, already ended by PBS's own alarm, sees no answer.
 - The worker leaves after `IDLE_EXIT` seconds without an event.
@@ -35,6 +38,7 @@ import select
 import signal
 import site
 import socket
+import struct
 import sys
 import time
 from pathlib import Path
@@ -78,6 +82,9 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json") -> Non
                     else (json.loads, lambda v: json.dumps(v, default=str).encode()))
     try:
         request = loads(_read_all(conn, MAX_REQUEST))
+        if isinstance(request, dict):  # who is asking, as the kernel says: (pid, uid, gid)
+            request["_peer"] = list(struct.unpack("3i", conn.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))))
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
@@ -103,8 +110,11 @@ def serve(path: Path, config_file: Path) -> None:
     runner = load(config)
     alarm = float(config.get("deadline")
                   or float((config.get("attributes") or {}).get("alarm") or 30) + 1.0)
+    # "public": a socket every local user may reach (Slurm's TaskProlog runs as the job's
+    # user); the dispatcher then sees who is asking (the request's "_peer") and decides.
+    public = bool(config.get("public"))
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
+    os.chmod(path.parent, 0o755 if public else 0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
     old = os.umask(0o077)
@@ -112,7 +122,7 @@ def serve(path: Path, config_file: Path) -> None:
         listener.bind(str(tmp))
     finally:
         os.umask(old)
-    os.chmod(tmp, 0o600)
+    os.chmod(tmp, 0o666 if public else 0o600)
     listener.listen(socket.SOMAXCONN)
     os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
     inode = os.stat(path).st_ino

@@ -138,7 +138,9 @@ def test_the_plan_installs_only_the_scripts_the_plugins_need(dists, tmp_path):
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/usr/bin",
                    slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x",
                    run_dir="/run/x")
-    assert set(p.programs) == {"prolog", "health_check", "suspend", "resume", "resume_fail"}
+    assert set(p.programs) == {"prolog", "health_check", "suspend", "resume", "resume_fail",
+                               "slurm_program.py"}
+    assert p.extra_files == {}  # no execjob_launch: no task worker
     assert p.conf_lines["HealthCheckInterval"] == "7"
     assert p.conf_lines["SuspendTime"] == "8640000"
     assert "Epilog" not in p.conf_lines and "TaskProlog" not in p.conf_lines

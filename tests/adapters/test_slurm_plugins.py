@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import site_toml
+from pbsplug.testing import site_toml, until
 
 from .conftest import Installed
 from .slurm_cluster import SlurmCluster
@@ -36,7 +36,7 @@ def test_mjf_files_in_prolog_and_epilog_and_variables_through_task_prolog(
               "jobfeatures_dir": str(base / "job"), "hs06_per_cpu": 10.0}
     out = slurm.install(site_toml("mjf", config, freq=2))
     assert "mjf: exechost_startup: HealthCheckProgram" in out
-    assert "mjf: execjob_launch: Prolog" in out
+    assert "mjf: execjob_launch: TaskProlog, before each task" in out
     text = cluster.conf.read_text()
     assert "HealthCheckInterval=2" in text and f"TaskProlog={slurm.dir}/task_prolog" in text
     host = os.uname().nodename.split(".")[0]
@@ -62,20 +62,26 @@ def test_mjf_files_in_prolog_and_epilog_and_variables_through_task_prolog(
                      what="followed by its $JOBFEATURES removed in the Epilog")
 
 
-def test_the_launch_file_is_readable_only_by_the_jobs_user(slurm: Installed, unix_user: str,
-                                                           tmp_path):
+def test_task_prolog_asked_by_anything_but_a_slurm_task_is_refused(slurm: Installed,
+                                                                   unix_user: str):
+    """The task worker's socket is open to every user: it acts only for a task process of
+    the job's own user, whatever the request says."""
     cluster = slurm.cluster
     base = slurm.top / "mjf"
-    config = {"machinefeatures_dir": str(base / "machine"),
-              "jobfeatures_dir": str(base / "job")}
-    slurm.install(site_toml("mjf", config))
-    outdir = _out_dir()
-    job = _as(unix_user, cluster, "-J", "mjf", "-o", f"{outdir}/mode-%j.out",
-              script="#!/bin/sh\nls -ln $0 >/dev/null\nstat -c '%u %a' "
-                     f"{slurm.state}/launch/$SLURM_JOB_ID.$SLURMD_NODENAME\n")
-    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
-    uid = os.stat(f"{outdir}/mode-{job}.out").st_uid
-    assert Path(f"{outdir}/mode-{job}.out").read_text().split() == [str(uid), "600"]
+    slurm.install(site_toml("mjf", {"machinefeatures_dir": str(base / "machine"),
+                                    "jobfeatures_dir": str(base / "job")}))
+    job = cluster.sbatch("-J", "root-job", "-o", "/dev/null",
+                         script="#!/bin/sh\nsleep 30\n")
+    cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", what="running")
+    # RUNNING comes before the node's Prolog, which starts the task worker.
+    until(lambda: list(Path(f"{slurm.run_dir}-task").glob("*.sock")), 60, "the task worker")
+    # The user runs the TaskProlog program by hand, claiming root's running job.
+    done = cluster.run(str(slurm.dir / "task_prolog"), check=False, user=unix_user,
+                       cwd="/tmp", env={"SLURM_JOB_ID": job, "SLURMD_NODENAME": "n1"})
+    assert done.returncode == 1
+    assert "not asked by a Slurm task" in done.stderr
+    assert "export" not in done.stdout
+    assert "refused: its parent" in slurm.log_text()
 
 
 @pytest.fixture
