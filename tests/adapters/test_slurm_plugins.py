@@ -4,6 +4,7 @@ end: installed with ``pbsplug slurm install --apply``, seen by real sbatch jobs.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,35 @@ def test_cray_atom_a_failed_post_drains_the_node_and_requeues_the_job(slurm: Ins
     cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued")
     assert cluster.node("n2")["reason"] == "offlined by hook 'cray_atom' due to hook error"
     assert "node health check failed" in slurm.log_text()
+
+
+CPUSET_ROOT = Path("/sys/fs/cgroup")
+
+
+def test_cpuset_a_cpuset_per_job_from_the_prolog_with_the_task_in_it(slurm: Installed,
+                                                                     unix_user: str):
+    """A machine whose cgroup v1 cpuset hierarchy is mounted (this CI's is): Slurm runs no
+    task/cgroup here (TaskPlugin=task/none), so the plugin's cpuset is the job's."""
+    if not (CPUSET_ROOT / "cpuset" / "cpuset.cpus").exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("cgroup v1's cpuset hierarchy is not mounted at /sys/fs/cgroup/cpuset")
+        pytest.skip("needs cgroup v1's cpuset hierarchy at /sys/fs/cgroup/cpuset")
+    cluster = slurm.cluster
+    prefix = f"pbsplug_slurmtest_{os.getpid()}"
+    slurm.install(site_toml("cpuset", {"cgroup_root": str(CPUSET_ROOT), "cgroup_version": "1",
+                                       "cgroup_prefix": prefix,
+                                       "state_dir": str(slurm.top / "cpuset-state")}))
+    outdir = _out_dir()
+    try:
+        job = _as(unix_user, cluster, "-J", "cpuset", "-n", "1", "-w", "n1",
+                  "-o", f"{outdir}/cpuset-%j.out",
+                  script="#!/bin/sh\ncat /proc/self/cpuset\n"
+                         "cat /sys/fs/cgroup/cpuset$(cat /proc/self/cpuset)/cpuset.cpus\n")
+        assert cluster.wait_done(job)["job_state"] == "COMPLETED", slurm.log_text()
+        lines = Path(f"{outdir}/cpuset-{job}.out").read_text().split()
+        assert lines[0] == f"/{prefix}/{job}"
+        assert len(lines[1].replace("-", ",").split(",")) == 1  # one CPU: -n 1
+        until(lambda: not (CPUSET_ROOT / "cpuset" / prefix / job).exists(), 30,
+              "the job's cpuset removed by the Epilog")
+    finally:
+        subprocess.run(["rmdir", str(CPUSET_ROOT / "cpuset" / prefix)], capture_output=True)
