@@ -251,6 +251,8 @@ class Installed:
         self.state = self.top / "state"
         self.log = tmp / "pbsplug-slurm.log"
         self.run_dir = Path("/run/pbsplug-test") / tmp.name
+        for folder in (self.run_dir, Path(f"{self.run_dir}-task")):  # an earlier session's
+            shutil.rmtree(folder, ignore_errors=True)
         self.dists = dists
         self.home = tmp / "home"
         self.home.mkdir(exist_ok=True)

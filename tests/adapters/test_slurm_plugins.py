@@ -75,7 +75,9 @@ def test_task_prolog_asked_by_anything_but_a_slurm_task_is_refused(slurm: Instal
                          script="#!/bin/sh\nsleep 30\n")
     cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", what="running")
     # RUNNING comes before the node's Prolog, which starts the task worker.
-    until(lambda: list(Path(f"{slurm.run_dir}-task").glob("*.sock")), 60, "the task worker")
+    program = (slurm.dir / "task_prolog").read_text()
+    sock = Path(program.split("task_main(")[1].split("'")[1])
+    until(sock.exists, 60, "the task worker")
     # The user runs the TaskProlog program by hand, claiming root's running job.
     done = cluster.run(str(slurm.dir / "task_prolog"), check=False, user=unix_user,
                        cwd="/tmp", env={"SLURM_JOB_ID": job, "SLURMD_NODENAME": "n1"})
