@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -36,6 +35,8 @@ sys.path.insert(0, str(ROOT / "tests" / "adapters"))
 
 from noop_plugin import write_dist  # noqa: E402
 from slurm_cluster import SlurmCluster, base_conf, install_packages  # noqa: E402
+
+from pbsplug.adapters import slurm_program  # noqa: E402
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 GOAL_MS = 20.0
@@ -118,10 +119,14 @@ def main() -> None:
             no_worker = tmp / "programs-noworker"
             shutil.copytree(programs, no_worker)
             for name in ("prolog", "epilog"):  # no socket named: the in-process path
-                text = (no_worker / name).read_text().replace(str(programs), str(no_worker))
-                text = re.sub(r", '[^']*\.sock'\)\)", ", ''))", text)
-                (no_worker / name).write_text(text)
+                (no_worker / name).write_text(slurm_program.program_text(
+                    sys.executable, str(no_worker), name,
+                    str(no_worker / "pbsplug-slurm.json"), ""))
             floor = time_script(empty, env, args.repeat)
+            bare = tmp / "bare-python"
+            bare.write_text(f"#!{sys.executable} -IS\n")
+            bare.chmod(0o755)
+            interpreter = time_script(bare, env, args.repeat)
             rows = {}
             for name in ("prolog", "epilog"):
                 script_env = {**env, "SLURM_SCRIPT_CONTEXT": f"{name}_slurmd",
@@ -132,6 +137,7 @@ def main() -> None:
             floor = min(floor, floor_after)
             print(f"\nper script, run as slurmd runs it (median of {args.repeat}):")
             print(f"  empty script (#!/bin/sh, exit 0)     {floor:8.1f} ms")
+            print(f"  empty Python script (-IS), for scale {interpreter:8.1f} ms")
             for name, (warm, cold) in rows.items():
                 added = warm - floor
                 print(f"  {name:7s} no-op plugin, warm worker   {warm:8.1f} ms   added "
