@@ -65,19 +65,10 @@ def task_main(socket_path):
         print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
               "starts it)", file=sys.stderr)
         return 1
+    data = _exchange(conn, json.dumps({"script": "task_prolog", "env": {}, "argv": []}
+                                      ).encode())
     try:
-        conn.sendall(json.dumps({"script": "task_prolog", "env": {}, "argv": []}).encode())
-        conn.shutdown(_socket.SHUT_WR)
-        chunks = []
-        while True:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        conn.close()
-    try:
-        answer = json.loads(b"".join(chunks)) if chunks else None
+        answer = json.loads(data) if data else None
     except ValueError:
         answer = None
     if not isinstance(answer, dict) or "exit" not in answer:
@@ -98,6 +89,22 @@ def _connect(path):
         conn.close()
         return None
     return conn
+
+
+def _exchange(conn, data):
+    """Send `data`, then read the whole answer (the worker closes when done)."""
+    try:
+        conn.sendall(data)
+        conn.shutdown(_socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        conn.close()
+    return b"".join(chunks)
 
 
 def _start_worker(config_file, path):
@@ -134,21 +141,11 @@ def ask_worker(config_file, path, request):
         conn = _start_worker(config_file, path)
     if conn is None:
         return None
-    try:
-        conn.sendall(marshal.dumps(request))
-        conn.shutdown(_socket.SHUT_WR)
-        chunks = []
-        while True:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        conn.close()
-    if not chunks:  # the event's process was killed at its deadline, or crashed
+    data = _exchange(conn, marshal.dumps(request))
+    if not data:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
-    return marshal.loads(b"".join(chunks))
+    return marshal.loads(data)
 
 
 def run_here(config_file, request):
