@@ -230,3 +230,19 @@ def test_an_end_reject_is_ignored(slurmtest):
                      what="logged")
     time.sleep(0.5)
     assert not _drained(cluster, "n1")
+
+
+def test_srun_tasks_each_get_the_launch_environment_and_a_runjob_reject_cancels_srun(
+        slurmtest):
+    cluster = slurmtest.cluster
+    done = cluster.run("/usr/bin/srun", "-J", "ok", "-p", "all", "-N2", "-n2",
+                       "/bin/sh", "-c", "echo $SLURMD_NODENAME $SLURMTEST_LAUNCH",
+                       cwd="/tmp", timeout=120)
+    lines = sorted(done.stdout.split("\n")[:2])
+    job = lines[0].split("seen-")[1]
+    assert lines == [f"n1 seen-{job}", f"n2 seen-{job}"]
+    # PrologSlurmctld's failure cancels an srun job (Slurm's rule; a batch job is requeued).
+    refused = cluster.run("/usr/bin/srun", "-J", "r-reject", "/bin/true", cwd="/tmp",
+                          check=False, timeout=120)
+    assert refused.returncode != 0
+    assert all("drain" not in s for s in cluster.node_states().values())
