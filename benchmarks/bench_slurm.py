@@ -171,6 +171,8 @@ def main() -> None:
                 continue
             if b"pbsplug.adapters.worker" in argv and b"/run/pbsplug-bench-" in argv:
                 os.kill(int(proc.name), 9)
+        for folder in Path("/run").glob("pbsplug-bench-bench-slurm-*"):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
