@@ -28,7 +28,7 @@ import os
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .records import (
     COMPLETED,
@@ -261,15 +261,21 @@ class ResultWriter:
         self.end: float | None = None
         self.power_cycles = 0
         self.closed = False
-        self._jobs_f = open(self.out / JOBS_CSV, "w", newline="", encoding="utf-8")
-        self._states_f = open(self.out / MACHINE_STATES_CSV, "w", newline="", encoding="utf-8")
-        self._series_f = open(self.out / SERIES_CSV, "w", newline="", encoding="utf-8")
+        self._jobs_f = self._open(JOBS_CSV)
+        self._states_f = self._open(MACHINE_STATES_CSV)
+        self._series_f = self._open(SERIES_CSV)
         self._jobs = csv.writer(self._jobs_f, lineterminator="\n")
         self._states = csv.writer(self._states_f, lineterminator="\n")
         self._series = csv.writer(self._series_f, lineterminator="\n")
         self._jobs.writerow(JOB_COLUMNS)
         self._states.writerow(STATE_COLUMNS)
         self._series.writerow(SERIES_COLUMNS)
+
+    def _open(self, name: str) -> TextIO:
+        try:  # a large buffer: these files get a line per event
+            return open(self.out / name, "w", newline="", encoding="utf-8", buffering=1 << 18)
+        except OSError as exc:
+            raise OutputError(f"cannot write {self.out / name}: {exc.strerror or exc}") from None
 
     # --- the sink -------------------------------------------------------------------------
 
