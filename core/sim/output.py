@@ -411,11 +411,16 @@ class ResultWriter:
             turnaround = wait + run
             times = [fmt(r.start), fmt(run), fmt(r.end), fmt(wait), fmt(turnaround),
                      fmt(turnaround / run) if run else ""]
+        # Batsim's resources are hosts (evalys draws and counts them so): the processors
+        # and the queue go in the metadata.
+        hosts = len(r.hosts) or job.nodes or 1
+        meta = f"ncpus={job.ncpus}" if job.queue is None else \
+            f"ncpus={job.ncpus} queue={job.queue}"
         self._jobs.writerow([
-            job.job_id, self.workload, "", fmt(job.submit), job.ncpus,
+            job.job_id, self.workload, "", fmt(job.submit), hosts,
             fmt(job.walltime) if job.walltime is not None else "-1",
             1 if r.final_state == COMPLETED else 0, r.final_state, *times,
-            intervals(r.hosts), fmt(r.energy), ""])
+            intervals(r.hosts), fmt(r.energy), meta])
 
 
 def _prepare(out_dir: str | os.PathLike[str]) -> Path:
