@@ -106,6 +106,12 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         runner = load(config)
         spec = EVENTS[name]
         data = wire.event_data(pbs, pevent, types, spec.objects, spec.host)
+        if name == "periodic":
+            try:
+                plan_estimates(pbs, types, data, runner)
+            except Exception as exc:  # the plan is an extra: the hook still runs without it
+                pbs.logmsg(pbs.LOG_WARNING, f"pbsplug bridge: no estimates of pbsplug's "
+                           f"own this time: {type(exc).__name__}: {exc}")
         outcome = dispatch(runner, name, data)
         wire.log_records(pbs, outcome["logs"])
         wire.finish(pbs, pevent, outcome, types)
@@ -116,6 +122,51 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
             pbs.logmsg(pbs.LOG_ERROR, "pbsplug bridge: " + " | ".join(
                 traceback.format_exc().splitlines()))
         raise
+
+
+def plan_estimates(pbs: Any, types: wire.Types, data: dict[str, Any], runner: Any) -> None:
+    """Give the server periodic's queued jobs that PBS left without an estimate one from
+    pbsplug's scheduler, planned on PBS's vnodes, running jobs and reservations.
+
+    PBS's scheduler estimates only onto vnodes it could use now: a job that needs a sleeping
+    vnode gets no ``estimated`` at all, so a power plugin would never see it coming. pbsplug's
+    scheduler plans a sleeping vnode from when it can take work (the plugins'
+    ``sched_node_availability``, else the policy's boot delay), as on the local engine. The
+    estimate is the plugin's view only: it is not written back to PBS, and a job PBS did
+    estimate keeps PBS's."""
+    jobs = data.get("job_list")
+    if not jobs or all(_estimated(attrs) for attrs in jobs.values()):
+        return
+    from .. import clock
+    from ..objects import Job, Queue, Reservation, Server, Vnode, object_from_dict
+    from ..scheduler.cycle import Scheduler
+    from ..scheduler.model import Snapshot
+
+    def build(cls: Any, objects: Mapping[str, Any] | None) -> list[Any]:
+        return [object_from_dict(cls, attrs, name) for name, attrs in (objects or {}).items()]
+
+    pserver = pbs.server()
+    running = types.job_state_of.get("R")
+    queues = build(Queue, {str(q.name): wire.attributes(q, types) for q in pserver.queues()})
+    snap = Snapshot(
+        object_from_dict(Server, wire.attributes(pserver, types), str(pserver.name or "pbs")),
+        {q.name: q for q in queues},
+        {v.name: v for v in build(Vnode, data.get("vnode_list"))},
+        build(Job, jobs) + build(Job, {str(pj.id): wire.attributes(pj, types)
+                                       for pj in pserver.jobs() if pj.job_state == running}),
+        build(Reservation, data.get("resv_list")))
+    plan = Scheduler(hooks=runner.plugins.hook).cycle(snap, now=clock.now())
+    for job_id, attrs in jobs.items():
+        estimate = plan.estimates.get(job_id)
+        if estimate is not None and not _estimated(attrs):
+            attrs["estimated"] = {**(attrs.get("estimated") or {}),
+                                  "start_time": estimate.start_time,
+                                  "exec_vnode": estimate.exec_vnode}
+
+
+def _estimated(attrs: Mapping[str, Any]) -> bool:
+    estimated = attrs.get("estimated") or {}
+    return bool(estimated.get("start_time") and estimated.get("exec_vnode"))
 
 
 def hook_objects() -> dict[str, list[str]]:

@@ -15,17 +15,16 @@ See README.md for the keys, the octant format and the rules.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from pbsplug import PluginInfo, hookimpl
+from pbsplug import PluginInfo, clock, hookimpl
 
 from .config import check_config, settings
 
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.1",
+    api="1.2",
     # pbs_cgroups.HK: order 100, alarm 90, freq 120, fail_action offline_vnodes; off until
     # the site enables it.
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
@@ -202,6 +201,6 @@ def demo_report(workdir) -> list[str]:
     config = {key: setting.default for key, setting in settings().items()}
     try:
         host = Host({**config, **_demo_config(workdir)})
-        return status_lines(status_record(host, time.time()))
+        return status_lines(status_record(host, clock.now()))
     except HostError as exc:
         return [f"cpuset: {exc}"]

@@ -5,12 +5,11 @@ the hook's record."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import typer
 
-from pbsplug import PluginLoadError, format_duration, plugin_config
+from pbsplug import PluginLoadError, clock, format_duration, plugin_config
 
 from .cgroupfs import CgroupError
 from .host import ORPHAN, Host, HostError
@@ -75,7 +74,7 @@ def register(cli: typer.Typer) -> None:
         their age, and orphans."""
         try:
             host = Host(plugin_config("cpuset"))
-            record = status_record(host, time.time())
+            record = status_record(host, clock.now())
         except (PluginLoadError, HostError, CgroupError) as exc:
             typer.echo(f"pbsplug cpuset: {exc}", err=True)
             raise typer.Exit(1) from None

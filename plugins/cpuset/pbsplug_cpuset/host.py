@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home, parse_exec_vnode
+from pbsplug import clock, default_home, parse_exec_vnode
 
 from . import report
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
@@ -123,7 +123,7 @@ class Host:
             for name in self.cpusets.children(self.prefix):
                 if name not in data["stuck"] and not self.cpusets.pids(self.path(name)):
                     self._reap_orphan(data, name, event, budget)
-            self._report(data, event.vnode_list, time.time())
+            self._report(data, event.vnode_list, clock.now())
 
     def begin(self, event) -> None:
         job = event.job
@@ -151,7 +151,7 @@ class Host:
                                 mem_hardwall=bool(self.config["mem_hardwall"]),
                                 memory_spread_page=bool(self.config["memory_spread_page"]))
             data["jobs"][job.id] = wanted
-            self._report(data, event.vnode_list, time.time())
+            self._report(data, event.vnode_list, clock.now())
         event.logger.info("job %s: cpuset %s with cpus %s, mems %s", job.id,
                           self.path(job.id), _text(cpus), _text(mems))
 
@@ -173,7 +173,7 @@ class Host:
             # Once stuck (the epilogue waited kill_timeout already), the end tries once more.
             timeout = 0.0 if job_id in data["stuck"] else float(self.config["kill_timeout"])
             self._remove(data, job_id, timeout, event)
-            self._report(data, event.vnode_list, time.time())
+            self._report(data, event.vnode_list, clock.now())
 
     def periodic(self, event) -> None:
         self.cpusets.ensure_parent(self.prefix)
@@ -186,7 +186,7 @@ class Host:
             for name in self.cpusets.children(self.prefix):
                 if name not in running and name not in data["stuck"]:
                     self._reap_orphan(data, name, event, budget)
-            self._report(data, event.vnode_list, time.time())
+            self._report(data, event.vnode_list, clock.now())
 
     # -- helpers --------------------------------------------------------------------------
     def wanted(self, job, vnode_list: Mapping[str, Any]) -> dict[str, int]:
@@ -278,7 +278,7 @@ class Host:
                 event.logger.info("stuck cpuset %s reclaimed", self.path(name))
             return True
         if name not in data["stuck"]:
-            data["stuck"][name] = time.time()
+            data["stuck"][name] = clock.now()
             if not data["jobs"].get(name):
                 data["jobs"][name] = self._vnodes_of(data, name)
             pids = self.cpusets.pids(self.path(name))

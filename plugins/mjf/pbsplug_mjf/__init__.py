@@ -12,12 +12,11 @@ features with `read_features` (local or HTTP) and `time_left`. See README.md.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pbsplug import PluginInfo, Setting, hookimpl
+from pbsplug import PluginInfo, Setting, clock, hookimpl
 
 from . import files
 from .derive import (
@@ -59,7 +58,7 @@ def _check(config: Mapping[str, Any]):
 
 
 plugin_info = PluginInfo(
-    api="1.0",
+    api="1.2",
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
             "execjob_end"),
     order=50, alarm=30, freq=120,
@@ -129,7 +128,7 @@ def exechost_startup(event) -> None:
     """$MACHINEFEATURES written; a shutdowntime left from before this start removed."""
     try:
         directory = refresh_machine(event.hook_config, event.vnode_list.values())
-        _stale_shutdown(directory, time.time(), event.logger, "the host has restarted")
+        _stale_shutdown(directory, clock.now(), event.logger, "the host has restarted")
     except MJFError as exc:
         event.reject(f"mjf: {exc}")
 
@@ -139,7 +138,7 @@ def exechost_periodic(event) -> None:
     """$MACHINEFEATURES kept current; the host's drain announced to its running jobs; the
     directories of jobs that are gone swept away."""
     config = event.hook_config
-    now = int(time.time())
+    now = int(clock.now())
     problems = []
     shutdown = None
     try:
@@ -192,7 +191,7 @@ def execjob_begin(event) -> None:
     """$JOBFEATURES made whole before the job starts; a request that does not parse, or a
     directory that cannot be written, rejects (the job is requeued) and leaves nothing."""
     config, job = event.hook_config, event.job
-    now = time.time()
+    now = clock.now()
     try:
         host = machine_dir(config)
         total = files.read_key(host, "total_cpu") if host.is_dir() else None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from datetime import datetime
 
 import typer
 
-from pbsplug import plugin_config
+from pbsplug import clock, plugin_config
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -94,7 +93,7 @@ def register(cli: typer.Typer) -> None:
         if (at is None) == (in_ is None):
             raise typer.BadParameter("give the shutdown time with --at TIME or --in SECONDS "
                                      "(one of them)")
-        now = int(time.time())
+        now = int(clock.now())
         when = parse_time(at) if at is not None else now + in_
         config = plugin_config("mjf")
         if when <= now:

@@ -18,10 +18,11 @@ process; the dynamic ones (shutdowntime, shutdowntime_job) are read again on eve
 from __future__ import annotations
 
 import http.client
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
+
+from pbsplug import clock
 
 from .derive import MJFError
 from .keys import DYNAMIC_KEYS, JOB_KEYS, MACHINE_KEYS, Value, parse_value
@@ -96,7 +97,7 @@ def time_left(machine: Mapping[str, Value], job: Mapping[str, Value],
     """Seconds the job may still run, as DIRAC computes them: the earliest of
     jobstart_secs + wall_limit_secs, shutdowntime_job and shutdowntime, minus now (negative
     once it has passed); None when none of them is known."""
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     limits = [int(job[k]) for k in ("shutdowntime_job",) if k in job]
     if "shutdowntime" in machine:
         limits.append(int(machine["shutdowntime"]))

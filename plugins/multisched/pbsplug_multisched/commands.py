@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from pbsplug import PluginLoadError, plugin_config
+from pbsplug import PluginLoadError, clock, plugin_config
 
 from .records import last_cycles
 
@@ -99,4 +98,4 @@ def register(cli: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows, indent=1))
         else:
-            typer.echo("\n".join(status_lines(rows, time.time())).rstrip())
+            typer.echo("\n".join(status_lines(rows, clock.now())).rstrip())

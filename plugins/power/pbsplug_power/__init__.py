@@ -14,10 +14,9 @@ See README.md for the keys, the drivers and the log lines.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from pbsplug import PluginInfo, hookimpl
+from pbsplug import PluginInfo, clock, hookimpl
 
 from . import state
 from .config import check_config, settings
@@ -26,7 +25,7 @@ from .driver import host_of
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.1",
+    api="1.2",
     # PBS_power.HK: type=pbs, enabled=false, order=2000, alarm=180, freq=300; its MoM events
     # (begin, prologue, epilogue, end, exechost_periodic) handle Cray energy profiles (eoe),
     # which pbsplug does not offer; exechost_startup keeps last_used_time true.
@@ -57,7 +56,7 @@ def periodic(event) -> None:
 @hookimpl
 def exechost_startup(event) -> None:
     """The host (re)starts: its awake vnodes were just used (seed 004, Interface 5)."""
-    now = int(time.time())
+    now = int(clock.now())
     for vnode in event.vnode_list.values():
         if "sleep" not in vnode.states:
             vnode.last_used_time = now
@@ -110,5 +109,5 @@ def demo_report(workdir) -> list[str]:
         record = state.status(workdir)
     except OSError as exc:
         return [f"power: {exc}"]
-    return status_lines(record, int(time.time())) if record else [
+    return status_lines(record, int(clock.now())) if record else [
         "power: the periodic hook did not run during the demo"]

@@ -4,13 +4,12 @@ a candidate, as the periodic hook saw them at its last run."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 from typing import Any
 
 import typer
 
-from pbsplug import PluginLoadError, format_duration, plugin_config
+from pbsplug import PluginLoadError, clock, format_duration, plugin_config
 
 from . import state
 
@@ -63,4 +62,4 @@ def register(cli: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps({**record, "booting": booting}, indent=1, sort_keys=True))
         else:
-            typer.echo("\n".join(status_lines(record, int(time.time()))))
+            typer.echo("\n".join(status_lines(record, int(clock.now()))))

@@ -20,11 +20,10 @@ In order (PBS_power's algorithm, pbs-behavior.md §3):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pbsplug import parse_exec_vnode
+from pbsplug import clock, parse_exec_vnode
 
 from . import state
 from .config import BOTH_MODES_WARNING, PowerConfig, PowerConfigError, power_config
@@ -117,7 +116,7 @@ def run(event: Any, now: int | None = None) -> None:
         event.reject(str(exc))
     if power.both_modes:
         event.logger.warning(BOTH_MODES_WARNING)
-    now = int(time.time()) if now is None else now
+    now = int(clock.now()) if now is None else now
     directory = state.state_dir(config)
     try:
         was_booting = state.booting(directory)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from pbsplug import clock as kernel_clock
 
 from .driver import OFF, ON, READY, Driver, Log, quiet
 from .state import state_dir
@@ -37,7 +38,7 @@ class Simulated(Driver):
         self.boot_delay = float(config["boot_delay"])
         self.shutdown_delay = float(config["shutdown_delay"])
         self.log = log
-        self.clock = clock or time.time
+        self.clock = clock or kernel_clock.now
 
     def hosts(self) -> dict[str, dict[str, Any]]:
         try:

@@ -1,0 +1,675 @@
+"""Workload trace readers: SWF (and .swf.gz), PBS accounting logs, Slurm `sacct --parsable2`.
+
+`open_trace(path)` picks the reader from the file's suffix and content and returns a `Trace`:
+its `.info` (what the header says) is read at once; iterating it yields `TraceJob` records in
+submit order. A malformed line raises `TraceError` (a ValueError naming the file, the line,
+the field and what was wrong); with `skip_bad=True` the line is counted in `trace.skipped`
+and the first reasons are kept in `trace.skip_reasons`. Well-formed records that cannot be a
+job for the simulator (no processor count, unknown run time, never started, a partial
+execution record) are not errors: they are counted by reason in `trace.dropped`.
+
+Memory: SWF is streamed (one line at a time, constant memory; the header is re-read when the
+trace is iterated again). PBS accounting logs and sacct output are not in submit order (PBS
+writes a job when it ends; sacct sorts by job id), so those two are read whole, sorted by
+submit time, and then yielded: memory grows with their job count (a `TraceJob` is about
+300 bytes). Convert very large ones to SWF to stream them.
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import math
+import os
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from pbsplug.units import parse_duration, parse_select, parse_size
+
+from .records import TraceInfo, TraceJob
+
+FORMATS = ("swf", "pbs", "sacct")
+
+#: How many skip reasons a trace keeps (the count itself is exact).
+MAX_REASONS = 5
+#: Largest time accepted, in seconds (about 31,700 years): beyond it a value is a typo.
+MAX_SECONDS = 1e12
+#: Largest processor or node count accepted.
+MAX_COUNT = 1 << 31
+
+
+class TraceError(ValueError):
+    """A line of a trace that cannot be read: names the file, the line and the field."""
+
+    def __init__(self, path: str, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {field}: {problem}" if field else f"{where}: {problem}")
+
+
+class _Bad(Exception):
+    """Raised inside a line parser; the reader adds the file and the line."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field, self.problem = field, problem
+
+
+class Trace:
+    """A trace opened by `open_trace`: `.info` now, `TraceJob`s in submit order when iterated.
+
+    After (or during) iteration: `skipped` bad lines (only with `skip_bad`), the first
+    `skip_reasons`, and `dropped`, well-formed records that make no job, counted by reason.
+    """
+
+    def __init__(self, info: TraceInfo, jobs: Callable[[Trace], Iterator[TraceJob]],
+                 skip_bad: bool) -> None:
+        self.info = info
+        self.skip_bad = skip_bad
+        self.skipped = 0
+        self.skip_reasons: list[str] = []
+        self.dropped: dict[str, int] = {}
+        self.jobs = 0
+        self._jobs = jobs
+
+    def __iter__(self) -> Iterator[TraceJob]:
+        self.skipped, self.skip_reasons, self.dropped, self.jobs = 0, [], {}, 0
+        for job in self._jobs(self):
+            self.jobs += 1
+            yield job
+
+    def bad(self, path: str, line: int, field: str, problem: str) -> None:
+        """Raise the error, or count it when skipping bad lines."""
+        err = TraceError(path, line, field, problem)
+        if not self.skip_bad:
+            raise err
+        self.skipped += 1
+        if len(self.skip_reasons) < MAX_REASONS:
+            self.skip_reasons.append(str(err))
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def summary(self) -> str:
+        """One line for people: jobs read, records dropped and lines skipped."""
+        parts = [f"{self.jobs} jobs read from {self.info.path} ({self.info.format})"]
+        if self.dropped:
+            parts.append("dropped " + ", ".join(
+                f"{n} {reason}" for reason, n in sorted(self.dropped.items())))
+        if self.skipped:
+            parts.append(f"skipped {self.skipped} bad lines, first: "
+                         + "; ".join(self.skip_reasons))
+        return "; ".join(parts)
+
+
+def open_trace(path: str | os.PathLike[str], fmt: str | None = None,
+               skip_bad: bool = False) -> Trace:
+    """Open a trace; `fmt` is "swf", "pbs" or "sacct", or None to detect it.
+
+    Detection: a directory is PBS accounting logs; `.swf` / `.swf.gz` is SWF; otherwise the
+    first non-blank line decides (`;` or 18 numbers: SWF; `JobID|...`: sacct; `date;E;...`
+    style records: PBS). Raises `TraceError` when the path cannot be read or recognised.
+    """
+    p = Path(path)
+    name = str(p)
+    if fmt is not None and fmt not in FORMATS:
+        raise TraceError(name, 0, "", f"unknown trace format {fmt!r}; expected one of "
+                         + ", ".join(FORMATS))
+    if not p.exists():
+        raise TraceError(name, 0, "", "no such file or directory")
+    if fmt is None:
+        fmt = _detect(p)
+    if fmt == "swf":
+        if p.is_dir():
+            raise TraceError(name, 0, "", "is a directory; an SWF trace is one file")
+        return Trace(_swf_header(name), lambda t: _swf_jobs(t, name), skip_bad)
+    files = _pbs_files(p) if fmt == "pbs" else [p]
+    info = TraceInfo(path=name, format=fmt)
+    reader = _pbs_records if fmt == "pbs" else _sacct_records
+    return Trace(info, lambda t: _sorted_jobs(t, files, reader), skip_bad)
+
+
+# --- files ----------------------------------------------------------------------------------
+
+def _open_text(path: str, encoding: str) -> IO[str]:
+    """A text stream over a plain or gzip file (by its magic bytes, not its name).
+
+    Undecodable bytes are replaced (U+FFFD), so bad text fails on the field it is in, never
+    as a UnicodeDecodeError; SWF, all numbers, is read as Latin-1, which decodes any byte.
+    """
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        if magic == b"\x1f\x8b":
+            return gzip.open(path, "rt", encoding=encoding, errors="replace")
+        return open(path, encoding=encoding, errors="replace")
+    except OSError as exc:
+        raise TraceError(path, 0, "", f"cannot read: {exc.strerror or exc}") from None
+
+
+def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) pairs; a truncated gzip or a read error is a `TraceError`."""
+    n = 0
+    f = _open_text(trace_path, encoding)
+    try:
+        with f:
+            for n, line in enumerate(f, 1):
+                yield n, line
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TraceError(trace_path, n, "", f"cannot read past this line: {exc}") from None
+
+
+def _detect(p: Path) -> str:
+    name = str(p)
+    if p.is_dir():
+        return "pbs"
+    lower = p.name.lower()
+    if lower.endswith((".swf", ".swf.gz")):
+        return "swf"
+    for _, line in _lines(name, "utf-8"):
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith(";") or (len(text.split()) == 18 and _numeric(text.split()[0])):
+            return "swf"
+        if "|" in text and text.split("|")[0].strip() == "JobID":
+            return "sacct"
+        if _PBS_RECORD.match(text):
+            return "pbs"
+        break
+    raise TraceError(name, 0, "", "not a trace this reader knows (SWF, PBS accounting log, "
+                     "sacct --parsable2 with a header); give the format with --format")
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# --- numbers --------------------------------------------------------------------------------
+
+def _real(text: str, name: str) -> float:
+    """A finite number; -1 passes through (SWF's unknown)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise _Bad(name, f"{text[:40]!r} is not a number") from None
+    if not math.isfinite(v):
+        raise _Bad(name, f"{text[:40]!r} is not a finite number")
+    if v > MAX_SECONDS or v < -MAX_SECONDS:
+        raise _Bad(name, f"{text[:40]} is out of range (at most {MAX_SECONDS:.0e})")
+    return v
+
+
+def _count(text: str, name: str) -> int:
+    """A whole number (written as one, or as N.0); -1 passes through."""
+    try:
+        return _bounded_count(int(text), text, name)
+    except ValueError:
+        pass
+    v = _real(text, name)
+    if not v.is_integer():
+        raise _Bad(name, f"{text[:40]!r} is not a whole number")
+    return _bounded_count(int(v), text, name)
+
+
+def _bounded_count(v: int, text: str, name: str) -> int:
+    if v >= MAX_COUNT or v < -1:
+        raise _Bad(name, f"{text[:40]} is out of range (-1 for unknown, else 0 to 2^31)")
+    return v
+
+
+# --- SWF ------------------------------------------------------------------------------------
+
+#: The 18 SWF fields, as error messages name them.
+SWF_FIELDS = ("job number", "submit time", "wait time", "run time", "allocated processors",
+              "average CPU time", "used memory", "requested processors", "requested time",
+              "requested memory", "status", "user id", "group id", "executable number",
+              "queue number", "partition number", "preceding job number", "think time")
+
+_HEADER_INTS = {"maxnodes": "max_nodes", "maxprocs": "max_procs",
+                "unixstarttime": "unix_start_time"}
+
+
+def _swf_header(path: str) -> TraceInfo:
+    """The `;` lines before the first job: MaxNodes, MaxProcs, UnixStartTime, TimeZoneString,
+    Queue/Partition descriptions; every other header line is kept in `notes`."""
+    info = TraceInfo(path=path, format="swf")
+    for n, line in _lines(path, "latin-1"):
+        text = line.strip()
+        if not text:
+            continue
+        if not text.startswith(";"):
+            break
+        body = text[1:].strip()
+        key, sep, value = body.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or " " in key:
+            if body:
+                info.notes.append(body)
+            continue
+        lower = key.lower()
+        if lower in _HEADER_INTS:
+            try:
+                number = int(value)
+            except ValueError:
+                raise TraceError(path, n, f"header {key}",
+                                 f"{value[:40]!r} is not a whole number") from None
+            low = 0 if lower == "unixstarttime" else 1
+            if (number < low and number != -1) or number >= 1 << 62:
+                raise TraceError(path, n, f"header {key}", f"{number} is out of range "
+                                 f"(-1 for unknown, else {low} or more)")
+            setattr(info, _HEADER_INTS[lower], None if number == -1 else number)
+        elif lower == "timezonestring":
+            info.time_zone = value or None
+        elif lower in ("queue", "partition"):
+            # "; Queue: 2 batch jobs": the number, then what the log says of it.
+            number, _, desc = value.partition(" ")
+            table = info.queues if lower == "queue" else info.partitions
+            if number:
+                table[number] = desc.strip()
+        else:
+            info.notes.append(f"{key}: {value}")
+    return info
+
+
+#: SWF statuses 2-4 are the lines of a checkpointed or swapped job's partial executions;
+#: the job itself is its summary line (status 0, 1 or 5).
+_PARTIAL = "partial execution records (status 2-4)"
+
+
+def _swf_jobs(trace: Trace, path: str) -> Iterator[TraceJob]:
+    """Stream the job lines. Lines must be in submit order: a line that goes back in time is
+    bad (an error, or skipped with skip_bad), so memory stays constant."""
+    last_submit = 0.0
+    for n, line in _lines(path, "latin-1"):
+        text = line.lstrip()
+        if not text or text[0] == ";":
+            continue
+        try:
+            job = _swf_job(line, n)
+        except _Bad as bad:
+            trace.bad(path, n, bad.field, bad.problem)
+            continue
+        if job is None:
+            continue
+        if isinstance(job, str):
+            trace.drop(job)
+            continue
+        if job.submit < last_submit:
+            trace.bad(path, n, "submit time", f"{job.submit:g} goes back in time (the line "
+                      f"before was submitted at {last_submit:g}); SWF lines are in submit "
+                      "order: sort the file by field 2")
+            continue
+        last_submit = job.submit
+        yield job
+
+
+_SwfValues = tuple[int, float, float, float, int, int, float, float, int, str, str, str, int]
+
+
+def _swf_fast(f: list[str]) -> _SwfValues | None:
+    """The fields of a plain, valid line at full speed; None sends the line to
+    `_swf_checked`, which finds and names what is wrong (or reads what is unusual)."""
+    try:
+        job_number, alloc, req_procs, status = int(f[0]), int(f[4]), int(f[7]), int(f[10])
+        user, group, queue, partition = int(f[11]), int(f[12]), int(f[14]), int(f[15])
+        submit, wait, run = float(f[1]), float(f[2]), float(f[3])
+        req_time, req_mem = float(f[8]), float(f[9])
+    except ValueError:
+        return None
+    m, c = MAX_SECONDS, MAX_COUNT
+    if not (0 <= job_number < c and 0 <= submit <= m and -1 <= status <= 5
+            and -1 <= alloc < c and -1 <= req_procs < c and -1 <= user < c
+            and -1 <= group < c and -1 <= queue < c and -1 <= partition < c
+            and (0 <= wait <= m or wait == -1) and (0 <= run <= m or run == -1)
+            and (0 <= req_time <= m or req_time == -1)
+            and (0 <= req_mem <= m or req_mem == -1)):
+        return None
+    return (job_number, submit, wait, run, alloc, req_procs, req_time, req_mem, status,
+            str(user), str(group), str(queue), partition)
+
+
+def _field(i: int) -> str:
+    """How errors name SWF field `i` (0-based): ``run time (field 4)``."""
+    return f"{SWF_FIELDS[i]} (field {i + 1})"
+
+
+def _swf_checked(f: list[str]) -> _SwfValues:
+    """The fields of a line, each checked, raising `_Bad` for the first wrong one."""
+    job_number, alloc, req_procs, status, user, group, partition = (
+        _count(f[i], _field(i)) for i in (0, 4, 7, 10, 11, 12, 15))
+    submit, wait, run, req_time, req_mem = (_real(f[i], _field(i)) for i in (1, 2, 3, 8, 9))
+    if job_number < 0:
+        raise _Bad(_field(0), f"{f[0]} is negative")
+    if submit < 0:
+        raise _Bad(_field(1), f"{f[1]} is negative")
+    for i, value in ((2, wait), (3, run), (8, req_time), (9, req_mem)):
+        if value < 0 and value != -1:
+            raise _Bad(_field(i), f"{f[i]} is negative (only -1, unknown, is allowed)")
+    if status not in (-1, 0, 1, 2, 3, 4, 5):
+        raise _Bad(_field(10), f"{status} is not an SWF status (-1, 0 to 5)")
+    if _numeric(f[14]):
+        queue = str(_count(f[14], _field(14)))
+    else:
+        queue = f[14]  # extended SWF (MetaCentrum) writes the queue's name
+    return (job_number, submit, wait, run, alloc, req_procs, req_time, req_mem, status,
+            str(user), str(group), queue, partition)
+
+
+def _swf_job(line: str, n: int) -> TraceJob | str | None:
+    """One SWF line as a job, or the reason it makes none (a string)."""
+    f = line.split()
+    if len(f) < 18:
+        raise _Bad("fields", f"{len(f)} fields, SWF has 18")
+    values = _swf_fast(f) or _swf_checked(f)
+    job_number, submit, wait, run, alloc, req_procs, req_time, req_mem, status = values[:9]
+    user, group, queue, partition = values[9:]
+    if 2 <= status <= 4:
+        return _PARTIAL
+    ncpus = req_procs if req_procs > 0 else alloc
+    if ncpus <= 0:
+        return "no processor count (fields 5 and 8 unknown)"
+    if run < 0:
+        return "run time unknown (field 4)"
+    if queue == "-1":
+        queue = str(partition) if partition >= 0 else None
+    select = None
+    for word in f[18:]:
+        if "=" in word:  # extended SWF: a PBS-style request such as nodes=2:ppn=4
+            select = word
+            break
+    return TraceJob(
+        job_id=str(job_number), line=n, submit=submit, run_time=run, ncpus=ncpus,
+        walltime=req_time if req_time > 0 else None,
+        mem=int(req_mem * 1024 * ncpus) if req_mem > 0 else None,
+        user=user if user != "-1" else "", group=group if group != "-1" else "",
+        queue=queue, select=select, status=status,
+        recorded_wait=wait if wait >= 0 else None)
+
+
+# --- the two formats read whole ------------------------------------------------------------
+
+#: A parsed record before the time origin is known: (submit epoch, file index, line, job).
+_Record = tuple[float, int, int, TraceJob]
+
+
+def _sorted_jobs(trace: Trace, files: list[Path],
+                 reader: Callable[[Trace, str, int], Iterator[_Record | str]]
+                 ) -> Iterator[TraceJob]:
+    """Read every file, sort by submit time (then file and line), shift to the first submit."""
+    records: list[_Record] = []
+    for index, path in enumerate(files):
+        for rec in reader(trace, str(path), index):
+            if isinstance(rec, str):
+                trace.drop(rec)
+            else:
+                records.append(rec)
+    records.sort(key=lambda r: (r[0], r[1], r[2]))
+    if not records:
+        return
+    origin = records[0][0]
+    if trace.info.unix_start_time is None:
+        trace.info.unix_start_time = int(origin)
+    for submit, _, _, job in records:
+        job.submit = submit - origin
+        yield job
+
+
+# --- PBS accounting logs --------------------------------------------------------------------
+
+_PBS_RECORD = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];")
+_PBS_PAIR = re.compile(r'([^\s=]+)=("[^"]*"|\S*)')
+
+
+def _pbs_files(p: Path) -> list[Path]:
+    if not p.is_dir():
+        return [p]
+    files = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+    if not files:
+        raise TraceError(str(p), 0, "", "the directory holds no accounting files")
+    return files
+
+
+def _pbs_records(trace: Trace, path: str, index: int) -> Iterator[_Record | str]:
+    """E records (job ended) only: `MM/DD/YYYY HH:MM:SS;E;jobid;key=value ...`."""
+    for n, line in _lines(path, "utf-8"):
+        text = line.rstrip("\r\n")
+        if not text.strip():
+            continue
+        parts = text.split(";", 3)
+        if len(parts) < 4 or not _PBS_RECORD.match(text):
+            trace.bad(path, n, "record", "not `MM/DD/YYYY HH:MM:SS;TYPE;ID;key=value ...`")
+            continue
+        if parts[1] != "E":
+            continue
+        try:
+            rec = _pbs_job(parts[2], parts[3], n, index)
+        except _Bad as bad:
+            trace.bad(path, n, bad.field, bad.problem)
+            continue
+        yield rec
+
+
+def _pbs_epoch(attrs: dict[str, str], key: str) -> float | None:
+    text = attrs.get(key)
+    if text is None or text == "":
+        return None
+    v = _real(text, key)
+    if v < 0:
+        raise _Bad(key, f"{text} is negative")
+    return v
+
+
+def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
+    if not job_id.strip():
+        raise _Bad("job id", "is empty")
+    attrs = {k: v[1:-1] if v.startswith('"') else v for k, v in _PBS_PAIR.findall(body)}
+    qtime = _pbs_epoch(attrs, "qtime")
+    if qtime is None:
+        qtime = _pbs_epoch(attrs, "ctime")
+    if qtime is None:
+        raise _Bad("qtime", "missing (and no ctime)")
+    start, end = _pbs_epoch(attrs, "start"), _pbs_epoch(attrs, "end")
+    if not start:
+        return "never started (E record without start)"
+    if end is None:
+        raise _Bad("end", "missing")
+    if end < start:
+        raise _Bad("end", f"{end:g} is before start {start:g}")
+    if start < qtime:
+        raise _Bad("start", f"{start:g} is before qtime {qtime:g}")
+    ncpus = _pbs_int(attrs, "Resource_List.ncpus")
+    select = attrs.get("Resource_List.select") or None
+    if select is not None:
+        try:
+            chunks = parse_select(select)
+        except ValueError as exc:
+            raise _Bad("Resource_List.select", str(exc)) from None
+        if ncpus is None:
+            ncpus = sum(c.count * _chunk_ncpus(c.resources.get("ncpus", 1)) for c in chunks)
+    if ncpus is None:
+        ncpus = _pbs_int(attrs, "resources_used.ncpus") or 1
+    if not 1 <= ncpus < MAX_COUNT:
+        raise _Bad("Resource_List.ncpus", f"{ncpus} is out of range (1 to 2^31)")
+    walltime = None
+    if attrs.get("Resource_List.walltime"):
+        try:
+            walltime = float(parse_duration(attrs["Resource_List.walltime"]))
+        except (ValueError, OverflowError) as exc:
+            raise _Bad("Resource_List.walltime", str(exc)) from None
+    mem = None
+    if attrs.get("Resource_List.mem"):
+        try:
+            mem = parse_size(attrs["Resource_List.mem"])
+        except ValueError as exc:
+            raise _Bad("Resource_List.mem", str(exc)) from None
+    exit_status = attrs.get("Exit_status")
+    status = -1
+    if exit_status:
+        try:
+            status = 1 if int(exit_status) == 0 else 0
+        except ValueError:
+            raise _Bad("Exit_status", f"{exit_status[:40]!r} is not a whole number") from None
+    if start - qtime > MAX_SECONDS or end - start > MAX_SECONDS:
+        raise _Bad("end", "the job's times are out of range")
+    job = TraceJob(
+        job_id=job_id, line=n, submit=qtime, run_time=end - start, ncpus=ncpus,
+        walltime=walltime, nodes=_pbs_int(attrs, "Resource_List.nodect"), mem=mem,
+        user=attrs.get("user", ""), group=attrs.get("group", ""),
+        queue=attrs.get("queue") or None, select=select, status=status,
+        recorded_wait=start - qtime)
+    return (qtime, index, n, job)
+
+
+def _chunk_ncpus(value: str | int) -> int:
+    if isinstance(value, int):
+        return value
+    raise _Bad("Resource_List.select", f"ncpus={value[:40]} is not a whole number")
+
+
+def _pbs_int(attrs: dict[str, str], key: str) -> int | None:
+    text = attrs.get(key)
+    if not text:
+        return None
+    v = _count(text, key)
+    if v < 0:
+        raise _Bad(key, f"{text} is negative")
+    return v
+
+
+# --- Slurm sacct --parsable2 ----------------------------------------------------------------
+
+_SACCT_STATUS = {"COMPLETED": 1, "CANCELLED": 5, "FAILED": 0, "TIMEOUT": 0, "NODE_FAIL": 0,
+                 "OUT_OF_MEMORY": 0, "PREEMPTED": 0, "BOOT_FAIL": 0, "DEADLINE": 0}
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_SLURM_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$", re.IGNORECASE)
+_MEM_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
+              "P": 1 << 50}
+_NEVER = ("", "Unknown", "None")
+
+
+def _slurm_duration(text: str, name: str) -> float | None:
+    """Slurm's `[D-]HH:MM:SS`, `MM:SS`, `MM` (minutes) or `D-HH[:MM]`; None when unlimited."""
+    if text in ("UNLIMITED", "Partition_Limit", "INVALID", ""):
+        return None
+    m = _SLURM_TIME.match(text)
+    if not m or any(g is not None and len(g) > 12 for g in m.groups()):
+        raise _Bad(name, f"{text[:40]!r} is not a Slurm time ([D-]HH:MM:SS, MM:SS, MM)")
+    days, a, b, c = m.groups()
+    if days is not None:
+        h, mi, s = int(a), int(b or 0), int(c or 0)
+    elif c is not None:
+        h, mi, s = int(a), int(b), int(c)
+    elif b is not None:
+        h, mi, s = 0, int(a), int(b)
+    else:
+        h, mi, s = 0, int(a), 0
+    total = ((int(days or 0) * 24 + h) * 60 + mi) * 60 + s
+    if total > MAX_SECONDS:
+        raise _Bad(name, f"{text[:40]} is out of range")
+    return float(total)
+
+
+def _slurm_date(text: str, name: str) -> float | None:
+    """An sacct date (`2024-01-31T10:00:00`, local time without a zone) as seconds.
+
+    Naive dates are taken as UTC: only differences matter, and they are exact except across
+    a daylight-saving change in the site's zone (an hour off). Epoch seconds are accepted too.
+    """
+    if text in _NEVER:
+        return None
+    if text.isdigit():
+        return _real(text, name)
+    try:
+        dt = datetime.fromisoformat(text)
+        if dt.tzinfo is not None:
+            return dt.timestamp()
+        return float(calendar.timegm(dt.timetuple()))
+    except (ValueError, OverflowError, OSError):
+        raise _Bad(name, f"{text[:40]!r} is not a date (YYYY-MM-DDTHH:MM:SS)") from None
+
+
+def _sacct_records(trace: Trace, path: str, index: int) -> Iterator[_Record | str]:
+    header: list[str] | None = None
+    need = ("JobID", "Submit", "Start", "End")
+    for n, line in _lines(path, "utf-8"):
+        text = line.rstrip("\r\n")
+        if not text.strip():
+            continue
+        cols = text.split("|")
+        if header is None:
+            header = [c.strip() for c in cols]
+            missing = [c for c in need if c not in header]
+            if missing:
+                raise TraceError(path, n, "header", "sacct output needs the fields "
+                                 + ", ".join(missing) + " (run sacct --parsable2 with -o "
+                                 "JobID,Submit,Start,End,Timelimit,NCPUS,...)")
+            continue
+        if cols and cols[-1] == "" and len(cols) == len(header) + 1:
+            cols.pop()  # --parsable (not 2) ends every line with a |
+        if len(cols) != len(header):
+            trace.bad(path, n, "fields", f"{len(cols)} fields, the header has {len(header)}")
+            continue
+        row = dict(zip(header, cols, strict=True))
+        job_id = row["JobID"].strip()
+        if "." in job_id:
+            continue  # a job step (123.batch, 123.0, 123.extern)
+        try:
+            rec = _sacct_job(row, job_id, n, index)
+        except _Bad as bad:
+            trace.bad(path, n, bad.field, bad.problem)
+            continue
+        yield rec
+
+
+def _sacct_int(row: dict[str, str], *keys: str) -> int | None:
+    for key in keys:
+        text = row.get(key, "").strip()
+        if text:
+            v = _count(text, key)
+            if v < 0:
+                raise _Bad(key, f"{text} is negative")
+            return v
+    return None
+
+
+def _sacct_job(row: dict[str, str], job_id: str, n: int, index: int) -> _Record | str:
+    if not job_id:
+        raise _Bad("JobID", "is empty")
+    submit = _slurm_date(row["Submit"].strip(), "Submit")
+    if submit is None:
+        raise _Bad("Submit", "missing")
+    start = _slurm_date(row["Start"].strip(), "Start")
+    end = _slurm_date(row["End"].strip(), "End")
+    if start is None:
+        return "never started (no Start)"
+    if end is None:
+        return "not finished (no End)"
+    if end < start:
+        raise _Bad("End", f"{row['End']} is before Start {row['Start']}")
+    if start < submit:
+        raise _Bad("Start", f"{row['Start']} is before Submit {row['Submit']}")
+    ncpus = _sacct_int(row, "ReqCPUS", "NCPUS", "AllocCPUS") or 1
+    nodes = _sacct_int(row, "ReqNodes", "NNodes", "AllocNodes")
+    walltime = _slurm_duration(row.get("Timelimit", "").strip(), "Timelimit")
+    mem = None
+    req_mem = row.get("ReqMem", "").strip()
+    if req_mem and req_mem != "0":
+        m = _SLURM_MEM.match(req_mem)
+        if not m:
+            raise _Bad("ReqMem", f"{req_mem[:40]!r} is not a Slurm memory size (4000M, 4Gn)")
+        mem = int(float(m.group(1)) * _MEM_UNITS[m.group(2).upper()])
+        per = m.group(3).lower()
+        mem *= ncpus if per == "c" else (nodes or 1) if per == "n" else 1
+    state = row.get("State", "").strip().split(" ")[0]
+    return (submit, index, n, TraceJob(
+        job_id=job_id, line=n, submit=submit, run_time=end - start, ncpus=ncpus,
+        walltime=walltime, nodes=nodes, mem=mem, user=row.get("User", "").strip(),
+        group=row.get("Group", "").strip(), queue=row.get("Partition", "").strip() or None,
+        status=_SACCT_STATUS.get(state, -1), recorded_wait=start - submit))
