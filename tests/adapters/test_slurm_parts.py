@@ -183,3 +183,13 @@ def test_the_program_without_its_config_is_one_line_and_exit_1(tmp_path):
     assert "Traceback" not in done.stderr
     if os.geteuid() == 0:  # root tries the worker first: no worker could start either
         assert "missing.json" in done.stderr
+
+
+def test_periodic_without_an_install_is_one_line(tmp_path):
+    pbsplug = str(Path(sys.executable).with_name("pbsplug"))
+    done = subprocess.run([pbsplug, "slurm", "periodic", "--dir", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PBSPLUG_HOME": str(tmp_path)})
+    assert done.returncode == 2
+    assert f"{tmp_path / 'none'}: no pbsplug Slurm install here" in done.stderr
+    assert "Traceback" not in done.stderr
