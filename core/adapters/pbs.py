@@ -154,7 +154,7 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
                           for k, v in attrs.to_dict().items() if k != "isolation"},
                        "enabled": True},
         "config": raw_config,
-        # Execution-host events go to the host's worker (pbs_worker), started with this
+        # Execution-host events go to the host's worker (`worker`), started with this
         # environment's interpreter; the hook script reads pbs_wire from wire_dir.
         "worker": True, "python": sys.executable, "wire_dir": str(SCRIPT.parent),
         "objects": {e: v for e, v in hook_objects().items() if e in events},

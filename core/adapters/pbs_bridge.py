@@ -2,7 +2,7 @@
 
 `run(pbs, config)` is called by the hook script (`pbs_hook`) that ``pbsplug pbs install`` put
 into PBS, with PBS's ``pbs`` module and the hook's config (the plugin, its hook attributes and
-configuration), for server events and wherever the host's worker (`pbs_worker`) cannot be
+configuration), for server events and wherever the host's worker (`worker`) cannot be
 used. `pbs_wire` turns ``pbs.event()`` into plain data; `dispatch` builds pbsplug's `Event`
 from it and runs the plugin's hook as pbsplug's runner does (in this process: PBS enforces
 the alarm), and returns the outcome as plain data (kind, message, changes, log lines), which
@@ -53,25 +53,12 @@ def load(config: Mapping[str, Any], key: str | None = None):
     loaded = _LOADED.get(key)
     if loaded is not None:
         return loaded
-    from importlib.metadata import EntryPoint
-    from pathlib import Path
-
-    from ..plugins import ENABLED, load_plugins
     from ..runner import Runner
-    from ..siteconfig import PluginSite, SiteConfig
+    from .bridge import plugin_set
 
     name = config["plugin"]
-    source = Path(config.get("hook_config_file") or f"<{config.get('hook_name', name)}.CF>")
-    site = SiteConfig(path=source, exists=True, plugins={name: PluginSite(
-        name, enabled=True, attributes=dict(config.get("attributes") or {}),
-        config=dict(config.get("config") or {}))})
-    entry = EntryPoint(name=name, value=config["entry_point"], group="pbsplug")
-    plugins = load_plugins(site, only={name}, entry_points=[entry], strict=False,
-                           report=False, env={})
-    record = plugins.get(name)
-    if record is None or record.status != ENABLED:
-        raise RuntimeError(record.failure_text() if record is not None
-                           else f"pbsplug: plugin '{name}' could not be loaded")
+    source = config.get("hook_config_file") or f"<{config.get('hook_name', name)}.CF>"
+    plugins = plugin_set({name: config}, source)
     loaded = _LOADED[key] = Runner(plugins, mode="inprocess")
     return loaded
 

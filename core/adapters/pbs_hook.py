@@ -5,7 +5,7 @@
 # hook's config file (imported with the script) says where pbsplug is installed and which
 # plugin to run. An execution-host event run as root goes, as plain data (pbs_wire, which
 # needs no pbsplug import), to the host's pbsplug worker, started by the first event that
-# finds none (pbs_worker); anything else, or a worker that cannot be had, runs the plugin in
+# finds none (`worker`); anything else, or a worker that cannot be had, runs the plugin in
 # this interpreter (pbs_bridge).
 import json
 import os
@@ -36,7 +36,7 @@ def _ask_worker(config, config_text, name, data):
             conn = _connect(path)
             if conn is None:
                 subprocess.Popen(
-                    [config["python"], "-m", "pbsplug.adapters.pbs_worker", path,
+                    [config["python"], "-m", "pbsplug.adapters.worker", path,
                      pbs.hook_config_filename],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
