@@ -42,6 +42,7 @@ Python's marshal format.
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import logging
 import marshal
@@ -240,6 +241,11 @@ def serve(path: Path, config_file: Path) -> None:
                 else _pbs_dispatch)
     encoding = config.get("encoding") or "json"
     runner = load(config)
+    # What is loaded now is every child's, unchanged: kept out of the collector's walks, so
+    # that a child's collection does not touch (and copy) the pages it shares with this
+    # process; a child lives for one event and does not collect at all.
+    gc.collect()
+    gc.freeze()
     alarm = float(config.get("deadline")
                   or float((config.get("attributes") or {}).get("alarm") or 30) + 1.0)
     # "public": a socket every local user may reach (Slurm's TaskProlog runs as the job's
@@ -267,6 +273,7 @@ def serve(path: Path, config_file: Path) -> None:
     def start(conn: socket.socket, uid: int, now: float) -> None:
         pid = os.fork()
         if pid == 0:
+            gc.disable()
             listener.close()
             code = 0
             try:
@@ -298,8 +305,18 @@ def serve(path: Path, config_file: Path) -> None:
                     conn, _ = listener.accept()
                 except (BlockingIOError, InterruptedError):
                     break
-                conn.setblocking(True)
                 last = now
+                try:  # a client that only checked the worker is there (the Prolog, for
+                    # the task worker) and closed: nothing to fork for
+                    if conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        conn.close()
+                        continue
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    conn.close()
+                    continue
+                conn.setblocking(True)
                 try:
                     uid = _peer(conn)[1]
                 except OSError:
