@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..plugins import PluginRecord, PluginSet
-from . import slurm_program
+from . import slurm_program, worker_client
 
 #: The mark in the config that pbsplug made it.
 INSTALLED_BY = "pbsplug slurm install"
@@ -37,6 +37,8 @@ CONFIG_NAME = "pbsplug-slurm.json"
 TASK_CONFIG_NAME = "pbsplug-slurm-task.json"
 #: The programs' one module, copied beside them.
 PROGRAM_MODULE = "slurm_program.py"
+#: The worker's client, shared with the PBS hook, copied beside slurm_program (it imports it).
+CLIENT_MODULE = "worker_client.py"
 PROGRAM_MARK = "written by 'pbsplug slurm install'"
 BEGIN = "# BEGIN pbsplug slurm install: lines below are pbsplug's (pbsplug slurm uninstall)"
 END = "# END pbsplug slurm install"
@@ -226,6 +228,9 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         programs[PROGRAM_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.slurm_program:"
                                     " do not edit.\n"
                                     + Path(slurm_program.__file__).read_text())
+        programs[CLIENT_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.worker_client:"
+                                   " do not edit.\n"
+                                   + Path(worker_client.__file__).read_text())
     p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra)
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
@@ -266,7 +271,7 @@ def write_programs(p: Plan) -> list[Path]:
     for name, text in p.programs.items():
         _write(p.directory / name, text, 0o755)
         written.append(p.directory / name)
-    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE]:
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
         if name not in p.programs and _ours(p.directory / name):
             (p.directory / name).unlink()
     return written
@@ -382,7 +387,7 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
             _write(conf, unmerge_conf(text), conf.stat().st_mode & 0o777)
             done.append(f"{conf}: pbsplug's lines removed, the site's own restored")
     directory = Path(directory)
-    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE]:
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
         if _ours(directory / name):
             (directory / name).unlink()
             done.append(f"removed {directory / name}")
@@ -393,7 +398,7 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
             (directory / TASK_CONFIG_NAME).unlink()
             done.append(f"removed {directory / TASK_CONFIG_NAME}")
     cache = directory / "__pycache__"
-    for compiled in cache.glob("slurm_program.*.pyc"):
+    for compiled in [*cache.glob("slurm_program.*.pyc"), *cache.glob("worker_client.*.pyc")]:
         compiled.unlink()
     for folder in (cache, directory):
         try:

@@ -7,7 +7,8 @@ bookkeeping Slurm's:
 
 - **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on the
   controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
-  seconds; docs/slurm.md). Its vnode_list is Slurm's awake nodes (and those powering up),
+  seconds; docs/slurm.md). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
+  that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts exclude them, last_used_time
   from Slurm's LastBusyTime; resv_list from ``scontrol show reservation``; job_list the
   pending jobs with Slurm's expected start and nodes (``squeue --start``). The hosts the
@@ -198,23 +199,38 @@ def periodic(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
         keep_up = excluded(ctx)
         record = _off_record(ctx)
         vnodes = {}
+        asleep = []
         for node in slurm_nodes(ctx):
             flags = set(node.get("state_flags") or ())
-            if flags & {"POWERED_DOWN", "POWERING_DOWN"}:
-                continue  # Slurm wakes these for its jobs (ResumeProgram), not the timer
+            if "POWERING_DOWN" in flags:
+                continue  # on its way down: neither awake nor wakeable yet
             name = str(node["name"])
             vnodes[name] = vnode(node, name not in keep_up, record.get(name, 0))
+            if flags & {"POWERED_DOWN", "POWERING_UP"}:
+                asleep.append(name)  # in state sleep: the plugin may wake it ahead of a need
         out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
-        down = _slept(out, vnodes)
+        down = _slept(out, [n for n in vnodes if n not in asleep])
+        up = _woke(out, asleep)
         now = int(time.time())
         for name in down:
             record[name] = now
+        woken = _woken_record(ctx)
+        for name in up:
+            # Up and ready as its driver says: its slurmd registers by itself (Slurm 22.05
+            # clears POWERED_DOWN then), and a ResumeProgram for it does not wake it again.
+            record.pop(name, None)
+            woken[name] = now
+            log.info("node %s powered on by the plugins' decision ahead of a need; its slurmd "
+                     "registers with Slurm", name)
         _save_off(ctx, record)
+        _save_record(ctx, WOKEN_RECORD, woken)
         for name in down:
             ctx.slurm.update(f"nodename={name}", "state=power_down",
                              "reason=powered off by pbsplug's periodic decision")
             log.info("node %s powered off by the plugins' decision; Slurm told", name)
-    return {"exit": 0, "stdout": "".join(f"powered off: {n}\n" for n in down), "error": ""}
+    return {"exit": 0, "stdout": "".join([f"powered off: {n}\n" for n in down]
+                                         + [f"awake again: {n}\n" for n in up]),
+            "error": ""}
 
 
 def suspend(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ HealthCheckProgram, SuspendProgram, ResumeProgram, ResumeFailProgram): standard 
 ``pbsplug slurm install`` writes one small executable per script (`program_text`), with the
 environment's interpreter as an absolute path (Slurm gives its scripts no PATH), started with
 ``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``: the
-``socket`` and ``json`` modules cost more than the rest of the program), so that nothing more
+``socket`` and ``json`` modules cost more than the rest of the program) and `worker_client`,
+the hook scripts' shared side of the worker, copied beside it, so that nothing more
 is loaded before the event leaves. It sends the script's name and Slurm's environment to the
 host's pbsplug worker (`worker`, with `slurm_bridge.load` and `slurm_bridge.dispatch`, in
 marshal's format) over the UNIX socket the install named after the config's digest, starting
@@ -18,13 +19,14 @@ than letting it run unchecked.
 """
 
 import _signal
-import _socket
 import marshal
 import os
 import sys
 
-#: Seconds to wait for a worker this script started.
-WORKER_START = 20.0
+try:
+    import worker_client  # beside this module (the copies in install's --dir): stdlib only
+except ImportError:  # imported as pbsplug.adapters.slurm_program (install, tests)
+    from . import worker_client
 
 
 def program_text(python: str, adapters_dir: str, script: str, config_file: str,
@@ -60,13 +62,13 @@ def task_main(socket_path):
     import json
 
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
-    conn = _connect(socket_path)
+    conn = worker_client.connect(socket_path)
     if conn is None:
         print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
               "starts it)", file=sys.stderr)
         return 1
-    data = _exchange(conn, json.dumps({"script": "task_prolog", "env": {}, "argv": []}
-                                      ).encode())
+    data = worker_client.exchange(conn, json.dumps(
+        {"script": "task_prolog", "env": {}, "argv": []}).encode())
     try:
         answer = json.loads(data) if data else None
     except ValueError:
@@ -74,6 +76,11 @@ def task_main(socket_path):
     if not isinstance(answer, dict) or "exit" not in answer:
         print("pbsplug TaskProlog: no answer from the task worker", file=sys.stderr)
         return 1
+    return _carry_out(answer)
+
+
+def _carry_out(answer):
+    """The worker's answer as this script's output and exit status."""
     if answer.get("stdout"):
         sys.stdout.write(answer["stdout"])
     if answer.get("error"):
@@ -81,67 +88,21 @@ def task_main(socket_path):
     return int(answer.get("exit") or 0)
 
 
-def _connect(path):
-    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-    except OSError:
-        conn.close()
-        return None
-    return conn
-
-
-def _exchange(conn, data):
-    """Send `data`, then read the whole answer (the worker closes when done)."""
-    try:
-        conn.sendall(data)
-        conn.shutdown(_socket.SHUT_WR)
-        chunks = []
-        while True:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        conn.close()
-    return b"".join(chunks)
-
-
-def _start_worker(config_file, path):
-    """Start the worker for `config_file` on `path` (one start, however many scripts wait);
-    its socket, or None."""
-    import fcntl
+def _python(config_file):
     import json
-    import subprocess
-    import time
 
     with open(config_file, "rb") as fh:
-        config = json.loads(fh.read())
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        conn = _connect(path)
-        if conn is None:
-            subprocess.Popen(
-                [config["python"], "-m", "pbsplug.adapters.worker", path, config_file],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
-                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"})
-            deadline = time.monotonic() + WORKER_START
-            while conn is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-                conn = _connect(path)
-    return conn
+        return json.loads(fh.read())["python"]
 
 
 def ask_worker(config_file, path, request):
     """The worker's answer, or None when there is no worker to ask."""
-    conn = _connect(path)
+    conn = worker_client.connect(path)
     if conn is None:
-        conn = _start_worker(config_file, path)
+        conn = worker_client.start(_python(config_file), config_file, path)
     if conn is None:
         return None
-    data = _exchange(conn, marshal.dumps(request))
+    data = worker_client.exchange(conn, marshal.dumps(request))
     if not data:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
@@ -170,7 +131,8 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
     try:
         request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
         if task_socket and os.geteuid() == 0:  # the TaskProlog after this Prolog needs it
-            conn = _connect(task_socket) or _start_worker(task_config, task_socket)
+            conn = worker_client.connect(task_socket) or worker_client.start(
+                _python(task_config), task_config, task_socket)
             if conn is not None:
                 conn.close()
         answer = None
@@ -185,8 +147,4 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
         detail = answer.get("detail") if isinstance(answer, dict) else answer
         print(f"pbsplug {script}: {detail}", file=sys.stderr)
         return 1
-    if answer.get("stdout"):
-        sys.stdout.write(answer["stdout"])
-    if answer.get("error"):
-        print(answer["error"], file=sys.stderr)
-    return int(answer.get("exit") or 0)
+    return _carry_out(answer)

@@ -139,7 +139,7 @@ def test_the_plan_installs_only_the_scripts_the_plugins_need(dists, tmp_path):
                    slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x",
                    run_dir="/run/x")
     assert set(p.programs) == {"prolog", "health_check", "suspend", "resume", "resume_fail",
-                               "slurm_program.py"}
+                               "slurm_program.py", "worker_client.py"}
     assert p.extra_files == {}  # no execjob_launch: no task worker
     assert p.conf_lines["HealthCheckInterval"] == "7"
     assert p.conf_lines["SuspendTime"] == "8640000"

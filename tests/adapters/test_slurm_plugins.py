@@ -3,6 +3,7 @@ end: installed with ``pbsplug slurm install --apply``, seen by real sbatch jobs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -151,3 +152,106 @@ def test_cpuset_a_cpuset_per_job_from_the_prolog_with_the_task_in_it(slurm: Inst
               "the job's cpuset removed by the Epilog")
     finally:
         subprocess.run(["rmdir", str(CPUSET_ROOT / "cpuset" / prefix)], capture_output=True)
+
+
+ATTACK = r"""
+import json, os, socket, sys, threading, time
+path, flag, idle_count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+
+def answer(s):
+    s.settimeout(120)
+    chunks = []
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError as exc:
+        return f"socket error: {exc}"
+    try:
+        return json.loads(b"".join(chunks))["error"]
+    except (ValueError, KeyError, TypeError):
+        return "no answer"
+
+huge = connect()  # first: it gets one of this user's slots at once
+
+def flood():
+    try:
+        huge.sendall(b'{"script": "' + b"x" * (1 << 20) + b'"}')
+        huge.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+threading.Thread(target=flood, daemon=True).start()
+slow = connect()
+slow.sendall(b'{"scr')  # and never the rest
+idle = [connect() for _ in range(idle_count)]  # sending nothing
+print("holding", flush=True)
+while not os.path.exists(flag):
+    time.sleep(0.05)
+out = {"huge": answer(huge), "slow": answer(slow), "idle": [answer(s) for s in idle]}
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_the_task_workers_socket_holds_against_a_flooding_user(slurm: Installed, attacker,
+                                                               tmp_path):
+    """Every local user can reach the task worker, and each request costs a root fork: a
+    user opening many connections, sending slowly or sending a huge request is held to its
+    own few slots, answered with one line, and logged, while another user's task still gets
+    its TaskProlog answer."""
+    import shutil
+
+    from pbsplug.adapters import worker
+
+    cluster = slurm.cluster
+    base = slurm.top / "mjf"
+    slurm.install(site_toml("mjf", {"machinefeatures_dir": str(base / "machine"),
+                                    "jobfeatures_dir": str(base / "job")}, freq=2))
+    machine = base / "machine" / os.uname().nodename.split(".")[0]
+    until((machine / "total_cpu").exists, 60, "$MACHINEFEATURES from HealthCheckProgram")
+    job = cluster.sbatch("-J", "holder", "-w", "n1", "-o", "/dev/null",
+                         script="#!/bin/sh\nsleep 300\n")
+    cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", what="running")
+    program = (slurm.dir / "task_prolog").read_text()
+    sock = Path(program.split("task_main(")[1].split("'")[1])
+    until(sock.exists, 60, "the task worker")
+    flag = slurm.top / "attack-done"
+    idle = worker.MAX_RUNNING_PER_UID + worker.MAX_WAITING_PER_UID + 20
+    runuser = shutil.which("runuser") or "runuser"
+    attack = subprocess.Popen(
+        [runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python", "-c", ATTACK,
+         str(sock), str(flag), str(idle)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd="/tmp", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    try:
+        assert attack.stdout.readline().strip() == "holding", attack.stderr.read()
+        # Another user's task, while the attacker holds every connection it could open.
+        task = cluster.run("/usr/bin/srun", "-w", "n2", "/usr/bin/printenv",
+                           "MACHINEFEATURES", user="nobody", cwd="/tmp", check=False,
+                           timeout=120)
+    finally:
+        flag.touch()
+        os.chmod(flag, 0o644)
+    out, err = attack.communicate(timeout=300)
+    assert task.returncode == 0, (task.stderr, out, slurm.log_text()[-3000:])
+    assert task.stdout.strip() == str(machine)  # TaskProlog's answer reached the task
+    assert attack.returncode == 0, err
+    seen = json.loads(out.splitlines()[-1])
+    limit = worker.MAX_PUBLIC_REQUEST
+    assert seen["huge"] in (f"pbsplug worker: refused: request over {limit} bytes",
+                            "socket error: [Errno 104] Connection reset by peer")
+    assert seen["slow"] == "pbsplug worker: refused: request not sent within 10 s"
+    busy = [a for a in seen["idle"] if "refused: busy" in a]
+    assert len(busy) >= 20  # over this user's slots and waiting places: refused at once
+    assert all(a.startswith("pbsplug worker: refused: ") for a in seen["idle"]), seen["idle"]
+    text = slurm.log_text()
+    assert f"request from uid {attacker.uid} refused: request over {limit} bytes" in text
+    assert f"request from uid {attacker.uid} refused: request not sent within 10 s" in text
+    assert f"request from uid {attacker.uid} refused: busy" in text
+    assert text.count("refused: busy") <= 2  # once a minute per uid and reason

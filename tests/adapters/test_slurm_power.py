@@ -104,3 +104,38 @@ def test_the_plugins_decision_powers_idle_eligible_nodes_off_and_a_job_wakes_one
     assert resume.returncode == 0, resume.stderr
     assert _calls(hw).count("on n3") == 1
     assert "powered off by the plugins' decision" in slurm.log_text()
+
+
+def test_a_sleeping_node_is_woken_ahead_of_a_reservation_and_its_job(power):
+    """PBS's 900 s wake-ahead: Slurm never plans a future start on an idle powered-down node
+    (it allocates it at once and runs ResumeProgram), so what needs a sleeping node later is
+    a reservation on it, and the jobs waiting for that reservation."""
+    slurm, hw = power
+    cluster = slurm.cluster
+    periodic = ["periodic", "--dir", str(slurm.dir)]
+    first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
+    assert first.split() == ["powered", "off:", "n3"]
+    cluster.wait_nodes(("n3",), ("idle~",), 30)
+    # In ten minutes (within PBS's 900 s), for ten minutes, on the sleeping n3 only.
+    cluster.run("scontrol", "create", "reservation", "reservationname=wake", "users=root",
+                "starttime=now+600", "duration=10", "nodes=n3", "flags=ignore_jobs")
+    job = cluster.sbatch("-p", "gpu", "--reservation=wake", "-w", "n3", "-o", "/dev/null")
+    # The next runs: the plugin powers n3 on through its driver, its slurmd registers and
+    # Slurm takes the node back (22.05 clears POWERED_DOWN), all before the reservation.
+
+    def n3_back() -> bool:
+        slurm.pbsplug(None, *periodic)
+        return cluster.node_states().get("n3") == "idle"
+
+    until(n3_back, 90, "n3 woken by the plugin and registered with Slurm")
+    n3 = [c for c in _calls(hw) if c.endswith(" n3")]
+    assert n3 == ["off n3", "on n3"]  # once, by the periodic decision, not ResumeProgram
+    assert f"launch: {hw / 'on'} n3" in slurm.log_text()  # the plugin's node_power_on
+    assert cluster.job(job)["job_state"] == "PENDING"  # its reservation has not started
+    # A ResumeProgram for n3 now (Slurm allocating it, or after a controller restart) does
+    # not power it on again.
+    resume = subprocess.run([str(slurm.dir / "resume"), "n3"], env=cluster.env,
+                            capture_output=True, text=True, timeout=120)
+    assert resume.returncode == 0, resume.stderr
+    assert _calls(hw).count("on n3") == 1
+    cluster.run("scontrol", "delete", "reservationname=wake", check=False)
