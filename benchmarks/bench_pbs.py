@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from noop_plugin import write_dist
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT.parent / "shared" / "reference" / "openpbs-local"
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
@@ -40,26 +42,6 @@ ENV = {**os.environ, "PATH": f"/run/openpbs-local/bin:{os.environ.get('PATH', ''
 PBS_PATH = "/opt/pbs/lib/python/altair:/opt/pbs/lib/python/altair/pbs/v1"
 EVENTS = "execjob_begin,execjob_launch,execjob_end"
 GOAL_MS = 20.0
-NOOP = """
-from pbsplug import PluginInfo, hookimpl
-
-plugin_info = PluginInfo(api="1.0")
-
-
-@hookimpl
-def execjob_begin(event):
-    pass
-
-
-@hookimpl
-def execjob_launch(event):
-    pass
-
-
-@hookimpl
-def execjob_end(event):
-    pass
-"""
 EMPTY_HOOK = "import pbs\npbs.event().accept()\n"
 
 
@@ -130,7 +112,7 @@ def import_cost(site_dir: Path, tmpdir: Path, repeat: int) -> tuple[float, float
     config_file = tmpdir / "worker.json"
     config_file.write_text(json.dumps(config))
     sock = tmpdir / "run" / "pbs-bench.sock"
-    worker = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.pbs_worker", str(sock),
+    worker = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
                                str(config_file)], env={**os.environ, "PYTHONPATH": str(site_dir)})
     while not sock.exists():
         time.sleep(0.05)
@@ -194,14 +176,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-pbs-") as tmp:
         tmpdir = Path(tmp)
         tmpdir.chmod(0o755)
-        dist = tmpdir / "site-packages"
-        dist.mkdir()
-        (dist / "pbsplug_benchnoop.py").write_text(NOOP)
-        info = dist / "pbsplug_benchnoop-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
-                                       "Version: 1.0\n")
-        (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
+        dist = write_dist(tmpdir)
 
         floor, fast, bridge = import_cost(dist, tmpdir, args.repeat)
         added = fast - floor

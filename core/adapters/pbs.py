@@ -52,6 +52,9 @@ FAIL_ACTION_EVENTS = {
 #: Why each kind of plugin hook has no place inside PBS (configure, register_commands and
 #: the demo hooks need none: the bridge configures the plugin, the CLI is pbsplug's own).
 NOT_IN_PBS = {
+    "sched_node_availability": "PBS's scheduler (pbs_sched) is C code and cannot ask it; the "
+                               "server periodic's bridge does, to estimate jobs PBS left "
+                               "without an estimate (a job needing a sleeping vnode)",
     "sched_": "PBS's scheduler (pbs_sched) is C code with no Python extension point",
     "register_attributes": "PBS defines custom resources with qmgr 'create resource'",
 }
@@ -119,8 +122,8 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
     defaults, where the hook runs."""
     attrs = record.attributes
     events = [e for e in attrs.events if e in EVENTS and e in record.hooks]
-    left_out = [(h, why) for h in record.hooks for prefix, why in NOT_IN_PBS.items()
-                if h.startswith(prefix)]
+    left_out = [(h, next(why for prefix, why in NOT_IN_PBS.items() if h.startswith(prefix)))
+                for h in record.hooks if any(h.startswith(p) for p in NOT_IN_PBS)]
     if not events:
         return None
     name = f"{PREFIX}{record.name}"
@@ -151,7 +154,7 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
                           for k, v in attrs.to_dict().items() if k != "isolation"},
                        "enabled": True},
         "config": raw_config,
-        # Execution-host events go to the host's worker (pbs_worker), started with this
+        # Execution-host events go to the host's worker (`worker`), started with this
         # environment's interpreter; the hook script reads pbs_wire from wire_dir.
         "worker": True, "python": sys.executable, "wire_dir": str(SCRIPT.parent),
         "objects": {e: v for e, v in hook_objects().items() if e in events},

@@ -2,7 +2,7 @@
 
 `run(pbs, config)` is called by the hook script (`pbs_hook`) that ``pbsplug pbs install`` put
 into PBS, with PBS's ``pbs`` module and the hook's config (the plugin, its hook attributes and
-configuration), for server events and wherever the host's worker (`pbs_worker`) cannot be
+configuration), for server events and wherever the host's worker (`worker`) cannot be
 used. `pbs_wire` turns ``pbs.event()`` into plain data; `dispatch` builds pbsplug's `Event`
 from it and runs the plugin's hook as pbsplug's runner does (in this process: PBS enforces
 the alarm), and returns the outcome as plain data (kind, message, changes, log lines), which
@@ -53,25 +53,12 @@ def load(config: Mapping[str, Any], key: str | None = None):
     loaded = _LOADED.get(key)
     if loaded is not None:
         return loaded
-    from importlib.metadata import EntryPoint
-    from pathlib import Path
-
-    from ..plugins import ENABLED, load_plugins
     from ..runner import Runner
-    from ..siteconfig import PluginSite, SiteConfig
+    from .bridge import plugin_set
 
     name = config["plugin"]
-    source = Path(config.get("hook_config_file") or f"<{config.get('hook_name', name)}.CF>")
-    site = SiteConfig(path=source, exists=True, plugins={name: PluginSite(
-        name, enabled=True, attributes=dict(config.get("attributes") or {}),
-        config=dict(config.get("config") or {}))})
-    entry = EntryPoint(name=name, value=config["entry_point"], group="pbsplug")
-    plugins = load_plugins(site, only={name}, entry_points=[entry], strict=False,
-                           report=False, env={})
-    record = plugins.get(name)
-    if record is None or record.status != ENABLED:
-        raise RuntimeError(record.failure_text() if record is not None
-                           else f"pbsplug: plugin '{name}' could not be loaded")
+    source = config.get("hook_config_file") or f"<{config.get('hook_name', name)}.CF>"
+    plugins = plugin_set({name: config}, source)
     loaded = _LOADED[key] = Runner(plugins, mode="inprocess")
     return loaded
 
@@ -119,6 +106,12 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         runner = load(config)
         spec = EVENTS[name]
         data = wire.event_data(pbs, pevent, types, spec.objects, spec.host)
+        if name == "periodic":
+            try:
+                plan_estimates(pbs, types, data, runner)
+            except Exception as exc:  # the plan is an extra: the hook still runs without it
+                pbs.logmsg(pbs.LOG_WARNING, f"pbsplug bridge: no estimates of pbsplug's "
+                           f"own this time: {type(exc).__name__}: {exc}")
         outcome = dispatch(runner, name, data)
         wire.log_records(pbs, outcome["logs"])
         wire.finish(pbs, pevent, outcome, types)
@@ -129,6 +122,51 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
             pbs.logmsg(pbs.LOG_ERROR, "pbsplug bridge: " + " | ".join(
                 traceback.format_exc().splitlines()))
         raise
+
+
+def plan_estimates(pbs: Any, types: wire.Types, data: dict[str, Any], runner: Any) -> None:
+    """Give the server periodic's queued jobs that PBS left without an estimate one from
+    pbsplug's scheduler, planned on PBS's vnodes, running jobs and reservations.
+
+    PBS's scheduler estimates only onto vnodes it could use now: a job that needs a sleeping
+    vnode gets no ``estimated`` at all, so a power plugin would never see it coming. pbsplug's
+    scheduler plans a sleeping vnode from when it can take work (the plugins'
+    ``sched_node_availability``, else the policy's boot delay), as on the local engine. The
+    estimate is the plugin's view only: it is not written back to PBS, and a job PBS did
+    estimate keeps PBS's."""
+    jobs = data.get("job_list")
+    if not jobs or all(_estimated(attrs) for attrs in jobs.values()):
+        return
+    from .. import clock
+    from ..objects import Job, Queue, Reservation, Server, Vnode, object_from_dict
+    from ..scheduler.cycle import Scheduler
+    from ..scheduler.model import Snapshot
+
+    def build(cls: Any, objects: Mapping[str, Any] | None) -> list[Any]:
+        return [object_from_dict(cls, attrs, name) for name, attrs in (objects or {}).items()]
+
+    pserver = pbs.server()
+    running = types.job_state_of.get("R")
+    queues = build(Queue, {str(q.name): wire.attributes(q, types) for q in pserver.queues()})
+    snap = Snapshot(
+        object_from_dict(Server, wire.attributes(pserver, types), str(pserver.name or "pbs")),
+        {q.name: q for q in queues},
+        {v.name: v for v in build(Vnode, data.get("vnode_list"))},
+        build(Job, jobs) + build(Job, {str(pj.id): wire.attributes(pj, types)
+                                       for pj in pserver.jobs() if pj.job_state == running}),
+        build(Reservation, data.get("resv_list")))
+    plan = Scheduler(hooks=runner.plugins.hook).cycle(snap, now=clock.now())
+    for job_id, attrs in jobs.items():
+        estimate = plan.estimates.get(job_id)
+        if estimate is not None and not _estimated(attrs):
+            attrs["estimated"] = {**(attrs.get("estimated") or {}),
+                                  "start_time": estimate.start_time,
+                                  "exec_vnode": estimate.exec_vnode}
+
+
+def _estimated(attrs: Mapping[str, Any]) -> bool:
+    estimated = attrs.get("estimated") or {}
+    return bool(estimated.get("start_time") and estimated.get("exec_vnode"))
 
 
 def hook_objects() -> dict[str, list[str]]:

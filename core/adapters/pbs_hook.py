@@ -5,71 +5,33 @@
 # hook's config file (imported with the script) says where pbsplug is installed and which
 # plugin to run. An execution-host event run as root goes, as plain data (pbs_wire, which
 # needs no pbsplug import), to the host's pbsplug worker, started by the first event that
-# finds none (pbs_worker); anything else, or a worker that cannot be had, runs the plugin in
+# finds none (`worker`, asked through `worker_client`, stdlib only like pbs_wire and loaded
+# from the same folder); anything else, or a worker that cannot be had, runs the plugin in
 # this interpreter (pbs_bridge).
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 
 import pbs
-
-#: Seconds to wait for a worker this event started.
-WORKER_START = 20.0
 
 
 def _ask_worker(config, config_text, name, data):
     """The plugin's outcome from the host's worker, or None when there is no worker to ask."""
-    import fcntl
     import hashlib
+
+    import worker_client
 
     run_dir = config.get("worker_dir") or "/run/pbsplug"
     digest = hashlib.sha256(config_text).hexdigest()[:20]
     path = os.path.join(run_dir, f"pbs-{digest}.sock")
-    conn = _connect(path)
-    if conn is None:
-        os.makedirs(run_dir, mode=0o700, exist_ok=True)
-        with open(path + ".lock", "a") as lock:  # one start, however many events wait
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            conn = _connect(path)
-            if conn is None:
-                subprocess.Popen(
-                    [config["python"], "-m", "pbsplug.adapters.pbs_worker", path,
-                     pbs.hook_config_filename],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
-                    env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"})
-                deadline = time.monotonic() + WORKER_START
-                while conn is None and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    conn = _connect(path)
-    if conn is None:
+    answer = worker_client.ask(config["python"], pbs.hook_config_filename, path,
+                               json.dumps({"event": name, "data": data}).encode())
+    if answer is None:
         return None
-    with conn:
-        conn.sendall(json.dumps({"event": name, "data": data}).encode())
-        conn.shutdown(socket.SHUT_WR)
-        chunks = []
-        while True:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    if not chunks:  # the event's process ended without an answer (killed, or crashed)
+    if not answer:  # the event's process ended without an answer (killed, or crashed)
         return {"kind": "error", "detail": "the plugin's process ended without an answer",
                 "changes": {}, "logs": [], "hook": config.get("plugin"), "event": name}
-    return json.loads(b"".join(chunks))
-
-
-def _connect(path):
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-    except OSError:
-        conn.close()
-        return None
-    return conn
+    return json.loads(answer)
 
 
 def _pbsplug_hook():
@@ -80,8 +42,9 @@ def _pbsplug_hook():
         config_text = fh.read()
     config = json.loads(config_text)
     if config.get("worker") and os.geteuid() == 0:
-        sys.path.insert(0, config["wire_dir"])
+        sys.path.insert(0, config["wire_dir"])  # pbs_wire and worker_client, stdlib only
         import pbs_wire
+        import worker_client  # noqa: F401 - imported here, while wire_dir is on sys.path
 
         del sys.path[0]
         event = pbs.event()

@@ -2,7 +2,7 @@
 
 This module runs inside PBS's hook interpreter. It imports nothing of pbsplug, so that an
 execution-host hook (a fresh ``pbs_python`` per event) can hand its event to the host's
-pbsplug worker (`pbs_worker`) at the cost of ``json`` and ``socket`` alone; the in-process
+pbsplug worker (`worker`) at the cost of ``json`` and ``socket`` alone; the in-process
 bridge (`pbs_bridge`) uses it too, for server events. The hook script imports it by path.
 
 - `event_data`: ``pbs.event()``'s objects, keyed by PBS's names (``job``, ``vnode_list``,

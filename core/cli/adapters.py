@@ -1,4 +1,5 @@
-"""``pbsplug pbs ...``: the site's plugins inside a real PBS (`pbsplug.adapters.pbs`)."""
+"""``pbsplug pbs ...`` and ``pbsplug slurm ...``: the site's plugins inside a real PBS
+(`pbsplug.adapters.pbs`) or a real Slurm (`pbsplug.adapters.slurm`)."""
 
 from __future__ import annotations
 
@@ -130,5 +131,186 @@ def pbs_app() -> typer.Typer:
                 typer.echo(f"    not in PBS: {line}")
             for line in row["notes"]:
                 typer.echo(f"    note: {line}")
+
+    return app
+
+
+_SLURM_DIR = "/etc/slurm/pbsplug"
+
+
+def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_dir: str | None,
+                slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path):
+    from ..adapters import slurm
+
+    state = ctx.find_root().obj
+    try:
+        bins = slurm.which(bin_dir)
+    except slurm.SlurmInstallError as exc:
+        raise CliError(str(exc)) from None
+    for what, path in (("--dir", directory), ("--state-dir", state_dir),
+                       ("--log-file", log_file), ("--run-dir", run_dir)):
+        if not path.is_absolute():
+            raise CliError(f"{what} {path}: expected an absolute path (Slurm's programs "
+                           "run with no PATH and from any folder)")
+    return slurm.plan(state.plugins("enabled"), directory, dirs=slurm.site_dirs(site_dir),
+                      bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
+                      else "", state_dir=str(state_dir), log_file=str(log_file),
+                      run_dir=str(run_dir))
+
+
+def _conf_path(slurm_conf: Path | None) -> Path:
+    import os
+
+    return slurm_conf or Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+
+
+def slurm_app() -> typer.Typer:
+    app = typer.Typer(help="Put the site's enabled plugins into a real Slurm as its "
+                           "Prolog, Epilog and power-saving programs.",
+                      no_args_is_help=True, rich_markup_mode=None)
+    dir_opt = typer.Option(Path(_SLURM_DIR), "--dir", metavar="DIR",
+                           help="Where the programs go (the same path on every node).")
+    conf_opt = typer.Option(None, "--slurm-conf", metavar="FILE",
+                            help="slurm.conf (default $SLURM_CONF, else "
+                                 "/etc/slurm/slurm.conf); named in the programs' config "
+                                 "when given.")
+    bin_opt = typer.Option(None, "--bin-dir", metavar="DIR",
+                           help="The folder of scontrol and scancel (default: from PATH).")
+    state_opt = typer.Option(Path("/var/spool/pbsplug-slurm"), "--state-dir", metavar="DIR",
+                             help="Per-node state: each job's launch environment.")
+    log_opt = typer.Option(Path("/var/log/pbsplug-slurm.log"), "--log-file", metavar="FILE",
+                           help="Where the programs log (Slurm keeps no script output).")
+    run_opt = typer.Option(Path("/run/pbsplug"), "--run-dir", metavar="DIR",
+                           help="The workers' sockets (root only).")
+    site_opt = typer.Option([], "--site-dir", metavar="DIR",
+                            help="Another folder the programs import from (repeatable).")
+
+    @app.command("install")
+    def install(ctx: typer.Context,
+                apply: bool = typer.Option(False, "--apply",
+                                           help="Merge the lines into slurm.conf (the "
+                                                "site's lines they replace are kept, "
+                                                "commented); else print them."),
+                directory: Path = dir_opt, slurm_conf: Path | None = conf_opt,
+                bin_dir: str | None = bin_opt, state_dir: Path = state_opt,
+                log_file: Path = log_opt, run_dir: Path = run_opt,
+                site_dir: list[Path] = site_opt) -> None:
+        """Write one program per Slurm script the enabled plugins need, and the slurm.conf
+        lines that name them."""
+        from ..adapters import slurm
+
+        p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
+                        run_dir)
+        for row in p.rows:
+            if not row["runs"]:
+                typer.echo(f"{row['plugin']}: nothing to install: none of its hooks has a "
+                           "Slurm script")
+            for hook, where in row["runs"].items():
+                typer.echo(f"{row['plugin']}: {hook}: {where}")
+            for hook, why in row["cannot"].items():
+                typer.echo(f"{row['plugin']}: not in Slurm: {hook}: {why}")
+        for note in p.notes:
+            typer.echo(f"note: {note}")
+        try:
+            for path in slurm.write_programs(p):
+                typer.echo(f"wrote {path}")
+        except OSError as exc:
+            raise CliError(f"cannot write the programs in {directory}: {exc}") from None
+        conf = _conf_path(slurm_conf)
+        if not p.conf_lines:
+            typer.echo("no Slurm script is needed: slurm.conf is left as it is")
+            return
+        if apply:
+            try:
+                replaced = slurm.replaced_lines(conf.read_text(), p.conf_lines)
+                slurm.apply_conf(conf, p.conf_lines)
+            except (OSError, slurm.SlurmInstallError) as exc:
+                raise CliError(f"{conf}: {exc}") from None
+            for line in replaced:
+                typer.echo(f"{conf}: replaced (kept as a comment): {line}")
+            typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
+                       "(restart slurmctld for power saving)")
+        else:
+            typer.echo(f"add to {conf} (or run again with --apply):")
+            typer.echo(slurm.conf_block(p.conf_lines))
+
+    @app.command("uninstall")
+    def uninstall(directory: Path = dir_opt, slurm_conf: Path | None = conf_opt) -> None:
+        """Remove pbsplug's programs and its slurm.conf lines (the site's own come back)."""
+        from ..adapters import slurm
+
+        try:
+            done = slurm.uninstall(directory, _conf_path(slurm_conf))
+        except OSError as exc:
+            raise CliError(f"uninstall: {exc}") from None
+        for line in done:
+            typer.echo(line)
+        if not done:
+            typer.echo("nothing of pbsplug's is installed")
+
+    @app.command("periodic")
+    def periodic(directory: Path = dir_opt,
+                 every: float = typer.Option(0.0, "--every", metavar="SECONDS",
+                                             help="Run again every SECONDS (default: "
+                                                  "once).")) -> None:
+        """The server periodic event (the power plugin's decision) over Slurm's nodes,
+        reservations and pending jobs, as installed in DIR: run it on the controller from a
+        timer (Slurm has no periodic script)."""
+        import os
+        import time
+
+        from ..adapters import slurm, slurm_bridge
+
+        config = slurm.installed_config(directory)
+        if config is None:
+            raise CliError(f"{directory}: no pbsplug Slurm install here (run 'pbsplug slurm "
+                           "install' first, or give --dir)")
+        if every < 0:
+            raise CliError(f"--every {every:g}: expected a number of seconds >= 0")
+        try:
+            ctx_ = slurm_bridge.load(config)
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from None
+        while True:
+            answer = slurm_bridge.dispatch(ctx_, {"script": "periodic",
+                                                  "env": dict(os.environ), "argv": []})
+            if answer.get("stdout"):
+                typer.echo(answer["stdout"].rstrip("\n"))
+            if answer.get("error"):
+                typer.echo(answer["error"], err=True)
+            if not every:
+                if answer.get("exit"):
+                    raise typer.Exit(1)
+                return
+            time.sleep(every)
+
+    @app.command("status")
+    def status(ctx: typer.Context,
+               as_json: bool = typer.Option(False, "--json", help="JSON output."),
+               directory: Path = dir_opt, slurm_conf: Path | None = conf_opt,
+               bin_dir: str | None = bin_opt, state_dir: Path = state_opt,
+               log_file: Path = log_opt, run_dir: Path = run_opt,
+               site_dir: list[Path] = site_opt) -> None:
+        """Per enabled plugin: which hooks run where in Slurm, which cannot (with why), and
+        whether what is installed matches the site (give the options install was given)."""
+        from ..adapters import slurm
+
+        p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
+                        run_dir)
+        try:
+            rows = slurm.status(p, _conf_path(slurm_conf))
+        except OSError as exc:
+            raise CliError(f"status: {exc}") from None
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        for row in rows:
+            typer.echo(f"{row['plugin']}: {row['state']}")
+            for hook, where in row["runs"].items():
+                typer.echo(f"    {hook}: {where}")
+            for hook, why in row["cannot"].items():
+                typer.echo(f"    not in Slurm: {hook}: {why}")
+            for line in row["problems"]:
+                typer.echo(f"    differs: {line}")
 
     return app

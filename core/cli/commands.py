@@ -31,7 +31,7 @@ from . import CliError
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
                   "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
                   "pbsnodes", "pbs_rsub", "pbs_rstat", "pbs_rdel",
-                  "qmove", "pbs_attach", "demo", "pbs", "sim")
+                  "qmove", "pbs_attach", "demo", "pbs", "slurm", "sim")
 
 
 class State:
@@ -107,9 +107,10 @@ def build_app() -> typer.Typer:
     app.add_typer(_hook_app(), name="hook")
     app.add_typer(_plugin_app(), name="plugin")
     app.command("event")(event_command)
-    from .adapters import pbs_app
+    from .adapters import pbs_app, slurm_app
 
     app.add_typer(pbs_app(), name="pbs")
+    app.add_typer(slurm_app(), name="slurm")
     from .sim import sim_app
 
     app.add_typer(sim_app(), name="sim")

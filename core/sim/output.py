@@ -28,7 +28,7 @@ import os
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .records import (
     COMPLETED,
@@ -129,26 +129,27 @@ class _Group:
         self.wait_sum = self.wait_max = self.bsld_sum = self.sd_sum = 0.0
         self.area = self.energy = 0.0
 
-    def add(self, result: JobResult) -> float | None:
-        """Count a job; its wait when it started."""
+    def add(self, values: tuple[float, float, float, float] | None, killed: bool,
+            energy: float) -> None:
+        """Count a job: `values` are its wait, run, bounded slowdown and cpu seconds, or None
+        when it never started."""
         self.jobs += 1
-        self.energy += result.energy
-        if result.final_state == WALLTIME:
+        self.energy += energy
+        if killed:
             self.killed += 1
-        if result.start is None:
+        if values is None:
             self.rejected += 1
-            return None
-        wait = result.start - result.job.submit
-        run = result.end - result.start
+            return
+        wait, run, bsld, area = values
         self.started += 1
         self.wait_sum += wait
-        self.wait_max = max(self.wait_max, wait)
-        self.bsld_sum += max(1.0, (wait + run) / max(run, TAU))
+        if wait > self.wait_max:
+            self.wait_max = wait
+        self.bsld_sum += bsld
         if run > 0:
             self.sd_sum += (wait + run) / run
             self.sd_jobs += 1
-        self.area += result.job.ncpus * run
-        return wait
+        self.area += area
 
     def metrics(self) -> dict[str, Any]:
         n = self.started
@@ -184,12 +185,21 @@ class TimeBins:
         """Add `values` holding over [a, b)."""
         if self.t0 is None:
             self.t0 = a
+        if b <= a:
+            return
         t0 = self.t0
         while b > t0 + self.width * PLOT_BINS:
             self._double()
-        self.last = max(self.last, b)
+        if b > self.last:
+            self.last = b
         width, sums = self.width, self.sums
         i = int((a - t0) / width)
+        if b <= t0 + (i + 1) * width:  # the usual case: within one bin
+            row, dt = sums[i], b - a
+            for k, v in enumerate(values):
+                if v:
+                    row[k] += v * dt
+            return
         while a < b:
             edge = min(b, t0 + (i + 1) * width)
             dt = edge - a
@@ -251,9 +261,9 @@ class ResultWriter:
         self.end: float | None = None
         self.power_cycles = 0
         self.closed = False
-        self._jobs_f = open(self.out / JOBS_CSV, "w", newline="", encoding="utf-8")
-        self._states_f = open(self.out / MACHINE_STATES_CSV, "w", newline="", encoding="utf-8")
-        self._series_f = open(self.out / SERIES_CSV, "w", newline="", encoding="utf-8")
+        self._jobs_f = self._open(JOBS_CSV)
+        self._states_f = self._open(MACHINE_STATES_CSV)
+        self._series_f = self._open(SERIES_CSV)
         self._jobs = csv.writer(self._jobs_f, lineterminator="\n")
         self._states = csv.writer(self._states_f, lineterminator="\n")
         self._series = csv.writer(self._series_f, lineterminator="\n")
@@ -261,27 +271,43 @@ class ResultWriter:
         self._states.writerow(STATE_COLUMNS)
         self._series.writerow(SERIES_COLUMNS)
 
+    def _open(self, name: str) -> TextIO:
+        try:  # a large buffer: these files get a line per event
+            return open(self.out / name, "w", newline="", encoding="utf-8", buffering=1 << 18)
+        except OSError as exc:
+            raise OutputError(f"cannot write {self.out / name}: {exc.strerror or exc}") from None
+
     # --- the sink -------------------------------------------------------------------------
 
     def job(self, result: JobResult) -> None:
         job = result.job
-        if result.start is not None and (result.start < job.submit or result.end < result.start):
-            raise OutputError(f"job {job.job_id}: start {result.start} and end {result.end} "
-                              f"are not in order after submit {job.submit}")
-        wait = self.all.add(result)
-        if job.queue is not None:
-            self.queues.setdefault(job.queue, _Group()).add(result)
-        if wait is not None:
+        submit, start, end = job.submit, result.start, result.end
+        if start is None:
+            values = None
+        else:
+            if start < submit or end < start:
+                raise OutputError(f"job {job.job_id}: start {start} and end {end} are not in "
+                                  f"order after submit {submit}")
+            wait, run = start - submit, end - start
+            values = (wait, run, max(1.0, (wait + run) / max(run, TAU)), job.ncpus * run)
             self.waits.append(wait)
-        self.first_submit = job.submit if self.first_submit is None else min(
-            self.first_submit, job.submit)
-        self.last_end = result.end if self.last_end is None else max(self.last_end, result.end)
-        if self.gantt is not None and result.start is not None:
+        killed = result.final_state == WALLTIME
+        self.all.add(values, killed, result.energy)
+        if job.queue is not None:
+            group = self.queues.get(job.queue)
+            if group is None:
+                group = self.queues[job.queue] = _Group()
+            group.add(values, killed, result.energy)
+        if self.first_submit is None or submit < self.first_submit:
+            self.first_submit = submit
+        if self.last_end is None or end > self.last_end:
+            self.last_end = end
+        if self.gantt is not None and start is not None:
             if len(self.gantt) < self.gantt_limit:
-                self.gantt.append((result.start, result.end, result.hosts, job.job_id))
+                self.gantt.append((start, end, result.hosts, job.job_id))
             else:
                 self.gantt = None
-        self._write_job(result)
+        self._write_job(result, values)
 
     def machine(self, states: MachineStates) -> None:
         c = states.counts
@@ -376,19 +402,25 @@ class ResultWriter:
         self._states_f.write(f"{t},{s[1]},{s[2]},{s[3]},{s[4]},{s[5]}\n")
         self._series_f.write(f"{t},{s[6]},{s[7]},{s[8]},{fmt(s[9])}\n")
 
-    def _write_job(self, r: JobResult) -> None:
+    def _write_job(self, r: JobResult, values: tuple[float, ...] | None) -> None:
         job = r.job
-        started = r.start is not None
-        run = r.end - r.start if started else None
-        turnaround = r.end - job.submit if started else None
+        if values is None:
+            times = ["", "", "", "", "", ""]
+        else:
+            wait, run = values[0], values[1]
+            turnaround = wait + run
+            times = [fmt(r.start), fmt(run), fmt(r.end), fmt(wait), fmt(turnaround),
+                     fmt(turnaround / run) if run else ""]
+        # Batsim's resources are hosts (evalys draws and counts them so): the processors
+        # and the queue go in the metadata.
+        hosts = len(r.hosts) or job.nodes or 1
+        meta = f"ncpus={job.ncpus}" if job.queue is None else \
+            f"ncpus={job.ncpus} queue={job.queue}"
         self._jobs.writerow([
-            job.job_id, self.workload, "", fmt(job.submit), job.ncpus,
+            job.job_id, self.workload, "", fmt(job.submit), hosts,
             fmt(job.walltime) if job.walltime is not None else "-1",
-            1 if r.final_state == COMPLETED else 0, r.final_state,
-            fmt(r.start), fmt(run), fmt(r.end) if started else "",
-            fmt(r.start - job.submit) if started else "", fmt(turnaround),
-            fmt(turnaround / run) if started and run else "",
-            intervals(r.hosts), fmt(r.energy), ""])
+            1 if r.final_state == COMPLETED else 0, r.final_state, *times,
+            intervals(r.hosts), fmt(r.energy), meta])
 
 
 def _prepare(out_dir: str | os.PathLike[str]) -> Path:

@@ -51,6 +51,8 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def _span(path: Path) -> tuple[float, float] | None:
+    if not path.exists():
+        return None
     first = last = None
     for row in _rows(path, ("time",)):
         first = row[0] if first is None else first
@@ -223,11 +225,15 @@ def compare_plots(dir_a: Path, dir_b: Path, out: Path, label_a: str, label_b: st
         _save(fig, out / "compare_time.png")
         written.append(out / "compare_time.png")
     fig, (ax,) = _figure(1, 3.5)
+    drawn = False
     for run, label in ((dir_a, label_a), (dir_b, label_b)):
-        _cdf(ax, sorted(_waits(run / JOBS_CSV)), label)
+        waits = sorted(_waits(run / JOBS_CSV)) if (run / JOBS_CSV).exists() else []
+        _cdf(ax, waits, label)
+        drawn = drawn or bool(waits)
     ax.set_xlabel("wait (s, symmetric log scale)")
     ax.set_ylabel("fraction of jobs")
-    ax.legend(loc="lower right", fontsize="small")
+    if drawn:
+        ax.legend(loc="lower right", fontsize="small")
     _save(fig, out / "compare_wait_cdf.png")
     written.append(out / "compare_wait_cdf.png")
     return written

@@ -260,8 +260,10 @@ def _swf_header(path: str) -> TraceInfo:
             except ValueError:
                 raise TraceError(path, n, f"header {key}",
                                  f"{value[:40]!r} is not a whole number") from None
-            if number < -1 or number >= 1 << 62:
-                raise TraceError(path, n, f"header {key}", f"{number} is out of range")
+            low = 0 if lower == "unixstarttime" else 1
+            if (number < low and number != -1) or number >= 1 << 62:
+                raise TraceError(path, n, f"header {key}", f"{number} is out of range "
+                                 f"(-1 for unknown, else {low} or more)")
             setattr(info, _HEADER_INTS[lower], None if number == -1 else number)
         elif lower == "timezonestring":
             info.time_zone = value or None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +19,9 @@ from typing import Any
 import pytest
 
 from pbsplug.engine.testing import PBSPLUG
+
+from .slurm_cluster import ROOT as SLURM_ROOT
+from .slurm_cluster import SlurmCluster
 
 RECIPE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "openpbs-local"
 WRAPPERS = Path("/run/openpbs-local/bin")
@@ -191,3 +196,127 @@ def pbs(real_pbs: RealPbs) -> Iterator[RealPbs]:
     yield real_pbs
     real_pbs.clean_hooks()
     real_pbs.forget_jobs()
+
+
+# -- Slurm ------------------------------------------------------------------------------------
+
+#: Where the tests' own plugin notes what it saw.
+SLURMTEST_LOG = SLURM_ROOT / "slurmtest.log"
+
+def _slurm_unavailable(why: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"real Slurm needed under CI: {why}", pytrace=False)
+    pytest.skip(f"needs a real Slurm: {why}")
+
+
+@pytest.fixture(scope="session")
+def real_slurm():
+    """Slurm 22.05 from Debian's packages: munged, slurmctld and four slurmd as nodes n1-n4
+    in partitions debug (n1, n2), gpu (n3, n4) and all, under /tmp/pbsplug-slurm
+    (tests/adapters/slurm_cluster.py). One cluster for the whole session."""
+    from .slurm_cluster import base_conf, install_packages
+
+    if os.geteuid() != 0:
+        _slurm_unavailable("the tests start munged, slurmctld and slurmd as root")
+    why = install_packages()
+    if why is not None:
+        _slurm_unavailable(why)
+    cluster = SlurmCluster()
+    cluster.write_conf(base_conf(cluster.root))
+    try:
+        cluster.start()
+    except (OSError, RuntimeError, AssertionError) as exc:
+        cluster.stop()
+        _slurm_unavailable(f"Slurm did not start: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.cancel_all()
+        cluster.stop()
+
+
+class Installed:
+    """pbsplug installed into the test's Slurm, with its folders."""
+
+    def __init__(self, cluster: SlurmCluster, tmp: Path, dists):
+        self.cluster = cluster
+        # Under the cluster's folder, not pytest's (0700): the job's user runs TaskProlog and
+        # reads its launch file.
+        self.top = cluster.root / "t" / tmp.name
+        shutil.rmtree(self.top, ignore_errors=True)  # an earlier session's, of the same name
+        self.top.mkdir(parents=True, exist_ok=True)
+        for folder in (self.top, self.top.parent):
+            os.chmod(folder, 0o755)
+        self.dir = self.top / "programs"
+        self.state = self.top / "state"
+        self.log = tmp / "pbsplug-slurm.log"
+        self.run_dir = Path("/run/pbsplug-test") / tmp.name
+        for folder in (self.run_dir, Path(f"{self.run_dir}-task")):  # an earlier session's
+            shutil.rmtree(folder, ignore_errors=True)
+        self.dists = dists
+        self.home = tmp / "home"
+        self.home.mkdir(exist_ok=True)
+        self.restart = False  # whether slurmctld must restart to forget the programs
+
+    def pbsplug(self, site_text: str | None, *args: str, check: bool = True
+                ) -> subprocess.CompletedProcess:
+        site = self.home / "site.toml"
+        if site_text is not None:
+            site.write_text(site_text)
+        env = {**self.cluster.env, "PBSPLUG_HOME": str(self.home),
+               "PYTHONPATH": str(self.dists.root)}
+        return self.cluster.run(PBSPLUG, "--site", str(site), "slurm", *args, env=env,
+                                check=check)
+
+    def options(self) -> list[str]:
+        return ["--dir", str(self.dir), "--slurm-conf", str(self.cluster.conf),
+                "--state-dir", str(self.state), "--log-file", str(self.log),
+                "--run-dir", str(self.run_dir), "--site-dir", str(self.dists.root)]
+
+    def install(self, site_text: str) -> str:
+        out = self.pbsplug(site_text, "install", "--apply", *self.options()).stdout
+        self.restart = True
+        self.cluster.restart_controller()  # 22.05: controller scripts are read at start
+        self.cluster.reconfigure()
+        return out
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text()
+        except OSError:
+            return ""
+
+    def stop_workers(self) -> None:
+        """The workers the programs started for this test (their argv names its run dir)."""
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"pbsplug.adapters.worker" in argv and any(
+                    a.startswith(str(self.run_dir).encode()) for a in argv):
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+@pytest.fixture
+def slurm(real_slurm, tmp_path, dists):
+    """The real Slurm with no pbsplug line in slurm.conf, no job, every node in service,
+    before and after the test."""
+    real_slurm.cancel_all()
+    real_slurm.resume_all()
+    SLURMTEST_LOG.unlink(missing_ok=True)
+    installed = Installed(real_slurm, tmp_path, dists)
+    yield installed
+    real_slurm.cancel_all()
+    installed.pbsplug(None, "uninstall", "--dir", str(installed.dir), "--slurm-conf",
+                      str(real_slurm.conf), check=False)
+    if installed.restart:
+        real_slurm.restart_controller()
+    real_slurm.reconfigure()
+    installed.stop_workers()
+    real_slurm.resume_all()

@@ -340,9 +340,14 @@ def test_cpuset_confines_a_real_pbs_job(pbs: RealPbs, tmp_path):
         time.sleep(0.2)
 
 
-def test_power_sleeps_an_idle_pbs_vnode_with_the_simulated_driver(pbs: RealPbs, tmp_path):
+def test_power_sleeps_an_idle_pbs_vnode_and_wakes_it_for_a_queued_job(pbs: RealPbs, tmp_path):
+    """The server periodic, inside PBS: the idle vnode goes to sleep through the simulated
+    driver; a job that only it can run gets no estimate from PBS's scheduler, so the bridge
+    plans one (pbsplug's scheduler, the plugin's boot time) and the plugin wakes the vnode
+    for it; PBS then runs the job there."""
     node = next(iter(json.loads(pbs.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]))
     pbs.qmgr(f"set node {node} poweroff_eligible = True")
+    job = None
     try:
         site = _site(tmp_path, site_toml("power", {
             "power_on_off_enable": True, "node_idle_limit": 1, "min_node_down_delay": 1,
@@ -359,7 +364,28 @@ def test_power_sleeps_an_idle_pbs_vnode_with_the_simulated_driver(pbs: RealPbs, 
         assert simulated[node]["power"] == "off"
         logs = sorted(Path("/var/spool/pbs/server_logs").glob("*"))
         assert f"Job;node_power_off;launch: simulated node_off {node}" in logs[-1].read_text()
+
+        job = pbs.qsub("#!/bin/sh\nhostname\n", "-l", "select=1:ncpus=1",
+                       "-l", "walltime=00:01:00")
+        assert pbs.job(job)["job_state"] == "Q"  # nothing awake can run it
+        deadline = time.monotonic() + 60
+        while "sleep" in pbs.node(node)["state"]:
+            assert time.monotonic() < deadline, f"{node} was never woken for {job}: " \
+                                                f"{pbs.job(job).get('comment')}"
+            time.sleep(0.3)
+        assert json.loads((tmp_path / "power" / "simulated_power.json").read_text()
+                          )[node]["power"] == "on"
+        assert f"Job;node_power_on;launch: simulated node_on {node}" in logs[-1].read_text()
+        deadline = time.monotonic() + 60
+        while pbs.job(job)["job_state"] not in "RF":
+            assert time.monotonic() < deadline, f"{job} never ran on the woken {node}"
+            pbs.qmgr("set server scheduling = True")  # a cycle now, not at the iteration
+            time.sleep(0.5)
+        attrs = pbs.wait(job)
+        assert attrs["exec_host"].startswith(node) and attrs["Exit_status"] == 0
     finally:
+        if job is not None:
+            pbs.forget_jobs()
         pbs.clean_hooks()
         pbs.qmgr(f"set node {node} state = free", check=False)
         pbs.qmgr(f"unset node {node} poweroff_eligible", check=False)

@@ -1,4 +1,4 @@
-"""The execution-host worker (`pbsplug.adapters.pbs_worker`) as a real process on a real UNIX
+"""The execution-host worker (`pbsplug.adapters.worker`) as a real process on a real UNIX
 socket, asked as the hook script asks it; no PBS needed."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def worker(dists, tmp_path):
     config_file = tmp_path / "pbsplug_wtest.CF"
     config_file.write_text(json.dumps(config))
     path = run_dir / "pbs-test.sock"
-    proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.pbs_worker", str(path),
+    proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(path),
                              str(config_file)], env={**os.environ, "PYTHONPATH": str(dists.root)})
     deadline = time.monotonic() + 30
     while not path.exists():

@@ -117,7 +117,8 @@ def test_jobs_csv_is_batsim_format(tmp_path):
     assert (j2["execution_time"], j2["waiting_time"], j2["turnaround_time"]) == ("5", "90",
                                                                                  "95")
     assert (j2["stretch"], j2["success"], j2["final_state"]) == ("19", "0", WALLTIME)
-    assert (j2["allocated_resources"], j2["requested_number_of_resources"]) == ("0-1", "8")
+    assert (j2["allocated_resources"], j2["requested_number_of_resources"]) == ("0-1", "2")
+    assert j2["metadata"] == "ncpus=8 queue=b" and rows["3"]["requested_number_of_resources"] == "1"
     assert (j2["requested_time"], j2["consumed_energy"], j2["workload_name"]) == ("5", "40.5",
                                                                                   "w0")
     assert rows["1"]["success"] == "1" and rows["1"]["stretch"] == "1"

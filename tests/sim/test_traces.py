@@ -150,6 +150,10 @@ def test_swf_header_bad_value(tmp_path):
     path = write(tmp_path, "t.swf", "; MaxProcs: lots\n" + swf_line())
     with pytest.raises(TraceError, match=r"t.swf:1: header MaxProcs: 'lots'"):
         open_trace(path)
+    path = write(tmp_path, "t.swf", "; Note: x\n; MaxNodes: 0\n" + swf_line())
+    with pytest.raises(TraceError, match=r"t.swf:2: header MaxNodes: 0 is out of range"):
+        open_trace(path)
+    assert open_trace(write(tmp_path, "t.swf", "; MaxNodes: -1\n")).info.max_nodes is None
 
 
 def test_truncated_gzip_is_a_trace_error(tmp_path):
@@ -417,3 +421,23 @@ def test_real_traces_read_whole(name):
     else:
         assert (count, trace.info.max_nodes, procs) == (447794, 1024, 8192)
         assert trace.info.time_zone == "Asia/Tokyo"
+
+
+def test_fuzzed_swf_headers(tmp_path):
+    rng = random.Random(3)
+    header_lines = SWF_HEADER.splitlines(keepends=True)
+    for case in range(200):
+        lines = list(header_lines)
+        pos = rng.randrange(len(lines))
+        key = lines[pos].split(":")[0]
+        lines[pos] = f"{key}: {rng.choice(NASTY)}\n" if rng.random() < 0.7 else \
+            mutate(rng, lines[pos], " ").decode("latin-1")
+        path = tmp_path / f"h{case}.swf"
+        path.write_bytes("".join(lines).encode("utf-8", "surrogateescape") + swf_line().encode())
+        try:
+            trace = open_trace(path)
+            for job in trace:
+                check_job(job)
+            assert trace.info.max_procs is None or trace.info.max_procs >= 1
+        except TraceError as exc:
+            assert str(path) in str(exc)

@@ -1,0 +1,457 @@
+"""``pbsplug slurm install|uninstall|status``: the site's plugins as Slurm's programs.
+
+Slurm has no Python extension point. What it has are programs named in slurm.conf, each run
+at one moment of a job's or a node's life (shared/reference/adapters.md §B.1): pbsplug puts
+one program per script into a folder (`Plan.programs`), each the same few lines that hand
+the event to pbsplug (`slurm_program`), and a config file beside them carrying what they need:
+the environment to import pbsplug from, and each enabled plugin's entry point, hook
+attributes and configuration (the execution hosts need no site config, only this folder, as
+they need slurm.conf). The slurm.conf lines naming the programs are printed, or merged into
+slurm.conf with ``--apply`` (the lines pbsplug replaces are kept, commented, and uninstall
+puts them back).
+
+Only the scripts some enabled plugin needs are installed. `NOT_IN_SLURM` says, for every PBS
+event without a Slurm script, why; `status` lists them per plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..plugins import PluginRecord, PluginSet
+from . import slurm_program, worker_client
+
+#: The mark in the config that pbsplug made it.
+INSTALLED_BY = "pbsplug slurm install"
+CONFIG_NAME = "pbsplug-slurm.json"
+TASK_CONFIG_NAME = "pbsplug-slurm-task.json"
+#: The programs' one module, copied beside them.
+PROGRAM_MODULE = "slurm_program.py"
+#: The worker's client, shared with the PBS hook, copied beside slurm_program (it imports it).
+CLIENT_MODULE = "worker_client.py"
+PROGRAM_MARK = "written by 'pbsplug slurm install'"
+BEGIN = "# BEGIN pbsplug slurm install: lines below are pbsplug's (pbsplug slurm uninstall)"
+END = "# END pbsplug slurm install"
+#: How a slurm.conf line that pbsplug replaced is kept.
+REPLACED = "#pbsplug-replaced# "
+
+#: Slurm script -> (slurm.conf key, program file, events it fires).
+SCRIPTS = {
+    "prolog_slurmctld": ("PrologSlurmctld", "prolog_slurmctld", ("runjob",)),
+    "prolog": ("Prolog", "prolog", ("execjob_begin", "execjob_prologue", "execjob_launch")),
+    "task_prolog": ("TaskProlog", "task_prolog", ("execjob_launch",)),
+    "epilog": ("Epilog", "epilog", ("execjob_epilogue", "execjob_end")),
+    "epilog_slurmctld": ("EpilogSlurmctld", "epilog_slurmctld", ("jobobit",)),
+    "health_check": ("HealthCheckProgram", "health_check",
+                     ("exechost_startup", "exechost_periodic")),
+    "suspend": ("SuspendProgram", "suspend", ("periodic",)),
+    "resume": ("ResumeProgram", "resume", ("periodic",)),
+    "resume_fail": ("ResumeFailProgram", "resume_fail", ("periodic",)),
+}
+#: Slurm's power-saving settings when a plugin's periodic hook runs: Slurm's own idle timer
+#: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
+#: Slurm's (the plugins' max_concurrent_nodes is the limit).
+POWER_LINES = {"SuspendTime": "8640000", "SuspendRate": "0", "ResumeRate": "0"}
+#: Where each event runs inside Slurm, as `status` shows it.
+WHERE = {
+    "runjob": "PrologSlurmctld, on the controller as SlurmUser; a reject requeues a batch job "
+              "(Slurm cancels an srun/salloc job), never drains",
+    "execjob_begin": "Prolog, on each node as root",
+    "execjob_prologue": "Prolog, on each node as root, after execjob_begin",
+    "execjob_launch": "TaskProlog, before each task: Slurm runs it as the job's user, and it "
+                      "asks the node's root worker, which runs the hook with the task as "
+                      "event.pid and returns the environment as export lines",
+    "execjob_epilogue": "Epilog, on each node as root; rejects are ignored, as in PBS",
+    "execjob_end": "Epilog, on each node as root; rejects are ignored, as in PBS",
+    "jobobit": "EpilogSlurmctld, on the controller as SlurmUser",
+    "exechost_startup": "HealthCheckProgram, as root, its first run after slurmd starts",
+    "exechost_periodic": "HealthCheckProgram, as root, every HealthCheckInterval",
+    "periodic": "'pbsplug slurm periodic' on the controller (a timer runs it: Slurm has no "
+                "periodic script); its power decisions reach Slurm as state=power_down, "
+                "and SuspendProgram/ResumeProgram call the plugin's drivers",
+}
+_SUBMIT = ("Slurm's submit-time extension point is job_submit (Lua, run under slurmctld's "
+           "locks); pbsplug offers no bridge into it")
+#: Why each PBS event has no Slurm script (nothing pretends to run it).
+NOT_IN_SLURM = {
+    "queuejob": _SUBMIT, "postqueuejob": _SUBMIT, "modifyjob": _SUBMIT,
+    "movejob": "Slurm runs no script when a job changes partition",
+    "resvsub": "Slurm runs no script for reservations",
+    "resv_confirm": "Slurm runs no script for reservations",
+    "resv_begin": "Slurm runs no script for reservations",
+    "resv_end": "Slurm runs no script for reservations",
+    "modifyvnode": "Slurm runs no script when a node's state changes",
+    "provision": "Slurm's node reboot for features (RebootProgram) is not mapped",
+    "management": "Slurm runs no script for scontrol's administration",
+    "execjob_attach": "Slurm runs no script when a process joins a running job",
+    "execjob_preterm": "Slurm runs no script before scancel kills a job",
+    "execjob_abort": "Slurm runs the Epilog for an aborted job too: execjob_end sees it",
+    "execjob_postsuspend": "Slurm runs no script around scontrol suspend",
+    "execjob_preresume": "Slurm runs no script around scontrol resume",
+    "execjob_resize": "Slurm runs no script when a job shrinks",
+    "sched_": "Slurm's scheduler is C with no Python extension point: a Slurm site keeps "
+              "its own priority and selection plugins",
+    "register_attributes": "Slurm's node features and GRES are set in slurm.conf",
+}
+#: Hooks that are pbsplug's own and need no place in Slurm.
+PBSPLUG_OWN = ("configure", "register_commands", "demo_setup", "demo_report")
+
+
+class SlurmInstallError(RuntimeError):
+    """What install or uninstall could not do, in one line."""
+
+
+@dataclass
+class Plan:
+    """What the site wants in Slurm."""
+
+    directory: Path
+    config: dict[str, Any]
+    programs: dict[str, str]            # file name -> text
+    conf_lines: dict[str, str]          # slurm.conf key -> value
+    rows: list[dict[str, Any]] = field(default_factory=list)   # per plugin, for status
+    notes: list[str] = field(default_factory=list)
+    extra_files: dict[str, str] = field(default_factory=dict)  # the task worker's config
+
+    @property
+    def config_text(self) -> str:
+        return json.dumps(self.config, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def site_dirs(extra: Sequence[str | os.PathLike] = ()) -> list[str]:
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    dirs += [str(Path(d).resolve()) for d in extra]
+    return list(dict.fromkeys(dirs))
+
+
+def _where(hook: str) -> tuple[str | None, str | None]:
+    """(where it runs, why it cannot) for one plugin hook."""
+    if hook in WHERE:
+        return WHERE[hook], None
+    for prefix, why in NOT_IN_SLURM.items():
+        if hook == prefix or (prefix.endswith("_") and hook.startswith(prefix)):
+            return None, why
+    return None, None
+
+
+def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: str,
+         slurm_conf: str, state_dir: str, log_file: str, run_dir: str) -> Plan:
+    specs: dict[str, Any] = {}
+    rows = []
+    events: set[str] = set()
+    deadline = 0.0
+    for record in sorted(plugins.enabled, key=lambda r: r.name):
+        raw, _ = plugins.site.plugin_config_values(record.name)
+        row = _row(record)
+        rows.append(row)
+        if not row["runs"]:
+            continue
+        events.update(e for e in row["runs"])
+        attrs = record.attributes
+        ep = record.entry_point
+        specs[record.name] = {
+            "entry_point": ep.value if ep is not None else f"pbsplug_{record.name}",
+            "distribution": record.dist, "version": record.version,
+            "attributes": {k: (list(v) if isinstance(v, tuple) else v)
+                           for k, v in attrs.to_dict().items()},
+            "config": raw}
+        deadline += float(attrs.alarm) * 3 + 2  # at most three events of a script each
+    directory = Path(directory)
+    config_file = str(directory / CONFIG_NAME)
+    config = {
+        "installed_by": INSTALLED_BY, "plugins": specs, "site_dirs": list(dirs),
+        "python": sys.executable, "config_file": config_file,
+        "bin_dir": bin_dir, "slurm_conf": slurm_conf, "state_dir": state_dir,
+        "log_file": log_file, "run_dir": run_dir, "worker": True,
+        "loader": "pbsplug.adapters.slurm_bridge:load",
+        "dispatcher": "pbsplug.adapters.slurm_bridge:dispatch",
+        "deadline": deadline + 30,  # and the scontrol calls
+        "encoding": "marshal",
+        "slurmstepd": slurmstepd(bin_dir),
+    }
+    # The programs import slurm_program from their own folder (a copy): TaskProlog runs as
+    # the job's user, who may not reach this environment's folders.
+    adapters_dir = str(directory)
+    config_text = json.dumps(config, indent=2, sort_keys=True, default=str) + "\n"
+    digest = hashlib.sha256(config_text.encode()).hexdigest()[:20]
+    socket_path = f"{run_dir.rstrip('/')}/slurm-{digest}.sock"
+    programs: dict[str, str] = {}
+    conf: dict[str, str] = {}
+    task = None
+    extra: dict[str, str] = {}
+    task_python = sys.executable
+    notes = []
+    if "execjob_launch" in events and not others_can_run(sys.executable):
+        task_python = "/usr/bin/python3"
+        notes.append(f"TaskProlog runs as the job's user, who cannot run {sys.executable}: "
+                     f"it uses {task_python} (it needs only the standard library)")
+    if "execjob_launch" in events:
+        # TaskProlog runs as the job's user: its worker listens where users can reach it,
+        # and checks who asks (slurm_bridge.task_prolog).
+        task_config = {**config, "public": True, "encoding": "json",
+                       "config_file": str(directory / TASK_CONFIG_NAME)}
+        task_text = json.dumps(task_config, indent=2, sort_keys=True, default=str) + "\n"
+        task_digest = hashlib.sha256(task_text.encode()).hexdigest()[:20]
+        task = (str(directory / TASK_CONFIG_NAME),
+                f"{run_dir.rstrip('/')}-task/slurm-task-{task_digest}.sock")
+        extra[TASK_CONFIG_NAME] = task_text
+    for script, (key, name, fired) in SCRIPTS.items():
+        if not events & set(fired):
+            continue
+        if script == "task_prolog":
+            text = slurm_program.task_program_text(task_python, adapters_dir, task[1])
+        else:
+            text = slurm_program.program_text(sys.executable, adapters_dir, script,
+                                              config_file, socket_path,
+                                              task if script == "prolog" else None)
+        programs[name] = text
+        conf[key] = str(directory / name)
+    if "SuspendProgram" in conf:
+        conf.update(POWER_LINES)
+    if "HealthCheckProgram" in conf:
+        freqs = [int(s["attributes"].get("freq") or 120) for s in specs.values()
+                 if {"exechost_periodic", "exechost_startup"} & set(
+                     s["attributes"].get("events") or ())]
+        conf["HealthCheckInterval"] = str(min(freqs) if freqs else 120)
+        conf["HealthCheckNodeState"] = "ANY"
+    if programs:
+        programs[PROGRAM_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.slurm_program:"
+                                    " do not edit.\n"
+                                    + Path(slurm_program.__file__).read_text())
+        programs[CLIENT_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.worker_client:"
+                                   " do not edit.\n"
+                                   + Path(worker_client.__file__).read_text())
+    p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra)
+    if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
+            "HealthCheckProgram" in conf):
+        p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
+                       "or more is cut short there")
+    return p
+
+
+def _row(record: PluginRecord) -> dict[str, Any]:
+    runs, cannot, own = {}, {}, []
+    for hook in record.hooks:
+        if hook in PBSPLUG_OWN:
+            own.append(hook)
+            continue
+        if hook in record.attributes.events or hook not in WHERE:
+            where, why = _where(hook)
+            if where is not None and hook in record.attributes.events:
+                runs[hook] = where
+            elif why is not None:
+                cannot[hook] = why
+    return {"plugin": record.name, "runs": runs, "cannot": cannot}
+
+
+# -- the files ------------------------------------------------------------------------------
+
+def write_programs(p: Plan) -> list[Path]:
+    """The programs and the config, written whole (config 0600: it holds the site's plugin
+    configuration; programs 0755). Programs of scripts no longer needed are removed."""
+    p.directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
+    written.append(p.directory / CONFIG_NAME)
+    for name, text in p.extra_files.items():
+        _write(p.directory / name, text, 0o600)
+        written.append(p.directory / name)
+    if TASK_CONFIG_NAME not in p.extra_files and (p.directory / TASK_CONFIG_NAME).exists():
+        (p.directory / TASK_CONFIG_NAME).unlink()
+    for name, text in p.programs.items():
+        _write(p.directory / name, text, 0o755)
+        written.append(p.directory / name)
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
+        if name not in p.programs and _ours(p.directory / name):
+            (p.directory / name).unlink()
+    return written
+
+
+def _write(path: Path, text: str, mode: int) -> None:
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(part, mode)
+    os.replace(part, path)
+
+
+def slurmstepd(bin_dir: str) -> str:
+    """slurmstepd's real path (Debian's is slurmstepd-wlm behind a link): a TaskProlog
+    request is answered only when the asker's parent runs it; "" when not found here."""
+    for folder in (Path(bin_dir).parent / "sbin", Path("/usr/sbin"), Path("/usr/local/sbin")):
+        if (folder / "slurmstepd").exists():
+            return os.path.realpath(folder / "slurmstepd")
+    return ""
+
+
+def others_can_run(path: str) -> bool:
+    """Whether a user other than root can run `path` (every folder to it searchable)."""
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.stat().st_mode & 0o001:
+            return False
+        return all(parent.stat().st_mode & 0o001 for parent in real.parents)
+    except OSError:
+        return False
+
+
+def _ours(path: Path) -> bool:
+    try:
+        return PROGRAM_MARK in path.read_text(errors="replace")[:400]
+    except OSError:
+        return False
+
+
+def installed_config(directory: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((Path(directory) / CONFIG_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("installed_by") == INSTALLED_BY \
+        else None
+
+
+def conf_block(lines: dict[str, str]) -> str:
+    return "\n".join(f"{k}={v}" for k, v in lines.items())
+
+
+_LINE_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=")
+
+
+def merge_conf(text: str, lines: dict[str, str]) -> str:
+    """slurm.conf with pbsplug's lines: any earlier pbsplug block replaced, each line of the
+    site's that sets one of the same keys kept as a comment (`REPLACED`), the rest as it
+    was."""
+    text = unmerge_conf(text)
+    keys = {k.lower() for k in lines}
+    out = []
+    for line in text.splitlines():
+        match = _LINE_KEY.match(line)
+        if match and match.group(1).lower() in keys:
+            out.append(REPLACED + line)
+        else:
+            out.append(line)
+    body = "\n".join(out).rstrip("\n")
+    return f"{body}\n{BEGIN}\n{conf_block(lines)}\n{END}\n"
+
+
+def unmerge_conf(text: str) -> str:
+    """slurm.conf as it was before `merge_conf`."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line == BEGIN:
+            inside = True
+            continue
+        if line == END:
+            inside = False
+            continue
+        if inside:
+            continue
+        out.append(line[len(REPLACED):] if line.startswith(REPLACED) else line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") or out else "")
+
+
+def replaced_lines(text: str, lines: dict[str, str]) -> list[str]:
+    """The site's own lines `merge_conf` would comment out."""
+    keys = {k.lower() for k in lines}
+    return [line for line in unmerge_conf(text).splitlines()
+            if (m := _LINE_KEY.match(line)) and m.group(1).lower() in keys]
+
+
+def apply_conf(path: Path, lines: dict[str, str]) -> None:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
+    _write(path, merge_conf(text, lines), path.stat().st_mode & 0o777)
+
+
+def uninstall(directory: Path, conf: Path | None) -> list[str]:
+    """Remove pbsplug's lines from slurm.conf (the replaced ones back) and the programs and
+    config it wrote; what was done, line by line."""
+    done = []
+    if conf is not None and conf.exists():
+        text = conf.read_text()
+        if BEGIN in text or REPLACED in text:
+            _write(conf, unmerge_conf(text), conf.stat().st_mode & 0o777)
+            done.append(f"{conf}: pbsplug's lines removed, the site's own restored")
+    directory = Path(directory)
+    for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
+        if _ours(directory / name):
+            (directory / name).unlink()
+            done.append(f"removed {directory / name}")
+    if installed_config(directory) is not None:
+        (directory / CONFIG_NAME).unlink()
+        done.append(f"removed {directory / CONFIG_NAME}")
+        if (directory / TASK_CONFIG_NAME).exists():
+            (directory / TASK_CONFIG_NAME).unlink()
+            done.append(f"removed {directory / TASK_CONFIG_NAME}")
+    cache = directory / "__pycache__"
+    for compiled in [*cache.glob("slurm_program.*.pyc"), *cache.glob("worker_client.*.pyc")]:
+        compiled.unlink()
+    for folder in (cache, directory):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+    return done
+
+
+def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
+    """Per plugin: its hooks that run in Slurm (where), those that cannot (why), and whether
+    the installed programs and slurm.conf match what the site wants now."""
+    have = installed_config(p.directory)
+    conf_text = conf.read_text() if conf is not None and conf.exists() else None
+    problems = []
+    if have is None:
+        problems.append(f"not installed in {p.directory}")
+    else:
+        if have.get("plugins") != json.loads(json.dumps(p.config["plugins"], default=str)):
+            problems.append("the installed plugins or their configuration differ from the "
+                            "site's: run 'pbsplug slurm install' again")
+        for name, text in p.programs.items():
+            try:
+                if (p.directory / name).read_text() != text:
+                    problems.append(f"{p.directory / name} differs")
+            except OSError:
+                problems.append(f"{p.directory / name} is missing")
+    if conf_text is not None:
+        for key, value in p.conf_lines.items():
+            if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,
+                             re.MULTILINE | re.IGNORECASE):
+                problems.append(f"slurm.conf lacks {key}={value}")
+    state = "installed" if not problems else "missing" if have is None else "differs"
+    rows = []
+    for row in p.rows:
+        rows.append({**row, "state": state if row["runs"] else "not needed",
+                     "problems": problems if row["runs"] else []})
+    return rows
+
+
+def which(bin_dir: str | None) -> str:
+    """The folder of Slurm's client commands (scontrol), checked."""
+    if bin_dir:
+        if not Path(bin_dir, "scontrol").exists():
+            raise SlurmInstallError(f"--bin-dir {bin_dir}: no scontrol there")
+        return str(Path(bin_dir).resolve())
+    found = shutil.which("scontrol") or ("/usr/bin/scontrol" if Path(
+        "/usr/bin/scontrol").exists() else None)
+    if found is None:
+        raise SlurmInstallError("scontrol not found on PATH: install Slurm's client, or give "
+                                "--bin-dir")
+    return str(Path(found).resolve().parent)
+
+
+def plugin_names(rows: Iterable[dict[str, Any]]) -> list[str]:
+    return [r["plugin"] for r in rows if r["runs"]]

@@ -1,0 +1,415 @@
+"""Slurm's scripts as pbsplug events, and each outcome carried out with PBS's meaning.
+
+`slurm_program` (the program Slurm runs) sends ``{"script", "env"}`` to the host's worker
+(`worker`, with `load` and `dispatch` below) or, where there is none, calls `dispatch` itself.
+`dispatch` builds pbsplug's events from Slurm's environment and ``scontrol`` (`slurm_read`),
+fires them through pbsplug's runner (the plugins' chain, order, alarm and fail_action), and
+maps the outcome onto Slurm:
+
+===================  ==============================================  =========================
+script               events                                          outcome in Slurm
+===================  ==============================================  =========================
+PrologSlurmctld      runjob                                          reject, error, alarm: exit
+                                                                     1 (Slurm requeues a batch
+                                                                     job, never drains)
+Prolog               execjob_begin, execjob_prologue                 reject: ``scontrol
+                                                                     requeue`` (``scancel`` for
+                                                                     delete() or launch), exit
+                                                                     0 (no drain); error or
+                                                                     alarm: the same, and with
+                                                                     fail_action offline_vnodes
+                                                                     the node drained with the
+                                                                     hook's name
+TaskProlog (as the   execjob_launch, per task, event.pid the task    ``export`` / ``unset``;
+job's user, through                                                  reject: ``scancel``
+the root worker)
+Epilog               execjob_epilogue, execjob_end                   always exit 0 (PBS ignores
+                                                                     their rejects)
+EpilogSlurmctld      jobobit                                         always exit 0
+HealthCheckProgram   exechost_startup (first run after slurmd        vnode changes (offline:
+                     starts), then exechost_periodic                 drain), exit 0
+SuspendProgram,      periodic (`slurm_power`)                        the plugins' drivers; see
+ResumeProgram,                                                       `slurm_power`
+``pbsplug slurm
+periodic``
+===================  ==============================================  =========================
+
+A Slurm action that fails (scontrol cannot requeue) ends the script with exit 1, so that
+Slurm's own rule (drain and requeue) stops the job rather than letting it run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..events import Event
+from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
+from .slurm_read import Slurm, SlurmError, checked_job_id
+
+log = logging.getLogger("pbsplug.slurm")
+
+#: The events each script fires, in order.
+SCRIPT_EVENTS = {
+    "prolog_slurmctld": ("runjob",),
+    "prolog": ("execjob_begin", "execjob_prologue"),
+    "task_prolog": ("execjob_launch",),
+    "epilog": ("execjob_epilogue", "execjob_end"),
+    "epilog_slurmctld": ("jobobit",),
+    "health_check": ("exechost_startup", "exechost_periodic"),
+}
+#: PBS's comment on a vnode a hook's error took offline (pbs-behavior.md).
+OFFLINE_REASON = "offlined by hook '{hook}' due to hook error"
+
+
+class Context:
+    """What a worker keeps between events: the runner over the site's plugins, Slurm's
+    commands and the installed config."""
+
+    def __init__(self, config: Mapping[str, Any], runner: Runner, slurm: Slurm):
+        self.config = config
+        self.runner = runner
+        self.slurm = slurm
+        #: (pid, uid, gid) of the process that sent the request (the worker's ``_peer``).
+        self.peer: Any = None
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.config["state_dir"])
+
+
+def load(config: Mapping[str, Any], mode: str | None = "inprocess") -> Context:
+    """The plugins the install named, loaded once (in the worker, or in the program).
+
+    In the worker every hook runs in the child the worker forked for the script, under
+    SIGALRM's alarm (``inprocess``: no second fork per event); the worker kills a child
+    still running past its deadline. Without a worker (`run_here`) each hook gets the
+    runner's own isolation (a forked child, killed past its alarm)."""
+    from .bridge import plugin_set
+
+    _log_to(config.get("log_file") or "")
+    plugins = plugin_set(config.get("plugins") or {}, config.get("config_file")
+                         or "<pbsplug-slurm.json>")
+    runner = Runner(plugins, mode=mode, trace_file=config.get("trace_file") or None)
+    slurm = Slurm(config.get("bin_dir") or "/usr/bin", config.get("slurm_conf") or "")
+    return Context(config, runner, slurm)
+
+
+def _log_to(path: str) -> None:
+    root = logging.getLogger()
+    if path and not any(getattr(h, "_pbsplug_slurm", False) for h in root.handlers):
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path)
+        except OSError:
+            return
+        handler._pbsplug_slurm = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
+    """One Slurm script's run: ``{"exit": status, "stdout": text}``. Whatever goes wrong in
+    pbsplug itself is one log line and the script's failure, never a traceback in Slurm."""
+    script = str(request.get("script") or "")
+    env = request.get("env")
+    if not isinstance(env, Mapping):
+        return _answer(1, f"pbsplug: the request carries no environment for {script!r}")
+    env = {str(k): str(v) for k, v in env.items()}
+    ctx.peer = request.get("_peer")
+    handler = HANDLERS.get(script)
+    if handler is None:
+        return _answer(1, f"pbsplug: no Slurm script {script!r}; scripts are: "
+                          + ", ".join(HANDLERS))
+    try:
+        return handler(ctx, env, list(request.get("argv") or []))
+    except (SlurmError, ValueError, OSError) as exc:
+        log.error("%s job %s: %s", script, env.get("SLURM_JOB_ID", "-"), exc)
+        return _answer(1, f"pbsplug {script}: {exc}")
+
+
+def _answer(status: int, error: str = "", stdout: str = "") -> dict[str, Any]:
+    return {"exit": status, "stdout": stdout, "error": error}
+
+
+def this_node(env: Mapping[str, str]) -> str:
+    return env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _fire(ctx: Context, name: str, data: Mapping[str, Any]) -> Outcome:
+    return ctx.runner.fire(Event.from_dict(name, data))
+
+
+def _stopped(out: Outcome, job_id: str, script: str) -> None:
+    (log.warning if out.kind == "reject" else log.error)(
+        "%s job %s: %s %s by '%s': %s (consequence: %s%s)", script, job_id, out.event,
+        "rejected" if out.kind == "reject" else f"{out.kind}", out.hook, out.detail,
+        out.consequence, f", fail_action {','.join(out.fail_action)}" if out.fail_action
+        else "")
+
+
+# -- vnode and job changes ----------------------------------------------------------------
+
+def apply_vnode_changes(ctx: Context, changes: Mapping[str, Any], hook: str | None) -> None:
+    """A hook's vnode changes as Slurm has them: a state with ``offline`` drains the node
+    (reason: the comment the hook set, else that the hook did it); one without, for a node a
+    hook had drained, resumes it. Other attributes have no Slurm counterpart and are
+    logged."""
+    for name, attrs in (changes or {}).items():
+        attrs = dict(attrs)
+        state = attrs.pop("state", None)
+        comment = attrs.pop("comment", None)
+        attrs.pop("_new", None)
+        if state is not None:
+            states = set(str(state).split(","))
+            if "offline" in states:
+                reason = comment or f"offlined by pbsplug hook '{hook}'"
+                ctx.slurm.update(f"nodename={name}", "state=drain", f"reason={reason}")
+                log.info("node %s drained: %s", name, reason)
+            else:
+                ctx.slurm.update(f"nodename={name}", "state=resume")
+                log.info("node %s resumed by hook '%s'", name, hook)
+        if attrs:
+            log.info("hook '%s' changed %s of node %s: no Slurm counterpart, not applied",
+                     hook, ", ".join(sorted(attrs)), name)
+
+
+def apply_job_changes(ctx: Context, job_id: str, changes: Mapping[str, Any],
+                      hook: str | None) -> None:
+    """A hook's job changes: the comment becomes the job's Slurm comment; the rest is
+    logged (no Slurm counterpart a node script may set)."""
+    changes = {k: v for k, v in (changes or {}).items() if k != "_action"}
+    comment = changes.pop("comment", None)
+    if comment is not None:
+        ctx.slurm.update(f"jobid={job_id}", f"comment={comment}")
+    if changes:
+        log.info("hook '%s' changed %s of job %s: not applied in Slurm", hook,
+                 ", ".join(sorted(changes)), job_id)
+
+
+def _host_failure(ctx: Context, out: Outcome, job_id: str, node: str, script: str
+                  ) -> dict[str, Any]:
+    """A Prolog event that did not accept: the node drained only for an error or alarm with
+    offline_vnodes; the job requeued or cancelled through the controller, as PBS would."""
+    _stopped(out, job_id, script)
+    if out.kind in (ERROR, ALARM) and "offline_vnodes" in out.fail_action:
+        reason = OFFLINE_REASON.format(hook=out.hook)
+        ctx.slurm.update(f"nodename={node}", "state=drain", f"reason={reason}")
+        log.warning("node %s drained: %s", node, reason)
+    if out.kind == "reject":
+        apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+    message = out.message or f"{out.event} {out.kind}"
+    try:
+        ctx.slurm.update(f"jobid={job_id}", f"comment=pbsplug {out.event}: {message}"[:250])
+    except SlurmError as exc:
+        log.warning("job %s: its comment could not be set: %s", job_id, exc)
+    try:
+        if out.consequence == "delete":
+            ctx.slurm.cancel(job_id)
+            log.info("job %s cancelled (%s)", job_id, out.event)
+        else:
+            try:
+                ctx.slurm.requeue(job_id)
+                log.info("job %s requeued (%s)", job_id, out.event)
+            except SlurmError as exc:  # not requeueable (--no-requeue): PBS would delete
+                log.warning("job %s cannot be requeued (%s): cancelled", job_id, exc)
+                ctx.slurm.cancel(job_id)
+    except SlurmError as exc:
+        return _answer(1, f"pbsplug {script}: job {job_id} could not be stopped: {exc}")
+    return _answer(0)
+
+
+# -- the scripts ----------------------------------------------------------------------------
+
+def prolog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
+                     ) -> dict[str, Any]:
+    job_id = checked_job_id(env.get("SLURM_JOB_ID"))
+    out = _fire(ctx, "runjob", {"job": ctx.slurm.job(job_id)})
+    if out.accepted:
+        return _answer(0)
+    _stopped(out, job_id, "PrologSlurmctld")
+    try:
+        ctx.slurm.update(f"jobid={job_id}",
+                         f"comment=Not Running: pbsplug runjob: {out.message}"[:250])
+    except SlurmError as exc:
+        log.warning("job %s: its comment could not be set: %s", job_id, exc)
+    return _answer(1, f"pbsplug runjob: {out.message}")
+
+
+def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    job_id = checked_job_id(env.get("SLURM_JOB_ID"))
+    node = this_node(env)
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
+    data: dict[str, Any] = {"job": job, "vnode_list": vnodes}
+    for name in ("execjob_begin", "execjob_prologue"):
+        out = _fire(ctx, name, data)
+        if not out.accepted:
+            return _host_failure(ctx, out, job_id, node, "Prolog")
+        apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+        apply_job_changes(ctx, job_id, out.changes.get("job") or {}, out.hook)
+    return _answer(0)
+
+
+def _proc_parent(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2:].split()[1])
+
+
+def _proc_environ(pid: int) -> dict[str, str]:
+    out = {}
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    """execjob_launch for one task, asked by TaskProlog (run by Slurm as the job's user) on
+    the node's public task socket. Who asks is the kernel's word (``_peer``), never the
+    request's: the asker's parent must be a task process (a fork of slurmd's slurmstepd,
+    not yet the user's program) of that user, and the job must be that user's. The task
+    process is ``event.pid``: what a hook puts it in (a cpuset), the task and everything it
+    starts are in. The environment is the task's own (the asker's, as slurmstepd gave it)."""
+    peer = ctx.peer
+    if not peer or len(peer) != 3:
+        return _answer(1, "pbsplug TaskProlog: the request did not come through the socket")
+    asker, uid, _ = (int(v) for v in peer)
+    try:
+        task = _proc_parent(asker)
+        exe = os.readlink(f"/proc/{task}/exe")
+        task_uid = os.stat(f"/proc/{task}").st_uid
+        task_env = _proc_environ(asker)
+    except (OSError, ValueError, IndexError) as exc:
+        return _answer(1, f"pbsplug TaskProlog: cannot read the asking process: {exc}")
+    stepd = ctx.config.get("slurmstepd") or ""
+    if (exe != stepd if stepd else not Path(exe).name.startswith("slurmstepd")) or (
+            task_uid != uid):
+        log.warning("TaskProlog request from pid %d (uid %d) refused: its parent %d is not a "
+                    "Slurm task of that user (%s, uid %d)", asker, uid, task, exe, task_uid)
+        return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")
+    job_id = checked_job_id(task_env.get("SLURM_JOB_ID"))
+    node = task_env.get("SLURMD_NODENAME") or this_node(task_env)
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
+    if uid != 0 and _uid_of(job) != uid:
+        log.warning("TaskProlog request for job %s from uid %d refused: not the job's owner",
+                    job_id, uid)
+        return _answer(1, f"pbsplug TaskProlog: job {job_id} is not yours")
+    out = _fire(ctx, "execjob_launch", {"job": job, "vnode_list": vnodes, "env": task_env,
+                                        "argv": [], "progname": "", "pid": task})
+    if not out.accepted:
+        _host_failure(ctx, out, job_id, node, "TaskProlog")
+        return _answer(1, f"pbsplug execjob_launch: {out.message}")
+    apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+    return _answer(0, stdout=export_lines(job_id, task_env, out.changes.get("env")))
+
+
+def export_lines(job_id: str, before: Mapping[str, str],
+                 after: Mapping[str, str] | None) -> str:
+    """execjob_launch's changes to the environment as TaskProlog's ``export``/``unset``
+    lines (Slurm takes the rest of an export line as the value: one line, no quoting)."""
+    if after is None:
+        return ""
+    lines = []
+    for key, value in sorted(after.items()):
+        if before.get(key) == value:
+            continue
+        if "\n" in value or not key.replace("_", "a").isalnum():
+            log.warning("job %s: launch variable %r cannot travel through TaskProlog "
+                        "(a name of letters, digits and _; one line)", job_id, key)
+            continue
+        lines.append(f"export {key}={value}")
+    lines += [f"unset {key}" for key in sorted(set(before) - set(after))]
+    return "".join(line + "\n" for line in lines)
+
+
+def _uid_of(job: Mapping[str, Any]) -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam(str(job.get("euser") or "")).pw_uid
+    except KeyError:
+        return None
+
+
+def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    job_id = checked_job_id(env.get("SLURM_JOB_ID"))
+    node = this_node(env)
+    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
+    status = env.get("SLURM_JOB_EXIT_CODE")
+    if status and status.lstrip("-").isdigit():
+        code = int(status)
+        job["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
+    data = {"job": job, "vnode_list": vnodes}
+    for name in ("execjob_epilogue", "execjob_end"):
+        out = _fire(ctx, name, data)
+        if not out.accepted:
+            _stopped(out, job_id, "Epilog")  # PBS ignores them: logged, nothing else
+        if out.kind in (ACCEPT, "reject"):
+            apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+    return _answer(0)
+
+
+def epilog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
+                     ) -> dict[str, Any]:
+    job_id = checked_job_id(env.get("SLURM_JOB_ID"))
+    out = _fire(ctx, "jobobit", {"job": ctx.slurm.job(job_id)})
+    if not out.accepted:
+        _stopped(out, job_id, "EpilogSlurmctld")
+    return _answer(0)
+
+
+def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    """exechost_startup on the first run after this node's slurmd started (slurmd runs the
+    HealthCheckProgram before it registers), exechost_periodic on every later one."""
+    node = this_node(env)
+    vnodes = ctx.slurm.nodes([node])
+    started = str((vnodes.get(node) or {}).get("slurmd_start_time") or "")
+    marker = ctx.state_dir / "started" / node
+    try:
+        seen = marker.read_text().strip()
+    except OSError:
+        seen = None
+    if seen != started or not started:
+        out = _fire(ctx, "exechost_startup", {"vnode_list": vnodes})
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(started)
+    else:
+        jobs = ctx.slurm.run("squeue", "-h", "-w", node, "-t", "R,CG,CF", "-o", "%i",
+                             check=False).split()
+        out = _fire(ctx, "exechost_periodic", {
+            "vnode_list": vnodes, "job_list": {j: {"id": j} for j in jobs}})
+    if not out.accepted:
+        _stopped(out, "-", "HealthCheckProgram")
+    if out.kind in (ACCEPT, "reject"):
+        apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
+    return _answer(0)
+
+
+def _power(name: str):
+    def handler(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+        from . import slurm_power
+
+        return getattr(slurm_power, name)(ctx, env, argv)
+
+    return handler
+
+
+HANDLERS = {"prolog_slurmctld": prolog_slurmctld, "prolog": prolog, "epilog": epilog,
+            "task_prolog": task_prolog,
+            "epilog_slurmctld": epilog_slurmctld, "health_check": health_check,
+            "periodic": _power("periodic"), "suspend": _power("suspend"),
+            "resume": _power("resume"), "resume_fail": _power("resume_fail")}
+
+
+def run_here(config_file: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The program's path without a worker: load and dispatch in this process."""
+    config = json.loads(Path(config_file).read_text())
+    return dispatch(load(config, mode=None), request)

@@ -1,0 +1,334 @@
+"""Power saving on Slurm with the plugins' own decisions (the power plugin: seed 004).
+
+Slurm's power saving is a timer (SuspendTime) plus two programs; PBS_power is a decision
+(idle limit, eligibility, reservations and queued jobs' expected starts, max_concurrent_nodes,
+min_node_down_delay) plus drivers. pbsplug keeps the decision the plugin's and the
+bookkeeping Slurm's:
+
+- **The decision** runs as the server ``periodic`` event in ``pbsplug slurm periodic`` on the
+  controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
+  seconds; docs/slurm.md). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
+  that the plugin wakes them ahead of a reservation or job: they register by themselves),
+  ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts exclude them, last_used_time
+  from Slurm's LastBusyTime; resv_list from ``scontrol show reservation``; job_list the
+  pending jobs with Slurm's expected start and nodes (``squeue --start``). The hosts the
+  plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
+  ``scontrol update nodename=... state=power_down``, recorded first so that the
+  SuspendProgram Slurm then runs does not act twice.
+- **SuspendProgram** (Slurm's own timer, or an admin's ``state=power_down``): for nodes not
+  in that record, the plugin's periodic hook over those nodes alone, as idle and eligible
+  (its driver powers off what its rules allow; what they refuse is logged).
+- **ResumeProgram** (Slurm allocated a job to powered-down nodes): the plugin's periodic hook
+  over those nodes, with the jobs of ``SLURM_RESUME_FILE`` (else one need) wanting them now,
+  so its driver powers them on. Repeated every 2 s until each node is up, or half of
+  ResumeTimeout has passed (min_node_down_delay and max_concurrent_nodes may hold a node
+  back). The plugin's own record of booting hosts, and pbsplug's of hosts found up but not
+  yet registered with Slurm, keep a second call for the same nodes (after a controller
+  restart) from powering them on twice. Runs are serialised by a lock.
+- **ResumeFailProgram**: logged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..events import Event
+from ..runner import ACCEPT
+from .slurm_read import epoch, vnode_state
+
+log = logging.getLogger("pbsplug.slurm")
+#: The hosts pbsplug powered off and handed to Slurm, with when.
+OFF_RECORD = "power_off.json"
+#: The hosts the plugins found up again after a ResumeProgram, with when (not woken twice
+#: while Slurm waits for them to register).
+WOKEN_RECORD = "power_woken.json"
+
+
+def _hostlist(ctx, text: str) -> list[str]:
+    return ctx.slurm.hostnames(text) if text and text not in ("(null)", "") else []
+
+
+def config_value(ctx, key: str) -> str:
+    """One ``scontrol show config`` value (22.05 has no JSON for it)."""
+    text = ctx.slurm.run("scontrol", "show", "config")
+    match = re.search(rf"^{key}\s*=\s*(.*)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else ""
+
+
+def excluded(ctx) -> set[str]:
+    """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible."""
+    out: set[str] = set()
+    nodes = config_value(ctx, "SuspendExcNodes")
+    if nodes and nodes != "(null)":
+        out.update(_hostlist(ctx, nodes.split(":")[0]))
+    parts = config_value(ctx, "SuspendExcParts")
+    if parts and parts != "(null)":
+        info = ctx.slurm.run("sinfo", "-h", "-o", "%R %N", "-p", parts, check=False)
+        for line in info.splitlines():
+            if len(line.split()) == 2:
+                out.update(_hostlist(ctx, line.split()[1]))
+    return out
+
+
+def slurm_nodes(ctx) -> list[dict[str, Any]]:
+    data = ctx.slurm.cluster_json("sinfo")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        raise ValueError("sinfo --json: no list of nodes in its answer")
+    return [n for n in nodes if isinstance(n, dict) and n.get("name")]
+
+
+def _state_text(node: Mapping[str, Any]) -> str:
+    return "+".join([str(node.get("state") or "")] + [str(f) for f in
+                                                      node.get("state_flags") or ()])
+
+
+def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, Any]:
+    name = str(node["name"])
+    return {"state": vnode_state(_state_text(node)), "poweroff_eligible": eligible,
+            "resources_available": {"host": name, "vnode": name,
+                                    "ncpus": int(node.get("cpus") or 0)},
+            "last_used_time": int(node.get("last_busy") or 0),
+            "last_state_change_time": changed}
+
+
+def reservations(ctx) -> dict[str, dict[str, Any]]:
+    out = {}
+    for resv in ctx.slurm.reservations():
+        name = resv.get("ReservationName")
+        if not name:
+            continue
+        nodes = _hostlist(ctx, str(resv.get("Nodes") or ""))
+        out[name] = {
+            "reserve_state": "RESV_RUNNING" if resv.get("State") == "ACTIVE"
+            else "RESV_CONFIRMED",
+            "reserve_start": epoch(resv.get("StartTime"), "StartTime") or 0,
+            "resv_nodes": "+".join(f"({n})" for n in nodes)}
+    return out
+
+
+def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
+    """Pending jobs with Slurm's expected start and nodes (``squeue --start``; its JSON in
+    22.05 has no scheduled nodes)."""
+    text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y", check=False)
+    out = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3:
+            continue
+        job_id, start, nodes = parts
+        try:
+            when = epoch(start, "StartTime")
+        except ValueError:
+            when = None
+        names = _hostlist(ctx, nodes)
+        if when is None or not names:
+            continue
+        out[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
+            "start_time": when, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in names)}}
+    return out
+
+
+@contextmanager
+def _locked(ctx):
+    path = ctx.state_dir / "power.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _off_record(ctx) -> dict[str, int]:
+    return _read_record(ctx, OFF_RECORD)
+
+
+def _save_off(ctx, record: Mapping[str, int]) -> None:
+    _save_record(ctx, OFF_RECORD, record)
+
+
+def _woken_record(ctx) -> dict[str, int]:
+    return _read_record(ctx, WOKEN_RECORD)
+
+
+def _read_record(ctx, name: str) -> dict[str, int]:
+    try:
+        data = json.loads((ctx.state_dir / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
+    path = ctx.state_dir / name
+    part = path.with_name(f".{path.name}.tmp")
+    part.write_text(json.dumps(dict(record), sort_keys=True))
+    part.replace(path)
+
+
+def _fire(ctx, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,
+          resvs: Mapping[str, Any] | None = None):
+    event = Event.from_dict("periodic", {"vnode_list": dict(vnodes),
+                                         "resv_list": dict(resvs or {}),
+                                         "job_list": dict(jobs or {})})
+    out = ctx.runner.fire(event)
+    if not out.accepted:
+        (log.warning if out.kind == "reject" else log.error)(
+            "periodic %s by '%s': %s", out.kind, out.hook, out.detail)
+    return out
+
+
+def _slept(out, names: Iterable[str]) -> list[str]:
+    """The vnodes the hooks put to sleep."""
+    if out.kind not in (ACCEPT, "reject"):
+        return []
+    changes = out.changes.get("vnode_list") or {}
+    return [n for n in names if "sleep" in str((changes.get(n) or {}).get("state", ""))]
+
+
+def periodic(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    """One run of the server periodic event (``pbsplug slurm periodic``)."""
+    with _locked(ctx):
+        keep_up = excluded(ctx)
+        record = _off_record(ctx)
+        vnodes = {}
+        asleep = []
+        for node in slurm_nodes(ctx):
+            flags = set(node.get("state_flags") or ())
+            if "POWERING_DOWN" in flags:
+                continue  # on its way down: neither awake nor wakeable yet
+            name = str(node["name"])
+            vnodes[name] = vnode(node, name not in keep_up, record.get(name, 0))
+            if flags & {"POWERED_DOWN", "POWERING_UP"}:
+                asleep.append(name)  # in state sleep: the plugin may wake it ahead of a need
+        out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
+        down = _slept(out, [n for n in vnodes if n not in asleep])
+        up = _woke(out, asleep)
+        now = int(time.time())
+        for name in down:
+            record[name] = now
+        woken = _woken_record(ctx)
+        for name in up:
+            # Up and ready as its driver says: its slurmd registers by itself (Slurm 22.05
+            # clears POWERED_DOWN then), and a ResumeProgram for it does not wake it again.
+            record.pop(name, None)
+            woken[name] = now
+            log.info("node %s powered on by the plugins' decision ahead of a need; its slurmd "
+                     "registers with Slurm", name)
+        _save_off(ctx, record)
+        _save_record(ctx, WOKEN_RECORD, woken)
+        for name in down:
+            ctx.slurm.update(f"nodename={name}", "state=power_down",
+                             "reason=powered off by pbsplug's periodic decision")
+            log.info("node %s powered off by the plugins' decision; Slurm told", name)
+    return {"exit": 0, "stdout": "".join([f"powered off: {n}\n" for n in down]
+                                         + [f"awake again: {n}\n" for n in up]),
+            "error": ""}
+
+
+def suspend(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    hosts = _hostlist(ctx, argv[0] if argv else "")
+    with _locked(ctx):
+        record = _off_record(ctx)
+        done = [h for h in hosts if h in record]
+        todo = [h for h in hosts if h not in record]
+        if done:
+            log.info("SuspendProgram %s: already powered off by pbsplug", ",".join(done))
+        if todo:
+            nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
+            vnodes = {h: {**vnode(nodes.get(h, {"name": h}), True, 0), "state": "free",
+                          "last_used_time": 0} for h in todo}
+            out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
+            down = _slept(out, todo)
+            refused = sorted(set(todo) - set(down))
+            if refused:
+                log.warning("SuspendProgram %s: the plugins' decision keeps them up, but Slurm "
+                            "now counts them as powered down (docs/slurm.md)",
+                            ",".join(refused))
+            now = int(time.time())
+            for h in down:
+                record[h] = now
+        _save_off(ctx, record)
+    return {"exit": 0, "stdout": "", "error": ""}
+
+
+def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx) -> dict[str, Any]:
+    """What wants the nodes now: the jobs of SLURM_RESUME_FILE (22.05, with JSON-C)."""
+    now = int(time.time())
+    jobs: dict[str, Any] = {}
+    try:
+        data = json.loads(Path(env["SLURM_RESUME_FILE"]).read_text())
+        for job in data.get("jobs") or ():
+            names = [n for n in _hostlist(ctx, str(job.get("nodes") or "")) if n in hosts]
+            if names:
+                job_id = str(job.get("job_id"))
+                jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
+                    "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
+                                                              for n in names)}}
+    except (KeyError, OSError, ValueError, AttributeError, TypeError):
+        pass
+    if not jobs:
+        jobs["slurm-resume"] = {"id": "slurm-resume", "job_state": "Q", "estimated": {
+            "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in hosts)}}
+    return jobs
+
+
+def _woke(out, names: Iterable[str]) -> list[str]:
+    """The vnodes the hooks took out of sleep (their driver says the host is up)."""
+    if out is None or out.kind not in (ACCEPT, "reject"):
+        return []
+    changes = out.changes.get("vnode_list") or {}
+    return [n for n in names if "state" in (changes.get(n) or {})
+            and "sleep" not in str(changes[n]["state"])]
+
+
+def _powering(node: Mapping[str, Any] | None) -> bool:
+    flags = set((node or {}).get("state_flags") or ())
+    return bool(flags & {"POWERED_DOWN", "POWERING_UP"})
+
+
+def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    hosts = _hostlist(ctx, argv[0] if argv else "")
+    if not hosts:
+        return {"exit": 0, "stdout": "", "error": ""}
+    jobs = _resume_jobs(env, hosts, ctx)
+    match = re.match(r"\d+", config_value(ctx, "ResumeTimeout") or "60")
+    resume_timeout = int(match.group()) if match else 60
+    deadline = time.monotonic() + max(5.0, resume_timeout / 2)
+    while True:
+        with _locked(ctx):
+            record = _off_record(ctx)
+            woken = _woken_record(ctx)
+            now = int(time.time())
+            nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
+            # A host the plugins found up (it has not registered with Slurm yet), in this
+            # run or an earlier one (ResumeProgram again after a restart), is not woken again;
+            # one still booting is the plugin's own record's to keep.
+            waiting = [h for h in hosts if _powering(nodes.get(h))
+                       and now - woken.get(h, 0) > resume_timeout]
+            vnodes = {h: {**vnode(nodes.get(h, {"name": h}), False, record.get(h, 0)),
+                          "state": "sleep"} for h in waiting}
+            out = _fire(ctx, vnodes, jobs) if vnodes else None
+            for h in _woke(out, waiting):
+                woken[h] = now
+            for h in hosts:
+                record.pop(h, None)
+            _save_off(ctx, record)
+            _save_record(ctx, WOKEN_RECORD, woken)
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(2.0)
+    return {"exit": 0, "stdout": "", "error": ""}
+
+
+def resume_fail(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+    log.error("ResumeFailProgram: %s did not come up within ResumeTimeout (Slurm marks them "
+              "DOWN)", argv[0] if argv else "?")
+    return {"exit": 0, "stdout": "", "error": ""}

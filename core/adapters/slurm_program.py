@@ -1,0 +1,150 @@
+"""The program Slurm runs (Prolog, Epilog, PrologSlurmctld, EpilogSlurmctld,
+HealthCheckProgram, SuspendProgram, ResumeProgram, ResumeFailProgram): standard library only.
+
+``pbsplug slurm install`` writes one small executable per script (`program_text`), with the
+environment's interpreter as an absolute path (Slurm gives its scripts no PATH), started with
+``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``: the
+``socket`` and ``json`` modules cost more than the rest of the program) and `worker_client`,
+the hook scripts' shared side of the worker, copied beside it, so that nothing more
+is loaded before the event leaves. It sends the script's name and Slurm's environment to the
+host's pbsplug worker (`worker`, with `slurm_bridge.load` and `slurm_bridge.dispatch`, in
+marshal's format) over the UNIX socket the install named after the config's digest, starting
+the worker if there is none, and exits with the answer's status. Run as another user than root (a
+SlurmUser that is not root), or where no worker can be had, it imports pbsplug and runs the
+bridge in this process instead.
+
+A failure of pbsplug itself (no config, a worker that died) is one line on stderr and exit
+status 1: Slurm's own rule for a failed script then applies, which stops the job rather
+than letting it run unchecked.
+"""
+
+import _signal
+import marshal
+import os
+import sys
+
+try:
+    import worker_client  # beside this module (the copies in install's --dir): stdlib only
+except ImportError:  # imported as pbsplug.adapters.slurm_program (install, tests)
+    from . import worker_client
+
+
+def program_text(python: str, adapters_dir: str, script: str, config_file: str,
+                 socket_path: str, task: tuple[str, str] | None = None) -> str:
+    """The executable for one Slurm script; `task`: the task worker's (config, socket),
+    which the Prolog starts when it is not running, for the TaskProlog that follows."""
+    extra = f", {task[0]!r}, {task[1]!r}" if task else ""
+    return (f"#!{python} -IS\n"
+            f"# pbsplug's {script} program for Slurm, written by 'pbsplug slurm install': "
+            "do not edit.\n"
+            "import sys\n"
+            f"sys.path.insert(0, {adapters_dir!r})\n"
+            "import slurm_program\n"
+            f"sys.exit(slurm_program.main({script!r}, {config_file!r}, {socket_path!r}"
+            f"{extra}))\n")
+
+
+def task_program_text(python: str, adapters_dir: str, socket_path: str) -> str:
+    """TaskProlog: run by Slurm as the job's user before each task; asks the node's task
+    worker (root) to run execjob_launch for this task, and prints its export lines."""
+    return (f"#!{python} -IS\n"
+            "# pbsplug's TaskProlog for Slurm, written by 'pbsplug slurm install': do not "
+            "edit.\n"
+            "import sys\n"
+            f"sys.path.insert(0, {adapters_dir!r})\n"
+            "import slurm_program\n"
+            f"sys.exit(slurm_program.task_main({socket_path!r}))\n")
+
+
+def task_main(socket_path):
+    """TaskProlog's side: the request is nothing but "this task": who asks is what the
+    kernel tells the worker. JSON both ways: the worker reads what a user sent."""
+    import json
+
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    conn = worker_client.connect(socket_path)
+    if conn is None:
+        print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
+              "starts it)", file=sys.stderr)
+        return 1
+    data = worker_client.exchange(conn, json.dumps(
+        {"script": "task_prolog", "env": {}, "argv": []}).encode())
+    try:
+        answer = json.loads(data) if data else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or "exit" not in answer:
+        print("pbsplug TaskProlog: no answer from the task worker", file=sys.stderr)
+        return 1
+    return _carry_out(answer)
+
+
+def _carry_out(answer):
+    """The worker's answer as this script's output and exit status."""
+    if answer.get("stdout"):
+        sys.stdout.write(answer["stdout"])
+    if answer.get("error"):
+        print(answer["error"], file=sys.stderr)
+    return int(answer.get("exit") or 0)
+
+
+def _python(config_file):
+    import json
+
+    with open(config_file, "rb") as fh:
+        return json.loads(fh.read())["python"]
+
+
+def ask_worker(config_file, path, request):
+    """The worker's answer, or None when there is no worker to ask."""
+    conn = worker_client.connect(path)
+    if conn is None:
+        conn = worker_client.start(_python(config_file), config_file, path)
+    if conn is None:
+        return None
+    data = worker_client.exchange(conn, marshal.dumps(request))
+    if not data:  # the event's process was killed at its deadline, or crashed
+        return {"exit": 1, "stdout": "",
+                "error": "pbsplug: the worker's process ended without an answer"}
+    return marshal.loads(data)
+
+
+def run_here(config_file, request):
+    """Without a worker: pbsplug and the plugins imported in this process."""
+    import json
+    import site
+
+    with open(config_file, "rb") as fh:
+        config = json.loads(fh.read())
+    for directory in config.get("site_dirs") or ():
+        site.addsitedir(directory)
+    from pbsplug.adapters.slurm_bridge import run_here as bridge
+
+    return bridge(config_file, request)
+
+
+def main(script, config_file, socket_path="", task_config="", task_socket=""):
+    # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
+    # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
+    # worker started from here inherits the mask.
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    try:
+        request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
+        if task_socket and os.geteuid() == 0:  # the TaskProlog after this Prolog needs it
+            conn = worker_client.connect(task_socket) or worker_client.start(
+                _python(task_config), task_config, task_socket)
+            if conn is not None:
+                conn.close()
+        answer = None
+        if socket_path and os.geteuid() == 0:
+            answer = ask_worker(config_file, socket_path, request)
+        if answer is None:
+            answer = run_here(config_file, request)
+    except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback
+        print(f"pbsplug {script}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(answer, dict) or "exit" not in answer:  # the worker's own failure
+        detail = answer.get("detail") if isinstance(answer, dict) else answer
+        print(f"pbsplug {script}: {detail}", file=sys.stderr)
+        return 1
+    return _carry_out(answer)

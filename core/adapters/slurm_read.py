@@ -1,0 +1,385 @@
+"""What Slurm says about jobs, nodes and reservations, as the plain data pbsplug's objects hold.
+
+Slurm is asked through its own commands, never a library bound to one Slurm version:
+
+- one job, or a few nodes: ``scontrol -o show job -d ID`` / ``scontrol -o show node NAMES``,
+  one ``Key=Value`` line each. Slurm 22.05's scontrol has no ``--json``, and its ``squeue
+  --json`` and ``sinfo --json`` ignore their filters (``-j``, ``-n``) and list the whole
+  cluster, too much for a Prolog that runs for every job;
+- the whole cluster (the power programs): ``sinfo --json`` and ``squeue --json``
+  (openapi v0.0.38 in 22.05), and ``scontrol -o show reservation`` (no JSON in 22.05);
+- hostlists: ``scontrol show hostnames``.
+
+Every value read is checked; what does not parse is a `SlurmError` naming the command, the
+key and the value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: How long a Slurm command may take.
+TIMEOUT = 30.0
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_/:]*=")
+#: Slurm's job states as PBS's letters.
+JOB_STATES = {"PENDING": "Q", "CONFIGURING": "R", "RUNNING": "R", "COMPLETING": "E",
+              "SUSPENDED": "S", "REQUEUED": "Q", "REQUEUE_HOLD": "H", "REQUEUE_FED": "Q",
+              "RESV_DEL_HOLD": "H", "SPECIAL_EXIT": "H", "STOPPED": "S", "SIGNALING": "R",
+              "STAGE_OUT": "E", "RESIZING": "R"}
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed or answered something that does not parse."""
+
+
+class Slurm:
+    """Slurm's commands at absolute paths (Slurm's scripts get no PATH), with ``SLURM_CONF``
+    when the install named one."""
+
+    def __init__(self, bin_dir: str = "/usr/bin", slurm_conf: str = "",
+                 env: Mapping[str, str] | None = None):
+        self.bin_dir = bin_dir.rstrip("/") or "/usr/bin"
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        if env:
+            self.env.update({k: v for k, v in env.items() if k.startswith("MUNGE")})
+        if slurm_conf:
+            self.env["SLURM_CONF"] = slurm_conf
+
+    def run(self, command: str, *args: str, check: bool = True) -> str:
+        argv = [f"{self.bin_dir}/{command}", *args]
+        shown = " ".join(argv)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
+                                  env=self.env, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
+                             "'pbsplug slurm install --bin-dir' names its folder)") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{shown}: no answer within {TIMEOUT:g} s") from None
+        if check and done.returncode != 0:
+            why = " ".join((done.stderr or done.stdout).split())[:300] or "no output"
+            raise SlurmError(f"{shown}: exit status {done.returncode}: {why}")
+        return done.stdout
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        if not hostlist or hostlist in ("(null)", "None"):
+            return []
+        simple = expand_hostlist(hostlist)
+        if simple is not None:
+            return simple
+        return self.run("scontrol", "show", "hostnames", hostlist).split()
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """The job's attributes as PBS names them (`job_attributes`)."""
+        checked_job_id(job_id)
+        text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
+        return job_attributes(parse_line(text.strip().splitlines()[0] if text.strip()
+                                         else ""), self)
+
+    def job_and_nodes(self, job_id: str, names: Sequence[str]
+                      ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The job and the nodes from one scontrol process (its commands on stdin): what
+        a Prolog or Epilog needs, at the cost of one process rather than two."""
+        checked_job_id(job_id)
+        commands = f"show job {job_id}\n" + (f"show node {','.join(names)}\n" if names
+                                              else "")
+        argv = [f"{self.bin_dir}/scontrol", "-o", "-d"]
+        try:
+            done = subprocess.run(argv, input=commands, capture_output=True, text=True,
+                                  timeout=TIMEOUT, env=self.env)
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
+                             "'pbsplug slurm install --bin-dir' names its folder)") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"scontrol show job {job_id}: no answer within {TIMEOUT:g} s"
+                             ) from None
+        job_line = None
+        nodes = {}
+        for line in done.stdout.splitlines():
+            if line.startswith("JobId=") and job_line is None:
+                job_line = line
+            elif line.startswith("NodeName="):
+                fields = parse_line(line)
+                nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
+        if job_line is None:
+            why = " ".join(done.stderr.split())[:300] or "no answer"
+            raise SlurmError(f"scontrol show job {job_id}: {why}")
+        return job_attributes(parse_line(job_line), self), nodes
+
+    def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The nodes' attributes as PBS's vnodes (`vnode_attributes`), by name."""
+        if not names:
+            return {}
+        text = self.run("scontrol", "-o", "show", "node", ",".join(names))
+        out = {}
+        for line in text.splitlines():
+            if line.strip():
+                fields = parse_line(line)
+                out[fields.get("NodeName", "")] = vnode_attributes(fields)
+        return out
+
+    def update(self, *args: str) -> None:
+        self.run("scontrol", "update", *args)
+
+    def requeue(self, job_id: str) -> None:
+        self.run("scontrol", "requeue", checked_job_id(job_id))
+
+    def cancel(self, job_id: str) -> None:
+        self.run("scancel", checked_job_id(job_id))
+
+    def cluster_json(self, command: str) -> dict[str, Any]:
+        text = self.run(command, "--json")
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SlurmError(f"{command} --json: not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise SlurmError(f"{command} --json: not a JSON object")
+        return data
+
+    def reservations(self) -> list[dict[str, str]]:
+        text = self.run("scontrol", "-o", "show", "reservation")
+        return [parse_line(line) for line in text.splitlines()
+                if line.strip() and "=" in line]
+
+
+_RANGE = re.compile(r"([A-Za-z0-9_.-]*)\[([0-9,-]+)\]([A-Za-z0-9_.-]*)")
+
+
+def expand_hostlist(text: str) -> list[str] | None:
+    """``n1``, ``n[1-3,5]``, ``a1,b[2-3]`` expanded here (Slurm's own ``scontrol show
+    hostnames`` costs a process); None for what this does not handle (several brackets in
+    one name), which Slurm expands."""
+    out: list[str] = []
+    for part in re.split(r",(?![^\[]*\])", text):
+        if not part:
+            continue
+        if "[" not in part:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", part):
+                return None
+            out.append(part)
+            continue
+        match = _RANGE.fullmatch(part)
+        if match is None:
+            return None
+        prefix, ranges, suffix = match.groups()
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                return None
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                out.append(f"{prefix}{number:0{width}d}{suffix}")
+    return out
+
+
+def checked_job_id(value: Any) -> str:
+    text = str(value or "")
+    if not re.fullmatch(r"[0-9]+(_[0-9]+)?", text):
+        raise SlurmError(f"SLURM_JOB_ID={text!r}: expected a job number")
+    return text
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    """``scontrol -o`` output: ``Key=Value`` pairs separated by spaces, where a value may hold
+    spaces (a job's name, a node's OS, a reason); a word without ``Key=`` continues the value
+    before it. The job's ``-d`` allocation lines (``Nodes= CPU_IDs= Mem= GRES=``, once per
+    node set) are collected under ``_alloc``."""
+    out: dict[str, Any] = {}
+    alloc: list[dict[str, str]] = []
+    key = None
+    for word in line.split(" "):
+        if not word:
+            continue
+        if _KEY.match(word):
+            key, value = word.split("=", 1)
+            if key == "Nodes" and "NodeList" in out:
+                alloc.append({"Nodes": value})
+                continue
+            if alloc and key in ("CPU_IDs", "Mem", "GRES") and key not in alloc[-1]:
+                alloc[-1][key] = value
+                continue
+            out[key] = value
+        elif key is not None:
+            if alloc and key in alloc[-1]:
+                alloc[-1][key] += " " + word
+            else:
+                out[key] = f"{out[key]} {word}"
+    if alloc:
+        out["_alloc"] = alloc
+    return out
+
+
+def _null(value: Any) -> str | None:
+    text = str(value) if value is not None else ""
+    return None if text in ("", "(null)", "N/A", "None", "Unknown", "n/a") else text
+
+
+def epoch(value: Any, what: str) -> int | None:
+    """Slurm's ``2026-11-24T02:25:13`` (local time) as seconds since the epoch."""
+    text = _null(value)
+    if text is None:
+        return None
+    try:
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        raise SlurmError(f"{what}={text!r}: expected a time as YYYY-MM-DDTHH:MM:SS") from None
+
+
+def duration(value: Any, what: str) -> int | None:
+    """Slurm's ``[D-]HH:MM:SS`` (or MM:SS, or UNLIMITED) as seconds."""
+    text = _null(value)
+    if text is None or text in ("UNLIMITED", "INFINITE", "Partition_Limit"):
+        return None
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text)
+    if not match:
+        raise SlurmError(f"{what}={text!r}: expected [D-]HH:MM:SS")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def size_mb(value: Any) -> int | None:
+    """``100M``, ``2G``, ``1000`` (MB) as MB."""
+    text = _null(value)
+    if text is None:
+        return None
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+    if not match:
+        return None
+    number, unit = int(match.group(1)), match.group(2) or "M"
+    return {"K": number // 1024, "M": number, "G": number * 1024,
+            "T": number * 1024 * 1024}[unit]
+
+
+def _count(cpu_ids: str) -> int:
+    total = 0
+    for part in cpu_ids.split(","):
+        if "-" in part:
+            low, high = part.split("-", 1)
+            total += int(high) - int(low) + 1
+        elif part.strip():
+            total += 1
+    return total
+
+
+def _name_id(value: Any) -> tuple[str, int | None]:
+    """``root(0)`` as (root, 0)."""
+    match = re.fullmatch(r"([^()]*)\((\d+)\)", str(value or ""))
+    return (match.group(1), int(match.group(2))) if match else (str(value or ""), None)
+
+
+def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dict[str, Any]:
+    """One ``scontrol -o -d show job`` line as PBS's job attributes."""
+    if "JobId" not in fields:
+        raise SlurmError("scontrol show job: no JobId in its answer")
+    job_id = checked_job_id(fields["JobId"])
+    user, _ = _name_id(fields.get("UserId"))
+    group, _ = _name_id(fields.get("GroupId"))
+    state = str(fields.get("JobState") or "")
+    resources: dict[str, Any] = {}
+    ncpus = _int(fields.get("NumCPUs"), "NumCPUs")
+    if ncpus is not None:
+        resources["ncpus"] = ncpus
+    nodect = _int(fields.get("NumNodes"), "NumNodes")
+    if nodect is not None:
+        resources["nodect"] = nodect
+    wall = duration(fields.get("TimeLimit"), "TimeLimit")
+    if wall is not None:
+        resources["walltime"] = f"{wall // 3600:02d}:{wall % 3600 // 60:02d}:{wall % 60:02d}"
+    mem = size_mb(fields.get("MinMemoryNode"))
+    if mem:
+        resources["mem"] = f"{mem * max(nodect or 1, 1)}mb"
+    else:
+        per_cpu = size_mb(fields.get("MinMemoryCPU"))
+        if per_cpu and ncpus:
+            resources["mem"] = f"{per_cpu * ncpus}mb"
+    oversubscribe = str(fields.get("OverSubscribe") or "")
+    resources["place"] = "scatter:excl" if oversubscribe == "NO" else "scatter"
+    chunks = []
+    for alloc in fields.get("_alloc") or ():
+        cpus = _count(alloc.get("CPU_IDs", ""))
+        names = slurm.hostnames(alloc["Nodes"]) if slurm is not None else [alloc["Nodes"]]
+        chunks += [f"({name}:ncpus={cpus})" for name in names]
+    attrs: dict[str, Any] = {
+        "id": job_id, "Job_Name": str(fields.get("JobName") or ""),
+        "Job_Owner": user, "euser": user, "egroup": group,
+        "job_state": JOB_STATES.get(state, "F"), "queue": _null(fields.get("Partition")),
+        "Account_Name": _null(fields.get("Account")),
+        "comment": _null(fields.get("Comment")),
+        "Rerunable": fields.get("Requeue") == "1",
+        "run_count": _int(fields.get("Restarts"), "Restarts") or 0,
+        "Resource_List": resources,
+        "ctime": epoch(fields.get("SubmitTime"), "SubmitTime"),
+        "qtime": epoch(fields.get("SubmitTime"), "SubmitTime"),
+        "etime": epoch(fields.get("EligibleTime"), "EligibleTime"),
+        "stime": epoch(fields.get("StartTime"), "StartTime") if state not in (
+            "PENDING",) else None,
+        "jobdir": _null(fields.get("WorkDir")),
+        "Output_Path": _null(fields.get("StdOut")),
+        "Error_Path": _null(fields.get("StdErr")),
+        "slurm_job_state": state,
+    }
+    if chunks:
+        attrs["exec_vnode"] = "+".join(chunks)
+        attrs["exec_host"] = "+".join(c[1:].split(":", 1)[0] + "/0" for c in chunks)
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
+def _int(value: Any, what: str) -> int | None:
+    text = _null(value)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise SlurmError(f"{what}={text!r}: expected a whole number") from None
+
+
+#: Slurm's node states (and flags) as PBS's vnode states.
+def vnode_state(state: str) -> str:
+    """``IDLE``, ``MIXED+DRAIN``, ``IDLE+POWERED_DOWN``... as PBS's vnode state."""
+    words = {w for w in re.split(r"[+ ,]", state.upper()) if w}
+    out = set()
+    if words & {"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "CLOUD"}:
+        out.add("sleep")
+    if words & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINT"}:
+        out.add("offline")
+    if "DOWN" in words or "NOT_RESPONDING" in words:
+        out.add("down")
+    if words & {"ALLOCATED", "COMPLETING"}:
+        out.add("job-busy")
+    if "RESERVED" in words:
+        out.add("resv-exclusive")
+    return ",".join(sorted(out)) or "free"
+
+
+def vnode_attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``scontrol -o show node`` line as PBS's vnode attributes."""
+    name = str(fields.get("NodeName") or "")
+    avail: dict[str, Any] = {"host": name, "vnode": name}
+    cpus = _int(fields.get("CPUTot"), "CPUTot")
+    if cpus is not None:
+        avail["ncpus"] = cpus
+    mem = _int(fields.get("RealMemory"), "RealMemory")
+    if mem:
+        avail["mem"] = f"{mem}mb"
+    features = _null(fields.get("AvailableFeatures"))
+    attrs: dict[str, Any] = {
+        "state": vnode_state(str(fields.get("State") or "")),
+        "resources_available": avail,
+        "resources_assigned": {"ncpus": _int(fields.get("CPUAlloc"), "CPUAlloc") or 0},
+        "comment": _null(fields.get("Reason")),
+        "Mom": _null(fields.get("NodeHostName")) or name,
+        "last_used_time": epoch(fields.get("LastBusyTime"), "LastBusyTime"),
+        "last_state_change_time": epoch(fields.get("BootTime"), "BootTime"),
+        "slurm_state": str(fields.get("State") or ""),
+        "slurmd_start_time": epoch(fields.get("SlurmdStartTime"), "SlurmdStartTime"),
+    }
+    if features:
+        attrs["slurm_features"] = features.split(",")
+    return {k: v for k, v in attrs.items() if v is not None}

@@ -1,0 +1,355 @@
+"""pbsplug's worker on an execution host: the plugins loaded once, each event in a fork.
+
+PBS starts a fresh ``pbs_python`` for every execution-host event, and Slurm a fresh process
+for every Prolog and Epilog, so a script that imported pbsplug and the plugins itself would
+pay those imports on every job (benchmarks/bench_pbs.py, bench_slurm.py). Instead the script
+(PBS: `pbs_hook`; Slurm: `slurm_program`) turns the event into plain data with the standard
+library alone and sends it to this worker over a UNIX socket; the worker, started by the first
+event that finds none, has imported pbsplug and loaded the plugins once, forks a child per
+event (so that each event starts from the same state, as a fresh interpreter does, and a crash
+ends only that child), and answers with the outcome for the script to carry out.
+
+What the worker loads and how a child answers are the adapter's, named in the config:
+``loader`` (``module:function``, called with the config, returns what the dispatcher takes)
+and ``dispatcher`` (called with that and the request, returns the answer as plain data).
+Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of the request's
+``event`` and ``data``). Requests and answers are JSON, or with ``"encoding": "marshal"``
+Python's marshal format.
+
+- One worker per hook config: the hook names its socket after the config's SHA-256,
+  ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
+  starts a new worker and the old one leaves when idle. A config with ``"public": true``
+  gets a socket any local user may reach (folder 0755, socket 0666), and every request
+  carries its sender's ``(pid, uid, gid)`` from the kernel (``_peer``) for the dispatcher
+  to check.
+- A child still running at the config's ``deadline`` (seconds; default the hook's ``alarm``
+  plus one second) is killed; the script, already ended by PBS's own alarm, sees no answer.
+- The worker leaves after `IDLE_EXIT` seconds without an event.
+- Limits, for a public socket above all (every local user can reach it, and each request
+  costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
+  and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
+  (at most `MAX_WAITING_PER_UID` per uid, `MAX_WAITING` in all, each for `WAIT_DEADLINE`
+  seconds), and past that a connection is refused at once. A request must be sent whole
+  within `SEND_DEADLINE` seconds and be at most `MAX_PUBLIC_REQUEST` bytes on a public
+  socket (`MAX_REQUEST` on a root-only one). A refused request is answered with one line
+  (``{"exit": 1, "error": ...}``, and the PBS hook's ``kind``/``detail``) and logged once per
+  uid and reason a minute; root's requests (the batch system's own scripts) are never held
+  back, and the worker goes on serving everyone else.
+
+    python -m pbsplug.adapters.worker SOCKET CONFIG
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import logging
+import marshal
+import os
+import select
+import signal
+import site
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+
+#: Seconds without an event after which the worker leaves.
+IDLE_EXIT = 600.0
+#: Largest request the worker reads (an event's plain data).
+MAX_REQUEST = 64 << 20
+#: Largest request on a public socket (TaskProlog's is a few bytes: who asks is the kernel's).
+MAX_PUBLIC_REQUEST = 64 << 10
+#: Seconds a client has to send its whole request.
+SEND_DEADLINE = 10.0
+#: Requests served at once (forked children) per unprivileged uid, and for all of them.
+MAX_RUNNING_PER_UID = 8
+MAX_RUNNING = 64
+#: Connections waiting for a free slot, per unprivileged uid and in all, and for how long.
+MAX_WAITING_PER_UID = 32
+MAX_WAITING = 256
+WAIT_DEADLINE = 30.0
+#: A refusal is logged once per uid and reason in this many seconds.
+LOG_EVERY = 60.0
+
+log = logging.getLogger("pbsplug.worker")
+
+
+class Refused(ValueError):
+    """A request the worker will not serve; the message says why, in one line."""
+
+
+def refusal(message: str) -> dict:
+    """The one-line answer to a refused request, for both hook scripts' readers."""
+    return {"exit": 1, "stdout": "", "error": message, "kind": "error", "detail": message,
+            "changes": {}, "logs": [], "hook": None, "event": None}
+
+
+def _read_all(conn: socket.socket, limit: int, deadline: float | None = None) -> bytes:
+    """The whole request (to the client's end of writing), at most `limit` bytes, by the
+    monotonic `deadline`."""
+    chunks, size = [], 0
+    while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Refused(f"request not sent within {SEND_DEADLINE:g} s")
+            conn.settimeout(left)
+        try:
+            chunk = conn.recv(1 << 16)
+        except TimeoutError:
+            raise Refused(f"request not sent within {SEND_DEADLINE:g} s") from None
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise Refused(f"request over {limit} bytes")
+        chunks.append(chunk)
+
+
+def _function(name: str):
+    """``module:function``, imported."""
+    import importlib
+
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _pbs_dispatch(runner, request):
+    from .pbs_bridge import dispatch
+
+    return dispatch(runner, request["event"], request["data"])
+
+
+def _codec(encoding: str):
+    # marshal (the Slurm programs'): decoded by the interpreter's core, so the program that
+    # sends it imports neither json nor socket; only root can reach the socket.
+    return ((marshal.loads, marshal.dumps) if encoding == "marshal"
+            else (json.loads, lambda v: json.dumps(v, default=str).encode()))
+
+
+def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
+           limit: int = MAX_REQUEST, deadline: float | None = None) -> None:
+    loads, dumps = _codec(encoding)
+    try:
+        try:
+            request = loads(_read_all(conn, limit, deadline))
+        except Refused as exc:
+            uid = _peer(conn)[1]
+            log.warning("pbsplug worker: request from uid %d refused: %s", uid, exc)
+            conn.sendall(dumps(refusal(f"pbsplug worker: refused: {exc}")))
+            conn.close()
+            return
+        if isinstance(request, dict):  # who is asking, as the kernel says: (pid, uid, gid)
+            request["_peer"] = list(_peer(conn))
+        outcome = dispatch(runner, request)
+    except KeyboardInterrupt:
+        outcome = None
+    except Exception as exc:  # the event could not be built or run: the hook's error
+        outcome = {"kind": "error", "detail": f"pbsplug worker: {type(exc).__name__}: {exc}",
+                   "changes": {}, "logs": [], "hook": None, "event": None}
+    if outcome is not None:
+        conn.sendall(dumps(outcome))
+    conn.close()
+
+
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the connection's other end, as the kernel says."""
+    return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                               struct.calcsize("3i")))
+
+
+class _Gate:
+    """Who is served now, who waits, who is refused (the module's Limits)."""
+
+    def __init__(self, encoding: str):
+        self.dumps = _codec(encoding)[1]
+        self.privileged = {0, os.getuid()}
+        self.running: collections.Counter[int] = collections.Counter()  # unprivileged
+        self.waiting: collections.deque[tuple[socket.socket, int, float]] = collections.deque()
+        self.queued: collections.Counter[int] = collections.Counter()
+        self.logged: dict[tuple[int, str], float] = {}
+
+    def may_run(self, uid: int) -> bool:
+        return uid in self.privileged or (self.running[uid] < MAX_RUNNING_PER_UID
+                                          and sum(self.running.values()) < MAX_RUNNING)
+
+    def admit(self, conn: socket.socket, uid: int, now: float) -> bool:
+        """True: serve `conn` now. Else it waits, or is refused."""
+        if self.may_run(uid):
+            return True
+        if self.queued[uid] >= MAX_WAITING_PER_UID or len(self.waiting) >= MAX_WAITING:
+            self.refuse(conn, uid, f"busy: {MAX_RUNNING_PER_UID} requests of this user (or "
+                        f"{MAX_RUNNING} in all) served and {MAX_WAITING_PER_UID} waiting")
+        else:
+            self.waiting.append((conn, uid, now + WAIT_DEADLINE))
+            self.queued[uid] += 1
+        return False
+
+    def next_ready(self, now: float) -> list[tuple[socket.socket, int]]:
+        """Waiting connections whose turn has come (counted as started); those that waited
+        too long refused."""
+        out, keep = [], collections.deque()
+        while self.waiting:
+            conn, uid, until = self.waiting.popleft()
+            if self.may_run(uid):
+                self.queued[uid] -= 1
+                self.started(uid)  # counted now: the next in line sees it
+                out.append((conn, uid))
+            elif now > until:
+                self.queued[uid] -= 1
+                self.refuse(conn, uid, f"busy: no turn within {WAIT_DEADLINE:g} s")
+            else:
+                keep.append((conn, uid, until))
+        self.waiting = keep
+        return out
+
+    def started(self, uid: int) -> None:
+        if uid not in self.privileged:
+            self.running[uid] += 1
+
+    def ended(self, uid: int) -> None:
+        if uid not in self.privileged and self.running[uid] > 0:
+            self.running[uid] -= 1
+
+    def refuse(self, conn: socket.socket, uid: int, why: str) -> None:
+        try:
+            conn.setblocking(False)
+            conn.send(self.dumps(refusal(f"pbsplug worker: refused: {why}")))
+        except OSError:
+            pass
+        conn.close()
+        now = time.monotonic()
+        key = (uid, why.split(":")[0])
+        if now - self.logged.get(key, -LOG_EVERY) >= LOG_EVERY:
+            self.logged[key] = now
+            log.warning("pbsplug worker: request from uid %d refused: %s (logged once a "
+                        "minute per uid)", uid, why)
+
+
+def serve(path: Path, config_file: Path) -> None:
+    # A worker started by a batch system's script may inherit blocked signals (Slurm's
+    # daemons block SIGALRM and SIGTERM): the hooks' alarms need them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    config = json.loads(config_file.read_bytes())
+    for directory in config.get("site_dirs") or ():
+        site.addsitedir(directory)
+    load = _function(config.get("loader") or "pbsplug.adapters.pbs_bridge:load")
+    dispatch = (_function(config["dispatcher"]) if config.get("dispatcher")
+                else _pbs_dispatch)
+    encoding = config.get("encoding") or "json"
+    runner = load(config)
+    # What is loaded now is every child's, unchanged: kept out of the collector's walks, so
+    # that a child's collection does not touch (and copy) the pages it shares with this
+    # process; a child lives for one event and does not collect at all.
+    gc.collect()
+    gc.freeze()
+    alarm = float(config.get("deadline")
+                  or float((config.get("attributes") or {}).get("alarm") or 30) + 1.0)
+    # "public": a socket every local user may reach (Slurm's TaskProlog runs as the job's
+    # user); the dispatcher then sees who is asking (the request's "_peer") and decides.
+    public = bool(config.get("public"))
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o755 if public else 0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    old = os.umask(0o077)
+    try:
+        listener.bind(str(tmp))
+    finally:
+        os.umask(old)
+    os.chmod(tmp, 0o666 if public else 0o600)
+    listener.listen(socket.SOMAXCONN)
+    os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
+    inode = os.stat(path).st_ino
+    limit = MAX_PUBLIC_REQUEST if public else MAX_REQUEST
+    gate = _Gate(encoding)
+    children: dict[int, tuple[float, int]] = {}
+    last = time.monotonic()
+    listener.setblocking(False)
+
+    def start(conn: socket.socket, uid: int, now: float) -> None:
+        pid = os.fork()
+        if pid == 0:
+            gc.disable()
+            listener.close()
+            code = 0
+            try:
+                _child(conn, runner, dispatch, encoding, limit, now + SEND_DEADLINE)
+            except BaseException:  # noqa: BLE001 - the child ends here, whatever
+                code = 1
+            os._exit(code)
+        conn.close()
+        children[pid] = (now + alarm, uid)
+
+    try:
+        while True:
+            ready, _, _ = select.select([listener], [], [], 0.1 if gate.waiting else 0.5)
+            now = time.monotonic()
+            for pid, (deadline, uid) in list(children.items()):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    del children[pid]
+                    gate.ended(uid)
+                elif now > deadline:
+                    os.kill(pid, signal.SIGKILL)
+            for conn, uid in gate.next_ready(now):
+                start(conn, uid, now)
+            for _ in range(64 if ready else 0):  # a burst of connections: several a turn
+                try:
+                    conn, _ = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                last = now
+                try:  # a client that only checked the worker is there (the Prolog, for
+                    # the task worker) and closed: nothing to fork for
+                    if conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        conn.close()
+                        continue
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    conn.close()
+                    continue
+                conn.setblocking(True)
+                try:
+                    uid = _peer(conn)[1]
+                except OSError:
+                    conn.close()
+                    continue
+                if gate.admit(conn, uid, now):
+                    gate.started(uid)
+                    start(conn, uid, now)
+            if not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
+                return
+            if _inode(path) != inode:
+                return  # replaced or removed: another worker serves this config now
+    finally:
+        listener.close()
+        if _inode(path) == inode:
+            path.unlink(missing_ok=True)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m pbsplug.adapters.worker SOCKET CONFIG", file=sys.stderr)
+        return 2
+    serve(Path(args[0]), Path(args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The hook scripts' side of the worker (`worker`): connect, start one, ask. Standard library
+only, and only what the interpreter has built in at the top (``_socket``), because both
+scripts load it by path without pbsplug on ``sys.path``: PBS's hook script (`pbs_hook`, in
+pbs_python, from the install's ``wire_dir``) and Slurm's programs (`slurm_program`, from the
+copy beside them that ``pbsplug slurm install`` writes). What goes over the socket (JSON,
+marshal) and what an answer means stay each script's own.
+"""
+
+import _socket
+import os
+
+#: Seconds to wait for a worker a script started.
+WORKER_START = 20.0
+#: The environment a worker is started with (no user's PATH, no user site).
+WORKER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"}
+
+
+def connect(path):
+    """A connection to the worker's socket at `path`, or None when nothing answers there."""
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def exchange(conn, data):
+    """Send `data`, then read the whole answer (the worker closes when done); b"" when the
+    worker's process ended without one. `conn` is closed."""
+    try:
+        conn.sendall(data)
+        conn.shutdown(_socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        conn.close()
+    return b"".join(chunks)
+
+
+def start(python, config_file, path, folder_mode=0o700):
+    """Start ``python -m pbsplug.adapters.worker path config_file`` unless one answers at
+    `path` already (one start, however many scripts wait: a lock beside the socket), and
+    wait up to `WORKER_START` seconds for it; a connection to it, or None."""
+    import fcntl
+    import subprocess
+    import time
+
+    os.makedirs(os.path.dirname(path), mode=folder_mode, exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        conn = connect(path)
+        if conn is None:
+            subprocess.Popen(
+                [python, "-m", "pbsplug.adapters.worker", path, config_file],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+                env=dict(WORKER_ENV))
+            deadline = time.monotonic() + WORKER_START
+            while conn is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+                conn = connect(path)
+    return conn
+
+
+def ask(python, config_file, path, data):
+    """The worker's answer to `data` (bytes; b"" when its process ended without one), the
+    worker started when none answers; None when there is no worker to ask."""
+    conn = connect(path) or start(python, config_file, path)
+    if conn is None:
+        return None
+    return exchange(conn, data)

@@ -1,0 +1,195 @@
+"""The Slurm adapter's pieces that need no Slurm: scontrol's lines, hostlists, slurm.conf
+merging, the plan, the bridge's answers to bad input, and the program as a process against a
+worker that is not there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pbsplug.adapters import slurm, slurm_bridge, slurm_program
+from pbsplug.adapters.slurm_read import (
+    SlurmError,
+    checked_job_id,
+    duration,
+    expand_hostlist,
+    job_attributes,
+    parse_line,
+    vnode_attributes,
+    vnode_state,
+)
+from pbsplug.plugins import load_plugins
+from pbsplug.siteconfig import load_site
+
+JOB = ("JobId=3 JobName=two words UserId=alice(1001) GroupId=users(100) Account=(null) "
+       "JobState=RUNNING Reason=None Requeue=1 Restarts=2 TimeLimit=1-02:03:00 "
+       "SubmitTime=2026-11-24T02:25:12 EligibleTime=2026-11-24T02:25:12 "
+       "StartTime=2026-11-24T02:25:13 Partition=all NodeList=n[1-2] NumNodes=2 NumCPUs=3 "
+       "JOB_GRES=(null)   Nodes=n1 CPU_IDs=0-1 Mem=0 GRES=   Nodes=n2 CPU_IDs=0 Mem=0 GRES= "
+       "MinCPUsNode=1 MinMemoryNode=100M OverSubscribe=NO Comment=(null) WorkDir=/tmp/a b "
+       "StdOut=/tmp/slurm-3.out")
+NODE = ("NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=2 CPUTot=2 "
+        "AvailableFeatures=(null) NodeHostName=vm OS=Linux 6.1 #1 SMP  RealMemory=1000 "
+        "State=MIXED+DRAIN BootTime=2026-11-23T23:32:53 LastBusyTime=2026-11-24T02:24:13 "
+        "Reason=broken fan [root@2026-11-24T02:30:00]")
+
+
+def test_a_job_line_becomes_pbs_attributes():
+    fields = parse_line(JOB)
+    assert fields["JobName"] == "two words" and fields["WorkDir"] == "/tmp/a b"
+    assert fields["_alloc"] == [{"Nodes": "n1", "CPU_IDs": "0-1", "Mem": "0", "GRES": ""},
+                                {"Nodes": "n2", "CPU_IDs": "0", "Mem": "0", "GRES": ""}]
+    job = job_attributes(fields)
+    assert job["id"] == "3" and job["Job_Name"] == "two words"
+    assert (job["euser"], job["egroup"], job["job_state"]) == ("alice", "users", "R")
+    assert job["Resource_List"] == {"ncpus": 3, "nodect": 2, "walltime": "26:03:00",
+                                    "mem": "200mb", "place": "scatter:excl"}
+    assert job["exec_vnode"] == "(n1:ncpus=2)+(n2:ncpus=1)"
+    assert job["run_count"] == 2 and job["Rerunable"] is True
+    assert "Account_Name" not in job and "comment" not in job  # (null)
+
+
+def test_a_node_line_becomes_a_vnode():
+    node = vnode_attributes(parse_line(NODE))
+    assert node["state"] == "offline"  # MIXED: some CPUs free, as PBS says free
+    assert node["resources_available"] == {"host": "n1", "vnode": "n1", "ncpus": 2,
+                                           "mem": "1000mb"}
+    assert node["comment"] == "broken fan [root@2026-11-24T02:30:00]"
+    assert node["Mom"] == "vm"
+
+
+@pytest.mark.parametrize(("state", "pbs"), [
+    ("IDLE", "free"), ("ALLOCATED", "job-busy"), ("MIXED", "free"),
+    ("IDLE+DRAIN", "offline"), ("DOWN+NOT_RESPONDING", "down"),
+    ("IDLE+POWERED_DOWN", "sleep"), ("idle+POWERING_UP", "sleep")])
+def test_node_states(state, pbs):
+    assert vnode_state(state) == pbs
+
+
+def test_bad_values_are_one_line_errors():
+    with pytest.raises(SlurmError, match=r"SLURM_JOB_ID='12; rm -rf /': expected a job"):
+        checked_job_id("12; rm -rf /")
+    with pytest.raises(SlurmError, match=r"TimeLimit='soon': expected \[D-\]HH:MM:SS"):
+        duration("soon", "TimeLimit")
+    with pytest.raises(SlurmError, match="NumCPUs='many': expected a whole number"):
+        job_attributes({"JobId": "4", "NumCPUs": "many"})
+    assert duration("UNLIMITED", "TimeLimit") is None
+    assert duration("05:00", "TimeLimit") == 300
+
+
+def test_hostlists():
+    assert expand_hostlist("n1") == ["n1"]
+    assert expand_hostlist("n[1-3,7]") == ["n1", "n2", "n3", "n7"]
+    assert expand_hostlist("a1,b[08-10]") == ["a1", "b08", "b09", "b10"]
+    assert expand_hostlist("rack[1-2]n[1-2]") is None  # left to scontrol
+
+
+def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
+    text = "ClusterName=x\nProlog=/site/prolog\n# a comment\nEpilog = /site/epilog\n"
+    lines = {"Prolog": "/p/prolog", "Epilog": "/p/epilog", "TaskProlog": "/p/task_prolog"}
+    merged = slurm.merge_conf(text, lines)
+    assert "#pbsplug-replaced# Prolog=/site/prolog" in merged
+    assert "#pbsplug-replaced# Epilog = /site/epilog" in merged
+    assert merged.rstrip().endswith(slurm.END)
+    assert slurm.merge_conf(merged, lines) == merged  # a second install: the same file
+    assert slurm.unmerge_conf(merged) == text
+    assert slurm.replaced_lines(text, lines) == ["Prolog=/site/prolog",
+                                                 "Epilog = /site/epilog"]
+
+
+MIXED = """
+import time
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("queuejob", "execjob_begin", "exechost_periodic",
+                                             "periodic"), freq=7, alarm=3)
+@hookimpl
+def queuejob(event):
+    pass
+@hookimpl
+def execjob_begin(event):
+    if event.job.Job_Name == "reject":
+        event.reject("parts: no")
+@hookimpl
+def exechost_periodic(event):
+    pass
+@hookimpl
+def periodic(event):
+    pass
+"""
+
+
+def _plugins(dists, tmp_path, name="parts"):
+    dists.add(name, MIXED)
+    site = tmp_path / "site.toml"
+    site.write_text(f"[plugins.{name}]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        return load_plugins(load_site(site), env={})
+    finally:
+        sys.path.remove(str(dists.root))
+
+
+def test_the_plan_installs_only_the_scripts_the_plugins_need(dists, tmp_path):
+    plugins = _plugins(dists, tmp_path)
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/usr/bin",
+                   slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x",
+                   run_dir="/run/x")
+    assert set(p.programs) == {"prolog", "health_check", "suspend", "resume", "resume_fail",
+                               "slurm_program.py", "worker_client.py"}
+    assert p.extra_files == {}  # no execjob_launch: no task worker
+    assert p.conf_lines["HealthCheckInterval"] == "7"
+    assert p.conf_lines["SuspendTime"] == "8640000"
+    assert "Epilog" not in p.conf_lines and "TaskProlog" not in p.conf_lines
+    row = p.rows[0]
+    assert row["cannot"]["queuejob"].startswith("Slurm's submit-time extension point")
+    assert set(row["runs"]) == {"execjob_begin", "exechost_periodic", "periodic"}
+    assert p.programs["prolog"].startswith(f"#!{sys.executable} -IS\n")
+    assert "/run/x/slurm-" in p.programs["prolog"]
+
+
+def test_the_bridge_answers_bad_requests_with_one_line(dists, tmp_path):
+    plugins = _plugins(dists, tmp_path)
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
+                   slurm_conf="", state_dir=str(tmp_path / "state"), log_file="",
+                   run_dir="/run/x")
+    sys.path.insert(0, str(dists.root))
+    try:
+        ctx = slurm_bridge.load(p.config)
+    finally:
+        sys.path.remove(str(dists.root))
+    answer = slurm_bridge.dispatch(ctx, {"script": "prolog", "env": {"SLURM_JOB_ID": "x y"}})
+    assert answer["exit"] == 1 and "SLURM_JOB_ID='x y': expected a job number" in answer["error"]
+    answer = slurm_bridge.dispatch(ctx, {"script": "prolog", "env": {"SLURM_JOB_ID": "5"}})
+    assert answer["exit"] == 1 and "/nowhere/scontrol does not exist" in answer["error"]
+    answer = slurm_bridge.dispatch(ctx, {"script": "nope", "env": {}})
+    assert answer["exit"] == 1 and "no Slurm script 'nope'" in answer["error"]
+    assert slurm_bridge.dispatch(ctx, {"script": "epilog"})["exit"] == 1
+
+
+def test_the_program_without_its_config_is_one_line_and_exit_1(tmp_path):
+    program = tmp_path / "prolog"
+    program.write_text(slurm_program.program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), "prolog",
+        str(tmp_path / "missing.json"), str(tmp_path / "no.sock")))
+    program.chmod(0o755)
+    done = subprocess.run([str(program)], env={"SLURM_JOB_ID": "1"}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("pbsplug prolog: ")
+    assert "Traceback" not in done.stderr
+    if os.geteuid() == 0:  # root tries the worker first: no worker could start either
+        assert "missing.json" in done.stderr
+
+
+def test_periodic_without_an_install_is_one_line(tmp_path):
+    pbsplug = str(Path(sys.executable).with_name("pbsplug"))
+    done = subprocess.run([pbsplug, "slurm", "periodic", "--dir", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PBSPLUG_HOME": str(tmp_path)})
+    assert done.returncode == 2
+    assert f"{tmp_path / 'none'}: no pbsplug Slurm install here" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,141 @@
+"""The power plugin (seed 004) driving a real Slurm's power saving (conftest.py starts it).
+
+The hardware is what cannot run here: the plugin's ``command`` driver powers a node off by
+stopping its slurmd and on by starting it again (``slurmd -b``, with the signal mask that
+slurmctld's ResumeProgram leaves blocked cleared: the two fixes of the shared recipe), and
+answers its status from the slurmd's pid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import site_toml, until
+
+from .conftest import Installed
+from .slurm_cluster import ROOT
+
+POWER_ON = f"""#!/bin/sh
+echo "on $1" >> "$(dirname "$0")/calls.log"
+mkdir -p {ROOT}/spool/$1
+setsid /usr/bin/perl -MPOSIX -e 'sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV' \\
+  /usr/sbin/slurmd -b -D -N "$1" -f "{ROOT}/etc/slurm.conf" \\
+  >> {ROOT}/log/slurmd-$1.out 2>&1 < /dev/null &
+exit 0
+"""
+POWER_OFF = f"""#!/bin/sh
+echo "off $1" >> "$(dirname "$0")/calls.log"
+pid=$(cat {ROOT}/run/slurmd-$1.pid 2>/dev/null) || exit 0
+kill -KILL "$pid" 2>/dev/null
+rm -f {ROOT}/run/slurmd-$1.pid
+exit 0
+"""
+STATUS = f"""#!/bin/sh
+for host in $(echo "$1" | tr , ' '); do
+  pid=$(cat {ROOT}/run/slurmd-$host.pid 2>/dev/null)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "$host ready"; \\
+  else echo "$host off"; fi
+done
+"""
+
+
+@pytest.fixture
+def power(slurm: Installed):
+    cluster = slurm.cluster
+    hw = slurm.top / "hardware"
+    hw.mkdir(parents=True, exist_ok=True)
+    for name, text in (("on", POWER_ON), ("off", POWER_OFF), ("status", STATUS)):
+        (hw / name).write_text(text)
+        os.chmod(hw / name, 0o755)
+    before = cluster.conf.read_text()
+    # n1, n2 kept up by Slurm's own exclusion: not poweroff_eligible for the plugin.
+    cluster.conf.write_text(before + "SuspendExcNodes=n[1-2]\nSuspendTimeout=5\n"
+                            "ResumeTimeout=90\nDebugFlags=Power\n")
+    config = {"driver": "command", "power_on_off_enable": "True", "node_idle_limit": "2",
+              "min_node_down_delay": "1", "max_concurrent_nodes": "1", "boot_delay": 1,
+              "state_dir": str(slurm.top / "power-state"),
+              "power_on_command": [str(hw / "on"), "{host}"],
+              "power_off_command": [str(hw / "off"), "{host}"],
+              "status_command": [str(hw / "status"), "{hosts}"]}
+    out = slurm.install(site_toml("power", config))
+    assert "power: periodic: 'pbsplug slurm periodic' on the controller" in out
+    yield slurm, hw
+    cluster.cancel_all()
+    slurm.pbsplug(None, "uninstall", "--dir", str(slurm.dir), "--slurm-conf",
+                  str(cluster.conf), check=False)
+    cluster.conf.write_text(before)
+    cluster.reset()
+
+
+def _calls(hw: Path) -> list[str]:
+    try:
+        return (hw / "calls.log").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def test_the_plugins_decision_powers_idle_eligible_nodes_off_and_a_job_wakes_one(power):
+    slurm, hw = power
+    cluster = slurm.cluster
+    text = cluster.conf.read_text()
+    assert f"SuspendProgram={slurm.dir}/suspend" in text
+    assert f"ResumeProgram={slurm.dir}/resume" in text
+    periodic = ["periodic", "--dir", str(slurm.dir)]
+    # The nodes have been idle since slurmctld's restart: runs until node_idle_limit passes.
+    # max_concurrent_nodes = 1: one host per run, walking hosts by name.
+    first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
+    assert first.split() == ["powered", "off:", "n3"]
+    assert slurm.pbsplug(None, *periodic).stdout.split() == ["powered", "off:", "n4"]
+    assert slurm.pbsplug(None, *periodic).stdout == ""  # n1, n2 are SuspendExcNodes
+    states = cluster.wait_nodes(("n3", "n4"), ("idle~",), 30)
+    assert states["n1"] == "idle" and states["n2"] == "idle"
+    assert _calls(hw) == ["off n3", "off n4"]  # SuspendProgram did not power off again
+    # A job for n3: Slurm's ResumeProgram; the plugin's decision powers it on.
+    job = cluster.sbatch("-p", "gpu", "-w", "n3", "-o", "/dev/null")
+    done = cluster.wait_done(job, timeout=120)
+    assert done["job_state"] == "COMPLETED"
+    assert _calls(hw).count("on n3") == 1 and "on n4" not in _calls(hw)
+    # After a controller restart Slurm may call ResumeProgram again for the same node.
+    resume = subprocess.run([str(slurm.dir / "resume"), "n3"], env=cluster.env,
+                            capture_output=True, text=True, timeout=120)
+    assert resume.returncode == 0, resume.stderr
+    assert _calls(hw).count("on n3") == 1
+    assert "powered off by the plugins' decision" in slurm.log_text()
+
+
+def test_a_sleeping_node_is_woken_ahead_of_a_reservation_and_its_job(power):
+    """PBS's 900 s wake-ahead: Slurm never plans a future start on an idle powered-down node
+    (it allocates it at once and runs ResumeProgram), so what needs a sleeping node later is
+    a reservation on it, and the jobs waiting for that reservation."""
+    slurm, hw = power
+    cluster = slurm.cluster
+    periodic = ["periodic", "--dir", str(slurm.dir)]
+    first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
+    assert first.split() == ["powered", "off:", "n3"]
+    cluster.wait_nodes(("n3",), ("idle~",), 30)
+    # In ten minutes (within PBS's 900 s), for ten minutes, on the sleeping n3 only.
+    cluster.run("scontrol", "create", "reservation", "reservationname=wake", "users=root",
+                "starttime=now+600", "duration=10", "nodes=n3", "flags=ignore_jobs")
+    job = cluster.sbatch("-p", "gpu", "--reservation=wake", "-w", "n3", "-o", "/dev/null")
+    # The next runs: the plugin powers n3 on through its driver, its slurmd registers and
+    # Slurm takes the node back (22.05 clears POWERED_DOWN), all before the reservation.
+
+    def n3_back() -> bool:
+        slurm.pbsplug(None, *periodic)
+        return cluster.node_states().get("n3") == "idle"
+
+    until(n3_back, 90, "n3 woken by the plugin and registered with Slurm")
+    n3 = [c for c in _calls(hw) if c.endswith(" n3")]
+    assert n3 == ["off n3", "on n3"]  # once, by the periodic decision, not ResumeProgram
+    assert f"launch: {hw / 'on'} n3" in slurm.log_text()  # the plugin's node_power_on
+    assert cluster.job(job)["job_state"] == "PENDING"  # its reservation has not started
+    # A ResumeProgram for n3 now (Slurm allocating it, or after a controller restart) does
+    # not power it on again.
+    resume = subprocess.run([str(slurm.dir / "resume"), "n3"], env=cluster.env,
+                            capture_output=True, text=True, timeout=120)
+    assert resume.returncode == 0, resume.stderr
+    assert _calls(hw).count("on n3") == 1
+    cluster.run("scontrol", "delete", "reservationname=wake", check=False)

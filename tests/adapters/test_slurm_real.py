@@ -1,0 +1,248 @@
+"""The Slurm adapter against a real Slurm (conftest.py starts it: four slurmd as four nodes):
+plugins installed with ``pbsplug slurm install --apply`` run in Slurm's own Prolog, Epilog
+and controller scripts, with PBS's consequences mapped onto Slurm's."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import site_toml
+
+from .conftest import SLURMTEST_LOG, Installed
+from .slurm_cluster import SlurmCluster
+
+#: A plugin whose behaviour each test picks with the job's name.
+SLURMTEST = """
+import os
+import time
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0", events=("runjob", "execjob_begin", "execjob_launch",
+                                             "execjob_end", "jobobit"),
+                         fail_action=("offline_vnodes",), alarm=3)
+
+
+def _note(event, what):
+    with open(os.environ.get("SLURMTEST_LOG", "/tmp/pbsplug-slurm/slurmtest.log"), "a") as fh:
+        fh.write(f"{what} {event.job.id} {event.job.Job_Name} "
+                 f"{','.join(sorted(event.vnode_list or ()))}\\n")
+
+
+@hookimpl
+def runjob(event):
+    _note(event, "runjob")
+    if str(event.job.Job_Name or "").startswith("r-reject"):
+        event.reject("slurmtest: not now")
+
+
+@hookimpl
+def execjob_begin(event):
+    name = str(event.job.Job_Name or "")
+    _note(event, "begin")
+    if name.startswith("b-reject"):
+        event.reject("slurmtest: rejected at begin")
+    if name.startswith("b-delete"):
+        event.job.delete()
+        event.reject("slurmtest: deleted at begin")
+    if name.startswith("b-raise"):
+        raise RuntimeError("slurmtest: boom at begin")
+    if name.startswith("b-hang"):
+        while True:
+            time.sleep(0.5)
+
+
+@hookimpl
+def execjob_launch(event):
+    event.env["SLURMTEST_LAUNCH"] = f"seen-{event.job.id}"
+
+
+@hookimpl
+def execjob_end(event):
+    _note(event, f"end exit={event.job.Exit_status}")
+    if str(event.job.Job_Name or "").startswith("e-reject"):
+        event.reject("slurmtest: rejected at end")
+
+
+@hookimpl
+def jobobit(event):
+    _note(event, "obit")
+"""
+
+LOG = SLURMTEST_LOG
+#: A job script that leaves a mark when it runs.
+RAN = "#!/bin/sh\ntouch /tmp/pbsplug-slurm/ran-$SLURM_JOB_ID\n"
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+
+@pytest.fixture
+def slurmtest(slurm: Installed, dists):
+    dists.add("slurmtest", SLURMTEST)
+    out = slurm.install(site_toml("slurmtest"))
+    assert "slurmtest: execjob_begin: Prolog" in out
+    return slurm
+
+
+def _log_lines() -> list[str]:
+    try:
+        return LOG.read_text().splitlines()
+    except OSError:
+        return []
+
+
+def _drained(cluster: SlurmCluster, node: str) -> bool:
+    return "drain" in cluster.node_states().get(node, "")
+
+
+# -- install, status, uninstall ---------------------------------------------------------------
+
+def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slurm, dists):
+    dists.add("slurmtest", SLURMTEST)
+    before = slurm.cluster.conf.read_text()
+    slurm.cluster.conf.write_text(before + "Epilog=/bin/true\n")  # a site's own Epilog
+    own = slurm.cluster.conf.read_text()
+    out = slurm.pbsplug(site_toml("slurmtest"), "install", "--apply", *slurm.options()).stdout
+    assert "replaced (kept as a comment): Epilog=/bin/true" in out
+    text = slurm.cluster.conf.read_text()
+    assert f"Prolog={slurm.dir}/prolog" in text and f"Epilog={slurm.dir}/epilog" in text
+    assert f"TaskProlog={slurm.dir}/task_prolog" in text
+    assert "PrologSlurmctld=" in text and "EpilogSlurmctld=" in text
+    assert (slurm.dir / "prolog").stat().st_mode & 0o777 == 0o755
+    assert (slurm.dir / "pbsplug-slurm.json").stat().st_mode & 0o777 == 0o600
+    status = slurm.pbsplug(None, "status", *slurm.options()).stdout
+    assert "slurmtest: installed" in status
+    assert "not in Slurm" not in status or "queuejob" not in status
+    # A second install changes nothing in slurm.conf.
+    slurm.pbsplug(None, "install", "--apply", *slurm.options())
+    assert slurm.cluster.conf.read_text() == text
+    out = slurm.pbsplug(None, "uninstall", "--dir", str(slurm.dir), "--slurm-conf",
+                        str(slurm.cluster.conf)).stdout
+    assert "site's own restored" in out
+    assert slurm.cluster.conf.read_text() == own
+    assert not slurm.dir.exists()
+    slurm.cluster.conf.write_text(before)
+
+
+def test_status_lists_events_with_no_slurm_script(slurm, dists):
+    dists.add("subtest", """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("queuejob", "execjob_begin", "resv_begin"))
+@hookimpl
+def queuejob(event):
+    pass
+@hookimpl
+def execjob_begin(event):
+    pass
+@hookimpl
+def resv_begin(event):
+    pass
+""")
+    slurm.pbsplug(site_toml("subtest"), "install", *slurm.options())
+    out = slurm.pbsplug(None, "status", *slurm.options()).stdout
+    assert "not in Slurm: queuejob: Slurm's submit-time extension point is job_submit" in out
+    assert "not in Slurm: resv_begin: Slurm runs no script for reservations" in out
+    assert "execjob_begin: Prolog, on each node as root" in out
+    assert "slurm.conf lacks Prolog=" in out  # printed, not applied
+
+
+def test_a_bad_option_is_one_line(slurm, dists):
+    done = slurm.pbsplug(site_toml("mjf"), "install", "--dir", "relative/dir", check=False)
+    assert done.returncode == 2
+    assert "--dir relative/dir: expected an absolute path" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+def test_an_accepted_job_runs_every_script_and_gets_the_launch_environment(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "ok", "-o", "/tmp/pbsplug-slurm/ok-%j.out",
+                         script="#!/bin/sh\necho LAUNCH=$SLURMTEST_LAUNCH\nexit 3\n")
+    done = cluster.wait_done(job)
+    assert done["job_state"] == "FAILED"  # exit 3
+    out = Path(f"/tmp/pbsplug-slurm/ok-{job}.out").read_text()
+    assert f"LAUNCH=seen-{job}" in out
+    cluster.wait_job(job, lambda j: any(line.startswith(f"obit {job}")
+                                        for line in _log_lines()), what="seen by jobobit")
+    lines = _log_lines()
+    assert f"runjob {job} ok " in lines[0] + " "
+    assert any(line.startswith(f"begin {job} ok n1") for line in lines), lines
+    assert any(line.startswith(f"end exit=3 {job} ok n1") for line in lines), lines
+
+
+def test_a_begin_reject_requeues_the_job_and_never_drains(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "b-reject", "-w", "n2", "-o", "/dev/null", script=RAN)
+    requeued = cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued")
+    assert requeued["job_state"] not in ENDED
+    assert "slurmtest: rejected at begin" in requeued["comment"]
+    assert not Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()  # the script never ran
+    assert not _drained(cluster, "n2")
+    assert "execjob_begin rejected by 'slurmtest'" in slurmtest.log_text()
+
+
+def test_a_runjob_reject_requeues_through_prolog_slurmctld_without_draining(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "r-reject", "-o", "/dev/null", script=RAN)
+    requeued = cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued")
+    assert requeued["job_state"] not in ENDED
+    assert not Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()
+    assert "Not Running: pbsplug runjob: slurmtest: not now" in requeued["comment"]
+    assert not any(line.startswith(f"begin {job}") for line in _log_lines())
+    assert all("drain" not in s for s in cluster.node_states().values())
+
+
+def test_delete_at_begin_cancels_the_job(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "b-delete", "-o", "/dev/null", script=RAN)
+    done = cluster.wait_done(job)
+    assert not Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()
+    assert done["job_state"] == "CANCELLED"
+    assert done["restart_cnt"] == 0
+    assert all("drain" not in s for s in cluster.node_states().values())
+
+
+def test_an_error_with_offline_vnodes_drains_the_node_naming_the_hook(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "b-raise", "-w", "n3", "-p", "gpu", "-o", "/dev/null")
+    cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued")
+    node = cluster.node("n3")
+    assert "DRAIN" in node["state_flags"] or "drain" in cluster.node_states()["n3"]
+    assert node["reason"] == "offlined by hook 'slurmtest' due to hook error"
+    assert "RuntimeError: slurmtest: boom at begin" in slurmtest.log_text()
+
+
+def test_a_hanging_hook_gets_its_alarm(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "b-hang", "-w", "n4", "-p", "gpu", "-o", "/dev/null")
+    cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1, what="requeued", timeout=60)
+    assert cluster.node("n4")["reason"] == "offlined by hook 'slurmtest' due to hook error"
+    assert "alarm" in slurmtest.log_text()
+
+
+def test_an_end_reject_is_ignored(slurmtest):
+    cluster = slurmtest.cluster
+    job = cluster.sbatch("-J", "e-reject", "-w", "n1", "-o", "/dev/null")
+    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+    cluster.wait_job(job, lambda j: "execjob_end rejected" in slurmtest.log_text(),
+                     what="logged")
+    time.sleep(0.5)
+    assert not _drained(cluster, "n1")
+
+
+def test_srun_tasks_each_get_the_launch_environment_and_a_runjob_reject_cancels_srun(
+        slurmtest):
+    cluster = slurmtest.cluster
+    done = cluster.run("/usr/bin/srun", "-J", "ok", "-p", "all", "-N2", "-n2",
+                       "/bin/sh", "-c", "echo $SLURMD_NODENAME $SLURMTEST_LAUNCH",
+                       cwd="/tmp", timeout=120)
+    lines = sorted(done.stdout.split("\n")[:2])
+    job = lines[0].split("seen-")[1]
+    assert lines == [f"n1 seen-{job}", f"n2 seen-{job}"]
+    # PrologSlurmctld's failure cancels an srun job (Slurm's rule; a batch job is requeued).
+    refused = cluster.run("/usr/bin/srun", "-J", "r-reject", "/bin/true", cwd="/tmp",
+                          check=False, timeout=120)
+    assert refused.returncode != 0
+    assert all("drain" not in s for s in cluster.node_states().values())
