@@ -29,7 +29,7 @@ from .hookattrs import HookAttributes, _as_list
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 2)
+KERNEL_API = (1, 3)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -133,6 +133,10 @@ class PluginInfo:
     description: str = ""
     check_config: Callable[[Mapping[str, Any]], Iterable[tuple[str, str]]] | None = None
     server_flags: tuple[str, ...] = ()
+    #: The hooks (events and scheduler hooks) the plugin declares safe to run in the
+    #: simulator: they touch no cgroup, socket, process or file of a real host, and read the
+    #: time from `pbsplug.clock`. The simulator leaves every other hook out, and says so.
+    sim_safe: tuple[str, ...] = ()
 
     def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
         # A list may be written as PBS writes it, "offline_vnodes,scheduler_restart_cycle".

@@ -56,7 +56,10 @@ def _site_arg(argv: Sequence[str]) -> str | None:
 def _hoist_site(argv: Sequence[str]) -> list[str]:
     """``--site FILE`` is the root command's option; accept it after the subcommand too
     (``pbsplug plugins list --site FILE``) by moving it just before the subcommand, where a
-    later one still wins, and leaving what follows a ``--`` alone."""
+    later one still wins, and leaving what follows a ``--`` alone. Not under ``sim``, whose
+    commands read their own (``sim compare`` takes two)."""
+    if _command_name(argv) == "sim":  # `sim compare` takes two --site of its own
+        return list(argv)
     out: list[str] = []
     hoisted: list[str] = []
     command_at = -1

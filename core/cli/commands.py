@@ -31,7 +31,7 @@ from . import CliError
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
                   "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
                   "pbsnodes", "pbs_rsub", "pbs_rstat", "pbs_rdel",
-                  "qmove", "pbs_attach", "demo", "pbs", "slurm")
+                  "qmove", "pbs_attach", "demo", "pbs", "slurm", "sim")
 
 
 class State:
@@ -111,6 +111,9 @@ def build_app() -> typer.Typer:
 
     app.add_typer(pbs_app(), name="pbs")
     app.add_typer(slurm_app(), name="slurm")
+    from .sim import sim_app
+
+    app.add_typer(sim_app(), name="sim")
     from .engine import add_engine_commands
 
     add_engine_commands(app)

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import grp
 import logging
-import math
 import os
 import pwd
 import signal
@@ -26,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import units, values
+from .. import lifecycle, units, values
 from ..events import Event
+from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message
@@ -79,10 +79,6 @@ SITE_CHECK_INTERVAL = 1.0
 MAX_REQUEST_ITEMS = 10_000
 #: PBS's hold types: user, other (operator), system, bad password.
 HOLD_LETTERS = "uosp"
-#: PBS holds a job that failed to start this many times (run_count > 20).
-MAX_RUN_COUNT = 20
-#: The comment of a job qdel ended (PBS's words); the end hooks' job.rerun() yields to it.
-DELETED_BY = "Job deleted at request of "
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
@@ -1190,23 +1186,20 @@ class Engine:
         job = Job(job_id, {**attrs, "exec_vnode": exec_vnode})
         outcome = self._event("runjob", job=job)
         if not outcome.accepted:
-            attrs["comment"] = f"Not Running: PBS Error: {outcome.message}"
+            lifecycle.runjob_refused(attrs, outcome.message, outcome.changes.get("job"))
             with self.store.transaction() as st:
-                st.put_job(job_id, {**attrs, **(outcome.changes.get("job") or {})})
+                st.put_job(job_id, attrs)
             self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
             return False
         now = int(self.clock())
         hosts = _exec_host(self.host, exec_vnode)
-        attrs.update(job_state="R", substate=42, exec_vnode=exec_vnode, exec_host=hosts,
-                     stime=now, mtime=now, run_count=int(attrs.get("run_count", 0)) + 1,
-                     comment=f"Job run at {_when(now)} on {exec_vnode}")
-        attrs.pop("estimated", None)
+        lifecycle.started(attrs, exec_vnode, hosts, now)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
         vnodes = self._job_vnodes(attrs)
-        for event in ("execjob_begin", "execjob_prologue"):
+        for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
             outcome = self._event(event, job=job, vnode_list=dict(vnodes))
             self._apply_host_changes(job_id, attrs, outcome)
@@ -1216,7 +1209,7 @@ class Engine:
                 self.log(LOG_ADMIN, "Hook", outcome.hook or "", f"{event} hook failed: "
                          "restarting the scheduling cycle")
                 self.restart_cycle = self.want_cycle = True
-            if outcome.consequence not in ("proceed", "ignore"):
+            if lifecycle.start_step(outcome.consequence) != lifecycle.PROCEED:
                 self._refused_start(job_id, attrs, event, outcome)
                 return False
         user = attrs.get("euser") if os.geteuid() == 0 else None
@@ -1232,7 +1225,7 @@ class Engine:
                                   vnode_list=dict(vnodes), progname=argv[0], argv=argv,
                                   env=env, pid=pending.pid)
             self._apply_host_changes(job_id, attrs, outcome)
-            if outcome.consequence not in ("proceed", "ignore"):
+            if lifecycle.start_step(outcome.consequence) != lifecycle.PROCEED:
                 pending.cancel()  # gone before execjob_abort, which may remove its cgroup
                 self._refused_start(job_id, attrs, "execjob_launch", outcome)
                 return False
@@ -1308,32 +1301,25 @@ class Engine:
     def _refused_start(self, job_id: str, attrs: dict, event: str, outcome: Outcome) -> None:
         self.log(LOG_JOB, "Job", job_id, f"{event} hook refused the job ({outcome.kind}): "
                  f"{outcome.message}")
-        if event == "execjob_launch" or outcome.consequence == "delete":
+        if lifecycle.abort_first(event, outcome.consequence):
             self._event("execjob_abort", job=Job(job_id, attrs),
                         vnode_list=self._job_vnodes(attrs))
-        if outcome.consequence == "delete":
+        comment = lifecycle.refused_comment(event, outcome.consequence, outcome.message)
+        if lifecycle.start_step(outcome.consequence) == lifecycle.FINISH:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                         comment=f"Job deleted by {event} hook: {outcome.message}")
+                         comment=comment)
         else:
-            self._requeue(job_id, attrs, f"Job requeued by {event} hook: {outcome.message}")
+            self._requeue(job_id, attrs, comment)
 
     def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
-        holds = attrs.get("Hold_Types") or "n"
-        state = "Q" if holds == "n" else "H"  # a hook's hold (PBS's cgroups: s) stays
-        if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
-            state, holds = "H", "s"
-            comment = "job held, too many failed attempts to run"
-        for key in ("exec_vnode", "exec_host", "session_id", "stime"):
-            attrs.pop(key, None)
-        attrs.update(job_state=state, Hold_Types=holds, substate=10, comment=comment,
-                     mtime=int(self.clock()))
+        lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             runtime = st.runtime(job_id) or {}
             runtime.pop("launch", None)
             st.set_runtime(job_id, runtime)
         self.launches.pop(job_id, None)
-        self.log(LOG_JOB, "Job", job_id, comment)
+        self.log(LOG_JOB, "Job", job_id, attrs["comment"])
         self.want_cycle = True
 
     def _job_command(self, job_id: str, attrs: dict) -> tuple[list[str], dict[str, str]]:
@@ -1487,17 +1473,13 @@ class Engine:
         if job_id in self.kills:
             return
         attrs = self.store.job(job_id)
-        limit = (attrs.get("Resource_List") or {}).get("walltime")
-        if limit is None or attrs.get("stime") is None:
+        if attrs.get("stime") is None:
             return
-        seconds = units.parse_duration(limit)
         elapsed = now - self.started.get(job_id, float(attrs["stime"]))
-        if elapsed > seconds:
-            used = units.format_duration(math.ceil(elapsed))
-            self.log(LOG_JOB, "Job", job_id, f"job killed: walltime {used} exceeded limit "
-                     f"{units.format_duration(seconds)}")
-            self._kill(job_id, f"job killed: walltime {used} exceeded limit "
-                               f"{units.format_duration(seconds)}")
+        why = lifecycle.walltime_exceeded(lifecycle.walltime_limit(attrs), elapsed)
+        if why:
+            self.log(LOG_JOB, "Job", job_id, why)
+            self._kill(job_id, why)
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         attrs = self.store.job(job_id)
@@ -1508,10 +1490,8 @@ class Engine:
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
         action, event = self._end_hooks(job_id, attrs)
-        if reason == "requeue":
-            self._requeue(job_id, attrs, "Job requeued at request of an operator (qrerun)")
-        elif action == "rerun" and not (reason or "").startswith(DELETED_BY):  # qdel wins
-            self._requeue(job_id, attrs, f"Job requeued by {event} hook")
+        if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
+            self._requeue(job_id, attrs, lifecycle.end_comment(reason, event))
         else:
             self._finish(job_id, attrs, ended, comment=reason, end_hooks=False)
 
@@ -1520,7 +1500,7 @@ class Engine:
         hook asked of the job still applies (pbs-behavior.md §1.4): returns the last
         ``job.rerun()`` or ``job.delete()`` asked for, and the event that asked."""
         action = asked_by = None
-        for event in ("execjob_epilogue", "execjob_end"):
+        for event in lifecycle.END_EVENTS:
             outcome = self._event(event, job=Job(job_id, attrs),
                                   vnode_list=self._job_vnodes(attrs))
             self._apply_host_changes(job_id, attrs, outcome)
@@ -1534,24 +1514,17 @@ class Engine:
         then jobobit."""
         if end_hooks and attrs.get("exec_vnode"):
             self._end_hooks(job_id, attrs)
+        if not comment and ended.exit_status == executor.EXEC_FAIL:  # the shepherd failed
+            comment = f"Job could not start: {ended.start_error or 'unknown reason'}"
+        elif not comment and ended.exit_status == executor.EXEC_LOST:
+            comment = ("Job lost: its end was never seen"
+                       + (f" ({ended.start_error})" if ended.start_error else ""))
         now = int(self.clock())
-        attrs.update(job_state="F", substate=92, Exit_status=ended.exit_status,
-                     obittime=now, mtime=now)
-        if attrs.get("stime") is not None:
-            attrs["resources_used"] = {
-                "walltime": units.format_duration(ended.walltime),
-                "cput": units.format_duration(ended.cput),
-                "mem": f"{ended.mem_kb}kb", "ncpus": _ncpus(attrs.get("exec_vnode", ""))}
-        if comment:
-            attrs["comment"] = comment
-        elif ended.exit_status == executor.EXEC_FAIL:  # the shepherd could not start it
-            attrs["comment"] = f"Job could not start: {ended.start_error or 'unknown reason'}"
-        elif ended.exit_status == executor.EXEC_LOST:
-            attrs["comment"] = ("Job lost: its end was never seen"
-                                + (f" ({ended.start_error})" if ended.start_error else ""))
-        elif attrs.get("stime") is not None:
-            attrs["comment"] = (f"Job run at {_when(attrs['stime'])} on "
-                                f"{attrs.get('exec_vnode')} and finished")
+        lifecycle.finished(attrs, ended.exit_status, now, {
+            "walltime": units.format_duration(ended.walltime),
+            "cput": units.format_duration(ended.cput),
+            "mem": f"{ended.mem_kb}kb", "ncpus": _ncpus(attrs.get("exec_vnode", ""))},
+            comment)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, None)
@@ -1781,11 +1754,6 @@ def _without(attrs: dict, problems: dict[str, str]) -> dict:
         else:
             fixed.pop(name, None)
     return fixed
-
-
-def _when(epoch: float) -> str:
-    """PBS's comment time: ``Mon Nov 23 at 01:53``."""
-    return time.strftime("%a %b %d at %H:%M", time.localtime(epoch))
 
 
 def _ncpus(exec_vnode: str) -> int:

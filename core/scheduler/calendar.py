@@ -23,6 +23,9 @@ class Booking:
     exclusive: bool
     hard: bool
     owner: str
+    #: What `Calendar.book` counted for it: (ncpus, started by then), or None when it
+    #: ended before the calendar's `now`; `Calendar.unbook` takes exactly that back.
+    applied: tuple[int, bool] | None = None
 
 
 class Calendar:
@@ -32,6 +35,8 @@ class Calendar:
         self.capacity = capacity
         self.now = now
         self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
+        #: Bookings made and taken back so far (a caller tells from it that nothing moved).
+        self.changes = 0
         # Per vnode: the earliest start and latest end of its bookings, so that a window
         # outside all of them is answered without looking at any booking.
         self._first: dict[str, float] = {}
@@ -48,15 +53,18 @@ class Calendar:
         self.ends: tuple[list[float], list[float]] = ([], [])
 
     def book(self, vnode: str, booking: Booking) -> None:
+        self.changes += 1
         self.bookings[vnode].append(booking)
         if booking.start < self._first.get(vnode, INFINITY):
             self._first[vnode] = booking.start
         if booking.end > self._last.get(vnode, -INFINITY):
             self._last[vnode] = booking.end
         if booking.end <= self.now:
+            booking.applied = None
             return
         cap = self.capacity[vnode].get("ncpus", 0)
         used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
+        booking.applied = (used, booking.start <= self.now)
         for kind in (0, 1) if booking.hard else (1,):
             events = self.ncpus_events[kind]
             if booking.start <= self.now:
@@ -66,6 +74,36 @@ class Calendar:
             if booking.end < INFINITY:
                 bisect.insort(events, (booking.end, -used, vnode))
                 bisect.insort(self.ends[kind], booking.end)
+
+    def unbook(self, vnode: str, booking: Booking) -> None:
+        """Take back a booking `book` made (a caller that keeps a calendar between cycles
+        removes what ended, and what one cycle planned)."""
+        self.changes += 1
+        kept = self.bookings[vnode]
+        for i in range(len(kept) - 1, -1, -1):
+            if kept[i] is booking:
+                del kept[i]
+                break
+        else:
+            return
+        if kept:
+            self._first[vnode] = min(b.start for b in kept)
+            self._last[vnode] = max(b.end for b in kept)
+        else:
+            self._first.pop(vnode, None)
+            self._last.pop(vnode, None)
+        if booking.applied is None:
+            return
+        used, started = booking.applied
+        for kind in (0, 1) if booking.hard else (1,):
+            events = self.ncpus_events[kind]
+            if started:
+                self.room_now[kind][vnode] += used
+            else:
+                _remove(events, (booking.start, used, vnode))
+            if booking.end < INFINITY:
+                _remove(events, (booking.end, -used, vnode))
+                _remove(self.ends[kind], booking.end)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:
@@ -98,3 +136,10 @@ class Calendar:
                 if sign > 0 and current[k] > peak.get(k, 0):
                     peak[k] = current[k]
         return {k: v - peak.get(k, 0) for k, v in cap.items()}, False
+
+
+def _remove(items: list, item) -> None:
+    """Remove one `item` from the sorted list `items`."""
+    i = bisect.bisect_left(items, item)
+    if i < len(items) and items[i] == item:
+        del items[i]

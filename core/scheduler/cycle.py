@@ -107,7 +107,9 @@ class _JobInfo:
     walltime: int | None
     shape: tuple
     smallest: int             # ncpus of the job's smallest chunk
+    ncpus: int = 0            # ncpus of all its chunks
     key: tuple = field(default_factory=tuple)
+
 
     @property
     def duration(self) -> int:
@@ -116,6 +118,49 @@ class _JobInfo:
     def end(self, start: float) -> float:
         """When the job started at `start` frees its vnodes (never, without a walltime)."""
         return start + self.walltime if self.walltime is not None else INFINITY
+
+
+class _Kept:
+    """What a scheduler keeps from one cycle to the next, so that a cycle costs what changed
+    since the last one rather than the whole machine and queue: the vnodes' parsed
+    attributes (while the caller says they are the same, `Snapshot.vnodes_version`), a
+    calendar holding the running jobs' bookings (a job's are added when it starts and taken
+    back when it ends), and each queued job's parsed request (while the job object is the
+    same). What one cycle books (starts, top jobs, estimates) is taken back at its end."""
+
+    def __init__(self, source: dict[str, Vnode], version: int | None,
+                 infos: dict[str, _VnodeInfo], calendar: Calendar):
+        self.source = source
+        self.version = version
+        self.infos = infos
+        self.order = list(infos.values())
+        self.usable = [v for v in self.order if v.usable_now]
+        self.usable_names = [v.name for v in self.usable]
+        self.unusable = [v for v in self.order if not v.usable_now]
+        self.hosts: dict[str, list[_VnodeInfo]] = {}
+        for info in self.order:
+            self.hosts.setdefault(info.host, []).append(info)
+        self.rank = {v.name: n for n, v in enumerate(self.order)}
+        self.calendar = calendar
+        #: job id -> (job object, key, bookings) of the running jobs booked.
+        self.running: dict[str, tuple[Job, tuple, list[tuple[str, Booking]]]] = {}
+        #: vnode -> its unavailability booking.
+        self.unavail: dict[str, Booking] = {}
+        self.ever_memo: dict[tuple, bool] = {}
+        #: job id -> (start, end, bookings) of the jobs the last cycle started.
+        self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
+        #: Changes to the kept bookings other than adopting started jobs, so far.
+        self.changes = 0
+        #: The first top job's plan, left booked: (job id, shape, start, shown chunks,
+        #: bookings, `changes` when it was made). While nothing else changed and it still
+        #: heads the queue, its plan is the same (jobs started since kept out of its way).
+        self.top: tuple | None = None
+        self.empty: Calendar | None = None
+        #: id(job) -> (job object, queue object, queue name, info or None when not
+        #: eligible), for the jobs not running.
+        self.queued: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
+        #: id(job) -> (job object, running or not; None: another instance's queue).
+        self.known: dict[int, tuple[Job, bool | None]] = {}
 
 
 def resv_state(resv: Reservation) -> str:
@@ -143,6 +188,17 @@ class Scheduler:
         self._impl_cache: dict[str, list] = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started: dict[str, set[str]] = {}
+        self._kept: _Kept | None = None
+        self._undo: list[tuple[str, Booking]] | None = None
+        #: During the run loop, the ncpus free now on the usable vnodes (a job needing
+        #: more is passed over at once).
+        self._free_now: int | None = None
+        #: False for a caller that reads only the decisions (the simulator): without
+        #: estimates, a cycle stops walking the queue once no cpu is left free, and the
+        #: jobs after that get no comment (nor a `Can Never Run` one until a later cycle
+        #: reaches them).
+        self.explain = True
+        self._shapes: dict[tuple, tuple] = {}
 
     # -- hooks ------------------------------------------------------------------------------------
     def _impls(self, name: str) -> list:
@@ -220,43 +276,194 @@ class Scheduler:
             return result
 
         queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
-        vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
-                                   now, snap.server)
+        kept = self._kept
+        if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
+                or kept.version != snap.vnodes_version or self._has_partition_hook):
+            vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
+                                       now, snap.server)
+            kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
+                                      Calendar({n: v.capacity for n, v in vnodes.items()}, now))
+        else:
+            vnodes = kept.infos
+            self._plan_unusable(kept.unusable, vnodes, now)
         self.vnodes = vnodes
-        self.order = list(vnodes.values())
-        self.hosts: dict[str, list[_VnodeInfo]] = {}
-        for info in self.order:
-            self.hosts.setdefault(info.host, []).append(info)
-        self.calendar = Calendar({n: v.capacity for n, v in vnodes.items()}, now)
-        self._rank = {v.name: n for n, v in enumerate(self.order)}
+        self.order = kept.order
+        self.hosts = kept.hosts
+        self.calendar = kept.calendar
+        self.calendar.now = now
+        self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
-        self._open = [v for v in self.order if v.usable_now]  # see _now_candidates
+        self._open = list(kept.usable)  # see _now_candidates
+        self._open_names = kept.usable_names
         self.now = now
-        self._ever_memo: dict[tuple, bool] = {}
-        self._shapes: dict[tuple, tuple] = {}
-        self._empty: Calendar | None = None  # for jobs that can never run; never booked
+        self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._future_hard: set[str] = set()
-
-        resv_queues = self._book_reservations_held(snap.reservations, now)
-        jobs = [j for j in snap.jobs if j.queue in queues]
-        for job in jobs:
-            if job.job_state in _RUNNING_STATES:
-                self._book_running(job, snap, now)
-        for name, info in vnodes.items():
-            if info.plan_from > now:
-                self._book(name, Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail"))
-
-        result.reservations = self._confirm_reservations(snap, now)
-        queued = [j for j in jobs if self._eligible(j, queues, now)]
-        infos = [self._job_info(j, queues.get(j.queue), snap.server, now, queues) for j in queued]
-        order, starving = self._order(infos, now)
-        stats.jobs_considered = len(order)
-        self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        self._undo = []
+        self._started: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
+        try:
+            running, queued = self._split_jobs(kept, snap, queues)
+            self._book_kept(kept, running, snap, now)
+            resv_queues = self._book_reservations_held(snap.reservations, now)
+            result.reservations = self._confirm_reservations(snap, now)
+            infos = self._queued_infos(kept, queued, snap, queues, now)
+            order, starving = self._order(infos, now)
+            self._sticky = self._sticky_top(kept, order, starving, snap, now)
+            self._sticky_used = False
+            self._fresh_top: tuple | None = None
+            stats.jobs_considered = len(order)
+            self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        finally:
+            # A job started now is running at the next cycle, on the same vnodes until the
+            # same end: its bookings stay, for that cycle to adopt.
+            keep = {id(b) for _, _, made in self._started.values() for _, b in made}
+            fresh = getattr(self, "_fresh_top", None)
+            if fresh is not None:
+                keep.update(id(b) for _, b in fresh[4])
+            for vnode, booking in reversed(self._undo):
+                if id(booking) not in keep:
+                    self.calendar.unbook(vnode, booking)
+            kept.adopt = self._started
+            self._undo = None
+            if kept.top is not None and not getattr(self, "_sticky_used", False):
+                for vnode, booking in kept.top[4]:
+                    self.calendar.unbook(vnode, booking)
+                kept.top = None
+            if fresh is not None:
+                kept.top = (*fresh[:5], kept.changes)
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
         return result
+
+    def _split_jobs(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue]
+                    ) -> tuple[list[Job], list[Job]]:
+        """The running and the other jobs of this instance's queues. A job object seen in
+        the last cycle is where it was (objects are values: a changed job is a new one),
+        which a simulator's thousands of unchanged jobs per cycle are spared reading."""
+        known = kept.known
+        fresh: dict[int, tuple[Job, bool | None]] = {}
+        running: list[Job] = []
+        queued: list[Job] = []
+        for job in snap.jobs:
+            key = id(job)
+            entry = known.get(key)
+            if entry is None or entry[0] is not job:
+                mine = job.queue in queues
+                entry = (job, (job.job_state in _RUNNING_STATES) if mine else None)
+            fresh[key] = entry
+            if entry[1] is True:
+                running.append(job)
+            elif entry[1] is False:
+                queued.append(job)
+        kept.known = fresh
+        return running, queued
+
+    def _book_kept(self, kept: _Kept, jobs: list[Job], snap: Snapshot, now: float) -> None:
+        """The kept calendar brought up to date: vnodes not up yet booked until they are,
+        running jobs booked until their walltime ends, and what is gone taken back."""
+        calendar = kept.calendar
+        before = calendar.changes
+        self._undo, undo = None, self._undo  # these bookings stay
+        try:
+            for name in [n for n, b in kept.unavail.items()
+                         if not (kept.infos[n].plan_from > now
+                                 and kept.infos[n].plan_from == b.end)]:
+                calendar.unbook(name, kept.unavail.pop(name))
+            for info in kept.unusable:
+                if info.plan_from > now and info.name not in kept.unavail:
+                    booking = Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail")
+                    self._book(info.name, booking)
+                    kept.unavail[info.name] = booking
+            seen: set[str] = set()
+            running = kept.running
+            for job in jobs:
+                seen.add(job.id)
+                previous = running.get(job.id)
+                if previous is not None and previous[0] is job and previous[1][2] > now:
+                    continue  # the same object: the same request, vnodes and start
+                key, chunks, place = self._running_key(job, snap, now)
+                started = kept.adopt.pop(job.id, None)
+                if started is not None:
+                    if previous is None and started[:2] == key[1:3] and \
+                            sorted(v for v, _ in started[2]) == sorted(
+                                {v for v, _ in chunks} | {v for v, b in started[2]
+                                                          if not b.resources}):
+                        running[job.id] = (job, key, started[2])
+                        continue
+                    for vnode, booking in started[2]:
+                        calendar.unbook(vnode, booking)
+                if previous is not None:
+                    if previous[1] == key:
+                        running[job.id] = (job, key, previous[2])
+                        continue
+                    for vnode, booking in previous[2]:
+                        calendar.unbook(vnode, booking)
+                    del running[job.id]
+                if chunks:
+                    made = self._book_chunks(job.id, chunks, place, key[1], key[2], hard=True)
+                    running[job.id] = (job, key, made)
+            for job_id in [j for j in running if j not in seen]:
+                for vnode, booking in running.pop(job_id)[2]:
+                    calendar.unbook(vnode, booking)
+            for _, _, made in kept.adopt.values():  # started, then not run (runjob refused)
+                for vnode, booking in made:
+                    calendar.unbook(vnode, booking)
+            kept.adopt = {}
+        finally:
+            self._undo = undo
+            if calendar.changes != before:
+                kept.changes += 1
+
+    def _sticky_top(self, kept: _Kept, order: list[_JobInfo], starving: set[str],
+                    snap: Snapshot, now: float) -> tuple | None:
+        """The kept top job plan, when it still holds: nothing but adopted starts changed
+        the kept bookings since it was made, its job still heads the queue with the same
+        request, no reservation books anything, and its start is still to come. Else it
+        is taken back, and planned again if need be."""
+        top = kept.top
+        if top is None:
+            return None
+        if (top[5] == kept.changes and order and order[0].job.id == top[0]
+                and order[0].shape == top[1] and top[2] >= now and not starving
+                and not snap.reservations):
+            for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
+                if booking.start > now:
+                    self._future_hard.add(vnode)
+                    self._now_cache.pop(vnode, None)
+            return top
+        for vnode, booking in top[4]:
+            self.calendar.unbook(vnode, booking)
+        kept.top = None
+        return None
+
+    def _queued_infos(self, kept: _Kept, jobs: list[Job], snap: Snapshot,
+                      queues: dict[str, Queue], now: float) -> list[_JobInfo]:
+        """The eligible queued jobs' infos; a job object seen last cycle keeps its info (a
+        job_sort_formula or an Execution_Time depends on the time: those are redone; a
+        queue object changed is read again)."""
+        previous = kept.queued
+        current: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
+        infos: list[_JobInfo] = []
+        timeless = self._formula is None
+        for job in jobs:
+            key = id(job)
+            seen = previous.get(key)
+            if seen is not None and seen[0] is job and timeless and \
+                    queues.get(seen[2]) is seen[1]:
+                current[key] = seen
+                if seen[3] is not None:
+                    infos.append(seen[3])
+                continue
+            queue = queues.get(job.queue)
+            info = None
+            if self._eligible(job, queues, now):
+                info = self._job_info(job, queue, snap.server, now, queues)
+                infos.append(info)
+            if not job.Execution_Time:
+                current[key] = (job, queue, job.queue, info)
+        kept.queued = current
+        return infos
 
     def _cycle_end(self, stats: CycleStats) -> None:
         if self._impls("sched_cycle_end"):
@@ -267,7 +474,6 @@ class Scheduler:
     def _vnode_infos(self, vnodes: list[Vnode], now: float, server: Server
                      ) -> dict[str, _VnodeInfo]:
         infos: dict[str, _VnodeInfo] = {}
-        unavailable = []
         for v in vnodes:
             avail = v.resources_available
             capacity: dict[str, int] = {}
@@ -289,8 +495,27 @@ class Scheduler:
             info = _VnodeInfo(v.name, host, capacity, match, str(v.sharing or "default_shared"),
                               usable, plan_from, v)
             infos[v.name] = info
-            if not usable:
-                unavailable.append(v)
+        self._ask_availability([i for i in infos.values() if not i.usable_now], infos, now)
+        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
+        high = direction.strip().upper() == "HIGH"
+        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
+        return {i.name: i for i in ordered}
+
+    def _plan_unusable(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
+                       now: float) -> None:
+        """Kept vnodes that cannot take a job now: when they can, seen from `now`."""
+        for info in unusable:
+            states = info.obj.states
+            info.plan_from = INFINITY
+            if SLEEP in states and not (states - {SLEEP, "free"}) & UNUSABLE_STATES:
+                info.plan_from = now + self.policy.boot_delay
+        self._ask_availability(unusable, infos, now)
+
+    def _ask_availability(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
+                          now: float) -> None:
+        """The sched_node_availability hooks' answers for vnodes that cannot take a job
+        now."""
+        unavailable = [i.obj for i in unusable]
         answered: set[str] = set()
         if unavailable and self._impls("sched_node_availability"):
             for plugin, answer in self._answers("sched_node_availability", sched=self.name,
@@ -311,20 +536,22 @@ class Scheduler:
                         infos[name].plan_from = (max(float(when), now) if name not in answered
                                                  else max(current, float(when)))
                         answered.add(name)
-        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
-        high = direction.strip().upper() == "HIGH"
-        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
-        return {i.name: i for i in ordered}
 
     # -- bookings -------------------------------------------------------------------------------
     def _book(self, vnode: str, booking: Booking) -> None:
         self.calendar.book(vnode, booking)
+        if self._undo is not None:
+            self._undo.append((vnode, booking))
+        if self._free_now is not None and booking.hard and booking.applied is not None \
+                and booking.applied[1]:
+            self._free_now -= booking.applied[0]
         self._now_cache.pop(vnode, None)
         if booking.hard and booking.start > self.now:
             self._future_hard.add(vnode)
 
     def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
-                     start: float, end: float, hard: bool) -> None:
+                     start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
+        made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
         for name, res in chunks:
             acc = per_vnode.setdefault(name, {})
@@ -334,30 +561,36 @@ class Scheduler:
         for name, res in per_vnode.items():
             info = self.vnodes[name]
             level = exclusivity(place, info.sharing)
-            self._book(name, Booking(start, end, res, level != SHARED, hard, owner))
+            booking = Booking(start, end, res, level != SHARED, hard, owner)
+            self._book(name, booking)
+            made.append((name, booking))
             if level == EXCLHOST:
                 hosts_excl.add(info.host)
         for host in hosts_excl:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:
-                    self._book(info.name, Booking(start, end, {}, True, hard, owner))
+                    booking = Booking(start, end, {}, True, hard, owner)
+                    self._book(info.name, booking)
+                    made.append((info.name, booking))
+        return made
 
-    def _book_running(self, job: Job, snap: Snapshot, now: float) -> None:
+    def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple[tuple, list, Place]:
+        """A running job's (exec_vnode, start, end), its chunks on this slice's vnodes and
+        its place: it holds them until its walltime ends."""
         chunks = []
-        for name, res in parse_exec_vnode(job.exec_vnode):
+        exec_vnode = str(job.exec_vnode or "")
+        for name, res in parse_exec_vnode(exec_vnode):
             if name not in self.vnodes:
                 continue
             amounts = {k: a for k, v in res.items()
                        if (a := resource_amount(k, v)) is not None}
             chunks.append((name, amounts))
-        if not chunks:
-            return
         walltime = job_walltime(job, snap.queues.get(job.queue), snap.server)
         start = float(job.stime or now)
         end = start + walltime if walltime is not None else INFINITY
         # A job past its walltime is about to be killed: it frees its vnodes now.
         end = max(end, now + 1)
-        self._book_chunks(job.id, chunks, job_place(job), start, end, hard=True)
+        return (exec_vnode, start, end, job.Resource_List["place"]), chunks, job_place(job)
 
     def _book_reservations_held(self, reservations: list[Reservation], now: float
                                 ) -> dict[str, Reservation]:
@@ -431,10 +664,12 @@ class Scheduler:
         shape = tuple(res[k] for k in _SHAPE_RESOURCES)
         parsed = self._shapes.get(shape)
         if parsed is None:
-            parsed = self._shapes[shape] = (*_expand(job_select(job)), job_place(job))
-        chunks, smallest, place = parsed
+            chunks, smallest = _expand(job_select(job))
+            parsed = self._shapes[shape] = (chunks, smallest, job_place(job),
+                                            sum(c[0].get("ncpus", 0) for c in chunks))
+        chunks, smallest, place, ncpus = parsed
         walltime = job_walltime(job, queue, server)
-        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest)
+        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
@@ -462,6 +697,17 @@ class Scheduler:
     def _run_loop(self, order: list[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
+        room = self._room
+        self._free_now = sum(free for free in map(room.__getitem__, self._open_names)
+                             if free > 0)
+        try:
+            self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
+        finally:
+            self._free_now = None
+
+    def _run_jobs(self, order: list[_JobInfo], starving: set[str],
+                  resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
+                  result: CycleResult, stats: CycleStats) -> None:
         policy = self.policy
         depth = policy.backfill_depth if policy.backfill else 0
         if starving:
@@ -471,7 +717,43 @@ class Scheduler:
         failed_shapes: set[tuple] = set()
         estimates_left = policy.estimate_limit
         has_placement_hook = self._impls("sched_node_placement")
+        # Without estimates (estimate_limit 0), a top job's plan is made only when a later
+        # job could start now and must be kept out of its way: on a full machine, most
+        # cycles never need it. The decisions are the same; the top job then has no
+        # estimate, and its comment no time.
+        lazy = policy.estimate_limit <= 0
+        deferred: list[_JobInfo] = []
+
+        def plan_top(top: _JobInfo) -> bool:
+            """Plan a top job (hard); True when it will ever fit."""
+            sticky = self._sticky
+            reuse = sticky is not None and sticky[0] == top.job.id
+            if reuse:
+                self._sticky_used = True
+                start, planned = sticky[2], sticky[3]
+            else:
+                start, planned = self._earliest(top, now, soft=False)
+                if planned is not None:
+                    made = self._book_chunks(top.job.id, planned, top.place, start,
+                                             top.end(start), hard=True)
+                    if top is order[0] and not self._started:
+                        self._fresh_top = (top.job.id, top.shape, start, planned, made)
+            if lazy and not self.explain:
+                return planned is not None  # no estimate, no comment: nobody reads them
+            if planned is not None:
+                shown = _shown_chunks(top, planned)
+                result.estimates[top.job.id] = Estimate(top.job.id, int(math.ceil(start)),
+                                                        format_exec_vnode(shown))
+            result.comments[top.job.id] = (
+                f"Not Running: Job is a top job and will run at {int(start)}"
+                if planned is not None else
+                "Not Running: Job is a top job but no vnodes will ever fit it")
+            return planned is not None
+
+        quiet = lazy and not self.explain and not resv_queues
         for info in order:
+            if quiet and self._free_now <= 0:
+                break  # nothing else can start now, and nobody reads why
             job = info.job
             if job.queue in resv_queues:
                 self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
@@ -479,6 +761,12 @@ class Scheduler:
             chunks = None
             if not blocked and info.shape not in failed_shapes:
                 chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
+                if chunks is not None and deferred:
+                    for top in deferred:
+                        plan_top(top)
+                    deferred.clear()
+                    chunks = self._fit(info, now, now + info.duration, soft=False,
+                                       now_mode=True)
                 if chunks is None:
                     failed_shapes.add(info.shape)
                 elif has_placement_hook:
@@ -487,7 +775,9 @@ class Scheduler:
                 result.comments[job.id] = f"Can Never Run: {self._never_why(info, now)}"
                 continue
             if chunks:
-                self._book_chunks(job.id, chunks, info.place, now, info.end(now), hard=True)
+                made = self._book_chunks(job.id, chunks, info.place, now, info.end(now),
+                                         hard=True)
+                self._started[job.id] = (now, info.end(now), made)
                 shown = _shown_chunks(info, chunks)
                 result.run.append(RunDecision(job.id, format_exec_vnode(shown), shown,
                                               backfilled=bool(top_jobs)))
@@ -500,23 +790,28 @@ class Scheduler:
             if not is_top and estimates_left <= 0:
                 result.comments[job.id] = _comment(blocked, info, top_jobs)
                 continue
-            start, planned = self._earliest(info, now, soft=not is_top)
-            if planned is not None:
-                self._book_chunks(job.id, planned, info.place, start, info.end(start),
-                                  hard=is_top)
-                shown = _shown_chunks(info, planned)
-                if estimates_left > 0 or is_top:
-                    result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
-                                                        format_exec_vnode(shown))
-                    estimates_left -= 1
+            if is_top and lazy:
+                top_jobs.append(job.id)
+                if self._sticky is not None and self._sticky[0] == job.id:
+                    plan_top(info)  # already planned: nothing to do but say when
+                else:
+                    deferred.append(info)
+                    result.comments[job.id] = "Not Running: Job is a top job"
+                continue
             if is_top:
                 top_jobs.append(job.id)
-                result.comments[job.id] = (
-                    f"Not Running: Job is a top job and will run at {int(start)}"
-                    if planned is not None else
-                    "Not Running: Job is a top job but no vnodes will ever fit it")
-            else:
-                result.comments[job.id] = _comment(blocked, info, top_jobs)
+                if plan_top(info):
+                    estimates_left -= 1
+                continue
+            start, planned = self._earliest(info, now, soft=True)  # an estimate only
+            if planned is not None:
+                self._book_chunks(job.id, planned, info.place, start, info.end(start),
+                                  hard=False)
+                shown = _shown_chunks(info, planned)
+                result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
+                                                    format_exec_vnode(shown))
+                estimates_left -= 1
+            result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
 
     def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
@@ -566,10 +861,12 @@ class Scheduler:
         shape = info.shape[0]  # the resources and place; the walltime does not matter here
         if shape not in memo:
             saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
-            if self._empty is None:
-                self._empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
-            self.calendar = self._empty
+            kept = self._kept
+            if kept.empty is None:
+                kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            self.calendar = kept.empty
             self._now_cache, self._future_hard = {}, set()
+            saved_undo, self._undo = self._undo, None
             try:
                 memo[shape] = self._fit(info, self.now, self.now + 1, soft=False,
                                              now_mode=False,
@@ -577,6 +874,7 @@ class Scheduler:
             finally:
                 self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
                                                                      saved_future)
+                self._undo = saved_undo
         return memo[shape]
 
     def _never_why(self, info: _JobInfo, now: float) -> str:
@@ -631,7 +929,12 @@ class Scheduler:
         if candidates is not None:
             pass
         elif now_mode:
+            if self._free_now is not None and self._free_now < info.ncpus:
+                return None  # fewer cpus free now than it needs
             candidates = self._now_candidates(info)
+            room = self._room
+            if sum(room[v.name] for v in candidates) < info.ncpus:
+                return None  # fewer cpus free now than it needs
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
             candidates = [v for v in self.order if ok(v)]
@@ -654,24 +957,41 @@ class Scheduler:
         free_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         host_empty: dict[str, bool] = {}
         out: list[tuple[str, dict[str, int]]] = []
-        for consumable, match, _shown in info.chunks:
+        # A chunk like the one before it starts looking where that one was placed: what
+        # ruled out an earlier vnode for it (room, a match, exclusivity, a used host) still
+        # does, as room only shrinks while chunks are placed. A select of 1,000 one-cpu
+        # chunks is then one pass over the vnodes, not 1,000.
+        previous: tuple | None = None
+        resume = 0
+        place = info.place
+        vscatter, scatter = arrangement == "vscatter", arrangement == "scatter"
+        spread = vscatter or scatter
+        levels: dict[str, str] = {}
+        for chunk in info.chunks:
+            consumable, match, _shown = chunk
             placed = False
-            for v in candidates:
-                if arrangement == "vscatter" and v.name in given:
+            if chunk is not previous and chunk != previous:
+                resume = 0
+            previous = chunk
+            for at in range(resume, len(candidates)):
+                v = candidates[at]
+                name = v.name
+                if spread:
+                    if name in given and (vscatter or scatter):
+                        continue
+                    if scatter and v.host in used_hosts:
+                        continue
+                if match and any(v.match.get(k) != val for k, val in match.items()):
                     continue
-                if arrangement == "scatter" and v.host in used_hosts and v.name not in given:
-                    continue
-                if arrangement == "scatter" and v.name in given:
-                    continue
-                if any(v.match.get(k) != val for k, val in match.items()):
-                    continue
-                if v.name not in free_cache:
-                    free_cache[v.name] = self._free(v.name, start, end, soft, now_mode)
-                free = free_cache[v.name]
+                free = free_cache.get(name, free_cache)
+                if free is free_cache:
+                    free = free_cache[name] = self._free(name, start, end, soft, now_mode)
                 if free is None:
                     continue
-                level = exclusivity(info.place, v.sharing)
-                if level != SHARED and v.name not in given:
+                level = levels.get(v.sharing)
+                if level is None:
+                    level = levels[v.sharing] = exclusivity(place, v.sharing)
+                if level != SHARED and name not in given:
                     if not free[1]:
                         continue
                     if level == EXCLHOST:
@@ -682,10 +1002,13 @@ class Scheduler:
                             host_empty[v.host] = ok
                         if not ok:
                             continue
-                avail, _ = free
-                taken = given.get(v.name, {})
-                if any(avail.get(k, 0) - taken.get(k, 0) < amount
-                       for k, amount in consumable.items()):
+                avail = free[0]
+                taken = given.get(name)
+                if taken is None:
+                    if any(avail.get(k, 0) < amount for k, amount in consumable.items()):
+                        continue
+                elif any(avail.get(k, 0) - taken.get(k, 0) < amount
+                         for k, amount in consumable.items()):
                     continue
                 acc = given.setdefault(v.name, {})
                 for k, amount in consumable.items():
@@ -693,6 +1016,7 @@ class Scheduler:
                 used_hosts.add(v.host)
                 out.append((v.name, consumable))
                 placed = True
+                resume = at
                 break
             if not placed:
                 return None
@@ -798,18 +1122,25 @@ class Scheduler:
         smallest, rank = info.smallest, self._rank
         room = dict(calendar.room_now[kind])
         roomy = {name for name, free in room.items() if free >= smallest}
+        # The ncpus on vnodes with room for a chunk: a start where they are fewer than the
+        # job needs is passed over without trying to place it there.
+        need = info.ncpus
+        avail = sum(room[name] for name in roomy)
         events = calendar.ncpus_events[kind]
         i = 0
         for t in (now, *dict.fromkeys(calendar.ends[kind])):
             while i < len(events) and events[i][0] <= t:
                 _, used, name = events[i]
+                if name in roomy:
+                    avail -= room[name]
                 room[name] -= used
                 if room[name] >= smallest:
                     roomy.add(name)
+                    avail += room[name]
                 else:
                     roomy.discard(name)
                 i += 1
-            if not roomy:
+            if not roomy or avail < need:
                 continue
             candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
                           if v.plan_from <= t]

@@ -93,6 +93,10 @@ class Snapshot:
     vnodes: dict[str, Vnode]
     jobs: list[Job]
     reservations: list[Reservation] = field(default_factory=list)
+    #: A caller that keeps its `vnodes` dict between cycles, and changes this number
+    #: whenever it changes a vnode, lets a scheduler keep what it parsed from them (the
+    #: simulator does). None: the vnodes are read afresh every cycle.
+    vnodes_version: int | None = None
 
 
 @dataclass

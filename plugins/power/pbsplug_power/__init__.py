@@ -25,13 +25,16 @@ from .driver import host_of
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.2",
+    api="1.3",
     # PBS_power.HK: type=pbs, enabled=false, order=2000, alarm=180, freq=300; its MoM events
     # (begin, prologue, epilogue, end, exechost_periodic) handle Cray energy profiles (eoe),
     # which pbsplug does not offer; exechost_startup keeps last_used_time true.
     events=("periodic", "exechost_startup"), order=2000, alarm=180, freq=300, type="pbs",
     pbs_name="PBS_power", server_flags=("power_provisioning",),
     config=settings(), check_config=check_config,
+    # Safe in the simulator with the simulated driver: its files are the state folder's,
+    # which the simulator keeps in its own work folder, and it reads pbsplug.clock.
+    sim_safe=("periodic", "exechost_startup", "sched_node_availability"),
     description="Ramp idle hosts down or power them off, and wake them for queued work",
 )
 

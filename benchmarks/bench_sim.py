@@ -1,0 +1,220 @@
+"""The simulator on real traces (prints figures; never asserts).
+
+Rows (issue 20):
+- KTH-SP2 (28,475 jobs) with EASY (strict ordering, backfill depth 1, requested time as the
+  estimate, first fit), jobs killed at their walltime (pbsplug's rule) and, for the
+  comparison, running their recorded time (AccaSim's rule); beside it AccaSim 1.1.3 in the
+  same run when a Python <= 3.9 with accasim can be found (--accasim-python, else
+  $ACCASIM_PYTHON, else ~/.pyenv/versions/3.9*/ with `pip install accasim` done).
+  Goals: >= 20x AccaSim's jobs/s; mean wait and mean bounded slowdown within 2% of AccaSim's.
+- RICC (447,794 jobs) with EASY: goal <= 60 s and <= 150 MB peak memory (--ricc-limit N
+  replays only the first N jobs).
+- With --power: energy saved and mean wait added by the power plugin (on/off, simulated
+  driver) against always-on, on KTH-SP2 (and RICC with --power-ricc).
+
+Each run is its own process, so its peak memory (max RSS) is its own. Results (metrics and
+Batsim CSVs, no plots) go to a temporary folder.
+
+    .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--ricc-limit N] [--power]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRACES = Path(os.environ.get("PBSPLUG_TRACES", "/work/shared/data/traces"))
+ACCASIM = Path(os.environ.get("PBSPLUG_ACCASIM", "/work/shared/reference/accasim"))
+KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.gz"
+RICC = TRACES / "RICC-2010-2.swf.gz"
+ACCASIM_JOBS_S = 1271  # measured here (shared/reference/simulators.md), when it cannot run
+
+POWER_SITE = """
+[plugins.power]
+enabled = true
+isolation = "inprocess"
+freq = 300
+[plugins.power.config]
+driver = "simulated"
+power_on_off_enable = "True"
+node_idle_limit = "1800"
+min_node_down_delay = "1800"
+boot_delay = 300
+shutdown_delay = 60
+"""
+
+
+def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None) -> dict:
+    """One simulation in this process: figures as a dict."""
+    import itertools
+
+    from pbsplug.plugins import load_plugins
+    from pbsplug.sim.engine import Simulator, policy_settings
+    from pbsplug.sim.machine import from_header
+    from pbsplug.sim.output import ResultWriter
+    from pbsplug.sim.traces import open_trace
+    from pbsplug.siteconfig import load_site
+
+    plugins = load_plugins(load_site(Path(site)), report=False) if site else None
+    tr = open_trace(trace)
+    machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
+    sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
+    sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy"),
+                    kill_at_walltime=kill, workdir=tempfile.mkdtemp(prefix="bench-sim-"))
+    t0 = time.perf_counter()
+    jobs = iter(tr) if limit is None else itertools.islice(tr, limit)
+    summary = sim.run(jobs)
+    wall = time.perf_counter() - t0
+    m = json.loads((Path(out) / "metrics.json").read_text())
+    return {"jobs": summary.jobs + summary.rejected, "wall": wall,
+            "mean_wait": m.get("mean_wait_s"), "bsld": m.get("mean_bounded_slowdown"),
+            "energy_kwh": m.get("energy_kwh"), "killed": summary.killed,
+            "cycles": summary.cycles, "skipped": summary.cycles_skipped,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None
+              ) -> dict:
+    out = tempfile.mkdtemp(prefix="bench-sim-out-")
+    code = (f"import json,sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"from bench_sim import one_run; print(json.dumps(one_run({str(trace)!r}, "
+            f"{out!r}, {limit!r}, {kill!r}, {site!r})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    shutil.rmtree(out, ignore_errors=True)
+    if done.returncode != 0:
+        raise SystemExit(f"simulation failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def find_accasim(explicit: str | None) -> str | None:
+    candidates = [explicit, os.environ.get("ACCASIM_PYTHON")]
+    candidates += sorted(glob.glob("/tmp/*acc39*/bin/python")) + sorted(glob.glob(
+        str(Path.home() / ".pyenv/versions/3.9*/bin/python")))
+    for python in candidates:
+        if python and Path(python).exists() and subprocess.run(
+                [python, "-c", "import accasim"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def run_accasim(python: str) -> dict | None:
+    """AccaSim 1.1.3 on KTH-SP2 with EASY and first fit (the reference scripts)."""
+    work = Path(tempfile.mkdtemp(prefix="bench-accasim-"))
+    (work / "workloads").mkdir()
+    swf = work / "workloads" / "KTH-SP2-1996-2.1-cln.swf"
+    import gzip
+
+    with gzip.open(KTH, "rb") as src, open(swf, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.copytree(ACCASIM / "config", work / "config")
+    shutil.copy(ACCASIM / "run_accasim.py", work)
+    t0 = time.perf_counter()
+    done = subprocess.run([python, "run_accasim.py", str(swf), "config/KTH.config", "easy"],
+                          cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        print(f"AccaSim failed: {done.stderr.strip().splitlines()[-1:]}")
+        return None
+    outputs = sorted(work.glob("results_easy/sched-*"))
+    figures = {"wall": wall, "jobs": 28475}
+    if outputs:
+        line = subprocess.run([sys.executable, str(ACCASIM / "metrics.py"), str(outputs[0]),
+                               "100"], capture_output=True, text=True).stdout
+        for part in line.split():
+            key, _, value = part.partition("=")
+            if key in ("jobs", "mean_wait", "mean_bsld10"):
+                figures[key] = float(value.rstrip("s"))
+    shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def pct(a: float, b: float) -> str:
+    return f"{100 * (a - b) / b:+.1f}%"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip-accasim", action="store_true")
+    parser.add_argument("--accasim-python")
+    parser.add_argument("--ricc-limit", type=int, default=None)
+    parser.add_argument("--skip-ricc", action="store_true")
+    parser.add_argument("--power", action="store_true")
+    parser.add_argument("--power-ricc", action="store_true")
+    args = parser.parse_args()
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
+          f"cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    kth = run_child(KTH, None, kill=True)
+    same = run_child(KTH, None, kill=False)
+    acc = None
+    if not args.skip_accasim:
+        python = find_accasim(args.accasim_python)
+        acc = run_accasim(python) if python else None
+        if python is None:
+            print("AccaSim: no Python <= 3.9 with accasim found; its figure is the one "
+                  f"measured here before ({ACCASIM_JOBS_S} jobs/s)")
+    acc_rate = acc["jobs"] / acc["wall"] if acc else ACCASIM_JOBS_S
+    print("\nKTH-SP2, EASY (strict ordering, backfill depth 1, requested time, first fit)")
+    print(f"{'run':44} {'wall s':>8} {'jobs/s':>9} {'mean wait s':>12} {'mean BSLD':>10} "
+          f"{'peak MB':>8}")
+    for name, r in (("pbsplug, killed at walltime", kth),
+                    ("pbsplug, recorded run time (AccaSim's rule)", same)):
+        print(f"{name:44} {r['wall']:8.2f} {r['jobs'] / r['wall']:9,.0f} "
+              f"{r['mean_wait']:12,.1f} {r['bsld']:10.2f} {r['rss_mb']:8.0f}")
+    if acc:
+        print(f"{'AccaSim 1.1.3 (same run)':44} {acc['wall']:8.2f} {acc_rate:9,.0f} "
+              f"{acc.get('mean_wait', float('nan')):12,.1f} "
+              f"{acc.get('mean_bsld10', float('nan')):10.2f} {'':>8}")
+    ratio = same["jobs"] / same["wall"] / acc_rate
+    print(f"speed: {ratio:.1f}x AccaSim (goal >= 20x): {'met' if ratio >= 20 else 'MISSED'}")
+    if acc and "mean_wait" in acc:
+        dw = abs(same["mean_wait"] - acc["mean_wait"]) / acc["mean_wait"]
+        db = abs(same["bsld"] - acc["mean_bsld10"]) / acc["mean_bsld10"]
+        print(f"mean wait {pct(same['mean_wait'], acc['mean_wait'])}, mean BSLD "
+              f"{pct(same['bsld'], acc['mean_bsld10'])} against AccaSim (goal within 2%): "
+              f"{'met' if dw <= 0.02 and db <= 0.02 else 'MISSED'}")
+    print(f"cycles: {kth['cycles']:,} run, {kth['skipped']:,} skipped; "
+          f"{kth['killed']:,} jobs killed at walltime")
+
+    if not args.skip_ricc:
+        ricc = run_child(RICC, args.ricc_limit, kill=True)
+        what = "all" if args.ricc_limit is None else f"first {args.ricc_limit:,}"
+        met = args.ricc_limit is None and ricc["wall"] <= 60 and ricc["rss_mb"] <= 150
+        print(f"\nRICC ({what} jobs), EASY: {ricc['jobs']:,} jobs in {ricc['wall']:.1f} s "
+              f"({ricc['jobs'] / ricc['wall']:,.0f} jobs/s), peak {ricc['rss_mb']:.0f} MB, "
+              f"mean wait {ricc['mean_wait']:,.0f} s, mean BSLD {ricc['bsld']:.1f} "
+              f"(goal all jobs <= 60 s, <= 150 MB: "
+              f"{'met' if met else 'MISSED'})")
+
+    if args.power or args.power_ricc:
+        site = Path(tempfile.mkdtemp(prefix="bench-sim-site-")) / "site.toml"
+        site.write_text(POWER_SITE)
+        cases = [("KTH-SP2", KTH, kth)] if args.power else []
+        if args.power_ricc:
+            cases.append(("RICC", RICC, None))
+        print("\npower plugin (on/off, simulated driver, idle 1800 s, boot 300 s) against "
+              "always-on, EASY")
+        for name, trace, base in cases:
+            base = base or run_child(trace, args.ricc_limit, kill=True)
+            with_power = run_child(trace, args.ricc_limit if trace == RICC else None,
+                                   kill=True, site=str(site))
+            saved = base["energy_kwh"] - with_power["energy_kwh"]
+            print(f"{name}: energy {base['energy_kwh']:,.0f} -> {with_power['energy_kwh']:,.0f} "
+                  f"kWh (saved {saved:,.0f} kWh, {100 * saved / base['energy_kwh']:.1f}%), "
+                  f"mean wait {base['mean_wait']:,.0f} -> {with_power['mean_wait']:,.0f} s "
+                  f"(added {with_power['mean_wait'] - base['mean_wait']:+,.0f} s); "
+                  f"{with_power['wall']:.1f} s to simulate")
+
+
+if __name__ == "__main__":
+    main()

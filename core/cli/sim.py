@@ -1,0 +1,218 @@
+"""``pbsplug sim ...``: replay a workload trace through the site's policy and plugins
+(`pbsplug.sim`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from . import CliError
+
+_FORMATS = ("swf", "pbs", "sacct")
+
+
+def _site_and_plugins(site: Path | None, root_site: Path | None):
+    """The site config and its enabled plugins (None, None without a site file)."""
+    from ..plugins import load_plugins
+    from ..siteconfig import load_site, register_section
+
+    register_section("sim")
+    path = site or root_site
+    if path is None:
+        return None, None
+    loaded = load_site(path)
+    return loaded, load_plugins(loaded, which="enabled", report=False)
+
+
+def _machine(trace, platform: Path | None, nodes: int | None, cpus_per_node: int | None):
+    from ..sim.machine import from_header, load_platform, uniform
+
+    if platform is not None:
+        if nodes is not None or cpus_per_node is not None:
+            raise CliError("--platform describes the machine: leave out --nodes and "
+                           "--cpus-per-node")
+        return load_platform(platform)
+    if nodes is not None or cpus_per_node is not None:
+        if nodes is None:
+            raise CliError("--cpus-per-node needs --nodes")
+        return uniform(nodes, cpus_per_node or 1, "--nodes/--cpus-per-node")
+    return from_header(trace.info.max_nodes, trace.info.max_procs, str(trace.info.path))
+
+
+class _Progress:
+    """One stderr line, rewritten at most every half second: simulated time, jobs, jobs/s."""
+
+    def __init__(self, enabled: bool, label: str = ""):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.shown = 0.0
+
+    def __call__(self, simulated: float, jobs: int, queued: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.shown < 0.5:
+            return
+        self.shown = now
+        rate = jobs / max(now - self.t0, 1e-9)
+        days = simulated / 86400
+        sys.stderr.write(f"\r{self.label}simulated {days:8.1f} days  {jobs:>9,} jobs  "
+                         f"{queued:>6,} queued  {rate:>9,.0f} jobs/s ")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path | None,
+             platform: Path | None, nodes: int | None, cpus_per_node: int | None,
+             fmt: str | None, skip_bad: bool, limit: int | None, policy: str,
+             plots: bool = True, progress: bool = True, label: str = "") -> dict[str, Any]:
+    """One run into `out`; returns what the CLI prints."""
+    import itertools
+
+    from ..sim.engine import SimError, Simulator, policy_settings
+    from ..sim.machine import PlatformError
+    from ..sim.output import OutputError, ResultWriter
+    from ..sim.traces import TraceError, open_trace
+
+    if fmt is not None and fmt not in _FORMATS:
+        raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
+    if limit is not None and limit < 1:
+        raise CliError(f"--limit {limit}: expected at least 1")
+    try:
+        loaded, plugins = _site_and_plugins(site, root_site)
+        table = (loaded.sections.get("sim") or {}) if loaded is not None else {}
+        if not isinstance(table, dict):
+            raise CliError(f"{loaded.path}: [sim]: expected a table")
+        unknown = set(table) - {"scheduler", "server"}
+        if unknown:
+            raise CliError(f"{loaded.path}: [sim].{sorted(unknown)[0]}: unknown key; "
+                           "expected scheduler or server")
+        settings = policy_settings(policy, table.get("scheduler"))
+        trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
+        machine = _machine(trace, platform, nodes, cpus_per_node)
+        sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts),
+                            plots=plots)
+        bar = _Progress(progress, label)
+        sim = Simulator(machine, sink, plugins=plugins, policy=settings,
+                        server_attrs=table.get("server"), progress=bar)
+        jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
+        try:
+            summary = sim.run(jobs)
+        finally:
+            bar.done()
+    except (SimError, PlatformError, TraceError, OutputError) as exc:
+        raise CliError(str(exc)) from None
+    return {"machine": machine.describe(), "summary": summary, "trace": trace,
+            "metrics": sink.metrics() if hasattr(sink, "metrics") else {}}
+
+
+def _report(result: dict[str, Any], out: Path) -> None:
+    summary = result["summary"]
+    trace = result["trace"]
+    typer.echo(f"machine: {result['machine']}")
+    typer.echo(f"jobs: {summary.jobs:,} finished, {summary.rejected:,} rejected, "
+               f"{summary.killed:,} killed at walltime; {summary.cycles:,} scheduling cycles "
+               f"({summary.cycles_skipped:,} skipped: nothing could start)")
+    skipped = getattr(trace, "skipped", 0)
+    if skipped:
+        typer.echo(f"trace: {skipped:,} malformed lines skipped (--skip-bad)")
+    for reason, count in sorted((getattr(trace, "dropped", None) or {}).items()):
+        typer.echo(f"trace: {count:,} records dropped: {reason}")
+    simulated = summary.end - summary.start
+    rate = (summary.jobs + summary.rejected) / summary.wall if summary.wall else 0.0
+    typer.echo(f"time: {simulated / 86400:,.1f} days simulated in {summary.wall:,.2f} s "
+               f"({rate:,.0f} jobs/s)")
+    lines = summary.hooks.lines()
+    typer.echo("hooks: " + ("none enabled" if not lines else ""))
+    for line in lines:
+        typer.echo(f"  {line}")
+    typer.echo(f"results: {out}")
+
+
+def sim_app() -> typer.Typer:
+    app = typer.Typer(help="Replay a workload trace through the site's policy and plugins "
+                           "on a virtual clock.", no_args_is_help=True, rich_markup_mode=None)
+
+    @app.command("run")
+    def run(ctx: typer.Context,
+            trace: Path = typer.Argument(..., help="SWF (.swf, .swf.gz), PBS accounting log "
+                                                   "or sacct --parsable2 output."),
+            site: Path | None = typer.Option(None, "--site", metavar="FILE",
+                                             help="Site config whose enabled plugins run "
+                                                  "(default: the root --site, else none)."),
+            platform: Path | None = typer.Option(None, "--platform", metavar="FILE",
+                                                 help="Platform TOML: hosts, vnodes, "
+                                                      "partitions, power models."),
+            nodes: int | None = typer.Option(None, "--nodes", help="Hosts (instead of the "
+                                                                    "trace header's)."),
+            cpus_per_node: int | None = typer.Option(None, "--cpus-per-node",
+                                                     help="Cpus per host (with --nodes)."),
+            out: Path = typer.Option(Path("sim-out"), "--out", metavar="DIR",
+                                     help="Where the results go."),
+            skip_bad: bool = typer.Option(False, "--skip-bad",
+                                          help="Count malformed trace lines and go on."),
+            fmt: str | None = typer.Option(None, "--format", help="swf, pbs or sacct "
+                                                                   "(default: guessed)."),
+            limit: int | None = typer.Option(None, "--limit", help="Replay only the first N "
+                                                                    "jobs."),
+            policy: str = typer.Option("pbs", "--policy",
+                                       help="pbs (PBS's default), easy (strict ordering, "
+                                            "backfill depth 1) or fifo; the site's "
+                                            "[sim.scheduler] overrides it."),
+            plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw PNG plots."),
+            ) -> None:
+        """Replay TRACE; metrics, Batsim CSVs and plots go to --out."""
+        root_site = ctx.find_root().obj.site_arg if ctx.find_root().obj else None
+        result = simulate(trace, out, site=site, root_site=root_site, platform=platform,
+                          nodes=nodes, cpus_per_node=cpus_per_node, fmt=fmt,
+                          skip_bad=skip_bad, limit=limit, policy=policy, plots=plots)
+        _report(result, out)
+
+    @app.command("compare")
+    def compare(ctx: typer.Context,
+                trace: Path = typer.Argument(..., help="The trace both runs replay."),
+                site: list[Path] = typer.Option([], "--site", metavar="FILE",
+                                                help="The two site configs (A, then B)."),
+                platform: Path | None = typer.Option(None, "--platform", metavar="FILE"),
+                nodes: int | None = typer.Option(None, "--nodes"),
+                cpus_per_node: int | None = typer.Option(None, "--cpus-per-node"),
+                out: Path = typer.Option(Path("sim-compare"), "--out", metavar="DIR"),
+                skip_bad: bool = typer.Option(False, "--skip-bad"),
+                fmt: str | None = typer.Option(None, "--format"),
+                limit: int | None = typer.Option(None, "--limit"),
+                policy: str = typer.Option("pbs", "--policy"),
+                plots: bool = typer.Option(True, "--plots/--no-plots"),
+                ) -> None:
+        """The same trace under two site configs, side by side, with B's differences."""
+        from ..sim.output import OutputError, compare_results
+
+        if len(site) != 2:
+            raise CliError(f"give two --site files (A and B), not {len(site)}")
+        labels = [p.stem for p in site]
+        if labels[0] == labels[1]:
+            labels = ["A", "B"]
+        dirs = []
+        for label, path in zip(labels, site, strict=True):
+            run_dir = out / label
+            result = simulate(trace, run_dir, site=path, root_site=None, platform=platform,
+                              nodes=nodes, cpus_per_node=cpus_per_node, fmt=fmt,
+                              skip_bad=skip_bad, limit=limit, policy=policy, plots=plots,
+                              label=f"{label}: ")
+            typer.echo(f"== {label} ({path})")
+            _report(result, run_dir)
+            dirs.append(run_dir)
+        try:
+            compare_results(dirs[0], dirs[1], out, labels[0], labels[1], plots=plots)
+        except OutputError as exc:
+            raise CliError(str(exc)) from None
+        typer.echo((out / "compare.txt").read_text().rstrip())
+
+    return app

@@ -1,0 +1,140 @@
+"""One job lifecycle: what each event's outcome does to a job, written once.
+
+The local engine and the simulator both carry a job through the same steps, in the same
+order, and ask this module what each hook outcome means for it (pbs-behavior.md §1.3-1.4):
+
+1. ``runjob`` on the server: a refusal keeps the job queued with PBS's comment
+   (`runjob_refused`); its changes still apply.
+2. `started`: the job is running (state R, run_count + 1, stime).
+3. `START_EVENTS` on the execution host, in order: `start_step` says whether the job goes on,
+   is requeued, or is deleted; `abort_first` whether execjob_abort fires before that.
+4. The job runs until it ends or its walltime is exceeded (`walltime_exceeded`: strictly
+   more than the limit, as PBS's MoM checks).
+5. `END_EVENTS` (epilogue, end): a reject or an error is only logged, but a ``job.rerun()``
+   asked by one of them requeues the job unless it was being deleted (`end_step`).
+6. `requeued` or `finished` set the job's attributes. A job requeued more than
+   `MAX_RUN_COUNT` times is held (PBS: run_count > 20, hold s).
+
+Nothing here does I/O or reads a clock: callers pass ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .events import DELETE
+from .units import format_duration, parse_duration
+
+#: PBS holds a job that failed to start this many times (run_count > 20).
+MAX_RUN_COUNT = 20
+#: The comment of a job qdel ended (PBS's words); the end hooks' job.rerun() yields to it.
+DELETED_BY = "Job deleted at request of "
+#: The execution host's events before a job's processes start, in order (execjob_launch
+#: follows them where there is a process to launch).
+START_EVENTS = ("execjob_begin", "execjob_prologue")
+#: The execution host's events after a job's processes end, in order.
+END_EVENTS = ("execjob_epilogue", "execjob_end")
+#: What `start_step` and `end_step` answer.
+PROCEED, REQUEUE, FINISH = "proceed", "requeue", "finish"
+
+
+def runjob_refused(attrs: dict[str, Any], message: str | None,
+                   changes: Mapping[str, Any] | None = None) -> None:
+    """A runjob hook refused the job: it stays queued, with PBS's comment, and what the
+    hook changed (Hold_Types, Execution_Time, ...) applies."""
+    attrs["comment"] = f"Not Running: PBS Error: {message}"
+    attrs.update(changes or {})
+
+
+def started(attrs: dict[str, Any], exec_vnode: str, exec_host: str, now: int) -> None:
+    """The job runs from `now` on `exec_vnode` (runjob accepted)."""
+    attrs.update(job_state="R", substate=42, exec_vnode=exec_vnode, exec_host=exec_host,
+                 stime=now, mtime=now, run_count=int(attrs.get("run_count", 0)) + 1,
+                 comment=f"Job run at {when(now)} on {exec_vnode}")
+    attrs.pop("estimated", None)
+
+
+def start_step(consequence: str) -> str:
+    """What an execution host's start event (begin, prologue, launch) outcome does:
+    PROCEED, REQUEUE, or FINISH (the job is deleted)."""
+    if consequence in ("proceed", "ignore"):
+        return PROCEED
+    return FINISH if consequence == DELETE else REQUEUE
+
+
+def abort_first(event: str, consequence: str) -> bool:
+    """Whether execjob_abort fires for a job refused at `event`: after a refused launch
+    (its host was prepared), or when the job is deleted."""
+    return event == "execjob_launch" or consequence == DELETE
+
+
+def refused_comment(event: str, consequence: str, message: str | None) -> str:
+    if consequence == DELETE:
+        return f"Job deleted by {event} hook: {message}"
+    return f"Job requeued by {event} hook: {message}"
+
+
+def requeued(attrs: dict[str, Any], comment: str, now: int) -> None:
+    """The job goes back to its queue (held if a hook held it, or after too many tries)."""
+    holds = attrs.get("Hold_Types") or "n"
+    state = "Q" if holds == "n" else "H"  # a hook's hold (PBS's cgroups: s) stays
+    if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
+        state, holds = "H", "s"
+        comment = "job held, too many failed attempts to run"
+    for key in ("exec_vnode", "exec_host", "session_id", "stime"):
+        attrs.pop(key, None)
+    attrs.update(job_state=state, Hold_Types=holds, substate=10, comment=comment, mtime=now)
+
+
+def walltime_limit(attrs: Mapping[str, Any]) -> int | None:
+    """The job's walltime in seconds, or None without one."""
+    limit = (attrs.get("Resource_List") or {}).get("walltime")
+    return None if limit is None else parse_duration(limit)
+
+
+def walltime_exceeded(limit: int | None, elapsed: float) -> str | None:
+    """The kill comment when a job that has run `elapsed` seconds is past its walltime
+    (strictly more than the limit), else None."""
+    if limit is None or elapsed <= limit:
+        return None
+    return (f"job killed: walltime {format_duration(math.ceil(elapsed))} exceeded limit "
+            f"{format_duration(limit)}")
+
+
+def end_step(reason: str | None, hook_action: str | None) -> str:
+    """After the end events: REQUEUE (an operator's qrerun, or a hook's job.rerun() unless
+    the job was being deleted) or FINISH."""
+    if reason == "requeue":
+        return REQUEUE
+    if hook_action == "rerun" and not (reason or "").startswith(DELETED_BY):  # qdel wins
+        return REQUEUE
+    return FINISH
+
+
+def end_comment(reason: str | None, event: str | None) -> str:
+    """The comment of a job `end_step` requeued."""
+    if reason == "requeue":
+        return "Job requeued at request of an operator (qrerun)"
+    return f"Job requeued by {event} hook"
+
+
+def finished(attrs: dict[str, Any], exit_status: int, now: int,
+             used: Mapping[str, Any] | None = None, comment: str | None = None) -> None:
+    """The job is over (state F): its exit status, obittime, resources_used and comment
+    (`comment`, else where and when it ran)."""
+    attrs.update(job_state="F", substate=92, Exit_status=exit_status, obittime=now, mtime=now)
+    if used is not None and attrs.get("stime") is not None:
+        attrs["resources_used"] = dict(used)
+    if comment:
+        attrs["comment"] = comment
+    elif attrs.get("stime") is not None:
+        attrs["comment"] = (f"Job run at {when(attrs['stime'])} on {attrs.get('exec_vnode')} "
+                            "and finished")
+
+
+def when(epoch: float) -> str:
+    """PBS's comment time: ``Mon Nov 23 at 01:53``."""
+    return time.strftime("%a %b %d at %H:%M", time.localtime(epoch))

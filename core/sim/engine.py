@@ -1,0 +1,835 @@
+"""The simulator's engine: a trace replayed on a virtual clock through the site's own
+scheduler, lifecycle rules and plugins.
+
+One loop over *instants* (the times at which something happens), in time order. At each
+instant, in this order (the tie rules; docs/simulator.md):
+
+1. **Ends.** Jobs whose end time has come end, in the order they started (a job ends at
+   ``start + min(run_time, walltime)``; one that needed more than its walltime is killed at
+   the walltime, final state WALLTIME). Their end hooks fire (`pbsplug.lifecycle`).
+2. **Hosts.** Power transitions that complete now (a boot or a shutdown) take effect.
+3. **Submissions.** Trace jobs submitted now are queued, in trace order (queuejob hooks).
+4. **Periodic hooks** due now run, in hook order.
+5. **One scheduling cycle** of each scheduler instance, if anything changed since the last
+   cycle and a job could start (`Simulator._could_start`: a cycle that could not start
+   anything is skipped). Its run decisions are applied in order: runjob, then the start
+   events.
+
+So a job ending at T frees its cpus for a job submitted at T, and a job submitted at T can
+start at T; a job a start hook requeued gets a second cycle at the same instant. Jobs that
+ended are handed to the `ResultSink` as they end; a state record goes to it at every instant
+where the machine's counts changed. Nothing depends on the wall clock, hash order or the set
+of installed plugins beyond the site's enabled ones: the same inputs give the same outputs.
+
+Memory grows with the jobs in the system (queued and running), never with the trace: the
+trace is read one job ahead.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import clock, lifecycle
+from ..events import EVENTS, Event
+from ..objects import Job, Queue, Server, Vnode
+from ..runner import Runner
+from ..scheduler import Policy, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler.model import job_select
+from ..units import format_duration
+from .machine import Machine
+from .records import (
+    COMPLETED,
+    FAILED,
+    KILLED,
+    MACHINE_STATES,
+    REJECTED,
+    WALLTIME,
+    JobResult,
+    MachineStates,
+    ResultSink,
+    TraceJob,
+)
+
+#: The events the simulator fires, and where. The others never happen in a replay (no user
+#: alters, moves or deletes a job of a trace; no reservation is submitted).
+SIM_EVENTS = ("queuejob", "runjob", "execjob_begin", "execjob_prologue", "execjob_launch",
+              "execjob_abort", "execjob_epilogue", "execjob_end", "jobobit", "periodic",
+              "exechost_startup")
+#: The scheduler's hooks (called by the scheduling library in the simulator's process).
+SCHED_HOOKS = ("sched_instances", "sched_partition", "sched_cycle_begin", "sched_cycle_end",
+               "sched_node_availability", "sched_job_order", "sched_node_placement")
+#: Policy presets for ``--policy`` (the site's ``[sim.scheduler]`` table overrides them).
+PRESETS: dict[str, dict[str, Any]] = {
+    "pbs": {},
+    "easy": {"strict_ordering": True, "backfill": True, "backfill_depth": 1},
+    "fifo": {"strict_ordering": True, "backfill": False},
+}
+#: The simulated power driver's record of each host's power (see the power plugin's
+#: ``simulated`` driver): ``{"host": {"power": "on"|"off", "since": t}}``.
+POWER_FILE = "simulated_power.json"
+SLEEP = "sleep"
+#: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
+#: to submit, no change from the periodic hooks) after which the replay ends: what is left
+#: queued never starts.
+STALL = 7 * 86400.0
+QUEUE = "workq"
+SERVER = "sim"
+
+
+class SimError(Exception):
+    """What stops a simulation, in one line."""
+
+
+@dataclass
+class HookUse:
+    """Which plugin hooks ran in a simulation, and which were left out and why."""
+
+    ran: Counter = field(default_factory=Counter)          # (plugin, event) -> runs
+    scheduler: set[tuple[str, str]] = field(default_factory=set)  # (plugin, sched hook)
+    left_out: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"ran: {plugin} {hook} ({count} times)"
+               for (plugin, hook), count in sorted(self.ran.items())]
+        out += [f"ran: {plugin} {hook} (in every scheduling cycle)"
+                for plugin, hook in sorted(self.scheduler)]
+        out += [f"left out: {plugin} {hook}: {why}"
+                for (plugin, hook), why in sorted(self.left_out.items())]
+        return out
+
+
+@dataclass
+class Summary:
+    """What a run came to (the sink has the details)."""
+
+    jobs: int = 0
+    rejected: int = 0
+    killed: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    cycles: int = 0
+    cycles_skipped: int = 0
+    energy: float = 0.0          # joules, whole machine
+    wall: float = 0.0            # seconds the run took
+    hooks: HookUse = field(default_factory=HookUse)
+
+
+class _Run:
+    """A job in the system."""
+
+    __slots__ = ("tj", "attrs", "job", "seq", "start", "end", "vnodes", "hosts", "ncpus",
+                 "killed", "needs", "energy", "run_count")
+
+    def __init__(self, tj: TraceJob, attrs: dict[str, Any], seq: int):
+        self.tj = tj
+        self.attrs = attrs
+        self.job = Job(tj.job_id, attrs)
+        self.seq = seq
+        self.start: float | None = None
+        self.end = 0.0
+        self.vnodes: dict[str, int] = {}   # vnode -> ncpus
+        self.hosts: tuple[int, ...] = ()
+        self.ncpus = 0
+        self.killed = False
+        self.needs = (0, 0)
+        self.energy = 0.0
+        self.run_count = 0
+
+
+class _Host:
+    __slots__ = ("spec", "busy", "state", "watts", "since", "power", "until", "asleep",
+                 "woken", "energy", "seconds")
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.busy = 0              # cpus in use
+        self.state = "idle"        # one of records.MACHINE_STATES
+        self.watts = "idle"        # which of the power model's figures it draws
+        self.since = 0.0
+        self.power = "on"          # the driver's view: on (up or booting) or off
+        self.until = 0.0           # when a switching_on/off ends
+        self.asleep = False        # its vnodes are in state sleep
+        self.woken = False         # powered on again since it was off (up, still asleep)
+        self.energy: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+
+
+class _SafeHooks:
+    """The plugin manager's hook relay, narrowed to the implementations the simulator may
+    call (the scheduling library reads ``getattr(hooks, name).get_hookimpls()``)."""
+
+    def __init__(self, relay: Any, allowed: dict[str, set[str]]):
+        self._relay = relay
+        self._allowed = allowed
+
+    def __getattr__(self, name: str) -> Any:
+        caller = getattr(self._relay, name)
+        allowed = self._allowed.get(name, set())
+        return _SafeCaller(caller, allowed)
+
+
+class _SafeCaller:
+    def __init__(self, caller: Any, allowed: set[str]):
+        self._caller = caller
+        self._allowed = allowed
+
+    def get_hookimpls(self) -> list:
+        return [i for i in self._caller.get_hookimpls() if i.plugin_name in self._allowed]
+
+    def __call__(self, **kwargs: Any) -> list:
+        return [i.function(**kwargs) for i in reversed(self.get_hookimpls())]
+
+
+class Simulator:
+    """One simulation: a machine, the site's plugins (a `PluginSet`, or None for none), a
+    scheduling policy and a sink for what happens."""
+
+    def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
+                 policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
+                 workdir: str | os.PathLike | None = None,
+                 progress: Callable[[float, int, int], None] | None = None,
+                 kill_at_walltime: bool = True):
+        self.machine = machine
+        self.sink = sink
+        self.plugins = plugins
+        self.progress = progress
+        #: False: a job runs its recorded time even past its walltime (as AccaSim replays
+        #: a trace); the scheduler then sees it as about to end, as PBS sees an overrun.
+        self.kill_at_walltime = kill_at_walltime
+        self.now = 0.0
+        self.summary = Summary()
+        self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pbsplug-sim-"))
+        self.server = Server(SERVER, {**(server_attrs or {}), **(policy or {})})
+        self.queues: dict[str, Queue] = {}
+        self._queue_attrs = {name: attrs for name, attrs in machine.queues.items()}
+        # Vnodes: the attributes (the simulator's store), and the objects the scheduler reads.
+        self.vnode_attrs: dict[str, dict[str, Any]] = {}
+        self.vnode_host: dict[str, int] = {}
+        self.room: dict[str, int] = {}                 # free ncpus per vnode
+        self.hosts: list[_Host] = []
+        for host in machine.hosts:
+            self.hosts.append(_Host(host))
+            for name in host.vnodes:
+                avail: dict[str, Any] = {"ncpus": host.ncpus, "host": host.name,
+                                         "vnode": name}
+                if host.mem is not None:
+                    avail["mem"] = f"{host.mem // 1024}kb"
+                attrs: dict[str, Any] = {"state": "free", "resources_available": avail,
+                                         "sharing": "default_shared",
+                                         "poweroff_eligible": host.poweroff_eligible,
+                                         "last_used_time": 0, "last_state_change_time": 0}
+                if host.partition:
+                    attrs["partition"] = host.partition
+                self.vnode_attrs[name] = attrs
+                self.vnode_host[name] = host.index
+                self.room[name] = host.ncpus
+        self.vnodes = {n: Vnode(n, a) for n, a in self.vnode_attrs.items()}
+        self.queued: dict[str, _Run] = {}
+        self.running: dict[str, _Run] = {}
+        self._ends: list[tuple[float, int, str]] = []     # (end, seq, job id)
+        self._wakes: list[tuple[float, int]] = []          # (when, host): a transition ends
+        #: Queued jobs by what they need at least: (ncpus of the smallest chunk, ncpus).
+        self._needs = Counter()
+        #: Something other than submissions changed since the last cycle (an end, a
+        #: requeue, a vnode); else what the jobs submitted since need (`_needs`).
+        self._touched = True
+        self._last_change = 0.0
+        self._new_needs: set[tuple[int, int]] = set()
+        self._seq = 0
+        self._states_key: tuple | None = None
+        self._asleep = 0
+        self._vnodes_version = 0
+        self._room_count = Counter(self.room.values())
+        self._free_total = sum(self.room.values())
+        self._simple_order = not (policy or {}).get("job_sort_formula") and len(
+            {q.get("Priority", 0) for q in machine.queues.values()} | {0}) == 1
+        self._busy = 0
+        #: Hosts by (machine state, power model, figure drawn): the states' counts and watts.
+        self._counts: Counter = Counter()
+        for host in self.hosts:
+            self._counts[("idle", host.spec.power, "idle")] += 1
+        self._setup_hooks(policy or {})
+
+    # -- hooks --------------------------------------------------------------------------------
+    def _setup_hooks(self, policy: dict[str, Any]) -> None:
+        use = self.summary.hooks
+        self._chains: dict[str, tuple[str, ...]] = {}
+        allowed: dict[str, set[str]] = {}
+        self.runner = None
+        records = list(self.plugins.enabled) if self.plugins is not None else []
+        for record in records:
+            safe = set(getattr(record.info, "sim_safe", ()) or ())
+            for hook in record.hooks:
+                if hook in EVENTS:
+                    if hook not in record.attributes.events:
+                        continue
+                    if hook not in SIM_EVENTS:
+                        use.left_out[(record.name, hook)] = "no such event in a replayed trace"
+                    elif hook not in safe:
+                        use.left_out[(record.name, hook)] = "not declared sim_safe by the plugin"
+                    else:
+                        allowed.setdefault(hook, set()).add(record.name)
+                elif hook in SCHED_HOOKS:
+                    if hook not in safe:
+                        use.left_out[(record.name, hook)] = "not declared sim_safe by the plugin"
+                    else:
+                        allowed.setdefault(hook, set()).add(record.name)
+        if self.plugins is not None:
+            self.runner = Runner(self.plugins, mode="inprocess")
+            for event in SIM_EVENTS:
+                names = allowed.get(event, set())
+                chain = [e.name for e in self.runner.chain(event) if e.name in names]
+                if chain:
+                    self._chains[event] = tuple(chain)
+            self._freq = {e.name: e.attrs.freq for e in self.runner.chain("periodic")
+                          if e.name in allowed.get("periodic", set())}
+            hooks = _SafeHooks(self.plugins.hook, allowed)
+        else:
+            self._freq = {}
+            hooks = None
+        self._sched_hooks = {h for h in SCHED_HOOKS if allowed.get(h)}
+        for hook in self._sched_hooks:
+            for name in allowed[hook]:
+                use.scheduler.add((name, hook))
+        instances = []
+        if hooks is not None and "sched_instances" in self._sched_hooks:
+            for impl in reversed(hooks.sched_instances.get_hookimpls()):
+                instances += list(impl.function(server=self.server) or [])
+        try:
+            self.schedulers = [s for s in build_schedulers(instances, self.server, hooks).values()
+                               if s.scheduling]
+        except (SchedulerSetupError, ValueError) as exc:
+            raise SimError(f"scheduler setup: {exc}".replace("\n", "; ")) from None
+        # Estimates change no decision (non-top jobs' are soft bookings); they are worth
+        # their cost only to a hook that reads them (a periodic hook's job_list).
+        for sched in self.schedulers:
+            sched.explain = False  # the simulator reads decisions, never comments
+            if not self._chains.get("periodic") and "estimate_limit" not in policy:
+                sched.policy.estimate_limit = 0
+        self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
+
+    def _fire(self, event_type: str, **objects: Any):
+        """Fire `event_type` through its sim-safe hooks, None when it has none. Callable
+        `objects` are made only when it has some."""
+        names = self._chains.get(event_type)
+        if not names:
+            return None
+        return self._fire_only(event_type, names, **{
+            k: v() if callable(v) else v for k, v in objects.items()})
+
+    def _fire_only(self, event_type: str, names: Iterable[str], **objects: Any):
+        outcome = self.runner.fire(Event(event_type, requestor="root",
+                                         requestor_host=SERVER, **objects), hooks=set(names))
+        for run in outcome.runs:
+            self.summary.hooks.ran[(run.hook, event_type)] += 1
+        return outcome
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, trace: Iterable[TraceJob]) -> Summary:
+        """Replay `trace` (TraceJob records in submit order) to the end."""
+        t0 = time.perf_counter()
+        self._power_file = self._workdir / "hooks" / "tmp" / POWER_FILE
+        with clock.use(lambda: self.now), _home(self._workdir):
+            self._loop(iter(trace))
+        for host in self.hosts:
+            self._charge(host)
+        self.summary.wall = time.perf_counter() - t0
+        self.summary.energy = sum(sum(h.energy.values()) for h in self.hosts)
+        self.sink.close(self.now)
+        return self.summary
+
+    def _loop(self, trace: Iterator[TraceJob]) -> None:
+        pending = next(trace, None)
+        if pending is None:
+            return
+        self.now = self.summary.start = pending.submit
+        for host in self.hosts:
+            host.since = self.now
+        for name in self._periodic_due:
+            self._periodic_due[name] += self.now
+        self._startup()
+        last_submit = -math.inf
+        progress_at = 0
+        again = False
+        while True:
+            candidates = [self.now] if again else []
+            if self._ends:
+                candidates.append(self._ends[0][0])
+            if self._wakes:
+                candidates.append(self._wakes[0][0])
+            if pending is not None:
+                candidates.append(pending.submit)
+            if self._periodic_due and (self.queued or self.running or pending is not None):
+                if candidates or self.now - self._last_change <= STALL:
+                    candidates.append(min(self._periodic_due.values()))
+            if not candidates:
+                break
+            now = min(candidates)
+            self.now = now
+            # 1. ends
+            while self._ends and self._ends[0][0] <= now:
+                _, _, job_id = heapq.heappop(self._ends)
+                self._end(self.running[job_id])
+            # 2. hosts whose transition completes
+            while self._wakes and self._wakes[0][0] <= now:
+                _, index = heapq.heappop(self._wakes)
+                self._transition_done(self.hosts[index])
+            # 3. submissions
+            while pending is not None and pending.submit <= now:
+                if pending.submit < last_submit:
+                    raise SimError(f"{pending.job_id} (line {pending.line}): submitted at "
+                                   f"{pending.submit}, before the job before it; a trace "
+                                   "must be in submit order")
+                last_submit = pending.submit
+                self._submit(pending)
+                pending = next(trace, None)
+            # 4. periodic hooks
+            for name, due in sorted(self._periodic_due.items(), key=lambda kv: (kv[1], kv[0])):
+                if due <= now:
+                    self._periodic(name)
+                    self._periodic_due[name] = now + self._freq[name]
+            # 5. one cycle
+            changed = self._touched or bool(self._new_needs)
+            only_new, self._touched = not self._touched, False
+            if changed and self.queued:
+                if self._could_start(only_new):
+                    self._cycle()
+                else:
+                    self.summary.cycles_skipped += 1
+                self._new_needs = set()
+            if changed or self.running:
+                self._last_change = now
+            # What the cycle's starts changed (a job requeued by a start hook, a vnode a
+            # hook changed) is seen by a second cycle at the same instant, as the engine
+            # runs one at once after a requeue.
+            again = self._touched
+            self._record_states()
+            if self.progress is not None and self.summary.jobs >= progress_at:
+                progress_at = self.summary.jobs + 1000
+                self.progress(now - self.summary.start, self.summary.jobs,
+                              len(self.queued))
+        # What is left queued can never run (nothing else will change).
+        for run in list(self.queued.values()):
+            self._reject(run, "never started: the machine could not run it")
+        self.summary.end = self.now
+
+    # -- submission -----------------------------------------------------------------------------
+    def _queue(self, name: str | None) -> str:
+        name = name if name and name in self._queue_attrs else QUEUE
+        if name not in self.queues:
+            attrs = {"queue_type": "Execution", "enabled": True, "started": True,
+                     **self._queue_attrs.get(name, {})}
+            self.queues[name] = Queue(name, attrs)
+        return name
+
+    def _submit(self, tj: TraceJob) -> None:
+        self._seq += 1
+        res: dict[str, Any] = {}
+        if tj.select:
+            res["select"] = tj.select
+        else:
+            res["select"] = f"{tj.ncpus}:ncpus=1"
+            res["ncpus"] = tj.ncpus
+        # A job with no requested time is planned with its run time (it is never killed).
+        walltime = tj.walltime if tj.walltime is not None else tj.run_time
+        res["walltime"] = format_duration(max(1, math.ceil(walltime)))
+        now = int(self.now)
+        attrs = {"job_state": "Q", "queue": self._queue(tj.queue), "Resource_List": res,
+                 "qtime": now, "ctime": now, "etime": now, "run_count": 0,
+                 "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
+                 "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
+        run = _Run(tj, attrs, self._seq)
+        outcome = self._fire("queuejob", job=lambda: run.job)
+        if outcome is not None:
+            if not outcome.accepted:
+                self._reject(run, f"queuejob: {outcome.message}")
+                return
+            if outcome.changes.get("job"):
+                attrs.update(outcome.changes["job"])
+                run.job = Job(tj.job_id, attrs)
+        try:
+            chunks = job_select(run.job)
+        except ValueError as exc:
+            self._reject(run, f"select: {exc}")
+            return
+        run.needs = (min((int(c.resources.get("ncpus", 0) or 0) for c in chunks), default=0),
+                     sum(c.count * int(c.resources.get("ncpus", 0) or 0) for c in chunks))
+        self.queued[tj.job_id] = run
+        self._needs[run.needs] += 1
+        self._new_needs.add(run.needs)
+
+    def _reject(self, run: _Run, why: str) -> None:
+        if self.queued.pop(run.tj.job_id, None) is not None:
+            self._unneed(run)
+        self.summary.rejected += 1
+        self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count))
+
+    # -- the cycle ------------------------------------------------------------------------------
+    def _could_start(self, only_new: bool) -> bool:
+        """Whether a cycle could start anything. Yes when a vnode is asleep (a cycle's
+        estimates are what wake it) or a scheduler hook runs. Else a job can start only
+        if its smallest chunk fits the largest free room of a vnode and the machine has
+        as many cpus free as the job needs; and when only
+        submissions happened since the last cycle (which left no queued job able to start,
+        and nothing freed since), only a new job can, when new jobs sort after the old
+        ones (no job_sort_formula, queues of one priority)."""
+        if self._asleep or self._sched_hooks:
+            return True
+        room = max((r for r, n in self._room_count.items() if n), default=0)
+        free = self._free_total
+        needs = self._new_needs if only_new and self._simple_order else self._needs
+        return any(room >= smallest and free >= ncpus for smallest, ncpus in needs)
+
+    def _unneed(self, run: _Run) -> None:
+        self._needs[run.needs] -= 1
+        if not self._needs[run.needs]:
+            del self._needs[run.needs]
+
+    def _cycle(self) -> None:
+        jobs = [r.job for r in self.running.values()]
+        jobs += [r.job for r in self.queued.values()]
+        snap = Snapshot(self.server, self.queues, self.vnodes, jobs,
+                        vnodes_version=self._vnodes_version)
+        for sched in self.schedulers:
+            result = sched.cycle(snap, self.now)
+            self.summary.cycles += 1
+            for job_id, comment in result.comments.items():
+                if comment.startswith("Can Never Run") and job_id in self.queued:
+                    self._reject(self.queued[job_id], comment)
+            for decision in result.run:
+                run = self.queued.get(decision.job_id)
+                if run is not None:
+                    self._start(run, decision.exec_vnode, decision.chunks)
+            if result.estimates:
+                for job_id, est in result.estimates.items():
+                    run = self.queued.get(job_id)
+                    if run is not None:
+                        run.attrs["estimated"] = {"start_time": est.start_time,
+                                                  "exec_vnode": est.exec_vnode}
+                        run.job = Job(job_id, run.attrs)
+
+    # -- a job's life (pbsplug.lifecycle) -------------------------------------------------------
+    def _start(self, run: _Run, exec_vnode: str, chunks: list) -> None:
+        job_id = run.tj.job_id
+        now = int(self.now)
+        outcome = self._fire("runjob", job=lambda: Job(job_id, {**run.attrs,
+                                                                  "exec_vnode": exec_vnode}))
+        if outcome is not None and not outcome.accepted:
+            lifecycle.runjob_refused(run.attrs, outcome.message, outcome.changes.get("job"))
+            run.job = Job(job_id, run.attrs)
+            return
+        del self.queued[job_id]
+        self._unneed(run)
+        per_vnode: dict[str, int] = {}
+        for name, res in chunks:
+            per_vnode[name] = per_vnode.get(name, 0) + int(res.get("ncpus", 0) or 0)
+        lifecycle.started(run.attrs, exec_vnode, "+".join(
+            f"{self.vnode_attrs[n]['resources_available']['host']}/{i}"
+            for i, n in enumerate(per_vnode)), now)
+        run.start = self.now
+        run.run_count = int(run.attrs["run_count"])
+        run.vnodes = per_vnode
+        run.ncpus = sum(per_vnode.values())
+        run.hosts = tuple(sorted({self.vnode_host[n] for n in per_vnode}))
+        self.running[job_id] = run
+        self._occupy(run, +1)
+        for event in lifecycle.START_EVENTS + ("execjob_launch",):
+            extra = {"progname": "", "argv": [], "env": {}, "pid": None} \
+                if event == "execjob_launch" else {}
+            outcome = self._fire(event, job=lambda: Job(job_id, run.attrs),
+                                 vnode_list=lambda: self._event_vnodes(per_vnode), **extra)
+            if outcome is None:
+                continue
+            self._host_changes(run, outcome)
+            step = lifecycle.start_step(outcome.consequence)
+            if step != lifecycle.PROCEED:
+                if lifecycle.abort_first(event, outcome.consequence):
+                    self._fire("execjob_abort", job=lambda: Job(job_id, run.attrs),
+                               vnode_list=lambda: self._event_vnodes(per_vnode))
+                comment = lifecycle.refused_comment(event, outcome.consequence,
+                                                    outcome.message)
+                self._stop(run)
+                if step == lifecycle.FINISH:
+                    self._finish(run, FAILED, comment)
+                else:
+                    self._requeue(run, comment)
+                return
+        limit = lifecycle.walltime_limit(run.attrs)
+        length = run.tj.run_time
+        if self.kill_at_walltime and limit is not None and lifecycle.walltime_exceeded(
+                limit, length):
+            length, run.killed = float(limit), True
+        run.end = self.now + length
+        run.job = Job(job_id, run.attrs)
+        heapq.heappush(self._ends, (run.end, run.seq, job_id))
+
+    def _end(self, run: _Run) -> None:
+        self._stop(run)
+        action = event = None
+        for name in lifecycle.END_EVENTS:
+            outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
+                                 vnode_list=lambda: self._event_vnodes(run.vnodes))
+            if outcome is None:
+                continue
+            self._host_changes(run, outcome)
+            if outcome.job_action:
+                action, event = outcome.job_action, name
+        reason = None
+        if run.killed:
+            reason = lifecycle.walltime_exceeded(lifecycle.walltime_limit(run.attrs),
+                                                 self.now - run.start + 1) or "walltime"
+        if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
+            self._requeue(run, lifecycle.end_comment(reason, event))
+            return
+        state = WALLTIME if run.killed else {0: FAILED, 5: KILLED}.get(run.tj.status,
+                                                                        COMPLETED)
+        self._finish(run, state, reason)
+
+    def _stop(self, run: _Run) -> None:
+        """The job's cpus are free again (before its end hooks, as the engine's are once
+        its processes are gone)."""
+        self.running.pop(run.tj.job_id, None)
+        self._occupy(run, -1)
+        now = int(self.now)
+        for name in run.vnodes:
+            self.vnode_attrs[name]["last_used_time"] = now
+        self._touched = True
+
+    def _finish(self, run: _Run, state: str, comment: str | None) -> None:
+        used = None
+        if run.start is not None:
+            used = {"walltime": format_duration(math.ceil(self.now - run.start)),
+                    "ncpus": run.ncpus}
+        lifecycle.finished(run.attrs, 0 if state == COMPLETED else 1, int(self.now), used,
+                           comment)
+        self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
+        self.summary.jobs += 1
+        self.summary.killed += state == WALLTIME
+        self.sink.job(JobResult(run.tj, state, run.start, self.now, run.hosts, run.energy,
+                                run.run_count))
+
+    def _requeue(self, run: _Run, comment: str) -> None:
+        lifecycle.requeued(run.attrs, comment, int(self.now))
+        run.start = None
+        run.vnodes, run.hosts, run.ncpus = {}, (), 0
+        run.job = Job(run.tj.job_id, run.attrs)
+        if run.attrs["job_state"] != "Q":  # held: nothing in a replay releases it
+            self._reject(run, run.attrs["comment"])
+            return
+        self.queued[run.tj.job_id] = run
+        self._needs[run.needs] += 1
+        self._touched = True
+
+    def _host_changes(self, run: _Run, outcome) -> None:
+        """Execution-host hooks' job and vnode changes (not after an error or alarm)."""
+        if outcome.kind in ("error", "alarm"):
+            return
+        changes = {k: v for k, v in (outcome.changes.get("job") or {}).items()
+                   if not k.startswith("_")}
+        run.attrs.update(changes)
+        self._vnode_changes(outcome)
+
+    # -- vnodes and hosts ---------------------------------------------------------------------
+    def _occupy(self, run: _Run, sign: int) -> None:
+        """Book (+1) or free (-1) the job's cpus, and charge energy up to now."""
+        touched = set()
+        self._busy += sign * run.ncpus
+        counts = self._room_count
+        now = int(self.now)
+        for name, ncpus in run.vnodes.items():
+            before = self.room[name]
+            counts[before] -= 1
+            after = self.room[name] = before - sign * ncpus
+            counts[after] += 1
+            self._free_total += after - before
+            if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
+                self.vnode_attrs[name]["last_state_change_time"] = now
+            index = self.vnode_host[name]
+            self.hosts[index].busy += sign * ncpus
+            touched.add(index)
+        if sign < 0 and run.start is not None:
+            length = self.now - run.start
+            for name, ncpus in run.vnodes.items():
+                host = self.hosts[self.vnode_host[name]]
+                total = host.spec.ncpus * len(host.spec.vnodes)
+                run.energy += host.spec.power.busy * length * ncpus / total
+        for index in touched:
+            self._host_state(self.hosts[index])
+
+    def _host_state(self, host: _Host) -> None:
+        """The host's machine state and power figure from its jobs, its vnodes' sleep and
+        the driver's power; the energy of the state it leaves is charged."""
+        if host.power == "off":
+            state, watts = (("switching_off", "shutting_down") if self.now < host.until
+                            else ("sleeping", "off"))
+        elif host.until > self.now:
+            state, watts = "switching_on", "booting"
+        elif host.busy > 0:
+            state, watts = "computing", "busy"
+        elif host.asleep and not host.woken:  # ramped down (its power never went off)
+            state, watts = "sleeping", "asleep"
+        else:
+            state, watts = "idle", "idle"
+        if state != host.state or watts != host.watts:
+            self._charge(host)
+            self._counts[(host.state, host.spec.power, host.watts)] -= 1
+            host.state, host.watts = state, watts
+            self._counts[(state, host.spec.power, watts)] += 1
+
+    def _charge(self, host: _Host) -> None:
+        length = self.now - host.since
+        if length > 0:
+            watts = getattr(host.spec.power, host.watts)
+            host.energy[host.watts] = host.energy.get(host.watts, 0.0) + watts * length
+            host.seconds[host.state] = host.seconds.get(host.state, 0.0) + length
+        host.since = self.now
+
+    def _transition_done(self, host: _Host) -> None:
+        self._host_state(host)
+        self._touched = True
+
+    def _event_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
+        """Vnodes as hooks see them: their attributes, with the states and assignments the
+        running jobs give them (job-busy), as the engine derives them."""
+        out = {}
+        for name in names:
+            attrs = self.vnode_attrs[name]
+            ncpus = attrs["resources_available"]["ncpus"]
+            used = ncpus - self.room[name]
+            states = [s for s in str(attrs["state"]).split(",") if s and s != "free"]
+            if ncpus and used >= ncpus:
+                states.append("job-busy")
+            out[name] = Vnode(name, {**attrs, "state": ",".join(states) or "free",
+                                     "resources_assigned": {"ncpus": used}})
+        return out
+
+    def _vnode_changes(self, outcome) -> None:
+        if outcome.kind in ("error", "alarm"):
+            return
+        states_changed = False
+        for name, changes in (outcome.changes.get("vnode_list") or {}).items():
+            attrs = self.vnode_attrs.get(name)
+            if attrs is None:
+                continue  # a replay's machine is the platform's: hooks add no vnodes
+            changes = {k: v for k, v in changes.items()
+                       if not k.startswith("_") and k not in ("resources_assigned", "jobs",
+                                                              "name")}
+            if "state" in changes:
+                states = set(str(changes["state"]).split(",")) - {"job-busy", "job-exclusive",
+                                                                  "resv-exclusive", ""}
+                changes["state"] = ",".join(sorted(states - {"free"})) or "free"
+                if changes["state"] != attrs["state"]:
+                    changes["last_state_change_time"] = int(self.now)
+            attrs.update(changes)
+            self.vnodes[name] = Vnode(name, attrs)
+            self._vnodes_version += 1
+            self._touched = True
+            states_changed = states_changed or "state" in changes
+        if states_changed or self._power_file.exists():
+            self._sync_power()
+
+    def _sync_power(self) -> None:
+        """Hosts' power from their vnodes' sleep state and the simulated driver's record."""
+        asleep_hosts = set()
+        for name, attrs in self.vnode_attrs.items():
+            if SLEEP in str(attrs["state"]).split(","):
+                asleep_hosts.add(self.vnode_host[name])
+        driver = {}
+        try:
+            driver = json.loads(self._power_file.read_text())
+        except (OSError, ValueError):
+            pass
+        for host in self.hosts:
+            asleep = host.spec.index in asleep_hosts
+            record = driver.get(host.spec.name) if isinstance(driver, dict) else None
+            power, since = host.power, None
+            if isinstance(record, dict) and record.get("power") in ("on", "off"):
+                power, since = record["power"], float(record.get("since") or 0)
+            if power != host.power and since is not None:
+                host.power = power
+                host.woken = power == "on"
+                delay = host.spec.power.shutdown if power == "off" else host.spec.power.boot
+                host.until = since + delay
+                if host.until > self.now:
+                    heapq.heappush(self._wakes, (host.until, host.spec.index))
+            if asleep != host.asleep:
+                host.asleep = asleep
+                if not asleep:
+                    host.woken = False
+            self._host_state(host)
+        self._asleep = len(asleep_hosts)
+
+    def _startup(self) -> None:
+        outcome = self._fire("exechost_startup",
+                             vnode_list=lambda: self._event_vnodes(self.vnode_attrs))
+        if outcome is not None:
+            self._vnode_changes(outcome)
+
+    def _periodic(self, name: str) -> None:
+        jobs = {jid: run.job for jid, run in self.queued.items()}
+        outcome = self._fire_only("periodic", (name,),
+                                  vnode_list=self._event_vnodes(self.vnode_attrs),
+                                  resv_list={}, job_list=jobs)
+        self._vnode_changes(outcome)
+
+    # -- machine states -----------------------------------------------------------------------
+    def _record_states(self) -> None:
+        key = (tuple(sorted((k[0], k[2], n) for k, n in self._counts.items() if n)),
+               len(self.queued), len(self.running), self._busy)
+        if key == self._states_key:
+            return
+        self._states_key = key
+        counts = dict.fromkeys(MACHINE_STATES, 0)
+        watts = 0.0
+        for (state, model, figure), n in sorted(self._counts.items(),
+                                                key=lambda kv: (kv[0][0], kv[0][1].name,
+                                                                kv[0][2])):
+            counts[state] += n
+            watts += n * getattr(model, figure)
+        self.sink.machine(MachineStates(self.now, counts, watts, len(self.queued),
+                                        len(self.running), self._busy))
+
+
+class _home:
+    """PBSPLUG_HOME set to the simulation's work folder while it runs: a plugin's files (its
+    state folder) go there, never to the real host's pbsplug home."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get("PBSPLUG_HOME")
+        os.environ["PBSPLUG_HOME"] = str(self.path)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is None:
+            os.environ.pop("PBSPLUG_HOME", None)
+        else:
+            os.environ["PBSPLUG_HOME"] = self.saved
+
+
+def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scheduler policy for a run: a preset (pbs, easy, fifo), then the site's
+    ``[sim.scheduler]`` keys. Checked as the scheduler checks a sched object's."""
+    if preset not in PRESETS:
+        raise SimError(f"--policy {preset!r}: expected one of {', '.join(PRESETS)}")
+    settings = {**PRESETS[preset], **(site_table or {})}
+    try:
+        Policy.from_attributes(settings, strict=True)
+    except ValueError as exc:
+        raise SimError(f"[sim.scheduler]: {exc}") from None
+    return settings
+
+
+__all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
+           "Summary", "policy_settings"]

@@ -1,0 +1,266 @@
+"""The simulated machine: hosts, their vnodes, partitions, and each host's power model.
+
+A machine comes from a platform file (TOML), from ``--nodes``/``--cpus-per-node``, or from a
+trace's header (SWF MaxNodes/MaxProcs). A platform file::
+
+    [power.thin]            # a power model: watts per state, seconds per transition
+    busy = 190.0            # a host running at least one job
+    idle = 95.0             # up, no job
+    asleep = 9.0            # a host the power plugin ramped down
+    off = 0.0               # powered off
+    booting = 120.0         # powering on (for `boot` seconds)
+    shutting_down = 120.0   # powering off (for `shutdown` seconds); default: booting
+    boot = 300              # seconds
+    shutdown = 30
+
+    [[hosts]]               # a group of identical hosts
+    prefix = "n"            # host names n0001 .. n0100 (or `names = ["a", "b"]`)
+    count = 100
+    vnodes = 1              # vnodes per host (named <host>[0], <host>[1] ... when > 1)
+    ncpus = 8               # per vnode
+    mem = "32gb"            # per vnode, optional
+    partition = "p1"        # optional
+    power = "thin"          # the power model; optional when there is exactly one
+    poweroff_eligible = true
+
+    [queues.long]           # optional: a queue's partition and Priority
+    partition = "p1"
+    priority = 10
+
+Every value is checked on load; an error names the file, the key and the value.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..units import parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+#: The power model of a machine that does not give one: round figures for a dual-socket
+#: server of the 2010s, so that energy is never silently zero. A platform file sets real ones.
+DEFAULT_POWER = {"busy": 200.0, "idle": 100.0, "asleep": 10.0, "off": 0.0, "booting": 150.0,
+                 "shutting_down": 150.0, "boot": 300.0, "shutdown": 60.0}
+_WATTS = ("busy", "idle", "asleep", "off", "booting", "shutting_down")
+_SECONDS = ("boot", "shutdown")
+_HOST_KEYS = {"prefix", "names", "count", "vnodes", "ncpus", "mem", "partition", "power",
+              "poweroff_eligible"}
+
+
+class PlatformError(ValueError):
+    """A platform that cannot be simulated; one line naming the file, the key and the value."""
+
+
+@dataclass(frozen=True, slots=True)
+class PowerModel:
+    name: str
+    busy: float
+    idle: float
+    asleep: float
+    off: float
+    booting: float
+    shutting_down: float
+    boot: float
+    shutdown: float
+
+
+@dataclass(slots=True)
+class Host:
+    name: str
+    index: int
+    vnodes: list[str]
+    ncpus: int                 # per vnode
+    mem: int | None            # bytes per vnode
+    partition: str | None
+    power: PowerModel
+    poweroff_eligible: bool = True
+
+
+@dataclass(slots=True)
+class Machine:
+    hosts: list[Host]
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def total_cpus(self) -> int:
+        return sum(h.ncpus * len(h.vnodes) for h in self.hosts)
+
+    def describe(self) -> str:
+        cpus = {h.ncpus * len(h.vnodes) for h in self.hosts}
+        per = f"{cpus.pop()} cpus each" if len(cpus) == 1 else "cpus varying"
+        return (f"{len(self.hosts)} hosts, {sum(len(h.vnodes) for h in self.hosts)} vnodes, "
+                f"{self.total_cpus} cpus ({per}; from {self.source})")
+
+
+def default_power() -> PowerModel:
+    return PowerModel("default", **DEFAULT_POWER)
+
+
+def uniform(nodes: int, cpus_per_node: int, source: str,
+            power: PowerModel | None = None) -> Machine:
+    """`nodes` hosts of one vnode with `cpus_per_node` cpus each."""
+    if nodes < 1:
+        raise PlatformError(f"{source}: nodes: {nodes}: expected at least 1")
+    if cpus_per_node < 1:
+        raise PlatformError(f"{source}: cpus per node: {cpus_per_node}: expected at least 1")
+    model = power or default_power()
+    width = len(str(nodes))
+    hosts = [Host(f"n{i:0{width}d}", i, [f"n{i:0{width}d}"], cpus_per_node, None, None, model)
+             for i in range(nodes)]
+    return Machine(hosts, source=source)
+
+
+def from_header(max_nodes: int | None, max_procs: int | None, path: str) -> Machine:
+    """The machine a trace's header describes: MaxNodes hosts of MaxProcs / MaxNodes cpus
+    (one cpu per host when only MaxProcs is given, as RLScheduler reads it)."""
+    if max_nodes and max_procs and max_procs % max_nodes == 0:
+        return uniform(max_nodes, max_procs // max_nodes, f"{path} header")
+    if max_procs:
+        return uniform(max_procs, 1, f"{path} header (MaxProcs)")
+    if max_nodes:
+        return uniform(max_nodes, 1, f"{path} header (MaxNodes)")
+    raise PlatformError(f"{path}: the header gives neither MaxNodes nor MaxProcs; give "
+                        "--nodes and --cpus-per-node, or --platform")
+
+
+def load_platform(path: str | Path) -> Machine:
+    path = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PlatformError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlatformError(f"{path}: not TOML: {exc}") from None
+    unknown = set(data) - {"power", "hosts", "queues"}
+    if unknown:
+        raise PlatformError(f"{path}: {sorted(unknown)[0]}: unknown section; expected power, "
+                            "hosts or queues")
+    models = {name: _power(path, name, table)
+              for name, table in _table(path, "power", data.get("power", {})).items()}
+    groups = data.get("hosts")
+    if not isinstance(groups, list) or not groups:
+        raise PlatformError(f"{path}: hosts: {groups!r}: expected one or more [[hosts]] tables")
+    hosts: list[Host] = []
+    seen: set[str] = set()
+    for n, group in enumerate(groups):
+        hosts.extend(_group(path, f"hosts[{n}]", group, models, seen, len(hosts)))
+    queues = {}
+    for name, table in _table(path, "queues", data.get("queues", {})).items():
+        where = f"queues.{name}"
+        extra = set(_table(path, where, table)) - {"partition", "priority"}
+        if extra:
+            raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected "
+                                "partition or priority")
+        queue: dict[str, Any] = {}
+        if "partition" in table:
+            queue["partition"] = _text(path, f"{where}.partition", table["partition"])
+        if "priority" in table:
+            queue["Priority"] = _int(path, f"{where}.priority", table["priority"], -1024)
+        queues[name] = queue
+    return Machine(hosts, queues, source=path)
+
+
+def _table(path: str, key: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PlatformError(f"{path}: {key}: {value!r}: expected a table")
+    return value
+
+
+def _number(path: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise PlatformError(f"{path}: {key}: {value!r}: expected a number >= 0")
+    return float(value)
+
+
+def _int(path: str, key: str, value: Any, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise PlatformError(f"{path}: {key}: {value!r}: expected an integer >= {least}")
+    return value
+
+
+def _text(path: str, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise PlatformError(f"{path}: {key}: {value!r}: expected a name")
+    return value
+
+
+def _power(path: str, name: str, table: Any) -> PowerModel:
+    where = f"power.{name}"
+    table = _table(path, where, table)
+    extra = set(table) - set(_WATTS) - set(_SECONDS)
+    if extra:
+        raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected one of "
+                            f"{', '.join(_WATTS + _SECONDS)}")
+    values = {}
+    for key in _WATTS + _SECONDS:
+        if key in table:
+            values[key] = _number(path, f"{where}.{key}", table[key])
+        elif key == "shutting_down" and "booting" in table:
+            values[key] = values["booting"]
+        else:
+            values[key] = DEFAULT_POWER[key]
+    return PowerModel(name, **values)
+
+
+def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
+           seen: set[str], first: int) -> list[Host]:
+    group = _table(path, where, group)
+    extra = set(group) - _HOST_KEYS
+    if extra:
+        raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected one "
+                            f"of {', '.join(sorted(_HOST_KEYS))}")
+    if "names" in group:
+        names = group["names"]
+        if not isinstance(names, list) or not names or not all(
+                isinstance(n, str) and n for n in names):
+            raise PlatformError(f"{path}: {where}.names: {names!r}: expected a list of names")
+    else:
+        count = _int(path, f"{where}.count", group.get("count"))
+        prefix = _text(path, f"{where}.prefix", group.get("prefix", "n"))
+        width = len(str(count))
+        names = [f"{prefix}{i:0{width}d}" for i in range(count)]
+    per_host = _int(path, f"{where}.vnodes", group.get("vnodes", 1))
+    ncpus = _int(path, f"{where}.ncpus", group.get("ncpus"))
+    mem = None
+    if "mem" in group:
+        try:
+            mem = parse_size(group["mem"])
+        except (ValueError, TypeError):
+            raise PlatformError(f"{path}: {where}.mem: {group['mem']!r}: expected a size "
+                                "such as 32gb") from None
+    partition = _text(path, f"{where}.partition", group["partition"]) \
+        if "partition" in group else None
+    if "power" in group:
+        model_name = _text(path, f"{where}.power", group["power"])
+        if model_name not in models:
+            raise PlatformError(f"{path}: {where}.power: {model_name!r}: no [power."
+                                f"{model_name}] table")
+        model = models[model_name]
+    elif len(models) == 1:
+        model = next(iter(models.values()))
+    elif not models:
+        model = default_power()
+    else:
+        raise PlatformError(f"{path}: {where}.power: missing: expected one of "
+                            f"{', '.join(sorted(models))}")
+    eligible = group.get("poweroff_eligible", True)
+    if not isinstance(eligible, bool):
+        raise PlatformError(f"{path}: {where}.poweroff_eligible: {eligible!r}: expected true "
+                            "or false")
+    hosts = []
+    for name in names:
+        if name in seen:
+            raise PlatformError(f"{path}: {where}: host {name!r} is named twice")
+        seen.add(name)
+        vnodes = [name] if per_host == 1 else [f"{name}[{i}]" for i in range(per_host)]
+        hosts.append(Host(name, first + len(hosts), vnodes, ncpus, mem, partition, model,
+                          eligible))
+    return hosts

@@ -1,0 +1,318 @@
+"""The simulator on small crafted traces: schedules, walltime, determinism, hooks and power,
+each checked against values worked out here, independently of the simulator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.objects import Job, Queue, Server, Vnode
+from pbsplug.scheduler import Policy, Scheduler, Snapshot
+from pbsplug.sim.engine import PRESETS, SimError, Simulator, policy_settings
+from pbsplug.sim.machine import PowerModel, uniform
+from pbsplug.sim.output import ResultWriter
+from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
+
+
+class Sink:
+    """Keeps what the simulator sends."""
+
+    def __init__(self):
+        self.jobs = []
+        self.states = []
+        self.closed = None
+
+    def job(self, result):
+        self.jobs.append(result)
+
+    def machine(self, states):
+        self.states.append(states)
+
+    def close(self, end):
+        self.closed = end
+
+    def starts(self):
+        return {r.job.job_id: r.start for r in self.jobs}
+
+
+def tj(job_id, submit, run, ncpus, walltime=None, **kw):
+    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus,
+                    None if walltime is None else float(walltime), **kw)
+
+
+def simulate(jobs, nodes=4, cpus=1, policy="easy", plugins=None, power=None, tmp_path=None,
+             **kw):
+    sink = Sink()
+    machine = uniform(nodes, cpus, "test", power)
+    sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings(policy),
+                    workdir=tmp_path, **kw)
+    sim.run(jobs)
+    return sink, sim
+
+
+# -- schedules worked out by hand -----------------------------------------------------------------
+
+EASY_TRACE = [
+    tj(1, 0, 100, 2, 100),    # runs at 0 on n0,n1 until 100
+    tj(2, 0, 100, 3, 200),    # 3 cpus: waits for j1; top job, planned at 100 on n0,n1,n2
+    tj(3, 10, 50, 2, 80),     # ends by 90 <= 100: backfilled at 10 on n2,n3
+    tj(4, 20, 50, 1, 100),    # nothing free at 20; at 60 (j3 ends) n3 is free until 100
+                              # and not in j2's plan: backfilled at 60 although it ends at 160
+    tj(5, 30, 10, 1, 10),     # at 60 only n2 is left, planned for j2 from 100: 60+10 <= 100
+]
+
+
+def test_easy_backfills_around_the_top_job():
+    sink, _ = simulate(EASY_TRACE, policy="easy")
+    # Worked by hand (comments above); j5 comes after j4 in order and takes n2 until 70.
+    assert sink.starts() == {"1": 0, "2": 100, "3": 10, "4": 60, "5": 60}
+    ends = {r.job.job_id: r.end for r in sink.jobs}
+    assert ends == {"1": 100, "2": 200, "3": 60, "4": 110, "5": 70}
+    assert {r.final_state for r in sink.jobs} == {COMPLETED}
+
+
+def test_fifo_starts_nothing_past_a_blocked_job():
+    sink, _ = simulate(EASY_TRACE, policy="fifo")
+    # j2 waits for j1 (100); nothing after it starts before it; then in order, as room frees:
+    # j2 100-200 on 3 cpus, j3 (2 cpus) needs j2's end: 200; j4 (1 cpu) at 100 beside j2?
+    # No: strict order, j3 is blocked at 100, so j4 and j5 wait behind it: j3 200-250 with
+    # j4 200-250 (2+1 = 3 of 4 cpus) and j5 200-210 (the 4th cpu).
+    assert sink.starts() == {"1": 0, "2": 100, "3": 200, "4": 200, "5": 200}
+
+
+def test_a_job_needing_more_than_its_walltime_is_killed_at_the_walltime():
+    sink, sim = simulate([tj(1, 0, 500, 1, 120), tj(2, 5, 60, 4, 60)], policy="easy")
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["1"].start, by_id["1"].end, by_id["1"].final_state) == (0, 120, WALLTIME)
+    # j2 needs all four cpus: it starts when j1 is killed, not when j1 would have ended.
+    assert (by_id["2"].start, by_id["2"].end, by_id["2"].final_state) == (120, 180, COMPLETED)
+    assert sim.summary.killed == 1
+
+
+def test_a_job_bigger_than_the_machine_is_rejected():
+    sink, sim = simulate([tj(1, 0, 10, 8, 10), tj(2, 0, 10, 1, 10)], policy="easy")
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert by_id["1"].final_state == REJECTED and by_id["1"].start is None
+    assert by_id["2"].start == 0
+    assert sim.summary.rejected == 1
+
+
+def test_a_job_without_a_requested_time_is_planned_with_its_run_time_and_never_killed():
+    sink, _ = simulate([tj(1, 0, 100, 3), tj(2, 0, 100, 4), tj(3, 1, 50, 1)], policy="easy")
+    # j2 (top) is planned at 100 (j1's run time as its walltime); j3 ends at 51 <= 100: it
+    # backfills on the free cpu at 1.
+    assert sink.starts() == {"1": 0, "2": 100, "3": 1}
+    assert all(r.final_state == COMPLETED for r in sink.jobs)
+
+
+def test_ties_ends_before_submissions_before_the_cycle():
+    # j1 ends at 100 exactly when j2 is submitted: j2 starts at 100 on the freed cpus.
+    sink, _ = simulate([tj(1, 0, 100, 4, 100), tj(2, 100, 10, 4, 10)], policy="easy")
+    assert sink.starts() == {"1": 0, "2": 100}
+
+
+def test_zero_length_jobs_and_a_burst_at_one_instant():
+    jobs = [tj(i, 0, 0 if i % 2 else 5, 1, 10) for i in range(10)]
+    sink, _ = simulate(jobs, nodes=2, policy="easy")
+    assert len(sink.jobs) == 10
+    # Busy cpus never exceed the machine, whatever happens at one instant.
+    assert max(s.busy_cpus for s in sink.states) <= 2
+    for r in sink.jobs:
+        assert r.start >= r.job.submit and r.end == r.start + r.job.run_time
+
+
+def test_submissions_out_of_order_are_an_error():
+    with pytest.raises(SimError, match="submit order"):
+        simulate([tj(1, 10, 1, 1, 1), tj(2, 5, 1, 1, 1)])
+
+
+def test_policy_presets_and_bad_settings():
+    assert policy_settings("easy") == PRESETS["easy"]
+    assert policy_settings("easy", {"backfill_depth": 3})["backfill_depth"] == 3
+    with pytest.raises(SimError, match="--policy"):
+        policy_settings("lottery")
+    with pytest.raises(SimError, match="backfill_dept"):
+        policy_settings("pbs", {"backfill_dept": 1})
+
+
+# -- the same decisions as a scheduler built afresh every cycle (as the engine builds it) -----
+
+def reference_run(jobs, nodes, cpus, settings):
+    """An independent replay: a new Scheduler and Snapshot at every instant, nothing kept
+    between cycles (the engine's way), ends before submissions before the cycle."""
+    vnodes = {f"n{i}": Vnode(f"n{i}", {"state": "free", "resources_available": {
+        "ncpus": cpus, "host": f"n{i}"}}) for i in range(nodes)}
+    queues = {"workq": Queue("workq", {"queue_type": "Execution", "started": True})}
+    server = Server("sim", dict(settings))
+    pending = sorted(jobs, key=lambda j: j.submit)
+    queued, running, starts = {}, {}, {}
+    now = 0.0
+    seq = 0
+    while pending or queued or running:
+        times = [j.submit for j in pending[:1]] + [end for end, _ in running.values()]
+        now = min(times)
+        for job_id in [j for j, (end, _) in running.items() if end <= now]:
+            del running[job_id]
+        while pending and pending[0].submit <= now:
+            t = pending.pop(0)
+            seq += 1
+            queued[t.job_id] = (t, Job(t.job_id, {
+                "job_state": "Q", "queue": "workq", "qtime": int(now), "Hold_Types": "n",
+                "Resource_List": {"select": f"{t.ncpus}:ncpus=1", "ncpus": t.ncpus,
+                                  "walltime": int(t.walltime)}}))
+        snap_jobs = [job for _, job in running.values()] + [job for _, job in queued.values()]
+        sched = Scheduler(policy=Policy.from_attributes(dict(settings)))
+        result = sched.cycle(Snapshot(server, queues, vnodes, snap_jobs), now)
+        for decision in result.run:
+            t, job = queued.pop(decision.job_id)
+            starts[t.job_id] = now
+            run_job = Job(t.job_id, {**job.to_dict(), "job_state": "R", "stime": int(now),
+                                     "exec_vnode": decision.exec_vnode})
+            running[t.job_id] = (now + min(t.run_time, t.walltime), run_job)
+    return starts
+
+
+@pytest.mark.parametrize("policy", ["easy", "pbs", "fifo"])
+def test_the_same_schedule_as_a_scheduler_built_afresh_every_cycle(policy):
+    rng = random.Random(7)
+    jobs, t = [], 0
+    for i in range(150):
+        t += rng.choice([0, 0, 1, 5, 20, 60])
+        run = rng.choice([0, 10, 30, 100, 400])
+        wall = max(1, run + rng.choice([0, 0, 50, -5]))
+        jobs.append(tj(i, t, run, rng.choice([1, 1, 2, 3, 5, 8]), wall))
+    sink, _ = simulate(jobs, nodes=8, cpus=1, policy=policy)
+    assert sink.starts() == reference_run(jobs, 8, 1, PRESETS[policy])
+
+
+# -- determinism ----------------------------------------------------------------------------------
+
+def test_two_runs_write_identical_files(tmp_path):
+    rng = random.Random(3)
+    jobs, t = [], 0
+    for i in range(300):
+        t += rng.choice([0, 3, 30, 200])
+        jobs.append(tj(i, t, rng.choice([5, 60, 600, 3000]), rng.choice([1, 2, 4, 6]),
+                       rng.choice([60, 600, 4000]), queue=rng.choice(["a", "b"])))
+    outputs = []
+    for n in (1, 2):
+        out = tmp_path / f"run{n}"
+        sink = ResultWriter(out, cpus=8, hosts=4, plots=False)
+        Simulator(uniform(4, 2, "test"), sink, policy=policy_settings("easy"),
+                  workdir=tmp_path / f"work{n}").run(jobs)
+        outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outputs[0].keys() == outputs[1].keys() and len(outputs[0]) >= 3
+    assert outputs[0] == outputs[1]
+
+
+# -- hooks: the engine's consequences (pbsplug.lifecycle) ------------------------------------------
+
+class Refuser:
+    """runjob refuses job 1 once (it stays queued); execjob_begin rejects job 2 once (it is
+    requeued, run_count counts it); execjob_end asks job 3 to rerun once."""
+
+    plugin_info = PluginInfo(events=("runjob", "execjob_begin", "execjob_end"),
+                             sim_safe=("runjob", "execjob_begin", "execjob_end"))
+
+    def __init__(self):
+        self.seen = set()
+
+    @hookimpl
+    def runjob(self, event):
+        if event.job.id == "1" and "r1" not in self.seen:
+            self.seen.add("r1")
+            event.reject("not yet")
+
+    @hookimpl
+    def execjob_begin(self, event):
+        if event.job.id == "2" and "b2" not in self.seen:
+            self.seen.add("b2")
+            event.reject("host not ready")
+
+    @hookimpl
+    def execjob_end(self, event):
+        if event.job.id == "3" and "e3" not in self.seen:
+            self.seen.add("e3")
+            event.job.rerun()
+
+
+def test_hook_rejects_have_the_engines_consequences(register_plugin, pbsplug_plugins, tmp_path):
+    register_plugin(Refuser(), "refuser", isolation="inprocess")
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 0, 10, 1, 10), tj(3, 0, 10, 1, 10)]
+    sink, sim = simulate(jobs, nodes=4, policy="easy", plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    # At 0: runjob refuses j1 (it stays queued, never ran: run_count 0); execjob_begin
+    # rejects j2 (requeued, run_count 1), which asks a second cycle at once, as the
+    # engine's requeue does: in it j1 and j2 run, at 0 (j1's runjob accepts this time). At
+    # 10 j3's execjob_end asks a rerun (requeued, run_count 1): it runs again at 10.
+    assert (by_id["1"].start, by_id["1"].run_count) == (0, 1)
+    assert (by_id["2"].start, by_id["2"].run_count) == (0, 2)
+    assert (by_id["3"].start, by_id["3"].end, by_id["3"].run_count) == (10, 20, 2)
+    assert sim.summary.hooks.ran[("refuser", "runjob")] >= 3
+
+
+class NotSafe:
+    plugin_info = PluginInfo(events=("runjob", "periodic"), sim_safe=("runjob",))
+
+    @hookimpl
+    def runjob(self, event):
+        pass
+
+    @hookimpl
+    def periodic(self, event):
+        raise AssertionError("a hook not declared sim_safe ran")
+
+
+def test_hooks_not_declared_sim_safe_are_left_out_and_reported(register_plugin,
+                                                               pbsplug_plugins, tmp_path):
+    register_plugin(NotSafe(), "notsafe", isolation="inprocess", freq=30)
+    sink, sim = simulate([tj(1, 0, 100, 1, 100)], plugins=pbsplug_plugins, tmp_path=tmp_path)
+    lines = sim.summary.hooks.lines()
+    assert "ran: notsafe runjob (1 times)" in lines
+    assert "left out: notsafe periodic: not declared sim_safe by the plugin" in lines
+
+
+# -- power ----------------------------------------------------------------------------------------
+
+MODEL = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, booting=150.0,
+                   shutting_down=120.0, boot=60.0, shutdown=30.0)
+
+
+def power_plugins(register_plugin, pbsplug_plugins):
+    import pbsplug_power
+
+    register_plugin(pbsplug_power, "power", freq=60, isolation="inprocess", config={
+        "driver": "simulated", "power_on_off_enable": "True", "node_idle_limit": "100",
+        "min_node_down_delay": "1", "boot_delay": 60, "shutdown_delay": 30})
+    return pbsplug_plugins
+
+
+def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plugins,
+                                                    tmp_path):
+    pytest.importorskip("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)]
+    sink, sim = simulate(jobs, nodes=1, policy="easy", plugins=plugins, power=MODEL,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert by_id["1"].start == 0
+    # The host is idle from 10; the power plugin's periodic runs at 60, 120, ...: at 120 it
+    # has been idle 110 s > 100: powered off (30 s shutting down, then off). j2 arrives at
+    # 1000; the cycle plans it on the sleeping host; the periodic run at 1020 powers it on
+    # (60 s boot), and the run at 1080 finds it ready: j2 starts at 1080.
+    assert by_id["2"].start == 1080
+    states = [(s.time, s.counts["computing"], s.counts["idle"], s.counts["switching_off"],
+               s.counts["sleeping"], s.counts["switching_on"]) for s in sink.states]
+    assert (120, 0, 0, 1, 0, 0) in states
+    assert (150, 0, 0, 0, 1, 0) in states
+    assert (1020, 0, 0, 0, 0, 1) in states
+    assert (1080, 1, 0, 0, 0, 0) in states
+    # Energy by hand: busy 0-10 and 1080-1090 (200 W), idle 10-120 and 1080 boot done at
+    # 1080 (idle 0 s), shutting down 120-150 (120 W), off 150-1020 (5 W), booting 1020-1080
+    # (150 W).
+    expected = (200 * 10 + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 60 + 200 * 10)
+    assert sim.summary.energy == pytest.approx(expected)
+    assert by_id["2"].energy == pytest.approx(200 * 10)

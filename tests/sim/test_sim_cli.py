@@ -1,0 +1,182 @@
+"""`pbsplug sim run` / `sim compare` as a user runs them, and the platform file's checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pbsplug.cli import main
+from pbsplug.sim.machine import PlatformError, from_header, load_platform
+
+HEADER = "; MaxNodes: 4\n; MaxProcs: 4\n"
+
+
+def swf(tmp_path, rows, header=HEADER):
+    """A small SWF file: rows of (job, submit, run, procs, requested time)."""
+    lines = [header.rstrip("\n")]
+    for job, submit, run, procs, req in rows:
+        lines.append(f"{job} {submit} 0 {run} {procs} -1 -1 {procs} {req} -1 1 1 1 -1 1 -1 -1 -1")
+    path = tmp_path / "t.swf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sim_run_writes_results_and_reports_what_ran(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 100, 2, 100), (2, 0, 100, 3, 200), (3, 10, 50, 2, 80)])
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "sim", "run", str(trace), "--policy", "easy",
+                                "--out", str(out), "--no-plots")
+    assert code == 0, err
+    assert "machine: 4 hosts, 4 vnodes, 4 cpus" in stdout
+    assert "jobs: 3 finished, 0 rejected, 0 killed at walltime" in stdout
+    assert "hooks: none enabled" in stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["jobs"] == 3
+    # EASY by hand (test_engine's first case): j3 backfills at 10, j2 starts at 100.
+    assert metrics["mean_wait_s"] == pytest.approx((0 + 100 + 0) / 3)
+
+
+def test_sim_run_options_override_the_header(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 10, 8, 10)])
+    code, stdout, err = run_cli(capsys, "sim", "run", str(trace), "--nodes", "2",
+                                "--cpus-per-node", "4", "--out", str(tmp_path / "o"),
+                                "--no-plots")
+    assert code == 0, err
+    assert "machine: 2 hosts, 2 vnodes, 8 cpus (4 cpus each" in stdout
+    assert "jobs: 1 finished" in stdout
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--policy", "lottery"], "--policy 'lottery': expected one of pbs, easy, fifo"),
+    (["--format", "csv"], "--format 'csv': expected one of swf, pbs, sacct"),
+    (["--limit", "0"], "--limit 0: expected at least 1"),
+    (["--cpus-per-node", "2"], "--cpus-per-node needs --nodes"),
+])
+def test_sim_run_bad_options_are_one_line_errors(tmp_path, capsys, args, expected):
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--out", str(tmp_path / "o"),
+                           "--no-plots", *args)
+    assert code == 2
+    assert err.strip().splitlines() == [f"pbsplug: error: {expected}"]
+
+
+def test_a_missing_trace_and_a_bad_platform_are_one_line_errors(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "sim", "run", str(tmp_path / "nope.swf"), "--no-plots",
+                           "--out", str(tmp_path / "o"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nope.swf" in err
+    platform = tmp_path / "p.toml"
+    platform.write_text("[[hosts]]\ncount = 2\nncpus = -1\n")
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
+                           "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert err.strip() == (f"pbsplug: error: {platform}: hosts[0].ncpus: -1: expected an "
+                           "integer >= 1")
+
+
+def test_sim_compare_runs_both_sites_and_writes_the_differences(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 100, 2, 100), (2, 0, 100, 3, 200), (3, 10, 50, 2, 80)])
+    (tmp_path / "a.toml").write_text("")
+    (tmp_path / "b.toml").write_text("[sim.scheduler]\nstrict_ordering = true\n"
+                                     "backfill = false\n")
+    out = tmp_path / "cmp"
+    code, stdout, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                                str(tmp_path / "a.toml"), "--site", str(tmp_path / "b.toml"),
+                                "--out", str(out), "--no-plots")
+    assert code == 0, err
+    result = json.loads((out / "compare.json").read_text())
+    assert result["labels"] == ["a", "b"]
+    # a (PBS's default: backfill everything) starts j3 at 10; b (FIFO) holds it until j2
+    # ends at 200: j3 waits 190 s more, the mean wait 190/3 s more.
+    assert result["differences"]["mean_wait_added_s"] == pytest.approx(190 / 3, abs=1e-3)
+    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                           str(tmp_path / "a.toml"), "--no-plots", "--out", str(out))
+    assert code == 2 and "give two --site files" in err
+
+
+def test_a_site_sim_table_with_an_unknown_key_is_refused(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    site = tmp_path / "s.toml"
+    site.write_text("[sim]\npolicy = 'easy'\n")
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--site", str(site),
+                           "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2 and "[sim].policy: unknown key" in err
+
+
+# -- the platform file ----------------------------------------------------------------------------
+
+PLATFORM = """
+[power.thin]
+busy = 190.0
+idle = 95
+asleep = 9
+off = 0
+booting = 120
+boot = 300
+shutdown = 30
+
+[[hosts]]
+prefix = "c"
+count = 3
+vnodes = 2
+ncpus = 4
+mem = "8gb"
+partition = "p1"
+
+[[hosts]]
+names = ["big"]
+ncpus = 64
+poweroff_eligible = false
+
+[queues.long]
+partition = "p1"
+priority = 5
+"""
+
+
+def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(PLATFORM)
+    machine = load_platform(path)
+    assert [h.name for h in machine.hosts] == ["c0", "c1", "c2", "big"]
+    assert machine.hosts[0].vnodes == ["c0[0]", "c0[1]"]
+    assert machine.hosts[0].mem == 8 * 1024 ** 3 and machine.hosts[0].partition == "p1"
+    assert machine.total_cpus == 3 * 2 * 4 + 64
+    power = machine.hosts[0].power
+    assert (power.busy, power.shutting_down, power.boot) == (190.0, 120.0, 300.0)
+    assert machine.hosts[3].poweroff_eligible is False
+    assert machine.queues == {"long": {"partition": "p1", "Priority": 5}}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[[hosts]]\ncount = 1\nncpus = 2\ncolour = 'red'\n", "hosts[0].colour: unknown key"),
+    ("[[hosts]]\ncount = 1\nncpus = 2\nmem = 'lots'\n", "hosts[0].mem: 'lots': expected a size"),
+    ("[[hosts]]\ncount = 1\nncpus = 2\npower = 'fat'\n", "hosts[0].power: 'fat': no [power.fat]"),
+    ("[power.a]\nbusy = -3\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.busy: -3: expected a"),
+    ("[[hosts]]\nnames = ['a', 'a']\nncpus = 1\n", "hosts[0]: host 'a' is named twice"),
+    ("hosts = 3\n", "hosts: 3: expected one or more [[hosts]] tables"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[extra]\n", "extra: unknown section"),
+    ("[[hosts\n", "not TOML"),
+])
+def test_platform_errors_name_the_file_the_key_and_the_value(tmp_path, text, message):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(PlatformError) as caught:
+        load_platform(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_header_gives_hosts_and_cpus_per_host():
+    assert from_header(1024, 8192, "r").total_cpus == 8192
+    assert len(from_header(1024, 8192, "r").hosts) == 1024
+    assert len(from_header(None, 100, "k").hosts) == 100
+    with pytest.raises(PlatformError, match="neither MaxNodes nor MaxProcs"):
+        from_header(None, None, "x")
