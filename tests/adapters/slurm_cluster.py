@@ -119,13 +119,17 @@ class SlurmCluster:
         self.conf.parent.mkdir(parents=True, exist_ok=True)
         self.conf.write_text(text)
 
-    def _spawn(self, name: str, argv: list[str], **kw: Any) -> int:
-        log = open(self.root / "log" / f"{name}.out", "ab")
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, env=self.env, **kw)
-        log.close()
-        self.pids[name] = proc.pid
-        return proc.pid
+    def _spawn(self, name: str, argv: list[str]) -> int:
+        """Start a daemon in the foreground (-D) of its own session, as a grandchild that the
+        shell in between leaves behind: not a child of the test process, whose own children
+        (a hook's forked process) the runner's tests account for with waitpid(-1)."""
+        log = self.root / "log" / f"{name}.out"
+        shell = subprocess.run(
+            ["/bin/sh", "-c", 'log=$1; shift; setsid "$@" </dev/null >>"$log" 2>&1 & echo $!',
+             "sh", str(log), *argv], capture_output=True, text=True, env=self.env, check=True)
+        pid = int(shell.stdout.split()[-1])
+        self.pids[name] = pid
+        return pid
 
     def start(self, nodes: tuple[str, ...] = NODES, timeout: float = 60) -> None:
         shutil.rmtree(self.root / "state", ignore_errors=True)  # no job or reservation kept
