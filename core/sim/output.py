@@ -65,6 +65,18 @@ class OutputError(ValueError):
     """The output directory cannot be used, or a result is not what a sink accepts."""
 
 
+def _plotting():
+    """The plots module, or an `OutputError` saying why there are no plots (no matplotlib)."""
+    try:
+        import matplotlib  # noqa: F401  (a dependency; a broken install is a one-line error)
+
+        from . import plots
+    except ImportError as exc:
+        raise OutputError(f"cannot draw the plots: {exc}; install matplotlib or pass "
+                          "--no-plots") from None
+    return plots
+
+
 def fmt(x: float | int | None) -> str:
     """A number as the output files write it: whole numbers without a point, others to six
     decimals at most, so the same value is always the same text; None, NaN and inf are empty."""
@@ -349,7 +361,7 @@ class ResultWriter:
                                                        sort_keys=True) + "\n")
         _write_text(self.out / METRICS_TXT, metrics_table(metrics))
         if self.plots:
-            from . import plots
+            plots = _plotting()
 
             plots.run_plots(self.out, self.cpus, self._sorted_waits(), self.gantt, self.hosts,
                             self.bins)
@@ -543,7 +555,7 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
                 + "\n")
     _write_text(out / "compare.txt", compare_table(a, b, diff, label_a, label_b))
     if plots:
-        from . import plots as plotting
+        plotting = _plotting()
 
         plotting.compare_plots(Path(dir_a), Path(dir_b), out, label_a, label_b)
     return _rounded(result)

@@ -242,3 +242,11 @@ def test_writing_without_plots_never_imports_matplotlib(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_plots_without_matplotlib_are_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    with pytest.raises(OutputError, match="cannot draw the plots: .*install matplotlib or "
+                                          "pass --no-plots"):
+        crafted_run(tmp_path)
+    assert (tmp_path / "metrics.json").exists()  # what does not need plots is written

@@ -180,3 +180,23 @@ def test_the_header_gives_hosts_and_cpus_per_host():
     assert len(from_header(None, 100, "k").hosts) == 100
     with pytest.raises(PlatformError, match="neither MaxNodes nor MaxProcs"):
         from_header(None, None, "x")
+
+
+def test_cpusets_scheduler_side_runs_in_a_simulation_and_its_host_events_do_not(tmp_path,
+                                                                                capsys):
+    """cpuset's octant placement, starvation drain and stuck-cpuset answers are decisions:
+    declared sim_safe, they run in every cycle; its host events make real cgroups and are
+    left out, each named."""
+    from pbsplug.testing import site_toml
+
+    trace = swf(tmp_path, [(1, 0, 100, 2, 100), (2, 0, 100, 3, 200)])
+    site = tmp_path / "site.toml"
+    site.write_text(site_toml("cpuset"))
+    code, stdout, err = run_cli(capsys, "--site", str(site), "sim", "run", str(trace),
+                                "--out", str(tmp_path / "o"), "--no-plots")
+    assert code == 0, err
+    for hook in ("sched_job_order", "sched_node_placement", "sched_node_availability"):
+        assert f"ran: cpuset {hook} (in every scheduling cycle)" in stdout
+    for event in ("execjob_begin", "execjob_launch", "execjob_end"):
+        assert f"left out: cpuset {event}: not declared sim_safe by the plugin" in stdout
+    assert "jobs: 2 finished" in stdout

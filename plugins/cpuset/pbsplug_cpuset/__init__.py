@@ -24,13 +24,16 @@ from .config import check_config, settings
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.2",
+    api="1.3",
     # pbs_cgroups.HK: order 100, alarm 90, freq 120, fail_action offline_vnodes; off until
     # the site enables it.
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
             "execjob_epilogue", "execjob_end", "execjob_abort"),
     order=100, alarm=90, freq=120, fail_action=("offline_vnodes",),
     config=settings(), check_config=check_config,
+    # The scheduler's side (octant placement, the starvation drain, stuck cpusets in the
+    # plan) is pure decision: safe in the simulator. The host events make real cgroups.
+    sim_safe=("sched_job_order", "sched_node_placement", "sched_node_availability"),
     description="A cpuset per job, octant-aware placement, stuck cpusets and the "
                 "starvation drain",
 )
