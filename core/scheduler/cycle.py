@@ -108,6 +108,7 @@ class _JobInfo:
     shape: tuple
     smallest: int             # ncpus of the job's smallest chunk
     ncpus: int = 0            # ncpus of all its chunks
+    alike: bool = False       # all its chunks the same, matching nothing (`_assign_alike`)
     key: tuple = field(default_factory=tuple)
 
 
@@ -665,11 +666,12 @@ class Scheduler:
         parsed = self._shapes.get(shape)
         if parsed is None:
             chunks, smallest = _expand(job_select(job))
+            alike = bool(chunks) and not chunks[0][1] and chunks.count(chunks[0]) == len(chunks)
             parsed = self._shapes[shape] = (chunks, smallest, job_place(job),
-                                            sum(c[0].get("ncpus", 0) for c in chunks))
-        chunks, smallest, place, ncpus = parsed
+                                            sum(c[0].get("ncpus", 0) for c in chunks), alike)
+        chunks, smallest, place, ncpus, alike = parsed
         walltime = job_walltime(job, queue, server)
-        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus)
+        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
@@ -723,6 +725,9 @@ class Scheduler:
         # estimate, and its comment no time.
         lazy = policy.estimate_limit <= 0
         deferred: list[_JobInfo] = []
+        # No deferred top job can start before this (a count of cpus, not a placement): a
+        # job that fits now and ends by then is out of their way without planning them.
+        deferred_bound = INFINITY
 
         def plan_top(top: _JobInfo) -> bool:
             """Plan a top job (hard); True when it will ever fit."""
@@ -761,7 +766,7 @@ class Scheduler:
             chunks = None
             if not blocked and info.shape not in failed_shapes:
                 chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
-                if chunks is not None and deferred:
+                if chunks is not None and deferred and now + info.duration > deferred_bound:
                     for top in deferred:
                         plan_top(top)
                     deferred.clear()
@@ -796,6 +801,7 @@ class Scheduler:
                     plan_top(info)  # already planned: nothing to do but say when
                 else:
                     deferred.append(info)
+                    deferred_bound = min(deferred_bound, self._no_start_before(info, now))
                     result.comments[job.id] = "Not Running: Job is a top job"
                 continue
             if is_top:
@@ -951,6 +957,8 @@ class Scheduler:
 
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
                 soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
+        if info.alike:
+            return self._assign_alike(info, candidates, start, end, soft, now_mode)
         arrangement = info.place.arrangement
         given: dict[str, dict[str, int]] = {}
         used_hosts: set[str] = set()
@@ -1021,6 +1029,60 @@ class Scheduler:
             if not placed:
                 return None
         return out
+
+    def _assign_alike(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float,
+                      end: float, soft: bool, now_mode: bool
+                      ) -> list[tuple[str, dict[str, int]]] | None:
+        """`_assign` for a job whose chunks are all alike and match nothing (``select=N:
+        ncpus=1``, most of a trace): first fit chunk by chunk fills each vnode in turn with
+        as many as it takes, so it is done vnode by vnode; the same choice, far fewer steps."""
+        consumable = info.chunks[0][0]
+        left = len(info.chunks)
+        arrangement = info.place.arrangement
+        spread = arrangement in ("vscatter", "scatter")
+        scatter = arrangement == "scatter"
+        place = info.place
+        used_hosts: set[str] = set()
+        host_empty: dict[str, bool] = {}
+        levels: dict[str, str] = {}
+        out: list[tuple[str, dict[str, int]]] = []
+        for v in candidates:
+            if scatter and v.host in used_hosts:
+                continue
+            free = self._free(v.name, start, end, soft, now_mode)
+            if free is None:
+                continue
+            level = levels.get(v.sharing)
+            if level is None:
+                level = levels[v.sharing] = exclusivity(place, v.sharing)
+            if level != SHARED:
+                if not free[1]:
+                    continue
+                if level == EXCLHOST:
+                    ok = host_empty.get(v.host)
+                    if ok is None:
+                        ok = host_empty[v.host] = all(
+                            (self._free(o.name, start, end, soft, now_mode) or ({}, False))[1]
+                            for o in self.hosts[v.host])
+                    if not ok:
+                        continue
+            avail = free[0]
+            take = left
+            for k, amount in consumable.items():
+                has = avail.get(k, 0)
+                fits = has // amount if amount > 0 else (take if has >= amount else 0)
+                if fits < take:
+                    take = fits
+            if take <= 0:
+                continue
+            if spread:
+                take = 1
+            used_hosts.add(v.host)
+            out.extend([(v.name, consumable)] * take)
+            left -= take
+            if not left:
+                return out
+        return None
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
         """The usable vnodes, in order, with room now for the job's smallest chunk.
@@ -1107,6 +1169,24 @@ class Scheduler:
                 acc[k] = acc.get(k, 0) + a
             out.append((name, consumable))
         return out
+
+    def _no_start_before(self, info: _JobInfo, now: float) -> float:
+        """A time before which the job cannot start, from the hard bookings' cpu counts
+        alone: the first instant the vnodes with room for its smallest chunk have as many
+        cpus free as it needs (its real start, placed, is never earlier)."""
+        calendar = self.calendar
+        smallest, need = info.smallest, info.ncpus
+        room = dict(calendar.room_now[0])
+        avail = sum(free for free in room.values() if free >= smallest)
+        if avail >= need:
+            return now
+        for when, used, name in calendar.ncpus_events[0]:
+            before = room[name]
+            after = room[name] = before - used
+            avail += (after if after >= smallest else 0) - (before if before >= smallest else 0)
+            if avail >= need and used < 0:
+                return max(when, now)
+        return INFINITY
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
         """The earliest time the job fits, and where: (start, chunks) or (inf, None).
