@@ -13,6 +13,7 @@ from .model import (
     UNKNOWN_WALLTIME,
     CycleResult,
     Estimate,
+    JobLog,
     Policy,
     ResvDecision,
     RunDecision,
@@ -21,7 +22,7 @@ from .model import (
 )
 
 __all__ = [
-    "DEFAULT_PARTITION", "UNKNOWN_WALLTIME", "CycleResult", "Estimate", "Policy",
+    "DEFAULT_PARTITION", "UNKNOWN_WALLTIME", "CycleResult", "Estimate", "JobLog", "Policy",
     "ResvDecision", "RunDecision", "Scheduler", "SchedulerSetupError", "Snapshot",
     "build_schedulers", "format_exec_vnode", "parse_exec_vnode",
 ]

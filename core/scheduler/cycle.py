@@ -36,11 +36,13 @@ hold the job (``[]``; a plan then tries the next start).
 from __future__ import annotations
 
 import ast
+import bisect
+import heapq
 import logging
 import math
 import operator
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,7 @@ from .model import (
     UNUSABLE_STATES,
     CycleResult,
     Estimate,
+    JobLog,
     Policy,
     ResvDecision,
     RunDecision,
@@ -162,6 +165,27 @@ class _Kept:
         self.queued: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
         #: id(job) -> (job object, running or not; None: another instance's queue).
         self.known: dict[int, tuple[Job, bool | None]] = {}
+        #: The caller's `JobLog` and the mark read up to: while both hold (and the queue
+        #: objects are the same, and no job_sort_formula makes keys change with time), a
+        #: cycle reads only the log's entries since, not every job.
+        self.log: JobLog | None = None
+        self.log_mark = 0
+        self.queues: dict[str, Queue] = {}
+        #: The eligible queued jobs in order, as (key, arrival, info), kept sorted; the
+        #: arrival number breaks ties as a stable sort of the caller's jobs would.
+        self.ranked: list[tuple[tuple, int, _JobInfo]] = []
+        self.rank_entry: dict[int, tuple[tuple, int, _JobInfo]] = {}  # id(job) -> entry
+        self.arrivals = 0
+        #: The same entries by the ncpus the job needs, each list sorted (`_walk`).
+        self.by_ncpus: dict[int, list[tuple[tuple, int, _JobInfo]]] = {}
+        #: The infos put in order since the last cycle (`_run_jobs` tells at once which
+        #: can never run).
+        self.fresh: list[_JobInfo] = []
+        #: id(job) -> job, for queued jobs with an Execution_Time: eligible from then on.
+        self.waiting: dict[int, Job] = {}
+        #: (end, job id) of the running jobs' bookings: an end passed (a job running past
+        #: its walltime) is booked again.
+        self.expiry: list[tuple[float, str]] = []
 
 
 def resv_state(resv: Reservation) -> str:
@@ -303,12 +327,24 @@ class Scheduler:
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
         try:
-            running, queued = self._split_jobs(kept, snap, queues)
-            self._book_kept(kept, running, snap, now)
+            entries = self._log_entries(kept, snap, queues)
+            if entries is None:  # every job read
+                running, queued = self._split_jobs(kept, snap, queues)
+                self._book_kept(kept, running, snap, now)
+            else:  # only what changed since the last cycle
+                running, gone, queued, gone_queued = self._split_log(kept, entries, queues)
+                self._book_kept(kept, running, snap, now, gone)
             resv_queues = self._book_reservations_held(snap.reservations, now)
             result.reservations = self._confirm_reservations(snap, now)
-            infos = self._queued_infos(kept, queued, snap, queues, now)
-            order, starving = self._order(infos, now)
+            if entries is None:
+                self._rank_all(kept, self._queued_infos(kept, queued, snap, queues, now))
+            else:
+                self._queued_changes(kept, queued, gone_queued, snap, queues, now)
+            kept.log, kept.queues = snap.job_log, queues
+            kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
+            order, starving = self._order([entry[2] for entry in kept.ranked], now,
+                                          ranked=True)
+            self._ranked_order = not self._impls("sched_job_order")
             self._sticky = self._sticky_top(kept, order, starving, snap, now)
             self._sticky_used = False
             self._fresh_top: tuple | None = None
@@ -325,6 +361,7 @@ class Scheduler:
                 if id(booking) not in keep:
                     self.calendar.unbook(vnode, booking)
             kept.adopt = self._started
+            kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
                 for vnode, booking in kept.top[4]:
@@ -360,12 +397,64 @@ class Scheduler:
         kept.known = fresh
         return running, queued
 
-    def _book_kept(self, kept: _Kept, jobs: list[Job], snap: Snapshot, now: float) -> None:
+    def _log_entries(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue]
+                     ) -> list[tuple[Job, bool]] | None:
+        """The job log's entries since this scheduler's last cycle, when a cycle may read
+        only those: the same log, nothing forgotten, the same queue objects, and keys that
+        do not change with time (no job_sort_formula). None: read every job."""
+        log = snap.job_log
+        if log is None or kept.log is not log or self._formula is not None or \
+                len(kept.queues) != len(queues) or \
+                any(kept.queues.get(name) is not queue for name, queue in queues.items()):
+            return None
+        return log.since(kept.log_mark)
+
+    def _split_log(self, kept: _Kept, entries: list[tuple[Job, bool]],
+                   queues: dict[str, Queue]
+                   ) -> tuple[list[Job], dict[str, Job], list[Job], list[Job]]:
+        """The log's entries as the running jobs added, the running ones taken away (job
+        id -> object), and the same for the other jobs of this instance's queues. An object
+        added and taken away again since the last cycle is neither."""
+        added: dict[int, Job] = {}
+        removed: dict[int, Job] = {}
+        for job, add in entries:
+            key = id(job)  # alive: the log holds it
+            if add:
+                if removed.pop(key, None) is None:
+                    added[key] = job
+            elif added.pop(key, None) is None:
+                removed[key] = job
+        running: list[Job] = []
+        queued: list[Job] = []
+        for job in added.values():
+            if job.queue in queues:
+                (running if job.job_state in _RUNNING_STATES else queued).append(job)
+        gone: dict[str, Job] = {}
+        gone_queued: list[Job] = []
+        for key, job in removed.items():
+            if key in kept.queued or key in kept.waiting:
+                gone_queued.append(job)
+            elif job.id in kept.running:
+                gone[job.id] = job
+        return running, gone, queued, gone_queued
+
+    def _book_kept(self, kept: _Kept, jobs: list[Job], snap: Snapshot, now: float,
+                   gone: dict[str, Job] | None = None) -> None:
         """The kept calendar brought up to date: vnodes not up yet booked until they are,
-        running jobs booked until their walltime ends, and what is gone taken back."""
+        running jobs booked until their walltime ends, and what is gone taken back.
+
+        `jobs` are all the running jobs, or, with `gone` (the job objects taken away since
+        the last cycle, by id), those added since."""
         calendar = kept.calendar
         before = calendar.changes
         self._undo, undo = None, self._undo  # these bookings stay
+        expiry = kept.expiry
+        while expiry and expiry[0][0] <= now:  # a job past its walltime: its end moves on
+            _, job_id = heapq.heappop(expiry)
+            entry = kept.running.get(job_id)
+            if gone is not None and entry is not None and entry[1][2] <= now and \
+                    gone.get(job_id) is not entry[0]:
+                jobs.append(entry[0])
         try:
             for name in [n for n, b in kept.unavail.items()
                          if not (kept.infos[n].plan_from > now
@@ -391,12 +480,14 @@ class Scheduler:
                                 {v for v, _ in chunks} | {v for v, b in started[2]
                                                           if not b.resources}):
                         running[job.id] = (job, key, started[2])
+                        heapq.heappush(expiry, (key[2], job.id))
                         continue
                     for vnode, booking in started[2]:
                         calendar.unbook(vnode, booking)
                 if previous is not None:
                     if previous[1] == key:
                         running[job.id] = (job, key, previous[2])
+                        heapq.heappush(expiry, (key[2], job.id))
                         continue
                     for vnode, booking in previous[2]:
                         calendar.unbook(vnode, booking)
@@ -404,7 +495,12 @@ class Scheduler:
                 if chunks:
                     made = self._book_chunks(job.id, chunks, place, key[1], key[2], hard=True)
                     running[job.id] = (job, key, made)
-            for job_id in [j for j in running if j not in seen]:
+                    heapq.heappush(expiry, (key[2], job.id))
+            if gone is None:
+                stale = [j for j in running if j not in seen]
+            else:
+                stale = [j for j, job in gone.items() if running.get(j, (None,))[0] is job]
+            for job_id in stale:
                 for vnode, booking in running.pop(job_id)[2]:
                     calendar.unbook(vnode, booking)
             for _, _, made in kept.adopt.values():  # started, then not run (runjob refused)
@@ -446,6 +542,7 @@ class Scheduler:
         previous = kept.queued
         current: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
         infos: list[_JobInfo] = []
+        waiting: dict[int, Job] = {}
         timeless = self._formula is None
         for job in jobs:
             key = id(job)
@@ -463,8 +560,70 @@ class Scheduler:
                 infos.append(info)
             if not job.Execution_Time:
                 current[key] = (job, queue, job.queue, info)
+            else:
+                waiting[key] = job
         kept.queued = current
+        kept.waiting = waiting
         return infos
+
+    def _queued_changes(self, kept: _Kept, added: list[Job], gone: list[Job],
+                        snap: Snapshot, queues: dict[str, Queue], now: float) -> None:
+        """`_queued_infos` for the jobs added and taken away since the last cycle: their
+        infos put in order or taken out; a job waiting for its Execution_Time is looked at
+        each cycle until it is eligible."""
+        for job in gone:
+            key = id(job)
+            kept.queued.pop(key, None)
+            kept.waiting.pop(key, None)
+            self._dequeue(kept, key)
+        for job in added:
+            key = id(job)
+            if job.Execution_Time:
+                kept.waiting[key] = job
+                continue
+            queue = queues.get(job.queue)
+            info = None
+            if self._eligible(job, queues, now):
+                info = self._job_info(job, queue, snap.server, now, queues)
+                self._enqueue(kept, info)
+            kept.queued[key] = (job, queue, job.queue, info)
+        for key, job in kept.waiting.items():
+            if key not in kept.rank_entry and self._eligible(job, queues, now):
+                self._enqueue(kept, self._job_info(job, queues.get(job.queue), snap.server,
+                                                now, queues))
+
+    @staticmethod
+    def _rank_all(kept: _Kept, infos: list[_JobInfo]) -> None:
+        """The eligible jobs put in order afresh (ties in the caller's order)."""
+        kept.ranked = sorted((info.key, n, info) for n, info in enumerate(infos))
+        kept.rank_entry = {id(entry[2].job): entry for entry in kept.ranked}
+        kept.arrivals = len(infos)
+        kept.by_ncpus = {}
+        for entry in kept.ranked:
+            kept.by_ncpus.setdefault(entry[2].ncpus, []).append(entry)
+        kept.fresh = list(infos)
+
+    @staticmethod
+    def _enqueue(kept: _Kept, info: _JobInfo) -> None:
+        entry = (info.key, kept.arrivals, info)
+        kept.arrivals += 1
+        bisect.insort(kept.ranked, entry)
+        kept.rank_entry[id(info.job)] = entry
+        bisect.insort(kept.by_ncpus.setdefault(info.ncpus, []), entry)
+        kept.fresh.append(info)
+
+    @staticmethod
+    def _dequeue(kept: _Kept, key: int) -> None:
+        entry = kept.rank_entry.pop(key, None)
+        if entry is None:
+            return
+        bucket = kept.by_ncpus[entry[2].ncpus]
+        for entries in (kept.ranked, bucket):
+            at = bisect.bisect_left(entries, entry)
+            if at < len(entries) and entries[at] is entry:
+                del entries[at]
+        if not bucket:
+            del kept.by_ncpus[entry[2].ncpus]
 
     def _cycle_end(self, stats: CycleStats) -> None:
         if self._impls("sched_cycle_end"):
@@ -677,8 +836,12 @@ class Scheduler:
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
         return info
 
-    def _order(self, infos: list[_JobInfo], now: float) -> tuple[list[_JobInfo], set[str]]:
-        infos.sort(key=lambda i: i.key)
+    def _order(self, infos: list[_JobInfo], now: float, ranked: bool = False
+               ) -> tuple[list[_JobInfo], set[str]]:
+        """The jobs in the order they are looked at (`ranked`: already sorted by key),
+        and the starving ones the sched_job_order hooks named."""
+        if not ranked:
+            infos.sort(key=lambda i: i.key)
         starving: set[str] = set()
         if infos and self._impls("sched_job_order"):
             order = JobOrder(self.name, now, [i.job for i in infos])
@@ -756,8 +919,16 @@ class Scheduler:
             return planned is not None
 
         quiet = lazy and not self.explain and not resv_queues
-        for info in order:
-            if quiet and self._free_now <= 0:
+        walk: Iterable[_JobInfo] = order
+        if quiet and self._ranked_order:
+            for info in self._kept.fresh:  # a job that can never run is said so at once
+                if not self._can_ever_run(info):
+                    result.comments[info.job.id] = \
+                        f"Can Never Run: {self._never_why(info, now)}"
+            walk = self._walk(order, lambda: blocked or not policy.strict_ordering
+                              or 0 < depth <= len(top_jobs))
+        for info in walk:
+            if quiet and (self._free_now <= 0 or blocked):
                 break  # nothing else can start now, and nobody reads why
             job = info.job
             if job.queue in resv_queues:
@@ -793,7 +964,8 @@ class Scheduler:
             if policy.strict_ordering and depth == 0:
                 blocked = True
             if not is_top and estimates_left <= 0:
-                result.comments[job.id] = _comment(blocked, info, top_jobs)
+                if not quiet:
+                    result.comments[job.id] = _comment(blocked, info, top_jobs)
                 continue
             if is_top and lazy:
                 top_jobs.append(job.id)
@@ -819,6 +991,39 @@ class Scheduler:
                 estimates_left -= 1
             result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
+
+    def _walk(self, order: list[_JobInfo], settled: Callable[[], bool]
+              ) -> Iterator[_JobInfo]:
+        """The jobs of `order` (the kept ranking's) for a quiet run loop: in order, until
+        `settled` says the top jobs are set; from then on a job can only start now, so
+        only those needing no more cpus than are free now are looked at (still in order,
+        from the kept lists by ncpus), not the whole queue."""
+        at = 0
+        while at < len(order) and not settled():
+            yield order[at]
+            at += 1
+        if at == len(order):
+            return
+        kept = self._kept
+        first = kept.ranked[at]
+        heap = []
+        for ncpus, bucket in kept.by_ncpus.items():
+            if ncpus <= self._free_now:
+                i = bisect.bisect_left(bucket, first)
+                if i < len(bucket):
+                    heap.append((bucket[i], ncpus, i))
+        heapq.heapify(heap)
+        while heap:
+            entry, ncpus, i = heap[0]
+            if ncpus > self._free_now:  # fewer cpus free now than these need
+                heapq.heappop(heap)
+                continue
+            yield entry[2]
+            bucket = kept.by_ncpus[ncpus]
+            if i + 1 < len(bucket):
+                heapq.heapreplace(heap, (bucket[i + 1], ncpus, i + 1))
+            else:
+                heapq.heappop(heap)
 
     def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
                             now: float, result: CycleResult, stats: CycleStats) -> None:

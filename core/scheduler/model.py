@@ -7,6 +7,7 @@ caller applies the decisions, fires the hook events and stores the estimates.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -91,12 +92,53 @@ class Snapshot:
     server: Server
     queues: dict[str, Queue]
     vnodes: dict[str, Vnode]
-    jobs: list[Job]
+    jobs: Collection[Job]
     reservations: list[Reservation] = field(default_factory=list)
     #: A caller that keeps its `vnodes` dict between cycles, and changes this number
     #: whenever it changes a vnode, lets a scheduler keep what it parsed from them (the
     #: simulator does). None: the vnodes are read afresh every cycle.
     vnodes_version: int | None = None
+    #: A caller that keeps its jobs between cycles and notes in one `JobLog` every job
+    #: object it adds to `jobs` or takes away lets a scheduler read only what changed since
+    #: its last cycle, not every job (the simulator does). None: `jobs` is compared whole.
+    job_log: JobLog | None = None
+
+
+class JobLog:
+    """The job objects a caller added to its jobs and took away, in order. Objects are
+    values: a job that changed is its old object taken away and its new one added.
+
+    A scheduler remembers the `mark` it read up to; at its next cycle it reads the entries
+    `since` that mark, or, when they are gone (`forget`) or the log is another, every job.
+    The caller forgets the entries all its schedulers have read."""
+
+    __slots__ = ("entries", "base")
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[Job, bool]] = []
+        self.base = 0  # entries forgotten so far
+
+    @property
+    def mark(self) -> int:
+        return self.base + len(self.entries)
+
+    def add(self, job: Job) -> None:
+        self.entries.append((job, True))
+
+    def remove(self, job: Job) -> None:
+        self.entries.append((job, False))
+
+    def since(self, mark: int) -> list[tuple[Job, bool]] | None:
+        """The entries after `mark` as (job, added), or None when some are forgotten."""
+        if mark < self.base or mark > self.mark:
+            return None
+        return self.entries[mark - self.base:]
+
+    def forget(self, mark: int) -> None:
+        """Drop the entries before `mark` (every reader has read them)."""
+        drop = min(max(mark - self.base, 0), len(self.entries))
+        del self.entries[:drop]
+        self.base += drop
 
 
 @dataclass

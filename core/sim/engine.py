@@ -43,7 +43,7 @@ from .. import clock, lifecycle
 from ..events import EVENTS, Event
 from ..objects import Job, Queue, Server, Vnode
 from ..runner import Runner
-from ..scheduler import Policy, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler import JobLog, Policy, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.model import job_select
 from ..units import format_duration
 from .machine import Machine
@@ -236,6 +236,10 @@ class Simulator:
         self.vnodes = {n: Vnode(n, a) for n, a in self.vnode_attrs.items()}
         self.queued: dict[str, _Run] = {}
         self.running: dict[str, _Run] = {}
+        #: What the schedulers were told of the jobs: each job's object in their view, and
+        #: the log of objects added and taken away (a cycle reads only what changed).
+        self._told: dict[str, Job] = {}
+        self._log = JobLog()
         self._ends: list[tuple[float, int, str]] = []     # (end, seq, job id)
         self._wakes: list[tuple[float, int]] = []          # (when, host): a transition ends
         #: Queued jobs by what they need at least: (ncpus of the smallest chunk, ncpus).
@@ -379,7 +383,9 @@ class Simulator:
             # 1. ends
             while self._ends and self._ends[0][0] <= now:
                 _, _, job_id = heapq.heappop(self._ends)
-                self._end(self.running[job_id])
+                run = self.running[job_id]
+                self._end(run)
+                self._tell(run)
             # 2. hosts whose transition completes
             while self._wakes and self._wakes[0][0] <= now:
                 _, index = heapq.heappop(self._wakes)
@@ -465,12 +471,14 @@ class Simulator:
         run.needs = (min((int(c.resources.get("ncpus", 0) or 0) for c in chunks), default=0),
                      sum(c.count * int(c.resources.get("ncpus", 0) or 0) for c in chunks))
         self.queued[tj.job_id] = run
+        self._tell(run)
         self._needs[run.needs] += 1
         self._new_needs.add(run.needs)
 
     def _reject(self, run: _Run, why: str) -> None:
         if self.queued.pop(run.tj.job_id, None) is not None:
             self._unneed(run)
+            self._tell(run)
         self.summary.rejected += 1
         self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count))
 
@@ -495,11 +503,34 @@ class Simulator:
         if not self._needs[run.needs]:
             del self._needs[run.needs]
 
+    def _tell(self, run: _Run) -> None:
+        """Log the job's object as the schedulers must now see it: queued or running, the
+        current one; else none."""
+        job_id = run.tj.job_id
+        current = run.job if job_id in self.queued or job_id in self.running else None
+        told = self._told.get(job_id)
+        if told is current:
+            return
+        if told is not None:
+            self._log.remove(told)
+        if current is None:
+            del self._told[job_id]
+        else:
+            self._log.add(current)
+            self._told[job_id] = current
+
     def _cycle(self) -> None:
-        jobs = [r.job for r in self.running.values()]
-        jobs += [r.job for r in self.queued.values()]
-        snap = Snapshot(self.server, self.queues, self.vnodes, jobs,
-                        vnodes_version=self._vnodes_version)
+        # Every job object the schedulers were told of; each reads only the log's entries
+        # since its last cycle, and the log forgets what every scheduler has read.
+        snap = Snapshot(self.server, self.queues, self.vnodes, self._told.values(),
+                        vnodes_version=self._vnodes_version, job_log=self._log)
+        read = self._log.mark
+        try:
+            self._cycles(snap)
+        finally:
+            self._log.forget(read)
+
+    def _cycles(self, snap: Snapshot) -> None:
         for sched in self.schedulers:
             result = sched.cycle(snap, self.now)
             self.summary.cycles += 1
@@ -510,6 +541,7 @@ class Simulator:
                 run = self.queued.get(decision.job_id)
                 if run is not None:
                     self._start(run, decision.exec_vnode, decision.chunks)
+                    self._tell(run)
             if result.estimates:
                 for job_id, est in result.estimates.items():
                     run = self.queued.get(job_id)
@@ -517,6 +549,7 @@ class Simulator:
                         run.attrs["estimated"] = {"start_time": est.start_time,
                                                   "exec_vnode": est.exec_vnode}
                         run.job = Job(job_id, run.attrs)
+                        self._tell(run)
 
     # -- a job's life (pbsplug.lifecycle) -------------------------------------------------------
     def _start(self, run: _Run, exec_vnode: str, chunks: list) -> None:
