@@ -1,0 +1,105 @@
+"""AccaSim 1.1.3's EASY backfilling, as a pbsplug scheduler-hook plugin, for bench_sim.py.
+
+bench_sim.py compares pbsplug's EASY with AccaSim's on KTH-SP2. The two differ in two rules
+(benchmarks/README.md, docs/simulator.md; read from AccaSim's `EASYBackfilling` and
+`FirstFit` classes):
+
+1. AccaSim does not keep a backfilled job off the blocked job's processors: its fill passes
+   no reserved nodes, so every queued job that fits starts, in queue order, whatever its
+   length. pbsplug's policy with ``strict_ordering`` false does exactly this.
+2. AccaSim plans the blocked job once, when it first blocks (running jobs end at start +
+   requested time, jobs started in the same pass at now + requested time), and does not try
+   it again before that time, even when room frees earlier; from then on it is tried first
+   at every dispatch, and the other jobs still fill behind it.
+
+This plugin adds rule 2 on top of that policy, through the kernel's scheduler hooks, with
+``estimate_limit`` 1 (the first job that does not start gets ``estimated.start_time``, which
+the simulator writes onto the job):
+
+- `sched_job_order`: the first queued job that carries an estimate and has no reservation
+  yet gets that estimate as its reservation time, once (a later cycle's estimate does not
+  move it); a reserved job that is no longer queued (it started) is forgotten.
+- `sched_node_placement`: holds the reserved job (``[]``) when it would start now while the
+  clock is before its reservation time. Plans (``placement.start`` set) are left alone.
+
+The state lives in the plugin object, so it works where the scheduler's hooks run in one
+process for the whole run: the simulator. It is a benchmark's model of another simulator,
+not a policy for a site.
+
+    [plugins.accasim_rules]
+    enabled = true
+    isolation = "inprocess"
+    [sim.scheduler]
+    strict_ordering = false
+    estimate_limit = 1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pbsplug import PluginInfo, clock, hookimpl
+
+#: The policy the plugin needs: AccaSim's unprotected fill, and an estimate for the first job
+#: that does not start (the blocked job's reservation time).
+POLICY = {"strict_ordering": False, "backfill": True, "backfill_depth": 1, "estimate_limit": 1}
+
+
+class AccasimRules:
+    """One run's state: per scheduler, the blocked job and its reservation time."""
+
+    plugin_info = PluginInfo(
+        api="1.3",
+        sim_safe=("sched_job_order", "sched_node_placement"),
+        description="AccaSim 1.1.3's EASY rules (a benchmark's model, not a site policy)",
+    )
+
+    def __init__(self) -> None:
+        self.reserved: dict[str, tuple[str, float]] = {}
+
+    @hookimpl
+    def sched_job_order(self, order: Any) -> None:
+        held = self.reserved.get(order.sched)
+        if held is not None and all(job.id != held[0] for job in order.jobs):
+            del self.reserved[order.sched]  # it started (or left the queue)
+            held = None
+        if held is not None:
+            return
+        for job in order.jobs:
+            estimate = job.estimated
+            start = estimate.get("start_time") if estimate else None
+            if start is not None:
+                self.reserved[order.sched] = (job.id, float(start))
+                return
+
+    @hookimpl
+    def sched_node_placement(self, placement: Any) -> list[str] | None:
+        held = self.reserved.get(placement.sched)
+        if (placement.start is None and held is not None and held[0] == placement.job.id
+                and clock.now() < held[1]):
+            return []
+        return None
+
+
+#: What the entry point names: one plugin object for the process (one run per process).
+plugin = AccasimRules()
+
+SITE = """
+[plugins.accasim_rules]
+enabled = true
+isolation = "inprocess"
+"""
+
+
+def write_dist(parent: Path) -> Path:
+    """``parent/site-packages`` holding the dist pbsplug-accasim-rules, whose entry point
+    ``accasim_rules`` names this module's `plugin` (this folder must be on sys.path too)."""
+    dist = parent / "site-packages"
+    dist.mkdir()
+    info = dist / "pbsplug_accasim_rules-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-accasim-rules\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[pbsplug]\naccasim_rules = accasim_rules:plugin\n")
+    return dist
