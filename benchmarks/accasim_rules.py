@@ -103,3 +103,42 @@ def write_dist(parent: Path) -> Path:
                                    "Version: 1.0\n")
     (info / "entry_points.txt").write_text("[pbsplug]\naccasim_rules = accasim_rules:plugin\n")
     return dist
+
+
+#: A small trace (4 one-cpu nodes) on which the two rules decide, and the starts AccaSim 1.1.3
+#: gives it (EASYBackfilling with FirstFit, run by bench_sim.py; seconds from the first
+#: submission). Job 3 blocks at 10 and is planned at 200 (job 2 asked for 200 s): it is held
+#: when the machine empties at 100, while job 4 fills at 150, and starts at the next dispatch
+#: after 200 (250). Job 8 fills at 1010 past job 7's planned start (1100), which delays job 7
+#: to 1510; job 9 still fills at 1150. Jobs 10 and 14 run past their requested time: job 11
+#: is planned at 2100 and tried first from then on; job 15 blocks at 3150 after job 14's
+#: planned end (3100), so it is never held. Job 18 is submitted as job 17 ends.
+TINY_SWF = """\
+; MaxNodes: 4
+; MaxProcs: 4
+1 0 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1
+2 0 -1 50 2 -1 -1 2 200 -1 1 1 1 -1 1 -1 -1 -1
+3 10 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1
+4 150 -1 30 1 -1 -1 1 30 -1 1 1 1 -1 1 -1 -1 -1
+5 250 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1
+6 1000 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1
+7 1000 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1
+8 1010 -1 500 2 -1 -1 2 500 -1 1 1 1 -1 1 -1 -1 -1
+9 1150 -1 20 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1
+10 2000 -1 300 3 -1 -1 3 100 -1 1 1 1 -1 1 -1 -1 -1
+11 2000 -1 50 2 -1 -1 2 50 -1 1 1 1 -1 1 -1 -1 -1
+12 2200 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1
+13 2205 -1 10 2 -1 -1 2 10 -1 1 1 1 -1 1 -1 -1 -1
+14 3000 -1 300 3 -1 -1 3 100 -1 1 1 1 -1 1 -1 -1 -1
+15 3150 -1 50 2 -1 -1 2 50 -1 1 1 1 -1 1 -1 -1 -1
+16 3160 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1
+17 4000 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1
+18 4100 -1 10 4 -1 -1 4 10 -1 1 1 1 -1 1 -1 -1 -1
+"""
+#: AccaSim's configuration for it: 4 nodes of one core, a processor is a core.
+TINY_CONFIG = ('{"system_name": "tiny", "start_time": 1000000, '
+               '"equivalence": {"processor": {"core": 1}}, "groups": {"g0": {"core": 1}}, '
+               '"resources": {"g0": 4}}\n')
+ACCASIM_TINY_STARTS = {"1": 0, "2": 0, "3": 250, "4": 150, "5": 350, "6": 1000, "7": 1510,
+                       "8": 1010, "9": 1150, "10": 2000, "11": 2300, "12": 2200, "13": 2300,
+                       "14": 3000, "15": 3300, "16": 3160, "17": 4000, "18": 4100}
