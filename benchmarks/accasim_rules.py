@@ -11,16 +11,22 @@ bench_sim.py compares pbsplug's EASY with AccaSim's on KTH-SP2. The two differ i
    requested time, jobs started in the same pass at now + requested time), and does not try
    it again before that time, even when room frees earlier; from then on it is tried first
    at every dispatch, and the other jobs still fill behind it.
+3. AccaSim dispatches once per instant. A job of zero run time started in a dispatch holds
+   its processors to the end of that dispatch and frees them after it, and nothing else
+   starts at that instant; pbsplug's simulator ends it at once and runs a second cycle at
+   the same instant (docs/simulator.md, "Ties and determinism"), which may start more jobs.
 
-This plugin adds rule 2 on top of that policy, through the kernel's scheduler hooks, with
-``estimate_limit`` 1 (the first job that does not start gets ``estimated.start_time``, which
-the simulator writes onto the job):
+This plugin adds rules 2 and 3 on top of that policy, through the kernel's scheduler hooks,
+with ``estimate_limit`` 1 (the first job that does not start gets ``estimated.start_time``,
+which the simulator writes onto the job):
 
 - `sched_job_order`: the first queued job that carries an estimate and has no reservation
   yet gets that estimate as its reservation time, once (a later cycle's estimate does not
-  move it); a reserved job that is no longer queued (it started) is forgotten.
-- `sched_node_placement`: holds the reserved job (``[]``) when it would start now while the
-  clock is before its reservation time. Plans (``placement.start`` set) are left alone.
+  move it); a reserved job that is no longer queued (it started) is forgotten. A cycle at
+  the same instant as the one before it is noted.
+- `sched_node_placement`: holds (``[]``) the reserved job when it would start now while the
+  clock is before its reservation time, and every job in a second cycle at one instant.
+  Plans (``placement.start`` set) are left alone.
 
 The state lives in the plugin object, so it works where the scheduler's hooks run in one
 process for the whole run: the simulator. It is a benchmark's model of another simulator,
@@ -57,9 +63,16 @@ class AccasimRules:
 
     def __init__(self) -> None:
         self.reserved: dict[str, tuple[str, float]] = {}
+        self.last_cycle: dict[str, float] = {}
+        self.again: set[str] = set()  # schedulers in a second cycle at one instant
 
     @hookimpl
     def sched_job_order(self, order: Any) -> None:
+        if self.last_cycle.get(order.sched) == order.now:
+            self.again.add(order.sched)
+        else:
+            self.again.discard(order.sched)
+        self.last_cycle[order.sched] = order.now
         held = self.reserved.get(order.sched)
         if held is not None and all(job.id != held[0] for job in order.jobs):
             del self.reserved[order.sched]  # it started (or left the queue)
@@ -75,9 +88,12 @@ class AccasimRules:
 
     @hookimpl
     def sched_node_placement(self, placement: Any) -> list[str] | None:
+        if placement.start is not None:
+            return None
+        if placement.sched in self.again:
+            return []
         held = self.reserved.get(placement.sched)
-        if (placement.start is None and held is not None and held[0] == placement.job.id
-                and clock.now() < held[1]):
+        if held is not None and held[0] == placement.job.id and clock.now() < held[1]:
             return []
         return None
 
@@ -112,7 +128,10 @@ def write_dist(parent: Path) -> Path:
 #: after 200 (250). Job 8 fills at 1010 past job 7's planned start (1100), which delays job 7
 #: to 1510; job 9 still fills at 1150. Jobs 10 and 14 run past their requested time: job 11
 #: is planned at 2100 and tried first from then on; job 15 blocks at 3150 after job 14's
-#: planned end (3100), so it is never held. Job 18 is submitted as job 17 ends.
+#: planned end (3100), so it is never held. Job 18 is submitted as job 17 ends. Job 21 runs
+#: 0 s: it takes the last free processor at 5200, where job 20 (planned at 5100) is tried
+#: first and does not fit, and job 22 waits for the next dispatch (5300), not for job 21's
+#: end at the same instant.
 TINY_SWF = """\
 ; MaxNodes: 4
 ; MaxProcs: 4
@@ -134,6 +153,10 @@ TINY_SWF = """\
 16 3160 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1
 17 4000 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1
 18 4100 -1 10 4 -1 -1 4 10 -1 1 1 1 -1 1 -1 -1 -1
+19 5000 -1 300 3 -1 -1 3 100 -1 1 1 1 -1 1 -1 -1 -1
+20 5000 -1 10 2 -1 -1 2 10 -1 1 1 1 -1 1 -1 -1 -1
+21 5200 -1 0 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1
+22 5200 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1
 """
 #: AccaSim's configuration for it: 4 nodes of one core, a processor is a core.
 TINY_CONFIG = ('{"system_name": "tiny", "start_time": 1000000, '
@@ -141,4 +164,5 @@ TINY_CONFIG = ('{"system_name": "tiny", "start_time": 1000000, '
                '"resources": {"g0": 4}}\n')
 ACCASIM_TINY_STARTS = {"1": 0, "2": 0, "3": 250, "4": 150, "5": 350, "6": 1000, "7": 1510,
                        "8": 1010, "9": 1150, "10": 2000, "11": 2300, "12": 2200, "13": 2300,
-                       "14": 3000, "15": 3300, "16": 3160, "17": 4000, "18": 4100}
+                       "14": 3000, "15": 3300, "16": 3160, "17": 4000, "18": 4100, "19": 5000,
+                       "20": 5300, "21": 5200, "22": 5300}

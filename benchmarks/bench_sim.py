@@ -62,7 +62,10 @@ RULES_DIFFER = """rules that differ, pbsplug's EASY -> AccaSim's EASY (the plugi
      it -> it is not kept off any (strict_ordering false: every job that fits starts, in order)
   2. the blocked job is planned again every cycle and starts as soon as it fits -> planned
      once, when it first blocks, and not tried before that time even if room frees earlier
-     (the plugin holds it in sched_node_placement); from then on tried first at every cycle"""
+     (the plugin holds it in sched_node_placement); from then on tried first at every cycle
+  3. a job of 0 s ends at once and a second cycle runs at the same instant -> it holds its
+     cpus to the end of the one dispatch at that instant (the plugin starts nothing in a
+     second cycle at one instant)"""
 
 
 def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None,

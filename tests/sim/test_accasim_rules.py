@@ -64,6 +64,7 @@ def test_pbsplugs_easy_decides_otherwise_on_the_same_trace(rules, tmp_path):
 
 def test_without_the_hold_the_blocked_job_starts_as_soon_as_it_fits(rules, tmp_path):
     # Rule 1 alone (strict_ordering false, no plugin): job 8 still fills past job 7's plan,
-    # but job 3 starts at 100, when it fits, not after its planned 200.
+    # but job 3 starts at 100, when it fits, not after its planned 200; and job 21's 0 s end
+    # at 5200 frees its cpu for a second cycle at 5200, which starts job 22.
     got = starts(tmp_path, rules, policy_settings("easy", {"strict_ordering": False}))
-    assert (got["3"], got["7"], got["8"]) == (100, 1510, 1010)
+    assert (got["3"], got["7"], got["8"], got["22"]) == (100, 1510, 1010, 5200)
