@@ -69,8 +69,9 @@ RULES_DIFFER = """rules that differ, pbsplug's EASY -> AccaSim's EASY (the plugi
 
 
 def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None,
-            policy: dict | None = None) -> dict:
-    """One simulation in this process: figures as a dict. `policy` sets keys over EASY's."""
+            policy: dict | None = None, starts: bool = False) -> dict:
+    """One simulation in this process: figures as a dict. `policy` sets keys over EASY's;
+    with `starts`, each job's start too."""
     import itertools
 
     from pbsplug.plugins import load_plugins
@@ -91,7 +92,14 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
     summary = sim.run(jobs)
     wall = time.perf_counter() - t0
     m = json.loads((Path(out) / "metrics.json").read_text())
-    return {"jobs": summary.jobs + summary.rejected, "wall": wall,
+    started = None
+    if starts:
+        import csv
+
+        with open(Path(out) / "out_jobs.csv", newline="") as jobs_csv:
+            started = {row["job_id"]: float(row["starting_time"])
+                       for row in csv.DictReader(jobs_csv) if row["starting_time"]}
+    return {"starts": started, "jobs": summary.jobs + summary.rejected, "wall": wall,
             "mean_wait": m.get("mean_wait_s"), "bsld": m.get("mean_bounded_slowdown"),
             "energy_kwh": m.get("energy_kwh"), "killed": summary.killed,
             "cycles": summary.cycles, "skipped": summary.cycles_skipped,
@@ -99,13 +107,14 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
 
 
 def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None,
-              policy: dict | None = None, path: str | None = None) -> dict:
+              policy: dict | None = None, path: str | None = None, starts: bool = False
+              ) -> dict:
     """One simulation in a child process; `path` goes first on its sys.path (a plugin's
     dist)."""
     out = tempfile.mkdtemp(prefix="bench-sim-out-")
     try:
         return in_child(f"one_run({str(trace)!r}, {out!r}, {limit!r}, {kill!r}, {site!r}, "
-                        f"{policy!r})", path)
+                        f"{policy!r}, {starts!r})", path)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -201,6 +210,10 @@ def run_accasim(python: str) -> dict | None:
             key, _, value = part.partition("=")
             if key in ("jobs", "mean_wait", "mean_bsld10"):
                 figures[key] = float(value.rstrip("s"))
+        with open(swf) as lines:
+            submits = {f[0]: float(f[1]) for f in map(str.split, lines)
+                       if f and not f[0].startswith(";")}
+        figures["starts"] = schedule_starts(schedule, submits)
     shutil.rmtree(work, ignore_errors=True)
     return figures
 
@@ -248,8 +261,8 @@ def tiny_check(python: str | None, site: str, path: str) -> None:
               f"job {j} {ours.get(j)} vs {theirs.get(j)}" for j in differ)))
 
 
-def pct(a: float, b: float) -> str:
-    return f"{100 * (a - b) / b:+.1f}%"
+def pct(a: float, b: float, digits: int = 1) -> str:
+    return f"{100 * (a - b) / b:+.{digits}f}%"
 
 
 def main() -> None:
@@ -279,7 +292,7 @@ def main() -> None:
         site.write_text(accasim_rules.SITE)
         tiny_check(python, str(site), dist)
         rules = run_child(KTH, None, kill=False, site=str(site), policy=accasim_rules.POLICY,
-                          path=dist)
+                          path=dist, starts=True)
         shutil.rmtree(folder, ignore_errors=True)
     acc = None
     if not args.skip_accasim:
@@ -313,9 +326,15 @@ def main() -> None:
     if acc and "mean_wait" in acc and rules:
         dw = abs(rules["mean_wait"] - acc["mean_wait"]) / acc["mean_wait"]
         db = abs(rules["bsld"] - acc["mean_bsld10"]) / acc["mean_bsld10"]
-        print(f"under AccaSim's rules: mean wait {pct(rules['mean_wait'], acc['mean_wait'])}, "
-              f"mean BSLD {pct(rules['bsld'], acc['mean_bsld10'])} against AccaSim (goal "
+        print(f"under AccaSim's rules: mean wait {pct(rules['mean_wait'], acc['mean_wait'], 2)}, "
+              f"mean BSLD {pct(rules['bsld'], acc['mean_bsld10'], 2)} against AccaSim (goal "
               f"within 2%): {'met' if dw <= 0.02 and db <= 0.02 else 'MISSED'}")
+    if acc and acc.get("starts") and rules:
+        ours, theirs = rules["starts"], acc["starts"]
+        differ = [j for j in theirs.keys() | ours.keys() if ours.get(j) != theirs.get(j)]
+        print(f"under AccaSim's rules, job by job: {len(differ):,} of {len(theirs):,} jobs "
+              "start at another time than in AccaSim's schedule"
+              + (f" (first: {', '.join(sorted(differ, key=str)[:5])})" if differ else ""))
     if rules:
         print(RULES_DIFFER)
     print(f"cycles: {kth['cycles']:,} run, {kth['skipped']:,} skipped; "
