@@ -43,9 +43,8 @@ not a policy for a site.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from pbsplug import PluginInfo, clock, hookimpl
+from pbsplug import JobOrder, Placement, PluginInfo, clock, hookimpl
 
 #: The policy the plugin needs: AccaSim's unprotected fill, and an estimate for the first job
 #: that does not start (the blocked job's reservation time).
@@ -53,7 +52,8 @@ POLICY = {"strict_ordering": False, "backfill": True, "backfill_depth": 1, "esti
 
 
 class AccasimRules:
-    """One run's state: per scheduler, the blocked job and its reservation time."""
+    """One run's state, per scheduler: the blocked job and its reservation time, and
+    whether this cycle is a second one at the same instant."""
 
     plugin_info = PluginInfo(
         api="1.3",
@@ -67,7 +67,7 @@ class AccasimRules:
         self.again: set[str] = set()  # schedulers in a second cycle at one instant
 
     @hookimpl
-    def sched_job_order(self, order: Any) -> None:
+    def sched_job_order(self, order: JobOrder) -> None:
         if self.last_cycle.get(order.sched) == order.now:
             self.again.add(order.sched)
         else:
@@ -87,7 +87,7 @@ class AccasimRules:
                 return
 
     @hookimpl
-    def sched_node_placement(self, placement: Any) -> list[str] | None:
+    def sched_node_placement(self, placement: Placement) -> list[str] | None:
         if placement.start is not None:
             return None
         if placement.sched in self.again:

@@ -18,7 +18,8 @@ Rows (issue 20):
 Each run is its own process, so its peak memory (max RSS) is its own. Results (metrics and
 Batsim CSVs, no plots) go to a temporary folder.
 
-    .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--ricc-limit N] [--power]
+    .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--skip-rules] [--skip-ricc]
+                                             [--ricc-limit N] [--power]
 """
 
 from __future__ import annotations
