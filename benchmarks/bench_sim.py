@@ -7,6 +7,9 @@ Rows (issue 20):
   same run when a Python <= 3.9 with accasim can be found (--accasim-python, else
   $ACCASIM_PYTHON, else ~/.pyenv/versions/3.9*/ with `pip install accasim` done).
   Goals: >= 20x AccaSim's jobs/s; mean wait and mean bounded slowdown within 2% of AccaSim's.
+  Beside them, pbsplug under AccaSim's EASY rules (accasim_rules.py: the plugin that
+  reproduces them through pbsplug's scheduler hooks), first checked job by job against
+  AccaSim's own schedule of a small hand-made trace (accasim_rules.TINY_SWF).
 - RICC (447,794 jobs) with EASY: goal <= 60 s and <= 150 MB peak memory (--ricc-limit N
   replays only the first N jobs).
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
@@ -15,7 +18,8 @@ Rows (issue 20):
 Each run is its own process, so its peak memory (max RSS) is its own. Results (metrics and
 Batsim CSVs, no plots) go to a temporary folder.
 
-    .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--ricc-limit N] [--power]
+    .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--skip-rules] [--skip-ricc]
+                                             [--ricc-limit N] [--power]
 """
 
 from __future__ import annotations
@@ -53,9 +57,22 @@ boot_delay = 300
 shutdown_delay = 60
 """
 
+#: What the plugin run changes (benchmarks/README.md, bench_sim.py section, says why).
+RULES_DIFFER = """rules that differ, pbsplug's EASY -> AccaSim's EASY (the plugin's run):
+  1. a job started past the blocked job's planned start is kept off the vnodes planned for
+     it -> it is not kept off any (strict_ordering false: every job that fits starts, in order)
+  2. the blocked job is planned again every cycle and starts as soon as it fits -> planned
+     once, when it first blocks, and not tried before that time even if room frees earlier
+     (the plugin holds it in sched_node_placement); from then on tried first at every cycle
+  3. a job of 0 s ends at once and a second cycle runs at the same instant -> it holds its
+     cpus to the end of the one dispatch at that instant (the plugin starts nothing in a
+     second cycle at one instant)"""
 
-def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None) -> dict:
-    """One simulation in this process: figures as a dict."""
+
+def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None,
+            policy: dict | None = None, starts: bool = False) -> dict:
+    """One simulation in this process: figures as a dict. `policy` sets keys over EASY's;
+    with `starts`, each job's start too."""
     import itertools
 
     from pbsplug.plugins import load_plugins
@@ -69,31 +86,83 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
     tr = open_trace(trace)
     machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
     sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
-    sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy"),
+    sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy", policy),
                     kill_at_walltime=kill, workdir=tempfile.mkdtemp(prefix="bench-sim-"))
     t0 = time.perf_counter()
     jobs = iter(tr) if limit is None else itertools.islice(tr, limit)
     summary = sim.run(jobs)
     wall = time.perf_counter() - t0
     m = json.loads((Path(out) / "metrics.json").read_text())
-    return {"jobs": summary.jobs + summary.rejected, "wall": wall,
+    started = None
+    if starts:
+        import csv
+
+        with open(Path(out) / "out_jobs.csv", newline="") as jobs_csv:
+            started = {row["job_id"]: float(row["starting_time"])
+                       for row in csv.DictReader(jobs_csv) if row["starting_time"]}
+    return {"starts": started, "jobs": summary.jobs + summary.rejected, "wall": wall,
             "mean_wait": m.get("mean_wait_s"), "bsld": m.get("mean_bounded_slowdown"),
             "energy_kwh": m.get("energy_kwh"), "killed": summary.killed,
             "cycles": summary.cycles, "skipped": summary.cycles_skipped,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None
+def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None,
+              policy: dict | None = None, path: str | None = None, starts: bool = False
               ) -> dict:
+    """One simulation in a child process; `path` goes first on its sys.path (a plugin's
+    dist)."""
     out = tempfile.mkdtemp(prefix="bench-sim-out-")
-    code = (f"import json,sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-            f"from bench_sim import one_run; print(json.dumps(one_run({str(trace)!r}, "
-            f"{out!r}, {limit!r}, {kill!r}, {site!r})))")
+    try:
+        return in_child(f"one_run({str(trace)!r}, {out!r}, {limit!r}, {kill!r}, {site!r}, "
+                        f"{policy!r}, {starts!r})", path)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def in_child(call: str, path: str | None = None):
+    """`call` (a call of a function of this file) in a child process: its JSON result."""
+    paths = [str(Path(__file__).parent)] + ([path] if path else [])
+    code = (f"import json,sys; sys.path[:0] = {paths!r}; import bench_sim; "
+            f"print(json.dumps(bench_sim.{call}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    shutil.rmtree(out, ignore_errors=True)
     if done.returncode != 0:
         raise SystemExit(f"simulation failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def one_starts(trace: str, site: str, policy: dict | None) -> dict[str, float]:
+    """Each job's start in one simulation of `trace` (jobs run their recorded time), in
+    this process."""
+    from pbsplug.plugins import load_plugins
+    from pbsplug.sim.engine import Simulator, policy_settings
+    from pbsplug.sim.machine import from_header
+    from pbsplug.sim.traces import open_trace
+    from pbsplug.siteconfig import load_site
+
+    class Starts:
+        """A ResultSink that keeps each job's start."""
+
+        def __init__(self) -> None:
+            self.starts: dict[str, float] = {}
+
+        def job(self, result) -> None:
+            self.starts[result.job.job_id] = result.start
+
+        def machine(self, states) -> None:
+            pass
+
+        def close(self, end) -> None:
+            pass
+
+    tr = open_trace(trace)
+    sink = Starts()
+    sim = Simulator(from_header(tr.info.max_nodes, tr.info.max_procs, trace), sink,
+                    plugins=load_plugins(load_site(Path(site)), report=False),
+                    policy=policy_settings("easy", policy), kill_at_walltime=False,
+                    workdir=tempfile.mkdtemp(prefix="bench-sim-"))
+    sim.run(iter(tr))
+    return sink.starts
 
 
 def find_accasim(explicit: str | None) -> str | None:
@@ -107,6 +176,21 @@ def find_accasim(explicit: str | None) -> str | None:
     return None
 
 
+def accasim_schedule(python: str, work: Path, swf: Path, config: str
+                     ) -> tuple[float, Path | None]:
+    """AccaSim 1.1.3 with EASY and first fit (the reference scripts) on `swf`, in `work`
+    (which holds config/): its wall time and its schedule file (sched-*), None on failure."""
+    shutil.copy(ACCASIM / "run_accasim.py", work)
+    t0 = time.perf_counter()
+    done = subprocess.run([python, "run_accasim.py", str(swf), config, "easy"],
+                          cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        print(f"AccaSim failed: {done.stderr.strip().splitlines()[-1:]}")
+        return wall, None
+    return wall, next(iter(sorted(work.glob("results_easy/sched-*"))), None)
+
+
 def run_accasim(python: str) -> dict | None:
     """AccaSim 1.1.3 on KTH-SP2 with EASY and first fit (the reference scripts)."""
     work = Path(tempfile.mkdtemp(prefix="bench-accasim-"))
@@ -117,29 +201,69 @@ def run_accasim(python: str) -> dict | None:
     with gzip.open(KTH, "rb") as src, open(swf, "wb") as dst:
         shutil.copyfileobj(src, dst)
     shutil.copytree(ACCASIM / "config", work / "config")
-    shutil.copy(ACCASIM / "run_accasim.py", work)
-    t0 = time.perf_counter()
-    done = subprocess.run([python, "run_accasim.py", str(swf), "config/KTH.config", "easy"],
-                          cwd=work, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        print(f"AccaSim failed: {done.stderr.strip().splitlines()[-1:]}")
-        return None
-    outputs = sorted(work.glob("results_easy/sched-*"))
-    figures = {"wall": wall, "jobs": 28475}
-    if outputs:
-        line = subprocess.run([sys.executable, str(ACCASIM / "metrics.py"), str(outputs[0]),
+    wall, schedule = accasim_schedule(python, work, swf, "config/KTH.config")
+    figures = None
+    if schedule is not None:
+        figures = {"wall": wall, "jobs": 28475}
+        line = subprocess.run([sys.executable, str(ACCASIM / "metrics.py"), str(schedule),
                                "100"], capture_output=True, text=True).stdout
         for part in line.split():
             key, _, value = part.partition("=")
             if key in ("jobs", "mean_wait", "mean_bsld10"):
                 figures[key] = float(value.rstrip("s"))
+        with open(swf) as lines:
+            submits = {f[0]: float(f[1]) for f in map(str.split, lines)
+                       if f and not f[0].startswith(";")}
+        figures["starts"] = schedule_starts(schedule, submits)
     shutil.rmtree(work, ignore_errors=True)
     return figures
 
 
-def pct(a: float, b: float) -> str:
-    return f"{100 * (a - b) / b:+.1f}%"
+def schedule_starts(schedule: Path, submits: dict[str, float]) -> dict[str, float]:
+    """Each job's start from AccaSim's schedule file, in the trace's seconds: its submit
+    time plus its wait (start minus queue time, both written as dates)."""
+    import datetime as dt
+
+    def date(text: str) -> dt.datetime:
+        return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+
+    starts = {}
+    for line in schedule.read_text().splitlines():
+        head, _, rest = line.partition("__")
+        fields = head.split(";")
+        start = rest.partition("__")[2].split(";")[0]
+        if len(fields) >= 3 and start:
+            job = fields[0]
+            starts[job] = submits[job] + (date(start) - date(fields[2])).total_seconds()
+    return starts
+
+
+def tiny_check(python: str | None, site: str, path: str) -> None:
+    """The plugin against AccaSim's own schedule of accasim_rules.TINY_SWF, job by job."""
+    import accasim_rules
+
+    work = Path(tempfile.mkdtemp(prefix="bench-accasim-tiny-"))
+    (work / "config").mkdir()
+    swf = work / "tiny.swf"
+    swf.write_text(accasim_rules.TINY_SWF)
+    (work / "config" / "tiny.config").write_text(accasim_rules.TINY_CONFIG)
+    submits = {line.split()[0]: float(line.split()[1])
+               for line in accasim_rules.TINY_SWF.splitlines() if not line.startswith(";")}
+    ours = in_child(f"one_starts({str(swf)!r}, {site!r}, {accasim_rules.POLICY!r})", path)
+    theirs, source = dict(accasim_rules.ACCASIM_TINY_STARTS), "as recorded (no AccaSim here)"
+    if python is not None:
+        _, schedule = accasim_schedule(python, work, swf, "config/tiny.config")
+        if schedule is not None:
+            theirs, source = schedule_starts(schedule, submits), "AccaSim in this run"
+    shutil.rmtree(work, ignore_errors=True)
+    differ = sorted((j for j in submits if ours.get(j) != theirs.get(j)), key=int)
+    print(f"small trace ({len(submits)} jobs, 4 nodes), starts under AccaSim's rules against "
+          f"{source}: " + ("all the same" if not differ else "DIFFER: " + ", ".join(
+              f"job {j} {ours.get(j)} vs {theirs.get(j)}" for j in differ)))
+
+
+def pct(a: float, b: float, digits: int = 1) -> str:
+    return f"{100 * (a - b) / b:+.{digits}f}%"
 
 
 def main() -> None:
@@ -150,15 +274,29 @@ def main() -> None:
     parser.add_argument("--skip-ricc", action="store_true")
     parser.add_argument("--power", action="store_true")
     parser.add_argument("--power-ricc", action="store_true")
+    parser.add_argument("--skip-rules", action="store_true",
+                        help="leave out the run under AccaSim's EASY rules (the plugin)")
     args = parser.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
           f"cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     kth = run_child(KTH, None, kill=True)
     same = run_child(KTH, None, kill=False)
+    python = None if args.skip_accasim else find_accasim(args.accasim_python)
+    rules = None
+    if not args.skip_rules:
+        import accasim_rules
+
+        folder = Path(tempfile.mkdtemp(prefix="bench-sim-rules-"))
+        dist = str(accasim_rules.write_dist(folder))
+        site = folder / "site.toml"
+        site.write_text(accasim_rules.SITE)
+        tiny_check(python, str(site), dist)
+        rules = run_child(KTH, None, kill=False, site=str(site), policy=accasim_rules.POLICY,
+                          path=dist, starts=True)
+        shutil.rmtree(folder, ignore_errors=True)
     acc = None
     if not args.skip_accasim:
-        python = find_accasim(args.accasim_python)
         acc = run_accasim(python) if python else None
         if python is None:
             print("AccaSim: no Python <= 3.9 with accasim found; its figure is the one "
@@ -167,8 +305,11 @@ def main() -> None:
     print("\nKTH-SP2, EASY (strict ordering, backfill depth 1, requested time, first fit)")
     print(f"{'run':44} {'wall s':>8} {'jobs/s':>9} {'mean wait s':>12} {'mean BSLD':>10} "
           f"{'peak MB':>8}")
-    for name, r in (("pbsplug, killed at walltime", kth),
-                    ("pbsplug, recorded run time (AccaSim's rule)", same)):
+    rows = [("pbsplug, killed at walltime", kth),
+            ("pbsplug, recorded run time (AccaSim's rule)", same)]
+    if rules:
+        rows.append(("pbsplug, AccaSim's EASY rules (plugin)", rules))
+    for name, r in rows:
         print(f"{name:44} {r['wall']:8.2f} {r['jobs'] / r['wall']:9,.0f} "
               f"{r['mean_wait']:12,.1f} {r['bsld']:10.2f} {r['rss_mb']:8.0f}")
     if acc:
@@ -183,6 +324,20 @@ def main() -> None:
         print(f"mean wait {pct(same['mean_wait'], acc['mean_wait'])}, mean BSLD "
               f"{pct(same['bsld'], acc['mean_bsld10'])} against AccaSim (goal within 2%): "
               f"{'met' if dw <= 0.02 and db <= 0.02 else 'MISSED'}")
+    if acc and "mean_wait" in acc and rules:
+        dw = abs(rules["mean_wait"] - acc["mean_wait"]) / acc["mean_wait"]
+        db = abs(rules["bsld"] - acc["mean_bsld10"]) / acc["mean_bsld10"]
+        print(f"under AccaSim's rules: mean wait {pct(rules['mean_wait'], acc['mean_wait'], 2)}, "
+              f"mean BSLD {pct(rules['bsld'], acc['mean_bsld10'], 2)} against AccaSim (goal "
+              f"within 2%): {'met' if dw <= 0.02 and db <= 0.02 else 'MISSED'}")
+    if acc and acc.get("starts") and rules:
+        ours, theirs = rules["starts"], acc["starts"]
+        differ = [j for j in theirs.keys() | ours.keys() if ours.get(j) != theirs.get(j)]
+        print(f"under AccaSim's rules, job by job: {len(differ):,} of {len(theirs):,} jobs "
+              "start at another time than in AccaSim's schedule"
+              + (f" (first: {', '.join(sorted(differ, key=str)[:5])})" if differ else ""))
+    if rules:
+        print(RULES_DIFFER)
     print(f"cycles: {kth['cycles']:,} run, {kth['skipped']:,} skipped; "
           f"{kth['killed']:,} jobs killed at walltime")
 
