@@ -151,8 +151,8 @@ class _Kept:
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         self.ever_memo: dict[tuple, bool] = {}
-        #: job id -> (start, end, bookings) of the jobs the last cycle started.
-        self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
+        #: job id -> (start, end, bookings, exec_vnode) of the jobs the last cycle started.
+        self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         #: Changes to the kept bookings other than adopting started jobs, so far.
         self.changes = 0
         #: The first top job's plan, left booked: (job id, shape, start, shown chunks,
@@ -176,8 +176,9 @@ class _Kept:
         self.ranked: list[tuple[tuple, int, _JobInfo]] = []
         self.rank_entry: dict[int, tuple[tuple, int, _JobInfo]] = {}  # id(job) -> entry
         self.arrivals = 0
-        #: The same entries by the ncpus the job needs, each list sorted (`_walk`).
-        self.by_ncpus: dict[int, list[tuple[tuple, int, _JobInfo]]] = {}
+        #: The same entries by the job's shape (request and walltime), each list sorted
+        #: (`_walk`): a queue of thousands holds a few dozen shapes.
+        self.by_shape: dict[tuple, list[tuple[tuple, int, _JobInfo]]] = {}
         #: The infos put in order since the last cycle (`_run_jobs` tells at once which
         #: can never run).
         self.fresh: list[_JobInfo] = []
@@ -323,9 +324,10 @@ class Scheduler:
         self.now = now
         self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
-        self._future_hard: set[str] = set()
+        #: Vnodes with a hard booking still to come, and the earliest such start.
+        self._future_hard: dict[str, float] = {}
         self._undo = []
-        self._started: dict[str, tuple[float, float, list[tuple[str, Booking]]]] = {}
+        self._started: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         try:
             entries = self._log_entries(kept, snap, queues)
             if entries is None:  # every job read
@@ -353,7 +355,7 @@ class Scheduler:
         finally:
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.
-            keep = {id(b) for _, _, made in self._started.values() for _, b in made}
+            keep = {id(b) for started in self._started.values() for _, b in started[2]}
             fresh = getattr(self, "_fresh_top", None)
             if fresh is not None:
                 keep.update(id(b) for _, b in fresh[4])
@@ -472,28 +474,36 @@ class Scheduler:
                 previous = running.get(job.id)
                 if previous is not None and previous[0] is job and previous[1][2] > now:
                     continue  # the same object: the same request, vnodes and start
-                key, chunks, place = self._running_key(job, snap, now)
+                key = self._running_key(job, snap, now)
+                if previous is not None and previous[1] == key:
+                    running[job.id] = (job, key, previous[2])
+                    heapq.heappush(expiry, (key[2], job.id))
+                    continue
+                chunks = None
                 started = kept.adopt.pop(job.id, None)
-                if started is not None:
-                    if previous is None and started[:2] == key[1:3] and \
-                            sorted(v for v, _ in started[2]) == sorted(
-                                {v for v, _ in chunks} | {v for v, b in started[2]
-                                                          if not b.resources}):
+                if started is not None and previous is None and started[:2] == key[1:3]:
+                    # Started by the last cycle: on the vnodes it chose (its exec_vnode as
+                    # the cycle wrote it, or the same vnodes written otherwise)?
+                    if started[3] != key[0]:
+                        chunks = self._running_chunks(job)
+                    if chunks is None or sorted(v for v, _ in started[2]) == sorted(
+                            {v for v, _ in chunks} | {v for v, b in started[2]
+                                                      if not b.resources}):
                         running[job.id] = (job, key, started[2])
                         heapq.heappush(expiry, (key[2], job.id))
                         continue
+                if started is not None:
                     for vnode, booking in started[2]:
                         calendar.unbook(vnode, booking)
                 if previous is not None:
-                    if previous[1] == key:
-                        running[job.id] = (job, key, previous[2])
-                        heapq.heappush(expiry, (key[2], job.id))
-                        continue
                     for vnode, booking in previous[2]:
                         calendar.unbook(vnode, booking)
                     del running[job.id]
+                if chunks is None:
+                    chunks = self._running_chunks(job)
                 if chunks:
-                    made = self._book_chunks(job.id, chunks, place, key[1], key[2], hard=True)
+                    made = self._book_chunks(job.id, chunks, job_place(job), key[1], key[2],
+                                             hard=True)
                     running[job.id] = (job, key, made)
                     heapq.heappush(expiry, (key[2], job.id))
             if gone is None:
@@ -503,8 +513,8 @@ class Scheduler:
             for job_id in stale:
                 for vnode, booking in running.pop(job_id)[2]:
                     calendar.unbook(vnode, booking)
-            for _, _, made in kept.adopt.values():  # started, then not run (runjob refused)
-                for vnode, booking in made:
+            for started in kept.adopt.values():  # started, then not run (runjob refused)
+                for vnode, booking in started[2]:
                     calendar.unbook(vnode, booking)
             kept.adopt = {}
         finally:
@@ -526,7 +536,7 @@ class Scheduler:
                 and not snap.reservations):
             for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
                 if booking.start > now:
-                    self._future_hard.add(vnode)
+                    self._note_future(vnode, booking.start)
                     self._now_cache.pop(vnode, None)
             return top
         for vnode, booking in top[4]:
@@ -598,9 +608,9 @@ class Scheduler:
         kept.ranked = sorted((info.key, n, info) for n, info in enumerate(infos))
         kept.rank_entry = {id(entry[2].job): entry for entry in kept.ranked}
         kept.arrivals = len(infos)
-        kept.by_ncpus = {}
+        kept.by_shape = {}
         for entry in kept.ranked:
-            kept.by_ncpus.setdefault(entry[2].ncpus, []).append(entry)
+            kept.by_shape.setdefault(entry[2].shape, []).append(entry)
         kept.fresh = list(infos)
 
     @staticmethod
@@ -609,7 +619,7 @@ class Scheduler:
         kept.arrivals += 1
         bisect.insort(kept.ranked, entry)
         kept.rank_entry[id(info.job)] = entry
-        bisect.insort(kept.by_ncpus.setdefault(info.ncpus, []), entry)
+        bisect.insort(kept.by_shape.setdefault(info.shape, []), entry)
         kept.fresh.append(info)
 
     @staticmethod
@@ -617,13 +627,13 @@ class Scheduler:
         entry = kept.rank_entry.pop(key, None)
         if entry is None:
             return
-        bucket = kept.by_ncpus[entry[2].ncpus]
+        bucket = kept.by_shape[entry[2].shape]
         for entries in (kept.ranked, bucket):
             at = bisect.bisect_left(entries, entry)
             if at < len(entries) and entries[at] is entry:
                 del entries[at]
         if not bucket:
-            del kept.by_ncpus[entry[2].ncpus]
+            del kept.by_shape[entry[2].shape]
 
     def _cycle_end(self, stats: CycleStats) -> None:
         if self._impls("sched_cycle_end"):
@@ -707,7 +717,11 @@ class Scheduler:
             self._free_now -= booking.applied[0]
         self._now_cache.pop(vnode, None)
         if booking.hard and booking.start > self.now:
-            self._future_hard.add(vnode)
+            self._note_future(vnode, booking.start)
+
+    def _note_future(self, vnode: str, start: float) -> None:
+        if start < self._future_hard.get(vnode, INFINITY):
+            self._future_hard[vnode] = start
 
     def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
                      start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
@@ -734,23 +748,24 @@ class Scheduler:
                     made.append((info.name, booking))
         return made
 
-    def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple[tuple, list, Place]:
-        """A running job's (exec_vnode, start, end), its chunks on this slice's vnodes and
-        its place: it holds them until its walltime ends."""
-        chunks = []
-        exec_vnode = str(job.exec_vnode or "")
-        for name, res in parse_exec_vnode(exec_vnode):
-            if name not in self.vnodes:
-                continue
-            amounts = {k: a for k, v in res.items()
-                       if (a := resource_amount(k, v)) is not None}
-            chunks.append((name, amounts))
+    def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple:
+        """A running job's (exec_vnode, start, end, place): it holds its vnodes until its
+        walltime ends."""
         walltime = job_walltime(job, snap.queues.get(job.queue), snap.server)
         start = float(job.stime or now)
         end = start + walltime if walltime is not None else INFINITY
         # A job past its walltime is about to be killed: it frees its vnodes now.
         end = max(end, now + 1)
-        return (exec_vnode, start, end, job.Resource_List["place"]), chunks, job_place(job)
+        return (str(job.exec_vnode or ""), start, end, job.Resource_List["place"])
+
+    def _running_chunks(self, job: Job) -> list[tuple[str, dict[str, int]]]:
+        """A running job's chunks on this slice's vnodes."""
+        chunks = []
+        for name, res in parse_exec_vnode(str(job.exec_vnode or "")):
+            if name in self.vnodes:
+                chunks.append((name, {k: a for k, v in res.items()
+                                      if (a := resource_amount(k, v)) is not None}))
+        return chunks
 
     def _book_reservations_held(self, reservations: list[Reservation], now: float
                                 ) -> dict[str, Reservation]:
@@ -879,7 +894,10 @@ class Scheduler:
             depth = max(depth, 1)
         top_jobs: list[str] = []
         blocked = False            # strict ordering without backfill: nothing else starts
-        failed_shapes: set[tuple] = set()
+        # Placement shape -> the shortest walltime that did not fit now: a job of the same
+        # shape needing as long or longer does not fit either (room only shrinks during a
+        # cycle, and a longer window has no more of it).
+        failed: dict[tuple, float] = {}
         estimates_left = policy.estimate_limit
         has_placement_hook = self._impls("sched_node_placement")
         # Without estimates (estimate_limit 0), a top job's plan is made only when a later
@@ -926,7 +944,7 @@ class Scheduler:
                     result.comments[info.job.id] = \
                         f"Can Never Run: {self._never_why(info, now)}"
             walk = self._walk(order, lambda: blocked or not policy.strict_ordering
-                              or 0 < depth <= len(top_jobs))
+                              or 0 < depth <= len(top_jobs), failed)
         for info in walk:
             if quiet and (self._free_now <= 0 or blocked):
                 break  # nothing else can start now, and nobody reads why
@@ -935,7 +953,7 @@ class Scheduler:
                 self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
                 continue
             chunks = None
-            if not blocked and info.shape not in failed_shapes:
+            if not blocked and info.duration < failed.get(info.shape[0], INFINITY):
                 chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
                 if chunks is not None and deferred and now + info.duration > deferred_bound:
                     for top in deferred:
@@ -944,7 +962,7 @@ class Scheduler:
                     chunks = self._fit(info, now, now + info.duration, soft=False,
                                        now_mode=True)
                 if chunks is None:
-                    failed_shapes.add(info.shape)
+                    failed[info.shape[0]] = info.duration
                 elif has_placement_hook:
                     chunks = self._placement_hook(info, chunks, now)
             if not chunks and not self._can_ever_run(info):
@@ -953,9 +971,10 @@ class Scheduler:
             if chunks:
                 made = self._book_chunks(job.id, chunks, info.place, now, info.end(now),
                                          hard=True)
-                self._started[job.id] = (now, info.end(now), made)
                 shown = _shown_chunks(info, chunks)
-                result.run.append(RunDecision(job.id, format_exec_vnode(shown), shown,
+                exec_vnode = format_exec_vnode(shown)
+                self._started[job.id] = (now, info.end(now), made, exec_vnode)
+                result.run.append(RunDecision(job.id, exec_vnode, shown,
                                               backfilled=bool(top_jobs)))
                 stats.jobs_started += 1
                 stats.jobs_backfilled += bool(top_jobs)
@@ -992,12 +1011,13 @@ class Scheduler:
             result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
 
-    def _walk(self, order: list[_JobInfo], settled: Callable[[], bool]
-              ) -> Iterator[_JobInfo]:
+    def _walk(self, order: list[_JobInfo], settled: Callable[[], bool],
+              failed: dict[tuple, float]) -> Iterator[_JobInfo]:
         """The jobs of `order` (the kept ranking's) for a quiet run loop: in order, until
         `settled` says the top jobs are set; from then on a job can only start now, so
-        only those needing no more cpus than are free now are looked at (still in order,
-        from the kept lists by ncpus), not the whole queue."""
+        only those needing no more cpus than are free now, of a shape that has not failed
+        to fit (`failed`), are looked at: still in order, from the kept lists by shape, so
+        a cycle costs the shapes queued and the jobs started, not the whole queue."""
         at = 0
         while at < len(order) and not settled():
             yield order[at]
@@ -1007,21 +1027,23 @@ class Scheduler:
         kept = self._kept
         first = kept.ranked[at]
         heap = []
-        for ncpus, bucket in kept.by_ncpus.items():
-            if ncpus <= self._free_now:
+        for shape, bucket in kept.by_shape.items():
+            if bucket[0][2].ncpus <= self._free_now:
                 i = bisect.bisect_left(bucket, first)
                 if i < len(bucket):
-                    heap.append((bucket[i], ncpus, i))
+                    heap.append((bucket[i], shape, i))
         heapq.heapify(heap)
         while heap:
-            entry, ncpus, i = heap[0]
-            if ncpus > self._free_now:  # fewer cpus free now than these need
-                heapq.heappop(heap)
+            entry, shape, i = heap[0]
+            info = entry[2]
+            if info.ncpus > self._free_now or info.duration >= failed.get(shape[0],
+                                                                           INFINITY):
+                heapq.heappop(heap)  # no job of this shape can start now
                 continue
-            yield entry[2]
-            bucket = kept.by_ncpus[ncpus]
+            yield info
+            bucket = kept.by_shape[shape]
             if i + 1 < len(bucket):
-                heapq.heapreplace(heap, (bucket[i + 1], ncpus, i + 1))
+                heapq.heapreplace(heap, (bucket[i + 1], shape, i + 1))
             else:
                 heapq.heappop(heap)
 
@@ -1076,7 +1098,7 @@ class Scheduler:
             if kept.empty is None:
                 kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
             self.calendar = kept.empty
-            self._now_cache, self._future_hard = {}, set()
+            self._now_cache, self._future_hard = {}, {}
             saved_undo, self._undo = self._undo, None
             try:
                 memo[shape] = self._fit(info, self.now, self.now + 1, soft=False,
@@ -1122,11 +1144,13 @@ class Scheduler:
         return "Insufficient amount of resource in the complex for this select and place"
 
     def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
-        if now_mode and name not in self._future_hard:
+        if now_mode and end <= self._future_hard.get(name, INFINITY):
             cached = self._now_cache.get(name, False)
             if cached is False:
-                # Vnodes with future hard bookings take the exact path below, so an instant
-                # (one second: epoch times have no finer float resolution) is enough here.
+                # A window that reaches a hard booking still to come takes the exact path
+                # below; before it, only bookings begun by now weigh, and they weigh most
+                # now: an instant (one second: epoch times have no finer float resolution)
+                # is enough here.
                 cached = self.calendar.free(name, start, start + 1.0, soft=False)
                 self._now_cache[name] = cached
             return cached
