@@ -3,8 +3,9 @@ HealthCheckProgram, SuspendProgram, ResumeProgram, ResumeFailProgram): standard 
 
 ``pbsplug slurm install`` writes one small executable per script (`program_text`), with the
 environment's interpreter as an absolute path (Slurm gives its scripts no PATH), started with
-``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``: the
-``socket`` and ``json`` modules cost more than the rest of the program) and `worker_client`,
+``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``,
+``posix``: the ``socket``, ``json`` and even ``os`` modules cost more than the rest of the
+program) and `worker_client`,
 the hook scripts' shared side of the worker, copied beside it, so that nothing more
 is loaded before the event leaves. It sends the script's name and Slurm's environment to the
 host's pbsplug worker (`worker`, with `slurm_bridge.load` and `slurm_bridge.dispatch`, in
@@ -20,7 +21,7 @@ than letting it run unchecked.
 
 import _signal
 import marshal
-import os
+import posix
 import sys
 
 try:
@@ -123,20 +124,29 @@ def run_here(config_file, request):
     return bridge(config_file, request)
 
 
+def _environ():
+    """The environment as ``os.environ`` decodes it (the file system's encoding, undecodable
+    bytes kept as surrogates), without importing ``os``."""
+    encoding = sys.getfilesystemencoding()
+    return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
+            for key, value in posix.environ.items()}
+
+
 def main(script, config_file, socket_path="", task_config="", task_socket=""):
     # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     try:
-        request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
-        if task_socket and os.geteuid() == 0:  # the TaskProlog after this Prolog needs it
+        request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
+        root = posix.geteuid() == 0
+        if task_socket and root:  # the TaskProlog after this Prolog needs it
             conn = worker_client.connect(task_socket) or worker_client.start(
                 _python(task_config), task_config, task_socket)
             if conn is not None:
                 conn.close()
         answer = None
-        if socket_path and os.geteuid() == 0:
+        if socket_path and root:
             answer = ask_worker(config_file, socket_path, request)
         if answer is None:
             answer = run_here(config_file, request)
