@@ -5,6 +5,7 @@ worker that is not there."""
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,75 @@ def test_periodic_without_an_install_is_one_line(tmp_path):
     assert done.returncode == 2
     assert f"{tmp_path / 'none'}: no pbsplug Slurm install here" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _Reads:
+    """Slurm's reading of JOB and NODE above, counted (the objects' merging needs no Slurm)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def job_and_nodes(self, job_id, names):
+        self.calls += 1
+        return job_attributes(parse_line(JOB)), {"n1": vnode_attributes(parse_line(NODE))}
+
+
+def test_the_event_reads_slurm_only_when_a_hook_needs_more_than_the_environment():
+    from pbsplug.events import Event
+
+    slurm_ = _Reads()
+    reading = slurm_bridge.Reading(slurm_, "3", "n1", {"Exit_status": 2})
+    known = {**slurm_bridge.known_job({"SLURM_JOB_USER": "alice",
+                                       "SLURM_JOB_PARTITION": "all"}, "3"), "Exit_status": 2}
+    job = slurm_bridge.SlurmJob("3", known, reading)
+    vnode = slurm_bridge.SlurmVnode("n1", reading)
+    event = Event("execjob_end", job=job, vnode_list={"n1": vnode})
+    assert (event.job.id, event.job.euser, event.job.queue, event.job.Exit_status) == (
+        "3", "alice", "all", 2)
+    event.job.comment = "mine"  # a hook's write, before the reading
+    assert slurm_.calls == 0
+    assert event.job.Resource_List["ncpus"] == 3 and slurm_.calls == 1
+    assert event.job.comment == "mine" and event.job.changes() == {"comment": "mine"}
+    assert event.job.Exit_status == 2 and event.job.Job_Name == "two words"
+    assert event.vnode_list["n1"].state == "offline" and slurm_.calls == 1  # one reading
+    assert pickle.loads(pickle.dumps(event.job)).to_dict() == event.job.to_dict()
+    assert type(pickle.loads(pickle.dumps(event.vnode_list["n1"]))).__name__ == "Vnode"
+    # A name that does not look like one is left to the reading.
+    assert slurm_bridge.known_job({"SLURM_JOB_USER": "a b", "SLURM_JOB_PARTITION": ""},
+                                  "3") == {"id": "3"}
+
+
+ENV_ONLY = """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+@hookimpl
+def execjob_begin(event):
+    if (event.job.id, event.job.euser, event.job.queue) != ("5", "bob", "debug"):
+        raise RuntimeError("not what slurmd said")
+    if "n1" not in event.vnode_list:
+        raise RuntimeError("no n1")
+"""
+
+
+def test_a_prolog_whose_hooks_read_only_the_environment_runs_no_slurm_command(dists,
+                                                                               tmp_path):
+    dists.add("envonly", ENV_ONLY)
+    site = tmp_path / "site.toml"
+    site.write_text("[plugins.envonly]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+        p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)],
+                       bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
+                       log_file="", run_dir="/run/x")
+        ctx = slurm_bridge.load(p.config)
+    finally:
+        sys.path.remove(str(dists.root))
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
+           "SLURMD_NODENAME": "n1"}
+    # /nowhere/scontrol would fail: the hook read nothing the environment does not give.
+    assert slurm_bridge.dispatch(ctx, {"script": "prolog", "env": env}) == {
+        "exit": 0, "stdout": "", "error": ""}
+    env["SLURM_JOB_USER"] = "alice"  # the hook errs: its error, not a Slurm failure
+    answer = slurm_bridge.dispatch(ctx, {"script": "prolog", "env": env})
+    assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
