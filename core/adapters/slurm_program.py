@@ -116,14 +116,18 @@ def _python(config_file):
         return json.loads(fh.read())["python"]
 
 
-def ask_worker(config_file, path, request):
-    """The worker's answer, or None when there is no worker to ask."""
+def ask_worker(config_file, path, request, meanwhile=None):
+    """The worker's answer, or None when there is no worker to ask. `meanwhile` is called
+    once the request is sent, while the worker forks and runs the event (or when there is
+    no worker)."""
     conn = worker_client.connect(path)
     if conn is None:
         conn = worker_client.start(_python(config_file), config_file, path)
     if conn is None:
+        if meanwhile is not None:
+            meanwhile()
         return None
-    data = worker_client.exchange(conn, marshal.dumps(request))
+    data = worker_client.exchange(conn, marshal.dumps(request), meanwhile)
     if not data:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
@@ -160,14 +164,20 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
     try:
         request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
         root = posix.geteuid() == 0
-        if task_socket and root:  # the TaskProlog after this Prolog needs it
-            conn = worker_client.connect(task_socket) or worker_client.start(
-                _python(task_config), task_config, task_socket)
-            if conn is not None:
-                conn.close()
+        task_worker = None
+        if task_socket and root:  # the TaskProlog after this Prolog needs it running
+
+            def task_worker():
+                conn = worker_client.connect(task_socket) or worker_client.start(
+                    _python(task_config), task_config, task_socket)
+                if conn is not None:
+                    conn.close()
+
         answer = None
         if socket_path and root:
-            answer = ask_worker(config_file, socket_path, request)
+            answer = ask_worker(config_file, socket_path, request, task_worker)
+        elif task_worker is not None:
+            task_worker()
         if answer is None:
             answer = run_here(config_file, request)
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback

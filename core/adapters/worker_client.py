@@ -26,12 +26,15 @@ def connect(path):
     return conn
 
 
-def exchange(conn, data):
+def exchange(conn, data, meanwhile=None):
     """Send `data`, then read the whole answer (the worker closes when done); b"" when the
-    worker's process ended without one. `conn` is closed."""
+    worker's process ended without one. `conn` is closed. `meanwhile`, when given, is
+    called between the two, while the worker works."""
     try:
         conn.sendall(data)
         conn.shutdown(_socket.SHUT_WR)
+        if meanwhile is not None:
+            meanwhile()
         chunks = []
         while True:
             chunk = conn.recv(1 << 16)
