@@ -172,9 +172,9 @@ class Reading:
     give, and shared by the script's events. A Prolog or Epilog whose hooks need nothing
     more costs no Slurm command at all (Slurm's docs ask scripts not to call them).
 
-    A failed reading is kept in `error`: the hook that asked gets the `SlurmError`, and the
-    script then fails as it did when the reading came first (exit 1, Slurm's own rule),
-    whatever the hook made of the exception."""
+    A failed reading is kept in `error`: the hook that asked gets the `SlurmError` (or the
+    `OSError` of a command that could not run), and the script then fails as it did when
+    the reading came first (exit 1, Slurm's own rule), whatever the hook made of it."""
 
     def __init__(self, slurm: Slurm, job_id: str, node: str,
                  extra: Mapping[str, Any] | None = None):
@@ -184,7 +184,7 @@ class Reading:
         self.extra = dict(extra or {})
         self.job: dict[str, Any] | None = None
         self.vnodes: dict[str, dict[str, Any]] = {}
-        self.error: SlurmError | None = None
+        self.error: SlurmError | OSError | None = None
 
     def get(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         if self.job is None:
@@ -192,7 +192,7 @@ class Reading:
                 raise self.error
             try:
                 job, vnodes = self.slurm.job_and_nodes(self.job_id, [self.node])
-            except SlurmError as exc:
+            except (SlurmError, OSError) as exc:
                 self.error = exc
                 raise
             self.job, self.vnodes = {**job, **self.extra}, vnodes
