@@ -19,7 +19,7 @@ the end. Measured in one run:
   ended, with no pbsplug program and with the mjf plugin installed by ``pbsplug slurm
   install --apply``.
 
-    sudo .venv/bin/python benchmarks/bench_slurm.py [--repeat 30] [--batch 40]
+    sudo .venv/bin/python benchmarks/bench_slurm.py [--repeat 30] [--batch 40] [--steps 20]
 """
 
 from __future__ import annotations
