@@ -9,12 +9,17 @@ the end. Measured in one run:
   (``#!/bin/sh`` + ``exit 0``) in the same run: pbsplug's program with a no-op plugin on
   execjob_begin, execjob_launch and execjob_end, through the node's warm worker, and without
   a worker (pbsplug and the plugin imported per script). The issue's goal: at most 20 ms per
-  script over the empty one.
+  script over the empty one. The no-op plugin reads nothing of the job, so its events cost no
+  ``scontrol``; a plugin that reads the job (``benchread``: execjob_begin and execjob_end
+  read ``Resource_List``) shows what the one ``scontrol`` reading adds.
+- **per task**: TaskProlog, run by slurmstepd before each task of a job step: ``srun -n1
+  /bin/true`` steps inside one batch job on n1, with the no-op plugin's TaskProlog
+  installed and with none (Slurm's own step cost), each the mean over the steps.
 - **throughput**: a batch of ``sbatch --wrap true`` jobs submitted at once, until all have
   ended, with no pbsplug program and with the mjf plugin installed by ``pbsplug slurm
   install --apply``.
 
-    sudo .venv/bin/python benchmarks/bench_slurm.py [--repeat 30] [--batch 40]
+    sudo .venv/bin/python benchmarks/bench_slurm.py [--repeat 30] [--batch 40] [--steps 20]
 """
 
 from __future__ import annotations
@@ -40,6 +45,32 @@ from pbsplug.adapters import slurm_program  # noqa: E402
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 GOAL_MS = 20.0
+#: A plugin whose Prolog and Epilog hooks read the job beyond what slurmd's environment says.
+READ = """
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0")
+
+
+@hookimpl
+def execjob_begin(event):
+    event.job.Resource_List["ncpus"]
+
+
+@hookimpl
+def execjob_end(event):
+    event.job.Resource_List["ncpus"]
+"""
+
+
+def write_read_plugin(dist: Path) -> None:
+    """The plugin ``benchread`` (dist pbsplug-benchread) beside benchnoop in `dist`."""
+    (dist / "pbsplug_benchread.py").write_text(READ)
+    info = dist / "pbsplug_benchread-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchread\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[pbsplug]\nbenchread = pbsplug_benchread\n")
 
 
 def install(cluster: SlurmCluster, tmp: Path, name: str, site: str, dist: Path) -> Path:
@@ -70,6 +101,19 @@ def time_script(path: Path | list[str], env: dict[str, str], repeat: int,
     return statistics.median(times)
 
 
+def step_ms(cluster: SlurmCluster, tmp: Path, name: str, steps: int) -> float:
+    """Mean wall time of one ``srun -n1 /bin/true`` step inside a batch job on n1, ms."""
+    out = tmp / f"steps-{name}"
+    script = (f"#!/bin/sh\nt0=$(date +%s%N)\nfor i in $(seq {steps}); do /usr/bin/srun -n1 "
+              f"/bin/true || exit 1; done\nt1=$(date +%s%N)\necho $((t1 - t0)) > {out}\n")
+    job = cluster.sbatch("-w", "n1", "-o", str(tmp / f"steps-{name}.log"), script=script)
+    done = cluster.wait_done(job, timeout=60 + steps * 5)
+    if done["job_state"] != "COMPLETED" or not out.exists():
+        raise SystemExit(f"the steps job {job} ended {done['job_state']}: "
+                         + (tmp / f"steps-{name}.log").read_text()[-500:])
+    return int(out.read_text()) / steps / 1e6
+
+
 def batch(cluster: SlurmCluster, jobs: int) -> float:
     t0 = time.perf_counter()
     ids = [cluster.sbatch("-p", "all", "-o", "/dev/null", script="#!/bin/sh\ntrue\n")
@@ -86,6 +130,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=30, help="runs of each script")
     parser.add_argument("--batch", type=int, default=40, help="jobs in a throughput batch")
+    parser.add_argument("--steps", type=int, default=20, help="srun steps for TaskProlog")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench_slurm.py needs root (it starts munged, slurmctld, slurmd)")
@@ -104,6 +149,7 @@ def main() -> None:
             tmp = Path(tmp_name)
             tmp.chmod(0o755)
             dist = write_dist(tmp)
+            write_read_plugin(dist)
             empty = tmp / "empty"
             empty.write_text("#!/bin/sh\nexit 0\n")
             empty.chmod(0o755)
@@ -129,12 +175,17 @@ def main() -> None:
             bare.write_text(f"#!{sys.executable} -IS\n")
             bare.chmod(0o755)
             interpreter = time_script(bare, env, args.repeat)
-            rows = {}
+            with_task = step_ms(cluster, tmp, "taskprolog", args.steps)
+            reader = install(cluster, tmp, "read", "[plugins.benchread]\nenabled = true\n",
+                             dist)
+            time_script(reader / "prolog", env, 2)  # starts its worker
+            rows, read_rows = {}, {}
             for name in ("prolog", "epilog"):
                 script_env = {**env, "SLURM_SCRIPT_CONTEXT": f"{name}_slurmd",
                               "SLURM_JOB_EXIT_CODE": "0"}
                 rows[name] = (time_script(programs / name, script_env, args.repeat),
                               time_script(no_worker / name, script_env, args.repeat))
+                read_rows[name] = time_script(reader / name, script_env, args.repeat)
             # Where a warm Prolog's time goes: the program importing its modules and no
             # more; a round trip to the worker (its fork) for a script it does not know,
             # which answers at once; the one scontrol process that reads job and node.
@@ -165,12 +216,18 @@ def main() -> None:
                       f"{'met' if added <= GOAL_MS else 'MISSED'})")
                 print(f"  {name:7s} no-op plugin, no worker     {cold:8.1f} ms   added "
                       f"{cold - floor:.1f} ms")
+                print(f"  {name:7s} plugin reading the job      {read_rows[name]:8.1f} ms   "
+                      f"added {read_rows[name] - floor:.1f} ms (one scontrol reading)")
             print("\nparts of a warm Prolog, each a fresh process (median): "
                   + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()))
 
             cluster.write_conf(plain)
             cluster.restart_controller()
             cluster.reconfigure()
+            without_task = step_ms(cluster, tmp, "none", args.steps)
+            print(f"\nper task: an srun step on n1 (mean of {args.steps} in one job): "
+                  f"{without_task:.1f} ms with no TaskProlog, {with_task:.1f} ms with the "
+                  f"no-op plugin's: added {with_task - without_task:.1f} ms")
             without = batch(cluster, args.batch)
             mjf = (f'[plugins.mjf]\nenabled = true\n[plugins.mjf.config]\n'
                    f'machinefeatures_dir = "{tmp}/mf"\njobfeatures_dir = "{tmp}/jf"\n')

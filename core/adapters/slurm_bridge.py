@@ -43,12 +43,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..events import Event
+from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .slurm_read import Slurm, SlurmError, checked_job_id
 
@@ -147,12 +149,176 @@ def _fire(ctx: Context, name: str, data: Mapping[str, Any]) -> Outcome:
     return ctx.runner.fire(Event.from_dict(name, data))
 
 
+def _fire_built(ctx: Context, name: str, objects: Mapping[str, Any]) -> Outcome:
+    """`_fire` for objects `_deferred_data` built (or plain data, once read)."""
+    if isinstance(objects.get("job"), Job):
+        return ctx.runner.fire(Event(name, **objects))
+    return _fire(ctx, name, objects)
+
+
 def _stopped(out: Outcome, job_id: str, script: str) -> None:
     (log.warning if out.kind == "reject" else log.error)(
         "%s job %s: %s %s by '%s': %s (consequence: %s%s)", script, job_id, out.event,
         "rejected" if out.kind == "reject" else f"{out.kind}", out.hook, out.detail,
         out.consequence, f", fail_action {','.join(out.fail_action)}" if out.fail_action
         else "")
+
+
+# -- Slurm's reading, taken when a hook first needs it ------------------------------------
+
+class Reading:
+    """One ``scontrol`` reading of a job and this node (`Slurm.job_and_nodes`), taken the
+    first time a hook of the script needs an attribute that Slurm's environment does not
+    give, and shared by the script's events. A Prolog or Epilog whose hooks need nothing
+    more costs no Slurm command at all (Slurm's docs ask scripts not to call them).
+
+    A failed reading is kept in `error`: the hook that asked gets the `SlurmError` (or the
+    `OSError` of a command that could not run), and the script then fails as it did when
+    the reading came first (exit 1, Slurm's own rule), whatever the hook made of it."""
+
+    def __init__(self, slurm: Slurm, job_id: str, node: str,
+                 extra: Mapping[str, Any] | None = None):
+        self.slurm = slurm
+        self.job_id = job_id
+        self.node = node
+        self.extra = dict(extra or {})
+        self.job: dict[str, Any] | None = None
+        self.vnodes: dict[str, dict[str, Any]] = {}
+        self.error: SlurmError | OSError | None = None
+
+    def get(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        if self.job is None:
+            if self.error is not None:
+                raise self.error
+            try:
+                job, vnodes = self.slurm.job_and_nodes(self.job_id, [self.node])
+            except (SlurmError, OSError) as exc:
+                self.error = exc
+                raise
+            self.job, self.vnodes = {**job, **self.extra}, vnodes
+        return self.job, self.vnodes
+
+    def check(self) -> None:
+        """The script's failure when the reading failed (`dispatch` answers exit 1)."""
+        if self.error is not None:
+            raise self.error
+
+
+class _Deferred:
+    """What `SlurmJob` and `SlurmVnode` share: the attributes named in ``_known`` answer at
+    once; reading any other, or the whole object, first completes it from the `Reading`.
+    A hook's own writes (``_changes``) are kept over what the reading brings."""
+
+    __slots__ = ()
+
+    def _complete(self) -> None:
+        reading = self._reading
+        if reading is None:
+            return
+        attrs = self._from(reading)
+        object.__setattr__(self, "_reading", None)
+        for key, value in attrs.items():
+            if key not in self._changes and key not in ("id", "name"):
+                self._attrs[key] = self._wrap(key, value)
+
+    def __getattr__(self, key: str) -> Any:
+        if not key.startswith("_") and key not in self._known:
+            self._complete()
+        return super().__getattr__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self._known:
+            self._complete()
+        return super().get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        if key not in self._known:
+            self._complete()
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self._complete()
+        return super().__iter__()
+
+    def to_dict(self) -> dict[str, Any]:
+        self._complete()
+        return super().to_dict()
+
+    def apply_changes(self, changes: Mapping[str, Any]) -> None:
+        self._complete()  # a resource change merges into the read mapping, never replaces it
+        super().apply_changes(changes)
+
+    def __reduce__(self):
+        self._complete()
+        rebuild, (_, name, attrs) = super().__reduce__()
+        return rebuild, (self._plain, name, attrs)
+
+
+class SlurmJob(_Deferred, Job):
+    """`Job` built from Slurm's environment, completed from the `Reading` when needed."""
+
+    __slots__ = ("_reading", "_known")
+    _plain = Job
+
+    def __init__(self, job_id: str, known: Mapping[str, Any], reading: Reading):
+        object.__setattr__(self, "_reading", reading)
+        object.__setattr__(self, "_known", frozenset(known) | {"id"})
+        super().__init__(job_id, known)
+
+    @staticmethod
+    def _from(reading: Reading) -> dict[str, Any]:
+        return reading.get()[0]
+
+
+class SlurmVnode(_Deferred, Vnode):
+    """This node's `Vnode`, completed from the `Reading` when needed."""
+
+    __slots__ = ("_reading", "_known")
+    _plain = Vnode
+
+    def __init__(self, name: str, reading: Reading):
+        object.__setattr__(self, "_reading", reading)
+        object.__setattr__(self, "_known", frozenset())
+        super().__init__(name)
+
+    def _from(self, reading: Reading) -> dict[str, Any]:
+        return reading.get()[1].get(self._name) or {}
+
+
+#: A user or partition name as Slurm's environment may give it; another value is left to
+#: the reading.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*")
+
+
+def known_job(env: Mapping[str, str], job_id: str) -> dict[str, Any]:
+    """What slurmd's environment for the Prolog and Epilog says of the job, as
+    `slurm_read.job_attributes` names it: the owner (``SLURM_JOB_USER``) and the partition
+    (``SLURM_JOB_PARTITION``). Only slurmd (root) sets these; a value that does not look like
+    a name is not taken, and the reading answers for it."""
+    out: dict[str, Any] = {"id": job_id}
+    user = env.get("SLURM_JOB_USER") or ""
+    if _NAME.fullmatch(user):
+        out["Job_Owner"] = out["euser"] = user
+    partition = env.get("SLURM_JOB_PARTITION") or ""
+    if _NAME.fullmatch(partition):
+        out["queue"] = partition
+    return out
+
+
+def _deferred_data(ctx: Context, env: Mapping[str, str], job_id: str, node: str,
+                   extra: Mapping[str, Any] | None = None):
+    """(reading, build): `build()` gives one event's job and vnode_list, fresh for each
+    event (as `Event.from_dict` of the same data would), over one shared reading."""
+    reading = Reading(ctx.slurm, job_id, node, extra)
+    known = {**known_job(env, job_id), **(extra or {})}
+
+    def build() -> dict[str, Any]:
+        if reading.job is not None:  # read already: plain objects from the reading
+            return {"job": reading.job, "vnode_list": reading.vnodes}
+        return {"job": SlurmJob(job_id, known, reading),
+                "vnode_list": {node: SlurmVnode(node, reading)}}
+
+    return reading, build
 
 
 # -- vnode and job changes ----------------------------------------------------------------
@@ -246,10 +412,10 @@ def prolog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
 def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
     node = this_node(env)
-    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
-    data: dict[str, Any] = {"job": job, "vnode_list": vnodes}
+    reading, build = _deferred_data(ctx, env, job_id, node)
     for name in ("execjob_begin", "execjob_prologue"):
-        out = _fire(ctx, name, data)
+        out = _fire_built(ctx, name, build())
+        reading.check()
         if not out.accepted:
             return _host_failure(ctx, out, job_id, node, "Prolog")
         apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
@@ -342,14 +508,15 @@ def _uid_of(job: Mapping[str, Any]) -> int | None:
 def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
     node = this_node(env)
-    job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
+    extra = {}
     status = env.get("SLURM_JOB_EXIT_CODE")
     if status and status.lstrip("-").isdigit():
         code = int(status)
-        job["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
-    data = {"job": job, "vnode_list": vnodes}
+        extra["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
+    reading, build = _deferred_data(ctx, env, job_id, node, extra)
     for name in ("execjob_epilogue", "execjob_end"):
-        out = _fire(ctx, name, data)
+        out = _fire_built(ctx, name, build())
+        reading.check()
         if not out.accepted:
             _stopped(out, job_id, "Epilog")  # PBS ignores them: logged, nothing else
         if out.kind in (ACCEPT, "reject"):

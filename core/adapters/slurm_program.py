@@ -3,8 +3,9 @@ HealthCheckProgram, SuspendProgram, ResumeProgram, ResumeFailProgram): standard 
 
 ``pbsplug slurm install`` writes one small executable per script (`program_text`), with the
 environment's interpreter as an absolute path (Slurm gives its scripts no PATH), started with
-``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``: the
-``socket`` and ``json`` modules cost more than the rest of the program) and `worker_client`,
+``-IS``, and importing only what the interpreter has built in (``_socket``, ``marshal``,
+``posix``: the ``socket``, ``json`` and even ``os`` modules cost more than the rest of the
+program) and `worker_client`,
 the hook scripts' shared side of the worker, copied beside it, so that nothing more
 is loaded before the event leaves. It sends the script's name and Slurm's environment to the
 host's pbsplug worker (`worker`, with `slurm_bridge.load` and `slurm_bridge.dispatch`, in
@@ -20,13 +21,17 @@ than letting it run unchecked.
 
 import _signal
 import marshal
-import os
+import posix
 import sys
 
 try:
     import worker_client  # beside this module (the copies in install's --dir): stdlib only
 except ImportError:  # imported as pbsplug.adapters.slurm_program (install, tests)
     from . import worker_client
+
+
+#: TaskProlog's request to the task worker, whole.
+TASK_REQUEST = b'{"script": "task_prolog", "env": {}, "argv": [], "answer": "marshal"}'
 
 
 def program_text(python: str, adapters_dir: str, script: str, config_file: str,
@@ -40,8 +45,8 @@ def program_text(python: str, adapters_dir: str, script: str, config_file: str,
             "import sys\n"
             f"sys.path.insert(0, {adapters_dir!r})\n"
             "import slurm_program\n"
-            f"sys.exit(slurm_program.main({script!r}, {config_file!r}, {socket_path!r}"
-            f"{extra}))\n")
+            f"slurm_program.leave(slurm_program.main({script!r}, {config_file!r}, "
+            f"{socket_path!r}{extra}))\n")
 
 
 def task_program_text(python: str, adapters_dir: str, socket_path: str) -> str:
@@ -53,25 +58,41 @@ def task_program_text(python: str, adapters_dir: str, socket_path: str) -> str:
             "import sys\n"
             f"sys.path.insert(0, {adapters_dir!r})\n"
             "import slurm_program\n"
-            f"sys.exit(slurm_program.task_main({socket_path!r}))\n")
+            f"slurm_program.leave(slurm_program.task_main({socket_path!r}))\n")
+
+
+def leave(status):
+    """End the program with `status` once its output is out, skipping the interpreter's
+    teardown (a millisecond or more per script; nothing of the program's needs it)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 1  # the output did not reach Slurm
+    posix._exit(status)
 
 
 def task_main(socket_path):
     """TaskProlog's side: the request is nothing but "this task": who asks is what the
-    kernel tells the worker. JSON both ways: the worker reads what a user sent."""
-    import json
-
+    kernel tells the worker. The request is JSON (the worker reads what a user sent); the
+    answer, from root's worker, is asked for in marshal's format, as the other programs get
+    theirs: ``json`` would cost this program more than the rest of it (``re`` comes with
+    it). A refusal that comes before the request is read is JSON still."""
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     conn = worker_client.connect(socket_path)
     if conn is None:
         print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
               "starts it)", file=sys.stderr)
         return 1
-    data = worker_client.exchange(conn, json.dumps(
-        {"script": "task_prolog", "env": {}, "argv": []}).encode())
+    data = worker_client.exchange(conn, TASK_REQUEST)
     try:
-        answer = json.loads(data) if data else None
-    except ValueError:
+        if data[:2] == b'{"':  # JSON's object; marshal has no type code '"'
+            import json
+
+            answer = json.loads(data)
+        else:
+            answer = marshal.loads(data) if data else None
+    except (ValueError, EOFError, TypeError):
         answer = None
     if not isinstance(answer, dict) or "exit" not in answer:
         print("pbsplug TaskProlog: no answer from the task worker", file=sys.stderr)
@@ -95,14 +116,18 @@ def _python(config_file):
         return json.loads(fh.read())["python"]
 
 
-def ask_worker(config_file, path, request):
-    """The worker's answer, or None when there is no worker to ask."""
+def ask_worker(config_file, path, request, meanwhile=None):
+    """The worker's answer, or None when there is no worker to ask. `meanwhile` is called
+    once the request is sent, while the worker forks and runs the event (or when there is
+    no worker)."""
     conn = worker_client.connect(path)
     if conn is None:
         conn = worker_client.start(_python(config_file), config_file, path)
     if conn is None:
+        if meanwhile is not None:
+            meanwhile()
         return None
-    data = worker_client.exchange(conn, marshal.dumps(request))
+    data = worker_client.exchange(conn, marshal.dumps(request), meanwhile)
     if not data:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
@@ -123,21 +148,36 @@ def run_here(config_file, request):
     return bridge(config_file, request)
 
 
+def _environ():
+    """The environment as ``os.environ`` decodes it (the file system's encoding, undecodable
+    bytes kept as surrogates), without importing ``os``."""
+    encoding = sys.getfilesystemencoding()
+    return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
+            for key, value in posix.environ.items()}
+
+
 def main(script, config_file, socket_path="", task_config="", task_socket=""):
     # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     try:
-        request = {"script": script, "env": dict(os.environ), "argv": sys.argv[1:]}
-        if task_socket and os.geteuid() == 0:  # the TaskProlog after this Prolog needs it
-            conn = worker_client.connect(task_socket) or worker_client.start(
-                _python(task_config), task_config, task_socket)
-            if conn is not None:
-                conn.close()
+        request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
+        root = posix.geteuid() == 0
+        task_worker = None
+        if task_socket and root:  # the TaskProlog after this Prolog needs it running
+
+            def task_worker():
+                conn = worker_client.connect(task_socket) or worker_client.start(
+                    _python(task_config), task_config, task_socket)
+                if conn is not None:
+                    conn.close()
+
         answer = None
-        if socket_path and os.geteuid() == 0:
-            answer = ask_worker(config_file, socket_path, request)
+        if socket_path and root:
+            answer = ask_worker(config_file, socket_path, request, task_worker)
+        elif task_worker is not None:
+            task_worker()
         if answer is None:
             answer = run_here(config_file, request)
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback

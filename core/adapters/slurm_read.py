@@ -178,9 +178,14 @@ def expand_hostlist(text: str) -> list[str] | None:
     return out
 
 
+#: A job id as the scripts' environment gives it (compiled at import: the worker's forked
+#: child would otherwise compile it on every event).
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
+
+
 def checked_job_id(value: Any) -> str:
     text = str(value or "")
-    if not re.fullmatch(r"[0-9]+(_[0-9]+)?", text):
+    if not _JOB_ID.fullmatch(text):
         raise SlurmError(f"SLURM_JOB_ID={text!r}: expected a job number")
     return text
 

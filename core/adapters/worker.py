@@ -14,7 +14,9 @@ What the worker loads and how a child answers are the adapter's, named in the co
 and ``dispatcher`` (called with that and the request, returns the answer as plain data).
 Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of the request's
 ``event`` and ``data``). Requests and answers are JSON, or with ``"encoding": "marshal"``
-Python's marshal format.
+Python's marshal format; a JSON request with ``"answer": "marshal"`` gets its answer in
+marshal's format (Slurm's TaskProlog, which then imports no ``json``; marshal is never read
+from a client).
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
@@ -144,6 +146,8 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
             return
         if isinstance(request, dict):  # who is asking, as the kernel says: (pid, uid, gid)
             request["_peer"] = list(_peer(conn))
+            if request.get("answer") == "marshal":  # a client that reads no JSON
+                dumps = marshal.dumps
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
@@ -151,7 +155,11 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
         outcome = {"kind": "error", "detail": f"pbsplug worker: {type(exc).__name__}: {exc}",
                    "changes": {}, "logs": [], "hook": None, "event": None}
     if outcome is not None:
-        conn.sendall(dumps(outcome))
+        try:
+            data = dumps(outcome)
+        except ValueError:  # a value marshal refuses (JSON's answer makes it a string)
+            data = _codec("json")[1](outcome)
+        conn.sendall(data)
     conn.close()
 
 

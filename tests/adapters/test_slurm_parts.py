@@ -5,6 +5,8 @@ worker that is not there."""
 from __future__ import annotations
 
 import os
+import pickle
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +195,209 @@ def test_periodic_without_an_install_is_one_line(tmp_path):
     assert done.returncode == 2
     assert f"{tmp_path / 'none'}: no pbsplug Slurm install here" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _Reads:
+    """Slurm's reading of JOB and NODE above, counted (the objects' merging needs no Slurm)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def job_and_nodes(self, job_id, names):
+        self.calls += 1
+        return job_attributes(parse_line(JOB)), {"n1": vnode_attributes(parse_line(NODE))}
+
+
+def test_the_event_reads_slurm_only_when_a_hook_needs_more_than_the_environment():
+    from pbsplug.events import Event
+
+    slurm_ = _Reads()
+    reading = slurm_bridge.Reading(slurm_, "3", "n1", {"Exit_status": 2})
+    known = {**slurm_bridge.known_job({"SLURM_JOB_USER": "alice",
+                                       "SLURM_JOB_PARTITION": "all"}, "3"), "Exit_status": 2}
+    job = slurm_bridge.SlurmJob("3", known, reading)
+    vnode = slurm_bridge.SlurmVnode("n1", reading)
+    event = Event("execjob_end", job=job, vnode_list={"n1": vnode})
+    assert (event.job.id, event.job.euser, event.job.queue, event.job.Exit_status) == (
+        "3", "alice", "all", 2)
+    event.job.comment = "mine"  # a hook's write, before the reading
+    assert slurm_.calls == 0
+    assert event.job.Resource_List["ncpus"] == 3 and slurm_.calls == 1
+    assert event.job.comment == "mine" and event.job.changes() == {"comment": "mine"}
+    assert event.job.Exit_status == 2 and event.job.Job_Name == "two words"
+    assert event.vnode_list["n1"].state == "offline" and slurm_.calls == 1  # one reading
+    assert pickle.loads(pickle.dumps(event.job)).to_dict() == event.job.to_dict()
+    assert type(pickle.loads(pickle.dumps(event.vnode_list["n1"]))).__name__ == "Vnode"
+    # A name that does not look like one is left to the reading.
+    assert slurm_bridge.known_job({"SLURM_JOB_USER": "a b", "SLURM_JOB_PARTITION": ""},
+                                  "3") == {"id": "3"}
+
+
+ENV_ONLY = """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+@hookimpl
+def execjob_begin(event):
+    if (event.job.id, event.job.euser, event.job.queue) != ("5", "bob", "debug"):
+        raise RuntimeError("not what slurmd said")
+    if "n1" not in event.vnode_list:
+        raise RuntimeError("no n1")
+"""
+
+
+def test_a_prolog_whose_hooks_read_only_the_environment_runs_no_slurm_command(dists,
+                                                                               tmp_path):
+    dists.add("envonly", ENV_ONLY)
+    site = tmp_path / "site.toml"
+    site.write_text("[plugins.envonly]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+        p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)],
+                       bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
+                       log_file="", run_dir="/run/x")
+        ctx = slurm_bridge.load(p.config)
+    finally:
+        sys.path.remove(str(dists.root))
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
+           "SLURMD_NODENAME": "n1"}
+    # /nowhere/scontrol would fail: the hook read nothing the environment does not give.
+    assert slurm_bridge.dispatch(ctx, {"script": "prolog", "env": env}) == {
+        "exit": 0, "stdout": "", "error": ""}
+    env["SLURM_JOB_USER"] = "alice"  # the hook errs: its error, not a Slurm failure
+    answer = slurm_bridge.dispatch(ctx, {"script": "prolog", "env": env})
+    assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
+
+
+CAP_DISPATCH = """
+import os
+
+def load(config):
+    return config["log"]
+
+def dispatch(log, request):
+    uid = request["_peer"][1]
+    with open(log, "a") as fh:
+        fh.write(f"{uid}\\n")
+    return {"exit": 0, "stdout": "", "error": "", "uid": uid}
+"""
+#: Holds `n` connections to the worker, sending nothing, until its stdin closes.
+HOLDER = """
+import socket, sys
+conns = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    conns.append(s)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+#: Sends one whole request and prints the answer.
+ASKER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(b'{"script": "cap"}')
+s.shutdown(socket.SHUT_WR)
+print("sent", flush=True)
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+print(data.decode(), flush=True)
+"""
+
+
+def _children(pid: int) -> int:
+    count = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            text = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if int(text[text.rindex(")") + 2:].split()[1]) == pid:
+            count += 1
+    return count
+
+
+def test_a_public_worker_serves_at_most_max_running_unprivileged_requests_in_all(tmp_path):
+    """The public socket's overall cap (`worker.MAX_RUNNING`): as many unprivileged users as
+    it takes, each at its own cap (`MAX_RUNNING_PER_UID`), fill it; one more user's request
+    then waits, though that user runs nothing, until a slot frees, while root is served at
+    once. Users here are bare uids (setpriv), on the system interpreter."""
+    import json
+    import select
+    import shutil
+
+    from pbsplug.adapters import worker
+    from pbsplug.testing import SYSTEM_PYTHON, until
+
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None or not Path(SYSTEM_PYTHON).exists():
+        pytest.skip("needs root, setpriv and /usr/bin/python3 (requests as other uids)")
+    holders = worker.MAX_RUNNING // worker.MAX_RUNNING_PER_UID
+    uids = [63001 + i for i in range(holders + 1)]
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "capdispatch.py").write_text(CAP_DISPATCH)
+    log = tmp_path / "served"
+    config = tmp_path / "cap.json"
+    config.write_text(json.dumps({"loader": "capdispatch:load", "log": str(log),
+                                  "dispatcher": "capdispatch:dispatch", "public": True,
+                                  "site_dirs": [str(code)], "deadline": 600}))
+    run = Path("/run") / f"pbsplug-cap-{os.getpid()}"  # reachable by every uid
+    sock = run / "w.sock"
+    # Holds last until the test ends them, not SEND_DEADLINE: nothing here depends on time.
+    start = ("import sys; from pbsplug.adapters import worker; worker.SEND_DEADLINE = 600.0; "
+             "sys.exit(worker.main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)])
+    procs: list[subprocess.Popen] = []
+
+    def as_uid(uid: int, program: str, *args: str) -> subprocess.Popen:
+        p = subprocess.Popen([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                              SYSTEM_PYTHON, "-c", program, str(sock), *args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                             cwd="/", env={"PATH": "/usr/bin:/bin"})
+        procs.append(p)
+        return p
+
+    try:
+        until(sock.exists, 30, "the worker's socket")
+        held = [as_uid(uid, HOLDER, str(worker.MAX_RUNNING_PER_UID)) for uid in uids[:-1]]
+        for p in held:
+            assert p.stdout.readline().strip() == b"holding"
+        until(lambda: _children(proc.pid) >= worker.MAX_RUNNING, 60,
+              f"{worker.MAX_RUNNING} requests served at once")
+        late = as_uid(uids[-1], ASKER)
+        assert late.stdout.readline().strip() == b"sent"
+        # Root is never held back; answered, it also shows the late request was accepted
+        # (connections are accepted in order) and is waiting.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(60)
+            conn.connect(str(sock))
+            conn.sendall(b'{"script": "root"}')
+            conn.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert json.loads(answer)["uid"] == 0
+        # Not answered while the others hold every slot (they hold for as long as the test
+        # says: this wait cannot fail a right worker, however slow the machine; a worker
+        # without the cap answers within it).
+        ready, _, _ = select.select([late.stdout], [], [], 3.0)
+        assert not ready, "served beyond the overall cap: " + late.stdout.read().decode()
+        with open(log, "a") as fh:
+            fh.write("released\n")
+        for p in held:  # their requests end (empty: refused), freeing the slots
+            p.stdin.close()
+        out, _ = late.communicate(timeout=60)
+        assert json.loads(out)["uid"] == uids[-1], out
+        served = log.read_text().split()
+        assert served.index("0") < served.index("released") < served.index(str(uids[-1]))
+        assert len(served) == 3  # the held connections sent nothing to serve
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(run, ignore_errors=True)

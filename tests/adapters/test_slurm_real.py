@@ -38,10 +38,19 @@ def runjob(event):
         event.reject("slurmtest: not now")
 
 
+def _known(event, what, before):
+    # What the Prolog and Epilog take from slurmd's environment, beside Slurm's reading.
+    after = (event.job.euser, event.job.queue)
+    with open(os.environ.get("SLURMTEST_LOG", "/tmp/pbsplug-slurm/slurmtest.log"), "a") as fh:
+        fh.write(f"known {what} {event.job.id} {before == after} {','.join(map(str, before))}\\n")
+
+
 @hookimpl
 def execjob_begin(event):
+    before = (event.job.euser, event.job.queue)  # read first: from the environment
     name = str(event.job.Job_Name or "")
     _note(event, "begin")
+    _known(event, "begin", before)
     if name.startswith("b-reject"):
         event.reject("slurmtest: rejected at begin")
     if name.startswith("b-delete"):
@@ -61,7 +70,9 @@ def execjob_launch(event):
 
 @hookimpl
 def execjob_end(event):
+    before = (event.job.euser, event.job.queue)
     _note(event, f"end exit={event.job.Exit_status}")
+    _known(event, "end", before)
     if str(event.job.Job_Name or "").startswith("e-reject"):
         event.reject("slurmtest: rejected at end")
 
@@ -170,6 +181,9 @@ def test_an_accepted_job_runs_every_script_and_gets_the_launch_environment(slurm
     assert f"runjob {job} ok " in lines[0] + " "
     assert any(line.startswith(f"begin {job} ok n1") for line in lines), lines
     assert any(line.startswith(f"end exit=3 {job} ok n1") for line in lines), lines
+    # The owner and partition from slurmd's environment are what Slurm's reading says.
+    assert f"known begin {job} True root,debug" in lines, lines
+    assert f"known end {job} True root,debug" in lines, lines
 
 
 def test_a_begin_reject_requeues_the_job_and_never_drains(slurmtest):
