@@ -159,6 +159,10 @@ class _Kept:
         #: bookings, `changes` when it was made). While nothing else changed and it still
         #: heads the queue, its plan is the same (jobs started since kept out of its way).
         self.top: tuple | None = None
+        #: The latest end of the running jobs' bookings taken back since that plan was
+        #: made, when that is all that changed: the plan still holds if the job still
+        #: cannot start before its planned start (`_sticky_top`).
+        self.released = -INFINITY
         self.empty: Calendar | None = None
         #: id(job) -> (job object, queue object, queue name, info or None when not
         #: eligible), for the jobs not running.
@@ -324,8 +328,11 @@ class Scheduler:
         self.now = now
         self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
-        #: Vnodes with a hard booking still to come, and the earliest such start.
-        self._future_hard: dict[str, float] = {}
+        #: Vnodes with a hard booking still to come: (the earliest such start, whether all
+        #: of them start then).
+        self._future_hard: dict[str, tuple[float, bool]] = {}
+        #: What a vnode has free from now through its one start to come (`_free`).
+        self._cross_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         try:
@@ -371,6 +378,7 @@ class Scheduler:
                 kept.top = None
             if fresh is not None:
                 kept.top = (*fresh[:5], kept.changes)
+                kept.released = -INFINITY
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
@@ -457,6 +465,7 @@ class Scheduler:
             if gone is not None and entry is not None and entry[1][2] <= now and \
                     gone.get(job_id) is not entry[0]:
                 jobs.append(entry[0])
+        released, freed = 0, -INFINITY  # bookings of jobs gone taken back, their last end
         try:
             for name in [n for n, b in kept.unavail.items()
                          if not (kept.infos[n].plan_from > now
@@ -513,13 +522,17 @@ class Scheduler:
             for job_id in stale:
                 for vnode, booking in running.pop(job_id)[2]:
                     calendar.unbook(vnode, booking)
+                    released += 1
+                    freed = max(freed, booking.end)
             for started in kept.adopt.values():  # started, then not run (runjob refused)
                 for vnode, booking in started[2]:
                     calendar.unbook(vnode, booking)
             kept.adopt = {}
         finally:
             self._undo = undo
-            if calendar.changes != before:
+            if calendar.changes == before + released:  # jobs ended, nothing else
+                kept.released = max(kept.released, freed)
+            elif calendar.changes != before:
                 kept.changes += 1
 
     def _sticky_top(self, kept: _Kept, order: list[_JobInfo], starving: set[str],
@@ -532,12 +545,16 @@ class Scheduler:
         if top is None:
             return None
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
-                and order[0].shape == top[1] and top[2] >= now and not starving
-                and not snap.reservations):
+                and order[0].shape == top[1] and top[2] > now and not starving
+                and not snap.reservations and (
+                    # jobs that ended before its start change nothing there; the plan
+                    # holds unless the room they left lets the job start sooner
+                    kept.released == -INFINITY or (
+                        kept.released <= top[2]
+                        and self._no_start_before(order[0], now) >= top[2]))):
             for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
                 if booking.start > now:
                     self._note_future(vnode, booking.start)
-                    self._now_cache.pop(vnode, None)
             return top
         for vnode, booking in top[4]:
             self.calendar.unbook(vnode, booking)
@@ -716,12 +733,19 @@ class Scheduler:
                 and booking.applied[1]:
             self._free_now -= booking.applied[0]
         self._now_cache.pop(vnode, None)
+        self._cross_cache.pop(vnode, None)
         if booking.hard and booking.start > self.now:
             self._note_future(vnode, booking.start)
 
     def _note_future(self, vnode: str, start: float) -> None:
-        if start < self._future_hard.get(vnode, INFINITY):
-            self._future_hard[vnode] = start
+        """A hard booking on `vnode` starting after now (`_free` reads these)."""
+        current = self._future_hard.get(vnode)
+        if current is None:
+            self._future_hard[vnode] = (start, True)
+        elif current[0] != start:
+            self._future_hard[vnode] = (min(current[0], start), False)
+        self._now_cache.pop(vnode, None)
+        self._cross_cache.pop(vnode, None)
 
     def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
                      start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
@@ -1144,16 +1168,29 @@ class Scheduler:
         return "Insufficient amount of resource in the complex for this select and place"
 
     def _free(self, name: str, start: float, end: float, soft: bool, now_mode: bool):
-        if now_mode and end <= self._future_hard.get(name, INFINITY):
+        if not now_mode:
+            return self.calendar.free(name, start, end, soft)
+        future = self._future_hard.get(name)
+        if future is None or end <= future[0] or future[1]:
+            # Before a hard booking still to come, only bookings begun by now weigh, and
+            # they weigh most now: an instant (one second: epoch times have no finer float
+            # resolution) is enough.
             cached = self._now_cache.get(name, False)
             if cached is False:
-                # A window that reaches a hard booking still to come takes the exact path
-                # below; before it, only bookings begun by now weigh, and they weigh most
-                # now: an instant (one second: epoch times have no finer float resolution)
-                # is enough here.
                 cached = self.calendar.free(name, start, start + 1.0, soft=False)
                 self._now_cache[name] = cached
-            return cached
+            if future is None or end <= future[0]:
+                return cached
+            # Through the one instant hard bookings are still to start at, use peaks now
+            # or then (bookings only end in between): the lesser of what is free at each.
+            cross = self._cross_cache.get(name, False)
+            if cross is False:
+                then = self.calendar.free(name, future[0], future[0] + 1.0, soft=False)
+                cross = None if cached is None or then is None else (
+                    {k: min(v, then[0].get(k, v)) for k, v in cached[0].items()},
+                    cached[1] and then[1])
+                self._cross_cache[name] = cross
+            return cross
         return self.calendar.free(name, start, end, soft)
 
     def _fit(self, info: _JobInfo, start: float, end: float, soft: bool, now_mode: bool,
