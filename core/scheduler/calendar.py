@@ -45,12 +45,47 @@ class Calendar:
         ncpus = {name: cap.get("ncpus", 0) for name, cap in capacity.items()}
         #: ncpus free on each vnode at `now`.
         self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, dict(ncpus))
-        #: Changes after `now` as (time, ncpus taken (+) or given back (-), vnode), sorted: a
-        #: sweep from `room_now` over them tells what each vnode has free at any later instant.
-        self.ncpus_events: tuple[list[tuple[float, int, str]], list[tuple[float, int, str]]] = (
-            [], [])
-        #: Ends of bookings after `now` (finite ones), sorted: when vnodes free up.
-        self.ends: tuple[list[float], list[float]] = ([], [])
+        # The changes after `now` (`timeline`): the instants, sorted; at each, the ncpus
+        # each vnode takes (+) or gives back (-); and how many bookings end then. Per
+        # instant, not per booking: a job's many vnodes share two instants, so booking one
+        # is a few dict updates, not a sorted insertion per vnode.
+        self._times: tuple[list[float], list[float]] = ([], [])
+        self._deltas: tuple[dict[float, dict[str, int]], dict[float, dict[str, int]]] = (
+            {}, {})
+        self._ending: tuple[dict[float, int], dict[float, int]] = ({}, {})
+
+    def timeline(self, kind: int
+                 ) -> tuple[list[float], dict[float, dict[str, int]], dict[float, int]]:
+        """The ncpus changes after `now`: (instants sorted, vnode -> ncpus taken (+) or
+        given back (-) at each, bookings ending at each). A sweep from `room_now[kind]`
+        over them tells what each vnode has free at any later instant (`kind` 0: hard
+        bookings only, 1: hard and soft). Callers only read them."""
+        return self._times[kind], self._deltas[kind], self._ending[kind]
+
+    def _change(self, kind: int, when: float, vnode: str, used: int, end: int) -> None:
+        """Add `used` ncpus taken on `vnode` at `when` (`end`: +1 a booking ending then,
+        -1 one taken back, 0 a start)."""
+        deltas = self._deltas[kind]
+        at = deltas.get(when)
+        if at is None:
+            at = deltas[when] = {}
+            bisect.insort(self._times[kind], when)
+        total = at.get(vnode, 0) + used
+        if total:
+            at[vnode] = total
+        else:
+            at.pop(vnode, None)
+        if end:
+            ending = self._ending[kind]
+            count = ending.get(when, 0) + end
+            if count:
+                ending[when] = count
+            else:
+                del ending[when]
+        if not at and when not in self._ending[kind]:
+            del deltas[when]
+            times = self._times[kind]
+            del times[bisect.bisect_left(times, when)]
 
     def book(self, vnode: str, booking: Booking) -> None:
         self.changes += 1
@@ -64,16 +99,15 @@ class Calendar:
             return
         cap = self.capacity[vnode].get("ncpus", 0)
         used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
-        booking.applied = (used, booking.start <= self.now)
+        started = booking.start <= self.now
+        booking.applied = (used, started)
         for kind in (0, 1) if booking.hard else (1,):
-            events = self.ncpus_events[kind]
-            if booking.start <= self.now:
+            if started:
                 self.room_now[kind][vnode] -= used
             else:
-                bisect.insort(events, (booking.start, used, vnode))
+                self._change(kind, booking.start, vnode, used, 0)
             if booking.end < INFINITY:
-                bisect.insort(events, (booking.end, -used, vnode))
-                bisect.insort(self.ends[kind], booking.end)
+                self._change(kind, booking.end, vnode, -used, 1)
 
     def unbook(self, vnode: str, booking: Booking) -> None:
         """Take back a booking `book` made (a caller that keeps a calendar between cycles
@@ -96,14 +130,12 @@ class Calendar:
             return
         used, started = booking.applied
         for kind in (0, 1) if booking.hard else (1,):
-            events = self.ncpus_events[kind]
             if started:
                 self.room_now[kind][vnode] += used
             else:
-                _remove(events, (booking.start, used, vnode))
+                self._change(kind, booking.start, vnode, -used, 0)
             if booking.end < INFINITY:
-                _remove(events, (booking.end, -used, vnode))
-                _remove(self.ends[kind], booking.end)
+                self._change(kind, booking.end, vnode, used, -1)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:
@@ -137,9 +169,3 @@ class Calendar:
                     peak[k] = current[k]
         return {k: v - peak.get(k, 0) for k, v in cap.items()}, False
 
-
-def _remove(items: list, item) -> None:
-    """Remove one `item` from the sorted list `items`."""
-    i = bisect.bisect_left(items, item)
-    if i < len(items) and items[i] == item:
-        del items[i]

@@ -1444,14 +1444,17 @@ class Scheduler:
         smallest, need = info.smallest, info.ncpus
         room = dict(calendar.room_now[0])
         avail = sum(free for free in room.values() if free >= smallest)
+        times, deltas, _ = calendar.timeline(0)
+        at = 0
+        while at < len(times) and times[at] <= now:  # changes due by now
+            avail = _apply(deltas[times[at]], room, smallest, avail, None)
+            at += 1
         if avail >= need:
             return now
-        for when, used, name in calendar.ncpus_events[0]:
-            before = room[name]
-            after = room[name] = before - used
-            avail += (after if after >= smallest else 0) - (before if before >= smallest else 0)
-            if avail >= need and used < 0:
-                return max(when, now)
+        for when in times[at:]:
+            avail = _apply(deltas[when], room, smallest, avail, None)
+            if avail >= need:
+                return when
         return INFINITY
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
@@ -1472,19 +1475,11 @@ class Scheduler:
         # job needs is passed over without trying to place it there.
         need = info.ncpus
         avail = sum(room[name] for name in roomy)
-        events = calendar.ncpus_events[kind]
+        times, deltas, ending = calendar.timeline(kind)
         i = 0
-        for t in (now, *dict.fromkeys(calendar.ends[kind])):
-            while i < len(events) and events[i][0] <= t:
-                _, used, name = events[i]
-                if name in roomy:
-                    avail -= room[name]
-                room[name] -= used
-                if room[name] >= smallest:
-                    roomy.add(name)
-                    avail += room[name]
-                else:
-                    roomy.discard(name)
+        for t in (now, *(when for when in times if when > now and when in ending)):
+            while i < len(times) and times[i] <= t:
+                avail = _apply(deltas[times[i]], room, smallest, avail, roomy)
                 i += 1
             if not roomy or avail < need:
                 continue
@@ -1500,6 +1495,24 @@ class Scheduler:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+def _apply(changes: dict[str, int], room: dict[str, int], smallest: int, avail: int,
+           roomy: set[str] | None) -> int:
+    """One instant's ncpus changes applied to `room` (and the set `roomy` of vnodes with
+    room for a chunk of `smallest` ncpus, when given): the ncpus on such vnodes after."""
+    for name, used in changes.items():
+        before = room[name]
+        after = room[name] = before - used
+        if before >= smallest:
+            avail -= before
+        if after >= smallest:
+            avail += after
+            if roomy is not None:
+                roomy.add(name)
+        elif roomy is not None:
+            roomy.discard(name)
+    return avail
+
 
 def parse_place_safe(spec: Any) -> Place:
     from ..units import parse_place
