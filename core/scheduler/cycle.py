@@ -42,7 +42,7 @@ import logging
 import math
 import operator
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,25 @@ class _Kept:
         #: (end, job id) of the running jobs' bookings: an end passed (a job running past
         #: its walltime) is booked again.
         self.expiry: list[tuple[float, str]] = []
+
+
+class _Ranked(Sequence):
+    """The infos of the kept ranking's entries, read in place (a cycle does not copy a
+    queue of thousands to look at a few of its jobs)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: list[tuple[tuple, int, _JobInfo]]):
+        self.entries = entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, at):  # an index only (a cycle never slices it)
+        return self.entries[at][2]
+
+    def __iter__(self) -> Iterator[_JobInfo]:
+        return (entry[2] for entry in self.entries)
 
 
 def resv_state(resv: Reservation) -> str:
@@ -351,8 +370,7 @@ class Scheduler:
                 self._queued_changes(kept, queued, gone_queued, snap, queues, now)
             kept.log, kept.queues = snap.job_log, queues
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
-            order, starving = self._order([entry[2] for entry in kept.ranked], now,
-                                          ranked=True)
+            order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
             self._sticky = self._sticky_top(kept, order, starving, snap, now)
             self._sticky_used = False
@@ -535,7 +553,7 @@ class Scheduler:
             elif calendar.changes != before:
                 kept.changes += 1
 
-    def _sticky_top(self, kept: _Kept, order: list[_JobInfo], starving: set[str],
+    def _sticky_top(self, kept: _Kept, order: Sequence[_JobInfo], starving: set[str],
                     snap: Snapshot, now: float) -> tuple | None:
         """The kept top job plan, when it still holds: nothing but adopted starts changed
         the kept bookings since it was made, its job still heads the queue with the same
@@ -875,14 +893,14 @@ class Scheduler:
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
         return info
 
-    def _order(self, infos: list[_JobInfo], now: float, ranked: bool = False
-               ) -> tuple[list[_JobInfo], set[str]]:
-        """The jobs in the order they are looked at (`ranked`: already sorted by key),
-        and the starving ones the sched_job_order hooks named."""
-        if not ranked:
-            infos.sort(key=lambda i: i.key)
+    def _order(self, ranked: list[tuple[tuple, int, _JobInfo]], now: float
+               ) -> tuple[Sequence[_JobInfo], set[str]]:
+        """The jobs in the order they are looked at (the kept ranking's, unless the
+        sched_job_order hooks reorder them), and the starving ones the hooks named."""
+        infos: Sequence[_JobInfo] = _Ranked(ranked)
         starving: set[str] = set()
-        if infos and self._impls("sched_job_order"):
+        if ranked and self._impls("sched_job_order"):
+            infos = list(infos)
             order = JobOrder(self.name, now, [i.job for i in infos])
             for _ in self._answers("sched_job_order", order=order):
                 pass
@@ -898,7 +916,7 @@ class Scheduler:
                 infos = first + [i for i in infos if i.job.id not in starving]
         return infos, starving
 
-    def _run_loop(self, order: list[_JobInfo], starving: set[str],
+    def _run_loop(self, order: Sequence[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         room = self._room
@@ -909,7 +927,7 @@ class Scheduler:
         finally:
             self._free_now = None
 
-    def _run_jobs(self, order: list[_JobInfo], starving: set[str],
+    def _run_jobs(self, order: Sequence[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         policy = self.policy
@@ -1035,7 +1053,7 @@ class Scheduler:
             result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
 
-    def _walk(self, order: list[_JobInfo], settled: Callable[[], bool],
+    def _walk(self, order: Sequence[_JobInfo], settled: Callable[[], bool],
               failed: dict[tuple, float]) -> Iterator[_JobInfo]:
         """The jobs of `order` (the kept ranking's) for a quiet run loop: in order, until
         `settled` says the top jobs are set; from then on a job can only start now, so

@@ -70,6 +70,9 @@ class PowerModel:
     boot: float
     shutdown: float
 
+    def __hash__(self) -> int:  # the simulator counts hosts by model at every change
+        return hash(self.name)
+
 
 @dataclass(slots=True)
 class Host:
