@@ -18,6 +18,7 @@ from pbsplug.adapters.slurm_read import (
     SlurmError,
     checked_job_id,
     duration,
+    epoch,
     expand_hostlist,
     job_attributes,
     parse_line,
@@ -81,6 +82,26 @@ def test_bad_values_are_one_line_errors():
         job_attributes({"JobId": "4", "NumCPUs": "many"})
     assert duration("UNLIMITED", "TimeLimit") is None
     assert duration("05:00", "TimeLimit") == 300
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-24T02:25:13", "2024-02-29T23:59:59", "2026-1-5T2:3:4", "2026-01-05T23:59:61",
+    "2026-03-29T02:30:00", "2026-10-25T02:30:00"])
+def test_a_slurm_time_is_what_strptime_makes_of_it(text):
+    import time
+
+    assert epoch(text, "StartTime") == int(time.mktime(time.strptime(
+        text, "%Y-%m-%dT%H:%M:%S")))
+
+
+@pytest.mark.parametrize("text", [
+    "2026-02-29T00:00:00", "2026-04-31T00:00:00", "2026-13-01T00:00:00",
+    "2026-01-00T00:00:00", "2026-01-05T24:00:00", "2026-01-05T00:60:00",
+    "2026-01-05T00:00:62", "26-01-05T00:00:00", "2026-01-05 00:00:00", "soon"])
+def test_a_time_strptime_refuses_is_a_one_line_error(text):
+    with pytest.raises(SlurmError, match=r"StartTime=.*: expected a time as YYYY-MM-DD"):
+        epoch(text, "StartTime")
+    assert epoch("(null)", "StartTime") is None and epoch("Unknown", "StartTime") is None
 
 
 def test_hostlists():
