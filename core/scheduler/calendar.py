@@ -53,6 +53,13 @@ class Calendar:
         self._deltas: tuple[dict[float, dict[str, int]], dict[float, dict[str, int]]] = (
             {}, {})
         self._ending: tuple[dict[float, int], dict[float, int]] = ({}, {})
+        #: Bookings that had not started when booked (`later`).
+        self._later = [0, 0]
+
+    def later(self, kind: int) -> int:
+        """How many bookings start after `now` (or did, after the `now` they were booked
+        at): none, and what a vnode has free at an instant it keeps until a booking ends."""
+        return self._later[kind]
 
     def timeline(self, kind: int
                  ) -> tuple[list[float], dict[float, dict[str, int]], dict[float, int]]:
@@ -105,6 +112,7 @@ class Calendar:
             if started:
                 self.room_now[kind][vnode] -= used
             else:
+                self._later[kind] += 1
                 self._change(kind, booking.start, vnode, used, 0)
             if booking.end < INFINITY:
                 self._change(kind, booking.end, vnode, -used, 1)
@@ -133,6 +141,7 @@ class Calendar:
             if started:
                 self.room_now[kind][vnode] += used
             else:
+                self._later[kind] -= 1
                 self._change(kind, booking.start, vnode, -used, 0)
             if booking.end < INFINITY:
                 self._change(kind, booking.end, vnode, used, -1)

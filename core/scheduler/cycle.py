@@ -1368,6 +1368,31 @@ class Scheduler:
                 return out
         return None
 
+    def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int]):
+        """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
+        each has free (`room`, for the whole window): the chunks, None when they do not
+        fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides)."""
+        consumable = info.chunks[0][0]
+        need = consumable.get("ncpus", 0)
+        if need <= 0:
+            return _UNSURE
+        left = len(info.chunks)
+        out: list[tuple[str, dict[str, int]]] = []
+        levels: dict[str, str] = {}
+        for v in candidates:
+            level = levels.get(v.sharing)
+            if level is None:
+                level = levels[v.sharing] = exclusivity(info.place, v.sharing)
+            if level != SHARED:
+                return _UNSURE
+            take = min(room[v.name] // need, left)
+            if take > 0:
+                out.extend([(v.name, consumable)] * take)
+                left -= take
+                if not left:
+                    return out
+        return None
+
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
         """The usable vnodes, in order, with room now for the job's smallest chunk.
 
@@ -1494,6 +1519,10 @@ class Scheduler:
         need = info.ncpus
         avail = sum(room[name] for name in roomy)
         times, deltas, ending = calendar.timeline(kind)
+        # With no booking to start later, a job's room from t on is the room at t: a job
+        # whose chunks are alike and ask only ncpus is placed from the sweep's counts.
+        counted = not calendar.later(kind) and info.alike and \
+            info.place.arrangement == "free" and set(info.chunks[0][0]) <= {"ncpus"}
         i = 0
         for t in (now, *(when for when in times if when > now and when in ending)):
             while i < len(times) and times[i] <= t:
@@ -1503,8 +1532,12 @@ class Scheduler:
                 continue
             candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
                           if v.plan_from <= t]
-            chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
-                               candidates=candidates)
+            chunks = _UNSURE
+            if counted:  # what is free from t on is what the sweep counted at t
+                chunks = self._fill(info, candidates, room)
+            if chunks is _UNSURE:
+                chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
+                                   candidates=candidates)
             if chunks is not None and has_placement_hook:
                 chunks = self._placement_hook(info, chunks, t, soft, candidates)
             if chunks is not None:
@@ -1513,6 +1546,8 @@ class Scheduler:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+_UNSURE = object()  # `_fill` cannot tell: the general placement decides
 
 def _apply(changes: dict[str, int], room: dict[str, int], smallest: int, avail: int,
            roomy: set[str] | None) -> int:
