@@ -160,9 +160,11 @@ class _Kept:
         #: heads the queue, its plan is the same (jobs started since kept out of its way).
         self.top: tuple | None = None
         #: The latest end of the running jobs' bookings taken back since that plan was
-        #: made, when that is all that changed: the plan still holds if the job still
-        #: cannot start before its planned start (`_sticky_top`).
+        #: made, when that is all that changed, and the first of their vnodes in vnode
+        #: order: the plan still holds if the job still cannot start sooner, and the room
+        #: they leave at its start is on vnodes its first fit never reached (`_sticky_top`).
         self.released = -INFINITY
+        self.released_rank = len(self.order)
         self.empty: Calendar | None = None
         #: id(job) -> (job object, queue object, queue name, info or None when not
         #: eligible), for the jobs not running.
@@ -396,7 +398,7 @@ class Scheduler:
                 kept.top = None
             if fresh is not None:
                 kept.top = (*fresh[:5], kept.changes)
-                kept.released = -INFINITY
+                kept.released, kept.released_rank = -INFINITY, len(kept.order)
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
@@ -483,7 +485,8 @@ class Scheduler:
             if gone is not None and entry is not None and entry[1][2] <= now and \
                     gone.get(job_id) is not entry[0]:
                 jobs.append(entry[0])
-        released, freed = 0, -INFINITY  # bookings of jobs gone taken back, their last end
+        # Bookings of jobs gone taken back: how many, their last end, their first vnode.
+        released, freed, lowest = 0, -INFINITY, len(kept.order)
         try:
             for name in [n for n, b in kept.unavail.items()
                          if not (kept.infos[n].plan_from > now
@@ -542,6 +545,7 @@ class Scheduler:
                     calendar.unbook(vnode, booking)
                     released += 1
                     freed = max(freed, booking.end)
+                    lowest = min(lowest, kept.rank[vnode])
             for started in kept.adopt.values():  # started, then not run (runjob refused)
                 for vnode, booking in started[2]:
                     calendar.unbook(vnode, booking)
@@ -550,6 +554,7 @@ class Scheduler:
             self._undo = undo
             if calendar.changes == before + released:  # jobs ended, nothing else
                 kept.released = max(kept.released, freed)
+                kept.released_rank = min(kept.released_rank, lowest)
             elif calendar.changes != before:
                 kept.changes += 1
 
@@ -565,10 +570,14 @@ class Scheduler:
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
                 and order[0].shape == top[1] and top[2] > now and not starving
                 and not snap.reservations and (
-                    # jobs that ended before its start change nothing there; the plan
-                    # holds unless the room they left lets the job start sooner
+                    # jobs that ended change nothing at its start if they were to end by
+                    # then, or held only vnodes after all of its own (first fit never got
+                    # that far; a pack tries whole hosts); the plan holds unless the room
+                    # they left lets the job start sooner
                     kept.released == -INFINITY or (
-                        kept.released <= top[2]
+                        (kept.released <= top[2] or (
+                            order[0].place.arrangement != "pack" and kept.released_rank > max(
+                                kept.rank[vnode] for vnode, _ in top[4])))
                         and self._no_start_before(order[0], now) >= top[2]))):
             for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
                 if booking.start > now:
