@@ -109,15 +109,13 @@ isolation = "inprocess"
 
 
 def write_dist(parent: Path) -> Path:
-    """``parent/site-packages`` holding the dist pbsplug-accasim-rules, whose entry point
+    """``parent/site-packages`` holding the dist pbsplug-accasim_rules, whose entry point
     ``accasim_rules`` names this module's `plugin` (this folder must be on sys.path too)."""
+    from noop_plugin import add_plugin  # beside this module, as the bench runs it
+
     dist = parent / "site-packages"
     dist.mkdir()
-    info = dist / "pbsplug_accasim_rules-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-accasim-rules\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[pbsplug]\naccasim_rules = accasim_rules:plugin\n")
+    add_plugin(dist, "accasim_rules", "accasim_rules:plugin")
     return dist
 
 

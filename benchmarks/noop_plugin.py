@@ -32,10 +32,18 @@ def write_dist(parent: Path) -> Path:
     """``parent/site-packages`` holding the plugin ``benchnoop`` (dist pbsplug-benchnoop)."""
     dist = parent / "site-packages"
     dist.mkdir()
-    (dist / "pbsplug_benchnoop.py").write_text(NOOP)
-    info = dist / "pbsplug_benchnoop-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
+    add_plugin(dist, "benchnoop", "pbsplug_benchnoop", NOOP)
     return dist
+
+
+def add_plugin(dist: Path, name: str, entry: str, source: str | None = None) -> None:
+    """A dist ``pbsplug-<name>`` in the folder `dist` whose entry point `name` (group
+    ``pbsplug``) is `entry` (``module`` or ``module:object``); with `source`, the module
+    ``pbsplug_<name>.py`` beside it."""
+    if source is not None:
+        (dist / f"pbsplug_{name}.py").write_text(source)
+    info = dist / f"pbsplug_{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: pbsplug-{name}\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[pbsplug]\n{name} = {entry}\n")
