@@ -58,6 +58,8 @@ import sys
 import time
 from pathlib import Path
 
+from .slurm_program import native_answer
+
 #: Seconds without an event after which the worker leaves.
 IDLE_EXIT = 600.0
 #: Largest request the worker reads (an event's plain data).
@@ -148,6 +150,13 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
             request["_peer"] = list(_peer(conn))
             if request.get("answer") == "marshal":  # a client that reads no JSON
                 dumps = marshal.dumps
+            elif request.get("answer") == "native" and encoding == "marshal":
+                # Slurm's native launcher (root only: marshal's socket): the answer as it
+                # writes it out, computed here (slurm_program.native_answer)
+                script = str(request.get("script"))
+
+                def dumps(outcome, script=script):
+                    return native_answer(script, outcome)
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
