@@ -14,6 +14,10 @@ the worker if there is none, and exits with the answer's status. Run as another 
 SlurmUser that is not root), or where no worker can be had, it imports pbsplug and runs the
 bridge in this process instead.
 
+Where install found a C compiler, slurm.conf names the native launcher instead
+(``slurm_launcher.c``, one per script beside these programs), which sends the same request
+without starting an interpreter and execs this program for everything but that fast path.
+
 A failure of pbsplug itself (no config, a worker that died) is one line on stderr and exit
 status 1: Slurm's own rule for a failed script then applies, which stops the job rather
 than letting it run unchecked.

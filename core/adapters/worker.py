@@ -16,7 +16,8 @@ Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of 
 ``event`` and ``data``). Requests and answers are JSON, or with ``"encoding": "marshal"``
 Python's marshal format; a JSON request with ``"answer": "marshal"`` gets its answer in
 marshal's format (Slurm's TaskProlog, which then imports no ``json``; marshal is never read
-from a client).
+from a client), and a marshal request with ``"answer": "native"`` gets what Slurm's native
+launcher writes out (`slurm_program.native_answer`: status and output bytes, length-prefixed).
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
