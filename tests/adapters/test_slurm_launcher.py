@@ -161,3 +161,30 @@ def test_install_builds_the_launchers_and_uninstall_removes_them(tmp_path, launc
     assert slurm._ours_native(target)
     done = slurm.uninstall(tmp_path, None)
     assert done == [f"removed {target}"] and not target.exists()
+
+
+def test_not_root_the_launcher_execs_the_python_program_with_its_arguments(launchers):
+    """A SlurmUser that is not root: nothing is sent, the Python program (here a stand-in
+    that says how it was run) gets the same arguments and environment."""
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv")
+    run = Path("/run") / f"pbsplug-launcher-user-{os.getpid()}"
+    run.mkdir(mode=0o755)
+    try:
+        stand_in = run / "prolog"
+        stand_in.write_text('#!/bin/sh\necho "python program: $0 $* $SLURM_JOB_ID"\nexit 7\n')
+        stand_in.chmod(0o755)
+        native = run / "prolog-native"
+        slurm.compile_launcher(slurm.compiler(), {
+            "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": "/run/nowhere.sock",
+            "PBSPLUG_TASK_SOCKET": "", "PBSPLUG_PYTHON": str(stand_in)}, native)
+        done = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                               str(native), "a b", "c"], env={"SLURM_JOB_ID": "9"},
+                              capture_output=True, timeout=120, cwd="/")
+        assert (done.returncode, done.stdout) == (7, f"python program: {stand_in} a b c 9\n"
+                                                  .encode())
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
