@@ -22,6 +22,7 @@ import os
 import py_compile
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,16 @@ CLIENT_MODULE = "worker_client.py"
 PROGRAM_MARK = "written by 'pbsplug slurm install'"
 BEGIN = "# BEGIN pbsplug slurm install: lines below are pbsplug's (pbsplug slurm uninstall)"
 END = "# END pbsplug slurm install"
+#: The native launcher's source (shipped in the package) and what a compiled one is named
+#: after its script's program: ``prolog`` -> ``prolog-native``.
+LAUNCHER_SOURCE = Path(__file__).with_name("slurm_launcher.c")
+NATIVE_SUFFIX = "-native"
+#: Scripts the launcher serves (the protocol of `slurm_program.main`); TaskProlog runs as the
+#: job's user and keeps its Python program.
+NATIVE_SCRIPTS = ("prolog_slurmctld", "prolog", "epilog", "epilog_slurmctld", "health_check",
+                  "suspend", "resume", "resume_fail")
+#: Characters a path built into the launcher may have (it becomes a C string literal).
+_C_SAFE = re.compile(r"^/[A-Za-z0-9/._+:@-]*$")
 #: How a slurm.conf line that pbsplug replaced is kept.
 REPLACED = "#pbsplug-replaced# "
 
@@ -123,6 +134,9 @@ class Plan:
     rows: list[dict[str, Any]] = field(default_factory=list)   # per plugin, for status
     notes: list[str] = field(default_factory=list)
     extra_files: dict[str, str] = field(default_factory=dict)  # the task worker's config
+    #: native launcher file name -> its -D definitions (`compile_launcher`); empty: Python
+    native: dict[str, dict[str, str]] = field(default_factory=dict)
+    compiler: str = ""
 
     @property
     def config_text(self) -> str:
@@ -145,8 +159,20 @@ def _where(hook: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def compiler() -> str:
+    """The C compiler install builds the launcher with (``cc``, else ``gcc``); "" if none."""
+    for name in ("cc", "gcc"):
+        found = shutil.which(name) or next(
+            (str(Path(d, name)) for d in ("/usr/bin", "/usr/local/bin")
+             if Path(d, name).exists()), None)
+        if found:
+            return found
+    return ""
+
+
 def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: str,
-         slurm_conf: str, state_dir: str, log_file: str, run_dir: str) -> Plan:
+         slurm_conf: str, state_dir: str, log_file: str, run_dir: str,
+         native: bool = True) -> Plan:
     specs: dict[str, Any] = {}
     rows = []
     events: set[str] = set()
@@ -169,6 +195,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         deadline += float(attrs.alarm) * 3 + 2  # at most three events of a script each
     directory = Path(directory)
     config_file = str(directory / CONFIG_NAME)
+    cc = compiler() if native else ""
     config = {
         "installed_by": INSTALLED_BY, "plugins": specs, "site_dirs": list(dirs),
         "python": sys.executable, "config_file": config_file,
@@ -179,6 +206,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         "deadline": deadline + 30,  # and the scontrol calls
         "encoding": "marshal",
         "slurmstepd": slurmstepd(bin_dir),
+        # in the digest: a worker that answers the native launcher is a new one
+        "launcher": "native" if cc else "python",
     }
     # The programs import slurm_program from their own folder (a copy): TaskProlog runs as
     # the job's user, who may not reach this environment's folders.
@@ -192,6 +221,10 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     extra: dict[str, str] = {}
     task_python = sys.executable
     notes = []
+    native_defs: dict[str, dict[str, str]] = {}
+    if native and not cc:
+        notes.append("no C compiler (cc, gcc) found: Slurm runs the Python programs "
+                     "(install one and run install again for the native launcher)")
     if "execjob_launch" in events and not others_can_run(sys.executable):
         task_python = "/usr/bin/python3"
         notes.append(f"TaskProlog runs as the job's user, who cannot run {sys.executable}: "
@@ -217,6 +250,17 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                                               task if script == "prolog" else None)
         programs[name] = text
         conf[key] = str(directory / name)
+        if cc and script in NATIVE_SCRIPTS:
+            defs = {"PBSPLUG_SCRIPT": script, "PBSPLUG_SOCKET": socket_path,
+                    "PBSPLUG_TASK_SOCKET": task[1] if task and script == "prolog" else "",
+                    "PBSPLUG_PYTHON": str(directory / name)}
+            if all(not v or _C_SAFE.match(v) for k, v in defs.items()
+                   if k != "PBSPLUG_SCRIPT") and len(socket_path) < 100:
+                native_defs[name + NATIVE_SUFFIX] = defs
+                conf[key] = str(directory / (name + NATIVE_SUFFIX))
+            elif not any("Python programs" in n for n in notes):
+                notes.append(f"{directory} or {run_dir} has characters the native launcher "
+                             "does not build in: Slurm runs the Python programs")
     if "SuspendProgram" in conf:
         conf.update(POWER_LINES)
     if "HealthCheckProgram" in conf:
@@ -232,7 +276,13 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         programs[CLIENT_MODULE] = (f"# {PROGRAM_MARK} from pbsplug.adapters.worker_client:"
                                    " do not edit.\n"
                                    + Path(worker_client.__file__).read_text())
-    p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra)
+    if not native_defs and cc:  # nothing native after all: planned again without it
+        again = plan(plugins, directory, dirs=dirs, bin_dir=bin_dir, slurm_conf=slurm_conf,
+                     state_dir=state_dir, log_file=log_file, run_dir=run_dir, native=False)
+        again.notes = list(dict.fromkeys(notes + again.notes))
+        return again
+    p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra,
+             native=native_defs, compiler=cc)
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
@@ -280,7 +330,57 @@ def write_programs(p: Plan) -> list[Path]:
     for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
         if name not in p.programs and _ours(p.directory / name):
             (p.directory / name).unlink()
+    for name, defs in p.native.items():
+        compile_launcher(p.compiler, defs, p.directory / name)
+        written.append(p.directory / name)
+    for _, name, _ in SCRIPTS.values():
+        path = p.directory / (name + NATIVE_SUFFIX)
+        if path.name not in p.native and _ours_native(path):
+            path.unlink()
     return written
+
+
+def compile_launcher(cc: str, defs: dict[str, str], target: Path) -> None:
+    """`LAUNCHER_SOURCE` built into `target` (0755) with `defs` as C string definitions;
+    written whole, or `SlurmInstallError` with the compiler's first lines."""
+    part = target.with_name(f".{target.name}.{os.getpid()}")
+    argv = [cc, "-O2", "-std=c99", "-Wall", "-o", str(part)]
+    argv += [f'-D{k}="{v}"' for k, v in defs.items()]
+    argv.append(str(LAUNCHER_SOURCE))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmInstallError(f"{cc}: cannot build the native launcher: {exc} (or run "
+                                "install with --no-native)") from None
+    if done.returncode != 0:
+        part.unlink(missing_ok=True)
+        first = " | ".join((done.stderr or done.stdout).strip().splitlines()[:3])
+        raise SlurmInstallError(f"{cc}: cannot build the native launcher: {first} (or run "
+                                "install with --no-native)")
+    os.chmod(part, 0o755)
+    os.replace(part, target)
+
+
+def _ours_native(path: Path) -> bool:
+    """A launcher pbsplug built (its mark is in the binary)."""
+    try:
+        if path.stat().st_size > 4 << 20:
+            return False
+        return PROGRAM_MARK.encode() in path.read_bytes()
+    except OSError:
+        return False
+
+
+def launcher(directory: Path) -> str:
+    """Which program Slurm runs for the installed scripts, in one line."""
+    have = installed_config(directory) or {}
+    found = sorted(n for _, n, _ in SCRIPTS.values()
+                   if _ours_native(Path(directory) / (n + NATIVE_SUFFIX)))
+    if have.get("launcher") == "native" and found:
+        return f"native launcher ({', '.join(n + NATIVE_SUFFIX for n in found)}); " \
+               "Python programs when it falls back"
+    return "Python programs"
 
 
 def _write(path: Path, text: str, mode: int) -> None:
@@ -397,6 +497,9 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
         if _ours(directory / name):
             (directory / name).unlink()
             done.append(f"removed {directory / name}")
+        if _ours_native(directory / (name + NATIVE_SUFFIX)):
+            (directory / (name + NATIVE_SUFFIX)).unlink()
+            done.append(f"removed {directory / (name + NATIVE_SUFFIX)}")
     if installed_config(directory) is not None:
         (directory / CONFIG_NAME).unlink()
         done.append(f"removed {directory / CONFIG_NAME}")
@@ -432,6 +535,12 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
                     problems.append(f"{p.directory / name} differs")
             except OSError:
                 problems.append(f"{p.directory / name} is missing")
+        for name in p.native:
+            if not _ours_native(p.directory / name):
+                problems.append(f"{p.directory / name} (the native launcher) is missing")
+        if have.get("launcher", "python") != p.config["launcher"]:
+            problems.append(f"installed with the {have.get('launcher', 'python')} launcher, "
+                            f"the site's options ask for the {p.config['launcher']} one")
     if conf_text is not None:
         for key, value in p.conf_lines.items():
             if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,

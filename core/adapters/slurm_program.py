@@ -14,6 +14,10 @@ the worker if there is none, and exits with the answer's status. Run as another 
 SlurmUser that is not root), or where no worker can be had, it imports pbsplug and runs the
 bridge in this process instead.
 
+Where install found a C compiler, slurm.conf names the native launcher instead
+(``slurm_launcher.c``, one per script beside these programs), which sends the same request
+without starting an interpreter and execs this program for everything but that fast path.
+
 A failure of pbsplug itself (no config, a worker that died) is one line on stderr and exit
 status 1: Slurm's own rule for a failed script then applies, which stops the job rather
 than letting it run unchecked.
@@ -107,6 +111,24 @@ def _carry_out(answer):
     if answer.get("error"):
         print(answer["error"], file=sys.stderr)
     return int(answer.get("exit") or 0)
+
+
+def native_answer(script, answer):
+    """`answer` as the native launcher (slurm_launcher.c) carries it out: what `main` and
+    `_carry_out` would write and return, computed here in the worker's child, as
+    ``PBSPLUG-ANSWER 1 <status> <stdout bytes> <stderr bytes>\\n`` and the bytes of both."""
+    if not isinstance(answer, dict) or "exit" not in answer:  # the worker's own failure
+        detail = answer.get("detail") if isinstance(answer, dict) else answer
+        status, out, err = 1, "", f"pbsplug {script}: {detail}\n"
+    else:
+        out = answer["stdout"] if answer.get("stdout") else ""
+        err = f"{answer['error']}\n" if answer.get("error") else ""
+        status = int(answer.get("exit") or 0)
+    # What Slurm's scripts' stdio is in the Python program (UTF-8, undecodable kept as is).
+    out_b = out.encode("utf-8", "surrogateescape")
+    err_b = err.encode("utf-8", "surrogateescape")
+    return b"PBSPLUG-ANSWER 1 %d %d %d\n" % (status & 0xFF, len(out_b), len(err_b)) \
+        + out_b + err_b
 
 
 def _python(config_file):

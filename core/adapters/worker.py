@@ -16,7 +16,8 @@ Without them, the PBS bridge's (`pbs_bridge.load`, and `pbs_bridge.dispatch` of 
 ``event`` and ``data``). Requests and answers are JSON, or with ``"encoding": "marshal"``
 Python's marshal format; a JSON request with ``"answer": "marshal"`` gets its answer in
 marshal's format (Slurm's TaskProlog, which then imports no ``json``; marshal is never read
-from a client).
+from a client), and a marshal request with ``"answer": "native"`` gets what Slurm's native
+launcher writes out (`slurm_program.native_answer`: status and output bytes, length-prefixed).
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
@@ -57,6 +58,8 @@ import struct
 import sys
 import time
 from pathlib import Path
+
+from .slurm_program import native_answer
 
 #: Seconds without an event after which the worker leaves.
 IDLE_EXIT = 600.0
@@ -148,6 +151,13 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
             request["_peer"] = list(_peer(conn))
             if request.get("answer") == "marshal":  # a client that reads no JSON
                 dumps = marshal.dumps
+            elif request.get("answer") == "native" and encoding == "marshal":
+                # Slurm's native launcher (root only: marshal's socket): the answer as it
+                # writes it out, computed here (slurm_program.native_answer)
+                script = str(request.get("script"))
+
+                def dumps(outcome, script=script):
+                    return native_answer(script, outcome)
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None

@@ -139,7 +139,8 @@ _SLURM_DIR = "/etc/slurm/pbsplug"
 
 
 def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_dir: str | None,
-                slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path):
+                slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path,
+                native: bool = True):
     from ..adapters import slurm
 
     state = ctx.find_root().obj
@@ -155,7 +156,7 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
     return slurm.plan(state.plugins("enabled"), directory, dirs=slurm.site_dirs(site_dir),
                       bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
                       else "", state_dir=str(state_dir), log_file=str(log_file),
-                      run_dir=str(run_dir))
+                      run_dir=str(run_dir), native=native)
 
 
 def _conf_path(slurm_conf: Path | None) -> Path:
@@ -184,6 +185,10 @@ def slurm_app() -> typer.Typer:
                            help="The workers' sockets (root only).")
     site_opt = typer.Option([], "--site-dir", metavar="DIR",
                             help="Another folder the programs import from (repeatable).")
+    native_opt = typer.Option(True, "--native/--no-native",
+                              help="Slurm runs a small C launcher (built here with cc) that "
+                                   "asks the running worker and falls back to the Python "
+                                   "program; --no-native: the Python programs only.")
 
     @app.command("install")
     def install(ctx: typer.Context,
@@ -194,13 +199,13 @@ def slurm_app() -> typer.Typer:
                 directory: Path = dir_opt, slurm_conf: Path | None = conf_opt,
                 bin_dir: str | None = bin_opt, state_dir: Path = state_opt,
                 log_file: Path = log_opt, run_dir: Path = run_opt,
-                site_dir: list[Path] = site_opt) -> None:
+                site_dir: list[Path] = site_opt, native: bool = native_opt) -> None:
         """Write one program per Slurm script the enabled plugins need, and the slurm.conf
         lines that name them."""
         from ..adapters import slurm
 
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
-                        run_dir)
+                        run_dir, native)
         for row in p.rows:
             if not row["runs"]:
                 typer.echo(f"{row['plugin']}: nothing to install: none of its hooks has a "
@@ -216,6 +221,10 @@ def slurm_app() -> typer.Typer:
                 typer.echo(f"wrote {path}")
         except OSError as exc:
             raise CliError(f"cannot write the programs in {directory}: {exc}") from None
+        except slurm.SlurmInstallError as exc:
+            raise CliError(str(exc)) from None
+        if p.conf_lines:
+            typer.echo(f"Slurm runs: {slurm.launcher(directory)}")
         conf = _conf_path(slurm_conf)
         if not p.conf_lines:
             typer.echo("no Slurm script is needed: slurm.conf is left as it is")
@@ -290,13 +299,13 @@ def slurm_app() -> typer.Typer:
                directory: Path = dir_opt, slurm_conf: Path | None = conf_opt,
                bin_dir: str | None = bin_opt, state_dir: Path = state_opt,
                log_file: Path = log_opt, run_dir: Path = run_opt,
-               site_dir: list[Path] = site_opt) -> None:
+               site_dir: list[Path] = site_opt, native: bool = native_opt) -> None:
         """Per enabled plugin: which hooks run where in Slurm, which cannot (with why), and
         whether what is installed matches the site (give the options install was given)."""
         from ..adapters import slurm
 
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
-                        run_dir)
+                        run_dir, native)
         try:
             rows = slurm.status(p, _conf_path(slurm_conf))
         except OSError as exc:
@@ -304,6 +313,7 @@ def slurm_app() -> typer.Typer:
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
+        typer.echo(f"Slurm runs: {slurm.launcher(directory)}")
         for row in rows:
             typer.echo(f"{row['plugin']}: {row['state']}")
             for hook, where in row["runs"].items():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug.adapters import slurm as slurm_module
 from pbsplug.testing import site_toml
 
 from .conftest import SLURMTEST_LOG, Installed
@@ -124,6 +125,13 @@ def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slur
     assert (slurm.dir / "pbsplug-slurm.json").stat().st_mode & 0o777 == 0o600
     status = slurm.pbsplug(None, "status", *slurm.options()).stdout
     assert "slurmtest: installed" in status
+    if slurm_module.compiler():  # the native launcher by default, its Python program beside
+        assert f"Prolog={slurm.dir}/prolog-native\n" in text
+        assert f"TaskProlog={slurm.dir}/task_prolog\n" in text  # the job's user: Python
+        assert (slurm.dir / "prolog-native").stat().st_mode & 0o777 == 0o755
+        assert "Slurm runs: native launcher (" in out and "Slurm runs: native" in status
+        python = slurm.pbsplug(None, "status", "--no-native", *slurm.options()).stdout
+        assert "installed with the native launcher" in python
     assert "not in Slurm" not in status or "queuejob" not in status
     # A second install changes nothing in slurm.conf.
     slurm.pbsplug(None, "install", "--apply", *slurm.options())
@@ -134,6 +142,15 @@ def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slur
     assert slurm.cluster.conf.read_text() == own
     assert not slurm.dir.exists()
     slurm.cluster.conf.write_text(before)
+
+
+def test_no_native_installs_the_python_programs(slurm, dists):
+    dists.add("slurmtest", SLURMTEST)
+    out = slurm.pbsplug(site_toml("slurmtest"), "install", "--no-native",
+                        *slurm.options()).stdout
+    assert "Slurm runs: Python programs" in out
+    assert f"Prolog={slurm.dir}/prolog\n" in out
+    assert not (slurm.dir / "prolog-native").exists()
 
 
 def test_status_lists_events_with_no_slurm_script(slurm, dists):

@@ -1,0 +1,190 @@
+"""The native launcher (slurm_launcher.c) against the Python program it stands in for: the
+same request reaches a real worker, and the same answers come out as the same exit status
+and bytes on stdout and stderr; where it cannot ask (no worker, an environment it does not
+send itself), it is the Python program."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pbsplug.adapters import slurm, slurm_program
+from pbsplug.testing import until
+
+#: A dispatcher that answers what the request's PBSPLUG_TEST_ANSWER says (a Python literal),
+#: and, for "echo", the request it got (without who sent it).
+ECHO_DISPATCH = """
+import ast
+
+def load(config):
+    return None
+
+def dispatch(_, request):
+    said = request["env"].get("PBSPLUG_TEST_ANSWER", "echo")
+    if said == "echo":
+        seen = {k: v for k, v in request.items() if k not in ("_peer", "answer")}
+        env = dict(seen["env"])
+        env.pop("LC_CTYPE", None)  # the Python program's own locale coercion (PEP 538)
+        seen["env"] = env
+        return {"exit": 0, "stdout": repr(sorted(seen.items())) + "\\n", "error": ""}
+    return ast.literal_eval(said)
+"""
+
+#: Runs argv[1] with an environment that names A twice (execve itself: no dict can).
+EXEC_TWICE = """
+import ctypes, sys
+strings = lambda *s: (ctypes.c_char_p * (len(s) + 1))(*[x.encode() for x in s], None)
+ctypes.CDLL(None, use_errno=True).execve(sys.argv[1].encode(), strings(sys.argv[1]),
+                                         strings("A=first", "A=second"))
+sys.exit("execve failed")
+"""
+
+ANSWERS = [
+    {"exit": 0, "stdout": "", "error": ""},
+    {"exit": 1, "stdout": "", "error": "pbsplug prolog: rejected by hook x"},
+    {"exit": 3, "stdout": "two\nlines\n", "error": "and an error"},
+    {"exit": 0, "stdout": "caf\u00e9 \u2603 no newline at the end", "error": None},
+    {"exit": True, "stdout": "x\n"},
+    {"exit": 256 + 7, "stdout": "", "error": ""},
+    {"exit": None, "stdout": "", "error": "exit None is 0"},
+    {"kind": "error", "detail": "pbsplug worker: RuntimeError: broken"},
+    "not a dict",
+]
+
+
+@pytest.fixture(scope="module")
+def launchers(tmp_path_factory):
+    """A worker with ECHO_DISPATCH, a Python program and a launcher for it; another pair
+    whose socket has no worker and whose config is missing."""
+    cc = slurm.compiler()
+    if not cc:
+        if os.environ.get("CI") == "true":
+            pytest.fail("a C compiler is needed under CI", pytrace=False)
+        pytest.skip("no C compiler (cc, gcc)")
+    if os.geteuid() != 0:
+        pytest.skip("the launcher asks the worker only as root (else it is the Python program)")
+    tmp = tmp_path_factory.mktemp("launcher")
+    code = tmp / "code"
+    code.mkdir()
+    (code / "echodispatch.py").write_text(ECHO_DISPATCH)
+    config = tmp / "config.json"
+    config.write_text(json.dumps({"loader": "echodispatch:load", "python": sys.executable,
+                                  "dispatcher": "echodispatch:dispatch", "site_dirs":
+                                  [str(code)], "encoding": "marshal", "deadline": 60}))
+    run = Path("/run") / f"pbsplug-launcher-{os.getpid()}"
+    sock = run / "w.sock"
+    adapters = str(Path(slurm_program.__file__).parent)
+    pairs = {}
+    for kind, conf, path in (("worker", config, sock),
+                             ("none", tmp / "missing.json", run / "none.sock")):
+        program = tmp / f"prolog-{kind}"
+        program.write_text(slurm_program.program_text(sys.executable, adapters, "prolog",
+                                                      str(conf), str(path)))
+        program.chmod(0o755)
+        native = tmp / f"prolog-{kind}-native"
+        slurm.compile_launcher(cc, {"PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": str(path),
+                                    "PBSPLUG_TASK_SOCKET": "", "PBSPLUG_PYTHON": str(program)},
+                               native)
+        pairs[kind] = (str(program), str(native))
+    proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
+                             str(config)], env={**os.environ, "PYTHONPATH": str(code)})
+    try:
+        until(sock.exists, 60, "the worker's socket")
+        yield pairs
+    finally:
+        proc.kill()
+        proc.wait()
+        for leftover in run.glob("*"):
+            leftover.unlink()
+        run.rmdir()
+
+
+def _run(program: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([program, *args], env=env, capture_output=True, timeout=120)
+
+
+def _same(pair, env, *args) -> subprocess.CompletedProcess:
+    python, native = (_run(p, env, *args) for p in pair)
+    assert (native.returncode, native.stdout, native.stderr) == (
+        python.returncode, python.stdout, python.stderr)
+    return native
+
+
+def test_the_launcher_sends_the_request_the_python_program_sends(launchers):
+    env = {"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "n1", "EMPTY": "", "EQ": "a=b=c",
+           "SPACES": " two  words "}
+    done = _same(launchers["worker"], env, "arg one", "", "n[1-3]")
+    assert b"'SLURM_JOB_ID': '42'" in done.stdout and b"'n[1-3]'" in done.stdout
+    assert b"'script', 'prolog'" in done.stdout
+
+
+@pytest.mark.parametrize("answer", ANSWERS, ids=range(len(ANSWERS)))
+def test_the_launcher_carries_out_each_answer_as_the_python_program_does(launchers, answer):
+    done = _same(launchers["worker"], {"PBSPLUG_TEST_ANSWER": repr(answer)})
+    if isinstance(answer, dict) and "exit" in answer:
+        assert done.returncode == int(answer["exit"] or 0) & 0xFF
+    else:
+        assert done.returncode == 1
+
+
+def test_an_environment_it_does_not_send_itself_goes_to_the_python_program(launchers):
+    """Non-ASCII (the Python program decodes it) and a name twice (Python keeps the first):
+    the launcher execs the Python program, which asks the worker itself."""
+    for env in ({"SLURM_JOB_NAME": "caf\u00e9", "A": "1"},):
+        _same(launchers["worker"], env)
+    python, native = launchers["worker"]
+    one = subprocess.run([sys.executable, "-c", EXEC_TWICE, python], capture_output=True,
+                         timeout=120)
+    other = subprocess.run([sys.executable, "-c", EXEC_TWICE, native], capture_output=True,
+                           timeout=120)
+    assert (other.returncode, other.stdout, other.stderr) == (
+        one.returncode, one.stdout, one.stderr)
+    assert b"'A': 'first'" in other.stdout
+
+
+def test_without_a_worker_the_launcher_is_the_python_program(launchers):
+    done = _same(launchers["none"], {"SLURM_JOB_ID": "1"})
+    assert done.returncode == 1 and b"missing.json" in done.stderr
+
+
+def test_install_builds_the_launchers_and_uninstall_removes_them(tmp_path, launchers):
+    target = tmp_path / "prolog-native"
+    slurm.compile_launcher(slurm.compiler(), {
+        "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": "/run/x.sock", "PBSPLUG_TASK_SOCKET": "",
+        "PBSPLUG_PYTHON": "/nowhere/prolog"}, target)
+    assert target.stat().st_mode & 0o777 == 0o755
+    assert slurm._ours_native(target)
+    done = slurm.uninstall(tmp_path, None)
+    assert done == [f"removed {target}"] and not target.exists()
+
+
+def test_not_root_the_launcher_execs_the_python_program_with_its_arguments(launchers):
+    """A SlurmUser that is not root: nothing is sent, the Python program (here a stand-in
+    that says how it was run) gets the same arguments and environment."""
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv")
+    run = Path("/run") / f"pbsplug-launcher-user-{os.getpid()}"
+    run.mkdir(mode=0o755)
+    try:
+        stand_in = run / "prolog"
+        stand_in.write_text('#!/bin/sh\necho "python program: $0 $* $SLURM_JOB_ID"\nexit 7\n')
+        stand_in.chmod(0o755)
+        native = run / "prolog-native"
+        slurm.compile_launcher(slurm.compiler(), {
+            "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": "/run/nowhere.sock",
+            "PBSPLUG_TASK_SOCKET": "", "PBSPLUG_PYTHON": str(stand_in)}, native)
+        done = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                               str(native), "a b", "c"], env={"SLURM_JOB_ID": "9"},
+                              capture_output=True, timeout=120, cwd="/")
+        assert (done.returncode, done.stdout) == (7, f"python program: {stand_in} a b c 9\n"
+                                                  .encode())
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
