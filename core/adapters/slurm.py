@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,13 +161,18 @@ def _where(hook: str) -> tuple[str | None, str | None]:
 
 
 def compiler() -> str:
-    """The C compiler install builds the launcher with (``cc``, else ``gcc``); "" if none."""
+    """The C compiler install builds the launcher with (``cc``, else ``gcc``), from the
+    system's folders only (never the caller's PATH: install runs as root), root's and
+    writable by no one else; "" if none."""
     for name in ("cc", "gcc"):
-        found = shutil.which(name) or next(
-            (str(Path(d, name)) for d in ("/usr/bin", "/usr/local/bin")
-             if Path(d, name).exists()), None)
-        if found:
-            return found
+        for folder in ("/usr/bin", "/usr/local/bin"):
+            found = Path(folder, name)
+            try:
+                st = found.stat()
+            except OSError:
+                continue
+            if st.st_uid == 0 and not st.st_mode & 0o022 and os.access(found, os.X_OK):
+                return str(found)
     return ""
 
 
@@ -310,7 +316,8 @@ def _row(record: PluginRecord) -> dict[str, Any]:
 def write_programs(p: Plan) -> list[Path]:
     """The programs and the config, written whole (config 0600: it holds the site's plugin
     configuration; programs 0755). Programs of scripts no longer needed are removed."""
-    p.directory.mkdir(parents=True, exist_ok=True)
+    p.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _check_private(p.directory)
     written = []
     _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
     written.append(p.directory / CONFIG_NAME)
@@ -343,23 +350,29 @@ def write_programs(p: Plan) -> list[Path]:
 def compile_launcher(cc: str, defs: dict[str, str], target: Path) -> None:
     """`LAUNCHER_SOURCE` built into `target` (0755) with `defs` as C string definitions;
     written whole, or `SlurmInstallError` with the compiler's first lines."""
-    part = target.with_name(f".{target.name}.{os.getpid()}")
-    argv = [cc, "-O2", "-std=c99", "-Wall", "-o", str(part)]
+    # Built in a private folder of its own, under umask 077, then opened up and moved into
+    # place: nobody else ever holds the binary open for writing.
+    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    part = build / target.name
+    argv = [cc, "-O2", "-std=c99", "-Wall", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2",
+            "-o", str(part)]
     argv += [f'-D{k}="{v}"' for k, v in defs.items()]
     argv.append(str(LAUNCHER_SOURCE))
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                              env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LC_ALL": "C"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SlurmInstallError(f"{cc}: cannot build the native launcher: {exc} (or run "
-                                "install with --no-native)") from None
-    if done.returncode != 0:
-        part.unlink(missing_ok=True)
-        first = " | ".join((done.stderr or done.stdout).strip().splitlines()[:3])
-        raise SlurmInstallError(f"{cc}: cannot build the native launcher: {first} (or run "
-                                "install with --no-native)")
-    os.chmod(part, 0o755)
-    os.replace(part, target)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120, umask=0o077,
+                                  env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LC_ALL": "C"})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SlurmInstallError(f"{cc}: cannot build the native launcher: {exc} (or run "
+                                    "install with --no-native)") from None
+        if done.returncode != 0:
+            first = " | ".join((done.stderr or done.stdout).strip().splitlines()[:3])
+            raise SlurmInstallError(f"{cc}: cannot build the native launcher: {first} (or "
+                                    "run install with --no-native)")
+        os.chmod(part, 0o755)
+        os.replace(part, target)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
 
 
 def _ours_native(path: Path) -> bool:
@@ -383,9 +396,21 @@ def launcher(directory: Path) -> str:
     return "Python programs"
 
 
+def _check_private(directory: Path) -> None:
+    """Install's folder must be root's (or the installer's) and writable by no one else:
+    slurmd runs what is in it as root."""
+    st = directory.stat()
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise SlurmInstallError(f"{directory}: owned by uid {st.st_uid} with mode "
+                                f"{st.st_mode & 0o777:o}; install needs a folder of its own "
+                                "that no other user can write (slurmd runs its programs as "
+                                "root)")
+
+
 def _write(path: Path, text: str, mode: int) -> None:
     part = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    part.unlink(missing_ok=True)  # never through a name someone left there
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.chmod(part, mode)

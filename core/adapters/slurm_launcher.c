@@ -130,6 +130,8 @@ static int build_request(struct buf *b, char **argv, char **envp)
         if (++count > MAX_ENTRIES)
             return 0;
         size_t len = strnlen(*e, (size_t)MAX_STRING + 1);
+        if (len > MAX_STRING)
+            return 0; /* longer than the request may carry: the Python program's */
         const char *eq = memchr(*e, '=', len);
         if (eq == NULL)
             continue; /* Python's os.environ skips these too */
@@ -173,6 +175,15 @@ static int connect_to(const char *path)
             close(fd);
             return -1;
         }
+    }
+    /* Only a root worker is told anything: a socket someone else planted there is no
+     * worker (the Python program, which checks the folder, decides instead). */
+    struct ucred peer;
+    socklen_t size = sizeof(peer);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || size != sizeof(peer)
+        || peer.uid != 0) {
+        close(fd);
+        return -1;
     }
     return fd;
 }

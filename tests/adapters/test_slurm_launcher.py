@@ -188,3 +188,56 @@ def test_not_root_the_launcher_execs_the_python_program_with_its_arguments(launc
                                                   .encode())
     finally:
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_socket_another_user_planted_is_told_nothing(launchers, tmp_path):
+    """A user who got to plant a socket where the worker's should be (a run folder they can
+    write) hears nothing from the launcher: it asks only a root peer, else it is the Python
+    program (here a stand-in that says so)."""
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or not Path("/usr/bin/python3").exists():
+        pytest.skip("needs setpriv and /usr/bin/python3 (the planter's interpreter)")
+    run = Path("/run") / f"pbsplug-launcher-plant-{os.getpid()}"
+    run.mkdir(mode=0o755)
+    os.chown(run, 65534, 65534)
+    sock, heard = run / "w.sock", run / "heard"
+    planter = subprocess.Popen(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+         "import socket, sys\n"
+         "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)\n"
+         "c, _ = s.accept(); c.settimeout(30); data = b''\n"
+         "while chunk := c.recv(65536): data += chunk\n"
+         "open(sys.argv[2], 'w').write(str(len(data)))\n", str(sock), str(heard)])
+    try:
+        until(sock.exists, 30, "the planted socket")
+        stand_in = tmp_path / "prolog"
+        stand_in.write_text('#!/bin/sh\necho "python program"\nexit 5\n')
+        stand_in.chmod(0o755)
+        native = tmp_path / "prolog-native"
+        slurm.compile_launcher(slurm.compiler(), {
+            "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": str(sock), "PBSPLUG_TASK_SOCKET": "",
+            "PBSPLUG_PYTHON": str(stand_in)}, native)
+        done = _run(str(native), {"SLURM_JOB_ID": "7", "SECRET": "the job's environment"})
+        assert (done.returncode, done.stdout) == (5, b"python program\n")
+        until(heard.exists, 30, "the planter's count")
+        assert heard.read_text() == "0"
+    finally:
+        planter.kill()
+        planter.wait()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def test_install_wants_a_folder_no_other_user_can_write(tmp_path):
+    folder = tmp_path / "pbsplug"
+    folder.mkdir(mode=0o755)
+    slurm._check_private(folder)  # root's, 0755: fine
+    for mode in (0o775, 0o757):
+        folder.chmod(mode)
+        with pytest.raises(slurm.SlurmInstallError, match="no other user can write"):
+            slurm._check_private(folder)
+    folder.chmod(0o755)
+    os.chown(folder, 65534, 65534)
+    with pytest.raises(slurm.SlurmInstallError, match="owned by uid 65534"):
+        slurm._check_private(folder)
