@@ -91,6 +91,20 @@ def test_a_job_needing_more_than_its_walltime_is_killed_at_the_walltime():
     assert sim.summary.killed == 1
 
 
+def test_without_the_kill_a_job_runs_its_recorded_time_and_is_planned_as_ending_soon():
+    """kill_at_walltime=False (AccaSim's rule): j1 asks 120 s and runs its recorded 500 s.
+    From 120 on the scheduler sees it as about to end (PBS's view of an overrun), so j2 (all
+    four cpus) stays queued and starts when j1 really ends; j3 (1 cpu, 30 s) backfills at 10
+    beside j1 (it ends at 40, before j2's planned start of 120), and so does nothing else."""
+    sink, sim = simulate([tj(1, 0, 500, 1, 120), tj(2, 5, 60, 4, 60), tj(3, 10, 30, 1, 30)],
+                         policy="easy", kill_at_walltime=False)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["1"].start, by_id["1"].end, by_id["1"].final_state) == (0, 500, COMPLETED)
+    assert (by_id["2"].start, by_id["2"].end) == (500, 560)
+    assert (by_id["3"].start, by_id["3"].end) == (10, 40)
+    assert sim.summary.killed == 0
+
+
 def test_a_job_bigger_than_the_machine_is_rejected():
     sink, sim = simulate([tj(1, 0, 10, 8, 10), tj(2, 0, 10, 1, 10)], policy="easy")
     by_id = {r.job.job_id: r for r in sink.jobs}
