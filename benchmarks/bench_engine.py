@@ -561,12 +561,9 @@ NOOP_PLUGIN = ("from pbsplug import PluginInfo, hookimpl\n"
 
 def _install_noop(folder: Path) -> None:
     """The plugin as pip lays a distribution out, for the server's entry points."""
-    (folder / "pbsplug_benchnoop.py").write_text(NOOP_PLUGIN)
-    info = folder / "pbsplug_benchnoop-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchnoop\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[pbsplug]\nbenchnoop = pbsplug_benchnoop\n")
+    from noop_plugin import add_plugin  # beside this script
+
+    add_plugin(folder, "benchnoop", "pbsplug_benchnoop", NOOP_PLUGIN)
 
 
 def bench_isolation(args: argparse.Namespace) -> None:

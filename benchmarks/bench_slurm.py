@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "adapters"))
 
-from noop_plugin import write_dist  # noqa: E402
+from noop_plugin import add_plugin, write_dist  # noqa: E402
 from slurm_cluster import SlurmCluster, base_conf, install_packages  # noqa: E402
 
 from pbsplug.adapters import slurm_program  # noqa: E402
@@ -71,12 +71,7 @@ def execjob_end(event):
 
 def write_read_plugin(dist: Path) -> None:
     """The plugin ``benchread`` (dist pbsplug-benchread) beside benchnoop in `dist`."""
-    (dist / "pbsplug_benchread.py").write_text(READ)
-    info = dist / "pbsplug_benchread-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pbsplug-benchread\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text("[pbsplug]\nbenchread = pbsplug_benchread\n")
+    add_plugin(dist, "benchread", "pbsplug_benchread", READ)
 
 
 def install(cluster: SlurmCluster, tmp: Path, name: str, site: str, dist: Path) -> Path:
