@@ -560,25 +560,17 @@ class Scheduler:
 
     def _sticky_top(self, kept: _Kept, order: Sequence[_JobInfo], starving: set[str],
                     snap: Snapshot, now: float) -> tuple | None:
-        """The kept top job plan, when it still holds: nothing but adopted starts changed
-        the kept bookings since it was made, its job still heads the queue with the same
-        request, no reservation books anything, and its start is still to come. Else it
-        is taken back, and planned again if need be."""
+        """The kept top job plan, when it still holds: nothing but adopted starts (and jobs
+        ending, see `_released_harmless`) changed the kept bookings since it was made, its
+        job still heads the queue with the same request, no reservation books anything,
+        and its start is still to come. Else it is taken back, and planned again if need
+        be."""
         top = kept.top
         if top is None:
             return None
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
                 and order[0].shape == top[1] and top[2] > now and not starving
-                and not snap.reservations and (
-                    # jobs that ended change nothing at its start if they were to end by
-                    # then, or held only vnodes after all of its own (first fit never got
-                    # that far; a pack tries whole hosts); the plan holds unless the room
-                    # they left lets the job start sooner
-                    kept.released == -INFINITY or (
-                        (kept.released <= top[2] or (
-                            order[0].place.arrangement != "pack" and kept.released_rank > max(
-                                kept.rank[vnode] for vnode, _ in top[4])))
-                        and self._no_start_before(order[0], now) >= top[2]))):
+                and not snap.reservations and self._released_harmless(kept, order[0], now)):
             for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
                 if booking.start > now:
                     self._note_future(vnode, booking.start)
@@ -587,6 +579,19 @@ class Scheduler:
             self.calendar.unbook(vnode, booking)
         kept.top = None
         return None
+
+    def _released_harmless(self, kept: _Kept, info: _JobInfo, now: float) -> bool:
+        """Whether the jobs that ended since the kept plan of `info` was made leave it as
+        it was. They change nothing at its start if they were to end by then, or held only
+        vnodes after all of its own (its first fit never got that far; a pack tries whole
+        hosts); and the plan holds unless the room they left lets the job start sooner."""
+        top = kept.top
+        if kept.released == -INFINITY:
+            return True
+        if kept.released > top[2] and (info.place.arrangement == "pack" or kept.released_rank
+                                       <= max(kept.rank[vnode] for vnode, _ in top[4])):
+            return False
+        return self._no_start_before(info, now) >= top[2]
 
     def _queued_infos(self, kept: _Kept, jobs: list[Job], snap: Snapshot,
                       queues: dict[str, Queue], now: float) -> list[_JobInfo]:
