@@ -350,11 +350,11 @@ def test_a_public_worker_serves_at_most_max_running_unprivileged_requests_in_all
     import shutil
 
     from pbsplug.adapters import worker
-    from pbsplug.testing import SYSTEM_PYTHON, until
+    from pbsplug.testing import SYSTEM_PYTHON, missing, until
 
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None or not Path(SYSTEM_PYTHON).exists():
-        pytest.skip("needs root, setpriv and /usr/bin/python3 (requests as other uids)")
+        missing("needs root, setpriv and /usr/bin/python3 (requests as other uids)")
     holders = worker.MAX_RUNNING // worker.MAX_RUNNING_PER_UID
     uids = [63001 + i for i in range(holders + 1)]
     code = tmp_path / "code"
