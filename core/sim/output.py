@@ -131,15 +131,18 @@ def median(ordered: list[float] | array) -> float:
 
 
 class _Group:
-    """Running sums for one set of jobs (the whole run, or one queue)."""
+    """Running sums for one set of jobs (the whole run, or one queue), and its waits (8
+    bytes a job: the median and p95 need them all)."""
 
     __slots__ = ("jobs", "started", "rejected", "killed", "wait_sum", "wait_max", "bsld_sum",
-                 "sd_sum", "sd_jobs", "area", "energy")
+                 "sd_sum", "sd_jobs", "area", "energy", "waits", "_ordered")
 
     def __init__(self) -> None:
         self.jobs = self.started = self.rejected = self.killed = self.sd_jobs = 0
         self.wait_sum = self.wait_max = self.bsld_sum = self.sd_sum = 0.0
         self.area = self.energy = 0.0
+        self.waits = array("d")
+        self._ordered: array | None = None
 
     def add(self, values: tuple[float, float, float, float] | None, killed: bool,
             energy: float) -> None:
@@ -155,6 +158,7 @@ class _Group:
         wait, run, bsld, area = values
         self.started += 1
         self.wait_sum += wait
+        self.waits.append(wait)
         if wait > self.wait_max:
             self.wait_max = wait
         self.bsld_sum += bsld
@@ -163,12 +167,20 @@ class _Group:
             self.sd_jobs += 1
         self.area += area
 
+    def sorted_waits(self) -> array:
+        """The waits in order, as a compact array (the sorting list is freed at once)."""
+        if self._ordered is None or len(self._ordered) != len(self.waits):
+            self._ordered = array("d", sorted(self.waits))
+        return self._ordered
+
     def metrics(self) -> dict[str, Any]:
         n = self.started
+        ordered = self.sorted_waits()
         return {
             "jobs": self.jobs, "jobs_started": n, "jobs_rejected": self.rejected,
             "jobs_killed_at_walltime": self.killed,
             "mean_wait_s": self.wait_sum / n if n else 0.0, "max_wait_s": self.wait_max,
+            "median_wait_s": median(ordered), "p95_wait_s": percentile(ordered, 95),
             "mean_bounded_slowdown": self.bsld_sum / n if n else 0.0,
             "mean_slowdown": self.sd_sum / self.sd_jobs if self.sd_jobs else 0.0,
             "slowdown_jobs": self.sd_jobs, "cpu_seconds": self.area,
@@ -258,8 +270,6 @@ class ResultWriter:
         self.plots, self.gantt_limit = plots, gantt_limit
         self.all = _Group()
         self.queues: dict[str, _Group] = {}
-        self.waits = array("d")
-        self._ordered: array | None = None
         self.gantt: list[tuple[float, float, tuple[int, ...], str]] | None = []
         self.first_submit: float | None = None
         self.last_end: float | None = None
@@ -302,7 +312,6 @@ class ResultWriter:
                                   f"order after submit {submit}")
             wait, run = start - submit, end - start
             values = (wait, run, max(1.0, (wait + run) / max(run, TAU)), job.ncpus * run)
-            self.waits.append(wait)
         killed = result.final_state == WALLTIME
         self.all.add(values, killed, result.energy)
         if job.queue is not None:
@@ -363,7 +372,7 @@ class ResultWriter:
         if self.plots:
             plots = _plotting()
 
-            plots.run_plots(self.out, self.cpus, self._sorted_waits(), self.gantt, self.hosts,
+            plots.run_plots(self.out, self.cpus, self.all.sorted_waits(), self.gantt, self.hosts,
                             self.bins)
 
     # --- metrics --------------------------------------------------------------------------
@@ -371,9 +380,6 @@ class ResultWriter:
     def metrics(self) -> dict[str, Any]:
         """Every metric of the run (docs/simulator.md, "Outputs", defines each)."""
         out = self.all.metrics()
-        ordered = self._sorted_waits()
-        out["median_wait_s"] = median(ordered)
-        out["p95_wait_s"] = percentile(ordered, 95)
         makespan = (self.last_end - self.first_submit) if self.first_submit is not None \
             and self.last_end is not None else 0.0
         out["makespan_s"] = makespan
@@ -394,12 +400,6 @@ class ResultWriter:
         return out
 
     # --- writing --------------------------------------------------------------------------
-
-    def _sorted_waits(self) -> array:
-        """The waits in order, as a compact array (the sorting list is freed at once)."""
-        if self._ordered is None or len(self._ordered) != len(self.waits):
-            self._ordered = array("d", sorted(self.waits))
-        return self._ordered
 
     def _advance(self, s: tuple[float, ...], until: float) -> None:
         """State `s` held from its time until `until`: integrate it and write it."""
@@ -477,7 +477,8 @@ TABLE_ROWS = (
     ("node_hours_off", "node-hours off", "{:,.1f}"),
     ("power_cycles_per_node_per_day", "power cycles per node per day", "{:.4f}"),
 )
-QUEUE_COLUMNS = (("jobs", "{:,}"), ("mean_wait_s", "{:,.1f}"), ("max_wait_s", "{:,.1f}"),
+QUEUE_COLUMNS = (("jobs", "{:,}"), ("mean_wait_s", "{:,.1f}"), ("median_wait_s", "{:,.1f}"),
+                 ("p95_wait_s", "{:,.1f}"), ("max_wait_s", "{:,.1f}"),
                  ("mean_bounded_slowdown", "{:,.3f}"), ("jobs_killed_at_walltime", "{:,}"))
 
 
@@ -492,7 +493,8 @@ def metrics_table(m: dict[str, Any]) -> str:
 
 
 def _queue_table(per_queue: dict[str, dict[str, Any]]) -> str:
-    head = ["queue", "jobs", "mean wait (s)", "max wait (s)", "mean BSLD", "killed"]
+    head = ["queue", "jobs", "mean wait (s)", "median wait (s)", "p95 wait (s)", "max wait (s)",
+            "mean BSLD", "killed"]
     body = [[q] + [form.format(g[key]) for key, form in QUEUE_COLUMNS]
             for q, g in per_queue.items()]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]

@@ -97,12 +97,17 @@ def test_metrics_worked_out_by_hand(tmp_path):
     assert m["job_energy_kwh"] == pytest.approx(640.5 / 3.6e6, abs=1e-6)
     a, b = m["per_queue"]["a"], m["per_queue"]["b"]
     assert (a["jobs"], a["mean_wait_s"], a["max_wait_s"]) == (2, 5, 10)
+    # Per queue, median and p95 of its own waits: a waited 0 and 10, b only 90.
+    assert (a["median_wait_s"], a["p95_wait_s"]) == (5, 10)
+    assert (b["median_wait_s"], b["p95_wait_s"]) == (90, 90)
     assert a["mean_bounded_slowdown"] == pytest.approx(1.25)
     assert (b["jobs"], b["jobs_rejected"], b["jobs_killed_at_walltime"], b["mean_wait_s"]) == (
         2, 1, 1, 90)
     table = (tmp_path / "metrics.txt").read_text()
     assert "mean bounded slowdown (tau 10 s)" in table and "4.000" in table
     assert "queue" in table and "\na " in table
+    queue_a = next(line for line in table.splitlines() if line.startswith("a "))
+    assert queue_a.split()[1:5] == ["2", "5.0", "5.0", "10.0"]  # jobs, mean, median, p95
 
 
 def test_jobs_csv_is_batsim_format(tmp_path):
