@@ -91,10 +91,10 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         table = (loaded.sections.get("sim") or {}) if loaded is not None else {}
         if not isinstance(table, dict):
             raise CliError(f"{loaded.path}: [sim]: expected a table")
-        unknown = set(table) - {"scheduler", "server"}
+        unknown = set(table) - {"scheduler", "server", "sched"}
         if unknown:
             raise CliError(f"{loaded.path}: [sim].{sorted(unknown)[0]}: unknown key; "
-                           "expected scheduler or server")
+                           "expected scheduler, server or sched")
         settings = policy_settings(policy, table.get("scheduler"))
         trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
         machine = _machine(trace, platform, nodes, cpus_per_node)
@@ -102,7 +102,8 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
                             plots=plots)
         bar = _Progress(progress, label)
         sim = Simulator(machine, sink, plugins=plugins, policy=settings,
-                        server_attrs=table.get("server"), progress=bar)
+                        server_attrs=table.get("server"), progress=bar,
+                        scheds=table.get("sched"))
         jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
         try:
             summary = sim.run(jobs)

@@ -10,7 +10,6 @@ fork for hooks safely.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import grp
 import logging
@@ -32,8 +31,8 @@ from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
-from ..scheduler.model import UNUSABLE_STATES, Policy, resource_amount
-from ..scheduling import SchedulerInstance
+from ..scheduler.instances import POLICY_KEYS, sched_instance
+from ..scheduler.model import UNUSABLE_STATES, resource_amount
 from ..siteconfig import load_site
 from ..units import parse_exec_vnode
 from . import depend, executor, jobspec
@@ -1015,8 +1014,8 @@ class Engine:
         own = stored.pop("default", {})  # default's own policy, beside the server's
         if own:
             server = Server(self.server_name, {**self.server_attrs(), **{
-                k: v for k, v in own.items() if k in _POLICY_KEYS}})
-        instances += [_sched_instance(name, attrs) for name, attrs in stored.items()]
+                k: v for k, v in own.items() if k in POLICY_KEYS}})
+        instances += [sched_instance(name, attrs) for name, attrs in stored.items()]
         try:
             return build_schedulers(instances, server, self.plugins.hook)
         except (SchedulerSetupError, ValueError) as exc:
@@ -1592,19 +1591,6 @@ class _StillFits:
         for name, ncpus in wanted.items():
             self.taken[name] = self.taken.get(name, 0) + ncpus
         return None
-
-
-def _sched_instance(name: str, attrs: dict) -> SchedulerInstance:
-    """A scheduler made with ``qmgr create sched``: its partitions, switch and policy."""
-    parts = attrs.get("partition")
-    parts = parts if isinstance(parts, list) else str(parts or "").split(",")
-    policy = {k: v for k, v in attrs.items() if k in _POLICY_KEYS}
-    return SchedulerInstance(name, tuple(p for p in parts if p),
-                             units.parse_bool(attrs.get("scheduling", False)),
-                             int(attrs.get("scheduler_iteration", 600)), policy)
-
-
-_POLICY_KEYS = frozenset(f.name for f in dataclasses.fields(Policy))
 
 
 def state_count(jobs) -> str:

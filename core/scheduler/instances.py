@@ -8,7 +8,8 @@ their cycles never decide about the same job or vnode and may run at the same ti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..objects import Server
@@ -19,10 +20,24 @@ from .model import Policy
 
 #: PBS limits sched object names to 15 characters.
 MAX_SCHED_NAME = 15
+#: The policy settings a sched object may carry (its sched_config, in PBS).
+POLICY_KEYS = frozenset(f.name for f in dataclasses.fields(Policy))
 
 
 class SchedulerSetupError(ValueError):
     """Contributed scheduler instances that cannot all run; one line per problem."""
+
+
+def sched_instance(name: str, attrs: Mapping[str, Any]) -> SchedulerInstance:
+    """A sched object (``qmgr create sched``, or a simulation's ``[sim.sched.NAME]``): its
+    partitions (a list, or PBS's comma-separated text), switch, iteration and policy. The
+    values are checked by `build_schedulers`."""
+    parts = attrs.get("partition")
+    parts = parts if isinstance(parts, (list, tuple)) else str(parts or "").split(",")
+    policy = {k: v for k, v in attrs.items() if k in POLICY_KEYS}
+    return SchedulerInstance(name, tuple(str(p).strip() for p in parts if str(p).strip()),
+                             parse_bool(attrs.get("scheduling", False)),
+                             int(attrs.get("scheduler_iteration", 600)), policy)
 
 
 def build_schedulers(instances: Iterable[SchedulerInstance], server: Server | None = None,

@@ -44,7 +44,9 @@ from ..events import EVENTS, Event
 from ..objects import Job, Queue, Server, Vnode
 from ..runner import Runner
 from ..scheduler import JobLog, Policy, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
+from ..scheduling import SchedulerInstance
 from ..units import format_duration
 from .machine import Machine
 from .records import (
@@ -198,7 +200,8 @@ class Simulator:
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
                  workdir: str | os.PathLike | None = None,
                  progress: Callable[[float, int, int], None] | None = None,
-                 kill_at_walltime: bool = True):
+                 kill_at_walltime: bool = True,
+                 scheds: dict[str, dict[str, Any]] | None = None):
         self.machine = machine
         self.sink = sink
         self.plugins = plugins
@@ -262,10 +265,10 @@ class Simulator:
         self._counts: Counter = Counter()
         for host in self.hosts:
             self._counts[("idle", host.spec.power, "idle")] += 1
-        self._setup_hooks(policy or {})
+        self._setup_hooks(policy or {}, scheds or {})
 
     # -- hooks --------------------------------------------------------------------------------
-    def _setup_hooks(self, policy: dict[str, Any]) -> None:
+    def _setup_hooks(self, policy: dict[str, Any], scheds: dict[str, dict[str, Any]]) -> None:
         use = self.summary.hooks
         self._chains: dict[str, tuple[str, ...]] = {}
         allowed: dict[str, set[str]] = {}
@@ -305,7 +308,7 @@ class Simulator:
         for hook in self._sched_hooks:
             for name in allowed[hook]:
                 use.scheduler.add((name, hook))
-        instances = []
+        instances = sched_objects(scheds, policy)
         if hooks is not None and "sched_instances" in self._sched_hooks:
             for impl in reversed(hooks.sched_instances.get_hookimpls()):
                 instances += list(impl.function(server=self.server) or [])
@@ -851,6 +854,46 @@ class _home:
             os.environ["PBSPLUG_HOME"] = self.saved
 
 
+#: What a ``[sim.sched.NAME]`` table may set besides the policy keys (docs/scheduler.md).
+SCHED_KEYS = frozenset({"partition", "scheduling"})
+
+
+def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[SchedulerInstance]:
+    """The site's sched objects for a replay (``[sim.sched.NAME]``, what ``qmgr create
+    sched`` makes on a server): each schedules (``scheduling`` true unless set), with the
+    run's policy overlaid by its own keys. An unknown key or a bad value is a `SimError`
+    naming it; names and partitions are checked by `build_schedulers`, as qmgr checks them."""
+    out = []
+    if not isinstance(scheds, dict):
+        raise SimError(f"[sim.sched]: {scheds!r}: expected a table of sched objects")
+    for name, attrs in scheds.items():
+        where = f"[sim.sched.{name}]"
+        if not isinstance(attrs, dict):
+            raise SimError(f"{where}: {attrs!r}: expected a table")
+        unknown = sorted(set(attrs) - SCHED_KEYS - POLICY_KEYS)
+        if unknown:
+            raise SimError(f"{where}.{unknown[0]}: unknown key; expected partition, scheduling "
+                           "or a policy key of docs/scheduler.md")
+        parts = attrs.get("partition", [])
+        if isinstance(parts, str):
+            parts = parts.split(",")
+        if not isinstance(parts, list) or not all(isinstance(p, str) and p.strip()
+                                                  for p in parts):
+            raise SimError(f"{where}.partition: {attrs.get('partition')!r}: expected a "
+                           "partition name or a list of them")
+        if not isinstance(attrs.get("scheduling", True), bool):
+            raise SimError(f"{where}.scheduling: {attrs['scheduling']!r}: expected true or "
+                           "false")
+        own = {k: v for k, v in attrs.items() if k in POLICY_KEYS}
+        try:
+            Policy.from_attributes({**policy, **own}, strict=True)
+        except ValueError as exc:
+            raise SimError(f"{where}: {exc}") from None
+        out.append(sched_instance(str(name), {**policy, **own, "partition": parts,
+                                              "scheduling": attrs.get("scheduling", True)}))
+    return out
+
+
 def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scheduler policy for a run: a preset (pbs, easy, fifo), then the site's
     ``[sim.scheduler]`` keys. Checked as the scheduler checks a sched object's."""
@@ -865,4 +908,4 @@ def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> di
 
 
 __all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
-           "Summary", "policy_settings"]
+           "Summary", "policy_settings", "sched_objects"]

@@ -11,7 +11,7 @@ from pbsplug import PluginInfo, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 from pbsplug.sim.engine import PRESETS, SimError, Simulator, policy_settings
-from pbsplug.sim.machine import PowerModel, uniform
+from pbsplug.sim.machine import Host, Machine, PowerModel, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 
@@ -330,3 +330,78 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     expected = (200 * 10 + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 60 + 200 * 10)
     assert sim.summary.energy == pytest.approx(expected)
     assert by_id["2"].energy == pytest.approx(200 * 10)
+
+
+# -- several schedulers, each over its partitions ([sim.sched.NAME]) -------------------------------
+
+def partitioned():
+    """n0, n1 in partition p1 (queue qa); n2, n3 in p2 (queue qb); one cpu each."""
+    base = uniform(4, 1, "test")
+    hosts = [Host(h.name, h.index, h.vnodes, h.ncpus, h.mem, "p1" if h.index < 2 else "p2",
+                  h.power) for h in base.hosts]
+    return Machine(hosts, {"qa": {"partition": "p1"}, "qb": {"partition": "p2"}}, source="test")
+
+
+PARTITIONED_TRACE = [
+    tj(1, 0, 100, 2, 100, queue="qa"),
+    tj(2, 0, 50, 1, 50, queue="qa"),
+    tj(3, 0, 10, 2, 10, queue="qb"),
+    tj(4, 5, 10, 1, 10, queue="qb"),
+]
+
+
+def run_partitioned(scheds, policy="easy"):
+    sink = Sink()
+    Simulator(partitioned(), sink, policy=policy_settings(policy), scheds=scheds).run(
+        PARTITIONED_TRACE)
+    return sink.starts(), {r.job.job_id: r.hosts for r in sink.jobs}
+
+
+def test_a_second_scheduler_owns_its_partition_and_default_keeps_the_rest():
+    # One scheduler (default) over everything: j1 takes n0,n1 and j2 n2 at 0; j3 (2 cpus)
+    # is the top job, planned at 50 when j2 ends; j4 (ends at 15) is backfilled on n3 at 5.
+    starts, hosts = run_partitioned(None)
+    assert starts == {"1": 0, "2": 0, "3": 50, "4": 5}
+    assert hosts["2"] == (2,) and hosts["4"] == (3,)
+    # s2 owns p2: default keeps p1 (n0, n1) for qa, so j2 waits for j1 (100, on n0); s2
+    # starts j3 on n2,n3 at 0 and j4 on n2 when j3 ends at 10.
+    starts, hosts = run_partitioned({"s2": {"partition": "p2"}})
+    assert starts == {"1": 0, "2": 100, "3": 0, "4": 10}
+    assert hosts == {"1": (0, 1), "2": (0,), "3": (2, 3), "4": (2,)}
+    # Turned off (scheduling false), s2 still owns p2: qb's jobs are never started.
+    sink = Sink()
+    Simulator(partitioned(), sink, policy=policy_settings("easy"),
+              scheds={"s2": {"partition": ["p2"], "scheduling": False}}).run(PARTITIONED_TRACE)
+    assert {r.job.job_id for r in sink.jobs if r.final_state == REJECTED} == {"3", "4"}
+
+
+def test_each_scheduler_has_its_own_policy_over_the_runs():
+    # s2 without backfill (strict ordering): j4 waits behind the top job j3 although it fits.
+    trace = [tj(1, 0, 100, 1, 100, queue="qb"), tj(2, 0, 10, 2, 10, queue="qb"),
+             tj(3, 5, 10, 1, 10, queue="qb")]
+    sink = Sink()
+    Simulator(partitioned(), sink, policy=policy_settings("easy"),
+              scheds={"s2": {"partition": "p2"}}).run(trace)
+    assert sink.starts() == {"1": 0, "2": 100, "3": 5}  # EASY backfills j3 (ends 15 < 100)
+    sink = Sink()
+    Simulator(partitioned(), sink, policy=policy_settings("easy"),
+              scheds={"s2": {"partition": "p2", "backfill": False}}).run(trace)
+    assert sink.starts() == {"1": 0, "2": 100, "3": 110}
+
+
+@pytest.mark.parametrize(("scheds", "message"), [
+    ({"s2": {"partition": "p2", "colour": 1}}, "[sim.sched.s2].colour: unknown key"),
+    ({"s2": {"partition": 7}}, "[sim.sched.s2].partition: 7: expected a partition name"),
+    ({"s2": {"partition": "p2", "scheduling": "yes"}}, "[sim.sched.s2].scheduling: 'yes'"),
+    ({"s2": {"partition": "p2", "backfill_depth": "lots"}},
+     "[sim.sched.s2]: scheduler policy setting backfill_depth='lots' is not a int"),
+    ({"s2": "p2"}, "[sim.sched.s2]: 'p2': expected a table"),
+    ({"s2": {"partition": "p2"}, "s3": {"partition": "p2"}},
+     "Partition is already associated with other scheduler"),
+    ({"default": {"partition": "p2"}}, "Operation is not permitted on default scheduler"),
+    ({"a-name-far-too-long": {"partition": "p2"}}, "a name is 1-15 letters"),
+])
+def test_bad_sched_objects_are_one_line_errors(scheds, message):
+    with pytest.raises(SimError) as err:
+        Simulator(partitioned(), Sink(), policy=policy_settings("easy"), scheds=scheds)
+    assert message in str(err.value) and "\n" not in str(err.value)

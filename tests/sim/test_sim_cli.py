@@ -110,6 +110,36 @@ def test_a_site_sim_table_with_an_unknown_key_is_refused(tmp_path, capsys):
     assert code == 2 and "[sim].policy: unknown key" in err
 
 
+def test_a_site_sched_table_adds_a_scheduler_over_its_partition(tmp_path, capsys):
+    # Hosts a0, a1 in p1 (queue 1); b0, b1 in p2 (queue 2). Job 2 (queue 1) fits on b0 at 0
+    # when one scheduler sees everything; with s2 owning p2 it waits for job 1 (p1) to end.
+    rows = [(1, 0, 100, 2, 100, 1), (2, 0, 50, 1, 50, 1), (3, 0, 10, 1, 10, 2)]
+    trace = tmp_path / "q.swf"
+    trace.write_text("; MaxNodes: 4\n; MaxProcs: 4\n" + "".join(
+        f"{j} {s} 0 {r} {p} -1 -1 {p} {q} -1 1 1 1 -1 {queue} -1 -1 -1\n"
+        for j, s, r, p, q, queue in rows))
+    platform = tmp_path / "p.toml"
+    platform.write_text('[[hosts]]\nprefix = "a"\ncount = 2\nncpus = 1\npartition = "p1"\n'
+                        '[[hosts]]\nprefix = "b"\ncount = 2\nncpus = 1\npartition = "p2"\n'
+                        '[queues.1]\npartition = "p1"\n[queues.2]\npartition = "p2"\n')
+    one, two = tmp_path / "one.toml", tmp_path / "two.toml"
+    one.write_text("")
+    two.write_text('[sim.sched.s2]\npartition = "p2"\n')
+    waits = {}
+    for site in (one, two):
+        out = tmp_path / site.stem
+        code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
+                               "--site", str(site), "--no-plots", "--out", str(out))
+        assert code == 0, err
+        waits[site.stem] = json.loads((out / "metrics.json").read_text())["per_queue"]
+    assert waits["one"]["1"]["max_wait_s"] == 0
+    assert waits["two"]["1"]["max_wait_s"] == 100 and waits["two"]["2"]["max_wait_s"] == 0
+    two.write_text('[sim.sched.s2]\npartition = "p2"\nbackfil = false\n')
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
+                           "--site", str(two), "--no-plots", "--out", str(tmp_path / "bad"))
+    assert code == 2 and "[sim.sched.s2].backfil: unknown key" in err
+
+
 # -- the platform file ----------------------------------------------------------------------------
 
 PLATFORM = """
