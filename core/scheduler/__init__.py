@@ -18,11 +18,12 @@ from .model import (
     ResvDecision,
     RunDecision,
     Snapshot,
+    VnodeLog,
     format_exec_vnode,
 )
 
 __all__ = [
     "DEFAULT_PARTITION", "UNKNOWN_WALLTIME", "CycleResult", "Estimate", "JobLog", "Policy",
     "ResvDecision", "RunDecision", "Scheduler", "SchedulerSetupError", "Snapshot",
-    "build_schedulers", "format_exec_vnode", "parse_exec_vnode",
+    "VnodeLog", "build_schedulers", "format_exec_vnode", "parse_exec_vnode",
 ]

@@ -329,7 +329,9 @@ class Scheduler:
         queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
         kept = self._kept
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
-                or kept.version != snap.vnodes_version or self._has_partition_hook):
+                or self._has_partition_hook
+                or (kept.version != snap.vnodes_version
+                    and not self._refresh_states(kept, snap, now))):
             vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
                                        now, snap.server)
             kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
@@ -690,30 +692,67 @@ class Scheduler:
                 pass
 
     # -- vnodes ---------------------------------------------------------------------------------
+    def _vnode_info(self, v: Vnode, now: float) -> _VnodeInfo:
+        avail = v.resources_available
+        capacity: dict[str, int] = {}
+        match: dict[str, str] = {}
+        for key, value in avail.items():
+            amount = resource_amount(key, value)
+            if amount is not None and key != "host":
+                capacity[key] = amount
+            else:
+                match[key] = str(value)
+        host = str(avail["host"] or v.name)
+        match["host"] = host
+        match.setdefault("vnode", v.name)
+        states = v.states
+        usable = not (states & UNUSABLE_STATES)
+        plan_from = now if usable else INFINITY
+        if SLEEP in states and not (states - {SLEEP, "free"}) & UNUSABLE_STATES:
+            plan_from = now + self.policy.boot_delay
+        return _VnodeInfo(v.name, host, capacity, match, str(v.sharing or "default_shared"),
+                          usable, plan_from, v)
+
+    def _refresh_states(self, kept: _Kept, snap: Snapshot, now: float) -> bool:
+        """Bring the kept vnodes up to the caller's version in place when the vnodes changed
+        since (`Snapshot.vnode_log`) kept their resources, sharing and host: only their
+        states (the power plugin's sleep and wake) and other attributes placement does not
+        read. Their bookings stay; the kept top job's plan is dropped. False when it cannot
+        (a vnode added, gone or otherwise changed, a node_sort_key that may read any
+        attribute, changes forgotten): the caller then reparses every vnode."""
+        names = snap.vnode_log.since(kept.version) if snap.vnode_log is not None and \
+            snap.vnode_log.version == snap.vnodes_version else None
+        if names is None or self.policy.node_sort_key:
+            return False
+        fresh = []
+        for name in names:
+            vnode, info = snap.vnodes.get(name), kept.infos.get(name)
+            if vnode is None or info is None or not self.owns(vnode):
+                return False
+            new = self._vnode_info(vnode, now)
+            if (new.capacity, new.match, new.sharing, new.host) != (
+                    info.capacity, info.match, info.sharing, info.host):
+                return False
+            fresh.append((info, new))
+        for info, new in fresh:  # the objects the kept lists hold are updated in place
+            info.obj, info.usable_now, info.plan_from = new.obj, new.usable_now, new.plan_from
+        kept.version = snap.vnodes_version
+        kept.usable = [v for v in kept.order if v.usable_now]
+        kept.usable_names = [v.name for v in kept.usable]
+        kept.unusable = [v for v in kept.order if not v.usable_now]
+        kept.ever_memo.clear()
+        if kept.top is not None:
+            for vnode, booking in kept.top[4]:
+                kept.calendar.unbook(vnode, booking)
+            kept.top = None
+        kept.changes += 1
+        return True
+
     def _vnode_infos(self, vnodes: list[Vnode], now: float, server: Server
                      ) -> dict[str, _VnodeInfo]:
         infos: dict[str, _VnodeInfo] = {}
         for v in vnodes:
-            avail = v.resources_available
-            capacity: dict[str, int] = {}
-            match: dict[str, str] = {}
-            for key, value in avail.items():
-                amount = resource_amount(key, value)
-                if amount is not None and key != "host":
-                    capacity[key] = amount
-                else:
-                    match[key] = str(value)
-            host = str(avail["host"] or v.name)
-            match["host"] = host
-            match.setdefault("vnode", v.name)
-            states = v.states
-            usable = not (states & UNUSABLE_STATES)
-            plan_from = now if usable else INFINITY
-            if SLEEP in states and not (states - {SLEEP, "free"}) & UNUSABLE_STATES:
-                plan_from = now + self.policy.boot_delay
-            info = _VnodeInfo(v.name, host, capacity, match, str(v.sharing or "default_shared"),
-                              usable, plan_from, v)
-            infos[v.name] = info
+            infos[v.name] = self._vnode_info(v, now)
         self._ask_availability([i for i in infos.values() if not i.usable_now], infos, now)
         key, _, direction = (self.policy.node_sort_key or "").partition(" ")
         high = direction.strip().upper() == "HIGH"

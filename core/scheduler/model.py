@@ -102,6 +102,10 @@ class Snapshot:
     #: object it adds to `jobs` or takes away lets a scheduler read only what changed since
     #: its last cycle, not every job (the simulator does). None: `jobs` is compared whole.
     job_log: JobLog | None = None
+    #: With `vnodes_version`: which vnodes each version changed (its `version` is
+    #: `vnodes_version`). A scheduler then reparses only those, and keeps its calendar when
+    #: only their states changed. None: any change reparses every vnode.
+    vnode_log: VnodeLog | None = None
 
 
 class JobLog:
@@ -139,6 +143,35 @@ class JobLog:
         drop = min(max(mark - self.base, 0), len(self.entries))
         del self.entries[:drop]
         self.base += drop
+
+
+class VnodeLog:
+    """The vnodes a caller changed, one entry per change: version N is the N-th change.
+    It keeps the last `keep` entries; a scheduler further behind reparses every vnode."""
+
+    __slots__ = ("names", "base", "keep")
+
+    def __init__(self, keep: int = 4096) -> None:
+        self.names: list[str] = []
+        self.base = 0  # versions forgotten so far
+        self.keep = keep
+
+    @property
+    def version(self) -> int:
+        return self.base + len(self.names)
+
+    def changed(self, name: str) -> None:
+        self.names.append(name)
+        if len(self.names) > 2 * self.keep:
+            drop = len(self.names) - self.keep
+            del self.names[:drop]
+            self.base += drop
+
+    def since(self, version: int) -> set[str] | None:
+        """The vnodes changed after `version`, or None when some of those are forgotten."""
+        if version < self.base or version > self.version:
+            return None
+        return set(self.names[version - self.base:])
 
 
 @dataclass

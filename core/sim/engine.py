@@ -43,7 +43,14 @@ from .. import clock, lifecycle
 from ..events import EVENTS, Event
 from ..objects import Job, Queue, Server, Vnode
 from ..runner import Runner
-from ..scheduler import JobLog, Policy, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler import (
+    JobLog,
+    Policy,
+    SchedulerSetupError,
+    Snapshot,
+    VnodeLog,
+    build_schedulers,
+)
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
 from ..scheduling import SchedulerInstance
@@ -255,7 +262,8 @@ class Simulator:
         self._seq = 0
         self._states_key: tuple | None = None
         self._asleep = 0
-        self._vnodes_version = 0
+        #: The vnodes hooks changed, so that a scheduler reparses only those.
+        self._vnode_log = VnodeLog()
         self._room_count = Counter(self.room.values())
         self._free_total = sum(self.room.values())
         self._simple_order = not (policy or {}).get("job_sort_formula") and len(
@@ -323,6 +331,12 @@ class Simulator:
             sched.explain = False  # the simulator reads decisions, never comments
             if not self._chains.get("periodic") and "estimate_limit" not in policy:
                 sched.policy.estimate_limit = 0
+        self._estimate_limits = [s.policy.estimate_limit for s in self.schedulers]
+        #: Estimates are made only in the last cycle before a periodic hook reads them
+        #: (`_estimates_read`): exact when every event is sure to run a cycle, which a
+        #: scheduler hook ensures (`_could_start`).
+        self._lazy_estimates = bool(self._chains.get("periodic")) and bool(self._sched_hooks)
+        self._next_submit = math.inf
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
 
     def _fire(self, event_type: str, **objects: Any):
@@ -402,6 +416,7 @@ class Simulator:
                 last_submit = pending.submit
                 self._submit(pending)
                 pending = next(trace, None)
+            self._next_submit = pending.submit if pending is not None else math.inf
             # 4. periodic hooks
             for name, due in sorted(self._periodic_due.items(), key=lambda kv: (kv[1], kv[0])):
                 if due <= now:
@@ -526,15 +541,30 @@ class Simulator:
         # Every job object the schedulers were told of; each reads only the log's entries
         # since its last cycle, and the log forgets what every scheduler has read.
         snap = Snapshot(self.server, self.queues, self.vnodes, self._told.values(),
-                        vnodes_version=self._vnodes_version, job_log=self._log)
+                        vnodes_version=self._vnode_log.version, job_log=self._log,
+                        vnode_log=self._vnode_log)
         read = self._log.mark
         try:
             self._cycles(snap)
         finally:
             self._log.forget(read)
 
+    def _estimates_read(self) -> bool:
+        """Whether a periodic hook may read this cycle's estimates: no event comes before
+        its run. An event that comes first (an end, a host's transition, a submission) runs
+        a cycle of its own while jobs are queued, and that cycle's estimates replace these;
+        with no job left queued there is nothing to estimate."""
+        if not self._lazy_estimates:
+            return True
+        due = min(self._periodic_due.values())
+        first = min(self._ends[0][0] if self._ends else math.inf,
+                    self._wakes[0][0] if self._wakes else math.inf, self._next_submit)
+        return first >= due
+
     def _cycles(self, snap: Snapshot) -> None:
-        for sched in self.schedulers:
+        read = self._estimates_read()
+        for sched, limit in zip(self.schedulers, self._estimate_limits, strict=True):
+            sched.policy.estimate_limit = limit if read else 0
             result = sched.cycle(snap, self.now)
             self.summary.cycles += 1
             for job_id, comment in result.comments.items():
@@ -768,7 +798,7 @@ class Simulator:
                     changes["last_state_change_time"] = int(self.now)
             attrs.update(changes)
             self.vnodes[name] = Vnode(name, attrs)
-            self._vnodes_version += 1
+            self._vnode_log.changed(name)
             self._touched = True
             states_changed = states_changed or "state" in changes
         if states_changed or self._power_file.exists():

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pbsplug.scheduler import JobLog, Snapshot
+from pbsplug.scheduler import JobLog, Scheduler, Snapshot, VnodeLog
 from pbsplug.sim import engine
 from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import uniform
@@ -91,3 +91,83 @@ def test_the_log_is_read_from_the_last_mark_and_forgets():
 
 def test_a_snapshot_without_a_log_is_read_whole():
     assert Snapshot(None, {}, {}, []).job_log is None
+
+
+def sleepy_workload(seed: int, count: int, cpus: int) -> list[TraceJob]:
+    """Bursts with long quiet gaps between them, so that idle hosts go to sleep and queued
+    jobs wake them."""
+    rng = random.Random(seed)
+    jobs, now = [], 0.0
+    for n in range(1, count + 1):
+        now += rng.choice([0, 0, 5, 60, 600, 3000])
+        ncpus = rng.choice([1, 2, 4, cpus // 2, cpus])
+        walltime = rng.choice([60, 300, 1200])
+        run = walltime * rng.choice([0.2, 0.9, 1.0])
+        jobs.append(TraceJob(str(n), n, now, float(int(run)), ncpus, float(walltime)))
+    return jobs
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_vnodes_that_sleep_and_wake_are_refreshed_in_place_and_decide_the_same(
+        seed, register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
+    """The power plugin puts hosts to sleep and wakes them between cycles: a scheduler that
+    updates only those vnodes in place (`Snapshot.vnode_log`) decides as one that reparses
+    every vnode at each change, and as one that reads everything afresh. And estimates made
+    only in the last cycle before each periodic run (the hook reads them) wake the same
+    hosts as estimates made in every cycle."""
+    pytest.importorskip("pbsplug_power")
+    import pbsplug_power
+
+    register_plugin(pbsplug_power, "power", freq=60, isolation="inprocess", config={
+        "driver": "simulated", "power_on_off_enable": "True", "node_idle_limit": "300",
+        "min_node_down_delay": "60", "boot_delay": 120, "shutdown_delay": 30})
+    jobs = sleepy_workload(seed, 150, 16)
+    refreshed = []
+    real_refresh = Scheduler._refresh_states
+
+    def counting(self, kept, snap, now):
+        done = real_refresh(self, kept, snap, now)
+        refreshed.append(done)
+        return done
+
+    def run(variant):
+        real = engine.Snapshot
+        if variant == "refresh":
+            monkeypatch.setattr(Scheduler, "_refresh_states", counting)
+        elif variant == "estimates":  # every cycle estimates, not only the periodic's last
+            monkeypatch.setattr(Simulator, "_estimates_read", lambda self: True)
+        else:
+            def changed(*args, **kwargs):
+                snap = real(*args, **kwargs)
+                return dataclasses.replace(snap, vnode_log=None) if variant == "reparse" \
+                    else dataclasses.replace(snap, job_log=None, vnodes_version=None)
+
+            monkeypatch.setattr(engine, "Snapshot", changed)
+        sink = Sink()
+        sim = Simulator(uniform(4, 4, "test"), sink, plugins=pbsplug_plugins,
+                        policy=policy_settings("easy"), workdir=tmp_path / variant)
+        sim.run(jobs)
+        monkeypatch.undo()
+        return sink.jobs, sim.summary
+
+    kept, kept_summary = run("refresh")
+    reparsed, _ = run("reparse")
+    fresh, fresh_summary = run("afresh")
+    estimated, _ = run("estimates")
+    assert len(kept) == 150 and kept == reparsed == fresh == estimated
+    assert kept_summary.cycles == fresh_summary.cycles
+    # Not trivial: hosts did sleep (jobs waited for a boot), and the in-place path ran.
+    assert kept_summary.hooks.ran[("power", "periodic")] > 100
+    assert sum(refreshed) > 10
+    assert sum(1 for job in jobs if kept[job.job_id][0] > job.submit) > 20
+
+
+def test_the_vnode_log_names_what_changed_since_a_version_and_forgets():
+    log = VnodeLog(keep=2)
+    assert log.version == 0 and log.since(0) == set()
+    for name in ("a", "b", "a", "c", "d"):
+        log.changed(name)
+    assert log.version == 5
+    assert log.since(3) == {"c", "d"} and log.since(5) == set()
+    assert log.since(0) is None  # forgotten: reparse every vnode
+    assert log.since(6) is None  # a version from another log
