@@ -128,12 +128,15 @@ class PbsObject:
     __slots__ = ("_name", "_attrs", "_changes", "_guard")
 
     def __init__(self, name: str, attrs: Mapping[str, Any] | None = None):
+        wrapped = dict(attrs) if attrs else {}
         object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_attrs", {})
+        object.__setattr__(self, "_attrs", wrapped)
         object.__setattr__(self, "_changes", {})
         object.__setattr__(self, "_guard", None)
-        for key, value in (attrs or {}).items():
-            self._attrs[key] = self._wrap(key, value)
+        # `_wrap` for each key, with the few resource mappings found by a set operation
+        # (objects are made by the million in a replay).
+        for key in RESOURCE_ATTRIBUTES.intersection(wrapped):
+            wrapped[key] = Resources(self, key, wrapped[key])
 
     def __reduce__(self):
         """Pickled as (type, name, plain attributes) and rebuilt by `_rebuild`, so that

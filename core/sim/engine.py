@@ -261,7 +261,12 @@ class Simulator:
         self._new_needs: set[tuple[int, int]] = set()
         self._seq = 0
         self._states_key: tuple | None = None
-        self._asleep = 0
+        self._asleep = 0  # hosts with a vnode in state sleep
+        self._sleepers: set[str] = set()  # vnodes in state sleep
+        self._host_sleepers: Counter = Counter()  # host index -> its vnodes asleep
+        self._host_index = {host.name: host.index for host in machine.hosts}
+        self._driver: dict[str, Any] = {}  # the simulated driver's record, as last read
+        self._driver_text = ""
         #: The vnodes hooks changed, so that a scheduler reparses only those.
         self._vnode_log = VnodeLog()
         self._room_count = Counter(self.room.values())
@@ -768,21 +773,23 @@ class Simulator:
         """Vnodes as hooks see them: their attributes, with the states and assignments the
         running jobs give them (job-busy), as the engine derives them."""
         out = {}
+        store, room = self.vnode_attrs, self.room
         for name in names:
-            attrs = self.vnode_attrs[name]
+            attrs = store[name]
             ncpus = attrs["resources_available"]["ncpus"]
-            used = ncpus - self.room[name]
-            states = [s for s in str(attrs["state"]).split(",") if s and s != "free"]
-            if ncpus and used >= ncpus:
-                states.append("job-busy")
-            out[name] = Vnode(name, {**attrs, "state": ",".join(states) or "free",
-                                     "resources_assigned": {"ncpus": used}})
+            used = ncpus - room[name]
+            view = attrs.copy()
+            if ncpus and used >= ncpus:  # a stored state is "free" or states without it
+                view["state"] = "job-busy" if attrs["state"] == "free" else \
+                    f"{attrs['state']},job-busy"
+            view["resources_assigned"] = {"ncpus": used}
+            out[name] = Vnode(name, view)
         return out
 
     def _vnode_changes(self, outcome) -> None:
         if outcome.kind in ("error", "alarm"):
             return
-        states_changed = False
+        states_changed = []
         for name, changes in (outcome.changes.get("vnode_list") or {}).items():
             attrs = self.vnode_attrs.get(name)
             if attrs is None:
@@ -800,24 +807,41 @@ class Simulator:
             self.vnodes[name] = Vnode(name, attrs)
             self._vnode_log.changed(name)
             self._touched = True
-            states_changed = states_changed or "state" in changes
+            if "state" in changes:
+                states_changed.append(name)
         if states_changed or self._power_file.exists():
-            self._sync_power()
+            self._sync_power(states_changed)
 
-    def _sync_power(self) -> None:
-        """Hosts' power from their vnodes' sleep state and the simulated driver's record."""
-        asleep_hosts = set()
-        for name, attrs in self.vnode_attrs.items():
-            if SLEEP in str(attrs["state"]).split(","):
-                asleep_hosts.add(self.vnode_host[name])
-        driver = {}
+    def _sync_power(self, states: Iterable[str] = ()) -> None:
+        """Hosts' power from their vnodes' sleep state and the simulated driver's record:
+        the hosts of the vnodes whose `states` changed, and those whose record changed."""
+        hosts = set()
+        for name in states:
+            index = self.vnode_host[name]
+            if (SLEEP in str(self.vnode_attrs[name]["state"]).split(",")) != (
+                    name in self._sleepers):
+                self._sleepers.symmetric_difference_update((name,))
+                self._host_sleepers[index] += 1 if name in self._sleepers else -1
+                hosts.add(index)
         try:
-            driver = json.loads(self._power_file.read_text())
-        except (OSError, ValueError):
-            pass
-        for host in self.hosts:
-            asleep = host.spec.index in asleep_hosts
-            record = driver.get(host.spec.name) if isinstance(driver, dict) else None
+            text = self._power_file.read_text()
+        except OSError:
+            text = ""
+        if text != self._driver_text:
+            self._driver_text = text
+            try:
+                driver = json.loads(text) if text else {}
+            except ValueError:
+                driver = {}
+            driver = driver if isinstance(driver, dict) else {}
+            old, self._driver = self._driver, driver
+            hosts.update(self._host_index[h] for h in set(old) | set(driver)
+                         if h in self._host_index and old.get(h) != driver.get(h))
+        driver = self._driver
+        for index in sorted(hosts):
+            host = self.hosts[index]
+            asleep = self._host_sleepers[index] > 0
+            record = driver.get(host.spec.name)
             power, since = host.power, None
             if isinstance(record, dict) and record.get("power") in ("on", "off"):
                 power, since = record["power"], float(record.get("since") or 0)
@@ -833,7 +857,7 @@ class Simulator:
                 if not asleep:
                     host.woken = False
             self._host_state(host)
-        self._asleep = len(asleep_hosts)
+        self._asleep = sum(1 for n in self._host_sleepers.values() if n)
 
     def _startup(self) -> None:
         outcome = self._fire("exechost_startup",
