@@ -55,6 +55,8 @@ class Calendar:
         self._ending: tuple[dict[float, int], dict[float, int]] = ({}, {})
         #: Bookings that had not started when booked (`later`).
         self._later = [0, 0]
+        # Per kind, once asked for (`instants`): each vnode's instants in the timeline.
+        self._instants: list[dict[str, list[float]] | None] = [None, None]
 
     def later(self, kind: int) -> int:
         """How many bookings start after `now` (or did, after the `now` they were booked
@@ -69,6 +71,18 @@ class Calendar:
         bookings only, 1: hard and soft). Callers only read them."""
         return self._times[kind], self._deltas[kind], self._ending[kind]
 
+    def instants(self, kind: int) -> dict[str, list[float]]:
+        """Each vnode's instants in `timeline(kind)`, in order (its change at each is in the
+        timeline's deltas). Kept up to date from the first call on; callers only read it."""
+        instants = self._instants[kind]
+        if instants is None:
+            instants = self._instants[kind] = {}
+            deltas = self._deltas[kind]
+            for when in self._times[kind]:
+                for vnode in deltas[when]:
+                    instants.setdefault(vnode, []).append(when)
+        return instants
+
     def _change(self, kind: int, when: float, vnode: str, used: int, end: int) -> None:
         """Add `used` ncpus taken on `vnode` at `when` (`end`: +1 a booking ending then,
         -1 one taken back, 0 a start)."""
@@ -77,11 +91,19 @@ class Calendar:
         if at is None:
             at = deltas[when] = {}
             bisect.insort(self._times[kind], when)
-        total = at.get(vnode, 0) + used
+        before = at.get(vnode)
+        total = (before or 0) + used
         if total:
             at[vnode] = total
         else:
             at.pop(vnode, None)
+        instants = self._instants[kind]
+        if instants is not None and (before is None) != (not total):
+            if total:  # the vnode's first change at this instant
+                bisect.insort(instants.setdefault(vnode, []), when)
+            else:
+                mine = instants[vnode]
+                del mine[bisect.bisect_left(mine, when)]
         if end:
             ending = self._ending[kind]
             count = ending.get(when, 0) + end

@@ -42,7 +42,7 @@ import logging
 import math
 import operator
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1421,7 +1421,7 @@ class Scheduler:
                 return out
         return None
 
-    def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int]):
+    def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: Mapping[str, int]):
         """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
         each has free (`room`, for the whole window): the chunks, None when they do not
         fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides)."""
@@ -1572,10 +1572,12 @@ class Scheduler:
         need = info.ncpus
         avail = sum(room[name] for name in roomy)
         times, deltas, ending = calendar.timeline(kind)
-        # With no booking to start later, a job's room from t on is the room at t: a job
-        # whose chunks are alike and ask only ncpus is placed from the sweep's counts.
-        counted = not calendar.later(kind) and info.alike and \
-            info.place.arrangement == "free" and set(info.chunks[0][0]) <= {"ncpus"}
+        # A job whose chunks are alike and ask only ncpus is placed from the sweep's counts:
+        # with no booking to start later, its room from t on is the room at t; else the
+        # least room over its window, from the changes within it (`_window_room`).
+        counted = info.alike and info.place.arrangement == "free" and \
+            set(info.chunks[0][0]) <= {"ncpus"}
+        later = counted and bool(calendar.later(kind))
         i = 0
         for t in (now, *(when for when in times if when > now and when in ending)):
             while i < len(times) and times[i] <= t:
@@ -1586,8 +1588,9 @@ class Scheduler:
             candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
                           if v.plan_from <= t]
             chunks = _UNSURE
-            if counted:  # what is free from t on is what the sweep counted at t
-                chunks = self._fill(info, candidates, room)
+            if counted:  # what is free over the window, from what the sweep counted at t
+                chunks = self._fill(info, candidates, _WindowRoom(
+                    room, calendar.instants(kind), deltas, t, info.end(t)) if later else room)
             if chunks is _UNSURE:
                 chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
                                    candidates=candidates)
@@ -1601,6 +1604,34 @@ class Scheduler:
 # -- helpers ------------------------------------------------------------------------------------
 
 _UNSURE = object()  # `_fill` cannot tell: the general placement decides
+
+class _WindowRoom:
+    """The least ncpus each vnode has free over [start, end), read as a mapping: its room
+    at `start` (what the sweep counted), lowered by its own changes within the window
+    (`Calendar.instants`)."""
+
+    __slots__ = ("room", "instants", "deltas", "start", "end")
+
+    def __init__(self, room: dict[str, int], instants: dict[str, list[float]],
+                 deltas: dict[float, dict[str, int]], start: float, end: float):
+        self.room, self.instants, self.deltas = room, instants, deltas
+        self.start, self.end = start, end
+
+    def __getitem__(self, name: str) -> int:
+        free = low = self.room[name]
+        mine = self.instants.get(name)
+        if not mine:
+            return free
+        deltas = self.deltas
+        for k in range(bisect.bisect_right(mine, self.start), len(mine)):
+            when = mine[k]
+            if when >= self.end:
+                break
+            free -= deltas[when][name]
+            if free < low:
+                low = free
+        return low
+
 
 def _apply(changes: dict[str, int], room: dict[str, int], smallest: int, avail: int,
            roomy: set[str] | None) -> int:
