@@ -20,6 +20,7 @@ In order (PBS_power's algorithm, pbs-behavior.md §3):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -66,7 +67,17 @@ def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
     return out
 
 
-def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, list[str]]]:
+@functools.lru_cache(maxsize=4096)
+def _vnode_names(exec_vnode: str) -> tuple[str, ...] | None:
+    """The vnodes of an exec_vnode, None when it does not parse. Cached: a queued job's
+    estimate is read again at every run until it changes."""
+    try:
+        return tuple(name for name, _ in parse_exec_vnode(exec_vnode))
+    except ValueError:
+        return None
+
+
+def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
     """Queued jobs' (estimated start, vnodes), earliest first; jobs without both skipped."""
     out = []
     for job in jobs.values():
@@ -74,10 +85,7 @@ def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, list[str]]]:
         if not est or str(job.job_state or "Q") != "Q":
             continue
         start = _int(est.get("start_time"), -1)
-        try:
-            names = [name for name, _ in parse_exec_vnode(str(est.get("exec_vnode") or ""))]
-        except ValueError:
-            continue
+        names = _vnode_names(str(est.get("exec_vnode") or ""))
         if start >= 0 and names:
             out.append((start, names))
     out.sort(key=lambda pair: pair[0])
