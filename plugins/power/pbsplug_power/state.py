@@ -60,11 +60,29 @@ def status(directory: Path) -> dict[str, Any] | None:
     return _read(Path(directory) / STATUS_FILE)
 
 
+#: What this process last wrote to each file, with the file's size and mtime after: a
+#: record that would be written again unchanged, to a file nobody touched since, is left
+#: as it is (the booting hosts rarely change; a replay runs the hook thousands of times).
+_written: dict[Path, tuple[str, int, int]] = {}
+
+
 def _write(path: Path, data: Mapping[str, Any]) -> None:
+    text = json.dumps(data, sort_keys=True)
+    last = _written.get(path)
+    if last is not None and last[0] == text:
+        try:
+            st = path.stat()
+        except OSError:
+            pass
+        else:
+            if (st.st_size, st.st_mtime_ns) == last[1:]:
+                return
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}")
-    part.write_text(json.dumps(data, sort_keys=True))
+    part.write_text(text)
     os.replace(part, path)
+    st = path.stat()
+    _written[path] = (text, st.st_size, st.st_mtime_ns)
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,

@@ -229,3 +229,21 @@ def test_the_simulated_driver_boots_and_shuts_down_in_its_own_time(tmp_path):
     clock[0] += 10
     assert sim.status(["a"]) == {"a": "off"}
     assert json.loads((tmp_path / STATE_FILE).read_text())["a"]["power"] == "off"
+
+
+def test_a_record_unchanged_is_not_written_again_unless_someone_touched_the_file(tmp_path):
+    from pbsplug_power import state
+
+    state.save(tmp_path, {"h1": 100}, 300)
+    path = tmp_path / state.BOOTING_FILE
+    inode = path.stat().st_ino
+    state.save(tmp_path, {"h1": 100}, 300)
+    assert path.stat().st_ino == inode  # the same content: left as it was (no new file)
+    path.write_text("{}")  # someone else wrote it: the record is written again
+    state.save(tmp_path, {"h1": 100}, 300)
+    assert state.booting(tmp_path) == {"h1": 100}
+    path.unlink()
+    state.save(tmp_path, {"h1": 100}, 300)
+    assert state.booting(tmp_path) == {"h1": 100}
+    state.save(tmp_path, {"h1": 100, "h2": 200}, 300)
+    assert state.booting(tmp_path) == {"h1": 100, "h2": 200}
