@@ -1689,8 +1689,13 @@ def _expand(select: Iterable[Chunk]
 def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
     """exec_vnode chunks with the job's own spelling of each value (``mem=4gb``)."""
     out = []
+    kept: dict[int, dict[str, Any]] = {}  # alike chunks share their request: filtered once
     for (name, _), (_consumable, _match, shown) in zip(chunks, info.chunks, strict=True):
-        out.append((name, {k: v for k, v in shown.items() if k not in ("host", "vnode")}))
+        mine = kept.get(id(shown))
+        if mine is None:
+            mine = kept[id(shown)] = {k: v for k, v in shown.items()
+                                      if k not in ("host", "vnode")}
+        out.append((name, mine))
     return out
 
 

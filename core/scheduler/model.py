@@ -292,7 +292,10 @@ def _duration(value: str | int | float) -> int:
 def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:
     """PBS's exec_vnode: ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=2)``."""
     parts = []
+    inners: dict[int, str] = {}  # chunks sharing one mapping (alike chunks): joined once
     for name, res in chunks:
-        inner = ":".join(f"{k}={v}" for k, v in res.items())
+        inner = inners.get(id(res))
+        if inner is None:
+            inner = inners[id(res)] = ":".join(f"{k}={v}" for k, v in res.items())
         parts.append(f"({name}:{inner})" if inner else f"({name})")
     return "+".join(parts)

@@ -267,6 +267,8 @@ class Simulator:
         self._host_index = {host.name: host.index for host in machine.hosts}
         self._driver: dict[str, Any] = {}  # the simulated driver's record, as last read
         self._driver_text = ""
+        #: Vnode objects as the last event carried them, while their vnode is unchanged.
+        self._event_vnode_cache: dict[str, Vnode] = {}
         #: The vnodes hooks changed, so that a scheduler reparses only those.
         self._vnode_log = VnodeLog()
         self._room_count = Counter(self.room.values())
@@ -356,6 +358,8 @@ class Simulator:
     def _fire_only(self, event_type: str, names: Iterable[str], **objects: Any):
         outcome = self.runner.fire(Event(event_type, requestor="root",
                                          requestor_host=SERVER, **objects), hooks=set(names))
+        for name in outcome.changes.get("vnode_list") or ():  # a hook wrote to its object
+            self._event_vnode_cache.pop(name, None)
         for run in outcome.runs:
             self.summary.hooks.ran[(run.hook, event_type)] += 1
         return outcome
@@ -674,6 +678,7 @@ class Simulator:
         now = int(self.now)
         for name in run.vnodes:
             self.vnode_attrs[name]["last_used_time"] = now
+            self._event_vnode_cache.pop(name, None)
         self._touched = True
 
     def _finish(self, run: _Run, state: str, comment: str | None) -> None:
@@ -721,6 +726,7 @@ class Simulator:
             before = self.room[name]
             counts[before] -= 1
             after = self.room[name] = before - sign * ncpus
+            self._event_vnode_cache.pop(name, None)
             counts[after] += 1
             self._free_total += after - before
             if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
@@ -771,10 +777,17 @@ class Simulator:
 
     def _event_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
         """Vnodes as hooks see them: their attributes, with the states and assignments the
-        running jobs give them (job-busy), as the engine derives them."""
+        running jobs give them (job-busy), as the engine derives them. An object is made
+        again only when its vnode changed (a job's start or end, a hook's change) since an
+        event last carried it: a replay's periodic hook gets every vnode thousands of
+        times."""
         out = {}
-        store, room = self.vnode_attrs, self.room
+        store, room, cache = self.vnode_attrs, self.room, self._event_vnode_cache
         for name in names:
+            vnode = cache.get(name)
+            if vnode is not None:
+                out[name] = vnode
+                continue
             attrs = store[name]
             ncpus = attrs["resources_available"]["ncpus"]
             used = ncpus - room[name]
@@ -783,7 +796,7 @@ class Simulator:
                 view["state"] = "job-busy" if attrs["state"] == "free" else \
                     f"{attrs['state']},job-busy"
             view["resources_assigned"] = {"ncpus": used}
-            out[name] = Vnode(name, view)
+            out[name] = cache[name] = Vnode(name, view)
         return out
 
     def _vnode_changes(self, outcome) -> None:
@@ -804,6 +817,7 @@ class Simulator:
                 if changes["state"] != attrs["state"]:
                     changes["last_state_change_time"] = int(self.now)
             attrs.update(changes)
+            self._event_vnode_cache.pop(name, None)
             self.vnodes[name] = Vnode(name, attrs)
             self._vnode_log.changed(name)
             self._touched = True
