@@ -153,6 +153,17 @@ def missing(why: str) -> None:
     pytest.skip(why)
 
 
+def require_module(name: str, why: str = "") -> Any:
+    """The module `name`, imported; when it cannot be, `missing` (fails under CI)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing(why or f"module {name} cannot be imported ({exc}); `make` installs every "
+                "package of this repository")
+
+
 def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
     """Poll `check` every 50 ms until it returns something true, and return that; fail the
     test (AssertionError) after `timeout` seconds. For what a server does in its own time:

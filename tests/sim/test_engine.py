@@ -14,6 +14,7 @@ from pbsplug.sim.engine import PRESETS, SimError, Simulator, policy_settings
 from pbsplug.sim.machine import Host, Machine, PowerModel, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
+from pbsplug.testing import require_module
 
 
 class Sink:
@@ -306,7 +307,7 @@ def power_plugins(register_plugin, pbsplug_plugins):
 
 def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plugins,
                                                     tmp_path):
-    pytest.importorskip("pbsplug_power")
+    require_module("pbsplug_power")
     plugins = power_plugins(register_plugin, pbsplug_plugins)
     jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)]
     sink, sim = simulate(jobs, nodes=1, policy="easy", plugins=plugins, power=MODEL,

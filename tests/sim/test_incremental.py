@@ -14,6 +14,7 @@ from pbsplug.sim import engine
 from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import TraceJob
+from pbsplug.testing import require_module
 
 
 class Sink:
@@ -115,8 +116,7 @@ def test_vnodes_that_sleep_and_wake_are_refreshed_in_place_and_decide_the_same(
     every vnode at each change, and as one that reads everything afresh. And estimates made
     only in the last cycle before each periodic run (the hook reads them) wake the same
     hosts as estimates made in every cycle."""
-    pytest.importorskip("pbsplug_power")
-    import pbsplug_power
+    pbsplug_power = require_module("pbsplug_power")
 
     register_plugin(pbsplug_power, "power", freq=60, isolation="inprocess", config={
         "driver": "simulated", "power_on_off_enable": "True", "node_idle_limit": "300",
