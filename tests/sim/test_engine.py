@@ -3,6 +3,7 @@ each checked against values worked out here, independently of the simulator."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
-from pbsplug.sim.engine import PRESETS, SimError, Simulator, policy_settings
+from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings
 from pbsplug.sim.machine import Host, Machine, PowerModel, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
@@ -288,6 +289,41 @@ def test_hooks_not_declared_sim_safe_are_left_out_and_reported(register_plugin,
     lines = sim.summary.hooks.lines()
     assert "ran: notsafe runjob (1 times)" in lines
     assert "left out: notsafe periodic: not declared sim_safe by the plugin" in lines
+
+
+class OfflineOne:
+    """Takes n1 offline at start-up, and runs a periodic hook that changes nothing."""
+
+    plugin_info = PluginInfo(events=("exechost_startup", "periodic"),
+                             sim_safe=("exechost_startup", "periodic"))
+
+    @hookimpl
+    def exechost_startup(self, event):
+        event.vnode_list["n1"].state = "offline"
+
+    @hookimpl
+    def periodic(self, event):
+        pass
+
+
+def test_a_replay_with_a_periodic_hook_ends_after_seven_days_of_nothing(register_plugin,
+                                                                        pbsplug_plugins,
+                                                                        tmp_path):
+    register_plugin(OfflineOne(), "offline", isolation="inprocess", freq=3600)
+    # j1 needs both vnodes and n1 is offline: it could run on an empty machine, so it
+    # waits; nothing else ever changes. The periodic hook would run forever: the replay
+    # ends once it has seen 7 days (STALL) of nothing, and j1 is reported never started.
+    jobs = [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)]
+    sink, sim = simulate(jobs, nodes=2, policy="pbs", plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["2"].start, by_id["2"].end) == (200, 250)  # on n0, beside the waiting j1
+    assert by_id["1"].final_state == REJECTED and by_id["1"].start is None
+    # Last change at 250 (j2's end); the periodic runs every hour from 100: the last run
+    # is the first at or after 250 + 7 days, when the loop sees the stall.
+    last = 100 + 3600 * math.ceil((250 + STALL - 100) / 3600)
+    assert by_id["1"].end == last and sim.summary.end == last
+    assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
 
 
 # -- power ----------------------------------------------------------------------------------------
