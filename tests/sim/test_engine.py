@@ -369,6 +369,31 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     assert by_id["2"].energy == pytest.approx(200 * 10)
 
 
+def test_ramp_mode_puts_an_idle_host_to_sleep_and_ramps_it_up_for_a_job(register_plugin,
+                                                                        pbsplug_plugins,
+                                                                        tmp_path):
+    pbsplug_power = require_module("pbsplug_power")
+    register_plugin(pbsplug_power, "power", freq=60, isolation="inprocess", config={
+        "driver": "simulated", "power_ramp_rate_enable": "True", "node_idle_limit": "100",
+        "min_node_down_delay": "1", "boot_delay": 60})
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)]
+    sink, sim = simulate(jobs, nodes=1, policy="easy", plugins=pbsplug_plugins, power=MODEL,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    # Idle from 10; at 120 (idle 110 s > 100) the host is ramped down: asleep, its power
+    # never off (no shutdown, no boot). j2 arrives at 1000 and is planned on the sleeping
+    # host from 1060 (boot_delay); the run at 1020 finds that within 900 s and ramps it up
+    # at once, and the cycle that follows starts j2 at 1020.
+    assert by_id["2"].start == 1020
+    states = [(s.time, s.counts["computing"], s.counts["idle"], s.counts["sleeping"],
+               s.counts["switching_off"] + s.counts["switching_on"]) for s in sink.states]
+    assert (120, 0, 0, 1, 0) in states and (1020, 1, 0, 0, 0) in states
+    assert all(switching == 0 for *_, switching in states)
+    # Energy by hand: busy 0-10 and 1020-1030 (200 W), idle 10-120 (100 W), asleep
+    # 120-1020 (10 W).
+    assert sim.summary.energy == pytest.approx(200 * 10 + 100 * 110 + 10 * 900 + 200 * 10)
+
+
 # -- several schedulers, each over its partitions ([sim.sched.NAME]) -------------------------------
 
 def partitioned():
