@@ -112,7 +112,8 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
     except (SimError, PlatformError, TraceError, OutputError) as exc:
         raise CliError(str(exc)) from None
     return {"machine": machine.describe(), "summary": summary, "trace": trace,
-            "metrics": sink.metrics() if hasattr(sink, "metrics") else {}}
+            "metrics": sink.metrics() if hasattr(sink, "metrics") else {},
+            "schedulers": [(s.name, tuple(sorted(s.partitions))) for s in sim.schedulers]}
 
 
 def _report(result: dict[str, Any], out: Path) -> None:
@@ -131,6 +132,11 @@ def _report(result: dict[str, Any], out: Path) -> None:
     rate = (summary.jobs + summary.rejected) / summary.wall if summary.wall else 0.0
     typer.echo(f"time: {simulated / 86400:,.1f} days simulated in {summary.wall:,.2f} s "
                f"({rate:,.0f} jobs/s)")
+    scheds = result.get("schedulers") or []
+    if len(scheds) > 1:
+        typer.echo("schedulers: " + "; ".join(
+            f"{name} ({', '.join(parts)})" if parts else f"{name} (what no other owns)"
+            for name, parts in scheds))
     lines = summary.hooks.lines()
     typer.echo("hooks: " + ("none enabled" if not lines else ""))
     for line in lines:

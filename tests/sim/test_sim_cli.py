@@ -128,9 +128,12 @@ def test_a_site_sched_table_adds_a_scheduler_over_its_partition(tmp_path, capsys
     waits = {}
     for site in (one, two):
         out = tmp_path / site.stem
-        code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
-                               "--site", str(site), "--no-plots", "--out", str(out))
+        code, stdout, err = run_cli(capsys, "sim", "run", str(trace), "--platform",
+                                    str(platform), "--site", str(site), "--no-plots", "--out",
+                                    str(out))
         assert code == 0, err
+        assert ("schedulers: default (what no other owns); s2 (p2)" in stdout) == (
+            site is two)
         waits[site.stem] = json.loads((out / "metrics.json").read_text())["per_queue"]
     assert waits["one"]["1"]["max_wait_s"] == 0
     assert waits["two"]["1"]["max_wait_s"] == 100 and waits["two"]["2"]["max_wait_s"] == 0
