@@ -1295,6 +1295,12 @@ class Scheduler:
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
                 soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
         if info.alike:
+            if now_mode and info.place.arrangement == "free" and \
+                    set(info.chunks[0][0]) <= {"ncpus"}:
+                # Most of a trace: the ncpus each vnode has free now, for the window.
+                chunks = self._fill(info, candidates, _NowRoom(self, start, end))
+                if chunks is not _UNSURE:
+                    return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
         arrangement = info.place.arrangement
         given: dict[str, dict[str, int]] = {}
@@ -1604,6 +1610,25 @@ class Scheduler:
 # -- helpers ------------------------------------------------------------------------------------
 
 _UNSURE = object()  # `_fill` cannot tell: the general placement decides
+
+class _NowRoom:
+    """The ncpus each vnode has free over [now, end), read as a mapping, for a job starting
+    now: its room now (hard bookings begun), unless a hard booking is still to start on it
+    before `end`; then what `Scheduler._free` says."""
+
+    __slots__ = ("sched", "start", "end")
+
+    def __init__(self, sched: Scheduler, start: float, end: float):
+        self.sched, self.start, self.end = sched, start, end
+
+    def __getitem__(self, name: str) -> int:
+        sched = self.sched
+        future = sched._future_hard.get(name)
+        if future is None or self.end <= future[0]:
+            return sched._room[name]
+        free = sched._free(name, self.start, self.end, False, True)
+        return 0 if free is None else free[0].get("ncpus", 0)
+
 
 class _WindowRoom:
     """The least ncpus each vnode has free over [start, end), read as a mapping: its room
