@@ -425,7 +425,10 @@ class Simulator:
                 last_submit = pending.submit
                 self._submit(pending)
                 pending = next(trace, None)
-            self._next_submit = pending.submit if pending is not None else math.inf
+            # The next submission is sure to queue a job (so to run a cycle) when no hook
+            # may refuse it and its request is the one the simulator writes.
+            self._next_submit = pending.submit if pending is not None and \
+                pending.select is None and not self._chains.get("queuejob") else math.inf
             # 4. periodic hooks
             for name, due in sorted(self._periodic_due.items(), key=lambda kv: (kv[1], kv[0])):
                 if due <= now:
@@ -560,9 +563,9 @@ class Simulator:
 
     def _estimates_read(self) -> bool:
         """Whether a periodic hook may read this cycle's estimates: no event comes before
-        its run. An event that comes first (an end, a host's transition, a submission) runs
-        a cycle of its own while jobs are queued, and that cycle's estimates replace these;
-        with no job left queued there is nothing to estimate."""
+        its run. An event that comes first (an end, a host's transition, a submission sure
+        to queue its job) runs a cycle of its own while jobs are queued, and that cycle's
+        estimates replace these; with no job left queued there is nothing to estimate."""
         if not self._lazy_estimates:
             return True
         due = min(self._periodic_due.values())
