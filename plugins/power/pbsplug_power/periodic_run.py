@@ -67,7 +67,7 @@ def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def _vnode_names(exec_vnode: str) -> tuple[str, ...] | None:
     """The vnodes of an exec_vnode, None when it does not parse. Cached: a queued job's
     estimate is read again at every run until it changes."""
