@@ -135,7 +135,8 @@ def _report(result: dict[str, Any], out: Path) -> None:
     scheds = result.get("schedulers") or []
     if len(scheds) > 1:
         typer.echo("schedulers: " + "; ".join(
-            f"{name} ({', '.join(parts)})" if parts else f"{name} (what no other owns)"
+            f"{name} ({', '.join(parts)})" if parts else
+            f"{name} ({'what no other owns' if name == 'default' else 'no partition'})"
             for name, parts in scheds))
     lines = summary.hooks.lines()
     typer.echo("hooks: " + ("none enabled" if not lines else ""))

@@ -176,8 +176,9 @@ class Calendar:
         cap = self.capacity[vnode]
         if start >= self._last.get(vnode, -INFINITY) or end <= self._first.get(vnode, INFINITY):
             return cap, True  # callers only read it
-        overlapping = [b for b in self.bookings[vnode]
-                       if b.start < end and b.end > start and (soft or b.hard)]
+        overlapping = [b for b in self.bookings[vnode]  # one of no length holds nothing
+                       if b.start < end and b.end > start and b.end > b.start
+                       and (soft or b.hard)]
         if not overlapping:
             return cap, True
         if any(b.exclusive for b in overlapping):

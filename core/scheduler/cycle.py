@@ -727,8 +727,10 @@ class Scheduler:
         fresh = []
         for name in names:
             vnode, info = snap.vnodes.get(name), kept.infos.get(name)
+            if info is None and (vnode is None or not self.owns(vnode)):
+                continue  # another scheduler's vnode, before and after
             if vnode is None or info is None or not self.owns(vnode):
-                return False
+                return False  # a vnode gone, or one that joined or left this slice
             new = self._vnode_info(vnode, now)
             if (new.capacity, new.match, new.sharing, new.host) != (
                     info.capacity, info.match, info.sharing, info.host):

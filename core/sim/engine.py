@@ -343,6 +343,7 @@ class Simulator:
         #: (`_estimates_read`): exact when every event is sure to run a cycle, which a
         #: scheduler hook ensures (`_could_start`).
         self._lazy_estimates = bool(self._chains.get("periodic")) and bool(self._sched_hooks)
+        self._estimated: set[str] = set()  # queued jobs holding the last estimates made
         self._next_submit = math.inf
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
 
@@ -358,6 +359,11 @@ class Simulator:
     def _fire_only(self, event_type: str, names: Iterable[str], **objects: Any):
         outcome = self.runner.fire(Event(event_type, requestor="root",
                                          requestor_host=SERVER, **objects), hooks=set(names))
+        if outcome.kind in ("error", "alarm"):
+            # A failed hook's writes are in its objects but not in the outcome: none of
+            # the objects it was given is reused.
+            for name in objects.get("vnode_list") or ():
+                self._event_vnode_cache.pop(name, None)
         for name in outcome.changes.get("vnode_list") or ():  # a hook wrote to its object
             self._event_vnode_cache.pop(name, None)
         for run in outcome.runs:
@@ -562,10 +568,11 @@ class Simulator:
             self._log.forget(read)
 
     def _estimates_read(self) -> bool:
-        """Whether a periodic hook may read this cycle's estimates: no event comes before
-        its run. An event that comes first (an end, a host's transition, a submission sure
-        to queue its job) runs a cycle of its own while jobs are queued, and that cycle's
-        estimates replace these; with no job left queued there is nothing to estimate."""
+        """Whether a periodic hook may read this cycle's estimates (a job keeps only the
+        estimates of the last cycle that made any): no event comes before its run. An event
+        that comes first (an end, a host's transition, a submission sure to queue its job)
+        runs a cycle of its own while jobs are queued, and that cycle's estimates replace
+        these; with no job left queued there is nothing to estimate."""
         if not self._lazy_estimates:
             return True
         due = min(self._periodic_due.values())
@@ -575,6 +582,7 @@ class Simulator:
 
     def _cycles(self, snap: Snapshot) -> None:
         read = self._estimates_read()
+        estimated: set[str] = set()
         for sched, limit in zip(self.schedulers, self._estimate_limits, strict=True):
             sched.policy.estimate_limit = limit if read else 0
             result = sched.cycle(snap, self.now)
@@ -587,14 +595,25 @@ class Simulator:
                 if run is not None:
                     self._start(run, decision.exec_vnode, decision.chunks)
                     self._tell(run)
-            if result.estimates:
-                for job_id, est in result.estimates.items():
-                    run = self.queued.get(job_id)
-                    if run is not None:
-                        run.attrs["estimated"] = {"start_time": est.start_time,
-                                                  "exec_vnode": est.exec_vnode}
-                        run.job = Job(job_id, run.attrs)
-                        self._tell(run)
+            for job_id, est in result.estimates.items():
+                run = self.queued.get(job_id)
+                if run is not None:
+                    run.attrs["estimated"] = {"start_time": est.start_time,
+                                              "exec_vnode": est.exec_vnode}
+                    run.job = Job(job_id, run.attrs)
+                    self._tell(run)
+                    estimated.add(job_id)
+        if read and self._chains.get("periodic"):
+            # The estimates a periodic hook reads are the last cycle's that made any: a
+            # queued job it did not estimate (no longer among the first estimate_limit, or
+            # no plan) has none. (Without a periodic hook, estimates stay as they were
+            # made: a scheduler hook may read a job's estimate from an earlier cycle.)
+            for job_id in self._estimated - estimated:
+                run = self.queued.get(job_id)
+                if run is not None and run.attrs.pop("estimated", None) is not None:
+                    run.job = Job(job_id, run.attrs)
+                    self._tell(run)
+            self._estimated = estimated
 
     # -- a job's life (pbsplug.lifecycle) -------------------------------------------------------
     def _start(self, run: _Run, exec_vnode: str, chunks: list) -> None:
@@ -938,20 +957,22 @@ def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[Schedu
     if not isinstance(scheds, dict):
         raise SimError(f"[sim.sched]: {scheds!r}: expected a table of sched objects")
     for name, attrs in scheds.items():
-        where = f"[sim.sched.{name}]"
+        where = f"[sim.sched.{name!r}]" if not str(name).isprintable() else \
+            f"[sim.sched.{name}]"
         if not isinstance(attrs, dict):
             raise SimError(f"{where}: {attrs!r}: expected a table")
         unknown = sorted(set(attrs) - SCHED_KEYS - POLICY_KEYS)
         if unknown:
             raise SimError(f"{where}.{unknown[0]}: unknown key; expected partition, scheduling "
                            "or a policy key of docs/scheduler.md")
-        parts = attrs.get("partition", [])
+        parts = attrs.get("partition")
         if isinstance(parts, str):
-            parts = parts.split(",")
-        if not isinstance(parts, list) or not all(isinstance(p, str) and p.strip()
-                                                  for p in parts):
+            parts = [p for p in parts.split(",") if p.strip()]  # PBS's list: "p1,p2"
+        if not isinstance(parts, list) or not parts or not all(
+                isinstance(p, str) and p.strip() for p in parts):
             raise SimError(f"{where}.partition: {attrs.get('partition')!r}: expected a "
-                           "partition name or a list of them")
+                           "partition name or a list of them (a scheduler without one "
+                           "schedules nothing)")
         if not isinstance(attrs.get("scheduling", True), bool):
             raise SimError(f"{where}.scheduling: {attrs['scheduling']!r}: expected true or "
                            "false")

@@ -140,3 +140,16 @@ def test_random_workloads(vnodes, workload, strict, depth):
         confirmed = [r for r in confirmed if r.reserve_end > now]
     starved = [j.id for j in queued.values() if fits_empty(vnodes, j)]
     assert not starved, f"jobs that fit the empty machine never ran: {starved}"
+
+
+def test_a_booking_of_no_length_holds_nothing():
+    """A 0 s exclusive booking (a job of walltime 0) takes no room over any window: the
+    calendar's answer for a window agrees with its timeline, which nets it out."""
+    from pbsplug.scheduler.calendar import Booking, Calendar
+
+    cal = Calendar({"a": {"ncpus": 4}}, now=0)
+    cal.book("a", Booking(0, 100, {"ncpus": 1}, False, True, "j1"))
+    cal.book("a", Booking(50, 50, {}, True, True, "j0"))
+    cal.book("a", Booking(60, 90, {"ncpus": 1}, False, True, "j2"))
+    free = cal.free("a", 10, 80, soft=False)
+    assert free is not None and free[0]["ncpus"] == 2

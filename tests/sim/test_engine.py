@@ -326,6 +326,34 @@ def test_a_replay_with_a_periodic_hook_ends_after_seven_days_of_nothing(register
     assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
 
 
+class WritesThenFails:
+    """The first periodic run marks n0 offline and then fails; later runs note n0's state."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def periodic(self, event):
+        if not self.seen:
+            self.seen.append(None)
+            event.vnode_list["n0"].state = "offline"
+            raise RuntimeError("a bug after the write")
+        self.seen.append(event.vnode_list["n0"].state)
+
+
+def test_a_failed_hooks_write_reaches_neither_the_machine_nor_a_later_event(
+        register_plugin, pbsplug_plugins, tmp_path):
+    hook = WritesThenFails()
+    register_plugin(hook, "failing", isolation="inprocess", freq=60)
+    sink, sim = simulate([tj(1, 0, 200, 1, 300), tj(2, 10, 100, 2, 300)], nodes=2,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert len(hook.seen) >= 3 and hook.seen[0] is None
+    assert set(hook.seen[1:]) <= {"free", "job-busy"}  # never the failed run's "offline"
+    assert sink.starts() == {"1": 0, "2": 200}
+
+
 # -- power ----------------------------------------------------------------------------------------
 
 MODEL = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, booting=150.0,
@@ -430,6 +458,8 @@ def test_a_second_scheduler_owns_its_partition_and_default_keeps_the_rest():
     starts, hosts = run_partitioned({"s2": {"partition": "p2"}})
     assert starts == {"1": 0, "2": 100, "3": 0, "4": 10}
     assert hosts == {"1": (0, 1), "2": (0,), "3": (2, 3), "4": (2,)}
+    # PBS's comma list, a trailing comma as the server takes it: the same schedulers.
+    assert run_partitioned({"s2": {"partition": "p2,"}})[0] == starts
     # Turned off (scheduling false), s2 still owns p2: qb's jobs are never started.
     sink = Sink()
     Simulator(partitioned(), sink, policy=policy_settings("easy"),
@@ -454,6 +484,8 @@ def test_each_scheduler_has_its_own_policy_over_the_runs():
 @pytest.mark.parametrize(("scheds", "message"), [
     ({"s2": {"partition": "p2", "colour": 1}}, "[sim.sched.s2].colour: unknown key"),
     ({"s2": {"partition": 7}}, "[sim.sched.s2].partition: 7: expected a partition name"),
+    ({"s2": {"backfill": True}}, "[sim.sched.s2].partition: None: expected a partition"),
+    ({"s2": {"partition": ","}}, "[sim.sched.s2].partition: ',': expected a partition"),
     ({"s2": {"partition": "p2", "scheduling": "yes"}}, "[sim.sched.s2].scheduling: 'yes'"),
     ({"s2": {"partition": "p2", "backfill_depth": "lots"}},
      "[sim.sched.s2]: scheduler policy setting backfill_depth='lots' is not a int"),

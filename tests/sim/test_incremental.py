@@ -108,14 +108,15 @@ def sleepy_workload(seed: int, count: int, cpus: int) -> list[TraceJob]:
     return jobs
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("seed", "formula"), [(1, None), (2, None), (3, "ncpus")])
 def test_vnodes_that_sleep_and_wake_are_refreshed_in_place_and_decide_the_same(
-        seed, register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
+        seed, formula, register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
     """The power plugin puts hosts to sleep and wakes them between cycles: a scheduler that
     updates only those vnodes in place (`Snapshot.vnode_log`) decides as one that reparses
     every vnode at each change, and as one that reads everything afresh. And estimates made
     only in the last cycle before each periodic run (the hook reads them) wake the same
-    hosts as estimates made in every cycle."""
+    hosts as estimates made in every cycle, also when a job_sort_formula reorders the queue
+    (a job estimated by an earlier cycle and not by the last has no estimate)."""
     pbsplug_power = require_module("pbsplug_power")
 
     register_plugin(pbsplug_power, "power", freq=60, isolation="inprocess", config={
@@ -144,8 +145,9 @@ def test_vnodes_that_sleep_and_wake_are_refreshed_in_place_and_decide_the_same(
 
             monkeypatch.setattr(engine, "Snapshot", changed)
         sink = Sink()
+        policy = policy_settings("easy", {"job_sort_formula": formula} if formula else None)
         sim = Simulator(uniform(4, 4, "test"), sink, plugins=pbsplug_plugins,
-                        policy=policy_settings("easy"), workdir=tmp_path / variant)
+                        policy=policy, workdir=tmp_path / variant)
         sim.run(jobs)
         monkeypatch.undo()
         return sink.jobs, sim.summary

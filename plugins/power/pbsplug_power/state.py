@@ -60,10 +60,15 @@ def status(directory: Path) -> dict[str, Any] | None:
     return _read(Path(directory) / STATUS_FILE)
 
 
-#: What this process last wrote to each file, with the file's size and mtime after: a
-#: record that would be written again unchanged, to a file nobody touched since, is left
-#: as it is (the booting hosts rarely change; a replay runs the hook thousands of times).
-_written: dict[Path, tuple[str, int, int]] = {}
+#: What this process last wrote to each file, with the file's identity after (inode,
+#: size, mtime, ctime: any write, rename or utime changes one): a record that would be
+#: written again unchanged, to a file nobody touched since, is left as it is (the booting
+#: hosts rarely change; a replay runs the hook thousands of times).
+_written: dict[Path, tuple[str, tuple[int, int, int, int]]] = {}
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _write(path: Path, data: Mapping[str, Any]) -> None:
@@ -75,14 +80,15 @@ def _write(path: Path, data: Mapping[str, Any]) -> None:
         except OSError:
             pass
         else:
-            if (st.st_size, st.st_mtime_ns) == last[1:]:
+            if _identity(st) == last[1]:
                 return
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}")
     part.write_text(text)
     os.replace(part, path)
-    st = path.stat()
-    _written[path] = (text, st.st_size, st.st_mtime_ns)
+    if len(_written) >= 64:  # one process, many state folders (replays): forget them
+        _written.clear()
+    _written[path] = (text, _identity(path.stat()))
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
