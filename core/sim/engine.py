@@ -339,10 +339,10 @@ class Simulator:
             if not self._chains.get("periodic") and "estimate_limit" not in policy:
                 sched.policy.estimate_limit = 0
         self._estimate_limits = [s.policy.estimate_limit for s in self.schedulers]
-        #: Estimates are made only in the last cycle before a periodic hook reads them
-        #: (`_estimates_read`): exact when every event is sure to run a cycle, which a
-        #: scheduler hook ensures (`_could_start`).
-        self._lazy_estimates = bool(self._chains.get("periodic")) and bool(self._sched_hooks)
+        #: A periodic hook reads the queued jobs' estimates: every event then runs a cycle
+        #: (`_could_start`), and estimates are made only in the last cycle before a
+        #: periodic run (`_estimates_read`), which is exact since no later cycle comes first.
+        self._periodic_reads = bool(self._chains.get("periodic"))
         self._estimated: set[str] = set()  # queued jobs holding the last estimates made
         self._next_submit = math.inf
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
@@ -520,14 +520,15 @@ class Simulator:
 
     # -- the cycle ------------------------------------------------------------------------------
     def _could_start(self, only_new: bool) -> bool:
-        """Whether a cycle could start anything. Yes when a vnode is asleep (a cycle's
-        estimates are what wake it) or a scheduler hook runs. Else a job can start only
+        """Whether a cycle must run. Yes when a periodic hook may read the cycle's
+        estimates (a vnode asleep is woken by them) or a scheduler hook runs. Else when it
+        could start anything: a job can start only
         if its smallest chunk fits the largest free room of a vnode and the machine has
         as many cpus free as the job needs; and when only
         submissions happened since the last cycle (which left no queued job able to start,
         and nothing freed since), only a new job can, when new jobs sort after the old
         ones (no job_sort_formula, queues of one priority)."""
-        if self._asleep or self._sched_hooks:
+        if self._periodic_reads or self._asleep or self._sched_hooks:
             return True
         room = max((r for r, n in self._room_count.items() if n), default=0)
         free = self._free_total
@@ -573,7 +574,7 @@ class Simulator:
         that comes first (an end, a host's transition, a submission sure to queue its job)
         runs a cycle of its own while jobs are queued, and that cycle's estimates replace
         these; with no job left queued there is nothing to estimate."""
-        if not self._lazy_estimates:
+        if not self._periodic_reads:
             return True
         due = min(self._periodic_due.values())
         first = min(self._ends[0][0] if self._ends else math.inf,

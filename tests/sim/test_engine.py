@@ -45,11 +45,11 @@ def tj(job_id, submit, run, ncpus, walltime=None, **kw):
 
 
 def simulate(jobs, nodes=4, cpus=1, policy="easy", plugins=None, power=None, tmp_path=None,
-             **kw):
+             policy_overrides=None, **kw):
     sink = Sink()
     machine = uniform(nodes, cpus, "test", power)
-    sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings(policy),
-                    workdir=tmp_path, **kw)
+    sim = Simulator(machine, sink, plugins=plugins,
+                    policy=policy_settings(policy, policy_overrides), workdir=tmp_path, **kw)
     sim.run(jobs)
     return sink, sim
 
@@ -352,6 +352,37 @@ def test_a_failed_hooks_write_reaches_neither_the_machine_nor_a_later_event(
     assert len(hook.seen) >= 3 and hook.seen[0] is None
     assert set(hook.seen[1:]) <= {"free", "job-busy"}  # never the failed run's "offline"
     assert sink.starts() == {"1": 0, "2": 200}
+
+
+class ReadsEstimates:
+    """A periodic hook that notes which queued jobs carry an estimate."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def periodic(self, event):
+        self.seen.append(sorted(j for j, job in event.job_list.items()
+                                if (job.estimated or {}).get("start_time") is not None))
+
+
+@pytest.mark.parametrize("every_cycle", [False, True])
+def test_a_periodic_hook_reads_the_last_cycles_estimates_only(every_cycle, register_plugin,
+                                                               pbsplug_plugins, monkeypatch,
+                                                               tmp_path):
+    hook = ReadsEstimates()
+    register_plugin(hook, "reader", isolation="inprocess", freq=60)
+    if every_cycle:  # estimates in every cycle, not only in the last before a periodic run
+        monkeypatch.setattr(Simulator, "_estimates_read", lambda self: True)
+    # One estimate a cycle, bigger jobs first. Made in every cycle, j2's is made at 10; at
+    # 20 j3 (2 cpus) ranks before it and takes the one estimate. At 60 the hook sees j3's
+    # only either way: a job keeps only the last estimating cycle's estimates.
+    jobs = [tj(1, 0, 1000, 2, 1000), tj(2, 10, 10, 1, 10), tj(3, 20, 10, 2, 10)]
+    simulate(jobs, nodes=2, plugins=pbsplug_plugins, tmp_path=tmp_path,
+             policy_overrides={"job_sort_formula": "ncpus", "estimate_limit": 1})
+    assert hook.seen[0] == ["3"]
 
 
 # -- power ----------------------------------------------------------------------------------------
