@@ -1582,7 +1582,7 @@ class Scheduler:
         times, deltas, ending = calendar.timeline(kind)
         # A job whose chunks are alike and ask only ncpus is placed from the sweep's counts:
         # with no booking to start later, its room from t on is the room at t; else the
-        # least room over its window, from the changes within it (`_window_room`).
+        # least room over its window, from the changes within it (`_WindowRoom`).
         counted = info.alike and info.place.arrangement == "free" and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))

@@ -604,7 +604,7 @@ class Simulator:
                     run.job = Job(job_id, run.attrs)
                     self._tell(run)
                     estimated.add(job_id)
-        if read and self._chains.get("periodic"):
+        if read and self._periodic_reads:
             # The estimates a periodic hook reads are the last cycle's that made any: a
             # queued job it did not estimate (no longer among the first estimate_limit, or
             # no plan) has none. (Without a periodic hook, estimates stay as they were

@@ -326,13 +326,17 @@ def test_a_replay_with_a_periodic_hook_ends_after_seven_days_of_nothing(register
     assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
 
 
-class WritesThenFails:
-    """The first periodic run marks n0 offline and then fails; later runs note n0's state."""
+class PeriodicProbe:
+    """A sim-safe periodic hook that notes what it sees in `seen`."""
 
     plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
 
     def __init__(self):
         self.seen = []
+
+
+class WritesThenFails(PeriodicProbe):
+    """The first periodic run marks n0 offline and then fails; later runs note n0's state."""
 
     @hookimpl
     def periodic(self, event):
@@ -354,13 +358,8 @@ def test_a_failed_hooks_write_reaches_neither_the_machine_nor_a_later_event(
     assert sink.starts() == {"1": 0, "2": 200}
 
 
-class ReadsEstimates:
+class ReadsEstimates(PeriodicProbe):
     """A periodic hook that notes which queued jobs carry an estimate."""
-
-    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
-
-    def __init__(self):
-        self.seen = []
 
     @hookimpl
     def periodic(self, event):
