@@ -42,6 +42,7 @@ import logging
 import math
 import operator
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,6 +348,8 @@ class Scheduler:
         self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
         self._open = list(kept.usable)  # see _now_candidates
+        self._open_mark = -1  # `calendar.changes` when `_open` was last narrowed
+        self._open_by: dict[int, list[_VnodeInfo]] = {}  # smallest chunk -> `_open` narrowed
         self._open_names = kept.usable_names
         self.now = now
         self._ever_memo = kept.ever_memo
@@ -824,10 +827,16 @@ class Scheduler:
                      start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
         made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
-        for name, res in chunks:
-            acc = per_vnode.setdefault(name, {})
-            for k, v in res.items():
-                acc[k] = acc.get(k, 0) + v
+        if len(chunks) > 1 and len(set(map(id, map(_SECOND, chunks)))) == 1:
+            # Alike chunks (one resources dict, as placed from counts): counted, not summed.
+            res = chunks[0][1]
+            for name, n in Counter(map(_FIRST, chunks)).items():
+                per_vnode[name] = {k: v * n for k, v in res.items()}
+        else:
+            for name, res in chunks:
+                acc = per_vnode.setdefault(name, {})
+                for k, v in res.items():
+                    acc[k] = acc.get(k, 0) + v
         hosts_excl = set()
         for name, res in per_vnode.items():
             info = self.vnodes[name]
@@ -975,8 +984,7 @@ class Scheduler:
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         room = self._room
-        self._free_now = sum(free for free in map(room.__getitem__, self._open_names)
-                             if free > 0)
+        self._free_now = sum(filter((0).__lt__, map(room.__getitem__, self._open_names)))
         try:
             self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
         finally:
@@ -1278,7 +1286,7 @@ class Scheduler:
                 return None  # fewer cpus free now than it needs
             candidates = self._now_candidates(info)
             room = self._room
-            if sum(room[v.name] for v in candidates) < info.ncpus:
+            if sum(map(room.__getitem__, map(_NAME, candidates))) < info.ncpus:
                 return None  # fewer cpus free now than it needs
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
@@ -1299,8 +1307,11 @@ class Scheduler:
         if info.alike:
             if now_mode and info.place.arrangement == "free" and \
                     set(info.chunks[0][0]) <= {"ncpus"}:
-                # Most of a trace: the ncpus each vnode has free now, for the window.
-                chunks = self._fill(info, candidates, _NowRoom(self, start, end))
+                # Most of a trace: the least ncpus each vnode has free over the window,
+                # from its room now and its own hard changes to come.
+                calendar = self.calendar
+                chunks = self._fill(info, candidates, _WindowRoom(
+                    self._room, calendar.instants(0), calendar.timeline(0)[1], start, end))
                 if chunks is not _UNSURE:
                     return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
@@ -1463,8 +1474,17 @@ class Scheduler:
         smallest = info.smallest
         if smallest <= 0:
             return [v for v in self.order if v.usable_now]
-        self._open = open_ = [v for v in self._open if room[v.name] > 0]
-        return open_ if smallest == 1 else [v for v in open_ if room[v.name] >= smallest]
+        open_ = self._open
+        if self._open_mark != self.calendar.changes:  # else no room changed since
+            self._open = open_ = [v for v in open_ if room[v.name] > 0]
+            self._open_mark = self.calendar.changes
+            self._open_by.clear()
+        if smallest == 1:
+            return open_
+        roomy = self._open_by.get(smallest)
+        if roomy is None:
+            roomy = self._open_by[smallest] = [v for v in open_ if room[v.name] >= smallest]
+        return roomy
 
     def _placement_hook(self, info: _JobInfo, chunks, start: float, soft: bool = False,
                         roomy: list[_VnodeInfo] | None = None):
@@ -1612,25 +1632,8 @@ class Scheduler:
 # -- helpers ------------------------------------------------------------------------------------
 
 _UNSURE = object()  # `_fill` cannot tell: the general placement decides
-
-class _NowRoom:
-    """The ncpus each vnode has free over [now, end), read as a mapping, for a job starting
-    now: its room now (hard bookings begun), unless a hard booking is still to start on it
-    before `end`; then what `Scheduler._free` says."""
-
-    __slots__ = ("sched", "start", "end")
-
-    def __init__(self, sched: Scheduler, start: float, end: float):
-        self.sched, self.start, self.end = sched, start, end
-
-    def __getitem__(self, name: str) -> int:
-        sched = self.sched
-        future = sched._future_hard.get(name)
-        if future is None or self.end <= future[0]:
-            return sched._room[name]
-        free = sched._free(name, self.start, self.end, False, True)
-        return 0 if free is None else free[0].get("ncpus", 0)
-
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_NAME = operator.attrgetter("name")
 
 class _WindowRoom:
     """The least ncpus each vnode has free over [start, end), read as a mapping: its room
