@@ -1606,12 +1606,32 @@ class Scheduler:
         counted = info.alike and info.place.arrangement == "free" and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))
+        # A second sweep runs ahead to the end of the window from t, for the last instant
+        # before it with too little room anywhere: no start at or before that instant fits
+        # (the job needs, for its whole window, chunks whose count or ncpus the room at
+        # that instant cannot hold), so no placement is tried at those starts. Counted
+        # jobs count whole chunks; the others, ncpus on vnodes with room for a chunk.
+        # It starts where the first placement tried failed.
+        unit = info.chunks[0][0].get("ncpus", 0) if counted else 0
+        wanted = len(info.chunks) if unit > 0 else need
+        ahead: dict[str, int] | None = None
+        held, j, short = 0, 0, -INFINITY  # the sweep ahead's count, next instant, last short
         i = 0
         for t in (now, *(when for when in times if when > now and when in ending)):
             while i < len(times) and times[i] <= t:
                 avail = _apply(deltas[times[i]], room, smallest, avail, roomy)
                 i += 1
             if not roomy or avail < need:
+                continue
+            end = info.end(t)
+            while ahead is not None and j < len(times) and times[j] < end:
+                changes = deltas[times[j]]
+                held = (_count(changes, ahead, unit, held) if unit > 0 else
+                        _apply(changes, ahead, smallest, held, None))
+                if held < wanted:
+                    short = times[j]
+                j += 1
+            if short >= t:
                 continue
             candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
                           if v.plan_from <= t]
@@ -1626,6 +1646,11 @@ class Scheduler:
                 chunks = self._placement_hook(info, chunks, t, soft, candidates)
             if chunks is not None:
                 return t, chunks
+            if ahead is None:
+                ahead, j = dict(room), i
+                # (a counted job's chunks are its smallest: only vnodes in `roomy` hold any)
+                held = (sum(map(unit.__rfloordiv__, map(room.__getitem__, roomy)))
+                        if unit > 0 else avail)
         return INFINITY, None
 
 
@@ -1661,6 +1686,19 @@ class _WindowRoom:
             if free < low:
                 low = free
         return low
+
+
+def _count(changes: dict[str, int], room: dict[str, int], unit: int, held: int) -> int:
+    """One instant's ncpus changes applied to `room`: the chunks of `unit` ncpus the
+    vnodes hold after (`held` before)."""
+    for name, used in changes.items():
+        before = room[name]
+        after = room[name] = before - used
+        if before > 0:
+            held -= before // unit
+        if after > 0:
+            held += after // unit
+    return held
 
 
 def _apply(changes: dict[str, int], room: dict[str, int], smallest: int, avail: int,
