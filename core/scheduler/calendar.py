@@ -10,6 +10,7 @@ take their place (they are recomputed every cycle, as PBS's are).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 INFINITY = float("inf")
@@ -83,27 +84,28 @@ class Calendar:
                     instants.setdefault(vnode, []).append(when)
         return instants
 
-    def _change(self, kind: int, when: float, vnode: str, used: int, end: int) -> None:
-        """Add `used` ncpus taken on `vnode` at `when` (`end`: +1 a booking ending then,
-        -1 one taken back, 0 a start)."""
+    def _change(self, kind: int, when: float, pairs: list[tuple[str, int]], end: int) -> None:
+        """At `when`, add to each vnode of `pairs` the ncpus it takes there (+) or gives
+        back (-), in turn; `end`: bookings ending then (+) or taken back (-)."""
         deltas = self._deltas[kind]
         at = deltas.get(when)
         if at is None:
             at = deltas[when] = {}
             bisect.insort(self._times[kind], when)
-        before = at.get(vnode)
-        total = (before or 0) + used
-        if total:
-            at[vnode] = total
-        else:
-            at.pop(vnode, None)
         instants = self._instants[kind]
-        if instants is not None and (before is None) != (not total):
-            if total:  # the vnode's first change at this instant
-                bisect.insort(instants.setdefault(vnode, []), when)
+        for vnode, used in pairs:
+            before = at.get(vnode)
+            total = (before or 0) + used
+            if total:
+                at[vnode] = total
             else:
-                mine = instants[vnode]
-                del mine[bisect.bisect_left(mine, when)]
+                at.pop(vnode, None)
+            if instants is not None and (before is None) != (not total):
+                if total:  # the vnode's first change at this instant
+                    bisect.insort(instants.setdefault(vnode, []), when)
+                else:
+                    mine = instants[vnode]
+                    del mine[bisect.bisect_left(mine, when)]
         if end:
             ending = self._ending[kind]
             count = ending.get(when, 0) + end
@@ -117,56 +119,76 @@ class Calendar:
             del times[bisect.bisect_left(times, when)]
 
     def book(self, vnode: str, booking: Booking) -> None:
-        self.changes += 1
-        self.bookings[vnode].append(booking)
-        if booking.start < self._first.get(vnode, INFINITY):
-            self._first[vnode] = booking.start
-        if booking.end > self._last.get(vnode, -INFINITY):
-            self._last[vnode] = booking.end
-        if booking.end <= self.now:
-            booking.applied = None
-            return
-        cap = self.capacity[vnode].get("ncpus", 0)
-        used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
-        started = booking.start <= self.now
-        booking.applied = (used, started)
-        for kind in (0, 1) if booking.hard else (1,):
-            if started:
-                self.room_now[kind][vnode] -= used
-            else:
-                self._later[kind] += 1
-                self._change(kind, booking.start, vnode, used, 0)
-            if booking.end < INFINITY:
-                self._change(kind, booking.end, vnode, -used, 1)
+        self.book_all(((vnode, booking),))
 
     def unbook(self, vnode: str, booking: Booking) -> None:
-        """Take back a booking `book` made (a caller that keeps a calendar between cycles
-        removes what ended, and what one cycle planned)."""
-        self.changes += 1
-        kept = self.bookings[vnode]
-        for i in range(len(kept) - 1, -1, -1):
-            if kept[i] is booking:
-                del kept[i]
-                break
-        else:
-            return
-        if kept:
-            self._first[vnode] = min(b.start for b in kept)
-            self._last[vnode] = max(b.end for b in kept)
-        else:
-            self._first.pop(vnode, None)
-            self._last.pop(vnode, None)
-        if booking.applied is None:
-            return
-        used, started = booking.applied
-        for kind in (0, 1) if booking.hard else (1,):
-            if started:
-                self.room_now[kind][vnode] += used
+        self.unbook_all(((vnode, booking),))
+
+    def book_all(self, items: Iterable[tuple[str, Booking]]) -> None:
+        """Book each (vnode, booking) in turn; the timeline's changes are made per
+        instant (a job's vnodes share two), in the same order."""
+        changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
+        now, room_now, later = self.now, self.room_now, self._later
+        first, last = self._first, self._last
+        for vnode, booking in items:
+            self.changes += 1
+            self.bookings[vnode].append(booking)
+            start, end = booking.start, booking.end
+            if start < first.get(vnode, INFINITY):
+                first[vnode] = start
+            if end > last.get(vnode, -INFINITY):
+                last[vnode] = end
+            if end <= now:
+                booking.applied = None
+                continue
+            cap = self.capacity[vnode].get("ncpus", 0)
+            used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
+            started = start <= now
+            booking.applied = (used, started)
+            for kind in (0, 1) if booking.hard else (1,):
+                if started:
+                    room_now[kind][vnode] -= used
+                else:
+                    later[kind] += 1
+                    changes.setdefault((kind, start, 0), []).append((vnode, used))
+                if end < INFINITY:
+                    changes.setdefault((kind, end, 1), []).append((vnode, -used))
+        for (kind, when, ends), pairs in changes.items():
+            self._change(kind, when, pairs, len(pairs) if ends else 0)
+
+    def unbook_all(self, items: Iterable[tuple[str, Booking]]) -> None:
+        """Take back each (vnode, booking) `book` made, in turn (a caller that keeps a
+        calendar between cycles removes what ended, and what one cycle planned)."""
+        changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
+        room_now, later = self.room_now, self._later
+        for vnode, booking in items:
+            self.changes += 1
+            kept = self.bookings[vnode]
+            for i in range(len(kept) - 1, -1, -1):
+                if kept[i] is booking:
+                    del kept[i]
+                    break
             else:
-                self._later[kind] -= 1
-                self._change(kind, booking.start, vnode, -used, 0)
-            if booking.end < INFINITY:
-                self._change(kind, booking.end, vnode, used, -1)
+                continue
+            if kept:
+                self._first[vnode] = min(b.start for b in kept)
+                self._last[vnode] = max(b.end for b in kept)
+            else:
+                self._first.pop(vnode, None)
+                self._last.pop(vnode, None)
+            if booking.applied is None:
+                continue
+            used, started = booking.applied
+            for kind in (0, 1) if booking.hard else (1,):
+                if started:
+                    room_now[kind][vnode] += used
+                else:
+                    later[kind] -= 1
+                    changes.setdefault((kind, booking.start, 0), []).append((vnode, -used))
+                if booking.end < INFINITY:
+                    changes.setdefault((kind, booking.end, 1), []).append((vnode, used))
+        for (kind, when, ends), pairs in changes.items():
+            self._change(kind, when, pairs, -len(pairs) if ends else 0)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:

@@ -391,15 +391,13 @@ class Scheduler:
             fresh = getattr(self, "_fresh_top", None)
             if fresh is not None:
                 keep.update(id(b) for _, b in fresh[4])
-            for vnode, booking in reversed(self._undo):
-                if id(booking) not in keep:
-                    self.calendar.unbook(vnode, booking)
+            self.calendar.unbook_all(entry for entry in reversed(self._undo)
+                                     if id(entry[1]) not in keep)
             kept.adopt = self._started
             kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
-                for vnode, booking in kept.top[4]:
-                    self.calendar.unbook(vnode, booking)
+                self.calendar.unbook_all(kept.top[4])
                 kept.top = None
             if fresh is not None:
                 kept.top = (*fresh[:5], kept.changes)
@@ -528,11 +526,9 @@ class Scheduler:
                         heapq.heappush(expiry, (key[2], job.id))
                         continue
                 if started is not None:
-                    for vnode, booking in started[2]:
-                        calendar.unbook(vnode, booking)
+                    calendar.unbook_all(started[2])
                 if previous is not None:
-                    for vnode, booking in previous[2]:
-                        calendar.unbook(vnode, booking)
+                    calendar.unbook_all(previous[2])
                     del running[job.id]
                 if chunks is None:
                     chunks = self._running_chunks(job)
@@ -546,14 +542,14 @@ class Scheduler:
             else:
                 stale = [j for j, job in gone.items() if running.get(j, (None,))[0] is job]
             for job_id in stale:
-                for vnode, booking in running.pop(job_id)[2]:
-                    calendar.unbook(vnode, booking)
+                made = running.pop(job_id)[2]
+                calendar.unbook_all(made)
+                for vnode, booking in made:
                     released += 1
                     freed = max(freed, booking.end)
                     lowest = min(lowest, kept.rank[vnode])
             for started in kept.adopt.values():  # started, then not run (runjob refused)
-                for vnode, booking in started[2]:
-                    calendar.unbook(vnode, booking)
+                calendar.unbook_all(started[2])
             kept.adopt = {}
         finally:
             self._undo = undo
@@ -580,8 +576,7 @@ class Scheduler:
                 if booking.start > now:
                     self._note_future(vnode, booking.start)
             return top
-        for vnode, booking in top[4]:
-            self.calendar.unbook(vnode, booking)
+        self.calendar.unbook_all(top[4])
         kept.top = None
         return None
 
@@ -747,8 +742,7 @@ class Scheduler:
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
         if kept.top is not None:
-            for vnode, booking in kept.top[4]:
-                kept.calendar.unbook(vnode, booking)
+            kept.calendar.unbook_all(kept.top[4])
             kept.top = None
         kept.changes += 1
         return True
@@ -802,16 +796,21 @@ class Scheduler:
 
     # -- bookings -------------------------------------------------------------------------------
     def _book(self, vnode: str, booking: Booking) -> None:
-        self.calendar.book(vnode, booking)
+        self._book_all([(vnode, booking)])
+
+    def _book_all(self, made: list[tuple[str, Booking]]) -> None:
+        """Book each (vnode, booking), noted for this cycle to take back (`_undo`)."""
+        self.calendar.book_all(made)
         if self._undo is not None:
-            self._undo.append((vnode, booking))
-        if self._free_now is not None and booking.hard and booking.applied is not None \
-                and booking.applied[1]:
-            self._free_now -= booking.applied[0]
-        self._now_cache.pop(vnode, None)
-        self._cross_cache.pop(vnode, None)
-        if booking.hard and booking.start > self.now:
-            self._note_future(vnode, booking.start)
+            self._undo.extend(made)
+        for vnode, booking in made:
+            if self._free_now is not None and booking.hard and booking.applied is not None \
+                    and booking.applied[1]:
+                self._free_now -= booking.applied[0]
+            self._now_cache.pop(vnode, None)
+            self._cross_cache.pop(vnode, None)
+            if booking.hard and booking.start > self.now:
+                self._note_future(vnode, booking.start)
 
     def _note_future(self, vnode: str, start: float) -> None:
         """A hard booking on `vnode` starting after now (`_free` reads these)."""
@@ -838,20 +837,20 @@ class Scheduler:
                 for k, v in res.items():
                     acc[k] = acc.get(k, 0) + v
         hosts_excl = set()
+        levels: dict[str, str] = {}
         for name, res in per_vnode.items():
             info = self.vnodes[name]
-            level = exclusivity(place, info.sharing)
-            booking = Booking(start, end, res, level != SHARED, hard, owner)
-            self._book(name, booking)
-            made.append((name, booking))
+            level = levels.get(info.sharing)
+            if level is None:
+                level = levels[info.sharing] = exclusivity(place, info.sharing)
+            made.append((name, Booking(start, end, res, level != SHARED, hard, owner)))
             if level == EXCLHOST:
                 hosts_excl.add(info.host)
         for host in hosts_excl:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:
-                    booking = Booking(start, end, {}, True, hard, owner)
-                    self._book(info.name, booking)
-                    made.append((info.name, booking))
+                    made.append((info.name, Booking(start, end, {}, True, hard, owner)))
+        self._book_all(made)
         return made
 
     def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple:

@@ -5,6 +5,7 @@ from counts, and passes over starts a second sweep ahead proves too short of roo
 search here tries the general first fit (`_fit`, with `Calendar.free`) at every candidate
 start in turn. Plans are stacked as a cycle stacks estimates and top jobs, so later jobs
 plan around earlier ones' later starts: both searches must give the same start and vnodes.
+The calendar books a job's vnodes at once; that too is checked against booking each in turn.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pbsplug.scheduler import Policy, Scheduler
-from pbsplug.scheduler.calendar import INFINITY
+from pbsplug.scheduler.calendar import INFINITY, Booking, Calendar
 
 from .helpers import NOW, job, running, snapshot, vnode
 
@@ -107,3 +108,37 @@ def test_a_start_the_room_ahead_rules_out_is_passed_over():
                            NOW, snap.queues)
     assert sched._earliest(wide, NOW, soft=True)[0] == NOW + 3 * 3600
     assert sched._earliest(wide, NOW, soft=False)[0] == NOW + 3600  # hard bookings only
+
+
+
+def calendar_state(cal: Calendar) -> tuple:
+    return (cal.room_now, cal.timeline(0), cal.timeline(1), cal.instants(0), cal.instants(1),
+            cal.later(0), cal.later(1), cal.changes, cal.bookings)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-2, 4),
+                          st.integers(1, 4), st.integers(0, 3), st.booleans(), st.booleans()),
+                min_size=1, max_size=12),
+       st.lists(st.integers(0, 11), max_size=12))
+def test_booking_at_once_is_booking_in_turn(specs, gone):
+    """`Calendar.book_all` and `unbook_all` leave the calendar as `book` and `unbook` of
+    each in turn do: the same room, timeline, index and bookings."""
+    def bookings():
+        return [(name, Booking(NOW + start * UNIT, NOW + (start + length) * UNIT,
+                               {"ncpus": ncpus}, exclusive, hard, "j"))
+                for name, start, length, ncpus, exclusive, hard in specs]
+
+    taken = list(dict.fromkeys(i for i in gone if i < len(specs)))
+    one, many = (Calendar({v: {"ncpus": 4} for v in "abc"}, NOW) for _ in range(2))
+    one.instants(0)  # an index kept from the start (the other is built when read)
+    many.instants(1)
+    in_turn, at_once = bookings(), bookings()
+    for name, booking in in_turn:
+        one.book(name, booking)
+    many.book_all(at_once)
+    assert calendar_state(one) == calendar_state(many)
+    for i in taken:
+        one.unbook(*in_turn[i])
+    many.unbook_all(at_once[i] for i in taken)
+    assert calendar_state(one) == calendar_state(many)
