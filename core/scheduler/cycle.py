@@ -491,15 +491,14 @@ class Scheduler:
         # Bookings of jobs gone taken back: how many, their last end, their first vnode.
         released, freed, lowest = 0, -INFINITY, len(kept.order)
         try:
-            for name in [n for n, b in kept.unavail.items()
-                         if not (kept.infos[n].plan_from > now
-                                 and kept.infos[n].plan_from == b.end)]:
-                calendar.unbook(name, kept.unavail.pop(name))
-            for info in kept.unusable:
-                if info.plan_from > now and info.name not in kept.unavail:
-                    booking = Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail")
-                    self._book(info.name, booking)
-                    kept.unavail[info.name] = booking
+            calendar.unbook_all([(n, kept.unavail.pop(n)) for n, b in list(kept.unavail.items())
+                                 if not (kept.infos[n].plan_from > now
+                                         and kept.infos[n].plan_from == b.end)])
+            unavail = [(info.name, Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail"))
+                       for info in kept.unusable
+                       if info.plan_from > now and info.name not in kept.unavail]
+            self._book_all(unavail)
+            kept.unavail.update(unavail)
             seen: set[str] = set()
             running = kept.running
             for job in jobs:
@@ -572,7 +571,7 @@ class Scheduler:
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
                 and order[0].shape == top[1] and top[2] > now and not starving
                 and not snap.reservations and self._released_harmless(kept, order[0], now)):
-            for vnode, booking in top[4]:  # as `_book` notes a hard booking to come
+            for vnode, booking in top[4]:  # as `_book_all` notes a hard booking to come
                 if booking.start > now:
                     self._note_future(vnode, booking.start)
             return top
@@ -795,9 +794,6 @@ class Scheduler:
                         answered.add(name)
 
     # -- bookings -------------------------------------------------------------------------------
-    def _book(self, vnode: str, booking: Booking) -> None:
-        self._book_all([(vnode, booking)])
-
     def _book_all(self, made: list[tuple[str, Booking]]) -> None:
         """Book each (vnode, booking), noted for this cycle to take back (`_undo`)."""
         self.calendar.book_all(made)
