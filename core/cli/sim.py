@@ -86,6 +86,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
     if limit is not None and limit < 1:
         raise CliError(f"--limit {limit}: expected at least 1")
+    loaded, table = None, {}
     try:
         loaded, plugins = _site_and_plugins(site, root_site)
         table = (loaded.sections.get("sim") or {}) if loaded is not None else {}
@@ -109,7 +110,12 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
             summary = sim.run(jobs)
         finally:
             bar.done()
-    except (SimError, PlatformError, TraceError, OutputError) as exc:
+    except SimError as exc:
+        # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
+        from_site = loaded is not None and (str(exc).startswith("[sim.") or (
+            str(exc).startswith("scheduler setup:") and table.get("sched")))
+        raise CliError(f"{loaded.path}: {exc}" if from_site else str(exc)) from None
+    except (PlatformError, TraceError, OutputError) as exc:
         raise CliError(str(exc)) from None
     return {"machine": machine.describe(), "summary": summary, "trace": trace,
             "metrics": sink.metrics() if hasattr(sink, "metrics") else {},

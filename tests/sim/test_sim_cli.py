@@ -140,7 +140,11 @@ def test_a_site_sched_table_adds_a_scheduler_over_its_partition(tmp_path, capsys
     two.write_text('[sim.sched.s2]\npartition = "p2"\nbackfil = false\n')
     code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
                            "--site", str(two), "--no-plots", "--out", str(tmp_path / "bad"))
-    assert code == 2 and "[sim.sched.s2].backfil: unknown key" in err
+    assert code == 2 and f"{two}: [sim.sched.s2].backfil: unknown key" in err
+    two.write_text('[sim.sched.s2]\npartition = "p2"\n[sim.sched.s3]\npartition = "p2"\n')
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
+                           "--site", str(two), "--no-plots", "--out", str(tmp_path / "bad"))
+    assert code == 2 and f"{two}: scheduler setup: " in err and "p2" in err, err
 
 
 # -- the platform file ----------------------------------------------------------------------------
