@@ -203,11 +203,13 @@ def test_a_socket_another_user_planted_is_told_nothing(launchers, tmp_path):
     sock, heard = run / "w.sock", run / "heard"
     planter = subprocess.Popen(
         [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-         "import socket, sys\n"
+         "import os, socket, sys\n"
          "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)\n"
          "c, _ = s.accept(); c.settimeout(30); data = b''\n"
          "while chunk := c.recv(65536): data += chunk\n"
-         "open(sys.argv[2], 'w').write(str(len(data)))\n", str(sock), str(heard)])
+         # written whole, then renamed: the test waits for the name
+         "open(sys.argv[2] + '.part', 'w').write(str(len(data)))\n"
+         "os.rename(sys.argv[2] + '.part', sys.argv[2])\n", str(sock), str(heard)])
     try:
         until(sock.exists, 30, "the planted socket")
         stand_in = tmp_path / "prolog"
