@@ -1300,11 +1300,14 @@ class Scheduler:
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
                 soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
         if info.alike:
+            calendar = self.calendar
+            times = calendar.timeline(0)[0]
             if now_mode and info.place.arrangement == "free" and \
-                    set(info.chunks[0][0]) <= {"ncpus"}:
+                    set(info.chunks[0][0]) <= {"ncpus"} and (not times or times[0] > start):
                 # Most of a trace: the least ncpus each vnode has free over the window,
-                # from its room now and its own hard changes to come.
-                calendar = self.calendar
+                # from its room now and its own hard changes to come. (Not when a change
+                # is due by now: a booking made before its start, in an earlier cycle, that
+                # the room now does not hold yet. `_free` reads the bookings themselves.)
                 chunks = self._fill(info, candidates, _WindowRoom(
                     self._room, calendar.instants(0), calendar.timeline(0)[1], start, end))
                 if chunks is not _UNSURE:

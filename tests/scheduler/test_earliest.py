@@ -10,6 +10,7 @@ The calendar books a job's vnodes at once; that too is checked against booking e
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from pbsplug.scheduler import Policy, Scheduler
 from pbsplug.scheduler.calendar import INFINITY, Booking, Calendar
 
-from .helpers import NOW, job, running, snapshot, vnode
+from .helpers import NOW, job, resv, running, snapshot, vnode
 
 EXAMPLES = int(os.environ.get("PBSPLUG_PROPERTY_EXAMPLES", "80"))
 UNIT = 600  # seconds per walltime unit
@@ -142,3 +143,22 @@ def test_booking_at_once_is_booking_in_turn(specs, gone):
         one.unbook(*in_turn[i])
     many.unbook_all(at_once[i] for i in taken)
     assert calendar_state(one) == calendar_state(many)
+
+
+def test_a_booking_made_before_its_start_weighs_on_a_job_starting_now():
+    """A running job booked by a cycle before its start time (a server clock ahead of the
+    scheduler's) is not in the room now of the next cycle's calendar, only in its bookings:
+    a job starting now is placed from the bookings then. n0 (4 cpus) holds 2 for that job
+    and is to hold 1 more for a reservation within the new job's window, so a 2-cpu job
+    goes to n1."""
+    sched = Scheduler(policy=Policy(estimate_limit=0))
+    vnodes = [vnode("n0", ncpus=4), vnode("n1", ncpus=4)]
+    early = running("1:ncpus=2", "(n0:ncpus=2)", walltime="01:00:00", started=NOW + 5)
+    first = dataclasses.replace(snapshot(vnodes, [early]), vnodes_version=1)
+    sched.cycle(first, NOW)  # the calendar is kept: same vnodes, same version
+    held = resv("R1.srv", "1:ncpus=1", NOW + 400, NOW + 500, state="CONFIRMED",
+                resv_nodes="(n0:ncpus=1)")
+    wide = job("1:ncpus=2", "00:10:00")
+    result = sched.cycle(dataclasses.replace(first, jobs=[early, wide], reservations=[held]),
+                         NOW + 10)
+    assert [(d.job_id, d.exec_vnode) for d in result.run] == [(wide.id, "(n1:ncpus=2)")]
