@@ -1300,8 +1300,7 @@ class Scheduler:
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
                 soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
         if info.alike:
-            calendar = self.calendar
-            times = calendar.timeline(0)[0]
+            times, deltas, _ = self.calendar.timeline(0)
             if now_mode and info.place.arrangement == "free" and \
                     set(info.chunks[0][0]) <= {"ncpus"} and (not times or times[0] > start):
                 # Most of a trace: the least ncpus each vnode has free over the window,
@@ -1309,7 +1308,7 @@ class Scheduler:
                 # is due by now: a booking made before its start, in an earlier cycle, that
                 # the room now does not hold yet. `_free` reads the bookings themselves.)
                 chunks = self._fill(info, candidates, _WindowRoom(
-                    self._room, calendar.instants(0), calendar.timeline(0)[1], start, end))
+                    self._room, self.calendar.instants(0), deltas, start, end))
                 if chunks is not _UNSURE:
                     return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
@@ -1636,9 +1635,9 @@ class Scheduler:
             chunks = _UNSURE
             if counted:  # what is free over the window, from what the sweep counted at t
                 chunks = self._fill(info, candidates, _WindowRoom(
-                    room, calendar.instants(kind), deltas, t, info.end(t)) if later else room)
+                    room, calendar.instants(kind), deltas, t, end) if later else room)
             if chunks is _UNSURE:
-                chunks = self._fit(info, t, info.end(t), soft=soft, now_mode=False,
+                chunks = self._fit(info, t, end, soft=soft, now_mode=False,
                                    candidates=candidates)
             if chunks is not None and has_placement_hook:
                 chunks = self._placement_hook(info, chunks, t, soft, candidates)
