@@ -6,6 +6,10 @@ jobs with staggered ends, and a queue of mixed jobs (1-4 chunks of 1-8 ncpus, wa
 100 queued jobs. Goals (issue 3): 10,000 queued jobs over 1,000 vnodes <= 0.5 s; 100,000
 over 10,000 <= 5 s; every extension hook implemented by a no-op plugin: <= 10% more.
 
+"kept s" is the next cycle of a scheduler kept between cycles and fed through a `Feed`, as
+the local engine feeds its own (issue 20): one running job ended and one job was submitted
+since its last cycle. It includes the feed's comparison of every stored row.
+
     .venv/bin/python benchmarks/bench_scheduler.py [--sizes 1000x100,10000x1000,...] [--repeat 3]
 """
 
@@ -19,6 +23,7 @@ import time
 
 from pbsplug import Job, PluginSet, Queue, Server, Vnode, hookimpl
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
+from pbsplug.scheduler.feed import Feed
 from pbsplug.siteconfig import SiteConfig
 
 NOW = 1_800_000_000.0
@@ -90,6 +95,41 @@ def time_cycle(snap: Snapshot, hooks, repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
+def _row(obj, name_key: str) -> dict:
+    return {k: v for k, v in obj.to_dict().items() if k != name_key}
+
+
+def time_kept(snap: Snapshot, repeat: int) -> float:
+    """The cycle after one running job ended and one was submitted, of a scheduler kept
+    and fed as the engine feeds it (the feed's row comparisons included)."""
+    jobs = {job.id: _row(job, "id") for job in snap.jobs}
+    feed = Feed()
+    feed.set_server(snap.server.name, _row(snap.server, "name"))
+    feed.set_queues({n: _row(q, "name") for n, q in snap.queues.items()})
+    vnodes = {n: _row(v, "name") for n, v in snap.vnodes.items()}
+    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1))
+
+    def cycle() -> float:
+        t0 = time.perf_counter()
+        feed.set_vnodes(vnodes)
+        feed.set_jobs(jobs)
+        mark = feed.job_log.mark
+        sched.cycle(feed.snapshot([]), NOW)
+        feed.read(mark)
+        return time.perf_counter() - t0
+
+    cycle()
+    times = []
+    for n in range(repeat):
+        ended = next(j for j, a in jobs.items() if a["job_state"] == "R")
+        del jobs[ended]
+        jobs[f"new{n}.srv"] = {"queue": "workq", "job_state": "Q", "qtime": NOW,
+                               "Resource_List": {"select": "1:ncpus=2:mem=4gb",
+                                                 "walltime": "01:00:00"}}
+        times.append(cycle())
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000x100,10000x1000,30000x3000,100000x10000",
@@ -102,7 +142,7 @@ def main() -> None:
     print(f"python {platform.python_version()} on {platform.machine()}, "
           f"{platform.processor() or 'cpu'}; median of {args.repeat}")
     print(f"{'queued':>8} {'vnodes':>7} {'cycle s':>9} {'hooks s':>9} {'hooks +%':>9} "
-          f"{'started':>8} {'estimates':>9} {'goal':>6}")
+          f"{'started':>8} {'estimates':>9} {'goal':>6} {'kept s':>9}")
     for size in args.sizes.split(","):
         n_jobs, n_vnodes = (int(x) for x in size.split("x"))
         snap = build(n_jobs, n_vnodes)
@@ -110,9 +150,10 @@ def main() -> None:
         hooked, _ = time_cycle(snap, plugins.hook, args.repeat)
         goal = goals.get((n_jobs, n_vnodes))
         verdict = "" if goal is None else ("met" if plain <= goal else "MISSED")
+        kept = time_kept(snap, args.repeat)
         print(f"{n_jobs:>8} {n_vnodes:>7} {plain:>9.3f} {hooked:>9.3f} "
               f"{(hooked / plain - 1) * 100:>8.1f}% {len(result.run):>8} "
-              f"{len(result.estimates):>9} {verdict:>6}")
+              f"{len(result.estimates):>9} {verdict:>6} {kept:>9.3f}")
 
 
 if __name__ == "__main__":

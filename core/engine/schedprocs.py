@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..objects import Job
 from ..scheduler import Scheduler
+from ..scheduler.feed import Feed
 
 NEEDS_ATTENTION = "NEEDS_ATTENTION"
 #: Crashes within this many seconds that leave a scheduler down.
@@ -294,7 +294,10 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         except OSError:
             pass
     log = _sched_log(str(attrs.get("sched_log") or ""))
-    jobs: dict[str, Job] = {}  # what the server sent so far, kept between cycles
+    # What the server sent so far, and the instance, kept between cycles: a cycle costs
+    # what changed since the last one (`Feed`).
+    feed = Feed()
+    sched: Scheduler | None = None
     while True:
         ready, _, _ = select.select([down], [], [], 1.0)
         if not ready:
@@ -309,20 +312,32 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         if data is None:
             return
         partitions, policy, claimed, iteration, snap, changed, gone, now = pickle.loads(data)
-        for job_id in gone:
-            jobs.pop(job_id, None)
-        for job_id, attrs_ in changed.items():
-            jobs[job_id] = Job(job_id, attrs_)
-        snap.jobs = list(jobs.values())
-        sched = Scheduler(name, partitions, policy, hooks, claimed=claimed,
+        feed.change_jobs(changed, gone)
+        feed.set_server(snap.server.name, _row(snap.server))
+        feed.set_queues({n: _row(q) for n, q in snap.queues.items()})
+        feed.set_vnodes({n: _row(v) for n, v in snap.vnodes.items()})
+        fresh = Scheduler(name, partitions, policy, hooks, claimed=claimed,
                           iteration=iteration)
+        if sched is None or sched.settings() != fresh.settings():
+            sched = fresh
         log.info("Starting Scheduling Cycle")
-        result = sched.cycle(snap, now)
+        mark = feed.job_log.mark
+        try:
+            result = sched.cycle(feed.snapshot(snap.reservations), now)
+        finally:
+            feed.read(mark)
         stats = result.stats
         log.info("Leaving Scheduling Cycle: %d jobs considered, %d started",
                  stats.jobs_considered if stats else 0, stats.jobs_started if stats else 0)
         out = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         _write_all(up, _HEADER.pack(len(out)) + out)
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    """An object's attributes as plain data, without its name."""
+    row = obj.to_dict()
+    row.pop("name", None)
+    return row
 
 
 def _sched_log(directory: str) -> logging.Logger:

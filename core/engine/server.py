@@ -31,6 +31,7 @@ from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import UNUSABLE_STATES, resource_amount
 from ..siteconfig import load_site
@@ -145,6 +146,10 @@ class Engine:
         self.sched_due: dict[str, float] = {}
         self.sched_procs = SchedulerProcesses(
             plugins.hook, lambda sched, msg: self.log(LOG_SCHED, "Sched", sched, msg))
+        #: The scheduler instances, kept while their settings stay the same, and what feeds
+        #: ``default`` (in this process): a cycle then costs what changed since the last.
+        self._scheds: dict[str, Scheduler] = {}
+        self._feed = Feed()
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
@@ -951,6 +956,10 @@ class Engine:
     def _vnodes(self) -> dict[str, Vnode]:
         """Vnodes as the scheduler and pbsnodes see them: the stored attributes, with
         resources_assigned and the job states derived from the running jobs."""
+        return {name: Vnode(name, attrs) for name, attrs in self._vnode_rows().items()}
+
+    def _vnode_rows(self) -> dict[str, dict[str, Any]]:
+        """`_vnodes` as attributes."""
         nodes = self.store.all("node")
         assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
         jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
@@ -983,20 +992,18 @@ class Engine:
                 states.append("job-busy")
             ra = {k: (units.format_size(v) if k in ("mem", "vmem") else v)
                   for k, v in assigned[name].items()}
-            out[name] = Vnode(name, {**attrs, "state": ",".join(states) or "free",
-                                     "resources_assigned": ra, "jobs": jobs_on[name]})
+            out[name] = {**attrs, "state": ",".join(states) or "free",
+                         "resources_assigned": ra, "jobs": jobs_on[name]}
         return out
 
-    def _snapshot(self, only: str | None = None,
-                  rows: dict[str, dict] | None = None) -> Snapshot:
-        """What a cycle reads; `rows` are the jobs' stored attributes when the caller has
-        them already."""
+    def _snapshot(self, only: str) -> Snapshot:
+        """What a cycle for job `only` alone reads (qrun): the running jobs, and it as if
+        queued and not held."""
         server = Server(self.server_name, self.server_attrs())
         queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
-        states = ("Q", "H", "R", "E") if only else ("Q", "R", "E")
         jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
-                for j, a in (rows if rows is not None else self.store.jobs(states)).items()
-                if only is None or j == only or a["job_state"] in ("R", "E")]
+                for j, a in self.store.jobs(("Q", "H", "R", "E")).items()
+                if j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
 
@@ -1017,14 +1024,20 @@ class Engine:
                 k: v for k, v in own.items() if k in POLICY_KEYS}})
         instances += [sched_instance(name, attrs) for name, attrs in stored.items()]
         try:
-            return build_schedulers(instances, server, self.plugins.hook)
+            scheds = build_schedulers(instances, server, self.plugins.hook)
         except (SchedulerSetupError, ValueError) as exc:
             # Only default runs; it still leaves every named partition alone, so a refused
             # scheduler's jobs wait rather than run outside their partition.
             self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: {exc}")
             scheds = build_schedulers([], server, self.plugins.hook)
             scheds["default"].claimed = frozenset(p for i in instances for p in i.partitions)
-            return scheds
+        # An instance with the same settings is the one made before, with what it keeps.
+        for name, sched in scheds.items():
+            kept = self._scheds.get(name)
+            if kept is not None and kept.settings() == sched.settings():
+                scheds[name] = kept
+        self._scheds = scheds
+        return scheds
 
     def _policy_scheduler(self) -> Scheduler:
         return self._schedulers()["default"]
@@ -1083,7 +1096,12 @@ class Engine:
         if not active:
             return
         rows = self.store.jobs(("Q", "R", "E"))
-        snap = self._snapshot(rows=rows)
+        feed = self._feed
+        feed.set_server(self.server_name, self.server_attrs())
+        feed.set_queues(self.store.all("queue"))
+        feed.set_vnodes(self._vnode_rows())
+        feed.set_jobs(rows)
+        snap = feed.snapshot(self.resvs.objects())
         now = self.clock()
         if only is not None:
             active = [s for s in active if s.name in only]
@@ -1099,7 +1117,12 @@ class Engine:
                     sched.partitions, sched.policy, sched.claimed, sched.iteration, part,
                     {j: a for j, a in rows.items() if a.get("queue") in part.queues}, now))
         if scheds["default"].scheduling and (only is None or "default" in only):
-            self._apply_cycle(scheds["default"].cycle(snap, now))
+            mark = feed.job_log.mark
+            try:
+                result = scheds["default"].cycle(snap, now)
+            finally:
+                feed.read(mark)
+            self._apply_cycle(result)
 
     def _poll_schedulers(self) -> None:
         """Apply what scheduler processes decided; start again those that died (a

@@ -134,8 +134,11 @@ class _Kept:
     same). What one cycle books (starts, top jobs, estimates) is taken back at its end."""
 
     def __init__(self, source: dict[str, Vnode], version: int | None,
-                 infos: dict[str, _VnodeInfo], calendar: Calendar):
+                 infos: dict[str, _VnodeInfo], calendar: Calendar, server: Server):
         self.source = source
+        #: The server object: its defaults shape every job's request (another object, even
+        #: with the same attributes, makes the next cycle start afresh).
+        self.server = server
         self.version = version
         self.infos = infos
         self.order = list(infos.values())
@@ -252,6 +255,12 @@ class Scheduler:
         self.explain = True
         self._shapes: dict[tuple, tuple] = {}
 
+    def settings(self) -> tuple:
+        """What the instance was made with: a caller keeps an instance (and so what it keeps
+        between cycles) while a new one would have the same settings."""
+        return (self.name, self.partitions, self.policy, self.hooks, self.claimed,
+                self.scheduling, self.iteration, self.explain)
+
     # -- hooks ------------------------------------------------------------------------------------
     def _impls(self, name: str) -> list:
         """The plugins' implementations of scheduler hook `name`, in plugin-name order."""
@@ -330,13 +339,14 @@ class Scheduler:
         queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
         kept = self._kept
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
-                or self._has_partition_hook
+                or kept.server is not snap.server or self._has_partition_hook
                 or (kept.version != snap.vnodes_version
                     and not self._refresh_states(kept, snap, now))):
             vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
                                        now, snap.server)
             kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
-                                      Calendar({n: v.capacity for n, v in vnodes.items()}, now))
+                                      Calendar({n: v.capacity for n, v in vnodes.items()}, now),
+                                      snap.server)
         else:
             vnodes = kept.infos
             self._plan_unusable(kept.unusable, vnodes, now)
@@ -384,6 +394,11 @@ class Scheduler:
             self._fresh_top: tuple | None = None
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
+        except BaseException:
+            # What a cycle that failed half way kept is half brought up to date (a caller
+            # sets the bad job aside and runs again): the next cycle starts afresh.
+            self._kept = None
+            raise
         finally:
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.

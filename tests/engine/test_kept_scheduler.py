@@ -1,0 +1,54 @@
+"""The local engine keeps its scheduler instances, and what they keep, between cycles: a
+cycle reads only the jobs and vnodes whose stored rows changed (`pbsplug.scheduler.feed`),
+and a changed setting gives a new instance or a fresh start."""
+
+from __future__ import annotations
+
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import Engine
+from pbsplug.engine.testing import make_root, remove_root
+from pbsplug.plugins import PluginSet
+from pbsplug.siteconfig import SiteConfig
+
+
+def test_the_default_scheduler_and_its_kept_state_last_while_nothing_else_changes():
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        for name, attrs in eng.store.all("node").items():  # nothing may start a process
+            eng.store.put("node", name, {**attrs, "state": "offline"})
+        queue = next(iter(eng.store.all("queue")))
+
+        def submit(seq: int) -> str:
+            job_id = f"{seq}.{eng.server_name}"
+            eng.store.add_job(seq, job_id, {
+                "job_state": "Q", "queue": queue, "qtime": seq, "Hold_Types": "n",
+                "Resource_List": {"select": "1:ncpus=1", "walltime": "00:10:00"}}, None)
+            return job_id
+
+        first = submit(1)
+        eng.cycle()
+        sched = eng._schedulers()["default"]
+        kept = sched._kept
+        assert kept is not None
+        assert eng.store.job(first)["comment"].startswith("Not Running")
+
+        second = submit(2)  # a job more: the same instance reads only it
+        eng.cycle()
+        assert eng._schedulers()["default"] is sched and sched._kept is kept
+        assert eng.store.job(second)["comment"].startswith("Not Running")
+        assert eng._feed.job_log.since(eng._feed.job_log.mark) == []  # read and forgotten
+
+        # A server default that shapes every job's request: the same instance, afresh.
+        server = eng.store.get("server", "server")
+        eng.store.put("server", "server", {**server,
+                                           "resources_default": {"walltime": "01:00:00"}})
+        eng.cycle()
+        assert eng._schedulers()["default"] is sched and sched._kept is not kept
+
+        # A policy setting: a new instance.
+        eng.store.put("server", "server", {**eng.store.get("server", "server"),
+                                           "backfill_depth": 3})
+        assert eng._schedulers()["default"] is not sched
+    finally:
+        remove_root(root)

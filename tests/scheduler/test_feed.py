@@ -1,0 +1,202 @@
+"""A scheduler fed through a `Feed` (kept objects and logs, as the local engine and a
+scheduler process feed theirs) decides exactly as a new scheduler given new objects every
+cycle, over a queue that changes the way an engine's does."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pbsplug import Job, Queue, Server, Vnode
+from pbsplug.scheduler import Policy, Scheduler, Snapshot
+from pbsplug.scheduler.feed import Feed
+from pbsplug.units import format_duration, parse_exec_vnode
+
+NOW = 1_800_000_000.0
+
+
+class Site:
+    """Stored rows changed the way a server changes them: submissions, ends, holds,
+    alterations, vnodes going offline, queue and server settings; the vnodes' job states
+    derived from the running jobs, as the engine derives them."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.now = NOW
+        self.seq = 0
+        self.nodes = {f"n{i:02d}": {"state": "free", "resources_available": {
+            "ncpus": self.rng.choice([4, 8]), "mem": "32gb", "host": f"h{i // 2}"}}
+            for i in range(12)}
+        self.queues = {"workq": {"queue_type": "Execution", "started": True, "enabled": True},
+                       "fast": {"queue_type": "Execution", "started": True, "enabled": True,
+                                "Priority": 10}}
+        self.server = {"resources_default": {"walltime": "02:00:00"}}
+        self.jobs: dict[str, dict] = {}
+        self.ends: dict[str, float] = {}
+
+    def submit(self) -> None:
+        self.seq += 1
+        chunks, ncpus = self.rng.choice([1, 1, 2, 3]), self.rng.choice([1, 2, 4, 8])
+        res = {"select": f"{chunks}:ncpus={ncpus}"}
+        if self.rng.random() < 0.8:
+            res["walltime"] = format_duration(self.rng.choice([600, 1800, 3600, 7200]))
+        if self.rng.random() < 0.2:
+            res["place"] = self.rng.choice(["scatter", "pack", "excl"])
+        self.jobs[f"{self.seq}.srv"] = {
+            "queue": self.rng.choice(["workq", "workq", "fast"]), "job_state": "Q",
+            "Resource_List": res, "qtime": int(self.now), "Hold_Types": "n"}
+
+    def step(self) -> None:
+        """Time passes; jobs end; and one or more of the other changes."""
+        self.now += self.rng.choice([0, 1, 30, 300, 900])
+        for job_id in [j for j, end in self.ends.items() if end <= self.now]:
+            del self.ends[job_id], self.jobs[job_id]
+        for _ in range(self.rng.choice([0, 1, 1, 2, 5])):
+            self.submit()
+        queued = [j for j, a in self.jobs.items() if a["job_state"] in ("Q", "H")]
+        roll = self.rng.random()
+        if queued and roll < 0.1:  # qhold / qrls
+            job_id = self.rng.choice(queued)
+            attrs = dict(self.jobs[job_id])
+            held = attrs["job_state"] == "H"
+            attrs["job_state"], attrs["Hold_Types"] = ("Q", "n") if held else ("H", "u")
+            self.jobs[job_id] = attrs
+        elif queued and roll < 0.2:  # qalter walltime
+            job_id = self.rng.choice(queued)
+            attrs = dict(self.jobs[job_id])
+            attrs["Resource_List"] = {**attrs["Resource_List"], "walltime": format_duration(
+                self.rng.choice([300, 1200, 5400]))}
+            self.jobs[job_id] = attrs
+        elif roll < 0.27:  # a vnode offline, or back
+            name = self.rng.choice(sorted(self.nodes))
+            node = dict(self.nodes[name])
+            node["state"] = "free" if node["state"] == "offline" else "offline"
+            self.nodes[name] = node
+        elif roll < 0.3:  # the server's default walltime
+            self.server = {"resources_default": {"walltime": self.rng.choice(
+                ["01:00:00", "02:00:00", "04:00:00"])}}
+        elif roll < 0.33:  # a queue's priority
+            self.queues["fast"] = {**self.queues["fast"], "Priority": self.rng.choice([0, 10])}
+
+    def vnode_rows(self) -> dict[str, dict]:
+        used: dict[str, int] = dict.fromkeys(self.nodes, 0)
+        for attrs in self.jobs.values():
+            for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
+                used[name] += int(res.get("ncpus", 0))
+        rows = {}
+        for name, node in self.nodes.items():
+            states = [s for s in node["state"].split(",") if s != "free"]
+            if used[name] >= node["resources_available"]["ncpus"]:
+                states.append("job-busy")
+            rows[name] = {**node, "state": ",".join(states) or "free",
+                          "resources_assigned": {"ncpus": used[name]}}
+        return rows
+
+    def active(self) -> dict[str, dict]:
+        return {j: a for j, a in self.jobs.items() if a["job_state"] in ("Q", "R")}
+
+    def apply(self, result) -> None:
+        """Starts, estimates and comments written back, as the engine writes them."""
+        for job_id, est in result.estimates.items():
+            self.jobs[job_id] = {**self.jobs[job_id], "estimated": {
+                "start_time": est.start_time, "exec_vnode": est.exec_vnode}}
+        for job_id, comment in result.comments.items():
+            if self.jobs[job_id].get("comment") != comment:
+                self.jobs[job_id] = {**self.jobs[job_id], "comment": comment}
+        for decision in result.run:
+            attrs = {**self.jobs[decision.job_id], "job_state": "R",
+                     "exec_vnode": decision.exec_vnode, "stime": int(self.now)}
+            attrs.pop("estimated", None)
+            self.jobs[decision.job_id] = attrs
+            walltime = 3600  # ends before, at or after its walltime: all happen
+            self.ends[decision.job_id] = self.now + walltime * self.rng.choice([0.2, 0.5, 1, 3])
+
+
+def fresh_snapshot(site: Site) -> Snapshot:
+    return Snapshot(Server("srv", site.server), {n: Queue(n, a) for n, a in site.queues.items()},
+                    {n: Vnode(n, a) for n, a in site.vnode_rows().items()},
+                    [Job(j, a) for j, a in site.active().items()])
+
+
+def decisions(result) -> tuple:
+    return ([(d.job_id, d.exec_vnode) for d in result.run],
+            {j: (e.start_time, e.exec_vnode) for j, e in result.estimates.items()},
+            result.comments, result.top_jobs)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth):
+    site = Site(seed)
+    policy = Policy(strict_ordering=True, backfill_depth=depth, estimate_limit=6)
+    kept, feed = Scheduler(policy=policy), Feed()
+    started = kept_cycles = 0
+    for _ in range(120):
+        site.step()
+        feed.set_server("srv", site.server)
+        feed.set_queues(site.queues)
+        feed.set_vnodes(site.vnode_rows())
+        feed.set_jobs(site.active())
+        before = kept._kept
+        mark = feed.job_log.mark
+        result = kept.cycle(feed.snapshot([]), site.now)
+        feed.read(mark)
+        kept_cycles += kept._kept is before
+        expected = Scheduler(policy=policy).cycle(fresh_snapshot(site), site.now)
+        assert decisions(result) == decisions(expected)
+        started += len(result.run)
+        site.apply(result)
+    # Not a trivial run: jobs started and waited, and most cycles kept what they had.
+    assert started > 40
+    assert sum(1 for a in site.jobs.values() if a["job_state"] == "Q") > 5
+    assert kept_cycles > 40
+
+
+def test_unchanged_rows_keep_their_objects_and_changes_are_logged():
+    feed = Feed()
+    feed.set_jobs({"1.srv": {"job_state": "Q"}, "2.srv": {"job_state": "Q"}})
+    feed.set_vnodes({"n1": {"state": "free"}, "n2": {"state": "free"}})
+    first, vnode = feed.jobs["1.srv"], feed.vnodes["n2"]
+    mark, version = feed.job_log.mark, feed.vnode_log.version
+    feed.set_jobs({"1.srv": {"job_state": "Q"}, "2.srv": {"job_state": "R"},
+                   "3.srv": {"job_state": "Q"}})
+    feed.set_vnodes({"n2": {"state": "free"}, "n3": {"state": "offline"}})
+    assert feed.jobs["1.srv"] is first and feed.vnodes["n2"] is vnode
+    assert [(j.id, j.job_state, added) for j, added in feed.job_log.since(mark)] == [
+        ("2.srv", "Q", False), ("2.srv", "R", True), ("3.srv", "Q", True)]
+    assert feed.vnode_log.since(version) == {"n1", "n3"}
+    assert sorted(feed.vnodes) == ["n2", "n3"]
+    feed.read(feed.job_log.mark)
+    feed.set_jobs({"3.srv": {"job_state": "Q"}})
+    assert [(j.id, added) for j, added in feed.job_log.since(feed.job_log.base)] == [
+        ("1.srv", False), ("2.srv", False)]
+    server = feed.server
+    feed.set_server("server", {})
+    assert feed.server is not server  # the first set is new
+    server = feed.server
+    feed.set_server("server", {})
+    assert feed.server is server
+    feed.set_server("server", {"scheduling": False})
+    assert feed.server is not server and feed.server.scheduling is False
+
+
+def test_a_cycle_that_fails_half_way_leaves_the_next_to_start_afresh():
+    feed = Feed()
+    feed.set_server("srv", {})
+    feed.set_queues({"workq": {"queue_type": "Execution", "started": True}})
+    feed.set_vnodes({"n1": {"state": "free", "resources_available": {"ncpus": 4}}})
+    feed.set_jobs({"1.srv": {"queue": "workq", "job_state": "Q", "qtime": 1,
+                             "Resource_List": {"select": "1:ncpus=1", "walltime": "1:00:00"}}})
+    sched = Scheduler(policy=Policy())
+    assert len(sched.cycle(feed.snapshot([]), NOW).run) == 1
+
+    class Broken(list):
+        def __iter__(self):
+            raise RuntimeError("a reservation that cannot be read")
+
+    with pytest.raises(RuntimeError):
+        sched.cycle(Snapshot(feed.server, feed.queues, feed.vnodes, feed.jobs.values(),
+                             Broken(), vnodes_version=feed.vnode_log.version,
+                             job_log=feed.job_log, vnode_log=feed.vnode_log), NOW)
+    assert sched._kept is None
