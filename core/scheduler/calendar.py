@@ -161,6 +161,7 @@ class Calendar:
         calendar between cycles removes what ended, and what one cycle planned)."""
         changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
         room_now, later = self.room_now, self._later
+        touched: set[str] = set()  # their earliest start and latest end, once at the end
         for vnode, booking in items:
             self.changes += 1
             kept = self.bookings[vnode]
@@ -170,12 +171,7 @@ class Calendar:
                     break
             else:
                 continue
-            if kept:
-                self._first[vnode] = min(b.start for b in kept)
-                self._last[vnode] = max(b.end for b in kept)
-            else:
-                self._first.pop(vnode, None)
-                self._last.pop(vnode, None)
+            touched.add(vnode)
             if booking.applied is None:
                 continue
             used, started = booking.applied
@@ -189,6 +185,14 @@ class Calendar:
                     changes.setdefault((kind, booking.end, 1), []).append((vnode, used))
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
+        for vnode in touched:
+            kept = self.bookings[vnode]
+            if kept:
+                self._first[vnode] = min(b.start for b in kept)
+                self._last[vnode] = max(b.end for b in kept)
+            else:
+                self._first.pop(vnode, None)
+                self._last.pop(vnode, None)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:
