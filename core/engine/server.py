@@ -1123,6 +1123,8 @@ class Engine:
             finally:
                 feed.read(mark)
             self._apply_cycle(result)
+        else:  # nothing reads the log now: default's next cycle reads every job
+            feed.read(feed.job_log.mark)
 
     def _poll_schedulers(self) -> None:
         """Apply what scheduler processes decided; start again those that died (a

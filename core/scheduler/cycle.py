@@ -134,11 +134,14 @@ class _Kept:
     same). What one cycle books (starts, top jobs, estimates) is taken back at its end."""
 
     def __init__(self, source: dict[str, Vnode], version: int | None,
-                 infos: dict[str, _VnodeInfo], calendar: Calendar, server: Server):
+                 infos: dict[str, _VnodeInfo], calendar: Calendar, server: Server,
+                 queues: dict[str, Queue]):
         self.source = source
-        #: The server object: its defaults shape every job's request (another object, even
-        #: with the same attributes, makes the next cycle start afresh).
+        #: The server and every queue object: their defaults shape every job's request and
+        #: a queue's partition says whose its jobs are, so another object (even with the
+        #: same attributes) makes the next cycle start afresh.
         self.server = server
+        self.all_queues = dict(queues)
         self.version = version
         self.infos = infos
         self.order = list(infos.values())
@@ -175,12 +178,11 @@ class _Kept:
         self.queued: dict[int, tuple[Job, Queue | None, str, _JobInfo | None]] = {}
         #: id(job) -> (job object, running or not; None: another instance's queue).
         self.known: dict[int, tuple[Job, bool | None]] = {}
-        #: The caller's `JobLog` and the mark read up to: while both hold (and the queue
-        #: objects are the same, and no job_sort_formula makes keys change with time), a
-        #: cycle reads only the log's entries since, not every job.
+        #: The caller's `JobLog` and the mark read up to: while both hold (and no
+        #: job_sort_formula makes keys change with time), a cycle reads only the log's
+        #: entries since, not every job.
         self.log: JobLog | None = None
         self.log_mark = 0
-        self.queues: dict[str, Queue] = {}
         #: The eligible queued jobs in order, as (key, arrival, info), kept sorted; the
         #: arrival number breaks ties as a stable sort of the caller's jobs would.
         self.ranked: list[tuple[tuple, int, _JobInfo]] = []
@@ -340,13 +342,17 @@ class Scheduler:
         kept = self._kept
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
                 or kept.server is not snap.server or self._has_partition_hook
+                or len(kept.all_queues) != len(snap.queues)
+                or any(kept.all_queues.get(n) is not q for n, q in snap.queues.items())
                 or (kept.version != snap.vnodes_version
                     and not self._refresh_states(kept, snap, now))):
             vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
                                        now, snap.server)
             kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
                                       Calendar({n: v.capacity for n, v in vnodes.items()}, now),
-                                      snap.server)
+                                      snap.server, snap.queues)
+            if len(self._shapes) > 4096:  # distinct requests seen over months of cycles
+                self._shapes.clear()
         else:
             vnodes = kept.infos
             self._plan_unusable(kept.unusable, vnodes, now)
@@ -372,7 +378,7 @@ class Scheduler:
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         try:
-            entries = self._log_entries(kept, snap, queues)
+            entries = self._log_entries(kept, snap)
             if entries is None:  # every job read
                 running, queued = self._split_jobs(kept, snap, queues)
                 self._book_kept(kept, running, snap, now)
@@ -385,7 +391,7 @@ class Scheduler:
                 self._rank_all(kept, self._queued_infos(kept, queued, snap, queues, now))
             else:
                 self._queued_changes(kept, queued, gone_queued, snap, queues, now)
-            kept.log, kept.queues = snap.job_log, queues
+            kept.log = snap.job_log
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
             order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
@@ -445,15 +451,13 @@ class Scheduler:
         kept.known = fresh
         return running, queued
 
-    def _log_entries(self, kept: _Kept, snap: Snapshot, queues: dict[str, Queue]
-                     ) -> list[tuple[Job, bool]] | None:
+    def _log_entries(self, kept: _Kept, snap: Snapshot) -> list[tuple[Job, bool]] | None:
         """The job log's entries since this scheduler's last cycle, when a cycle may read
-        only those: the same log, nothing forgotten, the same queue objects, and keys that
-        do not change with time (no job_sort_formula). None: read every job."""
+        only those: the same log, nothing forgotten, and keys that do not change with time
+        (no job_sort_formula). None: read every job. (Another queue object starts the kept
+        state afresh, with no log read yet.)"""
         log = snap.job_log
-        if log is None or kept.log is not log or self._formula is not None or \
-                len(kept.queues) != len(queues) or \
-                any(kept.queues.get(name) is not queue for name, queue in queues.items()):
+        if log is None or kept.log is not log or self._formula is not None:
             return None
         return log.since(kept.log_mark)
 

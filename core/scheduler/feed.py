@@ -71,7 +71,7 @@ class Feed:
 
     def set_queues(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
         """Every queue (name -> attributes). A queue that changed is a new object, which
-        makes the scheduler read every job once (a queue's settings shape them all)."""
+        makes the scheduler start afresh (a queue's defaults and partition shape its jobs)."""
         self._set(Queue, self.queues, rows, None)
 
     def set_vnodes(self, rows: Mapping[str, Mapping[str, Any]]) -> None:

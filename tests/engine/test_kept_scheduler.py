@@ -39,6 +39,21 @@ def test_the_default_scheduler_and_its_kept_state_last_while_nothing_else_change
         assert eng.store.job(second)["comment"].startswith("Not Running")
         assert eng._feed.job_log.since(eng._feed.job_log.mark) == []  # read and forgotten
 
+        # A cycle of other schedulers only: nothing reads default's log, which is emptied;
+        # default's next cycle reads every job.
+        third = submit(3)
+        eng.cycle(only={"elsewhere"})
+        assert eng._feed.job_log.entries == [] and "comment" not in eng.store.job(third)
+        eng.cycle()
+        assert eng.store.job(third)["comment"].startswith("Not Running")
+        kept = sched._kept
+
+        # A queue's settings: the same instance, afresh.
+        eng.store.put("queue", queue, {**eng.store.get("queue", queue), "Priority": 5})
+        eng.cycle()
+        assert eng._schedulers()["default"] is sched and sched._kept is not kept
+        kept = sched._kept
+
         # A server default that shapes every job's request: the same instance, afresh.
         server = eng.store.get("server", "server")
         eng.store.put("server", "server", {**server,

@@ -43,9 +43,11 @@ class Site:
             res["walltime"] = format_duration(self.rng.choice([600, 1800, 3600, 7200]))
         if self.rng.random() < 0.2:
             res["place"] = self.rng.choice(["scatter", "pack", "excl"])
-        self.jobs[f"{self.seq}.srv"] = {
-            "queue": self.rng.choice(["workq", "workq", "fast"]), "job_state": "Q",
-            "Resource_List": res, "qtime": int(self.now), "Hold_Types": "n"}
+        attrs = {"queue": self.rng.choice(["workq", "workq", "fast"]), "job_state": "Q",
+                 "Resource_List": res, "qtime": int(self.now), "Hold_Types": "n"}
+        if self.rng.random() < 0.1:
+            attrs["Execution_Time"] = int(self.now) + self.rng.choice([60, 1200])
+        self.jobs[f"{self.seq}.srv"] = attrs
 
     def step(self) -> None:
         """Time passes; jobs end; and one or more of the other changes."""
@@ -78,6 +80,14 @@ class Site:
                 ["01:00:00", "02:00:00", "04:00:00"])}}
         elif roll < 0.33:  # a queue's priority
             self.queues["fast"] = {**self.queues["fast"], "Priority": self.rng.choice([0, 10])}
+        elif roll < 0.36:  # a queue's default walltime (jobs without their own take it)
+            self.queues["workq"] = {**self.queues["workq"], "resources_default": {
+                "walltime": self.rng.choice(["00:30:00", "03:00:00"])}}
+        elif roll < 0.39:  # a queue moved into another scheduler's partition, or back
+            fast = dict(self.queues["fast"])
+            if fast.pop("partition", None) is None:
+                fast["partition"] = "p1"
+            self.queues["fast"] = fast
 
     def vnode_rows(self) -> dict[str, dict]:
         used: dict[str, int] = dict.fromkeys(self.nodes, 0)
@@ -126,11 +136,16 @@ def decisions(result) -> tuple:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("depth", [1, 3])
-def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth):
+@pytest.mark.parametrize("depth, formula", [(1, None), (3, None), (1, "walltime")])
+def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth, formula):
     site = Site(seed)
-    policy = Policy(strict_ordering=True, backfill_depth=depth, estimate_limit=6)
-    kept, feed = Scheduler(policy=policy), Feed()
+    policy = Policy(strict_ordering=True, backfill_depth=depth, estimate_limit=6,
+                    job_sort_formula=formula)
+
+    def scheduler() -> Scheduler:  # default, beside a scheduler owning partition p1
+        return Scheduler(policy=policy, claimed={"p1"})
+
+    kept, feed = scheduler(), Feed()
     started = kept_cycles = 0
     for _ in range(120):
         site.step()
@@ -143,7 +158,7 @@ def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth):
         result = kept.cycle(feed.snapshot([]), site.now)
         feed.read(mark)
         kept_cycles += kept._kept is before
-        expected = Scheduler(policy=policy).cycle(fresh_snapshot(site), site.now)
+        expected = scheduler().cycle(fresh_snapshot(site), site.now)
         assert decisions(result) == decisions(expected)
         started += len(result.run)
         site.apply(result)
