@@ -142,6 +142,9 @@ class _Kept:
         #: same attributes) makes the next cycle start afresh.
         self.server = server
         self.all_queues = dict(queues)
+        #: The last cycle's time: a clock gone back (bookings counted as started may not
+        #: have) makes the next cycle start afresh.
+        self.now = -INFINITY
         self.version = version
         self.infos = infos
         self.order = list(infos.values())
@@ -342,7 +345,7 @@ class Scheduler:
         kept = self._kept
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
                 or kept.server is not snap.server or self._has_partition_hook
-                or len(kept.all_queues) != len(snap.queues)
+                or now < kept.now or len(kept.all_queues) != len(snap.queues)
                 or any(kept.all_queues.get(n) is not q for n, q in snap.queues.items())
                 or (kept.version != snap.vnodes_version
                     and not self._refresh_states(kept, snap, now))):
@@ -351,11 +354,12 @@ class Scheduler:
             kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
                                       Calendar({n: v.capacity for n, v in vnodes.items()}, now),
                                       snap.server, snap.queues)
-            if len(self._shapes) > 4096:  # distinct requests seen over months of cycles
-                self._shapes.clear()
         else:
             vnodes = kept.infos
             self._plan_unusable(kept.unusable, vnodes, now)
+        if len(self._shapes) > 4096:  # distinct requests seen over months of cycles
+            self._shapes.clear()
+        kept.now = now
         self.vnodes = vnodes
         self.order = kept.order
         self.hosts = kept.hosts
@@ -398,6 +402,11 @@ class Scheduler:
             self._sticky = self._sticky_top(kept, order, starving, snap, now)
             self._sticky_used = False
             self._fresh_top: tuple | None = None
+            # The plan is kept for the next cycle only when nothing this cycle alone
+            # weighed on it: no reservation (booked for this cycle only) and no placement
+            # hook (it may answer otherwise next time).
+            self._may_keep_top = not snap.reservations and not self._impls(
+                "sched_node_placement")
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
         except BaseException:
@@ -528,7 +537,7 @@ class Scheduler:
                 key = self._running_key(job, snap, now)
                 if previous is not None and previous[1] == key:
                     running[job.id] = (job, key, previous[2])
-                    heapq.heappush(expiry, (key[2], job.id))
+                    _expire_at(expiry, key[2], job.id)
                     continue
                 chunks = None
                 started = kept.adopt.pop(job.id, None)
@@ -541,7 +550,7 @@ class Scheduler:
                             {v for v, _ in chunks} | {v for v, b in started[2]
                                                       if not b.resources}):
                         running[job.id] = (job, key, started[2])
-                        heapq.heappush(expiry, (key[2], job.id))
+                        _expire_at(expiry, key[2], job.id)
                         continue
                 if started is not None:
                     calendar.unbook_all(started[2])
@@ -554,7 +563,7 @@ class Scheduler:
                     made = self._book_chunks(job.id, chunks, job_place(job), key[1], key[2],
                                              hard=True)
                     running[job.id] = (job, key, made)
-                    heapq.heappush(expiry, (key[2], job.id))
+                    _expire_at(expiry, key[2], job.id)
             if gone is None:
                 stale = [j for j in running if j not in seen]
             else:
@@ -1041,7 +1050,7 @@ class Scheduler:
                 if planned is not None:
                     made = self._book_chunks(top.job.id, planned, top.place, start,
                                              top.end(start), hard=True)
-                    if top is order[0] and not self._started:
+                    if top is order[0] and not self._started and self._may_keep_top:
                         self._fresh_top = (top.job.id, top.shape, start, planned, made)
             if lazy and not self.explain:
                 return planned is not None  # no estimate, no comment: nobody reads them
@@ -1702,6 +1711,13 @@ class _WindowRoom:
             if free < low:
                 low = free
         return low
+
+
+def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:
+    """Note when a running job's booking ends (`_Kept.expiry`); one without a walltime
+    never does."""
+    if end < INFINITY:
+        heapq.heappush(expiry, (end, job_id))
 
 
 def _count(changes: dict[str, int], room: dict[str, int], unit: int, held: int) -> int:

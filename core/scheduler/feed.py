@@ -61,11 +61,12 @@ class Feed:
                 del known[job_id]
         for job_id, row in changed.items():
             old = self.jobs.get(job_id)
+            if old is not None and known[job_id] == row:
+                continue
+            job = Job(job_id, row)  # first: a row it cannot read changes nothing here
             if old is not None:
-                if known[job_id] == row:
-                    continue
                 log.remove(old)
-            job = self.jobs[job_id] = Job(job_id, row)
+            self.jobs[job_id] = job
             known[job_id] = row
             log.add(job)
 

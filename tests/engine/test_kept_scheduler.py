@@ -37,7 +37,7 @@ def test_the_default_scheduler_and_its_kept_state_last_while_nothing_else_change
         eng.cycle()
         assert eng._schedulers()["default"] is sched and sched._kept is kept
         assert eng.store.job(second)["comment"].startswith("Not Running")
-        assert eng._feed.job_log.since(eng._feed.job_log.mark) == []  # read and forgotten
+        assert eng._feed.job_log.entries == []  # read and forgotten
 
         # A cycle of other schedulers only: nothing reads default's log, which is emptied;
         # default's next cycle reads every job.

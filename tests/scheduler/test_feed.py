@@ -8,9 +8,10 @@ import random
 
 import pytest
 
-from pbsplug import Job, Queue, Server, Vnode
+from pbsplug import Job, PluginSet, Queue, Reservation, Server, Vnode, hookimpl
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 from pbsplug.scheduler.feed import Feed
+from pbsplug.siteconfig import SiteConfig
 from pbsplug.units import format_duration, parse_exec_vnode
 
 NOW = 1_800_000_000.0
@@ -34,6 +35,7 @@ class Site:
         self.server = {"resources_default": {"walltime": "02:00:00"}}
         self.jobs: dict[str, dict] = {}
         self.ends: dict[str, float] = {}
+        self.resvs: dict[str, dict] = {}  # confirmed reservations
 
     def submit(self) -> None:
         self.seq += 1
@@ -88,6 +90,16 @@ class Site:
             if fast.pop("partition", None) is None:
                 fast["partition"] = "p1"
             self.queues["fast"] = fast
+        elif roll < 0.45:  # a reservation confirmed, or one deleted
+            if self.resvs and self.rng.random() < 0.5:
+                del self.resvs[self.rng.choice(sorted(self.resvs))]
+            else:
+                name = self.rng.choice(sorted(self.nodes))
+                start = int(self.now) + self.rng.choice([0, 600, 3600])
+                self.resvs[f"R{self.seq}"] = {
+                    "reserve_state": "RESV_CONFIRMED", "reserve_start": start,
+                    "reserve_end": start + 1800, "resv_nodes": f"({name}:ncpus=2)",
+                    "Resource_List": {"select": "1:ncpus=2"}}
 
     def vnode_rows(self) -> dict[str, dict]:
         used: dict[str, int] = dict.fromkeys(self.nodes, 0)
@@ -123,10 +135,26 @@ class Site:
             self.ends[decision.job_id] = self.now + walltime * self.rng.choice([0.2, 0.5, 1, 3])
 
 
+def reservations(site: Site) -> list[Reservation]:
+    """New objects every cycle, as the engine makes them."""
+    return [Reservation(name, attrs) for name, attrs in site.resvs.items()]
+
+
 def fresh_snapshot(site: Site) -> Snapshot:
     return Snapshot(Server("srv", site.server), {n: Queue(n, a) for n, a in site.queues.items()},
                     {n: Vnode(n, a) for n, a in site.vnode_rows().items()},
-                    [Job(j, a) for j, a in site.active().items()])
+                    [Job(j, a) for j, a in site.active().items()], reservations(site))
+
+
+class Alternate:
+    """Places a planned job on its last candidates on odd minutes: an answer that changes
+    with the time alone."""
+
+    @hookimpl
+    def sched_node_placement(self, placement):
+        if placement.start is None or int(placement.now // 60) % 2 == 0:
+            return None
+        return placement.fit(list(reversed(placement.candidates)))
 
 
 def decisions(result) -> tuple:
@@ -136,14 +164,19 @@ def decisions(result) -> tuple:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("depth, formula", [(1, None), (3, None), (1, "walltime")])
-def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth, formula):
+@pytest.mark.parametrize("depth, formula, hook", [
+    (1, None, False), (3, None, False), (1, "walltime", False), (1, None, True)])
+def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth, formula, hook,
+                                                         tmp_path):
     site = Site(seed)
     policy = Policy(strict_ordering=True, backfill_depth=depth, estimate_limit=6,
                     job_sort_formula=formula)
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    if hook:
+        assert plugins.add("alternate", Alternate(), enable=True).status == "enabled"
 
     def scheduler() -> Scheduler:  # default, beside a scheduler owning partition p1
-        return Scheduler(policy=policy, claimed={"p1"})
+        return Scheduler(policy=policy, claimed={"p1"}, hooks=plugins.hook)
 
     kept, feed = scheduler(), Feed()
     started = kept_cycles = 0
@@ -155,7 +188,7 @@ def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth, formula):
         feed.set_jobs(site.active())
         before = kept._kept
         mark = feed.job_log.mark
-        result = kept.cycle(feed.snapshot([]), site.now)
+        result = kept.cycle(feed.snapshot(reservations(site)), site.now)
         feed.read(mark)
         kept_cycles += kept._kept is before
         expected = scheduler().cycle(fresh_snapshot(site), site.now)
@@ -194,6 +227,75 @@ def test_unchanged_rows_keep_their_objects_and_changes_are_logged():
     assert feed.server is server
     feed.set_server("server", {"scheduling": False})
     assert feed.server is not server and feed.server.scheduling is False
+
+
+QUEUES = {"workq": {"queue_type": "Execution", "started": True, "enabled": True}}
+
+
+def queued(qtime: int, select: str, walltime: str) -> dict:
+    return {"queue": "workq", "job_state": "Q", "Hold_Types": "n", "qtime": qtime,
+            "Resource_List": {"select": select, "walltime": walltime}}
+
+
+def fed_and_new(steps, nodes: dict, jobs: dict, hooks=None) -> None:
+    """Each (now, reservation rows) in turn: the fed scheduler decides as a new one."""
+    feed, sched = Feed(), Scheduler(policy=Policy(strict_ordering=True), hooks=hooks)
+    for now, resvs in steps:
+        feed.set_server("srv", {})
+        feed.set_queues(QUEUES)
+        feed.set_vnodes(nodes)
+        feed.set_jobs(jobs)
+        objects = [Reservation(name, attrs) for name, attrs in resvs.items()]
+        result = sched.cycle(feed.snapshot(objects), now)
+        expected = Scheduler(policy=Policy(strict_ordering=True), hooks=hooks).cycle(Snapshot(
+            Server("srv", {}), {n: Queue(n, a) for n, a in QUEUES.items()},
+            {n: Vnode(n, a) for n, a in nodes.items()}, [Job(j, a) for j, a in jobs.items()],
+            [Reservation(name, attrs) for name, attrs in resvs.items()]), now)
+        assert decisions(result) == decisions(expected), now - NOW
+
+
+def test_a_top_plan_made_around_a_reservation_is_not_kept_once_it_is_gone():
+    """Planned after a reservation (the vnode is taken from +200 to +2000), the top job
+    starts at +2000 and a later job fits in front; the reservation deleted, it starts at
+    +90 and nothing fits in front."""
+    resv = {"R1.srv": {"reserve_state": "RESV_CONFIRMED", "resv_nodes": "(n1:ncpus=4)",
+                       "reserve_start": NOW + 200, "reserve_end": NOW + 2000,
+                       "Resource_List": {"select": "1:ncpus=4"}}}
+    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=2)",
+                      "stime": int(NOW) - 10, "qtime": 1,
+                      "Resource_List": {"select": "1:ncpus=2", "walltime": "00:01:40"}},
+            "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
+            "3.srv": queued(3, "1:ncpus=2", "00:08:20")}
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
+    fed_and_new([(NOW, resv), (NOW + 10, {})], nodes, jobs)
+
+
+def test_a_top_plan_a_placement_hook_chose_is_asked_for_again(tmp_path):
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    assert plugins.add("alternate", Alternate(), enable=True).status == "enabled"
+    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "qtime": 1, "stime": int(NOW),
+                      "exec_vnode": "(n1:ncpus=4)+(n2:ncpus=4)",
+                      "Resource_List": {"select": "2:ncpus=4", "walltime": "01:00:00"}},
+            "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
+    nodes = {n: {"state": "free", "resources_available": {"ncpus": 4}} for n in ("n1", "n2")}
+    fed_and_new([(NOW, {}), (NOW + 60, {})], nodes, jobs, plugins.hook)
+
+
+def test_a_clock_gone_back_starts_afresh():
+    """A running job booked as started at a later cycle's time has not started at an
+    earlier one: its vnode is free until then."""
+    rows = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=4)",
+                      "stime": int(NOW) + 50, "qtime": 1,
+                      "Resource_List": {"select": "1:ncpus=4", "walltime": "01:00:00"}},
+            "2.srv": {"queue": "workq", "job_state": "Q", "qtime": 2, "Hold_Types": "n",
+                      "Resource_List": {"select": "1:ncpus=4", "walltime": "00:00:20"}}}
+    feed, sched = Feed(), Scheduler(policy=Policy())
+    feed.set_server("srv", {})
+    feed.set_queues({"workq": {"queue_type": "Execution", "started": True}})
+    feed.set_vnodes({"n1": {"state": "free", "resources_available": {"ncpus": 4}}})
+    feed.set_jobs(rows)
+    assert sched.cycle(feed.snapshot([]), NOW + 100).run == []
+    assert [d.job_id for d in sched.cycle(feed.snapshot([]), NOW + 20).run] == ["2.srv"]
 
 
 def test_a_cycle_that_fails_half_way_leaves_the_next_to_start_afresh():
