@@ -199,6 +199,8 @@ class _Kept:
         self.fresh: list[_JobInfo] = []
         #: id(job) -> job, for queued jobs with an Execution_Time: eligible from then on.
         self.waiting: dict[int, Job] = {}
+        #: Running jobs without a start time (stime): each cycle books them from its now.
+        self.floating: set[str] = set()
         #: (end, job id) of the running jobs' bookings: an end passed (a job running past
         #: its walltime) is booked again.
         self.expiry: list[tuple[float, str]] = []
@@ -399,14 +401,15 @@ class Scheduler:
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
             order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
-            self._sticky = self._sticky_top(kept, order, starving, snap, now)
+            # The first top job's plan is kept for the next cycle, and used, only when
+            # nothing one cycle alone weighs on: no job a hook names starving (it goes
+            # first, or is top only while named); no reservation (booked for this cycle
+            # only); no placement hook (it may answer otherwise next time).
+            self._may_keep_top = not starving and not snap.reservations and \
+                not self._impls("sched_node_placement")
+            self._sticky = self._sticky_top(kept, order, snap, now)
             self._sticky_used = False
             self._fresh_top: tuple | None = None
-            # The plan is kept for the next cycle only when nothing this cycle alone
-            # weighed on it: no reservation (booked for this cycle only) and no placement
-            # hook (it may answer otherwise next time).
-            self._may_keep_top = not snap.reservations and not self._impls(
-                "sched_node_placement")
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
         except BaseException:
@@ -510,12 +513,18 @@ class Scheduler:
         before = calendar.changes
         self._undo, undo = None, self._undo  # these bookings stay
         expiry = kept.expiry
+        floating = kept.floating
         while expiry and expiry[0][0] <= now:  # a job past its walltime: its end moves on
             _, job_id = heapq.heappop(expiry)
             entry = kept.running.get(job_id)
             if gone is not None and entry is not None and entry[1][2] <= now and \
-                    gone.get(job_id) is not entry[0]:
+                    gone.get(job_id) is not entry[0] and job_id not in floating:
                 jobs.append(entry[0])
+        if gone is not None and floating:  # booked from each cycle's now: again
+            listed = {job.id for job in jobs}
+            jobs.extend(entry[0] for job_id in floating
+                        if job_id not in listed and (entry := kept.running.get(job_id))
+                        is not None and gone.get(job_id) is not entry[0])
         # Bookings of jobs gone taken back: how many, their last end, their first vnode.
         released, freed, lowest = 0, -INFINITY, len(kept.order)
         try:
@@ -532,12 +541,13 @@ class Scheduler:
             for job in jobs:
                 seen.add(job.id)
                 previous = running.get(job.id)
-                if previous is not None and previous[0] is job and previous[1][2] > now:
+                if previous is not None and previous[0] is job and previous[1][2] > now \
+                        and job.id not in floating:
                     continue  # the same object: the same request, vnodes and start
+                (floating.discard if job.stime else floating.add)(job.id)
                 key = self._running_key(job, snap, now)
                 if previous is not None and previous[1] == key:
-                    running[job.id] = (job, key, previous[2])
-                    _expire_at(expiry, key[2], job.id)
+                    running[job.id] = (job, key, previous[2])  # (its expiry is noted)
                     continue
                 chunks = None
                 started = kept.adopt.pop(job.id, None)
@@ -569,6 +579,7 @@ class Scheduler:
             else:
                 stale = [j for j, job in gone.items() if running.get(j, (None,))[0] is job]
             for job_id in stale:
+                floating.discard(job_id)
                 made = running.pop(job_id)[2]
                 calendar.unbook_all(made)
                 for vnode, booking in made:
@@ -586,8 +597,8 @@ class Scheduler:
             elif calendar.changes != before:
                 kept.changes += 1
 
-    def _sticky_top(self, kept: _Kept, order: Sequence[_JobInfo], starving: set[str],
-                    snap: Snapshot, now: float) -> tuple | None:
+    def _sticky_top(self, kept: _Kept, order: Sequence[_JobInfo], snap: Snapshot,
+                    now: float) -> tuple | None:
         """The kept top job plan, when it still holds: nothing but adopted starts (and jobs
         ending, see `_released_harmless`) changed the kept bookings since it was made, its
         job still heads the queue with the same request, no reservation books anything,
@@ -597,8 +608,8 @@ class Scheduler:
         if top is None:
             return None
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
-                and order[0].shape == top[1] and top[2] > now and not starving
-                and not snap.reservations and self._released_harmless(kept, order[0], now)):
+                and order[0].shape == top[1] and top[2] > now and self._may_keep_top
+                and self._released_harmless(kept, order[0], now)):
             for vnode, booking in top[4]:  # as `_book_all` notes a hard booking to come
                 if booking.start > now:
                     self._note_future(vnode, booking.start)
