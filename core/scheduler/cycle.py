@@ -155,6 +155,7 @@ class _Kept:
         for info in self.order:
             self.hosts.setdefault(info.host, []).append(info)
         self.rank = {v.name: n for n, v in enumerate(self.order)}
+        self.sharings = {v.sharing for v in self.order}
         self.calendar = calendar
         #: job id -> (job object, key, bookings) of the running jobs booked.
         self.running: dict[str, tuple[Job, tuple, list[tuple[str, Booking]]]] = {}
@@ -199,7 +200,8 @@ class _Kept:
         self.fresh: list[_JobInfo] = []
         #: id(job) -> job, for queued jobs with an Execution_Time: eligible from then on.
         self.waiting: dict[int, Job] = {}
-        #: Running jobs without a start time (stime): each cycle books them from its now.
+        #: Running jobs without a start time (stime), or past their walltime: each cycle
+        #: books them from its now.
         self.floating: set[str] = set()
         #: (end, job id) of the running jobs' bookings: an end passed (a job running past
         #: its walltime) is booked again.
@@ -404,9 +406,12 @@ class Scheduler:
             # The first top job's plan is kept for the next cycle, and used, only when
             # nothing one cycle alone weighs on: no job a hook names starving (it goes
             # first, or is top only while named); no reservation (booked for this cycle
-            # only); no placement hook (it may answer otherwise next time).
+            # only); no placement hook (it may answer otherwise next time); and not when a
+            # plan is made only if a later job needs it (estimate_limit 0) while comments
+            # are read (they would tell when).
             self._may_keep_top = not starving and not snap.reservations and \
-                not self._impls("sched_node_placement")
+                not self._impls("sched_node_placement") and \
+                (self.policy.estimate_limit > 0 or not self.explain)
             self._sticky = self._sticky_top(kept, order, snap, now)
             self._sticky_used = False
             self._fresh_top: tuple | None = None
@@ -544,31 +549,25 @@ class Scheduler:
                 if previous is not None and previous[0] is job and previous[1][2] > now \
                         and job.id not in floating:
                     continue  # the same object: the same request, vnodes and start
-                (floating.discard if job.stime else floating.add)(job.id)
                 key = self._running_key(job, snap, now)
+                # Booked from now: without a start time, or past its walltime.
+                (floating.discard if job.stime and key[2] > now + 1 else floating.add)(job.id)
                 if previous is not None and previous[1] == key:
                     running[job.id] = (job, key, previous[2])  # (its expiry is noted)
                     continue
-                chunks = None
                 started = kept.adopt.pop(job.id, None)
-                if started is not None and previous is None and started[:2] == key[1:3]:
-                    # Started by the last cycle: on the vnodes it chose (its exec_vnode as
-                    # the cycle wrote it, or the same vnodes written otherwise)?
-                    if started[3] != key[0]:
-                        chunks = self._running_chunks(job)
-                    if chunks is None or sorted(v for v, _ in started[2]) == sorted(
-                            {v for v, _ in chunks} | {v for v, b in started[2]
-                                                      if not b.resources}):
-                        running[job.id] = (job, key, started[2])
-                        _expire_at(expiry, key[2], job.id)
-                        continue
+                if started is not None and previous is None and started[:2] == key[1:3] \
+                        and started[3] == key[0]:
+                    # Started by the last cycle, as it chose (its exec_vnode as it wrote it).
+                    running[job.id] = (job, key, started[2])
+                    _expire_at(expiry, key[2], job.id)
+                    continue
                 if started is not None:
                     calendar.unbook_all(started[2])
                 if previous is not None:
                     calendar.unbook_all(previous[2])
                     del running[job.id]
-                if chunks is None:
-                    chunks = self._running_chunks(job)
+                chunks = self._running_chunks(job)
                 if chunks:
                     made = self._book_chunks(job.id, chunks, job_place(job), key[1], key[2],
                                              hard=True)
@@ -627,8 +626,10 @@ class Scheduler:
         if kept.released == -INFINITY:
             return True
         if kept.released > top[2] and (info.place.arrangement == "pack" or kept.released_rank
-                                       <= max(kept.rank[vnode] for vnode, _ in top[4])):
-            return False
+                                       <= max(kept.rank[vnode] for vnode, _ in top[4])
+                                       or any(exclusivity(info.place, sharing) == EXCLHOST
+                                              for sharing in kept.sharings)):
+            return False  # (a whole host for the job: a vnode freed anywhere may matter)
         return self._no_start_before(info, now) >= top[2]
 
     def _queued_infos(self, kept: _Kept, jobs: list[Job], snap: Snapshot,
@@ -988,7 +989,7 @@ class Scheduler:
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
-        info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id))
+        info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
         return info
 
     def _order(self, ranked: list[tuple[tuple, int, _JobInfo]], now: float

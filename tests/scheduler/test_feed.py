@@ -252,23 +252,29 @@ def queued(qtime: int, select: str, walltime: str) -> dict:
             "Resource_List": {"select": select, "walltime": walltime}}
 
 
-def fed_and_new(steps, nodes: dict, jobs: dict, hooks=None, policy=None) -> Scheduler:
-    """Each (now, reservation rows) in turn: the fed scheduler decides as a new one."""
+def fed_and_new(steps, nodes: dict, hooks=None, policy=None, explain=True) -> None:
+    """Each (now, job rows[, reservation rows]) in turn: the fed scheduler decides as a new
+    one."""
     policy = policy or Policy(strict_ordering=True)
     feed, sched = Feed(), Scheduler(policy=policy, hooks=hooks)
-    for now, resvs in steps:
+    sched.explain = explain
+    for now, jobs, *more in steps:
+        resvs = more[0] if more else {}
         feed.set_server("srv", {})
         feed.set_queues(QUEUES)
         feed.set_vnodes(nodes)
         feed.set_jobs(jobs)
         objects = [Reservation(name, attrs) for name, attrs in resvs.items()]
         result = sched.cycle(feed.snapshot(objects), now)
-        expected = Scheduler(policy=policy, hooks=hooks).cycle(Snapshot(
+        new = Scheduler(policy=policy, hooks=hooks)
+        new.explain = explain
+        expected = new.cycle(Snapshot(
             Server("srv", {}), {n: Queue(n, a) for n, a in QUEUES.items()},
             {n: Vnode(n, a) for n, a in nodes.items()}, [Job(j, a) for j, a in jobs.items()],
             [Reservation(name, attrs) for name, attrs in resvs.items()]), now)
+        if not explain:  # (comments are not read: `Scheduler.explain`)
+            result.comments = expected.comments = {}
         assert decisions(result) == decisions(expected), now - NOW
-    return sched
 
 
 def test_a_top_plan_made_around_a_reservation_is_not_kept_once_it_is_gone():
@@ -284,7 +290,7 @@ def test_a_top_plan_made_around_a_reservation_is_not_kept_once_it_is_gone():
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=2", "00:08:20")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, resv), (NOW + 10, {})], nodes, jobs)
+    fed_and_new([(NOW, jobs, resv), (NOW + 10, jobs)], nodes)
 
 
 def test_a_top_plan_a_placement_hook_chose_is_asked_for_again(tmp_path):
@@ -295,7 +301,7 @@ def test_a_top_plan_a_placement_hook_chose_is_asked_for_again(tmp_path):
                       "Resource_List": {"select": "2:ncpus=4", "walltime": "01:00:00"}},
             "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
     nodes = {n: {"state": "free", "resources_available": {"ncpus": 4}} for n in ("n1", "n2")}
-    fed_and_new([(NOW, {}), (NOW + 60, {})], nodes, jobs, plugins.hook)
+    fed_and_new([(NOW, jobs), (NOW + 60, jobs)], nodes, plugins.hook)
 
 
 class StarvingAtFirst:
@@ -316,7 +322,7 @@ def test_a_top_plan_made_for_a_starving_job_is_not_kept(tmp_path):
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=2", "00:08:20")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, {}), (NOW + 10, {})], nodes, jobs, plugins.hook,
+    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, plugins.hook,
                 Policy(strict_ordering=False, backfill_depth=1))
 
 
@@ -338,7 +344,7 @@ def test_a_kept_top_plan_is_not_used_while_a_hook_names_another_job_starving(tmp
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=4", "00:05:00")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, {}), (NOW + 10, {})], nodes, jobs, plugins.hook)
+    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, plugins.hook)
 
 
 def test_a_running_job_without_a_start_time_is_booked_from_each_cycles_now():
@@ -347,7 +353,69 @@ def test_a_running_job_without_a_start_time_is_booked_from_each_cycles_now():
                       "Resource_List": {"select": "1:ncpus=4", "walltime": "01:00:00"}},
             "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, {}), (NOW + 600, {}), (NOW + 700, {})], nodes, jobs)
+    fed_and_new([(NOW, jobs), (NOW + 600, jobs), (NOW + 700, jobs)], nodes)
+
+
+def running_row(stime: float, exec_vnode: str, select: str, walltime: str) -> dict:
+    return {"queue": "workq", "job_state": "R", "exec_vnode": exec_vnode, "qtime": 1,
+            "stime": int(stime), "Resource_List": {"select": select, "walltime": walltime}}
+
+
+@pytest.mark.parametrize("limit, explain", [(100, True), (0, False)])
+def test_a_vnode_freed_on_the_host_an_exclhost_plan_passed_over_replans_it(limit, explain):
+    """4.srv needs a whole host: at first h1's b (h0's c is busy until +1000); once c's job
+    ends early, h0's a, earlier in vnode order, from +500."""
+    nodes = {"a": {"state": "free", "resources_available": {"ncpus": 4, "host": "h0"}},
+             "b": {"state": "free", "resources_available": {"ncpus": 4, "host": "h1"}},
+             "c": {"state": "free", "resources_available": {"ncpus": 2, "host": "h0"}}}
+    jobs = {"1.srv": running_row(NOW, "(a:ncpus=4)", "1:ncpus=4", "00:08:20"),
+            "2.srv": running_row(NOW, "(b:ncpus=4)", "1:ncpus=4", "00:08:20"),
+            "3.srv": running_row(NOW, "(c:ncpus=2)", "1:ncpus=2", "00:16:40"),
+            "4.srv": {**queued(2, "1:ncpus=4", "00:05:00"), "Resource_List": {
+                "select": "1:ncpus=4", "walltime": "00:05:00", "place": "exclhost"}},
+            "5.srv": queued(3, "1:ncpus=2", "00:16:40")}
+    ended = {j: a for j, a in jobs.items() if j != "3.srv"}
+    fed_and_new([(NOW, jobs), (NOW + 100, ended)], nodes,
+                policy=Policy(strict_ordering=True, estimate_limit=limit), explain=explain)
+
+
+def test_ties_in_the_queue_order_go_by_job_id_however_the_jobs_came():
+    """Same queue time, no sequence number in the ids: x.srv first, also after a hold."""
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 1}}}
+    busy = {"1.srv": running_row(NOW, "(n1:ncpus=1)", "1:ncpus=1", "00:01:00")}
+    x, y = queued(5, "1:ncpus=1", "00:05:00"), queued(5, "1:ncpus=1", "00:05:00")
+    held = {**x, "job_state": "H", "Hold_Types": "u"}
+    fed_and_new([(NOW, {**busy, "x.srv": x, "y.srv": y}),
+                 (NOW + 10, {**busy, "x.srv": held, "y.srv": y}),
+                 (NOW + 20, {**busy, "x.srv": x, "y.srv": y}),
+                 (NOW + 100, {"x.srv": x, "y.srv": y})], nodes)
+
+
+def test_a_job_past_its_walltime_is_booked_from_each_cycles_now():
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
+    jobs = {"1.srv": running_row(NOW - 1000, "(n1:ncpus=4)", "1:ncpus=4", "00:08:20"),
+            "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
+    fed_and_new([(NOW, jobs), (NOW + 0.5, jobs), (NOW + 0.9, jobs), (NOW + 3, jobs)], nodes)
+
+
+def test_a_started_job_whose_exec_vnode_differs_from_the_cycles_is_booked_as_it_says():
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
+    two = queued(2, "1:ncpus=1", "00:05:00")
+    fed_and_new([(NOW, {"2.srv": two}),
+                 (NOW + 10, {"2.srv": {**two, "job_state": "R", "stime": int(NOW),
+                                       "exec_vnode": "(n1:ncpus=3)"},
+                             "3.srv": queued(3, "1:ncpus=2", "00:05:00")})], nodes)
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_without_estimates_a_kept_plan_says_what_a_deferred_one_says(explain):
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=2)", "1:ncpus=2", "00:16:40"),
+            "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
+            "3.srv": queued(3, "1:ncpus=1", "00:33:20")}
+    fewer = {j: a for j, a in jobs.items() if j != "3.srv"}
+    fed_and_new([(NOW, jobs), (NOW + 10, fewer)], nodes,
+                policy=Policy(strict_ordering=True, estimate_limit=0), explain=explain)
 
 
 def test_running_jobs_note_one_expiry_each_however_often_their_rows_change():
