@@ -183,12 +183,10 @@ def test_a_fed_scheduler_decides_as_a_new_one_each_cycle(seed, depth, formula, h
     site = Site(seed)
     policy = Policy(strict_ordering=True, backfill_depth=depth, estimate_limit=6,
                     job_sort_formula=formula)
-    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
-    if hook is not None:
-        assert plugins.add("hook", hook(), enable=True).status == "enabled"
+    hooks = hook_of(tmp_path, hook()) if hook is not None else None
 
     def scheduler() -> Scheduler:  # default, beside a scheduler owning partition p1
-        return Scheduler(policy=policy, claimed={"p1"}, hooks=plugins.hook)
+        return Scheduler(policy=policy, claimed={"p1"}, hooks=hooks)
 
     kept, feed = scheduler(), Feed()
     started = kept_cycles = reused = 0
@@ -252,6 +250,21 @@ def queued(qtime: int, select: str, walltime: str) -> dict:
             "Resource_List": {"select": select, "walltime": walltime}}
 
 
+def running_row(stime: float | None, exec_vnode: str, select: str, walltime: str) -> dict:
+    row = {"queue": "workq", "job_state": "R", "exec_vnode": exec_vnode, "qtime": 1,
+           "Resource_List": {"select": select, "walltime": walltime}}
+    if stime is not None:
+        row["stime"] = int(stime)
+    return row
+
+
+def hook_of(tmp_path, plugin):
+    """The hooks of a plugin set with `plugin` enabled."""
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    assert plugins.add("plugin", plugin, enable=True).status == "enabled"
+    return plugins.hook
+
+
 def fed_and_new(steps, nodes: dict, hooks=None, policy=None, explain=True) -> None:
     """Each (now, job rows[, reservation rows]) in turn: the fed scheduler decides as a new
     one."""
@@ -284,9 +297,7 @@ def test_a_top_plan_made_around_a_reservation_is_not_kept_once_it_is_gone():
     resv = {"R1.srv": {"reserve_state": "RESV_CONFIRMED", "resv_nodes": "(n1:ncpus=4)",
                        "reserve_start": NOW + 200, "reserve_end": NOW + 2000,
                        "Resource_List": {"select": "1:ncpus=4"}}}
-    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=2)",
-                      "stime": int(NOW) - 10, "qtime": 1,
-                      "Resource_List": {"select": "1:ncpus=2", "walltime": "00:01:40"}},
+    jobs = {"1.srv": running_row(NOW - 10, "(n1:ncpus=2)", "1:ncpus=2", "00:01:40"),
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=2", "00:08:20")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
@@ -294,14 +305,10 @@ def test_a_top_plan_made_around_a_reservation_is_not_kept_once_it_is_gone():
 
 
 def test_a_top_plan_a_placement_hook_chose_is_asked_for_again(tmp_path):
-    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
-    assert plugins.add("alternate", Alternate(), enable=True).status == "enabled"
-    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "qtime": 1, "stime": int(NOW),
-                      "exec_vnode": "(n1:ncpus=4)+(n2:ncpus=4)",
-                      "Resource_List": {"select": "2:ncpus=4", "walltime": "01:00:00"}},
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=4)+(n2:ncpus=4)", "2:ncpus=4", "01:00:00"),
             "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
     nodes = {n: {"state": "free", "resources_available": {"ncpus": 4}} for n in ("n1", "n2")}
-    fed_and_new([(NOW, jobs), (NOW + 60, jobs)], nodes, plugins.hook)
+    fed_and_new([(NOW, jobs), (NOW + 60, jobs)], nodes, hook_of(tmp_path, Alternate()))
 
 
 class StarvingAtFirst:
@@ -314,15 +321,11 @@ class StarvingAtFirst:
 def test_a_top_plan_made_for_a_starving_job_is_not_kept(tmp_path):
     """Without strict_ordering, 2.srv is a top job only while a hook names it starving;
     afterwards 3.srv starts in front of it."""
-    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
-    assert plugins.add("starving", StarvingAtFirst(), enable=True).status == "enabled"
-    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=2)",
-                      "stime": int(NOW), "qtime": 1,
-                      "Resource_List": {"select": "1:ncpus=2", "walltime": "00:01:40"}},
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=2)", "1:ncpus=2", "00:01:40"),
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=2", "00:08:20")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, plugins.hook,
+    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, hook_of(tmp_path, StarvingAtFirst()),
                 Policy(strict_ordering=False, backfill_depth=1))
 
 
@@ -336,29 +339,18 @@ class StarvingLater:
 def test_a_kept_top_plan_is_not_used_while_a_hook_names_another_job_starving(tmp_path):
     """2.srv's plan (at +100) is kept; once 3.srv is named starving it goes first and is
     planned at +100, and 2.srv after it."""
-    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
-    assert plugins.add("starving", StarvingLater(), enable=True).status == "enabled"
-    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=4)",
-                      "stime": int(NOW), "qtime": 1,
-                      "Resource_List": {"select": "1:ncpus=4", "walltime": "00:01:40"}},
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=4)", "1:ncpus=4", "00:01:40"),
             "2.srv": queued(2, "1:ncpus=4", "00:05:00"),
             "3.srv": queued(3, "1:ncpus=4", "00:05:00")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
-    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, plugins.hook)
+    fed_and_new([(NOW, jobs), (NOW + 10, jobs)], nodes, hook_of(tmp_path, StarvingLater()))
 
 
 def test_a_running_job_without_a_start_time_is_booked_from_each_cycles_now():
-    jobs = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=4)",
-                      "qtime": 1,
-                      "Resource_List": {"select": "1:ncpus=4", "walltime": "01:00:00"}},
+    jobs = {"1.srv": running_row(None, "(n1:ncpus=4)", "1:ncpus=4", "01:00:00"),
             "2.srv": queued(2, "1:ncpus=4", "00:05:00")}
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
     fed_and_new([(NOW, jobs), (NOW + 600, jobs), (NOW + 700, jobs)], nodes)
-
-
-def running_row(stime: float, exec_vnode: str, select: str, walltime: str) -> dict:
-    return {"queue": "workq", "job_state": "R", "exec_vnode": exec_vnode, "qtime": 1,
-            "stime": int(stime), "Resource_List": {"select": select, "walltime": walltime}}
 
 
 @pytest.mark.parametrize("limit, explain", [(100, True), (0, False)])
@@ -445,14 +437,11 @@ def test_a_job_row_that_cannot_be_read_changes_nothing_in_the_feed():
 def test_a_clock_gone_back_starts_afresh():
     """A running job booked as started at a later cycle's time has not started at an
     earlier one: its vnode is free until then."""
-    rows = {"1.srv": {"queue": "workq", "job_state": "R", "exec_vnode": "(n1:ncpus=4)",
-                      "stime": int(NOW) + 50, "qtime": 1,
-                      "Resource_List": {"select": "1:ncpus=4", "walltime": "01:00:00"}},
-            "2.srv": {"queue": "workq", "job_state": "Q", "qtime": 2, "Hold_Types": "n",
-                      "Resource_List": {"select": "1:ncpus=4", "walltime": "00:00:20"}}}
+    rows = {"1.srv": running_row(NOW + 50, "(n1:ncpus=4)", "1:ncpus=4", "01:00:00"),
+            "2.srv": queued(2, "1:ncpus=4", "00:00:20")}
     feed, sched = Feed(), Scheduler(policy=Policy())
     feed.set_server("srv", {})
-    feed.set_queues({"workq": {"queue_type": "Execution", "started": True}})
+    feed.set_queues(QUEUES)
     feed.set_vnodes({"n1": {"state": "free", "resources_available": {"ncpus": 4}}})
     feed.set_jobs(rows)
     assert sched.cycle(feed.snapshot([]), NOW + 100).run == []
