@@ -519,10 +519,12 @@ class Scheduler:
         self._undo, undo = None, self._undo  # these bookings stay
         expiry = kept.expiry
         floating = kept.floating
-        while expiry and expiry[0][0] <= now:  # a job past its walltime: its end moves on
+        # A job at most a second from its walltime's end is booked until now + 1 (it is about
+        # to be killed): its end moves on with now.
+        while expiry and expiry[0][0] <= now + 1:
             _, job_id = heapq.heappop(expiry)
             entry = kept.running.get(job_id)
-            if gone is not None and entry is not None and entry[1][2] <= now and \
+            if gone is not None and entry is not None and entry[1][2] <= now + 1 and \
                     gone.get(job_id) is not entry[0] and job_id not in floating:
                 jobs.append(entry[0])
         if gone is not None and floating:  # booked from each cycle's now: again
@@ -546,7 +548,7 @@ class Scheduler:
             for job in jobs:
                 seen.add(job.id)
                 previous = running.get(job.id)
-                if previous is not None and previous[0] is job and previous[1][2] > now \
+                if previous is not None and previous[0] is job and previous[1][2] > now + 1 \
                         and job.id not in floating:
                     continue  # the same object: the same request, vnodes and start
                 key = self._running_key(job, snap, now)
@@ -560,7 +562,8 @@ class Scheduler:
                         and started[3] == key[0]:
                     # Started by the last cycle, as it chose (its exec_vnode as it wrote it).
                     running[job.id] = (job, key, started[2])
-                    _expire_at(expiry, key[2], job.id)
+                    if job.id not in floating:
+                        _expire_at(expiry, key[2], job.id)
                     continue
                 if started is not None:
                     calendar.unbook_all(started[2])
@@ -572,7 +575,8 @@ class Scheduler:
                     made = self._book_chunks(job.id, chunks, job_place(job), key[1], key[2],
                                              hard=True)
                     running[job.id] = (job, key, made)
-                    _expire_at(expiry, key[2], job.id)
+                    if job.id not in floating:  # (those are booked again every cycle)
+                        _expire_at(expiry, key[2], job.id)
             if gone is None:
                 stale = [j for j in running if j not in seen]
             else:

@@ -390,6 +390,17 @@ def test_a_job_past_its_walltime_is_booked_from_each_cycles_now():
     fed_and_new([(NOW, jobs), (NOW + 0.5, jobs), (NOW + 0.9, jobs), (NOW + 3, jobs)], nodes)
 
 
+def test_a_job_within_a_second_of_its_walltime_is_booked_from_each_cycles_now():
+    """1.srv's walltime ends at +100; at +99.5 a new scheduler books it until +100.5, so
+    the one-second 5.srv fits on d in front of the top job."""
+    nodes = {"a": {"state": "free", "resources_available": {"ncpus": 4}},
+             "d": {"state": "free", "resources_available": {"ncpus": 1}}}
+    jobs = {"1.srv": running_row(NOW, "(a:ncpus=4)", "1:ncpus=4", "00:01:40"),
+            "4.srv": queued(4, "1:ncpus=4+1:ncpus=1", "00:05:00")}
+    later = {**jobs, "5.srv": queued(5, "1:ncpus=1", "00:00:01")}
+    fed_and_new([(NOW, jobs), (NOW + 99.5, later)], nodes)
+
+
 def test_a_started_job_whose_exec_vnode_differs_from_the_cycles_is_booked_as_it_says():
     nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
     two = queued(2, "1:ncpus=1", "00:05:00")
@@ -415,14 +426,13 @@ def test_running_jobs_note_one_expiry_each_however_often_their_rows_change():
     feed.set_server("srv", {})
     feed.set_queues(QUEUES)
     feed.set_vnodes({"n1": {"state": "free", "resources_available": {"ncpus": 64}}})
-    rows = {f"{n}.srv": {"queue": "workq", "job_state": "R", "stime": int(NOW), "qtime": n,
-                         "exec_vnode": "(n1:ncpus=1)",
-                         "Resource_List": {"select": "1:ncpus=1", "walltime": "01:00:00"}}
+    rows = {f"{n}.srv": running_row(NOW, "(n1:ncpus=1)", "1:ncpus=1", "01:00:00")
             for n in range(20)}
+    rows["floating.srv"] = running_row(None, "(n1:ncpus=1)", "1:ncpus=1", "01:00:00")
     for cycle in range(30):  # each cycle, every row changes (resources_used)
         feed.set_jobs({j: {**a, "resources_used": {"cput": cycle}} for j, a in rows.items()})
         sched.cycle(feed.snapshot([]), NOW + cycle)
-    assert len(sched._kept.expiry) == 20
+    assert len(sched._kept.expiry) == 20  # (none for the job booked again every cycle)
 
 
 def test_a_job_row_that_cannot_be_read_changes_nothing_in_the_feed():
