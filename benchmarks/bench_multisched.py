@@ -32,7 +32,7 @@ import time
 from pbsplug import Job, Queue, Server, Vnode
 from pbsplug.engine.schedprocs import SchedulerProcesses, Work
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
-from pbsplug.scheduler.feed import Feed
+from pbsplug.scheduler.feed import Feed, row
 
 NOW = 1_800_000_000.0
 
@@ -62,20 +62,14 @@ def snapshot(k: int, jobs: int, vnodes: int) -> Snapshot:
     return Snapshot(Server("s"), queues, nodes, all_jobs)
 
 
-def _row(obj, **extra) -> dict:
-    row = obj.to_dict()
-    row.pop("name", None)
-    return {**row, **extra}
-
-
 class OneScheduler:
     """The same jobs and vnodes, unpartitioned, under one scheduler in this thread, kept
     between cycles and fed as the server feeds its own (`Feed`: every stored row compared
     with the last cycle's), as each process keeps and feeds its own."""
 
     def __init__(self, snap: Snapshot):
-        self.queues = {n: _row(q, partition=None) for n, q in snap.queues.items()}
-        self.vnodes = {n: _row(v, partition=None) for n, v in snap.vnodes.items()}
+        self.queues = {n: {**row(q), "partition": None} for n, q in snap.queues.items()}
+        self.vnodes = {n: {**row(v), "partition": None} for n, v in snap.vnodes.items()}
         self.feed = Feed()
         self.sched = Scheduler("default", policy=Policy())
 
@@ -129,11 +123,7 @@ def main() -> None:
         procs = SchedulerProcesses(None, lambda sched, msg: None)
         for p in range(k):
             procs.start(f"s{p}", {})
-        rows = {}
-        for job in snap.jobs:  # the store's rows: what the server reads each cycle
-            row = job.to_dict()
-            row.pop("id")
-            rows[job.id] = row
+        rows = {job.id: row(job) for job in snap.jobs}  # what the server reads each cycle
         try:
             single, multi = [], []
             one = OneScheduler(snap)

@@ -23,7 +23,7 @@ import time
 
 from pbsplug import Job, PluginSet, Queue, Server, Vnode, hookimpl
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
-from pbsplug.scheduler.feed import Feed
+from pbsplug.scheduler.feed import Feed, row
 from pbsplug.siteconfig import SiteConfig
 
 NOW = 1_800_000_000.0
@@ -95,18 +95,14 @@ def time_cycle(snap: Snapshot, hooks, repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def _row(obj, name_key: str) -> dict:
-    return {k: v for k, v in obj.to_dict().items() if k != name_key}
-
-
 def time_kept(snap: Snapshot, repeat: int) -> float:
     """The cycle after one running job ended and one was submitted, of a scheduler kept
     and fed as the engine feeds it (the feed's row comparisons included)."""
-    jobs = {job.id: _row(job, "id") for job in snap.jobs}
+    jobs = {job.id: row(job) for job in snap.jobs}
     feed = Feed()
-    feed.set_server(snap.server.name, _row(snap.server, "name"))
-    feed.set_queues({n: _row(q, "name") for n, q in snap.queues.items()})
-    vnodes = {n: _row(v, "name") for n, v in snap.vnodes.items()}
+    feed.set_server(snap.server.name, row(snap.server))
+    feed.set_queues({n: row(q) for n, q in snap.queues.items()})
+    vnodes = {n: row(v) for n, v in snap.vnodes.items()}
     sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1))
 
     def cycle() -> float:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scheduler import Scheduler
-from ..scheduler.feed import Feed
+from ..scheduler.feed import Feed, row
 
 NEEDS_ATTENTION = "NEEDS_ATTENTION"
 #: Crashes within this many seconds that leave a scheduler down.
@@ -313,9 +313,9 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
             return
         partitions, policy, claimed, iteration, snap, changed, gone, now = pickle.loads(data)
         feed.change_jobs(changed, gone)
-        feed.set_server(snap.server.name, _row(snap.server))
-        feed.set_queues({n: _row(q) for n, q in snap.queues.items()})
-        feed.set_vnodes({n: _row(v) for n, v in snap.vnodes.items()})
+        feed.set_server(snap.server.name, row(snap.server))
+        feed.set_queues({n: row(q) for n, q in snap.queues.items()})
+        feed.set_vnodes({n: row(v) for n, v in snap.vnodes.items()})
         fresh = Scheduler(name, partitions, policy, hooks, claimed=claimed,
                           iteration=iteration)
         if sched is None or sched.settings() != fresh.settings():
@@ -331,13 +331,6 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
                  stats.jobs_considered if stats else 0, stats.jobs_started if stats else 0)
         out = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         _write_all(up, _HEADER.pack(len(out)) + out)
-
-
-def _row(obj: Any) -> dict[str, Any]:
-    """An object's attributes as plain data, without its name."""
-    row = obj.to_dict()
-    row.pop("name", None)
-    return row
 
 
 def _sched_log(directory: str) -> logging.Logger:

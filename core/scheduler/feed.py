@@ -18,8 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..objects import Job, Queue, Reservation, Server, Vnode
+from ..objects import Job, PbsObject, Queue, Reservation, Server, Vnode
 from .model import JobLog, Snapshot, VnodeLog
+
+
+def row(obj: PbsObject) -> dict[str, Any]:
+    """An object's attributes as plain data, without its name or id: a row to feed."""
+    return PbsObject.to_dict(obj)
 
 
 class Feed:
@@ -33,15 +38,15 @@ class Feed:
         self.queues: dict[str, Queue] = {}
         self.vnodes: dict[str, Vnode] = {}
         self.server = Server("server")
-        self._server_row: Mapping[str, Any] | None = None
+        self._server_key: tuple | None = None  # (name, row) it was made from
         self._rows: dict[type, dict[str, Mapping[str, Any]]] = {Job: {}, Queue: {}, Vnode: {}}
 
     def set_server(self, name: str, row: Mapping[str, Any]) -> None:
         """The server's name and attributes. A server that changed is a new object, which
         makes the scheduler start afresh (its defaults shape every job)."""
-        if self._server_row is None or self.server.name != name or self._server_row != row:
+        if self._server_key != (name, row):
             self.server = Server(name, row)
-            self._server_row = row
+            self._server_key = (name, row)
 
     def set_jobs(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
         """Every job the scheduler is to see (id -> attributes)."""
