@@ -552,10 +552,15 @@ class Scheduler:
                         and job.id not in floating:
                     continue  # the same object: the same request, vnodes and start
                 key = self._running_key(job, snap, now)
+                was_floating = job.id in floating
                 # Booked from now: without a start time, or past its walltime.
                 (floating.discard if job.stime and key[2] > now + 1 else floating.add)(job.id)
                 if previous is not None and previous[1] == key:
-                    running[job.id] = (job, key, previous[2])  # (its expiry is noted)
+                    running[job.id] = (job, key, previous[2])
+                    if was_floating and job.id not in floating:
+                        # Its start time is now the cycle's that booked it: from here on it
+                        # ends where it is booked, and its expiry was never noted.
+                        _expire_at(expiry, key[2], job.id)
                     continue
                 started = kept.adopt.pop(job.id, None)
                 if started is not None and previous is None and started[:2] == key[1:3] \

@@ -353,6 +353,16 @@ def test_a_running_job_without_a_start_time_is_booked_from_each_cycles_now():
     fed_and_new([(NOW, jobs), (NOW + 600, jobs), (NOW + 700, jobs)], nodes)
 
 
+def test_a_job_given_the_start_time_it_was_first_booked_from_is_noticed_past_its_walltime():
+    """1.srv has no stime at first, then the one the first cycle booked it from: once its
+    walltime is over it holds n1 until now + 1, and 2.srv does not start on top of it."""
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 4}}}
+    two = queued(2, "1:ncpus=4", "00:05:00")
+    first = {"1.srv": running_row(None, "(n1:ncpus=4)", "1:ncpus=4", "01:00:00"), "2.srv": two}
+    timed = {"1.srv": running_row(NOW, "(n1:ncpus=4)", "1:ncpus=4", "01:00:00"), "2.srv": two}
+    fed_and_new([(NOW, first), (NOW + 10, timed), (NOW + 3605, timed)], nodes)
+
+
 @pytest.mark.parametrize("limit, explain", [(100, True), (0, False)])
 def test_a_vnode_freed_on_the_host_an_exclhost_plan_passed_over_replans_it(limit, explain):
     """4.srv needs a whole host: at first h1's b (h0's c is busy until +1000); once c's job
