@@ -763,9 +763,13 @@ class Scheduler:
         """Bring the kept vnodes up to the caller's version in place when the vnodes changed
         since (`Snapshot.vnode_log`) kept their resources, sharing and host: only their
         states (the power plugin's sleep and wake) and other attributes placement does not
-        read. Their bookings stay; the kept top job's plan is dropped. False when it cannot
-        (a vnode added, gone or otherwise changed, a node_sort_key that may read any
-        attribute, changes forgotten): the caller then reparses every vnode."""
+        read. Their bookings stay. The kept top job's plan is dropped when a vnode became
+        usable now or stopped being so; not for what every job start and end changes in an
+        engine's rows (job-busy, resources_assigned, jobs), nor for an unusable vnode's
+        other states (the time it can be planned from is booked afresh every cycle, which
+        a kept plan notes). False when it cannot (a vnode added, gone or otherwise changed,
+        a node_sort_key that may read any attribute, changes forgotten): the caller then
+        reparses every vnode."""
         names = snap.vnode_log.since(kept.version) if snap.vnode_log is not None and \
             snap.vnode_log.version == snap.vnodes_version else None
         if names is None or self.policy.node_sort_key:
@@ -782,9 +786,12 @@ class Scheduler:
                     info.capacity, info.match, info.sharing, info.host):
                 return False
             fresh.append((info, new))
+        flipped = any(info.usable_now != new.usable_now for info, new in fresh)
         for info, new in fresh:  # the objects the kept lists hold are updated in place
             info.obj, info.usable_now, info.plan_from = new.obj, new.usable_now, new.plan_from
         kept.version = snap.vnodes_version
+        if not flipped:
+            return True
         kept.usable = [v for v in kept.order if v.usable_now]
         kept.usable_names = [v.name for v in kept.usable]
         kept.unusable = [v for v in kept.order if not v.usable_now]

@@ -445,6 +445,33 @@ def test_running_jobs_note_one_expiry_each_however_often_their_rows_change():
     assert len(sched._kept.expiry) == 20  # (none for the job booked again every cycle)
 
 
+@pytest.mark.parametrize("state, kept", [("job-busy", True), ("offline", False)])
+def test_a_kept_top_plan_outlives_vnode_rows_that_change_only_with_jobs(state, kept):
+    """An engine writes job-busy and resources_assigned on every start and end: the kept top
+    job's plan stays. A vnode that can no longer take a job now drops it."""
+    policy = Policy(strict_ordering=True, estimate_limit=100)
+    feed, sched = Feed(), Scheduler(policy=policy)
+    feed.set_server("srv", {})
+    feed.set_queues(QUEUES)
+    nodes = {n: {"state": "free", "resources_available": {"ncpus": 4}} for n in ("n1", "n2")}
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=2)", "1:ncpus=2", "00:01:40"),
+            "2.srv": queued(2, "2:ncpus=4", "00:05:00"),
+            "3.srv": queued(3, "1:ncpus=4", "00:05:00")}
+    feed.set_vnodes(nodes)
+    feed.set_jobs(jobs)
+    first = sched.cycle(feed.snapshot([]), NOW)
+    top = sched._kept.top
+    assert top is not None and top[0] == "2.srv" and first.top_jobs == ["2.srv"]
+    assert [d.job_id for d in first.run] == []  # 3.srv would delay 2.srv
+    feed.set_vnodes({**nodes, "n2": {**nodes["n2"], "state": state,
+                                     "resources_assigned": {"ncpus": 0}}})
+    second = sched.cycle(feed.snapshot([]), NOW + 10)
+    assert (sched._kept.top is top) is kept
+    new = Scheduler(policy=policy).cycle(feed.snapshot([]), NOW + 10)
+    assert (second.run, second.top_jobs, second.estimates) == (new.run, new.top_jobs,
+                                                               new.estimates)
+
+
 def test_a_job_row_that_cannot_be_read_changes_nothing_in_the_feed():
     feed = Feed()
     feed.set_jobs({"1.srv": {"job_state": "Q"}})
