@@ -888,16 +888,20 @@ class Scheduler:
                 acc = per_vnode.setdefault(name, {})
                 for k, v in res.items():
                     acc[k] = acc.get(k, 0) + v
-        hosts_excl = set()
         levels: dict[str, str] = {}
-        for name, res in per_vnode.items():
+        vnode_levels = []
+        for name in per_vnode:
             info = self.vnodes[name]
             level = levels.get(info.sharing)
             if level is None:
                 level = levels[info.sharing] = exclusivity(place, info.sharing)
-            made.append((name, Booking(start, end, res, level != SHARED, hard, owner)))
-            if level == EXCLHOST:
-                hosts_excl.add(info.host)
+            vnode_levels.append((info, level))
+        # A host one of its vnodes gives the job whole (exclhost) is the job's alone: its
+        # other vnodes, shared ones the job uses too, hold nothing else meanwhile.
+        hosts_excl = {info.host for info, level in vnode_levels if level == EXCLHOST}
+        for (name, res), (info, level) in zip(per_vnode.items(), vnode_levels):
+            made.append((name, Booking(start, end, res, level != SHARED or info.host in hosts_excl,
+                                       hard, owner)))
         for host in hosts_excl:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:

@@ -125,6 +125,21 @@ def test_exclhost_blocks_the_other_vnodes_of_the_host():
     assert started(result) == {"1.s": "(h1[0]:ncpus=1)", "2.s": "(h2:ncpus=1)"}
 
 
+def test_a_host_held_whole_through_one_vnode_is_whole_on_its_shared_vnodes_too():
+    """h0's n0 is force_exclhost: a job on n0 and n1 has all of h0, n1's spare cpus too,
+    whether it runs or is planned (2.s would take n1 in front of the top job 1.s, which
+    needs h0 whole at +1 h)."""
+    vnodes = [vnode("n0", sharing="force_exclhost", host="h0"), vnode("n1", ncpus=8, host="h0")]
+    busy = running("2:ncpus=4", "(n0:ncpus=4)+(n1:ncpus=4)", id="9.s")
+    assert started(cycle(snapshot(vnodes, [busy, job("1:ncpus=2", id="2.s")]))) == {}
+    top = job("2:ncpus=4", "02:00:00", id="1.s", qtime=NOW - 50)
+    later = job("1:ncpus=2", "03:00:00", id="2.s", qtime=NOW - 10)
+    busy = running("1:ncpus=4", "(n1:ncpus=4)", id="9.s")
+    result = cycle(snapshot(vnodes, [busy, top, later]), strict_ordering=True)
+    assert started(result) == {}
+    assert result.estimates["1.s"].start_time == NOW + HOUR
+
+
 def test_an_exclusive_job_needs_an_empty_vnode():
     vnodes = [vnode("n1"), vnode("n2")]
     small = running("1:ncpus=1", "(n1:ncpus=1)", id="9.s")

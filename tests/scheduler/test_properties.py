@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pbsplug.scheduler import Policy, Scheduler, parse_exec_vnode
 from pbsplug.scheduler.model import job_select, resource_amount
-from pbsplug.units import SHARED, VNODE_SHARING, exclusivity, parse_place
+from pbsplug.units import EXCLHOST, SHARED, VNODE_SHARING, exclusivity, parse_place
 
 from .helpers import NOW, job, resv, snapshot, vnode
 
@@ -86,8 +86,15 @@ def check_state(vnodes, running, confirmed, now):
         assert use[name]["ncpus"] <= cap["ncpus"], (name, use[name])
         assert use[name]["mem"] <= resource_amount("mem", cap["mem"]), (name, use[name])
         for j in holders[name]:
-            if exclusivity(parse_place(j.Resource_List["place"]), v.sharing) != SHARED:
+            level = exclusivity(parse_place(j.Resource_List["place"]), v.sharing)
+            if level != SHARED:
                 assert {x.id for x in holders[name]} == {j.id}, (name, j.id)
+            if level == EXCLHOST:  # the whole host is the job's, its shared vnodes too
+                host = cap["host"]
+                for other in by_name.values():
+                    if other.resources_available["host"] == host:
+                        assert {x.id for x in holders[other.name]} <= {j.id}, (
+                            other.name, j.id)
 
 
 def fits_empty(vnodes, j):
