@@ -889,19 +889,19 @@ class Scheduler:
                 for k, v in res.items():
                     acc[k] = acc.get(k, 0) + v
         levels: dict[str, str] = {}
-        vnode_levels = []
-        for name in per_vnode:
+        placed = []  # (vnode, resources, its info, the job's exclusivity there)
+        for name, res in per_vnode.items():
             info = self.vnodes[name]
             level = levels.get(info.sharing)
             if level is None:
                 level = levels[info.sharing] = exclusivity(place, info.sharing)
-            vnode_levels.append((info, level))
+            placed.append((name, res, info, level))
         # A host one of its vnodes gives the job whole (exclhost) is the job's alone: its
         # other vnodes, shared ones the job uses too, hold nothing else meanwhile.
-        hosts_excl = {info.host for info, level in vnode_levels if level == EXCLHOST}
-        for (name, res), (info, level) in zip(per_vnode.items(), vnode_levels):
-            made.append((name, Booking(start, end, res, level != SHARED or info.host in hosts_excl,
-                                       hard, owner)))
+        hosts_excl = {info.host for _, _, info, level in placed if level == EXCLHOST}
+        for name, res, info, level in placed:
+            exclusive = level != SHARED or info.host in hosts_excl
+            made.append((name, Booking(start, end, res, exclusive, hard, owner)))
         for host in hosts_excl:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:
