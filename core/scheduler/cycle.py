@@ -1230,13 +1230,17 @@ class Scheduler:
                     inside.book(name, Booking(-INFINITY, INFINITY, {
                         k: v for k, v in res.items() if isinstance(v, int)}, False, True,
                         run.job_id))
-        saved = self.calendar
+        saved = self.calendar, self.hosts
+        # The reservation's vnodes are all there is: a host it holds part of is whole, for
+        # an exclhost job, when the part it holds is free.
         self.calendar = inside
+        self.hosts = {host: [v for v in vnodes if v.name in allocation]
+                      for host, vnodes in self.hosts.items()}
         try:
             chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
                                now_mode=False, plan_from_ok=lambda v: v.name in allocation)
         finally:
-            self.calendar = saved
+            self.calendar, self.hosts = saved
         if chunks is None:
             result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
                                             "in the reservation")

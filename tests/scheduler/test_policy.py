@@ -297,6 +297,18 @@ def test_jobs_in_a_running_reservation_run_inside_it():
                                "4.s": "(n1:ncpus=4)"}
 
 
+def test_a_running_reservation_on_part_of_an_exclhost_host_runs_its_jobs():
+    """R1 holds h0's force_exclhost n1, not n0: inside it, n1 is all of h0 there is (the
+    cycle used to fail looking for n0 in the reservation's own calendar)."""
+    vnodes = [vnode("n0", ncpus=8, host="h0"), vnode("n1", sharing="force_exclhost", host="h0")]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING",
+                resv_nodes="(n1:ncpus=4)", queue="R1")
+    inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")
+    result = cycle(snapshot(vnodes, [inside], queues, reservations=[held]))
+    assert started(result) == {"1.s": "(n1:ncpus=2)"}
+
+
 def test_a_sched_without_a_partition_schedules_nothing(caplog):
     sched = Scheduler("sc1", partitions=())
     result = sched.cycle(snapshot([vnode("n1")], [job()]), NOW)
