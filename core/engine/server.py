@@ -967,18 +967,27 @@ class Engine:
         in_resv = {name for resv in self.store.all("resv").values()
                    if resv.get("reserve_state") == "RESV_RUNNING"
                    for name, _ in parse_exec_vnode(resv.get("resv_nodes", ""))}
+        def host(name: str) -> str:
+            return str(nodes[name].get("resources_available", {}).get("host") or name)
+
+        whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
         for job_id, attrs in self.store.jobs(("R", "E")).items():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
                 if name not in assigned:
                     continue
                 jobs_on[name].append(job_id)
-                if units.exclusivity(place, nodes[name].get("sharing")) != units.SHARED:
+                level = units.exclusivity(place, nodes[name].get("sharing"))
+                if level != units.SHARED:
                     exclusive.add(name)
+                if level == units.EXCLHOST:
+                    whole.add(host(name))
                 for k, v in res.items():
                     amount = resource_amount(k, v)
                     if amount is not None:
                         assigned[name][k] = assigned[name].get(k, 0) + amount
+        if whole:  # as the scheduler books them: every vnode of the host is the job's
+            exclusive.update(name for name in nodes if host(name) in whole)
         out = {}
         for name, attrs in nodes.items():
             states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
@@ -1606,7 +1615,7 @@ class _StillFits:
                 return f"vnode {name} is gone"
             if (vnode.partition or None) != (part or None):
                 return f"vnode {name} is not in partition {part or '(none)'} any more"
-            if vnode.states & UNUSABLE_STATES:
+            if vnode.states & UNUSABLE_STATES or "job-exclusive" in vnode.states:
                 return f"vnode {name} is {vnode.state}"
             free = int(resource_amount("ncpus", vnode.resources_available["ncpus"]) or 0) - \
                 int(resource_amount("ncpus", vnode.resources_assigned["ncpus"]) or 0) - \
