@@ -1615,7 +1615,7 @@ class _StillFits:
                 return f"vnode {name} is gone"
             if (vnode.partition or None) != (part or None):
                 return f"vnode {name} is not in partition {part or '(none)'} any more"
-            if vnode.states & UNUSABLE_STATES or "job-exclusive" in vnode.states:
+            if vnode.states & UNUSABLE_STATES:
                 return f"vnode {name} is {vnode.state}"
             free = int(resource_amount("ncpus", vnode.resources_available["ncpus"]) or 0) - \
                 int(resource_amount("ncpus", vnode.resources_assigned["ncpus"]) or 0) - \

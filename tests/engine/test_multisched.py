@@ -301,13 +301,9 @@ def test_decisions_made_on_an_old_snapshot_are_checked_against_the_vnodes_now():
                                "resources_assigned": {"ncpus": 1}}),
               "b": Vnode("b", {"state": "offline", "partition": "P",
                                "resources_available": {"ncpus": 2}}),
-              "c": Vnode("c", {"state": "free", "resources_available": {"ncpus": 2}}),
-              "d": Vnode("d", {"state": "job-exclusive", "partition": "P",
-                               "resources_available": {"ncpus": 2},
-                               "resources_assigned": {"ncpus": 1}})}
+              "c": Vnode("c", {"state": "free", "resources_available": {"ncpus": 2}})}
     fits = _StillFits(vnodes, {"q": {"partition": "P"}})
     job = {"queue": "q"}
-    assert fits.check(job, [("d", {"ncpus": 1})]) == "vnode d is job-exclusive"
     assert fits.check(job, [("a", {"ncpus": 1})]) is None
     assert fits.check(job, [("a", {"ncpus": 1})]) == "vnode a has 0 CPUs free now, not 1"
     assert fits.check(job, [("b", {"ncpus": 1})]) == "vnode b is offline"
