@@ -251,7 +251,7 @@ class Scheduler:
         self._formula = _compile_formula(self.policy.job_sort_formula)
         self._impl_cache: dict[str, list] = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
-        self._resv_started: dict[str, set[str]] = {}
+        self._resv_started: dict[str, dict[str, Place]] = {}  # reservation -> job -> place
         self._kept: _Kept | None = None
         self._undo: list[tuple[str, Booking]] | None = None
         #: During the run loop, the ncpus free now on the usable vnodes (a job needing
@@ -876,6 +876,14 @@ class Scheduler:
 
     def _book_chunks(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
                      start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
+        made = self._bookings(owner, chunks, place, start, end, hard)
+        self._book_all(made)
+        return made
+
+    def _bookings(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
+                  start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
+        """What a job placed on `chunks` holds: per vnode, its resources, exclusively where
+        its place and the vnode's sharing say so."""
         made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
         if len(chunks) > 1 and len(set(map(id, map(_SECOND, chunks)))) == 1:
@@ -906,7 +914,6 @@ class Scheduler:
             for info in self.hosts[host]:
                 if info.name not in per_vnode:
                     made.append((info.name, Booking(start, end, {}, True, hard, owner)))
-        self._book_all(made)
         return made
 
     def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple:
@@ -1217,19 +1224,6 @@ class Scheduler:
                 if (a := resource_amount(k, v)) is not None:
                     acc[k] = acc.get(k, 0) + a
         inside = Calendar(allocation)
-        for job in snap.jobs:
-            if job.queue == resv.queue and job.job_state in _RUNNING_STATES:
-                for name, res in parse_exec_vnode(job.exec_vnode):
-                    if name in allocation:
-                        inside.book(name, Booking(-INFINITY, INFINITY, {
-                            k: a for k, v in res.items()
-                            if (a := resource_amount(k, v)) is not None}, False, True, job.id))
-        for run in result.run:
-            if run.job_id in self._resv_started.get(resv.name, ()):
-                for name, res in run.chunks:
-                    inside.book(name, Booking(-INFINITY, INFINITY, {
-                        k: v for k, v in res.items() if isinstance(v, int)}, False, True,
-                        run.job_id))
         saved = self.calendar, self.hosts
         # The reservation's vnodes are all there is: a host it holds part of is whole, for
         # an exclhost job, when the part it holds is free.
@@ -1237,6 +1231,24 @@ class Scheduler:
         self.hosts = {host: [v for v in vnodes if v.name in allocation]
                       for host, vnodes in self.hosts.items()}
         try:
+            # Its running jobs and those started in it this cycle, held as outside it (an
+            # exclusive one alone on its vnodes).
+            holders = [(job.id, [(name, {k: a for k, v in res.items()
+                                         if (a := resource_amount(k, v)) is not None})
+                                 for name, res in parse_exec_vnode(job.exec_vnode)],
+                        job_place(job))
+                       for job in snap.jobs
+                       if job.queue == resv.queue and job.job_state in _RUNNING_STATES]
+            started = self._resv_started.get(resv.name, {})
+            holders += [(run.job_id, [(name, {k: v for k, v in res.items()
+                                              if isinstance(v, int)})
+                                      for name, res in run.chunks], started[run.job_id])
+                        for run in result.run if run.job_id in started]
+            for owner, chunks, place in holders:
+                inside.book_all(self._bookings(
+                    owner, [(n, r) for n, r in chunks if n in allocation and n in self.vnodes],
+                    place,
+                    -INFINITY, INFINITY, hard=True))
             chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
                                now_mode=False, plan_from_ok=lambda v: v.name in allocation)
         finally:
@@ -1247,7 +1259,7 @@ class Scheduler:
             return
         shown = _shown_chunks(info, chunks)
         result.run.append(RunDecision(info.job.id, format_exec_vnode(shown), shown))
-        self._resv_started.setdefault(resv.name, set()).add(info.job.id)
+        self._resv_started.setdefault(resv.name, {})[info.job.id] = info.place
         stats.jobs_started += 1
 
     # -- placement -------------------------------------------------------------------------------

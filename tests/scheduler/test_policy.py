@@ -309,6 +309,38 @@ def test_a_running_reservation_on_part_of_an_exclhost_host_runs_its_jobs():
     assert started(result) == {"1.s": "(n1:ncpus=2)"}
 
 
+@pytest.mark.parametrize("place, sharing, resv_nodes", [
+    ("excl", None, "(n0:ncpus=4)"),
+    (None, "force_exclhost", "(n0:ncpus=4)+(n1:ncpus=4)"),
+])
+def test_an_exclusive_job_in_a_running_reservation_keeps_its_vnodes(place, sharing,
+                                                                      resv_nodes):
+    """9.s runs in R1 on n0 alone (excl), or with all of h0 (n0 is force_exclhost): 1.s,
+    queued in R1 too, does not start beside it."""
+    vnodes = [vnode("n0", host="h0", sharing=sharing), vnode("n1", host="h0")]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING",
+                resv_nodes=resv_nodes, queue="R1")
+    alone = running("1:ncpus=1", "(n0:ncpus=1)", id="9.s", queue="R1", place=place)
+    later = job("1:ncpus=1", "00:10:00", queue="R1", id="1.s")
+    result = cycle(snapshot(vnodes, [alone, later], queues, reservations=[held]))
+    assert started(result) == {}
+    assert result.comments["1.s"] == \
+        "Not Running: Insufficient amount of resource in the reservation"
+
+
+def test_exclusive_jobs_started_in_a_reservation_in_one_cycle_keep_their_vnodes():
+    vnodes = [vnode("n0"), vnode("n1")]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "2:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING",
+                resv_nodes="(n0:ncpus=4)+(n1:ncpus=4)", queue="R1")
+    jobs = [job("1:ncpus=1", queue="R1", id="1.s", place="excl"),
+            job("1:ncpus=1", queue="R1", id="2.s"), job("1:ncpus=1", queue="R1", id="3.s")]
+    result = cycle(snapshot(vnodes, jobs, queues, reservations=[held]))
+    assert started(result) == {"1.s": "(n0:ncpus=1)", "2.s": "(n1:ncpus=1)",
+                               "3.s": "(n1:ncpus=1)"}
+
+
 def test_a_sched_without_a_partition_schedules_nothing(caplog):
     sched = Scheduler("sc1", partitions=())
     result = sched.cycle(snapshot([vnode("n1")], [job()]), NOW)
