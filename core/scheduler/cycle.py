@@ -251,7 +251,8 @@ class Scheduler:
         self._formula = _compile_formula(self.policy.job_sort_formula)
         self._impl_cache: dict[str, list] = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
-        self._resv_started: dict[str, dict[str, Place]] = {}  # reservation -> job -> place
+        #: Per running reservation, the jobs started in it this cycle: (place, chunks).
+        self._resv_started: dict[str, dict[str, tuple[Place, list]]] = {}
         self._kept: _Kept | None = None
         self._undo: list[tuple[str, Booking]] | None = None
         #: During the run loop, the ncpus free now on the usable vnodes (a job needing
@@ -1223,43 +1224,41 @@ class Scheduler:
             for k, v in res.items():
                 if (a := resource_amount(k, v)) is not None:
                     acc[k] = acc.get(k, 0) + a
-        inside = Calendar(allocation)
-        saved = self.calendar, self.hosts
-        # The reservation's vnodes are all there is: a host it holds part of is whole, for
-        # an exclhost job, when the part it holds is free.
+        # The other vnodes of a host the reservation holds part of are held from outside
+        # it: an exclhost job does not have that host whole there (PBS gives a reservation
+        # on such a host all of it).
+        outside = {other.name for name in allocation if name in self.vnodes
+                   for other in self.hosts[self.vnodes[name].host]
+                   if other.name not in allocation}
+        inside = Calendar({**allocation, **dict.fromkeys(outside, {})})
+        inside.book_all([(name, Booking(-INFINITY, INFINITY, {}, True, True, "#outside"))
+                         for name in outside])
+        # Its running jobs and those started in it this cycle, held as outside it (an
+        # exclusive one alone on its vnodes, an exclhost one with its host).
+        holders = [(job.id, parse_place_safe(job.Resource_List["place"]),
+                    [(n, r) for n, r in self._running_chunks(job) if n in allocation])
+                   for job in snap.jobs
+                   if job.queue == resv.queue and job.job_state in _RUNNING_STATES]
+        started = self._resv_started.setdefault(resv.name, {})
+        holders += [(job_id, *held) for job_id, held in started.items()]
+        for owner, place, chunks in holders:
+            if chunks:
+                inside.book_all(self._bookings(owner, chunks, place, -INFINITY, INFINITY,
+                                               hard=True))
+        saved = self.calendar
         self.calendar = inside
-        self.hosts = {host: [v for v in vnodes if v.name in allocation]
-                      for host, vnodes in self.hosts.items()}
         try:
-            # Its running jobs and those started in it this cycle, held as outside it (an
-            # exclusive one alone on its vnodes).
-            holders = [(job.id, [(name, {k: a for k, v in res.items()
-                                         if (a := resource_amount(k, v)) is not None})
-                                 for name, res in parse_exec_vnode(job.exec_vnode)],
-                        job_place(job))
-                       for job in snap.jobs
-                       if job.queue == resv.queue and job.job_state in _RUNNING_STATES]
-            started = self._resv_started.get(resv.name, {})
-            holders += [(run.job_id, [(name, {k: v for k, v in res.items()
-                                              if isinstance(v, int)})
-                                      for name, res in run.chunks], started[run.job_id])
-                        for run in result.run if run.job_id in started]
-            for owner, chunks, place in holders:
-                inside.book_all(self._bookings(
-                    owner, [(n, r) for n, r in chunks if n in allocation and n in self.vnodes],
-                    place,
-                    -INFINITY, INFINITY, hard=True))
             chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
                                now_mode=False, plan_from_ok=lambda v: v.name in allocation)
         finally:
-            self.calendar, self.hosts = saved
+            self.calendar = saved
         if chunks is None:
             result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
                                             "in the reservation")
             return
         shown = _shown_chunks(info, chunks)
         result.run.append(RunDecision(info.job.id, format_exec_vnode(shown), shown))
-        self._resv_started.setdefault(resv.name, {})[info.job.id] = info.place
+        started[info.job.id] = (info.place, chunks)
         stats.jobs_started += 1
 
     # -- placement -------------------------------------------------------------------------------

@@ -297,16 +297,34 @@ def test_jobs_in_a_running_reservation_run_inside_it():
                                "4.s": "(n1:ncpus=4)"}
 
 
-def test_a_running_reservation_on_part_of_an_exclhost_host_runs_its_jobs():
-    """R1 holds h0's force_exclhost n1, not n0: inside it, n1 is all of h0 there is (the
-    cycle used to fail looking for n0 in the reservation's own calendar)."""
-    vnodes = [vnode("n0", ncpus=8, host="h0"), vnode("n1", sharing="force_exclhost", host="h0")]
+@pytest.mark.parametrize("resv_nodes, runs", [("(n1:ncpus=4)", False),
+                                               ("(n0:ncpus=8)+(n1:ncpus=4)", True)])
+def test_an_exclhost_job_in_a_reservation_runs_only_if_it_holds_the_whole_host(resv_nodes,
+                                                                               runs):
+    """h0's vnodes are force_exclhost. R1 holding n1 alone does not have h0 whole (n0 is
+    held from outside it): its job cannot run there (the cycle used to fail looking for n0
+    in the reservation's own calendar). Holding n0 too, it can."""
+    vnodes = [vnode("n0", ncpus=8, host="h0", sharing="force_exclhost"),
+              vnode("n1", sharing="force_exclhost", host="h0")]
     queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
     held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING",
-                resv_nodes="(n1:ncpus=4)", queue="R1")
+                resv_nodes=resv_nodes, queue="R1")
     inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")
     result = cycle(snapshot(vnodes, [inside], queues, reservations=[held]))
-    assert started(result) == {"1.s": "(n1:ncpus=2)"}
+    assert started(result) == ({"1.s": "(n0:ncpus=2)"} if runs else {})
+    if not runs:
+        assert result.comments["1.s"] == \
+            "Not Running: Insufficient amount of resource in the reservation"
+
+
+def test_jobs_started_in_a_reservation_in_one_cycle_hold_their_memory():
+    vnodes = [vnode("n0", ncpus=8, mem="16gb")]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=8:mem=16gb", NOW - 10, NOW + HOUR, state="RUNNING",
+                resv_nodes="(n0:ncpus=8:mem=16gb)", queue="R1")
+    jobs = [job("1:ncpus=1:mem=10gb", queue="R1", id=f"{n}.s") for n in (1, 2)]
+    result = cycle(snapshot(vnodes, jobs, queues, reservations=[held]))
+    assert started(result) == {"1.s": "(n0:ncpus=1:mem=10gb)"}
 
 
 @pytest.mark.parametrize("place, sharing, resv_nodes", [
