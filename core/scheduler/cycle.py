@@ -578,7 +578,8 @@ class Scheduler:
                     del running[job.id]
                 chunks = self._running_chunks(job)
                 if chunks:
-                    made = self._book_chunks(job.id, chunks, job_place(job), key[1], key[2],
+                    place = parse_place_safe(job.Resource_List["place"])  # running anyway
+                    made = self._book_chunks(job.id, chunks, place, key[1], key[2],
                                              hard=True)
                     running[job.id] = (job, key, made)
                     if job.id not in floating:  # (those are booked again every cycle)

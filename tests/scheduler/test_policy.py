@@ -140,6 +140,16 @@ def test_a_host_held_whole_through_one_vnode_is_whole_on_its_shared_vnodes_too()
     assert result.estimates["1.s"].start_time == NOW + HOUR
 
 
+def test_a_running_job_with_an_unreadable_place_holds_what_it_uses():
+    """Its place cannot be read (a store edited by hand): it holds its cpus, as one with
+    no place, and the cycle goes on."""
+    vnodes = [vnode("n1")]
+    odd = running("1:ncpus=3", "(n1:ncpus=3)", id="9.s", place="bogus")
+    result = cycle(snapshot(vnodes, [odd, job("1:ncpus=2", id="1.s"),
+                                     job("1:ncpus=1", id="2.s")]))
+    assert started(result) == {"2.s": "(n1:ncpus=1)"}
+
+
 def test_an_exclusive_job_needs_an_empty_vnode():
     vnodes = [vnode("n1"), vnode("n2")]
     small = running("1:ncpus=1", "(n1:ncpus=1)", id="9.s")
