@@ -985,8 +985,13 @@ class Scheduler:
                                               reason="Reservation denied: no vnodes free for "
                                                      "its whole window", partition=mine))
                 continue
-            self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end, hard=True)
-            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks),
+            made = self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end,
+                                     hard=True)
+            # A host it holds exclhost is all its own: its other vnodes are in resv_nodes
+            # too, with no resources, as PBS gives it the rest of the host ("(n1)").
+            asked = {name for name, _ in chunks}
+            rest = [(name, {}) for name, _ in made if name not in asked]
+            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks + rest),
                                           partition=mine))
         return decisions
 

@@ -327,6 +327,25 @@ def test_an_exclhost_job_in_a_reservation_runs_only_if_it_holds_the_whole_host(r
             "Not Running: Insufficient amount of resource in the reservation"
 
 
+@pytest.mark.parametrize("sharing, place", [("force_exclhost", None), (None, "exclhost")])
+def test_a_reservation_held_exclhost_is_confirmed_on_its_whole_host(sharing, place):
+    """PBS gives a reservation it places exclhost the rest of the host: h0's other vnode is
+    in resv_nodes with no resources. Running, the reservation then has h0 whole (an
+    exclhost job in it starts), and nothing outside it starts on n1."""
+    vnodes = [vnode("n0", host="h0", sharing=sharing), vnode("n1", host="h0", sharing=sharing)]
+    select = {"select": "1:ncpus=4", **({"place": place} if place else {})}
+    asked = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, Resource_List=select)
+    decision = cycle(snapshot(vnodes, [], reservations=[asked])).reservations[0]
+    assert decision.confirmed and decision.resv_nodes == "(n0:ncpus=4)+(n1)"
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING", queue="R1",
+                resv_nodes=decision.resv_nodes, Resource_List=select)
+    inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s", place="exclhost")
+    outside = job("1:ncpus=1", "00:10:00", id="2.s")
+    result = cycle(snapshot(vnodes, [inside, outside], queues, reservations=[held]))
+    assert started(result) == {"1.s": "(n0:ncpus=2)"}
+
+
 def test_jobs_started_in_a_reservation_in_one_cycle_hold_their_memory():
     vnodes = [vnode("n0", ncpus=8, mem="16gb")]
     queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}

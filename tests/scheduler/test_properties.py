@@ -80,7 +80,9 @@ def check_state(vnodes, running, confirmed, now):
                        for j in overlapping for n2, rr in parse_exec_vnode(j.exec_vnode)
                        if n2 == name)
             cap = by_name[name].resources_available["ncpus"]
-            assert used + int(res["ncpus"]) <= cap, (name, r.name, used)
+            assert used + int(res.get("ncpus", 0)) <= cap, (name, r.name, used)
+            if not res:  # the rest of a host it holds exclhost: nobody else's meanwhile
+                assert not overlapping, (name, r.name)
     for name, v in by_name.items():
         cap = v.resources_available
         assert use[name]["ncpus"] <= cap["ncpus"], (name, use[name])
