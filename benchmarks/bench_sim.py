@@ -87,7 +87,7 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
     machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
     sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
     sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy", policy),
-                    kill_at_walltime=kill, workdir=tempfile.mkdtemp(prefix="bench-sim-"))
+                    kill_at_walltime=kill)
     t0 = time.perf_counter()
     jobs = iter(tr) if limit is None else itertools.islice(tr, limit)
     summary = sim.run(jobs)
@@ -159,8 +159,7 @@ def one_starts(trace: str, site: str, policy: dict | None) -> dict[str, float]:
     sink = Starts()
     sim = Simulator(from_header(tr.info.max_nodes, tr.info.max_procs, trace), sink,
                     plugins=load_plugins(load_site(Path(site)), report=False),
-                    policy=policy_settings("easy", policy), kill_at_walltime=False,
-                    workdir=tempfile.mkdtemp(prefix="bench-sim-"))
+                    policy=policy_settings("easy", policy), kill_at_walltime=False)
     sim.run(iter(tr))
     return sink.starts
 

@@ -31,6 +31,7 @@ import heapq
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -218,7 +219,9 @@ class Simulator:
         self.kill_at_walltime = kill_at_walltime
         self.now = 0.0
         self.summary = Summary()
-        self._workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pbsplug-sim-"))
+        #: The plugins' home while the replay runs; None: one of its own, made by `run`
+        #: and removed when it ends.
+        self._workdir = Path(workdir) if workdir else None
         self.server = Server(SERVER, {**(server_attrs or {}), **(policy or {})})
         self.queues: dict[str, Queue] = {}
         self._queue_attrs = {name: attrs for name, attrs in machine.queues.items()}
@@ -374,9 +377,15 @@ class Simulator:
     def run(self, trace: Iterable[TraceJob]) -> Summary:
         """Replay `trace` (TraceJob records in submit order) to the end."""
         t0 = time.perf_counter()
-        self._power_file = self._workdir / "hooks" / "tmp" / POWER_FILE
-        with clock.use(lambda: self.now), _home(self._workdir):
-            self._loop(iter(trace))
+        workdir = self._workdir or Path(tempfile.mkdtemp(prefix="pbsplug-sim-",
+                                                         dir=scratch_root()))
+        try:
+            self._power_file = workdir / "hooks" / "tmp" / POWER_FILE
+            with clock.use(lambda: self.now), _home(workdir):
+                self._loop(iter(trace))
+        finally:
+            if self._workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
         for host in self.hosts:
             self._charge(host)
         self.summary.wall = time.perf_counter() - t0
@@ -925,6 +934,17 @@ class Simulator:
             watts += n * getattr(model, figure)
         self.sink.machine(MachineStates(self.now, counts, watts, len(self.queued),
                                         len(self.running), self._busy))
+
+
+def scratch_root() -> str | None:
+    """Where a replay makes its own work folder: in memory (``/dev/shm``) where the system
+    has one, else tempfile's default (``TMPDIR`` when set, which is then obeyed). A plugin
+    writes its state at each of its runs, tens of thousands of times in a replay; on a
+    journalled disk, a file renamed over another costs a flush each time."""
+    if os.environ.get("TMPDIR"):
+        return None
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 class _home:

@@ -4,14 +4,17 @@ each checked against values worked out here, independently of the simulator."""
 from __future__ import annotations
 
 import math
+import os
 import random
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
-from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings
+from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings, scratch_root
 from pbsplug.sim.machine import Host, Machine, PowerModel, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
@@ -425,6 +428,36 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     expected = (200 * 10 + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 60 + 200 * 10)
     assert sim.summary.energy == pytest.approx(expected)
     assert by_id["2"].energy == pytest.approx(200 * 10)
+
+
+def test_a_replay_without_a_work_folder_makes_its_own_and_removes_it(register_plugin,
+                                                                   pbsplug_plugins, tmp_path,
+                                                                   monkeypatch):
+    """With TMPDIR set, the replay's own work folder is made there (else in /dev/shm where
+    the system has it); the power plugin keeps its state in it while the replay runs, and
+    the folder is gone once the replay ends, as when it fails."""
+    require_module("pbsplug_power")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again
+    assert scratch_root() is None
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    seen = []
+
+    class Looking(Sink):
+        def job(self, result):  # at each job's end, while the replay runs
+            folder = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp"
+            seen.append((folder.parents[2], sorted(
+                p.name for p in folder.iterdir()) if folder.is_dir() else []))
+
+    Simulator(uniform(1, 1, "test", MODEL), Looking(), plugins=plugins,
+              policy=policy_settings("easy")).run([tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)])
+    assert seen[-1] == (tmp_path, ["power_booting.json", "power_status.json",
+                                   "simulated_power.json"])
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SimError, match="before the job before it"):
+        simulate([tj(1, 5, 10, 1, 10), tj(2, 0, 10, 1, 10)], nodes=1, plugins=plugins,
+                 power=MODEL)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_ramp_mode_puts_an_idle_host_to_sleep_and_ramps_it_up_for_a_job(register_plugin,
