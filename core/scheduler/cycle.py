@@ -908,7 +908,8 @@ class Scheduler:
             placed.append((name, res, info, level))
         # A host one of its vnodes gives the job whole (exclhost) is the job's alone: its
         # other vnodes, shared ones the job uses too, hold nothing else meanwhile.
-        hosts_excl = {info.host for _, _, info, level in placed if level == EXCLHOST}
+        hosts_excl = dict.fromkeys(info.host for _, _, info, level in placed
+                                   if level == EXCLHOST)  # in order: resv_nodes lists them
         for name, res, info, level in placed:
             exclusive = level != SHARED or info.host in hosts_excl
             made.append((name, Booking(start, end, res, exclusive, hard, owner)))
@@ -953,8 +954,15 @@ class Scheduler:
                            if (a := resource_amount(k, v)) is not None})
                       for n, r in parse_exec_vnode(resv.resv_nodes) if n in self.vnodes]
             place = parse_place_safe(resv.Resource_List["place"])
-            self._book_chunks(f"resv:{resv.name}", chunks, place,
-                              float(resv.reserve_start or now), end, hard=True)
+            made = self._bookings(f"resv:{resv.name}", chunks, place,
+                                  float(resv.reserve_start or now), end, hard=True)
+            # A vnode it holds nothing of is the rest of a host it was given whole: held
+            # whole, whatever the vnodes' sharing says now.
+            rest = {name for name, res in chunks if not res}
+            for name, booking in made:
+                if name in rest:
+                    booking.exclusive = True
+            self._book_all(made)
             if state in ("RUNNING", "RESV_RUNNING", "5") and resv.queue:
                 running_queues[str(resv.queue)] = resv
         return running_queues
@@ -1241,16 +1249,39 @@ class Scheduler:
                          for name in outside])
         # Its running jobs and those started in it this cycle, held as outside it (an
         # exclusive one alone on its vnodes, an exclhost one with its host).
-        holders = [(job.id, parse_place_safe(job.Resource_List["place"]),
-                    [(n, r) for n, r in self._running_chunks(job) if n in allocation])
-                   for job in snap.jobs
-                   if job.queue == resv.queue and job.job_state in _RUNNING_STATES]
+        holders, others = [], []
+        for job in snap.jobs:
+            if job.job_state in _RUNNING_STATES:
+                chunks = [(n, r) for n, r in self._running_chunks(job) if n in allocation]
+                if chunks:
+                    (holders if job.queue == resv.queue else others).append(
+                        (job.id, parse_place_safe(job.Resource_List["place"]), chunks))
         started = self._resv_started.setdefault(resv.name, {})
         holders += [(job_id, *held) for job_id, held in started.items()]
         for owner, place, chunks in holders:
             if chunks:
                 inside.book_all(self._bookings(owner, chunks, place, -INFINITY, INFINITY,
                                                hard=True))
+        # Jobs from outside it still running on its vnodes (past their walltime, or run
+        # there by hand): a vnode one is on is not empty, its host not whole if the job is
+        # exclhost, and what they use beyond the vnode's part outside the reservation is
+        # not the reservation's.
+        used: dict[str, dict[str, int]] = {}
+        for owner, place, chunks in others:
+            inside.book_all([(name, Booking(-INFINITY, INFINITY, {}, b.exclusive, True,
+                                            "#outside"))
+                             for name, b in self._bookings(owner, chunks, place, -INFINITY,
+                                                           INFINITY, hard=True)])
+            for name, res in chunks:
+                acc = used.setdefault(name, {})
+                for k, v in res.items():
+                    acc[k] = acc.get(k, 0) + v
+        for name, res in used.items():
+            share, cap = allocation[name], self.vnodes[name].capacity
+            over = {k: v - cap.get(k, 0) + share[k] for k, v in res.items() if k in share}
+            over = {k: v for k, v in over.items() if v > 0}
+            if over:
+                inside.book(name, Booking(-INFINITY, INFINITY, over, False, True, "#outside"))
         saved = self.calendar
         self.calendar = inside
         try:

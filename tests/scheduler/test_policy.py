@@ -346,6 +346,58 @@ def test_a_reservation_held_exclhost_is_confirmed_on_its_whole_host(sharing, pla
     assert started(result) == {"1.s": "(n0:ncpus=2)"}
 
 
+def test_the_rest_of_the_hosts_comes_in_their_order():
+    """Four hosts of two vnodes, a reservation on one vnode of each, exclhost: each host's
+    other vnode follows the chunks in the hosts' order, whatever the process's hash seed."""
+    hosts = ("hA", "hB", "hC", "hD")
+    vnodes = [vnode(f"{h}{i}", host=h) for h in hosts for i in range(2)]
+    asked = resv("R1", "4:ncpus=2", NOW + 100, NOW + HOUR,
+                 Resource_List={"select": "4:ncpus=2", "place": "scatter:exclhost"})
+    decision = cycle(snapshot(vnodes, [], reservations=[asked])).reservations[0]
+    assert decision.resv_nodes == "+".join([f"({h}0:ncpus=2)" for h in hosts] +
+                                           [f"({h}1)" for h in hosts])
+
+
+def test_jobs_from_outside_still_on_a_running_reservations_vnodes_hold_them():
+    """9.s, from outside R1, still runs (past its walltime, or run there by hand) on n1, the
+    rest of h0 that R1 holds whole: an exclhost job in R1 waits (h0 is not empty), a shared
+    one runs on n0. On n2 (8 cpus, 2 of them R1's) a job outside uses 6 cpus, its own
+    part: R1's 2 stay R1's; using 7 (one of R1's), R1 has 1 left there."""
+    vnodes = [vnode("n0", host="h0"), vnode("n1", host="h0"), vnode("n2", ncpus=8)]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+
+    def run(outside, inside, resv_nodes="(n0:ncpus=4)+(n1)"):
+        held = resv("R1", "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING", queue="R1",
+                    resv_nodes=resv_nodes,
+                    Resource_List={"select": "1:ncpus=4", "place": "exclhost"})
+        return started(cycle(snapshot(vnodes, [outside, inside], queues,
+                                      reservations=[held])))
+
+    late = running("1:ncpus=4", "(n1:ncpus=4)", started=NOW - HOUR - 5, id="9.s")
+    assert run(late, job("1:ncpus=2", "00:10:00", queue="R1", id="1.s",
+                         place="exclhost")) == {}
+    assert run(late, job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")) == {
+        "1.s": "(n0:ncpus=2)"}
+    for used, fits in ((6, {"1:ncpus=2"}), (7, {"1:ncpus=1"})):
+        beside = running(f"1:ncpus={used}", f"(n2:ncpus={used})", id="9.s")
+        for select in ("1:ncpus=2", "1:ncpus=1"):
+            got = run(beside, job(select, "00:10:00", queue="R1", id="1.s"), "(n2:ncpus=2)")
+            want = {"1.s": f"(n2:{select[2:]})"} if select in fits or used == 6 else {}
+            assert got == want, (used, select)
+
+
+def test_the_rest_of_a_host_stays_the_reservations_when_sharing_changes():
+    """R1 was confirmed with all of h0 (n1 with nothing); n0's sharing has since been set
+    back to default_shared: n1 is still R1's over its window, no job outside runs there."""
+    vnodes = [vnode("n0", host="h0"), vnode("n1", host="h0")]
+    held = resv("R1", "1:ncpus=4", NOW + 600, NOW + HOUR, state="CONFIRMED",
+                resv_nodes="(n0:ncpus=4)+(n1)")
+    result = cycle(snapshot(vnodes, [job("1:ncpus=1", "01:00:00", id="1.s")],
+                            reservations=[held]))
+    assert started(result) == {}
+    assert result.estimates["1.s"].start_time == NOW + HOUR
+
+
 def test_jobs_started_in_a_reservation_in_one_cycle_hold_their_memory():
     vnodes = [vnode("n0", ncpus=8, mem="16gb")]
     queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
