@@ -125,6 +125,26 @@ class _JobInfo:
         return start + self.walltime if self.walltime is not None else INFINITY
 
 
+@dataclass
+class _ResvWorld:
+    """A running reservation as its jobs see it in one cycle (`Scheduler._resv_world`)."""
+
+    allocation: dict[str, dict[str, int]]  # its vnodes, with its amounts of each
+    outside: set[str]  # the other vnodes of its hosts
+    #: Its running jobs: (id, place, chunks on its vnodes).
+    mine: list[tuple[str, Place, list]] = field(default_factory=list)
+    #: Other reservations' running jobs' chunks on its vnodes.
+    neighbours: list[list] = field(default_factory=list)
+    #: Jobs of no reservation running on its vnodes: (id, place, all their chunks).
+    loose: list[tuple[str, Place, list]] = field(default_factory=list)
+
+
+def _whole(share: dict[str, int], capacity: dict[str, int]) -> bool:
+    """Whether a reservation's `share` of a vnode is all of it (nothing, for the rest of a
+    host it holds exclhost)."""
+    return not share or share.get("ncpus", 0) >= capacity.get("ncpus", 0)
+
+
 class _Kept:
     """What a scheduler keeps from one cycle to the next, so that a cycle costs what changed
     since the last one rather than the whole machine and queue: the vnodes' parsed
@@ -253,6 +273,8 @@ class Scheduler:
         self._has_partition_hook = bool(self._impls("sched_partition"))
         #: Per running reservation, the jobs started in it this cycle: (place, chunks).
         self._resv_started: dict[str, dict[str, tuple[Place, list]]] = {}
+        #: Per running reservation, its vnodes and the jobs on them (`_resv_world`).
+        self._resv_worlds: dict[str, _ResvWorld] = {}
         self._kept: _Kept | None = None
         self._undo: list[tuple[str, Booking]] | None = None
         #: During the run loop, the ncpus free now on the usable vnodes (a job needing
@@ -334,6 +356,7 @@ class Scheduler:
         self._impl_cache = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started = {}
+        self._resv_worlds: dict[str, _ResvWorld] = {}
         stats = CycleStats(self.name, now)
         if self._impls("sched_cycle_begin"):
             for _ in self._answers("sched_cycle_begin", sched=self.name, now=now):
@@ -956,12 +979,17 @@ class Scheduler:
             place = parse_place_safe(resv.Resource_List["place"])
             made = self._bookings(f"resv:{resv.name}", chunks, place,
                                   float(resv.reserve_start or now), end, hard=True)
-            # A vnode it holds nothing of is the rest of a host it was given whole: held
-            # whole, whatever the vnodes' sharing says now.
-            rest = {name for name, res in chunks if not res}
-            for name, booking in made:
-                if name in rest:
-                    booking.exclusive = True
+            # A vnode it holds nothing of is the rest of a host it was given whole: that
+            # host stays its own, whatever the vnodes' sharing says now.
+            whole = {self.vnodes[name].host for name, res in chunks if not res}
+            if whole:
+                for name, booking in made:
+                    booking.exclusive |= self.vnodes[name].host in whole
+                listed = {name for name, _ in made}
+                made += [(info.name, Booking(float(resv.reserve_start or now), end, {}, True,
+                                             True, f"resv:{resv.name}"))
+                         for host in whole for info in self.hosts[host]
+                         if info.name not in listed]
             self._book_all(made)
             if state in ("RUNNING", "RESV_RUNNING", "5") and resv.queue:
                 running_queues[str(resv.queue)] = resv
@@ -1229,10 +1257,12 @@ class Scheduler:
             else:
                 heapq.heappop(heap)
 
-    def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
-                            now: float, result: CycleResult, stats: CycleStats) -> None:
-        """A job in a running reservation's queue runs inside the reservation's vnodes."""
-        allocation = {}
+    def _resv_world(self, resv: Reservation, snap: Snapshot) -> _ResvWorld:
+        """A running reservation's vnodes and the running jobs on them, read once a cycle."""
+        world = self._resv_worlds.get(resv.name)
+        if world is not None:
+            return world
+        allocation: dict[str, dict[str, int]] = {}
         for name, res in parse_exec_vnode(resv.resv_nodes):
             acc = allocation.setdefault(name, {})
             for k, v in res.items():
@@ -1244,38 +1274,64 @@ class Scheduler:
         outside = {other.name for name in allocation if name in self.vnodes
                    for other in self.hosts[self.vnodes[name].host]
                    if other.name not in allocation}
+        resv_queues = {str(r.queue) for r in snap.reservations if r.queue}
+        world = self._resv_worlds[resv.name] = _ResvWorld(allocation, outside)
+        for job in snap.jobs:
+            if job.job_state not in _RUNNING_STATES:
+                continue
+            chunks = self._running_chunks(job)
+            if not any(n in allocation or n in outside for n, _ in chunks):
+                continue  # (an exclhost job on the rest of its host holds its part too)
+            held = (job.id, parse_place_safe(job.Resource_List["place"]),
+                    [(n, r) for n, r in chunks if n in allocation])
+            if job.queue not in resv_queues:
+                world.loose.append((job.id, held[1], chunks))
+            elif job.queue == resv.queue:
+                world.mine.append(held)
+            else:
+                world.neighbours.append(held[2])
+        return world
+
+    def _run_in_reservation(self, info: _JobInfo, resv: Reservation, snap: Snapshot,
+                            now: float, result: CycleResult, stats: CycleStats) -> None:
+        """A job in a running reservation's queue runs inside the reservation's vnodes."""
+        world = self._resv_world(resv, snap)
+        allocation, outside = world.allocation, world.outside
         inside = Calendar({**allocation, **dict.fromkeys(outside, {})})
         inside.book_all([(name, Booking(-INFINITY, INFINITY, {}, True, True, "#outside"))
                          for name in outside])
         # Its running jobs and those started in it this cycle, held as outside it (an
         # exclusive one alone on its vnodes, an exclhost one with its host).
-        holders, others = [], []
-        for job in snap.jobs:
-            if job.job_state in _RUNNING_STATES:
-                chunks = [(n, r) for n, r in self._running_chunks(job) if n in allocation]
-                if chunks:
-                    (holders if job.queue == resv.queue else others).append(
-                        (job.id, parse_place_safe(job.Resource_List["place"]), chunks))
         started = self._resv_started.setdefault(resv.name, {})
-        holders += [(job_id, *held) for job_id, held in started.items()]
-        for owner, place, chunks in holders:
+        for owner, place, chunks in world.mine + [(j, *h) for j, h in started.items()]:
             if chunks:
                 inside.book_all(self._bookings(owner, chunks, place, -INFINITY, INFINITY,
                                                hard=True))
-        # Jobs from outside it still running on its vnodes (past their walltime, or run
-        # there by hand): a vnode one is on is not empty, its host not whole if the job is
-        # exclhost, and what they use beyond the vnode's part outside the reservation is
-        # not the reservation's.
+        # Jobs from outside any reservation still running on its vnodes (past their
+        # walltime, or run there by hand): what they hold exclusively (their host, if
+        # exclhost) is not free, nor empty a vnode the reservation holds whole. Within a
+        # vnode held in part, exclusivity is the reservation's own, as PBS's reservation
+        # vnodes are: a job outside on the rest of it is no neighbour.
         used: dict[str, dict[str, int]] = {}
-        for owner, place, chunks in others:
+        for owner, place, chunks in world.loose:
             inside.book_all([(name, Booking(-INFINITY, INFINITY, {}, b.exclusive, True,
                                             "#outside"))
                              for name, b in self._bookings(owner, chunks, place, -INFINITY,
-                                                           INFINITY, hard=True)])
+                                                           INFINITY, hard=True)
+                             if name in allocation and (b.exclusive or _whole(
+                                 allocation[name], self.vnodes[name].capacity))])
+        # What jobs outside it use on its vnodes (other reservations' included, those
+        # started this cycle too) beyond the part outside this reservation is not its own.
+        held_elsewhere = [chunks for _, _, chunks in world.loose] + world.neighbours + [
+            [(n, r) for n, r in chunks if n in allocation]
+            for name, jobs in self._resv_started.items() if name != resv.name
+            for _, chunks in jobs.values()]
+        for chunks in held_elsewhere:
             for name, res in chunks:
-                acc = used.setdefault(name, {})
-                for k, v in res.items():
-                    acc[k] = acc.get(k, 0) + v
+                if name in allocation:
+                    acc = used.setdefault(name, {})
+                    for k, v in res.items():
+                        acc[k] = acc.get(k, 0) + v
         for name, res in used.items():
             share, cap = allocation[name], self.vnodes[name].capacity
             over = {k: v - cap.get(k, 0) + share[k] for k, v in res.items() if k in share}

@@ -386,12 +386,45 @@ def test_jobs_from_outside_still_on_a_running_reservations_vnodes_hold_them():
             assert got == want, (used, select)
 
 
-def test_the_rest_of_a_host_stays_the_reservations_when_sharing_changes():
-    """R1 was confirmed with all of h0 (n1 with nothing); n0's sharing has since been set
-    back to default_shared: n1 is still R1's over its window, no job outside runs there."""
+def test_an_exclhost_job_from_outside_on_the_rest_of_the_host_holds_it_all():
+    """9.s, exclhost and past its walltime, runs on n1; R1 holds part of n0 on the same
+    host: h0 is 9.s's whole, so R1's job waits."""
     vnodes = [vnode("n0", host="h0"), vnode("n1", host="h0")]
-    held = resv("R1", "1:ncpus=4", NOW + 600, NOW + HOUR, state="CONFIRMED",
-                resv_nodes="(n0:ncpus=4)+(n1)")
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "1:ncpus=2", NOW - 10, NOW + HOUR, state="RUNNING", queue="R1",
+                resv_nodes="(n0:ncpus=2)")
+    late = running("1:ncpus=4", "(n1:ncpus=4)", started=NOW - HOUR - 5, id="9.s",
+                   place="exclhost")
+    inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")
+    assert started(cycle(snapshot(vnodes, [late, inside], queues,
+                                  reservations=[held]))) == {}
+
+
+def test_reservations_sharing_a_vnode_each_keep_their_part():
+    """n0 (8 cpus) is split between R1 and R2 (4 each). An excl job in R2 is alone within
+    R2's part only: R1's job still runs on R1's part. With a job from outside overrunning
+    on 2 cpus, R1 and R2 each wanting 4 in one cycle: one starts, not both (10 on 8)."""
+    vnodes = [vnode("n0", ncpus=8)]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {}), "R2": Queue("R2", {})}
+    resvs = [resv(r, "1:ncpus=4", NOW - 10, NOW + HOUR, state="RUNNING", queue=r,
+                  resv_nodes="(n0:ncpus=4)") for r in ("R1", "R2")]
+    alone = running("1:ncpus=4", "(n0:ncpus=4)", id="8.s", queue="R2", place="excl")
+    inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")
+    assert started(cycle(snapshot(vnodes, [alone, inside], queues, reservations=resvs))) == {
+        "1.s": "(n0:ncpus=2)"}
+    late = running("1:ncpus=2", "(n0:ncpus=2)", started=NOW - HOUR - 5, id="9.s")
+    wanting = [job("1:ncpus=4", "00:10:00", queue=r, id=f"{r}.s") for r in ("R1", "R2")]
+    assert len(started(cycle(snapshot(vnodes, [late, *wanting], queues,
+                                      reservations=resvs)))) == 1
+
+
+def test_the_rest_of_a_host_stays_the_reservations_when_sharing_changes():
+    """R1 was confirmed with all of h0 (2 of n0's cpus, n1 with nothing); h0's sharing has
+    since been set back to default_shared: h0 is still R1's over its window, no job outside
+    runs there, on n0's other cpus either."""
+    vnodes = [vnode("n0", host="h0"), vnode("n1", host="h0")]
+    held = resv("R1", "1:ncpus=2", NOW + 600, NOW + HOUR, state="CONFIRMED",
+                resv_nodes="(n0:ncpus=2)+(n1)")
     result = cycle(snapshot(vnodes, [job("1:ncpus=1", "01:00:00", id="1.s")],
                             reservations=[held]))
     assert started(result) == {}
