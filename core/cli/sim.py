@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,52 @@ def _site_and_plugins(site: Path | None, root_site: Path | None):
     if path is None:
         return None, None
     loaded = load_site(path)
-    return loaded, load_plugins(loaded, which="enabled", report=False)
+    plugins = load_plugins(loaded, which="enabled", report=False)
+    # A replay without a plugin the site enables would answer another question: each one
+    # that cannot load (or is not installed) is an error, not a warning.
+    problems = [f"plugin '{r.name}': {r.error}" for r in plugins.failed]
+    problems += [f"{loaded.path}: [plugins.{name}]: no installed plugin is named '{name}' "
+                 f"(installed: {', '.join(plugins.installed) or 'none'})"
+                 for name in loaded.plugins
+                 if name not in plugins.records and loaded.is_enabled(name)]
+    if problems:
+        raise CliError("\n".join(problems))
+    return loaded, plugins
+
+
+def _server_attrs(table: Any, where: str) -> dict[str, Any] | None:
+    """``[sim.server]``, checked as ``qmgr -c "set server ..."`` checks each attribute (the
+    same attribute table); a resource attribute is a table of resources."""
+    from ..engine.qmgr import AttrOp, QmgrError, convert, definitions, lookup
+
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise CliError(f"{where}: {table!r}: expected a table of server attributes")
+    defs = definitions("server")
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        defn = lookup(defs, name)
+        if defn is not None and defn.read_only:
+            raise CliError(f"{where}.{name}: the server sets it; it cannot be set")
+        try:
+            if isinstance(value, dict):
+                out[name] = {res: convert("server", AttrOp(name, str(res), "=", _text(v)),
+                                          defs) for res, v in value.items()}
+            else:
+                out[name] = convert("server", AttrOp(name, None, "=", _text(value)), defs)
+        except QmgrError as exc:
+            raise CliError(f"{where}.{name} = {value!r}: {exc}") from None
+    return out
+
+
+def _text(value: Any) -> str:
+    """A TOML value as qmgr's text for it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(map(_text, value))
+    return str(value)
 
 
 def _machine(trace, platform: Path | None, nodes: int | None, cpus_per_node: int | None):
@@ -39,7 +85,8 @@ def _machine(trace, platform: Path | None, nodes: int | None, cpus_per_node: int
     if nodes is not None or cpus_per_node is not None:
         if nodes is None:
             raise CliError("--cpus-per-node needs --nodes")
-        return uniform(nodes, cpus_per_node or 1, "--nodes/--cpus-per-node")
+        return uniform(nodes, 1 if cpus_per_node is None else cpus_per_node,
+                       "--nodes/--cpus-per-node")
     return from_header(trace.info.max_nodes, trace.info.max_procs, str(trace.info.path))
 
 
@@ -77,7 +124,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
     """One run into `out`; returns what the CLI prints."""
     import itertools
 
-    from ..sim.engine import SimError, Simulator, policy_settings
+    from ..sim.engine import SimError, Simulator, TraceOrderError, policy_settings
     from ..sim.machine import PlatformError
     from ..sim.output import OutputError, ResultWriter
     from ..sim.traces import TraceError, open_trace
@@ -97,19 +144,23 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
             raise CliError(f"{loaded.path}: [sim].{sorted(unknown)[0]}: unknown key; "
                            "expected scheduler, server or sched")
         settings = policy_settings(policy, table.get("scheduler"))
+        server_attrs = _server_attrs(table.get("server"), f"{loaded.path}: [sim.server]"
+                                     if loaded is not None else "[sim.server]")
         trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
         machine = _machine(trace, platform, nodes, cpus_per_node)
         sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts),
                             plots=plots)
         bar = _Progress(progress, label)
         sim = Simulator(machine, sink, plugins=plugins, policy=settings,
-                        server_attrs=table.get("server"), progress=bar,
+                        server_attrs=server_attrs, progress=bar,
                         scheds=table.get("sched"))
         jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
         try:
             summary = sim.run(jobs)
         finally:
             bar.done()
+    except TraceOrderError as exc:
+        raise CliError(f"{trace_path}:{exc}") from None
     except SimError as exc:
         # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
         from_site = loaded is not None and (str(exc).startswith("[sim.") or (
@@ -131,7 +182,9 @@ def _report(result: dict[str, Any], out: Path) -> None:
                f"({summary.cycles_skipped:,} skipped: nothing could start)")
     skipped = getattr(trace, "skipped", 0)
     if skipped:
-        typer.echo(f"trace: {skipped:,} malformed lines skipped (--skip-bad)")
+        typer.echo(f"trace: {skipped:,} malformed lines skipped (--skip-bad); the first:")
+        for reason in getattr(trace, "skip_reasons", ()):
+            typer.echo(f"  {reason}")
     for reason, count in sorted((getattr(trace, "dropped", None) or {}).items()):
         typer.echo(f"trace: {count:,} records dropped: {reason}")
     simulated = summary.end - summary.start
@@ -210,8 +263,14 @@ def sim_app() -> typer.Typer:
 
         if len(site) != 2:
             raise CliError(f"give two --site files (A and B), not {len(site)}")
+        for path in site:  # both read before either runs: B's mistake is not an hour away
+            _site_and_plugins(path, None)
+        # Each run's folder under --out is named after its site file, when that name is a
+        # plain one and not the comparison's own files; else A and B.
         labels = [p.stem for p in site]
-        if labels[0] == labels[1]:
+        if labels[0] == labels[1] or not all(
+                re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", label)
+                and not label.startswith("compare") for label in labels):
             labels = ["A", "B"]
         dirs = []
         for label, path in zip(labels, site, strict=True):

@@ -81,8 +81,25 @@ class Policy:
             except ValueError:
                 raise ValueError(f"scheduler policy setting {key}={value!r} is not a "
                                  f"{type(default).__name__}") from None
+            if strict and (problem := _policy_problem(key, value)):
+                raise ValueError(f"scheduler policy setting {key}={value!r}: {problem}")
             setattr(policy, key, value)
         return policy
+
+
+def _policy_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a policy setting's value of the right type, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and not 0 <= value <= 2**31 - 1:
+        return "expected a whole number from 0 to 2147483647"
+    if isinstance(value, float) and not 0 <= value <= 1e12:  # (NaN fails both)
+        return "expected a number of seconds from 0 to 10^12"
+    if key == "node_sort_key":
+        parts = str(value).split()
+        if not 1 <= len(parts) <= 2 or (len(parts) == 2 and parts[1] not in ("HIGH", "LOW")):
+            return "expected 'key', 'key HIGH' or 'key LOW'"
+    return None
 
 
 @dataclass

@@ -52,10 +52,11 @@ from ..scheduler import (
     VnodeLog,
     build_schedulers,
 )
+from ..scheduler.cycle import formula_problem
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
 from ..scheduling import SchedulerInstance
-from ..units import format_duration
+from ..units import format_duration, parse_select
 from .machine import Machine
 from .records import (
     COMPLETED,
@@ -98,6 +99,11 @@ SERVER = "sim"
 
 class SimError(Exception):
     """What stops a simulation, in one line."""
+
+
+class TraceOrderError(SimError):
+    """Trace lines that cannot be replayed as given: ``LINE: job ID: why`` (the caller
+    knows the file)."""
 
 
 @dataclass
@@ -225,6 +231,8 @@ class Simulator:
         self.server = Server(SERVER, {**(server_attrs or {}), **(policy or {})})
         self.queues: dict[str, Queue] = {}
         self._queue_attrs = {name: attrs for name, attrs in machine.queues.items()}
+        #: Whether the platform declares memory: a select's mem is requested only then.
+        self._has_mem = any(host.mem is not None for host in machine.hosts)
         # Vnodes: the attributes (the simulator's store), and the objects the scheduler reads.
         self.vnode_attrs: dict[str, dict[str, Any]] = {}
         self.vnode_host: dict[str, int] = {}
@@ -434,10 +442,14 @@ class Simulator:
             # 3. submissions
             while pending is not None and pending.submit <= now:
                 if pending.submit < last_submit:
-                    raise SimError(f"{pending.job_id} (line {pending.line}): submitted at "
-                                   f"{pending.submit}, before the job before it; a trace "
-                                   "must be in submit order")
+                    raise TraceOrderError(f"{pending.line}: job {pending.job_id}: submitted "
+                                          f"at {pending.submit}, before the job before it; "
+                                          "a trace must be in submit order")
                 last_submit = pending.submit
+                if pending.job_id in self.queued or pending.job_id in self.running:
+                    raise TraceOrderError(f"{pending.line}: job {pending.job_id}: a job with "
+                                          "this id is still queued or running; job ids must "
+                                          "be unique")
                 self._submit(pending)
                 pending = next(trace, None)
             # The next submission is sure to queue a job (so to run a cycle) when no hook
@@ -487,7 +499,7 @@ class Simulator:
         self._seq += 1
         res: dict[str, Any] = {}
         if tj.select:
-            res["select"] = tj.select
+            res["select"] = tj.select if self._has_mem else _without_mem(tj.select)
         else:
             res["select"] = f"{tj.ncpus}:ncpus=1"
             res["ncpus"] = tj.ncpus
@@ -936,6 +948,16 @@ class Simulator:
                                         len(self.running), self._busy))
 
 
+def _without_mem(select: str) -> str:
+    """A select without its chunks' mem, for a machine that declares none (a trace's memory
+    is not modelled there, and every job asking for some would be refused)."""
+    chunks = []
+    for chunk in parse_select(select):
+        res = ":".join(f"{k}={v}" for k, v in chunk.resources.items() if k != "mem")
+        chunks.append(f"{chunk.count}:{res}" if res else str(chunk.count))
+    return "+".join(chunks)
+
+
 def scratch_root() -> str | None:
     """Where a replay makes its own work folder: in memory (``/dev/shm``) where the system
     has one, else tempfile's default (``TMPDIR`` when set, which is then obeyed). A plugin
@@ -1012,13 +1034,19 @@ def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> di
     ``[sim.scheduler]`` keys. Checked as the scheduler checks a sched object's."""
     if preset not in PRESETS:
         raise SimError(f"--policy {preset!r}: expected one of {', '.join(PRESETS)}")
+    if site_table is not None and not isinstance(site_table, dict):
+        raise SimError(f"[sim.scheduler]: {site_table!r}: expected a table of policy "
+                       "settings")
     settings = {**PRESETS[preset], **(site_table or {})}
     try:
         Policy.from_attributes(settings, strict=True)
     except ValueError as exc:
         raise SimError(f"[sim.scheduler]: {exc}") from None
+    formula = settings.get("job_sort_formula")
+    if formula is not None and (problem := formula_problem(str(formula))):
+        raise SimError(f"[sim.scheduler]: {problem}")
     return settings
 
 
 __all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
-           "Summary", "policy_settings", "sched_objects"]
+           "Summary", "TraceOrderError", "policy_settings", "sched_objects"]

@@ -32,12 +32,14 @@ Every value is checked on load; an error names the file, the key and the value.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..units import parse_size
+from ..values import BadValue, check_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,6 +54,12 @@ _WATTS = ("busy", "idle", "asleep", "off", "booting", "shutting_down")
 _SECONDS = ("boot", "shutdown")
 _HOST_KEYS = {"prefix", "names", "count", "vnodes", "ncpus", "mem", "partition", "power",
               "poweroff_eligible"}
+#: The largest machine a replay builds (vnodes in all), and the most cpus on one vnode:
+#: ten times today's largest systems, and a bound on the memory a typo can ask for.
+MAX_VNODES = 1_000_000
+MAX_NCPUS = 1_000_000
+#: The largest watts and seconds in a power model.
+MAX_FIGURE = 1e9
 
 
 class PlatformError(ValueError):
@@ -110,10 +118,11 @@ def default_power() -> PowerModel:
 def uniform(nodes: int, cpus_per_node: int, source: str,
             power: PowerModel | None = None) -> Machine:
     """`nodes` hosts of one vnode with `cpus_per_node` cpus each."""
-    if nodes < 1:
-        raise PlatformError(f"{source}: nodes: {nodes}: expected at least 1")
-    if cpus_per_node < 1:
-        raise PlatformError(f"{source}: cpus per node: {cpus_per_node}: expected at least 1")
+    if not 1 <= nodes <= MAX_VNODES:
+        raise PlatformError(f"{source}: nodes: {nodes}: expected 1 to {MAX_VNODES:,}")
+    if not 1 <= cpus_per_node <= MAX_NCPUS:
+        raise PlatformError(f"{source}: cpus per node: {cpus_per_node}: expected 1 to "
+                            f"{MAX_NCPUS:,}")
     model = power or default_power()
     width = len(str(nodes))
     hosts = [Host(f"n{i:0{width}d}", i, [f"n{i:0{width}d}"], cpus_per_node, None, None, model)
@@ -140,8 +149,12 @@ def load_platform(path: str | Path) -> Machine:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise PlatformError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PlatformError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlatformError(f"{path}: not TOML: {exc}") from None
+    except RecursionError:
+        raise PlatformError(f"{path}: not TOML: nested too deeply") from None
     unknown = set(data) - {"power", "hosts", "queues"}
     if unknown:
         raise PlatformError(f"{path}: {sorted(unknown)[0]}: unknown section; expected power, "
@@ -152,9 +165,12 @@ def load_platform(path: str | Path) -> Machine:
     if not isinstance(groups, list) or not groups:
         raise PlatformError(f"{path}: hosts: {groups!r}: expected one or more [[hosts]] tables")
     hosts: list[Host] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # host and vnode names
+    vnodes = 0
     for n, group in enumerate(groups):
-        hosts.extend(_group(path, f"hosts[{n}]", group, models, seen, len(hosts)))
+        more = _group(path, f"hosts[{n}]", group, models, seen, len(hosts), vnodes)
+        hosts.extend(more)
+        vnodes += sum(len(h.vnodes) for h in more)
     queues = {}
     for name, table in _table(path, "queues", data.get("queues", {})).items():
         where = f"queues.{name}"
@@ -178,14 +194,17 @@ def _table(path: str, key: str, value: Any) -> dict[str, Any]:
 
 
 def _number(path: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise PlatformError(f"{path}: {key}: {value!r}: expected a number >= 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 <= value <= MAX_FIGURE):
+        raise PlatformError(f"{path}: {key}: {value!r}: expected a number from 0 to "
+                            f"{MAX_FIGURE:.0e}")
     return float(value)
 
 
-def _int(path: str, key: str, value: Any, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise PlatformError(f"{path}: {key}: {value!r}: expected an integer >= {least}")
+def _int(path: str, key: str, value: Any, least: int = 1, most: int = MAX_VNODES) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise PlatformError(f"{path}: {key}: {value!r}: expected an integer from {least} to "
+                            f"{most:,}")
     return value
 
 
@@ -214,12 +233,16 @@ def _power(path: str, name: str, table: Any) -> PowerModel:
 
 
 def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
-           seen: set[str], first: int) -> list[Host]:
+           seen: set[str], first: int, vnodes_before: int) -> list[Host]:
     group = _table(path, where, group)
     extra = set(group) - _HOST_KEYS
     if extra:
         raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected one "
                             f"of {', '.join(sorted(_HOST_KEYS))}")
+    if "names" in group and ("count" in group or "prefix" in group):
+        other = "count" if "count" in group else "prefix"
+        raise PlatformError(f"{path}: {where}: names with {other}: give either names, or "
+                            "count and prefix")
     if "names" in group:
         names = group["names"]
         if not isinstance(names, list) or not names or not all(
@@ -231,7 +254,10 @@ def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
         width = len(str(count))
         names = [f"{prefix}{i:0{width}d}" for i in range(count)]
     per_host = _int(path, f"{where}.vnodes", group.get("vnodes", 1))
-    ncpus = _int(path, f"{where}.ncpus", group.get("ncpus"))
+    if vnodes_before + len(names) * per_host > MAX_VNODES:
+        raise PlatformError(f"{path}: {where}: {len(names):,} hosts of {per_host:,} vnodes "
+                            f"make the machine over {MAX_VNODES:,} vnodes")
+    ncpus = _int(path, f"{where}.ncpus", group.get("ncpus"), most=MAX_NCPUS)
     mem = None
     if "mem" in group:
         try:
@@ -260,10 +286,19 @@ def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
                             "or false")
     hosts = []
     for name in names:
+        try:
+            check_name("host", name, f"{where}: host name")
+        except BadValue as exc:
+            raise PlatformError(f"{path}: {exc}") from None
         if name in seen:
             raise PlatformError(f"{path}: {where}: host {name!r} is named twice")
         seen.add(name)
         vnodes = [name] if per_host == 1 else [f"{name}[{i}]" for i in range(per_host)]
+        for vnode in vnodes if per_host > 1 else ():
+            if vnode in seen:
+                raise PlatformError(f"{path}: {where}: vnode {vnode!r} of host {name!r} is "
+                                    "named twice")
+            seen.add(vnode)
         hosts.append(Host(name, first + len(hosts), vnodes, ncpus, mem, partition, model,
                           eligible))
     return hosts

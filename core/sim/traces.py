@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from pbsplug import values
 from pbsplug.units import parse_duration, parse_select, parse_size
 
 from .records import TraceInfo, TraceJob
@@ -382,7 +383,7 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
     select = None
     for word in f[18:]:
         if "=" in word:  # extended SWF: a PBS-style request such as nodes=2:ppn=4
-            select = word
+            select = _extended_select(word)
             break
     return TraceJob(
         job_id=str(job_number), line=n, submit=submit, run_time=run, ncpus=ncpus,
@@ -391,6 +392,22 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
         user=user if user != "-1" else "", group=group if group != "-1" else "",
         queue=queue, select=select, status=status,
         recorded_wait=wait if wait >= 0 else None)
+
+
+#: Torque's (and old PBS's) ``nodes=N[:ppn=P]``, which PBS turns into a select.
+_NODES_PPN = re.compile(r"nodes=(\d{1,9})(?::ppn=(\d{1,9}))?")
+
+
+def _extended_select(word: str) -> str:
+    """An extended SWF line's request as a select: ``nodes=N:ppn=P`` becomes
+    ``N:ncpus=P`` (as PBS converts it); a select is checked as qsub checks one."""
+    nodes = _NODES_PPN.fullmatch(word)
+    if nodes:
+        word = f"{nodes[1]}:ncpus={nodes[2] or 1}"
+    try:
+        return values.select(word, "select")
+    except ValueError as exc:
+        raise _Bad("select (the request after field 18)", str(exc)) from None
 
 
 # --- the two formats read whole ------------------------------------------------------------
@@ -503,6 +520,9 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
             walltime = float(parse_duration(attrs["Resource_List.walltime"]))
         except (ValueError, OverflowError) as exc:
             raise _Bad("Resource_List.walltime", str(exc)) from None
+        if walltime > MAX_SECONDS:
+            raise _Bad("Resource_List.walltime", f"{attrs['Resource_List.walltime'][:40]} is "
+                       f"out of range (at most {MAX_SECONDS:.0e} s)")
     mem = None
     if attrs.get("Resource_List.mem"):
         try:

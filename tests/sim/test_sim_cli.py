@@ -58,6 +58,10 @@ def test_sim_run_options_override_the_header(tmp_path, capsys):
     (["--format", "csv"], "--format 'csv': expected one of swf, pbs, sacct"),
     (["--limit", "0"], "--limit 0: expected at least 1"),
     (["--cpus-per-node", "2"], "--cpus-per-node needs --nodes"),
+    (["--nodes", "4", "--cpus-per-node", "0"],
+     "--nodes/--cpus-per-node: cpus per node: 0: expected 1 to 1,000,000"),
+    (["--nodes", "100000000"], "--nodes/--cpus-per-node: nodes: 100000000: expected 1 to "
+                               "1,000,000"),
 ])
 def test_sim_run_bad_options_are_one_line_errors(tmp_path, capsys, args, expected):
     trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
@@ -78,7 +82,7 @@ def test_a_missing_trace_and_a_bad_platform_are_one_line_errors(tmp_path, capsys
                            "--no-plots", "--out", str(tmp_path / "o"))
     assert code == 2
     assert err.strip() == (f"pbsplug: error: {platform}: hosts[0].ncpus: -1: expected an "
-                           "integer >= 1")
+                           "integer from 1 to 1,000,000")
 
 
 def test_sim_compare_runs_both_sites_and_writes_the_differences(tmp_path, capsys):
@@ -194,6 +198,19 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
 
 @pytest.mark.parametrize("text,message", [
     ("[[hosts]]\ncount = 1\nncpus = 2\ncolour = 'red'\n", "hosts[0].colour: unknown key"),
+    ("[power.a]\nbusy = nan\n[[hosts]]\ncount = 1\nncpus = 1\n",
+     "power.a.busy: nan: expected a number from 0 to 1e+09"),
+    ("[power.a]\nboot = inf\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.boot: inf:"),
+    ("[power.a]\nidle = 1e308\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.idle: 1e+308:"),
+    ("[[hosts]]\ncount = 1000000000\nncpus = 1\n",
+     "hosts[0].count: 1000000000: expected an integer from 1 to 1,000,000"),
+    ("[[hosts]]\ncount = 1\nncpus = 9223372036854775807\n", "hosts[0].ncpus: 92233"),
+    ("[[hosts]]\ncount = 600000\nncpus = 1\n[[hosts]]\ncount = 600000\nprefix = 'm'\n"
+     "ncpus = 1\n", "hosts[1]: 600,000 hosts of 1 vnodes make the machine over 1,000,000"),
+    ("[[hosts]]\nnames = ['a:b', 'c']\nncpus = 1\n",
+     "hosts[0]: host name: 'a:b' is not a valid host name"),
+    ("[[hosts]]\nnames = ['a']\ncount = 2\nncpus = 1\n", "hosts[0]: names with count"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "not TOML: nested too deeply"),
     ("[[hosts]]\ncount = 1\nncpus = 2\nmem = 'lots'\n", "hosts[0].mem: 'lots': expected a size"),
     ("[[hosts]]\ncount = 1\nncpus = 2\npower = 'fat'\n", "hosts[0].power: 'fat': no [power.fat]"),
     ("[power.a]\nbusy = -3\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.busy: -3: expected a"),
@@ -209,6 +226,13 @@ def test_platform_errors_name_the_file_the_key_and_the_value(tmp_path, text, mes
         load_platform(path)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_platform_file_that_is_not_text_is_named(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_bytes(b"\xff\xfe[[hosts]]\n")
+    with pytest.raises(PlatformError, match=f"^{path}: not UTF-8 text"):
+        load_platform(path)
 
 
 def test_the_header_gives_hosts_and_cpus_per_host():
@@ -237,3 +261,93 @@ def test_cpusets_scheduler_side_runs_in_a_simulation_and_its_host_events_do_not(
     for event in ("execjob_begin", "execjob_launch", "execjob_end"):
         assert f"left out: cpuset {event}: not declared sim_safe by the plugin" in stdout
     assert "jobs: 2 finished" in stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[sim]\nscheduler = 3\n", "[sim.scheduler]: 3: expected a table of policy settings"),
+    ("[sim]\nserver = [1, 2]\n", "[sim.server]: [1, 2]: expected a table of server "
+                                  "attributes"),
+    ("[sim.server]\nresources_default = 5\n",
+     "[sim.server].resources_default = 5: Illegal attribute or resource value"),
+    ("[sim.server]\nresources_default = {walltime = 'abc'}\n",
+     "Illegal attribute or resource value resources_default.walltime"),
+    ("[sim.server]\nbogus = 1\n", "[sim.server].bogus = 1: Undefined attribute"),
+    ("[sim.server]\nserver_state = 'Idle'\n", "[sim.server].server_state: the server sets it"),
+    ("[sim.scheduler]\nbackfill_depth = -3\n",
+     "backfill_depth=-3: expected a whole number from 0 to 2147483647"),
+    ("[sim.scheduler]\nnode_sort_key = 'ncpus UP'\n", "expected 'key', 'key HIGH' or"),
+    ("[sim.scheduler]\njob_sort_formula = 'ncpus +* 2'\n",
+     "[sim.scheduler]: job_sort_formula 'ncpus +* 2' is not an expression"),
+    ("[plugins.powr]\nenabled = true\n", "[plugins.powr]: no installed plugin is named "
+                                         "'powr'"),
+])
+def test_bad_site_tables_are_errors_naming_the_file_and_the_key(tmp_path, capsys, text,
+                                                                message):
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    site = tmp_path / "s.toml"
+    site.write_text(text)
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--site", str(site),
+                           "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2 and err.startswith("pbsplug: error: ") and "Traceback" not in err, err
+    assert message in err and (str(site) in err or "plugin" in err), err
+
+
+def test_an_enabled_plugin_that_cannot_load_stops_the_replay(tmp_path, capsys):
+    """A power plugin with a bad key would be left out: the replay would not measure what
+    the site asked for. It is an error, not a warning."""
+    pytest.importorskip("pbsplug_power")
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    site = tmp_path / "s.toml"
+    site.write_text("[plugins.power]\nenabled = true\n[plugins.power.config]\nbogus = 1\n")
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--site", str(site),
+                           "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2 and "plugin 'power': bad configuration" in err and "bogus" in err
+
+
+def test_a_job_id_still_in_the_system_is_an_error_naming_the_line(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 100, 1, 100), (1, 5, 100, 1, 100)])
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots",
+                           "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert err.strip() == (f"pbsplug: error: {trace}:4: job 1: a job with this id is still "
+                           "queued or running; job ids must be unique")
+
+
+def test_compare_reads_both_sites_first_and_names_its_runs_safely(tmp_path, capsys):
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    (tmp_path / "a.toml").write_text("")
+    out = tmp_path / "cmp" / "here"
+    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                           str(tmp_path / "a.toml"), "--site", str(tmp_path / "nope.toml"),
+                           "--no-plots", "--out", str(out))
+    assert code == 2 and "nope.toml" in err and not out.exists()
+    (tmp_path / "...toml").write_text("")  # its stem, "..", would be out's parent
+    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                           str(tmp_path / "a.toml"), "--site", str(tmp_path / "...toml"),
+                           "--no-plots", "--out", str(out))
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["A", "B", "compare.json", "compare.txt"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["here"]
+
+
+def test_extended_swf_requests_and_skipped_lines(tmp_path, capsys):
+    """nodes=2:ppn=2 is Torque's form: 2 chunks of 2 cpus, as PBS converts it; a chunk's
+    mem is dropped on a machine that declares no memory (it would refuse every such job);
+    a request that is no select is a bad line, shown with --skip-bad."""
+    trace = tmp_path / "x.swf"
+    tail = "-1 1 1 1 -1 q -1 -1 -1"
+    trace.write_text("; MaxNodes: 4\n; MaxProcs: 8\n"
+                     f"1 0 0 10 4 -1 -1 4 10 {tail} nodes=2:ppn=2\n"
+                     f"2 1 0 10 1 -1 -1 1 10 {tail} 1:ncpus=1:mem=2gb\n"
+                     f"3 2 0 10 1 -1 -1 1 10 {tail} 1:ncpus=x\n")
+    out = tmp_path / "o"
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots", "--out", str(out))
+    assert code == 2 and err.startswith(f"pbsplug: error: {trace}:5: select") and "'x'" in err
+    code, stdout, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots", "--skip-bad",
+                                "--out", str(out))
+    assert code == 0, err
+    assert "jobs: 2 finished, 0 rejected" in stdout
+    assert "trace: 1 malformed lines skipped (--skip-bad); the first:" in stdout
+    assert f"  {trace}:5: select" in stdout
+    rows = (out / "out_jobs.csv").read_text().splitlines()
+    assert len(rows) == 3

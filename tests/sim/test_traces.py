@@ -90,7 +90,10 @@ def test_swf_fields_and_unknowns(tmp_path):
 def test_swf_extended_queue_names_and_requests(tmp_path):
     line = swf_line(queue="q_long", extra="nodes=2:ppn=4 -1").replace(" q_long ", " q_long ")
     (job,), _ = read(write(tmp_path, "meta.swf", line))
-    assert job.queue == "q_long" and job.select == "nodes=2:ppn=4"
+    assert job.queue == "q_long" and job.select == "2:ncpus=4"  # as PBS converts it
+    line = swf_line(extra="1:ncpus=2:mem=1gb+2:ncpus=1")
+    (job,), _ = read(write(tmp_path, "meta2.swf", line))
+    assert job.select == "1:ncpus=2:mem=1gb+2:ncpus=1"
 
 
 def test_swf_gz_and_iterating_twice(tmp_path):
@@ -218,6 +221,8 @@ def test_pbs_records_from_a_directory_sorted_by_submit(tmp_path):
     ("qtime=10 start=15", "end"),
     ("qtime=x start=15 end=20", "qtime"),
     ("qtime=10 start=15 end=20 Resource_List.walltime=1:2:3:4", "Resource_List.walltime"),
+    ("qtime=10 start=15 end=20 Resource_List.walltime=999999999999999999:00:00",
+     "Resource_List.walltime: .* is out of range"),
     ("qtime=10 start=15 end=20 Resource_List.mem=lots", "Resource_List.mem"),
     ("qtime=10 start=15 end=20 Resource_List.select=2:ncpus=x", "Resource_List.select"),
     ("qtime=10 start=15 end=20 Resource_List.ncpus=0", "Resource_List.ncpus"),
