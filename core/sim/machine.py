@@ -181,6 +181,9 @@ def load_platform(path: str | Path) -> Machine:
         queue: dict[str, Any] = {}
         if "partition" in table:
             queue["partition"] = _text(path, f"{where}.partition", table["partition"])
+            if not any(h.partition == queue["partition"] for h in hosts):
+                raise PlatformError(f"{path}: {where}.partition: {queue['partition']!r}: no "
+                                    "host is in it, so no job of the queue could ever run")
         if "priority" in table:
             queue["Priority"] = _int(path, f"{where}.priority", table["priority"], -1024)
         queues[name] = queue

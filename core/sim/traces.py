@@ -625,6 +625,10 @@ def _sacct_records(trace: Trace, path: str, index: int) -> Iterator[_Record | st
         cols = text.split("|")
         if header is None:
             header = [c.strip() for c in cols]
+            twice = sorted({c for c in header if c and header.count(c) > 1})
+            if twice:
+                raise TraceError(path, n, "header", f"the field {twice[0]} is named twice; "
+                                 "which one to read is not known")
             missing = [c for c in need if c not in header]
             if missing:
                 raise TraceError(path, n, "header", "sacct output needs the fields "

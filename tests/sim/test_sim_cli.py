@@ -211,6 +211,8 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
      "hosts[0]: host name: 'a:b' is not a valid host name"),
     ("[[hosts]]\nnames = ['a']\ncount = 2\nncpus = 1\n", "hosts[0]: names with count"),
     ("x = " + "[" * 5000 + "]" * 5000 + "\n", "not TOML: nested too deeply"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\npartition = 'p9'\n",
+     "queues.q.partition: 'p9': no host is in it"),
     ("[[hosts]]\ncount = 1\nncpus = 2\nmem = 'lots'\n", "hosts[0].mem: 'lots': expected a size"),
     ("[[hosts]]\ncount = 1\nncpus = 2\npower = 'fat'\n", "hosts[0].power: 'fat': no [power.fat]"),
     ("[power.a]\nbusy = -3\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.busy: -3: expected a"),

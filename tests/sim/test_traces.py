@@ -308,6 +308,10 @@ def test_sacct_header_without_the_needed_fields(tmp_path):
     path = write(tmp_path, "s.txt", "JobID|User\n1|bob\n")
     with pytest.raises(TraceError, match="Submit, Start, End"):
         list(open_trace(path, fmt="sacct"))
+    path = write(tmp_path, "s2.txt", "JobID|Submit|Start|End|JobID\n"
+                 "1|2024-01-01T00:00:00|2024-01-01T00:00:10|2024-01-01T00:10:00|2\n")
+    with pytest.raises(TraceError, match=":1: header: the field JobID is named twice"):
+        list(open_trace(path, fmt="sacct"))
 
 
 # --- fuzz -----------------------------------------------------------------------------------
