@@ -135,14 +135,27 @@ def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
     except (SlurmError, ValueError, OSError) as exc:
         log.error("%s job %s: %s", script, env.get("SLURM_JOB_ID", "-"), exc)
         return _answer(1, f"pbsplug {script}: {exc}")
+    except Exception as exc:  # a shape of Slurm's answers not foreseen: still one line
+        log.exception("%s job %s: %s: %s", script, env.get("SLURM_JOB_ID", "-"),
+                      type(exc).__name__, exc)
+        return _answer(1, f"pbsplug {script}: {type(exc).__name__}: {exc}")
 
 
 def _answer(status: int, error: str = "", stdout: str = "") -> dict[str, Any]:
     return {"exit": status, "stdout": stdout, "error": error}
 
 
+#: A node name as Slurm's environment may give it.
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+
+
 def this_node(env: Mapping[str, str]) -> str:
-    return env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    """``SLURMD_NODENAME`` (slurmd's), else this host's short name; checked, since it goes
+    into scontrol's input and the state folder's paths."""
+    name = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if not _NODE_NAME.fullmatch(name):
+        raise SlurmError(f"SLURMD_NODENAME={name[:80]!r}: expected a node name")
+    return name
 
 
 def _fire(ctx: Context, name: str, data: Mapping[str, Any]) -> Outcome:
@@ -309,8 +322,10 @@ def _deferred_data(ctx: Context, env: Mapping[str, str], job_id: str, node: str,
                    extra: Mapping[str, Any] | None = None):
     """(reading, build): `build()` gives one event's job and vnode_list, fresh for each
     event (as `Event.from_dict` of the same data would), over one shared reading."""
-    reading = Reading(ctx.slurm, job_id, node, extra)
     known = {**known_job(env, job_id), **(extra or {})}
+    # What slurmd says (the owner, the partition) stays over the reading too: scontrol's
+    # text is the job owner's to shape (`slurm_read._unambiguous`), slurmd's is not.
+    reading = Reading(ctx.slurm, job_id, node, known)
 
     def build() -> dict[str, Any]:
         if reading.job is not None:  # read already: plain objects from the reading
@@ -462,7 +477,7 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
                     "Slurm task of that user (%s, uid %d)", asker, uid, task, exe, task_uid)
         return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")
     job_id = checked_job_id(task_env.get("SLURM_JOB_ID"))
-    node = task_env.get("SLURMD_NODENAME") or this_node(task_env)
+    node = this_node(task_env)  # (the task's environment is its owner's: checked)
     job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
     if uid != 0 and _uid_of(job) != uid:
         log.warning("TaskProlog request for job %s from uid %d refused: not the job's owner",
@@ -509,8 +524,8 @@ def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
     node = this_node(env)
     extra = {}
-    status = env.get("SLURM_JOB_EXIT_CODE")
-    if status and status.lstrip("-").isdigit():
+    status = env.get("SLURM_JOB_EXIT_CODE") or ""
+    if re.fullmatch(r"-?[0-9]{1,10}", status):  # (a wait status; garbage is left out)
         code = int(status)
         extra["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
     reading, build = _deferred_data(ctx, env, job_id, node, extra)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,7 @@ from typing import Any
 
 from ..events import Event
 from ..runner import ACCEPT
-from .slurm_read import epoch, vnode_state
+from .slurm_read import SlurmError, epoch, vnode_state
 
 log = logging.getLogger("pbsplug.slurm")
 #: The hosts pbsplug powered off and handed to Slurm, with when.
@@ -125,11 +126,12 @@ def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
         if len(parts) != 3:
             continue
         job_id, start, nodes = parts
-        try:
+        try:  # one job Slurm answers oddly for is left out, not the whole run
             when = epoch(start, "StartTime")
-        except ValueError:
-            when = None
-        names = _hostlist(ctx, nodes)
+            names = _hostlist(ctx, nodes)
+        except (ValueError, SlurmError) as exc:
+            log.warning("pending job %s left out: %s", job_id, exc)
+            continue
         if when is None or not names:
             continue
         out[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
@@ -159,11 +161,23 @@ def _woken_record(ctx) -> dict[str, int]:
 
 
 def _read_record(ctx, name: str) -> dict[str, int]:
+    """The record's hosts and times; a damaged one (not JSON, not a table, a time that is
+    no finite number) is logged and read as empty, so power saving goes on (the next
+    save writes it whole again)."""
+    path = ctx.state_dir / name
     try:
-        data = json.loads((ctx.state_dir / name).read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
         return {}
-    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError) as exc:
+        log.error("%s: not read (%s); starting from an empty record", path, exc)
+        return {}
+    if not isinstance(data, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in data.values()):
+        log.error("%s: not a record of host -> time; starting from an empty record", path)
+        return {}
+    return {str(k): int(v) for k, v in data.items()}
 
 
 def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
@@ -266,7 +280,12 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx) -> dict[str, Any
     try:
         data = json.loads(Path(env["SLURM_RESUME_FILE"]).read_text())
         for job in data.get("jobs") or ():
-            names = [n for n in _hostlist(ctx, str(job.get("nodes") or "")) if n in hosts]
+            try:
+                names = [n for n in _hostlist(ctx, str(job.get("nodes") or ""))
+                         if n in hosts]
+            except SlurmError as exc:  # this job only: the others (or all hosts) wake
+                log.warning("resume: job %s left out: %s", job.get("job_id"), exc)
+                continue
             if names:
                 job_id = str(job.get("job_id"))
                 jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {

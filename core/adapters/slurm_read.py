@@ -17,11 +17,14 @@ key and the value.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+log = logging.getLogger("pbsplug.slurm")
 
 #: How long a Slurm command may take.
 TIMEOUT = 30.0
@@ -97,6 +100,9 @@ class Slurm:
         """The job and the nodes from one scontrol process (its commands on stdin): what
         a Prolog or Epilog needs, at the cost of one process rather than two."""
         checked_job_id(job_id)
+        for name in names:  # each goes into scontrol's input: one line, one name
+            if not _HOSTNAME.fullmatch(name) or name.startswith("-"):
+                raise SlurmError(f"node name {name[:80]!r}: expected a host name")
         commands = f"show job {job_id}\n" + (f"show node {','.join(names)}\n" if names
                                               else "")
         argv = [f"{self.bin_dir}/scontrol", "-o", "-d"]
@@ -162,6 +168,10 @@ class Slurm:
 _RANGE = re.compile(r"([A-Za-z0-9_.-]*)\[([0-9,-]+)\]([A-Za-z0-9_.-]*)")
 
 
+#: The most hosts a hostlist expands to here (a typo's billion-host range is an error).
+MAX_HOSTS = 1_000_000
+
+
 def expand_hostlist(text: str) -> list[str] | None:
     """``n1``, ``n[1-3,5]``, ``a1,b[2-3]`` expanded here (Slurm's own ``scontrol show
     hostnames`` costs a process); None for what this does not handle (several brackets in
@@ -180,10 +190,13 @@ def expand_hostlist(text: str) -> list[str] | None:
             return None
         prefix, ranges, suffix = match.groups()
         for item in ranges.split(","):
-            low, _, high = item.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()):
-                return None
+            low, dash, high = item.partition("-")
+            if not low.isascii() or not low.isdigit() or (dash and not (
+                    high.isascii() and high.isdigit())) or int(high or low) < int(low):
+                return None  # Slurm's to expand, or to refuse (a range that runs backwards)
             width = len(low)
+            if len(out) + int(high or low) - int(low) >= MAX_HOSTS:
+                raise SlurmError(f"hostlist {text[:80]!r}: over {MAX_HOSTS:,} hosts")
             for number in range(int(low), int(high or low) + 1):
                 out.append(f"{prefix}{number:0{width}d}{suffix}")
     return out
@@ -208,18 +221,24 @@ def parse_line(line: str) -> dict[str, Any]:
     node set) are collected under ``_alloc``."""
     out: dict[str, Any] = {}
     alloc: list[dict[str, str]] = []
+    twice: set[str] = set()
     key = None
     for word in line.split(" "):
         if not word:
             continue
         if _KEY.match(word):
             key, value = word.split("=", 1)
-            if key == "Nodes" and "NodeList" in out:
+            # The allocation lines come after NodeList and before MinCPUsNode; a Nodes=
+            # elsewhere is some free text's (a job name, a comment).
+            if key == "Nodes" and "NodeList" in out and "MinCPUsNode" not in out:
                 alloc.append({"Nodes": value})
                 continue
-            if alloc and key in ("CPU_IDs", "Mem", "GRES") and key not in alloc[-1]:
+            if alloc and key in ("CPU_IDs", "Mem", "GRES") and key not in alloc[-1] \
+                    and "MinCPUsNode" not in out:
                 alloc[-1][key] = value
                 continue
+            if key in out:
+                twice.add(key)
             out[key] = value
         elif key is not None:
             if alloc and key in alloc[-1]:
@@ -228,6 +247,8 @@ def parse_line(line: str) -> dict[str, Any]:
                 out[key] = f"{out[key]} {word}"
     if alloc:
         out["_alloc"] = alloc
+    if twice:
+        out["_twice"] = twice
     return out
 
 
@@ -309,6 +330,7 @@ def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dic
     if "JobId" not in fields:
         raise SlurmError("scontrol show job: no JobId in its answer")
     job_id = checked_job_id(fields["JobId"])
+    fields = _unambiguous(job_id, fields)
     user, _ = _name_id(fields.get("UserId"))
     group, _ = _name_id(fields.get("GroupId"))
     state = str(fields.get("JobState") or "")
@@ -359,6 +381,33 @@ def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dic
         attrs["exec_vnode"] = "+".join(chunks)
         attrs["exec_host"] = "+".join(c[1:].split(":", 1)[0] + "/0" for c in chunks)
     return {k: v for k, v in attrs.items() if v is not None}
+
+
+#: Job fields a job's owner may write free text into (``scontrol -o`` prints them as they
+#: are, spaces and ``=`` included).
+FREE_TEXT = ("JobName", "Comment", "AdminComment", "SystemComment", "Command", "WorkDir",
+             "StdErr", "StdIn", "StdOut")
+
+
+def _unambiguous(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` without what a job's free text may have forged. ``scontrol -o`` does not
+    quote values, so a job named ``x UserId=bob(1002) NumCPUs=64`` or a comment holding
+    ``Nodes=n1 CPU_IDs=0-63`` reads as those keys. Slurm prints each key once (and one of
+    MinMemoryNode and MinMemoryCPU): a key read twice is one the job's text holds, and which
+    one is Slurm's cannot be told, so it is left out (with the allocation, when NodeList is
+    among them), as are both memory keys when both appear. The job's owner is taken from
+    Slurm's environment where the caller has it. Nothing fails: the job's own hooks see
+    less of it, and the node is not drained for a job's name."""
+    twice = set(fields.get("_twice") or ())
+    if "MinMemoryNode" in fields and "MinMemoryCPU" in fields:
+        twice |= {"MinMemoryNode", "MinMemoryCPU"}
+    if not twice:
+        return dict(fields)
+    if "NodeList" in twice:
+        twice.add("_alloc")
+    log.warning("job %s: scontrol's answer holds %s more than once (in a job name, comment "
+                "or path): not read", job_id, ", ".join(sorted(twice - {"_alloc"})))
+    return {k: v for k, v in fields.items() if k not in twice and k != "_twice"}
 
 
 def _int(value: Any, what: str) -> int | None:

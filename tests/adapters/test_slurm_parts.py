@@ -15,6 +15,7 @@ import pytest
 
 from pbsplug.adapters import slurm, slurm_bridge, slurm_program
 from pbsplug.adapters.slurm_read import (
+    Slurm,
     SlurmError,
     checked_job_id,
     duration,
@@ -54,6 +55,89 @@ def test_a_job_line_becomes_pbs_attributes():
     assert job["exec_vnode"] == "(n1:ncpus=2)+(n2:ncpus=1)"
     assert job["run_count"] == 2 and job["Rerunable"] is True
     assert "Account_Name" not in job and "comment" not in job  # (null)
+
+
+def test_what_a_jobs_free_text_forges_is_not_read():
+    """scontrol -o does not quote values: a comment (printed after the keys it imitates)
+    or a job name (printed before them) holding Key= words reads as those keys. A key read
+    twice, or both memory keys, are left out; forged allocation lines (outside the block
+    between NodeList and MinCPUsNode) are no allocation."""
+    forged = JOB.replace("Comment=(null)", "Comment=hi UserId=bob(1002) NumCPUs=64 Nodes=n1 "
+                         "CPU_IDs=0-63 OverSubscribe=OK MinMemoryCPU=9G")
+    job = job_attributes(parse_line(forged))
+    assert job["euser"] == "" and "ncpus" not in job["Resource_List"]
+    assert "mem" not in job["Resource_List"] and job["Resource_List"]["place"] == "scatter"
+    assert job["exec_vnode"] == "(n1:ncpus=2)+(n2:ncpus=1)"  # the real allocation only
+    named = JOB.replace("JobName=two words", "JobName=x NodeList=n9 Nodes=n9 CPU_IDs=0-63 "
+                        "UserId=bob(1002)")
+    job = job_attributes(parse_line(named))
+    assert job["euser"] == "" and "exec_vnode" not in job
+    assert job["Resource_List"]["ncpus"] == 3  # not forged, read as it is
+
+
+def test_slurmds_owner_stays_over_the_reading():
+    """The Prolog's events see the owner slurmd named, before and after scontrol's reading
+    (which a job's comment could otherwise have made someone else)."""
+    from pbsplug.events import Event
+
+    forged = JOB.replace("Comment=(null)", "Comment=hi UserId=bob(1002)")
+
+    class Reads:
+        def job_and_nodes(self, job_id, names):
+            return job_attributes(parse_line(forged)), {"n1": vnode_attributes(
+                parse_line(NODE))}
+
+    ctx = type("Ctx", (), {"slurm": Reads()})()
+    _, build = slurm_bridge._deferred_data(ctx, {"SLURM_JOB_USER": "alice"}, "3", "n1")
+    job = Event("execjob_prologue", **build()).job
+    assert job.euser == "alice" and job.Resource_List["ncpus"] == 3  # read, then alice
+    assert Event.from_dict("execjob_begin", build()).job.euser == "alice"  # once read
+
+
+def test_node_names_from_the_environment_are_checked(tmp_path):
+    """SLURMD_NODENAME goes into scontrol's input and the state folder's paths; in a
+    TaskProlog the environment is the task owner's. A line break (a second scontrol
+    command, run as root), a path or an option is refused before any command runs."""
+    for bad in ("n1\nupdate nodename=n2 state=down reason=x", "../../x", "--help"):
+        with pytest.raises(SlurmError, match="SLURMD_NODENAME=.*expected a node name"):
+            slurm_bridge.this_node({"SLURMD_NODENAME": bad})
+        with pytest.raises(SlurmError, match="expected a host name"):
+            Slurm(bin_dir=str(tmp_path)).job_and_nodes("3", [bad])
+    assert slurm_bridge.this_node({"SLURMD_NODENAME": "n1.cluster-a_2"}) == "n1.cluster-a_2"
+
+
+@pytest.mark.parametrize("text", ['{"n1": null}', "[1]", "1e999", '"x"', "{", '{"n1": 1e999}'])
+def test_a_damaged_power_record_is_logged_and_read_as_empty(tmp_path, caplog, text):
+    """A record that cannot be read must not stop power saving for good (every run would
+    fail on it): it is logged, naming the file, and read as empty."""
+    from pbsplug.adapters import slurm_power
+
+    (tmp_path / slurm_power.OFF_RECORD).write_text(text)
+    ctx = type("Ctx", (), {"state_dir": tmp_path})()
+    assert slurm_power._off_record(ctx) == {}
+    assert str(tmp_path / slurm_power.OFF_RECORD) in caplog.text
+    (tmp_path / slurm_power.OFF_RECORD).write_text('{"n1": 1700000000}')
+    assert slurm_power._off_record(ctx) == {"n1": 1700000000}
+
+
+def test_one_pending_job_slurm_answers_oddly_for_is_left_out_alone(caplog):
+    from pbsplug.adapters import slurm_power
+
+    class Fake:
+        def run(self, *args, check=True):
+            return ("1|2026-11-24T02:25:13|n[1-2]\n2|2026-13-45T99:00:00|n1\n"
+                    "3|2026-11-24T02:25:13|bad[list\n")
+
+        def hostnames(self, text):
+            if "bad" in text:
+                raise SlurmError(f"scontrol show hostnames {text}: exit status 1")
+            return expand_hostlist(text)
+
+    ctx = type("Ctx", (), {"slurm": Fake()})()
+    jobs = slurm_power.pending_jobs(ctx)
+    assert list(jobs) == ["1"] and jobs["1"]["estimated"]["exec_vnode"] == (
+        "(n1:ncpus=1)+(n2:ncpus=1)")
+    assert "pending job 2 left out" in caplog.text and "pending job 3 left out" in caplog.text
 
 
 def test_a_node_line_becomes_a_vnode():
@@ -109,6 +193,11 @@ def test_hostlists():
     assert expand_hostlist("n[1-3,7]") == ["n1", "n2", "n3", "n7"]
     assert expand_hostlist("a1,b[08-10]") == ["a1", "b08", "b09", "b10"]
     assert expand_hostlist("rack[1-2]n[1-2]") is None  # left to scontrol
+    # Backwards, open or non-ASCII ranges are left to scontrol, which refuses them.
+    assert expand_hostlist("n[10-1]") is None and expand_hostlist("n[1-]") is None
+    assert expand_hostlist("n[\u0661-\u0663]") is None
+    with pytest.raises(SlurmError, match="over 1,000,000 hosts"):
+        expand_hostlist("n[0-999999999]")  # not a billion names in memory
 
 
 def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
