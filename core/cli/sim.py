@@ -43,6 +43,7 @@ def _server_attrs(table: Any, where: str) -> dict[str, Any] | None:
     """``[sim.server]``, checked as ``qmgr -c "set server ..."`` checks each attribute (the
     same attribute table); a resource attribute is a table of resources."""
     from ..engine.qmgr import AttrOp, QmgrError, convert, definitions, lookup
+    from ..scheduler.instances import POLICY_KEYS
 
     if table is None:
         return None
@@ -52,16 +53,20 @@ def _server_attrs(table: Any, where: str) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for name, value in table.items():
         defn = lookup(defs, name)
+        if defn is None and name in POLICY_KEYS:
+            raise CliError(f"{where}.{name}: a scheduler policy setting, not a server "
+                           "attribute: set it in [sim.scheduler]")
         if defn is not None and defn.read_only:
             raise CliError(f"{where}.{name}: the server sets it; it cannot be set")
         try:
             if isinstance(value, dict):
-                out[name] = {res: convert("server", AttrOp(name, str(res), "=", _text(v)),
+                converted = {res: convert("server", AttrOp(name, str(res), "=", _text(v)),
                                           defs) for res, v in value.items()}
             else:
-                out[name] = convert("server", AttrOp(name, None, "=", _text(value)), defs)
+                converted = convert("server", AttrOp(name, None, "=", _text(value)), defs)
         except QmgrError as exc:
             raise CliError(f"{where}.{name} = {value!r}: {exc}") from None
+        out[defn.name if defn is not None else name] = converted  # qmgr's spelling
     return out
 
 
@@ -117,6 +122,30 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def _site_setup(site: Path | None, root_site: Path | None, policy: str):
+    """The site's part of a run, checked before anything runs: (the site config, its
+    plugins, its [sim] table, the policy settings, the server attributes)."""
+    from ..sim.engine import SimError, policy_settings, sched_objects
+
+    loaded, plugins = _site_and_plugins(site, root_site)
+    table = (loaded.sections.get("sim") or {}) if loaded is not None else {}
+    where = f"{loaded.path}: " if loaded is not None else ""
+    if not isinstance(table, dict):
+        raise CliError(f"{where}[sim]: expected a table")
+    unknown = set(table) - {"scheduler", "server", "sched"}
+    if unknown:
+        raise CliError(f"{where}[sim].{sorted(unknown)[0]}: unknown key; expected "
+                       "scheduler, server or sched")
+    try:
+        settings = policy_settings(policy, table.get("scheduler"))
+        sched_objects(table.get("sched") or {}, settings)
+    except SimError as exc:
+        raise CliError(f"{where}{exc}" if str(exc).startswith("[sim.") else str(exc)
+                       ) from None
+    server_attrs = _server_attrs(table.get("server"), f"{where}[sim.server]")
+    return loaded, plugins, table, settings, server_attrs
+
+
 def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path | None,
              platform: Path | None, nodes: int | None, cpus_per_node: int | None,
              fmt: str | None, skip_bad: bool, limit: int | None, policy: str,
@@ -124,7 +153,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
     """One run into `out`; returns what the CLI prints."""
     import itertools
 
-    from ..sim.engine import SimError, Simulator, TraceOrderError, policy_settings
+    from ..sim.engine import SimError, Simulator, TraceOrderError
     from ..sim.machine import PlatformError
     from ..sim.output import OutputError, ResultWriter
     from ..sim.traces import TraceError, open_trace
@@ -133,19 +162,8 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
     if limit is not None and limit < 1:
         raise CliError(f"--limit {limit}: expected at least 1")
-    loaded, table = None, {}
+    loaded, plugins, table, settings, server_attrs = _site_setup(site, root_site, policy)
     try:
-        loaded, plugins = _site_and_plugins(site, root_site)
-        table = (loaded.sections.get("sim") or {}) if loaded is not None else {}
-        if not isinstance(table, dict):
-            raise CliError(f"{loaded.path}: [sim]: expected a table")
-        unknown = set(table) - {"scheduler", "server", "sched"}
-        if unknown:
-            raise CliError(f"{loaded.path}: [sim].{sorted(unknown)[0]}: unknown key; "
-                           "expected scheduler, server or sched")
-        settings = policy_settings(policy, table.get("scheduler"))
-        server_attrs = _server_attrs(table.get("server"), f"{loaded.path}: [sim.server]"
-                                     if loaded is not None else "[sim.server]")
         trace = open_trace(trace_path, fmt, skip_bad=skip_bad)
         machine = _machine(trace, platform, nodes, cpus_per_node)
         sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts),
@@ -263,8 +281,8 @@ def sim_app() -> typer.Typer:
 
         if len(site) != 2:
             raise CliError(f"give two --site files (A and B), not {len(site)}")
-        for path in site:  # both read before either runs: B's mistake is not an hour away
-            _site_and_plugins(path, None)
+        for path in site:  # both checked before either runs: B's mistake is not an hour away
+            _site_setup(path, None, policy)
         # Each run's folder under --out is named after its site file, when that name is a
         # plain one and not the comparison's own files; else A and B.
         labels = [p.stem for p in site]

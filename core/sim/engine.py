@@ -948,13 +948,19 @@ class Simulator:
                                         len(self.running), self._busy))
 
 
+#: Memory resources a select may ask for (PBS's names, in any case).
+_MEMORY = frozenset({"mem", "vmem", "pmem", "pvmem"})
+
+
 def _without_mem(select: str) -> str:
-    """A select without its chunks' mem, for a machine that declares none (a trace's memory
-    is not modelled there, and every job asking for some would be refused)."""
+    """A select without its chunks' memory, for a machine that declares none (a trace's
+    memory is not modelled there, and every job asking for some would be refused). A chunk
+    that asked for memory only is one cpu, as PBS's default chunk gives it."""
     chunks = []
     for chunk in parse_select(select):
-        res = ":".join(f"{k}={v}" for k, v in chunk.resources.items() if k != "mem")
-        chunks.append(f"{chunk.count}:{res}" if res else str(chunk.count))
+        res = ":".join(f"{k}={v}" for k, v in chunk.resources.items()
+                       if k.lower() not in _MEMORY) or "ncpus=1"
+        chunks.append(f"{chunk.count}:{res}")
     return "+".join(chunks)
 
 
@@ -1039,9 +1045,11 @@ def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> di
                        "settings")
     settings = {**PRESETS[preset], **(site_table or {})}
     try:
-        Policy.from_attributes(settings, strict=True)
+        problem = Policy.from_attributes(settings, strict=True).problem()
     except ValueError as exc:
         raise SimError(f"[sim.scheduler]: {exc}") from None
+    if problem:
+        raise SimError(f"[sim.scheduler]: {problem}")
     formula = settings.get("job_sort_formula")
     if formula is not None and (problem := formula_problem(str(formula))):
         raise SimError(f"[sim.scheduler]: {problem}")

@@ -394,20 +394,41 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
         recorded_wait=wait if wait >= 0 else None)
 
 
-#: Torque's (and old PBS's) ``nodes=N[:ppn=P]``, which PBS turns into a select.
-_NODES_PPN = re.compile(r"nodes=(\d{1,9})(?::ppn=(\d{1,9}))?")
-
-
 def _extended_select(word: str) -> str:
-    """An extended SWF line's request as a select: ``nodes=N:ppn=P`` becomes
-    ``N:ncpus=P`` (as PBS converts it); a select is checked as qsub checks one."""
-    nodes = _NODES_PPN.fullmatch(word)
-    if nodes:
-        word = f"{nodes[1]}:ncpus={nodes[2] or 1}"
+    """An extended SWF line's request as a select: Torque's (and old PBS's) ``nodes=``
+    spec as PBS converts it (`_nodes_spec`); a select is checked as qsub checks one."""
+    field = "select (the request after field 18)"
+    if word.startswith("nodes="):
+        word = _nodes_spec(word[len("nodes="):], field)
     try:
         return values.select(word, "select")
     except ValueError as exc:
-        raise _Bad("select (the request after field 18)", str(exc)) from None
+        raise _Bad(field, str(exc)) from None
+
+
+def _nodes_spec(spec: str, field: str) -> str:
+    """``2:ppn=4:prop+1:ppn=2`` as ``2:ncpus=4+1:ncpus=2``: each ``+`` part is a count (or
+    one named node) with ``ppn`` cpus on each (1 when not given). Node properties, named
+    nodes and gpus are not modelled and are left out (PBS also sets ``mpiprocs``, which
+    does not matter here)."""
+    chunks = []
+    for part in spec.split("+"):
+        first, *options = part.split(":")
+        if not first:
+            raise _Bad(field, f"nodes={spec[:40]}: a part names no nodes")
+        count = int(first) if first.isascii() and first.isdigit() else 1
+        ppn = 1
+        for option in options:
+            key, _, value = option.partition("=")
+            if key == "ppn":
+                if not (value.isascii() and value.isdigit() and 0 < int(value) < 2**31):
+                    raise _Bad(field, f"nodes={spec[:40]}: ppn={value[:20]} is not a "
+                               "number of cpus")
+                ppn = int(value)
+        if not 0 < count < 2**31:
+            raise _Bad(field, f"nodes={spec[:40]}: {first} is not a number of nodes")
+        chunks.append(f"{count}:ncpus={ppn}")
+    return "+".join(chunks)
 
 
 # --- the two formats read whole ------------------------------------------------------------
@@ -688,9 +709,12 @@ def _sacct_job(row: dict[str, str], job_id: str, n: int, index: int) -> _Record 
         m = _SLURM_MEM.match(req_mem)
         if not m:
             raise _Bad("ReqMem", f"{req_mem[:40]!r} is not a Slurm memory size (4000M, 4Gn)")
-        mem = int(float(m.group(1)) * _MEM_UNITS[m.group(2).upper()])
+        size = float(m.group(1)) * _MEM_UNITS[m.group(2).upper()]
         per = m.group(3).lower()
-        mem *= ncpus if per == "c" else (nodes or 1) if per == "n" else 1
+        size *= ncpus if per == "c" else (nodes or 1) if per == "n" else 1
+        if not size < 2**63:  # (inf and NaN too)
+            raise _Bad("ReqMem", f"{req_mem[:40]!r} is out of range")
+        mem = int(size)
     state = row.get("State", "").strip().split(" ")[0]
     return (submit, index, n, TraceJob(
         job_id=job_id, line=n, submit=submit, run_time=end - start, ncpus=ncpus,

@@ -523,3 +523,15 @@ def test_can_never_run_shows_sizes_as_pbs_does():
     result = cycle(snapshot([vnode("n1", mem="16gb")], [never]))
     assert result.comments["1.s"] == ("Can Never Run: Insufficient amount of resource: mem "
                                       "(R: 64gb A: 16gb T: 16gb)")
+
+
+def test_a_sched_objects_policy_is_read_as_before_and_a_replays_is_bounded():
+    """Sched objects' values are qmgr's to check: reading them refuses only what has the
+    wrong type (one refusal stops every named scheduler). A replay's site table is also
+    checked for range (`Policy.problem`)."""
+    policy = Policy.from_attributes({"node_sort_key": "ncpus high", "backfill_depth": 0},
+                                    strict=True)
+    assert policy.node_sort_key == "ncpus high" and policy.problem() is None
+    assert "backfill_depth=-1" in Policy(backfill_depth=-1).problem()
+    assert "node_sort_key" in Policy(node_sort_key=" ncpus HIGH").problem()
+    assert "boot_delay" in Policy(boot_delay=float("nan")).problem()

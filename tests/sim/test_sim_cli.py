@@ -275,6 +275,9 @@ def test_cpusets_scheduler_side_runs_in_a_simulation_and_its_host_events_do_not(
      "Illegal attribute or resource value resources_default.walltime"),
     ("[sim.server]\nbogus = 1\n", "[sim.server].bogus = 1: Undefined attribute"),
     ("[sim.server]\nserver_state = 'Idle'\n", "[sim.server].server_state: the server sets it"),
+    ("[sim.server]\nstrict_ordering = true\n", "[sim.server].strict_ordering: a scheduler "
+                                               "policy setting, not a server attribute"),
+    ("[sim.sched.a]\npartition = 'p1'\ncolour = 1\n", "[sim.sched.a]"),
     ("[sim.scheduler]\nbackfill_depth = -3\n",
      "backfill_depth=-3: expected a whole number from 0 to 2147483647"),
     ("[sim.scheduler]\nnode_sort_key = 'ncpus UP'\n", "expected 'key', 'key HIGH' or"),
@@ -318,11 +321,13 @@ def test_a_job_id_still_in_the_system_is_an_error_naming_the_line(tmp_path, caps
 def test_compare_reads_both_sites_first_and_names_its_runs_safely(tmp_path, capsys):
     trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
     (tmp_path / "a.toml").write_text("")
+    (tmp_path / "bad.toml").write_text("[sim.scheduler]\nbackfill_depth = -1\n")
     out = tmp_path / "cmp" / "here"
-    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
-                           str(tmp_path / "a.toml"), "--site", str(tmp_path / "nope.toml"),
-                           "--no-plots", "--out", str(out))
-    assert code == 2 and "nope.toml" in err and not out.exists()
+    for second in ("nope.toml", "bad.toml"):
+        code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                               str(tmp_path / "a.toml"), "--site", str(tmp_path / second),
+                               "--no-plots", "--out", str(out))
+        assert code == 2 and second in err and not out.exists(), err
     (tmp_path / "...toml").write_text("")  # its stem, "..", would be out's parent
     code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
                            str(tmp_path / "a.toml"), "--site", str(tmp_path / "...toml"),
@@ -353,3 +358,22 @@ def test_extended_swf_requests_and_skipped_lines(tmp_path, capsys):
     assert f"  {trace}:5: select" in stdout
     rows = (out / "out_jobs.csv").read_text().splitlines()
     assert len(rows) == 3
+
+
+def test_server_attributes_keep_qmgrs_spelling():
+    """[sim.server] names match without regard to case, as qmgr's do, and are stored as
+    qmgr spells them (else the server would hold a name nothing reads)."""
+    from pbsplug.cli.sim import _server_attrs
+
+    assert _server_attrs({"Resources_Default": {"walltime": "00:00:30"}, "BACKFILL_DEPTH": 5,
+                          "scheduling": False}, "s.toml: [sim.server]") == {
+        "resources_default": {"walltime": "00:00:30"}, "backfill_depth": 5,
+        "scheduling": False}
+
+
+def test_a_selects_memory_is_left_out_on_a_machine_without_memory(tmp_path, capsys):
+    from pbsplug.sim.engine import _without_mem
+
+    assert _without_mem("2:mem=4gb") == "2:ncpus=1"  # a chunk of memory only: one cpu
+    assert _without_mem("1:ncpus=2:MEM=4gb:vmem=1gb+1:pmem=2gb") == "1:ncpus=2+1:ncpus=1"
+    assert _without_mem("3:ncpus=2") == "3:ncpus=2"

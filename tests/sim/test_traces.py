@@ -91,6 +91,12 @@ def test_swf_extended_queue_names_and_requests(tmp_path):
     line = swf_line(queue="q_long", extra="nodes=2:ppn=4 -1").replace(" q_long ", " q_long ")
     (job,), _ = read(write(tmp_path, "meta.swf", line))
     assert job.queue == "q_long" and job.select == "2:ncpus=4"  # as PBS converts it
+    for spec, select in (("nodes=2:ppn=4:cl_zewura+1:ppn=2", "2:ncpus=4+1:ncpus=2"),
+                         ("nodes=n12:ppn=8:gpus=1", "1:ncpus=8"), ("nodes=3", "3:ncpus=1")):
+        (job,), _ = read(write(tmp_path, "meta3.swf", swf_line(extra=spec)))
+        assert job.select == select, spec
+    with pytest.raises(TraceError, match=r":\d+: select .*ppn=0 is not a number of cpus"):
+        read(write(tmp_path, "meta4.swf", swf_line(extra="nodes=2:ppn=0")))
     line = swf_line(extra="1:ncpus=2:mem=1gb+2:ncpus=1")
     (job,), _ = read(write(tmp_path, "meta2.swf", line))
     assert job.select == "1:ncpus=2:mem=1gb+2:ncpus=1"
@@ -295,6 +301,7 @@ def test_sacct_jobs_steps_and_time_formats(tmp_path):
     (sacct_row(end="2024-01-31T10:00:00"), "End"),
     (sacct_row(ncpus="-4"), "ReqCPUS"),
     (sacct_row(mem="4 GB"), "ReqMem"),
+    (sacct_row(mem="9" * 320 + "G"), "ReqMem: .* is out of range"),
     ("1|2|3\n", "fields"),
 ])
 def test_sacct_malformed_rows(tmp_path, row, field):
