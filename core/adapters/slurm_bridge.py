@@ -412,7 +412,7 @@ def _host_failure(ctx: Context, out: Outcome, job_id: str, node: str, script: st
 def prolog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
                      ) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
-    out = _fire(ctx, "runjob", {"job": ctx.slurm.job(job_id)})
+    out = _fire(ctx, "runjob", {"job": {**ctx.slurm.job(job_id), **known_job(env, job_id)}})
     if out.accepted:
         return _answer(0)
     _stopped(out, job_id, "PrologSlurmctld")
@@ -542,7 +542,7 @@ def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
 def epilog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
                      ) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
-    out = _fire(ctx, "jobobit", {"job": ctx.slurm.job(job_id)})
+    out = _fire(ctx, "jobobit", {"job": {**ctx.slurm.job(job_id), **known_job(env, job_id)}})
     if not out.accepted:
         _stopped(out, job_id, "EpilogSlurmctld")
     return _answer(0)

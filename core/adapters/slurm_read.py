@@ -69,7 +69,8 @@ class Slurm:
         shown = " ".join(argv)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
-                                  env=self.env, stdin=subprocess.DEVNULL)
+                                  env=self.env, stdin=subprocess.DEVNULL,
+                                  encoding="utf-8", errors="replace")
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
                              "'pbsplug slurm install --bin-dir' names its folder)") from None
@@ -92,8 +93,10 @@ class Slurm:
         """The job's attributes as PBS names them (`job_attributes`)."""
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
-        return job_attributes(parse_line(text.strip().splitlines()[0] if text.strip()
-                                         else ""), self)
+        lines = _records(text, job_id)
+        if len(lines) != 1 or not lines[0].startswith("JobId="):
+            raise SlurmError(_SPLIT.format(job_id=job_id))
+        return job_attributes(parse_line(lines[0]), self)
 
     def job_and_nodes(self, job_id: str, names: Sequence[str]
                       ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -108,7 +111,8 @@ class Slurm:
         argv = [f"{self.bin_dir}/scontrol", "-o", "-d"]
         try:
             done = subprocess.run(argv, input=commands, capture_output=True, text=True,
-                                  timeout=TIMEOUT, env=self.env)
+                                  timeout=TIMEOUT, env=self.env, encoding="utf-8",
+                                  errors="replace")
         except FileNotFoundError:
             raise SlurmError(f"{argv[0]} does not exist (is Slurm's client installed? "
                              "'pbsplug slurm install --bin-dir' names its folder)") from None
@@ -117,15 +121,25 @@ class Slurm:
                              ) from None
         job_line = None
         nodes = {}
-        for line in done.stdout.splitlines():
-            if line.startswith("JobId=") and job_line is None:
+        # scontrol echoes each command it reads ("scontrol: show job 3"); exactly those
+        # lines are not records.
+        echoes = {f"scontrol: {c}".rstrip() for c in commands.splitlines()} | {"scontrol:"}
+        lines = [line for line in _records(done.stdout, job_id)
+                 if line.rstrip() not in echoes]
+        jobs = [line for line in lines if line.startswith("JobId=")]
+        if not jobs:
+            why = " ".join(done.stderr.split())[:300] or "no answer"
+            raise SlurmError(f"scontrol show job {job_id}: {why}")
+        if len(jobs) > 1 or len(lines) > 1 + len(names):
+            raise SlurmError(_SPLIT.format(job_id=job_id))
+        for line in lines:
+            if line.startswith("JobId="):
                 job_line = line
             elif line.startswith("NodeName="):
                 fields = parse_line(line)
                 nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
-        if job_line is None:
-            why = " ".join(done.stderr.split())[:300] or "no answer"
-            raise SlurmError(f"scontrol show job {job_id}: {why}")
+            else:
+                raise SlurmError(_SPLIT.format(job_id=job_id))
         return job_attributes(parse_line(job_line), self), nodes
 
     def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -170,6 +184,17 @@ _RANGE = re.compile(r"([A-Za-z0-9_.-]*)\[([0-9,-]+)\]([A-Za-z0-9_.-]*)")
 
 #: The most hosts a hostlist expands to here (a typo's billion-host range is an error).
 MAX_HOSTS = 1_000_000
+
+
+#: A reading that holds more than one job and its nodes: some free text broke a line.
+_SPLIT = ("scontrol show job {job_id}: its answer has more lines than the job and its nodes "
+          "(a job name, comment or path with a line break): not read")
+
+
+def _records(text: str, job_id: str) -> list[str]:
+    """scontrol -o's records, one per line (only a line feed ends one: the free text of a
+    record may hold any other separator)."""
+    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
 
 
 def expand_hostlist(text: str) -> list[str] | None:
@@ -390,24 +415,30 @@ FREE_TEXT = ("JobName", "Comment", "AdminComment", "SystemComment", "Command", "
 
 
 def _unambiguous(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """`fields` without what a job's free text may have forged. ``scontrol -o`` does not
-    quote values, so a job named ``x UserId=bob(1002) NumCPUs=64`` or a comment holding
+    """`fields`, when nothing in them can have been forged. ``scontrol -o`` does not quote
+    values, so a job named ``x UserId=bob(1002) NumCPUs=64`` or a comment holding
     ``Nodes=n1 CPU_IDs=0-63`` reads as those keys. Slurm prints each key once (and one of
-    MinMemoryNode and MinMemoryCPU): a key read twice is one the job's text holds, and which
-    one is Slurm's cannot be told, so it is left out (with the allocation, when NodeList is
-    among them), as are both memory keys when both appear. The job's owner is taken from
-    Slurm's environment where the caller has it. Nothing fails: the job's own hooks see
-    less of it, and the node is not drained for a job's name."""
+    MinMemoryNode and MinMemoryCPU), so a key read twice is one the job's text holds; which
+    one is Slurm's cannot be told, and leaving it out would fail open (a job without an
+    allocation runs unconfined in a cpuset plugin): the reading is refused, as a failed one
+    is (`SlurmError`), and the script fails by Slurm's rule."""
     twice = set(fields.get("_twice") or ())
     if "MinMemoryNode" in fields and "MinMemoryCPU" in fields:
         twice |= {"MinMemoryNode", "MinMemoryCPU"}
-    if not twice:
-        return dict(fields)
-    if "NodeList" in twice:
-        twice.add("_alloc")
-    log.warning("job %s: scontrol's answer holds %s more than once (in a job name, comment "
-                "or path): not read", job_id, ", ".join(sorted(twice - {"_alloc"})))
-    return {k: v for k, v in fields.items() if k not in twice and k != "_twice"}
+    if twice:
+        raise SlurmError(f"scontrol show job {job_id}: {', '.join(sorted(twice))} appear "
+                         "more than once (a job name, comment or path holds them): which "
+                         "is Slurm's cannot be told, so the job is not read")
+    missing = [key for key in _ALWAYS if key not in fields]
+    if missing:  # (a record cut short: read as is, it would fail open)
+        raise SlurmError(f"scontrol show job {job_id}: no {', '.join(missing)} in its answer:"
+                         " the job is not read")
+    return dict(fields)
+
+
+#: Keys Slurm 22.05 prints for every job (of those `job_attributes` reads).
+_ALWAYS = ("UserId", "GroupId", "JobState", "Partition", "NumNodes", "NumCPUs", "TimeLimit",
+           "OverSubscribe")
 
 
 def _int(value: Any, what: str) -> int | None:

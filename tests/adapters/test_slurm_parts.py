@@ -57,35 +57,56 @@ def test_a_job_line_becomes_pbs_attributes():
     assert "Account_Name" not in job and "comment" not in job  # (null)
 
 
-def test_what_a_jobs_free_text_forges_is_not_read():
+def test_what_a_jobs_free_text_could_forge_is_refused():
     """scontrol -o does not quote values: a comment (printed after the keys it imitates)
     or a job name (printed before them) holding Key= words reads as those keys. A key read
-    twice, or both memory keys, are left out; forged allocation lines (outside the block
-    between NodeList and MinCPUsNode) are no allocation."""
-    forged = JOB.replace("Comment=(null)", "Comment=hi UserId=bob(1002) NumCPUs=64 Nodes=n1 "
-                         "CPU_IDs=0-63 OverSubscribe=OK MinMemoryCPU=9G")
-    job = job_attributes(parse_line(forged))
-    assert job["euser"] == "" and "ncpus" not in job["Resource_List"]
-    assert "mem" not in job["Resource_List"] and job["Resource_List"]["place"] == "scatter"
-    assert job["exec_vnode"] == "(n1:ncpus=2)+(n2:ncpus=1)"  # the real allocation only
-    named = JOB.replace("JobName=two words", "JobName=x NodeList=n9 Nodes=n9 CPU_IDs=0-63 "
-                        "UserId=bob(1002)")
-    job = job_attributes(parse_line(named))
-    assert job["euser"] == "" and "exec_vnode" not in job
-    assert job["Resource_List"]["ncpus"] == 3  # not forged, read as it is
+    twice, or both memory keys, make the reading a failed one (leaving them out would fail
+    open); allocation lines outside the block between NodeList and MinCPUsNode are none."""
+    assert job_attributes(parse_line(JOB.replace("Comment=(null)", "Comment=retry=3")))[
+        "exec_vnode"] == "(n1:ncpus=2)+(n2:ncpus=1)"  # Key= words alone are harmless
+    for old, new in (
+            ("Comment=(null)", "Comment=hi UserId=bob(1002) NumCPUs=64"),
+            ("Comment=(null)", "Comment=hi MinMemoryCPU=9G"),
+            ("JobName=two words", "JobName=x NodeList=n9 Nodes=n9 CPU_IDs=0-63"),
+            ("JobName=two words", "JobName=x MinCPUsNode=1")):
+        with pytest.raises(SlurmError, match="appear more than once .* not read"):
+            job_attributes(parse_line(JOB.replace(old, new)))
+    fields = parse_line(JOB.replace("Comment=(null)", "Comment=Nodes=n1 CPU_IDs=0-63"))
+    assert len(fields["_alloc"]) == 2  # a comment's Nodes= is no allocation line
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r", "\x0b", "\x85", "\u2028"])
+def test_a_job_name_with_a_line_break_is_not_read(tmp_path, brk):
+    """A name `x<break>UserId=bob(1002) NumCPUs=64 ...` would put a whole forged record on a
+    line of its own. Only a line feed ends a record; a reading with more lines than the
+    job and its nodes is refused, whichever separator the name holds. Bytes that are not
+    UTF-8 are replaced, not a decoding error."""
+    forged = JOB.replace("JobName=two words", f"JobName=\udcffx{brk}UserId=bob(1002) "
+                         "NumCPUs=64")
+    (tmp_path / "answer").write_bytes(forged.encode("utf-8", "surrogateescape") + b"\n")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")
+    scontrol.chmod(0o755)
+    slurm_ = Slurm(bin_dir=str(tmp_path), env=None)
+    # A record cut in two (a line feed; a carriage return too, which text mode reads as
+    # one), or one line whose forged keys are read twice: refused either way.
+    with pytest.raises(SlurmError, match="more lines than the job and its nodes" if brk in
+                       "\r\n" else "appear more than once"):
+        slurm_.job("3")
+    with pytest.raises(SlurmError, match="more lines than the job and its nodes|appear"):
+        slurm_.job_and_nodes("3", ["n1"])
 
 
 def test_slurmds_owner_stays_over_the_reading():
-    """The Prolog's events see the owner slurmd named, before and after scontrol's reading
-    (which a job's comment could otherwise have made someone else)."""
+    """The Prolog's events see the owner slurmd named, before and after scontrol's
+    reading."""
     from pbsplug.events import Event
-
-    forged = JOB.replace("Comment=(null)", "Comment=hi UserId=bob(1002)")
 
     class Reads:
         def job_and_nodes(self, job_id, names):
-            return job_attributes(parse_line(forged)), {"n1": vnode_attributes(
-                parse_line(NODE))}
+            job = job_attributes(parse_line(JOB))
+            job["euser"] = "bob"  # whatever the reading says
+            return job, {"n1": vnode_attributes(parse_line(NODE))}
 
     ctx = type("Ctx", (), {"slurm": Reads()})()
     _, build = slurm_bridge._deferred_data(ctx, {"SLURM_JOB_USER": "alice"}, "3", "n1")
@@ -163,7 +184,9 @@ def test_bad_values_are_one_line_errors():
     with pytest.raises(SlurmError, match=r"TimeLimit='soon': expected \[D-\]HH:MM:SS"):
         duration("soon", "TimeLimit")
     with pytest.raises(SlurmError, match="NumCPUs='many': expected a whole number"):
-        job_attributes({"JobId": "4", "NumCPUs": "many"})
+        job_attributes(parse_line(JOB.replace("NumCPUs=3", "NumCPUs=many")))
+    with pytest.raises(SlurmError, match="no UserId, .* in its answer"):
+        job_attributes({"JobId": "4", "NumCPUs": "2"})  # a record cut short
     assert duration("UNLIMITED", "TimeLimit") is None
     assert duration("05:00", "TimeLimit") == 300
 
