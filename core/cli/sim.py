@@ -122,6 +122,24 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+class _TermIsExit:
+    """While a replay runs from the command line, SIGTERM (a batch system's time limit, a
+    `kill`) ends it as Ctrl-C does, through its clean-up: the work folder is removed."""
+
+    def __enter__(self) -> None:
+        import signal
+
+        self.signal = signal
+        self.saved = signal.signal(signal.SIGTERM, self._exit)
+
+    @staticmethod
+    def _exit(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.signal.signal(self.signal.SIGTERM, self.saved)
+
+
 def _site_setup(site: Path | None, root_site: Path | None, policy: str):
     """The site's part of a run, checked before anything runs: (the site config, its
     plugins, its [sim] table, the policy settings, the server attributes)."""
@@ -174,7 +192,8 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
                         scheds=table.get("sched"))
         jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
         try:
-            summary = sim.run(jobs)
+            with _TermIsExit():
+                summary = sim.run(jobs)
         finally:
             bar.done()
     except TraceOrderError as exc:

@@ -1027,9 +1027,14 @@ def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[Schedu
                            "false")
         own = {k: v for k, v in attrs.items() if k in POLICY_KEYS}
         try:
-            Policy.from_attributes({**policy, **own}, strict=True)
+            problem = Policy.from_attributes({**policy, **own}, strict=True).problem()
         except ValueError as exc:
             raise SimError(f"{where}: {exc}") from None
+        formula = own.get("job_sort_formula")
+        if problem is None and formula is not None:
+            problem = formula_problem(str(formula))
+        if problem:
+            raise SimError(f"{where}: {problem}")
         out.append(sched_instance(str(name), {**policy, **own, "partition": parts,
                                               "scheduling": attrs.get("scheduling", True)}))
     return out

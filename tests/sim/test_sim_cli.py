@@ -278,6 +278,8 @@ def test_cpusets_scheduler_side_runs_in_a_simulation_and_its_host_events_do_not(
     ("[sim.server]\nstrict_ordering = true\n", "[sim.server].strict_ordering: a scheduler "
                                                "policy setting, not a server attribute"),
     ("[sim.sched.a]\npartition = 'p1'\ncolour = 1\n", "[sim.sched.a]"),
+    ("[sim.sched.a]\npartition = 'p1'\njob_sort_formula = 'ncpus +* 2'\n",
+     "[sim.sched.a]: job_sort_formula 'ncpus +* 2' is not an expression"),
     ("[sim.scheduler]\nbackfill_depth = -3\n",
      "backfill_depth=-3: expected a whole number from 0 to 2147483647"),
     ("[sim.scheduler]\nnode_sort_key = 'ncpus UP'\n", "expected 'key', 'key HIGH' or"),
@@ -377,3 +379,44 @@ def test_a_selects_memory_is_left_out_on_a_machine_without_memory(tmp_path, caps
     assert _without_mem("2:mem=4gb") == "2:ncpus=1"  # a chunk of memory only: one cpu
     assert _without_mem("1:ncpus=2:MEM=4gb:vmem=1gb+1:pmem=2gb") == "1:ncpus=2+1:ncpus=1"
     assert _without_mem("3:ncpus=2") == "3:ncpus=2"
+
+
+def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path):
+    """A batch system's time limit or a kill ends `sim run` as Ctrl-C does: the replay's
+    work folder (under TMPDIR here) is removed, and the exit status says SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pbsplug.testing import require_module
+
+    require_module("pbsplug_power")
+    # Long enough to be running when the signal comes (tens of seconds): 50,000 jobs.
+    trace = tmp_path / "long.swf"
+    trace.write_text("; MaxNodes: 16\n; MaxProcs: 16\n" + "".join(
+        f"{j} {j * 60} 0 {300 + j % 7 * 100} {1 + j % 4} -1 -1 {1 + j % 4} 900 -1 1 1 1 -1 "
+        "1 -1 -1 -1\n" for j in range(1, 50_001)))
+    site = tmp_path / "s.toml"
+    site.write_text("[plugins.power]\nenabled = true\nisolation = 'inprocess'\n"
+                    "[plugins.power.config]\ndriver = 'simulated'\n"
+                    "power_on_off_enable = 'True'\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code = "import sys\nfrom pbsplug.cli import main\nsys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "sim", "run", str(trace), "--site",
+                             str(site), "--no-plots", "--out", str(tmp_path / "o")],
+                            env={**os.environ, "TMPDIR": str(scratch)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(scratch.iterdir()):  # the work folder: the replay is running
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "no work folder appeared"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert list(scratch.iterdir()) == []
