@@ -93,7 +93,7 @@ class Slurm:
         """The job's attributes as PBS names them (`job_attributes`)."""
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
-        lines = _records(text, job_id)
+        lines = _records(text)
         if len(lines) != 1 or not lines[0].startswith("JobId="):
             raise SlurmError(_SPLIT.format(job_id=job_id))
         return job_attributes(parse_line(lines[0]), self)
@@ -124,7 +124,7 @@ class Slurm:
         # scontrol echoes each command it reads ("scontrol: show job 3"); exactly those
         # lines are not records.
         echoes = {f"scontrol: {c}".rstrip() for c in commands.splitlines()} | {"scontrol:"}
-        lines = [line for line in _records(done.stdout, job_id)
+        lines = [line for line in _records(done.stdout)
                  if line.rstrip() not in echoes]
         jobs = [line for line in lines if line.startswith("JobId=")]
         if not jobs:
@@ -191,7 +191,7 @@ _SPLIT = ("scontrol show job {job_id}: its answer has more lines than the job an
           "(a job name, comment or path with a line break): not read")
 
 
-def _records(text: str, job_id: str) -> list[str]:
+def _records(text: str) -> list[str]:
     """scontrol -o's records, one per line (only a line feed ends one: the free text of a
     record may hold any other separator)."""
     return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
