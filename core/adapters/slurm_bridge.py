@@ -52,7 +52,7 @@ from typing import Any
 from ..events import Event
 from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
-from .slurm_read import Slurm, SlurmError, checked_job_id
+from .slurm_read import NODE_NAME, Slurm, SlurmError, checked_job_id
 
 log = logging.getLogger("pbsplug.slurm")
 
@@ -145,15 +145,11 @@ def _answer(status: int, error: str = "", stdout: str = "") -> dict[str, Any]:
     return {"exit": status, "stdout": stdout, "error": error}
 
 
-#: A node name as Slurm's environment may give it.
-_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
-
-
 def this_node(env: Mapping[str, str]) -> str:
     """``SLURMD_NODENAME`` (slurmd's), else this host's short name; checked, since it goes
     into scontrol's input and the state folder's paths."""
     name = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    if not _NODE_NAME.fullmatch(name):
+    if not NODE_NAME.fullmatch(name):
         raise SlurmError(f"SLURMD_NODENAME={name[:80]!r}: expected a node name")
     return name
 

@@ -104,7 +104,7 @@ class Slurm:
         a Prolog or Epilog needs, at the cost of one process rather than two."""
         checked_job_id(job_id)
         for name in names:  # each goes into scontrol's input: one line, one name
-            if not _HOSTNAME.fullmatch(name) or name.startswith("-"):
+            if not NODE_NAME.fullmatch(name):
                 raise SlurmError(f"node name {name[:80]!r}: expected a host name")
         commands = f"show job {job_id}\n" + (f"show node {','.join(names)}\n" if names
                                               else "")
@@ -230,6 +230,10 @@ def expand_hostlist(text: str) -> list[str] | None:
 #: A job id as the scripts' environment gives it (compiled at import: the worker's forked
 #: child would otherwise compile it on every event).
 _JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
+
+
+#: A node name, as checked where one goes into scontrol's input or a path.
+NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 
 
 def checked_job_id(value: Any) -> str:
@@ -406,12 +410,6 @@ def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dic
         attrs["exec_vnode"] = "+".join(chunks)
         attrs["exec_host"] = "+".join(c[1:].split(":", 1)[0] + "/0" for c in chunks)
     return {k: v for k, v in attrs.items() if v is not None}
-
-
-#: Job fields a job's owner may write free text into (``scontrol -o`` prints them as they
-#: are, spaces and ``=`` included).
-FREE_TEXT = ("JobName", "Comment", "AdminComment", "SystemComment", "Command", "WorkDir",
-             "StdErr", "StdIn", "StdOut")
 
 
 def _unambiguous(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:

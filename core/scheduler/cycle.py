@@ -356,7 +356,7 @@ class Scheduler:
         self._impl_cache = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started = {}
-        self._resv_worlds: dict[str, _ResvWorld] = {}
+        self._resv_worlds = {}
         stats = CycleStats(self.name, now)
         if self._impls("sched_cycle_begin"):
             for _ in self._answers("sched_cycle_begin", sched=self.name, now=now):
@@ -906,9 +906,10 @@ class Scheduler:
         return made
 
     def _bookings(self, owner: str, chunks: list[tuple[str, dict[str, int]]], place: Place,
-                  start: float, end: float, hard: bool) -> list[tuple[str, Booking]]:
+                  start: float, end: float, hard: bool, whole: Iterable[str] = ()
+                  ) -> list[tuple[str, Booking]]:
         """What a job placed on `chunks` holds: per vnode, its resources, exclusively where
-        its place and the vnode's sharing say so."""
+        its place and the vnode's sharing say so; the hosts in `whole` are its alone too."""
         made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
         if len(chunks) > 1 and len(set(map(id, map(_SECOND, chunks)))) == 1:
@@ -931,8 +932,8 @@ class Scheduler:
             placed.append((name, res, info, level))
         # A host one of its vnodes gives the job whole (exclhost) is the job's alone: its
         # other vnodes, shared ones the job uses too, hold nothing else meanwhile.
-        hosts_excl = dict.fromkeys(info.host for _, _, info, level in placed
-                                   if level == EXCLHOST)  # in order: resv_nodes lists them
+        hosts_excl = dict.fromkeys([*(info.host for _, _, info, level in placed
+                                      if level == EXCLHOST), *whole])  # resv_nodes' order
         for name, res, info, level in placed:
             exclusive = level != SHARED or info.host in hosts_excl
             made.append((name, Booking(start, end, res, exclusive, hard, owner)))
@@ -977,20 +978,11 @@ class Scheduler:
                            if (a := resource_amount(k, v)) is not None})
                       for n, r in parse_exec_vnode(resv.resv_nodes) if n in self.vnodes]
             place = parse_place_safe(resv.Resource_List["place"])
-            made = self._bookings(f"resv:{resv.name}", chunks, place,
-                                  float(resv.reserve_start or now), end, hard=True)
             # A vnode it holds nothing of is the rest of a host it was given whole: that
             # host stays its own, whatever the vnodes' sharing says now.
-            whole = {self.vnodes[name].host for name, res in chunks if not res}
-            if whole:
-                for name, booking in made:
-                    booking.exclusive |= self.vnodes[name].host in whole
-                listed = {name for name, _ in made}
-                made += [(info.name, Booking(float(resv.reserve_start or now), end, {}, True,
-                                             True, f"resv:{resv.name}"))
-                         for host in whole for info in self.hosts[host]
-                         if info.name not in listed]
-            self._book_all(made)
+            self._book_all(self._bookings(
+                f"resv:{resv.name}", chunks, place, float(resv.reserve_start or now), end,
+                hard=True, whole=[self.vnodes[name].host for name, res in chunks if not res]))
             if state in ("RUNNING", "RESV_RUNNING", "5") and resv.queue:
                 running_queues[str(resv.queue)] = resv
         return running_queues

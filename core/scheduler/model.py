@@ -98,6 +98,10 @@ class Policy:
             if not key or direction.strip().upper() not in ("", "HIGH", "LOW"):
                 return (f"node_sort_key={self.node_sort_key!r}: expected 'key', 'key HIGH' "
                         "or 'key LOW'")
+        if self.job_sort_formula is not None:
+            from .cycle import formula_problem  # (cycle reads this module)
+
+            return formula_problem(str(self.job_sort_formula))
         return None
 
 

@@ -52,7 +52,6 @@ from ..scheduler import (
     VnodeLog,
     build_schedulers,
 )
-from ..scheduler.cycle import formula_problem
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
 from ..scheduling import SchedulerInstance
@@ -1026,15 +1025,7 @@ def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[Schedu
             raise SimError(f"{where}.scheduling: {attrs['scheduling']!r}: expected true or "
                            "false")
         own = {k: v for k, v in attrs.items() if k in POLICY_KEYS}
-        try:
-            problem = Policy.from_attributes({**policy, **own}, strict=True).problem()
-        except ValueError as exc:
-            raise SimError(f"{where}: {exc}") from None
-        formula = own.get("job_sort_formula")
-        if problem is None and formula is not None:
-            problem = formula_problem(str(formula))
-        if problem:
-            raise SimError(f"{where}: {problem}")
+        _check_policy({**policy, **own}, where)
         out.append(sched_instance(str(name), {**policy, **own, "partition": parts,
                                               "scheduling": attrs.get("scheduling", True)}))
     return out
@@ -1049,16 +1040,18 @@ def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> di
         raise SimError(f"[sim.scheduler]: {site_table!r}: expected a table of policy "
                        "settings")
     settings = {**PRESETS[preset], **(site_table or {})}
+    _check_policy(settings, "[sim.scheduler]")
+    return settings
+
+
+def _check_policy(settings: dict[str, Any], where: str) -> None:
+    """A `SimError` naming `where` when `settings` are no policy a replay can run."""
     try:
         problem = Policy.from_attributes(settings, strict=True).problem()
     except ValueError as exc:
-        raise SimError(f"[sim.scheduler]: {exc}") from None
+        problem = str(exc)
     if problem:
-        raise SimError(f"[sim.scheduler]: {problem}")
-    formula = settings.get("job_sort_formula")
-    if formula is not None and (problem := formula_problem(str(formula))):
-        raise SimError(f"[sim.scheduler]: {problem}")
-    return settings
+        raise SimError(f"{where}: {problem}")
 
 
 __all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
