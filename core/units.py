@@ -58,6 +58,10 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"{value!r} is not a boolean (true|t|y|1|false|f|n|0)")
 
 
+#: The longest duration a value may hold: a signed 64-bit count of seconds, PBS's long.
+MAX_DURATION = (1 << 63) - 1
+
+
 def parse_duration(value: str | int | float) -> int:
     """Seconds in a PBS duration: ``HH:MM:SS``, ``MM:SS``, or plain seconds.
 
@@ -68,14 +72,18 @@ def parse_duration(value: str | int | float) -> int:
     if isinstance(value, (int, float)):
         if value < 0:
             raise ValueError(f"duration {value} is negative")
-        return int(value)
-    text = str(value).strip()
-    parts = text.split(":")
-    if not text or len(parts) > 3 or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts):
-        raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
-    seconds = 0.0
-    for part in parts:
-        seconds = seconds * 60 + float(part)
+        seconds = value
+    else:
+        text = str(value).strip()
+        parts = text.split(":")
+        if (not text or len(parts) > 3
+                or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts)):
+            raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
+        seconds = 0.0
+        for part in parts:
+            seconds = seconds * 60 + float(part)
+    if not seconds <= MAX_DURATION:  # also NaN and inf
+        raise ValueError(f"duration {str(value)[:40]!r} is over {MAX_DURATION} seconds")
     return int(seconds)
 
 

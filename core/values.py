@@ -568,10 +568,20 @@ def _long_any(value: Any, attr: str) -> int:
     return long(value, attr, -LONG_MAX, LONG_MAX)
 
 
+#: One vnode of an exec_vnode chunk, ``n1:ncpus=2:mem=4gb``; a chunk is ``(...)`` of one or
+#: more of them joined by ``+`` (a chunk spread over a host's vnodes), and chunks are joined
+#: by ``+``. Names and values are checked one by one after this shape.
+_EV_VNODE = r"[^:()+=]+(?::[^:()+=]+=[^:()+]*)*"
+_EV_CHUNK = rf"\({_EV_VNODE}(?:\+{_EV_VNODE})*\)"
+_EXEC_VNODE = re.compile(rf"(?:{_EV_CHUNK}(?:\+{_EV_CHUNK})*)?")
+
+
 def _exec_vnode(value: Any, attr: str) -> str:
     from .units import parse_exec_vnode
 
     value = text(value, attr, limit=MAX_LONG_STRING)
+    if not _EXEC_VNODE.fullmatch(value):
+        raise _bad(attr, f"{_repr(value)} is not (vnode:res=value...)[+(...)...]")
     for name, res in parse_exec_vnode(value):
         check_name("node", name, attr)
         for key, val in res.items():

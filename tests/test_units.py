@@ -46,6 +46,15 @@ def test_parse_duration_rejects(bad):
         parse_duration(bad)
 
 
+@pytest.mark.parametrize("bad", ["9" * 400, "9" * 400 + ":00", float("inf"), float("nan"),
+                                 2 ** 63, "9223372036854775808"])
+def test_parse_duration_rejects_what_no_long_holds(bad):
+    # 400 digits made float() return inf, and int(inf) raised OverflowError, not ValueError
+    with pytest.raises(ValueError, match="is over 9223372036854775807 seconds"):
+        parse_duration(bad)
+    assert parse_duration(2 ** 62) == 2 ** 62
+
+
 def test_format_duration():
     assert format_duration(5400) == "01:30:00"
     assert format_duration(360000) == "100:00:00"

@@ -91,6 +91,20 @@ def test_a_request_is_checked_attribute_by_attribute():
     assert values.job_request({"comment": "ok"}, "operator", {}) == {"comment": "ok"}
 
 
+@pytest.mark.parametrize("bad", ["(n1:ncpus=2", "(:ncpus=1)", "n1:ncpus=1", "(n1:ncpus)",
+                                 "(n1)(n2)", "(n1)++(n2)", "(n1:ncpus=2)+", "()"])
+def test_an_exec_vnode_not_shaped_as_pbs_writes_it_is_refused(bad):
+    # the chunks' reader drops brackets and empty names, so these were stored before
+    with pytest.raises(values.BadValue, match=r"exec_vnode: .* is not \(vnode:res=value"):
+        values.job_value("exec_vnode", bad, {})
+
+
+def test_exec_vnode_in_pbs_shapes_is_kept():
+    for good in ("", "(n1)", "(n1:ncpus=2:mem=4gb)+(n2:ncpus=1)", "(n1:ncpus=2+n2:ncpus=2)",
+                 "(n0:ncpus=4)+(n1)"):
+        assert values.job_value("exec_vnode", good, {}) == good
+
+
 def test_a_hook_setting_a_bad_value_raises_in_the_hook():
     """As pbs.v1's types do: the assignment raises, so the hook fails, and nothing is set."""
     job = Job("1.s", {"Resource_List": {"walltime": "00:10:00"}})
