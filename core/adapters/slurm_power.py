@@ -80,25 +80,51 @@ def excluded(ctx) -> set[str]:
 
 
 def slurm_nodes(ctx) -> list[dict[str, Any]]:
+    """``sinfo --json``'s nodes, each as 22.05 writes it (``_node``)."""
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         raise ValueError("sinfo --json: no list of nodes in its answer")
-    return [n for n in nodes if isinstance(n, dict) and n.get("name")]
+    return [_node(n) for n in nodes if isinstance(n, dict) and n.get("name")]
 
 
-def _state_text(node: Mapping[str, Any]) -> str:
-    return "+".join([str(node.get("state") or "")] + [str(f) for f in
-                                                      node.get("state_flags") or ()])
+def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """One node of ``sinfo --json`` in 22.05's shape, whichever Slurm wrote it.
+
+    22.05 writes ``"state": "idle", "state_flags": ["POWERED_DOWN"]`` and plain numbers.
+    23.02 and later write the base state and its flags as one list (``"state": ["IDLE",
+    "POWERED_DOWN"]``), and from 23.11 some numbers as ``{"set", "infinite", "number"}``.
+    Read as a string, such a list made a sleeping node look awake."""
+    state, flags = raw.get("state"), raw.get("state_flags") or []
+    if isinstance(state, list):
+        state, flags = (state[0] if state else ""), state[1:] + list(flags)
+    if not isinstance(state, str) or not all(isinstance(f, str) for f in flags):
+        raise SlurmError(f"sinfo --json: node {str(raw.get('name'))[:40]!r}: state "
+                         f"{str(raw.get('state'))[:60]!r} is not a state and its flags")
+    return {**raw, "state": state, "state_flags": flags,
+            "cpus": _number(raw, "cpus"), "last_busy": _number(raw, "last_busy")}
+
+
+def _number(node: Mapping[str, Any], key: str) -> int:
+    """A count or a time of ``sinfo --json``: a number, or 23.11's ``{"set": true, "infinite":
+    false, "number": N}``; unset, infinite or absent is 0."""
+    value = node.get(key)
+    if isinstance(value, Mapping):
+        value = value.get("number") if value.get("set") and not value.get("infinite") else 0
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise SlurmError(f"sinfo --json: node {str(node.get('name'))[:40]!r}: {key} "
+                         f"{str(node.get(key))[:60]!r} is not a count")
+    return value
 
 
 def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, Any]:
     name = str(node["name"])
-    return {"state": vnode_state(_state_text(node)), "poweroff_eligible": eligible,
-            "resources_available": {"host": name, "vnode": name,
-                                    "ncpus": int(node.get("cpus") or 0)},
-            "last_used_time": int(node.get("last_busy") or 0),
-            "last_state_change_time": changed}
+    state = "+".join([node["state"], *node["state_flags"]])
+    return {"state": vnode_state(state), "poweroff_eligible": eligible,
+            "resources_available": {"host": name, "vnode": name, "ncpus": node["cpus"]},
+            "last_used_time": node["last_busy"], "last_state_change_time": changed}
 
 
 def reservations(ctx) -> dict[str, dict[str, Any]]:
@@ -257,7 +283,7 @@ def suspend(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
             log.info("SuspendProgram %s: already powered off by pbsplug", ",".join(done))
         if todo:
             nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
-            vnodes = {h: {**vnode(nodes.get(h, {"name": h}), True, 0), "state": "free",
+            vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), True, 0), "state": "free",
                           "last_used_time": 0} for h in todo}
             out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
             down = _slept(out, todo)
@@ -332,7 +358,7 @@ def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
             # one still booting is the plugin's own record's to keep.
             waiting = [h for h in hosts if _powering(nodes.get(h))
                        and now - woken.get(h, 0) > resume_timeout]
-            vnodes = {h: {**vnode(nodes.get(h, {"name": h}), False, record.get(h, 0)),
+            vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), False, record.get(h, 0)),
                           "state": "sleep"} for h in waiting}
             out = _fire(ctx, vnodes, jobs) if vnodes else None
             for h in _woke(out, waiting):

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 log = logging.getLogger("pbsplug.slurm")
@@ -37,7 +39,7 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: takes it (one or two digits past the year).
 _TIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})T(\d{1,2}):(\d{1,2}):(\d{1,2})")
 _DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
-_SIZE = re.compile(r"(\d+)([KMGT]?)")
+_SIZE = re.compile(r"(\d{1,18}(?:\.\d{1,6})?)([KMGTP]?)")
 _NAME_ID = re.compile(r"([^()]*)\((\d+)\)")
 _STATE_WORDS = re.compile(r"[+ ,]")
 #: Slurm's job states as PBS's letters.
@@ -313,38 +315,44 @@ def _month_days(year: int, month: int) -> int:
 
 
 def duration(value: Any, what: str) -> int | None:
-    """Slurm's ``[D-]HH:MM:SS`` (or MM:SS, or UNLIMITED) as seconds."""
+    """Slurm's ``[D-]HH:MM:SS`` (or MM:SS, or UNLIMITED) as seconds. Slurm writes minutes
+    and seconds below 60, and hours below 24 where it writes days; anything else is not its
+    writing and is refused."""
     text = _null(value)
     if text is None or text in ("UNLIMITED", "INFINITE", "Partition_Limit"):
         return None
     match = _DURATION.fullmatch(text)
-    if not match:
-        raise SlurmError(f"{what}={text!r}: expected [D-]HH:MM:SS")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if match:
+        days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+        if minutes < 60 and seconds < 60 and (match.group(1) is None or hours < 24):
+            return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    raise SlurmError(f"{what}={text[:40]!r}: expected [D-]HH:MM:SS")
 
 
-def size_mb(value: Any) -> int | None:
-    """``100M``, ``2G``, ``1000`` (MB) as MB."""
+_MB_PER_UNIT = {"K": Fraction(1, 1024), "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+
+
+def size_mb(value: Any, what: str) -> int | None:
+    """``100M``, ``1.5G``, ``1000`` (MB) as MB, rounded up. A size Slurm would not write is an
+    error: left out, a job's memory would go unlimited."""
     text = _null(value)
     if text is None:
         return None
     match = _SIZE.fullmatch(text)
     if not match:
-        return None
-    number, unit = int(match.group(1)), match.group(2) or "M"
-    return {"K": number // 1024, "M": number, "G": number * 1024,
-            "T": number * 1024 * 1024}[unit]
+        raise SlurmError(f"{what}={text[:40]!r}: expected a size as N[KMGTP]")
+    return math.ceil(Fraction(match.group(1)) * _MB_PER_UNIT[match.group(2) or "M"])
 
 
 def _count(cpu_ids: str) -> int:
+    """The cpus in ``-d``'s ``CPU_IDs=0-3,8,10-11``: 7."""
     total = 0
     for part in cpu_ids.split(","):
-        if "-" in part:
-            low, high = part.split("-", 1)
-            total += int(high) - int(low) + 1
-        elif part.strip():
-            total += 1
+        low, dash, high = part.partition("-")
+        high = high if dash else low
+        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+            raise SlurmError(f"CPU_IDs={cpu_ids[:40]!r}: expected cpu ids as N[-M][,...]")
+        total += int(high) - int(low) + 1
     return total
 
 
@@ -373,11 +381,11 @@ def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dic
     wall = duration(fields.get("TimeLimit"), "TimeLimit")
     if wall is not None:
         resources["walltime"] = f"{wall // 3600:02d}:{wall % 3600 // 60:02d}:{wall % 60:02d}"
-    mem = size_mb(fields.get("MinMemoryNode"))
+    mem = size_mb(fields.get("MinMemoryNode"), "MinMemoryNode")
     if mem:
         resources["mem"] = f"{mem * max(nodect or 1, 1)}mb"
     else:
-        per_cpu = size_mb(fields.get("MinMemoryCPU"))
+        per_cpu = size_mb(fields.get("MinMemoryCPU"), "MinMemoryCPU")
         if per_cpu and ncpus:
             resources["mem"] = f"{per_cpu * ncpus}mb"
     oversubscribe = str(fields.get("OverSubscribe") or "")

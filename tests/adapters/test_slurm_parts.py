@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.adapters import slurm, slurm_bridge, slurm_program
+from pbsplug.adapters import slurm, slurm_bridge, slurm_power, slurm_program
 from pbsplug.adapters.slurm_read import (
     Slurm,
     SlurmError,
@@ -189,6 +189,31 @@ def test_bad_values_are_one_line_errors():
         job_attributes({"JobId": "4", "NumCPUs": "2"})  # a record cut short
     assert duration("UNLIMITED", "TimeLimit") is None
     assert duration("05:00", "TimeLimit") == 300
+    assert duration("1-23:59:59", "TimeLimit") == 172799
+    assert duration("100:00:00", "TimeLimit") == 360000
+
+
+@pytest.mark.parametrize("field,bad,why", [
+    ("TimeLimit=1-02:03:00", "TimeLimit=99:99:99", r"TimeLimit='99:99:99': expected \[D-\]"),
+    ("TimeLimit=1-02:03:00", "TimeLimit=1-24:00:00", r"TimeLimit='1-24:00:00': expected"),
+    ("MinMemoryNode=100M", "MinMemoryNode=lots", r"MinMemoryNode='lots': expected a size"),
+    ("MinMemoryNode=100M", "MinMemoryNode=" + "9" * 40, r"MinMemoryNode='9+': expected a size"),
+    ("CPU_IDs=0-1", "CPU_IDs=3-1", r"CPU_IDs='3-1': expected cpu ids"),
+    ("CPU_IDs=0-1", "CPU_IDs=0-", r"CPU_IDs='0-': expected cpu ids"),
+    ("CPU_IDs=0-1", "CPU_IDs=0,,1", r"CPU_IDs='0,,1': expected cpu ids"),
+])
+def test_values_slurm_does_not_write_are_refused_not_misread(field, bad, why):
+    # before, 99:99:99 was 99 hours and more, an unreadable size dropped the job's memory
+    # and CPU_IDs=3-1 counted -1 cpus
+    assert field in JOB
+    with pytest.raises(SlurmError, match=why):
+        job_attributes(parse_line(JOB.replace(field, bad)))
+
+
+def test_slurm_sizes_in_any_unit_are_whole_mb():
+    for size, mb in (("1.5G", 1536), ("512K", 1), ("2048", 2048), ("1T", 1048576)):
+        job = job_attributes(parse_line(JOB.replace("MinMemoryNode=100M", f"MinMemoryNode={size}")))
+        assert job["Resource_List"].get("mem", "0mb") == f"{mb * 2}mb", size  # on 2 nodes
 
 
 @pytest.mark.parametrize("text", [
@@ -534,3 +559,34 @@ def test_a_public_worker_serves_at_most_max_running_unprivileged_requests_in_all
         proc.kill()
         proc.wait()
         shutil.rmtree(run, ignore_errors=True)
+
+
+@pytest.mark.parametrize("node", [
+    {"name": "n1", "state": "idle", "state_flags": ["POWERED_DOWN"], "cpus": 4,
+     "last_busy": 1700000000},  # 22.05
+    {"name": "n1", "state": ["IDLE", "POWERED_DOWN"], "cpus": 4,
+     "last_busy": 1700000000},  # 23.02
+    {"name": "n1", "state": ["IDLE", "POWERED_DOWN"], "cpus": 4,
+     "last_busy": {"set": True, "infinite": False, "number": 1700000000}},  # 23.11
+])
+def test_sinfo_json_nodes_of_every_slurm_read_alike(node):
+    # 23.02's state list was read as one string: 'sleep' nodes looked 'free'
+    attrs = slurm_power.vnode(slurm_power._node(node), True, 5)
+    assert attrs["state"] == "sleep"
+    assert attrs["resources_available"]["ncpus"] == 4
+    assert attrs["last_used_time"] == 1700000000
+
+
+@pytest.mark.parametrize("node,why", [
+    ({"name": "n1", "state": {"base": "IDLE"}}, "state .* is not a state and its flags"),
+    ({"name": "n1", "state": ["IDLE", 3]}, "state .* is not a state and its flags"),
+    ({"name": "n1", "state": "idle", "cpus": "four"}, "cpus 'four' is not a count"),
+    ({"name": "n1", "state": "idle", "cpus": -1}, "cpus '-1' is not a count"),
+    ({"name": "n1", "state": "idle", "last_busy": {"set": True, "number": 1.5}},
+     "last_busy .* is not a count"),
+])
+def test_sinfo_json_nodes_in_no_known_shape_are_one_line_errors(node, why):
+    with pytest.raises(SlurmError, match=f"sinfo --json: node 'n1': {why}"):
+        slurm_power._node(node)
+    unset = {"name": "n1", "state": "idle", "last_busy": {"set": False}}
+    assert slurm_power._node(unset)["last_busy"] == 0
