@@ -122,22 +122,32 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the replay is. A KeyboardInterrupt, as Ctrl-C is: a hook run in
+    the replay's own process ends as a hook's error when it raises SystemExit (sys.exit), so
+    a SystemExit raised by the signal inside a hook was taken for the hook's, and the replay
+    went on; the runner lets a KeyboardInterrupt through."""
+
+
 class _TermIsExit:
     """While a replay runs from the command line, SIGTERM (a batch system's time limit, a
-    `kill`) ends it as Ctrl-C does, through its clean-up: the work folder is removed."""
+    `kill`) ends it as Ctrl-C does, through its clean-up (the work folder is removed), and
+    the command exits with 128 + SIGTERM."""
 
     def __enter__(self) -> None:
         import signal
 
         self.signal = signal
-        self.saved = signal.signal(signal.SIGTERM, self._exit)
+        self.saved = signal.signal(signal.SIGTERM, self._raise)
 
     @staticmethod
-    def _exit(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
+    def _raise(signum: int, frame: Any) -> None:
+        raise _Terminated(signum)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         self.signal.signal(self.signal.SIGTERM, self.saved)
+        if isinstance(exc, _Terminated):
+            raise SystemExit(128 + exc.args[0]) from None
 
 
 def _site_setup(site: Path | None, root_site: Path | None, policy: str):
@@ -171,7 +181,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
     """One run into `out`; returns what the CLI prints."""
     import itertools
 
-    from ..sim.engine import SimError, Simulator, TraceOrderError
+    from ..sim.engine import SimError, Simulator
     from ..sim.machine import PlatformError
     from ..sim.output import OutputError, ResultWriter
     from ..sim.traces import TraceError, open_trace
@@ -193,11 +203,9 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         jobs = iter(trace) if limit is None else itertools.islice(trace, limit)
         try:
             with _TermIsExit():
-                summary = sim.run(jobs)
+                summary = sim.run(jobs, bad=trace.bad_job)
         finally:
             bar.done()
-    except TraceOrderError as exc:
-        raise CliError(f"{trace_path}:{exc}") from None
     except SimError as exc:
         # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
         from_site = loaded is not None and (str(exc).startswith("[sim.") or (

@@ -381,8 +381,15 @@ class Simulator:
         return outcome
 
     # -- the loop -------------------------------------------------------------------------------
-    def run(self, trace: Iterable[TraceJob]) -> Summary:
-        """Replay `trace` (TraceJob records in submit order) to the end."""
+    def run(self, trace: Iterable[TraceJob],
+            bad: Callable[[TraceJob, str], None] | None = None) -> Summary:
+        """Replay `trace` (TraceJob records in submit order) to the end.
+
+        A job submitted before the one before it, or with the id of a job still queued or
+        running, is given to `bad` with the problem (a `Trace`'s ``bad_job`` raises it as a
+        TraceError naming the file and line, or counts and skips it with ``skip_bad``); with
+        no `bad`, it is a `TraceOrderError`."""
+        self._bad = bad
         t0 = time.perf_counter()
         workdir = self._workdir or Path(tempfile.mkdtemp(prefix="pbsplug-sim-",
                                                          dir=scratch_root()))
@@ -399,6 +406,12 @@ class Simulator:
         self.summary.energy = sum(sum(h.energy.values()) for h in self.hosts)
         self.sink.close(self.now)
         return self.summary
+
+    def _refuse(self, job: TraceJob, problem: str) -> None:
+        problem = f"job {job.job_id}: {problem}"
+        if self._bad is None:
+            raise TraceOrderError(f"{job.line}: {problem}")
+        self._bad(job, problem)
 
     def _loop(self, trace: Iterator[TraceJob]) -> None:
         pending = next(trace, None)
@@ -441,15 +454,14 @@ class Simulator:
             # 3. submissions
             while pending is not None and pending.submit <= now:
                 if pending.submit < last_submit:
-                    raise TraceOrderError(f"{pending.line}: job {pending.job_id}: submitted "
-                                          f"at {pending.submit}, before the job before it; "
-                                          "a trace must be in submit order")
-                last_submit = pending.submit
-                if pending.job_id in self.queued or pending.job_id in self.running:
-                    raise TraceOrderError(f"{pending.line}: job {pending.job_id}: a job with "
-                                          "this id is still queued or running; job ids must "
-                                          "be unique")
-                self._submit(pending)
+                    self._refuse(pending, f"submitted at {pending.submit}, before the job "
+                                 "before it; a trace must be in submit order")
+                elif pending.job_id in self.queued or pending.job_id in self.running:
+                    self._refuse(pending, "a job with this id is still queued or running; "
+                                 "job ids must be unique")
+                else:
+                    last_submit = pending.submit
+                    self._submit(pending)
                 pending = next(trace, None)
             # The next submission is sure to queue a job (so to run a cycle) when no hook
             # may refuse it and its request is the one the simulator writes.

@@ -56,6 +56,7 @@ class TraceJob:
     select: str | None = None       # a PBS select statement, where the trace has one
     status: int | None = None       # SWF status: 1 done, 0 failed, 5 cancelled, -1 unknown
     recorded_wait: float | None = None   # the wait the real system gave it
+    path: str = ""                  # its file, where the trace is a folder of files
 
 
 @dataclass(slots=True)

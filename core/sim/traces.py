@@ -90,6 +90,11 @@ class Trace:
         if len(self.skip_reasons) < MAX_REASONS:
             self.skip_reasons.append(str(err))
 
+    def bad_job(self, job: TraceJob, problem: str) -> None:
+        """`bad` for a job the replay cannot take (a duplicate id, out of submit order)."""
+        self.bad(job.path or str(self.info.path), job.line, "", problem)
+        self.jobs -= 1  # skipped: a bad line, not a job read
+
     def drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
@@ -454,8 +459,10 @@ def _sorted_jobs(trace: Trace, files: list[Path],
     origin = records[0][0]
     if trace.info.unix_start_time is None:
         trace.info.unix_start_time = int(origin)
-    for submit, _, _, job in records:
+    for submit, index, _, job in records:
         job.submit = submit - origin
+        if len(files) > 1:
+            job.path = str(files[index])
         yield job
 
 

@@ -430,6 +430,37 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     assert by_id["2"].energy == pytest.approx(200 * 10)
 
 
+class TermInHook:
+    """Its runjob hook sends SIGTERM to the replay's own process, so the signal comes while
+    a hook runs in the process (isolation inprocess)."""
+
+    plugin_info = PluginInfo(events=("runjob",), sim_safe=("runjob",))
+
+    @hookimpl
+    def runjob(self, event):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_inside_an_inprocess_hook_ends_sim_run(register_plugin, pbsplug_plugins,
+                                                       tmp_path, monkeypatch):
+    """sim run's SIGTERM used to raise SystemExit, which the runner takes for the hook's own
+    sys.exit: the hook failed and the replay went on."""
+    from pbsplug.cli.sim import _TermIsExit
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    register_plugin(TermInHook(), "terminhook", isolation="inprocess")
+    sim = Simulator(uniform(2, 1, "test"), Sink(), plugins=pbsplug_plugins,
+                    policy=policy_settings("easy"))
+    with pytest.raises(SystemExit) as stopped, _TermIsExit():
+        sim.run([tj(1, 0, 10, 1, 10), tj(2, 100, 10, 1, 10)])
+    assert stopped.value.code == 128 + 15
+    assert sim.summary.hooks.ran.get(("terminhook", "runjob")) is None  # it never ended
+    assert list(tmp_path.iterdir()) == []  # the work folder went with it
+
+
 def test_a_replay_without_a_work_folder_makes_its_own_and_removes_it(register_plugin,
                                                                    pbsplug_plugins, tmp_path,
                                                                    monkeypatch):

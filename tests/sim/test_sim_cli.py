@@ -320,6 +320,32 @@ def test_a_job_id_still_in_the_system_is_an_error_naming_the_line(tmp_path, caps
                            "queued or running; job ids must be unique")
 
 
+def test_a_job_id_still_in_the_system_names_the_file_of_a_folder_and_can_be_skipped(
+        tmp_path, capsys):
+    """In a folder of PBS accounting files the error named the folder; --skip-bad could
+    not skip such a job (it stopped the replay)."""
+    acct = tmp_path / "accounting"
+    acct.mkdir()
+    rec = ("11/20/2026 10:{m}:00;E;{job}.srv;user=u queue=workq qtime={q} start={q} "
+           "end={e} Resource_List.ncpus=1 Resource_List.walltime=600 Exit_status=0\n")
+    (acct / "20261120").write_text(rec.format(m=10, job=1, q=1000, e=1500))
+    (acct / "20261121").write_text(rec.format(m=20, job=2, q=1001, e=1100)
+                                   + rec.format(m=30, job=1, q=1010, e=1200))
+    out = tmp_path / "o"
+    code, _, err = run_cli(capsys, "sim", "run", str(acct), "--nodes", "4", "--no-plots",
+                           "--out", str(out))
+    assert code == 2
+    assert err.strip() == (f"pbsplug: error: {acct / '20261121'}:2: job 1.srv: a job with "
+                           "this id is still queued or running; job ids must be unique")
+    code, stdout, err = run_cli(capsys, "sim", "run", str(acct), "--nodes", "4", "--no-plots",
+                                "--skip-bad", "--out", str(out))
+    assert code == 0, err
+    assert "jobs: 2 finished, 0 rejected" in stdout
+    assert "trace: 1 malformed lines skipped (--skip-bad); the first:" in stdout
+    assert f"  {acct / '20261121'}:2: job 1.srv: a job with this id" in stdout
+    assert len((out / "out_jobs.csv").read_text().splitlines()) == 3
+
+
 def test_compare_reads_both_sites_first_and_names_its_runs_safely(tmp_path, capsys):
     trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
     (tmp_path / "a.toml").write_text("")
