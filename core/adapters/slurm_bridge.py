@@ -56,6 +56,10 @@ from .slurm_read import NODE_NAME, Slurm, SlurmError, checked_job_id
 
 log = logging.getLogger("pbsplug.slurm")
 
+#: squeue's states of a job that still has something on its nodes: configuring, running,
+#: completing, resizing, suspended, signaling, staging out, stopped.
+NODE_JOB_STATES = "CF,R,CG,RS,S,SI,SO,ST"
+
 #: The events each script fires, in order.
 SCRIPT_EVENTS = {
     "prolog_slurmctld": ("runjob",),
@@ -560,8 +564,16 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(started)
     else:
-        jobs = ctx.slurm.run("squeue", "-h", "-w", node, "-t", "R,CG,CF", "-o", "%i",
-                             check=False).split()
+        # Every job the node still has: a suspended or stopped one keeps its processes and
+        # cpuset. A failed squeue is no list at all: the run waits for the next time, since
+        # an empty list would tell the plugins every job on the node is gone (cpuset reaps
+        # orphans, mjf sweeps their folders).
+        try:
+            jobs = ctx.slurm.run("squeue", "-h", "-w", node, "-t", NODE_JOB_STATES,
+                                 "-o", "%i").split()
+        except SlurmError as exc:
+            log.warning("HealthCheckProgram: exechost_periodic left out this time: %s", exc)
+            return _answer(0)
         out = _fire(ctx, "exechost_periodic", {
             "vnode_list": vnodes, "job_list": {j: {"id": j} for j in jobs}})
     if not out.accepted:

@@ -590,3 +590,32 @@ def test_sinfo_json_nodes_in_no_known_shape_are_one_line_errors(node, why):
         slurm_power._node(node)
     unset = {"name": "n1", "state": "idle", "last_busy": {"set": False}}
     assert slurm_power._node(unset)["last_busy"] == 0
+
+
+def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_path, caplog):
+    """An empty job_list tells the plugins every job on the node is gone (cpuset reaps
+    their cpusets, mjf sweeps their folders); before, a failed squeue gave one. Suspended
+    and stopped jobs are asked for too."""
+    asked, fired = [], []
+
+    class Fake:
+        def nodes(self, names):
+            return {"n1": {"slurmd_start_time": "2026-11-24T02:00:00"}}
+
+        def run(self, *args, check=True):
+            asked.append(args)
+            raise SlurmError("squeue: exit status 1: Unable to contact slurm controller")
+
+    class Runner:
+        def fire(self, event):
+            fired.append(event.type)
+            raise AssertionError("fired")
+
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(), Fake())
+    (tmp_path / "started").mkdir()
+    (tmp_path / "started" / "n1").write_text("2026-11-24T02:00:00")
+    answer = slurm_bridge.health_check(ctx, {"SLURMD_NODENAME": "n1"}, [])
+    assert answer["exit"] == 0 and fired == []
+    assert asked[0][:5] == ("squeue", "-h", "-w", "n1", "-t")
+    assert set(asked[0][5].split(",")) >= {"R", "CG", "CF", "S", "ST"}
+    assert "exechost_periodic left out this time: squeue: exit status 1" in caplog.text

@@ -71,10 +71,16 @@ def _the_host(event):
 SYSTEM_HOLD = "(system hold set)"
 
 
+#: The events before the job runs: an unexpected error there holds and requeues it.
+_STARTING = ("execjob_begin", "execjob_launch")
+
+
 def _run(event, what: str) -> None:
     """One host event. A host that cannot do cpusets stays the hook's error (fail_action
-    offline_vnodes takes its vnodes out); any other unexpected error holds the job (``s``)
-    and requeues it, and leaves the node in service, as PBS's cgroups hook does."""
+    offline_vnodes takes its vnodes out); any other unexpected error before the job runs
+    holds the job (``s``) and requeues it, and leaves the node in service, as PBS's cgroups
+    hook does. Once the job has run (epilogue, end, abort) the error is only logged and the
+    event rejected: the job is not run again for it."""
     from .host import HostError
 
     host = _the_host(event)
@@ -86,7 +92,7 @@ def _run(event, what: str) -> None:
         event.logger.exception("%s: unexpected error", event.type)
         job = event.job
         text = f"{event.type}: {type(exc).__name__}: {exc}"
-        if job is not None:
+        if job is not None and event.type in _STARTING:
             job.Hold_Types = "s"
             job.rerun()
             event.reject(f"{text} {SYSTEM_HOLD}")

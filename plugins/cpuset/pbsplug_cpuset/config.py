@@ -12,7 +12,7 @@ from typing import Any
 
 from pbsplug import Setting
 
-from .nodemask import NodeMap, parse_list
+from .nodemask import ID_LIMIT, NodeMap, parse_list
 
 #: PBS's placement_type: which NUMA node a job's CPUs come from first.
 PLACEMENT_TYPES = ("load_balanced", "load_packed", "job_balanced")
@@ -56,12 +56,23 @@ def _physical_ids(value: str) -> str | None:
     return None
 
 
-def _whole_numbers(what: str):
-    """A check for a table of vnode = `what` (a whole number >= 0)."""
+def _prefix(value: str) -> str | None:
+    """A cpuset under the cgroup root, named by one or more plain levels (``pbs_jobs``,
+    ``site/pbs_jobs``)."""
+    levels = value.strip("/").split("/")
+    if not value.strip("/") or any(level in ("", ".", "..") for level in levels):
+        return "expected a cpuset under the cgroup root, such as pbs_jobs (no '..', not /)"
+    return None
+
+
+def _whole_numbers(what: str, limit: int | None = None):
+    """A check for a table of vnode = `what` (a whole number >= 0, below `limit`)."""
     def check(value: dict) -> str | None:
         bad = [name for name, n in value.items()
-               if isinstance(n, bool) or not isinstance(n, int) or n < 0]
-        return (f"expected vnode = {what} (a whole number >= 0); wrong: "
+               if isinstance(n, bool) or not isinstance(n, int) or n < 0
+               or (limit is not None and n >= limit)]
+        below = f", below {limit}" if limit is not None else ""
+        return (f"expected vnode = {what} (a whole number >= 0{below}); wrong: "
                 f"{', '.join(bad)}") if bad else None
     return check
 
@@ -77,8 +88,9 @@ def settings() -> dict[str, Setting]:
                                       "else v2 with the cpuset controller"),
         "emulate": Setting(bool, False, doc="cgroup_root is a plain directory and pbsplug "
                            "does what the kernel would (tests, trying the plugin out)"),
-        "cgroup_prefix": Setting(str, "pbs_jobs", doc="the cpuset under which each job's "
-                                 "cpuset is made, named after the job"),
+        "cgroup_prefix": Setting(str, "pbs_jobs", check=_prefix,
+                                 doc="the cpuset under which each job's cpuset is made, "
+                                     "named after the job"),
         "state_dir": Setting(str, "", check=lambda v: None if not v else _absolute(v),
                              doc="where the hook keeps its record (default <pbsplug "
                                  "home>/hooks/tmp)"),
@@ -114,7 +126,8 @@ def settings() -> dict[str, Setting]:
         "physical_ids": Setting(str, "", check=_physical_ids,
                                 doc="physical id of logical node 0, 1, 2... in order "
                                     "(0-61,64-65,62-63); empty: the same numbers"),
-        "node_numbers": Setting(dict, {}, check=_whole_numbers("logical node number"),
+        "node_numbers": Setting(dict, {}, check=_whole_numbers("logical node number",
+                                                               ID_LIMIT),
                                 doc="vnode = logical node number, for vnodes not named "
                                     "host[N] or ending in digits"),
         "octant_scope": Setting(str, "host", choices=("host", "complex"),

@@ -27,8 +27,10 @@ and which vnodes the hook made busy or offline.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -40,12 +42,16 @@ from pbsplug import clock, default_home, parse_exec_vnode
 from . import report
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
 from .cgroupfs import CgroupError, detect
-from .nodemask import encode_mask, format_list
+from .nodemask import ID_LIMIT, encode_mask, format_list
 from .octants import logical_number
 from .topology import read_topology
 
 STATE_FILE = "cpuset_state.json"
 ORPHAN = ".orphan"
+#: The name of a cpuset this hook makes: a job id (PBS ``12.server``, ``12[3].server``;
+#: Slurm ``12``), or one set aside (``.orphan``). Another cpuset under the prefix is the
+#: site's own, and never reaped.
+JOB_CPUSET = re.compile(r"\d+(?:\[\d*\])?(?:\.[^/]+)?")
 #: How long a retry of a stuck cpuset may take at exechost_periodic (each of them).
 RETRY_TIMEOUT = 1.0
 #: What one exechost_periodic (or startup) may spend retrying and reaping, all cpusets
@@ -111,16 +117,16 @@ class Host:
 
     # -- events ---------------------------------------------------------------------------
     def startup(self, event) -> None:
-        self.cpusets.ensure_parent(self.prefix)
         with self.record() as data:
+            self._ensure_parent()
             self._set_ncpus(event.vnode_list)
-            self._remember_nodes(data, event.vnode_list)
+            self._remember_nodes(data, event.vnode_list, event)
             self._reconcile(data)
             # A cpuset with no process left belongs to a job that ended while the host was
             # down; one with processes may be a job the server adopts again (periodic,
             # which knows the running jobs, decides about it).
             budget = _Budget(PERIODIC_BUDGET)
-            for name in self.cpusets.children(self.prefix):
+            for name in self._ours(data):
                 if name not in data["stuck"] and not self.cpusets.pids(self.path(name)):
                     self._reap_orphan(data, name, event, budget)
             self._report(data, event.vnode_list, clock.now())
@@ -133,8 +139,8 @@ class Host:
                 job.delete()
                 event.reject(ZERO_CPUS_REFUSED)
             return  # no CPUs: the job runs in the parent cpuset, as PBS's hook does
-        self.cpusets.ensure_parent(self.prefix)
         with self.record() as data:
+            self._ensure_parent()
             if self.cpusets.exists(self.path(job.id)):  # an earlier run's, left behind
                 if not self._remove(data, job.id, float(self.config["kill_timeout"]), event):
                     self._set_aside(data, job, event)
@@ -176,14 +182,14 @@ class Host:
             self._report(data, event.vnode_list, clock.now())
 
     def periodic(self, event) -> None:
-        self.cpusets.ensure_parent(self.prefix)
         budget = _Budget(PERIODIC_BUDGET)
         with self.record() as data:
-            self._remember_nodes(data, event.vnode_list)
+            self._ensure_parent()
+            self._remember_nodes(data, event.vnode_list, event)
             self._reconcile(data)
             self._retry_stuck(data, event, budget)
             running = set(event.job_list or {})
-            for name in self.cpusets.children(self.prefix):
+            for name in self._ours(data):
                 if name not in running and name not in data["stuck"]:
                     self._reap_orphan(data, name, event, budget)
             self._report(data, event.vnode_list, clock.now())
@@ -201,12 +207,37 @@ class Host:
     @contextmanager
     def record(self) -> Iterator[dict[str, Any]]:
         """The record, saved whatever happens (a reject, an alarm): what was done to the
-        cgroup tree is never forgotten."""
-        data = self.load()
+        cgroup tree is never forgotten.
+
+        Held under an exclusive lock (``cpuset_state.lock`` beside it) from the reading to
+        the saving: Slurm runs prologs for several jobs at once, and PBS's MoM runs hooks as
+        processes of their own, so two events could read the same cpusets as taken, give
+        two jobs the same CPUs, and each save a record without the other's job."""
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state_path.with_suffix(".lock"),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            yield data
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the hook's alarm bounds the wait
+            data = self.load()
+            try:
+                yield data
+            finally:
+                self.save(data)
         finally:
-            self.save(data)
+            os.close(fd)  # and the lock with it
+
+    def _ensure_parent(self) -> None:
+        """The prefix cpuset; a tree that cannot have it is the host's fault (offline)."""
+        try:
+            self.cpusets.ensure_parent(self.prefix)
+        except CgroupError as exc:
+            raise HostError(f"cgroup_prefix {self.prefix!r}: {exc}") from exc
+
+    def _ours(self, data: dict) -> list[str]:
+        """The cpusets under the prefix this hook made: named as a job or set aside, or in
+        its record."""
+        return [name for name in self.cpusets.children(self.prefix)
+                if name in data["jobs"] or JOB_CPUSET.fullmatch(name)]
 
     def _reconcile(self, data: dict) -> None:
         """Forget cpusets the tree no longer has (removed by hand, or gone with a reboot)."""
@@ -309,13 +340,18 @@ class Host:
         for name in list(data["stuck"]):
             self._remove(data, name, budget.take(RETRY_TIMEOUT), event)
 
-    def _remember_nodes(self, data: dict, vnode_list: Mapping[str, Any]) -> None:
+    def _remember_nodes(self, data: dict, vnode_list: Mapping[str, Any], event) -> None:
         """The host's vnodes, their logical numbers and ncpus (from the events that carry
-        them all), for the free-node mask."""
+        them all), for the free-node mask. A number no mask can hold (a name ending in
+        1048576 or more) leaves the vnode out of the mask, logged."""
         nodes = {}
         for name, vnode in vnode_list.items():
             number = logical_number(name, self.numbers)
-            if number is not None:
+            if number is not None and number >= ID_LIMIT:
+                event.logger.warning("vnode %s: logical number %d is beyond the free-node "
+                                     "mask's (%d); set node_numbers for it", name, number,
+                                     ID_LIMIT - 1)
+            elif number is not None:
                 nodes[name] = [number, int(vnode.resources_available["ncpus"] or 0)]
         data["nodes"] = nodes
 

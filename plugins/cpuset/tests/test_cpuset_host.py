@@ -230,6 +230,10 @@ def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_
     ({"vnode_numa": {"n1": "x"}}, "wrong: n1"),
     ({"placement_type": "random"}, "load_balanced"),
     ({"kill_timeout": 0}, "> 0"),
+    ({"node_numbers": {"n1": 1 << 20}}, "below 1048576); wrong: n1"),
+    ({"cgroup_prefix": "/"}, "expected a cpuset under the cgroup root"),
+    ({"cgroup_prefix": ""}, "expected a cpuset under the cgroup root"),
+    ({"cgroup_prefix": "jobs/../x"}, "no '..'"),
     ({"octants": ["0-9"], "physical_ids": "0-3"}, "physical_ids does not map"),
     ({"no_such_key": 1}, "no_such_key"),
 ])
@@ -411,3 +415,94 @@ def test_an_unexpected_error_holds_the_job_and_leaves_the_node_in_service(
                           "(system hold set)")
     assert out.changes["job"]["Hold_Types"] == "s" and out.job_action == "rerun"
     assert "state" not in out.changes.get("vnode_list", {}).get("host[1]", {})
+
+
+def test_an_unexpected_error_after_the_job_ran_does_not_run_it_again(
+        machine, fire_event, monkeypatch):
+    """Before, the end events held and requeued a job that had finished."""
+    from pbsplug_cpuset.host import Host
+
+    def broken(self, event):
+        raise RuntimeError("something nobody expected")
+
+    monkeypatch.setattr(Host, "end", broken)
+    for event in ("execjob_epilogue", "execjob_end", "execjob_abort"):
+        out = fire_event(event, {"job": job(), "vnode_list": vnodes("host[1]")})
+        assert out.kind == "reject" and out.fail_action == (), event
+        assert out.detail == f"{event}: RuntimeError: something nobody expected"
+        assert "Hold_Types" not in out.changes.get("job", {}) and out.job_action is None
+
+
+def test_cpusets_the_hook_did_not_make_are_never_reaped(machine, fire_event):
+    """A site's own cpuset beside the jobs' (not named as a job) was killed and removed at
+    every periodic run; a job's is still reaped when the host no longer runs it."""
+    cpusets = detect(machine["base"]["cgroup_root"], "1", emulate=True)
+    cpusets.ensure_parent("pbs_jobs")
+    cpusets.create("pbs_jobs/admin_tools", [0], [0])
+    cpusets.create("pbs_jobs/9.host", [1], [0])
+    for event, more in (("exechost_startup", {}), ("exechost_periodic", {"job_list": {}})):
+        out = fire_event(event, {"vnode_list": vnodes("host[0]", "host[1]"), **more})
+        assert out.accepted, out.message
+    assert cpusets.exists("pbs_jobs/admin_tools") and not cpusets.exists("pbs_jobs/9.host")
+
+
+def test_begins_at_once_never_share_cpus_nor_lose_each_other(machine, tmp_path):
+    """Slurm runs prologs at once, PBS's MoM runs hooks as processes: each begin reads which
+    CPUs are taken, makes its cpuset and saves the record under one lock. Without it two
+    jobs got the same CPUs, and one save dropped the other's job from the record."""
+    config = json.dumps({**machine["base"], "kill_timeout": 5})
+    script = tmp_path / "begin.py"
+    script.write_text(f"""
+import json, sys, time
+import pbsplug_cpuset
+from pbsplug.events import Event
+from pbsplug.plugins import PluginSet
+from pbsplug.runner import Runner
+from pbsplug.siteconfig import PluginSite, SiteConfig
+from pbsplug_cpuset.host import Host
+chosen = Host._assign
+def slowly(self, *args):  # widens the window between reading and making a cpuset
+    cpus = chosen(self, *args)
+    time.sleep(0.3)
+    return cpus
+Host._assign = slowly
+plugins = PluginSet(SiteConfig(path={str(tmp_path / "site.toml")!r}))
+plugins.site.plugins["cpuset"] = PluginSite("cpuset", enabled=True, attributes={{}},
+                                            config=json.loads({config!r}))
+plugins.add("cpuset", pbsplug_cpuset)
+vnodes = {{n: {{"state": "free", "resources_available": {{"ncpus": 4, "host": "host"}}}}
+          for n in ("host[0]", "host[1]")}}
+sys.stdin.readline()  # all start together
+for job_id in sys.argv[1:]:
+    out = Runner(plugins, mode="inprocess").fire(Event.from_dict("execjob_begin", {{
+        "job": {{"id": job_id, "exec_vnode": "(host[1]:ncpus=1)",
+                "Resource_List": {{"ncpus": 1}}}}, "vnode_list": vnodes}}))
+    print(job_id, out.kind, out.message, flush=True)
+""")
+    procs = [subprocess.Popen([sys.executable, str(script), *ids], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+             for ids in (("1.host", "3.host"), ("2.host", "4.host"))]
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    outs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert all(line.split()[1] == "accept" for out in outs for line in out.splitlines()), outs
+    cpus = {name: cpuset_files(machine["root"], name)[0]
+            for name in ("1.host", "2.host", "3.host", "4.host")}
+    assert sorted(cpus.values()) == ["4", "5", "6", "7"], cpus
+    record = json.loads((machine["state"] / "cpuset_state.json").read_text())
+    assert sorted(record["jobs"]) == ["1.host", "2.host", "3.host", "4.host"]
+
+
+def test_a_vnode_number_no_mask_holds_is_left_out_of_the_mask(machine, fire_event, caplog):
+    """A name ending in 1048576 or more made every report fail (the job was held) and
+    every periodic run with it."""
+    names = ("host[0]", "cn1048576")
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes(*names)})
+    assert out.accepted, out.message
+    assert out.changes["vnode_list"]["host[0]"]["cpuset_free_mask"] == "1"
+    assert "vnode cn1048576: logical number 1048576 is beyond the free-node mask's" in \
+        caplog.text
+    out = fire_event("execjob_begin", {"job": job("1.host", "(host[0]:ncpus=1)"),
+                                       "vnode_list": vnodes(*names)})
+    assert out.accepted, out.message
