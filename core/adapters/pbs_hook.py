@@ -24,8 +24,11 @@ def _ask_worker(config, config_text, name, data):
     run_dir = config.get("worker_dir") or "/run/pbsplug"
     digest = hashlib.sha256(config_text).hexdigest()[:20]
     path = os.path.join(run_dir, f"pbs-{digest}.sock")
+    # A launch or attach hook runs in the job's own process, under the job owner's umask
+    # and limits: it asks a worker that runs already, and never starts one with those.
     answer = worker_client.ask(config["python"], pbs.hook_config_filename, path,
-                               json.dumps({"event": name, "data": data}).encode())
+                               json.dumps({"event": name, "data": data}).encode(),
+                               may_start=name not in ("execjob_launch", "execjob_attach"))
     if answer is None:
         return None
     if not answer:  # the event's process ended without an answer (killed, or crashed)

@@ -123,11 +123,25 @@ def attributes(obj: Any, types: Types) -> dict[str, Any]:
     return out
 
 
+#: Objects an event that carries them never goes without. When PBS cannot build one (a job
+#: attribute that is not UTF-8 makes pbs_python log "Encountered an error while setting
+#: event" and run the hook without vnode_list, or with job_list None), a native hook
+#: reading it fails; left out, pbsplug's event would carry an empty one, and plugins would
+#: act on it: a job with no vnodes here runs without a cpuset, and a periodic run with no
+#: jobs reaps every job's cpuset and folders.
+MUST_HAVE = frozenset({"job", "vnode_list", "job_list", "resv", "vnode"})
+
+
+class EventIncomplete(RuntimeError):
+    """PBS ran the hook without an object its event must carry: the hook fails (closed)."""
+
+
 def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
                ) -> dict[str, Any]:
     """The event's `objects` (the names pbsplug's event of this type carries) as plain data,
-    keyed by PBS's names, as `pbsplug.Event.from_dict` takes them."""
-    data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or "root"),
+    keyed by PBS's names, as `pbsplug.Event.from_dict` takes them. An object of `MUST_HAVE`
+    that PBS could not give is an `EventIncomplete` error, never an empty one."""
+    data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or ""),
                             "requestor_host": str(getattr(pevent, "requestor_host", "") or "")}
     for key in objects:
         if key == "pid":
@@ -141,8 +155,15 @@ def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
         if key == "job_list" and not host:  # the server periodic: the queued jobs
             data["job_list"] = _queued_jobs(pbs, types)
             continue
-        value = getattr(pevent, key, None)
+        try:
+            value = getattr(pevent, key)
+        except Exception as exc:  # PBS could not build it (EventIncompatibleError...)
+            if key in MUST_HAVE:
+                raise EventIncomplete(f"PBS gave this event no {key}: {exc}") from None
+            continue
         if value is None:
+            if key in MUST_HAVE:
+                raise EventIncomplete(f"PBS gave this event no {key}")
             continue
         if key in ("job", "job_o"):
             data[key] = {**attributes(value, types), "id": str(value.id or NEW_JOB)}

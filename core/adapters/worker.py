@@ -247,10 +247,40 @@ class _Gate:
                         "minute per uid)", uid, why)
 
 
-def serve(path: Path, config_file: Path) -> None:
-    # A worker started by a batch system's script may inherit blocked signals (Slurm's
-    # daemons block SIGALRM and SIGTERM): the hooks' alarms need them.
+def clean_process() -> None:
+    """Shed what the starting process gave the worker: it serves every job on the host for
+    as long as it lives, and may have been started from inside one (PBS runs a launch hook
+    in the job's own child of the MoM, after the job owner's umask, rlimits and nice were
+    applied). Blocked signals too: Slurm's daemons block SIGALRM and SIGTERM, which the
+    hooks' alarms need. Run as root (with CAP_SYS_RESOURCE), the limits go back to none;
+    otherwise each soft limit goes up to its hard one."""
+    import resource
+
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    os.umask(0o022)
+    os.chdir("/")
+    root = os.geteuid() == 0
+    for name in ("RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_RSS", "RLIMIT_DATA",
+                 "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_MEMLOCK"):
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
+        _, hard = resource.getrlimit(which)
+        for limits in ((resource.RLIM_INFINITY,) * 2, (hard, hard)) if root else ((hard, hard),):
+            try:
+                resource.setrlimit(which, limits)
+                break
+            except (ValueError, OSError):
+                continue  # not allowed to raise the hard limit: the soft one up to it
+    if root:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        except OSError:
+            pass  # a cpuset the starting process was in bounds the affinity
+
+
+def serve(path: Path, config_file: Path) -> None:
     config = json.loads(config_file.read_bytes())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
@@ -286,6 +316,7 @@ def serve(path: Path, config_file: Path) -> None:
     gate = _Gate(encoding)
     children: dict[int, tuple[float, int]] = {}
     last = time.monotonic()
+    leaving = False
     listener.setblocking(False)
 
     def start(conn: socket.socket, uid: int, now: float) -> None:
@@ -343,14 +374,26 @@ def serve(path: Path, config_file: Path) -> None:
                 if gate.admit(conn, uid, now):
                     gate.started(uid)
                     start(conn, uid, now)
-            if not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
-                return
-            if _inode(path) != inode:
-                return  # replaced or removed: another worker serves this config now
+            if leaving:
+                if not ready and not children and not gate.waiting:
+                    return
+            elif not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
+                leaving = _leave(path, inode)
+            elif _inode(path) != inode:
+                leaving = True  # replaced or removed: another worker serves this config now
     finally:
         listener.close()
         if _inode(path) == inode:
             path.unlink(missing_ok=True)
+
+
+def _leave(path: Path, inode: int) -> bool:
+    """Take the socket's name away before leaving: a hook that connects from now on starts
+    a new worker, and those that connected before (still in the listen backlog) are
+    served first. Closing with them there reset their connections: the hook failed."""
+    if _inode(path) == inode:
+        path.unlink(missing_ok=True)
+    return True
 
 
 def _inode(path: Path) -> int | None:
@@ -365,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m pbsplug.adapters.worker SOCKET CONFIG", file=sys.stderr)
         return 2
+    clean_process()
     serve(Path(args[0]), Path(args[1]))
     return 0
 

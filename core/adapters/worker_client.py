@@ -60,11 +60,15 @@ def start(python, config_file, path, folder_mode=0o700):
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = connect(path)
         if conn is None:
+            # -I: no PYTHON* variables, no user site, not the current folder on sys.path
+            # (which is the hook's: PBS runs it in mom_priv/hooks/tmp). -B: no .pyc written,
+            # since until clean_process the starter's limits hold (a file size limit cut
+            # .pyc files short, and every later import of them failed).
             subprocess.Popen(
-                [python, "-m", "pbsplug.adapters.worker", path, config_file],
+                [python, "-I", "-B", "-m", "pbsplug.adapters.worker", path, config_file],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
-                env=dict(WORKER_ENV))
+                env=dict(WORKER_ENV), cwd="/")
             deadline = time.monotonic() + WORKER_START
             while conn is None and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -72,10 +76,17 @@ def start(python, config_file, path, folder_mode=0o700):
     return conn
 
 
-def ask(python, config_file, path, data):
+def ask(python, config_file, path, data, may_start=True):
     """The worker's answer to `data` (bytes; b"" when its process ended without one), the
-    worker started when none answers; None when there is no worker to ask."""
-    conn = connect(path) or start(python, config_file, path)
-    if conn is None:
-        return None
-    return exchange(conn, data)
+    worker started when none answers and `may_start`; None when there is no worker to ask.
+    A connection reset before any answer (a worker that left with it unaccepted: nothing
+    was done) is asked again once, of a new worker."""
+    for _ in range(2):
+        conn = connect(path) or (start(python, config_file, path) if may_start else None)
+        if conn is None:
+            return None
+        try:
+            return exchange(conn, data)
+        except (ConnectionResetError, BrokenPipeError):
+            continue
+    return None

@@ -68,3 +68,52 @@ def test_plain_values_go_back_as_pbs_types(built_pbs):
     """)
     assert out == {"state": ["vnode_state", True], "free": 0, "sharing": True,
                    "bad": "PBS has no vnode state 'no-such-state'", "job_state": True}
+
+
+def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin") -> None:
+    """An input file for ``pbs_python --hook -i`` (PBS's hook test mode) with a job whose
+    Variable_List holds `variables`, as the MoM writes an event's objects."""
+    lines = [b"pbs.event().type=" + event.encode(), b"pbs.event().hook_name=probe",
+             b"pbs.event().hook_type=site", b"pbs.event().requestor=pbs_mom",
+             b"pbs.event().job.id=1.srv", b"pbs.event().job.Job_Owner=mallory@h",
+             b"pbs.event().job.exec_vnode=(node1:ncpus=2)",
+             b'pbs.event().job.Variable_List="""' + variables + b'"""',
+             b"pbs.event().vnode_list[node1].resources_available[ncpus]=8"]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
+    """A job attribute that is not UTF-8 makes pbs_python run the hook without the event's
+    vnode_list (PBS logs "Encountered an error while setting event"). event_data left it
+    out, and the plugins saw an empty one: cpuset made no cpuset for the job. It is an
+    error now, as reading it is in a native hook; a clean job reads as before."""
+    hook = tmp_path / "probe.py"
+    hook.write_text(textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parents[2] / "core" / "adapters")!r})
+        import pbs
+        import pbs_wire
+        e = pbs.event()
+        try:
+            data = pbs_wire.event_data(pbs, e, pbs_wire.Types(pbs), ("job", "vnode_list"),
+                                       True)
+            what = sorted(data["vnode_list"]), data["requestor"]
+        except pbs_wire.EventIncomplete as exc:
+            what = "incomplete: " + str(exc)
+        pbs.logmsg(pbs.LOG_ERROR, "PROBE " + json.dumps(what))
+        e.accept()
+    """))
+    seen = {}
+    for name, variables in (("clean", b"HOME=/home/mallory"),
+                            ("not_utf8", b"HOME=/home/mallory,X=\xff")):
+        _hook_input(tmp_path / f"{name}.in", variables)
+        subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / f"{name}.in"),
+                        "-o", str(tmp_path / f"{name}.out"), "-l", str(tmp_path / f"{name}.log"),
+                        "-e", "2047", str(hook)], cwd=tmp_path, timeout=60,
+                       env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin"},
+                       capture_output=True)
+        log = (tmp_path / f"{name}.log").read_text(errors="replace")
+        probes = [line.split("PROBE ", 1)[1] for line in log.splitlines() if "PROBE " in line]
+        seen[name] = json.loads(probes[0]) if probes else log
+    assert seen["clean"] == [["node1"], "pbs_mom"]
+    assert seen["not_utf8"].startswith("incomplete: PBS gave this event no vnode_list"), seen

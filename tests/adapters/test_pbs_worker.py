@@ -34,6 +34,12 @@ def execjob_begin(event):
     if event.job.Job_Name == "hang":
         while True:
             time.sleep(0.2)
+    if event.job.Job_Name == "process":  # what the worker's process was left with
+        import os, resource
+        mask = os.umask(0)
+        event.job.comment = f"umask {mask:o} fsize {resource.getrlimit(resource.RLIMIT_FSIZE)}"\
+            f" nice {os.getpriority(os.PRIO_PROCESS, 0)} cwd {os.getcwd()}"
+        return
     event.job.comment = f"seen {len(STATE)} in {event.job.id}"
     event.logjobmsg(event.job.id, "worker: begin")
 
@@ -44,17 +50,21 @@ def execjob_launch(event):
 """
 
 
-@pytest.fixture
-def worker(dists, tmp_path):
+def write_config(dists, tmp_path) -> Path:
     dists.add("wtest", PLUGIN)
-    run_dir = tmp_path / "run"
     config = {"plugin": "wtest", "entry_point": "pbsplug_wtest", "site_dirs": [str(dists.root)],
               "attributes": {"events": ["execjob_begin", "execjob_launch"], "alarm": 2,
                              "enabled": True},
               "config": {}, "objects": hook_objects()}
     config_file = tmp_path / "pbsplug_wtest.CF"
     config_file.write_text(json.dumps(config))
-    path = run_dir / "pbs-test.sock"
+    return config_file
+
+
+@pytest.fixture
+def worker(dists, tmp_path):
+    config_file = write_config(dists, tmp_path)
+    path = tmp_path / "run" / "pbs-test.sock"
     proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(path),
                              str(config_file)], env={**os.environ, "PYTHONPATH": str(dists.root)})
     deadline = time.monotonic() + 30
@@ -116,3 +126,86 @@ def test_a_bad_request_is_that_events_error(worker):
         answer = json.loads(conn.recv(65536))
     assert answer["kind"] == "error" and answer["detail"].startswith("pbsplug worker:")
     assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
+
+
+ADAPTERS = str(Path(__file__).parents[2] / "core" / "adapters")
+
+
+def test_a_worker_sheds_the_umask_limits_and_nice_of_the_process_that_starts_it(dists,
+                                                                              tmp_path):
+    """It serves every job on the host: started from a job's process (PBS runs a launch hook
+    after the owner's umask and limits are set), it kept them, and another user's begin
+    made folders 0777 and could not write past 4 KiB."""
+    config_file = write_config(dists, tmp_path)
+    path = tmp_path / "run" / "pbs-clean.sock"
+    starter = f"""
+import os, resource, sys
+sys.path.insert(0, {ADAPTERS!r})
+import worker_client
+os.umask(0)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+os.nice(5)
+conn = worker_client.start({sys.executable!r}, {str(config_file)!r}, {str(path)!r})
+sys.exit(0 if conn is not None else 1)
+"""
+    assert subprocess.run([sys.executable, "-c", starter], cwd=tmp_path, timeout=60).returncode == 0
+    try:
+        answer = ask(path, "execjob_begin", begin("process"))
+        assert answer["kind"] == "accept", answer
+        nice = 0 if os.geteuid() == 0 else 5  # only root may lower it again
+        assert answer["changes"]["job"]["comment"] == f"umask 22 fsize (-1, -1) nice {nice} cwd /"
+    finally:
+        subprocess.run(["pkill", "-f", f"pbsplug.adapters.worker {path}"])
+
+
+def test_a_launch_hook_asks_a_running_worker_but_never_starts_one(tmp_path):
+    sys.path.insert(0, ADAPTERS)
+    try:
+        import worker_client
+    finally:
+        sys.path.remove(ADAPTERS)
+    path = str(tmp_path / "run" / "pbs-none.sock")
+    assert worker_client.ask(sys.executable, str(tmp_path / "x.CF"), path, b"{}",
+                             may_start=False) is None
+    assert not (tmp_path / "run").exists()  # nothing was started (no folder, no lock)
+    hook = (Path(ADAPTERS) / "pbs_hook.py").read_text()
+    assert 'may_start=name not in ("execjob_launch", "execjob_attach")' in hook
+
+
+def test_a_hook_connecting_as_the_worker_leaves_is_still_answered(dists, tmp_path):
+    """The worker used to decide to leave, close its socket and only then unlink it: a hook
+    that connected in between (in the listen backlog) got a connection reset, the plugin's
+    error. Now the name goes first, and what is in the backlog is served."""
+    config_file = write_config(dists, tmp_path)
+    path = tmp_path / "run" / "pbs-idle.sock"
+    script = f"""
+import json, select as real_select, socket, sys, types
+from pathlib import Path
+sys.path.insert(0, {ADAPTERS!r})
+import worker_client
+from pbsplug.adapters import worker
+
+worker.IDLE_EXIT = 0.3
+path = Path({str(path)!r})
+state = {{"client": None}}
+
+def select(r, w, x, timeout):  # a hook connects just after the worker's last look
+    out = real_select.select(r, w, x, timeout)
+    if state["client"] is None and not out[0]:  # idle past IDLE_EXIT: about to leave
+        conn = worker_client.connect(str(path))
+        conn.sendall(json.dumps({{"event": "execjob_begin", "data": {{
+            "job": {{"id": "7.s", "Job_Name": "ok"}}, "vnode_list": {{}}}}}}).encode())
+        conn.shutdown(socket.SHUT_WR)
+        state["client"] = conn
+        return [], [], []
+    return out
+
+worker.select = types.SimpleNamespace(select=select)
+worker.serve(path, Path({str(config_file)!r}))
+answer = b"".join(iter(lambda: state["client"].recv(65536), b""))
+print(json.loads(answer)["kind"], path.exists())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(dists.root)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["accept", "False"]
