@@ -20,6 +20,7 @@ what was expected, and an unknown key is an error.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,9 +85,15 @@ class Setting:
         t = self.type
         ok = isinstance(value, t) and not (t in (int, float) and isinstance(value, bool))
         if t is float and isinstance(value, int) and not isinstance(value, bool):
-            value, ok = float(value), True
-        if not ok:
-            raise ValueError(f"expected {self.expected()}")
+            try:
+                value, ok = float(value), True
+            except OverflowError:  # 400 digits in a JSON .CF file
+                ok = False
+        if not ok or (t is float and not math.isfinite(value)):
+            # inf passed every bound (and NaN every one but choices): a timeout of inf made
+            # each request raise OverflowError, a hs06 of inf was written as 'inf'
+            raise ValueError(f"expected {self.expected()}, a finite number"
+                             if ok else f"expected {self.expected()}")
         if self.items is not None and not all(
                 isinstance(v, self.items) and not (self.items is not bool and
                                                    isinstance(v, bool)) for v in value):

@@ -102,6 +102,9 @@ def test_schema_types_defaults_and_limits():
     ({"limit": True}, "limit", "expected an integer"),
     ({"limit": 1, "typo": 1}, "typo", "unknown key; known keys: hosts, limit, mode, post_timeout"),
     ({}, "limit", "missing"),
+    ({"post_timeout": float("inf"), "limit": 1}, "post_timeout", "> 0, a finite number"),
+    ({"post_timeout": float("nan"), "limit": 1}, "post_timeout", "> 0, a finite number"),
+    ({"post_timeout": 10 ** 400, "limit": 1}, "post_timeout", "expected a number > 0"),
 ])
 def test_schema_errors(values, key, expected):
     _, issues = validate_config(SCHEMA, values, "conf.CF")
