@@ -28,6 +28,13 @@ def _socket_path(value: str) -> str | None:
     return None if value.startswith("/") else "expected an absolute path"
 
 
+#: The longest a request may wait for ATOM, in seconds: the hook's default alarm, which the
+#: seed takes from Cray as the longest ATOM's tasks take to make a node usable. A longer
+#: timeout could never end the wait (the alarm comes first); an infinite one (TOML's ``inf``,
+#: JSON's ``Infinity``) would make every request fail outside requests' own errors.
+MAX_TIMEOUT = 300.0
+
+
 plugin_info = PluginInfo(
     api="1.0",
     # The seed's PBS_cray_atom.HK: type=pbs, enabled=false, user=pbsadmin,
@@ -35,9 +42,9 @@ plugin_info = PluginInfo(
     events=("execjob_begin", "execjob_end"), order=100, alarm=300,
     fail_action=("offline_vnodes",), user="pbsadmin", type="pbs", pbs_name="PBS_cray_atom",
     config={
-        "post_timeout": Setting(float, 30.0, gt=0,
+        "post_timeout": Setting(float, 30.0, gt=0, le=MAX_TIMEOUT,
                                 doc="seconds to wait for ATOM to answer a POST"),
-        "delete_timeout": Setting(float, 30.0, gt=0,
+        "delete_timeout": Setting(float, 30.0, gt=0, le=MAX_TIMEOUT,
                                   doc="seconds to wait for ATOM to answer a DELETE"),
         "unix_socket_file": Setting(str, DEFAULT_SOCKET, check=_socket_path,
                                     doc="ATOM's UNIX socket; where it does not exist the "
@@ -52,18 +59,19 @@ plugin_info = PluginInfo(
 @hookimpl
 def execjob_begin(event) -> None:
     """POST the starting job to ATOM; an ATOM that cannot take it fails the hook (the
-    vnodes go offline and the job is requeued). An owner unknown here is a plain reject."""
-    job = event.job
-    owner = job_owner(job)
-    try:
-        uid = pwd.getpwnam(owner).pw_uid
-    except KeyError:
-        event.reject(f"cray_atom: the job's owner {owner!r} has no uid on this host")
-    exclusive = job_is_exclusive(job, event.vnode_list)
+    vnodes go offline and the job is requeued). An owner unknown here is a plain reject, on
+    a Shasta node only: elsewhere nothing is sent, so the owner's uid does not matter."""
     atom = shasta_atom(event)
     if atom is None:
         return
     try:
+        job = event.job
+        owner = job_owner(job)
+        try:
+            uid = pwd.getpwnam(owner).pw_uid
+        except KeyError:
+            event.reject(f"cray_atom: the job's owner {owner!r} has no uid on this host")
+        exclusive = job_is_exclusive(job, event.vnode_list)
         atom.start_job(job.id, uid, exclusive)  # AtomFailure or HookAlarm: the hook's error
     finally:
         atom.close()

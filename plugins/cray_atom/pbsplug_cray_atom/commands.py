@@ -20,8 +20,13 @@ def register(cli: typer.Typer) -> None:
                                                    "configured unix_socket_file.")) -> None:
         """Whether ATOM's socket exists, whether ATOM answers, and what it answers on
         GET /rm/v1/jobs. Exits 0 when ATOM answers 200, 1 otherwise."""
+        from . import MAX_TIMEOUT
         from .atom import Atom, AtomFailure, describe, jobs_url
 
+        if not 0 < timeout <= MAX_TIMEOUT:  # also refuses inf and nan
+            typer.echo(f"pbsplug cray_atom check: --timeout {timeout:g}: expected seconds "
+                       f"> 0 and <= {MAX_TIMEOUT:g}", err=True)
+            raise typer.Exit(2)
         config = plugin_config("cray_atom")
         if socket_file:
             config["unix_socket_file"] = socket_file

@@ -97,3 +97,13 @@ def test_fake_service_runs_until_interrupted(tmp_path, sock_dir):
         out, err = proc.communicate(timeout=10)
     assert out.splitlines()[-1] == "stopped; it saw 3 requests", err
     assert not sock.exists()
+
+
+def test_check_refuses_a_timeout_that_is_not_a_finite_number_up_to_300(tmp_path, atom):
+    for timeout in ("inf", "nan", "0", "301"):
+        done = run(tmp_path, "check", "--socket", str(atom.socket_path), "--timeout", timeout)
+        assert done.returncode == 2, (timeout, done.stderr)
+        assert done.stderr.strip() == (f"pbsplug cray_atom check: --timeout {float(timeout):g}: "
+                                       "expected seconds > 0 and <= 300"), done.stderr
+        assert "Traceback" not in done.stderr
+    assert atom.requests == []

@@ -143,6 +143,15 @@ def test_no_socket_file_accepts_without_a_request(hook, atom):
     assert atom.requests == []
 
 
+def test_no_socket_file_accepts_an_owner_with_no_uid_here(hook, atom):
+    """Not a Shasta node: nothing is sent, so the owner's uid is never asked for (README:
+    "no socket file: every job is accepted")."""
+    atom.stop()
+    outcome = hook("execjob_begin", euser="no_such_user_pbsplug")
+    assert result(outcome) == ACCEPTED, outcome.message
+    assert atom.requests == []
+
+
 def test_an_owner_with_no_uid_here_is_a_plain_reject(hook, atom):
     outcome = hook("execjob_begin", euser="no_such_user_pbsplug")
     assert result(outcome) == PLAIN_REJECT

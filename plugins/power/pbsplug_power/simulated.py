@@ -17,16 +17,34 @@ them: a simulated host that sleeps really is unavailable.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pbsplug import clock as kernel_clock
 
-from .driver import OFF, ON, READY, Driver, Log, quiet
+from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
 from .state import state_dir
 
 STATE_FILE = "simulated_power.json"
+
+
+def _record_problem(data: Any) -> str | None:
+    """What is wrong with the file's content, or None."""
+    if not isinstance(data, dict):
+        return "expected an object of host: entry"
+    for host, entry in data.items():
+        if not isinstance(entry, dict):
+            return f"{host!r} is {json.dumps(entry)[:60]}, expected an object"
+        if entry.get("power") not in ("on", "off"):
+            return f"{host!r}: \"power\" is {json.dumps(entry.get('power'))[:60]}, " \
+                   "expected \"on\" or \"off\""
+        since = entry.get("since")
+        if isinstance(since, bool) or not isinstance(since, (int, float)) \
+                or not math.isfinite(since):
+            return f"{host!r}: \"since\" is {json.dumps(since)[:60]}, expected a number"
+    return None
 
 
 class Simulated(Driver):
@@ -41,11 +59,22 @@ class Simulated(Driver):
         self.clock = clock or kernel_clock.now
 
     def hosts(self) -> dict[str, dict[str, Any]]:
+        """The file's hosts. A file that does not parse, or holds anything but host entries
+        as this driver writes them, is a `DriverError` naming it: a host the driver forgot
+        would count as on and ready."""
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {}
-        return data if isinstance(data, dict) else {}
+        except (ValueError, RecursionError) as exc:
+            raise DriverError(f"{self.path}: not the simulated driver's JSON record "
+                              f"({exc or 'nested too deeply'}); remove it to start "
+                              "afresh") from None
+        problem = _record_problem(data)
+        if problem:
+            raise DriverError(f"{self.path}: not the simulated driver's JSON record "
+                              f"({problem}); remove it to start afresh")
+        return data
 
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,30 +34,112 @@ def state_dir(config: Mapping[str, Any]) -> Path:
     return Path(config.get("state_dir") or default_home() / "hooks" / "tmp")
 
 
+def _not_ours(path: Path, why: str) -> OSError:
+    """A record the hook cannot use: an `OSError` naming the file and what is wrong, which
+    the periodic run turns into its reject (it must not silently forget booting hosts)."""
+    return OSError(f"{path}: not the power hook's JSON record ({why}); remove it to start "
+                   "afresh")
+
+
 def _read(path: Path) -> dict[str, Any] | None:
-    """The file's JSON object; None when there is no file. A file that does not parse is an
-    `OSError` naming it (the hook must not silently forget booting hosts)."""
+    """The file's JSON object; None when there is no file. A file that does not parse, or
+    is not an object, is an `OSError` naming it."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except ValueError as exc:
-        raise OSError(f"{path}: not the power hook's JSON record ({exc}); remove it to "
-                      "start afresh") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        raise _not_ours(path, str(exc) or "nested too deeply") from None
     if not isinstance(data, dict):
-        raise OSError(f"{path}: not the power hook's JSON record; remove it to start afresh")
+        raise _not_ours(path, f"a JSON {_kind(data)}, not an object")
     return data
 
 
+def _kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
+#: The latest epoch time a record may hold (year 5138): any later one is not the hook's,
+#: and would overflow where it is turned into a float or a date.
+LATEST_TIME = 10**11
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_time(value: Any) -> bool:
+    """An epoch time as the hook writes it: a whole number of seconds, 0 to `LATEST_TIME`."""
+    if not _is_number(value):
+        return False
+    return (isinstance(value, int) or value.is_integer()) and 0 <= value <= LATEST_TIME
+
+
 def booting(directory: Path) -> dict[str, int]:
-    """The booting hosts: host -> when it was powered on."""
-    data = _read(Path(directory) / BOOTING_FILE) or {}
-    return {str(h): int(t) for h, t in (data.get("booting") or {}).items()}
+    """The booting hosts: host -> when it was powered on. A record of another shape is an
+    `OSError` naming the file and what is wrong."""
+    path = Path(directory) / BOOTING_FILE
+    data = _read(path)
+    if data is None:
+        return {}
+    hosts = data.get("booting", _ABSENT)
+    if not isinstance(hosts, dict):
+        raise _not_ours(path, f'"booting" is {_shown(hosts)}, expected an object of host: '
+                              "power-on time")
+    for host, since in hosts.items():
+        if not _is_time(since):
+            raise _not_ours(path, f'"booting" {host!r} is {_shown(since)}, expected an '
+                                  "integer epoch time")
+    return {str(h): int(t) for h, t in hosts.items()}
 
 
 def status(directory: Path) -> dict[str, Any] | None:
-    """The last run's status record, or None when no run has been recorded."""
-    return _read(Path(directory) / STATUS_FILE)
+    """The last run's status record, or None when no run has been recorded. A record of
+    another shape is an `OSError` naming the file and what is wrong."""
+    path = Path(directory) / STATUS_FILE
+    data = _read(path)
+    if data is None:
+        return None
+    when = data.get("time", _ABSENT)
+    if not _is_time(when):
+        raise _not_ours(path, f'"time" is {_shown(when)}, expected an integer epoch time')
+    hosts = data.get("hosts", _ABSENT)
+    if not isinstance(hosts, dict):
+        raise _not_ours(path, f'"hosts" is {_shown(hosts)}, expected an object of host: entry')
+    for host, entry in hosts.items():
+        problem = _host_entry_problem(entry)
+        if problem:
+            raise _not_ours(path, f'"hosts" {host!r}: {problem}')
+    return data
+
+
+def _host_entry_problem(entry: Any) -> str | None:
+    """What is wrong with one host of the status record, as `pbsplug power status` reads it."""
+    if not isinstance(entry, dict):
+        return f"{_shown(entry)}, expected an object"
+    for key, ok, expected in (
+            ("power", lambda v: isinstance(v, str), "a string"),
+            ("eligible", lambda v: isinstance(v, bool), "true or false"),
+            ("why", lambda v: isinstance(v, str), "a string"),
+            # idle may be negative: a last_used_time a little ahead of this clock
+            ("idle", lambda v: v is None or _is_time(abs(v) if _is_number(v) else v),
+             "a whole number of seconds or null")):
+        value = entry.get(key, None if key == "idle" else _ABSENT)
+        if not ok(value):
+            return f'"{key}" is {_shown(value)}, expected {expected}'
+    return None
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON, cut short: the message stays one line."""
+    if value is _ABSENT:
+        return "missing"
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 #: What this process last wrote to each file, with the file's identity after (inode,

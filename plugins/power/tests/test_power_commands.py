@@ -68,6 +68,25 @@ def test_status_with_a_broken_record_names_the_file(home):
     assert f"{home}/hooks/tmp/power_status.json: not the power hook's JSON record" in done.stderr
 
 
+@pytest.mark.parametrize(("record", "problem"), [
+    ({"time": 1700000000, "hosts": {"n1": {"power": "awake"}}},
+     "\"hosts\" 'n1': \"eligible\" is missing, expected true or false"),
+    ({"time": "yesterday", "hosts": {}}, '"time" is "yesterday", expected an integer epoch'),
+    ({"time": 1700000000, "hosts": ["n1"]}, '"hosts" is ["n1"], expected an object'),
+])
+def test_status_with_a_record_of_the_wrong_shape_names_the_file(home, record, problem):
+    """Valid JSON of another shape: one line naming the file, not a traceback."""
+    (home / "hooks" / "tmp").mkdir(parents=True)
+    (home / "hooks" / "tmp" / state.STATUS_FILE).write_text(json.dumps(record))
+    done = status(home)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith(f"pbsplug power: {home}/hooks/tmp/power_status.json: not the "
+                           "power hook's JSON record ("), line
+    assert problem in line and line.endswith("; remove it to start afresh"), line
+    assert "\n" not in line
+
+
 def test_status_with_a_bad_configuration_reports_the_key(home):
     (home / "site.toml").write_text('[plugins.power.config]\ndriver = "wake-on-lan"\n')
     done = status(home)

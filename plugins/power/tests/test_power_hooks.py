@@ -166,6 +166,78 @@ def test_hook_periodic_a_broken_record_rejects_rather_than_forget_booting_hosts(
     assert out.changes == {}
 
 
+WRONG_SHAPES = [
+    ('{"booting": {"a": "soon"}}', '"booting" \'a\' is "soon", expected an integer epoch'),
+    ('{"booting": ["a"]}', '"booting" is ["a"], expected an object of host: power-on time'),
+    ('{"booting": {"a": null}}', '"booting" \'a\' is null, expected an integer epoch time'),
+    ('{"booting": {"a": true}}', '"booting" \'a\' is true, expected an integer epoch time'),
+    ('{"booting": {"a": 1e300}}', '"booting" \'a\' is 1e+300, expected an integer epoch'),
+    ('{"boot_delay": 300}', '"booting" is missing, expected an object'),
+    ('[1, 2]', "a JSON array, not an object"),
+]
+
+
+@pytest.mark.parametrize(("content", "problem"), WRONG_SHAPES)
+def test_hook_periodic_a_record_of_the_wrong_shape_rejects_naming_it(power, fire_event,
+                                                                     tmp_path, content,
+                                                                     problem):
+    """Valid JSON, not the hook's record: the run rejects naming the file and what is wrong
+    (it raised ValueError, AttributeError or TypeError: a hook error, not the README's
+    reject)."""
+    power(power_on_off_enable="True")
+    path = tmp_path / state.BOOTING_FILE
+    path.write_text(content)
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "sleep", True, OLD))})
+    assert out.kind == "reject", out.detail
+    assert out.detail.startswith(f"power: {path}: not the power hook's JSON record (")
+    assert problem in out.detail and out.detail.endswith("remove it to start afresh")
+    assert "\n" not in out.detail
+    assert out.changes == {} and path.read_text() == content  # left for the admin to see
+
+
+@pytest.mark.parametrize(("content", "problem"), WRONG_SHAPES)
+def test_state_booting_refuses_a_record_of_the_wrong_shape_as_an_oserror(tmp_path, content,
+                                                                          problem):
+    (tmp_path / state.BOOTING_FILE).write_text(content)
+    with pytest.raises(OSError, match=re.escape(problem)):
+        state.booting(tmp_path)
+
+
+def test_hook_sched_node_availability_plans_past_a_record_of_the_wrong_shape(
+        power, pbsplug_plugins, tmp_path):
+    """The scheduler's hook must not raise into the scheduler's cycle: it plans as if no
+    host were booting, and the periodic run reports the record."""
+    from pbsplug import Vnode
+
+    power(power_on_off_enable="True", boot_delay=120)
+    (tmp_path / state.BOOTING_FILE).write_text('{"booting": {"a": "soon"}}')
+    answer = {}
+    for part in pbsplug_plugins.hook.sched_node_availability(sched="default", now=NOW, vnodes=[
+            Vnode("a1", {"state": "sleep", "resources_available": {"host": "a"}})]):
+        answer.update(part)
+    assert answer == {"a1": NOW + 120}
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("{not json", "Expecting property name"),
+    ('["a"]', "expected an object of host: entry"),
+    ('{"a": {"power": "sideways", "since": 0}}', '\'a\': "power" is "sideways"'),
+    ('{"a": {"power": "off"}}', '\'a\': "since" is null, expected a number'),
+])
+def test_hook_periodic_a_broken_simulated_power_file_is_the_drivers_failure(
+        power, fire_event, tmp_path, content, problem):
+    """The simulated driver's own file: a DriverError naming it, so the run goes on and
+    rejects with the driver's message (it raised a raw ValueError or KeyError)."""
+    power(power_on_off_enable="True")
+    path = tmp_path / STATE_FILE
+    path.write_text(content)
+    state.save(tmp_path, {"a": NOW - 60}, 0)  # booting: the run asks the driver about it
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "sleep", True, OLD))})
+    assert out.kind == "reject", out.detail
+    assert f"{path}: not the simulated driver's JSON record (" in out.detail
+    assert problem in out.detail
+
+
 def test_hook_periodic_with_power_management_off_records_why(power, fire_event, tmp_path):
     power()
     out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
