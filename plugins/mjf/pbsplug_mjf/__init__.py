@@ -20,11 +20,14 @@ from pbsplug import PluginInfo, Setting, clock, hookimpl
 
 from . import files
 from .derive import (
+    HostError,
     MJFError,
     announced_shutdown,
     job_end,
     job_features,
     machine_features,
+    scratch_resource_problem,
+    scratch_size,
     swap_rule_problem,
 )
 from .keys import MACHINE_KEYS
@@ -38,6 +41,14 @@ STATIC_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k != "shutdowntime")
 #: A directory of a job this host does not run is swept only once it is this old: a job whose
 #: execjob_begin is under way may not be in exechost_periodic's job list yet.
 SWEEP_AFTER = 60
+#: Bounds on the configured HS06 ratings: the smallest is what three decimals can write (a
+#: rating is never 0); the largest are far beyond any machine (a core rates tens of HS06),
+#: and keep every product finite, so no rating is written as 'inf'.
+HS06_MIN = 0.001
+HS06_MAX = 1e9
+HS06_PER_CPU_MAX = 1e6
+#: The longest grace a site may promise: ten years.
+GRACE_MAX = 10 * 365 * 86400
 
 
 def _absolute(value: str) -> str | None:
@@ -46,6 +57,10 @@ def _absolute(value: str) -> str | None:
 
 def _absolute_or_empty(value: str) -> str | None:
     return None if not value or value.startswith("/") else "expected an absolute path or \"\""
+
+
+def _grace(value: int) -> str | None:
+    return None if value <= GRACE_MAX else f"expected at most {GRACE_MAX} (ten years)"
 
 
 def _check(config: Mapping[str, Any]):
@@ -61,22 +76,28 @@ plugin_info = PluginInfo(
     api="1.2",
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
             "execjob_end"),
-    order=50, alarm=30, freq=120,
+    # A host that cannot provide the features (an unsafe base folder, no scratch_path) is
+    # the hook's error at exechost_startup or execjob_begin: its vnodes go offline, as with
+    # PBS's cgroups hook, rather than every job being requeued through it.
+    order=50, alarm=30, freq=120, fail_action=("offline_vnodes",),
     config={
         "machinefeatures_dir": Setting(str, "/var/run/pbsplug-mjf/machinefeatures",
                                        check=_absolute,
                                        doc="each host's $MACHINEFEATURES is <this>/<host>"),
         "jobfeatures_dir": Setting(str, "/var/run/pbsplug-mjf/jobfeatures", check=_absolute,
                                    doc="each job's $JOBFEATURES is <this>/<job id>"),
-        "hs06": Setting(float, None, gt=0, doc="the whole machine's HS06 rating"),
-        "hs06_per_cpu": Setting(float, None, gt=0, doc="HS06 per allocatable CPU"),
-        "grace_secs": Setting(int, None, ge=0,
+        "hs06": Setting(float, None, ge=HS06_MIN, le=HS06_MAX,
+                        doc="the whole machine's HS06 rating"),
+        "hs06_per_cpu": Setting(float, None, ge=HS06_MIN, le=HS06_PER_CPU_MAX,
+                                doc="HS06 per allocatable CPU"),
+        "grace_secs": Setting(int, 0, ge=0, check=_grace,
                               doc="a drain is never announced sooner than this from now"),
-        "grace_secs_job": Setting(int, None, ge=0,
+        "grace_secs_job": Setting(int, 0, ge=0, check=_grace,
                                   doc="a running job's shutdowntime_job is never set sooner "
                                       "than this from now"),
-        "scratch_resource": Setting(str, "", doc="the job resource (a size) that limits its "
-                                                 "scratch space, such as 'scratch'"),
+        "scratch_resource": Setting(str, "", check=scratch_resource_problem,
+                                    doc="the job resource (a size) that limits its scratch "
+                                        "space, such as 'scratch'"),
         "scratch_path": Setting(str, "", check=_absolute_or_empty,
                                 doc="the file system jobs' scratch is on; its size is "
                                     "scratch_limit_bytes for jobs without scratch_resource"),
@@ -125,9 +146,13 @@ def _stale_shutdown(directory: Path, now: float, logger, why: str) -> int | None
 
 @hookimpl
 def exechost_startup(event) -> None:
-    """$MACHINEFEATURES written; a shutdowntime left from before this start removed."""
+    """$MACHINEFEATURES written; a shutdowntime left from before this start removed. A host
+    that cannot provide the features (`HostError`) is the hook's error: offline_vnodes."""
+    config = event.hook_config
     try:
-        directory = refresh_machine(event.hook_config, event.vnode_list.values())
+        if config["scratch_path"]:
+            scratch_size(config["scratch_path"])
+        directory = refresh_machine(config, event.vnode_list.values())
         _stale_shutdown(directory, clock.now(), event.logger, "the host has restarted")
     except MJFError as exc:
         event.reject(f"mjf: {exc}")
@@ -144,18 +169,21 @@ def exechost_periodic(event) -> None:
     try:
         directory = refresh_machine(config, event.vnode_list.values())
         shutdown = files.read_key(directory, "shutdowntime")
-    except MJFError as exc:  # reported below; the jobs are still looked after
+    except (MJFError, HostError) as exc:  # reported below; the jobs are still looked after
         problems.append(str(exc))
     running = set(event.job_list or ())
+    job_base = Path(config["jobfeatures_dir"])
     try:
-        job_dirs = files.job_dirs(Path(config["jobfeatures_dir"]))
-    except MJFError as exc:
+        if job_base.exists():  # nothing is written or removed where others could swap it
+            files.check_base(job_base)
+        job_dirs = files.job_dirs(job_base)
+    except (MJFError, HostError) as exc:
         job_dirs = []
         problems.append(str(exc))
     for path in job_dirs:
         try:
             if path.name in running:
-                announce_drain(path, shutdown, config.get("grace_secs_job"), now, event.logger)
+                announce_drain(path, shutdown, config["grace_secs_job"], now, event.logger)
             elif (now - path.stat().st_mtime > SWEEP_AFTER
                   and files.read_key(path, "job_id") == path.name  # a job directory, ours
                   and files.remove_dir(path)):
@@ -168,12 +196,15 @@ def exechost_periodic(event) -> None:
         event.reject("mjf: " + "; ".join(problems))
 
 
-def announce_drain(path: Path, shutdown: int | None, grace_job: int | None, now: int,
+def announce_drain(path: Path, shutdown: int | None, grace_job: int, now: int,
                    logger) -> None:
-    """Bring one running job's shutdowntime_job in line with the host's shutdowntime."""
-    features = {k: files.read_key(path, k)
-                for k in ("jobstart_secs", "wall_limit_secs", "shutdowntime_job")}
+    """Bring one running job's shutdowntime_job in line with the host's shutdowntime. The
+    grace kept is the job's own grace_secs_job (the promise it was given when it started),
+    or the configured one where that is longer."""
+    features = {k: files.read_key(path, k) for k in ("jobstart_secs", "wall_limit_secs",
+                                                      "shutdowntime_job", "grace_secs_job")}
     existing = features["shutdowntime_job"]
+    grace_job = max(grace_job, int(features["grace_secs_job"] or 0))
     new = announced_shutdown(existing, job_end(features), shutdown, grace_job, now)
     if new == existing:
         return
@@ -189,7 +220,9 @@ def announce_drain(path: Path, shutdown: int | None, grace_job: int | None, now:
 @hookimpl
 def execjob_begin(event) -> None:
     """$JOBFEATURES made whole before the job starts; a request that does not parse, or a
-    directory that cannot be written, rejects (the job is requeued) and leaves nothing."""
+    directory that cannot be written, rejects (the job is requeued) and leaves nothing. A
+    host that cannot provide the features (`HostError`) is the hook's error:
+    offline_vnodes."""
     config, job = event.hook_config, event.job
     now = clock.now()
     try:
@@ -219,9 +252,13 @@ def execjob_launch(event) -> None:
 @hookimpl
 def execjob_end(event) -> None:
     """The job's $JOBFEATURES removed."""
+    config = event.hook_config
     try:
-        files.remove_dir(job_dir(event.hook_config, str(event.job.id)))
-    except MJFError as exc:
+        path = job_dir(config, str(event.job.id))
+        if path.parent.exists():
+            files.check_base(path.parent)
+        files.remove_dir(path)
+    except (MJFError, HostError) as exc:
         event.reject(f"mjf: {exc}")
 
 

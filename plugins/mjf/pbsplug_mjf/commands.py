@@ -33,8 +33,8 @@ def parse_time(text: str) -> int:
 
 
 def _host_dir(config, host: str | None):
-    from . import machine_dir, this_host
-    from .derive import MJFError
+    from . import files, machine_dir, this_host
+    from .derive import HostError, MJFError
 
     try:
         directory = machine_dir(config, host)
@@ -43,6 +43,10 @@ def _host_dir(config, host: str | None):
     if not directory.is_dir():
         raise _fail(f"no $MACHINEFEATURES for host {host or this_host()} at {directory}: is "
                     "the mjf plugin enabled on that host's engine, and has it started?")
+    try:  # drain and undrain write there, as root on a real host
+        files.check_base(directory)
+    except HostError as exc:
+        raise _fail(str(exc)) from None
     return directory
 
 
@@ -98,17 +102,16 @@ def register(cli: typer.Typer) -> None:
         config = plugin_config("mjf")
         if when <= now:
             raise _fail(f"the drain time {when} ({_when(when)}) is in the past", 2)
-        grace = config["grace_secs"]
-        if grace is not None and when < now + grace:
+        grace = config["grace_secs"]  # 0 by default: always written beside shutdowntime
+        if when < now + grace:
             raise _fail(f"the drain time {when} ({_when(when)}) is sooner than grace_secs "
                         f"({grace} s) from now; the earliest allowed is {now + grace} "
                         f"({_when(now + grace)})", 2)
         directory = _host_dir(config, host)
         try:
             before = files.read_key(directory, "shutdowntime")
+            files.write_key(directory, "grace_secs", grace)
             files.write_key(directory, "shutdowntime", when)
-            if grace is not None:
-                files.write_key(directory, "grace_secs", grace)
         except MJFError as exc:
             raise _fail(str(exc)) from None
         typer.echo(f"{directory.name}: shutdowntime {when} ({_when(when)})"

@@ -13,12 +13,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pbsplug import parse_duration, parse_exec_vnode, parse_size
+from pbsplug.values import resource_type
 
 from .keys import Value
 
 
 class MJFError(Exception):
     """Something the features cannot be made from: the message names what and why."""
+
+
+class HostError(Exception):
+    """This host cannot provide the features as configured (a base folder other users could
+    change, a scratch_path that is not there, a scratch_resource the server does not define
+    as a size). The hooks let it out, so it is the hook's error: fail_action offline_vnodes
+    takes the host's vnodes out of service rather than requeueing every job that lands there.
+    """
 
 
 # -- configuration rules ----------------------------------------------------------------------
@@ -70,8 +79,9 @@ def machine_features(config: Mapping[str, Any], vnodes: Iterable[Any]) -> dict[s
         features["hs06"] = _rounded(config["hs06"])
     elif config.get("hs06_per_cpu") is not None and cpus:
         features["hs06"] = _rounded(config["hs06_per_cpu"] * cpus)
-    if config.get("grace_secs") is not None:
-        features["grace_secs"] = int(config["grace_secs"])
+    # Always written (default 0): the note requires grace_secs wherever a shutdown may be set
+    # for jobs already running, and a drain may come at any time.
+    features["grace_secs"] = int(config.get("grace_secs") or 0)
     return features
 
 
@@ -138,7 +148,13 @@ def job_features(config: Mapping[str, Any], job: Any, vnode_names: Iterable[str]
         if config.get("hs06_per_cpu") is not None:
             features["hs06_job"] = _rounded(config["hs06_per_cpu"] * cpus)
         elif config.get("hs06") is not None and host_total_cpu:
-            features["hs06_job"] = _rounded(config["hs06"] / host_total_cpu * cpus)
+            share = config["hs06"] / host_total_cpu * cpus
+            if round(share, 3) <= 0:  # written with three decimals, it would be 0
+                raise MJFError(f"job {job.id}: hs06_job: hs06 = {config['hs06']:g} shared over "
+                               f"total_cpu {host_total_cpu} gives {share:g} for {cpus} cpus, "
+                               "which is 0 to three decimals: hs06 is the whole machine's "
+                               "rating")
+            features["hs06_job"] = _rounded(share)
     start = job.stime
     try:
         features["jobstart_secs"] = int(start) if start is not None else int(now)
@@ -161,8 +177,9 @@ def job_features(config: Mapping[str, Any], job: Any, vnode_names: Iterable[str]
     scratch = _scratch(config, job, per_host)
     if scratch is not None:
         features["scratch_limit_bytes"] = scratch
-    if config.get("grace_secs_job") is not None:
-        features["grace_secs_job"] = int(config["grace_secs_job"])
+    # Static and always written (default 0): the note requires it of any job whose
+    # shutdowntime_job may be set after it starts, and a drain may come at any time.
+    features["grace_secs_job"] = int(config.get("grace_secs_job") or 0)
     if host_shutdowntime is not None:
         end = features["jobstart_secs"] + wall if wall is not None else None
         features["shutdowntime_job"] = min(t for t in (end, host_shutdowntime)
@@ -181,21 +198,57 @@ def _swap(rule: str, mem: int | None, vmem: int | None) -> int | None:
     return parse_size(rule)
 
 
+_RESOURCE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # PBS's rule for a resource's name
+
+
+def scratch_resource_problem(name: str) -> str | None:
+    """None when `name` may be scratch_resource: empty, or a resource name that is not one of
+    PBS's own resources of another type than size. A custom resource's type is known only to
+    the server, so it is checked when a job runs (`_scratch`)."""
+    if not name:
+        return None
+    if not _RESOURCE_NAME.fullmatch(name):
+        return "expected a resource name (a letter, then letters, digits, '_', '.', '-')"
+    kind = resource_type(name, {})  # PBS's own resources only
+    if kind is not None and kind != "size":
+        return (f"{name} is a {kind} resource; expected a size resource, such as one made "
+                "with 'qmgr -c \"create resource scratch type=size\"'")
+    return None
+
+
+def scratch_size(path: str) -> int:
+    """The size of the file system at scratch_path; `HostError` when this host has none
+    there (every job would be refused, so the host is what is wrong)."""
+    try:
+        fs = os.statvfs(path)
+    except OSError as exc:
+        raise HostError(f"scratch_path = {path!r}: {exc.strerror or exc} on this host; "
+                        "make it, or set scratch_path to the jobs' scratch file system") from None
+    return fs.f_blocks * fs.f_frsize
+
+
 def _scratch(config: Mapping[str, Any], job: Any, per_host) -> int | None:
     """The job's scratch resource where the site names one and the job has it, else the size
     of the file system jobs' scratch (TMPDIR) is on: the note's value without quotas."""
     name = config.get("scratch_resource")
     if name:
-        amount = per_host(name, parse_size, "a size (for example 10gb)")
+        kind = resource_type(name)  # the server's custom resources, where it has said them
+        if kind is None:
+            raise HostError(f"scratch_resource = {name!r}: the server defines no such "
+                            f"resource; create it (qmgr -c \"create resource {name} "
+                            "type=size\") or correct the key")
+        try:
+            amount = per_host(name, parse_size, "a size (for example 10gb)")
+        except MJFError as exc:
+            if kind == "size":  # the job's own value: the server should have refused it
+                raise
+            raise HostError(f"scratch_resource = {name!r} is a {kind} resource, not a size: "
+                            f"{exc}") from None
         if amount is not None:
             return amount
     path = config.get("scratch_path")
     if path:
-        try:
-            fs = os.statvfs(path)
-        except OSError as exc:
-            raise MJFError(f"scratch_path {path}: {exc.strerror}") from None
-        return fs.f_blocks * fs.f_frsize
+        return scratch_size(path)
     return None
 
 

@@ -7,6 +7,7 @@ printable ASCII without whitespace. A key whose value is unknown is absent, neve
 
 from __future__ import annotations
 
+import math
 import re
 
 MACHINE_KEYS = ("total_cpu", "hs06", "shutdowntime", "grace_secs")
@@ -30,9 +31,17 @@ def format_value(key: str, value: Value) -> str:
     """The file's content for `key`: the value and one newline. Refuses a value the note does
     not allow (a float time, a job id with a space), so no reader is ever handed one."""
     if key in DECIMAL_KEYS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{key}: {value!r} is not a rating >= 0")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key}: {value!r} is not a number")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an int beyond any float
+            finite = False
+        if not finite:
+            raise ValueError(f"{key}: {value!r} is not a finite rating")
         text = f"{value:.3f}".rstrip("0").rstrip(".")
+        if value <= 0 or text in ("0", "-0"):  # absent, never 0: a rating is > 0
+            raise ValueError(f"{key}: {value!r} is not a rating > 0 to three decimals")
     elif key in TEXT_KEYS:
         text = str(value)
         if not _PRINTABLE.fullmatch(text):

@@ -182,3 +182,21 @@ def test_serve_names_a_bad_address(home):
     done = run(home, "serve", "--bind", "localhost")
     assert done.returncode == 2
     assert "'localhost': expected ADDR:PORT" in " ".join(done.stderr.split())
+
+
+def test_a_drain_without_grace_configured_writes_grace_secs_0_beside_it(home):
+    (home / "site.toml").write_text((home / "site.toml").read_text().replace(
+        "grace_secs = 600\n", ""))
+    done = run(home, "drain", "--in", "60")
+    assert done.returncode == 0, done.stderr
+    assert (home / "machinefeatures" / HOST / "grace_secs").read_text() == "0\n"
+
+
+def test_a_drain_refuses_a_host_folder_others_may_write_in(home):
+    (home / "machinefeatures" / HOST).chmod(0o777)
+    done = run(home, "drain", "--in", "9000")
+    assert done.returncode == 1
+    assert (f"refusing the features folder {home}/machinefeatures/{HOST}: "
+            f"{home}/machinefeatures/{HOST} is writable by everyone (mode 0777)"
+            in " ".join(done.stderr.split())), done.stderr
+    assert not shutdowntime(home).exists()

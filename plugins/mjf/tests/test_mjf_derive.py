@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from pbsplug import Job, Vnode
+from pbsplug import Job, Vnode, values
 from pbsplug_mjf.derive import (
+    HostError,
     MJFError,
     announced_shutdown,
     job_end,
@@ -17,7 +18,7 @@ from pbsplug_mjf.derive import (
 )
 
 GB = 1 << 30
-BASE = {"hs06": None, "hs06_per_cpu": None, "grace_secs": None, "grace_secs_job": None,
+BASE = {"hs06": None, "hs06_per_cpu": None, "grace_secs": 0, "grace_secs_job": 0,
         "scratch_resource": "", "scratch_path": "", "swap_rule": "vmem-mem"}
 NOW = 1_800_000_000
 
@@ -38,10 +39,10 @@ def vnodes(*ncpus):
 # -- $MACHINEFEATURES -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("config", "cpus", "expected"), [
-    (cfg(), (8, 8), {"total_cpu": 16}),
-    (cfg(hs06=250.5), (8, 8), {"total_cpu": 16, "hs06": 250.5}),
-    (cfg(hs06_per_cpu=12.25), (8, 8), {"total_cpu": 16, "hs06": 196}),
-    (cfg(hs06_per_cpu=10.0), (), {}),  # no CPUs known: no total, no rating
+    (cfg(), (8, 8), {"total_cpu": 16, "grace_secs": 0}),
+    (cfg(hs06=250.5), (8, 8), {"total_cpu": 16, "hs06": 250.5, "grace_secs": 0}),
+    (cfg(hs06_per_cpu=12.25), (8, 8), {"total_cpu": 16, "hs06": 196, "grace_secs": 0}),
+    (cfg(hs06_per_cpu=10.0), (), {"grace_secs": 0}),  # no CPUs known: no total, no rating
     (cfg(grace_secs=3600), (4,), {"total_cpu": 4, "grace_secs": 3600}),
     (cfg(grace_secs=0), (4,), {"total_cpu": 4, "grace_secs": 0}),
 ])
@@ -50,7 +51,8 @@ def test_machine_features(config, cpus, expected):
 
 
 def test_a_vnode_without_ncpus_counts_nothing_and_a_bad_one_is_named():
-    assert machine_features(cfg(), [Vnode("a", {}), *vnodes(2)]) == {"total_cpu": 2}
+    assert machine_features(cfg(), [Vnode("a", {}), *vnodes(2)]) == {"total_cpu": 2,
+                                                                     "grace_secs": 0}
     with pytest.raises(MJFError, match=r"vnode n0: resources_available.ncpus = 'many'"):
         machine_features(cfg(), vnodes("many"))
 
@@ -62,15 +64,15 @@ def test_a_plain_job():
                             ["n1"], NOW)
     assert features == {"job_id": "7.server", "allocated_cpu": 4, "jobstart_secs": NOW - 10,
                         "wall_limit_secs": 5400, "cpu_limit_secs": 7200,
-                        "max_rss_bytes": 4 * GB}
+                        "max_rss_bytes": 4 * GB, "grace_secs_job": 0}
 
 
 def test_keys_whose_value_is_unknown_are_absent_never_zero():
     features = job_features(cfg(), job(exec_vnode="(n1)", stime=None), ["n1"], NOW)
-    assert features == {"job_id": "7.server", "jobstart_secs": NOW}
+    # grace_secs_job is known (no grace, by default), and always there (test_grace_keys_...).
+    assert features == {"job_id": "7.server", "jobstart_secs": NOW, "grace_secs_job": 0}
     for key in ("allocated_cpu", "hs06_job", "wall_limit_secs", "cpu_limit_secs",
-                "max_rss_bytes", "max_swap_bytes", "scratch_limit_bytes", "shutdowntime_job",
-                "grace_secs_job"):
+                "max_rss_bytes", "max_swap_bytes", "scratch_limit_bytes", "shutdowntime_job"):
         assert key not in features
 
 
@@ -149,7 +151,7 @@ def test_scratch_from_a_resource_or_the_file_system(tmp_path):
     assert job_features(config, job(), ["n1"], NOW)["scratch_limit_bytes"] == (
         fs.f_blocks * fs.f_frsize)
     assert "scratch_limit_bytes" not in job_features(cfg(), job(scratch="1gb"), ["n1"], NOW)
-    with pytest.raises(MJFError, match=r"scratch_path /nonexistent/x: No such file"):
+    with pytest.raises(HostError, match=r"scratch_path = '/nonexistent/x': No such file"):
         job_features(cfg(scratch_path="/nonexistent/x"), job(), ["n1"], NOW)
 
 
@@ -213,3 +215,38 @@ def test_announcing_again_changes_nothing():
 def test_job_end():
     assert job_end({"jobstart_secs": 100, "wall_limit_secs": 50}) == 150
     assert job_end({"jobstart_secs": 100}) is None
+
+
+def test_a_share_of_hs06_that_would_be_written_as_0_is_refused():
+    with pytest.raises(MJFError, match=r"job 7.server: hs06_job: hs06 = 0.001 shared over "
+                                       r"total_cpu 64 gives 6.25e-05 for 4 cpus, which is 0"):
+        job_features(cfg(hs06=0.001), job(), ["n1"], NOW, host_total_cpu=64)
+
+
+@pytest.fixture
+def server_resources():
+    """The server's custom resources, as the engine tells the kernel before each event."""
+    def use(table):
+        values.use_resources(table)
+    yield use
+    values.use_resources(None)
+
+
+def test_scratch_resource_the_server_does_not_define_is_the_hosts_error(server_resources):
+    server_resources({"scratch": "size"})
+    with pytest.raises(HostError, match=r"^scratch_resource = 'scratchh': the server defines "
+                                        r"no such resource"):
+        job_features(cfg(scratch_resource="scratchh"), job(), ["n1"], NOW)
+
+
+def test_scratch_resource_that_is_not_a_size_is_the_hosts_error_not_the_jobs(
+        server_resources):
+    server_resources({"scratch": "string"})
+    with pytest.raises(HostError, match=r"^scratch_resource = 'scratch' is a string resource, "
+                                        r"not a size: job 7.server: Resource_List.scratch = "
+                                        r"'fast' is not a size"):
+        job_features(cfg(scratch_resource="scratch"), job(scratch="fast"), ["n1"], NOW)
+    # A size resource: the job's value, had the server let a bad one through, is the job's.
+    server_resources({"scratch": "size"})
+    with pytest.raises(MJFError, match=r"Resource_List.scratch = 'fast' is not a size"):
+        job_features(cfg(scratch_resource="scratch"), job(scratch="fast"), ["n1"], NOW)

@@ -67,15 +67,21 @@ def test_a_drain_reaches_a_running_job_within_one_periodic_interval(local_engine
     assert not job_dir.exists()
 
 
-def test_a_request_that_does_not_parse_is_refused_and_leaves_nothing(local_engine, base):
+def test_a_scratch_resource_that_is_not_a_size_takes_the_host_out_and_leaves_nothing(
+        local_engine, base):
     engine = local_engine(site(base, scratch_resource="scratch"))
-    # A string resource, so that the server takes "lots" and mjf's own check refuses it.
+    # A custom resource's type is known only to the server, so the load cannot refuse it:
+    # the first job that has it shows the site's mistake, which is the host's, not the job's.
     engine.pbs("qmgr", "-c", "create resource scratch type = string", check=True)
     job_id = engine.submit("true\n", Resource_List={"scratch": "lots"})
     attrs = until(lambda: (a := engine.job(job_id)).get("run_count") and
                   a["job_state"] in "QH" and a)
-    assert (f"mjf: job {job_id}: Resource_List.scratch = 'lots' is not a size"
-            in attrs["comment"])
+    assert attrs["job_state"] == "Q"  # requeued, to run elsewhere once the host is fixed
+    nodes = until(lambda: all("offline" in n["state"] for n in engine.nodes().values())
+                  and engine.nodes(), what="the host's vnodes offline")
+    assert {n["comment"] for n in nodes.values()} == {
+        "offlined by hook 'mjf' due to hook error"}
+    assert "scratch_resource = 'scratch' is a string resource, not a size" in engine.log()
     assert not list(base.glob("jobfeatures/*")) and not list(base.glob("jobfeatures/.*"))
     engine.client("delete", ids=[job_id])
 

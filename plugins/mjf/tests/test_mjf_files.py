@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pbsplug_mjf import files
-from pbsplug_mjf.derive import MJFError
+from pbsplug_mjf.derive import HostError, MJFError
 
 
 def test_a_key_is_its_value_and_one_newline_and_no_temporary_is_left(base):
@@ -24,7 +24,13 @@ def test_a_key_is_its_value_and_one_newline_and_no_temporary_is_left(base):
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("shutdowntime", 1.9e9, "shutdowntime: 1900000000.0 is not an integer"),
     ("job_id", "7 server", "job_id: '7 server' is not printable ASCII"),
-    ("hs06", -1, "hs06: -1 is not a rating >= 0"),
+    ("hs06", -1, "hs06: -1 is not a rating > 0"),
+    # A rating is never 0 (absent when unknown), never 'inf' or 'nan', which no reader takes.
+    ("hs06", 0, "hs06: 0 is not a rating > 0"),
+    ("hs06_job", 0.0001, r"hs06_job: 0.0001 is not a rating > 0 to three decimals"),
+    ("hs06", float("inf"), "hs06: inf is not a finite rating"),
+    ("hs06_job", float("nan"), "hs06_job: nan is not a finite rating"),
+    ("hs06", 10**400, r"hs06: 1000+ is not a finite rating"),
 ])
 def test_a_value_the_note_does_not_allow_is_never_written(base, key, value, message):
     with pytest.raises(ValueError, match=message):
@@ -71,3 +77,74 @@ def test_removing_a_directory(base):
 def test_names_that_cannot_be_a_directory(name):
     with pytest.raises(MJFError, match="cannot name a features directory"):
         files.checked_name("job", name)
+
+
+# -- whose base folder: nobody else may swap the features (StrictModes, sticky allowed) -------
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user "
+                                                          "needs root")
+
+
+@needs_root
+def test_a_base_under_another_users_folder_is_refused_and_nothing_is_made_there(base):
+    squat = base / "squat"
+    squat.mkdir()
+    os.chown(squat, NOBODY, NOBODY)  # made by a user before the admin's `mkdir -p`
+    with pytest.raises(HostError, match=(
+            rf"^refusing the features folder {squat}/jobfeatures: {squat} is owned by uid "
+            rf"{NOBODY}\b.*another user could replace the features")):
+        files.ensure_base(squat / "jobfeatures")
+    assert os.listdir(squat) == []  # refused before anything was made in it
+    os.mkdir(squat / "jobfeatures")  # root's own folder, but its parent is the user's
+    with pytest.raises(HostError, match=rf"{squat} is owned by uid {NOBODY}"):
+        files.ensure_base(squat / "jobfeatures")
+
+
+@needs_root
+def test_a_base_owned_by_another_user_is_refused(base):
+    (base / "jobfeatures").mkdir(mode=0o755)
+    os.chown(base / "jobfeatures", NOBODY, NOBODY)
+    assert files.base_problem(base / "jobfeatures") == (
+        f"{base}/jobfeatures is owned by uid {NOBODY} (nobody)")
+
+
+@needs_root
+def test_a_symlink_on_the_way_must_be_roots_too(base):
+    (base / "real").mkdir()
+    os.symlink(base / "real", base / "link")
+    assert files.base_problem(base / "link" / "jobfeatures") is None
+    os.lchown(base / "link", NOBODY, NOBODY)
+    assert files.base_problem(base / "link" / "jobfeatures") == (
+        f"{base}/link is owned by uid {NOBODY} (nobody)")
+    # A root-owned symlink in the user's folder: the user could replace the symlink.
+    (base / "squat").mkdir()
+    os.chown(base / "squat", NOBODY, NOBODY)
+    os.symlink(base / "real", base / "squat" / "link")
+    assert files.base_problem(base / "squat" / "link") == (
+        f"{base}/squat is owned by uid {NOBODY} (nobody)")
+
+
+@pytest.mark.parametrize(("mode", "problem"), [
+    (0o777, "is writable by everyone (mode 0777)"),
+    (0o775, "is writable by its group (mode 0775)"),
+    (0o1775, None),  # sticky: the group may not rename or remove root's folder in it
+    (0o1777, None),  # as /tmp: fine on the way, since the folder in it is root's
+    (0o755, None),
+])
+def test_a_folder_on_the_way_that_others_may_write_in(base, mode, problem):
+    (base / "shared").mkdir()
+    (base / "shared").chmod(mode)
+    found = files.base_problem(base / "shared" / "mjf" / "jobfeatures")
+    assert found == (f"{base}/shared {problem}" if problem else None)
+    made = None if problem else files.ensure_base(base / "shared" / "mjf" / "jobfeatures")
+    assert made is None or made.is_dir()
+
+
+def test_the_base_itself_must_be_writable_by_root_alone_even_when_sticky(base):
+    (base / "jobfeatures").mkdir()
+    (base / "jobfeatures").chmod(0o1777)  # others could make a job's folder in it first
+    with pytest.raises(HostError, match=r"jobfeatures is writable by everyone \(mode 1777\): "
+                                        r"others may add folders to it"):
+        files.ensure_base(base / "jobfeatures")
+    assert files.base_problem("/tmp", whole=False) is None  # /tmp itself, on the way

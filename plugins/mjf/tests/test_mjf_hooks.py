@@ -202,3 +202,93 @@ def test_the_demo_keeps_its_features_in_its_folder_and_reports_them(register_plu
     assert plugin.demo_report(workdir=base) == [
         f"$MACHINEFEATURES for {HOST}: total_cpu=16 hs06=160 grace_secs=3600",
         "$JOBFEATURES directories left after the jobs: 1"]
+
+
+# -- a host that cannot provide the features is the hook's error: its vnodes go offline -----
+
+NOBODY = 65534
+
+
+def a_host_error(outcome, *texts: str) -> bool:
+    return (outcome.kind == "error" and outcome.fail_action == ("offline_vnodes",)
+            and outcome.detail.startswith("HostError: ")
+            and all(text in outcome.detail for text in texts))
+
+
+def test_the_plugin_takes_its_hosts_vnodes_out_on_a_hook_error():
+    assert plugin.plugin_info.fail_action == ("offline_vnodes",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_base_in_another_users_folder_is_refused_before_any_job_is_written(hook, base):
+    squat = base / "squat"  # made by a user before the admin's `mkdir -p`
+    squat.mkdir()
+    os.chown(squat, NOBODY, NOBODY)
+    outcome = hook("execjob_begin", {"job": a_job(), "vnode_list": {HOST: {}}},
+                   jobfeatures_dir=str(squat / "jobfeatures"))
+    assert a_host_error(outcome, f"refusing the features folder {squat}/jobfeatures: "
+                                 f"{squat} is owned by uid {NOBODY}"), outcome.detail
+    assert os.listdir(squat) == []
+
+
+def test_startup_refuses_a_machine_folder_others_may_write_in(hook, base):
+    (base / "machinefeatures").mkdir()
+    (base / "machinefeatures").chmod(0o777)
+    outcome = hook("exechost_startup", {"vnode_list": HOST_VNODES})
+    assert a_host_error(outcome, f"{base}/machinefeatures is writable by everyone"), (
+        outcome.detail)
+    assert os.listdir(base / "machinefeatures") == []
+
+
+def test_periodic_leaves_job_folders_alone_in_a_base_others_may_write_in(hook, base):
+    hook("execjob_begin", {"job": a_job(), "vnode_list": {HOST: {}}})
+    (base / "jobfeatures").chmod(0o777)  # anyone could have swapped 12.server since
+    machine(base).mkdir(parents=True)
+    (machine(base) / "shutdowntime").write_text(f"{int(time.time()) + 1200}\n")
+    outcome = hook("exechost_periodic", {"vnode_list": HOST_VNODES,
+                                         "job_list": {"12.server": {"job_state": "R"}}})
+    assert not outcome.accepted
+    assert f"{base}/jobfeatures is writable by everyone (mode 0777)" in outcome.message
+    assert not (base / "jobfeatures" / "12.server" / "shutdowntime_job").exists()
+
+
+def test_a_missing_scratch_path_takes_the_host_out(hook, base):
+    missing = str(base / "no-scratch")
+    outcome = hook("exechost_startup", {"vnode_list": HOST_VNODES}, scratch_path=missing)
+    assert a_host_error(outcome, f"scratch_path = '{missing}': No such file or directory"), (
+        outcome.detail)
+    outcome = hook("execjob_begin", {"job": a_job(), "vnode_list": {HOST: {}}})
+    assert a_host_error(outcome, f"scratch_path = '{missing}'"), outcome.detail
+    assert outcome.consequence == "requeue"  # the job runs elsewhere, not this host
+    assert not list(base.glob("jobfeatures/*")) and not list(base.glob("jobfeatures/.*"))
+
+
+# -- the grace keys: required wherever a drain may reach started jobs (seed 003) --------------
+
+def test_with_the_default_configuration_a_drain_finds_both_grace_keys_there(hook, base):
+    assert hook("exechost_startup", {"vnode_list": HOST_VNODES}).accepted
+    assert hook("execjob_begin", {"job": a_job(), "vnode_list": {HOST: {}}}).accepted
+    job_dir = base / "jobfeatures" / "12.server"
+    # Static, so there before any drain: the job knows from its first look it has no grace.
+    assert (job_dir / "grace_secs_job").read_text() == "0\n"
+    assert (machine(base) / "grace_secs").read_text() == "0\n"
+    shutdown = int(time.time()) + 600
+    (machine(base) / "shutdowntime").write_text(f"{shutdown}\n")
+    assert hook("exechost_periodic", {"vnode_list": HOST_VNODES,
+                                      "job_list": {"12.server": {"job_state": "R"}}}).accepted
+    assert (job_dir / "shutdowntime_job").read_text() == f"{shutdown}\n"
+    assert (job_dir / "grace_secs_job").read_text() == "0\n"
+    assert (machine(base) / "grace_secs").read_text() == "0\n"
+
+
+def test_a_drain_keeps_the_grace_the_job_was_promised_when_it_started(hook, base):
+    hook("exechost_startup", {"vnode_list": HOST_VNODES})  # grace_secs_job 0 now
+    hook("execjob_begin", {"job": a_job(), "vnode_list": {HOST: {}}})
+    job_dir = base / "jobfeatures" / "12.server"
+    (job_dir / "grace_secs_job").write_text("900\n")  # as begun under an earlier config
+    (machine(base) / "shutdowntime").write_text(f"{int(time.time()) + 60}\n")
+    before = time.time()
+    assert hook("exechost_periodic", {"vnode_list": HOST_VNODES,
+                                      "job_list": {"12.server": {"job_state": "R"}}}).accepted
+    announced = int((job_dir / "shutdowntime_job").read_text())
+    assert before + 900 - 1 <= announced <= time.time() + 900
