@@ -239,27 +239,88 @@ def _open_private_dir(path: Path) -> int:
     return fd
 
 
+#: How the server opens a folder of a job's to remove it: never through a link (O_NOFOLLOW),
+#: never a FIFO, device or terminal (O_DIRECTORY refuses them before they are opened), never
+#: as its controlling terminal (O_NOCTTY). os.fwalk opened each folder it had listed without
+#: O_NOFOLLOW: a user who swapped one for a link in between had root open any path, a
+#: terminal included (which a server leading its session took as its own, and could be
+#: killed through).
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+#: Folders held open at once while removing a tree; a folder deeper than that is moved up
+#: to the top folder and removed from there (os.fwalk recursed, and a job's TMPDIR nested
+#: 1,000 deep raised RecursionError).
+REMOVE_DEPTH = 64
+#: Times a folder is listed again when something appeared in it while it was emptied.
+REMOVE_RETRIES = 3
+
+
 def _remove_entry(dir_fd: int, name: str) -> None:
     """Remove `name` in `dir_fd`, whatever it is, following no link (a planted symlink goes,
-    its target stays); a folder goes with everything in it."""
+    its target stays); a folder goes with everything in it, however deep, without
+    recursion. A folder moved elsewhere while it is emptied is emptied where it went: only
+    what was under `name` is ever removed."""
     try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        top = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
     except FileNotFoundError:
         return
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(name, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        os.unlink(name, dir_fd=dir_fd)  # a file, a link, a FIFO: only the name goes
         return
-    # fwalk opens each folder relative to its parent's descriptor and skips one that is
-    # not what lstat saw (a link swapped in), so nothing outside `name` is touched.
-    for _, dirs, files, fd in os.fwalk(name, topdown=False, dir_fd=dir_fd):
-        for entry in files:
-            os.unlink(entry, dir_fd=fd)
-        for entry in dirs:
+    stack = [[dir_fd, name, top, _empty_but_folders(top), 0]]
+    moved = 0
+    try:
+        while stack:
+            frame = stack[-1]
+            parent, folder, fd, pending, retries = frame
+            if pending:
+                child = pending.pop()
+                if len(stack) >= REMOVE_DEPTH:  # no deeper: it moves up to the top folder
+                    moved += 1
+                    new = f".pbsplug-removing-{moved}"
+                    os.rename(child, new, src_dir_fd=fd, dst_dir_fd=top)
+                    stack[0][3].append(new)
+                    continue
+                try:
+                    sub = os.open(child, _DIR_OPEN, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                        raise
+                    os.unlink(child, dir_fd=fd)  # swapped for a link or a file
+                    continue
+                stack.append([fd, child, sub, _empty_but_folders(sub), 0])
+                continue
             try:
-                os.rmdir(entry, dir_fd=fd)
-            except NotADirectoryError:  # a link to a folder: the link goes
-                os.unlink(entry, dir_fd=fd)
-    os.rmdir(name, dir_fd=dir_fd)
+                os.rmdir(folder, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno != errno.ENOTEMPTY or retries >= REMOVE_RETRIES:
+                    raise
+                frame[3], frame[4] = _empty_but_folders(fd), retries + 1  # it grew meanwhile
+                continue
+            os.close(fd)
+            stack.pop()
+    finally:
+        for frame in stack:
+            os.close(frame[2])
+
+
+def _empty_but_folders(fd: int) -> list[str]:
+    """Unlink everything in the folder `fd` but its folders (links and files: the names go,
+    nothing is followed); the folders' names."""
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+    return folders
 
 
 def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
@@ -289,18 +350,22 @@ def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
         os.close(parent)
 
 
-def remove_job_dir(path: Path) -> None:
-    """Remove a job's folder and what its job left in it, following no link."""
+def remove_job_dir(path: Path) -> str | None:
+    """Remove a job's folder and what its job left in it, following no link; why it could
+    not be removed (whole), or None."""
     try:
         parent = _open_private_dir(path.parent)
-    except OSError:
-        return
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
     try:
         _remove_entry(parent, path.name)
-    except OSError:
-        pass
+    except Exception as exc:  # noqa: BLE001 - whatever a job left, the server goes on
+        return f"{path}: {type(exc).__name__}: {exc}"
     finally:
         os.close(parent)
+    return None
 
 
 def write_job_file(path: Path, data: str, ids: Ids | None, mode: int = 0o600) -> None:
@@ -454,6 +519,10 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     with os.fdopen(err_r, "rb") as errs:
         start_error = errs.read().decode(errors="replace")
     _, status, usage = os.wait4(pid, 0)
+    # The job is over when its top process is: what it left running in its session (a
+    # command put in the background, a daemon that did not setsid) is killed, as PBS's MoM
+    # does; it would run on untracked, past the job's walltime and on a vnode given away.
+    _kill_session(me, process_start(me) or 0.0)
     if start_error:
         code = EXEC_FAIL
     elif os.WIFSIGNALED(status):
@@ -479,6 +548,11 @@ def kill_session(launch: Launch) -> int:
         # process is left in the old session: nothing of the job is left, and the new
         # process's own session must not be touched.
         return 0
+    return _kill_session(launch.shepherd, launch.started)
+
+
+def _kill_session(leader: int, since: float) -> int:
+    """SIGKILL the processes of session `leader` started since `since`, but the leader."""
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -487,8 +561,8 @@ def kill_session(launch: Launch) -> int:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[3]) == launch.shepherd and int(entry.name) != launch.shepherd and (
-                float(fields[19]) >= launch.started):
+        if int(fields[3]) == leader and int(entry.name) != leader and (
+                float(fields[19]) >= since):
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed += 1

@@ -19,16 +19,17 @@ library says.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import pickle
 import select
 import signal
+import stat
 import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..scheduler import Scheduler
@@ -290,7 +291,12 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
     priv = attrs.get("sched_priv")
     if priv:
         try:
-            Path(str(priv), "sched.lock").write_text(f"{os.getpid()}\n")
+            fd = open_in_sched_dir(str(priv), "sched.lock", os.O_WRONLY)
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            finally:
+                os.close(fd)
         except OSError:
             pass
     log = _sched_log(str(attrs.get("sched_log") or ""))
@@ -366,14 +372,36 @@ class _DailyFile(logging.Handler):
         line = (f"{time.strftime('%m/%d/%Y %H:%M:%S', now)};{level};pbs_sched;Svr;pbs_sched;"
                 f"{message}\n")
         try:
-            with open(os.path.join(self.directory, time.strftime("%Y%m%d", now)), "a") as f:
-                f.write(line)
+            fd = open_in_sched_dir(self.directory, time.strftime("%Y%m%d", now),
+                                   os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
         except OSError:
             pass
 
     def __init__(self, directory: str):
         super().__init__()
         self.directory = directory
+
+
+def open_in_sched_dir(directory: str, name: str, flags: int) -> int:
+    """A file this scheduler process (root) writes in its sched_priv or sched_log, folders
+    that sched_user owns: made if missing, never through a link, and refused unless it is a
+    regular file with no other name. Opened by path, a link sched_user put there had root
+    truncate or fill any file it named."""
+    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o644, dir_fd=folder)
+    finally:
+        os.close(folder)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise OSError(errno.EPERM, "not a plain file of the scheduler's", name)
+    return fd
 
 
 def _max_fd() -> int:

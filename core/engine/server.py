@@ -1573,11 +1573,14 @@ class Engine:
         for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
                          self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
             leftover.unlink(missing_ok=True)  # jobs/ is the server's: no link can be there
-        executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}")
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
         self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
+        # Last: whatever the job left in its TMPDIR, the job's end is complete before.
+        problem = executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}")
+        if problem:
+            self.log(LOG_ERROR, "Job", job_id, f"its TMPDIR is left: {problem}")
 
     def close(self) -> None:
         """Stop the scheduler processes and close the database and the log; each step runs

@@ -107,3 +107,68 @@ def test_the_output_path_is_opened_as_given_or_in_a_folder(tmp_path):
     with pytest.raises(OSError):  # no reader: refused at once instead of hanging
         executor.open_output(str(tmp_path / "fifo"), "x")
     os.close(executor.open_output(os.devnull, "x"))
+
+
+def test_a_tmpdir_nested_deeper_than_any_recursion_is_removed(private):
+    """os.fwalk recursed: 1,000 nested folders raised RecursionError half way through a
+    job's end (jobobit never fired, dependent jobs stayed held)."""
+    tmpdir = private / "pbs.5.host"
+    tmpdir.mkdir()
+    fd = os.open(tmpdir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(1500):  # by descriptors: the path outgrows PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+            fd, old = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(old)
+    finally:
+        os.close(fd)
+    assert executor.remove_job_dir(tmpdir) is None
+    assert not os.path.lexists(tmpdir)
+
+
+def test_a_folder_swapped_for_a_link_after_it_was_listed_is_never_opened(private, outside,
+                                                                        monkeypatch):
+    """Between listing a folder and opening it, the job's owner swaps it for a link (to a
+    FIFO here; to a terminal, root's open made it the server's controlling terminal).
+    os.fwalk opened it without O_NOFOLLOW; nothing but a real folder may be opened."""
+    tmpdir = private / "pbs.6.host"
+    (tmpdir / "a").mkdir(parents=True)
+    (tmpdir / "b").mkdir()
+    fifo = outside / "fifo"
+    os.mkfifo(fifo)
+    real_scandir, real_open = os.scandir, os.open
+    opened = []
+
+    class Swapping:
+        """os.scandir's listing; then the user swaps b for a link."""
+
+        def __init__(self, fd):
+            self.entries = list(real_scandir(fd))
+            if any(e.name == "b" for e in self.entries) and not (tmpdir / "b").is_symlink():
+                (tmpdir / "b").rmdir()
+                (tmpdir / "b").symlink_to(fifo)
+
+        def __iter__(self):
+            return iter(self.entries)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def close(self):
+            pass
+
+    def watching_open(path, flags, *args, **kw):
+        fd = real_open(path, flags, *args, **kw)
+        opened.append((path, stat.S_IFMT(os.fstat(fd).st_mode)))
+        return fd
+
+    monkeypatch.setattr(os, "scandir", Swapping)
+    monkeypatch.setattr(os, "open", watching_open)
+    executor.remove_job_dir(tmpdir)
+    monkeypatch.undo()
+    assert [path for path, kind in opened if kind != stat.S_IFDIR] == []
+    assert not os.path.lexists(tmpdir) and stat.S_ISFIFO(fifo.lstat().st_mode)

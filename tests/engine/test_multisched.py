@@ -334,3 +334,31 @@ def test_a_cycle_past_sched_cycle_length_is_killed_and_the_scheduler_restarted(
     # sc2 went on scheduling meanwhile.
     job_id = engine.submit("true\n", queue="q2")
     assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
+
+
+def test_a_scheduler_process_writes_in_sched_users_folders_through_no_link(tmp_path):
+    """A scheduler process runs as root and writes sched.lock and its log in folders
+    sched_user owns: a link sched_user put there had root truncate or fill the file it
+    named; a hard link, a FIFO or a folder there is refused too (and never blocks)."""
+    from pbsplug.engine.schedprocs import open_in_sched_dir
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    folder = tmp_path / "sched_priv"
+    folder.mkdir()
+    (folder / "sched.lock").symlink_to(victim)
+    os.link(victim, folder / "20261124")
+    os.mkfifo(folder / "fifo")
+    (folder / "dir").mkdir()
+    for name in ("sched.lock", "20261124", "fifo", "dir"):
+        try:
+            fd = open_in_sched_dir(str(folder), name, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            continue
+        os.close(fd)
+        raise AssertionError(f"{name} was opened")
+    assert victim.read_text() == "precious\n"
+    fd = open_in_sched_dir(str(folder), "new", os.O_WRONLY)
+    os.write(fd, b"1\n")
+    os.close(fd)
+    assert (folder / "new").read_text() == "1\n"

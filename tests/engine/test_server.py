@@ -66,6 +66,24 @@ def test_a_missing_program_fails_the_job_with_a_reason(engine):
     assert "the job could not start" in out and "/no/such/program" in out
 
 
+def test_what_a_job_leaves_running_in_its_session_ends_with_it(engine):
+    """As PBS's MoM does: a command the script put in the background ran on after the job
+    ended, untracked, past any walltime and on a vnode given to the next job."""
+    marker = engine.work / "left.pid"
+    job_id = engine.submit(f"sleep 600 &\necho $! > {marker}\nexit 0\n")
+    assert engine.wait(job_id)["Exit_status"] == 0
+    pid = int(marker.read_text())
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # killed, not reaped
+        except FileNotFoundError:
+            return True
+
+    until(gone, 10, f"the job's background process {pid} outlived the job")
+
+
 def test_walltime_is_enforced(engine):
     job_id = engine.submit("sleep 30\n", Resource_List={"walltime": "00:00:01"})
     attrs = engine.wait(job_id, timeout=30)
