@@ -105,7 +105,10 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
             pevent.accept()
         runner = load(config)
         spec = EVENTS[name]
-        data = wire.event_data(pbs, pevent, types, spec.objects, spec.host)
+        try:
+            data = wire.event_data(pbs, pevent, types, spec.objects, spec.host)
+        except wire.EventIncomplete as exc:
+            wire.incomplete(pbs, pevent, exc)
         if name == "periodic":
             try:
                 plan_estimates(pbs, types, data, runner)

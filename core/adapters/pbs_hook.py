@@ -14,6 +14,10 @@ import sys
 
 import pbs
 
+# No .pyc written from here: a hook may run under a job owner's file size limit (launch,
+# attach), which would cut them short and break every later import of them.
+sys.dont_write_bytecode = True
+
 
 def _ask_worker(config, config_text, name, data):
     """The plugin's outcome from the host's worker, or None when there is no worker to ask."""
@@ -55,8 +59,11 @@ def _pbsplug_hook():
         name = types.event_name(event.type, config["objects"])
         if name is not None and config["objects"][name][1]:  # an execution-host event
             objects = config["objects"][name][0]
-            outcome = _ask_worker(config, config_text, name,
-                                  pbs_wire.event_data(pbs, event, types, objects, True))
+            try:
+                data = pbs_wire.event_data(pbs, event, types, objects, True)
+            except pbs_wire.EventIncomplete as exc:
+                pbs_wire.incomplete(pbs, event, exc)
+            outcome = _ask_worker(config, config_text, name, data)
             if outcome is not None:
                 pbs_wire.log_records(pbs, outcome["logs"])
                 pbs_wire.finish(pbs, event, outcome, types)

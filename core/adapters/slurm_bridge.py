@@ -565,12 +565,14 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
         marker.write_text(started)
     else:
         # Every job the node still has: a suspended or stopped one keeps its processes and
-        # cpuset. A failed squeue is no list at all: the run waits for the next time, since
-        # an empty list would tell the plugins every job on the node is gone (cpuset reaps
+        # cpuset. %A: the id each array task and heterogeneous part has of its own (the
+        # SLURM_JOB_ID its Prolog named its cpuset and folders after; %i writes 1234_5).
+        # A failed squeue is no list at all: the run waits for the next time, since an
+        # empty list would tell the plugins every job on the node is gone (cpuset reaps
         # orphans, mjf sweeps their folders).
         try:
             jobs = ctx.slurm.run("squeue", "-h", "-w", node, "-t", NODE_JOB_STATES,
-                                 "-o", "%i").split()
+                                 "-o", "%A").split()
         except SlurmError as exc:
             log.warning("HealthCheckProgram: exechost_periodic left out this time: %s", exc)
             return _answer(0)

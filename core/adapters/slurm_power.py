@@ -84,7 +84,8 @@ def slurm_nodes(ctx) -> list[dict[str, Any]]:
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
-        raise ValueError("sinfo --json: no list of nodes in its answer")
+        raise ValueError("sinfo --json: no list of nodes in its answer (pbsplug reads "
+                         "Slurm 22.05 to 23.11's; later ones group nodes under 'sinfo')")
     return [_node(n) for n in nodes if isinstance(n, dict) and n.get("name")]
 
 
@@ -95,7 +96,7 @@ def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
     23.02 and later write the base state and its flags as one list (``"state": ["IDLE",
     "POWERED_DOWN"]``), and from 23.11 some numbers as ``{"set", "infinite", "number"}``.
     Read as a string, such a list made a sleeping node look awake."""
-    state, flags = raw.get("state"), raw.get("state_flags") or []
+    state, flags = raw.get("state") or "", raw.get("state_flags") or []
     if isinstance(state, list):
         state, flags = (state[0] if state else ""), state[1:] + list(flags)
     if not isinstance(state, str) or not all(isinstance(f, str) for f in flags):

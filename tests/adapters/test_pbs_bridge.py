@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import sysconfig
 import textwrap
 from pathlib import Path
@@ -117,3 +118,45 @@ def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
         seen[name] = json.loads(probes[0]) if probes else log
     assert seen["clean"] == [["node1"], "pbs_mom"]
     assert seen["not_utf8"].startswith("incomplete: PBS gave this event no vnode_list"), seen
+
+
+def test_the_hook_rejects_an_event_pbs_could_not_build_and_runs_no_plugin(built_pbs,
+                                                                         tmp_path, dists):
+    """pbsplug's hook script under PBS's pbs_python (the MoM's way), both paths: through the
+    worker and in pbs_python. A job whose Variable_List is not UTF-8 is rejected (no
+    fail_action: the node stays in service) and the plugin never runs; a clean one runs."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n"
+                       "    event.job.comment = 'ran on ' + ','.join(sorted(event.vnode_list))\n")
+    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    for worker in (True, False):
+        config = tmp_path / f"probe-{worker}.CF"
+        config.write_text(json.dumps({
+            "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+            "plugin": "probe", "entry_point": "pbsplug_probe",
+            "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+            "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+                           "fail_action": ["offline_vnodes"]},
+            "config": {}, "worker": worker, "python": str(Path(sys.executable)),
+            "wire_dir": str(adapters), "objects": hook_objects(),
+            "worker_dir": str(tmp_path / "run")}))
+        results = {}
+        for name, variables in (("clean", b"HOME=/home/mallory"),
+                                ("not_utf8", b"HOME=/home/mallory,X=\xff")):
+            _hook_input(tmp_path / f"{name}.in", variables)
+            out = tmp_path / f"{name}-{worker}.out"
+            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / f"{name}.in"),
+                            "-o", str(out), "-l", str(tmp_path / f"{name}.log"), "-e", "2047",
+                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+            results[name] = out.read_text(errors="replace") if out.exists() else ""
+        subprocess.run(["pkill", "-f", f"pbsplug.adapters.worker {tmp_path / 'run'}"])
+        assert "pbs.event().accept=True" in results["clean"], (worker, results)
+        assert "ran on node1" in results["clean"], (worker, results)
+        assert "pbs.event().reject=True" in results["not_utf8"], (worker, results)
+        assert "PBS gave this event no vnode_list" in results["not_utf8"]
+        assert "ran on" not in results["not_utf8"]

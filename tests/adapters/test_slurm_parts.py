@@ -590,6 +590,9 @@ def test_sinfo_json_nodes_in_no_known_shape_are_one_line_errors(node, why):
         slurm_power._node(node)
     unset = {"name": "n1", "state": "idle", "last_busy": {"set": False}}
     assert slurm_power._node(unset)["last_busy"] == 0
+    # a node sinfo does not list (a powered-down CLOUD node, a hidden partition's) is read
+    # by its name alone, as the power programs' fallback does: the run goes on
+    assert slurm_power.vnode(slurm_power._node({"name": "n9"}), True, 0)["state"]
 
 
 def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_path, caplog):
@@ -618,4 +621,5 @@ def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_
     assert answer["exit"] == 0 and fired == []
     assert asked[0][:5] == ("squeue", "-h", "-w", "n1", "-t")
     assert set(asked[0][5].split(",")) >= {"R", "CG", "CF", "S", "ST"}
+    assert asked[0][6:] == ("-o", "%A")  # array tasks by their own id (%i: 1234_5)
     assert "exechost_periodic left out this time: squeue: exit status 1" in caplog.text
