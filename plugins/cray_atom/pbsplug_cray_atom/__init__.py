@@ -28,11 +28,12 @@ def _socket_path(value: str) -> str | None:
     return None if value.startswith("/") else "expected an absolute path"
 
 
-#: The longest a request may wait for ATOM, in seconds: the hook's default alarm, which the
-#: seed takes from Cray as the longest ATOM's tasks take to make a node usable. A longer
-#: timeout could never end the wait (the alarm comes first); an infinite one (TOML's ``inf``,
-#: JSON's ``Infinity``) would make every request fail outside requests' own errors.
-MAX_TIMEOUT = 300.0
+#: The longest a request may wait for ATOM, in seconds: a day. A site may raise the hook's
+#: alarm (300 s, the seed's: Cray's longest time to make a node usable) and the timeouts
+#: with it; a timeout past the alarm never ends the wait (the alarm comes first). The bound
+#: keeps the value one the clock can add: 1e300 made every request raise OverflowError
+#: (infinity and NaN are refused by the kernel for every float setting).
+MAX_TIMEOUT = 86400.0
 
 
 plugin_info = PluginInfo(

@@ -57,20 +57,20 @@ def test_bad_values_are_refused_by_name(register_plugin, config, key, expected):
 
 
 @pytest.mark.parametrize("key", ["post_timeout", "delete_timeout"])
-@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, 300.5])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, 86400.5])
 def test_a_timeout_must_be_finite_and_at_most_the_default_alarm(register_plugin, key, value):
     """inf passes "> 0", and requests cannot wait that long (OverflowError, so every POST
     was the hook's error and every job was requeued): refused at load, naming the key."""
     record = register_plugin(plugin, "cray_atom", config={key: value}, check=False)
     assert record.status == "failed"
-    assert key in record.error and "a number > 0 and <= 300" in record.error, record.error
+    assert key in record.error and "a number > 0 and <= 86400" in record.error, record.error
     assert len(record.error.strip().splitlines()) == 1, record.error
 
 
 def test_the_largest_timeout_is_accepted(register_plugin):
-    record = register_plugin(plugin, "cray_atom", config={"post_timeout": 300,
-                                                          "delete_timeout": 300.0})
-    assert (record.config["post_timeout"], record.config["delete_timeout"]) == (300.0, 300.0)
+    record = register_plugin(plugin, "cray_atom", config={"post_timeout": 86400,
+                                                          "delete_timeout": 900.0})
+    assert (record.config["post_timeout"], record.config["delete_timeout"]) == (86400.0, 900.0)
 
 
 @pytest.mark.parametrize("written", ["inf", "+inf", "nan"])
@@ -81,7 +81,7 @@ def test_a_toml_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path, wr
     with pytest.raises(PluginLoadError) as err:
         plugin_config("cray_atom", load_site(site))
     assert str(site) in str(err.value) and "post_timeout" in str(err.value)
-    assert "<= 300" in str(err.value)
+    assert "<= 86400" in str(err.value)
 
 
 def test_a_cf_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path):
@@ -92,7 +92,7 @@ def test_a_cf_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path):
     with pytest.raises(PluginLoadError) as err:
         plugin_config("cray_atom", load_site(site))
     assert str(cf) in str(err.value) and "delete_timeout" in str(err.value)
-    assert "<= 300" in str(err.value)
+    assert "<= 86400" in str(err.value)
 
 
 def test_a_bad_cf_file_names_the_file_and_the_key(tmp_path):

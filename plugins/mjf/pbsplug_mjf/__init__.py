@@ -149,9 +149,13 @@ def exechost_startup(event) -> None:
     """$MACHINEFEATURES written; a shutdowntime left from before this start removed. A host
     that cannot provide the features (`HostError`) is the hook's error: offline_vnodes."""
     config = event.hook_config
-    try:
-        if config["scratch_path"]:
+    if config["scratch_path"]:
+        try:
             scratch_size(config["scratch_path"])
+        except HostError as exc:  # may be mounted after the MoM starts: logged, and only
+            # a job that starts while it is still missing takes the host out
+            event.logger.warning("mjf: %s", exc)
+    try:
         directory = refresh_machine(config, event.vnode_list.values())
         _stale_shutdown(directory, clock.now(), event.logger, "the host has restarted")
     except MJFError as exc:

@@ -11,6 +11,7 @@ change them. Temporary names start with a dot, which no key does.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pwd
 import shutil
@@ -119,21 +120,65 @@ def check_base(base: str | Path) -> None:
 
 def ensure_base(base: str | Path) -> Path:
     """The base directory, made (0755, with its parents) when missing. `HostError` when
-    another user could change what is under it (`base_problem`), checked before anything is
-    made there and again once it is."""
-    path = Path(base)
-    missing = [p for p in (path, *path.parents) if not p.exists()]
+    another user could change what is under it (`base_problem`): checked before anything is
+    made, and then level by level on each folder as it is opened (a descriptor: what is
+    checked is what is used). Made by path, a link another user put at a missing level
+    (in /tmp, say) between the check and the mkdir had root make and chmod a folder where
+    the link pointed."""
+    path = Path(os.path.abspath(base))
     check_base(path)
+    trusted = {0, os.geteuid()}
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        for made in missing:  # 0755 whatever the umask: jobs must get through
-            made.chmod(DIR_MODE)
-    except OSError as exc:
-        raise _failure("make the base directory", path, exc) from None
-    if not path.is_dir():
-        raise MJFError(f"{path} is not a directory")
-    check_base(path)
+        parts = path.parts[1:]
+        for n, part in enumerate(parts):
+            here = Path("/", *parts[:n + 1])
+            try:
+                os.mkdir(part, DIR_MODE, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            except OSError as exc:
+                raise _failure("make the base directory", here, exc) from None
+            sub = _open_level(fd, part, here, path, trusted)
+            os.close(fd)
+            fd = sub
+            info = os.fstat(fd)
+            if made:
+                os.fchmod(fd, DIR_MODE)  # 0755 whatever the umask: jobs must get through
+                info = os.fstat(fd)
+            problem = _entry_problem(here, info, trusted, n < len(parts) - 1)
+            if problem:
+                raise HostError(f"refusing the features folder {base}: {problem}, so another "
+                                "user could replace the features in it")
+    finally:
+        os.close(fd)
     return path
+
+
+def _open_level(parent: int, name: str, here: Path, base: Path, trusted: set[int]) -> int:
+    """The folder `name` in `parent`: through a link only when the link is root's (or this
+    process's user's), as /var/run -> /run is."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise _failure("open the base directory", here, exc) from None
+        try:
+            link = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError as again:
+            raise _failure("open the base directory", here, again) from None
+        if not stat.S_ISLNK(link.st_mode):  # a file on the way: nobody can make the base
+            raise _failure("make the base directory", base,
+                           OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))) from None
+        if link.st_uid not in trusted:
+            raise HostError(f"refusing the features folder: {here} is a link owned by "
+                            f"{_owner(link.st_uid)}") from None
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        raise _failure("open the base directory", here, exc) from None
 
 
 def write_key(directory: Path, key: str, value: Value) -> None:

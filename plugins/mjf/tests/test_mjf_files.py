@@ -125,6 +125,30 @@ def test_a_symlink_on_the_way_must_be_roots_too(base):
         f"{base}/squat is owned by uid {NOBODY} (nobody)")
 
 
+@needs_root
+def test_a_link_planted_at_a_missing_level_after_the_check_is_not_followed(base,
+                                                                           monkeypatch):
+    """In a sticky folder as /tmp, a user may put a link at a level not made yet, after the
+    base was checked and before it is made: root made and chmod-ed folders where it
+    pointed (mkdir -p follows links). Each level is now checked as it is opened."""
+    sticky = base / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    target = base / "elsewhere"
+    target.mkdir(mode=0o700)
+    checked = files.check_base
+
+    def then_planted(path):
+        checked(path)
+        os.symlink(target, sticky / "mjfdemo")
+        os.lchown(sticky / "mjfdemo", NOBODY, NOBODY)
+
+    monkeypatch.setattr(files, "check_base", then_planted)
+    with pytest.raises(HostError, match=rf"{sticky}/mjfdemo is a link owned by uid {NOBODY}"):
+        files.ensure_base(sticky / "mjfdemo" / "jobfeatures")
+    assert os.listdir(target) == [] and (target.stat().st_mode & 0o777) == 0o700
+
+
 @pytest.mark.parametrize(("mode", "problem"), [
     (0o777, "is writable by everyone (mode 0777)"),
     (0o775, "is writable by its group (mode 0775)"),
