@@ -259,14 +259,8 @@ def _remove_entry(dir_fd: int, name: str) -> None:
     its target stays); a folder goes with everything in it, however deep, without
     recursion. A folder moved elsewhere while it is emptied is emptied where it went: only
     what was under `name` is ever removed."""
-    try:
-        top = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
-            raise
-        os.unlink(name, dir_fd=dir_fd)  # a file, a link, a FIFO: only the name goes
+    top = _open_folder(dir_fd, name)
+    if top is None:
         return
     stack = [[dir_fd, name, top, _empty_but_folders(top), 0]]
     moved = 0
@@ -282,16 +276,9 @@ def _remove_entry(dir_fd: int, name: str) -> None:
                     os.rename(child, new, src_dir_fd=fd, dst_dir_fd=top)
                     stack[0][3].append(new)
                     continue
-                try:
-                    sub = os.open(child, _DIR_OPEN, dir_fd=fd)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
-                        raise
-                    os.unlink(child, dir_fd=fd)  # swapped for a link or a file
-                    continue
-                stack.append([fd, child, sub, _empty_but_folders(sub), 0])
+                sub = _open_folder(fd, child)
+                if sub is not None:
+                    stack.append([fd, child, sub, _empty_but_folders(sub), 0])
                 continue
             try:
                 os.rmdir(folder, dir_fd=parent)
@@ -305,6 +292,24 @@ def _remove_entry(dir_fd: int, name: str) -> None:
     finally:
         for frame in stack:
             os.close(frame[2])
+
+
+def _open_folder(dir_fd: int, name: str) -> int | None:
+    """A descriptor of the folder `name` in `dir_fd`; None when it is gone, or was not a
+    folder (a file, a link, a FIFO, perhaps swapped in after it was listed): then its name
+    is removed, and what it named is never opened."""
+    try:
+        return os.open(name, _DIR_OPEN, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    return None
 
 
 def _empty_but_folders(fd: int) -> list[str]:

@@ -73,25 +73,25 @@ def test_the_largest_timeout_is_accepted(register_plugin):
     assert (record.config["post_timeout"], record.config["delete_timeout"]) == (86400.0, 900.0)
 
 
-@pytest.mark.parametrize("written", ["inf", "+inf", "nan"])
-def test_a_toml_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path, written):
+@pytest.mark.parametrize("key,site_text,cf_text", [
+    ("post_timeout", "[plugins.cray_atom.config]\npost_timeout = inf\n", None),
+    ("post_timeout", "[plugins.cray_atom.config]\npost_timeout = +inf\n", None),
+    ("post_timeout", "[plugins.cray_atom.config]\npost_timeout = nan\n", None),
+    # Python's json reads Infinity
+    ("delete_timeout", 'config_file = "PBS_cray_atom.CF"\n',
+     '{"post_timeout": 30, "delete_timeout": Infinity}'),
+])
+def test_an_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path, key, site_text,
+                                                                cf_text):
     site = tmp_path / "site.toml"
-    site.write_text(f"[plugins.cray_atom]\nenabled = true\n[plugins.cray_atom.config]\n"
-                    f"post_timeout = {written}\n")
+    named = site
+    if cf_text is not None:
+        named = tmp_path / "PBS_cray_atom.CF"
+        named.write_text(cf_text)
+    site.write_text("[plugins.cray_atom]\nenabled = true\n" + site_text)
     with pytest.raises(PluginLoadError) as err:
         plugin_config("cray_atom", load_site(site))
-    assert str(site) in str(err.value) and "post_timeout" in str(err.value)
-    assert "<= 86400" in str(err.value)
-
-
-def test_a_cf_infinite_timeout_is_refused_naming_the_file_and_key(tmp_path):
-    cf = tmp_path / "PBS_cray_atom.CF"
-    cf.write_text('{"post_timeout": 30, "delete_timeout": Infinity}')  # Python's json reads it
-    site = tmp_path / "site.toml"
-    site.write_text('[plugins.cray_atom]\nenabled = true\nconfig_file = "PBS_cray_atom.CF"\n')
-    with pytest.raises(PluginLoadError) as err:
-        plugin_config("cray_atom", load_site(site))
-    assert str(cf) in str(err.value) and "delete_timeout" in str(err.value)
+    assert str(named) in str(err.value) and key in str(err.value)
     assert "<= 86400" in str(err.value)
 
 
