@@ -37,6 +37,7 @@ import json
 import os
 import pwd
 import resource
+import secrets
 import select
 import signal
 import stat
@@ -247,45 +248,57 @@ def _open_private_dir(path: Path) -> int:
 #: killed through).
 _DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
 #: Folders held open at once while removing a tree; a folder deeper than that is moved up
-#: to the top folder and removed from there (os.fwalk recursed, and a job's TMPDIR nested
-#: 1,000 deep raised RecursionError).
+#: to the top folder, under a name nobody can guess, and removed from there (os.fwalk
+#: recursed, and a job's TMPDIR nested 1,000 deep raised RecursionError).
 REMOVE_DEPTH = 64
 #: Times a folder is listed again when something appeared in it while it was emptied.
 REMOVE_RETRIES = 3
+#: Seconds a job's end spends removing its TMPDIR in the server's loop; what is not gone
+#: by then is set aside as a leftover (`LEFTOVER` in the same folder) and removed by
+#: `sweep_leftovers` a slice at a time: a process the job left (one that made a session of
+#: its own) can grow a tree faster than it is removed, and stalled the server for minutes.
+REMOVE_SECONDS = 0.5
+LEFTOVER = ".leftover-"
 
 
-def _remove_entry(dir_fd: int, name: str) -> None:
+class _OutOfTime(Exception):
+    """A removal's seconds are spent; what is left stays."""
+
+
+def _remove_entry(dir_fd: int, name: str, deadline: float | None = None) -> None:
     """Remove `name` in `dir_fd`, whatever it is, following no link (a planted symlink goes,
     its target stays); a folder goes with everything in it, however deep, without
     recursion. A folder moved elsewhere while it is emptied is emptied where it went: only
-    what was under `name` is ever removed."""
+    what was under `name` is ever removed. `_OutOfTime` at `deadline` (time.monotonic)."""
     top = _open_folder(dir_fd, name)
     if top is None:
         return
-    stack = [[dir_fd, name, top, _empty_but_folders(top), 0]]
-    moved = 0
+    stack = [[dir_fd, name, top, [], 0]]
     try:
+        stack[0][3] = _empty_but_folders(top, deadline)
         while stack:
+            if deadline is not None and time.monotonic() > deadline:
+                raise _OutOfTime
             frame = stack[-1]
             parent, folder, fd, pending, retries = frame
             if pending:
                 child = pending.pop()
                 if len(stack) >= REMOVE_DEPTH:  # no deeper: it moves up to the top folder
-                    moved += 1
-                    new = f".pbsplug-removing-{moved}"
+                    new = f".pbsplug-removing-{secrets.token_hex(8)}"
                     os.rename(child, new, src_dir_fd=fd, dst_dir_fd=top)
                     stack[0][3].append(new)
                     continue
                 sub = _open_folder(fd, child)
                 if sub is not None:
-                    stack.append([fd, child, sub, _empty_but_folders(sub), 0])
+                    stack.append([fd, child, sub, [], 0])
+                    stack[-1][3] = _empty_but_folders(sub, deadline)
                 continue
             try:
                 os.rmdir(folder, dir_fd=parent)
             except OSError as exc:
                 if exc.errno != errno.ENOTEMPTY or retries >= REMOVE_RETRIES:
                     raise
-                frame[3], frame[4] = _empty_but_folders(fd), retries + 1  # it grew meanwhile
+                frame[3], frame[4] = _empty_but_folders(fd, deadline), retries + 1  # it grew
                 continue
             os.close(fd)
             stack.pop()
@@ -312,12 +325,15 @@ def _open_folder(dir_fd: int, name: str) -> int | None:
     return None
 
 
-def _empty_but_folders(fd: int) -> list[str]:
+def _empty_but_folders(fd: int, deadline: float | None = None) -> list[str]:
     """Unlink everything in the folder `fd` but its folders (links and files: the names go,
-    nothing is followed); the folders' names."""
+    nothing is followed); the folders' names. A name that became a folder since it was
+    listed counts as one."""
     folders = []
     with os.scandir(fd) as entries:
-        for entry in entries:
+        for n, entry in enumerate(entries):
+            if deadline is not None and n % 256 == 255 and time.monotonic() > deadline:
+                raise _OutOfTime
             try:
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(entry.name)
@@ -325,7 +341,21 @@ def _empty_but_folders(fd: int) -> list[str]:
                     os.unlink(entry.name, dir_fd=fd)
             except FileNotFoundError:
                 pass
+            except IsADirectoryError:
+                folders.append(entry.name)
     return folders
+
+
+def _set_aside(parent: int, name: str) -> None:
+    """What is left of `name` becomes a leftover for `sweep_leftovers`."""
+    os.rename(name, f"{LEFTOVER}{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent)
+
+
+def _remove_or_set_aside(parent: int, name: str, seconds: float) -> None:
+    try:
+        _remove_entry(parent, name, time.monotonic() + seconds)
+    except _OutOfTime:
+        _set_aside(parent, name)
 
 
 def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
@@ -338,7 +368,7 @@ def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
         try:
             os.mkdir(path.name, 0o700, dir_fd=parent)
         except FileExistsError:
-            _remove_entry(parent, path.name)
+            _remove_or_set_aside(parent, path.name, REMOVE_SECONDS)
             os.mkdir(path.name, 0o700, dir_fd=parent)
         fd = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                      dir_fd=parent)
@@ -355,9 +385,10 @@ def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
         os.close(parent)
 
 
-def remove_job_dir(path: Path) -> str | None:
-    """Remove a job's folder and what its job left in it, following no link; why it could
-    not be removed (whole), or None."""
+def remove_job_dir(path: Path, seconds: float = REMOVE_SECONDS) -> str | None:
+    """Remove a job's folder and what its job left in it, following no link, for up to
+    `seconds`; what is left then is set aside for `sweep_leftovers`. Why it could not be
+    removed nor set aside, or None."""
     try:
         parent = _open_private_dir(path.parent)
     except FileNotFoundError:
@@ -365,12 +396,34 @@ def remove_job_dir(path: Path) -> str | None:
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"
     try:
-        _remove_entry(parent, path.name)
+        _remove_or_set_aside(parent, path.name, seconds)
     except Exception as exc:  # noqa: BLE001 - whatever a job left, the server goes on
         return f"{path}: {type(exc).__name__}: {exc}"
     finally:
         os.close(parent)
     return None
+
+
+def sweep_leftovers(folder: Path, seconds: float) -> bool:
+    """Go on removing the leftovers set aside in `folder` for up to `seconds`; whether the
+    time ran out first (more to do at once). One that cannot be removed at all (a file
+    made immutable) stays, and is tried again at the next sweep."""
+    try:
+        parent = _open_private_dir(folder)
+    except OSError:
+        return False
+    deadline = time.monotonic() + seconds
+    try:
+        for name in [n for n in os.listdir(parent) if n.startswith(LEFTOVER)]:
+            try:
+                _remove_entry(parent, name, deadline)
+            except _OutOfTime:
+                return True
+            except OSError:
+                continue  # tried again at the next sweep
+        return False
+    finally:
+        os.close(parent)
 
 
 def write_job_file(path: Path, data: str, ids: Ids | None, mode: int = 0o600) -> None:

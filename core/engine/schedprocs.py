@@ -288,10 +288,11 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
+    owner = _sched_uid(attrs)
     priv = attrs.get("sched_priv")
     if priv:
         try:
-            fd = open_in_sched_dir(str(priv), "sched.lock", os.O_WRONLY)
+            fd = open_in_sched_dir(str(priv), "sched.lock", os.O_WRONLY, owner)
             try:
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{os.getpid()}\n".encode())
@@ -299,7 +300,7 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
                 os.close(fd)
         except OSError:
             pass
-    log = _sched_log(str(attrs.get("sched_log") or ""))
+    log = _sched_log(str(attrs.get("sched_log") or ""), owner)
     # What the server sent so far, and the instance, kept between cycles: a cycle costs
     # what changed since the last one (`Feed`).
     feed = Feed()
@@ -339,7 +340,7 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         _write_all(up, _HEADER.pack(len(out)) + out)
 
 
-def _sched_log(directory: str) -> logging.Logger:
+def _sched_log(directory: str, owner: int) -> logging.Logger:
     """The scheduler's own log, in PBS's line format, under its sched_log directory; the
     scheduling library's messages go there too."""
     logger = logging.getLogger("pbsplug.sched_process")
@@ -349,7 +350,7 @@ def _sched_log(directory: str) -> logging.Logger:
         existing.propagate = False
         existing.setLevel(logging.INFO)
     if directory:
-        handler = _DailyFile(directory)
+        handler = _DailyFile(directory, owner)
         logger.addHandler(handler)
         library.addHandler(handler)
     return logger
@@ -373,7 +374,7 @@ class _DailyFile(logging.Handler):
                 f"{message}\n")
         try:
             fd = open_in_sched_dir(self.directory, time.strftime("%Y%m%d", now),
-                                   os.O_WRONLY | os.O_APPEND)
+                                   os.O_WRONLY | os.O_APPEND, self.owner)
             try:
                 os.write(fd, line.encode())
             finally:
@@ -381,18 +382,33 @@ class _DailyFile(logging.Handler):
         except OSError:
             pass
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, owner: int):
         super().__init__()
         self.directory = directory
+        self.owner = owner
 
 
-def open_in_sched_dir(directory: str, name: str, flags: int) -> int:
-    """A file this scheduler process (root) writes in its sched_priv or sched_log, folders
-    that sched_user owns: made if missing, never through a link, and refused unless it is a
-    regular file with no other name. Opened by path, a link sched_user put there had root
-    truncate or fill any file it named."""
-    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _sched_uid(attrs: dict[str, Any]) -> int:
+    """sched_user's uid (this process's when none is set); -1 for a user unknown here."""
+    import pwd
+
+    user = str(attrs.get("sched_user") or "")
     try:
+        return pwd.getpwnam(user).pw_uid if user else os.geteuid()
+    except KeyError:
+        return -1
+
+
+def open_in_sched_dir(directory: str, name: str, flags: int, owner: int) -> int:
+    """A file this scheduler process (root) writes in its sched_priv or sched_log, folders
+    that sched_user (`owner`) owns: the folder itself no link and owned by `owner` or root,
+    the file made if missing, never through a link, and refused unless it is a regular file
+    with no other name. Opened by path, a link sched_user put there (at the file, or at the
+    folder in a parent it may write) had root truncate or fill any file."""
+    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(folder).st_uid not in (owner, 0):
+            raise OSError(errno.EPERM, "not a folder of sched_user's", directory)
         fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK
                      | os.O_CLOEXEC, 0o644, dir_fd=folder)
     finally:

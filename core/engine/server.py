@@ -81,6 +81,10 @@ MAX_REQUEST_ITEMS = 10_000
 HOLD_LETTERS = "uosp"
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
+#: TMPDIRs set aside at a job's end (`executor.sweep_leftovers`): removed this many seconds
+#: a poll while some are left, looked for again every SWEEP_EVERY seconds (and at start).
+SWEEP_SECONDS = 0.05
+SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
 #: PBS's state_count names, in its order.
@@ -137,6 +141,7 @@ class Engine:
         self.owner_uid = os.getuid()
         self.want_cycle = True
         self.restart_cycle = False  # a hook's fail_action: drop the rest of this cycle's runs
+        self._sweep_due = 0.0  # time.monotonic() of the next look for leftover TMPDIRs
         #: When each scheduler's scheduler_iteration brings its next cycle.
         self.sched_next: dict[str, float] = {}
         self.launches: dict[str, executor.Launch] = {}
@@ -1465,6 +1470,9 @@ class Engine:
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
         self._end_waits(now)
+        if time.monotonic() >= self._sweep_due:
+            more = executor.sweep_leftovers(self.home.tmp, SWEEP_SECONDS)
+            self._sweep_due = time.monotonic() + (0.0 if more else SWEEP_EVERY)
         self.resvs.poll(now)
         self.periodic.poll(now)
         self._poll_schedulers()
@@ -1577,10 +1585,12 @@ class Engine:
         self._event("jobobit", job=Job(job_id, attrs))
         self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
-        # Last: whatever the job left in its TMPDIR, the job's end is complete before.
+        # Last: whatever the job left in its TMPDIR, the job's end is complete before. What
+        # is not gone in REMOVE_SECONDS is set aside and swept a slice a poll.
         problem = executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}")
         if problem:
             self.log(LOG_ERROR, "Job", job_id, f"its TMPDIR is left: {problem}")
+        self._sweep_due = 0.0
 
     def close(self) -> None:
         """Stop the scheduler processes and close the database and the log; each step runs

@@ -172,3 +172,55 @@ def test_a_folder_swapped_for_a_link_after_it_was_listed_is_never_opened(private
     monkeypatch.undo()
     assert [path for path, kind in opened if kind != stat.S_IFDIR] == []
     assert not os.path.lexists(tmpdir) and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_folder_named_as_the_removals_own_at_depth_is_removed_too(private):
+    """Folders past 64 levels move up to the top folder; under a fixed name, a job's own
+    folder of that name made the move fail and the whole TMPDIR stay for good."""
+    tmpdir = private / "pbs.7.host"
+    path = tmpdir
+    for _ in range(70):
+        path = path / ".pbsplug-removing-1"
+    path.mkdir(parents=True)
+    assert executor.remove_job_dir(tmpdir) is None
+    assert not os.path.lexists(tmpdir)
+
+
+def test_a_tree_not_gone_in_its_time_is_set_aside_and_swept_a_slice_at_a_time(private):
+    """A process the job left can grow its TMPDIR faster than it is removed: the job's end
+    stalled the server for minutes. Now the end spends its seconds, sets the rest aside,
+    and sweep_leftovers goes on with it in slices."""
+    tmpdir = private / "pbs.8.host"
+    for n in range(40):
+        (tmpdir / f"d{n}").mkdir(parents=True)
+        for m in range(200):
+            (tmpdir / f"d{n}" / f"f{m}").touch()
+    assert executor.remove_job_dir(tmpdir, seconds=0.0) is None
+    assert not os.path.lexists(tmpdir)
+    aside = [p.name for p in private.iterdir()]
+    assert len(aside) == 1 and aside[0].startswith(executor.LEFTOVER)
+    slices = 0
+    while executor.sweep_leftovers(private, 0.001):
+        slices += 1
+        assert slices < 100_000, "the sweep made no progress"
+    assert list(private.iterdir()) == [] and slices > 1
+
+
+def test_a_failed_removal_leaves_no_descriptor_open(private, monkeypatch):
+    """A folder whose listing failed (a name turned from file to folder and back) was
+    opened but not yet held: its descriptor leaked, one a job, towards EMFILE."""
+    tmpdir = private / "pbs.9.host"
+    (tmpdir / "a" / "b").mkdir(parents=True)
+    real = executor._empty_but_folders
+    calls = []
+
+    def failing(fd, *args):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise PermissionError("a listing that fails")
+        return real(fd, *args)
+
+    monkeypatch.setattr(executor, "_empty_but_folders", failing)
+    before = len(os.listdir("/proc/self/fd"))
+    assert "PermissionError" in executor.remove_job_dir(tmpdir)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -11,6 +11,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from pbsplug.engine.testing import until
 
 
@@ -352,13 +354,25 @@ def test_a_scheduler_process_writes_in_sched_users_folders_through_no_link(tmp_p
     (folder / "dir").mkdir()
     for name in ("sched.lock", "20261124", "fifo", "dir"):
         try:
-            fd = open_in_sched_dir(str(folder), name, os.O_WRONLY | os.O_APPEND)
+            fd = open_in_sched_dir(str(folder), name, os.O_WRONLY | os.O_APPEND, os.geteuid())
         except OSError:
             continue
         os.close(fd)
         raise AssertionError(f"{name} was opened")
     assert victim.read_text() == "precious\n"
-    fd = open_in_sched_dir(str(folder), "new", os.O_WRONLY)
+    fd = open_in_sched_dir(str(folder), "new", os.O_WRONLY, os.geteuid())
     os.write(fd, b"1\n")
     os.close(fd)
     assert (folder / "new").read_text() == "1\n"
+    # the folder itself swapped for a link (sched_user may write its parent), or a folder
+    # another user owns: refused, nothing written there
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "sched_log").symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        open_in_sched_dir(str(tmp_path / "sched_log"), "20261125", os.O_WRONLY, os.geteuid())
+    if os.geteuid() == 0:  # a folder of a third user's
+        os.chown(elsewhere, 65534, 65534)
+        with pytest.raises(OSError, match="not a folder of sched_user's"):
+            open_in_sched_dir(str(elsewhere), "20261125", os.O_WRONLY, 12345)
+    assert list(elsewhere.iterdir()) == []

@@ -84,6 +84,21 @@ def test_what_a_job_leaves_running_in_its_session_ends_with_it(engine):
     until(gone, 10, f"the job's background process {pid} outlived the job")
 
 
+def test_a_tmpdir_set_aside_is_swept_by_the_server(engine):
+    """What a job's end could not remove in its half second is renamed .leftover-* in tmp/
+    and removed by the server a slice a poll (a process left by the job could grow it
+    faster than it went, and stalled the server)."""
+    leftover = engine.home.tmp / f"{executor.LEFTOVER}test"
+    for n in range(20):
+        (leftover / f"d{n}").mkdir(parents=True)
+        for m in range(100):
+            (leftover / f"d{n}" / f"f{m}").touch()
+    job_id = engine.submit("true\n")  # a job's end looks for leftovers at once
+    assert engine.wait(job_id)["Exit_status"] == 0
+    until(lambda: not leftover.exists(), 60, "the server to sweep the leftover TMPDIR")
+    assert not (engine.home.tmp / f"pbs.{job_id}").exists()
+
+
 def test_walltime_is_enforced(engine):
     job_id = engine.submit("sleep 30\n", Resource_List={"walltime": "00:00:01"})
     attrs = engine.wait(job_id, timeout=30)
