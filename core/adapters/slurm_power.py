@@ -357,7 +357,9 @@ def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
             # A host the plugins found up (it has not registered with Slurm yet), in this
             # run or an earlier one (ResumeProgram again after a restart), is not woken again;
             # one still booting is the plugin's own record's to keep.
-            waiting = [h for h in hosts if _powering(nodes.get(h))
+            # A host sinfo does not list (a powered-down CLOUD node, a hidden partition's)
+            # is one Slurm named to wake: it waits too.
+            waiting = [h for h in hosts if (h not in nodes or _powering(nodes[h]))
                        and now - woken.get(h, 0) > resume_timeout]
             vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), False, record.get(h, 0)),
                           "state": "sleep"} for h in waiting}

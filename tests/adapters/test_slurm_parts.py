@@ -623,3 +623,26 @@ def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_
     assert set(asked[0][5].split(",")) >= {"R", "CG", "CF", "S", "ST"}
     assert asked[0][6:] == ("-o", "%A")  # array tasks by their own id (%i: 1234_5)
     assert "exechost_periodic left out this time: squeue: exit status 1" in caplog.text
+
+
+def test_resume_wakes_a_node_sinfo_does_not_list(monkeypatch):
+    """ResumeProgram names the nodes to wake; one sinfo --json leaves out (a powered-down
+    CLOUD node, a hidden partition's) was never put to the plugins: Slurm waited out
+    ResumeTimeout and marked it DOWN."""
+    import contextlib
+
+    fired, woken = [], {}
+    for name, value in (("_hostlist", lambda ctx, text: text.split(",")),
+                        ("_resume_jobs", lambda env, hosts, ctx: {}),
+                        ("config_value", lambda ctx, key: "60"),
+                        ("_locked", lambda ctx: contextlib.nullcontext()),
+                        ("_off_record", lambda ctx: {"cn9": 1}),
+                        ("_woken_record", lambda ctx: woken),  # kept: woken once
+                        ("_save_off", lambda *args: None), ("_save_record", lambda *args: None),
+                        ("slurm_nodes", lambda ctx: []),
+                        ("_fire", lambda ctx, vnodes, jobs, *rest: fired.append(
+                            {n: v["state"] for n, v in vnodes.items()})),
+                        ("_woke", lambda out, waiting: list(waiting))):
+        monkeypatch.setattr(slurm_power, name, value)
+    assert slurm_power.resume(None, {}, ["cn9"])["exit"] == 0
+    assert fired == [{"cn9": "sleep"}] and "cn9" in woken

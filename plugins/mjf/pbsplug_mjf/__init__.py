@@ -52,7 +52,12 @@ GRACE_MAX = 10 * 365 * 86400
 
 
 def _absolute(value: str) -> str | None:
-    return None if value.startswith("/") else "expected an absolute path"
+    """An absolute path without '..': the base is made level by level as written, and the
+    features are written through the path as given, which the kernel reads through links
+    ('..' after a link would name two folders)."""
+    if not value.startswith("/"):
+        return "expected an absolute path"
+    return "expected a path without '..'" if ".." in value.split("/") else None
 
 
 def _absolute_or_empty(value: str) -> str | None:

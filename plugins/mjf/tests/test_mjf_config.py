@@ -20,6 +20,9 @@ import pbsplug_mjf as plugin
     ({"hs06_per_cpu": float("inf")}, "hs06_per_cpu = Infinity: expected a number"),
     ({"hs06_per_cpu": 0.0001}, "hs06_per_cpu = 0.0001: expected a number >= 0.001"),
     ({"grace_secs": -1}, "grace_secs = -1: expected an integer >= 0"),
+    # '..' after a link names two folders: the one made and the one written to
+    ({"jobfeatures_dir": "/run/x/../jobfeatures"}, "jobfeatures_dir = \"/run/x/../jobfeatures\""
+                                                   ": expected a path without '..'"),
     ({"grace_secs_job": 10**12}, "grace_secs_job = 1000000000000: expected at most "
                                  "315360000 (ten years)"),
     # PBS's own resources that are not sizes: every job would be refused, or counted wrong.
