@@ -36,6 +36,7 @@ import errno
 import json
 import os
 import pwd
+import random
 import resource
 import secrets
 import select
@@ -326,23 +327,30 @@ def _open_folder(dir_fd: int, name: str) -> int | None:
 
 
 def _empty_but_folders(fd: int, deadline: float | None = None) -> list[str]:
-    """Unlink everything in the folder `fd` but its folders (links and files: the names go,
-    nothing is followed); the folders' names. A name that became a folder since it was
-    listed counts as one."""
+    """Remove everything in the folder `fd` but its folders that are not empty (links and
+    files: the names go, nothing is followed; an empty folder goes at once); those
+    folders' names. Everything listed before the deadline is done, so a slice always
+    makes progress (a listing cut short and thrown away made none: a folder of 250,000
+    empty folders was listed again and again, forever)."""
     folders = []
     with os.scandir(fd) as entries:
         for n, entry in enumerate(entries):
             if deadline is not None and n % 256 == 255 and time.monotonic() > deadline:
                 raise _OutOfTime
+            name = entry.name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.name)
+                    os.rmdir(name, dir_fd=fd)
                 else:
-                    os.unlink(entry.name, dir_fd=fd)
+                    os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
                 pass
-            except IsADirectoryError:
-                folders.append(entry.name)
+            except IsADirectoryError:  # a file turned folder since it was listed
+                folders.append(name)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+                folders.append(name)  # not empty (or turned file): opened or unlinked next
     return folders
 
 
@@ -351,11 +359,18 @@ def _set_aside(parent: int, name: str) -> None:
     os.rename(name, f"{LEFTOVER}{secrets.token_hex(8)}", src_dir_fd=parent, dst_dir_fd=parent)
 
 
-def _remove_or_set_aside(parent: int, name: str, seconds: float) -> None:
+def _remove_or_set_aside(parent: int, name: str, seconds: float) -> str | None:
+    """Remove `name` for up to `seconds`; what is left then, or after an error (a process
+    still writing there, an entry root may not remove), is set aside for
+    `sweep_leftovers`: the name is free at once. The error, if one set it aside."""
     try:
         _remove_entry(parent, name, time.monotonic() + seconds)
     except _OutOfTime:
         _set_aside(parent, name)
+    except OSError as exc:
+        _set_aside(parent, name)
+        return f"{type(exc).__name__}: {exc}; set aside for later"
+    return None
 
 
 def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
@@ -367,8 +382,8 @@ def make_job_dir(path: Path, ids: Ids | None, mode: int = 0o700) -> None:
     try:
         try:
             os.mkdir(path.name, 0o700, dir_fd=parent)
-        except FileExistsError:
-            _remove_or_set_aside(parent, path.name, REMOVE_SECONDS)
+        except FileExistsError:  # an earlier run's (a requeue), or a planted name: it goes
+            _set_aside(parent, path.name)  # to the sweep, and this start waits for nothing
             os.mkdir(path.name, 0o700, dir_fd=parent)
         fd = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                      dir_fd=parent)
@@ -396,12 +411,12 @@ def remove_job_dir(path: Path, seconds: float = REMOVE_SECONDS) -> str | None:
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"
     try:
-        _remove_or_set_aside(parent, path.name, seconds)
+        problem = _remove_or_set_aside(parent, path.name, seconds)
     except Exception as exc:  # noqa: BLE001 - whatever a job left, the server goes on
         return f"{path}: {type(exc).__name__}: {exc}"
     finally:
         os.close(parent)
-    return None
+    return f"{path}: {problem}" if problem else None
 
 
 def sweep_leftovers(folder: Path, seconds: float) -> bool:
@@ -414,7 +429,9 @@ def sweep_leftovers(folder: Path, seconds: float) -> bool:
         return False
     deadline = time.monotonic() + seconds
     try:
-        for name in [n for n in os.listdir(parent) if n.startswith(LEFTOVER)]:
+        names = [n for n in os.listdir(parent) if n.startswith(LEFTOVER)]
+        random.shuffle(names)  # one that takes long does not keep the others waiting
+        for name in names:
             try:
                 _remove_entry(parent, name, deadline)
             except _OutOfTime:

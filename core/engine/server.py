@@ -142,6 +142,7 @@ class Engine:
         self.want_cycle = True
         self.restart_cycle = False  # a hook's fail_action: drop the rest of this cycle's runs
         self._sweep_due = 0.0  # time.monotonic() of the next look for leftover TMPDIRs
+        self._removal_left = executor.REMOVE_SECONDS  # this poll's, for the jobs' TMPDIRs
         #: When each scheduler's scheduler_iteration brings its next cycle.
         self.sched_next: dict[str, float] = {}
         self.launches: dict[str, executor.Launch] = {}
@@ -1444,6 +1445,9 @@ class Engine:
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()
+        # What all the jobs ending in this poll may spend on their TMPDIRs together; the
+        # rest is set aside and swept (one poll of many ends cost one's).
+        self._removal_left = executor.REMOVE_SECONDS
         for job_id, launch in list(self.launches.items()):
             ended = executor.JobExit.read(launch.status_file)
             if ended is None:
@@ -1587,7 +1591,10 @@ class Engine:
         self._resolve_depend([job_id])
         # Last: whatever the job left in its TMPDIR, the job's end is complete before. What
         # is not gone in REMOVE_SECONDS is set aside and swept a slice a poll.
-        problem = executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}")
+        started = time.monotonic()
+        problem = executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}",
+                                          max(0.0, self._removal_left))
+        self._removal_left -= time.monotonic() - started
         if problem:
             self.log(LOG_ERROR, "Job", job_id, f"its TMPDIR is left: {problem}")
         self._sweep_due = 0.0

@@ -224,3 +224,60 @@ def test_a_failed_removal_leaves_no_descriptor_open(private, monkeypatch):
     before = len(os.listdir("/proc/self/fd"))
     assert "PermissionError" in executor.remove_job_dir(tmpdir)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_every_slice_of_the_sweep_makes_progress(private):
+    """A folder of empty folders was listed, cut short at the slice's end and listed again
+    from its start: a leftover of 250,000 made the server sweep half its time, for good.
+    Now what is listed within a slice is removed, empty folders at once."""
+    leftover = private / f"{executor.LEFTOVER}many"
+    (leftover / "big").mkdir(parents=True)
+    fd = os.open(leftover / "big", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for n in range(30_000):
+            os.mkdir(f"d{n:05d}", dir_fd=fd)
+    finally:
+        os.close(fd)
+    slices = 0
+    while executor.sweep_leftovers(private, 0.002):
+        slices += 1
+        assert slices < 100_000, "the sweep made no progress"
+    assert list(private.iterdir()) == []
+
+
+def test_a_tmpdir_still_written_to_is_set_aside_and_swept_once_the_writer_is_gone(private):
+    """A process the job left keeps writing in its TMPDIR: removal failed (ENOTEMPTY) and
+    the TMPDIR stayed as pbs.<id> for good; a requeued run of the job could not start."""
+    import subprocess
+    import sys
+
+    tmpdir = private / "pbs.10.host"
+    tmpdir.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", "import itertools, os\n"
+                               "for n in itertools.count():\n"
+                               "    open(f'f{n % 1000}', 'w').close()\n"], cwd=tmpdir)
+    try:
+        while len(os.listdir(tmpdir)) < 10:
+            assert writer.poll() is None
+        executor.remove_job_dir(tmpdir, seconds=0.05)  # an error or out of time: set aside
+        assert not os.path.lexists(tmpdir)
+        executor.make_job_dir(tmpdir, None)  # the name is free: a requeued run starts
+        assert list(tmpdir.iterdir()) == []
+    finally:
+        writer.kill()
+        writer.wait()
+    while executor.sweep_leftovers(private, 0.05):
+        pass
+    assert [p.name for p in private.iterdir()] == ["pbs.10.host"]
+
+
+def test_a_stale_tmpdir_is_set_aside_at_once_when_a_job_starts(private):
+    """A requeued job's start no longer spends time on its earlier run's TMPDIR."""
+    tmpdir = private / "pbs.11.host"
+    (tmpdir / "old").mkdir(parents=True)
+    executor.make_job_dir(tmpdir, None)
+    assert list(tmpdir.iterdir()) == []
+    aside = [p.name for p in private.iterdir() if p.name != "pbs.11.host"]
+    assert len(aside) == 1 and aside[0].startswith(executor.LEFTOVER)
+    assert not executor.sweep_leftovers(private, 1.0)
+    assert [p.name for p in private.iterdir()] == ["pbs.11.host"]

@@ -373,6 +373,33 @@ def test_a_scheduler_process_writes_in_sched_users_folders_through_no_link(tmp_p
         open_in_sched_dir(str(tmp_path / "sched_log"), "20261125", os.O_WRONLY, os.geteuid())
     if os.geteuid() == 0:  # a folder of a third user's
         os.chown(elsewhere, 65534, 65534)
-        with pytest.raises(OSError, match="not a folder of sched_user's"):
+        with pytest.raises(OSError, match="not root's nor sched_user's"):
             open_in_sched_dir(str(elsewhere), "20261125", os.O_WRONLY, 12345)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_link_above_the_scheduler_folders_is_not_followed(tmp_path):
+    """A link at a level above sched_priv that sched_user may write (not only at the folder
+    itself) had root write in the root-owned folder it pointed at."""
+    from pbsplug.engine.schedprocs import open_in_sched_dir
+
+    if os.geteuid() != 0:
+        message = "needs root: folders of another user's"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    rootside = tmp_path / "rootside" / "sched_priv"
+    rootside.mkdir(parents=True)
+    (rootside / "sched.lock").write_text("4242\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)  # sched_user's, who makes a link in it
+    (home / "a").symlink_to(tmp_path / "rootside")
+    os.lchown(home / "a", 65534, 65534)
+    with pytest.raises(OSError, match="is a link or no folder"):
+        open_in_sched_dir(str(home / "a" / "sched_priv"), "sched.lock", os.O_WRONLY, 65534)
+    assert (rootside / "sched.lock").read_text() == "4242\n"
+    if os.path.islink("/var/run") and os.lstat("/var/run").st_uid == 0:
+        from pbsplug.engine.schedprocs import _open_sched_dir
+
+        os.close(_open_sched_dir("/var/run", 0))  # root's link in root's folder: followed
