@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .values import LONG_MAX
+
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)(b|w)?\s*$", re.IGNORECASE)
@@ -59,7 +61,7 @@ def parse_bool(value: Any) -> bool:
 
 
 #: The longest duration a value may hold: a signed 64-bit count of seconds, PBS's long.
-MAX_DURATION = (1 << 63) - 1
+MAX_DURATION = LONG_MAX
 
 
 def parse_duration(value: str | int | float) -> int:

@@ -105,10 +105,7 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
             pevent.accept()
         runner = load(config)
         spec = EVENTS[name]
-        try:
-            data = wire.event_data(pbs, pevent, types, spec.objects, spec.host)
-        except wire.EventIncomplete as exc:
-            wire.incomplete(pbs, pevent, exc)
+        data = wire.event_data_or_reject(pbs, pevent, types, spec.objects, spec.host)
         if name == "periodic":
             try:
                 plan_estimates(pbs, types, data, runner)

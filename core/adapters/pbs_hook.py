@@ -59,10 +59,7 @@ def _pbsplug_hook():
         name = types.event_name(event.type, config["objects"])
         if name is not None and config["objects"][name][1]:  # an execution-host event
             objects = config["objects"][name][0]
-            try:
-                data = pbs_wire.event_data(pbs, event, types, objects, True)
-            except pbs_wire.EventIncomplete as exc:
-                pbs_wire.incomplete(pbs, event, exc)
+            data = pbs_wire.event_data_or_reject(pbs, event, types, objects, True)
             outcome = _ask_worker(config, config_text, name, data)
             if outcome is not None:
                 pbs_wire.log_records(pbs, outcome["logs"])

@@ -133,24 +133,28 @@ MUST_HAVE = frozenset({"job", "vnode_list", "job_list", "resv", "vnode"})
 
 
 class EventIncomplete(RuntimeError):
-    """PBS ran the hook without an object its event must carry (`incomplete`)."""
+    """PBS ran the hook without an object its event must carry (`event_data_or_reject`)."""
 
 
-def incomplete(pbs: Any, pevent: Any, exc: EventIncomplete) -> None:
-    """Reject an event PBS could not build, logged: nothing runs on an empty object, and
-    fail_action does not apply (a job owner's odd bytes are no reason to take the node
-    offline). A job's begin is then rejected (PBS requeues the job), a periodic run is left
-    out. Ends the hook (SystemExit)."""
-    pbs.logmsg(pbs.LOG_ERROR, f"pbsplug: {exc}; the event is rejected")
-    pevent.reject(f"pbsplug: {exc}")
+def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
+                         ) -> dict[str, Any]:
+    """`event_data`; an event PBS could not build (`EventIncomplete`) is rejected, logged,
+    and the hook ends there (SystemExit): nothing runs on an empty object, and fail_action
+    does not apply (a job owner's odd bytes are no reason to take the node offline). A
+    job's begin is then refused (PBS requeues the job), a periodic run is left out."""
+    try:
+        return event_data(pbs, pevent, types, objects, host)
+    except EventIncomplete as exc:
+        pbs.logmsg(pbs.LOG_ERROR, f"pbsplug: {exc}; the event is rejected")
+        pevent.reject(f"pbsplug: {exc}")
+        raise  # only where reject does not end the hook (a stand-in pbs module)
 
 
 def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
                ) -> dict[str, Any]:
     """The event's `objects` (the names pbsplug's event of this type carries) as plain data,
     keyed by PBS's names, as `pbsplug.Event.from_dict` takes them. An object of `MUST_HAVE`
-    that PBS could not give is an `EventIncomplete` error (`incomplete`), never an empty
-    one."""
+    that PBS could not give is an `EventIncomplete` error, never an empty one."""
     data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or ""),
                             "requestor_host": str(getattr(pevent, "requestor_host", "") or "")}
     for key in objects:

@@ -378,22 +378,22 @@ def serve(path: Path, config_file: Path) -> None:
                 if not ready and not children and not gate.waiting:
                     return
             elif not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
-                leaving = _leave(path, inode)
+                # The socket's name goes first: a hook that connects from now on starts a
+                # new worker, and those already in the listen backlog are served before
+                # this one leaves (closing with them there reset their connections).
+                _unlink_if_ours(path, inode)
+                leaving = True
             elif _inode(path) != inode:
                 leaving = True  # replaced or removed: another worker serves this config now
     finally:
         listener.close()
-        if _inode(path) == inode:
-            path.unlink(missing_ok=True)
+        _unlink_if_ours(path, inode)
 
 
-def _leave(path: Path, inode: int) -> bool:
-    """Take the socket's name away before leaving: a hook that connects from now on starts
-    a new worker, and those that connected before (still in the listen backlog) are
-    served first. Closing with them there reset their connections: the hook failed."""
+def _unlink_if_ours(path: Path, inode: int) -> None:
+    """Remove the socket's name, unless another worker has put its own there since."""
     if _inode(path) == inode:
         path.unlink(missing_ok=True)
-    return True
 
 
 def _inode(path: Path) -> int | None:

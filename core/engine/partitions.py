@@ -166,15 +166,20 @@ def check_node(name: str, changed: set[str], old: Mapping[str, Any], new: Mappin
                           f"Partition {part} is not part of queue for node", "node", name)
 
 
+def sched_uid(attrs: Mapping[str, Any]) -> int:
+    """sched_user's uid (this process's when none is set); -1 for a user unknown here."""
+    user = str(attrs.get("sched_user") or "")
+    try:
+        return pwd.getpwnam(user).pw_uid if user else os.geteuid()
+    except KeyError:
+        return -1
+
+
 def directory_problems(attrs: Mapping[str, Any]) -> list[str]:
     """Why the scheduler's sched_priv or sched_log fails PBS's checks: each must be a
     directory owned by sched_user, writable by nobody else (sched_priv 750, sched_log 755
     at most). The comments PBS sets, or []."""
-    user = str(attrs.get("sched_user") or "")
-    try:
-        uid = pwd.getpwnam(user).pw_uid if user else os.geteuid()
-    except KeyError:
-        uid = -1
+    uid = sched_uid(attrs)
     problems = []
     for key, most, comment in (("sched_priv", 0o750, PRIV_INVALID),
                                ("sched_log", 0o755, LOG_INVALID)):

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..scheduler import Scheduler
 from ..scheduler.feed import Feed, row
+from .partitions import sched_uid
 
 NEEDS_ATTENTION = "NEEDS_ATTENTION"
 #: Crashes within this many seconds that leave a scheduler down.
@@ -288,7 +289,7 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
-    owner = _sched_uid(attrs)
+    owner = sched_uid(attrs)
     priv = attrs.get("sched_priv")
     if priv:
         try:
@@ -386,17 +387,6 @@ class _DailyFile(logging.Handler):
         super().__init__()
         self.directory = directory
         self.owner = owner
-
-
-def _sched_uid(attrs: dict[str, Any]) -> int:
-    """sched_user's uid (this process's when none is set); -1 for a user unknown here."""
-    import pwd
-
-    user = str(attrs.get("sched_user") or "")
-    try:
-        return pwd.getpwnam(user).pw_uid if user else os.geteuid()
-    except KeyError:
-        return -1
 
 
 def _open_sched_dir(directory: str, owner: int) -> int:

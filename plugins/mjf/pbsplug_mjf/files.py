@@ -113,9 +113,13 @@ def check_base(base: str | Path) -> None:
     """`HostError` naming the folder and why, when others could change what is in it."""
     problem = base_problem(base)
     if problem:
-        raise HostError(f"refusing the features folder {base}: {problem}, so another "
-                        "user could replace the features in it; make that root's and writable "
-                        "by root alone, or choose another folder")
+        raise _refused(base, problem)
+
+
+def _refused(base: str | Path, problem: str) -> HostError:
+    return HostError(f"refusing the features folder {base}: {problem}, so another user could "
+                     "replace the features in it; make that root's and writable by root "
+                     "alone, or choose another folder")
 
 
 def ensure_base(base: str | Path) -> Path:
@@ -143,14 +147,11 @@ def ensure_base(base: str | Path) -> Path:
             sub = _open_level(fd, part, here, path, trusted)
             os.close(fd)
             fd = sub
-            info = os.fstat(fd)
             if made:
                 os.fchmod(fd, DIR_MODE)  # 0755 whatever the umask: jobs must get through
-                info = os.fstat(fd)
-            problem = _entry_problem(here, info, trusted, n < len(parts) - 1)
+            problem = _entry_problem(here, os.fstat(fd), trusted, n < len(parts) - 1)
             if problem:
-                raise HostError(f"refusing the features folder {base}: {problem}, so another "
-                                "user could replace the features in it")
+                raise _refused(base, problem)
     finally:
         os.close(fd)
     return path
@@ -173,8 +174,7 @@ def _open_level(parent: int, name: str, here: Path, base: Path, trusted: set[int
             raise _failure("make the base directory", base,
                            OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))) from None
         if link.st_uid not in trusted:
-            raise HostError(f"refusing the features folder: {here} is a link owned by "
-                            f"{_owner(link.st_uid)}") from None
+            raise _refused(base, f"{here} is a link owned by {_owner(link.st_uid)}") from None
     try:
         return os.open(name, flags, dir_fd=parent)
     except OSError as exc:
