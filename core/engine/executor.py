@@ -141,10 +141,43 @@ def process_start(pid: int) -> float | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":  # a zombie: it has ended (reaped by whoever is its parent)
+    return _start_of(stat)
+
+
+def _start_of(stat: str) -> float | None:
+    """The start time (clock ticks since boot) in a /proc/<pid>/stat text; None for a
+    zombie (it has ended, reaped by whoever is its parent) or a text of another shape."""
+    fields = stat.rsplit(")", 1)[-1].split()
+    if len(fields) < 20 or fields[0] == "Z":
         return None
-    return float(fields[19])
+    try:
+        return float(fields[19])
+    except ValueError:
+        return None
+
+
+def process_identity(pid: int) -> tuple[int, float] | None:
+    """A live process's owner (uid) and start time, both read through one descriptor of
+    its /proc folder, which stays bound to that process: if it ends and its pid is reused
+    in between, the second read fails instead of describing the newcomer. None when there
+    is no such process."""
+    try:
+        fd = os.open(f"/proc/{int(pid)}", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (OSError, ValueError):
+        return None
+    try:
+        owner = os.fstat(fd).st_uid
+        stat_fd = os.open("stat", os.O_RDONLY, dir_fd=fd)
+        try:
+            text = os.read(stat_fd, 4096).decode("utf-8", "replace")
+        finally:
+            os.close(stat_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    started = _start_of(text)
+    return None if started is None else (owner, started)
 
 
 class PendingLaunch:

@@ -811,13 +811,10 @@ class Engine:
         self._own(caller, job_id, attrs)
         if attrs["job_state"] != "R" or job_id not in self.launches:
             raise PbsError(PBSE_BADSTATE, obj=job_id)
-        try:
-            owner = os.stat(f"/proc/{int(pid)}").st_uid
-        except OSError:
-            raise PbsError(PBSE_BADATVAL, f"no process {pid}", obj=job_id) from None
-        started = executor.process_start(int(pid))
-        if started is None:
+        identity = executor.process_identity(int(pid))
+        if identity is None:
             raise PbsError(PBSE_BADATVAL, f"no process {pid}", obj=job_id)
+        owner, started = identity  # of one process (a pid reused in between cannot mix)
         if caller.role != ROLE_MANAGER and owner != caller.uid:
             raise PbsError(PBSE_PERM, obj=job_id)
         outcome = self._event("execjob_attach", caller, job=Job(job_id, attrs), pid=int(pid),

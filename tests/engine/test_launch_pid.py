@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,31 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
     pending.cancel()  # a no-op once started
     with pytest.raises(RuntimeError):
         pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
+
+
+def test_an_attached_process_is_identified_through_one_descriptor_of_its_proc_folder(
+        monkeypatch):
+    """pbs_attach checks a process's owner and records its start time. Both are read through
+    one descriptor of /proc/<pid>, bound to that process: a process that ends between the
+    two reads (its pid free for another) is no process, never the owner of one and the start
+    time of another."""
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        assert executor.process_identity(child.pid) == (
+            os.getuid(), executor.process_start(child.pid))
+        real_open = os.open
+
+        def ends_in_between(path, flags, mode=0o777, *, dir_fd=None):
+            if dir_fd is not None:  # the owner is read; the process ends before its stat
+                child.kill()
+                child.wait()
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        monkeypatch.setattr(os, "open", ends_in_between)
+        assert executor.process_identity(child.pid) is None
+    finally:
+        child.kill()
+        child.wait()
+    monkeypatch.undo()
+    assert executor.process_identity(child.pid) is None  # reaped
+    assert executor.process_identity(-1) is None
