@@ -70,6 +70,7 @@ from typing import Any
 
 from .. import hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
+from . import limits
 from .errors import PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
 
@@ -182,7 +183,9 @@ class AttrDef:
 
     `type`: boolean, long, float, string, string_array, acl (a string_array of entities),
     size, duration, time, entlim (``[u:PBS_GENERIC=10]``), choice (one of `choices`),
-    node_state, or resource (a dict of resources; each value typed by its resource).
+    node_state, resource (a dict of resources; each value typed by its resource), or
+    entlim_res (a dict of resources, each an entlim whose values have its type:
+    ``max_queued_res.ncpus = [u:PBS_GENERIC=64]``).
     `set_by`: operator, manager, or server (read-only: nobody sets it with qmgr).
     """
 
@@ -253,10 +256,11 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("flatuid", "boolean", False),
         _op("max_running", "long"), _op("max_user_run", "long"),
         _op("max_group_run", "long"),
-        _op("max_run", "entlim"), _op("max_run_res", "entlim"),
-        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim"),
-        _op("max_queued", "entlim"), _op("max_queued_res", "entlim"),
-        _op("queued_jobs_threshold", "entlim"), _op("queued_jobs_threshold_res", "entlim"),
+        _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
+        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
+        _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
+        _op("queued_jobs_threshold", "entlim"),
+        _op("queued_jobs_threshold_res", "entlim_res"),
         _op("resources_available", "resource"), _op("resources_default", "resource"),
         _op("resources_max", "resource"), _op("default_chunk", "resource"),
         _op("default_qsub_arguments", "string"),
@@ -288,10 +292,11 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("comment", "string"),
         _op("max_running", "long"), _op("max_user_run", "long"),
         _op("max_group_run", "long"), _op("max_queuable", "long"),
-        _op("max_run", "entlim"), _op("max_run_res", "entlim"),
-        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim"),
-        _op("max_queued", "entlim"), _op("max_queued_res", "entlim"),
-        _op("queued_jobs_threshold", "entlim"), _op("queued_jobs_threshold_res", "entlim"),
+        _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
+        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
+        _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
+        _op("queued_jobs_threshold", "entlim"),
+        _op("queued_jobs_threshold_res", "entlim_res"),
         _op("resources_default", "resource"), _op("resources_max", "resource"),
         _op("resources_min", "resource"), _op("resources_available", "resource"),
         _op("default_chunk", "resource"),
@@ -383,8 +388,11 @@ _OBJECT_WORDS = (("server", "server"), ("queue", "queue"), ("queues", "queue"),
                  ("sched", "sched"), ("hook", "hook"), ("pbshook", "pbshook"))
 _VERB_WORDS = ("create", "delete", "set", "unset", "list", "print", "active", "import",
                "export", "help", "?", "quit", "exit", "history")
+_ENTLIM_TYPES = ("entlim", "entlim_res")
+#: Types whose value is a dict of resources (``attr.resource = value``).
+_KEYED = ("resource", "entlim_res")
 #: Attributes whose unquoted value may contain blanks (PBS's "entlim" attributes).
-_ENTLIM = frozenset(a.name for a in _BUILTIN["server"] if a.type == "entlim")
+_ENTLIM = frozenset(a.name for a in _BUILTIN["server"] if a.type in _ENTLIM_TYPES)
 _SETTER_RANK = {"user": 0, "operator": 1, "manager": 2, "server": 3}
 
 
@@ -759,11 +767,18 @@ def convert(obj_type: str, op: AttrOp, defs: Mapping[str, AttrDef],
     defn = lookup(defs, op.name)
     if defn is None:
         raise QmgrError(PBSE_NOATTR, obj_type=obj_type)
-    if (defn.type == "resource") != (op.resource is not None):
-        if defn.type != "resource":
+    if (defn.type in _KEYED) != (op.resource is not None):
+        if defn.type not in _KEYED:
             raise QmgrError(PBSE_NOATTR, obj_type=obj_type)
         raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=op.full_name)
     text = op.value if op.value is not None else ""
+    if defn.type == "entlim_res":
+        try:
+            limits.parse(text, _resource_kind(op, resource_types))
+        except ValueError as exc:
+            raise QmgrError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                            f"{op.full_name}: {exc}", obj_type=obj_type) from None
+        return text.strip()
     if defn.type == "resource":
         kind = _resource_kind(op, resource_types)
         try:
@@ -778,6 +793,9 @@ def convert(obj_type: str, op: AttrOp, defs: Mapping[str, AttrDef],
                             f"'{defn.name}': {exc}", obj_type=obj_type) from None
         if defn.type == "node_state":
             raise QmgrError(PBSE_BADNDATVAL, obj_type=obj_type, attr=defn.name) from None
+        if defn.type == "entlim":  # which item is wrong, and why
+            raise QmgrError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                            f"{defn.name}: {exc}", obj_type=obj_type) from None
         raise QmgrError(PBSE_BADATVAL, obj_type=obj_type, attr=defn.name) from None
     if defn.check is not None and (problem := defn.check(value)):
         if defn.plugin:
@@ -786,7 +804,6 @@ def convert(obj_type: str, op: AttrOp, defs: Mapping[str, AttrDef],
     return value
 
 
-_ENTLIM_ITEM = re.compile(r"\s*\[\s*[ugpo]\s*:\s*[^\s=\]]+\s*=\s*[^\s\]]+\s*\]\s*")
 #: Node states qmgr may set (the rest are the server's: job-busy, down, ...).
 SETTABLE_NODE_STATES = ("free", "offline")
 
@@ -817,9 +834,8 @@ def _typed(defn: AttrDef, text: str) -> Any:
     if kind == "duration":
         return units.parse_duration(text)
     if kind == "entlim":
-        if not all(_ENTLIM_ITEM.fullmatch(p) for p in _split_entlim(text)):
-            raise ValueError("expected [u|g|p|o:name=value],...")
-        return text
+        limits.parse(text)  # a count each
+        return text.strip()
     if kind == "choice":
         low = text.strip().lower()
         for choice in defn.choices:
@@ -833,10 +849,6 @@ def _typed(defn: AttrDef, text: str) -> Any:
             raise ValueError("qmgr sets only free or offline")
         return ",".join(states)
     return values.text(text, defn.name, prose=defn.name == "comment")
-
-
-def _split_entlim(text: str) -> list[str]:
-    return [p.strip(" ,") + "]" for p in text.split("]") if p.strip(" ,")] or [""]
 
 
 # -- operators -------------------------------------------------------------------------------------
@@ -868,14 +880,19 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
             _unset(attrs, defn, op)
             continue
         value = convert(obj_type, op, defs, resource_types)
-        if defn.type == "resource":
-            kind = _resource_kind(op, resource_types)
+        if defn.type in _KEYED:
+            kind = "entlim" if defn.type == "entlim_res" else _resource_kind(op, resource_types)
             res = dict(attrs.get(name) or {})
             res[op.resource or ""] = _combine(kind, res.get(op.resource or ""), value, op.op)
-            attrs[name] = res
+            res = {k: v for k, v in res.items() if v != ""}  # an entlim emptied by -=
+            if res:
+                attrs[name] = res
+            else:
+                attrs.pop(name, None)
             continue
         new = _combine(defn.type, attrs.get(name), value, op.op)
-        if isinstance(new, list) and not new and defn.empty is None:
+        if (isinstance(new, list) and not new and defn.empty is None) or \
+                (defn.type == "entlim" and not new):
             attrs.pop(name, None)
         else:
             attrs[name] = new
@@ -883,7 +900,7 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
 
 
 def _unset(attrs: dict[str, Any], defn: AttrDef, op: AttrOp) -> None:
-    if op.resource is not None and defn.type == "resource":
+    if op.resource is not None and defn.type in _KEYED:
         res = dict(attrs.get(defn.name) or {})
         res.pop(op.resource, None)
         if res:
@@ -903,6 +920,8 @@ def _combine(kind: str, old: Any, new: Any, op: str) -> Any:
             return []
         if op == "-=" and kind == "node_state":
             return "free"
+        if op == "-=" and kind == "entlim":
+            return ""
         return new
     sign = 1 if op == "+=" else -1
     if kind in ("string_array", "acl"):
@@ -927,6 +946,8 @@ def _combine(kind: str, old: Any, new: Any, op: str) -> Any:
             total = max(units.parse_duration(old) + sign * units.parse_duration(new), 0)
             return units.format_duration(total)
         return max(old + sign * new, 0)
+    if kind == "entlim":
+        return limits.combine(old, new, sign)
     if isinstance(old, str) and isinstance(new, str):
         if sign > 0:
             return old + new

@@ -36,7 +36,7 @@ from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import UNUSABLE_STATES, resource_amount
 from ..siteconfig import load_site
 from ..units import parse_exec_vnode
-from . import depend, executor, jobspec
+from . import depend, executor, jobspec, limits
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -307,6 +307,28 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
+    def _check_limits(self, attrs: dict[str, Any], moving: str | None = None,
+                      altered: str | None = None) -> None:
+        """PBS's limits on queued jobs (`limits`) for a job entering its queue: those of
+        the complex and the queue for a new job, the queue's for a job `moving` into it
+        (it is counted in the complex already); for a job whose resources are `altered`,
+        the resource limits of both."""
+        queue = attrs.get("queue")
+        holders = [limits.Holder(self.store.get("queue", str(queue)) or {}, str(queue))]
+        if moving is None:
+            holders.insert(0, limits.Holder(self.store.get("server", "server") or {}, None))
+        itself = moving or altered
+
+        def others():
+            for job_id, state, fields in self.store.counted_jobs(limits.DONE_STATES):
+                if job_id != itself:
+                    yield (state, fields.get("queue"), limits.Owner.of(fields),
+                           fields.get("Resource_List"))
+
+        limits.check(holders, attrs, others(), {**values.RESOURCE_TYPES,
+                                               **self.resource_types()},
+                     counts=altered is None)
+
     # -- values (pbsplug.values: one set of rules for every entry) -------------------------
     def resource_types(self) -> dict[str, str]:
         """The custom resources (``qmgr create resource``): name -> type."""
@@ -476,6 +498,7 @@ class Engine:
         attrs.setdefault("queue", queue_name)
         attrs.setdefault("Rerunable", True)
         waits_for = self._check_depend(caller, attrs)
+        self._check_limits(attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
         attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
@@ -763,6 +786,9 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
+        if attrs.get("Resource_List") != current.get("Resource_List") and \
+                attrs.get("job_state") not in ("R", "E"):
+            self._check_limits(attrs, altered=job_id)
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -797,6 +823,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
+        self._check_limits(attrs, moving=job_id)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "

@@ -239,6 +239,31 @@ class Store:
             rows = self.db.execute("SELECT id, attrs, state FROM jobs ORDER BY seq")
         return {job_id: _job_attrs(attrs, state) for job_id, attrs, state in rows}
 
+    #: What `counted_jobs` reads of each job (the keys of the limits' counts).
+    COUNTED = ("queue", "euser", "egroup", "project", "Resource_List")
+
+    def counted_jobs(self, done: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
+        """Each job not in a `done` state: (id, state, its `COUNTED` attributes). SQLite
+        picks them out of each row, so a job's big attributes (its environment) are not
+        decoded in Python."""
+        marks = ",".join("?" * len(done))
+        picks = ", ".join(f"json_extract(attrs, '$.{key}')" for key in self.COUNTED)
+        try:
+            rows = self.db.execute(f"SELECT id, state, {picks} FROM jobs WHERE state NOT IN "
+                                   f"({marks}) AND json_valid(attrs)", done).fetchall()
+        except sqlite3.Error:  # no JSON functions: decode the rows
+            return [(job_id, attrs.get("job_state", state),
+                     {k: attrs.get(k) for k in self.COUNTED})
+                    for job_id, attrs in self.jobs().items()
+                    if isinstance(attrs, dict) and not self.unreadable(attrs)
+                    for state in (attrs.get("job_state"),) if state not in done]
+        out = []
+        for job_id, state, *picked in rows:
+            fields = dict(zip(self.COUNTED, picked, strict=True))
+            fields["Resource_List"] = _loads(fields["Resource_List"] or "{}")
+            out.append((job_id, state, fields))
+        return out
+
     def unreadable_jobs(self) -> dict[str, dict[str, Any]]:
         """The jobs, in any state, whose attributes are not JSON (see `UNREADABLE`)."""
         query = "SELECT id, attrs, state FROM jobs {} ORDER BY seq"

@@ -214,7 +214,7 @@ def test_convert_size_attribute_and_custom_resource_type():
     ("server", AttrOp("job_history_duration", None, "=", "1:xx"), 15014,
      "Illegal attribute or resource value job_history_duration"),
     ("server", AttrOp("max_run", None, "=", "10"), 15014,
-     "Illegal attribute or resource value max_run"),
+     "Illegal attribute or resource value max_run: '10': expected [u|g|p|o:name=value]"),
     ("queue", AttrOp("queue_type", None, "=", "batch"), 15014,
      "Illegal attribute or resource value queue_type"),
     ("queue", AttrOp("Priority", None, "=", "2000"), 15014,

@@ -398,3 +398,35 @@ def test_hundreds_of_connections_are_capped(engine, attacker, scene):
     refused = [a for a in seen["answers"] if a.startswith("HTTP/1.0 503")]
     assert refused and all("No free connections" in a for a in refused), seen["answers"][:5]
     assert seen["open_at_end"] <= 400
+
+
+def test_a_user_flooding_the_queue_is_stopped_at_max_queued_and_others_are_not(
+        engine, attacker, scene):
+    """Before PBS's max_queued was enforced (it was stored and ignored), nothing limited how
+    many jobs one user kept, each with up to 1 MiB of environment: 300 such made every
+    request slow for everyone. The site's limit now stops the attacker's submissions, also
+    through the raw API and through a project of their choosing, and only theirs."""
+    done = engine.pbs("qmgr", "-c", "set server max_queued = [u:PBS_GENERIC=3]")
+    assert done.returncode == 0, done.stderr
+    kept = [attacker.pbs(engine, "qsub", "-h", "--", "/bin/true", cwd=engine.work)
+            for _ in range(3)]
+    assert all(d.returncode == 0 for d in kept), [d.stderr for d in kept]
+    over = attacker.pbs(engine, "qsub", "-h", "-P", "other", "--", "/bin/true",
+                        cwd=engine.work)
+    assert (over.returncode, over.stderr) == (15142 % 256,
+                                              "qsub: would exceed complex's per-user limit\n")
+    raw = attacker.python(
+        "import os; from pathlib import Path\n"
+        "from pbsplug.engine.client import Client\n"
+        "from pbsplug.engine.home import Home\n"
+        "try:\n"
+        "    Client(Home(Path(os.environ['PBSPLUG_HOME'])))('submit', attrs={\n"
+        "        'Hold_Types': 'u', 'Variable_List': {'X': 'x' * 500000}}, script='true')\n"
+        "except Exception as exc:\n"
+        "    print(getattr(exc, 'code', None), exc)\n", home=engine)
+    assert raw.stdout.startswith("15142 "), (raw.stdout, raw.stderr)
+    mine = [j for j, a in engine.client("stat_jobs").items()
+            if a["euser"] == attacker.user]
+    assert len(mine) == 3
+    for _ in range(2):  # root's (it has the scene's held job) are counted for root alone
+        engine.submit("true\n", Hold_Types="u")

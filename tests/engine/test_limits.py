@@ -1,0 +1,138 @@
+"""PBS's limits on queued jobs (`pbsplug.engine.limits`): max_queued, queued_jobs_threshold,
+their _res forms and a queue's max_queuable, set with qmgr and checked at qsub and qmove
+against a real server, with PBS's codes and texts."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug.engine import limits
+
+from .test_qmgr_server import qmgr
+
+
+def qsub(engine, *args: str):
+    return engine.pbs("qsub", *args, "--", "/bin/true", cwd=engine.work)
+
+
+def set_ok(engine, text: str) -> None:
+    done = qmgr(engine, text)
+    assert (done.returncode, done.stderr) == (0, ""), text
+
+
+def test_max_queued_per_user_refuses_the_job_over_it_and_frees_with_a_job_gone(engine):
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=2]")
+    first = qsub(engine, "-h")
+    assert first.returncode == 0, first.stderr
+    assert qsub(engine, "-h").returncode == 0
+    over = qsub(engine, "-h")
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMCT % 256, "qsub: would exceed complex's per-user limit\n")
+    assert len(engine.client("stat_jobs")) == 2  # nothing stored of the refused one
+    engine.pbs("qdel", first.stdout.strip(), check=True)
+    assert qsub(engine, "-h").returncode == 0
+    # A user's own limit is used instead of the generic one.
+    set_ok(engine, "set server max_queued += [u:root=3]")
+    assert qmgr(engine, "list server max_queued").stdout.split(" = ", 1)[1].strip() == \
+        "[u:PBS_GENERIC=2],[u:root=3]"
+    assert qsub(engine, "-h").returncode == 0
+    over = qsub(engine, "-h")
+    assert over.stderr == "qsub: Maximum number of jobs for user root already in complex\n"
+    set_ok(engine, "set server max_queued -= [u:root=0]")  # -= takes the entity out
+    set_ok(engine, "set server max_queued = [o:PBS_ALL=3]")
+    over = qsub(engine, "-h")
+    assert over.stderr == "qsub: Maximum number of jobs already in complex\n"
+    set_ok(engine, "unset server max_queued")
+    assert qsub(engine, "-h").returncode == 0
+
+
+def test_queued_jobs_threshold_counts_jobs_in_state_q_of_its_queue_only(engine):
+    set_ok(engine, "set server scheduling = False")  # jobs stay queued
+    set_ok(engine, "set queue workq queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    assert qsub(engine, "-h").returncode == 0  # held: not in Q
+    assert qsub(engine, "-h").returncode == 0
+    assert qsub(engine).returncode == 0
+    over = qsub(engine)
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMCT % 256,
+        "qsub: would exceed queue workq's per-user limit of jobs in 'Q' state\n")
+    set_ok(engine, "create queue other queue_type = Execution, enabled = True")
+    assert qsub(engine, "-q", "other").returncode == 0  # another queue's jobs
+
+
+def test_max_queued_res_sums_what_the_jobs_ask_for(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
+    assert qsub(engine, "-l", "select=1:ncpus=3").returncode == 0
+    over = qsub(engine, "-l", "select=2:ncpus=1")  # 3 + 2 > 4
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMRESC % 256,
+        "qsub: would exceed per-user limit on resource ncpus in complex\n")
+    assert qsub(engine, "-l", "select=1:ncpus=1").returncode == 0  # 4 is not over
+    set_ok(engine, "set queue workq max_queued_res.mem = [o:PBS_ALL=1gb]")
+    over = qsub(engine, "-l", "select=1:ncpus=0:mem=2gb")
+    assert over.stderr == "qsub: would exceed limit on resource mem in queue workq\n"
+    printed = qmgr(engine, "print server").stdout
+    assert "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]\n" in printed
+    assert "set queue workq max_queued_res.mem = [o:PBS_ALL=1gb]\n" in printed
+
+
+def test_qmove_checks_the_destination_queue(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "create queue small queue_type = Execution, enabled = True, "
+                   "max_queuable = 1")
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=3]")
+    jobs = [qsub(engine).stdout.strip() for _ in range(3)]
+    assert engine.pbs("qmove", "small", jobs[0]).returncode == 0  # counted once, not twice
+    over = engine.pbs("qmove", "small", jobs[1])
+    assert (over.returncode, over.stderr.splitlines()[0]) == (
+        limits.PBSE_MAXQUED % 256, f"qmove: Maximum number of jobs already in queue "
+        f"{jobs[1]}")
+    assert engine.job(jobs[1])["queue"] == "workq"
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    ("set server max_queued = [u:PBS_GENERIC=x]", "not a whole number"),
+    ("set server max_queued = [u:PBS_GENERIC=-1]", "is not zero or more"),
+    ("set server max_queued = [o:bob=1]", "PBS_ALL goes with o:"),
+    ("set server max_queued = [u:PBS_ALL=1]", "PBS_ALL goes with o:"),
+    ('set server max_queued = "[u:a=1],[u:a=2]"', "limited twice"),
+    ("set server max_queued = [x:a=1]", "expected"),
+    ("set queue workq max_queued_res.ncpus = [u:PBS_GENERIC=1.5]", "not a whole number"),
+    ("set queue workq max_queued_res.mem = [u:PBS_GENERIC=lots]", "not a PBS size"),
+    ("set server max_queued_res.host = [o:PBS_ALL=a]", "cannot be limited"),
+])
+def test_a_bad_limit_is_refused_by_qmgr_naming_what_is_wrong(engine, command, why):
+    done = qmgr(engine, command)
+    assert done.returncode == 15014 % 256, done.stderr
+    assert "Illegal attribute or resource value max_queued" in done.stderr
+    assert why in done.stderr
+    assert "max_queued" not in str(engine.client("stat_server")) + str(
+        engine.client("stat_queues"))
+
+
+def test_limit_texts_parse_and_combine():
+    items = limits.parse("[u:PBS_GENERIC=10], [o:PBS_ALL=20],[g:staff=5]")
+    assert [(i.kind, i.name, i.value) for i in items] == [
+        ("u", "PBS_GENERIC", 10), ("o", "PBS_ALL", 20), ("g", "staff", 5)]
+    assert limits.parse("[u:bob=2gb]", "size")[0].value == 2 << 30
+    assert limits.combine("[u:a=1],[u:b=2]", "[u:a=5],[g:c=1]", 1) == \
+        "[u:a=5],[u:b=2],[g:c=1]"
+    assert limits.combine("[u:a=1],[u:b=2]", "[u:a=0]", -1) == "[u:b=2]"
+    with pytest.raises(ValueError, match="'x': expected"):
+        limits.parse("[u:a=1] x")
+
+
+def test_qalter_of_a_queued_jobs_resources_meets_the_resource_limits(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=2]")
+    set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
+    first = qsub(engine, "-l", "select=1:ncpus=2").stdout.strip()
+    assert qsub(engine, "-l", "select=1:ncpus=1").returncode == 0
+    # Its own ncpus are not counted twice, and the count limit (reached) is not checked.
+    done = engine.pbs("qalter", "-l", "select=1:ncpus=3", first)
+    assert (done.returncode, done.stderr) == (0, "")
+    done = engine.pbs("qalter", "-l", "select=1:ncpus=4", first)
+    assert done.returncode == limits.PBSE_ENTLIMRESC % 256
+    assert "would exceed per-user limit on resource ncpus in complex" in done.stderr
+    assert engine.job(first)["Resource_List"]["select"] == "1:ncpus=3"
