@@ -68,9 +68,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import hookattrs, units, values
+from .. import entlim, hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
-from . import limits
 from .errors import PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
 
@@ -774,7 +773,7 @@ def convert(obj_type: str, op: AttrOp, defs: Mapping[str, AttrDef],
     text = op.value if op.value is not None else ""
     if defn.type == "entlim_res":
         try:
-            limits.parse(text, _resource_kind(op, resource_types))
+            entlim.parse(text, _resource_kind(op, resource_types))
         except ValueError as exc:
             raise QmgrError(PBSE_BADATVAL, f"Illegal attribute or resource value "
                             f"{op.full_name}: {exc}", obj_type=obj_type) from None
@@ -834,7 +833,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
     if kind == "duration":
         return units.parse_duration(text)
     if kind == "entlim":
-        limits.parse(text)  # a count each
+        entlim.parse(text)  # a count each
         return text.strip()
     if kind == "choice":
         low = text.strip().lower()
@@ -947,7 +946,7 @@ def _combine(kind: str, old: Any, new: Any, op: str) -> Any:
             return units.format_duration(total)
         return max(old + sign * new, 0)
     if kind == "entlim":
-        return limits.combine(old, new, sign)
+        return entlim.combine(old, new, sign)
     if isinstance(old, str) and isinstance(new, str):
         if sign > 0:
             return old + new

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import lifecycle, units, values
+from .. import entlim, lifecycle, units, values
 from ..events import Event
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode
@@ -34,6 +34,7 @@ from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedule
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import UNUSABLE_STATES, resource_amount
+from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import parse_exec_vnode
 from . import depend, executor, jobspec, limits
@@ -322,7 +323,7 @@ class Engine:
         def others():
             for job_id, state, fields in self.store.counted_jobs(limits.DONE_STATES):
                 if job_id != itself:
-                    yield (state, fields.get("queue"), limits.Owner.of(fields),
+                    yield (state, fields.get("queue"), entlim.Owner.of(fields),
                            fields.get("Resource_List"))
 
         limits.check(holders, attrs, others(), {**values.RESOURCE_TYPES,
@@ -1037,9 +1038,12 @@ class Engine:
 
     def _snapshot(self, only: str) -> Snapshot:
         """What a cycle for job `only` alone reads (qrun): the running jobs, and it as if
-        queued and not held."""
-        server = Server(self.server_name, self.server_attrs())
-        queues = {n: Queue(n, a) for n, a in self.store.all("queue").items()}
+        queued and not held, with no run limit (PBS's qrun runs a job whatever they say)."""
+        def unlimited(attrs: dict) -> dict:
+            return {k: v for k, v in attrs.items() if k not in LIMIT_ATTRS}
+
+        server = Server(self.server_name, unlimited(self.server_attrs()))
+        queues = {n: Queue(n, unlimited(a)) for n, a in self.store.all("queue").items()}
         jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
                 for j, a in self.store.jobs(("Q", "H", "R", "E")).items()
                 if j == only or a["job_state"] in ("R", "E")]

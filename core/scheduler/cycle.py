@@ -79,6 +79,7 @@ from .model import (
     job_walltime,
     resource_amount,
 )
+from .runlimits import RunLimits
 
 log = logging.getLogger("pbsplug.scheduler")
 
@@ -427,14 +428,17 @@ class Scheduler:
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
             order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
+            self._limits = RunLimits.build(snap.server, queues,
+                                           (entry[0] for entry in kept.running.values()))
             # The first top job's plan is kept for the next cycle, and used, only when
             # nothing one cycle alone weighs on: no job a hook names starving (it goes
             # first, or is top only while named); no reservation (booked for this cycle
-            # only); no placement hook (it may answer otherwise next time); and not when a
+            # only); no run limit (the top job may be held by one next time); no placement
+            # hook (it may answer otherwise next time); and not when a
             # plan is made only if a later job needs it (estimate_limit 0) while comments
             # are read (they would tell when).
             self._may_keep_top = not starving and not snap.reservations and \
-                not self._impls("sched_node_placement") and \
+                self._limits is None and not self._impls("sched_node_placement") and \
                 (self.policy.estimate_limit > 0 or not self.explain)
             self._sticky = self._sticky_top(kept, order, snap, now)
             self._sticky_used = False
@@ -1147,12 +1151,16 @@ class Scheduler:
                         f"Can Never Run: {self._never_why(info, now)}"
             walk = self._walk(order, lambda: blocked or not policy.strict_ordering
                               or 0 < depth <= len(top_jobs), failed)
+        limits = self._limits
         for info in walk:
             if quiet and (self._free_now <= 0 or blocked):
                 break  # nothing else can start now, and nobody reads why
             job = info.job
             if job.queue in resv_queues:
                 self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
+                continue
+            if limits is not None and (why := limits.over(job)) is not None:
+                result.comments[job.id] = f"Not Running: {why}"  # neither top nor blocking
                 continue
             chunks = None
             if not blocked and info.duration < failed.get(info.shape[0], INFINITY):
@@ -1178,6 +1186,8 @@ class Scheduler:
                 self._started[job.id] = (now, info.end(now), made, exec_vnode)
                 result.run.append(RunDecision(job.id, exec_vnode, shown,
                                               backfilled=bool(top_jobs)))
+                if limits is not None:
+                    limits.add(job)
                 stats.jobs_started += 1
                 stats.jobs_backfilled += bool(top_jobs)
                 continue

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from pbsplug import entlim
 from pbsplug.engine import limits
 
+from .conftest import until
 from .test_qmgr_server import qmgr
 
 
@@ -112,15 +114,15 @@ def test_a_bad_limit_is_refused_by_qmgr_naming_what_is_wrong(engine, command, wh
 
 
 def test_limit_texts_parse_and_combine():
-    items = limits.parse("[u:PBS_GENERIC=10], [o:PBS_ALL=20],[g:staff=5]")
+    items = entlim.parse("[u:PBS_GENERIC=10], [o:PBS_ALL=20],[g:staff=5]")
     assert [(i.kind, i.name, i.value) for i in items] == [
         ("u", "PBS_GENERIC", 10), ("o", "PBS_ALL", 20), ("g", "staff", 5)]
-    assert limits.parse("[u:bob=2gb]", "size")[0].value == 2 << 30
-    assert limits.combine("[u:a=1],[u:b=2]", "[u:a=5],[g:c=1]", 1) == \
+    assert entlim.parse("[u:bob=2gb]", "size")[0].value == 2 << 30
+    assert entlim.combine("[u:a=1],[u:b=2]", "[u:a=5],[g:c=1]", 1) == \
         "[u:a=5],[u:b=2],[g:c=1]"
-    assert limits.combine("[u:a=1],[u:b=2]", "[u:a=0]", -1) == "[u:b=2]"
+    assert entlim.combine("[u:a=1],[u:b=2]", "[u:a=0]", -1) == "[u:b=2]"
     with pytest.raises(ValueError, match="'x': expected"):
-        limits.parse("[u:a=1] x")
+        entlim.parse("[u:a=1] x")
 
 
 def test_qalter_of_a_queued_jobs_resources_meets_the_resource_limits(engine):
@@ -136,3 +138,19 @@ def test_qalter_of_a_queued_jobs_resources_meets_the_resource_limits(engine):
     assert done.returncode == limits.PBSE_ENTLIMRESC % 256
     assert "would exceed per-user limit on resource ncpus in complex" in done.stderr
     assert engine.job(first)["Resource_List"]["select"] == "1:ncpus=3"
+
+
+def test_max_run_holds_a_users_second_job_until_the_first_ends_and_qrun_overrides(engine):
+    set_ok(engine, "set server max_run = [u:PBS_GENERIC=1]")
+    first = engine.submit("sleep 60\n")
+    engine.wait(first, "R")
+    second = engine.submit("true\n")
+    until(lambda: engine.job(second).get("comment") ==
+          "Not Running: User has reached server running job limit.",
+          what="the limit's comment")
+    assert engine.job(second)["job_state"] == "Q"
+    assert engine.pbs("qrun", second).returncode == 0  # PBS's qrun runs it anyway
+    engine.wait(second, "F")
+    third = engine.submit("true\n")
+    engine.pbs("qdel", first, check=True)
+    engine.wait(third, "F")  # started once the first is gone
