@@ -757,7 +757,7 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
 STORED_JOB_CHECKS = frozenset({
     "Resource_List", "Execution_Time", "job_state", "Hold_Types", "Priority", "run_count",
     "Rerunable", "exec_vnode", "ctime", "qtime", "mtime", "stime",
-    "Exit_status",
+    "Exit_status", "Variable_List",
 })
 STORED_VNODE_CHECKS = frozenset({
     "resources_available", "state", "sharing", "Priority", "last_state_change_time",

@@ -179,8 +179,9 @@ def qstat(args: list[str]) -> int:
                 else:
                     print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
                 status = _exit_status(err.code)
-    else:
-        jobs = client("stat_jobs", history="-x" in flags)
+    else:  # the table asks only for its columns (a job's environment may be a megabyte)
+        jobs = client("stat_jobs", history="-x" in flags, attrs=None if fmt == "json" or
+                      "-f" in flags else list(display.TABLE_ATTRS))
     server = client("status")["server"]
     if fmt == "json":
         print(display.qstat_json(jobs, server))

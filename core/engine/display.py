@@ -402,6 +402,10 @@ def _short_job_id(job_id: str, width: int = 17) -> str:
     return _trunc(short, width)
 
 
+#: The job attributes `qstat_table` shows.
+TABLE_ATTRS = ("Job_Name", "Job_Owner", "resources_used", "job_state", "queue")
+
+
 def qstat_table(jobs: Any, server: Any = None) -> str:
     """``qstat``: one line per job under PBS's header; empty when there are no jobs.
 

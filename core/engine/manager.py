@@ -153,8 +153,7 @@ class Manager:
         eng = self.engine
         if obj_type == "server":
             server = eng.server_attrs()
-            jobs = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"))
-            return {eng.server_name: {**server, "total_jobs": len(jobs)}}
+            return {eng.server_name: {**server, "total_jobs": sum(eng.job_counts().values())}}
         if obj_type == "node":
             return {n: {k: v for k, v in vn.to_dict().items() if k != "name"}
                     for n, vn in eng._vnodes().items()}
@@ -234,7 +233,7 @@ class Manager:
         if obj_type == "sched" and name == "default":
             raise QmgrError(PBSE_SCHED_NO_DEL, "Can not delete Scheduler", obj_type="sched",
                             obj_name=name)
-        active = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"))
+        active = eng.store.jobs(("Q", "H", "W", "R", "E", "T", "S"), lean=True)
         busy = False
         if obj_type == "queue":
             busy = any(a.get("queue") == name for a in active.values())
@@ -314,7 +313,7 @@ class Manager:
             return
         busy: set[str] = set()
         if cmd.obj_type == "node":
-            for attrs in eng.store.jobs(("R", "E", "S", "U")).values():
+            for attrs in eng.store.jobs(("R", "E", "S", "U"), lean=True).values():
                 busy.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
             for resv in eng.resvs.objects():
                 busy.update(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))

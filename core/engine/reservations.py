@@ -272,7 +272,7 @@ class Reservations:
     def _drop_empty_queues(self) -> None:
         """Remove the ended reservations' queues that no running job is in any more."""
         eng = self.engine
-        busy = {j.get("queue") for j in eng.store.jobs(("R", "E")).values()}
+        busy = {j.get("queue") for j in eng.store.jobs(("R", "E"), lean=True).values()}
         empty = self.leftover_queues - busy
         if empty:
             with eng.store.transaction() as st:

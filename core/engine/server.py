@@ -72,6 +72,7 @@ from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
+from .store import ENV as store_env
 from .store import Store, StoreWriteError
 
 #: Seconds between two looks at the site config's mtime (a change is picked up then).
@@ -239,6 +240,8 @@ class Engine:
                 if not problems:
                     continue
                 fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
+                if store_env in problems:  # its own column: written empty, not kept
+                    fixed[store_env] = {}
             why = "; ".join(problems.values())
             if unreadable and fixed["job_state"] == "F":  # history stays history
                 fixed["comment"] = f"bad attribute value set aside: {why}"
@@ -560,7 +563,7 @@ class Engine:
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0
-        for job_id, attrs in self.store.jobs(("W",)).items():
+        for job_id, attrs in self.store.jobs(("W",), lean=True).items():
             when = attrs.get("Execution_Time")
             if not isinstance(when, (int, float)) or when <= now:
                 attrs["job_state"] = "Q"
@@ -588,13 +591,14 @@ class Engine:
     def _resolve_depend(self, ended: list[str]) -> None:
         """Jobs waiting on `ended` (which started, ended or are new): release the ones whose
         dependencies are all met, delete the ones that can never run."""
-        waiting = {j: a for j, a in self.store.jobs(("H",)).items()
+        waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
         for job_id, attrs in waiting.items():
             if not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)
             if state == depend.NEVER and never is not None:
+                attrs = self.store.job(job_id) or attrs  # whole: its end's hooks see it
                 # PBS's words (msg_registerdel), naming the job it depended on.
                 self._drop(job_id, attrs, "Job deleted as result of dependency on job "
                                           f"{never.split(':', 1)[1]}")
@@ -608,24 +612,34 @@ class Engine:
                 self.want_cycle = True
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
-                      history: bool = False) -> dict[str, dict]:
+                      history: bool = False, attrs: list[str] | None = None
+                      ) -> dict[str, dict]:
+        """qstat: the jobs (all those the caller may see, or `ids`), with every attribute
+        or only those named in `attrs` (PBS's attribute list of pbs_statjob: plain qstat
+        asks for its columns, and a job's environment is then not even read)."""
         server = self.store.get("server", "server")
         others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
+        wanted = _attribute_list(attrs)
         if ids:
             out = {}
             for job_id in ids:
-                attrs = self._job(job_id)
+                found = self._job(job_id)
                 job_id = self._full_id(job_id)
                 if not others:
-                    self._own(caller, job_id, attrs)
-                if attrs["job_state"] in ("F", "X") and not history:
+                    self._own(caller, job_id, found)
+                if found["job_state"] in ("F", "X") and not history:
                     raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
                                    "obtain historical job information", obj=job_id)
-                out[job_id] = attrs
-            return self._with_sessions(out)
-        jobs = self.store.jobs(None if history else _ACTIVE)
-        return self._with_sessions({j: a for j, a in jobs.items()
-                                    if others or a.get("euser") == caller.user})
+                out[job_id] = found
+        else:
+            jobs = self.store.jobs(None if history else _ACTIVE,
+                                   lean=wanted is not None and store_env not in wanted)
+            out = {j: a for j, a in jobs.items() if others or a.get("euser") == caller.user}
+        out = self._with_sessions(out)
+        if wanted is None:
+            return out
+        return {j: {k: v for k, v in a.items() if k in wanted or k == "job_state"}
+                for j, a in out.items()}
 
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
         """A running job's session_id: its process group, as its shepherd recorded it."""
@@ -637,13 +651,13 @@ class Engine:
 
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
         queues = self.store.all("queue")
-        jobs = self.store.jobs(_ACTIVE)
+        counts = self.store.state_counts(_ACTIVE)
         out = {}
         for name in names or queues:
             if name not in queues:
                 raise PbsError(PBSE_UNKQUE, obj=name)
-            mine = [a for a in jobs.values() if a["queue"] == name]
-            out[name] = {**queues[name], "total_jobs": len(mine),
+            mine = {state: n for (queue, state), n in counts.items() if queue == name}
+            out[name] = {**queues[name], "total_jobs": sum(mine.values()),
                          "state_count": state_count(mine)}
         return out
 
@@ -655,10 +669,17 @@ class Engine:
         return {**self.store.get("server", "server"), **flags}
 
     def req_stat_server(self, caller: Caller) -> dict:
-        jobs = self.store.jobs(_ACTIVE)
+        counts = self.job_counts()
         return {self.server_name: {**self.server_attrs(),
-                                   "total_jobs": len(jobs),
-                                   "state_count": state_count(jobs.values())}}
+                                   "total_jobs": sum(counts.values()),
+                                   "state_count": state_count(counts)}}
+
+    def job_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, int]:
+        """How many jobs are in each of `states` (no row decoded: see `Store.state_counts`)."""
+        counts: dict[str, int] = {}
+        for (_, state), n in self.store.state_counts(states).items():
+            counts[state] = counts.get(state, 0) + n
+        return counts
 
     def req_stat_nodes(self, caller: Caller, names: list[str] | None = None) -> dict:
         nodes = self._vnodes()
@@ -980,7 +1001,7 @@ class Engine:
 
     def req_status(self, caller: Caller) -> dict:
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
-                "jobs": {s: len(self.store.jobs((s,))) for s in ("Q", "H", "R")},
+                "jobs": {s: self.job_counts((s,)).get(s, 0) for s in ("Q", "H", "R")},
                 "plugins": sorted(r.name for r in self.plugins.enabled)}
 
     # -- the scheduler ----------------------------------------------------------------------------
@@ -1002,7 +1023,7 @@ class Engine:
             return str(nodes[name].get("resources_available", {}).get("host") or name)
 
         whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
-        for job_id, attrs in self.store.jobs(("R", "E")).items():
+        for job_id, attrs in self.store.jobs(("R", "E"), lean=True).items():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
                 if name not in assigned:
@@ -1045,7 +1066,7 @@ class Engine:
         server = Server(self.server_name, unlimited(self.server_attrs()))
         queues = {n: Queue(n, unlimited(a)) for n, a in self.store.all("queue").items()}
         jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
-                for j, a in self.store.jobs(("Q", "H", "R", "E")).items()
+                for j, a in self.store.jobs(("Q", "H", "R", "E"), lean=True).items()
                 if j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
@@ -1138,7 +1159,7 @@ class Engine:
         active = [s for s in scheds.values() if s.scheduling]
         if not active:
             return
-        rows = self.store.jobs(("Q", "R", "E"))
+        rows = self.store.jobs(("Q", "R", "E"), lean=True)  # the scheduler reads no environment
         feed = self._feed
         feed.set_server(self.server_name, self.server_attrs())
         feed.set_queues(self.store.all("queue"))
@@ -1198,7 +1219,7 @@ class Engine:
         process's cycle (`checked`) planned on state that may have changed since: each
         start is checked against the vnodes as they are now, and one that no longer fits
         is dropped and its scheduler runs again."""
-        queued = self.store.jobs(("Q",))
+        queued = self.store.jobs(("Q",), lean=True)
         with self.store.transaction() as st:
             for job_id, attrs in queued.items():
                 changed = False
@@ -1675,11 +1696,19 @@ class _StillFits:
         return None
 
 
-def state_count(jobs) -> str:
-    """``Transit:0 Queued:1 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0``."""
-    counts: dict[str, int] = {}
-    for attrs in jobs:
-        counts[attrs["job_state"]] = counts.get(attrs["job_state"], 0) + 1
+def _attribute_list(attrs: Any) -> frozenset[str] | None:
+    """A request's list of attribute names (None: every attribute)."""
+    if attrs is None:
+        return None
+    if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
+        raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value attrs: "
+                       "expected a list of attribute names")
+    return frozenset(attrs)
+
+
+def state_count(counts: dict[str, int]) -> str:
+    """``Transit:0 Queued:1 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0`` from the number
+    of jobs in each state."""
     return " ".join(f"{name}:{counts.get(letter, 0)}" for name, letter in _STATE_NAMES)
 
 

@@ -19,7 +19,10 @@ from typing import Any
 from .errors import PBSE_SYSTEM, PbsError
 
 #: The schema this code reads and writes; `migrate` upgrades older databases step by step.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: The job attribute kept in its own column (`env`): it may be a megabyte, and most reads
+#: (the scheduler's, the counts) do without it.
+ENV = "Variable_List"
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -40,6 +43,11 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX jobs_state ON jobs (state);
     """,
+    # A job's Variable_List in a column of its own, last, so that a read without it never
+    # loads its pages. Rows written before keep it in attrs until they are written again.
+    2: """
+    ALTER TABLE jobs ADD COLUMN env TEXT;   -- the job's Variable_List (JSON), or NULL
+    """,
 }
 
 
@@ -56,11 +64,24 @@ def _loads(text: Any) -> Any:
         return {UNREADABLE: text if isinstance(text, str) else repr(text)}
 
 
-def _job_attrs(text: Any, state: Any) -> Any:
+def _job_attrs(text: Any, state: Any, env: Any = None) -> Any:
     attrs = _loads(text)
     if isinstance(attrs, dict) and UNREADABLE in attrs:
         attrs["job_state"] = str(state)
+    elif env is not None and isinstance(attrs, dict):
+        # Not a mapping (a damaged row): kept as the text, which the value rules refuse,
+        # so the job is set aside without its environment, not without everything.
+        value = _loads(env)
+        attrs[ENV] = env if not isinstance(value, dict) or UNREADABLE in value else value
     return attrs
+
+
+def _job_row(attrs: dict[str, Any]) -> tuple[str, str | None]:
+    """A job's attributes as stored: (attrs without Variable_List, Variable_List)."""
+    if ENV not in attrs:
+        return json.dumps(attrs, sort_keys=True), None
+    rest = {k: v for k, v in attrs.items() if k != ENV}
+    return json.dumps(rest, sort_keys=True), json.dumps(attrs[ENV], sort_keys=True)
 
 
 class StoreError(RuntimeError):
@@ -216,28 +237,53 @@ class Store:
 
     def add_job(self, seq: int, job_id: str, attrs: dict[str, Any], script: str | None
                 ) -> None:
-        self.db.execute("INSERT INTO jobs (seq, id, state, attrs, script) VALUES (?,?,?,?,?)",
-                        (seq, job_id, attrs.get("job_state", "Q"),
-                         json.dumps(attrs, sort_keys=True), script))
+        text, env = _job_row(attrs)
+        self.db.execute("INSERT INTO jobs (seq, id, state, attrs, script, env) "
+                        "VALUES (?,?,?,?,?,?)",
+                        (seq, job_id, attrs.get("job_state", "Q"), text, script, env))
 
     def job(self, job_id: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT attrs, state FROM jobs WHERE id=?", (job_id,)).fetchone()
+        row = self.db.execute("SELECT attrs, state, env FROM jobs WHERE id=?",
+                              (job_id,)).fetchone()
         return _job_attrs(*row) if row else None
 
     def job_script(self, job_id: str) -> str | None:
         row = self.db.execute("SELECT script FROM jobs WHERE id=?", (job_id,)).fetchone()
         return row[0] if row else None
 
-    def jobs(self, states: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
-        """Jobs by id, in submission order; only those in `states` when given."""
+    def jobs(self, states: tuple[str, ...] | None = None, lean: bool = False
+             ) -> dict[str, dict[str, Any]]:
+        """Jobs by id, in submission order; only those in `states` when given. `lean`
+        leaves out their Variable_List (unread: a row written by an older pbsplug may
+        still hold it), for the readers that do without it; `put_job` of a lean job keeps
+        the stored one."""
+        env = "NULL" if lean else "env"
         if states:
             marks = ",".join("?" * len(states))
             rows = self.db.execute(
-                f"SELECT id, attrs, state FROM jobs WHERE state IN ({marks}) ORDER BY seq",
-                states)
+                f"SELECT id, attrs, state, {env} FROM jobs WHERE state IN ({marks}) "
+                "ORDER BY seq", states)
         else:
-            rows = self.db.execute("SELECT id, attrs, state FROM jobs ORDER BY seq")
-        return {job_id: _job_attrs(attrs, state) for job_id, attrs, state in rows}
+            rows = self.db.execute(f"SELECT id, attrs, state, {env} FROM jobs ORDER BY seq")
+        return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
+
+    def state_counts(self, states: tuple[str, ...]) -> dict[tuple[str | None, str], int]:
+        """How many jobs of each (queue, state), for the jobs in `states`, read without
+        decoding a row in Python (a row whose queue cannot be read counts under None)."""
+        marks = ",".join("?" * len(states))
+        try:
+            rows = self.db.execute(
+                "SELECT CASE WHEN json_valid(attrs) THEN json_extract(attrs, '$.queue') END, "
+                f"state, count(*) FROM jobs WHERE state IN ({marks}) GROUP BY 1, 2",
+                states).fetchall()
+        except sqlite3.Error:  # no JSON functions
+            counts: dict[tuple[str | None, str], int] = {}
+            for attrs in self.jobs(states, lean=True).values():
+                key = (attrs.get("queue"), attrs["job_state"])
+                counts[key] = counts.get(key, 0) + 1
+            return counts
+        return {(queue if isinstance(queue, str) else None, state): n
+                for queue, state, n in rows}
 
     #: What `counted_jobs` reads of each job (the keys of the limits' counts).
     COUNTED = ("queue", "euser", "egroup", "project", "Resource_List")
@@ -254,7 +300,7 @@ class Store:
         except sqlite3.Error:  # no JSON functions: decode the rows
             return [(job_id, attrs.get("job_state", state),
                      {k: attrs.get(k) for k in self.COUNTED})
-                    for job_id, attrs in self.jobs().items()
+                    for job_id, attrs in self.jobs(lean=True).items()
                     if isinstance(attrs, dict) and not self.unreadable(attrs)
                     for state in (attrs.get("job_state"),) if state not in done]
         out = []
@@ -275,8 +321,15 @@ class Store:
         return {job_id: attrs for job_id, attrs in found.items() if self.unreadable(attrs)}
 
     def put_job(self, job_id: str, attrs: dict[str, Any]) -> None:
-        self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
-                        (attrs.get("job_state", "Q"), json.dumps(attrs, sort_keys=True), job_id))
+        """The job's attributes written; without a Variable_List (a `lean` read) the stored
+        one stays."""
+        text, env = _job_row(attrs)
+        if env is None:
+            self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
+                            (attrs.get("job_state", "Q"), text, job_id))
+        else:
+            self.db.execute("UPDATE jobs SET state=?, attrs=?, env=? WHERE id=?",
+                            (attrs.get("job_state", "Q"), text, env, job_id))
 
     def runtime(self, job_id: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT runtime FROM jobs WHERE id=?", (job_id,)).fetchone()

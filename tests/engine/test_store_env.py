@@ -1,0 +1,83 @@
+"""A job's Variable_List lives in a column of its own (`store.ENV`): the reads that do not
+need it (the scheduler's, the counts, plain qstat) never load it, which a user's megabyte
+environments times many jobs made slow for everyone; a database of the first schema reads
+the same and moves it on its next write."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from pbsplug.engine import store as store_mod
+from pbsplug.engine.errors import PbsError
+from pbsplug.engine.store import Store
+
+ENVIRONMENT = {"PBS_O_WORKDIR": "/tmp", "BIG": "x" * 1000}
+
+
+def test_the_environment_is_a_column_of_its_own_and_a_lean_read_leaves_it(tmp_path):
+    st = Store(tmp_path / "server.db")
+    with st.transaction():
+        st.add_job(1, "1.s", {"job_state": "Q", "queue": "workq", "Variable_List": ENVIRONMENT},
+                   "true\n")
+    text, env = st.db.execute("SELECT attrs, env FROM jobs").fetchone()
+    assert "Variable_List" not in json.loads(text) and json.loads(env) == ENVIRONMENT
+    assert st.job("1.s")["Variable_List"] == ENVIRONMENT
+    lean = st.jobs(("Q",), lean=True)["1.s"]
+    assert "Variable_List" not in lean and lean["queue"] == "workq"
+    lean["comment"] = "Not Running: x"
+    with st.transaction():
+        st.put_job("1.s", lean)  # the stored environment stays
+    assert st.job("1.s") == {"job_state": "Q", "queue": "workq", "comment": "Not Running: x",
+                             "Variable_List": ENVIRONMENT}
+    assert st.state_counts(("Q", "H")) == {("workq", "Q"): 1}
+
+
+def test_a_first_schema_database_is_migrated_and_its_rows_read_the_same(tmp_path):
+    path = tmp_path / "server.db"
+    db = sqlite3.connect(path)
+    db.executescript(store_mod._MIGRATIONS[1] +
+                     ";INSERT INTO meta VALUES ('schema_version', '1');")
+    old = {"job_state": "H", "queue": "workq", "Variable_List": ENVIRONMENT}
+    db.execute("INSERT INTO jobs (seq, id, state, attrs) VALUES (1, '1.s', 'H', ?)",
+               (json.dumps(old),))
+    db.commit()
+    db.close()
+    st = Store(path)
+    assert st.version() == store_mod.SCHEMA_VERSION == 2
+    assert st.job("1.s") == old
+    assert st.jobs(lean=True)["1.s"] == old  # still in attrs: read with them
+    with st.transaction():
+        st.put_job("1.s", st.job("1.s"))
+    text, env = st.db.execute("SELECT attrs, env FROM jobs").fetchone()
+    assert "Variable_List" not in json.loads(text) and json.loads(env) == ENVIRONMENT
+
+
+def test_an_unreadable_environment_sets_the_job_aside_keeping_the_rest(engine):
+    job_id = engine.submit("true\n", Hold_Types="u", Job_Name="keepme")
+    engine.stop()
+    with sqlite3.connect(engine.home.db) as db:
+        db.execute("UPDATE jobs SET env='{not json' WHERE id=?", (job_id,))
+    engine.start()
+    held = engine.job(job_id)
+    assert held["job_state"] == "H" and "s" in held["Hold_Types"]
+    assert "Variable_List" in held["comment"] and held["Job_Name"] == "keepme"
+    assert held["Variable_List"] == {}
+    engine.stop()
+    engine.start()  # set aside once: nothing left to set aside
+    assert engine.job(job_id)["comment"] == held["comment"]
+
+
+def test_plain_qstat_asks_for_its_columns_only(engine):
+    job_id = engine.submit("true\n", Hold_Types="u", Job_Name="small",
+                           Variable_List={"PBS_O_WORKDIR": str(engine.work), "BIG": "y" * 100})
+    listed = engine.client("stat_jobs", attrs=["Job_Name"])
+    assert listed == {job_id: {"Job_Name": "small", "job_state": "H"}}
+    assert "BIG" in str(engine.client("stat_jobs"))
+    done = engine.pbs("qstat")
+    assert job_id.split(".")[0] in done.stdout and "small" in done.stdout
+    with pytest.raises(PbsError) as bad:
+        engine.client("stat_jobs", attrs="Job_Name")
+    assert bad.value.code in (15004, 15014) and "attrs" in bad.value.message
