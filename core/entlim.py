@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,18 +148,43 @@ def same(kind: str, other: Owner, owner: Owner) -> bool:
     return kind == "o" or other.name(kind) == owner.name(kind)
 
 
-def job_amount(res: Mapping[str, Any] | None, name: str, kind: str) -> int | float:
-    """What a job asks of resource `name` in all: its Resource_List value, else the sum over
-    its select's chunks; 0 when it asks for none, or for something unreadable (a job is
-    checked when it is submitted; an old one is not refused again here)."""
+def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
+               defaults: Sequence[Mapping[str, Any]] = (), strict: bool = False
+               ) -> int | float:
+    """What a job asks of resource `name` in all, as the scheduler will give it: the sum
+    over its select's chunks (a chunk without it takes the first `default_chunk` of
+    `defaults`, the attributes of its queue then the server; ncpus is 1 when none says);
+    without a select, its Resource_List value, else the first ``resources_default``, else 1
+    for ncpus and 0 for the rest. With `strict`, a value that is not an amount raises
+    ValueError naming it (a job being submitted); else it counts 0 (a stored job is not
+    refused again), a chunk at a time."""
     res = res if isinstance(res, Mapping) else {}
-    try:
-        if res.get(name) is not None:
-            return amount(res[name], kind)
-        if res.get("select"):
-            return sum(chunk.count * amount(chunk.resources[name], kind)
-                       for chunk in units.parse_select(str(res["select"]))
-                       if name in chunk.resources)
-    except (ValueError, TypeError):
-        pass
-    return 0
+
+    def default(attr: str) -> Any:
+        for source in defaults:
+            table = source.get(attr) if hasattr(source, "get") else None
+            if isinstance(table, Mapping) and table.get(name) is not None:
+                return table[name]
+        return 1 if name == "ncpus" else 0
+
+    def read(value: Any, where: str) -> int | float:
+        try:
+            return amount(value, kind)
+        except ValueError as exc:
+            if strict:
+                raise ValueError(f"{where}: {exc}") from None
+            return 0
+
+    select = res.get("select")
+    if select:
+        try:
+            chunks = units.parse_select(str(select))
+        except ValueError as exc:
+            if strict:
+                raise ValueError(f"Resource_List.select: {exc}") from None
+            return 0
+        return sum(chunk.count * read(chunk.resources.get(name, default("default_chunk")),
+                                      f"Resource_List.select {name}") for chunk in chunks)
+    value = res.get(name)
+    return read(value if value is not None else default("resources_default"),
+                f"Resource_List.{name}")

@@ -157,27 +157,36 @@ def _start_of(stat: str) -> float | None:
 
 
 def process_identity(pid: int) -> tuple[int, float] | None:
-    """A live process's owner (uid) and start time, both read through one descriptor of
-    its /proc folder, which stays bound to that process: if it ends and its pid is reused
-    in between, the second read fails instead of describing the newcomer. None when there
+    """A live process's owner (its real uid, from ``status``: the folder's owner is root
+    for a process that is not dumpable) and start time, both read through one descriptor
+    of its /proc folder, which stays bound to that process: if it ends and its pid is
+    reused in between, the reads fail instead of describing the newcomer. None when there
     is no such process."""
     try:
         fd = os.open(f"/proc/{int(pid)}", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (OSError, ValueError):
         return None
     try:
-        owner = os.fstat(fd).st_uid
-        stat_fd = os.open("stat", os.O_RDONLY, dir_fd=fd)
-        try:
-            text = os.read(stat_fd, 4096).decode("utf-8", "replace")
-        finally:
-            os.close(stat_fd)
+        status, stat = (_read_in(fd, name) for name in ("status", "stat"))
     except OSError:
         return None
     finally:
         os.close(fd)
-    started = _start_of(text)
-    return None if started is None else (owner, started)
+    uid = next((line.split()[1] for line in status.splitlines()
+                if line.startswith("Uid:") and len(line.split()) > 1), None)
+    started = _start_of(stat)
+    if started is None or uid is None or not uid.isdigit():
+        return None
+    return int(uid), started
+
+
+def _read_in(folder: int, name: str) -> str:
+    """A small file of a /proc folder open as `folder`."""
+    fd = os.open(name, os.O_RDONLY, dir_fd=folder)
+    try:
+        return os.read(fd, 8192).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 class PendingLaunch:

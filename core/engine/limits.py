@@ -40,7 +40,7 @@ from ..entlim import (
     parse_stored,
     same,
 )
-from .errors import PbsError
+from .errors import PBSE_BADATVAL, PbsError
 
 PBSE_MAXQUED = 15046
 PBSE_ENTLIMCT = 15142
@@ -64,58 +64,103 @@ class Holder:
     def where(self) -> str:
         return "complex" if self.queue is None else f"queue {self.queue}"
 
+    def holds(self, attrs: Mapping[str, Any] | None) -> bool:
+        """Whether a job (its attributes; None: no job) is among those it limits."""
+        return attrs is not None and (self.queue is None or attrs.get("queue") == self.queue)
 
-def check(holders: Iterable[Holder], job: Mapping[str, Any],
-          others: Iterable[tuple[str, str, Owner, Mapping[str, Any] | None]],
-          resource_types: Mapping[str, str], counts: bool = True) -> None:
-    """Refuse `job` (its attributes as it would be queued) with PBS's error when it would
-    be over a limit of one of `holders`. `others` are the other jobs not done, as (state,
-    queue, owner, Resource_List); a holder's queue counts only its own. Without `counts`,
-    only the resource limits (a queued job's resources altered)."""
-    holders = [h for h in holders if _has_limits(h.attrs, counts)]
+
+@dataclass(frozen=True)
+class Other:
+    """Another job not done, as the counts read it."""
+
+    state: str
+    queue: str | None
+    owner: Owner
+    resources: Mapping[str, Any] | None
+
+
+def check(holders: Iterable[Holder], job: Mapping[str, Any], others: Iterable[Other],
+          resource_types: Mapping[str, str], queues: Mapping[str, Mapping[str, Any]],
+          server: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
+    """Refuse `job` (its attributes as it would be stored) with PBS's error when it would
+    be over a limit of one of `holders`. `others` are the other jobs not done; a holder's
+    queue counts only its own. `old` is the job as it was stored, for a job that changes
+    (moved, altered, released): a limit refuses it only where the change adds to what it
+    counts against that limit (another queue, owner, project, state or more of a
+    resource), so a limit lowered below what is queued refuses no change that takes
+    nothing more. Resources are counted as the scheduler will give them (`job_amount`,
+    with each job's queue's and the server's defaults); a value of the job that is not an
+    amount is refused (15014) rather than counted as nothing."""
+    holders = [h for h in holders if _has_limits(h.attrs)]
     if not holders:
         return
     others = list(others)
     owner = Owner.of(job)
+    state = str(job.get("job_state") or "Q")
+    before = Owner.of(old) if old is not None else None
+
+    def defaults(queue: Any) -> tuple:
+        return (queues.get(str(queue)) or {}, server)
+
+    def amount_of(attrs: Mapping[str, Any], resource: str, kind: str) -> int | float:
+        try:
+            return job_amount(attrs.get("Resource_List"), resource, kind,
+                              defaults(attrs.get("queue")), strict=True)
+        except ValueError as exc:
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value {exc}"
+                           ) from None
+
+    def counted_before(was_inside: bool, states: tuple | None, kind: str) -> bool:
+        """Whether the job as it was counted against an item of `kind` in a holder."""
+        return was_inside and old is not None and before is not None and (
+            states is None or old.get("job_state") in states) and same(kind, before, owner)
+
     for holder in holders:
-        mine = [o for o in others if holder.queue is None or o[1] == holder.queue]
-        if counts and holder.queue is not None and \
-                holder.attrs.get("max_queuable") is not None:
-            if len(mine) + 1 > int(holder.attrs["max_queuable"]):
-                raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
-        for attr, states in COUNT_LIMITS.items() if counts else ():
+        if not holder.holds(job):
+            continue
+        mine = [o for o in others if holder.queue is None or o.queue == holder.queue]
+        was_inside = holder.holds(old)
+        if holder.queue is not None and holder.attrs.get("max_queuable") is not None \
+                and not was_inside and len(mine) + 1 > int(holder.attrs["max_queuable"]):
+            raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
+
+        for attr, states in COUNT_LIMITS.items():
             text = holder.attrs.get(attr)
-            if not text:
+            if not text or (states is not None and state not in states):
                 continue
-            counted = [o for o in mine if states is None or o[0] in states]
+            counted = [o for o in mine if states is None or o.state in states]
             for limit in applying(parse_stored(text, "long"), owner):
-                used = sum(1 for o in counted if same(limit.kind, o[2], owner))
+                if counted_before(was_inside, states, limit.kind):
+                    continue  # it was counted there already: nothing added
+                used = sum(1 for o in counted if same(limit.kind, o.owner, owner))
                 if used + 1 > limit.value:
                     raise PbsError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
                                                               states is not None))
         for attr, states in RESOURCE_LIMITS.items():
             table = holder.attrs.get(attr)
-            if not isinstance(table, Mapping):
+            if not isinstance(table, Mapping) or (states is not None and state not in states):
                 continue
-            counted = [o for o in mine if states is None or o[0] in states]
+            counted = [o for o in mine if states is None or o.state in states]
             for resource, text in sorted(table.items()):
                 kind = resource_types.get(resource)
                 if kind not in SUMMABLE or not text:
                     continue
-                asked = job_amount(job.get("Resource_List"), resource, kind)
+                asked = amount_of(job, resource, kind)
                 for limit in applying(parse_stored(text, kind), owner):
-                    used = sum(job_amount(o[3], resource, kind) for o in counted
-                               if same(limit.kind, o[2], owner))
+                    if old is not None and counted_before(was_inside, states, limit.kind) and \
+                            asked <= job_amount(old.get("Resource_List"), resource, kind,
+                                                defaults(old.get("queue"))):
+                        continue  # no more than it counted for already
+                    used = sum(job_amount(o.resources, resource, kind, defaults(o.queue))
+                               for o in counted if same(limit.kind, o.owner, owner))
                     if used + asked > limit.value:
                         raise PbsError(PBSE_ENTLIMRESC, _resource_text(
                             limit, owner, holder, resource, states is not None))
 
 
-def _has_limits(attrs: Mapping[str, Any], counts: bool = True) -> bool:
-    if any(attrs.get(a) for a in RESOURCE_LIMITS):
-        return True
-    return counts and (any(attrs.get(a) for a in COUNT_LIMITS)
-                       or attrs.get("max_queuable") is not None)
+def _has_limits(attrs: Mapping[str, Any]) -> bool:
+    return any(attrs.get(a) for a in (*COUNT_LIMITS, *RESOURCE_LIMITS)) or \
+        attrs.get("max_queuable") is not None
 
 
 def _count_text(limit: Limit, owner: Owner, holder: Holder, queued: bool) -> str:

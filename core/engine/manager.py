@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .server import Caller, Engine
 
 PBSE_OBJBUSY = 15027
+PBSE_RESCBUSY = 15174
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
 MAX_SCHED_NAME = 15
@@ -243,8 +244,23 @@ class Manager:
         if busy:
             raise QmgrError(PBSE_OBJBUSY, "Cannot delete busy object", obj_type=obj_type,
                             obj_name=name)
+        if obj_type == "resource" and self._resource_set(name, active):
+            # PBS's 15174: a resource set on an object (a limit, a default, a vnode's
+            # resources, a job's request) stays; left there it would be read as text.
+            raise QmgrError(PBSE_RESCBUSY, "Resource busy", obj_type=obj_type,
+                            obj_name=name)
         with eng.store.transaction() as st:
             st.delete(obj_type, name)
+
+    def _resource_set(self, name: str, jobs: dict[str, dict]) -> bool:
+        """Whether resource `name` is set on the server, a queue, a vnode or a job not
+        done (a key of one of their resource mappings)."""
+        store = self.engine.store
+        objects = [store.get("server", "server") or {}, *store.all("queue").values(),
+                   *store.all("node").values()]
+        return any(isinstance(value, dict) and name in value
+                   for attrs in objects for value in attrs.values()) or any(
+            name in (attrs.get("Resource_List") or {}) for attrs in jobs.values())
 
     def _change(self, cmd: qmgr.Command, name: str, attrs: dict, defs: dict) -> None:
         eng = self.engine

@@ -881,7 +881,7 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
         value = convert(obj_type, op, defs, resource_types)
         if defn.type in _KEYED:
             kind = "entlim" if defn.type == "entlim_res" else _resource_kind(op, resource_types)
-            res = dict(attrs.get(name) or {})
+            res = _keyed(attrs.get(name))
             res[op.resource or ""] = _combine(kind, res.get(op.resource or ""), value, op.op)
             res = {k: v for k, v in res.items() if v != ""}  # an entlim emptied by -=
             if res:
@@ -898,9 +898,15 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
     return attrs
 
 
+def _keyed(value: Any) -> dict[str, Any]:
+    """A stored dict of resources, as a copy; anything else (a ``max_queued_res`` stored as
+    one text by an older pbsplug, which limited nothing) starts it afresh."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def _unset(attrs: dict[str, Any], defn: AttrDef, op: AttrOp) -> None:
     if op.resource is not None and defn.type in _KEYED:
-        res = dict(attrs.get(defn.name) or {})
+        res = _keyed(attrs.get(defn.name))
         res.pop(op.resource, None)
         if res:
             attrs[defn.name] = res

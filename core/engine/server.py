@@ -89,6 +89,8 @@ SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
+#: What a job is counted by in the limits on queued jobs: a change to one is checked.
+_COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: PBS's state_count names, in its order.
 _STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W"),
                 ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
@@ -311,27 +313,24 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
-    def _check_limits(self, attrs: dict[str, Any], moving: str | None = None,
-                      altered: str | None = None) -> None:
-        """PBS's limits on queued jobs (`limits`) for a job entering its queue: those of
-        the complex and the queue for a new job, the queue's for a job `moving` into it
-        (it is counted in the complex already); for a job whose resources are `altered`,
-        the resource limits of both."""
-        queue = attrs.get("queue")
-        holders = [limits.Holder(self.store.get("queue", str(queue)) or {}, str(queue))]
-        if moving is None:
-            holders.insert(0, limits.Holder(self.store.get("server", "server") or {}, None))
-        itself = moving or altered
+    def _check_limits(self, attrs: dict[str, Any], job_id: str | None = None,
+                      old: dict[str, Any] | None = None) -> None:
+        """PBS's limits on queued jobs (`limits`) for a new job, or for job `job_id` whose
+        stored attributes `old` change to `attrs` (it is not counted twice): those of the
+        complex and of its queue."""
+        server = self.store.get("server", "server") or {}
+        queues = self.store.all("queue")
+        queue = str(attrs.get("queue"))
+        holders = [limits.Holder(server, None), limits.Holder(queues.get(queue) or {}, queue)]
 
         def others():
-            for job_id, state, fields in self.store.counted_jobs(limits.DONE_STATES):
-                if job_id != itself:
-                    yield (state, fields.get("queue"), entlim.Owner.of(fields),
-                           fields.get("Resource_List"))
+            for other, state, fields in self.store.counted_jobs(limits.DONE_STATES):
+                if other != job_id:
+                    yield limits.Other(state, fields.get("queue"), entlim.Owner.of(fields),
+                                       fields.get("Resource_List"))
 
         limits.check(holders, attrs, others(), {**values.RESOURCE_TYPES,
-                                               **self.resource_types()},
-                     counts=altered is None)
+                                               **self.resource_types()}, queues, server, old)
 
     # -- values (pbsplug.values: one set of rules for every entry) -------------------------
     def resource_types(self) -> dict[str, str]:
@@ -502,11 +501,11 @@ class Engine:
         attrs.setdefault("queue", queue_name)
         attrs.setdefault("Rerunable", True)
         waits_for = self._check_depend(caller, attrs)
-        self._check_limits(attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
         attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
         attrs["job_state"] = self._waiting(attrs["job_state"], attrs)
+        self._check_limits(attrs)  # on the queue, owner and state it is stored with
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
             if argv:
@@ -566,6 +565,10 @@ class Engine:
         for job_id, attrs in self.store.jobs(("W",), lean=True).items():
             when = attrs.get("Execution_Time")
             if not isinstance(when, (int, float)) or when <= now:
+                try:  # a limit on queued jobs full: it waits on, and is tried each second
+                    self._check_limits({**attrs, "job_state": "Q"}, job_id, attrs)
+                except PbsError:
+                    continue
                 attrs["job_state"] = "Q"
                 with self.store.transaction() as st:
                     st.put_job(job_id, attrs)
@@ -808,9 +811,8 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
-        if attrs.get("Resource_List") != current.get("Resource_List") and \
-                attrs.get("job_state") not in ("R", "E"):
-            self._check_limits(attrs, altered=job_id)
+        if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
+            self._check_limits(attrs, job_id, current)  # a release, a project, resources
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -822,7 +824,7 @@ class Engine:
         return each(ids, lambda job_id: self._move(caller, destination, job_id))
 
     def _move(self, caller: Caller, destination: str, job_id: str) -> None:
-        attrs = self._job(job_id)
+        attrs = stored = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         queue = self.store.get("queue", destination)
@@ -845,7 +847,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
-        self._check_limits(attrs, moving=job_id)
+        self._check_limits(attrs, job_id, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "

@@ -293,10 +293,11 @@ class Store:
         picks them out of each row, so a job's big attributes (its environment) are not
         decoded in Python."""
         marks = ",".join("?" * len(done))
-        picks = ", ".join(f"json_extract(attrs, '$.{key}')" for key in self.COUNTED)
+        paths = ", ".join(f"'$.{key}'" for key in self.COUNTED)  # one parse of each row
         try:
-            rows = self.db.execute(f"SELECT id, state, {picks} FROM jobs WHERE state NOT IN "
-                                   f"({marks}) AND json_valid(attrs)", done).fetchall()
+            rows = self.db.execute(f"SELECT id, state, json_extract(attrs, {paths}) FROM jobs "
+                                   f"WHERE state NOT IN ({marks}) AND json_valid(attrs)",
+                                   done).fetchall()
         except sqlite3.Error:  # no JSON functions: decode the rows
             return [(job_id, attrs.get("job_state", state),
                      {k: attrs.get(k) for k in self.COUNTED})
@@ -304,10 +305,10 @@ class Store:
                     if isinstance(attrs, dict) and not self.unreadable(attrs)
                     for state in (attrs.get("job_state"),) if state not in done]
         out = []
-        for job_id, state, *picked in rows:
-            fields = dict(zip(self.COUNTED, picked, strict=True))
-            fields["Resource_List"] = _loads(fields["Resource_List"] or "{}")
-            out.append((job_id, state, fields))
+        for job_id, state, picked in rows:
+            values = _loads(picked)
+            values = values if isinstance(values, list) else [None] * len(self.COUNTED)
+            out.append((job_id, state, dict(zip(self.COUNTED, values, strict=False))))
         return out
 
     def unreadable_jobs(self) -> dict[str, dict[str, Any]]:

@@ -54,6 +54,7 @@ class RunLimits:
         self.resources = sorted(kinds)
         self.counts: Counter = Counter()   # (queue, kind, name) -> jobs
         self.amounts: Counter = Counter()  # (queue, kind, name, res) -> amount
+        self.defaults: dict[str | None, tuple] = {}  # queue -> where defaults come from
 
     @classmethod
     def build(cls, server: Any, queues: Mapping[str, Any], running: Iterable[Any]
@@ -72,6 +73,8 @@ class RunLimits:
         if not holders:
             return None
         limits = cls(holders, kinds)
+        limits.defaults = {name: (queue, server) for name, queue in queues.items()}
+        limits.defaults[None] = (server,)
         for job in running:
             if job.job_state in COUNTED_STATES:
                 limits.add(job)
@@ -82,10 +85,14 @@ class RunLimits:
         return [(where, kind, owner.name(kind)) for where in (None, job.queue)
                 for kind in "ougp"]
 
+    def _asked(self, job: Any, res: str) -> int | float:
+        """What `job` asks of `res`, as the cycle gives it (its queue's and the server's
+        defaults)."""
+        return entlim.job_amount(job.get("Resource_List"), res, self.kinds[res],
+                                 self.defaults.get(job.queue) or self.defaults[None])
+
     def add(self, job: Any) -> None:
-        res_list = job.get("Resource_List")
-        asked = {res: entlim.job_amount(res_list, res, self.kinds[res])
-                 for res in self.resources}
+        asked = {res: self._asked(job, res) for res in self.resources}
         for key in self._keys(job):
             self.counts[key] += 1
             for res, amount in asked.items():
@@ -96,13 +103,11 @@ class RunLimits:
         """PBS's reason (without ``Not Running: ``) when starting `job` now would put the
         jobs running over a limit; None when it may start."""
         owner = Owner.of(job)
-        res_list = job.get("Resource_List")
         for where, by_resource in self.holders:
             if where is not None and where != job.queue:
                 continue
             for res, items in by_resource.items():
-                asked = 1 if res is None else \
-                    entlim.job_amount(res_list, res, self.kinds[res])
+                asked = 1 if res is None else self._asked(job, res)
                 for item in entlim.applying(items, owner):
                     key = (where, item.kind, owner.name(item.kind))
                     used = self.counts[key] if res is None else self.amounts[(*key, res)]

@@ -4,10 +4,13 @@ against a real server, with PBS's codes and texts."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pbsplug import entlim
 from pbsplug.engine import limits
+from pbsplug.engine.errors import PbsError
 
 from .conftest import until
 from .test_qmgr_server import qmgr
@@ -154,3 +157,86 @@ def test_max_run_holds_a_users_second_job_until_the_first_ends_and_qrun_override
     third = engine.submit("true\n")
     engine.pbs("qdel", first, check=True)
     engine.wait(third, "F")  # started once the first is gone
+
+
+def test_q_state_thresholds_count_a_job_once_it_is_queued_whatever_the_way(engine):
+    """Review of the first version: a held or waiting submission was counted as queued, and
+    qrls, qalter of the holds and an Execution_Time passing put jobs in Q past the limit."""
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    assert qsub(engine).returncode == 0
+    held = [qsub(engine, "-h").stdout.strip() for _ in range(2)]
+    assert all(held)  # not in Q: not counted
+    done = engine.pbs("qrls", held[0])
+    assert done.returncode == limits.PBSE_ENTLIMCT % 256
+    assert "would exceed complex's per-user limit of jobs in 'Q' state" in done.stderr
+    assert engine.pbs("qalter", "-h", "n", held[1]).returncode == limits.PBSE_ENTLIMCT % 256
+    assert {engine.job(j)["job_state"] for j in held} == {"H"}
+    soon = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 2))
+    waiting = qsub(engine, "-a", soon).stdout.strip()
+    time.sleep(3.5)
+    assert engine.job(waiting)["job_state"] == "W"  # it waits on while the limit is full
+    set_ok(engine, "unset server queued_jobs_threshold")
+    until(lambda: engine.job(waiting)["job_state"] == "Q", what="the waiting job to queue")
+
+
+def test_resources_count_as_the_scheduler_gives_them(engine):
+    """Review of the first version: Resource_List.ncpus was counted before the select the
+    scheduler uses, a job with no request counted 0 (it runs on 1 cpu), defaults were not
+    counted, and a negative chunk value made a job count nothing."""
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
+    over = qsub(engine, "-l", "select=1:ncpus=100", "-l", "ncpus=1")
+    assert over.returncode == limits.PBSE_ENTLIMRESC % 256, over.stderr
+    for _ in range(3):  # one cpu each by default
+        assert qsub(engine).returncode == 0
+    set_ok(engine, "set queue workq default_chunk.ncpus = 2")
+    assert qsub(engine, "-l", "select=1:mem=1mb").returncode == limits.PBSE_ENTLIMRESC % 256
+    set_ok(engine, "unset queue workq default_chunk.ncpus")
+    assert qsub(engine, "-l", "select=1:mem=1mb").returncode == 0  # 1 more: 4
+    set_ok(engine, "create resource fl type = float")
+    set_ok(engine, "set server max_queued_res.fl = [u:PBS_GENERIC=4]")
+    done = qsub(engine, "-l", "select=1:fl=100+1:fl=-99")
+    assert done.returncode == 15014 % 256 and "is not zero or more" in done.stderr
+
+
+def test_changes_that_add_to_a_count_are_checked_and_others_are_not(engine):
+    """Review of the first version: qalter of a job's project (or a hook's change of its
+    queue or project) was never checked."""
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued = [p:big=1]")
+    assert qsub(engine, "-P", "big").returncode == 0
+    small = qsub(engine, "-P", "small").stdout.strip()
+    with pytest.raises(PbsError) as refused:  # (this qalter has no -P: the API has)
+        engine.client("alter", id=small, attrs={"project": "big"})
+    assert (refused.value.code, refused.value.message) == (
+        limits.PBSE_ENTLIMCT, "Maximum number of jobs for project big already in complex")
+    assert engine.job(small)["project"] == "small"
+    # A limit lowered below what is queued refuses no change that adds nothing.
+    set_ok(engine, "set server max_queued = [o:PBS_ALL=1]")
+    assert engine.pbs("qalter", "-l", "walltime=00:10:00", small).returncode == 0
+
+
+def test_a_res_limit_stored_as_one_text_by_an_older_version_can_be_set_again(engine):
+    engine.stop()
+    import json
+    import sqlite3
+    with sqlite3.connect(engine.home.db) as db:
+        attrs = json.loads(db.execute("SELECT attrs FROM objects WHERE type='server'"
+                                      ).fetchone()[0])
+        attrs["max_queued_res"] = "[u:PBS_GENERIC=4]"
+        db.execute("UPDATE objects SET attrs=? WHERE type='server'", (json.dumps(attrs),))
+    engine.start()
+    set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
+    assert "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]\n" in qmgr(
+        engine, "print server").stdout
+
+
+def test_a_resource_a_limit_names_cannot_be_deleted(engine):
+    set_ok(engine, "create resource foo type = long")
+    set_ok(engine, "set server max_queued_res.foo = [u:PBS_GENERIC=4]")
+    done = qmgr(engine, "delete resource foo")
+    assert (done.returncode, done.stderr.splitlines()[0]) == (
+        15174 % 256, "qmgr obj=foo svr=default: Resource busy")
+    set_ok(engine, "unset server max_queued_res.foo")
+    set_ok(engine, "delete resource foo")
