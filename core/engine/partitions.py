@@ -15,6 +15,7 @@ command; the checks read the other objects through the small `World` view.
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -196,7 +197,12 @@ def directory_problems(attrs: Mapping[str, Any]) -> list[str]:
 
 def make_directories(attrs: Mapping[str, Any]) -> None:
     """Make a scheduler's default directories when they do not exist yet (as PBS's
-    installation makes sched_priv and sched_logs), owned by sched_user, 750 and 755."""
+    installation makes sched_priv and sched_logs), owned by sched_user, 750 and 755: level
+    by level through descriptors (`open_sched_dir`), so a link planted on the way is never
+    followed where someone but root could have put it, and the new folder is handed over
+    through its descriptor. A folder that exists is left as it is, and one that cannot be
+    reached so is not made (the scheduler's comment says why, `directory_problems`)."""
+    owner = sched_uid(attrs)
     user = str(attrs.get("sched_user") or "")
     try:
         ids = pwd.getpwnam(user) if user else None
@@ -204,9 +210,62 @@ def make_directories(attrs: Mapping[str, Any]) -> None:
         ids = None
     for key, mode in (("sched_priv", 0o750), ("sched_log", 0o755)):
         path = attrs.get(key)
-        if not path or os.path.exists(str(path)):
+        if not path:
             continue
-        os.makedirs(str(path), mode=mode)
-        os.chmod(str(path), mode)
-        if ids is not None and os.geteuid() == 0:
-            os.chown(str(path), ids.pw_uid, ids.pw_gid)
+        try:
+            fd, made = open_sched_dir(str(path), owner, make=mode)
+        except OSError:
+            continue  # not made: `directory_problems` says what is wrong with it
+        try:
+            if made:
+                os.fchmod(fd, mode)
+                if ids is not None and os.geteuid() == 0:
+                    os.fchown(fd, ids.pw_uid, ids.pw_gid)
+        finally:
+            os.close(fd)
+
+
+def open_sched_dir(directory: str, owner: int, make: int | None = None) -> tuple[int, bool]:
+    """A descriptor of the folder `directory`, opened level by level from ``/``: each level
+    root's or `owner`'s (or refused), and a link followed only while every level before it
+    is root's alone (no one else could have put it there, as /var/run -> /run). A link
+    sched_user put at any level it may write, the last or one above, had root write
+    where it pointed. With `make` (a mode), missing levels are made (the last with that
+    mode, those above 0755, root's); the flag says whether the last one was."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOCTTY
+    if not directory.startswith("/"):
+        raise OSError(errno.EINVAL, "not an absolute path", directory)
+    parts = [p for p in directory.split("/") if p and p != "."]
+    if ".." in parts:
+        raise OSError(errno.EINVAL, "'..' in a scheduler's folder", directory)
+    fd = os.open("/", flags)
+    trusted = True  # every level so far root's and writable by root alone
+    made = False
+    try:
+        for at, part in enumerate(parts):
+            made = False
+            try:
+                sub = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if make is None:
+                    raise
+                os.mkdir(part, make if at == len(parts) - 1 else 0o755, dir_fd=fd)
+                sub = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+                made = True
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not trusted or \
+                        os.stat(part, dir_fd=fd, follow_symlinks=False).st_uid != 0:
+                    raise OSError(errno.EPERM, f"{part!r} is a link or no folder, and not "
+                                  "root's where only root may write", directory) from None
+                sub = os.open(part, flags, dir_fd=fd)  # root's link in root's folder
+            os.close(fd)
+            fd = sub
+            info = os.fstat(fd)
+            if info.st_uid not in (owner, 0):
+                raise OSError(errno.EPERM, "a level on the way is not root's nor "
+                              "sched_user's", directory)
+            trusted = trusted and info.st_uid == 0 and not info.st_mode & 0o022
+        return fd, made
+    except BaseException:
+        os.close(fd)
+        raise

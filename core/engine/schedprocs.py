@@ -34,7 +34,7 @@ from typing import Any
 
 from ..scheduler import Scheduler
 from ..scheduler.feed import Feed, row
-from .partitions import sched_uid
+from .partitions import open_sched_dir, sched_uid
 
 NEEDS_ATTENTION = "NEEDS_ATTENTION"
 #: Crashes within this many seconds that leave a scheduler down.
@@ -389,47 +389,13 @@ class _DailyFile(logging.Handler):
         self.owner = owner
 
 
-def _open_sched_dir(directory: str, owner: int) -> int:
-    """A descriptor of the folder `directory`, opened level by level from ``/``: each level
-    root's or `owner`'s (or refused), and a link followed only while every level before it
-    is root's alone (no one else could have put it there, as /var/run -> /run). A link
-    sched_user put at any level it may write, the last or one above, had root write
-    where it pointed."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOCTTY
-    if not directory.startswith("/"):
-        raise OSError(errno.EINVAL, "not an absolute path", directory)
-    fd = os.open("/", flags)
-    trusted = True  # every level so far root's and writable by root alone
-    try:
-        for part in [p for p in directory.split("/") if p and p != "."]:
-            try:
-                sub = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not trusted or \
-                        os.stat(part, dir_fd=fd, follow_symlinks=False).st_uid != 0:
-                    raise OSError(errno.EPERM, f"{part!r} is a link or no folder, and not "
-                                  "root's where only root may write", directory) from None
-                sub = os.open(part, flags, dir_fd=fd)  # root's link in root's folder
-            os.close(fd)
-            fd = sub
-            info = os.fstat(fd)
-            if info.st_uid not in (owner, 0):
-                raise OSError(errno.EPERM, "a level on the way is not root's nor "
-                              "sched_user's", directory)
-            trusted = trusted and info.st_uid == 0 and not info.st_mode & 0o022
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def open_in_sched_dir(directory: str, name: str, flags: int, owner: int) -> int:
     """A file this scheduler process (root) writes in its sched_priv or sched_log, folders
     that sched_user (`owner`) owns: the folder reached through no link sched_user could
-    have made (`_open_sched_dir`), the file made if missing, never through a link, and
+    have made (`open_sched_dir`), the file made if missing, never through a link, and
     refused unless it is a regular file with no other name. Opened by path, a link
     sched_user put there had root truncate or fill any file."""
-    folder = _open_sched_dir(directory, owner)
+    folder, _ = open_sched_dir(directory, owner)
     try:
         fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK
                      | os.O_CLOEXEC, 0o644, dir_fd=folder)

@@ -6,6 +6,7 @@ left down after three deaths within an hour), and each keeps its own log."""
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import signal
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pbsplug.engine.testing import until
+from pbsplug.testing import missing
 
 
 def qmgr(engine, text: str) -> None:
@@ -400,6 +402,31 @@ def test_a_link_above_the_scheduler_folders_is_not_followed(tmp_path):
         open_in_sched_dir(str(home / "a" / "sched_priv"), "sched.lock", os.O_WRONLY, 65534)
     assert (rootside / "sched.lock").read_text() == "4242\n"
     if os.path.islink("/var/run") and os.lstat("/var/run").st_uid == 0:
-        from pbsplug.engine.schedprocs import _open_sched_dir
+        from pbsplug.engine.partitions import open_sched_dir
 
-        os.close(_open_sched_dir("/var/run", 0))  # root's link in root's folder: followed
+        os.close(open_sched_dir("/var/run", 0)[0])  # root's link in root's folder: followed
+
+
+def test_default_scheduler_folders_are_made_without_following_a_planted_link(tmp_path):
+    """`make_directories` made the folders by path as root (os.makedirs), then chmod and
+    chown by path: a link on the way, in a folder someone else may write, had root make
+    sched_user's folder wherever it pointed (and a link swapped in after the mkdir, chown
+    what it pointed at)."""
+    from pbsplug.engine.partitions import make_directories
+
+    if os.geteuid() != 0:
+        missing("handing a folder to sched_user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o1777)  # a folder anyone may write, as /tmp
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    (shared / "link").symlink_to(victim)
+    make_directories({"sched_priv": str(shared / "link" / "sched_priv_x"),
+                      "sched_log": str(tmp_path / "made" / "sched_logs_x"),
+                      "sched_user": "nobody"})
+    assert list(victim.iterdir()) == []  # nothing made where the link pointed
+    made = tmp_path / "made" / "sched_logs_x"
+    assert made.is_dir() and not made.is_symlink()
+    assert (made.stat().st_mode & 0o777, made.stat().st_uid) == (
+        0o755, pwd.getpwnam("nobody").pw_uid)
