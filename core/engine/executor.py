@@ -680,12 +680,34 @@ def _kill_session(leader: int, since: float) -> int:
             continue
         if int(fields[3]) == leader and int(entry.name) != leader and (
                 float(fields[19]) >= since):
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
+            killed += signal_if_same(int(entry.name), float(fields[19]), signal.SIGKILL)
     return killed
+
+
+def signal_if_same(pid: int, started: float, sig: int) -> bool:
+    """Send `sig` to process `pid` only if it is still the one that started at `started`;
+    True when sent. Through a pidfd, opened before the start time is checked: it stays
+    bound to the process it was opened on, so the process signalled is the one checked
+    (a kill by pid after the check could reach a newcomer given the pid in between)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # gone (or no pidfd on this system: by pid)
+        if not hasattr(os, "pidfd_open") and process_start(pid) == started:
+            try:
+                os.kill(pid, sig)
+                return True
+            except OSError:
+                return False
+        return False
+    try:
+        if process_start(pid) != started:
+            return False
+        signal.pidfd_send_signal(pidfd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
 
 
 def signal_processes(processes: list, sig: int) -> None:
@@ -697,12 +719,8 @@ def signal_processes(processes: list, sig: int) -> None:
                 entry, (list, tuple)) else (int(entry), None)
         except (TypeError, ValueError, IndexError):
             continue
-        if started is None or process_start(pid) != started:
-            continue  # gone, reused, or recorded before pids carried their start time
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
+        if started is not None:  # (None: recorded before pids carried their start time)
+            signal_if_same(pid, started, sig)
 
 
 def signal_job(pgid: int, sig: int) -> bool:

@@ -177,3 +177,20 @@ def test_an_attached_process_is_identified_through_one_descriptor_of_its_proc_fo
     monkeypatch.undo()
     assert executor.process_identity(child.pid) is None  # reaped
     assert executor.process_identity(-1) is None
+
+
+def test_a_process_is_signalled_only_while_it_is_the_one_recorded():
+    """Root signals an attached process (or a job's leftover) only while it is the process
+    recorded, through a pidfd opened before its start time is checked: a kill by pid after
+    the check could reach another process given the pid in between."""
+    child = subprocess.Popen(["sleep", "60"])
+    started = executor.process_start(child.pid)
+    try:
+        assert not executor.signal_if_same(child.pid, started + 1, signal.SIGTERM)
+        assert child.poll() is None  # another start time: another process, left alone
+        assert executor.signal_if_same(child.pid, started, signal.SIGTERM)
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()
+    assert not executor.signal_if_same(child.pid, started, signal.SIGTERM)  # gone
