@@ -148,16 +148,24 @@ def same(kind: str, other: Owner, owner: Owner) -> bool:
     return kind == "o" or other.name(kind) == owner.name(kind)
 
 
+#: Resources a select's chunks ask for (host-level): with a select, a job asks the sum over
+#: its chunks; the others (walltime, cput, a server-wide licence) are asked for job-wide,
+#: in Resource_List. A custom resource counts as host-level where a chunk or a
+#: default_chunk names it.
+HOST_LEVEL = frozenset({"ncpus", "mem", "vmem", "pmem", "pvmem", "ngpus", "mpiprocs",
+                        "ompthreads", "naccelerators", "accelerator_memory"})
+
+
 def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
                defaults: Sequence[Mapping[str, Any]] = (), strict: bool = False
                ) -> int | float:
-    """What a job asks of resource `name` in all, as the scheduler will give it: the sum
-    over its select's chunks (a chunk without it takes the first `default_chunk` of
-    `defaults`, the attributes of its queue then the server; ncpus is 1 when none says);
-    without a select, its Resource_List value, else the first ``resources_default``, else 1
-    for ncpus and 0 for the rest. With `strict`, a value that is not an amount raises
-    ValueError naming it (a job being submitted); else it counts 0 (a stored job is not
-    refused again), a chunk at a time."""
+    """What a job asks of resource `name` in all, as the scheduler will give it: for a
+    host-level resource of a job with a select (`HOST_LEVEL`), the sum over its chunks (a
+    chunk without it takes the first `default_chunk` of `defaults`, the attributes of its
+    queue then the server; ncpus is 1 when none says); else its Resource_List value, else
+    the first ``resources_default``, else 1 for ncpus and 0 for the rest. With `strict`, a
+    value that is not an amount raises ValueError naming it (a job being submitted); else
+    it counts 0 (a stored job is not refused again), a chunk at a time."""
     res = res if isinstance(res, Mapping) else {}
 
     def default(attr: str) -> Any:
@@ -183,8 +191,10 @@ def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
             if strict:
                 raise ValueError(f"Resource_List.select: {exc}") from None
             return 0
-        return sum(chunk.count * read(chunk.resources.get(name, default("default_chunk")),
-                                      f"Resource_List.select {name}") for chunk in chunks)
-    value = res.get(name)
+        if name in HOST_LEVEL or any(name in chunk.resources for chunk in chunks) or \
+                default("default_chunk") != (1 if name == "ncpus" else 0):
+            return sum(chunk.count * read(chunk.resources.get(name, default("default_chunk")),
+                                          f"Resource_List.select {name}") for chunk in chunks)
+    value = res.get(name)  # a job-wide resource (walltime, a licence): not in chunks
     return read(value if value is not None else default("resources_default"),
                 f"Resource_List.{name}")

@@ -29,17 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..entlim import (
-    GENERIC,
-    KINDS,
-    SUMMABLE,
-    Limit,
-    Owner,
-    applying,
-    job_amount,
-    parse_stored,
-    same,
-)
+from ..entlim import GENERIC, KINDS, SUMMABLE, Limit, Owner, applying, job_amount, parse_stored
 from .errors import PBSE_BADATVAL, PbsError
 
 PBSE_MAXQUED = 15046
@@ -69,98 +59,130 @@ class Holder:
         return attrs is not None and (self.queue is None or attrs.get("queue") == self.queue)
 
 
-@dataclass(frozen=True)
-class Other:
-    """Another job not done, as the counts read it."""
-
-    state: str
-    queue: str | None
-    owner: Owner
-    resources: Mapping[str, Any] | None
-
-
-def check(holders: Iterable[Holder], job: Mapping[str, Any], others: Iterable[Other],
-          resource_types: Mapping[str, str], queues: Mapping[str, Mapping[str, Any]],
-          server: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
-    """Refuse `job` (its attributes as it would be stored) with PBS's error when it would
-    be over a limit of one of `holders`. `others` are the other jobs not done; a holder's
-    queue counts only its own. `old` is the job as it was stored, for a job that changes
-    (moved, altered, released): a limit refuses it only where the change adds to what it
-    counts against that limit (another queue, owner, project, state or more of a
-    resource), so a limit lowered below what is queued refuses no change that takes
-    nothing more. Resources are counted as the scheduler will give them (`job_amount`,
-    with each job's queue's and the server's defaults); a value of the job that is not an
-    amount is refused (15014) rather than counted as nothing."""
-    holders = [h for h in holders if _has_limits(h.attrs)]
-    if not holders:
-        return
-    others = list(others)
-    owner = Owner.of(job)
-    state = str(job.get("job_state") or "Q")
-    before = Owner.of(old) if old is not None else None
-
-    def defaults(queue: Any) -> tuple:
-        return (queues.get(str(queue)) or {}, server)
-
-    def amount_of(attrs: Mapping[str, Any], resource: str, kind: str) -> int | float:
-        try:
-            return job_amount(attrs.get("Resource_List"), resource, kind,
-                              defaults(attrs.get("queue")), strict=True)
-        except ValueError as exc:
-            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value {exc}"
-                           ) from None
-
-    def counted_before(was_inside: bool, states: tuple | None, kind: str) -> bool:
-        """Whether the job as it was counted against an item of `kind` in a holder."""
-        return was_inside and old is not None and before is not None and (
-            states is None or old.get("job_state") in states) and same(kind, before, owner)
-
-    for holder in holders:
-        if not holder.holds(job):
-            continue
-        mine = [o for o in others if holder.queue is None or o.queue == holder.queue]
-        was_inside = holder.holds(old)
-        if holder.queue is not None and holder.attrs.get("max_queuable") is not None \
-                and not was_inside and len(mine) + 1 > int(holder.attrs["max_queuable"]):
-            raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
-
-        for attr, states in COUNT_LIMITS.items():
-            text = holder.attrs.get(attr)
-            if not text or (states is not None and state not in states):
-                continue
-            counted = [o for o in mine if states is None or o.state in states]
-            for limit in applying(parse_stored(text, "long"), owner):
-                if counted_before(was_inside, states, limit.kind):
-                    continue  # it was counted there already: nothing added
-                used = sum(1 for o in counted if same(limit.kind, o.owner, owner))
-                if used + 1 > limit.value:
-                    raise PbsError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
-                                                              states is not None))
-        for attr, states in RESOURCE_LIMITS.items():
-            table = holder.attrs.get(attr)
-            if not isinstance(table, Mapping) or (states is not None and state not in states):
-                continue
-            counted = [o for o in mine if states is None or o.state in states]
-            for resource, text in sorted(table.items()):
-                kind = resource_types.get(resource)
-                if kind not in SUMMABLE or not text:
-                    continue
-                asked = amount_of(job, resource, kind)
-                for limit in applying(parse_stored(text, kind), owner):
-                    if old is not None and counted_before(was_inside, states, limit.kind) and \
-                            asked <= job_amount(old.get("Resource_List"), resource, kind,
-                                                defaults(old.get("queue"))):
-                        continue  # no more than it counted for already
-                    used = sum(job_amount(o.resources, resource, kind, defaults(o.queue))
-                               for o in counted if same(limit.kind, o.owner, owner))
-                    if used + asked > limit.value:
-                        raise PbsError(PBSE_ENTLIMRESC, _resource_text(
-                            limit, owner, holder, resource, states is not None))
-
-
-def _has_limits(attrs: Mapping[str, Any]) -> bool:
+def has_limits(attrs: Mapping[str, Any]) -> bool:
+    """Whether a server's or queue's attributes set a limit on queued jobs."""
     return any(attrs.get(a) for a in (*COUNT_LIMITS, *RESOURCE_LIMITS)) or \
         attrs.get("max_queuable") is not None
+
+
+class Tally:
+    """What the jobs not done count against the limits of the complex and each queue, made
+    once (one pass over the jobs) and kept up to date by `move`: a check then costs the
+    limits that apply to one job, however many jobs there are."""
+
+    def __init__(self, server: Mapping[str, Any], queues: Mapping[str, Mapping[str, Any]],
+                 resource_types: Mapping[str, str],
+                 jobs: Iterable[tuple[str, Mapping[str, Any]]]):
+        self.server = server
+        self.queues = queues
+        #: Every limited resource, with its type.
+        self.kinds: dict[str, str] = {}
+        for attrs in (server, *queues.values()):
+            for attr in RESOURCE_LIMITS:
+                table = attrs.get(attr)
+                for res in table if isinstance(table, Mapping) else ():
+                    if resource_types.get(res) in SUMMABLE:
+                        self.kinds[res] = resource_types[res]
+        self.counts: dict[tuple, float] = {}
+        self.jobs: dict[str, Mapping[str, Any]] = {}
+        for job_id, attrs in jobs:
+            self.move(job_id, attrs)
+
+    def _defaults(self, queue: Any) -> tuple:
+        return (self.queues.get(str(queue)) or {}, self.server)
+
+    def _entries(self, attrs: Mapping[str, Any]) -> Iterable[tuple[tuple, float]]:
+        """What a job adds: (key, amount), a key (holder queue or None, Q-only or not,
+        entity kind, entity name, resource or None for the count)."""
+        owner = Owner.of(attrs)
+        queued = attrs.get("job_state") == "Q"
+        asked = {res: job_amount(attrs.get("Resource_List"), res, kind,
+                                 self._defaults(attrs.get("queue")))
+                 for res, kind in self.kinds.items()}
+        for where in (None, attrs.get("queue")):
+            for q_only in ((False, True) if queued else (False,)):
+                for kind in "ougp":
+                    base = (where, q_only, kind, owner.name(kind))
+                    yield (*base, None), 1
+                    for res, amount in asked.items():
+                        if amount:
+                            yield (*base, res), amount
+
+    def move(self, job_id: str, attrs: Mapping[str, Any] | None) -> None:
+        """Job `job_id` is now `attrs` (None: gone, or done)."""
+        old = self.jobs.pop(job_id, None)
+        if old is not None:
+            for key, amount in self._entries(old):
+                self.counts[key] -= amount
+        if attrs is not None and attrs.get("job_state") not in DONE_STATES:
+            self.jobs[job_id] = attrs
+            for key, amount in self._entries(attrs):
+                self.counts[key] = self.counts.get(key, 0) + amount
+
+    def in_queue(self, queue: str, job_id: str | None) -> int:
+        """The jobs not done in `queue`, but `job_id`."""
+        n = self.counts.get((queue, False, "o", "PBS_ALL", None), 0)
+        mine = self.jobs.get(job_id or "")
+        return int(n - (mine is not None and mine.get("queue") == queue))
+
+    def check(self, job: Mapping[str, Any], job_id: str | None = None) -> None:
+        """Refuse `job` (its attributes as they would be stored) with PBS's error when it
+        would be over a limit of the complex or its queue. `job_id` names a job already
+        counted (moved, altered, released): a limit refuses it only where the change adds
+        to what it counts against that limit (another queue, owner, project, state or more
+        of a resource), so a limit lowered below what is queued refuses no change that
+        takes nothing more. A value of the job that is not an amount is refused (15014)
+        rather than counted as nothing."""
+        queue = job.get("queue")
+        holders = [Holder(self.server, None),
+                   Holder(self.queues.get(str(queue)) or {}, str(queue))]
+        holders = [h for h in holders if has_limits(h.attrs)]
+        if not holders:
+            return
+        owner = Owner.of(job)
+        queued = job.get("job_state") == "Q"
+        old = self.jobs.get(job_id or "")
+        mine = dict(self._entries(old)) if old is not None else {}
+        for holder in holders:
+            limit_q = holder.attrs.get("max_queuable")
+            if holder.queue is not None and limit_q is not None and not holder.holds(old) \
+                    and self.in_queue(holder.queue, job_id) + 1 > int(limit_q):
+                raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
+            for attr, states in COUNT_LIMITS.items():
+                text = holder.attrs.get(attr)
+                if not text or (states is not None and not queued):
+                    continue
+                for limit in applying(parse_stored(text, "long"), owner):
+                    key = (holder.queue, states is not None, limit.kind,
+                           owner.name(limit.kind), None)
+                    if mine.get(key):
+                        continue  # it was counted there already: nothing added
+                    if self.counts.get(key, 0) + 1 > limit.value:
+                        raise PbsError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
+                                                                  states is not None))
+            for attr, states in RESOURCE_LIMITS.items():
+                table = holder.attrs.get(attr)
+                if not isinstance(table, Mapping) or (states is not None and not queued):
+                    continue
+                for resource, text in sorted(table.items()):
+                    kind = self.kinds.get(resource)
+                    if kind is None or not text:
+                        continue
+                    try:
+                        asked = job_amount(job.get("Resource_List"), resource, kind,
+                                           self._defaults(queue), strict=True)
+                    except ValueError as exc:
+                        raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource "
+                                       f"value {exc}") from None
+                    for limit in applying(parse_stored(text, kind), owner):
+                        key = (holder.queue, states is not None, limit.kind,
+                               owner.name(limit.kind), resource)
+                        before = mine.get(key, 0)
+                        if asked <= before:
+                            continue  # no more than it counted for already
+                        if self.counts.get(key, 0) - before + asked > limit.value:
+                            raise PbsError(PBSE_ENTLIMRESC, _resource_text(
+                                limit, owner, holder, resource, states is not None))
 
 
 def _count_text(limit: Limit, owner: Owner, holder: Holder, queued: bool) -> str:

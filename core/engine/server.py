@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import entlim, lifecycle, units, values
+from .. import lifecycle, units, values
 from ..events import Event
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode
@@ -89,6 +89,8 @@ SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
+#: Seconds between tries of the jobs a limit on jobs in Q holds back from it.
+LIMIT_RETRY = 10.0
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: PBS's state_count names, in its order.
@@ -138,6 +140,10 @@ class Engine:
         self.plugins = plugins
         self.stopping = False
         self._next_wait_check = 0.0
+        #: Jobs a limit on jobs in Q holds back from it (waiting, or released from a
+        #: dependency), and when they are tried again (`_end_waits`).
+        self._held_back: set[str] = set()
+        self._next_limit_retry = 0.0
         self.runner = self._make_runner(plugins)
         #: The site config as last looked at: (mtime_ns, size, inode), and when.
         self._site_seen = self._site_signature()
@@ -239,6 +245,8 @@ class Engine:
             else:
                 problems = values.job_problems(attrs, custom) if isinstance(attrs, dict) else {
                     "attributes": "the job's attributes are not a mapping"}
+                if isinstance(attrs, dict) and self.store.unreadable(attrs.get(store_env)):
+                    problems[store_env] = "the job's stored Variable_List could not be read"
                 if not problems:
                     continue
                 fixed = _without(attrs if isinstance(attrs, dict) else {}, problems)
@@ -313,24 +321,24 @@ class Engine:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
-    def _check_limits(self, attrs: dict[str, Any], job_id: str | None = None,
-                      old: dict[str, Any] | None = None) -> None:
-        """PBS's limits on queued jobs (`limits`) for a new job, or for job `job_id` whose
-        stored attributes `old` change to `attrs` (it is not counted twice): those of the
-        complex and of its queue."""
+    def _limits_tally(self) -> limits.Tally | None:
+        """What the jobs count against PBS's limits on queued jobs (`limits.Tally`: one
+        pass over the jobs, their environments apart); None when no limit is set."""
         server = self.store.get("server", "server") or {}
         queues = self.store.all("queue")
-        queue = str(attrs.get("queue"))
-        holders = [limits.Holder(server, None), limits.Holder(queues.get(queue) or {}, queue)]
+        if not limits.has_limits(server) and not any(map(limits.has_limits, queues.values())):
+            return None
+        jobs = ((job_id, {**fields, "job_state": state})
+                for job_id, state, fields in self.store.counted_jobs(limits.DONE_STATES))
+        return limits.Tally(server, queues, {**values.RESOURCE_TYPES, **self.resource_types()},
+                            jobs)
 
-        def others():
-            for other, state, fields in self.store.counted_jobs(limits.DONE_STATES):
-                if other != job_id:
-                    yield limits.Other(state, fields.get("queue"), entlim.Owner.of(fields),
-                                       fields.get("Resource_List"))
-
-        limits.check(holders, attrs, others(), {**values.RESOURCE_TYPES,
-                                               **self.resource_types()}, queues, server, old)
+    def _check_limits(self, attrs: dict[str, Any], job_id: str | None = None) -> None:
+        """PBS's limits on queued jobs for a new job, or for job `job_id` about to be
+        stored as `attrs` (`limits.Tally.check`)."""
+        tally = self._limits_tally()
+        if tally is not None:
+            tally.check(attrs, job_id)
 
     # -- values (pbsplug.values: one set of rules for every entry) -------------------------
     def resource_types(self) -> dict[str, str]:
@@ -558,21 +566,56 @@ class Engine:
         return state
 
     def _end_waits(self, now: float) -> None:
-        """Waiting jobs whose Execution_Time has come are queued (checked once a second)."""
+        """Waiting jobs whose Execution_Time has come are queued (checked once a second),
+        unless a limit on jobs in Q holds them back: they wait on, with the limit's text
+        as their comment, and are tried again every `LIMIT_RETRY` seconds with the
+        dependency releases such a limit held back (`_resolve_depend`), against one count
+        of the jobs (`limits.Tally`)."""
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0
-        for job_id, attrs in self.store.jobs(("W",), lean=True).items():
-            when = attrs.get("Execution_Time")
-            if not isinstance(when, (int, float)) or when <= now:
-                try:  # a limit on queued jobs full: it waits on, and is tried each second
-                    self._check_limits({**attrs, "job_state": "Q"}, job_id, attrs)
-                except PbsError:
+        due = {job_id: attrs for job_id, attrs in self.store.jobs(("W",), lean=True).items()
+               if not isinstance(when := attrs.get("Execution_Time"), (int, float))
+               or when <= now}
+        retry = self._held_back and now >= self._next_limit_retry
+        if not due and not retry:
+            return
+        tally = self._limits_tally()
+        held_back = False
+        queues: set[str] = set()
+        with self.store.transaction() as st:  # one commit for the pass, however many jobs
+            for job_id, attrs in due.items():
+                new = {**attrs, "job_state": "Q"}
+                if not self._enter_q(job_id, new, tally):
+                    held_back = True
                     continue
-                attrs["job_state"] = "Q"
+                st.put_job(job_id, new, keep_env=True)
+                queues.add(str(attrs.get("queue") or ""))
+            if retry:
+                self._resolve_depend([], tally, also=set(self._held_back))
+        for queue in sorted(queues):
+            self._trigger(queue)
+        if held_back or self._held_back:
+            self._next_limit_retry = self._next_wait_check = now + LIMIT_RETRY
+
+    def _enter_q(self, job_id: str, new: dict[str, Any], tally: limits.Tally | None) -> bool:
+        """Whether job `job_id` may go to state Q as `new` under the limits on queued jobs
+        (`tally` counts the jobs, and is brought up to date); when not, its comment says
+        why (written when it changes) and it is noted as held back."""
+        if tally is None:
+            return True
+        try:
+            tally.check(new, job_id)
+        except PbsError as err:
+            self._held_back.add(job_id)
+            comment = f"Not Running: {err.message}"
+            if new.get("comment") != comment:
                 with self.store.transaction() as st:
-                    st.put_job(job_id, attrs)
-                self._trigger(str(attrs.get("queue") or ""))
+                    st.put_job(job_id, {**self._job(job_id), "comment": comment})
+            return False
+        tally.move(job_id, new)
+        self._held_back.discard(job_id)
+        return True
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> None:
         """``before*`` dependencies: each target now waits on `job_id`."""
@@ -591,13 +634,17 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
 
-    def _resolve_depend(self, ended: list[str]) -> None:
-        """Jobs waiting on `ended` (which started, ended or are new): release the ones whose
-        dependencies are all met, delete the ones that can never run."""
+    def _resolve_depend(self, ended: list[str], tally: limits.Tally | None = None,
+                        also: set[str] = frozenset()) -> None:
+        """Jobs waiting on `ended` (which started, ended or are new), and those in `also`:
+        release the ones whose dependencies are all met, delete the ones that can never
+        run. A release into Q that a limit on queued jobs refuses leaves the job held,
+        tried again by `_end_waits`."""
         waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
+        counted = tally is not None
         for job_id, attrs in waiting.items():
-            if not any(e in attrs["depend"] for e in ended):
+            if job_id not in also and not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)
             if state == depend.NEVER and never is not None:
@@ -607,12 +654,18 @@ class Engine:
                                           f"{never.split(':', 1)[1]}")
             elif state == depend.MET:
                 holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
-                attrs.update(Hold_Types=holds, job_state="Q" if holds == "n" else "H",
-                             mtime=int(self.clock()))
+                new = {**attrs, "Hold_Types": holds, "job_state": "Q" if holds == "n" else "H",
+                       "mtime": int(self.clock())}
+                if new["job_state"] == "Q":
+                    if not counted:
+                        tally, counted = self._limits_tally(), True
+                    if not self._enter_q(job_id, new, tally):
+                        continue
                 with self.store.transaction() as st:
-                    st.put_job(job_id, attrs)
+                    st.put_job(job_id, new, keep_env=True)
                 self.log(LOG_JOB, "Job", job_id, "dependencies met: system hold released")
                 self.want_cycle = True
+        self._held_back -= {j for j in also if j not in waiting}  # deleted, released by hand
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
                       history: bool = False, attrs: list[str] | None = None
@@ -812,7 +865,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
-            self._check_limits(attrs, job_id, current)  # a release, a project, resources
+            self._check_limits(attrs, job_id)  # a release, a project, resources
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -824,7 +877,7 @@ class Engine:
         return each(ids, lambda job_id: self._move(caller, destination, job_id))
 
     def _move(self, caller: Caller, destination: str, job_id: str) -> None:
-        attrs = stored = self._job(job_id)
+        attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         queue = self.store.get("queue", destination)
@@ -847,7 +900,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
-        self._check_limits(attrs, job_id, stored)
+        self._check_limits(attrs, job_id)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
@@ -1167,7 +1220,7 @@ class Engine:
         feed.set_queues(self.store.all("queue"))
         feed.set_vnodes(self._vnode_rows())
         feed.set_jobs(rows)
-        snap = feed.snapshot(self.resvs.objects())
+        snap = feed.snapshot(self.resvs.objects(), self.resource_types())
         now = self.clock()
         if only is not None:
             active = [s for s in active if s.name in only]
@@ -1236,7 +1289,7 @@ class Engine:
                         attrs["estimated"] = new
                         changed = True
                 if changed:
-                    st.put_job(job_id, attrs)
+                    st.put_job(job_id, attrs, keep_env=True)
         stats = result.stats
         sched = stats.sched if stats else "default"
         if result.reservations:
@@ -1307,7 +1360,7 @@ class Engine:
             argv, env = self._job_command(job_id, attrs)
             pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
                                        self.home.tmp / f"pbs.{job_id}", user)
-        except (OSError, KeyError) as exc:
+        except (OSError, KeyError, ValueError) as exc:
             self._could_not_start(job_id, attrs, exc)
             return False
         try:
@@ -1416,6 +1469,8 @@ class Engine:
         runtime = self.store.runtime(job_id) or {}
         seq = job_id.split(".")[0]
         variables = dict(attrs.get("Variable_List") or {})
+        if self.store.unreadable(variables):
+            raise ValueError("its stored environment (Variable_List) could not be read")
         workdir = variables.get("PBS_O_WORKDIR") or "/"
         tmpdir = self.home.tmp / f"pbs.{job_id}"
         nodefile = self.home.jobs / f"{seq}.nodes"

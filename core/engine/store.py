@@ -69,19 +69,21 @@ def _job_attrs(text: Any, state: Any, env: Any = None) -> Any:
     if isinstance(attrs, dict) and UNREADABLE in attrs:
         attrs["job_state"] = str(state)
     elif env is not None and isinstance(attrs, dict):
-        # Not a mapping (a damaged row): kept as the text, which the value rules refuse,
-        # so the job is set aside without its environment, not without everything.
+        # Not a mapping (a damaged row): read as ``{UNREADABLE: text}``, which the value
+        # rules refuse (and a job's start), so the job is set aside without its
+        # environment, not without everything; written back, it stays the same.
         value = _loads(env)
-        attrs[ENV] = env if not isinstance(value, dict) or UNREADABLE in value else value
+        attrs[ENV] = value if isinstance(value, dict) else {UNREADABLE: env}
     return attrs
 
 
 def _job_row(attrs: dict[str, Any]) -> tuple[str, str | None]:
-    """A job's attributes as stored: (attrs without Variable_List, Variable_List)."""
-    if ENV not in attrs:
-        return json.dumps(attrs, sort_keys=True), None
+    """A job's attributes as stored: (attrs without Variable_List, Variable_List or None
+    for none)."""
+    value = attrs.get(ENV)
     rest = {k: v for k, v in attrs.items() if k != ENV}
-    return json.dumps(rest, sort_keys=True), json.dumps(attrs[ENV], sort_keys=True)
+    return json.dumps(rest, sort_keys=True), (
+        None if value is None else json.dumps(value, sort_keys=True))
 
 
 class StoreError(RuntimeError):
@@ -321,11 +323,11 @@ class Store:
         found = {job_id: _job_attrs(attrs, state) for job_id, attrs, state in rows}
         return {job_id: attrs for job_id, attrs in found.items() if self.unreadable(attrs)}
 
-    def put_job(self, job_id: str, attrs: dict[str, Any]) -> None:
-        """The job's attributes written; without a Variable_List (a `lean` read) the stored
-        one stays."""
+    def put_job(self, job_id: str, attrs: dict[str, Any], keep_env: bool = False) -> None:
+        """The job's attributes written, its Variable_List too (none: none is kept); with
+        `keep_env` (attributes from a `lean` read), the stored Variable_List stays."""
         text, env = _job_row(attrs)
-        if env is None:
+        if keep_env and ENV not in attrs:
             self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
                             (attrs.get("job_state", "Q"), text, job_id))
         else:

@@ -180,6 +180,9 @@ class _Kept:
         self.calendar = calendar
         #: job id -> (job object, key, bookings) of the running jobs booked.
         self.running: dict[str, tuple[Job, tuple, list[tuple[str, Booking]]]] = {}
+        #: job id -> job object of every running job of the instance's queues, booked here
+        #: or not (on another partition's vnodes): what its run limits count.
+        self.counted: dict[str, Job] = {}
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         self.ever_memo: dict[tuple, bool] = {}
@@ -348,7 +351,8 @@ class Scheduler:
         queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
         return Snapshot(snap.server, queues,
                         {n: v for n, v in snap.vnodes.items() if self.owns(v)},
-                        [j for j in snap.jobs if j.queue in queues], snap.reservations)
+                        [j for j in snap.jobs if j.queue in queues], snap.reservations,
+                        resource_types=snap.resource_types)
 
     # -- the cycle ------------------------------------------------------------------------------
     def cycle(self, snap: Snapshot, now: float | None = None) -> CycleResult:
@@ -428,8 +432,8 @@ class Scheduler:
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
             order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
-            self._limits = RunLimits.build(snap.server, queues,
-                                           (entry[0] for entry in kept.running.values()))
+            self._limits = RunLimits.build(snap.server, queues, kept.counted.values(),
+                                           snap.resource_types)
             # The first top job's plan is kept for the next cycle, and used, only when
             # nothing one cycle alone weighs on: no job a hook names starving (it goes
             # first, or is top only while named); no reservation (booked for this cycle
@@ -531,7 +535,7 @@ class Scheduler:
         for key, job in removed.items():
             if key in kept.queued or key in kept.waiting:
                 gone_queued.append(job)
-            elif job.id in kept.running:
+            elif job.id in kept.running or job.id in kept.counted:
                 gone[job.id] = job
         return running, gone, queued, gone_queued
 
@@ -544,6 +548,13 @@ class Scheduler:
         the last cycle, by id), those added since."""
         calendar = kept.calendar
         before = calendar.changes
+        if gone is None:
+            kept.counted = {job.id: job for job in jobs}
+        else:
+            for job_id, job in gone.items():
+                if kept.counted.get(job_id) is job:
+                    del kept.counted[job_id]
+            kept.counted.update((job.id, job) for job in jobs)
         self._undo, undo = None, self._undo  # these bookings stay
         expiry = kept.expiry
         floating = kept.floating
@@ -1156,11 +1167,14 @@ class Scheduler:
             if quiet and (self._free_now <= 0 or blocked):
                 break  # nothing else can start now, and nobody reads why
             job = info.job
-            if job.queue in resv_queues:
-                self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
-                continue
             if limits is not None and (why := limits.over(job)) is not None:
                 result.comments[job.id] = f"Not Running: {why}"  # neither top nor blocking
+                continue
+            if job.queue in resv_queues:
+                started = len(result.run)
+                self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
+                if limits is not None and len(result.run) > started:
+                    limits.add(job)
                 continue
             chunks = None
             if not blocked and info.duration < failed.get(info.shape[0], INFINITY):

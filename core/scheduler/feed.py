@@ -98,11 +98,12 @@ class Feed:
                 if log is not None:
                     log.changed(name)
 
-    def snapshot(self, reservations: list[Reservation]) -> Snapshot:
+    def snapshot(self, reservations: list[Reservation],
+                 resource_types: Mapping[str, str] | None = None) -> Snapshot:
         """The snapshot of what the feed holds, with its logs."""
         return Snapshot(self.server, self.queues, self.vnodes, self.jobs.values(), reservations,
                         vnodes_version=self.vnode_log.version, job_log=self.job_log,
-                        vnode_log=self.vnode_log)
+                        vnode_log=self.vnode_log, resource_types=dict(resource_types or {}))
 
     def read(self, mark: int) -> None:
         """The scheduler fed has read the job log up to `mark` (`job_log.mark` before its

@@ -7,7 +7,7 @@ caller applies the decisions, fires the hook events and stores the estimates.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -126,6 +126,10 @@ class Snapshot:
     #: `vnodes_version`). A scheduler then reparses only those, and keeps its calendar when
     #: only their states changed. None: any change reparses every vnode.
     vnode_log: VnodeLog | None = None
+    #: The custom resources' types (``qmgr create resource``), name -> type: what the run
+    #: limits sum a resource as. Empty: the built-in types, and a custom one guessed from
+    #: its limit's values.
+    resource_types: Mapping[str, str] = field(default_factory=dict)
 
 
 class JobLog:

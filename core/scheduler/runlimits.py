@@ -57,14 +57,16 @@ class RunLimits:
         self.defaults: dict[str | None, tuple] = {}  # queue -> where defaults come from
 
     @classmethod
-    def build(cls, server: Any, queues: Mapping[str, Any], running: Iterable[Any]
-              ) -> RunLimits | None:
+    def build(cls, server: Any, queues: Mapping[str, Any], running: Iterable[Any],
+              types: Mapping[str, str] | None = None) -> RunLimits | None:
         """The limits set on `server` and `queues` (objects with ``get``), with `running`
-        jobs counted; None when no limit is set (the cycle then pays nothing)."""
+        jobs counted; `types` the custom resources' types. None when no limit is set (the
+        cycle then pays nothing)."""
         holders = []
         kinds: dict[str, str] = {}
+        types = types or {}
         for queue, obj in [(None, server), *sorted(queues.items())]:
-            items = _items(obj, kinds)
+            items = _items(obj, kinds, types)
             if items:
                 by_resource: dict[str | None, list[Limit]] = {}
                 for item, res in items:
@@ -117,7 +119,8 @@ class RunLimits:
         return None
 
 
-def _items(obj: Any, kinds: dict[str, str]) -> list[tuple[Limit, str | None]]:
+def _items(obj: Any, kinds: dict[str, str], types: Mapping[str, str]
+           ) -> list[tuple[Limit, str | None]]:
     """The run limits an object (server or queue) sets: (item, resource or None), each
     limited resource's type noted in `kinds`. A value that does not read (qmgr checks what
     it stores) limits nothing."""
@@ -135,7 +138,8 @@ def _items(obj: Any, kinds: dict[str, str]) -> list[tuple[Limit, str | None]]:
     table = obj.get(RESOURCE_ATTR)
     if isinstance(table, Mapping):
         for res, text in sorted(table.items()):
-            kind = kinds.get(res) or values.RESOURCE_TYPES.get(res) or _guess(text)
+            kind = kinds.get(res) or types.get(res) or values.RESOURCE_TYPES.get(res) or \
+                _guess(text)
             if kind in entlim.SUMMABLE:
                 kinds[res] = kind
                 items += [(item, res) for item in entlim.parse_stored(text, kind)]

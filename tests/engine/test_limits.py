@@ -174,10 +174,12 @@ def test_q_state_thresholds_count_a_job_once_it_is_queued_whatever_the_way(engin
     assert {engine.job(j)["job_state"] for j in held} == {"H"}
     soon = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 2))
     waiting = qsub(engine, "-a", soon).stdout.strip()
-    time.sleep(3.5)
+    until(lambda: "of jobs in 'Q' state" in engine.job(waiting).get("comment", ""),
+          what="the comment of a job the limit holds back")
     assert engine.job(waiting)["job_state"] == "W"  # it waits on while the limit is full
     set_ok(engine, "unset server queued_jobs_threshold")
-    until(lambda: engine.job(waiting)["job_state"] == "Q", what="the waiting job to queue")
+    until(lambda: engine.job(waiting)["job_state"] == "Q", timeout=30,
+          what="the waiting job to queue")
 
 
 def test_resources_count_as_the_scheduler_gives_them(engine):
@@ -240,3 +242,31 @@ def test_a_resource_a_limit_names_cannot_be_deleted(engine):
         15174 % 256, "qmgr obj=foo svr=default: Resource busy")
     set_ok(engine, "unset server max_queued_res.foo")
     set_ok(engine, "delete resource foo")
+
+
+def test_a_dependency_release_into_q_waits_for_room_under_the_threshold(engine):
+    """Review of the second version: a job whose dependencies were met went to Q whatever
+    the limit on jobs in Q (6 jobs in Q under a limit of 2)."""
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    parent = qsub(engine, "-h").stdout.strip()
+    child = qsub(engine, "-W", f"depend=afterany:{parent}").stdout.strip()
+    assert engine.job(child)["job_state"] == "H"
+    assert qsub(engine).returncode == 0  # the one job in Q
+    engine.pbs("qdel", parent, check=True)
+    until(lambda: "would exceed complex's per-user limit of jobs in 'Q' state" in
+          engine.job(child).get("comment", ""), what="the held-back comment")
+    assert engine.job(child)["job_state"] == "H"
+    set_ok(engine, "unset server queued_jobs_threshold")
+    until(lambda: engine.job(child)["job_state"] == "Q", timeout=30,
+          what="the release once there is room")
+
+
+def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued_res.walltime = [u:PBS_GENERIC=02:00:00]")
+    args = ("-l", "select=1:ncpus=1", "-l", "walltime=01:00:00")
+    assert qsub(engine, *args).returncode == 0
+    assert qsub(engine, *args).returncode == 0
+    over = qsub(engine, *args)
+    assert over.stderr == "qsub: would exceed per-user limit on resource walltime in complex\n"

@@ -29,9 +29,13 @@ def test_the_environment_is_a_column_of_its_own_and_a_lean_read_leaves_it(tmp_pa
     assert "Variable_List" not in lean and lean["queue"] == "workq"
     lean["comment"] = "Not Running: x"
     with st.transaction():
-        st.put_job("1.s", lean)  # the stored environment stays
+        st.put_job("1.s", lean, keep_env=True)  # the stored environment stays
     assert st.job("1.s") == {"job_state": "Q", "queue": "workq", "comment": "Not Running: x",
                              "Variable_List": ENVIRONMENT}
+    with st.transaction():  # a whole job without one (a hook unset it): none is kept
+        st.put_job("1.s", {**lean, "Variable_List": None})
+    assert "Variable_List" not in st.job("1.s")
+    assert st.db.execute("SELECT env FROM jobs").fetchone() == (None,)
     assert st.state_counts(("Q", "H")) == {("workq", "Q"): 1}
 
 
@@ -81,3 +85,16 @@ def test_plain_qstat_asks_for_its_columns_only(engine):
     with pytest.raises(PbsError) as bad:
         engine.client("stat_jobs", attrs="Job_Name")
     assert bad.value.code in (15004, 15014) and "attrs" in bad.value.message
+
+
+def test_a_job_whose_environment_went_bad_while_queued_does_not_start(engine):
+    """Review of the first version: the scheduler (which reads no environment) started
+    such a job, its start failed on the text, and the job stayed R for good with no
+    process, holding its vnode."""
+    job_id = engine.submit("true\n", Hold_Types="u")
+    with sqlite3.connect(engine.home.db) as db:
+        db.execute("UPDATE jobs SET env='{not json' WHERE id=?", (job_id,))
+    engine.pbs("qrls", job_id, check=True)
+    ended = engine.wait(job_id, "F")
+    assert ended["Exit_status"] == -1
+    assert "environment (Variable_List) could not be read" in ended["comment"]

@@ -84,3 +84,55 @@ def test_max_run_res_sums_what_running_and_started_jobs_ask_for():
 def test_without_limits_nothing_changes():
     alice = jobs_of("alice", 4, 1)
     assert ran(cycle(snapshot(machine(), alice))) == ["1.s", "2.s", "3.s", "4.s"]
+
+
+def test_jobs_in_a_reservation_meet_the_limits_and_count():
+    """Review of the first version: a reservation's jobs were started before the limits
+    were asked, and not counted (OpenPBS checks every job, a reservation's too)."""
+    from .helpers import resv
+
+    vnodes = [vnode("n1"), vnode("n2")]
+    queues = {"workq": Queue("workq", QUEUE), "R1": Queue("R1", QUEUE)}
+    held = resv("R1", "1:ncpus=4", NOW - 10, NOW + 3600, state="RUNNING",
+                resv_nodes="(n2:ncpus=4)", queue="R1")
+    inside = [job("1:ncpus=2", queue="R1", id=f"{i}.s", euser="alice") for i in (1, 2)]
+    outside = [job("1:ncpus=1", id=f"{i}.s", euser="alice") for i in (3, 4)]
+    server = Server("srv", {"max_run": "[o:PBS_ALL=2]"})
+    result = cycle(snapshot(vnodes, inside + outside, queues, reservations=[held],
+                            server=server))
+    assert ran(result) == ["1.s", "2.s"]
+    assert result.comments["3.s"] == "Not Running: Server job limit has been reached."
+
+
+def test_job_wide_resources_count_from_resource_list_with_a_select():
+    """Review of the first version: with a select, walltime (job-wide, in no chunk)
+    counted 0."""
+    jobs = [job("1:ncpus=1", "01:00:00", id=f"{i}.s", euser="alice") for i in (1, 2, 3)]
+    server = Server("srv", {"max_run_res": {"walltime": "[u:PBS_GENERIC=02:00:00]"}})
+    result = cycle(snapshot(machine(), jobs, server=server))
+    assert ran(result) == ["1.s", "2.s"]
+    assert result.comments["3.s"] == \
+        "Not Running: Server per-user limit reached on resource walltime"
+
+
+def test_a_custom_resource_counts_by_its_declared_type():
+    """Review of the first version: without the custom resources' types the scheduler
+    guessed them from the limit's text: 25 GB written in bytes read as a count, and every
+    job's 10gb as nothing."""
+    jobs = [job("1:ncpus=1:scratch=10gb", id=f"{i}.s", euser="alice") for i in (1, 2, 3)]
+    server = Server("srv", {"max_run_res": {"scratch": f"[o:PBS_ALL={25 << 30}]"}})
+    snap = snapshot(machine(), jobs, server=server)
+    snap.resource_types = {"scratch": "size"}
+    vnodes = [vnode(f"n{i}", ncpus=1, resources={"scratch": "100gb"}) for i in range(4)]
+    snap.vnodes = {v.name: v for v in vnodes}
+    assert ran(cycle(snap)) == ["1.s", "2.s"]
+
+
+def test_a_running_job_on_vnodes_this_scheduler_does_not_see_counts():
+    """Review of the first version: only the jobs booked on this scheduler's vnodes were
+    counted (a job run elsewhere with qrun -H was not)."""
+    elsewhere = running("1:ncpus=1", "(other:ncpus=1)", id="0.s", euser="alice")
+    server = Server("srv", {"max_run": "[u:PBS_GENERIC=1]"})
+    result = cycle(snapshot(machine(), [elsewhere, *jobs_of("alice", 1, 1)], server=server))
+    assert ran(result) == []
+    assert "running job limit" in result.comments["1.s"]
