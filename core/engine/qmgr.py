@@ -224,6 +224,10 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be greater than zero"
 
 
+def _not_negative(value: Any) -> str | None:
+    return None if value >= 0 else "must be zero or more"
+
+
 def _formula(value: Any) -> str | None:
     from ..scheduler.cycle import formula_problem
 
@@ -253,8 +257,9 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("acl_user_enable", "boolean", False), _mg("acl_users", "acl"),
         _mg("acl_roots", "acl"),
         _mg("flatuid", "boolean", False),
-        _op("max_running", "long"), _op("max_user_run", "long"),
-        _op("max_group_run", "long"),
+        _op("max_running", "long", check=_not_negative),
+        _op("max_user_run", "long", check=_not_negative),
+        _op("max_group_run", "long", check=_not_negative),
         _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
         _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
         _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
@@ -289,8 +294,10 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("Priority", "long", check=_queue_priority),
         _op("enabled", "boolean"), _op("started", "boolean"),
         _op("comment", "string"),
-        _op("max_running", "long"), _op("max_user_run", "long"),
-        _op("max_group_run", "long"), _op("max_queuable", "long"),
+        _op("max_running", "long", check=_not_negative),
+        _op("max_user_run", "long", check=_not_negative),
+        _op("max_group_run", "long", check=_not_negative),
+        _op("max_queuable", "long", check=_not_negative),
         _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
         _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
         _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),

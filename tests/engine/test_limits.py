@@ -106,14 +106,16 @@ def test_qmove_checks_the_destination_queue(engine):
     ("set queue workq max_queued_res.ncpus = [u:PBS_GENERIC=1.5]", "not a whole number"),
     ("set queue workq max_queued_res.mem = [u:PBS_GENERIC=lots]", "not a PBS size"),
     ("set server max_queued_res.host = [o:PBS_ALL=a]", "cannot be limited"),
+    ("set server max_running = -1", ""),
+    ("set queue workq max_queuable = -1", ""),
 ])
 def test_a_bad_limit_is_refused_by_qmgr_naming_what_is_wrong(engine, command, why):
     done = qmgr(engine, command)
     assert done.returncode == 15014 % 256, done.stderr
-    assert "Illegal attribute or resource value max_queued" in done.stderr
+    assert "Illegal attribute or resource value max_" in done.stderr
     assert why in done.stderr
-    assert "max_queued" not in str(engine.client("stat_server")) + str(
-        engine.client("stat_queues"))
+    stored = str(engine.client("stat_server")) + str(engine.client("stat_queues"))
+    assert "max_queued" not in stored and "-1" not in stored
 
 
 def test_limit_texts_parse_and_combine():
