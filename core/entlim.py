@@ -26,6 +26,7 @@ DEFAULT_PROJECT = "_pbs_project_default"
 #: The resource types a limit may sum.
 SUMMABLE = ("long", "float", "size", "duration")
 KINDS = {"o": "overall", "u": "user", "g": "group", "p": "project"}
+_FIELDS = {"u": "user", "g": "group", "p": "project"}
 _ITEM = re.compile(r"\s*\[\s*([ugpo])\s*:\s*([^\s=\]]+)\s*=\s*([^\s\]]+)\s*\]\s*,?")
 
 
@@ -125,7 +126,8 @@ class Owner:
                    str(attrs.get("project") or DEFAULT_PROJECT))
 
     def name(self, kind: str) -> str:
-        return {"u": self.user, "g": self.group, "p": self.project, "o": ALL}[kind]
+        """The name it counts under for an item of `kind` (``PBS_ALL`` for ``o``)."""
+        return ALL if kind == "o" else getattr(self, _FIELDS[kind])
 
 
 def applying(limits: list[Limit], owner: Owner) -> list[Limit]:

@@ -691,23 +691,33 @@ def signal_if_same(pid: int, started: float, sig: int) -> bool:
     (a kill by pid after the check could reach a newcomer given the pid in between)."""
     try:
         pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # gone (or no pidfd on this system: by pid)
-        if not hasattr(os, "pidfd_open") and process_start(pid) == started:
-            try:
-                os.kill(pid, sig)
-                return True
-            except OSError:
-                return False
-        return False
+    except ProcessLookupError:
+        return False  # gone
+    except (AttributeError, OSError):  # no pidfd here (an old kernel, a seccomp filter)
+        return _kill_if_same(pid, started, sig)
     try:
         if process_start(pid) != started:
             return False
         signal.pidfd_send_signal(pidfd, sig)
         return True
-    except OSError:
+    except ProcessLookupError:
         return False
+    except OSError as exc:
+        return exc.errno in (errno.ENOSYS, errno.EPERM) and _kill_if_same(pid, started, sig)
     finally:
         os.close(pidfd)
+
+
+def _kill_if_same(pid: int, started: float, sig: int) -> bool:
+    """`signal_if_same` where pidfds cannot be had: the start time checked, then a kill by
+    pid (the small window between the two is what a pidfd closes)."""
+    if process_start(pid) != started:
+        return False
+    try:
+        os.kill(pid, sig)
+        return True
+    except OSError:
+        return False
 
 
 def signal_processes(processes: list, sig: int) -> None:

@@ -29,7 +29,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..entlim import GENERIC, KINDS, SUMMABLE, Limit, Owner, applying, job_amount, parse_stored
+from ..entlim import (
+    ALL,
+    GENERIC,
+    KINDS,
+    SUMMABLE,
+    Limit,
+    Owner,
+    applying,
+    job_amount,
+    parse_stored,
+)
 from .errors import PBSE_BADATVAL, PbsError
 
 PBSE_MAXQUED = 15046
@@ -67,14 +77,16 @@ def has_limits(attrs: Mapping[str, Any]) -> bool:
 
 class Tally:
     """What the jobs not done count against the limits of the complex and each queue, made
-    once (one pass over the jobs) and kept up to date by `move`: a check then costs the
-    limits that apply to one job, however many jobs there are."""
+    once (one pass over the jobs, grouped by SQLite: jobs alike in queue, owner, state and
+    request are one group) and kept up to date by `move`: a check then costs the limits
+    that apply to one job, however many jobs there are."""
 
     def __init__(self, server: Mapping[str, Any], queues: Mapping[str, Mapping[str, Any]],
                  resource_types: Mapping[str, str],
-                 jobs: Iterable[tuple[str, Mapping[str, Any]]]):
+                 groups: Iterable[tuple[Mapping[str, Any], int]]):
         self.server = server
         self.queues = queues
+        self._asked: dict[tuple, float] = {}  # (request, resource, queue) -> amount
         #: Every limited resource, with its type.
         self.kinds: dict[str, str] = {}
         for attrs in (server, *queues.values()):
@@ -84,55 +96,63 @@ class Tally:
                     if resource_types.get(res) in SUMMABLE:
                         self.kinds[res] = resource_types[res]
         self.counts: dict[tuple, float] = {}
-        self.jobs: dict[str, Mapping[str, Any]] = {}
-        for job_id, attrs in jobs:
-            self.move(job_id, attrs)
+        for attrs, weight in groups:
+            self._add(attrs, weight)
 
     def _defaults(self, queue: Any) -> tuple:
         return (self.queues.get(str(queue)) or {}, self.server)
 
+    def _amount(self, attrs: Mapping[str, Any], res: str, kind: str) -> float:
+        """`job_amount`, once per distinct request."""
+        request = attrs.get("Resource_List")
+        request = request if isinstance(request, Mapping) else {}
+        key = (request.get("select"), request.get(res), res, attrs.get("queue"))
+        try:
+            return self._asked[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value (a damaged row): not kept
+            return job_amount(request, res, kind, self._defaults(attrs.get("queue")))
+        amount = self._asked[key] = job_amount(request, res, kind,
+                                               self._defaults(attrs.get("queue")))
+        return amount
+
     def _entries(self, attrs: Mapping[str, Any]) -> Iterable[tuple[tuple, float]]:
         """What a job adds: (key, amount), a key (holder queue or None, Q-only or not,
-        entity kind, entity name, resource or None for the count)."""
+        entity kind, entity name, resource or None for the count). Nothing for a job
+        done (or none)."""
+        if attrs is None or attrs.get("job_state") in DONE_STATES:
+            return
         owner = Owner.of(attrs)
-        queued = attrs.get("job_state") == "Q"
-        asked = {res: job_amount(attrs.get("Resource_List"), res, kind,
-                                 self._defaults(attrs.get("queue")))
-                 for res, kind in self.kinds.items()}
+        names = [(kind, owner.name(kind)) for kind in "ougp"]
+        asked = [(res, self._amount(attrs, res, kind)) for res, kind in self.kinds.items()]
+        q_only = (False, True) if attrs.get("job_state") == "Q" else (False,)
         for where in (None, attrs.get("queue")):
-            for q_only in ((False, True) if queued else (False,)):
-                for kind in "ougp":
-                    base = (where, q_only, kind, owner.name(kind))
-                    yield (*base, None), 1
-                    for res, amount in asked.items():
+            for queued in q_only:
+                for kind, name in names:
+                    yield (where, queued, kind, name, None), 1
+                    for res, amount in asked:
                         if amount:
-                            yield (*base, res), amount
+                            yield (where, queued, kind, name, res), amount
 
-    def move(self, job_id: str, attrs: Mapping[str, Any] | None) -> None:
-        """Job `job_id` is now `attrs` (None: gone, or done)."""
-        old = self.jobs.pop(job_id, None)
-        if old is not None:
-            for key, amount in self._entries(old):
-                self.counts[key] -= amount
-        if attrs is not None and attrs.get("job_state") not in DONE_STATES:
-            self.jobs[job_id] = attrs
-            for key, amount in self._entries(attrs):
-                self.counts[key] = self.counts.get(key, 0) + amount
+    def _add(self, attrs: Mapping[str, Any] | None, weight: float) -> None:
+        counts = self.counts
+        for key, amount in self._entries(attrs):
+            counts[key] = counts.get(key, 0) + weight * amount
 
-    def in_queue(self, queue: str, job_id: str | None) -> int:
-        """The jobs not done in `queue`, but `job_id`."""
-        n = self.counts.get((queue, False, "o", "PBS_ALL", None), 0)
-        mine = self.jobs.get(job_id or "")
-        return int(n - (mine is not None and mine.get("queue") == queue))
+    def move(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        """A job stored as `old` (None: a new one) is now `new` (None: gone)."""
+        self._add(old, -1)
+        self._add(new, 1)
 
-    def check(self, job: Mapping[str, Any], job_id: str | None = None) -> None:
+    def check(self, job: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
         """Refuse `job` (its attributes as they would be stored) with PBS's error when it
-        would be over a limit of the complex or its queue. `job_id` names a job already
-        counted (moved, altered, released): a limit refuses it only where the change adds
-        to what it counts against that limit (another queue, owner, project, state or more
-        of a resource), so a limit lowered below what is queued refuses no change that
-        takes nothing more. A value of the job that is not an amount is refused (15014)
-        rather than counted as nothing."""
+        would be over a limit of the complex or its queue. `old` is the job as it is
+        stored (moved, altered, released; counted in the tally): a limit refuses it only
+        where the change adds to what it counts against that limit (another queue,
+        owner, project, state or more of a resource), so a limit lowered below what is
+        queued refuses no change that takes nothing more. A value of the job that is not
+        an amount is refused (15014) rather than counted as nothing."""
         queue = job.get("queue")
         holders = [Holder(self.server, None),
                    Holder(self.queues.get(str(queue)) or {}, str(queue))]
@@ -141,13 +161,13 @@ class Tally:
             return
         owner = Owner.of(job)
         queued = job.get("job_state") == "Q"
-        old = self.jobs.get(job_id or "")
         mine = dict(self._entries(old)) if old is not None else {}
         for holder in holders:
             limit_q = holder.attrs.get("max_queuable")
-            if holder.queue is not None and limit_q is not None and not holder.holds(old) \
-                    and self.in_queue(holder.queue, job_id) + 1 > int(limit_q):
-                raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
+            if holder.queue is not None and limit_q is not None and not holder.holds(old):
+                in_queue = self.counts.get((holder.queue, False, "o", ALL, None), 0)
+                if in_queue + 1 > int(limit_q):
+                    raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
             for attr, states in COUNT_LIMITS.items():
                 text = holder.attrs.get(attr)
                 if not text or (states is not None and not queued):

@@ -231,7 +231,8 @@ def open_sched_dir(directory: str, owner: int, make: int | None = None) -> tuple
     is root's alone (no one else could have put it there, as /var/run -> /run). A link
     sched_user put at any level it may write, the last or one above, had root write
     where it pointed. With `make` (a mode), missing levels are made (the last with that
-    mode, those above 0755, root's); the flag says whether the last one was."""
+    mode, those above 0755, root's: a level found replaced between its mkdir and its
+    opening is refused); the flag says whether the last one was."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOCTTY
     if not directory.startswith("/"):
         raise OSError(errno.EINVAL, "not an absolute path", directory)
@@ -249,9 +250,16 @@ def open_sched_dir(directory: str, owner: int, make: int | None = None) -> tuple
             except FileNotFoundError:
                 if make is None:
                     raise
-                os.mkdir(part, make if at == len(parts) - 1 else 0o755, dir_fd=fd)
+                mode = make if at == len(parts) - 1 else 0o755
+                os.mkdir(part, mode, dir_fd=fd)
                 sub = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
                 made = True
+                info = os.fstat(sub)
+                if info.st_uid != os.geteuid() or info.st_nlink != 2:  # swapped meanwhile
+                    os.close(sub)
+                    raise OSError(errno.EPERM, f"{part!r} was replaced as it was made",
+                                  directory) from None
+                os.fchmod(sub, mode)  # whatever the umask (the server's is 077)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not trusted or \
                         os.stat(part, dir_fd=fd, follow_symlinks=False).st_uid != 0:

@@ -89,8 +89,10 @@ SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
-#: Seconds between tries of the jobs a limit on jobs in Q holds back from it.
+#: Seconds between tries of the jobs a limit on jobs in Q holds back from it, and the
+#: start of their comment.
 LIMIT_RETRY = 10.0
+LIMIT_COMMENT = "Not Running: "
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: PBS's state_count names, in its order.
@@ -140,9 +142,11 @@ class Engine:
         self.plugins = plugins
         self.stopping = False
         self._next_wait_check = 0.0
-        #: Jobs a limit on jobs in Q holds back from it (waiting, or released from a
-        #: dependency), and when they are tried again (`_end_waits`).
-        self._held_back: set[str] = set()
+        #: Waiting jobs a limit on jobs in Q held back (tried again only every
+        #: LIMIT_RETRY s), whether a dependency release may be held back (the first pass
+        #: after a start looks: the database says which), and when they are tried again.
+        self._waits_held: set[str] = set()
+        self._release_retry = True
         self._next_limit_retry = 0.0
         self.runner = self._make_runner(plugins)
         #: The site config as last looked at: (mtime_ns, size, inode), and when.
@@ -323,22 +327,21 @@ class Engine:
 
     def _limits_tally(self) -> limits.Tally | None:
         """What the jobs count against PBS's limits on queued jobs (`limits.Tally`: one
-        pass over the jobs, their environments apart); None when no limit is set."""
+        grouped pass over the jobs, their environments apart); None when no limit is
+        set."""
         server = self.store.get("server", "server") or {}
         queues = self.store.all("queue")
         if not limits.has_limits(server) and not any(map(limits.has_limits, queues.values())):
             return None
-        jobs = ((job_id, {**fields, "job_state": state})
-                for job_id, state, fields in self.store.counted_jobs(limits.DONE_STATES))
         return limits.Tally(server, queues, {**values.RESOURCE_TYPES, **self.resource_types()},
-                            jobs)
+                            self.store.counted_groups(limits.DONE_STATES))
 
-    def _check_limits(self, attrs: dict[str, Any], job_id: str | None = None) -> None:
-        """PBS's limits on queued jobs for a new job, or for job `job_id` about to be
-        stored as `attrs` (`limits.Tally.check`)."""
+    def _check_limits(self, attrs: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+        """PBS's limits on queued jobs for a new job, or for a job stored as `old` about to
+        be stored as `attrs` (`limits.Tally.check`)."""
         tally = self._limits_tally()
         if tally is not None:
-            tally.check(attrs, job_id)
+            tally.check(attrs, old)
 
     # -- values (pbsplug.values: one set of rules for every entry) -------------------------
     def resource_types(self) -> dict[str, str]:
@@ -568,53 +571,59 @@ class Engine:
     def _end_waits(self, now: float) -> None:
         """Waiting jobs whose Execution_Time has come are queued (checked once a second),
         unless a limit on jobs in Q holds them back: they wait on, with the limit's text
-        as their comment, and are tried again every `LIMIT_RETRY` seconds with the
-        dependency releases such a limit held back (`_resolve_depend`), against one count
-        of the jobs (`limits.Tally`)."""
+        as their comment, and are tried again every `LIMIT_RETRY` seconds, as are the
+        dependency releases such a limit held back (`_resolve_depend`; found again in the
+        database, so a restart loses none), all against one count of the jobs
+        (`limits.Tally`)."""
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0
-        due = {job_id: attrs for job_id, attrs in self.store.jobs(("W",), lean=True).items()
-               if not isinstance(when := attrs.get("Execution_Time"), (int, float))
-               or when <= now}
-        retry = self._held_back and now >= self._next_limit_retry
-        if not due and not retry:
+        retry = now >= self._next_limit_retry
+        waiting = self.store.jobs(("W",), lean=True)
+        self._waits_held &= set(waiting)
+        due = {job_id: attrs for job_id, attrs in waiting.items()
+               if (retry or job_id not in self._waits_held) and (
+                   not isinstance(when := attrs.get("Execution_Time"), (int, float))
+                   or when <= now)}
+        releases = retry and self._release_retry
+        if not due and not releases:
             return
         tally = self._limits_tally()
-        held_back = False
         queues: set[str] = set()
         with self.store.transaction() as st:  # one commit for the pass, however many jobs
             for job_id, attrs in due.items():
                 new = {**attrs, "job_state": "Q"}
-                if not self._enter_q(job_id, new, tally):
-                    held_back = True
+                if not self._enter_q(job_id, attrs, new, tally):
+                    self._waits_held.add(job_id)
                     continue
+                self._waits_held.discard(job_id)
                 st.put_job(job_id, new, keep_env=True)
                 queues.add(str(attrs.get("queue") or ""))
-            if retry:
-                self._resolve_depend([], tally, also=set(self._held_back))
+            if releases:
+                self._release_retry = self._resolve_depend([], tally, every_held=True) > 0
+        if retry and (self._waits_held or self._release_retry):
+            self._next_limit_retry = now + LIMIT_RETRY
         for queue in sorted(queues):
             self._trigger(queue)
-        if held_back or self._held_back:
-            self._next_limit_retry = self._next_wait_check = now + LIMIT_RETRY
 
-    def _enter_q(self, job_id: str, new: dict[str, Any], tally: limits.Tally | None) -> bool:
-        """Whether job `job_id` may go to state Q as `new` under the limits on queued jobs
-        (`tally` counts the jobs, and is brought up to date); when not, its comment says
-        why (written when it changes) and it is noted as held back."""
-        if tally is None:
-            return True
-        try:
-            tally.check(new, job_id)
-        except PbsError as err:
-            self._held_back.add(job_id)
-            comment = f"Not Running: {err.message}"
-            if new.get("comment") != comment:
-                with self.store.transaction() as st:
-                    st.put_job(job_id, {**self._job(job_id), "comment": comment})
-            return False
-        tally.move(job_id, new)
-        self._held_back.discard(job_id)
+    def _enter_q(self, job_id: str, old: dict[str, Any], new: dict[str, Any],
+                 tally: limits.Tally | None) -> bool:
+        """Whether job `job_id`, stored as `old`, may go to state Q as `new` under the
+        limits on queued jobs (`tally` counts the jobs, and is brought up to date); when
+        not, its comment says why (written when it changes). A comment of an earlier
+        refusal goes as it does."""
+        if tally is not None:
+            try:
+                tally.check(new, old)
+            except PbsError as err:
+                comment = f"{LIMIT_COMMENT}{err.message}"
+                if new.get("comment") != comment:
+                    with self.store.transaction() as st:
+                        st.put_job(job_id, {**self._job(job_id), "comment": comment})
+                return False
+            tally.move(old, new)
+        if str(new.get("comment") or "").startswith(LIMIT_COMMENT):
+            new.pop("comment")
         return True
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> None:
@@ -635,16 +644,17 @@ class Engine:
             st.put_job(job_id, attrs)
 
     def _resolve_depend(self, ended: list[str], tally: limits.Tally | None = None,
-                        also: set[str] = frozenset()) -> None:
-        """Jobs waiting on `ended` (which started, ended or are new), and those in `also`:
-        release the ones whose dependencies are all met, delete the ones that can never
-        run. A release into Q that a limit on queued jobs refuses leaves the job held,
-        tried again by `_end_waits`."""
+                        every_held: bool = False) -> int:
+        """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
+        every job a dependency holds: release the ones whose dependencies are all met,
+        delete the ones that can never run. A release into Q that a limit on queued jobs
+        refuses leaves the job held, tried again by `_end_waits`; returns how many."""
         waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
         counted = tally is not None
+        refused = 0
         for job_id, attrs in waiting.items():
-            if job_id not in also and not any(e in attrs["depend"] for e in ended):
+            if not every_held and not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)
             if state == depend.NEVER and never is not None:
@@ -659,13 +669,15 @@ class Engine:
                 if new["job_state"] == "Q":
                     if not counted:
                         tally, counted = self._limits_tally(), True
-                    if not self._enter_q(job_id, new, tally):
+                    if not self._enter_q(job_id, attrs, new, tally):
+                        refused += 1
+                        self._release_retry = True
                         continue
                 with self.store.transaction() as st:
                     st.put_job(job_id, new, keep_env=True)
                 self.log(LOG_JOB, "Job", job_id, "dependencies met: system hold released")
                 self.want_cycle = True
-        self._held_back -= {j for j in also if j not in waiting}  # deleted, released by hand
+        return refused
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
                       history: bool = False, attrs: list[str] | None = None
@@ -865,7 +877,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
-            self._check_limits(attrs, job_id)  # a release, a project, resources
+            self._check_limits(attrs, current)  # a release, a project, resources
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -877,7 +889,7 @@ class Engine:
         return each(ids, lambda job_id: self._move(caller, destination, job_id))
 
     def _move(self, caller: Caller, destination: str, job_id: str) -> None:
-        attrs = self._job(job_id)
+        attrs = stored = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         queue = self.store.get("queue", destination)
@@ -900,7 +912,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
-        self._check_limits(attrs, job_id)
+        self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
@@ -1231,7 +1243,8 @@ class Engine:
         for sched in active:
             if sched.name != "default":
                 part = sched.slice(Snapshot(snap.server, snap.queues, snap.vnodes, [],
-                                            snap.reservations))
+                                            snap.reservations,
+                                            resource_types=snap.resource_types))
                 self.sched_procs.trigger(sched.name, Work(
                     sched.partitions, sched.policy, sched.claimed, sched.iteration, part,
                     {j: a for j, a in rows.items() if a.get("queue") in part.queues}, now))

@@ -287,30 +287,31 @@ class Store:
         return {(queue if isinstance(queue, str) else None, state): n
                 for queue, state, n in rows}
 
-    #: What `counted_jobs` reads of each job (the keys of the limits' counts).
+    #: What `counted_groups` reads of each job (the keys of the limits' counts).
     COUNTED = ("queue", "euser", "egroup", "project", "Resource_List")
 
-    def counted_jobs(self, done: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
-        """Each job not in a `done` state: (id, state, its `COUNTED` attributes). SQLite
-        picks them out of each row, so a job's big attributes (its environment) are not
-        decoded in Python."""
+    def counted_groups(self, done: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
+        """The jobs not in a `done` state, grouped: (their state and `COUNTED` attributes,
+        how many jobs have exactly those). SQLite picks the attributes out of each row and
+        groups them, so Python sees each kind of job once, and no job's environment."""
         marks = ",".join("?" * len(done))
         paths = ", ".join(f"'$.{key}'" for key in self.COUNTED)  # one parse of each row
         try:
-            rows = self.db.execute(f"SELECT id, state, json_extract(attrs, {paths}) FROM jobs "
-                                   f"WHERE state NOT IN ({marks}) AND json_valid(attrs)",
-                                   done).fetchall()
+            rows = self.db.execute(
+                f"SELECT state, json_extract(attrs, {paths}) AS picked, count(*) FROM jobs "
+                f"WHERE state NOT IN ({marks}) AND json_valid(attrs) GROUP BY state, picked",
+                done).fetchall()
         except sqlite3.Error:  # no JSON functions: decode the rows
-            return [(job_id, attrs.get("job_state", state),
-                     {k: attrs.get(k) for k in self.COUNTED})
-                    for job_id, attrs in self.jobs(lean=True).items()
+            return [({**{k: attrs.get(k) for k in self.COUNTED}, "job_state": state}, 1)
+                    for attrs in self.jobs(lean=True).values()
                     if isinstance(attrs, dict) and not self.unreadable(attrs)
                     for state in (attrs.get("job_state"),) if state not in done]
         out = []
-        for job_id, state, picked in rows:
+        for state, picked, count in rows:
             values = _loads(picked)
             values = values if isinstance(values, list) else [None] * len(self.COUNTED)
-            out.append((job_id, state, dict(zip(self.COUNTED, values, strict=False))))
+            out.append(({**dict(zip(self.COUNTED, values, strict=False)), "job_state": state},
+                        count))
         return out
 
     def unreadable_jobs(self) -> dict[str, dict[str, Any]]:

@@ -194,3 +194,23 @@ def test_a_process_is_signalled_only_while_it_is_the_one_recorded():
         child.kill()
         child.wait()
     assert not executor.signal_if_same(child.pid, started, signal.SIGTERM)  # gone
+
+
+def test_without_pidfds_a_process_is_still_signalled_after_its_check(monkeypatch):
+    """Review: where the kernel refuses pidfd_open (before Linux 5.3, a seccomp filter),
+    nothing was signalled at all: a job's leftovers ran on."""
+    import errno
+
+    def refused(pid, flags=0):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        started = executor.process_start(child.pid)
+        assert not executor.signal_if_same(child.pid, started + 1, signal.SIGTERM)
+        assert executor.signal_if_same(child.pid, started, signal.SIGTERM)
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()

@@ -259,9 +259,12 @@ def test_a_dependency_release_into_q_waits_for_room_under_the_threshold(engine):
     until(lambda: "would exceed complex's per-user limit of jobs in 'Q' state" in
           engine.job(child).get("comment", ""), what="the held-back comment")
     assert engine.job(child)["job_state"] == "H"
+    engine.stop()  # a restart forgets nothing: the database says which jobs wait
+    engine.start()
     set_ok(engine, "unset server queued_jobs_threshold")
     until(lambda: engine.job(child)["job_state"] == "Q", timeout=30,
           what="the release once there is room")
+    assert "comment" not in engine.job(child)  # the limit's comment went with it
 
 
 def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
