@@ -241,6 +241,19 @@ def _queue_priority(value: Any) -> str | None:
 _SHARING = ("default_shared", "default_excl", "default_exclhost", "ignore_excl", "force_excl",
             "force_exclhost")
 
+#: The limits a server and a queue share: running jobs (the scheduler's, old and entity
+#: style) and queued ones (the server's, `limits`).
+_LIMITS = (
+    _op("max_running", "long", check=_not_negative),
+    _op("max_user_run", "long", check=_not_negative),
+    _op("max_group_run", "long", check=_not_negative),
+    _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
+    _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
+    _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
+    _op("queued_jobs_threshold", "entlim"),
+    _op("queued_jobs_threshold_res", "entlim_res"),
+)
+
 # Who may set what follows the PBS Reference Guide's "Mgr"/"Mgr, Op" columns as well as they
 # are known here; where unsure an attribute is manager-only (the safer side).
 _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
@@ -257,14 +270,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("acl_user_enable", "boolean", False), _mg("acl_users", "acl"),
         _mg("acl_roots", "acl"),
         _mg("flatuid", "boolean", False),
-        _op("max_running", "long", check=_not_negative),
-        _op("max_user_run", "long", check=_not_negative),
-        _op("max_group_run", "long", check=_not_negative),
-        _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
-        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
-        _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
-        _op("queued_jobs_threshold", "entlim"),
-        _op("queued_jobs_threshold_res", "entlim_res"),
+        *_LIMITS,
         _op("resources_available", "resource"), _op("resources_default", "resource"),
         _op("resources_max", "resource"), _op("default_chunk", "resource"),
         _op("default_qsub_arguments", "string"),
@@ -294,15 +300,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("Priority", "long", check=_queue_priority),
         _op("enabled", "boolean"), _op("started", "boolean"),
         _op("comment", "string"),
-        _op("max_running", "long", check=_not_negative),
-        _op("max_user_run", "long", check=_not_negative),
-        _op("max_group_run", "long", check=_not_negative),
-        _op("max_queuable", "long", check=_not_negative),
-        _op("max_run", "entlim"), _op("max_run_res", "entlim_res"),
-        _op("max_run_soft", "entlim"), _op("max_run_res_soft", "entlim_res"),
-        _op("max_queued", "entlim"), _op("max_queued_res", "entlim_res"),
-        _op("queued_jobs_threshold", "entlim"),
-        _op("queued_jobs_threshold_res", "entlim_res"),
+        *_LIMITS, _op("max_queuable", "long", check=_not_negative),
         _op("resources_default", "resource"), _op("resources_max", "resource"),
         _op("resources_min", "resource"), _op("resources_available", "resource"),
         _op("default_chunk", "resource"),
