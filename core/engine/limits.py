@@ -69,6 +69,18 @@ class Holder:
         return attrs is not None and (self.queue is None or attrs.get("queue") == self.queue)
 
 
+#: How the comment of a job a limit holds back from Q begins (PBS's text follows).
+HELD_BACK = "Not Running: "
+
+
+def held_back(comment: Any) -> bool:
+    """Whether a job's comment is that of a job a limit on queued jobs holds back (the
+    server's own, `HELD_BACK` and one of this module's texts)."""
+    text = str(comment or "")
+    return text.startswith(HELD_BACK) and text[len(HELD_BACK):].startswith(
+        ("would exceed ", "Maximum number of jobs"))
+
+
 def has_limits(attrs: Mapping[str, Any]) -> bool:
     """Whether a server's or queue's attributes set a limit on queued jobs."""
     return any(attrs.get(a) for a in (*COUNT_LIMITS, *RESOURCE_LIMITS)) or \

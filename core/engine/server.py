@@ -89,10 +89,8 @@ SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
-#: Seconds between tries of the jobs a limit on jobs in Q holds back from it, and the
-#: start of their comment.
+#: Seconds between tries of the jobs a limit on jobs in Q holds back from it.
 LIMIT_RETRY = 10.0
-LIMIT_COMMENT = "Not Running: "
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: PBS's state_count names, in its order.
@@ -616,13 +614,13 @@ class Engine:
             try:
                 tally.check(new, old)
             except PbsError as err:
-                comment = f"{LIMIT_COMMENT}{err.message}"
+                comment = f"{limits.HELD_BACK}{err.message}"
                 if new.get("comment") != comment:
                     with self.store.transaction() as st:
                         st.put_job(job_id, {**self._job(job_id), "comment": comment})
                 return False
             tally.move(old, new)
-        if str(new.get("comment") or "").startswith(LIMIT_COMMENT):
+        if limits.held_back(new.get("comment")):
             new.pop("comment")
         return True
 
@@ -646,7 +644,8 @@ class Engine:
     def _resolve_depend(self, ended: list[str], tally: limits.Tally | None = None,
                         every_held: bool = False) -> int:
         """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
-        every job a dependency holds: release the ones whose dependencies are all met,
+        every job whose release a limit held back (its comment says so): release the ones
+        whose dependencies are all met,
         delete the ones that can never run. A release into Q that a limit on queued jobs
         refuses leaves the job held, tried again by `_end_waits`; returns how many."""
         waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
@@ -654,6 +653,8 @@ class Engine:
         counted = tally is not None
         refused = 0
         for job_id, attrs in waiting.items():
+            if every_held and not limits.held_back(attrs.get("comment")):
+                continue  # (an operator's hold s on a job whose dependencies were met stays)
             if not every_held and not any(e in attrs["depend"] for e in ended):
                 continue
             state, never = depend.check(attrs["depend"], self.store.job)

@@ -275,3 +275,17 @@ def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
     assert qsub(engine, *args).returncode == 0
     over = qsub(engine, *args)
     assert over.stderr == "qsub: would exceed per-user limit on resource walltime in complex\n"
+
+
+def test_a_restart_releases_only_the_holds_a_limit_made(engine):
+    """The first pass after a start looks for dependency releases a limit held back; an
+    operator's hold s on a job whose dependencies were met long ago is not one."""
+    first = engine.submit("true\n")
+    engine.wait(first, "F")
+    later = engine.submit("true\n", Hold_Types="u", depend=f"afterok:{first}")
+    engine.pbs("qhold", "-h", "s", later, check=True)
+    engine.stop()
+    engine.start()
+    set_ok(engine, "set server comment = restarted")  # a request: the first pass is done
+    time.sleep(1.5)
+    assert "s" in engine.job(later)["Hold_Types"] and engine.job(later)["job_state"] == "H"
