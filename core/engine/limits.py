@@ -74,11 +74,11 @@ HELD_BACK = "Not Running: "
 
 
 def held_back(comment: Any) -> bool:
-    """Whether a job's comment is that of a job a limit on queued jobs holds back (the
-    server's own, `HELD_BACK` and one of this module's texts)."""
+    """Whether a job's comment is that of a job a limit on jobs in Q holds back: the
+    server's own, `HELD_BACK` and a text of this module for a Q-state limit (the only
+    ones that can hold a job back; the scheduler never writes them)."""
     text = str(comment or "")
-    return text.startswith(HELD_BACK) and text[len(HELD_BACK):].startswith(
-        ("would exceed ", "Maximum number of jobs"))
+    return text.startswith(HELD_BACK) and "'Q' state" in text
 
 
 def has_limits(attrs: Mapping[str, Any]) -> bool:

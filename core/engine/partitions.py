@@ -255,7 +255,8 @@ def open_sched_dir(directory: str, owner: int, make: int | None = None) -> tuple
                 sub = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
                 made = True
                 info = os.fstat(sub)
-                if info.st_uid != os.geteuid() or info.st_nlink != 2:  # swapped meanwhile
+                # Swapped meanwhile (an empty check: btrfs counts no links of folders).
+                if info.st_uid != os.geteuid() or os.listdir(sub):
                     os.close(sub)
                     raise OSError(errno.EPERM, f"{part!r} was replaced as it was made",
                                   directory) from None

@@ -577,12 +577,10 @@ class Engine:
             return
         self._next_wait_check = now + 1.0
         retry = now >= self._next_limit_retry
-        waiting = self.store.jobs(("W",), lean=True)
-        self._waits_held &= set(waiting)
-        due = {job_id: attrs for job_id, attrs in waiting.items()
-               if (retry or job_id not in self._waits_held) and (
-                   not isinstance(when := attrs.get("Execution_Time"), (int, float))
-                   or when <= now)}
+        due = self.store.waiting_due(now)
+        self._waits_held &= set(due)  # (one that was due and is no longer W is gone)
+        due = {job_id: attrs for job_id, attrs in due.items()
+               if retry or job_id not in self._waits_held}
         releases = retry and self._release_retry
         if not due and not releases:
             return
@@ -877,6 +875,9 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
+        if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
+                attrs.get("comment") == current.get("comment"):
+            attrs.pop("comment", None)  # its holds are someone's now, not a limit's
         if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
             self._check_limits(attrs, current)  # a release, a project, resources
         attrs["mtime"] = int(self.clock())

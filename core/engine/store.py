@@ -269,6 +269,21 @@ class Store:
             rows = self.db.execute(f"SELECT id, attrs, state, {env} FROM jobs ORDER BY seq")
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
 
+    def waiting_due(self, now: float) -> dict[str, dict[str, Any]]:
+        """The jobs in W whose Execution_Time has come (or that have none), lean
+        (`jobs`): SQLite picks them, so thousands waiting for later cost little."""
+        try:
+            rows = self.db.execute(
+                "SELECT id, attrs, state, NULL FROM jobs WHERE state = 'W' AND NOT ("
+                "json_valid(attrs) AND json_type(attrs, '$.Execution_Time') IN "
+                "('integer', 'real') AND json_extract(attrs, '$.Execution_Time') > ?) "
+                "ORDER BY seq", (now,)).fetchall()
+        except sqlite3.Error:  # no JSON functions
+            return {job_id: attrs for job_id, attrs in self.jobs(("W",), lean=True).items()
+                    if not isinstance(when := attrs.get("Execution_Time"), (int, float))
+                    or when <= now}
+        return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
+
     def state_counts(self, states: tuple[str, ...]) -> dict[tuple[str | None, str], int]:
         """How many jobs of each (queue, state), for the jobs in `states`, read without
         decoding a row in Python (a row whose queue cannot be read counts under None)."""

@@ -289,3 +289,20 @@ def test_a_restart_releases_only_the_holds_a_limit_made(engine):
     set_ok(engine, "set server comment = restarted")  # a request: the first pass is done
     time.sleep(1.5)
     assert "s" in engine.job(later)["Hold_Types"] and engine.job(later)["job_state"] == "H"
+
+
+def test_the_schedulers_limit_comment_does_not_mark_a_hold_as_a_limits(engine):
+    """Review: a comment of the scheduler's run limits (``Not Running: would exceed
+    overall limit on resource ncpus in complex``) passed for the server's held-back one,
+    and a restart released an operator's hold s."""
+    first = engine.submit("true\n")
+    engine.wait(first, "F")
+    later = engine.submit("true\n", Hold_Types="u", depend=f"afterok:{first}")
+    engine.client("alter", id=later, attrs={
+        "comment": "Not Running: would exceed overall limit on resource ncpus in complex"})
+    engine.pbs("qhold", "-h", "s", later, check=True)
+    engine.stop()
+    engine.start()
+    set_ok(engine, "set server comment = restarted")
+    time.sleep(1.5)
+    assert "s" in engine.job(later)["Hold_Types"]
