@@ -1594,7 +1594,11 @@ class Engine:
                 executor.signal_job(self.launches[job_id].resolve(), signal.SIGKILL)
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
-        self._end_waits(now)
+        try:
+            self._end_waits(now)
+        except Exception as exc:  # cycles, hooks and reservations below go on
+            self.log(LOG_ERROR, "Server", self.host, "queueing the waiting jobs failed: "
+                     f"{type(exc).__name__}: {exc}")
         if time.monotonic() >= self._sweep_due:
             more = executor.sweep_leftovers(self.home.tmp, SWEEP_SECONDS)
             self._sweep_due = time.monotonic() + (0.0 if more else SWEEP_EVERY)

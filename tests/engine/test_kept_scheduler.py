@@ -67,3 +67,28 @@ def test_the_default_scheduler_and_its_kept_state_last_while_nothing_else_change
         assert eng._schedulers()["default"] is not sched
     finally:
         remove_root(root)
+
+
+def test_a_failure_queueing_waiting_jobs_does_not_skip_the_rest_of_the_poll(monkeypatch):
+    """`_end_waits` ran unguarded in the poll: an exception there skipped the cycle, the
+    periodic hooks and the reservations of every poll for as long as it lasted."""
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        for name, attrs in eng.store.all("node").items():  # nothing may start a process
+            eng.store.put("node", name, {**attrs, "state": "offline"})
+        queue = next(iter(eng.store.all("queue")))
+        job_id = f"1.{eng.server_name}"
+        eng.store.add_job(1, job_id, {
+            "job_state": "Q", "queue": queue, "qtime": 1, "Hold_Types": "n",
+            "Resource_List": {"select": "1:ncpus=1", "walltime": "00:10:00"}}, None)
+
+        def broken(now):
+            raise RuntimeError("a waiting job the server cannot read")
+
+        monkeypatch.setattr(eng.store, "waiting_due", broken)
+        eng.want_cycle = True
+        eng.poll()
+        assert str(eng.store.job(job_id).get("comment", "")).startswith("Not Running")
+    finally:
+        remove_root(root)
