@@ -193,9 +193,10 @@ def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
             if strict:
                 raise ValueError(f"Resource_List.select: {exc}") from None
             return 0
+        chunk_default = default("default_chunk")
         if name in HOST_LEVEL or any(name in chunk.resources for chunk in chunks) or \
-                default("default_chunk") != (1 if name == "ncpus" else 0):
-            return sum(chunk.count * read(chunk.resources.get(name, default("default_chunk")),
+                chunk_default != (1 if name == "ncpus" else 0):
+            return sum(chunk.count * read(chunk.resources.get(name, chunk_default),
                                           f"Resource_List.select {name}") for chunk in chunks)
     value = res.get(name)  # a job-wide resource (walltime, a licence): not in chunks
     return read(value if value is not None else default("resources_default"),

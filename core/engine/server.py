@@ -643,9 +643,9 @@ class Engine:
                         every_held: bool = False) -> int:
         """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
         every job whose release a limit held back (its comment says so): release the ones
-        whose dependencies are all met,
-        delete the ones that can never run. A release into Q that a limit on queued jobs
-        refuses leaves the job held, tried again by `_end_waits`; returns how many."""
+        whose dependencies are all met, delete the ones that can never run. A release into
+        Q that a limit on queued jobs refuses leaves the job held, tried again by
+        `_end_waits`; returns how many."""
         waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
         counted = tally is not None
@@ -1069,8 +1069,9 @@ class Engine:
         return self.resvs.delete(caller, ids)
 
     def req_status(self, caller: Caller) -> dict:
+        counts = self.job_counts(("Q", "H", "R"))
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
-                "jobs": {s: self.job_counts((s,)).get(s, 0) for s in ("Q", "H", "R")},
+                "jobs": {s: counts.get(s, 0) for s in ("Q", "H", "R")},
                 "plugins": sorted(r.name for r in self.plugins.enabled)}
 
     # -- the scheduler ----------------------------------------------------------------------------

@@ -257,8 +257,8 @@ class Store:
              ) -> dict[str, dict[str, Any]]:
         """Jobs by id, in submission order; only those in `states` when given. `lean`
         leaves out their Variable_List (unread: a row written by an older pbsplug may
-        still hold it), for the readers that do without it; `put_job` of a lean job keeps
-        the stored one."""
+        still hold it), for the readers that do without it; a lean job written back with
+        `put_job(..., keep_env=True)` keeps the stored one."""
         env = "NULL" if lean else "env"
         if states:
             marks = ",".join("?" * len(states))
