@@ -22,17 +22,26 @@ crash (issue goals: lost 0; non-rerunnable jobs run twice 0)
     submission that failed because the server was down is retried; only one whose reply came
     back counts as submitted.
 
+limits (no goal: a check costs the same with 100 jobs or 100,000)
+    Held jobs asking different walltimes are stored beside the server (as many as
+    ``--limit-jobs``), then ``--limit-sample`` held submissions through `Client` are timed
+    with no limit set, with ``max_queued``, and with ``max_queued_res.walltime`` too: the
+    first request after a limit is set makes the count (one pass over the jobs); the
+    others bring it up to date.
+
 slow clients (issue 17 goal: root's qstat p99 within 2x of none)
     Root's qstat (``stat_jobs`` through `Client`) timed in blocks, alternately with no other
     client and with 8 connections that trickle a request one byte per 0.5 s (reconnecting
     when the server drops them at its request deadline); p50/p99 of each.
 
-    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients|isolation]
+    .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients|isolation|
+                                                        limits]
                                                 [--slow-clients 8] [--qstat-sample 200]
                                                 [--jobs 1000]
                                                 [--cli-sample 20] [--crash-jobs 200]
                                                 [--kills 10] [--seed 1] [--sleep-max 1]
                                                 [--ncpus N] [--keep]
+                                                [--limit-jobs 10000] [--limit-sample 200]
 """
 
 from __future__ import annotations
@@ -611,10 +620,58 @@ def bench_isolation(args: argparse.Namespace) -> None:
           f" queuejob and postqueuejob); the hooks themselves {hooks * 1e3:.2f} ms in process")
 
 
+def bench_limits(args: argparse.Namespace) -> None:
+    """qsub latency with PBS's limits on queued jobs set, many jobs already queued."""
+    from pbsplug.engine.store import Store
+
+    n, sample = args.limit_jobs, args.limit_sample
+    print(f"\n== limits on queued jobs: {n:,} held jobs stored (each its own walltime), "
+          f"{sample} held submissions through the API client per setting")
+    bench = Bench([])
+    try:
+        bench.start()
+        server = bench.client()("stat_server")
+        name = next(iter(server))
+        bench.stop()
+        store = Store(bench.home.db)
+        with store.transaction():
+            for seq in range(n):
+                store.add_job(store.next_seq(), f"{seq}.{name}", {
+                    "job_state": "H", "Hold_Types": "u", "queue": "workq", "euser": "root",
+                    "egroup": "root", "Job_Owner": f"root@{name}", "Job_Name": "STDIN",
+                    "Resource_List": {"walltime": str(60 + seq), "ncpus": 1,
+                                      "select": "1:ncpus=1"},
+                    "Variable_List": bench.variables}, "true\n")
+        store.close()
+        bench.start()
+        client = bench.client()
+        attrs = {"Hold_Types": "u", "Variable_List": bench.variables,
+                 "Resource_List": {"walltime": "00:10:00"}}
+        print(f"{'qsub request ms (client)':<44} {'first':>8} {'p50':>8} {'p99':>8}")
+        for setting, text in (
+                ("no limit", None),
+                ("max_queued", f"set server max_queued = [u:PBS_GENERIC={10 * n}]"),
+                ("max_queued and max_queued_res.walltime",
+                 f"set server max_queued_res.walltime = [o:PBS_ALL={100 * n}:00:00]")):
+            if text is not None:
+                client("qmgr", text=text)
+            latencies = []
+            for _ in range(sample + 1):
+                t0 = time.perf_counter()
+                client("submit", attrs=attrs, argv=["/bin/true"])
+                latencies.append(time.perf_counter() - t0)
+            first, rest = latencies[0], latencies[1:]
+            print(f"{setting:<44} {first * 1e3:>8.2f} {statistics.median(rest) * 1e3:>8.2f} "
+                  f"{percentile(rest, 99) * 1e3:>8.2f}")
+    finally:
+        bench.stop()
+        bench.remove(args.keep)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("throughput", "crash", "slow-clients",
-                                            "isolation"),
+                                            "isolation", "limits"),
                         help="run one benchmark (default: all)")
     parser.add_argument("--slow-clients", type=int, default=8,
                         help="slow clients: connections trickling a request")
@@ -636,6 +693,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the engine homes")
     parser.add_argument("--isolation-jobs", type=int, default=300,
                         help="isolation: submissions timed per setting")
+    parser.add_argument("--limit-jobs", type=int, default=10_000,
+                        help="limits: held jobs stored before the submissions")
+    parser.add_argument("--limit-sample", type=int, default=200,
+                        help="limits: submissions timed per setting")
     args = parser.parse_args()
 
     plugins = sorted({ep.name for ep in installed_entry_points()})
@@ -648,6 +709,8 @@ def main() -> None:
         bench_slow_clients(args, plugins)
     if args.only in (None, "isolation"):
         bench_isolation(args)
+    if args.only in (None, "limits"):
+        bench_limits(args)
 
 
 if __name__ == "__main__":

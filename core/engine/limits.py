@@ -52,6 +52,8 @@ COUNT_LIMITS = {"max_queued": None, "queued_jobs_threshold": ("Q",)}
 RESOURCE_LIMITS = {"max_queued_res": None, "queued_jobs_threshold_res": ("Q",)}
 #: The states of a job that is over (history kept with job_history_enable).
 DONE_STATES = ("F", "M", "X")
+#: The most distinct requests whose amounts a tally remembers.
+MAX_ASKED = 4096
 
 
 @dataclass
@@ -125,6 +127,8 @@ class Tally:
             pass
         except TypeError:  # an unhashable value (a damaged row): not kept
             return job_amount(request, res, kind, self._defaults(attrs.get("queue")))
+        if len(self._asked) >= MAX_ASKED:  # a tally kept for long sees many requests
+            self._asked.clear()
         amount = self._asked[key] = job_amount(request, res, kind,
                                                self._defaults(attrs.get("queue")))
         return amount
@@ -150,7 +154,11 @@ class Tally:
     def _add(self, attrs: Mapping[str, Any] | None, weight: float) -> None:
         counts = self.counts
         for key, amount in self._entries(attrs):
-            counts[key] = counts.get(key, 0) + weight * amount
+            total = counts.get(key, 0) + weight * amount
+            if total:
+                counts[key] = total
+            else:  # (an entity with no job left is forgotten)
+                counts.pop(key, None)
 
     def move(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
         """A job stored as `old` (None: a new one) is now `new` (None: gone)."""

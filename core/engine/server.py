@@ -146,6 +146,9 @@ class Engine:
         self._waits_held: set[str] = set()
         self._release_retry = True
         self._next_limit_retry = 0.0
+        #: The limits' count as last brought up to date (`_limits_tally`), with the store's
+        #: generation it was made at; None before any.
+        self._tally: tuple[int, limits.Tally | None] | None = None
         self.runner = self._make_runner(plugins)
         #: The site config as last looked at: (mtime_ns, size, inode), and when.
         self._site_seen = self._site_signature()
@@ -324,15 +327,29 @@ class Engine:
             raise PbsError(PBSE_PERM, obj=job_id)
 
     def _limits_tally(self) -> limits.Tally | None:
-        """What the jobs count against PBS's limits on queued jobs (`limits.Tally`: one
-        grouped pass over the jobs, their environments apart); None when no limit is
-        set."""
+        """What the jobs count against PBS's limits on queued jobs (`limits.Tally`); None
+        when no limit is set. Kept between requests: made with one grouped pass over the
+        jobs, their environments apart, then brought up to date by the job writes since
+        (`Store.counted_moves`), so a check costs the same with 100 jobs or 100,000.
+        Made again when the server, a queue or a resource changes, a change that wrote
+        rows is rolled back, or too many writes went by unread."""
+        generation = self.store.generation
+        moves = self.store.counted_moves()
+        if self._tally is not None and self._tally[0] == generation:
+            tally = self._tally[1]
+            if tally is None or moves is not None:
+                for old, new in moves or ():
+                    tally.move(old, new)
+                return tally
         server = self.store.get("server", "server") or {}
         queues = self.store.all("queue")
-        if not limits.has_limits(server) and not any(map(limits.has_limits, queues.values())):
-            return None
-        return limits.Tally(server, queues, {**values.RESOURCE_TYPES, **self.resource_types()},
-                            self.store.counted_groups(limits.DONE_STATES))
+        tally = None
+        if limits.has_limits(server) or any(map(limits.has_limits, queues.values())):
+            tally = limits.Tally(server, queues,
+                                 {**values.RESOURCE_TYPES, **self.resource_types()},
+                                 self.store.counted_groups(limits.DONE_STATES))
+        self._tally = (generation, tally)
+        return tally
 
     def _check_limits(self, attrs: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         """PBS's limits on queued jobs for a new job, or for a job stored as `old` about to
@@ -584,30 +601,28 @@ class Engine:
         releases = retry and self._release_retry
         if not due and not releases:
             return
-        tally = self._limits_tally()
         queues: set[str] = set()
         with self.store.transaction() as st:  # one commit for the pass, however many jobs
             for job_id, attrs in due.items():
                 new = {**attrs, "job_state": "Q"}
-                if not self._enter_q(job_id, attrs, new, tally):
+                if not self._enter_q(job_id, attrs, new):
                     self._waits_held.add(job_id)
                     continue
                 self._waits_held.discard(job_id)
                 st.put_job(job_id, new, keep_env=True)
                 queues.add(str(attrs.get("queue") or ""))
             if releases:
-                self._release_retry = self._resolve_depend([], tally, every_held=True) > 0
+                self._release_retry = self._resolve_depend([], every_held=True) > 0
         if retry and (self._waits_held or self._release_retry):
             self._next_limit_retry = now + LIMIT_RETRY
         for queue in sorted(queues):
             self._trigger(queue)
 
-    def _enter_q(self, job_id: str, old: dict[str, Any], new: dict[str, Any],
-                 tally: limits.Tally | None) -> bool:
+    def _enter_q(self, job_id: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
         """Whether job `job_id`, stored as `old`, may go to state Q as `new` under the
-        limits on queued jobs (`tally` counts the jobs, and is brought up to date); when
-        not, its comment says why (written when it changes). A comment of an earlier
-        refusal goes as it does."""
+        limits on queued jobs; when not, its comment says why (written when it changes).
+        A comment of an earlier refusal goes as it does."""
+        tally = self._limits_tally()
         if tally is not None:
             try:
                 tally.check(new, old)
@@ -617,7 +632,6 @@ class Engine:
                     with self.store.transaction() as st:
                         st.put_job(job_id, {**self._job(job_id), "comment": comment})
                 return False
-            tally.move(old, new)
         if limits.held_back(new.get("comment")):
             new.pop("comment")
         return True
@@ -639,16 +653,14 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
 
-    def _resolve_depend(self, ended: list[str], tally: limits.Tally | None = None,
-                        every_held: bool = False) -> int:
+    def _resolve_depend(self, ended: list[str], every_held: bool = False) -> int:
         """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
         every job whose release a limit held back (its comment says so): release the ones
         whose dependencies are all met, delete the ones that can never run. A release into
         Q that a limit on queued jobs refuses leaves the job held, tried again by
         `_end_waits`; returns how many."""
-        waiting = {j: a for j, a in self.store.jobs(("H",), lean=True).items()
+        waiting = {j: a for j, a in self.store.depend_held().items()
                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
-        counted = tally is not None
         refused = 0
         for job_id, attrs in waiting.items():
             if every_held and not limits.held_back(attrs.get("comment")):
@@ -666,9 +678,7 @@ class Engine:
                 new = {**attrs, "Hold_Types": holds, "job_state": "Q" if holds == "n" else "H",
                        "mtime": int(self.clock())}
                 if new["job_state"] == "Q":
-                    if not counted:
-                        tally, counted = self._limits_tally(), True
-                    if not self._enter_q(job_id, attrs, new, tally):
+                    if not self._enter_q(job_id, attrs, new):
                         refused += 1
                         self._release_retry = True
                         continue

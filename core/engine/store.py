@@ -77,6 +77,14 @@ def _job_attrs(text: Any, state: Any, env: Any = None) -> Any:
     return attrs
 
 
+def _counted(state: str, picked: Any) -> dict[str, Any]:
+    """A job as `Store.counted_groups` reads it: its state and `Store.COUNTED` attributes
+    (SQLite's JSON array of them)."""
+    values = _loads(picked)
+    values = values if isinstance(values, list) else [None] * len(Store.COUNTED)
+    return {**dict(zip(Store.COUNTED, values, strict=False)), "job_state": state}
+
+
 def _job_row(attrs: dict[str, Any]) -> tuple[str, str | None]:
     """A job's attributes as stored: (attrs without Variable_List, Variable_List or None
     for none)."""
@@ -107,6 +115,14 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        #: Bumped by every write of an object the jobs are counted against (`COUNTED_BY`)
+        #: and every rollback of a change that wrote any row: what the server keeps
+        #: derived from them (the limits' tally) is to be made again when it moved.
+        self.generation = 0
+        self._wrote = False  # the current transaction wrote a row
+        # The jobs' changes since `counted_groups` (`counted_moves`): None when not kept.
+        self._moves: list[tuple[Any, Any]] | None = None
+        self._pick: tuple[str, tuple[str, ...]] = ("", ())  # the query of one job, its states
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -167,6 +183,7 @@ class Store:
             self.write_failed = True
             raise StoreWriteError(str(exc)) from None
         self._depth = 1
+        self._wrote = False
         try:
             yield self
             self.db.execute("COMMIT")
@@ -182,6 +199,9 @@ class Store:
             self._depth = 0
 
     def _rollback(self) -> None:
+        if self._wrote:  # rows the server may have counted are as they were before
+            self.generation += 1
+            self._moves = None
         # SQLite may have rolled back already (a full disk does); a failing rollback must
         # not hide why the change failed.
         if self.db.in_transaction:
@@ -225,10 +245,15 @@ class Store:
     def put(self, type: str, name: str, attrs: dict[str, Any]) -> None:
         self.db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?)",
                         (type, name, json.dumps(attrs, sort_keys=True)))
+        self._wrote = True
+        self.generation += type in self.COUNTED_BY
 
     def delete(self, type: str, name: str) -> bool:
-        return self.db.execute("DELETE FROM objects WHERE type=? AND name=?",
+        gone = self.db.execute("DELETE FROM objects WHERE type=? AND name=?",
                                (type, name)).rowcount > 0
+        self._wrote = True
+        self.generation += type in self.COUNTED_BY
+        return gone
 
     # -- jobs -----------------------------------------------------------------------------------
     def next_seq(self) -> int:
@@ -243,6 +268,7 @@ class Store:
         self.db.execute("INSERT INTO jobs (seq, id, state, attrs, script, env) "
                         "VALUES (?,?,?,?,?,?)",
                         (seq, job_id, attrs.get("job_state", "Q"), text, script, env))
+        self._moved(job_id, None)
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT attrs, state, env FROM jobs WHERE id=?",
@@ -284,6 +310,20 @@ class Store:
                     or when <= now}
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
 
+    def depend_held(self) -> dict[str, dict[str, Any]]:
+        """The jobs in H with a system hold and a ``depend`` attribute (those that may wait
+        on other jobs), lean (`jobs`): SQLite picks them, so a job's start or end costs
+        little beside thousands of jobs held otherwise."""
+        try:
+            rows = self.db.execute(
+                "SELECT id, attrs, state, NULL FROM jobs WHERE state = 'H' AND "
+                "json_valid(attrs) AND json_extract(attrs, '$.depend') IS NOT NULL AND "
+                "instr(CAST(json_extract(attrs, '$.Hold_Types') AS TEXT), 's') > 0 "
+                "ORDER BY seq").fetchall()
+        except sqlite3.Error:  # no JSON functions
+            return self.jobs(("H",), lean=True)
+        return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
+
     def state_counts(self, states: tuple[str, ...]) -> dict[tuple[str | None, str], int]:
         """How many jobs of each (queue, state), for the jobs in `states`, read without
         decoding a row in Python (a row whose queue cannot be read counts under None)."""
@@ -304,30 +344,63 @@ class Store:
 
     #: What `counted_groups` reads of each job (the keys of the limits' counts).
     COUNTED = ("queue", "euser", "egroup", "project", "Resource_List")
+    #: The objects whose attributes hold the limits and the defaults jobs count with.
+    COUNTED_BY = frozenset({"server", "queue", "resource"})
+    #: The most job changes kept for `counted_moves` (past them, the count is made again).
+    MAX_MOVES = 10_000
 
     def counted_groups(self, done: tuple[str, ...]) -> list[tuple[dict[str, Any], int]]:
         """The jobs not in a `done` state, grouped: (their state and `COUNTED` attributes,
         how many jobs have exactly those). SQLite picks the attributes out of each row and
-        groups them, so Python sees each kind of job once, and no job's environment."""
+        groups them, so Python sees each kind of job once, and no job's environment.
+        From then on, every job write is noted for `counted_moves`."""
         marks = ",".join("?" * len(done))
         paths = ", ".join(f"'$.{key}'" for key in self.COUNTED)  # one parse of each row
+        self._moves = None
         try:
             rows = self.db.execute(
                 f"SELECT state, json_extract(attrs, {paths}) AS picked, count(*) FROM jobs "
                 f"WHERE state NOT IN ({marks}) AND json_valid(attrs) GROUP BY state, picked",
                 done).fetchall()
-        except sqlite3.Error:  # no JSON functions: decode the rows
+        except sqlite3.Error:  # no JSON functions: decode the rows (and note no changes)
             return [({**{k: attrs.get(k) for k in self.COUNTED}, "job_state": state}, 1)
                     for attrs in self.jobs(lean=True).values()
                     if isinstance(attrs, dict) and not self.unreadable(attrs)
                     for state in (attrs.get("job_state"),) if state not in done]
-        out = []
-        for state, picked, count in rows:
-            values = _loads(picked)
-            values = values if isinstance(values, list) else [None] * len(self.COUNTED)
-            out.append(({**dict(zip(self.COUNTED, values, strict=False)), "job_state": state},
-                        count))
-        return out
+        self._pick = (f"SELECT state, json_extract(attrs, {paths}) FROM jobs WHERE id=? "
+                      f"AND state NOT IN ({marks}) AND json_valid(attrs)", done)
+        self._moves = []
+        return [(_counted(state, picked), count) for state, picked, count in rows]
+
+    def counted_moves(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
+        """The job writes since `counted_groups` or the last call, each as (before, after),
+        read as `counted_groups` reads a job (None: no job, or one done), those that change
+        nothing counted left out; None when they were not all kept (a rolled-back change,
+        more than `MAX_MOVES`, no `counted_groups` yet): count again."""
+        moves = self._moves
+        if moves is None:
+            return None
+        self._moves = []
+        return [(old and _counted(*old), new and _counted(*new)) for old, new in moves]
+
+    def _picked(self, job_id: str) -> tuple[str, str] | None:
+        """What `counted_groups` reads of a job (undecoded), when changes are noted."""
+        if self._moves is None:
+            return None
+        query, done = self._pick
+        row = self.db.execute(query, (job_id, *done)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def _moved(self, job_id: str, old: tuple[str, str] | None) -> None:
+        """A job row was written (it read as `old` before): noted for `counted_moves`."""
+        self._wrote = True
+        if self._moves is None:
+            return
+        new = self._picked(job_id)
+        if new != old:
+            self._moves.append((old, new))
+            if len(self._moves) > self.MAX_MOVES:
+                self._moves = None
 
     def unreadable_jobs(self) -> dict[str, dict[str, Any]]:
         """The jobs, in any state, whose attributes are not JSON (see `UNREADABLE`)."""
@@ -343,12 +416,14 @@ class Store:
         """The job's attributes written, its Variable_List too (none: none is kept); with
         `keep_env` (attributes from a `lean` read), the stored Variable_List stays."""
         text, env = _job_row(attrs)
+        old = self._picked(job_id)
         if keep_env and ENV not in attrs:
             self.db.execute("UPDATE jobs SET state=?, attrs=? WHERE id=?",
                             (attrs.get("job_state", "Q"), text, job_id))
         else:
             self.db.execute("UPDATE jobs SET state=?, attrs=?, env=? WHERE id=?",
                             (attrs.get("job_state", "Q"), text, env, job_id))
+        self._moved(job_id, old)
 
     def runtime(self, job_id: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT runtime FROM jobs WHERE id=?", (job_id,)).fetchone()
@@ -359,4 +434,6 @@ class Store:
                         (json.dumps(runtime) if runtime is not None else None, job_id))
 
     def delete_job(self, job_id: str) -> None:
+        old = self._picked(job_id)
         self.db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
+        self._moved(job_id, old)
