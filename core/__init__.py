@@ -32,11 +32,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
               "parse_exec_vnode", "parse_place", "parse_select", "parse_size"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+#: Kernel modules plugins use by name (``pbsplug.clock.now()``), imported on first use too.
+_SUBMODULES = ("clock",)
 
-__all__ = sorted(_MODULE_OF)
+__all__ = sorted((*_MODULE_OF, *_SUBMODULES))
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)  # (import sets the attribute)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'pbsplug' has no attribute {name!r}")

@@ -124,7 +124,7 @@ def new_plugin(name: str, parent: Path) -> Path:
     files = {
         "pyproject.toml": _PYPROJECT,
         f"pbsplug_{name}/__init__.py": _MODULE,
-        f"tests/test_{name}.py": _TEST,
+        f"tests/test_{name}_hooks.py": _TEST,  # one module name per plugin (plugin-authors.md)
         "README.md": _README,
     }
     for rel, template in files.items():

@@ -23,6 +23,8 @@ local-engine server with the installed plugins for end-to-end tests (`site_toml`
 site config), and `until` waits for what it does. `unix_user` is a second Unix user (root
 only), for ``engine.as_user(...)``; `attacker` is that user with an environment of its own
 on the system interpreter, to run ``pbsplug`` commands and Python as that user would.
+A request the server refuses raises `PbsError` (``from pbsplug.testing import PbsError``),
+with PBS's error number as its ``code``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from .engine.errors import PbsError as PbsError  # what a refused local_engine request raises
 from .events import Event
 from .plugins import FAILED, PluginRecord, PluginSet
 from .runner import Outcome, Runner

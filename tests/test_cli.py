@@ -1240,7 +1240,7 @@ def test_plugin_new_installs_lists_and_passes_its_tests(run, tmp_path, home):
     root = tmp_path / "src" / "wall_guard"
     assert result.stdout.startswith(f"wrote {root}\n")
     for rel in ("pyproject.toml", "README.md", "pbsplug_wall_guard/__init__.py",
-                "tests/test_wall_guard.py"):
+                "tests/test_wall_guard_hooks.py"):
         assert (root / rel).is_file(), rel
 
     # A throwaway virtualenv that sees this one's packages (pbsplug, pytest, setuptools, pip):

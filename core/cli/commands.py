@@ -210,7 +210,10 @@ def _plugins_app() -> typer.Typer:
         if record.attributes is not None:
             typer.echo("attributes:")
             for key, value in record.attributes.to_dict().items():
-                typer.echo(f"  {key} = {json.dumps(value)}")
+                shown = json.dumps(value)
+                if key == "isolation" and value is None:
+                    shown = '"process" (the default)'
+                typer.echo(f"  {key} = {shown}")
         if data.get("config_schema"):
             typer.echo("configuration:")
             for key, s in data["config_schema"].items():

@@ -137,7 +137,7 @@ def _server_app() -> typer.Typer:
             return
         jobs = ", ".join(f"{n} {s}" for s, n in info["jobs"].items())
         typer.echo(f"server {info['server']} (pid {info['pid']}) in {info['home']}: "
-                   f"jobs {jobs}")
+                   f"jobs {jobs}; plugins enabled: {', '.join(info['plugins']) or 'none'}")
 
     return app
 

@@ -173,6 +173,7 @@ class Engine:
         self._feed = Feed()
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
+        self._log_failed(plugins)
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
         self.set_aside()
         self._recover()
@@ -432,10 +433,17 @@ class Engine:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
+    def _log_failed(self, plugins: PluginSet) -> None:
+        """Each enabled plugin that failed to load, in the server log: it runs no hook."""
+        for record in plugins.failed:
+            self.log(LOG_ERROR, "Server", self.host, _one_line(record.failure_text()))
+
     def reload_site(self, force: bool = False) -> bool:
         """Load the site config again if it changed since it was last looked at (always with
         `force`), with its plugins; True when the server now runs the new one. A site config
-        that cannot be loaded is logged (one line: the file and what is wrong) and the server
+        that cannot be loaded, or with which a plugin the server runs fails to load (a bad
+        value of its configuration or of a hook attribute: the site's policy would be
+        silently off), is logged (one line: the file and what is wrong) and the server
         keeps the last good one."""
         signature = self._site_signature()
         self._site_checked = time.monotonic()
@@ -446,9 +454,14 @@ class Engine:
         try:
             plugins = load_plugins(load_site(path, allow_missing=True))
         except Exception as exc:  # noqa: BLE001 - whatever is wrong, the server goes on
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.log(LOG_ERROR, "Server", self.host, f"site config {path} not loaded, the "
-                     f"last good one stays in use: {first}")
+                     f"last good one stays in use: {_one_line(str(exc) or type(exc).__name__)}")
+            return False
+        failing = {r.name for r in self.plugins.failed}
+        broken = [r for r in plugins.failed if r.name not in failing]
+        if broken:
+            self.log(LOG_ERROR, "Server", self.host, f"site config {path} not loaded, the "
+                     f"last good one stays in use: {_one_line(broken[0].failure_text())}")
             return False
         self.plugins = plugins
         self.runner = self._make_runner(plugins)
@@ -459,6 +472,7 @@ class Engine:
         enabled = ", ".join(r.name for r in plugins.enabled) or "none"
         self.log(LOG_ADMIN, "Server", self.host, f"site config {path} loaded; enabled "
                  f"plugins: {enabled}")
+        self._log_failed(plugins)
         return True
 
     # -- requests ---------------------------------------------------------------------------------
@@ -1847,6 +1861,11 @@ def _hints(handler: Callable) -> dict[str, Any]:
         return typing.get_type_hints(handler)
     except Exception:  # noqa: BLE001 - an annotation only a type checker resolves: no check
         return {}
+
+
+def _one_line(text: str) -> str:
+    """The first line of a message, for a log line of its own."""
+    return (text.strip().splitlines() or [""])[0]
 
 
 def _check_arguments(handler: Callable, args: dict[str, Any]) -> None:

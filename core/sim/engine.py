@@ -110,12 +110,25 @@ class HookUse:
     """Which plugin hooks ran in a simulation, and which were left out and why."""
 
     ran: Counter = field(default_factory=Counter)          # (plugin, event) -> runs
+    failed: Counter = field(default_factory=Counter)       # ... -> runs ended in error/alarm
+    first_failure: dict[tuple[str, str], str] = field(default_factory=dict)
     scheduler: set[tuple[str, str]] = field(default_factory=set)  # (plugin, sched hook)
     left_out: dict[tuple[str, str], str] = field(default_factory=dict)
 
+    def count(self, run: Any, event: str) -> None:
+        """One run of a hook (`pbsplug.HookRun`) for `event`."""
+        key = (run.hook, event)
+        self.ran[key] += 1
+        if run.outcome in ("error", "alarm"):
+            self.failed[key] += 1
+            first = (str(run.message or "").strip().splitlines() or [""])[0][:200]
+            self.first_failure.setdefault(key, f"{run.outcome}: {first}".rstrip(": "))
+
     def lines(self) -> list[str]:
-        out = [f"ran: {plugin} {hook} ({count} times)"
-               for (plugin, hook), count in sorted(self.ran.items())]
+        out = [f"ran: {plugin} {hook} ({count} times"
+               + (f", {self.failed[plugin, hook]} failed, the first with "
+                  f"{self.first_failure[plugin, hook]}" if self.failed[plugin, hook] else "")
+               + ")" for (plugin, hook), count in sorted(self.ran.items())]
         out += [f"ran: {plugin} {hook} (in every scheduling cycle)"
                 for plugin, hook in sorted(self.scheduler)]
         out += [f"left out: {plugin} {hook}: {why}"
@@ -377,7 +390,7 @@ class Simulator:
         for name in outcome.changes.get("vnode_list") or ():  # a hook wrote to its object
             self._event_vnode_cache.pop(name, None)
         for run in outcome.runs:
-            self.summary.hooks.ran[(run.hook, event_type)] += 1
+            self.summary.hooks.count(run, event_type)
         return outcome
 
     # -- the loop -------------------------------------------------------------------------------

@@ -83,6 +83,26 @@ def test_plugins_enable_reaches_the_running_server_and_a_bad_site_keeps_the_last
                            f"{engine.root}\n")
 
 
+def test_a_site_config_with_which_a_running_plugin_fails_is_not_loaded(dists, make_engine):
+    """A bad hook attribute or configuration value of a plugin the server runs dropped that
+    plugin at the reload (its policy silently off: the log said only 'enabled plugins:
+    none'); the last good site config now stays, and the log names the plugin's error."""
+    plugin(dists, "gate", GATE, ("queuejob",))
+    engine = make_engine("[plugins.gate]\nenabled = true\n")
+    site = engine.home.site
+    assert refused(engine)
+    status = engine.pbs("server", "status").stdout
+    assert status.rstrip().endswith("; plugins enabled: gate"), status
+    site.write_text("[plugins.gate]\nenabled = true\norder = 5000\n")
+    until(lambda: f"site config {site} not loaded" in engine.log(), what="the error")
+    line = next(li for li in engine.log().splitlines() if f"site config {site} not" in li)
+    assert "the last good one stays in use: plugin 'gate'" in line and "order" in line, line
+    assert refused(engine)  # still in force
+    site.write_text("[plugins.gate]\nenabled = true\norder = 7\n")
+    until(lambda: "enabled plugins: gate" in engine.log(), what="the fixed site config")
+    assert refused(engine)
+
+
 def test_a_qmgr_request_sees_the_site_config_as_it_is_now(dists, make_engine):
     plugin(dists, "gate", GATE, ("queuejob",))
     engine = make_engine("[plugins.gate]\nenabled = true\n")

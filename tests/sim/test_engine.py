@@ -593,3 +593,24 @@ def test_bad_sched_objects_are_one_line_errors(scheds, message):
     with pytest.raises(SimError) as err:
         Simulator(partitioned(), Sink(), policy=policy_settings("easy"), scheds=scheds)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+class FailsAtEnd:
+    plugin_info = PluginInfo(api="1.3", events=("execjob_end",), sim_safe=("execjob_end",))
+
+    @hookimpl
+    def execjob_end(self, event):
+        raise RuntimeError("no such counter file")
+
+
+def test_the_summary_counts_the_runs_that_failed_with_the_first_error(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A hook that raised on every run was reported as having run, nothing more (the
+    errors were only on stderr)."""
+    register_plugin(FailsAtEnd(), "failer", isolation="inprocess")
+    sink, sim = simulate([tj(1, 0, 10, 1, 10), tj(2, 0, 10, 1, 10)], plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    assert "ran: failer execjob_end (2 times, 2 failed, the first with error: " \
+           "RuntimeError: no such counter file)" in sim.summary.hooks.lines(), \
+        sim.summary.hooks.lines()
+    assert all(r.final_state == "COMPLETED_SUCCESSFULLY" for r in sink.jobs)  # (logged only)
