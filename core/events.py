@@ -45,6 +45,17 @@ HOST_JOB_WRITABLE = frozenset({
 RUNJOB_JOB_WRITABLE = frozenset({"Execution_Time", "Hold_Types", "project", "depend"})
 
 
+def message_text(value: Any) -> str | None:
+    """A hook's message as text (None stays None): `str(value)`, or a stand-in when even
+    that fails (an exception whose ``__str__`` raises)."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - the hook's object, not ours
+        return f"<{type(value).__name__} that cannot be shown>"
+
+
 @dataclass(frozen=True)
 class EventSpec:
     """One PBS hook event."""
@@ -236,13 +247,14 @@ class Event:
     # -- decisions ------------------------------------------------------------------------------
     def accept(self, msg: str | None = None) -> None:
         """Accept the event and end the hook now."""
-        self._decision = ("accept", msg)
+        self._decision = ("accept", message_text(msg))
         raise HookExit(0)
 
     def reject(self, msg: str | None = None) -> None:
         """Reject the event and end the hook now; the chain stops here. Without a message the
-        requester sees PBS's ``<event> request rejected by '<hook>'``."""
-        self._decision = ("reject", msg)
+        requester sees PBS's ``<event> request rejected by '<hook>'``. A message that is not
+        text is shown as text (``reject(2)``: ``2``)."""
+        self._decision = ("reject", message_text(msg))
         raise HookExit(0)
 
     def logjobmsg(self, job_id: str, message: str) -> None:

@@ -30,6 +30,11 @@ FAIL_ACTIONS: dict[str, tuple[str, ...]] = {
 PBSUSER_EVENTS = ("execjob_prologue", "execjob_epilogue", "execjob_preterm")
 ORDER_RANGE = {"site": (1, 1000), "pbs": (-1000, 2000)}
 ISOLATION_MODES = ("process", "inprocess")
+#: The longest alarm a hook may have (pbsplug's bound: PBS sets none, and a value past what
+#: a timer can hold failed every run of the hook).
+MAX_SECONDS = 86_400
+#: The longest freq of a periodic hook (pbsplug's bound, for the same reason).
+MAX_FREQ = 366 * 86_400
 #: The suffixes PBS accepts for a hook's config file (qmgr import hook ... x-config).
 CONFIG_SUFFIXES = (".json", ".py", ".txt", ".xml", ".ini")
 #: What PBS names the config file it stored (server_priv/hooks/<h>.CF): read as is.
@@ -183,8 +188,14 @@ def check_attributes(name: str, attrs: HookAttributes, given: Iterable[str] = ()
     if attrs.alarm <= 0:
         raise HookAttributeError(
             f"set_hook_alarm: alarm value '{attrs.alarm}' of a hook must be > 0")
+    if attrs.alarm > MAX_SECONDS:
+        raise HookAttributeError(f"set_hook_alarm: alarm value '{attrs.alarm}' of a hook "
+                                 f"must be at most {MAX_SECONDS} (a day)")
     if attrs.freq <= 0:
         raise HookAttributeError(f"set_hook_freq: freq value '{attrs.freq}' of a hook must be > 0")
+    if attrs.freq > MAX_FREQ:
+        raise HookAttributeError(f"set_hook_freq: freq value '{attrs.freq}' of a hook must be "
+                                 f"at most {MAX_FREQ} (a year)")
     if "freq" in given and attrs.freq != HookAttributes.freq and not (
             {"periodic", "exechost_periodic"} & set(attrs.events)):
         raise HookAttributeError(

@@ -23,8 +23,10 @@ import importlib.metadata as md
 import inspect
 import logging
 import os
+import signal
+import threading
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -153,11 +155,8 @@ class PluginSet:
             registry = AttributeRegistry()
             for impl in self.pm.hook.register_attributes.get_hookimpls():
                 registry._plugin = impl.plugin_name
-                try:
-                    impl.function(registry=registry)
-                except Exception as exc:  # a bad registration must not take the tool down
-                    self._fail(self.records[impl.plugin_name],
-                               f"register_attributes failed: {type(exc).__name__}: {exc}")
+                self.guarded(self.records[impl.plugin_name], "register_attributes",
+                             lambda f=impl.function: f(registry=registry))
             registry._plugin = ""
             self._registry = registry
         return self._registry
@@ -173,6 +172,33 @@ class PluginSet:
         enabled = self.site.is_enabled(name) if enable is None else enable
         self._check_and_register(record, enabled)
         return record
+
+    def guarded(self, record: PluginRecord, what: str, call: Callable[[], Any]) -> bool:
+        """Run one of a plugin's load-time calls (its import, `configure`,
+        `register_attributes`); False when it failed the plugin. Whatever it raises
+        (`SystemExit` too) fails the plugin, not the tool; so does a change it makes to the
+        process's signal handlers, umask or working folder, which is undone (a handler for
+        SIGCHLD set to ignore at import made every job's shepherd lose its job)."""
+        before = _process_state()
+        try:
+            call()
+        except KeyboardInterrupt:
+            _restore_process_state(before)
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a plugin must never take the tool down
+            _restore_process_state(before)
+            where = ""
+            if what == "import" and exc.__traceback__:  # which of its files, and where
+                last = traceback.extract_tb(exc.__traceback__)[-1]
+                where = f" at {last.filename}:{last.lineno}"
+            self._fail(record, f"{what} failed: {type(exc).__name__}: {_text(exc)}{where}")
+            return False
+        changed = _restore_process_state(before)
+        if changed:
+            self._fail(record, f"{what} changed the process's {changed} (undone): a plugin "
+                               "may not change what the whole process shares")
+            return False
+        return True
 
     def _fail(self, record: PluginRecord, error: str) -> None:
         record.status = FAILED
@@ -203,6 +229,8 @@ class PluginSet:
             record.attributes = self.site.hook_attributes(record.name, declared)
         except HookAttributeError as exc:
             return self._fail(record, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bad plugin_info (alarm="60")
+            return self._fail(record, f"bad plugin_info: {type(exc).__name__}: {_text(exc)}")
         if not_implemented := sorted(set(record.attributes.events) - set(implemented)):
             return self._fail(record, f"events {', '.join(not_implemented)} are enabled but "
                                       "the plugin implements no hook for them")
@@ -214,6 +242,9 @@ class PluginSet:
             record.config, issues = _validate_plugin_config(record.name, info, values, sources)
         except ConfigError as exc:
             issues = exc.issues
+        except Exception as exc:  # noqa: BLE001 - the plugin's own check_config raised
+            return self._fail(record, f"checking its configuration failed: "
+                                      f"{type(exc).__name__}: {_text(exc)}")
         if issues:
             return self._fail(record, "bad configuration: " + "; ".join(map(str, issues)))
         record.attributes = replace(record.attributes, enabled=enabled)
@@ -233,10 +264,10 @@ class PluginSet:
         for impl in self.pm.hook.configure.get_hookimpls():
             if impl.plugin_name != record.name:
                 continue
-            try:
-                impl.function(**({"config": dict(record.config)} if impl.argnames else {}))
-            except Exception as exc:  # a plugin must never take the tool down
-                return self._fail(record, f"configure failed: {type(exc).__name__}: {exc}")
+            args = {"config": dict(record.config)} if impl.argnames else {}
+            if not self.guarded(record, "configure",
+                                lambda f=impl.function, a=args: f(**a)):
+                return None
         record.status = ENABLED
 
     def config_issues(self) -> list[str]:
@@ -250,6 +281,57 @@ class PluginSet:
                 out.append(f"{self.site.path}: [plugins.{name}]: no installed plugin is named "
                            f"'{name}' (installed: {', '.join(sorted(self.records)) or 'none'})")
         return out
+
+
+def _text(value: Any) -> str:
+    """`str(value)`, or a stand-in when that fails (a plugin's exception may)."""
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__} that cannot be shown>"
+
+
+_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+def _process_state() -> dict[str, Any]:
+    """What a plugin's import or configure must leave as it was: the signal handlers (read
+    only in the main thread, where they can be set), the umask and the working folder."""
+    state: dict[str, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        state["signals"] = {s: signal.getsignal(s) for s in _SIGNALS}
+    mask = os.umask(0o022)
+    os.umask(mask)
+    state["umask"] = mask
+    try:
+        state["cwd"] = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        state["cwd"] = None
+    return state
+
+
+def _restore_process_state(before: dict[str, Any]) -> str:
+    """Put back what `_process_state` read; what had changed, '' for nothing."""
+    changed = []
+    for sig, handler in before.get("signals", {}).items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
+            changed.append(f"{signal.Signals(sig).name} handler")
+    mask = os.umask(before["umask"])
+    if mask != before["umask"]:
+        changed.append(f"umask ({mask:04o})")
+    fd = before["cwd"]
+    if fd is not None:
+        try:
+            if not os.path.samestat(os.stat("."), os.fstat(fd)):
+                os.fchdir(fd)
+                changed.append("working folder")
+        except OSError:
+            os.fchdir(fd)
+            changed.append("working folder")
+        finally:
+            os.close(fd)
+    return ", ".join(changed)
 
 
 def _hookimpl_names(plugin: Any) -> list[str]:
@@ -321,15 +403,11 @@ def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | Non
         if not enabled and which != "all":
             record.status = DISABLED
             continue
-        try:
-            record.plugin = ep.load()
-        except BaseException as exc:  # noqa: BLE001 - a plugin must never take the tool down
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-            where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
-            plugins._fail(record, f"import failed: {type(exc).__name__}: {exc}{where}")
+        loaded: list[Any] = []
+        if not plugins.guarded(record, "import",
+                               lambda ep=ep, out=loaded: out.append(ep.load())):
             continue
+        record.plugin = loaded[0]
         plugins._check_and_register(record, enabled)
     if strict and plugins.failed:
         raise PluginLoadError(plugins.failed)

@@ -60,7 +60,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .events import EVENTS, IGNORE, PBS_OBJECT, PBSE_HOOKERROR, Event, HookExit
+from .events import EVENTS, IGNORE, PBS_OBJECT, PBSE_HOOKERROR, Event, HookExit, message_text
 from .hookattrs import FAIL_ACTIONS, HookAttributes
 
 log = logging.getLogger("pbsplug.runner")
@@ -310,12 +310,15 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     except HookAlarm:
         return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
     except SystemExit as exc:
-        return ERROR, f"hook '{entry.name}' called sys.exit({exc.code!r})"
+        return ERROR, f"hook '{entry.name}' called sys.exit({_shown(exc.code)})"
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        what = f"{type(exc).__name__}: {exc}"
+        try:
+            tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        except Exception:  # noqa: BLE001 - an exception that cannot even be formatted
+            tb = [f"{type(exc).__name__} (its traceback cannot be shown)"]
+        what = f"{type(exc).__name__}: {message_text(exc)}"
         # The first line says it all (a command shows only that); the traceback follows.
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
                            event.type, entry.name, what.splitlines()[0] if what else what,
@@ -332,6 +335,14 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     if before is not None and job._changes != before:
         return REJECT, "cannot modify job after runjob request has been accepted"
     return ACCEPT, None
+
+
+def _shown(value: Any) -> str:
+    """`repr(value)`, or a stand-in when that fails."""
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__}>"
 
 
 # -- the process boundary ---------------------------------------------------------------------
@@ -399,6 +410,9 @@ def _close_other_fds(keep: int) -> None:
 
 
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
+    # A process group of its own: a hook that signals its group (os.killpg(0, ...), "stop
+    # what I started") reaches its own processes, not the server.
+    os.setpgid(0, 0)
     # A hook that crashes leaves no core file (root's, in whatever folder the caller is in).
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -757,6 +771,7 @@ class Runner:
                         entry = batch[_index(index, batch)]
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
                             raise ValueError(f"outcome {outcome!r}")
+                        text = message_text(text)  # (JSON: a number, a list... shown)
                         for name, level, msg, obj in records:
                             logging.getLogger(name).log(
                                 level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)

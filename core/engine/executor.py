@@ -526,6 +526,16 @@ def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
 
 def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
     os.setsid()
+    # Every signal as a fresh process has it, none blocked: whatever the server's process
+    # was left with (a plugin that ignored SIGCHLD had the shepherd's wait fail, and the
+    # job ran again and again) is not the job's, and an ignored signal survives exec.
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.closerange(3, fd)  # what the server had open (its socket, its database), not the pipe

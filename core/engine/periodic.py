@@ -78,6 +78,8 @@ class Periodic:
                 key = (event, entry.name)
                 when = self.due.setdefault(key, now + entry.attrs.freq)
                 if now >= when:
+                    # Due again first: a run that fails does not make every poll run it.
+                    self.due[key] = now + entry.attrs.freq
                     self.run(event, entry.name)
                     self.due[key] = eng.clock() + entry.attrs.freq
             for key in [k for k in self.due if k[0] == event and k[1] not in names]:

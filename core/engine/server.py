@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import lifecycle, units, values
-from ..events import Event
+from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
-from ..runner import Outcome, Runner, client_message
+from ..runner import Outcome, Runner, client_message, consequence
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
@@ -405,8 +405,17 @@ class Engine:
         who = caller.user if caller else "root"
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
-        outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
-                                         **objects), hooks=hooks)
+        try:
+            outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
+                                             **objects), hooks=hooks)
+        except Exception as exc:  # noqa: BLE001 - a hook's doing the runner did not foresee
+            # is the hooks' error (PBS's table says what comes of it), never a request,
+            # cycle or poll that fails half way (a job stored R with no process).
+            self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "
+                     f"{message_text(exc)}")
+            return Outcome(type, False, kind="error", code=PBSE_HOOKERROR,
+                           message=f"request rejected as the {type} hooks failed",
+                           consequence=consequence(type, "error", None))
         for run in outcome.runs:
             if run.outcome in ("error", "alarm"):
                 what = ("encountered an exception" if run.outcome == "error"

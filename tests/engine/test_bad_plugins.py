@@ -1,0 +1,108 @@
+"""What one bad plugin could do to the whole server, found by a hostile review of the runner
+and the loader, each now confined to that plugin: a change of the process's signal handlers
+at import or configure, a SystemExit from configure, a hook that signals its own process
+group, a reject with a message that is not text, a plugin_info or site value out of range,
+and a hook whose failure escaped the runner while a job was starting."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine.errors import PbsError
+from pbsplug.hookattrs import MAX_SECONDS, HookAttributeError, HookAttributes, check_attributes
+from pbsplug.plugins import FAILED
+
+from .test_server import plugin
+
+
+class IgnoresChildren:
+    plugin_info = PluginInfo(events=("queuejob",))
+
+    @hookimpl
+    def configure(self, config):
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+    @hookimpl
+    def queuejob(self, event):
+        pass
+
+
+class Exits:
+    plugin_info = PluginInfo(events=("queuejob",))
+
+    @hookimpl
+    def configure(self, config):
+        raise SystemExit(3)
+
+    @hookimpl
+    def queuejob(self, event):
+        pass
+
+
+class BadInfo:
+    plugin_info = PluginInfo(events=("queuejob",), alarm="60")
+
+    @hookimpl
+    def queuejob(self, event):
+        pass
+
+
+def test_a_plugin_that_changes_the_process_or_exits_while_loading_fails_alone(
+        register_plugin):
+    before = signal.getsignal(signal.SIGCHLD)
+    record = register_plugin(IgnoresChildren(), "ignorer", check=False)
+    assert record.status == FAILED
+    assert "configure changed the process's SIGCHLD handler (undone)" in record.error
+    assert signal.getsignal(signal.SIGCHLD) is before
+    record = register_plugin(Exits(), "exits", check=False)  # no SystemExit reaches here
+    assert (record.status, record.error) == (
+        FAILED, "configure failed: SystemExit: 3")
+    record = register_plugin(BadInfo(), "badinfo", check=False)
+    assert record.status == FAILED and record.error.startswith("bad plugin_info: TypeError")
+
+
+@pytest.mark.parametrize(("attr", "value"), [("alarm", MAX_SECONDS + 1), ("alarm", 10 ** 400),
+                                             ("freq", 10 ** 12)])
+def test_an_alarm_or_freq_past_what_a_timer_holds_is_refused(attr, value):
+    events = ("periodic",) if attr == "freq" else ("queuejob",)
+    with pytest.raises(HookAttributeError, match=f"{attr} value .* must be at most"):
+        check_attributes("x", HookAttributes(events=events, **{attr: value}), {attr})
+
+
+SIGNALLER = """
+    import os
+    import signal
+
+    @hookimpl
+    def queuejob(event):
+        if event.job.Job_Name == "group":
+            os.killpg(0, signal.SIGKILL)    # "stop everything I started"
+        if event.job.Job_Name == "number":
+            event.reject(2)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # in the server, with inprocess
+    """
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+def test_a_hook_cannot_stop_the_server_or_its_jobs_through_process_wide_state(
+        dists, make_engine, isolation):
+    """A process-mode hook killed its process group, the server's; a non-text reject made
+    the runner raise; an in-process hook that ignored SIGCHLD made every job's shepherd
+    lose its job (run 21 times, then held)."""
+    site = plugin(dists, "sig", SIGNALLER, ("queuejob",)) + f'isolation = "{isolation}"\n'
+    engine = make_engine(site)
+    pid = engine.home.server_pid()
+    if isolation == "process":
+        with pytest.raises(PbsError):
+            engine.submit(Job_Name="group")
+    with pytest.raises(PbsError) as refused:
+        engine.submit(Job_Name="number")
+    assert refused.value.message == "2"
+    job = engine.submit("echo ran >> runs\n", Job_Name="plain")
+    attrs = engine.wait(job)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
+    assert (engine.work / "runs").read_text() == "ran\n"
+    assert engine.home.server_pid() == pid
