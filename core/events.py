@@ -265,6 +265,16 @@ class Event:
         self.logger.info("%s", message, extra={PBS_OBJECT: ("Job", str(job_id))})
 
     # -- guards ---------------------------------------------------------------------------------
+    def settle(self) -> None:
+        """What the hook changed in place in its objects' dict and list attributes, recorded
+        as writes (`PbsObject.settle`); raises as a refused or bad assignment would."""
+        objects = [self.job, self.job_o, self.vnode_o, self.src_queue, self.resv,
+                   *self.iter_vnodes(), *(self.job_list or {}).values(),
+                   *(self.resv_list or {}).values()]
+        for obj in objects:
+            if obj is not None and obj._read:
+                obj.settle()
+
     def _install_guards(self) -> None:
         spec = self.spec
 

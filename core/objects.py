@@ -15,6 +15,7 @@ Two mechanisms make hooks safe to run anywhere:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -110,6 +111,7 @@ def _rebuild(cls: type, name: str, attrs: dict[str, Any]) -> Any:
     object.__setattr__(obj, "_name", name)
     object.__setattr__(obj, "_changes", {})
     object.__setattr__(obj, "_guard", None)
+    object.__setattr__(obj, "_read", None)
     for key in RESOURCE_ATTRIBUTES.intersection(attrs):
         attrs[key] = Resources(obj, key, attrs[key])
     object.__setattr__(obj, "_attrs", attrs)
@@ -125,7 +127,7 @@ class PbsObject:
     #: Attributes no hook may ever write.
     always_readonly: frozenset[str] = frozenset()
 
-    __slots__ = ("_name", "_attrs", "_changes", "_guard")
+    __slots__ = ("_name", "_attrs", "_changes", "_guard", "_read")
 
     def __init__(self, name: str, attrs: Mapping[str, Any] | None = None):
         wrapped = dict(attrs) if attrs else {}
@@ -133,6 +135,9 @@ class PbsObject:
         object.__setattr__(self, "_attrs", wrapped)
         object.__setattr__(self, "_changes", {})
         object.__setattr__(self, "_guard", None)
+        #: In a hook's event (a guard set): the dict and list attributes it read, each as
+        #: it was before the hook changed anything in place (`settle`).
+        object.__setattr__(self, "_read", None)
         # `_wrap` for each key, with the few resource mappings found by a set operation
         # (objects are made by the million in a replay).
         for key in RESOURCE_ATTRIBUTES.intersection(wrapped):
@@ -159,7 +164,34 @@ class PbsObject:
             if res is None:
                 res = self._attrs[key] = Resources(self, key)
             return res
-        return self._attrs.get(key)
+        value = self._attrs.get(key)
+        if self._guard is not None and type(value) in (dict, list):
+            # A hook changes such a value in place (``job.Variable_List["X"] = "y"``, as in
+            # PBS): it gets a copy of its own, whose changes `settle` records as a write,
+            # guarded and checked as one, when the hook ends (never the caller's data).
+            read = self._read
+            if read is None:
+                read = {}
+                object.__setattr__(self, "_read", read)
+            if key not in read:
+                read[key] = value
+                value = self._attrs[key] = copy.deepcopy(value)
+        return value
+
+    def settle(self) -> None:
+        """Record what a hook changed in place in the dict and list attributes it read
+        (`__getattr__`) as if it had assigned them: through the event's guard and the
+        value rules, raising as the assignment would (the hook's error)."""
+        read = self._read
+        if not read:
+            return
+        for key, before in list(read.items()):
+            current = self._attrs.get(key)
+            if current != before:
+                setattr(self, key, copy.deepcopy(current))
+                read[key] = self._attrs.get(key)  # (the hooks after it compare with this)
+                if key in self._attrs:  # their copy to change
+                    self._attrs[key] = copy.deepcopy(self._attrs[key])
 
     def __setattr__(self, key: str, value: Any) -> None:
         if key.startswith("_"):

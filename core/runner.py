@@ -302,7 +302,11 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
             alarm.arm(entry.attrs.alarm)
         _in_hook = True
         try:
-            entry.function(event)
+            try:
+                entry.function(event)
+            except HookExit:
+                pass
+            event.settle()  # its changes in place: still the hook's (a refusal, its error)
         finally:
             _in_hook = False
     except HookExit:

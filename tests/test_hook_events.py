@@ -878,3 +878,40 @@ def test_hook_sched_cycle_end(register_plugin, pbsplug_plugins, partitions):
     figures = (seen[0].jobs_considered, seen[0].jobs_started, seen[0].jobs_backfilled)
     # An instance that owns no partition still ends its (empty) cycle.
     assert figures == ((2, 1, 0) if partitions else (0, 0, 0))
+
+
+class InPlace:
+    """PBS's idiom: change a job's environment in place, not by assigning it."""
+
+    @hookimpl
+    def queuejob(self, event):
+        event.job.Variable_List["SITE"] = "yes"
+
+    @hookimpl
+    def jobobit(self, event):
+        event.job.Variable_List["AFTER"] = "the end"  # a finished job is read-only
+
+    @hookimpl
+    def modifyjob(self, event):
+        event.job_o.Variable_List["OLD"] = "changed"  # the job as it was: read-only
+
+
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_a_change_in_place_is_a_write_kept_or_refused_as_an_assignment(register_plugin,
+                                                                       fire_event, mode):
+    """In the default process mode an in-place change was lost; in process it was kept
+    even where the event lets no hook write, and changed the caller's own data."""
+    register_plugin(InPlace(), "inplace")
+    env = {"HOME": "/home/bob"}
+    queued = Event("queuejob", job=Job("1.s", {"Variable_List": env}))
+    out = fire_event(queued, mode=mode)
+    assert out.accepted and out.changes["job"] == {
+        "Variable_List": {"HOME": "/home/bob", "SITE": "yes"}}
+    assert env == {"HOME": "/home/bob"}  # the caller's mapping is not the hook's
+    for event in (Event("jobobit", job=Job("1.s", {"Variable_List": env})),
+                  Event("modifyjob", job=Job("1.s", {}),
+                        job_o=Job("1.s", {"Variable_List": env}))):
+        out = fire_event(event, mode=mode)
+        assert (out.accepted, out.kind) == (False, "error")
+        assert "is read-only" in out.detail and not out.changes
+        assert env == {"HOME": "/home/bob"}
