@@ -55,6 +55,7 @@ def started(attrs: dict[str, Any], exec_vnode: str, exec_host: str, now: int) ->
                  stime=now, mtime=now, run_count=int(attrs.get("run_count", 0)) + 1,
                  comment=f"Job run at {when(now)} on {exec_vnode}")
     attrs.pop("estimated", None)
+    attrs.pop("resources_used", None)  # this run's, from its hooks and its end
 
 
 def start_step(consequence: str) -> str:
@@ -127,7 +128,9 @@ def finished(attrs: dict[str, Any], exit_status: int, now: int,
     (`comment`, else where and when it ran)."""
     attrs.update(job_state="F", substate=92, Exit_status=exit_status, obittime=now, mtime=now)
     if used is not None and attrs.get("stime") is not None:
-        attrs["resources_used"] = dict(used)
+        # What the host measured, over what its hooks reported (an epilogue's vmem, a
+        # site's own counters), as PBS's MoM merges them.
+        attrs["resources_used"] = {**(attrs.get("resources_used") or {}), **used}
     if comment:
         attrs["comment"] = comment
     elif attrs.get("stime") is not None:

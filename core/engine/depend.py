@@ -42,8 +42,8 @@ def parse(text: str | None) -> list[tuple[str, list[str]]]:
     out = []
     for item in str(text or "").split(","):
         kind, _, rest = item.partition(":")
-        if kind:
-            out.append((kind, [j for j in rest.split(":") if j]))
+        if kind:  # each job once (a list may repeat one)
+            out.append((kind, list(dict.fromkeys(j for j in rest.split(":") if j))))
     return out
 
 

@@ -338,8 +338,10 @@ class Engine:
         moves = self.store.counted_moves()
         if self._tally is not None and self._tally[0] == generation:
             tally = self._tally[1]
-            if tally is None or moves is not None:
-                for old, new in moves or ():
+            if tally is None:  # no limit set: nothing to count
+                return None
+            if moves is not None:
+                for old, new in moves:
                     tally.move(old, new)
                 return tally
         server = self.store.get("server", "server") or {}
@@ -349,6 +351,8 @@ class Engine:
             tally = limits.Tally(server, queues,
                                  {**values.RESOURCE_TYPES, **self.resource_types()},
                                  self.store.counted_groups(limits.DONE_STATES))
+        else:
+            self.store.counted_moves(stop=True)  # no count to bring up to date
         self._tally = (generation, tally)
         return tally
 
@@ -504,14 +508,8 @@ class Engine:
         if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"} and not caller.privileged:
             raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types")
         server = self.store.get("server", "server")
-        queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
-        queue = self.store.get("queue", queue_name)
-        if queue is None:
-            raise PbsError(PBSE_UNKQUE, obj=queue_name)
-        if not units.parse_bool(queue.get("enabled", False)):
-            raise PbsError(PBSE_QUNOENB, obj=queue_name)
-        if queue.get("reservation"):
-            self.resvs.may_submit(caller, queue_name)
+        queue_name = self._submit_queue(caller, str(
+            attrs.get("queue") or server.get("default_queue") or "workq"))
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
         now = int(self.clock())
@@ -547,7 +545,8 @@ class Engine:
         self._check_hooked("queuejob", outcome, attrs, before)
         # What a hook unset and the server needs comes back as PBS's default.
         attrs.setdefault("Job_Name", "STDIN")
-        attrs.setdefault("queue", queue_name)
+        if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
+            queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
@@ -567,7 +566,7 @@ class Engine:
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
         self._link_befores(job_id, waits_for)
-        state, never = depend.check(attrs.get("depend"), self.store.job)
+        state, never = depend.check(attrs.get("depend"), self._lean_job)
         if state == depend.NEVER and never is not None:
             # PBS queues the job, then aborts it when the finished job it waits on did not
             # satisfy the dependency (req_register's PBSE_HISTDEPEND): qsub prints the id.
@@ -576,6 +575,24 @@ class Engine:
         self._resolve_depend([job_id])
         self._trigger(queue_name, submitted=True)
         return job_id
+
+    def _submit_queue(self, caller: Caller, name: str) -> str:
+        """`name`, when a job may be submitted to it (qsub -q, the default queue, or where a
+        queuejob hook routed it): PBS's 15018 for an unknown queue, 15020 for a disabled
+        one, and a reservation queue's own rules."""
+        queue = self.store.get("queue", name)
+        if queue is None:
+            raise PbsError(PBSE_UNKQUE, obj=name)
+        if not units.parse_bool(queue.get("enabled", False)):
+            raise PbsError(PBSE_QUNOENB, obj=name)
+        if queue.get("reservation"):
+            self.resvs.may_submit(caller, name)
+        return name
+
+    def _lean_job(self, job_id: str) -> dict[str, Any] | None:
+        """A job's attributes without its environment: what a dependency reads of the job
+        it names (a list naming one job of 1 MiB 800 times read 800 MiB)."""
+        return self.store.job(job_id, lean=True)
 
     def _check_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
         """A new job's dependencies: known jobs only; ``after*`` ones hold it (``s``). Returns
@@ -587,7 +604,7 @@ class Engine:
                                f"type {kind}")
             for job_id in ids:
                 full = self._full_id(job_id)
-                other = self.store.job(full)
+                other = self._lean_job(full)
                 if other is None:
                     raise PbsError(PBSE_UNKJOBID, obj=job_id)
                 if kind in depend.BEFORE:
@@ -595,7 +612,7 @@ class Engine:
                         raise PbsError(PBSE_BADSTATE, obj=job_id)
                     self._own(caller, full, other)
                     befores.append((kind, full))
-        if depend.check(attrs.get("depend"), self.store.job)[0] != depend.MET:
+        if depend.check(attrs.get("depend"), self._lean_job)[0] != depend.MET:
             self._add_system_hold(attrs)
         return befores
 
@@ -690,7 +707,7 @@ class Engine:
                 continue  # (an operator's hold s on a job whose dependencies were met stays)
             if not every_held and not any(e in attrs["depend"] for e in ended):
                 continue
-            state, never = depend.check(attrs["depend"], self.store.job)
+            state, never = depend.check(attrs["depend"], self._lean_job)
             if state == depend.NEVER and never is not None:
                 attrs = self.store.job(job_id) or attrs  # whole: its end's hooks see it
                 # PBS's words (msg_registerdel), naming the job it depended on.
@@ -1439,6 +1456,7 @@ class Engine:
         self.launches[job_id] = launch
         self.started[job_id] = self.clock()
         with self.store.transaction() as st:
+            st.put_job(job_id, attrs)  # what its begin, prologue and launch hooks changed
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self._track_states()
         self._resolve_depend([job_id])  # `after` waits for the start only
@@ -1475,6 +1493,16 @@ class Engine:
                 changes["state"] = ",".join(sorted(states - {"free"})) or "free"
             old = self.store.get("node", name)
             if old is None and new_vnode:
+                problem = (None if outcome.event == "exechost_startup" else
+                           f"only an exechost_startup hook adds vnodes, not {outcome.event}")
+                try:
+                    values.check_name("node", name)
+                except values.BadValue as exc:
+                    problem = problem or str(exc)
+                if problem:
+                    self.log(LOG_ERROR, "Hook", outcome.hook or outcome.event, "vnode "
+                             f"{values.shown(name)} not created: {problem}")
+                    continue
                 fresh = _vnode_attrs(self.host, name, 0, 0)
                 fresh["resources_available"].pop("mem")
                 changes.pop("name", None)

@@ -270,9 +270,10 @@ class Store:
                         (seq, job_id, attrs.get("job_state", "Q"), text, script, env))
         self._moved(job_id, None)
 
-    def job(self, job_id: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT attrs, state, env FROM jobs WHERE id=?",
-                              (job_id,)).fetchone()
+    def job(self, job_id: str, lean: bool = False) -> dict[str, Any] | None:
+        """One job's attributes; `lean` leaves its Variable_List out (`jobs`)."""
+        row = self.db.execute(f"SELECT attrs, state, {'NULL' if lean else 'env'} FROM jobs "
+                              "WHERE id=?", (job_id,)).fetchone()
         return _job_attrs(*row) if row else None
 
     def job_script(self, job_id: str) -> str | None:
@@ -372,15 +373,17 @@ class Store:
         self._moves = []
         return [(_counted(state, picked), count) for state, picked, count in rows]
 
-    def counted_moves(self) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
+    def counted_moves(self, stop: bool = False
+                      ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]] | None:
         """The job writes since `counted_groups` or the last call, each as (before, after),
         read as `counted_groups` reads a job (None: no job, or one done), those that change
         nothing counted left out; None when they were not all kept (a rolled-back change,
-        more than `MAX_MOVES`, no `counted_groups` yet): count again."""
+        more than `MAX_MOVES`, no `counted_groups` yet): count again. With `stop`, writes
+        are no longer noted (until `counted_groups`)."""
         moves = self._moves
         if moves is None:
             return None
-        self._moves = []
+        self._moves = None if stop else []
         return [(old and _counted(*old), new and _counted(*new)) for old, new in moves]
 
     def _picked(self, job_id: str) -> tuple[str, str] | None:

@@ -106,3 +106,44 @@ def test_a_hook_cannot_stop_the_server_or_its_jobs_through_process_wide_state(
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
     assert (engine.work / "runs").read_text() == "ran\n"
     assert engine.home.server_pid() == pid
+
+
+ROUTER = """
+    from pbsplug import Vnode
+
+    @hookimpl
+    def queuejob(event):
+        if event.job.Job_Name == "route":
+            event.job.queue = "wrokq"
+
+    @hookimpl
+    def exechost_startup(event):
+        for name in ("gpu:0", "good1"):
+            event.vnode_list[name] = Vnode(name, {"resources_available": {"ncpus": 64}})
+
+    @hookimpl
+    def execjob_begin(event):
+        event.vnode_list["ghost"] = Vnode("ghost", {"resources_available": {"ncpus": 1000}})
+        event.job.resources_used["vmem"] = "1gb"   # a site's own measure
+    """
+
+
+def test_what_a_hook_routes_adds_or_reports_is_checked_as_a_request_would_be(dists,
+                                                                            make_engine):
+    """Review: a queuejob hook routed jobs to a queue that does not exist (queued for
+    ever, seen nowhere); a vnode named ``gpu:0`` read back from exec_vnode as ``gpu`` (its
+    64 cpus given three times over), and execjob_begin made vnodes too; resources_used a
+    host hook set was replaced at the job's end."""
+    engine = make_engine(plugin(dists, "router", ROUTER,
+                                ("queuejob", "exechost_startup", "execjob_begin")))
+    with pytest.raises(PbsError) as refused:
+        engine.submit(Job_Name="route")
+    assert refused.value.code == 15018  # PBS's Unknown queue
+    nodes = engine.client("stat_nodes")
+    assert "good1" in nodes and "gpu:0" not in nodes
+    assert "vnode 'gpu:0' not created: " in engine.log()
+    job = engine.submit(Job_Name="plain")
+    attrs = engine.wait(job)
+    assert "ghost" not in engine.client("stat_nodes")
+    assert "only an exechost_startup hook adds vnodes, not execjob_begin" in engine.log()
+    assert attrs["resources_used"]["vmem"] == "1gb" and "walltime" in attrs["resources_used"]

@@ -397,5 +397,10 @@ def test_a_limit_check_counts_the_jobs_once_not_at_every_request(tmp_path):
         assert len(passes) == 2  # the limits changed: counted again
         with pytest.raises(PbsError, match="per-user limit"):
             qsub(6)
+        # No limit left: nothing counted, every submission goes (review: with writes noted
+        # and no count, every other qsub was a System error).
+        assert eng.req_qmgr(admin, "unset server max_queued")["code"] == 0
+        jobs += [qsub(7), qsub(8), qsub(9)]
+        assert len(passes) == 2 and eng.store.counted_moves() is None
     finally:
         remove_root(root)

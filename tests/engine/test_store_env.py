@@ -118,3 +118,17 @@ def test_only_the_jobs_held_on_dependencies_are_read_at_each_job_event(tmp_path)
     held = st.depend_held()
     assert list(held) == ["1.s", "2.s"]
     assert held["2.s"]["depend"] == "afterany:9.s" and "Variable_List" not in held["2.s"]
+
+
+def test_a_dependency_reads_the_jobs_it_names_once_and_without_their_environment(tmp_path):
+    """Review: a depend list naming one job of 1 MiB 800 times read 800 MiB (a 47 s stall
+    of the server for one qsub)."""
+    from pbsplug.engine import depend
+
+    assert depend.parse("afterok:1.s:1.s:2.s:1.s,after:1.s") == [
+        ("afterok", ["1.s", "2.s"]), ("after", ["1.s"])]
+    st = Store(tmp_path / "server.db")
+    st.add_job(1, "1.s", {"job_state": "F", "Exit_status": 0, "Variable_List": ENVIRONMENT},
+               None)
+    assert "Variable_List" not in st.job("1.s", lean=True)
+    assert st.job("1.s")["Variable_List"] == ENVIRONMENT
