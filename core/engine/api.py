@@ -57,6 +57,8 @@ MAX_BUFFERED_PER_UID = 4 * MAX_BODY_BYTES
 LISTEN_BACKLOG = socket.SOMAXCONN
 #: A dropped connection is logged once per uid and reason in this many seconds.
 DROP_LOG_INTERVAL = 60.0
+#: What a client's own text looks like in a reason (quoted, or a number).
+_CLIENT_TEXT = re.compile(r"'[^']*'|\"[^\"]*\"|\d+")
 
 _CHUNK = 1 << 16
 _OP = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -414,15 +416,18 @@ class _Listener:
         self.log(LOG_ERROR, f"poll failed: {text}")
 
     def log_drop(self, uid: int, why: str) -> None:
-        """One line per uid and reason per `DROP_LOG_INTERVAL`: a client making thousands of
-        bad connections must not fill the disk with the log of them."""
+        """One line per uid and kind of reason per `DROP_LOG_INTERVAL`: a client making
+        thousands of bad connections must not fill the disk with the log of them. The kind
+        is the reason without what the client sent (a key with its text let each request
+        that differed in it have its own line)."""
         now = time.monotonic()
-        seen = self.drops.get((uid, why))
+        key = (uid, _CLIENT_TEXT.sub("_", why))
+        seen = self.drops.get(key)
         if seen is not None and now - seen[0] < DROP_LOG_INTERVAL:
             seen[1] += 1
             return
         more = f" ({int(seen[1])} more since the last line)" if seen and seen[1] else ""
-        self.drops[(uid, why)] = [now, 0]
+        self.drops[key] = [now, 0]
         if len(self.drops) > 1024:  # forget the oldest
             for key in sorted(self.drops, key=lambda k: self.drops[k][0])[:512]:
                 del self.drops[key]

@@ -165,9 +165,12 @@ def _escape_commas(text: str) -> str:
 
 
 def show_nonprint(text: str) -> str:
-    """Control characters other than newline and tab as ``^X``, as PBS's commands print them."""
-    return "".join(f"^{chr(ord(c) + 64)}" if ord(c) < 32 and c not in "\n\t" else c
-                   for c in text)
+    """Control characters other than tab as ``^X``, as PBS's commands print them, newline
+    too (PBS leaves it: a user's value then starts a row of its own, a forged ``Job Id:``
+    block), DEL as ``^?`` and the C1 controls (a terminal acts on them too) as ``\\x9b``."""
+    return "".join(c if " " <= c < "\x7f" or c > "\x9f" or c == "\t" else
+                   f"^{chr(ord(c) + 64)}" if c < " " else "^?" if c == "\x7f" else
+                   f"\\x{ord(c):02x}" for c in text)
 
 
 def _records(objs: Any, *keys: str) -> list[tuple[str, dict[str, Any]]]:

@@ -90,9 +90,6 @@ class Manager:
     def command(self, caller: Caller, cmd: qmgr.Command) -> str:
         eng = self.engine
         shown: dict[str, str] = {}  # plugin -> the PBS hook name it was asked by
-        if cmd.pbshook and cmd.names:  # PBS_power -> the plugin that declares that pbs_name
-            shown = {self._plugin_of_pbs_name(n): n for n in cmd.names}
-            cmd.names = list(shown)
         if cmd.obj_type == "sched":  # seed 001 spells it `partitions`
             for op in cmd.attrs:
                 if op.name == "partitions":
@@ -100,6 +97,10 @@ class Manager:
         registry = eng.plugins.attribute_registry()
         defs = qmgr.definitions(cmd.obj_type, registry)
         qmgr.check_privilege(cmd, caller.role, defs)
+        # (after the privilege: finding the plugin imports every installed one)
+        if cmd.pbshook and cmd.names:  # PBS_power -> the plugin that declares that pbs_name
+            shown = {self._plugin_of_pbs_name(n): n for n in cmd.names}
+            cmd.names = list(shown)
         objects = self.objects(cmd.obj_type)
         if cmd.obj_type == "server":
             names = [eng.server_name]

@@ -77,7 +77,7 @@ class Reservations:
             if end is None and duration is None:
                 raise ValueError("no end")
             end = int(end) if end is not None else start + duration
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
         if start < now - 60 or end <= start or end > values.TIME_MAX or (
                 duration is not None and end - start != duration):
@@ -164,12 +164,15 @@ class Reservations:
         return each(ids, delete_one)
 
     def may_submit(self, caller: Caller, queue: str) -> None:
-        """Only a reservation's authorized users submit to its queue."""
+        """Only a reservation's authorized users submit to its queue; to the queue of a
+        reservation that is over (left until its last job is gone), nobody does."""
         for attrs in self.engine.store.all("resv").values():
             if attrs.get("queue") == queue:
                 users = {str(u).split("@")[0] for u in attrs.get("Authorized_Users") or []}
                 if caller.user not in users and not caller.privileged:
                     raise PbsError(PBSE_PERM, obj=queue)
+                return
+        raise PbsError(PBSE_PERM, obj=queue)
 
     def _full_id(self, name: str) -> str:
         return name if "." in name else f"{name}.{self.engine.server_name}"

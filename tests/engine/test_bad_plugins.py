@@ -12,8 +12,12 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_USER, Caller, Engine
+from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.hookattrs import MAX_SECONDS, HookAttributeError, HookAttributes, check_attributes
-from pbsplug.plugins import FAILED
+from pbsplug.plugins import FAILED, PluginSet
+from pbsplug.siteconfig import SiteConfig
 
 from .test_server import plugin
 
@@ -147,3 +151,39 @@ def test_what_a_hook_routes_adds_or_reports_is_checked_as_a_request_would_be(dis
     assert "ghost" not in engine.client("stat_nodes")
     assert "only an exechost_startup hook adds vnodes, not execjob_begin" in engine.log()
     assert attrs["resources_used"]["vmem"] == "1gb" and "walltime" in attrs["resources_used"]
+
+
+def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(tmp_path):
+    """Review of the engine as a local user: a newline in a Variable_List value started a
+    row of its own in ``qstat -f`` (a forged ``Job Id:`` block), C1 controls reached the
+    terminal; each bad request that differed in the text it sent had its own log line
+    (10,000 a second); ``reserve_start: Infinity`` was a System error with a traceback;
+    the queue of a reservation that ended took anyone's jobs; a user's ``list pbshook``
+    imported every installed plugin into the server before being refused."""
+    from pbsplug.engine import api
+    from pbsplug.engine.display import show_nonprint
+
+    assert show_nonprint("a\nJob Id: 9.x\tb\x7f\x9bc é") == "a^JJob Id: 9.x\tb^?\\x9bc é"
+
+    logged: list[str] = []
+    server = object.__new__(api._Listener)
+    server.drops, server.log = {}, lambda level, text: logged.append(text)
+    for n in range(100):
+        server.log_drop(1000, f"method {'X' * n!r}: requests are POST /v1/<request>")
+    server.log_drop(1000, "malformed header line")
+    assert len(logged) == 2 and "malformed header line" in logged[1]
+
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        user = Caller(65534, ROLE_USER)
+        with pytest.raises(PbsError) as bad:
+            eng.req_resv_submit(user, {"reserve_start": float("inf"), "reserve_end": 10})
+        assert bad.value.code == 15086  # PBS's Bad time specification(s)
+        with pytest.raises(PbsError) as gone:
+            eng.resvs.may_submit(user, "R404")  # no reservation owns it (any more)
+        assert gone.value.code == 15007
+        done = eng.req_qmgr(user, "list pbshook PBS_nosuch")
+        assert done["code"] != 0 and "nauthorized" in str(done), done
+    finally:
+        remove_root(root)

@@ -100,7 +100,7 @@ def test_value_text(value, resource, text):
 
 
 def test_show_nonprint():
-    assert show_nonprint("a\x01b\x1bc\td\ne") == "a^Ab^[c\td\ne"
+    assert show_nonprint("a\x01b\x1bc\td\ne") == "a^Ab^[c\td^Je"
 
 
 @pytest.mark.parametrize("value,out", [
