@@ -34,7 +34,7 @@ import pluggy
 
 from . import hookspecs
 from .attributes import AttributeRegistry
-from .events import EVENTS
+from .events import EVENTS, message_text
 from .hookattrs import HookAttributeError, HookAttributes, config_suffix_error
 from .settings import ConfigError, ConfigIssue, PluginInfo, api_compatible, validate_config
 from .siteconfig import SiteConfig
@@ -191,7 +191,8 @@ class PluginSet:
             if what == "import" and exc.__traceback__:  # which of its files, and where
                 last = traceback.extract_tb(exc.__traceback__)[-1]
                 where = f" at {last.filename}:{last.lineno}"
-            self._fail(record, f"{what} failed: {type(exc).__name__}: {_text(exc)}{where}")
+            self._fail(record, f"{what} failed: {type(exc).__name__}: "
+                               f"{message_text(exc)}{where}")
             return False
         changed = _restore_process_state(before)
         if changed:
@@ -230,7 +231,8 @@ class PluginSet:
         except HookAttributeError as exc:
             return self._fail(record, str(exc))
         except Exception as exc:  # noqa: BLE001 - a bad plugin_info (alarm="60")
-            return self._fail(record, f"bad plugin_info: {type(exc).__name__}: {_text(exc)}")
+            return self._fail(record, f"bad plugin_info: {type(exc).__name__}: "
+                                      f"{message_text(exc)}")
         if not_implemented := sorted(set(record.attributes.events) - set(implemented)):
             return self._fail(record, f"events {', '.join(not_implemented)} are enabled but "
                                       "the plugin implements no hook for them")
@@ -244,7 +246,7 @@ class PluginSet:
             issues = exc.issues
         except Exception as exc:  # noqa: BLE001 - the plugin's own check_config raised
             return self._fail(record, f"checking its configuration failed: "
-                                      f"{type(exc).__name__}: {_text(exc)}")
+                                      f"{type(exc).__name__}: {message_text(exc)}")
         if issues:
             return self._fail(record, "bad configuration: " + "; ".join(map(str, issues)))
         record.attributes = replace(record.attributes, enabled=enabled)
@@ -281,14 +283,6 @@ class PluginSet:
                 out.append(f"{self.site.path}: [plugins.{name}]: no installed plugin is named "
                            f"'{name}' (installed: {', '.join(sorted(self.records)) or 'none'})")
         return out
-
-
-def _text(value: Any) -> str:
-    """`str(value)`, or a stand-in when that fails (a plugin's exception may)."""
-    try:
-        return str(value)
-    except Exception:  # noqa: BLE001
-        return f"<{type(value).__name__} that cannot be shown>"
 
 
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))

@@ -309,8 +309,6 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
             event.settle()  # its changes in place: still the hook's (a refusal, its error)
         finally:
             _in_hook = False
-    except HookExit:
-        pass
     except HookAlarm:
         return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
     except SystemExit as exc:

@@ -699,10 +699,8 @@ class Engine:
         whose dependencies are all met, delete the ones that can never run. A release into
         Q that a limit on queued jobs refuses leaves the job held, tried again by
         `_end_waits`; returns how many."""
-        waiting = {j: a for j, a in self.store.depend_held().items()
-                   if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
         refused = 0
-        for job_id, attrs in waiting.items():
+        for job_id, attrs in self.store.depend_held().items():
             if every_held and not limits.held_back(attrs.get("comment")):
                 continue  # (an operator's hold s on a job whose dependencies were met stays)
             if not every_held and not any(e in attrs["depend"] for e in ended):
@@ -944,15 +942,11 @@ class Engine:
         attrs = stored = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
-        queue = self.store.get("queue", destination)
-        if queue is None:
+        if self.store.get("queue", destination) is None:
             raise PbsError(PBSE_UNKQUE, obj=destination)
         if attrs["job_state"] not in ("Q", "H", "W"):
             raise PbsError(PBSE_BADSTATE, obj=job_id)
-        if not units.parse_bool(queue.get("enabled", False)):
-            raise PbsError(PBSE_QUNOENB, obj=destination)
-        if queue.get("reservation"):
-            self.resvs.may_submit(caller, destination)
+        self._submit_queue(caller, destination)
         source = attrs["queue"]
         before = {**attrs, "queue": destination}
         job = Job(job_id, before)

@@ -318,11 +318,12 @@ class Store:
         try:
             rows = self.db.execute(
                 "SELECT id, attrs, state, NULL FROM jobs WHERE state = 'H' AND "
-                "json_valid(attrs) AND json_extract(attrs, '$.depend') IS NOT NULL AND "
+                "json_valid(attrs) AND coalesce(json_extract(attrs, '$.depend'), '') <> '' AND "
                 "instr(CAST(json_extract(attrs, '$.Hold_Types') AS TEXT), 's') > 0 "
                 "ORDER BY seq").fetchall()
-        except sqlite3.Error:  # no JSON functions
-            return self.jobs(("H",), lean=True)
+        except sqlite3.Error:  # no JSON functions: the same test, in Python
+            return {j: a for j, a in self.jobs(("H",), lean=True).items()
+                    if a.get("depend") and "s" in str(a.get("Hold_Types", ""))}
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
 
     def state_counts(self, states: tuple[str, ...]) -> dict[tuple[str | None, str], int]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import Engine
 from pbsplug.engine.testing import PBSPLUG, LocalEngine, make_root, remove_root, until
+from pbsplug.plugins import PluginSet
+from pbsplug.siteconfig import SiteConfig
 
 __all__ = ["PBSPLUG", "until"]
 
@@ -39,3 +43,10 @@ def make_engine(engine_root, dists):
     yield make
     for eng in made:
         eng.stop()
+
+
+@pytest.fixture
+def inprocess_engine(engine_root) -> Engine:
+    """An `Engine` in this process, with no plugin and no server loop: its requests are
+    method calls (``eng.req_submit(caller, ...)``), its store open to look into."""
+    return Engine(Home(engine_root), plugins=PluginSet(SiteConfig(path=None)))

@@ -12,12 +12,9 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PbsError
-from pbsplug.engine.home import Home
-from pbsplug.engine.server import ROLE_USER, Caller, Engine
-from pbsplug.engine.testing import make_root, remove_root
+from pbsplug.engine.server import ROLE_USER, Caller
 from pbsplug.hookattrs import MAX_SECONDS, HookAttributeError, HookAttributes, check_attributes
-from pbsplug.plugins import FAILED, PluginSet
-from pbsplug.siteconfig import SiteConfig
+from pbsplug.plugins import FAILED
 
 from .test_server import plugin
 
@@ -153,7 +150,8 @@ def test_what_a_hook_routes_adds_or_reports_is_checked_as_a_request_would_be(dis
     assert attrs["resources_used"]["vmem"] == "1gb" and "walltime" in attrs["resources_used"]
 
 
-def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(tmp_path):
+def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(
+        inprocess_engine):
     """Review of the engine as a local user: a newline in a Variable_List value started a
     row of its own in ``qstat -f`` (a forged ``Job Id:`` block), C1 controls reached the
     terminal; each bad request that differed in the text it sent had its own log line
@@ -173,17 +171,13 @@ def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(tmp
     server.log_drop(1000, "malformed header line")
     assert len(logged) == 2 and "malformed header line" in logged[1]
 
-    root = make_root()
-    try:
-        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        user = Caller(65534, ROLE_USER)
-        with pytest.raises(PbsError) as bad:
-            eng.req_resv_submit(user, {"reserve_start": float("inf"), "reserve_end": 10})
-        assert bad.value.code == 15086  # PBS's Bad time specification(s)
-        with pytest.raises(PbsError) as gone:
-            eng.resvs.may_submit(user, "R404")  # no reservation owns it (any more)
-        assert gone.value.code == 15007
-        done = eng.req_qmgr(user, "list pbshook PBS_nosuch")
-        assert done["code"] != 0 and "nauthorized" in str(done), done
-    finally:
-        remove_root(root)
+    eng = inprocess_engine
+    user = Caller(65534, ROLE_USER)
+    with pytest.raises(PbsError) as bad:
+        eng.req_resv_submit(user, {"reserve_start": float("inf"), "reserve_end": 10})
+    assert bad.value.code == 15086  # PBS's Bad time specification(s)
+    with pytest.raises(PbsError) as gone:
+        eng.resvs.may_submit(user, "R404")  # no reservation owns it (any more)
+    assert gone.value.code == 15007
+    done = eng.req_qmgr(user, "list pbshook PBS_nosuch")
+    assert done["code"] != 0 and "nauthorized" in str(done), done

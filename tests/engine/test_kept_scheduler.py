@@ -4,38 +4,30 @@ and a changed setting gives a new instance or a fresh start."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from pbsplug.engine.home import Home
 from pbsplug.engine.server import Engine
-from pbsplug.engine.testing import make_root, remove_root
-from pbsplug.plugins import PluginSet
-from pbsplug.siteconfig import SiteConfig
 
 
 @pytest.fixture
-def offline() -> Iterator[tuple[Engine, str, Callable[[int], str]]]:
+def offline(inprocess_engine) -> tuple[Engine, str, Callable[[int], str]]:
     """An engine in this process whose vnodes are all offline (nothing may start a
     process), its queue, and ``submit(seq)``, which stores a queued job."""
-    root = make_root()
-    try:
-        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        for name, attrs in eng.store.all("node").items():
-            eng.store.put("node", name, {**attrs, "state": "offline"})
-        queue = next(iter(eng.store.all("queue")))
+    eng = inprocess_engine
+    for name, attrs in eng.store.all("node").items():
+        eng.store.put("node", name, {**attrs, "state": "offline"})
+    queue = next(iter(eng.store.all("queue")))
 
-        def submit(seq: int) -> str:
-            job_id = f"{seq}.{eng.server_name}"
-            eng.store.add_job(seq, job_id, {
-                "job_state": "Q", "queue": queue, "qtime": seq, "Hold_Types": "n",
-                "Resource_List": {"select": "1:ncpus=1", "walltime": "00:10:00"}}, None)
-            return job_id
+    def submit(seq: int) -> str:
+        job_id = f"{seq}.{eng.server_name}"
+        eng.store.add_job(seq, job_id, {
+            "job_state": "Q", "queue": queue, "qtime": seq, "Hold_Types": "n",
+            "Resource_List": {"select": "1:ncpus=1", "walltime": "00:10:00"}}, None)
+        return job_id
 
-        yield eng, queue, submit
-    finally:
-        remove_root(root)
+    return eng, queue, submit
 
 
 def test_the_default_scheduler_and_its_kept_state_last_while_nothing_else_changes(offline):

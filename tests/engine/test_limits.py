@@ -11,12 +11,8 @@ import pytest
 from pbsplug import entlim, values
 from pbsplug.engine import limits
 from pbsplug.engine.errors import PbsError
-from pbsplug.engine.home import Home
-from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
+from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.engine.store import Store
-from pbsplug.engine.testing import make_root, remove_root
-from pbsplug.plugins import PluginSet
-from pbsplug.siteconfig import SiteConfig
 
 from .conftest import until
 from .test_qmgr_server import qmgr
@@ -365,42 +361,38 @@ def test_a_tally_kept_by_the_writes_since_counts_as_one_made_again(tmp_path):
     assert _fresh(store, server, queues)[(None, False, "o", entlim.ALL, "ncpus")] == 1 + 2 + 2
 
 
-def test_a_limit_check_counts_the_jobs_once_not_at_every_request(tmp_path):
+def test_a_limit_check_counts_the_jobs_once_not_at_every_request(inprocess_engine):
     """With a limit set, a submission costs the limits that apply to it, not a pass over
     every job (it was one grouped SQLite pass a request: about 260 ms with 10,000 jobs
     asking different walltimes); the count is made again when the limits change."""
-    root = make_root()
-    try:
-        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        admin = Caller(0, ROLE_MANAGER)
-        assert eng.req_qmgr(admin, "set server max_queued = [u:PBS_GENERIC=5]")["code"] == 0
-        passes = []
-        eng.store.db.set_trace_callback(
-            lambda sql: passes.append(sql) if "GROUP BY state, picked" in sql else None)
+    eng = inprocess_engine
+    admin = Caller(0, ROLE_MANAGER)
+    assert eng.req_qmgr(admin, "set server max_queued = [u:PBS_GENERIC=5]")["code"] == 0
+    passes = []
+    eng.store.db.set_trace_callback(
+        lambda sql: passes.append(sql) if "GROUP BY state, picked" in sql else None)
 
-        def qsub(walltime: int) -> str:
-            return eng.req_submit(admin, {"Hold_Types": "u", "Resource_List": {
-                "walltime": str(walltime)}}, "true\n")
+    def qsub(walltime: int) -> str:
+        return eng.req_submit(admin, {"Hold_Types": "u", "Resource_List": {
+            "walltime": str(walltime)}}, "true\n")
 
-        jobs = [qsub(60 + n) for n in range(5)]
-        with pytest.raises(PbsError, match="would exceed complex's per-user limit"):
-            qsub(1)
-        assert len(passes) == 1
-        eng.req_delete(admin, jobs[:2])
-        eng.req_alter(admin, jobs[2], {"Resource_List": {"walltime": "7"}})
-        jobs += [qsub(2), qsub(3)]  # the two deleted made room for two
-        with pytest.raises(PbsError, match="per-user limit"):
-            qsub(4)
-        assert len(passes) == 1
-        assert eng.req_qmgr(admin, "set server max_queued = [u:PBS_GENERIC=6]")["code"] == 0
-        jobs.append(qsub(5))
-        assert len(passes) == 2  # the limits changed: counted again
-        with pytest.raises(PbsError, match="per-user limit"):
-            qsub(6)
-        # No limit left: nothing counted, every submission goes (review: with writes noted
-        # and no count, every other qsub was a System error).
-        assert eng.req_qmgr(admin, "unset server max_queued")["code"] == 0
-        jobs += [qsub(7), qsub(8), qsub(9)]
-        assert len(passes) == 2 and eng.store.counted_moves() is None
-    finally:
-        remove_root(root)
+    jobs = [qsub(60 + n) for n in range(5)]
+    with pytest.raises(PbsError, match="would exceed complex's per-user limit"):
+        qsub(1)
+    assert len(passes) == 1
+    eng.req_delete(admin, jobs[:2])
+    eng.req_alter(admin, jobs[2], {"Resource_List": {"walltime": "7"}})
+    jobs += [qsub(2), qsub(3)]  # the two deleted made room for two
+    with pytest.raises(PbsError, match="per-user limit"):
+        qsub(4)
+    assert len(passes) == 1
+    assert eng.req_qmgr(admin, "set server max_queued = [u:PBS_GENERIC=6]")["code"] == 0
+    jobs.append(qsub(5))
+    assert len(passes) == 2  # the limits changed: counted again
+    with pytest.raises(PbsError, match="per-user limit"):
+        qsub(6)
+    # No limit left: nothing counted, every submission goes (review: with writes noted
+    # and no count, every other qsub was a System error).
+    assert eng.req_qmgr(admin, "unset server max_queued")["code"] == 0
+    jobs += [qsub(7), qsub(8), qsub(9)]
+    assert len(passes) == 2 and eng.store.counted_moves() is None
