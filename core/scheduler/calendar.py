@@ -44,6 +44,7 @@ class Calendar:
         self._last: dict[str, float] = {}
         # Each of the following is a pair: hard bookings only, and hard plus soft.
         ncpus = {name: cap.get("ncpus", 0) for name, cap in capacity.items()}
+        self._ncpus = dict(ncpus)  # (the capacity is never changed)
         #: ncpus free on each vnode at `now`.
         self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, dict(ncpus))
         # The changes after `now` (`timeline`): the instants, sorted; at each, the ncpus
@@ -93,27 +94,36 @@ class Calendar:
             at = deltas[when] = {}
             bisect.insort(self._times[kind], when)
         instants = self._instants[kind]
-        for vnode, used in pairs:
-            before = at.get(vnode)
-            total = (before or 0) + used
-            if total:
-                at[vnode] = total
-            else:
-                at.pop(vnode, None)
-            if instants is not None and (before is None) != (not total):
-                if total:  # the vnode's first change at this instant
-                    bisect.insort(instants.setdefault(vnode, []), when)
+        if instants is None:  # the common case, kept apart from the index's upkeep
+            get, pop = at.get, at.pop
+            for vnode, used in pairs:
+                total = get(vnode, 0) + used
+                if total:
+                    at[vnode] = total
                 else:
-                    mine = instants[vnode]
-                    del mine[bisect.bisect_left(mine, when)]
+                    pop(vnode, None)
+        else:
+            for vnode, used in pairs:
+                before = at.get(vnode)
+                total = (before or 0) + used
+                if total:
+                    at[vnode] = total
+                else:
+                    at.pop(vnode, None)
+                if (before is None) != (not total):
+                    if total:  # the vnode's first change at this instant
+                        bisect.insort(instants.setdefault(vnode, []), when)
+                    else:
+                        mine = instants[vnode]
+                        del mine[bisect.bisect_left(mine, when)]
+        ending = self._ending[kind]
         if end:
-            ending = self._ending[kind]
             count = ending.get(when, 0) + end
             if count:
                 ending[when] = count
             else:
                 del ending[when]
-        if not at and when not in self._ending[kind]:
+        if not at and when not in ending:
             del deltas[when]
             times = self._times[kind]
             del times[bisect.bisect_left(times, when)]
@@ -128,11 +138,13 @@ class Calendar:
         """Book each (vnode, booking) in turn; the timeline's changes are made per
         instant (a job's vnodes share two), in the same order."""
         changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
-        now, room_now, later = self.now, self.room_now, self._later
+        now, later, ncpus_of, bookings = self.now, self._later, self._ncpus, self.bookings
+        room_hard, room_all = self.room_now
         first, last = self._first, self._last
+        count = 0
         for vnode, booking in items:
-            self.changes += 1
-            self.bookings[vnode].append(booking)
+            count += 1
+            bookings[vnode].append(booking)
             start, end = booking.start, booking.end
             if start < first.get(vnode, INFINITY):
                 first[vnode] = start
@@ -141,18 +153,30 @@ class Calendar:
             if end <= now:
                 booking.applied = None
                 continue
-            cap = self.capacity[vnode].get("ncpus", 0)
+            cap = ncpus_of[vnode]
             used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
             started = start <= now
             booking.applied = (used, started)
+            # Hard bookings count in both kinds (0 first), soft ones in kind 1 only.
             for kind in (0, 1) if booking.hard else (1,):
                 if started:
-                    room_now[kind][vnode] -= used
+                    (room_all if kind else room_hard)[vnode] -= used
                 else:
                     later[kind] += 1
-                    changes.setdefault((kind, start, 0), []).append((vnode, used))
+                    key = (kind, start, 0)
+                    pairs = changes.get(key)
+                    if pairs is None:
+                        changes[key] = [(vnode, used)]
+                    else:
+                        pairs.append((vnode, used))
                 if end < INFINITY:
-                    changes.setdefault((kind, end, 1), []).append((vnode, -used))
+                    key = (kind, end, 1)
+                    pairs = changes.get(key)
+                    if pairs is None:
+                        changes[key] = [(vnode, -used)]
+                    else:
+                        pairs.append((vnode, -used))
+        self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, len(pairs) if ends else 0)
 
@@ -160,39 +184,57 @@ class Calendar:
         """Take back each (vnode, booking) `book` made, in turn (a caller that keeps a
         calendar between cycles removes what ended, and what one cycle planned)."""
         changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
-        room_now, later = self.room_now, self._later
+        later, bookings = self._later, self.bookings
+        room_hard, room_all = self.room_now
+        first, last = self._first, self._last
         touched: set[str] = set()  # their earliest start and latest end, once at the end
+        count = 0
         for vnode, booking in items:
-            self.changes += 1
-            kept = self.bookings[vnode]
-            for i in range(len(kept) - 1, -1, -1):
-                if kept[i] is booking:
-                    del kept[i]
-                    break
+            count += 1
+            kept = bookings[vnode]
+            if kept and kept[-1] is booking:  # mostly the last one booked there
+                del kept[-1]
             else:
-                continue
-            touched.add(vnode)
+                for i in range(len(kept) - 2, -1, -1):
+                    if kept[i] is booking:
+                        del kept[i]
+                        break
+                else:
+                    continue
+            if booking.start <= first[vnode] or booking.end >= last[vnode]:
+                touched.add(vnode)  # (else the others still span what it spanned)
             if booking.applied is None:
                 continue
             used, started = booking.applied
             for kind in (0, 1) if booking.hard else (1,):
                 if started:
-                    room_now[kind][vnode] += used
+                    (room_all if kind else room_hard)[vnode] += used
                 else:
                     later[kind] -= 1
-                    changes.setdefault((kind, booking.start, 0), []).append((vnode, -used))
+                    key = (kind, booking.start, 0)
+                    pairs = changes.get(key)
+                    if pairs is None:
+                        changes[key] = [(vnode, -used)]
+                    else:
+                        pairs.append((vnode, -used))
                 if booking.end < INFINITY:
-                    changes.setdefault((kind, booking.end, 1), []).append((vnode, used))
+                    key = (kind, booking.end, 1)
+                    pairs = changes.get(key)
+                    if pairs is None:
+                        changes[key] = [(vnode, used)]
+                    else:
+                        pairs.append((vnode, used))
+        self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
         for vnode in touched:
-            kept = self.bookings[vnode]
+            kept = bookings[vnode]
             if kept:
-                self._first[vnode] = min(b.start for b in kept)
-                self._last[vnode] = max(b.end for b in kept)
+                first[vnode] = min(b.start for b in kept)
+                last[vnode] = max(b.end for b in kept)
             else:
-                self._first.pop(vnode, None)
-                self._last.pop(vnode, None)
+                first.pop(vnode, None)
+                last.pop(vnode, None)
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:

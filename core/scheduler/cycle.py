@@ -43,7 +43,7 @@ import math
 import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1491,8 +1491,8 @@ class Scheduler:
                 # from its room now and its own hard changes to come. (Not when a change
                 # is due by now: a booking made before its start, in an earlier cycle, that
                 # the room now does not hold yet. `_free` reads the bookings themselves.)
-                chunks = self._fill(info, candidates, _WindowRoom(
-                    self._room, self.calendar.instants(0), deltas, start, end))
+                chunks = self._fill(info, candidates, self._room, (
+                    self.calendar.instants(0), deltas, start, end))
                 if chunks is not _UNSURE:
                     return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
@@ -1621,29 +1621,41 @@ class Scheduler:
                 return out
         return None
 
-    def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: Mapping[str, int]):
+    def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int],
+              window: _Window | None = None):
         """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
-        each has free (`room`, for the whole window): the chunks, None when they do not
-        fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides)."""
+        each has free: `room`, for the whole window, or, with `window`, at its start and
+        lowered by each vnode's own changes within it (`_window_low`). The chunks, None
+        when they do not fit, or `_UNSURE` when a vnode would hold the job exclusively
+        (`_fit` decides)."""
         consumable = info.chunks[0][0]
         need = consumable.get("ncpus", 0)
         if need <= 0:
             return _UNSURE
         left = len(info.chunks)
         out: list[tuple[str, dict[str, int]]] = []
-        levels: dict[str, str] = {}
+        place = info.place
+        # Per vnode, its sharing is looked at only where some vnode's could make it
+        # exclusive for this place.
+        levels: dict[str, str] | None = None if all(
+            exclusivity(place, sharing) == SHARED for sharing in self._kept.sharings) else {}
+        instants = window[0] if window is not None else {}
         for v in candidates:
-            level = levels.get(v.sharing)
-            if level is None:
-                level = levels[v.sharing] = exclusivity(info.place, v.sharing)
-            if level != SHARED:
-                return _UNSURE
-            take = min(room[v.name] // need, left)
-            if take > 0:
-                out.extend([(v.name, consumable)] * take)
-                left -= take
-                if not left:
+            if levels is not None:
+                level = levels.get(v.sharing)
+                if level is None:
+                    level = levels[v.sharing] = exclusivity(place, v.sharing)
+                if level != SHARED:
+                    return _UNSURE
+            name = v.name
+            free = room[name] if name not in instants else _window_low(room, window, name)
+            if free >= need:
+                take = free // need
+                if take >= left:
+                    out.extend([(name, consumable)] * left)
                     return out
+                out.extend([(name, consumable)] * take)
+                left -= take
         return None
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
@@ -1783,7 +1795,7 @@ class Scheduler:
         times, deltas, ending = calendar.timeline(kind)
         # A job whose chunks are alike and ask only ncpus is placed from the sweep's counts:
         # with no booking to start later, its room from t on is the room at t; else the
-        # least room over its window, from the changes within it (`_WindowRoom`).
+        # least room over its window, from the changes within it (`_window_low`).
         counted = info.alike and info.place.arrangement == "free" and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))
@@ -1818,8 +1830,8 @@ class Scheduler:
                           if v.plan_from <= t]
             chunks = _UNSURE
             if counted:  # what is free over the window, from what the sweep counted at t
-                chunks = self._fill(info, candidates, _WindowRoom(
-                    room, calendar.instants(kind), deltas, t, end) if later else room)
+                chunks = self._fill(info, candidates, room, (
+                    calendar.instants(kind), deltas, t, end) if later else None)
             if chunks is _UNSURE:
                 chunks = self._fit(info, t, end, soft=soft, now_mode=False,
                                    candidates=candidates)
@@ -1841,32 +1853,27 @@ _UNSURE = object()  # `_fill` cannot tell: the general placement decides
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _NAME = operator.attrgetter("name")
 
-class _WindowRoom:
-    """The least ncpus each vnode has free over [start, end), read as a mapping: its room
-    at `start` (what the sweep counted), lowered by its own changes within the window
-    (`Calendar.instants`)."""
+#: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
+#: reads to know the least ncpus a vnode has free over [start, end) (`_window_low`).
+_Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
 
-    __slots__ = ("room", "instants", "deltas", "start", "end")
 
-    def __init__(self, room: dict[str, int], instants: dict[str, list[float]],
-                 deltas: dict[float, dict[str, int]], start: float, end: float):
-        self.room, self.instants, self.deltas = room, instants, deltas
-        self.start, self.end = start, end
-
-    def __getitem__(self, name: str) -> int:
-        free = low = self.room[name]
-        mine = self.instants.get(name)
-        if not mine:
-            return free
-        deltas = self.deltas
-        for k in range(bisect.bisect_right(mine, self.start), len(mine)):
-            when = mine[k]
-            if when >= self.end:
-                break
-            free -= deltas[when][name]
-            if free < low:
-                low = free
-        return low
+def _window_low(room: dict[str, int], window: _Window, name: str) -> int:
+    """The least ncpus `name` has free over the window: its room at the window's start
+    (what the sweep counted), lowered by its own changes within it."""
+    instants, deltas, start, end = window
+    free = low = room[name]
+    mine = instants.get(name)
+    if not mine:
+        return free
+    for k in range(bisect.bisect_right(mine, start), len(mine)):
+        when = mine[k]
+        if when >= end:
+            break
+        free -= deltas[when][name]
+        if free < low:
+            low = free
+    return low
 
 
 def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:
