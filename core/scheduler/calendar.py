@@ -47,6 +47,11 @@ class Calendar:
         self._ncpus = dict(ncpus)  # (the capacity is never changed)
         #: ncpus free on each vnode at `now`.
         self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, dict(ncpus))
+        # The sum of what is free (> 0) in each, kept as they change (`free_total`).
+        self._free = [sum(n for n in ncpus.values() if n > 0)] * 2
+        #: The vnodes whose room now (hard bookings) came above 0 since the caller last
+        #: emptied it: what a caller keeping the vnodes with room needs to look at again.
+        self.opened: set[str] = set()
         # The changes after `now` (`timeline`): the instants, sorted; at each, the ncpus
         # each vnode takes (+) or gives back (-); and how many bookings end then. Per
         # instant, not per booking: a job's many vnodes share two instants, so booking one
@@ -59,6 +64,11 @@ class Calendar:
         self._later = [0, 0]
         # Per kind, once asked for (`instants`): each vnode's instants in the timeline.
         self._instants: list[dict[str, list[float]] | None] = [None, None]
+
+    def free_total(self, kind: int) -> int:
+        """The ncpus free at `now` over all vnodes: the sum of `room_now[kind]` where it is
+        more than 0 (a cycle reads it without summing a thousand vnodes)."""
+        return self._free[kind]
 
     def later(self, kind: int) -> int:
         """How many bookings start after `now` (or did, after the `now` they were booked
@@ -140,6 +150,7 @@ class Calendar:
         changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
         now, later, ncpus_of, bookings = self.now, self._later, self._ncpus, self.bookings
         room_hard, room_all = self.room_now
+        free = self._free
         first, last = self._first, self._last
         count = 0
         for vnode, booking in items:
@@ -160,7 +171,15 @@ class Calendar:
             # Hard bookings count in both kinds (0 first), soft ones in kind 1 only.
             for kind in (0, 1) if booking.hard else (1,):
                 if started:
-                    (room_all if kind else room_hard)[vnode] -= used
+                    room = room_all if kind else room_hard
+                    before = room[vnode]
+                    after = room[vnode] = before - used
+                    if before > 0:
+                        free[kind] -= before if after <= 0 else used
+                    elif after > 0:
+                        free[kind] += after
+                        if not kind:
+                            self.opened.add(vnode)
                 else:
                     later[kind] += 1
                     key = (kind, start, 0)
@@ -184,7 +203,7 @@ class Calendar:
         """Take back each (vnode, booking) `book` made, in turn (a caller that keeps a
         calendar between cycles removes what ended, and what one cycle planned)."""
         changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
-        later, bookings = self._later, self.bookings
+        later, bookings, free, opened = self._later, self.bookings, self._free, self.opened
         room_hard, room_all = self.room_now
         first, last = self._first, self._last
         touched: set[str] = set()  # their earliest start and latest end, once at the end
@@ -208,7 +227,18 @@ class Calendar:
             used, started = booking.applied
             for kind in (0, 1) if booking.hard else (1,):
                 if started:
-                    (room_all if kind else room_hard)[vnode] += used
+                    room = room_all if kind else room_hard
+                    before = room[vnode]
+                    after = room[vnode] = before + used
+                    if after > 0:
+                        if before > 0:
+                            free[kind] += used
+                        else:
+                            free[kind] += after
+                            if not kind:
+                                opened.add(vnode)
+                    elif before > 0:
+                        free[kind] -= before
                 else:
                     later[kind] -= 1
                     key = (kind, booking.start, 0)

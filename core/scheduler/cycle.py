@@ -170,7 +170,10 @@ class _Kept:
         self.infos = infos
         self.order = list(infos.values())
         self.usable = [v for v in self.order if v.usable_now]
-        self.usable_names = [v.name for v in self.usable]
+        #: The ranks of the usable vnodes that had room now for a job at the last cycle's
+        #: end, in order, or None (every usable vnode); the vnodes the calendar opened
+        #: since (`Calendar.opened`) join them when a cycle first needs them.
+        self.open_ranks: list[int] | None = None
         self.unusable = [v for v in self.order if not v.usable_now]
         self.hosts: dict[str, list[_VnodeInfo]] = {}
         for info in self.order:
@@ -178,6 +181,9 @@ class _Kept:
         self.rank = {v.name: n for n, v in enumerate(self.order)}
         self.sharings = {v.sharing for v in self.order}
         self.calendar = calendar
+        #: The queues owned when the server and they were found to set no run limit
+        #: (`RunLimits.build`), else None.
+        self.unlimited: set[str] | None = None
         #: job id -> (job object, key, bookings) of the running jobs booked.
         self.running: dict[str, tuple[Job, tuple, list[tuple[str, Booking]]]] = {}
         #: job id -> job object of every running job of the instance's queues, booked here
@@ -400,10 +406,9 @@ class Scheduler:
         self.calendar.now = now
         self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
-        self._open = list(kept.usable)  # see _now_candidates
+        self._open: list[_VnodeInfo] | None = None  # see _now_candidates
         self._open_mark = -1  # `calendar.changes` when `_open` was last narrowed
         self._open_by: dict[int, list[_VnodeInfo]] = {}  # smallest chunk -> `_open` narrowed
-        self._open_names = kept.usable_names
         self.now = now
         self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
@@ -432,8 +437,11 @@ class Scheduler:
             kept.log_mark = snap.job_log.mark if snap.job_log is not None else 0
             order, starving = self._order(kept.ranked, now)
             self._ranked_order = not self._impls("sched_job_order")
-            self._limits = RunLimits.build(snap.server, queues, kept.counted.values(),
-                                           snap.resource_types)
+            # (The server and queue objects are the kept state's own: while none of those
+            # this instance owns sets a limit, no cycle of it needs to look again.)
+            self._limits = None if kept.unlimited == queues.keys() else RunLimits.build(
+                snap.server, queues, kept.counted.values(), snap.resource_types)
+            kept.unlimited = set(queues) if self._limits is None else None
             # The first top job's plan is kept for the next cycle, and used, only when
             # nothing one cycle alone weighs on: no job a hook names starving (it goes
             # first, or is top only while named); no reservation (booked for this cycle
@@ -464,6 +472,8 @@ class Scheduler:
             self.calendar.unbook_all(entry for entry in reversed(self._undo)
                                      if id(entry[1]) not in keep)
             kept.adopt = self._started
+            if self._open is not None:
+                kept.open_ranks = [kept.rank[v.name] for v in self._open]
             kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
@@ -833,7 +843,7 @@ class Scheduler:
         if not flipped:
             return True
         kept.usable = [v for v in kept.order if v.usable_now]
-        kept.usable_names = [v.name for v in kept.usable]
+        kept.open_ranks = None
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
         if kept.top is not None:
@@ -895,14 +905,17 @@ class Scheduler:
         self.calendar.book_all(made)
         if self._undo is not None:
             self._undo.extend(made)
+        now, counting = self.now, self._free_now is not None
+        now_cache, cross_cache = self._now_cache, self._cross_cache
         for vnode, booking in made:
-            if self._free_now is not None and booking.hard and booking.applied is not None \
-                    and booking.applied[1]:
-                self._free_now -= booking.applied[0]
-            self._now_cache.pop(vnode, None)
-            self._cross_cache.pop(vnode, None)
-            if booking.hard and booking.start > self.now:
-                self._note_future(vnode, booking.start)
+            if booking.hard:
+                if counting and booking.applied is not None and booking.applied[1]:
+                    self._free_now -= booking.applied[0]
+                if booking.start > now:
+                    self._note_future(vnode, booking.start)
+                    continue  # (it forgets what was cached of the vnode)
+            now_cache.pop(vnode, None)
+            cross_cache.pop(vnode, None)
 
     def _note_future(self, vnode: str, start: float) -> None:
         """A hard booking on `vnode` starting after now (`_free` reads these)."""
@@ -925,18 +938,22 @@ class Scheduler:
                   ) -> list[tuple[str, Booking]]:
         """What a job placed on `chunks` holds: per vnode, its resources, exclusively where
         its place and the vnode's sharing say so; the hosts in `whole` are its alone too."""
-        made: list[tuple[str, Booking]] = []
         per_vnode: dict[str, dict[str, int]] = {}
         if len(chunks) > 1 and len(set(map(id, map(_SECOND, chunks)))) == 1:
             # Alike chunks (one resources dict, as placed from counts): counted, not summed.
             res = chunks[0][1]
-            for name, n in Counter(map(_FIRST, chunks)).items():
-                per_vnode[name] = {k: v * n for k, v in res.items()}
+            for name, n in Counter(map(_FIRST, chunks)).items():  # (bookings only read it)
+                per_vnode[name] = res if n == 1 else {k: v * n for k, v in res.items()}
         else:
             for name, res in chunks:
                 acc = per_vnode.setdefault(name, {})
                 for k, v in res.items():
                     acc[k] = acc.get(k, 0) + v
+        if not whole and all(exclusivity(place, sharing) == SHARED
+                             for sharing in self._kept.sharings):
+            # (most of a trace: no vnode held exclusively, no host whole)
+            return [(name, Booking(start, end, res, False, hard, owner))
+                    for name, res in per_vnode.items()]
         levels: dict[str, str] = {}
         placed = []  # (vnode, resources, its info, the job's exclusivity there)
         for name, res in per_vnode.items():
@@ -949,6 +966,7 @@ class Scheduler:
         # other vnodes, shared ones the job uses too, hold nothing else meanwhile.
         hosts_excl = dict.fromkeys([*(info.host for _, _, info, level in placed
                                       if level == EXCLHOST), *whole])  # resv_nodes' order
+        made: list[tuple[str, Booking]] = []
         for name, res, info, level in placed:
             exclusive = level != SHARED or info.host in hosts_excl
             made.append((name, Booking(start, end, res, exclusive, hard, owner)))
@@ -1096,7 +1114,9 @@ class Scheduler:
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         room = self._room
-        self._free_now = sum(filter((0).__lt__, map(room.__getitem__, self._open_names)))
+        # The usable vnodes' free ncpus: all of them less what the others have (few).
+        self._free_now = self.calendar.free_total(0) - sum(
+            filter((0).__lt__, (room[v.name] for v in self._kept.unusable)))
         try:
             self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
         finally:
@@ -1668,6 +1688,8 @@ class Scheduler:
         if smallest <= 0:
             return [v for v in self.order if v.usable_now]
         open_ = self._open
+        if open_ is None:
+            open_ = self._open = self._open_vnodes()
         if self._open_mark != self.calendar.changes:  # else no room changed since
             self._open = open_ = [v for v in open_ if room[v.name] > 0]
             self._open_mark = self.calendar.changes
@@ -1678,6 +1700,22 @@ class Scheduler:
         if roomy is None:
             roomy = self._open_by[smallest] = [v for v in open_ if room[v.name] >= smallest]
         return roomy
+
+    def _open_vnodes(self) -> list[_VnodeInfo]:
+        """The usable vnodes that may have room now, in order: those that had at the last
+        cycle's end and those given some back since, not every usable vnode again (the
+        caller drops those with none)."""
+        kept, calendar = self._kept, self.calendar
+        opened, calendar.opened = calendar.opened, set()
+        if kept.open_ranks is None:
+            return list(kept.usable)
+        ranks = kept.open_ranks
+        rank, infos = kept.rank, kept.infos
+        fresh = [rank[name] for name in opened if infos[name].usable_now]
+        if fresh:
+            ranks = sorted(set(ranks).union(fresh))
+        order = kept.order
+        return [order[r] for r in ranks]
 
     def _placement_hook(self, info: _JobInfo, chunks, start: float, soft: bool = False,
                         roomy: list[_VnodeInfo] | None = None):
