@@ -409,6 +409,7 @@ class Scheduler:
         self._open: list[_VnodeInfo] | None = None  # see _now_candidates
         self._open_mark = -1  # `calendar.changes` when `_open` was last narrowed
         self._open_by: dict[int, list[_VnodeInfo]] = {}  # smallest chunk -> `_open` narrowed
+        self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
         self.now = now
         self._ever_memo = kept.ever_memo
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
@@ -1484,9 +1485,13 @@ class Scheduler:
             if self._free_now is not None and self._free_now < info.ncpus:
                 return None  # fewer cpus free now than it needs
             candidates = self._now_candidates(info)
-            room = self._room
-            if sum(map(room.__getitem__, map(_NAME, candidates))) < info.ncpus:
-                return None  # fewer cpus free now than it needs
+            if info.smallest > 1:  # (else the vnodes with any room, counted above)
+                held = self._open_room.get(info.smallest)
+                if held is None:
+                    held = self._open_room[info.smallest] = sum(
+                        map(self._room.__getitem__, map(_NAME, candidates)))
+                if held < info.ncpus:
+                    return None  # fewer cpus free now than it needs
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
             candidates = [v for v in self.order if ok(v)]
@@ -1694,6 +1699,7 @@ class Scheduler:
             self._open = open_ = [v for v in open_ if room[v.name] > 0]
             self._open_mark = self.calendar.changes
             self._open_by.clear()
+            self._open_room.clear()
         if smallest == 1:
             return open_
         roomy = self._open_by.get(smallest)
@@ -1797,8 +1803,9 @@ class Scheduler:
         cpus free as it needs (its real start, placed, is never earlier)."""
         calendar = self.calendar
         smallest, need = info.smallest, info.ncpus
-        room = dict(calendar.room_now[0])
-        avail = sum(free for free in room.values() if free >= smallest)
+        room = _Overlay(calendar.room_now[0])  # the sweep changes few of a thousand vnodes
+        avail = calendar.free_total(0) if smallest == 1 else sum(
+            free for free in room.base.values() if free >= smallest)
         times, deltas, _ = calendar.timeline(0)
         at = 0
         while at < len(times) and times[at] <= now:  # changes due by now
@@ -1912,6 +1919,20 @@ def _window_low(room: dict[str, int], window: _Window, name: str) -> int:
         if free < low:
             low = free
     return low
+
+
+class _Overlay(dict):
+    """A dict read through to `base` where it holds no value of its own: a sweep's changes
+    to a copy of the room it never makes."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: dict[str, int]):
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, name: str) -> int:
+        return self.base[name]
 
 
 def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:
