@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 INFINITY = float("inf")
 
+#: (kind, instant, whether bookings end then) -> (vnode, ncpus taken (+) or given back (-)).
+_Changes = dict[tuple[int, float, int], list[tuple[str, int]]]
+
 
 @dataclass(slots=True)
 class Booking:
@@ -147,12 +150,12 @@ class Calendar:
     def book_all(self, items: Iterable[tuple[str, Booking]]) -> None:
         """Book each (vnode, booking) in turn; the timeline's changes are made per
         instant (a job's vnodes share two), in the same order."""
-        changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
-        now, later, ncpus_of, bookings = self.now, self._later, self._ncpus, self.bookings
-        room_hard, room_all = self.room_now
-        free = self._free
+        changes: _Changes = {}
+        now, ncpus_of, bookings = self.now, self._ncpus, self.bookings
         first, last = self._first, self._last
         count = 0
+        run_key: tuple | None = None
+        run: list[tuple[str, int]] = []  # (vnode, ncpus) of a run of alike bookings
         for vnode, booking in items:
             count += 1
             bookings[vnode].append(booking)
@@ -168,33 +171,14 @@ class Calendar:
             used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
             started = start <= now
             booking.applied = (used, started)
-            # Hard bookings count in both kinds (0 first), soft ones in kind 1 only.
-            for kind in (0, 1) if booking.hard else (1,):
-                if started:
-                    room = room_all if kind else room_hard
-                    before = room[vnode]
-                    after = room[vnode] = before - used
-                    if before > 0:
-                        free[kind] -= before if after <= 0 else used
-                    elif after > 0:
-                        free[kind] += after
-                        if not kind:
-                            self.opened.add(vnode)
-                else:
-                    later[kind] += 1
-                    key = (kind, start, 0)
-                    pairs = changes.get(key)
-                    if pairs is None:
-                        changes[key] = [(vnode, used)]
-                    else:
-                        pairs.append((vnode, used))
-                if end < INFINITY:
-                    key = (kind, end, 1)
-                    pairs = changes.get(key)
-                    if pairs is None:
-                        changes[key] = [(vnode, -used)]
-                    else:
-                        pairs.append((vnode, -used))
+            key = (start, end, booking.hard, started)
+            if key != run_key:
+                if run:
+                    self._note_run(changes, run_key, run, 1)
+                run_key, run = key, []
+            run.append((vnode, used))
+        if run:
+            self._note_run(changes, run_key, run, 1)
         self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, len(pairs) if ends else 0)
@@ -202,12 +186,12 @@ class Calendar:
     def unbook_all(self, items: Iterable[tuple[str, Booking]]) -> None:
         """Take back each (vnode, booking) `book` made, in turn (a caller that keeps a
         calendar between cycles removes what ended, and what one cycle planned)."""
-        changes: dict[tuple[int, float, int], list[tuple[str, int]]] = {}
-        later, bookings, free, opened = self._later, self.bookings, self._free, self.opened
-        room_hard, room_all = self.room_now
-        first, last = self._first, self._last
+        changes: _Changes = {}
+        bookings, first, last = self.bookings, self._first, self._last
         touched: set[str] = set()  # their earliest start and latest end, once at the end
         count = 0
+        run_key: tuple | None = None
+        run: list[tuple[str, int]] = []
         for vnode, booking in items:
             count += 1
             kept = bookings[vnode]
@@ -225,35 +209,14 @@ class Calendar:
             if booking.applied is None:
                 continue
             used, started = booking.applied
-            for kind in (0, 1) if booking.hard else (1,):
-                if started:
-                    room = room_all if kind else room_hard
-                    before = room[vnode]
-                    after = room[vnode] = before + used
-                    if after > 0:
-                        if before > 0:
-                            free[kind] += used
-                        else:
-                            free[kind] += after
-                            if not kind:
-                                opened.add(vnode)
-                    elif before > 0:
-                        free[kind] -= before
-                else:
-                    later[kind] -= 1
-                    key = (kind, booking.start, 0)
-                    pairs = changes.get(key)
-                    if pairs is None:
-                        changes[key] = [(vnode, -used)]
-                    else:
-                        pairs.append((vnode, -used))
-                if booking.end < INFINITY:
-                    key = (kind, booking.end, 1)
-                    pairs = changes.get(key)
-                    if pairs is None:
-                        changes[key] = [(vnode, used)]
-                    else:
-                        pairs.append((vnode, used))
+            key = (booking.start, booking.end, booking.hard, started)
+            if key != run_key:
+                if run:
+                    self._note_run(changes, run_key, run, -1)
+                run_key, run = key, []
+            run.append((vnode, used))
+        if run:
+            self._note_run(changes, run_key, run, -1)
         self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
@@ -265,6 +228,31 @@ class Calendar:
             else:
                 first.pop(vnode, None)
                 last.pop(vnode, None)
+
+    def _note_run(self, changes: _Changes, key: tuple, run: list[tuple[str, int]],
+                  sign: int) -> None:
+        """Book (`sign` 1) or take back (-1) a run of bookings alike in (start, end, hard,
+        started by now), (vnode, ncpus) each: the room now of those started, else a
+        change at their start; and a change at their end. Hard bookings count in both
+        kinds (0 first), soft ones in kind 1 only; the changes are noted in `changes`,
+        per (kind, instant, whether it is an end), in the order first met."""
+        start, end, hard, started = key
+        for kind in (0, 1) if hard else (1,):
+            if started:
+                room, free = self.room_now[kind], self._free
+                for vnode, used in run:
+                    before = room[vnode]
+                    after = room[vnode] = before - sign * used
+                    free[kind] += (after if after > 0 else 0) - (before if before > 0 else 0)
+                    if not kind and after > 0 >= before:
+                        self.opened.add(vnode)
+            else:
+                self._later[kind] += sign * len(run)
+                at = changes.setdefault((kind, start, 0), [])
+                at.extend(run if sign > 0 else [(vnode, -used) for vnode, used in run])
+            if end < INFINITY:
+                at = changes.setdefault((kind, end, 1), [])
+                at.extend(run if sign < 0 else [(vnode, -used) for vnode, used in run])
 
     def free(self, vnode: str, start: float, end: float, soft: bool
              ) -> tuple[dict[str, int], bool] | None:
