@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from .events import DELETE
@@ -140,4 +141,12 @@ def finished(attrs: dict[str, Any], exit_status: int, now: int,
 
 def when(epoch: float) -> str:
     """PBS's comment time: ``Mon Nov 23 at 01:53``."""
-    return time.strftime("%a %b %d at %H:%M", time.localtime(epoch))
+    return _minute(int(epoch) // 60, time.tzname, time.timezone)
+
+
+@lru_cache(maxsize=1024)
+def _minute(minute: int, *zone: object) -> str:
+    """`when` of every second of one minute in the zone `time.tzset` last set (a replay
+    starts thousands of jobs a minute; a zone's offsets and their changes are whole
+    minutes)."""
+    return time.strftime("%a %b %d at %H:%M", time.localtime(minute * 60))
