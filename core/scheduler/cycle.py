@@ -639,14 +639,18 @@ class Scheduler:
                 stale = [j for j, job in gone.items() if running.get(j, (None,))[0] is job]
             for job_id in stale:
                 floating.discard(job_id)
-                made = running.pop(job_id)[2]
+            # Taken back as jobs that ended: those gone, and those the last cycle started
+            # that are not running now (a short job ended already, or runjob refused it).
+            # Either frees room as an end does: the kept top plan holds while
+            # `_released_harmless` says it does (a plan made after such a start, when a
+            # deferred top job was planned, may start sooner without it).
+            for made in [*(running.pop(job_id)[2] for job_id in stale),
+                         *(started[2] for started in kept.adopt.values())]:
                 calendar.unbook_all(made)
                 for vnode, booking in made:
                     released += 1
                     freed = max(freed, booking.end)
                     lowest = min(lowest, kept.rank[vnode])
-            for started in kept.adopt.values():  # started, then not run (runjob refused)
-                calendar.unbook_all(started[2])
             kept.adopt = {}
         finally:
             self._undo = undo

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from pbsplug import PluginInfo, hookimpl
 from pbsplug.scheduler import JobLog, Scheduler, Snapshot, VnodeLog
 from pbsplug.sim import engine
 from pbsplug.sim.engine import Simulator, policy_settings
@@ -46,7 +47,7 @@ def workload(seed: int, count: int, cpus: int) -> list[TraceJob]:
     return jobs
 
 
-def replay(jobs, policy, kill, monkeypatch, afresh: bool, nodes=8, cpus=4):
+def replay(jobs, policy, kill, monkeypatch, afresh: bool, nodes=8, cpus=4, plugins=None):
     if afresh:  # every cycle reads every job and vnode, as without a log
         real = engine.Snapshot
 
@@ -57,7 +58,7 @@ def replay(jobs, policy, kill, monkeypatch, afresh: bool, nodes=8, cpus=4):
         monkeypatch.setattr(engine, "Snapshot", without_log)
     sink = Sink()
     sim = Simulator(uniform(nodes, cpus, "test"), sink, policy=policy_settings(policy),
-                    kill_at_walltime=kill)
+                    kill_at_walltime=kill, plugins=plugins)
     sim.run(jobs)
     monkeypatch.undo()
     return sink.jobs, sim.summary
@@ -75,6 +76,40 @@ def test_reading_only_what_changed_decides_the_same(policy, kill, seed, monkeypa
     # Not a trivial replay: jobs waited, and some started around a blocked one.
     assert sum(1 for job in jobs if kept[job.job_id][0] > job.submit) > 100
     assert kept_summary.cycles == fresh_summary.cycles
+
+
+class FirstTryRefuser:
+    """runjob refuses every fifth job the first time it is started: its bookings, made by
+    the cycle that started it, are taken back by the next as a job's end is."""
+
+    plugin_info = PluginInfo(events=("runjob",), sim_safe=("runjob",))
+
+    def __init__(self):
+        self.tried: set[str] = set()
+
+    @hookimpl
+    def runjob(self, event):
+        job_id = event.job.id
+        if int(job_id) % 5 == 0 and job_id not in self.tried:
+            self.tried.add(job_id)
+            event.reject("not on the first try")
+
+
+@pytest.mark.parametrize("policy", ["easy", "pbs"])
+def test_jobs_refused_at_runjob_and_short_jobs_decide_the_same(policy, monkeypatch,
+                                                                register_plugin,
+                                                                pbsplug_plugins):
+    """Jobs a cycle started that are not running at the next (refused by runjob, or ended
+    already) leave the kept top job's plan only when it still holds."""
+    refuser = FirstTryRefuser()
+    register_plugin(refuser, "refuser", isolation="inprocess")
+    jobs = workload(3, 300, 32)
+    kept, _ = replay(jobs, policy, True, monkeypatch, afresh=False, plugins=pbsplug_plugins)
+    refused = set(refuser.tried)
+    refuser.tried.clear()
+    fresh, _ = replay(jobs, policy, True, monkeypatch, afresh=True, plugins=pbsplug_plugins)
+    assert len(kept) == 300 and kept == fresh
+    assert len(refused) > 30 and refused == refuser.tried
 
 
 def test_the_log_is_read_from_the_last_mark_and_forgets():
