@@ -56,7 +56,7 @@ from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
 from ..scheduling import SchedulerInstance
 from ..units import format_duration, parse_select
-from .machine import Machine
+from .machine import Machine, PowerModel
 from .records import (
     COMPLETED,
     FAILED,
@@ -93,6 +93,9 @@ SLEEP = "sleep"
 #: queued never starts.
 STALL = 7 * 86400.0
 QUEUE = "workq"
+#: How many results a replay's memos keep (walltimes parsed, sums of the hosts' states):
+#: a trace has few distinct ones, but memory must not grow with the trace.
+MEMO_SIZE = 4096
 SERVER = "sim"
 
 
@@ -176,10 +179,17 @@ class _Run:
 
 class _Host:
     __slots__ = ("spec", "busy", "state", "watts", "since", "power", "until", "asleep",
-                 "woken", "energy", "seconds")
+                 "woken", "energy", "base", "counted", "figures", "cpus")
 
-    def __init__(self, spec):
+    def __init__(self, spec, model: int):
         self.spec = spec
+        #: Read at every change of its jobs: where its power model's counts start in
+        #: `Simulator._counts` and the one it is counted in, its watts per figure and its
+        #: cpus.
+        self.base = model * len(_FIGURES)
+        self.counted = self.base + _FIGURE_INDEX["idle"]
+        self.figures = {f: getattr(spec.power, f) for f in _FIGURES}
+        self.cpus = spec.ncpus * len(spec.vnodes)
         self.busy = 0              # cpus in use
         self.state = "idle"        # one of records.MACHINE_STATES
         self.watts = "idle"        # which of the power model's figures it draws
@@ -189,7 +199,16 @@ class _Host:
         self.asleep = False        # its vnodes are in state sleep
         self.woken = False         # powered on again since it was off (up, still asleep)
         self.energy: dict[str, float] = {}
-        self.seconds: dict[str, float] = {}
+
+
+#: The final state of a job that ran its time, by its trace status (others: COMPLETED).
+_STATUS_STATES = {0: FAILED, 5: KILLED}
+#: The power model's figures a host may draw (`_Host.watts`), and the machine state of a
+#: host that draws each (`Simulator._host_state`).
+_FIGURE_STATES = {"busy": "computing", "idle": "idle", "asleep": "sleeping", "off": "sleeping",
+                  "booting": "switching_on", "shutting_down": "switching_off"}
+_FIGURES = tuple(_FIGURE_STATES)
+_FIGURE_INDEX = {f: i for i, f in enumerate(_FIGURES)}
 
 
 class _SafeHooks:
@@ -250,8 +269,9 @@ class Simulator:
         self.vnode_host: dict[str, int] = {}
         self.room: dict[str, int] = {}                 # free ncpus per vnode
         self.hosts: list[_Host] = []
+        model_ids: dict[PowerModel, int] = {}  # equal models share one: counted together
         for host in machine.hosts:
-            self.hosts.append(_Host(host))
+            self.hosts.append(_Host(host, model_ids.setdefault(host.power, len(model_ids))))
             for name in host.vnodes:
                 avail: dict[str, Any] = {"ncpus": host.ncpus, "host": host.name,
                                          "vnode": name}
@@ -267,6 +287,9 @@ class Simulator:
                 self.vnode_host[name] = host.index
                 self.room[name] = host.ncpus
         self.vnodes = {n: Vnode(n, a) for n, a in self.vnode_attrs.items()}
+        self._models = list(model_ids)  # the power models, by id
+        #: Each vnode's host index and host, looked up at every start and end.
+        self._vnode_slot = {n: (i, self.hosts[i]) for n, i in self.vnode_host.items()}
         self.queued: dict[str, _Run] = {}
         self.running: dict[str, _Run] = {}
         #: What the schedulers were told of the jobs: each job's object in their view, and
@@ -276,7 +299,9 @@ class Simulator:
         self._ends: list[tuple[float, int, str]] = []     # (end, seq, job id)
         self._wakes: list[tuple[float, int]] = []          # (when, host): a transition ends
         #: Queued jobs by what they need at least: (ncpus of the smallest chunk, ncpus).
-        self._needs = Counter()
+        #: (Plain dicts here and for the other counts read at every start and end: a
+        #: Counter's item access is three times a dict's.)
+        self._needs: dict[tuple[int, int], int] = {}
         #: Something other than submissions changed since the last cycle (an end, a
         #: requeue, a vnode); else what the jobs submitted since need (`_needs`).
         self._touched = True
@@ -284,6 +309,14 @@ class Simulator:
         self._new_needs: set[tuple[int, int]] = set()
         self._seq = 0
         self._states_key: tuple | None = None
+        self._limits: dict[str, int] = {}  # walltime text -> seconds
+        #: `_counts` changed since `_record_states` last summed it (else its sums hold);
+        #: the sums made, by `_counts`'s items.
+        self._counts_changed = True
+        self._sums: dict[tuple, tuple[tuple, dict[str, int], float]] = {}
+        self._counts_key: tuple = ()
+        self._state_counts: dict[str, int] = {}
+        self._watts = 0.0
         self._asleep = 0  # hosts with a vnode in state sleep
         self._sleepers: set[str] = set()  # vnodes in state sleep
         self._host_sleepers: Counter = Counter()  # host index -> its vnodes asleep
@@ -294,15 +327,20 @@ class Simulator:
         self._event_vnode_cache: dict[str, Vnode] = {}
         #: The vnodes hooks changed, so that a scheduler reparses only those.
         self._vnode_log = VnodeLog()
-        self._room_count = Counter(self.room.values())
+        self._room_count: dict[int, int] = {}  # vnodes by free ncpus
+        for free in self.room.values():
+            self._room_count[free] = self._room_count.get(free, 0) + 1
         self._free_total = sum(self.room.values())
         self._simple_order = not (policy or {}).get("job_sort_formula") and len(
             {q.get("Priority", 0) for q in machine.queues.values()} | {0}) == 1
         self._busy = 0
-        #: Hosts by (machine state, power model, figure drawn): the states' counts and watts.
-        self._counts: Counter = Counter()
+        #: Hosts by (machine state, power model id, figure drawn), each numbered (a tuple
+        #: key would be built and hashed at every change): the states' counts and watts.
+        self._count_keys = [(_FIGURE_STATES[f], model, f) for model in range(len(self._models))
+                            for f in _FIGURES]
+        self._counts: dict[int, int] = {}
         for host in self.hosts:
-            self._counts[("idle", host.spec.power, "idle")] += 1
+            self._counts[host.counted] = self._counts.get(host.counted, 0) + 1
         self._setup_hooks(policy or {}, scheds or {})
 
     # -- hooks --------------------------------------------------------------------------------
@@ -343,6 +381,11 @@ class Simulator:
             self._freq = {}
             hooks = None
         self._sched_hooks = {h for h in SCHED_HOOKS if allowed.get(h)}
+        # A job's start and end events that have hooks to fire (`_fire` does nothing for
+        # the others; at every start and end, that nothing was three calls).
+        self._start_events = tuple(e for e in lifecycle.START_EVENTS + ("execjob_launch",)
+                                   if e in self._chains)
+        self._end_events = tuple(e for e in lifecycle.END_EVENTS if e in self._chains)
         for hook in self._sched_hooks:
             for name in allowed[hook]:
                 use.scheduler.add((name, hook))
@@ -481,10 +524,8 @@ class Simulator:
             self._next_submit = pending.submit if pending is not None and \
                 pending.select is None and not self._chains.get("queuejob") else math.inf
             # 4. periodic hooks
-            for name, due in sorted(self._periodic_due.items(), key=lambda kv: (kv[1], kv[0])):
-                if due <= now:
-                    self._periodic(name)
-                    self._periodic_due[name] = now + self._freq[name]
+            if self._periodic_due:
+                self._periodics(now)
             # 5. one cycle
             changed = self._touched or bool(self._new_needs)
             only_new, self._touched = not self._touched, False
@@ -553,7 +594,7 @@ class Simulator:
                      sum(c.count * int(c.resources.get("ncpus", 0) or 0) for c in chunks))
         self.queued[tj.job_id] = run
         self._tell(run)
-        self._needs[run.needs] += 1
+        self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
 
     def _reject(self, run: _Run, why: str) -> None:
@@ -676,17 +717,17 @@ class Simulator:
         per_vnode: dict[str, int] = {}
         for name, res in chunks:
             per_vnode[name] = per_vnode.get(name, 0) + int(res.get("ncpus", 0) or 0)
-        lifecycle.started(run.attrs, exec_vnode, "+".join(
-            f"{self.vnode_attrs[n]['resources_available']['host']}/{i}"
-            for i, n in enumerate(per_vnode)), now)
+        store = self.vnode_attrs
+        lifecycle.started(run.attrs, exec_vnode, "+".join([
+            f"{store[n]['resources_available']['host']}/{i}"
+            for i, n in enumerate(per_vnode)]), now)
         run.start = self.now
         run.run_count = int(run.attrs["run_count"])
         run.vnodes = per_vnode
         run.ncpus = sum(per_vnode.values())
-        run.hosts = tuple(sorted({self.vnode_host[n] for n in per_vnode}))
         self.running[job_id] = run
-        self._occupy(run, +1)
-        for event in lifecycle.START_EVENTS + ("execjob_launch",):
+        run.hosts = tuple(sorted(self._occupy(run, +1)))
+        for event in self._start_events:
             extra = {"progname": "", "argv": [], "env": {}, "pid": None} \
                 if event == "execjob_launch" else {}
             outcome = self._fire(event, job=lambda: Job(job_id, run.attrs),
@@ -707,7 +748,7 @@ class Simulator:
                 else:
                     self._requeue(run, comment)
                 return
-        limit = lifecycle.walltime_limit(run.attrs)
+        limit = self._walltime_limit(run.attrs)
         length = run.tj.run_time
         if self.kill_at_walltime and limit is not None and lifecycle.walltime_exceeded(
                 limit, length):
@@ -716,10 +757,24 @@ class Simulator:
         run.job = Job(job_id, run.attrs)
         heapq.heappush(self._ends, (run.end, run.seq, job_id))
 
+    def _walltime_limit(self, attrs: dict[str, Any]) -> int | None:
+        """`lifecycle.walltime_limit`, kept by the walltime's text: a trace has few
+        distinct walltimes, and parsing one (regexes) at every start was an eighth of the
+        start's cost."""
+        text = (attrs.get("Resource_List") or {}).get("walltime")
+        limit = self._limits.get(text) if type(text) is str else None
+        if limit is None:
+            limit = lifecycle.walltime_limit(attrs)
+            if type(text) is str:
+                if len(self._limits) >= MEMO_SIZE:
+                    self._limits.clear()
+                self._limits[text] = limit
+        return limit
+
     def _end(self, run: _Run) -> None:
         self._stop(run)
         action = event = None
-        for name in lifecycle.END_EVENTS:
+        for name in self._end_events:
             outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
                                  vnode_list=lambda: self._event_vnodes(run.vnodes))
             if outcome is None:
@@ -729,24 +784,19 @@ class Simulator:
                 action, event = outcome.job_action, name
         reason = None
         if run.killed:
-            reason = lifecycle.walltime_exceeded(lifecycle.walltime_limit(run.attrs),
+            reason = lifecycle.walltime_exceeded(self._walltime_limit(run.attrs),
                                                  self.now - run.start + 1) or "walltime"
         if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
             self._requeue(run, lifecycle.end_comment(reason, event))
             return
-        state = WALLTIME if run.killed else {0: FAILED, 5: KILLED}.get(run.tj.status,
-                                                                        COMPLETED)
+        state = WALLTIME if run.killed else _STATUS_STATES.get(run.tj.status, COMPLETED)
         self._finish(run, state, reason)
 
     def _stop(self, run: _Run) -> None:
         """The job's cpus are free again (before its end hooks, as the engine's are once
         its processes are gone)."""
         self.running.pop(run.tj.job_id, None)
-        self._occupy(run, -1)
-        now = int(self.now)
-        for name in run.vnodes:
-            self.vnode_attrs[name]["last_used_time"] = now
-            self._event_vnode_cache.pop(name, None)
+        self._occupy(run, -1)  # which marks its vnodes last used now
         self._touched = True
 
     def _finish(self, run: _Run, state: str, comment: str | None) -> None:
@@ -771,7 +821,7 @@ class Simulator:
             self._reject(run, run.attrs["comment"])
             return
         self.queued[run.tj.job_id] = run
-        self._needs[run.needs] += 1
+        self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._touched = True
 
     def _host_changes(self, run: _Run, outcome) -> None:
@@ -784,40 +834,51 @@ class Simulator:
         self._vnode_changes(outcome)
 
     # -- vnodes and hosts ---------------------------------------------------------------------
-    def _occupy(self, run: _Run, sign: int) -> None:
-        """Book (+1) or free (-1) the job's cpus, and charge energy up to now."""
-        touched = set()
+    def _occupy(self, run: _Run, sign: int) -> set[int]:
+        """Book (+1) or free (-1) the job's cpus; freeing charges the job's energy up to now
+        and marks its vnodes last used now. Returns the indices of the job's hosts."""
+        touched: set[int] = set()
         self._busy += sign * run.ncpus
-        counts = self._room_count
+        counts, room, store = self._room_count, self.room, self.vnode_attrs
+        cache, slots = self._event_vnode_cache, self._vnode_slot
         now = int(self.now)
+        # The energy is summed vnode by vnode in the vnodes' order, as it always was: the
+        # same additions give the same float.
+        length = self.now - run.start if sign < 0 and run.start is not None else None
+        energy = run.energy
+        free = self._free_total
         for name, ncpus in run.vnodes.items():
-            before = self.room[name]
+            before = room[name]
             counts[before] -= 1
-            after = self.room[name] = before - sign * ncpus
-            self._event_vnode_cache.pop(name, None)
-            counts[after] += 1
-            self._free_total += after - before
+            after = room[name] = before - sign * ncpus
+            cache.pop(name, None)
+            counts[after] = counts.get(after, 0) + 1
+            free += after - before
+            attrs = store[name]
             if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
-                self.vnode_attrs[name]["last_state_change_time"] = now
-            index = self.vnode_host[name]
-            self.hosts[index].busy += sign * ncpus
+                attrs["last_state_change_time"] = now
+            if sign < 0:
+                attrs["last_used_time"] = now
+            index, host = slots[name]
+            host.busy += sign * ncpus
             touched.add(index)
-        if sign < 0 and run.start is not None:
-            length = self.now - run.start
-            for name, ncpus in run.vnodes.items():
-                host = self.hosts[self.vnode_host[name]]
-                total = host.spec.ncpus * len(host.spec.vnodes)
-                run.energy += host.spec.power.busy * length * ncpus / total
+            if length is not None:
+                energy += host.figures["busy"] * length * ncpus / host.cpus
+        self._free_total = free
+        run.energy = energy
+        hosts = self.hosts
         for index in touched:
-            self._host_state(self.hosts[index])
+            self._host_state(hosts[index])
+        return touched
 
     def _host_state(self, host: _Host) -> None:
         """The host's machine state and power figure from its jobs, its vnodes' sleep and
         the driver's power; the energy of the state it leaves is charged."""
+        now = self.now
         if host.power == "off":
-            state, watts = (("switching_off", "shutting_down") if self.now < host.until
+            state, watts = (("switching_off", "shutting_down") if now < host.until
                             else ("sleeping", "off"))
-        elif host.until > self.now:
+        elif host.until > now:
             state, watts = "switching_on", "booting"
         elif host.busy > 0:
             state, watts = "computing", "busy"
@@ -827,17 +888,20 @@ class Simulator:
             state, watts = "idle", "idle"
         if state != host.state or watts != host.watts:
             self._charge(host)
-            self._counts[(host.state, host.spec.power, host.watts)] -= 1
+            counts = self._counts
+            counts[host.counted] -= 1
             host.state, host.watts = state, watts
-            self._counts[(state, host.spec.power, watts)] += 1
+            counted = host.counted = host.base + _FIGURE_INDEX[watts]
+            counts[counted] = counts.get(counted, 0) + 1
+            self._counts_changed = True
 
     def _charge(self, host: _Host) -> None:
-        length = self.now - host.since
+        now = self.now
+        length = now - host.since
         if length > 0:
-            watts = getattr(host.spec.power, host.watts)
-            host.energy[host.watts] = host.energy.get(host.watts, 0.0) + watts * length
-            host.seconds[host.state] = host.seconds.get(host.state, 0.0) + length
-        host.since = self.now
+            figure = host.watts
+            host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
+        host.since = now
 
     def _transition_done(self, host: _Host) -> None:
         self._host_state(host)
@@ -947,6 +1011,13 @@ class Simulator:
         if outcome is not None:
             self._vnode_changes(outcome)
 
+    def _periodics(self, now: float) -> None:
+        """The periodic hooks due by `now`, by due time then name."""
+        for name, due in sorted(self._periodic_due.items(), key=lambda kv: (kv[1], kv[0])):
+            if due <= now:
+                self._periodic(name)
+                self._periodic_due[name] = now + self._freq[name]
+
     def _periodic(self, name: str) -> None:
         jobs = {jid: run.job for jid, run in self.queued.items()}
         outcome = self._fire_only("periodic", (name,),
@@ -956,20 +1027,40 @@ class Simulator:
 
     # -- machine states -----------------------------------------------------------------------
     def _record_states(self) -> None:
-        key = (tuple(sorted((k[0], k[2], n) for k, n in self._counts.items() if n)),
-               len(self.queued), len(self.running), self._busy)
+        if self._counts_changed:  # else the hosts' sums are those made last time
+            self._counts_changed = False
+            # The sums are a function of `_counts` (its order too: ties sort in it), and a
+            # replay's machine comes back to the same counts again and again.
+            hosts = tuple(self._counts.items())
+            sums = self._sums.get(hosts)
+            if sums is None:
+                if len(self._sums) >= MEMO_SIZE:
+                    self._sums.clear()
+                sums = self._sums[hosts] = self._state_sums()
+            self._counts_key, self._state_counts, self._watts = sums
+        queued, running = len(self.queued), len(self.running)
+        key = (self._counts_key, queued, running, self._busy)
         if key == self._states_key:
             return
         self._states_key = key
+        self.sink.machine(MachineStates(self.now, dict(self._state_counts), self._watts,
+                                        queued, running, self._busy))
+
+    def _state_sums(self) -> tuple[tuple, dict[str, int], float]:
+        """What `_counts` comes to: the key that tells a change of the machine's states
+        (hosts per state and figure), the hosts per state, and the watts."""
+        # Hosts counted nowhere add nothing (0 hosts, 0.0 watts): they are left out.
+        keys = self._count_keys
+        live = [(keys[i], n) for i, n in self._counts.items() if n]
+        key = tuple(sorted([(k[0], k[2], n) for k, n in live]))
         counts = dict.fromkeys(MACHINE_STATES, 0)
         watts = 0.0
-        for (state, model, figure), n in sorted(self._counts.items(),
-                                                key=lambda kv: (kv[0][0], kv[0][1].name,
-                                                                kv[0][2])):
+        models = self._models
+        for (state, model, figure), n in sorted(
+                live, key=lambda kv: (kv[0][0], models[kv[0][1]].name, kv[0][2])):
             counts[state] += n
-            watts += n * getattr(model, figure)
-        self.sink.machine(MachineStates(self.now, counts, watts, len(self.queued),
-                                        len(self.running), self._busy))
+            watts += n * getattr(models[model], figure)
+        return key, counts, watts
 
 
 #: Memory resources a select may ask for (PBS's names, in any case).

@@ -80,10 +80,11 @@ def _plotting():
 def fmt(x: float | int | None) -> str:
     """A number as the output files write it: whole numbers without a point, others to six
     decimals at most, so the same value is always the same text; None, NaN and inf are empty."""
-    if x is None:
-        return ""
-    if type(x) is int:
-        return str(x)
+    if type(x) is not float:  # floats (most calls) go straight on
+        if x is None:
+            return ""
+        if type(x) is int:
+            return str(x)
     if x.is_integer() and -1e15 < x < 1e15:
         return str(int(x))
     text = f"{x:.6f}"
@@ -99,7 +100,7 @@ def intervals(hosts: Iterable[int]) -> str:
         first, last = hosts[0], hosts[-1]
         if len(hosts) == 1:
             return str(first)
-        if last - first == len(hosts) - 1 and list(hosts) == list(range(first, last + 1)):
+        if last - first == len(hosts) - 1 and hosts == tuple(range(first, last + 1)):
             return f"{first}-{last}"
     out: list[str] = []
     ordered = sorted(set(hosts))
