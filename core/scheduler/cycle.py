@@ -538,9 +538,9 @@ class Scheduler:
                 removed[key] = job
         running: list[Job] = []
         queued: list[Job] = []
-        for job in added.values():
-            if job.queue in queues:
-                (running if job.job_state in _RUNNING_STATES else queued).append(job)
+        for job in added.values():  # (`get`: no attribute lookup that fails first)
+            if job.get("queue") in queues:
+                (running if job.get("job_state") in _RUNNING_STATES else queued).append(job)
         gone: dict[str, Job] = {}
         gone_queued: list[Job] = []
         for key, job in removed.items():
@@ -740,10 +740,10 @@ class Scheduler:
             self._dequeue(kept, key)
         for job in added:
             key = id(job)
-            if job.Execution_Time:
+            if job.get("Execution_Time"):
                 kept.waiting[key] = job
                 continue
-            queue = queues.get(job.queue)
+            queue = queues.get(job.get("queue"))
             info = None
             if self._eligible(job, queues, now):
                 info = self._job_info(job, queue, snap.server, now, queues)
@@ -1063,15 +1063,16 @@ class Scheduler:
 
     # -- jobs -----------------------------------------------------------------------------------
     def _eligible(self, job: Job, queues: dict[str, Queue], now: float) -> bool:
-        if job.job_state not in (None, "Q"):
+        get = job.get  # (read at every submission: no attribute lookup that fails first)
+        if get("job_state") not in (None, "Q"):
             return False
-        hold = job.Hold_Types
+        hold = get("Hold_Types")
         if hold and str(hold) != "n":
             return False
-        if job.Execution_Time and float(job.Execution_Time) > now:
+        if (when := get("Execution_Time")) and float(when) > now:
             return False
-        queue = queues.get(job.queue)
-        return queue is None or queue.started is not False
+        queue = queues.get(get("queue"))
+        return queue is None or queue.get("started") is not False
 
     def _job_info(self, job: Job, queue: Queue | None, server: Server, now: float,
                   queues: dict[str, Queue]) -> _JobInfo:
@@ -1195,7 +1196,7 @@ class Scheduler:
             if limits is not None and (why := limits.over(job)) is not None:
                 result.comments[job.id] = f"Not Running: {why}"  # neither top nor blocking
                 continue
-            if job.queue in resv_queues:
+            if resv_queues and job.queue in resv_queues:
                 started = len(result.run)
                 self._run_in_reservation(info, resv_queues[job.queue], snap, now, result, stats)
                 if limits is not None and len(result.run) > started:
@@ -1654,9 +1655,8 @@ class Scheduler:
               window: _Window | None = None):
         """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
         each has free: `room`, for the whole window, or, with `window`, at its start and
-        lowered by each vnode's own changes within it (`_window_low`). The chunks, None
-        when they do not fit, or `_UNSURE` when a vnode would hold the job exclusively
-        (`_fit` decides)."""
+        lowered by each vnode's own changes within it. The chunks, None when they do not
+        fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides)."""
         consumable = info.chunks[0][0]
         need = consumable.get("ncpus", 0)
         if need <= 0:
@@ -1668,7 +1668,7 @@ class Scheduler:
         # exclusive for this place.
         levels: dict[str, str] | None = None if all(
             exclusivity(place, sharing) == SHARED for sharing in self._kept.sharings) else {}
-        instants = window[0] if window is not None else {}
+        instants, deltas, start, end = window if window is not None else ({}, {}, 0.0, 0.0)
         for v in candidates:
             if levels is not None:
                 level = levels.get(v.sharing)
@@ -1677,7 +1677,18 @@ class Scheduler:
                 if level != SHARED:
                     return _UNSURE
             name = v.name
-            free = room[name] if name not in instants else _window_low(room, window, name)
+            free = room[name]
+            mine = instants.get(name)
+            if mine and free >= need:  # the least it has over the window (never more)
+                low = free
+                for k in range(bisect.bisect_right(mine, start), len(mine)):
+                    when = mine[k]
+                    if when >= end:
+                        break
+                    free -= deltas[when][name]
+                    if free < low:
+                        low = free
+                free = low
             if free >= need:
                 take = free // need
                 if take >= left:
@@ -1844,7 +1855,7 @@ class Scheduler:
         times, deltas, ending = calendar.timeline(kind)
         # A job whose chunks are alike and ask only ncpus is placed from the sweep's counts:
         # with no booking to start later, its room from t on is the room at t; else the
-        # least room over its window, from the changes within it (`_window_low`).
+        # least room over its window, from the changes within it (`_fill`).
         counted = info.alike and info.place.arrangement == "free" and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))
@@ -1903,26 +1914,8 @@ _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _NAME = operator.attrgetter("name")
 
 #: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
-#: reads to know the least ncpus a vnode has free over [start, end) (`_window_low`).
+#: reads to know the least ncpus a vnode has free over [start, end).
 _Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
-
-
-def _window_low(room: dict[str, int], window: _Window, name: str) -> int:
-    """The least ncpus `name` has free over the window: its room at the window's start
-    (what the sweep counted), lowered by its own changes within it."""
-    instants, deltas, start, end = window
-    free = low = room[name]
-    mine = instants.get(name)
-    if not mine:
-        return free
-    for k in range(bisect.bisect_right(mine, start), len(mine)):
-        when = mine[k]
-        if when >= end:
-            break
-        free -= deltas[when][name]
-        if free < low:
-            low = free
-    return low
 
 
 class _Overlay(dict):
