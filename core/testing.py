@@ -184,7 +184,7 @@ def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> An
 SYSTEM_PYTHON = "/usr/bin/python3"
 #: What the attacker's environment installs besides pbsplug: the CLI's dependencies, and a
 #: setuptools that can build pbsplug editable (Debian's 66 cannot).
-_ATTACKER_DEPS = ("setuptools>=70", "wheel", "pluggy>=1.5", "typer>=0.12", "requests>=2.32",
+_ATTACKER_DEPS = ("setuptools>=77", "wheel", "pluggy>=1.5", "typer>=0.12", "requests>=2.32",
                   "requests-unixsocket>=0.4.1", "tomlkit>=0.12", "rich>=13")
 
 
