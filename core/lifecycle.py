@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from .events import DELETE
-from .units import format_duration, parse_duration
+from .units import format_duration, parse_duration_cached
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
 MAX_RUN_COUNT = 20
@@ -94,7 +94,7 @@ def requeued(attrs: dict[str, Any], comment: str, now: int) -> None:
 def walltime_limit(attrs: Mapping[str, Any]) -> int | None:
     """The job's walltime in seconds, or None without one."""
     limit = (attrs.get("Resource_List") or {}).get("walltime")
-    return None if limit is None else parse_duration(limit)
+    return None if limit is None else parse_duration_cached(limit)
 
 
 def walltime_exceeded(limit: int | None, elapsed: float) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .values import LONG_MAX
@@ -87,6 +88,14 @@ def parse_duration(value: str | int | float) -> int:
     if not seconds <= MAX_DURATION:  # also NaN and inf
         raise ValueError(f"duration {str(value)[:40]!r} is over {MAX_DURATION} seconds")
     return int(seconds)
+
+
+@lru_cache(maxsize=1024)
+def parse_duration_cached(value: str | int | float) -> int:
+    """`parse_duration` of a value read again and again (a queue's or a trace's few
+    walltimes, at every job's start and every cycle): parsed once. The value must be
+    hashable; an error is raised each time, never kept."""
+    return parse_duration(value)
 
 
 def format_duration(seconds: int | float) -> str:

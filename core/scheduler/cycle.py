@@ -180,6 +180,8 @@ class _Kept:
             self.hosts.setdefault(info.host, []).append(info)
         self.rank = {v.name: n for n, v in enumerate(self.order)}
         self.sharings = {v.sharing for v in self.order}
+        #: place -> whether no vnode's sharing makes a job of it exclusive (`_all_shared`).
+        self.shared_places: dict[Place, bool] = {}
         self.calendar = calendar
         #: The queues owned when the server and they were found to set no run limit
         #: (`RunLimits.build`), else None.
@@ -922,6 +924,16 @@ class Scheduler:
             now_cache.pop(vnode, None)
             cross_cache.pop(vnode, None)
 
+    def _all_shared(self, place: Place) -> bool:
+        """Whether no vnode's sharing makes a job of `place` hold it exclusively (most of a
+        trace), so that placing and booking need not ask vnode by vnode."""
+        known = self._kept.shared_places
+        answer = known.get(place)
+        if answer is None:
+            answer = known[place] = all(exclusivity(place, sharing) == SHARED
+                                        for sharing in self._kept.sharings)
+        return answer
+
     def _note_future(self, vnode: str, start: float) -> None:
         """A hard booking on `vnode` starting after now (`_free` reads these)."""
         current = self._future_hard.get(vnode)
@@ -954,8 +966,7 @@ class Scheduler:
                 acc = per_vnode.setdefault(name, {})
                 for k, v in res.items():
                     acc[k] = acc.get(k, 0) + v
-        if not whole and all(exclusivity(place, sharing) == SHARED
-                             for sharing in self._kept.sharings):
+        if not whole and self._all_shared(place):
             # (most of a trace: no vnode held exclusively, no host whole)
             return [(name, Booking(start, end, res, False, hard, owner))
                     for name, res in per_vnode.items()]
@@ -1120,7 +1131,7 @@ class Scheduler:
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         room = self._room
-        # The usable vnodes' free ncpus: all of them less what the others have (few).
+        # The usable vnodes' free ncpus: every vnode's less what the unusable ones have.
         self._free_now = self.calendar.free_total(0) - sum(
             filter((0).__lt__, (room[v.name] for v in self._kept.unusable)))
         try:
@@ -1666,8 +1677,7 @@ class Scheduler:
         place = info.place
         # Per vnode, its sharing is looked at only where some vnode's could make it
         # exclusive for this place.
-        levels: dict[str, str] | None = None if all(
-            exclusivity(place, sharing) == SHARED for sharing in self._kept.sharings) else {}
+        levels: dict[str, str] | None = None if self._all_shared(place) else {}
         instants, deltas, start, end = window if window is not None else ({}, {}, 0.0, 0.0)
         for v in candidates:
             if levels is not None:

@@ -18,7 +18,7 @@ from ..units import (
     Chunk,
     Place,
     parse_bool,
-    parse_duration,
+    parse_duration_cached,
     parse_place,
     parse_select,
     parse_size,
@@ -304,13 +304,8 @@ def job_walltime(job: Job, queue: Queue | None, server: Server) -> int | None:
     for source in (job.Resource_List, queue.resources_default if queue is not None else None,
                    server.resources_default):
         if source is not None and (value := source["walltime"]) is not None:
-            return _duration(value)
+            return parse_duration_cached(value)
     return None
-
-
-@lru_cache(maxsize=1024)
-def _duration(value: str | int | float) -> int:
-    return parse_duration(value)
 
 
 def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:

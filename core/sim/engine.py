@@ -93,8 +93,8 @@ SLEEP = "sleep"
 #: queued never starts.
 STALL = 7 * 86400.0
 QUEUE = "workq"
-#: How many results a replay's memos keep (walltimes parsed, sums of the hosts' states):
-#: a trace has few distinct ones, but memory must not grow with the trace.
+#: How many sums of the hosts' states a replay keeps: a machine comes back to few, but
+#: memory must not grow with the trace.
 MEMO_SIZE = 4096
 SERVER = "sim"
 
@@ -309,7 +309,6 @@ class Simulator:
         self._new_needs: set[tuple[int, int]] = set()
         self._seq = 0
         self._states_key: tuple | None = None
-        self._limits: dict[str, int] = {}  # walltime text -> seconds
         #: `_counts` changed since `_record_states` last summed it (else its sums hold);
         #: the sums made, by `_counts`'s items.
         self._counts_changed = True
@@ -748,7 +747,7 @@ class Simulator:
                 else:
                     self._requeue(run, comment)
                 return
-        limit = self._walltime_limit(run.attrs)
+        limit = lifecycle.walltime_limit(run.attrs)
         length = run.tj.run_time
         if self.kill_at_walltime and limit is not None and lifecycle.walltime_exceeded(
                 limit, length):
@@ -756,20 +755,6 @@ class Simulator:
         run.end = self.now + length
         run.job = Job(job_id, run.attrs)
         heapq.heappush(self._ends, (run.end, run.seq, job_id))
-
-    def _walltime_limit(self, attrs: dict[str, Any]) -> int | None:
-        """`lifecycle.walltime_limit`, kept by the walltime's text: a trace has few
-        distinct walltimes, and parsing one (regexes) at every start was an eighth of the
-        start's cost."""
-        text = (attrs.get("Resource_List") or {}).get("walltime")
-        limit = self._limits.get(text) if type(text) is str else None
-        if limit is None:
-            limit = lifecycle.walltime_limit(attrs)
-            if type(text) is str:
-                if len(self._limits) >= MEMO_SIZE:
-                    self._limits.clear()
-                self._limits[text] = limit
-        return limit
 
     def _end(self, run: _Run) -> None:
         self._stop(run)
@@ -784,7 +769,7 @@ class Simulator:
                 action, event = outcome.job_action, name
         reason = None
         if run.killed:
-            reason = lifecycle.walltime_exceeded(self._walltime_limit(run.attrs),
+            reason = lifecycle.walltime_exceeded(lifecycle.walltime_limit(run.attrs),
                                                  self.now - run.start + 1) or "walltime"
         if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
             self._requeue(run, lifecycle.end_comment(reason, event))
