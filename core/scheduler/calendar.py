@@ -45,11 +45,16 @@ class Calendar:
         # outside all of them is answered without looking at any booking.
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
-        # Each of the following is a pair: hard bookings only, and hard plus soft.
+        # Each of the following is a pair: hard bookings only (kind 0), and hard plus soft
+        # (kind 1). While no soft booking is held (a cycle without estimates, most of a
+        # replay's) both of a pair are the same object, kept once (`_shared`).
         ncpus = {name: cap.get("ncpus", 0) for name, cap in capacity.items()}
         self._ncpus = dict(ncpus)  # (the capacity is never changed)
+        self._shared = True
+        #: Soft bookings held that count (not ended by the `now` they were booked at).
+        self._soft = 0
         #: ncpus free on each vnode at `now`.
-        self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, dict(ncpus))
+        self.room_now: tuple[dict[str, int], dict[str, int]] = (ncpus, ncpus)
         # The sum of what is free (> 0) in each, kept as they change (`free_total`).
         self._free = [sum(n for n in ncpus.values() if n > 0)] * 2
         #: The vnodes whose room now (hard bookings) came above 0 since the caller last
@@ -59,10 +64,10 @@ class Calendar:
         # each vnode takes (+) or gives back (-); and how many bookings end then. Per
         # instant, not per booking: a job's many vnodes share two instants, so booking one
         # is a few dict updates, not a sorted insertion per vnode.
-        self._times: tuple[list[float], list[float]] = ([], [])
+        self._times: tuple[list[float], list[float]] = ([],) * 2
         self._deltas: tuple[dict[float, dict[str, int]], dict[float, dict[str, int]]] = (
-            {}, {})
-        self._ending: tuple[dict[float, int], dict[float, int]] = ({}, {})
+            {},) * 2
+        self._ending: tuple[dict[float, int], dict[float, int]] = ({},) * 2
         #: Bookings that had not started when booked (`later`).
         self._later = [0, 0]
         # Per kind, once asked for (`instants`): each vnode's instants in the timeline.
@@ -71,12 +76,12 @@ class Calendar:
     def free_total(self, kind: int) -> int:
         """The ncpus free at `now` over all vnodes: the sum of `room_now[kind]` where it is
         more than 0 (a cycle reads it without summing a thousand vnodes)."""
-        return self._free[kind]
+        return self._free[0 if self._shared else kind]
 
     def later(self, kind: int) -> int:
         """How many bookings start after `now` (or did, after the `now` they were booked
         at): none, and what a vnode has free at an instant it keeps until a booking ends."""
-        return self._later[kind]
+        return self._later[0 if self._shared else kind]
 
     def timeline(self, kind: int
                  ) -> tuple[list[float], dict[float, dict[str, int]], dict[float, int]]:
@@ -89,6 +94,8 @@ class Calendar:
     def instants(self, kind: int) -> dict[str, list[float]]:
         """Each vnode's instants in `timeline(kind)`, in order (its change at each is in the
         timeline's deltas). Kept up to date from the first call on; callers only read it."""
+        if self._shared:
+            kind = 0
         instants = self._instants[kind]
         if instants is None:
             instants = self._instants[kind] = {}
@@ -141,6 +148,24 @@ class Calendar:
             times = self._times[kind]
             del times[bisect.bisect_left(times, when)]
 
+    def _separate(self) -> None:
+        """Kind 1 made a copy of kind 0, before a soft booking is first counted in it."""
+        self._shared = False
+        self.room_now = (self.room_now[0], dict(self.room_now[0]))
+        self._free[1], self._later[1] = self._free[0], self._later[0]
+        self._times = (self._times[0], list(self._times[0]))
+        self._deltas = (self._deltas[0], {when: dict(at) for when, at in self._deltas[0].items()})
+        self._ending = (self._ending[0], dict(self._ending[0]))
+        self._instants[1] = None  # (built again when read)
+
+    def _share(self) -> None:
+        """Kind 1 is kind 0 again: the last soft booking counted was taken back."""
+        self._shared = True
+        self.room_now = (self.room_now[0],) * 2
+        self._times, self._deltas, self._ending = (
+            (self._times[0],) * 2, (self._deltas[0],) * 2, (self._ending[0],) * 2)
+        self._instants[1] = None
+
     def book(self, vnode: str, booking: Booking) -> None:
         self.book_all(((vnode, booking),))
 
@@ -152,6 +177,10 @@ class Calendar:
         instant (a job's vnodes share two), in the same order."""
         changes: _Changes = {}
         now, ncpus_of, bookings = self.now, self._ncpus, self.bookings
+        if self._shared:
+            items = list(items)
+            if any(not b.hard and b.end > now for _, b in items):
+                self._separate()
         first, last = self._first, self._last
         count = 0
         run_key: tuple | None = None
@@ -171,6 +200,8 @@ class Calendar:
             used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
             started = start <= now
             booking.applied = (used, started)
+            if not booking.hard:
+                self._soft += 1
             key = (start, end, booking.hard, started)
             if key != run_key:
                 if run:
@@ -209,6 +240,8 @@ class Calendar:
             if booking.applied is None:
                 continue
             used, started = booking.applied
+            if not booking.hard:
+                self._soft -= 1
             key = (booking.start, booking.end, booking.hard, started)
             if key != run_key:
                 if run:
@@ -220,6 +253,8 @@ class Calendar:
         self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
+        if not self._soft and not self._shared:
+            self._share()
         for vnode in touched:
             kept = bookings[vnode]
             if kept:
@@ -235,9 +270,10 @@ class Calendar:
         started by now), (vnode, ncpus) each: the room now of those started, else a
         change at their start; and a change at their end. Hard bookings count in both
         kinds (0 first), soft ones in kind 1 only; the changes are noted in `changes`,
-        per (kind, instant, whether it is an end), in the order first met."""
+        per (kind, instant, whether it is an end), in the order first met (kind 1 is kind
+        0 while they are shared: a hard booking is counted once)."""
         start, end, hard, started = key
-        for kind in (0, 1) if hard else (1,):
+        for kind in ((0,) if self._shared else (0, 1)) if hard else (1,):
             if started:
                 room, free = self.room_now[kind], self._free
                 for vnode, used in run:

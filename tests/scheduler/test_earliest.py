@@ -149,6 +149,40 @@ def test_booking_at_once_is_booking_in_turn(specs, gone):
     assert calendar_state(one) == calendar_state(many)
 
 
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-2, 4),
+                          st.integers(1, 4), st.integers(0, 3), st.booleans(), st.booleans()),
+                min_size=1, max_size=12),
+       st.lists(st.integers(0, 11), max_size=12), st.booleans())
+def test_taking_bookings_back_leaves_what_booking_the_others_gives(specs, gone, hard_first):
+    """Booking all and taking some back leaves the calendar as booking only the others
+    does. The hard-and-soft view is the hard one's own objects while no soft booking is
+    held, and a copy kept apart while one is: made at the first soft booking, given up
+    when the last is taken back (`hard_first`: the soft ones booked after)."""
+    def bookings():
+        made = [(name, Booking(NOW + start * UNIT, NOW + (start + length) * UNIT,
+                               {"ncpus": ncpus}, exclusive, hard, "j"))
+                for name, start, length, ncpus, exclusive, hard in specs]
+        return sorted(made, key=lambda item: not item[1].hard) if hard_first else made
+
+    taken = sorted({i for i in gone if i < len(specs)})
+    kept, fresh = (Calendar({v: {"ncpus": 4} for v in "abc"}, NOW) for _ in range(2))
+    made, others = bookings(), bookings()
+    for item in made:
+        kept.book(*item)
+    kept.unbook_all(made[i] for i in taken)
+    fresh.book_all(item for i, item in enumerate(others) if i not in taken)
+
+    def state(cal: Calendar) -> tuple:
+        whole = calendar_state(cal)
+        return whole[:7] + whole[8:]  # (not `changes`: how many were made and taken back)
+
+    assert state(kept) == state(fresh)
+    held = any(not b.hard and b.applied is not None
+               for i, (_, b) in enumerate(made) if i not in taken)
+    assert (kept.room_now[0] is kept.room_now[1]) is not held
+
+
 def test_a_booking_made_before_its_start_weighs_on_a_job_starting_now():
     """A running job booked by a cycle before its start time (a server clock ahead of the
     scheduler's) is not in the room now of the next cycle's calendar, only in its bookings:
