@@ -170,10 +170,10 @@ class _Kept:
         self.infos = infos
         self.order = list(infos.values())
         self.usable = [v for v in self.order if v.usable_now]
-        #: The ranks of the usable vnodes that had room now for a job at the last cycle's
-        #: end, in order, or None (every usable vnode); the vnodes the calendar opened
-        #: since (`Calendar.opened`) join them when a cycle first needs them.
-        self.open_ranks: list[int] | None = None
+        #: The usable vnodes that had room now for a job at the last cycle's end, in order,
+        #: or None (every usable vnode); the vnodes the calendar opened since
+        #: (`Calendar.opened`) join them when a cycle first needs them.
+        self.open: list[_VnodeInfo] | None = None
         self.unusable = [v for v in self.order if not v.usable_now]
         self.hosts: dict[str, list[_VnodeInfo]] = {}
         for info in self.order:
@@ -476,7 +476,7 @@ class Scheduler:
                                      if id(entry[1]) not in keep)
             kept.adopt = self._started
             if self._open is not None:
-                kept.open_ranks = [kept.rank[v.name] for v in self._open]
+                kept.open = self._open  # (a list no one changes: narrowed into new ones)
             kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
@@ -675,9 +675,13 @@ class Scheduler:
         if (top[5] == kept.changes and order and order[0].job.id == top[0]
                 and order[0].shape == top[1] and top[2] > now and self._may_keep_top
                 and self._released_harmless(kept, order[0], now)):
-            for vnode, booking in top[4]:  # as `_book_all` notes a hard booking to come
-                if booking.start > now:
-                    self._note_future(vnode, booking.start)
+            # As `_book_all` notes a hard booking to come: all of a plan's start at its
+            # start, on vnodes nothing else noted yet (most cycles) at once.
+            if self._future_hard or self._now_cache or self._cross_cache:
+                for vnode, _ in top[4]:
+                    self._note_future(vnode, top[2])
+            else:
+                self._future_hard.update(dict.fromkeys(map(_FIRST, top[4]), (top[2], True)))
             return top
         self.calendar.unbook_all(top[4])
         kept.top = None
@@ -850,7 +854,7 @@ class Scheduler:
         if not flipped:
             return True
         kept.usable = [v for v in kept.order if v.usable_now]
-        kept.open_ranks = None
+        kept.open = None
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
         if kept.top is not None:
@@ -1738,15 +1742,16 @@ class Scheduler:
         caller drops those with none)."""
         kept, calendar = self._kept, self.calendar
         opened, calendar.opened = calendar.opened, set()
-        if kept.open_ranks is None:
+        if kept.open is None:
             return list(kept.usable)
-        ranks = kept.open_ranks
-        rank, infos = kept.rank, kept.infos
-        fresh = [rank[name] for name in opened if infos[name].usable_now]
-        if fresh:
-            ranks = sorted(set(ranks).union(fresh))
-        order = kept.order
-        return [order[r] for r in ranks]
+        infos = kept.infos
+        fresh = [info for info in map(infos.__getitem__, opened) if info.usable_now]
+        if not fresh:
+            return kept.open
+        rank = kept.rank
+        merged = {rank[v.name]: v for v in kept.open}
+        merged.update((rank[v.name], v) for v in fresh)
+        return [merged[r] for r in sorted(merged)]
 
     def _placement_hook(self, info: _JobInfo, chunks, start: float, soft: bool = False,
                         roomy: list[_VnodeInfo] | None = None):
@@ -1828,21 +1833,32 @@ class Scheduler:
         cpus free as it needs (its real start, placed, is never earlier)."""
         calendar = self.calendar
         smallest, need = info.smallest, info.ncpus
-        room = _Overlay(calendar.room_now[0])  # the sweep changes few of a thousand vnodes
+        base = calendar.room_now[0]
         avail = calendar.free_total(0) if smallest == 1 else sum(
-            free for free in room.base.values() if free >= smallest)
+            free for free in base.values() if free >= smallest)
+        # The sweep's room where it changed (of a thousand vnodes, few), inline: this runs
+        # at most cycles, for the kept top plan (`_released_harmless`).
+        room: dict[str, int] = {}
+        get = room.get
         times, deltas, _ = calendar.timeline(0)
-        at = 0
-        while at < len(times) and times[at] <= now:  # changes due by now
-            avail = _apply(deltas[times[at]], room, smallest, avail, None)
-            at += 1
-        if avail >= need:
-            return now
-        for when in times[at:]:
-            avail = _apply(deltas[when], room, smallest, avail, None)
-            if avail >= need:
+        due = True  # still applying the changes due by now
+        for when in times:
+            if due and when > now:
+                if avail >= need:
+                    return now
+                due = False
+            for name, used in deltas[when].items():
+                before = get(name)
+                if before is None:
+                    before = base[name]
+                after = room[name] = before - used
+                if before >= smallest:
+                    avail -= before
+                if after >= smallest:
+                    avail += after
+            if not due and avail >= need:
                 return when
-        return INFINITY
+        return now if due and avail >= need else INFINITY
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
         """The earliest time the job fits, and where: (start, chunks) or (inf, None).
@@ -1926,20 +1942,6 @@ _NAME = operator.attrgetter("name")
 #: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
 #: reads to know the least ncpus a vnode has free over [start, end).
 _Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
-
-
-class _Overlay(dict):
-    """A dict read through to `base` where it holds no value of its own: a sweep's changes
-    to a copy of the room it never makes."""
-
-    __slots__ = ("base",)
-
-    def __init__(self, base: dict[str, int]):
-        super().__init__()
-        self.base = base
-
-    def __missing__(self, name: str) -> int:
-        return self.base[name]
 
 
 def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:
