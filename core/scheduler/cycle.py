@@ -115,6 +115,9 @@ class _JobInfo:
     ncpus: int = 0            # ncpus of all its chunks
     alike: bool = False       # all its chunks the same, matching nothing (`_assign_alike`)
     key: tuple = field(default_factory=tuple)
+    #: For an alike job, its chunk and place: jobs of one kin differ only in how many
+    #: chunks they ask for and for how long (`_run_jobs` rules out some without placing).
+    kin: tuple | None = None
 
 
     @property
@@ -1098,11 +1101,14 @@ class Scheduler:
         if parsed is None:
             chunks, smallest = _expand(job_select(job))
             alike = bool(chunks) and not chunks[0][1] and chunks.count(chunks[0]) == len(chunks)
-            parsed = self._shapes[shape] = (chunks, smallest, job_place(job),
-                                            sum(c[0].get("ncpus", 0) for c in chunks), alike)
-        chunks, smallest, place, ncpus, alike = parsed
+            place = job_place(job)
+            parsed = self._shapes[shape] = (
+                chunks, smallest, place, sum(c[0].get("ncpus", 0) for c in chunks), alike,
+                (tuple(sorted(chunks[0][0].items())), place) if alike else None)
+        chunks, smallest, place, ncpus, alike, kin = parsed
         walltime = job_walltime(job, queue, server)
-        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike)
+        info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
+                        kin=kin)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
@@ -1156,6 +1162,10 @@ class Scheduler:
         # shape needing as long or longer does not fit either (room only shrinks during a
         # cycle, and a longer window has no more of it).
         failed: dict[tuple, float] = {}
+        # The same for jobs of one kin (alike chunks, one place): (chunks, walltime) of
+        # those that did not fit now; as many chunks or more for as long or longer do not
+        # fit either (first fit of alike chunks holds fewer the longer the window).
+        failed_kin: dict[tuple, list[tuple[int, int]]] = {}
         estimates_left = policy.estimate_limit
         has_placement_hook = self._impls("sched_node_placement")
         # Without estimates (estimate_limit 0), a top job's plan is made only when a later
@@ -1202,7 +1212,7 @@ class Scheduler:
                     result.comments[info.job.id] = \
                         f"Can Never Run: {self._never_why(info, now)}"
             walk = self._walk(order, lambda: blocked or not policy.strict_ordering
-                              or 0 < depth <= len(top_jobs), failed)
+                              or 0 < depth <= len(top_jobs), failed, failed_kin)
         limits = self._limits
         for info in walk:
             if quiet and (self._free_now <= 0 or blocked):
@@ -1218,7 +1228,8 @@ class Scheduler:
                     limits.add(job)
                 continue
             chunks = None
-            if not blocked and info.duration < failed.get(info.shape[0], INFINITY):
+            if not blocked and info.duration < failed.get(info.shape[0], INFINITY) and \
+                    not _ruled_out(failed_kin, info):
                 chunks = self._fit(info, now, now + info.duration, soft=False, now_mode=True)
                 if chunks is not None and deferred and now + info.duration > deferred_bound:
                     for top in deferred:
@@ -1228,6 +1239,9 @@ class Scheduler:
                                        now_mode=True)
                 if chunks is None:
                     failed[info.shape[0]] = info.duration
+                    if info.kin is not None:
+                        failed_kin.setdefault(info.kin, []).append((len(info.chunks),
+                                                                   info.duration))
                 elif has_placement_hook:
                     chunks = self._placement_hook(info, chunks, now)
             if not chunks and not self._can_ever_run(info):
@@ -1279,7 +1293,8 @@ class Scheduler:
         result.top_jobs = top_jobs
 
     def _walk(self, order: Sequence[_JobInfo], settled: Callable[[], bool],
-              failed: dict[tuple, float]) -> Iterator[_JobInfo]:
+              failed: dict[tuple, float], failed_kin: dict[tuple, list[tuple[int, int]]]
+              ) -> Iterator[_JobInfo]:
         """The jobs of `order` (the kept ranking's) for a quiet run loop: in order, until
         `settled` says the top jobs are set; from then on a job can only start now, so
         only those needing no more cpus than are free now, of a shape that has not failed
@@ -1303,8 +1318,8 @@ class Scheduler:
         while heap:
             entry, shape, i = heap[0]
             info = entry[2]
-            if info.ncpus > self._free_now or info.duration >= failed.get(shape[0],
-                                                                           INFINITY):
+            if info.ncpus > self._free_now or info.duration >= failed.get(
+                    shape[0], INFINITY) or _ruled_out(failed_kin, info):
                 heapq.heappop(heap)  # no job of this shape can start now
                 continue
             yield info
@@ -1942,6 +1957,16 @@ _NAME = operator.attrgetter("name")
 #: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
 #: reads to know the least ncpus a vnode has free over [start, end).
 _Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
+
+
+def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -> bool:
+    """Whether a job of the info's kin that did not fit now asked for no more chunks and
+    no longer walltime (`_run_jobs`)."""
+    if info.kin is None:
+        return False
+    count, duration = len(info.chunks), info.duration
+    return any(count >= fewer and duration >= shorter
+               for fewer, shorter in failed_kin.get(info.kin, ()))
 
 
 def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:

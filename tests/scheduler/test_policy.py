@@ -87,6 +87,25 @@ def test_backfill_on_vnodes_the_top_job_does_not_need():
     assert started(result) == {"2.s": "(n4:ncpus=4)"}
 
 
+@pytest.mark.parametrize("explain", [True, False])
+def test_a_job_that_did_not_fit_rules_out_only_bigger_and_longer_ones_of_its_kin(explain):
+    """B (3 one-cpu chunks, 2 h) cannot backfill: n2 is the top job's from +1 h and n3 holds
+    one. That rules out C (more chunks, longer) without placing it, but not D (fewer,
+    shorter) nor E (fewer, longer): both start, D on n2 before the shadow, E on n3."""
+    vnodes = [vnode("n1"), vnode("n2"), vnode("n3", ncpus=1)]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
+    a = job("2:ncpus=4", "01:00:00", id="1.s")
+    b = job("3:ncpus=1", "02:00:00", id="2.s")
+    c = job("4:ncpus=1", "03:00:00", id="3.s")
+    d = job("2:ncpus=1", "00:30:00", id="4.s")
+    e = job("1:ncpus=1", "04:00:00", id="5.s")
+    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1,
+                                    estimate_limit=1 if explain else 0))
+    sched.explain = explain
+    result = sched.cycle(snapshot(vnodes, [hog, a, b, c, d, e]), NOW)
+    assert started(result) == {"4.s": "(n2:ncpus=1)+(n2:ncpus=1)", "5.s": "(n3:ncpus=1)"}
+
+
 def test_backfill_depth_two_protects_two_top_jobs():
     vnodes = [vnode("n1"), vnode("n2")]
     hog = running("2:ncpus=4", "(n1:ncpus=4)+(n2:ncpus=4)", "01:00:00", id="9.s")
