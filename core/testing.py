@@ -29,6 +29,7 @@ with PBS's error number as its ``code``.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -165,6 +166,13 @@ def require_module(name: str, why: str = "") -> Any:
     except ImportError as exc:
         missing(why or f"module {name} cannot be imported ({exc}); `make` installs every "
                 "package of this repository")
+
+
+def ctrl_c_works() -> None:
+    """``preexec_fn`` for a command a test stops with SIGINT, as Ctrl-C would: the signal's
+    default action in the child. A suite run from a shell in the background inherits SIGINT
+    ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import requests_unixsocket
 
-from pbsplug.testing import until
+from pbsplug.testing import ctrl_c_works, until
 from pbsplug_cray_atom.atom import jobs_url
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
@@ -83,7 +83,8 @@ def test_fake_service_runs_until_interrupted(tmp_path, sock_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
     proc = subprocess.Popen([PBSPLUG, "cray_atom", "fake-service", "--socket", str(sock)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**env, "PBSPLUG_HOME": str(tmp_path)})
+                            env={**env, "PBSPLUG_HOME": str(tmp_path)},
+                            preexec_fn=ctrl_c_works)
     try:
         until(sock.exists, what="the fake service's socket")
         session = requests_unixsocket.Session()

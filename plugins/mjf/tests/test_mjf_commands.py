@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug.testing import until
+from pbsplug.testing import ctrl_c_works, until
 from pbsplug_mjf import read_features, this_host
 
 HOST = this_host()
@@ -158,7 +158,7 @@ def test_serve_publishes_the_directories_until_interrupted(home, job_env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
     server = subprocess.Popen([PBSPLUG, "mjf", "serve", "--bind", f"127.0.0.1:{port}",
                                "--quiet"], env={**clean, "PBSPLUG_HOME": str(home)},
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_works)
     try:
         url = f"http://127.0.0.1:{port}/jobfeatures/3.server"
 
