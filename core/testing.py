@@ -32,6 +32,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -128,12 +129,29 @@ def unix_user() -> str:
     for tool, package in (("useradd", "passwd"), ("runuser", "util-linux"), ("curl", "curl")):
         if shutil.which(tool) is None:
             pytest.skip(f"needs {tool} (Debian package {package}) to act as a second user")
-    try:
-        pwd.getpwnam(SECOND_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", SECOND_USER],
-                       check=True)
+    with _machine_lock("user"):
+        try:
+            pwd.getpwnam(SECOND_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", SECOND_USER],
+                           check=True)
     return SECOND_USER
+
+
+@contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """Held while a session fixture makes something of the machine's (a user, an
+    environment): each pytest-xdist worker runs the session's fixtures itself."""
+    import fcntl
+    import os
+
+    fd = os.open(f"/var/tmp/pbsplug-{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def site_toml(plugin: str, config: Mapping[str, Any] | None = None, **attributes: Any) -> str:
@@ -258,13 +276,14 @@ def attacker(unix_user: str) -> Attacker:
     key = hashlib.sha256(f"{checkout}\n{sys.prefix}".encode()).hexdigest()[:12]
     venv = Path("/var/tmp") / f"pbsplug-attacker-{key}"
     stamp = venv / ".installed"
-    if not stamp.exists():
-        subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-               "--disable-pip-version-check"]
-        subprocess.run([*pip, *_ATTACKER_DEPS], check=True)
-        subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(checkout)],
-                       check=True, cwd="/tmp")
-        stamp.write_text("ok\n")
+    with _machine_lock(f"attacker-{key}"):
+        if not stamp.exists():
+            subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(venv)], check=True)
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                   "--disable-pip-version-check"]
+            subprocess.run([*pip, *_ATTACKER_DEPS], check=True)
+            subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(checkout)],
+                           check=True, cwd="/tmp")
+            stamp.write_text("ok\n")
     venv.chmod(0o755)
     return Attacker(unix_user, venv)
