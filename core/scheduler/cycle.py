@@ -1848,32 +1848,21 @@ class Scheduler:
         cpus free as it needs (its real start, placed, is never earlier)."""
         calendar = self.calendar
         smallest, need = info.smallest, info.ncpus
-        base = calendar.room_now[0]
+        room = _Overlay(calendar.room_now[0])  # the sweep changes few of a thousand vnodes
         avail = calendar.free_total(0) if smallest == 1 else sum(
-            free for free in base.values() if free >= smallest)
-        # The sweep's room where it changed (of a thousand vnodes, few), inline: this runs
-        # at most cycles, for the kept top plan (`_released_harmless`).
-        room: dict[str, int] = {}
-        get = room.get
+            free for free in room.base.values() if free >= smallest)
         times, deltas, _ = calendar.timeline(0)
-        due = True  # still applying the changes due by now
-        for when in times:
-            if due and when > now:
-                if avail >= need:
-                    return now
-                due = False
-            for name, used in deltas[when].items():
-                before = get(name)
-                if before is None:
-                    before = base[name]
-                after = room[name] = before - used
-                if before >= smallest:
-                    avail -= before
-                if after >= smallest:
-                    avail += after
-            if not due and avail >= need:
+        at = 0
+        while at < len(times) and times[at] <= now:  # changes due by now
+            avail = _apply(deltas[times[at]], room, smallest, avail, None)
+            at += 1
+        if avail >= need:
+            return now
+        for when in times[at:]:
+            avail = _apply(deltas[when], room, smallest, avail, None)
+            if avail >= need:
                 return when
-        return now if due and avail >= need else INFINITY
+        return INFINITY
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
         """The earliest time the job fits, and where: (start, chunks) or (inf, None).
@@ -1957,6 +1946,20 @@ _NAME = operator.attrgetter("name")
 #: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
 #: reads to know the least ncpus a vnode has free over [start, end).
 _Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
+
+
+class _Overlay(dict):
+    """A dict read through to `base` where it holds no value of its own: a sweep's changes
+    to a copy of the room it never makes."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: dict[str, int]):
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, name: str) -> int:
+        return self.base[name]
 
 
 def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -> bool:
