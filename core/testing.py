@@ -141,7 +141,7 @@ def unix_user() -> str:
 @contextmanager
 def _machine_lock(name: str) -> Iterator[None]:
     """Held while a session fixture makes something of the machine's (a user, an
-    environment): each pytest-xdist worker runs the session's fixtures itself."""
+    environment): `make test` runs two pytests at once, each with its own session."""
     import fcntl
     import os
 
