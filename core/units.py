@@ -90,11 +90,18 @@ def parse_duration(value: str | int | float) -> int:
     return int(seconds)
 
 
-@lru_cache(maxsize=1024)
 def parse_duration_cached(value: str | int | float) -> int:
     """`parse_duration` of a value read again and again (a queue's or a trace's few
-    walltimes, at every job's start and every cycle): parsed once. The value must be
-    hashable; an error is raised each time, never kept."""
+    walltimes, at every job's start and every cycle): parsed once. Any other value (a
+    hook's list) is parsed, and refused, as `parse_duration` does; an error is raised each
+    time, never kept."""
+    if isinstance(value, (str, int, float)):
+        return _parse_duration_memo(value)
+    return parse_duration(value)
+
+
+@lru_cache(maxsize=1024, typed=True)  # (typed: True is refused even after 1 was parsed)
+def _parse_duration_memo(value: str | int | float) -> int:
     return parse_duration(value)
 
 

@@ -9,6 +9,7 @@ from pbsplug import (
     parse_select,
     parse_size,
 )
+from pbsplug.units import parse_duration_cached
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -44,6 +45,15 @@ def test_parse_duration(text, expected):
 def test_parse_duration_rejects(bad):
     with pytest.raises(ValueError, match=r"\[\[HH:\]MM:\]SS|negative"):
         parse_duration(bad)
+
+
+def test_the_cached_parse_answers_and_refuses_as_parse_duration_does():
+    """A cache keyed by value would take True for the 1 parsed before it, and a list for no
+    key at all (TypeError): each is refused as `parse_duration` refuses it."""
+    assert parse_duration_cached(1) == 1 and parse_duration_cached("01:00:00") == 3600
+    for bad in (True, ["01:00:00"], "ten"):
+        with pytest.raises(ValueError, match=r"\[\[HH:\]MM:\]SS"):
+            parse_duration_cached(bad)
 
 
 @pytest.mark.parametrize("bad", ["9" * 400, "9" * 400 + ":00", float("inf"), float("nan"),
