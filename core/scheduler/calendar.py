@@ -60,6 +60,9 @@ class Calendar:
         #: The vnodes whose room now (hard bookings) came above 0 since the caller last
         #: emptied it: what a caller keeping the vnodes with room needs to look at again.
         self.opened: set[str] = set()
+        #: How many times a vnode's room now (hard bookings) went from above 0 to none:
+        #: a caller keeping the vnodes with room narrows them only after one did.
+        self.closed = 0
         # The changes after `now` (`timeline`): the instants, sorted; at each, the ncpus
         # each vnode takes (+) or gives back (-); and how many bookings end then. Per
         # instant, not per booking: a job's many vnodes share two instants, so booking one
@@ -280,8 +283,11 @@ class Calendar:
                     before = room[vnode]
                     after = room[vnode] = before - sign * used
                     free[kind] += (after if after > 0 else 0) - (before if before > 0 else 0)
-                    if not kind and after > 0 >= before:
-                        self.opened.add(vnode)
+                    if not kind:
+                        if after > 0 >= before:
+                            self.opened.add(vnode)
+                        elif before > 0 >= after:
+                            self.closed += 1
             else:
                 self._later[kind] += sign * len(run)
                 at = changes.setdefault((kind, start, 0), [])

@@ -412,8 +412,10 @@ class Scheduler:
         self._rank = kept.rank
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
         self._open: list[_VnodeInfo] | None = None  # see _now_candidates
-        self._open_mark = -1  # `calendar.changes` when `_open` was last narrowed
-        self._open_by: dict[int, list[_VnodeInfo]] = {}  # smallest chunk -> `_open` narrowed
+        self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
+        self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
+        #: smallest chunk -> (`calendar.changes` then, `_open` narrowed to room for it)
+        self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
         self.now = now
         self._ever_memo = kept.ever_memo
@@ -1739,17 +1741,22 @@ class Scheduler:
         open_ = self._open
         if open_ is None:
             open_ = self._open = self._open_vnodes()
-        if self._open_mark != self.calendar.changes:  # else no room changed since
-            self._open = open_ = [v for v in open_ if room[v.name] > 0]
-            self._open_mark = self.calendar.changes
-            self._open_by.clear()
+        calendar = self.calendar
+        changes = calendar.changes
+        if self._open_mark != changes:  # else no room changed since
+            if self._closed_mark != calendar.closed:  # else each of them still has some
+                self._open = open_ = [v for v in open_ if room[v.name] > 0]
+                self._closed_mark = calendar.closed
+            self._open_mark = changes
             self._open_room.clear()
         if smallest == 1:
             return open_
+        # (narrowed from the last list for the same chunk: those left out have no more now)
         roomy = self._open_by.get(smallest)
-        if roomy is None:
-            roomy = self._open_by[smallest] = [v for v in open_ if room[v.name] >= smallest]
-        return roomy
+        if roomy is None or roomy[0] != changes:
+            roomy = self._open_by[smallest] = (changes, [
+                v for v in (open_ if roomy is None else roomy[1]) if room[v.name] >= smallest])
+        return roomy[1]
 
     def _open_vnodes(self) -> list[_VnodeInfo]:
         """The usable vnodes that may have room now, in order: those that had at the last
@@ -1763,10 +1770,10 @@ class Scheduler:
         fresh = [info for info in map(infos.__getitem__, opened) if info.usable_now]
         if not fresh:
             return kept.open
-        rank = kept.rank
-        merged = {rank[v.name]: v for v in kept.open}
-        merged.update((rank[v.name], v) for v in fresh)
-        return [merged[r] for r in sorted(merged)]
+        ranks = kept.rank.__getitem__
+        merged = dict(zip(map(ranks, map(_NAME, kept.open)), kept.open, strict=True))
+        merged.update(zip(map(ranks, map(_NAME, fresh)), fresh, strict=True))
+        return list(map(merged.__getitem__, sorted(merged)))
 
     def _placement_hook(self, info: _JobInfo, chunks, start: float, soft: bool = False,
                         roomy: list[_VnodeInfo] | None = None):

@@ -143,10 +143,29 @@ def test_booking_at_once_is_booking_in_turn(specs, gone):
         one.book(name, booking)
     many.book_all(at_once)
     assert calendar_state(one) == calendar_state(many)
+    assert one.closed == many.closed
     for i in taken:
         one.unbook(*in_turn[i])
     many.unbook_all(at_once[i] for i in taken)
     assert calendar_state(one) == calendar_state(many)
+    assert one.closed == many.closed
+
+
+def test_the_calendar_counts_the_vnodes_whose_room_now_ran_out():
+    """`Calendar.closed` counts each time a vnode's room now (hard bookings) went from some
+    to none, and `opened` notes the vnodes given some back: a scheduler filters its vnodes
+    with room again only after one ran out."""
+    cal = Calendar({v: {"ncpus": 4} for v in "ab"}, NOW)
+    whole = Booking(NOW - 1, NOW + 60, {"ncpus": 4}, False, True, "1")
+    cal.book_all([("a", whole), ("b", Booking(NOW, NOW + 60, {"ncpus": 2}, False, True, "2"))])
+    assert (cal.closed, cal.opened) == (1, set())
+    cal.book("b", Booking(NOW + 10, NOW + 60, {"ncpus": 2}, False, True, "3"))  # later
+    cal.book("a", Booking(NOW, NOW + 60, {"ncpus": 1}, False, False, "4"))  # soft
+    assert cal.closed == 1
+    cal.unbook("a", whole)
+    assert (cal.closed, cal.opened) == (1, {"a"})
+    cal.book("a", Booking(NOW, NOW + 60, {"ncpus": 4}, True, True, "5"))  # exclusive
+    assert cal.closed == 2
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
