@@ -71,8 +71,9 @@ class Calendar:
         self._deltas: tuple[dict[float, dict[str, int]], dict[float, dict[str, int]]] = (
             {},) * 2
         self._ending: tuple[dict[float, int], dict[float, int]] = ({},) * 2
-        #: Bookings that had not started when booked (`later`).
+        #: Bookings that had not started when booked (`later`), and per vnode (`rising`).
         self._later = [0, 0]
+        self._rising: tuple[dict[str, list[float]], dict[str, list[float]]] = ({},) * 2
         # Per kind, once asked for (`instants`): each vnode's instants in the timeline.
         self._instants: list[dict[str, list[float]] | None] = [None, None]
 
@@ -85,6 +86,12 @@ class Calendar:
         """How many bookings start after `now` (or did, after the `now` they were booked
         at): none, and what a vnode has free at an instant it keeps until a booking ends."""
         return self._later[0 if self._shared else kind]
+
+    def rising(self, kind: int) -> dict[str, list[float]]:
+        """Per vnode, the starts of its bookings that had not started when booked, sorted
+        (none: not listed). Only those take ncpus in `timeline(kind)`: a vnode gains room,
+        never loses any, from `now` until the first of them. Callers only read it."""
+        return self._rising[0 if self._shared else kind]
 
     def timeline(self, kind: int
                  ) -> tuple[list[float], dict[float, dict[str, int]], dict[float, int]]:
@@ -159,14 +166,16 @@ class Calendar:
         self._times = (self._times[0], list(self._times[0]))
         self._deltas = (self._deltas[0], {when: dict(at) for when, at in self._deltas[0].items()})
         self._ending = (self._ending[0], dict(self._ending[0]))
+        self._rising = (self._rising[0], {v: list(at) for v, at in self._rising[0].items()})
         self._instants[1] = None  # (built again when read)
 
     def _share(self) -> None:
         """Kind 1 is kind 0 again: the last soft booking counted was taken back."""
         self._shared = True
         self.room_now = (self.room_now[0],) * 2
-        self._times, self._deltas, self._ending = (
-            (self._times[0],) * 2, (self._deltas[0],) * 2, (self._ending[0],) * 2)
+        self._times, self._deltas, self._ending, self._rising = (
+            (self._times[0],) * 2, (self._deltas[0],) * 2, (self._ending[0],) * 2,
+            (self._rising[0],) * 2)
         self._instants[1] = None
 
     def book(self, vnode: str, booking: Booking) -> None:
@@ -290,6 +299,18 @@ class Calendar:
                             self.closed += 1
             else:
                 self._later[kind] += sign * len(run)
+                rising = self._rising[kind]
+                for vnode, _ in run:
+                    starts = rising.get(vnode)
+                    if sign > 0:
+                        if starts is None:
+                            rising[vnode] = [start]
+                        else:
+                            bisect.insort(starts, start)
+                    elif len(starts) == 1:
+                        del rising[vnode]
+                    else:
+                        del starts[bisect.bisect_left(starts, start)]
                 at = changes.setdefault((kind, start, 0), [])
                 at.extend(run if sign > 0 else [(vnode, -used) for vnode, used in run])
             if end < INFINITY:

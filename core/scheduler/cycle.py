@@ -414,6 +414,8 @@ class Scheduler:
         self._open: list[_VnodeInfo] | None = None  # see _now_candidates
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
         self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
+        self._lows: dict[str, tuple[list[float], list[int]]] = {}  # see `_now_lows`
+        self._lows_mark = -1  # `calendar.changes` when `_lows` was begun
         #: smallest chunk -> (`calendar.changes` then, `_open` narrowed to room for it)
         self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
@@ -1554,7 +1556,8 @@ class Scheduler:
                 # is due by now: a booking made before its start, in an earlier cycle, that
                 # the room now does not hold yet. `_free` reads the bookings themselves.)
                 chunks = self._fill(info, candidates, self._room, (
-                    self.calendar.instants(0), deltas, start, end))
+                    self.calendar.instants(0), deltas, self.calendar.rising(0), start, end),
+                    self._now_lows())
                 if chunks is not _UNSURE:
                     return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
@@ -1684,11 +1687,13 @@ class Scheduler:
         return None
 
     def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int],
-              window: _Window | None = None):
+              window: _Window | None = None, lows: dict | None = None):
         """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
         each has free: `room`, for the whole window, or, with `window`, at its start and
         lowered by each vnode's own changes within it. The chunks, None when they do not
-        fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides)."""
+        fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides).
+        `lows` keeps, per vnode, its instants after the window's start and the least room
+        it has up to each, for windows of that start and that room (`_now_lows`)."""
         consumable = info.chunks[0][0]
         need = consumable.get("ncpus", 0)
         if need <= 0:
@@ -1699,7 +1704,8 @@ class Scheduler:
         # Per vnode, its sharing is looked at only where some vnode's could make it
         # exclusive for this place.
         levels: dict[str, str] | None = None if self._all_shared(place) else {}
-        instants, deltas, start, end = window if window is not None else ({}, {}, 0.0, 0.0)
+        instants, deltas, rising, start, end = window if window is not None else (
+            {}, {}, {}, 0.0, 0.0)
         for v in candidates:
             if levels is not None:
                 level = levels.get(v.sharing)
@@ -1709,17 +1715,30 @@ class Scheduler:
                     return _UNSURE
             name = v.name
             free = room[name]
-            mine = instants.get(name)
-            if mine and free >= need:  # the least it has over the window (never more)
-                low = free
-                for k in range(bisect.bisect_right(mine, start), len(mine)):
-                    when = mine[k]
-                    if when >= end:
-                        break
-                    free -= deltas[when][name]
-                    if free < low:
-                        low = free
-                free = low
+            # The least it has over the window (never more), lowered only by bookings
+            # still to start there: until the first, its room only grows.
+            later = rising.get(name)
+            mine = instants.get(name) if later and later[0] < end and free >= need else None
+            if mine:
+                memo = lows.get(name) if lows is not None else None
+                if memo is None:
+                    whens: list[float] = []
+                    track: list[int] = []
+                    low = free
+                    for k in range(bisect.bisect_right(mine, start), len(mine)):
+                        when = mine[k]
+                        if when >= end and lows is None:
+                            break  # (kept, they are followed to the last)
+                        free -= deltas[when][name]
+                        if free < low:
+                            low = free
+                        whens.append(when)
+                        track.append(low)
+                    memo = whens, track
+                    if lows is not None:
+                        lows[name] = memo
+                at = bisect.bisect_left(memo[0], end)  # the instants before the end
+                free = memo[1][at - 1] if at else room[name]
             if free >= need:
                 take = free // need
                 if take >= left:
@@ -1728,6 +1747,15 @@ class Scheduler:
                 out.extend([(name, consumable)] * take)
                 left -= take
         return None
+
+    def _now_lows(self) -> dict:
+        """What `_fill` found of the vnodes' least room from now on, for jobs placed now
+        until the calendar changes (a start): the jobs tried in between read it, not each
+        vnode's instants again."""
+        if self._lows_mark != self.calendar.changes:
+            self._lows_mark = self.calendar.changes
+            self._lows = {}
+        return self._lows
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
         """The usable vnodes, in order, with room now for the job's smallest chunk.
@@ -1928,7 +1956,8 @@ class Scheduler:
             chunks = _UNSURE
             if counted:  # what is free over the window, from what the sweep counted at t
                 chunks = self._fill(info, candidates, room, (
-                    calendar.instants(kind), deltas, t, end) if later else None)
+                    calendar.instants(kind), deltas, calendar.rising(kind), t, end)
+                    if later else None)
             if chunks is _UNSURE:
                 chunks = self._fit(info, t, end, soft=soft, now_mode=False,
                                    candidates=candidates)
@@ -1950,9 +1979,11 @@ _UNSURE = object()  # `_fill` cannot tell: the general placement decides
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _NAME = operator.attrgetter("name")
 
-#: (each vnode's instants in the timeline, the changes at each, start, end): what `_fill`
-#: reads to know the least ncpus a vnode has free over [start, end).
-_Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], float, float]
+#: (each vnode's instants in the timeline, the changes at each, the starts of the bookings
+#: still to start on each (`Calendar.rising`), start, end): what `_fill` reads to know the
+#: least ncpus a vnode has free over [start, end).
+_Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], dict[str, list[float]],
+                float, float]
 
 
 class _Overlay(dict):

@@ -115,9 +115,15 @@ def test_a_start_the_room_ahead_rules_out_is_passed_over():
 def calendar_state(cal: Calendar) -> tuple:
     for kind in (0, 1):  # the kept total is what summing the room gives
         assert cal.free_total(kind) == sum(n for n in cal.room_now[kind].values() if n > 0)
+        # and the starts of the bookings still to start are those the bookings give
+        rising = {vnode: sorted(b.start for b in held if b.applied is not None
+                                and not b.applied[1] and (kind or b.hard))
+                  for vnode, held in cal.bookings.items()}
+        assert cal.rising(kind) == {vnode: at for vnode, at in rising.items() if at}
+        assert sum(map(len, rising.values())) == cal.later(kind)
     return (cal.room_now, cal.timeline(0), cal.timeline(1), cal.instants(0), cal.instants(1),
             cal.later(0), cal.later(1), cal.changes, cal.bookings, cal.free_total(0),
-            cal.free_total(1))
+            cal.free_total(1), cal.rising(0), cal.rising(1))
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
