@@ -211,6 +211,12 @@ class _Kept:
         #: they leave at its start is on vnodes its first fit never reached (`_sticky_top`).
         self.released = -INFINITY
         self.released_rank = len(self.order)
+        #: The ncpus its job lacked, at every instant before its start, when the plan was
+        #: last checked against jobs ended (a count of one-cpu chunks: `_released_harmless`),
+        #: and the ncpus of the bookings taken back as ends since: while these are fewer,
+        #: the check holds again without sweeping.
+        self.slack = 0
+        self.released_cpus = 0
         self.empty: Calendar | None = None
         #: id(job) -> (job object, queue object, queue name, info or None when not
         #: eligible), for the jobs not running.
@@ -492,6 +498,7 @@ class Scheduler:
             if fresh is not None:
                 kept.top = (*fresh[:5], kept.changes)
                 kept.released, kept.released_rank = -INFINITY, len(kept.order)
+                kept.slack = kept.released_cpus = 0
         stats.duration = time.perf_counter() - t0
         result.stats = stats
         self._cycle_end(stats)
@@ -591,8 +598,9 @@ class Scheduler:
             jobs.extend(entry[0] for job_id in floating
                         if job_id not in listed and (entry := kept.running.get(job_id))
                         is not None and gone.get(job_id) is not entry[0])
-        # Bookings of jobs gone taken back: how many, their last end, their first vnode.
-        released, freed, lowest = 0, -INFINITY, len(kept.order)
+        # Bookings of jobs gone taken back: how many, their last end, their first vnode,
+        # the ncpus they held.
+        released, freed, lowest, cpus = 0, -INFINITY, len(kept.order), 0
         try:
             calendar.unbook_all([(n, kept.unavail.pop(n)) for n, b in list(kept.unavail.items())
                                  if not (kept.infos[n].plan_from > now
@@ -660,12 +668,15 @@ class Scheduler:
                     released += 1
                     freed = max(freed, booking.end)
                     lowest = min(lowest, kept.rank[vnode])
+                    if booking.applied is not None:
+                        cpus += booking.applied[0]
             kept.adopt = {}
         finally:
             self._undo = undo
             if calendar.changes == before + released:  # jobs ended, nothing else
                 kept.released = max(kept.released, freed)
                 kept.released_rank = min(kept.released_rank, lowest)
+                kept.released_cpus += cpus
             elif calendar.changes != before:
                 kept.changes += 1
 
@@ -707,7 +718,15 @@ class Scheduler:
                                        or any(exclusivity(info.place, sharing) == EXCLHOST
                                               for sharing in kept.sharings)):
             return False  # (a whole host for the job: a vnode freed anywhere may matter)
-        return self._no_start_before(info, now) >= top[2]
+        if info.smallest == 1 and kept.released_cpus < kept.slack:
+            # One-cpu chunks: the room those ends left adds at most their ncpus to the
+            # count at any instant, short of what it lacked when last swept.
+            return True
+        start, peak = self._no_start_before(info, now)
+        if start < top[2]:
+            return False
+        kept.slack, kept.released_cpus = info.ncpus - peak, 0
+        return True
 
     def _queued_infos(self, kept: _Kept, jobs: list[Job], snap: Snapshot,
                       queues: dict[str, Queue], now: float) -> list[_JobInfo]:
@@ -1277,7 +1296,7 @@ class Scheduler:
                     plan_top(info)  # already planned: nothing to do but say when
                 else:
                     deferred.append(info)
-                    deferred_bound = min(deferred_bound, self._no_start_before(info, now))
+                    deferred_bound = min(deferred_bound, self._no_start_before(info, now)[0])
                     result.comments[job.id] = "Not Running: Job is a top job"
                 continue
             if is_top:
@@ -1877,10 +1896,11 @@ class Scheduler:
             out.append((name, consumable))
         return out
 
-    def _no_start_before(self, info: _JobInfo, now: float) -> float:
+    def _no_start_before(self, info: _JobInfo, now: float) -> tuple[float, int]:
         """A time before which the job cannot start, from the hard bookings' cpu counts
         alone: the first instant the vnodes with room for its smallest chunk have as many
-        cpus free as it needs (its real start, placed, is never earlier)."""
+        cpus free as it needs (its real start, placed, is never earlier); and the most such
+        cpus at any instant from now until then."""
         calendar = self.calendar
         smallest, need = info.smallest, info.ncpus
         room = _Overlay(calendar.room_now[0])  # the sweep changes few of a thousand vnodes
@@ -1891,13 +1911,16 @@ class Scheduler:
         while at < len(times) and times[at] <= now:  # changes due by now
             avail = _apply(deltas[times[at]], room, smallest, avail, None)
             at += 1
+        peak = avail
         if avail >= need:
-            return now
+            return now, 0
         for when in times[at:]:
             avail = _apply(deltas[when], room, smallest, avail, None)
             if avail >= need:
-                return when
-        return INFINITY
+                return when, peak
+            if avail > peak:
+                peak = avail
+        return INFINITY, peak
 
     def _earliest(self, info: _JobInfo, now: float, soft: bool):
         """The earliest time the job fits, and where: (start, chunks) or (inf, None).

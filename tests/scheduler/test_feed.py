@@ -431,6 +431,25 @@ def test_without_estimates_a_kept_plan_says_what_a_deferred_one_says(explain):
                 policy=Policy(strict_ordering=True, estimate_limit=0), explain=explain)
 
 
+def test_a_kept_plan_is_made_again_once_the_cpus_freed_since_make_up_what_it_lacked():
+    """A top job of eight one-cpu chunks on one 8-cpu vnode is planned at +2000, when the
+    last running job ends; at +1000 seven cpus are free, one short. One cpu freed early
+    (+10) leaves the plan as it was, and so does a cycle with nothing freed (+20); a second
+    cpu freed (+30) makes up the one it lacked: it starts at +1000, and a job that would end
+    after that no longer starts in front of it."""
+    nodes = {"n1": {"state": "free", "resources_available": {"ncpus": 8}}}
+    jobs = {"1.srv": running_row(NOW, "(n1:ncpus=4)", "4:ncpus=1", "00:16:40"),
+            "2.srv": running_row(NOW, "(n1:ncpus=2)", "2:ncpus=1", "00:16:40"),
+            "3.srv": running_row(NOW, "(n1:ncpus=1)", "1:ncpus=1", "00:16:40"),
+            "4.srv": running_row(NOW, "(n1:ncpus=1)", "1:ncpus=1", "00:33:20"),
+            "5.srv": queued(2, "8:ncpus=1", "01:00:00")}
+    one_freed = {j: a for j, a in jobs.items() if j != "3.srv"}
+    two_freed = {j: a for j, a in one_freed.items() if j != "4.srv"}
+    two_freed["6.srv"] = queued(3, "1:ncpus=1", "00:25:00")
+    fed_and_new([(NOW, jobs), (NOW + 10, one_freed), (NOW + 20, one_freed),
+                 (NOW + 30, two_freed)], nodes)
+
+
 def test_running_jobs_note_one_expiry_each_however_often_their_rows_change():
     feed, sched = Feed(), Scheduler(policy=Policy())
     feed.set_server("srv", {})
