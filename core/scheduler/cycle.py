@@ -420,8 +420,10 @@ class Scheduler:
         self._open: list[_VnodeInfo] | None = None  # see _now_candidates
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
         self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
-        self._lows: dict[str, tuple[list[float], list[int]]] = {}  # see `_now_lows`
-        self._lows_mark = -1  # `calendar.changes` when `_lows` was begun
+        #: What `_fill` found of each vnode's least room from now on, for the jobs placed
+        #: now: its instants after now, and the least room up to each; a vnode's is
+        #: forgotten when it is booked (`_book_all`), the others' stay true.
+        self._lows: dict[str, tuple[list[float], list[int]]] = {}
         #: smallest chunk -> (`calendar.changes` then, `_open` narrowed to room for it)
         self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
@@ -944,7 +946,9 @@ class Scheduler:
             self._undo.extend(made)
         now, counting = self.now, self._free_now is not None
         now_cache, cross_cache = self._now_cache, self._cross_cache
+        lows = self._lows
         for vnode, booking in made:
+            lows.pop(vnode, None)
             if booking.hard:
                 if counting and booking.applied is not None and booking.applied[1]:
                     self._free_now -= booking.applied[0]
@@ -1576,7 +1580,7 @@ class Scheduler:
                 # the room now does not hold yet. `_free` reads the bookings themselves.)
                 chunks = self._fill(info, candidates, self._room, (
                     self.calendar.instants(0), deltas, self.calendar.rising(0), start, end),
-                    self._now_lows())
+                    self._lows)
                 if chunks is not _UNSURE:
                     return chunks
             return self._assign_alike(info, candidates, start, end, soft, now_mode)
@@ -1712,7 +1716,7 @@ class Scheduler:
         lowered by each vnode's own changes within it. The chunks, None when they do not
         fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides).
         `lows` keeps, per vnode, its instants after the window's start and the least room
-        it has up to each, for windows of that start and that room (`_now_lows`)."""
+        it has up to each, for windows of that start and that room (`Scheduler._lows`)."""
         consumable = info.chunks[0][0]
         need = consumable.get("ncpus", 0)
         if need <= 0:
@@ -1766,15 +1770,6 @@ class Scheduler:
                 out.extend([(name, consumable)] * take)
                 left -= take
         return None
-
-    def _now_lows(self) -> dict:
-        """What `_fill` found of the vnodes' least room from now on, for jobs placed now
-        until the calendar changes (a start): the jobs tried in between read it, not each
-        vnode's instants again."""
-        if self._lows_mark != self.calendar.changes:
-            self._lows_mark = self.calendar.changes
-            self._lows = {}
-        return self._lows
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
         """The usable vnodes, in order, with room now for the job's smallest chunk.
