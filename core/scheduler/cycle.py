@@ -1934,7 +1934,7 @@ class Scheduler:
         # The ncpus on vnodes with room for a chunk: a start where they are fewer than the
         # job needs is passed over without trying to place it there.
         need = info.ncpus
-        avail = sum(room[name] for name in roomy)
+        avail = calendar.free_total(kind) if smallest == 1 else sum(map(room.__getitem__, roomy))
         times, deltas, ending = calendar.timeline(kind)
         # A job whose chunks are alike and ask only ncpus is placed from the sweep's counts:
         # with no booking to start later, its room from t on is the room at t; else the
