@@ -421,9 +421,10 @@ class Scheduler:
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
         self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
         #: What `_fill` found of each vnode's least room from now on, for the jobs placed
-        #: now: its instants after now, and the least room up to each; a vnode's is
-        #: forgotten when it is booked (`_book_all`), the others' stay true.
-        self._lows: dict[str, tuple[list[float], list[int]]] = {}
+        #: now: where its instants after now begin among its instants, and the least room
+        #: up to each; a vnode's is forgotten when it is booked (`_book_all`: its instants
+        #: change only then), the others' stay true.
+        self._lows: dict[str, tuple[int, list[int]]] = {}
         #: smallest chunk -> (`calendar.changes` then, `_open` narrowed to room for it)
         self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
@@ -1710,13 +1711,15 @@ class Scheduler:
         return None
 
     def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int],
-              window: _Window | None = None, lows: dict | None = None):
+              window: _Window | None = None,
+              lows: dict[str, tuple[int, list[int]]] | None = None):
         """First fit of a job of alike ncpus-only chunks on shared vnodes, from the ncpus
         each has free: `room`, for the whole window, or, with `window`, at its start and
         lowered by each vnode's own changes within it. The chunks, None when they do not
         fit, or `_UNSURE` when a vnode would hold the job exclusively (`_fit` decides).
-        `lows` keeps, per vnode, its instants after the window's start and the least room
-        it has up to each, for windows of that start and that room (`Scheduler._lows`)."""
+        `lows` keeps, per vnode, where its instants after the window's start begin among
+        its instants, and the least room it has up to each, for windows of that start and
+        that room (`Scheduler._lows`)."""
         consumable = info.chunks[0][0]
         need = consumable.get("ncpus", 0)
         if need <= 0:
@@ -1745,23 +1748,23 @@ class Scheduler:
             if mine:
                 memo = lows.get(name) if lows is not None else None
                 if memo is None:
-                    whens: list[float] = []
+                    first = bisect.bisect_right(mine, start)
                     track: list[int] = []
                     low = free
-                    for k in range(bisect.bisect_right(mine, start), len(mine)):
+                    for k in range(first, len(mine)):
                         when = mine[k]
                         if when >= end and lows is None:
                             break  # (kept, they are followed to the last)
                         free -= deltas[when][name]
                         if free < low:
                             low = free
-                        whens.append(when)
                         track.append(low)
-                    memo = whens, track
+                    memo = first, track
                     if lows is not None:
                         lows[name] = memo
-                at = bisect.bisect_left(memo[0], end)  # the instants before the end
-                free = memo[1][at - 1] if at else room[name]
+                first, track = memo  # the least room up to each of mine[first:]
+                before_end = bisect.bisect_left(mine, end, first, first + len(track)) - first
+                free = track[before_end - 1] if before_end else room[name]
             if free >= need:
                 take = free // need
                 if take >= left:
