@@ -23,6 +23,8 @@ PBSE_HOOKERROR = 15136
 #: The log record attribute naming the object a hook's line is about, ``(type, name)``
 #: (`Event.logjobmsg`); an engine writes the line under that object instead of the hook's.
 PBS_OBJECT = "pbs_object"
+#: The slot holding an object's guard (`PbsObject._guard`), set directly on each vnode.
+_GUARD_SLOT = PbsObject._guard  # type: ignore[attr-defined]
 
 # What happens to the request when a hook rejects it, or fails (exception or alarm).
 REFUSE = "refuse"      # the request is refused; nothing changes (qsub, qalter, qdel, ...)
@@ -299,8 +301,9 @@ class Event:
         for obj in (self.job_o, self.vnode_o, self.src_queue):
             if obj is not None:
                 obj._guard = readonly
+        set_guard = _GUARD_SLOT.__set__  # (not `PbsObject.__setattr__`: a thousand vnodes)
         for vn in self.iter_vnodes():
-            vn._guard = vnode_guard
+            set_guard(vn, vnode_guard)
         for job in (self.job_list or {}).values():
             job._guard = readonly
         if self.resv is not None:

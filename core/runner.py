@@ -242,14 +242,17 @@ def unstorable(value: Any, where: str = "") -> str | None:
 
 
 def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
-    """(label, object) of every object of `event` a hook may have changed."""
+    """(label, object) of every object of `event` the hooks changed (a replay's periodic
+    event carries a thousand vnodes, few of them changed: no label is made for the
+    others)."""
     for key in ("job", "vnode", "resv"):
         obj = getattr(event, key, None)
-        if obj is not None:
+        if obj is not None and getattr(obj, "_changes", None):
             yield key, obj
     for key in ("vnode_list", "vnode_list_fail"):
         for name, vnode in (getattr(event, key, None) or {}).items():
-            yield f"{key}[{name}]", vnode
+            if getattr(vnode, "_changes", None):
+                yield f"{key}[{name}]", vnode
 
 
 def _check_changes(event: Event) -> str | None:
@@ -257,9 +260,7 @@ def _check_changes(event: Event) -> str | None:
     cannot be stored is also taken out of the event, so that no caller ever stores it."""
     why = None
     for label, obj in _changed_objects(event):
-        changes = getattr(obj, "_changes", None)
-        if not changes:
-            continue
+        changes = obj._changes
         for key, value in list(changes.items()):
             problem = (f"{label}: attribute name {key!r} is not a string"
                        if not isinstance(key, str) else unstorable(value, f"{label}.{key}"))

@@ -132,6 +132,13 @@ def decide(config: PowerConfig, now: int, nodes: Iterable[NodeView],
            booting: Iterable[str] = ()) -> Decision:
     """This run's decision. `needed` is `needed_by`'s answer; `booting` the hosts powered on
     and not yet reported ready (on/off mode)."""
+    return decide_hosts(config, now, hosts_of(nodes), resvs, needed, booting)
+
+
+def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeView]],
+                 resvs: Iterable[ResvView] = (), needed: Mapping[str, int] | None = None,
+                 booting: Iterable[str] = ()) -> Decision:
+    """`decide` for vnodes already grouped by host (`hosts_of`), walked in that order."""
     decision = Decision()
     if config.mode is None:
         return decision
@@ -140,7 +147,7 @@ def decide(config: PowerConfig, now: int, nodes: Iterable[NodeView],
     needed = needed or {}
     booting = frozenset(booting)
     limit = config.max_concurrent_nodes
-    for host, vnodes in hosts_of(nodes).items():
+    for host, vnodes in hosts.items():
         if any("sleep" in v.states for v in vnodes):
             problem = _up_problem(config, now, vnodes, needed, booting)
             if problem is None and len(decision.up) < limit:

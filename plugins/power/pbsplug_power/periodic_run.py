@@ -21,6 +21,7 @@ In order (PBS_power's algorithm, pbs-behavior.md §3):
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from pbsplug import clock, parse_exec_vnode
 
 from . import state
 from .config import BOTH_MODES_WARNING, PowerConfig, PowerConfigError, power_config
-from .decision import Decision, NodeView, ResvView, decide, hosts_of, needed_by
+from .decision import Decision, NodeView, ResvView, decide_hosts, hosts_of, needed_by
 from .driver import READY, DriverError, make_driver
 
 SLEEP = "sleep"
@@ -46,25 +47,58 @@ def _int(value: Any, default: int = 0) -> int:
 TRUE = frozenset({True, "True", "true", "TRUE", "1", "t", "y"})
 
 
+#: Each vnode object the last run was given, with its view: an engine carries an object
+#: again only while nothing changed it (docs/plugin-authors.md, "An object carried again
+#: is unchanged"), so the view made of it then still holds. A replay's periodic event
+#: carries every vnode thousands of times, most of them unchanged since the run before.
+_views_of: dict[int, tuple[Any, NodeView]] = {}
+
+
 def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
     """The decision's view of each vnode. Written for 10,000 vnodes a run: plain reads
-    (`Vnode.get`), and each distinct state text parsed once."""
+    (`Vnode.get`), each distinct state text parsed once, and an object seen by the last
+    run not read again (`_views_of`)."""
+    global _views_of
     out = []
+    last, seen = _views_of, {}
     parsed: dict[str, frozenset[str]] = {}
     for vn in vnodes:
-        get = vn.get
-        text = get("state") or ""
-        states = parsed.get(text)
-        if states is None:
-            states = parsed[text] = frozenset(s for s in str(text).split(",") if s)
-        avail = get("resources_available")  # `host_of`, inlined: 10,000 calls a run
-        used, changed = get("last_used_time"), get("last_state_change_time")
-        out.append(NodeView(
-            vn.name, str((avail.get("host") if avail else None) or vn.name), states,
-            get("poweroff_eligible") in TRUE,
-            used if type(used) is int else _int(used),
-            changed if type(changed) is int else _int(changed)))
+        known = last.get(id(vn))
+        if known is not None and known[0] is vn:
+            view = known[1]
+        else:
+            get = vn.get
+            text = get("state") or ""
+            states = parsed.get(text)
+            if states is None:
+                states = parsed[text] = frozenset(s for s in str(text).split(",") if s)
+            avail = get("resources_available")  # `host_of`, inlined: 10,000 calls a run
+            used, changed = get("last_used_time"), get("last_state_change_time")
+            view = NodeView(
+                vn.name, str((avail.get("host") if avail else None) or vn.name), states,
+                get("poweroff_eligible") in TRUE,
+                used if type(used) is int else _int(used),
+                changed if type(changed) is int else _int(changed))
+        seen[id(vn)] = (vn, view)  # (the object held: its id is not another's meanwhile)
+        out.append(view)
+    _views_of = seen
     return out
+
+
+#: The last run's views and their grouping by host (`hosts_of`), which callers only read.
+_grouped: tuple[list[NodeView], dict[str, list[NodeView]]] = ([], {})
+
+
+def views_by_host(views: list[NodeView]) -> dict[str, list[NodeView]]:
+    """`hosts_of(views)`; the last run's again when its views are the very same (no vnode
+    changed since, `node_views`)."""
+    global _grouped
+    last, grouped = _grouped
+    if len(last) == len(views) and all(map(operator.is_, last, views)):
+        return grouped
+    grouped = hosts_of(views)
+    _grouped = (views, grouped)
+    return grouped
 
 
 @functools.lru_cache(maxsize=256)
@@ -135,38 +169,40 @@ def run(event: Any, now: int | None = None) -> None:
     if power.mode is None:  # PBS does nothing; the record says why, for `power status`
         off = Decision(why={v.host: "power management is off: power_on_off_enable and "
                             "power_ramp_rate_enable are both False" for v in views})
-        _save(event, directory, power, config, views, off, was_booting, set(), set(), now)
+        _save(event, directory, power, config, views_by_host(views), off, was_booting,
+              set(), set(), now)
         event.accept()
     driver = make_driver(config, vnodes.values(), event.logjobmsg)
     if power.mode == "ramp" and not driver.can_ramp:
         event.reject(f"power: the {driver.name} driver cannot ramp hosts; set "
                      "power_on_off_enable instead of power_ramp_rate_enable")
-    by_host = {h: [v.name for v in vs] for h, vs in hosts_of(views).items()}
+    by_host = views_by_host(views)
     unreachable = {h: p for h in by_host if (p := driver.problem(h))}
     booting = {h: t for h, t in was_booting.items() if h in by_host} if power.on_off else {}
     resvs = resv_views(event.resv_list or {})
     needed = needed_by(estimates(event.job_list or {}), resvs, power.max_jobs_analyze_limit)
-    decision = decide(power, now, [v for v in views if v.host not in unreachable], resvs,
-                      needed, booting)
+    decision = decide_hosts(power, now, {h: vs for h, vs in by_host.items()
+                                         if h not in unreachable} if unreachable else by_host,
+                            resvs, needed, booting)
     for host, problem in unreachable.items():
         decision.why[host] = problem
     slept: set[str] = set()
     woke: set[str] = set()
     errors = _act(event, power, driver, decision, by_host, booting, slept, woke, now)
-    _save(event, directory, power, config, views, decision, booting, slept, woke, now)
+    _save(event, directory, power, config, by_host, decision, booting, slept, woke, now)
     if errors:
         event.reject("; ".join(errors))
 
 
 def _act(event: Any, power: PowerConfig, driver: Any, decision: Decision,
-         by_host: Mapping[str, list[str]], booting: dict[str, int], slept: set[str],
+         by_host: Mapping[str, list[NodeView]], booting: dict[str, int], slept: set[str],
          woke: set[str], now: int) -> list[str]:
     """The driver's actions; `slept` and `woke` get the hosts whose vnodes changed."""
     vnodes = event.vnode_list
     errors: list[str] = []
 
     def members(hosts: Iterable[str]) -> list[Any]:
-        return [vnodes[n] for h in hosts for n in by_host[h]]
+        return [vnodes[v.name] for h in hosts for v in by_host[h]]
 
     def attempt(action, hosts: list[str]) -> bool:
         try:
@@ -216,26 +252,27 @@ def _act(event: Any, power: PowerConfig, driver: Any, decision: Decision,
 
 
 def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
-          views: list[NodeView], decision: Decision, booting: Mapping[str, int],
-          slept: set[str], woke: set[str], now: int) -> None:
+          by_host: Mapping[str, list[NodeView]], decision: Decision,
+          booting: Mapping[str, int], slept: set[str], woke: set[str], now: int) -> None:
     """The booting hosts, and every host as `pbsplug power status` shows it."""
-    eligible: dict[str, bool] = {}
-    asleep: dict[str, bool] = {}
-    used: dict[str, int] = {}
     ramp = power.mode == "ramp"
-    for view in views:
-        host = view.host
-        eligible[host] = eligible.get(host, True) and (view.eligible or ramp)
-        asleep[host] = asleep.get(host, False) or SLEEP in view.states
-        used[host] = max(used.get(host, 0), view.last_used_time)
+    why = decision.why
     hosts = {}
-    for host, was_asleep in asleep.items():
-        last = now if host in woke else used[host]
+    for host, group in by_host.items():
+        if len(group) == 1:  # (most hosts: one vnode each)
+            view = group[0]
+            eligible, asleep = view.eligible or ramp, SLEEP in view.states
+            used = max(view.last_used_time, 0)
+        else:
+            eligible = ramp or all(v.eligible for v in group)
+            asleep = any(SLEEP in v.states for v in group)
+            used = max(0, *(v.last_used_time for v in group))
+        last = now if host in woke else used
         hosts[host] = {
             "power": ("booting" if host in booting else "asleep"
-                      if (was_asleep or host in slept) and host not in woke else "awake"),
-            "idle": now - last if last else None, "eligible": eligible[host],
-            "why": decision.why.get(host, "")}
+                      if (asleep or host in slept) and host not in woke else "awake"),
+            "idle": now - last if last else None, "eligible": eligible,
+            "why": why.get(host, "")}
     status = {"time": now, "mode": power.mode, "driver": config["driver"], "hosts": hosts}
     try:
         state.save(directory, booting, int(config["boot_delay"]), status)

@@ -78,8 +78,16 @@ def _is_time(value: Any) -> bool:
 
 def booting(directory: Path) -> dict[str, int]:
     """The booting hosts: host -> when it was powered on. A record of another shape is an
-    `OSError` naming the file and what is wrong."""
+    `OSError` naming the file and what is wrong. A record read before, in a file nobody
+    touched since, is not read again (`_booting_read`)."""
     path = Path(directory) / BOOTING_FILE
+    try:
+        identity = _identity(path.stat())
+    except FileNotFoundError:
+        return {}
+    known = _booting_read.get(path)
+    if known is not None and known[0] == identity:
+        return dict(known[1])
     data = _read(path)
     if data is None:
         return {}
@@ -91,7 +99,11 @@ def booting(directory: Path) -> dict[str, int]:
         if not _is_time(since):
             raise _not_ours(path, f'"booting" {host!r} is {_shown(since)}, expected an '
                                   "integer epoch time")
-    return {str(h): int(t) for h, t in hosts.items()}
+    found = {str(h): int(t) for h, t in hosts.items()}
+    if len(_booting_read) >= 64:  # one process, many state folders (replays): forget them
+        _booting_read.clear()
+    _booting_read[path] = (identity, found)  # the identity from before the read: see below
+    return dict(found)
 
 
 def status(directory: Path) -> dict[str, Any] | None:
@@ -147,6 +159,12 @@ def _shown(value: Any) -> str:
 #: written again unchanged, to a file nobody touched since, is left as it is (the booting
 #: hosts rarely change; a replay runs the hook thousands of times).
 _written: dict[Path, tuple[str, tuple[int, int, int, int]]] = {}
+
+
+#: The booting hosts last read from each file, with the file's identity before the read:
+#: a file changed between the two is read again next time (its identity is another). The
+#: scheduler's hook reads them at every cycle while a host sleeps (a replay: every event).
+_booting_read: dict[Path, tuple[tuple[int, int, int, int], dict[str, int]]] = {}
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 
@@ -319,3 +320,47 @@ def test_a_record_unchanged_is_not_written_again_unless_someone_touched_the_file
     assert state.booting(tmp_path) == {"h1": 100}
     state.save(tmp_path, {"h1": 100, "h2": 200}, 300)
     assert state.booting(tmp_path) == {"h1": 100, "h2": 200}
+
+
+def test_the_booting_hosts_are_read_again_only_when_someone_touched_the_file(tmp_path,
+                                                                             monkeypatch):
+    reads = []
+    real_read = state._read
+    monkeypatch.setattr(state, "_read", lambda path: reads.append(path) or real_read(path))
+    state.save(tmp_path, {"h1": 100}, 300)
+    assert state.booting(tmp_path) == {"h1": 100} and len(reads) == 1
+    found = state.booting(tmp_path)
+    assert found == {"h1": 100} and len(reads) == 1  # the same file: not read again
+    found["h9"] = 1  # the caller's own copy
+    assert state.booting(tmp_path) == {"h1": 100}
+    path = tmp_path / state.BOOTING_FILE
+    other = tmp_path / "other.json"  # another writer: a new file, same size, renamed over
+    other.write_text(path.read_text().replace("100", "200"))
+    os.replace(other, path)
+    assert state.booting(tmp_path) == {"h1": 200} and len(reads) == 2
+    path.write_text('{"booting": {"h2": 7}}')  # written in place
+    assert state.booting(tmp_path) == {"h2": 7} and len(reads) == 3
+    path.unlink()
+    assert state.booting(tmp_path) == {}
+
+
+def test_a_vnode_object_carried_again_is_not_read_again():
+    """An engine carries an object again only while nothing changed it: its view is the
+    last run's; another object of the same vnode is read afresh."""
+    from pbsplug import Vnode
+    from pbsplug_power.periodic_run import node_views, views_by_host
+
+    specs = vnodes(("a1", "free", True, OLD), ("a2", "free", True, OLD),
+                   ("b1", "sleep", True, OLD))
+    objects = [Vnode(name, attrs) for name, attrs in specs.items()]
+    first = node_views(objects)
+    grouped = views_by_host(first)
+    again = node_views(objects)
+    assert all(x is y for x, y in zip(first, again, strict=True))
+    assert views_by_host(again) is grouped
+    changed = Vnode("a2", {**specs["a2"], "state": "sleep", "last_used_time": NOW})
+    third = node_views([objects[0], changed, objects[2]])
+    assert third[0] is first[0] and third[2] is first[2]
+    assert third[1].states == {"sleep"} and third[1].last_used_time == NOW
+    regrouped = views_by_host(third)
+    assert regrouped is not grouped and regrouped["a"][1] is third[1]
