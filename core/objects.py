@@ -350,7 +350,20 @@ class Vnode(PbsObject):
     @property
     def states(self) -> frozenset[str]:
         """The vnode's states as a set: ``{"offline", "job-busy"}``."""
-        return frozenset(s for s in str(self._attrs.get("state") or "").split(",") if s)
+        text = self._attrs.get("state") or ""
+        if type(text) is not str:  # (not made through the value rules)
+            return frozenset(s for s in str(text).split(",") if s)
+        states = _STATES.get(text)
+        if states is None:
+            if len(_STATES) >= 1024:  # (a few dozen texts are ever seen)
+                _STATES.clear()
+            states = _STATES[text] = frozenset(s for s in text.split(",") if s)
+        return states
+
+
+#: Each vnode state text seen, as `Vnode.states` gives it (a scheduler's cycle and a power
+#: hook ask a thousand vnodes a run).
+_STATES: dict[str, frozenset[str]] = {}
 
 
 class Queue(PbsObject):

@@ -147,21 +147,23 @@ def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeVie
     needed = needed or {}
     booting = frozenset(booting)
     limit = config.max_concurrent_nodes
+    why = decision.why
     for host, vnodes in hosts.items():
-        if any("sleep" in v.states for v in vnodes):
+        if ("sleep" in vnodes[0].states if len(vnodes) == 1 else
+                any("sleep" in v.states for v in vnodes)):
             problem = _up_problem(config, now, vnodes, needed, booting)
             if problem is None and len(decision.up) < limit:
                 decision.up.append(host)
-                decision.why[host] = "asleep and needed within 900 s: waking"
+                why[host] = "asleep and needed within 900 s: waking"
             else:
-                decision.why[host] = problem or (
+                why[host] = problem or (
                     f"needed soon; waits: max_concurrent_nodes ({limit}) woken this run")
             continue
         problem = _down_problem(config, now, vnodes, held, needed)
         if problem is None and len(decision.down) < limit:
             decision.down.append(host)
-            decision.why[host] = "idle and eligible: going down"
+            why[host] = "idle and eligible: going down"
         else:
-            decision.why[host] = problem or (
+            why[host] = problem or (
                 f"idle and eligible; waits: max_concurrent_nodes ({limit}) taken this run")
     return decision

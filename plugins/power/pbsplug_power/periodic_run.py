@@ -254,7 +254,8 @@ def _act(event: Any, power: PowerConfig, driver: Any, decision: Decision,
 def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
           by_host: Mapping[str, list[NodeView]], decision: Decision,
           booting: Mapping[str, int], slept: set[str], woke: set[str], now: int) -> None:
-    """The booting hosts, and every host as `pbsplug power status` shows it."""
+    """The booting hosts, and every host as `pbsplug power status` shows it (`by_host`:
+    `hosts_of`'s, sorted by host as the record is)."""
     ramp = power.mode == "ramp"
     why = decision.why
     hosts = {}
@@ -268,13 +269,13 @@ def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
             asleep = any(SLEEP in v.states for v in group)
             used = max(0, *(v.last_used_time for v in group))
         last = now if host in woke else used
-        hosts[host] = {
+        hosts[host] = {  # (keys in sorted order, as the record is written)
+            "eligible": eligible, "idle": now - last if last else None,
             "power": ("booting" if host in booting else "asleep"
                       if (asleep or host in slept) and host not in woke else "awake"),
-            "idle": now - last if last else None, "eligible": eligible,
             "why": why.get(host, "")}
-    status = {"time": now, "mode": power.mode, "driver": config["driver"], "hosts": hosts}
+    status = {"driver": config["driver"], "hosts": hosts, "mode": power.mode, "time": now}
     try:
-        state.save(directory, booting, int(config["boot_delay"]), status)
+        state.save(directory, booting, int(config["boot_delay"]), status, status_sorted=True)
     except OSError as exc:
         event.logger.error("power: cannot save the record in %s: %s", directory, exc)

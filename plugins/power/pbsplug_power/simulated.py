@@ -20,12 +20,13 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pbsplug import clock as kernel_clock
 
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
-from .state import state_dir
+from .state import file_identity, state_dir
 
 STATE_FILE = "simulated_power.json"
 
@@ -47,6 +48,12 @@ def _record_problem(data: Any) -> str | None:
     return None
 
 
+#: The hosts last read from each record, with the file's identity before the read (a file
+#: changed between the two is read again next time). A replay asks about booting hosts at
+#: nearly every periodic run.
+_seen: dict[Path, tuple[tuple[int, int, int, int], dict[str, dict[str, Any]]]] = {}
+
+
 class Simulated(Driver):
     name = "simulated"
 
@@ -59,10 +66,15 @@ class Simulated(Driver):
         self.clock = clock or kernel_clock.now
 
     def hosts(self) -> dict[str, dict[str, Any]]:
-        """The file's hosts. A file that does not parse, or holds anything but host entries
-        as this driver writes them, is a `DriverError` naming it: a host the driver forgot
-        would count as on and ready."""
+        """The file's hosts (the caller's own copy). A file that does not parse, or holds
+        anything but host entries as this driver writes them, is a `DriverError` naming
+        it: a host the driver forgot would count as on and ready. A file read before and
+        untouched since is not read again (`_seen`)."""
         try:
+            identity = file_identity(self.path.stat())
+            known = _seen.get(self.path)
+            if known is not None and known[0] == identity:
+                return {host: dict(entry) for host, entry in known[1].items()}
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {}
@@ -74,7 +86,10 @@ class Simulated(Driver):
         if problem:
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
                               f"({problem}); remove it to start afresh")
-        return data
+        if len(_seen) >= 64:  # one process, many state folders (replays): forget them
+            _seen.clear()
+        _seen[self.path] = (identity, data)  # the identity from before the read
+        return {host: dict(entry) for host, entry in data.items()}
 
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

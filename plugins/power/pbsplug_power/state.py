@@ -17,6 +17,7 @@ cycle, so it stays small::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -31,7 +32,17 @@ STATUS_FILE = "power_status.json"
 
 def state_dir(config: Mapping[str, Any]) -> Path:
     """The configured ``state_dir``, else ``<pbsplug home>/hooks/tmp``."""
-    return Path(config.get("state_dir") or default_home() / "hooks" / "tmp")
+    configured = config.get("state_dir")
+    env = os.environ
+    return _state_dir(str(configured) if configured else None, env.get("PBSPLUG_HOME"),
+                      env.get("XDG_DATA_HOME"), env.get("HOME"), os.geteuid())
+
+
+@functools.lru_cache(maxsize=64)
+def _state_dir(configured: str | None, *home: Any) -> Path:
+    """`state_dir`, made once for each configured folder and what `default_home` reads
+    (`home`: only a key); the scheduler's hook asks for it every cycle."""
+    return Path(configured) if configured else default_home() / "hooks" / "tmp"
 
 
 def _not_ours(path: Path, why: str) -> OSError:
@@ -82,7 +93,7 @@ def booting(directory: Path) -> dict[str, int]:
     touched since, is not read again (`_booting_read`)."""
     path = Path(directory) / BOOTING_FILE
     try:
-        identity = _identity(path.stat())
+        identity = file_identity(path.stat())
     except FileNotFoundError:
         return {}
     known = _booting_read.get(path)
@@ -167,12 +178,15 @@ _written: dict[Path, tuple[str, tuple[int, int, int, int]]] = {}
 _booting_read: dict[Path, tuple[tuple[int, int, int, int], dict[str, int]]] = {}
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What any write, rename or utime of a file changes: (inode, size, mtime, ctime)."""
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _write(path: Path, data: Mapping[str, Any]) -> None:
-    text = json.dumps(data, sort_keys=True)
+def _write(path: Path, data: Mapping[str, Any], keys_sorted: bool = False) -> None:
+    """Write `data` as JSON with its keys sorted (`keys_sorted`: the caller built every
+    mapping in that order, which spares sorting a thousand hosts' entries a run)."""
+    text = json.dumps(data, sort_keys=not keys_sorted)
     last = _written.get(path)
     if last is not None and last[0] == text:
         try:
@@ -180,7 +194,7 @@ def _write(path: Path, data: Mapping[str, Any]) -> None:
         except OSError:
             pass
         else:
-            if _identity(st) == last[1]:
+            if file_identity(st) == last[1]:
                 return
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}")
@@ -188,13 +202,14 @@ def _write(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(part, path)
     if len(_written) >= 64:  # one process, many state folders (replays): forget them
         _written.clear()
-    _written[path] = (text, _identity(path.stat()))
+    _written[path] = (text, file_identity(path.stat()))
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
-         status: Mapping[str, Any] | None = None) -> None:
-    """Write the booting hosts and, when given, the status record."""
+         status: Mapping[str, Any] | None = None, status_sorted: bool = False) -> None:
+    """Write the booting hosts and, when given, the status record (`status_sorted`: its
+    keys, and each host's, already in sorted order)."""
     directory = Path(directory)
     _write(directory / BOOTING_FILE, {"booting": dict(booting), "boot_delay": boot_delay})
     if status is not None:
-        _write(directory / STATUS_FILE, status)
+        _write(directory / STATUS_FILE, status, status_sorted)

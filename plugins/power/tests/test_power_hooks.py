@@ -14,6 +14,7 @@ import pytest
 
 import pbsplug_power
 from pbsplug_power import state
+from pbsplug_power.driver import DriverError
 from pbsplug_power.simulated import STATE_FILE, Simulated
 
 NOW = int(time.time())
@@ -364,3 +365,22 @@ def test_a_vnode_object_carried_again_is_not_read_again():
     assert third[1].states == {"sleep"} and third[1].last_used_time == NOW
     regrouped = views_by_host(third)
     assert regrouped is not grouped and regrouped["a"][1] is third[1]
+
+
+def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(tmp_path):
+    clock = [1000.0]
+    sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 30, "shutdown_delay": 10},
+                    clock=lambda: clock[0])
+    sim.power_off(["a", "b"])
+    first = sim.hosts()
+    first["a"]["power"] = "on"  # the caller's own copy
+    assert sim.hosts()["a"]["power"] == "off"
+    path = tmp_path / STATE_FILE
+    other = tmp_path / "other.json"  # another writer: a new file renamed over it
+    other.write_text(json.dumps({"a": {"power": "on", "since": 0.0, "sleep_limit": 0}}))
+    os.replace(other, path)
+    clock[0] = 2000.0
+    assert sim.status(["a", "b"]) == {"a": "ready", "b": "ready"}
+    path.write_text("[]")  # broken in place: the driver's failure, not the old hosts
+    with pytest.raises(DriverError, match="not the simulated driver's JSON record"):
+        sim.hosts()
