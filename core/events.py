@@ -301,11 +301,13 @@ class Event:
         for obj in (self.job_o, self.vnode_o, self.src_queue):
             if obj is not None:
                 obj._guard = readonly
-        set_guard = _GUARD_SLOT.__set__  # (not `PbsObject.__setattr__`: a thousand vnodes)
+        # (Through the slot, not `PbsObject.__setattr__`: a replay's periodic event carries
+        # a thousand vnodes and thousands of queued jobs.)
+        set_guard = _GUARD_SLOT.__set__
         for vn in self.iter_vnodes():
             set_guard(vn, vnode_guard)
         for job in (self.job_list or {}).values():
-            job._guard = readonly
+            set_guard(job, readonly)
         if self.resv is not None:
             self.resv._guard = resv_guard
         for resv in (self.resv_list or {}).values():

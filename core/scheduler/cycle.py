@@ -1931,7 +1931,7 @@ class Scheduler:
         kind = 1 if soft else 0
         has_placement_hook = bool(self._impls("sched_node_placement"))
         calendar = self.calendar
-        smallest, rank = info.smallest, self._rank
+        smallest, rank, order = info.smallest, self._rank, self.order
         room = dict(calendar.room_now[kind])
         roomy = {name for name, free in room.items() if free >= smallest}
         # The ncpus on vnodes with room for a chunk: a start where they are fewer than the
@@ -1972,8 +1972,12 @@ class Scheduler:
                 j += 1
             if short >= t:
                 continue
-            candidates = [v for v in (self.vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
-                          if v.plan_from <= t]
+            if len(roomy) * 8 > len(order):  # most have room: in order, not sorted again
+                candidates = [v for v in order if room[v.name] >= smallest and v.plan_from <= t]
+            else:
+                vnodes = self.vnodes
+                candidates = [v for v in (vnodes[n] for n in sorted(roomy, key=rank.__getitem__))
+                              if v.plan_from <= t]
             chunks = _UNSURE
             if counted:  # what is free over the window, from what the sweep counted at t
                 chunks = self._fill(info, candidates, room, (

@@ -114,9 +114,9 @@ def _vnode_names(exec_vnode: str) -> tuple[str, ...] | None:
 def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
     """Queued jobs' (estimated start, vnodes), earliest first; jobs without both skipped."""
     out = []
-    for job in jobs.values():
-        est = job.estimated
-        if not est or str(job.job_state or "Q") != "Q":
+    for job in jobs.values():  # (`get`: thousands of queued jobs a run, most without one)
+        est = job.get("estimated")
+        if not est or str(job.get("job_state") or "Q") != "Q":
             continue
         start = _int(est.get("start_time"), -1)
         names = _vnode_names(str(est.get("exec_vnode") or ""))
