@@ -425,6 +425,10 @@ class Scheduler:
         #: up to each; a vnode's is forgotten when it is booked (`_book_all`: its instants
         #: change only then), the others' stay true.
         self._lows: dict[str, tuple[int, list[int]]] = {}
+        #: Placement shape -> (window length, earliest start) of each estimate made this
+        #: cycle (`_earliest`): room only shrinks during a cycle, so a job of the same shape
+        #: needing as long or longer starts no sooner.
+        self._floors: dict[tuple, list[tuple[float, float]]] = {}
         #: smallest chunk -> (`calendar.changes` then, `_open` narrowed to room for it)
         self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
@@ -482,6 +486,7 @@ class Scheduler:
             self._kept = None
             raise
         finally:
+            self._floors = {}  # (valid only while this cycle's bookings stand)
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.
             keep = {id(b) for started in self._started.values() for _, b in started[2]}
@@ -1945,6 +1950,17 @@ class Scheduler:
         counted = info.alike and info.place.arrangement == "free" and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))
+        # An estimate starts no sooner than one of the same shape made before it this
+        # cycle for no longer a window (`_floors`); the starts before are not tried.
+        floors: list[tuple[float, float]] | None = None
+        floor = -INFINITY
+        if soft and not has_placement_hook and calendar is self._kept.calendar:
+            length = info.walltime if info.walltime is not None else INFINITY
+            floors = self._floors.setdefault(info.shape[0], [])
+            floor = max((start for shorter, start in floors if shorter <= length),
+                        default=-INFINITY)
+            if floor == INFINITY:
+                return INFINITY, None
         # A second sweep runs ahead to the end of the window from t, for the last instant
         # before it with too little room anywhere: no start at or before that instant fits
         # (the job needs, for its whole window, chunks whose count or ncpus the room at
@@ -1960,7 +1976,7 @@ class Scheduler:
             while i < len(times) and times[i] <= t:
                 avail = _apply(deltas[times[i]], room, smallest, avail, roomy)
                 i += 1
-            if not roomy or avail < need:
+            if not roomy or avail < need or t < floor:
                 continue
             end = info.end(t)
             while ahead is not None and j < len(times) and times[j] < end:
@@ -1989,12 +2005,16 @@ class Scheduler:
             if chunks is not None and has_placement_hook:
                 chunks = self._placement_hook(info, chunks, t, soft, candidates)
             if chunks is not None:
+                if floors is not None:
+                    floors.append((length, t))
                 return t, chunks
             if ahead is None:
                 ahead, j = dict(room), i
                 # (a counted job's chunks are its smallest: only vnodes in `roomy` hold any)
                 held = (sum(map(unit.__rfloordiv__, map(room.__getitem__, roomy)))
                         if unit > 0 else avail)
+        if floors is not None:
+            floors.append((length, INFINITY))
         return INFINITY, None
 
 

@@ -112,6 +112,51 @@ def test_a_start_the_room_ahead_rules_out_is_passed_over():
 
 
 
+def test_an_estimate_starts_no_sooner_than_one_of_its_shape_before_it(monkeypatch):
+    """Room only shrinks during a cycle: an estimate of the same shape as one made before
+    it, for as long a window or longer, starts no sooner, and the starts before are not
+    tried again; a shorter window may start sooner. Two vnodes of one cpu: a job holds n0
+    for 1 h and a top job plan takes both from 1 h to 2 h."""
+    sched = Scheduler(policy=Policy(estimate_limit=0))
+    vnodes = [vnode("n0", ncpus=1), vnode("n1", ncpus=1)]
+    snap = snapshot(vnodes, [running("1:ncpus=1", "(n0:ncpus=1)", walltime="01:00:00")])
+    sched.cycle(snap, NOW)
+    sched._floors = {}  # as in a cycle's run loop
+
+    def info(select, walltime):
+        return sched._job_info(job(select, walltime), snap.queues["workq"], snap.server,
+                               NOW, snap.queues)
+
+    def plan(what, soft):
+        start, chunks = sched._earliest(what, NOW, soft=soft)
+        if chunks is not None:
+            sched._book_chunks(what.job.id, chunks, what.place, start, what.end(start),
+                               hard=not soft)
+        return start, sorted(name for name, _ in (chunks or ()))
+
+    assert plan(info("2:ncpus=1", "01:00:00"), soft=False) == (NOW + 3600, ["n0", "n1"])
+    tries = []
+    real_fill = Scheduler._fill
+    monkeypatch.setattr(Scheduler, "_fill", lambda self, job, candidates, *rest: (
+        tries.append(job.job.id), real_fill(self, job, candidates, *rest))[1])
+    first = info("1:ncpus=1", "02:00:00")
+    assert plan(first, soft=True) == (NOW + 7200, ["n0"])
+    assert len(tries) == 2  # now (n1 is taken at 1 h), then 2 h (1 h: passed over ahead)
+    tries.clear()
+    assert plan(info("1:ncpus=1", "02:00:00"), soft=True) == (NOW + 7200, ["n1"])
+    assert len(tries) == 1  # only from 2 h on: now was tried for the first
+    assert plan(info("1:ncpus=1", "00:30:00"), soft=True) == (NOW, ["n1"])  # shorter
+    fits = []
+    real_fit = Scheduler._fit
+    monkeypatch.setattr(Scheduler, "_fit", lambda self, job, *rest, **kw: (
+        fits.append(job.job.id), real_fit(self, job, *rest, **kw))[1])
+    never = "1:ncpus=1:mem=64gb"  # more memory than any vnode has
+    assert plan(info(never, "00:10:00"), soft=True) == (INFINITY, []) and fits
+    fits.clear()
+    assert plan(info(never, "00:20:00"), soft=True) == (INFINITY, [])
+    assert not fits  # known never to fit: not tried anywhere
+
+
 def calendar_state(cal: Calendar) -> tuple:
     for kind in (0, 1):  # the kept total is what summing the room gives
         assert cal.free_total(kind) == sum(n for n in cal.room_now[kind].values() if n > 0)
