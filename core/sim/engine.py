@@ -322,6 +322,8 @@ class Simulator:
         self._host_index = {host.name: host.index for host in machine.hosts}
         self._driver: dict[str, Any] = {}  # the simulated driver's record, as last read
         self._driver_text = ""
+        #: The record's file as last read: (inode, size, mtime, ctime), None before.
+        self._driver_file: tuple[int, int, int, int] | None = None
         #: Vnode objects as the last event carried them, while their vnode is unchanged.
         self._event_vnode_cache: dict[str, Vnode] = {}
         #: The vnodes hooks changed, so that a scheduler reparses only those.
@@ -954,10 +956,14 @@ class Simulator:
                 self._sleepers.symmetric_difference_update((name,))
                 self._host_sleepers[index] += 1 if name in self._sleepers else -1
                 hosts.add(index)
-        try:
-            text = self._power_file.read_text()
+        try:  # (read again only when the file is another or was written since)
+            st = self._power_file.stat()
+            seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            text = self._driver_text if seen == self._driver_file else \
+                self._power_file.read_text()
         except OSError:
-            text = ""
+            seen, text = None, ""
+        self._driver_file = seen
         if text != self._driver_text:
             self._driver_text = text
             try:

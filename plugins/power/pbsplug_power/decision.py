@@ -67,11 +67,13 @@ def needed_by(jobs: Iterable[tuple[int, Iterable[str]]], resvs: Iterable[ResvVie
     """The earliest time each vnode is needed: from the first `limit` queued jobs' estimated
     (start, vnodes), and from coming reservations' starts."""
     needed: dict[str, int] = {}
+    get = needed.get
     for count, (start, vnodes) in enumerate(jobs):
         if count >= limit:
             break
         for name in vnodes:
-            needed[name] = min(needed.get(name, start), start)
+            if get(name, start) >= start:  # (a job's hundreds of vnodes: no min() call)
+                needed[name] = start
     for resv in resvs:
         if resv.state in COMING:
             for name in resv.vnodes:

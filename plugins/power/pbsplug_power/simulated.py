@@ -49,9 +49,16 @@ def _record_problem(data: Any) -> str | None:
 
 
 #: The hosts last read from each record, with the file's identity before the read (a file
-#: changed between the two is read again next time). A replay asks about booting hosts at
-#: nearly every periodic run.
+#: changed between the two is read again next time), or last written to it, with its
+#: identity after. A replay asks about booting hosts at nearly every periodic run.
 _seen: dict[Path, tuple[tuple[int, int, int, int], dict[str, dict[str, Any]]]] = {}
+
+
+def _remember(path: Path, identity: tuple[int, int, int, int],
+              hosts: dict[str, dict[str, Any]]) -> None:
+    if len(_seen) >= 64:  # one process, many state folders (replays): forget them
+        _seen.clear()
+    _seen[path] = (identity, hosts)
 
 
 class Simulated(Driver):
@@ -86,9 +93,7 @@ class Simulated(Driver):
         if problem:
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
                               f"({problem}); remove it to start afresh")
-        if len(_seen) >= 64:  # one process, many state folders (replays): forget them
-            _seen.clear()
-        _seen[self.path] = (identity, data)  # the identity from before the read
+        _remember(self.path, identity, data)  # the identity from before the read
         return {host: dict(entry) for host, entry in data.items()}
 
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
@@ -96,6 +101,8 @@ class Simulated(Driver):
         part = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         part.write_text(json.dumps(hosts, sort_keys=True))
         os.replace(part, self.path)
+        _remember(self.path, file_identity(self.path.stat()),
+                  {host: dict(entry) for host, entry in hosts.items()})
 
     def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:
         self.log(action, f"launch: simulated {verb} {','.join(hosts)}")
