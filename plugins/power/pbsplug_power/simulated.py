@@ -20,13 +20,12 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pbsplug import clock as kernel_clock
 
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
-from .state import file_identity, state_dir
+from .state import FileMemo, file_identity, state_dir
 
 STATE_FILE = "simulated_power.json"
 
@@ -48,17 +47,9 @@ def _record_problem(data: Any) -> str | None:
     return None
 
 
-#: The hosts last read from each record, with the file's identity before the read (a file
-#: changed between the two is read again next time), or last written to it, with its
-#: identity after. A replay asks about booting hosts at nearly every periodic run.
-_seen: dict[Path, tuple[tuple[int, int, int, int], dict[str, dict[str, Any]]]] = {}
-
-
-def _remember(path: Path, identity: tuple[int, int, int, int],
-              hosts: dict[str, dict[str, Any]]) -> None:
-    if len(_seen) >= 64:  # one process, many state folders (replays): forget them
-        _seen.clear()
-    _seen[path] = (identity, hosts)
+#: The hosts last read from each record, or written to it (`FileMemo`). A replay asks about
+#: booting hosts at nearly every periodic run.
+_seen = FileMemo()
 
 
 class Simulated(Driver):
@@ -79,9 +70,9 @@ class Simulated(Driver):
         untouched since is not read again (`_seen`)."""
         try:
             identity = file_identity(self.path.stat())
-            known = _seen.get(self.path)
-            if known is not None and known[0] == identity:
-                return {host: dict(entry) for host, entry in known[1].items()}
+            known = _seen.known(self.path, identity)
+            if known is not None:
+                return {host: dict(entry) for host, entry in known.items()}
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {}
@@ -93,7 +84,7 @@ class Simulated(Driver):
         if problem:
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
                               f"({problem}); remove it to start afresh")
-        _remember(self.path, identity, data)  # the identity from before the read
+        _seen.keep(self.path, identity, data)  # (the identity from before the read)
         return {host: dict(entry) for host, entry in data.items()}
 
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
@@ -101,8 +92,8 @@ class Simulated(Driver):
         part = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         part.write_text(json.dumps(hosts, sort_keys=True))
         os.replace(part, self.path)
-        _remember(self.path, file_identity(self.path.stat()),
-                  {host: dict(entry) for host, entry in hosts.items()})
+        _seen.keep(self.path, file_identity(self.path.stat()),
+                   {host: dict(entry) for host, entry in hosts.items()})
 
     def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:
         self.log(action, f"launch: simulated {verb} {','.join(hosts)}")

@@ -96,9 +96,9 @@ def booting(directory: Path) -> dict[str, int]:
         identity = file_identity(path.stat())
     except FileNotFoundError:
         return {}
-    known = _booting_read.get(path)
-    if known is not None and known[0] == identity:
-        return dict(known[1])
+    known = _booting_read.known(path, identity)
+    if known is not None:
+        return dict(known)
     data = _read(path)
     if data is None:
         return {}
@@ -111,9 +111,7 @@ def booting(directory: Path) -> dict[str, int]:
             raise _not_ours(path, f'"booting" {host!r} is {_shown(since)}, expected an '
                                   "integer epoch time")
     found = {str(h): int(t) for h, t in hosts.items()}
-    if len(_booting_read) >= 64:  # one process, many state folders (replays): forget them
-        _booting_read.clear()
-    _booting_read[path] = (identity, found)  # the identity from before the read: see below
+    _booting_read.keep(path, identity, found)  # (the identity from before the read)
     return dict(found)
 
 
@@ -165,22 +163,36 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-#: What this process last wrote to each file, with the file's identity after (inode,
-#: size, mtime, ctime: any write, rename or utime changes one): a record that would be
-#: written again unchanged, to a file nobody touched since, is left as it is (the booting
-#: hosts rarely change; a replay runs the hook thousands of times).
-_written: dict[Path, tuple[str, tuple[int, int, int, int]]] = {}
-
-
-#: The booting hosts last read from each file, with the file's identity before the read:
-#: a file changed between the two is read again next time (its identity is another). The
-#: scheduler's hook reads them at every cycle while a host sleeps (a replay: every event).
-_booting_read: dict[Path, tuple[tuple[int, int, int, int], dict[str, int]]] = {}
-
-
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
     """What any write, rename or utime of a file changes: (inode, size, mtime, ctime)."""
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class FileMemo(dict):
+    """path -> (the file's identity, what this process read from it or wrote to it), so
+    that a file nobody touched since is neither read nor written again. A value read is
+    kept with the identity from before the read: a file changed between the two has
+    another identity next time, and is read again. Past 64 files (one process, many state
+    folders: replays) it forgets them all."""
+
+    def known(self, path: Path, identity: tuple[int, int, int, int]) -> Any:
+        """What was kept of `path` while it had `identity`; None otherwise."""
+        entry = self.get(path)
+        return entry[1] if entry is not None and entry[0] == identity else None
+
+    def keep(self, path: Path, identity: tuple[int, int, int, int], value: Any) -> None:
+        if len(self) >= 64:
+            self.clear()
+        self[path] = (identity, value)
+
+
+#: What this process last wrote to each file: a record that would be written again
+#: unchanged, to a file nobody touched since, is left as it is (the booting hosts rarely
+#: change; a replay runs the hook thousands of times).
+_written = FileMemo()
+#: The booting hosts last read from each file: the scheduler's hook reads them at every
+#: cycle while a host sleeps (a replay: every event).
+_booting_read = FileMemo()
 
 
 def _write(path: Path, data: Mapping[str, Any], keys_sorted: bool = False) -> None:
@@ -188,21 +200,19 @@ def _write(path: Path, data: Mapping[str, Any], keys_sorted: bool = False) -> No
     mapping in that order, which spares sorting a thousand hosts' entries a run)."""
     text = json.dumps(data, sort_keys=not keys_sorted)
     last = _written.get(path)
-    if last is not None and last[0] == text:
+    if last is not None and last[1] == text:
         try:
             st = path.stat()
         except OSError:
             pass
         else:
-            if file_identity(st) == last[1]:
+            if file_identity(st) == last[0]:
                 return
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(f".{path.name}.{os.getpid()}")
     part.write_text(text)
     os.replace(part, path)
-    if len(_written) >= 64:  # one process, many state folders (replays): forget them
-        _written.clear()
-    _written[path] = (text, file_identity(path.stat()))
+    _written.keep(path, file_identity(path.stat()), text)
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
