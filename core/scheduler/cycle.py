@@ -202,8 +202,10 @@ class _Kept:
         #: Changes to the kept bookings other than adopting started jobs, so far.
         self.changes = 0
         #: The first top job's plan, left booked: (job id, shape, start, shown chunks,
-        #: bookings, `changes` when it was made). While nothing else changed and it still
-        #: heads the queue, its plan is the same (jobs started since kept out of its way).
+        #: bookings, `changes` when it was made, its vnodes -> (start, True) as a cycle
+        #: notes them in `_future_hard`, the last of its vnodes' ranks). While nothing
+        #: else changed and it still heads the queue, its plan is the same (jobs started
+        #: since kept out of its way).
         self.top: tuple | None = None
         #: The latest end of the running jobs' bookings taken back since that plan was
         #: made, when that is all that changed, and the first of their vnodes in vnode
@@ -301,6 +303,10 @@ class Scheduler:
         #: During the run loop, the ncpus free now on the usable vnodes (a job needing
         #: more is passed over at once).
         self._free_now: int | None = None
+        #: After `_fit` of alike chunks found no room over the whole of its vnodes: the most
+        #: chunks of that kin they hold over the window (first fit of alike chunks takes
+        #: all it can from each vnode in turn). None when it did not get that far.
+        self._most: int | None = None
         #: False for a caller that reads only the decisions (the simulator): without
         #: estimates, a cycle stops walking the queue once no cpu is left free, and the
         #: jobs after that get no comment (nor a `Can Never Run` one until a later cycle
@@ -504,7 +510,10 @@ class Scheduler:
                 self.calendar.unbook_all(kept.top[4])
                 kept.top = None
             if fresh is not None:
-                kept.top = (*fresh[:5], kept.changes)
+                made = fresh[4]
+                kept.top = (*fresh[:5], kept.changes,
+                            dict.fromkeys(map(_FIRST, made), (fresh[2], True)),
+                            max(map(kept.rank.__getitem__, map(_FIRST, made)), default=-1))
                 kept.released, kept.released_rank = -INFINITY, len(kept.order)
                 kept.slack = kept.released_cpus = 0
         stats.duration = time.perf_counter() - t0
@@ -707,7 +716,7 @@ class Scheduler:
                 for vnode, _ in top[4]:
                     self._note_future(vnode, top[2])
             else:
-                self._future_hard.update(dict.fromkeys(map(_FIRST, top[4]), (top[2], True)))
+                self._future_hard.update(top[6])
             return top
         self.calendar.unbook_all(top[4])
         kept.top = None
@@ -722,7 +731,7 @@ class Scheduler:
         if kept.released == -INFINITY:
             return True
         if kept.released > top[2] and (info.place.arrangement == "pack" or kept.released_rank
-                                       <= max(kept.rank[vnode] for vnode, _ in top[4])
+                                       <= top[7]
                                        or any(exclusivity(info.place, sharing) == EXCLHOST
                                               for sharing in kept.sharings)):
             return False  # (a whole host for the job: a vnode freed anywhere may matter)
@@ -1196,8 +1205,9 @@ class Scheduler:
         # cycle, and a longer window has no more of it).
         failed: dict[tuple, float] = {}
         # The same for jobs of one kin (alike chunks, one place): (chunks, walltime) of
-        # those that did not fit now; as many chunks or more for as long or longer do not
-        # fit either (first fit of alike chunks holds fewer the longer the window).
+        # those that did not fit now, the chunks one more than the vnodes held (`_most`)
+        # where known; as many chunks or more for as long or longer do not fit either
+        # (first fit of alike chunks holds fewer the longer the window).
         failed_kin: dict[tuple, list[tuple[int, int]]] = {}
         estimates_left = policy.estimate_limit
         has_placement_hook = self._impls("sched_node_placement")
@@ -1273,8 +1283,10 @@ class Scheduler:
                 if chunks is None:
                     failed[info.shape[0]] = info.duration
                     if info.kin is not None:
-                        failed_kin.setdefault(info.kin, []).append((len(info.chunks),
-                                                                   info.duration))
+                        # Any more chunks than its vnodes held for it do not fit either.
+                        most = self._most
+                        failed_kin.setdefault(info.kin, []).append((
+                            len(info.chunks) if most is None else most + 1, info.duration))
                 elif has_placement_hook:
                     chunks = self._placement_hook(info, chunks, now)
             if not chunks and not self._can_ever_run(info):
@@ -1546,7 +1558,9 @@ class Scheduler:
              plan_from_ok=None, candidates: list[_VnodeInfo] | None = None
              ) -> list[tuple[str, dict[str, int]]] | None:
         """First-fit placement of the job's chunks over [start, end), or None. `candidates`
-        (in vnode order) narrows the vnodes tried."""
+        (in vnode order) narrows the vnodes tried. On None, `_most` tells how many of the
+        chunks would have fitted, where an alike job's placement got that far."""
+        self._most = None
         if candidates is not None:
             pass
         elif now_mode:
@@ -1571,6 +1585,7 @@ class Scheduler:
                 chunks = self._assign(info, host_vnodes, start, end, soft, now_mode)
                 if chunks is not None:
                     return chunks
+            self._most = None  # (one host's, not all of them)
             return None
         return self._assign(info, candidates, start, end, soft, now_mode)
 
@@ -1713,6 +1728,7 @@ class Scheduler:
             left -= take
             if not left:
                 return out
+        self._most = len(info.chunks) - left
         return None
 
     def _fill(self, info: _JobInfo, candidates: list[_VnodeInfo], room: dict[str, int],
@@ -1777,6 +1793,7 @@ class Scheduler:
                     return out
                 out.extend([(name, consumable)] * take)
                 left -= take
+        self._most = len(info.chunks) - left
         return None
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:

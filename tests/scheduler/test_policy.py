@@ -106,6 +106,35 @@ def test_a_job_that_did_not_fit_rules_out_only_bigger_and_longer_ones_of_its_kin
     assert started(result) == {"4.s": "(n2:ncpus=1)+(n2:ncpus=1)", "5.s": "(n3:ncpus=1)"}
 
 
+@pytest.mark.parametrize("explain", [True, False])
+def test_a_job_that_did_not_fit_rules_out_its_kin_asking_more_than_the_room_it_found(
+        explain, monkeypatch):
+    """B (3 one-cpu chunks, 2 h) found room for one chunk over its window (n3; n2 is the
+    top job's from +1 h). C (2 chunks, 3 h: fewer than B's, longer) is ruled out without
+    being placed at all; E (1 chunk, 4 h) is placed, and starts on n3."""
+    vnodes = [vnode("n1"), vnode("n2"), vnode("n3", ncpus=1)]
+    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
+    a = job("2:ncpus=4", "01:00:00", id="1.s")
+    b = job("3:ncpus=1", "02:00:00", id="2.s")
+    c = job("2:ncpus=1", "03:00:00", id="3.s")
+    e = job("1:ncpus=1", "04:00:00", id="5.s")
+    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1,
+                                    estimate_limit=1 if explain else 0))
+    sched.explain = explain
+    placed = []
+    fit = Scheduler._fit
+
+    def counted(self, info, start, end, soft, now_mode, *args, **kwargs):
+        if now_mode:
+            placed.append(info.job.id)
+        return fit(self, info, start, end, soft, now_mode, *args, **kwargs)
+
+    monkeypatch.setattr(Scheduler, "_fit", counted)
+    result = sched.cycle(snapshot(vnodes, [hog, a, b, c, e]), NOW)
+    assert started(result) == {"5.s": "(n3:ncpus=1)"}
+    assert "3.s" not in placed and {"2.s", "5.s"} <= set(placed)
+
+
 def test_backfill_depth_two_protects_two_top_jobs():
     vnodes = [vnode("n1"), vnode("n2")]
     hog = running("2:ncpus=4", "(n1:ncpus=4)+(n2:ncpus=4)", "01:00:00", id="9.s")
