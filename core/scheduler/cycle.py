@@ -2065,11 +2065,16 @@ class _Overlay(dict):
 def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -> bool:
     """Whether a job of the info's kin that did not fit now asked for no more chunks and
     no longer walltime (`_run_jobs`)."""
-    if info.kin is None:
+    kin = info.kin
+    if kin is None:
         return False
-    count, duration = len(info.chunks), info.duration
-    return any(count >= fewer and duration >= shorter
-               for fewer, shorter in failed_kin.get(info.kin, ()))
+    failed = failed_kin.get(kin)
+    if failed:  # (a loop, not any() over a generator: it runs for most jobs tried)
+        count, duration = len(info.chunks), info.duration
+        for fewer, shorter in failed:
+            if count >= fewer and duration >= shorter:
+                return True
+    return False
 
 
 def _expire_at(expiry: list[tuple[float, str]], end: float, job_id: str) -> None:
