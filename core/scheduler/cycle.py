@@ -2063,8 +2063,9 @@ class _Overlay(dict):
 
 
 def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -> bool:
-    """Whether a job of the info's kin that did not fit now asked for no more chunks and
-    no longer walltime (`_run_jobs`)."""
+    """Whether a job of the info's kin that did not fit now rules it out: it asks for at
+    least one chunk more than that one's vnodes held (or as many as it asked, where that
+    is not known) and no shorter walltime (`_run_jobs`)."""
     kin = info.kin
     if kin is None:
         return False
