@@ -87,40 +87,39 @@ def test_backfill_on_vnodes_the_top_job_does_not_need():
     assert started(result) == {"2.s": "(n4:ncpus=4)"}
 
 
-@pytest.mark.parametrize("explain", [True, False])
-def test_a_job_that_did_not_fit_rules_out_only_bigger_and_longer_ones_of_its_kin(explain):
-    """B (3 one-cpu chunks, 2 h) cannot backfill: n2 is the top job's from +1 h and n3 holds
-    one. That rules out C (more chunks, longer) without placing it, but not D (fewer,
-    shorter) nor E (fewer, longer): both start, D on n2 before the shadow, E on n3."""
+def kin_cycle(explain, later):
+    """n1 is the hog's for an hour, A (both 4-cpu vnodes) the top job from then; B (3
+    one-cpu chunks, 2 h) cannot backfill: n2 is A's from +1 h and n3 holds one. Then the
+    `later` jobs ((select, walltime, id), queued after B), one cycle under EASY (with
+    estimates when `explain`)."""
     vnodes = [vnode("n1"), vnode("n2"), vnode("n3", ncpus=1)]
     hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
     a = job("2:ncpus=4", "01:00:00", id="1.s")
     b = job("3:ncpus=1", "02:00:00", id="2.s")
-    c = job("4:ncpus=1", "03:00:00", id="3.s")
-    d = job("2:ncpus=1", "00:30:00", id="4.s")
-    e = job("1:ncpus=1", "04:00:00", id="5.s")
     sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1,
                                     estimate_limit=1 if explain else 0))
     sched.explain = explain
-    result = sched.cycle(snapshot(vnodes, [hog, a, b, c, d, e]), NOW)
+    return sched.cycle(snapshot(vnodes, [hog, a, b, *(job(select, walltime, id=job_id)
+                                                     for select, walltime, job_id in later)]),
+                       NOW)
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_a_job_that_did_not_fit_rules_out_only_bigger_and_longer_ones_of_its_kin(explain):
+    """B's failure rules out C (more chunks, longer) without placing it, but not D (fewer,
+    shorter) nor E (fewer, longer): both start, D on n2 before the shadow, E on n3."""
+    result = kin_cycle(explain, [("4:ncpus=1", "03:00:00", "3.s"),    # C
+                                 ("2:ncpus=1", "00:30:00", "4.s"),    # D
+                                 ("1:ncpus=1", "04:00:00", "5.s")])   # E
     assert started(result) == {"4.s": "(n2:ncpus=1)+(n2:ncpus=1)", "5.s": "(n3:ncpus=1)"}
 
 
 @pytest.mark.parametrize("explain", [True, False])
 def test_a_job_that_did_not_fit_rules_out_its_kin_asking_more_than_the_room_it_found(
         explain, monkeypatch):
-    """B (3 one-cpu chunks, 2 h) found room for one chunk over its window (n3; n2 is the
-    top job's from +1 h). C (2 chunks, 3 h: fewer than B's, longer) is ruled out without
-    being placed at all; E (1 chunk, 4 h) is placed, and starts on n3."""
-    vnodes = [vnode("n1"), vnode("n2"), vnode("n3", ncpus=1)]
-    hog = running("1:ncpus=4", "(n1:ncpus=4)", "01:00:00", id="9.s")
-    a = job("2:ncpus=4", "01:00:00", id="1.s")
-    b = job("3:ncpus=1", "02:00:00", id="2.s")
-    c = job("2:ncpus=1", "03:00:00", id="3.s")
-    e = job("1:ncpus=1", "04:00:00", id="5.s")
-    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1,
-                                    estimate_limit=1 if explain else 0))
-    sched.explain = explain
+    """B found room for one chunk over its window (n3). C (2 chunks, 3 h: fewer than B's,
+    longer) is ruled out without being placed at all; E (1 chunk, 4 h) is placed, and
+    starts on n3."""
     placed = []
     fit = Scheduler._fit
 
@@ -130,7 +129,8 @@ def test_a_job_that_did_not_fit_rules_out_its_kin_asking_more_than_the_room_it_f
         return fit(self, info, start, end, soft, now_mode, *args, **kwargs)
 
     monkeypatch.setattr(Scheduler, "_fit", counted)
-    result = sched.cycle(snapshot(vnodes, [hog, a, b, c, e]), NOW)
+    result = kin_cycle(explain, [("2:ncpus=1", "03:00:00", "3.s"),    # C
+                                 ("1:ncpus=1", "04:00:00", "5.s")])   # E
     assert started(result) == {"5.s": "(n3:ncpus=1)"}
     assert "3.s" not in placed and {"2.s", "5.s"} <= set(placed)
 
