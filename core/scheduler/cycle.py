@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..objects import Job, Queue, Reservation, Server, Vnode
 from ..scheduling import CycleStats, JobOrder, Placement
@@ -149,6 +149,20 @@ def _whole(share: dict[str, int], capacity: dict[str, int]) -> bool:
     return not share or share.get("ncpus", 0) >= capacity.get("ncpus", 0)
 
 
+class _TopPlan(NamedTuple):
+    """The first top job's plan, left booked from one cycle to the next (`_Kept.top`)."""
+
+    job_id: str
+    shape: tuple
+    start: float
+    chunks: list[tuple[str, dict[str, int]]]
+    made: list[tuple[str, Booking]]            # its bookings
+    changes: int                               # `_Kept.changes` when it was made
+    #: Its vnodes -> (start, True), as a cycle notes them in `_future_hard` (made once).
+    future: dict[str, tuple[float, bool]]
+    last_rank: int                             # the last of its vnodes' ranks
+
+
 class _Kept:
     """What a scheduler keeps from one cycle to the next, so that a cycle costs what changed
     since the last one rather than the whole machine and queue: the vnodes' parsed
@@ -201,12 +215,9 @@ class _Kept:
         self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         #: Changes to the kept bookings other than adopting started jobs, so far.
         self.changes = 0
-        #: The first top job's plan, left booked: (job id, shape, start, shown chunks,
-        #: bookings, `changes` when it was made, its vnodes -> (start, True) as a cycle
-        #: notes them in `_future_hard`, the last of its vnodes' ranks). While nothing
-        #: else changed and it still heads the queue, its plan is the same (jobs started
-        #: since kept out of its way).
-        self.top: tuple | None = None
+        #: The first top job's plan, left booked. While nothing else changed and it still
+        #: heads the queue, its plan is the same (jobs started since kept out of its way).
+        self.top: _TopPlan | None = None
         #: The latest end of the running jobs' bookings taken back since that plan was
         #: made, when that is all that changed, and the first of their vnodes in vnode
         #: order: the plan still holds if the job still cannot start sooner, and the room
@@ -507,13 +518,13 @@ class Scheduler:
             kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
-                self.calendar.unbook_all(kept.top[4])
+                self.calendar.unbook_all(kept.top.made)
                 kept.top = None
             if fresh is not None:
                 made = fresh[4]
-                kept.top = (*fresh[:5], kept.changes,
-                            dict.fromkeys(map(_FIRST, made), (fresh[2], True)),
-                            max(map(kept.rank.__getitem__, map(_FIRST, made)), default=-1))
+                kept.top = _TopPlan(
+                    *fresh[:5], kept.changes, dict.fromkeys(map(_FIRST, made), (fresh[2], True)),
+                    max(map(kept.rank.__getitem__, map(_FIRST, made)), default=-1))
                 kept.released, kept.released_rank = -INFINITY, len(kept.order)
                 kept.slack = kept.released_cpus = 0
         stats.duration = time.perf_counter() - t0
@@ -698,7 +709,7 @@ class Scheduler:
                 kept.changes += 1
 
     def _sticky_top(self, kept: _Kept, order: Sequence[_JobInfo], snap: Snapshot,
-                    now: float) -> tuple | None:
+                    now: float) -> _TopPlan | None:
         """The kept top job plan, when it still holds: nothing but adopted starts (and jobs
         ending, see `_released_harmless`) changed the kept bookings since it was made, its
         job still heads the queue with the same request, no reservation books anything,
@@ -707,18 +718,18 @@ class Scheduler:
         top = kept.top
         if top is None:
             return None
-        if (top[5] == kept.changes and order and order[0].job.id == top[0]
-                and order[0].shape == top[1] and top[2] > now and self._may_keep_top
+        if (top.changes == kept.changes and order and order[0].job.id == top.job_id
+                and order[0].shape == top.shape and top.start > now and self._may_keep_top
                 and self._released_harmless(kept, order[0], now)):
             # As `_book_all` notes a hard booking to come: all of a plan's start at its
             # start, on vnodes nothing else noted yet (most cycles) at once.
             if self._future_hard or self._now_cache or self._cross_cache:
-                for vnode, _ in top[4]:
-                    self._note_future(vnode, top[2])
+                for vnode, _ in top.made:
+                    self._note_future(vnode, top.start)
             else:
-                self._future_hard.update(top[6])
+                self._future_hard.update(top.future)
             return top
-        self.calendar.unbook_all(top[4])
+        self.calendar.unbook_all(top.made)
         kept.top = None
         return None
 
@@ -730,17 +741,17 @@ class Scheduler:
         top = kept.top
         if kept.released == -INFINITY:
             return True
-        if kept.released > top[2] and (info.place.arrangement == "pack" or kept.released_rank
-                                       <= top[7]
-                                       or any(exclusivity(info.place, sharing) == EXCLHOST
-                                              for sharing in kept.sharings)):
+        if kept.released > top.start and (info.place.arrangement == "pack"
+                                          or kept.released_rank <= top.last_rank
+                                          or any(exclusivity(info.place, sharing) == EXCLHOST
+                                                 for sharing in kept.sharings)):
             return False  # (a whole host for the job: a vnode freed anywhere may matter)
         if info.smallest == 1 and kept.released_cpus < kept.slack:
             # One-cpu chunks: the room those ends left adds at most their ncpus to the
             # count at any instant, short of what it lacked when last swept.
             return True
         start, peak = self._no_start_before(info, now)
-        if start < top[2]:
+        if start < top.start:
             return False
         kept.slack, kept.released_cpus = info.ncpus - peak, 0
         return True
@@ -901,7 +912,7 @@ class Scheduler:
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
         if kept.top is not None:
-            kept.calendar.unbook_all(kept.top[4])
+            kept.calendar.unbook_all(kept.top.made)
             kept.top = None
         kept.changes += 1
         return True
@@ -1224,10 +1235,10 @@ class Scheduler:
         def plan_top(top: _JobInfo) -> bool:
             """Plan a top job (hard); True when it will ever fit."""
             sticky = self._sticky
-            reuse = sticky is not None and sticky[0] == top.job.id
+            reuse = sticky is not None and sticky.job_id == top.job.id
             if reuse:
                 self._sticky_used = True
-                start, planned = sticky[2], sticky[3]
+                start, planned = sticky.start, sticky.chunks
             else:
                 start, planned = self._earliest(top, now, soft=False)
                 if planned is not None:
@@ -1314,7 +1325,7 @@ class Scheduler:
                 continue
             if is_top and lazy:
                 top_jobs.append(job.id)
-                if self._sticky is not None and self._sticky[0] == job.id:
+                if self._sticky is not None and self._sticky.job_id == job.id:
                     plan_top(info)  # already planned: nothing to do but say when
                 else:
                     deferred.append(info)
