@@ -60,6 +60,9 @@ class Calendar:
         #: The vnodes whose room now (hard bookings) came above 0 since the caller last
         #: emptied it: what a caller keeping the vnodes with room needs to look at again.
         self.opened: set[str] = set()
+        #: The vnodes booked or taken back since the caller last emptied it: what a caller
+        #: keeping what it read of some vnodes' bookings needs to read again.
+        self.touched: set[str] = set()
         #: How many times a vnode's room now (hard bookings) went from above 0 to none:
         #: a caller keeping the vnodes with room narrows them only after one did.
         self.closed = 0
@@ -197,8 +200,10 @@ class Calendar:
         count = 0
         run_key: tuple | None = None
         run: list[tuple[str, int]] = []  # (vnode, ncpus) of a run of alike bookings
+        touch = self.touched.add
         for vnode, booking in items:
             count += 1
+            touch(vnode)
             bookings[vnode].append(booking)
             start, end = booking.start, booking.end
             if start < first.get(vnode, INFINITY):
@@ -235,8 +240,10 @@ class Calendar:
         count = 0
         run_key: tuple | None = None
         run: list[tuple[str, int]] = []
+        touch = self.touched.add
         for vnode, booking in items:
             count += 1
+            touch(vnode)
             kept = bookings[vnode]
             if kept and kept[-1] is booking:  # mostly the last one booked there
                 del kept[-1]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import bisect
 import heapq
+import itertools
 import logging
 import math
 import operator
@@ -118,6 +119,9 @@ class _JobInfo:
     #: For an alike job, its chunk and place: jobs of one kin differ only in how many
     #: chunks they ask for and for how long (`_run_jobs` rules out some without placing).
     kin: tuple | None = None
+    #: Alike chunks of one ncpus each and nothing else, placed anywhere (``free``): most of
+    #: a trace, placed now from counts (`_fill`, `_held_through`).
+    one_cpu: bool = False
 
 
     @property
@@ -211,6 +215,12 @@ class _Kept:
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         self.ever_memo: dict[tuple, bool] = {}
+        #: What `_fill` found of each vnode's least room from now on (`Scheduler._lows`),
+        #: and the usable vnodes' losses summed (`Scheduler._held_through`): true while
+        #: the vnodes' bookings stay as they were (`Calendar.touched` says which changed)
+        #: and no vnode became usable or stopped being so.
+        self.lows: dict[str, tuple[int, list[int]]] = {}
+        self.drops: _Drops | None = None
         #: job id -> (start, end, bookings, exec_vnode) of the jobs the last cycle started.
         self.adopt: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
         #: Changes to the kept bookings other than adopting started jobs, so far.
@@ -438,10 +448,11 @@ class Scheduler:
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
         self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
         #: What `_fill` found of each vnode's least room from now on, for the jobs placed
-        #: now: where its instants after now begin among its instants, and the least room
-        #: up to each; a vnode's is forgotten when it is booked (`_book_all`: its instants
-        #: change only then), the others' stay true.
-        self._lows: dict[str, tuple[int, list[int]]] = {}
+        #: now: where its instants after now begin among its instants (none is due by now
+        #: when it is read: the first), and the least room up to each; a vnode's is
+        #: forgotten when it is booked or taken back (`_forget_touched`: its room and
+        #: instants change only then), the others' stay true, from cycle to cycle.
+        self._lows = kept.lows
         #: Placement shape -> (window length, earliest start) of each estimate made this
         #: cycle (`_earliest`): room only shrinks during a cycle, so a job of the same shape
         #: needing as long or longer starts no sooner.
@@ -909,6 +920,7 @@ class Scheduler:
             return True
         kept.usable = [v for v in kept.order if v.usable_now]
         kept.open = None
+        kept.drops = None  # (they sum the usable vnodes' losses)
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
         if kept.top is not None:
@@ -968,13 +980,12 @@ class Scheduler:
     def _book_all(self, made: list[tuple[str, Booking]]) -> None:
         """Book each (vnode, booking), noted for this cycle to take back (`_undo`)."""
         self.calendar.book_all(made)
+        self._forget_touched()
         if self._undo is not None:
             self._undo.extend(made)
         now, counting = self.now, self._free_now is not None
         now_cache, cross_cache = self._now_cache, self._cross_cache
-        lows = self._lows
         for vnode, booking in made:
-            lows.pop(vnode, None)
             if booking.hard:
                 if counting and booking.applied is not None and booking.applied[1]:
                     self._free_now -= booking.applied[0]
@@ -983,6 +994,20 @@ class Scheduler:
                     continue  # (it forgets what was cached of the vnode)
             now_cache.pop(vnode, None)
             cross_cache.pop(vnode, None)
+
+    def _forget_touched(self) -> None:
+        """What was kept of the vnodes the kept calendar booked or took back since last
+        asked (`Calendar.touched`) made again when next needed: their least room to come
+        (`_lows`), their losses in the sums (`_Drops`)."""
+        kept = self._kept
+        touched = kept.calendar.touched
+        if touched:
+            lows = kept.lows
+            for name in touched:
+                lows.pop(name, None)
+            if kept.drops is not None:
+                kept.drops.dirty |= touched
+            touched.clear()
 
     def _all_shared(self, place: Place) -> bool:
         """Whether no vnode's sharing makes a job of `place` hold it exclusively (most of a
@@ -1157,11 +1182,12 @@ class Scheduler:
             place = job_place(job)
             parsed = self._shapes[shape] = (
                 chunks, smallest, place, sum(c[0].get("ncpus", 0) for c in chunks), alike,
-                (tuple(sorted(chunks[0][0].items())), place) if alike else None)
-        chunks, smallest, place, ncpus, alike, kin = parsed
+                (tuple(sorted(chunks[0][0].items())), place) if alike else None,
+                alike and chunks[0][0] == {"ncpus": 1} and place.arrangement == "free")
+        chunks, smallest, place, ncpus, alike, kin, one_cpu = parsed
         walltime = job_walltime(job, queue, server)
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
-                        kin=kin)
+                        kin=kin, one_cpu=one_cpu)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now) if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
@@ -1194,6 +1220,7 @@ class Scheduler:
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
         room = self._room
+        self._forget_touched()  # (what this cycle's bookings and takings back changed)
         # The usable vnodes' free ncpus: every vnode's less what the unusable ones have.
         self._free_now = self.calendar.free_total(0) - sum(
             filter((0).__lt__, (room[v.name] for v in self._kept.unusable)))
@@ -1585,6 +1612,11 @@ class Scheduler:
                         map(self._room.__getitem__, map(_NAME, candidates)))
                 if held < info.ncpus:
                     return None  # fewer cpus free now than it needs
+            elif candidates and info.one_cpu and self._all_shared(info.place):
+                held = self._held_through(end)
+                if held is not None and held < info.ncpus:
+                    self._most = held  # (what `_fill` would have counted, vnode by vnode)
+                    return None
         else:
             ok = plan_from_ok or (lambda v: v.plan_from <= start)
             candidates = [v for v in self.order if ok(v)]
@@ -1780,18 +1812,9 @@ class Scheduler:
             if mine:
                 memo = lows.get(name) if lows is not None else None
                 if memo is None:
-                    first = bisect.bisect_right(mine, start)
-                    track: list[int] = []
-                    low = free
-                    for k in range(first, len(mine)):
-                        when = mine[k]
-                        if when >= end and lows is None:
-                            break  # (kept, they are followed to the last)
-                        free -= deltas[when][name]
-                        if free < low:
-                            low = free
-                        track.append(low)
-                    memo = first, track
+                    # (kept, they are followed to the last; else to the window's end)
+                    memo = _low_track(mine, deltas, name, free, start,
+                                      INFINITY if lows is not None else end)
                     if lows is not None:
                         lows[name] = memo
                 first, track = memo  # the least room up to each of mine[first:]
@@ -1806,6 +1829,71 @@ class Scheduler:
                 left -= take
         self._most = len(info.chunks) - left
         return None
+
+    def _held_through(self, end: float) -> int | None:
+        """How many one-cpu chunks the usable vnodes hold from now until `end`, as `_fill`
+        counts them placing a job now when there are too few (its `_most`): the ncpus free
+        now, less what each vnode loses of its room by then to bookings still to start
+        (`_Drops`, kept from cycle to cycle: a vnode is looked at again only when booked or
+        taken back since). None when `_fill` would not count them so (a change due by now;
+        another calendar)."""
+        calendar, free = self.calendar, self._free_now
+        if free is None or calendar is not self._kept.calendar:
+            return None
+        times, deltas, _ = calendar.timeline(0)
+        if times and times[0] <= self.now:
+            return None
+        rising = calendar.rising(0)
+        if not rising:
+            return free
+        self._forget_touched()
+        drops = self._kept.drops
+        if drops is None:
+            drops = self._kept.drops = _Drops()
+            drops.dirty.update(rising)
+        if drops.dirty:
+            self._redo_drops(drops, rising, calendar.instants(0), deltas)
+        if drops.times is None:
+            drops.times = sorted(drops.steps)
+            drops.totals = list(itertools.accumulate(map(drops.steps.__getitem__,
+                                                         drops.times)))
+        at = bisect.bisect_left(drops.times, end)  # (the changes before `end` only)
+        return free - drops.totals[at - 1] if at else free
+
+    def _redo_drops(self, drops: _Drops, rising: dict[str, list[float]],
+                    instants: dict[str, list[float]], deltas: dict[float, dict[str, int]]
+                    ) -> None:
+        """The steps of `drops`' dirty vnodes made again from their least room to come."""
+        room, infos, lows, now = self._room, self.vnodes, self._lows, self.now
+        steps, per_vnode = drops.steps, drops.per_vnode
+        for name in drops.dirty:
+            for when, lost in per_vnode.pop(name, ()):
+                left = steps[when] - lost
+                if left:
+                    steps[when] = left
+                else:
+                    del steps[when]
+                drops.times = None
+            info, free, mine = infos.get(name), room.get(name, 0), instants.get(name)
+            if info is None or not info.usable_now or free <= 0 or not mine or \
+                    name not in rising:
+                continue  # (holds nothing now, or only gains room)
+            memo = lows.get(name)
+            if memo is None:
+                memo = lows[name] = _low_track(mine, deltas, name, free, now, INFINITY)
+            first, track = memo
+            made, before = [], 0
+            for k, low in enumerate(track):
+                lost = free - low if low > 0 else free
+                if lost != before:
+                    when = mine[first + k]
+                    made.append((when, lost - before))
+                    steps[when] = steps.get(when, 0) + lost - before
+                    before = lost
+            if made:
+                per_vnode[name] = made
+                drops.times = None
+        drops.dirty.clear()
 
     def _now_candidates(self, info: _JobInfo) -> list[_VnodeInfo]:
         """The usable vnodes, in order, with room now for the job's smallest chunk.
@@ -2071,6 +2159,43 @@ class _Overlay(dict):
 
     def __missing__(self, name: str) -> int:
         return self.base[name]
+
+
+def _low_track(mine: list[float], deltas: dict[float, dict[str, int]], name: str, free: int,
+               start: float, stop: float) -> tuple[int, list[int]]:
+    """A vnode's least room from `start` on (`_fill`'s and `_held_through`'s): where its
+    instants after `start` begin among `mine` (its instants), and the least room it has
+    up to each of them before `stop`, from `free` (its room at `start`) lowered and raised
+    by its changes at each."""
+    first = bisect.bisect_right(mine, start)
+    track: list[int] = []
+    low = free
+    for k in range(first, len(mine)):
+        when = mine[k]
+        if when >= stop:
+            break
+        free -= deltas[when][name]
+        if free < low:
+            low = free
+        track.append(low)
+    return first, track
+
+
+class _Drops:
+    """Per usable vnode with room now and bookings still to start: how much of its room now
+    it has lost by each of its instants (steps: (instant, ncpus more than by the one
+    before)); and the steps of all of them summed per instant, with their running totals
+    in instant order (`Scheduler._held_through`). True but for the vnodes in `dirty`
+    (booked or taken back since)."""
+
+    __slots__ = ("per_vnode", "steps", "dirty", "times", "totals")
+
+    def __init__(self):
+        self.per_vnode: dict[str, list[tuple[float, int]]] = {}
+        self.steps: dict[float, int] = {}
+        self.dirty: set[str] = set()
+        self.times: list[float] | None = None  # (made again after a step changed)
+        self.totals: list[int] = []
 
 
 def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -> bool:

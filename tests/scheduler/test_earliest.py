@@ -202,6 +202,23 @@ def test_booking_at_once_is_booking_in_turn(specs, gone):
     assert one.closed == many.closed
 
 
+def test_the_calendar_notes_the_vnodes_booked_or_taken_back():
+    """`Calendar.touched` names every vnode booked or taken back since the caller emptied
+    it, a booking that ended before now too: a scheduler keeps what it read of the others'
+    bookings from cycle to cycle."""
+    cal = Calendar({v: {"ncpus": 4} for v in "abc"}, NOW)
+    later = Booking(NOW + 10, NOW + 60, {"ncpus": 2}, False, True, "1")
+    cal.book_all([("a", later), ("b", Booking(NOW - 9, NOW - 1, {"ncpus": 1}, False, True, "2"))])
+    assert cal.touched == {"a", "b"}
+    cal.touched.clear()
+    cal.book("c", Booking(NOW, NOW + 5, {"ncpus": 1}, False, False, "3"))  # soft
+    assert cal.touched == {"c"}
+    cal.touched.clear()
+    cal.unbook("a", later)
+    cal.unbook("b", Booking(NOW, NOW + 1, {}, False, True, "never booked"))
+    assert cal.touched == {"a", "b"}
+
+
 def test_the_calendar_counts_the_vnodes_whose_room_now_ran_out():
     """`Calendar.closed` counts each time a vnode's room now (hard bookings) went from some
     to none, and `opened` notes the vnodes given some back: a scheduler filters its vnodes

@@ -64,6 +64,47 @@ def replay(jobs, policy, kill, monkeypatch, afresh: bool, nodes=8, cpus=4, plugi
     return sink.jobs, sim.summary
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_room_counted_from_the_summed_losses_decides_as_vnode_by_vnode(seed, monkeypatch):
+    """A job of one-cpu chunks that does not fit now is told so from what the usable
+    vnodes have free less what each loses to bookings still to start, summed and kept
+    from cycle to cycle (`Scheduler._held_through`): each count is what the bookings give
+    vnode by vnode (the least ncpus free on each over the window), the replay decides as
+    without the sums, and with them no such fit goes through the vnodes (`_fill`)."""
+    counts, failed = [], {"sums": 0, "vnodes": 0}
+    real_fill, real_held = Scheduler._fill, Scheduler._held_through
+
+    def held(self, end):
+        count = real_held(self, end)
+        if count is not None:
+            lows = [self.calendar.free(v.name, self.now, end, soft=False)
+                    for v in self._kept.usable]
+            counts.append((count, sum(max(0, low[0]["ncpus"]) for low in lows if low)))
+        return count
+
+    def counted(way):
+        def fill(self, info, candidates, room, window=None, lows=None):
+            chunks = real_fill(self, info, candidates, room, window, lows)
+            failed[way] += chunks is None and lows is not None  # (placed now)
+            return chunks
+        return fill
+
+    jobs = workload(seed, 400, 64)
+    monkeypatch.setattr(Scheduler, "_fill", counted("sums"))
+    monkeypatch.setattr(Scheduler, "_held_through", held)
+    summed, summed_summary = replay(jobs, "easy", True, monkeypatch, afresh=False, nodes=16)
+    monkeypatch.setattr(Scheduler, "_fill", counted("vnodes"))
+    monkeypatch.setattr(Scheduler, "_held_through", lambda self, end: None)
+    by_vnode, by_vnode_summary = replay(jobs, "easy", True, monkeypatch, afresh=False,
+                                        nodes=16)
+    assert len(counts) > 100
+    assert [count for count, _ in counts] == [truth for _, truth in counts]
+    assert summed == by_vnode
+    assert summed_summary.cycles == by_vnode_summary.cycles
+    assert failed["vnodes"] > 50  # (fits that failed, each through every vnode)
+    assert failed["sums"] == 0  # (each told by the sums)
+
+
 @pytest.mark.parametrize("policy", ["easy", "pbs", "fifo"])
 @pytest.mark.parametrize("kill", [True, False])
 @pytest.mark.parametrize("seed", [1, 2])
