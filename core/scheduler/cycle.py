@@ -217,8 +217,8 @@ class _Kept:
         self.ever_memo: dict[tuple, bool] = {}
         #: What `_fill` found of each vnode's least room from now on (`Scheduler._lows`),
         #: and the usable vnodes' losses summed (`Scheduler._held_through`): true while
-        #: the vnodes' bookings stay as they were (`Calendar.touched` says which changed)
-        #: and no vnode became usable or stopped being so.
+        #: the vnodes' bookings stay as they were (`Calendar.touched` says which changed);
+        #: the sums also while no vnode became usable or stopped being so.
         self.lows: dict[str, tuple[int, list[int]]] = {}
         self.drops: _Drops | None = None
         #: job id -> (start, end, bookings, exec_vnode) of the jobs the last cycle started.
@@ -448,10 +448,10 @@ class Scheduler:
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
         self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
         #: What `_fill` found of each vnode's least room from now on, for the jobs placed
-        #: now: where its instants after now begin among its instants (none is due by now
-        #: when it is read: the first), and the least room up to each; a vnode's is
-        #: forgotten when it is booked or taken back (`_forget_touched`: its room and
-        #: instants change only then), the others' stay true, from cycle to cycle.
+        #: now: where its instants after now begin among its instants (the first: it is
+        #: read only while no change is due by now), and the least room up to each; a
+        #: vnode's is forgotten when it is booked or taken back (`_forget_touched`: its
+        #: room and instants change only then), the others' stay true, cycle to cycle.
         self._lows = kept.lows
         #: Placement shape -> (window length, earliest start) of each estimate made this
         #: cycle (`_earliest`): room only shrinks during a cycle, so a job of the same shape
