@@ -334,6 +334,10 @@ class Scheduler:
         #: reaches them).
         self.explain = True
         self._shapes: dict[tuple, tuple] = {}
+        #: The last cycle that made estimates: job id -> (its planned chunks, its request's
+        #: chunks, the exec_vnode text made of them) (`_estimate`); this cycle's so far.
+        self._texts: dict[str, tuple[list, list, str]] = {}
+        self._texts_made: dict[str, tuple[list, list, str]] = {}
 
     def settings(self) -> tuple:
         """What the instance was made with: a caller keeps an instance (and so what it keeps
@@ -470,6 +474,7 @@ class Scheduler:
         self._cross_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
+        self._texts_made = {}
         try:
             entries = self._log_entries(kept, snap)
             if entries is None:  # every job read
@@ -515,6 +520,8 @@ class Scheduler:
             raise
         finally:
             self._floors = {}  # (valid only while this cycle's bookings stand)
+            if self._texts_made:  # (a cycle without estimates leaves the last ones')
+                self._texts, self._texts_made = self._texts_made, {}
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.
             keep = {id(b) for started in self._started.values() for _, b in started[2]}
@@ -1276,9 +1283,7 @@ class Scheduler:
             if lazy and not self.explain:
                 return planned is not None  # no estimate, no comment: nobody reads them
             if planned is not None:
-                shown = _shown_chunks(top, planned)
-                result.estimates[top.job.id] = Estimate(top.job.id, int(math.ceil(start)),
-                                                        format_exec_vnode(shown))
+                result.estimates[top.job.id] = self._estimate(top, start, planned)
             result.comments[top.job.id] = (
                 f"Not Running: Job is a top job and will run at {int(start)}"
                 if planned is not None else
@@ -1368,12 +1373,26 @@ class Scheduler:
             if planned is not None:
                 self._book_chunks(job.id, planned, info.place, start, info.end(start),
                                   hard=False)
-                shown = _shown_chunks(info, planned)
-                result.estimates[job.id] = Estimate(job.id, int(math.ceil(start)),
-                                                    format_exec_vnode(shown))
+                result.estimates[job.id] = self._estimate(info, start, planned)
                 estimates_left -= 1
             result.comments[job.id] = _comment(blocked, info, top_jobs)
         result.top_jobs = top_jobs
+
+    def _estimate(self, info: _JobInfo, start: float,
+                  planned: list[tuple[str, dict[str, int]]]) -> Estimate:
+        """The job's estimate. Its exec_vnode text is the last estimate's when the job was
+        planned on the same chunks for the same request (most are, from one estimate cycle
+        to the next): a text hundreds of chunks long is not made again, and a hook reading
+        it gets the very string it read last time (parsed once, `functools.lru_cache`)."""
+        job_id = info.job.id
+        last = self._texts.get(job_id)
+        if last is not None and last[1] is info.chunks and last[0] == planned:
+            entry = last
+        else:
+            entry = (planned[:], info.chunks,  # (a copy: no caller's list to change it)
+                     format_exec_vnode(_shown_chunks(info, planned)))
+        self._texts_made[job_id] = entry
+        return Estimate(job_id, int(math.ceil(start)), entry[2])
 
     def _walk(self, order: Sequence[_JobInfo], settled: Callable[[], bool],
               failed: dict[tuple, float], failed_kin: dict[tuple, list[tuple[int, int]]]

@@ -87,6 +87,32 @@ def test_backfill_on_vnodes_the_top_job_does_not_need():
     assert started(result) == {"2.s": "(n4:ncpus=4)"}
 
 
+def test_an_estimate_planned_as_before_keeps_its_text_and_a_new_plan_gets_its_own():
+    """Three one-cpu vnodes; the top job A needs two, B all three. While the hog holds n0
+    and n1 for an hour, A is planned there at +1 h and B on all three at +2 h, cycle after
+    cycle: the second cycle hands out the very texts of the first. Then other jobs hold
+    n1 and n2 for an hour and n0 for three: A's plan moves to n1 and n2, B's to +3 h, and
+    each estimate says so (a text kept past a change of plan would not)."""
+    vnodes = [vnode(f"n{i}", ncpus=1) for i in range(3)]
+    a, b = job("2:ncpus=1", "01:00:00", id="1.s"), job("3:ncpus=1", "01:00:00", id="2.s")
+    hog = running("2:ncpus=1", "(n0:ncpus=1)+(n1:ncpus=1)", "01:00:00", id="9.s")
+    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1))
+    first = sched.cycle(snapshot(vnodes, [hog, a, b]), NOW).estimates
+    assert (first["1.s"].start_time, first["1.s"].exec_vnode) == (
+        NOW + HOUR, "(n0:ncpus=1)+(n1:ncpus=1)")
+    assert (first["2.s"].start_time, first["2.s"].exec_vnode) == (
+        NOW + 2 * HOUR, "(n0:ncpus=1)+(n1:ncpus=1)+(n2:ncpus=1)")
+    again = sched.cycle(snapshot(vnodes, [hog, a, b]), NOW + 60).estimates
+    assert all(again[j].exec_vnode is first[j].exec_vnode for j in ("1.s", "2.s"))
+    others = [running("2:ncpus=1", "(n1:ncpus=1)+(n2:ncpus=1)", "01:00:00", id="7.s"),
+              running("1:ncpus=1", "(n0:ncpus=1)", "03:00:00", id="8.s")]
+    moved = sched.cycle(snapshot(vnodes, [*others, a, b]), NOW + 120).estimates
+    assert (moved["1.s"].start_time, moved["1.s"].exec_vnode) == (
+        NOW + HOUR, "(n1:ncpus=1)+(n2:ncpus=1)")
+    assert (moved["2.s"].start_time, moved["2.s"].exec_vnode) == (
+        NOW + 3 * HOUR, "(n0:ncpus=1)+(n1:ncpus=1)+(n2:ncpus=1)")
+
+
 def kin_cycle(explain, later):
     """n1 is the hog's for an hour, A (both 4-cpu vnodes) the top job from then; B (3
     one-cpu chunks, 2 h) cannot backfill: n2 is A's from +1 h and n3 holds one. Then the
