@@ -258,7 +258,7 @@ def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
     `hosts_of`'s, sorted by host as the record is)."""
     ramp = power.mode == "ramp"
     why = decision.why
-    hosts = {}
+    rows = []
     for host, group in by_host.items():
         if len(group) == 1:  # (most hosts: one vnode each)
             view = group[0]
@@ -269,13 +269,12 @@ def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
             asleep = any(SLEEP in v.states for v in group)
             used = max(0, *(v.last_used_time for v in group))
         last = now if host in woke else used
-        hosts[host] = {  # (keys in sorted order, as the record is written)
-            "eligible": eligible, "idle": now - last if last else None,
-            "power": ("booting" if host in booting else "asleep"
-                      if (asleep or host in slept) and host not in woke else "awake"),
-            "why": why.get(host, "")}
-    status = {"driver": config["driver"], "hosts": hosts, "mode": power.mode, "time": now}
+        rows.append((host, eligible, now - last if last else None,
+                     "booting" if host in booting else "asleep"
+                     if (asleep or host in slept) and host not in woke else "awake",
+                     why.get(host, "")))
     try:
-        state.save(directory, booting, int(config["boot_delay"]), status, status_sorted=True)
+        state.save(directory, booting, int(config["boot_delay"]),
+                   state.status_text(now, power.mode, str(config["driver"]), rows))
     except OSError as exc:
         event.logger.error("power: cannot save the record in %s: %s", directory, exc)

@@ -11,6 +11,8 @@ import re
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pbsplug_power
 from pbsplug_power import state
@@ -321,6 +323,28 @@ def test_a_record_unchanged_is_not_written_again_unless_someone_touched_the_file
     assert state.booting(tmp_path) == {"h1": 100}
     state.save(tmp_path, {"h1": 100, "h2": 200}, 300)
     assert state.booting(tmp_path) == {"h1": 100, "h2": 200}
+
+
+_status_rows = st.lists(
+    st.tuples(st.text(), st.booleans(), st.none() | st.integers(-10**12, 10**12),
+              st.sampled_from(["awake", "asleep", "booting"]) | st.text(), st.text()),
+    unique_by=lambda row: row[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_status_rows, st.integers(0, state.LATEST_TIME),
+       st.sampled_from([None, "on_off", "ramp"]), st.text())
+def test_the_status_text_is_the_records_json_as_written_with_sorted_keys(rows, when, mode,
+                                                                        driver):
+    """`status_text` writes, host by host, what ``json.dumps`` of the record with sorted keys
+    writes, for any host names and reasons (quotes, control and non-ASCII characters)."""
+    rows = sorted(rows)  # (by host: the names are unique)
+    record = {"time": when, "mode": mode, "driver": driver, "hosts": {
+        host: {"power": power, "why": why, "idle": idle, "eligible": eligible}
+        for host, eligible, idle, power, why in rows}}
+    text = state.status_text(when, mode, driver, rows)
+    assert text == json.dumps(record, sort_keys=True)
+    assert state.status_text(when, mode, driver, rows) == text  # (from the kept strings)
 
 
 def test_the_booting_hosts_are_read_again_only_when_someone_touched_the_file(tmp_path,
