@@ -1381,9 +1381,10 @@ class Scheduler:
     def _estimate(self, info: _JobInfo, start: float,
                   planned: list[tuple[str, dict[str, int]]]) -> Estimate:
         """The job's estimate. Its exec_vnode text is the last estimate's when the job was
-        planned on the same chunks for the same request (most are, from one estimate cycle
-        to the next): a text hundreds of chunks long is not made again, and a hook reading
-        it gets the very string it read last time (parsed once, `functools.lru_cache`)."""
+        planned on the same vnodes for the same request object (most are, from one
+        estimate cycle to the next): a text hundreds of chunks long is not made again, and
+        a hook that keeps what it parsed of a text (the power hook) finds it at once, in
+        the very string it read last time."""
         job_id = info.job.id
         last = self._texts.get(job_id)
         if last is not None and last[1] is info.chunks and last[0] == planned:

@@ -113,6 +113,18 @@ def test_an_estimate_planned_as_before_keeps_its_text_and_a_new_plan_gets_its_ow
         NOW + 3 * HOUR, "(n0:ncpus=1)+(n1:ncpus=1)+(n2:ncpus=1)")
 
 
+def test_an_estimate_of_a_request_written_otherwise_is_written_as_asked():
+    """The same job planned on the same vnode for the same amount, its request altered from
+    1gb to 1024mb in between: the estimate spells it as now asked (the text kept from the
+    last cycle is the old request's)."""
+    hog = running("1:ncpus=4", "(n0:ncpus=4)", "01:00:00", id="9.s")
+    sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1))
+    for when, mem in ((NOW, "1gb"), (NOW + 60, "1024mb")):
+        asked = job(f"1:ncpus=1:mem={mem}", "01:00:00", id="1.s")
+        estimate = sched.cycle(snapshot([vnode("n0")], [hog, asked]), when).estimates["1.s"]
+        assert estimate.exec_vnode == f"(n0:ncpus=1:mem={mem})"
+
+
 def kin_cycle(explain, later):
     """n1 is the hog's for an hour, A (both 4-cpu vnodes) the top job from then; B (3
     one-cpu chunks, 2 h) cannot backfill: n2 is A's from +1 h and n3 holds one. Then the
