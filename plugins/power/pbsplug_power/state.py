@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,19 +215,19 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
     _written.keep(path, file_identity(path.stat()), text)
 
 
-#: Each string `status_text` wrote, as JSON: a run writes the same few hundred host names,
-#: power states and reasons as the run before.
+#: Each string `status_text` wrote, as JSON: a run writes mostly the host names, power
+#: states and reasons of the runs before (not all: a reason may name a time).
 _texts: dict[str, str] = {}
 
 
 def status_text(when: int, mode: str | None, driver: str,
-                hosts: Iterable[tuple[str, bool, int | None, str, str]]) -> str:
+                hosts: Sequence[tuple[str, bool, int | None, str, str]]) -> str:
     """The status record as ``json.dumps(record, sort_keys=True)`` writes it, from its time,
     mode and driver and each host's (host, eligible, idle, power, why), in host order.
     Written for a thousand hosts a run: each host one format of strings whose JSON was
     made once (`_texts`), no mapping built and walked again."""
     texts = _texts
-    if len(texts) > 65536:  # (hosts and reasons of many machines: a replay's)
+    if len(texts) > 4 * len(hosts) + 1024:  # (mostly reasons that named a time: let go)
         texts.clear()
 
     def shown(value: str) -> str:
