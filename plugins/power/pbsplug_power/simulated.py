@@ -66,13 +66,18 @@ class Simulated(Driver):
     def hosts(self) -> dict[str, dict[str, Any]]:
         """The file's hosts (the caller's own copy). A file that does not parse, or holds
         anything but host entries as this driver writes them, is a `DriverError` naming
-        it: a host the driver forgot would count as on and ready. A file read before and
-        untouched since is not read again (`_seen`)."""
+        it: a host the driver forgot would count as on and ready."""
+        return {host: dict(entry) for host, entry in self._known().items()}
+
+    def _known(self) -> Mapping[str, Mapping[str, Any]]:
+        """`hosts`, read only: the record as last read or written, which nobody changes (a
+        file read before and untouched since is not read again, `_seen`). A replay asks
+        about booting hosts at nearly every periodic run, of a thousand hosts."""
         try:
             identity = file_identity(self.path.stat())
             known = _seen.known(self.path, identity)
             if known is not None:
-                return {host: dict(entry) for host, entry in known.items()}
+                return known
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {}
@@ -85,22 +90,24 @@ class Simulated(Driver):
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
                               f"({problem}); remove it to start afresh")
         _seen.keep(self.path, identity, data)  # (the identity from before the read)
-        return {host: dict(entry) for host, entry in data.items()}
+        return data
 
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
+        """Write `hosts`, kept as the record (the caller hands it over: nobody changes it
+        from here on)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         part = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         part.write_text(json.dumps(hosts, sort_keys=True))
         os.replace(part, self.path)
-        _seen.keep(self.path, file_identity(self.path.stat()),
-                   {host: dict(entry) for host, entry in hosts.items()})
+        _seen.keep(self.path, file_identity(self.path.stat()), hosts)
 
     def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:
         self.log(action, f"launch: simulated {verb} {','.join(hosts)}")
         now = self.clock()
-        known = self.hosts()
+        known = dict(self._known())  # (the entries changed are copied, the others shared)
         for host in hosts:
-            entry = known.setdefault(host, {"power": "on", "since": 0.0, "sleep_limit": 0})
+            entry = known[host] = dict(known.get(host) or
+                                       {"power": "on", "since": 0.0, "sleep_limit": 0})
             if change.get("power") == "on" and entry["power"] == "off":
                 # A host still shutting down boots once it is down.
                 entry.update(power="on", since=max(now, entry["since"] + self.shutdown_delay))
@@ -125,7 +132,7 @@ class Simulated(Driver):
 
     def status(self, hosts: list[str]) -> dict[str, str]:
         now = self.clock()
-        known = self.hosts()
+        known = self._known()
         out = {}
         for host in hosts:
             entry = known.get(host)

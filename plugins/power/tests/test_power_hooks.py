@@ -400,6 +400,12 @@ def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(
     first["a"]["power"] = "on"  # the caller's own copy
     assert sim.hosts()["a"]["power"] == "off"
     path = tmp_path / STATE_FILE
+    before = sim._known()  # what a status read, shared with the driver: never changed
+    as_read = json.loads(json.dumps(before))
+    clock[0] = 1005.0
+    sim.power_on(["a"])
+    assert before == as_read and sim._known() == json.loads(path.read_text())
+    assert sim.hosts()["a"] == {"power": "on", "since": 1010.0, "sleep_limit": 0}
     other = tmp_path / "other.json"  # another writer: a new file renamed over it
     other.write_text(json.dumps({"a": {"power": "on", "since": 0.0, "sleep_limit": 0}}))
     os.replace(other, path)
