@@ -238,10 +238,10 @@ def status_text(when: int, mode: str | None, driver: str,
 
     entries = ", ".join([
         f'{shown(host)}: {{"eligible": {"true" if eligible else "false"}, '
-        f'"idle": {"null" if idle is None else int(idle)}, "power": {shown(power)}, '
+        f'"idle": {"null" if idle is None else idle}, "power": {shown(power)}, '
         f'"why": {shown(why)}}}' for host, eligible, idle, power, why in hosts])
     return (f'{{"driver": {shown(driver)}, "hosts": {{{entries}}}, '
-            f'"mode": {json.dumps(mode)}, "time": {int(when)}}}')
+            f'"mode": {json.dumps(mode)}, "time": {when}}}')
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
