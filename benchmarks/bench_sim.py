@@ -12,6 +12,10 @@ Rows (issue 20):
   AccaSim's own schedule of a small hand-made trace (accasim_rules.TINY_SWF).
 - RICC (447,794 jobs) with EASY: goal <= 60 s and <= 150 MB peak memory (--ricc-limit N
   replays only the first N jobs).
+- The simulator alone: KTH-SP2 again with each cycle's result replayed from a first run
+  instead of computed (`one_split`), so the scheduler costs nothing; the same files, and the
+  time left is the simulator's own (the trace, the jobs' lives, the hosts' accounting, the
+  output files). The goal's time minus it is what the scheduler may take at most.
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
   driver) against always-on, on KTH-SP2 (and RICC with --power-ricc).
 
@@ -105,6 +109,46 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
             "energy_kwh": m.get("energy_kwh"), "killed": summary.killed,
             "cycles": summary.cycles, "skipped": summary.cycles_skipped,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def one_split(trace: str, out: str, kill: bool) -> dict:
+    """Two simulations of `trace` in this process: the first records each scheduling cycle's
+    result; the second, timed, is given those results instead of running the scheduler (the
+    same starts, so the same files). Its time is the simulator's own."""
+    from pbsplug.sim.engine import Simulator, policy_settings
+    from pbsplug.sim.machine import from_header
+    from pbsplug.sim.output import ResultWriter
+    from pbsplug.sim.traces import open_trace
+
+    def simulator(folder: str):
+        tr = open_trace(trace)
+        machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
+        sink = ResultWriter(folder, cpus=machine.total_cpus, hosts=len(machine.hosts),
+                            plots=False)
+        return tr, Simulator(machine, sink, policy=policy_settings("easy"),
+                             kill_at_walltime=kill)
+
+    tr, sim = simulator(os.path.join(out, "scheduled"))
+    (sched,) = sim.schedulers
+    results = []
+    real = sched.cycle
+
+    def recorded(snap, now=None):
+        results.append(real(snap, now))
+        return results[-1]
+
+    sched.cycle = recorded
+    sim.run(iter(tr))
+    tr, sim = simulator(os.path.join(out, "replayed"))
+    (sched,) = sim.schedulers
+    sched.cycle = lambda snap, now=None, _next=iter(results).__next__: _next()
+    t0 = time.perf_counter()
+    summary = sim.run(iter(tr))
+    wall = time.perf_counter() - t0
+    same = all((Path(out) / "scheduled" / name).read_bytes()
+               == (Path(out) / "replayed" / name).read_bytes()
+               for name in ("out_jobs.csv", "out_machine_states.csv", "metrics.json"))
+    return {"jobs": summary.jobs + summary.rejected, "wall": wall, "same": same}
 
 
 def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None,
@@ -339,6 +383,16 @@ def main() -> None:
         print(RULES_DIFFER)
     print(f"cycles: {kth['cycles']:,} run, {kth['skipped']:,} skipped; "
           f"{kth['killed']:,} jobs killed at walltime")
+    out = tempfile.mkdtemp(prefix="bench-sim-split-")
+    try:
+        alone = in_child(f"one_split({str(KTH)!r}, {out!r}, True)")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    goal = kth["jobs"] / (20 * acc_rate)
+    print(f"the simulator alone (each cycle's result replayed, "
+          f"{'the same files' if alone['same'] else 'OTHER FILES'}): {alone['wall']:.2f} s of "
+          f"{kth['wall']:.2f} s, the scheduler {kth['wall'] - alone['wall']:.2f} s; the goal's "
+          f"time for the whole replay: {goal:.2f} s")
 
     if not args.skip_ricc:
         ricc = run_child(RICC, args.ricc_limit, kill=True)
