@@ -853,9 +853,16 @@ class Simulator:
                 energy += host.figures["busy"] * length * ncpus / host.cpus
         self._free_total = free
         run.energy = energy
-        hosts = self.hosts
+        hosts, now = self.hosts, self.now
         for index in touched:
-            self._host_state(hosts[index])
+            host = hosts[index]
+            if host.power == "on" and host.until <= now and not host.asleep:
+                # (what `_host_state` decides for a host up and awake: its jobs alone)
+                watts = "busy" if host.busy > 0 else "idle"
+                if watts != host.watts:
+                    self._draw(host, watts)
+            else:
+                self._host_state(host)
         return touched
 
     def _host_state(self, host: _Host) -> None:
@@ -863,24 +870,33 @@ class Simulator:
         the driver's power; the energy of the state it leaves is charged."""
         now = self.now
         if host.power == "off":
-            state, watts = (("switching_off", "shutting_down") if now < host.until
-                            else ("sleeping", "off"))
+            watts = "shutting_down" if now < host.until else "off"
         elif host.until > now:
-            state, watts = "switching_on", "booting"
+            watts = "booting"
         elif host.busy > 0:
-            state, watts = "computing", "busy"
+            watts = "busy"
         elif host.asleep and not host.woken:  # ramped down (its power never went off)
-            state, watts = "sleeping", "asleep"
+            watts = "asleep"
         else:
-            state, watts = "idle", "idle"
-        if state != host.state or watts != host.watts:
-            self._charge(host)
-            counts = self._counts
-            counts[host.counted] -= 1
-            host.state, host.watts = state, watts
-            counted = host.counted = host.base + _FIGURE_INDEX[watts]
-            counts[counted] = counts.get(counted, 0) + 1
-            self._counts_changed = True
+            watts = "idle"
+        if watts != host.watts:  # (the figure drawn tells the state: `_FIGURE_STATES`)
+            self._draw(host, watts)
+
+    def _draw(self, host: _Host, watts: str) -> None:
+        """The host draws the figure `watts` from now on, in its machine state: the energy
+        of the figure it leaves is charged, and the hosts are counted again."""
+        now = self.now
+        length = now - host.since
+        if length > 0:  # (`_charge`, at every start and end of a job on the host)
+            figure = host.watts
+            host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
+        host.since = now
+        counts = self._counts
+        counts[host.counted] -= 1
+        host.state, host.watts = _FIGURE_STATES[watts], watts
+        counted = host.counted = host.base + _FIGURE_INDEX[watts]
+        counts[counted] = counts.get(counted, 0) + 1
+        self._counts_changed = True
 
     def _charge(self, host: _Host) -> None:
         now = self.now
