@@ -111,10 +111,13 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def one_split(trace: str, out: str, kill: bool) -> dict:
-    """Two simulations of `trace` in this process: the first records each scheduling cycle's
-    result; the second, timed, is given those results instead of running the scheduler (the
-    same starts, so the same files). Its time is the simulator's own."""
+def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dict:
+    """Two simulations of `trace` (its first `limit` jobs) in this process: the first
+    records each scheduling cycle's result; the second, timed, is given those results
+    instead of running the scheduler (the same starts, so the same files). Its time is the
+    simulator's own."""
+    import itertools
+
     from pbsplug.sim.engine import Simulator, policy_settings
     from pbsplug.sim.machine import from_header
     from pbsplug.sim.output import ResultWriter
@@ -125,8 +128,8 @@ def one_split(trace: str, out: str, kill: bool) -> dict:
         machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
         sink = ResultWriter(folder, cpus=machine.total_cpus, hosts=len(machine.hosts),
                             plots=False)
-        return tr, Simulator(machine, sink, policy=policy_settings("easy"),
-                             kill_at_walltime=kill)
+        return itertools.islice(tr, limit), Simulator(
+            machine, sink, policy=policy_settings("easy"), kill_at_walltime=kill)
 
     tr, sim = simulator(os.path.join(out, "scheduled"))
     (sched,) = sim.schedulers
@@ -138,12 +141,12 @@ def one_split(trace: str, out: str, kill: bool) -> dict:
         return results[-1]
 
     sched.cycle = recorded
-    sim.run(iter(tr))
+    sim.run(tr)
     tr, sim = simulator(os.path.join(out, "replayed"))
     (sched,) = sim.schedulers
     sched.cycle = lambda snap, now=None, _next=iter(results).__next__: _next()
     t0 = time.perf_counter()
-    summary = sim.run(iter(tr))
+    summary = sim.run(tr)
     wall = time.perf_counter() - t0
     same = all((Path(out) / "scheduled" / name).read_bytes()
                == (Path(out) / "replayed" / name).read_bytes()

@@ -271,7 +271,10 @@ class ResultWriter:
         self.plots, self.gantt_limit = plots, gantt_limit
         self.all = _Group()
         self.queues: dict[str, _Group] = {}
-        self.gantt: list[tuple[float, float, tuple[int, ...], str]] | None = []
+        # What only the plots read (none without them): the Gantt chart's jobs, and the
+        # time series averaged per bin.
+        self.gantt: list[tuple[float, float, tuple[int, ...], str]] | None = \
+            [] if plots else None
         self.first_submit: float | None = None
         self.last_end: float | None = None
         # The machine's integrals, from its first record on.
@@ -279,7 +282,7 @@ class ResultWriter:
         # The last machine state: time, the five counts (MACHINE_STATES order), queued,
         # running, busy cpus, watts.
         self.prev: tuple[float, ...] | None = None
-        self.bins = TimeBins(len(BIN_COLUMNS))
+        self.bins = TimeBins(len(BIN_COLUMNS)) if plots else None
         self.energy = self.sleep_area = 0.0
         self.end: float | None = None
         self.power_cycles = 0
@@ -407,7 +410,8 @@ class ResultWriter:
         dt = until - s[0]
         self.energy += s[9] * dt
         self.sleep_area += s[1] * dt
-        self.bins.add(s[0], until, (s[1], s[2], s[3], s[4], s[5], s[8], s[6]))
+        if self.bins is not None:
+            self.bins.add(s[0], until, (s[1], s[2], s[3], s[4], s[5], s[8], s[6]))
         self._write_states(s)
 
     def _write_states(self, s: tuple[float, ...]) -> None:

@@ -166,6 +166,16 @@ def test_plots_are_pngs_and_gantt_only_for_small_runs(tmp_path):
     assert not list((tmp_path / "none").glob("*.png"))
 
 
+def test_without_plots_the_other_files_are_the_same_and_nothing_is_kept_for_them(tmp_path):
+    with_plots = crafted_run(tmp_path / "plots")
+    without = crafted_run(tmp_path / "none", plots=False)
+    for name in ("out_jobs.csv", "out_machine_states.csv", "out_series.csv", "metrics.json",
+                 "metrics.txt"):
+        assert (tmp_path / "plots" / name).read_bytes() == (tmp_path / "none" / name).read_bytes()
+    assert with_plots.gantt and with_plots.bins.t0 == 0
+    assert without.gantt is None and without.bins is None  # (only the plots read them)
+
+
 def test_number_formatting_and_intervals():
     assert [fmt(3), fmt(3.0), fmt(0.1 + 0.2), fmt(1 / 3), fmt(None), fmt(float("nan"))] == [
         "3", "3", "0.3", "0.333333", "", ""]
