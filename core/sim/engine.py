@@ -887,7 +887,7 @@ class Simulator:
         of the figure it leaves is charged, and the hosts are counted again."""
         now = self.now
         length = now - host.since
-        if length > 0:  # (`_charge`, at every start and end of a job on the host)
+        if length > 0:  # (`_charge`'s lines, written out: this runs at most starts and ends)
             figure = host.watts
             host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
         host.since = now
