@@ -825,33 +825,36 @@ class Simulator:
         """Book (+1) or free (-1) the job's cpus; freeing charges the job's energy up to now
         and marks its vnodes last used now. Returns the indices of the job's hosts."""
         touched: set[int] = set()
-        self._busy += sign * run.ncpus
-        counts, room, store = self._room_count, self.room, self.vnode_attrs
-        cache, slots = self._event_vnode_cache, self._vnode_slot
+        mark = touched.add
+        used = sign * run.ncpus  # (the sum of its vnodes' ncpus)
+        self._busy += used
+        self._free_total -= used
+        counts, room, store, slots = (self._room_count, self.room, self.vnode_attrs,
+                                      self._vnode_slot)
+        # A vnode object an event carried shows the room it had then: made again next time.
+        forget = self._event_vnode_cache.pop if self._event_vnode_cache else None
         now = int(self.now)
         # The energy is summed vnode by vnode in the vnodes' order, as it always was: the
         # same additions give the same float.
         length = self.now - run.start if sign < 0 and run.start is not None else None
         energy = run.energy
-        free = self._free_total
         for name, ncpus in run.vnodes.items():
             before = room[name]
-            counts[before] -= 1
             after = room[name] = before - sign * ncpus
-            cache.pop(name, None)
+            counts[before] -= 1
             counts[after] = counts.get(after, 0) + 1
-            free += after - before
+            if forget is not None:
+                forget(name, None)
             attrs = store[name]
             if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
                 attrs["last_state_change_time"] = now
-            if sign < 0:
-                attrs["last_used_time"] = now
             index, host = slots[name]
             host.busy += sign * ncpus
-            touched.add(index)
-            if length is not None:
-                energy += host.figures["busy"] * length * ncpus / host.cpus
-        self._free_total = free
+            mark(index)
+            if sign < 0:
+                attrs["last_used_time"] = now
+                if length is not None:
+                    energy += host.figures["busy"] * length * ncpus / host.cpus
         run.energy = energy
         hosts, now = self.hosts, self.now
         for index in touched:
