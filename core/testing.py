@@ -138,6 +138,29 @@ def unix_user() -> str:
     return SECOND_USER
 
 
+#: Where the root-only fixtures keep what they make of the machine (lock files, the
+#: attacker's environment): a folder of root's in /var/lib, where no other user can plant
+#: a file or a link before them, as anyone can in /var/tmp.
+MACHINE_STATE = "/var/lib/pbsplug-tests"
+
+
+def _machine_state() -> str:
+    """`MACHINE_STATE`, made if missing; an error if it is not a folder of this user's that
+    no one else may write to (a link, or another owner's)."""
+    import os
+    import stat
+
+    try:
+        os.mkdir(MACHINE_STATE, 0o755)
+    except FileExistsError:
+        pass
+    st = os.lstat(MACHINE_STATE)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise RuntimeError(f"{MACHINE_STATE} is not a folder of uid {os.geteuid()} that only "
+                           "it may write to: remove it")
+    return MACHINE_STATE
+
+
 @contextmanager
 def _machine_lock(name: str) -> Iterator[None]:
     """Held while a session fixture makes something of the machine's (a user, an
@@ -145,8 +168,8 @@ def _machine_lock(name: str) -> Iterator[None]:
     import fcntl
     import os
 
-    fd = os.open(f"/var/tmp/pbsplug-{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                 0o600)
+    fd = os.open(f"{_machine_state()}/{name}.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -258,8 +281,8 @@ class Attacker:
 @pytest.fixture(scope="session")
 def attacker(unix_user: str) -> Attacker:
     """The second Unix user with an environment on the system interpreter (made once per
-    checkout under /var/tmp, pbsplug installed editable from this checkout), for attacks
-    made as an unprivileged user would make them. Skips without /usr/bin/python3; under CI
+    checkout under `MACHINE_STATE`, pbsplug installed editable from this checkout), for
+    attacks made as an unprivileged user would make them. Skips without /usr/bin/python3; under CI
     (``CI=true``) a missing piece fails instead."""
     import hashlib
     import os
@@ -274,7 +297,7 @@ def attacker(unix_user: str) -> Attacker:
             pytest.fail(message)
         pytest.skip(message)
     key = hashlib.sha256(f"{checkout}\n{sys.prefix}".encode()).hexdigest()[:12]
-    venv = Path("/var/tmp") / f"pbsplug-attacker-{key}"
+    venv = Path(_machine_state()) / f"attacker-{key}"
     stamp = venv / ".installed"
     with _machine_lock(f"attacker-{key}"):
         if not stamp.exists():

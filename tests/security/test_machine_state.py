@@ -1,0 +1,71 @@
+"""The root-only fixtures (`unix_user`, `attacker`) keep what they make of the machine, their
+lock files and the attacker's environment, in a folder of their own user's that nobody else
+may write to (`pbsplug.testing.MACHINE_STATE`, in /var/lib): not in /var/tmp, where another
+user could plant a file or a link under the name first."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+
+import pytest
+
+from pbsplug import testing
+
+
+@pytest.fixture
+def state_at(tmp_path, monkeypatch):
+    def at(name: str):
+        path = tmp_path / name
+        monkeypatch.setattr(testing, "MACHINE_STATE", str(path))
+        return path
+    return at
+
+
+def test_the_folder_is_made_for_its_user_alone_and_holds_the_locks(state_at):
+    path = state_at("state")
+    assert testing._machine_state() == str(path)
+    st = path.lstat()
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+    assert stat.S_IMODE(st.st_mode) & 0o022 == 0
+    with testing._machine_lock("user"):
+        lock = (path / "user.lock").lstat()
+    assert stat.S_ISREG(lock.st_mode) and stat.S_IMODE(lock.st_mode) == 0o600
+    assert testing._machine_state() == str(path)  # (made once, then taken as it is)
+
+
+def test_a_planted_link_is_refused_and_not_followed(state_at, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    state_at("state").symlink_to(target)
+    with pytest.raises(RuntimeError, match="state is not a folder of uid .* remove it"):
+        testing._machine_state()
+    with pytest.raises(RuntimeError):
+        with testing._machine_lock("user"):
+            pass
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o757, 0o1777])
+def test_a_folder_others_may_write_to_is_refused(state_at, mode):
+    path = state_at("state")
+    path.mkdir()
+    path.chmod(mode)
+    with pytest.raises(RuntimeError, match="not a folder of uid"):
+        testing._machine_state()
+
+
+def test_another_users_folder_is_refused(state_at, unix_user):
+    path = state_at("theirs")
+    path.mkdir(mode=0o755)
+    os.chown(path, pwd.getpwnam(unix_user).pw_uid, -1)
+    with pytest.raises(RuntimeError, match="not a folder of uid 0"):
+        testing._machine_state()
+
+
+def test_the_fixtures_use_no_world_writable_folder():
+    """The folder itself sits in a folder only root may write to."""
+    parent = os.path.dirname(testing.MACHINE_STATE)
+    st = os.lstat(parent)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022
