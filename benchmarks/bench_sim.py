@@ -150,7 +150,8 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
     wall = time.perf_counter() - t0
     same = all((Path(out) / "scheduled" / name).read_bytes()
                == (Path(out) / "replayed" / name).read_bytes()
-               for name in ("out_jobs.csv", "out_machine_states.csv", "metrics.json"))
+               for name in ("out_jobs.csv", "out_machine_states.csv", "out_series.csv",
+                            "metrics.json", "metrics.txt"))
     return {"jobs": summary.jobs + summary.rejected, "wall": wall, "same": same}
 
 

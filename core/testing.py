@@ -145,8 +145,10 @@ MACHINE_STATE = "/var/lib/pbsplug-tests"
 
 
 def _machine_state() -> str:
-    """`MACHINE_STATE`, made if missing; an error if it is not a folder of this user's that
-    no one else may write to (a link, or another owner's)."""
+    """`MACHINE_STATE`, made if missing and open to every user to read and enter (the
+    second user runs the attacker's environment in it, whatever the umask); an error if
+    it is not a folder of this user's that no one else may write to (a link, or another
+    owner's)."""
     import os
     import stat
 
@@ -154,10 +156,22 @@ def _machine_state() -> str:
         os.mkdir(MACHINE_STATE, 0o755)
     except FileExistsError:
         pass
-    st = os.lstat(MACHINE_STATE)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise RuntimeError(f"{MACHINE_STATE} is not a folder of uid {os.geteuid()} that only "
-                           "it may write to: remove it")
+    except OSError as exc:
+        missing(f"cannot make {MACHINE_STATE}: {exc.strerror or exc}")
+    try:  # (checked and opened up through one descriptor: no link followed, no race)
+        fd = os.open(MACHINE_STATE, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        fd = None
+    try:
+        st = os.fstat(fd) if fd is not None else None
+        if st is None or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise RuntimeError(f"{MACHINE_STATE} is not a folder of uid {os.geteuid()} that "
+                               "only it may write to: remove it")
+        if stat.S_IMODE(st.st_mode) != 0o755:
+            os.fchmod(fd, 0o755)
+    finally:
+        if fd is not None:
+            os.close(fd)
     return MACHINE_STATE
 
 

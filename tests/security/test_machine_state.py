@@ -64,8 +64,28 @@ def test_another_users_folder_is_refused(state_at, unix_user):
         testing._machine_state()
 
 
-def test_the_fixtures_use_no_world_writable_folder():
-    """The folder itself sits in a folder only root may write to."""
+def test_a_strict_umask_still_leaves_the_folder_open_to_enter(state_at):
+    path = state_at("state")
+    old = os.umask(0o077)
+    try:
+        testing._machine_state()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.lstat().st_mode) == 0o755
+    path.chmod(0o700)  # (as an earlier run under that umask left it)
+    testing._machine_state()
+    assert stat.S_IMODE(path.lstat().st_mode) == 0o755
+
+
+def test_the_attacker_runs_its_environment_from_the_folder(attacker):
+    """The folder sits in one only root may write to, and the second user runs the
+    environment made in it."""
     parent = os.path.dirname(testing.MACHINE_STATE)
     st = os.lstat(parent)
     assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022
+    assert os.path.dirname(attacker.venv) == testing.MACHINE_STATE
+    done = attacker.python("import os, sys; print(os.geteuid(), sys.prefix)")
+    assert done.returncode == 0, done.stderr
+    uid, prefix = done.stdout.split()
+    assert int(uid) == pwd.getpwnam(attacker.user).pw_uid != 0
+    assert prefix == str(attacker.venv)
