@@ -16,6 +16,7 @@ Rows (issue 20):
   instead of computed (`one_split`), so the scheduler costs nothing; the same files, and the
   time left is the simulator's own (the trace, the jobs' lives, the hosts' accounting, the
   output files). The goal's time minus it is what the scheduler may take at most.
+  --split-ricc does the same for RICC after its row.
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
   driver) against always-on, on KTH-SP2 (and RICC with --power-ricc).
 
@@ -23,7 +24,7 @@ Each run is its own process, so its peak memory (max RSS) is its own. Results (m
 Batsim CSVs, no plots) go to a temporary folder.
 
     .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--skip-rules] [--skip-ricc]
-                                             [--ricc-limit N] [--power]
+                                             [--ricc-limit N] [--split-ricc] [--power]
 """
 
 from __future__ import annotations
@@ -153,6 +154,15 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
                for name in ("out_jobs.csv", "out_machine_states.csv", "out_series.csv",
                             "metrics.json", "metrics.txt"))
     return {"jobs": summary.jobs + summary.rejected, "wall": wall, "same": same}
+
+
+def split_child(trace: Path, limit: int | None) -> dict:
+    """`one_split` in a child process (jobs killed at walltime, as in the rows beside it)."""
+    out = tempfile.mkdtemp(prefix="bench-sim-split-")
+    try:
+        return in_child(f"one_split({str(trace)!r}, {out!r}, True, {limit!r})")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def run_child(trace: Path, limit: int | None, kill: bool = True, site: str | None = None,
@@ -321,6 +331,9 @@ def main() -> None:
     parser.add_argument("--skip-ricc", action="store_true")
     parser.add_argument("--power", action="store_true")
     parser.add_argument("--power-ricc", action="store_true")
+    parser.add_argument("--split-ricc", action="store_true",
+                        help="RICC's simulator alone too (each cycle's result replayed; "
+                             "holds them all: 1.7 GB for all of RICC)")
     parser.add_argument("--skip-rules", action="store_true",
                         help="leave out the run under AccaSim's EASY rules (the plugin)")
     args = parser.parse_args()
@@ -387,11 +400,7 @@ def main() -> None:
         print(RULES_DIFFER)
     print(f"cycles: {kth['cycles']:,} run, {kth['skipped']:,} skipped; "
           f"{kth['killed']:,} jobs killed at walltime")
-    out = tempfile.mkdtemp(prefix="bench-sim-split-")
-    try:
-        alone = in_child(f"one_split({str(KTH)!r}, {out!r}, True)")
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    alone = split_child(KTH, None)
     goal = kth["jobs"] / (20 * acc_rate)
     print(f"the simulator alone (each cycle's result replayed, "
           f"{'the same files' if alone['same'] else 'OTHER FILES'}): {alone['wall']:.2f} s of "
@@ -407,6 +416,12 @@ def main() -> None:
               f"mean wait {ricc['mean_wait']:,.0f} s, mean BSLD {ricc['bsld']:.1f} "
               f"(goal all jobs <= 60 s, <= 150 MB: "
               f"{'met' if met else 'MISSED'})")
+        if args.split_ricc:
+            alone = split_child(RICC, args.ricc_limit)
+            print(f"the simulator alone (each cycle's result replayed, "
+                  f"{'the same files' if alone['same'] else 'OTHER FILES'}): "
+                  f"{alone['wall']:.1f} s of {ricc['wall']:.1f} s, the scheduler "
+                  f"{ricc['wall'] - alone['wall']:.1f} s")
 
     if args.power or args.power_ricc:
         site = Path(tempfile.mkdtemp(prefix="bench-sim-site-")) / "site.toml"
