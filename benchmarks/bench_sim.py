@@ -74,10 +74,11 @@ RULES_DIFFER = """rules that differ, pbsplug's EASY -> AccaSim's EASY (the plugi
      second cycle at one instant)"""
 
 
-def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None,
-            policy: dict | None = None, starts: bool = False) -> dict:
-    """One simulation in this process: figures as a dict. `policy` sets keys over EASY's;
-    with `starts`, each job's start too."""
+def simulation(trace: str, out: str, limit: int | None, kill: bool, site: str | None = None,
+               policy: dict | None = None):
+    """A Simulator of `trace` under EASY (`policy` sets keys over it) and the site's
+    plugins, writing metrics and Batsim CSVs (no plots) to `out`, and its first `limit`
+    jobs (all with None)."""
     import itertools
 
     from pbsplug.plugins import load_plugins
@@ -93,8 +94,15 @@ def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | Non
     sink = ResultWriter(out, cpus=machine.total_cpus, hosts=len(machine.hosts), plots=False)
     sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy", policy),
                     kill_at_walltime=kill)
+    return itertools.islice(tr, limit), sim
+
+
+def one_run(trace: str, out: str, limit: int | None, kill: bool, site: str | None,
+            policy: dict | None = None, starts: bool = False) -> dict:
+    """One simulation in this process: figures as a dict. `policy` sets keys over EASY's;
+    with `starts`, each job's start too."""
+    jobs, sim = simulation(trace, out, limit, kill, site, policy)
     t0 = time.perf_counter()
-    jobs = iter(tr) if limit is None else itertools.islice(tr, limit)
     summary = sim.run(jobs)
     wall = time.perf_counter() - t0
     m = json.loads((Path(out) / "metrics.json").read_text())
@@ -117,22 +125,7 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
     records each scheduling cycle's result; the second, timed, is given those results
     instead of running the scheduler (the same starts, so the same files). Its time is the
     simulator's own."""
-    import itertools
-
-    from pbsplug.sim.engine import Simulator, policy_settings
-    from pbsplug.sim.machine import from_header
-    from pbsplug.sim.output import ResultWriter
-    from pbsplug.sim.traces import open_trace
-
-    def simulator(folder: str):
-        tr = open_trace(trace)
-        machine = from_header(tr.info.max_nodes, tr.info.max_procs, trace)
-        sink = ResultWriter(folder, cpus=machine.total_cpus, hosts=len(machine.hosts),
-                            plots=False)
-        return itertools.islice(tr, limit), Simulator(
-            machine, sink, policy=policy_settings("easy"), kill_at_walltime=kill)
-
-    tr, sim = simulator(os.path.join(out, "scheduled"))
+    tr, sim = simulation(trace, os.path.join(out, "scheduled"), limit, kill)
     (sched,) = sim.schedulers
     results = []
     real = sched.cycle
@@ -143,7 +136,7 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
 
     sched.cycle = recorded
     sim.run(tr)
-    tr, sim = simulator(os.path.join(out, "replayed"))
+    tr, sim = simulation(trace, os.path.join(out, "replayed"), limit, kill)
     (sched,) = sim.schedulers
     sched.cycle = lambda snap, now=None, _next=iter(results).__next__: _next()
     t0 = time.perf_counter()

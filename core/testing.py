@@ -296,8 +296,8 @@ class Attacker:
 def attacker(unix_user: str) -> Attacker:
     """The second Unix user with an environment on the system interpreter (made once per
     checkout under `MACHINE_STATE`, pbsplug installed editable from this checkout), for
-    attacks made as an unprivileged user would make them. Skips without /usr/bin/python3; under CI
-    (``CI=true``) a missing piece fails instead."""
+    attacks made as an unprivileged user would make them. Skips without /usr/bin/python3;
+    under CI (``CI=true``) a missing piece fails instead."""
     import hashlib
     import os
     import subprocess
