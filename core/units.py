@@ -8,6 +8,7 @@ value and what PBS accepts.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -122,6 +123,22 @@ def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
         name, *res = part.split(":")
         out.append((name, dict(r.split("=", 1) for r in res if "=" in r)))
     return out
+
+
+def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],
+                     host_of: Callable[[str], str]) -> str:
+    """PBS's exec_host of a job's exec_vnode chunks: ``host/index`` per chunk, the index
+    counting the job's chunks on that host from 0, and ``*ncpus`` unless the chunk has one
+    cpu (``*0`` for the rest of a host held whole): ``vm/0*2+vm/1*0``."""
+    counts: dict[str, int] = {}
+    parts = []
+    for name, res in chunks:
+        host = host_of(name)
+        index = counts.get(host, 0)
+        counts[host] = index + 1
+        ncpus = int(res.get("ncpus", 0) or 0)
+        parts.append(f"{host}/{index}" if ncpus == 1 else f"{host}/{index}*{ncpus}")
+    return "+".join(parts)
 
 
 @dataclass

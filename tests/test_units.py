@@ -9,7 +9,7 @@ from pbsplug import (
     parse_select,
     parse_size,
 )
-from pbsplug.units import parse_duration_cached
+from pbsplug.units import format_exec_host, parse_duration_cached, parse_exec_vnode
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -119,3 +119,19 @@ def test_parse_bool_takes_pbs_spellings(text, value):
 def test_parse_bool_names_a_bad_value(text):
     with pytest.raises(ValueError, match=r"is not a boolean \(true\|t\|y\|1\|false\|f\|n\|0\)"):
         parse_bool(text)
+
+
+@pytest.mark.parametrize("exec_vnode, exec_host", [
+    # As OpenPBS 23.06 wrote them on one host "vm" (its MoM) with vnodes vm[0..2]:
+    ("(vm[0]:ncpus=1)+(vm)+(vm[1])+(vm[2])", "vm/0+vm/1*0+vm/2*0+vm/3*0"),
+    ("(vm[0]:ncpus=1)+(vm[1]:ncpus=1)+(vm)+(vm[2])", "vm/0+vm/1+vm/2*0+vm/3*0"),
+    ("(vm:ncpus=0)", "vm/0*0"),
+    ("(vm:ncpus=2)", "vm/0*2"),
+])
+def test_exec_host_is_pbss_per_chunk_with_ncpus_unless_one(exec_vnode, exec_host):
+    assert format_exec_host(parse_exec_vnode(exec_vnode), lambda _: "vm") == exec_host
+
+
+def test_exec_host_counts_chunks_per_host():
+    chunks = [("a0", {"ncpus": 2}), ("a1", {}), ("b0", {"ncpus": 1}), ("a2", {"ncpus": "3"})]
+    assert format_exec_host(chunks, lambda name: "h" + name[0]) == "ha/0*2+ha/1*0+hb/0+ha/2*3"

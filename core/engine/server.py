@@ -1395,7 +1395,7 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
             return False
         now = int(self.clock())
-        hosts = _exec_host(self.host, exec_vnode)
+        hosts = units.format_exec_host(parse_exec_vnode(exec_vnode), lambda _: self.host)
         lifecycle.started(attrs, exec_vnode, hosts, now)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -1807,15 +1807,21 @@ class _StillFits:
     def check(self, attrs: dict, chunks) -> str | None:
         part = (self.queues.get(str(attrs.get("queue"))) or {}).get("partition")
         wanted: dict[str, int] = {}
+        rest: set[str] = set()  # the rest of a host held whole (exclhost): nothing taken
         for name, res in chunks:
+            if not res:
+                rest.add(name)
+                continue
             wanted[name] = wanted.get(name, 0) + int(resource_amount(
                 "ncpus", res.get("ncpus", 0)) or 0)
-        for name, ncpus in wanted.items():
+        for name in [*wanted, *rest]:
             vnode = self.vnodes.get(name)
             if vnode is None:
                 return f"vnode {name} is gone"
             if (vnode.partition or None) != (part or None):
                 return f"vnode {name} is not in partition {part or '(none)'} any more"
+        for name, ncpus in wanted.items():
+            vnode = self.vnodes[name]
             if vnode.states & UNUSABLE_STATES:
                 return f"vnode {name} is {vnode.state}"
             free = int(resource_amount("ncpus", vnode.resources_available["ncpus"]) or 0) - \
@@ -1992,15 +1998,3 @@ def _without(attrs: dict, problems: dict[str, str]) -> dict:
 
 def _ncpus(exec_vnode: str) -> int:
     return sum(int(res.get("ncpus", 0) or 0) for _, res in parse_exec_vnode(exec_vnode))
-
-
-def _exec_host(host: str, exec_vnode: str) -> str:
-    """PBS's exec_host: ``host/index`` per chunk, ``*ncpus`` when more than one CPU
-    (``vm/0*2+vm/1``)."""
-    chunks = []
-    for i, (_, res) in enumerate(parse_exec_vnode(exec_vnode)):
-        ncpus = int(res.get("ncpus", 1) or 0)
-        chunks.append(f"{host}/{i}" + (f"*{ncpus}" if ncpus > 1 else ""))
-    return "+".join(chunks)
-
-

@@ -1084,6 +1084,33 @@ class Scheduler:
                     made.append((info.name, Booking(start, end, {}, True, hard, owner)))
         return made
 
+    def _with_rest(self, chunks: list[tuple[str, dict[str, Any]]], place: Place
+                   ) -> list[tuple[str, dict[str, Any]]]:
+        """The chunks as PBS writes them in exec_vnode (and resv_nodes): a host that one of
+        them gives the job whole (exclhost) has its other vnodes listed too, with no
+        resources, after the host's last chunk, in the hosts' vnode order
+        (``(n0:ncpus=2)+(n1)``); the job holds them (`_bookings`)."""
+        if self._all_shared(place):
+            return chunks
+        vnodes = self.vnodes
+        last: dict[str, int] = {}  # host -> index of its last chunk
+        whole: set[str] = set()
+        for i, (name, _) in enumerate(chunks):
+            info = vnodes[name]
+            last[info.host] = i
+            if exclusivity(place, info.sharing) == EXCLHOST:
+                whole.add(info.host)
+        if not whole:
+            return chunks
+        used = {name for name, _ in chunks}
+        out = []
+        for i, chunk in enumerate(chunks):
+            out.append(chunk)
+            host = vnodes[chunk[0]].host
+            if host in whole and last[host] == i:
+                out.extend((info.name, {}) for info in self.hosts[host] if info.name not in used)
+        return out
+
     def _running_key(self, job: Job, snap: Snapshot, now: float) -> tuple:
         """A running job's (exec_vnode, start, end, place): it holds its vnodes until its
         walltime ends."""
@@ -1154,14 +1181,10 @@ class Scheduler:
                                               reason="Reservation denied: no vnodes free for "
                                                      "its whole window", partition=mine))
                 continue
-            made = self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end,
-                                     hard=True)
-            # A host it holds exclhost is all its own: its other vnodes are in resv_nodes
-            # too, with no resources, as PBS gives it the rest of the host ("(n1)").
-            asked = {name for name, _ in chunks}
-            rest = [(name, {}) for name, _ in made if name not in asked]
-            decisions.append(ResvDecision(resv.name, True, format_exec_vnode(chunks + rest),
-                                          partition=mine))
+            self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end, hard=True)
+            decisions.append(ResvDecision(
+                resv.name, True, format_exec_vnode(self._with_rest(chunks, info.place)),
+                partition=mine))
         return decisions
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -1338,7 +1361,7 @@ class Scheduler:
             if chunks:
                 made = self._book_chunks(job.id, chunks, info.place, now, info.end(now),
                                          hard=True)
-                shown = _shown_chunks(info, chunks)
+                shown = self._with_rest(_shown_chunks(info, chunks), info.place)
                 exec_vnode = format_exec_vnode(shown)
                 self._started[job.id] = (now, info.end(now), made, exec_vnode)
                 result.run.append(RunDecision(job.id, exec_vnode, shown,
@@ -1391,7 +1414,8 @@ class Scheduler:
             entry = last
         else:
             entry = (planned[:], info.chunks,  # (a copy: no caller's list to change it)
-                     format_exec_vnode(_shown_chunks(info, planned)))
+                     format_exec_vnode(self._with_rest(_shown_chunks(info, planned),
+                                                       info.place)))
         self._texts_made[job_id] = entry
         return Estimate(job_id, int(math.ceil(start)), entry[2])
 
@@ -1524,7 +1548,7 @@ class Scheduler:
             result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
                                             "in the reservation")
             return
-        shown = _shown_chunks(info, chunks)
+        shown = self._with_rest(_shown_chunks(info, chunks), info.place)
         result.run.append(RunDecision(info.job.id, format_exec_vnode(shown), shown))
         started[info.job.id] = (info.place, chunks)
         stats.jobs_started += 1

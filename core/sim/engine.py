@@ -55,7 +55,7 @@ from ..scheduler import (
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import job_select
 from ..scheduling import SchedulerInstance
-from ..units import format_duration, parse_select
+from ..units import format_duration, format_exec_host, parse_select
 from .machine import Machine, PowerModel
 from .records import (
     COMPLETED,
@@ -719,9 +719,8 @@ class Simulator:
         for name, res in chunks:
             per_vnode[name] = per_vnode.get(name, 0) + int(res.get("ncpus", 0) or 0)
         store = self.vnode_attrs
-        lifecycle.started(run.attrs, exec_vnode, "+".join([
-            f"{store[n]['resources_available']['host']}/{i}"
-            for i, n in enumerate(per_vnode)]), now)
+        lifecycle.started(run.attrs, exec_vnode, format_exec_host(
+            chunks, lambda n: store[n]["resources_available"]["host"]), now)
         run.start = self.now
         run.run_count = int(run.attrs["run_count"])
         run.vnodes = per_vnode

@@ -140,6 +140,30 @@ def test_exec_host_counts_cpus_as_pbs_does(engine):
     engine.client("delete", ids=[two, one])
 
 
+def test_an_exclhost_job_lists_the_rest_of_its_host_as_pbs_does(engine):
+    """As OpenPBS 23.06 runs it on a host of three vnodes: exec_vnode names the host's other
+    vnodes with no resources after its chunk, exec_host gives each of them ``*0``, and
+    every vnode of the host lists the job and shows job-exclusive."""
+    for name in engine.client("stat_nodes"):
+        engine.client("node_state", names=[name], offline=True)
+    for name in ("hx0", "hx1", "hx2"):
+        engine.pbs("qmgr", "-c", f"create node {name} resources_available.ncpus = 2, "
+                   "resources_available.host = hx", check=True)
+    whole = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=2",
+                                                         "place": "exclhost"})
+    attrs = engine.wait(whole, "R")
+    assert attrs["exec_vnode"] == "(hx0:ncpus=2)+(hx1)+(hx2)"
+    assert attrs["exec_host"] == f"{HOST}/0*2+{HOST}/1*0+{HOST}/2*0"
+    assert attrs["comment"].endswith(" on (hx0:ncpus=2)+(hx1)+(hx2)")
+    nodes = engine.client("stat_nodes", names=["hx0", "hx1", "hx2"])
+    assert {n: (row["state"], row["jobs"]) for n, row in nodes.items()} == {
+        n: ("job-exclusive", [whole]) for n in ("hx0", "hx1", "hx2")}
+    shared = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=1"})
+    engine.client("delete", ids=[whole])
+    assert engine.wait(shared, "R")["exec_vnode"] == "(hx0:ncpus=1)"
+    engine.client("delete", ids=[shared])
+
+
 def test_the_auto_vnode_has_a_state_change_time(engine):
     for attrs in engine.nodes().values():
         assert int(attrs["last_state_change_time"]) > 1_600_000_000

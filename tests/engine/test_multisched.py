@@ -314,6 +314,14 @@ def test_decisions_made_on_an_old_snapshot_are_checked_against_the_vnodes_now():
     assert fits.check(job, [("c", {"ncpus": 1})]) == ("vnode c is not in partition P any "
                                                       "more")
     assert fits.check(job, [("gone", {"ncpus": 1})]) == "vnode gone is gone"
+    # The rest of a host an exclhost job holds whole comes with no resources: it takes
+    # nothing, whatever its state, but must still be there and in the partition.
+    fresh = _StillFits(vnodes, {"q": {"partition": "P"}})
+    assert fresh.check(job, [("a", {"ncpus": 1}), ("b", {})]) is None
+    assert fresh.check(job, [("a", {"ncpus": 1})]) == "vnode a has 0 CPUs free now, not 1"
+    assert fresh.check(job, [("b", {}), ("c", {})]) == ("vnode c is not in partition P any "
+                                                       "more")
+    assert fresh.check(job, [("b", {}), ("gone", {})]) == "vnode gone is gone"
 
 
 def test_a_cycle_past_sched_cycle_length_is_killed_and_the_scheduler_restarted(

@@ -208,7 +208,7 @@ def test_exclhost_blocks_the_other_vnodes_of_the_host():
     first = job("1:ncpus=1", place="exclhost", id="1.s")
     second = job("1:ncpus=1", id="2.s")
     result = cycle(snapshot(vnodes, [first, second]))
-    assert started(result) == {"1.s": "(h1[0]:ncpus=1)", "2.s": "(h2:ncpus=1)"}
+    assert started(result) == {"1.s": "(h1[0]:ncpus=1)+(h1[1])", "2.s": "(h2:ncpus=1)"}
 
 
 def test_a_host_held_whole_through_one_vnode_is_whole_on_its_shared_vnodes_too():
@@ -407,7 +407,7 @@ def test_an_exclhost_job_in_a_reservation_runs_only_if_it_holds_the_whole_host(r
                 resv_nodes=resv_nodes, queue="R1")
     inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s")
     result = cycle(snapshot(vnodes, [inside], queues, reservations=[held]))
-    assert started(result) == ({"1.s": "(n0:ncpus=2)"} if runs else {})
+    assert started(result) == ({"1.s": "(n0:ncpus=2)+(n1)"} if runs else {})
     if not runs:
         assert result.comments["1.s"] == \
             "Not Running: Insufficient amount of resource in the reservation"
@@ -429,19 +429,19 @@ def test_a_reservation_held_exclhost_is_confirmed_on_its_whole_host(sharing, pla
     inside = job("1:ncpus=2", "00:10:00", queue="R1", id="1.s", place="exclhost")
     outside = job("1:ncpus=1", "00:10:00", id="2.s")
     result = cycle(snapshot(vnodes, [inside, outside], queues, reservations=[held]))
-    assert started(result) == {"1.s": "(n0:ncpus=2)"}
+    assert started(result) == {"1.s": "(n0:ncpus=2)+(n1)"}
 
 
 def test_the_rest_of_the_hosts_comes_in_their_order():
     """Four hosts of two vnodes, a reservation on one vnode of each, exclhost: each host's
-    other vnode follows the chunks in the hosts' order, whatever the process's hash seed."""
+    other vnode follows that host's chunk, host by host, as OpenPBS 23.06 writes it
+    (``(a0:ncpus=1)+(a1)+(b0:ncpus=1)+(b1)``), whatever the process's hash seed."""
     hosts = ("hA", "hB", "hC", "hD")
     vnodes = [vnode(f"{h}{i}", host=h) for h in hosts for i in range(2)]
     asked = resv("R1", "4:ncpus=2", NOW + 100, NOW + HOUR,
                  Resource_List={"select": "4:ncpus=2", "place": "scatter:exclhost"})
     decision = cycle(snapshot(vnodes, [], reservations=[asked])).reservations[0]
-    assert decision.resv_nodes == "+".join([f"({h}0:ncpus=2)" for h in hosts] +
-                                           [f"({h}1)" for h in hosts])
+    assert decision.resv_nodes == "+".join(f"({h}0:ncpus=2)+({h}1)" for h in hosts)
 
 
 def test_jobs_from_outside_still_on_a_running_reservations_vnodes_hold_them():

@@ -99,6 +99,26 @@ def check_state(vnodes, running, confirmed, now):
                             other.name, j.id)
 
 
+def rest_of_hosts(vnodes, j, names):
+    """The vnodes PBS adds to a job's exec_vnode placed on `names`: those of each host one
+    of them gives it whole (exclhost) that it has no chunk on, after the host's last chunk,
+    in the vnodes' order."""
+    by_name = {v.name: v for v in vnodes}
+    place = parse_place(j.Resource_List["place"])
+
+    def host(name):
+        return by_name[name].resources_available["host"]
+
+    whole = {host(n) for n in names if exclusivity(place, by_name[n].sharing) == EXCLHOST}
+    last = {host(n): i for i, n in enumerate(names)}
+    rest = []
+    for i, name in enumerate(names):
+        if host(name) in whole and last[host(name)] == i:
+            rest += sorted(v.name for v in vnodes
+                           if host(v.name) == host(name) and v.name not in names)
+    return rest
+
+
 def fits_empty(vnodes, j):
     result = Scheduler().cycle(snapshot([vnode(v.name, v.resources_available["ncpus"],
                                                v.resources_available["mem"],
@@ -131,10 +151,14 @@ def test_random_workloads(vnodes, workload, strict, depth):
                 confirmed.append(r)
         for decision in result.run:
             j = queued.pop(decision.job_id)
-            # Every chunk is given exactly what it asked for.
+            # Every chunk is given exactly what it asked for; then, with no resources, the
+            # rest of each host it holds whole (exclhost), as PBS lists them.
+            own = [(name, res) for name, res in decision.chunks if res]
             given = [dict((k, resource_amount(k, v)) for k, v in res.items())
-                     for _, res in decision.chunks]
+                     for _, res in own]
             assert given == chunk_demand(j)
+            assert [name for name, res in decision.chunks if not res] == rest_of_hosts(
+                vnodes, j, [name for name, _ in own])
             j.job_state, j.exec_vnode, j.stime = "R", decision.exec_vnode, now
             running.append(j)
         check_state(vnodes, running, confirmed, now)

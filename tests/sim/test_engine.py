@@ -15,7 +15,7 @@ from pbsplug import PluginInfo, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings, scratch_root
-from pbsplug.sim.machine import Host, Machine, PowerModel, uniform
+from pbsplug.sim.machine import Host, Machine, PowerModel, default_power, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 from pbsplug.testing import require_module
@@ -271,6 +271,51 @@ def test_hook_rejects_have_the_engines_consequences(register_plugin, pbsplug_plu
     assert (by_id["2"].start, by_id["2"].run_count) == (0, 2)
     assert (by_id["3"].start, by_id["3"].end, by_id["3"].run_count) == (10, 20, 2)
     assert sim.summary.hooks.ran[("refuser", "runjob")] >= 3
+
+
+class WholeHost:
+    """Asks place=exclhost for job 1 at its submission, and notes what each job ran on."""
+
+    plugin_info = PluginInfo(events=("queuejob", "runjob", "execjob_begin"),
+                             sim_safe=("queuejob", "runjob", "execjob_begin"))
+
+    def __init__(self):
+        self.exec_vnode, self.exec_host = {}, {}
+
+    @hookimpl
+    def queuejob(self, event):
+        if event.job.id == "1":
+            event.job.Resource_List["place"] = "exclhost"
+
+    @hookimpl
+    def runjob(self, event):
+        self.exec_vnode[event.job.id] = event.job.exec_vnode
+
+    @hookimpl
+    def execjob_begin(self, event):
+        self.exec_host[event.job.id] = event.job.exec_host
+
+
+def test_a_job_given_its_host_whole_holds_the_rest_of_it_as_pbs_lists_it(register_plugin,
+                                                                          pbsplug_plugins,
+                                                                          tmp_path):
+    """Two hosts of two one-cpu vnodes. j1 (one cpu, exclhost) has h0 whole: its exec_vnode
+    lists h0b with no resources and exec_host gives it ``*0``, as OpenPBS does; j2 takes
+    h1; j3 (one cpu) waits for j1's end, though h0b has a free cpu."""
+    hook = WholeHost()
+    register_plugin(hook, "wholehost", isolation="inprocess")
+    model = default_power()
+    machine = Machine([Host(f"h{i}", i, [f"h{i}a", f"h{i}b"], 1, None, None, model)
+                       for i in range(2)], source="test")
+    sink = Sink()
+    Simulator(machine, sink, plugins=pbsplug_plugins, policy=policy_settings("easy"),
+              workdir=tmp_path).run([tj(1, 0, 100, 1, 100), tj(2, 0, 100, 2, 100),
+                                     tj(3, 0, 50, 1, 50)])
+    assert sink.starts() == {"1": 0, "2": 0, "3": 100}
+    assert hook.exec_vnode == {"1": "(h0a:ncpus=1)+(h0b)", "2": "(h1a:ncpus=1)+(h1b:ncpus=1)",
+                               "3": "(h0a:ncpus=1)"}
+    assert hook.exec_host == {"1": "h0/0+h0/1*0", "2": "h1/0+h1/1", "3": "h0/0"}
+    assert {r.job.job_id: r.hosts for r in sink.jobs} == {"1": (0,), "2": (1,), "3": (0,)}
 
 
 class NotSafe:

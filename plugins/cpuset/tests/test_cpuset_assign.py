@@ -25,6 +25,13 @@ def test_numa_vnodes_take_the_lowest_free_first_threads_of_their_node(two_socket
     assert mems == [1, 2]  # its node, and the memory-only node
 
 
+def test_the_rest_of_a_host_held_whole_adds_no_cpus(two_sockets):
+    """An exclhost job's exec_vnode lists the host's other vnodes with no resources, as PBS
+    does (``(h[0]:ncpus=2)+(h)+(h[1])``): they come as 0 CPUs and add none."""
+    cpus, mems = assign(two_sockets, Rules(), {"h[0]": 2, "h": 0, "h[1]": 0})
+    assert (cpus, mems) == ([0, 1], [0, 2])
+
+
 def test_cpus_other_cpusets_hold_are_skipped(two_sockets):
     cpus, _ = assign(two_sockets, Rules(), {"h[0]": 2}, held=[0, 2])
     assert cpus == [1, 3]
