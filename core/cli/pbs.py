@@ -241,9 +241,11 @@ def qrerun(args: list[str]) -> int:
     return _each_job("qrerun", ids, lambda client, job_id: client("rerun", ids=[job_id]))
 
 
-def _each_job(name: str, ids: list[str], request: Callable) -> int:
+def _each_job(name: str, ids: list[str], request: Callable,
+              named: Callable | None = None) -> int:
     """`request(client, job_id)` for each job; an error is printed as PBS's commands print
-    it (``qrerun: <message> <full job id>``) and the others still go ahead."""
+    it (``qrerun: <message> <full job id>``; `named(error)`, when not None, stands for the
+    job id) and the others still go ahead."""
     from ..engine.errors import PbsError
 
     client = engine_client()
@@ -252,7 +254,9 @@ def _each_job(name: str, ids: list[str], request: Callable) -> int:
         try:
             request(client, job_id)
         except PbsError as err:
-            print(f"{name}: {err.message} {_full_job_id(client, job_id)}", file=sys.stderr)
+            shown = named(err) if named is not None else None
+            print(f"{name}: {err.message} "
+                  f"{_full_job_id(client, job_id) if shown is None else shown}", file=sys.stderr)
             status = _exit_status(err.code)
     return status
 
@@ -263,8 +267,14 @@ def qrun(args: list[str]) -> int:
     if len(ids) != 1:
         raise getopt.GetoptError("one job id is required")
     vnodes = next((v for o, v in opts if o == "-H"), None)
+    from ..engine.errors import PBSE_UNKNODE
+
+    # An unknown vnode: PBS names the -H specification after its message ("Unknown node "),
+    # not the job: ``qrun: Unknown node  nosuch``.
     return _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
-                                                                 vnodes=vnodes))
+                                                                 vnodes=vnodes),
+                     named=lambda err: f" {vnodes}" if err.code == PBSE_UNKNODE and
+                     vnodes is not None else None)
 
 
 @pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "

@@ -33,7 +33,7 @@ from ..runner import Outcome, Runner, client_message, consequence
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import UNUSABLE_STATES, resource_amount
+from ..scheduler.model import UNUSABLE_STATES, format_exec_vnode, job_select, resource_amount
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import parse_exec_vnode
@@ -1022,14 +1022,39 @@ class Engine:
                                obj=job_id)
             vnodes = result.run[0].exec_vnode
         else:
-            nodes = self._vnodes()
-            for name, _ in parse_exec_vnode(vnodes):
-                if name not in nodes:
-                    raise PbsError(PBSE_UNKNODE, obj=name)
-            if not vnodes.startswith("("):
-                vnodes = "+".join(f"({n})" for n in vnodes.split("+"))
+            vnodes = self._given_vnodes(job_id, attrs, vnodes)
         if not self._start(job_id, attrs, vnodes):
             raise PbsError(PBSE_HOOKERROR, self._job(job_id).get("comment"), obj=job_id)
+
+    def _given_vnodes(self, job_id: str, attrs: dict, given: Any) -> str:
+        """The exec_vnode of ``qrun -H given``, as PBS makes it. Vnodes without any
+        resources (``n1+n2``, ``(n1)``, or exec_host's ``n1/0``) are given the job's chunks
+        in turn, back to the first when they run out: ``select=2:ncpus=1`` on ``n1`` is
+        ``(n1:ncpus=1)+(n1:ncpus=1)``, so its cpus are assigned. Chunks with resources are
+        taken as written, checked as an exec_vnode is. Every vnode must exist."""
+        if not isinstance(given, str) or not given.strip():
+            raise PbsError(PBSE_IVALREQ, obj=job_id)
+        nodes = self._vnodes()
+        if ":" not in given:
+            names = [part.strip().strip("()").partition("/")[0] for part in given.split("+")]
+            if not all(names):
+                raise PbsError(PBSE_BADATVAL, obj=job_id)
+            for name in names:
+                if name not in nodes:
+                    raise PbsError(PBSE_UNKNODE, obj=name)
+            wanted = [{k: v for k, v in chunk.resources.items() if k not in ("host", "vnode")}
+                      for chunk in job_select(Job(job_id, attrs)) for _ in range(chunk.count)]
+            return format_exec_vnode([(names[i % len(names)], res)
+                                      for i, res in enumerate(wanted)])
+        text = given if given.startswith("(") else "+".join(f"({p})" for p in given.split("+"))
+        try:
+            values.job_value("exec_vnode", text)
+        except values.BadValue:
+            raise PbsError(PBSE_BADATVAL, obj=job_id) from None
+        for name, _ in parse_exec_vnode(text):
+            if name not in nodes:
+                raise PbsError(PBSE_UNKNODE, obj=name)
+        return text
 
     def req_node_state(self, caller: Caller, names: list[str], offline: bool | None = None,
                        comment: str | None = None) -> None:

@@ -457,11 +457,46 @@ def test_qrun_runs_a_held_job_where_the_scheduler_would(engine):
 
 
 def test_qrun_H_an_unknown_vnode(engine):
+    """As OpenPBS 23.06's qrun prints it: the -H specification, not the job."""
     job_id = qsub(engine, "-h", input="true\n")
-    done = engine.pbs("qrun", "-H", "nosuchvnode", job_id)
-    assert (done.returncode, done.stdout, done.stderr) == (
-        PBSE_UNKNODE % 256, "", f"qrun: Unknown node {job_id}\n")
+    for spec in ("nosuchvnode", f"{a_vnode(engine)}+nosuchvnode", "(nosuchvnode:ncpus=1)"):
+        done = engine.pbs("qrun", "-H", spec, job_id)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            PBSE_UNKNODE % 256, "", f"qrun: Unknown node  {spec}\n")
     assert engine.job(job_id)["job_state"] == "H"
+
+
+@pytest.mark.parametrize("select, spec, chunks", [
+    ("1:ncpus=1", "{v}", ["{v}:ncpus=1"]),
+    ("2:ncpus=1", "{v}", ["{v}:ncpus=1", "{v}:ncpus=1"]),       # back to the first
+    ("1:ncpus=1", "{v}+{v}", ["{v}:ncpus=1"]),                   # one more than needed
+    ("1:ncpus=2:mem=10mb", "({v})", ["{v}:ncpus=2:mem=10mb"]),
+    ("1:ncpus=1", "{v}/0", ["{v}:ncpus=1"]),                     # exec_host's form
+    ("1:ncpus=1", "({v}:ncpus=2)", ["{v}:ncpus=2"]),             # as written
+])
+def test_qrun_H_gives_vnodes_named_alone_the_jobs_chunks(engine, select, spec, chunks):
+    """As OpenPBS 23.06 does: vnodes without resources get the job's chunks in turn, so the
+    job's cpus are assigned there (and nothing else is put on them)."""
+    vnode = a_vnode(engine)
+    engine.client("qmgr", text=f"set node {vnode} resources_available.ncpus = 4")
+    job_id = qsub(engine, "-h", "-l", f"select={select}", input="sleep 300\n")
+    done = engine.pbs("qrun", "-H", spec.format(v=vnode), job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    attrs = engine.wait(job_id, "R")
+    assert attrs["exec_vnode"] == "+".join(f"({c.format(v=vnode)})" for c in chunks)
+    ncpus = sum(int(c.split("ncpus=")[1].split(":")[0]) for c in chunks)
+    node = engine.client("stat_nodes", names=[vnode])[vnode]
+    assert node["resources_assigned"]["ncpus"] == ncpus
+    engine.client("delete", ids=[job_id])
+
+
+@pytest.mark.parametrize("spec", ["(:ncpus=1)", "{v}:ncpus=x", "{v}:ncpus=1:=2", "+", "()"])
+def test_qrun_H_a_bad_specification_is_refused_and_the_job_stays(engine, spec):
+    job_id = qsub(engine, "-h", input="true\n")
+    done = engine.pbs("qrun", "-H", spec.format(v=a_vnode(engine)), job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        15014 % 256, "", f"qrun: Illegal attribute or resource value {job_id}\n")
+    assert engine.job(job_id)["job_state"] == "H" and "exec_vnode" not in engine.job(job_id)
 
 
 def test_qrun_of_an_unknown_job(engine):
