@@ -1573,6 +1573,8 @@ class Engine:
         ncpus = 0
         lines = []
         for _name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
+            if not res:  # the rest of a host the job holds whole (exclhost): no rank there
+                continue
             n = int(res.get("ncpus", 1) or 1)
             ncpus = ncpus or n
             lines.extend([self.host] * max(1, int(res.get("mpiprocs", 1) or 1)))

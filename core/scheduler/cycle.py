@@ -335,9 +335,10 @@ class Scheduler:
         self.explain = True
         self._shapes: dict[tuple, tuple] = {}
         #: The last cycle that made estimates: job id -> (its planned chunks, its request's
-        #: chunks, the exec_vnode text made of them) (`_estimate`); this cycle's so far.
-        self._texts: dict[str, tuple[list, list, str]] = {}
-        self._texts_made: dict[str, tuple[list, list, str]] = {}
+        #: chunks, the exec_vnode text made of them, whether no host could be the job's
+        #: whole then) (`_estimate`); this cycle's so far.
+        self._texts: dict[str, tuple] = {}
+        self._texts_made: dict[str, tuple] = {}
 
     def settings(self) -> tuple:
         """What the instance was made with: a caller keeps an instance (and so what it keeps
@@ -1410,12 +1411,17 @@ class Scheduler:
         the very string it read last time."""
         job_id = info.job.id
         last = self._texts.get(job_id)
-        if last is not None and last[1] is info.chunks and last[0] == planned:
+        # Only a text made where no vnode's sharing could give the place a host whole is
+        # kept: the rest of a host (`_with_rest`) follows the hosts' vnodes and sharing,
+        # which may have changed since.
+        plain = self._all_shared(info.place)
+        if last is not None and last[1] is info.chunks and last[0] == planned and \
+                last[3] and plain:
             entry = last
         else:
             entry = (planned[:], info.chunks,  # (a copy: no caller's list to change it)
                      format_exec_vnode(self._with_rest(_shown_chunks(info, planned),
-                                                       info.place)))
+                                                       info.place)), plain)
         self._texts_made[job_id] = entry
         return Estimate(job_id, int(math.ceil(start)), entry[2])
 

@@ -152,6 +152,10 @@ def test_an_exclhost_job_lists_the_rest_of_its_host_as_pbs_does(engine):
     whole = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=2",
                                                          "place": "exclhost"})
     attrs = engine.wait(whole, "R")
+    # One MPI rank: the rest of the host adds no line to PBS_NODEFILE.
+    nodefile = engine.home.jobs / f"{whole.split('.')[0]}.nodes"
+    until(lambda: nodefile.exists() and nodefile.read_text(), what="the job's nodefile")
+    assert nodefile.read_text() == f"{HOST}\n"
     assert attrs["exec_vnode"] == "(hx0:ncpus=2)+(hx1)+(hx2)"
     assert attrs["exec_host"] == f"{HOST}/0*2+{HOST}/1*0+{HOST}/2*0"
     assert attrs["comment"].endswith(" on (hx0:ncpus=2)+(hx1)+(hx2)")

@@ -211,6 +211,41 @@ def test_exclhost_blocks_the_other_vnodes_of_the_host():
     assert started(result) == {"1.s": "(h1[0]:ncpus=1)+(h1[1])", "2.s": "(h2:ncpus=1)"}
 
 
+@pytest.mark.parametrize("select, place, exec_vnode", [
+    # What OpenPBS 23.06 gave on two hosts of two one-cpu vnodes (hA: a0, a1; hB: b0, b1):
+    ("2:ncpus=1", "scatter:exclhost", "(a0:ncpus=1)+(a1)+(b0:ncpus=1)+(b1)"),
+    ("3:ncpus=1", "free:exclhost", "(a0:ncpus=1)+(a1:ncpus=1)+(b0:ncpus=1)+(b1)"),
+    ("2:ncpus=1", "exclhost", "(a0:ncpus=1)+(a1:ncpus=1)"),
+])
+def test_a_job_given_hosts_whole_lists_each_ones_rest_after_its_chunks(select, place,
+                                                                       exec_vnode):
+    vnodes = [vnode(name, ncpus=1, host=f"h{name[0].upper()}")
+              for name in ("a0", "a1", "b0", "b1")]
+    result = cycle(snapshot(vnodes, [job(select, place=place, id="1.s")]))
+    assert started(result) == {"1.s": exec_vnode}
+
+
+def test_an_estimate_names_the_rest_of_its_host_as_the_host_is_now():
+    """The estimate's text is made again when the host gained a vnode or its vnodes'
+    sharing changed, not kept from the last cycle's (same job, same plan)."""
+    sched = Scheduler(policy=Policy(strict_ordering=True))
+
+    def estimate(vnodes, busy, queued):
+        return sched.cycle(snapshot(vnodes, [busy, queued]), NOW).estimates["1.s"].exec_vnode
+
+    two = [vnode("h0", host="h"), vnode("h1", host="h")]
+    on_h1 = running("1:ncpus=4", "(h1:ncpus=4)", id="9.s")
+    whole = job("1:ncpus=4", id="1.s", place="exclhost")
+    assert estimate(two, on_h1, whole) == "(h0:ncpus=4)+(h1)"
+    assert estimate([*two, vnode("h2", host="h")], on_h1, whole) == "(h0:ncpus=4)+(h1)+(h2)"
+    halves = running("2:ncpus=2", "(h0:ncpus=2)+(h1:ncpus=2)", id="9.s")
+    plain = job("1:ncpus=4", id="1.s")
+    forced = [vnode("h0", host="h", sharing="force_exclhost"),
+              vnode("h1", host="h", sharing="force_exclhost")]
+    assert estimate(two, halves, plain) == "(h0:ncpus=4)"
+    assert estimate(forced, halves, plain) == "(h0:ncpus=4)+(h1)"
+
+
 def test_a_host_held_whole_through_one_vnode_is_whole_on_its_shared_vnodes_too():
     """h0's n0 is force_exclhost: a job on n0 and n1 has all of h0, n1's spare cpus too,
     whether it runs or is planned (2.s would take n1 in front of the top job 1.s, which

@@ -28,7 +28,7 @@ EXAMPLES = int(os.environ.get("PBSPLUG_PROPERTY_EXAMPLES", "80"))
 def clusters(draw):
     vnodes = []
     for h in range(draw(st.integers(1, 3))):
-        for v in range(draw(st.integers(1, 2))):
+        for v in range(draw(st.integers(1, 3))):
             vnodes.append(vnode(f"h{h}v{v}", ncpus=draw(st.integers(1, 6)),
                                 mem=f"{draw(st.integers(1, 8))}gb", host=f"h{h}",
                                 sharing=draw(st.sampled_from((None,) + VNODE_SHARING))))
@@ -99,10 +99,10 @@ def check_state(vnodes, running, confirmed, now):
                             other.name, j.id)
 
 
-def rest_of_hosts(vnodes, j, names):
-    """The vnodes PBS adds to a job's exec_vnode placed on `names`: those of each host one
-    of them gives it whole (exclhost) that it has no chunk on, after the host's last chunk,
-    in the vnodes' order."""
+def with_rest_of_hosts(vnodes, j, names):
+    """The vnodes of a job's exec_vnode placed on `names`, as PBS lists them: after the
+    job's last chunk on each host one of them gives it whole (exclhost), that host's
+    other vnodes, in the vnodes' order."""
     by_name = {v.name: v for v in vnodes}
     place = parse_place(j.Resource_List["place"])
 
@@ -111,12 +111,13 @@ def rest_of_hosts(vnodes, j, names):
 
     whole = {host(n) for n in names if exclusivity(place, by_name[n].sharing) == EXCLHOST}
     last = {host(n): i for i, n in enumerate(names)}
-    rest = []
+    out = []
     for i, name in enumerate(names):
+        out.append(name)
         if host(name) in whole and last[host(name)] == i:
-            rest += sorted(v.name for v in vnodes
-                           if host(v.name) == host(name) and v.name not in names)
-    return rest
+            out += sorted(v.name for v in vnodes
+                          if host(v.name) == host(name) and v.name not in names)
+    return out
 
 
 def fits_empty(vnodes, j):
@@ -157,7 +158,7 @@ def test_random_workloads(vnodes, workload, strict, depth):
             given = [dict((k, resource_amount(k, v)) for k, v in res.items())
                      for _, res in own]
             assert given == chunk_demand(j)
-            assert [name for name, res in decision.chunks if not res] == rest_of_hosts(
+            assert [name for name, _ in decision.chunks] == with_rest_of_hosts(
                 vnodes, j, [name for name, _ in own])
             j.job_state, j.exec_vnode, j.stime = "R", decision.exec_vnode, now
             running.append(j)
