@@ -28,8 +28,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "scheduling": ("CycleStats", "JobOrder", "Placement", "SchedulerInstance"),
     "settings": ("KERNEL_API", "ConfigError", "PluginInfo", "Setting"),
     "siteconfig": ("SiteConfig", "default_home", "load_site"),
-    "units": ("exclusivity", "format_duration", "format_size", "parse_bool", "parse_duration",
-              "parse_exec_vnode", "parse_place", "parse_select", "parse_size"),
+    "units": ("exclusivity", "exec_vnode_names", "format_duration", "format_size",
+              "parse_bool", "parse_duration", "parse_exec_vnode", "parse_place",
+              "parse_select", "parse_size"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 #: Kernel modules plugins use by name (``pbsplug.clock.now()``), imported on first use too.

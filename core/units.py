@@ -125,6 +125,14 @@ def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
+def exec_vnode_names(text: str) -> tuple[str, ...]:
+    """The vnode of each chunk of an ``exec_vnode`` (or ``resv_nodes``), in order, as
+    `parse_exec_vnode` names them without reading their resources (a power run reads a
+    hundred estimates of hundreds of chunks): ``(n1:ncpus=2)+(n2)`` -> ("n1", "n2")."""
+    return tuple(part.split(":", 1)[0] for part in
+                 (chunk.strip().strip("()") for chunk in str(text or "").split("+")) if part)
+
+
 def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],
                      host_of: Callable[[str], str]) -> str:
     """PBS's exec_host of a job's exec_vnode chunks: ``host/index`` per chunk, the index

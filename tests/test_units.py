@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pbsplug import (
     format_duration,
@@ -9,7 +11,12 @@ from pbsplug import (
     parse_select,
     parse_size,
 )
-from pbsplug.units import format_exec_host, parse_duration_cached, parse_exec_vnode
+from pbsplug.units import (
+    exec_vnode_names,
+    format_exec_host,
+    parse_duration_cached,
+    parse_exec_vnode,
+)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -135,3 +142,15 @@ def test_exec_host_is_pbss_per_chunk_with_ncpus_unless_one(exec_vnode, exec_host
 def test_exec_host_counts_chunks_per_host():
     chunks = [("a0", {"ncpus": 2}), ("a1", {}), ("b0", {"ncpus": 1}), ("a2", {"ncpus": "3"})]
     assert format_exec_host(chunks, lambda name: "h" + name[0]) == "ha/0*2+ha/1*0+hb/0+ha/2*3"
+
+
+@given(st.text(alphabet="n1():=+ x", max_size=40))
+def test_exec_vnode_names_are_parse_exec_vnodes_names(text):
+    """The names-only reading gives the vnodes `parse_exec_vnode` gives, whatever the text."""
+    assert exec_vnode_names(text) == tuple(name for name, _ in parse_exec_vnode(text))
+
+
+def test_exec_vnode_names_of_chunks_and_the_rest_of_a_host():
+    assert exec_vnode_names("(a0:ncpus=1)+(a1)+(b0:ncpus=1:mem=1gb+b1:ncpus=2)") == (
+        "a0", "a1", "b0", "b1")
+    assert exec_vnode_names("") == ()

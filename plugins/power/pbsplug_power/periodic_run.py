@@ -25,7 +25,7 @@ import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pbsplug import clock, parse_exec_vnode
+from pbsplug import clock, exec_vnode_names
 
 from . import state
 from .config import BOTH_MODES_WARNING, PowerConfig, PowerConfigError, power_config
@@ -102,13 +102,10 @@ def views_by_host(views: list[NodeView]) -> dict[str, list[NodeView]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _vnode_names(exec_vnode: str) -> tuple[str, ...] | None:
-    """The vnodes of an exec_vnode, None when it does not parse. Cached: a queued job's
-    estimate is read again at every run until it changes."""
-    try:
-        return tuple(name for name, _ in parse_exec_vnode(exec_vnode))
-    except ValueError:
-        return None
+def _vnode_names(exec_vnode: str) -> tuple[str, ...]:
+    """The vnodes of an exec_vnode. Cached: a queued job's estimate is read again at every
+    run until it changes."""
+    return exec_vnode_names(exec_vnode)
 
 
 def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
@@ -129,10 +126,7 @@ def estimates(jobs: Mapping[str, Any]) -> list[tuple[int, tuple[str, ...]]]:
 def resv_views(resvs: Mapping[str, Any]) -> list[ResvView]:
     out = []
     for resv in resvs.values():
-        try:
-            names = frozenset(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
-        except ValueError:
-            names = frozenset()
+        names = frozenset(exec_vnode_names(str(resv.resv_nodes or "")))
         out.append(ResvView(str(resv.reserve_state or "").removeprefix("RESV_"),
                             _int(resv.reserve_start), names))
     return out
