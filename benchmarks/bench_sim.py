@@ -18,7 +18,8 @@ Rows (issue 20):
   output files). The goal's time minus it is what the scheduler may take at most.
   --split-ricc does the same for RICC after its row.
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
-  driver) against always-on, on KTH-SP2 (and RICC with --power-ricc).
+  driver) against always-on, on KTH-SP2 (about 2 minutes) and RICC with --power-ricc
+  (about an hour for all of it; --ricc-limit N for its first N jobs).
 
 Each run is its own process, so its peak memory (max RSS) is its own. Results (metrics and
 Batsim CSVs, no plots) go to a temporary folder.
