@@ -1031,22 +1031,37 @@ class Engine:
         resources (``n1+n2``, ``(n1)``, or exec_host's ``n1/0``) are given the job's chunks
         in turn, back to the first when they run out: ``select=2:ncpus=1`` on ``n1`` is
         ``(n1:ncpus=1)+(n1:ncpus=1)``, so its cpus are assigned. Chunks with resources are
-        taken as written, checked as an exec_vnode is. Every vnode must exist."""
+        taken as written (in parentheses), checked as an exec_vnode is; no space inside
+        (PBS's names have none, and ``ncpus=2 `` would not be counted). Every vnode must
+        exist, and the text is bounded as an exec_vnode value is."""
         if not isinstance(given, str) or not given.strip():
             raise PbsError(PBSE_IVALREQ, obj=job_id)
+        given = given.strip()
+        if any(c.isspace() for c in given):
+            raise PbsError(PBSE_BADATVAL, obj=job_id)
         nodes = self._vnodes()
         if ":" not in given:
-            names = [part.strip().strip("()").partition("/")[0] for part in given.split("+")]
+            names = [part.strip("()").partition("/")[0] for part in given.split("+")]
             if not all(names):
                 raise PbsError(PBSE_BADATVAL, obj=job_id)
             for name in names:
                 if name not in nodes:
                     raise PbsError(PBSE_UNKNODE, obj=name)
-            wanted = [{k: v for k, v in chunk.resources.items() if k not in ("host", "vnode")}
-                      for chunk in job_select(Job(job_id, attrs)) for _ in range(chunk.count)]
-            return format_exec_vnode([(names[i % len(names)], res)
-                                      for i, res in enumerate(wanted)])
-        text = given if given.startswith("(") else "+".join(f"({p})" for p in given.split("+"))
+            select = [(chunk.count, {k: v for k, v in chunk.resources.items()
+                                     if k not in ("host", "vnode")})
+                      for chunk in job_select(Job(job_id, attrs))]
+            # Its length before it is made: a 100,000-chunk select is not written out
+            # past what an exec_vnode may hold.
+            longest = max(map(len, names)) + 3
+            if sum(count * (longest + len(format_exec_vnode([("", res)])))
+                   for count, res in select) > values.MAX_LONG_STRING:
+                raise PbsError(PBSE_BADATVAL, obj=job_id)
+            chunks = [res for count, res in select for _ in range(count)]
+            text = format_exec_vnode([(names[i % len(names)], res)
+                                      for i, res in enumerate(chunks)])
+        else:
+            text = given if given.startswith("(") else "+".join(f"({p})"
+                                                                for p in given.split("+"))
         try:
             values.job_value("exec_vnode", text)
         except values.BadValue:

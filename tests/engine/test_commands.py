@@ -473,30 +473,57 @@ def test_qrun_H_an_unknown_vnode(engine):
     ("1:ncpus=2:mem=10mb", "({v})", ["{v}:ncpus=2:mem=10mb"]),
     ("1:ncpus=1", "{v}/0", ["{v}:ncpus=1"]),                     # exec_host's form
     ("1:ncpus=1", "({v}:ncpus=2)", ["{v}:ncpus=2"]),             # as written
+    ("1:ncpus=1", "{v}:ncpus=2", ["{v}:ncpus=2"]),               # PBS's own form
+    ("1:ncpus=1", " {v} ", ["{v}:ncpus=1"]),
+    ("3:ncpus=1", "{v}+other", ["{v}:ncpus=1", "other:ncpus=1", "{v}:ncpus=1"]),  # in turn
+    ("1:ncpus=1:host={h}", "{v}", ["{v}:ncpus=1"]),             # what to match is not kept
 ])
 def test_qrun_H_gives_vnodes_named_alone_the_jobs_chunks(engine, select, spec, chunks):
     """As OpenPBS 23.06 does: vnodes without resources get the job's chunks in turn, so the
     job's cpus are assigned there (and nothing else is put on them)."""
     vnode = a_vnode(engine)
     engine.client("qmgr", text=f"set node {vnode} resources_available.ncpus = 4")
-    job_id = qsub(engine, "-h", "-l", f"select={select}", input="sleep 300\n")
+    engine.client("qmgr", text="create node other resources_available.ncpus = 4")
+    host = engine.client("stat_nodes", names=[vnode])[vnode]["resources_available"]["host"]
+    job_id = qsub(engine, "-h", "-l", f"select={select.format(h=host)}", input="sleep 300\n")
     done = engine.pbs("qrun", "-H", spec.format(v=vnode), job_id)
     assert (done.returncode, done.stderr) == (0, "")
     attrs = engine.wait(job_id, "R")
-    assert attrs["exec_vnode"] == "+".join(f"({c.format(v=vnode)})" for c in chunks)
-    ncpus = sum(int(c.split("ncpus=")[1].split(":")[0]) for c in chunks)
-    node = engine.client("stat_nodes", names=[vnode])[vnode]
-    assert node["resources_assigned"]["ncpus"] == ncpus
+    shown = [c.format(v=vnode) for c in chunks]
+    assert attrs["exec_vnode"] == "+".join(f"({c})" for c in shown)
+    nodes = engine.client("stat_nodes", names=[vnode, "other"])
+    for name in (vnode, "other"):
+        ncpus = sum(int(c.split("ncpus=")[1].split(":")[0]) for c in shown
+                    if c.split(":")[0] == name)
+        assert nodes[name]["resources_assigned"].get("ncpus", 0) == ncpus, name
     engine.client("delete", ids=[job_id])
 
 
-@pytest.mark.parametrize("spec", ["(:ncpus=1)", "{v}:ncpus=x", "{v}:ncpus=1:=2", "+", "()"])
+@pytest.mark.parametrize("spec", ["(:ncpus=1)", "{v}:ncpus=x", "{v}:ncpus=1:=2", "+", "()",
+                                  "({v}:ncpus=2 )", "{v}:ncpus= 2", "( {v} )"])
 def test_qrun_H_a_bad_specification_is_refused_and_the_job_stays(engine, spec):
+    """A space inside is refused too: ``ncpus=2 `` would run the job with no cpus counted."""
     job_id = qsub(engine, "-h", input="true\n")
     done = engine.pbs("qrun", "-H", spec.format(v=a_vnode(engine)), job_id)
     assert (done.returncode, done.stdout, done.stderr) == (
         15014 % 256, "", f"qrun: Illegal attribute or resource value {job_id}\n")
     assert engine.job(job_id)["job_state"] == "H" and "exec_vnode" not in engine.job(job_id)
+
+
+def test_qrun_H_an_empty_specification_or_a_huge_mapping_is_refused(engine):
+    """An empty -H is an invalid request (15004). Vnodes named alone for a select of
+    100,000 chunks would make an exec_vnode past the 1 MiB a value may hold: refused before
+    it is made (15014)."""
+    job_id = qsub(engine, "-h", input="true\n")
+    for spec in ("", "  "):
+        done = engine.pbs("qrun", "-H", spec, job_id)
+        assert (done.returncode, done.stderr) == (
+            15004 % 256, f"qrun: Invalid request {job_id}\n")
+    wide = qsub(engine, "-h", "-l", "select=100000:ncpus=1:mem=1mb", input="true\n")
+    done = engine.pbs("qrun", "-H", a_vnode(engine), wide)
+    assert (done.returncode, done.stderr) == (
+        15014 % 256, f"qrun: Illegal attribute or resource value {wide}\n")
+    assert "exec_vnode" not in engine.job(wide) and "exec_vnode" not in engine.job(job_id)
 
 
 def test_qrun_of_an_unknown_job(engine):

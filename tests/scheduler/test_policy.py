@@ -244,6 +244,7 @@ def test_an_estimate_names_the_rest_of_its_host_as_the_host_is_now():
               vnode("h1", host="h", sharing="force_exclhost")]
     assert estimate(two, halves, plain) == "(h0:ncpus=4)"
     assert estimate(forced, halves, plain) == "(h0:ncpus=4)+(h1)"
+    assert estimate(two, halves, plain) == "(h0:ncpus=4)"  # and back
 
 
 def test_a_host_held_whole_through_one_vnode_is_whole_on_its_shared_vnodes_too():
