@@ -187,6 +187,9 @@ def parse_select(spec: str) -> list[Chunk]:
             if not sep or not _RES_NAME.match(name) or val == "":
                 raise ValueError(
                     f"select {spec!r}: {piece!r} is not res=value (in chunk {text!r})")
+            if any(c.isspace() for c in val):  # as PBS refuses it (`ncpus= 2` held no cpus)
+                raise ValueError(f"select {spec!r}: the value of {name} in {piece!r} holds "
+                                 "a space")
             resources[name] = int(val) if val.isdigit() else val
         chunks.append(Chunk(count, resources))
     return chunks

@@ -85,7 +85,8 @@ def test_parse_select_chunks():
     assert parse_select("ncpus=2")[0].count == 1
 
 
-@pytest.mark.parametrize("bad", ["", "2:ncpus", "0:ncpus=1", "2:=4", "1:ncpus=2+", "3"])
+@pytest.mark.parametrize("bad", ["", "2:ncpus", "0:ncpus=1", "2:=4", "1:ncpus=2+", "3",
+                                 "1:ncpus= 2", "1:ncpus=2 +1:ncpus=1", "1:mem=4 gb"])
 def test_parse_select_rejects_naming_the_spec(bad):
     with pytest.raises(ValueError, match="select"):
         parse_select(bad)

@@ -88,6 +88,23 @@ def test_a_select_with_a_huge_chunk_count_is_refused(engine, attacker):
     assert qsub(attacker, engine, "-l", f"select={MAX_CHUNKS}:ncpus=1", "--", "/bin/true")
 
 
+def test_a_select_value_with_a_space_is_refused_not_run_with_no_cpus(engine, attacker):
+    """``select=1:ncpus= 2`` passed the value check (which reads around spaces) and was kept
+    as written; the scheduler could not read ' 2' as a count, so the job ran holding no
+    cpus and a user could fill a vnode past its cpus. Refused now, as OpenPBS 23.06 refuses
+    it (``qsub: Illegal attribute or resource value Resource_List.select``)."""
+    for spec in ("1:ncpus= 2", "1:mem= 4gb", "2:ncpus=1:mem=\t1gb"):
+        done = attacker.pbs(engine, "qsub", "-l", f"select={spec}", "--", "/bin/true",
+                            cwd=engine.work)
+        assert done.returncode != 0, spec
+        raw = engine.as_user(attacker.user, "submit", attrs={  # past qsub's own reading
+            "Resource_List": {"select": spec},
+            "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}}, argv=["/bin/true"])
+        assert raw["error"]["code"] == 15014, raw
+        assert "Resource_List.select" in raw["error"]["message"], raw
+    assert not engine.client("stat_jobs")
+
+
 @pytest.mark.parametrize("sql", [
     "UPDATE jobs SET attrs='{not json' WHERE seq=0",
     "UPDATE objects SET attrs='not json' WHERE type='node'",
