@@ -8,7 +8,7 @@ value and what PBS accepts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -112,14 +112,18 @@ def format_duration(seconds: int | float) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _exec_vnode_parts(text: str) -> Iterator[str]:
+    """Each vnode's ``name:res=value...`` of an ``exec_vnode``, its parentheses and spaces
+    around it taken off; empty ones left out."""
+    return (part for part in (chunk.strip().strip("()") for chunk in str(text or "").split("+"))
+            if part)
+
+
 def parse_exec_vnode(text: str) -> list[tuple[str, dict[str, str]]]:
     """The chunks of an ``exec_vnode`` (or ``resv_nodes``): ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=1)``
     -> [("n1", {"ncpus": "2", "mem": "4gb"}), ("n2", {"ncpus": "1"})]. Values stay strings."""
     out = []
-    for part in str(text or "").split("+"):
-        part = part.strip().strip("()")
-        if not part:
-            continue
+    for part in _exec_vnode_parts(text):
         name, *res = part.split(":")
         out.append((name, dict(r.split("=", 1) for r in res if "=" in r)))
     return out
@@ -129,8 +133,7 @@ def exec_vnode_names(text: str) -> tuple[str, ...]:
     """The vnode of each chunk of an ``exec_vnode`` (or ``resv_nodes``), in order, as
     `parse_exec_vnode` names them without reading their resources (a power run reads a
     hundred estimates of hundreds of chunks): ``(n1:ncpus=2)+(n2)`` -> ("n1", "n2")."""
-    return tuple(part.split(":", 1)[0] for part in
-                 (chunk.strip().strip("()") for chunk in str(text or "").split("+")) if part)
+    return tuple(part.split(":", 1)[0] for part in _exec_vnode_parts(text))
 
 
 def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],

@@ -36,7 +36,7 @@ from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import UNUSABLE_STATES, format_exec_vnode, job_select, resource_amount
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
-from ..units import parse_exec_vnode
+from ..units import exec_vnode_names, parse_exec_vnode
 from . import depend, executor, jobspec, limits
 from .errors import (
     PBSE_ATTRRO,
@@ -1066,9 +1066,10 @@ class Engine:
             values.job_value("exec_vnode", text)
         except values.BadValue:
             raise PbsError(PBSE_BADATVAL, obj=job_id) from None
-        for name, _ in parse_exec_vnode(text):
-            if name not in nodes:
-                raise PbsError(PBSE_UNKNODE, obj=name)
+        if ":" in given:  # (the vnodes named alone were looked up above)
+            for name in exec_vnode_names(text):
+                if name not in nodes:
+                    raise PbsError(PBSE_UNKNODE, obj=name)
         return text
 
     def req_node_state(self, caller: Caller, names: list[str], offline: bool | None = None,
