@@ -103,6 +103,7 @@ class _VnodeInfo:
     usable_now: bool
     plan_from: float          # earliest time a job may start on it (INFINITY: never)
     obj: Vnode
+    sort: tuple = ()          # its place under node_sort_key, as last read (`_sort_value`)
 
 
 @dataclass
@@ -902,12 +903,13 @@ class Scheduler:
         engine's rows (job-busy, resources_assigned, jobs), nor for an unusable vnode's
         other states (the time it can be planned from is booked afresh every cycle, which
         a kept plan notes). False when it cannot (a vnode added, gone or otherwise changed,
-        a node_sort_key that may read any attribute, changes forgotten): the caller then
+        a vnode's place under node_sort_key moved, changes forgotten): the caller then
         reparses every vnode."""
         names = snap.vnode_log.since(kept.version) if snap.vnode_log is not None and \
             snap.vnode_log.version == snap.vnodes_version else None
-        if names is None or self.policy.node_sort_key:
+        if names is None:
             return False
+        key, high = self._node_sort()
         fresh = []
         for name in names:
             vnode, info = snap.vnodes.get(name), kept.infos.get(name)
@@ -917,7 +919,8 @@ class Scheduler:
                 return False  # a vnode gone, or one that joined or left this slice
             new = self._vnode_info(vnode, now)
             if (new.capacity, new.match, new.sharing, new.host) != (
-                    info.capacity, info.match, info.sharing, info.host):
+                    info.capacity, info.match, info.sharing, info.host) or (
+                    key and _sort_value(vnode, key, high) != info.sort):
                 return False
             fresh.append((info, new))
         flipped = any(info.usable_now != new.usable_now for info, new in fresh)
@@ -943,10 +946,16 @@ class Scheduler:
         for v in vnodes:
             infos[v.name] = self._vnode_info(v, now)
         self._ask_availability([i for i in infos.values() if not i.usable_now], infos, now)
-        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
-        high = direction.strip().upper() == "HIGH"
-        ordered = sorted(infos.values(), key=lambda i: _sort_value(i.obj, key, high) + (i.name,))
+        key, high = self._node_sort()
+        for info in infos.values():
+            info.sort = _sort_value(info.obj, key, high)
+        ordered = sorted(infos.values(), key=lambda i: i.sort + (i.name,))
         return {i.name: i for i in ordered}
+
+    def _node_sort(self) -> tuple[str, bool]:
+        """node_sort_key's key ('' for none) and whether highest comes first."""
+        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
+        return key, direction.strip().upper() == "HIGH"
 
     def _plan_unusable(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
                        now: float) -> None:
@@ -2372,11 +2381,21 @@ def _seq(job_id: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
+#: node_sort_key's one key that names no resource: the vnode's ``Priority`` attribute (from
+#: -1024 to 1023; a vnode without one counts as 0, as PBS's scheduler counts it).
+SORT_PRIORITY = "sort_priority"
+
+
 def _sort_value(vnode: Vnode, key: str, high: bool = False) -> tuple:
     """The vnode's place under node_sort_key ``key [HIGH|LOW]``: by the value, highest
-    first with HIGH; vnodes without the key come last either way."""
+    first with HIGH; vnodes without the key come last either way (``sort_priority``: their
+    Priority, 0 when unset)."""
     if not key:
         return ()
+    if key == SORT_PRIORITY:
+        value = vnode.get("Priority")
+        number = float(value) if _is_number(value) else 0
+        return (0, -number if high else number)
     value = vnode.resources_available[key] if key in vnode.resources_available else vnode.get(
         key)
     if value is None:

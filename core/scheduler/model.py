@@ -53,7 +53,9 @@ class Policy:
     boot_delay: float = 300.0
     #: Vnode order: ``key [HIGH|LOW]``, by this vnode attribute or resource (LOW, ascending,
     #: unless HIGH), then by name; ``last_used_time HIGH`` puts the most recently used first.
-    node_sort_key: str | None = None
+    #: ``sort_priority`` is the vnode's Priority (0 when unset); PBS's default sched_config
+    #: sorts on it, highest first, as this default does.
+    node_sort_key: str | None = "sort_priority HIGH"
 
     @classmethod
     def from_attributes(cls, attrs: dict[str, Any], strict: bool = False) -> Policy:

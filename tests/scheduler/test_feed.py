@@ -533,3 +533,33 @@ def test_a_cycle_that_fails_half_way_leaves_the_next_to_start_afresh():
                              Broken(), vnodes_version=feed.vnode_log.version,
                              job_log=feed.job_log, vnode_log=feed.vnode_log), NOW)
     assert sched._kept is None
+
+
+def test_a_vnode_whose_priority_changed_is_placed_by_its_new_priority():
+    """The default node_sort_key ("sort_priority HIGH") reads each vnode's Priority: a
+    kept scheduler keeps its parsed vnodes while rows change only with jobs, and sorts them
+    again when a Priority changed."""
+    feed, sched = Feed(), Scheduler(policy=Policy())
+    feed.set_server("srv", {})
+    feed.set_queues(QUEUES)
+    nodes = {n: {"state": "free", "resources_available": {"ncpus": 4}, "Priority": p}
+             for n, p in (("n1", 1), ("n2", 5))}
+    feed.set_vnodes(nodes)
+    feed.set_jobs({"1.srv": queued(1, "1:ncpus=1", "00:05:00")})
+    assert [d.exec_vnode for d in sched.cycle(feed.snapshot([]), NOW).run] == ["(n2:ncpus=1)"]
+    infos = sched._kept.infos
+    feed.set_vnodes({**nodes, "n2": {**nodes["n2"], "state": "job-busy",
+                                     "resources_assigned": {"ncpus": 1}}})
+    feed.set_jobs({"1.srv": running_row(NOW, "(n2:ncpus=1)", "1:ncpus=1", "00:05:00"),
+                   "2.srv": queued(2, "1:ncpus=1", "00:05:00")})
+    assert [d.exec_vnode for d in sched.cycle(feed.snapshot([]), NOW + 1).run] == [
+        "(n2:ncpus=1)"]
+    assert sched._kept.infos is infos  # not parsed again
+    feed.set_vnodes({**nodes, "n1": {**nodes["n1"], "Priority": 9}})
+    feed.set_jobs({"1.srv": running_row(NOW, "(n2:ncpus=1)", "1:ncpus=1", "00:05:00"),
+                   "2.srv": running_row(NOW + 1, "(n2:ncpus=1)", "1:ncpus=1", "00:05:00"),
+                   "3.srv": queued(3, "1:ncpus=1", "00:05:00")})
+    snap = feed.snapshot([])
+    assert [d.exec_vnode for d in sched.cycle(snap, NOW + 2).run] == ["(n1:ncpus=1)"]
+    assert [d.exec_vnode for d in Scheduler(policy=Policy()).cycle(snap, NOW + 2).run] == [
+        "(n1:ncpus=1)"]

@@ -225,6 +225,35 @@ def test_a_job_given_hosts_whole_lists_each_ones_rest_after_its_chunks(select, p
     assert started(result) == {"1.s": exec_vnode}
 
 
+@pytest.mark.parametrize("key, select, exec_vnode", [
+    # What OpenPBS 23.06 gave on host vm of vnodes vm (no cpus, no Priority), vm[0]
+    # (Priority 5), vm[1] (-5) and vm[2] (10), one cpu each, under sched_config's
+    # node_sort_key: place=exclhost. A vnode without a Priority sorts as 0.
+    ("sort_priority HIGH", "1:ncpus=1", "(vm[2]:ncpus=1)+(vm[0])+(vm)+(vm[1])"),
+    ("sort_priority HIGH", "2:ncpus=1", "(vm[2]:ncpus=1)+(vm[0]:ncpus=1)+(vm)+(vm[1])"),
+    ("sort_priority LOW", "1:ncpus=1", "(vm[1]:ncpus=1)+(vm)+(vm[0])+(vm[2])"),
+    ("sort_priority LOW", "2:ncpus=1", "(vm[1]:ncpus=1)+(vm[0]:ncpus=1)+(vm)+(vm[2])"),
+])
+def test_sort_priority_orders_the_chunks_and_the_rest_of_a_host_by_priority(
+        key, select, exec_vnode):
+    vnodes = [vnode("vm", ncpus=0, host="vm")] + [
+        vnode(f"vm[{i}]", ncpus=1, host="vm", Priority=p) for i, p in enumerate((5, -5, 10))]
+    result = cycle(snapshot(vnodes, [job(select, place="exclhost", id="1.s")]),
+                   node_sort_key=key)
+    assert started(result) == {"1.s": exec_vnode}
+
+
+def test_the_default_vnode_order_is_by_priority_highest_first_then_name():
+    """PBS's default sched_config has node_sort_key "sort_priority HIGH"."""
+    assert Policy().node_sort_key == "sort_priority HIGH"
+    vnodes = [vnode("a", ncpus=1), vnode("b", ncpus=1, Priority=-1), vnode("c", ncpus=1),
+              vnode("d", ncpus=1, Priority=3)]
+    jobs = [job("1:ncpus=1", id=f"{i}.s") for i in range(4)]
+    result = Scheduler().cycle(snapshot(vnodes, jobs), NOW)
+    assert [started(result)[f"{i}.s"] for i in range(4)] == [
+        f"({n}:ncpus=1)" for n in ("d", "a", "c", "b")]
+
+
 def test_an_estimate_names_the_rest_of_its_host_as_the_host_is_now():
     """The estimate's text is made again when the host gained a vnode or its vnodes'
     sharing changed, not kept from the last cycle's (same job, same plan)."""
