@@ -1047,9 +1047,11 @@ class Engine:
             for name in names:
                 if name not in nodes:
                     raise PbsError(PBSE_UNKNODE, obj=name)
+            queue = self.store.get("queue", str(attrs.get("queue"))) or {}
+            defaults = (queue.get("default_chunk"), self.server_attrs().get("default_chunk"))
             select = [(chunk.count, {k: v for k, v in chunk.resources.items()
                                      if k not in ("host", "vnode")})
-                      for chunk in job_select(Job(job_id, attrs))]
+                      for chunk in job_select(Job(job_id, attrs), defaults)]
             # Its length before it is made: a 100,000-chunk select is not written out
             # past what an exec_vnode may hold.
             longest = max(map(len, names)) + 3

@@ -74,6 +74,7 @@ from .model import (
     ResvDecision,
     RunDecision,
     Snapshot,
+    chunk_defaults,
     format_exec_vnode,
     job_place,
     job_select,
@@ -409,6 +410,7 @@ class Scheduler:
         now = time.time() if now is None else now
         t0 = time.perf_counter()
         self._impl_cache = {}
+        self._defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started = {}
         self._resv_worlds = {}
@@ -1215,9 +1217,12 @@ class Scheduler:
         res = job.Resource_List
         # What placement depends on; a queue repeats a few shapes many times, parsed once.
         shape = tuple(res[k] for k in _SHAPE_RESOURCES)
+        tables, told = self._chunk_defaults(queue, server)
+        if told:  # (the defaults a chunk takes are part of what it asks for)
+            shape += (told,)
         parsed = self._shapes.get(shape)
         if parsed is None:
-            chunks, smallest = _expand(job_select(job))
+            chunks, smallest = _expand(job_select(job, tables))
             alike = bool(chunks) and not chunks[0][1] and chunks.count(chunks[0]) == len(chunks)
             place = job_place(job)
             parsed = self._shapes[shape] = (
@@ -1229,9 +1234,26 @@ class Scheduler:
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
                         kin=kin, one_cpu=one_cpu)
         prio = float((queue.Priority if queue is not None else None) or 0)
-        formula = -self._formula(job, prio, now) if self._formula else 0.0
+        formula = -self._formula(job, prio, now, job_select(job, tables)) \
+            if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
         return info
+
+    def _chunk_defaults(self, queue: Queue | None, server: Server
+                        ) -> tuple[tuple[Any, ...], tuple]:
+        """The default_chunk tables a job of `queue` takes (the queue's, then the server's)
+        and what they give beyond ncpus=1, as a key (empty: nothing); once per queue a
+        cycle."""
+        name = queue.name if queue is not None else None
+        known = self._defaults_seen.get(name)
+        if known is None:
+            tables = (queue.default_chunk if queue is not None else None,
+                      server.default_chunk)
+            given = chunk_defaults(tables)
+            told = tuple(sorted((k, str(v)) for k, v in given.items()
+                                if (k, str(v)) != ("ncpus", "1")))
+            known = self._defaults_seen[name] = (tables if told else (), told)
+        return known
 
     def _order(self, ranked: list[tuple[tuple, int, _JobInfo]], now: float
                ) -> tuple[Sequence[_JobInfo], set[str]]:
@@ -2459,17 +2481,25 @@ def _compile_formula(text: str | None):
         except ZeroDivisionError:
             return 0.0
 
-    def run(job: Job, queue_priority: float, now: float) -> float:
+    def run(job: Job, queue_priority: float, now: float,
+            chunks: tuple[Chunk, ...] | None = None) -> float:
+        """The job's value; `chunks` are those it is placed by (`job_select` with its
+        defaults), read when not given."""
+        chunks = job_select(job) if chunks is None else chunks
+
         def env(name: str) -> float:
             if name == "queue_priority":
                 return queue_priority
             if name == "eligible_time":
                 return max(0.0, now - float(job.qtime or job.ctime or now))
-            value = job.Resource_List[name]
-            if value is None:  # PBS sums a job-wide resource over the select's chunks
+            if any(name in chunk.resources for chunk in chunks):
+                # What the chunks ask for in all, as PBS's server sets the job-wide value
+                # from the select (a job-wide value written beside it does not count).
                 return float(sum(chunk.count * (resource_amount(name, chunk.resources[name])
-                                                or 0)
-                                 for chunk in job_select(job) if name in chunk.resources))
+                                                or 0) for chunk in chunks))
+            value = job.Resource_List[name]
+            if value is None:
+                return 0.0
             if name in ("walltime", "cput"):
                 return float(parse_duration(value))
             amount = resource_amount(name, value)

@@ -283,17 +283,55 @@ def resource_amount(name: str, value: Any) -> int | None:
     return None
 
 
-def job_select(job: Job) -> tuple[Chunk, ...]:
-    """The job's chunks: its select, else one chunk of its ncpus/mem (PBS's conversion)."""
+def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()
+               ) -> tuple[Chunk, ...]:
+    """The job's chunks as the scheduler places them (PBS's ``schedselect``): its select,
+    else one chunk of its ncpus/mem (PBS's conversion), each chunk given what it does not
+    ask for of the ``default_chunk`` tables in `defaults` (its queue's, then the server's)
+    and ncpus=1 when none of them says: a chunk never holds no cpus unless it asks for
+    ``ncpus=0``."""
     res = job.Resource_List
     spec = res["select"]
     if spec:
-        return select_chunks(str(spec))
+        return with_chunk_defaults(select_chunks(str(spec)), defaults)
     chunk: dict[str, int | str] = {"ncpus": res["ncpus"] if res["ncpus"] is not None else 1}
     for key in ("mem", "vmem", "ngpus"):
         if res[key] is not None:
             chunk[key] = res[key]
-    return (Chunk(1, chunk),)
+    return with_chunk_defaults((Chunk(1, chunk),), defaults)
+
+
+def chunk_defaults(defaults: tuple[Mapping[str, Any] | None, ...]) -> dict[str, Any]:
+    """One table from ``default_chunk`` tables, the first naming a resource winning; ncpus
+    1 when none names it (PBS's server is made with ``default_chunk.ncpus = 1``)."""
+    merged: dict[str, Any] = {}
+    for table in defaults:
+        if isinstance(table, Mapping):
+            for key, value in table.items():
+                if value is not None:
+                    merged.setdefault(key, value)
+    merged.setdefault("ncpus", 1)
+    return merged
+
+
+def with_chunk_defaults(chunks: tuple[Chunk, ...],
+                        defaults: tuple[Mapping[str, Any] | None, ...] = ()
+                        ) -> tuple[Chunk, ...]:
+    """`chunks`, each given what it lacks of `chunk_defaults(defaults)` (after what it asks
+    for, as PBS appends them); chunks that lack nothing are returned as they are."""
+    merged = chunk_defaults(defaults) if defaults else _NCPUS_ONE
+    out = None
+    for i, chunk in enumerate(chunks):
+        missing = [key for key in merged if key not in chunk.resources]
+        if missing:
+            if out is None:
+                out = list(chunks)
+            out[i] = Chunk(chunk.count, {**chunk.resources,
+                                         **{key: merged[key] for key in missing}})
+    return chunks if out is None else tuple(out)
+
+
+_NCPUS_ONE = {"ncpus": 1}
 
 
 def job_place(job: Job) -> Place:

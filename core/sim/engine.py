@@ -587,7 +587,9 @@ class Simulator:
                 attrs.update(outcome.changes["job"])
                 run.job = Job(tj.job_id, attrs)
         try:
-            chunks = job_select(run.job)
+            chunks = job_select(run.job, (self.queues[run.job.queue].default_chunk
+                                          if run.job.queue in self.queues else None,
+                                          self.server.default_chunk))
         except ValueError as exc:
             self._reject(run, f"select: {exc}")
             return

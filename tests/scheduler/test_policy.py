@@ -42,6 +42,42 @@ def test_job_sort_formula_orders_within_a_queue():
         Scheduler(policy=Policy(job_sort_formula="__import__('os')"))
 
 
+def test_a_chunk_that_asks_for_no_cpus_holds_one():
+    """PBS gives a chunk what it lacks of default_chunk (its queue's, then the server's,
+    which PBS makes with ncpus=1): ``select=1:mem=1mb`` is placed as
+    ``1:mem=1mb:ncpus=1`` (OpenPBS 23.06's schedselect), so three such jobs do not all
+    run on two cpus. Only ``ncpus=0`` asks for none."""
+    jobs = [job("1:mem=1mb", id=f"{i}.s") for i in range(3)]
+    result = cycle(snapshot([vnode("n1", ncpus=2)], jobs))
+    assert started(result) == {"0.s": "(n1:mem=1mb:ncpus=1)", "1.s": "(n1:mem=1mb:ncpus=1)"}
+    none = cycle(snapshot([vnode("n1", ncpus=2)], [job("3:ncpus=0:mem=1mb", id="1.s")]))
+    assert started(none) == {"1.s": "(n1:ncpus=0:mem=1mb)+(n1:ncpus=0:mem=1mb)+"
+                                    "(n1:ncpus=0:mem=1mb)"}
+
+
+def test_default_chunk_of_the_queue_then_the_server_fills_what_a_chunk_lacks():
+    queues = {"workq": Queue("workq", {"queue_type": "execution", "started": True,
+                                       "default_chunk": {"ncpus": 2}}),
+              "other": Queue("other", {"queue_type": "execution", "started": True})}
+    server = Server("srv", {"default_chunk": {"ncpus": 1, "mem": "2mb"}})
+    jobs = [job("1:mem=1mb", id="1.s"), job("1:ngpus=0", id="2.s", queue="other"),
+            job("1:ncpus=1", id="3.s", queue="other")]
+    result = cycle(snapshot([vnode("n1", ncpus=8)], jobs, queues, server=server))
+    assert started(result) == {"1.s": "(n1:mem=1mb:ncpus=2)",
+                               "2.s": "(n1:ngpus=0:ncpus=1:mem=2mb)",
+                               "3.s": "(n1:ncpus=1:mem=2mb)"}
+
+
+def test_job_sort_formula_reads_what_the_chunks_ask_for_not_a_job_wide_value_beside():
+    """A job-wide ncpus written beside a select (a raw request; qsub refuses it) does not
+    count: PBS's server sets the job-wide value from the select."""
+    honest = job("1:ncpus=2", id="1.s")
+    claims = job("1:ncpus=4", id="2.s", resources={"ncpus": 1})
+    result = cycle(snapshot([vnode("n1", ncpus=4)], [honest, claims]),
+                   job_sort_formula="-ncpus", strict_ordering=True)
+    assert started(result) == {"1.s": "(n1:ncpus=2)"}
+
+
 def busy_machine():
     """n1 is fully used for an hour; n2 is free. A wants both; B is short, C is long."""
     vnodes = [vnode("n1"), vnode("n2")]

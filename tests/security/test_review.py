@@ -410,3 +410,27 @@ def test_a_request_carries_at_most_so_many_items(engine):
     out = engine.client("qmgr", text="list server\n" * (MAX_COMMANDS + 1))
     assert out["code"] == 15004 and "commands in one request" in out["errors"][0]
     assert engine.client("qmgr", text="list server\n" * 3)["code"] == 0
+
+
+def test_a_chunk_that_asks_for_no_cpus_holds_one_and_does_not_overfill_a_vnode(engine,
+                                                                               attacker):
+    """``select=1:mem=1mb`` names no ncpus: the scheduler gave such a chunk none, so any
+    user could run any number of jobs at once on a vnode that stayed free (and the cpuset
+    plugin would run them in its parent cpuset). PBS gives a chunk what it lacks of
+    default_chunk, ncpus=1 unless set otherwise (OpenPBS 23.06's schedselect:
+    ``1:mem=1mb:ncpus=1``)."""
+    cpus = sum(int(v["resources_available"]["ncpus"])
+               for v in engine.client("stat_nodes").values())
+    ids = [qsub(attacker, engine, "-l", "select=1:mem=1mb", "--", "/bin/sleep", "60")
+           for _ in range(cpus + 1)]
+    until(lambda: sum(engine.job(j)["job_state"] == "R" for j in ids) == cpus,
+          what=f"{cpus} jobs running")
+    engine.pbs("qrun", "--help")  # (any request: the server's loop turns once more)
+    time.sleep(1)
+    states = [engine.job(j)["job_state"] for j in ids]
+    assert states.count("R") == cpus and states.count("Q") == 1, states
+    running = [engine.job(j) for j in ids if engine.job(j)["job_state"] == "R"]
+    assert all(":ncpus=1" in job["exec_vnode"] for job in running), running
+    for job_id in ids:
+        engine.pbs("qdel", job_id)
+
