@@ -215,19 +215,25 @@ def parse_place(spec: str | None) -> Place:
     """``place=scatter:excl`` -> Place("scatter", "excl"). Empty means PBS's default, free."""
     if not spec:
         return Place()
-    arrangement, sharing, group = "free", None, None
+    found: dict[str, str] = {}  # part -> its token; each part given once, as PBS wants
     for token in str(spec).split(":"):
         if token in PLACE_ARRANGEMENTS:
-            arrangement = token
+            part = "arrangement"
         elif token in PLACE_SHARING:
-            sharing = token
-        elif token.startswith("group="):
-            group = token[6:]
+            part = "sharing"
+        elif token.startswith("group=") and token[6:]:
+            part = "group"
         else:
             raise ValueError(
                 f"place {spec!r}: {token!r} is not one of "
                 f"{', '.join(PLACE_ARRANGEMENTS + PLACE_SHARING)} or group=<resource>")
-    return Place(arrangement, sharing, group)
+        if part in found:
+            raise ValueError(f"place {spec!r}: {found[part]!r} and {token!r}: at most one "
+                             f"{part}")
+        found[part] = token
+    group = found.get("group")
+    return Place(found.get("arrangement", "free"), found.get("sharing"),
+                 group[6:] if group else None)
 
 
 SHARED, EXCL, EXCLHOST = "shared", "excl", "exclhost"

@@ -101,6 +101,17 @@ def test_parse_place():
         parse_place("spread")
 
 
+@pytest.mark.parametrize("spec", ["excl:shared", "shared:excl", "exclhost:shared",
+                                  "scatter:pack", "free:free", "excl:excl",
+                                  "group=a:group=b", "group="])
+def test_parse_place_refuses_a_part_given_twice(spec):
+    """OpenPBS 23.06's qsub refuses each of these (``Illegal attribute or resource value
+    Resource_List.place``); read one way here and another by a plugin, ``excl:shared``
+    was shared to the scheduler and exclusive to cray_atom."""
+    with pytest.raises(ValueError, match="place"):
+        parse_place(spec)
+
+
 @pytest.mark.parametrize("sharing,place,expected", [
     ("force_excl", "shared", "excl"), ("force_exclhost", "shared", "exclhost"),
     ("ignore_excl", "excl", "shared"), ("default_shared", "excl", "excl"),
