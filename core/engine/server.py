@@ -598,12 +598,13 @@ class Engine:
         """A new job's dependencies: known jobs only; ``after*`` ones hold it (``s``). Returns
         the ``before*`` targets, which will wait on it."""
         befores = []
+        named = []  # (kind, the jobs by their full ids): as qsub writes them, and stored so
         for kind, ids in depend.parse(attrs.get("depend")):
             if kind not in depend.AFTER and kind not in depend.BEFORE:
                 raise PbsError(PBSE_NOSUP, f"No support for requested service: depend "
                                f"type {kind}")
-            for job_id in ids:
-                full = self._full_id(job_id)
+            named.append((kind, [self._full_id(job_id) for job_id in ids]))
+            for job_id, full in zip(ids, named[-1][1], strict=True):
                 other = self._lean_job(full)
                 if other is None:
                     raise PbsError(PBSE_UNKJOBID, obj=job_id)
@@ -612,6 +613,8 @@ class Engine:
                         raise PbsError(PBSE_BADSTATE, obj=job_id)
                     self._own(caller, full, other)
                     befores.append((kind, full))
+        if named:
+            attrs["depend"] = depend.format(named)
         if depend.check(attrs.get("depend"), self._lean_job)[0] != depend.MET:
             self._add_system_hold(attrs)
         return befores
@@ -904,7 +907,7 @@ class Engine:
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
             befores = self._check_depend(caller, probe)
-            for key in ("Hold_Types", "job_state"):
+            for key in ("Hold_Types", "job_state", "depend"):
                 if probe.get(key) != current.get(key):
                     changes[key] = probe[key]
         self._modify(caller, job_id, current, changes)

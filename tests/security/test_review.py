@@ -434,3 +434,20 @@ def test_a_chunk_that_asks_for_no_cpus_holds_one_and_does_not_overfill_a_vnode(e
     for job_id in ids:
         engine.pbs("qdel", job_id)
 
+
+def test_a_dependency_on_a_bare_job_number_is_stored_as_the_full_id(engine, attacker):
+    """``depend=afterok:0`` from a raw request passed the checks (which read the number
+    as this server's job) but was stored as written, and the dependency check then found
+    no job "0": the new job was finished at once ("did not satisfy dependency") although
+    the job it waits on was queued. Stored with the server's name, as qsub writes it."""
+    first = qsub(attacker, engine, "-h", "--", "/bin/true")
+    number = first.split(".", 1)[0]
+    raw = engine.as_user(attacker.user, "submit", attrs={
+        "depend": f"afterok:{number}",
+        "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}}, argv=["/bin/true"])
+    assert "error" not in raw, raw
+    second = raw["result"] if isinstance(raw.get("result"), str) else raw["result"]["id"]
+    job = engine.job(second)
+    assert job["depend"] == f"afterok:{first}"
+    assert job["job_state"] == "H", job
+    engine.pbs("qdel", first)
