@@ -1183,6 +1183,7 @@ class Engine:
             return str(nodes[name].get("resources_available", {}).get("host") or name)
 
         whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
+        types = self.resource_types()  # (a string resource's value is no amount: rack=1)
         for job_id, attrs in self.store.jobs(("R", "E"), lean=True).items():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
@@ -1195,7 +1196,7 @@ class Engine:
                 if level == units.EXCLHOST:
                     whole.add(host(name))
                 for k, v in res.items():
-                    amount = resource_amount(k, v)
+                    amount = resource_amount(k, v, types)
                     if amount is not None:
                         assigned[name][k] = assigned[name].get(k, 0) + amount
         if whole:  # as the scheduler books them: every vnode of the host is the job's

@@ -44,7 +44,7 @@ import math
 import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -61,6 +61,7 @@ from ..units import (
     parse_duration,
     parse_exec_vnode,
 )
+from ..values import RESOURCE_TYPES
 from .calendar import INFINITY, Booking, Calendar
 from .model import (
     CONSUMABLE_SIZES,
@@ -79,6 +80,7 @@ from .model import (
     job_place,
     job_select,
     job_walltime,
+    match_text,
     resource_amount,
 )
 from .runlimits import RunLimits
@@ -336,6 +338,10 @@ class Scheduler:
         #: reaches them).
         self.explain = True
         self._shapes: dict[tuple, tuple] = {}
+        #: The custom resources' types the kept state was read with (`Snapshot`), and the
+        #: boolean resources (a vnode without one has it False).
+        self._types: dict[str, str] = {}
+        self._booleans = [n for n, t in RESOURCE_TYPES.items() if t == "boolean"]
         #: The last cycle that made estimates: job id -> (its planned chunks, its request's
         #: chunks, the exec_vnode text made of them, whether no host could be the job's
         #: whole then) (`_estimate`); this cycle's so far.
@@ -411,6 +417,14 @@ class Scheduler:
         t0 = time.perf_counter()
         self._impl_cache = {}
         self._defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
+        if snap.resource_types != self._types:
+            # Values are read by their resources' types: what was read by others is not
+            # kept (a custom resource made, deleted or of another type; rare).
+            self._types = dict(snap.resource_types)
+            self._booleans = [n for n, t in {**self._types, **RESOURCE_TYPES}.items()
+                              if t == "boolean"]
+            self._shapes.clear()
+            self._kept = None
         self._has_partition_hook = bool(self._impls("sched_partition"))
         self._resv_started = {}
         self._resv_worlds = {}
@@ -879,12 +893,15 @@ class Scheduler:
         avail = v.resources_available
         capacity: dict[str, int] = {}
         match: dict[str, str] = {}
+        types = self._types
         for key, value in avail.items():
-            amount = resource_amount(key, value)
+            amount = resource_amount(key, value, types)
             if amount is not None and key != "host":
                 capacity[key] = amount
             else:
-                match[key] = str(value)
+                match[key] = match_text(key, value, types)
+        for key in self._booleans:  # (an unset boolean is False, as PBS reads it)
+            match.setdefault(key, "False")
         host = str(avail["host"] or v.name)
         match["host"] = host
         match.setdefault("vnode", v.name)
@@ -1139,7 +1156,8 @@ class Scheduler:
         for name, res in parse_exec_vnode(str(job.exec_vnode or "")):
             if name in self.vnodes:
                 chunks.append((name, {k: a for k, v in res.items()
-                                      if (a := resource_amount(k, v)) is not None}))
+                                      if (a := resource_amount(k, v, self._types))
+                                      is not None}))
         return chunks
 
     def _book_reservations_held(self, reservations: list[Reservation], now: float
@@ -1155,7 +1173,7 @@ class Scheduler:
             if end <= now:
                 continue
             chunks = [(n, {k: a for k, v in r.items()
-                           if (a := resource_amount(k, v)) is not None})
+                           if (a := resource_amount(k, v, self._types)) is not None})
                       for n, r in parse_exec_vnode(resv.resv_nodes) if n in self.vnodes]
             place = parse_place_safe(resv.Resource_List["place"])
             # A vnode it holds nothing of is the rest of a host it was given whole: that
@@ -1222,7 +1240,7 @@ class Scheduler:
             shape += (told,)
         parsed = self._shapes.get(shape)
         if parsed is None:
-            chunks, smallest = _expand(job_select(job, tables))
+            chunks, smallest = _expand(job_select(job, tables), self._types)
             alike = bool(chunks) and not chunks[0][1] and chunks.count(chunks[0]) == len(chunks)
             place = job_place(job)
             parsed = self._shapes[shape] = (
@@ -1502,7 +1520,7 @@ class Scheduler:
         for name, res in parse_exec_vnode(resv.resv_nodes):
             acc = allocation.setdefault(name, {})
             for k, v in res.items():
-                if (a := resource_amount(k, v)) is not None:
+                if (a := resource_amount(k, v, self._types)) is not None:
                     acc[k] = acc.get(k, 0) + a
         # The other vnodes of a host the reservation holds part of are held from outside
         # it: an exclhost job does not have that host whole there (PBS gives a reservation
@@ -2349,21 +2367,22 @@ def _group_by_host(vnodes: list[_VnodeInfo]) -> list[list[_VnodeInfo]]:
     return list(groups.values())
 
 
-def _expand(select: Iterable[Chunk]
+def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
             ) -> tuple[list[tuple[dict[str, int], dict[str, str], dict[str, Any]]], int]:
     """A select's chunk instances as (consumable amounts, values to match, as written), and
-    the ncpus of its smallest chunk. Callers only read the result (it is shared by every job
-    of the same shape)."""
+    the ncpus of its smallest chunk; values read by their resources' `types`
+    (`resource_amount`, `match_text`). Callers only read the result (it is shared by every
+    job of the same shape)."""
     chunks = []
     for chunk in select:
         consumable: dict[str, int] = {}
         match: dict[str, str] = {}
         for key, value in chunk.resources.items():
-            amount = resource_amount(key, value)
+            amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
                 consumable[key] = amount
             else:
-                match[key] = str(value)
+                match[key] = match_text(key, value, types)
         chunks.extend([(consumable, match, dict(chunk.resources))] * chunk.count)
     return chunks, min((c[0].get("ncpus", 0) for c in chunks), default=0)
 

@@ -23,6 +23,7 @@ from ..units import (
     parse_select,
     parse_size,
 )
+from ..values import RESOURCE_TYPES
 
 #: A job without a walltime (its own, its queue's or the server's default) is planned as
 #: running this long, as PBS plans such jobs: it can start now beside the top jobs only on
@@ -263,11 +264,33 @@ def _place(spec: str) -> Place:
 CONSUMABLE_SIZES = frozenset({"mem", "vmem", "pmem"})
 
 
-def resource_amount(name: str, value: Any) -> int | None:
+#: Resource types whose values are never amounts: matched as text.
+_TEXT_TYPES = frozenset({"boolean", "string", "string_array"})
+
+
+def resource_type(name: str, types: Mapping[str, str] | None = None) -> str | None:
+    """A resource's type: PBS's own resources' (`values.RESOURCE_TYPES`), else the one
+    `types` (the custom resources', ``qmgr create resource``) gives, else None."""
+    return RESOURCE_TYPES.get(name) or (types.get(name) if types else None)
+
+
+def resource_amount(name: str, value: Any, types: Mapping[str, str] | None = None
+                    ) -> int | None:
     """The integer amount of a consumable resource value, or None when it is not one
-    (sizes become bytes; ``mem=4gb`` -> 4294967296)."""
+    (sizes become bytes; ``mem=4gb`` -> 4294967296). A resource whose type is known
+    (PBS's own, or a custom one in `types`) is read by it: a boolean or string one is
+    never an amount (``rack=1`` is a rack's name), a size one needs no unit letter
+    (``scratch=10g``); one of no known type by the value's shape."""
     if isinstance(value, bool):
         return None
+    kind = RESOURCE_TYPES.get(name) or (types.get(name) if types else None)
+    if kind in _TEXT_TYPES:
+        return None
+    if kind == "size" and isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError:
+            return None
     if isinstance(value, int):
         return value
     if isinstance(value, float):
@@ -281,6 +304,17 @@ def resource_amount(name: str, value: Any) -> int | None:
         if value.isdigit():
             return int(value)
     return None
+
+
+def match_text(name: str, value: Any, types: Mapping[str, str] | None = None) -> str:
+    """The text a value that is no amount is matched by: a boolean one's as PBS's
+    scheduler writes it (``true``, ``t``, ``1`` -> ``True``), others as written."""
+    if isinstance(value, bool) or resource_type(name, types) == "boolean":
+        try:
+            return "True" if parse_bool(value) else "False"
+        except ValueError:
+            pass
+    return str(value)
 
 
 def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()

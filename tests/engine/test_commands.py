@@ -662,3 +662,20 @@ def test_a_missing_job_id_prints_the_usage_and_exits_2(cli, command):
     done = cli(command)
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == USAGES[command]
+
+
+def test_a_custom_string_resource_holding_digits_is_no_amount_on_the_vnode(engine):
+    """``rack=1`` names a rack: jobs asking for it share the vnode, and the vnode's
+    resources_assigned counts no rack (it counted one unit per job, and a second job waited
+    for the first)."""
+    vnode = a_vnode(engine)
+    engine.client("qmgr", text="create resource rack type = string, flag = h")
+    engine.client("qmgr", text=f"set node {vnode} resources_available.ncpus = 4")
+    engine.client("qmgr", text=f"set node {vnode} resources_available.rack = 1")
+    ids = [qsub(engine, "-l", "select=1:ncpus=1:rack=1", input="sleep 300\n")
+           for _ in range(2)]
+    for job_id in ids:
+        assert engine.wait(job_id, "R")["exec_vnode"] == f"({vnode}:ncpus=1:rack=1)"
+    assigned = engine.client("stat_nodes", names=[vnode])[vnode]["resources_assigned"]
+    assert assigned.get("ncpus") == 2 and "rack" not in assigned, assigned
+    engine.client("delete", ids=ids)

@@ -722,3 +722,46 @@ def test_a_sched_objects_policy_is_read_as_before_and_a_replays_is_bounded():
     assert "backfill_depth=-1" in Policy(backfill_depth=-1).problem()
     assert "node_sort_key" in Policy(node_sort_key=" ncpus HIGH").problem()
     assert "boot_delay" in Policy(boot_delay=float("nan")).problem()
+
+
+def typed(vnodes, jobs, types):
+    snap = snapshot(vnodes, jobs)
+    snap.resource_types = types
+    return snap
+
+
+def test_a_boolean_resource_matches_as_pbs_reads_a_boolean():
+    """OpenPBS 23.06 writes ``bigmem=true`` and ``bigmem=t`` as ``bigmem=True`` in the
+    schedselect, and a vnode without the resource has it False."""
+    vnodes = [vnode("big", ncpus=2, resources={"bigmem": True}), vnode("small", ncpus=2)]
+    jobs = [job("1:ncpus=1:bigmem=true", id="1.s"), job("1:ncpus=1:bigmem=t", id="2.s"),
+            job("1:ncpus=1:bigmem=false", id="3.s"), job("1:ncpus=1:bigmem=True", id="4.s")]
+    result = cycle(typed(vnodes, jobs, {"bigmem": "boolean"}), node_sort_key="ncpus")
+    assert started(result) == {"1.s": "(big:ncpus=1:bigmem=true)",
+                               "2.s": "(big:ncpus=1:bigmem=t)",
+                               "3.s": "(small:ncpus=1:bigmem=false)"}
+
+
+def test_a_string_resource_holding_digits_is_matched_not_consumed():
+    """``rack=1`` names a rack: every job asking for it may share the vnode (it was read
+    as one unit of a consumable, so one job at a time), and rack 2 is not rack 1."""
+    vnodes = [vnode("r2", ncpus=4, resources={"rack": "2"}),
+              vnode("r1", ncpus=4, resources={"rack": "1"})]
+    jobs = [job("1:ncpus=1:rack=1", id=f"{i}.s") for i in range(3)]
+    result = cycle(typed(vnodes, jobs, {"rack": "string"}))
+    assert started(result) == {f"{i}.s": "(r1:ncpus=1:rack=1)" for i in range(3)}
+
+
+def test_a_size_resource_needs_no_unit_letter_and_is_consumed():
+    vnodes = [vnode("n1", ncpus=8, resources={"scratch": "20gb"})]
+    jobs = [job("1:ncpus=1:scratch=10g", id=f"{i}.s") for i in range(3)]
+    result = cycle(typed(vnodes, jobs, {"scratch": "size"}))
+    assert set(started(result)) == {"0.s", "1.s"}
+
+
+def test_a_kept_scheduler_reads_values_again_when_a_resource_type_changes():
+    sched = Scheduler(policy=Policy())
+    vnodes = [vnode("r1", ncpus=4, resources={"rack": "1"})]
+    jobs = [job("1:ncpus=1:rack=1", id=f"{i}.s") for i in range(2)]
+    assert len(sched.cycle(typed(vnodes, jobs, {"rack": "long"}), NOW).run) == 1
+    assert len(sched.cycle(typed(vnodes, jobs, {"rack": "string"}), NOW + 1).run) == 2
