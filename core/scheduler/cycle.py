@@ -65,6 +65,7 @@ from ..values import RESOURCE_TYPES
 from .calendar import INFINITY, Booking, Calendar
 from .model import (
     CONSUMABLE_SIZES,
+    LAYOUT_RESOURCES,
     SLEEP,
     UNKNOWN_WALLTIME,
     UNUSABLE_STATES,
@@ -895,6 +896,8 @@ class Scheduler:
         match: dict[str, str] = {}
         types = self._types
         for key, value in avail.items():
+            if key in LAYOUT_RESOURCES:
+                continue
             amount = resource_amount(key, value, types)
             if amount is not None and key != "host":
                 capacity[key] = amount
@@ -1252,7 +1255,7 @@ class Scheduler:
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
                         kin=kin, one_cpu=one_cpu)
         prio = float((queue.Priority if queue is not None else None) or 0)
-        formula = -self._formula(job, prio, now, job_select(job, tables)) \
+        formula = -self._formula(job, prio, now, lambda: job_select(job, tables)) \
             if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
         return info
@@ -2378,6 +2381,8 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
         consumable: dict[str, int] = {}
         match: dict[str, str] = {}
         for key, value in chunk.resources.items():
+            if key in LAYOUT_RESOURCES:  # (kept as written, for the nodefile)
+                continue
             amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
                 consumable[key] = amount
@@ -2501,21 +2506,26 @@ def _compile_formula(text: str | None):
             return 0.0
 
     def run(job: Job, queue_priority: float, now: float,
-            chunks: tuple[Chunk, ...] | None = None) -> float:
-        """The job's value; `chunks` are those it is placed by (`job_select` with its
-        defaults), read when not given."""
-        chunks = job_select(job) if chunks is None else chunks
+            chunks: Callable[[], tuple[Chunk, ...]] | None = None) -> float:
+        """The job's value; `chunks` gives those it is placed by (`job_select` with its
+        defaults), asked for only when the formula names a resource."""
+        read: list[tuple[Chunk, ...]] = []
 
         def env(name: str) -> float:
             if name == "queue_priority":
                 return queue_priority
             if name == "eligible_time":
                 return max(0.0, now - float(job.qtime or job.ctime or now))
-            if any(name in chunk.resources for chunk in chunks):
-                # What the chunks ask for in all, as PBS's server sets the job-wide value
-                # from the select (a job-wide value written beside it does not count).
-                return float(sum(chunk.count * (resource_amount(name, chunk.resources[name])
-                                                or 0) for chunk in chunks))
+            if name not in ("walltime", "cput"):
+                if not read:
+                    read.append(chunks() if chunks is not None else job_select(job))
+                named = [c for c in read[0] if name in c.resources]
+                if named:
+                    # What the chunks ask for in all, as PBS's server sets the job-wide
+                    # value from the select (a job-wide value written beside it does not
+                    # count); a chunk that does not name it asks for none.
+                    return float(sum(c.count * (resource_amount(name, c.resources[name]) or 0)
+                                     for c in named))
             value = job.Resource_List[name]
             if value is None:
                 return 0.0

@@ -266,6 +266,10 @@ CONSUMABLE_SIZES = frozenset({"mem", "vmem", "pmem"})
 
 #: Resource types whose values are never amounts: matched as text.
 _TEXT_TYPES = frozenset({"boolean", "string", "string_array"})
+#: What a chunk asks of its job's layout, not of a vnode: MPI ranks and threads per chunk
+#: (the job's nodefile), chunks in all. Neither an amount nor matched (PBS's scheduler
+#: checks only the resources of its sched_config ``resources`` line, which has none).
+LAYOUT_RESOURCES = frozenset({"mpiprocs", "ompthreads", "nchunk"})
 
 
 def resource_type(name: str, types: Mapping[str, str] | None = None) -> str | None:
@@ -280,8 +284,9 @@ def resource_amount(name: str, value: Any, types: Mapping[str, str] | None = Non
     (sizes become bytes; ``mem=4gb`` -> 4294967296). A resource whose type is known
     (PBS's own, or a custom one in `types`) is read by it: a boolean or string one is
     never an amount (``rack=1`` is a rack's name), a size one needs no unit letter
-    (``scratch=10g``); one of no known type by the value's shape."""
-    if isinstance(value, bool):
+    (``scratch=10g``); one of no known type by the value's shape. `LAYOUT_RESOURCES` are
+    never amounts."""
+    if isinstance(value, bool) or name in LAYOUT_RESOURCES:
         return None
     kind = RESOURCE_TYPES.get(name) or (types.get(name) if types else None)
     if kind in _TEXT_TYPES:

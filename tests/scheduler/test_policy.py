@@ -78,6 +78,27 @@ def test_job_sort_formula_reads_what_the_chunks_ask_for_not_a_job_wide_value_bes
     assert started(result) == {"1.s": "(n1:ncpus=2)"}
 
 
+def test_job_sort_formula_over_chunks_of_which_one_names_the_resource():
+    """A chunk that does not name the formula's resource asks for none of it (summing
+    every chunk's raised KeyError, and every cycle failed)."""
+    jobs = [job("1:ncpus=1:mem=1gb+1:ncpus=2", id="1.s"), job("1:ncpus=1:mem=2gb", id="2.s")]
+    result = cycle(snapshot([vnode("n1", ncpus=3)], jobs), job_sort_formula="mem",
+                   strict_ordering=True)
+    assert started(result) == {"2.s": "(n1:ncpus=1:mem=2gb)"}
+
+
+def test_mpiprocs_and_ompthreads_shape_the_job_and_hold_nothing_of_a_vnode():
+    """OpenPBS 23.06 ran ``select=1:ncpus=1:mpiprocs=2:ompthreads=2`` on a vnode that has
+    neither (they were read as amounts no vnode holds: Can Never Run); so does a chunk
+    given mpiprocs or nchunk by default_chunk. exec_vnode keeps mpiprocs (the nodefile's
+    ranks)."""
+    jobs = [job("1:ncpus=2:mpiprocs=2", id="1.s"), job("1:ncpus=1:ompthreads=2", id="2.s")]
+    server = Server("srv", {"default_chunk": {"nchunk": 2}})
+    result = cycle(snapshot([vnode("n1", ncpus=4)], jobs, server=server))
+    assert started(result) == {"1.s": "(n1:ncpus=2:mpiprocs=2:nchunk=2)",
+                               "2.s": "(n1:ncpus=1:ompthreads=2:nchunk=2)"}
+
+
 def busy_machine():
     """n1 is fully used for an hour; n2 is free. A wants both; B is short, C is long."""
     vnodes = [vnode("n1"), vnode("n2")]
