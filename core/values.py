@@ -83,6 +83,13 @@ RESOURCE_TYPES: dict[str, str] = {
     "PBScrayhost": "string", "PBScraylabel": "string", "PBScrayseg": "string",
     "vntype": "string_array",
 }
+#: PBS's own resources a select's chunks hold on a host (flag h): asked for job-wide beside
+#: a select or a place, they are refused (as OpenPBS 23.06 refuses them; pmem, pvmem,
+#: file, cput and software are job-wide there). A custom one is host-level by its flag.
+CHUNK_RESOURCES = frozenset({
+    "ncpus", "mem", "vmem", "ngpus", "mpiprocs", "ompthreads", "naccelerators",
+    "accelerator", "accelerator_memory", "accelerator_model", "aoe", "hbmem", "vntype",
+    "arch", "host", "vnode"})
 #: Resources whose value may be negative (PBS's nice: -20..19).
 _SIGNED = {"nice": (-20, 19)}
 

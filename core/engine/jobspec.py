@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import values
-from ..entlim import HOST_LEVEL
 
 # -- PBS's error numbers (pbs_error.h) ------------------------------------------------------------
 PBSE_IVALREQ = 15004     # Invalid request: a malformed command line
@@ -106,11 +105,6 @@ class JobSpecError(Exception):
     @property
     def stderr(self) -> str:
         return f"{self.message}\n{USAGE}" if self.usage else self.message
-
-
-#: Resources a chunk holds on a host: beside a select or a place they belong in the chunks,
-#: and qsub refuses them job-wide, as PBS's qsub does (its exit status 5).
-JOB_WIDE_HOST_LEVEL = HOST_LEVEL | {"arch", "host", "vnode"}
 
 
 def _illegal(letter: str) -> JobSpecError:
@@ -784,11 +778,6 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
             value = value.lower() == "true"
         attrs[key] = value
     resources: dict[str, Any] = {}
-    if "select" in pending.resources or "place" in pending.resources:
-        for name in pending.resources:
-            if name in JOB_WIDE_HOST_LEVEL:
-                raise JobSpecError(f'qsub: "-lresource=" cannot be used with "select" or '
-                                   f'"place", resource is: {name}', PBSE_BADATVAL, status=5)
     for name, (value, _level) in pending.resources.items():
         try:
             resources[name] = resource_value(name, value, resource_types.get(name))

@@ -44,6 +44,7 @@ from .errors import (
     PBSE_BADSTATE,
     PBSE_HISTJOBID,
     PBSE_HOOKERROR,
+    PBSE_INVALJOBRESC,
     PBSE_IVALREQ,
     PBSE_NOSUP,
     PBSE_PERM,
@@ -512,6 +513,7 @@ class Engine:
             attrs.get("queue") or server.get("default_queue") or "workq"))
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
+        self._check_chunk_resources(res, res)
         now = int(self.clock())
         with self.store.transaction() as st:
             seq = st.next_seq()
@@ -591,8 +593,26 @@ class Engine:
 
     def _lean_job(self, job_id: str) -> dict[str, Any] | None:
         """A job's attributes without its environment: what a dependency reads of the job
-        it names (a list naming one job of 1 MiB 800 times read 800 MiB)."""
-        return self.store.job(job_id, lean=True)
+        it names (a list naming one job of 1 MiB 800 times read 800 MiB); a bare number
+        is this server's job (a dependency stored so before its ids were made full)."""
+        return self.store.job(self._full_id(job_id), lean=True)
+
+    def _check_chunk_resources(self, res: dict[str, Any], asked: dict[str, Any]) -> None:
+        """PBS's 15109 for a host-level resource `asked` for job-wide (a chunk holds it) in
+        a Resource_List `res` with a select or a place: the chunks say what the job holds,
+        and a job-wide value beside them would say otherwise."""
+        if res.get("select") is None and res.get("place") is None:
+            return
+        custom = None
+        for name in asked:
+            if name in ("select", "place") or asked[name] is None:
+                continue
+            if custom is None:
+                custom = {n for n, a in self.store.all("resource").items()
+                          if "h" in str(a.get("flag") or "")}
+            if name in values.CHUNK_RESOURCES or name in custom:
+                raise PbsError(PBSE_INVALJOBRESC, f'"-lresource=" cannot be used with '
+                               f'"select" or "place", resource is: {name}')
 
     def _check_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
         """A new job's dependencies: known jobs only; ``after*`` ones hold it (``s``). Returns
@@ -894,6 +914,7 @@ class Engine:
         if "Resource_List" in changes:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
+            self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {})
         if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
             holds = str(changes["Hold_Types"] or "n")
             had = set(str(current.get("Hold_Types") or "n"))
@@ -907,7 +928,8 @@ class Engine:
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
             befores = self._check_depend(caller, probe)
-            for key in ("Hold_Types", "job_state", "depend"):
+            changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
+            for key in ("Hold_Types", "job_state"):
                 if probe.get(key) != current.get(key):
                     changes[key] = probe[key]
         self._modify(caller, job_id, current, changes)

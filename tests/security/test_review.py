@@ -450,4 +450,10 @@ def test_a_dependency_on_a_bare_job_number_is_stored_as_the_full_id(engine, atta
     job = engine.job(second)
     assert job["depend"] == f"afterok:{first}"
     assert job["job_state"] == "H", job
+    # qalter to the same dependency by the bare number: still stored by the full id
+    raw = engine.as_user(attacker.user, "alter", id=second,
+                         attrs={"depend": f"afterok:{number}"})
+    assert "error" not in raw, raw
+    assert engine.job(second)["depend"] == f"afterok:{first}"
+    assert engine.job(second)["job_state"] == "H"
     engine.pbs("qdel", first)
