@@ -208,6 +208,8 @@ _STATUS_STATES = {0: FAILED, 5: KILLED}
 _FIGURE_STATES = {"busy": "computing", "idle": "idle", "asleep": "sleeping", "off": "sleeping",
                   "booting": "switching_on", "shutting_down": "switching_off"}
 _FIGURES = tuple(_FIGURE_STATES)
+#: Vnode attributes a job's start or end sets (`Simulator._occupy`).
+_USE_TIMES = ("last_used_time", "last_state_change_time")
 _FIGURE_INDEX = {f: i for i, f in enumerate(_FIGURES)}
 
 
@@ -406,6 +408,11 @@ class Simulator:
             if not self._chains.get("periodic") and "estimate_limit" not in policy:
                 sched.policy.estimate_limit = 0
         self._estimate_limits = [s.policy.estimate_limit for s in self.schedulers]
+        #: A scheduler orders vnodes by what a job's start or end writes on them: their
+        #: objects are made again then, and logged (`_occupy`), as the engine's rows are.
+        self._sort_by_use = any(
+            str(s.policy.node_sort_key or "").partition(" ")[0] in _USE_TIMES
+            for s in self.schedulers)
         #: A periodic hook reads the queued jobs' estimates: every event then runs a cycle
         #: (`_could_start`), and estimates are made only in the last cycle before a
         #: periodic run (`_estimates_read`), which is exact since no later cycle comes first.
@@ -856,6 +863,9 @@ class Simulator:
                 attrs["last_used_time"] = now
                 if length is not None:
                     energy += host.figures["busy"] * length * ncpus / host.cpus
+            if self._sort_by_use:
+                self.vnodes[name] = Vnode(name, attrs)
+                self._vnode_log.changed(name)
         run.energy = energy
         hosts, now = self.hosts, self.now
         for index in touched:

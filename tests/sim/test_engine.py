@@ -659,3 +659,15 @@ def test_the_summary_counts_the_runs_that_failed_with_the_first_error(
            "RuntimeError: no such counter file)" in sim.summary.hooks.lines(), \
         sim.summary.hooks.lines()
     assert all(r.final_state == "COMPLETED_SUCCESSFULLY" for r in sink.jobs)  # (logged only)
+
+
+@pytest.mark.parametrize("key, host", [("last_used_time HIGH", 1), ("last_used_time LOW", 2),
+                                       (None, 0)])
+def test_node_sort_key_on_last_use_reads_the_ends_of_the_replay(key, host):
+    """Host 0 is last used at 100, host 1 at 200, host 2 never: a job at 300 goes to the
+    most recently used (HIGH), the least (LOW), or the first by Priority and name. The
+    vnodes' objects were made once, so the replay sorted on the time they were made."""
+    jobs = [tj(1, 0, 100, 1, 100), tj(2, 10, 190, 1, 190), tj(3, 300, 10, 1, 10)]
+    overrides = {"node_sort_key": key} if key else None
+    sink, _ = simulate(jobs, nodes=3, cpus=1, policy_overrides=overrides)
+    assert {r.job.job_id: r.hosts for r in sink.jobs} == {"1": (0,), "2": (1,), "3": (host,)}
