@@ -65,6 +65,7 @@ from ..values import RESOURCE_TYPES
 from .calendar import INFINITY, Booking, Calendar
 from .model import (
     CONSUMABLE_SIZES,
+    CONVERTED_RESOURCES,
     LAYOUT_RESOURCES,
     SLEEP,
     UNKNOWN_WALLTIME,
@@ -1238,6 +1239,8 @@ class Scheduler:
         res = job.Resource_List
         # What placement depends on; a queue repeats a few shapes many times, parsed once.
         shape = tuple(res[k] for k in _SHAPE_RESOURCES)
+        if shape[0] is None:  # (converted: its other host-level resources are its chunk's)
+            shape += tuple(res[k] for k in CONVERTED_RESOURCES)
         tables, told = self._chunk_defaults(queue, server)
         if told:  # (the defaults a chunk takes are part of what it asks for)
             shape += (told,)

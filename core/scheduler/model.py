@@ -23,7 +23,7 @@ from ..units import (
     parse_select,
     parse_size,
 )
-from ..values import RESOURCE_TYPES
+from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
 
 #: A job without a walltime (its own, its queue's or the server's default) is planned as
 #: running this long, as PBS plans such jobs: it can start now beside the top jobs only on
@@ -325,19 +325,26 @@ def match_text(name: str, value: Any, types: Mapping[str, str] | None = None) ->
 def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()
                ) -> tuple[Chunk, ...]:
     """The job's chunks as the scheduler places them (PBS's ``schedselect``): its select,
-    else one chunk of its ncpus/mem (PBS's conversion), each chunk given what it does not
-    ask for of the ``default_chunk`` tables in `defaults` (its queue's, then the server's)
-    and ncpus=1 when none of them says: a chunk never holds no cpus unless it asks for
-    ``ncpus=0``."""
+    else one chunk of its job-wide host-level resources (PBS's conversion), each chunk
+    given what it does not ask for of the ``default_chunk`` tables in `defaults` (its
+    queue's, then the server's) and ncpus=1 when none of them says: a chunk never holds no
+    cpus unless it asks for ``ncpus=0``."""
     res = job.Resource_List
     spec = res["select"]
     if spec:
         return with_chunk_defaults(select_chunks(str(spec)), defaults)
+    # PBS's conversion of a job without one: one chunk of its job-wide host-level
+    # resources (``-l ncpus=2,arch=linux`` -> ``1:arch=linux:ncpus=2``).
     chunk: dict[str, int | str] = {"ncpus": res["ncpus"] if res["ncpus"] is not None else 1}
-    for key in ("mem", "vmem", "ngpus"):
+    for key in ("mem", "vmem", "ngpus", *CONVERTED_RESOURCES):
         if res[key] is not None:
             chunk[key] = res[key]
     return with_chunk_defaults((Chunk(1, chunk),), defaults)
+
+
+#: The host-level resources of PBS's conversion beyond ncpus, mem, vmem and ngpus (whose
+#: order in the chunk stays the one pbsplug always wrote).
+CONVERTED_RESOURCES = tuple(sorted(CHUNK_RESOURCES - {"ncpus", "mem", "vmem", "ngpus"}))
 
 
 def chunk_defaults(defaults: tuple[Mapping[str, Any] | None, ...]) -> dict[str, Any]:

@@ -99,6 +99,19 @@ def test_mpiprocs_and_ompthreads_shape_the_job_and_hold_nothing_of_a_vnode():
                                "2.s": "(n1:ncpus=1:ompthreads=2:nchunk=2)"}
 
 
+def test_a_job_without_a_select_asks_its_chunk_for_its_host_level_resources():
+    """OpenPBS 23.06 makes ``-l ncpus=1,arch=sparc`` the select ``1:arch=sparc:ncpus=1``;
+    arch, host and the like were dropped, and the job ran anywhere."""
+    vnodes = [vnode("x86", ncpus=4, resources={"arch": "linux"}),
+              vnode("sp", ncpus=4, resources={"arch": "sparc"})]
+    jobs = [job(None, id="1.s", resources={"ncpus": 1, "arch": "sparc"}),
+            job(None, id="2.s", resources={"ncpus": 1, "host": "nowhere"}),
+            job(None, id="3.s", resources={"ncpus": 2})]
+    result = cycle(snapshot(vnodes, jobs))
+    assert started(result) == {"1.s": "(sp:ncpus=1:arch=sparc)", "3.s": "(sp:ncpus=2)"}
+    assert result.comments["2.s"].startswith("Can Never Run")
+
+
 def busy_machine():
     """n1 is fully used for an hour; n2 is free. A wants both; B is short, C is long."""
     vnodes = [vnode("n1"), vnode("n2")]
