@@ -234,6 +234,16 @@ def _formula(value: Any) -> str | None:
     return formula_problem(str(value))
 
 
+def _node_sort_key(value: Any) -> str | None:
+    from ..scheduler.model import parse_node_sort_key
+
+    try:
+        parse_node_sort_key(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _queue_priority(value: Any) -> str | None:
     return None if -1024 <= value <= 1023 else "must be in [-1024, 1023]"
 
@@ -364,7 +374,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("strict_ordering", "boolean"), _mg("backfill", "boolean"),
         _mg("backfill_depth", "long", check=_positive),
         _mg("job_sort_formula", "string", check=_formula),
-        _mg("node_sort_key", "string"), _mg("estimate_limit", "long", check=_positive),
+        _mg("node_sort_key", "string", check=_node_sort_key),
+        _mg("estimate_limit", "long", check=_positive),
         _op("comment", "string"),
         _mg("log_events", "long", 767),
         _mg("preempt_queue_prio", "long", 150),

@@ -83,6 +83,7 @@ from .model import (
     job_select,
     job_walltime,
     match_text,
+    parse_node_sort_key,
     resource_amount,
 )
 from .runlimits import RunLimits
@@ -976,9 +977,13 @@ class Scheduler:
         return {i.name: i for i in ordered}
 
     def _node_sort(self) -> tuple[str, bool]:
-        """node_sort_key's key ('' for none) and whether highest comes first."""
-        key, _, direction = (self.policy.node_sort_key or "").partition(" ")
-        return key, direction.strip().upper() == "HIGH"
+        """node_sort_key's key ('' for none, or one that cannot be read: qmgr and a
+        replay's settings refuse those) and whether highest comes first."""
+        try:
+            return parse_node_sort_key(self.policy.node_sort_key) \
+                if self.policy.node_sort_key else ("", False)
+        except ValueError:
+            return "", False
 
     def _plan_unusable(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
                        now: float) -> None:

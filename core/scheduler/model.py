@@ -97,15 +97,31 @@ class Policy:
         if not 0 <= self.boot_delay <= 1e12:  # (NaN fails both)
             return f"boot_delay={self.boot_delay!r}: expected seconds from 0 to 10^12"
         if self.node_sort_key is not None:
-            key, _, direction = str(self.node_sort_key).partition(" ")
-            if not key or direction.strip().upper() not in ("", "HIGH", "LOW"):
-                return (f"node_sort_key={self.node_sort_key!r}: expected 'key', 'key HIGH' "
-                        "or 'key LOW'")
+            try:
+                parse_node_sort_key(self.node_sort_key)
+            except ValueError as exc:
+                return str(exc)
         if self.job_sort_formula is not None:
             from .cycle import formula_problem  # (cycle reads this module)
 
             return formula_problem(str(self.job_sort_formula))
         return None
+
+
+def parse_node_sort_key(text: Any) -> tuple[str, bool]:
+    """``key [HIGH|LOW [total]]`` -> (key, whether highest first); ``total`` (PBS's default:
+    the resources_available amount) may follow. ValueError naming what is wrong; PBS's
+    ``unused`` and ``assigned`` (re-sorted after every job run) are not supported."""
+    words = str(text).split(" ")
+    key, direction = words[0], words[1].upper() if len(words) > 1 else ""
+    qualifier = words[2].lower() if len(words) > 2 else "total"
+    if qualifier in ("unused", "assigned"):
+        raise ValueError(f"node_sort_key={text!r}: sorting on the {qualifier} amount is "
+                         "not supported (only the total, resources_available)")
+    if not key or direction not in ("", "HIGH", "LOW") or qualifier != "total" or (
+            len(words) > 3) or (len(words) == 3 and not direction):
+        raise ValueError(f"node_sort_key={text!r}: expected 'key', 'key HIGH' or 'key LOW'")
+    return key, direction == "HIGH"
 
 
 @dataclass

@@ -211,6 +211,10 @@ def test_convert_size_attribute_and_custom_resource_type():
      "Illegal attribute or resource value scheduler_iteration"),
     ("sched", AttrOp("job_sort_formula_threshold", None, "=", "x"), 15014,
      "Illegal attribute or resource value job_sort_formula_threshold"),
+    ("sched", AttrOp("node_sort_key", None, "=", "ncpus HIGH unused"), 15014,
+     "Illegal attribute or resource value node_sort_key"),  # was read as LOW
+    ("sched", AttrOp("node_sort_key", None, "=", "ncpus UP"), 15014,
+     "Illegal attribute or resource value node_sort_key"),
     ("server", AttrOp("job_history_duration", None, "=", "1:xx"), 15014,
      "Illegal attribute or resource value job_history_duration"),
     ("server", AttrOp("max_run", None, "=", "10"), 15014,

@@ -755,6 +755,10 @@ def test_a_sched_objects_policy_is_read_as_before_and_a_replays_is_bounded():
     assert policy.node_sort_key == "ncpus high" and policy.problem() is None
     assert "backfill_depth=-1" in Policy(backfill_depth=-1).problem()
     assert "node_sort_key" in Policy(node_sort_key=" ncpus HIGH").problem()
+    # PBS's third word: total (its default) is read; unused and assigned are refused
+    assert Policy(node_sort_key="ncpus HIGH total").problem() is None
+    assert "unused amount is not supported" in Policy(
+        node_sort_key="ncpus HIGH unused").problem()
     assert "boot_delay" in Policy(boot_delay=float("nan")).problem()
 
 
