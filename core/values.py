@@ -717,6 +717,34 @@ def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) ->
     return _value(JOB_ATTRIBUTES, "Resource_List", name, value, custom)
 
 
+def plugin_value(kind: str, attr: str, value: Any) -> Any:
+    """A client's value of a plugin-registered attribute of type `kind` (`attributes`),
+    by the rules a built-in one of that type meets, before the plugin's own check: text
+    without control characters and at most `MAX_STRING` long, a size or duration that
+    reads (stored as PBS writes them), a finite float, a long in range. `BadValue` names
+    what is wrong."""
+    if kind == "string":
+        return text(value, attr)
+    if kind == "string_array":
+        if not isinstance(value, list):
+            raise _bad(attr, f"{_repr(value)} is not a list of strings")
+        items = [text(item, attr) for item in value]
+        if sum(map(len, items)) > MAX_LONG_STRING:
+            raise _bad(attr, f"longer than {MAX_LONG_STRING} characters")
+        return items
+    if kind in ("long", "time"):
+        return long(value, attr, -LONG_MAX - 1, LONG_MAX)
+    if kind == "float":
+        return number(value, attr)
+    if kind == "boolean":
+        return boolean(value, attr)
+    if kind == "size":
+        return size(value, attr)
+    if kind == "duration":
+        return format_duration(seconds(value, attr))
+    return value
+
+
 def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, *,
                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Attributes a client sent (qsub or qalter) as they will be stored: each known, settable
@@ -745,8 +773,10 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
             if _RANK[role] < _RANK.get(plugin_def.set_by, 3) or plugin_def.set_by == SERVER:
                 raise BadValue(PBSE_ATTRRO, name, "read-only or not settable by "
                                f"a{'n' if role[0] in 'aeiou' else ''} {role}")
-            if value is not None and (problem := plugin_def.check(value)):
-                raise _bad(name, problem)
+            if value is not None:
+                value = plugin_value(plugin_def.type, name, value)
+                if problem := plugin_def.check(value):
+                    raise _bad(name, problem)
             out[name] = value
             continue
         if not may_set(rule, role):

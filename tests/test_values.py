@@ -91,6 +91,32 @@ def test_a_request_is_checked_attribute_by_attribute():
     assert values.job_request({"comment": "ok"}, "operator", {}) == {"comment": "ok"}
 
 
+def test_a_plugins_job_attribute_meets_the_rules_of_its_type():
+    """A plugin-registered job attribute a user may set was checked only for its Python
+    type: a string took control characters and megabytes (``a\nJob Id: 9.x``), a size
+    ``' lots of '``. It now meets the rules a built-in one of its type meets first."""
+    from pbsplug.attributes import AttributeRegistry
+
+    registry = AttributeRegistry()
+    for name, kind in (("note", "string"), ("scratch", "size"), ("tags", "string_array"),
+                       ("grace", "duration"), ("weight", "float")):
+        registry.add("job", name, kind, set_by="user", validator=lambda v: None)
+    extra = registry.for_type("job")
+
+    def request(**attrs):
+        return values.job_request(attrs, "user", {}, extra=extra)
+
+    assert request(note="fine", scratch="4GB", tags=["a", "b"], grace="90",
+                   weight=1.5) == {"note": "fine", "scratch": "4gb", "tags": ["a", "b"],
+                                   "grace": "00:01:30", "weight": 1.5}
+    for attrs in ({"note": "a\nJob Id: 9.x"}, {"note": "x" * (values.MAX_STRING + 1)},
+                  {"scratch": " lots of "}, {"tags": ["a", "b\x00"]}, {"tags": "a"},
+                  {"grace": "soon"}, {"weight": float("nan")}):
+        with pytest.raises(values.BadValue) as err:
+            request(**attrs)
+        assert err.value.code == 15014 and next(iter(attrs)) in str(err.value), attrs
+
+
 @pytest.mark.parametrize("bad", ["(n1:ncpus=2", "(:ncpus=1)", "n1:ncpus=1", "(n1:ncpus)",
                                  "(n1)(n2)", "(n1)++(n2)", "(n1:ncpus=2)+", "()"])
 def test_an_exec_vnode_not_shaped_as_pbs_writes_it_is_refused(bad):
