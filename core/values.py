@@ -692,6 +692,8 @@ UNSUPPORTED_JOB_ATTRIBUTES = {
     "group_list": "-W group_list (the job runs with its owner's primary group)",
     "array_indices_submitted": "job arrays (-J)",
     "interactive": "interactive jobs (-I)",
+    "stagein": "-W stagein (no file staging on one machine)",
+    "stageout": "-W stageout (no file staging on one machine)",
 }
 #: What qsub sends that the server sets itself: ignored in a request, as PBS's server does.
 SERVER_OVERRIDES = frozenset({"Job_Owner"})
@@ -764,6 +766,9 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
                            "supported by the local engine")
         if name in UNSUPPORTED_JOB_ATTRIBUTES:
             continue
+        if name == "sandbox" and isinstance(value, str) and value.strip().upper() == "PRIVATE":
+            raise BadValue(PBSE_NOSUP, name, "-W sandbox=PRIVATE (a job runs in "
+                           "PBS_O_WORKDIR) is not supported by the local engine")
         rule = JOB_ATTRIBUTES.get(name)
         if rule is None:
             plugin_def = extra.get(name)

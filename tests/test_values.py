@@ -84,11 +84,15 @@ def test_a_request_is_checked_attribute_by_attribute():
                         ({"group_list": "g"}, 15029), ({"Priority": 2000}, 15014),
                         ({"Resource_List": {"nosuch": 1}}, 15035),
                         ({"Variable_List": {"A": 1}}, 15014), ({"Hold_Types": "x"}, 15014),
-                        ({"comment": "mine"}, 15003)):
+                        ({"comment": "mine"}, 15003),
+                        # refused by qsub (15029); a raw request was stored and ignored
+                        ({"stagein": "in@h:/data/in"}, 15029), ({"stageout": "o@h:/o"}, 15029),
+                        ({"sandbox": "private"}, 15029)):
         with pytest.raises(values.BadValue) as err:
             values.job_request(attrs, "user", {})
         assert err.value.code == code, attrs
     assert values.job_request({"comment": "ok"}, "operator", {}) == {"comment": "ok"}
+    assert values.job_request({"sandbox": "HOME"}, "user", {}) == {"sandbox": "HOME"}
 
 
 def test_a_plugins_job_attribute_meets_the_rules_of_its_type():
