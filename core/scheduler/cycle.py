@@ -85,6 +85,7 @@ from .model import (
     match_text,
     parse_node_sort_key,
     resource_amount,
+    resource_type,
 )
 from .runlimits import RunLimits
 
@@ -420,6 +421,7 @@ class Scheduler:
         t0 = time.perf_counter()
         self._impl_cache = {}
         self._defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
+        self._set_sizes: dict[str, dict[str | None, int]] = {}  # see _placement_sets
         if snap.resource_types != self._types:
             # Values are read by their resources' types: what was read by others is not
             # kept (a custom resource made, deleted or of another type; rare).
@@ -781,6 +783,7 @@ class Scheduler:
         if kept.released == -INFINITY:
             return True
         if kept.released > top.start and (info.place.arrangement == "pack"
+                                          or info.place.group is not None
                                           or kept.released_rank <= top.last_rank
                                           or any(exclusivity(info.place, sharing) == EXCLHOST
                                                  for sharing in kept.sharings)):
@@ -1626,22 +1629,26 @@ class Scheduler:
         memo = self._ever_memo
         shape = info.shape[0]  # the resources and place; the walltime does not matter here
         if shape not in memo:
-            saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
-            kept = self._kept
-            if kept.empty is None:
-                kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
-            self.calendar = kept.empty
-            self._now_cache, self._future_hard = {}, {}
-            saved_undo, self._undo = self._undo, None
-            try:
-                memo[shape] = self._fit(info, self.now, self.now + 1, soft=False,
-                                             now_mode=False,
-                                             plan_from_ok=lambda v: True) is not None
-            finally:
-                self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
-                                                                     saved_future)
-                self._undo = saved_undo
+            memo[shape] = self._on_empty(lambda: self._fit(
+                info, self.now, self.now + 1, soft=False, now_mode=False,
+                plan_from_ok=lambda v: True) is not None)
         return memo[shape]
+
+    def _on_empty(self, call: Callable[[], bool]) -> bool:
+        """`call()` with the slice's vnodes seen empty (a calendar of nothing booked)."""
+        saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
+        kept = self._kept
+        if kept.empty is None:
+            kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+        self.calendar = kept.empty
+        self._now_cache, self._future_hard = {}, {}
+        saved_undo, self._undo = self._undo, None
+        try:
+            return call()
+        finally:
+            self.calendar, self._now_cache, self._future_hard = (saved, saved_cache,
+                                                                 saved_future)
+            self._undo = saved_undo
 
     def _never_why(self, info: _JobInfo, now: float) -> str:
         """Which resource a job that can never run lacks, in PBS's words: ``Insufficient
@@ -1732,8 +1739,23 @@ class Scheduler:
             candidates = [v for v in self.order if ok(v)]
         if not candidates:
             return None
-        arrangement = info.place.arrangement
-        if arrangement == "pack":
+        if info.place.group is not None and self._a_set_holds(info):
+            # place=group=res: every chunk on vnodes of one value of res (PBS's placement
+            # set), the smallest set that fits first; a job no set could ever hold spans
+            # them (PBS's default, do_not_span_psets false).
+            for members in self._placement_sets(info.place.group, candidates):
+                chunks = self._arranged(info, members, start, end, soft, now_mode)
+                if chunks is not None:
+                    return chunks
+            self._most = None  # (one set's, not all of them)
+            return None
+        return self._arranged(info, candidates, start, end, soft, now_mode)
+
+    def _arranged(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float,
+                  end: float, soft: bool, now_mode: bool
+                  ) -> list[tuple[str, dict[str, int]]] | None:
+        """`_assign` over `candidates` as the job's arrangement wants: pack, on one host."""
+        if info.place.arrangement == "pack":
             for host_vnodes in _group_by_host(candidates):
                 chunks = self._assign(info, host_vnodes, start, end, soft, now_mode)
                 if chunks is not None:
@@ -1741,6 +1763,45 @@ class Scheduler:
             self._most = None  # (one host's, not all of them)
             return None
         return self._assign(info, candidates, start, end, soft, now_mode)
+
+    def _a_set_holds(self, info: _JobInfo) -> bool:
+        """Whether one of the job's placement sets (`_placement_sets`) holds it with
+        nothing on the vnodes, whatever their state."""
+        memo, key = self._ever_memo, (info.shape[0], "set")
+        if key not in memo:
+            def fits() -> bool:
+                return any(self._arranged(info, members, self.now, self.now + 1, False, False)
+                           is not None for members in self._placement_sets(
+                               info.place.group, list(self.vnodes.values())))
+            memo[key] = self._on_empty(fits)
+        return memo[key]
+
+    def _placement_sets(self, key: str, candidates: list[_VnodeInfo]
+                        ) -> list[list[_VnodeInfo]]:
+        """`candidates` grouped by their value of resource `key` (each of a string_array's
+        values: a vnode may be in several sets; those without it make a set of their own,
+        as PBS's do), in vnode order within a set; the sets in order of their size (all
+        their vnodes' ncpus, however busy), then of their first vnode."""
+        sizes: dict[str | None, int] | None = self._set_sizes.get(key)
+        if sizes is None:
+            sizes = self._set_sizes[key] = {}
+            for v in self.vnodes.values():
+                for value in self._set_values(v, key):
+                    sizes[value] = sizes.get(value, 0) + v.capacity.get("ncpus", 0)
+        sets: dict[str | None, list[_VnodeInfo]] = {}
+        for v in candidates:
+            for value in self._set_values(v, key):
+                sets.setdefault(value, []).append(v)
+        return [sets[value] for value in sorted(sets, key=sizes.__getitem__)]
+
+    def _set_values(self, v: _VnodeInfo, key: str) -> list[str | None]:
+        value = v.match.get(key)
+        if value is None:
+            amount = v.capacity.get(key)
+            return [None if amount is None else str(amount)]
+        if resource_type(key, self._types) == "string_array":
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return [value]
 
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
                 soft: bool, now_mode: bool) -> list[tuple[str, dict[str, int]]] | None:
@@ -2099,6 +2160,10 @@ class Scheduler:
                 arrangement == "scatter" and len(set(hosts)) != len(hosts)) or (
                 arrangement == "pack" and len(set(hosts)) > 1):
             return None
+        if info.place.group is not None and self._a_set_holds(info):
+            sets = [set(self._set_values(self.vnodes[n], info.place.group)) for n in names]
+            if not set.intersection(*sets):
+                return None  # (the chunks must share a placement set)
         given: dict[str, dict[str, int]] = {}
         out = []
         for name, (consumable, match, _shown) in zip(names, info.chunks, strict=True):
@@ -2174,6 +2239,7 @@ class Scheduler:
         # with no booking to start later, its room from t on is the room at t; else the
         # least room over its window, from the changes within it (`_fill`).
         counted = info.alike and info.place.arrangement == "free" and \
+            info.place.group is None and \
             set(info.chunks[0][0]) <= {"ncpus"}
         later = counted and bool(calendar.later(kind))
         # An estimate starts no sooner than one of the same shape made before it this

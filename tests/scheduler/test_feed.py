@@ -27,7 +27,8 @@ class Site:
         self.now = NOW
         self.seq = 0
         self.nodes = {f"n{i:02d}": {"state": "free", "resources_available": {
-            "ncpus": self.rng.choice([4, 8]), "mem": "32gb", "host": f"h{i // 2}"}}
+            "ncpus": self.rng.choice([4, 8]), "mem": "32gb", "host": f"h{i // 2}",
+            **({"switch": f"s{i % 3}"} if i % 4 else {})}}  # (a few on no switch)
             for i in range(12)}
         self.queues = {"workq": {"queue_type": "Execution", "started": True, "enabled": True},
                        "fast": {"queue_type": "Execution", "started": True, "enabled": True,
@@ -44,7 +45,8 @@ class Site:
         if self.rng.random() < 0.8:
             res["walltime"] = format_duration(self.rng.choice([600, 1800, 3600, 7200]))
         if self.rng.random() < 0.2:
-            res["place"] = self.rng.choice(["scatter", "pack", "excl"])
+            res["place"] = self.rng.choice(["scatter", "pack", "excl", "group=switch",
+                                            "scatter:group=switch"])
         attrs = {"queue": self.rng.choice(["workq", "workq", "fast"]), "job_state": "Q",
                  "Resource_List": res, "qtime": int(self.now), "Hold_Types": "n"}
         if self.rng.random() < 0.1:

@@ -112,6 +112,49 @@ def test_a_job_without_a_select_asks_its_chunk_for_its_host_level_resources():
     assert result.comments["2.s"].startswith("Can Never Run")
 
 
+def switches():
+    """OpenPBS 23.06's host vm: its natural vnode vm (two cpus, no switch), vm[0] and vm[1]
+    on switch A, vm[2] to vm[4] on switch B, one cpu each."""
+    return [vnode("vm", ncpus=2, host="vm")] + [
+        vnode(f"vm[{i}]", ncpus=1, host="vm", resources={"switch": "AABBB"[i]})
+        for i in range(5)]
+
+
+@pytest.mark.parametrize("count, exec_vnode", [
+    # What OpenPBS 23.06 ran with place=group=switch (its default do_not_span_psets false):
+    (2, "(vm:ncpus=1)+(vm:ncpus=1)"),    # the vnodes without a switch are a set too
+    (3, "(vm[2]:ncpus=1)+(vm[3]:ncpus=1)+(vm[4]:ncpus=1)"),  # only B holds 3
+    (4, "(vm:ncpus=1)+(vm:ncpus=1)+(vm[0]:ncpus=1)+(vm[1]:ncpus=1)"),  # none: it spans
+    (5, "(vm:ncpus=1)+(vm:ncpus=1)+(vm[0]:ncpus=1)+(vm[1]:ncpus=1)+(vm[2]:ncpus=1)"),
+])
+def test_place_group_keeps_a_job_in_one_set_the_smallest_first_else_spans(count,
+                                                                           exec_vnode):
+    snap = snapshot(switches(), [job(f"{count}:ncpus=1", id="1.s", place="group=switch")])
+    snap.resource_types = {"switch": "string"}
+    assert started(cycle(snap)) == {"1.s": exec_vnode}
+
+
+def test_place_group_waits_for_the_set_that_holds_it_rather_than_span():
+    """OpenPBS 23.06, with vm[2] busy: 'Not Running: Placement set switch=B has too few
+    free resources'; A and the vnodes without a switch have three cpus free between them."""
+    busy = running("1:ncpus=1", "(vm[2]:ncpus=1)", "00:30:00", id="9.s")
+    snap = snapshot(switches(), [busy, job("3:ncpus=1", id="1.s", place="group=switch")])
+    snap.resource_types = {"switch": "string"}
+    result = cycle(snap)
+    assert started(result) == {}
+    assert result.estimates["1.s"].exec_vnode == \
+        "(vm[2]:ncpus=1)+(vm[3]:ncpus=1)+(vm[4]:ncpus=1)"
+    assert result.estimates["1.s"].start_time == NOW + 1800
+
+
+def test_place_group_on_a_string_array_puts_a_vnode_in_each_of_its_sets():
+    vnodes = [vnode("x0", resources={"switch": "A,B"}), vnode("x1", resources={"switch": "B"}),
+              vnode("x2", resources={"switch": "C"})]
+    snap = snapshot(vnodes, [job("2:ncpus=4", id="1.s", place="group=switch")])
+    snap.resource_types = {"switch": "string_array"}
+    assert started(cycle(snap)) == {"1.s": "(x0:ncpus=4)+(x1:ncpus=4)"}
+
+
 def busy_machine():
     """n1 is fully used for an hour; n2 is free. A wants both; B is short, C is long."""
     vnodes = [vnode("n1"), vnode("n2")]
