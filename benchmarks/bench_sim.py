@@ -17,6 +17,8 @@ Rows (issue 20):
   time left is the simulator's own (the trace, the jobs' lives, the hosts' accounting, the
   output files). The goal's time minus it is what the scheduler may take at most.
   --split-ricc does the same for RICC after its row.
+- The floor: EASY on KTH-SP2 in plain Python on one count of free cpus, nothing of PBS and
+  no output (`one_floor`): what the language charges for the rule, beside the goal's time.
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
   driver) against always-on, on KTH-SP2 (about 2 minutes) and RICC with --power-ricc
   (about an hour for all of it; --ricc-limit N for its first N jobs).
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import platform
 import resource
@@ -148,6 +151,78 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
                for name in ("out_jobs.csv", "out_machine_states.csv", "out_series.csv",
                             "metrics.json", "metrics.txt"))
     return {"jobs": summary.jobs + summary.rejected, "wall": wall, "same": same}
+
+
+def one_floor(trace: str, limit: int | None = None) -> dict:
+    """The floor: what Python itself charges for EASY on this trace. Each job is three
+    numbers (cpus, requested time, run time) read from its SWF line; the machine is one
+    count of free cpus; at each instant, ends, then submissions, then jobs start in order
+    while they fit, and when the first does not, its shadow time (the running jobs' ends
+    by requested time, in order, until enough cpus are free) lets a later job start if it
+    fits now and ends by then or takes no more than the cpus left over at that time. A job
+    runs its recorded time, at most its requested time. No PBS rule (vnodes, chunks,
+    hooks, attributes) and no output: a reference for the goal's time, not a scheduler."""
+    import gzip
+    import heapq
+
+    t0 = time.perf_counter()
+    jobs, total = [], 0
+    with gzip.open(trace, "rt") as lines:
+        for line in lines:
+            fields = line.split()
+            if not fields or fields[0].startswith(";"):
+                if fields[1:2] == ["MaxProcs:"]:
+                    total = int(fields[2])
+                continue
+            cpus = int(fields[7]) if int(fields[7]) > 0 else int(fields[4])
+            if cpus <= 0:
+                continue
+            run = max(int(fields[3]), 0)
+            asked = int(fields[8]) if int(fields[8]) > 0 else run
+            jobs.append((int(fields[1]), int(fields[0]), cpus, max(asked, 1), run))
+            if len(jobs) == limit:
+                break
+    jobs.sort()
+    free, queue, ends, planned = total, [], [], {}
+    waited, count, i = 0.0, 0, 0
+
+    def start(job: tuple, now: int) -> None:
+        nonlocal free, waited, count
+        free -= job[2]
+        heapq.heappush(ends, (now + min(job[4], job[3]), job[1], job[2]))
+        planned[job[1]] = (now + job[3], job[2])
+        waited += now - job[0]
+        count += 1
+
+    while i < len(jobs) or ends:
+        now = min(ends[0][0] if ends else math.inf, jobs[i][0] if i < len(jobs) else math.inf)
+        while ends and ends[0][0] <= now:
+            _, number, cpus = heapq.heappop(ends)
+            free += cpus
+            del planned[number]
+        while i < len(jobs) and jobs[i][0] <= now:
+            queue.append(jobs[i])
+            i += 1
+        while queue and queue[0][2] <= free:
+            start(queue.pop(0), now)
+        if not queue or not free:
+            continue
+        have, shadow, spare = free, math.inf, 0
+        for end, cpus in sorted(planned.values()):
+            have += cpus
+            if have >= queue[0][2]:
+                shadow, spare = end, have - queue[0][2]
+                break
+        k = 1
+        while k < len(queue) and free:
+            job = queue[k]
+            if job[2] <= free and (now + job[3] <= shadow or job[2] <= spare):
+                if now + job[3] > shadow:
+                    spare -= job[2]
+                start(queue.pop(k), now)
+            else:
+                k += 1
+    return {"jobs": count, "wall": time.perf_counter() - t0, "mean_wait": waited / count}
 
 
 def split_child(trace: Path, limit: int | None) -> dict:
@@ -400,6 +475,10 @@ def main() -> None:
           f"{'the same files' if alone['same'] else 'OTHER FILES'}): {alone['wall']:.2f} s of "
           f"{kth['wall']:.2f} s, the scheduler {kth['wall'] - alone['wall']:.2f} s; the goal's "
           f"time for the whole replay: {goal:.2f} s")
+    floor = in_child(f"one_floor({str(KTH)!r})")
+    print(f"the floor (EASY on one count of free cpus in plain Python, `one_floor`: no PBS "
+          f"rule, no output): {floor['wall']:.2f} s for {floor['jobs']:,} jobs, the goal "
+          f"{goal / floor['wall']:.1f}x it, pbsplug {kth['wall'] / floor['wall']:.0f}x it")
 
     if not args.skip_ricc:
         ricc = run_child(RICC, args.ricc_limit, kill=True)
@@ -410,6 +489,8 @@ def main() -> None:
               f"mean wait {ricc['mean_wait']:,.0f} s, mean BSLD {ricc['bsld']:.1f} "
               f"(goal all jobs <= 60 s, <= 150 MB: "
               f"{'met' if met else 'MISSED'})")
+        floor = in_child(f"one_floor({str(RICC)!r}, {args.ricc_limit!r})")
+        print(f"the floor (as for KTH-SP2): {floor['wall']:.1f} s for {floor['jobs']:,} jobs")
         if args.split_ricc:
             alone = split_child(RICC, args.ricc_limit)
             print(f"the simulator alone (each cycle's result replayed, "
