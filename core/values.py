@@ -722,9 +722,10 @@ def job_value(name: str, value: Any, custom: Mapping[str, str] | None = None) ->
 def plugin_value(kind: str, attr: str, value: Any) -> Any:
     """A client's value of a plugin-registered attribute of type `kind` (`attributes`),
     by the rules a built-in one of that type meets, before the plugin's own check: text
-    without control characters and at most `MAX_STRING` long, a size or duration that
-    reads (stored as PBS writes them), a finite float, a long in range. `BadValue` names
-    what is wrong."""
+    without control characters and at most `MAX_STRING` long, a size that reads (stored as
+    PBS writes it, ``4gb``), a duration in whole seconds, a finite float, a long in range:
+    what qmgr stores for the same attribute from its text. `BadValue` names what is
+    wrong."""
     if kind == "string":
         return text(value, attr)
     if kind == "string_array":
@@ -743,7 +744,7 @@ def plugin_value(kind: str, attr: str, value: Any) -> Any:
     if kind == "size":
         return size(value, attr)
     if kind == "duration":
-        return format_duration(seconds(value, attr))
+        return seconds(value, attr)
     return value
 
 

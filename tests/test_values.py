@@ -112,7 +112,7 @@ def test_a_plugins_job_attribute_meets_the_rules_of_its_type():
 
     assert request(note="fine", scratch="4GB", tags=["a", "b"], grace="90",
                    weight=1.5) == {"note": "fine", "scratch": "4gb", "tags": ["a", "b"],
-                                   "grace": "00:01:30", "weight": 1.5}
+                                   "grace": 90, "weight": 1.5}
     for attrs in ({"note": "a\nJob Id: 9.x"}, {"note": "x" * (values.MAX_STRING + 1)},
                   {"scratch": " lots of "}, {"tags": ["a", "b\x00"]}, {"tags": "a"},
                   {"grace": "soon"}, {"weight": float("nan")}):

@@ -832,7 +832,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
             raise ValueError("expected an integer")
         return int(text)
     if kind == "float":
-        return float(text)
+        return values.number(text, defn.name)  # (finite: nan and inf are no amounts)
     if kind in ("string_array", "acl"):
         items = [v.strip() for v in text.split(",")]
         items = [values.text(v, defn.name) for v in items if v]  # no control characters

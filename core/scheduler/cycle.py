@@ -422,6 +422,8 @@ class Scheduler:
         self._impl_cache = {}
         self._defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
         self._set_sizes: dict[str, dict[str | None, int]] = {}  # see _placement_sets
+        #: Inside a reservation, its vnodes and what it holds of each (`_a_set_holds`).
+        self._set_world: dict[str, dict[str, int]] | None = None
         if snap.resource_types != self._types:
             # Values are read by their resources' types: what was read by others is not
             # kept (a custom resource made, deleted or of another type; rare).
@@ -1607,12 +1609,12 @@ class Scheduler:
             if over:
                 inside.book(name, Booking(-INFINITY, INFINITY, over, False, True, "#outside"))
         saved = self.calendar
-        self.calendar = inside
+        self.calendar, self._set_world = inside, allocation
         try:
             chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
                                now_mode=False, plan_from_ok=lambda v: v.name in allocation)
         finally:
-            self.calendar = saved
+            self.calendar, self._set_world = saved, None
         if chunks is None:
             result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
                                             "in the reservation")
@@ -1634,13 +1636,18 @@ class Scheduler:
                 plan_from_ok=lambda v: True) is not None)
         return memo[shape]
 
-    def _on_empty(self, call: Callable[[], bool]) -> bool:
-        """`call()` with the slice's vnodes seen empty (a calendar of nothing booked)."""
+    def _on_empty(self, call: Callable[[], bool],
+                  capacity: dict[str, dict[str, int]] | None = None) -> bool:
+        """`call()` with the slice's vnodes seen empty (a calendar of nothing booked), or
+        only those of `capacity`, with that much of each."""
         saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
         kept = self._kept
-        if kept.empty is None:
-            kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
-        self.calendar = kept.empty
+        if capacity is not None:
+            self.calendar = Calendar(capacity)
+        else:
+            if kept.empty is None:
+                kept.empty = Calendar({n: v.capacity for n, v in self.vnodes.items()})
+            self.calendar = kept.empty
         self._now_cache, self._future_hard = {}, {}
         saved_undo, self._undo = self._undo, None
         try:
@@ -1766,15 +1773,23 @@ class Scheduler:
 
     def _a_set_holds(self, info: _JobInfo) -> bool:
         """Whether one of the job's placement sets (`_placement_sets`) holds it with
-        nothing on the vnodes, whatever their state."""
+        nothing on the vnodes, whatever their state: the slice's vnodes, or inside a
+        reservation (`_set_world`) the reservation's, as much of each as it holds."""
+        world = self._set_world
         memo, key = self._ever_memo, (info.shape[0], "set")
-        if key not in memo:
-            def fits() -> bool:
-                return any(self._arranged(info, members, self.now, self.now + 1, False, False)
-                           is not None for members in self._placement_sets(
-                               info.place.group, list(self.vnodes.values())))
-            memo[key] = self._on_empty(fits)
-        return memo[key]
+        if world is None and key in memo:
+            return memo[key]
+        vnodes = list(self.vnodes.values()) if world is None else [
+            v for v in self.order if v.name in world]
+
+        def fits() -> bool:
+            return any(self._arranged(info, members, self.now, self.now + 1, False, False)
+                       is not None for members in self._placement_sets(info.place.group,
+                                                                       vnodes))
+        answer = self._on_empty(fits, world)
+        if world is None:
+            memo[key] = answer
+        return answer
 
     def _placement_sets(self, key: str, candidates: list[_VnodeInfo]
                         ) -> list[list[_VnodeInfo]]:
@@ -1800,7 +1815,7 @@ class Scheduler:
             amount = v.capacity.get(key)
             return [None if amount is None else str(amount)]
         if resource_type(key, self._types) == "string_array":
-            return [part.strip() for part in value.split(",") if part.strip()]
+            return [part.strip() for part in value.split(",") if part.strip()] or [None]
         return [value]
 
     def _assign(self, info: _JobInfo, candidates: list[_VnodeInfo], start: float, end: float,
@@ -2548,6 +2563,14 @@ def formula_problem(text: str) -> str | None:
     return None
 
 
+def _formula_amount(name: str, value: Any) -> int:
+    """A resource value as job_sort_formula counts it: its amount (`resource_amount`; a
+    layout resource's, mpiprocs=4, too), else 0."""
+    if name in LAYOUT_RESOURCES:  # (no amount a vnode holds, but a count: mpiprocs=4)
+        return int(value) if str(value).isdigit() else 0
+    return resource_amount(name, value) or 0
+
+
 def _compile_formula(text: str | None):
     """job_sort_formula as a function of (job, queue_priority, now). Arithmetic (+ - * / % **,
     parentheses, numbers) over resource names from Resource_List (sizes in bytes, durations
@@ -2598,15 +2621,14 @@ def _compile_formula(text: str | None):
                     # What the chunks ask for in all, as PBS's server sets the job-wide
                     # value from the select (a job-wide value written beside it does not
                     # count); a chunk that does not name it asks for none.
-                    return float(sum(c.count * (resource_amount(name, c.resources[name]) or 0)
+                    return float(sum(c.count * _formula_amount(name, c.resources[name])
                                      for c in named))
             value = job.Resource_List[name]
             if value is None:
                 return 0.0
             if name in ("walltime", "cput"):
                 return float(parse_duration(value))
-            amount = resource_amount(name, value)
-            return float(amount) if amount is not None else 0.0
+            return float(_formula_amount(name, value))
 
         return float(evaluate(tree, env))
 

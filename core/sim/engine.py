@@ -854,7 +854,8 @@ class Simulator:
             if forget is not None:
                 forget(name, None)
             attrs = store[name]
-            if (before <= 0) != (after <= 0):  # free <-> job-busy, as the engine tracks it
+            flipped = (before <= 0) != (after <= 0)
+            if flipped:  # free <-> job-busy, as the engine tracks it
                 attrs["last_state_change_time"] = now
             index, host = slots[name]
             host.busy += sign * ncpus
@@ -863,7 +864,7 @@ class Simulator:
                 attrs["last_used_time"] = now
                 if length is not None:
                     energy += host.figures["busy"] * length * ncpus / host.cpus
-            if self._sort_by_use:
+            if self._sort_by_use and (flipped or sign < 0):
                 self.vnodes[name] = Vnode(name, attrs)
                 self._vnode_log.changed(name)
         run.energy = energy

@@ -148,11 +148,62 @@ def test_place_group_waits_for_the_set_that_holds_it_rather_than_span():
 
 
 def test_place_group_on_a_string_array_puts_a_vnode_in_each_of_its_sets():
-    vnodes = [vnode("x0", resources={"switch": "A,B"}), vnode("x1", resources={"switch": "B"}),
-              vnode("x2", resources={"switch": "C"})]
-    snap = snapshot(vnodes, [job("2:ncpus=4", id="1.s", place="group=switch")])
+    """x1 is on switches A and B: B (x1, x2, x3) holds three chunks. Read as one text,
+    "A,B" would be a set of its own, no set would hold three, and the job would span."""
+    vnodes = [vnode("x0", resources={"switch": "A"}), vnode("x1", resources={"switch": "A,B"}),
+              vnode("x2", resources={"switch": "B"}), vnode("x3", resources={"switch": "B"})]
+    snap = snapshot(vnodes, [job("3:ncpus=4", id="1.s", place="group=switch")])
     snap.resource_types = {"switch": "string_array"}
-    assert started(cycle(snap)) == {"1.s": "(x0:ncpus=4)+(x1:ncpus=4)"}
+    assert started(cycle(snap)) == {"1.s": "(x1:ncpus=4)+(x2:ncpus=4)+(x3:ncpus=4)"}
+
+
+def test_place_group_tries_the_smallest_set_first_not_the_first_in_vnode_order():
+    vnodes = [vnode(f"b{i}", ncpus=2, resources={"switch": "B"}) for i in range(3)] + [
+        vnode(f"a{i}", ncpus=2, resources={"switch": "A"}) for i in range(2)]
+    snap = snapshot(vnodes, [job("2:ncpus=2", id="1.s", place="group=switch")])
+    assert started(cycle(snap)) == {"1.s": "(a0:ncpus=2)+(a1:ncpus=2)"}
+
+
+def test_place_group_inside_a_reservation_reads_the_sets_of_its_vnodes():
+    """The reservation holds v0 (switch A) and v2 (B): no set of its vnodes holds two
+    chunks, so the job spans them there (it waited for ever, as one set of the machine
+    holds it)."""
+    vnodes = [vnode(f"v{i}", ncpus=1, resources={"switch": "AABBB"[i]}) for i in range(5)]
+    queues = {"workq": Queue("workq", {}), "R1": Queue("R1", {})}
+    held = resv("R1", "2:ncpus=1", NOW - 10, NOW + HOUR, state="RUNNING", queue="R1",
+                resv_nodes="(v0:ncpus=1)+(v2:ncpus=1)")
+    inside = job("2:ncpus=1", "00:10:00", queue="R1", id="1.s", place="group=switch")
+    result = cycle(snapshot(vnodes, [inside], queues, reservations=[held]))
+    assert started(result) == {"1.s": "(v0:ncpus=1)+(v2:ncpus=1)"}
+
+
+def test_a_placement_hooks_choice_across_two_sets_is_not_taken(tmp_path):
+    from pbsplug import PluginSet, hookimpl
+    from pbsplug.siteconfig import SiteConfig
+
+    asked = []
+
+    class Across:
+        @hookimpl
+        def sched_node_placement(self, placement):
+            asked.append(placement.job.id)
+            return ["a0", "b0"]  # the first vnode of each set: breaks the group
+
+    vnodes = [vnode("a0", resources={"switch": "A"}), vnode("a1", resources={"switch": "A"}),
+              vnode("b0", resources={"switch": "B"})]
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    assert plugins.add("across", Across(), enable=True).status == "enabled"
+    sched = Scheduler(policy=Policy(), hooks=plugins.hook)
+    result = sched.cycle(snapshot(vnodes, [job("2:ncpus=4", id="1.s",
+                                                 place="group=switch")]), NOW)
+    assert asked and started(result) == {"1.s": "(a0:ncpus=4)+(a1:ncpus=4)"}
+
+
+def test_job_sort_formula_counts_mpiprocs_as_the_chunks_ask():
+    jobs = [job("2:ncpus=1:mpiprocs=4", id="1.s"), job("1:ncpus=1:mpiprocs=2", id="2.s")]
+    result = cycle(snapshot([vnode("n1", ncpus=2)], jobs), job_sort_formula="-mpiprocs",
+                   strict_ordering=True)
+    assert started(result) == {"2.s": "(n1:ncpus=1:mpiprocs=2)"}
 
 
 def busy_machine():
