@@ -1442,7 +1442,7 @@ class Scheduler:
                 blocked = True
             if not is_top and estimates_left <= 0:
                 if not quiet:
-                    result.comments[job.id] = _comment(blocked, info, top_jobs)
+                    result.comments[job.id] = self._waiting(blocked, info, top_jobs)
                 continue
             if is_top and lazy:
                 top_jobs.append(job.id)
@@ -1464,7 +1464,7 @@ class Scheduler:
                                   hard=False)
                 result.estimates[job.id] = self._estimate(info, start, planned)
                 estimates_left -= 1
-            result.comments[job.id] = _comment(blocked, info, top_jobs)
+            result.comments[job.id] = self._waiting(blocked, info, top_jobs)
         result.top_jobs = top_jobs
 
     def _estimate(self, info: _JobInfo, start: float,
@@ -1750,7 +1750,7 @@ class Scheduler:
             # place=group=res: every chunk on vnodes of one value of res (PBS's placement
             # set), the smallest set that fits first; a job no set could ever hold spans
             # them (PBS's default, do_not_span_psets false).
-            for members in self._placement_sets(info.place.group, candidates):
+            for _, members in self._placement_sets(info.place.group, candidates):
                 chunks = self._arranged(info, members, start, end, soft, now_mode)
                 if chunks is not None:
                     return chunks
@@ -1775,28 +1775,47 @@ class Scheduler:
         """Whether one of the job's placement sets (`_placement_sets`) holds it with
         nothing on the vnodes, whatever their state: the slice's vnodes, or inside a
         reservation (`_set_world`) the reservation's, as much of each as it holds."""
+        return self._holding_set(info)[0]
+
+    def _holding_set(self, info: _JobInfo) -> tuple[bool, str | None]:
+        """(`_a_set_holds`, and the resource's value of the first set that holds the job:
+        None for the set of vnodes without it)."""
         world = self._set_world
         memo, key = self._ever_memo, (info.shape[0], "set")
         if world is None and key in memo:
             return memo[key]
+        group = info.place.group
         vnodes = list(self.vnodes.values()) if world is None else [
             v for v in self.order if v.name in world]
 
-        def fits() -> bool:
-            return any(self._arranged(info, members, self.now, self.now + 1, False, False)
-                       is not None for members in self._placement_sets(info.place.group,
-                                                                       vnodes))
-        answer = self._on_empty(fits, world)
+        def first() -> tuple[bool, str | None]:
+            for value, members in self._placement_sets(group, vnodes):
+                if self._arranged(info, members, self.now, self.now + 1, False,
+                                  False) is not None:
+                    return True, value
+            return False, None
+        answer = self._on_empty(first, world)
         if world is None:
             memo[key] = answer
         return answer
 
+    def _waiting(self, blocked: bool, info: _JobInfo, top_jobs: list[str]) -> str:
+        """Why a job that fits nowhere now waits (`_comment`), naming for a group job the
+        placement set that holds it, as PBS's scheduler does."""
+        if not blocked and not top_jobs and info.place.group is not None:
+            holds, value = self._holding_set(info)
+            if holds and value is not None:
+                return (f"Not Running: Placement set {info.place.group}={value} has too "
+                        "few free resources")
+        return _comment(blocked, info, top_jobs)
+
     def _placement_sets(self, key: str, candidates: list[_VnodeInfo]
-                        ) -> list[list[_VnodeInfo]]:
+                        ) -> list[tuple[str | None, list[_VnodeInfo]]]:
         """`candidates` grouped by their value of resource `key` (each of a string_array's
         values: a vnode may be in several sets; those without it make a set of their own,
-        as PBS's do), in vnode order within a set; the sets in order of their size (all
-        their vnodes' ncpus, however busy), then of their first vnode."""
+        value None, as PBS's do), in vnode order within a set: (value, vnodes) per set, in
+        order of their size (all their vnodes' ncpus, however busy), then of their first
+        vnode."""
         sizes: dict[str | None, int] | None = self._set_sizes.get(key)
         if sizes is None:
             sizes = self._set_sizes[key] = {}
@@ -1807,7 +1826,7 @@ class Scheduler:
         for v in candidates:
             for value in self._set_values(v, key):
                 sets.setdefault(value, []).append(v)
-        return [sets[value] for value in sorted(sets, key=sizes.__getitem__)]
+        return [(value, sets[value]) for value in sorted(sets, key=sizes.__getitem__)]
 
     def _set_values(self, v: _VnodeInfo, key: str) -> list[str | None]:
         value = v.match.get(key)

@@ -145,6 +145,8 @@ def test_place_group_waits_for_the_set_that_holds_it_rather_than_span():
     assert result.estimates["1.s"].exec_vnode == \
         "(vm[2]:ncpus=1)+(vm[3]:ncpus=1)+(vm[4]:ncpus=1)"
     assert result.estimates["1.s"].start_time == NOW + 1800
+    assert result.comments["1.s"] == \
+        "Not Running: Placement set switch=B has too few free resources"
 
 
 def test_place_group_on_a_string_array_puts_a_vnode_in_each_of_its_sets():
