@@ -565,3 +565,35 @@ def test_a_vnode_whose_priority_changed_is_placed_by_its_new_priority():
     assert [d.exec_vnode for d in sched.cycle(snap, NOW + 2).run] == ["(n1:ncpus=1)"]
     assert [d.exec_vnode for d in Scheduler(policy=Policy()).cycle(snap, NOW + 2).run] == [
         "(n1:ncpus=1)"]
+
+
+def test_a_kept_plan_of_a_group_job_is_made_again_when_a_smaller_set_frees():
+    """The top job (two one-cpu chunks, place=group=switch) is planned on switch A (three
+    vnodes) at +1000, when A frees; B (two vnodes) is busy until +2000 and +1000. When B's
+    first job ends early, B holds the job at +1000 too and, smaller, is its set: a kept plan
+    is not kept past an end on a vnode after its own (first fit would never reach there,
+    but sets are tried smallest first)."""
+    policy = Policy(strict_ordering=True, estimate_limit=100)
+    feed, sched = Feed(), Scheduler(policy=policy)
+    feed.set_server("srv", {})
+    feed.set_queues(QUEUES)
+    nodes = {n: {"state": "free", "resources_available": {"ncpus": 1, "switch": n[0]}}
+             for n in ("a0", "a1", "a2", "b0", "b1")}
+    jobs = {"1.srv": running_row(NOW, "(a0:ncpus=1)+(a1:ncpus=1)+(a2:ncpus=1)", "3:ncpus=1",
+                                 "00:16:40"),
+            "2.srv": running_row(NOW, "(b0:ncpus=1)", "1:ncpus=1", "00:33:20"),
+            "3.srv": running_row(NOW, "(b1:ncpus=1)", "1:ncpus=1", "00:16:40"),
+            "4.srv": {**queued(4, "2:ncpus=1", "00:05:00"),
+                      "Resource_List": {"select": "2:ncpus=1", "walltime": "00:05:00",
+                                        "place": "group=switch"}}}
+    feed.set_vnodes(nodes)
+    feed.set_jobs(jobs)
+    first = sched.cycle(feed.snapshot([]), NOW)
+    assert first.estimates["4.srv"].exec_vnode == "(a0:ncpus=1)+(a1:ncpus=1)"
+    assert sched._kept.top is not None
+    del jobs["2.srv"]  # ends early
+    feed.set_jobs(jobs)
+    second = sched.cycle(feed.snapshot([]), NOW + 10)
+    new = Scheduler(policy=policy).cycle(feed.snapshot([]), NOW + 10)
+    assert new.estimates["4.srv"].exec_vnode == "(b0:ncpus=1)+(b1:ncpus=1)"
+    assert (second.run, second.estimates) == (new.run, new.estimates)
