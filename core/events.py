@@ -83,6 +83,8 @@ class EventSpec:
     def may_write_job(self, attr: str) -> bool:
         if attr in _JOB_SYSTEM:
             return attr == "resources_used" and self.host
+        if attr == "queue":  # a queuejob hook routes a new job (checked as qsub -q is);
+            return self.name == "queuejob"  # later only qmove moves it, with its checks
         if self.job_writable is None:
             return True
         return attr in self.job_writable

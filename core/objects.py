@@ -126,6 +126,8 @@ class PbsObject:
     kind = "object"
     #: Attributes no hook may ever write.
     always_readonly: frozenset[str] = frozenset()
+    #: Attributes a hook may change but never unset (None).
+    required: frozenset[str] = frozenset()
 
     __slots__ = ("_name", "_attrs", "_changes", "_guard", "_read")
 
@@ -198,6 +200,8 @@ class PbsObject:
             object.__setattr__(self, key, value)
             return
         self._check_write(key, key)
+        if value is None and key in self.required:
+            raise ValueError(f"{self.kind} attribute '{key}' cannot be unset")
         # PBS's types refuse a bad value when it is set (a hook's exception), so nothing
         # invalid reaches the server.
         value = values.object_value(self.kind, key, value)
@@ -392,7 +396,14 @@ class Reservation(PbsObject):
     ``resv_nodes``, ``queue``, ``partition``, ..."""
 
     kind = "resv"
-    always_readonly = frozenset({"resvid", "partition"})
+    #: What the server and its scheduler own (PBS's hooks may not set them either): a
+    #: resvsub hook that set reserve_state or queue ran a reservation nobody confirmed and
+    #: took another queue's jobs at its end.
+    always_readonly = frozenset({"resvid", "partition", "reserve_state", "reserve_substate",
+                                 "queue", "resv_nodes", "Reserve_Owner", "euser", "egroup",
+                                 "server", "ctime", "mtime"})
+    #: What a reservation cannot be without: a hook may change them, never unset them.
+    required = frozenset({"reserve_start", "reserve_end", "reserve_duration"})
 
     @property
     def resvid(self) -> str:

@@ -918,6 +918,9 @@ def resv_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = N
                   ) -> dict[str, str]:
     """What is wrong with a stored reservation: attribute -> why."""
     problems: dict[str, str] = {}
+    for name in ("reserve_start", "reserve_end"):  # (every reservation has them)
+        if attrs.get(name) is None:
+            problems[name] = f"{name}: missing"
     for name in STORED_RESV_CHECKS:
         value = attrs.get(name)
         if value is None:

@@ -229,3 +229,10 @@ def test_a_cf_file_nested_too_deeply_or_not_utf8_names_the_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         read_cf(latin)
     assert str(latin) in str(err.value) and "UTF-8" in str(err.value)
+
+
+def test_a_stored_reservation_without_its_times_is_a_problem_to_set_aside():
+    """A reservation stored without reserve_end (a hook unset it) stopped every poll of
+    the server; it is now a bad row, set aside at start."""
+    assert "reserve_end" in values.resv_problems({"reserve_start": 1})
+    assert values.resv_problems({"reserve_start": 1, "reserve_end": 2}) == {}

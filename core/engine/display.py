@@ -112,8 +112,13 @@ _NAME_KEYS = frozenset({"id", "name", "resvid"})
 # -- values -----------------------------------------------------------------------------------
 
 def ctime(epoch: Any) -> str:
-    """``Mon Nov 23 01:53:58 2026``: ctime(3) in local time, without its newline."""
-    return time.ctime(int(float(epoch)))
+    """``Mon Nov 23 01:53:58 2026``: ctime(3) in local time, without its newline; a time
+    past what the platform's clock can show (an estimate behind a job of a 10^18 s
+    walltime) as its number of seconds, so that one job never stops qstat."""
+    try:
+        return time.ctime(int(float(epoch)))
+    except (OverflowError, OSError, ValueError):
+        return str(epoch)
 
 
 def job_state_letter(state: Any) -> str:

@@ -862,11 +862,12 @@ class Engine:
         self._resolve_depend([job_id])
 
     def _hold_types(self, caller: Caller, job_id: str, types: Any) -> str:
-        """qhold's and qrls's ``-h``: PBS's hold letters; ``o`` and ``s`` are operators'."""
+        """qhold's and qrls's ``-h``: PBS's hold letters; ``o``, ``s`` and ``p`` are
+        operators' (PBS keeps ``p``, the password hold, to root)."""
         if not isinstance(types, str) or not types or set(types) - set(HOLD_LETTERS):
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value Hold_Types: "
                            f"{types!r} is not of {HOLD_LETTERS}", obj=job_id)
-        if ("o" in types or "s" in types) and not caller.privileged:
+        if set(types) & {"o", "s", "p"} and not caller.privileged:
             raise PbsError(PBSE_PERM, obj=job_id)
         return types
 
@@ -906,7 +907,9 @@ class Engine:
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            "permission queue (use qmove)", obj=job_id)
         if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
-            if "Resource_List" in attrs or not caller.privileged:
+            # (depend holds a job still to run: on a running one it made its cpus look
+            # free; PBS gives it no alter-while-running flag either)
+            if "Resource_List" in attrs or "depend" in attrs or not caller.privileged:
                 raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
         if current["job_state"] in ("F", "X"):
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
@@ -915,13 +918,14 @@ class Engine:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
             self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {})
-        if "Hold_Types" in changes and current["job_state"] in ("Q", "H"):
+        if "Hold_Types" in changes and current["job_state"] in ("Q", "H", "W"):
             holds = str(changes["Hold_Types"] or "n")
             had = set(str(current.get("Hold_Types") or "n"))
             # Adding or removing an operator's or the system's hold is theirs to do.
             if (set(holds) ^ had) & {"o", "s", "p"} and not caller.privileged:
                 raise PbsError(PBSE_PERM, obj=job_id)
-            changes["job_state"] = "Q" if holds == "n" else "H"
+            changes["job_state"] = self._waiting("Q", {**current, **changes}) \
+                if holds == "n" else "H"
         if current["job_state"] in ("Q", "W") and "job_state" not in changes:
             changes["job_state"] = self._waiting("Q", {**current, **changes})
         befores = []
@@ -1615,13 +1619,17 @@ class Engine:
         tmpdir = self.home.tmp / f"pbs.{job_id}"
         nodefile = self.home.jobs / f"{seq}.nodes"
         ncpus = 0
-        lines = []
+        ranks = []  # MPI ranks per chunk: its mpiprocs, one at least
         for _name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
             if not res:  # the rest of a host the job holds whole (exclhost): no rank there
                 continue
             n = int(res.get("ncpus", 1) or 1)
             ncpus = ncpus or n
-            lines.extend([self.host] * max(1, int(res.get("mpiprocs", 1) or 1)))
+            ranks.append(max(1, int(res.get("mpiprocs", 1) or 1)))
+        if sum(ranks) > MAX_RANKS:  # (mpiprocs=10**12 would have the root server fill
+            raise ValueError(f"mpiprocs: {sum(ranks)} MPI ranks in all, more than "  # memory)
+                             f"{MAX_RANKS}")
+        lines = [self.host] * sum(ranks)
         user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
         # The nodefile and the script are the job's user's (0600 and 0700, as PBS keeps the
         # script) in jobs/, which others cannot list: the job reads them, nobody else.
@@ -2018,6 +2026,10 @@ def _fits(value: Any, hint: Any) -> bool:
             return False
         return True
     return True
+
+
+#: The most lines a job's PBS_NODEFILE has (one per MPI rank), on one machine.
+MAX_RANKS = 1 << 20
 
 
 def _shell_path(spec: Any, host: str) -> str | None:

@@ -7,6 +7,7 @@ and a hook whose failure escaped the runner while a job was starting."""
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from pbsplug.engine.server import ROLE_USER, Caller
 from pbsplug.hookattrs import MAX_SECONDS, HookAttributeError, HookAttributes, check_attributes
 from pbsplug.plugins import FAILED
 
+from .conftest import until
 from .test_server import plugin
 
 
@@ -181,3 +183,54 @@ def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(
     assert gone.value.code == 15007
     done = eng.req_qmgr(user, "list pbshook PBS_nosuch")
     assert done["code"] != 0 and "nauthorized" in str(done), done
+
+
+TAMPERER = """
+    @hookimpl
+    def resvsub(event):
+        name = event.resv.Reserve_Name
+        if name == "unset":
+            event.resv.reserve_end = None
+        elif name == "state":
+            event.resv.reserve_state = "RESV_RUNNING"
+        elif name == "queue":
+            event.resv.queue = "workq"
+
+    @hookimpl
+    def modifyjob(event):
+        if event.job.Job_Name == "moved":
+            event.job.queue = "nosuch"
+    """
+
+
+@pytest.mark.parametrize("name, why", [
+    ("unset", "'reserve_end' cannot be unset"),
+    ("state", "'reserve_state' is read-only"),
+    ("queue", "'queue' is read-only"),
+])
+def test_a_resvsub_hook_cannot_unset_the_times_or_write_what_the_server_owns(
+        dists, make_engine, name, why):
+    """Audit: a resvsub hook that unset reserve_end stopped every poll of the server (and
+    every restart); one that set reserve_state or queue ran a reservation nobody confirmed,
+    whose end killed workq's jobs and deleted workq."""
+    engine = make_engine(plugin(dists, "tamperer", TAMPERER, ("resvsub", "modifyjob")))
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00", "-N", name,
+                      "-l", "select=1:ncpus=1")
+    assert done.returncode != 0 and "encountered an exception" in done.stderr, done.stderr
+    until(lambda: why in engine.log(), what="the hook's error in the server log")
+    assert engine.client("stat_resvs") == {}
+    assert "workq" in engine.client("stat_queues")
+    assert engine.wait(engine.submit("true\n"))["Exit_status"] == 0  # the server goes on
+
+
+def test_a_modifyjob_hook_cannot_move_a_job(dists, make_engine):
+    """Audit: a modifyjob hook's job.queue was stored unchecked (a user's job ran inside
+    another user's reservation; or sat in a queue that does not exist). PBS's hooks may
+    not set queue there; a queuejob hook still routes a new job."""
+    engine = make_engine(plugin(dists, "tamperer", TAMPERER, ("resvsub", "modifyjob")))
+    job_id = engine.submit("true\n", Hold_Types="u")
+    done = engine.pbs("qalter", "-N", "moved", job_id)
+    assert done.returncode != 0 and "encountered an exception" in done.stderr, done.stderr
+    until(lambda: "'queue' is read-only" in engine.log(), what="the hook's error logged")
+    assert engine.job(job_id)["queue"] == "workq"

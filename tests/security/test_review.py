@@ -457,3 +457,58 @@ def test_a_dependency_on_a_bare_job_number_is_stored_as_the_full_id(engine, atta
     assert engine.job(second)["depend"] == f"afterok:{first}"
     assert engine.job(second)["job_state"] == "H"
     engine.pbs("qdel", first)
+
+
+def test_a_user_sets_no_operators_hold_nor_the_password_hold_on_a_waiting_job(engine,
+                                                                              attacker):
+    """Audit: the check of a hold a user adds covered Q and H jobs only, so a W job (qsub
+    -a) took an o hold its owner could then not release; and qhold -h p was a user's
+    (PBS keeps p to root)."""
+    later = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 3600))
+    job_id = qsub(attacker, engine, "-a", later, "--", "/bin/true")
+    assert engine.job(job_id)["job_state"] == "W"
+    for attrs in ({"Hold_Types": "o"}, {"Hold_Types": "s"}, {"Hold_Types": "p"}):
+        raw = engine.as_user(attacker.user, "alter", id=job_id, attrs=attrs)
+        assert raw.get("error", {}).get("code") == 15007, (attrs, raw)
+    raw = engine.as_user(attacker.user, "hold", ids=[job_id], types="p")
+    assert raw.get("error", {}).get("code") == 15007, raw
+    assert engine.job(job_id)["job_state"] == "W"
+    assert engine.job(job_id).get("Hold_Types", "n") == "n"
+    engine.pbs("qdel", job_id)
+
+
+def test_depend_is_not_altered_on_a_running_job(engine):
+    """Audit: an operator's qalter -W depend on a running job held it (state H) while it
+    ran, and its cpus looked free to the scheduler. PBS refuses it (15015)."""
+    running = engine.submit("sleep 60\n")
+    until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+    held = engine.submit("true\n", Hold_Types="u")
+    from pbsplug.engine.errors import PbsError
+
+    with pytest.raises(PbsError) as refused:  # (as root: privileged)
+        engine.client("alter", id=running, attrs={"depend": f"afterok:{held}"})
+    assert refused.value.code == 15015
+    assert engine.job(running)["job_state"] == "R"
+    engine.pbs("qdel", running, held)
+
+
+def test_a_job_of_absurd_mpiprocs_or_walltime_harms_nobody_else(engine, attacker):
+    """Audit: mpiprocs=10**12 had the root server build a nodefile of that many lines
+    (MemoryError in the cycle; the job stayed R with no process); a walltime of 9*10**18 s
+    gave the job behind it an estimated start qstat -f could not print, for everybody."""
+    big = qsub(attacker, engine, "-l", "select=1:ncpus=1:mpiprocs=1000000000000", "--",
+               "/bin/true")
+    until(lambda: engine.job(big)["job_state"] in ("H", "F") or "comment" in engine.job(big)
+          and "mpiprocs" in engine.job(big)["comment"], what="the job refused a start")
+    assert "mpiprocs" in engine.job(big).get("comment", ""), engine.job(big)
+    cpus = sum(int(v["resources_available"]["ncpus"])
+               for v in engine.client("stat_nodes").values())
+    forever = qsub(attacker, engine, "-l", f"select=1:ncpus={cpus}", "-l",
+                   "walltime=9000000000000000000", "--", "/bin/sleep", "60")
+    behind = qsub(attacker, engine, "-l", f"select=1:ncpus={cpus}", "--", "/bin/true")
+    until(lambda: engine.job(forever)["job_state"] == "R", what="the long job to run")
+    shown = engine.pbs("qstat", "-f", behind)
+    assert shown.returncode == 0, shown.stderr
+    assert engine.pbs("qstat", "-f", "-F", "json").returncode == 0
+    for job_id in (big, forever, behind):
+        engine.pbs("qdel", job_id)
