@@ -163,13 +163,19 @@ class Reservations:
 
         return each(ids, delete_one)
 
-    def may_submit(self, caller: Caller, queue: str) -> None:
-        """Only a reservation's authorized users submit to its queue; to the queue of a
-        reservation that is over (left until its last job is gone), nobody does."""
+    def may_submit(self, caller: Caller, queue: str, owner: str | None = None) -> None:
+        """Only the jobs of a reservation's authorized users go to its queue: the caller's
+        own, or a moved job's `owner`'s (as PBS checks the queue's user list against the
+        job's owner; a manager may move any job there). To the queue of a reservation that
+        is over (left until its last job is gone), none does."""
         for attrs in self.engine.store.all("resv").values():
             if attrs.get("queue") == queue:
                 users = {str(u).split("@")[0] for u in attrs.get("Authorized_Users") or []}
-                if caller.user not in users and not caller.privileged:
+                if owner is not None and owner != caller.user:
+                    allowed = owner in users or caller.manager
+                else:
+                    allowed = caller.user in users or caller.privileged
+                if not allowed:
                     raise PbsError(PBSE_PERM, obj=queue)
                 return
         raise PbsError(PBSE_PERM, obj=queue)
@@ -227,6 +233,12 @@ class Reservations:
                 continue
             queue = decision.resv_id.split(".")[0]
             self.denials.pop(decision.resv_id, None)
+            held = eng.store.get("queue", queue)
+            if held is not None and held.get("reservation") != decision.resv_id:
+                # (a manager's queue of that name: its jobs are not the reservation's, and
+                # the reservation's end would delete them and it)
+                self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
+                continue
             partition = attrs.get("partition") or decision.partition or "pbs-default"
             attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
                          resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
@@ -245,7 +257,8 @@ class Reservations:
         eng = self.engine
         with eng.store.transaction() as st:
             st.delete("resv", resv_id)
-        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation denied: {why}")
+        eng.log(LOG_JOB, "Resv", resv_id,
+                f"Reservation denied: {why.removeprefix('Reservation denied: ')}")
 
     def poll(self, now: float) -> None:
         """Begin the reservations whose window opened and end those whose window closed."""
@@ -273,8 +286,14 @@ class Reservations:
             self._drop_empty_queues()
 
     def _drop_empty_queues(self) -> None:
-        """Remove the ended reservations' queues that no running job is in any more."""
+        """Remove the ended reservations' queues that no running job is in any more. A job
+        still queued there (one requeued while it was being killed at the end) is deleted
+        first, as the reservation's jobs all are: a queue is never removed under a job."""
         eng = self.engine
+        for job_id, job in eng.store.jobs(("Q", "H", "W"), lean=True).items():
+            if job.get("queue") in self.leftover_queues:
+                eng._drop(job_id, eng.store.job(job_id) or job,
+                          f"Job deleted: the reservation of queue {job.get('queue')} ended")
         busy = {j.get("queue") for j in eng.store.jobs(("R", "E"), lean=True).values()}
         empty = self.leftover_queues - busy
         if empty:

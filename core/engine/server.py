@@ -119,6 +119,10 @@ class Caller:
     def privileged(self) -> bool:
         return self.role in (ROLE_MANAGER, ROLE_OPERATOR)
 
+    @property
+    def manager(self) -> bool:
+        return self.role == ROLE_MANAGER
+
 
 class Engine:
     """The server's state and behaviour, independent of the socket that feeds it requests."""
@@ -578,17 +582,17 @@ class Engine:
         self._trigger(queue_name, submitted=True)
         return job_id
 
-    def _submit_queue(self, caller: Caller, name: str) -> str:
+    def _submit_queue(self, caller: Caller, name: str, owner: str | None = None) -> str:
         """`name`, when a job may be submitted to it (qsub -q, the default queue, or where a
-        queuejob hook routed it): PBS's 15018 for an unknown queue, 15020 for a disabled
-        one, and a reservation queue's own rules."""
+        queuejob hook routed it) or moved there (a job of `owner`): PBS's 15018 for an
+        unknown queue, 15020 for a disabled one, and a reservation queue's own rules."""
         queue = self.store.get("queue", name)
         if queue is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
         if not units.parse_bool(queue.get("enabled", False)):
             raise PbsError(PBSE_QUNOENB, obj=name)
         if queue.get("reservation"):
-            self.resvs.may_submit(caller, name)
+            self.resvs.may_submit(caller, name, owner)
         return name
 
     def _lean_job(self, job_id: str) -> dict[str, Any] | None:
@@ -975,7 +979,7 @@ class Engine:
             raise PbsError(PBSE_UNKQUE, obj=destination)
         if attrs["job_state"] not in ("Q", "H", "W"):
             raise PbsError(PBSE_BADSTATE, obj=job_id)
-        self._submit_queue(caller, destination)
+        self._submit_queue(caller, destination, str(attrs.get("euser") or ""))
         source = attrs["queue"]
         before = {**attrs, "queue": destination}
         job = Job(job_id, before)

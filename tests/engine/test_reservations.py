@@ -151,3 +151,64 @@ def test_reservation_commands_and_bad_input(engine):
     assert bad_select.stderr == ("pbs_rsub: Illegal attribute or resource value "
                                  "Resource_List.select\n")
     assert set(engine.client("stat_resvs")) == {resv_id}  # nothing else was made
+
+
+def test_a_job_moved_into_a_reservation_is_checked_against_its_owner(inprocess_engine):
+    """Audit: an operator could move any user's job into another user's reservation queue
+    (the check read who asked, not whose job). As PBS checks the queue's users against the
+    job's owner: only a manager moves another's job there."""
+    from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, Caller
+
+    eng = inprocess_engine
+    with eng.store.transaction() as st:
+        st.put("resv", "R7.srv", {"queue": "R7", "Authorized_Users": ["alice@srv"],
+                                  "reserve_state": "RESV_RUNNING", "reserve_start": 1,
+                                  "reserve_end": 2})
+    operator, manager = Caller(0, ROLE_OPERATOR), Caller(0, ROLE_MANAGER)
+    with pytest.raises(PbsError) as refused:
+        eng.resvs.may_submit(operator, "R7", owner="bob")
+    assert refused.value.code == 15007
+    eng.resvs.may_submit(operator, "R7", owner="alice")
+    eng.resvs.may_submit(manager, "R7", owner="bob")
+
+
+def test_a_reservation_does_not_take_a_queue_of_its_name(engine):
+    """Audit: a reservation confirmed over a manager's queue named as it (R<n>) took it,
+    and its end deleted that queue's jobs and the queue. It is denied now."""
+    first = engine.submit("true\n", Hold_Types="u")
+    # (jobs and reservations share the numbers: `kept` takes the next, the reservation
+    # the one after)
+    name = f"R{int(first.split('.')[0]) + 2}"
+    engine.client("qmgr", text=f"create queue {name} queue_type = execution, enabled = true,"
+                               " started = true")
+    kept = engine.submit("true\n", queue=name, Hold_Types="u")
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00", "-l", "select=1:ncpus=1")
+    assert done.returncode == 0, done.stderr
+    resv_id = done.stdout.split()[0]
+    assert resv_id.split(".")[0] == name, (resv_id, name)
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+    assert f"Reservation denied: queue {name} already exists" in engine.log()
+    assert engine.job(kept)["queue"] == name and engine.job(kept)["job_state"] == "H"
+    assert name in engine.client("stat_queues")
+
+
+def test_a_job_left_queued_in_an_ended_reservations_queue_is_deleted_with_it(
+        inprocess_engine):
+    """Audit: a job requeued while it was being killed at the reservation's end (a hook's
+    rerun, a qrerun) was left Q in the queue the server then removed, for ever."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    eng = inprocess_engine
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {"Hold_Types": "u"}, "true\n")
+    with eng.store.transaction() as st:
+        st.put("queue", "R9", {"queue_type": "Execution", "enabled": True, "started": True,
+                               "reservation": "R9.srv"})
+    attrs = eng.store.job(job_id)
+    attrs["queue"] = "R9"
+    with eng.store.transaction() as st:
+        st.put_job(job_id, attrs)
+    eng.resvs.leftover_queues.add("R9")
+    eng.resvs._drop_empty_queues()
+    assert eng.store.job(job_id)["job_state"] == "F"
+    assert eng.store.get("queue", "R9") is None
