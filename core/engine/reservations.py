@@ -226,6 +226,11 @@ class Reservations:
                     self.denials.pop(decision.resv_id, None)
                     self._deny(decision.resv_id, attrs, decision.reason or "no room")
                 continue
+            if len(decision.resv_nodes) > values.MAX_LONG_STRING:  # (stored, it would be
+                self._deny(decision.resv_id, attrs,  # set aside as a bad row at restart)
+                           f"its vnodes' text (resv_nodes) is longer than "
+                           f"{values.MAX_LONG_STRING} characters")
+                continue
             resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
             outcome = eng._event("resv_confirm", resv=resv)
             if not outcome.accepted:

@@ -212,3 +212,15 @@ def test_a_job_left_queued_in_an_ended_reservations_queue_is_deleted_with_it(
     eng.resvs._drop_empty_queues()
     assert eng.store.job(job_id)["job_state"] == "F"
     assert eng.store.get("queue", "R9") is None
+
+
+def test_a_reservation_whose_vnodes_text_would_pass_1_mib_is_denied(engine):
+    """Audit: select=100000:ncpus=0 was confirmed with a resv_nodes of 1.3 MB, which the
+    next start set aside as a bad row (and every cycle read all of it again)."""
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00",
+                      "-l", "select=100000:ncpus=0")
+    assert done.returncode == 0, done.stderr
+    resv_id = done.stdout.split()[0]
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+    assert "resv_nodes) is longer than 1048576 characters" in engine.log()

@@ -13,6 +13,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pbsplug.objects import Reservation
 from pbsplug.scheduler import Policy, Scheduler, parse_exec_vnode
 from pbsplug.scheduler.model import job_select, resource_amount
 from pbsplug.units import EXCLHOST, SHARED, VNODE_SHARING, exclusivity, parse_place
@@ -146,10 +147,10 @@ def test_random_workloads(vnodes, workload, strict, depth):
         for d in result.reservations:
             r = next(x for x in pending if x.name == d.resv_id)
             pending.remove(r)
-            if d.confirmed:
-                r.reserve_state = "CONFIRMED"
-                r.resv_nodes = d.resv_nodes
-                confirmed.append(r)
+            if d.confirmed:  # (as the server confirms it: its own fields, not a hook's)
+                confirmed.append(Reservation(r.name, {**r.to_dict(), "reserve_state":
+                                                      "CONFIRMED",
+                                                      "resv_nodes": d.resv_nodes}))
         for decision in result.run:
             j = queued.pop(decision.job_id)
             # Every chunk is given exactly what it asked for; then, with no resources, the
