@@ -554,6 +554,8 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
+        # The state follows the holds a hook left (it set or removed one).
+        attrs["job_state"] = "H" if str(attrs.get("Hold_Types") or "n") != "n" else "Q"
         waits_for = self._check_depend(caller, attrs)
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")

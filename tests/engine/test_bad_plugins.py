@@ -234,3 +234,21 @@ def test_a_modifyjob_hook_cannot_move_a_job(dists, make_engine):
     assert done.returncode != 0 and "encountered an exception" in done.stderr, done.stderr
     until(lambda: "'queue' is read-only" in engine.log(), what="the hook's error logged")
     assert engine.job(job_id)["queue"] == "workq"
+
+
+def test_the_state_follows_the_holds_a_queuejob_hook_leaves(dists, make_engine):
+    """Audit: a queuejob hook that added a hold left the job Q (with a hold); one that
+    removed the submitter's hold left it H with no hold, never to run."""
+    engine = make_engine(plugin(dists, "holder", """
+        @hookimpl
+        def queuejob(event):
+            if event.job.Job_Name == "hold":
+                event.job.Hold_Types = "u"
+            elif event.job.Job_Name == "free":
+                event.job.Hold_Types = "n"
+        """, ("queuejob",)))
+    held = engine.submit("true\n", Job_Name="hold")
+    assert engine.job(held)["job_state"] == "H"
+    freed = engine.submit("true\n", Job_Name="free", Hold_Types="u")
+    assert engine.wait(freed)["Exit_status"] == 0
+    engine.client("delete", ids=[held])
