@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .server import Caller, Engine
 
 PBSE_UNKRESVID = 15084
+PBSE_RESVAUTH = 15094   # the server's resv_enable is false
 PBSE_BADTSPEC = 15086
 
 #: What pbs_rsub sends; anything else in a request is PBS's 15002.
@@ -66,6 +67,8 @@ class Reservations:
     def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
         """pbs_rsub: returns the id and state (``R3.host``, ``UNCONFIRMED``)."""
         eng = self.engine
+        if not units.parse_bool(eng.server_attrs().get("resv_enable", True)):
+            raise PbsError(PBSE_RESVAUTH, f"reservations disallowed on {eng.server_name}")
         now = int(eng.clock())
         start = attrs.get("reserve_start")
         end = attrs.get("reserve_end")

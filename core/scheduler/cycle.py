@@ -1238,7 +1238,11 @@ class Scheduler:
                 continue
             pseudo = Job(f"resv:{resv.name}", {"Resource_List": dict(resv.Resource_List)})
             info = self._job_info(pseudo, None, snap.server, now, {})
-            chunks = self._fit(info, max(start, now), end, soft=False, now_mode=False)
+            # (not on a vnode whose resv_enable is false, as PBS's scheduler places them)
+            begin = max(start, now)
+            chunks = self._fit(info, begin, end, soft=False, now_mode=False,
+                               plan_from_ok=lambda v, begin=begin: v.plan_from <= begin and
+                               v.obj.get("resv_enable") not in (False, "False", "false"))
             if chunks is None:
                 decisions.append(ResvDecision(resv.name, False,
                                               reason="Reservation denied: no vnodes free for "

@@ -224,3 +224,23 @@ def test_a_reservation_whose_vnodes_text_would_pass_1_mib_is_denied(engine):
     resv_id = done.stdout.split()[0]
     until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
     assert "resv_nodes) is longer than 1048576 characters" in engine.log()
+
+
+def test_resv_enable_false_refuses_reservations_and_keeps_them_off_a_vnode(engine):
+    """Audit: both were ignored. OpenPBS 23.06: with the server's false, pbs_rsub prints
+    'pbs_rsub: reservations disallowed on vm' (15094, status 246); with a vnode's false,
+    no reservation is placed there (here, the only vnode: denied)."""
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    rsub = ("pbs_rsub", "-R", start, "-D", "00:10:00", "-l", "select=1:ncpus=1")
+    engine.client("qmgr", text="set server resv_enable = False")
+    done = engine.pbs(*rsub)
+    assert done.returncode == 15094 % 256, done.stderr
+    assert done.stderr.startswith("pbs_rsub: reservations disallowed on "), done.stderr
+    assert engine.client("stat_resvs") == {}
+    engine.client("qmgr", text="set server resv_enable = True")
+    for vnode in engine.client("stat_nodes"):
+        engine.client("qmgr", text=f"set node {vnode} resv_enable = False")
+    done = engine.pbs(*rsub)
+    assert done.returncode == 0, done.stderr
+    resv_id = done.stdout.split()[0]
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
