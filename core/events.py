@@ -84,7 +84,9 @@ class EventSpec:
         if attr in _JOB_SYSTEM:
             return attr == "resources_used" and self.host
         if attr == "queue":  # a queuejob hook routes a new job (checked as qsub -q is);
-            return self.name == "queuejob"  # later only qmove moves it, with its checks
+            # later only qmove moves it, with its checks (movejob's job carries the
+            # destination, which the server keeps whatever the hook writes there)
+            return self.name in ("queuejob", "movejob")
         if self.job_writable is None:
             return True
         return attr in self.job_writable

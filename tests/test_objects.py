@@ -135,3 +135,14 @@ def test_objects_survive_pickling_with_their_resources():
     assert back.Resource_List["walltime"] is None
     vnode = pickle.loads(pickle.dumps(Vnode("n1", {"resources_available": {"ncpus": 4}})))
     assert vnode.resources_available["ncpus"] == 4 and vnode.resources_available["mem"] is None
+
+
+def test_only_queuejob_routes_a_job_and_movejob_may_write_its_destination():
+    """modifyjob's job.queue was stored unchecked (a user's job ran in another user's
+    reservation); movejob's job carries the destination, which the server keeps."""
+    from pbsplug.events import EVENTS
+
+    assert EVENTS["queuejob"].may_write_job("queue")
+    assert EVENTS["movejob"].may_write_job("queue")
+    for name in ("modifyjob", "postqueuejob", "runjob", "execjob_begin"):
+        assert not EVENTS[name].may_write_job("queue"), name

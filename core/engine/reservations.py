@@ -234,6 +234,13 @@ class Reservations:
                            f"its vnodes' text (resv_nodes) is longer than "
                            f"{values.MAX_LONG_STRING} characters")
                 continue
+            queue = decision.resv_id.split(".")[0]
+            held = eng.store.get("queue", queue)
+            if held is not None and held.get("reservation") != decision.resv_id:
+                # (a manager's queue of that name: its jobs are not the reservation's, and
+                # the reservation's end would delete them and it)
+                self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
+                continue
             resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
             outcome = eng._event("resv_confirm", resv=resv)
             if not outcome.accepted:
@@ -241,12 +248,6 @@ class Reservations:
                 continue
             queue = decision.resv_id.split(".")[0]
             self.denials.pop(decision.resv_id, None)
-            held = eng.store.get("queue", queue)
-            if held is not None and held.get("reservation") != decision.resv_id:
-                # (a manager's queue of that name: its jobs are not the reservation's, and
-                # the reservation's end would delete them and it)
-                self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
-                continue
             partition = attrs.get("partition") or decision.partition or "pbs-default"
             attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
                          resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
@@ -298,12 +299,14 @@ class Reservations:
         still queued there (one requeued while it was being killed at the end) is deleted
         first, as the reservation's jobs all are: a queue is never removed under a job."""
         eng = self.engine
-        for job_id, job in eng.store.jobs(("Q", "H", "W"), lean=True).items():
-            if job.get("queue") in self.leftover_queues:
-                eng._drop(job_id, eng.store.job(job_id) or job,
-                          f"Job deleted: the reservation of queue {job.get('queue')} ended")
         busy = {j.get("queue") for j in eng.store.jobs(("R", "E"), lean=True).values()}
         empty = self.leftover_queues - busy
+        if empty:  # (read only then: a poll with a queue left must not read every job)
+            for job_id, job in eng.store.jobs(("Q", "H", "W"), lean=True).items():
+                if job.get("queue") in empty:
+                    eng._drop(job_id, eng.store.job(job_id) or job,
+                              f"Job deleted: the reservation of queue {job.get('queue')} "
+                              "ended")
         if empty:
             with eng.store.transaction() as st:
                 for queue in empty:

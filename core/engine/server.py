@@ -868,8 +868,9 @@ class Engine:
         self._resolve_depend([job_id])
 
     def _hold_types(self, caller: Caller, job_id: str, types: Any) -> str:
-        """qhold's and qrls's ``-h``: PBS's hold letters; ``o``, ``s`` and ``p`` are
-        operators' (PBS keeps ``p``, the password hold, to root)."""
+        """qhold's and qrls's ``-h``: PBS's hold letters; ``o``, ``s`` and ``p`` are not a
+        user's (here operators' and managers'; PBS keeps ``s`` to managers and ``p``, the
+        password hold, to root)."""
         if not isinstance(types, str) or not types or set(types) - set(HOLD_LETTERS):
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value Hold_Types: "
                            f"{types!r} is not of {HOLD_LETTERS}", obj=job_id)

@@ -58,6 +58,7 @@ from ..units import (
     Place,
     exclusivity,
     format_size,
+    parse_bool,
     parse_duration,
     parse_exec_vnode,
 )
@@ -1182,6 +1183,7 @@ class Scheduler:
         """Confirmed and running reservations hold their vnodes; returns the running ones'
         queues (jobs there run inside the reservation)."""
         running_queues = {}
+        self._resv_seen: dict[str, list[tuple[str, dict[str, int]]]] = {}
         for resv in reservations:
             state = resv_state(resv)
             if state not in _RESV_HOLDING or not resv.resv_nodes:
@@ -1199,13 +1201,14 @@ class Scheduler:
                 hard=True, whole=[self.vnodes[name].host for name, res in chunks if not res]))
             if state in ("RUNNING", "RESV_RUNNING", "5") and resv.queue:
                 running_queues[str(resv.queue)] = resv
+        self._resv_held = self._resv_seen  # (only the texts still held are kept)
         return running_queues
 
     def _held_per_vnode(self, resv_nodes: str) -> list[tuple[str, dict[str, int]]]:
         """What a reservation's resv_nodes holds, summed per vnode in their order (a rest
         of a host: nothing), read once per text: a reservation of 100,000 chunks was read
         again, chunk by chunk, at every cycle. Callers only read it."""
-        held = self._resv_held.get(resv_nodes)
+        held = self._resv_seen.get(resv_nodes) or self._resv_held.get(resv_nodes)
         if held is None:
             per_vnode: dict[str, dict[str, int]] = {}
             for name, res in parse_exec_vnode(resv_nodes):
@@ -1213,9 +1216,8 @@ class Scheduler:
                 for k, v in res.items():
                     if (a := resource_amount(k, v, self._types)) is not None:
                         acc[k] = acc.get(k, 0) + a
-            if len(self._resv_held) >= 256:
-                self._resv_held.clear()
-            held = self._resv_held[resv_nodes] = list(per_vnode.items())
+            held = list(per_vnode.items())
+        self._resv_seen[resv_nodes] = held
         return held
 
     def _confirm_reservations(self, snap: Snapshot, now: float) -> list[ResvDecision]:
@@ -1242,7 +1244,7 @@ class Scheduler:
             begin = max(start, now)
             chunks = self._fit(info, begin, end, soft=False, now_mode=False,
                                plan_from_ok=lambda v, begin=begin: v.plan_from <= begin and
-                               v.obj.get("resv_enable") not in (False, "False", "false"))
+                               _resv_enabled(v.obj))
             if chunks is None:
                 decisions.append(ResvDecision(resv.name, False,
                                               reason="Reservation denied: no vnodes free for "
@@ -2603,6 +2605,15 @@ def formula_problem(text: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _resv_enabled(vnode: Vnode) -> bool:
+    """Whether the vnode may hold a reservation (its resv_enable, true when unset or not a
+    boolean PBS reads)."""
+    try:
+        return parse_bool(vnode.get("resv_enable", True))
+    except ValueError:
+        return True
 
 
 def _formula_amount(name: str, value: Any) -> int:
