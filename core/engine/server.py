@@ -33,7 +33,13 @@ from ..runner import Outcome, Runner, client_message, consequence
 from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import UNUSABLE_STATES, format_exec_vnode, job_select, resource_amount
+from ..scheduler.model import (
+    UNUSABLE_STATES,
+    default_chunks,
+    format_exec_vnode,
+    job_select,
+    resource_amount,
+)
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import exec_vnode_names, parse_exec_vnode
@@ -1083,8 +1089,8 @@ class Engine:
             for name in names:
                 if name not in nodes:
                     raise PbsError(PBSE_UNKNODE, obj=name)
-            queue = self.store.get("queue", str(attrs.get("queue"))) or {}
-            defaults = (queue.get("default_chunk"), self.server_attrs().get("default_chunk"))
+            defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
+                                      self.server_attrs())
             select = [(chunk.count, {k: v for k, v in chunk.resources.items()
                                      if k not in ("host", "vnode")})
                       for chunk in job_select(Job(job_id, attrs), defaults)]

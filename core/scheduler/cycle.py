@@ -79,12 +79,13 @@ from .model import (
     RunDecision,
     Snapshot,
     chunk_defaults,
+    default_chunks,
     format_exec_vnode,
     job_place,
     job_select,
     job_walltime,
     match_text,
-    parse_node_sort_key,
+    node_sort_order,
     resource_amount,
     resource_type,
 )
@@ -348,7 +349,7 @@ class Scheduler:
         #: The custom resources' types the kept state was read with (`Snapshot`), and the
         #: boolean resources (a vnode without one has it False).
         self._types: dict[str, str] = {}
-        self._booleans = [n for n, t in RESOURCE_TYPES.items() if t == "boolean"]
+        self._booleans = _booleans({})
         #: The last cycle that made estimates: job id -> (its planned chunks, its request's
         #: chunks, the exec_vnode text made of them, whether no host could be the job's
         #: whole then) (`_estimate`); this cycle's so far.
@@ -431,8 +432,7 @@ class Scheduler:
             # Values are read by their resources' types: what was read by others is not
             # kept (a custom resource made, deleted or of another type; rare).
             self._types = dict(snap.resource_types)
-            self._booleans = [n for n, t in {**self._types, **RESOURCE_TYPES}.items()
-                              if t == "boolean"]
+            self._booleans = _booleans(self._types)
             self._shapes.clear()
             self._resv_held.clear()
             self._kept = None
@@ -986,13 +986,8 @@ class Scheduler:
         return {i.name: i for i in ordered}
 
     def _node_sort(self) -> tuple[str, bool]:
-        """node_sort_key's key ('' for none, or one that cannot be read: qmgr and a
-        replay's settings refuse those) and whether highest comes first."""
-        try:
-            return parse_node_sort_key(self.policy.node_sort_key) \
-                if self.policy.node_sort_key else ("", False)
-        except ValueError:
-            return "", False
+        """node_sort_key's key and whether highest comes first (`node_sort_order`)."""
+        return node_sort_order(self.policy.node_sort_key)
 
     def _plan_unusable(self, unusable: list[_VnodeInfo], infos: dict[str, _VnodeInfo],
                        now: float) -> None:
@@ -1306,8 +1301,7 @@ class Scheduler:
         name = queue.name if queue is not None else None
         known = self._defaults_seen.get(name)
         if known is None:
-            tables = (queue.default_chunk if queue is not None else None,
-                      server.default_chunk)
+            tables = default_chunks(queue, server)
             given = chunk_defaults(tables)
             told = tuple(sorted((k, str(v)) for k, v in given.items()
                                 if (k, str(v)) != ("ncpus", "1")))
@@ -2605,6 +2599,11 @@ def formula_problem(text: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _booleans(types: Mapping[str, str]) -> list[str]:
+    """The boolean resources: PBS's own and the custom ones of `types`."""
+    return [n for n, t in {**types, **RESOURCE_TYPES}.items() if t == "boolean"]
 
 
 def _resv_enabled(vnode: Vnode) -> bool:

@@ -124,6 +124,16 @@ def parse_node_sort_key(text: Any) -> tuple[str, bool]:
     return key, direction == "HIGH"
 
 
+def node_sort_order(text: Any) -> tuple[str, bool]:
+    """`parse_node_sort_key` of a policy's setting, ('', False) for none or one that
+    cannot be read (qmgr and a replay's settings refuse those; one stored before is left
+    unsorted)."""
+    try:
+        return parse_node_sort_key(text) if text else ("", False)
+    except ValueError:
+        return "", False
+
+
 @dataclass
 class Snapshot:
     """The state a cycle reads."""
@@ -304,7 +314,7 @@ def resource_amount(name: str, value: Any, types: Mapping[str, str] | None = Non
     never amounts."""
     if isinstance(value, bool) or name in LAYOUT_RESOURCES:
         return None
-    kind = RESOURCE_TYPES.get(name) or (types.get(name) if types else None)
+    kind = resource_type(name, types)
     if kind in _TEXT_TYPES:
         return None
     if kind == "size" and isinstance(value, str):
@@ -361,6 +371,14 @@ def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()
 #: The host-level resources of PBS's conversion beyond ncpus, mem, vmem and ngpus (whose
 #: order in the chunk stays the one pbsplug always wrote).
 CONVERTED_RESOURCES = tuple(sorted(CHUNK_RESOURCES - {"ncpus", "mem", "vmem", "ngpus"}))
+
+
+def default_chunks(queue: Any, server: Any) -> tuple[Any, Any]:
+    """The default_chunk tables a job of `queue` takes, the queue's then the server's
+    (`job_select`'s `defaults`): from their objects or their stored attributes (anything
+    with ``get``); `queue` may be None."""
+    return (queue.get("default_chunk") if queue is not None else None,
+            server.get("default_chunk"))
 
 
 def chunk_defaults(defaults: tuple[Mapping[str, Any] | None, ...]) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from ..scheduler import (
     build_schedulers,
 )
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import job_select
+from ..scheduler.model import default_chunks, job_select, node_sort_order
 from ..scheduling import SchedulerInstance
 from ..units import format_duration, format_exec_host, parse_select
 from .machine import Machine, PowerModel
@@ -410,9 +410,8 @@ class Simulator:
         self._estimate_limits = [s.policy.estimate_limit for s in self.schedulers]
         #: A scheduler orders vnodes by what a job's start or end writes on them: their
         #: objects are made again then, and logged (`_occupy`), as the engine's rows are.
-        self._sort_by_use = any(
-            str(s.policy.node_sort_key or "").partition(" ")[0] in _USE_TIMES
-            for s in self.schedulers)
+        self._sort_by_use = any(node_sort_order(s.policy.node_sort_key)[0] in _USE_TIMES
+                               for s in self.schedulers)
         #: A periodic hook reads the queued jobs' estimates: every event then runs a cycle
         #: (`_could_start`), and estimates are made only in the last cycle before a
         #: periodic run (`_estimates_read`), which is exact since no later cycle comes first.
@@ -594,9 +593,8 @@ class Simulator:
                 attrs.update(outcome.changes["job"])
                 run.job = Job(tj.job_id, attrs)
         try:
-            chunks = job_select(run.job, (self.queues[run.job.queue].default_chunk
-                                          if run.job.queue in self.queues else None,
-                                          self.server.default_chunk))
+            chunks = job_select(run.job, default_chunks(self.queues.get(run.job.queue),
+                                                        self.server))
         except ValueError as exc:
             self._reject(run, f"select: {exc}")
             return
