@@ -42,12 +42,31 @@ END_EVENTS = ("execjob_epilogue", "execjob_end")
 PROCEED, REQUEUE, FINISH = "proceed", "requeue", "finish"
 
 
+#: The states of a job not yet running: which of them follows from its holds and
+#: Execution_Time (`queued_state`).
+QUEUED_STATES = frozenset({"Q", "H", "W"})
+
+
+def queued_state(attrs: Mapping[str, Any], now: float) -> str:
+    """The state of a job that is not running, as PBS works it out from the job after any
+    change (a request, a hook's, a release): held (H) while it has a hold, else waiting (W)
+    until its Execution_Time, else queued (Q)."""
+    if str(attrs.get("Hold_Types") or "n") != "n":
+        return "H"
+    when = attrs.get("Execution_Time")
+    if isinstance(when, (int, float)) and not isinstance(when, bool) and when > now:
+        return "W"
+    return "Q"
+
+
 def runjob_refused(attrs: dict[str, Any], message: str | None,
-                   changes: Mapping[str, Any] | None = None) -> None:
+                   changes: Mapping[str, Any] | None, now: float) -> None:
     """A runjob hook refused the job: it stays queued, with PBS's comment, and what the
-    hook changed (Hold_Types, Execution_Time, ...) applies."""
+    hook changed (Hold_Types, Execution_Time, ...) applies: a hold it set holds the job, an
+    Execution_Time to come makes it wait."""
     attrs["comment"] = f"Not Running: PBS Error: {message}"
     attrs.update(changes or {})
+    attrs["job_state"] = queued_state(attrs, now)
 
 
 def started(attrs: dict[str, Any], exec_vnode: str, exec_host: str, now: int) -> None:
@@ -81,14 +100,14 @@ def refused_comment(event: str, consequence: str, message: str | None) -> str:
 
 def requeued(attrs: dict[str, Any], comment: str, now: int) -> None:
     """The job goes back to its queue (held if a hook held it, or after too many tries)."""
-    holds = attrs.get("Hold_Types") or "n"
-    state = "Q" if holds == "n" else "H"  # a hook's hold (PBS's cgroups: s) stays
     if int(attrs.get("run_count", 0)) > MAX_RUN_COUNT:
-        state, holds = "H", "s"
+        attrs["Hold_Types"] = "s"
         comment = "job held, too many failed attempts to run"
     for key in ("exec_vnode", "exec_host", "session_id", "stime"):
         attrs.pop(key, None)
-    attrs.update(job_state=state, Hold_Types=holds, substate=10, comment=comment, mtime=now)
+    # (a hook's hold, PBS's cgroups' s, stays; so does an Execution_Time to come)
+    attrs.update(job_state=queued_state(attrs, now), Hold_Types=attrs.get("Hold_Types") or "n",
+                 substate=10, comment=comment, mtime=now)
 
 
 def walltime_limit(attrs: Mapping[str, Any]) -> int | None:

@@ -560,13 +560,13 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
-        # The state follows the holds a hook left (it set or removed one).
-        attrs["job_state"] = "H" if str(attrs.get("Hold_Types") or "n") != "n" else "Q"
         waits_for = self._check_depend(caller, attrs)
+        # The state follows the holds and Execution_Time the request, its dependencies and
+        # the hooks left (a hook may set or remove a hold).
+        attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
         attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
         attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
-        attrs["job_state"] = self._waiting(attrs["job_state"], attrs)
         self._check_limits(attrs)  # on the queue, owner and state it is stored with
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
@@ -650,13 +650,6 @@ class Engine:
         if depend.check(attrs.get("depend"), self._lean_job)[0] != depend.MET:
             self._add_system_hold(attrs)
         return befores
-
-    def _waiting(self, state: str, attrs: dict) -> str:
-        """PBS's W: a queued job whose Execution_Time (qsub -a) is still to come waits."""
-        when = attrs.get("Execution_Time")
-        if state == "Q" and isinstance(when, (int, float)) and when > self.clock():
-            return "W"
-        return state
 
     def _end_waits(self, now: float) -> None:
         """Waiting jobs whose Execution_Time has come are queued (checked once a second),
@@ -748,8 +741,8 @@ class Engine:
                                           f"{never.split(':', 1)[1]}")
             elif state == depend.MET:
                 holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
-                new = {**attrs, "Hold_Types": holds, "job_state": "Q" if holds == "n" else "H",
-                       "mtime": int(self.clock())}
+                new = {**attrs, "Hold_Types": holds, "mtime": int(self.clock())}
+                new["job_state"] = lifecycle.queued_state(new, self.clock())
                 if new["job_state"] == "Q":
                     if not self._enter_q(job_id, attrs, new):
                         refused += 1
@@ -893,7 +886,7 @@ class Engine:
             if attrs["job_state"] not in ("Q", "H", "W"):
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
             holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
-            self._modify(caller, job_id, attrs, {"Hold_Types": holds, "job_state": "H"})
+            self._modify(caller, job_id, attrs, {"Hold_Types": holds})  # (so H: `_modify`)
 
     def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> None:
         for job_id in ids:
@@ -904,9 +897,7 @@ class Engine:
             if attrs["job_state"] not in ("Q", "H", "W"):  # a running or finished job
                 raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
             holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
-            state = "Q" if holds == "n" and attrs["job_state"] == "H" else attrs["job_state"]
-            state = self._waiting(state, attrs)
-            changes = {"Hold_Types": holds, "job_state": state}
+            changes = {"Hold_Types": holds}  # (its state follows: `_modify`)
             if holds == "n" and "s" in types:
                 changes["run_count"] = 0
             self._modify(caller, job_id, attrs, changes)
@@ -937,18 +928,13 @@ class Engine:
             # Adding or removing an operator's or the system's hold is theirs to do.
             if (set(holds) ^ had) & {"o", "s", "p"} and not caller.privileged:
                 raise PbsError(PBSE_PERM, obj=job_id)
-            changes["job_state"] = self._waiting("Q", {**current, **changes}) \
-                if holds == "n" else "H"
-        if current["job_state"] in ("Q", "W") and "job_state" not in changes:
-            changes["job_state"] = self._waiting("Q", {**current, **changes})
-        befores = []
+        befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
             befores = self._check_depend(caller, probe)
             changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
-            for key in ("Hold_Types", "job_state"):
-                if probe.get(key) != current.get(key):
-                    changes[key] = probe[key]
+            if probe.get("Hold_Types") != current.get("Hold_Types"):
+                changes["Hold_Types"] = probe["Hold_Types"]
         self._modify(caller, job_id, current, changes)
         if befores:
             self._link_befores(job_id, befores)
@@ -956,8 +942,14 @@ class Engine:
             self._resolve_depend([job_id])
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
-        """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls)."""
+        """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
+        The state of a job not running follows its holds and Execution_Time, as the
+        request and then the hooks left them; a hook's depend is checked and enforced as
+        qalter's is."""
         before = {**current, **changes}
+        queued = current["job_state"] in lifecycle.QUEUED_STATES
+        if queued:
+            before["job_state"] = lifecycle.queued_state(before, self.clock())
         job = Job(job_id, before)
         outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
         if not outcome.accepted:
@@ -965,6 +957,9 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
+        befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
+        if queued:
+            attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
                 attrs.get("comment") == current.get("comment"):
             attrs.pop("comment", None)  # its holds are someone's now, not a limit's
@@ -974,7 +969,39 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
+        self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
+
+    def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict,
+                       before: dict) -> list[tuple[str, str]]:
+        """A depend a hook set (modifyjob, or a refusing runjob), checked and enforced as a
+        request's: by full ids, an ``after*`` not yet met holds the job (``s``); returns
+        the ``before*`` targets (`_depend_linked` makes them wait). A modifyjob hook's bad
+        depend refuses the request, as its other bad values do; a runjob hook's is dropped
+        with a log line (no request to refuse: the job keeps the depend it had)."""
+        if attrs.get("depend") == before.get("depend") or not attrs.get("depend"):
+            return []
+        try:
+            return self._check_depend(caller, attrs)
+        except PbsError as err:
+            if event == "modifyjob":
+                raise
+            self.log(LOG_ERROR, "Job", job_id, f"{event} hook's depend dropped: {err.message}"
+                     + (f" {err.obj}" if err.obj else ""))
+            attrs["depend"] = before.get("depend")
+            if attrs["depend"] is None:
+                del attrs["depend"]
+            return []
+
+    def _depend_linked(self, job_id: str, attrs: dict, before: dict,
+                       befores: list[tuple[str, str]]) -> None:
+        """After a hook's depend is stored: the ``before*`` targets wait on the job, and
+        what is met already releases it."""
+        if attrs.get("depend") == before.get("depend"):
+            return
+        self._link_befores(job_id, befores)
+        if attrs.get("depend"):
+            self._resolve_depend([job_id])
 
     def req_move(self, caller: Caller, destination: str, ids: list[str]) -> list[dict]:
         """qmove: each queued job to `destination`; movejob fires first and may refuse."""
@@ -1475,10 +1502,15 @@ class Engine:
         job = Job(job_id, {**attrs, "exec_vnode": exec_vnode})
         outcome = self._event("runjob", job=job)
         if not outcome.accepted:
-            lifecycle.runjob_refused(attrs, outcome.message, outcome.changes.get("job"))
+            before = dict(attrs)
+            lifecycle.runjob_refused(attrs, outcome.message, outcome.changes.get("job"),
+                                     self.clock())
+            befores = self._hooked_depend("runjob", Caller(0, ROLE_MANAGER), job_id, attrs,
+                                          before)
             with self.store.transaction() as st:
                 st.put_job(job_id, attrs)
             self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
+            self._depend_linked(job_id, attrs, before, befores)
             return False
         now = int(self.clock())
         hosts = units.format_exec_host(parse_exec_vnode(exec_vnode), lambda _: self.host)

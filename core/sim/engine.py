@@ -300,6 +300,8 @@ class Simulator:
         self._log = JobLog()
         self._ends: list[tuple[float, int, str]] = []     # (end, seq, job id)
         self._wakes: list[tuple[float, int]] = []          # (when, host): a transition ends
+        #: (Execution_Time, job id) of the jobs a hook made wait (W): queued (Q) then.
+        self._due: list[tuple[float, str]] = []
         #: Queued jobs by what they need at least: (ncpus of the smallest chunk, ncpus).
         #: (Plain dicts here and for the other counts read at every start and end: a
         #: Counter's item access is three times a dict's.)
@@ -495,6 +497,8 @@ class Simulator:
                 candidates.append(self._ends[0][0])
             if self._wakes:
                 candidates.append(self._wakes[0][0])
+            if self._due:
+                candidates.append(self._due[0][0])
             if pending is not None:
                 candidates.append(pending.submit)
             if self._periodic_due and (self.queued or self.running or pending is not None):
@@ -514,6 +518,8 @@ class Simulator:
             while self._wakes and self._wakes[0][0] <= now:
                 _, index = heapq.heappop(self._wakes)
                 self._transition_done(self.hosts[index])
+            while self._due and self._due[0][0] <= now:  # a waiting job's Execution_Time
+                self._queue_waiting(heapq.heappop(self._due)[1])
             # 3. submissions
             while pending is not None and pending.submit <= now:
                 if pending.submit < last_submit:
@@ -591,7 +597,11 @@ class Simulator:
                 return
             if outcome.changes.get("job"):
                 attrs.update(outcome.changes["job"])
+                attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
                 run.job = Job(tj.job_id, attrs)
+                if not self._may_run(run):
+                    self._reject(run, "held by a queuejob hook")
+                    return
         try:
             chunks = job_select(run.job, default_chunks(self.queues.get(run.job.queue),
                                                         self.server))
@@ -604,6 +614,28 @@ class Simulator:
         self._tell(run)
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
+
+    def _may_run(self, run: _Run) -> bool:
+        """Whether a queued job may still run: not when held (nothing in a replay releases
+        a hold); one waiting for its Execution_Time has a cycle due then."""
+        state = run.attrs["job_state"]
+        if state == "W":
+            heapq.heappush(self._due, (float(run.attrs["Execution_Time"]), run.tj.job_id))
+        return state != "H"
+
+    def _queue_waiting(self, job_id: str) -> None:
+        """A waiting job's Execution_Time has come: it is queued (Q), as the engine's
+        `_end_waits` queues it."""
+        run = self.queued.get(job_id)
+        if run is None or run.attrs["job_state"] != "W":
+            return
+        run.attrs["job_state"] = lifecycle.queued_state(run.attrs, self.now)
+        if run.attrs["job_state"] == "W":  # (a later Execution_Time: due then)
+            self._may_run(run)
+            return
+        run.job = Job(job_id, run.attrs)
+        self._tell(run)
+        self._touched = True
 
     def _reject(self, run: _Run, why: str) -> None:
         if self.queued.pop(run.tj.job_id, None) is not None:
@@ -672,7 +704,8 @@ class Simulator:
             return True
         due = min(self._periodic_due.values())
         first = min(self._ends[0][0] if self._ends else math.inf,
-                    self._wakes[0][0] if self._wakes else math.inf, self._next_submit)
+                    self._wakes[0][0] if self._wakes else math.inf,
+                    self._due[0][0] if self._due else math.inf, self._next_submit)
         return first >= due
 
     def _cycles(self, snap: Snapshot) -> None:
@@ -717,8 +750,11 @@ class Simulator:
         outcome = self._fire("runjob", job=lambda: Job(job_id, {**run.attrs,
                                                                   "exec_vnode": exec_vnode}))
         if outcome is not None and not outcome.accepted:
-            lifecycle.runjob_refused(run.attrs, outcome.message, outcome.changes.get("job"))
+            lifecycle.runjob_refused(run.attrs, outcome.message, outcome.changes.get("job"),
+                                     self.now)
             run.job = Job(job_id, run.attrs)
+            if not self._may_run(run):
+                self._reject(run, run.attrs["comment"])
             return
         del self.queued[job_id]
         self._unneed(run)
@@ -810,7 +846,7 @@ class Simulator:
         run.start = None
         run.vnodes, run.hosts, run.ncpus = {}, (), 0
         run.job = Job(run.tj.job_id, run.attrs)
-        if run.attrs["job_state"] != "Q":  # held: nothing in a replay releases it
+        if not self._may_run(run):
             self._reject(run, run.attrs["comment"])
             return
         self.queued[run.tj.job_id] = run

@@ -252,3 +252,76 @@ def test_the_state_follows_the_holds_a_queuejob_hook_leaves(dists, make_engine):
     freed = engine.submit("true\n", Job_Name="free", Hold_Types="u")
     assert engine.wait(freed)["Exit_status"] == 0
     engine.client("delete", ids=[held])
+
+
+STATE_SETTER = """
+    from pbsplug import clock
+
+    @hookimpl
+    def runjob(event):
+        name = event.job.Job_Name
+        if name == "hold":
+            event.job.Hold_Types = "u"
+        elif name == "later":
+            event.job.Execution_Time = int(clock.now()) + 3600
+        elif name.startswith("after"):
+            event.job.depend = "afterok:" + name[len("after"):]
+        else:
+            return
+        event.reject("not now")
+
+    @hookimpl
+    def modifyjob(event):
+        name = event.job.Job_Name
+        if name == "free":
+            event.job.Hold_Types = "n"
+        elif name.startswith("after"):
+            event.job.depend = "afterok:" + name[len("after"):]
+"""
+
+
+def test_a_refusing_runjob_hooks_hold_time_and_depend_set_the_state(dists, make_engine):
+    """Audit: a runjob hook that refused a job and held it, gave it an Execution_Time to
+    come or a depend left it Q: tried again at every cycle, its hook firing each time, and
+    the depend never enforced. PBS's state follows them (H, W, H with s)."""
+    engine = make_engine(plugin(dists, "states", STATE_SETTER, ("runjob", "modifyjob")))
+    parent = engine.submit("true\n", Hold_Types="u")
+    held = engine.submit("true\n", Job_Name="hold")
+    later = engine.submit("true\n", Job_Name="later")
+    waits = engine.submit("true\n", Job_Name=f"after{parent.split('.')[0]}")
+    for job_id, state in ((held, "H"), (later, "W"), (waits, "H")):
+        until(lambda job_id=job_id: engine.job(job_id).get("comment")
+              == "Not Running: PBS Error: not now", what=f"{job_id} refused")
+        assert engine.job(job_id)["job_state"] == state, engine.job(job_id)
+    assert engine.job(held)["Hold_Types"] == "u"
+    assert engine.job(waits)["Hold_Types"] == "s"
+    assert engine.job(waits)["depend"] == f"afterok:{parent}"  # by its full id
+
+
+def test_a_runjob_hooks_bad_depend_is_dropped_and_logged(dists, make_engine):
+    engine = make_engine(plugin(dists, "states", STATE_SETTER, ("runjob",)))
+    job_id = engine.submit("true\n", Job_Name="after424242")
+    until(lambda: "runjob hook's depend dropped" in engine.log(), what="the drop logged")
+    assert "depend" not in engine.job(job_id)
+    assert engine.job(job_id)["job_state"] == "Q"
+
+
+def test_a_modifyjob_hooks_hold_and_depend_set_the_state(dists, make_engine):
+    """Audit: a modifyjob hook that removed a job's hold left it H with none, never to
+    run; one that wrote a depend stored it unchecked and did not hold the job."""
+    engine = make_engine(plugin(dists, "states", STATE_SETTER, ("modifyjob",)))
+    freed = engine.submit("true\n", Hold_Types="u")
+    engine.pbs("qalter", "-N", "free", freed, check=True)
+    assert engine.wait(freed)["Exit_status"] == 0
+    parent = engine.submit("true\n", Hold_Types="u")
+    child = engine.submit("true\n", Hold_Types="u")
+    engine.pbs("qalter", "-N", f"after{parent.split('.')[0]}", child, check=True)
+    stored = engine.job(child)
+    assert (stored["job_state"], stored["depend"]) == ("H", f"afterok:{parent}"), stored
+    assert set(stored["Hold_Types"]) == {"s", "u"}
+    engine.pbs("qrls", child, check=True)  # the user's hold goes; the dependency's stays
+    assert (engine.job(child)["job_state"], engine.job(child)["Hold_Types"]) == ("H", "s")
+    engine.pbs("qrls", parent, check=True)
+    assert engine.wait(child)["Exit_status"] == 0
+    bad = engine.pbs("qalter", "-N", "after424242", engine.submit("true\n", Hold_Types="u"))
+    assert bad.returncode != 0 and "Unknown Job Id" in bad.stderr, bad.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug import PluginInfo, hookimpl
+from pbsplug import PluginInfo, clock, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings, scratch_root
@@ -271,6 +271,44 @@ def test_hook_rejects_have_the_engines_consequences(register_plugin, pbsplug_plu
     assert (by_id["2"].start, by_id["2"].run_count) == (0, 2)
     assert (by_id["3"].start, by_id["3"].end, by_id["3"].run_count) == (10, 20, 2)
     assert sim.summary.hooks.ran[("refuser", "runjob")] >= 3
+
+
+class Deferrer:
+    """runjob refuses job 1 and gives it an Execution_Time 500 s on; refuses job 2 and
+    holds it; queuejob holds job 3."""
+
+    plugin_info = PluginInfo(events=("queuejob", "runjob"), sim_safe=("queuejob", "runjob"))
+
+    @hookimpl
+    def queuejob(self, event):
+        if event.job.Job_Owner.startswith("held@"):
+            event.job.Hold_Types = "u"
+
+    @hookimpl
+    def runjob(self, event):
+        if event.job.id == "1" and not event.job.Execution_Time:
+            event.job.Execution_Time = int(clock.now()) + 500
+            event.reject("later")
+        elif event.job.id == "2":
+            event.job.Hold_Types = "o"
+            event.reject("held")
+
+
+def test_a_hooks_hold_or_execution_time_sets_the_state_as_in_the_engine(register_plugin,
+                                                                          pbsplug_plugins,
+                                                                          tmp_path):
+    """Audit: a runjob hook's Execution_Time or hold left the job Q, tried at every
+    cycle. j1 waits (W) to 0 + 500 and runs then, though nothing else happens at 500 (j4
+    ended at 10); j2 and j3 are held, which nothing in a replay releases: REJECTED."""
+    register_plugin(Deferrer(), "deferrer", isolation="inprocess")
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 0, 10, 1, 10), tj(3, 0, 10, 1, 10, user="held"),
+            tj(4, 0, 10, 1, 10)]
+    sink, sim = simulate(jobs, nodes=4, plugins=pbsplug_plugins, tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["1"].final_state, by_id["1"].start, by_id["1"].run_count) == (COMPLETED, 500, 1)
+    assert (by_id["2"].final_state, by_id["2"].start) == (REJECTED, None)
+    assert (by_id["3"].final_state, by_id["3"].start) == (REJECTED, None)
+    assert (by_id["4"].final_state, by_id["4"].start) == (COMPLETED, 0)
 
 
 class WholeHost:
