@@ -211,20 +211,11 @@ def _hold_command(name: str, op: str):
         if not ids:
             raise getopt.GetoptError("a job id is required")
         types = next((v for o, v in opts if o == "-h"), "u")
-        if set(types) - set("uos"):
-            raise CommandFailed(f"illegal -h value {types!r}: use u, o and s", 2)
-        from ..engine.errors import PbsError
-
+        if not types or set(types) - set("uosp"):
+            raise CommandFailed(f"illegal -h value {types!r}: use u, o, s and p", 2)
         client = engine_client()
-        status = 0
-        for job_id in ids:
-            try:
-                client(op, ids=[job_id], types=types)
-            except PbsError as err:
-                print(f"{name}: {err.message} {_full_job_id(client, job_id)}",
-                      file=sys.stderr)
-                status = _exit_status(err.code)
-        return status
+        # (one line per refused id, and on to the next; the last refusal's exit status)
+        return _report_each(name, client(op, ids=ids, types=types), client)
 
     return command
 

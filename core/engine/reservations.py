@@ -168,16 +168,17 @@ class Reservations:
 
     def may_submit(self, caller: Caller, queue: str, owner: str | None = None) -> None:
         """Only the jobs of a reservation's authorized users go to its queue: the caller's
-        own, or a moved job's `owner`'s (as PBS checks the queue's user list against the
-        job's owner; a manager may move any job there). To the queue of a reservation that
-        is over (left until its last job is gone), none does."""
+        own (a manager's too: OpenPBS 23.06 refuses root's qsub into a user's reservation
+        with 15007), or a moved job's `owner`'s (as PBS checks the queue's user list against
+        the job's owner; a manager may move any job there). To the queue of a reservation
+        that is over (left until its last job is gone), none does."""
         for attrs in self.engine.store.all("resv").values():
             if attrs.get("queue") == queue:
                 users = {str(u).split("@")[0] for u in attrs.get("Authorized_Users") or []}
                 if owner is not None and owner != caller.user:
                     allowed = owner in users or caller.manager
                 else:
-                    allowed = caller.user in users or caller.privileged
+                    allowed = caller.user in users
                 if not allowed:
                     raise PbsError(PBSE_PERM, obj=queue)
                 return

@@ -20,7 +20,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -516,8 +516,11 @@ class Engine:
         if argv is not None and (not isinstance(argv, list) or not argv or not all(
                 isinstance(a, str) and "\0" not in a for a in argv)):
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value argv")
-        if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"} and not caller.privileged:
-            raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types")
+        if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"}:
+            try:
+                self._may_change_holds(caller, "", str(attrs["Hold_Types"]), "")
+            except PbsError:
+                raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types") from None
         server = self.store.get("server", "server")
         queue_name = self._submit_queue(caller, str(
             attrs.get("queue") or server.get("default_queue") or "workq"))
@@ -866,41 +869,59 @@ class Engine:
         self.want_cycle = True
         self._resolve_depend([job_id])
 
-    def _hold_types(self, caller: Caller, job_id: str, types: Any) -> str:
-        """qhold's and qrls's ``-h``: PBS's hold letters; ``o``, ``s`` and ``p`` are not a
-        user's (here operators' and managers'; PBS keeps ``s`` to managers and ``p``, the
-        password hold, to root)."""
+    @staticmethod
+    def _hold_types(caller: Caller, job_id: str, types: Any) -> str:
+        """qhold's and qrls's ``-h``: PBS's hold letters."""
         if not isinstance(types, str) or not types or set(types) - set(HOLD_LETTERS):
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value Hold_Types: "
                            f"{types!r} is not of {HOLD_LETTERS}", obj=job_id)
-        if set(types) & {"o", "s", "p"} and not caller.privileged:
-            raise PbsError(PBSE_PERM, obj=job_id)
         return types
 
-    def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> None:
-        for job_id in ids:
-            attrs = self._job(job_id)
-            job_id = self._full_id(job_id)
-            self._own(caller, job_id, attrs)
-            types = self._hold_types(caller, job_id, types)
-            if attrs["job_state"] not in ("Q", "H", "W"):
-                raise PbsError(PBSE_BADSTATE, obj=job_id)
-            holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
-            self._modify(caller, job_id, attrs, {"Hold_Types": holds})  # (so H: `_modify`)
+    @staticmethod
+    def _may_change_holds(caller: Caller, job_id: str, added: Iterable[str],
+                          removed: Iterable[str]) -> None:
+        """Who may set or release which hold, as OpenPBS 23.06 answers: ``u`` the job's
+        owner (and operators and managers); ``o`` operators and managers; ``s`` managers
+        only; ``p`` (the password hold) is set by managers and released by its owner.
+        A request with one letter refused is refused whole (PBS's 15007)."""
+        manager = {"s", "p"} & set(added) or "s" in set(removed)
+        if (manager and not caller.manager) or \
+                ("o" in set(added) | set(removed) and not caller.privileged):
+            raise PbsError(PBSE_PERM, obj=job_id)
 
-    def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> None:
-        for job_id in ids:
-            attrs = self._job(job_id)
-            job_id = self._full_id(job_id)
-            self._own(caller, job_id, attrs)
-            types = self._hold_types(caller, job_id, types)
-            if attrs["job_state"] not in ("Q", "H", "W"):  # a running or finished job
-                raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
-            holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
-            changes = {"Hold_Types": holds}  # (its state follows: `_modify`)
-            if holds == "n" and "s" in types:
-                changes["run_count"] = 0
-            self._modify(caller, job_id, attrs, changes)
+    def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
+        """qhold: each job's result, so one refused id does not stop the others (PBS's
+        qhold goes on to the next id)."""
+        return each(ids, lambda job_id: self._hold(caller, job_id, types))
+
+    def _hold(self, caller: Caller, job_id: str, types: Any) -> None:
+        attrs = self._job(job_id)
+        job_id = self._full_id(job_id)
+        self._own(caller, job_id, attrs)
+        types = self._hold_types(caller, job_id, types)
+        self._may_change_holds(caller, job_id, types, "")
+        if attrs["job_state"] not in ("Q", "H", "W"):
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
+        self._modify(caller, job_id, attrs, {"Hold_Types": holds})  # (so H: `_modify`)
+
+    def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
+        """qrls: each job's result, as qhold's."""
+        return each(ids, lambda job_id: self._release(caller, job_id, types))
+
+    def _release(self, caller: Caller, job_id: str, types: Any) -> None:
+        attrs = self._job(job_id)
+        job_id = self._full_id(job_id)
+        self._own(caller, job_id, attrs)
+        types = self._hold_types(caller, job_id, types)
+        self._may_change_holds(caller, job_id, "", types)
+        if attrs["job_state"] not in ("Q", "H", "W"):  # a running or finished job
+            raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
+        holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
+        changes = {"Hold_Types": holds}  # (its state follows: `_modify`)
+        if holds == "n" and "s" in types:
+            changes["run_count"] = 0
+        self._modify(caller, job_id, attrs, changes)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
         attrs = self._checked_request(caller, attrs)
@@ -923,11 +944,9 @@ class Engine:
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
             self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {})
         if "Hold_Types" in changes and current["job_state"] in ("Q", "H", "W"):
-            holds = str(changes["Hold_Types"] or "n")
+            holds = set(str(changes["Hold_Types"] or "n"))
             had = set(str(current.get("Hold_Types") or "n"))
-            # Adding or removing an operator's or the system's hold is theirs to do.
-            if (set(holds) ^ had) & {"o", "s", "p"} and not caller.privileged:
-                raise PbsError(PBSE_PERM, obj=job_id)
+            self._may_change_holds(caller, job_id, holds - had, had - holds)
         befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}

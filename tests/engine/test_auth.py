@@ -48,3 +48,55 @@ def test_a_user_may_list_with_qmgr_but_not_change(engine, unix_user):
     hooks = engine.as_user(unix_user, "qmgr", text="list hook")["result"]
     assert hooks["code"] == 15136
     assert engine.client("stat_queues")["workq"]["enabled"] is True
+
+
+def _holds(engine, user, op, job_id, types):
+    """The error code of `op` (hold or release) of `types` on `job_id` as `user`, or 0."""
+    answer = engine.as_user(user, op, ids=[job_id], types=types)["result"][0]
+    return answer.get("error", {}).get("code", 0)
+
+
+def test_who_sets_and_releases_which_hold_as_openpbs_answers(engine, unix_user):
+    """OpenPBS 23.06, checked: an operator sets and releases o, not s (a manager's) nor p;
+    p is released by the job's owner; one letter refused refuses the request whole. pbsplug
+    let operators set and release s."""
+    roots = engine.submit("true\n", Hold_Types="u")
+    engine.pbs("qmgr", "-c", f"set server operators += {unix_user}@*", check=True)
+    for op, types, code in (("hold", "s", 15007), ("hold", "p", 15007), ("hold", "os", 15007),
+                            ("hold", "o", 0), ("release", "o", 0)):
+        assert _holds(engine, unix_user, op, roots, types) == code, (op, types)
+    assert engine.job(roots)["Hold_Types"] == "u"  # (os refused whole: no o left)
+    engine.client("hold", ids=[roots], types="s")
+    assert _holds(engine, unix_user, "release", roots, "s") == 15007
+    refused = engine.as_user(unix_user, "alter", id=roots, attrs={"Hold_Types": "u"})
+    assert refused["error"]["code"] == 15007  # (qalter removing s: the same rule)
+    assert engine.job(roots)["Hold_Types"] == "su"
+    engine.pbs("qmgr", "-c", f"set server operators -= {unix_user}@*", check=True)
+    mine = engine.as_user(unix_user, "submit", attrs={"Hold_Types": "u"},
+                          argv=["/bin/true"])["result"]
+    engine.client("hold", ids=[mine], types="p")  # a manager's
+    assert _holds(engine, unix_user, "hold", mine, "p") == 15007
+    assert _holds(engine, unix_user, "release", mine, "p") == 0  # its owner's to release
+    assert engine.job(mine)["Hold_Types"] == "u"
+    engine.client("delete", ids=[roots, mine])
+
+
+def test_qhold_and_qrls_go_on_past_a_refused_id(engine, attacker):
+    """OpenPBS 23.06, checked: qrls A BAD B releases A and B, prints a line for BAD and
+    exits with the last refusal's status. The server's request stopped at the first
+    refusal."""
+    a, b = (engine.as_user(attacker.user, "submit", attrs={"Hold_Types": "u"},
+                           argv=["/bin/true"])["result"] for _ in range(2))
+    roots = engine.submit("true\n", Hold_Types="u")
+    answer = engine.as_user(attacker.user, "hold", ids=[a, roots, "99999", b], types="u")
+    codes = [r.get("error", {}).get("code", 0) for r in answer["result"]]
+    assert codes == [0, 15007, 15001, 0], answer
+    done = attacker.pbs(engine, "qrls", a, "99999", roots, b)
+    name = a.split(".", 1)[1]
+    assert done.stderr == (f"qrls: Unknown Job Id 99999.{name}\n"
+                           f"qrls: Unauthorized Request {roots}\n"), done.stderr
+    assert done.returncode == 15007 % 256, done  # the last refusal's
+    for job_id in (a, b):
+        assert engine.wait(job_id)["run_count"] == 1  # released, both: they ran
+    assert engine.job(roots)["job_state"] == "H"
+    engine.client("delete", ids=[roots])

@@ -172,6 +172,25 @@ def test_a_job_moved_into_a_reservation_is_checked_against_its_owner(inprocess_e
     eng.resvs.may_submit(manager, "R7", owner="bob")
 
 
+def test_a_manager_not_authorized_submits_nothing_to_a_users_reservation(inprocess_engine):
+    """OpenPBS 23.06, checked: root's qsub -q R<n> into a user's reservation is refused
+    (15007, 'Unauthorized Request'). pbsplug let managers and operators submit there."""
+    from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller
+
+    eng = inprocess_engine
+    with eng.store.transaction() as st:
+        st.put("resv", "R7.srv", {"queue": "R7", "Authorized_Users": ["alice@srv"],
+                                  "reserve_state": "RESV_RUNNING", "reserve_start": 1,
+                                  "reserve_end": 2})
+    for role in (ROLE_MANAGER, ROLE_OPERATOR):
+        with pytest.raises(PbsError) as refused:
+            eng.resvs.may_submit(Caller(0, role), "R7")  # root, not among its users
+        assert refused.value.code == 15007, role
+    alice = Caller(0, ROLE_USER)
+    alice.user = "alice"
+    eng.resvs.may_submit(alice, "R7")
+
+
 def test_a_reservation_does_not_take_a_queue_of_its_name(engine):
     """Audit: a reservation confirmed over a manager's queue named as it (R<n>) took it,
     and its end deleted that queue's jobs and the queue. It is denied now."""

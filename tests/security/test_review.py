@@ -360,7 +360,8 @@ def test_a_raw_hold_with_bad_hold_types_is_refused(engine, attacker):
     job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
     done = attacker.python(RAW, "hold", json.dumps({"ids": [job_id], "types": "xyz"}),
                            home=engine)
-    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    (answer,) = json.loads(done.stdout)  # (one result per id)
+    assert answer["error"]["code"] == 15014, done.stdout + done.stderr
     values.job_request({"Hold_Types": engine.job(job_id)["Hold_Types"]}, "manager")
 
 
@@ -471,7 +472,7 @@ def test_a_user_sets_no_operators_hold_nor_the_password_hold_on_a_waiting_job(en
         raw = engine.as_user(attacker.user, "alter", id=job_id, attrs=attrs)
         assert raw.get("error", {}).get("code") == 15007, (attrs, raw)
     raw = engine.as_user(attacker.user, "hold", ids=[job_id], types="p")
-    assert raw.get("error", {}).get("code") == 15007, raw
+    assert raw["result"][0].get("error", {}).get("code") == 15007, raw
     assert engine.job(job_id)["job_state"] == "W"
     assert engine.job(job_id).get("Hold_Types", "n") == "n"
     engine.pbs("qdel", job_id)
