@@ -198,6 +198,104 @@ def parse_select(spec: str) -> list[Chunk]:
     return chunks
 
 
+def chunk_defaults(defaults: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """One table from ``default_chunk`` tables (a queue's, then the server's), the first
+    naming a resource winning; ncpus 1 when none names it (PBS's server is made with
+    ``default_chunk.ncpus = 1``)."""
+    merged: dict[str, Any] = {}
+    for table in defaults:
+        if isinstance(table, Mapping):
+            for key, value in table.items():
+                if value is not None:
+                    merged.setdefault(key, value)
+    merged.setdefault("ncpus", 1)
+    return merged
+
+
+def with_chunk_defaults(chunks: tuple[Chunk, ...],
+                        defaults: tuple[Mapping[str, Any] | None, ...] = ()
+                        ) -> tuple[Chunk, ...]:
+    """`chunks`, each given what it lacks of `chunk_defaults(defaults)` (after what it asks
+    for, as PBS appends them: its ``schedselect``); chunks that lack nothing are returned
+    as they are."""
+    merged = chunk_defaults(defaults) if defaults else _NCPUS_ONE
+    out = None
+    for i, chunk in enumerate(chunks):
+        missing = [key for key in merged if key not in chunk.resources]
+        if missing:
+            if out is None:
+                out = list(chunks)
+            out[i] = Chunk(chunk.count, {**chunk.resources,
+                                         **{key: merged[key] for key in missing}})
+    return chunks if out is None else tuple(out)
+
+
+_NCPUS_ONE = {"ncpus": 1}
+#: The resource types whose values a job's chunks add up to (`select_sums`).
+SUMMED_TYPES = frozenset({"long", "size", "float"})
+
+
+def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
+                types: Mapping[str, str]) -> dict[str, Any]:
+    """What PBS's server writes job-wide for a job with a select (OpenPBS 23.06, checked):
+    ``nodect``, the number of chunks, and the sum over the chunks, default_chunk's values
+    included, of each resource of a numeric type in `types` (long, size, float): ``ncpus``
+    always, ``mem`` when a chunk names it (``2:ncpus=1:mem=10mb`` -> ``ncpus=2, mem=20mb,
+    nodect=2``), ``mpiprocs`` likewise. Sizes are written in PBS's shortest exact unit. A
+    value that is not its type's is left out (the select's own check names it), and so
+    is a sum past what a PBS value holds."""
+    chunks = with_chunk_defaults(tuple(parse_select(select)), defaults)
+    sums: dict[str, Any] = {}
+    for chunk in chunks:
+        for name, value in chunk.resources.items():
+            kind = types.get(name)
+            if kind not in SUMMED_TYPES:
+                continue
+            try:
+                one = parse_size(value) if kind == "size" else \
+                    float(value) if kind == "float" else int(value)
+            except (TypeError, ValueError):
+                continue
+            sums[name] = sums.get(name, 0) + chunk.count * one
+    for name, total in list(sums.items()):
+        if not -LONG_MAX <= total <= LONG_MAX or total != total:  # (no value PBS could hold)
+            del sums[name]
+        elif types[name] == "size":
+            sums[name] = format_size(total)
+    sums["nodect"] = sum(chunk.count for chunk in chunks)
+    return sums
+
+
+def with_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],
+              types: Mapping[str, str], previous: Mapping[str, Any] | None = None,
+              previous_defaults: tuple[Mapping[str, Any] | None, ...] = ()) -> dict[str, Any]:
+    """A job's Resource_List with what the server writes beside its request, as PBS's:
+    for a select, its `select_sums` (the sums a `previous` Resource_List's select gave,
+    with `previous_defaults`, are taken away first: a new select's sums replace them); for
+    a job without one (PBS's conversion into one chunk), ``nodect`` 1 and the chunk's
+    ``ncpus`` when it asks for none. A select that does not parse is left to its check."""
+    out = dict(res)
+    select = out.get("select")
+    if not select:
+        out["nodect"] = 1
+        if out.get("ncpus") is None:
+            out["ncpus"] = chunk_defaults(defaults)["ncpus"]
+        return out
+    try:
+        sums = select_sums(str(select), defaults, types)
+    except ValueError:
+        return out
+    old = (previous or {}).get("select")
+    if old:
+        try:
+            for name in select_sums(str(old), previous_defaults, types):
+                out.pop(name, None)
+        except ValueError:
+            pass
+    out.update(sums)
+    return out
+
+
 PLACE_ARRANGEMENTS = ("free", "pack", "scatter", "vscatter")
 PLACE_SHARING = ("excl", "shared", "exclhost")
 

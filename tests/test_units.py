@@ -10,6 +10,7 @@ from pbsplug import (
     parse_place,
     parse_select,
     parse_size,
+    units,
 )
 from pbsplug.units import (
     exec_vnode_names,
@@ -166,3 +167,35 @@ def test_exec_vnode_names_of_chunks_and_the_rest_of_a_host():
     assert exec_vnode_names("(a0:ncpus=1)+(a1)+(b0:ncpus=1:mem=1gb+b1:ncpus=2)") == (
         "a0", "a1", "b0", "b1")
     assert exec_vnode_names("") == ()
+
+
+# -- what the server writes beside a select (OpenPBS 23.06, checked) -----------------------------
+
+TYPES = {"ncpus": "long", "mem": "size", "mpiprocs": "long", "energy": "float",
+         "arch": "string", "bigmem": "boolean", "nodect": "long"}
+
+
+def test_select_sums_add_up_numeric_resources_default_chunk_included():
+    sums = units.select_sums("1:mem=5mb+2:ncpus=2:mpiprocs=3:arch=linux", (), TYPES)
+    assert sums == {"mem": "5mb", "ncpus": 5, "mpiprocs": 6, "nodect": 3}
+    queue, server = {"ncpus": 2, "mem": "1gb"}, {"mem": "4gb", "energy": 0.5}
+    sums = units.select_sums("3:bigmem=true", (queue, server), TYPES)
+    assert sums == {"ncpus": 6, "mem": "3gb", "energy": 1.5, "nodect": 3}
+
+
+def test_select_sums_leave_out_what_no_pbs_value_holds():
+    sums = units.select_sums("100000:mem=100pb", (), TYPES)
+    assert "mem" not in sums and sums["nodect"] == 100000 and sums["ncpus"] == 100000
+
+
+def test_with_sums_replace_the_previous_selects_and_convert_a_plain_job():
+    first = units.with_sums({"select": "2:ncpus=1:mem=10mb", "walltime": "1:00"}, (), TYPES)
+    assert first == {"select": "2:ncpus=1:mem=10mb", "walltime": "1:00", "ncpus": 2,
+                     "mem": "20mb", "nodect": 2}
+    later = units.with_sums({**first, "select": "1:mpiprocs=4"}, (), TYPES, previous=first)
+    assert later == {"select": "1:mpiprocs=4", "walltime": "1:00", "ncpus": 1,
+                     "mpiprocs": 4, "nodect": 1}
+    assert units.with_sums({"walltime": "1:00"}, ({"ncpus": 4},), TYPES) == {
+        "walltime": "1:00", "nodect": 1, "ncpus": 4}
+    assert units.with_sums({"ncpus": 2}, (), TYPES) == {"ncpus": 2, "nodect": 1}
+    assert units.with_sums({"select": "x:y"}, (), TYPES) == {"select": "x:y"}  # its check's

@@ -563,6 +563,7 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
+        attrs["Resource_List"] = self._summed(attrs)
         waits_for = self._check_depend(caller, attrs)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
@@ -977,6 +978,8 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
+        if attrs.get("Resource_List") != current.get("Resource_List"):
+            attrs["Resource_List"] = self._summed(attrs, current)
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
@@ -990,6 +993,28 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
+
+    def _summed(self, attrs: dict, previous: dict | None = None) -> dict[str, Any]:
+        """The job's Resource_List with the sums PBS's server writes beside its request
+        (ncpus, nodect, the chunks' mem ...: `units.with_sums`), by its queue's and the
+        server's default_chunk; those of its `previous` attributes' select go first."""
+        server = self.server_attrs()
+
+        def defaults(job: dict) -> tuple:
+            return default_chunks(self.store.get("queue", str(job.get("queue"))), server)
+
+        res = units.with_sums(attrs.get("Resource_List") or {}, defaults(attrs),
+                              {**values.RESOURCE_TYPES, **self.resource_types()},
+                              None if previous is None else previous.get("Resource_List"),
+                              defaults(previous) if previous is not None else ())
+        if res.get("select"):  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least
+            ranks = sum(chunk.count * max(1, int(chunk.resources.get("mpiprocs", 1) or 1))
+                        for chunk in units.parse_select(str(res["select"])))
+            if ranks > MAX_RANKS:
+                raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                               f"Resource_List.select: {ranks} MPI ranks (mpiprocs) in all, "
+                               f"more than {MAX_RANKS}")
+        return res
 
     def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict,
                        before: dict) -> list[tuple[str, str]]:
@@ -1046,6 +1071,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
+        attrs["Resource_List"] = self._summed(attrs, stored)  # (the new queue's defaults)
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -1530,6 +1556,11 @@ class Engine:
                 st.put_job(job_id, attrs)
             self.log(LOG_JOB, "Job", job_id, f"runjob request rejected: {outcome.message}")
             self._depend_linked(job_id, attrs, before, befores)
+            if attrs["job_state"] != "Q":
+                # Held or waiting now: the cpus the cycle gave it go to the jobs behind it
+                # at once, as PBS's cycle goes on to them (a job still Q is tried again at
+                # the next event, not in a loop).
+                self.want_cycle = True
             return False
         now = int(self.clock())
         hosts = units.format_exec_host(parse_exec_vnode(exec_vnode), lambda _: self.host)

@@ -22,6 +22,7 @@ from ..units import (
     parse_place,
     parse_select,
     parse_size,
+    with_chunk_defaults,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
 
@@ -379,39 +380,6 @@ def default_chunks(queue: Any, server: Any) -> tuple[Any, Any]:
     with ``get``); `queue` may be None."""
     return (queue.get("default_chunk") if queue is not None else None,
             server.get("default_chunk"))
-
-
-def chunk_defaults(defaults: tuple[Mapping[str, Any] | None, ...]) -> dict[str, Any]:
-    """One table from ``default_chunk`` tables, the first naming a resource winning; ncpus
-    1 when none names it (PBS's server is made with ``default_chunk.ncpus = 1``)."""
-    merged: dict[str, Any] = {}
-    for table in defaults:
-        if isinstance(table, Mapping):
-            for key, value in table.items():
-                if value is not None:
-                    merged.setdefault(key, value)
-    merged.setdefault("ncpus", 1)
-    return merged
-
-
-def with_chunk_defaults(chunks: tuple[Chunk, ...],
-                        defaults: tuple[Mapping[str, Any] | None, ...] = ()
-                        ) -> tuple[Chunk, ...]:
-    """`chunks`, each given what it lacks of `chunk_defaults(defaults)` (after what it asks
-    for, as PBS appends them); chunks that lack nothing are returned as they are."""
-    merged = chunk_defaults(defaults) if defaults else _NCPUS_ONE
-    out = None
-    for i, chunk in enumerate(chunks):
-        missing = [key for key in merged if key not in chunk.resources]
-        if missing:
-            if out is None:
-                out = list(chunks)
-            out[i] = Chunk(chunk.count, {**chunk.resources,
-                                         **{key: merged[key] for key in missing}})
-    return chunks if out is None else tuple(out)
-
-
-_NCPUS_ONE = {"ncpus": 1}
 
 
 def job_place(job: Job) -> Place:

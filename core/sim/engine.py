@@ -55,7 +55,8 @@ from ..scheduler import (
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import default_chunks, job_select, node_sort_order
 from ..scheduling import SchedulerInstance
-from ..units import format_duration, format_exec_host, parse_select
+from ..units import format_duration, format_exec_host, parse_select, with_sums
+from ..values import RESOURCE_TYPES
 from .machine import Machine, PowerModel
 from .records import (
     COMPLETED,
@@ -311,6 +312,8 @@ class Simulator:
         self._touched = True
         self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
+        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_submit`).
+        self._sums: dict[tuple, dict[str, Any]] = {}
         self._seq = 0
         self._states_key: tuple | None = None
         #: `_counts` changed since `_record_states` last summed it (else its sums hold);
@@ -589,6 +592,9 @@ class Simulator:
                  "qtime": now, "ctime": now, "etime": now, "run_count": 0,
                  "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
                  "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
+        hooked = bool(self._chains.get("queuejob"))
+        if not hooked:
+            self._add_sums(attrs)  # (before its Job is made: one object, not two)
         run = _Run(tj, attrs, self._seq)
         outcome = self._fire("queuejob", job=lambda: run.job)
         if outcome is not None:
@@ -598,10 +604,12 @@ class Simulator:
             if outcome.changes.get("job"):
                 attrs.update(outcome.changes["job"])
                 attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
-                run.job = Job(tj.job_id, attrs)
                 if not self._may_run(run):
                     self._reject(run, "held by a queuejob hook")
                     return
+        if hooked:
+            self._add_sums(attrs)
+            run.job = Job(tj.job_id, attrs)
         try:
             chunks = job_select(run.job, default_chunks(self.queues.get(run.job.queue),
                                                         self.server))
@@ -614,6 +622,23 @@ class Simulator:
         self._tell(run)
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
+
+    def _add_sums(self, attrs: dict[str, Any]) -> None:
+        """What the server writes beside a job's request after queuejob (ncpus, nodect, the
+        chunks' sums: `pbsplug.units.with_sums`), as the engine's does; a trace repeats a
+        few requests many times, each summed once."""
+        res = attrs["Resource_List"]
+        key = (res.get("select"), res.get("ncpus"), attrs["queue"])
+        summed = self._sums.get(key)
+        if summed is None:
+            if len(self._sums) > 4096:
+                self._sums.clear()
+            full = with_sums(res, default_chunks(self.queues.get(attrs["queue"]),
+                                                 self.server), RESOURCE_TYPES)
+            summed = self._sums[key] = {k: v for k, v in full.items()
+                                        if k not in res or res[k] != v}
+        if summed:
+            attrs["Resource_List"] = {**res, **summed}
 
     def _may_run(self, run: _Run) -> bool:
         """Whether a queued job may still run: not when held (nothing in a replay releases

@@ -180,8 +180,32 @@ def test_qsub_job_wide_resources_beside_a_select_and_qalter_of_one(engine):
     done = engine.pbs("qalter", "-l", "ncpus=2", job_id)
     assert done.returncode == 5 and "resource is: ncpus" in done.stderr, done.stderr
     assert engine.pbs("qalter", "-l", "walltime=10:00", job_id).returncode == 0
-    assert "ncpus" not in engine.job(job_id)["Resource_List"]
+    assert engine.job(job_id)["Resource_List"]["ncpus"] == 1  # the select's, not qalter's
     engine.client("delete", ids=[job_id])
+
+
+def test_the_server_writes_a_selects_sums_as_openpbs_does(engine):
+    """OpenPBS 23.06, checked: beside a select the server writes nodect and the chunks'
+    sums (default_chunk's ncpus included); a qalter'd select's replace them (PBS leaves
+    the old sum of a resource the new select does not name: pbsplug does not); a job
+    without a select gets ncpus and nodect 1. A hook read Resource_List["ncpus"] as None."""
+    job_id = qsub(engine, "-h", "-l", "select=2:ncpus=1:mem=10mb", input="true\n")
+    res = engine.job(job_id)["Resource_List"]
+    assert (res["ncpus"], res["mem"], res["nodect"]) == (2, "20mb", 2), res
+    full = engine.pbs("qstat", "-f", job_id).stdout
+    assert "    Resource_List.nodect = 2\n" in full and "    Resource_List.mem = 20mb\n" in full
+    other = qsub(engine, "-h", "-l", "select=1:mem=5mb+2:ncpus=2:mpiprocs=3", input="true\n")
+    res = engine.job(other)["Resource_List"]
+    assert (res["ncpus"], res["mem"], res["mpiprocs"], res["nodect"]) == (5, "5mb", 6, 3)
+    engine.pbs("qalter", "-l", "select=1:ncpus=3", other, check=True)
+    res = engine.job(other)["Resource_List"]
+    assert (res["ncpus"], res["nodect"], "mem" in res, "mpiprocs" in res) == (3, 1, False,
+                                                                               False), res
+    engine.client("qmgr", text="set server default_chunk.ncpus = 2")
+    plain = qsub(engine, "-h", input="true\n")
+    res = engine.job(plain)["Resource_List"]
+    assert (res["ncpus"], res["nodect"]) == (2, 1), res
+    engine.client("delete", ids=[job_id, other, plain])
 
 
 def test_qsub_a_script_that_does_not_exist(engine):
@@ -281,7 +305,7 @@ def test_qstat_F_json(engine):
     assert abs(doc["timestamp"] - time.time()) < 60
     job = doc["Jobs"][job_id]
     assert (job["Job_Name"], job["job_state"], job["queue"]) == ("js", "Q", "workq")
-    assert job["Resource_List"] == {"select": "1:ncpus=99999"}
+    assert job["Resource_List"] == {"select": "1:ncpus=99999", "ncpus": 99999, "nodect": 1}
     assert job["Rerunable"] == "True"
     assert job["Variable_List"]["PBS_O_WORKDIR"] == str(engine.work)
     assert json.loads(engine.pbs("qstat", "-F", "json", job_id).stdout)["Jobs"].keys() == {

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pbsplug import values
+from pbsplug.engine import depend
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root
 
@@ -215,10 +216,17 @@ def test_hooks_changes_fuzzed_are_the_hooks_error_or_stored(dists, make_server):
         if not ok and name == "queue":  # routed to a queue that is not there, as qsub -q
             assert result.message == "Unknown queue", (change, result)
             return
+        if not ok and name == "depend":  # on a job that is not there, as qsub -W depend
+            assert result.message == "Unknown Job Id", (change, result)
+            return
         if not ok:  # a valid value the event's guard does not let a queuejob hook set
             assert result.message == HOOK_ERROR, (change, result)
             return
         stored = engine.job(result)
+        if name == "depend" and expected is not None:  # stored by full ids, as qsub's
+            server = result.split(".", 1)[1]
+            expected = depend.format([(kind, [i if "." in i else f"{i}.{server}" for i in ids])
+                                      for kind, ids in depend.parse(expected)])
         if resource:
             assert stored.get("Resource_List", {}).get(resource) == expected, change
         elif expected is not None:

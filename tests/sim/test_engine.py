@@ -311,6 +311,31 @@ def test_a_hooks_hold_or_execution_time_sets_the_state_as_in_the_engine(register
     assert (by_id["4"].final_state, by_id["4"].start) == (COMPLETED, 0)
 
 
+class Reader:
+    """Notes what runjob reads of each job's Resource_List."""
+
+    plugin_info = PluginInfo(events=("runjob",), sim_safe=("runjob",))
+
+    def __init__(self):
+        self.seen = {}
+
+    @hookimpl
+    def runjob(self, event):
+        res = event.job.Resource_List
+        self.seen[event.job.id] = (res["ncpus"], res["nodect"], res["mpiprocs"])
+
+
+def test_hooks_read_the_sums_the_engines_server_writes(register_plugin, pbsplug_plugins,
+                                                       tmp_path):
+    """A hook read Resource_List["ncpus"] of a select job as None (PBS's server writes the
+    chunks' sums and nodect, and so does the engine's, `units.with_sums`)."""
+    hook = Reader()
+    register_plugin(hook, "reader", isolation="inprocess")
+    simulate([tj(1, 0, 10, 3, 10), tj(2, 0, 10, 2, 10, select="2:ncpus=1:mpiprocs=2")],
+             nodes=4, plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert hook.seen == {"1": (3, 3, None), "2": (2, 2, 4)}
+
+
 class WholeHost:
     """Asks place=exclhost for job 1 at its submission, and notes what each job ran on."""
 
