@@ -1713,18 +1713,18 @@ class Engine:
         workdir = variables.get("PBS_O_WORKDIR") or "/"
         tmpdir = self.home.tmp / f"pbs.{job_id}"
         nodefile = self.home.jobs / f"{seq}.nodes"
-        ncpus = 0
-        ranks = []  # MPI ranks per chunk: its mpiprocs, one at least
-        for _name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
-            if not res:  # the rest of a host the job holds whole (exclhost): no rank there
-                continue
-            n = int(res.get("ncpus", 1) or 1)
-            ncpus = ncpus or n
-            ranks.append(max(1, int(res.get("mpiprocs", 1) or 1)))
-        if sum(ranks) > MAX_RANKS:  # (mpiprocs=10**12 would have the root server fill
-            raise ValueError(f"mpiprocs: {sum(ranks)} MPI ranks in all, more than "  # memory)
-                             f"{MAX_RANKS}")
-        lines = [self.host] * sum(ranks)
+        ncpus = next((int(res.get("ncpus", 1) or 1) for _name, res in parse_exec_vnode(
+            attrs.get("exec_vnode", "")) if res), 0)  # (its first chunk's, not a host's rest)
+        # MPI ranks: each chunk's mpiprocs, one at least, read from its schedselect (as
+        # PBS's MoM does: exec_vnode lists what the chunks take, not their layout).
+        defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
+                                  self.server_attrs())
+        ranks = sum(chunk.count * max(1, int(chunk.resources.get("mpiprocs", 1) or 1))
+                    for chunk in job_select(Job(job_id, attrs), defaults))
+        if ranks > MAX_RANKS:  # (checked at qsub; mpiprocs=10**12 would have the root
+            raise ValueError(f"mpiprocs: {ranks} MPI ranks in all, more than "  # server fill
+                             f"{MAX_RANKS}")  # its memory with the nodefile)
+        lines = [self.host] * ranks
         user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
         # The nodefile and the script are the job's user's (0600 and 0700, as PBS keeps the
         # script) in jobs/, which others cannot list: the job reads them, nobody else.

@@ -2508,7 +2508,7 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
         consumable: dict[str, int] = {}
         match: dict[str, str] = {}
         for key, value in chunk.resources.items():
-            if key in LAYOUT_RESOURCES:  # (kept as written, for the nodefile)
+            if key in LAYOUT_RESOURCES:  # (the nodefile reads them from the select)
                 continue
             amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
@@ -2520,14 +2520,16 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
 
 
 def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
-    """exec_vnode chunks with the job's own spelling of each value (``mem=4gb``)."""
+    """exec_vnode chunks: what each takes of its vnode, in the job's own spelling of each
+    value (``mem=4gb``). As OpenPBS 23.06 writes it (checked): a value only matched
+    (``arch=linux``, ``host=``) or the chunks' layout (``mpiprocs``, ``ompthreads``) is not
+    listed: ``select=1:ncpus=1:mpiprocs=2`` runs on ``(vm:ncpus=1)``."""
     out = []
     kept: dict[int, dict[str, Any]] = {}  # alike chunks share their request: filtered once
-    for (name, _), (_consumable, _match, shown) in zip(chunks, info.chunks, strict=True):
+    for (name, _), (consumable, _match, shown) in zip(chunks, info.chunks, strict=True):
         mine = kept.get(id(shown))
         if mine is None:
-            mine = kept[id(shown)] = {k: v for k, v in shown.items()
-                                      if k not in ("host", "vnode")}
+            mine = kept[id(shown)] = {k: v for k, v in shown.items() if k in consumable}
         out.append((name, mine))
     return out
 

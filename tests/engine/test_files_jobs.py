@@ -140,6 +140,24 @@ def test_exec_host_counts_cpus_as_pbs_does(engine):
     engine.client("delete", ids=[two, one])
 
 
+def test_the_nodefile_holds_each_chunks_mpiprocs_which_exec_vnode_does_not_list(engine):
+    """OpenPBS 23.06, checked: exec_vnode lists what a chunk takes of its vnode, not its
+    layout (``select=1:ncpus=1:mpiprocs=2`` ran on ``(vm:ncpus=1)``); the nodefile has a
+    line per MPI rank, one a chunk at least. pbsplug's exec_vnode listed mpiprocs (and
+    matched values), and its nodefile read them from there."""
+    engine.pbs("qmgr", "-c", f"set node {next(iter(engine.client('stat_nodes')))} "
+               "resources_available.ncpus = 4", check=True)
+    job_id = engine.submit("sleep 300\n", Resource_List={
+        "select": "1:ncpus=1:mpiprocs=3+1:ncpus=1"})
+    attrs = engine.wait(job_id, "R")
+    vnode = next(iter(engine.client("stat_nodes")))
+    assert attrs["exec_vnode"] == f"({vnode}:ncpus=1)+({vnode}:ncpus=1)"
+    nodefile = engine.home.jobs / f"{job_id.split('.')[0]}.nodes"
+    until(lambda: nodefile.exists() and nodefile.read_text(), what="the job's nodefile")
+    assert nodefile.read_text() == f"{HOST}\n" * 4
+    engine.client("delete", ids=[job_id])
+
+
 def test_an_exclhost_job_lists_the_rest_of_its_host_as_pbs_does(engine):
     """As OpenPBS 23.06 runs it on a host of three vnodes: exec_vnode names the host's other
     vnodes with no resources after its chunk, exec_host gives each of them ``*0``, and
