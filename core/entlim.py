@@ -170,12 +170,9 @@ def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
     it counts 0 (a stored job is not refused again), a chunk at a time."""
     res = res if isinstance(res, Mapping) else {}
 
-    def default(attr: str) -> Any:
-        for source in defaults:
-            table = source.get(attr) if hasattr(source, "get") else None
-            if isinstance(table, Mapping) and table.get(name) is not None:
-                return table[name]
-        return 1 if name == "ncpus" else 0
+    def tables(attr: str) -> tuple[Any, ...]:
+        return tuple(source.get(attr) if hasattr(source, "get") else None
+                     for source in defaults)
 
     def read(value: Any, where: str) -> int | float:
         try:
@@ -193,11 +190,14 @@ def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
             if strict:
                 raise ValueError(f"Resource_List.select: {exc}") from None
             return 0
-        chunk_default = default("default_chunk")
-        if name in HOST_LEVEL or any(name in chunk.resources for chunk in chunks) or \
-                chunk_default != (1 if name == "ncpus" else 0):
-            return sum(chunk.count * read(chunk.resources.get(name, chunk_default),
+        # (each chunk given what it lacks of default_chunk, as the scheduler places it)
+        chunks = units.with_chunk_defaults(tuple(chunks), tables("default_chunk"))
+        if name in HOST_LEVEL or any(name in chunk.resources for chunk in chunks):
+            return sum(chunk.count * read(chunk.resources.get(name, 0),
                                           f"Resource_List.select {name}") for chunk in chunks)
     value = res.get(name)  # a job-wide resource (walltime, a licence): not in chunks
-    return read(value if value is not None else default("resources_default"),
-                f"Resource_List.{name}")
+    if value is None:
+        value = next((table[name] for table in tables("resources_default")
+                      if isinstance(table, Mapping) and table.get(name) is not None),
+                     1 if name == "ncpus" else 0)
+    return read(value, f"Resource_List.{name}")
