@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import units, values
 from ..objects import Reservation
+from ..scheduler import DEFAULT_PARTITION
 from ..units import parse_exec_vnode
-from .errors import PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
+from .errors import PBSE_BADATVAL, PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
 
 if TYPE_CHECKING:
@@ -86,6 +87,9 @@ class Reservations:
                 duration is not None and end - start != duration):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
         attrs = self._checked(attrs)
+        if attrs.get("partition") and self._unowned(str(attrs["partition"])):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value partition: "
+                           f"no scheduler has partition {attrs['partition']}")
         res = dict(attrs.get("Resource_List") or {})
         if not res.get("select"):
             res["select"] = "1:ncpus=1"
@@ -184,6 +188,12 @@ class Reservations:
                 return
         raise PbsError(PBSE_PERM, obj=queue)
 
+    def _unowned(self, partition: str) -> bool:
+        """Whether no scheduler has `partition` (``pbs-default`` is the default one's): a
+        reservation only its scheduler may decide would wait, unconfirmed, to its end."""
+        return partition != DEFAULT_PARTITION and not any(
+            partition in (sched.partitions or ()) for sched in self.engine._schedulers().values())
+
     def _full_id(self, name: str) -> str:
         return name if "." in name else f"{name}.{self.engine.server_name}"
 
@@ -271,10 +281,19 @@ class Reservations:
                 f"Reservation denied: {why.removeprefix('Reservation denied: ')}")
 
     def poll(self, now: float) -> None:
-        """Begin the reservations whose window opened and end those whose window closed."""
+        """Begin the reservations whose window opened and end those whose window closed;
+        deny an unconfirmed one whose partition no scheduler has any more."""
         eng = self.engine
+        unowned: dict[str, bool] = {}
         for resv_id, attrs in eng.store.all("resv").items():
             state = attrs.get("reserve_state")
+            part = attrs.get("partition")
+            if state == UNCONFIRMED and part and now < float(attrs["reserve_end"]):
+                if part not in unowned:
+                    unowned[part] = self._unowned(str(part))
+                if unowned[part]:
+                    self._deny(resv_id, attrs, f"no scheduler has partition {part}")
+                    continue
             if state == CONFIRMED and now >= float(attrs["reserve_start"]):
                 attrs.update(reserve_state=RUNNING, reserve_substate=5, mtime=int(now))
                 with eng.store.transaction() as st:

@@ -281,13 +281,6 @@ def test_a_changed_sched_log_restarts_the_scheduler_there(engine, tmp_path):
     assert "Starting Scheduling Cycle" in "".join(p.read_text() for p in newlog.iterdir())
 
 
-def test_a_reservation_for_a_partition_nobody_has_waits(engine):
-    resv_id = rsub(engine, "-p", "PNONE")
-    time.sleep(1.5)
-    attrs = resv(engine, resv_id)
-    assert not attrs.get("resv_nodes") and "RESV_UNCONFIRMED" in str(attrs["reserve_state"])
-
-
 def test_a_scheduler_without_a_partition_does_not_keep_a_reservation_waiting(engine):
     qmgr(engine, "create sched nopart2")
     qmgr(engine, "set sched nopart2 scheduling = True")
@@ -438,3 +431,21 @@ def test_default_scheduler_folders_are_made_without_following_a_planted_link(tmp
     assert made.is_dir() and not made.is_symlink()
     assert (made.stat().st_mode & 0o777, made.stat().st_uid) == (
         0o755, pwd.getpwnam("nobody").pw_uid)
+
+
+def test_a_reservation_for_a_partition_no_scheduler_has_is_refused_or_denied(engine):
+    """Audit: pbs_rsub -p naming a partition no scheduler had was kept unconfirmed to its
+    end (only that partition's scheduler decides it). Refused at pbs_rsub; one whose
+    partition goes while it waits is denied."""
+    start = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00", "-p", "PL")
+    assert (done.returncode, done.stderr) == (15014 % 256, (
+        "pbs_rsub: Illegal attribute or resource value partition: no scheduler has "
+        "partition PL\n")), done
+    assert engine.client("stat_resvs") == {}
+    two_partitions(engine)
+    qmgr(engine, "set sched sc2 scheduling = False")
+    resv_id = rsub(engine, "-p", "P2")
+    qmgr(engine, "set sched sc2 partition -= P2")
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the reservation denied")
+    assert "Reservation denied: no scheduler has partition P2" in engine.log()
