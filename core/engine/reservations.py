@@ -115,6 +115,8 @@ class Reservations:
         stored = resv.to_dict()
         stored.pop("name", None)
         eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
+        self._hooked_times(outcome, stored, before, now)
+        start, end = stored["reserve_start"], stored["reserve_end"]
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
@@ -122,6 +124,31 @@ class Reservations:
                 f"select {res['select']}")
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def _hooked_times(self, outcome: Any, stored: dict, before: dict, now: int) -> None:
+        """The window a resvsub hook left, made whole as pbs_rsub's: a changed duration or
+        start moves the end (the duration stays), a changed end sets the duration; the
+        three must then agree, with the same bounds as pbs_rsub's, and the walltime
+        follows. A window they cannot make is the hook's error: PBS's 15086, its hook
+        named in the server log, nothing stored."""
+        keys = ("reserve_start", "reserve_end", "reserve_duration")
+        if all(stored.get(k) == before.get(k) for k in keys):
+            return
+        start, end = int(stored["reserve_start"]), int(stored["reserve_end"])
+        duration = stored.get("reserve_duration")
+        if end == before["reserve_end"] and duration is not None:
+            end = start + int(duration)  # (the duration or the start changed)
+        elif duration is None or duration == before["reserve_duration"]:
+            duration = end - start  # (the end changed)
+        if start < now - 60 or end <= start or end > values.TIME_MAX or \
+                end - start != int(duration):
+            hook = outcome.runs[-1].hook if outcome.runs else "resvsub"
+            self.engine.log(LOG_ERROR, "Hook", hook, f"resvsub hook '{hook}' left a window "
+                            f"that cannot be: start {start}, end {end}, duration {duration}")
+            raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
+        stored.update(reserve_start=start, reserve_end=end, reserve_duration=end - start)
+        stored["Resource_List"] = {**(stored.get("Resource_List") or {}),
+                                   "walltime": units.format_duration(end - start)}
 
     def _checked(self, attrs: Any) -> dict[str, Any]:
         """pbs_rsub's attributes under the one set of rules (`pbsplug.values`): the name,

@@ -195,6 +195,15 @@ TAMPERER = """
             event.resv.reserve_state = "RESV_RUNNING"
         elif name == "queue":
             event.resv.queue = "workq"
+        elif name == "longer":
+            event.resv.reserve_duration = 7200
+        elif name == "laterend":
+            event.resv.reserve_end = event.resv.reserve_end + 600
+        elif name == "clash":
+            event.resv.reserve_end = event.resv.reserve_end + 600
+            event.resv.reserve_duration = 60
+        elif name == "past":
+            event.resv.reserve_start = 1000
 
     @hookimpl
     def modifyjob(event):
@@ -325,3 +334,31 @@ def test_a_modifyjob_hooks_hold_and_depend_set_the_state(dists, make_engine):
     assert engine.wait(child)["Exit_status"] == 0
     bad = engine.pbs("qalter", "-N", "after424242", engine.submit("true\n", Hold_Types="u"))
     assert bad.returncode != 0 and "Unknown Job Id" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("name, duration, walltime", [("longer", 7200, "02:00:00"),
+                                                      ("laterend", 1200, "00:20:00")])
+def test_a_resvsub_hooks_window_is_made_whole(dists, make_engine, name, duration, walltime):
+    """Audit: a resvsub hook that changed reserve_duration left reserve_end (and the
+    walltime) as they were: a window with two lengths. The end follows a new duration, the
+    duration a new end."""
+    engine = make_engine(plugin(dists, "tamperer", TAMPERER, ("resvsub",)))
+    start = int(time.time()) + 3600
+    resv_id = engine.client("resv_submit", attrs={"Reserve_Name": name, "reserve_start": start,
+                                                  "reserve_duration": 600})["id"]
+    attrs = engine.client("stat_resvs")[resv_id]
+    assert (attrs["reserve_start"], attrs["reserve_end"], attrs["reserve_duration"]) == (
+        start, start + duration, duration), attrs
+    assert attrs["Resource_List"]["walltime"] == walltime
+
+
+@pytest.mark.parametrize("name", ["clash", "past"])
+def test_a_resvsub_hooks_window_that_cannot_be_is_refused(dists, make_engine, name):
+    engine = make_engine(plugin(dists, "tamperer", TAMPERER, ("resvsub",)))
+    with pytest.raises(PbsError) as refused:
+        engine.client("resv_submit", attrs={"Reserve_Name": name,
+                                            "reserve_start": int(time.time()) + 3600,
+                                            "reserve_duration": 600})
+    assert (refused.value.code, refused.value.message) == (15086, "Bad time specification(s)")
+    assert "resvsub hook 'tamperer' left a window that cannot be" in engine.log()
+    assert engine.client("stat_resvs") == {}
