@@ -324,12 +324,19 @@ class Manager:
         """PBS's rules for schedulers, queues and nodes in partitions (`partitions`)."""
         if cmd.obj_type not in ("sched", "queue", "node", "server"):
             return
+        self.check_partitions(cmd.obj_type, name, old, new,
+                              {op.name for op in cmd.attrs} | set(also))
+
+    def check_partitions(self, obj_type: str, name: str, old: dict, new: dict,
+                         changed: set[str]) -> None:
+        """`_check_partitions` for a change of `changed` attributes, from qmgr or a hook
+        (a periodic hook's vnode changes meet qmgr's rules: a busy vnode keeps its
+        partition)."""
         eng = self.engine
-        changed = {op.name for op in cmd.attrs} | set(also)
-        if cmd.obj_type == "node" and "partition" not in changed and "queue" not in changed:
+        if obj_type == "node" and "partition" not in changed and "queue" not in changed:
             return
         busy: set[str] = set()
-        if cmd.obj_type == "node":
+        if obj_type == "node":
             for attrs in eng.store.jobs(("R", "E", "S", "U"), lean=True).values():
                 busy.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
             for resv in eng.resvs.objects():
@@ -338,11 +345,11 @@ class Manager:
         world = partitions.World(self.objects("sched"), eng.store.all("queue"),
                                  eng.store.all("node"), frozenset(busy),
                                  server.get("job_sort_formula"))
-        if cmd.obj_type == "server":
+        if obj_type == "server":
             partitions.check_server(name, changed, new, world)
-        elif cmd.obj_type == "sched":
+        elif obj_type == "sched":
             partitions.check_sched(name, changed, new, world)
-        elif cmd.obj_type == "queue":
+        elif obj_type == "queue":
             partitions.check_queue(name, changed, new, world)
         else:
             partitions.check_node(name, changed, old, new, world)

@@ -1671,7 +1671,15 @@ class Engine:
                 self._set_node(name, fresh, {**fresh, **changes})
                 self.log(LOG_ADMIN, "Node", name, "vnode created by a hook")
             elif old is not None:
-                self._set_node(name, old, {**old, **changes})
+                new = {**old, **changes}
+                try:  # (as qmgr's: a busy vnode keeps its partition)
+                    self.manager.check_partitions("node", name, old, new, {
+                        k for k in ("partition", "queue") if new.get(k) != old.get(k)})
+                except PbsError as err:
+                    self.log(LOG_ERROR, "Hook", outcome.hook or outcome.event, f"vnode {name}'s "
+                             f"change not kept: {err.message}")
+                    continue
+                self._set_node(name, old, new)
 
     def _offline_for_hook(self, names: list[str], hook: str | None) -> None:
         for name in names:

@@ -138,3 +138,30 @@ def test_client_sees_hook_runs_in_the_trace(dists, make_engine):
     until(lambda: trace.exists() and '"periodic"' in trace.read_text(), what="a trace line")
     run = json.loads(trace.read_text().splitlines()[0])
     assert (run["hook"], run["event"], run["outcome"]) == ("tick", "periodic", "accept")
+
+
+def test_a_periodic_hook_moves_no_busy_vnode_to_another_partition(dists, make_engine,
+                                                                   engine_root):
+    """Audit: qmgr refuses to change a busy vnode's partition (PBS's 'Node is busy'), but a
+    periodic hook's change was stored: the running job's vnode left its scheduler."""
+    flag = engine_root / "move"
+    engine = make_engine(plugin(dists, "mover", f"""
+        import os
+
+        @hookimpl
+        def periodic(event):
+            if os.path.exists({str(flag)!r}):
+                for vn in event.vnode_list.values():
+                    vn.partition = "P9"
+        """, ("periodic",), freq=1))
+    engine.pbs("qmgr", "-c", "create sched s9 partition = P9", check=True)
+    job_id = engine.submit("sleep 300\n")
+    vnode = engine.wait(job_id, "R")["exec_vnode"].split(":")[0].strip("(")
+    flag.write_text("")
+    until(lambda: f"vnode {vnode}'s change not kept: Node is busy" in engine.log(),
+          what="the hook's change refused")
+    assert engine.client("stat_nodes")[vnode].get("partition") in (None, "")
+    engine.client("delete", ids=[job_id])
+    engine.wait(job_id)
+    until(lambda: engine.client("stat_nodes")[vnode].get("partition") == "P9",
+          what="the idle vnode moved")
