@@ -331,7 +331,8 @@ def _child(name: str, attrs: dict[str, Any], down: int, up: int, hooks: Any) -> 
         log.info("Starting Scheduling Cycle")
         mark = feed.job_log.mark
         try:
-            result = sched.cycle(feed.snapshot(snap.reservations, snap.resource_types), now)
+            result = sched.cycle(feed.snapshot(snap.reservations, snap.resource_types,
+                                               snap.host_resources), now)
         finally:
             feed.read(mark)
         stats = result.stats

@@ -379,6 +379,11 @@ class Engine:
         """The custom resources (``qmgr create resource``): name -> type."""
         return {n: str(a.get("type", "string")) for n, a in self.store.all("resource").items()}
 
+    def host_resources(self) -> frozenset[str]:
+        """The custom resources a chunk holds on a host (``flag = h``)."""
+        return frozenset(n for n, a in self.store.all("resource").items()
+                         if "h" in str(a.get("flag") or ""))
+
     def _checked_request(self, caller: Caller, attrs: Any) -> dict[str, Any]:
         """A client's job attributes (qsub, qalter, a raw request) checked once, here:
         PBS's 15002, 15003, 15014, 15029 or 15035 with the attribute named."""
@@ -1163,9 +1168,12 @@ class Engine:
                     raise PbsError(PBSE_UNKNODE, obj=name)
             defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
                                       self.server_attrs())
+            types = self.resource_types()  # (what each chunk takes, as exec_vnode lists it)
             select = [(chunk.count, {k: v for k, v in chunk.resources.items()
-                                     if k not in ("host", "vnode")})
-                      for chunk in job_select(Job(job_id, attrs), defaults)]
+                                     if k not in ("host", "vnode")
+                                     and resource_amount(k, v, types) is not None})
+                      for chunk in job_select(Job(job_id, attrs), defaults,
+                                              self.host_resources())]
             # Its length before it is made: a 100,000-chunk select is not written out
             # past what an exec_vnode may hold.
             longest = max(map(len, names)) + 3
@@ -1341,7 +1349,9 @@ class Engine:
                 for j, a in self.store.jobs(("Q", "H", "R", "E"), lean=True).items()
                 if j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
-        return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects())
+        return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects(),
+                        resource_types=self.resource_types(),
+                        host_resources=self.host_resources())
 
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
@@ -1437,7 +1447,8 @@ class Engine:
         feed.set_queues(self.store.all("queue"))
         feed.set_vnodes(self._vnode_rows())
         feed.set_jobs(rows)
-        snap = feed.snapshot(self.resvs.objects(), self.resource_types())
+        snap = feed.snapshot(self.resvs.objects(), self.resource_types(),
+                             self.host_resources())
         now = self.clock()
         if only is not None:
             active = [s for s in active if s.name in only]
@@ -1449,7 +1460,8 @@ class Engine:
             if sched.name != "default":
                 part = sched.slice(Snapshot(snap.server, snap.queues, snap.vnodes, [],
                                             snap.reservations,
-                                            resource_types=snap.resource_types))
+                                            resource_types=snap.resource_types,
+                                            host_resources=snap.host_resources))
                 self.sched_procs.trigger(sched.name, Work(
                     sched.partitions, sched.policy, sched.claimed, sched.iteration, part,
                     {j: a for j, a in rows.items() if a.get("queue") in part.queues}, now))

@@ -350,6 +350,8 @@ class Scheduler:
         #: boolean resources (a vnode without one has it False).
         self._types: dict[str, str] = {}
         self._booleans = _booleans({})
+        #: The custom resources with flag h, in order (`Snapshot.host_resources`).
+        self._host: tuple[str, ...] = ()
         #: The last cycle that made estimates: job id -> (its planned chunks, its request's
         #: chunks, the exec_vnode text made of them, whether no host could be the job's
         #: whole then) (`_estimate`); this cycle's so far.
@@ -417,7 +419,8 @@ class Scheduler:
         return Snapshot(snap.server, queues,
                         {n: v for n, v in snap.vnodes.items() if self.owns(v)},
                         [j for j in snap.jobs if j.queue in queues], snap.reservations,
-                        resource_types=snap.resource_types)
+                        resource_types=snap.resource_types,
+                        host_resources=snap.host_resources)
 
     # -- the cycle ------------------------------------------------------------------------------
     def cycle(self, snap: Snapshot, now: float | None = None) -> CycleResult:
@@ -428,10 +431,12 @@ class Scheduler:
         self._set_sizes: dict[str, dict[str | None, int]] = {}  # see _placement_sets
         #: Inside a reservation, its vnodes and what it holds of each (`_a_set_holds`).
         self._set_world: dict[str, dict[str, int]] | None = None
-        if snap.resource_types != self._types:
+        if snap.resource_types != self._types or \
+                tuple(sorted(snap.host_resources)) != self._host:
             # Values are read by their resources' types: what was read by others is not
-            # kept (a custom resource made, deleted or of another type; rare).
+            # kept (a custom resource made, deleted or of another type or flag; rare).
             self._types = dict(snap.resource_types)
+            self._host = tuple(sorted(snap.host_resources))
             self._booleans = _booleans(self._types)
             self._shapes.clear()
             self._resv_held.clear()
@@ -1271,12 +1276,14 @@ class Scheduler:
         shape = tuple(res[k] for k in _SHAPE_RESOURCES)
         if shape[0] is None:  # (converted: its other host-level resources are its chunk's)
             shape += tuple(res[k] for k in CONVERTED_RESOURCES)
+            if self._host:
+                shape += tuple(res[k] for k in self._host)
         tables, told = self._chunk_defaults(queue, server)
         if told:  # (the defaults a chunk takes are part of what it asks for)
             shape += (told,)
         parsed = self._shapes.get(shape)
         if parsed is None:
-            chunks, smallest = _expand(job_select(job, tables), self._types)
+            chunks, smallest = _expand(job_select(job, tables, self._host), self._types)
             alike = bool(chunks) and not chunks[0][1] and chunks.count(chunks[0]) == len(chunks)
             place = job_place(job)
             parsed = self._shapes[shape] = (
@@ -1288,7 +1295,7 @@ class Scheduler:
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
                         kin=kin, one_cpu=one_cpu)
         prio = float((queue.Priority if queue is not None else None) or 0)
-        formula = -self._formula(job, prio, now, lambda: job_select(job, tables)) \
+        formula = -self._formula(job, prio, now, lambda: job_select(job, tables, self._host)) \
             if self._formula else 0.0
         info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
         return info

@@ -99,11 +99,13 @@ class Feed:
                     log.changed(name)
 
     def snapshot(self, reservations: list[Reservation],
-                 resource_types: Mapping[str, str] | None = None) -> Snapshot:
+                 resource_types: Mapping[str, str] | None = None,
+                 host_resources: frozenset[str] = frozenset()) -> Snapshot:
         """The snapshot of what the feed holds, with its logs."""
         return Snapshot(self.server, self.queues, self.vnodes, self.jobs.values(), reservations,
                         vnodes_version=self.vnode_log.version, job_log=self.job_log,
-                        vnode_log=self.vnode_log, resource_types=dict(resource_types or {}))
+                        vnode_log=self.vnode_log, resource_types=dict(resource_types or {}),
+                        host_resources=frozenset(host_resources))
 
     def read(self, mark: int) -> None:
         """The scheduler fed has read the job log up to `mark` (`job_log.mark` before its

@@ -7,7 +7,7 @@ caller applies the decisions, fires the hook events and stores the estimates.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -160,6 +160,9 @@ class Snapshot:
     #: limits sum a resource as. Empty: the built-in types, and a custom one guessed from
     #: its limit's values.
     resource_types: Mapping[str, str] = field(default_factory=dict)
+    #: The custom resources a chunk holds (``flag = h``): a job without a select asks for
+    #: them in its one chunk, as PBS's conversion puts them there.
+    host_resources: frozenset[str] = frozenset()
 
 
 class JobLog:
@@ -349,13 +352,14 @@ def match_text(name: str, value: Any, types: Mapping[str, str] | None = None) ->
     return str(value)
 
 
-def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()
-               ) -> tuple[Chunk, ...]:
+def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = (),
+               host_resources: Iterable[str] = ()) -> tuple[Chunk, ...]:
     """The job's chunks as the scheduler places them (PBS's ``schedselect``): its select,
     else one chunk of its job-wide host-level resources (PBS's conversion), each chunk
     given what it does not ask for of the ``default_chunk`` tables in `defaults` (its
     queue's, then the server's) and ncpus=1 when none of them says: a chunk never holds no
-    cpus unless it asks for ``ncpus=0``."""
+    cpus unless it asks for ``ncpus=0``. `host_resources` are the custom resources with
+    flag h, which the conversion takes too."""
     res = job.Resource_List
     spec = res["select"]
     if spec:
@@ -363,9 +367,9 @@ def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = ()
     # PBS's conversion of a job without one: one chunk of its job-wide host-level
     # resources (``-l ncpus=2,arch=linux`` -> ``1:arch=linux:ncpus=2``).
     chunk: dict[str, int | str] = {"ncpus": res["ncpus"] if res["ncpus"] is not None else 1}
-    for key in ("mem", "vmem", "ngpus", *CONVERTED_RESOURCES):
+    for key in ("mem", "vmem", "ngpus", *CONVERTED_RESOURCES, *host_resources):
         if res[key] is not None:
-            chunk[key] = res[key]
+            chunk.setdefault(key, res[key])
     return with_chunk_defaults((Chunk(1, chunk),), defaults)
 
 

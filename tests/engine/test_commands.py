@@ -734,3 +734,23 @@ def test_a_custom_string_resource_holding_digits_is_no_amount_on_the_vnode(engin
     assigned = engine.client("stat_nodes", names=[vnode])[vnode]["resources_assigned"]
     assert assigned.get("ncpus") == 2 and "rack" not in assigned, assigned
     engine.client("delete", ids=ids)
+
+
+def test_a_custom_host_resource_asked_job_wide_goes_in_the_jobs_chunk(engine):
+    """PBS's conversion puts a custom resource with flag h in the job's one chunk: the
+    engine's scheduler left ``-l scratch=5gb`` job-wide, and the job ran on a vnode with no
+    scratch. Now it waits for a vnode that has enough; qrun -H runs it there all the same
+    (PBS's qrun -H places the chunks as told), its chunk with its scratch and its layout
+    (mpiprocs) left out, as the scheduler's exec_vnode."""
+    vnode = a_vnode(engine)
+    engine.client("qmgr", text="create resource scratch type = size, flag = nh")
+    engine.client("qmgr", text=f"set node {vnode} resources_available.scratch = 1gb")
+    big = qsub(engine, "-l", "scratch=5gb", "-l", "mpiprocs=2", input="sleep 300\n")
+    small = qsub(engine, "-l", "scratch=512mb", input="sleep 300\n")
+    assert engine.wait(small, "R")["exec_vnode"] == f"({vnode}:ncpus=1:scratch=512mb)"
+    until(lambda: "Can Never Run" in engine.job(big).get("comment", ""),
+          what="the job too big for every vnode")
+    assert engine.job(big)["job_state"] == "Q"
+    engine.pbs("qrun", "-H", vnode, big, check=True)
+    assert engine.wait(big, "R")["exec_vnode"] == f"({vnode}:ncpus=1:scratch=5gb)"
+    engine.client("delete", ids=[big, small])

@@ -1,5 +1,7 @@
 """Hand-made scenarios: each test works out the right answer from PBS's rules."""
 
+from dataclasses import replace
+
 import pytest
 
 from pbsplug import Queue, Server
@@ -110,6 +112,28 @@ def test_a_job_without_a_select_asks_its_chunk_for_its_host_level_resources():
     result = cycle(snapshot(vnodes, jobs))
     assert started(result) == {"1.s": "(sp:ncpus=1)", "3.s": "(sp:ncpus=2)"}
     assert result.comments["2.s"].startswith("Can Never Run")
+
+
+def test_a_job_without_a_select_asks_its_chunk_for_its_custom_host_resources():
+    """PBS's conversion puts a custom resource with flag h in the job's chunk too: the
+    scheduler knew types, not flags, left ``-l scratch=5gb`` job-wide, and the job ran on a
+    vnode with no scratch. The same request twice, with and without the flag, is two
+    shapes (what one cycle parsed of it is not the other's)."""
+    vnodes = [vnode("plain", ncpus=4), vnode("disk", ncpus=4, resources={"scratch": "10gb"})]
+    jobs = [job(None, id="1.s", resources={"ncpus": 1, "scratch": "5gb"}),
+            job(None, id="2.s", resources={"ncpus": 1, "scratch": "20gb"})]
+    snap = snapshot(vnodes, jobs)
+    snap.resource_types = {"scratch": "size"}
+    result = cycle(replace(snap, host_resources=frozenset({"scratch"})))
+    assert started(result) == {"1.s": "(disk:ncpus=1:scratch=5gb)"}
+    assert result.comments["2.s"].startswith("Can Never Run"), result.comments
+    result = cycle(replace(snap, host_resources=frozenset()))  # (job-wide: anywhere)
+    assert started(result) == {"1.s": "(disk:ncpus=1)", "2.s": "(disk:ncpus=1)"}
+    sched = Scheduler(policy=Policy())  # one instance, the flag given between two cycles
+    assert set(started(sched.cycle(snap, NOW))) == {"1.s", "2.s"}
+    held = snapshot(vnodes, jobs)
+    held.resource_types, held.host_resources = {"scratch": "size"}, frozenset({"scratch"})
+    assert set(started(sched.cycle(held, NOW))) == {"1.s"}
 
 
 def switches():
