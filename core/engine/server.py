@@ -100,6 +100,10 @@ _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
 LIMIT_RETRY = 10.0
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
+#: The states qhold and qrls act in: a running job is held too (should it be requeued).
+_HOLDABLE = frozenset({"Q", "H", "W", "R"})
+#: PBS's comment of a held job: ``Job held by root on Sat Dec  5 02:16:59 2026``.
+HELD_BY = "Job held by "
 #: PBS's state_count names, in its order.
 _STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W"),
                 ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
@@ -906,10 +910,13 @@ class Engine:
         self._own(caller, job_id, attrs)
         types = self._hold_types(caller, job_id, types)
         self._may_change_holds(caller, job_id, types, "")
-        if attrs["job_state"] not in ("Q", "H", "W"):
+        if attrs["job_state"] not in _HOLDABLE:
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
-        self._modify(caller, job_id, attrs, {"Hold_Types": holds})  # (so H: `_modify`)
+        # As OpenPBS 23.06 (checked): a running job keeps running, held should it be
+        # requeued; the comment says who held it and when (the state follows: `_modify`).
+        self._modify(caller, job_id, attrs, {"Hold_Types": holds, "comment": (
+            f"{HELD_BY}{caller.user} on {time.ctime(self.clock())}")})
 
     def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
         """qrls: each job's result, as qhold's."""
@@ -921,12 +928,14 @@ class Engine:
         self._own(caller, job_id, attrs)
         types = self._hold_types(caller, job_id, types)
         self._may_change_holds(caller, job_id, "", types)
-        if attrs["job_state"] not in ("Q", "H", "W"):  # a running or finished job
-            raise PbsError(PBSE_BADSTATE, obj=job_id)  # is never queued again by qrls
+        if attrs["job_state"] not in _HOLDABLE:  # a finished job is never queued again
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
         holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
-        changes = {"Hold_Types": holds}  # (its state follows: `_modify`)
+        changes: dict[str, Any] = {"Hold_Types": holds}  # (its state follows: `_modify`)
         if holds == "n" and "s" in types:
             changes["run_count"] = 0
+        if holds == "n" and str(attrs.get("comment") or "").startswith(HELD_BY):
+            changes["comment"] = None  # (as PBS's qrls: the hold's comment goes with it)
         self._modify(caller, job_id, attrs, changes)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
@@ -979,7 +988,7 @@ class Engine:
         outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
-        attrs = job.to_dict()
+        attrs = {k: v for k, v in job.to_dict().items() if v is not None}  # (None: unset)
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)

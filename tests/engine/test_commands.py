@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import subprocess
 import time
 
@@ -438,6 +439,27 @@ def test_qrls_lets_a_held_job_run(engine):
     assert engine.pbs("qrls", job_id).returncode == 0
     assert engine.wait(job_id)["Exit_status"] == 0
     assert (engine.work / f"STDIN.o{seq(job_id)}").read_text() == "released\n"
+
+
+def test_qhold_of_a_running_job_holds_it_should_it_be_requeued(engine):
+    """OpenPBS 23.06, checked: qhold of a running job is accepted; it runs on with the hold,
+    commented ``Job held by root on Sat Dec  5 02:16:59 2026``; qrls takes the hold and the
+    comment away; held and requeued (qrerun), it is H. pbsplug refused it (15018 state)."""
+    job_id = qsub(engine, input="sleep 300\n")
+    engine.wait(job_id, "R")
+    assert engine.pbs("qhold", job_id).returncode == 0
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["Hold_Types"]) == ("R", "u"), attrs
+    assert re.fullmatch(r"Job held by root on \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}",
+                        attrs["comment"]), attrs["comment"]
+    assert engine.pbs("qrls", job_id).returncode == 0
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["Hold_Types"], "comment" in attrs) == ("R", "n", False)
+    engine.pbs("qhold", job_id, check=True)
+    engine.pbs("qrerun", job_id, check=True)
+    until(lambda: engine.job(job_id)["job_state"] == "H", what="the held job requeued")
+    assert engine.job(job_id)["Hold_Types"] == "u"
+    engine.client("delete", ids=[job_id])
 
 
 def test_qhold_and_qrls_of_an_unknown_job(engine):
