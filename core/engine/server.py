@@ -38,6 +38,7 @@ from ..scheduler.model import (
     default_chunks,
     format_exec_vnode,
     job_select,
+    parse_node_sort_key,
     resource_amount,
 )
 from ..scheduler.runlimits import LIMIT_ATTRS
@@ -305,8 +306,30 @@ class Engine:
             self.log(LOG_ADMIN | LOG_ERROR, "Node", name,
                      f"set aside: a stored value the server cannot use: {why}")
             count += 1
+        count += self._set_aside_policies()
         if getattr(self, "resvs", None) is not None:  # not yet while the server starts
             count += self.resvs.set_aside()
+        return count
+
+    def _set_aside_policies(self) -> int:
+        """A node_sort_key the server's or a scheduler's row holds that qmgr now refuses
+        (stored by an older version: ``ncpus HIGH unused``) sorted no vnode, and nobody was
+        told: it is unset (the default, ``sort_priority HIGH``, applies), and logged."""
+        count = 0
+        rows = [("server", name, attrs) for name, attrs in self.store.all("server").items()]
+        rows += [("sched", name, attrs) for name, attrs in self.store.all("sched").items()]
+        for kind, name, attrs in rows:
+            key = attrs.get("node_sort_key") if isinstance(attrs, dict) else None
+            if not key:
+                continue
+            try:
+                parse_node_sort_key(key)
+            except ValueError as exc:
+                with self.store.transaction() as st:
+                    st.put(kind, name, {k: v for k, v in attrs.items() if k != "node_sort_key"})
+                self.log(LOG_ADMIN | LOG_ERROR, kind.capitalize(), name,
+                         f"set aside: a stored value the server cannot use: {exc}")
+                count += 1
         return count
 
     def _lost(self, job_id: str, attrs: dict, why: str) -> None:

@@ -48,3 +48,21 @@ def test_unreadable_rows_are_set_aside_and_rewritten(engine):
                           ).fetchone() == (0,)
     engine.start()
     assert engine.job(bad)["job_state"] == "H"
+
+
+def test_a_stored_node_sort_key_qmgr_now_refuses_is_set_aside_at_start(engine):
+    """A node_sort_key stored before qmgr refused `unused` (``ncpus HIGH unused``) sorted
+    no vnode, and nobody was told: the server unsets it at its start and says so; the
+    default (``sort_priority HIGH``) applies."""
+    engine.pbs("qmgr", "-c", "create sched other", check=True)
+    engine.stop()
+    with sqlite3.connect(engine.home.db) as db:
+        for kind, name in (("server", "server"), ("sched", "other")):
+            db.execute("UPDATE objects SET attrs=json_set(attrs, '$.node_sort_key', "
+                       "'ncpus HIGH unused') WHERE type=? AND name=?", (kind, name))
+    engine.start()
+    assert "node_sort_key" not in engine.client("stat_server")
+    assert "ncpus HIGH unused" not in engine.pbs("qmgr", "-c", "list sched other").stdout
+    log = engine.log()
+    assert log.count("set aside: a stored value the server cannot use: node_sort_key="
+                     "'ncpus HIGH unused'") == 2, log[-2000:]
