@@ -206,7 +206,16 @@ def test_the_server_writes_a_selects_sums_as_openpbs_does(engine):
     plain = qsub(engine, "-h", input="true\n")
     res = engine.job(plain)["Resource_List"]
     assert (res["ncpus"], res["nodect"]) == (2, 1), res
-    engine.client("delete", ids=[job_id, other, plain])
+    engine.client("qmgr", text="create queue big queue_type = execution, enabled = true, "
+                               "started = true, default_chunk.ncpus = 4")
+    engine.pbs("qmove", "big", job_id, check=True)  # (its chunks take big's default now)
+    res = engine.job(job_id)["Resource_List"]
+    assert (res["ncpus"], res["mem"], res["nodect"]) == (2, "20mb", 2), res  # (it named them)
+    moved = qsub(engine, "-h", "-l", "select=3:mem=1mb", input="true\n")
+    assert engine.job(moved)["Resource_List"]["ncpus"] == 6  # (the server's default: 2)
+    engine.pbs("qmove", "big", moved, check=True)
+    assert engine.job(moved)["Resource_List"]["ncpus"] == 12
+    engine.client("delete", ids=[job_id, other, plain, moved])
 
 
 def test_qsub_a_script_that_does_not_exist(engine):
