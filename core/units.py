@@ -266,6 +266,22 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
     return sums
 
 
+def request_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],
+                 types: Mapping[str, str]) -> dict[str, Any]:
+    """What the server writes beside a job's request `res` (`with_sums`): a select's
+    `select_sums` (none when it does not parse: its check says why), or for a job without
+    one ``nodect`` 1 and its chunk's ``ncpus`` when it asks for none."""
+    select = res.get("select")
+    if select:
+        try:
+            return select_sums(str(select), defaults, types)
+        except ValueError:
+            return {}
+    if res.get("ncpus") is None:
+        return {"nodect": 1, "ncpus": chunk_defaults(defaults)["ncpus"]}
+    return {"nodect": 1}
+
+
 def with_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],
               types: Mapping[str, str], previous: Mapping[str, Any] | None = None,
               previous_defaults: tuple[Mapping[str, Any] | None, ...] = ()) -> dict[str, Any]:
@@ -275,16 +291,7 @@ def with_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, 
     a job without one (PBS's conversion into one chunk), ``nodect`` 1 and the chunk's
     ``ncpus`` when it asks for none. A select that does not parse is left to its check."""
     out = dict(res)
-    select = out.get("select")
-    if not select:
-        out["nodect"] = 1
-        if out.get("ncpus") is None:
-            out["ncpus"] = chunk_defaults(defaults)["ncpus"]
-        return out
-    try:
-        sums = select_sums(str(select), defaults, types)
-    except ValueError:
-        return out
+    sums = request_sums(res, defaults, types)
     old = (previous or {}).get("select")
     if old:
         try:

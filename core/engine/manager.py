@@ -328,23 +328,13 @@ class Manager:
                               {op.name for op in cmd.attrs} | set(also))
 
     def check_partitions(self, obj_type: str, name: str, old: dict, new: dict,
-                         changed: set[str]) -> None:
+                         changed: set[str], world: partitions.World | None = None) -> None:
         """`_check_partitions` for a change of `changed` attributes, from qmgr or a hook
         (a periodic hook's vnode changes meet qmgr's rules: a busy vnode keeps its
-        partition)."""
-        eng = self.engine
+        partition). `world` (`partition_world`) may be made once for many changes."""
         if obj_type == "node" and "partition" not in changed and "queue" not in changed:
             return
-        busy: set[str] = set()
-        if obj_type == "node":
-            for attrs in eng.store.jobs(("R", "E", "S", "U"), lean=True).values():
-                busy.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
-            for resv in eng.resvs.objects():
-                busy.update(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
-        server = eng.store.get("server", "server") or {}
-        world = partitions.World(self.objects("sched"), eng.store.all("queue"),
-                                 eng.store.all("node"), frozenset(busy),
-                                 server.get("job_sort_formula"))
+        world = world or self.partition_world(busy=obj_type == "node")
         if obj_type == "server":
             partitions.check_server(name, changed, new, world)
         elif obj_type == "sched":
@@ -353,6 +343,22 @@ class Manager:
             partitions.check_queue(name, changed, new, world)
         else:
             partitions.check_node(name, changed, old, new, world)
+
+    def partition_world(self, busy: bool = True) -> partitions.World:
+        """What the partition checks read besides the object: the schedulers, queues,
+        vnodes and server formula, and with `busy` the vnodes running jobs or held by
+        reservations."""
+        eng = self.engine
+        held: set[str] = set()
+        if busy:
+            for attrs in eng.store.jobs(("R", "E", "S", "U"), lean=True).values():
+                held.update(n for n, _ in parse_exec_vnode(attrs.get("exec_vnode", "")))
+            for resv in eng.resvs.objects():
+                held.update(n for n, _ in parse_exec_vnode(str(resv.resv_nodes or "")))
+        server = eng.store.get("server", "server") or {}
+        return partitions.World(self.objects("sched"), eng.store.all("queue"),
+                                eng.store.all("node"), frozenset(held),
+                                server.get("job_sort_formula"))
 
     def _apply(self, cmd: qmgr.Command, name: str, attrs: dict, verb: str,
                defs: dict) -> dict:

@@ -48,6 +48,8 @@ PBSE_BADTSPEC = 15086
 _RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "reserve_duration",
                               "Resource_List", "Variable_List", "partition"})
 
+#: Seconds between two looks at whether a waiting reservation's partition has a scheduler.
+OWNERS_EVERY = 2.0
 UNCONFIRMED, CONFIRMED, RUNNING, FINISHED = (
     "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED")
 
@@ -63,6 +65,8 @@ class Reservations:
                                 if a.get("reservation") and a["reservation"] not in resvs}
         #: Unpartitioned reservations: the schedulers that could not fit them, so far.
         self.denials: dict[str, set[str]] = {}
+        #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
+        self._owners_due = 0.0
 
     # -- requests ---------------------------------------------------------------------------------
     def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
@@ -217,9 +221,16 @@ class Reservations:
 
     def _unowned(self, partition: str) -> bool:
         """Whether no scheduler has `partition` (``pbs-default`` is the default one's): a
-        reservation only its scheduler may decide would wait, unconfirmed, to its end."""
-        return partition != DEFAULT_PARTITION and not any(
-            partition in (sched.partitions or ()) for sched in self.engine._schedulers().values())
+        reservation only its scheduler may decide would wait, unconfirmed, to its end. Not
+        while a plugin failed to name its schedulers, nor for a partition a refused
+        scheduler claims (`Engine._schedulers`): that may be for a moment only."""
+        if partition == DEFAULT_PARTITION:
+            return False
+        scheds = self.engine._schedulers()
+        if not getattr(self.engine, "schedulers_whole", True):
+            return False
+        return not any(partition in (sched.partitions or ()) or partition in sched.claimed
+                       for sched in scheds.values())
 
     def _full_id(self, name: str) -> str:
         return name if "." in name else f"{name}.{self.engine.server_name}"
@@ -312,10 +323,13 @@ class Reservations:
         deny an unconfirmed one whose partition no scheduler has any more."""
         eng = self.engine
         unowned: dict[str, bool] = {}
+        look = now >= self._owners_due  # (every few seconds: it asks the plugins)
+        if look:
+            self._owners_due = now + OWNERS_EVERY
         for resv_id, attrs in eng.store.all("resv").items():
             state = attrs.get("reserve_state")
             part = attrs.get("partition")
-            if state == UNCONFIRMED and part and now < float(attrs["reserve_end"]):
+            if look and state == UNCONFIRMED and part and now < float(attrs["reserve_end"]):
                 if part not in unowned:
                     unowned[part] = self._unowned(str(part))
                 if unowned[part]:

@@ -915,11 +915,13 @@ class Engine:
                           removed: Iterable[str]) -> None:
         """Who may set or release which hold, as OpenPBS 23.06 answers: ``u`` the job's
         owner (and operators and managers); ``o`` operators and managers; ``s`` managers
-        only; ``p`` (the password hold) is set by managers and released by its owner.
-        A request with one letter refused is refused whole (PBS's 15007)."""
-        manager = {"s", "p"} & set(added) or "s" in set(removed)
-        if (manager and not caller.manager) or \
-                ("o" in set(added) | set(removed) and not caller.privileged):
+        only; ``p`` (the password hold) is set by root alone (PBS's default admin) and
+        released by the job's owner. A request with one letter refused is refused whole
+        (PBS's 15007)."""
+        added, removed = set(added), set(removed)
+        if ("s" in added | removed and not caller.manager) or \
+                ("p" in added and caller.uid != 0) or \
+                ("o" in added | removed and not caller.privileged):
             raise PbsError(PBSE_PERM, obj=job_id)
 
     def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
@@ -981,14 +983,14 @@ class Engine:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
             self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {})
-        if "Hold_Types" in changes and current["job_state"] in ("Q", "H", "W"):
+        if "Hold_Types" in changes:  # (a running job's too: held should it be requeued)
             holds = set(str(changes["Hold_Types"] or "n"))
             had = set(str(current.get("Hold_Types") or "n"))
             self._may_change_holds(caller, job_id, holds - had, had - holds)
         befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
-            befores = self._check_depend(caller, probe)
+            befores = self._checked_depend(caller, probe)
             changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
             if probe.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = probe["Hold_Types"]
@@ -1044,28 +1046,35 @@ class Engine:
                               {**values.RESOURCE_TYPES, **self.resource_types()},
                               None if previous is None else previous.get("Resource_List"),
                               defaults(previous) if previous is not None else ())
-        if res.get("select"):  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least
-            ranks = sum(chunk.count * max(1, int(chunk.resources.get("mpiprocs", 1) or 1))
-                        for chunk in units.parse_select(str(res["select"])))
-            if ranks > MAX_RANKS:
-                raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
-                               f"Resource_List.select: {ranks} MPI ranks (mpiprocs) in all, "
-                               f"more than {MAX_RANKS}")
+        try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
+            ranks = _ranks(job_select(Job("", {"Resource_List": res}), defaults(attrs),
+                                      self.host_resources()))
+        except ValueError:  # (a select that does not parse: its own check says so)
+            ranks = 0
+        if ranks > MAX_RANKS:
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                           f"Resource_List.{'select' if res.get('select') else 'mpiprocs'}: "
+                           f"{ranks} MPI ranks (mpiprocs) in all, more than {MAX_RANKS}")
         return res
 
     def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict,
                        before: dict) -> list[tuple[str, str]]:
-        """A depend a hook set (modifyjob, or a refusing runjob), checked and enforced as a
-        request's: by full ids, an ``after*`` not yet met holds the job (``s``); returns
-        the ``before*`` targets (`_depend_linked` makes them wait). A modifyjob hook's bad
-        depend refuses the request, as its other bad values do; a runjob hook's is dropped
-        with a log line (no request to refuse: the job keeps the depend it had)."""
+        """A depend a hook set (modifyjob, movejob, or a refusing runjob), checked and
+        enforced as qalter's: on a job still to run only (a running one's hold would make
+        its cpus look free: 15015), by full ids, an ``after*`` not yet met holds the job
+        (``s``), one that can never be met is refused; returns the ``before*`` targets
+        (`_depend_linked` makes them wait). A modifyjob or movejob hook's bad depend
+        refuses the request, as its other bad values do; a runjob hook's is dropped with a
+        log line (no request to refuse: the job keeps the depend it had)."""
         if attrs.get("depend") == before.get("depend") or not attrs.get("depend"):
             return []
         try:
-            return self._check_depend(caller, attrs)
+            if attrs.get("job_state") not in lifecycle.QUEUED_STATES:
+                raise PbsError(15015, "Cannot modify attribute while job running",
+                               obj=job_id)
+            return self._checked_depend(caller, attrs)
         except PbsError as err:
-            if event == "modifyjob":
+            if event != "runjob":
                 raise
             self.log(LOG_ERROR, "Job", job_id, f"{event} hook's depend dropped: {err.message}"
                      + (f" {err.obj}" if err.obj else ""))
@@ -1074,10 +1083,21 @@ class Engine:
                 del attrs["depend"]
             return []
 
+    def _checked_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
+        """`_check_depend` of a job already queued (qalter, a hook's change): one on a job
+        that finished without satisfying it can never be met, and is refused with PBS's
+        words (at qsub PBS queues the job, then deletes it)."""
+        befores = self._check_depend(caller, attrs)
+        state, never = depend.check(attrs.get("depend"), self._lean_job)
+        if state == depend.NEVER and never is not None:
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value depend: "
+                           f"{never.split(':', 1)[1]} {depend.HISTDEPEND}")
+        return befores
+
     def _depend_linked(self, job_id: str, attrs: dict, before: dict,
                        befores: list[tuple[str, str]]) -> None:
-        """After a hook's depend is stored: the ``before*`` targets wait on the job, and
-        what is met already releases it."""
+        """After a changed depend is stored: the ``before*`` targets wait on the job, and
+        the jobs waiting on it are looked at again."""
         if attrs.get("depend") == before.get("depend"):
             return
         self._link_befores(job_id, befores)
@@ -1107,13 +1127,16 @@ class Engine:
         attrs = job.to_dict()
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
+        befores = self._hooked_depend("movejob", caller, job_id, attrs, before)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
+        attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
         attrs["Resource_List"] = self._summed(attrs, stored)  # (the new queue's defaults)
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
                  f"{caller.user}@{self.host}")
+        self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 
     def req_attach(self, caller: Caller, id: str, pid: int) -> None:
@@ -1388,10 +1411,14 @@ class Engine:
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
         instances = []
+        #: Whether every plugin named its schedulers (else some partitions' are left out
+        #: for now: no one may conclude a partition has none).
+        self.schedulers_whole = True
         for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
             try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
                 instances += list(impl.function(server=server) or [])
             except (Exception, SystemExit) as exc:
+                self.schedulers_whole = False
                 self.log(LOG_ERROR, "Server", self.host, f"sched_instances of "
                          f"{impl.plugin_name} failed, its schedulers are left out: "
                          f"{type(exc).__name__}: {exc}")
@@ -1690,6 +1717,7 @@ class Engine:
         (job-busy, job-exclusive) are not stored."""
         if outcome.kind in ("error", "alarm"):
             return
+        world = None
         for name, changes in (outcome.changes.get("vnode_list") or {}).items():
             new_vnode = bool(changes.get("_new"))
             changes = {k: v for k, v in changes.items()
@@ -1716,9 +1744,11 @@ class Engine:
                 self.log(LOG_ADMIN, "Node", name, "vnode created by a hook")
             elif old is not None:
                 new = {**old, **changes}
+                moved = {k for k in ("partition", "queue") if new.get(k) != old.get(k)}
                 try:  # (as qmgr's: a busy vnode keeps its partition)
-                    self.manager.check_partitions("node", name, old, new, {
-                        k for k in ("partition", "queue") if new.get(k) != old.get(k)})
+                    if moved:  # (what the check reads, read once for all the vnodes)
+                        world = world or self.manager.partition_world()
+                        self.manager.check_partitions("node", name, old, new, moved, world)
                 except PbsError as err:
                     self.log(LOG_ERROR, "Hook", outcome.hook or outcome.event, f"vnode {name}'s "
                              f"change not kept: {err.message}")
@@ -1771,8 +1801,7 @@ class Engine:
         # PBS's MoM does: exec_vnode lists what the chunks take, not their layout).
         defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
                                   self.server_attrs())
-        ranks = sum(chunk.count * max(1, int(chunk.resources.get("mpiprocs", 1) or 1))
-                    for chunk in job_select(Job(job_id, attrs), defaults))
+        ranks = _ranks(job_select(Job(job_id, attrs), defaults, self.host_resources()))
         if ranks > MAX_RANKS:  # (checked at qsub; mpiprocs=10**12 would have the root
             raise ValueError(f"mpiprocs: {ranks} MPI ranks in all, more than "  # server fill
                              f"{MAX_RANKS}")  # its memory with the nodefile)
@@ -2177,6 +2206,18 @@ def _fits(value: Any, hint: Any) -> bool:
 
 #: The most lines a job's PBS_NODEFILE has (one per MPI rank), on one machine.
 MAX_RANKS = 1 << 20
+
+
+def _ranks(chunks: Iterable[units.Chunk]) -> int:
+    """A job's MPI ranks: each chunk's mpiprocs, one at least (a value that is no number,
+    which its check refuses, counts one)."""
+    total = 0
+    for chunk in chunks:
+        try:
+            total += chunk.count * max(1, int(chunk.resources.get("mpiprocs", 1) or 1))
+        except (TypeError, ValueError):
+            total += chunk.count
+    return total
 
 
 def _shell_path(spec: Any, host: str) -> str | None:

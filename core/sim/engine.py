@@ -55,7 +55,7 @@ from ..scheduler import (
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import default_chunks, job_select, node_sort_order
 from ..scheduling import SchedulerInstance
-from ..units import format_duration, format_exec_host, parse_select, with_sums
+from ..units import format_duration, format_exec_host, parse_select, request_sums
 from ..values import RESOURCE_TYPES
 from .machine import Machine, PowerModel
 from .records import (
@@ -312,8 +312,8 @@ class Simulator:
         self._touched = True
         self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
-        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_submit`).
-        self._sums: dict[tuple, dict[str, Any]] = {}
+        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_add_sums`).
+        self._request_sums: dict[tuple, dict[str, Any]] = {}
         self._seq = 0
         self._states_key: tuple | None = None
         #: `_counts` changed since `_record_states` last summed it (else its sums hold);
@@ -625,20 +625,18 @@ class Simulator:
 
     def _add_sums(self, attrs: dict[str, Any]) -> None:
         """What the server writes beside a job's request after queuejob (ncpus, nodect, the
-        chunks' sums: `pbsplug.units.with_sums`), as the engine's does; a trace repeats a
+        chunks' sums: `pbsplug.units.request_sums`), as the engine's does; a trace repeats a
         few requests many times, each summed once."""
         res = attrs["Resource_List"]
-        key = (res.get("select"), res.get("ncpus"), attrs["queue"])
-        summed = self._sums.get(key)
-        if summed is None:
-            if len(self._sums) > 4096:
-                self._sums.clear()
-            full = with_sums(res, default_chunks(self.queues.get(attrs["queue"]),
-                                                 self.server), RESOURCE_TYPES)
-            summed = self._sums[key] = {k: v for k, v in full.items()
-                                        if k not in res or res[k] != v}
-        if summed:
-            attrs["Resource_List"] = {**res, **summed}
+        key = (res.get("select"), res.get("ncpus") is None, attrs["queue"])
+        sums = self._request_sums.get(key)
+        if sums is None:
+            if len(self._request_sums) > 4096:
+                self._request_sums.clear()
+            sums = self._request_sums[key] = request_sums(res, default_chunks(
+                self.queues.get(attrs["queue"]), self.server), RESOURCE_TYPES)
+        if sums:
+            attrs["Resource_List"] = {**res, **sums}
 
     def _may_run(self, run: _Run) -> bool:
         """Whether a queued job may still run: not when held (nothing in a replay releases
