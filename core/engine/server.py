@@ -927,40 +927,35 @@ class Engine:
     def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
         """qhold: each job's result, so one refused id does not stop the others (PBS's
         qhold goes on to the next id)."""
-        return each(ids, lambda job_id: self._hold(caller, job_id, types))
-
-    def _hold(self, caller: Caller, job_id: str, types: Any) -> None:
-        attrs = self._job(job_id)
-        job_id = self._full_id(job_id)
-        self._own(caller, job_id, attrs)
-        types = self._hold_types(caller, job_id, types)
-        self._may_change_holds(caller, job_id, types, "")
-        if attrs["job_state"] not in _HOLDABLE:
-            raise PbsError(PBSE_BADSTATE, obj=job_id)
-        holds = "".join(sorted(set(attrs.get("Hold_Types", "n").replace("n", "") + types)))
-        # As OpenPBS 23.06 (checked): a running job keeps running, held should it be
-        # requeued; the comment says who held it and when (the state follows: `_modify`).
-        self._modify(caller, job_id, attrs, {"Hold_Types": holds, "comment": (
-            f"{HELD_BY}{caller.user} on {time.ctime(self.clock())}")})
+        return each(ids, lambda job_id: self._holds(caller, job_id, types, add=True))
 
     def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
         """qrls: each job's result, as qhold's."""
-        return each(ids, lambda job_id: self._release(caller, job_id, types))
+        return each(ids, lambda job_id: self._holds(caller, job_id, types, add=False))
 
-    def _release(self, caller: Caller, job_id: str, types: Any) -> None:
+    def _holds(self, caller: Caller, job_id: str, types: Any, add: bool) -> None:
+        """qhold (`add`) or qrls of `types` on one job, as OpenPBS 23.06 does (checked): a
+        running job is held too, runs on, and is H should it be requeued; the comment says
+        who held it and when, and goes with the last hold. The state follows (`_modify`)."""
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         types = self._hold_types(caller, job_id, types)
-        self._may_change_holds(caller, job_id, "", types)
-        if attrs["job_state"] not in _HOLDABLE:  # a finished job is never queued again
+        self._may_change_holds(caller, job_id, types if add else "", "" if add else types)
+        if attrs["job_state"] not in _HOLDABLE:  # (a finished job is never queued again)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
-        holds = "".join(h for h in attrs.get("Hold_Types", "n") if h not in types) or "n"
-        changes: dict[str, Any] = {"Hold_Types": holds}  # (its state follows: `_modify`)
-        if holds == "n" and "s" in types:
-            changes["run_count"] = 0
-        if holds == "n" and str(attrs.get("comment") or "").startswith(HELD_BY):
-            changes["comment"] = None  # (as PBS's qrls: the hold's comment goes with it)
+        had = str(attrs.get("Hold_Types") or "n")
+        if add:
+            holds = "".join(sorted(set(had.replace("n", "") + types)))
+            changes: dict[str, Any] = {"Hold_Types": holds, "comment": (
+                f"{HELD_BY}{caller.user} on {time.ctime(self.clock())}")}
+        else:
+            holds = "".join(h for h in had if h not in types) or "n"
+            changes = {"Hold_Types": holds}
+            if holds == "n" and "s" in types:
+                changes["run_count"] = 0
+            if holds == "n" and str(attrs.get("comment") or "").startswith(HELD_BY):
+                changes["comment"] = None
         self._modify(caller, job_id, attrs, changes)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:

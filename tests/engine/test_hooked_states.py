@@ -69,7 +69,7 @@ def test_a_hooks_depend_on_a_running_job_is_refused(engine, register_plugin):
         engine.req_alter(ROOT, job_id, {"Account_Name": "x"})
     assert refused.value.code == 15015
     with pytest.raises(PbsError):  # (the owner's qhold of it too)
-        engine._hold(ROOT, job_id, "u")
+        engine._holds(ROOT, job_id, "u", add=True)
     stored = engine.store.job(job_id)
     assert (stored["job_state"], stored.get("depend"), stored.get("Hold_Types", "n")) == (
         "R", None, "n")
