@@ -30,7 +30,7 @@ from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message, consequence
-from ..scheduler import Scheduler, SchedulerSetupError, Snapshot, build_schedulers
+from ..scheduler import Scheduler, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import (
@@ -186,6 +186,8 @@ class Engine:
         #: The scheduler instances, kept while their settings stay the same, and what feeds
         #: ``default`` (in this process): a cycle then costs what changed since the last.
         self._scheds: dict[str, Scheduler] = {}
+        #: Each plugin's last answer to sched_instances (`_schedulers`).
+        self._instances_named: dict[str, list] = {}
         self._feed = Feed()
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
@@ -596,7 +598,7 @@ class Engine:
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
         attrs["Resource_List"] = self._summed(attrs)
-        waits_for = self._check_depend(caller, attrs)
+        waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
@@ -662,9 +664,10 @@ class Engine:
                 raise PbsError(PBSE_INVALJOBRESC, f'"-lresource=" cannot be used with '
                                f'"select" or "place", resource is: {name}')
 
-    def _check_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
-        """A new job's dependencies: known jobs only; ``after*`` ones hold it (``s``). Returns
-        the ``before*`` targets, which will wait on it."""
+    def _check_depend(self, caller: Caller, attrs: dict, me: str | None = None
+                      ) -> list[tuple[str, str]]:
+        """A job's dependencies (job `me`'s): known jobs only, not itself; ``after*`` ones
+        hold it (``s``). Returns the ``before*`` targets, which will wait on it."""
         befores = []
         named = []  # (kind, the jobs by their full ids): as qsub writes them, and stored so
         for kind, ids in depend.parse(attrs.get("depend")):
@@ -672,6 +675,9 @@ class Engine:
                 raise PbsError(PBSE_NOSUP, f"No support for requested service: depend "
                                f"type {kind}")
             named.append((kind, [self._full_id(job_id) for job_id in ids]))
+            if me is not None and me in named[-1][1]:  # (PBS: parent and child the same)
+                raise PbsError(PBSE_IVALREQ, "Invalid request: a job's depend names the "
+                               "job itself", obj=me)
             for job_id, full in zip(ids, named[-1][1], strict=True):
                 other = self._lean_job(full)
                 if other is None:
@@ -764,7 +770,7 @@ class Engine:
         Q that a limit on queued jobs refuses leaves the job held, tried again by
         `_end_waits`; returns how many."""
         refused = 0
-        for job_id, attrs in self.store.depend_held().items():
+        for job_id, attrs in self.store.depend_held(None if every_held else ended).items():
             if every_held and not limits.held_back(attrs.get("comment")):
                 continue  # (an operator's hold s on a job whose dependencies were met stays)
             if not every_held and not any(e in attrs["depend"] for e in ended):
@@ -952,8 +958,8 @@ class Engine:
         else:
             holds = "".join(h for h in had if h not in types) or "n"
             changes = {"Hold_Types": holds}
-            if holds == "n" and "s" in types:
-                changes["run_count"] = 0
+            if holds == "n" and "s" in types and attrs["job_state"] != "R":
+                changes["run_count"] = 0  # (tried 20 times: as many again once released)
             if holds == "n" and str(attrs.get("comment") or "").startswith(HELD_BY):
                 changes["comment"] = None
         self._modify(caller, job_id, attrs, changes)
@@ -969,7 +975,8 @@ class Engine:
         if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
             # (depend holds a job still to run: on a running one it made its cpus look
             # free; PBS gives it no alter-while-running flag either)
-            if "Resource_List" in attrs or "depend" in attrs or not caller.privileged:
+            # (nor Hold_Types: qhold holds a running job, PBS's qalter -h does not)
+            if {"Resource_List", "depend", "Hold_Types"} & set(attrs) or not caller.privileged:
                 raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
         if current["job_state"] in ("F", "X"):
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
@@ -985,7 +992,7 @@ class Engine:
         befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
             probe = {**current, **changes}
-            befores = self._checked_depend(caller, probe)
+            befores = self._checked_depend(caller, probe, job_id)
             changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
             if probe.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = probe["Hold_Types"]
@@ -1012,6 +1019,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
+        self._lift_depend_hold(current, attrs)
         if attrs.get("Resource_List") != current.get("Resource_List"):
             attrs["Resource_List"] = self._summed(attrs, current)
         if queued:
@@ -1063,11 +1071,12 @@ class Engine:
         log line (no request to refuse: the job keeps the depend it had)."""
         if attrs.get("depend") == before.get("depend") or not attrs.get("depend"):
             return []
+        probe = dict(attrs)  # (what the check writes is kept only when it passes)
         try:
             if attrs.get("job_state") not in lifecycle.QUEUED_STATES:
                 raise PbsError(15015, "Cannot modify attribute while job running",
                                obj=job_id)
-            return self._checked_depend(caller, attrs)
+            befores = self._checked_depend(caller, probe, job_id)
         except PbsError as err:
             if event != "runjob":
                 raise
@@ -1077,12 +1086,29 @@ class Engine:
             if attrs["depend"] is None:
                 del attrs["depend"]
             return []
+        attrs.update(probe)  # (by full ids, and the dependency's hold)
+        return befores
 
-    def _checked_depend(self, caller: Caller, attrs: dict) -> list[tuple[str, str]]:
-        """`_check_depend` of a job already queued (qalter, a hook's change): one on a job
-        that finished without satisfying it can never be met, and is refused with PBS's
+    def _lift_depend_hold(self, old: dict, new: dict) -> None:
+        """A job held (``s``) for its dependencies, whose depend a request or a hook changed
+        to one met already, or removed: the hold goes, as PBS's server lifts it (its job
+        no longer waits on anything). An ``s`` hold whose depend was met already is not the
+        dependency's (an operator's, too many failed starts'): it stays."""
+        if new.get("depend") == old.get("depend") or "s" not in str(new.get("Hold_Types")):
+            return
+        if not old.get("depend") or depend.check(old["depend"], self._lean_job)[0] == \
+                depend.MET:
+            return
+        if new.get("depend") and depend.check(new["depend"], self._lean_job)[0] != depend.MET:
+            return
+        new["Hold_Types"] = str(new["Hold_Types"]).replace("s", "") or "n"
+
+    def _checked_depend(self, caller: Caller, attrs: dict, me: str
+                        ) -> list[tuple[str, str]]:
+        """`_check_depend` of job `me`, already queued (qalter, a hook's change): one on a
+        job that finished without satisfying it can never be met, and is refused with PBS's
         words (at qsub PBS queues the job, then deletes it)."""
-        befores = self._check_depend(caller, attrs)
+        befores = self._check_depend(caller, attrs, me)
         state, never = depend.check(attrs.get("depend"), self._lean_job)
         if state == depend.NEVER and never is not None:
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value depend: "
@@ -1123,6 +1149,7 @@ class Engine:
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         befores = self._hooked_depend("movejob", caller, job_id, attrs, before)
+        self._lift_depend_hold(stored, attrs)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
         attrs["Resource_List"] = self._summed(attrs, stored)  # (the new queue's defaults)
@@ -1406,17 +1433,25 @@ class Engine:
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
         instances = []
-        #: Whether every plugin named its schedulers (else some partitions' are left out
-        #: for now: no one may conclude a partition has none).
-        self.schedulers_whole = True
+        #: Whether every plugin named its schedulers (else some partitions' may be left
+        #: out for now: no one may conclude a partition has none).
+        self.schedulers_whole = not self.plugins.failed  # (one that failed to load: unknown)
         for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
             try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
-                instances += list(impl.function(server=server) or [])
+                answer = list(impl.function(server=server) or [])
             except (Exception, SystemExit) as exc:
-                self.schedulers_whole = False
+                # Its last answer stands meanwhile (its partitions' jobs wait for their own
+                # scheduler, not run under default's policy); before any, it has none.
+                last = self._instances_named.get(impl.plugin_name)
+                self.schedulers_whole = self.schedulers_whole and last is not None
+                kept = "its last answer stands" if last is not None else \
+                    "its schedulers are left out"
                 self.log(LOG_ERROR, "Server", self.host, f"sched_instances of "
-                         f"{impl.plugin_name} failed, its schedulers are left out: "
-                         f"{type(exc).__name__}: {exc}")
+                         f"{impl.plugin_name} failed, {kept}: {type(exc).__name__}: {exc}")
+                answer = last or []
+            else:
+                self._instances_named[impl.plugin_name] = answer
+            instances += answer
         stored = self.store.all("sched")
         own = stored.pop("default", {})  # default's own policy, beside the server's
         if own:
@@ -1425,12 +1460,14 @@ class Engine:
         instances += [sched_instance(name, attrs) for name, attrs in stored.items()]
         try:
             scheds = build_schedulers(instances, server, self.plugins.hook)
-        except (SchedulerSetupError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a plugin's bad instance (partitions=None)
             # Only default runs; it still leaves every named partition alone, so a refused
             # scheduler's jobs wait rather than run outside their partition.
-            self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: {exc}")
+            self.log(LOG_ERROR, "Server", self.host, f"scheduler instances refused: "
+                     f"{type(exc).__name__}: {exc}")
             scheds = build_schedulers([], server, self.plugins.hook)
-            scheds["default"].claimed = frozenset(p for i in instances for p in i.partitions)
+            scheds["default"].claimed = frozenset(
+                str(p) for i in instances for p in _listed(getattr(i, "partitions", ())))
         # An instance with the same settings is the one made before, with what it keeps.
         for name, sched in scheds.items():
             kept = self._scheds.get(name)
@@ -2201,6 +2238,11 @@ def _fits(value: Any, hint: Any) -> bool:
 
 #: The most lines a job's PBS_NODEFILE has (one per MPI rank), on one machine.
 MAX_RANKS = 1 << 20
+
+
+def _listed(value: Any) -> tuple:
+    """A plugin's list of names as a tuple, none for what is not a list or tuple."""
+    return tuple(value) if isinstance(value, (list, tuple, frozenset, set)) else ()
 
 
 def _ranks(chunks: Iterable[units.Chunk]) -> int:
