@@ -47,6 +47,16 @@ def parse(text: str | None) -> list[tuple[str, list[str]]]:
     return out
 
 
+def merged(current: str | None, given: str | None) -> str:
+    """qalter -W depend's `given` over a job's `current` depend, as OpenPBS 23.06 merges
+    them (checked): the types `given` names replace those entries, which go after the
+    others (``afterok:1`` altered with ``afterany:2`` is ``afterok:1,afterany:2``, and that
+    with ``afterok:2`` is ``afterany:2,afterok:2``)."""
+    new = parse(given)
+    kinds = {kind for kind, _ in new}
+    return format([item for item in parse(current) if item[0] not in kinds] + new)
+
+
 def format(items: list[tuple[str, list[str]]]) -> str:
     return ",".join(f"{kind}:{':'.join(ids)}" for kind, ids in items if ids)
 

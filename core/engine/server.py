@@ -676,8 +676,7 @@ class Engine:
                                f"type {kind}")
             named.append((kind, [self._full_id(job_id) for job_id in ids]))
             if me is not None and me in named[-1][1]:  # (PBS: parent and child the same)
-                raise PbsError(PBSE_IVALREQ, "Invalid request: a job's depend names the "
-                               "job itself", obj=me)
+                raise PbsError(PBSE_IVALREQ, obj=me)
             for job_id, full in zip(ids, named[-1][1], strict=True):
                 other = self._lean_job(full)
                 if other is None:
@@ -975,8 +974,7 @@ class Engine:
         if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
             # (depend holds a job still to run: on a running one it made its cpus look
             # free; PBS gives it no alter-while-running flag either)
-            # (nor Hold_Types: qhold holds a running job, PBS's qalter -h does not)
-            if {"Resource_List", "depend", "Hold_Types"} & set(attrs) or not caller.privileged:
+            if "Resource_List" in attrs or "depend" in attrs or not caller.privileged:
                 raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
         if current["job_state"] in ("F", "X"):
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
@@ -991,8 +989,13 @@ class Engine:
             self._may_change_holds(caller, job_id, holds - had, had - holds)
         befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
+            given = {kind for kind, _ in depend.parse(changes["depend"])}
+            if changes["depend"]:  # (merged by type, as PBS's qalter does)
+                changes["depend"] = depend.merged(current.get("depend"), changes["depend"])
             probe = {**current, **changes}
-            befores = self._checked_depend(caller, probe, job_id)
+            # (a before* entry kept from before has its target waiting already)
+            befores = [(kind, target) for kind, target in self._checked_depend(
+                caller, probe, job_id) if kind in given]
             changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
             if probe.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = probe["Hold_Types"]

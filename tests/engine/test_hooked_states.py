@@ -124,24 +124,33 @@ def test_a_dependency_that_can_never_be_met_is_refused_at_qalter(engine, registe
         "Q", None, "n")
 
 
-def test_qalter_changes_no_hold_of_a_running_job_and_checks_who_asks(engine):
+def test_an_operators_qalter_sets_no_system_hold_on_a_running_job(engine):
     """Review: qalter's hold rules were checked only for jobs still to run: an operator set
-    s (a manager's) or p (root's) on a running job. PBS's qalter -h changes no running
-    job's holds (15015; qhold does); on a queued job the rules are qhold's."""
+    s (a manager's) or p (root's) on a running job, held should it be requeued. OpenPBS
+    23.06 lets qalter -h hold a running job (checked, as root): the rules are qhold's."""
     job_id = engine.req_submit(ROOT, {}, script="true\n")
     running(engine, job_id)
     operator = Caller(65534, ROLE_OPERATOR)  # (nobody, an operator)
-    for holds in ("s", "p", "o"):
-        with pytest.raises(PbsError) as refused:
-            engine.req_alter(operator, job_id, {"Hold_Types": holds})
-        assert refused.value.code == 15015, holds
-    queued = engine.req_submit(ROOT, {}, script="true\n")
     for holds in ("s", "p"):
         with pytest.raises(PbsError) as refused:
-            engine.req_alter(operator, queued, {"Hold_Types": holds})
+            engine.req_alter(operator, job_id, {"Hold_Types": holds})
         assert refused.value.code == 15007, holds
-    engine.req_alter(operator, queued, {"Hold_Types": "o"})
-    assert engine.store.job(queued)["Hold_Types"] == "o"
+    engine.req_alter(operator, job_id, {"Hold_Types": "o"})
+    stored = engine.store.job(job_id)
+    assert (stored["job_state"], stored["Hold_Types"]) == ("R", "o")
+
+
+def test_qalter_depend_replaces_the_types_it_names(engine):
+    """OpenPBS 23.06, checked: qalter -W depend=afterany:P2 on a job with afterok:P1 keeps
+    both; afterok:P2 then replaces the afterok entry. pbsplug replaced the whole depend,
+    dropping (among others) the after entries another job's before had written."""
+    p1, p2 = (engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
+              for _ in range(2))
+    child = engine.req_submit(ROOT, {"depend": f"afterok:{p1}"}, script="true\n")
+    engine.req_alter(ROOT, child, {"depend": f"afterany:{p2}"})
+    assert engine.store.job(child)["depend"] == f"afterok:{p1},afterany:{p2}"
+    engine.req_alter(ROOT, child, {"depend": f"afterok:{p2}"})
+    assert engine.store.job(child)["depend"] == f"afterany:{p2},afterok:{p2}"
 
 
 def test_a_job_wide_mpiprocs_past_the_ranks_bound_is_refused_at_qsub(engine):
