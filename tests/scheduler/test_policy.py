@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from pbsplug import Queue, Server
-from pbsplug.scheduler import UNKNOWN_WALLTIME, Policy, Scheduler
+from pbsplug.scheduler import UNKNOWN_WALLTIME, JobLog, Policy, Scheduler, Snapshot
 from pbsplug.units import VNODE_SHARING, exclusivity
 
 from .helpers import HOUR, NOW, job, resv, running, snapshot, vnode
@@ -134,6 +134,41 @@ def test_a_job_without_a_select_asks_its_chunk_for_its_custom_host_resources():
     held = snapshot(vnodes, jobs)
     held.resource_types, held.host_resources = {"scratch": "size"}, frozenset({"scratch"})
     assert set(started(sched.cycle(held, NOW))) == {"1.s"}
+
+
+def test_a_kept_group_plan_is_made_again_when_a_smaller_set_frees_by_its_start():
+    """A top job of place=group=switch is planned at 100 s on switch A (three vnodes; B's
+    two are busy to 500 s). One of B's jobs ends at 10 s: from 100 s both sets hold the
+    job, and PBS takes the smallest, B. The kept plan (a cycle reading only what changed)
+    must be made again, as a fresh cycle makes it, though the job that ended held vnodes
+    after all of the plan's and nothing can start sooner: the group's own rule
+    (`_released_harmless`; with it removed, the kept plan stayed on A)."""
+    vnodes = {v.name: v for v in [vnode(n, ncpus=1, resources={"switch": n[0].upper()})
+                                  for n in ("a1", "a2", "a3", "b1", "b2")]}
+    queues = {"workq": Queue("workq", {"queue_type": "execution", "started": True})}
+    server = Server("srv")  # (one object: a new one starts the kept state afresh)
+    gone = running("1:ncpus=1", "(b1:ncpus=1)", "00:08:20", id="rb1.s")
+    jobs = [running("1:ncpus=1", f"({n}:ncpus=1)", "00:01:40", id=f"r{n}.s")
+            for n in ("a1", "a2", "a3", "b2")] + [gone, job(
+                "2:ncpus=1", "10:00:00", id="top.s", place="group=switch")]
+    log = JobLog()
+    for one in jobs:
+        log.add(one)
+    policy = Policy(strict_ordering=True, backfill_depth=1)
+    kept = Scheduler(policy=policy)
+
+    def planned(sched, jobs, now, logged=True):
+        snap = Snapshot(server, queues, vnodes, list(jobs), vnodes_version=1,
+                        job_log=log) if logged else snapshot(vnodes.values(), jobs)
+        est = sched.cycle(snap, now).estimates["top.s"]
+        return est.start_time - NOW, est.exec_vnode
+
+    assert planned(kept, jobs, NOW) == (100, "(a1:ncpus=1)+(a2:ncpus=1)")
+    log.remove(gone)
+    rest = [one for one in jobs if one is not gone]
+    fresh = planned(Scheduler(policy=policy), rest, NOW + 10, logged=False)
+    assert fresh == (100, "(b1:ncpus=1)+(b2:ncpus=1)")
+    assert planned(kept, rest, NOW + 10) == fresh
 
 
 def switches():
