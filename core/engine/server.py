@@ -989,16 +989,20 @@ class Engine:
             self._may_change_holds(caller, job_id, holds - had, had - holds)
         befores = []  # (the state follows holds and Execution_Time: `_modify`)
         if "depend" in changes:  # checked and enforced as at submission
-            given = {kind for kind, _ in depend.parse(changes["depend"])}
-            if changes["depend"]:  # (merged by type, as PBS's qalter does)
-                changes["depend"] = depend.merged(current.get("depend"), changes["depend"])
-            probe = {**current, **changes}
-            # (a before* entry kept from before has its target waiting already)
-            befores = [(kind, target) for kind, target in self._checked_depend(
-                caller, probe, job_id) if kind in given]
-            changes["depend"] = probe["depend"]  # (by the full ids, as it is stored)
-            if probe.get("Hold_Types") != current.get("Hold_Types"):
-                changes["Hold_Types"] = probe["Hold_Types"]
+            # The entries given are checked (known jobs, their owners, by full ids); those
+            # of the other types are kept as they are (merged by type, as PBS's qalter
+            # does: a kept before* target may have run since), and the whole decides the
+            # dependency's hold.
+            given = {**current, "depend": changes["depend"]}
+            befores = self._checked_depend(caller, given, job_id)
+            text = depend.merged(current.get("depend"), given.get("depend")) \
+                if changes["depend"] else changes["depend"]
+            changes["depend"] = text
+            held = {**current, **changes}
+            if text and depend.check(text, self._lean_job)[0] != depend.MET:
+                self._add_system_hold(held)
+            if held.get("Hold_Types") != current.get("Hold_Types"):
+                changes["Hold_Types"] = held["Hold_Types"]
         self._modify(caller, job_id, current, changes)
         if befores:
             self._link_befores(job_id, befores)
@@ -1095,13 +1099,15 @@ class Engine:
     def _lift_depend_hold(self, old: dict, new: dict) -> None:
         """A job held (``s``) for its dependencies, whose depend a request or a hook changed
         to one met already, or removed: the hold goes, as PBS's server lifts it (its job
-        no longer waits on anything). An ``s`` hold whose depend was met already is not the
-        dependency's (an operator's, too many failed starts'): it stays."""
+        no longer waits on anything; one a queued-jobs limit held back meets the limit as
+        a release does). An ``s`` hold whose depend was met already, with no limit holding
+        it back, is not the dependency's (an operator's, too many failed starts'): it
+        stays."""
         if new.get("depend") == old.get("depend") or "s" not in str(new.get("Hold_Types")):
             return
-        if not old.get("depend") or depend.check(old["depend"], self._lean_job)[0] == \
-                depend.MET:
-            return
+        if not old.get("depend") or (depend.check(old["depend"], self._lean_job)[0] ==
+                                     depend.MET and not limits.held_back(old.get("comment"))):
+            return  # (met, and not waiting for room under a limit: not the dependency's)
         if new.get("depend") and depend.check(new["depend"], self._lean_job)[0] != depend.MET:
             return
         new["Hold_Types"] = str(new["Hold_Types"]).replace("s", "") or "n"

@@ -11,7 +11,7 @@ import pytest
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
-from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, Caller, Engine
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.plugins import PluginSet
 from pbsplug.scheduling import SchedulerInstance
@@ -327,3 +327,43 @@ def test_the_jobs_waiting_on_one_job_are_read_alone(engine):
     assert set(engine.store.depend_held()) == set(waiting.values())
     assert set(engine.store.depend_held([parents[1]])) == {waiting[parents[1]]}
     assert engine.store.depend_held([]) == {}
+
+
+def test_qalter_checks_only_the_depend_it_gives(engine):
+    """Review: with qalter's depend merged by type, the entries kept were checked again as
+    if given: once a kept before: target had gone, or belonged to another user, every later
+    qalter -W depend of the job's owner was refused (15016, 15007)."""
+    owner = Caller(65534, ROLE_USER)  # (nobody)
+    mine = engine.req_submit(owner, {"Hold_Types": "u"}, script="true\n")
+    theirs = engine.req_submit(ROOT, {}, script="true\n")
+    parent = engine.req_submit(owner, {"Hold_Types": "u"}, script="true\n")
+    engine.req_alter(ROOT, mine, {"depend": f"before:{theirs}"})  # a manager's doing
+    engine.req_alter(owner, mine, {"depend": f"afterok:{parent}"})
+    assert engine.store.job(mine)["depend"] == f"before:{theirs},afterok:{parent}"
+    engine._delete(ROOT, theirs, False)
+    engine.req_alter(owner, mine, {"depend": f"afterany:{parent}"})
+    assert engine.store.job(mine)["depend"].endswith(f"afterany:{parent}")
+
+
+def test_a_depend_removed_while_a_limit_holds_its_release_back_lifts_the_hold(engine):
+    """Review: a job whose met dependency's release a queued-jobs limit held back kept its
+    s hold when its depend was removed, and the retry (which reads jobs with a depend)
+    never saw it again: H for ever. The hold goes as the depend does (under the limit, as
+    a release would)."""
+    engine.req_qmgr(ROOT, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    parent = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
+    child = engine.req_submit(ROOT, {"depend": f"afterok:{parent}"}, script="true\n")
+    other = engine.req_submit(ROOT, {}, script="true\n")
+    attrs = engine.store.job(parent)
+    attrs.update(job_state="F", Exit_status=0, stime=1)
+    with engine.store.transaction() as st:
+        st.put_job(parent, attrs)
+    engine._resolve_depend([parent])
+    assert engine.store.job(child)["Hold_Types"] == "s"  # (the limit held the release back)
+    with pytest.raises(PbsError):  # (no room under the limit yet: nothing changes)
+        engine.req_alter(ROOT, child, {"depend": None})
+    engine._delete(ROOT, other, False)
+    engine.req_alter(ROOT, child, {"depend": None})
+    stored = engine.store.job(child)
+    assert (stored["job_state"], stored.get("Hold_Types", "n"), stored.get("depend")) == (
+        "Q", "n", None)
