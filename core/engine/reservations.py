@@ -227,7 +227,7 @@ class Reservations:
         if partition == DEFAULT_PARTITION:
             return False
         scheds = self.engine._schedulers()
-        if not getattr(self.engine, "schedulers_whole", True):
+        if not self.engine.schedulers_whole:
             return False
         return not any(partition in (sched.partitions or ()) or partition in sched.claimed
                        for sched in scheds.values())

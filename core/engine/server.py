@@ -188,6 +188,9 @@ class Engine:
         self._scheds: dict[str, Scheduler] = {}
         #: Each plugin's last answer to sched_instances (`_schedulers`).
         self._instances_named: dict[str, list] = {}
+        #: Whether the last `_schedulers` heard every plugin name its schedulers (else some
+        #: partitions' may be left out for now: no one may conclude a partition has none).
+        self.schedulers_whole = True
         self._feed = Feed()
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
@@ -908,7 +911,7 @@ class Engine:
         self._resolve_depend([job_id])
 
     @staticmethod
-    def _hold_types(caller: Caller, job_id: str, types: Any) -> str:
+    def _hold_types(job_id: str, types: Any) -> str:
         """qhold's and qrls's ``-h``: PBS's hold letters."""
         if not isinstance(types, str) or not types or set(types) - set(HOLD_LETTERS):
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value Hold_Types: "
@@ -945,7 +948,7 @@ class Engine:
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
-        types = self._hold_types(caller, job_id, types)
+        types = self._hold_types(job_id, types)
         self._may_change_holds(caller, job_id, types if add else "", "" if add else types)
         if attrs["job_state"] not in _HOLDABLE:  # (a finished job is never queued again)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
@@ -1047,18 +1050,12 @@ class Engine:
         """The job's Resource_List with the sums PBS's server writes beside its request
         (ncpus, nodect, the chunks' mem ...: `units.with_sums`), by its queue's and the
         server's default_chunk; those of its `previous` attributes' select go first."""
-        server = self.server_attrs()
-
-        def defaults(job: dict) -> tuple:
-            return default_chunks(self.store.get("queue", str(job.get("queue"))), server)
-
-        res = units.with_sums(attrs.get("Resource_List") or {}, defaults(attrs),
+        res = units.with_sums(attrs.get("Resource_List") or {}, self._default_chunks(attrs),
                               {**values.RESOURCE_TYPES, **self.resource_types()},
                               None if previous is None else previous.get("Resource_List"),
-                              defaults(previous) if previous is not None else ())
+                              self._default_chunks(previous) if previous is not None else ())
         try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
-            ranks = _ranks(job_select(Job("", {"Resource_List": res}), defaults(attrs),
-                                      self.host_resources()))
+            ranks = _ranks(self._schedselect("", {**attrs, "Resource_List": res}))
         except ValueError:  # (a select that does not parse: its own check says so)
             ranks = 0
         if ranks > MAX_RANKS:
@@ -1066,6 +1063,19 @@ class Engine:
                            f"Resource_List.{'select' if res.get('select') else 'mpiprocs'}: "
                            f"{ranks} MPI ranks (mpiprocs) in all, more than {MAX_RANKS}")
         return res
+
+    def _default_chunks(self, attrs: dict) -> tuple:
+        """The default_chunk tables a job of these attributes takes: its queue's, then the
+        server's."""
+        return default_chunks(self.store.get("queue", str(attrs.get("queue"))),
+                              self.server_attrs())
+
+    def _schedselect(self, job_id: str, attrs: dict) -> tuple[units.Chunk, ...]:
+        """The job's chunks as its scheduler places them (PBS's schedselect): its select, or
+        the conversion of its job-wide host-level resources (the custom ones with flag h
+        too), each chunk given what it lacks of `_default_chunks`."""
+        return job_select(Job(job_id, attrs), self._default_chunks(attrs),
+                          self.host_resources())
 
     def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict,
                        before: dict) -> list[tuple[str, str]]:
@@ -1252,14 +1262,11 @@ class Engine:
             for name in names:
                 if name not in nodes:
                     raise PbsError(PBSE_UNKNODE, obj=name)
-            defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
-                                      self.server_attrs())
             types = self.resource_types()  # (what each chunk takes, as exec_vnode lists it)
             select = [(chunk.count, {k: v for k, v in chunk.resources.items()
                                      if k not in ("host", "vnode")
                                      and resource_amount(k, v, types) is not None})
-                      for chunk in job_select(Job(job_id, attrs), defaults,
-                                              self.host_resources())]
+                      for chunk in self._schedselect(job_id, attrs)]
             # Its length before it is made: a 100,000-chunk select is not written out
             # past what an exec_vnode may hold.
             longest = max(map(len, names)) + 3
@@ -1442,8 +1449,6 @@ class Engine:
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
         instances = []
-        #: Whether every plugin named its schedulers (else some partitions' may be left
-        #: out for now: no one may conclude a partition has none).
         self.schedulers_whole = not self.plugins.failed  # (one that failed to load: unknown)
         for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
             try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
@@ -1840,9 +1845,7 @@ class Engine:
             attrs.get("exec_vnode", "")) if res), 0)  # (its first chunk's, not a host's rest)
         # MPI ranks: each chunk's mpiprocs, one at least, read from its schedselect (as
         # PBS's MoM does: exec_vnode lists what the chunks take, not their layout).
-        defaults = default_chunks(self.store.get("queue", str(attrs.get("queue"))),
-                                  self.server_attrs())
-        ranks = _ranks(job_select(Job(job_id, attrs), defaults, self.host_resources()))
+        ranks = _ranks(self._schedselect(job_id, attrs))
         if ranks > MAX_RANKS:  # (checked at qsub; mpiprocs=10**12 would have the root
             raise ValueError(f"mpiprocs: {ranks} MPI ranks in all, more than "  # server fill
                              f"{MAX_RANKS}")  # its memory with the nodefile)
