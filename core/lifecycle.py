@@ -3,6 +3,8 @@
 The local engine and the simulator both carry a job through the same steps, in the same
 order, and ask this module what each hook outcome means for it (pbs-behavior.md §1.3-1.4):
 
+0. After ``queuejob`` (and after qalter's or qmove's change), `completed_request`: the
+   server's defaults, limits, conversion and sums of the job's Resource_List.
 1. ``runjob`` on the server: a refusal keeps the job queued with PBS's comment
    (`runjob_refused`); its changes still apply.
 2. `started`: the job is running (state R, run_count + 1, stime).
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from . import units
 from .events import DELETE
 from .units import format_duration, parse_duration_cached
 
@@ -45,6 +48,96 @@ PROCEED, REQUEUE, FINISH = "proceed", "requeue", "finish"
 #: The states of a job not yet running: which of them follows from its holds and
 #: Execution_Time (`queued_state`).
 QUEUED_STATES = frozenset({"Q", "H", "W"})
+
+
+class OutsideLimits(ValueError):
+    """A job's request is past a queue's or the server's resource limits (PBS's 15036,
+    ``Job violates queue and/or server resource limits``); `resource` names the first."""
+
+    def __init__(self, resource: str):
+        super().__init__(f"Resource_List.{resource} is outside the queue's or the server's "
+                         "resource limits")
+        self.resource = resource
+
+
+#: Not in a table (`completed_request`): None may be a value there.
+_UNSET = object()
+
+
+def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str, Any]],
+                      queue: Mapping[str, Any], server: Mapping[str, Any],
+                      types: Mapping[str, str], host_level: frozenset[str], *,
+                      enqueued: bool, limited: bool
+                      ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """A job's Resource_List `res` as PBS's server completes it (OpenPBS 23.06, checked),
+    and what of it the server wrote (``{"defaults": ..., "derived": ...}``), given what it
+    had written before (`written`, the same form; empty for a new job), the job's `queue`
+    and the `server` attributes:
+
+    * `enqueued` (qsub, qmove): the resources it does not ask for from its queue's
+      ``resources_default``, then the server's; the defaults of a queue it left go;
+    * `limited` (qsub, a user's qmove): `OutsideLimits` when it asks for more than its
+      queue's or the server's ``resources_max`` or less than its queue's
+      ``resources_min`` (chunks summed: `units.outside_limits`; PBS checks no qalter);
+    * `enqueued`: what it still lacks from its queue's ``resources_max``, then the
+      server's (PBS's last defaults, not checked against the other's limits);
+    * without a select, PBS's conversion: a select of its host-level resources (`host_level`)
+      and ``place=pack`` (`units.converted_select`), derived again after a change to one
+      (qalter ``-l ncpus=3``); a select it is given replaces it (qalter ``-l select=...``
+      keeps the derived place, as PBS's does);
+    * the chunks' sums (`units.with_sums`), with the queue's then the server's
+      default_chunk.
+
+    A value the server wrote that a request or a hook then changed counts as asked for."""
+    before_defaults, before_derived = written.get("defaults", {}), written.get("derived", {})
+    kept = {k: v for k, v in before_defaults.items() if res.get(k) == v}
+    asked = {k: v for k, v in res.items() if v is not None
+             and before_derived.get(k, _UNSET) != v and kept.get(k, _UNSET) != v}
+    defaults = {} if enqueued else kept
+    if enqueued:
+        for table in (queue.get("resources_default"), server.get("resources_default")):
+            for name, value in (table or {}).items():
+                if value is not None and name not in asked:
+                    defaults.setdefault(name, value)
+    full = {**defaults, **asked}
+    chunk_tables = units.default_chunks(queue, server)
+    if enqueued and not full.get("select") and "ncpus" not in full:
+        # (PBS's server is made with resources_default.ncpus = 1, before any maximum)
+        defaults["ncpus"] = full["ncpus"] = units.chunk_defaults(chunk_tables)["ncpus"]
+    if limited:
+        over = units.outside_limits(
+            _converted(full, chunk_tables, types, host_level)[0],
+            (queue.get("resources_max"), server.get("resources_max")),
+            (queue.get("resources_min"),), types)
+        if over is not None:
+            raise OutsideLimits(over)
+    if enqueued:
+        for table in (queue.get("resources_max"), server.get("resources_max")):
+            for name, value in (table or {}).items():
+                if value is not None and name not in full and \
+                        types.get(name) not in ("select", "place"):
+                    defaults[name] = full[name] = value
+    place = before_derived.get("place")
+    if place is not None and res.get("place") == place and full.get("select") and \
+            "place" not in full:
+        full["place"] = place
+    completed, derived = _converted(full, chunk_tables, types, host_level)
+    return completed, {"defaults": {k: v for k, v in defaults.items()
+                                    if completed.get(k) == v},
+                       "derived": derived}
+
+
+def _converted(res: dict[str, Any], chunk_tables: tuple, types: Mapping[str, str],
+               host_level: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`res` converted (a select and place when it has none) and summed, and what of it
+    that wrote."""
+    full = dict(res)
+    if not full.get("select"):
+        full.setdefault("ncpus", units.chunk_defaults(chunk_tables)["ncpus"])
+        full["select"] = units.converted_select(full, host_level)
+        full.setdefault("place", "pack")
+    completed = units.with_sums(full, chunk_tables, types)
+    return completed, {k: v for k, v in completed.items() if k not in res or res[k] != v}
 
 
 def queued_state(attrs: Mapping[str, Any], now: float) -> str:

@@ -212,6 +212,14 @@ def chunk_defaults(defaults: Iterable[Mapping[str, Any] | None]) -> dict[str, An
     return merged
 
 
+def default_chunks(queue: Any, server: Any) -> tuple[Any, Any]:
+    """The default_chunk tables a job of `queue` takes, the queue's then the server's
+    (`with_chunk_defaults`'s `defaults`): from their objects or their stored attributes (anything
+    with ``get``); `queue` may be None."""
+    return (queue.get("default_chunk") if queue is not None else None,
+            server.get("default_chunk"))
+
+
 def with_chunk_defaults(chunks: tuple[Chunk, ...],
                         defaults: tuple[Mapping[str, Any] | None, ...] = ()
                         ) -> tuple[Chunk, ...]:
@@ -283,24 +291,64 @@ def request_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | Non
 
 
 def with_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],
-              types: Mapping[str, str], previous: Mapping[str, Any] | None = None,
-              previous_defaults: tuple[Mapping[str, Any] | None, ...] = ()) -> dict[str, Any]:
-    """A job's Resource_List with what the server writes beside its request, as PBS's:
-    for a select, its `select_sums` (the sums a `previous` Resource_List's select gave,
-    with `previous_defaults`, are taken away first: a new select's sums replace them); for
-    a job without one (PBS's conversion into one chunk), ``nodect`` 1 and the chunk's
+              types: Mapping[str, str]) -> dict[str, Any]:
+    """A job's Resource_List `res` with what the server writes beside its request, as
+    PBS's: its select's `select_sums`; for a job without one, ``nodect`` 1 and the chunk's
     ``ncpus`` when it asks for none. A select that does not parse is left to its check."""
-    out = dict(res)
-    sums = request_sums(res, defaults, types)
-    old = (previous or {}).get("select")
-    if old:
-        try:
-            for name in select_sums(str(old), previous_defaults, types):
-                out.pop(name, None)
-        except ValueError:
-            pass
-    out.update(sums)
-    return out
+    return {**res, **request_sums(res, defaults, types)}
+
+
+def converted_select(res: Mapping[str, Any], host_level: Iterable[str]) -> str:
+    """PBS's select for a job that asks for none (OpenPBS 23.06, checked): one chunk of its
+    job-wide host-level resources, by name (``-l ncpus=2 -l mem=1gb -l walltime=1:00`` ->
+    ``1:mem=1gb:ncpus=2``); the job's ``place`` is then ``pack``."""
+    names = set(host_level)
+    return ":".join(["1", *(f"{name}={res[name]}" for name in sorted(res)
+                            if name in names and res[name] is not None)])
+
+
+def _limit_value(kind: str | None, value: Any) -> Any:
+    """`value` as a queue's or the server's resource limit compares it (PBS compares a
+    string's text), or None for a type with no order (string_array, select, place) or a
+    value that is not its type's."""
+    try:
+        if kind == "long":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "size":
+            return parse_size(value)
+        if kind == "duration":
+            return parse_duration(value)
+        if kind == "boolean":
+            return int(parse_bool(value))
+        if kind == "string":
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+def outside_limits(res: Mapping[str, Any], maxima: Iterable[Mapping[str, Any] | None],
+                   minima: Iterable[Mapping[str, Any] | None], types: Mapping[str, str]
+                   ) -> str | None:
+    """The first resource of a job's request `res` above one of the ``resources_max``
+    tables `maxima` or below one of the ``resources_min`` tables `minima` (a queue's and the
+    server's), or None. A resource the job does not ask for is not compared; numbers,
+    sizes and durations by their amount, strings by their text (OpenPBS 23.06: under
+    ``resources_max.arch=linux``, ``arch=abc`` passes and ``arch=sun`` does not)."""
+    for tables, above in ((maxima, True), (minima, False)):
+        for table in tables:
+            for name, limit in (table or {}).items():
+                if res.get(name) is None or limit is None:
+                    continue
+                kind = types.get(name)
+                asked, bound = _limit_value(kind, res[name]), _limit_value(kind, limit)
+                if asked is None or bound is None:
+                    continue
+                if asked > bound if above else asked < bound:
+                    return name
+    return None
 
 
 PLACE_ARRANGEMENTS = ("free", "pack", "scatter", "vscatter")

@@ -11,6 +11,7 @@ from pbsplug import (
     parse_select,
     parse_size,
     units,
+    values,
 )
 from pbsplug.units import (
     exec_vnode_names,
@@ -188,14 +189,41 @@ def test_select_sums_leave_out_what_no_pbs_value_holds():
     assert "mem" not in sums and sums["nodect"] == 100000 and sums["ncpus"] == 100000
 
 
-def test_with_sums_replace_the_previous_selects_and_convert_a_plain_job():
+def test_with_sums_add_a_selects_sums_and_convert_a_plain_job():
     first = units.with_sums({"select": "2:ncpus=1:mem=10mb", "walltime": "1:00"}, (), TYPES)
     assert first == {"select": "2:ncpus=1:mem=10mb", "walltime": "1:00", "ncpus": 2,
                      "mem": "20mb", "nodect": 2}
-    later = units.with_sums({**first, "select": "1:mpiprocs=4"}, (), TYPES, previous=first)
-    assert later == {"select": "1:mpiprocs=4", "walltime": "1:00", "ncpus": 1,
-                     "mpiprocs": 4, "nodect": 1}
     assert units.with_sums({"walltime": "1:00"}, ({"ncpus": 4},), TYPES) == {
         "walltime": "1:00", "nodect": 1, "ncpus": 4}
     assert units.with_sums({"ncpus": 2}, (), TYPES) == {"ncpus": 2, "nodect": 1}
     assert units.with_sums({"select": "x:y"}, (), TYPES) == {"select": "x:y"}  # its check's
+
+
+def test_a_converted_select_holds_the_host_level_resources_by_name():
+    # OpenPBS 23.06: -l vmem=2gb -l ncpus=2 -l mem=1gb -l arch=linux -l host=vm -l cput=100
+    res = {"vmem": "2gb", "ncpus": 2, "mem": "1gb", "arch": "linux", "host": "vm",
+           "cput": "100", "walltime": "1:00", "scratch": "5gb", "software": "abc"}
+    assert units.converted_select(res, values.CHUNK_RESOURCES) == \
+        "1:arch=linux:host=vm:mem=1gb:ncpus=2:vmem=2gb"
+    assert units.converted_select(res, values.CHUNK_RESOURCES | {"scratch"}) == \
+        "1:arch=linux:host=vm:mem=1gb:ncpus=2:scratch=5gb:vmem=2gb"
+    assert units.converted_select({"walltime": "1:00"}, values.CHUNK_RESOURCES) == "1"
+
+
+@pytest.mark.parametrize(("res", "maxima", "minima", "over"), [
+    ({"walltime": "2:00:00"}, [{"walltime": "01:00:00"}], [], "walltime"),
+    ({"walltime": "1:00:00"}, [{"walltime": "01:00:00"}], [], None),  # the bound passes
+    ({"mem": "1200mb"}, [None, {"mem": "1gb"}], [], "mem"),  # the server's, summed
+    ({"mem": "5mb"}, [], [{"mem": "10mb"}], "mem"),
+    ({"ncpus": 1}, [], [{"ncpus": 2}], "ncpus"),
+    ({"arch": "sun"}, [{"arch": "linux"}], [], "arch"),  # strings by their text
+    ({"arch": "abc"}, [{"arch": "linux"}], [], None),
+    ({"arch": "abc"}, [], [{"arch": "linux"}], "arch"),
+    ({"walltime": "1:00"}, [{"mem": "1gb"}], [{"ncpus": 2}], None),  # not asked: not compared
+    ({"energy": 2.5}, [{"energy": 2}], [], "energy"),
+    ({"vntype": "a"}, [{"vntype": "b"}], [], None),  # no order
+    ({"ncpus": "x"}, [{"ncpus": 1}], [], None),  # not a value of its type: its check's
+])
+def test_outside_limits_names_the_first_resource_past_a_queues_or_the_servers(
+        res, maxima, minima, over):
+    assert units.outside_limits(res, maxima, minima, values.RESOURCE_TYPES) == over

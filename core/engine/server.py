@@ -35,7 +35,6 @@ from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import (
     UNUSABLE_STATES,
-    default_chunks,
     format_exec_vnode,
     job_select,
     parse_node_sort_key,
@@ -43,12 +42,13 @@ from ..scheduler.model import (
 )
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
-from ..units import exec_vnode_names, parse_exec_vnode
+from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import depend, executor, jobspec, limits
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
     PBSE_BADSTATE,
+    PBSE_EXCQRESC,
     PBSE_HISTJOBID,
     PBSE_HOOKERROR,
     PBSE_INVALJOBRESC,
@@ -600,7 +600,8 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
-        attrs["Resource_List"] = self._summed(attrs)
+        attrs["Resource_List"], written = self._completed(job_id, attrs, enqueued=True,
+                                                          limited=True)
         waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
@@ -611,6 +612,7 @@ class Engine:
         self._check_limits(attrs)  # on the queue, owner and state it is stored with
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
+            st.set_written(job_id, written)
             if argv:
                 st.set_runtime(job_id, {"argv": list(argv)})
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
@@ -650,11 +652,15 @@ class Engine:
         is this server's job (a dependency stored so before its ids were made full)."""
         return self.store.job(self._full_id(job_id), lean=True)
 
-    def _check_chunk_resources(self, res: dict[str, Any], asked: dict[str, Any]) -> None:
+    def _check_chunk_resources(self, res: dict[str, Any], asked: dict[str, Any],
+                               derived: dict[str, Any] | None = None) -> None:
         """PBS's 15109 for a host-level resource `asked` for job-wide (a chunk holds it) in
         a Resource_List `res` with a select or a place: the chunks say what the job holds,
-        and a job-wide value beside them would say otherwise."""
-        if res.get("select") is None and res.get("place") is None:
+        and a job-wide value beside them would say otherwise. A select and place the
+        server `derived` (PBS's conversion) do not count: they are derived again."""
+        derived = derived or {}
+        if all(res.get(key) is None or (key in derived and derived[key] == res[key])
+               for key in ("select", "place")):
             return
         custom = None
         for name in asked:
@@ -985,7 +991,8 @@ class Engine:
         if "Resource_List" in changes:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
-            self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {})
+            self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {},
+                                        self.store.written(job_id)["derived"])
         if "Hold_Types" in changes:  # (a running job's too: held should it be requeued)
             holds = set(str(changes["Hold_Types"] or "n"))
             had = set(str(current.get("Hold_Types") or "n"))
@@ -1030,8 +1037,9 @@ class Engine:
         self._check_hooked("modifyjob", outcome, attrs, before)
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
         self._lift_depend_hold(current, attrs)
+        written = None
         if attrs.get("Resource_List") != current.get("Resource_List"):
-            attrs["Resource_List"] = self._summed(attrs, current)
+            attrs["Resource_List"], written = self._completed(job_id, attrs)
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
@@ -1042,27 +1050,38 @@ class Engine:
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
+            if written is not None:
+                st.set_written(job_id, written)
         self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 
-    def _summed(self, attrs: dict, previous: dict | None = None) -> dict[str, Any]:
-        """The job's Resource_List with the sums PBS's server writes beside its request
-        (ncpus, nodect, the chunks' mem ...: `units.with_sums`), by its queue's and the
-        server's default_chunk; those of its `previous` attributes' select go first."""
-        res = units.with_sums(attrs.get("Resource_List") or {}, self._default_chunks(attrs),
-                              {**values.RESOURCE_TYPES, **self.resource_types()},
-                              None if previous is None else previous.get("Resource_List"),
-                              self._default_chunks(previous) if previous is not None else ())
+    def _completed(self, job_id: str, attrs: dict, *, enqueued: bool = False,
+                   limited: bool = False) -> tuple[dict[str, Any], dict[str, dict]]:
+        """The job's Resource_List as PBS's server completes it, and what of it the server
+        wrote (`lifecycle.completed_request`, from what `Store.written` kept), without
+        storing either: PBS's 15036 past its queue's or the server's limits (`limited`),
+        and 15014 for more MPI ranks than a PBS_NODEFILE holds."""
+        queue = self.store.get("queue", str(attrs.get("queue"))) or {}
+        try:
+            res, written = lifecycle.completed_request(
+                attrs.get("Resource_List") or {}, self.store.written(job_id), queue,
+                self.server_attrs(), {**values.RESOURCE_TYPES, **self.resource_types()},
+                values.CHUNK_RESOURCES | self.host_resources(), enqueued=enqueued,
+                limited=limited)
+        except lifecycle.OutsideLimits as exc:
+            self.log(LOG_JOB, "Job", job_id, f"{exc} of queue {attrs.get('queue')}")
+            raise PbsError(PBSE_EXCQRESC) from None
         try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
             ranks = _ranks(self._schedselect("", {**attrs, "Resource_List": res}))
         except ValueError:  # (a select that does not parse: its own check says so)
             ranks = 0
         if ranks > MAX_RANKS:
+            asked = "select" if "select" not in written["derived"] else "mpiprocs"
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
-                           f"Resource_List.{'select' if res.get('select') else 'mpiprocs'}: "
-                           f"{ranks} MPI ranks (mpiprocs) in all, more than {MAX_RANKS}")
-        return res
+                           f"Resource_List.{asked}: {ranks} MPI ranks (mpiprocs) in all, "
+                           f"more than {MAX_RANKS}")
+        return res, written
 
     def _default_chunks(self, attrs: dict) -> tuple:
         """The default_chunk tables a job of these attributes takes: its queue's, then the
@@ -1171,10 +1190,14 @@ class Engine:
         self._lift_depend_hold(stored, attrs)
         attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
-        attrs["Resource_List"] = self._summed(attrs, stored)  # (the new queue's defaults)
+        # The new queue's defaults and limits (a manager may move a job past them; an
+        # operator may not: OpenPBS 23.06, checked).
+        attrs["Resource_List"], written = self._completed(
+            job_id, attrs, enqueued=True, limited=caller.role != ROLE_MANAGER)
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
+            st.set_written(job_id, written)
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
                  f"{caller.user}@{self.host}")
         self._depend_linked(job_id, attrs, before, befores)

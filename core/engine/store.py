@@ -19,7 +19,7 @@ from typing import Any
 from .errors import PBSE_SYSTEM, PbsError
 
 #: The schema this code reads and writes; `migrate` upgrades older databases step by step.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The job attribute kept in its own column (`env`): it may be a megabyte, and most reads
 #: (the scheduler's, the counts) do without it.
 ENV = "Variable_List"
@@ -49,6 +49,13 @@ _MIGRATIONS: dict[int, str] = {
     # loads its pages. Rows written before keep it in attrs until they are written again.
     2: """
     ALTER TABLE jobs ADD COLUMN env TEXT;   -- the job's Variable_List (JSON), or NULL
+    """,
+    # What of a job's Resource_List the server wrote rather than was asked for, so that
+    # qmove can replace one queue's defaults with another's and qalter can derive a
+    # converted job's select again (`Engine._completed`). NULL: nothing (a row written
+    # before: all its values count as asked for).
+    3: """
+    ALTER TABLE jobs ADD COLUMN written TEXT;  -- {"defaults": {...}, "derived": {...}}
     """,
 }
 
@@ -448,6 +455,20 @@ class Store:
     def set_runtime(self, job_id: str, runtime: dict[str, Any] | None) -> None:
         self.db.execute("UPDATE jobs SET runtime=? WHERE id=?",
                         (json.dumps(runtime) if runtime is not None else None, job_id))
+
+    def written(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """What of the job's Resource_List the server wrote (`Engine._completed`):
+        ``{"defaults": {...}, "derived": {...}}``; empty tables when nothing is known (a
+        row written by an older pbsplug, or one that does not read)."""
+        row = self.db.execute("SELECT written FROM jobs WHERE id=?", (job_id,)).fetchone()
+        value = _loads(row[0]) if row and row[0] else {}
+        value = value if isinstance(value, dict) else {}
+        return {key: table if isinstance(table := value.get(key), dict) else {}
+                for key in ("defaults", "derived")}
+
+    def set_written(self, job_id: str, written: dict[str, dict[str, Any]]) -> None:
+        self.db.execute("UPDATE jobs SET written=? WHERE id=?",
+                        (json.dumps(written, sort_keys=True), job_id))
 
     def delete_job(self, job_id: str) -> None:
         old = self._picked(job_id)

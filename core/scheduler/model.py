@@ -378,14 +378,6 @@ def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = (),
 CONVERTED_RESOURCES = tuple(sorted(CHUNK_RESOURCES - {"ncpus", "mem", "vmem", "ngpus"}))
 
 
-def default_chunks(queue: Any, server: Any) -> tuple[Any, Any]:
-    """The default_chunk tables a job of `queue` takes, the queue's then the server's
-    (`job_select`'s `defaults`): from their objects or their stored attributes (anything
-    with ``get``); `queue` may be None."""
-    return (queue.get("default_chunk") if queue is not None else None,
-            server.get("default_chunk"))
-
-
 def job_place(job: Job) -> Place:
     spec = job.Resource_List["place"]
     return _place(str(spec)) if spec else Place()

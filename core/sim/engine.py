@@ -53,10 +53,16 @@ from ..scheduler import (
     build_schedulers,
 )
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import default_chunks, job_select, node_sort_order
+from ..scheduler.model import job_select, node_sort_order
 from ..scheduling import SchedulerInstance
-from ..units import format_duration, format_exec_host, parse_select, request_sums
-from ..values import RESOURCE_TYPES
+from ..units import (
+    default_chunks,
+    format_duration,
+    format_exec_host,
+    parse_select,
+    request_sums,
+)
+from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
 from .machine import Machine, PowerModel
 from .records import (
     COMPLETED,
@@ -312,7 +318,7 @@ class Simulator:
         self._touched = True
         self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
-        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_add_sums`).
+        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_complete`).
         self._request_sums: dict[tuple, dict[str, Any]] = {}
         self._seq = 0
         self._states_key: tuple | None = None
@@ -593,9 +599,11 @@ class Simulator:
                  "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
                  "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
         hooked = bool(self._chains.get("queuejob"))
-        if not hooked:
-            self._add_sums(attrs)  # (before its Job is made: one object, not two)
+        refused = None if hooked else self._complete(attrs)  # (before its Job is made)
         run = _Run(tj, attrs, self._seq)
+        if refused is not None:
+            self._reject(run, refused)
+            return
         outcome = self._fire("queuejob", job=lambda: run.job)
         if outcome is not None:
             if not outcome.accepted:
@@ -608,7 +616,10 @@ class Simulator:
                     self._reject(run, "held by a queuejob hook")
                     return
         if hooked:
-            self._add_sums(attrs)
+            refused = self._complete(attrs)
+            if refused is not None:
+                self._reject(run, refused)
+                return
             run.job = Job(tj.job_id, attrs)
         try:
             chunks = job_select(run.job, default_chunks(self.queues.get(run.job.queue),
@@ -623,10 +634,23 @@ class Simulator:
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
 
-    def _add_sums(self, attrs: dict[str, Any]) -> None:
-        """What the server writes beside a job's request after queuejob (ncpus, nodect, the
-        chunks' sums: `pbsplug.units.request_sums`), as the engine's does; a trace repeats a
-        few requests many times, each summed once."""
+    def _complete(self, attrs: dict[str, Any]) -> str | None:
+        """The job's request completed after queuejob as the engine's server completes it
+        (`pbsplug.lifecycle.completed_request`: its queue's and the server's defaults and
+        limits, the chunks' sums), or why it is refused (PBS's qsub refuses a job past the
+        limits). Without defaults or limits (a trace's jobs always have a select), that is
+        the chunks' sums alone, and a trace repeats a few requests many times: each is
+        summed once."""
+        queue = self.queues.get(attrs["queue"])
+        if any(table.get(name) for table in (queue, self.server) if table is not None
+               for name in ("resources_default", "resources_max", "resources_min")):
+            try:
+                attrs["Resource_List"] = lifecycle.completed_request(
+                    attrs["Resource_List"], {}, queue or {}, self.server, RESOURCE_TYPES,
+                    CHUNK_RESOURCES, enqueued=True, limited=True)[0]
+            except lifecycle.OutsideLimits as exc:
+                return f"qsub: Job violates queue and/or server resource limits ({exc})"
+            return None
         res = attrs["Resource_List"]
         key = (res.get("select"), res.get("ncpus") is None, attrs["queue"])
         sums = self._request_sums.get(key)
@@ -637,6 +661,7 @@ class Simulator:
                 self.queues.get(attrs["queue"]), self.server), RESOURCE_TYPES)
         if sums:
             attrs["Resource_List"] = {**res, **sums}
+        return None
 
     def _may_run(self, run: _Run) -> bool:
         """Whether a queued job may still run: not when held (nothing in a replay releases

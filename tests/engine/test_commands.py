@@ -172,6 +172,28 @@ def test_qsub_a_host_level_resource_beside_select_or_place_is_refused(engine, ar
     assert engine.client("stat_jobs", history=True) == {}
 
 
+def test_qsub_and_qmove_past_a_queues_limits(engine):
+    """OpenPBS 23.06's words and status (15036 modulo 256: 188), for qsub and a user's
+    qmove; a converted job shows its select and place=pack, and its queue's default."""
+    engine.client("qmgr", text="set queue workq resources_max.walltime = 01:00:00")
+    engine.client("qmgr", text="set queue workq resources_default.mem = 20mb")
+    done = engine.pbs("qsub", "-l", "walltime=2:00:00", "--", "/bin/true")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        188, "", "qsub: Job violates queue and/or server resource limits\n")
+    assert engine.client("stat_jobs", history=True) == {}
+    job_id = qsub(engine, "-h", "-l", "ncpus=2", "-l", "walltime=0:50:00", input="true\n")
+    full = engine.pbs("qstat", "-f", job_id).stdout
+    for line in ("Resource_List.select = 1:mem=20mb:ncpus=2", "Resource_List.place = pack",
+                 "Resource_List.mem = 20mb", "Resource_List.nodect = 1"):
+        assert f"    {line}\n" in full, full
+    engine.client("qmgr", text="create queue short queue_type = execution, enabled = true, "
+                               "started = true, resources_max.walltime = 00:30:00")
+    moved = engine.pbs("qmove", "short", job_id)  # root may move it past the limits
+    assert moved.returncode == 0, moved.stderr
+    assert "mem" not in engine.job(job_id)["Resource_List"]  # workq's default went
+    engine.client("delete", ids=[job_id])
+
+
 def test_qsub_job_wide_resources_beside_a_select_and_qalter_of_one(engine):
     """pmem, pvmem, file, cput, walltime and a custom resource without flag h are
     job-wide beside a select, as in OpenPBS 23.06; qalter adding ncpus is refused."""

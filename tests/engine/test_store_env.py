@@ -50,7 +50,7 @@ def test_a_first_schema_database_is_migrated_and_its_rows_read_the_same(tmp_path
     db.commit()
     db.close()
     st = Store(path)
-    assert st.version() == store_mod.SCHEMA_VERSION == 2
+    assert st.version() == store_mod.SCHEMA_VERSION == 3
     assert st.job("1.s") == old
     assert st.jobs(lean=True)["1.s"] == old  # still in attrs: read with them
     with st.transaction():

@@ -734,3 +734,19 @@ def test_node_sort_key_on_last_use_reads_the_ends_of_the_replay(key, host):
     overrides = {"node_sort_key": key} if key else None
     sink, _ = simulate(jobs, nodes=3, cpus=1, policy_overrides=overrides)
     assert {r.job.job_id: r.hosts for r in sink.jobs} == {"1": (0,), "2": (1,), "3": (host,)}
+
+
+def test_a_job_past_the_servers_resource_limits_is_rejected_at_submission():
+    """The server's resources_max, as the engine's qsub refuses it (PBS's 15036, through
+    `lifecycle.completed_request`): j1 asks for more walltime than the limit and never
+    runs; j2 within it runs at once, and j3's request is completed the same way."""
+    jobs = [tj(1, 0, 10, 1, 200), tj(2, 0, 10, 1, 150), tj(3, 5, 10, 2, 100)]
+    sink, sim = simulate(jobs, server_attrs={"resources_max": {"walltime": "150"},
+                                             "resources_default": {"mem": "1mb"}})
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["1"].final_state, by_id["1"].start) == (REJECTED, None)
+    assert [(by_id[j].final_state, by_id[j].start) for j in "23"] == [(COMPLETED, 0),
+                                                                      (COMPLETED, 5)]
+    assert sim.summary.rejected == 1
+    sink, sim = simulate(jobs)
+    assert sim.summary.rejected == 0

@@ -1,0 +1,215 @@
+"""A job's request as the server completes it (`lifecycle.completed_request`), on an `Engine`
+in this process: queue and server defaults, resource limits, the conversion of a job without
+a select, and what qalter and qmove do to each. Each expectation is what OpenPBS 23.06
+answered to the same requests (the adapter tests' build, checked by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine.errors import PBSE_EXCQRESC, PBSE_INVALJOBRESC, PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
+from pbsplug.engine.testing import make_root, remove_root
+
+ROOT = Caller(0, ROLE_MANAGER)
+USER = Caller(1001, ROLE_USER)
+
+
+@pytest.fixture
+def engine(pbsplug_plugins):
+    root = make_root()
+    yield Engine(Home(root), plugins=pbsplug_plugins)
+    remove_root(root)
+
+
+def submit(eng: Engine, caller: Caller = ROOT, **res) -> str:
+    return eng.req_submit(caller, {"Resource_List": res, "Hold_Types": "u"}, "true\n")
+
+
+def request(eng: Engine, job_id: str) -> dict:
+    return eng.store.job(job_id)["Resource_List"]
+
+
+def queue(eng: Engine, name: str, **attrs) -> None:
+    """Create (or change) queue `name` with `attrs`."""
+    with eng.store.transaction() as st:
+        current = st.get("queue", name) or {"queue_type": "Execution", "enabled": True,
+                                             "started": True}
+        st.put("queue", name, {**current, **attrs})
+
+
+def server(eng: Engine, **attrs) -> None:
+    with eng.store.transaction() as st:
+        st.put("server", "server", {**st.get("server", "server"), **attrs})
+
+
+def test_a_job_without_a_select_gets_its_conversion_and_place_pack(engine):
+    with engine.store.transaction() as st:
+        st.put("resource", "scratch", {"type": "size", "flag": "h"})
+    job = submit(engine, vmem="2gb", ncpus=2, mem="1gb", arch="linux", cput="100",
+                 walltime="60", scratch="5gb")
+    res = request(engine, job)
+    assert res["select"] == "1:arch=linux:mem=1gb:ncpus=2:scratch=5gb:vmem=2gb"
+    assert (res["place"], res["nodect"], res["ncpus"], res["cput"]) == \
+        ("pack", 1, 2, "00:01:40")
+    plain = submit(engine, walltime="60")  # default_chunk's ncpus
+    assert (request(engine, plain)["select"], request(engine, plain)["ncpus"]) == \
+        ("1:ncpus=1", 1)
+
+
+def test_qalter_derives_a_converted_select_again_until_a_select_is_given(engine):
+    job = submit(engine, ncpus=2, mem="1gb", walltime="100")
+    engine.req_alter(ROOT, job, {"Resource_List": {"ncpus": 3}})
+    res = request(engine, job)
+    assert (res["select"], res["ncpus"], res["place"]) == ("1:mem=1gb:ncpus=3", 3, "pack")
+    engine.req_alter(ROOT, job, {"Resource_List": {"select": "1:ncpus=4"}})
+    res = request(engine, job)  # PBS keeps the asked mem and the derived place
+    assert (res["select"], res["ncpus"], res["mem"], res["place"]) == \
+        ("1:ncpus=4", 4, "1gb", "pack")
+    with pytest.raises(PbsError) as refused:  # a select given: PBS's 15109 from now on
+        engine.req_alter(ROOT, job, {"Resource_List": {"mem": "2gb"}})
+    assert refused.value.code == PBSE_INVALJOBRESC and "resource is: mem" in \
+        refused.value.message
+    assert request(engine, job)["mem"] == "1gb"
+
+
+def test_queue_then_server_defaults_fill_what_a_job_does_not_ask_for(engine):
+    queue(engine, "workq", resources_default={"mem": "20mb"})
+    server(engine, resources_default={"mem": "99mb", "walltime": "00:10:00"})
+    job = submit(engine)
+    res = request(engine, job)
+    assert (res["mem"], res["walltime"], res["select"]) == \
+        ("20mb", "00:10:00", "1:mem=20mb:ncpus=1")
+    asked = submit(engine, mem="1mb", walltime="60")
+    assert (request(engine, asked)["mem"], request(engine, asked)["walltime"]) == \
+        ("1mb", "00:01:00")
+    chunks = submit(engine, select="2:ncpus=1")  # a select job: job-wide beside it
+    assert (request(engine, chunks)["mem"], request(engine, chunks)["select"]) == \
+        ("20mb", "2:ncpus=1")
+
+
+@pytest.mark.parametrize(("limits", "res"), [
+    ({"resources_max": {"walltime": "01:00:00"}}, {"walltime": "2:00:00"}),
+    ({"resources_min": {"mem": "10mb"}}, {"mem": "5mb"}),
+    ({"resources_min": {"ncpus": 2}}, {}),  # default_chunk's ncpus counts
+    ({"resources_max": {"mem": "1gb"}}, {"select": "2:ncpus=1:mem=600mb"}),  # summed
+    ({"resources_max": {"nodect": 1}}, {"select": "2:ncpus=1"}),
+    ({"resources_max": {"arch": "linux"}}, {"arch": "sun"}),  # by their text
+    ({"resources_min": {"arch": "linux"}}, {"arch": "abc"}),
+    ({"resources_max": {"walltime": "00:30:00"}, "resources_default": {"walltime": "00:40:00"}},
+     {}),  # a default past the limit
+])
+def test_qsub_past_a_queues_limits_is_refused_even_for_root(engine, limits, res):
+    queue(engine, "workq", **limits)
+    for caller in (USER, ROOT):
+        with pytest.raises(PbsError) as refused:
+            submit(engine, caller, **res)
+        assert (refused.value.code, refused.value.message) == (
+            PBSE_EXCQRESC, "Job violates queue and/or server resource limits")
+    assert engine.store.jobs() == {}
+
+
+def test_the_servers_resources_max_limits_too_and_within_limits_passes(engine):
+    server(engine, resources_max={"ncpus": 4})
+    with pytest.raises(PbsError) as refused:
+        submit(engine, select="2:ncpus=3")
+    assert refused.value.code == PBSE_EXCQRESC
+    queue(engine, "workq", resources_max={"arch": "linux", "walltime": "01:00:00"})
+    job = submit(engine, USER, select="2:ncpus=2", walltime="01:00:00")
+    assert request(engine, job)["ncpus"] == 4
+    job = submit(engine, USER, ncpus=2, arch="abc")
+    assert request(engine, job)["select"] == "1:arch=abc:ncpus=2"
+
+
+def test_resources_max_is_the_last_default_and_qalter_is_not_limited(engine):
+    queue(engine, "workq", resources_max={"walltime": "00:30:00", "ncpus": 2})
+    server(engine, resources_max={"walltime": "00:20:00", "mem": "2gb"})
+    job = submit(engine, USER)  # the queue's max first, not checked against the server's
+    res = request(engine, job)
+    assert (res["walltime"], res["mem"], res["select"], res["ncpus"]) == \
+        ("00:30:00", "2gb", "1:mem=2gb:ncpus=1", 1)  # ncpus: default_chunk before max
+    engine.req_alter(USER, job, {"Resource_List": {"walltime": "03:00:00", "ncpus": 4}})
+    res = request(engine, job)
+    assert (res["walltime"], res["ncpus"], res["select"]) == \
+        ("03:00:00", 4, "1:mem=2gb:ncpus=4")
+
+
+def test_qmove_swaps_one_queues_defaults_for_anothers_and_keeps_what_was_asked(engine):
+    queue(engine, "workq", resources_default={"mem": "20mb"},
+          resources_max={"walltime": "01:00:00"})
+    queue(engine, "q2", resources_default={"mem": "30mb"},
+          resources_max={"walltime": "00:30:00"})
+    queue(engine, "q3")
+    defaulted = submit(engine)
+    asked = submit(engine, mem="20mb", walltime="600")
+    engine.req_move(ROOT, "q2", [defaulted, asked])
+    res = request(engine, defaulted)
+    assert (res["mem"], res["walltime"], res["select"]) == \
+        ("30mb", "00:30:00", "1:mem=30mb:ncpus=1")
+    res = request(engine, asked)
+    assert (res["mem"], res["walltime"], res["select"]) == \
+        ("20mb", "00:10:00", "1:mem=20mb:ncpus=1")
+    engine.req_move(ROOT, "q3", [defaulted])  # no defaults there: q2's go
+    res = request(engine, defaulted)
+    assert ("mem" in res, "walltime" in res, res["select"]) == (False, False, "1:ncpus=1")
+
+
+def test_a_users_or_operators_qmove_past_the_limits_is_refused_a_managers_is_not(engine):
+    queue(engine, "q2", resources_max={"walltime": "00:30:00"})
+    jobs = [submit(engine, USER, walltime="00:50:00") for _ in range(3)]
+    for caller, job in ((USER, jobs[0]), (Caller(1001, ROLE_OPERATOR), jobs[1])):
+        results = engine.req_move(caller, "q2", [job])
+        assert results[0]["error"]["code"] == PBSE_EXCQRESC
+    engine.req_move(ROOT, "q2", jobs[2:])
+    assert [engine.store.job(j)["queue"] for j in jobs] == ["workq", "workq", "q2"]
+
+
+class Recorder:
+    """queuejob sees the request as asked; modifyjob sets mem on jobs named ``set``."""
+
+    plugin_info = PluginInfo(events=("queuejob", "modifyjob"))
+
+    def __init__(self):
+        self.seen: list = []
+
+    @hookimpl
+    def queuejob(self, event):
+        self.seen.append(dict(event.job.Resource_List))
+
+    @hookimpl
+    def modifyjob(self, event):
+        if event.job.Job_Name == "set":
+            event.job.Resource_List["mem"] = "30mb"
+
+
+def test_hooks_see_the_request_before_it_is_completed_and_their_values_are_asked_for(
+        engine, register_plugin):
+    recorder = Recorder()
+    register_plugin(recorder, "recorder", isolation="inprocess")
+    queue(engine, "workq", resources_default={"mem": "20mb"})
+    queue(engine, "q2", resources_default={"mem": "40mb"})
+    job = engine.req_submit(ROOT, {"Resource_List": {"ncpus": 2}, "Job_Name": "set",
+                                   "Hold_Types": "u"}, "true\n")
+    assert recorder.seen == [{"ncpus": 2}]  # no select, no default yet (as PBS's hook)
+    assert request(engine, job)["select"] == "1:mem=20mb:ncpus=2"
+    engine.req_alter(ROOT, job, {"Resource_List": {"walltime": "60"}})
+    assert request(engine, job)["select"] == "1:mem=30mb:ncpus=2"  # the hook's mem
+    engine.req_move(ROOT, "q2", [job])
+    assert request(engine, job)["mem"] == "30mb"  # asked (by the hook), not a default
+
+
+def test_a_job_stored_before_the_server_kept_what_it_wrote(engine):
+    """A row of an older pbsplug (its Resource_List without a select, nothing written):
+    every value counts as asked for, and its next change converts it."""
+    queue(engine, "q2", resources_default={"mem": "30mb"})
+    job = submit(engine, ncpus=2, mem="1gb")
+    with engine.store.transaction() as st:
+        attrs = st.job(job)
+        attrs["Resource_List"] = {"ncpus": 2, "mem": "1gb", "nodect": 1}
+        st.put_job(job, attrs)
+        st.db.execute("UPDATE jobs SET written=NULL WHERE id=?", (job,))
+    engine.req_move(ROOT, "q2", [job])
+    res = request(engine, job)
+    assert (res["mem"], res["select"], res["place"]) == ("1gb", "1:mem=1gb:ncpus=2", "pack")
