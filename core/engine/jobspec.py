@@ -875,6 +875,13 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
 
     attrs = _verify(pending, cwd=cwd, host=host, env=env, server=server,
                     resource_types=types)
+    res = attrs.get("Resource_List") or {}
+    if res.get("place") is not None and res.get("select") is None and \
+            not values.CHUNK_RESOURCES & res.keys():
+        # (OpenPBS 23.06's qsub, status 7; beside a host-level resource its server's 15109
+        # speaks instead)
+        raise JobSpecError('qsub: Cannot have "place" without "select"', PBSE_IVALREQ,
+                           status=7)
     # qsub's defaults for what the command line and the directives left unset.
     for name, default in (("Checkpoint", "u"), ("Hold_Types", "n"), ("Join_Path", "n"),
                           ("Keep_Files", "n"), ("Mail_Points", "a"), ("Priority", 0),

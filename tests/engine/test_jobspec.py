@@ -183,6 +183,15 @@ def test_a_malformed_destination_is_refused(dest):
 
 # -- -l --------------------------------------------------------------------------------------------
 
+
+@pytest.mark.parametrize("args", [("-l", "place=scatter"),
+                                  ("-l", "place=excl", "-l", "walltime=5")])
+def test_a_place_without_a_select_is_refused_as_openpbs_qsub_refuses_it(args):
+    err = refused(*args, "--", "/bin/true")
+    assert (err.message, err.status) == ('qsub: Cannot have "place" without "select"', 7)
+    assert submit("-l", "place=scatter", "-l", "select=1:ncpus=1", "--", "/bin/true"
+                  ).attrs["Resource_List"]["place"] == "scatter"
+
 def test_l_select_place_walltime_mem():
     req = submit("-l", "select=2:ncpus=4:mem=2GB,place=scatter:excl",
                  "-l", "walltime=1:30:00", "-lmem=4GB")
