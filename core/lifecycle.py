@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -67,59 +67,57 @@ _UNSET = object()
 def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str, Any]],
                       queue: Mapping[str, Any], server: Mapping[str, Any],
                       types: Mapping[str, str], host_level: frozenset[str], *,
-                      enqueued: bool, limited: bool
+                      enqueued: bool, limited: bool, touched: Iterable[str] = ()
                       ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """A job's Resource_List `res` as PBS's server completes it (OpenPBS 23.06, checked),
     and what of it the server wrote (``{"defaults": ..., "derived": ...}``), given what it
-    had written before (`written`, the same form; empty for a new job), the job's `queue`
-    and the `server` attributes:
+    had written before (`written`, the same form; empty for a new job; `inferred_written`
+    for a job stored without it), the names a request or hook just set (`touched`: asked
+    for, whatever their value), the job's `queue` and the `server` attributes:
 
-    * `enqueued` (qsub, qmove): the resources it does not ask for from its queue's
-      ``resources_default``, then the server's; the defaults of a queue it left go;
-    * `limited` (qsub, a user's qmove): `OutsideLimits` when it asks for more than its
-      queue's or the server's ``resources_max`` or less than its queue's
-      ``resources_min`` (chunks summed: `units.outside_limits`; PBS checks no qalter);
-    * `enqueued`: what it still lacks from its queue's ``resources_max``, then the
-      server's (PBS's last defaults, not checked against the other's limits);
+    * the resources it does not ask for from its queue's ``resources_default``, then the
+      server's; ncpus, when a job without a select still lacks it, from the default_chunk
+      (PBS's server is made with ``resources_default.ncpus = 1``). `enqueued` (qsub,
+      qmove): the defaults of a queue it left go first; else (qalter) those it has stay,
+      and a resource it had unset takes its default again;
+    * `limited` (qsub; a qalter not by an operator or manager; a qmove not by a manager):
+      `OutsideLimits` when it asks for more than ``resources_max`` or less than
+      ``resources_min`` (`units.outside_limits`: the queue's limit on a resource, else the
+      server's; chunks summed);
+    * what it still lacks from its queue's ``resources_max``, then the server's (PBS's
+      last defaults);
     * without a select, PBS's conversion: a select of its host-level resources (`host_level`)
       and ``place=pack`` (`units.converted_select`), derived again after a change to one
       (qalter ``-l ncpus=3``); a select it is given replaces it (qalter ``-l select=...``
-      keeps the derived place, as PBS's does);
+      keeps the derived place, as PBS's does); a select without a place gets
+      ``place=free``;
     * the chunks' sums (`units.with_sums`), with the queue's then the server's
       default_chunk.
 
-    A value the server wrote that a request or a hook then changed counts as asked for."""
+    A value the server wrote that a request or a hook then set counts as asked for."""
+    touched = frozenset(touched)
     before_defaults, before_derived = written.get("defaults", {}), written.get("derived", {})
-    kept = {k: v for k, v in before_defaults.items() if res.get(k) == v}
-    asked = {k: v for k, v in res.items() if v is not None
-             and before_derived.get(k, _UNSET) != v and kept.get(k, _UNSET) != v}
+    kept = {k: v for k, v in before_defaults.items() if k not in touched and res.get(k) == v}
+    asked = {k: v for k, v in res.items() if v is not None and (k in touched or (
+        before_derived.get(k, _UNSET) != v and kept.get(k, _UNSET) != v))}
     defaults = {} if enqueued else kept
-    if enqueued:
-        for table in (queue.get("resources_default"), server.get("resources_default")):
-            for name, value in (table or {}).items():
-                if value is not None and name not in asked:
-                    defaults.setdefault(name, value)
-    full = {**defaults, **asked}
     chunk_tables = units.default_chunks(queue, server)
-    if enqueued and not full.get("select") and "ncpus" not in full:
-        # (PBS's server is made with resources_default.ncpus = 1, before any maximum)
-        defaults["ncpus"] = full["ncpus"] = units.chunk_defaults(chunk_tables)["ncpus"]
-    if limited:
-        over = units.outside_limits(
-            _converted(full, chunk_tables, types, host_level)[0],
-            (queue.get("resources_max"), server.get("resources_max")),
-            (queue.get("resources_min"),), types)
+    _fill(defaults, asked, (queue.get("resources_default"), server.get("resources_default")))
+    if not asked.get("select") and not defaults.get("select") and "ncpus" not in asked \
+            and "ncpus" not in defaults:
+        defaults["ncpus"] = units.chunk_defaults(chunk_tables)["ncpus"]
+    full = {**defaults, **asked}
+    maxima = (queue.get("resources_max"), server.get("resources_max"))
+    if limited and (any(maxima) or queue.get("resources_min")):
+        over = units.outside_limits(_converted(full, chunk_tables, types, host_level)[0],
+                                    maxima, (queue.get("resources_min"),), types)
         if over is not None:
             raise OutsideLimits(over)
-    if enqueued:
-        for table in (queue.get("resources_max"), server.get("resources_max")):
-            for name, value in (table or {}).items():
-                if value is not None and name not in full and \
-                        types.get(name) not in ("select", "place"):
-                    defaults[name] = full[name] = value
+    _fill(defaults, full, maxima, skip=("select", "place"))
+    full.update(defaults)
     place = before_derived.get("place")
     if place is not None and res.get("place") == place and full.get("select") and \
-            "place" not in full:
+            "place" not in full and "place" not in touched:
         full["place"] = place
     completed, derived = _converted(full, chunk_tables, types, host_level)
     return completed, {"defaults": {k: v for k, v in defaults.items()
@@ -127,15 +125,49 @@ def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str,
                        "derived": derived}
 
 
+def inferred_written(res: Mapping[str, Any], queue: Mapping[str, Any],
+                     server: Mapping[str, Any], types: Mapping[str, str],
+                     host_level: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """What the server most likely wrote of a job stored without that record (by an older
+    pbsplug, or a record that does not read): the values its select's sums give, and a
+    select and ``place=pack`` that are its conversion. The rest counts as asked for."""
+    chunk_tables = units.default_chunks(queue, server)
+    derived = {k: v for k, v in units.request_sums(res, chunk_tables, types).items()
+               if res.get(k) == v}
+    select = res.get("select")
+    if select is not None and res.get("place") == "pack":
+        rest = {k: v for k, v in res.items() if k not in ("select", "place")}
+        try:
+            converted = units.converted_select(rest, host_level) == select
+        except ValueError:
+            converted = False
+        if converted:  # (its chunk's sums are the job-wide values it asked for)
+            derived = {"select": select, "place": "pack",
+                       **({"nodect": 1} if res.get("nodect") == 1 else {})}
+    return {"defaults": {}, "derived": derived}
+
+
+def _fill(defaults: dict[str, Any], have: Mapping[str, Any],
+          tables: Iterable[Mapping[str, Any] | None], skip: tuple[str, ...] = ()) -> None:
+    """`defaults` given, from the first of `tables` naming it, each resource neither
+    `have` nor `defaults` hold, but those in `skip`."""
+    for table in tables:
+        for name, value in (table or {}).items():
+            if value is not None and name not in have and name not in defaults and \
+                    name not in skip:
+                defaults[name] = value
+
+
 def _converted(res: dict[str, Any], chunk_tables: tuple, types: Mapping[str, str],
                host_level: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`res` converted (a select and place when it has none) and summed, and what of it
-    that wrote."""
+    """`res` converted (a select and place when it has none; place=free beside a select)
+    and summed, and what of it that wrote."""
     full = dict(res)
     if not full.get("select"):
         full.setdefault("ncpus", units.chunk_defaults(chunk_tables)["ncpus"])
         full["select"] = units.converted_select(full, host_level)
         full.setdefault("place", "pack")
+    full.setdefault("place", "free")
     completed = units.with_sums(full, chunk_tables, types)
     return completed, {k: v for k, v in completed.items() if k not in res or res[k] != v}
 

@@ -160,23 +160,46 @@ class Chunk:
     resources: dict[str, str | int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        res = ":".join(f"{k}={v}" for k, v in self.resources.items())
+        res = ":".join(f"{k}={select_value(v)}" for k, v in self.resources.items())
         return f"{self.count}:{res}" if res else str(self.count)
 
 
 _RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
+def _split_unquoted(text: str, sep: str, spec: str) -> list[str]:
+    """`text` split at each `sep` outside quotes (``"..."`` or ``'...'``); ValueError for a
+    quote left open."""
+    if '"' not in text and "'" not in text:
+        return text.split(sep)
+    parts, start, quote = [], 0, ""
+    for at, char in enumerate(text):
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char == sep:
+            parts.append(text[start:at])
+            start = at + 1
+    if quote:
+        raise ValueError(f"select {spec!r}: a quote ({quote}) is left open")
+    parts.append(text[start:])
+    return parts
+
+
 def parse_select(spec: str) -> list[Chunk]:
     """Chunks of a select specification: ``2:ncpus=4:mem=8gb+1:ncpus=1``.
 
-    Integer values become ints; sizes and strings stay as written.
+    Integer values become ints; sizes and strings stay as written. A value may be quoted
+    (``arch="a:b"``, as PBS writes one that holds what a select separates): it is read
+    without its quotes.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"select {spec!r} is empty; expected N:res=value[:...][+...]")
     chunks = []
-    for text in spec.strip().split("+"):
-        pieces = text.split(":")
+    for text in _split_unquoted(spec.strip(), "+", spec):
+        pieces = _split_unquoted(text, ":", spec)
         count = 1
         if pieces and pieces[0].isdigit():
             count = int(pieces.pop(0))
@@ -187,13 +210,19 @@ def parse_select(spec: str) -> list[Chunk]:
         resources: dict[str, str | int] = {}
         for piece in pieces:
             name, sep, val = piece.partition("=")
+            quoted = len(val) >= 2 and val[0] == val[-1] and val[0] in "\"'"
+            if quoted:
+                val = val[1:-1]
+            elif '"' in val or "'" in val:
+                raise ValueError(f"select {spec!r}: the value of {name} in {piece!r} is "
+                                 "not quoted whole")
             if not sep or not _RES_NAME.match(name) or val == "":
                 raise ValueError(
                     f"select {spec!r}: {piece!r} is not res=value (in chunk {text!r})")
-            if any(c.isspace() for c in val):  # as PBS refuses it (`ncpus= 2` held no cpus)
+            if not quoted and any(c.isspace() for c in val):  # (PBS: `ncpus= 2` refused)
                 raise ValueError(f"select {spec!r}: the value of {name} in {piece!r} holds "
                                  "a space")
-            resources[name] = int(val) if val.isdigit() else val
+            resources[name] = val if quoted else int(val) if val.isdigit() else val
         chunks.append(Chunk(count, resources))
     return chunks
 
@@ -300,31 +329,51 @@ def with_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, 
 
 def converted_select(res: Mapping[str, Any], host_level: Iterable[str]) -> str:
     """PBS's select for a job that asks for none (OpenPBS 23.06, checked): one chunk of its
-    job-wide host-level resources, by name (``-l ncpus=2 -l mem=1gb -l walltime=1:00`` ->
-    ``1:mem=1gb:ncpus=2``); the job's ``place`` is then ``pack``."""
+    job-wide host-level resources, by name whatever their case (``-l ncpus=2 -l mem=1gb -l
+    walltime=1:00`` -> ``1:mem=1gb:ncpus=2``), a value quoted where it holds what a select
+    separates (``arch=a:b`` -> ``arch="a:b"``, `select_value`); the job's ``place`` is then
+    ``pack``."""
     names = set(host_level)
-    return ":".join(["1", *(f"{name}={res[name]}" for name in sorted(res)
+    return ":".join(["1", *(f"{name}={select_value(res[name])}"
+                            for name in sorted(res, key=lambda n: (n.lower(), n))
                             if name in names and res[name] is not None)])
+
+
+#: What a value in a select may not hold unquoted (PBS quotes such a value).
+_SELECT_SPECIAL = frozenset('"\'+:=()')
+
+
+def select_value(value: Any) -> str:
+    """A resource's value as a select writes it: quoted (``"a:b"``, or ``'a"b'``) when it
+    holds a character a select separates or quotes with; ValueError for one holding both
+    quotes, which no select can hold."""
+    text = str(value)
+    if not _SELECT_SPECIAL.intersection(text) and not any(c.isspace() for c in text):
+        return text
+    if '"' not in text:
+        return f'"{text}"'
+    if "'" not in text:
+        return f"'{text}'"
+    raise ValueError(f"{text!r} holds both quotes, which no select can hold")
 
 
 def _limit_value(kind: str | None, value: Any) -> Any:
     """`value` as a queue's or the server's resource limit compares it (PBS compares a
-    string's text), or None for a type with no order (string_array, select, place) or a
-    value that is not its type's."""
+    string's text), or None for a type with no order here (boolean, string_array, select,
+    place: PBS's own rules for those are not modelled) or a value that is not its type's."""
     try:
         if kind == "long":
             return int(value)
         if kind == "float":
-            return float(value)
+            number = float(value)
+            return number if number == number else None  # (NaN has no order)
         if kind == "size":
             return parse_size(value)
         if kind == "duration":
             return parse_duration(value)
-        if kind == "boolean":
-            return int(parse_bool(value))
         if kind == "string":
             return str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     return None
 
@@ -332,15 +381,21 @@ def _limit_value(kind: str | None, value: Any) -> Any:
 def outside_limits(res: Mapping[str, Any], maxima: Iterable[Mapping[str, Any] | None],
                    minima: Iterable[Mapping[str, Any] | None], types: Mapping[str, str]
                    ) -> str | None:
-    """The first resource of a job's request `res` above one of the ``resources_max``
-    tables `maxima` or below one of the ``resources_min`` tables `minima` (a queue's and the
-    server's), or None. A resource the job does not ask for is not compared; numbers,
-    sizes and durations by their amount, strings by their text (OpenPBS 23.06: under
-    ``resources_max.arch=linux``, ``arch=abc`` passes and ``arch=sun`` does not)."""
+    """The first resource of a job's request `res` above its maximum or below its minimum,
+    or None. `maxima` and `minima` are ``resources_max`` and ``resources_min`` tables in
+    order (a queue's, then the server's): a resource's limit is the first table's that
+    names it (OpenPBS 23.06: a queue's ``resources_max.walltime=2:00:00`` lets
+    ``1:30:00`` pass under the server's ``1:00:00``). A resource the job does not ask for
+    is not compared; numbers, sizes and durations by their amount, strings by their text
+    (under ``resources_max.arch=linux``, ``arch=abc`` passes and ``arch=sun`` does not)."""
     for tables, above in ((maxima, True), (minima, False)):
+        seen: set[str] = set()
         for table in tables:
             for name, limit in (table or {}).items():
-                if res.get(name) is None or limit is None:
+                if name in seen or limit is None:
+                    continue
+                seen.add(name)
+                if res.get(name) is None:
                     continue
                 kind = types.get(name)
                 asked, bound = _limit_value(kind, res[name]), _limit_value(kind, limit)

@@ -208,6 +208,34 @@ def test_a_converted_select_holds_the_host_level_resources_by_name():
     assert units.converted_select(res, values.CHUNK_RESOURCES | {"scratch"}) == \
         "1:arch=linux:host=vm:mem=1gb:ncpus=2:scratch=5gb:vmem=2gb"
     assert units.converted_select({"walltime": "1:00"}, values.CHUNK_RESOURCES) == "1"
+    # PBS's order whatever the case, and a value quoted where a select would split it
+    assert units.converted_select({"Scratch": "1gb", "arch": "a:b", "ncpus": 1, "host": "x y"},
+                                  values.CHUNK_RESOURCES | {"Scratch"}) == \
+        '1:arch="a:b":host="x y":ncpus=1:Scratch=1gb'
+    assert units.converted_select({"arch": 'a"+b'}, values.CHUNK_RESOURCES) == "1:arch='a\"+b'"
+    with pytest.raises(ValueError, match="both quotes"):
+        units.converted_select({"arch": "a\"'b"}, values.CHUNK_RESOURCES)
+
+
+@pytest.mark.parametrize(("spec", "chunks"), [
+    ('1:arch="a:b":ncpus=1', [(1, {"arch": "a:b", "ncpus": 1})]),
+    ("2:x='a+b=c(d)':ncpus=2+1:ncpus=1", [(2, {"x": "a+b=c(d)", "ncpus": 2}),
+                                          (1, {"ncpus": 1})]),
+    ('1:host="x y"', [(1, {"host": "x y"})]),
+    ('1:n="12"', [(1, {"n": "12"})]),  # quoted: as written
+])
+def test_a_select_reads_quoted_values_whole(spec, chunks):
+    parsed = parse_select(spec)
+    assert [(c.count, c.resources) for c in parsed] == chunks
+    again = parse_select("+".join(map(str, parsed)))  # written back, quoted where needed
+    assert [(c.count, c.resources) for c in again] == [
+        (n, {k: int(v) if k == "n" else v for k, v in r.items()}) for n, r in chunks]
+
+
+@pytest.mark.parametrize("spec", ['1:arch="a:b', "1:arch=a'b", '1:arch=""', '1:arch="a"b'])
+def test_a_select_with_a_quote_left_open_or_inside_a_value_is_refused(spec):
+    with pytest.raises(ValueError, match="select"):
+        parse_select(spec)
 
 
 @pytest.mark.parametrize(("res", "maxima", "minima", "over"), [
@@ -221,7 +249,13 @@ def test_a_converted_select_holds_the_host_level_resources_by_name():
     ({"arch": "abc"}, [], [{"arch": "linux"}], "arch"),
     ({"walltime": "1:00"}, [{"mem": "1gb"}], [{"ncpus": 2}], None),  # not asked: not compared
     ({"energy": 2.5}, [{"energy": 2}], [], "energy"),
-    ({"vntype": "a"}, [{"vntype": "b"}], [], None),  # no order
+    ({"vntype": "a"}, [{"vntype": "b"}], [], None),  # no order here
+    ({"accelerator": True}, [{"accelerator": False}], [], None),
+    # a queue's limit on a resource goes before the server's (OpenPBS 23.06)
+    ({"walltime": "1:30:00"}, [{"walltime": "2:00:00"}, {"walltime": "1:00:00"}], [], None),
+    ({"walltime": "1:30:00"}, [{"mem": "1gb"}, {"walltime": "1:00:00"}], [], "walltime"),
+    ({"ncpus": 5}, [{"ncpus": float("inf")}], [], None),  # (not a long: not compared)
+    ({"energy": 5}, [{"energy": float("nan")}], [], None),
     ({"ncpus": "x"}, [{"ncpus": 1}], [], None),  # not a value of its type: its check's
 ])
 def test_outside_limits_names_the_first_resource_past_a_queues_or_the_servers(

@@ -601,7 +601,7 @@ class Engine:
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
         attrs["Resource_List"], written = self._completed(job_id, attrs, enqueued=True,
-                                                          limited=True)
+                                                          limited=True, written={})
         waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
@@ -991,8 +991,9 @@ class Engine:
         if "Resource_List" in changes:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
             changes["Resource_List"] = {k: v for k, v in merged.items() if v is not None}
-            self._check_chunk_resources(changes["Resource_List"], attrs["Resource_List"] or {},
-                                        self.store.written(job_id)["derived"])
+            self._check_chunk_resources(
+                changes["Resource_List"], attrs["Resource_List"] or {},
+                self._written(job_id, current)["derived"])
         if "Hold_Types" in changes:  # (a running job's too: held should it be requeued)
             holds = set(str(changes["Hold_Types"] or "n"))
             had = set(str(current.get("Hold_Types") or "n"))
@@ -1013,13 +1014,15 @@ class Engine:
                 self._add_system_hold(held)
             if held.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = held["Hold_Types"]
-        self._modify(caller, job_id, current, changes)
+        self._modify(caller, job_id, current, changes,
+                     touched=(attrs.get("Resource_List") or {}).keys())
         if befores:
             self._link_befores(job_id, befores)
         if "depend" in changes:
             self._resolve_depend([job_id])
 
-    def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict) -> None:
+    def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
+                touched: Iterable[str] = ()) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
         The state of a job not running follows its holds and Execution_Time, as the
         request and then the hooks left them; a hook's depend is checked and enforced as
@@ -1038,8 +1041,13 @@ class Engine:
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
         self._lift_depend_hold(current, attrs)
         written = None
-        if attrs.get("Resource_List") != current.get("Resource_List"):
-            attrs["Resource_List"], written = self._completed(job_id, attrs)
+        touched = {*touched, *_resources_set(job)}
+        if touched or attrs.get("Resource_List") != current.get("Resource_List"):
+            # (checked against the limits unless an operator or manager asked, as PBS's
+            # qalter is; the names the request or a hook set count as asked for)
+            attrs["Resource_List"], written = self._completed(
+                job_id, attrs, limited=not caller.privileged, touched=touched,
+                written=self._written(job_id, current))
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
@@ -1057,21 +1065,27 @@ class Engine:
         self.want_cycle = True
 
     def _completed(self, job_id: str, attrs: dict, *, enqueued: bool = False,
-                   limited: bool = False) -> tuple[dict[str, Any], dict[str, dict]]:
+                   limited: bool = False, touched: Iterable[str] = (),
+                   written: dict[str, dict]) -> tuple[dict[str, Any], dict[str, dict]]:
         """The job's Resource_List as PBS's server completes it, and what of it the server
-        wrote (`lifecycle.completed_request`, from what `Store.written` kept), without
-        storing either: PBS's 15036 past its queue's or the server's limits (`limited`),
-        and 15014 for more MPI ranks than a PBS_NODEFILE holds."""
+        wrote (`lifecycle.completed_request`, from what it had `written`: `_written`),
+        without storing either: PBS's 15036 past its queue's or the server's limits
+        (`limited`), and 15014 for a value no select holds or more MPI ranks than a
+        PBS_NODEFILE holds."""
         queue = self.store.get("queue", str(attrs.get("queue"))) or {}
+        server = self.server_attrs()
+        types = {**values.RESOURCE_TYPES, **self.resource_types()}
+        host_level = values.CHUNK_RESOURCES | self.host_resources()
         try:
             res, written = lifecycle.completed_request(
-                attrs.get("Resource_List") or {}, self.store.written(job_id), queue,
-                self.server_attrs(), {**values.RESOURCE_TYPES, **self.resource_types()},
-                values.CHUNK_RESOURCES | self.host_resources(), enqueued=enqueued,
-                limited=limited)
+                attrs.get("Resource_List") or {}, written, queue, server, types, host_level,
+                enqueued=enqueued, limited=limited, touched=touched)
         except lifecycle.OutsideLimits as exc:
             self.log(LOG_JOB, "Job", job_id, f"{exc} of queue {attrs.get('queue')}")
             raise PbsError(PBSE_EXCQRESC) from None
+        except ValueError as exc:  # (a value a converted select cannot hold)
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                           f"Resource_List.select: {exc}") from None
         try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
             ranks = _ranks(self._schedselect("", {**attrs, "Resource_List": res}))
         except ValueError:  # (a select that does not parse: its own check says so)
@@ -1082,6 +1096,18 @@ class Engine:
                            f"Resource_List.{asked}: {ranks} MPI ranks (mpiprocs) in all, "
                            f"more than {MAX_RANKS}")
         return res, written
+
+    def _written(self, job_id: str, stored: dict[str, Any]) -> dict[str, dict]:
+        """What of a job's stored attributes' Resource_List the server wrote: as the store
+        kept it, else inferred (`lifecycle.inferred_written`: a job stored without it)."""
+        written = self.store.written(job_id)
+        if written is not None:
+            return written
+        return lifecycle.inferred_written(
+            stored.get("Resource_List") or {},
+            self.store.get("queue", str(stored.get("queue"))) or {}, self.server_attrs(),
+            {**values.RESOURCE_TYPES, **self.resource_types()},
+            values.CHUNK_RESOURCES | self.host_resources())
 
     def _default_chunks(self, attrs: dict) -> tuple:
         """The default_chunk tables a job of these attributes takes: its queue's, then the
@@ -1193,7 +1219,8 @@ class Engine:
         # The new queue's defaults and limits (a manager may move a job past them; an
         # operator may not: OpenPBS 23.06, checked).
         attrs["Resource_List"], written = self._completed(
-            job_id, attrs, enqueued=True, limited=caller.role != ROLE_MANAGER)
+            job_id, attrs, enqueued=True, limited=caller.role != ROLE_MANAGER,
+            touched=_resources_set(job), written=self._written(job_id, stored))
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -2273,6 +2300,13 @@ def _fits(value: Any, hint: Any) -> bool:
 
 #: The most lines a job's PBS_NODEFILE has (one per MPI rank), on one machine.
 MAX_RANKS = 1 << 20
+
+
+def _resources_set(job: Job) -> tuple[str, ...]:
+    """The names of the Resource_List entries hooks set on `job` (a whole Resource_List
+    set: each of its names)."""
+    changed = job.changes().get("Resource_List")
+    return tuple(changed) if isinstance(changed, dict) else ()
 
 
 def _listed(value: Any) -> tuple:

@@ -456,15 +456,16 @@ class Store:
         self.db.execute("UPDATE jobs SET runtime=? WHERE id=?",
                         (json.dumps(runtime) if runtime is not None else None, job_id))
 
-    def written(self, job_id: str) -> dict[str, dict[str, Any]]:
+    def written(self, job_id: str) -> dict[str, dict[str, Any]] | None:
         """What of the job's Resource_List the server wrote (`Engine._completed`):
-        ``{"defaults": {...}, "derived": {...}}``; empty tables when nothing is known (a
-        row written by an older pbsplug, or one that does not read)."""
+        ``{"defaults": {...}, "derived": {...}}``; None when nothing readable is kept (a
+        row written by an older pbsplug, or a record that does not read as that)."""
         row = self.db.execute("SELECT written FROM jobs WHERE id=?", (job_id,)).fetchone()
-        value = _loads(row[0]) if row and row[0] else {}
-        value = value if isinstance(value, dict) else {}
-        return {key: table if isinstance(table := value.get(key), dict) else {}
-                for key in ("defaults", "derived")}
+        value = _loads(row[0]) if row and row[0] else None
+        if not isinstance(value, dict) or not all(
+                isinstance(value.get(key), dict) for key in ("defaults", "derived")):
+            return None
+        return {"defaults": value["defaults"], "derived": value["derived"]}
 
     def set_written(self, job_id: str, written: dict[str, dict[str, Any]]) -> None:
         self.db.execute("UPDATE jobs SET written=? WHERE id=?",

@@ -60,7 +60,6 @@ from ..units import (
     format_duration,
     format_exec_host,
     parse_select,
-    request_sums,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
 from .machine import Machine, PowerModel
@@ -318,8 +317,8 @@ class Simulator:
         self._touched = True
         self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
-        #: (select, ncpus, queue) -> the Resource_List sums of such a request (`_complete`).
-        self._request_sums: dict[tuple, dict[str, Any]] = {}
+        #: (request, queue) -> the request completed, or why it is refused (`_complete`).
+        self._requests: dict[tuple, dict[str, Any] | str] = {}
         self._seq = 0
         self._states_key: tuple | None = None
         #: `_counts` changed since `_record_states` last summed it (else its sums hold);
@@ -590,16 +589,15 @@ class Simulator:
         else:
             res["select"] = f"{tj.ncpus}:ncpus=1"
             res["ncpus"] = tj.ncpus
-        # A job with no requested time is planned with its run time (it is never killed).
-        walltime = tj.walltime if tj.walltime is not None else tj.run_time
-        res["walltime"] = format_duration(max(1, math.ceil(walltime)))
+        if tj.walltime is not None:
+            res["walltime"] = format_duration(max(1, math.ceil(tj.walltime)))
         now = int(self.now)
         attrs = {"job_state": "Q", "queue": self._queue(tj.queue), "Resource_List": res,
                  "qtime": now, "ctime": now, "etime": now, "run_count": 0,
                  "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
                  "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
         hooked = bool(self._chains.get("queuejob"))
-        refused = None if hooked else self._complete(attrs)  # (before its Job is made)
+        refused = None if hooked else self._complete(attrs, tj.run_time)  # (before its Job)
         run = _Run(tj, attrs, self._seq)
         if refused is not None:
             self._reject(run, refused)
@@ -616,7 +614,7 @@ class Simulator:
                     self._reject(run, "held by a queuejob hook")
                     return
         if hooked:
-            refused = self._complete(attrs)
+            refused = self._complete(attrs, tj.run_time)
             if refused is not None:
                 self._reject(run, refused)
                 return
@@ -634,33 +632,34 @@ class Simulator:
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
 
-    def _complete(self, attrs: dict[str, Any]) -> str | None:
+    def _complete(self, attrs: dict[str, Any], run_time: float) -> str | None:
         """The job's request completed after queuejob as the engine's server completes it
         (`pbsplug.lifecycle.completed_request`: its queue's and the server's defaults and
-        limits, the chunks' sums), or why it is refused (PBS's qsub refuses a job past the
-        limits). Without defaults or limits (a trace's jobs always have a select), that is
-        the chunks' sums alone, and a trace repeats a few requests many times: each is
-        summed once."""
-        queue = self.queues.get(attrs["queue"])
-        if any(table.get(name) for table in (queue, self.server) if table is not None
-               for name in ("resources_default", "resources_max", "resources_min")):
-            try:
-                attrs["Resource_List"] = lifecycle.completed_request(
-                    attrs["Resource_List"], {}, queue or {}, self.server, RESOURCE_TYPES,
-                    CHUNK_RESOURCES, enqueued=True, limited=True)[0]
-            except lifecycle.OutsideLimits as exc:
-                return f"qsub: Job violates queue and/or server resource limits ({exc})"
-            return None
+        limits, a place, the chunks' sums), or why it is refused (PBS's qsub refuses a job
+        past the limits). A job that still has no walltime (none in the trace, none by
+        default) is planned with its run time, and so never killed. A trace repeats a few
+        requests many times: each is completed once."""
         res = attrs["Resource_List"]
-        key = (res.get("select"), res.get("ncpus") is None, attrs["queue"])
-        sums = self._request_sums.get(key)
-        if sums is None:
-            if len(self._request_sums) > 4096:
-                self._request_sums.clear()
-            sums = self._request_sums[key] = request_sums(res, default_chunks(
-                self.queues.get(attrs["queue"]), self.server), RESOURCE_TYPES)
-        if sums:
-            attrs["Resource_List"] = {**res, **sums}
+        key = (tuple(res.items()), attrs["queue"])
+        done = self._requests.get(key)
+        if done is None:
+            if len(self._requests) > 4096:
+                self._requests.clear()
+            try:
+                done = lifecycle.completed_request(
+                    res, {}, self.queues.get(attrs["queue"]) or {}, self.server,
+                    RESOURCE_TYPES, CHUNK_RESOURCES, enqueued=True, limited=True)[0]
+            except lifecycle.OutsideLimits as exc:
+                done = f"qsub: Job violates queue and/or server resource limits ({exc})"
+            except ValueError as exc:
+                done = f"qsub: Illegal attribute or resource value Resource_List: {exc}"
+            self._requests[key] = done
+        if isinstance(done, str):
+            return done
+        attrs["Resource_List"] = done
+        if "walltime" not in done:
+            attrs["Resource_List"] = {**done, "walltime": format_duration(
+                max(1, math.ceil(run_time)))}
         return None
 
     def _may_run(self, run: _Run) -> bool:

@@ -337,7 +337,8 @@ def test_qstat_F_json(engine):
     assert abs(doc["timestamp"] - time.time()) < 60
     job = doc["Jobs"][job_id]
     assert (job["Job_Name"], job["job_state"], job["queue"]) == ("js", "Q", "workq")
-    assert job["Resource_List"] == {"select": "1:ncpus=99999", "ncpus": 99999, "nodect": 1}
+    assert job["Resource_List"] == {"select": "1:ncpus=99999", "ncpus": 99999, "nodect": 1,
+                                   "place": "free"}  # (as OpenPBS writes a select job's)
     assert job["Rerunable"] == "True"
     assert job["Variable_List"]["PBS_O_WORKDIR"] == str(engine.work)
     assert json.loads(engine.pbs("qstat", "-F", "json", job_id).stdout)["Jobs"].keys() == {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pbsplug import PluginInfo, hookimpl
-from pbsplug.engine.errors import PBSE_EXCQRESC, PBSE_INVALJOBRESC, PbsError
+from pbsplug.engine.errors import PBSE_BADATVAL, PBSE_EXCQRESC, PBSE_INVALJOBRESC, PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
@@ -123,17 +123,52 @@ def test_the_servers_resources_max_limits_too_and_within_limits_passes(engine):
     assert request(engine, job)["select"] == "1:arch=abc:ncpus=2"
 
 
-def test_resources_max_is_the_last_default_and_qalter_is_not_limited(engine):
+def test_resources_max_is_the_last_default_and_a_queues_limit_goes_first(engine):
     queue(engine, "workq", resources_max={"walltime": "00:30:00", "ncpus": 2})
     server(engine, resources_max={"walltime": "00:20:00", "mem": "2gb"})
-    job = submit(engine, USER)  # the queue's max first, not checked against the server's
+    job = submit(engine, USER)  # the queue's max first: its limit goes before the server's
     res = request(engine, job)
     assert (res["walltime"], res["mem"], res["select"], res["ncpus"]) == \
         ("00:30:00", "2gb", "1:mem=2gb:ncpus=1", 1)  # ncpus: default_chunk before max
-    engine.req_alter(USER, job, {"Resource_List": {"walltime": "03:00:00", "ncpus": 4}})
+    assert request(engine, submit(engine, USER, walltime="00:25:00"))["walltime"] == \
+        "00:25:00"
+
+
+def test_a_users_qalter_past_the_limits_is_refused_an_operators_is_not(engine):
+    queue(engine, "workq", resources_max={"walltime": "01:00:00"},
+          resources_default={"walltime": "00:10:00"})
+    job = submit(engine, USER)
+    with pytest.raises(PbsError) as refused:
+        engine.req_alter(USER, job, {"Resource_List": {"walltime": "03:00:00"}})
+    assert refused.value.code == PBSE_EXCQRESC
+    assert request(engine, job)["walltime"] == "00:10:00"
+    engine.req_alter(Caller(0, ROLE_OPERATOR), job, {"Resource_List": {"walltime": "03:00:00"}})
+    assert request(engine, job)["walltime"] == "03:00:00"
+    engine.req_alter(USER, job, {"Resource_List": {"walltime": None}})  # unset: its default
+    assert request(engine, job)["walltime"] == "00:10:00"
+
+
+def test_a_value_set_again_is_asked_for_even_when_it_equals_the_default(engine):
+    queue(engine, "workq", resources_default={"mem": "20mb"})
+    queue(engine, "q2", resources_default={"mem": "40mb"})
+    job = submit(engine, ncpus=2)
+    engine.req_alter(ROOT, job, {"Resource_List": {"mem": "20mb"}})
+    engine.req_move(ROOT, "q2", [job])
+    assert request(engine, job)["mem"] == "20mb"
+
+
+def test_a_select_job_gets_place_free_and_a_converted_value_is_quoted(engine):
+    res = request(engine, submit(engine, select="2:ncpus=1"))
+    assert (res["place"], res["nodect"]) == ("free", 2)
+    assert request(engine, submit(engine, select="1:ncpus=1", place="scatter"))["place"] == \
+        "scatter"
+    job = submit(engine, USER, arch="linux+100:ncpus=1", ncpus=2)
     res = request(engine, job)
-    assert (res["walltime"], res["ncpus"], res["select"]) == \
-        ("03:00:00", 4, "1:mem=2gb:ncpus=4")
+    assert (res["select"], res["ncpus"], res["nodect"]) == \
+        ('1:arch="linux+100:ncpus=1":ncpus=2', 2, 1)
+    with pytest.raises(PbsError) as refused:  # (no select can hold both quotes)
+        submit(engine, USER, arch="a\"'b")
+    assert refused.value.code == PBSE_BADATVAL
 
 
 def test_qmove_swaps_one_queues_defaults_for_anothers_and_keeps_what_was_asked(engine):
@@ -200,16 +235,39 @@ def test_hooks_see_the_request_before_it_is_completed_and_their_values_are_asked
     assert request(engine, job)["mem"] == "30mb"  # asked (by the hook), not a default
 
 
-def test_a_job_stored_before_the_server_kept_what_it_wrote(engine):
-    """A row of an older pbsplug (its Resource_List without a select, nothing written):
-    every value counts as asked for, and its next change converts it."""
+@pytest.mark.parametrize("column", [None, "not json", '{"defaults": 1}', "[1, 2]"])
+def test_a_job_stored_without_what_the_server_wrote(engine, column):
+    """A row of an older pbsplug (nothing written) or a record that does not read: its
+    select's sums and a select that is its conversion count as the server's, the rest as
+    asked for."""
     queue(engine, "q2", resources_default={"mem": "30mb"})
-    job = submit(engine, ncpus=2, mem="1gb")
+    converted = submit(engine, ncpus=2, mem="1gb")
+    chunks = submit(engine, select="2:ncpus=1:mem=10mb")
     with engine.store.transaction() as st:
-        attrs = st.job(job)
-        attrs["Resource_List"] = {"ncpus": 2, "mem": "1gb", "nodect": 1}
-        st.put_job(job, attrs)
-        st.db.execute("UPDATE jobs SET written=NULL WHERE id=?", (job,))
-    engine.req_move(ROOT, "q2", [job])
-    res = request(engine, job)
-    assert (res["mem"], res["select"], res["place"]) == ("1gb", "1:mem=1gb:ncpus=2", "pack")
+        old = st.job(chunks)
+        old["Resource_List"] = {"select": "2:ncpus=1:mem=10mb", "mem": "20mb", "ncpus": 2,
+                                "nodect": 2}
+        st.put_job(chunks, old)
+        for job in (converted, chunks):
+            st.db.execute("UPDATE jobs SET written=? WHERE id=?", (column, job))
+    engine.req_alter(ROOT, chunks, {"Resource_List": {"select": "1:ncpus=1"}})
+    res = request(engine, chunks)  # the old sums went with the old select
+    assert (res["ncpus"], res["nodect"], "mem" in res) == (1, 1, False)
+    engine.req_alter(ROOT, converted, {"Resource_List": {"ncpus": 3}})  # derived again
+    res = request(engine, converted)
+    assert (res["select"], res["mem"]) == ("1:mem=1gb:ncpus=3", "1gb")
+    engine.req_move(ROOT, "q2", [converted])
+    assert request(engine, converted)["mem"] == "1gb"  # asked for: stays
+
+
+def test_a_converted_value_with_a_colon_is_placed_as_asked_for(engine, caplog):
+    """Review: the value was pasted in unquoted (``1:arch=a:b:ncpus=1``), so every cycle
+    failed on it and set the job aside. Quoted, the scheduler reads arch ``a:b``, which no
+    vnode has: the job waits, with the scheduler's comment."""
+    job = submit(engine, USER, arch="a:b", ncpus=1)
+    engine.req_release(ROOT, [job], "u")
+    engine.cycle()
+    stored = engine.store.job(job)
+    assert stored["job_state"] == "Q", stored
+    assert "cycle failed" not in caplog.text
+    assert str(stored.get("comment", "")).startswith(("Can Never Run", "Not Running")), stored

@@ -750,3 +750,18 @@ def test_a_job_past_the_servers_resource_limits_is_rejected_at_submission():
     assert sim.summary.rejected == 1
     sink, sim = simulate(jobs)
     assert sim.summary.rejected == 0
+
+
+def test_a_job_with_no_walltime_takes_the_limit_as_pbs_does_not_its_run_time():
+    """Review: the run time given to a job that asked no walltime was compared with the
+    limit, so j1 (200 s) was rejected; PBS gives it resources_max.walltime (150 s) and kills
+    it there. Without a limit or default, it is planned with its run time and never
+    killed."""
+    jobs = [tj(1, 0, 200, 1, None), tj(2, 0, 100, 1, None)]
+    sink, sim = simulate(jobs, server_attrs={"resources_max": {"walltime": "150"}})
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert [(by_id[j].final_state, by_id[j].end) for j in "12"] == [(WALLTIME, 150),
+                                                                     (COMPLETED, 100)]
+    sink, sim = simulate(jobs)
+    assert {r.job.job_id: (r.final_state, r.end) for r in sink.jobs} == {
+        "1": (COMPLETED, 200), "2": (COMPLETED, 100)}
