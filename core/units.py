@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .values import LONG_MAX
+from .values import LONG_MAX, SELECT_SPECIAL
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
@@ -339,16 +339,12 @@ def converted_select(res: Mapping[str, Any], host_level: Iterable[str]) -> str:
                             if name in names and res[name] is not None)])
 
 
-#: What a value in a select may not hold unquoted (PBS quotes such a value).
-_SELECT_SPECIAL = frozenset('"\'+:=()')
-
-
 def select_value(value: Any) -> str:
     """A resource's value as a select writes it: quoted (``"a:b"``, or ``'a"b'``) when it
     holds a character a select separates or quotes with; ValueError for one holding both
     quotes, which no select can hold."""
     text = str(value)
-    if not _SELECT_SPECIAL.intersection(text) and not any(c.isspace() for c in text):
+    if not SELECT_SPECIAL.intersection(text) and not any(c.isspace() for c in text):
         return text
     if '"' not in text:
         return f'"{text}"'

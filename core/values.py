@@ -327,6 +327,10 @@ def resource_value(name: str, value: Any, kind: str | None = None, *,
     return text(value, full, convert=True)
 
 
+#: What a select's value may hold only quoted (`units.select_value`).
+SELECT_SPECIAL = frozenset('"\'+:=()')
+
+
 def select(value: Any, attr: str = "Resource_List.select",
            custom: Mapping[str, str] | None = None) -> str:
     """A select: ``N:res=value[:...][+...]``, each chunk's resources defined and typed."""
@@ -347,6 +351,10 @@ def select(value: Any, attr: str = "Resource_List.select",
                 raise BadValue(PBSE_UNKRESC, attr, f"resource {res!r} is not defined")
             if kind in ("select", "place"):
                 raise _bad(attr, f"{res} cannot be in a chunk")
+            if kind not in ("string", "string_array") and isinstance(val, str) and (
+                    any(c.isspace() for c in val) or SELECT_SPECIAL.intersection(val)):
+                # (only a string needs quoting; a quoted amount reads as one unquoted)
+                raise _bad(attr, f"the {kind} value of {res} in a chunk is {val!r}")
             resource_value(res, val, kind, attr=attr, custom=custom)
     return spec
 

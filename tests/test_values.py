@@ -236,3 +236,16 @@ def test_a_stored_reservation_without_its_times_is_a_problem_to_set_aside():
     the server; it is now a bad row, set aside at start."""
     assert "reserve_end" in values.resv_problems({"reserve_start": 1})
     assert values.resv_problems({"reserve_start": 1, "reserve_end": 2}) == {}
+
+
+@pytest.mark.parametrize("spec", ['1:ncpus="+2"', '1:ncpus=" 2"', '1:mem=" 1gb"',
+                                  '1:mem="1 gb"', "1:walltime='1:00'"])
+def test_a_quoted_amount_in_a_select_is_refused(spec):
+    """Review: quoted, an amount with a sign or a space passed the value rules (summed as
+    2 cpus), and the scheduler then matched it as text; only a string needs quotes."""
+    with pytest.raises(values.BadValue, match="in a chunk is"):
+        values.select(spec)
+
+
+def test_a_quoted_string_or_plain_amount_in_a_select_is_kept():
+    assert values.select('1:arch="a:b":ncpus="2"') == '1:arch="a:b":ncpus="2"'

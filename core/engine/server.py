@@ -1014,15 +1014,18 @@ class Engine:
                 self._add_system_hold(held)
             if held.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = held["Hold_Types"]
+        # A user's change of resources is checked against the limits (an operator's or a
+        # manager's is not), as PBS's qalter is.
         self._modify(caller, job_id, current, changes,
-                     touched=(attrs.get("Resource_List") or {}).keys())
+                     touched=(attrs.get("Resource_List") or {}).keys(),
+                     limited="Resource_List" in attrs and not caller.privileged)
         if befores:
             self._link_befores(job_id, befores)
         if "depend" in changes:
             self._resolve_depend([job_id])
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
-                touched: Iterable[str] = ()) -> None:
+                touched: Iterable[str] = (), limited: bool = False) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
         The state of a job not running follows its holds and Execution_Time, as the
         request and then the hooks left them; a hook's depend is checked and enforced as
@@ -1041,12 +1044,11 @@ class Engine:
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
         self._lift_depend_hold(current, attrs)
         written = None
-        touched = {*touched, *_resources_set(job)}
+        touched = {*touched, *_resources_set(outcome)}
         if touched or attrs.get("Resource_List") != current.get("Resource_List"):
-            # (checked against the limits unless an operator or manager asked, as PBS's
-            # qalter is; the names the request or a hook set count as asked for)
+            # (the names the request or a hook set count as asked for)
             attrs["Resource_List"], written = self._completed(
-                job_id, attrs, limited=not caller.privileged, touched=touched,
+                job_id, attrs, limited=limited, touched=touched,
                 written=self._written(job_id, current))
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
@@ -1220,7 +1222,7 @@ class Engine:
         # operator may not: OpenPBS 23.06, checked).
         attrs["Resource_List"], written = self._completed(
             job_id, attrs, enqueued=True, limited=caller.role != ROLE_MANAGER,
-            touched=_resources_set(job), written=self._written(job_id, stored))
+            touched=_resources_set(outcome), written=self._written(job_id, stored))
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -2302,10 +2304,9 @@ def _fits(value: Any, hint: Any) -> bool:
 MAX_RANKS = 1 << 20
 
 
-def _resources_set(job: Job) -> tuple[str, ...]:
-    """The names of the Resource_List entries hooks set on `job` (a whole Resource_List
-    set: each of its names)."""
-    changed = job.changes().get("Resource_List")
+def _resources_set(outcome: Outcome) -> tuple[str, ...]:
+    """The names of the Resource_List entries the event's hooks set on its job."""
+    changed = (outcome.changes.get("job") or {}).get("Resource_List")
     return tuple(changed) if isinstance(changed, dict) else ()
 
 

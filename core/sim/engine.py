@@ -42,7 +42,7 @@ from typing import Any
 
 from .. import clock, lifecycle
 from ..events import EVENTS, Event
-from ..objects import Job, Queue, Server, Vnode
+from ..objects import RESOURCE_ATTRIBUTES, Job, Queue, Server, Vnode
 from ..runner import Runner
 from ..scheduler import (
     JobLog,
@@ -60,6 +60,7 @@ from ..units import (
     format_duration,
     format_exec_host,
     parse_select,
+    select_value,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
 from .machine import Machine, PowerModel
@@ -608,7 +609,7 @@ class Simulator:
                 self._reject(run, f"queuejob: {outcome.message}")
                 return
             if outcome.changes.get("job"):
-                attrs.update(outcome.changes["job"])
+                _apply_changes(attrs, outcome.changes["job"])
                 attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
                 if not self._may_run(run):
                     self._reject(run, "held by a queuejob hook")
@@ -1165,13 +1166,26 @@ class Simulator:
 _MEMORY = frozenset({"mem", "vmem", "pmem", "pvmem"})
 
 
+def _apply_changes(attrs: dict[str, Any], changes: dict[str, Any]) -> None:
+    """A hook's changes to a job (`Runner` outcome's ``changes["job"]``) applied to its
+    attributes: a resource mapping's entries one by one (None unsets one), as
+    `PbsObject.apply_changes` replays them; other attributes whole."""
+    for name, value in changes.items():
+        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict) and \
+                isinstance(attrs.get(name), dict):
+            merged = {**attrs[name], **value}
+            attrs[name] = {k: v for k, v in merged.items() if v is not None}
+        else:
+            attrs[name] = value
+
+
 def _without_mem(select: str) -> str:
     """A select without its chunks' memory, for a machine that declares none (a trace's
     memory is not modelled there, and every job asking for some would be refused). A chunk
     that asked for memory only is one cpu, as PBS's default chunk gives it."""
     chunks = []
     for chunk in parse_select(select):
-        res = ":".join(f"{k}={v}" for k, v in chunk.resources.items()
+        res = ":".join(f"{k}={select_value(v)}" for k, v in chunk.resources.items()
                        if k.lower() not in _MEMORY) or "ncpus=1"
         chunks.append(f"{chunk.count}:{res}")
     return "+".join(chunks)

@@ -271,3 +271,38 @@ def test_a_converted_value_with_a_colon_is_placed_as_asked_for(engine, caplog):
     assert stored["job_state"] == "Q", stored
     assert "cycle failed" not in caplog.text
     assert str(stored.get("comment", "")).startswith(("Can Never Run", "Not Running")), stored
+
+
+class SameMem:
+    """modifyjob sets mem to 20mb (the value it may already have) on jobs named ``same``."""
+
+    plugin_info = PluginInfo(events=("modifyjob",))
+
+    @hookimpl
+    def modifyjob(self, event):
+        if event.job.Job_Name == "same":
+            event.job.Resource_List["mem"] = "20mb"
+
+
+@pytest.mark.parametrize("isolation", ["inprocess", "process"])
+def test_a_hooks_value_equal_to_a_default_is_asked_for(engine, register_plugin, isolation):
+    """Review: what hooks set was read from the job after the runner had taken the
+    changes away, so a hook's mem equal to the default stayed a default and qmove
+    replaced it."""
+    register_plugin(SameMem(), "same", isolation=isolation)
+    queue(engine, "workq", resources_default={"mem": "20mb"})
+    queue(engine, "q2", resources_default={"mem": "40mb"})
+    job = engine.req_submit(ROOT, {"Resource_List": {"ncpus": 2}, "Job_Name": "same",
+                                   "Hold_Types": "u"}, "true\n")
+    engine.req_alter(ROOT, job, {"Resource_List": {"walltime": "60"}})
+    assert "mem" not in engine.store.written(job)["defaults"]
+    engine.req_move(ROOT, "q2", [job])
+    assert request(engine, job)["mem"] == "20mb"
+
+
+def test_a_users_qrls_is_not_limited_by_limits_lowered_since(engine):
+    queue(engine, "workq", resources_max={"walltime": "01:00:00"})
+    job = submit(engine, USER, walltime="00:50:00")
+    queue(engine, "workq", resources_max={"walltime": "00:30:00"})
+    engine.req_release(USER, [job], "u")
+    assert engine.store.job(job)["job_state"] == "Q"

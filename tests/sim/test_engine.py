@@ -765,3 +765,32 @@ def test_a_job_with_no_walltime_takes_the_limit_as_pbs_does_not_its_run_time():
     sink, sim = simulate(jobs)
     assert {r.job.job_id: (r.final_state, r.end) for r in sink.jobs} == {
         "1": (COMPLETED, 200), "2": (COMPLETED, 100)}
+
+
+class WalltimeSetter:
+    """queuejob sets every job's walltime to 50 s, and nothing else."""
+
+    plugin_info = PluginInfo(events=("queuejob",), sim_safe=("queuejob",))
+
+    @hookimpl
+    def queuejob(self, event):
+        event.job.Resource_List["walltime"] = 50
+
+
+def test_a_queuejob_hooks_one_resource_leaves_the_others(register_plugin, pbsplug_plugins,
+                                                         tmp_path):
+    """Review: the hook's changes replaced the whole Resource_List with the one entry it
+    set, so the select of a 2-cpu job went, and the job ran converted on one cpu. It runs
+    on two hosts, killed at the hook's 50 s."""
+    register_plugin(WalltimeSetter(), "walltime", isolation="inprocess")
+    sink, _ = simulate([tj(1, 0, 100, 2, 100)], nodes=4, plugins=pbsplug_plugins,
+                       tmp_path=tmp_path)
+    (result,) = sink.jobs
+    assert (len(result.hosts), result.end, result.final_state) == (2, 50, WALLTIME)
+
+
+def test_a_trace_select_with_a_quoted_string_is_kept_whole_without_memory():
+    """Review: a machine without memory rewrote each select without it, unquoted, so
+    ``arch="a:b"`` no longer parsed and the job was rejected for its select."""
+    from pbsplug.sim.engine import _without_mem
+    assert _without_mem('2:ncpus=1:mem=1gb:arch="a:b"') == '2:ncpus=1:arch="a:b"'
