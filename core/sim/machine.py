@@ -26,6 +26,8 @@ trace's header (SWF MaxNodes/MaxProcs). A platform file::
     [queues.long]           # optional: a queue's partition and Priority
     partition = "p1"
     priority = 10
+    resources_max = {walltime = "24:00:00"}   # optional, as qmgr's; also
+                                              # resources_default and resources_min
 
 Every value is checked on load; an error names the file, the key and the value.
 """
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..units import parse_size
-from ..values import BadValue, check_name
+from ..values import BadValue, check_name, resources
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -174,11 +176,15 @@ def load_platform(path: str | Path) -> Machine:
     queues = {}
     for name, table in _table(path, "queues", data.get("queues", {})).items():
         where = f"queues.{name}"
-        extra = set(_table(path, where, table)) - {"partition", "priority"}
+        extra = set(_table(path, where, table)) - {"partition", "priority", *_QUEUE_RESOURCES}
         if extra:
             raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected "
-                                "partition or priority")
+                                "partition, priority, resources_default, resources_max or "
+                                "resources_min")
         queue: dict[str, Any] = {}
+        for key in _QUEUE_RESOURCES:
+            if key in table:
+                queue[key] = _resources(path, f"{where}.{key}", table[key])
         if "partition" in table:
             queue["partition"] = _text(path, f"{where}.partition", table["partition"])
             if not any(h.partition == queue["partition"] for h in hosts):
@@ -209,6 +215,19 @@ def _int(path: str, key: str, value: Any, least: int = 1, most: int = MAX_VNODES
         raise PlatformError(f"{path}: {key}: {value!r}: expected an integer from {least} to "
                             f"{most:,}")
     return value
+
+
+#: A queue's resource tables a platform file may set (qmgr's names).
+_QUEUE_RESOURCES = ("resources_default", "resources_max", "resources_min")
+
+
+def _resources(path: Path, where: str, value: Any) -> dict[str, Any]:
+    """A table of PBS resources (``{walltime = "24:00:00", mem = "64gb"}``), each a
+    resource PBS defines and a value of its type, as qmgr checks it."""
+    try:
+        return resources(value, where, {})  # (a replay defines no custom resource)
+    except BadValue as exc:
+        raise PlatformError(f"{path}: {exc}") from None
 
 
 def _text(path: str, key: str, value: Any) -> str:

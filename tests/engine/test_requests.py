@@ -20,7 +20,12 @@ USER = Caller(1001, ROLE_USER)
 @pytest.fixture
 def engine(pbsplug_plugins):
     root = make_root()
-    yield Engine(Home(root), plugins=pbsplug_plugins)
+    eng = Engine(Home(root), plugins=pbsplug_plugins)
+    yield eng
+    # A process-mode hook's process is left for the server's loop to reap (`reap_later`):
+    # with no loop here, the test collects it, so none outlives the test.
+    eng.runner.reap()
+    eng.close()
     remove_root(root)
 
 

@@ -794,3 +794,18 @@ def test_a_trace_select_with_a_quoted_string_is_kept_whole_without_memory():
     ``arch="a:b"`` no longer parsed and the job was rejected for its select."""
     from pbsplug.sim.engine import _without_mem
     assert _without_mem('2:ncpus=1:mem=1gb:arch="a:b"') == '2:ncpus=1:arch="a:b"'
+
+
+def test_a_platform_queues_limits_and_defaults_apply_to_its_jobs():
+    """A platform file's [queues.NAME] resources_max and resources_default (docs/
+    simulator.md): j1 asks more walltime than queue short allows and is rejected; j2 asks
+    none and takes short's default of 30 s, and is killed there."""
+    sink = Sink()
+    machine = uniform(4, 1, "test", None)
+    machine.queues["short"] = {"resources_max": {"walltime": "00:01:00"},
+                               "resources_default": {"walltime": "30"}}
+    sim = Simulator(machine, sink, policy=policy_settings("easy", None))
+    sim.run([tj(1, 0, 10, 1, 120, queue="short"), tj(2, 0, 100, 1, None, queue="short")])
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["1"].final_state, by_id["2"].final_state, by_id["2"].end) == (
+        REJECTED, WALLTIME, 30)

@@ -179,6 +179,8 @@ poweroff_eligible = false
 [queues.long]
 partition = "p1"
 priority = 5
+resources_max = {walltime = "24:00:00", mem = "64gb"}
+resources_default = {walltime = 3600}
 """
 
 
@@ -193,7 +195,9 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
     power = machine.hosts[0].power
     assert (power.busy, power.shutting_down, power.boot) == (190.0, 120.0, 300.0)
     assert machine.hosts[3].poweroff_eligible is False
-    assert machine.queues == {"long": {"partition": "p1", "Priority": 5}}
+    assert machine.queues == {"long": {
+        "partition": "p1", "Priority": 5, "resources_default": {"walltime": "01:00:00"},
+        "resources_max": {"walltime": "24:00:00", "mem": "64gb"}}}
 
 
 @pytest.mark.parametrize("text,message", [
@@ -214,6 +218,14 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
     ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\npartition = 'p9'\n",
      "queues.q.partition: 'p9': no host is in it"),
     ("[[hosts]]\ncount = 1\nncpus = 2\nmem = 'lots'\n", "hosts[0].mem: 'lots': expected a size"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\nresources_max = {walltime = 'abc'}\n",
+     "queues.q.resources_max.walltime: 'abc' is not a duration"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\nresources_min = 5\n",
+     "queues.q.resources_min: 5 is not a mapping of resources"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\nresources_default = {gpus = 1}\n",
+     "queues.q.resources_default.gpus: resource 'gpus' is not defined"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\nmax_run = 5\n",
+     "queues.q.max_run: unknown key; expected partition, priority, resources_default"),
     ("[[hosts]]\ncount = 1\nncpus = 2\npower = 'fat'\n", "hosts[0].power: 'fat': no [power.fat]"),
     ("[power.a]\nbusy = -3\n[[hosts]]\ncount = 1\nncpus = 1\n", "power.a.busy: -3: expected a"),
     ("[[hosts]]\nnames = ['a', 'a']\nncpus = 1\n", "hosts[0]: host 'a' is named twice"),
