@@ -1089,7 +1089,8 @@ class Engine:
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
                            f"Resource_List.select: {exc}") from None
         try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
-            ranks = _ranks(self._schedselect("", {**attrs, "Resource_List": res}))
+            ranks = _ranks(job_select(Job(job_id, {"Resource_List": res}),
+                                      default_chunks(queue, server), host_level))
         except ValueError:  # (a select that does not parse: its own check says so)
             ranks = 0
         if ranks > MAX_RANKS:
