@@ -30,6 +30,7 @@ from typing import Any
 
 from . import units
 from .events import DELETE
+from .objects import apply_to_attrs
 from .units import format_duration, parse_duration_cached
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -190,7 +191,7 @@ def runjob_refused(attrs: dict[str, Any], message: str | None,
     hook changed (Hold_Types, Execution_Time, ...) applies: a hold it set holds the job, an
     Execution_Time to come makes it wait."""
     attrs["comment"] = f"Not Running: PBS Error: {message}"
-    attrs.update(changes or {})
+    apply_to_attrs(attrs, changes or {})
     attrs["job_state"] = queued_state(attrs, now)
 
 

@@ -418,6 +418,22 @@ OBJECT_TYPES: dict[str, type[PbsObject]] = {
 }
 
 
+def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
+    """A hook's recorded `changes` (an outcome's ``changes["job"]``) applied to a plain
+    attribute dict, as `PbsObject.apply_changes` replays them on an object: a resource
+    mapping entry by entry (None unsets one), other attributes whole. Names starting
+    with ``_`` (the runner's own, such as ``_action``) are left out."""
+    for name, value in changes.items():
+        if name.startswith("_"):
+            continue
+        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict) and \
+                isinstance(attrs.get(name), dict):
+            merged = {**attrs[name], **value}
+            attrs[name] = {k: v for k, v in merged.items() if v is not None}
+        else:
+            attrs[name] = value
+
+
 def object_from_dict(cls: type[PbsObject], data: Mapping[str, Any],
                      name: str | None = None) -> PbsObject:
     """Build an object from plain data, its name from ``name``, else ``id`` / ``name`` /

@@ -146,3 +146,18 @@ def test_only_queuejob_routes_a_job_and_movejob_may_write_its_destination():
     assert EVENTS["movejob"].may_write_job("queue")
     for name in ("modifyjob", "postqueuejob", "runjob", "execjob_begin"):
         assert not EVENTS[name].may_write_job("queue"), name
+
+
+def test_a_hooks_changes_apply_to_plain_attributes_resource_by_resource():
+    """One rule for the engine's and the simulator's hook changes (queuejob in a replay,
+    a runjob refusal, the execution-host events): a resource mapping's entries one by one
+    (a hook that set walltime alone leaves the select), None unsets one, other
+    attributes whole, the runner's own ``_`` names left out."""
+    from pbsplug.objects import apply_to_attrs
+
+    attrs = {"Resource_List": {"select": "2:ncpus=1", "mem": "1gb"}, "comment": "x"}
+    apply_to_attrs(attrs, {"Resource_List": {"walltime": "00:00:50", "mem": None},
+                           "comment": "y", "_action": "rerun",
+                           "resources_used": {"cput": "00:00:01"}})
+    assert attrs == {"Resource_List": {"select": "2:ncpus=1", "walltime": "00:00:50"},
+                     "comment": "y", "resources_used": {"cput": "00:00:01"}}

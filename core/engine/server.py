@@ -27,7 +27,7 @@ from typing import Any
 from .. import lifecycle, units, values
 from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
-from ..objects import Job, Queue, Server, Vnode
+from ..objects import Job, Queue, Server, Vnode, apply_to_attrs
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
@@ -1804,10 +1804,7 @@ class Engine:
         error), as PBS does."""
         if outcome.kind in ("error", "alarm"):
             return
-        job_changes = {k: v for k, v in (outcome.changes.get("job") or {}).items()
-                       if not k.startswith("_")}
-        if job_changes:
-            attrs.update(job_changes)
+        apply_to_attrs(attrs, outcome.changes.get("job") or {})
         self._apply_vnode_changes(outcome)
 
     def _apply_vnode_changes(self, outcome: Outcome) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from .. import clock, lifecycle
 from ..events import EVENTS, Event
-from ..objects import RESOURCE_ATTRIBUTES, Job, Queue, Server, Vnode
+from ..objects import Job, Queue, Server, Vnode, apply_to_attrs
 from ..runner import Runner
 from ..scheduler import (
     JobLog,
@@ -609,7 +609,7 @@ class Simulator:
                 self._reject(run, f"queuejob: {outcome.message}")
                 return
             if outcome.changes.get("job"):
-                _apply_changes(attrs, outcome.changes["job"])
+                apply_to_attrs(attrs, outcome.changes["job"])
                 attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
                 if not self._may_run(run):
                     self._reject(run, "held by a queuejob hook")
@@ -905,9 +905,7 @@ class Simulator:
         """Execution-host hooks' job and vnode changes (not after an error or alarm)."""
         if outcome.kind in ("error", "alarm"):
             return
-        changes = {k: v for k, v in (outcome.changes.get("job") or {}).items()
-                   if not k.startswith("_")}
-        run.attrs.update(changes)
+        apply_to_attrs(run.attrs, outcome.changes.get("job") or {})
         self._vnode_changes(outcome)
 
     # -- vnodes and hosts ---------------------------------------------------------------------
@@ -1164,19 +1162,6 @@ class Simulator:
 
 #: Memory resources a select may ask for (PBS's names, in any case).
 _MEMORY = frozenset({"mem", "vmem", "pmem", "pvmem"})
-
-
-def _apply_changes(attrs: dict[str, Any], changes: dict[str, Any]) -> None:
-    """A hook's changes to a job (`Runner` outcome's ``changes["job"]``) applied to its
-    attributes: a resource mapping's entries one by one (None unsets one), as
-    `PbsObject.apply_changes` replays them; other attributes whole."""
-    for name, value in changes.items():
-        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict) and \
-                isinstance(attrs.get(name), dict):
-            merged = {**attrs[name], **value}
-            attrs[name] = {k: v for k, v in merged.items() if v is not None}
-        else:
-            attrs[name] = value
 
 
 def _without_mem(select: str) -> str:
