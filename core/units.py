@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .values import LONG_MAX, SELECT_SPECIAL
+from .values import LONG_MAX, needs_quotes
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
@@ -344,7 +344,7 @@ def select_value(value: Any) -> str:
     holds a character a select separates or quotes with; ValueError for one holding both
     quotes, which no select can hold."""
     text = str(value)
-    if not SELECT_SPECIAL.intersection(text) and not any(c.isspace() for c in text):
+    if not needs_quotes(text):
         return text
     if '"' not in text:
         return f'"{text}"'

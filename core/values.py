@@ -331,6 +331,12 @@ def resource_value(name: str, value: Any, kind: str | None = None, *,
 SELECT_SPECIAL = frozenset('"\'+:=()')
 
 
+def needs_quotes(text: str) -> bool:
+    """Whether a value in a select must be quoted: it holds what a select separates or
+    quotes with, or a space."""
+    return bool(SELECT_SPECIAL.intersection(text)) or any(c.isspace() for c in text)
+
+
 def select(value: Any, attr: str = "Resource_List.select",
            custom: Mapping[str, str] | None = None) -> str:
     """A select: ``N:res=value[:...][+...]``, each chunk's resources defined and typed."""
@@ -351,8 +357,8 @@ def select(value: Any, attr: str = "Resource_List.select",
                 raise BadValue(PBSE_UNKRESC, attr, f"resource {res!r} is not defined")
             if kind in ("select", "place"):
                 raise _bad(attr, f"{res} cannot be in a chunk")
-            if kind not in ("string", "string_array") and isinstance(val, str) and (
-                    any(c.isspace() for c in val) or SELECT_SPECIAL.intersection(val)):
+            if kind not in ("string", "string_array") and isinstance(val, str) and \
+                    needs_quotes(val):
                 # (only a string needs quoting; a quoted amount reads as one unquoted)
                 raise _bad(attr, f"the {kind} value of {res} in a chunk is {val!r}")
             resource_value(res, val, kind, attr=attr, custom=custom)
