@@ -205,12 +205,19 @@ class PbsObject:
         # PBS's types refuse a bad value when it is set (a hook's exception), so nothing
         # invalid reaches the server.
         value = values.object_value(self.kind, key, value)
-        if value is None:
-            self._attrs.pop(key, None)
-        else:
+        old = self._attrs.pop(key, None)
+        if value is not None:
             self._attrs[key] = self._wrap(key, dict(value) if key in RESOURCE_ATTRIBUTES
                                           else value)
-        self._changes[key] = dict(value) if key in RESOURCE_ATTRIBUTES and value else value
+        if key in RESOURCE_ATTRIBUTES and isinstance(value, dict):
+            # A whole mapping replaces the old one: the record unsets (None) what it left
+            # out, so that a replay entry by entry (another process's copy, a stored row)
+            # drops it too.
+            record = dict.fromkeys(old or (), None)
+            record.update(value)
+            self._changes[key] = record
+        else:
+            self._changes[key] = value
 
     def _check_write(self, what: str, attr: str) -> None:
         if attr in self.always_readonly or attr == "name":

@@ -262,6 +262,27 @@ def test_mixed_modes_share_changes_both_ways(chain, tmp_path):
     assert out.changes["job"]["comment"] == "abc"
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("given", [{"ncpus": 4}, {}])
+def test_a_whole_resource_assignment_drops_what_it_leaves_out(chain, mode, given):
+    """`job.Resource_List = {...}` replaces the mapping in either isolation: the keys it
+    leaves out go, in the outcome's changes and in the event a later hook reads."""
+    def replace(event):
+        event.job.Resource_List = dict(given)
+
+    def look(event):  # (a process-mode hook's notes come back as its changes)
+        event.job.comment = ",".join(sorted(event.job.Resource_List)) or "-"
+
+    runner = chain({"a": Hook(replace, order=1), "b": Hook(look, order=2)}, mode=mode)
+    event = Event.from_dict("queuejob", {"job": {
+        "id": "1.srv", "Resource_List": {"ncpus": 1, "walltime": "01:00:00", "mem": "1gb"}}})
+    out = runner.fire(event)
+    assert out.accepted
+    assert out.changes["job"]["comment"] == (",".join(given) or "-")
+    assert dict(event.job.Resource_List) == given
+    assert out.changes["job"]["Resource_List"] == {
+        "ncpus": None, "walltime": None, "mem": None, **given}
+
 def test_vnode_changes_and_logs_come_back_from_the_child(chain, caplog):
     def offline(event):
         event.vnode_list["n2"].state = "offline"

@@ -1839,7 +1839,8 @@ class Engine:
                 self._set_node(name, fresh, {**fresh, **changes})
                 self.log(LOG_ADMIN, "Node", name, "vnode created by a hook")
             elif old is not None:
-                new = {**old, **changes}
+                new = dict(old)
+                apply_to_attrs(new, changes)  # (one resource set leaves the others)
                 moved = {k for k in ("partition", "queue") if new.get(k) != old.get(k)}
                 try:  # (as qmgr's: a busy vnode keeps its partition)
                     if moved:  # (what the check reads, read once for all the vnodes)

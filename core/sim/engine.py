@@ -1041,7 +1041,10 @@ class Simulator:
                 changes["state"] = ",".join(sorted(states - {"free"})) or "free"
                 if changes["state"] != attrs["state"]:
                     changes["last_state_change_time"] = int(self.now)
-            attrs.update(changes)
+            had = _ncpus(attrs)
+            apply_to_attrs(attrs, changes)  # (one resource set leaves the others)
+            if _ncpus(attrs) != had:  # (what tells whether a cycle could start a job)
+                self._resize(name, _ncpus(attrs) - had)
             self._event_vnode_cache.pop(name, None)
             self.vnodes[name] = Vnode(name, attrs)
             self._vnode_log.changed(name)
@@ -1050,6 +1053,15 @@ class Simulator:
                 states_changed.append(name)
         if states_changed or self._power_file.exists():
             self._sync_power(states_changed)
+
+    def _resize(self, name: str, more: int) -> None:
+        """A hook gave vnode `name` `more` cpus (fewer when negative): its free room and the
+        machine's, which decide whether a cycle could start a job, follow."""
+        before = self.room[name]
+        after = self.room[name] = before + more
+        self._room_count[before] -= 1
+        self._room_count[after] = self._room_count.get(after, 0) + 1
+        self._free_total += more
 
     def _sync_power(self, states: Iterable[str] = ()) -> None:
         """Hosts' power from their vnodes' sleep state and the simulated driver's record:
@@ -1162,6 +1174,12 @@ class Simulator:
 
 #: Memory resources a select may ask for (PBS's names, in any case).
 _MEMORY = frozenset({"mem", "vmem", "pmem", "pvmem"})
+
+
+def _ncpus(attrs: dict[str, Any]) -> int:
+    """A vnode's resources_available.ncpus as a number (0 when unset or not one)."""
+    value = (attrs.get("resources_available") or {}).get("ncpus")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _without_mem(select: str) -> str:

@@ -62,6 +62,8 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
                 vn.resources_available["energy_probe"] = len(event.job_list)
             open({str(seen)!r}, "a").write(" ".join(sorted(event.job_list)) + "\\n")
         """, ("exechost_periodic",), freq=1))
+    # (the hook fails until the resource exists: nothing changes before it)
+    before = next(iter(engine.client("stat_nodes").values()))["resources_available"]
     # A hook may set only a defined resource (pbsplug.values), as in PBS.
     engine.pbs("qmgr", "-c", "create resource energy_probe type = long", check=True)
     job_id = engine.submit("sleep 30\n")
@@ -69,6 +71,9 @@ def test_exechost_periodic_sees_the_running_jobs(dists, make_engine, engine_root
     until(lambda: seen.exists() and job_id in seen.read_text(), what="the job in job_list")
     node = next(iter(engine.client("stat_nodes").values()))
     assert node["resources_available"]["energy_probe"] >= 1
+    # One resource set by a hook leaves the vnode's others as they were.
+    assert {k: v for k, v in node["resources_available"].items() if k != "energy_probe"} \
+        == {k: v for k, v in before.items() if k != "energy_probe"} != {}
     engine.client("delete", ids=[job_id], force=True)
     engine.wait(job_id)
 

@@ -469,6 +469,31 @@ def test_a_failed_hooks_write_reaches_neither_the_machine_nor_a_later_event(
     assert sink.starts() == {"1": 0, "2": 200}
 
 
+class GrowsN0:
+    """Gives n0 a second cpu at start-up."""
+
+    plugin_info = PluginInfo(events=("exechost_startup",), sim_safe=("exechost_startup",))
+
+    @hookimpl
+    def exechost_startup(self, event):
+        event.vnode_list["n0"].resources_available["ncpus"] = 2
+
+
+def test_a_hooks_one_vnode_resource_leaves_the_others(register_plugin, pbsplug_plugins,
+                                                      tmp_path):
+    """A hook's one resources_available entry changes that entry only (it replaced the
+    whole mapping, so n0 lost its host and vnode names). j2, submitted while j1 runs,
+    starts at once on n0's second cpu: the simulator's count of free cpus, which decides
+    whether a cycle could start a job, followed the change (it did not, and j2 waited for
+    j1's end)."""
+    register_plugin(GrowsN0(), "grow", isolation="inprocess")
+    sink, sim = simulate([tj(1, 10, 200, 1, 300), tj(2, 80, 100, 1, 300)], nodes=1,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert sim.vnode_attrs["n0"]["resources_available"] == {
+        "ncpus": 2, "host": "n0", "vnode": "n0"}
+    assert sink.starts() == {"1": 10, "2": 80}
+
+
 class ReadsEstimates(PeriodicProbe):
     """A periodic hook that notes which queued jobs carry an estimate."""
 
