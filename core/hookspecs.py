@@ -70,7 +70,8 @@ def modifyjob(event: Event) -> None:
 
 @hookspec
 def movejob(event: Event) -> None:
-    """A job is moved to another queue (qmove, or a routing queue).
+    """qmove moves a job to another queue (a route queue passing a job on fires none, as
+    in PBS).
 
     Carries ``event.job`` (``job.queue`` is the destination) and ``event.src_queue``.
     Reject: the move is refused and the job stays where it was.

@@ -387,6 +387,12 @@ class Queue(PbsObject):
         return {"name": self._name, **super().to_dict()}
 
 
+def is_route_queue(queue: Mapping[str, Any]) -> bool:
+    """Whether a queue's attributes (a `Queue` or a stored row) make it a route queue
+    (``queue_type`` Route, stored as qmgr writes it): it runs no job, it routes them."""
+    return str(queue.get("queue_type") or "").lower().startswith("r")
+
+
 class Server(PbsObject):
     """The server: ``scheduling``, ``scheduler_iteration``, ``managers``, ``operators``,
     ``resources_default``, ``job_sort_formula``, ``power_provisioning``, ..."""

@@ -20,6 +20,7 @@ PBSE_BADATVAL = 15014
 PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
+PBSE_QACESS = 15022
 PBSE_NOSUP = 15029
 PBSE_NOCONNECTS = 15033
 PBSE_UNKRESC = 15035
@@ -40,6 +41,7 @@ MESSAGES = {
     PBSE_BADSTATE: "Request invalid for state of job",
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUNOENB: "Queue is not enabled",
+    PBSE_QACESS: "Access to queue is denied",
     PBSE_NOSUP: "No support for requested service",
     PBSE_NOCONNECTS: "No free connections",
     PBSE_UNKRESC: "Unknown resource",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..objects import is_route_queue
 from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .server import Caller, Engine
 
 PBSE_OBJBUSY = 15027
+PBSE_QUE_INCOMPLETE = 15030
 PBSE_RESCBUSY = 15174
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
@@ -216,6 +218,7 @@ class Manager:
                      "sharing": "default_shared", "resv_enable": True,
                      "last_used_time": int(eng.clock())}  # seed 004: set when created
         new = self._apply(cmd, name, start, "create", defs)
+        self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, {}, new,
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
         if cmd.obj_type == "node":
@@ -269,6 +272,7 @@ class Manager:
             partitions.check_sched(name, {op.name for op in cmd.attrs}, attrs,
                                    partitions.World({}, {}, {}))
         new = self._apply(cmd, name, attrs, cmd.verb, defs)
+        self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, attrs, new)
         if cmd.obj_type == "server" and new.get("default_queue") is not None and (
                 eng.store.get("queue", str(new["default_queue"])) is None):
@@ -318,6 +322,16 @@ class Manager:
             self.engine.log(LOG_ADMIN, "Sched", name, f"{problems[0]}: scheduling is off "
                             f"(sched_priv {attrs.get('sched_priv')}, sched_log "
                             f"{attrs.get('sched_log')})")
+
+    @staticmethod
+    def _check_route(cmd: qmgr.Command, name: str, new: dict) -> None:
+        """PBS's 15030 for a route queue enabled without a route_destinations (OpenPBS
+        23.06, checked: at create too; unsetting the list of an enabled one is let be)."""
+        if cmd.obj_type == "queue" and "enabled" in {op.name for op in cmd.attrs} and \
+                qmgr_bool(new.get("enabled")) and is_route_queue(new) and \
+                not new.get("route_destinations"):
+            raise QmgrError(PBSE_QUE_INCOMPLETE, "Cannot enable queue, incomplete definition",
+                            obj_type="queue", obj_name=name)
 
     def _check_partitions(self, cmd: qmgr.Command, name: str, old: dict, new: dict,
                           also: set[str] = frozenset()) -> None:

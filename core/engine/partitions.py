@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..objects import is_route_queue
 from .qmgr import QmgrError
 
 DEFAULT_PARTITION = "pbs-default"
@@ -129,7 +130,7 @@ def check_sched(name: str, changed: set[str], new: Mapping[str, Any], world: Wor
 
 def check_queue(name: str, changed: set[str], new: Mapping[str, Any], world: World) -> None:
     part = new.get("partition")
-    route = str(new.get("queue_type") or "").lower().startswith("r")
+    route = is_route_queue(new)
     if "partition" in changed and part:
         if part == DEFAULT_PARTITION:
             raise _refuse(PBSE_DEFAULT_PARTITION, "Default partition name is not allowed",

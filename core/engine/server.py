@@ -27,7 +27,7 @@ from typing import Any
 from .. import lifecycle, units, values
 from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
-from ..objects import Job, Queue, Server, Vnode, apply_to_attrs
+from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, is_route_queue
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
@@ -43,7 +43,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import depend, executor, jobspec, limits
+from . import depend, executor, jobspec, limits, routing
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -55,6 +55,7 @@ from .errors import (
     PBSE_IVALREQ,
     PBSE_NOSUP,
     PBSE_PERM,
+    PBSE_QACESS,
     PBSE_QUNOENB,
     PBSE_UNKJOBID,
     PBSE_UNKNODE,
@@ -79,6 +80,7 @@ from .home import (
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations
+from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
 from .store import Store, StoreWriteError
@@ -203,6 +205,7 @@ class Engine:
         self.resvs.set_aside()
         self.manager = Manager(self)
         self.periodic = Periodic(self)
+        self.router = Router(self)
         self.periodic.startup()
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -615,6 +618,17 @@ class Engine:
             st.set_written(job_id, written)
             if argv:
                 st.set_runtime(job_id, {"argv": list(argv)})
+        queue = self.store.get("queue", queue_name) or {}
+        if is_route_queue(queue):  # routed before qsub hears back, as PBS's server does
+            try:
+                self.router.route(job_id, attrs, queue, self.clock(), submitting=True)
+            except PbsError:
+                with self.store.transaction() as st:
+                    st.delete_job(job_id)
+                self.log(LOG_JOB, "Job", job_id, routing.REJECTED)
+                raise
+            attrs = self._job(job_id)
+            queue_name = str(attrs["queue"])
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
@@ -633,15 +647,21 @@ class Engine:
         self._trigger(queue_name, submitted=True)
         return job_id
 
-    def _submit_queue(self, caller: Caller, name: str, owner: str | None = None) -> str:
+    def _submit_queue(self, caller: Caller, name: str, owner: str | None = None,
+                      routed: bool = False) -> str:
         """`name`, when a job may be submitted to it (qsub -q, the default queue, or where a
-        queuejob hook routed it) or moved there (a job of `owner`): PBS's 15018 for an
-        unknown queue, 15020 for a disabled one, and a reservation queue's own rules."""
+        queuejob hook routed it), moved there (a job of `owner`) or `routed` there from a
+        route queue: PBS's 15018 for an unknown queue, 15021 for a disabled one, 15022 for
+        a ``from_route_only`` one (to qsub, root's too, as OpenPBS 23.06 answers; to qmove
+        but a manager's, pbsplug's reading), and a reservation queue's own rules."""
         queue = self.store.get("queue", name)
         if queue is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
         if not units.parse_bool(queue.get("enabled", False)):
             raise PbsError(PBSE_QUNOENB, obj=name)
+        if not routed and units.parse_bool(queue.get("from_route_only", False)) and \
+                not (owner is not None and caller.manager):
+            raise PbsError(PBSE_QACESS, obj=name)
         if queue.get("reservation"):
             self.resvs.may_submit(caller, name, owner)
         return name
@@ -1217,21 +1237,51 @@ class Engine:
         self._check_hooked("movejob", outcome, attrs, before)
         befores = self._hooked_depend("movejob", caller, job_id, attrs, before)
         self._lift_depend_hold(stored, attrs)
-        attrs.update(queue=destination, mtime=int(self.clock()), qtime=int(self.clock()))
-        attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
-        # The new queue's defaults and limits (a manager may move a job past them; an
-        # operator may not: OpenPBS 23.06, checked).
-        attrs["Resource_List"], written = self._completed(
-            job_id, attrs, enqueued=True, limited=caller.role != ROLE_MANAGER,
-            touched=_resources_set(outcome), written=self._written(job_id, stored))
-        self._check_limits(attrs, stored)
-        with self.store.transaction() as st:
-            st.put_job(job_id, attrs)
-            st.set_written(job_id, written)
+        # (a manager may move a job past the new queue's limits; an operator may not:
+        # OpenPBS 23.06, checked)
+        self._into_queue(job_id, stored, attrs, destination,
+                         limited=caller.role != ROLE_MANAGER, touched=_resources_set(outcome))
         self.log(LOG_JOB, "Job", job_id, f"Job moved to {destination} at request of "
                  f"{caller.user}@{self.host}")
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
+        queue = self.store.get("queue", destination) or {}
+        if is_route_queue(queue):  # (PBS routes it in the same request)
+            self.router.route(job_id, attrs, queue, self.clock())
+
+    def _into_queue(self, job_id: str, stored: dict, attrs: dict, destination: str,
+                    limited: bool, touched: Iterable[str] = ()) -> None:
+        """Job `job_id` (stored as `stored`, to be `attrs`) into queue `destination`, as
+        qmove and routing put it there: it entered now; its state follows its holds;
+        the old queue's defaults go and the new queue's come, within its limits when
+        `limited` (`_completed`); then the limits on queued jobs; then it is stored."""
+        now = int(self.clock())
+        attrs.update(queue=destination, mtime=now, qtime=now)
+        attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
+        attrs["Resource_List"], written = self._completed(
+            job_id, attrs, enqueued=True, limited=limited, touched=touched,
+            written=self._written(job_id, stored))
+        self._check_limits(attrs, stored)
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+            st.set_written(job_id, written)
+
+    def route_to(self, job_id: str, stored: dict, destination: str) -> None:
+        """`routing.Router`'s move of job `job_id` (stored as `stored`, lean or whole) out
+        of its route queue into `destination`, or the PbsError of the destination's refusal
+        (`routing.FOR_NOW` tells which pass). As qmove's move without its request: no
+        movejob hook (OpenPBS 23.06 fires none when it routes, checked), the destination's
+        limits for everyone, its reservation's users checked against the job's owner."""
+        source = stored.get("queue")
+        try:
+            owner = Caller(pwd.getpwnam(str(stored.get("euser") or "")).pw_uid, ROLE_USER)
+        except KeyError:
+            raise PbsError(PBSE_PERM, obj=destination) from None
+        self._submit_queue(owner, destination, routed=True)
+        stored = self._job(job_id)  # (whole: with its environment)
+        self._into_queue(job_id, stored, dict(stored), destination, limited=True)
+        self.log(LOG_JOB, "Job", job_id, f"Job routed from {source} to {destination}")
+        self._trigger(destination)
 
     def req_attach(self, caller: Caller, id: str, pid: int) -> None:
         """pbs_attach: process `pid` of the job's owner joins the running job (it is killed
@@ -2004,6 +2054,11 @@ class Engine:
             self._end_waits(now)
         except Exception as exc:  # cycles, hooks and reservations below go on
             self.log(LOG_ERROR, "Server", self.host, "queueing the waiting jobs failed: "
+                     f"{type(exc).__name__}: {exc}")
+        try:
+            self.router.poll(now)
+        except Exception as exc:  # (as above)
+            self.log(LOG_ERROR, "Server", self.host, "routing the route queues' jobs failed: "
                      f"{type(exc).__name__}: {exc}")
         if time.monotonic() >= self._sweep_due:
             more = executor.sweep_leftovers(self.home.tmp, SWEEP_SECONDS)

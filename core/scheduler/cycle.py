@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..objects import Job, Queue, Reservation, Server, Vnode
+from ..objects import Job, Queue, Reservation, Server, Vnode, is_route_queue
 from ..scheduling import CycleStats, JobOrder, Placement
 from ..units import (
     EXCL,
@@ -1267,7 +1267,9 @@ class Scheduler:
         if (when := get("Execution_Time")) and float(when) > now:
             return False
         queue = queues.get(get("queue"))
-        return queue is None or queue.get("started") is not False
+        # (a route queue's jobs are the server's to pass on: they never run from it)
+        return queue is None or (queue.get("started") is not False
+                                 and not is_route_queue(queue))
 
     def _job_info(self, job: Job, queue: Queue | None, server: Server, now: float,
                   queues: dict[str, Queue]) -> _JobInfo:

@@ -1,0 +1,127 @@
+"""Routing queues: a queue of ``queue_type = Route`` runs no job; the server passes each job
+put in it on to the first of its ``route_destinations`` that accepts it, as PBS's server
+does. What follows was checked on OpenPBS 23.06 (docs/engine.md, *Routing queues*):
+
+* A job is routed when it enters the queue (qsub, qmove), when it is released, and, after a
+  destination could not take it for now, every ``route_retry_time`` seconds (30 by
+  default). A route queue that is not started keeps its jobs; held jobs stay unless
+  ``route_held_jobs`` is true, and jobs waiting for their Execution_Time unless
+  ``route_waiting_jobs`` is.
+* A destination takes a job as qmove's would, the resource limits of the destination (and
+  the server) included, and applies its defaults (the route queue's go). A destination that
+  is not enabled refuses for now: the job waits and is tried again; a missing destination,
+  or one whose limits the job breaks, refuses it for good. The movejob hooks do not fire.
+* When every destination refuses for good, the job is rejected: at qsub, qsub's request is
+  refused with 15039 (`Job rejected by all possible destinations`; OpenPBS 23.06's qsub
+  prints the new id all the same, and the job is gone); later, the job is finished.
+* With ``route_lifetime`` set (seconds), a job still waiting that long after it entered the
+  queue is finished at its next try (`Route queue lifetime exceeded`).
+* A job routed into another route queue is routed on from there at the server's next pass
+  (a second later), not in the same request: a loop of route queues (PBS bounces such a
+  job between them many times a second) costs one move a second, each one logged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import units
+from ..objects import is_route_queue
+from .errors import PBSE_QUNOENB, PbsError
+from .limits import PBSE_ENTLIMCT, PBSE_ENTLIMRESC, PBSE_MAXQUED
+
+if TYPE_CHECKING:
+    from .server import Engine
+
+PBSE_ROUTEREJ = 15039
+REJECTED = "Job rejected by all possible destinations"
+EXPIRED = "Route queue lifetime exceeded"
+#: PBS's default ``route_retry_time`` (seconds).
+RETRY_TIME = 30
+#: Seconds between two passes over the jobs in route queues.
+PASS_EVERY = 1.0
+#: A destination's refusals that pass with time: the job waits and is tried again (a
+#: disabled queue, as on PBS; a limit on queued jobs, pbsplug's choice: it frees as jobs
+#: leave, unchecked on PBS).
+FOR_NOW = frozenset({PBSE_QUNOENB, PBSE_MAXQUED, PBSE_ENTLIMCT, PBSE_ENTLIMRESC})
+
+MOVED, WAITING, KEPT, GONE = "moved", "waiting", "kept", "gone"
+
+
+def _seconds(value: Any, default: int) -> int:
+    """A stored route_retry_time or route_lifetime (qmgr checked it: a long) in seconds."""
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return default
+
+
+class Router:
+    """The engine's routing of jobs out of its route queues (`route` and `poll`)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        #: Job id -> when a job a destination refused for now is tried again.
+        self.retry_at: dict[str, float] = {}
+        self._next_pass = 0.0
+
+    def route(self, job_id: str, attrs: dict[str, Any], queue: dict[str, Any], now: float,
+              submitting: bool = False) -> str:
+        """Try to pass job `job_id` (stored as `attrs`) out of route queue `queue`: MOVED
+        (it is in a destination now), WAITING (a destination refused for now), KEPT (not
+        tried: the queue is stopped, or the job is held or waiting and the queue keeps
+        such jobs), GONE (refused for good, or past the queue's lifetime: finished).
+        With `submitting` (qsub), a refusal for good raises PBS's 15039 instead, and the
+        caller forgets the job."""
+        eng = self.engine
+        if not units.parse_bool(queue.get("started", False)):
+            return KEPT
+        if str(attrs.get("Hold_Types") or "n") != "n" and \
+                not units.parse_bool(queue.get("route_held_jobs", False)):
+            return KEPT
+        if attrs.get("job_state") == "W" and \
+                not units.parse_bool(queue.get("route_waiting_jobs", False)):
+            return KEPT
+        for_now = False
+        for dest in queue.get("route_destinations") or ():
+            try:
+                eng.route_to(job_id, attrs, str(dest))
+            except PbsError as err:
+                for_now = for_now or err.code in FOR_NOW
+                continue
+            self.retry_at.pop(job_id, None)
+            return MOVED
+        if for_now:
+            lifetime = _seconds(queue.get("route_lifetime"), 0)
+            entered = attrs.get("qtime")
+            if not (lifetime and isinstance(entered, (int, float)) and
+                    now - entered >= lifetime):
+                self.retry_at[job_id] = now + _seconds(queue.get("route_retry_time"),
+                                                       RETRY_TIME)
+                return WAITING
+            why = EXPIRED
+        elif submitting:
+            raise PbsError(PBSE_ROUTEREJ, REJECTED, obj=job_id)
+        else:
+            why = REJECTED
+        self.retry_at.pop(job_id, None)
+        eng._drop(job_id, eng._job(job_id), why)  # (logged; whole: with its environment)
+        return GONE
+
+    def poll(self, now: float) -> None:
+        """Once a second: every job in a route queue that is due (never tried, or its retry
+        time has come) is tried, in submission order."""
+        if now < self._next_pass:
+            return
+        self._next_pass = now + PASS_EVERY
+        store = self.engine.store
+        routes = {name: q for name, q in store.all("queue").items() if is_route_queue(q)}
+        if not routes:
+            self.retry_at.clear()
+            return
+        jobs = store.jobs_in_queues(sorted(routes), ("Q", "H", "W"))
+        for job_id in set(self.retry_at) - set(jobs):
+            del self.retry_at[job_id]  # (gone, moved or deleted meanwhile)
+        for job_id, attrs in jobs.items():
+            if self.retry_at.get(job_id, 0.0) <= now:
+                self.route(job_id, attrs, routes[str(attrs.get("queue"))], now)

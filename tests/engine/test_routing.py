@@ -1,0 +1,224 @@
+"""Route queues on an `Engine` in this process, with a clock the test moves: where a job in
+one goes, when, and what is refused. Each expectation is what OpenPBS 23.06 did with the
+same queues and requests (the adapter tests' build, checked by hand; core/engine/routing.py
+lists the facts), unless the test says it is pbsplug's choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine import routing
+from pbsplug.engine.errors import PBSE_QACESS, PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
+from pbsplug.engine.testing import make_root, remove_root
+
+ROOT = Caller(0, ROLE_MANAGER)
+USER = Caller(1001, ROLE_USER)
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self):
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def engine(pbsplug_plugins, clock):
+    root = make_root()
+    eng = Engine(Home(root), plugins=pbsplug_plugins, clock=clock)
+    qmgr(eng, "set server scheduling = false")  # (no job runs: where they are is the point)
+    qmgr(eng, "create queue small queue_type=execution,enabled=true,started=true,"
+              "resources_max.ncpus=1,resources_default.mem=100mb")
+    qmgr(eng, "create queue big queue_type=execution,enabled=true,started=true,"
+              "resources_min.ncpus=2,resources_max.ncpus=2")
+    qmgr(eng, "create queue rq queue_type=route,route_destinations='small,big',"
+              "resources_default.walltime=00:10:00,enabled=true,started=true")
+    yield eng
+    eng.runner.reap()
+    eng.close()
+    remove_root(root)
+
+
+def qmgr(eng: Engine, text: str, code: int = 0) -> dict:
+    out = eng.req_qmgr(ROOT, text)
+    assert out["code"] == code, out
+    return out
+
+
+def submit(eng: Engine, caller: Caller = ROOT, queue: str = "rq", **attrs) -> str:
+    res = attrs.pop("res", {})
+    return eng.req_submit(caller, {"queue": queue, "Resource_List": res, **attrs}, "true\n")
+
+
+def job(eng: Engine, job_id: str) -> dict:
+    return eng.store.job(job_id)
+
+
+def where(eng: Engine, job_id: str) -> tuple[str, str]:
+    attrs = job(eng, job_id)
+    return attrs["queue"], attrs["job_state"]
+
+
+def later(eng: Engine, clock: Clock, seconds: float) -> None:
+    """`seconds` on, then the server's routing pass."""
+    clock.now += seconds
+    eng.router.poll(clock.now)
+
+
+def test_a_job_goes_to_the_first_destination_that_takes_it(engine):
+    two = submit(engine, res={"ncpus": 2})
+    one = submit(engine)
+    assert where(engine, two) == ("big", "Q") and where(engine, one) == ("small", "Q")
+    # The destination's defaults; the route queue's (walltime) went with it.
+    assert job(engine, one)["Resource_List"]["mem"] == "100mb"
+    assert "walltime" not in job(engine, one)["Resource_List"]
+    assert "walltime" not in job(engine, two)["Resource_List"]
+    log = "".join(path.read_text() for path in engine.log.dir.iterdir())
+    assert f";Job;{two};Job routed from rq to big" in log
+    assert "queue = big" in log  # (qsub's line names where the job went)
+
+
+def test_a_job_no_destination_takes_is_refused_at_qsub_and_forgotten(engine):
+    with pytest.raises(PbsError) as refused:
+        submit(engine, res={"ncpus": 3})
+    assert (refused.value.code, refused.value.message) == (
+        routing.PBSE_ROUTEREJ, "Job rejected by all possible destinations")
+    assert engine.store.jobs() == {}
+    qmgr(engine, "unset queue rq route_destinations")  # no destination: none takes it
+    with pytest.raises(PbsError):
+        submit(engine)
+    assert engine.store.jobs() == {}
+
+
+def test_a_disabled_destination_keeps_the_job_waiting_until_its_retry_time(engine, clock):
+    qmgr(engine, "set queue small enabled=false")
+    one = submit(engine)
+    assert where(engine, one) == ("rq", "Q")
+    qmgr(engine, "set queue small enabled=true")
+    later(engine, clock, 29)
+    assert where(engine, one) == ("rq", "Q")  # tried again at route_retry_time, 30 s
+    later(engine, clock, 1)
+    assert where(engine, one) == ("small", "Q")
+    assert job(engine, one)["qtime"] == int(clock.now)  # it entered small now
+
+
+def test_held_and_waiting_jobs_stay_unless_the_queue_routes_them(engine, clock):
+    held = submit(engine, Hold_Types="u")
+    waiting = submit(engine, Execution_Time=int(T0) + 3600)
+    assert where(engine, held) == ("rq", "H") and where(engine, waiting) == ("rq", "W")
+    later(engine, clock, 60)
+    assert where(engine, held) == ("rq", "H")
+    engine.req_release(ROOT, [held])
+    later(engine, clock, 1)  # released: routed at the next pass
+    assert where(engine, held) == ("small", "Q")
+    qmgr(engine, "set queue rq route_waiting_jobs=true,route_held_jobs=true")
+    held2 = submit(engine, Hold_Types="u")
+    later(engine, clock, 1)
+    assert where(engine, held2) == ("small", "H") and where(engine, waiting) == ("small", "W")
+
+
+def test_a_stopped_route_queue_keeps_its_jobs_until_started(engine, clock):
+    qmgr(engine, "set queue rq started=false")
+    one = submit(engine)
+    later(engine, clock, 120)
+    assert where(engine, one) == ("rq", "Q")
+    engine.cycle()  # the scheduler never runs a job from a route queue
+    assert where(engine, one) == ("rq", "Q")
+    qmgr(engine, "set queue rq started=true")
+    later(engine, clock, 1)
+    assert where(engine, one) == ("small", "Q")
+
+
+def test_a_job_past_the_route_lifetime_is_finished(engine, clock):
+    qmgr(engine, "set queue rq route_lifetime=10,route_retry_time=3")
+    qmgr(engine, "set queue small enabled=false")
+    qmgr(engine, "set queue big enabled=false")
+    one = submit(engine)
+    for _ in range(3):
+        later(engine, clock, 3)
+        assert where(engine, one) == ("rq", "Q")  # 9 s: within its lifetime
+    later(engine, clock, 3)
+    attrs = job(engine, one)
+    assert (attrs["job_state"], attrs["comment"]) == ("F", "Route queue lifetime exceeded")
+
+
+def test_qmove_into_a_route_queue_routes_at_once_or_finishes_the_job(engine):
+    one = submit(engine, queue="workq", Hold_Types="u")
+    engine.req_release(ROOT, [one])
+    engine.req_move(ROOT, "rq", [one])
+    assert where(engine, one) == ("small", "Q")
+    wide = submit(engine, queue="workq", res={"ncpus": 5})
+    (result,) = engine.req_move(ROOT, "rq", [wide])
+    assert "error" not in result  # (qmove succeeded; the routing then failed)
+    attrs = job(engine, wide)
+    assert (attrs["queue"], attrs["job_state"], attrs["comment"]) == (
+        "rq", "F", "Job rejected by all possible destinations")
+
+
+def test_from_route_only_refuses_qsub_but_not_routing(engine):
+    qmgr(engine, "set queue small from_route_only=true")
+    with pytest.raises(PbsError) as refused:
+        submit(engine, queue="small")
+    assert (refused.value.code, refused.value.message) == (
+        PBSE_QACESS, "Access to queue is denied")
+    assert where(engine, submit(engine)) == ("small", "Q")
+    # qmove: a manager's passes (checked on PBS); a user's is refused (pbsplug's reading).
+    mine = submit(engine, caller=USER, queue="workq")
+    (result,) = engine.req_move(USER, "small", [mine])
+    assert result["error"]["code"] == PBSE_QACESS
+    (result,) = engine.req_move(ROOT, "small", [mine])
+    assert "error" not in result and where(engine, mine) == ("small", "Q")
+
+
+def test_qmgr_refuses_to_enable_a_route_queue_without_destinations(engine):
+    out = qmgr(engine, "create queue r2 queue_type=route,enabled=true", code=15030)
+    assert "Cannot enable queue, incomplete definition" in "".join(out["errors"])
+    assert engine.store.get("queue", "r2") is None
+    qmgr(engine, "create queue r2 queue_type=route")
+    qmgr(engine, "set queue r2 enabled=true", code=15030)
+    qmgr(engine, "set queue r2 route_destinations=small")
+    qmgr(engine, "set queue r2 enabled=true")
+    qmgr(engine, "unset queue r2 route_destinations")  # (PBS lets this be)
+
+
+class MoveWatch:
+    plugin_info = PluginInfo(events=("movejob",))
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def movejob(self, event):
+        self.seen.append(event.job.queue)
+
+
+def test_routing_fires_no_movejob_hook(engine, register_plugin):
+    watch = MoveWatch()
+    register_plugin(watch, "watch", isolation="inprocess")
+    submit(engine)
+    one = submit(engine, queue="workq", Hold_Types="u")
+    engine.req_move(ROOT, "rq", [one])
+    assert watch.seen == ["rq"]  # the qmove's, not the routing's
+
+
+def test_a_loop_of_route_queues_moves_one_hop_a_pass(engine, clock):
+    qmgr(engine, "create queue r2 queue_type=route,route_destinations=r3")
+    qmgr(engine, "create queue r3 queue_type=route,route_destinations=r2")
+    qmgr(engine, "set queue r2 enabled=true,started=true")
+    qmgr(engine, "set queue r3 enabled=true,started=true")
+    one = submit(engine, queue="r2")
+    assert where(engine, one) == ("r3", "Q")
+    later(engine, clock, 1)
+    assert where(engine, one) == ("r2", "Q")
+    later(engine, clock, 1)
+    assert where(engine, one) == ("r3", "Q")
