@@ -22,10 +22,11 @@ from typing import Any
 from . import values
 from .units import parse_duration, parse_size
 
-#: Attributes whose value is a mapping of resource name to value.
+#: Attributes whose value is a mapping of resource name to value. (A job's ``schedselect``
+#: is a select string, as PBS's.)
 RESOURCE_ATTRIBUTES = frozenset({
     "Resource_List", "resources_used", "resources_available", "resources_assigned",
-    "resources_max", "resources_min", "resources_default", "estimated", "schedselect",
+    "resources_max", "resources_min", "resources_default", "estimated",
 })
 
 #: Resource mappings whose values `pbsplug.values` checks when set (the others are derived).

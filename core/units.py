@@ -230,13 +230,16 @@ def parse_select(spec: str) -> list[Chunk]:
 def chunk_defaults(defaults: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """One table from ``default_chunk`` tables (a queue's, then the server's), the first
     naming a resource winning; ncpus 1 when none names it (PBS's server is made with
-    ``default_chunk.ncpus = 1``)."""
+    ``default_chunk.ncpus = 1``). Each table's resources come by name, whatever their
+    case, as OpenPBS 23.06 appends them to a chunk (checked: ``2:vmem=1gb`` under the
+    queue's ``mem`` and the server's ``ncpus`` and ``arch`` is
+    ``2:vmem=1gb:mem=7mb:arch=linux:ncpus=1``)."""
     merged: dict[str, Any] = {}
     for table in defaults:
         if isinstance(table, Mapping):
-            for key, value in table.items():
-                if value is not None:
-                    merged.setdefault(key, value)
+            for key in sorted(table, key=lambda k: str(k).lower()):
+                if table[key] is not None:
+                    merged.setdefault(key, table[key])
     merged.setdefault("ncpus", 1)
     return merged
 

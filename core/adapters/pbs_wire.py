@@ -24,11 +24,10 @@ from typing import Any
 JOB_STATES = {"TRANSIT": "T", "QUEUED": "Q", "HELD": "H", "WAITING": "W", "RUNNING": "R",
               "EXITING": "E", "EXPIRED": "X", "BEGUN": "B", "SUSPEND": "S",
               "SUSPEND_USERACTIVE": "U", "MOVED": "M", "FINISHED": "F"}
-#: pbsplug's attributes holding resource mappings (`pbsplug.objects.RESOURCE_ATTRIBUTES`);
-#: PBS's ``schedselect`` is a select string there, not a mapping.
+#: pbsplug's attributes holding resource mappings (`pbsplug.objects.RESOURCE_ATTRIBUTES`).
 RESOURCE_ATTRIBUTES = frozenset({
     "Resource_List", "resources_used", "resources_available", "resources_assigned",
-    "resources_max", "resources_min", "resources_default", "estimated", "schedselect",
+    "resources_max", "resources_min", "resources_default", "estimated",
 })
 #: The objects an event may carry, as pbsplug's `Event` names them.
 OBJECT_KEYS = ("job", "job_o", "vnode", "vnode_o", "vnode_list", "vnode_list_fail", "resv",

@@ -39,6 +39,7 @@ from ..scheduler.model import (
     job_select,
     parse_node_sort_key,
     resource_amount,
+    schedselect,
 )
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
@@ -115,6 +116,8 @@ PBSE_NORERUN = 15038
 #: Vnode states and attributes the engine works out from the running jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
 _DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
+#: A job's attributes qstat shows to managers only.
+_MANAGERS_READ = frozenset({"schedselect"})
 
 
 class Caller:
@@ -603,8 +606,7 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
-        attrs["Resource_List"], written = self._completed(job_id, attrs, enqueued=True,
-                                                          limited=True, written={})
+        written = self._completed(job_id, attrs, enqueued=True, limited=True, written={})
         waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
@@ -849,6 +851,10 @@ class Engine:
                                    lean=wanted is not None and store_env not in wanted)
             out = {j: a for j, a in jobs.items() if others or a.get("euser") == caller.user}
         out = self._with_sessions(out)
+        if not caller.manager:  # (OpenPBS 23.06 shows them to managers only, checked)
+            for attrs_read in out.values():  # (read for this answer: ours to change)
+                for key in _MANAGERS_READ:
+                    attrs_read.pop(key, None)
         if wanted is None:
             return out
         return {j: {k: v for k, v in a.items() if k in wanted or k == "job_state"}
@@ -1067,7 +1073,7 @@ class Engine:
         touched = {*touched, *_resources_set(outcome)}
         if touched or attrs.get("Resource_List") != current.get("Resource_List"):
             # (the names the request or a hook set count as asked for)
-            attrs["Resource_List"], written = self._completed(
+            written = self._completed(
                 job_id, attrs, limited=limited, touched=touched,
                 written=self._written(job_id, current))
         if queued:
@@ -1088,12 +1094,13 @@ class Engine:
 
     def _completed(self, job_id: str, attrs: dict, *, enqueued: bool = False,
                    limited: bool = False, touched: Iterable[str] = (),
-                   written: dict[str, dict]) -> tuple[dict[str, Any], dict[str, dict]]:
-        """The job's Resource_List as PBS's server completes it, and what of it the server
-        wrote (`lifecycle.completed_request`, from what it had `written`: `_written`),
-        without storing either: PBS's 15036 past its queue's or the server's limits
-        (`limited`), and 15014 for a value no select holds or more MPI ranks than a
-        PBS_NODEFILE holds."""
+                   written: dict[str, dict]) -> dict[str, dict]:
+        """The job's Resource_List as PBS's server completes it and its ``schedselect``
+        (its chunks with the default_chunk tables', PBS's attribute), set in `attrs`, and
+        what of the Resource_List the server wrote (`lifecycle.completed_request`, from what
+        it had `written`: `_written`), returned; nothing is stored. PBS's 15036 past its
+        queue's or the server's limits (`limited`), and 15014 for a value no select holds or
+        more MPI ranks than a PBS_NODEFILE holds."""
         queue = self.store.get("queue", str(attrs.get("queue"))) or {}
         server = self.server_attrs()
         types = {**values.RESOURCE_TYPES, **self.resource_types()}
@@ -1108,17 +1115,24 @@ class Engine:
         except ValueError as exc:  # (a value a converted select cannot hold)
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
                            f"Resource_List.select: {exc}") from None
-        try:  # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
-            ranks = _ranks(job_select(Job(job_id, {"Resource_List": res}),
-                                      default_chunks(queue, server), host_level))
+        try:
+            chunks = job_select(Job(job_id, {"Resource_List": res}),
+                                default_chunks(queue, server), host_level)
         except ValueError:  # (a select that does not parse: its own check says so)
-            ranks = 0
+            chunks = ()
+        # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
+        ranks = _ranks(chunks)
         if ranks > MAX_RANKS:
             asked = "select" if "select" not in written["derived"] else "mpiprocs"
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
                            f"Resource_List.{asked}: {ranks} MPI ranks (mpiprocs) in all, "
                            f"more than {MAX_RANKS}")
-        return res, written
+        attrs["Resource_List"] = res
+        if chunks:
+            attrs["schedselect"] = schedselect(chunks)
+        else:
+            attrs.pop("schedselect", None)
+        return written
 
     def _written(self, job_id: str, stored: dict[str, Any]) -> dict[str, dict]:
         """What of a job's stored attributes' Resource_List the server wrote: as the store
@@ -1258,7 +1272,7 @@ class Engine:
         now = int(self.clock())
         attrs.update(queue=destination, mtime=now, qtime=now)
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
-        attrs["Resource_List"], written = self._completed(
+        written = self._completed(
             job_id, attrs, enqueued=True, limited=limited, touched=touched,
             written=self._written(job_id, stored))
         self._check_limits(attrs, stored)

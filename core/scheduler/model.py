@@ -354,12 +354,18 @@ def match_text(name: str, value: Any, types: Mapping[str, str] | None = None) ->
 
 def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = (),
                host_resources: Iterable[str] = ()) -> tuple[Chunk, ...]:
-    """The job's chunks as the scheduler places them (PBS's ``schedselect``): its select,
+    """The job's chunks as the scheduler places them (PBS's ``schedselect``): the one the
+    server stored with it when it completed its request (`schedselect`; a default_chunk
+    changed later reaches it when a qalter of its resources or a qmove completes it
+    again), else its select,
     else one chunk of its job-wide host-level resources (PBS's conversion), each chunk
     given what it does not ask for of the ``default_chunk`` tables in `defaults` (its
     queue's, then the server's) and ncpus=1 when none of them says: a chunk never holds no
     cpus unless it asks for ``ncpus=0``. `host_resources` are the custom resources with
     flag h, which the conversion takes too."""
+    stored = job.get("schedselect")
+    if stored:  # written by the server when the request was completed, as PBS keeps it
+        return select_chunks(str(stored))
     res = job.Resource_List
     spec = res["select"]
     if spec:
@@ -371,6 +377,12 @@ def job_select(job: Job, defaults: tuple[Mapping[str, Any] | None, ...] = (),
         if res[key] is not None:
             chunk.setdefault(key, res[key])
     return with_chunk_defaults((Chunk(1, chunk),), defaults)
+
+
+def schedselect(chunks: Iterable[Chunk]) -> str:
+    """A job's `job_select` chunks as PBS writes its ``schedselect`` (``2:ncpus=1:mem=50mb``;
+    a value holding what a select separates quoted)."""
+    return "+".join(str(chunk) for chunk in chunks)
 
 
 #: The host-level resources of PBS's conversion beyond ncpus, mem, vmem and ngpus (whose

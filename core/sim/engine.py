@@ -53,7 +53,7 @@ from ..scheduler import (
     build_schedulers,
 )
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import job_select, node_sort_order
+from ..scheduler.model import job_select, node_sort_order, schedselect
 from ..scheduling import SchedulerInstance
 from ..units import (
     default_chunks,
@@ -646,20 +646,31 @@ class Simulator:
         if done is None:
             if len(self._requests) > 4096:
                 self._requests.clear()
+            queue = self.queues.get(attrs["queue"])
             try:
                 done = lifecycle.completed_request(
-                    res, {}, self.queues.get(attrs["queue"]) or {}, self.server,
+                    res, {}, queue or {}, self.server,
                     RESOURCE_TYPES, CHUNK_RESOURCES, enqueued=True, limited=True)[0]
             except lifecycle.OutsideLimits as exc:
                 done = f"qsub: Job violates queue and/or server resource limits ({exc})"
             except ValueError as exc:
                 done = f"qsub: Illegal attribute or resource value Resource_List: {exc}"
+            if not isinstance(done, str):
+                try:  # its schedselect, as the engine's server stores it
+                    done = (done, schedselect(job_select(
+                        Job("request", {"Resource_List": done}),
+                        default_chunks(queue, self.server))))
+                except ValueError:  # (a select that does not parse: `_submit` says so)
+                    done = (done, None)
             self._requests[key] = done
         if isinstance(done, str):
             return done
-        attrs["Resource_List"] = done
-        if "walltime" not in done:
-            attrs["Resource_List"] = {**done, "walltime": format_duration(
+        res, chosen = done
+        attrs["Resource_List"] = res
+        if chosen is not None:
+            attrs["schedselect"] = chosen
+        if "walltime" not in res:
+            attrs["Resource_List"] = {**res, "walltime": format_duration(
                 max(1, math.ceil(run_time)))}
         return None
 

@@ -78,6 +78,7 @@ def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin") -> N
              b"pbs.event().hook_type=site", b"pbs.event().requestor=pbs_mom",
              b"pbs.event().job.id=1.srv", b"pbs.event().job.Job_Owner=mallory@h",
              b"pbs.event().job.exec_vnode=(node1:ncpus=2)",
+             b"pbs.event().job.schedselect=1:ncpus=2:mem=50mb",
              b'pbs.event().job.Variable_List="""' + variables + b'"""',
              b"pbs.event().vnode_list[node1].resources_available[ncpus]=8"]
     path.write_bytes(b"\n".join(lines) + b"\n")
@@ -98,7 +99,7 @@ def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
         try:
             data = pbs_wire.event_data(pbs, e, pbs_wire.Types(pbs), ("job", "vnode_list"),
                                        True)
-            what = sorted(data["vnode_list"]), data["requestor"]
+            what = sorted(data["vnode_list"]), data["requestor"], data["job"].get("schedselect")
         except pbs_wire.EventIncomplete as exc:
             what = "incomplete: " + str(exc)
         pbs.logmsg(pbs.LOG_ERROR, "PROBE " + json.dumps(what))
@@ -116,7 +117,8 @@ def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
         log = (tmp_path / f"{name}.log").read_text(errors="replace")
         probes = [line.split("PROBE ", 1)[1] for line in log.splitlines() if "PROBE " in line]
         seen[name] = json.loads(probes[0]) if probes else log
-    assert seen["clean"] == [["node1"], "pbs_mom"]
+    # (a job's schedselect reaches the plugins as PBS's select string)
+    assert seen["clean"] == [["node1"], "pbs_mom", "1:ncpus=2:mem=50mb"]
     assert seen["not_utf8"].startswith("incomplete: PBS gave this event no vnode_list"), seen
 
 

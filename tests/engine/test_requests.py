@@ -12,6 +12,7 @@ from pbsplug.engine.errors import PBSE_BADATVAL, PBSE_EXCQRESC, PBSE_INVALJOBRES
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
+from pbsplug.scheduler.model import schedselect
 
 ROOT = Caller(0, ROLE_MANAGER)
 USER = Caller(1001, ROLE_USER)
@@ -311,3 +312,34 @@ def test_a_users_qrls_is_not_limited_by_limits_lowered_since(engine):
     queue(engine, "workq", resources_max={"walltime": "00:30:00"})
     engine.req_release(USER, [job], "u")
     assert engine.store.job(job)["job_state"] == "Q"
+
+
+def test_the_schedselect_is_stored_as_pbs_writes_it_and_shown_to_managers_only(engine):
+    """OpenPBS 23.06 (checked): each chunk gets what it lacks of the queue's default_chunk,
+    then the server's, each table by name; qalter and qmove write it again; qstat shows it
+    to managers only (not to an operator)."""
+    server(engine, default_chunk={"ncpus": 1, "mem": "50mb"})
+    chunks = submit(engine, select="2:ncpus=1:arch=linux")
+    converted = submit(engine, ncpus=2, mem="1gb")
+    mixed = submit(engine, select="1:mem=10mb+1:ncpus=2")
+    stored = {job: engine.store.job(job)["schedselect"] for job in (chunks, converted, mixed)}
+    assert stored == {chunks: "2:ncpus=1:arch=linux:mem=50mb", converted: "1:mem=1gb:ncpus=2",
+                      mixed: "1:mem=10mb:ncpus=1+1:ncpus=2:mem=50mb"}
+    engine.req_alter(ROOT, chunks, {"Resource_List": {"select": "3:ncpus=1"}})
+    assert engine.store.job(chunks)["schedselect"] == "3:ncpus=1:mem=50mb"
+    server(engine, default_chunk={"ncpus": 1, "mem": "50mb", "arch": "linux"})
+    queue(engine, "dq", default_chunk={"mem": "7mb"})
+    vmem = submit(engine, select="2:vmem=1gb")
+    assert engine.store.job(vmem)["schedselect"] == "2:vmem=1gb:arch=linux:mem=50mb:ncpus=1"
+    engine.req_move(ROOT, "dq", [vmem])
+    assert engine.store.job(vmem)["schedselect"] == "2:vmem=1gb:mem=7mb:arch=linux:ncpus=1"
+    # A default_chunk changed since does not reach a queued job's chunks (PBS keeps its
+    # schedselect) until its request is completed again.
+    server(engine, default_chunk={"ncpus": 1, "mem": "80mb"})
+    assert schedselect(engine._schedselect(chunks, engine.store.job(chunks))) == \
+        "3:ncpus=1:mem=50mb"
+    engine.req_alter(ROOT, chunks, {"Resource_List": {"select": "2:ncpus=1"}})
+    assert engine.store.job(chunks)["schedselect"] == "2:ncpus=1:mem=80mb"
+    assert "schedselect" in engine.req_stat_jobs(ROOT, [chunks])[chunks]
+    for caller in (USER, Caller(1001, ROLE_OPERATOR)):
+        assert "schedselect" not in engine.req_stat_jobs(caller, [chunks])[chunks]

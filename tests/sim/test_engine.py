@@ -322,18 +322,21 @@ class Reader:
     @hookimpl
     def runjob(self, event):
         res = event.job.Resource_List
-        self.seen[event.job.id] = (res["ncpus"], res["nodect"], res["mpiprocs"])
+        self.seen[event.job.id] = (res["ncpus"], res["nodect"], res["mpiprocs"],
+                                   event.job.schedselect)
 
 
 def test_hooks_read_the_sums_the_engines_server_writes(register_plugin, pbsplug_plugins,
                                                        tmp_path):
     """A hook read Resource_List["ncpus"] of a select job as None (PBS's server writes the
-    chunks' sums and nodect, and so does the engine's, `units.with_sums`)."""
+    chunks' sums and nodect, and so does the engine's, `units.with_sums`); it reads the
+    schedselect the engine's server stores too."""
     hook = Reader()
     register_plugin(hook, "reader", isolation="inprocess")
-    simulate([tj(1, 0, 10, 3, 10), tj(2, 0, 10, 2, 10, select="2:ncpus=1:mpiprocs=2")],
+    simulate([tj(1, 0, 10, 3, 10), tj(2, 0, 10, 2, 10, select="2:mpiprocs=2")],
              nodes=4, plugins=pbsplug_plugins, tmp_path=tmp_path)
-    assert hook.seen == {"1": (3, 3, None), "2": (2, 2, 4)}
+    assert hook.seen == {"1": (3, 3, None, "3:ncpus=1"),
+                         "2": (2, 2, 4, "2:mpiprocs=2:ncpus=1")}
 
 
 class WholeHost:
