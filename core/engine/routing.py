@@ -10,15 +10,22 @@ does. What follows was checked on OpenPBS 23.06 (docs/engine.md, *Routing queues
 * A destination takes a job as qmove's would, the resource limits of the destination (and
   the server) included, and applies its defaults (the route queue's go). A destination that
   is not enabled refuses for now: the job waits and is tried again; a missing destination,
-  or one whose limits the job breaks, refuses it for good. The movejob hooks do not fire.
+  or one whose limits the job breaks, refuses it for good, and is not asked again while
+  the job stays. The movejob hooks do not fire.
 * When every destination refuses for good, the job is rejected: at qsub, qsub's request is
   refused with 15039 (`Job rejected by all possible destinations`; OpenPBS 23.06's qsub
   prints the new id all the same, and the job is gone); later, the job is finished.
-* With ``route_lifetime`` set (seconds), a job still waiting that long after it entered the
-  queue is finished at its next try (`Route queue lifetime exceeded`).
+* With ``route_lifetime`` set (seconds), a job in the queue longer than that is finished at
+  its next try, before anything else is looked at, held or not (`Route queue lifetime
+  exceeded`).
 * A job routed into another route queue is routed on from there at the server's next pass
   (a second later), not in the same request: a loop of route queues (PBS bounces such a
   job between them many times a second) costs one move a second, each one logged.
+
+From reading OpenPBS's source, not checked on a running PBS: the lifetime is looked at
+before the holds; the server's own failure to write (15010) and limits on queued jobs are
+refusals for now; ``q@server`` naming this server is its queue ``q``. pbsplug's own
+reading: a destination on another server, or the route queue itself, is passed over.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import units
 from ..objects import is_route_queue
-from .errors import PBSE_QUNOENB, PbsError
+from .errors import PBSE_NOCONNECTS, PBSE_QUNOENB, PBSE_SYSTEM, PbsError
+from .home import LOG_ERROR
 from .limits import PBSE_ENTLIMCT, PBSE_ENTLIMRESC, PBSE_MAXQUED
 
 if TYPE_CHECKING:
@@ -40,10 +48,11 @@ EXPIRED = "Route queue lifetime exceeded"
 RETRY_TIME = 30
 #: Seconds between two passes over the jobs in route queues.
 PASS_EVERY = 1.0
-#: A destination's refusals that pass with time: the job waits and is tried again (a
-#: disabled queue, as on PBS; a limit on queued jobs, pbsplug's choice: it frees as jobs
-#: leave, unchecked on PBS).
-FOR_NOW = frozenset({PBSE_QUNOENB, PBSE_MAXQUED, PBSE_ENTLIMCT, PBSE_ENTLIMRESC})
+#: A destination's refusals that pass with time: the job waits and is tried again, as PBS
+#: retries them (a disabled queue, checked; a limit on queued jobs, which frees as jobs
+#: leave; the server's own failure to write, a full disk: read in OpenPBS's source).
+FOR_NOW = frozenset({PBSE_QUNOENB, PBSE_MAXQUED, PBSE_ENTLIMCT, PBSE_ENTLIMRESC,
+                     PBSE_SYSTEM, PBSE_NOCONNECTS})
 
 MOVED, WAITING, KEPT, GONE = "moved", "waiting", "kept", "gone"
 
@@ -63,65 +72,104 @@ class Router:
         self.engine = engine
         #: Job id -> when a job a destination refused for now is tried again.
         self.retry_at: dict[str, float] = {}
+        #: Job id -> the destinations that refused it for good, not asked again while it
+        #: stays in its route queue (as PBS keeps its bad destinations per job).
+        self.refused: dict[str, set[str]] = {}
         self._next_pass = 0.0
 
-    def route(self, job_id: str, attrs: dict[str, Any], queue: dict[str, Any], now: float,
-              submitting: bool = False) -> str:
-        """Try to pass job `job_id` (stored as `attrs`) out of route queue `queue`: MOVED
-        (it is in a destination now), WAITING (a destination refused for now), KEPT (not
-        tried: the queue is stopped, or the job is held or waiting and the queue keeps
-        such jobs), GONE (refused for good, or past the queue's lifetime: finished).
-        With `submitting` (qsub), a refusal for good raises PBS's 15039 instead, and the
-        caller forgets the job."""
+    def _local(self, dest: str) -> str | None:
+        """A destination's queue on this server (``q``, or ``q@`` this server's name or
+        host), None for another server's (pbsplug's server routes to none)."""
+        queue, at, server = dest.partition("@")
+        eng = self.engine
+        return queue if not at or server in (eng.server_name, eng.host) else None
+
+    def route(self, job_id: str, attrs: dict[str, Any], name: str, queue: dict[str, Any],
+              now: float, submitting: bool = False) -> str:
+        """Try to pass job `job_id` (stored as `attrs`) out of route queue `name` (whose
+        attributes are `queue`): MOVED (it is in a destination now), WAITING (a destination
+        refused for now), KEPT (not tried: the queue is stopped, or the job is held or
+        waiting and the queue keeps such jobs), GONE (past the queue's route_lifetime, or
+        refused for good by every destination: finished). With `submitting` (qsub), a
+        refusal for good raises PBS's 15039 instead, and the caller forgets the job."""
         eng = self.engine
         if not units.parse_bool(queue.get("started", False)):
             return KEPT
+        lifetime = _seconds(queue.get("route_lifetime"), 0)
+        entered = attrs.get("qtime")
+        if lifetime and isinstance(entered, (int, float)) and now - entered > lifetime:
+            return self._finish(job_id, EXPIRED)  # (before all else, as PBS does)
         if str(attrs.get("Hold_Types") or "n") != "n" and \
                 not units.parse_bool(queue.get("route_held_jobs", False)):
             return KEPT
         if attrs.get("job_state") == "W" and \
                 not units.parse_bool(queue.get("route_waiting_jobs", False)):
             return KEPT
+        refused = self.refused.setdefault(job_id, set())
         for_now = False
         for dest in queue.get("route_destinations") or ():
-            try:
-                eng.route_to(job_id, attrs, str(dest))
-            except PbsError as err:
-                for_now = for_now or err.code in FOR_NOW
+            dest = str(dest)
+            local = self._local(dest)
+            if dest in refused:
                 continue
-            self.retry_at.pop(job_id, None)
+            if local is None or local == name:  # (another server; itself: a loop)
+                refused.add(dest)
+                continue
+            try:
+                eng.route_to(job_id, attrs, local, submitting=submitting)
+            except PbsError as err:
+                if err.code in FOR_NOW:
+                    for_now = True
+                else:
+                    refused.add(dest)
+                continue
+            self.forget(job_id)
             return MOVED
         if for_now:
-            lifetime = _seconds(queue.get("route_lifetime"), 0)
-            entered = attrs.get("qtime")
-            if not (lifetime and isinstance(entered, (int, float)) and
-                    now - entered >= lifetime):
-                self.retry_at[job_id] = now + _seconds(queue.get("route_retry_time"),
-                                                       RETRY_TIME)
-                return WAITING
-            why = EXPIRED
-        elif submitting:
+            self.retry_at[job_id] = now + _seconds(queue.get("route_retry_time"), RETRY_TIME)
+            return WAITING
+        if submitting:
+            self.forget(job_id)
             raise PbsError(PBSE_ROUTEREJ, REJECTED, obj=job_id)
-        else:
-            why = REJECTED
-        self.retry_at.pop(job_id, None)
+        return self._finish(job_id, REJECTED)
+
+    def _finish(self, job_id: str, why: str) -> str:
+        self.forget(job_id)
+        eng = self.engine
         eng._drop(job_id, eng._job(job_id), why)  # (logged; whole: with its environment)
         return GONE
 
+    def forget(self, job_id: str) -> None:
+        """What was noted of a job's tries (it left its route queue, or enters one anew)."""
+        self.retry_at.pop(job_id, None)
+        self.refused.pop(job_id, None)
+
     def poll(self, now: float) -> None:
         """Once a second: every job in a route queue that is due (never tried, or its retry
-        time has come) is tried, in submission order."""
+        time has come) is tried, in submission order. One that fails for a reason that is
+        no refusal (a bug, a value nothing foresaw) is logged and tried again at its retry
+        time; the others go on."""
         if now < self._next_pass:
             return
         self._next_pass = now + PASS_EVERY
-        store = self.engine.store
-        routes = {name: q for name, q in store.all("queue").items() if is_route_queue(q)}
+        eng = self.engine
+        routes = {name: q for name, q in eng.store.all("queue").items()
+                  if is_route_queue(q)}
         if not routes:
             self.retry_at.clear()
+            self.refused.clear()
             return
-        jobs = store.jobs_in_queues(sorted(routes), ("Q", "H", "W"))
-        for job_id in set(self.retry_at) - set(jobs):
-            del self.retry_at[job_id]  # (gone, moved or deleted meanwhile)
+        jobs = eng.store.jobs_in_queues(sorted(routes), ("Q", "H", "W"))
+        for job_id in (set(self.retry_at) | set(self.refused)) - set(jobs):
+            self.forget(job_id)  # (gone, moved or deleted meanwhile)
         for job_id, attrs in jobs.items():
-            if self.retry_at.get(job_id, 0.0) <= now:
-                self.route(job_id, attrs, routes[str(attrs.get("queue"))], now)
+            if self.retry_at.get(job_id, 0.0) > now:
+                continue
+            name = str(attrs.get("queue"))
+            try:
+                self.route(job_id, attrs, name, routes[name], now)
+            except Exception as exc:  # noqa: BLE001 - one job must not stop the others
+                self.retry_at[job_id] = now + _seconds(routes[name].get("route_retry_time"),
+                                                       RETRY_TIME)
+                eng.log(LOG_ERROR, "Job", job_id, f"routing from {name} failed: "
+                        f"{type(exc).__name__}: {exc}")

@@ -623,7 +623,8 @@ class Engine:
         queue = self.store.get("queue", queue_name) or {}
         if is_route_queue(queue):  # routed before qsub hears back, as PBS's server does
             try:
-                self.router.route(job_id, attrs, queue, self.clock(), submitting=True)
+                self.router.route(job_id, attrs, queue_name, queue, self.clock(),
+                                  submitting=True)
             except PbsError:
                 with self.store.transaction() as st:
                     st.delete_job(job_id)
@@ -1261,7 +1262,8 @@ class Engine:
         self.want_cycle = True
         queue = self.store.get("queue", destination) or {}
         if is_route_queue(queue):  # (PBS routes it in the same request)
-            self.router.route(job_id, attrs, queue, self.clock())
+            self.router.forget(job_id)  # (a stay there before counts no more)
+            self.router.route(job_id, attrs, destination, queue, self.clock())
 
     def _into_queue(self, job_id: str, stored: dict, attrs: dict, destination: str,
                     limited: bool, touched: Iterable[str] = ()) -> None:
@@ -1280,12 +1282,14 @@ class Engine:
             st.put_job(job_id, attrs)
             st.set_written(job_id, written)
 
-    def route_to(self, job_id: str, stored: dict, destination: str) -> None:
+    def route_to(self, job_id: str, stored: dict, destination: str,
+                 submitting: bool = False) -> None:
         """`routing.Router`'s move of job `job_id` (stored as `stored`, lean or whole) out
         of its route queue into `destination`, or the PbsError of the destination's refusal
         (`routing.FOR_NOW` tells which pass). As qmove's move without its request: no
         movejob hook (OpenPBS 23.06 fires none when it routes, checked), the destination's
-        limits for everyone, its reservation's users checked against the job's owner."""
+        limits for everyone, its reservation's users checked against the job's owner.
+        `submitting`: routed at qsub, whose cycle waits for job_accumulation_time."""
         source = stored.get("queue")
         try:
             owner = Caller(pwd.getpwnam(str(stored.get("euser") or "")).pw_uid, ROLE_USER)
@@ -1295,7 +1299,7 @@ class Engine:
         stored = self._job(job_id)  # (whole: with its environment)
         self._into_queue(job_id, stored, dict(stored), destination, limited=True)
         self.log(LOG_JOB, "Job", job_id, f"Job routed from {source} to {destination}")
-        self._trigger(destination)
+        self._trigger(destination, submitted=submitting)
 
     def req_attach(self, caller: Caller, id: str, pid: int) -> None:
         """pbs_attach: process `pid` of the job's owner joins the running job (it is killed
@@ -1346,6 +1350,8 @@ class Engine:
         job_id = self._full_id(id)
         if attrs["job_state"] not in ("Q", "H"):
             raise PbsError(PBSE_BADSTATE, obj=job_id)
+        if is_route_queue(self.store.get("queue", str(attrs.get("queue"))) or {}):
+            raise PbsError(PBSE_IVALREQ, obj=job_id)  # (PBS runs jobs of execution queues)
         if vnodes is None:
             result = Scheduler(policy=self._policy_scheduler().policy).cycle(
                 self._snapshot(only=job_id), self.clock())

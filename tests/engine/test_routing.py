@@ -9,9 +9,10 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine import routing
-from pbsplug.engine.errors import PBSE_QACESS, PbsError
+from pbsplug.engine.errors import PBSE_IVALREQ, PBSE_QACESS, PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
+from pbsplug.engine.store import StoreWriteError
 from pbsplug.engine.testing import make_root, remove_root
 
 ROOT = Caller(0, ROLE_MANAGER)
@@ -69,6 +70,10 @@ def where(eng: Engine, job_id: str) -> tuple[str, str]:
     return attrs["queue"], attrs["job_state"]
 
 
+def log(eng: Engine) -> str:
+    return "".join(path.read_text() for path in eng.log.dir.iterdir())
+
+
 def later(eng: Engine, clock: Clock, seconds: float) -> None:
     """`seconds` on, then the server's routing pass."""
     clock.now += seconds
@@ -83,9 +88,8 @@ def test_a_job_goes_to_the_first_destination_that_takes_it(engine):
     assert job(engine, one)["Resource_List"]["mem"] == "100mb"
     assert "walltime" not in job(engine, one)["Resource_List"]
     assert "walltime" not in job(engine, two)["Resource_List"]
-    log = "".join(path.read_text() for path in engine.log.dir.iterdir())
-    assert f";Job;{two};Job routed from rq to big" in log
-    assert "queue = big" in log  # (qsub's line names where the job went)
+    assert f";Job;{two};Job routed from rq to big" in log(engine)
+    assert "queue = big" in log(engine)  # (qsub's line names where the job went)
 
 
 def test_a_job_no_destination_takes_is_refused_at_qsub_and_forgotten(engine):
@@ -132,11 +136,40 @@ def test_a_stopped_route_queue_keeps_its_jobs_until_started(engine, clock):
     one = submit(engine)
     later(engine, clock, 120)
     assert where(engine, one) == ("rq", "Q")
-    engine.cycle()  # the scheduler never runs a job from a route queue
-    assert where(engine, one) == ("rq", "Q")
     qmgr(engine, "set queue rq started=true")
     later(engine, clock, 1)
     assert where(engine, one) == ("small", "Q")
+
+
+def test_no_job_runs_from_a_route_queue(engine):
+    """Neither a cycle (the route queue started, its destinations disabled: the job waits
+    there, Q) nor qrun -H (PBS runs jobs of execution queues only: 15004, read in
+    OpenPBS's source)."""
+    qmgr(engine, "set server scheduling = true")
+    qmgr(engine, "set queue small enabled=false")
+    qmgr(engine, "set queue big enabled=false")
+    one = submit(engine)
+    engine.cycle()
+    assert where(engine, one) == ("rq", "Q")
+    vnode = next(iter(engine.store.all("node")))
+    with pytest.raises(PbsError) as refused:
+        engine.req_run(ROOT, one, vnodes=vnode)
+    assert refused.value.code == PBSE_IVALREQ and where(engine, one) == ("rq", "Q")
+
+
+def test_the_route_lifetime_is_looked_at_before_all_else(engine, clock):
+    """As PBS's router does (read in its source): a held job past it is finished too, and
+    so is one a destination would now take (at its next try, 30 s on)."""
+    qmgr(engine, "set queue rq route_lifetime=10")
+    held = submit(engine, Hold_Types="u")
+    qmgr(engine, "set queue small enabled=false")
+    late = submit(engine)
+    qmgr(engine, "set queue small enabled=true")
+    later(engine, clock, 30)
+    for one in (held, late):
+        attrs = job(engine, one)
+        assert (one, attrs["job_state"], attrs.get("comment"), attrs["queue"]) == (
+            one, "F", routing.EXPIRED, "rq")
 
 
 def test_a_job_past_the_route_lifetime_is_finished(engine, clock):
@@ -202,13 +235,16 @@ class MoveWatch:
         self.seen.append(event.job.queue)
 
 
-def test_routing_fires_no_movejob_hook(engine, register_plugin):
+def test_routing_fires_no_movejob_hook(engine, register_plugin, clock):
     watch = MoveWatch()
     register_plugin(watch, "watch", isolation="inprocess")
     submit(engine)
     one = submit(engine, queue="workq", Hold_Types="u")
     engine.req_move(ROOT, "rq", [one])
-    assert watch.seen == ["rq"]  # the qmove's, not the routing's
+    engine.req_release(ROOT, [one])
+    later(engine, clock, 1)
+    assert where(engine, one) == ("small", "Q")
+    assert watch.seen == ["rq"]  # the qmove's, not the routings' (at qsub, at a pass)
 
 
 def test_a_loop_of_route_queues_moves_one_hop_a_pass(engine, clock):
@@ -222,3 +258,74 @@ def test_a_loop_of_route_queues_moves_one_hop_a_pass(engine, clock):
     assert where(engine, one) == ("r2", "Q")
     later(engine, clock, 1)
     assert where(engine, one) == ("r3", "Q")
+
+
+def test_the_servers_own_failure_to_write_is_tried_again(engine, clock, monkeypatch):
+    """A full disk while the job is written into its destination (PBS's 15010) is a
+    refusal for now, not for good: the job waits, and goes at its next try."""
+    qmgr(engine, "set queue small enabled=false")
+    one = submit(engine)
+    qmgr(engine, "set queue small enabled=true")
+    real, calls = engine._into_queue, []
+
+    def full_disk_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreWriteError("database or disk is full")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_into_queue", full_disk_once)
+    later(engine, clock, 30)
+    assert where(engine, one) == ("rq", "Q")
+    later(engine, clock, 30)
+    assert where(engine, one) == ("small", "Q")
+
+
+def test_a_destination_that_refused_for_good_is_not_asked_again(engine, clock):
+    """(as PBS keeps a job's bad destinations): one log line of small's limits, not one
+    per retry while big is disabled"""
+    qmgr(engine, "set queue rq route_retry_time=1")
+    qmgr(engine, "set queue big enabled=false")
+    two = submit(engine, res={"ncpus": 2})
+    for _ in range(20):
+        later(engine, clock, 1)
+    assert where(engine, two) == ("rq", "Q")
+    assert log(engine).count(f";{two};Resource_List.ncpus is outside") == 1
+    qmgr(engine, "set queue big enabled=true")
+    later(engine, clock, 1)
+    assert where(engine, two) == ("big", "Q")
+
+
+def test_one_job_that_cannot_be_routed_stops_no_other(engine, clock, monkeypatch):
+    qmgr(engine, "set queue small enabled=false")
+    bad, good = submit(engine), submit(engine)
+    qmgr(engine, "set queue small enabled=true")
+    real = engine.route_to
+
+    def broken(job_id, *args, **kwargs):
+        if job_id == bad:
+            raise TypeError("a value nothing foresaw")
+        return real(job_id, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "route_to", broken)
+    for _ in range(31):
+        clock.now += 1
+        engine.poll()
+    assert where(engine, good) == ("small", "Q") and where(engine, bad) == ("rq", "Q")
+    assert log(engine).count(f";{bad};routing from rq failed: TypeError") == 1
+
+
+def test_destinations_naming_this_server_or_the_queue_itself(engine):
+    """``small@<this server>`` is small; the route queue itself (a loop) and another
+    server's queue are passed over (pbsplug's reading)."""
+    qmgr(engine, f"set queue rq route_destinations='rq,big@elsewhere,small@{engine.server_name}'")
+    one = submit(engine)
+    assert where(engine, one) == ("small", "Q")
+
+
+def test_a_job_routed_at_qsub_waits_for_job_accumulation_time(engine, clock):
+    qmgr(engine, "set server scheduling = true")
+    qmgr(engine, "set sched default job_accumulation_time = 5")
+    engine.sched_due.clear()
+    submit(engine)
+    assert engine.sched_due == {"default": clock.now + 5}
