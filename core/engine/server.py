@@ -44,7 +44,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import depend, executor, jobspec, limits, routing
+from . import acl, depend, executor, jobspec, limits, routing
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -545,6 +545,9 @@ class Engine:
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
         caller = self.caller(uid)
+        if not caller.manager and not acl.server_allows(
+                self.store.get("server", "server"), caller.user, self.host):
+            raise PbsError(PBSE_PERM)  # (the server's acl_users: every request)
         handler = getattr(self, f"req_{op}", None)
         if handler is None:
             raise PbsError(PBSE_IVALREQ, f"Unknown request {values.shown(op)}")
@@ -656,15 +659,20 @@ class Engine:
         queuejob hook routed it), moved there (a job of `owner`) or `routed` there from a
         route queue: PBS's 15018 for an unknown queue, 15021 for a disabled one, 15022 for
         a ``from_route_only`` one (to qsub, root's too, as OpenPBS 23.06 answers; to qmove
-        but a manager's, pbsplug's reading), and a reservation queue's own rules."""
+        but a manager's), 15007 when its ACLs refuse the job's owner (`acl`; a manager's
+        qmove passes), and a reservation queue's own rules."""
         queue = self.store.get("queue", name)
         if queue is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
         if not units.parse_bool(queue.get("enabled", False)):
             raise PbsError(PBSE_QUNOENB, obj=name)
+        moved_by_manager = owner is not None and caller.manager
         if not routed and units.parse_bool(queue.get("from_route_only", False)) and \
-                not (owner is not None and caller.manager):
+                not moved_by_manager:
             raise PbsError(PBSE_QACESS, obj=name)
+        if not moved_by_manager and not acl.queue_allows(
+                queue, owner if owner is not None else caller.user, self.host):
+            raise PbsError(PBSE_PERM, obj=name)  # (its acl_users, acl_groups, acl_hosts)
         if queue.get("reservation"):
             self.resvs.may_submit(caller, name, owner)
         return name

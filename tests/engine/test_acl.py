@@ -1,0 +1,108 @@
+"""Access control lists on an `Engine` in this process: the server's and each queue's, as
+OpenPBS 23.06 applied the same lists (checked by hand; core/engine/acl.py lists the facts).
+The user is uid 1001, the one the security tests make (its name comes from the system)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug.engine import acl
+from pbsplug.engine.errors import PBSE_PERM, PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
+from pbsplug.engine.testing import make_root, remove_root
+
+ROOT = Caller(0, ROLE_MANAGER)
+USER = Caller(1001, ROLE_USER)
+
+
+@pytest.fixture
+def engine(pbsplug_plugins):
+    root = make_root()
+    eng = Engine(Home(root), plugins=pbsplug_plugins)
+    qmgr(eng, "set server scheduling = false")
+    qmgr(eng, "create queue aq queue_type=execution,enabled=true,started=true")
+    yield eng
+    eng.runner.reap()
+    eng.close()
+    remove_root(root)
+
+
+def qmgr(eng: Engine, text: str) -> None:
+    out = eng.req_qmgr(ROOT, text)
+    assert out["code"] == 0, out
+
+
+def submit(eng: Engine, caller: Caller, queue: str = "aq", **attrs) -> str:
+    return eng.req_submit(caller, {"queue": queue, **attrs}, "true\n")
+
+
+def refused(call) -> int:
+    with pytest.raises(PbsError) as err:
+        call()
+    return err.value.code
+
+
+def test_a_queues_acl_users_refuses_qsub_root_too_and_the_first_entry_decides(engine):
+    qmgr(engine, "set queue aq acl_user_enable=true,acl_users=daemon")
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    assert refused(lambda: submit(engine, ROOT)) == PBSE_PERM  # (no bypass at qsub)
+    qmgr(engine, f"set queue aq acl_users='{USER.user}@{engine.host}'")
+    assert submit(engine, USER)
+    qmgr(engine, f"set queue aq acl_users='-{USER.user},+{USER.user}'")
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    qmgr(engine, f"set queue aq acl_users='{USER.user[:3]}*'")  # (names no one)
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    qmgr(engine, "set queue aq acl_user_enable=false")  # (the list counts while on)
+    assert submit(engine, USER)
+
+
+def test_a_queues_acl_refuses_a_users_qmove_not_a_managers(engine):
+    qmgr(engine, "set queue aq acl_user_enable=true,acl_users=daemon")
+    mine = submit(engine, USER, queue="workq", Hold_Types="u")
+    (result,) = engine.req_move(USER, "aq", [mine])
+    assert result["error"]["code"] == PBSE_PERM
+    (result,) = engine.req_move(Caller(1001, ROLE_OPERATOR), "aq", [mine])
+    assert result["error"]["code"] == PBSE_PERM
+    (result,) = engine.req_move(ROOT, "aq", [mine])
+    assert "error" not in result and engine.store.job(mine)["queue"] == "aq"
+
+
+def test_acl_groups_and_acl_hosts(engine):
+    qmgr(engine, "set queue aq acl_group_enable=true,acl_groups=root")
+    assert submit(engine, ROOT)
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    qmgr(engine, "set queue aq acl_group_enable=false")
+    qmgr(engine, "set queue aq acl_host_enable=true,acl_hosts='*.nowhere.example'")
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    qmgr(engine, f"set queue aq acl_hosts='{engine.host}'")
+    assert submit(engine, USER)
+
+
+def test_a_route_queue_passes_over_a_destination_whose_acl_refuses_the_owner(engine):
+    qmgr(engine, "set queue aq acl_user_enable=true,acl_users=root")
+    qmgr(engine, "create queue rq queue_type=route,route_destinations='aq,workq'")
+    qmgr(engine, "set queue rq enabled=true,started=true")
+    assert engine.store.job(submit(engine, USER, queue="rq"))["queue"] == "workq"
+    assert engine.store.job(submit(engine, ROOT, queue="rq"))["queue"] == "aq"
+
+
+def test_the_servers_acl_users_refuses_every_request_of_a_user_it_does_not_name(engine):
+    qmgr(engine, "set server acl_users=daemon")
+    qmgr(engine, "set server acl_user_enable=true")
+    for op, args in (("submit", {"attrs": {}, "script": "true\n"}), ("stat_jobs", {})):
+        assert refused(lambda op=op, args=args: engine.handle(op, args, USER.uid)) == \
+            PBSE_PERM
+    assert engine.handle("stat_jobs", {}, 0) == {}  # a manager passes
+    qmgr(engine, f"set server acl_users={USER.user}")
+    assert engine.handle("stat_jobs", {}, USER.uid) == {}
+
+
+def test_acl_entries_read_as_pbs_reads_them():
+    assert acl.user_allowed(["bob@*.example.org"], "bob", "n1.example.org")
+    assert not acl.user_allowed(["bob@*.example.org"], "bob", "n1.other.org")
+    assert acl.user_allowed(["bob@n1"], "bob", "n1.example.org")  # (short name and FQDN)
+    assert not acl.user_allowed([], "bob", "n1")
+    assert not acl.user_allowed(["-bob", "bob"], "bob", "n1")
+    assert acl.host_allowed(["*"], "anything")
+    assert acl.group_allowed(["x", "+wheel"], ["users", "wheel"])
