@@ -143,11 +143,17 @@ def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],
     cpu (``*0`` for the rest of a host held whole): ``vm/0*2+vm/1*0``."""
     counts: dict[str, int] = {}
     parts = []
+    last_name = last_res = host = None
+    ncpus = 0
     for name, res in chunks:
-        host = host_of(name)
+        # (a vnode's chunks come one after the other, alike ones sharing their mapping:
+        # its host and their ncpus are read once)
+        if name is not last_name:
+            host, last_name = host_of(name), name
+        if res is not last_res:
+            ncpus, last_res = int(res.get("ncpus", 0) or 0), res
         index = counts.get(host, 0)
         counts[host] = index + 1
-        ncpus = int(res.get("ncpus", 0) or 0)
         parts.append(f"{host}/{index}" if ncpus == 1 else f"{host}/{index}*{ncpus}")
     return "+".join(parts)
 

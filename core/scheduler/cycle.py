@@ -132,11 +132,12 @@ class _JobInfo:
     #: Alike chunks of one ncpus each and nothing else, placed anywhere (``free``): most of
     #: a trace, placed now from counts (`_fill`, `_held_through`).
     one_cpu: bool = False
-
-
-    @property
-    def duration(self) -> int:
-        return self.walltime if self.walltime is not None else UNKNOWN_WALLTIME
+    #: How long it is planned for: its walltime, else UNKNOWN_WALLTIME. (A field, not a
+    #: property: the run loop reads it for every job it looks at.)
+    duration: int = UNKNOWN_WALLTIME
+    #: Its chunk instances are one object (a select of one chunk, ``N:ncpus=1``): they
+    #: show alike in exec_vnode (`_shown_chunks`).
+    one_chunk: bool = False
 
     def end(self, start: float) -> float:
         """When the job started at `start` frees its vnodes (never, without a walltime)."""
@@ -194,6 +195,8 @@ class _Kept:
         #: same attributes) makes the next cycle start afresh.
         self.server = server
         self.all_queues = dict(queues)
+        #: Those of them this instance owns (`Scheduler.owns`).
+        self.owned: dict[str, Queue] = {}
         #: The last cycle's time: a clock gone back (bookings counted as started may not
         #: have) makes the next cycle start afresh.
         self.now = -INFINITY
@@ -205,6 +208,8 @@ class _Kept:
         #: or None (every usable vnode); the vnodes the calendar opened since
         #: (`Calendar.opened`) join them when a cycle first needs them.
         self.open: list[_VnodeInfo] | None = None
+        #: `Calendar.closed` when `open` was last narrowed to the vnodes with room.
+        self.closed_mark = -1
         self.unusable = [v for v in self.order if not v.usable_now]
         self.hosts: dict[str, list[_VnodeInfo]] = {}
         for info in self.order:
@@ -456,12 +461,16 @@ class Scheduler:
             self._cycle_end(stats)
             return result
 
-        queues = {n: q for n, q in snap.queues.items() if self.owns(q)}
         kept = self._kept
+        same_queues = kept is not None and len(kept.all_queues) == len(snap.queues) and \
+            not any(kept.all_queues.get(n) is not q for n, q in snap.queues.items())
+        # The same queue objects are owned as they were (no partition hook: `kept` is
+        # started afresh with one).
+        queues = kept.owned if same_queues and not self._has_partition_hook else {
+            n: q for n, q in snap.queues.items() if self.owns(q)}
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
                 or kept.server is not snap.server or self._has_partition_hook
-                or now < kept.now or len(kept.all_queues) != len(snap.queues)
-                or any(kept.all_queues.get(n) is not q for n, q in snap.queues.items())
+                or now < kept.now or not same_queues
                 or (kept.version != snap.vnodes_version
                     and not self._refresh_states(kept, snap, now))):
             vnodes = self._vnode_infos([v for v in snap.vnodes.values() if self.owns(v)],
@@ -469,6 +478,7 @@ class Scheduler:
             kept = self._kept = _Kept(snap.vnodes, snap.vnodes_version, vnodes,
                                       Calendar({n: v.capacity for n, v in vnodes.items()}, now),
                                       snap.server, snap.queues)
+            kept.owned = queues
         else:
             vnodes = kept.infos
             self._plan_unusable(kept.unusable, vnodes, now)
@@ -484,7 +494,9 @@ class Scheduler:
         self._room = self.calendar.room_now[0]  # ncpus free on each vnode now
         self._open: list[_VnodeInfo] | None = None  # see _now_candidates
         self._open_mark = -1  # `calendar.changes` when `_open` was last looked at
-        self._closed_mark = -1  # `calendar.closed` when `_open` was last narrowed
+        # `calendar.closed` when `_open` was last narrowed: the last cycle's, for the list it
+        # left (while no vnode closed since, its vnodes and those opened since all have room).
+        self._closed_mark = kept.closed_mark
         #: What `_fill` found of each vnode's least room from now on, for the jobs placed
         #: now: where its instants after now begin among its instants (the first: it is
         #: read only while no change is due by now), and the least room up to each; a
@@ -558,15 +570,19 @@ class Scheduler:
                 self._texts, self._texts_made = self._texts_made, {}
             # A job started now is running at the next cycle, on the same vnodes until the
             # same end: its bookings stay, for that cycle to adopt.
-            keep = {id(b) for started in self._started.values() for _, b in started[2]}
             fresh = getattr(self, "_fresh_top", None)
-            if fresh is not None:
-                keep.update(id(b) for _, b in fresh[4])
-            self.calendar.unbook_all(entry for entry in reversed(self._undo)
-                                     if id(entry[1]) not in keep)
+            kept_count = sum(len(started[2]) for started in self._started.values()) + (
+                len(fresh[4]) if fresh is not None else 0)
+            if len(self._undo) > kept_count:  # (else all it booked stays: most cycles)
+                keep = {id(b) for started in self._started.values() for _, b in started[2]}
+                if fresh is not None:
+                    keep.update(id(b) for _, b in fresh[4])
+                self.calendar.unbook_all(entry for entry in reversed(self._undo)
+                                         if id(entry[1]) not in keep)
             kept.adopt = self._started
             if self._open is not None:
                 kept.open = self._open  # (a list no one changes: narrowed into new ones)
+                kept.closed_mark = self._closed_mark
             kept.fresh = []
             self._undo = None
             if kept.top is not None and not getattr(self, "_sticky_used", False):
@@ -682,14 +698,18 @@ class Scheduler:
         # the ncpus they held.
         released, freed, lowest, cpus = 0, -INFINITY, len(kept.order), 0
         try:
-            calendar.unbook_all([(n, kept.unavail.pop(n)) for n, b in list(kept.unavail.items())
-                                 if not (kept.infos[n].plan_from > now
-                                         and kept.infos[n].plan_from == b.end)])
-            unavail = [(info.name, Booking(-INFINITY, info.plan_from, {}, True, True, "#unavail"))
-                       for info in kept.unusable
-                       if info.plan_from > now and info.name not in kept.unavail]
-            self._book_all(unavail)
-            kept.unavail.update(unavail)
+            if kept.unavail:
+                calendar.unbook_all([(n, kept.unavail.pop(n))
+                                     for n, b in list(kept.unavail.items())
+                                     if not (kept.infos[n].plan_from > now
+                                             and kept.infos[n].plan_from == b.end)])
+            if kept.unusable:  # (every vnode up: nothing to book, most cycles)
+                unavail = [(info.name, Booking(-INFINITY, info.plan_from, {}, True, True,
+                                               "#unavail"))
+                           for info in kept.unusable
+                           if info.plan_from > now and info.name not in kept.unavail]
+                self._book_all(unavail)
+                kept.unavail.update(unavail)
             seen: set[str] = set()
             running = kept.running
             for job in jobs:
@@ -741,15 +761,18 @@ class Scheduler:
             # Either frees room as an end does: the kept top plan holds while
             # `_released_harmless` says it does (a plan made after such a start, when a
             # deferred top job was planned, may start sooner without it).
+            rank = kept.rank.__getitem__
             for made in [*(running.pop(job_id)[2] for job_id in stale),
                          *(started[2] for started in kept.adopt.values())]:
+                if not made:
+                    continue
                 calendar.unbook_all(made)
-                for vnode, booking in made:
-                    released += 1
-                    freed = max(freed, booking.end)
-                    lowest = min(lowest, kept.rank[vnode])
-                    if booking.applied is not None:
-                        cpus += booking.applied[0]
+                # (summed by builtins: a job's vnodes are many, its bookings alike)
+                released += len(made)
+                freed = max(freed, max(map(_END, map(_SECOND, made))))
+                lowest = min(lowest, min(map(rank, map(_FIRST, made))))
+                cpus += sum(applied[0] for applied in map(_APPLIED, map(_SECOND, made))
+                            if applied is not None)
             kept.adopt = {}
         finally:
             self._undo = undo
@@ -1221,7 +1244,9 @@ class Scheduler:
         return held
 
     def _confirm_reservations(self, snap: Snapshot, now: float) -> list[ResvDecision]:
-        decisions = []
+        decisions: list[ResvDecision] = []
+        if not snap.reservations:
+            return decisions
         # One in no partition is offered to every scheduler (the first to confirm it makes
         # it its own); one in a partition only to that partition's (default's is
         # pbs-default), and waits while none has it.
@@ -1291,11 +1316,14 @@ class Scheduler:
             parsed = self._shapes[shape] = (
                 chunks, smallest, place, sum(c[0].get("ncpus", 0) for c in chunks), alike,
                 (tuple(sorted(chunks[0][0].items())), place) if alike else None,
-                alike and chunks[0][0] == {"ncpus": 1} and place.arrangement == "free")
-        chunks, smallest, place, ncpus, alike, kin, one_cpu = parsed
+                alike and chunks[0][0] == {"ncpus": 1} and place.arrangement == "free",
+                len(set(map(id, chunks))) == 1)
+        chunks, smallest, place, ncpus, alike, kin, one_cpu, one_chunk = parsed
         walltime = job_walltime(job, queue, server)
         info = _JobInfo(job, chunks, place, walltime, (shape, walltime), smallest, ncpus, alike,
-                        kin=kin, one_cpu=one_cpu)
+                        kin=kin, one_cpu=one_cpu,
+                        duration=walltime if walltime is not None else UNKNOWN_WALLTIME,
+                        one_chunk=one_chunk)
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now, lambda: job_select(job, tables, self._host)) \
             if self._formula else 0.0
@@ -2164,6 +2192,7 @@ class Scheduler:
         kept, calendar = self._kept, self.calendar
         opened, calendar.opened = calendar.opened, set()
         if kept.open is None:
+            self._closed_mark = -1  # (some of them may have no room)
             return list(kept.usable)
         infos = kept.infos
         fresh = [info for info in map(infos.__getitem__, opened) if info.usable_now]
@@ -2376,6 +2405,7 @@ class Scheduler:
 
 _UNSURE = object()  # `_fill` cannot tell: the general placement decides
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_END, _APPLIED = operator.attrgetter("end"), operator.attrgetter("applied")
 _NAME = operator.attrgetter("name")
 
 #: (each vnode's instants in the timeline, the changes at each, the starts of the bookings
@@ -2441,7 +2471,7 @@ def _ruled_out(failed_kin: dict[tuple, list[tuple[int, int]]], info: _JobInfo) -
     least one chunk more than that one's vnodes held (or as many as it asked, where that
     is not known) and no shorter walltime (`_run_jobs`)."""
     kin = info.kin
-    if kin is None:
+    if kin is None or not failed_kin:  # (no job failed yet: most cycles' first ones)
         return False
     failed = failed_kin.get(kin)
     if failed:  # (a loop, not any() over a generator: it runs for most jobs tried)
@@ -2533,6 +2563,12 @@ def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
     value (``mem=4gb``). As OpenPBS 23.06 writes it (checked): a value only matched
     (``arch=linux``, ``host=``) or the chunks' layout (``mpiprocs``, ``ompthreads``) is not
     listed: ``select=1:ncpus=1:mpiprocs=2`` runs on ``(vm:ncpus=1)``."""
+    if info.one_chunk and len(chunks) == len(info.chunks):
+        # One request for all (most of a trace): filtered once, each chunk's vnode put
+        # beside it without a loop of Python statements per chunk (a job of a thousand).
+        consumable, _match, shown = info.chunks[0]
+        mine = {k: v for k, v in shown.items() if k in consumable}
+        return [(name, mine) for name, _ in chunks]
     out = []
     kept: dict[int, dict[str, Any]] = {}  # alike chunks share their request: filtered once
     for (name, _), (consumable, _match, shown) in zip(chunks, info.chunks, strict=True):

@@ -408,9 +408,14 @@ def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:
     """PBS's exec_vnode: ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=2)``."""
     parts = []
     inners: dict[int, str] = {}  # chunks sharing one mapping (alike chunks): joined once
+    last_name = last_res = part = None
     for name, res in chunks:
-        inner = inners.get(id(res))
-        if inner is None:
-            inner = inners[id(res)] = ":".join(f"{k}={v}" for k, v in res.items())
-        parts.append(f"({name}:{inner})" if inner else f"({name})")
+        # (a vnode's alike chunks come one after the other: their text is made once)
+        if name is not last_name or res is not last_res:
+            inner = inners.get(id(res))
+            if inner is None:
+                inner = inners[id(res)] = ":".join(f"{k}={v}" for k, v in res.items())
+            part = f"({name}:{inner})" if inner else f"({name})"
+            last_name, last_res = name, res
+        parts.append(part)
     return "+".join(parts)

@@ -818,8 +818,11 @@ class Simulator:
         del self.queued[job_id]
         self._unneed(run)
         per_vnode: dict[str, int] = {}
+        last_res, ncpus = None, 0
         for name, res in chunks:
-            per_vnode[name] = per_vnode.get(name, 0) + int(res.get("ncpus", 0) or 0)
+            if res is not last_res:  # (alike chunks share their mapping: read once)
+                ncpus, last_res = int(res.get("ncpus", 0) or 0), res
+            per_vnode[name] = per_vnode.get(name, 0) + ncpus
         store = self.vnode_attrs
         lifecycle.started(run.attrs, exec_vnode, format_exec_host(
             chunks, lambda n: store[n]["resources_available"]["host"]), now)
@@ -937,6 +940,7 @@ class Simulator:
         # same additions give the same float.
         length = self.now - run.start if sign < 0 and run.start is not None else None
         energy = run.energy
+        by_use = self._sort_by_use
         for name, ncpus in run.vnodes.items():
             before = room[name]
             after = room[name] = before - sign * ncpus
@@ -955,7 +959,7 @@ class Simulator:
                 attrs["last_used_time"] = now
                 if length is not None:
                     energy += host.figures["busy"] * length * ncpus / host.cpus
-            if self._sort_by_use and (flipped or sign < 0):
+            if by_use and (flipped or sign < 0):
                 self.vnodes[name] = Vnode(name, attrs)
                 self._vnode_log.changed(name)
         run.energy = energy
@@ -991,7 +995,13 @@ class Simulator:
     def _draw(self, host: _Host, watts: str) -> None:
         """The host draws the figure `watts` from now on, in its machine state: the energy
         of the figure it leaves is charged, and the hosts are counted again."""
-        self._charge(host)
+        # (`_charge`, written out: a job's start and end draw again on each of its hosts)
+        now = self.now
+        length = now - host.since
+        if length > 0:
+            figure = host.watts
+            host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
+        host.since = now
         counts = self._counts
         counts[host.counted] -= 1
         host.state, host.watts = _FIGURE_STATES[watts], watts
