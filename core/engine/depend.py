@@ -20,7 +20,13 @@ the waiting job, as PBS does, in PBS's words:
 
 ``before``, ``beforeok``, ``beforenotok`` and ``beforeany`` turn around: each listed job
 (which must still be queued or held) gets ``after...:<this job>`` and waits on this one.
-``on:count`` and ``runone`` are not supported by the local engine (refused with 15029).
+As OpenPBS 23.06 does (checked), a job may be named so only if it was submitted with
+``on:<count>``: it is held (``s``) until `count` jobs have named it, its ``on:`` counting
+down as each does (``on:2`` -> ``on:1,afterok:5.h`` -> ``afterok:5.h:6.h``), and then until
+what they added is met. A job naming one that never had an ``on:`` is deleted at once
+(``Dependency request for job rejected by <id>``; qsub still prints its id); naming one whose
+count is spent is accepted and changes nothing. ``runone`` is not supported by the local
+engine (refused with 15029).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 AFTER = ("after", "afterok", "afternotok", "afterany")
+ON = "on"
 BEFORE = {"before": "after", "beforeok": "afterok", "beforenotok": "afternotok",
           "beforeany": "afterany"}
 
@@ -61,6 +68,32 @@ def format(items: list[tuple[str, list[str]]]) -> str:
     return ",".join(f"{kind}:{':'.join(ids)}" for kind, ids in items if ids)
 
 
+def on_count(text: str | None) -> int | None:
+    """How many jobs have still to name this one (its ``on:<count>``), None without one."""
+    for kind, ids in parse(text):
+        if kind == ON:
+            return int(ids[0]) if ids and ids[0].isdigit() else 0
+    return None
+
+
+def registered(text: str | None, kind: str, job_id: str) -> str:
+    """The depend of a job with an ``on:`` count once `job_id` named it with ``before*``
+    `kind`: the count one less (gone at 0, as PBS writes it), and ``after*:<job_id>`` added
+    to the entry of its type."""
+    count = on_count(text)
+    after = BEFORE[kind]
+    items = [(k, list(ids)) for k, ids in parse(text) if k != ON]
+    for k, ids in items:
+        if k == after:
+            ids.append(job_id)
+            break
+    else:
+        items.append((after, [job_id]))
+    if count is not None and count > 1:
+        items.insert(0, (ON, [str(count - 1)]))
+    return format(items)
+
+
 def one(kind: str, parent: Mapping[str, Any] | None) -> str:
     """Whether one ``after*`` dependency on `parent` (its attributes, None when the server
     no longer knows it) is met, still waits, or never will be."""
@@ -84,6 +117,8 @@ def check(text: str | None, lookup: Callable[[str], Mapping[str, Any] | None]
     be met)."""
     result = MET
     for kind, ids in parse(text):
+        if kind == ON and ids and ids[0].isdigit() and int(ids[0]) > 0:
+            result = WAIT  # (jobs have still to name it)
         if kind not in AFTER:
             continue
         for job_id in ids:

@@ -113,6 +113,9 @@ _STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W
                 ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
 PBSE_RESCUNAV = 15044
 PBSE_NORERUN = 15038
+PBSE_BADDEPEND = 15054
+#: PBS's words when a ``before*`` names a job that was never given an ``on:`` count.
+BEFORE_REFUSED = "Dependency request for job rejected by "
 #: Vnode states and attributes the engine works out from the running jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
 _DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
@@ -642,7 +645,10 @@ class Engine:
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
-        self._link_befores(job_id, waits_for)
+        refused = self._link_befores(job_id, waits_for)
+        if refused is not None:  # PBS queues the job, then deletes it (checked)
+            self._drop(job_id, attrs, f"{BEFORE_REFUSED}{refused}")
+            return job_id
         state, never = depend.check(attrs.get("depend"), self._lean_job)
         if state == depend.NEVER and never is not None:
             # PBS queues the job, then aborts it when the finished job it waits on did not
@@ -711,6 +717,12 @@ class Engine:
         befores = []
         named = []  # (kind, the jobs by their full ids): as qsub writes them, and stored so
         for kind, ids in depend.parse(attrs.get("depend")):
+            if kind == depend.ON:  # how many jobs are to name this one with before*
+                if len(ids) != 1 or not ids[0].isdigit() or not 0 < int(ids[0]) <= values.LONG_MAX:
+                    raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
+                                   f"depend: on:{':'.join(ids)} is not on:<count>")
+                named.append((kind, [str(int(ids[0]))]))
+                continue
             if kind not in depend.AFTER and kind not in depend.BEFORE:
                 raise PbsError(PBSE_NOSUP, f"No support for requested service: depend "
                                f"type {kind}")
@@ -785,12 +797,31 @@ class Engine:
             new.pop("comment")
         return True
 
-    def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> None:
-        """``before*`` dependencies: each target now waits on `job_id`."""
-        for kind, target in befores:
-            other = self.store.job(target)
-            items = depend.parse(other.get("depend")) + [(depend.BEFORE[kind], [job_id])]
-            self._hold_for_depend(target, {**other, "depend": depend.format(items)})
+    def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> str | None:
+        """``before*`` dependencies: each target whose ``on:`` count is not spent now waits
+        on `job_id` (`depend.registered`); one whose count is spent is left as it is.
+        Returns the first target that never had an ``on:`` count, with none of them
+        changed (PBS rejects the dependency request; the caller says what follows)."""
+        targets = [(kind, target, self.store.job(target)) for kind, target in befores]
+        for _, target, other in targets:
+            if self._on_state(target, other) is None:
+                return target
+        for kind, target, other in targets:
+            if not self._on_state(target, other):
+                continue  # (its count spent: PBS accepts the request and adds nothing)
+            text = depend.registered(other.get("depend"), kind, job_id)
+            self._hold_for_depend(target, {**other, "depend": text})
+            if depend.on_count(text) is None:  # the count spent: later ones are let be
+                with self.store.transaction() as st:
+                    st.set_runtime(target, {**(st.runtime(target) or {}), "on_spent": True})
+        return None
+
+    def _on_state(self, job_id: str, attrs: dict | None) -> bool | None:
+        """Whether the job named by a ``before*`` takes one more (its ``on:`` count is not
+        spent: True), was counted down to the end (False), or never had a count (None)."""
+        if attrs is not None and (depend.on_count(attrs.get("depend")) or 0) > 0:
+            return True
+        return False if (self.store.runtime(job_id) or {}).get("on_spent") else None
 
     @staticmethod
     def _add_system_hold(attrs: dict) -> None:
@@ -1223,6 +1254,9 @@ class Engine:
         if state == depend.NEVER and never is not None:
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value depend: "
                            f"{never.split(':', 1)[1]} {depend.HISTDEPEND}")
+        for _, target in befores:  # (refused here: the job is not new, nothing to delete)
+            if self._on_state(target, self._lean_job(target)) is None:
+                raise PbsError(PBSE_BADDEPEND, f"{BEFORE_REFUSED}{target}", obj=me)
         return befores
 
     def _depend_linked(self, job_id: str, attrs: dict, before: dict,

@@ -335,7 +335,7 @@ def test_qalter_checks_only_the_depend_it_gives(engine):
     qalter -W depend of the job's owner was refused (15016, 15007)."""
     owner = Caller(65534, ROLE_USER)  # (nobody)
     mine = engine.req_submit(owner, {"Hold_Types": "u"}, script="true\n")
-    theirs = engine.req_submit(ROOT, {}, script="true\n")
+    theirs = engine.req_submit(ROOT, {"depend": "on:1"}, script="true\n")
     parent = engine.req_submit(owner, {"Hold_Types": "u"}, script="true\n")
     engine.req_alter(ROOT, mine, {"depend": f"before:{theirs}"})  # a manager's doing
     engine.req_alter(owner, mine, {"depend": f"afterok:{parent}"})
@@ -367,3 +367,48 @@ def test_a_depend_removed_while_a_limit_holds_its_release_back_lifts_the_hold(en
     stored = engine.store.job(child)
     assert (stored["job_state"], stored.get("Hold_Types", "n"), stored.get("depend")) == (
         "Q", "n", None)
+
+
+def test_on_count_holds_a_job_until_that_many_jobs_name_it_with_before(engine):
+    """OpenPBS 23.06 (checked): ``on:2`` holds the job (``s``); each ``before*`` naming it
+    counts it down and adds its ``after*`` (merged by type); once spent, one more is
+    accepted and changes nothing; a ``before*`` naming a job that never had a count
+    deletes the new job (qsub prints its id). The job runs once what was added is met."""
+    first = engine.req_submit(ROOT, {"depend": "on:2"}, script="true\n")
+    attrs = engine.store.job(first)
+    assert (attrs["job_state"], attrs["Hold_Types"], attrs["depend"]) == ("H", "s", "on:2")
+    ok = engine.req_submit(ROOT, {"depend": f"beforeok:{first}", "Hold_Types": "u"},
+                           script="true\n")
+    assert engine.store.job(first)["depend"] == f"on:1,afterok:{ok}"
+    ok2 = engine.req_submit(ROOT, {"depend": f"beforeok:{first}", "Hold_Types": "u"},
+                            script="true\n")
+    assert engine.store.job(first)["depend"] == f"afterok:{ok}:{ok2}"
+    spent = engine.req_submit(ROOT, {"depend": f"beforeany:{first}", "Hold_Types": "u"},
+                              script="true\n")
+    assert engine.store.job(first)["depend"] == f"afterok:{ok}:{ok2}"
+    assert engine.store.job(spent)["job_state"] == "H"  # (kept, its request let be)
+    # Both end well: the job is released.
+    with engine.store.transaction() as st:
+        for job in (ok, ok2):
+            st.put_job(job, {**st.job(job), "job_state": "F", "Exit_status": 0,
+                             "stime": 1})
+    engine._resolve_depend([ok, ok2])
+    attrs = engine.store.job(first)
+    assert (attrs["job_state"], attrs["Hold_Types"]) == ("Q", "n")
+
+
+def test_a_before_naming_a_job_without_on_is_rejected(engine):
+    plain = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
+    new = engine.req_submit(ROOT, {"depend": f"beforeok:{plain}"}, script="true\n")
+    attrs = engine.store.job(new)
+    assert (attrs["job_state"], attrs["comment"]) == (
+        "F", f"Dependency request for job rejected by {plain}")
+    assert "depend" not in engine.store.job(plain)
+    queued = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
+    with pytest.raises(PbsError) as refused:  # (qalter: refused, the job stays as it was)
+        engine.req_alter(ROOT, queued, {"depend": f"before:{plain}"})
+    assert refused.value.code == 15054 and "depend" not in engine.store.job(queued)
+    for bad in ("on:0", "on:x", "on:1:2"):
+        with pytest.raises(PbsError) as refused:
+            engine.req_submit(ROOT, {"depend": bad}, script="true\n")
+        assert refused.value.code == 15014, bad

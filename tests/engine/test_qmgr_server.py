@@ -152,8 +152,8 @@ def test_dependencies_hold_release_and_delete(engine):
     assert gone["comment"] == f"Job deleted as result of dependency on job {first}"
     assert "Exit_status" not in gone
 
-    # before: the listed job waits on the new one
-    later = engine.submit("true\n", Hold_Types="u")
+    # before: the listed job (submitted with on:1, as PBS asks) waits on the new one
+    later = engine.submit("true\n", Hold_Types="u", depend="on:1")
     engine.submit("sleep 1\n", depend=f"beforeok:{later}")
     assert "afterok:" in engine.job(later)["depend"]
     engine.client("release", ids=[later])

@@ -211,7 +211,7 @@ def test_qalter_depend_is_checked_and_honoured(engine, attacker):
     first = qsub(attacker, engine, "--", "/bin/sleep", "30")
     until(lambda: engine.job(first)["job_state"] == "R", what="the first job to run")
     second = qsub(attacker, engine, "-h", "--", "/bin/true")
-    root_job = engine.submit("sleep 30\n", Hold_Types="u")
+    root_job = engine.submit("sleep 30\n", Hold_Types="u", depend="on:1")  # (a before: target)
     done = attacker.python(ALTER, second, json.dumps({"depend": "afterok:999999.nosuch"}),
                            home=engine)
     assert done.stdout.startswith("refused"), "a dependency on an unknown job was stored"
