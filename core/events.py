@@ -37,7 +37,7 @@ KEEP_QUEUED = "keep_queued"  # runjob: the job stays queued, comment `Not Runnin
 _JOB_SYSTEM = frozenset({
     "id", "job_state", "substate", "ctime", "mtime", "qtime", "etime", "stime", "obittime",
     "exec_vnode", "exec_host", "run_count", "Job_Owner", "euser", "egroup", "resources_used",
-    "Exit_status", "estimated", "session_id", "server",
+    "Exit_status", "estimated", "session_id", "server", "schedselect",
 })
 #: Job attributes an execution-host hook may write (PBS's MoM hooks).
 HOST_JOB_WRITABLE = frozenset({

@@ -337,6 +337,19 @@ def needs_quotes(text: str) -> bool:
     return bool(SELECT_SPECIAL.intersection(text)) or any(c.isspace() for c in text)
 
 
+def _parsed_select(value: Any, attr: str) -> str:
+    """A select the scheduler can read (a job's stored ``schedselect``: its resources were
+    checked in the request it was made from)."""
+    from .units import parse_select
+
+    spec = _long_string(value, attr)
+    try:
+        parse_select(spec)
+    except ValueError as exc:
+        raise _bad(attr, str(exc)) from None
+    return spec
+
+
 def select(value: Any, attr: str = "Resource_List.select",
            custom: Mapping[str, str] | None = None) -> str:
     """A select: ``N:res=value[:...][+...]``, each chunk's resources defined and typed."""
@@ -688,7 +701,7 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
     "server": Rule(_string, SERVER),
     "exec_vnode": Rule(_exec_vnode, SERVER),
     "exec_host": Rule(_long_string, SERVER),
-    "schedselect": Rule(_long_string, SERVER),
+    "schedselect": Rule(_parsed_select, SERVER),
     "ctime": Rule(_time, SERVER), "qtime": Rule(_time, SERVER),
     "mtime": Rule(_time, SERVER), "stime": Rule(_time, SERVER),
     "etime": Rule(_time, SERVER), "obittime": Rule(_time, SERVER),
@@ -814,7 +827,7 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
 STORED_JOB_CHECKS = frozenset({
     "Resource_List", "Execution_Time", "job_state", "Hold_Types", "Priority", "run_count",
     "Rerunable", "exec_vnode", "ctime", "qtime", "mtime", "stime",
-    "Exit_status", "Variable_List",
+    "Exit_status", "Variable_List", "schedselect",
 })
 STORED_VNODE_CHECKS = frozenset({
     "resources_available", "state", "sharing", "Priority", "last_state_change_time",

@@ -6,7 +6,8 @@ in order: the first entry that names the user (group, host) decides, ``-`` refus
 ``acl_*_enable`` is true. What follows was checked on OpenPBS 23.06:
 
 * A user entry is a user name, exact (``pbs*`` names no one), optionally ``@host``, where
-  the host may start with ``*`` for a domain (``*.example.org``) or be ``*``.
+  the host may be ``*.domain`` (``*.example.org``) or ``*``; a host is matched by its
+  short name and its full one (``socket.getfqdn``).
 * A queue's ``acl_users``, ``acl_groups`` (any of the user's groups) and ``acl_hosts`` (the
   submitting host, here the server's own) refuse qsub into it with 15007 (`Unauthorized
   Request`), root's too, and qmove of a job whose owner they refuse; a manager's qmove
@@ -21,7 +22,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .. import units
@@ -31,15 +32,25 @@ QUEUE_LISTS = (("acl_user_enable", "acl_users"), ("acl_group_enable", "acl_group
                ("acl_host_enable", "acl_hosts"))
 
 
-def _host_matches(pattern: str, host: str) -> bool:
-    pattern, host = pattern.lower(), host.lower()
-    if pattern == "*":
+def _on(value: Any) -> bool:
+    """An ``acl_*_enable`` switch; one that does not read as a boolean (a row written by
+    hand) counts as on: a list is never dropped because its switch is unreadable."""
+    try:
+        return units.parse_bool(value)
+    except ValueError:
         return True
-    if pattern.startswith("*"):
-        return host.endswith(pattern[1:])
-    if "." in pattern and "." in host:
-        return pattern == host
-    return pattern.split(".")[0] == host.split(".")[0]  # (a short name and its FQDN)
+
+
+def _host_matches(pattern: str, hosts: Iterable[str]) -> bool:
+    """Whether `pattern` (a host, ``*.domain`` or ``*``) names one of `hosts` (the short
+    and the full names of one host)."""
+    pattern = pattern.lower()
+    for host in hosts:
+        host = host.lower()
+        if pattern == "*" or pattern == host or (
+                pattern.startswith("*.") and host.endswith(pattern[1:])):
+            return True
+    return False
 
 
 def _decide(entries: Any, matches) -> bool:
@@ -54,57 +65,55 @@ def _decide(entries: Any, matches) -> bool:
     return False
 
 
-def user_allowed(entries: Any, user: str, host: str) -> bool:
+def user_allowed(entries: Any, user: str, hosts: Iterable[str]) -> bool:
     def matches(body: str) -> bool:
         name, at, where = body.partition("@")
-        return name == user and (not at or _host_matches(where, host))
+        return name == user and (not at or _host_matches(where, hosts))
     return _decide(entries, matches)
 
 
-def group_allowed(entries: Any, groups: Iterable[str]) -> bool:
-    mine = set(groups)
-    return _decide(entries, lambda body: body in mine)
-
-
-def host_allowed(entries: Any, host: str) -> bool:
-    return _decide(entries, lambda body: _host_matches(body, host))
-
-
-def groups_of(user: str) -> list[str]:
-    """The names of `user`'s groups, its primary one first (none for an unknown user)."""
-    try:
-        gid = pwd.getpwnam(user).pw_gid
-        ids = os.getgrouplist(user, gid)
-    except (KeyError, OSError):
-        return []
-    names = []
-    for one in ids:
+def group_allowed(entries: Any, gids: Collection[int]) -> bool:
+    """Whether a group ACL lets a user of groups `gids` in: each entry's group is looked
+    up by name, once (a list is short; a user may be in a thousand groups)."""
+    def matches(body: str) -> bool:
         try:
-            names.append(grp.getgrgid(one).gr_name)
-        except KeyError:
-            continue
-    return names
+            return grp.getgrnam(body).gr_gid in gids
+        except (KeyError, UnicodeError, ValueError):
+            return False
+    return _decide(entries, matches)
 
 
-def queue_allows(queue: Mapping[str, Any], user: str, host: str) -> bool:
-    """Whether `queue`'s ACLs that are on let `user`, submitting from `host`, put a job in
-    it."""
+def host_allowed(entries: Any, hosts: Iterable[str]) -> bool:
+    return _decide(entries, lambda body: _host_matches(body, hosts))
+
+
+def gids_of(user: str) -> frozenset[int]:
+    """`user`'s group ids, its primary one among them (none for an unknown user)."""
+    try:
+        return frozenset(os.getgrouplist(user, pwd.getpwnam(user).pw_gid))
+    except (KeyError, OSError):
+        return frozenset()
+
+
+def queue_allows(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
+    """Whether `queue`'s ACLs that are on let `user`, submitting from the host named
+    `hosts` (its short and full names), put a job in it."""
     for switch, key in QUEUE_LISTS:
-        if not units.parse_bool(queue.get(switch, False)):
+        if not _on(queue.get(switch, False)):
             continue
-        if key == "acl_users" and not user_allowed(queue.get(key), user, host):
+        if key == "acl_users" and not user_allowed(queue.get(key), user, hosts):
             return False
-        if key == "acl_groups" and not group_allowed(queue.get(key), groups_of(user)):
+        if key == "acl_groups" and not group_allowed(queue.get(key), gids_of(user)):
             return False
-        if key == "acl_hosts" and not host_allowed(queue.get(key), host):
+        if key == "acl_hosts" and not host_allowed(queue.get(key), hosts):
             return False
     return True
 
 
-def server_allows(server: Mapping[str, Any], user: str, host: str) -> bool:
+def server_allows(server: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
     """Whether the server's ACLs that are on let `user` (not a manager) send requests."""
-    if units.parse_bool(server.get("acl_user_enable", False)) and \
-            not user_allowed(server.get("acl_users"), user, host):
+    if _on(server.get("acl_user_enable", False)) and \
+            not user_allowed(server.get("acl_users"), user, hosts):
         return False
-    return not (units.parse_bool(server.get("acl_host_enable", False)) and
-                not host_allowed(server.get("acl_hosts"), host))
+    return not (_on(server.get("acl_host_enable", False)) and
+                not host_allowed(server.get("acl_hosts"), hosts))

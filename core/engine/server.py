@@ -153,6 +153,11 @@ class Engine:
         home.make()
         self.clock = clock
         self.host = socket.gethostname().split(".")[0]
+        #: This host's names, short and full: what the ACLs' host parts are matched with.
+        fqdn = socket.getfqdn()
+        self.host_names = tuple(dict.fromkeys((
+            self.host, socket.gethostname(),
+            *([fqdn] if fqdn.split(".")[0] == self.host else []))))
         self.log = ServerLog(home, self.host)
         # What hooks log goes to server_logs, info and up (debug too for a debug hook).
         self.hook_log = HookLogHandler(self.log)
@@ -549,7 +554,7 @@ class Engine:
     def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
         caller = self.caller(uid)
         if not caller.manager and not acl.server_allows(
-                self.store.get("server", "server"), caller.user, self.host):
+                self.store.get("server", "server"), caller.user, self.host_names):
             raise PbsError(PBSE_PERM)  # (the server's acl_users: every request)
         handler = getattr(self, f"req_{op}", None)
         if handler is None:
@@ -677,7 +682,7 @@ class Engine:
                 not moved_by_manager:
             raise PbsError(PBSE_QACESS, obj=name)
         if not moved_by_manager and not acl.queue_allows(
-                queue, owner if owner is not None else caller.user, self.host):
+                queue, owner if owner is not None else caller.user, self.host_names):
             raise PbsError(PBSE_PERM, obj=name)  # (its acl_users, acl_groups, acl_hosts)
         if queue.get("reservation"):
             self.resvs.may_submit(caller, name, owner)
@@ -1158,8 +1163,9 @@ class Engine:
         try:
             chunks = job_select(Job(job_id, {"Resource_List": res}),
                                 default_chunks(queue, server), host_level)
-        except ValueError:  # (a select that does not parse: its own check says so)
-            chunks = ()
+        except ValueError as exc:  # (a converted value no select reads: `-l arch=`)
+            raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
+                           f"Resource_List.select: {exc}") from None
         # its PBS_NODEFILE: one line per MPI rank, one a chunk at least, as it starts
         ranks = _ranks(chunks)
         if ranks > MAX_RANKS:
@@ -1168,10 +1174,7 @@ class Engine:
                            f"Resource_List.{asked}: {ranks} MPI ranks (mpiprocs) in all, "
                            f"more than {MAX_RANKS}")
         attrs["Resource_List"] = res
-        if chunks:
-            attrs["schedselect"] = schedselect(chunks)
-        else:
-            attrs.pop("schedselect", None)
+        attrs["schedselect"] = schedselect(chunks)
         return written
 
     def _written(self, job_id: str, stored: dict[str, Any]) -> dict[str, dict]:

@@ -96,6 +96,9 @@ log = logging.getLogger("pbsplug.scheduler")
 DEFAULT_PARTITION = "pbs-default"
 #: The Resource_List entries a job's placement depends on (besides its walltime).
 _SHAPE_RESOURCES = ("select", "place", "ncpus", "mem", "vmem", "ngpus")
+#: The first item of a shape read from a job's stored schedselect (`_job_info`): never a
+#: request's select (which starts with a count).
+_STORED = "#schedselect"
 _RUNNING_STATES = frozenset({"R", "E", "S", "U"})
 _RESV_UNCONFIRMED = frozenset({"UNCONFIRMED", "RESV_UNCONFIRMED", "1"})
 _RESV_HOLDING = frozenset({"CONFIRMED", "RESV_CONFIRMED", "2", "RUNNING", "RESV_RUNNING", "5",
@@ -1300,14 +1303,18 @@ class Scheduler:
                   queues: dict[str, Queue]) -> _JobInfo:
         res = job.Resource_List
         # What placement depends on; a queue repeats a few shapes many times, parsed once.
-        shape = tuple(res[k] for k in _SHAPE_RESOURCES)
-        if shape[0] is None:  # (converted: its other host-level resources are its chunk's)
-            shape += tuple(res[k] for k in CONVERTED_RESOURCES)
-            if self._host:
-                shape += tuple(res[k] for k in self._host)
         tables, told = self._chunk_defaults(queue, server)
-        if told:  # (the defaults a chunk takes are part of what it asks for)
-            shape += (told,)
+        stored = job.get("schedselect")
+        if stored:  # (the chunks the server stored are the job's, whatever the defaults now)
+            shape: tuple = (_STORED, str(stored), res["place"])
+        else:
+            shape = tuple(res[k] for k in _SHAPE_RESOURCES)
+            if shape[0] is None:  # (converted: its other host-level resources are its chunk's)
+                shape += tuple(res[k] for k in CONVERTED_RESOURCES)
+                if self._host:
+                    shape += tuple(res[k] for k in self._host)
+            if told:  # (the defaults a chunk takes are part of what it asks for)
+                shape += (told,)
         parsed = self._shapes.get(shape)
         if parsed is None:
             chunks, smallest = _expand(job_select(job, tables, self._host), self._types)

@@ -99,10 +99,18 @@ def test_the_servers_acl_users_refuses_every_request_of_a_user_it_does_not_name(
 
 
 def test_acl_entries_read_as_pbs_reads_them():
-    assert acl.user_allowed(["bob@*.example.org"], "bob", "n1.example.org")
-    assert not acl.user_allowed(["bob@*.example.org"], "bob", "n1.other.org")
-    assert acl.user_allowed(["bob@n1"], "bob", "n1.example.org")  # (short name and FQDN)
-    assert not acl.user_allowed([], "bob", "n1")
-    assert not acl.user_allowed(["-bob", "bob"], "bob", "n1")
-    assert acl.host_allowed(["*"], "anything")
-    assert acl.group_allowed(["x", "+wheel"], ["users", "wheel"])
+    n1 = ("n1", "n1.example.org")  # (a host's short and full names)
+    assert acl.user_allowed(["bob@*.example.org"], "bob", n1)
+    assert not acl.user_allowed(["bob@*.example.org"], "bob", ("n1", "n1.other.org"))
+    assert not acl.user_allowed(["bob@*example.org"], "bob", ("evilexample.org",))
+    assert acl.user_allowed(["bob@n1"], "bob", n1) and acl.user_allowed(
+        ["bob@n1.example.org"], "bob", n1)
+    assert not acl.user_allowed([], "bob", n1)
+    assert not acl.user_allowed(["-bob", "bob"], "bob", n1)
+    assert not acl.user_allowed(["-bob@*.example.org", "bob"], "bob", n1)
+    assert acl.host_allowed(["*"], n1) and acl.host_allowed(["*.example.org"], n1)
+    root_gid = 0
+    assert acl.group_allowed(["nosuchgroup", "+root"], {root_gid})
+    assert not acl.group_allowed(["-root", "root"], {root_gid})
+    # A switch that does not read as a boolean counts as on: the list is applied.
+    assert not acl.queue_allows({"acl_user_enable": None, "acl_users": ["x"]}, "bob", n1)

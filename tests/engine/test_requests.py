@@ -343,3 +343,42 @@ def test_the_schedselect_is_stored_as_pbs_writes_it_and_shown_to_managers_only(e
     assert "schedselect" in engine.req_stat_jobs(ROOT, [chunks])[chunks]
     for caller in (USER, Caller(1001, ROLE_OPERATOR)):
         assert "schedselect" not in engine.req_stat_jobs(caller, [chunks])[chunks]
+
+
+class WritesSchedselect:
+    plugin_info = PluginInfo(events=("modifyjob",))
+
+    @hookimpl
+    def modifyjob(self, event):
+        event.job.schedselect = "1:ncpus=64"
+
+
+def test_a_hook_may_not_write_the_schedselect(engine, register_plugin):
+    """Review: a modifyjob hook's schedselect was stored on a qalter of something else,
+    and the scheduler placed it. It is the server's, as PBS's: the hook fails."""
+    register_plugin(WritesSchedselect(), "writer", isolation="inprocess")
+    job = submit(engine, select="1:ncpus=1")
+    with pytest.raises(PbsError):
+        engine.req_alter(ROOT, job, {"Job_Name": "renamed"})
+    assert engine.store.job(job)["schedselect"] == "1:ncpus=1"
+
+
+def test_a_stored_schedselect_that_does_not_read_is_set_aside(engine):
+    """Review: a row whose schedselect does not parse (written by hand, a foreign
+    database) failed every cycle, and setting aside did not look at it. Now it is set
+    aside (the job held, the value dropped: worked out again from its request)."""
+    bad = submit(engine, select="1:ncpus=1")
+    with engine.store.transaction() as st:
+        st.put_job(bad, {**st.job(bad), "schedselect": "1:ncpus"})
+    assert engine.set_aside() == 1
+    attrs = engine.store.job(bad)
+    assert "schedselect" not in attrs and "bad attribute value set aside" in attrs["comment"]
+
+
+def test_an_empty_job_wide_value_is_refused_at_qsub(engine):
+    """Review: ``qsub -l arch=`` was queued with a converted select no cycle could read
+    (``1:arch=:ncpus=1``): each such job cost a failed cycle."""
+    with pytest.raises(PbsError) as refused:
+        submit(engine, arch="")
+    assert refused.value.code == PBSE_BADATVAL and "arch=" in refused.value.message
+    assert engine.store.jobs() == {}

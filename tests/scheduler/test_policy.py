@@ -72,6 +72,19 @@ def test_default_chunk_of_the_queue_then_the_server_fills_what_a_chunk_lacks():
                                "3.s": "(n1:ncpus=1:mem=2mb)"}
 
 
+@pytest.mark.parametrize("first", ["small", "large"])
+def test_a_jobs_stored_schedselect_is_its_own_beside_another_of_the_same_request(first):
+    """Review: the parsed chunks were shared by jobs of one request, so of two jobs with
+    the same select whose stored schedselects differ (one stored before a default_chunk
+    changed), the second read the first's: a 4gb job ran on a 1gb vnode, or a 1-cpu job
+    never ran."""
+    small = job("1:ncpus=1", id="1.s", schedselect="1:ncpus=1")
+    large = job("1:ncpus=1", id="2.s", schedselect="1:ncpus=1:mem=4gb")
+    order = [small, large] if first == "small" else [large, small]
+    result = cycle(snapshot([vnode("n1", ncpus=4, mem="1gb")], order))
+    assert started(result) == {"1.s": "(n1:ncpus=1)"}
+
+
 def test_job_sort_formula_reads_what_the_chunks_ask_for_not_a_job_wide_value_beside():
     """A job-wide ncpus written beside a select (a raw request; qsub refuses it) does not
     count: PBS's server sets the job-wide value from the select."""
