@@ -995,13 +995,7 @@ class Simulator:
     def _draw(self, host: _Host, watts: str) -> None:
         """The host draws the figure `watts` from now on, in its machine state: the energy
         of the figure it leaves is charged, and the hosts are counted again."""
-        # (`_charge`, written out: a job's start and end draw again on each of its hosts)
-        now = self.now
-        length = now - host.since
-        if length > 0:
-            figure = host.watts
-            host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
-        host.since = now
+        self._charge(host)
         counts = self._counts
         counts[host.counted] -= 1
         host.state, host.watts = _FIGURE_STATES[watts], watts

@@ -3,6 +3,9 @@ plugin distributions a test installs (`dists`) on its path."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from pbsplug.engine.home import Home
@@ -12,6 +15,17 @@ from pbsplug.plugins import PluginSet
 from pbsplug.siteconfig import SiteConfig
 
 __all__ = ["PBSPLUG", "until"]
+
+
+@pytest.fixture(autouse=True)
+def _umask_back():
+    """The test process's umask, as it was before each test: an `Engine` made in this
+    process sets the server's private one, which a server a later test starts would
+    inherit (other users could then not read its pid file)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
 
 
 @pytest.fixture
@@ -50,3 +64,21 @@ def inprocess_engine(engine_root) -> Engine:
     """An `Engine` in this process, with no plugin and no server loop: its requests are
     method calls (``eng.req_submit(caller, ...)``), its store open to look into."""
     return Engine(Home(engine_root), plugins=PluginSet(SiteConfig(path=None)))
+
+
+@pytest.fixture
+def engine_here(engine_root, pbsplug_plugins):
+    """``engine_here(clock=time.time)``: an `Engine` in this process with the test's plugin
+    set (`register_plugin` adds to it) and no server loop. At teardown it reaps the hook
+    processes it forked (a process-mode hook's is left for the loop, `reap_later`: none
+    may outlive the test) and closes."""
+    made = []
+
+    def make(clock=time.time) -> Engine:
+        made.append(Engine(Home(engine_root), plugins=pbsplug_plugins, clock=clock))
+        return made[-1]
+
+    yield make
+    for eng in made:
+        eng.runner.reap()
+        eng.close()

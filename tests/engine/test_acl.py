@@ -8,24 +8,18 @@ import pytest
 
 from pbsplug.engine import acl
 from pbsplug.engine.errors import PBSE_PERM, PbsError
-from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
-from pbsplug.engine.testing import make_root, remove_root
 
 ROOT = Caller(0, ROLE_MANAGER)
 USER = Caller(1001, ROLE_USER)
 
 
 @pytest.fixture
-def engine(pbsplug_plugins):
-    root = make_root()
-    eng = Engine(Home(root), plugins=pbsplug_plugins)
+def engine(engine_here):
+    eng = engine_here()
     qmgr(eng, "set server scheduling = false")
     qmgr(eng, "create queue aq queue_type=execution,enabled=true,started=true")
-    yield eng
-    eng.runner.reap()
-    eng.close()
-    remove_root(root)
+    return eng
 
 
 def qmgr(eng: Engine, text: str) -> None:

@@ -9,9 +9,7 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PBSE_BADATVAL, PBSE_EXCQRESC, PBSE_INVALJOBRESC, PbsError
-from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
-from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.scheduler.model import schedselect
 
 ROOT = Caller(0, ROLE_MANAGER)
@@ -19,15 +17,8 @@ USER = Caller(1001, ROLE_USER)
 
 
 @pytest.fixture
-def engine(pbsplug_plugins):
-    root = make_root()
-    eng = Engine(Home(root), plugins=pbsplug_plugins)
-    yield eng
-    # A process-mode hook's process is left for the server's loop to reap (`reap_later`):
-    # with no loop here, the test collects it, so none outlives the test.
-    eng.runner.reap()
-    eng.close()
-    remove_root(root)
+def engine(engine_here):
+    return engine_here()
 
 
 def submit(eng: Engine, caller: Caller = ROOT, **res) -> str:

@@ -10,10 +10,8 @@ import pytest
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine import routing
 from pbsplug.engine.errors import PBSE_IVALREQ, PBSE_QACESS, PbsError
-from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
 from pbsplug.engine.store import StoreWriteError
-from pbsplug.engine.testing import make_root, remove_root
 
 ROOT = Caller(0, ROLE_MANAGER)
 USER = Caller(1001, ROLE_USER)
@@ -34,9 +32,8 @@ def clock():
 
 
 @pytest.fixture
-def engine(pbsplug_plugins, clock):
-    root = make_root()
-    eng = Engine(Home(root), plugins=pbsplug_plugins, clock=clock)
+def engine(engine_here, clock):
+    eng = engine_here(clock)
     qmgr(eng, "set server scheduling = false")  # (no job runs: where they are is the point)
     qmgr(eng, "create queue small queue_type=execution,enabled=true,started=true,"
               "resources_max.ncpus=1,resources_default.mem=100mb")
@@ -44,10 +41,7 @@ def engine(pbsplug_plugins, clock):
               "resources_min.ncpus=2,resources_max.ncpus=2")
     qmgr(eng, "create queue rq queue_type=route,route_destinations='small,big',"
               "resources_default.walltime=00:10:00,enabled=true,started=true")
-    yield eng
-    eng.runner.reap()
-    eng.close()
-    remove_root(root)
+    return eng
 
 
 def qmgr(eng: Engine, text: str, code: int = 0) -> dict:
