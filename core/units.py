@@ -364,8 +364,8 @@ def select_value(value: Any) -> str:
 
 def _limit_value(kind: str | None, value: Any) -> Any:
     """`value` as a queue's or the server's resource limit compares it (PBS compares a
-    string's text), or None for a type with no order here (boolean, string_array, select,
-    place: PBS's own rules for those are not modelled) or a value that is not its type's."""
+    string's text), or None for a type with no order (select, place; boolean and
+    string_array: `_unlike`) or a value that is not its type's."""
     try:
         if kind == "long":
             return int(value)
@@ -383,6 +383,21 @@ def _limit_value(kind: str | None, value: Any) -> Any:
     return None
 
 
+def _unlike(kind: str, asked: Any, bound: Any) -> bool:
+    """Whether a boolean or string array `asked` is refused by the minimum `bound` (a value
+    that does not read as its type is not compared)."""
+    if kind == "boolean":
+        try:
+            return parse_bool(asked) is not parse_bool(bound)
+        except ValueError:
+            return False
+
+    def items(value: Any) -> set[str]:
+        parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+        return {str(part).strip() for part in parts if str(part).strip()}
+    return not items(asked) <= items(bound)
+
+
 def outside_limits(res: Mapping[str, Any], maxima: Iterable[Mapping[str, Any] | None],
                    minima: Iterable[Mapping[str, Any] | None], types: Mapping[str, str]
                    ) -> str | None:
@@ -392,7 +407,11 @@ def outside_limits(res: Mapping[str, Any], maxima: Iterable[Mapping[str, Any] | 
     names it (OpenPBS 23.06: a queue's ``resources_max.walltime=2:00:00`` lets
     ``1:30:00`` pass under the server's ``1:00:00``). A resource the job does not ask for
     is not compared; numbers, sizes and durations by their amount, strings by their text
-    (under ``resources_max.arch=linux``, ``arch=abc`` passes and ``arch=sun`` does not)."""
+    (under ``resources_max.arch=linux``, ``arch=abc`` passes and ``arch=sun`` does not).
+    A boolean or a string array is refused by a minimum only, as PBS has it (checked): a
+    boolean other than the minimum's, a string array with a value the minimum's list does
+    not hold (under ``resources_min.sa="a,b"``, ``"b"`` passes and ``"a,c"`` does not); a
+    maximum never refuses one."""
     for tables, above in ((maxima, True), (minima, False)):
         seen: set[str] = set()
         for table in tables:
@@ -403,6 +422,10 @@ def outside_limits(res: Mapping[str, Any], maxima: Iterable[Mapping[str, Any] | 
                 if res.get(name) is None:
                     continue
                 kind = types.get(name)
+                if kind in ("boolean", "string_array"):
+                    if not above and _unlike(kind, res[name], limit):
+                        return name
+                    continue
                 asked, bound = _limit_value(kind, res[name]), _limit_value(kind, limit)
                 if asked is None or bound is None:
                     continue

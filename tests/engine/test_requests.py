@@ -21,8 +21,10 @@ def engine(engine_here):
     return engine_here()
 
 
-def submit(eng: Engine, caller: Caller = ROOT, **res) -> str:
-    return eng.req_submit(caller, {"Resource_List": res, "Hold_Types": "u"}, "true\n")
+def submit(eng: Engine, caller: Caller = ROOT, queue_name: str | None = None, **res) -> str:
+    attrs = {"Resource_List": res, "Hold_Types": "u", **({"queue": queue_name} if queue_name
+                                                         else {})}
+    return eng.req_submit(caller, attrs, "true\n")
 
 
 def request(eng: Engine, job_id: str) -> dict:
@@ -373,3 +375,22 @@ def test_an_empty_job_wide_value_is_refused_at_qsub(engine):
         submit(engine, arch="")
     assert refused.value.code == PBSE_BADATVAL and "arch=" in refused.value.message
     assert engine.store.jobs() == {}
+
+
+def test_booleans_and_string_arrays_are_limited_by_a_minimum_only(engine):
+    """OpenPBS 23.06 (checked): a boolean other than resources_min's is refused, and a
+    string array with a value resources_min's list does not hold; resources_max refuses
+    neither."""
+    with engine.store.transaction() as st:
+        st.put("resource", "bres", {"type": "boolean", "flag": "h"})
+        st.put("resource", "sares", {"type": "string_array"})
+    queue(engine, "lq", resources_max={"bres": False, "sares": "a,b"})
+    for asked in ({"bres": True}, {"bres": False}, {"sares": "c"}, {"sares": "a,c"}):
+        assert submit(engine, **asked, queue_name="lq")
+    queue(engine, "lq", resources_max={}, resources_min={"bres": False, "sares": "a,b"})
+    assert submit(engine, bres=False, queue_name="lq")
+    assert submit(engine, sares="b,a", queue_name="lq")
+    for asked in ({"bres": True}, {"sares": "c"}, {"sares": "a,c"}):
+        with pytest.raises(PbsError) as refused:
+            submit(engine, **asked, queue_name="lq")
+        assert refused.value.code == PBSE_EXCQRESC, asked
