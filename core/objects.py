@@ -307,9 +307,9 @@ class Job(PbsObject):
     _fresh_slots = (("_action", None), ("_action_allowed", True))
 
     def __init__(self, job_id: str, attrs: Mapping[str, Any] | None = None):
-        attrs = dict(attrs or {})
-        attrs.pop("id", None)
-        super().__init__(job_id, attrs)
+        if attrs and "id" in attrs:
+            attrs = {k: v for k, v in attrs.items() if k != "id"}
+        super().__init__(job_id, attrs)  # (which copies them: not twice for every job)
         object.__setattr__(self, "_action", None)
         object.__setattr__(self, "_action_allowed", True)
 

@@ -141,20 +141,21 @@ def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],
     """PBS's exec_host of a job's exec_vnode chunks: ``host/index`` per chunk, the index
     counting the job's chunks on that host from 0, and ``*ncpus`` unless the chunk has one
     cpu (``*0`` for the rest of a host held whole): ``vm/0*2+vm/1*0``."""
-    counts: dict[str, int] = {}
+    counts: dict[str | None, int] = {}  # per host, its chunks before the current vnode's
     parts = []
     last_name = last_res = host = None
-    ncpus = 0
+    ncpus = index = 0
     for name, res in chunks:
         # (a vnode's chunks come one after the other, alike ones sharing their mapping:
-        # its host and their ncpus are read once)
+        # its host, its host's count and their ncpus are read once)
         if name is not last_name:
+            counts[host] = index
             host, last_name = host_of(name), name
+            index = counts.get(host, 0)
         if res is not last_res:
             ncpus, last_res = int(res.get("ncpus", 0) or 0), res
-        index = counts.get(host, 0)
-        counts[host] = index + 1
         parts.append(f"{host}/{index}" if ncpus == 1 else f"{host}/{index}*{ncpus}")
+        index += 1
     return "+".join(parts)
 
 

@@ -136,19 +136,23 @@ class Calendar:
                 else:
                     pop(vnode, None)
         else:
+            get, insort, bisect_left = at.get, bisect.insort, bisect.bisect_left
             for vnode, used in pairs:
-                before = at.get(vnode)
-                total = (before or 0) + used
-                if total:
-                    at[vnode] = total
-                else:
-                    at.pop(vnode, None)
-                if (before is None) != (not total):
-                    if total:  # the vnode's first change at this instant
-                        bisect.insort(instants.setdefault(vnode, []), when)
-                    else:
-                        mine = instants[vnode]
-                        del mine[bisect.bisect_left(mine, when)]
+                before = get(vnode)  # (never 0: a change that comes to none is dropped)
+                if before is None:
+                    if used:  # the vnode's first change at this instant
+                        at[vnode] = used
+                        mine = instants.get(vnode)
+                        if mine is None:
+                            instants[vnode] = [when]
+                        else:
+                            insort(mine, when)
+                elif before + used:
+                    at[vnode] = before + used
+                else:  # its last change at this instant taken back
+                    del at[vnode]
+                    mine = instants[vnode]
+                    del mine[bisect_left(mine, when)]
         ending = self._ending[kind]
         if end:
             count = ending.get(when, 0) + end
@@ -197,36 +201,48 @@ class Calendar:
             if any(not b.hard and b.end > now for _, b in items):
                 self._separate()
         first, last = self._first, self._last
-        count = 0
+        count = soft = 0
+        # The run of alike bookings so far: its (start, end, hard, started), told apart
+        # field by field (a job's hundreds of bookings are alike: no key made for each).
         run_key: tuple | None = None
+        run_start = run_end = run_hard = run_started = None
         run: list[tuple[str, int]] = []  # (vnode, ncpus) of a run of alike bookings
         touch = self.touched.add
+        inf = INFINITY
         for vnode, booking in items:
             count += 1
             touch(vnode)
             bookings[vnode].append(booking)
             start, end = booking.start, booking.end
-            if start < first.get(vnode, INFINITY):
+            if start < first.get(vnode, inf):
                 first[vnode] = start
-            if end > last.get(vnode, -INFINITY):
+            if end > last.get(vnode, -inf):
                 last[vnode] = end
             if end <= now:
                 booking.applied = None
                 continue
             cap = ncpus_of[vnode]
-            used = cap if booking.exclusive else min(cap, booking.resources.get("ncpus", 0))
+            if booking.exclusive:
+                used = cap
+            else:
+                used = booking.resources.get("ncpus", 0)
+                if not used < cap:  # (min(cap, used), which gives cap on a tie)
+                    used = cap
             started = start <= now
             booking.applied = (used, started)
-            if not booking.hard:
-                self._soft += 1
-            key = (start, end, booking.hard, started)
-            if key != run_key:
+            hard = booking.hard
+            if not hard:
+                soft += 1
+            if run_key is None or start != run_start or end != run_end or \
+                    hard is not run_hard or started is not run_started:
                 if run:
                     self._note_run(changes, run_key, run, 1)
-                run_key, run = key, []
+                run_start, run_end, run_hard, run_started = start, end, hard, started
+                run_key, run = (start, end, hard, started), []
             run.append((vnode, used))
         if run:
             self._note_run(changes, run_key, run, 1)
+        self._soft += soft
         self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, len(pairs) if ends else 0)
@@ -236,9 +252,10 @@ class Calendar:
         calendar between cycles removes what ended, and what one cycle planned)."""
         changes: _Changes = {}
         bookings, first, last = self.bookings, self._first, self._last
-        touched: set[str] = set()  # their earliest start and latest end, once at the end
-        count = 0
-        run_key: tuple | None = None
+        touched: list[str] = []  # their earliest start and latest end, once at the end
+        count = soft = 0
+        run_key: tuple | None = None  # as in `book_all`
+        run_start = run_end = run_hard = run_started = None
         run: list[tuple[str, int]] = []
         touch = self.touched.add
         for vnode, booking in items:
@@ -254,21 +271,26 @@ class Calendar:
                         break
                 else:
                     continue
-            if booking.start <= first[vnode] or booking.end >= last[vnode]:
-                touched.add(vnode)  # (else the others still span what it spanned)
-            if booking.applied is None:
+            start, end = booking.start, booking.end
+            if start <= first[vnode] or end >= last[vnode]:
+                touched.append(vnode)  # (else the others still span what it spanned)
+            applied = booking.applied
+            if applied is None:
                 continue
-            used, started = booking.applied
-            if not booking.hard:
-                self._soft -= 1
-            key = (booking.start, booking.end, booking.hard, started)
-            if key != run_key:
+            used, started = applied
+            hard = booking.hard
+            if not hard:
+                soft += 1
+            if run_key is None or start != run_start or end != run_end or \
+                    hard is not run_hard or started is not run_started:
                 if run:
                     self._note_run(changes, run_key, run, -1)
-                run_key, run = key, []
+                run_start, run_end, run_hard, run_started = start, end, hard, started
+                run_key, run = (start, end, hard, started), []
             run.append((vnode, used))
         if run:
             self._note_run(changes, run_key, run, -1)
+        self._soft -= soft
         self.changes += count
         for (kind, when, ends), pairs in changes.items():
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
@@ -276,7 +298,9 @@ class Calendar:
             self._share()
         for vnode in touched:
             kept = bookings[vnode]
-            if kept:
+            if len(kept) == 1:  # (most vnodes hold one job or none)
+                first[vnode], last[vnode] = kept[0].start, kept[0].end
+            elif kept:
                 first[vnode] = min(b.start for b in kept)
                 last[vnode] = max(b.end for b in kept)
             else:
@@ -294,16 +318,24 @@ class Calendar:
         start, end, hard, started = key
         for kind in ((0,) if self._shared else (0, 1)) if hard else (1,):
             if started:
-                room, free = self.room_now[kind], self._free
-                for vnode, used in run:
-                    before = room[vnode]
-                    after = room[vnode] = before - sign * used
-                    free[kind] += (after if after > 0 else 0) - (before if before > 0 else 0)
-                    if not kind:
+                room, free = self.room_now[kind], self._free[kind]
+                if kind:
+                    for vnode, used in run:
+                        before = room[vnode]
+                        after = room[vnode] = before - sign * used
+                        free += (after if after > 0 else 0) - (before if before > 0 else 0)
+                else:  # (kind 0 also tells which vnodes opened and how many closed)
+                    opened, closed = self.opened.add, 0
+                    for vnode, used in run:
+                        before = room[vnode]
+                        after = room[vnode] = before - sign * used
+                        free += (after if after > 0 else 0) - (before if before > 0 else 0)
                         if after > 0 >= before:
-                            self.opened.add(vnode)
+                            opened(vnode)
                         elif before > 0 >= after:
-                            self.closed += 1
+                            closed += 1
+                    self.closed += closed
+                self._free[kind] = free
             else:
                 self._later[kind] += sign * len(run)
                 rising = self._rising[kind]

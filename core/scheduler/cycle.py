@@ -233,6 +233,9 @@ class _Kept:
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         self.ever_memo: dict[tuple, bool] = {}
+        #: queue name -> its jobs' default_chunk tables (`Scheduler._chunk_defaults`): the
+        #: server and queue objects are these for as long as this state lives.
+        self.defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
         #: What `_fill` found of each vnode's least room from now on (`Scheduler._lows`),
         #: and the usable vnodes' losses summed (`Scheduler._held_through`): true while
         #: the vnodes' bookings stay as they were (`Calendar.touched` says which changed);
@@ -375,10 +378,12 @@ class Scheduler:
     # -- hooks ------------------------------------------------------------------------------------
     def _impls(self, name: str) -> list:
         """The plugins' implementations of scheduler hook `name`, in plugin-name order."""
+        if self.hooks is None:
+            return []  # (no plugins: asked several times a cycle, tens of thousands of cycles)
         impls = self._impl_cache.get(name)
         if impls is None:
-            impls = [] if self.hooks is None else sorted(
-                getattr(self.hooks, name).get_hookimpls(), key=lambda i: i.plugin_name)
+            impls = sorted(getattr(self.hooks, name).get_hookimpls(),
+                           key=lambda i: i.plugin_name)
             self._impl_cache[name] = impls
         return impls
 
@@ -435,7 +440,6 @@ class Scheduler:
         now = time.time() if now is None else now
         t0 = time.perf_counter()
         self._impl_cache = {}
-        self._defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
         self._set_sizes: dict[str, dict[str | None, int]] = {}  # see _placement_sets
         #: Inside a reservation, its vnodes and what it holds of each (`_a_set_holds`).
         self._set_world: dict[str, dict[str, int]] | None = None
@@ -515,6 +519,7 @@ class Scheduler:
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
         self.now = now
         self._ever_memo = kept.ever_memo
+        self._defaults_seen = kept.defaults_seen
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         #: Vnodes with a hard booking still to come: (the earliest such start, whether all
         #: of them start then).
@@ -1308,11 +1313,13 @@ class Scheduler:
         if stored:  # (the chunks the server stored are the job's, whatever the defaults now)
             shape: tuple = (_STORED, str(stored), res["place"])
         else:
-            shape = tuple(res[k] for k in _SHAPE_RESOURCES)
+            # (`get`: what indexing a Resources gives, None when unset, without a Python
+            # call per key)
+            shape = tuple(map(res.get, _SHAPE_RESOURCES))
             if shape[0] is None:  # (converted: its other host-level resources are its chunk's)
-                shape += tuple(res[k] for k in CONVERTED_RESOURCES)
+                shape += tuple(map(res.get, CONVERTED_RESOURCES))
                 if self._host:
-                    shape += tuple(res[k] for k in self._host)
+                    shape += tuple(map(res.get, self._host))
             if told:  # (the defaults a chunk takes are part of what it asks for)
                 shape += (told,)
         parsed = self._shapes.get(shape)
@@ -1340,8 +1347,8 @@ class Scheduler:
     def _chunk_defaults(self, queue: Queue | None, server: Server
                         ) -> tuple[tuple[Any, ...], tuple]:
         """The default_chunk tables a job of `queue` takes (the queue's, then the server's)
-        and what they give beyond ncpus=1, as a key (empty: nothing); once per queue a
-        cycle."""
+        and what they give beyond ncpus=1, as a key (empty: nothing); once per queue while
+        the kept state lives (its server and queue objects)."""
         name = queue.name if queue is not None else None
         known = self._defaults_seen.get(name)
         if known is None:
@@ -2142,10 +2149,12 @@ class Scheduler:
                 else:
                     del steps[when]
                 drops.times = None
-            info, free, mine = infos.get(name), room.get(name, 0), instants.get(name)
-            if info is None or not info.usable_now or free <= 0 or not mine or \
-                    name not in rising:
+            free = room.get(name, 0)
+            if free <= 0 or name not in rising:  # (first: most of a full machine's)
                 continue  # (holds nothing now, or only gains room)
+            info, mine = infos.get(name), instants.get(name)
+            if info is None or not info.usable_now or not mine:
+                continue
             memo = lows.get(name)
             if memo is None:
                 memo = lows[name] = _low_track(mine, deltas, name, free, now, INFINITY)
@@ -2295,19 +2304,21 @@ class Scheduler:
         cpus at any instant from now until then."""
         calendar = self.calendar
         smallest, need = info.smallest, info.ncpus
-        room = _Overlay(calendar.room_now[0])  # the sweep changes few of a thousand vnodes
+        # The sweep's room: what it changed, over the room now (it changes few of a
+        # thousand vnodes: no copy of them all).
+        base, room = calendar.room_now[0], {}
         avail = calendar.free_total(0) if smallest == 1 else sum(
-            free for free in room.base.values() if free >= smallest)
+            free for free in base.values() if free >= smallest)
         times, deltas, _ = calendar.timeline(0)
         at = 0
         while at < len(times) and times[at] <= now:  # changes due by now
-            avail = _apply(deltas[times[at]], room, smallest, avail, None)
+            avail = _apply_over(deltas[times[at]], room, base, smallest, avail)
             at += 1
         peak = avail
         if avail >= need:
             return now, 0
         for when in times[at:]:
-            avail = _apply(deltas[when], room, smallest, avail, None)
+            avail = _apply_over(deltas[when], room, base, smallest, avail)
             if avail >= need:
                 return when, peak
             if avail > peak:
@@ -2422,20 +2433,6 @@ _Window = tuple[dict[str, list[float]], dict[float, dict[str, int]], dict[str, l
                 float, float]
 
 
-class _Overlay(dict):
-    """A dict read through to `base` where it holds no value of its own: a sweep's changes
-    to a copy of the room it never makes."""
-
-    __slots__ = ("base",)
-
-    def __init__(self, base: dict[str, int]):
-        super().__init__()
-        self.base = base
-
-    def __missing__(self, name: str) -> int:
-        return self.base[name]
-
-
 def _low_track(mine: list[float], deltas: dict[float, dict[str, int]], name: str, free: int,
                start: float, stop: float) -> tuple[int, list[int]]:
     """A vnode's least room from `start` on (`_fill`'s and `_held_through`'s): where its
@@ -2524,6 +2521,23 @@ def _apply(changes: dict[str, int], room: dict[str, int], smallest: int, avail: 
                 roomy.add(name)
         elif roomy is not None:
             roomy.discard(name)
+    return avail
+
+
+def _apply_over(changes: dict[str, int], room: dict[str, int], base: dict[str, int],
+                smallest: int, avail: int) -> int:
+    """`_apply` to the values of `room` over those of `base` (where `room` holds none):
+    `base` is left as it is."""
+    get = room.get
+    for name, used in changes.items():
+        before = get(name)
+        if before is None:  # (a lookup, not a dict's __missing__: a call per vnode)
+            before = base[name]
+        after = room[name] = before - used
+        if before >= smallest:
+            avail -= before
+        if after >= smallest:
+            avail += after
     return avail
 
 
