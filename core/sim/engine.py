@@ -963,31 +963,16 @@ class Simulator:
                 self.vnodes[name] = Vnode(name, attrs)
                 self._vnode_log.changed(name)
         run.energy = energy
-        hosts, now, host_counts = self.hosts, self.now, self._counts
-        drawn = False
+        hosts, now = self.hosts, self.now
         for index in touched:
             host = hosts[index]
             if host.power == "on" and host.until <= now and not host.asleep:
                 # (what `_host_state` decides for a host up and awake: its jobs alone)
                 watts = "busy" if host.busy > 0 else "idle"
                 if watts != host.watts:
-                    # (`_draw`, written out: a job's start and end draw again on each of
-                    # its hosts, hundreds of thousands of times in a replay)
-                    length = now - host.since
-                    if length > 0:
-                        figure = host.watts
-                        host.energy[figure] = host.energy.get(figure, 0.0) + \
-                            host.figures[figure] * length
-                    host.since = now
-                    host_counts[host.counted] -= 1
-                    host.state, host.watts = _FIGURE_STATES[watts], watts
-                    counted = host.counted = host.base + _FIGURE_INDEX[watts]
-                    host_counts[counted] = host_counts.get(counted, 0) + 1
-                    drawn = True
+                    self._draw(host, watts)
             else:
                 self._host_state(host)
-        if drawn:
-            self._counts_changed = True
         return touched
 
     def _host_state(self, host: _Host) -> None:
