@@ -459,8 +459,8 @@ def check_depend(value: str) -> bool:
         if kind not in DEPEND_TYPES or not sep or not rest:
             return False
         args = rest.split(":")
-        if kind == "on":
-            if len(args) != 1 or not args[0].isdigit():
+        if kind == "on":  # (ASCII digits: `isdigit` takes ``²``, which no int() reads)
+            if len(args) != 1 or not (args[0].isascii() and args[0].isdecimal()):
                 return False
         elif not all(_JOB_ID.fullmatch(job) for job in args):
             return False

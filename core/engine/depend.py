@@ -20,13 +20,14 @@ the waiting job, as PBS does, in PBS's words:
 
 ``before``, ``beforeok``, ``beforenotok`` and ``beforeany`` turn around: each listed job
 (which must still be queued or held) gets ``after...:<this job>`` and waits on this one.
-As OpenPBS 23.06 does (checked), a job may be named so only if it was submitted with
-``on:<count>``: it is held (``s``) until `count` jobs have named it, its ``on:`` counting
-down as each does (``on:2`` -> ``on:1,afterok:5.h`` -> ``afterok:5.h:6.h``), and then until
-what they added is met. A job naming one that never had an ``on:`` is deleted at once
-(``Dependency request for job rejected by <id>``; qsub still prints its id); naming one whose
-count is spent is accepted and changes nothing. ``runone`` is not supported by the local
-engine (refused with 15029).
+As OpenPBS 23.06 does (checked), a job submitted with ``on:<count>`` is held (``s``) until
+`count` jobs have named it, its ``on:`` counting down as each does (``on:2`` ->
+``on:1,afterok:5.h`` -> ``afterok:5.h:6.h``; a job named there already counts once), and then
+until what they added is met. A job whose count is spent, or that never had one, takes a
+``before*`` only when it already has an entry of the matching ``after*`` type: the request is
+accepted and changes nothing. Else the job naming it is deleted at once (``Dependency
+request for job rejected by <id>``; qsub still prints its id). ``runone`` is not supported by
+the local engine (refused with 15029).
 """
 
 from __future__ import annotations
@@ -68,28 +69,39 @@ def format(items: list[tuple[str, list[str]]]) -> str:
     return ",".join(f"{kind}:{':'.join(ids)}" for kind, ids in items if ids)
 
 
-def on_count(text: str | None) -> int | None:
-    """How many jobs have still to name this one (its ``on:<count>``), None without one."""
+def count_value(text: str) -> int | None:
+    """An ``on:`` count's text as a number (ASCII digits only: ``²`` is a digit to
+    `str.isdigit` and no number to `int`), None when it is not one."""
+    return int(text) if text.isascii() and text.isdecimal() else None
+
+
+def on_count(text: str | None) -> int:
+    """How many jobs have still to name this one (its ``on:<count>``; 0 without one)."""
     for kind, ids in parse(text):
         if kind == ON:
-            return int(ids[0]) if ids and ids[0].isdigit() else 0
-    return None
+            return (count_value(ids[0]) or 0) if ids else 0
+    return 0
 
 
-def registered(text: str | None, kind: str, job_id: str) -> str:
-    """The depend of a job with an ``on:`` count once `job_id` named it with ``before*``
-    `kind`: the count one less (gone at 0, as PBS writes it), and ``after*:<job_id>`` added
-    to the entry of its type."""
+def registered(text: str | None, kind: str, job_id: str) -> str | None:
+    """The depend of a job once `job_id` names it with ``before*`` `kind`, as PBS's server
+    registers it (None: refused). With an ``on:`` count left, the count one less (gone at
+    0, as PBS writes it) and ``after*:<job_id>`` added to the entry of its type; `job_id`
+    there already counts nothing more. Without one, the request is accepted unchanged when
+    the job has an entry of that type, else refused."""
     count = on_count(text)
     after = BEFORE[kind]
     items = [(k, list(ids)) for k, ids in parse(text) if k != ON]
-    for k, ids in items:
-        if k == after:
-            ids.append(job_id)
-            break
-    else:
+    entry = next((ids for k, ids in items if k == after), None)
+    if not count:
+        return None if entry is None else format(parse(text))
+    if entry is not None and job_id in entry:
+        return format(parse(text))
+    if entry is None:
         items.append((after, [job_id]))
-    if count is not None and count > 1:
+    else:
+        entry.append(job_id)
+    if count > 1:
         items.insert(0, (ON, [str(count - 1)]))
     return format(items)
 
@@ -117,7 +129,7 @@ def check(text: str | None, lookup: Callable[[str], Mapping[str, Any] | None]
     be met)."""
     result = MET
     for kind, ids in parse(text):
-        if kind == ON and ids and ids[0].isdigit() and int(ids[0]) > 0:
+        if kind == ON and ids and (count_value(ids[0]) or 0) > 0:
             result = WAIT  # (jobs have still to name it)
         if kind not in AFTER:
             continue

@@ -676,8 +676,8 @@ def _depend(value: str, server: str | None) -> str:
         if kind not in DEPEND_TYPES or not sep or not rest:
             raise _illegal("W")
         args = rest.split(":")
-        if kind == "on":
-            if len(args) != 1 or not args[0].isdigit():
+        if kind == "on":  # (ASCII digits: `isdigit` takes ``²``, which no int() reads)
+            if len(args) != 1 or not (args[0].isascii() and args[0].isdecimal()):
                 raise _illegal("W")
         else:
             done = []

@@ -723,10 +723,11 @@ class Engine:
         named = []  # (kind, the jobs by their full ids): as qsub writes them, and stored so
         for kind, ids in depend.parse(attrs.get("depend")):
             if kind == depend.ON:  # how many jobs are to name this one with before*
-                if len(ids) != 1 or not ids[0].isdigit() or not 0 < int(ids[0]) <= values.LONG_MAX:
+                count = depend.count_value(ids[0]) if len(ids) == 1 else None
+                if count is None or not 0 < count <= values.LONG_MAX:
                     raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
                                    f"depend: on:{':'.join(ids)} is not on:<count>")
-                named.append((kind, [str(int(ids[0]))]))
+                named.append((kind, [str(count)]))
                 continue
             if kind not in depend.AFTER and kind not in depend.BEFORE:
                 raise PbsError(PBSE_NOSUP, f"No support for requested service: depend "
@@ -803,30 +804,24 @@ class Engine:
         return True
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> str | None:
-        """``before*`` dependencies: each target whose ``on:`` count is not spent now waits
-        on `job_id` (`depend.registered`); one whose count is spent is left as it is.
-        Returns the first target that never had an ``on:`` count, with none of them
-        changed (PBS rejects the dependency request; the caller says what follows)."""
-        targets = [(kind, target, self.store.job(target)) for kind, target in befores]
-        for _, target, other in targets:
-            if self._on_state(target, other) is None:
+        """``before*`` dependencies, registered on each target as PBS's server does
+        (`depend.registered`; each entry reads the target as the one before it left it, so
+        two entries naming one target both count). Returns the first target that refuses,
+        with none of them changed (PBS rejects the dependency request; the caller says
+        what follows)."""
+        texts: dict[str, str | None] = {}
+        for kind, target in dict.fromkeys(befores):  # (one job named twice: once)
+            text = texts[target] if target in texts else \
+                (self.store.job(target) or {}).get("depend")
+            new = depend.registered(text, kind, job_id)
+            if new is None:
                 return target
-        for kind, target, other in targets:
-            if not self._on_state(target, other):
-                continue  # (its count spent: PBS accepts the request and adds nothing)
-            text = depend.registered(other.get("depend"), kind, job_id)
-            self._hold_for_depend(target, {**other, "depend": text})
-            if depend.on_count(text) is None:  # the count spent: later ones are let be
-                with self.store.transaction() as st:
-                    st.set_runtime(target, {**(st.runtime(target) or {}), "on_spent": True})
+            texts[target] = new
+        for target, text in texts.items():
+            other = self.store.job(target)
+            if other is not None and text != other.get("depend"):
+                self._hold_for_depend(target, {**other, "depend": text})
         return None
-
-    def _on_state(self, job_id: str, attrs: dict | None) -> bool | None:
-        """Whether the job named by a ``before*`` takes one more (its ``on:`` count is not
-        spent: True), was counted down to the end (False), or never had a count (None)."""
-        if attrs is not None and (depend.on_count(attrs.get("depend")) or 0) > 0:
-            return True
-        return False if (self.store.runtime(job_id) or {}).get("on_spent") else None
 
     @staticmethod
     def _add_system_hold(attrs: dict) -> None:
@@ -1257,8 +1252,9 @@ class Engine:
         if state == depend.NEVER and never is not None:
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value depend: "
                            f"{never.split(':', 1)[1]} {depend.HISTDEPEND}")
-        for _, target in befores:  # (refused here: the job is not new, nothing to delete)
-            if self._on_state(target, self._lean_job(target)) is None:
+        for kind, target in befores:  # (refused here: the job is not new, nothing to delete)
+            if depend.registered((self._lean_job(target) or {}).get("depend"), kind,
+                                 me) is None:
                 raise PbsError(PBSE_BADDEPEND, f"{BEFORE_REFUSED}{target}", obj=me)
         return befores
 

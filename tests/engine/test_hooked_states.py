@@ -371,22 +371,31 @@ def test_a_depend_removed_while_a_limit_holds_its_release_back_lifts_the_hold(en
 
 def test_on_count_holds_a_job_until_that_many_jobs_name_it_with_before(engine):
     """OpenPBS 23.06 (checked): ``on:2`` holds the job (``s``); each ``before*`` naming it
-    counts it down and adds its ``after*`` (merged by type); once spent, one more is
-    accepted and changes nothing; a ``before*`` naming a job that never had a count
-    deletes the new job (qsub prints its id). The job runs once what was added is met."""
+    counts it down and adds its ``after*`` (merged by type). Once spent, a ``before*`` of
+    a type it has an entry of is accepted and changes nothing; one of another type deletes
+    the new job. The job runs once what was added is met."""
     first = engine.req_submit(ROOT, {"depend": "on:2"}, script="true\n")
     attrs = engine.store.job(first)
     assert (attrs["job_state"], attrs["Hold_Types"], attrs["depend"]) == ("H", "s", "on:2")
-    ok = engine.req_submit(ROOT, {"depend": f"beforeok:{first}", "Hold_Types": "u"},
-                           script="true\n")
+
+    def named(kind: str) -> str:
+        return engine.req_submit(ROOT, {"depend": f"{kind}:{first}", "Hold_Types": "u"},
+                                 script="true\n")
+
+    ok = named("beforeok")
     assert engine.store.job(first)["depend"] == f"on:1,afterok:{ok}"
-    ok2 = engine.req_submit(ROOT, {"depend": f"beforeok:{first}", "Hold_Types": "u"},
-                            script="true\n")
+    # The same job naming it again counts nothing more (review; PBS's register_dep).
+    engine.req_alter(ROOT, ok, {"depend": f"beforeok:{first}"})
+    assert engine.store.job(first)["depend"] == f"on:1,afterok:{ok}"
+    ok2 = named("beforeok")
     assert engine.store.job(first)["depend"] == f"afterok:{ok}:{ok2}"
-    spent = engine.req_submit(ROOT, {"depend": f"beforeany:{first}", "Hold_Types": "u"},
-                              script="true\n")
+    late = named("beforeok")  # (spent; it has an afterok entry: accepted, no change)
     assert engine.store.job(first)["depend"] == f"afterok:{ok}:{ok2}"
-    assert engine.store.job(spent)["job_state"] == "H"  # (kept, its request let be)
+    assert engine.store.job(late)["job_state"] == "H"
+    other = named("beforeany")  # (spent; no afterany entry: rejected)
+    attrs = engine.store.job(other)
+    assert (attrs["job_state"], attrs["comment"]) == (
+        "F", f"Dependency request for job rejected by {first}")
     # Both end well: the job is released.
     with engine.store.transaction() as st:
         for job in (ok, ok2):
@@ -397,7 +406,22 @@ def test_on_count_holds_a_job_until_that_many_jobs_name_it_with_before(engine):
     assert (attrs["job_state"], attrs["Hold_Types"]) == ("Q", "n")
 
 
+def test_two_before_entries_naming_one_job_both_count(engine):
+    """Review: the second entry was made from the target as it was before the first, and
+    replaced it (a beforeok became a beforeany)."""
+    first = engine.req_submit(ROOT, {"depend": "on:2"}, script="true\n")
+    both = engine.req_submit(ROOT, {"depend": f"beforeok:{first},beforeany:{first}",
+                                    "Hold_Types": "u"}, script="true\n")
+    assert engine.store.job(first)["depend"] == f"afterok:{both},afterany:{both}"
+
+
 def test_a_before_naming_a_job_without_on_is_rejected(engine):
+    parent = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
+    waiting = engine.req_submit(ROOT, {"depend": f"afterok:{parent}"}, script="true\n")
+    fine = engine.req_submit(ROOT, {"depend": f"beforeok:{waiting}", "Hold_Types": "u"},
+                             script="true\n")  # (an afterok entry: accepted, no change)
+    assert engine.store.job(fine)["job_state"] == "H"
+    assert engine.store.job(waiting)["depend"] == f"afterok:{parent}"
     plain = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
     new = engine.req_submit(ROOT, {"depend": f"beforeok:{plain}"}, script="true\n")
     attrs = engine.store.job(new)
@@ -408,7 +432,7 @@ def test_a_before_naming_a_job_without_on_is_rejected(engine):
     with pytest.raises(PbsError) as refused:  # (qalter: refused, the job stays as it was)
         engine.req_alter(ROOT, queued, {"depend": f"before:{plain}"})
     assert refused.value.code == 15054 and "depend" not in engine.store.job(queued)
-    for bad in ("on:0", "on:x", "on:1:2"):
+    for bad in ("on:0", "on:x", "on:1:2", "on:\u00b2"):
         with pytest.raises(PbsError) as refused:
             engine.req_submit(ROOT, {"depend": bad}, script="true\n")
         assert refused.value.code == 15014, bad
