@@ -22,14 +22,10 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from .. import units
-
-#: A queue's lists and the switch that makes each count.
-QUEUE_LISTS = (("acl_user_enable", "acl_users"), ("acl_group_enable", "acl_groups"),
-               ("acl_host_enable", "acl_hosts"))
 
 
 def _on(value: Any) -> bool:
@@ -95,25 +91,21 @@ def gids_of(user: str) -> frozenset[int]:
         return frozenset()
 
 
+def _refuses(table: Mapping[str, Any], name: str, allowed: Callable[[Any], bool]) -> bool:
+    """Whether `table`'s ACL `name` (``acl_users``...) is on (its ``acl_user_enable``...)
+    and `allowed` says no to its entries."""
+    return _on(table.get(f"{name[:-1]}_enable", False)) and not allowed(table.get(name))
+
+
 def queue_allows(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
     """Whether `queue`'s ACLs that are on let `user`, submitting from the host named
     `hosts` (its short and full names), put a job in it."""
-    for switch, key in QUEUE_LISTS:
-        if not _on(queue.get(switch, False)):
-            continue
-        if key == "acl_users" and not user_allowed(queue.get(key), user, hosts):
-            return False
-        if key == "acl_groups" and not group_allowed(queue.get(key), gids_of(user)):
-            return False
-        if key == "acl_hosts" and not host_allowed(queue.get(key), hosts):
-            return False
-    return True
+    return not (_refuses(queue, "acl_users", lambda e: user_allowed(e, user, hosts))
+                or _refuses(queue, "acl_groups", lambda e: group_allowed(e, gids_of(user)))
+                or _refuses(queue, "acl_hosts", lambda e: host_allowed(e, hosts)))
 
 
 def server_allows(server: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
     """Whether the server's ACLs that are on let `user` (not a manager) send requests."""
-    if _on(server.get("acl_user_enable", False)) and \
-            not user_allowed(server.get("acl_users"), user, hosts):
-        return False
-    return not (_on(server.get("acl_host_enable", False)) and
-                not host_allowed(server.get("acl_hosts"), hosts))
+    return not (_refuses(server, "acl_users", lambda e: user_allowed(e, user, hosts))
+                or _refuses(server, "acl_hosts", lambda e: host_allowed(e, hosts)))

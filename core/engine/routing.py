@@ -54,8 +54,6 @@ PASS_EVERY = 1.0
 FOR_NOW = frozenset({PBSE_QUNOENB, PBSE_MAXQUED, PBSE_ENTLIMCT, PBSE_ENTLIMRESC,
                      PBSE_SYSTEM, PBSE_NOCONNECTS})
 
-MOVED, WAITING, KEPT, GONE = "moved", "waiting", "kept", "gone"
-
 
 def _seconds(value: Any, default: int) -> int:
     """A stored route_retry_time or route_lifetime (qmgr checked it: a long) in seconds."""
@@ -85,26 +83,28 @@ class Router:
         return queue if not at or server in (eng.server_name, eng.host) else None
 
     def route(self, job_id: str, attrs: dict[str, Any], name: str, queue: dict[str, Any],
-              now: float, submitting: bool = False) -> str:
+              now: float, submitting: bool = False) -> None:
         """Try to pass job `job_id` (stored as `attrs`) out of route queue `name` (whose
-        attributes are `queue`): MOVED (it is in a destination now), WAITING (a destination
-        refused for now), KEPT (not tried: the queue is stopped, or the job is held or
-        waiting and the queue keeps such jobs), GONE (past the queue's route_lifetime, or
-        refused for good by every destination: finished). With `submitting` (qsub), a
-        refusal for good raises PBS's 15039 instead, and the caller forgets the job."""
+        attributes are `queue`): it goes to a destination; or waits, tried again at its
+        retry time (a destination refused for now); or stays untried (the queue is
+        stopped, or the job is held or waiting and the queue keeps such jobs); or is
+        finished (past the queue's route_lifetime, or refused for good by every
+        destination). With `submitting` (qsub), a refusal for good raises PBS's 15039
+        instead, and the caller forgets the job."""
         eng = self.engine
         if not units.parse_bool(queue.get("started", False)):
-            return KEPT
+            return
         lifetime = _seconds(queue.get("route_lifetime"), 0)
         entered = attrs.get("qtime")
         if lifetime and isinstance(entered, (int, float)) and now - entered > lifetime:
-            return self._finish(job_id, EXPIRED)  # (before all else, as PBS does)
+            self._finish(job_id, EXPIRED)  # (before all else, as PBS does)
+            return
         if str(attrs.get("Hold_Types") or "n") != "n" and \
                 not units.parse_bool(queue.get("route_held_jobs", False)):
-            return KEPT
+            return
         if attrs.get("job_state") == "W" and \
                 not units.parse_bool(queue.get("route_waiting_jobs", False)):
-            return KEPT
+            return
         refused = self.refused.setdefault(job_id, set())
         for_now = False
         for dest in queue.get("route_destinations") or ():
@@ -124,20 +124,19 @@ class Router:
                     refused.add(dest)
                 continue
             self.forget(job_id)
-            return MOVED
+            return
         if for_now:
             self.retry_at[job_id] = now + _seconds(queue.get("route_retry_time"), RETRY_TIME)
-            return WAITING
+            return
         if submitting:
             self.forget(job_id)
             raise PbsError(PBSE_ROUTEREJ, REJECTED, obj=job_id)
-        return self._finish(job_id, REJECTED)
+        self._finish(job_id, REJECTED)
 
-    def _finish(self, job_id: str, why: str) -> str:
+    def _finish(self, job_id: str, why: str) -> None:
         self.forget(job_id)
         eng = self.engine
         eng._drop(job_id, eng._job(job_id), why)  # (logged; whole: with its environment)
-        return GONE
 
     def forget(self, job_id: str) -> None:
         """What was noted of a job's tries (it left its route queue, or enters one anew)."""

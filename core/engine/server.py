@@ -359,8 +359,10 @@ class Engine:
                          comment=f"Job failed after a server restart: {why}")
 
     # -- roles ------------------------------------------------------------------------------------
-    def caller(self, uid: int) -> Caller:
-        server = self.store.get("server", "server")
+    def caller(self, uid: int, server: dict[str, Any] | None = None) -> Caller:
+        """Who `uid` is to this server (its managers and operators in `server`, the
+        server's attributes, read here when not given)."""
+        server = server if server is not None else self.store.get("server", "server")
         probe = Caller(uid, ROLE_USER)
         names = {probe.user, f"{probe.user}@{self.host}", f"{probe.user}@*"}
         if uid in (0, self.owner_uid) or names & set(server.get("managers") or []):
@@ -552,9 +554,9 @@ class Engine:
 
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
-        caller = self.caller(uid)
-        if not caller.manager and not acl.server_allows(
-                self.store.get("server", "server"), caller.user, self.host_names):
+        server = self.store.get("server", "server")  # (read once: roles and ACLs)
+        caller = self.caller(uid, server)
+        if not caller.manager and not acl.server_allows(server, caller.user, self.host_names):
             raise PbsError(PBSE_PERM)  # (the server's acl_users: every request)
         handler = getattr(self, f"req_{op}", None)
         if handler is None:
