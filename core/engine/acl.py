@@ -15,6 +15,24 @@ in order: the first entry that names the user (group, host) decides, ``-`` refus
 * The server's ``acl_users`` (with ``acl_user_enable``) refuses every request of a user it
   does not name (qsub, qstat...); root and the other managers pass (pbsplug's reading:
   on PBS root passed, listed in acl_roots).
+* A reservation's ``Authorized_Users``, ``Authorized_Groups`` and ``Authorized_Hosts``
+  (pbs_rsub ``-U``/``-G``/``-H``) become its queue's ACLs, each switched on.
+
+PBS keeps every such list in an order of its own, so "the first entry decides" reads the
+stored order, not the order typed (`ordered`; checked on OpenPBS 23.06 with qmgr and
+pbs_rsub). Each new entry goes before the first stored entry it must precede, else last:
+
+* users (``acl_users``, ``managers``, ``operators``, ``acl_roots``): by user name (byte
+  order, the sign left out); for one user, an entry without a host precedes those with
+  one, and two hosts go in the hosts' order;
+* groups: by name, byte order;
+* hosts: read from their last characters back, the first two that differ put the greater
+  first (``zz,mm,aa``), but only while neither host has reached its first character: the
+  one that reaches it first goes after (``x.y.com`` before ``z``, ``*.aa`` before ``aa``),
+  and of two that reach it together a ``*`` goes after (``y.aa,x.aa,*.aa``).
+
+The same entry twice (sign included: ``bob`` and ``+bob`` are two) is PBS's 15055,
+``Duplicate entry in list``.
 """
 
 from __future__ import annotations
@@ -81,6 +99,73 @@ def group_allowed(entries: Any, gids: Collection[int]) -> bool:
 
 def host_allowed(entries: Any, hosts: Iterable[str]) -> bool:
     return _decide(entries, lambda body: _host_matches(body, hosts))
+
+
+def _host_precedes(new: str, old: str) -> bool:
+    """Whether host `new` goes before host `old`: read from their last characters back, at
+    the first that differ the greater goes first, as long as neither has reached its first
+    character; one that reaches it first goes after the other; when both reach it together,
+    a ``*`` goes after, else the greater character first."""
+    i, j = len(new) - 1, len(old) - 1
+    while i > 0 and j > 0:
+        if new[i] != old[j]:
+            return new[i] > old[j]
+        i, j = i - 1, j - 1
+    if i > 0 or j > 0:
+        return j == 0 and i > 0
+    if i < 0 or j < 0:  # (an empty host: stored by hand)
+        return j < 0 <= i
+    if new[0] == "*" or old[0] == "*":
+        return old[0] == "*" and new[0] != "*"
+    return new[0] > old[0]
+
+
+def _user_precedes(new: str, old: str) -> bool:
+    new_user, new_at, new_host = new.lstrip("+-").partition("@")
+    old_user, old_at, old_host = old.lstrip("+-").partition("@")
+    if new_user != old_user:
+        return new_user < old_user
+    if not new_at or not old_at:
+        return bool(old_at) and not new_at
+    return _host_precedes(new_host, old_host)
+
+
+def _group_precedes(new: str, old: str) -> bool:
+    return new.lstrip("+-") < old.lstrip("+-")
+
+
+def _signed_host_precedes(new: str, old: str) -> bool:
+    return _host_precedes(new.lstrip("+-"), old.lstrip("+-"))
+
+
+#: Per kind of list, whether a new entry goes before a stored one (the module's docstring).
+_PRECEDES = {"user": _user_precedes, "group": _group_precedes, "host": _signed_host_precedes}
+#: The kind of each list attribute: servers', queues' and reservations' (as ACLs).
+KIND = {"acl_users": "user", "managers": "user", "operators": "user", "acl_roots": "user",
+        "Authorized_Users": "user", "acl_groups": "group", "Authorized_Groups": "group",
+        "acl_hosts": "host", "Authorized_Hosts": "host"}
+
+
+class DuplicateEntry(ValueError):
+    """An entry already in the list (PBS's 15055)."""
+
+
+def insert(kind: str, entries: Iterable[str], new: Iterable[str]) -> list[str]:
+    """`entries` (a list of `kind`: ``user``, ``group`` or ``host``) with each of `new`
+    put where PBS puts it; `DuplicateEntry` for one already there."""
+    precedes = _PRECEDES[kind]
+    out = list(entries)
+    for entry in new:
+        if entry in out:
+            raise DuplicateEntry(entry)
+        at = next((i for i, old in enumerate(out) if precedes(entry, old)), len(out))
+        out.insert(at, entry)
+    return out
+
+
+def ordered(kind: str, entries: Iterable[str]) -> list[str]:
+    """`entries` in PBS's order for a list of `kind` (`insert` into an empty one)."""
+    return insert(kind, (), entries)
 
 
 def gids_of(user: str) -> frozenset[int]:

@@ -159,8 +159,8 @@ def value_text(value: Any, resource: str | None = None) -> str:
             return format_size(value) if value else "0kb"
     if isinstance(value, Mapping):
         return ",".join(f"{k}={_escape_commas(value_text(v))}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ", ".join(value_text(v) for v in value)
+    if isinstance(value, (list, tuple)):  # (ACLs, managers, route_destinations: "a,b")
+        return ",".join(value_text(v) for v in value)
     return str(value)
 
 
@@ -534,10 +534,13 @@ def qstat_server(server: Any, *, full: bool = False, json_out: bool = False,
 
 def pbsnodes_full(vnodes: Any) -> str:
     """``pbsnodes -a``: the vnode's name, then ``     name = value`` lines (five spaces, no
-    wrapping; last_state_change_time and last_used_time as ctime), a blank line after each."""
+    wrapping; last_state_change_time and last_used_time as ctime; ``jobs = 1.s/0, 1.s/1``),
+    a blank line after each."""
     blocks = []
     for name, attrs in _records(vnodes, "name"):
         lines = [name]
+        if attrs.get("jobs") and isinstance(attrs["jobs"], (list, tuple)):  # (with spaces)
+            attrs = {**attrs, "jobs": ", ".join(map(str, attrs["jobs"]))}
         for label, text in _lines(attrs, NODE_ORDER, NODE_TIME_ATTRIBUTES):
             lines.append(f"     {label} = {show_nonprint(text)}")
         blocks.append("\n".join(lines) + "\n")

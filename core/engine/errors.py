@@ -24,6 +24,7 @@ PBSE_QACESS = 15022
 PBSE_NOSUP = 15029
 PBSE_NOCONNECTS = 15033
 PBSE_UNKRESC = 15035
+PBSE_DUPLIST = 15055
 PBSE_EXCQRESC = 15036
 PBSE_UNKNODE = 15062
 PBSE_INVALJOBRESC = 15109
@@ -45,6 +46,7 @@ MESSAGES = {
     PBSE_NOSUP: "No support for requested service",
     PBSE_NOCONNECTS: "No free connections",
     PBSE_UNKRESC: "Unknown resource",
+    PBSE_DUPLIST: "Duplicate entry in list ",
     PBSE_EXCQRESC: "Job violates queue and/or server resource limits",
     PBSE_UNKNODE: "Unknown node",
     PBSE_HISTJOBID: "Job has finished",

@@ -70,7 +70,8 @@ from typing import Any
 
 from .. import entlim, hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
-from .errors import PbsError
+from . import acl
+from .errors import PBSE_DUPLIST, PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
 
 # -- PBS's error numbers and texts (pbs_error.h, pbs_messages.c) ----------------------------------
@@ -102,6 +103,7 @@ MESSAGES = {
     PBSE_IVALREQ: "Invalid request",
     PBSE_PERM: "Unauthorized Request",
     PBSE_BADATVAL: "Illegal attribute or resource value",
+    PBSE_DUPLIST: "Duplicate entry in list ",
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUEEXIST: "Queue already exists",
     PBSE_NOSUP: "No support for requested service",
@@ -119,7 +121,8 @@ MESSAGES = {
     PBSE_UNKSCHED: "Unknown Scheduler",
 }
 #: Codes whose reply names the attribute (PBS's server appends " attr[.resource]").
-_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_BADATVAL, PBSE_UNKRESC, PBSE_BADNDATVAL})
+_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_BADATVAL, PBSE_UNKRESC, PBSE_BADNDATVAL,
+                              PBSE_DUPLIST})
 #: The text a non-manager gets for any hook request (pbs-behavior.md §1.1).
 HOOK_UNAUTHORIZED = "unauthorized to access hooks data from server"
 #: MoM's default port: `print node` adds ``Port=`` to ``create node`` only when it differs.
@@ -877,6 +880,8 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
       summed, strings appended, booleans or-ed; ``-=`` takes away the same way (a list item
       that is not there is ignored; a size or duration stops at zero; a string loses the
       value only from its end). An operator on an unset attribute starts from nothing.
+    * An ACL (``acl_users``, ``managers``...) is stored in PBS's order (`acl.insert`); an
+      entry given twice, or added when it is there, is 15055.
     * A list or resource dict left empty is removed, as PBS unsets an empty array.
     * ``unset`` restores the default where the definition has one, else removes; unsetting a
       resource removes only that resource.
@@ -905,13 +910,27 @@ def apply(current: Mapping[str, Any], ops: Iterable[AttrOp], verb: str,
             else:
                 attrs.pop(name, None)
             continue
-        new = _combine(defn.type, attrs.get(name), value, op.op)
+        if defn.type == "acl" and op.op in ("=", "", "+=") and isinstance(value, list):
+            new = _acl_combine(name, attrs.get(name) if op.op == "+=" else None, value,
+                               obj_type)
+        else:
+            new = _combine(defn.type, attrs.get(name), value, op.op)
         if (isinstance(new, list) and not new and defn.empty is None) or \
                 (defn.type == "entlim" and not new):
             attrs.pop(name, None)
         else:
             attrs[name] = new
     return attrs
+
+
+def _acl_combine(name: str, old: Any, new: list[str], obj_type: str) -> list[str]:
+    """An ACL set (`old` None) or added to, its entries where PBS puts them (`acl.insert`);
+    an entry given twice or already there is PBS's 15055."""
+    try:
+        return acl.insert(acl.KIND.get(name, "user"),
+                          old if isinstance(old, list) else (), new)
+    except acl.DuplicateEntry:
+        raise QmgrError(PBSE_DUPLIST, obj_type=obj_type, attr=name) from None
 
 
 def _keyed(value: Any) -> dict[str, Any]:

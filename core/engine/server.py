@@ -361,13 +361,15 @@ class Engine:
     # -- roles ------------------------------------------------------------------------------------
     def caller(self, uid: int, server: dict[str, Any] | None = None) -> Caller:
         """Who `uid` is to this server (its managers and operators in `server`, the
-        server's attributes, read here when not given)."""
+        server's attributes, read here when not given). The two lists name users as an
+        ACL does (`acl.user_allowed`: ``user``, ``user@host``, ``user@*.domain``,
+        ``user@*``; the host is this one)."""
         server = server if server is not None else self.store.get("server", "server")
         probe = Caller(uid, ROLE_USER)
-        names = {probe.user, f"{probe.user}@{self.host}", f"{probe.user}@*"}
-        if uid in (0, self.owner_uid) or names & set(server.get("managers") or []):
+        if uid in (0, self.owner_uid) or acl.user_allowed(
+                server.get("managers") or [], probe.user, self.host_names):
             probe.role = ROLE_MANAGER
-        elif names & set(server.get("operators") or []):
+        elif acl.user_allowed(server.get("operators") or [], probe.user, self.host_names):
             probe.role = ROLE_OPERATOR
         return probe
 

@@ -108,3 +108,85 @@ def test_acl_entries_read_as_pbs_reads_them():
     assert not acl.group_allowed(["-root", "root"], {root_gid})
     # A switch that does not read as a boolean counts as on: the list is applied.
     assert not acl.queue_allows({"acl_user_enable": None, "acl_users": ["x"]}, "bob", n1)
+
+
+#: Lists set with qmgr (`set queue q acl_users = "..."`) on OpenPBS 23.06, and the order it
+#: stored and printed them in.
+PBS_ORDERS = [
+    ("user", "b@x.y.com,b@*.y.com,b@*,b,-b@z,a,B,+b@a.y.com",
+     "B,a,b,b@x.y.com,+b@a.y.com,b@*.y.com,-b@z,b@*"),
+    ("user", "b,b@*", "b,b@*"), ("user", "b@*,b", "b,b@*"),
+    ("user", "b@vm,-b", "-b,b@vm"), ("user", "-b,b@vm", "-b,b@vm"),
+    ("user", "b@zz,b@aa,b@*.aa,b@m.aa", "b@zz,b@m.aa,b@*.aa,b@aa"),
+    ("user", "zed,-abc@*.example.org,bob@vm,+bob,carol@*",
+     "-abc@*.example.org,+bob,bob@vm,carol@*,zed"),
+    ("user", "zed@vm,amy@*,pbsplugtu@vm,bob@*.example.org",
+     "amy@*,bob@*.example.org,pbsplugtu@vm,zed@vm"),
+    ("user", "zed,root,amy@vm", "amy@vm,root,zed"),
+    ("user", "b@aa,b@zz", "b@zz,b@aa"), ("user", "b@zz,b@aa", "b@zz,b@aa"),
+    ("user", "b@x.com,b@y.org,b@*.com", "b@x.com,b@*.com,b@y.org"),
+    ("user", "b@*.org,b@x.com,b@y.org", "b@x.com,b@y.org,b@*.org"),
+    ("user", "b@a.b,b@b", "b@a.b,b@b"),
+    ("user", "b@x.y.com,b@z", "b@x.y.com,b@z"), ("user", "b@z,b@x.y.com", "b@x.y.com,b@z"),
+    ("user", "b@*.y.com,-b@z", "b@*.y.com,-b@z"), ("user", "b@*,b@z", "b@z,b@*"),
+    ("user", "b@m,b@z", "b@z,b@m"), ("user", "b@z,b@m", "b@z,b@m"),
+    ("user", "b@zm,b@am", "b@zm,b@am"), ("user", "b@am,b@zm", "b@zm,b@am"),
+    ("user", "b@ma,b@mz", "b@mz,b@ma"), ("user", "b@mz,b@ma", "b@mz,b@ma"),
+    ("user", "b@x.y.com,b@zz.org", "b@x.y.com,b@zz.org"),
+    ("host", "a.b.com,b.com,*.com,zz.org,c", "a.b.com,b.com,*.com,zz.org,c"),
+    ("host", "aa,zz,mm", "zz,mm,aa"), ("host", "x.aa,y.aa,*.aa,aa", "y.aa,x.aa,*.aa,aa"),
+    ("host", "-aa,bb,+cc,-zz", "-zz,+cc,bb,-aa"),
+    ("group", "zz,-aa,bb,+AA,Bb", "+AA,Bb,-aa,bb,zz"),
+]
+
+
+@pytest.mark.parametrize("kind,given,stored", PBS_ORDERS)
+def test_lists_are_kept_in_pbss_order(kind, given, stored):
+    assert ",".join(acl.ordered(kind, given.split(","))) == stored
+
+
+def test_a_new_entry_goes_where_pbs_puts_it_in_a_list_not_in_order():
+    """pbs_rsub put its owner into the -U list so (OpenPBS 23.06): before the first entry
+    it precedes, the others left as given."""
+    given = ["nobody", "zed@vm", "-abc@*.example.org", "root"]
+    assert acl.insert("user", given, ["pbsplugtu@vm"]) == [
+        "nobody", "pbsplugtu@vm", "zed@vm", "-abc@*.example.org", "root"]
+    assert acl.insert("user", ["+pbsplugtu", "-root"], ["pbsplugtu@vm"]) == [
+        "+pbsplugtu", "pbsplugtu@vm", "-root"]
+
+
+def test_qmgr_stores_acls_in_pbss_order_refuses_an_entry_twice_and_the_order_decides(engine):
+    host = engine.host
+    qmgr(engine, f"set queue aq acl_user_enable=true,"
+                 f"acl_users='{USER.user}@{host},-{USER.user}'")
+    assert engine.store.get("queue", "aq")["acl_users"] == [f"-{USER.user}",
+                                                            f"{USER.user}@{host}"]
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM  # (-user is read first)
+    qmgr(engine, f"set queue aq acl_users -= '-{USER.user}'")
+    assert submit(engine, USER)
+    qmgr(engine, "set server managers += zed@*")
+    before = engine.store.get("server", "server")["managers"]
+    for text in ("set server managers += zed@*", "set server managers = 'amy,amy'",
+                 "set queue aq acl_hosts = 'a,b,a'", "set queue aq acl_groups += 'x,x'"):
+        out = engine.req_qmgr(ROOT, text)
+        assert out["code"] == 15055, (text, out)
+        assert "Duplicate entry in list  " in str(out), out
+    assert engine.store.get("server", "server")["managers"] == before
+    qmgr(engine, f"set queue aq acl_users += '+{USER.user}'")  # (a sign makes another)
+    qmgr(engine, "set queue aq acl_hosts = 'aa,zz,mm'")
+    assert engine.store.get("queue", "aq")["acl_hosts"] == ["zz", "mm", "aa"]
+
+
+def test_managers_and_operators_name_users_as_an_acl_does(engine):
+    """Both lists are read as user ACLs (one reader for all such lists): ``user@*.domain``
+    matches this host's full name, a ``-`` entry read first refuses."""
+    engine.host_names = (engine.host, f"{engine.host}.cluster.example")
+    assert engine.caller(1001).role == ROLE_USER
+    qmgr(engine, f"set server operators = '{USER.user}@*.cluster.example'")
+    assert engine.caller(1001).role == ROLE_OPERATOR
+    qmgr(engine, f"set server managers = '{USER.user}@*.other.example'")
+    assert engine.caller(1001).role == ROLE_OPERATOR
+    qmgr(engine, f"set server managers = '{USER.user}@{engine.host}.cluster.example'")
+    assert engine.caller(1001).role == ROLE_MANAGER
+    qmgr(engine, f"set server managers = '{USER.user}@*,-{USER.user}'")  # (stored -u first)
+    assert engine.caller(1001).role == ROLE_OPERATOR

@@ -93,7 +93,7 @@ def test_resv_state(state, short, long):
     (0, "mem", "0kb"),
     (4, "ncpus", "4"), ("2gb", "mem", "2gb"),
     ({"A": "1", "B": "x,y"}, None, "A=1,B=x\\,y"),
-    (["n1", "n2"], None, "n1, n2"),
+    (["n1", "n2"], None, "n1,n2"),  # (qstat -Qf acl_users, qstat -Bf operators)
 ])
 def test_value_text(value, resource, text):
     assert value_text(value, resource) == text

@@ -255,7 +255,7 @@ def test_increment_and_decrement_lists_numbers_sizes_durations_strings_and_boole
     current = {"managers": ["a@h"], "scheduler_iteration": 600, "comment": "abc",
                "job_history_duration": 60, "flatuid": False,
                "resources_available": {"ncpus": 4, "mem": "1gb", "walltime": "01:00:00"}}
-    new = set_("server", current, 'set server managers += "b@h,a@h", scheduler_iteration += 5, '
+    new = set_("server", current, 'set server managers += "b@h", scheduler_iteration += 5, '
                "comment += def, job_history_duration += 1:00, flatuid += true, "
                "resources_available.ncpus += 2, resources_available.mem += 512mb, "
                "resources_available.walltime += 30:00")
