@@ -36,6 +36,7 @@ PBSE_BADATVAL = 15014
 PBSE_UNKQUE = 15018
 PBSE_NOSUP = 15029
 PBSE_UNKRESC = 15035
+PBSE_DUPLIST = 15055
 
 #: PBS's texts for those numbers (pbs_messages.c, without trailing blanks).
 MESSAGES = {
@@ -45,6 +46,7 @@ MESSAGES = {
     PBSE_UNKQUE: "Unknown queue",
     PBSE_NOSUP: "No support for requested service",
     PBSE_UNKRESC: "Unknown resource",
+    PBSE_DUPLIST: "Duplicate entry in list ",
 }
 
 # -- limits ---------------------------------------------------------------------------------
@@ -931,9 +933,35 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
     "Resource_List": Rule(_resources_rule),
     "Variable_List": Rule(_variables),
     "partition": Rule(lambda v, a: text(v, a, allow_empty=False)),
-    "Authorized_Users": Rule(lambda v, a: [text(u, a) for u in _as_list(v, a)]),
+    "Authorized_Users": Rule(lambda v, a: acl_entries(v, a)),
+    "Authorized_Groups": Rule(lambda v, a: acl_entries(v, a)),
+    "Authorized_Hosts": Rule(lambda v, a: acl_entries(v, a)),
     "comment": Rule(_prose, OPERATOR),
 }
+
+
+def acl_entry(entry: Any, attr: str) -> str:
+    """One entry of an access list (``[+|-]name[@host]``): a name no longer than PBS's for
+    a user and a host, without spaces (pbs_rsub refuses ``-G "a b"``) or control
+    characters."""
+    entry = text(entry, attr, allow_empty=False)
+    user, _, host = entry.lstrip("+-").partition("@")
+    if not user or any(c.isspace() for c in entry):
+        raise _bad(attr, f"{_repr(entry)} is not [+|-]name[@host]")
+    if len(user) > MAX_NAME["user"] or len(host) > MAX_NAME["host"]:
+        raise _bad(attr, f"{_repr(entry)} is longer than PBS's user@host")
+    return entry
+
+
+def acl_entries(value: Any, attr: str) -> list[str]:
+    """A reservation's access list: entries (`acl_entry`), at least one, none twice (PBS's
+    15055)."""
+    entries = [acl_entry(e, attr) for e in _as_list(value, attr)]
+    if not entries:
+        raise _bad(attr, "is empty")
+    if len(set(entries)) != len(entries):
+        raise BadValue(PBSE_DUPLIST, attr, "an entry is there twice")
+    return entries
 
 
 RESV_ATTRIBUTES["resv_nodes"] = Rule(_exec_vnode, SERVER)

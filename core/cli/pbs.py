@@ -371,12 +371,17 @@ def pbs_attach(args: list[str]) -> int:
         raise CommandFailed(f"cannot run {command[0]}: {exc.strerror}", 1) from None
 
 
+#: pbs_rsub's access lists: option -> attribute.
+_RSUB_LISTS = {"-U": "Authorized_Users", "-G": "Authorized_Groups", "-H": "Authorized_Hosts"}
+
+
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
-             "[-l select=...] [-l place=...] [-N name] [-p partition]")
+             "[-l select=...] [-l place=...] [-N name] [-p partition] "
+             "[-U auth_user_list] [-G auth_group_list] [-H auth_host_list]")
 def pbs_rsub(args: list[str]) -> int:
     from ..engine.jobspec import cvtdate
 
-    opts, rest = _getopt(args, "R:E:D:l:N:p:")
+    opts, rest = _getopt(args, "R:E:D:l:N:p:U:G:H:")
     if rest:
         raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
     attrs: dict = {"Resource_List": {}}
@@ -392,6 +397,12 @@ def pbs_rsub(args: list[str]) -> int:
                 attrs["Reserve_Name"] = value
             elif opt == "-p":
                 attrs["partition"] = value
+            elif opt in _RSUB_LISTS:
+                entries = value.split(",")
+                if not all(e.strip("+-") and not any(c.isspace() for c in e)
+                           for e in entries):
+                    raise CommandFailed(f"illegal {opt} value", 2)
+                attrs[_RSUB_LISTS[opt]] = entries
             elif opt == "-l":
                 for item in _split_resources(value):
                     name, eq, res = item.partition("=")

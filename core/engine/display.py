@@ -101,8 +101,9 @@ NODE_ORDER = (
 RESV_ORDER = (
     "Reserve_Name", "Reserve_Owner", "reserve_type", "reserve_state", "reserve_substate",
     "reserve_start", "reserve_end", "reserve_duration", "queue", "Resource_List",
-    "schedselect", "resv_nodes", "Authorized_Users", "Authorized_Groups", "server", "ctime",
-    "Mail_Users", "mtime", "interactive", "Variable_List", "euser", "egroup", "partition",
+    "schedselect", "resv_nodes", "Authorized_Users", "Authorized_Groups", "Authorized_Hosts",
+    "server", "ctime", "Mail_Users", "mtime", "interactive", "Variable_List", "euser",
+    "egroup", "partition",
 )
 
 #: Keys that name an object rather than describe it; they are not attributes to print.

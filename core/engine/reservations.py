@@ -21,8 +21,12 @@ under PBS's names in ``reserve_state``:
     vnodes' ``last_used_time`` is set, and the reservation leaves pbs_rstat.
 
 Who may do what: anybody may submit a reservation; its owner or an operator or manager may
-delete it; everybody sees them all (PBS's default). A reservation's owner is in its
-``Authorized_Users``; only they may submit jobs to its queue.
+delete it; everybody sees them all (PBS's default). Who may submit jobs to its queue is
+its ``Authorized_Users`` (pbs_rsub ``-U``; the owner is put in where the list's order
+puts it, unless there), ``Authorized_Groups`` (``-G``) and ``Authorized_Hosts`` (``-H``):
+at confirmation they become the queue's ``acl_users``, ``acl_groups`` and ``acl_hosts``,
+each switched on (as OpenPBS 23.06 makes them, in its lists' order: `acl.ordered`), and
+the queue's ACLs decide from then on, as any queue's (a manager may change them).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .. import units, values
 from ..objects import Reservation
 from ..scheduler import DEFAULT_PARTITION
 from ..units import parse_exec_vnode
+from . import acl
 from .errors import PBSE_BADATVAL, PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
 
@@ -44,9 +49,14 @@ PBSE_UNKRESVID = 15084
 PBSE_RESVAUTH = 15094   # the server's resv_enable is false
 PBSE_BADTSPEC = 15086
 
+#: A reservation's access lists and its queue's ACL each becomes, with its switch.
+ACCESS_LISTS = {"Authorized_Users": ("acl_users", "acl_user_enable"),
+                "Authorized_Groups": ("acl_groups", "acl_group_enable"),
+                "Authorized_Hosts": ("acl_hosts", "acl_host_enable")}
 #: What pbs_rsub sends; anything else in a request is PBS's 15002.
 _RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "reserve_duration",
-                              "Resource_List", "Variable_List", "partition"})
+                              "Resource_List", "Variable_List", "partition",
+                              *ACCESS_LISTS})
 
 #: Seconds between two looks at whether a waiting reservation's partition has a scheduler.
 OWNERS_EVERY = 2.0
@@ -65,6 +75,7 @@ class Reservations:
                                 if a.get("reservation") and a["reservation"] not in resvs}
         #: Unpartitioned reservations: the schedulers that could not fit them, so far.
         self.denials: dict[str, set[str]] = {}
+        self._with_acls()
         #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
         self._owners_due = 0.0
 
@@ -102,12 +113,18 @@ class Reservations:
         with eng.store.transaction() as st:
             seq = st.next_seq()
         resv_id = f"R{seq}.{eng.server_name}"
+        owner = f"{caller.user}@{eng.host}"
+        users = attrs.get("Authorized_Users") or []
+        if owner not in users:
+            users = acl.insert("user", users, [owner])
         resv = Reservation(resv_id, {
             "Reserve_Name": attrs.get("Reserve_Name") or "NULL",
             "Reserve_Owner": f"{caller.user}@{eng.host}", "reserve_type": 2,
             "reserve_state": UNCONFIRMED, "reserve_substate": 1,
             "reserve_start": start, "reserve_end": end, "reserve_duration": end - start,
-            "Resource_List": res, "Authorized_Users": [f"{caller.user}@{eng.host}"],
+            "Resource_List": res, "Authorized_Users": users,
+            **{name: attrs[name] for name in ("Authorized_Groups", "Authorized_Hosts")
+               if attrs.get(name)},
             "server": eng.server_name, "ctime": now, "mtime": now, "euser": caller.user,
             "Variable_List": dict(attrs.get("Variable_List") or {}),
             # pbs_rsub -p: only that partition's scheduler decides it
@@ -156,7 +173,8 @@ class Reservations:
 
     def _checked(self, attrs: Any) -> dict[str, Any]:
         """pbs_rsub's attributes under the one set of rules (`pbsplug.values`): the name,
-        the resources (an undefined one is 15035), the variables and the partition."""
+        the resources (an undefined one is 15035), the variables, the partition and the
+        access lists (an entry twice is 15055)."""
         if not isinstance(attrs, dict):
             raise PbsError(15014, "Illegal attribute or resource value attrs")
         out = dict(attrs)
@@ -165,7 +183,7 @@ class Reservations:
         if unknown:
             raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
         try:
-            for name in ("Reserve_Name", "Variable_List", "partition"):
+            for name in ("Reserve_Name", "Variable_List", "partition", *ACCESS_LISTS):
                 if attrs.get(name) is not None:
                     out[name] = values.resv_value(name, attrs[name])
             if attrs.get("Resource_List") is not None:
@@ -201,23 +219,12 @@ class Reservations:
 
         return each(ids, delete_one)
 
-    def may_submit(self, caller: Caller, queue: str, owner: str | None = None) -> None:
-        """Only the jobs of a reservation's authorized users go to its queue: the caller's
-        own (a manager's too: OpenPBS 23.06 refuses root's qsub into a user's reservation
-        with 15007), or a moved job's `owner`'s (as PBS checks the queue's user list against
-        the job's owner; a manager may move any job there). To the queue of a reservation
-        that is over (left until its last job is gone), none does."""
-        for attrs in self.engine.store.all("resv").values():
-            if attrs.get("queue") == queue:
-                users = {str(u).split("@")[0] for u in attrs.get("Authorized_Users") or []}
-                if owner is not None and owner != caller.user:
-                    allowed = owner in users or caller.manager
-                else:
-                    allowed = caller.user in users
-                if not allowed:
-                    raise PbsError(PBSE_PERM, obj=queue)
-                return
-        raise PbsError(PBSE_PERM, obj=queue)
+    def may_submit(self, queue: str) -> None:
+        """To the queue of a reservation that is over (left until its last job is gone), no
+        job goes. (Who may put jobs in the queue of one that is not is its ACLs' to say.)"""
+        if not any(attrs.get("queue") == queue
+                   for attrs in self.engine.store.all("resv").values()):
+            raise PbsError(PBSE_PERM, obj=queue)
 
     def _unowned(self, partition: str) -> bool:
         """Whether no scheduler has `partition` (``pbs-default`` is the default one's): a
@@ -234,6 +241,17 @@ class Reservations:
 
     def _full_id(self, name: str) -> str:
         return name if "." in name else f"{name}.{self.engine.server_name}"
+
+    def _with_acls(self) -> None:
+        """The queues of reservations confirmed by a pbsplug that did not give them ACLs
+        (it checked the owner's name itself) are given them, so the queue's ACLs decide."""
+        eng = self.engine
+        for attrs in eng.store.all("resv").values():
+            queue = eng.store.get("queue", attrs.get("queue") or "")
+            if queue is not None and queue.get("reservation") and \
+                    "acl_user_enable" not in queue:
+                with eng.store.transaction() as st:
+                    st.put("queue", attrs["queue"], {**queue, **queue_acls(attrs)})
 
     # -- life -------------------------------------------------------------------------------------
     def set_aside(self) -> int:
@@ -302,7 +320,7 @@ class Reservations:
                          resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
                          partition=partition)
             resv_queue = {"queue_type": "Execution", "enabled": True, "started": False,
-                          "reservation": decision.resv_id}
+                          "reservation": decision.resv_id, **queue_acls(attrs)}
             if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
                 resv_queue["partition"] = partition
             with eng.store.transaction() as st:
@@ -407,3 +425,17 @@ class Reservations:
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation {why}")
         eng._track_states()
         eng.want_cycle = True
+
+
+def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The ACLs of a reservation's queue, from its access lists (in PBS's order, each
+    switched on; its users always, with its owner in them)."""
+    out: dict[str, Any] = {}
+    for name, (acl_name, switch) in ACCESS_LISTS.items():
+        entries = attrs.get(name)
+        if name == "Authorized_Users" and not entries:
+            entries = [attrs.get("Reserve_Owner") or ""]
+        if entries:
+            out[acl_name] = acl.ordered(acl.KIND[name], dict.fromkeys(map(str, entries)))
+            out[switch] = True
+    return out

@@ -675,7 +675,8 @@ class Engine:
         route queue: PBS's 15018 for an unknown queue, 15021 for a disabled one, 15022 for
         a ``from_route_only`` one (to qsub, root's too, as OpenPBS 23.06 answers; to qmove
         but a manager's), 15007 when its ACLs refuse the job's owner (`acl`; a manager's
-        qmove passes), and a reservation queue's own rules."""
+        qmove passes; a reservation's queue has them too), and no queue of a reservation that
+        is over."""
         queue = self.store.get("queue", name)
         if queue is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
@@ -689,7 +690,7 @@ class Engine:
                 queue, owner if owner is not None else caller.user, self.host_names):
             raise PbsError(PBSE_PERM, obj=name)  # (its acl_users, acl_groups, acl_hosts)
         if queue.get("reservation"):
-            self.resvs.may_submit(caller, name, owner)
+            self.resvs.may_submit(name)
         return name
 
     def _lean_job(self, job_id: str) -> dict[str, Any] | None:

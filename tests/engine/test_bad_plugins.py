@@ -179,7 +179,7 @@ def test_what_a_user_sends_cannot_forge_rows_flood_the_log_or_fail_a_request(
         eng.req_resv_submit(user, {"reserve_start": float("inf"), "reserve_end": 10})
     assert bad.value.code == 15086  # PBS's Bad time specification(s)
     with pytest.raises(PbsError) as gone:
-        eng.resvs.may_submit(user, "R404")  # no reservation owns it (any more)
+        eng.resvs.may_submit("R404")  # no reservation owns it (any more)
     assert gone.value.code == 15007
     done = eng.req_qmgr(user, "list pbshook PBS_nosuch")
     assert done["code"] != 0 and "nauthorized" in str(done), done

@@ -153,6 +153,18 @@ def test_reservation_commands_and_bad_input(engine):
     assert set(engine.client("stat_resvs")) == {resv_id}  # nothing else was made
 
 
+def _resv_queue_r7(eng, users: list[str]) -> None:
+    """A running reservation of alice's, R7, and its queue with the ACLs confirmation gives."""
+    from pbsplug.engine.reservations import queue_acls
+
+    resv = {"queue": "R7", "Authorized_Users": users, "reserve_state": "RESV_RUNNING",
+            "reserve_start": 1, "reserve_end": 2}
+    with eng.store.transaction() as st:
+        st.put("resv", "R7.srv", resv)
+        st.put("queue", "R7", {"queue_type": "Execution", "enabled": True, "started": True,
+                               "reservation": "R7.srv", **queue_acls(resv)})
+
+
 def test_a_job_moved_into_a_reservation_is_checked_against_its_owner(inprocess_engine):
     """Audit: an operator could move any user's job into another user's reservation queue
     (the check read who asked, not whose job). As PBS checks the queue's users against the
@@ -160,35 +172,109 @@ def test_a_job_moved_into_a_reservation_is_checked_against_its_owner(inprocess_e
     from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, Caller
 
     eng = inprocess_engine
-    with eng.store.transaction() as st:
-        st.put("resv", "R7.srv", {"queue": "R7", "Authorized_Users": ["alice@srv"],
-                                  "reserve_state": "RESV_RUNNING", "reserve_start": 1,
-                                  "reserve_end": 2})
+    _resv_queue_r7(eng, ["alice@*"])
     operator, manager = Caller(0, ROLE_OPERATOR), Caller(0, ROLE_MANAGER)
     with pytest.raises(PbsError) as refused:
-        eng.resvs.may_submit(operator, "R7", owner="bob")
+        eng._submit_queue(operator, "R7", owner="bob")
     assert refused.value.code == 15007
-    eng.resvs.may_submit(operator, "R7", owner="alice")
-    eng.resvs.may_submit(manager, "R7", owner="bob")
+    assert eng._submit_queue(operator, "R7", owner="alice") == "R7"
+    assert eng._submit_queue(manager, "R7", owner="bob") == "R7"
 
 
 def test_a_manager_not_authorized_submits_nothing_to_a_users_reservation(inprocess_engine):
     """OpenPBS 23.06, checked: root's qsub -q R<n> into a user's reservation is refused
-    (15007, 'Unauthorized Request'). pbsplug let managers and operators submit there."""
+    (15007, 'Unauthorized Request'). pbsplug let managers and operators submit there. An
+    entry with ``-`` refuses its user (pbsplug read the names alone, signs and hosts
+    left out)."""
     from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller
 
     eng = inprocess_engine
-    with eng.store.transaction() as st:
-        st.put("resv", "R7.srv", {"queue": "R7", "Authorized_Users": ["alice@srv"],
-                                  "reserve_state": "RESV_RUNNING", "reserve_start": 1,
-                                  "reserve_end": 2})
+    _resv_queue_r7(eng, ["alice@*", "-carol"])
     for role in (ROLE_MANAGER, ROLE_OPERATOR):
         with pytest.raises(PbsError) as refused:
-            eng.resvs.may_submit(Caller(0, role), "R7")  # root, not among its users
+            eng._submit_queue(Caller(0, role), "R7")  # root, not among its users
         assert refused.value.code == 15007, role
-    alice = Caller(0, ROLE_USER)
-    alice.user = "alice"
-    eng.resvs.may_submit(alice, "R7")
+    alice, carol = Caller(0, ROLE_USER), Caller(0, ROLE_USER)
+    alice.user, carol.user = "alice", "carol"
+    assert eng._submit_queue(alice, "R7") == "R7"
+    with pytest.raises(PbsError) as refused:
+        eng._submit_queue(carol, "R7")
+    assert refused.value.code == 15007
+
+
+def test_pbs_rsub_access_lists_become_the_queues_acls(engine, unix_user):
+    """pbs_rsub -U/-G/-H, as OpenPBS 23.06 keeps them (checked): the owner is put into
+    Authorized_Users where the list's order puts it; at confirmation the queue gets each
+    list as an ACL, switched on, in PBS's order; from then on the queue's ACLs decide (a
+    manager's qmgr changes them)."""
+    import grp
+    import pwd
+
+    from pbsplug.engine import acl
+
+    host = socket.gethostname().split(".")[0]
+    group = grp.getgrgid(pwd.getpwnam(unix_user).pw_gid).gr_name
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", "-U", f"zed@*,{unix_user},-nobody",
+                      "-G", f"root,{group}", "-H", f"*.example.org,{host}")
+    assert done.returncode == 0, done.stderr
+    resv_id = done.stdout.split()[0]
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    resv = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+    owner = resv["Reserve_Owner"]  # (root@<host>: it precedes the first entry, zed@*)
+    assert resv["Authorized_Users"] == [owner, "zed@*", unix_user, "-nobody"]
+    assert resv["Authorized_Groups"] == ["root", group]
+    queue_name = resv["queue"]
+    queue = engine.client("stat_queues")[queue_name]
+    assert queue["acl_users"] == sorted(["-nobody", unix_user, owner, "zed@*"],
+                                        key=lambda e: e.lstrip("-").split("@")[0])
+    assert queue["acl_groups"] == sorted({"root", group})
+    assert queue["acl_hosts"] == acl.ordered("host", ["*.example.org", host])
+    assert queue["acl_user_enable"] is queue["acl_group_enable"] is \
+        queue["acl_host_enable"] is True
+    full = engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout
+    assert f"Authorized_Hosts = *.example.org,{host}\n" in full, full
+
+    def submit_as(user: str) -> dict:
+        return engine.as_user(user, "submit", attrs={
+            "queue": queue_name, "Variable_List": {"PBS_O_WORKDIR": "/tmp"}},
+            argv=["/bin/true"])
+
+    assert engine.job(submit_as(unix_user)["result"])["queue"] == queue_name
+    assert submit_as("nobody")["error"]["code"] == 15007  # (-nobody)
+    engine.pbs("qmgr", "-c", f"set queue {queue_name} acl_users -= {unix_user}", check=True)
+    assert submit_as(unix_user)["error"]["code"] == 15007
+
+
+def test_pbs_rsub_access_lists_bad_input(engine):
+    start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    twice = engine.pbs("pbs_rsub", "-R", start, "-D", "600", "-U", "amy,amy")
+    assert (twice.returncode, twice.stderr) == (
+        15055 % 256, "pbs_rsub: Duplicate entry in list  Authorized_Users\n")
+    for opt, value in (("-G", "bad group"), ("-U", ""), ("-H", "a,,b"), ("-U", "+")):
+        done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", opt, value)
+        assert (done.returncode, done.stderr.splitlines()[0]) == (
+            2, f"pbs_rsub: illegal {opt} value"), (opt, value)
+    with pytest.raises(PbsError) as raw:  # (the server checks what a client could skip)
+        engine.client("resv_submit", attrs={"reserve_duration": 60,
+                                            "Authorized_Groups": ["a b"]})
+    assert raw.value.code == 15014 and "Authorized_Groups" in raw.value.message
+    assert engine.client("stat_resvs") == {}
+
+
+def test_a_reservation_queue_from_before_acls_is_given_them(engine_here):
+    """A reservation queue stored by a pbsplug that checked its users itself (no ACLs on
+    it) is given them when the server starts, so its users keep it to themselves."""
+    first = engine_here()
+    with first.store.transaction() as st:
+        st.put("resv", "R7.srv", {"queue": "R7", "Authorized_Users": ["alice@*"],
+                                  "reserve_state": "RESV_CONFIRMED", "reserve_start": 1,
+                                  "reserve_end": 2})
+        st.put("queue", "R7", {"queue_type": "Execution", "enabled": True,
+                               "started": False, "reservation": "R7.srv"})
+    first.close()
+    queue = engine_here().store.get("queue", "R7")
+    assert queue["acl_users"] == ["alice@*"] and queue["acl_user_enable"] is True
 
 
 def test_a_reservation_does_not_take_a_queue_of_its_name(engine):
