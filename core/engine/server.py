@@ -22,7 +22,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import lifecycle, units, values
 from ..events import Event, message_text
@@ -464,11 +464,28 @@ class Engine:
                 else:
                     values.object_value(kind, name, value)
         except values.BadValue as exc:
-            hook = outcome.runs[-1].hook
-            self.log(LOG_ERROR, "Hook", hook, f"{event} hook '{hook}' encountered an "
-                     f"exception, request rejected: {exc}")
-            raise PbsError(PBSE_HOOKERROR, client_message(event, "error", hook, str(exc))
-                           ) from None
+            self._hooks_error(event, outcome, str(exc))
+
+    def _hooks_error(self, event: str, outcome: Outcome, why: str) -> NoReturn:
+        """The last of `event`'s hooks that ran left what cannot be (`why`): logged, and
+        the request refused with PBS's text for a hook's error."""
+        hook = outcome.runs[-1].hook
+        self.log(LOG_ERROR, "Hook", hook, f"{event} hook '{hook}' encountered an "
+                 f"exception, request rejected: {why}")
+        raise PbsError(PBSE_HOOKERROR, client_message(event, "error", hook, why))
+
+    def _hooked_request(self, event: str, outcome: Outcome, before: dict[str, Any],
+                        job_id: str, attrs: dict, **how: Any) -> dict[str, dict]:
+        """`_completed` after `event`'s hooks: a Resource_List they changed that no select
+        can hold (``accelerator_model=""``, a host-level resource made a chunk's) is the
+        hooks' error, as a value of theirs the rules refuse is."""
+        try:
+            return self._completed(job_id, attrs, **how)
+        except PbsError as exc:
+            if exc.code != PBSE_BADATVAL or not outcome.runs or \
+                    attrs.get("Resource_List") == before.get("Resource_List"):
+                raise
+            self._hooks_error(event, outcome, exc.message)
 
     def _event(self, type: str, caller: Caller | None = None,
                hooks: tuple[str, ...] | None = None, **objects) -> Outcome:
@@ -621,7 +638,8 @@ class Engine:
         if str(attrs.setdefault("queue", queue_name)) != queue_name:  # a hook routed it
             queue_name = attrs["queue"] = self._submit_queue(caller, str(attrs["queue"]))
         attrs.setdefault("Rerunable", True)
-        written = self._completed(job_id, attrs, enqueued=True, limited=True, written={})
+        written = self._hooked_request("queuejob", outcome, before, job_id, attrs,
+                                       enqueued=True, limited=True, written={})
         waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
@@ -1118,9 +1136,9 @@ class Engine:
         touched = {*touched, *_resources_set(outcome)}
         if touched or attrs.get("Resource_List") != current.get("Resource_List"):
             # (the names the request or a hook set count as asked for)
-            written = self._completed(
-                job_id, attrs, limited=limited, touched=touched,
-                written=self._written(job_id, current))
+            written = self._hooked_request(
+                "modifyjob", outcome, before, job_id, attrs, limited=limited,
+                touched=touched, written=self._written(job_id, current))
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \

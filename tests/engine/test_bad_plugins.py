@@ -13,7 +13,7 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.errors import PbsError
-from pbsplug.engine.server import ROLE_USER, Caller
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
 from pbsplug.hookattrs import MAX_SECONDS, HookAttributeError, HookAttributes, check_attributes
 from pbsplug.plugins import FAILED
 
@@ -65,6 +65,41 @@ def test_a_plugin_that_changes_the_process_or_exits_while_loading_fails_alone(
         FAILED, "configure failed: SystemExit: 3")
     record = register_plugin(BadInfo(), "badinfo", check=False)
     assert record.status == FAILED and record.error.startswith("bad plugin_info: TypeError")
+
+
+class EmptiesAResource:
+    """Sets a host-level string resource to "" for jobs named `empty`."""
+
+    plugin_info = PluginInfo(events=("queuejob", "modifyjob"))
+
+    @hookimpl
+    def queuejob(self, event):
+        if event.job.Job_Name == "empty":
+            event.job.Resource_List["accelerator_model"] = ""
+
+    @hookimpl
+    def modifyjob(self, event):
+        if event.job.Job_Name == "empty":
+            event.job.Resource_List["accelerator_model"] = ""
+
+
+def test_a_hooks_resource_that_no_select_holds_is_the_hooks_error(engine_here,
+                                                                   register_plugin):
+    """Found by the hook-change fuzzer (tests/security/test_values.py): ``""`` is a valid
+    string, but the select it makes (``1:accelerator_model=:ncpus=1``) is not, and the
+    refusal named the select, as if the user had written it. It is the hook's error now,
+    at qsub and at qalter, logged with the hook's name; nothing is stored or changed."""
+    register_plugin(EmptiesAResource(), "emptier")
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    kept = eng.req_submit(root, {"Job_Name": "kept", "Hold_Types": "u"}, "true\n")
+    for call in (lambda: eng.req_submit(root, {"Job_Name": "empty"}, "true\n"),
+                 lambda: eng.req_alter(root, kept, {"Job_Name": "empty"})):
+        with pytest.raises(PbsError) as refused:
+            call()
+        assert refused.value.code == 15136, refused.value.message
+        assert "hook 'emptier' encountered an exception" in refused.value.message
+    assert {a["Job_Name"] for a in eng.store.jobs().values()} == {"kept"}
 
 
 @pytest.mark.parametrize(("attr", "value"), [("alarm", MAX_SECONDS + 1), ("alarm", 10 ** 400),
