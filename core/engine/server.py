@@ -1039,7 +1039,8 @@ class Engine:
     def _holds(self, caller: Caller, job_id: str, types: Any, add: bool) -> None:
         """qhold (`add`) or qrls of `types` on one job, as OpenPBS 23.06 does (checked): a
         running job is held too, runs on, and is H should it be requeued; the comment says
-        who held it and when, and goes with the last hold. The state follows (`_modify`)."""
+        who held it and when. A qrls that leaves no hold clears the comment, whatever it
+        says and whether or not the job was held. The state follows (`_modify`)."""
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
@@ -1057,7 +1058,7 @@ class Engine:
             changes = {"Hold_Types": holds}
             if holds == "n" and "s" in types and attrs["job_state"] != "R":
                 changes["run_count"] = 0  # (tried 20 times: as many again once released)
-            if holds == "n" and str(attrs.get("comment") or "").startswith(HELD_BY):
+            if holds == "n":  # (any comment goes, a running job's "Job run at" too)
                 changes["comment"] = None
         self._modify(caller, job_id, attrs, changes)
 

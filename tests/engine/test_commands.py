@@ -494,6 +494,27 @@ def test_qhold_of_a_running_job_holds_it_should_it_be_requeued(engine):
     engine.client("delete", ids=[job_id])
 
 
+def test_a_qrls_that_leaves_no_hold_clears_any_comment(engine_here):
+    """OpenPBS 23.06, checked: qrls clears the comment when no hold is left, whatever it
+    says (an operator's, a running job's ``Job run at``) and whether the job was held or
+    not; a qrls that leaves a hold keeps it. pbsplug cleared only ``Job held by``."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    eng = engine_here()
+    root = Caller(0, ROLE_MANAGER)
+    held = eng.req_submit(root, {"Hold_Types": "uo"}, "true\n")
+    free = eng.req_submit(root, {"Hold_Types": "n"}, "true\n")
+    eng.req_qmgr(root, "set server scheduling = false")
+    for job_id in (held, free):
+        eng.req_alter(root, job_id, {"comment": "hello"})
+    eng.req_release(root, [held], "u")
+    assert eng.store.job(held)["comment"] == "hello"  # (o is left)
+    for job_id, types in ((held, "o"), (free, "u")):
+        eng.req_release(root, [job_id], types)
+        assert "comment" not in eng.store.job(job_id), job_id
+    assert eng.store.job(held)["Hold_Types"] == "n"
+
+
 def test_qhold_and_qrls_of_an_unknown_job(engine):
     name = server_name(engine)
     for command in ("qhold", "qrls"):
