@@ -1584,6 +1584,7 @@ class Engine:
 
         whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
         types = self.resource_types()  # (a string resource's value is no amount: rack=1)
+        sizes = {k for k, t in {**values.RESOURCE_TYPES, **types}.items() if t == "size"}
         for job_id, attrs in self.store.jobs(("R", "E"), lean=True).items():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
@@ -1612,7 +1613,7 @@ class Engine:
                 states.append("job-exclusive")
             elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
                 states.append("job-busy")
-            ra = {k: (units.format_size(v) if k in ("mem", "vmem") else v)
+            ra = {k: (f"{-(-v // 1024)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
                   for k, v in assigned[name].items()}
             out[name] = {**attrs, "state": ",".join(states) or "free",
                          "resources_assigned": ra, "jobs": jobs_on[name]}

@@ -2553,23 +2553,28 @@ def _group_by_host(vnodes: list[_VnodeInfo]) -> list[list[_VnodeInfo]]:
 
 def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
             ) -> tuple[list[tuple[dict[str, int], dict[str, str], dict[str, Any]]], int]:
-    """A select's chunk instances as (consumable amounts, values to match, as written), and
-    the ncpus of its smallest chunk; values read by their resources' `types`
-    (`resource_amount`, `match_text`). Callers only read the result (it is shared by every
-    job of the same shape)."""
+    """A select's chunk instances as (consumable amounts, values to match, as exec_vnode
+    shows them), and the ncpus of its smallest chunk; values read by their resources'
+    `types` (`resource_amount`, `match_text`). exec_vnode shows a value as written, but a
+    size in kilobytes, rounded up (``mem=1gb`` as ``mem=1048576kb``, ``1500b`` as
+    ``2kb``), as OpenPBS 23.06 writes exec_vnode and resv_nodes (checked). Callers only
+    read the result (it is shared by every job of the same shape)."""
     chunks = []
     for chunk in select:
         consumable: dict[str, int] = {}
         match: dict[str, str] = {}
+        shown = dict(chunk.resources)
         for key, value in chunk.resources.items():
             if key in LAYOUT_RESOURCES:  # (the nodefile reads them from the select)
                 continue
             amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
                 consumable[key] = amount
+                if resource_type(key, types) == "size":
+                    shown[key] = f"{-(-amount // 1024)}kb"
             else:
                 match[key] = match_text(key, value, types)
-        chunks.extend([(consumable, match, dict(chunk.resources))] * chunk.count)
+        chunks.extend([(consumable, match, shown)] * chunk.count)
     return chunks, min((c[0].get("ncpus", 0) for c in chunks), default=0)
 
 

@@ -816,13 +816,17 @@ def test_a_custom_host_resource_asked_job_wide_goes_in_the_jobs_chunk(engine):
     engine's scheduler left ``-l scratch=5gb`` job-wide, and the job ran on a vnode with no
     scratch. Now it waits for a vnode that has enough; qrun -H runs it there all the same
     (PBS's qrun -H places the chunks as told), its chunk with its scratch and its layout
-    (mpiprocs) left out, as the scheduler's exec_vnode."""
+    (mpiprocs) left out, as the scheduler's exec_vnode. The scheduler's exec_vnode and
+    resources_assigned show sizes in kilobytes, qrun -H's as the job wrote them, as
+    OpenPBS 23.06 does (checked)."""
     vnode = a_vnode(engine)
     engine.client("qmgr", text="create resource scratch type = size, flag = nh")
     engine.client("qmgr", text=f"set node {vnode} resources_available.scratch = 1gb")
     big = qsub(engine, "-l", "scratch=5gb", "-l", "mpiprocs=2", input="sleep 300\n")
     small = qsub(engine, "-l", "scratch=512mb", input="sleep 300\n")
-    assert engine.wait(small, "R")["exec_vnode"] == f"({vnode}:ncpus=1:scratch=512mb)"
+    assert engine.wait(small, "R")["exec_vnode"] == f"({vnode}:ncpus=1:scratch=524288kb)"
+    assigned = engine.client("stat_nodes", names=[vnode])[vnode]["resources_assigned"]
+    assert assigned["scratch"] == "524288kb"  # (a size in kilobytes, as PBS shows it)
     until(lambda: "Can Never Run" in engine.job(big).get("comment", ""),
           what="the job too big for every vnode")
     assert engine.job(big)["job_state"] == "Q"

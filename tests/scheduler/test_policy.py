@@ -51,10 +51,11 @@ def test_a_chunk_that_asks_for_no_cpus_holds_one():
     run on two cpus. Only ``ncpus=0`` asks for none."""
     jobs = [job("1:mem=1mb", id=f"{i}.s") for i in range(3)]
     result = cycle(snapshot([vnode("n1", ncpus=2)], jobs))
-    assert started(result) == {"0.s": "(n1:mem=1mb:ncpus=1)", "1.s": "(n1:mem=1mb:ncpus=1)"}
+    assert started(result) == {"0.s": "(n1:mem=1024kb:ncpus=1)",
+                               "1.s": "(n1:mem=1024kb:ncpus=1)"}
     none = cycle(snapshot([vnode("n1", ncpus=2)], [job("3:ncpus=0:mem=1mb", id="1.s")]))
-    assert started(none) == {"1.s": "(n1:ncpus=0:mem=1mb)+(n1:ncpus=0:mem=1mb)+"
-                                    "(n1:ncpus=0:mem=1mb)"}
+    assert started(none) == {"1.s": "(n1:ncpus=0:mem=1024kb)+(n1:ncpus=0:mem=1024kb)+"
+                                    "(n1:ncpus=0:mem=1024kb)"}
 
 
 def test_default_chunk_of_the_queue_then_the_server_fills_what_a_chunk_lacks():
@@ -67,9 +68,9 @@ def test_default_chunk_of_the_queue_then_the_server_fills_what_a_chunk_lacks():
     jobs = [job("1:mem=1mb", id="1.s"), job("1:ngpus=0", id="2.s", queue="other"),
             job("1:ncpus=1", id="3.s", queue="other")]
     result = cycle(snapshot([vnode("n1", ncpus=8)], jobs, queues, server=server))
-    assert started(result) == {"1.s": "(n1:mem=1mb:ncpus=2)",
-                               "2.s": "(n1:ngpus=0:mem=2mb:ncpus=1)",
-                               "3.s": "(n1:ncpus=1:mem=2mb)"}
+    assert started(result) == {"1.s": "(n1:mem=1024kb:ncpus=2)",
+                               "2.s": "(n1:ngpus=0:mem=2048kb:ncpus=1)",
+                               "3.s": "(n1:ncpus=1:mem=2048kb)"}
 
 
 @pytest.mark.parametrize("first", ["small", "large"])
@@ -101,7 +102,7 @@ def test_job_sort_formula_over_chunks_of_which_one_names_the_resource():
     jobs = [job("1:ncpus=1:mem=1gb+1:ncpus=2", id="1.s"), job("1:ncpus=1:mem=2gb", id="2.s")]
     result = cycle(snapshot([vnode("n1", ncpus=3)], jobs), job_sort_formula="mem",
                    strict_ordering=True)
-    assert started(result) == {"2.s": "(n1:ncpus=1:mem=2gb)"}
+    assert started(result) == {"2.s": "(n1:ncpus=1:mem=2097152kb)"}
 
 
 def test_mpiprocs_and_ompthreads_shape_the_job_and_hold_nothing_of_a_vnode():
@@ -140,7 +141,7 @@ def test_a_job_without_a_select_asks_its_chunk_for_its_custom_host_resources():
     snap = snapshot(vnodes, jobs)
     snap.resource_types = {"scratch": "size"}
     result = cycle(replace(snap, host_resources=frozenset({"scratch"})))
-    assert started(result) == {"1.s": "(disk:ncpus=1:scratch=5gb)"}
+    assert started(result) == {"1.s": "(disk:ncpus=1:scratch=5242880kb)"}
     assert result.comments["2.s"].startswith("Can Never Run"), result.comments
     result = cycle(replace(snap, host_resources=frozenset()))  # (job-wide: anywhere)
     assert started(result) == {"1.s": "(disk:ncpus=1)", "2.s": "(disk:ncpus=1)"}
@@ -355,14 +356,14 @@ def test_an_estimate_planned_as_before_keeps_its_text_and_a_new_plan_gets_its_ow
 
 def test_an_estimate_of_a_request_written_otherwise_is_written_as_asked():
     """The same job planned on the same vnode for the same amount, its request altered from
-    1gb to 1024mb in between: the estimate spells it as now asked (the text kept from the
-    last cycle is the old request's)."""
+    1gb to 1024mb in between: the estimate spells it in kilobytes both times, as PBS
+    writes a size in exec_vnode."""
     hog = running("1:ncpus=4", "(n0:ncpus=4)", "01:00:00", id="9.s")
     sched = Scheduler(policy=Policy(strict_ordering=True, backfill_depth=1))
     for when, mem in ((NOW, "1gb"), (NOW + 60, "1024mb")):
         asked = job(f"1:ncpus=1:mem={mem}", "01:00:00", id="1.s")
         estimate = sched.cycle(snapshot([vnode("n0")], [hog, asked]), when).estimates["1.s"]
-        assert estimate.exec_vnode == f"(n0:ncpus=1:mem={mem})"
+        assert estimate.exec_vnode == "(n0:ncpus=1:mem=1048576kb)"
 
 
 def kin_cycle(explain, later):
@@ -552,7 +553,17 @@ def test_multi_chunk_select():
     vnodes = [vnode("n1"), vnode("n2")]
     j = job("2:ncpus=2:mem=1gb+1:ncpus=4", id="1.s")
     assert started(cycle(snapshot(vnodes, [j]))) == {
-        "1.s": "(n1:ncpus=2:mem=1gb)+(n1:ncpus=2:mem=1gb)+(n2:ncpus=4)"}
+        "1.s": "(n1:ncpus=2:mem=1048576kb)+(n1:ncpus=2:mem=1048576kb)+(n2:ncpus=4)"}
+
+
+def test_exec_vnode_shows_sizes_in_kilobytes_rounded_up():
+    """OpenPBS 23.06, checked: ``select=1:ncpus=1:mem=1500b+1:ncpus=1:mem=3mb`` ran on
+    ``(vm:ncpus=1:mem=2kb)+(vm:ncpus=1:mem=3072kb)``; a custom size resource too."""
+    snap = snapshot([vnode("n1", resources={"scratch": "10gb"})],
+                    [job("1:ncpus=1:mem=1500b+1:ncpus=1:mem=3mb:scratch=1w", id="1.s")])
+    snap.resource_types = {"scratch": "size"}
+    assert started(cycle(snap)) == {
+        "1.s": "(n1:ncpus=1:mem=2kb)+(n1:ncpus=1:mem=3072kb:scratch=1kb)"}
 
 
 def test_memory_is_never_overcommitted():
@@ -829,7 +840,7 @@ def test_jobs_started_in_a_reservation_in_one_cycle_hold_their_memory():
                 resv_nodes="(n0:ncpus=8:mem=16gb)", queue="R1")
     jobs = [job("1:ncpus=1:mem=10gb", queue="R1", id=f"{n}.s") for n in (1, 2)]
     result = cycle(snapshot(vnodes, jobs, queues, reservations=[held]))
-    assert started(result) == {"1.s": "(n0:ncpus=1:mem=10gb)"}
+    assert started(result) == {"1.s": "(n0:ncpus=1:mem=10485760kb)"}
 
 
 @pytest.mark.parametrize("place, sharing, resv_nodes", [
