@@ -288,11 +288,12 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
     ``nodect``, the number of chunks, and the sum over the chunks, default_chunk's values
     included, of each resource of a numeric type in `types` (long, size, float): ``ncpus``
     always, ``mem`` when a chunk names it (``2:ncpus=1:mem=10mb`` -> ``ncpus=2, mem=20mb,
-    nodect=2``), ``mpiprocs`` likewise. Sizes are written in PBS's shortest exact unit. A
+    nodect=2``), ``mpiprocs`` likewise. Sizes are added up in PBS's units (`_size_sum`). A
     value that is not its type's is left out (the select's own check names it), and so
     is a sum past what a PBS value holds."""
     chunks = with_chunk_defaults(tuple(parse_select(select)), defaults)
     sums: dict[str, Any] = {}
+    sizes: dict[str, list[tuple[int, int, int]]] = {}  # name -> (count, bytes, unit)
     for chunk in chunks:
         for name, value in chunk.resources.items():
             kind = types.get(name)
@@ -304,13 +305,42 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
             except (TypeError, ValueError):
                 continue
             sums[name] = sums.get(name, 0) + chunk.count * one
+            if kind == "size":
+                sizes.setdefault(name, []).append((chunk.count, one, _size_unit(value)))
     for name, total in list(sums.items()):
         if not -LONG_MAX <= total <= LONG_MAX or total != total:  # (no value PBS could hold)
             del sums[name]
         elif types[name] == "size":
-            sums[name] = format_size(total)
+            sums[name] = _size_sum(sizes[name])
     sums["nodect"] = sum(chunk.count for chunk in chunks)
     return sums
+
+
+#: PBS's size units, largest first, by their bytes.
+_UNIT_NAMES = ((1 << 50, "pb"), (1 << 40, "tb"), (1 << 30, "gb"), (1 << 20, "mb"),
+               (1 << 10, "kb"), (1, "b"))
+
+
+def _size_unit(value: str | int) -> int:
+    """The bytes of the unit `value` is written in (``512mb`` -> 1 MiB; a word counts
+    as its 8 bytes; a bare number is bytes)."""
+    m = None if isinstance(value, int) else _SIZE_RE.match(str(value))
+    if m is None:
+        return 1
+    return _SIZE_UNITS[m.group(2).lower()] * _SIZE_UNITS[(m.group(3) or "b").lower()]
+
+
+def _size_sum(parts: list[tuple[int, int, int]]) -> str:
+    """Sizes added up as OpenPBS 23.06 writes the sum (checked): in their unit when all
+    share it (``2 x 512mb`` -> ``1024mb``, ``2 x 1500b`` -> ``3000b``), else in the
+    smallest of them but never below kilobytes, each rounded up to it (``1024kb + 1mb``
+    -> ``2048kb``, ``1500b + 1gb`` -> ``1048578kb``)."""
+    units = {unit for _count, _bytes, unit in parts}
+    unit = units.pop() if len(units) == 1 else max(1 << 10, min(units))
+    if unit not in dict(_UNIT_NAMES):  # (words: 8 bytes, no name of their own here)
+        return format_size(sum(count * nbytes for count, nbytes, _unit in parts))
+    total = sum(count * -(-nbytes // unit) for count, nbytes, _unit in parts)
+    return f"{total}{dict(_UNIT_NAMES)[unit]}"
 
 
 def request_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],

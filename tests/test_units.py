@@ -184,6 +184,17 @@ def test_select_sums_add_up_numeric_resources_default_chunk_included():
     assert sums == {"ncpus": 6, "mem": "3gb", "energy": 1.5, "nodect": 3}
 
 
+@pytest.mark.parametrize("select,mem", [  # OpenPBS 23.06's Resource_List.mem (qstat -f)
+    ("2:ncpus=1:mem=512mb", "1024mb"), ("1:mem=512mb+1:mem=1536mb", "2048mb"),
+    ("1:mem=1024kb+1:mem=1mb", "2048kb"), ("2:ncpus=1:mem=1500b", "3000b"),
+    ("1:mem=1536kb+1:mem=1gb", "1050112kb"), ("1:mem=1500b+1:mem=1gb", "1048578kb"),
+    ("1:mem=1500b+1:mem=1kb", "3kb"), ("1:mem=1mb+1:mem=1gb", "1025mb"),
+    ("1:mem=1500b+1:mem=3mb", "3074kb"),
+])
+def test_select_sums_add_sizes_up_in_pbss_units(select, mem):
+    assert units.select_sums(select, (), TYPES)["mem"] == mem
+
+
 def test_select_sums_leave_out_what_no_pbs_value_holds():
     sums = units.select_sums("100000:mem=100pb", (), TYPES)
     assert "mem" not in sums and sums["nodect"] == 100000 and sums["ncpus"] == 100000
