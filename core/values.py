@@ -940,6 +940,12 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
 }
 
 
+#: The most entries an access list holds (pbsplug's limit; PBS sets none): ordering one as
+#: PBS does is quadratic (`engine.acl`), and a reservation's lists come from any user.
+#: 1,000 of the longest host names PBS allows are ordered in half a second.
+ACL_MAX_ENTRIES = 1000
+
+
 def acl_entry(entry: Any, attr: str) -> str:
     """One entry of an access list (``[+|-]name[@host]``): a name no longer than PBS's for
     a user and a host, without spaces (pbs_rsub refuses ``-G "a b"``) or control
@@ -955,8 +961,11 @@ def acl_entry(entry: Any, attr: str) -> str:
 
 def acl_entries(value: Any, attr: str) -> list[str]:
     """A reservation's access list: entries (`acl_entry`), at least one, none twice (PBS's
-    15055)."""
-    entries = [acl_entry(e, attr) for e in _as_list(value, attr)]
+    15055), at most `ACL_MAX_ENTRIES`."""
+    items = _as_list(value, attr)
+    if len(items) > ACL_MAX_ENTRIES:
+        raise _bad(attr, f"more than {ACL_MAX_ENTRIES:,} entries")
+    entries = [acl_entry(e, attr) for e in items]
     if not entries:
         raise _bad(attr, "is empty")
     if len(set(entries)) != len(entries):

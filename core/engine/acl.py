@@ -22,17 +22,22 @@ PBS keeps every such list in an order of its own, so "the first entry decides" r
 stored order, not the order typed (`ordered`; checked on OpenPBS 23.06 with qmgr and
 pbs_rsub). Each new entry goes before the first stored entry it must precede, else last:
 
-* users (``acl_users``, ``managers``, ``operators``, ``acl_roots``): by user name (byte
-  order, the sign left out); for one user, an entry without a host precedes those with
-  one, and two hosts go in the hosts' order;
+* users (``acl_users``, ``managers``, ``operators``, ``acl_roots``): byte by byte, the sign
+  left out, the lesser first and an entry that ends first before a longer one (``bob``,
+  ``bob-y``, ``bob2``, ``bob@vm``: ``@`` is compared as a byte too); where both reach their
+  ``@`` together, the two hosts go in the hosts' order;
 * groups: by name, byte order;
 * hosts: read from their last characters back, the first two that differ put the greater
   first (``zz,mm,aa``), but only while neither host has reached its first character: the
   one that reaches it first goes after (``x.y.com`` before ``z``, ``*.aa`` before ``aa``),
-  and of two that reach it together a ``*`` goes after (``y.aa,x.aa,*.aa``).
+  and of two that reach it together the new one goes before a stored ``*``, after any
+  other if it is a ``*`` itself, else the greater first (``y.aa,x.aa,*.aa``; ``-*.aa``
+  set after ``*.aa`` goes before it).
 
 The same entry twice (sign included: ``bob`` and ``+bob`` are two) is PBS's 15055,
-``Duplicate entry in list``.
+``Duplicate entry in list``. A list holds at most `MAX_ENTRIES` entries (pbsplug's limit;
+PBS sets none): PBS's way of ordering a list is quadratic, and a reservation's lists come
+from any user.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ import grp
 import os
 import pwd
 from collections.abc import Callable, Collection, Iterable, Mapping
+from os.path import commonprefix
 from typing import Any
 
-from .. import units
+from .. import units, values
 
 
 def _on(value: Any) -> bool:
@@ -105,29 +111,32 @@ def _host_precedes(new: str, old: str) -> bool:
     """Whether host `new` goes before host `old`: read from their last characters back, at
     the first that differ the greater goes first, as long as neither has reached its first
     character; one that reaches it first goes after the other; when both reach it together,
-    a ``*`` goes after, else the greater character first."""
-    i, j = len(new) - 1, len(old) - 1
-    while i > 0 and j > 0:
-        if new[i] != old[j]:
-            return new[i] > old[j]
-        i, j = i - 1, j - 1
+    the new one goes before a stored ``*``, a new ``*`` after any other, else the greater
+    character first."""
+    # (the common ending's length from C's string work, not a loop a character a turn: a
+    # list's ordering compares each entry with most of the others)
+    steps = max(0, min(len(commonprefix((new[::-1], old[::-1]))), len(new) - 1, len(old) - 1))
+    i, j = len(new) - 1 - steps, len(old) - 1 - steps
+    if i > 0 and j > 0:  # (where they differ)
+        return new[i] > old[j]
     if i > 0 or j > 0:
         return j == 0 and i > 0
     if i < 0 or j < 0:  # (an empty host: stored by hand)
         return j < 0 <= i
-    if new[0] == "*" or old[0] == "*":
-        return old[0] == "*" and new[0] != "*"
-    return new[0] > old[0]
+    if old[0] == "*":  # (both ``*``: the new one first, ``-*`` set after ``*`` too)
+        return True
+    return new[0] != "*" and new[0] > old[0]
 
 
 def _user_precedes(new: str, old: str) -> bool:
-    new_user, new_at, new_host = new.lstrip("+-").partition("@")
-    old_user, old_at, old_host = old.lstrip("+-").partition("@")
-    if new_user != old_user:
-        return new_user < old_user
-    if not new_at or not old_at:
-        return bool(old_at) and not new_at
-    return _host_precedes(new_host, old_host)
+    """Byte by byte, the lesser first, unless both reach their ``@`` together (the same user
+    name): then the hosts' order."""
+    new, old = new.lstrip("+-"), old.lstrip("+-")
+    new_user, new_at, new_host = new.partition("@")
+    old_user, old_at, old_host = old.partition("@")
+    if new_at and old_at and new_user == old_user:
+        return _host_precedes(new_host, old_host)
+    return new < old
 
 
 def _group_precedes(new: str, old: str) -> bool:
@@ -146,15 +155,30 @@ KIND = {"acl_users": "user", "managers": "user", "operators": "user", "acl_roots
         "acl_hosts": "host", "Authorized_Hosts": "host"}
 
 
+#: The most entries a list may hold (the module's docstring).
+MAX_ENTRIES = values.ACL_MAX_ENTRIES
+
+
 class DuplicateEntry(ValueError):
     """An entry already in the list (PBS's 15055)."""
 
 
+class TooManyEntries(ValueError):
+    """A list that would hold more than `MAX_ENTRIES` entries."""
+
+    def __init__(self) -> None:
+        super().__init__(f"more than {MAX_ENTRIES:,} entries")
+
+
 def insert(kind: str, entries: Iterable[str], new: Iterable[str]) -> list[str]:
     """`entries` (a list of `kind`: ``user``, ``group`` or ``host``) with each of `new`
-    put where PBS puts it; `DuplicateEntry` for one already there."""
+    put where PBS puts it; `DuplicateEntry` for one already there, `TooManyEntries` past
+    `MAX_ENTRIES` (checked before any is put in)."""
     precedes = _PRECEDES[kind]
     out = list(entries)
+    new = list(new)
+    if len(out) + len(new) > MAX_ENTRIES:
+        raise TooManyEntries
     for entry in new:
         if entry in out:
             raise DuplicateEntry(entry)

@@ -244,14 +244,18 @@ class Reservations:
 
     def _with_acls(self) -> None:
         """The queues of reservations confirmed by a pbsplug that did not give them ACLs
-        (it checked the owner's name itself) are given them, so the queue's ACLs decide."""
+        (it checked the owner's name itself) are given them, so the queue's ACLs decide.
+        Once per database (its meta key `_ACLS_GIVEN`): a manager may unset them later."""
         eng = self.engine
-        for attrs in eng.store.all("resv").values():
-            queue = eng.store.get("queue", attrs.get("queue") or "")
-            if queue is not None and queue.get("reservation") and \
-                    "acl_user_enable" not in queue:
-                with eng.store.transaction() as st:
+        if eng.store.get_meta(_ACLS_GIVEN) is not None:
+            return
+        with eng.store.transaction() as st:
+            for attrs in st.all("resv").values():
+                queue = st.get("queue", attrs.get("queue") or "")
+                if queue is not None and queue.get("reservation") and \
+                        "acl_user_enable" not in queue:
                     st.put("queue", attrs["queue"], {**queue, **queue_acls(attrs)})
+            st.set_meta(_ACLS_GIVEN, "1")
 
     # -- life -------------------------------------------------------------------------------------
     def set_aside(self) -> int:
@@ -425,6 +429,10 @@ class Reservations:
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation {why}")
         eng._track_states()
         eng.want_cycle = True
+
+
+#: The store's meta key telling that `Reservations._with_acls` was done.
+_ACLS_GIVEN = "resv_queue_acls_given"
 
 
 def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:

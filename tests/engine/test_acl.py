@@ -137,6 +137,19 @@ PBS_ORDERS = [
     ("host", "aa,zz,mm", "zz,mm,aa"), ("host", "x.aa,y.aa,*.aa,aa", "y.aa,x.aa,*.aa,aa"),
     ("host", "-aa,bb,+cc,-zz", "-zz,+cc,bb,-aa"),
     ("group", "zz,-aa,bb,+AA,Bb", "+AA,Bb,-aa,bb,zz"),
+    # An entry and its signed twin: a stored `*` goes after the new one, others before it.
+    ("user", "bob@*,-bob@*", "-bob@*,bob@*"), ("user", "-bob@*,bob@*", "bob@*,-bob@*"),
+    ("user", "bob@*.aa,-bob@*.aa", "-bob@*.aa,bob@*.aa"),
+    ("user", "bob@vm,-bob@vm", "bob@vm,-bob@vm"), ("user", "-bob@vm,bob@vm", "-bob@vm,bob@vm"),
+    ("user", "bob@vm,+bob@vm", "bob@vm,+bob@vm"),
+    ("host", "+*.ex.com,-*.ex.com", "-*.ex.com,+*.ex.com"),
+    ("host", "-*.ex.com,+*.ex.com", "+*.ex.com,-*.ex.com"),
+    ("host", "*,-*", "-*,*"), ("host", "-*,*", "*,-*"), ("host", "vm,-vm", "vm,-vm"),
+    ("host", "-vm,vm", "-vm,vm"), ("host", "+vm,vm", "+vm,vm"),
+    ("group", "g,-g", "g,-g"), ("group", "-g,g", "-g,g"), ("group", "+g,g", "+g,g"),
+    # Users byte by byte, `@` too ('-' 45, '.' 46, '2' 50, '@' 64).
+    ("user", "bob@vm,bob2", "bob2,bob@vm"), ("user", "bob2,bob@vm", "bob2,bob@vm"),
+    ("user", "bob,bob@vm,bob2,bob.x,bob-y", "bob,bob-y,bob.x,bob2,bob@vm"),
 ]
 
 
@@ -175,6 +188,24 @@ def test_qmgr_stores_acls_in_pbss_order_refuses_an_entry_twice_and_the_order_dec
     qmgr(engine, f"set queue aq acl_users += '+{USER.user}'")  # (a sign makes another)
     qmgr(engine, "set queue aq acl_hosts = 'aa,zz,mm'")
     assert engine.store.get("queue", "aq")["acl_hosts"] == ["zz", "mm", "aa"]
+    # A refusal added after an entry it mirrors goes first (PBS's order for a stored `*`),
+    # so it refuses: pbsplug put it after, and the user was let in.
+    qmgr(engine, f"set queue aq acl_users = '{USER.user}@*'")
+    assert submit(engine, USER)
+    qmgr(engine, f"set queue aq acl_users += '-{USER.user}@*'")
+    assert engine.store.get("queue", "aq")["acl_users"] == [f"-{USER.user}@*",
+                                                            f"{USER.user}@*"]
+    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    # At most 1,000 entries, in one request or added up; nothing stored past it.
+    names = ",".join(f"u{i}" for i in range(999))
+    qmgr(engine, f"set queue aq acl_users = '{names}'")
+    for text in ("set queue aq acl_users += 'x,y'", f"set queue aq acl_users = '{names},x,y'"):
+        out = engine.req_qmgr(ROOT, text)
+        assert out["code"] == 15014, out
+        assert "Illegal attribute or resource value acl_users: more than 1,000 entries" in \
+            str(out), out
+    assert len(engine.store.get("queue", "aq")["acl_users"]) == 999
+    qmgr(engine, "set queue aq acl_users += x")
 
 
 def test_managers_and_operators_name_users_as_an_acl_does(engine):
