@@ -10,6 +10,7 @@ fork for hooks safely.
 
 from __future__ import annotations
 
+import copy
 import functools
 import grp
 import logging
@@ -478,13 +479,21 @@ class Engine:
                         job_id: str, attrs: dict, **how: Any) -> dict[str, dict]:
         """`_completed` after `event`'s hooks: a Resource_List they changed that no select
         can hold (``accelerator_model=""``, a host-level resource made a chunk's) is the
-        hooks' error, as a value of theirs the rules refuse is."""
+        hooks' error, as a value of theirs the rules refuse is; unless the request was
+        refused without their change too: then the request's own error is the answer."""
         try:
             return self._completed(job_id, attrs, **how)
         except PbsError as exc:
             if exc.code != PBSE_BADATVAL or not outcome.runs or \
                     attrs.get("Resource_List") == before.get("Resource_List"):
                 raise
+            asked = {**attrs, "Resource_List": copy.deepcopy(before.get("Resource_List"))}
+            try:  # (no limit checked: the same refusal is the question)
+                self._completed(job_id, asked, **{**how, "limited": False,
+                                                  "written": copy.deepcopy(how["written"])})
+            except PbsError as own:
+                if own.code == PBSE_BADATVAL:
+                    raise own from None
             self._hooks_error(event, outcome, exc.message)
 
     def _event(self, type: str, caller: Caller | None = None,

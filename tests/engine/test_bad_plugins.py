@@ -68,7 +68,8 @@ def test_a_plugin_that_changes_the_process_or_exits_while_loading_fails_alone(
 
 
 class EmptiesAResource:
-    """Sets a host-level string resource to "" for jobs named `empty`."""
+    """Sets a host-level string resource to "" for jobs named `empty`, and a walltime (a
+    change of no harm) for jobs named `timed`."""
 
     plugin_info = PluginInfo(events=("queuejob", "modifyjob"))
 
@@ -76,11 +77,12 @@ class EmptiesAResource:
     def queuejob(self, event):
         if event.job.Job_Name == "empty":
             event.job.Resource_List["accelerator_model"] = ""
+        elif event.job.Job_Name == "timed":
+            event.job.Resource_List["walltime"] = 3600
 
     @hookimpl
     def modifyjob(self, event):
-        if event.job.Job_Name == "empty":
-            event.job.Resource_List["accelerator_model"] = ""
+        self.queuejob(event)
 
 
 def test_a_hooks_resource_that_no_select_holds_is_the_hooks_error(engine_here,
@@ -99,6 +101,18 @@ def test_a_hooks_resource_that_no_select_holds_is_the_hooks_error(engine_here,
             call()
         assert refused.value.code == 15136, refused.value.message
         assert "hook 'emptier' encountered an exception" in refused.value.message
+    assert {a["Job_Name"] for a in eng.store.jobs().values()} == {"kept"}
+    # A request refused without the hook's change too is the user's error, named so (it
+    # was blamed on any hook that changed the Resource_List).
+    bad = {"Job_Name": "timed", "Resource_List": {"arch": ""}}
+    for call in (lambda: eng.req_submit(root, bad, "true\n"),
+                 lambda: eng.req_alter(root, kept, bad)):
+        with pytest.raises(PbsError) as refused:
+            call()
+        assert refused.value.code == 15014, refused.value.message
+        assert refused.value.message.startswith(
+            "Illegal attribute or resource value Resource_List.select: "), refused.value.message
+        assert "arch=" in refused.value.message
     assert {a["Job_Name"] for a in eng.store.jobs().values()} == {"kept"}
 
 
