@@ -293,7 +293,7 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
     is a sum past what a PBS value holds."""
     chunks = with_chunk_defaults(tuple(parse_select(select)), defaults)
     sums: dict[str, Any] = {}
-    sizes: dict[str, list[tuple[int, int, int]]] = {}  # name -> (count, bytes, unit)
+    sizes: dict[str, list[_Size]] = {}  # name -> each chunk's, as PBS adds them up
     for chunk in chunks:
         for name, value in chunk.resources.items():
             kind = types.get(name)
@@ -306,7 +306,7 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
                 continue
             sums[name] = sums.get(name, 0) + chunk.count * one
             if kind == "size":
-                sizes.setdefault(name, []).append((chunk.count, one, _size_unit(value)))
+                sizes.setdefault(name, []).append(_size_part(chunk.count, value))
     for name, total in list(sums.items()):
         if not -LONG_MAX <= total <= LONG_MAX or total != total:  # (no value PBS could hold)
             del sums[name]
@@ -316,31 +316,48 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
     return sums
 
 
-#: PBS's size units, largest first, by their bytes.
-_UNIT_NAMES = ((1 << 50, "pb"), (1 << 40, "tb"), (1 << 30, "gb"), (1 << 20, "mb"),
-               (1 << 10, "kb"), (1, "b"))
+#: A size as PBS adds sizes up: (number, shift: 0 for b or w, 10 for kb or kw, ...,
+#: in words).
+_Size = tuple[int, int, bool]
+_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+_SCALES = {shift: scale for scale, shift in _SHIFTS.items()}
 
 
-def _size_unit(value: str | int) -> int:
-    """The bytes of the unit `value` is written in (``512mb`` -> 1 MiB; a word counts
-    as its 8 bytes; a bare number is bytes)."""
+def _size_part(count: int, value: str | int) -> _Size:
+    """A chunk's size `value` taken `count` times, in its own unit (``2 x 1500b`` is
+    ``3000b``); a bare number is bytes."""
     m = None if isinstance(value, int) else _SIZE_RE.match(str(value))
     if m is None:
-        return 1
-    return _SIZE_UNITS[m.group(2).lower()] * _SIZE_UNITS[(m.group(3) or "b").lower()]
+        return count * int(value), 0, False
+    return (count * int(m.group(1)), _SHIFTS[m.group(2).lower()],
+            (m.group(3) or "b").lower() == "w")
 
 
-def _size_sum(parts: list[tuple[int, int, int]]) -> str:
-    """Sizes added up as OpenPBS 23.06 writes the sum (checked): in their unit when all
-    share it (``2 x 512mb`` -> ``1024mb``, ``2 x 1500b`` -> ``3000b``), else in the
-    smallest of them but never below kilobytes, each rounded up to it (``1024kb + 1mb``
-    -> ``2048kb``, ``1500b + 1gb`` -> ``1048578kb``)."""
-    units = {unit for _count, _bytes, unit in parts}
-    unit = units.pop() if len(units) == 1 else max(1 << 10, min(units))
-    if unit not in dict(_UNIT_NAMES):  # (words: 8 bytes, no name of their own here)
-        return format_size(sum(count * nbytes for count, nbytes, _unit in parts))
-    total = sum(count * -(-nbytes // unit) for count, nbytes, _unit in parts)
-    return f"{total}{dict(_UNIT_NAMES)[unit]}"
+def _in_shift(number: int, shift: int, to: int) -> int:
+    """`number` at `shift` written at the shift `to`, rounded up."""
+    return number << (shift - to) if shift >= to else -(-number >> (to - shift))
+
+
+def _size_sum(parts: list[_Size]) -> str:
+    """The chunks' sizes added up as OpenPBS 23.06 writes the sum (checked on 36 selects):
+    the first chunk's as it is; then each next one added: to nothing (0 in any unit), it
+    replaces it; else both in words when both are (a word counts 8 bytes otherwise), at the
+    smaller of their two units but never below kilo, each rounded up to it (``1500b +
+    1500b`` is ``4kb``, ``1w + 1w`` is ``2kw``, ``1kw + 1kb`` is ``9kb``)."""
+    number, shift, words = parts[0]
+    for other, other_shift, other_words in parts[1:]:
+        if not number:
+            number, shift, words = other, other_shift, other_words
+            continue
+        if words != other_words:  # (one in words: it is counted in bytes)
+            if words:
+                number, words = number * 8, False
+            else:
+                other *= 8
+        to = min(shift, other_shift) or 10
+        number = _in_shift(number, shift, to) + _in_shift(other, other_shift, to)
+        shift = to
+    return f"{number}{_SCALES[shift]}{'w' if words else 'b'}"
 
 
 def request_sums(res: Mapping[str, Any], defaults: tuple[Mapping[str, Any] | None, ...],

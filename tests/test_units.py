@@ -190,6 +190,23 @@ def test_select_sums_add_up_numeric_resources_default_chunk_included():
     ("1:mem=1536kb+1:mem=1gb", "1050112kb"), ("1:mem=1500b+1:mem=1gb", "1048578kb"),
     ("1:mem=1500b+1:mem=1kb", "3kb"), ("1:mem=1mb+1:mem=1gb", "1025mb"),
     ("1:mem=1500b+1:mem=3mb", "3074kb"),
+    # Each added chunk: to nothing it replaces it; else at the smaller unit, never below
+    # kilo, each rounded up; words kept when both are words, else a word is 8 bytes.
+    ("1:mem=1500b+1:mem=1500b", "4kb"), ("1:mem=1kw+1:mem=1kw", "2kw"), ("2:mem=1kw", "2kw"),
+    ("1:mem=0gb+1:mem=1500b", "1500b"), ("1:mem=1500b+1:mem=0gb", "2kb"),
+    ("1:mem=1kw+1:mem=1kb", "9kb"), ("1:mem=1kb+1:mem=1kw", "9kb"),
+    ("1:mem=1500b+1:mem=1mb", "1026kb"), ("1:mem=3b+1:mem=5b+1:mem=7b", "3kb"),
+    ("1:mem=1kw+1:mem=3b", "9kb"), ("1:mem=0b+1:mem=0b", "0b"), ("1:mem=1b", "1b"),
+    ("1:mem=1w+1:mem=1w", "2kw"), ("1:mem=1mb+2:mem=1500b", "1027kb"),
+    ("2:mem=1500b+1:mem=1mb", "1027kb"), ("1:mem=0b+2:mem=1500b", "3000b"),
+    ("1:mem=1kw+2:mem=1w", "2kw"), ("1:mem=1kw+1:mem=1mw", "1025kw"), ("3:mem=1w", "3w"),
+    ("1:mem=0kb+1:mem=0b", "0b"), ("1:mem=0mb+1:mem=3kw", "3kw"),
+    ("1:mem=2mb+1:mem=0kw", "2048kb"), ("1:mem=1kw+1:mem=0b", "8kb"),
+    ("1:mem=1gb+1:mem=1gb", "2gb"), ("1:mem=3w+1:mem=1kb", "2kb"),
+    ("1:mem=1w+1:mem=1b", "2kb"), ("1:mem=5mw+1:mem=1gb", "1064mb"),
+    ("1:mem=1gw+1:mem=1gw", "2gw"), ("2:mem=1kb+1:mem=0b+1:mem=1b", "3kb"),
+    ("1:mem=0b+1:mem=0kb+1:mem=5b", "5b"), ("1:mem=1025b+1:mem=1kb", "3kb"),
+    ("1:mem=2047mb+1:mem=1gb", "3071mb"),
 ])
 def test_select_sums_add_sizes_up_in_pbss_units(select, mem):
     assert units.select_sums(select, (), TYPES)["mem"] == mem
