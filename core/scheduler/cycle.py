@@ -2557,8 +2557,10 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
     shows them), and the ncpus of its smallest chunk; values read by their resources'
     `types` (`resource_amount`, `match_text`). exec_vnode shows a value as written, but a
     size in kilobytes, rounded up (``mem=1gb`` as ``mem=1048576kb``, ``1500b`` as
-    ``2kb``), as OpenPBS 23.06 writes exec_vnode and resv_nodes (checked). Callers only
-    read the result (it is shared by every job of the same shape)."""
+    ``2kb``), as OpenPBS 23.06 writes exec_vnode and resv_nodes (checked), and that is
+    what the chunk takes of its vnode (PBS's scheduler counts in kilobytes): two jobs of
+    ``1500b`` do not share a vnode of ``3000b`` in one cycle and then hold ``4kb`` of it.
+    Callers only read the result (it is shared by every job of the same shape)."""
     chunks = []
     for chunk in select:
         consumable: dict[str, int] = {}
@@ -2569,9 +2571,10 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
                 continue
             amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
-                consumable[key] = amount
                 if resource_type(key, types) == "size":
-                    shown[key] = f"{-(-amount // 1024)}kb"
+                    kb = -(-amount // 1024)
+                    shown[key], amount = f"{kb}kb", kb * 1024
+                consumable[key] = amount
             else:
                 match[key] = match_text(key, value, types)
         chunks.extend([(consumable, match, shown)] * chunk.count)

@@ -44,6 +44,21 @@ def test_job_sort_formula_orders_within_a_queue():
         Scheduler(policy=Policy(job_sort_formula="__import__('os')"))
 
 
+def test_a_size_takes_what_exec_vnode_shows_in_kilobytes_rounded_up():
+    """exec_vnode shows ``1500b`` as ``2kb``, and the chunk takes 2kb: two such jobs did
+    share a ``3000b`` vnode in one cycle (their exec_vnodes then holding 4kb of it), while
+    the second was refused when the first was already running."""
+    jobs = [job("1:ncpus=1:mem=1500b", id=f"{i}.s") for i in (1, 2)]
+    first = cycle(snapshot([vnode("n1", ncpus=4, mem="3000b")], jobs))
+    assert started(first) == {"1.s": "(n1:ncpus=1:mem=2kb)"}
+    later = cycle(snapshot([vnode("n1", ncpus=4, mem="3000b")],
+                           [running("1:ncpus=1:mem=1500b", "(n1:ncpus=1:mem=2kb)", id="1.s"),
+                            jobs[1]]))
+    assert started(later) == {}
+    assert started(cycle(snapshot([vnode("n1", ncpus=4, mem="4kb")], jobs))) == {
+        "1.s": "(n1:ncpus=1:mem=2kb)", "2.s": "(n1:ncpus=1:mem=2kb)"}
+
+
 def test_a_chunk_that_asks_for_no_cpus_holds_one():
     """PBS gives a chunk what it lacks of default_chunk (its queue's, then the server's,
     which PBS makes with ncpus=1): ``select=1:mem=1mb`` is placed as
