@@ -73,6 +73,11 @@ def _host_matches(pattern: str, hosts: Iterable[str]) -> bool:
     return False
 
 
+def unsigned(entry: str) -> str:
+    """An entry without its sign: one ``+`` or ``-`` (``--bob`` names a user ``-bob``)."""
+    return entry[1:] if entry[:1] in ("+", "-") else entry
+
+
 def _decide(entries: Any, matches) -> bool:
     """The first entry `matches` says names us decides (``-`` refuses); none refuses."""
     if not isinstance(entries, (list, tuple)):
@@ -80,7 +85,7 @@ def _decide(entries: Any, matches) -> bool:
     for entry in entries:
         entry = str(entry).strip()
         allow = not entry.startswith("-")
-        if matches(entry.lstrip("+-")):
+        if matches(unsigned(entry)):
             return allow
     return False
 
@@ -131,7 +136,7 @@ def _host_precedes(new: str, old: str) -> bool:
 def _user_precedes(new: str, old: str) -> bool:
     """Byte by byte, the lesser first, unless both reach their ``@`` together (the same user
     name): then the hosts' order."""
-    new, old = new.lstrip("+-"), old.lstrip("+-")
+    new, old = unsigned(new), unsigned(old)
     new_user, new_at, new_host = new.partition("@")
     old_user, old_at, old_host = old.partition("@")
     if new_at and old_at and new_user == old_user:
@@ -140,11 +145,11 @@ def _user_precedes(new: str, old: str) -> bool:
 
 
 def _group_precedes(new: str, old: str) -> bool:
-    return new.lstrip("+-") < old.lstrip("+-")
+    return unsigned(new) < unsigned(old)
 
 
 def _signed_host_precedes(new: str, old: str) -> bool:
-    return _host_precedes(new.lstrip("+-"), old.lstrip("+-"))
+    return _host_precedes(unsigned(new), unsigned(old))
 
 
 #: Per kind of list, whether a new entry goes before a stored one (the module's docstring).

@@ -101,6 +101,7 @@ def test_acl_entries_read_as_pbs_reads_them():
         ["bob@n1.example.org"], "bob", n1)
     assert not acl.user_allowed([], "bob", n1)
     assert not acl.user_allowed(["-bob", "bob"], "bob", n1)
+    assert acl.user_allowed(["--bob", "bob"], "bob", n1)  # (it refuses a user `-bob`)
     assert not acl.user_allowed(["-bob@*.example.org", "bob"], "bob", n1)
     assert acl.host_allowed(["*"], n1) and acl.host_allowed(["*.example.org"], n1)
     root_gid = 0
@@ -150,6 +151,9 @@ PBS_ORDERS = [
     # Users byte by byte, `@` too ('-' 45, '.' 46, '2' 50, '@' 64).
     ("user", "bob@vm,bob2", "bob2,bob@vm"), ("user", "bob2,bob@vm", "bob2,bob@vm"),
     ("user", "bob,bob@vm,bob2,bob.x,bob-y", "bob,bob-y,bob.x,bob2,bob@vm"),
+    # One sign is the sign: `--bob` names `-bob`.
+    ("user", "-alice,--bob", "--bob,-alice"), ("group", "-alice,--bob", "--bob,-alice"),
+    ("host", "--a,-b", "--a,-b"),
 ]
 
 
