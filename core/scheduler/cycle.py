@@ -232,7 +232,9 @@ class _Kept:
         self.counted: dict[str, Job] = {}
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
-        self.ever_memo: dict[tuple, bool] = {}
+        #: A job shape -> whether it fits the vnodes with nothing on them
+        #: (`Scheduler._can_ever_run`); (shape, "set") -> `Scheduler._holding_set`'s answer.
+        self.ever_memo: dict[tuple, bool | tuple[bool, str | None]] = {}
         #: queue name -> its jobs' default_chunk tables (`Scheduler._chunk_defaults`): the
         #: server and queue objects are these for as long as this state lives.
         self.defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
