@@ -21,6 +21,7 @@ PBSE_BADSTATE = 15016
 PBSE_UNKQUE = 15018
 PBSE_QUNOENB = 15021
 PBSE_QACESS = 15022
+PBSE_BADUSER = 15023
 PBSE_NOSUP = 15029
 PBSE_NOCONNECTS = 15033
 PBSE_UNKRESC = 15035
@@ -43,6 +44,7 @@ MESSAGES = {
     PBSE_UNKQUE: "Unknown queue",
     PBSE_QUNOENB: "Queue is not enabled",
     PBSE_QACESS: "Access to queue is denied",
+    PBSE_BADUSER: "Bad UID for job execution",
     PBSE_NOSUP: "No support for requested service",
     PBSE_NOCONNECTS: "No free connections",
     PBSE_UNKRESC: "Unknown resource",

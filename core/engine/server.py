@@ -50,6 +50,7 @@ from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
     PBSE_BADSTATE,
+    PBSE_BADUSER,
     PBSE_EXCQRESC,
     PBSE_HISTJOBID,
     PBSE_HOOKERROR,
@@ -122,6 +123,8 @@ _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
 _DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
 #: A job's attributes qstat shows to managers only.
 _MANAGERS_READ = frozenset({"schedselect"})
+#: The store's meta key telling that a home's server was given ``acl_roots`` (`_first_start`).
+_ROOTS_GIVEN = "acl_roots_given"
 
 
 class Caller:
@@ -222,14 +225,24 @@ class Engine:
 
     # -- set-up -----------------------------------------------------------------------------------
     def _first_start(self) -> None:
-        if self.store.get("server", "server") is not None:
+        """A new home's server, queue workq and vnodes. Root's jobs are let in (``acl_roots =
+        root``; PBS's own default refuses them), and given so once to a home made before
+        pbsplug read acl_roots (its meta key `_ROOTS_GIVEN`), whose root submitted."""
+        server = self.store.get("server", "server")
+        if server is not None:
+            if self.store.get_meta(_ROOTS_GIVEN) is None:
+                with self.store.transaction() as st:
+                    if "acl_roots" not in server:
+                        st.put("server", "server", {**server, "acl_roots": ["root"]})
+                    st.set_meta(_ROOTS_GIVEN, "1")
             return
         with self.store.transaction() as st:
             st.put("server", "server", {
                 "server_host": self.host, "scheduling": True, "scheduler_iteration": 600,
                 "default_queue": "workq", "job_history_enable": True,
                 "query_other_jobs": True, "managers": [], "operators": [],
-                "resources_default": {}, "server_state": "Active"})
+                "acl_roots": ["root"], "resources_default": {}, "server_state": "Active"})
+            st.set_meta(_ROOTS_GIVEN, "1")
             st.put("queue", "workq", {"queue_type": "Execution", "enabled": True,
                                       "started": True})
             for name, attrs in default_vnodes(self.host).items():
@@ -608,6 +621,9 @@ class Engine:
         server = self.store.get("server", "server")
         queue_name = self._submit_queue(caller, str(
             attrs.get("queue") or server.get("default_queue") or "workq"))
+        if caller.uid == 0 and not acl.user_allowed(server.get("acl_roots") or [], caller.user,
+                                                    self.host_names):
+            raise PbsError(PBSE_BADUSER)  # (a job that would run as root: acl_roots says)
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
         self._check_chunk_resources(res, res)

@@ -92,6 +92,40 @@ def test_the_servers_acl_users_refuses_every_request_of_a_user_it_does_not_name(
     assert engine.handle("stat_jobs", {}, USER.uid) == {}
 
 
+def test_acl_roots_decides_whether_roots_jobs_are_let_in(engine, engine_here):
+    """OpenPBS 23.06, checked: with acl_roots unset, or naming neither root nor root@host,
+    root's qsub is refused with 15023 (`Bad UID for job execution`, qsub's status 175),
+    after the queue is found; a new pbsplug home lets root in (acl_roots = root), and a
+    home made before pbsplug read acl_roots is given it once."""
+    assert engine.store.get("server", "server")["acl_roots"] == ["root"]
+    assert submit(engine, ROOT)
+    qmgr(engine, "unset server acl_roots")
+    with pytest.raises(PbsError) as err:
+        submit(engine, ROOT)
+    assert (err.value.code, err.value.message) == (15023, "Bad UID for job execution")
+    assert refused(lambda: submit(engine, ROOT, queue="nosuch")) == 15018  # (queue first)
+    assert submit(engine, USER)  # (users' jobs are not root's)
+    for text, allowed in ((f"root@{engine.host}", True), ("bob", False), ("-root,root", False),
+                          ("root@*", True)):
+        qmgr(engine, f"set server acl_roots = '{text}'")
+        if allowed:
+            assert submit(engine, ROOT), text
+        else:
+            assert refused(lambda: submit(engine, ROOT)) == 15023, text
+    count = len(engine.store.jobs())
+    qmgr(engine, "unset server acl_roots")
+    engine.close()
+    again = engine_here()  # (the same home: unset stays unset)
+    assert "acl_roots" not in again.store.get("server", "server")
+    assert refused(lambda: submit(again, ROOT)) == 15023
+    with again.store.transaction() as st:  # (a home from before: no meta key)
+        st.db.execute("DELETE FROM meta WHERE key = 'acl_roots_given'")
+    again.close()
+    older = engine_here()
+    assert older.store.get("server", "server")["acl_roots"] == ["root"]
+    assert submit(older, ROOT) and len(older.store.jobs()) == count + 1
+
+
 def test_acl_entries_read_as_pbs_reads_them():
     n1 = ("n1", "n1.example.org")  # (a host's short and full names)
     assert acl.user_allowed(["bob@*.example.org"], "bob", n1)
