@@ -310,8 +310,12 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
     for name, total in list(sums.items()):
         if not -LONG_MAX <= total <= LONG_MAX or total != total:  # (no value PBS could hold)
             del sums[name]
-        elif types[name] == "size":
-            sums[name] = _size_sum(sizes[name])
+        elif types[name] == "size":  # (rounded up chunk by chunk: may pass it now)
+            text = _size_sum(sizes[name])
+            if parse_size(text) > LONG_MAX:
+                del sums[name]
+            else:
+                sums[name] = text
     sums["nodect"] = sum(chunk.count for chunk in chunks)
     return sums
 

@@ -946,12 +946,18 @@ RESV_ATTRIBUTES: dict[str, Rule] = {
 ACL_MAX_ENTRIES = 1000
 
 
+def acl_unsigned(entry: str) -> str:
+    """An access list entry without its sign: one ``+`` or ``-``, as PBS reads it
+    (``--bob`` names a user ``-bob``)."""
+    return entry[1:] if entry[:1] in ("+", "-") else entry
+
+
 def acl_entry(entry: Any, attr: str) -> str:
     """One entry of an access list (``[+|-]name[@host]``): a name no longer than PBS's for
     a user and a host, without spaces (pbs_rsub refuses ``-G "a b"``) or control
     characters."""
     entry = text(entry, attr, allow_empty=False)
-    user, _, host = entry.lstrip("+-").partition("@")
+    user, _, host = acl_unsigned(entry).partition("@")
     if not user or any(c.isspace() for c in entry):
         raise _bad(attr, f"{_repr(entry)} is not [+|-]name[@host]")
     if len(user) > MAX_NAME["user"] or len(host) > MAX_NAME["host"]:

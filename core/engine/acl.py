@@ -73,9 +73,7 @@ def _host_matches(pattern: str, hosts: Iterable[str]) -> bool:
     return False
 
 
-def unsigned(entry: str) -> str:
-    """An entry without its sign: one ``+`` or ``-`` (``--bob`` names a user ``-bob``)."""
-    return entry[1:] if entry[:1] in ("+", "-") else entry
+unsigned = values.acl_unsigned
 
 
 def _decide(entries: Any, matches) -> bool:
@@ -175,14 +173,16 @@ class TooManyEntries(ValueError):
         super().__init__(f"more than {MAX_ENTRIES:,} entries")
 
 
-def insert(kind: str, entries: Iterable[str], new: Iterable[str]) -> list[str]:
+def insert(kind: str, entries: Iterable[str], new: Iterable[str],
+           limit: int | None = MAX_ENTRIES) -> list[str]:
     """`entries` (a list of `kind`: ``user``, ``group`` or ``host``) with each of `new`
     put where PBS puts it; `DuplicateEntry` for one already there, `TooManyEntries` past
-    `MAX_ENTRIES` (checked before any is put in)."""
+    `limit` entries (checked before any is put in; None: a list the server makes of lists
+    it checked, as a reservation's with its owner)."""
     precedes = _PRECEDES[kind]
     out = list(entries)
     new = list(new)
-    if len(out) + len(new) > MAX_ENTRIES:
+    if limit is not None and len(out) + len(new) > limit:
         raise TooManyEntries
     for entry in new:
         if entry in out:
@@ -192,9 +192,9 @@ def insert(kind: str, entries: Iterable[str], new: Iterable[str]) -> list[str]:
     return out
 
 
-def ordered(kind: str, entries: Iterable[str]) -> list[str]:
+def ordered(kind: str, entries: Iterable[str], limit: int | None = MAX_ENTRIES) -> list[str]:
     """`entries` in PBS's order for a list of `kind` (`insert` into an empty one)."""
-    return insert(kind, (), entries)
+    return insert(kind, (), entries, limit)
 
 
 def gids_of(user: str) -> frozenset[int]:

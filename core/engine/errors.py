@@ -28,6 +28,7 @@ PBSE_UNKRESC = 15035
 PBSE_DUPLIST = 15055
 PBSE_EXCQRESC = 15036
 PBSE_UNKNODE = 15062
+PBSE_R_UID = 15095
 PBSE_INVALJOBRESC = 15109
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -51,6 +52,7 @@ MESSAGES = {
     PBSE_DUPLIST: "Duplicate entry in list ",
     PBSE_EXCQRESC: "Job violates queue and/or server resource limits",
     PBSE_UNKNODE: "Unknown node",
+    PBSE_R_UID: "Bad effective UID for reservation",
     PBSE_HISTJOBID: "Job has finished",
 }
 

@@ -841,7 +841,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
         items = [values.text(v, defn.name) for v in items if v]  # no control characters
         if kind == "acl":
             for item in items:
-                user, _, host = item.lstrip("+-").partition("@")
+                user, _, host = acl.unsigned(item).partition("@")
                 if len(user) > values.MAX_NAME["user"] or len(host) > values.MAX_NAME["host"]:
                     raise ValueError(f"{item!r} is longer than PBS's user@host")
         if defn.empty == "none" and items == ["none"]:

@@ -38,7 +38,15 @@ from ..objects import Reservation
 from ..scheduler import DEFAULT_PARTITION
 from ..units import parse_exec_vnode
 from . import acl
-from .errors import PBSE_BADATVAL, PBSE_HOOKERROR, PBSE_PERM, PbsError, check_resources, each
+from .errors import (
+    PBSE_BADATVAL,
+    PBSE_HOOKERROR,
+    PBSE_PERM,
+    PBSE_R_UID,
+    PbsError,
+    check_resources,
+    each,
+)
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
 
 if TYPE_CHECKING:
@@ -85,6 +93,7 @@ class Reservations:
         eng = self.engine
         if not units.parse_bool(eng.server_attrs().get("resv_enable", True)):
             raise PbsError(PBSE_RESVAUTH, f"reservations disallowed on {eng.server_name}")
+        eng.check_root(caller, PBSE_R_UID)
         now = int(eng.clock())
         start = attrs.get("reserve_start")
         end = attrs.get("reserve_end")
@@ -115,8 +124,8 @@ class Reservations:
         resv_id = f"R{seq}.{eng.server_name}"
         owner = f"{caller.user}@{eng.host}"
         users = attrs.get("Authorized_Users") or []
-        if owner not in users:
-            users = acl.insert("user", users, [owner])
+        if owner not in users:  # (past the limit by one: what the user gave was checked)
+            users = acl.insert("user", users, [owner], limit=None)
         resv = Reservation(resv_id, {
             "Reserve_Name": attrs.get("Reserve_Name") or "NULL",
             "Reserve_Owner": f"{caller.user}@{eng.host}", "reserve_type": 2,
@@ -444,6 +453,7 @@ def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:
         if name == "Authorized_Users" and not entries:
             entries = [attrs.get("Reserve_Owner") or ""]
         if entries:
-            out[acl_name] = acl.ordered(acl.KIND[name], dict.fromkeys(map(str, entries)))
+            out[acl_name] = acl.ordered(acl.KIND[name], dict.fromkeys(map(str, entries)),
+                                        limit=None)  # (checked at pbs_rsub, or older)
             out[switch] = True
     return out

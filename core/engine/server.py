@@ -619,11 +619,10 @@ class Engine:
             except PbsError:
                 raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types") from None
         server = self.store.get("server", "server")
-        queue_name = self._submit_queue(caller, str(
-            attrs.get("queue") or server.get("default_queue") or "workq"))
-        if caller.uid == 0 and not acl.user_allowed(server.get("acl_roots") or [], caller.user,
-                                                    self.host_names):
-            raise PbsError(PBSE_BADUSER)  # (a job that would run as root: acl_roots says)
+        queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
+        if self.store.get("queue", queue_name) is not None:  # (an unknown queue: 15018 first)
+            self.check_root(caller, PBSE_BADUSER)
+        queue_name = self._submit_queue(caller, queue_name)
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
         self._check_chunk_resources(res, res)
@@ -710,6 +709,13 @@ class Engine:
         self._resolve_depend([job_id])
         self._trigger(queue_name, submitted=True)
         return job_id
+
+    def check_root(self, caller: Caller, code: int) -> None:
+        """Root's job or reservation (it would run as root) is refused with `code` unless
+        the server's ``acl_roots`` lets root in (qsub's 15023, pbs_rsub's 15095)."""
+        if caller.uid == 0 and not acl.user_allowed(self.server_attrs().get("acl_roots") or [],
+                                                    caller.user, self.host_names):
+            raise PbsError(code)
 
     def _submit_queue(self, caller: Caller, name: str, owner: str | None = None,
                       routed: bool = False) -> str:

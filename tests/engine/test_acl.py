@@ -104,6 +104,20 @@ def test_acl_roots_decides_whether_roots_jobs_are_let_in(engine, engine_here):
         submit(engine, ROOT)
     assert (err.value.code, err.value.message) == (15023, "Bad UID for job execution")
     assert refused(lambda: submit(engine, ROOT, queue="nosuch")) == 15018  # (queue first)
+    # ... but before the queue's own checks (PBS answered 15023 for these three too).
+    qmgr(engine, "create queue off queue_type=execution,enabled=false,started=true")
+    qmgr(engine, "create queue theirs queue_type=execution,enabled=true,started=true,"
+                 "acl_user_enable=true,acl_users=nobody")
+    qmgr(engine, "create queue rq queue_type=route,enabled=true,started=true,"
+                 "route_destinations=aq")
+    for queue in ("off", "theirs", "rq"):
+        assert refused(lambda queue=queue: submit(engine, ROOT, queue=queue)) == 15023, queue
+    # pbs_rsub: 15095, `Bad effective UID for reservation` (pbs_rsub's status 247).
+    with pytest.raises(PbsError) as err:
+        engine.req_resv_submit(ROOT, {"reserve_duration": 600,
+                                      "reserve_start": int(engine.clock()) + 3600})
+    assert (err.value.code, err.value.message) == (15095, "Bad effective UID for reservation")
+    assert engine.store.all("resv") == {}
     assert submit(engine, USER)  # (users' jobs are not root's)
     for text, allowed in ((f"root@{engine.host}", True), ("bob", False), ("-root,root", False),
                           ("root@*", True)):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from pbsplug.engine.errors import PbsError
-from pbsplug.engine.server import ROLE_MANAGER, Caller
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
 
 from .conftest import until
 from .test_server import plugin
@@ -268,6 +268,31 @@ def test_pbs_rsub_access_lists_bad_input(engine):
     assert (raw.value.code, raw.value.message) == (
         15014, "Illegal attribute or resource value Authorized_Users")
     assert engine.client("stat_resvs") == {}
+
+
+def test_the_owner_and_older_reservations_pass_the_lists_limit(engine_here):
+    """1,000 names and the owner make 1,001: the owner is let in (the limit is on what a
+    user gives); a reservation stored before the limit, with more, is still confirmed
+    (it raised at every confirmation, and cut off the others' decisions)."""
+    from pbsplug.scheduler.model import ResvDecision
+
+    eng = engine_here()
+    user = Caller(1001, ROLE_USER)
+    made = eng.req_resv_submit(user, {"reserve_duration": 600,
+                                      "reserve_start": int(eng.clock()) + 7200,
+                                      "Authorized_Users": [f"u{i}" for i in range(1000)]})
+    resv_id = made["id"]
+    stored = eng.store.get("resv", resv_id)
+    assert len(stored["Authorized_Users"]) == 1001
+    assert f"{user.user}@{eng.host}" in stored["Authorized_Users"]
+    with eng.store.transaction() as st:  # (as a pbsplug before the limit stored it)
+        st.put("resv", resv_id, {**stored, "Authorized_Users": [
+            *stored["Authorized_Users"], "v1", "v2"]})
+    eng.resvs.decide([ResvDecision(resv_id, True, f"({eng.host}:ncpus=1)",
+                                   partition="pbs-default")])
+    resv = eng.store.get("resv", resv_id)
+    assert resv["reserve_state"] == "RESV_CONFIRMED"
+    assert len(eng.store.get("queue", resv["queue"])["acl_users"]) == 1003
 
 
 def test_a_reservation_queue_from_before_acls_is_given_them(engine_here):
