@@ -48,6 +48,7 @@ from .errors import (
     each,
 )
 from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
+from .store import StoreWriteError
 
 if TYPE_CHECKING:
     from ..scheduler import ResvDecision
@@ -297,50 +298,61 @@ class Reservations:
         schedulers with scheduling on: a reservation in no partition is offered to each, and
         the first to confirm it makes it its partition's; it is denied only once every one of
         them could not fit it (PBS, pbs-behavior.md §2.5)."""
-        eng = self.engine
         for decision in decisions:
-            attrs = eng.store.get("resv", decision.resv_id)
-            if attrs is None or attrs.get("reserve_state") != UNCONFIRMED:
-                continue  # another scheduler confirmed it first
-            if not decision.confirmed:
-                denied = self.denials.setdefault(decision.resv_id, set())
-                denied.add(sched)
-                if attrs.get("partition") or not (set(deciders) - denied):
-                    self.denials.pop(decision.resv_id, None)
-                    self._deny(decision.resv_id, attrs, decision.reason or "no room")
-                continue
-            if len(decision.resv_nodes) > values.MAX_LONG_STRING:  # (stored, it would be
-                self._deny(decision.resv_id, attrs,  # set aside as a bad row at restart)
-                           f"its vnodes' text (resv_nodes) is longer than "
-                           f"{values.MAX_LONG_STRING} characters")
-                continue
-            queue = decision.resv_id.split(".")[0]
-            held = eng.store.get("queue", queue)
-            if held is not None and held.get("reservation") != decision.resv_id:
-                # (a manager's queue of that name: its jobs are not the reservation's, and
-                # the reservation's end would delete them and it)
-                self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
-                continue
-            resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
-            outcome = eng._event("resv_confirm", resv=resv)
-            if not outcome.accepted:
-                self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
-                continue
-            queue = decision.resv_id.split(".")[0]
-            self.denials.pop(decision.resv_id, None)
-            partition = attrs.get("partition") or decision.partition or "pbs-default"
-            attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
-                         resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
-                         partition=partition)
-            resv_queue = {"queue_type": "Execution", "enabled": True, "started": False,
-                          "reservation": decision.resv_id, **queue_acls(attrs)}
-            if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
-                resv_queue["partition"] = partition
-            with eng.store.transaction() as st:
-                st.put("resv", decision.resv_id, attrs)
-                st.put("queue", queue, resv_queue)
-            eng.log(LOG_JOB, "Resv", decision.resv_id,
-                    f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
+            try:
+                self._decide_one(decision, sched, deciders)
+            except StoreWriteError:
+                raise  # (the server's own disk: the cycle's caller answers for it)
+            except Exception as exc:  # noqa: BLE001 - one reservation must not stop the others
+                self.engine.log(LOG_ERROR, "Resv", decision.resv_id, "deciding it failed, "
+                                f"tried again next cycle: {type(exc).__name__}: {exc}")
+
+    def _decide_one(self, decision: ResvDecision, sched: str, deciders: frozenset[str]
+                    ) -> None:
+        """One of `decide`'s answers."""
+        eng = self.engine
+        attrs = eng.store.get("resv", decision.resv_id)
+        if attrs is None or attrs.get("reserve_state") != UNCONFIRMED:
+            return  # another scheduler confirmed it first
+        if not decision.confirmed:
+            denied = self.denials.setdefault(decision.resv_id, set())
+            denied.add(sched)
+            if attrs.get("partition") or not (set(deciders) - denied):
+                self.denials.pop(decision.resv_id, None)
+                self._deny(decision.resv_id, attrs, decision.reason or "no room")
+            return
+        if len(decision.resv_nodes) > values.MAX_LONG_STRING:  # (stored, it would be
+            self._deny(decision.resv_id, attrs,  # set aside as a bad row at restart)
+                       f"its vnodes' text (resv_nodes) is longer than "
+                       f"{values.MAX_LONG_STRING} characters")
+            return
+        queue = decision.resv_id.split(".")[0]
+        held = eng.store.get("queue", queue)
+        if held is not None and held.get("reservation") != decision.resv_id:
+            # (a manager's queue of that name: its jobs are not the reservation's, and
+            # the reservation's end would delete them and it)
+            self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
+            return
+        resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
+        outcome = eng._event("resv_confirm", resv=resv)
+        if not outcome.accepted:
+            self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
+            return
+        queue = decision.resv_id.split(".")[0]
+        self.denials.pop(decision.resv_id, None)
+        partition = attrs.get("partition") or decision.partition or "pbs-default"
+        attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
+                     resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
+                     partition=partition)
+        resv_queue = {"queue_type": "Execution", "enabled": True, "started": False,
+                      "reservation": decision.resv_id, **queue_acls(attrs)}
+        if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
+            resv_queue["partition"] = partition
+        with eng.store.transaction() as st:
+            st.put("resv", decision.resv_id, attrs)
+            st.put("queue", queue, resv_queue)
+        eng.log(LOG_JOB, "Resv", decision.resv_id,
+                f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
 
     def _deny(self, resv_id: str, attrs: dict, why: str) -> None:
         eng = self.engine

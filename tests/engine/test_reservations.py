@@ -390,3 +390,34 @@ def test_resv_enable_false_refuses_reservations_and_keeps_them_off_a_vnode(engin
     assert done.returncode == 0, done.stderr
     resv_id = done.stdout.split()[0]
     until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+
+
+def test_one_reservation_that_cannot_be_decided_does_not_stop_the_others(engine_here,
+                                                                         monkeypatch):
+    """A reservation whose confirmation raised (a list past the limit did) cut off the
+    decisions after it in the batch, and the cycle's job starts with them, every cycle. It
+    is logged and tried again next cycle; the others are decided."""
+    from pbsplug.engine import reservations
+    from pbsplug.scheduler.model import ResvDecision
+
+    eng = engine_here()
+    user = Caller(1001, ROLE_USER)
+    start = int(eng.clock()) + 7200
+    bad, good = (eng.req_resv_submit(user, {"reserve_duration": 600, "reserve_start": start,
+                                            "Reserve_Name": name})["id"]
+                 for name in ("bad", "good"))
+    real = reservations.queue_acls
+
+    def breaks_on_bad(attrs):
+        if attrs.get("Reserve_Name") == "bad":
+            raise RuntimeError("boom")
+        return real(attrs)
+
+    monkeypatch.setattr(reservations, "queue_acls", breaks_on_bad)
+    eng.resvs.decide([ResvDecision(resv_id, True, f"({eng.host}:ncpus=1)",
+                                   partition="pbs-default") for resv_id in (bad, good)])
+    assert eng.store.get("resv", good)["reserve_state"] == "RESV_CONFIRMED"
+    assert eng.store.get("resv", bad)["reserve_state"] == "RESV_UNCONFIRMED"
+    assert eng.store.get("queue", bad.split(".")[0]) is None
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert f"{bad};deciding it failed, tried again next cycle: RuntimeError: boom" in log
