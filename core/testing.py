@@ -37,11 +37,22 @@ from typing import Any
 
 import pytest
 
+from . import values
 from .engine.errors import PbsError as PbsError  # what a refused local_engine request raises
 from .events import Event
 from .plugins import FAILED, PluginRecord, PluginSet
 from .runner import Outcome, Runner
 from .siteconfig import PluginSite, SiteConfig
+
+
+@pytest.fixture(autouse=True)
+def _no_server_resources() -> Iterator[None]:
+    """Each test starts with no server's custom resources known to the kernel's values
+    rules (`values.use_resources`): an engine sets them before each event, and one left by
+    an earlier test in the process decided a later one's answer."""
+    values.use_resources(None)
+    yield
+    values.use_resources(None)
 
 
 @pytest.fixture
