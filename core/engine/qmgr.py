@@ -71,6 +71,7 @@ from typing import Any
 from .. import entlim, hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
 from . import acl
+from .display import QUEUE_ORDER, SERVER_ORDER
 from .errors import PBSE_DUPLIST, PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
 
@@ -424,6 +425,17 @@ def _from_registry(a: AttributeDef) -> AttrDef:
     # `plugin` marks a registered attribute: its validator's text is what qmgr prints.
     return AttrDef(a.name, a.type, a.set_by, a.default, read_by=a.read_by,
                    plugin=a.plugin or "pbsplug", check=a.check)
+
+
+def _in_pbs_order(obj_type: str, defs: tuple[AttrDef, ...]) -> tuple[AttrDef, ...]:
+    """`defs` in PBS's listing order for `obj_type` (`display.SERVER_ORDER`,
+    `QUEUE_ORDER`); pbsplug's own attributes after, as defined."""
+    order = {name: i for i, name in enumerate(_PBS_ORDER.get(obj_type, ()))}
+    return tuple(sorted(defs, key=lambda d: order.get(d.name, len(order))))
+
+
+_PBS_ORDER = {"server": SERVER_ORDER, "queue": QUEUE_ORDER}
+_BUILTIN = {kind: _in_pbs_order(kind, defs) for kind, defs in _BUILTIN.items()}
 
 
 def definitions(obj_type: str, registry: AttributeRegistry | None = None
@@ -1063,14 +1075,21 @@ def list_object(obj_type: str, name: str, attrs: Mapping[str, Any],
     """``qmgr list``: ``Queue workq``, then ``    name = value`` per attribute (resources
     as ``resources_available.ncpus = 4``), then a blank line. A long list wraps as qmgr
     wraps it: at a comma, onto a new line that starts with a tab. `only` (the command's
-    attribute names: ``list queue workq enabled,resources_max.mem``) limits the lines;
-    attributes `role` may not read are left out."""
+    attribute names: ``list queue workq enabled,resources_max.mem``) limits the lines, as
+    OpenPBS 23.06's qmgr lists them (checked): in the reverse of the order named, an
+    attribute as often as it is named, and a resource named as its whole attribute
+    (``resources_max.mem`` lists every ``resources_max``); attributes `role` may not read
+    are left out."""
     defs = defs if defs is not None else definitions(obj_type)
-    wanted = {(op.name.lower(), op.resource) for op in only}
+    entries = _entries(attrs, defs, role)
+    only = list(only)
+    if only:
+        by_name: dict[str, list] = {}
+        for entry in entries:
+            by_name.setdefault(entry[1].lower(), []).append(entry)
+        entries = [entry for op in reversed(only) for entry in by_name.get(op.name.lower(), ())]
     lines = [f"{title(obj_type)} {name}"]
-    for defn, attr, res, value in _entries(attrs, defs, role):
-        if wanted and (attr.lower(), res) not in wanted and (attr.lower(), None) not in wanted:
-            continue
+    for defn, attr, res, value in entries:
         label = f"{attr}.{res}" if res else attr
         text = format_value(defn, value)
         width = len(attr) + 8 + (len(res) + 1 if res else 0) + 3

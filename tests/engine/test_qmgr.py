@@ -403,17 +403,24 @@ def test_list_format():
              "resources_max": {"mem": "4gb", "walltime": "24:00:00"},
              "acl_users": ["alice", "bob"], "comment": "main queue"}
     assert qmgr.list_object("queue", "workq", queue, QUEUE) == (
-        "Queue workq\n"
+        "Queue workq\n"  # (PBS's order: OpenPBS 23.06's qmgr listed a queue so)
         "    queue_type = Execution\n"
-        "    enabled = True\n"
-        "    comment = main queue\n"
+        "    total_jobs = 0\n"
+        "    acl_users = alice,bob\n"
         "    resources_max.mem = 4gb\n"
         "    resources_max.walltime = 24:00:00\n"
-        "    acl_users = alice,bob\n"
-        "    total_jobs = 0\n\n")
+        "    comment = main queue\n"
+        "    enabled = True\n\n")
+    # Named: in the reverse of the order named, as often as named, a resource as its whole
+    # attribute (OpenPBS 23.06's qmgr, checked).
     only = one("list queue workq enabled,resources_max.mem").attrs
     assert qmgr.list_object("queue", "workq", queue, QUEUE, only=only) == (
-        "Queue workq\n    enabled = True\n    resources_max.mem = 4gb\n\n")
+        "Queue workq\n    resources_max.mem = 4gb\n    resources_max.walltime = 24:00:00\n"
+        "    enabled = True\n\n")
+    only = one("list queue workq comment,enabled,comment").attrs
+    assert qmgr.list_object("queue", "workq", queue, QUEUE, only=only) == (
+        "Queue workq\n    comment = main queue\n    enabled = True\n"
+        "    comment = main queue\n\n")
 
 
 def test_list_wraps_long_lists_at_a_comma_with_a_tab():
@@ -442,11 +449,11 @@ def test_print_queue_and_node_format():
         "#\n# Create and define queue workq\n#\n"
         "create queue workq\n"
         "set queue workq queue_type = Execution\n"
-        "set queue workq enabled = True\n"
-        'set queue workq comment = "for everyone, really"\n'
-        "set queue workq resources_max.ncpus = 8\n"
         "set queue workq acl_users = alice\n"
-        'set queue workq acl_users += "bob smith"\n')
+        'set queue workq acl_users += "bob smith"\n'
+        "set queue workq resources_max.ncpus = 8\n"
+        'set queue workq comment = "for everyone, really"\n'
+        "set queue workq enabled = True\n")
     node = {"Mom": "host1", "Port": 15003, "state": "down", "ntype": "PBS",
             "resources_available": {"ncpus": 4, "host": "host1"}, "resv_enable": True}
     assert qmgr.print_objects("node", {"n1": node}, NODE) == (
@@ -471,9 +478,9 @@ def test_print_server_and_sched_format():
         "#\n# Create and define queue workq\n#\n"
         "create queue workq\nset queue workq queue_type = Execution\n"
         "#\n# Set server attributes.\n#\n"
-        "set server scheduling = True\n"
-        "set server default_queue = workq\n"
+        "set server scheduling = True\n"  # (PBS's order: managers before default_queue)
         "set server managers = root@h\n"
+        "set server default_queue = workq\n"
         "set server resources_default.walltime = 01:00:00\n")
     scheds = {"default": {"scheduling": True, "state": "idle"},
               "sc1": {"scheduling": False, "partition": "P1", "sched_cycle_length": 1200}}
