@@ -122,11 +122,16 @@ SERVER_ORDER = (
     "has_runjob_hook", "acl_krb_realm_enable", "acl_krb_realms", "acl_krb_submit_realms",
     "cred_renew_enable", "cred_renew_tool", "cred_renew_period", "cred_renew_cache_period",
 )
+#: A vnode's attributes in PBS's own order (OpenPBS 23.06's definitions; pbsnodes, qmgr's
+#: list and print follow it, checked).
 NODE_ORDER = (
     "Mom", "Port", "pbs_version", "ntype", "state", "pcpus", "Priority", "jobs",
-    "resources_available", "resources_assigned", "comment", "queue", "resv_enable", "sharing",
-    "partition", "poweroff_eligible", "current_aoe", "current_eoe", "last_state_change_time",
-    "last_used_time",
+    "max_running", "max_user_run", "max_group_run", "no_tasks", "pnames", "resv",
+    "resources_available", "resources_assigned", "queue", "comment", "resv_enable",
+    "no_multinode_jobs", "sharing", "provision_enable", "current_aoe", "in_multivnode_host",
+    "maintenance_jobs", "license", "license_info", "topology_info", "vnode_pool",
+    "power_provisioning", "current_eoe", "partition", "poweroff_eligible",
+    "last_state_change_time", "last_used_time",
 )
 RESV_ORDER = (
     "Reserve_Name", "Reserve_Owner", "reserve_type", "reserve_state", "reserve_substate",

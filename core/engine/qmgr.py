@@ -71,7 +71,7 @@ from typing import Any
 from .. import entlim, hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
 from . import acl
-from .display import QUEUE_ORDER, SERVER_ORDER
+from .display import NODE_ORDER, QUEUE_ORDER, SERVER_ORDER
 from .errors import PBSE_DUPLIST, PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
 
@@ -429,12 +429,12 @@ def _from_registry(a: AttributeDef) -> AttrDef:
 
 def _in_pbs_order(obj_type: str, defs: tuple[AttrDef, ...]) -> tuple[AttrDef, ...]:
     """`defs` in PBS's listing order for `obj_type` (`display.SERVER_ORDER`,
-    `QUEUE_ORDER`); pbsplug's own attributes after, as defined."""
+    `QUEUE_ORDER`, `NODE_ORDER`); pbsplug's own attributes after, as defined."""
     order = {name: i for i, name in enumerate(_PBS_ORDER.get(obj_type, ()))}
     return tuple(sorted(defs, key=lambda d: order.get(d.name, len(order))))
 
 
-_PBS_ORDER = {"server": SERVER_ORDER, "queue": QUEUE_ORDER}
+_PBS_ORDER = {"server": SERVER_ORDER, "queue": QUEUE_ORDER, "node": NODE_ORDER}
 _BUILTIN = {kind: _in_pbs_order(kind, defs) for kind, defs in _BUILTIN.items()}
 
 

@@ -465,6 +465,19 @@ def test_print_queue_and_node_format():
         "set node n1 resv_enable = True\n")
 
 
+def test_print_node_in_pbss_order():
+    """OpenPBS 23.06's qmgr printed a vnode with these set so (its definitions' order:
+    Priority, resources, queue before comment, partition and poweroff_eligible last)."""
+    node = {"poweroff_eligible": True, "partition": "px", "comment": "hello",
+            "resv_enable": True, "queue": "workq", "resources_available": {"ncpus": 2},
+            "Priority": 5, "state": "free", "Mom": "vm"}
+    assert qmgr.print_objects("node", {"vm": node}, NODE).split("\n")[6:] == [
+        "create node vm", "set node vm state = free", "set node vm Priority = 5",
+        "set node vm resources_available.ncpus = 2", "set node vm queue = workq",
+        "set node vm comment = hello", "set node vm resv_enable = True",
+        "set node vm partition = px", "set node vm poweroff_eligible = True", ""]
+
+
 def test_print_server_and_sched_format():
     server = {"scheduling": True, "server_state": "Active", "default_queue": "workq",
               "resources_default": {"walltime": "01:00:00"}, "managers": ["root@h"]}
