@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .values import LONG_MAX, needs_quotes
+from .values import LONG_MAX, SIZE_SHIFTS, needs_quotes
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
@@ -36,6 +36,12 @@ def parse_size(value: str | int) -> int:
         raise ValueError(f"size {value!r} is not a PBS size (for example 4gb or 512mb)")
     number, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
     return number * _SIZE_UNITS[scale] * _SIZE_UNITS[unit]
+
+
+def kilobytes(nbytes: int) -> int:
+    """Whole kilobytes holding `nbytes`, rounded up: what PBS writes in exec_vnode and
+    resources_assigned (``1500b`` is ``2kb``)."""
+    return -(-nbytes // 1024)
 
 
 def format_size(nbytes: int) -> str:
@@ -323,8 +329,7 @@ def select_sums(select: str, defaults: tuple[Mapping[str, Any] | None, ...],
 #: A size as PBS adds sizes up: (number, shift: 0 for b or w, 10 for kb or kw, ...,
 #: in words).
 _Size = tuple[int, int, bool]
-_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
-_SCALES = {shift: scale for scale, shift in _SHIFTS.items()}
+_SCALES = {shift: scale for scale, shift in SIZE_SHIFTS.items()}
 
 
 def _size_part(count: int, value: str | int) -> _Size:
@@ -333,7 +338,7 @@ def _size_part(count: int, value: str | int) -> _Size:
     m = None if isinstance(value, int) else _SIZE_RE.match(str(value))
     if m is None:
         return count * int(value), 0, False
-    return (count * int(m.group(1)), _SHIFTS[m.group(2).lower()],
+    return (count * int(m.group(1)), SIZE_SHIFTS[m.group(2).lower()],
             (m.group(3) or "b").lower() == "w")
 
 

@@ -249,7 +249,8 @@ def format_duration(total: int) -> str:
 
 
 _SIZE_RE = re.compile(r"^\s*(\d{1,20})\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
-_SCALE = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
+#: A size's scale letter -> its power of two (``k``: 10, a kilobyte is 1 << 10).
+SIZE_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
 
 
 def size(value: Any, attr: str) -> str:
@@ -259,7 +260,7 @@ def size(value: Any, attr: str) -> str:
     if not isinstance(value, str) or not (m := _SIZE_RE.fullmatch(value)):
         raise _bad(attr, f"{_repr(value)} is not a size (for example 4gb or 512mb)")
     count, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
-    nbytes = count << _SCALE[scale]
+    nbytes = count << SIZE_SHIFTS[scale]
     if unit == "w":
         nbytes *= 8
     if nbytes > LONG_MAX:
@@ -926,24 +927,12 @@ def vnode_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = 
 
 
 # -- reservations --------------------------------------------------------------------------------
-RESV_ATTRIBUTES: dict[str, Rule] = {
-    "Reserve_Name": Rule(lambda v, a: v if v == "NULL" else check_name("resv", v, a)),
-    "reserve_start": Rule(_time), "reserve_end": Rule(_time),
-    "reserve_duration": Rule(lambda v, a: seconds(v, a)),
-    "Resource_List": Rule(_resources_rule),
-    "Variable_List": Rule(_variables),
-    "partition": Rule(lambda v, a: text(v, a, allow_empty=False)),
-    "Authorized_Users": Rule(lambda v, a: acl_entries(v, a)),
-    "Authorized_Groups": Rule(lambda v, a: acl_entries(v, a)),
-    "Authorized_Hosts": Rule(lambda v, a: acl_entries(v, a)),
-    "comment": Rule(_prose, OPERATOR),
-}
-
-
 #: The most entries an access list holds (pbsplug's limit; PBS sets none): ordering one as
 #: PBS does is quadratic (`engine.acl`), and a reservation's lists come from any user.
 #: 1,000 of the longest host names PBS allows are ordered in half a second.
 ACL_MAX_ENTRIES = 1000
+#: Why a list past it is refused.
+ACL_TOO_MANY = f"more than {ACL_MAX_ENTRIES:,} entries"
 
 
 def acl_unsigned(entry: str) -> str:
@@ -970,13 +959,27 @@ def acl_entries(value: Any, attr: str) -> list[str]:
     15055), at most `ACL_MAX_ENTRIES`."""
     items = _as_list(value, attr)
     if len(items) > ACL_MAX_ENTRIES:
-        raise _bad(attr, f"more than {ACL_MAX_ENTRIES:,} entries")
+        raise _bad(attr, ACL_TOO_MANY)
     entries = [acl_entry(e, attr) for e in items]
     if not entries:
         raise _bad(attr, "is empty")
     if len(set(entries)) != len(entries):
         raise BadValue(PBSE_DUPLIST, attr, "an entry is there twice")
     return entries
+
+
+RESV_ATTRIBUTES: dict[str, Rule] = {
+    "Reserve_Name": Rule(lambda v, a: v if v == "NULL" else check_name("resv", v, a)),
+    "reserve_start": Rule(_time), "reserve_end": Rule(_time),
+    "reserve_duration": Rule(lambda v, a: seconds(v, a)),
+    "Resource_List": Rule(_resources_rule),
+    "Variable_List": Rule(_variables),
+    "partition": Rule(lambda v, a: text(v, a, allow_empty=False)),
+    "Authorized_Users": Rule(acl_entries),
+    "Authorized_Groups": Rule(acl_entries),
+    "Authorized_Hosts": Rule(acl_entries),
+    "comment": Rule(_prose, OPERATOR),
+}
 
 
 RESV_ATTRIBUTES["resv_nodes"] = Rule(_exec_vnode, SERVER)

@@ -170,7 +170,7 @@ class TooManyEntries(ValueError):
     """A list that would hold more than `MAX_ENTRIES` entries."""
 
     def __init__(self) -> None:
-        super().__init__(f"more than {MAX_ENTRIES:,} entries")
+        super().__init__(values.ACL_TOO_MANY)
 
 
 def insert(kind: str, entries: Iterable[str], new: Iterable[str],

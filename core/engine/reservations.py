@@ -338,7 +338,6 @@ class Reservations:
         if not outcome.accepted:
             self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
             return
-        queue = decision.resv_id.split(".")[0]
         self.denials.pop(decision.resv_id, None)
         partition = attrs.get("partition") or decision.partition or "pbs-default"
         attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,

@@ -620,8 +620,8 @@ class Engine:
                 raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types") from None
         server = self.store.get("server", "server")
         queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
-        if self.store.get("queue", queue_name) is not None:  # (an unknown queue: 15018 first)
-            self.check_root(caller, PBSE_BADUSER)
+        if caller.uid == 0 and self.store.get("queue", queue_name) is not None:
+            self.check_root(caller, PBSE_BADUSER)  # (an unknown queue: 15018 first)
         queue_name = self._submit_queue(caller, queue_name)
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
@@ -1644,7 +1644,7 @@ class Engine:
                 states.append("job-exclusive")
             elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
                 states.append("job-busy")
-            ra = {k: (f"{-(-v // 1024)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
+            ra = {k: (f"{units.kilobytes(v)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
                   for k, v in assigned[name].items()}
             out[name] = {**attrs, "state": ",".join(states) or "free",
                          "resources_assigned": ra, "jobs": jobs_on[name]}

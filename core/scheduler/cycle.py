@@ -60,6 +60,7 @@ from ..units import (
     default_chunks,
     exclusivity,
     format_size,
+    kilobytes,
     parse_bool,
     parse_duration,
     parse_exec_vnode,
@@ -2574,7 +2575,7 @@ def _expand(select: Iterable[Chunk], types: Mapping[str, str] | None = None
             amount = resource_amount(key, value, types)
             if amount is not None and key not in ("host", "vnode"):
                 if resource_type(key, types) == "size":
-                    kb = -(-amount // 1024)
+                    kb = kilobytes(amount)
                     shown[key], amount = f"{kb}kb", kb * 1024
                 consumable[key] = amount
             else:
