@@ -455,19 +455,27 @@ def check_at_list(value: str, *, one_without_host: bool) -> bool:
     return True
 
 
-def check_depend(value: str) -> bool:
-    """``type:jobid[:jobid...][,type:...]``; ``on`` takes a count."""
+def depend_items(value: str) -> list[tuple[str, list[str]]] | None:
+    """A dependency list, ``type:arg[:arg...][,type:...]``, as (type, args) pairs: ``on``
+    takes one count, the other types job ids (bare or with a server). None when it is not
+    one (qsub's check and the stored value's are this one)."""
+    items = []
     for item in value.split(","):
         kind, sep, rest = item.partition(":")
         if kind not in DEPEND_TYPES or not sep or not rest:
-            return False
+            return None
         args = rest.split(":")
         if kind == "on":  # (ASCII digits: `isdigit` takes ``²``, which no int() reads)
             if len(args) != 1 or not (args[0].isascii() and args[0].isdecimal()):
-                return False
+                return None
         elif not all(_JOB_ID.fullmatch(job) for job in args):
-            return False
-    return True
+            return None
+        items.append((kind, args))
+    return items
+
+
+def check_depend(value: str) -> bool:
+    return depend_items(value) is not None
 
 
 def _job_name(value: Any, attr: str) -> str:

@@ -73,13 +73,9 @@ _DEFAULTS, _DIRECTIVE, _CMDLINE = 1, 2, 3
 RESOURCE_TYPES = values.RESOURCE_TYPES
 
 #: The dependency types of ``-W depend=`` (``on`` takes a count, the others job ids).
-DEPEND_TYPES = frozenset({
-    "after", "afterok", "afternotok", "afterany", "before", "beforeok", "beforenotok",
-    "beforeany", "on", "runone",
-})
+DEPEND_TYPES = values.DEPEND_TYPES
 
 _NAME_CHARS = re.compile(r"^[A-Za-z0-9_.+-]+$")
-_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^\s:,]+)?$")
 _PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
 
 
@@ -670,26 +666,14 @@ _check_checkpoint = values.check_checkpoint
 
 def _depend(value: str, server: str | None) -> str:
     """Check a dependency list and complete bare job ids with the server's name."""
-    items = []
-    for item in value.split(","):
-        kind, sep, rest = item.partition(":")
-        if kind not in DEPEND_TYPES or not sep or not rest:
-            raise _illegal("W")
-        args = rest.split(":")
-        if kind == "on":  # (ASCII digits: `isdigit` takes ``²``, which no int() reads)
-            if len(args) != 1 or not (args[0].isascii() and args[0].isdecimal()):
-                raise _illegal("W")
-        else:
-            done = []
-            for job in args:
-                if not _JOB_ID.match(job):
-                    raise _illegal("W")
-                if server and "." not in job:
-                    job = f"{job}.{server}"
-                done.append(job)
-            args = done
-        items.append(f"{kind}:{':'.join(args)}")
-    return ",".join(items)
+    items = values.depend_items(value)
+    if items is None:
+        raise _illegal("W")
+    if server:
+        items = [(kind, args if kind == "on" else
+                  [job if "." in job else f"{job}.{server}" for job in args])
+                 for kind, args in items]
+    return ",".join(f"{kind}:{':'.join(args)}" for kind, args in items)
 
 
 def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str]) -> str:
