@@ -388,7 +388,7 @@ class Queue(PbsObject):
         return {"name": self._name, **super().to_dict()}
 
 
-def is_route_queue(queue: Mapping[str, Any]) -> bool:
+def is_route_queue(queue: Mapping[str, Any] | PbsObject) -> bool:
     """Whether a queue's attributes (a `Queue` or a stored row) make it a route queue
     (``queue_type`` Route, stored as qmgr writes it): it runs no job, it routes them."""
     return str(queue.get("queue_type") or "").lower().startswith("r")

@@ -203,8 +203,9 @@ class Calendar:
         first, last = self._first, self._last
         count = soft = 0
         # The run of alike bookings so far: its (start, end, hard, started), told apart
-        # field by field (a job's hundreds of bookings are alike: no key made for each).
-        run_key: tuple | None = None
+        # field by field (a job's hundreds of bookings are alike: no key made for each;
+        # none yet: the first booking's start differs from None).
+        run_key: tuple = ()
         run_start = run_end = run_hard = run_started = None
         run: list[tuple[str, int]] = []  # (vnode, ncpus) of a run of alike bookings
         touch = self.touched.add
@@ -233,8 +234,8 @@ class Calendar:
             hard = booking.hard
             if not hard:
                 soft += 1
-            if run_key is None or start != run_start or end != run_end or \
-                    hard is not run_hard or started is not run_started:
+            if start != run_start or end != run_end or hard is not run_hard or \
+                    started is not run_started:
                 if run:
                     self._note_run(changes, run_key, run, 1)
                 run_start, run_end, run_hard, run_started = start, end, hard, started
@@ -254,7 +255,7 @@ class Calendar:
         bookings, first, last = self.bookings, self._first, self._last
         touched: list[str] = []  # their earliest start and latest end, once at the end
         count = soft = 0
-        run_key: tuple | None = None  # as in `book_all`
+        run_key: tuple = ()  # as in `book_all`
         run_start = run_end = run_hard = run_started = None
         run: list[tuple[str, int]] = []
         touch = self.touched.add
@@ -281,8 +282,8 @@ class Calendar:
             hard = booking.hard
             if not hard:
                 soft += 1
-            if run_key is None or start != run_start or end != run_end or \
-                    hard is not run_hard or started is not run_started:
+            if start != run_start or end != run_end or hard is not run_hard or \
+                    started is not run_started:
                 if run:
                     self._note_run(changes, run_key, run, -1)
                 run_start, run_end, run_hard, run_started = start, end, hard, started
@@ -340,13 +341,13 @@ class Calendar:
                 self._later[kind] += sign * len(run)
                 rising = self._rising[kind]
                 for vnode, _ in run:
-                    starts = rising.get(vnode)
                     if sign > 0:
+                        starts = rising.get(vnode)
                         if starts is None:
                             rising[vnode] = [start]
                         else:
                             bisect.insort(starts, start)
-                    elif len(starts) == 1:
+                    elif len(starts := rising[vnode]) == 1:
                         del rising[vnode]
                     else:
                         del starts[bisect.bisect_left(starts, start)]

@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..objects import Job, Queue, Reservation, Server, Vnode, is_route_queue
 from ..scheduling import CycleStats, JobOrder, Placement
@@ -93,6 +93,7 @@ from .model import (
 from .runlimits import RunLimits
 
 log = logging.getLogger("pbsplug.scheduler")
+_T = TypeVar("_T")
 
 DEFAULT_PARTITION = "pbs-default"
 #: The Resource_List entries a job's placement depends on (besides its walltime).
@@ -234,8 +235,9 @@ class _Kept:
         #: vnode -> its unavailability booking.
         self.unavail: dict[str, Booking] = {}
         #: A job shape -> whether it fits the vnodes with nothing on them
-        #: (`Scheduler._can_ever_run`); (shape, "set") -> `Scheduler._holding_set`'s answer.
-        self.ever_memo: dict[tuple, bool | tuple[bool, str | None]] = {}
+        #: (`Scheduler._can_ever_run`), and `Scheduler._holding_set`'s answer.
+        self.ever_memo: dict[tuple, bool] = {}
+        self.set_memo: dict[tuple, tuple[bool, str | None]] = {}
         #: queue name -> its jobs' default_chunk tables (`Scheduler._chunk_defaults`): the
         #: server and queue objects are these for as long as this state lives.
         self.defaults_seen: dict[str | None, tuple[tuple[Any, ...], tuple]] = {}
@@ -345,9 +347,10 @@ class Scheduler:
         self._resv_worlds: dict[str, _ResvWorld] = {}
         self._kept: _Kept | None = None
         self._undo: list[tuple[str, Booking]] | None = None
-        #: During the run loop, the ncpus free now on the usable vnodes (a job needing
-        #: more is passed over at once).
-        self._free_now: int | None = None
+        #: During the run loop (`_counting`), the ncpus free now on the usable vnodes (a
+        #: job needing more is passed over at once).
+        self._free_now = 0
+        self._counting = False
         #: After `_fit` of alike chunks found no room over the whole of its vnodes: the most
         #: chunks of that kin they hold over the window (first fit of alike chunks takes
         #: all it can from each vnode in turn). None when it did not get that far.
@@ -476,7 +479,8 @@ class Scheduler:
             not any(kept.all_queues.get(n) is not q for n, q in snap.queues.items())
         # The same queue objects are owned as they were (no partition hook: `kept` is
         # started afresh with one).
-        queues = kept.owned if same_queues and not self._has_partition_hook else {
+        queues = kept.owned if kept is not None and same_queues and \
+            not self._has_partition_hook else {
             n: q for n, q in snap.queues.items() if self.owns(q)}
         if (kept is None or snap.vnodes_version is None or kept.source is not snap.vnodes
                 or kept.server is not snap.server or self._has_partition_hook
@@ -521,7 +525,7 @@ class Scheduler:
         self._open_by: dict[int, tuple[int, list[_VnodeInfo]]] = {}
         self._open_room: dict[int, int] = {}  # smallest chunk -> ncpus free on those vnodes
         self.now = now
-        self._ever_memo = kept.ever_memo
+        self._ever_memo, self._set_memo = kept.ever_memo, kept.set_memo
         self._defaults_seen = kept.defaults_seen
         self._now_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         #: Vnodes with a hard booking still to come: (the earliest such start, whether all
@@ -567,7 +571,8 @@ class Scheduler:
                 (self.policy.estimate_limit > 0 or not self.explain)
             self._sticky = self._sticky_top(kept, order, snap, now)
             self._sticky_used = False
-            self._fresh_top: tuple | None = None
+            self._fresh_top: tuple[str, tuple, float, list[tuple[str, dict[str, int]]],
+                                   list[tuple[str, Booking]]] | None = None
             stats.jobs_considered = len(order)
             self._run_loop(order, starving, resv_queues, snap, now, result, stats)
         except BaseException:
@@ -600,9 +605,10 @@ class Scheduler:
                 self.calendar.unbook_all(kept.top.made)
                 kept.top = None
             if fresh is not None:
-                made = fresh[4]
+                job_id, shape, start, chunks, made = fresh
                 kept.top = _TopPlan(
-                    *fresh[:5], kept.changes, dict.fromkeys(map(_FIRST, made), (fresh[2], True)),
+                    job_id, shape, start, chunks, made, kept.changes,
+                    dict.fromkeys(map(_FIRST, made), (start, True)),
                     max(map(kept.rank.__getitem__, map(_FIRST, made)), default=-1))
                 kept.released, kept.released_rank = -INFINITY, len(kept.order)
                 kept.slack = kept.released_cpus = 0
@@ -806,7 +812,7 @@ class Scheduler:
             return None
         if (top.changes == kept.changes and order and order[0].job.id == top.job_id
                 and order[0].shape == top.shape and top.start > now and self._may_keep_top
-                and self._released_harmless(kept, order[0], now)):
+                and self._released_harmless(kept, top, order[0], now)):
             # As `_book_all` notes a hard booking to come: all of a plan's start at its
             # start, on vnodes nothing else noted yet (most cycles) at once.
             if self._future_hard or self._now_cache or self._cross_cache:
@@ -819,12 +825,12 @@ class Scheduler:
         kept.top = None
         return None
 
-    def _released_harmless(self, kept: _Kept, info: _JobInfo, now: float) -> bool:
+    def _released_harmless(self, kept: _Kept, top: _TopPlan, info: _JobInfo,
+                           now: float) -> bool:
         """Whether the jobs that ended since the kept plan of `info` was made leave it as
         it was. They change nothing at its start if they were to end by then, or held only
         vnodes after all of its own (its first fit never got that far; a pack tries whole
         hosts); and the plan holds unless the room they left lets the job start sooner."""
-        top = kept.top
         if kept.released == -INFINITY:
             return True
         if kept.released > top.start and (info.place.arrangement == "pack"
@@ -978,6 +984,7 @@ class Scheduler:
         a vnode's place under node_sort_key moved, changes forgotten): the caller then
         reparses every vnode."""
         names = snap.vnode_log.since(kept.version) if snap.vnode_log is not None and \
+            kept.version is not None and \
             snap.vnode_log.version == snap.vnodes_version else None
         if names is None:
             return False
@@ -1006,6 +1013,7 @@ class Scheduler:
         kept.drops = None  # (they sum the usable vnodes' losses)
         kept.unusable = [v for v in kept.order if not v.usable_now]
         kept.ever_memo.clear()
+        kept.set_memo.clear()
         if kept.top is not None:
             kept.calendar.unbook_all(kept.top.made)
             kept.top = None
@@ -1071,7 +1079,7 @@ class Scheduler:
         self._forget_touched()
         if self._undo is not None:
             self._undo.extend(made)
-        now, counting = self.now, self._free_now is not None
+        now, counting = self.now, self._counting
         now_cache, cross_cache = self._now_cache, self._cross_cache
         for vnode, booking in made:
             if booking.hard:
@@ -1088,6 +1096,7 @@ class Scheduler:
         asked (`Calendar.touched`) made again when next needed: their least room to come
         (`_lows`), their losses in the sums (`_Drops`)."""
         kept = self._kept
+        assert kept is not None  # (set by `cycle` before anything reads it)
         touched = kept.calendar.touched
         if touched:
             lows = kept.lows
@@ -1100,11 +1109,13 @@ class Scheduler:
     def _all_shared(self, place: Place) -> bool:
         """Whether no vnode's sharing makes a job of `place` hold it exclusively (most of a
         trace), so that placing and booking need not ask vnode by vnode."""
-        known = self._kept.shared_places
+        kept = self._kept
+        assert kept is not None  # (set by `cycle` before anything reads it)
+        known = kept.shared_places
         answer = known.get(place)
         if answer is None:
             answer = known[place] = all(exclusivity(place, sharing) == SHARED
-                                        for sharing in self._kept.sharings)
+                                        for sharing in kept.sharings)
         return answer
 
     def _note_future(self, vnode: str, start: float) -> None:
@@ -1388,15 +1399,17 @@ class Scheduler:
     def _run_loop(self, order: Sequence[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
                   result: CycleResult, stats: CycleStats) -> None:
-        room = self._room
+        room, kept = self._room, self._kept
+        assert kept is not None  # (set by `cycle` before anything reads it)
         self._forget_touched()  # (what this cycle's bookings and takings back changed)
         # The usable vnodes' free ncpus: every vnode's less what the unusable ones have.
         self._free_now = self.calendar.free_total(0) - sum(
-            filter((0).__lt__, (room[v.name] for v in self._kept.unusable)))
+            n for n in (room[v.name] for v in kept.unusable) if n > 0)
+        self._counting = True
         try:
             self._run_jobs(order, starving, resv_queues, snap, now, result, stats)
         finally:
-            self._free_now = None
+            self._counting = False
 
     def _run_jobs(self, order: Sequence[_JobInfo], starving: set[str],
                   resv_queues: dict[str, Reservation], snap: Snapshot, now: float,
@@ -1431,8 +1444,7 @@ class Scheduler:
         def plan_top(top: _JobInfo) -> bool:
             """Plan a top job (hard); True when it will ever fit."""
             sticky = self._sticky
-            reuse = sticky is not None and sticky.job_id == top.job.id
-            if reuse:
+            if sticky is not None and sticky.job_id == top.job.id:
                 self._sticky_used = True
                 start, planned = sticky.start, sticky.chunks
             else:
@@ -1455,7 +1467,9 @@ class Scheduler:
         quiet = lazy and not self.explain and not resv_queues
         walk: Iterable[_JobInfo] = order
         if quiet and self._ranked_order:
-            for info in self._kept.fresh:  # a job that can never run is said so at once
+            kept = self._kept
+            assert kept is not None  # (set by `cycle` before anything reads it)
+            for info in kept.fresh:  # a job that can never run is said so at once
                 if not self._can_ever_run(info):
                     result.comments[info.job.id] = \
                         f"Can Never Run: {self._never_why(info, now)}"
@@ -1578,6 +1592,7 @@ class Scheduler:
         if at == len(order):
             return
         kept = self._kept
+        assert kept is not None  # (set by `cycle` before anything reads it)
         first = kept.ranked[at]
         heap = []
         for shape, bucket in kept.by_shape.items():
@@ -1684,17 +1699,17 @@ class Scheduler:
         saved = self.calendar
         self.calendar, self._set_world = inside, allocation
         try:
-            chunks = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
+            placed = self._fit(info, now, float(resv.reserve_end or INFINITY), soft=False,
                                now_mode=False, plan_from_ok=lambda v: v.name in allocation)
         finally:
             self.calendar, self._set_world = saved, None
-        if chunks is None:
+        if placed is None:
             result.comments[info.job.id] = ("Not Running: Insufficient amount of resource "
                                             "in the reservation")
             return
-        shown = self._with_rest(_shown_chunks(info, chunks), info.place)
+        shown = self._with_rest(_shown_chunks(info, placed), info.place)
         result.run.append(RunDecision(info.job.id, format_exec_vnode(shown), shown))
-        started[info.job.id] = (info.place, chunks)
+        started[info.job.id] = (info.place, placed)
         stats.jobs_started += 1
 
     # -- placement -------------------------------------------------------------------------------
@@ -1709,12 +1724,13 @@ class Scheduler:
                 plan_from_ok=lambda v: True) is not None)
         return memo[shape]
 
-    def _on_empty(self, call: Callable[[], bool],
-                  capacity: dict[str, dict[str, int]] | None = None) -> bool:
+    def _on_empty(self, call: Callable[[], _T],
+                  capacity: dict[str, dict[str, int]] | None = None) -> _T:
         """`call()` with the slice's vnodes seen empty (a calendar of nothing booked), or
         only those of `capacity`, with that much of each."""
         saved, saved_cache, saved_future = self.calendar, self._now_cache, self._future_hard
         kept = self._kept
+        assert kept is not None  # (set by `cycle` before anything reads it)
         if capacity is not None:
             self.calendar = Calendar(capacity)
         else:
@@ -1771,7 +1787,7 @@ class Scheduler:
             # Before a hard booking still to come, only bookings begun by now weigh, and
             # they weigh most now: an instant (one second: epoch times have no finer float
             # resolution) is enough.
-            cached = self._now_cache.get(name, False)
+            cached: Any = self._now_cache.get(name, False)
             if cached is False:
                 cached = self.calendar.free(name, start, start + 1.0, soft=False)
                 self._now_cache[name] = cached
@@ -1799,7 +1815,7 @@ class Scheduler:
         if candidates is not None:
             pass
         elif now_mode:
-            if self._free_now is not None and self._free_now < info.ncpus:
+            if self._counting and self._free_now < info.ncpus:
                 return None  # fewer cpus free now than it needs
             candidates = self._now_candidates(info)
             if info.smallest > 1:  # (else the vnodes with any room, counted above)
@@ -1854,10 +1870,11 @@ class Scheduler:
         """(`_a_set_holds`, and the resource's value of the first set that holds the job:
         None for the set of vnodes without it)."""
         world = self._set_world
-        memo, key = self._ever_memo, (info.shape[0], "set")
+        memo, key = self._set_memo, info.shape[0]
         if world is None and key in memo:
             return memo[key]
         group = info.place.group
+        assert group is not None  # (asked only for a job with a group)
         vnodes = list(self.vnodes.values()) if world is None else [
             v for v in self.order if v.name in world]
 
@@ -1930,6 +1947,7 @@ class Scheduler:
         given: dict[str, dict[str, int]] = {}
         used_hosts: set[str] = set()
         free_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
+        free: Any  # (`free_cache` itself: not read yet)
         host_empty: dict[str, bool] = {}
         out: list[tuple[str, dict[str, int]]] = []
         # A chunk like the one before it starts looking where that one was placed: what
@@ -2115,8 +2133,8 @@ class Scheduler:
         (`_Drops`, kept from cycle to cycle: a vnode is looked at again only when booked or
         taken back since). None when `_fill` would not count them so (a change due by now;
         another calendar)."""
-        calendar, free = self.calendar, self._free_now
-        if free is None or calendar is not self._kept.calendar:
+        calendar, free, kept = self.calendar, self._free_now, self._kept
+        if not self._counting or kept is None or calendar is not kept.calendar:
             return None
         times, deltas, _ = calendar.timeline(0)
         if times and times[0] <= self.now:
@@ -2125,9 +2143,9 @@ class Scheduler:
         if not rising:
             return free
         self._forget_touched()
-        drops = self._kept.drops
+        drops = kept.drops
         if drops is None:
-            drops = self._kept.drops = _Drops()
+            drops = kept.drops = _Drops()
             drops.dirty.update(rising)
         if drops.dirty:
             self._redo_drops(drops, rising, calendar.instants(0), deltas)
@@ -2209,6 +2227,7 @@ class Scheduler:
         cycle's end and those given some back since, not every usable vnode again (the
         caller drops those with none)."""
         kept, calendar = self._kept, self.calendar
+        assert kept is not None  # (set by `cycle` before anything reads it)
         opened, calendar.opened = calendar.opened, set()
         if kept.open is None:
             self._closed_mark = -1  # (some of them may have no room)
@@ -2309,7 +2328,7 @@ class Scheduler:
         smallest, need = info.smallest, info.ncpus
         # The sweep's room: what it changed, over the room now (it changes few of a
         # thousand vnodes: no copy of them all).
-        base, room = calendar.room_now[0], {}
+        base, room = calendar.room_now[0], {}  # type: dict[str, int], dict[str, int]
         avail = calendar.free_total(0) if smallest == 1 else sum(
             free for free in base.values() if free >= smallest)
         times, deltas, _ = calendar.timeline(0)
@@ -2358,7 +2377,8 @@ class Scheduler:
         # cycle for no longer a window (`_floors`); the starts before are not tried.
         floors: list[tuple[float, float]] | None = None
         floor = -INFINITY
-        if soft and not has_placement_hook and calendar is self._kept.calendar:
+        if soft and not has_placement_hook and self._kept is not None and \
+                calendar is self._kept.calendar:
             length = info.walltime if info.walltime is not None else INFINITY
             floors = self._floors.setdefault(info.shape[0], [])
             floor = max((start for shorter, start in floors if shorter <= length),
@@ -2465,7 +2485,7 @@ class _Drops:
 
     __slots__ = ("per_vnode", "steps", "dirty", "times", "totals")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.per_vnode: dict[str, list[tuple[float, int]]] = {}
         self.steps: dict[float, int] = {}
         self.dirty: set[str] = set()
@@ -2593,8 +2613,8 @@ def _shown_chunks(info: _JobInfo, chunks: list[tuple[str, dict[str, int]]]):
         # One request for all (most of a trace): filtered once, each chunk's vnode put
         # beside it without a loop of Python statements per chunk (a job of a thousand).
         consumable, _match, shown = info.chunks[0]
-        mine = {k: v for k, v in shown.items() if k in consumable}
-        return [(name, mine) for name, _ in chunks]
+        asked = {k: v for k, v in shown.items() if k in consumable}
+        return [(name, asked) for name, _ in chunks]
     out = []
     kept: dict[int, dict[str, Any]] = {}  # alike chunks share their request: filtered once
     for (name, _), (consumable, _match, shown) in zip(chunks, info.chunks, strict=True):

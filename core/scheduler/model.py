@@ -408,7 +408,8 @@ def format_exec_vnode(chunks: list[tuple[str, dict[str, Any]]]) -> str:
     """PBS's exec_vnode: ``(n1:ncpus=2:mem=4gb)+(n2:ncpus=2)``."""
     parts = []
     inners: dict[int, str] = {}  # chunks sharing one mapping (alike chunks): joined once
-    last_name = last_res = part = None
+    last_name = last_res = None
+    part = ""
     for name, res in chunks:
         # (a vnode's alike chunks come one after the other: their text is made once)
         if name is not last_name or res is not last_res:

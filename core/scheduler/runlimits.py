@@ -53,7 +53,7 @@ class RunLimits:
         self.kinds = kinds  # each limited resource's type
         self.resources = sorted(kinds)
         self.counts: Counter = Counter()   # (queue, kind, name) -> jobs
-        self.amounts: Counter = Counter()  # (queue, kind, name, res) -> amount
+        self.amounts: dict[tuple, float] = {}  # (queue, kind, name, res) -> amount
         self.defaults: dict[str | None, tuple] = {}  # queue -> where defaults come from
 
     @classmethod
@@ -99,7 +99,8 @@ class RunLimits:
             self.counts[key] += 1
             for res, amount in asked.items():
                 if amount:
-                    self.amounts[(*key, res)] += amount
+                    at = (*key, res)
+                    self.amounts[at] = self.amounts.get(at, 0) + amount
 
     def over(self, job: Any) -> str | None:
         """PBS's reason (without ``Not Running: ``) when starting `job` now would put the
@@ -112,7 +113,7 @@ class RunLimits:
                 asked = 1 if res is None else self._asked(job, res)
                 for item in entlim.applying(items, owner):
                     key = (where, item.kind, owner.name(item.kind))
-                    used = self.counts[key] if res is None else self.amounts[(*key, res)]
+                    used = self.counts[key] if res is None else self.amounts.get((*key, res), 0)
                     if used + asked > item.value:
                         return _count_text(where, item, owner) if res is None else \
                             _resource_text(where, item, owner, res)
@@ -138,11 +139,11 @@ def _items(obj: Any, kinds: dict[str, str], types: Mapping[str, str]
     table = obj.get(RESOURCE_ATTR)
     if isinstance(table, Mapping):
         for res, text in sorted(table.items()):
-            kind = kinds.get(res) or types.get(res) or values.RESOURCE_TYPES.get(res) or \
+            rtype = kinds.get(res) or types.get(res) or values.RESOURCE_TYPES.get(res) or \
                 _guess(text)
-            if kind in entlim.SUMMABLE:
-                kinds[res] = kind
-                items += [(item, res) for item in entlim.parse_stored(text, kind)]
+            if rtype is not None and rtype in entlim.SUMMABLE:
+                kinds[res] = rtype
+                items += [(item, res) for item in entlim.parse_stored(text, rtype)]
     return _one_per_entity(items)
 
 
