@@ -27,6 +27,7 @@ demo: $(STAMP)
 # user and the attacker's environment, each made under a lock), and their report follows.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	@$(BIN)/python -m pytest -p no:cacheprovider tests/adapters > $(VENV)/adapters.log 2>&1 & \
 	adapters=$$!; trap 'kill $$adapters 2>/dev/null' INT TERM; \
 	$(BIN)/python -m pytest --ignore=tests/adapters; others=$$?; \
@@ -36,6 +37,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info core/*.egg-info
