@@ -30,7 +30,7 @@ from .hookattrs import HookAttributes, _as_list
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 4)
+KERNEL_API = (1, 5)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -144,6 +144,10 @@ class PluginInfo:
     #: simulator: they touch no cgroup, socket, process or file of a real host, and read the
     #: time from `pbsplug.clock`. The simulator leaves every other hook out, and says so.
     sim_safe: tuple[str, ...] = ()
+    #: Why the plugin's (checked) configuration must not run in a simulation, or None when
+    #: it may: `sim_safe` holds only under some settings (the power plugin's simulated
+    #: driver; another switches real hosts). The simulator refuses such a site, naming it.
+    sim_check: Callable[[Mapping[str, Any]], str | None] | None = None
 
     def hook_attributes(self, implemented: tuple[str, ...]) -> HookAttributes:
         # A list may be written as PBS writes it, "offline_vnodes,scheduler_restart_cycle".

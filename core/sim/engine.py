@@ -365,6 +365,10 @@ class Simulator:
         self.runner = None
         records = list(self.plugins.enabled) if self.plugins is not None else []
         for record in records:
+            check = getattr(record.info, "sim_check", None)
+            why = check(record.config) if check is not None else None
+            if why:  # (its hooks would touch a real host: not left out in silence either)
+                raise SimError(f"plugin {record.name}: {why}".replace("\n", "; "))
             safe = set(getattr(record.info, "sim_safe", ()) or ())
             for hook in record.hooks:
                 if hook in EVENTS:

@@ -323,6 +323,35 @@ def test_an_enabled_plugin_that_cannot_load_stops_the_replay(tmp_path, capsys):
     assert code == 2 and "plugin 'power': bad configuration" in err and "bogus" in err
 
 
+@pytest.mark.parametrize("driver", ["command", None])
+def test_a_power_driver_that_switches_real_hosts_is_refused_before_it_runs(tmp_path, capsys,
+                                                                          driver):
+    """The power plugin's hooks are safe in a replay only with the simulated driver: the
+    site's production config (its command, or the default capmc) would switch the real
+    hosts' power from the replaying machine. The replay is refused, naming the plugin and
+    the setting; the command never ran."""
+    from pbsplug.testing import require_module
+
+    require_module("pbsplug_power")
+    ran = tmp_path / "EXECUTED"
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10), (2, 5000, 10, 1, 10), (3, 9000, 10, 1, 10)])
+    command = f'["/bin/sh", "-c", "echo {{hosts}} >> {ran}", "x"]'
+    site = tmp_path / "s.toml"
+    site.write_text(
+        "[plugins.power]\nenabled = true\nisolation = 'inprocess'\nfreq = 300\n"
+        "[plugins.power.config]\npower_on_off_enable = 'True'\nnode_idle_limit = '600'\n"
+        "min_node_down_delay = '600'\n" + (
+            f"driver = '{driver}'\npower_off_command = {command}\n"
+            f"power_on_command = {command}\nstatus_command = {command}\n"
+            if driver else ""))
+    code, out, err = run_cli(capsys, "sim", "run", str(trace), "--site", str(site),
+                             "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2, (out, err)
+    assert f"plugin power: driver {driver or 'capmc'!r} switches real hosts" in err
+    assert 'driver = "simulated"' in err and len(err.strip().splitlines()) == 1
+    assert not ran.exists()
+
+
 def test_a_job_id_still_in_the_system_is_an_error_naming_the_line(tmp_path, capsys):
     trace = swf(tmp_path, [(1, 0, 100, 1, 100), (1, 5, 100, 1, 100)])
     code, _, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots",

@@ -25,7 +25,7 @@ from .driver import host_of
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.4",
+    api="1.5",
     # PBS_power.HK: type=pbs, enabled=false, order=2000, alarm=180, freq=300; its MoM events
     # (begin, prologue, epilogue, end, exechost_periodic) handle Cray energy profiles (eoe),
     # which pbsplug does not offer; exechost_startup keeps last_used_time true.
@@ -33,8 +33,12 @@ plugin_info = PluginInfo(
     pbs_name="PBS_power", server_flags=("power_provisioning",),
     config=settings(), check_config=check_config,
     # Safe in the simulator with the simulated driver: its files are the state folder's,
-    # which the simulator keeps in its own work folder, and it reads pbsplug.clock.
+    # which the simulator keeps in its own work folder, and it reads pbsplug.clock. Any
+    # other driver switches real hosts: a replay with it is refused (`sim_check`).
     sim_safe=("periodic", "exechost_startup", "sched_node_availability"),
+    sim_check=lambda config: None if config.get("driver") == "simulated" else (
+        f"driver {config.get('driver')!r} switches real hosts; a replay needs "
+        '[plugins.power.config] driver = "simulated"'),
     description="Ramp idle hosts down or power them off, and wake them for queued work",
 )
 
