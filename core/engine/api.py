@@ -126,7 +126,8 @@ class _Connection:
             if name == "transfer-encoding":
                 raise _invalid(400, "Transfer-Encoding is not supported; send Content-Length")
             if name == "content-length":
-                if not value.isdigit() or len(value) > 12 or (
+                # (ASCII digits: the head is read as latin-1, and `isdigit` takes ``²``)
+                if not (value.isascii() and value.isdigit()) or len(value) > 12 or (
                         length is not None and int(value) != length):
                     raise _invalid(400, f"bad Content-Length {value[:20]!r}")
                 length = int(value)
@@ -210,15 +211,27 @@ class _Listener:
             self.selector.register(self.sock, selectors.EVENT_READ)
         for key, _ in self.selector.select(timeout):
             if key.fileobj is self.sock:
-                self.accept()
+                try:
+                    self.accept()
+                except Exception:  # a bug must not take the server down
+                    self.log(LOG_ERROR, f"accepting failed: {traceback.format_exc()}")
                 continue
             conn = self.conns.get(key.fd)
-            if conn is None:
-                continue
+            if conn is not None:
+                self.serve(conn)
+
+    def serve(self, conn: _Connection) -> None:
+        """Read from or write to one connection; whatever fails in it (a bug) drops that
+        client alone, logged."""
+        try:
             if conn.state == _WRITING:
                 self.flush(conn)
             else:
                 self.read(conn)
+        except Exception:
+            self.log(LOG_ERROR, f"connection from uid {conn.uid} dropped: "
+                                f"{traceback.format_exc()}")
+            self.drop(conn)
 
     def close(self) -> None:
         """Send what answers are still owed (briefly), and close every connection."""
@@ -272,7 +285,7 @@ class _Listener:
             self.conns[sock.fileno()] = conn
             self.per_uid[uid] += 1
             self.selector.register(sock, selectors.EVENT_READ)
-            self.read(conn)  # a client usually sends at once: no loop round (and poll) between
+            self.serve(conn)  # a client usually sends at once: no loop round (and poll) between
 
     def read(self, conn: _Connection) -> None:
         try:

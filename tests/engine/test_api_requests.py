@@ -33,6 +33,9 @@ def _raw(engine, data: bytes) -> tuple[str, dict]:
     (b"POST /v1/status\r\n\r\n", "400", "malformed request line"),
     (b"POST /v1/status HTTP/1.0\r\nno colon\r\n\r\n", "400", "malformed header line"),
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: -1\r\n\r\n", "400", "bad Content-Length"),
+    # Latin-1's superscript digits pass str.isdigit, not int(): it killed the server.
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: \xb2\r\n\r\n", "400", "bad Content-Length"),
+    (b"POST /v1/status HTTP/1.0\r\nContent-Length: 1\xb9\r\n\r\n", "400", "bad Content-Length"),
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "400",
      "bad Content-Length"),
     (b"POST /v1/status HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", "400",
@@ -102,3 +105,39 @@ def test_a_failing_poll_does_not_stop_the_server(engine):
     assert engine.pbs("qstat").returncode == 0
     assert engine.client("status")["pid"] == engine.home.server_pid()
     assert engine.log().count("poll failed") <= 1  # not a line every 50 ms
+
+
+def test_a_connection_that_fails_unexpectedly_drops_that_client_alone(tmp_path, monkeypatch):
+    """Whatever reading one connection raises (a bug in the server's HTTP), the listener
+    logs it and drops that connection; the loop and the other clients go on."""
+    from pbsplug.engine import api
+
+    logged: list[str] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(tmp_path / "s.sock"))
+        server.listen()
+        listener = api._Listener(object(), server)
+        monkeypatch.setattr(listener, "log", lambda kind, message: logged.append(message))
+        bad, good = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
+        with bad, good:
+            bad.connect(str(tmp_path / "s.sock"))
+            good.connect(str(tmp_path / "s.sock"))
+            real = api._Connection.parse_head
+
+            def parse_head(conn):
+                if b"boom" in conn.buf:
+                    raise RuntimeError("a bug in the parser")
+                return real(conn)
+
+            monkeypatch.setattr(api._Connection, "parse_head", parse_head)
+            bad.sendall(b"POST /v1/status HTTP/1.0\r\nX-Boom: boom\r\n\r\n")
+            good.sendall(b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}")
+            for _ in range(50):
+                listener.wait(0.05)
+                if listener.ready:
+                    break
+            assert [c.op for c in listener.ready] == ["status"]  # the good one, whole
+            assert len(listener.conns) == 1
+            assert bad.recv(100) == b""  # closed by the server
+            assert any("dropped" in m and "a bug in the parser" in m for m in logged), logged
+        listener.selector.close()
