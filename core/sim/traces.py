@@ -22,6 +22,7 @@ import gzip
 import math
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -156,15 +157,17 @@ def _open_text(path: str, encoding: str) -> IO[str]:
 
 
 def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str]]:
-    """(line number, line) pairs; a truncated gzip or a read error is a `TraceError`."""
+    """(line number, line) pairs; a truncated or corrupted gzip or a read error is a
+    `TraceError` naming the last line read."""
     n = 0
     f = _open_text(trace_path, encoding)
     try:
         with f:
             for n, line in enumerate(f, 1):
                 yield n, line
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise TraceError(trace_path, n, "", f"cannot read past this line: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
+        raise TraceError(trace_path, n, "", f"cannot read past this line: {exc}" if n
+                         else f"cannot read its first line: {exc}") from None
 
 
 def _detect(p: Path) -> str:

@@ -172,6 +172,25 @@ def test_truncated_gzip_is_a_trace_error(tmp_path):
         list(open_trace(path))
 
 
+def test_corrupted_gzip_is_a_trace_error_in_every_reader(tmp_path):
+    """Bytes overwritten inside the deflate stream raise zlib.error, which is no OSError:
+    it is a one-line TraceError too, when reading the header, detecting the format or
+    reading jobs."""
+    data = bytearray(gzip.compress("".join(swf_line(job=i, submit=i) for i in range(1, 5000))
+                                   .encode()))
+    data[100:108] = b"\xff" * 8
+    swf = write(tmp_path, "c.swf.gz", bytes(data))
+    with pytest.raises(TraceError, match=r"c.swf.gz: cannot read its first line: .*"
+                                         r"decompressing"):
+        list(open_trace(swf))
+    log = write(tmp_path, "c.log.gz", bytes(data))
+    with pytest.raises(TraceError, match="c.log.gz: cannot read"):
+        open_trace(log)  # detection
+    for fmt in ("sacct", "pbs"):
+        with pytest.raises(TraceError, match="c.log.gz: cannot read"):
+            list(open_trace(log, fmt=fmt))
+
+
 def test_open_trace_errors(tmp_path):
     with pytest.raises(TraceError, match="no such file"):
         open_trace(tmp_path / "missing.swf")
