@@ -41,6 +41,14 @@ MAX_REASONS = 5
 MAX_SECONDS = 1e12
 #: Largest processor or node count accepted.
 MAX_COUNT = 1 << 31
+#: The longest line read, in characters, its end of line included: no SWF, PBS or sacct
+#: line comes near it. A longer one (a gzip bomb, /dev/zero) is a bad line and is never
+#: built whole: memory must not grow with a line's length either.
+MAX_LINE = 1 << 20
+#: How much of an over-long line is read at a time while reading past it.
+_PAST_CHUNK = 1 << 16
+LONG_LINE = (f"longer than {MAX_LINE:,} characters; no SWF, PBS or sacct line comes near "
+             "it (not read)")
 
 
 class TraceError(ValueError):
@@ -156,15 +164,27 @@ def _open_text(path: str, encoding: str) -> IO[str]:
         raise TraceError(path, 0, "", f"cannot read: {exc.strerror or exc}") from None
 
 
-def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str]]:
+def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str | None]]:
     """(line number, line) pairs; a truncated or corrupted gzip or a read error is a
-    `TraceError` naming the last line read."""
+    `TraceError` naming the last line read.
+
+    A line longer than `MAX_LINE` comes as None (the caller reports it) and is not built:
+    what was read of it is dropped and, when the caller goes on, the rest is read past in
+    pieces of `_PAST_CHUNK`."""
     n = 0
     f = _open_text(trace_path, encoding)
     try:
         with f:
-            for n, line in enumerate(f, 1):
-                yield n, line
+            readline = f.readline
+            while line := readline(MAX_LINE + 1):
+                n += 1
+                if len(line) <= MAX_LINE:
+                    yield n, line
+                    continue
+                yield n, None
+                if line[-1] != "\n":
+                    while (rest := readline(_PAST_CHUNK)) and rest[-1] != "\n":
+                        pass
     except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
         raise TraceError(trace_path, n, "", f"cannot read past this line: {exc}" if n
                          else f"cannot read its first line: {exc}") from None
@@ -177,13 +197,16 @@ def _detect(p: Path) -> str:
     lower = p.name.lower()
     if lower.endswith((".swf", ".swf.gz")):
         return "swf"
-    for _, line in _lines(name, "utf-8"):
+    for n, line in _lines(name, "utf-8"):
+        if line is None:
+            raise TraceError(name, n, "line", f"{LONG_LINE}: not a trace this reader knows")
         text = line.strip()
         if not text:
             continue
-        if text.startswith(";") or (len(text.split()) == 18 and _numeric(text.split()[0])):
+        words = text.split(maxsplit=18)
+        if text.startswith(";") or (len(words) == 18 and _numeric(words[0])):
             return "swf"
-        if "|" in text and text.split("|")[0].strip() == "JobID":
+        if "|" in text and text.partition("|")[0].strip() == "JobID":
             return "sacct"
         if _PBS_RECORD.match(text):
             return "pbs"
@@ -250,6 +273,8 @@ def _swf_header(path: str) -> TraceInfo:
     Queue/Partition descriptions; every other header line is kept in `notes`."""
     info = TraceInfo(path=path, format="swf")
     for n, line in _lines(path, "latin-1"):
+        if line is None:
+            break  # (not a header line: the job lines' reader reports it)
         text = line.strip()
         if not text:
             continue
@@ -297,6 +322,9 @@ def _swf_jobs(trace: Trace, path: str) -> Iterator[TraceJob]:
     bad (an error, or skipped with skip_bad), so memory stays constant."""
     last_submit = 0.0
     for n, line in _lines(path, "latin-1"):
+        if line is None:
+            trace.bad(path, n, "line", LONG_LINE)
+            continue
         text = line.lstrip()
         if not text or text[0] == ";":
             continue
@@ -487,6 +515,9 @@ def _pbs_files(p: Path) -> list[Path]:
 def _pbs_records(trace: Trace, path: str, index: int) -> Iterator[_Record | str]:
     """E records (job ended) only: `MM/DD/YYYY HH:MM:SS;E;jobid;key=value ...`."""
     for n, line in _lines(path, "utf-8"):
+        if line is None:
+            trace.bad(path, n, "line", LONG_LINE)
+            continue
         text = line.rstrip("\r\n")
         if not text.strip():
             continue
@@ -650,6 +681,11 @@ def _sacct_records(trace: Trace, path: str, index: int) -> Iterator[_Record | st
     header: list[str] | None = None
     need = ("JobID", "Submit", "Start", "End")
     for n, line in _lines(path, "utf-8"):
+        if line is None:
+            if header is None:
+                raise TraceError(path, n, "header", LONG_LINE)
+            trace.bad(path, n, "line", LONG_LINE)
+            continue
         text = line.rstrip("\r\n")
         if not text.strip():
             continue

@@ -191,6 +191,44 @@ def test_corrupted_gzip_is_a_trace_error_in_every_reader(tmp_path):
             list(open_trace(log, fmt=fmt))
 
 
+def test_an_over_long_line_is_a_bad_line_never_built(tmp_path):
+    """A line over MAX_LINE characters is bad (named by file and line, counted with
+    skip_bad, the lines after it read as usual), and it is never built whole: a gzip bomb
+    of one 40 MB line without an end is read in constant memory."""
+    import tracemalloc
+
+    from pbsplug.sim.traces import MAX_LINE
+
+    huge = "1" * (MAX_LINE + 10)
+    path = write(tmp_path, "t.swf", swf_line(job=1) + huge + "\n" + swf_line(job=3, submit=5))
+    with pytest.raises(TraceError, match=r"t.swf:2: line: longer than 1,048,576 characters"):
+        list(open_trace(path))
+    jobs, trace = read(path, skip_bad=True)
+    assert [(j.job_id, j.line) for j in jobs] == [("1", 1), ("3", 3)]
+    assert trace.skipped == 1
+    pbs = write(tmp_path, "acct", PBS_E + "x" * (MAX_LINE + 1) + "\n" + PBS_E)
+    jobs, trace = read(pbs, fmt="pbs", skip_bad=True)
+    assert (len(jobs), trace.skipped) == (2, 1)
+    sacct = write(tmp_path, "s", SACCT_HEAD + "\n" + "|" * (MAX_LINE + 1) + "\n")
+    jobs, trace = read(sacct, skip_bad=True)
+    assert (len(jobs), trace.skipped) == (0, 1)
+    with pytest.raises(TraceError, match=r"s2:1: header: longer than"):
+        list(open_trace(write(tmp_path, "s2", "JobID|" * MAX_LINE), fmt="sacct"))
+    with pytest.raises(TraceError, match=r"zeros:1: line: longer than .*not a trace"):
+        open_trace(write(tmp_path, "zeros", b"\0" * (MAX_LINE + 1)))  # detection
+    bomb = write(tmp_path, "bomb.swf.gz", gzip.compress(b"; MaxNodes: 2\n" + b"0" * 40_000_000))
+    tracemalloc.start()
+    try:
+        jobs, trace = read(bomb, skip_bad=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (jobs, trace.skipped, trace.info.max_nodes) == ([], 1, 2)
+    assert peak < 8 * MAX_LINE  # a few copies of the capped line at most, not 40 MB
+    with pytest.raises(TraceError, match=r"bomb.swf.gz:2: line: longer than"):
+        list(open_trace(bomb))
+
+
 def test_open_trace_errors(tmp_path):
     with pytest.raises(TraceError, match="no such file"):
         open_trace(tmp_path / "missing.swf")
