@@ -46,6 +46,13 @@ MACHINE_STATES_CSV = f"{PREFIX}_machine_states.csv"
 SERIES_CSV = f"{PREFIX}_series.csv"
 METRICS_JSON = "metrics.json"
 METRICS_TXT = "metrics.txt"
+#: The plots a run may draw (`plots.run_plots`): which ones depends on the run.
+RUN_PLOTS = ("utilization.png", "power_states.png", "wait_cdf.png", "gantt.png")
+#: Every name a run may write in its folder, and a comparison in its own. Each starts by
+#: removing these names left by an earlier run (`_clear`), and only these: a rerun with
+#: --no-plots, or too many jobs for a Gantt chart, leaves no stale plot beside new files.
+RUN_FILES = (JOBS_CSV, MACHINE_STATES_CSV, SERIES_CSV, METRICS_JSON, METRICS_TXT) + RUN_PLOTS
+COMPARE_FILES = ("compare.json", "compare.txt", "compare_time.png", "compare_wait_cdf.png")
 
 #: Batsim's `_jobs.csv` columns, in its order (docs/output-jobs.rst of oar-team/batsim).
 JOB_COLUMNS = ("job_id", "workload_name", "profile", "submission_time",
@@ -267,6 +274,7 @@ class ResultWriter:
         if hosts is not None and (not isinstance(hosts, int) or hosts < 1):
             raise OutputError(f"hosts {hosts!r} must be a whole number of at least 1")
         self.out = _prepare(out_dir)
+        _clear(self.out, RUN_FILES)
         self.cpus, self.hosts, self.workload = cpus, hosts, workload
         self.plots, self.gantt_limit = plots, gantt_limit
         self.all = _Group()
@@ -454,6 +462,25 @@ def _prepare(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+def _clear(out: Path, names: Iterable[str]) -> None:
+    """Remove what an earlier run left under `names` in `out`. Each name itself is
+    unlinked: a symlink planted there is removed, never followed (nor later written
+    through, since the files are then created afresh)."""
+    for name in names:
+        path = out / name
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if path.is_dir() and not path.is_symlink():
+                raise OutputError(f"{path} is a directory, where the run writes its file "
+                                  f"{name}: move it away or give another directory"
+                                  ) from None
+            raise OutputError(f"cannot remove {path} (an earlier run's file): "
+                              f"{exc.strerror or exc}") from None
+
+
 def _write_text(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
@@ -548,6 +575,7 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
         raise OutputError(f"the two runs need different labels (both are {label_a!r})")
     a, b = read_metrics(dir_a), read_metrics(dir_b)
     out = _prepare(out_dir)
+    _clear(out, COMPARE_FILES)
     diff: dict[str, Any] = {}
     for key, name, percent, direction in DIFFERENCES:
         va, vb = a.get(key), b.get(key)

@@ -194,6 +194,40 @@ def test_bad_output_directories(tmp_path):
         ResultWriter(tmp_path / "o", cpus=0)
 
 
+def test_a_rerun_removes_the_earlier_runs_files_and_nothing_else(tmp_path):
+    """A rerun without plots (or without a Gantt chart) leaves none of the earlier run's
+    plots; other files stay; a symlink planted under an output name is removed, not
+    followed; a directory under an output name is a one-line error before anything runs."""
+    from pbsplug.sim.output import COMPARE_FILES, RUN_FILES
+
+    out = tmp_path / "out"
+    crafted_run(out)
+    assert {p.name for p in out.iterdir()} == set(RUN_FILES)  # (every name it owns)
+    (out / "notes.txt").write_text("mine")
+    (out / "old.png").write_text("mine")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    (out / "gantt.png").unlink()
+    (out / "gantt.png").symlink_to(outside)
+    crafted_run(out, plots=False)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["metrics.json", "metrics.txt", "notes.txt", "old.png", "out_jobs.csv",
+         "out_machine_states.csv", "out_series.csv"])
+    assert outside.read_text() == "keep"
+    (out / "metrics.json").unlink()
+    (out / "metrics.json").mkdir()
+    with pytest.raises(OutputError, match=r"out/metrics.json is a directory, where the run "
+                                          r"writes its file metrics.json"):
+        ResultWriter(out, cpus=1)
+    (out / "metrics.json").rmdir()
+    crafted_run(out, plots=False)
+    cmp = tmp_path / "cmp"
+    compare_results(out, out, cmp, "x", "y")
+    assert {p.name for p in cmp.iterdir()} == set(COMPARE_FILES)
+    compare_results(out, out, cmp, "x", "y", plots=False)
+    assert {p.name for p in cmp.iterdir()} == {"compare.json", "compare.txt"}
+
+
 def test_results_out_of_order_are_refused(tmp_path):
     w = ResultWriter(tmp_path, cpus=4, plots=False)
     w.machine(states(10, 1, idle=1))
