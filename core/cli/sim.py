@@ -225,6 +225,10 @@ def _report(result: dict[str, Any], out: Path) -> None:
     typer.echo(f"jobs: {summary.jobs:,} finished, {summary.rejected:,} rejected, "
                f"{summary.killed:,} killed at walltime; {summary.cycles:,} scheduling cycles "
                f"({summary.cycles_skipped:,} skipped: nothing could start)")
+    from ..sim.output import rejected_reasons
+
+    for reason, count in rejected_reasons(result.get("metrics") or {}):
+        typer.echo(f"rejected: {count:,} job{'' if count == 1 else 's'}: {reason}")
     skipped = getattr(trace, "skipped", 0)
     if skipped:
         typer.echo(f"trace: {skipped:,} malformed lines skipped (--skip-bad); the first:")

@@ -705,7 +705,8 @@ class Simulator:
             self._unneed(run)
             self._tell(run)
         self.summary.rejected += 1
-        self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count))
+        self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count,
+                                reason=why))
 
     # -- the cycle ------------------------------------------------------------------------------
     def _could_start(self, only_new: bool) -> bool:

@@ -25,6 +25,7 @@ import csv
 import json
 import math
 import os
+import re
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,6 +67,12 @@ SERIES_COLUMNS = ("time", "queued", "running", "busy_cpus", "watts")
 
 #: How many time bins the time plots average into.
 PLOT_BINS = 1000
+#: How many distinct reasons the rejected jobs are counted under (`reason_key`); jobs
+#: rejected for a reason beyond them are counted under `OTHER_REASONS`.
+MAX_REJECT_REASONS = 20
+OTHER_REASONS = "(other reasons)"
+#: A number in a reason (a count, a time, a job id's digits), not inside a name (`q1`).
+_REASON_NUMBER = re.compile(r"(?<![A-Za-z_])\d+(?:\.\d+)?")
 
 
 class OutputError(ValueError):
@@ -119,6 +126,14 @@ def intervals(hosts: Iterable[int]) -> str:
         out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return " ".join(out)
+
+
+def reason_key(why: str | None) -> str:
+    """A rejection reason as the key it is counted under: its first line, numbers written
+    as N (`ncpus (R: N A: N T: N)`), at most 160 characters, so that the reasons of many
+    jobs group into few keys."""
+    first = (str(why or "").strip().splitlines() or [""])[0]
+    return _REASON_NUMBER.sub("N", first)[:160] or "no reason given"
 
 
 def percentile(ordered: list[float] | array, p: float) -> float:
@@ -279,6 +294,7 @@ class ResultWriter:
         self.plots, self.gantt_limit = plots, gantt_limit
         self.all = _Group()
         self.queues: dict[str, _Group] = {}
+        self.rejected_reasons: dict[str, int] = {}
         # What only the plots read (none without them): the Gantt chart's jobs, and the
         # time series averaged per bin.
         self.gantt: list[tuple[float, float, tuple[int, ...], str]] | None = \
@@ -318,6 +334,11 @@ class ResultWriter:
         submit, start, end = job.submit, result.start, result.end
         if start is None:
             values = None
+            key = reason_key(result.reason)
+            reasons = self.rejected_reasons
+            if key not in reasons and len(reasons) >= MAX_REJECT_REASONS:
+                key = OTHER_REASONS
+            reasons[key] = reasons.get(key, 0) + 1
         else:
             if start < submit or end < start:
                 raise OutputError(f"job {job.job_id}: start {start} and end {end} are not in "
@@ -409,6 +430,7 @@ class ResultWriter:
         out["power_cycles_per_node_per_day"] = (
             self.power_cycles / hosts / (span / 86400) if hosts and span else 0.0)
         out["per_queue"] = {q: g.metrics() for q, g in sorted(self.queues.items())}
+        out["rejected_reasons"] = dict(self.rejected_reasons)
         return out
 
     # --- writing --------------------------------------------------------------------------
@@ -441,6 +463,9 @@ class ResultWriter:
         hosts = len(r.hosts) or job.nodes or 1
         meta = f"ncpus={job.ncpus}" if job.queue is None else \
             f"ncpus={job.ncpus} queue={job.queue}"
+        if values is None and r.reason:  # one quoted value: the metadata stays one field
+            why = (r.reason.strip().splitlines() or [""])[0][:200].replace('"', "'")
+            meta += f' reason="{why}"'
         self._jobs.writerow([
             job.job_id, self.workload, "", fmt(job.submit), hosts,
             fmt(job.walltime) if job.walltime is not None else "-1",
@@ -519,9 +544,17 @@ def metrics_table(m: dict[str, Any]) -> str:
     rows = [(label, form.format(m[key])) for key, label, form in TABLE_ROWS]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>16}" for label, value in rows]
+    if m.get("rejected_reasons"):
+        lines += ["", "jobs rejected, by reason:"]
+        lines += [f"{count:>10,}  {key}" for key, count in rejected_reasons(m)]
     if m.get("per_queue"):
         lines += ["", _queue_table(m["per_queue"])]
     return "\n".join(lines) + "\n"
+
+
+def rejected_reasons(m: dict[str, Any]) -> list[tuple[str, int]]:
+    """The metrics' rejection reasons, most frequent first (then by key)."""
+    return sorted((m.get("rejected_reasons") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _queue_table(per_queue: dict[str, dict[str, Any]]) -> str:

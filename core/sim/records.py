@@ -70,6 +70,7 @@ class JobResult:
     hosts: tuple[int, ...] = ()      # indices of the hosts it ran on
     energy: float = 0.0              # joules charged to it by the power model
     run_count: int = 1
+    reason: str | None = None        # why it was rejected (REJECTED only)
 
 
 @dataclass(slots=True)

@@ -429,6 +429,60 @@ def test_extended_swf_requests_and_skipped_lines(tmp_path, capsys):
     assert len(rows) == 3
 
 
+def test_rejected_jobs_say_why_in_the_report_the_metrics_and_out_jobs(tmp_path, capsys):
+    """A job the replay rejects was silent (no reason anywhere). A chunk resource the
+    platform has none of (ngpus, a site's own `foo`) is kept in the select, as PBS keeps
+    it: such a job can never run, and the report says so, grouped by reason."""
+    import csv
+
+    acct = tmp_path / "acct"
+    acct.mkdir()
+    rec = ("11/20/2026 10:30:00;E;{job}.srv;user=u queue=workq qtime=1000 start=1100 "
+           "end=1700 Resource_List.select={select} Resource_List.walltime=01:00:00 "
+           "Exit_status=0\n")
+    (acct / "20261120").write_text("".join(rec.format(job=j, select=s) for j, s in (
+        (1, "1:ncpus=2:ngpus=1"), (2, "1:ncpus=2"), (3, "1:ncpus=2:foo=1"),
+        (4, "1:ncpus=200"), (5, "1:ncpus=300"))))
+    out = tmp_path / "o"
+    code, stdout, err = run_cli(capsys, "sim", "run", str(acct), "--nodes", "2",
+                                "--cpus-per-node", "4", "--no-plots", "--out", str(out))
+    assert code == 0, err
+    assert "jobs: 1 finished, 4 rejected" in stdout
+    never = "Can Never Run: Insufficient amount of resource: "
+    assert f"rejected: 2 jobs: {never}ncpus (R: N A: N T: N)" in stdout
+    assert f"rejected: 1 job: {never}ngpus (R: N A: N T: N)" in stdout
+    assert f"rejected: 1 job: {never}foo (R: N A: N T: N)" in stdout
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rejected_reasons"] == {f"{never}ncpus (R: N A: N T: N)": 2,
+                                           f"{never}ngpus (R: N A: N T: N)": 1,
+                                           f"{never}foo (R: N A: N T: N)": 1}
+    table = (out / "metrics.txt").read_text()
+    assert f"jobs rejected, by reason:\n         2  {never}ncpus" in table
+    with open(out / "out_jobs.csv", newline="") as f:
+        rows = {r["job_id"]: r for r in csv.DictReader(f)}
+    assert all(len(r) == 17 for r in rows.values())  # Batsim's columns, still
+    assert rows["1.srv"]["metadata"] == (f'ncpus=2 queue=workq reason="{never}ngpus '
+                                         '(R: 1 A: 0 T: 0)"')
+    assert rows["2.srv"]["metadata"] == "ncpus=2 queue=workq"
+
+
+def test_rejection_reasons_are_grouped_under_a_bounded_table(tmp_path):
+    from pbsplug.sim.output import MAX_REJECT_REASONS, OTHER_REASONS, ResultWriter, reason_key
+    from pbsplug.sim.records import REJECTED, JobResult, TraceJob
+
+    assert reason_key("queuejob: job 12.srv asks 4gb, q1 allows 2.5\nmore") == (
+        "queuejob: job N.srv asks Ngb, q1 allows N")
+    assert reason_key(None) == reason_key("  ") == "no reason given"
+    w = ResultWriter(tmp_path, cpus=1, plots=False)
+    for i in range(3 * MAX_REJECT_REASONS):
+        w.job(JobResult(TraceJob(str(i), 1, 0.0, 1.0, 1), REJECTED, None, 0.0,
+                        reason=f"queuejob: hook{chr(65 + i % 26)}{chr(65 + i // 26)} says no"))
+    w.close(0)
+    reasons = w.metrics()["rejected_reasons"]
+    assert len(reasons) == MAX_REJECT_REASONS + 1
+    assert reasons[OTHER_REASONS] == 2 * MAX_REJECT_REASONS
+
+
 def test_server_attributes_keep_qmgrs_spelling():
     """[sim.server] names match without regard to case, as qmgr's do, and are stored as
     qmgr spells them (else the server would hold a name nothing reads)."""
