@@ -417,23 +417,47 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
     if queue == "-1":
         queue = str(partition) if partition >= 0 else None
     select = None
+    mem = int(req_mem * 1024 * ncpus) if req_mem > 0 else None  # (per processor of field 8)
     for word in f[18:]:
         if "=" in word:  # extended SWF: a PBS-style request such as nodes=2:ppn=4
             select = _extended_select(word)
+            # What the job runs with is the select: its cpus are the job's, whatever
+            # fields 5 and 8 say, so that metrics and metadata count what ran.
+            ncpus = _select_ncpus(select, _EXTENDED_FIELD)
             break
     return TraceJob(
         job_id=str(job_number), line=n, submit=submit, run_time=run, ncpus=ncpus,
-        walltime=req_time if req_time > 0 else None,
-        mem=int(req_mem * 1024 * ncpus) if req_mem > 0 else None,
+        walltime=req_time if req_time > 0 else None, mem=mem,
         user=user if user != "-1" else "", group=group if group != "-1" else "",
         queue=queue, select=select, status=status,
         recorded_wait=wait if wait >= 0 else None)
 
 
+_EXTENDED_FIELD = "select (the request after field 18)"
+
+
+def _select_ncpus(select: str, field: str) -> int:
+    """The cpus a select asks for in all: count × ncpus over its chunks (1 for a chunk that
+    names none, as PBS's default chunk gives it), from 1 to 2^31."""
+    try:
+        chunks = parse_select(select)
+    except ValueError as exc:
+        raise _Bad(field, str(exc)) from None
+    total = 0
+    for chunk in chunks:
+        ncpus = chunk.resources.get("ncpus", 1)
+        if not isinstance(ncpus, int):
+            raise _Bad(field, f"ncpus={str(ncpus)[:40]} is not a whole number")
+        total += chunk.count * ncpus
+    if not 1 <= total < MAX_COUNT:
+        raise _Bad(field, f"{select[:40]} asks {total} cpus in all (expected 1 to 2^31)")
+    return total
+
+
 def _extended_select(word: str) -> str:
     """An extended SWF line's request as a select: Torque's (and old PBS's) ``nodes=``
     spec as PBS converts it (`_nodes_spec`); a select is checked as qsub checks one."""
-    field = "select (the request after field 18)"
+    field = _EXTENDED_FIELD
     if word.startswith("nodes="):
         word = _nodes_spec(word[len("nodes="):], field)
     try:
@@ -566,12 +590,9 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     ncpus = _pbs_int(attrs, "Resource_List.ncpus")
     select = attrs.get("Resource_List.select") or None
     if select is not None:
-        try:
-            chunks = parse_select(select)
-        except ValueError as exc:
-            raise _Bad("Resource_List.select", str(exc)) from None
-        if ncpus is None:
-            ncpus = sum(c.count * _chunk_ncpus(c.resources.get("ncpus", 1)) for c in chunks)
+        # The job runs with its select: its cpus are the select's sum (PBS sets
+        # Resource_List.ncpus to it; a record where the two differ is replayed as it ran).
+        ncpus = _select_ncpus(select, "Resource_List.select")
     if ncpus is None:
         ncpus = _pbs_int(attrs, "resources_used.ncpus") or 1
     if not 1 <= ncpus < MAX_COUNT:
@@ -607,12 +628,6 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
         queue=attrs.get("queue") or None, select=select, status=status,
         recorded_wait=start - qtime)
     return (qtime, index, n, job)
-
-
-def _chunk_ncpus(value: str | int) -> int:
-    if isinstance(value, int):
-        return value
-    raise _Bad("Resource_List.select", f"ncpus={value[:40]} is not a whole number")
 
 
 def _pbs_int(attrs: dict[str, str], key: str) -> int | None:

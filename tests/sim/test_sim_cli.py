@@ -483,6 +483,19 @@ def test_rejection_reasons_are_grouped_under_a_bounded_table(tmp_path):
     assert reasons[OTHER_REASONS] == 2 * MAX_REJECT_REASONS
 
 
+def test_extended_swf_utilization_counts_the_selects_cpus(tmp_path, capsys):
+    """busy_cpus said 4 while utilization and the metadata counted field 8's 1 cpu."""
+    trace = tmp_path / "x.swf"
+    trace.write_text("; MaxNodes: 4\n; MaxProcs: 8\n"
+                     "1 0 -1 100 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1 nodes=2:ppn=2\n")
+    out = tmp_path / "o"
+    code, _, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots", "--out", str(out))
+    assert code == 0, err
+    assert json.loads((out / "metrics.json").read_text())["utilization"] == 0.5  # 4 of 8
+    assert (out / "out_jobs.csv").read_text().splitlines()[1].endswith(",ncpus=4 queue=1")
+    assert (out / "out_series.csv").read_text().splitlines()[1] == "0,0,1,4,600"
+
+
 def test_server_attributes_keep_qmgrs_spelling():
     """[sim.server] names match without regard to case, as qmgr's do, and are stored as
     qmgr spells them (else the server would hold a name nothing reads)."""

@@ -277,6 +277,23 @@ def test_pbs_records_from_a_directory_sorted_by_submit(tmp_path):
     assert trace.dropped == {"never started (E record without start)": 1}
 
 
+def test_a_selects_cpus_are_the_jobs_whatever_the_other_fields_say(tmp_path):
+    """A job runs with its select, so its ncpus (utilization, out_jobs.csv's metadata) is
+    the select's sum: extended SWF's field 8 and a PBS record's Resource_List.ncpus said
+    otherwise and were taken, so a job running on 4 cpus counted 1."""
+    swf = write(tmp_path, "x.swf", "1 0 -1 100 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1 "
+                                   "nodes=2:ppn=2\n"
+                                   "2 0 -1 100 8 -1 -1 8 200 2 1 1 1 -1 1 -1 -1 -1 "
+                                   "1:ncpus=2+1:mem=1gb\n")
+    (a, b), _ = read(swf)
+    assert (a.select, a.ncpus, b.ncpus) == ("2:ncpus=2", 4, 3)
+    assert b.mem == 2 * 1024 * 8  # field 10 is per processor of field 8
+    acct = write(tmp_path, "acct", "11/20/2026 10:30:00;E;1.srv;qtime=10 start=15 end=20 "
+                                   "Resource_List.ncpus=1 Resource_List.select=2:ncpus=2\n")
+    (job,), _ = read(acct, fmt="pbs")
+    assert job.ncpus == 4
+
+
 @pytest.mark.parametrize("body, field", [
     ("qtime=10 start=5 end=20", "start"),
     ("qtime=10 start=15 end=12", "end"),
@@ -291,6 +308,11 @@ def test_pbs_records_from_a_directory_sorted_by_submit(tmp_path):
     ("qtime=10 start=15 end=20 Resource_List.mem=lots", "Resource_List.mem"),
     ("qtime=10 start=15 end=20 Resource_List.select=2:ncpus=x", "Resource_List.select"),
     ("qtime=10 start=15 end=20 Resource_List.ncpus=0", "Resource_List.ncpus"),
+    # (over the count limit: the select's fault, named as such, not Resource_List.ncpus's)
+    ("qtime=10 start=15 end=20 Resource_List.select=2147483647:ncpus=2",
+     r"Resource_List.select: 2147483647:ncpus=2 asks 4294967294 cpus in all"),
+    ("qtime=10 start=15 end=20 Resource_List.select=1:ncpus=0", r"Resource_List.select: .*"
+     "asks 0 cpus"),
     ("qtime=10 start=15 end=20 Exit_status=oops", "Exit_status"),
 ])
 def test_pbs_malformed_records(tmp_path, body, field):
