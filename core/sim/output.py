@@ -197,15 +197,20 @@ class _Group:
         return self._ordered
 
     def metrics(self) -> dict[str, Any]:
+        """The group's metrics; those over started jobs are None (not available) when none
+        started, and the plain slowdown when no job ran more than 0 s: 0 would be a wait
+        and a slowdown no run can have."""
         n = self.started
         ordered = self.sorted_waits()
         return {
             "jobs": self.jobs, "jobs_started": n, "jobs_rejected": self.rejected,
             "jobs_killed_at_walltime": self.killed,
-            "mean_wait_s": self.wait_sum / n if n else 0.0, "max_wait_s": self.wait_max,
-            "median_wait_s": median(ordered), "p95_wait_s": percentile(ordered, 95),
-            "mean_bounded_slowdown": self.bsld_sum / n if n else 0.0,
-            "mean_slowdown": self.sd_sum / self.sd_jobs if self.sd_jobs else 0.0,
+            "mean_wait_s": self.wait_sum / n if n else None,
+            "max_wait_s": self.wait_max if n else None,
+            "median_wait_s": median(ordered) if n else None,
+            "p95_wait_s": percentile(ordered, 95) if n else None,
+            "mean_bounded_slowdown": self.bsld_sum / n if n else None,
+            "mean_slowdown": self.sd_sum / self.sd_jobs if self.sd_jobs else None,
             "slowdown_jobs": self.sd_jobs, "cpu_seconds": self.area,
             "job_energy_kwh": self.energy / 3.6e6,
         }
@@ -539,9 +544,17 @@ QUEUE_COLUMNS = (("jobs", "{:,}"), ("mean_wait_s", "{:,.1f}"), ("median_wait_s",
                  ("mean_bounded_slowdown", "{:,.3f}"), ("jobs_killed_at_walltime", "{:,}"))
 
 
+#: How the tables write a metric that is not available (null in JSON).
+NOT_AVAILABLE = "n/a"
+
+
+def _cell(form: str, value: Any) -> str:
+    return NOT_AVAILABLE if value is None else form.format(value)
+
+
 def metrics_table(m: dict[str, Any]) -> str:
     """The metrics as an aligned text table, then one line per queue."""
-    rows = [(label, form.format(m[key])) for key, label, form in TABLE_ROWS]
+    rows = [(label, _cell(form, m[key])) for key, label, form in TABLE_ROWS]
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>16}" for label, value in rows]
     if m.get("rejected_reasons"):
@@ -560,7 +573,7 @@ def rejected_reasons(m: dict[str, Any]) -> list[tuple[str, int]]:
 def _queue_table(per_queue: dict[str, dict[str, Any]]) -> str:
     head = ["queue", "jobs", "mean wait (s)", "median wait (s)", "p95 wait (s)", "max wait (s)",
             "mean BSLD", "killed"]
-    body = [[q] + [form.format(g[key]) for key, form in QUEUE_COLUMNS]
+    body = [[q] + [_cell(form, g[key]) for key, form in QUEUE_COLUMNS]
             for q, g in per_queue.items()]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
@@ -595,6 +608,7 @@ DIFFERENCES = (
     ("makespan_s", "makespan_added_s", "makespan_added_percent", "added"),
     ("node_hours_off", "node_hours_off_added", "node_hours_off_added_percent", "added"),
     ("jobs_killed_at_walltime", "jobs_killed_added", "jobs_killed_added_percent", "added"),
+    ("jobs_rejected", "jobs_rejected_added", "jobs_rejected_added_percent", "added"),
 )
 
 
@@ -612,7 +626,8 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
     diff: dict[str, Any] = {}
     for key, name, percent, direction in DIFFERENCES:
         va, vb = a.get(key), b.get(key)
-        if not isinstance(va, (int, float)) or not isinstance(vb, (int, float)):
+        if not _number(va) or not _number(vb):
+            diff[name] = None  # not available in one run (no job started): nothing to subtract
             continue
         diff[name] = va - vb if direction == "saved" else vb - va
         if va:
@@ -629,18 +644,35 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
     return _rounded(result)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def compare_table(a: dict[str, Any], b: dict[str, Any], diff: dict[str, Any],
                   label_a: str, label_b: str) -> str:
+    """Both runs' metrics and B - A; a metric one run does not have (no job started) is
+    n/a, and so is its difference, which then says which run lacks it."""
     rows = [("metric", label_a, label_b, f"{label_b} - {label_a}")]
     for key, label, form in TABLE_ROWS:
         va, vb = a.get(key), b.get(key)
-        if va is None or vb is None:
+        if key not in a and key not in b:
             continue
-        rows.append((label, form.format(va), form.format(vb), form.format(vb - va)))
+        both = _number(va) and _number(vb)
+        rows.append((label, _cell(form, va if _number(va) else None),
+                     _cell(form, vb if _number(vb) else None),
+                     form.format(vb - va) if both else NOT_AVAILABLE))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
     lines.append("")
+    keys = {name: key for key, name, _, _ in DIFFERENCES}
     for name in sorted(diff):
-        lines.append(f"{name}: {diff[name]:,.4f}")
+        if diff[name] is not None:
+            lines.append(f"{name}: {diff[name]:,.4f}")
+            continue
+        key = keys.get(name, name)
+        why = [f"{label} has no {key}" + (": no job started" if m.get("jobs_started") == 0
+                                          else "")
+               for label, m in ((label_a, a), (label_b, b)) if not _number(m.get(key))]
+        lines.append(f"{name}: {NOT_AVAILABLE} ({'; '.join(why)})")
     return "\n".join(lines) + "\n"

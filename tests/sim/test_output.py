@@ -264,6 +264,44 @@ def test_compare_results_differences(tmp_path):
         compare_results(tmp_path / "on", tmp_path / "nothing", tmp_path / "c3")
 
 
+def test_metrics_over_no_started_job_are_not_available_and_compare_says_so(tmp_path):
+    """With no job started, a mean wait of 0.0 and a mean bounded slowdown of 0.000 were
+    reported (no run has them) and compare subtracted them; they are null (JSON) and n/a
+    (tables) now, their differences too, and compare gives the rejected jobs' difference."""
+    crafted_run(tmp_path / "on", plots=False)
+    w = ResultWriter(tmp_path / "none", cpus=8, plots=False)
+    w.machine(states(0, 100, idle=2))
+    w.job(JobResult(job("1", 0, 4, "a"), REJECTED, None, 0, reason="too big"))
+    w.job(JobResult(job("2", 0, 4, "a"), REJECTED, None, 0, reason="too big"))
+    w.close(10)
+    m = json.loads((tmp_path / "none" / "metrics.json").read_text())
+    lacking = ("mean_wait_s", "median_wait_s", "p95_wait_s", "max_wait_s",
+               "mean_bounded_slowdown", "mean_slowdown")
+    assert [m[k] for k in lacking] == [None] * 6
+    assert [m["per_queue"]["a"][k] for k in lacking] == [None] * 6
+    table = (tmp_path / "none" / "metrics.txt").read_text()
+    assert "mean wait (s)" in table and table.count("n/a") == 6 + 5  # and the queue's five
+    assert [line.split()[-1] for line in table.splitlines() if "wait" in line][:4] == [
+        "n/a"] * 4
+    result = compare_results(tmp_path / "on", tmp_path / "none", tmp_path / "cmp", "on",
+                             "none", plots=False)
+    d = result["differences"]
+    assert d["mean_wait_added_s"] is None and d["mean_bounded_slowdown_added"] is None
+    assert "mean_wait_added_percent" not in d
+    assert d["jobs_rejected_added"] == 1  # 2 - 1
+    text = (tmp_path / "cmp" / "compare.txt").read_text()
+    assert "mean_wait_added_s: n/a (none has no mean_wait_s: no job started)" in text
+    assert "jobs_rejected_added: 1.0000" in text
+    assert [row.split()[-3:] for row in text.splitlines() if row.startswith("mean wait")] == [
+        ["33.3", "n/a", "n/a"]]
+    # A run whose started jobs all ran 0 s has waits, but no plain slowdown.
+    w = ResultWriter(tmp_path / "zero", cpus=8, plots=False)
+    w.job(JobResult(job("1", 0, 4, "a"), COMPLETED, 5, 5))
+    w.close(5)
+    m = w.metrics()
+    assert (m["mean_wait_s"], m["mean_bounded_slowdown"], m["mean_slowdown"]) == (5, 1, None)
+
+
 def test_time_bins_stay_exact_when_they_double():
     bins = TimeBins(2, width=1.0)
     # 2 hosts busy for 500 s, then 1 for 1,500 s: past 1,000 one-second bins, they merge.
