@@ -75,7 +75,8 @@ MAX_DURATION = LONG_MAX
 def parse_duration(value: str | int | float) -> int:
     """Seconds in a PBS duration: ``HH:MM:SS``, ``MM:SS``, or plain seconds.
 
-    ``01:30:00`` -> 5400. Fractions of a second are dropped, as PBS does.
+    ``01:30:00`` -> 5400. Fractions of a second are dropped, as PBS does. Digits are
+    ASCII only (other scripts' digits, which float() reads, are not PBS's).
     """
     if isinstance(value, bool):
         raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
@@ -87,7 +88,7 @@ def parse_duration(value: str | int | float) -> int:
         text = str(value).strip()
         parts = text.split(":")
         if (not text or len(parts) > 3
-                or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts)):
+                or not all(re.fullmatch(r"[0-9]+(\.[0-9]*)?", p) for p in parts)):
             raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
         seconds = 0.0
         for part in parts:

@@ -50,7 +50,9 @@ def test_parse_duration(text, expected):
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "1:2:3:4", "ten", "01:xx:00", "-5", True])
+@pytest.mark.parametrize("bad", ["", "1:2:3:4", "ten", "01:xx:00", "-5", True,
+                                 "\u0660\u0661:\u0660\u0660:\u0660\u0660", "\u0663",
+                                 "1_0:00"])  # (Arabic-Indic digits: float() reads them)
 def test_parse_duration_rejects(bad):
     with pytest.raises(ValueError, match=r"\[\[HH:\]MM:\]SS|negative"):
         parse_duration(bad)

@@ -216,6 +216,8 @@ def _detect(p: Path) -> str:
 
 
 def _numeric(text: str) -> bool:
+    if not _plain(text):
+        return False
     try:
         float(text)
     except ValueError:
@@ -225,8 +227,17 @@ def _numeric(text: str) -> bool:
 
 # --- numbers --------------------------------------------------------------------------------
 
+def _plain(text: str) -> bool:
+    """Whether `text` may be read by int() or float(): ASCII without `_`. Python also
+    reads `1_00` as 100 and other scripts' digits (`٣`) as numbers; no trace writes them,
+    so they are typos or garbage, not numbers."""
+    return text.isascii() and "_" not in text
+
+
 def _real(text: str, name: str) -> float:
     """A finite number; -1 passes through (SWF's unknown)."""
+    if not _plain(text):
+        raise _Bad(name, f"{text[:40]!r} is not a number")
     try:
         v = float(text)
     except ValueError:
@@ -240,6 +251,8 @@ def _real(text: str, name: str) -> float:
 
 def _count(text: str, name: str) -> int:
     """A whole number (written as one, or as N.0); -1 passes through."""
+    if not _plain(text):
+        raise _Bad(name, f"{text[:40]!r} is not a whole number")
     try:
         return _bounded_count(int(text), text, name)
     except ValueError:
@@ -290,6 +303,8 @@ def _swf_header(path: str) -> TraceInfo:
         lower = key.lower()
         if lower in _HEADER_INTS:
             try:
+                if not _plain(value):
+                    raise ValueError(value)
                 number = int(value)
             except ValueError:
                 raise TraceError(path, n, f"header {key}",
@@ -404,7 +419,8 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
     f = line.split()
     if len(f) < 18:
         raise _Bad("fields", f"{len(f)} fields, SWF has 18")
-    values = _swf_fast(f) or _swf_checked(f)
+    # (a line with a `_` goes to the checks: int() and float() read `1_00` as 100)
+    values = (_swf_fast(f) if "_" not in line else None) or _swf_checked(f)
     job_number, submit, wait, run, alloc, req_procs, req_time, req_mem, status = values[:9]
     user, group, queue, partition = values[9:]
     if 2 <= status <= 4:
@@ -439,6 +455,8 @@ _EXTENDED_FIELD = "select (the request after field 18)"
 def _select_ncpus(select: str, field: str) -> int:
     """The cpus a select asks for in all: count × ncpus over its chunks (1 for a chunk that
     names none, as PBS's default chunk gives it), from 1 to 2^31."""
+    if any(c.isdigit() and not c.isascii() for c in select):  # (`٣` would be read as 3)
+        raise _Bad(field, f"{select[:40]!r} holds a digit that is not ASCII")
     try:
         chunks = parse_select(select)
     except ValueError as exc:
@@ -609,6 +627,8 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     mem = None
     if attrs.get("Resource_List.mem"):
         try:
+            if not attrs["Resource_List.mem"].isascii():  # (parse_size reads any digits)
+                raise ValueError(f"size {attrs['Resource_List.mem'][:40]!r} is not ASCII")
             mem = parse_size(attrs["Resource_List.mem"])
         except ValueError as exc:
             raise _Bad("Resource_List.mem", str(exc)) from None
@@ -616,6 +636,8 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     status = -1
     if exit_status:
         try:
+            if not _plain(exit_status):
+                raise ValueError(exit_status)
             status = 1 if int(exit_status) == 0 else 0
         except ValueError:
             raise _Bad("Exit_status", f"{exit_status[:40]!r} is not a whole number") from None
@@ -644,8 +666,8 @@ def _pbs_int(attrs: dict[str, str], key: str) -> int | None:
 
 _SACCT_STATUS = {"COMPLETED": 1, "CANCELLED": 5, "FAILED": 0, "TIMEOUT": 0, "NODE_FAIL": 0,
                  "OUT_OF_MEMORY": 0, "PREEMPTED": 0, "BOOT_FAIL": 0, "DEADLINE": 0}
-_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_SLURM_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$", re.IGNORECASE)
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", re.ASCII)
+_SLURM_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$", re.IGNORECASE | re.ASCII)
 _MEM_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
               "P": 1 << 50}
 _NEVER = ("", "Unknown", "None")
@@ -681,7 +703,7 @@ def _slurm_date(text: str, name: str) -> float | None:
     """
     if text in _NEVER:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return _real(text, name)
     try:
         dt = datetime.fromisoformat(text)

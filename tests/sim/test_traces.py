@@ -294,6 +294,37 @@ def test_a_selects_cpus_are_the_jobs_whatever_the_other_fields_say(tmp_path):
     assert job.ncpus == 4
 
 
+def test_python_number_syntax_and_other_scripts_digits_are_not_numbers(tmp_path):
+    """int() and float() read `1_00` as 100 and `٣` as 3; no trace writes either."""
+    bad_swf = {"1 0 -1 1_00 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1": r"run time \(field 4\): "
+               "'1_00' is not a number",
+               "1 0 -1 100 1 -1 -1 1_0 200 -1 1 1 1 -1 1 -1 -1 -1": r"requested processors "
+               r"\(field 8\): '1_0' is not a whole number"}
+    for line, message in bad_swf.items():
+        with pytest.raises(TraceError, match=r"t.swf:1: " + message):
+            list(open_trace(write(tmp_path, "t.swf", line + "\n")))
+    with pytest.raises(TraceError, match=r"t.swf:1: header MaxNodes: '1_0' is not a whole"):
+        open_trace(write(tmp_path, "t.swf", "; MaxNodes: 1_0\n"))
+    (job,), _ = read(write(tmp_path, "t.swf", swf_line(queue="q_1")))  # a name may have _
+    assert job.queue == "q_1"
+    pbs = "11/20/2026 10:30:00;E;1.srv;qtime=10 start=15 end=20 "
+    for body, field in (("Resource_List.ncpus=\u0663", "Resource_List.ncpus"),
+                        ("Resource_List.walltime=\u0660\u0661:\u0660\u0660:\u0660\u0660",
+                         "Resource_List.walltime"),
+                        ("Resource_List.mem=\u0663gb", "Resource_List.mem"),
+                        ("Resource_List.select=\u0663:ncpus=1", "Resource_List.select"),
+                        ("Resource_List.select=1:ncpus=\u0663", "Resource_List.select"),
+                        ("Exit_status=\u0660", "Exit_status"), ("qtime=1_0", "qtime")):
+        with pytest.raises(TraceError, match=f"acct:1: {field}: "):
+            list(open_trace(write(tmp_path, "acct", pbs + body + "\n"), fmt="pbs"))
+    for row, field in ((sacct_row(ncpus="\u0663"), "ReqCPUS"),
+                       (sacct_row(submit="\u0661\u0662"), "Submit"),
+                       (sacct_row(limit="\u0661-00:00:00"), "Timelimit"),
+                       (sacct_row(mem="\u0663G"), "ReqMem")):
+        with pytest.raises(TraceError, match=f"s:2: {field}: "):
+            list(open_trace(write(tmp_path, "s", SACCT_HEAD + "\n" + row)))
+
+
 @pytest.mark.parametrize("body, field", [
     ("qtime=10 start=5 end=20", "start"),
     ("qtime=10 start=15 end=12", "end"),
