@@ -757,13 +757,16 @@ def _sacct_records(trace: Trace, path: str, index: int) -> Iterator[_Record | st
 
 
 def _sacct_int(row: dict[str, str], *keys: str) -> int | None:
+    """The first of `keys` that gives a count; 0 gives none (sacct writes ReqCPUS=0 or
+    ReqNodes=0 when the request named none), so the next key is read, as for an empty one."""
     for key in keys:
         text = row.get(key, "").strip()
         if text:
             v = _count(text, key)
             if v < 0:
                 raise _Bad(key, f"{text} is negative")
-            return v
+            if v > 0:
+                return v
     return None
 
 

@@ -294,6 +294,16 @@ def test_a_selects_cpus_are_the_jobs_whatever_the_other_fields_say(tmp_path):
     assert job.ncpus == 4
 
 
+def test_sacct_a_zero_request_falls_back_to_the_allocation(tmp_path):
+    """ReqCPUS=0 gave 1 cpu (`or 1`) instead of NCPUS, as the docs say it should."""
+    head = "JobID|Submit|Start|End|ReqCPUS|NCPUS|ReqNodes|NNodes"
+    row = "7|2024-01-31T10:00:00|2024-01-31T10:05:00|2024-01-31T11:05:00|{}\n"
+    (job,), _ = read(write(tmp_path, "s", head + "\n" + row.format("0|16|0|2")))
+    assert (job.ncpus, job.nodes) == (16, 2)
+    (job,), _ = read(write(tmp_path, "s", head + "\n" + row.format("0|0|0|0")))
+    assert (job.ncpus, job.nodes) == (1, None)
+
+
 def test_python_number_syntax_and_other_scripts_digits_are_not_numbers(tmp_path):
     """int() and float() read `1_00` as 100 and `٣` as 3; no trace writes either."""
     bad_swf = {"1 0 -1 1_00 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1": r"run time \(field 4\): "
