@@ -47,6 +47,8 @@ MAX_COUNT = 1 << 31
 MAX_LINE = 1 << 20
 #: How much of an over-long line is read at a time while reading past it.
 _PAST_CHUNK = 1 << 16
+#: UTF-8's byte-order mark as the UTF-8 and the Latin-1 (SWF) readers decode it.
+_BOMS = ("\ufeff", "\xef\xbb\xbf")
 LONG_LINE = (f"longer than {MAX_LINE:,} characters; no SWF, PBS or sacct line comes near "
              "it (not read)")
 
@@ -170,7 +172,8 @@ def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str | None]]:
 
     A line longer than `MAX_LINE` comes as None (the caller reports it) and is not built:
     what was read of it is dropped and, when the caller goes on, the rest is read past in
-    pieces of `_PAST_CHUNK`."""
+    pieces of `_PAST_CHUNK`. A byte-order mark opening the file (Windows tools write one
+    before UTF-8 text) is taken off the first line."""
     n = 0
     f = _open_text(trace_path, encoding)
     try:
@@ -178,6 +181,8 @@ def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str | None]]:
             readline = f.readline
             while line := readline(MAX_LINE + 1):
                 n += 1
+                if n == 1 and line.startswith(_BOMS):
+                    line = line.removeprefix(_BOMS[0]).removeprefix(_BOMS[1])
                 if len(line) <= MAX_LINE:
                     yield n, line
                     continue

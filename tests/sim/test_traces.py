@@ -304,6 +304,22 @@ def test_sacct_a_zero_request_falls_back_to_the_allocation(tmp_path):
     assert (job.ncpus, job.nodes) == (1, None)
 
 
+def test_a_byte_order_mark_opening_a_trace_is_taken_off(tmp_path):
+    """An sacct file saved with a UTF-8 BOM was "not a trace", or, given --format sacct,
+    lacked "the fields JobID"; SWF and PBS files with one are read as well."""
+    bom = b"\xef\xbb\xbf"
+    sacct = write(tmp_path, "s", bom + (SACCT_HEAD + "\n" + sacct_row()).encode())
+    for fmt in (None, "sacct"):
+        jobs, trace = read(sacct, fmt=fmt)
+        assert (trace.info.format, [j.job_id for j in jobs]) == ("sacct", ["100"])
+    swf = write(tmp_path, "t", bom + (SWF_HEADER + swf_line()).encode())
+    jobs, trace = read(swf)
+    assert (trace.info.format, len(jobs), trace.info.max_nodes) == ("swf", 1, 100)
+    assert "Version: 2.2" in trace.info.notes  # (the first header line, after the mark)
+    jobs, trace = read(write(tmp_path, "acct", bom + PBS_E.encode()))
+    assert (trace.info.format, len(jobs)) == ("pbs", 1)
+
+
 def test_python_number_syntax_and_other_scripts_digits_are_not_numbers(tmp_path):
     """int() and float() read `1_00` as 100 and `٣` as 3; no trace writes either."""
     bad_swf = {"1 0 -1 1_00 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1": r"run time \(field 4\): "
