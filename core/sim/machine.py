@@ -35,6 +35,7 @@ Every value is checked on load; an error names the file, the key and the value.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,16 @@ MAX_VNODES = 1_000_000
 MAX_NCPUS = 1_000_000
 #: The largest watts and seconds in a power model.
 MAX_FIGURE = 1e9
+#: A queue's name: PBS's characters and length (letters, digits, `_`, `-`; at most 15),
+#: but it may start with a digit, since SWF numbers its queues (`[queues.1]`).
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,14}")
+#: A partition's name: one a sched's partition attribute can list (PBS's list is
+#: comma-separated): letters, digits, `_`, `.`, `-`.
+_PARTITION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+#: The default scheduler's own partition, which PBS refuses on a queue or a node.
+_DEFAULT_PARTITION = "pbs-default"
+#: PBS's range of a queue's Priority.
+_PRIORITY = (-1024, 1023)
 
 
 class PlatformError(ValueError):
@@ -175,6 +186,9 @@ def load_platform(path: str | Path) -> Machine:
         vnodes += sum(len(h.vnodes) for h in more)
     queues = {}
     for name, table in _table(path, "queues", data.get("queues", {})).items():
+        if not _QUEUE_NAME.fullmatch(name):
+            raise PlatformError(f"{path}: queues.{name!r}: expected a queue name (1 to 15 "
+                                "letters, digits, _ or -)")
         where = f"queues.{name}"
         extra = set(_table(path, where, table)) - {"partition", "priority", *_QUEUE_RESOURCES}
         if extra:
@@ -186,12 +200,12 @@ def load_platform(path: str | Path) -> Machine:
             if key in table:
                 queue[key] = _resources(path, f"{where}.{key}", table[key])
         if "partition" in table:
-            queue["partition"] = _text(path, f"{where}.partition", table["partition"])
+            queue["partition"] = _partition(path, f"{where}.partition", table["partition"])
             if not any(h.partition == queue["partition"] for h in hosts):
                 raise PlatformError(f"{path}: {where}.partition: {queue['partition']!r}: no "
                                     "host is in it, so no job of the queue could ever run")
         if "priority" in table:
-            queue["Priority"] = _int(path, f"{where}.priority", table["priority"], -1024)
+            queue["Priority"] = _int(path, f"{where}.priority", table["priority"], *_PRIORITY)
         queues[name] = queue
     return Machine(hosts, queues, source=path)
 
@@ -233,6 +247,16 @@ def _resources(path: Path, where: str, value: Any) -> dict[str, Any]:
 def _text(path: str, key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise PlatformError(f"{path}: {key}: {value!r}: expected a name")
+    return value
+
+
+def _partition(path: str, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not _PARTITION_NAME.fullmatch(value):
+        raise PlatformError(f"{path}: {key}: {value!r}: expected a partition name (letters, "
+                            "digits, _, . and -; one name, not a list)")
+    if value == _DEFAULT_PARTITION:
+        raise PlatformError(f"{path}: {key}: {value!r}: Default partition name is not "
+                            "allowed (the default scheduler's own)")
     return value
 
 
@@ -287,7 +311,7 @@ def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
         except (ValueError, TypeError):
             raise PlatformError(f"{path}: {where}.mem: {group['mem']!r}: expected a size "
                                 "such as 32gb") from None
-    partition = _text(path, f"{where}.partition", group["partition"]) \
+    partition = _partition(path, f"{where}.partition", group["partition"]) \
         if "partition" in group else None
     if "power" in group:
         model_name = _text(path, f"{where}.power", group["power"])

@@ -232,6 +232,22 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
     ("hosts = 3\n", "hosts: 3: expected one or more [[hosts]] tables"),
     ("[[hosts]]\ncount = 1\nncpus = 1\n[extra]\n", "extra: unknown section"),
     ("[[hosts\n", "not TOML"),
+    # PBS's range of a queue's Priority; partitions and queue names checked as names.
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\npriority = 999999\n",
+     "queues.q.priority: 999999: expected an integer from -1024 to 1,023"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\npartition = 'a,b'\n",
+     "hosts[0].partition: 'a,b': expected a partition name"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\npartition = ' '\n",
+     "hosts[0].partition: ' ': expected a partition name"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\npartition = 'pbs-default'\n",
+     "hosts[0].partition: 'pbs-default': Default partition name is not allowed"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\npartition = 'p'\n[queues.q]\npartition = 'p,'\n",
+     "queues.q.partition: 'p,': expected a partition name"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.'']\n", "queues.'': expected a queue name"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.'a b;c']\n",
+     "queues.'a b;c': expected a queue name (1 to 15 letters, digits, _ or -)"),
+    ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.abcdefghijklmnop]\n",
+     "queues.'abcdefghijklmnop': expected a queue name"),
 ])
 def test_platform_errors_name_the_file_the_key_and_the_value(tmp_path, text, message):
     path = tmp_path / "p.toml"
