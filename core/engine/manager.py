@@ -122,8 +122,10 @@ class Manager:
                 return qmgr.print_server(objects[eng.server_name], defs,
                                          queues=self.objects("queue"),
                                          queue_defs=qmgr.definitions("queue", registry),
-                                         custom_resources=self.resource_types())
-            return qmgr.print_objects(cmd.obj_type, chosen, defs, self.resource_types())
+                                         custom_resources=self.resource_types(),
+                                         role=caller.role)
+            return qmgr.print_objects(cmd.obj_type, chosen, defs, self.resource_types(),
+                                      role=caller.role)
         # One command is all or nothing: its changes to every object it names are one
         # transaction, so a refusal for the last name leaves the first ones as they were.
         with eng.store.transaction():

@@ -1123,7 +1123,8 @@ def _quote(text: str) -> str:
 
 def print_objects(obj_type: str, objects: Mapping[str, Mapping[str, Any]],
                   defs: Mapping[str, AttrDef] | None = None,
-                  resource_types: Mapping[str, str] | None = None) -> str:
+                  resource_types: Mapping[str, str] | None = None, *,
+                  role: str = "manager") -> str:
     """``qmgr print``: commands that recreate `objects` (name -> attributes) when fed back.
 
     A heading for the type, then per object ``#\\n# Create and define queue workq\\n#``,
@@ -1131,19 +1132,19 @@ def print_objects(obj_type: str, objects: Mapping[str, Mapping[str, Any]],
     left out. A string is one value, quoted if it holds a blank, comma or quote; a list
     gives one ``=`` line and then one ``+=`` line per further item. A node's ``create``
     line carries ``Mom=`` and ``Port=`` when they differ from the name and 15002, and a
-    ``down`` or ``state-unknown`` state is left out. The server is printed with
-    `print_server`.
+    ``down`` or ``state-unknown`` state is left out, and so is what `role` may not read.
+    The server is printed with `print_server`.
     """
     defs = defs if defs is not None else definitions(obj_type)
     kinds = {**RESOURCE_TYPES, **(resource_types or {})}
     out = [_PRINT_HEADINGS.get(obj_type, "")]
     for name, attrs in objects.items():
-        out.append(_print_one(obj_type, name, attrs, defs, kinds))
+        out.append(_print_one(obj_type, name, attrs, defs, kinds, role))
     return "".join(out)
 
 
 def _print_one(obj_type: str, name: str, attrs: Mapping[str, Any],
-               defs: Mapping[str, AttrDef], kinds: Mapping[str, str]) -> str:
+               defs: Mapping[str, AttrDef], kinds: Mapping[str, str], role: str) -> str:
     word = {"sched": "scheduler"}.get(obj_type, obj_type)
     out = []
     if obj_type != "server":
@@ -1163,7 +1164,7 @@ def _print_one(obj_type: str, name: str, attrs: Mapping[str, Any],
         prefix = f"set {obj_type} "
     else:
         prefix = f"set {obj_type} {name} "
-    for defn, attr, res, value in _entries(attrs, defs, "manager"):
+    for defn, attr, res, value in _entries(attrs, defs, role):
         if defn is None or defn.read_only:
             continue
         if obj_type == "node" and attr in ("Mom", "Port"):
@@ -1190,7 +1191,8 @@ def _print_one(obj_type: str, name: str, attrs: Mapping[str, Any],
 def print_server(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef] | None = None, *,
                  queues: Mapping[str, Mapping[str, Any]] | None = None,
                  queue_defs: Mapping[str, AttrDef] | None = None,
-                 custom_resources: Mapping[str, str] | None = None) -> str:
+                 custom_resources: Mapping[str, str] | None = None,
+                 role: str = "manager") -> str:
     """``qmgr print server``: custom resources, then the queues, then the server's own
     attributes (nodes are printed with ``print node @default``). Flags of custom resources
     (``flag = nh``) are not known to pbsplug and are not printed."""
@@ -1202,10 +1204,10 @@ def print_server(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef] | None = 
             out.append(f"#\n# Create and define resource {rname}\n#\n"
                        f"create resource {rname}\nset resource {rname} type = {kind}\n")
     if queues:
-        out.append(print_objects("queue", queues, queue_defs, kinds))
+        out.append(print_objects("queue", queues, queue_defs, kinds, role=role))
     out.append(_PRINT_HEADINGS["server"])
     out.append(_print_one("server", "", attrs, defs if defs is not None
-                          else definitions("server"), {**RESOURCE_TYPES, **kinds}))
+                          else definitions("server"), {**RESOURCE_TYPES, **kinds}, role))
     return "".join(out)
 
 

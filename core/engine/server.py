@@ -45,7 +45,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import acl, depend, executor, jobspec, limits, routing
+from . import acl, depend, executor, jobspec, limits, qmgr, routing
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -945,14 +945,34 @@ class Engine:
                                    lean=wanted is not None and store_env not in wanted)
             out = {j: a for j, a in jobs.items() if others or a.get("euser") == caller.user}
         out = self._with_sessions(out)
-        if not caller.manager:  # (OpenPBS 23.06 shows them to managers only, checked)
+        hidden = self.unreadable("job", caller)
+        if hidden:
             for attrs_read in out.values():  # (read for this answer: ours to change)
-                for key in _MANAGERS_READ:
+                for key in hidden:
                     attrs_read.pop(key, None)
         if wanted is None:
             return out
         return {j: {k: v for k, v in a.items() if k in wanted or k == "job_state"}
                 for j, a in out.items()}
+
+    def unreadable(self, obj_type: str, caller: Caller) -> frozenset[str]:
+        """The attributes of `obj_type` the caller may not read, on every path that shows
+        them (qstat, pbsnodes, qmgr list and print): those a plugin registered with a
+        `read_by` above the caller's role, and a job's schedselect below managers (OpenPBS
+        23.06 shows it to managers only, checked)."""
+        hidden = {name for name, defn in
+                  self.plugins.attribute_registry().for_type(obj_type).items()
+                  if not qmgr.may_read(defn, caller.role)}
+        if obj_type == "job" and not caller.manager:
+            hidden |= _MANAGERS_READ
+        return frozenset(hidden)
+
+    @staticmethod
+    def _without(objects: dict[str, dict], hidden: frozenset[str]) -> dict[str, dict]:
+        """`objects` (name -> attributes) without the `hidden` attributes."""
+        if not hidden:
+            return objects
+        return {n: {k: v for k, v in a.items() if k not in hidden} for n, a in objects.items()}
 
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
         """A running job's session_id: its process group, as its shepherd recorded it."""
@@ -972,7 +992,7 @@ class Engine:
             mine = {state: n for (queue, state), n in counts.items() if queue == name}
             out[name] = {**queues[name], "total_jobs": sum(mine.values()),
                          "state_count": state_count(mine)}
-        return out
+        return self._without(out, self.unreadable("queue", caller))
 
     def server_attrs(self) -> dict[str, Any]:
         """The server's attributes: the stored ones, and the flags enabled plugins hold True
@@ -983,9 +1003,10 @@ class Engine:
 
     def req_stat_server(self, caller: Caller) -> dict:
         counts = self.job_counts()
-        return {self.server_name: {**self.server_attrs(),
-                                   "total_jobs": sum(counts.values()),
-                                   "state_count": state_count(counts)}}
+        return self._without({self.server_name: {**self.server_attrs(),
+                                                 "total_jobs": sum(counts.values()),
+                                                 "state_count": state_count(counts)}},
+                             self.unreadable("server", caller))
 
     def job_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, int]:
         """How many jobs are in each of `states` (no row decoded: see `Store.state_counts`)."""
@@ -1000,8 +1021,8 @@ class Engine:
             missing = [n for n in names if n not in nodes]
             if missing:
                 raise PbsError(PBSE_UNKNODE, obj=missing[0])
-            return {n: nodes[n].to_dict() for n in names}
-        return {n: v.to_dict() for n, v in nodes.items()}
+        return self._without({n: nodes[n].to_dict() for n in names or nodes},
+                             self.unreadable("node", caller))
 
     def req_delete(self, caller: Caller, ids: list[str], force: bool = False) -> list[dict]:
         """qdel: each job's result, so one bad id does not stop the others."""
@@ -1584,7 +1605,7 @@ class Engine:
         return self.resvs.submit(caller, attrs)
 
     def req_stat_resvs(self, caller: Caller, ids: list[str] | None = None) -> dict:
-        return self.resvs.stat(caller, ids)
+        return self._without(self.resvs.stat(caller, ids), self.unreadable("resv", caller))
 
     def req_resv_delete(self, caller: Caller, ids: list[str]) -> list[dict]:
         return self.resvs.delete(caller, ids)

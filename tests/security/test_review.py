@@ -513,3 +513,57 @@ def test_a_job_of_absurd_mpiprocs_or_walltime_harms_nobody_else(engine, attacker
     assert engine.pbs("qstat", "-f", "-F", "json").returncode == 0
     for job_id in (forever, behind):
         engine.pbs("qdel", job_id)
+
+
+SECRET_PLUGIN = '''
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(api="1.0")
+
+
+@hookimpl
+def register_attributes(registry):
+    for object_type in ("server", "queue", "node", "job", "resv"):
+        registry.add(object_type, f"{object_type}_secret", "string", read_by="manager")
+'''
+
+
+def test_attributes_a_plugin_lets_managers_read_stay_hidden_from_users(local_engine, dists,
+                                                                       attacker):
+    """A plugin's attribute registered with ``read_by="manager"`` was hidden by ``qmgr list``
+    only: any user read it with ``qmgr print``, ``qstat -f``/``-Bf``/``-Qf``, ``pbsnodes``
+    and the raw stat requests. Every path now leaves it out below its role; root still
+    sees it."""
+    dists.add("secrets", SECRET_PLUGIN)
+    engine = local_engine("[plugins.secrets]\nenabled = true\n", env=dists.env())
+    node = next(iter(engine.nodes()))
+    for obj, name in (("server", ""), ("queue", "workq"), ("node", node)):
+        done = engine.pbs("qmgr", "-c", f"set {obj} {name} {obj}_secret = TOPSECRET_{obj}")
+        assert done.returncode == 0, done.stderr
+    job_id = qsub(attacker, engine, "-h", "--", "/bin/true")
+    engine.client("alter", id=job_id, attrs={"job_secret": "TOPSECRET_job"})
+    shown = {
+        "qmgr print server": attacker.pbs(engine, "qmgr", "-c", "print server").stdout,
+        "qmgr print queue": attacker.pbs(engine, "qmgr", "-c", "print queue workq").stdout,
+        "qmgr print node": attacker.pbs(engine, "qmgr", "-c", f"print node {node}").stdout,
+        "qstat -Bf": attacker.pbs(engine, "qstat", "-Bf").stdout,
+        "qstat -Qf": attacker.pbs(engine, "qstat", "-Qf").stdout,
+        "qstat -f": attacker.pbs(engine, "qstat", "-f", job_id).stdout,
+        "pbsnodes -a": attacker.pbs(engine, "pbsnodes", "-a").stdout,
+    }
+    raw = attacker.python(
+        "import json, os, sys\nfrom pathlib import Path\n"
+        "from pbsplug.engine.client import Client\nfrom pbsplug.engine.home import Home\n"
+        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        "print(json.dumps([c('stat_server'), c('stat_queues'), c('stat_nodes'),\n"
+        "                  c('stat_jobs', ids=[sys.argv[1]])]))\n", job_id, home=engine)
+    assert raw.returncode == 0, raw.stderr
+    shown["raw stat requests"] = raw.stdout
+    assert all(text for text in shown.values()), shown  # each path answered something
+    leaked = {path: text for path, text in shown.items() if "TOPSECRET" in text}
+    assert not leaked, leaked
+    for obj in ("server", "queue", "node"):  # a manager still sees them
+        assert f"TOPSECRET_{obj}" in engine.pbs("qmgr", "-c", f"print {obj} "
+                                                f"{'workq' if obj == 'queue' else ''}"
+                                                f"{node if obj == 'node' else ''}").stdout
+    assert "TOPSECRET_job" in engine.pbs("qstat", "-f", job_id).stdout
