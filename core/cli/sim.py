@@ -218,6 +218,15 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
             "schedulers": [(s.name, tuple(sorted(s.partitions))) for s in sim.schedulers]}
 
 
+def _out_dir(text: str) -> Path:
+    """--out as a folder: not empty (Path('') is the current directory, so an empty --out,
+    an unset variable in a script, wrote every result there)."""
+    if not text.strip():
+        raise CliError(f"--out {text!r}: expected a directory (give --out . for the current "
+                       "one)")
+    return Path(text)
+
+
 def _report(result: dict[str, Any], out: Path) -> None:
     summary = result["summary"]
     trace = result["trace"]
@@ -271,8 +280,8 @@ def sim_app() -> typer.Typer:
                                                                     "trace header's)."),
             cpus_per_node: int | None = typer.Option(None, "--cpus-per-node",
                                                      help="Cpus per host (with --nodes)."),
-            out: Path = typer.Option(Path("sim-out"), "--out", metavar="DIR",
-                                     help="Where the results go."),
+            out: str = typer.Option("sim-out", "--out", metavar="DIR",
+                                    help="Where the results go."),
             skip_bad: bool = typer.Option(False, "--skip-bad",
                                           help="Count malformed trace lines and go on."),
             fmt: str | None = typer.Option(None, "--format", help="swf, pbs or sacct "
@@ -287,10 +296,11 @@ def sim_app() -> typer.Typer:
             ) -> None:
         """Replay TRACE; metrics, Batsim CSVs and plots go to --out."""
         root_site = ctx.find_root().obj.site_arg if ctx.find_root().obj else None
-        result = simulate(trace, out, site=site, root_site=root_site, platform=platform,
+        out_dir = _out_dir(out)
+        result = simulate(trace, out_dir, site=site, root_site=root_site, platform=platform,
                           nodes=nodes, cpus_per_node=cpus_per_node, fmt=fmt,
                           skip_bad=skip_bad, limit=limit, policy=policy, plots=plots)
-        _report(result, out)
+        _report(result, out_dir)
 
     @app.command("compare")
     def compare(ctx: typer.Context,
@@ -300,7 +310,7 @@ def sim_app() -> typer.Typer:
                 platform: Path | None = typer.Option(None, "--platform", metavar="FILE"),
                 nodes: int | None = typer.Option(None, "--nodes"),
                 cpus_per_node: int | None = typer.Option(None, "--cpus-per-node"),
-                out: Path = typer.Option(Path("sim-compare"), "--out", metavar="DIR"),
+                out_text: str = typer.Option("sim-compare", "--out", metavar="DIR"),
                 skip_bad: bool = typer.Option(False, "--skip-bad"),
                 fmt: str | None = typer.Option(None, "--format"),
                 limit: int | None = typer.Option(None, "--limit"),
@@ -308,8 +318,15 @@ def sim_app() -> typer.Typer:
                 plots: bool = typer.Option(True, "--plots/--no-plots"),
                 ) -> None:
         """The same trace under two site configs, side by side, with B's differences."""
-        from ..sim.output import OutputError, compare_results
+        from ..sim.output import (
+            COMPARE_FILES,
+            RUN_FILES,
+            OutputError,
+            check_names,
+            compare_results,
+        )
 
+        out = _out_dir(out_text)
         if len(site) != 2:
             raise CliError(f"give two --site files (A and B), not {len(site)}")
         for path in site:  # both checked before either runs: B's mistake is not an hour away
@@ -321,6 +338,12 @@ def sim_app() -> typer.Typer:
                 re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", label)
                 and not label.startswith("compare") for label in labels):
             labels = ["A", "B"]
+        try:  # B's folder, and the comparison's, are checked before A's run, not after it
+            check_names(out, COMPARE_FILES)
+            for label in labels:
+                check_names(out / label, RUN_FILES)
+        except OutputError as exc:
+            raise CliError(str(exc)) from None
         dirs = []
         for label, path in zip(labels, site, strict=True):
             run_dir = out / label

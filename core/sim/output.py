@@ -492,6 +492,23 @@ def _prepare(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+def check_names(out_dir: str | os.PathLike[str], names: Iterable[str]) -> None:
+    """An `OutputError` now when a run could not write `names` into `out_dir` (which may
+    not exist yet): `out_dir` is a file, or a name in it is a directory. Nothing is
+    changed; `sim compare` checks its second run's folder before the first runs."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"output directory {out} is a file; give a directory")
+    for name in names:
+        _not_a_directory(out / name, name)
+
+
+def _not_a_directory(path: Path, name: str) -> None:
+    if path.is_dir() and not path.is_symlink():
+        raise OutputError(f"{path} is a directory, where the run writes its file "
+                          f"{name}: move it away or give another directory")
+
+
 def _clear(out: Path, names: Iterable[str]) -> None:
     """Remove what an earlier run left under `names` in `out`. Each name itself is
     unlinked: a symlink planted there is removed, never followed (nor later written
@@ -503,17 +520,17 @@ def _clear(out: Path, names: Iterable[str]) -> None:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            if path.is_dir() and not path.is_symlink():
-                raise OutputError(f"{path} is a directory, where the run writes its file "
-                                  f"{name}: move it away or give another directory"
-                                  ) from None
+            _not_a_directory(path, name)
             raise OutputError(f"cannot remove {path} (an earlier run's file): "
                               f"{exc.strerror or exc}") from None
 
 
 def _write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    except OSError as exc:  # (a full disk, a folder made unwritable during the run)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _rounded(value: Any) -> Any:

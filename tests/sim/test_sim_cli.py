@@ -512,6 +512,46 @@ def test_extended_swf_utilization_counts_the_selects_cpus(tmp_path, capsys):
     assert (out / "out_series.csv").read_text().splitlines()[1] == "0,0,1,4,600"
 
 
+def test_an_empty_out_is_refused(tmp_path, capsys, monkeypatch):
+    """--out '' was the current directory (Path('') is '.'): results went there."""
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    (tmp_path / "a.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for args in (["run", str(trace)], ["compare", str(trace), "--site", "a.toml", "--site",
+                                       "a.toml"]):
+        code, _, err = run_cli(capsys, "sim", *args, "--no-plots", "--out", "")
+        assert code == 2 and err.strip().splitlines() == [
+            "pbsplug: error: --out '': expected a directory (give --out . for the current "
+            "one)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.toml", "t.swf"]
+
+
+def test_a_directory_under_an_output_name_is_an_error_before_the_replay(tmp_path, capsys):
+    """A folder named metrics.json failed after the whole replay, with an unprefixed
+    `[Errno 21]`; in a comparison, after both runs. It is one line before any run now."""
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10)])
+    out = tmp_path / "o"
+    (out / "metrics.json").mkdir(parents=True)
+    code, stdout, err = run_cli(capsys, "sim", "run", str(trace), "--no-plots", "--out",
+                                str(out))
+    assert code == 2 and stdout == ""
+    assert err.strip().splitlines() == [
+        f"pbsplug: error: {out}/metrics.json is a directory, where the run writes its file "
+        "metrics.json: move it away or give another directory"]
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json"]  # nothing written
+    (tmp_path / "a.toml").write_text("")
+    (tmp_path / "b.toml").write_text("")
+    for bad in ("b/out_jobs.csv", "compare.txt"):
+        cmp = tmp_path / bad.replace("/", "_")
+        (cmp / bad).mkdir(parents=True)
+        code, stdout, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                                    str(tmp_path / "a.toml"), "--site",
+                                    str(tmp_path / "b.toml"), "--no-plots", "--out", str(cmp))
+        assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
+        assert f"{cmp / bad} is a directory" in err
+        assert not (cmp / "a").exists()  # A did not run first
+
+
 def test_server_attributes_keep_qmgrs_spelling():
     """[sim.server] names match without regard to case, as qmgr's do, and are stored as
     qmgr spells them (else the server would hold a name nothing reads)."""
