@@ -166,7 +166,9 @@ class _Listener:
         self.conns: dict[int, _Connection] = {}  # by file descriptor
         self.per_uid: collections.Counter[int] = collections.Counter()
         self.buffered: collections.Counter[int] = collections.Counter()  # bytes, per uid
-        self.ready: collections.deque[_Connection] = collections.deque()
+        #: Complete requests waiting for their answer, per uid; the uids take turns
+        #: (`next_ready`), so a user's many requests never wait out another user's one.
+        self.ready: dict[int, collections.deque[_Connection]] = {}
         self.privileged = {0, os.getuid()}
         # Stay well inside the descriptors this process may open: jobs, hooks and the
         # database need theirs too.
@@ -188,7 +190,7 @@ class _Listener:
             answered, started = 0, time.monotonic()
             while self.ready and answered < MAX_BURST and not engine.stopping and (
                     time.monotonic() - started < MAX_BURST_SECONDS):
-                self.answer(self.ready.popleft())
+                self.answer(self.next_ready())
                 answered += 1
                 if not self.ready:
                     self.wait(0)  # what came in meanwhile joins the burst
@@ -320,7 +322,17 @@ class _Listener:
         if conn.complete:
             self.selector.unregister(conn.sock)
             conn.state = _WRITING  # nothing more is read; its answer comes next
-            self.ready.append(conn)
+            self.ready.setdefault(conn.uid, collections.deque()).append(conn)
+
+    def next_ready(self) -> _Connection:
+        """The next request to answer: the oldest of the uid whose turn it is; that uid's
+        others wait behind every other uid's (round robin)."""
+        uid = next(iter(self.ready))
+        waiting = self.ready.pop(uid)
+        conn = waiting.popleft()
+        if waiting:
+            self.ready[uid] = waiting  # (at the end: after the others)
+        return conn
 
     def refuse(self, conn: _Connection, refused: _Refused) -> None:
         """Answer a refused request at once, then drain what the client still sends until it
@@ -376,7 +388,7 @@ class _Listener:
 
     def expire(self, now: float) -> None:
         for conn in list(self.conns.values()):
-            if now < conn.deadline or conn in self.ready:
+            if now < conn.deadline or conn in self.ready.get(conn.uid, ()):
                 continue
             if conn.state == _READING:
                 self.log_drop(conn.uid, f"request not complete within {REQUEST_DEADLINE:g} s")

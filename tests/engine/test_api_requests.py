@@ -116,6 +116,7 @@ def test_a_connection_that_fails_unexpectedly_drops_that_client_alone(tmp_path, 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(tmp_path / "s.sock"))
         server.listen()
+        server.setblocking(False)  # (as `serve` makes it)
         listener = api._Listener(object(), server)
         monkeypatch.setattr(listener, "log", lambda kind, message: logged.append(message))
         bad, good = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
@@ -136,8 +137,48 @@ def test_a_connection_that_fails_unexpectedly_drops_that_client_alone(tmp_path, 
                 listener.wait(0.05)
                 if listener.ready:
                     break
-            assert [c.op for c in listener.ready] == ["status"]  # the good one, whole
+            assert [c.op for waiting in listener.ready.values() for c in waiting] == [
+                "status"]  # the good one, whole
             assert len(listener.conns) == 1
             assert bad.recv(100) == b""  # closed by the server
             assert any("dropped" in m and "a bug in the parser" in m for m in logged), logged
+        listener.selector.close()
+
+
+def test_users_take_turns_so_many_requests_never_wait_out_anothers_one(tmp_path):
+    """One user's requests, however many and however slow each is to answer (a qhold of
+    10,000 ids), are answered in turn with the other users' (round robin per uid), not
+    before them: a user with 30 such requests queued once held another user's qstat past
+    its 60 s timeout."""
+    from pbsplug.engine import api
+
+    served: list[int] = []
+
+    class Engine:
+        stopping = False
+
+        def handle(self, op, args, uid):
+            served.append(uid)
+            return {}
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(tmp_path / "s.sock"))
+        listener = api._Listener(Engine(), server)
+        pairs = []
+        for uid in [1000] * 5 + [1001, 0, 1001]:  # in the order they came in
+            ours, theirs = socket.socketpair()
+            pairs.append((ours, theirs))
+            conn = api._Connection(ours, uid, float("inf"))
+            listener.conns[ours.fileno()] = conn
+            listener.per_uid[uid] += 1
+            listener.selector.register(ours, 1)
+            theirs.sendall(b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}")
+            listener.read(conn)
+        while listener.ready:
+            listener.answer(listener.next_ready())
+        assert served == [1000, 1001, 0, 1000, 1001, 1000, 1000, 1000]
+        for ours, theirs in pairs:
+            assert theirs.recv(100).startswith(b"HTTP/1.0 200 OK")  # every one answered
+            ours.close()
+            theirs.close()
         listener.selector.close()
