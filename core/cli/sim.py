@@ -221,7 +221,7 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
 def _out_dir(text: str) -> Path:
     """--out as a folder: not empty (Path('') is the current directory, so an empty --out,
     an unset variable in a script, wrote every result there)."""
-    if not text.strip():
+    if not text:
         raise CliError(f"--out {text!r}: expected a directory (give --out . for the current "
                        "one)")
     return Path(text)

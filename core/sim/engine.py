@@ -366,7 +366,11 @@ class Simulator:
         records = list(self.plugins.enabled) if self.plugins is not None else []
         for record in records:
             check = getattr(record.info, "sim_check", None)
-            why = check(record.config) if check is not None else None
+            try:
+                why = check(record.config) if check is not None else None
+            except Exception as exc:  # (a plugin's bug: the replay cannot know it is safe)
+                raise SimError(f"plugin {record.name}: its sim_check failed: "
+                               f"{type(exc).__name__}: {exc}".replace("\n", "; ")) from None
             if why:  # (its hooks would touch a real host: not left out in silence either)
                 raise SimError(f"plugin {record.name}: {why}".replace("\n", "; "))
             safe = set(getattr(record.info, "sim_safe", ()) or ())

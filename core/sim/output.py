@@ -50,8 +50,9 @@ METRICS_TXT = "metrics.txt"
 #: The plots a run may draw (`plots.run_plots`): which ones depends on the run.
 RUN_PLOTS = ("utilization.png", "power_states.png", "wait_cdf.png", "gantt.png")
 #: Every name a run may write in its folder, and a comparison in its own. Each starts by
-#: removing these names left by an earlier run (`_clear`), and only these: a rerun with
-#: --no-plots, or too many jobs for a Gantt chart, leaves no stale plot beside new files.
+#: removing these names left by an earlier run (`_Folder.clear`), and only these: a rerun
+#: with --no-plots, or too many jobs for a Gantt chart, leaves no stale plot beside new
+#: files.
 RUN_FILES = (JOBS_CSV, MACHINE_STATES_CSV, SERIES_CSV, METRICS_JSON, METRICS_TXT) + RUN_PLOTS
 COMPARE_FILES = ("compare.json", "compare.txt", "compare_time.png", "compare_wait_cdf.png")
 
@@ -294,7 +295,8 @@ class ResultWriter:
         if hosts is not None and (not isinstance(hosts, int) or hosts < 1):
             raise OutputError(f"hosts {hosts!r} must be a whole number of at least 1")
         self.out = _prepare(out_dir)
-        _clear(self.out, RUN_FILES)
+        check_names(self.out, RUN_FILES)
+        self.folder = _Folder(self.out)
         self.cpus, self.hosts, self.workload = cpus, hosts, workload
         self.plots, self.gantt_limit = plots, gantt_limit
         self.all = _Group()
@@ -316,25 +318,28 @@ class ResultWriter:
         self.end: float | None = None
         self.power_cycles = 0
         self.closed = False
-        self._jobs_f = self._open(JOBS_CSV)
-        self._states_f = self._open(MACHINE_STATES_CSV)
-        self._series_f = self._open(SERIES_CSV)
-        self._jobs = csv.writer(self._jobs_f, lineterminator="\n")
-        self._states = csv.writer(self._states_f, lineterminator="\n")
-        self._series = csv.writer(self._series_f, lineterminator="\n")
+        # The files are made at the first result, not before: a replay refused while it is
+        # set up (a site's plugin, its schedulers) leaves an earlier run's files as they were.
+        self._files: list[TextIO] = []
+
+    def _start(self) -> None:
+        """Clear what an earlier run left, and open the CSVs with their headers."""
+        self.folder.clear(RUN_FILES)
+        # (a large buffer: these files get a line per event)
+        self._files = [self.folder.create(name, buffering=1 << 18)
+                       for name in (JOBS_CSV, MACHINE_STATES_CSV, SERIES_CSV)]
+        _, self._states_f, self._series_f = self._files  # (states and series: lines made here)
+        self._jobs, self._states, self._series = (csv.writer(f, lineterminator="\n")
+                                                  for f in self._files)
         self._jobs.writerow(JOB_COLUMNS)
         self._states.writerow(STATE_COLUMNS)
         self._series.writerow(SERIES_COLUMNS)
 
-    def _open(self, name: str) -> TextIO:
-        try:  # a large buffer: these files get a line per event
-            return open(self.out / name, "w", newline="", encoding="utf-8", buffering=1 << 18)
-        except OSError as exc:
-            raise OutputError(f"cannot write {self.out / name}: {exc.strerror or exc}") from None
-
     # --- the sink -------------------------------------------------------------------------
 
     def job(self, result: JobResult) -> None:
+        if not self._files:
+            self._start()
         job = result.job
         submit, start, end = job.submit, result.start, result.end
         if start is None:
@@ -369,6 +374,8 @@ class ResultWriter:
         self._write_job(result, values)
 
     def machine(self, states: MachineStates) -> None:
+        if not self._files:
+            self._start()
         c = states.counts
         state = (states.time, c.get("sleeping", 0), c.get("switching_on", 0),
                  c.get("switching_off", 0), c.get("idle", 0), c.get("computing", 0),
@@ -401,17 +408,20 @@ class ResultWriter:
             if end > prev[0]:  # the state holds until the end: say so in the files
                 self._write_states((end,) + prev[1:])
         self.end = end
-        for f in (self._jobs_f, self._states_f, self._series_f):
+        if not self._files:
+            self._start()
+        for f in self._files:
             f.close()
         metrics = self.metrics()
-        _write_text(self.out / METRICS_JSON, json.dumps(_rounded(metrics), indent=2,
-                                                       sort_keys=True) + "\n")
-        _write_text(self.out / METRICS_TXT, metrics_table(metrics))
+        self.folder.write_text(METRICS_JSON, json.dumps(_rounded(metrics), indent=2,
+                                                        sort_keys=True) + "\n")
+        self.folder.write_text(METRICS_TXT, metrics_table(metrics))
         if self.plots:
             plots = _plotting()
 
-            plots.run_plots(self.out, self.cpus, self.all.sorted_waits(), self.gantt, self.hosts,
-                            self.bins)
+            plots.run_plots(self.folder, self.cpus, self.all.sorted_waits(), self.gantt,
+                            self.hosts, self.bins)
+        self.folder.close()
 
     # --- metrics --------------------------------------------------------------------------
 
@@ -509,28 +519,58 @@ def _not_a_directory(path: Path, name: str) -> None:
                           f"{name}: move it away or give another directory")
 
 
-def _clear(out: Path, names: Iterable[str]) -> None:
-    """Remove what an earlier run left under `names` in `out`. Each name itself is
-    unlinked: a symlink planted there is removed, never followed (nor later written
-    through, since the files are then created afresh)."""
-    for name in names:
-        path = out / name
+class _Folder:
+    """An output folder, opened once: its files are removed and made relative to that
+    descriptor, each afresh (its name unlinked, then created exclusively, never through a
+    link). A link planted under an output name, before the run or during it, and the
+    folder's path moved once the run began, are never followed: a planted link is
+    removed, or the file cannot be made and the error names it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+            self.fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            _not_a_directory(path, name)
-            raise OutputError(f"cannot remove {path} (an earlier run's file): "
+            raise OutputError(f"cannot open output directory {path}: "
                               f"{exc.strerror or exc}") from None
 
+    def clear(self, names: Iterable[str]) -> None:
+        """Remove what an earlier run left under `names`, each name itself."""
+        for name in names:
+            try:
+                os.unlink(name, dir_fd=self.fd)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                _not_a_directory(self.path / name, name)
+                raise OutputError(f"cannot remove {self.path / name} (an earlier run's "
+                                  f"file): {exc.strerror or exc}") from None
 
-def _write_text(path: Path, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-    except OSError as exc:  # (a full disk, a folder made unwritable during the run)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    def create(self, name: str, *, binary: bool = False, buffering: int = -1) -> Any:
+        """`name` made afresh and opened for writing (text: UTF-8, lines as written)."""
+        self.clear((name,))
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o666, dir_fd=self.fd)
+        except OSError as exc:  # (a link planted since the name was cleared, a full disk)
+            raise OutputError(f"cannot write {self.path / name}: "
+                              f"{exc.strerror or exc}") from None
+        if binary:
+            return os.fdopen(fd, "wb", buffering=buffering)
+        return os.fdopen(fd, "w", buffering=buffering, encoding="utf-8", newline="")
+
+    def write_text(self, name: str, text: str) -> None:
+        try:
+            with self.create(name) as f:
+                f.write(text)
+        except OSError as exc:  # (a full disk, a folder made unwritable during the run)
+            raise OutputError(f"cannot write {self.path / name}: "
+                              f"{exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _rounded(value: Any) -> Any:
@@ -638,8 +678,8 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
     if label_a == label_b:
         raise OutputError(f"the two runs need different labels (both are {label_a!r})")
     a, b = read_metrics(dir_a), read_metrics(dir_b)
-    out = _prepare(out_dir)
-    _clear(out, COMPARE_FILES)
+    out = _Folder(_prepare(out_dir))
+    out.clear(COMPARE_FILES)
     diff: dict[str, Any] = {}
     for key, name, percent, direction in DIFFERENCES:
         va, vb = a.get(key), b.get(key)
@@ -651,13 +691,16 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
             diff[percent] = 100 * diff[name] / abs(va)
     result = {"labels": [label_a, label_b], "runs": {label_a: a, label_b: b},
               "differences": diff}
-    _write_text(out / "compare.json", json.dumps(_rounded(result), indent=2, sort_keys=True)
-                + "\n")
-    _write_text(out / "compare.txt", compare_table(a, b, diff, label_a, label_b))
-    if plots:
-        plotting = _plotting()
+    try:
+        out.write_text("compare.json", json.dumps(_rounded(result), indent=2, sort_keys=True)
+                       + "\n")
+        out.write_text("compare.txt", compare_table(a, b, diff, label_a, label_b))
+        if plots:
+            plotting = _plotting()
 
-        plotting.compare_plots(Path(dir_a), Path(dir_b), out, label_a, label_b)
+            plotting.compare_plots(Path(dir_a), Path(dir_b), out, label_a, label_b)
+    finally:
+        out.close()
     return _rounded(result)
 
 

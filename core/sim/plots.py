@@ -46,8 +46,12 @@ def _figure(rows: int = 1, height: float = 3.5) -> tuple[Any, Any]:
     return fig, fig.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
 
 
-def _save(fig: Any, path: Path) -> None:
-    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
+def _save(fig: Any, folder: Any, name: str) -> Path:
+    """The figure written as `name` in the output folder (`output._Folder`: made afresh,
+    never through a link); its path."""
+    with folder.create(name, binary=True) as f:
+        fig.savefig(f, format="png", dpi=DPI, metadata={"Software": None})
+    return folder.path / name
 
 
 def _span(path: Path) -> tuple[float, float] | None:
@@ -116,10 +120,11 @@ def _hours(times: list[float], t0: float) -> list[float]:
 
 
 @_default_style
-def run_plots(out: Path, cpus: int, waits: Sequence[float],
+def run_plots(folder: Any, cpus: int, waits: Sequence[float],
               gantt: list[tuple[float, float, tuple[int, ...], str]] | None,
               hosts: int | None, bins: TimeBins) -> list[Path]:
-    """Write the run's plots into `out` from the writer's time bins and sorted waits."""
+    """Write the run's plots into `folder` (`output._Folder`) from the writer's time bins
+    and sorted waits."""
     written = []
     times, columns = bins.means()
     if times and bins.t0 is not None:
@@ -132,8 +137,7 @@ def run_plots(out: Path, cpus: int, waits: Sequence[float],
         ax_q.plot(hours, series["queued"], lw=0.8, color="#d62728")
         ax_q.set_ylabel("jobs queued")
         ax_q.set_xlabel("hours from the first machine state")
-        _save(fig, out / "utilization.png")
-        written.append(out / "utilization.png")
+        written.append(_save(fig, folder, "utilization.png"))
 
         fig, (ax,) = _figure(1, 3.5)
         ax.stackplot(hours, *[series[k] for k in MACHINE_STATES], labels=list(MACHINE_STATES),
@@ -141,18 +145,16 @@ def run_plots(out: Path, cpus: int, waits: Sequence[float],
         ax.set_ylabel("hosts")
         ax.set_xlabel("hours from the first machine state")
         ax.legend(loc="upper right", fontsize="small", ncols=5)
-        _save(fig, out / "power_states.png")
-        written.append(out / "power_states.png")
+        written.append(_save(fig, folder, "power_states.png"))
 
     fig, (ax,) = _figure(1, 3.5)
     _cdf(ax, waits, "wait")
     ax.set_xlabel("wait (s, symmetric log scale)")
     ax.set_ylabel("fraction of jobs")
-    _save(fig, out / "wait_cdf.png")
-    written.append(out / "wait_cdf.png")
+    written.append(_save(fig, folder, "wait_cdf.png"))
 
     if gantt and any(hosts_ for _, _, hosts_, _ in gantt):
-        written.append(_gantt(out / "gantt.png", gantt, hosts))
+        written.append(_gantt(folder, gantt, hosts))
     return written
 
 
@@ -169,7 +171,7 @@ def _cdf(ax: Any, ordered: Sequence[float], label: str) -> None:
     ax.set_ylim(0, 1.02)
 
 
-def _gantt(path: Path, jobs: list[tuple[float, float, tuple[int, ...], str]],
+def _gantt(folder: Any, jobs: list[tuple[float, float, tuple[int, ...], str]],
            hosts: int | None) -> Path:
     from matplotlib import colormaps
 
@@ -185,8 +187,7 @@ def _gantt(path: Path, jobs: list[tuple[float, float, tuple[int, ...], str]],
     ax.set_ylim(0, hosts or 1 + max(max(h) for _, _, h, _ in jobs if h))
     ax.set_xlabel("hours from the first start")
     ax.set_ylabel("host")
-    _save(fig, path)
-    return path
+    return _save(fig, folder, "gantt.png")
 
 
 def _runs(hosts: Sequence[int]) -> list[tuple[int, int]]:
@@ -201,7 +202,7 @@ def _runs(hosts: Sequence[int]) -> list[tuple[int, int]]:
 
 
 @_default_style
-def compare_plots(dir_a: Path, dir_b: Path, out: Path, label_a: str, label_b: str
+def compare_plots(dir_a: Path, dir_b: Path, folder: Any, label_a: str, label_b: str
                   ) -> list[Path]:
     """Overlaid plots of two runs: power and utilization over time, and the wait CDFs."""
     spans = [s for s in (_span(dir_a / SERIES_CSV), _span(dir_b / SERIES_CSV)) if s]
@@ -222,8 +223,7 @@ def compare_plots(dir_a: Path, dir_b: Path, out: Path, label_a: str, label_b: st
         ax_q.set_ylabel("jobs queued")
         ax_q.set_xlabel("hours")
         ax_p.legend(loc="upper right", fontsize="small")
-        _save(fig, out / "compare_time.png")
-        written.append(out / "compare_time.png")
+        written.append(_save(fig, folder, "compare_time.png"))
     fig, (ax,) = _figure(1, 3.5)
     drawn = False
     for run, label in ((dir_a, label_a), (dir_b, label_b)):
@@ -234,6 +234,5 @@ def compare_plots(dir_a: Path, dir_b: Path, out: Path, label_a: str, label_b: st
     ax.set_ylabel("fraction of jobs")
     if drawn:
         ax.legend(loc="lower right", fontsize="small")
-    _save(fig, out / "compare_wait_cdf.png")
-    written.append(out / "compare_wait_cdf.png")
+    written.append(_save(fig, folder, "compare_wait_cdf.png"))
     return written

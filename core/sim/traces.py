@@ -181,9 +181,9 @@ def _lines(trace_path: str, encoding: str) -> Iterator[tuple[int, str | None]]:
             readline = f.readline
             while line := readline(MAX_LINE + 1):
                 n += 1
-                if n == 1 and line.startswith(_BOMS):
-                    line = line.removeprefix(_BOMS[0]).removeprefix(_BOMS[1])
-                if len(line) <= MAX_LINE:
+                if len(line) <= MAX_LINE:  # (measured with its mark: the line as read)
+                    if n == 1 and line.startswith(_BOMS):
+                        line = line.removeprefix(_BOMS[0]).removeprefix(_BOMS[1])
                     yield n, line
                     continue
                 yield n, None

@@ -273,6 +273,25 @@ def test_hook_rejects_have_the_engines_consequences(register_plugin, pbsplug_plu
     assert sim.summary.hooks.ran[("refuser", "runjob")] >= 3
 
 
+class BrokenCheck:
+    """A plugin whose sim_check raises: the replay cannot know its hooks are safe."""
+
+    plugin_info = PluginInfo(api="1.5", events=("runjob",), sim_safe=("runjob",),
+                             sim_check=lambda config: config["no such key"])
+
+    @hookimpl
+    def runjob(self, event):
+        pass
+
+
+def test_a_sim_check_that_fails_is_a_one_line_error(register_plugin, pbsplug_plugins,
+                                                    tmp_path):
+    register_plugin(BrokenCheck(), "broken", isolation="inprocess")
+    with pytest.raises(SimError) as err:
+        simulate([tj(1, 0, 10, 1, 10)], plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert str(err.value) == "plugin broken: its sim_check failed: KeyError: 'no such key'"
+
+
 class Deferrer:
     """runjob refuses job 1 and gives it an Execution_Time 500 s on; refuses job 2 and
     holds it; queuejob holds job 3."""

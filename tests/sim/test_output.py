@@ -228,6 +228,39 @@ def test_a_rerun_removes_the_earlier_runs_files_and_nothing_else(tmp_path):
     assert {p.name for p in cmp.iterdir()} == {"compare.json", "compare.txt"}
 
 
+def test_a_link_planted_during_the_run_is_never_written_through(tmp_path):
+    """The metrics and plots are written at the end of a replay, long after its folder was
+    cleared: a link planted meanwhile under their names (by whoever may write the folder)
+    is removed and the file made afresh, never followed; the folder's path moved meanwhile
+    changes nothing either (the files are made in the folder the run opened)."""
+    out = tmp_path / "out"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    w = ResultWriter(out, cpus=8)
+    w.machine(states(0, 200, idle=2))
+    for name in ("metrics.txt", "metrics.json", "wait_cdf.png"):
+        (out / name).symlink_to(victim)
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    out.symlink_to(victim.parent / "elsewhere", target_is_directory=True)
+    (victim.parent / "elsewhere").mkdir()
+    w.close(10)
+    assert victim.read_text() == "keep"
+    assert not any((victim.parent / "elsewhere").iterdir())
+    for name in ("metrics.txt", "metrics.json", "wait_cdf.png"):
+        assert not (moved / name).is_symlink() and (moved / name).stat().st_size > 0
+
+
+def test_a_writer_touches_nothing_before_its_first_result(tmp_path):
+    """A replay refused while it is set up (after the writer is made) leaves the earlier
+    run's files as they were."""
+    out = tmp_path / "out"
+    crafted_run(out, plots=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    ResultWriter(out, cpus=8, plots=False)  # (and nothing else: the replay was refused)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_results_out_of_order_are_refused(tmp_path):
     w = ResultWriter(tmp_path, cpus=4, plots=False)
     w.machine(states(10, 1, idle=1))

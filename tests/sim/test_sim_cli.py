@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -360,12 +361,24 @@ def test_a_power_driver_that_switches_real_hosts_is_refused_before_it_runs(tmp_p
             f"driver = '{driver}'\npower_off_command = {command}\n"
             f"power_on_command = {command}\nstatus_command = {command}\n"
             if driver else ""))
+    assert run_cli(capsys, "sim", "run", str(trace), "--no-plots", "--out",
+                   str(tmp_path / "o"))[0] == 0  # an earlier run's results
+    before = {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir()}
     code, out, err = run_cli(capsys, "sim", "run", str(trace), "--site", str(site),
                              "--no-plots", "--out", str(tmp_path / "o"))
     assert code == 2, (out, err)
     assert f"plugin power: driver {driver or 'capmc'!r} switches real hosts" in err
     assert 'driver = "simulated"' in err and len(err.strip().splitlines()) == 1
     assert not ran.exists()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir()} == before
+
+
+def test_out_is_any_folder_name_but_the_empty_one():
+    from pbsplug.cli.sim import CliError, _out_dir
+
+    assert _out_dir(" ") == Path(" ")
+    with pytest.raises(CliError, match="--out '': expected a directory"):
+        _out_dir("")
 
 
 def test_a_job_id_still_in_the_system_is_an_error_naming_the_line(tmp_path, capsys):

@@ -320,6 +320,17 @@ def test_a_byte_order_mark_opening_a_trace_is_taken_off(tmp_path):
     assert (trace.info.format, len(jobs)) == ("pbs", 1)
 
 
+def test_a_byte_order_mark_never_cuts_an_over_long_first_line_in_two(tmp_path):
+    """The mark was taken off before the line's length was measured: a first line one
+    character too long came in as two lines, its cut-off end read as a job."""
+    from pbsplug.sim.traces import MAX_LINE
+
+    line = "\ufeff;" + "x" * (MAX_LINE - 1)  # MAX_LINE + 1 with its mark
+    swf = write(tmp_path, "t.swf", (line + "\n" + swf_line()).encode())
+    with pytest.raises(TraceError, match=r"t.swf:1: line: longer than 1,048,576 characters"):
+        list(open_trace(swf))
+
+
 def test_python_number_syntax_and_other_scripts_digits_are_not_numbers(tmp_path):
     """int() and float() read `1_00` as 100 and `٣` as 3; no trace writes either."""
     bad_swf = {"1 0 -1 1_00 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1": r"run time \(field 4\): "
