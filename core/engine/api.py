@@ -169,6 +169,10 @@ class _Listener:
         #: Complete requests waiting for their answer, per uid; the uids take turns
         #: (`next_ready`), so a user's many requests never wait out another user's one.
         self.ready: dict[int, collections.deque[_Connection]] = {}
+        #: When each uid was last answered (a count of answers; uids not answered lately
+        #: are not in it).
+        self.turns: dict[int, int] = {}
+        self.answered = 0
         self.privileged = {0, os.getuid()}
         # Stay well inside the descriptors this process may open: jobs, hooks and the
         # database need theirs too.
@@ -325,13 +329,19 @@ class _Listener:
             self.ready.setdefault(conn.uid, collections.deque()).append(conn)
 
     def next_ready(self) -> _Connection:
-        """The next request to answer: the oldest of the uid whose turn it is; that uid's
-        others wait behind every other uid's (round robin)."""
-        uid = next(iter(self.ready))
-        waiting = self.ready.pop(uid)
+        """The next request to answer: the oldest of the waiting uid answered least
+        recently (one not answered lately first, in the order they came): a uid's next
+        request waits behind every other uid's, those that came while it was answered too."""
+        turns = self.turns
+        uid = min(self.ready, key=lambda u: turns.get(u, -1))
+        waiting = self.ready[uid]
         conn = waiting.popleft()
-        if waiting:
-            self.ready[uid] = waiting  # (at the end: after the others)
+        if not waiting:
+            del self.ready[uid]
+        self.answered += 1
+        turns[uid] = self.answered
+        if len(turns) > 4 * MAX_CONNECTIONS:  # (bounded: those with no connection forgotten)
+            self.turns = {u: t for u, t in turns.items() if u in self.per_uid}
         return conn
 
     def refuse(self, conn: _Connection, refused: _Refused) -> None:

@@ -153,19 +153,23 @@ def test_users_take_turns_so_many_requests_never_wait_out_anothers_one(tmp_path)
     from pbsplug.engine import api
 
     served: list[int] = []
+    late: list = []  # a request that comes in while the first one is answered
 
     class Engine:
         stopping = False
 
         def handle(self, op, args, uid):
             served.append(uid)
+            if late:
+                listener.read(late.pop())
             return {}
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(tmp_path / "s.sock"))
         listener = api._Listener(Engine(), server)
         pairs = []
-        for uid in [1000] * 5 + [1001, 0, 1001]:  # in the order they came in
+
+        def connection(uid):
             ours, theirs = socket.socketpair()
             pairs.append((ours, theirs))
             conn = api._Connection(ours, uid, float("inf"))
@@ -173,10 +177,22 @@ def test_users_take_turns_so_many_requests_never_wait_out_anothers_one(tmp_path)
             listener.per_uid[uid] += 1
             listener.selector.register(ours, 1)
             theirs.sendall(b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}")
-            listener.read(conn)
+            return conn
+
+        for uid in [1000] * 5 + [1001, 0, 1001]:  # in the order they came in
+            listener.read(connection(uid))
         while listener.ready:
             listener.answer(listener.next_ready())
         assert served == [1000, 1001, 0, 1000, 1001, 1000, 1000, 1000]
+        # A user who comes while another's request is answered is next, not after that
+        # user's next request.
+        served.clear()
+        for _ in range(3):
+            listener.read(connection(1000))
+        late.append(connection(1002))
+        while listener.ready:
+            listener.answer(listener.next_ready())
+        assert served == [1000, 1002, 1000, 1000]
         for ours, theirs in pairs:
             assert theirs.recv(100).startswith(b"HTTP/1.0 200 OK")  # every one answered
             ours.close()
