@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import units
+from . import units, values
 from .events import EVENTS
 
 #: fail_action values, and the events a hook needs to have one of them.
@@ -113,7 +113,7 @@ def _as_int(value: Any, attr: str, digits_only: bool = False) -> int:
     if isinstance(value, int):
         return value
     text = str(value).strip()
-    ok = text.isdigit() if digits_only else text.lstrip("+-").isdigit()
+    ok = values.digits(text if digits_only else text.lstrip("+-"))
     if not ok:
         raise HookAttributeError(
             f"invalid value '{value}' for hook attribute '{attr}': expected an integer")

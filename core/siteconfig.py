@@ -38,6 +38,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from .hookattrs import HookAttributeError, resolve_attributes
 from .settings import ConfigError, ConfigIssue, HookAttributes
+from .values import digits
 
 HOOK_ATTRIBUTE_KEYS = ("enabled", "events", "order", "alarm", "freq", "fail_action", "user",
                        "debug", "isolation")
@@ -249,8 +250,8 @@ def _attribute_form(name: str, attr: str, value: Any) -> str | None:
     when the plugin is loaded, with its declaration."""
     try:
         if attr == "order":
-            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(
-                    value).strip().lstrip("+-").isdigit():
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or not digits(
+                    str(value).strip().lstrip("+-")):
                 return f"invalid value '{value}' for hook attribute 'order': expected an integer"
         elif attr not in ("freq", "fail_action", "user"):
             resolve_attributes(name, HookAttributes(type="pbs"), {attr: value})

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .values import LONG_MAX, SIZE_SHIFTS, needs_quotes
+from .values import LONG_MAX, SIZE_SHIFTS, digits, needs_quotes
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)(b|w)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([kmgtp]?)(b|w)?\s*$", re.IGNORECASE)
 
 
 def parse_size(value: str | int) -> int:
@@ -215,11 +215,11 @@ def parse_select(spec: str) -> list[Chunk]:
     for text in _split_unquoted(spec.strip(), "+", spec):
         pieces = _split_unquoted(text, ":", spec)
         count = 1
-        if pieces and pieces[0].isdigit():
+        if pieces and digits(pieces[0]):
             count = int(pieces.pop(0))
             if count < 1:
                 raise ValueError(f"select {spec!r}: a chunk count must be at least 1")
-        if not pieces and text.strip().isdigit():
+        if not pieces and digits(text.strip()):
             raise ValueError(f"select {spec!r}: chunk {text!r} names no resource")
         resources: dict[str, str | int] = {}
         for piece in pieces:
@@ -236,7 +236,7 @@ def parse_select(spec: str) -> list[Chunk]:
             if not quoted and any(c.isspace() for c in val):  # (PBS: `ncpus= 2` refused)
                 raise ValueError(f"select {spec!r}: the value of {name} in {piece!r} holds "
                                  "a space")
-            resources[name] = val if quoted else int(val) if val.isdigit() else val
+            resources[name] = val if quoted else int(val) if digits(val) else val
         chunks.append(Chunk(count, resources))
     return chunks
 

@@ -181,13 +181,24 @@ def check_name(kind: str, name: Any, attr: str | None = None) -> str:
     return name
 
 
+def digits(text: str) -> bool:
+    """Whether `text` is ASCII digits, one or more: a number as PBS reads one.
+    (`str.isdigit` also takes ``²``, which int() refuses, and ``٣``, which it reads as 3.)"""
+    return text.isascii() and text.isdigit()
+
+
+#: A number as PBS reads one: ASCII digits, a sign, a point, an exponent (float() also
+#: takes ``1_0``, ``٣`` and ``inf``).
+_NUMBER = re.compile(r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*", re.ASCII)
+
+
 def long(value: Any, attr: str, low: int = 0, high: int = LONG_MAX) -> int:
     """A whole number in [low, high]; digits in a string are accepted, a bool is not."""
     if isinstance(value, bool):
         raise _bad(attr, f"{_repr(value)} is not an integer")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,20}\s*", value):
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,20}\s*", value):
         value = int(value)
     if not isinstance(value, int):
         raise _bad(attr, f"{_repr(value)} is not an integer")
@@ -201,7 +212,8 @@ def number(value: Any, attr: str) -> float:
     if isinstance(value, bool):
         raise _bad(attr, f"{_repr(value)} is not a number")
     try:
-        out = float(value) if isinstance(value, (int, float, str)) else math.nan
+        out = float(value) if isinstance(value, (int, float)) or (
+            isinstance(value, str) and _NUMBER.fullmatch(value)) else math.nan
     except (ValueError, OverflowError):
         out = math.nan
     if not math.isfinite(out):
@@ -233,7 +245,7 @@ def seconds(value: Any, attr: str) -> int:
         raise _bad(attr, f"{_repr(value)} is not a duration")
     parts = value.strip().split(":")
     if (not value.strip() or len(parts) > 3 or len(value) > 40
-            or not all(re.fullmatch(r"\d+(\.\d*)?", p) for p in parts)):
+            or not all(re.fullmatch(r"[0-9]+(\.[0-9]*)?", p) for p in parts)):
         raise _bad(attr, f"{_repr(value)} is not a duration ([[HH:]MM:]SS)")
     total = 0
     for part in parts:
@@ -248,7 +260,7 @@ def format_duration(total: int) -> str:
     return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-_SIZE_RE = re.compile(r"^\s*(\d{1,20})\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([0-9]{1,20})\s*([kmgtp]?)([bw]?)\s*$", re.IGNORECASE)
 #: A size's scale letter -> its power of two (``k``: 10, a kilobyte is 1 << 10).
 SIZE_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
 
@@ -413,7 +425,7 @@ DEPEND_TYPES = frozenset({
     "after", "afterok", "afternotok", "afterany", "before", "beforeok", "beforenotok",
     "beforeany", "on", "runone",
 })
-_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^\s:,]+)?$")
+_JOB_ID = re.compile(r"^[0-9]+(\[[0-9]*\])?(\.[^\s:,]+)?$")
 _PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
 
 
@@ -435,7 +447,7 @@ def check_mail_points(value: str) -> bool:
 def check_checkpoint(value: str) -> bool:
     if len(value) == 1:
         return value in "nscwu"
-    return bool(re.fullmatch(r"[cw]=\d+", value))
+    return bool(re.fullmatch(r"[cw]=[0-9]+", value))
 
 
 def check_at_list(value: str, *, one_without_host: bool) -> bool:
@@ -466,7 +478,7 @@ def depend_items(value: str) -> list[tuple[str, list[str]]] | None:
             return None
         args = rest.split(":")
         if kind == "on":  # (ASCII digits: `isdigit` takes ``²``, which no int() reads)
-            if len(args) != 1 or not (args[0].isascii() and args[0].isdecimal()):
+            if len(args) != 1 or not digits(args[0]):
                 return None
         elif not all(_JOB_ID.fullmatch(job) for job in args):
             return None

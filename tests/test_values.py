@@ -249,3 +249,21 @@ def test_a_quoted_amount_in_a_select_is_refused(spec):
 
 def test_a_quoted_string_or_plain_amount_in_a_select_is_kept():
     assert values.select('1:arch="a:b":ncpus="2"') == '1:arch="a:b":ncpus="2"'
+
+
+
+@pytest.mark.parametrize("check, value", [
+    (lambda v: values.long(v, "x"), "\u0663"), (lambda v: values.long(v, "x"), "1_0"),
+    (lambda v: values.number(v, "x"), "\u0663"), (lambda v: values.number(v, "x"), "1_0"),
+    (lambda v: values.number(v, "x"), "infinity"),
+    (lambda v: values.seconds(v, "x"), "\u0660\u0661:00"),
+    (lambda v: values.size(v, "x"), "\u0663gb"),
+])
+def test_numbers_are_ascii_digits(check, value):
+    """int(), float() and re's \\d read other scripts' digits (``٣`` as 3) and Python's
+    ``1_0``; PBS's values are ASCII digits."""
+    with pytest.raises(values.BadValue):
+        check(value)
+    assert not values.digits("\u00b2") and not values.digits("") and values.digits("042")
+    assert not values.check_depend("on:\u0663") and values.check_depend("on:3")
+    assert values.number(" -1.5e3 ", "x") == -1500.0 and values.number(".5", "x") == 0.5

@@ -329,10 +329,10 @@ def cvtdate(text: str, now: float | None = None) -> int:
     seconds = 0
     if "." in value:
         value, _, frac = value.partition(".")
-        if len(frac) != 2 or not frac.isdigit() or int(frac) > 59:
+        if len(frac) != 2 or not values.digits(frac) or int(frac) > 59:
             raise ValueError(f"bad seconds in {text!r}")
         seconds = int(frac)
-    if not value.isdigit() or len(value) not in (4, 6, 8, 10, 12):
+    if not values.digits(value) or len(value) not in (4, 6, 8, 10, 12):
         raise ValueError(f"{text!r} is not [[[[CC]YY]MM]DD]hhmm[.SS]")
     local = time.localtime(time.time() if now is None else now)
     year, month, day = local.tm_year, local.tm_mon, local.tm_mday
@@ -719,7 +719,7 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
             if not _check_at_list(value, one_without_host=False):
                 raise _illegal("M")
         elif attr == "Priority":
-            if not re.fullmatch(r"[+-]?\d+", value) or not -1024 <= int(value) <= 1023:
+            if not re.fullmatch(r"[+-]?[0-9]+", value) or not -1024 <= int(value) <= 1023:
                 raise _illegal("p")
             value = int(value)
         elif attr == "Checkpoint":
@@ -750,7 +750,7 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
             except ValueError:
                 raise _illegal("W") from None
         elif key == "run_count":
-            if not value.isdigit():
+            if not values.digits(value):
                 raise _illegal("W")
             value = int(value)
         elif key in ("stagein", "stageout"):

@@ -843,7 +843,7 @@ def _typed(defn: AttrDef, text: str) -> Any:
     if kind == "boolean":
         return units.parse_bool(text)
     if kind in ("long", "time"):
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
             raise ValueError("expected an integer")
         return int(text)
     if kind == "float":

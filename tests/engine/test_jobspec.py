@@ -425,7 +425,8 @@ def test_options_the_engine_cannot_honour_are_refused_with_15029(args, what):
 
 
 @pytest.mark.parametrize("value", ["sandbox=nowhere", "umask=999", "run_count=x",
-                                   "pwd=/tmp", "=x",
+                                   "run_count=\u00b2", "run_count=\u0663",  # (a traceback)
+                                   "depend=on:\u0663", "pwd=/tmp", "=x",
                                    "noequals", "x='unclosed"])
 def test_W_bad_values_are_refused(value):
     assert refused("-W", value).stderr == with_usage("qsub: illegal -W value")
@@ -855,3 +856,13 @@ def test_random_l_strings_are_refused_unless_every_resource_is_defined_and_valid
         return
     for name in stored.get("Resource_List", {}):
         assert name in values.RESOURCE_TYPES
+
+
+@pytest.mark.parametrize("args", [("-p", "\u0663"), ("-a", "\u00b2\u00b2\u00b2\u00b2"),
+                                  ("-l", "ncpus=\u0663"), ("-l", "walltime=\u0660\u0661:00"),
+                                  ("-l", "mem=\u0663gb"), ("-l", "select=\u00b2:ncpus=1")])
+def test_digits_of_other_scripts_are_not_numbers(args):
+    """str.isdigit and re's \\d take ``²`` (which int() refuses: a traceback) and ``٣``
+    (which int() reads as 3); PBS reads ASCII digits only."""
+    err = refused(*args)
+    assert err.status != 0 and "\n" not in err.stderr.split(USAGE)[0].strip()

@@ -23,7 +23,7 @@ def _when(seconds: int) -> str:
 def parse_time(text: str) -> int:
     """Seconds since the epoch, or an ISO 8601 time (local time unless it names a zone)."""
     text = text.strip()
-    if text.lstrip("-").isdigit():
+    if text.lstrip("-").isascii() and text.lstrip("-").isdigit():
         return int(text)
     try:
         return int(datetime.fromisoformat(text).timestamp())

@@ -69,7 +69,7 @@ class FeatureServer(ThreadingHTTPServer):
 def parse_bind(text: str) -> tuple[str, int]:
     """``ADDR:PORT`` (``[::1]:8080`` for IPv6) -> (addr, port); `ValueError` says why not."""
     addr, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise ValueError(f"{text!r}: expected ADDR:PORT, such as 127.0.0.1:8080")
     return addr.strip("[]") or "0.0.0.0", int(port)
 

@@ -44,7 +44,8 @@ def parse_nid_list(text: str) -> list[int]:
     nids: list[int] = []
     for part in text.split(","):
         low, sep, high = part.strip().partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
+        if not (low.isascii() and low.isdigit()) or (
+                sep and not (high.isascii() and high.isdigit())):
             raise ValueError(f"{text!r} is not a nid list such as 24-25,30")
         nids.extend(range(int(low), int(high) + 1) if sep else [int(low)])
     return nids

@@ -122,7 +122,7 @@ def make_driver(config: Mapping[str, Any], vnodes: Iterable[Any] = (),
         for vnode in vnodes:
             avail = vnode.get("resources_available")
             nid = avail.get("PBScraynid") if avail else None
-            if nid is not None and str(nid).strip().isdigit():
+            if nid is not None and str(nid).strip().isascii() and str(nid).strip().isdigit():
                 nids.setdefault(host_of(vnode), int(str(nid).strip()))
         return Capmc(nids, config["capmc"], timeout=timeout, log=log)
     if name == "ipmitool":
