@@ -153,10 +153,13 @@ def one_split(trace: str, out: str, kill: bool, limit: int | None = None) -> dic
     return {"jobs": summary.jobs + summary.rejected, "wall": wall, "same": same}
 
 
-def one_floor(trace: str, limit: int | None = None) -> dict:
+def one_floor(trace: str, limit: int | None = None, hosts: bool = False) -> dict:
     """The floor: what Python itself charges for EASY on this trace. Each job is three
     numbers (cpus, requested time, run time) read from its SWF line; the machine is one
-    count of free cpus; at each instant, ends, then submissions, then jobs start in order
+    count of free cpus (with `hosts`, a list of free one-cpu hosts, lowest first: a job
+    takes the first ones and gives them back at its end, and its hosts are written as
+    Batsim's intervals, so what naming each job's hosts costs shows); at each instant,
+    ends, then submissions, then jobs start in order
     while they fit, and when the first does not, its shadow time (the running jobs' ends
     by requested time, in order, until enough cpus are free) lets a later job start if it
     fits now and ends by then or takes no more than the cpus left over at that time. A job
@@ -164,6 +167,8 @@ def one_floor(trace: str, limit: int | None = None) -> dict:
     hooks, attributes) and no output: a reference for the goal's time, not a scheduler."""
     import gzip
     import heapq
+
+    from pbsplug.sim.output import intervals
 
     t0 = time.perf_counter()
     jobs, total = [], 0
@@ -185,11 +190,16 @@ def one_floor(trace: str, limit: int | None = None) -> dict:
     jobs.sort()
     free, queue, ends, planned = total, [], [], {}
     waited, count, i = 0.0, 0, 0
+    free_hosts, texts = list(range(total)), []
 
     def start(job: tuple, now: int) -> None:
-        nonlocal free, waited, count
+        nonlocal free, waited, count, free_hosts
         free -= job[2]
-        heapq.heappush(ends, (now + min(job[4], job[3]), job[1], job[2]))
+        held = job[2]
+        if hosts:
+            held, free_hosts = free_hosts[:job[2]], free_hosts[job[2]:]
+            texts.append(intervals(held))
+        heapq.heappush(ends, (now + min(job[4], job[3]), job[1], held))
         planned[job[1]] = (now + job[3], job[2])
         waited += now - job[0]
         count += 1
@@ -197,8 +207,12 @@ def one_floor(trace: str, limit: int | None = None) -> dict:
     while i < len(jobs) or ends:
         now = min(ends[0][0] if ends else math.inf, jobs[i][0] if i < len(jobs) else math.inf)
         while ends and ends[0][0] <= now:
-            _, number, cpus = heapq.heappop(ends)
-            free += cpus
+            _, number, held = heapq.heappop(ends)
+            if hosts:
+                free += len(held)
+                free_hosts = sorted(free_hosts + held)
+            else:
+                free += held
             del planned[number]
         while i < len(jobs) and jobs[i][0] <= now:
             queue.append(jobs[i])
@@ -479,6 +493,9 @@ def main() -> None:
     print(f"the floor (EASY on one count of free cpus in plain Python, `one_floor`: no PBS "
           f"rule, no output): {floor['wall']:.2f} s for {floor['jobs']:,} jobs, the goal "
           f"{goal / floor['wall']:.1f}x it, pbsplug {kth['wall'] / floor['wall']:.0f}x it")
+    named = in_child(f"one_floor({str(KTH)!r}, hosts=True)")
+    print(f"the floor with each job's hosts named (a list of free hosts, first fit, Batsim's "
+          f"intervals made): {named['wall']:.2f} s")
 
     if not args.skip_ricc:
         ricc = run_child(RICC, args.ricc_limit, kill=True)
