@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import weakref
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
@@ -408,20 +409,22 @@ class ResultWriter:
             if end > prev[0]:  # the state holds until the end: say so in the files
                 self._write_states((end,) + prev[1:])
         self.end = end
-        if not self._files:
-            self._start()
-        for f in self._files:
-            f.close()
-        metrics = self.metrics()
-        self.folder.write_text(METRICS_JSON, json.dumps(_rounded(metrics), indent=2,
-                                                        sort_keys=True) + "\n")
-        self.folder.write_text(METRICS_TXT, metrics_table(metrics))
-        if self.plots:
-            plots = _plotting()
+        try:
+            if not self._files:
+                self._start()
+            for f in self._files:
+                f.close()
+            metrics = self.metrics()
+            self.folder.write_text(METRICS_JSON, json.dumps(_rounded(metrics), indent=2,
+                                                            sort_keys=True) + "\n")
+            self.folder.write_text(METRICS_TXT, metrics_table(metrics))
+            if self.plots:
+                plots = _plotting()
 
-            plots.run_plots(self.folder, self.cpus, self.all.sorted_waits(), self.gantt,
-                            self.hosts, self.bins)
-        self.folder.close()
+                plots.run_plots(self.folder, self.cpus, self.all.sorted_waits(), self.gantt,
+                                self.hosts, self.bins)
+        finally:
+            self.folder.close()
 
     # --- metrics --------------------------------------------------------------------------
 
@@ -528,17 +531,24 @@ class _Folder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            self.fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:  # (O_PATH: a folder one may write but not list serves as well)
+            self.fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise OutputError(f"cannot open output directory {path}: "
                               f"{exc.strerror or exc}") from None
+        # Closed by `close`, or when the folder is dropped unclosed (a replay that failed).
+        self._finalizer = weakref.finalize(self, os.close, self.fd)
+
+    def _dir(self) -> int:
+        if not self._finalizer.alive:
+            raise OutputError(f"output directory {self.path}: used after the run closed it")
+        return self.fd
 
     def clear(self, names: Iterable[str]) -> None:
         """Remove what an earlier run left under `names`, each name itself."""
         for name in names:
             try:
-                os.unlink(name, dir_fd=self.fd)
+                os.unlink(name, dir_fd=self._dir())
             except FileNotFoundError:
                 pass
             except OSError as exc:
@@ -551,7 +561,7 @@ class _Folder:
         self.clear((name,))
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o666, dir_fd=self.fd)
+                         | os.O_CLOEXEC, 0o666, dir_fd=self._dir())
         except OSError as exc:  # (a link planted since the name was cleared, a full disk)
             raise OutputError(f"cannot write {self.path / name}: "
                               f"{exc.strerror or exc}") from None
@@ -568,9 +578,7 @@ class _Folder:
                               f"{exc.strerror or exc}") from None
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        self._finalizer()  # (once: later calls do nothing)
 
 
 def _rounded(value: Any) -> Any:
@@ -679,7 +687,6 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
         raise OutputError(f"the two runs need different labels (both are {label_a!r})")
     a, b = read_metrics(dir_a), read_metrics(dir_b)
     out = _Folder(_prepare(out_dir))
-    out.clear(COMPARE_FILES)
     diff: dict[str, Any] = {}
     for key, name, percent, direction in DIFFERENCES:
         va, vb = a.get(key), b.get(key)
@@ -692,6 +699,7 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
     result = {"labels": [label_a, label_b], "runs": {label_a: a, label_b: b},
               "differences": diff}
     try:
+        out.clear(COMPARE_FILES)
         out.write_text("compare.json", json.dumps(_rounded(result), indent=2, sort_keys=True)
                        + "\n")
         out.write_text("compare.txt", compare_table(a, b, diff, label_a, label_b))

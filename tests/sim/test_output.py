@@ -261,6 +261,54 @@ def test_a_writer_touches_nothing_before_its_first_result(tmp_path):
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+def test_a_writer_never_left_open_holds_no_descriptor(tmp_path):
+    """The folder's descriptor is closed at the run's end, when its end fails (a metrics
+    name that became a directory), and when a writer is dropped unclosed (a replay that
+    failed half way): a process making replays one after another never runs out."""
+    import gc
+    import os
+
+    def open_fds():
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    for i in range(20):
+        w = ResultWriter(tmp_path / f"o{i}", cpus=8, plots=False)
+        w.machine(states(0, 200, idle=2))
+        del w
+    assert open_fds() == before
+    w = ResultWriter(tmp_path / "bad", cpus=8, plots=False)
+    w.machine(states(0, 200, idle=2))
+    (tmp_path / "bad" / "metrics.txt").mkdir()
+    with pytest.raises(OutputError, match="metrics.txt"):
+        w.close(10)
+    assert open_fds() == before
+
+
+def test_a_folder_one_may_write_but_not_list_takes_the_results(attacker):
+    """The folder was opened for reading, which a folder of mode 0300 refuses: a run that
+    wrote into one before was refused. (As an unprivileged user: root reads any folder.)"""
+    import os
+    import pwd
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:  # (a path the user can reach)
+        os.chmod(top, 0o755)
+        out = Path(top) / "drop"
+        out.mkdir()
+        user = pwd.getpwnam(attacker.user)
+        os.chown(out, user.pw_uid, user.pw_gid)
+        out.chmod(0o300)
+        done = attacker.python(
+            "import sys\nfrom pbsplug.sim.output import ResultWriter\n"
+            "w = ResultWriter(sys.argv[1], cpus=1, plots=False)\nw.close(0)\n", str(out))
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in out.iterdir()) == [
+            "metrics.json", "metrics.txt", "out_jobs.csv", "out_machine_states.csv",
+            "out_series.csv"]
+
+
 def test_results_out_of_order_are_refused(tmp_path):
     w = ResultWriter(tmp_path, cpus=4, plots=False)
     w.machine(states(10, 1, idle=1))
