@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import units
+from . import units, values
 
 GENERIC = "PBS_GENERIC"
 ALL = "PBS_ALL"
@@ -86,8 +86,14 @@ def amount(value: Any, kind: str) -> int | float:
         return units.parse_size(value)
     if kind == "duration":
         return units.parse_duration(value)
-    try:
-        number = int(str(value).strip()) if kind == "long" else float(str(value).strip())
+    text = str(value).strip()
+    try:  # (ASCII digits: int() and float() also read ``٣`` and ``1_0``)
+        if kind == "long":
+            if not values.digits(text.removeprefix("+").removeprefix("-")):
+                raise ValueError
+            number: int | float = int(text)
+        else:
+            number = values.number(text, "limit")
     except ValueError:
         raise ValueError(f"{value!r} is not a {'whole ' if kind == 'long' else ''}"
                          f"number") from None

@@ -100,6 +100,9 @@ def test_qmove_checks_the_destination_queue(engine):
 
 @pytest.mark.parametrize(("command", "why"), [
     ("set server max_queued = [u:PBS_GENERIC=x]", "not a whole number"),
+    # int() reads other scripts' digits and Python's separators: they were stored as 3, 10
+    ("set server max_queued = [u:PBS_GENERIC=\u0663]", "not a whole number"),
+    ("set server max_queued_res.ncpus = [u:bob=1_0]", "not a whole number"),
     ("set server max_queued = [u:PBS_GENERIC=-1]", "is not zero or more"),
     ("set server max_queued = [o:bob=1]", "PBS_ALL goes with o:"),
     ("set server max_queued = [u:PBS_ALL=1]", "PBS_ALL goes with o:"),

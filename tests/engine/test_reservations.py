@@ -421,3 +421,20 @@ def test_one_reservation_that_cannot_be_decided_does_not_stop_the_others(engine_
     assert eng.store.get("queue", bad.split(".")[0]) is None
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
     assert f"{bad};deciding it failed, tried again next cycle: RuntimeError: boom" in log
+
+
+
+def test_a_reservation_time_in_other_scripts_digits_is_a_bad_time(inprocess_engine):
+    """int() read a reserve_start of Arabic-Indic digits as the epoch they spell, and the
+    reservation was made; pbs_rsub's times are ASCII digits."""
+    user = Caller(65534, ROLE_USER)
+    start = int(time.time()) + 3600
+    other = str(start).translate({ord(d): 0x0660 + int(d) for d in "0123456789"})
+    for attrs in ({"reserve_start": other, "reserve_end": start + 60},
+                  {"reserve_start": start, "reserve_end": f"{start + 6}_0"}):
+        with pytest.raises(PbsError) as bad:
+            inprocess_engine.req_resv_submit(user, attrs)
+        assert bad.value.code == 15086  # PBS's Bad time specification(s)
+    made = inprocess_engine.req_resv_submit(user, {"reserve_start": str(start),
+                                                   "reserve_end": start + 60})
+    assert made["state"] == "UNCONFIRMED"
