@@ -87,13 +87,9 @@ def amount(value: Any, kind: str) -> int | float:
     if kind == "duration":
         return units.parse_duration(value)
     text = str(value).strip()
-    try:  # (ASCII digits: int() and float() also read ``٣`` and ``1_0``)
-        if kind == "long":
-            if not values.digits(text.removeprefix("+").removeprefix("-")):
-                raise ValueError
-            number: int | float = int(text)
-        else:
-            number = values.number(text, "limit")
+    try:  # (the values' own rules: ASCII digits; int() and float() also read ``٣``, ``1_0``)
+        number: int | float = values.long(text, "limit", -values.LONG_MAX) \
+            if kind == "long" else values.number(text, "limit")
     except ValueError:
         raise ValueError(f"{value!r} is not a {'whole ' if kind == 'long' else ''}"
                          f"number") from None

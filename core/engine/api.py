@@ -30,6 +30,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .. import values
 from .client import MAX_BODY_BYTES, MAX_HEADER_BYTES, Client, ServerUnavailable
 from .errors import PBSE_IVALREQ, PBSE_NOCONNECTS, PBSE_PERM, PBSE_SYSTEM, PbsError
 from .home import LOG_ERROR, LOG_SECURITY, LOG_SYSTEM, Home
@@ -127,7 +128,7 @@ class _Connection:
                 raise _invalid(400, "Transfer-Encoding is not supported; send Content-Length")
             if name == "content-length":
                 # (ASCII digits: the head is read as latin-1, and `isdigit` takes ``²``)
-                if not (value.isascii() and value.isdigit()) or len(value) > 12 or (
+                if not values.digits(value) or len(value) > 12 or (
                         length is not None and int(value) != length):
                     raise _invalid(400, f"bad Content-Length {value[:20]!r}")
                 length = int(value)

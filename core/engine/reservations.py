@@ -100,12 +100,12 @@ class Reservations:
         end = attrs.get("reserve_end")
         duration = attrs.get("reserve_duration")
         try:
-            start = _epoch(start) if start is not None else now
+            start = values.epoch(start, "reserve_start") if start is not None else now
             if duration is not None:
                 duration = int(units.parse_duration(duration))
             if end is None and duration is None:
                 raise ValueError("no end")
-            end = _epoch(end) if end is not None else start + duration
+            end = values.epoch(end, "reserve_end") if end is not None else start + duration
         except (TypeError, ValueError, OverflowError):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
         if start < now - 60 or end <= start or end > values.TIME_MAX or (
@@ -469,12 +469,3 @@ def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:
             out[switch] = True
     return out
 
-
-def _epoch(value: Any) -> int:
-    """A time pbs_rsub sent: whole seconds, a number or ASCII digits (int() also reads
-    other scripts' digits and ``1_0``); ValueError otherwise."""
-    if isinstance(value, str) and not values.digits(value.strip()):
-        raise ValueError(f"{value!r} is not a time")
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a time")
-    return int(value)

@@ -944,12 +944,7 @@ class Engine:
             jobs = self.store.jobs(None if history else _ACTIVE,
                                    lean=wanted is not None and store_env not in wanted)
             out = {j: a for j, a in jobs.items() if others or a.get("euser") == caller.user}
-        out = self._with_sessions(out)
-        hidden = self.unreadable("job", caller)
-        if hidden:
-            for attrs_read in out.values():  # (read for this answer: ours to change)
-                for key in hidden:
-                    attrs_read.pop(key, None)
+        out = self._without(self._with_sessions(out), self.unreadable("job", caller))
         if wanted is None:
             return out
         return {j: {k: v for k, v in a.items() if k in wanted or k == "job_state"}
@@ -969,10 +964,12 @@ class Engine:
 
     @staticmethod
     def _without(objects: dict[str, dict], hidden: frozenset[str]) -> dict[str, dict]:
-        """`objects` (name -> attributes) without the `hidden` attributes."""
-        if not hidden:
-            return objects
-        return {n: {k: v for k, v in a.items() if k not in hidden} for n, a in objects.items()}
+        """`objects` (name -> attributes, read for this answer: ours to change) without
+        the `hidden` attributes."""
+        for attrs in objects.values():
+            for key in hidden:
+                attrs.pop(key, None)
+        return objects
 
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
         """A running job's session_id: its process group, as its shepherd recorded it."""

@@ -460,9 +460,7 @@ _EXTENDED_FIELD = "select (the request after field 18)"
 def _select_ncpus(select: str, field: str) -> int:
     """The cpus a select asks for in all: count × ncpus over its chunks (1 for a chunk that
     names none, as PBS's default chunk gives it), from 1 to 2^31."""
-    if any(c.isdigit() and not c.isascii() for c in select):  # (`٣` would be read as 3)
-        raise _Bad(field, f"{select[:40]!r} holds a digit that is not ASCII")
-    try:
+    try:  # (its counts and values are ASCII digits: `٣` is no number)
         chunks = parse_select(select)
     except ValueError as exc:
         raise _Bad(field, str(exc)) from None
@@ -632,8 +630,6 @@ def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     mem = None
     if attrs.get("Resource_List.mem"):
         try:
-            if not attrs["Resource_List.mem"].isascii():  # (parse_size reads any digits)
-                raise ValueError(f"size {attrs['Resource_List.mem'][:40]!r} is not ASCII")
             mem = parse_size(attrs["Resource_List.mem"])
         except ValueError as exc:
             raise _Bad("Resource_List.mem", str(exc)) from None
