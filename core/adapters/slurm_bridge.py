@@ -130,6 +130,14 @@ def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
         return _answer(1, f"pbsplug: the request carries no environment for {script!r}")
     env = {str(k): str(v) for k, v in env.items()}
     ctx.peer = request.get("_peer")
+    if ctx.config.get("public") and script != "task_prolog":
+        # The task worker's socket is every local user's: a request there for any other
+        # script would run it as root with the sender's environment (an Epilog for another
+        # user's job, a SuspendProgram for any node).
+        peer = ctx.peer if isinstance(ctx.peer, list) and len(ctx.peer) == 3 else [-1] * 3
+        log.warning("request for %r from uid %s refused: the task worker serves TaskProlog "
+                    "alone", script[:40], peer[1])
+        return _answer(1, "pbsplug: the task worker serves TaskProlog alone")
     handler = HANDLERS.get(script)
     if handler is None:
         return _answer(1, f"pbsplug: no Slurm script {script!r}; scripts are: "
