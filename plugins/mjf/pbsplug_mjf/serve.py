@@ -10,16 +10,21 @@ over the two base directories:
 * anything absent is a real 404 (never a 200 error page); GET and HEAD only (405 otherwise);
 * no way out of the base directories: every path segment must be a plain name (no ``..``,
   no leading dot, nothing percent-encoded into one), and the resolved file must lie inside
-  its base directory, symlinks included.
+  its base directory, symlinks included;
+* each request, from the wait for its first byte to the end of its answer, has
+  `REQUEST_TIMEOUT` seconds: a client that sends nothing, or a byte at a time, is dropped
+  then, rather than holding a thread and a descriptor for ever.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import os
 import re
 import socket
 import threading
+import time
 from email.utils import formatdate, parsedate_to_datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +35,34 @@ from .keys import KEY_NAME
 
 #: A host name or job id as a path segment: no dot first, nothing but these characters.
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-\[\]@]*")
+#: Seconds a request may take, from the wait for it (a kept-alive connection waits for the
+#: next) to the end of its answer. A socket timeout alone restarts at every byte: a client
+#: sending one byte every few seconds would hold its thread for hours.
+REQUEST_TIMEOUT = 10.0
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's bytes, each read waiting only until the request's deadline."""
+
+    def __init__(self, sock: socket.socket):
+        super().__init__()
+        self.sock = sock
+        self.deadline = 0.0
+
+    def start(self, seconds: float) -> None:
+        """A new request: `seconds` from now for it."""
+        self.deadline = time.monotonic() + seconds  # a network deadline: wall time, not
+        # the kernel's clock (which the simulator makes virtual)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
 
 
 class FeatureServer(ThreadingHTTPServer):
@@ -38,10 +71,11 @@ class FeatureServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], bases: dict[str, Path], max_age: int = 60,
-                 quiet: bool = True):
+                 quiet: bool = True, request_timeout: float = REQUEST_TIMEOUT):
         self.bases = {name: Path(path).resolve() for name, path in bases.items()}
         self.max_age = max_age
         self.quiet = quiet
+        self.request_timeout = request_timeout
         self._thread: threading.Thread | None = None
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -82,6 +116,18 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base's name)
         if not self.server.quiet:
             super().log_message(format, *args)
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        """One request within the server's request_timeout (`_DeadlineReader`); the answer
+        is written within it too."""
+        self._reader.start(self.server.request_timeout)
+        super().handle_one_request()
 
     # -- routing ------------------------------------------------------------------------------
     def _target(self) -> tuple[str, Path | None] | None:
@@ -171,6 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, content: bytes, kind: str | None, *, body: bool,
               extra: dict[str, str] | None = None) -> None:
+        # What is left of the request's time (a client that does not read stalls the write).
+        self.connection.settimeout(max(self._reader.deadline - time.monotonic(), 0.001))
         self.send_response(status)
         if kind:
             self.send_header("Content-Type", kind)

@@ -129,3 +129,48 @@ def test_bind_addresses(text, expected):
 def test_bad_bind_addresses_are_named(text):
     with pytest.raises(ValueError, match=f"{text!r}: expected ADDR:PORT"):
         parse_bind(text)
+
+
+#: The attacker's client: connects, then sends nothing ("idle") or one byte of a request
+#: every 0.1 s ("trickle"), and prints "closed" once the server drops the connection, or
+#: "held" if it still holds it after 30 s.
+_SLOW_CLIENT = """
+import socket, sys, time
+mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+conn = socket.create_connection((host, port))
+conn.settimeout(0.1)
+request = b"GET /jobfeatures/9.server/job_id HTTP/1.1\\r\\n" + b"X-Slow: " + b"a" * 10000
+end = time.monotonic() + 30
+for byte in request:
+    if time.monotonic() > end:
+        break
+    try:
+        if mode == "trickle":
+            conn.send(bytes([byte]))
+        if conn.recv(1) == b"":
+            print("closed"); sys.exit()
+    except socket.timeout:
+        continue
+    except OSError:
+        print("closed"); sys.exit()
+print("held")
+"""
+
+
+@pytest.mark.parametrize("mode", ["idle", "trickle"])
+def test_a_slow_client_is_dropped_when_its_request_time_is_up(tree, attacker, mode):
+    """A connection that sends nothing, or a byte at a time, held a thread (and, at
+    server_close, the whole server) for ever: each request has request_timeout seconds."""
+    server = serve(tree / "machinefeatures", tree / "jobfeatures", "127.0.0.1:0",
+                   quiet=True)
+    server.request_timeout = 0.5
+    server.start()
+    try:
+        done = attacker.python(_SLOW_CLIENT, mode, *map(str, server.server_address[:2]))
+        assert done.stdout.strip() == "closed", done.stderr
+        conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
+        conn.request("GET", "/jobfeatures/9.server/job_id")
+        assert conn.getresponse().read() == b"9.server\n"  # others are served meanwhile
+        conn.close()
+    finally:
+        server.stop()
