@@ -13,7 +13,10 @@ over the two base directories:
   its base directory, symlinks included;
 * each request, from the wait for its first byte to the end of its answer, has
   `REQUEST_TIMEOUT` seconds: a client that sends nothing, or a byte at a time, is dropped
-  then, rather than holding a thread and a descriptor for ever.
+  then, rather than holding a thread and a descriptor for ever;
+* a request's head (its line and headers) is at most `HEAD_LIMIT` bytes (431 beyond), and
+  at most `MAX_CONNECTIONS` connections are served at once (503 beyond): http.server alone
+  reads 100 headers of 64 KiB each, and accepts connections until the descriptors run out.
 """
 
 from __future__ import annotations
@@ -39,20 +42,29 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-\[\]@]*")
 #: next) to the end of its answer. A socket timeout alone restarts at every byte: a client
 #: sending one byte every few seconds would hold its thread for hours.
 REQUEST_TIMEOUT = 10.0
+#: The most a request's line and headers may hold: a feature's path is tens of bytes.
+HEAD_LIMIT = 16384
+#: Connections served at once; more are answered 503 and closed.
+MAX_CONNECTIONS = 128
 
 
 class _DeadlineReader(io.RawIOBase):
-    """The connection's bytes, each read waiting only until the request's deadline."""
+    """The connection's bytes, each read waiting only until the request's deadline, and no
+    more than the head limit for each request (past it, the connection reads as ended and
+    `cut` is set)."""
 
     def __init__(self, sock: socket.socket):
         super().__init__()
         self.sock = sock
         self.deadline = 0.0
+        self.left = 0
+        self.cut = False
 
-    def start(self, seconds: float) -> None:
-        """A new request: `seconds` from now for it."""
+    def start(self, seconds: float, limit: int = HEAD_LIMIT) -> None:
+        """A new request: `seconds` from now for it, and `limit` bytes."""
         self.deadline = time.monotonic() + seconds  # a network deadline: wall time, not
         # the kernel's clock (which the simulator makes virtual)
+        self.left, self.cut = limit, False
 
     def readable(self) -> bool:
         return True
@@ -61,8 +73,13 @@ class _DeadlineReader(io.RawIOBase):
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the request took too long")
+        if self.left <= 0:
+            self.cut = True
+            return 0
         self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
+        got = self.sock.recv_into(memoryview(buffer)[:self.left])
+        self.left -= got
+        return got
 
 
 class FeatureServer(ThreadingHTTPServer):
@@ -71,11 +88,15 @@ class FeatureServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], bases: dict[str, Path], max_age: int = 60,
-                 quiet: bool = True, request_timeout: float = REQUEST_TIMEOUT):
+                 quiet: bool = True, request_timeout: float = REQUEST_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
         self.bases = {name: Path(path).resolve() for name, path in bases.items()}
         self.max_age = max_age
         self.quiet = quiet
         self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self._active = 0
+        self._active_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -85,6 +106,37 @@ class FeatureServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def process_request(self, request, client_address) -> None:
+        """A thread for the connection, or a 503 when max_connections are being served."""
+        with self._active_lock:
+            busy = self._active >= self.max_connections
+            if not busy:
+                self._active += 1
+        if busy:
+            request.setblocking(False)  # a client that does not read must not stall this
+            try:
+                request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                             b"Retry-After: 1\r\nConnection: close\r\n\r\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self._active -= 1
 
     def start(self) -> FeatureServer:
         """Serve in a background thread (tests, the demo)."""
@@ -128,6 +180,16 @@ class _Handler(BaseHTTPRequestHandler):
         is written within it too."""
         self._reader.start(self.server.request_timeout)
         super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self._reader.cut:  # the head was cut at HEAD_LIMIT: what was read is not it
+            self.close_connection = True
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, None,
+                            f"a request's line and headers hold at most {HEAD_LIMIT} bytes")
+            return False
+        return True
 
     # -- routing ------------------------------------------------------------------------------
     def _target(self) -> tuple[str, Path | None] | None:

@@ -174,3 +174,56 @@ def test_a_slow_client_is_dropped_when_its_request_time_is_up(tree, attacker, mo
         conn.close()
     finally:
         server.stop()
+
+
+_HUGE_HEAD = """
+import socket, sys
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+headers = b"".join(b"X-%d: %s\\r\\n" % (n, b"a" * 60000) for n in range(99))
+try:
+    conn.sendall(b"GET /jobfeatures/9.server/job_id HTTP/1.1\\r\\n" + headers + b"\\r\\n")
+except OSError:
+    pass  # dropped while sending: the answer is read below
+print(conn.recv(100).split(b"\\r\\n")[0].decode())
+"""
+
+
+def test_a_huge_request_head_is_refused(tree, attacker):
+    """http.server reads 100 headers of 64 KiB each, so every connection could make the
+    server hold 6 MB: the head is cut at HEAD_LIMIT and answered 431."""
+    server = serve(tree / "machinefeatures", tree / "jobfeatures", "127.0.0.1:0",
+                   quiet=True).start()
+    try:
+        done = attacker.python(_HUGE_HEAD, *map(str, server.server_address[:2]))
+        assert done.stdout.strip() == "HTTP/1.1 431 Request Header Fields Too Large", \
+            done.stderr
+    finally:
+        server.stop()
+
+
+_MANY_CONNECTIONS = """
+import socket, sys
+address = (sys.argv[1], int(sys.argv[2]))
+held = [socket.create_connection(address, timeout=30) for _ in range(int(sys.argv[3]))]
+conn = socket.create_connection(address, timeout=30)
+conn.sendall(b"GET /jobfeatures/9.server/job_id HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+print(conn.recv(100).split(b"\\r\\n")[0].decode())
+"""
+
+
+def test_connections_past_max_connections_are_answered_503(tree, attacker):
+    """Connections were taken until the descriptors ran out (then accept fails and the
+    server loops on its listening socket): past max_connections, a 503 and close."""
+    server = serve(tree / "machinefeatures", tree / "jobfeatures", "127.0.0.1:0",
+                   quiet=True)
+    server.max_connections = 3
+    server.start()
+    try:
+        done = attacker.python(_MANY_CONNECTIONS, *map(str, server.server_address[:2]), "3")
+        assert done.stdout.strip() == "HTTP/1.1 503 Service Unavailable", done.stderr
+        conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
+        conn.request("GET", "/jobfeatures/9.server/job_id")  # the attacker's are gone
+        assert conn.getresponse().read() == b"9.server\n"
+        conn.close()
+    finally:
+        server.stop()
