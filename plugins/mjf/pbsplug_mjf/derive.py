@@ -32,12 +32,21 @@ class HostError(Exception):
 
 # -- configuration rules ----------------------------------------------------------------------
 
-_FACTOR_RULE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*\*\s*mem\s*")
+_FACTOR_RULE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*\*\s*mem\s*", re.ASCII)
+#: The largest factor of mem a swap rule may give: far past any real one, and small enough
+#: that the product is a finite number (400 nines made every job's begin an OverflowError,
+#: the hook's error: its host went offline).
+SWAP_FACTOR_MAX = 1000
 
 
 def swap_rule_problem(rule: str) -> str | None:
     """None when `rule` is a swap rule: ``vmem-mem``, ``none``, ``F*mem`` or a PBS size."""
-    if rule in ("vmem-mem", "none") or _FACTOR_RULE.fullmatch(rule):
+    factor = _FACTOR_RULE.fullmatch(rule)
+    if factor:
+        if float(factor.group(1)) > SWAP_FACTOR_MAX:
+            return f"expected a factor of mem of at most {SWAP_FACTOR_MAX}, such as '0.5*mem'"
+        return None
+    if rule in ("vmem-mem", "none"):
         return None
     try:
         parse_size(rule)

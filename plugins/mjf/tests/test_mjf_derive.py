@@ -138,7 +138,9 @@ def test_swap_rules(rule, resources, expected):
 
 @pytest.mark.parametrize(("rule", "ok"), [
     ("vmem-mem", True), ("none", True), ("0.25*mem", True), ("4gb", True), ("mem", False),
-    ("vmem", False), ("-1*mem", False), ("lots", False)])
+    ("vmem", False), ("-1*mem", False), ("lots", False), ("1000*mem", True),
+    ("1000.5*mem", False), ("9" * 400 + "*mem", False),  # inf * mem: every begin raised
+    ("\u0661*mem", False), ("0.5*mem\u2003", False)])  # ASCII digits and spaces only
 def test_swap_rule_validation(rule, ok):
     assert (swap_rule_problem(rule) is None) is ok
 
