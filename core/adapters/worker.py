@@ -21,7 +21,11 @@ launcher writes out (`slurm_program.native_answer`: status and output bytes, len
 
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
-  starts a new worker and the old one leaves when idle. A config with ``"public": true``
+  starts a new worker and the old one leaves when idle. That folder and every one above it
+  must be root's and writable by no one else (or sticky, as /tmp is): a worker refuses
+  another (`worker_client.safe_folder`), the scripts then start none there and run the
+  event in their own process, and they tell a socket that is not root's nothing. A config
+  with ``"public": true``
   gets a socket any local user may reach (folder 0755, socket 0666), and every request
   carries its sender's ``(pid, uid, gid)`` from the kernel (``_peer``) for the dispatcher
   to check.
@@ -60,6 +64,7 @@ import time
 from pathlib import Path
 
 from .slurm_program import native_answer
+from .worker_client import safe_folder
 
 #: Seconds without an event after which the worker leaves.
 IDLE_EXIT = 600.0
@@ -281,6 +286,10 @@ def clean_process() -> None:
 
 
 def serve(path: Path, config_file: Path) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not safe_folder(str(path.parent)):  # where a user could plant a socket or a link
+        raise Refused(f"{path.parent}: not a folder only root may write to (nor every "
+                      "folder above it): no worker there")
     config = json.loads(config_file.read_bytes())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
@@ -299,7 +308,6 @@ def serve(path: Path, config_file: Path) -> None:
     # "public": a socket every local user may reach (Slurm's TaskProlog runs as the job's
     # user); the dispatcher then sees who is asking (the request's "_peer") and decides.
     public = bool(config.get("public"))
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o755 if public else 0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
@@ -409,7 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m pbsplug.adapters.worker SOCKET CONFIG", file=sys.stderr)
         return 2
     clean_process()
-    serve(Path(args[0]), Path(args[1]))
+    try:
+        serve(Path(args[0]), Path(args[1]))
+    except Refused as exc:
+        print(f"pbsplug worker: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,6 +8,8 @@ marshal) and what an answer means stay each script's own.
 """
 
 import _socket
+import posix
+import sys
 
 #: Seconds to wait for a worker a script started.
 WORKER_START = 20.0
@@ -16,14 +18,47 @@ WORKER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"}
 
 
 def connect(path):
-    """A connection to the worker's socket at `path`, or None when nothing answers there."""
+    """A connection to the worker's socket at `path`, or None when nothing answers there,
+    or when what answers is not root's (nor this user's): a socket someone else put there
+    is no worker, and is told nothing (the native launcher checks the same)."""
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.connect(path)
+        peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError:
         conn.close()
         return None
+    uid = int.from_bytes(peer[4:8], sys.byteorder)  # struct ucred: pid, uid, gid
+    if uid != 0 and uid != posix.geteuid():
+        conn.close()
+        return None
     return conn
+
+
+def safe_folder(folder):
+    """Whether only root (or this user) can change what `folder` holds: a real folder of
+    theirs that no one else may write to, every folder above it (as named, and as its links
+    resolve) theirs too and writable by no one else, or sticky as /tmp is (where no one
+    else may rename or remove what is theirs). A worker's socket and lock live there."""
+    import os
+    import stat
+
+    trusted = (0, os.geteuid())
+    try:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in trusted or st.st_mode & 0o022:
+            return False
+        for path in (os.path.abspath(folder), os.path.realpath(folder)):
+            while path != os.path.dirname(path):
+                path = os.path.dirname(path)
+                st = os.lstat(path)
+                if st.st_uid not in trusted or (
+                        not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022
+                        and not st.st_mode & stat.S_ISVTX):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def exchange(conn, data, meanwhile=None):
@@ -55,8 +90,15 @@ def start(python, config_file, path, folder_mode=0o700):
     import subprocess
     import time
 
-    os.makedirs(os.path.dirname(path), mode=folder_mode, exist_ok=True)
-    with open(path + ".lock", "a") as lock:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=folder_mode, exist_ok=True)
+    if not safe_folder(folder):
+        print(f"pbsplug: {folder}: not a folder only root may write to (nor every folder "
+              "above it): no worker started there", file=sys.stderr)
+        return None
+    lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = connect(path)
         if conn is None:
@@ -73,6 +115,8 @@ def start(python, config_file, path, folder_mode=0o700):
             while conn is None and time.monotonic() < deadline:
                 time.sleep(0.02)
                 conn = connect(path)
+    finally:
+        os.close(lock)
     return conn
 
 

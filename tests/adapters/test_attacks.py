@@ -119,3 +119,126 @@ def test_a_public_bridge_refuses_other_scripts_in_one_line(dists, tmp_path):
     assert answer == {"exit": 1, "stdout": "",
                       "error": "pbsplug: the task worker serves TaskProlog alone"}
     assert not (tmp_path / "ends").exists()
+
+
+ADAPTERS = str(Path(slurm_bridge.__file__).parent)
+#: As the attacker: a socket at argv[1] that answers every connection with a forged "all
+#: is well", and notes what it was sent in argv[2].
+PLANTED = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = s.accept()
+    conn.settimeout(5)
+    try:
+        got = conn.recv(65536)
+    except OSError:
+        got = b""
+    with open(sys.argv[2], "ab") as fh:
+        fh.write(got + b"\\n")
+    conn.sendall(b'{"kind": "accept", "changes": {}, "logs": []}')
+    conn.close()
+"""
+
+
+@pytest.fixture
+def user_folder(attacker):
+    """A folder of the attacker's in /tmp (mode 0777), where an admin put the workers'
+    sockets (--run-dir /tmp/...)."""
+    folder = Path(f"/tmp/pbsplug-attack-{os.getpid()}-run")
+    shutil.rmtree(folder, ignore_errors=True)
+    done = attacker.python("import os, sys; os.mkdir(sys.argv[1]); os.chmod(sys.argv[1], 0o777)",
+                           str(folder))
+    assert done.returncode == 0, done.stderr
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _client():
+    sys.path.insert(0, ADAPTERS)
+    try:
+        import worker_client
+    finally:
+        sys.path.remove(ADAPTERS)
+    return worker_client
+
+
+def test_a_socket_a_user_planted_where_the_worker_listens_is_told_nothing(user_folder,
+                                                                         attacker, tmp_path):
+    """Root's scripts (the Slurm programs, PBS's hook) asked whatever listened at the
+    worker's socket name: in a folder a user can write, the user's own socket got every
+    event's data and its answer was taken (exit 0: the job ran unchecked)."""
+    if os.geteuid() != 0:
+        missing("needs root: the scripts that ask the worker run as root")
+    sock = user_folder / "slurm-x.sock"
+    seen = user_folder / "seen"
+    runuser = shutil.which("runuser") or "runuser"
+    planted = subprocess.Popen([runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python",
+                                "-c", PLANTED, str(sock), str(seen)], stdout=subprocess.PIPE,
+                               text=True, cwd="/tmp", env={"PATH": "/usr/bin:/bin"})
+    try:
+        assert planted.stdout.readline().strip() == "listening"
+        client = _client()
+        answer = client.ask(sys.executable, str(tmp_path / "none.json"), str(sock),
+                            b'{"secret": "the job\'s environment"}')
+        assert answer is None  # no worker there: the script runs the event itself
+    finally:
+        planted.kill()
+        planted.wait()
+    assert not seen.exists() or b"secret" not in seen.read_bytes()
+
+
+def test_a_link_a_user_planted_for_the_workers_lock_is_not_followed(user_folder, attacker,
+                                                                    tmp_path):
+    """The lock beside the socket was opened by root through whatever the name was: a link
+    there made root create (or append to) any file."""
+    if os.geteuid() != 0:
+        missing("needs root: the scripts that start the worker run as root")
+    target = tmp_path / "made-by-root"
+    sock = user_folder / "slurm-x.sock"
+    done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                           str(target), f"{sock}.lock")
+    assert done.returncode == 0, done.stderr
+    client = _client()
+    assert client.start(sys.executable, str(tmp_path / "none.json"), str(sock)) is None
+    assert not target.exists()
+
+
+def test_a_worker_refuses_a_folder_a_user_can_write(user_folder, tmp_path):
+    """The worker made its socket in the folder it was given: one a user owns it chmodded to
+    0700 and listened in, the user still able to replace the socket or plant links."""
+    if os.geteuid() != 0:
+        missing("needs root: the worker runs as root")
+    config = tmp_path / "w.json"
+    config.write_text(json.dumps({"loader": "json:loads", "dispatcher": "json:dumps"}))
+    done = subprocess.run([sys.executable, "-m", "pbsplug.adapters.worker",
+                           str(user_folder / "w.sock"), str(config)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == (f"pbsplug worker: {user_folder}: not a folder only root may write "
+                           "to (nor every folder above it): no worker there\n")
+    assert not (user_folder / "w.sock").exists()
+    assert user_folder.stat().st_mode & 0o777 == 0o777  # left as it was
+
+
+@pytest.mark.parametrize("make,safe", [
+    ("mkdir -m 0700 {d}", True),
+    ("mkdir -m 0755 {d}", True),
+    ("mkdir -m 0775 {d}", False),
+    ("mkdir -m 0777 {d}", False),
+    ("mkdir -m 0777 {d}.real && ln -s {d}.real {d}", False),
+    ("mkdir -m 0700 {d}.real && ln -s {d}.real {d}", False),  # the folder itself a link
+    ("mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/run && ln -s {p}/open/run {d}", False),
+    ("mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/d", None),  # below a folder all write
+])
+def test_safe_folder(tmp_path, make, safe):
+    folder = tmp_path / "d"
+    subprocess.run(["sh", "-c", make.format(d=folder, p=tmp_path)], check=True)
+    client = _client()
+    if safe is None:
+        folder = tmp_path / "open" / "d"
+        safe = False
+    assert client.safe_folder(str(folder)) is safe
