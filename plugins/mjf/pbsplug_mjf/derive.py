@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pbsplug import parse_duration, parse_exec_vnode, parse_size
-from pbsplug.values import resource_type
+from pbsplug.values import digits, resource_type
 
 from .keys import Value
 
@@ -70,7 +70,7 @@ def total_cpu(vnodes: Iterable[Any]) -> int | None:
         if ncpus is None:
             continue
         try:
-            total += int(ncpus)
+            total += _int(ncpus)
         except (TypeError, ValueError):
             raise MJFError(f"vnode {vnode.name}: resources_available.ncpus = {ncpus!r} is "
                            "not an integer") from None
@@ -130,7 +130,9 @@ def _chunk_sum(job: Any, chunks: list[dict[str, str]], name: str, parse,
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool):
+    """A whole number, or its ASCII digits: int() alone also reads '١٢' as 12 and '1_0' as
+    10, which no batch system writes."""
+    if isinstance(value, bool) or not (isinstance(value, int) or digits(str(value))):
         raise ValueError(value)
     return int(value)
 

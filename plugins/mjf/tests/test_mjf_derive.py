@@ -55,6 +55,10 @@ def test_a_vnode_without_ncpus_counts_nothing_and_a_bad_one_is_named():
                                                                      "grace_secs": 0}
     with pytest.raises(MJFError, match=r"vnode n0: resources_available.ncpus = 'many'"):
         machine_features(cfg(), vnodes("many"))
+    for text in ("\u0661\u0662", "1_0", "\u00b2"):  # digits int() reads, or not at all
+        with pytest.raises(MJFError, match=r"resources_available.ncpus = .* not an integer"):
+            machine_features(cfg(), vnodes(text))
+    assert machine_features(cfg(), vnodes("12"))["total_cpu"] == 12
 
 
 # -- $JOBFEATURES -----------------------------------------------------------------------------
@@ -164,6 +168,8 @@ def test_scratch_from_a_resource_or_the_file_system(tmp_path):
     ({"mem": "4 gigs"}, "(n1)", r"Resource_List.mem = '4 gigs' is not a size"),
     ({}, "(n1:mem=lots)", r"exec_vnode mem='lots' is not a size"),
     ({}, "(n1:ncpus=two)", r"exec_vnode ncpus='two' is not an integer"),
+    ({}, "(n1:ncpus=\u0661\u0662)", r"exec_vnode ncpus='\u0661\u0662' is not an integer"),
+    ({}, "(n1:ncpus=1_0)", r"exec_vnode ncpus='1_0' is not an integer"),
 ])
 def test_a_value_that_does_not_parse_names_the_job_the_resource_and_the_value(
         resources, exec_vnode, message):
