@@ -13,6 +13,7 @@ PBS admins bring their ``PBS_power.CF``, where every value is a string (``"True"
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,16 +74,20 @@ def _boolean(key: str, value: Any) -> bool:
     raise PowerConfigError(f"{key}: {value!r} is not True or False")
 
 
+#: An integer as a .CF string writes one: ASCII digits with a sign (int() alone also reads
+#: "١٨٠٠" as 1800 and "1_800" as 1800).
+_INTEGER = re.compile(r"\s*[+-]?[0-9]{1,18}\s*", re.ASCII)
+
+
 def _integer(key: str, value: Any) -> int:
     if isinstance(value, bool):
         raise PowerConfigError(f"{key}: {value!r} is not an integer")
     if isinstance(value, int):
         number = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(value):
+        number = int(value)
     else:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise PowerConfigError(f"{key}: {value!r} is not an integer") from None
+        raise PowerConfigError(f"{key}: {value!r} is not an integer")
     return number if number > 0 else DEFAULTS[key]
 
 

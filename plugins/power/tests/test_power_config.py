@@ -24,7 +24,7 @@ def test_the_seeds_sample_file():
         "ramp", 1000, 600, 80, 10)
 
 
-@pytest.mark.parametrize("value", ["0", "-5", 0, -1])
+@pytest.mark.parametrize("value", ["0", "-5", 0, -1, " -5 "])
 def test_a_value_of_zero_or_less_falls_back_to_its_default(value):
     assert power_config({"node_idle_limit": value}).node_idle_limit == DEFAULTS[
         "node_idle_limit"]
@@ -35,6 +35,11 @@ def test_a_value_of_zero_or_less_falls_back_to_its_default(value):
     ("max_concurrent_nodes", "2.5", "max_concurrent_nodes: '2.5' is not an integer"),
     ("min_node_down_delay", True, "min_node_down_delay: True is not an integer"),
     ("power_on_off_enable", "yes", "power_on_off_enable: 'yes' is not True or False"),
+    # digits int() reads too: Arabic-Indic, with Python's separators
+    ("node_idle_limit", "\u0661\u0668\u0660\u0660",
+     "node_idle_limit: '\u0661\u0668\u0660\u0660' is not an integer"),
+    ("min_node_down_delay", "1_800", "min_node_down_delay: '1_800' is not an integer"),
+    ("max_concurrent_nodes", 2.0, "max_concurrent_nodes: 2.0 is not an integer"),
 ])
 def test_a_value_pbs_refuses_is_named(key, value, message):
     with pytest.raises(PowerConfigError, match=message):
