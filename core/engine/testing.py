@@ -37,9 +37,17 @@ def make_root() -> Path:
 
 
 def remove_root(root: Path) -> None:
-    """Kill whatever still runs from the home (jobs, shepherds) and remove it."""
+    """Kill whatever still runs from the home (jobs, shepherds) and remove it. A killed
+    job's shepherd (forked from the server, so not matched by its command line) writes the
+    job's status file once the job is gone, which can land in ``jobs/`` after the removal
+    listed it: the removal is tried again until the home is gone (a few seconds at most)."""
     subprocess.run(["pkill", "-KILL", "-f", f"{root}/"], check=False)
-    shutil.rmtree(root, ignore_errors=True)
+    deadline = time.monotonic() + 5
+    while True:
+        shutil.rmtree(root, ignore_errors=True)
+        if not os.path.lexists(root) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 class LocalEngine:
