@@ -38,6 +38,13 @@ DEFAULT_VALUES = {key: str(value) for key, value in DEFAULTS.items()}
 BOOLEANS = ("power_ramp_rate_enable", "power_on_off_enable")
 INTEGERS = ("node_idle_limit", "min_node_down_delay", "max_jobs_analyze_limit",
             "max_concurrent_nodes")
+#: The longest a driver command may take: a day (1e300 made every command an OverflowError,
+#: past what the clock can add).
+MAX_TIMEOUT = 86400.0
+#: The longest boot, boot timeout or shutdown: ten years (a larger JSON integer made the
+#: scheduler's availability and the periodic run raise OverflowError turning it to a float).
+MAX_DELAY = 10 * 365 * 86400
+
 #: PBS's log line when both modes are on.
 BOTH_MODES_WARNING = "Hook config: power_on_off_enable is over-riding power_ramp_rate_enable"
 
@@ -145,13 +152,16 @@ def settings() -> dict[str, Any]:
         "max_concurrent_nodes": pbs_key("max_concurrent_nodes",
                                         "hosts taken down, and woken, at most per run"),
         "driver": Setting(str, "capmc", choices=DRIVERS, doc="what switches the power"),
-        "boot_delay": Setting(int, 300, ge=0, doc="seconds a host needs to come up; the "
-                              "scheduler plans woken hosts from then"),
-        "boot_timeout": Setting(int, 1800, gt=0, doc="seconds a powered-on host may take "
-                                "before it is given up as failed to boot"),
-        "shutdown_delay": Setting(int, 0, ge=0, doc="simulated: seconds a host takes to "
-                                  "power off"),
-        "timeout": Setting(float, 120.0, gt=0, doc="seconds a driver command may take"),
+        "boot_delay": Setting(int, 300, ge=0, le=MAX_DELAY,
+                              doc="seconds a host needs to come up; the scheduler plans woken "
+                                  "hosts from then"),
+        "boot_timeout": Setting(int, 1800, gt=0, le=MAX_DELAY,
+                                doc="seconds a powered-on host may take before it is given up "
+                                    "as failed to boot"),
+        "shutdown_delay": Setting(int, 0, ge=0, le=MAX_DELAY,
+                                  doc="simulated: seconds a host takes to power off"),
+        "timeout": Setting(float, 120.0, gt=0, le=MAX_TIMEOUT,
+                           doc="seconds a driver command may take"),
         "state_dir": Setting(str, "", check=_absolute_or_empty,
                              doc="where the hook keeps its record (default "
                                  "<pbsplug home>/hooks/tmp)"),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from pbsplug import PluginLoadError, load_site, plugin_config
 from pbsplug_power.config import DEFAULTS, PowerConfigError, power_config
 
 
@@ -44,3 +47,22 @@ def test_a_value_of_zero_or_less_falls_back_to_its_default(value):
 def test_a_value_pbs_refuses_is_named(key, value, message):
     with pytest.raises(PowerConfigError, match=message):
         power_config({key: value})
+
+
+@pytest.mark.parametrize(("key", "value", "bound"), [
+    ("timeout", 1e300, "<= 86400"),  # subprocess.run: OverflowError, not a DriverError
+    ("boot_timeout", 10**400, "<= 3.1536e+08"),  # float(): OverflowError at every run
+    ("boot_delay", 10**400, "<= 3.1536e+08"),  # and in the scheduler's availability hook
+    ("shutdown_delay", 10**400, "<= 3.1536e+08"),
+], ids=["timeout", "boot_timeout", "boot_delay", "shutdown_delay"])
+def test_a_duration_past_what_the_clock_can_add_is_refused_at_load(tmp_path, key, value,
+                                                                   bound):
+    """A JSON .CF file holds any integer: such a value passed the load and raised
+    OverflowError (a traceback) where the hook turned it into a float."""
+    cf = tmp_path / "PBS_power.CF"
+    cf.write_text(json.dumps({key: value}))
+    site = tmp_path / "site.toml"
+    site.write_text('[plugins.power]\nenabled = true\nconfig_file = "PBS_power.CF"\n')
+    with pytest.raises(PluginLoadError) as err:
+        plugin_config("power", load_site(site))
+    assert str(cf) in str(err.value) and key in str(err.value) and bound in str(err.value)
