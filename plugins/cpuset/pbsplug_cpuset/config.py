@@ -16,6 +16,13 @@ from .nodemask import ID_LIMIT, NodeMap, parse_list
 
 #: PBS's placement_type: which NUMA node a job's CPUs come from first.
 PLACEMENT_TYPES = ("load_balanced", "load_packed", "job_balanced")
+#: The longest of the periods in seconds: ten years. A JSON .CF file holds any integer, and
+#: one of 400 digits raised OverflowError where the hooks turn it into a float (the
+#: scheduler's at every cycle, the host's at every report).
+MAX_SECONDS = 10 * 365 * 86400
+#: The longest kill_timeout: a day (the hook's alarm, 90 s unless the site raises it, ends
+#: a longer wait first).
+MAX_KILL_TIMEOUT = 86400.0
 
 
 def _list_text(value: str) -> str | None:
@@ -111,14 +118,17 @@ def settings() -> dict[str, Setting]:
         "vnode_numa": Setting(dict, {}, check=_whole_numbers("NUMA node id"),
                               doc="vnode = NUMA node whose CPUs it has (host[N] is node N "
                                   "without it; other vnodes use the whole host)"),
-        "kill_timeout": Setting(float, 10.0, gt=0, doc="seconds to kill and remove a job's "
-                                "cpuset, retrying every 0.2 s, before it is stuck"),
-        "offline_stuck_after": Setting(int, 600, ge=0, doc="seconds a cpuset may stay stuck "
-                                       "before its vnodes go offline"),
+        "kill_timeout": Setting(float, 10.0, gt=0, le=MAX_KILL_TIMEOUT,
+                                doc="seconds to kill and remove a job's "
+                                    "cpuset, retrying every 0.2 s, before it is stuck"),
+        "offline_stuck_after": Setting(int, 600, ge=0, le=MAX_SECONDS,
+                                       doc="seconds a cpuset may stay stuck "
+                                           "before its vnodes go offline"),
         "online_offlined_nodes": Setting(bool, True, doc="vnodes offlined for a stuck cpuset "
                                          "come back once it is gone"),
-        "online_nodes_min_delay": Setting(int, 30, ge=0, doc="seconds offline at least "
-                                          "before they come back"),
+        "online_nodes_min_delay": Setting(int, 30, ge=0, le=MAX_SECONDS,
+                                          doc="seconds offline at least "
+                                              "before they come back"),
         # -- octants (seed 002, section 4) ------------------------------------------------
         "octants": Setting(list, [], items=str, check=_octant_ranges,
                            doc="one list of physical node ids per octant, such as 0-63; "
@@ -133,13 +143,16 @@ def settings() -> dict[str, Setting]:
         "octant_scope": Setting(str, "host", choices=("host", "complex"),
                                 doc="host: each host's nodes form its own octants; complex: "
                                     "node numbers span hosts (switch groups)"),
-        "straddle_after": Setting(int, 0, ge=0, doc="seconds queued after which a small "
-                                  "job may straddle octants; 0: never"),
+        "straddle_after": Setting(int, 0, ge=0, le=MAX_SECONDS,
+                                  doc="seconds queued after which a small "
+                                      "job may straddle octants; 0: never"),
         # -- the scheduler (seed 002, section 5) ------------------------------------------
-        "starve_after": Setting(int, 8 * 3600, ge=0, doc="seconds queued after which a job "
-                                "is starving and drained for; 0: never"),
-        "stuck_grace": Setting(int, 600, ge=0, doc="seconds a stuck cpuset counts as soon "
-                               "free; older ones count as lost until reclaimed"),
+        "starve_after": Setting(int, 8 * 3600, ge=0, le=MAX_SECONDS,
+                                doc="seconds queued after which a job "
+                                    "is starving and drained for; 0: never"),
+        "stuck_grace": Setting(int, 600, ge=0, le=MAX_SECONDS,
+                               doc="seconds a stuck cpuset counts as soon "
+                                   "free; older ones count as lost until reclaimed"),
     }
 
 
