@@ -491,6 +491,13 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
         log.warning("TaskProlog request for job %s from uid %d refused: not the job's owner",
                     job_id, uid)
         return _answer(1, f"pbsplug TaskProlog: job {job_id} is not yours")
+    if node not in _allocated(job):
+        # The environment is the task owner's to shape (LD_PRELOAD runs their code in
+        # TaskProlog): a node out of the job's allocation would have the hook act on
+        # another user's node (drained by fail_action offline_vnodes, say).
+        log.warning("TaskProlog request for job %s from uid %d refused: SLURMD_NODENAME=%s "
+                    "is not one of the job's nodes", job_id, uid, node)
+        return _answer(1, f"pbsplug TaskProlog: node {node} is not one of job {job_id}'s")
     out = _fire(ctx, "execjob_launch", {"job": job, "vnode_list": vnodes, "env": task_env,
                                         "argv": [], "progname": "", "pid": task})
     if not out.accepted:
@@ -517,6 +524,12 @@ def export_lines(job_id: str, before: Mapping[str, str],
         lines.append(f"export {key}={value}")
     lines += [f"unset {key}" for key in sorted(set(before) - set(after))]
     return "".join(line + "\n" for line in lines)
+
+
+def _allocated(job: Mapping[str, Any]) -> set[str]:
+    """The nodes of the job's allocation (its exec_vnode, from ``scontrol -d``)."""
+    return {chunk.strip("()").split(":", 1)[0]
+            for chunk in str(job.get("exec_vnode") or "").split("+") if chunk}
 
 
 def _uid_of(job: Mapping[str, Any]) -> int | None:

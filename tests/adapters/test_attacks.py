@@ -242,3 +242,69 @@ def test_safe_folder(tmp_path, make, safe):
         folder = tmp_path / "open" / "d"
         safe = False
     assert client.safe_folder(str(folder)) is safe
+
+
+LAUNCH_MARK = """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_launch",))
+@hookimpl
+def execjob_launch(event):
+    with open({mark!r}, "a") as fh:
+        fh.write(",".join(event.vnode_list) + "\\n")
+"""
+
+
+class _OneJob:
+    """Slurm's reading of one running job of this user on n1 and n2."""
+
+    def __init__(self, user: str):
+        self.user = user
+
+    def job_and_nodes(self, job_id, names):
+        return ({"id": job_id, "euser": self.user, "Job_Owner": self.user,
+                 "exec_vnode": "(n1:ncpus=2)+(n2:ncpus=1)"},
+                {n: {"state": "job-busy"} for n in names})
+
+
+@pytest.mark.parametrize("node,served", [("n1", True), ("n2", True), ("n3", False)])
+def test_task_prolog_acts_only_on_a_node_of_the_jobs_allocation(dists, tmp_path, node,
+                                                                 served):
+    """TaskProlog's environment is the task owner's (LD_PRELOAD runs their code in it), and
+    its SLURMD_NODENAME named the node the hook acts on: any node, another user's among
+    them. It must be one of the job's own nodes."""
+    import pwd
+
+    mark = tmp_path / "launched"
+    name = f"launchmark_{node}"  # a module of its own: each case's mark
+    dists.add(name, LAUNCH_MARK.format(mark=str(mark)))
+    site = tmp_path / "site.toml"
+    site.write_text(f"[plugins.{name}]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+        p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)],
+                       bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
+                       log_file="", run_dir="/run/x", native=False)
+        config = json.loads(p.extra_files[slurm.TASK_CONFIG_NAME])
+        # This process stands for the task process (a slurmstepd fork) the asker's parent is.
+        config["slurmstepd"] = os.readlink("/proc/self/exe")
+        ctx = slurm_bridge.load(config)
+    finally:
+        sys.path.remove(str(dists.root))
+    ctx.slurm = _OneJob(pwd.getpwuid(os.getuid()).pw_name)
+    asker = subprocess.Popen(["sleep", "300"], env={"SLURM_JOB_ID": "5",
+                                                    "SLURMD_NODENAME": node})
+    try:
+        answer = slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
+                                             "_peer": [asker.pid, os.getuid(), os.getgid()]})
+    finally:
+        asker.kill()
+        asker.wait()
+    if served:
+        assert answer["exit"] == 0, answer
+        assert mark.read_text() == f"{node}\n"
+    else:
+        assert answer == {"exit": 1, "stdout": "",
+                          "error": "pbsplug TaskProlog: node n3 is not one of job 5's"}
+        assert not mark.exists()
+
