@@ -517,13 +517,24 @@ def export_lines(job_id: str, before: Mapping[str, str],
     for key, value in sorted(after.items()):
         if before.get(key) == value:
             continue
-        if "\n" in value or not key.replace("_", "a").isalnum():
+        if "\n" in value or "\0" in value or not _ENV_NAME.fullmatch(key):
             log.warning("job %s: launch variable %r cannot travel through TaskProlog "
-                        "(a name of letters, digits and _; one line)", job_id, key)
+                        "(a name of ASCII letters, digits and _; one line)", job_id, key[:80])
             continue
         lines.append(f"export {key}={value}")
-    lines += [f"unset {key}" for key in sorted(set(before) - set(after))]
+    for key in sorted(set(before) - set(after)):
+        # (the names come from the task's environment, its owner's: a line break in one
+        # would make a line of its own that slurmstepd reads)
+        if not _ENV_NAME.fullmatch(key):
+            log.warning("job %s: launch variable %r cannot be unset through TaskProlog "
+                        "(a name of ASCII letters, digits and _)", job_id, key[:80])
+            continue
+        lines.append(f"unset {key}")
     return "".join(line + "\n" for line in lines)
+
+
+#: A variable's name as TaskProlog's ``export`` and ``unset`` lines carry it.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _allocated(job: Mapping[str, Any]) -> set[str]:

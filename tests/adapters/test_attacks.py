@@ -308,3 +308,12 @@ def test_task_prolog_acts_only_on_a_node_of_the_jobs_allocation(dists, tmp_path,
                           "error": "pbsplug TaskProlog: node n3 is not one of job 5's"}
         assert not mark.exists()
 
+
+def test_task_prolog_prints_only_export_and_unset_lines_slurmstepd_reads_as_meant():
+    """slurmstepd reads TaskProlog's output line by line (``export``, ``unset``, ``print``):
+    a name from the task's environment (its owner's) with a line break in it made a line of
+    its own; names of other letters or a leading digit are none a shell takes."""
+    before = {"KEEP": "1", "GONE": "1", "X\nprint forged": "1", "\u00c9T\u00c9": "1"}
+    after = {"KEEP": "1", "NEW": "v", "1ST": "v", "\u00c9": "v", "NUL": "a\0b",
+             "BRK": "a\nprint forged"}
+    assert slurm_bridge.export_lines("5", before, after) == "export NEW=v\nunset GONE\n"
