@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .topology import Topology
 
-_BRACKET = re.compile(r"\[(\d+)\]$")
+_BRACKET = re.compile(r"\[([0-9]+)\]$")  # ASCII: int() also reads "[١]"
 
 
 class AssignError(Exception):

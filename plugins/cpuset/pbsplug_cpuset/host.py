@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pbsplug import clock, default_home, parse_exec_vnode
+from pbsplug.values import digits
 
 from . import report
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
@@ -51,7 +52,7 @@ ORPHAN = ".orphan"
 #: The name of a cpuset this hook makes: a job id (PBS ``12.server``, ``12[3].server``;
 #: Slurm ``12``), or one set aside (``.orphan``). Another cpuset under the prefix is the
 #: site's own, and never reaped.
-JOB_CPUSET = re.compile(r"\d+(?:\[\d*\])?(?:\.[^/]+)?")
+JOB_CPUSET = re.compile(r"[0-9]+(?:\[[0-9]*\])?(?:\.[^/]+)?")  # ASCII, not \d
 #: How long a retry of a stuck cpuset may take at exechost_periodic (each of them).
 RETRY_TIMEOUT = 1.0
 #: What one exechost_periodic (or startup) may spend retrying and reaping, all cpusets
@@ -201,7 +202,11 @@ class Host:
         out: dict[str, int] = {}
         for name, res in parse_exec_vnode(str(job.exec_vnode or "")):
             if name in vnode_list:
-                out[name] = out.get(name, 0) + int(res.get("ncpus", 0) or 0)
+                ncpus = str(res.get("ncpus", "0") or "0")
+                if not digits(ncpus):  # int() alone reads "١٢" as 12 and "1_0" as 10
+                    raise ValueError(f"exec_vnode {name}: ncpus={ncpus!r} is not a whole "
+                                     "number")
+                out[name] = out.get(name, 0) + int(ncpus)
         return out
 
     @contextmanager

@@ -25,8 +25,9 @@ from pbsplug import Placement, Vnode, parse_select
 from .nodemask import NodeMap, decode_bits, parse_list
 from .report import FREE_MASK
 
-_BRACKET = re.compile(r"\[(\d+)\]$")
-_DIGITS = re.compile(r"(\d+)$")
+# ASCII digits: \d and int() also take "١٧" (Arabic-Indic) as 17.
+_BRACKET = re.compile(r"\[([0-9]+)\]$")
+_DIGITS = re.compile(r"([0-9]+)$")
 
 #: An octant: (host, index) under scope "host", (None, index) under "complex".
 OctantKey = tuple

@@ -64,6 +64,7 @@ def test_vnode_numa_binds_site_vnodes(two_sockets):
     assert numa_of("right", two_sockets, rules) == 1
     assert numa_of("other", two_sockets, rules) is None
     assert numa_of("h[9]", two_sockets, rules) is None  # no node 9: the whole host
+    assert numa_of("h[\u0661]", two_sockets, rules) is None  # ASCII digits only: not node 1
     assert assign(two_sockets, rules, {"right": 1})[0] == [4]
     with pytest.raises(AssignError, match="NUMA node 7, which this host does not have"):
         assign(two_sockets, rules, {"ghost": 1})

@@ -453,6 +453,27 @@ def test_cpusets_the_hook_did_not_make_are_never_reaped(machine, fire_event):
     assert cpusets.exists("pbs_jobs/admin_tools") and not cpusets.exists("pbs_jobs/9.host")
 
 
+def test_numbers_are_ascii_digits(machine, fire_event):
+    """\\d and int() also read Arabic-Indic digits (and int() '1_0'): a site's cpuset named
+    '\u0661\u0662' was taken for a job's and reaped, an exec_vnode chunk's ncpus=\u0662 gave
+    the job 2 CPUs."""
+    from pbsplug_cpuset.host import JOB_CPUSET
+
+    assert JOB_CPUSET.fullmatch("12[3].host") and not JOB_CPUSET.fullmatch("\u0661\u0662")
+    cpusets = detect(machine["base"]["cgroup_root"], "1", emulate=True)
+    cpusets.ensure_parent("pbs_jobs")
+    cpusets.create("pbs_jobs/\u0661\u0662", [0], [0])
+    out = fire_event("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]"),
+                                           "job_list": {}})
+    assert out.accepted, out.message
+    assert cpusets.exists("pbs_jobs/\u0661\u0662")
+    for ncpus in ("\u0662", "1_0"):
+        out = begin(fire_event, job("5.host", f"(host[1]:ncpus={ncpus})"))
+        assert out.kind == "reject", out
+        assert f"exec_vnode host[1]: ncpus={ncpus!r} is not a whole number" in out.detail
+        assert not cpusets.exists("pbs_jobs/5.host")
+
+
 def test_begins_at_once_never_share_cpus_nor_lose_each_other(machine, tmp_path):
     """Slurm runs prologs at once, PBS's MoM runs hooks as processes: each begin reads which
     CPUs are taken, makes its cpuset and saves the record under one lock. Without it two

@@ -249,3 +249,12 @@ def test_a_small_job_may_run_on_vnodes_in_no_octant(cycle):
     result = cycle(nodes + [vnode("extra")], [*busy, job("3.s", "3:ncpus=2")],
                    **TWO_OCTANTS)
     assert started(result) == {"3.s": on("extra", "login", "spare")}
+
+
+def test_a_logical_number_is_ascii_digits():
+    """\\d also takes Arabic-Indic digits: 'n\u0661\u0667' was node 17, in an octant."""
+    from pbsplug_cpuset.octants import logical_number
+
+    assert logical_number("n17", {}) == 17 and logical_number("h[3]", {}) == 3
+    assert logical_number("n\u0661\u0667", {}) is None
+    assert logical_number("h[\u0663]", {}) is None
