@@ -7,8 +7,10 @@ scheduler's own process (so two never write the same file)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,12 +29,26 @@ def record(config: Mapping[str, Any], stats) -> None:
             "jobs_started": stats.jobs_started}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"multisched_{stats.sched}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        _replace(directory / f"multisched_{stats.sched}.json", json.dumps(data))
     except OSError:
         pass  # a record is for the status command; a cycle never fails for it
+
+
+def _replace(path: Path, text: str) -> None:
+    """`path` holding `text`, written whole: a new file of a name nobody can guess, then a
+    rename. A fixed temporary name was opened through whatever was there: in a state_dir
+    others may write, a link planted under it had the scheduler (root) overwrite the file
+    it pointed at."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # the status command may be anyone's
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -77,3 +77,33 @@ def test_list_output_is_read_as_qmgr_writes_it():
                            "pid": None, "last_cycle": None, "jobs_considered": None,
                            "jobs_started": None, "comment": "NEEDS_ATTENTION"}], 0)
     assert lines[1].split() == ["sc1", "P1,P2", "down", "-", "-", "-", "NEEDS_ATTENTION"]
+
+
+def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(attacker):
+    """The record was written to a fixed temporary name (multisched_<sched>.tmp) through
+    whatever was there: in a state_dir others may write, the scheduler (root) overwrote
+    the file a planted link pointed at."""
+    import shutil
+    import tempfile
+    from types import SimpleNamespace
+
+    from pbsplug_multisched.records import last_cycles, record
+
+    top = Path(tempfile.mkdtemp(prefix="msrec", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        victim = top / "victim"
+        victim.write_text("root's own\n")
+        shared = top / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)  # as /tmp
+        done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                               str(victim), str(shared / "multisched_sc1.tmp"))
+        assert done.returncode == 0, done.stderr
+        stats = SimpleNamespace(sched="sc1", started=1.7e9, duration=0.5, jobs_considered=3,
+                                jobs_started=1)
+        record({"state_dir": str(shared)}, stats)
+        assert victim.read_text() == "root's own\n"
+        assert last_cycles({"state_dir": str(shared)})["sc1"]["jobs_considered"] == 3
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
