@@ -27,10 +27,12 @@ and which vnodes the hook made busy or offline.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -108,10 +110,20 @@ class Host:
         return data
 
     def save(self, data: dict[str, Any]) -> None:
+        """The record written whole: a new file of a name nobody can guess, then a rename.
+        The fixed ``cpuset_state.tmp`` was opened through whatever was there: in a
+        state_dir others may write, a planted link had the hook (root) overwrite the file
+        it pointed at."""
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, self.state_path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", dir=self.state_path.parent)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(data, sort_keys=True))
+            os.replace(tmp, self.state_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def path(self, name: str) -> str:
         return f"{self.prefix}/{name}"

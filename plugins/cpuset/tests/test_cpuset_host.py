@@ -534,3 +534,30 @@ def test_a_vnode_number_no_mask_holds_is_left_out_of_the_mask(machine, fire_even
     out = fire_event("execjob_begin", {"job": job("1.host", "(host[0]:ncpus=1)"),
                                        "vnode_list": vnodes(*names)})
     assert out.accepted, out.message
+
+
+def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(machine, fire_event,
+                                                                        attacker):
+    """The record went through the fixed name cpuset_state.tmp, opened through whatever
+    was there: in a state_dir others may write, the hook (root) overwrote the file a
+    planted link pointed at."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="cpurec", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        victim = top / "victim"
+        victim.write_text("root's own\n")
+        shared = top / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)  # as /tmp
+        done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                               str(victim), str(shared / "cpuset_state.tmp"))
+        assert done.returncode == 0, done.stderr
+        machine["configure"](state_dir=str(shared))
+        assert begin(fire_event, job()).accepted
+        assert victim.read_text() == "root's own\n"
+        assert "1.host" in json.loads((shared / "cpuset_state.json").read_text())["jobs"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
