@@ -118,6 +118,7 @@ class Host:
         fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", dir=self.state_path.parent)
         try:
             with os.fdopen(fd, "w") as handle:
+                os.fchmod(handle.fileno(), 0o644)  # readable as before (mkstemp's is 0600)
                 handle.write(json.dumps(data, sort_keys=True))
             os.replace(tmp, self.state_path)
         except BaseException:
