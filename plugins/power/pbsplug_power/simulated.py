@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pbsplug import clock as kernel_clock
 
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
-from .state import FileMemo, file_identity, state_dir
+from .state import FileMemo, file_identity, replace_file, state_dir
 
 STATE_FILE = "simulated_power.json"
 
@@ -96,9 +95,7 @@ class Simulated(Driver):
         """Write `hosts`, kept as the record (the caller hands it over: nobody changes it
         from here on)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        part = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        part.write_text(json.dumps(hosts, sort_keys=True))
-        os.replace(part, self.path)
+        replace_file(self.path, json.dumps(hosts, sort_keys=True))
         _seen.keep(self.path, file_identity(self.path.stat()), hosts)
 
     def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:

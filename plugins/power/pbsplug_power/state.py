@@ -17,9 +17,11 @@ cycle, so it stays small::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -209,10 +211,24 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
             if file_identity(st) == last[0]:
                 return
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.{os.getpid()}")
-    part.write_text(text)
-    os.replace(part, path)
+    replace_file(path, text)
     _written.keep(path, file_identity(path.stat()), text)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """`path` holding `text`, written whole: a new file of a name nobody can guess, then a
+    rename. A name made from the pid was opened through whatever was there: in a state_dir
+    others may write, a planted link had the hook (root) overwrite the file it pointed at."""
+    fd, part = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # `pbsplug power status` reads it, as before
+            handle.write(text)
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
 
 
 #: Each string `status_text` wrote, as JSON: a run writes mostly the host names, power

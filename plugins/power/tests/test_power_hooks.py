@@ -414,3 +414,35 @@ def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(
     path.write_text("[]")  # broken in place: the driver's failure, not the old hosts
     with pytest.raises(DriverError, match="not the simulated driver's JSON record"):
         sim.hosts()
+
+
+def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(attacker):
+    """The records went through '.<name>.<pid>', opened through whatever was there: in a
+    state_dir others may write, a link planted under the hook's pid (the periodic run's,
+    or the scheduler's) had it, as root, overwrite the file the link pointed at."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="pwrrec", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        victim = top / "victim"
+        victim.write_text("root's own\n")
+        shared = top / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)  # as /tmp
+        names = [f".{name}.{os.getpid()}" for name in (state.BOOTING_FILE, state.STATUS_FILE,
+                                                      STATE_FILE)]
+        done = attacker.python("import os, sys\nfor name in sys.argv[3:]:\n"
+                               "    os.symlink(sys.argv[1], os.path.join(sys.argv[2], name))",
+                               str(victim), str(shared), *names)
+        assert done.returncode == 0, done.stderr
+        state.save(shared, {"h1": NOW}, 300, {"time": NOW, "hosts": {}})
+        Simulated({"state_dir": str(shared), "boot_delay": 3, "shutdown_delay": 0}
+                  ).power_off(["a"])
+        assert victim.read_text() == "root's own\n"
+        assert state.booting(shared) == {"h1": NOW}
+        assert json.loads((shared / STATE_FILE).read_text())["a"]["power"] in ("on", "off")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
