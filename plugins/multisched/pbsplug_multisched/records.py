@@ -51,14 +51,30 @@ def _replace(path: Path, text: str) -> None:
         raise
 
 
+#: The latest cycle start a record may hold (year 5138): past it, turning it into a date
+#: overflows.
+LATEST_TIME = 10**11
+
+
+def _number(value: Any, *, whole: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return (isinstance(value, int) or not whole) and 0 <= value <= LATEST_TIME
+
+
 def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every scheduler's last cycle, by name (files that do not parse are skipped)."""
+    """Every scheduler's last cycle, by name. Files that do not parse, or are not a record
+    of the scheduler they are named after (a time that is not a number, counts that are not
+    whole numbers), are skipped: the status showed them, or stopped on them."""
     out = {}
     for path in sorted(state_dir(config).glob("multisched_*.json")):
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(data, dict) and data.get("sched"):
-            out[str(data["sched"])] = data
+        if (isinstance(data, dict) and data.get("sched") == path.stem[len("multisched_"):]
+                and _number(data.get("started")) and _number(data.get("duration"))
+                and all(_number(data.get(key), whole=True)
+                        for key in ("jobs_considered", "jobs_started"))):
+            out[data["sched"]] = data
     return out

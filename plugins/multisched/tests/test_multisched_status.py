@@ -107,3 +107,29 @@ def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(attacker)
         assert last_cycles({"state_dir": str(shared)})["sc1"]["jobs_considered"] == 3
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.parametrize("record", [
+    {"sched": "sc1", "started": "soon", "duration": 0.1, "jobs_considered": 1,
+     "jobs_started": 0},  # status_lines: TypeError from datetime.fromtimestamp
+    {"sched": "sc1", "started": 1e300, "duration": 0.1, "jobs_considered": 1,
+     "jobs_started": 0},  # OverflowError
+    {"sched": "sc1", "started": 1.7e9, "duration": 0.1, "jobs_considered": [1],
+     "jobs_started": 0},
+    {"sched": "default", "started": 1.7e9, "duration": 0.1, "jobs_considered": 1,
+     "jobs_started": 0},  # another scheduler's name than the file's
+    [1, 2],
+])
+def test_a_record_of_another_shape_is_skipped(tmp_path, record):
+    from pbsplug_multisched.records import last_cycles
+
+    (tmp_path / "multisched_sc1.json").write_text(json.dumps(record))
+    (tmp_path / "multisched_sc2.json").write_text(json.dumps(
+        {"sched": "sc2", "started": 1.7e9, "duration": 0.5, "jobs_considered": 4,
+         "jobs_started": 2}))
+    cycles = last_cycles({"state_dir": str(tmp_path)})
+    assert set(cycles) == {"sc2"}
+    rows = [{"sched": name, "partitions": "P", "state": "idle", "pid": 1, "comment": "",
+             "last_cycle": cycle["started"], "jobs_considered": cycle["jobs_considered"]}
+            for name, cycle in cycles.items()]
+    assert status_lines(rows, 1.7e9 + 5)[1].split()[:3] == ["sc2", "P", "idle"]
