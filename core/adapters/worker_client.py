@@ -84,7 +84,8 @@ def exchange(conn, data, meanwhile=None):
 def start(python, config_file, path, folder_mode=0o700):
     """Start ``python -m pbsplug.adapters.worker path config_file`` unless one answers at
     `path` already (one start, however many scripts wait: a lock beside the socket), and
-    wait up to `WORKER_START` seconds for it; a connection to it, or None."""
+    wait up to `WORKER_START` seconds for it (not once it has ended); a connection to it,
+    or None."""
     import fcntl
     import os
     import subprocess
@@ -106,7 +107,7 @@ def start(python, config_file, path, folder_mode=0o700):
             # (which is the hook's: PBS runs it in mom_priv/hooks/tmp). -B: no .pyc written,
             # since until clean_process the starter's limits hold (a file size limit cut
             # .pyc files short, and every later import of them failed).
-            subprocess.Popen(
+            worker = subprocess.Popen(
                 [python, "-I", "-B", "-m", "pbsplug.adapters.worker", path, config_file],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
@@ -115,6 +116,8 @@ def start(python, config_file, path, folder_mode=0o700):
             while conn is None and time.monotonic() < deadline:
                 time.sleep(0.02)
                 conn = connect(path)
+                if conn is None and worker.poll() is not None:
+                    break  # it ended (a plugin that cannot load): no use waiting for it
     finally:
         os.close(lock)
     return conn

@@ -317,3 +317,18 @@ def test_task_prolog_prints_only_export_and_unset_lines_slurmstepd_reads_as_mean
     after = {"KEEP": "1", "NEW": "v", "1ST": "v", "\u00c9": "v", "NUL": "a\0b",
              "BRK": "a\nprint forged"}
     assert slurm_bridge.export_lines("5", before, after) == "export NEW=v\nunset GONE\n"
+
+
+def test_a_worker_that_cannot_start_is_not_waited_for(tmp_path):
+    """A worker that ends at start (a plugin that cannot load, a config that is not JSON)
+    held every script that tried to start one for the whole `WORKER_START`, and each event
+    paid it again. Here `WORKER_START` is an hour: only the worker's end lets `start` go."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    sock = tmp_path / "run" / "w.sock"
+    code = (f"import sys; sys.path.insert(0, {ADAPTERS!r}); import worker_client; "
+            "worker_client.WORKER_START = 3600.0; "
+            f"print(worker_client.start({sys.executable!r}, {str(bad)!r}, {str(sock)!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")
