@@ -104,6 +104,12 @@ QUEUE = "workq"
 #: memory must not grow with the trace.
 MEMO_SIZE = 4096
 SERVER = "sim"
+#: What the replay's clock reads at the trace's time 0: 1971-01-01 00:00:00 UTC. A job's
+#: times (qtime, stime, ...) and `pbsplug.clock` are EPOCH + trace time, as a server's are
+#: dates, never 0: an stime of 0 reads as no start time (a job started at the trace's
+#: first second was seen by the scheduler as starting again at every cycle). What the
+#: sink receives is trace time again.
+EPOCH = 365 * 86400
 
 
 class SimError(Exception):
@@ -257,6 +263,8 @@ class Simulator:
                  kill_at_walltime: bool = True,
                  scheds: dict[str, dict[str, Any]] | None = None):
         self.machine = machine
+        #: The clock's reading at trace time 0 (`EPOCH`); `now` is in clock time.
+        self.epoch = float(EPOCH)
         self.sink = sink
         self.plugins = plugins
         self.progress = progress
@@ -486,7 +494,7 @@ class Simulator:
             self._charge(host)
         self.summary.wall = time.perf_counter() - t0
         self.summary.energy = sum(sum(h.energy.values()) for h in self.hosts)
-        self.sink.close(self.now)
+        self.sink.close(self.now - self.epoch)
         return self.summary
 
     def _refuse(self, job: TraceJob, problem: str) -> None:
@@ -499,7 +507,9 @@ class Simulator:
         pending = next(trace, None)
         if pending is None:
             return
-        self.now = self.summary.start = pending.submit
+        epoch = self.epoch
+        self.summary.start = pending.submit
+        self.now = self._last_change = pending.submit + epoch
         for host in self.hosts:
             host.since = self.now
         for name in self._periodic_due:
@@ -517,7 +527,7 @@ class Simulator:
             if self._due:
                 candidates.append(self._due[0][0])
             if pending is not None:
-                candidates.append(pending.submit)
+                candidates.append(pending.submit + epoch)
             if self._periodic_due and (self.queued or self.running or pending is not None):
                 if candidates or self.now - self._last_change <= STALL:
                     candidates.append(min(self._periodic_due.values()))
@@ -538,7 +548,7 @@ class Simulator:
             while self._due and self._due[0][0] <= now:  # a waiting job's Execution_Time
                 self._queue_waiting(heapq.heappop(self._due)[1])
             # 3. submissions
-            while pending is not None and pending.submit <= now:
+            while pending is not None and pending.submit + epoch <= now:
                 if pending.submit < last_submit:
                     self._refuse(pending, f"submitted at {pending.submit}, before the job "
                                  "before it; a trace must be in submit order")
@@ -551,7 +561,7 @@ class Simulator:
                 pending = next(trace, None)
             # The next submission is sure to queue a job (so to run a cycle) when no hook
             # may refuse it and its request is the one the simulator writes.
-            self._next_submit = pending.submit if pending is not None and \
+            self._next_submit = pending.submit + epoch if pending is not None and \
                 pending.select is None and not self._chains.get("queuejob") else math.inf
             # 4. periodic hooks
             if self._periodic_due:
@@ -574,12 +584,12 @@ class Simulator:
             self._record_states()
             if self.progress is not None and self.summary.jobs >= progress_at:
                 progress_at = self.summary.jobs + 1000
-                self.progress(now - self.summary.start, self.summary.jobs,
+                self.progress(now - epoch - self.summary.start, self.summary.jobs,
                               len(self.queued))
         # What is left queued can never run (nothing else will change).
         for run in list(self.queued.values()):
             self._reject(run, "never started: the machine could not run it")
-        self.summary.end = self.now
+        self.summary.end = self.now - epoch
 
     # -- submission -----------------------------------------------------------------------------
     def _queue(self, name: str | None) -> str:
@@ -709,7 +719,8 @@ class Simulator:
             self._unneed(run)
             self._tell(run)
         self.summary.rejected += 1
-        self.sink.job(JobResult(run.tj, REJECTED, None, self.now, run_count=run.run_count,
+        self.sink.job(JobResult(run.tj, REJECTED, None, self.now - self.epoch,
+                                run_count=run.run_count,
                                 reason=why))
 
     # -- the cycle ------------------------------------------------------------------------------
@@ -909,8 +920,8 @@ class Simulator:
         self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
         self.summary.jobs += 1
         self.summary.killed += state == WALLTIME
-        self.sink.job(JobResult(run.tj, state, run.start, self.now, run.hosts, run.energy,
-                                run.run_count))
+        self.sink.job(JobResult(run.tj, state, run.start - self.epoch, self.now - self.epoch,
+                                run.hosts, run.energy, run.run_count))
 
     def _requeue(self, run: _Run, comment: str) -> None:
         lifecycle.requeued(run.attrs, comment, int(self.now))
@@ -1176,8 +1187,8 @@ class Simulator:
         if key == self._states_key:
             return
         self._states_key = key
-        self.sink.machine(MachineStates(self.now, dict(self._state_counts), self._watts,
-                                        queued, running, self._busy))
+        self.sink.machine(MachineStates(self.now - self.epoch, dict(self._state_counts),
+                                        self._watts, queued, running, self._busy))
 
     def _state_sums(self) -> tuple[tuple, dict[str, int], float]:
         """What `_counts` comes to: the key that tells a change of the machine's states

@@ -78,6 +78,23 @@ def test_easy_backfills_around_the_top_job():
     assert {r.final_state for r in sink.jobs} == {COMPLETED}
 
 
+@pytest.mark.parametrize("shift", [0, 1000])
+def test_the_top_jobs_reservation_holds_whenever_the_trace_starts(shift):
+    """EASY_TRACE and j7 (1 cpu for 60 s, submitted at 40). At 70 (j5 ends) j2's
+    reservation is 100 on n0, n1 and j5's host (j4 holds the fourth until 160): j7 would end
+    at 130 there, so it waits; j2 starts at 100, j7 at 110 when j4 ends (killed at 170).
+    Audit: a job started at trace time 0 had stime 0, which reads as no start time, so
+    the scheduler saw j1 ending 100 s after every cycle: j7 started at 70 and j2 waited
+    to 110. A trace shifted by 1000 s gave the right schedule."""
+    jobs = [tj(j.job_id, j.submit + shift, j.run_time, j.ncpus, j.walltime)
+            for j in EASY_TRACE + [tj(7, 40, 500, 1, 60)]]
+    sink, _ = simulate(jobs, policy="easy")
+    assert sink.starts() == {k: v + shift for k, v in {
+        "1": 0, "2": 100, "3": 10, "4": 60, "5": 60, "7": 110}.items()}
+    ends = {r.job.job_id: r.end - shift for r in sink.jobs}
+    assert ends == {"1": 100, "2": 200, "3": 60, "4": 110, "5": 70, "7": 170}
+
+
 def test_fifo_starts_nothing_past_a_blocked_job():
     sink, _ = simulate(EASY_TRACE, policy="fifo")
     # j2 waits for j1 (100); nothing after it starts before it; then in order, as room frees:
@@ -160,7 +177,9 @@ def test_policy_presets_and_bad_settings():
 
 def reference_run(jobs, nodes, cpus, settings):
     """An independent replay: a new Scheduler and Snapshot at every instant, nothing kept
-    between cycles (the engine's way), ends before submissions before the cycle."""
+    between cycles (the engine's way), ends before submissions before the cycle. Its
+    clock reads dates (base + trace time), as a server's does: never an stime of 0."""
+    base = 10**9
     vnodes = {f"n{i}": Vnode(f"n{i}", {"state": "free", "resources_available": {
         "ncpus": cpus, "host": f"n{i}"}}) for i in range(nodes)}
     queues = {"workq": Queue("workq", {"queue_type": "Execution", "started": True})}
@@ -178,16 +197,16 @@ def reference_run(jobs, nodes, cpus, settings):
             t = pending.pop(0)
             seq += 1
             queued[t.job_id] = (t, Job(t.job_id, {
-                "job_state": "Q", "queue": "workq", "qtime": int(now), "Hold_Types": "n",
+                "job_state": "Q", "queue": "workq", "qtime": int(base + now), "Hold_Types": "n",
                 "Resource_List": {"select": f"{t.ncpus}:ncpus=1", "ncpus": t.ncpus,
                                   "walltime": int(t.walltime)}}))
         snap_jobs = [job for _, job in running.values()] + [job for _, job in queued.values()]
         sched = Scheduler(policy=Policy.from_attributes(dict(settings)))
-        result = sched.cycle(Snapshot(server, queues, vnodes, snap_jobs), now)
+        result = sched.cycle(Snapshot(server, queues, vnodes, snap_jobs), base + now)
         for decision in result.run:
             t, job = queued.pop(decision.job_id)
             starts[t.job_id] = now
-            run_job = Job(t.job_id, {**job.to_dict(), "job_state": "R", "stime": int(now),
+            run_job = Job(t.job_id, {**job.to_dict(), "job_state": "R", "stime": int(base + now),
                                      "exec_vnode": decision.exec_vnode})
             running[t.job_id] = (now + min(t.run_time, t.walltime), run_job)
     return starts
