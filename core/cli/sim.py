@@ -256,7 +256,7 @@ def _report(result: dict[str, Any], out: Path) -> None:
             f"{name} ({'what no other owns' if name == 'default' else 'no partition'})"
             for name, parts in scheds))
     lines = summary.hooks.lines()
-    typer.echo("hooks: " + ("none enabled" if not lines else ""))
+    typer.echo("hooks: none enabled" if not lines else "hooks:")
     for line in lines:
         typer.echo(f"  {line}")
     typer.echo(f"results: {out}")

@@ -141,8 +141,8 @@ class HookUse:
             self.first_failure.setdefault(key, f"{run.outcome}: {first}".rstrip(": "))
 
     def lines(self) -> list[str]:
-        out = [f"ran: {plugin} {hook} ({count} times"
-               + (f", {self.failed[plugin, hook]} failed, the first with "
+        out = [f"ran: {plugin} {hook} ({count:,} time{'' if count == 1 else 's'}"
+               + (f", {self.failed[plugin, hook]:,} failed, the first with "
                   f"{self.first_failure[plugin, hook]}" if self.failed[plugin, hook] else "")
                + ")" for (plugin, hook), count in sorted(self.ran.items())]
         out += [f"ran: {plugin} {hook} (in every scheduling cycle)"

@@ -14,7 +14,15 @@ import pytest
 from pbsplug import PluginInfo, clock, hookimpl
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
-from pbsplug.sim.engine import PRESETS, STALL, SimError, Simulator, policy_settings, scratch_root
+from pbsplug.sim.engine import (
+    PRESETS,
+    STALL,
+    HookUse,
+    SimError,
+    Simulator,
+    policy_settings,
+    scratch_root,
+)
 from pbsplug.sim.machine import Host, Machine, PowerModel, default_power, uniform
 from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
@@ -439,8 +447,20 @@ def test_hooks_not_declared_sim_safe_are_left_out_and_reported(register_plugin,
     register_plugin(NotSafe(), "notsafe", isolation="inprocess", freq=30)
     sink, sim = simulate([tj(1, 0, 100, 1, 100)], plugins=pbsplug_plugins, tmp_path=tmp_path)
     lines = sim.summary.hooks.lines()
-    assert "ran: notsafe runjob (1 times)" in lines
+    assert "ran: notsafe runjob (1 time)" in lines
     assert "left out: notsafe periodic: not declared sim_safe by the plugin" in lines
+
+
+def test_hook_counts_are_written_as_the_report_writes_its_other_counts():
+    """docs/simulator.md's `ran: power periodic (1,110 times)`: the report said 1110."""
+    use = HookUse()
+    use.ran[("power", "periodic")] = 1110
+    use.failed[("power", "periodic")] = 1001
+    use.first_failure[("power", "periodic")] = "error: boom"
+    use.ran[("power", "exechost_startup")] = 1
+    assert use.lines() == [
+        "ran: power exechost_startup (1 time)",
+        "ran: power periodic (1,110 times, 1,001 failed, the first with error: boom)"]
 
 
 class OfflineOne:

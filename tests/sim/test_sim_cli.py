@@ -287,6 +287,7 @@ def test_cpusets_scheduler_side_runs_in_a_simulation_and_its_host_events_do_not(
     code, stdout, err = run_cli(capsys, "--site", str(site), "sim", "run", str(trace),
                                 "--out", str(tmp_path / "o"), "--no-plots")
     assert code == 0, err
+    assert "\nhooks:\n  ran: cpuset " in stdout  # (no trailing space after hooks:)
     for hook in ("sched_job_order", "sched_node_placement", "sched_node_availability"):
         assert f"ran: cpuset {hook} (in every scheduling cycle)" in stdout
     for event in ("execjob_begin", "execjob_launch", "execjob_end"):
