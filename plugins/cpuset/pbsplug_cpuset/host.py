@@ -42,7 +42,7 @@ from typing import Any
 from pbsplug import clock, default_home, parse_exec_vnode
 from pbsplug.values import digits
 
-from . import report
+from . import report, statedir
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
 from .cgroupfs import CgroupError, detect
 from .nodemask import ID_LIMIT, encode_mask, format_list
@@ -94,10 +94,16 @@ class Host:
 
     # -- the record -----------------------------------------------------------------------
     def load(self) -> dict[str, Any]:
+        """The record. A state folder or record another user could have written is the
+        host's error (`HostError`, which says whose and what mode): the hook kills what a
+        cpuset named in the record holds, and waits on the lock beside it."""
         try:
-            data = json.loads(self.state_path.read_text())
+            statedir.check_folder(self.state_path.parent)
+            data = json.loads(statedir.read_text(self.state_path))
         except FileNotFoundError:
             data = {}
+        except statedir.UnsafeStateDir as exc:
+            raise HostError(str(exc)) from None
         except ValueError as exc:
             raise HostError(f"{self.state_path}: not the cpuset hook's JSON record ({exc}); "
                             "remove it to start afresh") from None
@@ -113,8 +119,8 @@ class Host:
         """The record written whole: a new file of a name nobody can guess, then a rename.
         The fixed ``cpuset_state.tmp`` was opened through whatever was there: in a
         state_dir others may write, a planted link had the hook (root) overwrite the file
-        it pointed at."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        it pointed at. The folder is checked (and made) first, as at `record`."""
+        self._state_folder()
         fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", dir=self.state_path.parent)
         try:
             with os.fdopen(fd, "w") as handle:
@@ -230,11 +236,20 @@ class Host:
         Held under an exclusive lock (``cpuset_state.lock`` beside it) from the reading to
         the saving: Slurm runs prologs for several jobs at once, and PBS's MoM runs hooks as
         processes of their own, so two events could read the same cpusets as taken, give
-        two jobs the same CPUs, and each save a record without the other's job."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.state_path.with_suffix(".lock"),
-                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        two jobs the same CPUs, and each save a record without the other's job.
+
+        The state folder must be one nobody else can write (`statedir`), and the lock a
+        file of the hook's that nobody else can open: another user holding it had every
+        event wait until its alarm."""
+        self._state_folder()
+        lock = self.state_path.with_suffix(".lock")
         try:
+            fd = statedir.open_file(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except statedir.UnsafeStateDir as exc:
+            raise HostError(str(exc)) from None
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o600)  # the hook's own, but others could open it to hold it
             fcntl.flock(fd, fcntl.LOCK_EX)  # the hook's alarm bounds the wait
             data = self.load()
             try:
@@ -243,6 +258,17 @@ class Host:
                 self.save(data)
         finally:
             os.close(fd)  # and the lock with it
+
+    def _state_folder(self) -> None:
+        """The state folder, made when missing; `HostError` when another user could plant
+        or change the record or the lock there."""
+        try:
+            statedir.ensure_folder(self.state_path.parent)
+        except statedir.UnsafeStateDir as exc:
+            raise HostError(str(exc)) from None
+        except OSError as exc:
+            raise HostError(f"state_dir {self.state_path.parent}: "
+                            f"{exc.strerror or exc}") from None
 
     def _ensure_parent(self) -> None:
         """The prefix cpuset; a tree that cannot have it is the host's fault (offline)."""

@@ -536,28 +536,101 @@ def test_a_vnode_number_no_mask_holds_is_left_out_of_the_mask(machine, fire_even
     assert out.accepted, out.message
 
 
-def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(machine, fire_event,
-                                                                        attacker):
-    """The record went through the fixed name cpuset_state.tmp, opened through whatever
-    was there: in a state_dir others may write, the hook (root) overwrote the file a
-    planted link pointed at."""
+@pytest.fixture
+def shared_top():
+    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
+    must reach (pytest's tmp_path is 0700)."""
     import shutil
     import tempfile
 
     top = Path(tempfile.mkdtemp(prefix="cpurec", dir="/tmp"))
+    top.chmod(0o755)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+FORGE = """
+import json, os, sys
+state = sys.argv[1]
+if not os.path.isdir(state):
+    os.mkdir(state, 0o755)  # made before the admin's: the attacker's own
+with open(os.path.join(state, "cpuset_state.json"), "w") as handle:
+    json.dump({"jobs": {"admin_tools": {"host[0]": 1}}}, handle)
+open(os.path.join(state, "cpuset_state.lock"), "w").close()
+"""
+
+
+@pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
+def test_a_state_dir_others_may_write_is_refused_and_never_acted_on(machine, fire_event,
+                                                                    caplog, shared_top,
+                                                                    attacker, kind):
+    """Another user who could write in state_dir could name a site's cpuset in the record
+    (the hook, as root, killed what it held and removed it), or hold cpuset_state.lock (every
+    event waited until its alarm). Such a folder is now the host's error (offline_vnodes),
+    with one line naming it, its owner and its mode; nothing in it is read or written."""
+    sticky = shared_top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp
+    state = sticky / "cpustate"
+    if kind == "world-writable":
+        state.mkdir()
+        state.chmod(0o1777)
+    done = attacker.python(FORGE, str(state))
+    assert done.returncode == 0, done.stderr
+    planted = {p.name: p.read_bytes() for p in state.iterdir()}
+    cpusets = detect(machine["base"]["cgroup_root"], "1", emulate=True)
+    cpusets.ensure_parent("pbs_jobs")
+    cpusets.create("pbs_jobs/admin_tools", [0], [0])
+    machine["configure"](state_dir=str(state))
+    problem = (f"{state} is owned by uid {attacker.uid} ({attacker.user}), mode 0755"
+               if kind == "made by the attacker" else
+               f"{state} is writable by everyone (owner uid 0 (root), mode 1777): others "
+               "may add files to it")
+    for event, data in (("exechost_periodic", {"vnode_list": vnodes("host[0]", "host[1]"),
+                                               "job_list": {}}),
+                        ("execjob_begin", {"job": job(), "vnode_list": vnodes("host[1]")})):
+        caplog.clear()
+        out = fire_event(event, data)
+        assert out.kind == "error", event  # begin's error takes the host offline
+        assert event != "execjob_begin" or "offline_vnodes" in out.fail_action
+        assert re.search(rf"refusing state_dir {re.escape(str(state))}: {re.escape(problem)}"
+                         r", so another user could [^\n]*, or set state_dir to another "
+                         r"folder\n", caplog.text), caplog.text  # one line
+    assert cpusets.exists("pbs_jobs/admin_tools")  # named in the forged record: left alone
+    assert not cpusets.exists("pbs_jobs/1.host")
+    assert {p.name: p.read_bytes() for p in state.iterdir()} == planted
+    home = shared_top / "home"
+    home.mkdir()
+    lines = "\n".join(f"{k} = {json.dumps(v)}"
+                      for k, v in {**machine["base"], "state_dir": str(state)}.items())
+    (home / "site.toml").write_text(f"[plugins.cpuset]\nenabled = true\n"
+                                    f"[plugins.cpuset.config]\n{lines}\n")
+    proc = status(home)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"pbsplug cpuset: refusing state_dir {state}: {problem}")
+
+
+@pytest.mark.parametrize("name", ["cpuset_state.json", "cpuset_state.lock"])
+def test_a_record_or_lock_of_another_user_left_in_the_state_dir_is_refused(
+        machine, fire_event, caplog, attacker, name):
+    """A folder made safe after a user could write in it may still hold that user's record
+    (theirs to edit) or lock (theirs to hold): refused, naming the file, owner and mode."""
+    state = machine["state"]
+    state.mkdir()
+    (state / name).write_text("{}")
+    os.chown(state / name, attacker.uid, attacker.gid)
+    out = begin(fire_event, job())
+    assert out.kind == "error" and "offline_vnodes" in out.fail_action
+    assert (f"refusing {state / name}: owned by uid {attacker.uid} ({attacker.user}), mode "
+            "0644, so another user could have written it; remove it") in caplog.text
+    assert not (state / name).read_text().strip("{}")
+
+
+def test_the_state_dir_is_made_private_whatever_the_umask(machine, fire_event):
+    old = os.umask(0o002)
     try:
-        top.chmod(0o755)
-        victim = top / "victim"
-        victim.write_text("root's own\n")
-        shared = top / "shared"
-        shared.mkdir()
-        shared.chmod(0o1777)  # as /tmp
-        done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
-                               str(victim), str(shared / "cpuset_state.tmp"))
-        assert done.returncode == 0, done.stderr
-        machine["configure"](state_dir=str(shared))
         assert begin(fire_event, job()).accepted
-        assert victim.read_text() == "root's own\n"
-        assert "1.host" in json.loads((shared / "cpuset_state.json").read_text())["jobs"]
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        os.umask(old)
+    assert (machine["state"].stat().st_mode & 0o7777) == 0o755
+    assert (machine["state"] / "cpuset_state.lock").stat().st_mode & 0o777 == 0o600
