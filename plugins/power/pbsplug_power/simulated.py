@@ -23,6 +23,7 @@ from typing import Any
 
 from pbsplug import clock as kernel_clock
 
+from . import statedir
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
 from .state import FileMemo, file_identity, replace_file, state_dir
 
@@ -73,13 +74,16 @@ class Simulated(Driver):
         file read before and untouched since is not read again, `_seen`). A replay asks
         about booting hosts at nearly every periodic run, of a thousand hosts."""
         try:
+            statedir.check_folder(self.path.parent)
             identity = file_identity(self.path.stat())
             known = _seen.known(self.path, identity)
             if known is not None:
                 return known
-            data = json.loads(self.path.read_text())
+            data = json.loads(statedir.read_text(self.path))
         except FileNotFoundError:
             return {}
+        except statedir.UnsafeStateDir as exc:  # another user's hosts: never believed
+            raise DriverError(str(exc)) from None
         except (ValueError, RecursionError) as exc:
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
                               f"({exc or 'nested too deeply'}); remove it to start "
@@ -94,7 +98,10 @@ class Simulated(Driver):
     def _save(self, hosts: dict[str, dict[str, Any]]) -> None:
         """Write `hosts`, kept as the record (the caller hands it over: nobody changes it
         from here on)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            statedir.ensure_folder(self.path.parent)
+        except statedir.UnsafeStateDir as exc:
+            raise DriverError(str(exc)) from None
         replace_file(self.path, json.dumps(hosts, sort_keys=True))
         _seen.keep(self.path, file_identity(self.path.stat()), hosts)
 

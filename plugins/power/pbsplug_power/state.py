@@ -28,6 +28,8 @@ from typing import Any
 
 from pbsplug import default_home
 
+from . import statedir
+
 BOOTING_FILE = "power_booting.json"
 STATUS_FILE = "power_status.json"
 
@@ -54,11 +56,20 @@ def _not_ours(path: Path, why: str) -> OSError:
                    "afresh")
 
 
+def checked_dir(directory: Path) -> Path:
+    """`directory`, or `statedir.UnsafeStateDir` (an `OSError`: the periodic run rejects
+    with it, `power status` says it) naming it, its owner and its mode when another user
+    could plant or change the records in it: a forged booting record had the scheduler plan
+    hosts as waking and the run power them as it said."""
+    return statedir.check_folder(directory)
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     """The file's JSON object; None when there is no file. A file that does not parse, or
-    is not an object, is an `OSError` naming it."""
+    is not an object, or that another user could have written (`statedir.open_file`), is an
+    `OSError` naming it."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(statedir.read_text(path))
     except FileNotFoundError:
         return None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
@@ -92,8 +103,9 @@ def _is_time(value: Any) -> bool:
 def booting(directory: Path) -> dict[str, int]:
     """The booting hosts: host -> when it was powered on. A record of another shape is an
     `OSError` naming the file and what is wrong. A record read before, in a file nobody
-    touched since, is not read again (`_booting_read`)."""
-    path = Path(directory) / BOOTING_FILE
+    touched since, is not read again (`_booting_read`). A folder another user could
+    write in is refused (`checked_dir`)."""
+    path = checked_dir(Path(directory)) / BOOTING_FILE
     try:
         identity = file_identity(path.stat())
     except FileNotFoundError:
@@ -119,8 +131,9 @@ def booting(directory: Path) -> dict[str, int]:
 
 def status(directory: Path) -> dict[str, Any] | None:
     """The last run's status record, or None when no run has been recorded. A record of
-    another shape is an `OSError` naming the file and what is wrong."""
-    path = Path(directory) / STATUS_FILE
+    another shape is an `OSError` naming the file and what is wrong, as is a folder another
+    user could write in (`checked_dir`)."""
+    path = checked_dir(Path(directory)) / STATUS_FILE
     data = _read(path)
     if data is None:
         return None
@@ -210,7 +223,6 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
         else:
             if file_identity(st) == last[0]:
                 return
-    path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, text)
     _written.keep(path, file_identity(path.stat()), text)
 
@@ -263,8 +275,9 @@ def status_text(when: int, mode: str | None, driver: str,
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
          status: Mapping[str, Any] | str | None = None) -> None:
     """Write the booting hosts and, when given, the status record (a mapping, or its JSON
-    from `status_text`)."""
-    directory = Path(directory)
+    from `status_text`). The folder is made when missing, and refused
+    (`statedir.UnsafeStateDir`) when another user could change what is in it."""
+    directory = statedir.ensure_folder(directory)
     _write(directory / BOOTING_FILE, {"booting": dict(booting), "boot_delay": boot_delay})
     if status is not None:
         _write(directory / STATUS_FILE, status)

@@ -8,7 +8,10 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +22,7 @@ from pbsplug_power import state
 from pbsplug_power.driver import DriverError
 from pbsplug_power.simulated import STATE_FILE, Simulated
 
+PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 NOW = int(time.time())
 OLD = NOW - 7200
 
@@ -416,33 +420,91 @@ def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(
         sim.hosts()
 
 
-def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(attacker):
-    """The records went through '.<name>.<pid>', opened through whatever was there: in a
-    state_dir others may write, a link planted under the hook's pid (the periodic run's,
-    or the scheduler's) had it, as root, overwrite the file the link pointed at."""
+@pytest.fixture
+def shared_top():
+    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
+    must reach (pytest's tmp_path is 0700)."""
     import shutil
     import tempfile
-    from pathlib import Path
 
     top = Path(tempfile.mkdtemp(prefix="pwrrec", dir="/tmp"))
-    try:
-        top.chmod(0o755)
-        victim = top / "victim"
-        victim.write_text("root's own\n")
-        shared = top / "shared"
-        shared.mkdir()
-        shared.chmod(0o1777)  # as /tmp
-        names = [f".{name}.{os.getpid()}" for name in (state.BOOTING_FILE, state.STATUS_FILE,
-                                                      STATE_FILE)]
-        done = attacker.python("import os, sys\nfor name in sys.argv[3:]:\n"
-                               "    os.symlink(sys.argv[1], os.path.join(sys.argv[2], name))",
-                               str(victim), str(shared), *names)
-        assert done.returncode == 0, done.stderr
-        state.save(shared, {"h1": NOW}, 300, {"time": NOW, "hosts": {}})
-        Simulated({"state_dir": str(shared), "boot_delay": 3, "shutdown_delay": 0}
-                  ).power_off(["a"])
-        assert victim.read_text() == "root's own\n"
-        assert state.booting(shared) == {"h1": NOW}
-        assert json.loads((shared / STATE_FILE).read_text())["a"]["power"] in ("on", "off")
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    top.chmod(0o755)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+FORGE = """
+import json, os, sys
+state, now = sys.argv[1], int(sys.argv[2])
+if not os.path.isdir(state):
+    os.mkdir(state, 0o755)  # made before the admin's: the attacker's own
+for name, record in (("power_booting.json", {"booting": {"a": now - 100}, "boot_delay": 0}),
+                     ("power_status.json", {"time": now, "hosts": {}}),
+                     ("simulated_power.json", {"a": {"power": "on", "since": 0.0}})):
+    with open(os.path.join(state, name), "w") as handle:
+        json.dump(record, handle)
+"""
+
+
+@pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
+def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
+        register_plugin, pbsplug_plugins, fire_event, shared_top, attacker, kind):
+    """Another user who could write in state_dir forged the booting record (the scheduler
+    planned the host as waking, the run took it as powered on and, once the forged
+    simulated record said ready, woke its vnodes) and the status. Such a folder is now
+    refused: the run rejects with one line naming it, its owner and its mode, and changes
+    nothing; the scheduler plans as if no host were booting; `power status` exits 1."""
+    from pbsplug import Vnode
+
+    sticky = shared_top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp
+    state_dir = sticky / "powerstate"
+    if kind == "world-writable":
+        state_dir.mkdir()
+        state_dir.chmod(0o1777)
+    done = attacker.python(FORGE, str(state_dir), str(NOW))
+    assert done.returncode == 0, done.stderr
+    planted = {p.name: p.read_bytes() for p in state_dir.iterdir()}
+    register_plugin(pbsplug_power, "power", config={
+        "driver": "simulated", "state_dir": str(state_dir), "boot_delay": 120,
+        "power_on_off_enable": "True"})
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "sleep", True, OLD))})
+    problem = (f"{state_dir} is owned by uid {attacker.uid} ({attacker.user}), mode 0755"
+               if kind == "made by the attacker" else
+               f"{state_dir} is writable by everyone (owner uid 0 (root), mode 1777): "
+               "others may add files to it")
+    assert out.kind == "reject" and out.changes == {}
+    assert out.detail.startswith(f"power: refusing state_dir {state_dir}: {problem}, so "
+                                 "another user could plant or change the hook's records")
+    assert "\n" not in out.detail
+    answer = {}
+    for part in pbsplug_plugins.hook.sched_node_availability(sched="default", now=NOW, vnodes=[
+            Vnode("a1", {"state": "sleep", "resources_available": {"host": "a"}})]):
+        answer.update(part)
+    assert answer == {"a1": NOW + 120}  # not 20 s from now, as the forged power-on said
+    with pytest.raises(DriverError, match="refusing state_dir"):
+        Simulated({"state_dir": str(state_dir), "boot_delay": 0, "shutdown_delay": 0}
+                  ).status(["a"])
+    assert {p.name: p.read_bytes() for p in state_dir.iterdir()} == planted
+    home = shared_top / "home"
+    home.mkdir()
+    (home / "site.toml").write_text(f'[plugins.power]\nenabled = true\n[plugins.power.'
+                                    f'config]\nstate_dir = "{state_dir}"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    done = subprocess.run([PBSPLUG, "power", "status"], capture_output=True, text=True,
+                          env={**clean, "PBSPLUG_HOME": str(home)}, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"pbsplug power: refusing state_dir {state_dir}: {problem}")
+
+
+def test_a_record_of_another_user_left_in_the_state_dir_is_refused(tmp_path, attacker):
+    """A folder made safe after a user could write in it may still hold that user's
+    records, theirs to edit: refused, naming the file, its owner and its mode."""
+    state.save(tmp_path, {"h1": NOW}, 0, {"time": NOW, "hosts": {}})
+    os.chown(tmp_path / state.BOOTING_FILE, attacker.uid, attacker.gid)
+    with pytest.raises(OSError, match=(
+            rf"^refusing {tmp_path / state.BOOTING_FILE}: owned by uid {attacker.uid} "
+            rf"\({attacker.user}\), mode 0644, so another user could have written it")):
+        state.booting(tmp_path)
+    assert state.status(tmp_path)["time"] == NOW  # root's own: read
