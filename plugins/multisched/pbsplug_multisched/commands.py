@@ -16,6 +16,7 @@ import typer
 from pbsplug import PluginLoadError, clock, plugin_config
 
 from .records import last_cycles
+from .statedir import UnsafeStateDir
 
 
 class StatusError(Exception):
@@ -48,7 +49,10 @@ def schedulers(qmgr: list[str]) -> dict[str, dict[str, str]]:
 
 
 def status_record(qmgr: list[str], config: dict[str, Any]) -> list[dict[str, Any]]:
-    cycles = last_cycles(config)
+    try:
+        cycles = last_cycles(config)
+    except UnsafeStateDir as exc:  # records anyone could have forged: none is shown
+        raise StatusError(str(exc)) from None
     rows = []
     for name, attrs in schedulers(qmgr).items():
         pid = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -17,19 +18,34 @@ from typing import Any
 
 from pbsplug import default_home
 
+from . import statedir
+
+log = logging.getLogger("pbsplug.multisched")
+
 
 def state_dir(config: Mapping[str, Any]) -> Path:
     return Path(config.get("state_dir") or default_home() / "hooks" / "tmp")
 
 
+#: The last refusal this process logged, so that one folder's is not logged every cycle.
+_refused: list[str] = []
+
+
 def record(config: Mapping[str, Any], stats) -> None:
+    """The cycle's record, in a state folder nobody else could write in (`statedir`): a
+    scheduler's record in a folder another user could write is not written, and the
+    scheduler's log says so, once (the status command refuses such a folder too)."""
     directory = state_dir(config)
     data = {"sched": stats.sched, "pid": os.getpid(), "started": stats.started,
             "duration": stats.duration, "jobs_considered": stats.jobs_considered,
             "jobs_started": stats.jobs_started}
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        statedir.ensure_folder(directory)
         _replace(directory / f"multisched_{stats.sched}.json", json.dumps(data))
+    except statedir.UnsafeStateDir as exc:
+        if _refused != [str(exc)]:
+            _refused[:] = [str(exc)]
+            log.error("multisched: %s", exc)
     except OSError:
         pass  # a record is for the status command; a cycle never fails for it
 
@@ -65,11 +81,13 @@ def _number(value: Any, *, whole: bool = False) -> bool:
 def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Every scheduler's last cycle, by name. Files that do not parse, or are not a record
     of the scheduler they are named after (a time that is not a number, counts that are not
-    whole numbers), are skipped: the status showed them, or stopped on them."""
+    whole numbers), are skipped: the status showed them, or stopped on them. So are files
+    another user could have written (`statedir.open_file`). A state folder another user
+    could write in is refused: `statedir.UnsafeStateDir`, naming it, its owner and mode."""
     out = {}
-    for path in sorted(state_dir(config).glob("multisched_*.json")):
+    for path in sorted(statedir.check_folder(state_dir(config)).glob("multisched_*.json")):
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(statedir.read_text(path))
         except (OSError, ValueError, RecursionError):
             continue
         if (isinstance(data, dict) and data.get("sched") == path.stem[len("multisched_"):]

@@ -4,6 +4,7 @@ its errors."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -79,34 +80,92 @@ def test_list_output_is_read_as_qmgr_writes_it():
     assert lines[1].split() == ["sc1", "P1,P2", "down", "-", "-", "-", "NEEDS_ATTENTION"]
 
 
-def test_a_link_planted_in_a_shared_state_dir_is_never_written_through(attacker):
-    """The record was written to a fixed temporary name (multisched_<sched>.tmp) through
-    whatever was there: in a state_dir others may write, the scheduler (root) overwrote
-    the file a planted link pointed at."""
+@pytest.fixture
+def shared_top():
+    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
+    must reach (pytest's tmp_path is 0700)."""
     import shutil
     import tempfile
-    from types import SimpleNamespace
-
-    from pbsplug_multisched.records import last_cycles, record
 
     top = Path(tempfile.mkdtemp(prefix="msrec", dir="/tmp"))
-    try:
-        top.chmod(0o755)
-        victim = top / "victim"
-        victim.write_text("root's own\n")
-        shared = top / "shared"
-        shared.mkdir()
-        shared.chmod(0o1777)  # as /tmp
-        done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
-                               str(victim), str(shared / "multisched_sc1.tmp"))
-        assert done.returncode == 0, done.stderr
-        stats = SimpleNamespace(sched="sc1", started=1.7e9, duration=0.5, jobs_considered=3,
-                                jobs_started=1)
-        record({"state_dir": str(shared)}, stats)
-        assert victim.read_text() == "root's own\n"
-        assert last_cycles({"state_dir": str(shared)})["sc1"]["jobs_considered"] == 3
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    top.chmod(0o755)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+FORGE = """
+import json, os, sys
+state = sys.argv[1]
+if not os.path.isdir(state):
+    os.mkdir(state, 0o755)  # made before the admin's: the attacker's own
+with open(os.path.join(state, "multisched_sc1.json"), "w") as handle:
+    json.dump({"sched": "sc1", "pid": 1, "started": 1.7e9, "duration": 0.1,
+               "jobs_considered": 999, "jobs_started": 999}, handle)
+"""
+
+
+@pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
+def test_a_state_dir_others_may_write_is_refused(shared_top, attacker, caplog, kind):
+    """Another user who could write in state_dir forged a scheduler's record (its cycles,
+    its jobs considered) for the status. Such a folder is now refused: the scheduler does
+    not record there and its log says why, once; the status exits 1 with one line naming
+    the folder, its owner and its mode."""
+    import os
+    import subprocess
+    from types import SimpleNamespace
+
+    from pbsplug_multisched import records
+
+    sticky = shared_top / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp
+    state = sticky / "msstate"
+    if kind == "world-writable":
+        state.mkdir()
+        state.chmod(0o1777)
+    done = attacker.python(FORGE, str(state))
+    assert done.returncode == 0, done.stderr
+    planted = {p.name: p.read_bytes() for p in state.iterdir()}
+    problem = (f"{state} is owned by uid {attacker.uid} ({attacker.user}), mode 0755"
+               if kind == "made by the attacker" else
+               f"{state} is writable by everyone (owner uid 0 (root), mode 1777): others "
+               "may add files to it")
+    refusal = f"refusing state_dir {state}: {problem}, so another user could plant"
+    with pytest.raises(OSError, match=re.escape(refusal)):
+        records.last_cycles({"state_dir": str(state)})
+    stats = SimpleNamespace(sched="sc1", started=1.7e9, duration=0.5, jobs_considered=3,
+                            jobs_started=1)
+    records._refused.clear()
+    for _ in range(2):
+        records.record({"state_dir": str(state)}, stats)  # a cycle never fails for it
+    logged = [r.getMessage() for r in caplog.records]
+    assert [m.startswith(f"multisched: {refusal}") for m in logged] == [True], logged
+    assert {p.name: p.read_bytes() for p in state.iterdir()} == planted
+    home = shared_top / "home"
+    home.mkdir()
+    (home / "site.toml").write_text(site_toml("multisched", {
+        "state_dir": str(state), "qmgr": ["/nonexistent/qmgr"]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    done = subprocess.run([PBSPLUG, "multisched", "status"], capture_output=True, text=True,
+                          env={**env, "PBSPLUG_HOME": str(home)}, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"pbsplug multisched: {refusal}")
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_record_of_another_user_left_in_the_state_dir_is_skipped(tmp_path, attacker):
+    """A folder made safe after a user could write in it may still hold that user's record,
+    theirs to edit: it is not shown."""
+    import os
+
+    from pbsplug_multisched.records import last_cycles
+
+    for name in ("sc1", "sc2"):
+        (tmp_path / f"multisched_{name}.json").write_text(json.dumps(
+            {"sched": name, "started": 1.7e9, "duration": 0.5, "jobs_considered": 4,
+             "jobs_started": 2}))
+    os.chown(tmp_path / "multisched_sc1.json", attacker.uid, attacker.gid)
+    assert set(last_cycles({"state_dir": str(tmp_path)})) == {"sc2"}
 
 
 @pytest.mark.parametrize("record", [
