@@ -233,6 +233,57 @@ def test_the_same_schedule_as_a_scheduler_built_afresh_every_cycle(policy):
     assert sink.starts() == reference_run(jobs, 8, 1, PRESETS[policy])
 
 
+# -- streaming ------------------------------------------------------------------------------------
+
+def _collection_sizes(obj, prefix="", depth=0, out=None):
+    """The length of every dict, list and set `obj` holds, and those of the pbsplug objects
+    it holds, two levels down (the schedulers' kept state, their calendars)."""
+    out = {} if out is None else out
+    names = vars(obj) if hasattr(obj, "__dict__") else {
+        k: getattr(obj, k, None) for c in type(obj).__mro__ for k in getattr(c, "__slots__", ())}
+    for name, value in names.items():
+        if isinstance(value, (dict, list, set)):
+            out[prefix + name] = len(value)
+        elif depth < 2 and type(value).__module__.startswith("pbsplug") \
+                and not isinstance(value, type):
+            _collection_sizes(value, f"{prefix}{name}.", depth + 1, out)
+    return out
+
+
+def test_memory_grows_with_the_jobs_in_the_system_not_with_the_trace():
+    """Streaming: the trace is read one job ahead, and nothing the simulator or its
+    schedulers keep grows with the jobs replayed. 4,000 jobs on 16 vnodes, a few dozen in
+    the system at once: at every result, no collection holds more than 64 entries."""
+    rng = random.Random(5)
+    read = [0]
+
+    def trace():
+        t = 0
+        for i in range(4000):
+            t += rng.choice([5, 10, 20])
+            run = rng.choice([10, 50, 100])
+            read[0] += 1
+            yield tj(i, t, run, rng.choice([1, 2, 4]), run * 2, queue=str(i % 3),
+                     user=f"u{i % 50}")
+
+    class Watch(Sink):
+        def job(self, result):
+            super().job(result)
+            in_system = len(sim.queued) + len(sim.running)
+            assert read[0] <= len(self.jobs) + in_system + 1
+            sizes = _collection_sizes(sim)
+            for sched in sim.schedulers:
+                _collection_sizes(sched, f"{sched.name}.", out=sizes)
+            self.largest = max(getattr(self, "largest", (0, "")), max(
+                (n, name) for name, n in sizes.items()))
+
+    sink = Watch()
+    sim = Simulator(uniform(16, 1, "test"), sink, policy=policy_settings("easy"))
+    sim.run(trace())
+    assert len(sink.jobs) == 4000 and read[0] == 4000
+    assert sink.largest[0] <= 64, sink.largest
+
+
 # -- determinism ----------------------------------------------------------------------------------
 
 def test_two_runs_write_identical_files(tmp_path):
