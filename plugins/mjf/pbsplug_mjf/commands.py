@@ -147,6 +147,7 @@ def register(cli: typer.Typer) -> None:
                                          help="No access log on stderr.")) -> None:
         """Publish the feature directories over HTTP, read-only, until Ctrl-C:
         /machinefeatures/<host>/<key> and /jobfeatures/<job id>/<key>."""
+        from .derive import HostError
         from .serve import parse_bind
         from .serve import serve as make_server
 
@@ -158,6 +159,8 @@ def register(cli: typer.Typer) -> None:
         try:
             server = make_server(config["machinefeatures_dir"], config["jobfeatures_dir"],
                                  bind, max_age=max_age, quiet=quiet)
+        except HostError as exc:  # folders another user could change: not served
+            raise _fail(str(exc)) from None
         except OSError as exc:
             raise _fail(f"cannot listen on {bind}: {exc.strerror or exc}") from None
         typer.echo(f"serving $MACHINEFEATURES from {config['machinefeatures_dir']} and "

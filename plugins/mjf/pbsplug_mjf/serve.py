@@ -8,9 +8,13 @@ over the two base directories:
   ``max-age``; If-Modified-Since answers 304, so readers can poll cheaply;
 * a directory (with or without its trailing slash) is an HTML listing of what is in it;
 * anything absent is a real 404 (never a 200 error page); GET and HEAD only (405 otherwise);
+* the base directories must be ones nobody but root (or the user serving) could change
+  (`files.check_base`, the hooks' own rule): `serve` refuses others, since the server runs
+  as root;
 * no way out of the base directories: every path segment must be a plain name (no ``..``,
-  no leading dot, nothing percent-encoded into one), and the resolved file must lie inside
-  its base directory, symlinks included;
+  no leading dot, nothing percent-encoded into one), and each is opened relative to the
+  directory opened before it, never through a link (``O_NOFOLLOW``). A check of the path
+  first, then a read by path, served any file when a link was swapped in between;
 * each request, from the wait for its first byte to the end of its answer, has
   `REQUEST_TIMEOUT` seconds: a client that sends nothing, or a byte at a time, is dropped
   then, rather than holding a thread and a descriptor for ever;
@@ -26,6 +30,7 @@ import io
 import os
 import re
 import socket
+import stat
 import threading
 import time
 from email.utils import formatdate, parsedate_to_datetime
@@ -34,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from . import files
 from .keys import KEY_NAME
 
 #: A host name or job id as a path segment: no dot first, nothing but these characters.
@@ -46,6 +52,10 @@ REQUEST_TIMEOUT = 10.0
 HEAD_LIMIT = 16384
 #: Connections served at once; more are answered 503 and closed.
 MAX_CONNECTIONS = 128
+#: How a host's or job's directory, and a key, are opened: never through a link; a key
+#: that is a FIFO must not hang the thread (it is no plain file: a 404).
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_KEY_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -192,9 +202,11 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     # -- routing ------------------------------------------------------------------------------
-    def _target(self) -> tuple[str, Path | None] | None:
-        """What the request names: ``("root", None)``, ``("dir", path)`` or ``("key",
-        path)``; None for anything absent or outside the base directories (a 404)."""
+    def _target(self) -> tuple[str, int | None] | None:
+        """What the request names: ``("root", None)``, ``("dir", fd)`` or ``("key", fd)``,
+        the descriptor the caller closes; None for anything absent or outside the base
+        directories (a 404). Each segment is opened relative to the directory before it and
+        never through a link, so what is read is what was found, whatever is swapped in."""
         segments = unquote(urlsplit(self.path).path).split("/")[1:]
         if segments and segments[-1] == "":
             segments.pop()  # a directory's trailing slash
@@ -207,13 +219,23 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if len(segments) == 3 and not KEY_NAME.fullmatch(segments[2]):
             return None
-        path = base.joinpath(*segments[1:]).resolve()
-        if path != base and base not in path.parents:
-            return None
         kind = "key" if len(segments) == 3 else "dir"
-        if not (path.is_file() if kind == "key" else path.is_dir()):
+        try:
+            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
             return None
-        return kind, path
+        try:
+            for n, name in enumerate(segments[1:], start=2):
+                flags = _KEY_FLAGS if kind == "key" and n == len(segments) else _DIR_FLAGS
+                inner = os.open(name, flags, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            if kind == "key" and not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError("not a plain file")  # a directory, a FIFO, a device
+        except OSError:  # absent, a link (ELOOP, ENOTDIR), not a file
+            os.close(fd)
+            return None
+        return kind, fd
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self._answer(body=True)
@@ -235,23 +257,27 @@ class _Handler(BaseHTTPRequestHandler):
         if target is None:
             self._send(HTTPStatus.NOT_FOUND, b"Not Found\n", "text/plain", body=body)
             return
-        kind, path = target
-        if path is None:
+        kind, fd = target
+        if fd is None:
             self._send(HTTPStatus.OK, self._listing("/", sorted(self.server.bases)),
                        "text/html; charset=utf-8", body=body)
             return
         is_key = kind == "key"
         try:
-            stat = path.stat()
+            info = os.fstat(fd)
             if is_key:
-                content = path.read_bytes()
+                os.set_blocking(fd, True)
+                with os.fdopen(fd, "rb", closefd=False) as handle:
+                    content = handle.read()
             else:
-                names = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+                names = sorted(n for n in os.listdir(fd) if not n.startswith("."))
                 content = self._listing(self.path, names)
-        except OSError:  # gone between the checks and the read
+        except OSError:  # a directory removed meanwhile
             self._send(HTTPStatus.NOT_FOUND, b"Not Found\n", "text/plain", body=body)
             return
-        modified = int(stat.st_mtime)
+        finally:
+            os.close(fd)
+        modified = int(info.st_mtime)
         since = self.headers.get("If-Modified-Since")
         if is_key and since:
             try:
@@ -295,7 +321,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(machine_base: str | os.PathLike, job_base: str | os.PathLike, bind: str,
           max_age: int = 60, quiet: bool = False) -> FeatureServer:
-    """A `FeatureServer` over the two base directories, bound but not yet serving."""
+    """A `FeatureServer` over the two base directories, bound but not yet serving.
+    `HostError` (naming the folder and why) when another user could change
+    what is under either (`files.check_base`): the server, run as root, would serve what
+    they put there."""
+    for base in (machine_base, job_base):
+        files.check_base(base)
     return FeatureServer(parse_bind(bind), {"machinefeatures": Path(machine_base),
                                             "jobfeatures": Path(job_base)},
                          max_age=max_age, quiet=quiet)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import time
 from email.utils import formatdate
 
@@ -226,4 +227,101 @@ def test_connections_past_max_connections_are_answered_503(tree, attacker):
         assert conn.getresponse().read() == b"9.server\n"
         conn.close()
     finally:
+        server.stop()
+
+
+# -- who owns what is served: the server runs as root ------------------------------------------
+
+@pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
+def test_a_base_another_user_could_change_is_not_served(base, attacker, kind):
+    """Run as root over a folder a user could write, the server served what that user put
+    there (and a link swapped in after the path was checked served any file). Such a folder
+    is refused before anything listens, by the function and by the command, with the
+    hooks' rule for the base folders."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pbsplug_mjf.derive import HostError
+
+    sticky = base / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp
+    jobs = sticky / "jobfeatures"
+    if kind == "world-writable":
+        jobs.mkdir()
+        jobs.chmod(0o1777)
+    else:
+        done = attacker.python("import os, sys; os.mkdir(sys.argv[1], 0o755)", str(jobs))
+        assert done.returncode == 0, done.stderr
+    (base / "machinefeatures").mkdir()
+    problem = (f"{jobs} is owned by uid {attacker.uid} ({attacker.user})"
+               if kind == "made by the attacker" else
+               f"{jobs} is writable by everyone (mode 1777): others may add folders to it")
+    refusal = f"refusing the features folder {jobs}: {problem}"
+    with pytest.raises(HostError, match=re.escape(refusal)):
+        serve(base / "machinefeatures", jobs, "127.0.0.1:0", quiet=True)
+    (base / "site.toml").write_text(
+        f'[plugins.mjf.config]\nmachinefeatures_dir = "{base / "machinefeatures"}"\n'
+        f'jobfeatures_dir = "{jobs}"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    done = subprocess.run([str(Path(sys.executable).with_name("pbsplug")), "mjf", "serve",
+                           "--bind", "127.0.0.1:0", "--quiet"], capture_output=True,
+                          text=True, env={**clean, "PBSPLUG_HOME": str(base)}, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"pbsplug mjf: {refusal}")
+
+
+def test_a_link_swapped_in_after_the_server_looked_is_never_followed(base, attacker,
+                                                                      monkeypatch):
+    """The path was checked (resolved inside its base), then read by path: a user who could
+    write in a job's folder swapped a link in between, and root served the file it led to.
+    Each segment is now opened relative to the one before and never through a link: the
+    swap is made (by the attacker, at once) right after the server's first look at the
+    key, and what is served is the key as it was."""
+    victim = base / "victim"
+    victim.write_text("root's secret\n")
+    victim.chmod(0o600)
+    job = base / "jobfeatures" / "9.server"
+    job.mkdir(parents=True)
+    (base / "machinefeatures").mkdir()
+    (job / "job_id").write_text("9.server\n")
+    for path in (job, job / "job_id"):
+        os.chown(path, attacker.uid, attacker.gid)  # a folder the user may write in
+    done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                           str(victim), str(job / ".swap"))
+    assert done.returncode == 0, done.stderr
+    server = serve(base / "machinefeatures", base / "jobfeatures", "127.0.0.1:0",
+                   quiet=True).start()
+    swapped = []
+
+    def swap_after(original):
+        def call(path, *args, **kwargs):
+            result = original(path, *args, **kwargs)
+            if not swapped and os.path.basename(os.fsdecode(path)) == "job_id":
+                swapped.append(True)
+                done = attacker.python("import os, sys; os.rename(sys.argv[1], sys.argv[2])",
+                                       str(job / ".swap"), str(job / "job_id"))
+                assert done.returncode == 0, done.stderr
+            return result
+        return call
+
+    try:
+        for name in ("open", "stat", "lstat"):
+            monkeypatch.setattr(os, name, swap_after(getattr(os, name)))
+        conn = http.client.HTTPConnection(*server.server_address[:2], timeout=30)
+        conn.request("GET", "/jobfeatures/9.server/job_id")
+        answer = conn.getresponse()
+        body = answer.read()
+        conn.close()
+        monkeypatch.undo()
+        assert swapped and (job / "job_id").is_symlink()
+        assert b"secret" not in body
+        assert (answer.status, body) == (200, b"9.server\n")
+        conn = http.client.HTTPConnection(*server.server_address[:2], timeout=30)
+        conn.request("GET", "/jobfeatures/9.server/job_id")  # the link, now there
+        assert conn.getresponse().status == 404
+        conn.close()
+    finally:
+        monkeypatch.undo()
         server.stop()
