@@ -21,6 +21,8 @@ from .records import MACHINE_STATES
 DPI = 100
 #: Most points drawn on a CDF (the waits are sampled evenly beyond that).
 CDF_POINTS = 2000
+#: A Gantt chart of at most this many jobs writes each job's id on its bars.
+GANTT_NAMED = 60
 STATE_COLORS = {"computing": "#1f77b4", "idle": "#2ca02c", "switching_on": "#ff7f0e",
                 "switching_off": "#d62728", "sleeping": "#7f7f7f"}
 
@@ -174,19 +176,26 @@ def _cdf(ax: Any, ordered: Sequence[float], label: str) -> None:
 def _gantt(folder: Any, jobs: list[tuple[float, float, tuple[int, ...], str]],
            hosts: int | None) -> Path:
     from matplotlib import colormaps
+    from matplotlib.ticker import MaxNLocator
 
     cmap = colormaps["tab20"]
     t0 = min(start for start, _, _, _ in jobs)
     fig, (ax,) = _figure(1, 5)
-    for k, (start, end, job_hosts, _) in enumerate(jobs):
+    named = len(jobs) <= GANTT_NAMED
+    for k, (start, end, job_hosts, job_id) in enumerate(jobs):
         color = cmap(k % 20)
-        runs = _runs(job_hosts)
-        for first, count in runs:
-            ax.broken_barh([((start - t0) / 3600, max(end - start, 1e-9) / 3600)],
-                           (first, count), facecolors=color, edgecolor="black", lw=0.2)
-    ax.set_ylim(0, hosts or 1 + max(max(h) for _, _, h, _ in jobs if h))
+        x, width = (start - t0) / 3600, max(end - start, 1e-9) / 3600
+        for first, count in _runs(job_hosts):
+            # Host h is the row centred on h (its tick), as out_jobs.csv numbers it.
+            ax.broken_barh([(x, width)], (first - 0.4, count - 0.2), facecolors=color,
+                           edgecolor="black", lw=0.2)
+            if named:
+                ax.text(x + width / 2, first + (count - 1) / 2, job_id, ha="center",
+                        va="center", fontsize="x-small", clip_on=True)
+    ax.set_ylim(-0.5, (hosts or 1 + max(max(h) for _, _, h, _ in jobs if h)) - 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("hours from the first start")
-    ax.set_ylabel("host")
+    ax.set_ylabel("host (out_jobs.csv's allocated_resources)")
     return _save(fig, folder, "gantt.png")
 
 

@@ -166,6 +166,32 @@ def test_plots_are_pngs_and_gantt_only_for_small_runs(tmp_path):
     assert not list((tmp_path / "none").glob("*.png"))
 
 
+def test_the_gantt_charts_rows_are_the_hosts_numbered_as_out_jobs_numbers_them(tmp_path,
+                                                                             monkeypatch):
+    """Audit: host h was drawn from h to h + 1 under ticks at 0.5 steps, so a bar sat
+    between two labels. Each host is the row centred on its whole-number tick now, and a
+    small run's bars carry their job's id."""
+    from pbsplug.sim import plots
+
+    drawn = {}
+    real_save = plots._save
+
+    def keep(fig, folder, name):
+        drawn[name] = fig
+        return real_save(fig, folder, name)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    crafted_run(tmp_path / "g")
+    (ax,) = drawn["gantt.png"].axes
+    assert all(float(t).is_integer() for t in ax.get_yticks())
+    assert ax.get_ylim() == (-0.5, 1.5)
+    rows = sorted((round((b.y0 + b.y1) / 2, 6), round(b.height, 6))
+                  for coll in ax.collections for b in [coll.get_paths()[0].get_extents()])
+    # job 1 on host 0, job 3 on host 1, job 2 on hosts 0 and 1 (one bar over both rows)
+    assert rows == [(0.0, 0.8), (0.5, 1.8), (1.0, 0.8)]
+    assert sorted(t.get_text() for t in ax.texts) == ["1", "2", "3"]
+
+
 def test_without_plots_the_other_files_are_the_same_and_nothing_is_kept_for_them(tmp_path):
     with_plots = crafted_run(tmp_path / "plots")
     without = crafted_run(tmp_path / "none", plots=False)
