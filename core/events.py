@@ -16,7 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .objects import AttributeReadOnly, Job, PbsObject, Queue, Reservation, Vnode, object_from_dict
+from .objects import (
+    AttributeReadOnly,
+    Job,
+    PbsObject,
+    Queue,
+    Reservation,
+    Vnode,
+    object_from_dict,
+)
 
 #: PBS's error code for every hook failure seen by a client (PBSE_HOOKERROR).
 PBSE_HOOKERROR = 15136
@@ -175,8 +183,13 @@ class VnodeList(dict):
     def __setitem__(self, name: str, vnode: Vnode) -> None:
         if not self._writable:
             raise AttributeReadOnly("this event's vnode_list is read-only")
+        if not isinstance(name, str):
+            raise TypeError(f"a vnode's name must be a string, not {type(name).__name__}")
         if not isinstance(vnode, Vnode):
             raise TypeError(f"vnode_list[{name!r}] must be a pbsplug.Vnode")
+        # A vnode the hook made (or made again) is checked as its writes would be: a bad
+        # value raises here, in the hook, and none is stored (Vnode(...) checks nothing).
+        vnode.check_values()
         super().__setitem__(name, vnode)
         self.added.add(name)
 

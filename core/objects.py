@@ -288,6 +288,23 @@ class PbsObject:
         finally:
             object.__setattr__(self, "_guard", guard)
 
+    def check_values(self) -> None:
+        """Every attribute through the value rules, as if a hook had set each one (an object
+        a hook made itself and adds to an event, `Vnode(name, attrs)`): a bad value raises
+        `BadValue`, and the values are kept as the rules store them."""
+        for key in list(self._attrs):
+            if not isinstance(key, str):
+                raise TypeError(f"{self.kind} attribute name {key!r} is not a string")
+            value = self._attrs[key]
+            checked = values.object_value(
+                self.kind, key, dict(value) if isinstance(value, Resources) else value)
+            if isinstance(checked, dict) and key in RESOURCE_ATTRIBUTES:
+                checked = {k: v for k, v in checked.items() if v is not None}
+            if checked is None:
+                del self._attrs[key]
+            else:
+                self._attrs[key] = self._wrap(key, checked)
+
 
 class Job(PbsObject):
     """A job. ``id`` is its identifier (``123.server``); other attributes use PBS's names:
