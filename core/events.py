@@ -24,6 +24,7 @@ from .objects import (
     Reservation,
     Vnode,
     object_from_dict,
+    plain,
 )
 
 #: PBS's error code for every hook failure seen by a client (PBSE_HOOKERROR).
@@ -58,8 +59,10 @@ RUNJOB_JOB_WRITABLE = frozenset({"Execution_Time", "Hold_Types", "project", "dep
 def message_text(value: Any) -> str | None:
     """A hook's message as text (None stays None): `str(value)`, or a stand-in when even
     that fails (an exception whose ``__str__`` raises)."""
-    if value is None or isinstance(value, str):
+    if value is None or type(value) is str:
         return value
+    if isinstance(value, str):  # (its own __str__, __format__... are the hook's)
+        return str.__str__(value)
     try:
         return str(value)
     except Exception:  # noqa: BLE001 - the hook's object, not ours
@@ -190,6 +193,7 @@ class VnodeList(dict):
         # A vnode the hook made (or made again) is checked as its writes would be: a bad
         # value raises here, in the hook, and none is stored (Vnode(...) checks nothing).
         vnode.check_values()
+        name = plain(name)
         super().__setitem__(name, vnode)
         self.added.add(name)
 

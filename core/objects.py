@@ -42,6 +42,33 @@ class AttributeReadOnly(AttributeError):
     """A hook wrote an attribute that this event does not let it change."""
 
 
+_EXACT = frozenset({str, int, float, bool, type(None)})
+
+
+def plain(value: Any) -> Any:
+    """`value` as plain data of the exact types: a subclass of str, int or float (a
+    ``(str, Enum)`` member, a str with methods of its own) becomes the base value, a dict
+    or list subclass (a tuple too) a dict or list of plain values. What is not plain data
+    is left as it is, for the runner's check (`pbsplug.runner.unstorable`). A hook's value
+    is stored so: the caller never holds an object of the hook's (``str(member)`` of a
+    ``(str, Enum)`` is ``'State.OFFLINE'``, not its value), in either isolation mode."""
+    kind = type(value)
+    if kind in _EXACT:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # (bool is exact above: it has no subclasses)
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in dict.items(value)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in (list.__iter__(value) if isinstance(value, list)
+                                   else tuple.__iter__(value))]
+    return value
+
+
 class Resources(dict):
     """A resource mapping (``Resource_List``, ``resources_available``...) that records writes.
 
@@ -60,6 +87,7 @@ class Resources(dict):
         if value is not None and self._attr in CHECKED_RESOURCES:
             # A bad value raises here, inside the hook: the hook fails, nothing is stored.
             value = values.resource_value(key, value, attr=self._attr)
+        value = plain(value)
         if value is None:
             super().pop(key, None)
         else:
@@ -205,7 +233,7 @@ class PbsObject:
             raise ValueError(f"{self.kind} attribute '{key}' cannot be unset")
         # PBS's types refuse a bad value when it is set (a hook's exception), so nothing
         # invalid reaches the server.
-        value = values.object_value(self.kind, key, value)
+        value = plain(values.object_value(self.kind, key, value))
         old = self._attrs.pop(key, None)
         if value is not None:
             self._attrs[key] = self._wrap(key, dict(value) if key in RESOURCE_ATTRIBUTES
@@ -296,8 +324,8 @@ class PbsObject:
             if not isinstance(key, str):
                 raise TypeError(f"{self.kind} attribute name {key!r} is not a string")
             value = self._attrs[key]
-            checked = values.object_value(
-                self.kind, key, dict(value) if isinstance(value, Resources) else value)
+            checked = plain(values.object_value(
+                self.kind, key, dict(value) if isinstance(value, Resources) else value))
             if isinstance(checked, dict) and key in RESOURCE_ATTRIBUTES:
                 checked = {k: v for k, v in checked.items() if v is not None}
             if checked is None:

@@ -6,6 +6,7 @@ the caller goes on."""
 
 from __future__ import annotations
 
+import enum
 import json
 
 import pytest
@@ -103,3 +104,62 @@ def test_a_vnode_a_hook_makes_is_checked_as_its_writes_are(run, mode, event, nam
     made = out.changes["vnode_list"][name]
     assert made["resources_available"] == {"ncpus": 4, "mem": "1024b"}
     assert made["state"] == "offline"
+
+
+# -- values of the hook's own types ------------------------------------------------------------
+
+class State(str, enum.Enum):
+    OFFLINE = "offline"
+
+
+class Count(int, enum.Enum):
+    FOUR = 4
+
+
+class Odd(str):
+    """A str that cannot be compared, hashed or shown."""
+
+    def __eq__(self, other):
+        raise RuntimeError("no ==")
+
+    def __hash__(self):
+        raise RuntimeError("no hash")
+
+    def __str__(self):
+        raise RuntimeError("no str")
+
+    __format__ = __repr__ = __str__
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hooks_values_of_its_own_types_are_stored_as_plain_data(run, mode):
+    """In process, the caller got the hook's own objects: a ``(str, Enum)`` state that the
+    engine read with ``str()`` as ``'State.OFFLINE'``, a str whose ``==`` raises. Now every
+    value set is plain data of the exact types, in both modes."""
+
+    def body(ev):
+        vnode = ev.vnode_list["n1"]
+        vnode.state = State.OFFLINE
+        vnode.comment = Odd("checked")
+        vnode.resources_available["ncpus"] = Count.FOUR
+        ev.job.resources_used["ncpus"] = Count.FOUR
+        ev.job.Variable_List = {"K": State.OFFLINE}
+
+    out, ev = run(body, mode=mode)
+    assert out.accepted, out.detail
+    assert plain_types(out.changes) == set(), out.changes
+    assert out.changes["vnode_list"]["n1"]["state"] == "offline"
+    assert str(out.changes["vnode_list"]["n1"]["state"]) == "offline"
+    assert out.changes["job"]["Variable_List"] == {"K": "offline"}
+    assert plain_types(ev.job.to_dict()) == set() and plain_types(ev.vnode_list["n1"].to_dict()) \
+        == set()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_message_of_a_str_subclass_does_not_fail_the_caller(run, mode):
+    """``event.reject(Odd(...))``: the runner formatted the hook's object and raised in
+    the caller (in process: the event failed with no hook named)."""
+    out, _ = run(lambda ev: ev.reject(Odd("not today")), "queuejob", {"job": {"id": "1.s"}},
+                 mode)
+    assert (out.kind, out.hook, out.message) == ("reject", "bad", "not today")
+    assert type(out.message) is str
