@@ -383,7 +383,9 @@ class Event:
         return out
 
     def apply_changes(self, changes: Mapping[str, Any]) -> None:
-        """Replay `take_changes` output from a copy of this event (another process)."""
+        """Replay `take_changes` output from a copy of this event (another process), through
+        the same guards and value rules as the hooks' own writes: what the other process
+        reports is not trusted (`AttributeReadOnly`, `BadValue`, `TypeError`)."""
         for key in ("job", "vnode", "resv"):
             if key in changes and getattr(self, key) is not None:
                 getattr(self, key).apply_changes(changes[key])
@@ -394,9 +396,9 @@ class Event:
                 if attrs.pop("_new", False) or name not in vnodes:
                     attrs.pop("name", None)
                     vn = Vnode(name, attrs)
-                    dict.__setitem__(vnodes, name, vn)
-                    if isinstance(vnodes, VnodeList):
-                        vnodes.added.add(name)
+                    if not isinstance(vnodes, VnodeList):
+                        raise AttributeReadOnly(f"{self.type}: {key} takes no new vnode")
+                    vnodes[name] = vn  # (checked there)
                     vn._changes.update(vn.to_dict())
                 else:
                     vnodes[name].apply_changes(attrs)

@@ -302,19 +302,19 @@ class PbsObject:
         return changes
 
     def apply_changes(self, changes: Mapping[str, Any]) -> None:
-        """Replay `changes()` from a copy of this object, bypassing the guard (it ran there)."""
-        guard = self._guard
-        object.__setattr__(self, "_guard", None)
-        try:
-            for key, value in changes.items():
-                if key in RESOURCE_ATTRIBUTES and isinstance(value, dict) and key in self._attrs:
-                    res = getattr(self, key)
-                    for rkey, rvalue in value.items():
-                        res[rkey] = rvalue
-                else:
-                    setattr(self, key, value)
-        finally:
-            object.__setattr__(self, "_guard", guard)
+        """Replay `changes()` from a copy of this object (a hook's process), through this
+        object's guard and the value rules, as the hook's own writes went: what another
+        process reports is checked again, never trusted (a hook that got round the guard
+        in its process, or forged its report, gets `AttributeReadOnly` or `BadValue`)."""
+        for key, value in changes.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{self.kind} attribute name {key!r} is not a string")
+            if key in RESOURCE_ATTRIBUTES and isinstance(value, dict) and key in self._attrs:
+                res = getattr(self, key)
+                for rkey, rvalue in value.items():
+                    res[rkey] = rvalue
+            else:
+                setattr(self, key, value)
 
     def check_values(self) -> None:
         """Every attribute through the value rules, as if a hook had set each one (an object
@@ -386,8 +386,9 @@ class Job(PbsObject):
         action = changes.pop("_action", None)
         super().apply_changes(changes)
         if action:
-            object.__setattr__(self, "_action", action)
-            self._changes["_action"] = action
+            if action not in ("rerun", "delete"):
+                raise ValueError(f"job action {action!r} is neither rerun nor delete")
+            self._set_action(action)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self._name, **super().to_dict()}

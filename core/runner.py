@@ -779,7 +779,10 @@ class Runner:
                             logging.getLogger(name).log(
                                 level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
                         if changes:
-                            event.apply_changes(changes)
+                            try:  # (through the guards and the value rules again)
+                                event.apply_changes(changes)
+                            except (ValueError, TypeError, AttributeError) as exc:
+                                raise _Refused(exc) from None
                         runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                             duration, outcome, text, wall))
                         current, deadline = None, time.monotonic() + self.alarm_grace
@@ -791,7 +794,8 @@ class Runner:
                         elif exited is None:
                             os.waitpid(pid, 0)
                         return runs
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError,
+                    _Refused) as exc:
                 # Not what _child_main sends: the hook's process is not to be trusted.
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -800,9 +804,12 @@ class Runner:
                     pass
                 entry = batch[current if current is not None and 0 <= current < len(batch)
                               else min(len(runs), len(batch) - 1)]
+                why = (f"the hook's process reported a change that is refused: "
+                       f"{message_text(exc.args[0])}" if isinstance(exc, _Refused)
+                       else f"the hook's process sent a malformed report "
+                            f"({type(exc).__name__})")
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
-                                    0.0, ERROR, "the hook's process sent a malformed report "
-                                    f"({type(exc).__name__}); killed", wall))
+                                    0.0, ERROR, f"{why}; killed", wall))
                 return runs
             if exited is not None:
                 break
@@ -819,6 +826,10 @@ class Runner:
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
                                 ERROR, why, wall))
         return runs
+
+
+class _Refused(Exception):
+    """A hook process's report of a change the guards or the value rules refuse."""
 
 
 def _index(value: Any, batch: list[HookEntry]) -> int:

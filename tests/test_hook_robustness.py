@@ -163,3 +163,27 @@ def test_a_message_of_a_str_subclass_does_not_fail_the_caller(run, mode):
                  mode)
     assert (out.kind, out.hook, out.message) == ("reject", "bad", "not today")
     assert type(out.message) is str
+
+
+# -- what the hook's process reports -------------------------------------------------------------
+
+FORGED = {
+    "a read-only attribute past the guard":
+        lambda ev: (object.__setattr__(ev.job, "_guard", None),
+                    setattr(ev.job, "job_state", "F")),
+    "the change record itself": lambda ev: ev.job._changes.__setitem__("euser", "root"),
+    "an action that is none": lambda ev: ev.job._changes.__setitem__("_action", "wipe"),
+    "a bad value past the rules":
+        lambda ev: ev.vnode_list["n1"]._changes.__setitem__("state", "sideways"),
+}
+
+
+@pytest.mark.parametrize("how", FORGED)
+def test_what_a_hooks_process_reports_is_checked_again(run, how):
+    """The parent replayed the child's report without the event's guard: a hook that got
+    round it in its process (or wrote its own report) had the server store job_state,
+    euser or exec_vnode. Its report now goes through the guards and the value rules."""
+    out, ev = run(FORGED[how], mode="process")
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail.startswith("the hook's process reported a change that is refused: ")
+    assert ev.job.job_state is None and ev.job.euser == "root" and ev.job.action is None
