@@ -69,6 +69,23 @@ def message_text(value: Any) -> str | None:
         return f"<{type(value).__name__} that cannot be shown>"
 
 
+def launch_problem(progname: Any, argv: Any, env: Any) -> str | None:
+    """What is wrong with an execjob_launch hook's ``progname``, ``argv`` and ``env`` as a
+    process is started from them (text without NUL; env names without ``=``), or None."""
+    def bad_text(value: Any) -> bool:  # (str's own methods: not a subclass's)
+        return not isinstance(value, str) or str.__contains__(value, "\0")
+
+    if bad_text(progname):
+        return "event.progname: not a string without NUL"
+    if not isinstance(argv, list) or any(bad_text(a) for a in list.__iter__(argv)):
+        return "event.argv: not a list of strings without NUL"
+    if not isinstance(env, dict) or any(
+            bad_text(k) or not k or str.__contains__(k, "=") or bad_text(v)
+            for k, v in dict.items(env)):
+        return "event.env: not a mapping of names (no '=') to strings, without NUL"
+    return None
+
+
 @dataclass(frozen=True)
 class EventSpec:
     """One PBS hook event."""
@@ -403,6 +420,11 @@ class Event:
                 else:
                     vnodes[name].apply_changes(attrs)
         if "env" in changes:
+            if self.type != "execjob_launch":
+                raise AttributeReadOnly(f"{self.type}: only execjob_launch changes the launch")
+            problem = launch_problem(changes["progname"], changes["argv"], changes["env"])
+            if problem:
+                raise ValueError(problem)
             self.progname = changes["progname"]
             self.argv = list(changes["argv"])
             self.env = dict(changes["env"])

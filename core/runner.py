@@ -60,8 +60,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .events import EVENTS, IGNORE, PBS_OBJECT, PBSE_HOOKERROR, Event, HookExit, message_text
+from .events import (
+    EVENTS,
+    IGNORE,
+    PBS_OBJECT,
+    PBSE_HOOKERROR,
+    Event,
+    HookExit,
+    launch_problem,
+    message_text,
+)
 from .hookattrs import FAIL_ACTIONS, HookAttributes
+from .objects import plain
 
 log = logging.getLogger("pbsplug.runner")
 
@@ -280,10 +290,15 @@ def _check_changes(event: Event) -> str | None:
             else:
                 changes.pop(key, None)
                 obj._attrs.pop(key, None)  # the hook's value, not a stored one: drop it
-    for key in ("argv", "env"):
-        value = getattr(event, key, None)
-        if value is not None and (problem := unstorable(value, key)):
+    if event.type == "execjob_launch":
+        problem = launch_problem(event.progname, event.argv, event.env)
+        if problem:
             why = why or problem
+            seen = event._launch_seen  # (what the hooks before it left)
+            event.progname, event.argv, event.env = seen[0], list(seen[1]), dict(seen[2])
+        else:  # (a subclass's value is the hook's object: the caller gets plain text)
+            event.progname, event.argv, event.env = (
+                plain(event.progname), plain(event.argv), plain(event.env))
     return why
 
 
@@ -600,7 +615,12 @@ class Runner:
             entry.logger.warning("debug: cannot write %s in %s: %s", name, self.debug_dir, exc)
 
     def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
-        changes = event.take_changes()
+        try:
+            changes = event.take_changes()
+        except Exception:
+            if not runs or runs[-1].outcome not in (ERROR, ALARM):
+                raise
+            changes = {}  # (a hook that failed left event.env None, say: none is kept)
         job_action = (changes.get("job") or {}).get("_action") or (
             event.job.action if event.job is not None else None)
         out = Outcome(event.type, True, runs=runs, changes=changes, job_action=job_action)

@@ -187,3 +187,42 @@ def test_what_a_hooks_process_reports_is_checked_again(run, how):
     assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
     assert out.detail.startswith("the hook's process reported a change that is refused: ")
     assert ev.job.job_state is None and ev.job.euser == "root" and ev.job.action is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("what, body", [
+    ("env None", lambda ev: setattr(ev, "env", None)),
+    ("argv text", lambda ev: setattr(ev, "argv", "rm -rf /")),
+    ("env value", lambda ev: ev.env.__setitem__("X", 3)),
+    ("env name", lambda ev: ev.env.__setitem__("A=B", "x")),
+    ("NUL", lambda ev: ev.argv.append("a\0b")),
+    ("progname", lambda ev: setattr(ev, "progname", b"/bin/sh")),
+])
+def test_a_launch_that_cannot_start_a_process_is_the_hooks_error(run, mode, what, body):
+    """execjob_launch's argv and env were taken as they came: ``env = None`` failed the
+    runner in the caller (no hook named), ``argv = "text"`` ran its letters, a NUL failed
+    the job's start. Each is the hook's error now."""
+    data = {"job": {"id": "1.s"}, "progname": "/bin/sh", "argv": ["/bin/sh", "x"],
+            "env": {"HOME": "/"}}
+    out, _ = run(body, "execjob_launch", data, mode)
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail.startswith("the hook's change cannot be stored: event.")
+
+    def fine(ev):
+        ev.env["X"] = Odd("y")
+        ev.argv = [State.OFFLINE]
+
+    def then_fails(ev):
+        body(ev)
+        raise RuntimeError("and then")
+
+    out, _ = run(then_fails, "execjob_launch", data, mode)
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail == "RuntimeError: and then"
+
+    out, _ = run(fine, "execjob_launch", data, mode)
+    assert out.accepted and out.changes["env"] == {"HOME": "/", "X": "y"}
+    assert plain_types(out.changes) == set()
+
+
+# -- long messages, floods -----------------------------------------------------------------------
