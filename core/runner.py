@@ -45,6 +45,7 @@ import logging
 import math
 import os
 import pwd
+import re
 import resource
 import select
 import signal
@@ -95,6 +96,12 @@ _PR_SET_PDEATHSIG = 1
 
 ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
 PROCEED = "proceed"
+#: The longest message of a hook's (its reject's text, its exception) the runner keeps:
+#: the requester reads it, a job's comment holds it (PBS's 4096-character strings), the
+#: log and the trace write it.
+MESSAGE_MAX = 2000
+#: The longest traceback of a hook's exception written to the log.
+TRACEBACK_MAX = 16000
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
 
@@ -302,6 +309,26 @@ def _check_changes(event: Event) -> str | None:
     return why
 
 
+def _message(text: str | None) -> str | None:
+    """A hook's message as the runner keeps it: valid UTF-8 without control characters but
+    tabs and line breaks (it may end in a job's comment), at most `MESSAGE_MAX` long."""
+    if text is None:
+        return None
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _CONTROL.sub("?", text)
+    return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 3] + "..."
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... ({len(text) - 2 * half} characters left out) ...\n{text[-half:]}"
+
+
 def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
               ) -> tuple[str, str | None]:
     """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
@@ -328,7 +355,7 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     except HookAlarm:
         return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
     except SystemExit as exc:
-        return ERROR, f"hook '{entry.name}' called sys.exit({_shown(exc.code)})"
+        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(exc.code)})")
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
@@ -336,20 +363,20 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         except Exception:  # noqa: BLE001 - an exception that cannot even be formatted
             tb = [f"{type(exc).__name__} (its traceback cannot be shown)"]
-        what = f"{type(exc).__name__}: {message_text(exc)}"
+        what = _message(f"{type(exc).__name__}: {message_text(exc)}") or ""
         # The first line says it all (a command shows only that); the traceback follows.
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
                            event.type, entry.name, what.splitlines()[0] if what else what,
-                           "".join(tb).rstrip())
+                           _cut("".join(tb).rstrip(), TRACEBACK_MAX))
         return ERROR, what
     why = _check_changes(event)
     if why is not None:
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
                            "its change cannot be stored: %s", event.type, entry.name, why)
-        return ERROR, f"the hook's change cannot be stored: {why}"
+        return ERROR, _message(f"the hook's change cannot be stored: {why}")
     decision = event._decision
     if decision is not None and decision[0] == REJECT:
-        return REJECT, decision[1]
+        return REJECT, _message(decision[1])
     if before is not None and job._changes != before:
         return REJECT, "cannot modify job after runjob request has been accepted"
     return ACCEPT, None
@@ -794,7 +821,7 @@ class Runner:
                         entry = batch[_index(index, batch)]
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
                             raise ValueError(f"outcome {outcome!r}")
-                        text = message_text(text)  # (JSON: a number, a list... shown)
+                        text = _message(message_text(text))  # (JSON: a number... shown)
                         for name, level, msg, obj in records:
                             logging.getLogger(name).log(
                                 level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
@@ -825,7 +852,7 @@ class Runner:
                 entry = batch[current if current is not None and 0 <= current < len(batch)
                               else min(len(runs), len(batch) - 1)]
                 why = (f"the hook's process reported a change that is refused: "
-                       f"{message_text(exc.args[0])}" if isinstance(exc, _Refused)
+                       f"{_message(message_text(exc.args[0]))}" if isinstance(exc, _Refused)
                        else f"the hook's process sent a malformed report "
                             f"({type(exc).__name__})")
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 
 import pytest
 
 from pbsplug import Event, PluginInfo, PluginSet, Runner, Vnode, hookimpl
+from pbsplug.runner import MESSAGE_MAX
 from pbsplug.siteconfig import PluginSite, SiteConfig
 
 BEGIN = {"job": {"id": "7.srv", "Job_Owner": "root@h", "euser": "root"},
@@ -226,3 +228,20 @@ def test_a_launch_that_cannot_start_a_process_is_the_hooks_error(run, mode, what
 
 
 # -- long messages, floods -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("body", [
+    lambda ev: ev.reject("x" * 10_000_000 + "\x1b[2J\ud800"),
+    lambda ev: (_ for _ in ()).throw(RuntimeError("y" * 10_000_000)),
+], ids=["reject", "exception"])
+def test_a_hooks_message_is_kept_short_and_printable(run, mode, body, caplog):
+    """A reject of 10 MB became a runjob's ``Not Running: PBS Error: ...`` comment (past
+    PBS's 4096 characters: the job set aside), the requester's reply and a 10 MB log and
+    trace line; a terminal escape or a lone surrogate went with it."""
+    caplog.set_level(logging.ERROR)
+    out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, mode)
+    assert out.hook == "bad" and not out.accepted
+    assert len(out.detail) <= MESSAGE_MAX and out.detail.endswith("...")
+    assert "\x1b" not in out.detail
+    out.detail.encode("utf-8")
+    assert sum(len(r.getMessage()) for r in caplog.records) < 100_000
