@@ -102,6 +102,13 @@ PROCEED = "proceed"
 MESSAGE_MAX = 2000
 #: The longest traceback of a hook's exception written to the log.
 TRACEBACK_MAX = 16000
+#: The most log text one hook run sends back from its process; what it logs past that is
+#: counted in one line, not written (a hook logging in a loop fills no disk through the
+#: server, and its report stays small).
+LOG_MAX = 1 << 20
+#: The largest report a hook's process may send (its changes and log records); a larger
+#: one is that hook's error, read no further.
+REPORT_MAX = 64 << 20
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
 
@@ -408,17 +415,37 @@ class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.records: list[tuple[str, int, str, tuple[str, str] | None]] = []
+        self.size = 0      # characters of log text taken in this hook run
+        self.dropped = 0   # lines past `LOG_MAX`
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.size > LOG_MAX:
+            self.dropped += 1
+            return
         # The object a line is logged against (`Event.logjobmsg`) travels with it.
         obj = getattr(record, PBS_OBJECT, None)
         try:
-            self.records.append((record.name, record.levelno, record.getMessage(), obj))
+            text = record.getMessage()
         except Exception:  # a bad log call must not fail the hook
-            self.records.append((record.name, record.levelno, str(record.msg), obj))
+            text = message_text(record.msg) or ""
+        if type(text) is not str:
+            text = message_text(text) or ""
+        self.size += len(text) + 64  # (a line's own cost: empty lines are no free flood)
+        if self.size > LOG_MAX:
+            self.dropped += 1
+            return
+        if obj is not None:
+            obj = tuple(message_text(o) or "" for o in obj) if isinstance(obj, tuple) \
+                and len(obj) == 2 else None
+        self.records.append((message_text(record.name) or "", int(record.levelno), text, obj))
 
-    def take(self) -> list[tuple[str, int, str, tuple[str, str] | None]]:
+    def take(self, hook: str = "") -> list[tuple[str, int, str, tuple[str, str] | None]]:
         out, self.records = self.records, []
+        if self.dropped:
+            out.append((f"pbsplug.hook.{hook}" if hook else "pbsplug.runner", logging.WARNING,
+                        f"{self.dropped} more log lines of hook '{hook}' left out: it logged "
+                        f"more than {LOG_MAX} characters in one run", None))
+        self.size = self.dropped = 0
         return out
 
 
@@ -495,7 +522,7 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
         why = unstorable(changes)
         if why is not None:  # e.g. a vnode a hook added with a value that cannot be stored
             outcome, message, changes = ERROR, f"the hook's change cannot be stored: {why}", {}
-        _send(fd, ("done", index, outcome, message, duration, changes, capture.take()))
+        _send(fd, ("done", index, outcome, message, duration, changes, capture.take(entry.name)))
         if outcome != ACCEPT:
             break
     _send(fd, ("end",))
@@ -742,7 +769,7 @@ class Runner:
     def _collect(self, batch: list[HookEntry], event: Event, pid: int, fd: int
                  ) -> list[HookRun]:
         runs: list[HookRun] = []
-        buf = b""
+        buf = bytearray()  # (bytes += chunk copied the whole report at every chunk)
         current: int | None = None
         started = wall = 0.0
         # Every wait on the child has a deadline: a child that is stopped (a pbsuser hook's
@@ -804,10 +831,12 @@ class Runner:
             try:
                 while len(buf) >= 4:
                     (size,) = struct.unpack("!I", buf[:4])
+                    if size > REPORT_MAX:
+                        raise ValueError(f"a report of {size} bytes")
                     if len(buf) < 4 + size:
                         break
                     message = json.loads(buf[4:4 + size])
-                    buf = buf[4 + size:]
+                    del buf[:4 + size]
                     if message[0] == "start":
                         if current is not None or message[1] != len(runs):
                             raise ValueError(f"start of hook {message[1]!r} out of turn")
@@ -822,9 +851,16 @@ class Runner:
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
                             raise ValueError(f"outcome {outcome!r}")
                         text = _message(message_text(text))  # (JSON: a number... shown)
+                        loggers = logging.Logger.manager.loggerDict
                         for name, level, msg, obj in records:
-                            logging.getLogger(name).log(
-                                level, "%s", msg, extra={PBS_OBJECT: tuple(obj)} if obj else None)
+                            # A logger this process has (the hook's, a plugin module's):
+                            # another name (one per job, say) would be a logger made here
+                            # for good at each event, so its lines go under the hook's.
+                            logger = loggers.get(name)
+                            if not isinstance(logger, logging.Logger):
+                                logger = entry.logger
+                            logger.log(level, "%s", msg,
+                                       extra={PBS_OBJECT: tuple(obj)} if obj else None)
                         if changes:
                             try:  # (through the guards and the value rules again)
                                 event.apply_changes(changes)
@@ -886,9 +922,9 @@ def _index(value: Any, batch: list[HookEntry]) -> int:
     return value
 
 
-def _read_available(fd: int) -> bytes:
-    data = b""
-    while select.select([fd], [], [], 0)[0]:
+def _read_available(fd: int) -> bytearray:
+    data = bytearray()
+    while select.select([fd], [], [], 0)[0] and len(data) <= REPORT_MAX:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             break

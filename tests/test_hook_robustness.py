@@ -13,7 +13,7 @@ import logging
 import pytest
 
 from pbsplug import Event, PluginInfo, PluginSet, Runner, Vnode, hookimpl
-from pbsplug.runner import MESSAGE_MAX
+from pbsplug.runner import LOG_MAX, MESSAGE_MAX
 from pbsplug.siteconfig import PluginSite, SiteConfig
 
 BEGIN = {"job": {"id": "7.srv", "Job_Owner": "root@h", "euser": "root"},
@@ -245,3 +245,25 @@ def test_a_hooks_message_is_kept_short_and_printable(run, mode, body, caplog):
     assert "\x1b" not in out.detail
     out.detail.encode("utf-8")
     assert sum(len(r.getMessage()) for r in caplog.records) < 100_000
+
+
+def test_a_hook_that_floods_the_log_sends_a_bounded_report(run, caplog):
+    """A hook logging in a loop sent every line to the server (100 MB for a million lines,
+    read by a caller that copied its whole buffer at each chunk: the hook ran out its alarm
+    and the server's memory grew); loggers named per job were made in the server for good.
+    Now one run sends at most LOG_MAX characters and says how many lines it left out."""
+    lines = 50_000
+
+    def body(ev):
+        for n in range(lines):
+            logging.getLogger(f"flood.job{n}").warning("line %d %s", n, "z" * 100)
+            ev.logger.warning("")
+
+    caplog.set_level(logging.WARNING)
+    out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, "process")
+    assert out.accepted, out.detail
+    texts = [r.getMessage() for r in caplog.records]
+    assert sum(map(len, texts)) <= LOG_MAX + 1000
+    assert texts[-1].endswith(f"left out: it logged more than {LOG_MAX} characters in one run")
+    assert not [name for name in logging.Logger.manager.loggerDict if name.startswith("flood")]
+    assert {r.name for r in caplog.records} == {"pbsplug.hook.bad"}
