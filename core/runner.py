@@ -346,6 +346,7 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     event._decision = None
     job = event.job
     before = dict(job._changes) if event.type == "runjob" and job is not None else None
+    pid = os.getpid()
     global _in_hook
     try:
         if alarm is not None:
@@ -359,6 +360,8 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
             event.settle()  # its changes in place: still the hook's (a refusal, its error)
         finally:
             _in_hook = False
+            if os.getpid() != pid:
+                _leave_forked_copy()
     except HookAlarm:
         return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
     except SystemExit as exc:
@@ -387,6 +390,15 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     if before is not None and job._changes != before:
         return REJECT, "cannot modify job after runjob request has been accepted"
     return ACCEPT, None
+
+
+def _leave_forked_copy() -> None:
+    """A hook forked, and the copy came back out of the hook (no os._exit): it must not go
+    on as the caller (a second server on the same socket and database) nor report as the
+    hook's process. It leaves now, with sys.exit's code if it was leaving so."""
+    exc = sys.exc_info()[1]
+    code = exc.code if isinstance(exc, SystemExit) else (1 if exc is not None else 0)
+    os._exit(code if type(code) is int and 0 <= code <= 255 else 1)
 
 
 def _shown(value: Any) -> str:

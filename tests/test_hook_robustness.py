@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 
 import pytest
 
@@ -267,3 +268,26 @@ def test_a_hook_that_floods_the_log_sends_a_bounded_report(run, caplog):
     assert texts[-1].endswith(f"left out: it logged more than {LOG_MAX} characters in one run")
     assert not [name for name in logging.Logger.manager.loggerDict if name.startswith("flood")]
     assert {r.name for r in caplog.records} == {"pbsplug.hook.bad"}
+
+
+# -- a hook that forks ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_forked_copy_that_comes_back_from_the_hook_leaves(run, mode, tmp_path):
+    """A hook that forked and forgot os._exit in the copy: in process, the copy came back
+    into the caller (in a server: a second server on the same socket and database); in a
+    process-mode hook it reported as the hook's process too. It leaves at the hook's end
+    now, with sys.exit's code."""
+
+    def body(ev):
+        child = os.fork()
+        if child == 0:
+            raise SystemExit(7)
+        ev.job.comment = str(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+
+    out, _ = run(body, mode=mode)
+    with open(tmp_path / "after", "a") as fh:  # only the caller runs this line
+        fh.write(f"{os.getpid()}\n")
+    assert out.accepted, out.detail
+    assert out.changes["job"]["comment"] == "7"
+    assert (tmp_path / "after").read_text() == f"{os.getpid()}\n"
