@@ -367,7 +367,13 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     except SystemExit as exc:
         return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(exc.code)})")
     except KeyboardInterrupt:
-        raise
+        if _interrupt_may_be_real():
+            raise
+        # No ^C raises it here (SIGINT has a handler of the caller's, or none): the hook
+        # raised it itself, and it is the hook's error, not the end of the caller.
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
+                           "KeyboardInterrupt raised by the hook", event.type, entry.name)
+        return ERROR, "KeyboardInterrupt raised by the hook"
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
         try:
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
@@ -399,6 +405,15 @@ def _leave_forked_copy() -> None:
     exc = sys.exc_info()[1]
     code = exc.code if isinstance(exc, SystemExit) else (1 if exc is not None else 0)
     os._exit(code if type(code) is int and 0 <= code <= 255 else 1)
+
+
+def _interrupt_may_be_real() -> bool:
+    """Whether a KeyboardInterrupt may come from a ^C: SIGINT still has Python's default
+    handler, which raises it."""
+    try:
+        return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    except ValueError:  # pragma: no cover - not the main interpreter
+        return True
 
 
 def _shown(value: Any) -> str:

@@ -10,6 +10,7 @@ import enum
 import json
 import logging
 import os
+import signal
 
 import pytest
 
@@ -270,7 +271,7 @@ def test_a_hook_that_floods_the_log_sends_a_bounded_report(run, caplog):
     assert {r.name for r in caplog.records} == {"pbsplug.hook.bad"}
 
 
-# -- a hook that forks ------------------------------------------------------------------
+# -- a hook that forks, a hook that interrupts -----------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_forked_copy_that_comes_back_from_the_hook_leaves(run, mode, tmp_path):
@@ -291,3 +292,25 @@ def test_a_forked_copy_that_comes_back_from_the_hook_leaves(run, mode, tmp_path)
     assert out.accepted, out.detail
     assert out.changes["job"]["comment"] == "7"
     assert (tmp_path / "after").read_text() == f"{os.getpid()}\n"
+
+
+def test_a_keyboard_interrupt_the_hook_raises_is_its_error_in_a_server(run):
+    """In process, a hook that raised KeyboardInterrupt itself stopped the server (its loop
+    catches Exception). Where SIGINT has the caller's own handler, as in the server, no ^C
+    can raise it: it is the hook's error. (A real ^C in a program that keeps Python's
+    handler still ends the program.)"""
+
+    def interrupt(ev):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        out, _ = run(interrupt, "queuejob", {"job": {"id": "1.s"}}, "inprocess")
+    except KeyboardInterrupt:
+        pytest.fail("the hook's KeyboardInterrupt reached the caller")
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert (out.kind, out.hook, out.detail) == ("error", "bad",
+                                                "KeyboardInterrupt raised by the hook")
+    with pytest.raises(KeyboardInterrupt):
+        run(interrupt, "queuejob", {"job": {"id": "1.s"}}, "inprocess")
