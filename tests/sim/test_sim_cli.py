@@ -624,3 +624,31 @@ def test_sigterm_ends_a_replay_through_its_clean_up(tmp_path):
     finally:
         proc.kill()
     assert list(scratch.iterdir()) == []
+
+
+TRACES = Path("/work/shared/data/traces")
+DOC = Path(__file__).resolve().parents[2] / "docs" / "simulator.md"
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="the shared traces are not on this machine")
+def test_the_docs_worked_example_is_what_the_command_prints(tmp_path, capsys, monkeypatch):
+    """docs/simulator.md's KTH-SP2 example: the command, what it prints (but the time it
+    took) and kth/metrics.txt, as the doc shows them; the plots it shows are there."""
+    text = DOC.read_text()
+    example = text[text.index("A worked example, KTH-SP2"):]
+    blocks = example.split("```")
+    shown, table = blocks[1].strip().splitlines(), blocks[3].strip() + "\n"
+    command = shown[0].removeprefix("$ ").split()
+    assert command[:3] == ["pbsplug", "sim", "run"]
+    (tmp_path / command[3]).symlink_to(TRACES / command[3])
+    monkeypatch.chdir(tmp_path)
+    code, stdout, err = run_cli(capsys, *command[1:])
+    assert code == 0, err
+    printed = stdout.strip().splitlines()
+    assert [line for line in printed if not line.startswith("time: ")] == \
+        [line for line in shown[1:] if not line.startswith("time: ")]
+    assert (tmp_path / "kth" / "metrics.txt").read_text() == table
+    for image in ("utilization", "power_states", "wait_cdf"):
+        assert f"(simulator/kth-easy-{image}.png)" in example
+        assert (DOC.parent / "simulator" / f"kth-easy-{image}.png").is_file()
+        assert (tmp_path / "kth" / f"{image}.png").is_file()
