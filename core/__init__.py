@@ -31,10 +31,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "units": ("exclusivity", "exec_vnode_names", "format_duration", "format_size",
               "parse_bool", "parse_duration", "parse_exec_vnode", "parse_place",
               "parse_select", "parse_size"),
+    "values": ("digits", "resource_type"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 #: Kernel modules plugins use by name (``pbsplug.clock.now()``), imported on first use too.
-_SUBMODULES = ("clock",)
+_SUBMODULES = ("clock", "safedirs")
 
 __all__ = sorted((*_MODULE_OF, *_SUBMODULES))
 

@@ -4,8 +4,12 @@ import sys
 
 import pytest
 
-from pbsplug import PluginLoadError, load_plugins
+from pbsplug import KERNEL_API, PluginLoadError, load_plugins
 from pbsplug.siteconfig import SiteConfig, parse_site
+
+#: This kernel's API version, and the next minor one (which it does not offer).
+_API = f"{KERNEL_API[0]}.{KERNEL_API[1]}"
+_NEXT = f"{KERNEL_API[0]}.{KERNEL_API[1] + 1}"
 
 NOOP = """
 from pbsplug import hookimpl
@@ -83,9 +87,9 @@ def test_allowlist_and_denylist_apply_before_import(installed, tmp_path):
     ("import does_not_exist_anywhere", "ModuleNotFoundError"),
     (NOOP + "\nplugin_info = 42\n", "plugin_info is not a pbsplug.PluginInfo"),
     ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='2.0')",
-     "needs kernel API 2.0, this pbsplug offers 1.5"),
-    ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='1.6')",
-     "needs kernel API 1.6, this pbsplug offers 1.5"),
+     f"needs kernel API 2.0, this pbsplug offers {_API}"),
+    (f"from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='{_NEXT}')",
+     f"needs kernel API {_NEXT}, this pbsplug offers {_API}"),
     ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='one')",
      "is not a version like '1.0'"),
     ("from pbsplug import hookimpl\n@hookimpl\ndef queuejobb(event): pass",

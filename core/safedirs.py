@@ -1,0 +1,265 @@
+"""Folders and files only root could have changed: where a hook that runs as root keeps what
+it acts on (its records, its lock, the folders it serves), so that no other user can plant,
+edit or replace them (kernel API 1.6).
+
+The rule is sshd's StrictModes for a user's key files, with the sticky bit allowed on the
+way as in /tmp: every folder from / down to the folder, and every symlink followed on the
+way, is owned by root (or by the user this process runs as), and no folder is writable by
+its group or by everyone, unless it is sticky and above the folder (others may not rename or
+remove what is not theirs in it). The folder itself may not be writable by others even when
+sticky (`whole`, the default): they could plant a file in it before the hook makes it. A
+file is a plain file, owned as above and writable by nobody else; a link to it is never
+followed.
+
+A plugin wraps `UnsafeFolder` in its own error, which says what the folder is for::
+
+    from pbsplug import safedirs
+
+    try:
+        safedirs.ensure_folder(config["state_dir"], "state_dir")
+        data = json.loads(safedirs.read_text(path))
+    except safedirs.UnsafeFolder as exc:  # one line: refusing state_dir ...: why; what to do
+        raise HostError(str(exc)) from None
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import pwd
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = ["DIR_MODE", "UnsafeFolder", "check_folder", "ensure_folder", "file_problem",
+           "folder_problem", "open_file", "read_text", "write_text"]
+
+#: The mode of a folder `ensure_folder` makes: everyone may read what is in it (a status
+#: command, a job reading its features), only the owner may change it.
+DIR_MODE = 0o755
+
+
+class UnsafeFolder(OSError):
+    """A folder, or a file in it, that another user could change. `str(exc)` is one line
+    naming it, why (its owner and mode) and what to do; `problem` is the why alone."""
+
+    def __init__(self, message: str, problem: str = ""):
+        super().__init__(message)
+        self.problem = problem or message
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _trusted() -> set[int]:
+    return {0, os.geteuid()}
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _whose() -> str:
+    """Who may own the folders, for the messages."""
+    euid = os.geteuid()
+    return "root's" if euid == 0 else f"root's or {_owner(euid)}'s (who runs this)"
+
+
+def _refused(what: str, folder: str | Path, problem: str) -> UnsafeFolder:
+    return UnsafeFolder(
+        f"refusing {what} {folder}: {problem}, so another user could plant or change what "
+        f"is in it; make it and every folder above it {_whose()} and writable by no one "
+        "else (a folder above it may be sticky, as /tmp is), or choose another folder",
+        problem)
+
+
+def _entry_problem(path: Path | str, info: os.stat_result, trusted: set[int],
+                   others_may_add: bool) -> str | None:
+    """Why another user could change what `path` (a folder, or a symlink on the way) leads
+    to, or None. The text names its owner and mode."""
+    owner = _owner(info.st_uid)
+    if stat.S_ISLNK(info.st_mode):  # nobody changes a link; replacing it is its folder's
+        return None if info.st_uid in trusted else f"{path} is a link owned by {owner}"
+    mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
+    if info.st_uid not in trusted:
+        return f"{path} is owned by {owner}, {mode}"
+    if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    who = "everyone" if info.st_mode & stat.S_IWOTH else "its group"
+    if not info.st_mode & stat.S_ISVTX:
+        return f"{path} is writable by {who} (owner {owner}, {mode})"
+    if not others_may_add:
+        return (f"{path} is writable by {who} (owner {owner}, {mode}): others may add "
+                "files to it")
+    return None
+
+
+def folder_problem(folder: str | Path, *, whole: bool = True) -> str | None:
+    """Why a user other than root (or this process's own) could plant or change what is in
+    `folder`, or None when nobody could. Without `whole`, the folder itself may be sticky
+    and writable by others (only what is in it on the way counts). Levels not made yet are
+    left out (a sticky folder that exists may be the one the rest is made in)."""
+    trusted = _trusted()
+    path = Path(os.path.abspath(folder))
+    real = Path(os.path.realpath(path))
+    checks: dict[Path, bool] = {}  # a real folder -> whether others may add to it
+    for directory in (real, *real.parents):
+        checks.setdefault(directory, directory != real or not whole)
+    for prefix in reversed((path, *path.parents)):
+        if not prefix.is_symlink():
+            continue
+        try:
+            info = prefix.lstat()
+        except OSError:
+            continue  # vanished: the real path's check stands
+        problem = _entry_problem(prefix, info, trusted, True)
+        if problem:
+            return problem
+        parent = Path(os.path.realpath(prefix.parent))
+        for directory in (parent, *parent.parents):
+            checks.setdefault(directory, True)
+    for directory in sorted(checks, key=lambda p: len(p.parts)):
+        try:
+            info = directory.lstat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # not made yet (or cannot be: making it says so)
+        except OSError as exc:
+            return f"{directory} cannot be checked: {exc.strerror or exc}"
+        problem = _entry_problem(directory, info, trusted, checks[directory])
+        if problem:
+            return problem
+    return None
+
+
+def check_folder(folder: str | Path, what: str = "folder") -> Path:
+    """`folder`, or `UnsafeFolder` when another user could change what is in it; its message
+    calls the folder `what` (``"state_dir"``, ``"the features folder"``)."""
+    problem = folder_problem(folder)
+    if problem:
+        raise _refused(what, folder, problem)
+    return Path(folder)
+
+
+def ensure_folder(folder: str | Path, what: str = "folder") -> Path:
+    """`folder` (called `what` in messages), made (`DIR_MODE`, with its parents) when
+    missing. `UnsafeFolder` when another user could change what is in it: checked before
+    anything is made, then level by level on each folder as it is opened (a descriptor:
+    what is checked is what is used). Made by path (``mkdir -p``), a link another user put
+    at a missing level (in /tmp) between the check and the making would have root make
+    folders where the link points. Any other failure is the OSError that stopped it,
+    naming the level."""
+    path = Path(os.path.abspath(folder))
+    check_folder(folder, what)
+    trusted = _trusted()
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parts = path.parts[1:]
+        for n, part in enumerate(parts):
+            here = Path("/", *parts[:n + 1])
+            try:
+                os.mkdir(part, DIR_MODE, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(here)) from None
+            sub = _open_level(fd, part, here, trusted, what, folder)
+            os.close(fd)
+            fd = sub
+            if made:
+                os.fchmod(fd, DIR_MODE)  # whatever the umask: 0775 would be refused next
+            problem = _entry_problem(here, os.fstat(fd), trusted, n < len(parts) - 1)
+            if problem:
+                raise _refused(what, folder, problem)
+    finally:
+        os.close(fd)
+    return Path(folder)
+
+
+def _open_level(parent: int, name: str, here: Path, trusted: set[int], what: str,
+                folder: str | Path) -> int:
+    """The folder `name` in `parent`: through a link only when the link is root's (or this
+    process's user's), as /var/run -> /run is."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, exc.strerror, str(here)) from None
+    link = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if not stat.S_ISLNK(link.st_mode):  # a file on the way: the folder cannot be made
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(here))
+    if link.st_uid not in trusted:
+        raise _refused(what, folder, f"{here} is a link owned by {_owner(link.st_uid)}")
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(here)) from None
+
+
+def file_problem(info: os.stat_result) -> str | None:
+    """Why a file (`info`: its fstat) is not one only root (or this process's user) could
+    have written, or None."""
+    mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a plain file ({mode})"
+    if info.st_uid not in _trusted():
+        return f"owned by {_owner(info.st_uid)}, {mode}"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by others (owner {_owner(info.st_uid)}, {mode})"
+    return None
+
+
+def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A descriptor on the file `path`, never through a link; `UnsafeFolder` when it is
+    not a plain file only root (or this process's user) could have written
+    (`file_problem`), which names it, its owner and its mode. `FileNotFoundError` when
+    absent (without O_CREAT). A FIFO planted there does not block the open."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+                     | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UnsafeFolder(f"refusing {path}: a link, never followed; remove it",
+                           "a link") from None
+    try:
+        problem = file_problem(os.fstat(fd))
+        if problem:
+            raise UnsafeFolder(f"refusing {path}: {problem}, so another user could have "
+                               "written it; remove it", problem)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_text(path: str | Path) -> str:
+    """The text of the file `path` (UTF-8), with `open_file`'s checks. `FileNotFoundError`
+    when absent."""
+    with os.fdopen(open_file(path), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
+    """`path` holding `text` (UTF-8), written whole: a new file of a name nobody can guess
+    in the same folder, then a rename over `path`. A fixed temporary name (``NAME.tmp``,
+    ``.NAME.<pid>``) is opened through whatever is there: in a folder others may write, a
+    link planted under it has root overwrite the file it points at. `mode` is the file's
+    whatever the umask (0644: a status command of any user reads it)."""
+    path = Path(path)
+    fd, part = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise

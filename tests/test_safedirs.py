@@ -1,0 +1,143 @@
+"""`pbsplug.safedirs`: folders and files only root could have changed (kernel API 1.6).
+
+The rule's own tests; the plugins that use it (cpuset, mjf, multisched, power) test what
+they do with a refusal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pbsplug import safedirs
+
+NOBODY = 65534
+needs_root = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
+                                reason="giving a folder to another user needs root")
+
+
+@pytest.fixture
+def base():
+    """A folder under /tmp that every user may traverse (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="safedirs", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@needs_root
+def test_a_folder_under_another_users_folder_is_refused_and_nothing_is_made_there(base):
+    squat = base / "squat"
+    squat.mkdir()
+    os.chown(squat, NOBODY, NOBODY)  # made by a user before the admin's `mkdir -p`
+    with pytest.raises(safedirs.UnsafeFolder, match=(
+            rf"^refusing state_dir {squat}/state: {squat} is owned by uid {NOBODY} "
+            r"\(nobody\), mode 0755, so another user could plant or change what is in it; "
+            r"make it and every folder above it root's .*, or choose another folder$")):
+        safedirs.ensure_folder(squat / "state", "state_dir")
+    assert os.listdir(squat) == []  # refused before anything was made in it
+    os.mkdir(squat / "state")  # root's own folder, but its parent is the user's
+    with pytest.raises(safedirs.UnsafeFolder) as refused:
+        safedirs.check_folder(squat / "state")
+    assert refused.value.problem == f"{squat} is owned by uid {NOBODY} (nobody), mode 0755"
+
+
+@needs_root
+def test_a_folder_owned_by_another_user_is_refused(base):
+    (base / "state").mkdir(mode=0o755)
+    os.chown(base / "state", NOBODY, NOBODY)
+    assert safedirs.folder_problem(base / "state") == (
+        f"{base}/state is owned by uid {NOBODY} (nobody), mode 0755")
+
+
+@needs_root
+def test_a_symlink_on_the_way_must_be_roots_too(base):
+    (base / "real").mkdir()
+    os.symlink(base / "real", base / "link")
+    assert safedirs.folder_problem(base / "link" / "state") is None
+    os.lchown(base / "link", NOBODY, NOBODY)
+    assert safedirs.folder_problem(base / "link" / "state") == (
+        f"{base}/link is a link owned by uid {NOBODY} (nobody)")
+    # A root-owned symlink in the user's folder: the user could replace the symlink.
+    (base / "squat").mkdir()
+    os.chown(base / "squat", NOBODY, NOBODY)
+    os.symlink(base / "real", base / "squat" / "link")
+    assert safedirs.folder_problem(base / "squat" / "link") == (
+        f"{base}/squat is owned by uid {NOBODY} (nobody), mode 0755")
+
+
+@needs_root
+def test_a_link_planted_at_a_missing_level_after_the_check_is_not_followed(base,
+                                                                           monkeypatch):
+    """In a sticky folder as /tmp, a user may put a link at a level not made yet, after the
+    folder was checked and before it is made: made by path (mkdir -p follows links), root
+    would make and chmod folders where it pointed. Each level is checked as it is opened."""
+    sticky = base / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    target = base / "elsewhere"
+    target.mkdir(mode=0o700)
+    checked = safedirs.check_folder
+
+    def then_planted(path, what="folder"):
+        checked(path, what)
+        os.symlink(target, sticky / "demo")
+        os.lchown(sticky / "demo", NOBODY, NOBODY)
+
+    monkeypatch.setattr(safedirs, "check_folder", then_planted)
+    with pytest.raises(safedirs.UnsafeFolder,
+                       match=rf"{sticky}/demo is a link owned by uid {NOBODY}"):
+        safedirs.ensure_folder(sticky / "demo" / "state")
+    assert os.listdir(target) == [] and (target.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize(("mode", "problem"), [
+    (0o777, "is writable by everyone (owner uid 0 (root), mode 0777)"),
+    (0o775, "is writable by its group (owner uid 0 (root), mode 0775)"),
+    (0o1775, None),  # sticky: the group may not rename or remove root's folder in it
+    (0o1777, None),  # as /tmp: fine on the way, since the folder in it is root's
+    (0o755, None),
+])
+def test_a_folder_on_the_way_that_others_may_write_in(base, mode, problem):
+    if os.geteuid() != 0:
+        problem = problem and problem.replace("uid 0 (root)", safedirs._owner(os.geteuid()))
+    (base / "shared").mkdir()
+    (base / "shared").chmod(mode)
+    found = safedirs.folder_problem(base / "shared" / "mine" / "state")
+    assert found == (f"{base}/shared {problem}" if problem else None)
+    made = None if problem else safedirs.ensure_folder(base / "shared" / "mine" / "state")
+    assert made is None or (made.is_dir() and made.stat().st_mode & 0o7777 == 0o755)
+
+
+def test_the_folder_itself_must_be_writable_by_root_alone_even_when_sticky(base):
+    (base / "state").mkdir()
+    (base / "state").chmod(0o1777)  # others could plant a file in it first
+    with pytest.raises(safedirs.UnsafeFolder, match=r"state is writable by everyone \(owner "
+                                                    r".*, mode 1777\): others may add files"):
+        safedirs.ensure_folder(base / "state")
+    assert safedirs.folder_problem(base / "state", whole=False) is None
+    assert safedirs.folder_problem("/tmp", whole=False) is None  # /tmp itself, on the way
+
+
+def test_a_file_is_opened_only_when_plain_and_written_by_root_alone(base):
+    record = base / "record.json"
+    record.write_text("{}")
+    record.chmod(0o644)
+    assert safedirs.read_text(record) == "{}"
+    record.chmod(0o666)
+    with pytest.raises(safedirs.UnsafeFolder, match=(
+            rf"^refusing {record}: writable by others \(owner .*, mode 0666\), so another "
+            "user could have written it; remove it$")):
+        safedirs.read_text(record)
+    os.symlink(base / "elsewhere", base / "link.json")
+    with pytest.raises(safedirs.UnsafeFolder, match="a link, never followed"):
+        safedirs.open_file(base / "link.json", os.O_RDWR | os.O_CREAT)
+    assert not (base / "elsewhere").exists()
+    os.mkfifo(base / "fifo")  # not waited on: refused at once
+    with pytest.raises(safedirs.UnsafeFolder, match=r"not a plain file \(mode"):
+        safedirs.read_text(base / "fifo")
+    with pytest.raises(FileNotFoundError):
+        safedirs.read_text(base / "absent.json")
