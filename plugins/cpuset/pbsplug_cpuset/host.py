@@ -27,22 +27,19 @@ and which vnodes the hook made busy or offline.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pbsplug import clock, default_home, parse_exec_vnode
-from pbsplug.values import digits
+from pbsplug import clock, default_home, digits, parse_exec_vnode, safedirs
 
-from . import report, statedir
+from . import report
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
 from .cgroupfs import CgroupError, detect
 from .nodemask import ID_LIMIT, encode_mask, format_list
@@ -98,11 +95,11 @@ class Host:
         host's error (`HostError`, which says whose and what mode): the hook kills what a
         cpuset named in the record holds, and waits on the lock beside it."""
         try:
-            statedir.check_folder(self.state_path.parent)
-            data = json.loads(statedir.read_text(self.state_path))
+            safedirs.check_folder(self.state_path.parent, "state_dir")
+            data = json.loads(safedirs.read_text(self.state_path))
         except FileNotFoundError:
             data = {}
-        except statedir.UnsafeStateDir as exc:
+        except safedirs.UnsafeFolder as exc:
             raise HostError(str(exc)) from None
         except ValueError as exc:
             raise HostError(f"{self.state_path}: not the cpuset hook's JSON record ({exc}); "
@@ -121,16 +118,7 @@ class Host:
         state_dir others may write, a planted link had the hook (root) overwrite the file
         it pointed at. The folder is checked (and made) first, as at `record`."""
         self._state_folder()
-        fd, tmp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", dir=self.state_path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                os.fchmod(handle.fileno(), 0o644)  # readable as before (mkstemp's is 0600)
-                handle.write(json.dumps(data, sort_keys=True))
-            os.replace(tmp, self.state_path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        safedirs.write_text(self.state_path, json.dumps(data, sort_keys=True))
 
     def path(self, name: str) -> str:
         return f"{self.prefix}/{name}"
@@ -238,14 +226,14 @@ class Host:
         processes of their own, so two events could read the same cpusets as taken, give
         two jobs the same CPUs, and each save a record without the other's job.
 
-        The state folder must be one nobody else can write (`statedir`), and the lock a
+        The state folder must be one nobody else can write (`pbsplug.safedirs`), and the lock a
         file of the hook's that nobody else can open: another user holding it had every
         event wait until its alarm."""
         self._state_folder()
         lock = self.state_path.with_suffix(".lock")
         try:
-            fd = statedir.open_file(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        except statedir.UnsafeStateDir as exc:
+            fd = safedirs.open_file(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except safedirs.UnsafeFolder as exc:
             raise HostError(str(exc)) from None
         try:
             if os.fstat(fd).st_mode & 0o077:
@@ -263,8 +251,8 @@ class Host:
         """The state folder, made when missing; `HostError` when another user could plant
         or change the record or the lock there."""
         try:
-            statedir.ensure_folder(self.state_path.parent)
-        except statedir.UnsafeStateDir as exc:
+            safedirs.ensure_folder(self.state_path.parent, "state_dir")
+        except safedirs.UnsafeFolder as exc:
             raise HostError(str(exc)) from None
         except OSError as exc:
             raise HostError(f"state_dir {self.state_path.parent}: "

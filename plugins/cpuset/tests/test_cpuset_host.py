@@ -594,7 +594,7 @@ def test_a_state_dir_others_may_write_is_refused_and_never_acted_on(machine, fir
         assert out.kind == "error", event  # begin's error takes the host offline
         assert event != "execjob_begin" or "offline_vnodes" in out.fail_action
         assert re.search(rf"refusing state_dir {re.escape(str(state))}: {re.escape(problem)}"
-                         r", so another user could [^\n]*, or set state_dir to another "
+                         r", so another user could [^\n]*, or choose another "
                          r"folder\n", caplog.text), caplog.text  # one line
     assert cpusets.exists("pbs_jobs/admin_tools")  # named in the forged record: left alone
     assert not cpusets.exists("pbs_jobs/1.host")

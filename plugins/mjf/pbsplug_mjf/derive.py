@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pbsplug import parse_duration, parse_exec_vnode, parse_size
-from pbsplug.values import digits, resource_type
+from pbsplug import digits, parse_duration, parse_exec_vnode, parse_size, resource_type
 
 from .keys import Value
 

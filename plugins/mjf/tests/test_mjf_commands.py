@@ -197,6 +197,6 @@ def test_a_drain_refuses_a_host_folder_others_may_write_in(home):
     done = run(home, "drain", "--in", "9000")
     assert done.returncode == 1
     assert (f"refusing the features folder {home}/machinefeatures/{HOST}: "
-            f"{home}/machinefeatures/{HOST} is writable by everyone (mode 0777)"
+            f"{home}/machinefeatures/{HOST} is writable by everyone (owner uid 0 (root), mode 0777)"
             in " ".join(done.stderr.split())), done.stderr
     assert not shutdowntime(home).exists()

@@ -248,7 +248,8 @@ def test_periodic_leaves_job_folders_alone_in_a_base_others_may_write_in(hook, b
     outcome = hook("exechost_periodic", {"vnode_list": HOST_VNODES,
                                          "job_list": {"12.server": {"job_state": "R"}}})
     assert not outcome.accepted
-    assert f"{base}/jobfeatures is writable by everyone (mode 0777)" in outcome.message
+    assert f"{base}/jobfeatures is writable by everyone (owner uid 0 (root), mode 0777)" \
+        in outcome.message
     assert not (base / "jobfeatures" / "12.server" / "shutdowntime_job").exists()
 
 

@@ -257,7 +257,8 @@ def test_a_base_another_user_could_change_is_not_served(base, attacker, kind):
     (base / "machinefeatures").mkdir()
     problem = (f"{jobs} is owned by uid {attacker.uid} ({attacker.user})"
                if kind == "made by the attacker" else
-               f"{jobs} is writable by everyone (mode 1777): others may add folders to it")
+               f"{jobs} is writable by everyone (owner uid 0 (root), mode 1777): others "
+               "may add files to it")
     refusal = f"refusing the features folder {jobs}: {problem}"
     with pytest.raises(HostError, match=re.escape(refusal)):
         serve(base / "machinefeatures", jobs, "127.0.0.1:0", quiet=True)

@@ -22,7 +22,7 @@ from pbsplug import PluginInfo, Setting, hookimpl
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.2",
+    api="1.6",
     config={
         "state_dir": Setting(str, "", doc="where each scheduler's last cycle is recorded "
                              "(default <pbsplug home>/hooks/tmp)"),

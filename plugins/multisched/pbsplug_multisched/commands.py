@@ -14,9 +14,9 @@ from typing import Any
 import typer
 
 from pbsplug import PluginLoadError, clock, plugin_config
+from pbsplug.safedirs import UnsafeFolder
 
 from .records import last_cycles
-from .statedir import UnsafeStateDir
 
 
 class StatusError(Exception):
@@ -51,7 +51,7 @@ def schedulers(qmgr: list[str]) -> dict[str, dict[str, str]]:
 def status_record(qmgr: list[str], config: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         cycles = last_cycles(config)
-    except UnsafeStateDir as exc:  # records anyone could have forged: none is shown
+    except UnsafeFolder as exc:  # records anyone could have forged: none is shown
         raise StatusError(str(exc)) from None
     rows = []
     for name, attrs in schedulers(qmgr).items():

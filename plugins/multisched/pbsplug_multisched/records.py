@@ -7,18 +7,14 @@ scheduler's own process (so two never write the same file)::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home
-
-from . import statedir
+from pbsplug import default_home, safedirs
 
 log = logging.getLogger("pbsplug.multisched")
 
@@ -32,7 +28,7 @@ _refused: list[str] = []
 
 
 def record(config: Mapping[str, Any], stats) -> None:
-    """The cycle's record, in a state folder nobody else could write in (`statedir`): a
+    """The cycle's record, in a state folder nobody else could write in (`pbsplug.safedirs`): a
     scheduler's record in a folder another user could write is not written, and the
     scheduler's log says so, once (the status command refuses such a folder too)."""
     directory = state_dir(config)
@@ -40,31 +36,14 @@ def record(config: Mapping[str, Any], stats) -> None:
             "duration": stats.duration, "jobs_considered": stats.jobs_considered,
             "jobs_started": stats.jobs_started}
     try:
-        statedir.ensure_folder(directory)
-        _replace(directory / f"multisched_{stats.sched}.json", json.dumps(data))
-    except statedir.UnsafeStateDir as exc:
+        safedirs.ensure_folder(directory, "state_dir")
+        safedirs.write_text(directory / f"multisched_{stats.sched}.json", json.dumps(data))
+    except safedirs.UnsafeFolder as exc:
         if _refused != [str(exc)]:
             _refused[:] = [str(exc)]
             log.error("multisched: %s", exc)
     except OSError:
         pass  # a record is for the status command; a cycle never fails for it
-
-
-def _replace(path: Path, text: str) -> None:
-    """`path` holding `text`, written whole: a new file of a name nobody can guess, then a
-    rename. A fixed temporary name was opened through whatever was there: in a state_dir
-    others may write, a link planted under it had the scheduler (root) overwrite the file
-    it pointed at."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            os.fchmod(handle.fileno(), 0o644)  # the status command may be anyone's
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 #: The latest cycle start a record may hold (year 5138): past it, turning it into a date
@@ -82,12 +61,13 @@ def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Every scheduler's last cycle, by name. Files that do not parse, or are not a record
     of the scheduler they are named after (a time that is not a number, counts that are not
     whole numbers), are skipped: the status showed them, or stopped on them. So are files
-    another user could have written (`statedir.open_file`). A state folder another user
-    could write in is refused: `statedir.UnsafeStateDir`, naming it, its owner and mode."""
+    another user could have written (`safedirs.open_file`). A state folder another user
+    could write in is refused: `safedirs.UnsafeFolder`, naming it, its owner and mode."""
     out = {}
-    for path in sorted(statedir.check_folder(state_dir(config)).glob("multisched_*.json")):
+    folder = safedirs.check_folder(state_dir(config), "state_dir")
+    for path in sorted(folder.glob("multisched_*.json")):
         try:
-            data = json.loads(statedir.read_text(path))
+            data = json.loads(safedirs.read_text(path))
         except (OSError, ValueError, RecursionError):
             continue
         if (isinstance(data, dict) and data.get("sched") == path.stem[len("multisched_"):]

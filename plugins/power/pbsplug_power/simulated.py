@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pbsplug import clock as kernel_clock
+from pbsplug import safedirs
 
-from . import statedir
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
-from .state import FileMemo, file_identity, replace_file, state_dir
+from .state import FileMemo, file_identity, state_dir
 
 STATE_FILE = "simulated_power.json"
 
@@ -74,15 +74,15 @@ class Simulated(Driver):
         file read before and untouched since is not read again, `_seen`). A replay asks
         about booting hosts at nearly every periodic run, of a thousand hosts."""
         try:
-            statedir.check_folder(self.path.parent)
+            safedirs.check_folder(self.path.parent, "state_dir")
             identity = file_identity(self.path.stat())
             known = _seen.known(self.path, identity)
             if known is not None:
                 return known
-            data = json.loads(statedir.read_text(self.path))
+            data = json.loads(safedirs.read_text(self.path))
         except FileNotFoundError:
             return {}
-        except statedir.UnsafeStateDir as exc:  # another user's hosts: never believed
+        except safedirs.UnsafeFolder as exc:  # another user's hosts: never believed
             raise DriverError(str(exc)) from None
         except (ValueError, RecursionError) as exc:
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
@@ -99,10 +99,10 @@ class Simulated(Driver):
         """Write `hosts`, kept as the record (the caller hands it over: nobody changes it
         from here on)."""
         try:
-            statedir.ensure_folder(self.path.parent)
-        except statedir.UnsafeStateDir as exc:
+            safedirs.ensure_folder(self.path.parent, "state_dir")
+        except safedirs.UnsafeFolder as exc:
             raise DriverError(str(exc)) from None
-        replace_file(self.path, json.dumps(hosts, sort_keys=True))
+        safedirs.write_text(self.path, json.dumps(hosts, sort_keys=True))
         _seen.keep(self.path, file_identity(self.path.stat()), hosts)
 
     def _change(self, action: str, verb: str, hosts: list[str], **change: Any) -> None:

@@ -17,18 +17,14 @@ cycle, so it stays small::
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home
-
-from . import statedir
+from pbsplug import default_home, safedirs
 
 BOOTING_FILE = "power_booting.json"
 STATUS_FILE = "power_status.json"
@@ -57,19 +53,19 @@ def _not_ours(path: Path, why: str) -> OSError:
 
 
 def checked_dir(directory: Path) -> Path:
-    """`directory`, or `statedir.UnsafeStateDir` (an `OSError`: the periodic run rejects
+    """`directory`, or `safedirs.UnsafeFolder` (an `OSError`: the periodic run rejects
     with it, `power status` says it) naming it, its owner and its mode when another user
     could plant or change the records in it: a forged booting record had the scheduler plan
     hosts as waking and the run power them as it said."""
-    return statedir.check_folder(directory)
+    return safedirs.check_folder(directory, "state_dir")
 
 
 def _read(path: Path) -> dict[str, Any] | None:
     """The file's JSON object; None when there is no file. A file that does not parse, or
-    is not an object, or that another user could have written (`statedir.open_file`), is an
+    is not an object, or that another user could have written (`safedirs.open_file`), is an
     `OSError` naming it."""
     try:
-        data = json.loads(statedir.read_text(path))
+        data = json.loads(safedirs.read_text(path))
     except FileNotFoundError:
         return None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
@@ -223,24 +219,8 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
         else:
             if file_identity(st) == last[0]:
                 return
-    replace_file(path, text)
+    safedirs.write_text(path, text)
     _written.keep(path, file_identity(path.stat()), text)
-
-
-def replace_file(path: Path, text: str) -> None:
-    """`path` holding `text`, written whole: a new file of a name nobody can guess, then a
-    rename. A name made from the pid was opened through whatever was there: in a state_dir
-    others may write, a planted link had the hook (root) overwrite the file it pointed at."""
-    fd, part = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            os.fchmod(handle.fileno(), 0o644)  # `pbsplug power status` reads it, as before
-            handle.write(text)
-        os.replace(part, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(part)
-        raise
 
 
 #: Each string `status_text` wrote, as JSON: a run writes mostly the host names, power
@@ -276,8 +256,8 @@ def save(directory: Path, booting: Mapping[str, int], boot_delay: int,
          status: Mapping[str, Any] | str | None = None) -> None:
     """Write the booting hosts and, when given, the status record (a mapping, or its JSON
     from `status_text`). The folder is made when missing, and refused
-    (`statedir.UnsafeStateDir`) when another user could change what is in it."""
-    directory = statedir.ensure_folder(directory)
+    (`safedirs.UnsafeFolder`) when another user could change what is in it."""
+    directory = safedirs.ensure_folder(directory, "state_dir")
     _write(directory / BOOTING_FILE, {"booting": dict(booting), "boot_delay": boot_delay})
     if status is not None:
         _write(directory / STATUS_FILE, status)

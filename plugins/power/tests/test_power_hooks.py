@@ -476,7 +476,7 @@ def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
                "others may add files to it")
     assert out.kind == "reject" and out.changes == {}
     assert out.detail.startswith(f"power: refusing state_dir {state_dir}: {problem}, so "
-                                 "another user could plant or change the hook's records")
+                                 "another user could plant or change what is in it")
     assert "\n" not in out.detail
     answer = {}
     for part in pbsplug_plugins.hook.sched_node_availability(sched="default", now=NOW, vnodes=[
