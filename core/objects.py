@@ -83,6 +83,7 @@ class Resources(dict):
         self._attr = attr
 
     def __setitem__(self, key: str, value: Any) -> None:
+        values.resource_name(key, self._attr)  # (first: the guard's refusal names it too)
         self._owner._check_write(f"{self._attr}.{key}", self._attr)
         if value is not None and self._attr in CHECKED_RESOURCES:
             # A bad value raises here, inside the hook: the hook fails, nothing is stored.
@@ -228,6 +229,7 @@ class PbsObject:
         if key.startswith("_"):
             object.__setattr__(self, key, value)
             return
+        values.attribute_name(key, self.kind)  # (first: the guard's refusal names it too)
         self._check_write(key, key)
         if value is None and key in self.required:
             raise ValueError(f"{self.kind} attribute '{key}' cannot be unset")

@@ -99,6 +99,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Free text (a comment) may hold tabs and line breaks, never other control characters.
 _CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+#: An attribute's name, PBS's own or a plugin's: a letter, then letters, digits and
+#: underscores (a dot would read as ``attribute.resource``; no space, line break or ``=``).
+_ATTR_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*", re.ASCII)
+#: The longest attribute name (PBS's longest are under 40 characters).
+MAX_ATTR_NAME = 256
 #: Names: a job's and a reservation's (qsub -N), a queue's, a vnode's.
 _NAME_RULES = {
     "job": re.compile(r"^[A-Za-z0-9_.+-]+$"),
@@ -311,15 +316,23 @@ def resource_type(name: str, custom: Mapping[str, str] | None = None) -> str | N
     return table.get(name)
 
 
+def resource_name(name: Any, attr: str = "Resource_List") -> str:
+    """A resource's name: a letter, then letters, digits, ``_``, ``.`` or ``-``, at most
+    256 long; else `BadValue` 15035 naming it (in one line)."""
+    if not isinstance(name, str) or len(name) > MAX_NAME["resource"] or \
+            not _RES_NAME.fullmatch(name):
+        raise BadValue(PBSE_UNKRESC, f"{attr}.{shown(name)}",
+                       f"{shown(name)} is not a resource name")
+    return name
+
+
 def resource_value(name: str, value: Any, kind: str | None = None, *,
                    attr: str = "Resource_List",
                    custom: Mapping[str, str] | None = None) -> Any:
     """A resource value as the server stores it: long -> int, float -> float, boolean ->
     bool, duration -> ``HH:MM:SS``, size -> ``4gb``, select and place checked and kept as
     written, string -> str. Raises `BadValue` (15035 for an undefined resource)."""
-    if not isinstance(name, str) or not _RES_NAME.fullmatch(name) or len(name) > 256:
-        raise BadValue(PBSE_UNKRESC, f"{attr}.{shown(name)}",
-                       f"{shown(name)} is not a resource name")
+    resource_name(name, attr)
     full = f"{attr}.{name}"
     kind = kind or resource_type(name, custom)
     if kind is None:
@@ -1051,8 +1064,20 @@ def resv_value(name: str, value: Any, custom: Mapping[str, str] | None = None) -
 TABLES = {"job": JOB_ATTRIBUTES, "vnode": VNODE_ATTRIBUTES, "resv": RESV_ATTRIBUTES}
 
 
+def attribute_name(name: Any, kind: str = "job") -> str:
+    """An attribute name a hook (or another entry) uses: a letter, then letters, digits
+    and underscores, at most `MAX_ATTR_NAME` long; else `BadValue` 15002 naming it."""
+    if not isinstance(name, str) or len(name) > MAX_ATTR_NAME or \
+            not _ATTR_NAME.fullmatch(name):
+        raise BadValue(PBSE_NOATTR, shown(name), f"not a {kind} attribute name (a letter, "
+                       "then letters, digits or _)")
+    return name
+
+
 def object_value(kind: str, name: str, value: Any) -> Any:
-    """A value a hook sets on a kernel object of `kind`, checked (`BadValue` if bad)."""
+    """A value a hook sets on a kernel object of `kind`, checked (`BadValue` if bad); the
+    attribute's name too, a plugin's own included (`attribute_name`)."""
+    attribute_name(name, kind)
     if value is None:
         return None
     if kind == "job":

@@ -110,6 +110,66 @@ def test_a_vnode_a_hook_makes_is_checked_as_its_writes_are(run, mode, event, nam
     assert made["state"] == "offline"
 
 
+# -- attribute names ---------------------------------------------------------------------------
+
+QUEUED = {"job": {"id": "1.s"}}
+BAD_NAMES = ["a b\nc", "x=y", "Resource_List.ncpus", "1st", "é", "n" * 257]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", BAD_NAMES)
+@pytest.mark.parametrize("how", ["job", "vnode", "made vnode"])
+def test_an_attribute_name_pbs_would_not_take_is_the_hooks_error(run, mode, name, how):
+    """An unknown attribute name went through as a plugin's own, whatever it held: a
+    queuejob hook's ``setattr(job, "a b\\nc", 1)`` was stored by the local engine (a
+    line break in qstat -f's ``name = value``). A name is a letter, then letters, digits
+    and underscores; another is the hook's error, one line naming it, nothing kept."""
+
+    def body(ev):
+        if how == "job":
+            setattr(ev.job, name, 1)
+        elif how == "vnode":
+            setattr(ev.vnode_list["n1"], name, 1)
+        else:
+            ev.vnode_list["made"] = Vnode("made", {name: 1})
+
+    out, _ = run(body, "queuejob" if how == "job" else "exechost_startup",
+                 QUEUED if how == "job" else {"vnode_list": {"n1": {"state": "free"}}}, mode)
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    kind = "job" if how == "job" else "vnode"
+    assert out.detail.startswith("BadValue: ") and "\n" not in out.detail, out.detail
+    assert out.detail.endswith(f"not a {kind} attribute name (a letter, then letters, "
+                               "digits or _)")
+    assert len(out.detail) < 200
+
+    def good(ev):
+        ev.job.my_plugin_attr_2 = "kept"
+
+    out, _ = run(good, "queuejob", QUEUED, mode)
+    assert out.accepted and out.changes["job"] == {"my_plugin_attr_2": "kept"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_bad_name_is_named_in_one_line_where_the_guard_refuses_too(run, mode):
+    """A name the event does not let the hook write was named as it came: the refusal
+    was two lines. The name is checked first."""
+    for body in (lambda ev: setattr(ev.job, "a b\nc", 1),
+                 lambda ev: ev.job.Resource_List.__setitem__("a b\nc", 1)):
+        out, _ = run(body, mode=mode)
+        assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+        assert out.detail.startswith("BadValue: ") and "\n" not in out.detail, out.detail
+
+
+def test_a_bad_attribute_name_in_a_hooks_report_is_refused(run):
+    """A process-mode hook that wrote the name into its report itself: refused in the
+    caller as a bad value is."""
+    out, ev = run(lambda ev: ev.job._changes.__setitem__("a b\nc", 1), "queuejob", QUEUED,
+                  "process")
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail.startswith("the hook's process reported a change that is refused: ")
+    assert "a b\nc" not in ev.job
+
+
 # -- values of the hook's own types ------------------------------------------------------------
 
 class State(str, enum.Enum):

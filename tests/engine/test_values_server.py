@@ -124,6 +124,33 @@ def test_a_hook_setting_a_bad_value_is_that_hooks_exception(dists, make_engine):
     assert "queuejob hook 'badvalue' encountered an exception" in engine.log()
 
 
+def test_a_hooks_attribute_name_pbs_would_not_take_is_its_error(dists, make_engine):
+    """A queuejob hook's ``setattr(job, "a b\\nc", 1)`` was stored with the job (an
+    unknown name passed as a plugin's own): now the hook's exception, the submission
+    refused, nothing stored. A plugin's own well-formed name is still kept; a client's
+    unknown name or resource is refused at the door as before."""
+    engine = make_engine(plugin(dists, "badname", """
+        @hookimpl
+        def queuejob(event):
+            if event.job.Job_Name == "bad":
+                setattr(event.job, "a b\\nc", 1)
+            else:
+                event.job.site_tag = "kept"
+        """, ("queuejob",)))
+    with pytest.raises(PbsError) as err:
+        engine.submit(Job_Name="bad")
+    assert (err.value.code, err.value.message) == (
+        15136, "request rejected as filter hook 'badname' encountered an exception. "
+               "Please inform Admin")
+    assert engine.client("stat_jobs", history=True) == {}
+    assert "'a b\\nc': not a job attribute name" in engine.log()
+    good = engine.submit(Job_Name="good")
+    assert engine.job(good)["site_tag"] == "kept"
+    assert submit_raw(engine, **{"a b\nc": 1}).code == 15002
+    err = submit_raw(engine, Resource_List={"a b\nc": 1})
+    assert (err.code, err.message) == (15035, "Unknown resource Resource_List.'a b\\nc'")
+
+
 def write_row(engine, table: str, key: str, name: str, change) -> None:
     db = sqlite3.connect(engine.home.db)
     try:
