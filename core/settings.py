@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .hookattrs import HookAttributes, _as_list
+from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
@@ -182,19 +183,24 @@ class ConfigIssue:
     expected: str
 
     def __str__(self) -> str:
+        key = cut(self.key)
         if self.value is _MISSING:
-            return f"{self.source}: {self.key}: missing; expected {self.expected}"
-        return f"{self.source}: {self.key} = {_show(self.value)}: {self.expected}"
+            return f"{self.source}: {key}: missing; expected {self.expected}"
+        return f"{self.source}: {key} = {_show(self.value)}: {self.expected}"
 
 
 _MISSING = object()
 
 
 def _show(value: Any) -> str:
+    """A bad value as the error quotes it: as JSON (a TOML or .CF value reads so), cut to
+    `values.QUOTE_MAX` characters (a 400-digit number, a megabyte of text)."""
+    if isinstance(value, str) and len(value) > 2 * QUOTE_MAX:
+        value = value[:2 * QUOTE_MAX]  # (still cut below: the JSON of all is not made)
     try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
+        return cut(json.dumps(value))
+    except (TypeError, ValueError):  # (not JSON; an int past Python's 4300 digits)
+        return quoted(value)
 
 
 class ConfigError(ValueError):

@@ -134,19 +134,40 @@ class BadValue(ValueError):
         return f"{text} {self.attr}" if self.attr else text
 
 
+#: The most characters of a value an error message quotes (`quoted`, `cut`).
+QUOTE_MAX = 200
+
+
+def cut(text: str, limit: int = QUOTE_MAX) -> str:
+    """`text` as an error quotes it: at most `limit` characters, the last three ``...``
+    when it was longer (a 400-digit number, a megabyte of text). Every error that quotes
+    a value someone else wrote cuts it here."""
+    return text if len(text) <= limit else text[:max(limit - 3, 0)] + "..."
+
+
+def quoted(value: Any, limit: int = QUOTE_MAX) -> str:
+    """A value as an error quotes it, in one line: its repr (a line break shows as ``\\n``),
+    `cut` to `limit` characters."""
+    if isinstance(value, str) and len(value) > limit:
+        # (its repr is longer than `limit`, so cut: the repr of a megabyte is not made)
+        return cut(repr(value[:limit]), limit)
+    try:
+        return cut(repr(value), limit)
+    except Exception:  # noqa: BLE001 - an int past Python's 4300 digits, a repr that raises
+        return f"<{type(value).__name__}>"
+
+
 def shown(name: Any) -> str:
     """A name from a request as an error may show it: itself when it is a plain name,
     else its repr, cut short (a newline or a megabyte must not reach a one-line error)."""
     if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_.\[\]@-]{1,64}", name):
         return name
-    text = repr(name)
-    return text if len(text) <= 66 else text[:63] + "..."
+    return quoted(name, 66)
 
 
 def _repr(value: Any) -> str:
     """A value in an error: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 66 else text[:63] + "..."
+    return quoted(value, 66)
 
 
 def _bad(attr: str, why: str) -> BadValue:

@@ -113,6 +113,26 @@ def test_schema_errors(values, key, expected):
     assert str(issues[0]).startswith("conf.CF: ")
 
 
+@pytest.mark.parametrize("value, shown", [
+    (10 ** 400, "1" + "0" * 196 + "..."),
+    ("x" * 1_000_000, '"' + "x" * 196 + "..."),
+    (["y" * 1000], '["' + "y" * 195 + "..."),
+    (10 ** 5000, "<int>"),  # (past Python's 4300 digits: no repr at all)
+], ids=["400 digits", "1 MB", "a list", "5000 digits"])
+def test_a_config_error_quotes_a_bounded_part_of_the_value(tmp_path, value, shown):
+    """A bad value was quoted in full: a 400-digit number, a 1 MB string in the line of
+    a config error (and in the server's log, the plugin listing). It is cut at
+    `values.QUOTE_MAX` characters, ending in an ellipsis; so is an unknown key."""
+    _, issues = validate_config(SCHEMA, {"post_timeout": value, "limit": 1}, "conf.CF")
+    assert str(issues[0]) == f"conf.CF: post_timeout = {shown}: expected a number > 0"
+    _, issues = validate_config(SCHEMA, {"k" * 10_000: 1, "limit": 1}, "conf.CF")
+    assert str(issues[0]).startswith(f"conf.CF: {'k' * 197}... = 1: unknown key")
+    bad = "{" + "9" * 100_000 + "}"  # (the line quoted near a JSON error)
+    with pytest.raises(ConfigError) as err:
+        read_cf(write(tmp_path, bad, "d.CF"))
+    assert len(str(err.value)) < 400
+
+
 def test_cf_files(tmp_path):
     good = write(tmp_path, '{"post_timeout": 10}', "a.CF")
     assert read_cf(good) == {"post_timeout": 10}
