@@ -63,8 +63,8 @@ import sys
 import time
 from pathlib import Path
 
+from .. import safedirs
 from .slurm_program import native_answer
-from .worker_client import safe_folder
 
 #: Seconds without an event after which the worker leaves.
 IDLE_EXIT = 600.0
@@ -286,10 +286,10 @@ def clean_process() -> None:
 
 
 def serve(path: Path, config_file: Path) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not safe_folder(str(path.parent)):  # where a user could plant a socket or a link
-        raise Refused(f"{path.parent}: not a folder only root may write to (nor every "
-                      "folder above it): no worker there")
+    try:  # where a user could plant a socket, or a link for the lock or the socket
+        safedirs.ensure_folder(path.parent, "the worker's folder")
+    except safedirs.UnsafeFolder as exc:
+        raise Refused(f"{exc}: no worker there") from None
     config = json.loads(config_file.read_bytes())
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)

@@ -35,30 +35,105 @@ def connect(path):
     return conn
 
 
-def safe_folder(folder):
-    """Whether only root (or this user) can change what `folder` holds: a real folder of
-    theirs that no one else may write to, every folder above it (as named, and as its links
-    resolve) theirs too and writable by no one else, or sticky as /tmp is (where no one
-    else may rename or remove what is theirs). A worker's socket and lock live there."""
+def _owner(uid):
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _entry_problem(path, info, trusted, others_may_add):
+    """`pbsplug.safedirs._entry_problem`, in its words."""
+    import stat
+
+    owner = _owner(info.st_uid)
+    if stat.S_ISLNK(info.st_mode):
+        return None if info.st_uid in trusted else f"{path} is a link owned by {owner}"
+    mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
+    if info.st_uid not in trusted:
+        return f"{path} is owned by {owner}, {mode}"
+    if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    who = "everyone" if info.st_mode & stat.S_IWOTH else "its group"
+    if not info.st_mode & stat.S_ISVTX:
+        return f"{path} is writable by {who} (owner {owner}, {mode})"
+    if not others_may_add:
+        return (f"{path} is writable by {who} (owner {owner}, {mode}): others may add "
+                "files to it")
+    return None
+
+
+def _and_parents(path):
+    import os
+
+    out = [path]
+    while out[-1] != "/":
+        out.append(os.path.dirname(out[-1]))
+    return out
+
+
+def folder_problem(folder):
+    """Why a user other than root (or this user) could plant or change what is in `folder`
+    (a worker's socket and lock live there), or None: `pbsplug.safedirs.folder_problem`'s
+    rule and words (the folder and every folder above it, as named and as its links
+    resolve, theirs and writable by no one else, or sticky above it as /tmp is; every link
+    followed theirs), copied because this module may not import pbsplug (tests check the
+    two agree). Levels not made yet are left out."""
+    import os
+
+    trusted = (0, os.geteuid())
+    path = os.path.abspath(folder)
+    real = os.path.realpath(path)
+    checks = {}  # a real folder -> whether others may add to it
+    for directory in _and_parents(real):
+        checks.setdefault(directory, directory != real)
+    for prefix in reversed(_and_parents(path)):
+        if not os.path.islink(prefix):
+            continue
+        try:
+            info = os.lstat(prefix)
+        except OSError:
+            continue
+        problem = _entry_problem(prefix, info, trusted, True)
+        if problem:
+            return problem
+        for directory in _and_parents(os.path.realpath(os.path.dirname(prefix))):
+            checks.setdefault(directory, True)
+    for directory in sorted(checks, key=lambda p: len(p.rstrip("/").split("/"))):
+        try:
+            info = os.lstat(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            return f"{directory} cannot be checked: {exc.strerror or exc}"
+        problem = _entry_problem(directory, info, trusted, checks[directory])
+        if problem:
+            return problem
+    return None
+
+
+def _make_folder(folder, mode):
+    """`folder` made level by level (`mode`), or why it is refused (`folder_problem`). A
+    level is never made through a link another user put there: mkdir does not follow one,
+    and each level is looked at once it is there. Another failure is its OSError."""
     import os
     import stat
 
+    problem = folder_problem(folder)
+    if problem:
+        return problem
     trusted = (0, os.geteuid())
-    try:
-        st = os.lstat(folder)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in trusted or st.st_mode & 0o022:
-            return False
-        for path in (os.path.abspath(folder), os.path.realpath(folder)):
-            while path != os.path.dirname(path):
-                path = os.path.dirname(path)
-                st = os.lstat(path)
-                if st.st_uid not in trusted or (
-                        not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022
-                        and not st.st_mode & stat.S_ISVTX):
-                    return False
-    except OSError:
-        return False
-    return True
+    for level in reversed(_and_parents(os.path.abspath(folder))[:-1]):
+        try:
+            os.mkdir(level, mode)
+        except FileExistsError:
+            pass
+        info = os.lstat(level)
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in trusted:
+            return f"{level} is a link owned by {_owner(info.st_uid)}"
+    return folder_problem(folder)
 
 
 def exchange(conn, data, meanwhile=None):
@@ -92,10 +167,11 @@ def start(python, config_file, path, folder_mode=0o700):
     import time
 
     folder = os.path.dirname(path)
-    os.makedirs(folder, mode=folder_mode, exist_ok=True)
-    if not safe_folder(folder):
-        print(f"pbsplug: {folder}: not a folder only root may write to (nor every folder "
-              "above it): no worker started there", file=sys.stderr)
+    problem = _make_folder(folder, folder_mode)
+    if problem:
+        print(f"pbsplug: refusing the worker's folder {folder}: {problem}, so another user "
+              "could plant a socket or a link in it: no worker started there, the event "
+              "runs without one", file=sys.stderr)
         return None
     lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                    0o600)

@@ -207,9 +207,10 @@ def test_a_link_a_user_planted_for_the_workers_lock_is_not_followed(user_folder,
     assert not target.exists()
 
 
-def test_a_worker_refuses_a_folder_a_user_can_write(user_folder, tmp_path):
+def test_a_worker_refuses_a_folder_a_user_can_write(user_folder, attacker, tmp_path):
     """The worker made its socket in the folder it was given: one a user owns it chmodded to
-    0700 and listened in, the user still able to replace the socket or plant links."""
+    0700 and listened in, the user still able to replace the socket or plant links. The
+    refusal names the folder, its owner and its mode."""
     if os.geteuid() != 0:
         missing("needs root: the worker runs as root")
     config = tmp_path / "w.json"
@@ -218,10 +219,98 @@ def test_a_worker_refuses_a_folder_a_user_can_write(user_folder, tmp_path):
                            str(user_folder / "w.sock"), str(config)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1
-    assert done.stderr == (f"pbsplug worker: {user_folder}: not a folder only root may write "
-                           "to (nor every folder above it): no worker there\n")
+    assert done.stderr.startswith(
+        f"pbsplug worker: refusing the worker's folder {user_folder}: {user_folder} is owned "
+        f"by uid {attacker.uid} ({attacker.user}), mode 0777, so another user could plant ")
+    assert done.stderr.endswith(": no worker there\n") and done.stderr.count("\n") == 1
     assert not (user_folder / "w.sock").exists()
     assert user_folder.stat().st_mode & 0o777 == 0o777  # left as it was
+
+
+@pytest.fixture
+def sticky_with_link(attacker, tmp_path):
+    """A root folder in /tmp that everyone may write, sticky as /tmp is, where the attacker
+    put a link ``run`` to a folder of root's: (the sticky folder, the link's target)."""
+    if os.geteuid() != 0:
+        missing("needs root: the scripts that start the worker run as root")
+    sticky = Path(f"/tmp/pbsplug-attack-{os.getpid()}-sticky")
+    shutil.rmtree(sticky, ignore_errors=True)
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    target = tmp_path / "target"
+    target.mkdir()
+    done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                           str(target), str(sticky / "run"))
+    assert done.returncode == 0, done.stderr
+    yield sticky, target
+    shutil.rmtree(sticky, ignore_errors=True)
+
+
+def test_the_workers_folder_is_not_made_through_a_link_a_user_planted(sticky_with_link,
+                                                                      attacker, tmp_path,
+                                                                      capfd):
+    """The folder was made (``mkdir -p``) before it was checked: through a user's link on
+    the way (a --run-dir under a sticky folder), root made folders where the link led."""
+    sticky, target = sticky_with_link
+    sock = sticky / "run" / "pbsplug" / "slurm-x.sock"
+    client = _client()
+    assert client.start(sys.executable, str(tmp_path / "none.json"), str(sock)) is None
+    assert not (target / "pbsplug").exists()
+    assert capfd.readouterr().err == (
+        f"pbsplug: refusing the worker's folder {sock.parent}: {sticky / 'run'} is a link "
+        f"owned by uid {attacker.uid} ({attacker.user}), so another user could plant a "
+        "socket or a link in it: no worker started there, the event runs without one\n")
+    config = tmp_path / "w.json"
+    config.write_text(json.dumps({"loader": "json:loads", "dispatcher": "json:dumps"}))
+    done = subprocess.run([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
+                           str(config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"pbsplug worker: refusing the worker's folder "
+                                  f"{sock.parent}: {sticky / 'run'} is a link owned by uid "
+                                  f"{attacker.uid} ({attacker.user}), so another user")
+    assert not (target / "pbsplug").exists()
+
+
+#: Folders as an admin may lay them out (`d`: the folder; `p`: the test's folder).
+LAYOUTS = [
+    "mkdir -m 0700 {d}",
+    "mkdir -m 0755 {d}",
+    "mkdir -m 0775 {d}",
+    "mkdir -m 0777 {d}",
+    "mkdir -m 1777 {d}",
+    "mkdir -m 1777 {p}/s && mkdir -m 0700 {p}/s/d && ln -s {p}/s/d {d}",
+    "mkdir -m 0777 {d}.real && ln -s {d}.real {d}",
+    "mkdir -m 0700 {d}.real && ln -s {d}.real {d}",  # the folder itself a root link
+    "mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/run && ln -s {p}/open/run {d}",
+    "mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/run && ln -s open/run {p}/l "
+    "&& ln -s {p}/l {d}",
+    "mkdir -m 0700 {p}/x && chown nobody {p}/x && ln -s {p}/x {d}",
+    "mkdir -m 0700 {p}/y && ln -s {p}/y {d} && chown -h nobody {d}",
+    "mkdir -m 0700 {d} && chown nobody {d}",
+    "mkdir -m 0770 {d} && chgrp nogroup {d}",
+    "mkdir -m 0700 {p}/l2 && ln -s {p}/l2 {p}/l1 && ln -s {p}/l1 {d}",
+    "true",  # not made yet
+]
+
+
+@pytest.mark.parametrize("make", LAYOUTS + [
+    "mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/d && ln -s {p}/open/d {d}",
+    "mkdir -m 1777 {p}/open && mkdir -m 0700 {p}/open/d && ln -s {p}/open/d {d}",
+])
+def test_the_workers_client_keeps_the_rule_of_safedirs(tmp_path, make):
+    """The hook scripts' client cannot import pbsplug (pbs_python, Slurm's programs), so it
+    carries its own copy of `pbsplug.safedirs.folder_problem`: the same answer and words
+    for each folder, and for a folder below it."""
+    from pbsplug import safedirs
+
+    if os.geteuid() != 0 and ("chown" in make or "chgrp" in make):
+        missing("needs root: chown")
+    folder = tmp_path / "d"
+    subprocess.run(["sh", "-c", make.format(d=folder, p=tmp_path)], check=True)
+    client = _client()
+    for path in (folder, folder / "sub"):
+        assert client.folder_problem(str(path)) == safedirs.folder_problem(path)
+    assert safedirs.folder_problem(tmp_path) is None
 
 
 @pytest.mark.parametrize("make,safe", [
@@ -230,7 +319,7 @@ def test_a_worker_refuses_a_folder_a_user_can_write(user_folder, tmp_path):
     ("mkdir -m 0775 {d}", False),
     ("mkdir -m 0777 {d}", False),
     ("mkdir -m 0777 {d}.real && ln -s {d}.real {d}", False),
-    ("mkdir -m 0700 {d}.real && ln -s {d}.real {d}", False),  # the folder itself a link
+    ("mkdir -m 0700 {d}.real && ln -s {d}.real {d}", True),  # root's link, as /var/run
     ("mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/run && ln -s {p}/open/run {d}", False),
     ("mkdir -m 0777 {p}/open && mkdir -m 0700 {p}/open/d", None),  # below a folder all write
 ])
@@ -241,7 +330,7 @@ def test_safe_folder(tmp_path, make, safe):
     if safe is None:
         folder = tmp_path / "open" / "d"
         safe = False
-    assert client.safe_folder(str(folder)) is safe
+    assert (client.folder_problem(str(folder)) is None) is safe
 
 
 LAUNCH_MARK = """
