@@ -39,6 +39,20 @@ _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a 
 _ITEM_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
+def _bound(limit: float, whole: bool) -> str:
+    """A number's bound in words: an int (or a whole bound of an int setting, `whole`) in
+    digits, ``315360000`` and not ``3.1536e+08``; a float bound of a float setting as
+    ``:g`` writes it (``0.001``, ``1e+09``) when that is its exact value, else its repr."""
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        return cut(str(limit)) if limit.bit_length() < 4000 else quoted(limit)
+    if not isinstance(limit, float) or not math.isfinite(limit):
+        return quoted(limit)
+    if whole and limit.is_integer() and abs(limit) < 2**53:
+        return str(int(limit))
+    text = f"{limit:g}"
+    return text if float(text) == limit else repr(limit)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One configuration key: its type, default and limits.
@@ -69,12 +83,13 @@ class Setting:
         if self.items is not None:
             text += f" of {_ITEM_NAMES.get(self.items, self.items.__name__)}s"
         limits = []
+        whole = self.type is int
         if self.gt is not None:
-            limits.append(f"> {self.gt:g}")
+            limits.append(f"> {_bound(self.gt, whole)}")
         if self.ge is not None:
-            limits.append(f">= {self.ge:g}")
+            limits.append(f">= {_bound(self.ge, whole)}")
         if self.le is not None:
-            limits.append(f"<= {self.le:g}")
+            limits.append(f"<= {_bound(self.le, whole)}")
         if limits:
             text += " " + " and ".join(limits)
         if self.choices:

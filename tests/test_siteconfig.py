@@ -133,6 +133,19 @@ def test_a_config_error_quotes_a_bounded_part_of_the_value(tmp_path, value, show
     assert len(str(err.value)) < 400
 
 
+@pytest.mark.parametrize("setting, expected", [
+    (Setting(int, 1, gt=0, le=10 * 365 * 86400), "an integer > 0 and <= 315360000"),
+    (Setting(int, 1, ge=0, le=1e9), "an integer >= 0 and <= 1000000000"),
+    (Setting(float, 1.0, le=10 * 365 * 86400), "a number <= 315360000"),
+    (Setting(float, 1.0, ge=0.001, le=1e9), "a number >= 0.001 and <= 1e+09"),
+    (Setting(float, 1.0, gt=0.1234567), "a number > 0.1234567"),
+])
+def test_bounds_are_written_as_their_values(setting, expected):
+    """An integer bound read ``<= 3.1536e+08`` (``:g``); a float's ``:g`` also rounded
+    0.1234567 to 0.123457, a bound that is not the one checked."""
+    assert setting.expected() == expected
+
+
 def test_cf_files(tmp_path):
     good = write(tmp_path, '{"post_timeout": 10}', "a.CF")
     assert read_cf(good) == {"post_timeout": 10}
