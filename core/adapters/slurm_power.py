@@ -34,6 +34,7 @@ import fcntl
 import json
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -41,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import safedirs
 from ..events import Event
 from ..runner import ACCEPT
 from .slurm_read import SlurmError, epoch, vnode_state
@@ -51,6 +53,8 @@ OFF_RECORD = "power_off.json"
 #: The hosts the plugins found up again after a ResumeProgram, with when (not woken twice
 #: while Slurm waits for them to register).
 WOKEN_RECORD = "power_woken.json"
+#: What a refusal of the state folder calls it.
+STATE_FOLDER = "the state folder (--state-dir)"
 
 
 def _hostlist(ctx, text: str) -> list[str]:
@@ -168,11 +172,19 @@ def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
 
 @contextmanager
 def _locked(ctx):
-    path = ctx.state_dir / "power.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """The power programs' lock, in the state folder. The folder follows `pbsplug.safedirs`'
+    rule (another user could plant links for root to write through, or forge the records it
+    acts on): `UnsafeFolder`, one line naming it, its owner and mode, and the program exits
+    1 with it. The lock is root's alone (0600): one another user could open, they could
+    hold."""
+    folder = safedirs.ensure_folder(ctx.state_dir, STATE_FOLDER)
+    fd = safedirs.open_file(folder / "power.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # one an earlier pbsplug made 0644
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def _off_record(ctx) -> dict[str, int]:
@@ -190,12 +202,15 @@ def _woken_record(ctx) -> dict[str, int]:
 def _read_record(ctx, name: str) -> dict[str, int]:
     """The record's hosts and times; a damaged one (not JSON, not a table, a time that is
     no finite number) is logged and read as empty, so power saving goes on (the next
-    save writes it whole again)."""
+    save writes it whole again). One that is a link, or that another user could have
+    written, is `UnsafeFolder`."""
     path = ctx.state_dir / name
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(safedirs.read_text(path))
     except FileNotFoundError:
         return {}
+    except safedirs.UnsafeFolder:
+        raise  # a link, or a file another user could have written: not acted on
     except (OSError, ValueError) as exc:
         log.error("%s: not read (%s); starting from an empty record", path, exc)
         return {}
@@ -208,10 +223,7 @@ def _read_record(ctx, name: str) -> dict[str, int]:
 
 
 def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
-    path = ctx.state_dir / name
-    part = path.with_name(f".{path.name}.tmp")
-    part.write_text(json.dumps(dict(record), sort_keys=True))
-    part.replace(path)
+    safedirs.write_text(ctx.state_dir / name, json.dumps(dict(record), sort_keys=True))
 
 
 def _fire(ctx, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,

@@ -421,3 +421,87 @@ def test_a_worker_that_cannot_start_is_not_waited_for(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (0, "None\n", "")
+
+
+class _Hosts:
+    """Slurm's hostlist for the power programs (one node per name)."""
+
+    def hostnames(self, text):
+        return text.split(",")
+
+
+def _power_ctx(state_dir: Path):
+    class Runner:
+        def fire(self, event):
+            raise AssertionError("fired")
+
+    return slurm_bridge.Context({"state_dir": str(state_dir)}, Runner(), _Hosts())
+
+
+def test_the_power_programs_refuse_a_state_folder_a_user_can_write(user_folder, attacker,
+                                                                   tmp_path):
+    """The power programs' lock was opened, and their records written through a fixed
+    temporary name, by whatever was there: in a state folder a user can write (a
+    --state-dir under /tmp), links there had root create and overwrite any file, and a
+    forged record told root which nodes it had powered off."""
+    if os.geteuid() != 0:
+        missing("needs root: the power programs run as root")
+    made, victim = tmp_path / "made-by-root", tmp_path / "victim"
+    victim.write_text("root's\n")
+    plant = ("import os, sys; os.symlink(sys.argv[1], sys.argv[3] + '/power.lock'); "
+             "os.symlink(sys.argv[2], sys.argv[3] + '/.power_off.json.tmp')")
+    done = attacker.python(plant, str(made), str(victim), str(user_folder))
+    assert done.returncode == 0, done.stderr
+    answer = slurm_bridge.dispatch(_power_ctx(user_folder),
+                                   {"script": "suspend", "env": {}, "argv": ["n1"]})
+    assert answer == {"exit": 1, "stdout": "", "error": (
+        f"pbsplug suspend: refusing the state folder (--state-dir) {user_folder}: "
+        f"{user_folder} is owned by uid {attacker.uid} ({attacker.user}), mode 0777, so "
+        "another user could plant or change what is in it; make it and every folder above "
+        "it root's and writable by no one else (a folder above it may be sticky, as /tmp "
+        "is), or choose another folder")}
+    assert not made.exists() and victim.read_text() == "root's\n"
+
+
+def test_a_power_record_another_user_could_write_is_not_acted_on(attacker, tmp_path):
+    """A record another user can write (0666) said which nodes root had powered off: a
+    SuspendProgram for them then did nothing. Refused, the program exits 1."""
+    if os.geteuid() != 0:
+        missing("needs root: the power programs run as root")
+    state = Path(f"/tmp/pbsplug-attack-{os.getpid()}-state")
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(mode=0o755)
+    try:
+        record = state / "power_off.json"
+        record.write_text("{}")
+        record.chmod(0o666)
+        done = attacker.python("import sys; open(sys.argv[1], 'w').write('{\"n1\": 1}')",
+                               str(record))
+        assert done.returncode == 0, done.stderr
+        answer = slurm_bridge.dispatch(_power_ctx(state),
+                                       {"script": "suspend", "env": {}, "argv": ["n1"]})
+        assert answer == {"exit": 1, "stdout": "", "error": (
+            f"pbsplug suspend: refusing {record}: writable by others (owner uid 0 (root), "
+            "mode 0666), so another user could have written it; remove it")}
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_no_other_user_can_hold_the_power_programs_lock(attacker):
+    """The lock was 0644: any user could open it and hold it (flock needs only a read),
+    and every power program then waited for them."""
+    if os.geteuid() != 0:
+        missing("needs root: the power programs run as root")
+    state = Path(f"/tmp/pbsplug-attack-{os.getpid()}-state")
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(mode=0o755)
+    try:
+        (state / "power_off.json").write_text('{"n1": 1}')
+        answer = slurm_bridge.dispatch(_power_ctx(state),
+                                       {"script": "suspend", "env": {}, "argv": ["n1"]})
+        assert answer["exit"] == 0, answer
+        done = attacker.python("import sys; open(sys.argv[1])", str(state / "power.lock"))
+        assert "PermissionError" in done.stderr
+        assert (state / "power.lock").stat().st_mode & 0o777 == 0o600
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
