@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import safedirs
 from ..events import Event
 from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
@@ -69,6 +70,8 @@ SCRIPT_EVENTS = {
     "epilog_slurmctld": ("jobobit",),
     "health_check": ("exechost_startup", "exechost_periodic"),
 }
+#: What a refusal of the state folder (or a folder in it) calls it.
+STATE_FOLDER = "the state folder (--state-dir)"
 #: PBS's comment on a vnode a hook's error took offline (pbs-behavior.md).
 OFFLINE_REASON = "offlined by hook '{hook}' due to hook error"
 
@@ -586,15 +589,19 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
     node = this_node(env)
     vnodes = ctx.slurm.nodes([node])
     started = str((vnodes.get(node) or {}).get("slurmd_start_time") or "")
-    marker = ctx.state_dir / "started" / node
+    # In the state folder, which follows pbsplug.safedirs' rule (another user could plant a
+    # link for root to write through, or say slurmd's start was seen): UnsafeFolder, one
+    # line naming it, its owner and mode, and the program exits 1 with it.
+    marker = safedirs.ensure_folder(ctx.state_dir / "started", STATE_FOLDER) / node
     try:
-        seen = marker.read_text().strip()
+        seen = safedirs.read_text(marker).strip()
+    except safedirs.UnsafeFolder:
+        raise
     except OSError:
         seen = None
     if seen != started or not started:
         out = _fire(ctx, "exechost_startup", {"vnode_list": vnodes})
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(started)
+        safedirs.write_text(marker, started)
     else:
         # Every job the node still has: a suspended or stopped one keeps its processes and
         # cpuset. %A: the id each array task and heterogeneous part has of its own (the

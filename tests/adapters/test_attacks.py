@@ -505,3 +505,41 @@ def test_no_other_user_can_hold_the_power_programs_lock(attacker):
         assert (state / "power.lock").stat().st_mode & 0o777 == 0o600
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_health_check_refuses_a_state_folder_a_user_can_write(user_folder, attacker,
+                                                              tmp_path):
+    """HealthCheckProgram read and wrote its mark of slurmd's start (``started/<node>``)
+    through whatever was there: in a state folder a user can write, a link there had root
+    overwrite any file with the start time, and a planted mark kept exechost_startup from
+    running after slurmd's restart."""
+    if os.geteuid() != 0:
+        missing("needs root: HealthCheckProgram runs as root")
+    victim = tmp_path / "victim"
+    victim.write_text("root's\n")
+    plant = ("import os, sys; os.mkdir(sys.argv[2] + '/started'); "
+             "os.symlink(sys.argv[1], sys.argv[2] + '/started/n1')")
+    done = attacker.python(plant, str(victim), str(user_folder))
+    assert done.returncode == 0, done.stderr
+    fired = []
+
+    class Slurm:
+        def nodes(self, names):
+            return {"n1": {"slurmd_start_time": "2026-11-24T02:00:00"}}
+
+    class Runner:
+        def fire(self, event):
+            fired.append(event.type)
+            return type("Out", (), {"accepted": True, "kind": "accept", "changes": {},
+                                    "hook": "h"})()
+
+    ctx = slurm_bridge.Context({"state_dir": str(user_folder)}, Runner(), Slurm())
+    answer = slurm_bridge.dispatch(ctx, {"script": "health_check",
+                                         "env": {"SLURMD_NODENAME": "n1"}})
+    assert answer == {"exit": 1, "stdout": "", "error": (
+        f"pbsplug health_check: refusing the state folder (--state-dir) {user_folder}/started:"
+        f" {user_folder} is owned by uid {attacker.uid} ({attacker.user}), mode 0777, so "
+        "another user could plant or change what is in it; make it and every folder above "
+        "it root's and writable by no one else (a folder above it may be sticky, as /tmp "
+        "is), or choose another folder")}
+    assert victim.read_text() == "root's\n" and fired == []
