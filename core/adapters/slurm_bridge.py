@@ -45,6 +45,7 @@ import logging
 import os
 import re
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -110,11 +111,21 @@ def load(config: Mapping[str, Any], mode: str | None = "inprocess") -> Context:
 
 
 def _log_to(path: str) -> None:
+    """The log file, appended to. Its folder follows pbsplug.safedirs' rule and the file is
+    opened without following a link (in a folder another user could write, a link there
+    had root append to any file); a refusal is one line on stderr (Slurm's log, where a
+    program runs the events itself), and the events run without the log file, as they do
+    when it cannot be opened."""
     root = logging.getLogger()
     if path and not any(getattr(h, "_pbsplug_slurm", False) for h in root.handlers):
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.FileHandler(path)
+            safedirs.ensure_folder(Path(path).parent, "the log file's folder (--log-file)")
+            fd = safedirs.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8",
+                                                      errors="backslashreplace"))
+        except safedirs.UnsafeFolder as exc:
+            print(f"pbsplug: no log file: {exc}", file=sys.stderr)
+            return
         except OSError:
             return
         handler._pbsplug_slurm = True  # type: ignore[attr-defined]

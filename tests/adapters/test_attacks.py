@@ -543,3 +543,44 @@ def test_health_check_refuses_a_state_folder_a_user_can_write(user_folder, attac
         "it root's and writable by no one else (a folder above it may be sticky, as /tmp "
         "is), or choose another folder")}
     assert victim.read_text() == "root's\n" and fired == []
+
+
+#: As root: the Slurm bridge's log file at argv[1], and one line logged.
+LOG_ONCE = """
+import logging, sys
+from pbsplug.adapters import slurm_bridge
+slurm_bridge._log_to(sys.argv[1])
+logging.getLogger("pbsplug.slurm").error("written by root")
+"""
+
+
+def test_the_log_file_is_not_opened_through_a_link_a_user_planted(user_folder, attacker,
+                                                                   tmp_path):
+    """The log file was opened (FileHandler) through whatever was at its name: with a
+    --log-file in a folder a user can write, a link there had root append to any file.
+    Refused in one line on stderr (Slurm's log, where a program runs the events itself);
+    the events run without the log file."""
+    if os.geteuid() != 0:
+        missing("needs root: the bridge logs as root")
+    victim = tmp_path / "victim"
+    victim.write_text("root's\n")
+    log = user_folder / "pbsplug-slurm.log"
+    done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                           str(victim), str(log))
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-c", LOG_ONCE, str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "root's\n"
+    assert done.stderr == (
+        f"pbsplug: no log file: refusing the log file's folder (--log-file) {user_folder}: "
+        f"{user_folder} is owned by uid {attacker.uid} ({attacker.user}), mode 0777, so "
+        "another user could plant or change what is in it; make it and every folder above "
+        "it root's and writable by no one else (a folder above it may be sticky, as /tmp "
+        "is), or choose another folder\n"
+        "written by root\n")  # logging's last resort: stderr
+    good = tmp_path / "logs" / "pbsplug-slurm.log"
+    done = subprocess.run([sys.executable, "-c", LOG_ONCE, str(good)], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert good.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
