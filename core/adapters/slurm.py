@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import safedirs
 from ..plugins import PluginRecord, PluginSet
 from . import slurm_program, worker_client
 
@@ -316,7 +317,6 @@ def _row(record: PluginRecord) -> dict[str, Any]:
 def write_programs(p: Plan) -> list[Path]:
     """The programs and the config, written whole (config 0600: it holds the site's plugin
     configuration; programs 0755). Programs of scripts no longer needed are removed."""
-    p.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     _check_private(p.directory)
     written = []
     _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
@@ -397,14 +397,14 @@ def launcher(directory: Path) -> str:
 
 
 def _check_private(directory: Path) -> None:
-    """Install's folder must be root's (or the installer's) and writable by no one else:
-    slurmd runs what is in it as root."""
-    st = directory.stat()
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise SlurmInstallError(f"{directory}: owned by uid {st.st_uid} with mode "
-                                f"{st.st_mode & 0o777:o}; install needs a folder of its own "
-                                "that no other user can write (slurmd runs its programs as "
-                                "root)")
+    """Install's folder, made when missing, must follow `pbsplug.safedirs`' rule (it, every
+    folder above it and every link on the way root's, or the installer's, and writable by
+    no one else, or sticky above it as /tmp is): slurmd runs what is in it as root, and a
+    user who could rename a folder on the way could put programs of their own there."""
+    try:
+        safedirs.ensure_folder(directory, "the programs' folder (--dir)")
+    except safedirs.UnsafeFolder as exc:
+        raise SlurmInstallError(f"{exc} (slurmd runs its programs as root)") from None
 
 
 def _write(path: Path, text: str, mode: int) -> None:

@@ -584,3 +584,32 @@ def test_the_log_file_is_not_opened_through_a_link_a_user_planted(user_folder, a
                           text=True, timeout=120)
     assert (done.returncode, done.stderr) == (0, "")
     assert good.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
+
+
+def test_install_refuses_a_folder_below_one_a_user_can_write(user_folder, attacker, dists,
+                                                             tmp_path):
+    """Install checked its folder alone: made (root's, 0755) in a folder a user can write
+    (--dir /tmp/...), it passed, and the user could rename it and put programs of their
+    own where slurm.conf points, which slurmd runs as root."""
+    if os.geteuid() != 0:
+        missing("needs root: install writes what slurmd runs as root")
+    dists.add("attacked", LAUNCH_AND_END.format(mark=str(tmp_path / "ends")))
+    site = tmp_path / "site.toml"
+    site.write_text("[plugins.attacked]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+    finally:
+        sys.path.remove(str(dists.root))
+    p = slurm.plan(plugins, user_folder / "programs", dirs=[str(dists.root)],
+                   bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
+                   log_file="", run_dir="/run/x", native=False)
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.write_programs(p)
+    assert str(caught.value) == (
+        f"refusing the programs' folder (--dir) {user_folder}/programs: {user_folder} is "
+        f"owned by uid {attacker.uid} ({attacker.user}), mode 0777, so another user could "
+        "plant or change what is in it; make it and every folder above it root's and "
+        "writable by no one else (a folder above it may be sticky, as /tmp is), or choose "
+        "another folder (slurmd runs its programs as root)")
+    assert not (user_folder / "programs").exists()
