@@ -383,7 +383,9 @@ def test_task_prolog_acts_only_on_a_node_of_the_jobs_allocation(dists, tmp_path,
     ctx.slurm = _OneJob(pwd.getpwuid(os.getuid()).pw_name)
     asker = subprocess.Popen(["sleep", "300"], env={"SLURM_JOB_ID": "5",
                                                     "SLURMD_NODENAME": node})
-    try:
+    try:  # read once it runs sleep: before its exec, its environment is still this one's
+        until(lambda: b"SLURM_JOB_ID=5" in Path(f"/proc/{asker.pid}/environ").read_bytes(),
+              30, "the asker's exec")
         answer = slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
                                              "_peer": [asker.pid, os.getuid(), os.getgid()]})
     finally:
