@@ -81,21 +81,22 @@ def _entry_problem(path: Path | str, info: os.stat_result, trusted: set[int],
                    others_may_add: bool) -> str | None:
     """Why another user could change what `path` (a folder, or a symlink on the way) leads
     to, or None. The text names its owner and mode."""
-    owner = _owner(info.st_uid)
+    # (The owner's name is looked up only for a message: a user database lookup per level
+    # was most of a check's cost, and a replay checks a state folder thousands of times.)
     if stat.S_ISLNK(info.st_mode):  # nobody changes a link; replacing it is its folder's
-        return None if info.st_uid in trusted else f"{path} is a link owned by {owner}"
+        return None if info.st_uid in trusted else (
+            f"{path} is a link owned by {_owner(info.st_uid)}")
     mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
     if info.st_uid not in trusted:
-        return f"{path} is owned by {owner}, {mode}"
+        return f"{path} is owned by {_owner(info.st_uid)}, {mode}"
     if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return None
+    if info.st_mode & stat.S_ISVTX and others_may_add:
+        return None
     who = "everyone" if info.st_mode & stat.S_IWOTH else "its group"
-    if not info.st_mode & stat.S_ISVTX:
-        return f"{path} is writable by {who} (owner {owner}, {mode})"
-    if not others_may_add:
-        return (f"{path} is writable by {who} (owner {owner}, {mode}): others may add "
-                "files to it")
-    return None
+    writable = f"{path} is writable by {who} (owner {_owner(info.st_uid)}, {mode})"
+    return writable if not info.st_mode & stat.S_ISVTX else (
+        f"{writable}: others may add files to it")
 
 
 def folder_problem(folder: str | Path, *, whole: bool = True) -> str | None:

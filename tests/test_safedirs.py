@@ -141,3 +141,25 @@ def test_a_file_is_opened_only_when_plain_and_written_by_root_alone(base):
         safedirs.read_text(base / "fifo")
     with pytest.raises(FileNotFoundError):
         safedirs.read_text(base / "absent.json")
+
+
+def test_a_safe_folder_is_checked_without_looking_up_a_user(base, monkeypatch):
+    """The owner's name is for a refusal's message: looked up for every level of every
+    check, it was a user database lookup per level (a fifth of a check's time here, and a
+    network round trip where the passwd database is LDAP) in a power replay's thousands of
+    checks. /tmp above `base` is sticky and writable by everyone: allowed, no name."""
+    looked_up = []
+
+    def getpwuid(uid):
+        looked_up.append(uid)
+        raise KeyError(uid)
+
+    monkeypatch.setattr(safedirs.pwd, "getpwuid", getpwuid)
+    (base / "state").mkdir(mode=0o755)
+    assert safedirs.folder_problem(base / "state") is None
+    safedirs.ensure_folder(base / "state" / "made", "state_dir")
+    assert looked_up == []
+    (base / "open").mkdir()
+    (base / "open").chmod(0o1777)
+    assert safedirs.folder_problem(base / "open").startswith(f"{base}/open is writable by")
+    assert looked_up  # (a refusal names the owner)
