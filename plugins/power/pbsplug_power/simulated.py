@@ -72,13 +72,19 @@ class Simulated(Driver):
     def _known(self) -> Mapping[str, Mapping[str, Any]]:
         """`hosts`, read only: the record as last read or written, which nobody changes (a
         file read before and untouched since is not read again, `_seen`). A replay asks
-        about booting hosts at nearly every periodic run, of a thousand hosts."""
+        about booting hosts at nearly every periodic run, of a thousand hosts. The folder
+        is checked when the file is read (or absent): what was read or written before
+        through the checks, in a file untouched since, is what is there."""
         try:
-            safedirs.check_folder(self.path.parent, "state_dir")
-            identity = file_identity(self.path.stat())
+            try:
+                identity = file_identity(self.path.stat())
+            except FileNotFoundError:
+                safedirs.check_folder(self.path.parent, "state_dir")
+                raise
             known = _seen.known(self.path, identity)
             if known is not None:
                 return known
+            safedirs.check_folder(self.path.parent, "state_dir")
             data = json.loads(safedirs.read_text(self.path))
         except FileNotFoundError:
             return {}

@@ -100,15 +100,20 @@ def booting(directory: Path) -> dict[str, int]:
     """The booting hosts: host -> when it was powered on. A record of another shape is an
     `OSError` naming the file and what is wrong. A record read before, in a file nobody
     touched since, is not read again (`_booting_read`). A folder another user could
-    write in is refused (`checked_dir`)."""
-    path = checked_dir(Path(directory)) / BOOTING_FILE
+    write in is refused (`checked_dir`), unless what it holds was read from it before and
+    is unchanged since: a replay asks at every cycle, and what was read then, through the
+    checks, is what is there (a rename or write in the folder gives the file another
+    identity, and the checks again)."""
+    path = Path(directory) / BOOTING_FILE
     try:
         identity = file_identity(path.stat())
     except FileNotFoundError:
+        checked_dir(Path(directory))
         return {}
     known = _booting_read.known(path, identity)
     if known is not None:
         return dict(known)
+    checked_dir(Path(directory))
     data = _read(path)
     if data is None:
         return {}
