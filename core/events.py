@@ -69,20 +69,42 @@ def message_text(value: Any) -> str | None:
         return f"<{type(value).__name__} that cannot be shown>"
 
 
-def launch_problem(progname: Any, argv: Any, env: Any) -> str | None:
+def launch_problem(progname: Any, argv: Any, env: Any,
+                   before: tuple[Any, Any, Any] | None = None) -> str | None:
     """What is wrong with an execjob_launch hook's ``progname``, ``argv`` and ``env`` as a
-    process is started from them (text without NUL; env names without ``=``), or None."""
+    process is started from them (text without NUL; env names without ``=``), or None.
+    With `before` (the progname, argv and env the hook was given), what it left as it was
+    given is not its problem: a task's environment is its owner's to shape (an entry
+    ``=x`` makes a variable of no name), and a hook that sets one variable must not fail
+    for it (its fail_action would take the node)."""
     def bad_text(value: Any) -> bool:  # (str's own methods: not a subclass's)
         return not isinstance(value, str) or str.__contains__(value, "\0")
 
-    if bad_text(progname):
+    def same(value: Any, old: Any) -> bool:  # (exact strs only: no method of the hook's)
+        return type(value) is str and type(old) is str and str.__eq__(value, old)
+
+    def quoted(value: Any) -> str:  # (as text of our own, whatever the hook's type does)
+        text = message_text(value)
+        return repr("None" if text is None else text[:80])
+
+    old_prog, old_argv, old_env = before if before is not None else (None, (), {})
+    if not same(progname, old_prog) and bad_text(progname):
         return "event.progname: not a string without NUL"
-    if not isinstance(argv, list) or any(bad_text(a) for a in list.__iter__(argv)):
-        return "event.argv: not a list of strings without NUL"
-    if not isinstance(env, dict) or any(
-            bad_text(k) or not k or str.__contains__(k, "=") or bad_text(v)
-            for k, v in dict.items(env)):
-        return "event.env: not a mapping of names (no '=') to strings, without NUL"
+    if not isinstance(argv, list):
+        return "event.argv: not a list of strings"
+    given = {a for a in old_argv if type(a) is str}
+    for a in list.__iter__(argv):
+        if bad_text(a) and not (type(a) is str and a in given):
+            return f"event.argv: {quoted(a)} is not a string without NUL"
+    if not isinstance(env, dict):
+        return "event.env: not a mapping of names to strings"
+    for k, v in dict.items(env):
+        if type(k) is str and same(v, old_env.get(k)):
+            continue  # as it was given
+        if bad_text(k) or not k or str.__contains__(k, "="):
+            return f"event.env: {quoted(k)} is not a variable name (text, no '=', no NUL)"
+        if bad_text(v):
+            return f"event.env[{quoted(k)}]: not a string without NUL"
     return None
 
 
@@ -422,7 +444,8 @@ class Event:
         if "env" in changes:
             if self.type != "execjob_launch":
                 raise AttributeReadOnly(f"{self.type}: only execjob_launch changes the launch")
-            problem = launch_problem(changes["progname"], changes["argv"], changes["env"])
+            problem = launch_problem(changes["progname"], changes["argv"], changes["env"],
+                                     (self.progname, self.argv, self.env))
             if problem:
                 raise ValueError(problem)
             self.progname = changes["progname"]

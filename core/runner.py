@@ -317,10 +317,11 @@ def _check_changes(event: Event) -> str | None:
                 changes.pop(key, None)
                 obj._attrs.pop(key, None)  # the hook's value, not a stored one: drop it
     if event.type == "execjob_launch":
-        problem = launch_problem(event.progname, event.argv, event.env)
+        seen = event._launch_seen  # (what the hooks before it left, or the caller gave)
+        problem = launch_problem(event.progname, event.argv, event.env,
+                                 (seen[0], seen[1], dict(seen[2])))
         if problem:
             why = why or problem
-            seen = event._launch_seen  # (what the hooks before it left)
             event.progname, event.argv, event.env = seen[0], list(seen[1]), dict(seen[2])
         else:  # (a subclass's value is the hook's object: the caller gets plain text)
             event.progname, event.argv, event.env = (

@@ -413,3 +413,35 @@ def test_the_forked_copy_check_costs_no_system_call_per_hook(tmp_path, monkeypat
     out = runner.fire(Event.from_dict("queuejob", {"job": {"id": "1.s"}}))
     assert out.accepted and len(out.runs) == 5
     assert len(calls) <= 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_launch_given_with_odd_entries_is_not_the_hooks_error(run, mode):
+    """A task's environment is its owner's to shape (TaskProlog reads it from /proc: an
+    entry ``=x`` there is a variable of no name). The whole launch was checked after each
+    hook, so a hook that set one variable (mjf's $MACHINEFEATURES) failed for the entry it
+    was given, and its fail_action took the node. What the hook was given and left as it
+    was is not its error; what it sets is checked, and the error names the variable."""
+    data = {"job": {"id": "1.s"}, "progname": "/bin/sh", "argv": ["/bin/sh", "a\0b"],
+            "env": {"": "x", "HOME": "/", "BAD": "a\0b"}}
+
+    def sets_one(ev):
+        ev.env["MACHINEFEATURES"] = "/etc/mjf"
+
+    out, _ = run(sets_one, "execjob_launch", data, mode)
+    assert out.accepted, out.detail
+    assert out.changes["env"] == {"": "x", "HOME": "/", "BAD": "a\0b",
+                                  "MACHINEFEATURES": "/etc/mjf"}
+    out, _ = run(lambda ev: None, "execjob_launch", data, mode)
+    assert out.accepted, out.detail
+
+    def sets_a_bad_one(ev):
+        ev.env["HOME"] = "/x\0y"
+
+    out, _ = run(sets_a_bad_one, "execjob_launch", data, mode)
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail == ("the hook's change cannot be stored: event.env['HOME']: not a "
+                          "string without NUL")
+    out, _ = run(lambda ev: ev.env.__setitem__("A=B", "x"), "execjob_launch", data, mode)
+    assert out.detail == ("the hook's change cannot be stored: event.env: 'A=B' is not a "
+                          "variable name (text, no '=', no NUL)")
