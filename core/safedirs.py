@@ -104,6 +104,13 @@ def folder_problem(folder: str | Path, *, whole: bool = True) -> str | None:
     `folder`, or None when nobody could. Without `whole`, the folder itself may be sticky
     and writable by others (only what is in it on the way counts). Levels not made yet are
     left out (a sticky folder that exists may be the one the rest is made in)."""
+    return _folder_check(folder, whole)[0]
+
+
+def _folder_check(folder: str | Path, whole: bool) -> tuple[str | None, bool]:
+    """`folder_problem`, and whether every level was there, a folder: then nothing is left
+    to make, and no one else can change any level (each is root's or this user's, in a
+    folder no one else may write, or sticky)."""
     trusted = _trusted()
     path = Path(os.path.abspath(folder))
     real = Path(os.path.realpath(path))
@@ -116,24 +123,27 @@ def folder_problem(folder: str | Path, *, whole: bool = True) -> str | None:
         try:
             info = prefix.lstat()
         except OSError:
-            continue  # vanished: the real path's check stands
+            return None, False  # vanished: the real path's check stands
         problem = _entry_problem(prefix, info, trusted, True)
         if problem:
-            return problem
+            return problem, False
         parent = Path(os.path.realpath(prefix.parent))
         for directory in (parent, *parent.parents):
             checks.setdefault(directory, True)
+    complete = True
     for directory in sorted(checks, key=lambda p: len(p.parts)):
         try:
             info = directory.lstat()
         except (FileNotFoundError, NotADirectoryError):
+            complete = False
             continue  # not made yet (or cannot be: making it says so)
         except OSError as exc:
-            return f"{directory} cannot be checked: {exc.strerror or exc}"
+            return f"{directory} cannot be checked: {exc.strerror or exc}", False
         problem = _entry_problem(directory, info, trusted, checks[directory])
         if problem:
-            return problem
-    return None
+            return problem, False
+        complete = complete and stat.S_ISDIR(info.st_mode)
+    return None, complete
 
 
 def check_folder(folder: str | Path, what: str = "folder") -> Path:
@@ -154,7 +164,11 @@ def ensure_folder(folder: str | Path, what: str = "folder") -> Path:
     folders where the link points. Any other failure is the OSError that stopped it,
     naming the level."""
     path = Path(os.path.abspath(folder))
-    check_folder(folder, what)
+    problem, complete = _folder_check(folder, True)
+    if problem:
+        raise _refused(what, folder, problem)
+    if complete:  # (nothing to make, and no level another user could change meanwhile)
+        return Path(folder)
     trusted = _trusted()
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

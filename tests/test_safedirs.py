@@ -80,14 +80,15 @@ def test_a_link_planted_at_a_missing_level_after_the_check_is_not_followed(base,
     sticky.chmod(0o1777)
     target = base / "elsewhere"
     target.mkdir(mode=0o700)
-    checked = safedirs.check_folder
+    checked = safedirs._folder_check
 
-    def then_planted(path, what="folder"):
-        checked(path, what)
+    def then_planted(path, whole):
+        result = checked(path, whole)
         os.symlink(target, sticky / "demo")
         os.lchown(sticky / "demo", NOBODY, NOBODY)
+        return result
 
-    monkeypatch.setattr(safedirs, "check_folder", then_planted)
+    monkeypatch.setattr(safedirs, "_folder_check", then_planted)
     with pytest.raises(safedirs.UnsafeFolder,
                        match=rf"{sticky}/demo is a link owned by uid {NOBODY}"):
         safedirs.ensure_folder(sticky / "demo" / "state")
@@ -163,3 +164,21 @@ def test_a_safe_folder_is_checked_without_looking_up_a_user(base, monkeypatch):
     (base / "open").chmod(0o1777)
     assert safedirs.folder_problem(base / "open").startswith(f"{base}/open is writable by")
     assert looked_up  # (a refusal names the owner)
+
+
+def test_a_folder_that_is_all_there_is_not_walked_again(base, monkeypatch):
+    """A folder whose every level the check found, each root's in a folder no one else may
+    write (or sticky), can neither be made nor changed by anyone else: ensure_folder does
+    not open it level by level after the check (a power replay ensures its state folder
+    at every periodic run). A level missing is still made through descriptors."""
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    (base / "state").mkdir(mode=0o755)
+    assert safedirs.ensure_folder(base / "state", "state_dir") == base / "state"
+    assert opened == []
+    safedirs.ensure_folder(base / "state" / "new", "state_dir")
+    assert "new" in opened and (base / "state" / "new").is_dir()
+    (base / "file").write_text("")
+    with pytest.raises(NotADirectoryError):
+        safedirs.ensure_folder(base / "file", "state_dir")
