@@ -182,3 +182,25 @@ def test_a_folder_that_is_all_there_is_not_walked_again(base, monkeypatch):
     (base / "file").write_text("")
     with pytest.raises(NotADirectoryError):
         safedirs.ensure_folder(base / "file", "state_dir")
+
+
+def test_the_plugins_readmes_quote_the_refusal_as_it_is_worded():
+    """The plugins' READMEs show a refusal as an admin will read it in a log. They quoted
+    each plugin's own wording ('so another user could plant or change the hook's records
+    there', 'could replace the features in it') after the four moved to pbsplug.safedirs,
+    whose one message is what is printed now."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "plugins"
+    worded = str(safedirs._refused("X", "/f", "/f is owned by uid 1001 (alice), mode 0755"))
+    _, tail = worded.split("/f is owned by uid 1001 (alice), mode 0755", 1)
+    shown = tail.split(";")[0] + ";"  # ', so another user could plant or change ...;'
+    quoted = []
+    for readme in sorted(root.glob("*/README.md")):
+        text = " ".join(readme.read_text().split())
+        for quote in re.findall(r"`(?:\w+: )?(refusing [^`]*)`", text):
+            if "another user" in quote:
+                quoted.append(readme.parent.name)
+                assert shown in quote, (readme, quote)
+                assert re.search(r"owned by uid \d+ \(\w+\), mode \d{4},", quote), (readme, quote)
+    assert set(quoted) >= {"cpuset", "mjf", "multisched", "power"}
