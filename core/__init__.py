@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 #: (``pbsplug qsub``) never load the kernel at all.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "attributes": ("AttributeDef", "AttributeRegistry", "ObjectTypeDef"),
+    "cli.options": ("cli_count", "cli_seconds"),
     "events": ("EVENTS", "HOST_EVENTS", "PBSE_HOOKERROR", "SERVER_EVENTS", "Event", "EventSpec",
                "HookExit"),
     "hookattrs": ("HookAttributeError", "HookAttributes"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from . import CliError
+from .options import cli_seconds
 
 _QMGR_HELP = "The qmgr command to run, split as a shell would (default: qmgr on PATH)."
 
@@ -260,6 +261,7 @@ def slurm_app() -> typer.Typer:
     @app.command("periodic")
     def periodic(directory: Path = dir_opt,
                  every: float = typer.Option(0.0, "--every", metavar="SECONDS",
+                                             parser=cli_seconds,
                                              help="Run again every SECONDS (default: "
                                                   "once).")) -> None:
         """The server periodic event (the power plugin's decision) over Slurm's nodes,

@@ -27,6 +27,7 @@ from ..runner import Runner
 from ..settings import ConfigError, read_cf, validate_config
 from ..siteconfig import SiteConfig, default_home, load_site, site_path
 from . import CliError
+from .options import cli_count
 
 BUILTIN_GROUPS = ("plugins", "hooks", "config", "event", "hook", "plugin", "server", "qsub",
                   "qstat", "qdel", "qhold", "qrls", "qrerun", "qrun", "qalter", "qmgr",
@@ -326,7 +327,8 @@ def _hooks_app() -> typer.Typer:
 
     @app.command("trace")
     def trace(ctx: typer.Context,
-              last: int = typer.Option(20, "--last", help="How many hook runs."),
+              last: int = typer.Option(20, "--last", parser=cli_count,
+                                       help="How many hook runs."),
               as_json: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
         """The latest hook runs recorded in the trace file."""
         path = trace_path(_state(ctx).site())

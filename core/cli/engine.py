@@ -12,6 +12,7 @@ from collections.abc import Callable
 import typer
 
 from . import CliError, pbs
+from .options import cli_seconds
 from .pbs import engine_client, engine_home
 
 #: Seconds `server stop` waits for the server to take its request before it sends SIGTERM
@@ -86,7 +87,8 @@ def _server_app() -> typer.Typer:
         typer.echo(f"pbsplug server started (pid {pid}) in {home.root}")
 
     @app.command("stop")
-    def stop(timeout: float = typer.Option(30.0, help="Seconds to wait for it to stop.")
+    def stop(timeout: float = typer.Option(30.0, parser=cli_seconds,
+                                           help="Seconds to wait for it to stop.")
              ) -> None:
         """Stop the server; running jobs keep running and are adopted by the next start."""
         from ..engine.client import ServerUnavailable

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from . import CliError
+from .options import cli_count
 
 _FORMATS = ("swf", "pbs", "sacct")
 
@@ -276,9 +277,9 @@ def sim_app() -> typer.Typer:
             platform: Path | None = typer.Option(None, "--platform", metavar="FILE",
                                                  help="Platform TOML: hosts, vnodes, "
                                                       "partitions, power models."),
-            nodes: int | None = typer.Option(None, "--nodes", help="Hosts (instead of the "
-                                                                    "trace header's)."),
-            cpus_per_node: int | None = typer.Option(None, "--cpus-per-node",
+            nodes: int | None = typer.Option(None, "--nodes", parser=cli_count,
+                                             help="Hosts (instead of the trace header's)."),
+            cpus_per_node: int | None = typer.Option(None, "--cpus-per-node", parser=cli_count,
                                                      help="Cpus per host (with --nodes)."),
             out: str = typer.Option("sim-out", "--out", metavar="DIR",
                                     help="Where the results go."),
@@ -286,8 +287,8 @@ def sim_app() -> typer.Typer:
                                           help="Count malformed trace lines and go on."),
             fmt: str | None = typer.Option(None, "--format", help="swf, pbs or sacct "
                                                                    "(default: guessed)."),
-            limit: int | None = typer.Option(None, "--limit", help="Replay only the first N "
-                                                                    "jobs."),
+            limit: int | None = typer.Option(None, "--limit", parser=cli_count,
+                                             help="Replay only the first N jobs."),
             policy: str = typer.Option("pbs", "--policy",
                                        help="pbs (PBS's default), easy (strict ordering, "
                                             "backfill depth 1) or fifo; the site's "
@@ -308,12 +309,13 @@ def sim_app() -> typer.Typer:
                 site: list[Path] = typer.Option([], "--site", metavar="FILE",
                                                 help="The two site configs (A, then B)."),
                 platform: Path | None = typer.Option(None, "--platform", metavar="FILE"),
-                nodes: int | None = typer.Option(None, "--nodes"),
-                cpus_per_node: int | None = typer.Option(None, "--cpus-per-node"),
+                nodes: int | None = typer.Option(None, "--nodes", parser=cli_count),
+                cpus_per_node: int | None = typer.Option(None, "--cpus-per-node",
+                                                         parser=cli_count),
                 out_text: str = typer.Option("sim-compare", "--out", metavar="DIR"),
                 skip_bad: bool = typer.Option(False, "--skip-bad"),
                 fmt: str | None = typer.Option(None, "--format"),
-                limit: int | None = typer.Option(None, "--limit"),
+                limit: int | None = typer.Option(None, "--limit", parser=cli_count),
                 policy: str = typer.Option("pbs", "--policy"),
                 plots: bool = typer.Option(True, "--plots/--no-plots"),
                 ) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import typer
 
-from pbsplug import plugin_config
+from pbsplug import cli_seconds, plugin_config
 
 
 def register(cli: typer.Typer) -> None:
     @cli.command("check")
-    def check(timeout: float = typer.Option(5.0, help="Seconds to wait for ATOM's answer."),
+    def check(timeout: float = typer.Option(5.0, parser=cli_seconds,
+                                            help="Seconds to wait for ATOM's answer."),
               socket_file: str = typer.Option(None, "--socket",
                                               help="Ask this socket instead of the "
                                                    "configured unix_socket_file.")) -> None:

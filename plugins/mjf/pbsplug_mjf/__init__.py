@@ -78,7 +78,7 @@ def _check(config: Mapping[str, Any]):
 
 
 plugin_info = PluginInfo(
-    api="1.6",
+    api="1.7",
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
             "execjob_end"),
     # A host that cannot provide the features (an unsafe base folder, no scratch_path) is

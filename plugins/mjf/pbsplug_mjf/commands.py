@@ -8,7 +8,7 @@ from datetime import datetime
 
 import typer
 
-from pbsplug import clock, plugin_config
+from pbsplug import cli_count, clock, plugin_config
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -83,7 +83,7 @@ def register(cli: typer.Typer) -> None:
     def drain(at: str = typer.Option(None, "--at", metavar="TIME",
                                      help="When the host shuts down: seconds since the epoch, "
                                           "or ISO 8601 such as 2026-11-23T18:00."),
-              in_: int = typer.Option(None, "--in", metavar="SECONDS",
+              in_: int = typer.Option(None, "--in", metavar="SECONDS", parser=cli_count,
                                       help="When the host shuts down, in seconds from now."),
               host: str = typer.Option(None, "--host",
                                        help="The host to drain (default: this one).")) -> None:
@@ -141,7 +141,7 @@ def register(cli: typer.Typer) -> None:
     @cli.command("serve")
     def serve(bind: str = typer.Option(..., "--bind", metavar="ADDR:PORT",
                                        help="Where to listen, such as 0.0.0.0:8080."),
-              max_age: int = typer.Option(60, "--max-age", min=0,
+              max_age: int = typer.Option(60, "--max-age", parser=cli_count,
                                           help="Cache-Control max-age, in seconds."),
               quiet: bool = typer.Option(False, "--quiet",
                                          help="No access log on stderr.")) -> None:
