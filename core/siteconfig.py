@@ -136,6 +136,35 @@ class SiteConfig:
         return values, sources
 
 
+class TomlError(ValueError):
+    """A TOML file that cannot be read: `kind` is ``file`` (cannot be opened, not UTF-8) or
+    ``syntax``; `text` says why in one line, without the file's name."""
+
+    def __init__(self, kind: str, text: str, named: bool = False):
+        super().__init__(text)
+        self.kind, self.text, self.named = kind, text, named
+
+
+def read_toml(path: str | os.PathLike) -> dict[str, Any]:
+    """The TOML file `path` parsed, or `TomlError`: the one reader of the site file and the
+    simulator's platform file, so that each way a file can be unreadable is one line."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise TomlError("file", f"cannot be read: {exc.strerror or exc}", True) from None
+    except UnicodeDecodeError as exc:
+        raise TomlError("file", f"not valid UTF-8 (byte {exc.start}): TOML files are "
+                        "UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlError("syntax", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise TomlError("syntax", "not valid TOML: arrays or tables nested too deeply") \
+            from None
+    except ValueError as exc:  # (a number Python will not read: past 4300 digits)
+        raise TomlError("syntax", f"not readable: {str(exc).split(';')[0]}") from None
+
+
 def load_site(path: str | os.PathLike | None = None, *,
               issues: list[ConfigIssue] | None = None,
               allow_missing: bool = False) -> SiteConfig:
@@ -154,19 +183,11 @@ def load_site(path: str | os.PathLike | None = None, *,
             problems.append(ConfigIssue(str(p), "(file)", str(p), "does not exist"))
     else:
         try:
-            with open(p, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            problems.append(ConfigIssue(str(p), "(file)", str(p),
-                                        f"cannot be read: {exc.strerror or exc}"))
-        except tomllib.TOMLDecodeError as exc:
-            problems.append(ConfigIssue(str(p), "(syntax)", "", f"not valid TOML: {exc}"))
-        except UnicodeDecodeError as exc:
-            problems.append(ConfigIssue(str(p), "(file)", "", f"not valid UTF-8 (byte "
-                                        f"{exc.start}): TOML files are UTF-8"))
-        except RecursionError:
-            problems.append(ConfigIssue(str(p), "(syntax)", "", "not valid TOML: arrays or "
-                                        "tables nested too deeply"))
+            data = read_toml(p)
+        except TomlError as exc:
+            problems.append(ConfigIssue(str(p), f"({exc.kind})",
+                                        str(p) if exc.kind == "file" and exc.named else "",
+                                        exc.text))
         else:
             site = parse_site(data, p, problems)
     if issues is not None:

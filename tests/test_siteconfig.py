@@ -79,6 +79,17 @@ def test_malformed_toml(tmp_path):
         load_site(path)
 
 
+def test_a_number_python_will_not_read_is_the_files_error(tmp_path):
+    """tomllib raises a plain ValueError for an integer past 4300 digits: it was the
+    command's error, naming neither the file nor a syntax problem."""
+    path = write(tmp_path, "[plugins.a]\nenabled = true\n[plugins.a.config]\nn = "
+                 + "9" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=f"{path}: \\(syntax\\).*not readable: Exceeds "
+                                          "the limit .4300 digits. for integer string "
+                                          "conversion: value has 5000 digits$"):
+        load_site(path)
+
+
 SCHEMA = {
     "post_timeout": Setting(float, 30.0, gt=0),
     "mode": Setting(str, "on", choices=("on", "off")),

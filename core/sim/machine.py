@@ -36,18 +36,13 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..siteconfig import TomlError, read_toml
 from ..units import parse_size
 from ..values import BadValue, check_name, resources
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 #: The power model of a machine that does not give one: round figures for a dual-socket
 #: server of the 2010s, so that energy is never silently zero. A platform file sets real ones.
@@ -159,15 +154,9 @@ def from_header(max_nodes: int | None, max_procs: int | None, path: str) -> Mach
 def load_platform(path: str | Path) -> Machine:
     path = str(path)
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise PlatformError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise PlatformError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PlatformError(f"{path}: not TOML: {exc}") from None
-    except RecursionError:
-        raise PlatformError(f"{path}: not TOML: nested too deeply") from None
+        data = read_toml(path)
+    except TomlError as exc:
+        raise PlatformError(f"{path}: {exc.text}") from None
     unknown = set(data) - {"power", "hosts", "queues"}
     if unknown:
         raise PlatformError(f"{path}: {sorted(unknown)[0]}: unknown section; expected power, "

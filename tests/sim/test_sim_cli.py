@@ -216,7 +216,9 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
     ("[[hosts]]\nnames = ['a:b', 'c']\nncpus = 1\n",
      "hosts[0]: host name: 'a:b' is not a valid host name"),
     ("[[hosts]]\nnames = ['a']\ncount = 2\nncpus = 1\n", "hosts[0]: names with count"),
-    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "not TOML: nested too deeply"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "not valid TOML: arrays or tables nested too"),
+    # A number past what Python reads (4300 digits) is the file's error, not a ValueError.
+    ("[[hosts]]\ncount = 1\nncpus = " + "9" * 5000 + "\n", "not readable: Exceeds the limit"),
     ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\npartition = 'p9'\n",
      "queues.q.partition: 'p9': no host is in it"),
     ("[[hosts]]\ncount = 1\nncpus = 2\nmem = 'lots'\n", "hosts[0].mem: 'lots': expected a size"),
@@ -233,7 +235,7 @@ def test_a_platform_file_describes_hosts_vnodes_partitions_and_power(tmp_path):
     ("[[hosts]]\nnames = ['a', 'a']\nncpus = 1\n", "hosts[0]: host 'a' is named twice"),
     ("hosts = 3\n", "hosts: 3: expected one or more [[hosts]] tables"),
     ("[[hosts]]\ncount = 1\nncpus = 1\n[extra]\n", "extra: unknown section"),
-    ("[[hosts\n", "not TOML"),
+    ("[[hosts\n", "not valid TOML"),
     # PBS's range of a queue's Priority; partitions and queue names checked as names.
     ("[[hosts]]\ncount = 1\nncpus = 1\n[queues.q]\npriority = 999999\n",
      "queues.q.priority: 999999: expected an integer from -1024 to 1,023"),
@@ -263,7 +265,7 @@ def test_platform_errors_name_the_file_the_key_and_the_value(tmp_path, text, mes
 def test_a_platform_file_that_is_not_text_is_named(tmp_path):
     path = tmp_path / "p.toml"
     path.write_bytes(b"\xff\xfe[[hosts]]\n")
-    with pytest.raises(PlatformError, match=f"^{path}: not UTF-8 text"):
+    with pytest.raises(PlatformError, match=f"^{path}: not valid UTF-8"):
         load_platform(path)
 
 
