@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import values
+
 #: Object types every engine has; plugins may add more.
 BUILTIN_OBJECT_TYPES = ("server", "queue", "node", "hook", "job", "resv", "sched")
 #: Who may set an attribute (PBS's permission classes), least privileged first.
@@ -84,6 +86,10 @@ class AttributeRegistry:
             validator: Callable[[Any], str | None] | None = None, doc: str = ""
             ) -> AttributeDef:
         """Register one attribute; errors say what is wrong with the registration."""
+        try:  # (PBS's rule for a name: a hook could not set one that breaks it)
+            values.attribute_name(name, object_type)
+        except values.BadValue as exc:
+            raise ValueError(f"attribute {values.shown(name)}: {exc.why}") from None
         if object_type not in BUILTIN_OBJECT_TYPES and object_type not in self.object_types:
             raise ValueError(f"attribute {name!r}: unknown object type {object_type!r}")
         if type not in VALUE_TYPES:

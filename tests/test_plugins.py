@@ -226,6 +226,20 @@ def register_attributes(registry):
     assert "type 'colour' is not one of" in plugins.get("badattrs").error
 
 
+@pytest.mark.parametrize("name", ["a b\nc", "1st", "dot.ted", "x" * 300, "state=free"])
+def test_an_attribute_name_pbs_could_not_hold_is_refused_at_registration(name):
+    """A hook may set only names of PBS's rule (values.attribute_name): a plugin that
+    registered another had an attribute nothing could ever set, and qmgr and qstat print
+    it as it is (a line break in a name breaks their output)."""
+    from pbsplug import AttributeRegistry
+
+    with pytest.raises(ValueError, match=r"^attribute .*: not a node attribute name \(a "
+                                         r"letter, then letters, digits or _\)$"):
+        AttributeRegistry().add("node", name, "string")
+    assert AttributeRegistry().add("node", "cpuset_free_mask", "string").name == \
+        "cpuset_free_mask"
+
+
 def test_site_table_for_a_plugin_not_installed_is_reported(installed, tmp_path):
     plugins = load(tmp_path, "[plugins.ghost]\nenabled = true\n")
     assert any("no installed plugin is named 'ghost'" in p for p in plugins.config_issues())
