@@ -69,7 +69,7 @@ def _and_parents(path):
     import os
 
     out = [path]
-    while out[-1] != "/":
+    while os.path.dirname(out[-1]) != out[-1]:  # (abspath keeps a leading "//": its own top)
         out.append(os.path.dirname(out[-1]))
     return out
 

@@ -333,6 +333,30 @@ def test_safe_folder(tmp_path, make, safe):
     assert (client.folder_problem(str(folder)) is None) is safe
 
 
+#: The client's answer for the folder argv[2], loaded by path from argv[1] as the scripts do.
+CLIENT_PROBLEM = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+sys.path.insert(0, sys.argv[1])
+import worker_client
+print(worker_client.folder_problem(sys.argv[2]))
+"""
+
+
+def test_a_run_dir_written_with_two_leading_slashes_is_checked(tmp_path):
+    """POSIX keeps a leading ``//`` (os.path.abspath too), and ``os.path.dirname('//')`` is
+    ``//``: the client walked up to "/" forever, so a ``--run-dir //run/pbsplug`` had every
+    Slurm program and PBS hook that looks for a worker fill memory and hang. It answers as
+    `pbsplug.safedirs` does for the same folder."""
+    from pbsplug import safedirs
+
+    for folder in (f"/{tmp_path}/d", "//"):
+        done = subprocess.run([sys.executable, "-c", CLIENT_PROBLEM, ADAPTERS, folder],
+                              capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == f"{safedirs.folder_problem(folder)}\n"
+
+
 LAUNCH_MARK = """
 from pbsplug import PluginInfo, hookimpl
 plugin_info = PluginInfo(api="1.0", events=("execjob_launch",))
