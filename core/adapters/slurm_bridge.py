@@ -45,6 +45,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,6 +74,8 @@ SCRIPT_EVENTS = {
 }
 #: What a refusal of the state folder (or a folder in it) calls it.
 STATE_FOLDER = "the state folder (--state-dir)"
+#: What a refusal of the log file's folder calls it.
+LOG_FOLDER = "the log file's folder (--log-file)"
 #: PBS's comment on a vnode a hook's error took offline (pbs-behavior.md).
 OFFLINE_REASON = "offlined by hook '{hook}' due to hook error"
 
@@ -111,18 +114,25 @@ def load(config: Mapping[str, Any], mode: str | None = "inprocess") -> Context:
 
 
 def _log_to(path: str) -> None:
-    """The log file, appended to. Its folder follows pbsplug.safedirs' rule and the file is
-    opened without following a link (in a folder another user could write, a link there
-    had root append to any file); a refusal is one line on stderr (Slurm's log, where a
-    program runs the events itself), and the events run without the log file, as they do
-    when it cannot be opened."""
+    """The log file, appended to. Its folder follows pbsplug.safedirs' rule (`_log_folder`)
+    and the file is opened without following a link (in a folder another user could write,
+    a link there had root append to any file); a refusal is one line on stderr (Slurm's log,
+    where a program runs the events itself), and the events run without the log file, as
+    they do when it cannot be opened."""
     root = logging.getLogger()
     if path and not any(getattr(h, "_pbsplug_slurm", False) for h in root.handlers):
         try:
-            safedirs.ensure_folder(Path(path).parent, "the log file's folder (--log-file)")
+            _log_folder(Path(os.path.abspath(path)).parent)
             fd = safedirs.open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8",
-                                                      errors="backslashreplace"))
+            try:
+                if os.fstat(fd).st_nlink != 1:  # (another name of a file of root's)
+                    raise safedirs.UnsafeFolder(f"refusing {path}: it has other names "
+                                                "(hard links); remove it")
+                handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8",
+                                                          errors="backslashreplace"))
+            except BaseException:
+                os.close(fd)
+                raise
         except safedirs.UnsafeFolder as exc:
             print(f"pbsplug: no log file: {exc}", file=sys.stderr)
             return
@@ -133,6 +143,28 @@ def _log_to(path: str) -> None:
             "%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
+
+
+def _log_folder(folder: Path) -> None:
+    """The log file's folder, made when missing, by pbsplug.safedirs' rule but for one
+    thing: the folder itself may be writable by its group when it is root's (or this
+    user's), as Ubuntu's /var/log is (root:syslog, 0775; logrotate runs there with ``su``).
+    Every level above it still follows the rule and the folder is a real one, so the
+    path leads there; what is appended to is the file opened there, never through a link,
+    a plain file of root's with no other name that no one else may write: the group can
+    make no such file, only move one of root's it could already move or remove. Otherwise
+    `UnsafeFolder`, the rule's own refusal."""
+    try:
+        safedirs.ensure_folder(folder, LOG_FOLDER)
+    except safedirs.UnsafeFolder:
+        try:
+            info: os.stat_result | None = os.lstat(folder)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISDIR(info.st_mode) or info.st_mode & stat.S_IWOTH \
+                or info.st_uid not in (0, os.geteuid()) \
+                or safedirs.folder_problem(folder.parent):
+            raise
 
 
 def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:

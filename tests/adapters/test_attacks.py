@@ -4,6 +4,7 @@ hand, as the programs would start them."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import shutil
@@ -610,6 +611,42 @@ def test_the_log_file_is_not_opened_through_a_link_a_user_planted(user_folder, a
                           text=True, timeout=120)
     assert (done.returncode, done.stderr) == (0, "")
     assert good.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
+
+
+def test_the_log_file_opens_in_a_log_folder_its_group_may_write(tmp_path):
+    """Ubuntu's /var/log is root:syslog 0775: 6627018 held the log's folder to the whole
+    rule, so the default --log-file /var/log/pbsplug-slurm.log was refused there and the
+    events ran with no log at all (the worker's stderr goes nowhere). A root folder its
+    group may write is taken for the log; a file there that is a link, another user's, or
+    another name of a file of root's (a hard link) is not appended to, and a folder
+    everyone may write is still refused."""
+    if os.geteuid() != 0:
+        missing("needs root: the bridge logs as root, and chgrp")
+    logs = tmp_path / "var-log"
+    logs.mkdir()
+    os.chown(logs, 0, grp.getgrnam("nogroup").gr_gid)
+    logs.chmod(0o775)
+    log = logs / "pbsplug-slurm.log"
+    done = subprocess.run([sys.executable, "-c", LOG_ONCE, str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert log.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
+    victim = tmp_path / "victim"
+    victim.write_text("root's\n")
+    log.unlink()
+    os.link(victim, log)
+    done = subprocess.run([sys.executable, "-c", LOG_ONCE, str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.stderr == (f"pbsplug: no log file: refusing {log}: it has other names (hard "
+                           "links); remove it\nwritten by root\n")
+    assert victim.read_text() == "root's\n"
+    log.unlink()
+    logs.chmod(0o777)
+    done = subprocess.run([sys.executable, "-c", LOG_ONCE, str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.stderr.startswith(f"pbsplug: no log file: refusing the log file's folder "
+                                  f"(--log-file) {logs}: {logs} is writable by everyone")
+    assert not log.exists()
 
 
 def test_install_refuses_a_folder_below_one_a_user_can_write(user_folder, attacker, dists,
