@@ -99,6 +99,11 @@ def register(cli: typer.Typer) -> None:
                                      "(one of them)")
         now = int(clock.now())
         when = parse_time(at) if at is not None else now + in_
+        try:  # (a count or an epoch past any date: its message cannot even name it)
+            _when(when)
+        except (OverflowError, OSError, ValueError):
+            raise _fail(f"the drain time {when} is no date (seconds since the epoch up to "
+                        "the year 9999)", 2) from None
         config = plugin_config("mjf")
         if when <= now:
             raise _fail(f"the drain time {when} ({_when(when)}) is in the past", 2)
