@@ -78,3 +78,12 @@ def test_the_parsers_read_what_pbs_reads():
 def test_a_good_count_still_runs_the_command(capsys):
     assert main(["hooks", "trace", "--last", "3"]) == 0
     assert "No hook has run yet" in capsys.readouterr().out
+
+
+def test_slurm_periodic_refuses_a_wait_sleep_cannot_take(capsys):
+    """cli_seconds takes any finite number: '--every 1e10' ran the event once, then ended
+    in time.sleep's OverflowError traceback. The wait is at most ten years, said before
+    anything runs."""
+    assert main(["slurm", "periodic", "--every", "1e10"]) == 2
+    assert capsys.readouterr().err == ("pbsplug: error: --every 1e+10: expected at most "
+                                       "315360000 seconds (ten years)\n")

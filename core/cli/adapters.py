@@ -12,6 +12,10 @@ import typer
 from . import CliError
 from .options import cli_seconds
 
+#: The longest wait `slurm periodic --every` takes (ten years; time.sleep overflows past
+#: about 9.2e9 s).
+MAX_EVERY = 315360000
+
 _QMGR_HELP = "The qmgr command to run, split as a shell would (default: qmgr on PATH)."
 
 
@@ -272,6 +276,9 @@ def slurm_app() -> typer.Typer:
 
         from ..adapters import slurm, slurm_bridge
 
+        if every > MAX_EVERY:  # (time.sleep cannot wait so long: a traceback after one run)
+            raise CliError(f"--every {every:g}: expected at most {MAX_EVERY} seconds (ten "
+                           "years)")
         config = slurm.installed_config(directory)
         if config is None:
             raise CliError(f"{directory}: no pbsplug Slurm install here (run 'pbsplug slurm "
