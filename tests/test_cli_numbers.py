@@ -11,6 +11,7 @@ import pytest
 
 import pbsplug
 from pbsplug.cli import main
+from pbsplug.testing import missing
 
 PLUGINS = {ep.name for ep in importlib.metadata.entry_points(group="pbsplug")}
 
@@ -39,7 +40,7 @@ def _home(tmp_path, monkeypatch):
 def refused(argv, capsys) -> str:
     """The one error line of a usage error (exit 2)."""
     if argv[0] in ("mjf", "cray_atom") and argv[0] not in PLUGINS:
-        pytest.skip(f"plugin {argv[0]} is not installed")
+        missing(f"plugin {argv[0]} is not installed")
     assert main(argv) == 2
     lines = [line.strip(" │╭╮╰╯─") for line in capsys.readouterr().err.splitlines()]
     errors = [line for line in lines if line.startswith("Error: ")]
