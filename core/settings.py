@@ -198,7 +198,8 @@ class ConfigIssue:
     expected: str
 
     def __str__(self) -> str:
-        key = cut(self.key)
+        # (a key is a site's text too: one with a line break is quoted, as a value is)
+        key = cut(self.key) if self.key.isprintable() else quoted(self.key)
         if self.value is _MISSING:
             return f"{self.source}: {key}: missing; expected {self.expected}"
         return f"{self.source}: {key} = {_show(self.value)}: {self.expected}"

@@ -157,6 +157,14 @@ def test_bounds_are_written_as_their_values(setting, expected):
     assert setting.expected() == expected
 
 
+def test_a_config_error_naming_a_key_with_a_line_break_is_one_line():
+    """A TOML key may hold a line break (``"a\\nb" = 1``): the unknown key's error was two
+    lines (the plugin listing, the server's log). Such a key is quoted as a value is."""
+    _, issues = validate_config(SCHEMA, {"a\nb": 1, "limit": 1}, "conf.CF")
+    assert str(issues[0]).startswith("conf.CF: 'a\\nb' = 1: unknown key")
+    assert "\n" not in str(issues[0])
+
+
 def test_cf_files(tmp_path):
     good = write(tmp_path, '{"post_timeout": 10}', "a.CF")
     assert read_cf(good) == {"post_timeout": 10}
