@@ -35,7 +35,9 @@ import json
 import logging
 import math
 import os
+import pwd
 import re
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
@@ -177,7 +179,10 @@ def _locked(ctx):
     acts on): `UnsafeFolder`, one line naming it, its owner and mode, and the program exits
     1 with it. The lock is root's alone (0600): one another user could open, they could
     hold."""
-    folder = safedirs.ensure_folder(ctx.state_dir, STATE_FOLDER)
+    try:
+        folder = safedirs.ensure_folder(ctx.state_dir, STATE_FOLDER)
+    except safedirs.UnsafeFolder as exc:
+        raise _as_slurm_user(ctx.state_dir, exc) from None
     fd = safedirs.open_file(folder / "power.lock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         os.fchmod(fd, 0o600)  # one an earlier pbsplug made 0644
@@ -185,6 +190,31 @@ def _locked(ctx):
         yield
     finally:
         os.close(fd)
+
+
+def _as_slurm_user(folder: Path, exc: safedirs.UnsafeFolder) -> safedirs.UnsafeFolder:
+    """`exc`, or for a root run that met a state folder of another user's (with the folders
+    above it root's), what to do: that is SlurmUser's folder (install makes it so when
+    SlurmUser is not root, since its power programs write there), and making it root's
+    would stop them; the run belongs to SlurmUser."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return exc
+    if os.geteuid() != 0 or info.st_uid == 0 or not stat.S_ISDIR(info.st_mode) \
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) \
+            or safedirs.folder_problem(folder.parent):
+        return exc
+    try:
+        user = pwd.getpwuid(info.st_uid).pw_name
+        how = f" (e.g. 'runuser -u {user} -- pbsplug slurm periodic')"
+    except KeyError:
+        user, how = f"uid {info.st_uid}", ""
+    return safedirs.UnsafeFolder(
+        f"refusing {STATE_FOLDER} {folder} to root: it is {user}'s (uid {info.st_uid}, "
+        f"mode {stat.S_IMODE(info.st_mode):04o}), as SlurmUser's power programs write "
+        f"there; run this as SlurmUser{how}, not as root, and leave the folder as it is",
+        exc.problem)
 
 
 def _off_record(ctx) -> dict[str, int]:

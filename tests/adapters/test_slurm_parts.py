@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug import safedirs
 from pbsplug.adapters import slurm, slurm_bridge, slurm_power, slurm_program
 from pbsplug.adapters.slurm_read import (
     Slurm,
@@ -646,3 +647,29 @@ def test_resume_wakes_a_node_sinfo_does_not_list(monkeypatch):
         monkeypatch.setattr(slurm_power, name, value)
     assert slurm_power.resume(None, {}, ["cn9"])["exit"] == 0
     assert fired == [{"cn9": "sleep"}] and "cn9" in woken
+
+
+def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
+    """With a SlurmUser that is not root its power programs write the state folder, so it is
+    SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
+    the refusal says to run it as SlurmUser, not to make the folder root's (which would stop
+    SlurmUser's programs). A folder writable by others is refused as before."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a folder of another uid's)")
+    folder = tmp_path / "state"
+    folder.mkdir(mode=0o755)
+    os.chown(folder, 64998, 64998)  # a bare uid stands for SlurmUser
+    ctx = type("Ctx", (), {"state_dir": folder})()
+    with pytest.raises(safedirs.UnsafeFolder) as caught:
+        with slurm_power._locked(ctx):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(folder) in message and "uid 64998" in message
+    assert "run this as SlurmUser" in message and "not as root" in message
+    assert not (folder / "power.lock").exists()
+    os.chmod(folder, 0o777)
+    with pytest.raises(safedirs.UnsafeFolder) as caught:
+        with slurm_power._locked(ctx):
+            pass
+    assert "SlurmUser" not in str(caught.value)
