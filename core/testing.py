@@ -303,6 +303,21 @@ class Attacker:
                          timeout)
 
 
+@pytest.fixture
+def shared_tmp() -> Iterator[Any]:
+    """A fresh folder under /tmp, root's (the test's user's) and 0755, that every user may
+    traverse, for what the `attacker` must reach (pytest's tmp_path is 0700); removed after
+    the test."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    top = Path(tempfile.mkdtemp(prefix="pbsplug-test-", dir="/tmp"))
+    top.chmod(0o755)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def attacker(unix_user: str) -> Attacker:
     """The second Unix user with an environment on the system interpreter (made once per

@@ -6,8 +6,6 @@ they do with a refusal."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,12 +18,9 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "t
 
 
 @pytest.fixture
-def base():
-    """A folder under /tmp that every user may traverse (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="safedirs", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def base(shared_tmp):
+    """A folder under /tmp that every user may traverse (`pbsplug.testing`)."""
+    return shared_tmp
 
 
 @needs_root

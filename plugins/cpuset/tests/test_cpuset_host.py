@@ -536,18 +536,6 @@ def test_a_vnode_number_no_mask_holds_is_left_out_of_the_mask(machine, fire_even
     assert out.accepted, out.message
 
 
-@pytest.fixture
-def shared_top():
-    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
-    must reach (pytest's tmp_path is 0700)."""
-    import shutil
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="cpurec", dir="/tmp"))
-    top.chmod(0o755)
-    yield top
-    shutil.rmtree(top, ignore_errors=True)
-
 
 FORGE = """
 import json, os, sys
@@ -562,13 +550,13 @@ open(os.path.join(state, "cpuset_state.lock"), "w").close()
 
 @pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
 def test_a_state_dir_others_may_write_is_refused_and_never_acted_on(machine, fire_event,
-                                                                    caplog, shared_top,
+                                                                    caplog, shared_tmp,
                                                                     attacker, kind):
     """Another user who could write in state_dir could name a site's cpuset in the record
     (the hook, as root, killed what it held and removed it), or hold cpuset_state.lock (every
     event waited until its alarm). Such a folder is now the host's error (offline_vnodes),
     with one line naming it, its owner and its mode; nothing in it is read or written."""
-    sticky = shared_top / "tmp"
+    sticky = shared_tmp / "tmp"
     sticky.mkdir()
     sticky.chmod(0o1777)  # as /tmp
     state = sticky / "cpustate"
@@ -599,7 +587,7 @@ def test_a_state_dir_others_may_write_is_refused_and_never_acted_on(machine, fir
     assert cpusets.exists("pbs_jobs/admin_tools")  # named in the forged record: left alone
     assert not cpusets.exists("pbs_jobs/1.host")
     assert {p.name: p.read_bytes() for p in state.iterdir()} == planted
-    home = shared_top / "home"
+    home = shared_tmp / "home"
     home.mkdir()
     lines = "\n".join(f"{k} = {json.dumps(v)}"
                       for k, v in {**machine["base"], "state_dir": str(state)}.items())

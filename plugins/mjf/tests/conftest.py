@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
 import pbsplug_mjf as plugin
@@ -13,13 +9,10 @@ from pbsplug_mjf import reader
 
 
 @pytest.fixture
-def base():
-    """A base folder under /tmp that every user may traverse (pytest's tmp_path is 0700),
-    for the two feature directories."""
-    path = Path(tempfile.mkdtemp(prefix="mjf", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def base(shared_tmp):
+    """A base folder under /tmp that every user may traverse, for the two feature
+    directories (`pbsplug.testing`'s shared_tmp)."""
+    return shared_tmp
 
 
 @pytest.fixture(autouse=True)

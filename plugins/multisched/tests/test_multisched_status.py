@@ -80,18 +80,6 @@ def test_list_output_is_read_as_qmgr_writes_it():
     assert lines[1].split() == ["sc1", "P1,P2", "down", "-", "-", "-", "NEEDS_ATTENTION"]
 
 
-@pytest.fixture
-def shared_top():
-    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
-    must reach (pytest's tmp_path is 0700)."""
-    import shutil
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="msrec", dir="/tmp"))
-    top.chmod(0o755)
-    yield top
-    shutil.rmtree(top, ignore_errors=True)
-
 
 FORGE = """
 import json, os, sys
@@ -105,7 +93,7 @@ with open(os.path.join(state, "multisched_sc1.json"), "w") as handle:
 
 
 @pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
-def test_a_state_dir_others_may_write_is_refused(shared_top, attacker, caplog, kind):
+def test_a_state_dir_others_may_write_is_refused(shared_tmp, attacker, caplog, kind):
     """Another user who could write in state_dir forged a scheduler's record (its cycles,
     its jobs considered) for the status. Such a folder is now refused: the scheduler does
     not record there and its log says why, once; the status exits 1 with one line naming
@@ -116,7 +104,7 @@ def test_a_state_dir_others_may_write_is_refused(shared_top, attacker, caplog, k
 
     from pbsplug_multisched import records
 
-    sticky = shared_top / "tmp"
+    sticky = shared_tmp / "tmp"
     sticky.mkdir()
     sticky.chmod(0o1777)  # as /tmp
     state = sticky / "msstate"
@@ -141,7 +129,7 @@ def test_a_state_dir_others_may_write_is_refused(shared_top, attacker, caplog, k
     logged = [r.getMessage() for r in caplog.records]
     assert [m.startswith(f"multisched: {refusal}") for m in logged] == [True], logged
     assert {p.name: p.read_bytes() for p in state.iterdir()} == planted
-    home = shared_top / "home"
+    home = shared_tmp / "home"
     home.mkdir()
     (home / "site.toml").write_text(site_toml("multisched", {
         "state_dir": str(state), "qmgr": ["/nonexistent/qmgr"]}))

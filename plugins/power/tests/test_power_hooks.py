@@ -420,18 +420,6 @@ def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(
         sim.hosts()
 
 
-@pytest.fixture
-def shared_top():
-    """A folder under /tmp (0755, root's) every user may traverse, for what the attacker
-    must reach (pytest's tmp_path is 0700)."""
-    import shutil
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="pwrrec", dir="/tmp"))
-    top.chmod(0o755)
-    yield top
-    shutil.rmtree(top, ignore_errors=True)
-
 
 FORGE = """
 import json, os, sys
@@ -448,7 +436,7 @@ for name, record in (("power_booting.json", {"booting": {"a": now - 100}, "boot_
 
 @pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
 def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
-        register_plugin, pbsplug_plugins, fire_event, shared_top, attacker, kind):
+        register_plugin, pbsplug_plugins, fire_event, shared_tmp, attacker, kind):
     """Another user who could write in state_dir forged the booting record (the scheduler
     planned the host as waking, the run took it as powered on and, once the forged
     simulated record said ready, woke its vnodes) and the status. Such a folder is now
@@ -456,7 +444,7 @@ def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
     nothing; the scheduler plans as if no host were booting; `power status` exits 1."""
     from pbsplug import Vnode
 
-    sticky = shared_top / "tmp"
+    sticky = shared_tmp / "tmp"
     sticky.mkdir()
     sticky.chmod(0o1777)  # as /tmp
     state_dir = sticky / "powerstate"
@@ -487,7 +475,7 @@ def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
         Simulated({"state_dir": str(state_dir), "boot_delay": 0, "shutdown_delay": 0}
                   ).status(["a"])
     assert {p.name: p.read_bytes() for p in state_dir.iterdir()} == planted
-    home = shared_top / "home"
+    home = shared_tmp / "home"
     home.mkdir()
     (home / "site.toml").write_text(f'[plugins.power]\nenabled = true\n[plugins.power.'
                                     f'config]\nstate_dir = "{state_dir}"\n')
