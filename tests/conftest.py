@@ -35,6 +35,21 @@ class Distributions:
         (info / "entry_points.txt").write_text(f"[pbsplug]\n{name} = {module}\n")
         return module
 
+    def enabled(self, name: str, source: str, folder: Path):
+        """Install plugin `name` from `source`, enable it alone in `folder`/site.toml, and
+        load it with these distributions on sys.path: its `PluginSet`."""
+        from pbsplug.plugins import load_plugins
+        from pbsplug.siteconfig import load_site
+
+        self.add(name, source)
+        site = folder / "site.toml"
+        site.write_text(f"[plugins.{name}]\nenabled = true\n")
+        sys.path.insert(0, str(self.root))
+        try:
+            return load_plugins(load_site(site), env={})
+        finally:
+            sys.path.remove(str(self.root))
+
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
         env["PYTHONPATH"] = os.pathsep.join(

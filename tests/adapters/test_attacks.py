@@ -53,14 +53,7 @@ def task_worker(dists, tmp_path):
     if os.geteuid() != 0:
         missing("needs root: the task worker runs as root")
     mark = tmp_path / "ends"
-    dists.add("attacked", LAUNCH_AND_END.format(mark=str(mark)))
-    site = tmp_path / "site.toml"
-    site.write_text("[plugins.attacked]\nenabled = true\n")
-    sys.path.insert(0, str(dists.root))
-    try:
-        plugins = load_plugins(load_site(site), env={})
-    finally:
-        sys.path.remove(str(dists.root))
+    plugins = dists.enabled("attacked", LAUNCH_AND_END.format(mark=str(mark)), tmp_path)
     run = Path("/run") / f"pbsplug-attack-{os.getpid()}"
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
                    slurm_conf="", state_dir=str(tmp_path / "state"), log_file="",
@@ -656,14 +649,8 @@ def test_install_refuses_a_folder_below_one_a_user_can_write(user_folder, attack
     own where slurm.conf points, which slurmd runs as root."""
     if os.geteuid() != 0:
         missing("needs root: install writes what slurmd runs as root")
-    dists.add("attacked", LAUNCH_AND_END.format(mark=str(tmp_path / "ends")))
-    site = tmp_path / "site.toml"
-    site.write_text("[plugins.attacked]\nenabled = true\n")
-    sys.path.insert(0, str(dists.root))
-    try:
-        plugins = load_plugins(load_site(site), env={})
-    finally:
-        sys.path.remove(str(dists.root))
+    plugins = dists.enabled("attacked", LAUNCH_AND_END.format(mark=str(tmp_path / "ends")),
+                            tmp_path)
     p = slurm.plan(plugins, user_folder / "programs", dirs=[str(dists.root)],
                    bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
                    log_file="", run_dir="/run/x", native=False)

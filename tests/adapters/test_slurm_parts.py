@@ -284,14 +284,7 @@ def periodic(event):
 
 
 def _plugins(dists, tmp_path, name="parts"):
-    dists.add(name, MIXED)
-    site = tmp_path / "site.toml"
-    site.write_text(f"[plugins.{name}]\nenabled = true\n")
-    sys.path.insert(0, str(dists.root))
-    try:
-        return load_plugins(load_site(site), env={})
-    finally:
-        sys.path.remove(str(dists.root))
+    return dists.enabled(name, MIXED, tmp_path)
 
 
 def test_the_plan_installs_only_the_scripts_the_plugins_need(dists, tmp_path):
