@@ -11,8 +11,10 @@ instant, in this order (the tie rules; docs/simulator.md):
 3. **Submissions.** Trace jobs submitted now are queued, in trace order (queuejob hooks).
 4. **Periodic hooks** due now run, in hook order.
 5. **One scheduling cycle** of each scheduler instance, if anything changed since the last
-   cycle and a job could start (`Simulator._could_start`: a cycle that could not start
-   anything is skipped). Its run decisions are applied in order: runjob, then the start
+   cycle and a job could start, or a job submitted may never run (`Simulator._could_start`:
+   a cycle that could not start anything is skipped; one asked whether a job can ever run
+   rejects it at its submission, as PBS's scheduler says `Can Never Run` at the cycle
+   each qsub starts). Its run decisions are applied in order: runjob, then the start
    events.
 
 So a job ending at T frees its cpus for a job submitted at T, and a job submitted at T can
@@ -53,7 +55,13 @@ from ..scheduler import (
     build_schedulers,
 )
 from ..scheduler.instances import POLICY_KEYS, sched_instance
-from ..scheduler.model import job_select, node_sort_order, schedselect
+from ..scheduler.model import (
+    LAYOUT_RESOURCES,
+    job_select,
+    node_sort_order,
+    resource_amount,
+    schedselect,
+)
 from ..scheduling import SchedulerInstance
 from ..units import (
     default_chunks,
@@ -326,6 +334,12 @@ class Simulator:
         self._touched = True
         self._last_change = 0.0
         self._new_needs: set[tuple[int, int]] = set()
+        #: A job submitted since the last cycle may ask more than the machine could ever
+        #: give (`_beyond_machine`): the next cycle runs, to reject it at once.
+        self._doubt = False
+        #: The most of each amount one vnode has, and the machine's ncpus, whatever the
+        #: vnodes' states (None: to be summed again, after a hook changed a vnode).
+        self._most: tuple[dict[str, int], int] | None = None
         #: (request, queue) -> the request completed, or why it is refused (`_complete`).
         self._requests: dict[tuple, dict[str, Any] | str] = {}
         self._seq = 0
@@ -574,7 +588,7 @@ class Simulator:
                     self._cycle()
                 else:
                     self.summary.cycles_skipped += 1
-                self._new_needs = set()
+                self._new_needs, self._doubt = set(), False
             if changed or self.running:
                 self._last_change = now
             # What the cycle's starts changed (a job requeued by a start hook, a vnode a
@@ -650,6 +664,35 @@ class Simulator:
         self._tell(run)
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._new_needs.add(run.needs)
+        if not self._doubt and self._beyond_machine(chunks, run.needs[1]):
+            self._doubt = True
+
+    def _beyond_machine(self, chunks, ncpus: int) -> bool:
+        """Whether the job may ask more than the machine could ever give, whatever its
+        vnodes' states: more ncpus than all its vnodes, a chunk more of an amount than any
+        one vnode has, or a resource no vnode has as an amount (a text one: the scheduler
+        judges it). PBS's scheduler runs a cycle at every submission and says such a job
+        `Can Never Run` at once; a replay's cycle runs only when a job could start, so the
+        scheduler must be asked here, not at whatever cycle comes next (or none)."""
+        if self._most is None:
+            most: dict[str, int] = {}
+            for attrs in self.vnode_attrs.values():
+                for name, value in (attrs.get("resources_available") or {}).items():
+                    amount = resource_amount(name, value)
+                    if amount is not None and amount > most.get(name, -1):
+                        most[name] = amount
+            self._most = most, sum(_ncpus(a) for a in self.vnode_attrs.values())
+        most, total = self._most
+        if ncpus > total:
+            return True
+        for chunk in chunks:
+            for name, value in chunk.resources.items():
+                if name in LAYOUT_RESOURCES:
+                    continue
+                amount = resource_amount(name, value)
+                if amount is None or amount > most.get(name, -1):
+                    return True
+        return False
 
     def _complete(self, attrs: dict[str, Any], run_time: float) -> str | None:
         """The job's request completed after queuejob as the engine's server completes it
@@ -732,8 +775,9 @@ class Simulator:
         as many cpus free as the job needs; and when only
         submissions happened since the last cycle (which left no queued job able to start,
         and nothing freed since), only a new job can, when new jobs sort after the old
-        ones (no job_sort_formula, queues of one priority)."""
-        if self._periodic_reads or self._asleep or self._sched_hooks:
+        ones (no job_sort_formula, queues of one priority). Yes too when a job submitted
+        since may never run (`_beyond_machine`): the scheduler says so now."""
+        if self._periodic_reads or self._asleep or self._sched_hooks or self._doubt:
             return True
         room = max((r for r, n in self._room_count.items() if n), default=0)
         free = self._free_total
@@ -1084,6 +1128,7 @@ class Simulator:
             self.vnodes[name] = Vnode(name, attrs)
             self._vnode_log.changed(name)
             self._touched = True
+            self._most = None
             if "state" in changes:
                 states_changed.append(name)
         if states_changed or self._power_file.exists():

@@ -143,6 +143,25 @@ def test_a_job_bigger_than_the_machine_is_rejected():
     assert sim.summary.rejected == 1
 
 
+@pytest.mark.parametrize("policy", ["easy", "fifo", "pbs"])
+def test_a_job_the_machine_can_never_hold_is_rejected_when_submitted(policy):
+    # j2 (8 cpus on a machine of 4), j3 (one chunk of 5 cpus, on 1-cpu vnodes) and j4 (a
+    # resource no vnode has) come while j1 holds the whole machine: nothing could start,
+    # so no cycle would run for them before j1 ends (and none at all after the last job
+    # of a trace). PBS's scheduler says Can Never Run at the cycle each qsub starts.
+    jobs = [tj(1, 0, 100, 4, 100), tj(2, 10, 10, 8, 10),
+            tj(3, 20, 10, 1, 10, select="1:ncpus=5"), tj(4, 30, 10, 1, 10, select="1:foo=1")]
+    sink, sim = simulate(jobs, nodes=4, policy=policy)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    never = "Can Never Run: Insufficient amount of resource: "
+    for job_id, submit, what in (("2", 10, "ncpus"), ("3", 20, "ncpus"), ("4", 30, "foo")):
+        assert by_id[job_id].final_state == REJECTED and by_id[job_id].start is None
+        assert by_id[job_id].end == submit, job_id
+        assert by_id[job_id].reason.startswith(f"{never}{what} "), by_id[job_id].reason
+    assert (by_id["1"].start, by_id["1"].end) == (0, 100)
+    assert sim.summary.rejected == 3
+
+
 def test_a_job_without_a_requested_time_is_planned_with_its_run_time_and_never_killed():
     sink, _ = simulate([tj(1, 0, 100, 3), tj(2, 0, 100, 4), tj(3, 1, 50, 1)], policy="easy")
     # j2 (top) is planned at 100 (j1's run time as its walltime); j3 ends at 51 <= 100: it
