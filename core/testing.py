@@ -22,7 +22,8 @@ registered hooks and returns the `pbsplug.Outcome`. `local_engine` starts a real
 local-engine server with the installed plugins for end-to-end tests (`site_toml` writes its
 site config), and `until` waits for what it does. `unix_user` is a second Unix user (root
 only), for ``engine.as_user(...)``; `attacker` is that user with an environment of its own
-on the system interpreter, to run ``pbsplug`` commands and Python as that user would.
+on the system interpreter, to run ``pbsplug`` commands and Python as that user would;
+`unsafe_folder` is a folder that user could write in, for a plugin's folder root must refuse.
 A request the server refuses raises `PbsError` (``from pbsplug.testing import PbsError``),
 with PBS's error number as its ``code``.
 """
@@ -316,6 +317,36 @@ def shared_tmp() -> Iterator[Any]:
     top.chmod(0o755)
     yield top
     shutil.rmtree(top, ignore_errors=True)
+
+
+class UnsafeFolder:
+    """A folder another user could write in (`unsafe_folder`): its `path`, which of the two
+    `kind`s it is, and the `problem` as `pbsplug.safedirs` words it in a refusal."""
+
+    def __init__(self, path: Any, kind: str, problem: str):
+        self.path, self.kind, self.problem = path, kind, problem
+
+
+@pytest.fixture(params=["made by the attacker", "world-writable"])
+def unsafe_folder(request: Any, shared_tmp: Any, attacker: Attacker) -> UnsafeFolder:
+    """A folder in a sticky folder everyone may write (as /tmp), that another user could
+    write in, made each of the two ways (the test runs once for each): by the `attacker`
+    before root came (theirs, mode 0755), or by root but writable by everyone (mode 1777).
+    For a plugin's state or data folder, which root must refuse rather than trust."""
+    sticky = shared_tmp / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp
+    path = sticky / "folder"
+    if request.param == "world-writable":
+        path.mkdir()
+        path.chmod(0o1777)
+        problem = (f"{path} is writable by everyone (owner uid 0 (root), mode 1777): others "
+                   "may add files to it")
+    else:
+        done = attacker.python("import os, sys; os.mkdir(sys.argv[1], 0o755)", str(path))
+        assert done.returncode == 0, done.stderr
+        problem = f"{path} is owned by uid {attacker.uid} ({attacker.user}), mode 0755"
+    return UnsafeFolder(path, request.param, problem)
 
 
 @pytest.fixture(scope="session")

@@ -232,8 +232,7 @@ def test_connections_past_max_connections_are_answered_503(tree, attacker):
 
 # -- who owns what is served: the server runs as root ------------------------------------------
 
-@pytest.mark.parametrize("kind", ["made by the attacker", "world-writable"])
-def test_a_base_another_user_could_change_is_not_served(base, attacker, kind):
+def test_a_base_another_user_could_change_is_not_served(base, unsafe_folder):
     """Run as root over a folder a user could write, the server served what that user put
     there (and a link swapped in after the path was checked served any file). Such a folder
     is refused before anything listens, by the function and by the command, with the
@@ -244,22 +243,9 @@ def test_a_base_another_user_could_change_is_not_served(base, attacker, kind):
 
     from pbsplug_mjf.derive import HostError
 
-    sticky = base / "tmp"
-    sticky.mkdir()
-    sticky.chmod(0o1777)  # as /tmp
-    jobs = sticky / "jobfeatures"
-    if kind == "world-writable":
-        jobs.mkdir()
-        jobs.chmod(0o1777)
-    else:
-        done = attacker.python("import os, sys; os.mkdir(sys.argv[1], 0o755)", str(jobs))
-        assert done.returncode == 0, done.stderr
+    jobs = unsafe_folder.path
     (base / "machinefeatures").mkdir()
-    problem = (f"{jobs} is owned by uid {attacker.uid} ({attacker.user})"
-               if kind == "made by the attacker" else
-               f"{jobs} is writable by everyone (owner uid 0 (root), mode 1777): others "
-               "may add files to it")
-    refusal = f"refusing the features folder {jobs}: {problem}"
+    refusal = f"refusing the features folder {jobs}: {unsafe_folder.problem}"
     with pytest.raises(HostError, match=re.escape(refusal)):
         serve(base / "machinefeatures", jobs, "127.0.0.1:0", quiet=True)
     (base / "site.toml").write_text(
