@@ -279,12 +279,9 @@ def _parse_error(what: str, text: str, offset: int) -> str:
     return f"\n {what}:\n{text}\n{' ' * offset}^"
 
 
-def _split_w(text: str) -> list[tuple[str, str]]:
-    """``-W name=value[,name=value]``: a value runs to the last comma before the next
-    ``name=``, so ``depend=afterok:1,afterany:2`` is one value. Quotes group."""
-    text = text.lstrip()
-    if not text:
-        raise _OptionError("qsub: illegal -W value")
+def _unquoted(text: str, split_at: str = "") -> list[str] | None:
+    """`text` cut at each character of `split_at` outside quotes, with the quotes removed
+    (what is between them kept as it is); None when a quote is never closed."""
     parts: list[str] = []
     current: list[str] = []
     quote = ""
@@ -296,14 +293,24 @@ def _split_w(text: str) -> list[tuple[str, str]]:
                 current.append(c)
         elif c in "\"'":
             quote = c
-        elif c == ",":
+        elif c in split_at:
             parts.append("".join(current))
             current = []
         else:
             current.append(c)
     if quote:
-        raise _OptionError("qsub: illegal -W value")
+        return None
     parts.append("".join(current))
+    return parts
+
+
+def _split_w(text: str) -> list[tuple[str, str]]:
+    """``-W name=value[,name=value]``: a value runs to the last comma before the next
+    ``name=``, so ``depend=afterok:1,afterany:2`` is one value. Quotes group."""
+    text = text.lstrip()
+    parts = _unquoted(text, split_at=",") if text else None
+    if parts is None:
+        raise _OptionError("qsub: illegal -W value")
     items: list[tuple[str, str]] = []
     for part in parts:
         key, sep, value = part.partition("=")
@@ -535,22 +542,11 @@ def _expand_varlist(text: str, env: Mapping[str, str]) -> dict[str, str]:
                                    PBSE_BADATVAL, status=1)
             out[name] = env[name]
             continue
-        value: list[str] = []
-        quote = ""
-        for c in raw:
-            if quote:
-                if c == quote:
-                    quote = ""
-                else:
-                    value.append(c)
-            elif c in "\"'":
-                quote = c
-            else:
-                value.append(c)
-        if quote:
+        value = _unquoted(raw)
+        if value is None:
             raise JobSpecError("qsub: cannot send environment with the job", PBSE_BADATVAL,
                                status=1)
-        out[name] = "".join(value)
+        out[name] = value[0]
     return out
 
 

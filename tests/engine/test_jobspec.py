@@ -342,6 +342,13 @@ def test_v_adds_variables_from_values_or_the_environment():
     assert req.attrs["Variable_List"] == dict(BASE_VARS, X="1", FOO="bar", Z="a,b")
 
 
+def test_v_a_quote_groups_and_an_unclosed_one_is_refused():
+    assert submit("-v", "Z=\"a'b\"").attrs["Variable_List"]["Z"] == "a'b"
+    err = refused("-v", "Z='a,b")
+    assert err.message == "qsub: cannot send environment with the job"
+    assert (err.code, err.status) == (PBSE_BADATVAL, 1)
+
+
 def test_v_a_variable_missing_from_the_environment_is_refused():
     err = refused("-v", "NOT_SET")
     assert err.message == "qsub: cannot send environment with the job"
@@ -381,6 +388,12 @@ def test_W_depend_keeps_ids_as_given_without_a_server():
 def test_W_depend_several_types_and_ids():
     req = submit("-W", "depend=afterok:12:13.other,afterany:14[].srv,on:2", server="srv")
     assert req.attrs["depend"] == "afterok:12.srv:13.other,afterany:14[].srv,on:2"
+
+
+def test_W_a_quoted_value_loses_its_quotes_and_an_unclosed_one_is_refused():
+    assert submit("-W", "depend='afterok:12'").attrs["depend"] == "afterok:12"
+    err = refused("-W", "depend='afterok:12")
+    assert err.stderr == with_usage("qsub: illegal -W value")
 
 
 @pytest.mark.parametrize("value", ["depend=later:12", "depend=afterok", "depend=afterok:",
