@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 # -- PBS's error numbers (pbs_error.h) that value checks answer with ------------------------
 PBSE_NOATTR = 15002
@@ -172,6 +172,17 @@ def _repr(value: Any) -> str:
 
 def _bad(attr: str, why: str) -> BadValue:
     return BadValue(PBSE_BADATVAL, attr, why)
+
+
+_T = TypeVar("_T")
+
+
+def _parsed(parse: Callable[[str], _T], spec: str, attr: str) -> _T:
+    """What `parse` makes of `spec`; its ValueError as the attribute's bad value."""
+    try:
+        return parse(spec)
+    except ValueError as exc:
+        raise _bad(attr, str(exc)) from None
 
 
 # -- plain checks -------------------------------------------------------------------------------
@@ -392,10 +403,7 @@ def _parsed_select(value: Any, attr: str) -> str:
     from .units import parse_select
 
     spec = _long_string(value, attr)
-    try:
-        parse_select(spec)
-    except ValueError as exc:
-        raise _bad(attr, str(exc)) from None
+    _parsed(parse_select, spec, attr)
     return spec
 
 
@@ -405,10 +413,7 @@ def select(value: Any, attr: str = "Resource_List.select",
     from .units import parse_select
 
     spec = text(value, attr, allow_empty=False)
-    try:
-        chunks = parse_select(spec)
-    except ValueError as exc:
-        raise _bad(attr, str(exc)) from None
+    chunks = _parsed(parse_select, spec, attr)
     total = sum(chunk.count for chunk in chunks)
     if total > MAX_CHUNKS:
         raise _bad(attr, f"{total} chunks are over pbsplug's limit of {MAX_CHUNKS} per job")
@@ -431,10 +436,7 @@ def place(value: Any, attr: str = "Resource_List.place") -> str:
     from .units import parse_place
 
     spec = text(value, attr, allow_empty=False)
-    try:
-        parse_place(spec)
-    except ValueError as exc:
-        raise _bad(attr, str(exc)) from None
+    _parsed(parse_place, spec, attr)
     return spec
 
 
