@@ -329,6 +329,16 @@ def _counts(state_count: Any) -> dict[str, str]:
     return out
 
 
+def _summary_columns(name: str, attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """The columns ``qstat -Q`` and ``qstat -B`` share: the name, Max and Tot, then the six
+    state counts (Que Run Hld Wat Trn Ext)."""
+    counts = _counts(attrs.get("state_count"))
+    return (f"{_trunc(name, 16):<16} {_trunc(str(attrs.get('max_running', 0)), 5):>5} "
+            f"{_trunc(str(attrs.get('total_jobs', 0)), 5):>5}",
+            " ".join(f"{counts.get(s, '0'):>5}" for s in
+                     ("Queued", "Running", "Held", "Waiting", "Transit", "Exiting")))
+
+
 # -- JSON as PBS writes it --------------------------------------------------------------------
 
 class _Number(str):
@@ -527,17 +537,12 @@ def qstat_queues(queues: Any, *, full: bool = False, json_out: bool = False,
     lines = ["Queue              Max   Tot Ena Str   Que   Run   Hld   Wat   Trn   Ext Type",
              "---------------- ----- ----- --- --- ----- ----- ----- ----- ----- ----- ----"]
     for name, attrs in records:
-        counts = _counts(attrs.get("state_count"))
+        head, counts = _summary_columns(name, attrs)
         qtype = attrs.get("queue_type")
         qtype = "not defined" if qtype is None else _trunc(str(qtype), 4)
-        lines.append(
-            f"{_trunc(name, 16):<16} {_trunc(str(attrs.get('max_running', 0)), 5):>5} "
-            f"{_trunc(str(attrs.get('total_jobs', 0)), 5):>5} "
-            f"{'yes' if _istrue(attrs.get('enabled')) else 'no':>3} "
-            f"{'yes' if _istrue(attrs.get('started')) else 'no':>3} "
-            + " ".join(f"{counts.get(s, '0'):>5}" for s in
-                       ("Queued", "Running", "Held", "Waiting", "Transit", "Exiting"))
-            + f" {qtype:<4}")
+        lines.append(f"{head} {'yes' if _istrue(attrs.get('enabled')) else 'no':>3} "
+                     f"{'yes' if _istrue(attrs.get('started')) else 'no':>3} "
+                     f"{counts} {qtype:<4}")
     return "\n".join(lines)
 
 
@@ -555,14 +560,9 @@ def qstat_server(server: Any, *, full: bool = False, json_out: bool = False,
     lines = ["Server             Max   Tot   Que   Run   Hld   Wat   Trn   Ext Status",
              "---------------- ----- ----- ----- ----- ----- ----- ----- ----- -----------"]
     for name, attrs in records:
-        counts = _counts(attrs.get("state_count"))
+        head, counts = _summary_columns(name, attrs)
         status = _trunc(str(attrs.get("server_state") or ""), 10)
-        lines.append(
-            f"{_trunc(name, 16):<16} {_trunc(str(attrs.get('max_running', 0)), 5):>5} "
-            f"{_trunc(str(attrs.get('total_jobs', 0)), 5):>5} "
-            + " ".join(f"{counts.get(s, '0'):>5}" for s in
-                       ("Queued", "Running", "Held", "Waiting", "Transit", "Exiting"))
-            + f" {status:<10}")
+        lines.append(f"{head} {counts} {status:<10}")
     return "\n".join(lines)
 
 
