@@ -169,6 +169,13 @@ def ensure_folder(folder: str | Path, what: str = "folder") -> Path:
         raise _refused(what, folder, problem)
     if complete:  # (nothing to make, and no level another user could change meanwhile)
         return Path(folder)
+    os.close(_walk(path, what, folder))
+    return Path(folder)
+
+
+def _walk(path: Path, what: str, folder: str | Path) -> int:
+    """A descriptor on `path` (absolute), each missing level made (`DIR_MODE`) and every
+    level checked by the rule as it is opened (`ensure_folder`)."""
     trusted = _trusted()
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -190,9 +197,76 @@ def ensure_folder(folder: str | Path, what: str = "folder") -> Path:
             problem = _entry_problem(here, os.fstat(fd), trusted, n < len(parts) - 1)
             if problem:
                 raise _refused(what, folder, problem)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def ensure_folder_owned_by(folder: str | Path, uid: int, gid: int,
+                           what: str = "folder") -> Path:
+    """`folder` (called `what` in messages), made when missing and handed to `uid`:`gid`,
+    for root preparing where a service user's programs write (the Slurm adapter's install,
+    for SlurmUser's power programs). Every level above it follows the rule, as
+    `ensure_folder` makes and checks them; the folder itself is opened from its parent's
+    descriptor, never through a link, refused (`UnsafeFolder`) when it is not a folder or
+    is neither root's nor `uid`'s, and then ``fchown``-ed to `uid`:`gid` and ``fchmod``-ed
+    to `DIR_MODE`: no path another user could swap between the check and the change. The
+    plain files directly in it that root owns, with no other name (a hard link), are
+    handed to `uid` the same way (its programs rewrite them in place: a lock). Not for
+    plugins: it needs root, and a hook never gives its folders away."""
+    path = Path(os.path.abspath(folder))
+    if path.parent == path:
+        raise ValueError(f"{what} {folder}: not a folder to hand over")
+    problem, _ = _folder_check(path.parent, True)
+    if problem:
+        raise _refused(what, folder, problem)
+    parent = _walk(path.parent, what, folder)
+    try:
+        try:
+            os.mkdir(path.name, DIR_MODE, dir_fd=parent)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        try:
+            fd = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                         | os.O_NOCTTY, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            raise _refused(what, folder, f"{path} is not a folder (a link, or a file)"
+                           ) from None
+    finally:
+        os.close(parent)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (0, uid):
+            raise _refused(what, folder, f"{path} is owned by {_owner(info.st_uid)}, mode "
+                                         f"{stat.S_IMODE(info.st_mode):04o}")
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, DIR_MODE)
+        for name in os.listdir(fd):
+            _hand_over_file(fd, name, uid, gid)
     finally:
         os.close(fd)
     return Path(folder)
+
+
+def _hand_over_file(folder: int, name: str, uid: int, gid: int) -> None:
+    """The file `name` in the folder `folder` (a descriptor) made `uid`'s when it is a
+    plain file of root's with one name; anything else is left as it is."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                     | os.O_NOCTTY, dir_fd=folder)
+    except OSError:
+        return  # a link, or gone
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == 0 and info.st_nlink == 1:
+            os.fchown(fd, uid, gid)
+    finally:
+        os.close(fd)
 
 
 def _open_level(parent: int, name: str, here: Path, trusted: set[int], what: str,

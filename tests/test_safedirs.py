@@ -199,3 +199,28 @@ def test_the_plugins_readmes_quote_the_refusal_as_it_is_worded():
                 assert shown in quote, (readme, quote)
                 assert re.search(r"owned by uid \d+ \(\w+\), mode \d{4},", quote), (readme, quote)
     assert set(quoted) >= {"cpuset", "mjf", "multisched", "power"}
+
+
+@needs_root
+def test_a_folder_handed_to_a_user_through_a_descriptor(base):
+    """`ensure_folder_owned_by`: the levels above follow the rule and stay root's; the folder
+    becomes the user's, with root's plain files in it, never a link's target nor a file with
+    another name (a hard link)."""
+    top = base / "state"
+    folder = top / "power"
+    assert safedirs.ensure_folder_owned_by(folder, NOBODY, NOBODY, "the folder") == folder
+    assert (top.stat().st_uid, folder.stat().st_uid) == (0, NOBODY)
+    assert folder.stat().st_mode & 0o7777 == 0o755
+    os.chown(folder, 0, 0)
+    (folder / "lock").write_text("")
+    target = base / "target"
+    target.write_text("")
+    os.symlink(target, folder / "link")
+    os.link(target, folder / "hard")
+    safedirs.ensure_folder_owned_by(folder, NOBODY, NOBODY, "the folder")
+    assert folder.stat().st_uid == NOBODY and (folder / "lock").stat().st_uid == NOBODY
+    assert target.stat().st_uid == 0  # neither through the link nor the hard link
+    os.chown(top, NOBODY, NOBODY)
+    with pytest.raises(safedirs.UnsafeFolder, match=rf"^refusing the folder {folder}: {top} "
+                                                    rf"is owned by uid {NOBODY}"):
+        safedirs.ensure_folder_owned_by(folder, NOBODY, NOBODY, "the folder")
