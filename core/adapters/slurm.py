@@ -19,20 +19,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import py_compile
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import safedirs
 from ..plugins import PluginRecord, PluginSet
+from ..siteconfig import default_home
 from . import slurm_program, worker_client
 
 #: The mark in the config that pbsplug made it.
@@ -76,6 +79,19 @@ SCRIPTS = {
 #: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
 #: Slurm's (the plugins' max_concurrent_nodes is the limit).
 POWER_LINES = {"SuspendTime": "8640000", "SuspendRate": "0", "ResumeRate": "0"}
+#: Scripts slurmctld runs as SlurmUser (shared/reference/adapters.md §B.1): with a SlurmUser
+#: that is not root they run pbsplug as that user, in folders install makes theirs.
+SLURM_USER_SCRIPTS = ("PrologSlurmctld", "EpilogSlurmctld", "SuspendProgram", "ResumeProgram",
+                      "ResumeFailProgram")
+#: Under --state-dir (root's): the power programs' records and lock (SlurmUser's), and
+#: SlurmUser's own pbsplug home (PBSPLUG_HOME of its programs) with its log file.
+POWER_SUBDIR = "power"
+SLURM_USER_SUBDIR = "slurmuser"
+#: Records an earlier install kept directly in --state-dir; install moves them into
+#: `POWER_SUBDIR` (slurm_power's OFF_RECORD and WOKEN_RECORD).
+OLD_POWER_RECORDS = ("power_off.json", "power_woken.json")
+#: A user name as slurm.conf may give SlurmUser (or a uid).
+_USER_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}")
 #: Where each event runs inside Slurm, as `status` shows it.
 WHERE = {
     "runjob": "PrologSlurmctld, on the controller as SlurmUser; a reject requeues a batch job "
@@ -179,7 +195,9 @@ def compiler() -> str:
 
 def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: str,
          slurm_conf: str, state_dir: str, log_file: str, run_dir: str,
-         native: bool = True) -> Plan:
+         native: bool = True, slurm_user: str | Callable[[], str] = "root") -> Plan:
+    """What to install. `slurm_user`: SlurmUser's name, or what reads it (asked only when
+    a script that runs as SlurmUser is needed)."""
     specs: dict[str, Any] = {}
     rows = []
     events: set[str] = set()
@@ -215,7 +233,24 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         "slurmstepd": slurmstepd(bin_dir),
         # in the digest: a worker that answers the native launcher is a new one
         "launcher": "native" if cc else "python",
+        # PBSPLUG_HOME of the programs run as root: the installer's (a plugin's default
+        # state folder is <home>/hooks/tmp), whatever slurmd's environment holds
+        "home": os.path.abspath(default_home()),
     }
+    user_scripts = {key for key, _, fired in SCRIPTS.values() if events & set(fired)
+                    } & set(SLURM_USER_SCRIPTS)
+    if "periodic" in events:
+        config["power_dir"] = f"{state_dir.rstrip('/')}/{POWER_SUBDIR}"
+    if user_scripts:
+        name = slurm_user if isinstance(slurm_user, str) else slurm_user()
+        if name != "root":
+            # SlurmUser's programs: a pbsplug home and a log file of their own, in a folder
+            # of theirs (root's home and log are root's alone, and root's programs refuse a
+            # folder another user could change: cpuset's <home>/hooks/tmp on a controller
+            # that is also a node)
+            own = f"{state_dir.rstrip('/')}/{SLURM_USER_SUBDIR}"
+            config["slurm_user"] = {"name": name, "home": own,
+                                    "log_file": f"{own}/{Path(log_file).name}"}
     # The programs import slurm_program from their own folder (a copy): TaskProlog runs as
     # the job's user, who may not reach this environment's folders.
     adapters_dir = str(directory)
@@ -232,6 +267,15 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     if native and not cc:
         notes.append("no C compiler (cc, gcc) found: Slurm runs the Python programs "
                      "(install one and run install again for the native launcher)")
+    su = config.get("slurm_user")
+    if su:
+        pw = user_entry(su["name"])
+        for path in [sys.executable, *dirs]:
+            if not user_can_reach(path, pw):
+                notes.append(f"SlurmUser {su['name']} cannot reach {path}: its programs "
+                             f"({', '.join(sorted(user_scripts))}) will fail; install "
+                             "pbsplug where every user can read it (e.g. /opt/pbsplug)")
+                break
     if "execjob_launch" in events and not others_can_run(sys.executable):
         task_python = "/usr/bin/python3"
         notes.append(f"TaskProlog runs as the job's user, who cannot run {sys.executable}: "
@@ -284,8 +328,10 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                                    " do not edit.\n"
                                    + Path(worker_client.__file__).read_text())
     if not native_defs and cc:  # nothing native after all: planned again without it
+        su = config.get("slurm_user")
         again = plan(plugins, directory, dirs=dirs, bin_dir=bin_dir, slurm_conf=slurm_conf,
-                     state_dir=state_dir, log_file=log_file, run_dir=run_dir, native=False)
+                     state_dir=state_dir, log_file=log_file, run_dir=run_dir, native=False,
+                     slurm_user=su["name"] if su else "root")
         again.notes = list(dict.fromkeys(notes + again.notes))
         return again
     p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra,
@@ -319,7 +365,14 @@ def write_programs(p: Plan) -> list[Path]:
     configuration; programs 0755). Programs of scripts no longer needed are removed."""
     _check_private(p.directory)
     written = []
-    _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
+    su = p.config.get("slurm_user")
+    # SlurmUser's programs read the config too: root's, readable by SlurmUser's group
+    # (0640), else root's alone (0600)
+    if su:
+        _write(p.directory / CONFIG_NAME, p.config_text, 0o640,
+               gid=user_entry(su["name"]).pw_gid)
+    else:
+        _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
     written.append(p.directory / CONFIG_NAME)
     for name, text in p.extra_files.items():
         _write(p.directory / name, text, 0o600)
@@ -407,11 +460,13 @@ def _check_private(directory: Path) -> None:
         raise SlurmInstallError(f"{exc} (slurmd runs its programs as root)") from None
 
 
-def _write(path: Path, text: str, mode: int) -> None:
+def _write(path: Path, text: str, mode: int, gid: int = -1) -> None:
     part = path.with_name(f".{path.name}.{os.getpid()}")
     part.unlink(missing_ok=True)  # never through a name someone left there
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w") as fh:
+        if gid != -1:
+            os.fchown(fh.fileno(), -1, gid)
         fh.write(text)
     os.chmod(part, mode)
     os.replace(part, path)
@@ -435,6 +490,198 @@ def others_can_run(path: str) -> bool:
         return all(parent.stat().st_mode & 0o001 for parent in real.parents)
     except OSError:
         return False
+
+
+def user_entry(name: str) -> pwd.struct_passwd:
+    """The user `name` (or a uid), or `SlurmInstallError` in one line."""
+    try:
+        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, OverflowError):
+        raise SlurmInstallError(f"SlurmUser={name}: no such user on this host (slurmctld "
+                                "runs its programs as that user): create it, or correct "
+                                "SlurmUser in slurm.conf") from None
+
+
+def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:
+    """Whether the user `pw` may enter every folder to `path` and read it, by the mode bits
+    (owner, primary group, others): a note's guess, not a guarantee (ACLs, other groups)."""
+    def allowed(info: os.stat_result, bits: int) -> bool:
+        if pw.pw_uid == 0:
+            return True
+        shift = 6 if info.st_uid == pw.pw_uid else 3 if info.st_gid == pw.pw_gid else 0
+        return info.st_mode >> shift & bits == bits
+    real = Path(os.path.realpath(path))
+    try:
+        return allowed(real.stat(), 0o4) and all(allowed(parent.stat(), 0o1)
+                                                  for parent in real.parents)
+    except OSError:
+        return False
+
+
+def read_slurm_user(conf: Path, bin_dir: str) -> str:
+    """SlurmUser, as slurm.conf sets it (its last ``SlurmUser=`` line); when the file has
+    none: root (Slurm's default), unless it includes other files, then ``scontrol show
+    config``'s. `SlurmInstallError` in one line naming what was wrong: a slurm.conf that
+    cannot be read, a value that is no user name, a user this host does not have."""
+    try:
+        text = conf.read_text(errors="replace")
+    except OSError as exc:
+        raise SlurmInstallError(f"{conf}: cannot read slurm.conf ({exc.strerror or exc}); "
+                                "install reads SlurmUser there (give --slurm-conf)") from None
+    found, includes = None, False
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "slurmuser":
+            found = value.strip()
+        elif line.lower().startswith("include"):
+            includes = True
+    source = f"in {conf}"
+    if found is None and includes:
+        try:
+            done = subprocess.run([str(Path(bin_dir, "scontrol")), "show", "config"],
+                                  capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, "SLURM_CONF": str(conf)})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SlurmInstallError(f"{conf} sets no SlurmUser but includes other files, and "
+                                    f"scontrol show config could not run: {exc}") from None
+        match = re.search(r"^SlurmUser\s*=\s*([^\s(]+)", done.stdout, re.MULTILINE)
+        if done.returncode != 0 or not match:
+            why = " ".join((done.stderr or done.stdout).split())[:200] or "no SlurmUser line"
+            raise SlurmInstallError(f"{conf} sets no SlurmUser but includes other files, and "
+                                    f"scontrol show config did not say it: {why}")
+        found, source = match.group(1), "from scontrol show config"
+    if found is None:
+        return "root"
+    if not _USER_NAME.fullmatch(found):
+        raise SlurmInstallError(f"SlurmUser={found[:80]!r} {source}: expected a user name")
+    if found != "root":
+        try:
+            user_entry(found)
+        except SlurmInstallError:
+            raise SlurmInstallError(f"SlurmUser={found} {source}: no such user on this "
+                                    "host (slurmctld runs its programs as that user): "
+                                    "create it, or correct slurm.conf") from None
+    return found
+
+
+def controller_names(conf: Path) -> list[str]:
+    """The hosts slurm.conf names as controllers (SlurmctldHost, or the older
+    ControlMachine), by their names (``name(address)``: the name); [] if unread."""
+    try:
+        text = conf.read_text(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        key, sep, value = line.split("#", 1)[0].strip().partition("=")
+        if sep and key.strip().lower() in ("slurmctldhost", "controlmachine"):
+            out.append(value.strip().split("(", 1)[0])
+    return out
+
+
+def prepare_state(p: Plan, state_dir: str) -> list[str]:
+    """The folders the installed programs write, made on this host (the controller, for the
+    power programs): --state-dir root's (HealthCheckProgram, run as root, keeps its marks
+    there); ``<state-dir>/power`` (the power programs' records and lock) and, with a
+    SlurmUser that is not root, ``<state-dir>/slurmuser`` (its programs' pbsplug home and
+    log file) and each ``state_dir`` configured for a plugin that runs in SlurmUser's
+    scripts, made SlurmUser's (`safedirs.ensure_folder_owned_by`: every level above
+    root's, the folder itself handed over through a descriptor). The records an earlier
+    install kept directly in --state-dir are moved into ``power``. What was done, line by
+    line; `SlurmInstallError` in one line."""
+    su = p.config.get("slurm_user")
+    power = p.config.get("power_dir")
+    if not su and not power:
+        return []
+    name = su["name"] if su else "root"
+    pw = user_entry(name) if su else None
+    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (0, 0)
+    if uid != 0 and os.geteuid() != 0:
+        raise SlurmInstallError(f"SlurmUser is {name}: install must run as root to make "
+                                "its folders its own")
+    done = []
+    try:
+        safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
+        if power:
+            safedirs.ensure_folder_owned_by(power, uid, gid, "the power programs' folder")
+            moved = _move_old_records(Path(state_dir), Path(power))
+            if moved:
+                safedirs.ensure_folder_owned_by(power, uid, gid, "the power programs' folder")
+                done.append(f"moved {', '.join(moved)} from {state_dir} (an earlier "
+                            f"install's) into {power}")
+            done.append(f"made {power} {name}'s (the power programs' records and lock)")
+        if su:
+            safedirs.ensure_folder_owned_by(su["home"], uid, gid, "SlurmUser's pbsplug home")
+            done.append(f"made {su['home']} {name}'s (PBSPLUG_HOME of SlurmUser's programs; "
+                        f"their log file {su['log_file']})")
+            for folder, plugin in _slurm_user_state_dirs(p).items():
+                safedirs.ensure_folder_owned_by(folder, uid, gid,
+                                                f"plugin {plugin}'s state_dir")
+                done.append(f"made {folder} {name}'s (plugin {plugin}'s state_dir)")
+    except (safedirs.UnsafeFolder, ValueError) as exc:
+        raise SlurmInstallError(str(exc)) from None
+    except OSError as exc:
+        raise SlurmInstallError(f"cannot make {exc.filename or state_dir}: "
+                                f"{exc.strerror or exc}") from None
+    return done
+
+
+def _slurm_user_state_dirs(p: Plan) -> dict[str, str]:
+    """Each ``state_dir`` the site configured for a plugin whose hooks run in SlurmUser's
+    scripts -> the plugin; `SlurmInstallError` when a plugin that runs only as root names
+    the same folder (root's programs refuse a folder of SlurmUser's)."""
+    user_events = {e for key, _, fired in SCRIPTS.values() if key in SLURM_USER_SCRIPTS
+                   for e in fired} - {"execjob_launch"}
+    theirs: dict[str, str] = {}
+    roots: dict[str, str] = {}
+    for name, spec in p.config["plugins"].items():
+        folder = (spec.get("config") or {}).get("state_dir")
+        if not isinstance(folder, str) or not folder.startswith("/"):
+            continue
+        events = set((spec.get("attributes") or {}).get("events") or ())
+        (theirs if events & user_events else roots)[os.path.normpath(folder)] = name
+    for folder, name in theirs.items():
+        if folder in roots:
+            raise SlurmInstallError(
+                f"state_dir {folder} is plugin {name}'s, which runs as SlurmUser, and plugin "
+                f"{roots[folder]}'s, which runs as root: give them folders of their own")
+    return theirs
+
+
+def _move_old_records(state_dir: Path, power: Path) -> list[str]:
+    """An earlier install's power records (plain files of root's directly in --state-dir)
+    moved into `power` where it has none of that name; their names."""
+    moved = []
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    src = os.open(state_dir, flags)
+    try:
+        dst = os.open(power, flags)
+        try:
+            for name in OLD_POWER_RECORDS:
+                try:
+                    info = os.stat(name, dir_fd=src, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.stat(name, dir_fd=dst, follow_symlinks=False)
+                    continue  # the new folder has its own
+                except FileNotFoundError:
+                    pass
+                if _plain_roots(info):
+                    os.rename(name, name, src_dir_fd=src, dst_dir_fd=dst)
+                    moved.append(name)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+    return moved
+
+
+def _plain_roots(info: os.stat_result) -> bool:
+    """A plain file of root's with one name, that no one else may write."""
+    return stat.S_ISREG(info.st_mode) and info.st_uid == 0 and info.st_nlink == 1 \
+        and not info.st_mode & 0o022
 
 
 def _ours(path: Path) -> bool:

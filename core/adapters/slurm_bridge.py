@@ -95,17 +95,68 @@ class Context:
     def state_dir(self) -> Path:
         return Path(self.config["state_dir"])
 
+    @property
+    def power_dir(self) -> Path:
+        """The power programs' records and lock: ``<state-dir>/power`` (SlurmUser's); an
+        install by an earlier pbsplug kept them in the state folder itself."""
+        return Path(self.config.get("power_dir") or self.config["state_dir"])
 
-def load(config: Mapping[str, Any], mode: str | None = "inprocess") -> Context:
+
+def slurm_user_uid(config: Mapping[str, Any]) -> int | None:
+    """The uid of the SlurmUser the install recorded (one that is not root), or None."""
+    import pwd
+
+    su = config.get("slurm_user")
+    if not isinstance(su, Mapping) or not su.get("name"):
+        return None
+    name = str(su["name"])
+    try:
+        return (pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)).pw_uid
+    except (KeyError, OverflowError):
+        return None
+
+
+def become_slurm_user(config: Mapping[str, Any]) -> None:
+    """This process (root's) switched for good to the SlurmUser the install recorded: its
+    groups, gid and uid, real, effective and saved. `OSError` in one line when that user is
+    not on this host."""
+    import pwd
+
+    name = str((config.get("slurm_user") or {}).get("name") or "")
+    try:
+        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, OverflowError):
+        raise OSError(f"SlurmUser {name!r}, as 'pbsplug slurm install' recorded it, is no "
+                      "user on this host: run install again") from None
+    os.initgroups(pw.pw_name, pw.pw_gid)
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
+
+
+def load(config: Mapping[str, Any], mode: str | None = "inprocess",
+         as_slurm_user: bool | None = None) -> Context:
     """The plugins the install named, loaded once (in the worker, or in the program).
 
     In the worker every hook runs in the child the worker forked for the script, under
     SIGALRM's alarm (``inprocess``: no second fork per event); the worker kills a child
     still running past its deadline. Without a worker (`run_here`) each hook gets the
-    runner's own isolation (a forked child, killed past its alarm)."""
+    runner's own isolation (a forked child, killed past its alarm).
+
+    ``PBSPLUG_HOME`` is set for the plugins (their default folders are under it): the
+    install's, or for the events run as SlurmUser (`as_slurm_user`; by default: when this
+    process is SlurmUser), the home install made SlurmUser's. The log file is SlurmUser's
+    own when this process is SlurmUser (root's is root's alone)."""
     from .bridge import plugin_set
 
-    _log_to(config.get("log_file") or "")
+    su = config.get("slurm_user") if isinstance(config.get("slurm_user"), Mapping) else None
+    is_slurm_user = su is not None and os.geteuid() == slurm_user_uid(config)
+    if as_slurm_user is None:
+        as_slurm_user = is_slurm_user
+    home = su.get("home") if su is not None and as_slurm_user else config.get("home")
+    if home:
+        os.environ["PBSPLUG_HOME"] = str(home)
+    _log_to(str((su.get("log_file") if su is not None and is_slurm_user
+                 else config.get("log_file")) or ""))
     plugins = plugin_set(config.get("plugins") or {}, config.get("config_file")
                          or "<pbsplug-slurm.json>")
     runner = Runner(plugins, mode=mode, trace_file=config.get("trace_file") or None)

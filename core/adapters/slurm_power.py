@@ -55,8 +55,15 @@ OFF_RECORD = "power_off.json"
 #: The hosts the plugins found up again after a ResumeProgram, with when (not woken twice
 #: while Slurm waits for them to register).
 WOKEN_RECORD = "power_woken.json"
-#: What a refusal of the state folder calls it.
+#: What a refusal of the power programs' folder calls it (an earlier install's records
+#: were in the state folder itself).
+POWER_FOLDER = "the power programs' folder (<--state-dir>/power)"
 STATE_FOLDER = "the state folder (--state-dir)"
+
+
+def _folder_name(ctx) -> str:
+    config = getattr(ctx, "config", None) or {}
+    return POWER_FOLDER if config.get("power_dir") else STATE_FOLDER
 
 
 def _hostlist(ctx, text: str) -> list[str]:
@@ -174,15 +181,22 @@ def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
 
 @contextmanager
 def _locked(ctx):
-    """The power programs' lock, in the state folder. The folder follows `pbsplug.safedirs`'
-    rule (another user could plant links for root to write through, or forge the records it
-    acts on): `UnsafeFolder`, one line naming it, its owner and mode, and the program exits
-    1 with it. The lock is root's alone (0600): one another user could open, they could
-    hold."""
+    """The power programs' lock, in their folder (``<state-dir>/power``, SlurmUser's: install
+    makes it so). The folder follows `pbsplug.safedirs`' rule (another user could plant
+    links to write through, or forge the records it acts on): `UnsafeFolder`, one line
+    naming it, its owner and mode, and the program exits 1 with it. The lock is its
+    owner's alone (0600): one another user could open, they could hold."""
+    what = _folder_name(ctx)
     try:
-        folder = safedirs.ensure_folder(ctx.state_dir, STATE_FOLDER)
+        folder = safedirs.ensure_folder(ctx.power_dir, what)
     except safedirs.UnsafeFolder as exc:
-        raise _as_slurm_user(ctx.state_dir, exc) from None
+        raise _as_slurm_user(ctx.power_dir, exc, what) from None
+    except PermissionError as exc:
+        if os.geteuid() == 0:
+            raise
+        raise OSError(f"{what} {ctx.power_dir} is missing and uid {os.geteuid()} "
+                      f"cannot make it ({exc.strerror}): run 'pbsplug slurm install' as root "
+                      "on this host (the controller), which makes it SlurmUser's") from None
     fd = safedirs.open_file(folder / "power.lock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         os.fchmod(fd, 0o600)  # one an earlier pbsplug made 0644
@@ -192,7 +206,8 @@ def _locked(ctx):
         os.close(fd)
 
 
-def _as_slurm_user(folder: Path, exc: safedirs.UnsafeFolder) -> safedirs.UnsafeFolder:
+def _as_slurm_user(folder: Path, exc: safedirs.UnsafeFolder,
+                   what: str = POWER_FOLDER) -> safedirs.UnsafeFolder:
     """`exc`, or for a root run that met a state folder of another user's (with the folders
     above it root's), what to do: that is SlurmUser's folder (install makes it so when
     SlurmUser is not root, since its power programs write there), and making it root's
@@ -211,10 +226,11 @@ def _as_slurm_user(folder: Path, exc: safedirs.UnsafeFolder) -> safedirs.UnsafeF
     except KeyError:
         user, how = f"uid {info.st_uid}", ""
     return safedirs.UnsafeFolder(
-        f"refusing {STATE_FOLDER} {folder} to root: it is {user}'s (uid {info.st_uid}, "
+        f"refusing {what} {folder} to root: it is {user}'s (uid {info.st_uid}, "
         f"mode {stat.S_IMODE(info.st_mode):04o}), as SlurmUser's power programs write "
-        f"there; run this as SlurmUser{how}, not as root, and leave the folder as it is",
-        exc.problem)
+        f"there; run 'pbsplug slurm install' again (it records SlurmUser, and a root run "
+        f"then acts as SlurmUser), or run this as SlurmUser{how}, not as root, and leave "
+        "the folder as it is", exc.problem)
 
 
 def _off_record(ctx) -> dict[str, int]:
@@ -234,7 +250,7 @@ def _read_record(ctx, name: str) -> dict[str, int]:
     no finite number) is logged and read as empty, so power saving goes on (the next
     save writes it whole again). One that is a link, or that another user could have
     written, is `UnsafeFolder`."""
-    path = ctx.state_dir / name
+    path = ctx.power_dir / name
     try:
         data = json.loads(safedirs.read_text(path))
     except FileNotFoundError:
@@ -253,7 +269,7 @@ def _read_record(ctx, name: str) -> dict[str, int]:
 
 
 def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
-    safedirs.write_text(ctx.state_dir / name, json.dumps(dict(record), sort_keys=True))
+    safedirs.write_text(ctx.power_dir / name, json.dumps(dict(record), sort_keys=True))
 
 
 def _fire(ctx, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 from pathlib import Path
 
 import typer
@@ -158,10 +159,15 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
         if not path.is_absolute():
             raise CliError(f"{what} {path}: expected an absolute path (Slurm's programs "
                            "run with no PATH and from any folder)")
-    return slurm.plan(state.plugins("enabled"), directory, dirs=slurm.site_dirs(site_dir),
-                      bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
-                      else "", state_dir=str(state_dir), log_file=str(log_file),
-                      run_dir=str(run_dir), native=native)
+    try:
+        return slurm.plan(state.plugins("enabled"), directory, dirs=slurm.site_dirs(site_dir),
+                          bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
+                          else "", state_dir=str(state_dir), log_file=str(log_file),
+                          run_dir=str(run_dir), native=native,
+                          slurm_user=lambda: slurm.read_slurm_user(_conf_path(slurm_conf),
+                                                                   bins))
+    except slurm.SlurmInstallError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _conf_path(slurm_conf: Path | None) -> Path:
@@ -183,7 +189,11 @@ def slurm_app() -> typer.Typer:
     bin_opt = typer.Option(None, "--bin-dir", metavar="DIR",
                            help="The folder of scontrol and scancel (default: from PATH).")
     state_opt = typer.Option(Path("/var/spool/pbsplug-slurm"), "--state-dir", metavar="DIR",
-                             help="Per-node state: each job's launch environment.")
+                             help="Per-host state, root's: the slurmd starts "
+                                  "HealthCheckProgram has seen; DIR/power holds the power "
+                                  "programs' records and DIR/slurmuser the pbsplug home of "
+                                  "the programs slurmctld runs as SlurmUser, both "
+                                  "SlurmUser's (install makes them so on the controller).")
     log_opt = typer.Option(Path("/var/log/pbsplug-slurm.log"), "--log-file", metavar="FILE",
                            help="Where the programs log (Slurm keeps no script output).")
     run_opt = typer.Option(Path("/run/pbsplug"), "--run-dir", metavar="DIR",
@@ -206,7 +216,11 @@ def slurm_app() -> typer.Typer:
                 log_file: Path = log_opt, run_dir: Path = run_opt,
                 site_dir: list[Path] = site_opt, native: bool = native_opt) -> None:
         """Write one program per Slurm script the enabled plugins need, and the slurm.conf
-        lines that name them."""
+        lines that name them. Run it as root, on the controller too when a plugin needs
+        SlurmctldProlog/Epilog or the power programs: slurmctld runs those as SlurmUser
+        (read from slurm.conf, else 'scontrol show config'), and install makes their
+        folders SlurmUser's (DIR/power, DIR/slurmuser and a state_dir the site gives such a
+        plugin) and the config readable by SlurmUser's group."""
         from ..adapters import slurm
 
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
@@ -228,6 +242,17 @@ def slurm_app() -> typer.Typer:
             raise CliError(f"cannot write the programs in {directory}: {exc}") from None
         except slurm.SlurmInstallError as exc:
             raise CliError(str(exc)) from None
+        try:
+            for line in slurm.prepare_state(p, str(state_dir)):
+                typer.echo(line)
+        except slurm.SlurmInstallError as exc:
+            raise CliError(str(exc)) from None
+        su = p.config.get("slurm_user")
+        ctlds = slurm.controller_names(_conf_path(slurm_conf))
+        if su and ctlds and socket.gethostname().split(".")[0] not in ctlds:
+            typer.echo(f"note: this host is not the controller ({', '.join(ctlds)}): run "
+                       "install there too, as root, so that SlurmUser's folders are made "
+                       "where slurmctld runs its programs")
         if p.conf_lines:
             typer.echo(f"Slurm runs: {slurm.launcher(directory)}")
         conf = _conf_path(slurm_conf)
@@ -270,8 +295,11 @@ def slurm_app() -> typer.Typer:
                                                   "once).")) -> None:
         """The server periodic event (the power plugin's decision) over Slurm's nodes,
         reservations and pending jobs, as installed in DIR: run it on the controller from a
-        timer (Slurm has no periodic script)."""
+        timer (Slurm has no periodic script), as root or as SlurmUser. Run as root with a
+        SlurmUser that is not root, the event runs as SlurmUser (the power programs' folders
+        are SlurmUser's); its log lines go to root's --log-file."""
         import os
+        import site
         import time
 
         from ..adapters import slurm, slurm_bridge
@@ -285,10 +313,18 @@ def slurm_app() -> typer.Typer:
                            "install' first, or give --dir)")
         if every < 0:
             raise CliError(f"--every {every:g}: expected a number of seconds >= 0")
+        for folder in config.get("site_dirs") or ():  # as the programs import (--site-dir)
+            site.addsitedir(folder)
+        become = os.geteuid() == 0 and config.get("slurm_user")
         try:
-            ctx_ = slurm_bridge.load(config)
+            ctx_ = slurm_bridge.load(config, as_slurm_user=True if become else None)
         except RuntimeError as exc:
             raise CliError(str(exc)) from None
+        if become:
+            try:
+                slurm_bridge.become_slurm_user(config)
+            except OSError as exc:
+                raise CliError(str(exc)) from None
         while True:
             answer = slurm_bridge.dispatch(ctx_, {"script": "periodic",
                                                   "env": dict(os.environ), "argv": []})

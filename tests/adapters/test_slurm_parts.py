@@ -135,7 +135,7 @@ def test_a_damaged_power_record_is_logged_and_read_as_empty(tmp_path, caplog, te
     from pbsplug.adapters import slurm_power
 
     (tmp_path / slurm_power.OFF_RECORD).write_text(text)
-    ctx = type("Ctx", (), {"state_dir": tmp_path})()
+    ctx = type("Ctx", (), {"power_dir": tmp_path})()
     assert slurm_power._off_record(ctx) == {}
     assert str(tmp_path / slurm_power.OFF_RECORD) in caplog.text
     (tmp_path / slurm_power.OFF_RECORD).write_text('{"n1": 1700000000}')
@@ -652,7 +652,7 @@ def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp
     folder = tmp_path / "state"
     folder.mkdir(mode=0o755)
     os.chown(folder, 64998, 64998)  # a bare uid stands for SlurmUser
-    ctx = type("Ctx", (), {"state_dir": folder})()
+    ctx = type("Ctx", (), {"power_dir": folder})()
     with pytest.raises(safedirs.UnsafeFolder) as caught:
         with slurm_power._locked(ctx):
             pass
@@ -666,3 +666,179 @@ def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp
         with slurm_power._locked(ctx):
             pass
     assert "SlurmUser" not in str(caught.value)
+
+
+# -- a SlurmUser that is not root ----------------------------------------------------------
+
+def test_slurmuser_is_read_from_slurm_conf_and_every_bad_input_is_one_line(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nslurmuser = slurm   # the packages' user\n")
+    assert slurm.read_slurm_user(conf, "/nowhere") == "slurm"
+    conf.write_text("ClusterName=x\n#SlurmUser=slurm\n")
+    assert slurm.read_slurm_user(conf, "/nowhere") == "root"  # Slurm's default
+    conf.write_text("SlurmUser=pbsplug-no-such-user\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.read_slurm_user(conf, "/nowhere")
+    assert str(caught.value) == (
+        f"SlurmUser=pbsplug-no-such-user in {conf}: no such user on this host (slurmctld runs "
+        "its programs as that user): create it, or correct slurm.conf")
+    conf.write_text("SlurmUser=a b\n")
+    with pytest.raises(slurm.SlurmInstallError, match=r"^SlurmUser='a b' in .*: expected a "
+                                                      r"user name$"):
+        slurm.read_slurm_user(conf, "/nowhere")
+    for missing_conf in (tmp_path / "absent.conf", tmp_path):  # absent; a folder
+        with pytest.raises(slurm.SlurmInstallError) as caught:
+            slurm.read_slurm_user(missing_conf, "/nowhere")
+        message = str(caught.value)
+        assert message.startswith(f"{missing_conf}: cannot read slurm.conf (")
+        assert "\n" not in message and "give --slurm-conf" in message
+
+
+def test_slurmuser_from_scontrol_when_slurm_conf_includes_other_files(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nInclude /etc/slurm/more.conf\n")
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    scontrol = bins / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho 'SLURM_VERSION           = 22.05.8'\n"
+                        "echo 'SlurmUser               = root(0)'\n")
+    scontrol.chmod(0o755)
+    assert slurm.read_slurm_user(conf, str(bins)) == "root"
+    scontrol.write_text("#!/bin/sh\necho 'slurm_load_ctl_conf error: Unable to contact slurm "
+                        "controller' >&2\nexit 1\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.read_slurm_user(conf, str(bins))
+    assert str(caught.value) == (
+        f"{conf} sets no SlurmUser but includes other files, and scontrol show config did not "
+        "say it: slurm_load_ctl_conf error: Unable to contact slurm controller")
+
+
+def _slurm_user(name: str = "slurm"):
+    import pwd
+
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        from pbsplug.testing import missing
+
+        missing(f"needs the user {name} (Debian's slurmctld package makes it)")
+
+
+def test_the_plan_gives_slurmusers_programs_a_home_and_log_of_their_own(dists, tmp_path):
+    plugins = _plugins(dists, tmp_path)
+    asked = []
+
+    def read() -> str:
+        asked.append(1)
+        return "slurm"
+
+    _slurm_user()
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/usr/bin",
+                   slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x.log",
+                   run_dir="/run/x", slurm_user=read)
+    assert asked == [1]  # the power programs run as SlurmUser: it is asked
+    assert p.config["power_dir"] == "/var/spool/x/power"
+    assert p.config["slurm_user"] == {"name": "slurm", "home": "/var/spool/x/slurmuser",
+                                      "log_file": "/var/spool/x/slurmuser/x.log"}
+    assert os.path.isabs(p.config["home"])
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/usr/bin",
+                   slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x.log",
+                   run_dir="/run/x")
+    assert "slurm_user" not in p.config and p.config["power_dir"] == "/var/spool/x/power"
+    node_only = dists.enabled("nodeonly", "from pbsplug import hookimpl\n\n@hookimpl\n"
+                              "def execjob_begin(event):\n    pass\n", tmp_path)
+    p = slurm.plan(node_only, tmp_path / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir="/var/spool/x", log_file="",
+                   run_dir="/run/x", slurm_user=lambda: pytest.fail("SlurmUser asked"))
+    assert "slurm_user" not in p.config and "power_dir" not in p.config
+
+
+def test_the_bridge_sets_pbsplug_home_for_the_user_that_runs_the_events(monkeypatch):
+    monkeypatch.delenv("PBSPLUG_HOME", raising=False)
+    config = {"plugins": {}, "home": "/var/spool/root-home",
+              "slurm_user": {"name": "slurm", "home": "/var/spool/x/slurmuser",
+                             "log_file": ""}}
+    slurm_bridge.load(config)  # root: the install's home
+    assert os.environ["PBSPLUG_HOME"] == "/var/spool/root-home"
+    slurm_bridge.load(config, as_slurm_user=True)  # root's periodic, run as SlurmUser
+    assert os.environ["PBSPLUG_HOME"] == "/var/spool/x/slurmuser"
+    old = {"plugins": {}}  # an earlier install's config: the environment as it is
+    monkeypatch.setenv("PBSPLUG_HOME", "/elsewhere")
+    ctx = slurm_bridge.load({**old, "state_dir": "/var/spool/x"})
+    assert os.environ["PBSPLUG_HOME"] == "/elsewhere"
+    assert ctx.power_dir == Path("/var/spool/x")  # its records where it kept them
+
+
+def test_install_makes_slurmusers_folders_and_moves_an_earlier_installs_records(shared_tmp):
+    """Run as root: --state-dir stays root's (HealthCheckProgram runs as root); power and
+    slurmuser under it, and a state_dir the site gave a plugin run as SlurmUser, become
+    SlurmUser's, through a descriptor; an earlier install's records move into power."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: hands folders to SlurmUser")
+    pw = _slurm_user()
+    state = shared_tmp / "state"
+    state.mkdir()
+    (state / "power_off.json").write_text('{"n3": 1700000000}')
+    (state / "power.lock").write_text("")
+    plugin_state = shared_tmp / "plugin-state"
+    plugin_state.mkdir()
+    (plugin_state / "power_booting.json").write_text('{"booting": {}}')
+    p = slurm.Plan(shared_tmp / "programs", {
+        "plugins": {"parts": {"config": {"state_dir": str(plugin_state)},
+                              "attributes": {"events": ["periodic", "execjob_begin"]}}},
+        "power_dir": str(state / "power"),
+        "slurm_user": {"name": "slurm", "home": str(state / "slurmuser"),
+                       "log_file": str(state / "slurmuser" / "x.log")}}, {}, {})
+    done = slurm.prepare_state(p, str(state))
+    assert any("moved power_off.json" in line for line in done)
+    for folder in (state / "power", state / "slurmuser", plugin_state):
+        info = folder.stat()
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid,
+                                                                     0o755), folder
+    assert state.stat().st_uid == 0  # HealthCheckProgram's, root's
+    moved = state / "power" / "power_off.json"
+    assert moved.read_text() == '{"n3": 1700000000}' and moved.stat().st_uid == pw.pw_uid
+    assert (plugin_state / "power_booting.json").stat().st_uid == pw.pw_uid
+    assert (state / "power.lock").stat().st_uid == 0  # the earlier lock is left alone
+    assert slurm.prepare_state(p, str(state))  # again: nothing to move, nothing refused
+    # A folder of a third user's is not taken over; a link is not followed.
+    os.chown(state / "slurmuser", 65534, 65534)
+    with pytest.raises(slurm.SlurmInstallError, match=r"owned by uid 65534"):
+        slurm.prepare_state(p, str(state))
+    os.rmdir(state / "slurmuser")
+    os.symlink("/etc", state / "slurmuser")
+    with pytest.raises(slurm.SlurmInstallError, match=r"is not a folder \(a link"):
+        slurm.prepare_state(p, str(state))
+    assert Path("/etc").stat().st_uid == 0
+    # A folder two plugins share, one run as SlurmUser and one as root: refused.
+    p.config["plugins"]["node"] = {"config": {"state_dir": str(plugin_state) + "/"},
+                                   "attributes": {"events": ["execjob_begin"]}}
+    os.unlink(state / "slurmuser")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.prepare_state(p, str(state))
+    assert str(caught.value) == (
+        f"state_dir {plugin_state} is plugin parts's, which runs as SlurmUser, and plugin "
+        "node's, which runs as root: give them folders of their own")
+
+
+def test_the_config_is_readable_by_slurmusers_group_alone(dists, tmp_path, shared_tmp):
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: the config's group is SlurmUser's")
+    pw = _slurm_user()
+    plugins = _plugins(dists, tmp_path)
+    p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
+                   log_file="", run_dir="/run/x", native=False, slurm_user="slurm")
+    slurm.write_programs(p)
+    info = (shared_tmp / "programs" / slurm.CONFIG_NAME).stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, pw.pw_gid, 0o640)
+    p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
+                   log_file="", run_dir="/run/x", native=False)
+    slurm.write_programs(p)
+    info = (shared_tmp / "programs" / slurm.CONFIG_NAME).stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o600)
