@@ -48,8 +48,11 @@ def install_packages() -> str | None:
     return None
 
 
-def base_conf(root: Path = ROOT, extra: str = "", power: bool = False) -> str:
-    """slurm.conf for four nodes on this host; `power`: n3, n4 start powered down (CLOUD)."""
+def base_conf(root: Path = ROOT, extra: str = "", power: bool = False,
+              slurm_user: str = "root") -> str:
+    """slurm.conf for four nodes on this host; `power`: n3, n4 start powered down (CLOUD);
+    `slurm_user`: the user slurmctld runs as, and its programs (`SlurmCluster.own_folders`
+    gives it the folders it writes)."""
     host = socket.gethostname().split(".")[0]
     nodes = (f"NodeName=n[1-4] NodeHostname={host} NodeAddr=127.0.0.1 "
              f"Port=[{FIRST_PORT}-{FIRST_PORT + 3}] CPUs=2 RealMemory=1000 State=UNKNOWN")
@@ -62,7 +65,7 @@ def base_conf(root: Path = ROOT, extra: str = "", power: bool = False) -> str:
     return f"""# slurm.conf of the pbsplug tests (tests/adapters/slurm_cluster.py)
 ClusterName=pbsplugci
 SlurmctldHost={host}
-SlurmUser=root
+SlurmUser={slurm_user}
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
@@ -168,6 +171,17 @@ class SlurmCluster:
         for node in NODES:
             self.start_slurmd(node)
         self.wait_nodes(NODES, ("idle",), 60)
+
+    def own_folders(self, user: str) -> None:
+        """slurmctld's folders (state, pid and log files) given to `user`, its SlurmUser
+        (slurmctld started as root runs as SlurmUser once it has read slurm.conf)."""
+        for sub in ("state", "run", "log"):
+            folder = self.root / sub
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.chown(folder, user, user)
+        for name in ("log/slurmctld.log", "run/slurmctld.pid"):
+            if (self.root / name).exists():
+                shutil.chown(self.root / name, user, user)
 
     def _munge_answers(self) -> bool:
         try:
