@@ -134,18 +134,29 @@ class Resources(dict):
         return (dict, (dict(self),))
 
 
-def _rebuild(cls: type, name: str, attrs: dict[str, Any]) -> Any:
-    """An unpickled object: what __init__ would make, without its per-key work (a scheduler
-    process unpickles thousands of jobs per cycle)."""
-    obj = cls.__new__(cls)
+def _fill(obj: PbsObject, name: str, attrs: dict[str, Any]) -> None:
+    """Set a new object's `PbsObject` slots (`PbsObject.__init__`, `_rebuild`): its name,
+    `attrs` (its own dict, whose resource mappings become `Resources`), no change and no
+    guard yet."""
     object.__setattr__(obj, "_name", name)
     object.__setattr__(obj, "_changes", {})
     object.__setattr__(obj, "_guard", None)
+    #: In a hook's event (a guard set): the dict and list attributes it read, each as
+    #: it was before the hook changed anything in place (`settle`).
     object.__setattr__(obj, "_read", None)
+    # `_wrap` for each key, with the few resource mappings found by a set operation
+    # (objects are made by the million in a replay).
     for key in RESOURCE_ATTRIBUTES.intersection(attrs):
         attrs[key] = Resources(obj, key, attrs[key])
     object.__setattr__(obj, "_attrs", attrs)
-    for slot, value in getattr(cls, "_fresh_slots", ()):
+
+
+def _rebuild(cls: type[PbsObject], name: str, attrs: dict[str, Any]) -> Any:
+    """An unpickled object: what __init__ would make, without its per-key work (a scheduler
+    process unpickles thousands of jobs per cycle)."""
+    obj = cls.__new__(cls)
+    _fill(obj, name, attrs)
+    for slot, value in cls._fresh_slots:
         object.__setattr__(obj, slot, value)
     return obj
 
@@ -160,20 +171,11 @@ class PbsObject:
     required: frozenset[str] = frozenset()
 
     __slots__ = ("_name", "_attrs", "_changes", "_guard", "_read")
+    #: A subclass's own slots, each with the value its __init__ gives it (for `_rebuild`).
+    _fresh_slots: tuple[tuple[str, Any], ...] = ()
 
     def __init__(self, name: str, attrs: Mapping[str, Any] | None = None):
-        wrapped = dict(attrs) if attrs else {}
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_attrs", wrapped)
-        object.__setattr__(self, "_changes", {})
-        object.__setattr__(self, "_guard", None)
-        #: In a hook's event (a guard set): the dict and list attributes it read, each as
-        #: it was before the hook changed anything in place (`settle`).
-        object.__setattr__(self, "_read", None)
-        # `_wrap` for each key, with the few resource mappings found by a set operation
-        # (objects are made by the million in a replay).
-        for key in RESOURCE_ATTRIBUTES.intersection(wrapped):
-            wrapped[key] = Resources(self, key, wrapped[key])
+        _fill(self, name, dict(attrs) if attrs else {})
 
     def __reduce__(self):
         """Pickled as (type, name, plain attributes) and rebuilt by `_rebuild`, so that
@@ -350,7 +352,6 @@ class Job(PbsObject):
     kind = "job"
     always_readonly = frozenset({"id"})
     __slots__ = ("_action", "_action_allowed")
-    #: What __init__ sets besides the attributes (for `_rebuild`).
     _fresh_slots = (("_action", None), ("_action_allowed", True))
 
     def __init__(self, job_id: str, attrs: Mapping[str, Any] | None = None):
