@@ -180,6 +180,18 @@ def _job(cs: Cpusets, cpus: list[int] = LAST_CPU, name: str = JOB) -> Path:
     return cs.create(name, cpus, [0])
 
 
+def _shell_with_a_child(cs: Cpusets, spawn: Callable[..., subprocess.Popen[bytes]]
+                        ) -> subprocess.Popen[bytes]:
+    """A shell in the job's cpuset once it has started a child there (a ``sleep``)."""
+    _job(cs)
+    shell = spawn("sh", "-c", "read go; sleep 60 & wait", stdin=subprocess.PIPE)
+    cs.attach(JOB, shell.pid)
+    shell.stdin.write(b"go\n")
+    shell.stdin.flush()
+    assert _until(lambda: len(cs.pids(JOB)) == 2), f"the child never showed: {cs.pids(JOB)}"
+    return shell
+
+
 # -- building and reading --------------------------------------------------------------------
 
 
@@ -268,12 +280,7 @@ def test_attach_confines_the_process_and_moves_it(cs: Cpusets, spawn) -> None:
 
 
 def test_children_of_an_attached_process_are_in_the_cpuset(cs: Cpusets, spawn) -> None:
-    _job(cs)
-    shell = spawn("sh", "-c", "read go; sleep 60 & wait", stdin=subprocess.PIPE)
-    cs.attach(JOB, shell.pid)
-    shell.stdin.write(b"go\n")
-    shell.stdin.flush()
-    assert _until(lambda: len(cs.pids(JOB)) == 2), f"the child never showed: {cs.pids(JOB)}"
+    shell = _shell_with_a_child(cs, spawn)
     child = next(pid for pid in cs.pids(JOB) if pid != shell.pid)
     assert _proc_stat(child)[1] == shell.pid
     if not cs.emulated:
@@ -316,12 +323,7 @@ def test_attach_errors_say_what_to_do(cs: Cpusets, spawn) -> None:
 
 
 def test_kill_kills_the_whole_tree(cs: Cpusets, spawn) -> None:
-    _job(cs)
-    shell = spawn("sh", "-c", "read go; sleep 60 & wait", stdin=subprocess.PIPE)
-    cs.attach(JOB, shell.pid)
-    shell.stdin.write(b"go\n")
-    shell.stdin.flush()
-    assert _until(lambda: len(cs.pids(JOB)) == 2)
+    shell = _shell_with_a_child(cs, spawn)
     pids = cs.pids(JOB)
     cs.kill(JOB)
     # Children go first, so the shell may see its child die and exit before its own SIGKILL
