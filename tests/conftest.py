@@ -74,10 +74,11 @@ def home(tmp_path) -> Path:
 @pytest.fixture
 def cli(dists, home):
     """``cli(*args, input=None, **env)``: run ``pbsplug`` as a real process with the test's
-    installed distributions and home; returns the CompletedProcess (text)."""
+    installed distributions and home (`env` may replace PBSPLUG_HOME); returns the
+    CompletedProcess (text)."""
 
     def run(*args: str, input: str | None = None, **env: str):
-        environment = dists.env(PBSPLUG_HOME=str(home), **env)
+        environment = dists.env(**{"PBSPLUG_HOME": str(home), **env})
         return subprocess.run([PBSPLUG, *args], capture_output=True, text=True, input=input,
                               env=environment, timeout=120)
 

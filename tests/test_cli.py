@@ -41,7 +41,6 @@ def queuejob(event):
     pass
 """
 
-PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 #: The repository's own plugins (plugins/*), which `make test` installs into the venv: every
 #: command sees them beside a test's distributions, so listings leave them out.
 PACKAGED = frozenset(ep.name for ep in importlib.metadata.entry_points(group="pbsplug"))
@@ -61,15 +60,12 @@ def marks(tmp_path) -> Path:
 
 
 @pytest.fixture
-def run(dists, home, marks):
-    """Like conftest's `cli` (the real ``pbsplug`` script, this test's distributions and
-    home), with the import markers switched on; `env` may also replace PBSPLUG_HOME."""
+def run(cli, marks):
+    """conftest's `cli` (the real ``pbsplug`` script, this test's distributions and home),
+    with the import markers switched on."""
 
     def go(*args: str, input: str | None = None, **env: str):
-        environment = dists.env(**{"PBSPLUG_HOME": str(home), "CLI_TEST_MARKS": str(marks),
-                                   **env})
-        return subprocess.run([PBSPLUG, *args], capture_output=True, text=True, input=input,
-                              env=environment, timeout=120)
+        return cli(*args, input=input, **{"CLI_TEST_MARKS": str(marks), **env})
 
     return go
 
