@@ -604,10 +604,10 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     try:
         safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
         if power:
-            safedirs.ensure_folder_owned_by(power, uid, gid, "the power programs' folder")
+            _own_folder(power, uid, gid, "the power programs' folder")
             moved = _move_old_records(Path(state_dir), Path(power))
             if moved:
-                safedirs.ensure_folder_owned_by(power, uid, gid, "the power programs' folder")
+                _own_folder(power, uid, gid, "the power programs' folder")
                 done.append(f"moved {', '.join(moved)} from {state_dir} (an earlier "
                             f"install's) into {power}")
             done.append(f"made {power} {name}'s (the power programs' records and lock)")
@@ -625,6 +625,14 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
         raise SlurmInstallError(f"cannot make {exc.filename or state_dir}: "
                                 f"{exc.strerror or exc}") from None
     return done
+
+
+def _own_folder(folder: str, uid: int, gid: int, what: str) -> None:
+    """`folder` made `uid`'s: by the rule alone when that is who runs install."""
+    if uid == os.geteuid():
+        safedirs.ensure_folder(folder, what)
+    else:
+        safedirs.ensure_folder_owned_by(folder, uid, gid, what)
 
 
 def _slurm_user_state_dirs(p: Plan) -> dict[str, str]:

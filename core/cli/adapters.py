@@ -191,11 +191,14 @@ def slurm_app() -> typer.Typer:
     state_opt = typer.Option(Path("/var/spool/pbsplug-slurm"), "--state-dir", metavar="DIR",
                              help="Per-host state, root's: the slurmd starts "
                                   "HealthCheckProgram has seen; DIR/power holds the power "
-                                  "programs' records and DIR/slurmuser the pbsplug home of "
-                                  "the programs slurmctld runs as SlurmUser, both "
-                                  "SlurmUser's (install makes them so on the controller).")
+                                  "programs' records, and DIR/slurmuser is the pbsplug home "
+                                  "(and log) of the programs slurmctld runs as SlurmUser; "
+                                  "with a SlurmUser that is not root both are SlurmUser's "
+                                  "(install makes them so on the controller).")
     log_opt = typer.Option(Path("/var/log/pbsplug-slurm.log"), "--log-file", metavar="FILE",
-                           help="Where the programs log (Slurm keeps no script output).")
+                           help="Where the programs run as root log (Slurm keeps no "
+                                "script output); SlurmUser's log to the file of that name "
+                                "in <state-dir>/slurmuser.")
     run_opt = typer.Option(Path("/run/pbsplug"), "--run-dir", metavar="DIR",
                            help="The workers' sockets (root only).")
     site_opt = typer.Option([], "--site-dir", metavar="DIR",
@@ -217,10 +220,11 @@ def slurm_app() -> typer.Typer:
                 site_dir: list[Path] = site_opt, native: bool = native_opt) -> None:
         """Write one program per Slurm script the enabled plugins need, and the slurm.conf
         lines that name them. Run it as root, on the controller too when a plugin needs
-        SlurmctldProlog/Epilog or the power programs: slurmctld runs those as SlurmUser
-        (read from slurm.conf, else 'scontrol show config'), and install makes their
-        folders SlurmUser's (DIR/power, DIR/slurmuser and a state_dir the site gives such a
-        plugin) and the config readable by SlurmUser's group."""
+        PrologSlurmctld, EpilogSlurmctld or the power programs: slurmctld runs those as
+        SlurmUser (read from slurm.conf, else 'scontrol show config'), and with one that
+        is not root install makes their folders SlurmUser's (<state-dir>/power,
+        <state-dir>/slurmuser and a state_dir the site gives such a plugin) and the config
+        readable by SlurmUser's group."""
         from ..adapters import slurm
 
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,

@@ -145,6 +145,14 @@ def test_power_programs_run_as_slurmuser_beside_roots_programs(slurm_user_site):
     # SuspendProgram, run by slurmctld as SlurmUser: the plugin's driver powers n3 off.
     cluster.run("scontrol", "update", "nodename=n3", "state=power_down")
     until(lambda: "slurm off n3" in site.calls(), 60, "SuspendProgram to power n3 off")
+
+    def recorded() -> bool:  # (written once the driver has answered)
+        try:
+            return '"n3"' in (power / "power_off.json").read_text()
+        except OSError:
+            return False
+
+    until(recorded, 20, "SuspendProgram's record of n3")
     assert _owner(power / "power_off.json") == "slurm"
     # The plugin's default state folder is under SlurmUser's pbsplug home, not root's.
     plugin_state = own / "hooks" / "tmp"
