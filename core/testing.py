@@ -111,8 +111,8 @@ def local_engine() -> Iterator[Callable[..., Any]]:
 
     made: list[Any] = []
 
-    def make(site: str = "", env: Mapping[str, str] | None = None) -> Any:
-        engine = LocalEngine(make_root(), site, env)
+    def make(site_toml: str = "", env: Mapping[str, str] | None = None) -> Any:
+        engine = LocalEngine(make_root(), site_toml, env)
         made.append(engine)
         return engine.start()
 
