@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,18 @@ def parse_list(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
+def qmgr_command(qmgr: list[str]) -> list[str]:
+    """`qmgr` as it is run. The default's ``pbsplug`` is the one of this environment (beside
+    its interpreter), so the status works from a pbsplug that is not on PATH (a virtual
+    environment not activated), and never asks another installation's server."""
+    own = Path(sys.executable).with_name("pbsplug")
+    if qmgr[:1] == ["pbsplug"] and own.is_file():
+        return [str(own), *qmgr[1:]]
+    return qmgr
+
+
 def schedulers(qmgr: list[str]) -> dict[str, dict[str, str]]:
+    qmgr = qmgr_command(qmgr)
     try:
         done = subprocess.run([*qmgr, "-c", "list sched"], capture_output=True, text=True,
                               timeout=60)

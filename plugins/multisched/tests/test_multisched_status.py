@@ -55,6 +55,20 @@ def test_status_shows_each_scheduler_its_partitions_state_pid_and_last_cycle(ser
     assert any(line.split()[:3] == ["sc1", "P1", "idle"] for line in text.splitlines())
 
 
+def test_status_runs_this_environments_pbsplug_qmgr_when_pbsplug_is_not_on_path(local_engine,
+                                                                                tmp_path):
+    import os
+    import subprocess
+
+    engine = local_engine(site_toml("multisched", {"state_dir": str(tmp_path / "records")}))
+    qmgr(engine, "create sched sc1 partition = P1")
+    env = {**engine.env(), "PATH": os.defpath}  # the default qmgr, ["pbsplug", "qmgr"]
+    done = subprocess.run([PBSPLUG, "multisched", "status", "--json"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert {row["sched"] for row in json.loads(done.stdout)} == {"default", "sc1"}
+
+
 def test_status_says_why_when_qmgr_fails(tmp_path):
     import os
     import subprocess
