@@ -27,6 +27,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..objects import is_route_queue
+from ..settings import PluginInfo
 from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
@@ -59,7 +60,7 @@ class Manager:
     def __init__(self, engine: Engine):
         self.engine = engine
         #: Declarations read from disabled plugins an admin named by their PBS hook name.
-        self._declared: dict[str, Any] = {}
+        self._declared: dict[str, PluginInfo] = {}
 
     # -- the request ------------------------------------------------------------------------------
     def run(self, caller: Caller, text: str) -> dict[str, Any]:
@@ -104,6 +105,14 @@ class Manager:
             shown = {self._plugin_of_pbs_name(n): n for n in cmd.names}
             cmd.names = list(shown)
         objects = self.objects(cmd.obj_type)
+        if cmd.obj_type == "hook" and cmd.names is None:
+            # As PBS's qmgr: `list hook` is the site hooks, `list pbshook` the pbs hooks
+            # (by their PBS names); a disabled plugin's declaration gives its type.
+            kind = "pbs" if cmd.pbshook else "site"
+            infos = {p: self._declaration(p) for p in objects}
+            objects = {p: a for p, a in self._hooks().items() if a["type"] == kind}
+            if cmd.pbshook:
+                shown = {p: getattr(infos.get(p), "pbs_name", None) or p for p in objects}
         if cmd.obj_type == "server":
             names = [eng.server_name]
         elif cmd.verb == "create":
@@ -385,20 +394,29 @@ class Manager:
             raise err.for_object(cmd.obj_type, name) from None
 
     # -- hooks are plugins ------------------------------------------------------------------------
+    def _declaration(self, plugin: str) -> PluginInfo | None:
+        """The plugin's `PluginInfo`, or None. A disabled plugin is not imported; an admin
+        naming a PBS hook or listing hooks by type is the one time its declaration is read
+        (a blocked one stays unread), and it is kept for `_hooks`."""
+        record = self.engine.plugins.records.get(plugin)
+        if record is None:
+            return None
+        if record.info is not None:
+            return record.info
+        if plugin not in self._declared and record.status == "disabled" and \
+                record.entry_point:
+            try:
+                info = getattr(record.entry_point.load(), "plugin_info", None)
+            except Exception:  # noqa: BLE001 - a broken plugin is simply no pbs hook
+                info = None
+            if isinstance(info, PluginInfo):
+                self._declared[plugin] = info
+        return self._declared.get(plugin)
+
     def _plugin_of_pbs_name(self, name: str) -> str:
         """The installed plugin whose ``pbs_name`` is `name` (PBS_power -> power)."""
-        for plugin, record in sorted(self.engine.plugins.records.items()):
-            info = record.info
-            if info is None and record.status == "disabled" and record.entry_point:
-                # A disabled plugin is not imported; an admin naming a PBS hook is the one
-                # time its declaration is read (a blocked one stays unread).
-                try:
-                    info = getattr(record.entry_point.load(), "plugin_info", None)
-                except Exception:  # noqa: BLE001 - a broken plugin is simply not this hook
-                    info = None
-            if getattr(info, "pbs_name", None) == name:
-                if record.attributes is None and info is not None:
-                    self._declared[plugin] = info
+        for plugin in sorted(self.engine.plugins.records):
+            if getattr(self._declaration(plugin), "pbs_name", None) == name:
                 return plugin
         raise QmgrError(PBSE_HOOKERROR, f"{name} does not exist!", obj_type="pbshook",
                         obj_name=name)

@@ -48,10 +48,13 @@ Rules that are pbsplug's own (PBS has no equivalent, or the behaviour was not ve
   attributes), and removes the attribute otherwise.
 * ``pbshook`` names a PBS hook (``set pbshook PBS_power enabled = true``): the plugin that
   declares that ``pbs_name``; ``create`` and ``delete`` of one are refused (15136, as PBS's
-  ``cannot delete a PBS hook``). The ``active``, ``import``, ``export`` and ``help`` commands
-  are refused with 15029 (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource``
-  objects with a ``type`` (and a ``flag``, kept but not used), as in PBS. ``quit`` /
-  ``exit`` end the text, as in qmgr.
+  ``cannot delete a PBS hook``), and so is ``print`` (OpenPBS's qmgr prints nothing for one
+  and exits 1). Without names, ``list hook``/``print hook`` are the site hooks and ``list
+  pbshook`` the pbs hooks, by their PBS names, as in OpenPBS 23.06 (checked). The
+  ``active``, ``import``, ``export`` and ``help`` commands are refused with 15029
+  (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource`` objects with a
+  ``type`` (and a ``flag``, kept but not used), as in PBS. ``quit`` / ``exit`` end the
+  text, as in qmgr.
 * A ``#`` starts a comment at the start of a command or after a blank, outside quotes.
 
 Facts taken from PBS's sources but not checked against a running PBS: whether 15014/15003/
@@ -583,6 +586,9 @@ def _parse_one(command: str, server_name: str | None,
     if pbshook:  # a PBS hook: the plugin whose pbs_name it is (the manager maps the name)
         if verb in ("create", "delete"):
             raise QmgrError(PBSE_HOOKERROR, f"cannot {verb} a PBS hook", obj_type="pbshook")
+        if verb == "print":  # (OpenPBS 23.06's qmgr prints nothing for one and exits 1)
+            raise QmgrSyntaxError("qmgr: print pbshook is not supported; list pbshook "
+                                  "shows a PBS hook")
         obj_type = "hook"
     pos = _skip_blank(command, pos + len(obj_word))
     defs = definitions(obj_type, registry)

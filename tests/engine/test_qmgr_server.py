@@ -184,6 +184,39 @@ def test_set_pbshook_sets_the_plugin_that_declares_that_pbs_name(dists, make_eng
                                         "not exist!", "qmgr: Error (15136) returned from server"]
 
 
+def test_list_hook_is_the_site_hooks_and_list_pbshook_the_pbs_hooks(dists, make_engine):
+    """As OpenPBS 23.06's qmgr (checked): `list hook` and `print hook` without names show
+    only site hooks, `list pbshook` only pbs hooks, by their PBS names; a disabled pbs
+    plugin (never imported) is one too. `print pbshook` prints nothing (PBS's exits 1)."""
+    body = """
+        @hookimpl
+        def periodic(event):
+            pass
+        """
+    plugin(dists, "pw", body, ("periodic",), type="pbs", pbs_name="PBS_pw")  # disabled
+    plugin(dists, "pq", body, ("periodic",), type="pbs", pbs_name="PBS_pq")
+    plugin(dists, "sitey", body, ("periodic",))
+    engine = make_engine("[plugins.pq]\nenabled = true\n[plugins.sitey]\nenabled = true\n")
+    def titles(text):  # (the environment's own plugins are installed too)
+        return {line for line in text.splitlines() if line.startswith("Hook ")}
+
+    listed = qmgr(engine, "list hook").stdout
+    assert "Hook sitey" in titles(listed) and "type = pbs" not in listed
+    assert not {"Hook pw", "Hook pq", "Hook power", "Hook cray_atom"} & titles(listed)
+    printed = qmgr(engine, "print hook").stdout
+    assert "create hook sitey\n" in printed and "create hook pq\n" not in printed
+    assert "type = pbs" not in printed
+    listed = qmgr(engine, "list pbshook").stdout
+    assert {"Hook PBS_pq", "Hook PBS_pw"} <= titles(listed)
+    assert all(name.startswith("Hook PBS_") for name in titles(listed))
+    assert "type = site" not in listed
+    done = qmgr(engine, "print pbshook PBS_pq")
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.startswith("qmgr: print pbshook is not supported")
+    # Named, a plugin is still its hook whatever its type (pbsplug's plugin names).
+    assert qmgr(engine, "list hook pw").stdout.startswith("Hook pw\n")
+
+
 # -- issue 17: PBS's rules that qmgr missed -----------------------------------------------
 
 @pytest.mark.parametrize("text, message", [
