@@ -213,8 +213,10 @@ def ensure_folder_owned_by(folder: str | Path, uid: int, gid: int,
     is neither root's nor `uid`'s, and then ``fchown``-ed to `uid`:`gid` and ``fchmod``-ed
     to `DIR_MODE`: no path another user could swap between the check and the change. The
     plain files directly in it that root owns, with no other name (a hard link), are
-    handed to `uid` the same way (its programs rewrite them in place: a lock). Not for
-    plugins: it needs root, and a hook never gives its folders away."""
+    handed to `uid` the same way (its programs rewrite them in place: a lock). A folder of
+    root's others may write in, or one holding a folder of root's, is refused: it is in use
+    by others than the one service (/tmp, /var/spool). Not for plugins: it needs root, and
+    a hook never gives its folders away."""
     path = Path(os.path.abspath(folder))
     if path.parent == path:
         raise ValueError(f"{what} {folder}: not a folder to hand over")
@@ -244,6 +246,8 @@ def ensure_folder_owned_by(folder: str | Path, uid: int, gid: int,
         if info.st_uid not in (0, uid):
             raise _refused(what, folder, f"{path} is owned by {_owner(info.st_uid)}, mode "
                                          f"{stat.S_IMODE(info.st_mode):04o}")
+        if info.st_uid != uid:
+            _check_giveable(fd, path, what, folder)
         os.fchown(fd, uid, gid)
         os.fchmod(fd, DIR_MODE)
         for name in os.listdir(fd):
@@ -251,6 +255,29 @@ def ensure_folder_owned_by(folder: str | Path, uid: int, gid: int,
     finally:
         os.close(fd)
     return Path(folder)
+
+
+def _check_giveable(fd: int, path: Path, what: str, folder: str | Path) -> None:
+    """`UnsafeFolder` unless the folder of root's `fd` is one made for a user to be given:
+    not one others write in (a /tmp: made the user's and 0755, every other user's files in
+    it would be the user's to remove), and holding no folder of root's (a /var/spool: the
+    user could rename a folder root uses, cron's, and put one of its own in its place)."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISVTX):
+        raise UnsafeFolder(f"refusing to give {what} {folder} away: {path} is root's and "
+                           f"others may write in it (mode {mode:04o}); choose a folder of "
+                           "its own", f"{path} is shared, mode {mode:04o}")
+    for name in sorted(os.listdir(fd)):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == 0:
+            raise UnsafeFolder(
+                f"refusing to give {what} {folder} away: {path} holds {name}, a folder of "
+                "root's, so it is not a folder made for one service alone; choose a folder "
+                "of its own (or make what is in it that user's first)",
+                f"{path} holds {name}, a folder of root's")
 
 
 def _hand_over_file(folder: int, name: str, uid: int, gid: int) -> None:

@@ -224,3 +224,30 @@ def test_a_folder_handed_to_a_user_through_a_descriptor(base):
     with pytest.raises(safedirs.UnsafeFolder, match=rf"^refusing the folder {folder}: {top} "
                                                     rf"is owned by uid {NOBODY}"):
         safedirs.ensure_folder_owned_by(folder, NOBODY, NOBODY, "the folder")
+
+
+@needs_root
+def test_a_folder_of_roots_in_use_is_not_given_away(base):
+    """Hostile review: `ensure_folder_owned_by` gives away only a folder made for the user. A
+    folder of root's that others write in (/tmp: made 0755 and the user's, every user's
+    files in it the user's to remove) or that holds a folder of root's (/var/spool: the
+    user could rename cron's folder and put its own in its place) is refused, unchanged."""
+    shared = base / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    with pytest.raises(safedirs.UnsafeFolder) as refused:
+        safedirs.ensure_folder_owned_by(shared, NOBODY, NOBODY, "the folder")
+    assert "\n" not in str(refused.value)
+    assert "others may write in it" in str(refused.value)
+    info = shared.stat()
+    assert (info.st_uid, info.st_mode & 0o7777) == (0, 0o1777)
+    tree = base / "spool"
+    (tree / "cron").mkdir(parents=True)
+    (tree / "record").write_text("")
+    with pytest.raises(safedirs.UnsafeFolder) as refused:
+        safedirs.ensure_folder_owned_by(tree, NOBODY, NOBODY, "the folder")
+    assert f"{tree} holds cron, a folder of root's" in str(refused.value)
+    assert tree.stat().st_uid == 0 and (tree / "record").stat().st_uid == 0
+    (tree / "cron").rmdir()  # root's plain files alone: handed over, as before
+    safedirs.ensure_folder_owned_by(tree, NOBODY, NOBODY, "the folder")
+    assert tree.stat().st_uid == NOBODY and (tree / "record").stat().st_uid == NOBODY

@@ -600,6 +600,7 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     if uid != 0 and os.geteuid() != 0:
         raise SlurmInstallError(f"SlurmUser is {name}: install must run as root to make "
                                 "its folders its own")
+    theirs = _slurm_user_state_dirs(p, state_dir) if su else {}
     done = []
     try:
         safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
@@ -615,7 +616,7 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
             safedirs.ensure_folder_owned_by(su["home"], uid, gid, "SlurmUser's pbsplug home")
             done.append(f"made {su['home']} {name}'s (PBSPLUG_HOME of SlurmUser's programs; "
                         f"their log file {su['log_file']})")
-            for folder, plugin in _slurm_user_state_dirs(p).items():
+            for folder, plugin in theirs.items():
                 safedirs.ensure_folder_owned_by(folder, uid, gid,
                                                 f"plugin {plugin}'s state_dir")
                 done.append(f"made {folder} {name}'s (plugin {plugin}'s state_dir)")
@@ -635,10 +636,13 @@ def _own_folder(folder: str, uid: int, gid: int, what: str) -> None:
         safedirs.ensure_folder_owned_by(folder, uid, gid, what)
 
 
-def _slurm_user_state_dirs(p: Plan) -> dict[str, str]:
+def _slurm_user_state_dirs(p: Plan, state_dir: str) -> dict[str, str]:
     """Each ``state_dir`` the site configured for a plugin whose hooks run in SlurmUser's
     scripts -> the plugin; `SlurmInstallError` when a plugin that runs only as root names
-    the same folder (root's programs refuse a folder of SlurmUser's)."""
+    the same folder (root's programs refuse a folder of SlurmUser's), or when it is, is in
+    or holds a folder root's programs use (`_roots_folders`): given to SlurmUser, it could
+    change what they read (HealthCheckProgram's marks, the config, root's plugins'
+    records under the pbsplug home)."""
     user_events = {e for key, _, fired in SCRIPTS.values() if key in SLURM_USER_SCRIPTS
                    for e in fired} - {"execjob_launch"}
     theirs: dict[str, str] = {}
@@ -654,7 +658,39 @@ def _slurm_user_state_dirs(p: Plan) -> dict[str, str]:
             raise SlurmInstallError(
                 f"state_dir {folder} is plugin {name}'s, which runs as SlurmUser, and plugin "
                 f"{roots[folder]}'s, which runs as root: give them folders of their own")
+    own = {os.path.realpath(p.config[key]) for key in ("power_dir",) if p.config.get(key)}
+    own.add(os.path.realpath(p.config["slurm_user"]["home"]))
+    for folder, name in theirs.items():
+        real = os.path.realpath(folder)
+        if real in own:  # already SlurmUser's, made above
+            continue
+        for what, used in _roots_folders(p, state_dir):
+            if real == used or _inside(used, real) or _inside(real, used):
+                raise SlurmInstallError(
+                    f"state_dir {folder} is plugin {name}'s, which runs as SlurmUser, and "
+                    f"{'is' if real == used else 'holds' if _inside(used, real) else 'is in'}"
+                    f" {what} {used}, which root's programs use: install gives SlurmUser no "
+                    "folder of root's; give the plugin a folder of its own (e.g. "
+                    f"/var/spool/pbsplug-{name})")
     return theirs
+
+
+def _roots_folders(p: Plan, state_dir: str) -> list[tuple[str, str]]:
+    """The folders root's programs read or write (what each is, its real path)."""
+    out = [("the state folder (--state-dir)", state_dir), ("the programs' folder",
+                                                           str(p.directory))]
+    if p.config.get("home"):
+        out.append(("root's pbsplug home", p.config["home"]))
+    if p.config.get("log_file"):
+        out.append(("the log file's folder", os.path.dirname(p.config["log_file"])))
+    if p.config.get("run_dir"):
+        out.append(("the workers' folder (--run-dir)", p.config["run_dir"]))
+    return [(what, os.path.realpath(folder)) for what, folder in out]
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether the real path `path` is under the real folder `folder`."""
+    return path != folder and os.path.commonpath([path, folder]) == folder
 
 
 def _move_old_records(state_dir: Path, power: Path) -> list[str]:

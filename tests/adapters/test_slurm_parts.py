@@ -842,3 +842,46 @@ def test_the_config_is_readable_by_slurmusers_group_alone(dists, tmp_path, share
     slurm.write_programs(p)
     info = (shared_tmp / "programs" / slurm.CONFIG_NAME).stat()
     assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o600)
+
+
+@pytest.mark.parametrize("where", ["state-dir", "root's hooks/tmp", "the programs' folder",
+                                   "the log's folder"])
+def test_install_gives_slurmuser_no_folder_roots_programs_use(shared_tmp, where):
+    """Hostile review: a state_dir the site gives a plugin run as SlurmUser that is a folder
+    root's programs use (--state-dir itself: HealthCheckProgram's marks; the pbsplug home's
+    hooks/tmp: root's plugins' records; the programs' folder: the config; the log's folder)
+    or above one, is refused, and nothing is handed over: SlurmUser would own what root's
+    programs read."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: hands folders to SlurmUser")
+    _slurm_user()
+    state = shared_tmp / "state"
+    home = shared_tmp / "home"
+    programs = shared_tmp / "programs"
+    logs = shared_tmp / "log"
+    for folder in (state, home / "hooks" / "tmp", programs, logs):
+        folder.mkdir(parents=True)
+    (home / "hooks" / "tmp" / "cpuset.json").write_text("{}")
+    (programs / slurm.CONFIG_NAME).write_text("{}")
+    folder = {"state-dir": state, "root's hooks/tmp": home / "hooks" / "tmp",
+              "the programs' folder": programs, "the log's folder": logs}[where]
+    p = slurm.Plan(programs, {
+        "plugins": {"parts": {"config": {"state_dir": str(folder)},
+                              "attributes": {"events": ["periodic"]}}},
+        "home": str(home), "log_file": str(logs / "x.log"),
+        "power_dir": str(state / "power"),
+        "slurm_user": {"name": "slurm", "home": str(state / "slurmuser"),
+                       "log_file": str(state / "slurmuser" / "x.log")}}, {}, {})
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.prepare_state(p, str(state))
+    message = str(caught.value)
+    assert "\n" not in message and f"state_dir {folder}" in message and "parts" in message
+    for path in (folder, *folder.iterdir()):
+        assert path.stat().st_uid == 0, path
+    # Above one of them: refused as well.
+    p.config["plugins"]["parts"]["config"]["state_dir"] = str(shared_tmp)
+    with pytest.raises(slurm.SlurmInstallError):
+        slurm.prepare_state(p, str(state))
+    assert shared_tmp.stat().st_uid == 0
