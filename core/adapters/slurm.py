@@ -370,7 +370,7 @@ def write_programs(p: Plan) -> list[Path]:
     # (0640), else root's alone (0600)
     if su:
         _write(p.directory / CONFIG_NAME, p.config_text, 0o640,
-               gid=user_entry(su["name"]).pw_gid)
+               gid=config_group(user_entry(su["name"])))
     else:
         _write(p.directory / CONFIG_NAME, p.config_text, 0o600)
     written.append(p.directory / CONFIG_NAME)
@@ -500,6 +500,31 @@ def user_entry(name: str) -> pwd.struct_passwd:
         raise SlurmInstallError(f"SlurmUser={name}: no such user on this host (slurmctld "
                                 "runs its programs as that user): create it, or correct "
                                 "SlurmUser in slurm.conf") from None
+
+
+def config_group(pw: pwd.struct_passwd) -> int:
+    """SlurmUser's primary group, which may read the config (0640), or `SlurmInstallError`
+    in one line when other users (but root) are in it too: they would read the site's
+    plugin configuration, root's alone otherwise."""
+    import grp
+
+    others = {u.pw_name for u in pwd.getpwall()
+              if u.pw_gid == pw.pw_gid and u.pw_uid not in (0, pw.pw_uid)}
+    try:
+        group = grp.getgrgid(pw.pw_gid)
+    except KeyError:
+        name = str(pw.pw_gid)
+    else:
+        name = group.gr_name
+        others |= set(group.gr_mem) - {pw.pw_name, "root"}
+    if others:
+        shown = ", ".join(sorted(others)[:5]) + (", ..." if len(others) > 5 else "")
+        raise SlurmInstallError(
+            f"SlurmUser {pw.pw_name}'s primary group {name} (gid {pw.pw_gid}) is also "
+            f"{shown}'s: the config, which SlurmUser's programs read through that group, "
+            "would be theirs to read; give SlurmUser a group of its own (Debian's slurm "
+            "user has one)")
+    return pw.pw_gid
 
 
 def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:

@@ -885,3 +885,31 @@ def test_install_gives_slurmuser_no_folder_roots_programs_use(shared_tmp, where)
     with pytest.raises(slurm.SlurmInstallError):
         slurm.prepare_state(p, str(state))
     assert shared_tmp.stat().st_uid == 0
+
+
+def test_the_config_is_not_given_to_a_group_slurmuser_shares(dists, tmp_path, shared_tmp):
+    """Hostile review: the config is 0640 for SlurmUser's primary group; when that group is
+    other users' too (nogroup, users), they would read it (root's alone before): install
+    refuses in one line naming them, and writes nothing readable to them."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: the config's group is SlurmUser's")
+    import grp
+    import pwd
+
+    pw = _slurm_user("nobody")
+    others = sorted({u.pw_name for u in pwd.getpwall() if u.pw_gid == pw.pw_gid
+                     and u.pw_uid not in (0, pw.pw_uid)}
+                    | set(grp.getgrgid(pw.pw_gid).gr_mem) - {"nobody"})
+    if not others:
+        pytest.skip("nobody's primary group is no one else's here")
+    plugins = _plugins(dists, tmp_path)
+    p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
+                   log_file="", run_dir="/run/x", native=False, slurm_user="nobody")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.write_programs(p)
+    message = str(caught.value)
+    assert "\n" not in message and others[0] in message and "nobody" in message
+    assert not (shared_tmp / "programs" / slurm.CONFIG_NAME).exists()
