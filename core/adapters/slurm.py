@@ -243,7 +243,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         config["power_dir"] = f"{state_dir.rstrip('/')}/{POWER_SUBDIR}"
     if user_scripts:
         name = slurm_user if isinstance(slurm_user, str) else slurm_user()
-        if name != "root":
+        if name != "root" and user_entry(name).pw_uid != 0:  # (not another name of root's)
             # SlurmUser's programs: a pbsplug home and a log file of their own, in a folder
             # of theirs (root's home and log are root's alone, and root's programs refuse a
             # folder another user could change: cpuset's <home>/hooks/tmp on a controller
@@ -582,7 +582,8 @@ def read_slurm_user(conf: Path, bin_dir: str) -> str:
         raise SlurmInstallError(f"SlurmUser={found[:80]!r} {source}: expected a user name")
     if found != "root":
         try:
-            user_entry(found)
+            if user_entry(found).pw_uid == 0:  # another name of root's (0, toor)
+                return "root"
         except SlurmInstallError:
             raise SlurmInstallError(f"SlurmUser={found} {source}: no such user on this "
                                     "host (slurmctld runs its programs as that user): "

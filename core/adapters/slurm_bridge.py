@@ -111,9 +111,10 @@ def slurm_user_uid(config: Mapping[str, Any]) -> int | None:
         return None
     name = str(su["name"])
     try:
-        return (pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)).pw_uid
+        uid = (pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)).pw_uid
     except (KeyError, OverflowError):
         return None
+    return uid or None  # (another name of root's is root)
 
 
 def become_slurm_user(config: Mapping[str, Any]) -> None:

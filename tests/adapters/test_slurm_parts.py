@@ -913,3 +913,19 @@ def test_the_config_is_not_given_to_a_group_slurmuser_shares(dists, tmp_path, sh
     message = str(caught.value)
     assert "\n" not in message and others[0] in message and "nobody" in message
     assert not (shared_tmp / "programs" / slurm.CONFIG_NAME).exists()
+
+
+def test_a_slurmuser_of_uid_0_is_root(dists, tmp_path):
+    """Hostile review: SlurmUser=0 (or another name of uid 0) is root: its programs are
+    root's, with root's home and log, not a SlurmUser's folders (a root Prolog took
+    <state-dir>/slurmuser as its pbsplug home and log: root's programs disagreed on where
+    their plugins' records are)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("SlurmUser=0\n")
+    assert slurm.read_slurm_user(conf, "/nowhere") == "root"
+    p = slurm.plan(_plugins(dists, tmp_path), tmp_path / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir="/var/spool/x",
+                   log_file="/var/log/x.log", run_dir="/run/x", slurm_user="0")
+    assert "slurm_user" not in p.config
+    # A config that recorded one (an install before this check): root's programs root's.
+    assert slurm_bridge.slurm_user_uid({"slurm_user": {"name": "0"}}) is None
