@@ -629,10 +629,19 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     theirs = _slurm_user_state_dirs(p, state_dir) if su else {}
     done = []
     try:
-        safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
+        try:
+            safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
+        except safedirs.UnsafeFolder:
+            if uid and _owned_by(state_dir, uid):  # as an earlier pbsplug's docs had it
+                raise SlurmInstallError(
+                    f"the state folder (--state-dir) {state_dir} is {name}'s, as an earlier "
+                    f"pbsplug had it (its power programs wrote there): make it root's "
+                    f"(chown root: {state_dir}); install then moves its records into "
+                    f"{power or state_dir + '/' + POWER_SUBDIR}, {name}'s") from None
+            raise
         if power:
             _own_folder(power, uid, gid, "the power programs' folder")
-            moved = _move_old_records(Path(state_dir), Path(power))
+            moved = _move_old_records(Path(state_dir), Path(power), uid)
             if moved:
                 _own_folder(power, uid, gid, "the power programs' folder")
                 done.append(f"moved {', '.join(moved)} from {state_dir} (an earlier "
@@ -719,9 +728,18 @@ def _inside(path: str, folder: str) -> bool:
     return path != folder and os.path.commonpath([path, folder]) == folder
 
 
-def _move_old_records(state_dir: Path, power: Path) -> list[str]:
-    """An earlier install's power records (plain files of root's directly in --state-dir)
-    moved into `power` where it has none of that name; their names."""
+def _owned_by(folder: str, uid: int) -> bool:
+    try:
+        return os.lstat(folder).st_uid == uid
+    except OSError:
+        return False
+
+
+def _move_old_records(state_dir: Path, power: Path, uid: int = 0) -> list[str]:
+    """An earlier install's power records (plain files directly in --state-dir, of root's
+    or of `uid`'s, SlurmUser's: its power programs wrote them where an earlier pbsplug had
+    the folder SlurmUser's) moved into `power` where it has none of that name; their
+    names. (Moving a name of SlurmUser's into its own folder gives it nothing.)"""
     moved = []
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     src = os.open(state_dir, flags)
@@ -738,7 +756,7 @@ def _move_old_records(state_dir: Path, power: Path) -> list[str]:
                     continue  # the new folder has its own
                 except FileNotFoundError:
                     pass
-                if _plain_roots(info):
+                if _plain_roots(info) or (uid and _plain_of(info, uid)):
                     os.rename(name, name, src_dir_fd=src, dst_dir_fd=dst)
                     moved.append(name)
         finally:
@@ -746,6 +764,11 @@ def _move_old_records(state_dir: Path, power: Path) -> list[str]:
     finally:
         os.close(src)
     return moved
+
+
+def _plain_of(info: os.stat_result, uid: int) -> bool:
+    """A plain file of `uid`'s with one name."""
+    return stat.S_ISREG(info.st_mode) and info.st_uid == uid and info.st_nlink == 1
 
 
 def _plain_roots(info: os.stat_result) -> bool:

@@ -929,3 +929,35 @@ def test_a_slurmuser_of_uid_0_is_root(dists, tmp_path):
     assert "slurm_user" not in p.config
     # A config that recorded one (an install before this check): root's programs root's.
     assert slurm_bridge.slurm_user_uid({"slurm_user": {"name": "0"}}) is None
+
+
+def test_upgrading_a_site_whose_state_folder_an_earlier_pbsplug_had_slurmuser_own(shared_tmp):
+    """Hostile review (the upgrade): an earlier pbsplug's docs had --state-dir SlurmUser's
+    with a SlurmUser that is not root (its power programs wrote their records there).
+    Install refuses it saying what to do (make it root's), and once it is, moves
+    SlurmUser's records into <state-dir>/power as it does root's: the power programs do
+    not forget the nodes they powered off."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: hands folders to SlurmUser")
+    pw = _slurm_user()
+    state = shared_tmp / "state"
+    state.mkdir()
+    (state / "power_off.json").write_text('{"n3": 1700000000}')
+    (state / "power.lock").write_text("")
+    for path in (state, state / "power_off.json", state / "power.lock"):
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+    p = slurm.Plan(shared_tmp / "programs", {
+        "plugins": {}, "power_dir": str(state / "power"),
+        "slurm_user": {"name": "slurm", "home": str(state / "slurmuser"),
+                       "log_file": str(state / "slurmuser" / "x.log")}}, {}, {})
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.prepare_state(p, str(state))
+    message = str(caught.value)
+    assert "\n" not in message and "slurm's" in message and f"chown root: {state}" in message
+    os.chown(state, 0, 0)
+    done = slurm.prepare_state(p, str(state))
+    assert any("moved power_off.json" in line for line in done)
+    moved = state / "power" / "power_off.json"
+    assert moved.read_text() == '{"n3": 1700000000}' and moved.stat().st_uid == pw.pw_uid
