@@ -165,6 +165,12 @@ def load(config: Mapping[str, Any], mode: str | None = "inprocess",
     return Context(config, runner, slurm)
 
 
+def open_log(path: str) -> None:
+    """The log file `path` appended to from now on (`_log_to`); a later `load` keeps it:
+    a root 'pbsplug slurm periodic' opens root's, then runs as SlurmUser."""
+    _log_to(path)
+
+
 def _log_to(path: str) -> None:
     """The log file, appended to. Its folder follows pbsplug.safedirs' rule (`_log_folder`)
     and the file is opened without following a link (in a folder another user could write,

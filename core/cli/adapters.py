@@ -319,16 +319,18 @@ def slurm_app() -> typer.Typer:
             raise CliError(f"--every {every:g}: expected a number of seconds >= 0")
         for folder in config.get("site_dirs") or ():  # as the programs import (--site-dir)
             site.addsitedir(folder)
-        become = os.geteuid() == 0 and config.get("slurm_user")
-        try:
-            ctx_ = slurm_bridge.load(config, as_slurm_user=True if become else None)
-        except RuntimeError as exc:
-            raise CliError(str(exc)) from None
-        if become:
+        if os.geteuid() == 0 and slurm_bridge.slurm_user_uid(config) is not None:
+            # root's log opened as root; then SlurmUser for good, before a plugin is
+            # loaded: no plugin code runs as root with PBSPLUG_HOME in SlurmUser's folder
+            slurm_bridge.open_log(str(config.get("log_file") or ""))
             try:
                 slurm_bridge.become_slurm_user(config)
             except OSError as exc:
                 raise CliError(str(exc)) from None
+        try:
+            ctx_ = slurm_bridge.load(config)
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from None
         while True:
             answer = slurm_bridge.dispatch(ctx_, {"script": "periodic",
                                                   "env": dict(os.environ), "argv": []})

@@ -4,6 +4,8 @@ worker that is not there."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pickle
 import socket
@@ -961,3 +963,42 @@ def test_upgrading_a_site_whose_state_folder_an_earlier_pbsplug_had_slurmuser_ow
     assert any("moved power_off.json" in line for line in done)
     moved = state / "power" / "power_off.json"
     assert moved.read_text() == '{"n3": 1700000000}' and moved.stat().st_uid == pw.pw_uid
+
+
+def test_a_root_periodic_drops_to_slurmuser_before_it_loads_a_plugin(tmp_path, monkeypatch):
+    """Hostile review: a root 'pbsplug slurm periodic' with a SlurmUser that is not root
+    opens root's log as root, then becomes SlurmUser, and only then loads the plugins: their
+    imports and configure hooks ran as root with PBSPLUG_HOME set to SlurmUser's folder,
+    whose files (a plugin's records or settings under <home>) SlurmUser writes."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the run as root is what is checked")
+    from pbsplug.cli import main
+
+    log_file = tmp_path / "root.log"
+    config = {"installed_by": slurm.INSTALLED_BY, "plugins": {}, "log_file": str(log_file),
+              "state_dir": str(tmp_path / "state"),
+              "slurm_user": {"name": "nobody", "home": str(tmp_path / "su"),
+                             "log_file": str(tmp_path / "su" / "x.log")}}
+    (tmp_path / slurm.CONFIG_NAME).write_text(json.dumps(config))
+    steps: list[str] = []
+    real_load = slurm_bridge.load
+
+    def load(config, mode="inprocess", as_slurm_user=None):
+        steps.append("load as " + ("root" if "become" not in steps else "SlurmUser"))
+        return real_load(config, mode, as_slurm_user)
+
+    monkeypatch.setattr(slurm_bridge, "load", load)
+    monkeypatch.setattr(slurm_bridge, "become_slurm_user", lambda c: steps.append("become"))
+    monkeypatch.setattr(slurm_bridge, "dispatch", lambda ctx, request: {"exit": 0})
+    monkeypatch.delenv("PBSPLUG_HOME", raising=False)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        assert main(["slurm", "periodic", "--dir", str(tmp_path)]) in (0, None)
+        assert steps == ["become", "load as SlurmUser"]
+        assert any(getattr(h, "_pbsplug_slurm", False) for h in root.handlers)
+        assert log_file.exists()  # root's log, opened as root
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in before:
+                root.removeHandler(handler)
