@@ -3,8 +3,9 @@
 ``pbs_rstat``, ``pbs_rdel`` and ``pbs_attach``.
 
 They take PBS's options, parsed as PBS parses them (getopt), print PBS's output and messages
-(``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256), so
-scripts written for PBS keep working. This module needs neither typer nor the kernel:
+(``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256;
+qmgr with the status its server answers, as OpenPBS 23.06's qmgr has it), so scripts written
+for PBS keep working. This module needs neither typer nor the kernel:
 `pbsplug.cli.main` runs these commands straight from `run`, which is what makes them start
 quickly; `engine.add_engine_commands` also lists them in ``pbsplug --help``.
 """
@@ -316,15 +317,22 @@ def qmgr(args: list[str]) -> int:
         raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
     text = next((v for o, v in opts if o == "-c"), None)
     if text is None:
-        text = sys.stdin.read()
-    answer = engine_client()("qmgr", text=text)
+        answer = engine_client()("qmgr", text=sys.stdin.read())
+    else:  # one command, as PBS's qmgr -c takes it
+        answer = engine_client()("qmgr", text=text, one=True)
+    return qmgr_answer(answer)
+
+
+def qmgr_answer(answer: dict) -> int:
+    """Print the server's answer to a qmgr text as qmgr does; its exit status (the
+    server's, as OpenPBS 23.06's qmgr has it: see `pbsplug.engine.manager`)."""
     if answer.get("output"):
         print(answer["output"], end="" if answer["output"].endswith("\n") else "\n")
-    if answer.get("errors"):
-        for line in answer["errors"]:
-            print(line, file=sys.stderr)
-        return _exit_status(answer.get("code") or 1)
-    return 0
+    for line in answer.get("errors") or ():
+        print(line, file=sys.stderr)
+    if "status" in answer:
+        return int(answer["status"])
+    return _exit_status(answer.get("code") or 1) if answer.get("errors") else 0
 
 
 @pbs_command("pbsnodes", "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]")

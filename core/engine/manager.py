@@ -1,9 +1,9 @@
 """The server's side of qmgr: which objects a command means, and carrying it out.
 
 `pbsplug.engine.qmgr` knows the language and PBS's rules; this room knows where the objects
-live. Commands run in order, each in its own transaction; the first refusal stops the text
-(qmgr reading a file stops at its first error too) and what ran before it stays done. A
-syntax error anywhere stops the text before anything runs.
+live. Commands run in order, each in its own transaction; as OpenPBS
+23.06's qmgr reading a file (checked), a refusal or a syntax error does not stop the next
+command, and the exit status is the last command's. ``qmgr -c`` text is one command.
 
 - **server**: the ``server`` row; ``scheduling`` and ``scheduler_iteration`` are also the
   default scheduler's.
@@ -32,7 +32,7 @@ from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
 from .home import LOG_ADMIN
-from .qmgr import QmgrError
+from .qmgr import QmgrError, QmgrSyntaxError
 
 if TYPE_CHECKING:
     from .server import Caller, Engine
@@ -63,32 +63,109 @@ class Manager:
         self._declared: dict[str, PluginInfo] = {}
 
     # -- the request ------------------------------------------------------------------------------
-    def run(self, caller: Caller, text: str) -> dict[str, Any]:
+    def run(self, caller: Caller, text: str, one: bool = False) -> dict[str, Any]:
         """``{"output": what qmgr prints, "errors": [lines for stderr], "code": PBS's number
-        of the error, or 0}``."""
+        of the last error, or 0, "status": qmgr's exit status}``.
+
+        As OpenPBS 23.06's qmgr (checked): with `one` (``qmgr -c``) the text is one command,
+        ``;`` and newlines included; otherwise (commands read from a file) every command runs,
+        an error does not stop the next, and the exit status is the last command's."""
         eng = self.engine
         eng.reload_site()  # a site.toml edited by hand since the last look counts already
         registry = eng.plugins.attribute_registry()
-        output: list[str] = []
         if text.count("\n") + text.count(";") > MAX_COMMANDS:  # before parsing any of it
             return {"output": "", "errors": [
                 f"qmgr: more than {MAX_COMMANDS} commands in one request",
-                "qmgr: Error (15004) returned from server"], "code": 15004}
-        try:
-            commands = qmgr.parse(text, server_name=eng.server_name, registry=registry)
-        except QmgrError as err:
-            return {"output": "", "errors": [err.client_text()], "code": err.code}
-        for cmd in commands:
+                "qmgr: Error (15004) returned from server"], "code": 15004, "status": 156}
+        output: list[str] = []
+        errors: list[str] = []
+        code = status = 0
+        active: dict[str, list[str]] = {}  # qmgr's `active` objects, for this text
+        for command in [text] if one else qmgr.split_commands(text):
             try:
-                out = self.command(caller, cmd)
-            except QmgrError as err:
-                if not err.obj_name and cmd.names:
-                    err.for_object(cmd.obj_type, cmd.names[0])
-                return {"output": "".join(output), "errors": err.client_text().splitlines(),
-                        "code": err.code}
-            if out:
-                output.append(out)
-        return {"output": "".join(output), "errors": [], "code": 0}
+                cmd = qmgr.parse_command(command, eng.server_name, registry)
+            except QmgrSyntaxError as err:
+                errors += err.client_text().splitlines()
+                code, status = err.code, err.exit_status
+                continue
+            if cmd is None:  # quit, exit
+                break
+            out, lines, status, error = self._one(caller, cmd, active)
+            output.append(out)
+            errors += lines
+            code = error or code
+        return {"output": "".join(output), "errors": errors, "code": code, "status": status}
+
+    def _one(self, caller: Caller, cmd: qmgr.Command, active: dict[str, list[str]]
+             ) -> tuple[str, list[str], int, int]:
+        """One command: (what it prints, its error lines, its exit status, PBS's number of
+        its error or 0), as OpenPBS 23.06's qmgr answers it (checked)."""
+        plural = {"queue": "Queues", "node": "Nodes"}
+        if cmd.verb == "active":
+            if cmd.obj_type == "server":
+                return "Active servers:\ndefault\n", [], 0, 0
+            if cmd.names:
+                active[cmd.obj_type] = list(cmd.names)
+                return "", [], 0, 0
+            names = active.get(cmd.obj_type, [])
+            return f"Active {cmd.obj_type}s:\n" + "".join(f"{n}\n" for n in names), [], 0, 0
+        if cmd.names is None and cmd.obj_type in plural:  # no names: the active ones
+            if not active.get(cmd.obj_type):
+                return "", [f"No Active {plural[cmd.obj_type]}, nothing done."], 0, 0
+            cmd.names = list(active[cmd.obj_type])
+        reading = cmd.verb in ("list", "print")
+        if cmd.pbshook and cmd.verb == "print":
+            return "", [], 1, 0  # OpenPBS's qmgr prints nothing for one and exits 1
+        if cmd.pbshook and cmd.verb in ("create", "delete"):
+            err = QmgrError(qmgr.PBSE_IVALREQ, obj_type="hook", obj_name=(cmd.names or [""])[0])
+            return "", err.client_text().splitlines(), 156, err.code
+        if reading and cmd.names and cmd.obj_type != "server":
+            # Each name on its own: the known ones are shown, each unknown one is an error,
+            # and any error makes the exit status 1.
+            out, lines, error = [], [], 0
+            for name in cmd.names:
+                one = qmgr.Command(cmd.verb, cmd.obj_type, [name], cmd.attrs, cmd.text,
+                                   cmd.pbshook)
+                try:
+                    text = self.command(caller, one)
+                    heading = qmgr.print_heading(cmd.obj_type)
+                    if out and heading and text.startswith(heading):
+                        text = text[len(heading):]  # one heading for them all
+                    out.append(text)
+                except QmgrError as err:
+                    if cmd.obj_type == "sched" and err.code == qmgr.PBSE_UNKSCHED:
+                        continue  # (OpenPBS's qmgr shows nothing, and exits 0)
+                    lines += self._error_lines(caller, one, err)
+                    error = err.code
+            return "".join(out), lines, 1 if lines else 0, error
+        try:
+            return self.command(caller, cmd), [], 0, 0
+        except QmgrError as err:
+            lines = self._error_lines(caller, cmd, err)
+            if reading and err.code == PBSE_HOOKERROR and caller.role != "manager" and \
+                    cmd.verb == "list":
+                return "", lines[:1], 0, 0  # (PBS's qmgr prints only why, and exits 0)
+            return "", lines, 1 if reading else (err.code % 256 or 1), err.code
+
+    def _error_lines(self, caller: Caller, cmd: qmgr.Command, err: QmgrError) -> list[str]:
+        """What qmgr prints for `err`: about the first object named (none for the server),
+        a non-manager's hook refusal in PBS's words."""
+        eng = self.engine
+        if not err.obj_name and cmd.names:
+            err.for_object(cmd.obj_type, cmd.names[0])
+        if cmd.obj_type == "server":
+            err.obj_name = ""
+        if err.code == PBSE_HOOKERROR and caller.role != "manager":
+            err.message = (f"{caller.user}@{eng.host} is unauthorized to access hooks data "
+                           f"from server {eng.host}")
+            if cmd.verb == "list":
+                return [err.message]
+            if cmd.verb == "print":
+                err.obj_name = ""
+        elif err.code == PBSE_HOOKERROR and cmd.verb in ("list", "print") and (
+                err.message.endswith("does not exist!")):
+            err.message = "hook not found"
+        return err.client_text().splitlines()
 
     def command(self, caller: Caller, cmd: qmgr.Command) -> str:
         eng = self.engine
@@ -105,7 +182,7 @@ class Manager:
             shown = {self._plugin_of_pbs_name(n): n for n in cmd.names}
             cmd.names = list(shown)
         objects = self.objects(cmd.obj_type)
-        if cmd.obj_type == "hook" and cmd.names is None:
+        if cmd.obj_type == "hook" and not cmd.names:
             # As PBS's qmgr: `list hook` is the site hooks, `list pbshook` the pbs hooks
             # (by their PBS names); a disabled plugin's declaration gives its type.
             kind = "pbs" if cmd.pbshook else "site"
@@ -122,6 +199,10 @@ class Manager:
             for name in names:
                 if name not in objects:
                     raise self._unknown(cmd.obj_type, name)
+        if cmd.verb in ("list", "print"):
+            for op in cmd.attrs:
+                if qmgr.lookup(defs, op.name) is None:
+                    raise QmgrError(qmgr.PBSE_NOATTR, obj_type=cmd.obj_type)
         if cmd.verb == "list":
             return "".join(qmgr.list_object(cmd.obj_type, shown.get(n, n), objects[n], defs,
                                              role=caller.role, only=cmd.attrs) for n in names)
@@ -187,7 +268,17 @@ class Manager:
             return {"default": default, **live}
         if obj_type == "hook":
             return self._hooks()
+        if obj_type == "queue":
+            return {name: {**attrs, **self._queue_counts(name)}
+                    for name, attrs in eng.store.all("queue").items()}
         return eng.store.all(obj_type)
+
+    def _queue_counts(self, queue: str) -> dict[str, Any]:
+        """A queue's ``total_jobs`` and ``state_count``, as PBS lists them."""
+        counts = {state: n for (q, state), n in self.engine.store.state_counts(
+            _COUNTED).items() if q == queue}
+        return {"total_jobs": sum(counts.values()), "state_count": "".join(
+            f"{word}:{counts.get(state, 0)} " for state, word in _STATE_WORDS)}
 
     def resource_types(self) -> dict[str, str]:
         return {n: str(a.get("type", "string")) for n, a in
@@ -317,6 +408,9 @@ class Manager:
                 new.pop("state", None)  # live, from the scheduler's process
                 if "scheduling" in {op.name for op in cmd.attrs}:
                     eng.sched_procs.forgive(name)  # a new start after NEEDS_ATTENTION
+            if cmd.obj_type == "queue":  # counted, not stored
+                new.pop("total_jobs", None)
+                new.pop("state_count", None)
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
 
@@ -538,6 +632,11 @@ class Manager:
             raise QmgrError(PBSE_HOOKERROR, f"site config {eng.home.site} cannot be loaded; "
                             "the server keeps its last good configuration (see server_logs)")
 
+
+#: PBS's state_count words, in its order.
+_STATE_WORDS = (("T", "Transit"), ("Q", "Queued"), ("H", "Held"), ("W", "Waiting"),
+                ("R", "Running"), ("E", "Exiting"), ("B", "Begun"))
+_COUNTED = tuple(state for state, _ in _STATE_WORDS)
 
 #: What `list sched default` shows that is the server's, not default's own row.
 _DEFAULT_VIEW = frozenset({"sched_host", "sched_port", "sched_priv", "sched_log", "sched_user",

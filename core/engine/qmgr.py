@@ -40,18 +40,19 @@ PBS's comma-separated text (``"free"``, ``"offline"``).
 
 Rules that are pbsplug's own (PBS has no equivalent, or the behaviour was not verifiable):
 
-* pbsplug has no ``active`` command, so a ``list``/``print`` without names means every object of
-  the type (as if all were active); ``set``/``unset``/``create``/``delete`` of a queue, node,
-  hook or plugin object without a name is refused as a syntax error.
+* As in OpenPBS 23.06 (checked), a queue or node command without names acts on the
+  ``active`` ones of the text (``No Active Queues, nothing done.`` when there are none);
+  ``@default`` means every one; ``list``/``print`` of other types without names show every
+  object; ``set sched`` without a name is the default scheduler's.
 * ``unset`` restores the definition's default where it has one (PBS does this for the
   attributes it marks as defaulted: ``scheduler_iteration``, sched attributes, hook
   attributes), and removes the attribute otherwise.
 * ``pbshook`` names a PBS hook (``set pbshook PBS_power enabled = true``): the plugin that
-  declares that ``pbs_name``; ``create`` and ``delete`` of one are refused (15136, as PBS's
-  ``cannot delete a PBS hook``), and so is ``print`` (OpenPBS's qmgr prints nothing for one
-  and exits 1). Without names, ``list hook``/``print hook`` are the site hooks and ``list
+  declares that ``pbs_name``; ``create`` and ``delete`` of one are refused (PBS's 15004
+  ``Invalid request``), and so is ``print`` (OpenPBS's qmgr prints nothing for one and exits
+  1). Without names, ``list hook``/``print hook`` are the site hooks and ``list
   pbshook`` the pbs hooks, by their PBS names, as in OpenPBS 23.06 (checked). The
-  ``active``, ``import``, ``export`` and ``help`` commands are refused with 15029
+  ``import``, ``export``, ``help`` and ``history`` commands are refused with 15029
   (PBSE_NOSUP): hooks come from plugins. Custom resources are ``resource`` objects with a
   ``type`` (and a ``flag``, kept but not used), as in PBS. ``quit`` / ``exit`` end the
   text, as in qmgr.
@@ -66,7 +67,6 @@ checks may not), the 80-column wrap of `list`, operator-settable attributes, whi
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,12 +100,14 @@ PBSE_SCHEDEXIST = 15211
 PBSE_SCHED_NAME_BIG = 15212
 PBSE_UNKSCHED = 15213
 
-#: Texts without the trailing blank some of PBS's have ("Undefined attribute ").
+#: PBS's texts, with the trailing blank some have (OpenPBS 23.06's qmgr prints
+#: ``Undefined attribute `` and ``Unknown node ``; a named attribute follows that blank,
+#: ``... permission  server_state``).
 MESSAGES = {
-    PBSE_NOATTR: "Undefined attribute",
-    PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission",
+    PBSE_NOATTR: "Undefined attribute ",
+    PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission ",
     PBSE_IVALREQ: "Invalid request",
-    PBSE_PERM: "Unauthorized Request",
+    PBSE_PERM: "Unauthorized Request ",
     PBSE_BADATVAL: "Illegal attribute or resource value",
     PBSE_DUPLIST: "Duplicate entry in list ",
     PBSE_UNKQUE: "Unknown queue",
@@ -113,7 +115,7 @@ MESSAGES = {
     PBSE_NOSUP: "No support for requested service",
     PBSE_NOSERVER: "No server specified",
     PBSE_UNKRESC: "Unknown resource",
-    PBSE_UNKNODE: "Unknown node",
+    PBSE_UNKNODE: "Unknown node ",
     PBSE_NODEEXIST: "Node name already exists",
     PBSE_QUENBIG: "Queue name too long",
     PBSE_NODENBIG: "Node name is too big",
@@ -124,10 +126,13 @@ MESSAGES = {
     PBSE_SCHED_NAME_BIG: "Scheduler name is too long",
     PBSE_UNKSCHED: "Unknown Scheduler",
 }
-#: Codes whose reply names the attribute (PBS's server appends " attr[.resource]").
-_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_BADATVAL, PBSE_UNKRESC, PBSE_BADNDATVAL,
-                              PBSE_DUPLIST})
-#: The text a non-manager gets for any hook request (pbs-behavior.md §1.1).
+#: The message of an error the server sends without a text (qmgr prints only its code).
+_NO_TEXT = "\0"
+#: Codes whose reply names the attribute (PBS's server appends " attr[.resource]"; its
+#: 15014 to qmgr names none, OpenPBS 23.06 checked).
+_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_UNKRESC, PBSE_BADNDATVAL, PBSE_DUPLIST})
+#: The text a non-manager gets for any hook request (pbs-behavior.md §1.1), as OpenPBS
+#: 23.06 words it: ``user@host is unauthorized to access hooks data from server host``.
 HOOK_UNAUTHORIZED = "unauthorized to access hooks data from server"
 #: MoM's default port: `print node` adds ``Port=`` to ``create node`` only when it differs.
 PBS_MOM_SERVICE_PORT = 15002
@@ -136,7 +141,7 @@ ROLES = ("user", "operator", "manager")
 #: The types a custom resource may have (``create resource r type = long``).
 RESOURCE_VALUE_TYPES = ("long", "float", "size", "duration", "string", "boolean",
                         "string_array")
-VERBS = ("create", "delete", "set", "unset", "list", "print")
+VERBS = ("create", "delete", "set", "unset", "list", "print", "active")
 
 
 class QmgrError(PbsError):
@@ -144,9 +149,9 @@ class QmgrError(PbsError):
 
     def __init__(self, code: int, message: str | None = None, *, obj_type: str = "",
                  obj_name: str = "", attr: str | None = None):
-        text = message or MESSAGES.get(code, "Error")
+        text = MESSAGES.get(code, "Error") if message is None else message or _NO_TEXT
         if attr and message is None and code in _NAMES_ATTRIBUTE:
-            text = f"{text} {attr}"
+            text = f"{text.rstrip()} {attr}" if code != PBSE_ATTRRO else f"{text} {attr}"
         super().__init__(code, text, obj=obj_name)
         self.obj_type = obj_type
         self.obj_name = obj_name
@@ -156,8 +161,13 @@ class QmgrError(PbsError):
         return f"qmgr obj={self.obj_name} svr={server}: {self.message}"
 
     def client_text(self, server: str = "default") -> str:
-        """Both lines qmgr prints on standard error for an error the server returned."""
-        return f"{self.server_text(server)}\nqmgr: Error ({self.code}) returned from server"
+        """The lines qmgr prints on standard error for an error the server returned, as
+        OpenPBS 23.06's qmgr does: the server's text (none when it gave none, as for 15028),
+        then ``qmgr: Error (CODE) returned from server``, or for a hook error (15136)
+        ``qmgr: hook error returned from server``."""
+        last = ("qmgr: hook error returned from server" if self.code == PBSE_HOOKERROR
+                else f"qmgr: Error ({self.code}) returned from server")
+        return f"{self.server_text(server)}\n{last}" if self.message != _NO_TEXT else last
 
     def for_object(self, obj_type: str, obj_name: str) -> QmgrError:
         """This error, about one object (the helpers raise it before they know the name)."""
@@ -170,10 +180,13 @@ class QmgrSyntaxError(QmgrError):
     (``qmgr: Syntax error``, the command, and a caret line; ``qmgr: Illegal operation: x``;
     ``qmgr: cannot connect to server x``), without the ``qmgr obj=`` prefix."""
 
-    exit_status = 1
-
-    def __init__(self, message: str, code: int = PBSE_IVALREQ, *, obj_type: str = ""):
+    def __init__(self, message: str, code: int = PBSE_IVALREQ, *, obj_type: str = "",
+                 exit_status: int = 1):
         super().__init__(code, message, obj_type=obj_type)
+        #: qmgr's exit status for it (OpenPBS 23.06, checked): 1 an unknown command or a
+        #: server it cannot reach, 2 a missing or unknown object type, 3 a bad name list,
+        #: 4 a bad attribute list.
+        self.exit_status = exit_status
 
     def server_text(self, server: str = "default") -> str:
         return self.message
@@ -491,8 +504,9 @@ class AttrOp:
 
 @dataclass
 class Command:
-    """One qmgr directive. `names` is None when none were given (the server, or every
-    object of the type); `text` is the command as written, for messages."""
+    """One qmgr directive. `names` is None when none were given (the server; for a queue
+    or node, qmgr's active ones; for other types, every object), ``[]`` for ``@server``
+    alone (every object of the type); `text` is the command as written, for messages."""
 
     verb: str
     obj_type: str
@@ -504,14 +518,16 @@ class Command:
     pbshook: bool = False
 
     def targets(self, existing: Iterable[str]) -> list[str]:
-        """The objects the command acts on: its names, or every existing object of the type
-        (pbsplug has no ``active``; see the module docstring)."""
-        return list(self.names) if self.names is not None else list(existing)
+        """The objects the command acts on: its names, or every existing object of the
+        type."""
+        return list(self.names) if self.names else list(existing)
 
 
-def _syntax(command: str, pos: int) -> QmgrSyntaxError:
-    """qmgr's syntax error: the command, then a caret under character `pos`."""
-    return QmgrSyntaxError(f"qmgr: Syntax error\n{command}\n{' ' * max(pos, 0)}^")
+def _syntax(command: str, pos: int, status: int = 4) -> QmgrSyntaxError:
+    """qmgr's syntax error: the command, then a caret under character `pos`; exit `status`
+    3 in the name list, 4 in the attributes (OpenPBS 23.06's)."""
+    return QmgrSyntaxError(f"qmgr: Syntax error\n{command}\n{' ' * max(pos, 0)}^",
+                           exit_status=status)
 
 
 def _split_commands(text: str) -> list[str]:
@@ -547,8 +563,9 @@ def _resolve(word: str, choices: Iterable[str]) -> str | None:
 def parse(text: str, server_name: str | None = None,
           registry: AttributeRegistry | None = None) -> list[Command]:
     """Every command in `text`, in order. Raises `QmgrSyntaxError` (the first bad command
-    stops the parse, as ``qmgr -a`` would) or `QmgrError` for an unsupported command or a
-    remote server. ``quit`` and ``exit`` end the text."""
+    stops the parse) or `QmgrError` for an unsupported command or a remote server. ``quit``
+    and ``exit`` end the text. (The server runs a text with `split_commands` and
+    `parse_command`, each command on its own, as qmgr reading a file does.)"""
     commands = []
     for command in _split_commands(text):
         cmd = _parse_one(command, server_name, registry)
@@ -556,6 +573,19 @@ def parse(text: str, server_name: str | None = None,
             break
         commands.append(cmd)
     return commands
+
+
+def split_commands(text: str) -> list[str]:
+    """The commands of a text qmgr reads from a file: one per line or ``;``."""
+    return _split_commands(text)
+
+
+def parse_command(command: str, server_name: str | None = None,
+                  registry: AttributeRegistry | None = None) -> Command | None:
+    """One command (None for ``quit``/``exit``). Given with ``qmgr -c``, the text is one
+    command whatever it holds: OpenPBS 23.06's qmgr reads ``;`` and newlines there as part
+    of it (``list queue a;list queue b`` is a syntax error, exit 4)."""
+    return _parse_one(command.strip(), server_name, registry)
 
 
 def _parse_one(command: str, server_name: str | None,
@@ -575,21 +605,16 @@ def _parse_one(command: str, server_name: str | None,
                               PBSE_NOSUP)
     obj_word = command[pos:].split(None, 1)[0] if command[pos:].strip() else ""
     if not obj_word:
-        raise QmgrSyntaxError("qmgr: No object type given")
+        raise QmgrSyntaxError("qmgr: No object type given", exit_status=2)
     plugin_types = [t for t in known_types(registry) if t not in _BUILTIN]
     obj_type = dict(_OBJECT_WORDS).get(_resolve(obj_word, [w for w, _ in _OBJECT_WORDS]) or "")
     if obj_type is None:
         obj_type = obj_word if obj_word in plugin_types else None
     if obj_type is None:
-        raise QmgrSyntaxError(f"qmgr: Illegal object type: {obj_word}.")
+        raise QmgrSyntaxError(f"qmgr: Illegal object type: {obj_word}.", exit_status=2)
     pbshook = obj_type == "pbshook"
-    if pbshook:  # a PBS hook: the plugin whose pbs_name it is (the manager maps the name)
-        if verb in ("create", "delete"):
-            raise QmgrError(PBSE_HOOKERROR, f"cannot {verb} a PBS hook", obj_type="pbshook")
-        if verb == "print":  # (OpenPBS 23.06's qmgr prints nothing for one and exits 1)
-            raise QmgrSyntaxError("qmgr: print pbshook is not supported; list pbshook "
-                                  "shows a PBS hook")
-        obj_type = "hook"
+    if pbshook:  # a PBS hook: the plugin whose pbs_name it is (the manager maps the name;
+        obj_type = "hook"  # it refuses create, delete and print of one, as PBS does)
     pos = _skip_blank(command, pos + len(obj_word))
     defs = definitions(obj_type, registry)
     names: list[str] | None = None
@@ -600,14 +625,27 @@ def _parse_one(command: str, server_name: str | None,
     word = command[pos:end]
     head = re.split(r"[.,]", word)[0]
     is_attribute = obj_type != "hook" and lookup(defs, head) is not None
+    servers: list[str] = []
     if word and not is_attribute:
-        names = _parse_names(command, pos, word, obj_type, server_name)
+        names, servers = _parse_names(command, pos, word, obj_type)
         pos = _skip_blank(command, pos + len(word))
+    if verb == "active":
+        return Command(verb, obj_type, names, [], command, pbshook)
     attrs = _parse_attributes(command, pos, verb)
     if verb in ("set", "unset") and not attrs:
         raise _syntax(command, len(command))
-    if verb in ("create", "delete", "set", "unset") and obj_type != "server" and not names:
-        raise _syntax(command, pos)
+    if obj_type == "server":  # a name there is a server's
+        servers += names or []
+        names = None
+    for server in servers:  # (after the syntax, as qmgr connects after parsing)
+        if server != "default" and server not in _local_names(server_name):
+            raise QmgrSyntaxError(f"Unknown Host.\nqmgr: cannot connect to server {server}",
+                                  PBSE_NOSERVER)
+    if obj_type == "sched" and names is None and verb in ("set", "unset"):
+        names = ["default"]  # as `print sched` writes the default scheduler's lines
+    if verb in ("create", "delete", "set", "unset") and obj_type not in (
+            "server", "queue", "node") and not names:
+        raise _syntax(command, pos, 3)
     return Command(verb, obj_type, names, attrs, command, pbshook)
 
 
@@ -617,27 +655,30 @@ def _skip_blank(command: str, pos: int) -> int:
     return pos
 
 
-def _parse_names(command: str, start: int, word: str, obj_type: str,
-                 server_name: str | None) -> list[str] | None:
-    """``name[@server][,name...]``; ``@default`` or this server's name is local."""
+def _parse_names(command: str, start: int, word: str, obj_type: str
+                 ) -> tuple[list[str], list[str]]:
+    """``name[@server][,name...]``: the names and the servers named. ``@server`` alone
+    means every object of the type on that server (an empty list of names)."""
     names: list[str] = []
+    servers: list[str] = []
     offset = 0
     for item in word.split(","):
         first = item[:1]
         ok = first.isalnum() if obj_type == "node" else first.isalpha()
         if not item:  # "a," or "a,,b": the caret goes under the comma
-            raise _syntax(command, start + max(offset - 1, 0))
+            raise _syntax(command, start + max(offset - 1, 0), 3)
         if not (ok or first == "@"):
-            raise _syntax(command, start + offset)
+            raise _syntax(command, start + offset, 3)
         name, at, server = item.partition("@")
         if at and (not server or "@" in server):
-            raise _syntax(command, start + offset + len(name) + (len(server) if server else 0))
-        if at and server != "default" and server not in _local_names(server_name):
-            raise QmgrSyntaxError(f"qmgr: cannot connect to server {server}", PBSE_NOSERVER)
+            raise _syntax(command, start + offset + len(name) + (len(server) if server
+                                                                  else 0), 3)
+        if at:
+            servers.append(server)
         if name:
             names.append(name)
         offset += len(item) + 1
-    return names or None
+    return names, servers
 
 
 def _local_names(server_name: str | None) -> set[str]:
@@ -740,10 +781,14 @@ def check_object_name(obj_type: str, name: str) -> None:
         return
     kind, too_long = _NAME_KINDS[obj_type]
     if len(name) > values.MAX_NAME[kind]:
-        raise QmgrError(too_long, obj_type=obj_type, obj_name=name)
+        # (OpenPBS 23.06's server sends no text with 15028: qmgr prints only the code line)
+        raise QmgrError(too_long, "" if too_long == PBSE_QUENBIG else None,
+                        obj_type=obj_type, obj_name=name)
     try:
         values.check_name(kind, name)
     except values.BadValue:
+        if obj_type == "node":  # OpenPBS 23.06: `create node bad!name` is 15067
+            raise QmgrError(PBSE_BADNDATVAL, obj_type=obj_type, obj_name=name) from None
         raise QmgrError(PBSE_BADATVAL, "Invalid object name", obj_type=obj_type,
                         obj_name=name) from None
 
@@ -1036,7 +1081,8 @@ def check_hook(name: str, attrs: Mapping[str, Any]) -> None:
 # -- output ----------------------------------------------------------------------------------------
 def format_value(defn: AttrDef | None, value: Any) -> str:
     """An attribute value as qmgr shows it: True/False (true/false for hooks), lists
-    comma-joined, durations HH:MM:SS, times as ctime, everything else as stored."""
+    comma-joined, durations HH:MM:SS, times as epoch seconds (OpenPBS 23.06's ``list
+    node``), everything else as stored."""
     if isinstance(value, bool):
         text = "True" if value else "False"
         return text.lower() if defn is not None and defn.lower_bool else text
@@ -1048,7 +1094,7 @@ def format_value(defn: AttrDef | None, value: Any) -> str:
     if kind == "duration" and isinstance(value, (int, float)):
         return units.format_duration(value)
     if kind == "time" and isinstance(value, (int, float)):
-        return time.ctime(value)
+        return str(int(value))
     if isinstance(value, float):
         return f"{value:g}" if value == int(value) else repr(value)
     return str(value)
@@ -1064,6 +1110,8 @@ def _entries(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef], role: str
         defn, value = defs.get(name), attrs[name]
         if value is None or not may_read(defn, role):
             continue
+        if value == [] and (defn is None or defn.empty is None):
+            continue  # an empty list is unset (PBS lists no `managers = `)
         if isinstance(value, dict):
             out.extend((defn, name, res, v) for res, v in value.items() if v is not None)
         else:
@@ -1118,6 +1166,11 @@ _PRINT_HEADINGS = {
     "node": "#\n# Create nodes and set their properties.\n#\n",
     "hook": "#\n# Create hooks and set their properties.\n#\n",
 }
+
+
+def print_heading(obj_type: str) -> str:
+    """The heading `print_objects` starts with for `obj_type` ("" for none)."""
+    return _PRINT_HEADINGS.get(obj_type, "")
 
 
 def _quote(text: str) -> str:

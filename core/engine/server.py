@@ -1594,9 +1594,10 @@ class Engine:
                  f"{caller.user}@{self.host}; jobs keep running")
         return "shutting down"
 
-    def req_qmgr(self, caller: Caller, text: str) -> dict[str, Any]:
-        """qmgr text: ``{"output", "errors", "code"}`` (see `manager`)."""
-        return self.manager.run(caller, text)
+    def req_qmgr(self, caller: Caller, text: str, one: bool = False) -> dict[str, Any]:
+        """qmgr text (`one`: a ``qmgr -c`` command): ``{"output", "errors", "code",
+        "status"}`` (see `manager`)."""
+        return self.manager.run(caller, text, one)
 
     def req_resv_submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
         return self.resvs.submit(caller, attrs)

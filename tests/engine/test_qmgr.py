@@ -57,14 +57,16 @@ def test_set_server_without_a_name_takes_the_attribute_as_the_third_word():
 def test_names_list_and_local_server_suffix():
     cmd = one("list queue workq,batch@default,fast@myhost", server_name="myhost.example.org")
     assert cmd.names == ["workq", "batch", "fast"]
-    assert one("list queue @default").names is None
+    assert one("list queue @default").names == []  # every queue of that server
+    assert one("list queue").names is None  # the active ones
     assert one("set node 1n,n2 state=offline").names == ["1n", "n2"]  # nodes may start with a digit
 
 
 def test_a_remote_server_is_refused():
     with pytest.raises(QmgrSyntaxError) as e:
         qmgr.parse("list queue workq@elsewhere", server_name="myhost")
-    assert e.value.message == "qmgr: cannot connect to server elsewhere"
+    assert e.value.message == "Unknown Host.\nqmgr: cannot connect to server elsewhere"
+    assert e.value.exit_status == 1
 
 
 def test_attribute_list_with_operators_quotes_and_equals_in_values():
@@ -117,7 +119,6 @@ def test_list_unset_and_print_take_bare_names():
                                  "          ^"),
     ("list queue a,", "qmgr: Syntax error\nlist queue a,\n            ^"),
     ("set server foo=1", "qmgr: Syntax error\nset server foo=1\n              ^"),
-    ("set queue enabled = t", "qmgr: Syntax error\nset queue enabled = t\n          ^"),
     ("set server comment = a b", "qmgr: Syntax error\nset server comment = a b\n"
                                  "                       ^"),
 ])
@@ -126,19 +127,27 @@ def test_syntax_errors_print_what_qmgr_prints(text, message):
         qmgr.parse(text)
     assert e.value.message == message
     assert e.value.client_text() == message
+    # OpenPBS 23.06's exit statuses: 3 for the name list, 4 for the attributes
+    status = {"set queue 1q enabled = t": 3, "list queue a,": 3, "frob server": 1}
+    assert e.value.exit_status == status.get(text, 2 if "object type" in message else 4)
+
+
+@pytest.mark.parametrize("text,status", [("frobnicate", 1), ("set", 2), ("list frob", 2),
+                                         ("list queue ,a", 3), ("set server", 4)])
+def test_each_kind_of_syntax_error_has_qmgrs_exit_status(text, status):
+    with pytest.raises(QmgrSyntaxError) as e:
+        qmgr.parse(text)
+    assert e.value.exit_status == status
 
 
 def test_a_pbshook_is_a_hook_named_by_its_pbs_name():
     (cmd,) = qmgr.parse("set pbshook PBS_power enabled = true")
     assert (cmd.obj_type, cmd.names, cmd.pbshook) == ("hook", ["PBS_power"], True)
-    for verb in ("create", "delete"):
-        with pytest.raises(QmgrError) as e:
-            qmgr.parse(f"{verb} pbshook PBS_power")
-        assert (e.value.code, e.value.message) == (15136, f"cannot {verb} a PBS hook")
+    # (create, delete and print of one are refused by the server: test_qmgr_server.py)
 
 
-@pytest.mark.parametrize("text", ["active queue q",
-                                  "import hook h application/x-python default f.py"])
+@pytest.mark.parametrize("text", ["import hook h application/x-python default f.py",
+                                  "export hook h application/x-python default"])
 def test_unsupported_objects_and_commands_are_refused_with_nosup(text):
     with pytest.raises(QmgrError) as e:
         qmgr.parse(text)
@@ -160,11 +169,15 @@ def test_a_custom_resource_is_created_with_a_type_that_types_its_values():
 
 def test_error_texts_are_qmgrs():
     err = QmgrError(15002, obj_type="queue", obj_name="optiplex")
-    assert err.client_text() == ("qmgr obj=optiplex svr=default: Undefined attribute\n"
+    assert err.client_text() == ("qmgr obj=optiplex svr=default: Undefined attribute \n"
                                  "qmgr: Error (15002) returned from server")
-    assert QmgrError(15007).server_text() == "qmgr obj= svr=default: Unauthorized Request"
-    assert QmgrError(15014, attr="enabled").message == (
-        "Illegal attribute or resource value enabled")
+    assert QmgrError(15007).server_text() == "qmgr obj= svr=default: Unauthorized Request "
+    assert QmgrError(15014, attr="enabled").message == "Illegal attribute or resource value"
+    assert QmgrError(15003, attr="comment").message == (
+        "Cannot set attribute, read only or insufficient permission  comment")
+    assert QmgrError(15136, "h does not exist!", obj_name="h").client_text() == (
+        "qmgr obj=h svr=default: h does not exist!\nqmgr: hook error returned from server")
+    assert QmgrError(15028, "").client_text() == "qmgr: Error (15028) returned from server"
 
 
 # -- values ----------------------------------------------------------------------------------------
@@ -204,36 +217,36 @@ def test_convert_size_attribute_and_custom_resource_type():
 
 @pytest.mark.parametrize("obj_type,op,code,message", [
     ("server", AttrOp("scheduling", None, "=", "maybe"), 15014,
-     "Illegal attribute or resource value scheduling"),
+     "Illegal attribute or resource value"),
     ("server", AttrOp("scheduler_iteration", None, "=", "ten"), 15014,
-     "Illegal attribute or resource value scheduler_iteration"),
+     "Illegal attribute or resource value"),
     ("server", AttrOp("scheduler_iteration", None, "=", "0"), 15014,
-     "Illegal attribute or resource value scheduler_iteration"),
+     "Illegal attribute or resource value"),
     ("sched", AttrOp("job_sort_formula_threshold", None, "=", "x"), 15014,
-     "Illegal attribute or resource value job_sort_formula_threshold"),
+     "Illegal attribute or resource value"),
     ("sched", AttrOp("node_sort_key", None, "=", "ncpus HIGH unused"), 15014,
-     "Illegal attribute or resource value node_sort_key"),  # was read as LOW
+     "Illegal attribute or resource value"),  # was read as LOW
     ("sched", AttrOp("node_sort_key", None, "=", "ncpus UP"), 15014,
-     "Illegal attribute or resource value node_sort_key"),
+     "Illegal attribute or resource value"),
     ("server", AttrOp("job_history_duration", None, "=", "1:xx"), 15014,
-     "Illegal attribute or resource value job_history_duration"),
+     "Illegal attribute or resource value"),
     ("server", AttrOp("max_run", None, "=", "10"), 15014,
      "Illegal attribute or resource value max_run: '10': expected [u|g|p|o:name=value]"),
     ("queue", AttrOp("queue_type", None, "=", "batch"), 15014,
-     "Illegal attribute or resource value queue_type"),
+     "Illegal attribute or resource value"),
     ("queue", AttrOp("Priority", None, "=", "2000"), 15014,
-     "Illegal attribute or resource value Priority"),
+     "Illegal attribute or resource value"),
     ("node", AttrOp("last_used_time", None, "=", "yesterday"), 15014,
-     "Illegal attribute or resource value last_used_time"),
+     "Illegal attribute or resource value"),
     ("node", AttrOp("state", None, "=", "job-busy"), 15067, "Illegal value for node state"),
     ("node", AttrOp("resources_available", "mem", "=", "lots"), 15014,
-     "Illegal attribute or resource value resources_available.mem"),
+     "Illegal attribute or resource value"),
     ("node", AttrOp("resources_available", "nosuch", "=", "1"), 15035,
      "Unknown resource resources_available.nosuch"),
-    ("queue", AttrOp("nosuch", None, "=", "1"), 15002, "Undefined attribute"),
-    ("server", AttrOp("scheduling", "x", "=", "1"), 15002, "Undefined attribute"),
+    ("queue", AttrOp("nosuch", None, "=", "1"), 15002, "Undefined attribute "),
+    ("server", AttrOp("scheduling", "x", "=", "1"), 15002, "Undefined attribute "),
     ("server", AttrOp("resources_max", None, "=", "1"), 15014,
-     "Illegal attribute or resource value resources_max"),
+     "Illegal attribute or resource value"),
     ("hook", AttrOp("alarm", None, "=", "soon"), 15136,
      "invalid value 'soon' for hook attribute 'alarm': expected an integer"),
 ])
@@ -350,7 +363,7 @@ def test_read_only_refusal_names_the_attribute():
     with pytest.raises(QmgrError) as e:
         qmgr.check_privilege(one("set server total_jobs = 3"), "manager", SERVER)
     assert e.value.message == (
-        "Cannot set attribute, read only or insufficient permission total_jobs")
+        "Cannot set attribute, read only or insufficient permission  total_jobs")
 
 
 # -- plugins ---------------------------------------------------------------------------------------
