@@ -151,7 +151,7 @@ class QmgrError(PbsError):
                  obj_name: str = "", attr: str | None = None):
         text = MESSAGES.get(code, "Error") if message is None else message or _NO_TEXT
         if attr and message is None and code in _NAMES_ATTRIBUTE:
-            text = f"{text.rstrip()} {attr}" if code != PBSE_ATTRRO else f"{text} {attr}"
+            text = f"{text} {attr}"  # (15003's and 15055's texts end in a blank: two)
         super().__init__(code, text, obj=obj_name)
         self.obj_type = obj_type
         self.obj_name = obj_name

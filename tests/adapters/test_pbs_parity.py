@@ -80,6 +80,8 @@ ROWS: list[tuple[str, str]] = [
     ("unset server server_state", ""), ("unset queue workq total_jobs", ""),
     ("set server server_state = Idle", ""), ("set sched default partition = p1", ""),
     ("list queue workq nosuchattr", ""), ("print queue workq nosuchattr", ""),
+    ("set queue workq acl_hosts = 'a,b,a'", ""), ("set queue workq acl_users += 'x,x'", ""),
+    ("set queue workq acl_groups = x", ""), ("set queue workq acl_groups += x", ""),
     # list and print, with and without names, and abbreviations
     ("list queue workq", ""), ("print queue workq", ""), ("l q workq", ""),
     ("list queue workq enabled,started", ""), ("list queue workq,workq", ""),
@@ -114,9 +116,9 @@ DIFFERENT: dict[str, str] = {
         "set workq's comment; the engine's command is one transaction and changed neither",
 }
 
-#: What the rows may leave on the real PBS, put back after the table.
+#: What the rows may leave on the real PBS and the engine, put back after the table.
 CLEANUP = ("delete queue pq1", "delete queue zz", "unset queue workq comment",
-           "delete resource pq_r")
+           "delete resource pq_r", "unset queue workq acl_groups")
 
 #: OpenPBS's qmgr reading a file first prints this diagnostic of its client library.
 MAX_OPEN = re.compile(r"^Max open servers: \d+\n")
@@ -181,8 +183,9 @@ def test_qmgr_answers_as_openpbs(pbs, local, attacker, unix_user):
             ROWS, lambda t, u: _real(pbs, t, u, unix_user),
             lambda t, u: _engine(local, t, u, attacker), pbs_host, engine_host)
     finally:
-        for text in CLEANUP:
+        for text in CLEANUP:  # (both sides: the engine is the module's, the next test's)
             pbs.qmgr(text, check=False)
+            local.pbs("qmgr", "-c", text)
     assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
         "\n".join(differences)
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
