@@ -106,7 +106,7 @@ def plan(plugins: PluginSet, dirs: Sequence[str]) -> Plan:
         hp = _hook_plan(record, raw, dirs, script)
         if hp is None:
             why = ("PBS runs several schedulers over partitions natively (qmgr 'create "
-                   "sched', 'set queue/node partition'): nothing to install"
+                   "sched', 'set queue/node partition')"
                    if record.name == "multisched" or any(h.startswith("sched_")
                                                          for h in record.hooks)
                    else "it implements no PBS hook event")
