@@ -25,6 +25,14 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   reports in JSON (never pickle) and dies with its caller (PR_SET_PDEATHSIG); a report that
   is not what the child sends is that hook's error. `Runner.cancel` (a stopping server)
   kills a running child at once.
+  Before any hook code runs, the child keeps nothing of its caller's but stdin, stdout,
+  stderr and its report pipe (`_keep_only_stdio`), whoever it runs as: not the server's
+  database, its listening socket, its clients' connections, its log and lock files. A hook
+  that starts a helper that outlives it (os.fork, a daemonising library), or that writes to,
+  closes or accept()s on descriptors it takes for its own, then reaches nothing of the
+  server's, as in PBS's fresh ``pbs_python``. stdin is /dev/null; stdout and stderr stay the
+  caller's, so a hook's print() goes where it goes in process (a terminal, a daemon's output
+  file), not to the server's log.
 * ``inprocess`` (an opt-in, ``isolation = "inprocess"``, for hooks the site trusts): the
   hook runs in the caller, with the alarm raised by SIGALRM when the caller is the main
   thread. Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
@@ -39,6 +47,7 @@ threads should fire process-mode events from a single-threaded helper process.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import logging
@@ -49,6 +58,7 @@ import re
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 import threading
@@ -515,11 +525,62 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _close_other_fds(keep: int) -> None:
-    """A child that leaves root (user = pbsuser) keeps only stdio and its report pipe: not
-    the server's database, socket or logs."""
-    os.closerange(3, keep)
-    os.closerange(keep + 1, max(keep + 1, os.sysconf("SC_OPEN_MAX")))
+try:
+    _DEV_NULL: int | None = os.stat(os.devnull).st_rdev
+except OSError:  # pragma: no cover - a root without /dev/null
+    _DEV_NULL = None
+
+
+def _stdio_plan() -> tuple[tuple[int, ...], int]:
+    """What a hook's process is to make of the caller's stdio, decided in the caller before
+    it forks (a first call in a fresh child costs tens of microseconds of copied pages;
+    here, one): which of 0-2 it points at /dev/null, and the number up to which it closes
+    every other descriptor. stdin goes, unless it is /dev/null already (a daemon's): a
+    hook never reads the caller's terminal. stdout and stderr stay (a hook's print() goes
+    where the caller's goes), unless closed, or unless the interpreter started without them
+    (``sys.__stdout__`` is None): the number is then a file the caller opened later."""
+    to_null = []
+    for fd, stream in ((0, None), (1, sys.__stdout__), (2, sys.__stderr__)):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            to_null.append(fd)
+            continue
+        if fd == 0:
+            if not stat.S_ISCHR(st.st_mode) or st.st_rdev != _DEV_NULL:
+                to_null.append(fd)
+        elif stream is None:
+            to_null.append(fd)
+    return tuple(to_null), os.sysconf("SC_OPEN_MAX")
+
+
+def _keep_only_stdio(report: int, to_null: tuple[int, ...], top: int) -> int:
+    """In a hook's process, before any hook code runs: close every descriptor of the
+    caller's but stdin, stdout, stderr and the report pipe `report`, and point the stdio
+    numbers `to_null` at /dev/null (`_stdio_plan`). Returns the report pipe's number, moved
+    above 2 if a caller without stdio had it there. Root or not, a hook's process holds
+    none of the server's files: a helper it leaves running would keep the server's socket
+    and its clients' connections open, and a write to a descriptor it takes for its own
+    would land in the database. (Linux closes the ranges in one system call each.)"""
+    if report <= 2:
+        moved = fcntl.fcntl(report, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.close(report)
+        report = moved
+    if to_null:
+        try:
+            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free: 0-2 if one is closed)
+        except OSError:  # no /dev/null: those numbers stay closed
+            null = -1
+        for fd in to_null:
+            if fd == null:
+                os.set_inheritable(fd, True)  # what the hook runs gets it as its stdio
+            elif null >= 0:
+                os.dup2(null, fd)
+            else:
+                os.closerange(fd, fd + 1)
+    os.closerange(3, report)  # (with /dev/null's own number, unless one of 0-2)
+    os.closerange(report + 1, max(report + 1, top))
+    return report
 
 
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
@@ -531,6 +592,9 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, _raise_alarm)
+    # The caller's wakeup fd (asyncio's) is closed in this process: no SIGALRM may write
+    # its byte into whatever the hook opens under that number.
+    signal.set_wakeup_fd(-1)
     capture = _Capture()
     # Every record goes back to the parent, which logs it once through its own handlers;
     # levels stay the parent's, so the child logs what the parent would.
@@ -543,8 +607,6 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     clock = AlarmClock()  # the child leaves by os._exit: nothing to disarm
     if batch[0].attrs.user == "pbsuser":
         try:
-            if os.geteuid() == 0:
-                _close_other_fds(fd)
             _become_job_owner(event)
         except Exception as exc:
             _send(fd, ("start", 0))
@@ -779,6 +841,7 @@ class Runner:
                 stream.flush()
             except (AttributeError, ValueError, OSError):
                 pass
+        to_null, top = _stdio_plan()  # (before the pipe: which of 0-2 are closed)
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
         pid = os.fork()
@@ -786,6 +849,7 @@ class Runner:
             try:
                 _die_with_parent(parent)
                 os.close(read_fd)
+                write_fd = _keep_only_stdio(write_fd, to_null, top)  # before any hook code
                 _child_main(batch, event, write_fd)
             except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
                 pass

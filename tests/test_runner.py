@@ -592,6 +592,76 @@ def test_a_pbsuser_hook_keeps_none_of_the_callers_files(tmp_path):
     assert len([f for f in fds if f > 2]) == 2  # the report pipe, and listdir's own
 
 
+def _held_by_the_hook(event):
+    """The hook's descriptors, as /proc says, in the job's comment."""
+    held = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            held[name] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass  # listdir's own, closed already
+    event.job.comment = json.dumps(held)
+
+
+def test_any_hooks_process_keeps_only_stdio_and_its_report_pipe(chain, tmp_path):
+    """Root or not, a forked hook holds none of the caller's files (a server's database,
+    sockets, logs) before it runs: stdin is /dev/null, stdout and stderr the caller's."""
+    import socket
+
+    secret = open(tmp_path / "server.db", "w")  # noqa: SIM115 - held open across the fire
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(tmp_path / "sock"))
+    listening.listen()
+    try:
+        out = chain({"a": Hook(_held_by_the_hook)}, mode="process").fire(queuejob())
+    finally:
+        secret.close()
+        listening.close()
+    assert out.accepted, out.detail
+    held = {int(fd): what for fd, what in json.loads(out.changes["job"]["comment"]).items()}
+    assert held[0] == "/dev/null"
+    assert (held[1], held[2]) == (os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"))
+    above = [what for fd, what in held.items() if fd > 2]
+    assert len(above) == 1 and above[0].startswith("pipe:"), held
+
+
+def test_a_caller_started_without_stdio_lends_its_files_to_no_hook(tmp_path):
+    """A caller started with 0, 1 and 2 closed has its own files there (its database at 0,
+    here, and the report pipe at 1 and 2): the hook gets /dev/null for all three, not the
+    database, and its report pipe still works."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    result = tmp_path / "held.json"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from test_runner import Hook, _held_by_the_hook, queuejob
+from pbsplug import PluginSet, Runner
+from pbsplug.siteconfig import SiteConfig
+db = open({str(tmp_path / "server.db")!r}, "w")   # fd 0: the other two are the pipe's
+assert db.fileno() == 0 and sys.stdout is None
+plugins = PluginSet(SiteConfig(path=None))
+def hook(event):
+    print("to nowhere")
+    _held_by_the_hook(event)
+plugins.add("p", Hook(hook), enable=True)
+out = Runner(plugins, mode="process").fire(queuejob())
+Path({str(result)!r}).write_text(out.changes["job"]["comment"] if out.accepted else
+                                  "error: " + str(out.detail))
+""")
+    subprocess.run(["sh", "-c", 'exec "$0" "$1" <&- >&- 2>&-', sys.executable, str(script)],
+                   check=True, timeout=60)
+    text = result.read_text()
+    assert not text.startswith("error"), text
+    held = {int(fd): what for fd, what in json.loads(text).items()}
+    assert [held[0], held[1], held[2]] == ["/dev/null"] * 3, held
+    above = [what for fd, what in held.items() if fd > 2]
+    assert len(above) == 1 and above[0].startswith("pipe:"), held
+
+
 def test_a_hook_process_dies_with_its_caller(tmp_path):
     """A caller killed with SIGKILL (a crashed server) takes its hook's process along, even
     one that swallows every signal it can."""
