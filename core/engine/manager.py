@@ -114,8 +114,9 @@ class Manager:
                 return "", [f"No Active {plural[cmd.obj_type]}, nothing done."], 0, 0
             cmd.names = list(active[cmd.obj_type])
         reading = cmd.verb in ("list", "print")
-        if cmd.pbshook and cmd.verb == "print":
-            return "", [], 1, 0  # OpenPBS's qmgr prints nothing for one and exits 1
+        if cmd.pbshook and cmd.verb == "print":  # (OpenPBS's qmgr exits 1, saying nothing)
+            return "", ["qmgr: print pbshook is not supported; list pbshook shows a PBS "
+                        "hook"], 1, 0
         if cmd.pbshook and cmd.verb in ("create", "delete"):
             err = QmgrError(qmgr.PBSE_IVALREQ, obj_type="hook", obj_name=(cmd.names or [""])[0])
             return "", err.client_text().splitlines(), 156, err.code
@@ -133,11 +134,11 @@ class Manager:
                         text = text[len(heading):]  # one heading for them all
                     out.append(text)
                 except QmgrError as err:
-                    if cmd.obj_type == "sched" and err.code == qmgr.PBSE_UNKSCHED:
-                        continue  # (OpenPBS's qmgr shows nothing, and exits 0)
                     lines += self._error_lines(caller, one, err)
+                    if cmd.obj_type == "sched" and err.code == qmgr.PBSE_UNKSCHED:
+                        continue  # (OpenPBS's qmgr exits 0, saying nothing)
                     error = err.code
-            return "".join(out), lines, 1 if lines else 0, error
+            return "".join(out), lines, 1 if error else 0, error
         try:
             return self.command(caller, cmd), [], 0, 0
         except QmgrError as err:

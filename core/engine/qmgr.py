@@ -128,9 +128,11 @@ MESSAGES = {
 }
 #: The message of an error the server sends without a text (qmgr prints only its code).
 _NO_TEXT = "\0"
-#: Codes whose reply names the attribute (PBS's server appends " attr[.resource]"; its
-#: 15014 to qmgr names none, OpenPBS 23.06 checked).
-_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_UNKRESC, PBSE_BADNDATVAL, PBSE_DUPLIST})
+#: Codes whose reply names the attribute (PBS's server appends " attr[.resource]"). OpenPBS
+#: 23.06's 15014 to qmgr names none (checked); pbsplug's does, as every error of its names
+#: what was wrong (docs/engine.md, "qmgr": the differences left).
+_NAMES_ATTRIBUTE = frozenset({PBSE_ATTRRO, PBSE_BADATVAL, PBSE_UNKRESC, PBSE_BADNDATVAL,
+                              PBSE_DUPLIST})
 #: The text a non-manager gets for any hook request (pbs-behavior.md §1.1), as OpenPBS
 #: 23.06 words it: ``user@host is unauthorized to access hooks data from server host``.
 HOOK_UNAUTHORIZED = "unauthorized to access hooks data from server"
@@ -781,9 +783,9 @@ def check_object_name(obj_type: str, name: str) -> None:
         return
     kind, too_long = _NAME_KINDS[obj_type]
     if len(name) > values.MAX_NAME[kind]:
-        # (OpenPBS 23.06's server sends no text with 15028: qmgr prints only the code line)
-        raise QmgrError(too_long, "" if too_long == PBSE_QUENBIG else None,
-                        obj_type=obj_type, obj_name=name)
+        # (OpenPBS 23.06's server sends no text with 15028, so its qmgr prints only the
+        # code line; pbsplug says what was wrong)
+        raise QmgrError(too_long, obj_type=obj_type, obj_name=name)
     try:
         values.check_name(kind, name)
     except values.BadValue:

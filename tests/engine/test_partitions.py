@@ -32,7 +32,11 @@ def refused(engine, text: str, code: int, message: str, obj: str) -> None:
     done = qmgr(engine, text)
     assert done.stderr.splitlines() == [f"qmgr obj={obj} svr=default: {message}",
                                         f"qmgr: Error ({code}) returned from server"], text
-    assert done.returncode == code % 256
+    # OpenPBS 23.06's qmgr (checked): list exits 0 for an unknown sched (it says nothing;
+    # pbsplug says why), 1 for other list errors; a change exits with the code % 256
+    status = {"list sched": 0, "list": 1}
+    assert done.returncode == status.get(" ".join(text.split()[:2]),
+                                         status.get(text.split()[0], code % 256)), text
 
 
 def ok(engine, text: str) -> None:
@@ -166,10 +170,9 @@ def test_bad_directories_turn_scheduling_off_with_pbss_comment(server, tmp_path)
 
 
 def test_a_scheds_job_sort_formula_may_not_differ_from_the_servers(server):
-    name = server.client("status")["server"]
     ok(server, "create sched jsf1 job_sort_formula = mem")
-    refused(server, "set server job_sort_formula = ncpus", 15226,
-            "Server's job_sort_formula value is incompatible with sched's", name)
+    refused(server, "set server job_sort_formula = ncpus", 15226,  # (obj= is empty for the
+            "Server's job_sort_formula value is incompatible with sched's", "")  # server)
     ok(server, "set server job_sort_formula = mem")  # the same formula is fine
     refused(server, "create sched jsf2 job_sort_formula = walltime", 15226,
             "Server's job_sort_formula value is incompatible with sched's", "jsf2")
@@ -181,9 +184,8 @@ def test_a_job_sort_formula_that_does_not_parse_is_refused(server):
     ok(server, "create sched badf")
     refused(server, "set sched badf job_sort_formula = 'ncpus +'", 15014,
             "Illegal attribute or resource value job_sort_formula", "badf")
-    name = server.client("status")["server"]
     refused(server, "set server job_sort_formula = 'ncpus +'", 15014,
-            "Illegal attribute or resource value job_sort_formula", name)
+            "Illegal attribute or resource value job_sort_formula", "")
 
 
 def test_creating_a_scheduler_that_schedules_checks_its_directories(server, tmp_path):

@@ -172,12 +172,17 @@ def test_error_texts_are_qmgrs():
     assert err.client_text() == ("qmgr obj=optiplex svr=default: Undefined attribute \n"
                                  "qmgr: Error (15002) returned from server")
     assert QmgrError(15007).server_text() == "qmgr obj= svr=default: Unauthorized Request "
-    assert QmgrError(15014, attr="enabled").message == "Illegal attribute or resource value"
+    # (OpenPBS 23.06's 15014 names no attribute; pbsplug's names what was wrong)
+    assert QmgrError(15014, attr="enabled").message == (
+        "Illegal attribute or resource value enabled")
     assert QmgrError(15003, attr="comment").message == (
         "Cannot set attribute, read only or insufficient permission  comment")
     assert QmgrError(15136, "h does not exist!", obj_name="h").client_text() == (
         "qmgr obj=h svr=default: h does not exist!\nqmgr: hook error returned from server")
     assert QmgrError(15028, "").client_text() == "qmgr: Error (15028) returned from server"
+    assert QmgrError(15028, obj_name="q" * 16).client_text() == (
+        f"qmgr obj={'q' * 16} svr=default: Queue name too long\n"
+        "qmgr: Error (15028) returned from server")
 
 
 # -- values ----------------------------------------------------------------------------------------
@@ -217,36 +222,36 @@ def test_convert_size_attribute_and_custom_resource_type():
 
 @pytest.mark.parametrize("obj_type,op,code,message", [
     ("server", AttrOp("scheduling", None, "=", "maybe"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value scheduling"),
     ("server", AttrOp("scheduler_iteration", None, "=", "ten"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value scheduler_iteration"),
     ("server", AttrOp("scheduler_iteration", None, "=", "0"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value scheduler_iteration"),
     ("sched", AttrOp("job_sort_formula_threshold", None, "=", "x"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value job_sort_formula_threshold"),
     ("sched", AttrOp("node_sort_key", None, "=", "ncpus HIGH unused"), 15014,
-     "Illegal attribute or resource value"),  # was read as LOW
+     "Illegal attribute or resource value node_sort_key"),  # was read as LOW
     ("sched", AttrOp("node_sort_key", None, "=", "ncpus UP"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value node_sort_key"),
     ("server", AttrOp("job_history_duration", None, "=", "1:xx"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value job_history_duration"),
     ("server", AttrOp("max_run", None, "=", "10"), 15014,
      "Illegal attribute or resource value max_run: '10': expected [u|g|p|o:name=value]"),
     ("queue", AttrOp("queue_type", None, "=", "batch"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value queue_type"),
     ("queue", AttrOp("Priority", None, "=", "2000"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value Priority"),
     ("node", AttrOp("last_used_time", None, "=", "yesterday"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value last_used_time"),
     ("node", AttrOp("state", None, "=", "job-busy"), 15067, "Illegal value for node state"),
     ("node", AttrOp("resources_available", "mem", "=", "lots"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value resources_available.mem"),
     ("node", AttrOp("resources_available", "nosuch", "=", "1"), 15035,
      "Unknown resource resources_available.nosuch"),
     ("queue", AttrOp("nosuch", None, "=", "1"), 15002, "Undefined attribute "),
     ("server", AttrOp("scheduling", "x", "=", "1"), 15002, "Undefined attribute "),
     ("server", AttrOp("resources_max", None, "=", "1"), 15014,
-     "Illegal attribute or resource value"),
+     "Illegal attribute or resource value resources_max"),
     ("hook", AttrOp("alarm", None, "=", "soon"), 15136,
      "invalid value 'soon' for hook attribute 'alarm': expected an integer"),
 ])
