@@ -534,10 +534,10 @@ except OSError:  # pragma: no cover - a root without /dev/null
 def _stdio_plan() -> tuple[tuple[int, ...], int]:
     """What a hook's process is to make of the caller's stdio, decided in the caller before
     it forks (a first call in a fresh child costs tens of microseconds of copied pages;
-    here, one): which of 0-2 it points at /dev/null, and the number up to which it closes
-    every other descriptor. stdin goes, unless it is /dev/null already (a daemon's): a
-    hook never reads the caller's terminal. stdout and stderr stay (a hook's print() goes
-    where the caller's goes), unless closed, or unless the interpreter started without them
+    here, a few): which of 0-2 it points at /dev/null, and the number up to which it closes
+    every other descriptor. stdin goes, unless it is /dev/null already (a daemon's): a hook
+    never reads the caller's terminal. stdout and stderr stay (a hook's print() goes where
+    the caller's goes), unless closed, or unless the interpreter started without them
     (``sys.__stdout__`` is None): the number is then a file the caller opened later."""
     to_null = []
     for fd, stream in ((0, None), (1, sys.__stdout__), (2, sys.__stderr__)):
@@ -554,10 +554,19 @@ def _stdio_plan() -> tuple[tuple[int, ...], int]:
     return tuple(to_null), os.sysconf("SC_OPEN_MAX")
 
 
-def _keep_only_stdio(report: int, to_null: tuple[int, ...], top: int) -> int:
+def _open_null() -> int:
+    """/dev/null for a hook's process, opened by the caller (closed again once it has
+    forked); -1 if it cannot be, and the numbers it was for stay closed in the child."""
+    try:
+        return os.open(os.devnull, os.O_RDWR)  # (the lowest free: 0-2 if one is closed)
+    except OSError:
+        return -1
+
+
+def _keep_only_stdio(report: int, to_null: tuple[int, ...], null: int, top: int) -> int:
     """In a hook's process, before any hook code runs: close every descriptor of the
     caller's but stdin, stdout, stderr and the report pipe `report`, and point the stdio
-    numbers `to_null` at /dev/null (`_stdio_plan`). Returns the report pipe's number, moved
+    numbers `to_null` at `null` (`_stdio_plan`). Returns the report pipe's number, moved
     above 2 if a caller without stdio had it there. Root or not, a hook's process holds
     none of the server's files: a helper it leaves running would keep the server's socket
     and its clients' connections open, and a write to a descriptor it takes for its own
@@ -566,18 +575,13 @@ def _keep_only_stdio(report: int, to_null: tuple[int, ...], top: int) -> int:
         moved = fcntl.fcntl(report, fcntl.F_DUPFD_CLOEXEC, 3)
         os.close(report)
         report = moved
-    if to_null:
-        try:
-            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free: 0-2 if one is closed)
-        except OSError:  # no /dev/null: those numbers stay closed
-            null = -1
-        for fd in to_null:
-            if fd == null:
-                os.set_inheritable(fd, True)  # what the hook runs gets it as its stdio
-            elif null >= 0:
-                os.dup2(null, fd)
-            else:
-                os.closerange(fd, fd + 1)
+    for fd in to_null:
+        if fd == null:
+            os.set_inheritable(fd, True)  # what the hook runs gets it as its stdio
+        elif null >= 0:
+            os.dup2(null, fd)
+        else:
+            os.closerange(fd, fd + 1)  # (open or not: no error)
     os.closerange(3, report)  # (with /dev/null's own number, unless one of 0-2)
     os.closerange(report + 1, max(report + 1, top))
     return report
@@ -843,13 +847,21 @@ class Runner:
                 pass
         to_null, top = _stdio_plan()  # (before the pipe: which of 0-2 are closed)
         read_fd, write_fd = os.pipe()
+        null = _open_null() if to_null else -1
         parent = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            if null >= 0:
+                os.close(null)
+            raise
         if pid == 0:  # the child: run the hooks, report, and leave without cleanup
             try:
                 _die_with_parent(parent)
                 os.close(read_fd)
-                write_fd = _keep_only_stdio(write_fd, to_null, top)  # before any hook code
+                write_fd = _keep_only_stdio(write_fd, to_null, null, top)  # before any hook
                 _child_main(batch, event, write_fd)
             except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
                 pass
@@ -861,6 +873,8 @@ class Runner:
                         pass
                 os._exit(0)
         os.close(write_fd)
+        if null >= 0:
+            os.close(null)
         try:
             return self._collect(batch, event, pid, read_fd)
         except BaseException:
