@@ -669,7 +669,7 @@ class Runner:
         #: teardown per fork): it is reaped at the next fork, or by the caller's own
         #: ``waitpid(-1)`` (the engine's server reaps its children every poll).
         self.reap_later = reap_later
-        #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<n>.in`` / ``.out``
+        #: Where hooks with ``debug = true`` leave ``hook_<event>_<hook>_<pid>_<n>.in`` / ``.out``
         #: (PBS keeps them in hooks/tmp); without it, they go to the hook's log at INFO.
         self.debug_dir = Path(debug_dir) if debug_dir else None
         self._debug_count = itertools.count(1)

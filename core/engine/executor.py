@@ -233,7 +233,8 @@ class PendingLaunch:
         os.close(self._fd)
         self._fd = None
         # Closing the pipe alone would do, unless a process forked from the server while
-        # it was open (a hook's child, what it started) still holds it; the shepherd has
+        # it was open (an in-process hook's child, what it started: a process-mode hook's
+        # child closes it) still holds it; the shepherd has
         # done nothing yet, so killing it loses nothing and the wait below is bounded.
         _reap(self.pid, kill=True)
 
@@ -548,8 +549,9 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
 
 def _wait_for_start(fd: int, server: int) -> dict | None:
     """The job's command from `PendingLaunch.start`, or None: cancelled (EOF) or the server
-    died. A process forked from the server (a hook's child) may still hold the pipe after
-    the server died, so the shepherd also watches its parent."""
+    died. A process forked from the server (by an in-process hook; a process-mode hook's
+    child closes it) may still hold the pipe after the server died, so the shepherd also
+    watches its parent."""
     data = b""
     poller = select.poll()  # not select(): the pipe's number may be past FD_SETSIZE
     poller.register(fd, select.POLLIN)
