@@ -19,6 +19,20 @@ marshal's format (Slurm's TaskProlog, which then imports no ``json``; marshal is
 from a client), and a marshal request with ``"answer": "native"`` gets what Slurm's native
 launcher writes out (`slurm_program.native_answer`: status and output bytes, length-prefixed).
 
+An answer is one document (a JSON object, a marshal dict, or the native answer), sent whole,
+and then the connection is shut down (``shutdown(SHUT_RDWR)``, not only closed): that ends it
+for every process holding a copy, so a hook that left a helper running (os.fork, a
+daemonising library) does not keep the script waiting for the end until PBS's alarm or
+Slurm's timeout kills it. A client reading to the end (an older `worker_client`, the native
+launcher) sees it at once; the current one stops at the end of one whole JSON object or
+marshal dict anyway, so it also does not wait on a worker from before this rule. A child
+that ends without answering (killed at its deadline, crashed) has its connection shut down
+by the worker once it is reaped: the script sees no answer then, not a helper's lifetime
+later. Before any hook runs, a child closes the worker's listening socket and the
+connections of the other clients (waiting, or served by other children); it keeps the
+descriptors the loaded plugins and the log handlers opened at load (a log file, a
+database), which its hooks, run in process, use.
+
 - One worker per hook config: the hook names its socket after the config's SHA-256,
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
   starts a new worker and the old one leaves when idle. That folder and every one above it
@@ -150,7 +164,7 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
             uid = _peer(conn)[1]
             log.warning("pbsplug worker: request from uid %d refused: %s", uid, exc)
             conn.sendall(dumps(refusal(f"pbsplug worker: refused: {exc}")))
-            conn.close()
+            _end(conn)
             return
         if isinstance(request, dict):  # who is asking, as the kernel says: (pid, uid, gid)
             request["_peer"] = list(_peer(conn))
@@ -175,6 +189,16 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
         except ValueError:  # a value marshal refuses (JSON's answer makes it a string)
             data = _codec("json")[1](outcome)
         conn.sendall(data)
+    _end(conn)
+
+
+def _end(conn: socket.socket) -> None:
+    """The connection ended for its client now, whoever else holds a copy of it (a helper a
+    hook left running: close alone waits for every copy), then closed."""
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the client has gone already
     conn.close()
 
 
@@ -243,7 +267,7 @@ class _Gate:
             conn.send(self.dumps(refusal(f"pbsplug worker: refused: {why}")))
         except OSError:
             pass
-        conn.close()
+        _end(conn)
         now = time.monotonic()
         key = (uid, why.split(":")[0])
         if now - self.logged.get(key, -LOG_EVERY) >= LOG_EVERY:
@@ -322,7 +346,9 @@ def serve(path: Path, config_file: Path) -> None:
     inode = os.stat(path).st_ino
     limit = MAX_PUBLIC_REQUEST if public else MAX_REQUEST
     gate = _Gate(encoding)
-    children: dict[int, tuple[float, int]] = {}
+    # Each child's deadline, uid and connection: the connection is kept here until the child
+    # is reaped, then shut down (`_end`), in case the child ended without answering.
+    children: dict[int, tuple[float, int, socket.socket]] = {}
     last = time.monotonic()
     leaving = False
     listener.setblocking(False)
@@ -331,27 +357,31 @@ def serve(path: Path, config_file: Path) -> None:
         pid = os.fork()
         if pid == 0:
             gc.disable()
+            # Nothing of the worker's own sockets for the hooks (nor for a helper one leaves
+            # running): not the listening socket, not another client's connection.
             listener.close()
+            for other in [c for _, _, c in children.values()] + [c for c, _, _ in gate.waiting]:
+                other.close()
             code = 0
             try:
                 _child(conn, runner, dispatch, encoding, limit, now + SEND_DEADLINE)
             except BaseException:  # noqa: BLE001 - the child ends here, whatever
                 code = 1
             os._exit(code)
-        conn.close()
-        children[pid] = (now + alarm, uid)
+        children[pid] = (now + alarm, uid, conn)
 
     try:
         while True:
             ready, _, _ = select.select([listener], [], [], 0.1 if gate.waiting else 0.5)
             now = time.monotonic()
-            for pid, (deadline, uid) in list(children.items()):
+            for pid, (deadline, uid, conn) in list(children.items()):
                 try:
                     done, _ = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     done = pid
                 if done:
                     del children[pid]
+                    _end(conn)
                     gate.ended(uid)
                 elif now > deadline:
                     os.kill(pid, signal.SIGKILL)

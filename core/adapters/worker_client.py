@@ -4,7 +4,9 @@ which with ``collections.abc`` costs a Slurm program about 1.5 ms), because both
 scripts load it by path without pbsplug on ``sys.path``: PBS's hook script (`pbs_hook`, in
 pbs_python, from the install's ``wire_dir``) and Slurm's programs (`slurm_program`, from the
 copy beside them that ``pbsplug slurm install`` writes). What goes over the socket (JSON,
-marshal) and what an answer means stay each script's own.
+marshal) and what an answer means stay each script's own; this module knows only where
+an answer ends (`whole`: the client stops reading there, not at the connection's end, which
+a helper process a hook left running could hold off).
 """
 
 import _socket
@@ -137,9 +139,15 @@ def _make_folder(folder, mode):
 
 
 def exchange(conn, data, meanwhile=None):
-    """Send `data`, then read the whole answer (the worker closes when done); b"" when the
-    worker's process ended without one. `conn` is closed. `meanwhile`, when given, is
-    called between the two, while the worker works."""
+    """Send `data`, then read the answer: up to the end of one whole answer (`whole`), or
+    else to the connection's end; b"" when the worker's process ended without one. `conn`
+    is closed. `meanwhile`, when given, is called between the two, while the worker works.
+
+    Not to the end alone: a helper process a hook left running (os.fork, a daemonising
+    library) holds a copy of the connection, and a worker from before the worker shut the
+    connection down after its answer (`worker`'s docstring) let the end come only when
+    that helper ended: the script waited until PBS's alarm or Slurm's timeout. An answer
+    that is not one whole document is still read to the end, as before."""
     try:
         conn.sendall(data)
         conn.shutdown(_socket.SHUT_WR)
@@ -151,9 +159,38 @@ def exchange(conn, data, meanwhile=None):
             if not chunk:
                 break
             chunks.append(chunk)
+            if chunk[-1:] in (b"}", b"0"):  # how a JSON object and a marshal dict end
+                chunks = [b"".join(chunks)]
+                if whole(chunks[0]):
+                    break
     finally:
         conn.close()
     return b"".join(chunks)
+
+
+def whole(answer):
+    """Whether `answer` is one whole worker's answer: a JSON object (the PBS hook's answer, a
+    refusal) or a marshal dict (the Slurm programs'). Both say where they end, so no
+    proper beginning of one reads as whole; anything else (the native answer, which only
+    the native launcher reads) is never whole here, and is read to the connection's end.
+    The modules are imported only then: ``json`` where the script has it already (the PBS
+    hook; a Slurm program for a refusal), ``marshal`` built in."""
+    if answer[:2] == b'{"':  # JSON's object; marshal has no type code '"'
+        if answer[-1:] != b"}":
+            return False
+        import json
+
+        loads = json.loads
+    else:
+        if answer[-1:] != b"0":  # marshal's dict ends with its TYPE_NULL
+            return False
+        import marshal
+
+        loads = marshal.loads
+    try:
+        return isinstance(loads(answer), dict)
+    except (ValueError, EOFError, TypeError):
+        return False
 
 
 def start(python, config_file, path, folder_mode=0o700):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -40,6 +41,32 @@ def execjob_begin(event):
         event.job.comment = f"umask {mask:o} fsize {resource.getrlimit(resource.RLIMIT_FSIZE)}"\
             f" nice {os.getpriority(os.PRIO_PROCESS, 0)} cwd {os.getcwd()}"
         return
+    if event.job.Job_Name in ("helper", "helper, then die"):
+        # A helper left running, as a daemonising library does: a fork of this process,
+        # in a session of its own, holding what it holds (the client's connection).
+        import os
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open(os.environ["WTEST_HELPERS"], "a") as fh:
+                    fh.write(f"{os.getpid()}\\n")
+                time.sleep(60)
+            os._exit(0)
+        os.wait()
+        if event.job.Job_Name == "helper, then die":  # no answer: the child just ends
+            os._exit(3)
+        event.job.comment = "helper left"
+        return
+    if event.job.Job_Name == "slow":
+        time.sleep(1.5)
+    if event.job.Job_Name == "fds":  # the sockets this event's process holds
+        import os, stat
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+        event.job.comment = " ".join(
+            str(fd) for fd in sorted(fds)
+            if os.path.exists(f"/proc/self/fd/{fd}")
+            and stat.S_ISSOCK(os.stat(f"/proc/self/fd/{fd}").st_mode))
+        return
     event.job.comment = f"seen {len(STATE)} in {event.job.id}"
     event.logjobmsg(event.job.id, "worker: begin")
 
@@ -65,8 +92,10 @@ def write_config(dists, tmp_path) -> Path:
 def worker(dists, tmp_path):
     config_file = write_config(dists, tmp_path)
     path = tmp_path / "run" / "pbs-test.sock"
+    helpers = tmp_path / "helpers"  # the pids of the helpers hooks left running
     proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(path),
-                             str(config_file)], env={**os.environ, "PYTHONPATH": str(dists.root)})
+                             str(config_file)], env={**os.environ, "PYTHONPATH": str(dists.root),
+                                                     "WTEST_HELPERS": str(helpers)})
     deadline = time.monotonic() + 30
     while not path.exists():
         assert proc.poll() is None, "the worker ended at start"
@@ -75,6 +104,11 @@ def worker(dists, tmp_path):
     yield path
     proc.kill()
     proc.wait()
+    for pid in helpers.read_text().split() if helpers.exists() else ():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def ask(path: Path, event: str, data: dict, timeout: float = 20) -> dict | None:
@@ -129,6 +163,113 @@ def test_a_bad_request_is_that_events_error(worker):
 
 
 ADAPTERS = str(Path(__file__).parents[2] / "core" / "adapters")
+
+
+def _worker_client():
+    sys.path.insert(0, ADAPTERS)
+    try:
+        import worker_client
+    finally:
+        sys.path.remove(ADAPTERS)
+    return worker_client
+
+
+def test_a_helper_a_hook_leaves_running_keeps_no_script_waiting(worker):
+    """A hook that leaves a process running (os.fork, a daemonising library) gave it a copy
+    of the client's connection: the hook script, reading to the end, waited for that
+    helper (60 s here) until PBS's alarm killed it, and the event failed for nothing. Now
+    the worker shuts the connection down after its answer, and the client stops at the end
+    of a whole answer: both a current client and an older one (reading to the end) get
+    theirs at once."""
+    worker_client = _worker_client()
+    request = json.dumps({"event": "execjob_begin", "data": begin("helper")}).encode()
+    started = time.monotonic()
+    conn = worker_client.connect(str(worker))
+    conn.settimeout(10)  # (a client that waits for the helper fails here, not in 60 s)
+    answer = json.loads(worker_client.exchange(conn, request))
+    assert answer["kind"] == "accept" and answer["changes"]["job"]["comment"] == "helper left"
+    assert time.monotonic() - started < 2  # the hook's alarm
+    started = time.monotonic()
+    older = ask(worker, "execjob_begin", begin("helper"), timeout=10)  # reads to the end
+    assert older["changes"]["job"]["comment"] == "helper left"
+    assert time.monotonic() - started < 2
+    assert len((worker.parent.parent / "helpers").read_text().split()) == 2  # still running
+
+
+def test_a_child_that_ends_without_an_answer_keeps_no_script_waiting_for_its_helper(worker):
+    """The event's process ended without an answer (os._exit in a hook; likewise killed at
+    its deadline, or crashed) while a helper it left holds the connection: the worker shuts
+    it down once the child is reaped, and the script sees no answer then."""
+    started = time.monotonic()
+    assert ask(worker, "execjob_begin", begin("helper, then die"), timeout=10) is None
+    assert time.monotonic() - started < 2
+    assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
+
+
+def test_an_events_process_holds_no_socket_of_the_worker_but_its_own_connection(worker):
+    """Not the listening socket, and not the connection of another client (one served by
+    another child meanwhile, which the worker keeps until that child is reaped): a helper
+    a hook leaves running would hold them too."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.connect(str(worker))
+        slow.sendall(json.dumps({"event": "execjob_begin", "data": begin("slow")}).encode())
+        slow.shutdown(socket.SHUT_WR)
+        time.sleep(0.5)  # its child runs
+        answer = ask(worker, "execjob_begin", begin("fds"))
+        assert answer["kind"] == "accept"
+        assert len(answer["changes"]["job"]["comment"].split()) == 1  # its own connection
+        slow.settimeout(10)
+        assert json.loads(b"".join(iter(lambda: slow.recv(65536), b"")))["kind"] == "accept"
+
+
+@pytest.mark.parametrize("encoding", ["json", "marshal"])
+def test_a_client_stops_at_the_end_of_a_whole_answer_from_an_older_worker(tmp_path,
+                                                                          encoding):
+    """A worker from before the shutdown rule (an old worker still serving after an
+    upgrade) closed without shutting down, so a helper a hook left kept the connection
+    open: the client stops at the end of one whole JSON object or marshal dict. An answer
+    sent in pieces is read whole, and one that is not a whole dict (the native answer) is
+    read to the connection's end, as before."""
+    import marshal
+    import threading
+
+    worker_client = _worker_client()
+    dumps = marshal.dumps if encoding == "marshal" else (lambda v: json.dumps(v).encode())
+    answer = {"exit": 0, "stdout": "}0 {\"", "error": "", "logs": [[1, "}0"]] * 5000}
+    data = dumps(answer)
+    cut = max(data.index(b"}", 20), data.index(b"0", 20)) + 1  # as a whole one would end
+    native = b"PBSPLUG-ANSWER 1 0 1 0\n}"
+    path = str(tmp_path / "old.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen()
+    held = []
+
+    def old_worker():
+        for pieces, end in (([data], False), ([data[:cut], data[cut:]], True),
+                            ([native], True)):
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            for piece in pieces:
+                conn.sendall(piece)
+                time.sleep(0.3)
+            if end:
+                conn.close()
+            else:
+                held.append(conn)  # as a helper's copy: never closed, never shut down
+
+    thread = threading.Thread(target=old_worker, daemon=True)
+    thread.start()
+    try:
+        for expected in (data, data, native):
+            conn = worker_client.connect(path)
+            conn.settimeout(10)
+            assert worker_client.exchange(conn, b"{}") == expected
+    finally:
+        thread.join(10)
+        for conn in held:
+            conn.close()
+        listener.close()
 
 
 def test_a_worker_sheds_the_umask_limits_and_nice_of_the_process_that_starts_it(dists,
