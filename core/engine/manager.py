@@ -150,7 +150,8 @@ class Manager:
 
     def _error_lines(self, caller: Caller, cmd: qmgr.Command, err: QmgrError) -> list[str]:
         """What qmgr prints for `err`: about the first object named (none for the server),
-        a non-manager's hook refusal in PBS's words."""
+        a non-manager's hook refusal in PBS's words (OpenPBS 23.06: about the hook named,
+        as any error; without names, ``list`` says why alone and ``print`` names none)."""
         eng = self.engine
         if not err.obj_name and cmd.names:
             err.for_object(cmd.obj_type, cmd.names[0])
@@ -159,9 +160,9 @@ class Manager:
         if err.code == PBSE_HOOKERROR and caller.role != "manager":
             err.message = (f"{caller.user}@{eng.host} is unauthorized to access hooks data "
                            f"from server {eng.host}")
-            if cmd.verb == "list":
+            if cmd.verb == "list" and not cmd.names:
                 return [err.message]
-            if cmd.verb == "print":
+            if cmd.verb == "print" and not cmd.names:
                 err.obj_name = ""
         elif err.code == PBSE_HOOKERROR and cmd.verb in ("list", "print") and (
                 err.message.endswith("does not exist!")):

@@ -101,6 +101,8 @@ ROWS: list[tuple[str, str]] = [
     ("delete queue pq1", ""), ("delete queue pq1", ""),
     # privilege: a user who is neither manager nor operator
     ("list hook", "user"), ("list pbshook", "user"), ("print hook", "user"),
+    ("list hook nosuch", "user"), ("print hook nosuch", "user"),
+    ("list pbshook PBS_power", "user"),
     ("set hook nosuch enabled = true", "user"), ("create queue zz", "user"),
     ("set queue workq enabled = true", "user"), ("unset queue workq enabled", "user"),
     ("delete queue workq", "user"), ("list queue workq", "user"),

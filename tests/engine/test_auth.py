@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pwd
+import socket
 
 
 def test_users_run_their_own_jobs_and_touch_only_those(engine, unix_user):
@@ -52,6 +53,21 @@ def test_a_user_may_list_with_qmgr_but_not_change(engine, unix_user):
     assert " is unauthorized to access hooks data from server " in hooks["errors"][0]
     assert engine.client("stat_queues")["workq"]["enabled"] is True
 
+
+
+def test_a_users_hook_request_naming_a_hook_is_refused_about_that_hook(engine, unix_user):
+    """OpenPBS 23.06 (checked): `list hook X`, `list pbshook X` and `print hook X` by a
+    non-manager name X and end 'hook error returned from server', exit 1; only without
+    names does `list hook` say why alone (exit 0) and `print hook` name no object."""
+    host = socket.gethostname().split(".")[0]
+    why = f"{unix_user}@{host} is unauthorized to access hooks data from server " \
+          f"{host}"
+    for text, name in (("list hook nosuch", "nosuch"), ("print hook nosuch", "nosuch"),
+                       ("list pbshook PBS_power", "PBS_power"), ("print hook", "")):
+        answer = engine.as_user(unix_user, "qmgr", text=text, one=True)["result"]
+        assert answer["errors"] == [f"qmgr obj={name} svr=default: {why}",
+                                    "qmgr: hook error returned from server"], text
+        assert (answer["output"], answer["status"]) == ("", 1), text
 
 def _holds(engine, user, op, job_id, types):
     """The error code of `op` (hold or release) of `types` on `job_id` as `user`, or 0."""
