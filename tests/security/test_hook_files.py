@@ -16,7 +16,6 @@ import signal
 import socket
 import sqlite3
 import time
-from pathlib import Path
 
 import pytest
 
@@ -95,13 +94,6 @@ def execjob_launch(event):
 def periodic(event):
     act(event)
 """
-
-
-@pytest.fixture
-def control(tmp_path) -> Path:
-    path = tmp_path / "control"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -99,13 +98,6 @@ def execjob_begin(event):
 def periodic(event):
     _fail(event, _vnodes)
 """
-
-
-@pytest.fixture
-def control(tmp_path) -> Path:
-    path = tmp_path / "control"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture
