@@ -543,6 +543,11 @@ def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:
         return False
 
 
+#: ``SlurmUser=VALUE`` anywhere in a slurm.conf line (keys are case-insensitive; a value
+#: with a blank is quoted).
+_SLURM_USER_KEY = re.compile(r'(?i)(?:^|\s)slurmuser\s*=\s*("[^"]*"|\S*)')
+
+
 def read_slurm_user(conf: Path, bin_dir: str) -> str:
     """SlurmUser, as slurm.conf sets it (its last ``SlurmUser=`` line); when the file has
     none: root (Slurm's default), unless it includes other files, then ``scontrol show
@@ -556,10 +561,10 @@ def read_slurm_user(conf: Path, bin_dir: str) -> str:
     found, includes = None, False
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "slurmuser":
-            found = value.strip()
-        elif line.lower().startswith("include"):
+        # (a line may hold several key=value pairs: `ControlMachine=c SlurmUser=slurm`)
+        for match in _SLURM_USER_KEY.finditer(line):
+            found = match.group(1).strip('"')
+        if line.lower().startswith("include"):
             includes = True
     source = f"in {conf}"
     if found is None and includes:

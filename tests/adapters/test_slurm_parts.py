@@ -684,10 +684,17 @@ def test_slurmuser_is_read_from_slurm_conf_and_every_bad_input_is_one_line(tmp_p
     assert str(caught.value) == (
         f"SlurmUser=pbsplug-no-such-user in {conf}: no such user on this host (slurmctld runs "
         "its programs as that user): create it, or correct slurm.conf")
-    conf.write_text("SlurmUser=a b\n")
+    conf.write_text('SlurmUser="a b"\n')
     with pytest.raises(slurm.SlurmInstallError, match=r"^SlurmUser='a b' in .*: expected a "
                                                       r"user name$"):
         slurm.read_slurm_user(conf, "/nowhere")
+    # Several settings on one line (review: the line was split at its first '=' only, so
+    # the second was missed and SlurmUser taken as root)
+    conf.write_text("ControlMachine=c SlurmUser=root\nClusterName=x SLURMUSER=nobody "
+                    "SlurmdUser=root\n")
+    assert slurm.read_slurm_user(conf, "/nowhere") == "nobody"
+    conf.write_text('ControlMachine=c SlurmUser="nobody"\nNodeName=n1 Features=aslurmuser=x\n')
+    assert slurm.read_slurm_user(conf, "/nowhere") == "nobody"
     for missing_conf in (tmp_path / "absent.conf", tmp_path):  # absent; a folder
         with pytest.raises(slurm.SlurmInstallError) as caught:
             slurm.read_slurm_user(missing_conf, "/nowhere")
