@@ -650,7 +650,9 @@ def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp
     the refusal says to run it as SlurmUser, not to make the folder root's (which would stop
     SlurmUser's programs). A folder writable by others is refused as before."""
     if os.geteuid() != 0:
-        pytest.skip("needs root (a folder of another uid's)")
+        from pbsplug.testing import missing
+
+        missing("needs root (a folder of another uid's)")
     folder = tmp_path / "state"
     folder.mkdir(mode=0o755)
     os.chown(folder, 64998, 64998)  # a bare uid stands for SlurmUser
@@ -733,6 +735,21 @@ def _slurm_user(name: str = "slurm"):
         missing(f"needs the user {name} (Debian's slurmctld package makes it)")
 
 
+def _earlier_state(shared_tmp: Path):
+    """As root: SlurmUser's passwd entry, and a --state-dir holding an earlier install's
+    power records and lock (root's)."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: hands folders to SlurmUser")
+    pw = _slurm_user()
+    state = shared_tmp / "state"
+    state.mkdir()
+    (state / "power_off.json").write_text('{"n3": 1700000000}')
+    (state / "power.lock").write_text("")
+    return pw, state
+
+
 def test_the_plan_gives_slurmusers_programs_a_home_and_log_of_their_own(dists, tmp_path):
     plugins = _plugins(dists, tmp_path)
     asked = []
@@ -782,15 +799,7 @@ def test_install_makes_slurmusers_folders_and_moves_an_earlier_installs_records(
     """Run as root: --state-dir stays root's (HealthCheckProgram runs as root); power and
     slurmuser under it, and a state_dir the site gave a plugin run as SlurmUser, become
     SlurmUser's, through a descriptor; an earlier install's records move into power."""
-    if os.geteuid() != 0:
-        from pbsplug.testing import missing
-
-        missing("needs root: hands folders to SlurmUser")
-    pw = _slurm_user()
-    state = shared_tmp / "state"
-    state.mkdir()
-    (state / "power_off.json").write_text('{"n3": 1700000000}')
-    (state / "power.lock").write_text("")
+    pw, state = _earlier_state(shared_tmp)
     plugin_state = shared_tmp / "plugin-state"
     plugin_state.mkdir()
     (plugin_state / "power_booting.json").write_text('{"booting": {}}')
@@ -912,7 +921,9 @@ def test_the_config_is_not_given_to_a_group_slurmuser_shares(dists, tmp_path, sh
                      and u.pw_uid not in (0, pw.pw_uid)}
                     | set(grp.getgrgid(pw.pw_gid).gr_mem) - {"nobody"})
     if not others:
-        pytest.skip("nobody's primary group is no one else's here")
+        from pbsplug.testing import missing
+
+        missing("nobody's primary group is no one else's here (Debian's nogroup has _apt)")
     plugins = _plugins(dists, tmp_path)
     p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
                    bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
@@ -946,15 +957,7 @@ def test_upgrading_a_site_whose_state_folder_an_earlier_pbsplug_had_slurmuser_ow
     Install refuses it saying what to do (make it root's), and once it is, moves
     SlurmUser's records into <state-dir>/power as it does root's: the power programs do
     not forget the nodes they powered off."""
-    if os.geteuid() != 0:
-        from pbsplug.testing import missing
-
-        missing("needs root: hands folders to SlurmUser")
-    pw = _slurm_user()
-    state = shared_tmp / "state"
-    state.mkdir()
-    (state / "power_off.json").write_text('{"n3": 1700000000}')
-    (state / "power.lock").write_text("")
+    pw, state = _earlier_state(shared_tmp)
     for path in (state, state / "power_off.json", state / "power.lock"):
         os.chown(path, pw.pw_uid, pw.pw_gid)
     p = slurm.Plan(shared_tmp / "programs", {
@@ -978,7 +981,9 @@ def test_a_root_periodic_drops_to_slurmuser_before_it_loads_a_plugin(tmp_path, m
     imports and configure hooks ran as root with PBSPLUG_HOME set to SlurmUser's folder,
     whose files (a plugin's records or settings under <home>) SlurmUser writes."""
     if os.geteuid() != 0:
-        pytest.skip("needs root: the run as root is what is checked")
+        from pbsplug.testing import missing
+
+        missing("needs root: the run as root is what is checked")
     from pbsplug.cli import main
 
     log_file = tmp_path / "root.log"
