@@ -30,6 +30,21 @@ WRAPPERS = Path("/run/openpbs-local/bin")
 #: later does not reach the MoM's mount namespace).
 CPUSET_ROOT = Path("/run/pbsplug-cgroup")
 MOM_HOOKS = Path("/var/spool/pbs/mom_priv/hooks")
+#: core/adapters, where PBS's hook scripts and Slurm's programs import worker_client from.
+ADAPTERS = str(Path(__file__).resolve().parents[2] / "core" / "adapters")
+
+
+def worker_client():
+    """core/adapters/worker_client.py imported as the scripts import it (by its own name,
+    from its folder), not as part of pbsplug."""
+    import sys
+
+    sys.path.insert(0, ADAPTERS)
+    try:
+        import worker_client as module
+    finally:
+        sys.path.remove(ADAPTERS)
+    return module
 
 
 def _unavailable(why: str) -> None:

@@ -19,6 +19,9 @@ from pbsplug.plugins import load_plugins
 from pbsplug.siteconfig import load_site
 from pbsplug.testing import missing, until
 
+from .conftest import ADAPTERS
+from .conftest import worker_client as worker_client_module
+
 LAUNCH_AND_END = """
 from pbsplug import PluginInfo, hookimpl
 plugin_info = PluginInfo(api="1.0", events=("execjob_launch", "execjob_end"))
@@ -115,7 +118,6 @@ def test_a_public_bridge_refuses_other_scripts_in_one_line(dists, tmp_path):
     assert not (tmp_path / "ends").exists()
 
 
-ADAPTERS = str(Path(slurm_bridge.__file__).parent)
 #: As the attacker: a socket at argv[1] that answers every connection with a forged "all
 #: is well", and notes what it was sent in argv[2].
 PLANTED = """
@@ -151,15 +153,6 @@ def user_folder(attacker):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _client():
-    sys.path.insert(0, ADAPTERS)
-    try:
-        import worker_client
-    finally:
-        sys.path.remove(ADAPTERS)
-    return worker_client
-
-
 def test_a_socket_a_user_planted_where_the_worker_listens_is_told_nothing(user_folder,
                                                                          attacker, tmp_path):
     """Root's scripts (the Slurm programs, PBS's hook) asked whatever listened at the
@@ -175,7 +168,7 @@ def test_a_socket_a_user_planted_where_the_worker_listens_is_told_nothing(user_f
                                text=True, cwd="/tmp", env={"PATH": "/usr/bin:/bin"})
     try:
         assert planted.stdout.readline().strip() == "listening"
-        client = _client()
+        client = worker_client_module()
         answer = client.ask(sys.executable, str(tmp_path / "none.json"), str(sock),
                             b'{"secret": "the job\'s environment"}')
         assert answer is None  # no worker there: the script runs the event itself
@@ -196,7 +189,7 @@ def test_a_link_a_user_planted_for_the_workers_lock_is_not_followed(user_folder,
     done = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
                            str(target), f"{sock}.lock")
     assert done.returncode == 0, done.stderr
-    client = _client()
+    client = worker_client_module()
     assert client.start(sys.executable, str(tmp_path / "none.json"), str(sock)) is None
     assert not target.exists()
 
@@ -247,7 +240,7 @@ def test_the_workers_folder_is_not_made_through_a_link_a_user_planted(sticky_wit
     the way (a --run-dir under a sticky folder), root made folders where the link led."""
     sticky, target = sticky_with_link
     sock = sticky / "run" / "pbsplug" / "slurm-x.sock"
-    client = _client()
+    client = worker_client_module()
     assert client.start(sys.executable, str(tmp_path / "none.json"), str(sock)) is None
     assert not (target / "pbsplug").exists()
     assert capfd.readouterr().err == (
@@ -301,7 +294,7 @@ def test_the_workers_client_keeps_the_rule_of_safedirs(tmp_path, make):
         missing("needs root: chown")
     folder = tmp_path / "d"
     subprocess.run(["sh", "-c", make.format(d=folder, p=tmp_path)], check=True)
-    client = _client()
+    client = worker_client_module()
     for path in (folder, folder / "sub"):
         assert client.folder_problem(str(path)) == safedirs.folder_problem(path)
     assert safedirs.folder_problem(tmp_path) is None
@@ -320,7 +313,7 @@ def test_the_workers_client_keeps_the_rule_of_safedirs(tmp_path, make):
 def test_safe_folder(tmp_path, make, safe):
     folder = tmp_path / "d"
     subprocess.run(["sh", "-c", make.format(d=folder, p=tmp_path)], check=True)
-    client = _client()
+    client = worker_client_module()
     if safe is None:
         folder = tmp_path / "open" / "d"
         safe = False

@@ -17,6 +17,9 @@ import pytest
 
 from pbsplug.adapters.pbs_bridge import hook_objects
 
+from .conftest import ADAPTERS
+from .conftest import worker_client as worker_client_module
+
 PLUGIN = """
 import time
 from pbsplug import PluginInfo, hookimpl
@@ -162,18 +165,6 @@ def test_a_bad_request_is_that_events_error(worker):
     assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
 
 
-ADAPTERS = str(Path(__file__).parents[2] / "core" / "adapters")
-
-
-def _worker_client():
-    sys.path.insert(0, ADAPTERS)
-    try:
-        import worker_client
-    finally:
-        sys.path.remove(ADAPTERS)
-    return worker_client
-
-
 def test_a_helper_a_hook_leaves_running_keeps_no_script_waiting(worker):
     """A hook that leaves a process running (os.fork, a daemonising library) gave it a copy
     of the client's connection: the hook script, reading to the end, waited for that
@@ -181,7 +172,7 @@ def test_a_helper_a_hook_leaves_running_keeps_no_script_waiting(worker):
     the worker shuts the connection down after its answer, and the client stops at the end
     of a whole answer: both a current client and an older one (reading to the end) get
     theirs at once."""
-    worker_client = _worker_client()
+    worker_client = worker_client_module()
     request = json.dumps({"event": "execjob_begin", "data": begin("helper")}).encode()
     started = time.monotonic()
     conn = worker_client.connect(str(worker))
@@ -233,7 +224,7 @@ def test_a_client_stops_at_the_end_of_a_whole_answer_from_an_older_worker(tmp_pa
     import marshal
     import threading
 
-    worker_client = _worker_client()
+    worker_client = worker_client_module()
     dumps = marshal.dumps if encoding == "marshal" else (lambda v: json.dumps(v).encode())
     answer = {"exit": 0, "stdout": "}0 {\"", "error": "", "logs": [[1, "}0"]] * 5000}
     data = dumps(answer)
@@ -300,11 +291,7 @@ sys.exit(0 if conn is not None else 1)
 
 
 def test_a_launch_hook_asks_a_running_worker_but_never_starts_one(tmp_path):
-    sys.path.insert(0, ADAPTERS)
-    try:
-        import worker_client
-    finally:
-        sys.path.remove(ADAPTERS)
+    worker_client = worker_client_module()
     path = str(tmp_path / "run" / "pbs-none.sock")
     assert worker_client.ask(sys.executable, str(tmp_path / "x.CF"), path, b"{}",
                              may_start=False) is None
