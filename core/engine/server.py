@@ -1095,6 +1095,8 @@ class Engine:
         self._own(caller, job_id, attrs)
         types = self._hold_types(job_id, types)
         self._may_change_holds(caller, job_id, types if add else "", "" if add else types)
+        if attrs["job_state"] in ("F", "X"):  # (PBS 23.06: 15139, checked)
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
         if attrs["job_state"] not in _HOLDABLE:  # (a finished job is never queued again)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         had = str(attrs.get("Hold_Types") or "n")
@@ -1123,7 +1125,12 @@ class Engine:
             # (depend holds a job still to run: on a running one it made its cpus look
             # free; PBS gives it no alter-while-running flag either)
             if "Resource_List" in attrs or "depend" in attrs or not caller.privileged:
-                raise PbsError(15015, "Cannot modify attribute while job running", obj=job_id)
+                # PBS's text names the attribute after a blank: "...running  Resource_List.x"
+                named = next((f"Resource_List.{k}" for k in attrs.get("Resource_List") or {}),
+                             "depend" if "depend" in attrs else
+                             next(a for a in attrs if a != "comment"))
+                raise PbsError(15015, f"Cannot modify attribute while job running  {named}",
+                               obj=job_id)
         if current["job_state"] in ("F", "X"):
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         changes = dict(attrs)
@@ -1462,6 +1469,8 @@ class Engine:
             raise PbsError(PBSE_PERM)
         attrs = self._job(id)
         job_id = self._full_id(id)
+        if attrs["job_state"] in ("F", "X"):  # (PBS 23.06: 15139, checked)
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
         if attrs["job_state"] not in ("Q", "H"):
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         if is_route_queue(self.store.get("queue", str(attrs.get("queue"))) or {}):
