@@ -4,8 +4,9 @@
 
 They take PBS's options, parsed as PBS parses them (getopt), print PBS's output and messages
 (``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256;
-qmgr with the status its server answers, as OpenPBS 23.06's qmgr has it), so scripts written
-for PBS keep working. This module needs neither typer nor the kernel:
+qmgr with the status its server answers, qrun 2 and pbsnodes 1 on any error, as OpenPBS
+23.06's have them: tests/adapters/test_pbs_job_parity.py), so scripts written for PBS keep
+working. This module needs neither typer nor the kernel:
 `pbsplug.cli.main` runs these commands straight from `run`, which is what makes them start
 quickly; `engine.add_engine_commands` also lists them in ``pbsplug --help``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import getopt
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -102,9 +104,34 @@ def _report_each(name: str, results: list[dict], client=None) -> int:
         err = result.get("error")
         if err:
             job_id = _full_job_id(client, result["id"]) if client else result["id"]
-            print(f"{name}: {err['message']} {job_id}", file=sys.stderr)
+            print(_job_error(name, err["code"], err["message"], job_id), file=sys.stderr)
             status = _exit_status(err["code"])
     return status
+
+
+def _job_error(name: str, code: int, message: str, job_id: str) -> str:
+    """A job command's line for a server error, as OpenPBS 23.06's prints it (checked):
+    ``<cmd>: <message> <job id>``; 15007's text ends in a blank (``Unauthorized Request
+    12.host``, two blanks); a finished job's 15139 names no job, but qdel's."""
+    from ..engine.errors import PBSE_HISTJOBID, PBSE_PERM
+
+    if code == PBSE_HISTJOBID and name != "qdel":
+        return f"{name}: {message}"
+    return f"{name}: {message}{' ' if code == PBSE_PERM else ''} {job_id}"
+
+
+#: A job identifier as PBS's commands take one: ``12``, ``12[]``, ``12.host``,
+#: ``12.host@server``.
+_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^@\s]+)?(@[^@\s]+)?$")
+
+
+def _well_formed(name: str, job_id: str) -> bool:
+    """Whether `job_id` is a job identifier; if not, says so as PBS's commands do
+    (``qdel: illegally formed job identifier: abc``, exit 1)."""
+    if _JOB_ID.match(job_id):
+        return True
+    print(f"{name}: illegally formed job identifier: {job_id}", file=sys.stderr)
+    return False
 
 
 def _full_job_id(client, job_id: str) -> str:
@@ -130,6 +157,13 @@ def qsub(args: list[str]) -> int:
     except JobSpecError as exc:
         print(exc.stderr, file=sys.stderr)  # PBS's lines, each starting "qsub:"
         return exc.status
+    if request.server is not None:  # (-q queue@server)
+        try:
+            socket.gethostbyname(request.server)
+        except OSError:  # (OpenPBS 23.06's words, 15008; it cuts the name, pbsplug does not)
+            print(f"Unknown Host.\nqsub: cannot connect to server {request.server} "
+                  "(errno=15008)", file=sys.stderr)
+            return _exit_status(15008)
     client = engine_client()
     try:
         job_id = client("submit", attrs=request.attrs, script=request.script,
@@ -169,9 +203,26 @@ def qstat(args: list[str]) -> int:
     status = 0
     jobs: dict = {}
     if ids:
-        from ..engine.errors import PBSE_HISTJOBID, PbsError
+        from ..engine.errors import PBSE_HISTJOBID, PBSE_UNKQUE, PbsError
 
         for job_id in ids:
+            if not _JOB_ID.match(job_id):  # a destination: a queue's jobs
+                queue = job_id.partition("@")[0]
+                if job_id[:1].isdigit() or not re.match(r"^[^@\s]*(@[^@\s]+)?$", job_id):
+                    _well_formed("qstat", job_id)
+                    status = 1
+                    continue
+                try:
+                    if queue:
+                        client("stat_queues", names=[queue])
+                except PbsError:  # (PBS 23.06: "Unknown queue destination abc", 15018)
+                    print(f"qstat: Unknown queue destination {job_id}", file=sys.stderr)
+                    status = _exit_status(PBSE_UNKQUE)
+                    continue
+                jobs.update({i: a for i, a in client(
+                    "stat_jobs", history="-x" in flags).items()
+                    if not queue or a.get("queue") == queue})
+                continue
             try:
                 jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
             except PbsError as err:
@@ -201,8 +252,12 @@ def qdel(args: list[str]) -> int:
     if not ids:
         raise getopt.GetoptError("a job id is required")
     force = any(o == "-W" and v == "force" for o, v in opts)
-    client = engine_client()
-    return _report_each("qdel", client("delete", ids=ids, force=force), client)
+    good = [job_id for job_id in ids if _well_formed("qdel", job_id)]
+    status = 0 if len(good) == len(ids) else 1
+    if good:  # (PBS's qdel names each job as it was given: ``Unknown Job Id 12``)
+        status = _report_each("qdel", engine_client()("delete", ids=good, force=force)) \
+            or status
+    return status
 
 
 def _hold_command(name: str, op: str):
@@ -212,8 +267,8 @@ def _hold_command(name: str, op: str):
         if not ids:
             raise getopt.GetoptError("a job id is required")
         types = next((v for o, v in opts if o == "-h"), "u")
-        if not types or set(types) - set("uosp"):
-            raise CommandFailed(f"illegal -h value {types!r}: use u, o, s and p", 2)
+        if not types or set(types) - set("uosp"):  # (PBS's: exit 2, with the usage)
+            raise getopt.GetoptError(f"illegal -h value {types!r}: use u, o, s and p")
         client = engine_client()
         # (one line per refused id, and on to the next; the last refusal's exit status)
         return _report_each(name, client(op, ids=ids, types=types), client)
@@ -247,8 +302,9 @@ def _each_job(name: str, ids: list[str], request: Callable,
             request(client, job_id)
         except PbsError as err:
             shown = named(err) if named is not None else None
-            print(f"{name}: {err.message} "
-                  f"{_full_job_id(client, job_id) if shown is None else shown}", file=sys.stderr)
+            print(_job_error(name, err.code, err.message,
+                             _full_job_id(client, job_id) if shown is None else shown),
+                  file=sys.stderr)
             status = _exit_status(err.code)
     return status
 
@@ -256,22 +312,24 @@ def _each_job(name: str, ids: list[str], request: Callable,
 @pbs_command("qrun", "usage: qrun [-H vnode_specification] job_identifier")
 def qrun(args: list[str]) -> int:
     opts, ids = _getopt(args, "H:a")
-    if len(ids) != 1:
-        raise getopt.GetoptError("one job id is required")
+    if len(ids) != 1:  # (OpenPBS 23.06's qrun exits 1 here and 2 on any server error)
+        raise CommandFailed("one job id is required\nusage: qrun [-H vnode_specification] "
+                            "job_identifier", 1)
     vnodes = next((v for o, v in opts if o == "-H"), None)
     from ..engine.errors import PBSE_UNKNODE
 
     # An unknown vnode: PBS names the -H specification after its message ("Unknown node "),
     # not the job: ``qrun: Unknown node  nosuch``.
-    return _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
+    return 2 if _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
                                                                  vnodes=vnodes),
                      named=lambda err: f" {vnodes}" if err.code == PBSE_UNKNODE and
-                     vnodes is not None else None)
+                     vnodes is not None else None) else 0
 
 
 @pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
              "job_identifier...")
 def qalter(args: list[str]) -> int:
+    from ..engine.errors import PBSE_BADATVAL, PbsError
     from ..engine.jobspec import resource_value
 
     opts, ids = _getopt(args, "N:l:h:")
@@ -282,6 +340,8 @@ def qalter(args: list[str]) -> int:
         if opt == "-N":
             attrs["Job_Name"] = value
         elif opt == "-h":
+            if not value or set(value) - set("uosnp"):  # (PBS's qalter: exit 2, usage)
+                raise getopt.GetoptError(f"illegal -h value {value!r}: use u, o, s, p or n")
             attrs["Hold_Types"] = value
         elif opt == "-l":
             res = attrs.setdefault("Resource_List", {})
@@ -291,11 +351,17 @@ def qalter(args: list[str]) -> int:
                     raise CommandFailed(f"illegal -l value: {item}", 2)
                 try:  # stored as qsub stores it (walltime=1:00:00 -> 01:00:00)
                     res[key] = resource_value(key, val)
-                except ValueError:
-                    raise CommandFailed("Illegal attribute or resource value "
-                                        f"Resource_List.{key}", 2) from None
+                except ValueError:  # (PBS's server refuses it, for each job: 15014)
+                    bad = f"Resource_List.{key}"
+                    refused = PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value {bad}")
+                    return _each_job("qalter", ids,
+                                     lambda client, job_id, err=refused: _raise(err))
     return _each_job("qalter", ids, lambda client, job_id: client("alter", id=job_id,
                                                                    attrs=attrs))
+
+
+def _raise(err: Exception):
+    raise err
 
 
 def _split_resources(value: str) -> list[str]:
@@ -338,24 +404,49 @@ def qmgr_answer(answer: dict) -> int:
 @pbs_command("pbsnodes", "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]")
 def pbsnodes(args: list[str]) -> int:
     from ..engine import display
+    from ..engine.errors import PbsError
+    from ..engine.qmgr import MESSAGES
 
-    opts, names = _getopt(args, "aF:orC:lv")
+    try:  # (OpenPBS 23.06's pbsnodes exits 1 on every error, a bad option too)
+        opts, names = _getopt(args, "aF:orC:lv")
+    except getopt.GetoptError as exc:
+        raise CommandFailed(f"{_getopt_message(exc)}\n{COMMANDS['pbsnodes'][1]}", 1) from None
     flags = {o for o, _ in opts}
     fmt = next((v for o, v in opts if o == "-F"), None)
+    if fmt not in (None, "json"):
+        raise CommandFailed(f"invalid -F format {fmt!r}: only json is supported", 1)
     comment = next((v for o, v in opts if o == "-C"), None)
     client = engine_client()
+    status = 0
     if "-o" in flags or "-r" in flags or comment is not None:
         if not names:
-            raise getopt.GetoptError("a node name is required")
+            raise CommandFailed("a node name is required", 1)
         offline = True if "-o" in flags else (False if "-r" in flags else None)
-        client("node_state", names=names, offline=offline, comment=comment)
-        return 0
-    nodes = client("stat_nodes", names=names or None)
+        for name in names:  # PBS's words: ``Error marking node n1 - Unknown node ``
+            try:
+                client("node_state", names=[name], offline=offline, comment=comment)
+            except PbsError as err:
+                text = MESSAGES.get(err.code, err.message) if err.message == \
+                    PbsError(err.code).message else err.message
+                print(f"Error marking node {name} - {text}", file=sys.stderr)
+                status = 1
+        return status
+    nodes: dict = {}
+    for name in names or [None]:  # PBS's words: ``Node: n1,  Error: Unknown node ``
+        try:
+            nodes.update(client("stat_nodes", names=[name] if name else None))
+        except PbsError as err:
+            text = MESSAGES.get(err.code, err.message) if err.message == \
+                PbsError(err.code).message else err.message
+            print(f"Node: {name},  Error: {text}", file=sys.stderr)
+            status = 1
+    if not nodes:
+        return status
     if fmt == "json":
         print(display.pbsnodes_json(nodes, client("status")["server"]))
     else:
         print(display.pbsnodes_full(nodes))
-    return 0
+    return status
 
 
 @pbs_command("qmove", "usage: qmove destination job_identifier...")

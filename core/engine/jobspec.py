@@ -441,6 +441,12 @@ class _Parser:
             raise JobSpecError("qsub: X11 Forwarding possible only for interactive jobs",
                                PBSE_NOSUP, status=1)
         elif letter == "J":
+            # A range PBS would refuse is refused as PBS's qsub refuses it (checked); a good
+            # one is refused for what it is.
+            bounds = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", v)
+            if bounds is None or int(bounds[1]) >= int(bounds[2]) or (
+                    bounds[3] is not None and int(bounds[3]) < 1):
+                raise _OptionError("qsub: illegal -J value")
             raise JobSpecError(
                 "qsub: job arrays (-J) are not supported by the pbsplug local engine; "
                 "submit one job per index instead", PBSE_NOSUP, status=1)

@@ -113,7 +113,7 @@ def test_qhold_and_qrls_go_on_past_a_refused_id(engine, attacker):
     done = attacker.pbs(engine, "qrls", a, "99999", roots, b)
     name = a.split(".", 1)[1]
     assert done.stderr == (f"qrls: Unknown Job Id 99999.{name}\n"
-                           f"qrls: Unauthorized Request {roots}\n"), done.stderr
+                           f"qrls: Unauthorized Request  {roots}\n"), done.stderr
     assert done.returncode == 15007 % 256, done  # the last refusal's
     for job_id in (a, b):
         assert engine.wait(job_id)["run_count"] == 1  # released, both: they ran
