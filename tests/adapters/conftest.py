@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pbsplug.engine.testing import PBSPLUG
+from pbsplug.engine.testing import PBSPLUG, LocalEngine, make_root, remove_root
 
 from .slurm_cluster import ROOT as SLURM_ROOT
 from .slurm_cluster import SlurmCluster
@@ -197,6 +197,17 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
         pbs.clean_hooks()
         pbs.forget_jobs()
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[LocalEngine]:
+    """A local engine beside the real PBS, one for a test module (the parity tables ask
+    both the same)."""
+    root = make_root()
+    eng = LocalEngine(root).start()
+    yield eng
+    eng.stop()
+    remove_root(root)
 
 
 @pytest.fixture

@@ -18,9 +18,7 @@ import re
 import shlex
 import socket
 
-import pytest
-
-from pbsplug.engine.testing import LocalEngine, make_root, remove_root
+from pbsplug.engine.testing import LocalEngine
 
 from .conftest import WRAPPERS, RealPbs
 from .test_pbs_parity import _norm, _pbs_host
@@ -114,15 +112,6 @@ DIFFERENT: dict[str, str] = {
         "PBS takes a umask that is not octal; the engine refuses it (illegal -W value, "
         "exit 2): 9 is no octal digit and the umask would be meaningless",
 }
-
-
-@pytest.fixture(scope="module")
-def local():
-    root = make_root()
-    eng = LocalEngine(root).start()
-    yield eng
-    eng.stop()
-    remove_root(root)
 
 
 def _real(pbs: RealPbs, line: str, user: str, unix_user: str):

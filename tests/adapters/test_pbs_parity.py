@@ -25,9 +25,7 @@ from __future__ import annotations
 import re
 import socket
 
-import pytest
-
-from pbsplug.engine.testing import LocalEngine, make_root, remove_root
+from pbsplug.engine.testing import LocalEngine
 
 from .conftest import WRAPPERS, RealPbs
 
@@ -145,15 +143,6 @@ ASSIGNED = re.compile(r"^    resources_assigned\.\S+ = .*\n", re.MULTILINE)
 
 def _norm(text: str, host: str) -> str:
     return ASSIGNED.sub("", re.sub(rf"\b{re.escape(host)}\b", "HOST", text))
-
-
-@pytest.fixture(scope="module")
-def local():
-    root = make_root()
-    eng = LocalEngine(root).start()
-    yield eng
-    eng.stop()
-    remove_root(root)
 
 
 def _pbs_host(pbs: RealPbs) -> str:
