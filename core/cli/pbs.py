@@ -112,11 +112,10 @@ def _report_each(name: str, results: list[dict], client=None) -> int:
 def _job_error(name: str, code: int, message: str, job_id: str) -> str:
     """A job command's line for a server error, as OpenPBS 23.06's prints it (checked):
     ``<cmd>: <message> <job id>``; 15007's text ends in a blank (``Unauthorized Request
-    12.host``, two blanks); a finished job's 15139 names no job, but qdel's."""
-    from ..engine.errors import PBSE_HISTJOBID, PBSE_PERM
+    12.host``, two blanks). (PBS's qhold, qrls, qalter and qrun name no job for 15139 `Job
+    has finished`; pbsplug's do, so that of several ids the one that was wrong is known.)"""
+    from ..engine.errors import PBSE_PERM
 
-    if code == PBSE_HISTJOBID and name != "qdel":
-        return f"{name}: {message}"
     return f"{name}: {message}{' ' if code == PBSE_PERM else ''} {job_id}"
 
 

@@ -98,6 +98,8 @@ DIFFERENT: dict[str, str] = {
     "qsub -l select=1:ncpus=x -- /bin/true": _SELECT,
     "qsub -l select=1:nosuchres=1 -- /bin/true": _SELECT,
     "qsub -l select=0:ncpus=1 -- /bin/true": _SAYS,
+    "qhold {done}": _SAYS, "qrls {done}": _SAYS, "qalter -N x {done}": _SAYS,
+    "qrun {done}": _SAYS,
     "qsub -l": _USAGE, "qsub -Z -- /bin/true": _USAGE, "qstat -Z": _USAGE,
     "qstat -F xml": _USAGE, "qdel": _USAGE, "qdel -Z {held}": _USAGE,
     "qalter -h x {held}": _USAGE, "qhold -h x {held}": _USAGE, "qrls -h x {held}": _USAGE,
