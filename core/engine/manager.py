@@ -270,17 +270,14 @@ class Manager:
             return {"default": default, **live}
         if obj_type == "hook":
             return self._hooks()
-        if obj_type == "queue":
-            return {name: {**attrs, **self._queue_counts(name)}
+        if obj_type == "queue":  # with total_jobs and state_count, as PBS's qmgr lists them
+            from .server import state_count
+
+            counts = eng.queue_counts(_COUNTED)
+            return {name: {**attrs, "total_jobs": sum(counts.get(name, {}).values()),
+                           "state_count": state_count(counts.get(name, {})) + " "}
                     for name, attrs in eng.store.all("queue").items()}
         return eng.store.all(obj_type)
-
-    def _queue_counts(self, queue: str) -> dict[str, Any]:
-        """A queue's ``total_jobs`` and ``state_count``, as PBS lists them."""
-        counts = {state: n for (q, state), n in self.engine.store.state_counts(
-            _COUNTED).items() if q == queue}
-        return {"total_jobs": sum(counts.values()), "state_count": "".join(
-            f"{word}:{counts.get(state, 0)} " for state, word in _STATE_WORDS)}
 
     def resource_types(self) -> dict[str, str]:
         return {n: str(a.get("type", "string")) for n, a in
@@ -635,10 +632,8 @@ class Manager:
                             "the server keeps its last good configuration (see server_logs)")
 
 
-#: PBS's state_count words, in its order.
-_STATE_WORDS = (("T", "Transit"), ("Q", "Queued"), ("H", "Held"), ("W", "Waiting"),
-                ("R", "Running"), ("E", "Exiting"), ("B", "Begun"))
-_COUNTED = tuple(state for state, _ in _STATE_WORDS)
+#: The states qmgr's `list queue` counts (state_count's, without S).
+_COUNTED = ("T", "Q", "H", "W", "R", "E", "B")
 
 #: What `list sched default` shows that is the server's, not default's own row.
 _DEFAULT_VIEW = frozenset({"sched_host", "sched_port", "sched_priv", "sched_log", "sched_user",

@@ -981,12 +981,12 @@ class Engine:
 
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
         queues = self.store.all("queue")
-        counts = self.store.state_counts(_ACTIVE)
+        counts = self.queue_counts()
         out = {}
         for name in names or queues:
             if name not in queues:
                 raise PbsError(PBSE_UNKQUE, obj=name)
-            mine = {state: n for (queue, state), n in counts.items() if queue == name}
+            mine = counts.get(name, {})
             out[name] = {**queues[name], "total_jobs": sum(mine.values()),
                          "state_count": state_count(mine)}
         return self._without(out, self.unreadable("queue", caller))
@@ -1004,6 +1004,14 @@ class Engine:
                                                  "total_jobs": sum(counts.values()),
                                                  "state_count": state_count(counts)}},
                              self.unreadable("server", caller))
+
+    def queue_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, dict[str, int]]:
+        """Per queue, how many of its jobs are in each of `states` (one query)."""
+        out: dict[str, dict[str, int]] = {}
+        for (queue, state), n in self.store.state_counts(states).items():
+            if queue is not None:
+                out.setdefault(queue, {})[state] = n
+        return out
 
     def job_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, int]:
         """How many jobs are in each of `states` (no row decoded: see `Store.state_counts`)."""
