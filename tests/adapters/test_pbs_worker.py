@@ -174,27 +174,35 @@ def test_a_helper_a_hook_leaves_running_keeps_no_script_waiting(worker):
     theirs at once."""
     worker_client = worker_client_module()
     request = json.dumps({"event": "execjob_begin", "data": begin("helper")}).encode()
-    started = time.monotonic()
     conn = worker_client.connect(str(worker))
-    conn.settimeout(10)  # (a client that waits for the helper fails here, not in 60 s)
+    conn.settimeout(10)  # (a client that waits for the helper, 60 s, fails here: timeout)
     answer = json.loads(worker_client.exchange(conn, request))
     assert answer["kind"] == "accept" and answer["changes"]["job"]["comment"] == "helper left"
-    assert time.monotonic() - started < 2  # the hook's alarm
-    started = time.monotonic()
     older = ask(worker, "execjob_begin", begin("helper"), timeout=10)  # reads to the end
     assert older["changes"]["job"]["comment"] == "helper left"
-    assert time.monotonic() - started < 2
-    assert len((worker.parent.parent / "helpers").read_text().split()) == 2  # still running
+    assert _helpers_alive(worker) == 2  # the answers came while both helpers ran
 
 
 def test_a_child_that_ends_without_an_answer_keeps_no_script_waiting_for_its_helper(worker):
     """The event's process ended without an answer (os._exit in a hook; likewise killed at
     its deadline, or crashed) while a helper it left holds the connection: the worker shuts
     it down once the child is reaped, and the script sees no answer then."""
-    started = time.monotonic()
+    # (a client that waits for the helper, 60 s, fails with a timeout at 10 s)
     assert ask(worker, "execjob_begin", begin("helper, then die"), timeout=10) is None
-    assert time.monotonic() - started < 2
+    assert _helpers_alive(worker) == 1  # no answer, while the helper still runs
     assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
+
+
+def _helpers_alive(worker: Path) -> int:
+    """How many of the helpers the tests' hooks left running still run."""
+    alive = 0
+    for pid in (worker.parent.parent / "helpers").read_text().split():
+        try:
+            os.kill(int(pid), 0)
+            alive += 1
+        except ProcessLookupError:
+            pass
+    return alive
 
 
 def test_an_events_process_holds_no_socket_of_the_worker_but_its_own_connection(worker):
