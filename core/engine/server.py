@@ -1097,7 +1097,11 @@ class Engine:
         """qhold (`add`) or qrls of `types` on one job, as OpenPBS 23.06 does (checked): a
         running job is held too, runs on, and is H should it be requeued; the comment says
         who held it and when. A qrls that leaves no hold clears the comment, whatever it
-        says and whether or not the job was held. The state follows (`_modify`)."""
+        says and whether or not the job was held. The state follows (`_modify`). A request
+        that changes nothing (holds the job has, holds it has not and no comment to clear)
+        succeeds and writes nothing, as PBS saves the job only when its holds change; the
+        comment of a hold set again stays the first one's (PBS's says the latest request
+        until the server restarts, as it is not saved)."""
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
@@ -1108,18 +1112,21 @@ class Engine:
         if attrs["job_state"] not in _HOLDABLE:  # (a finished job is never queued again)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         had = str(attrs.get("Hold_Types") or "n")
+        changes: dict[str, Any] = {}
         if add:
             holds = "".join(sorted(set(had.replace("n", "") + types)))
-            changes: dict[str, Any] = {"Hold_Types": holds, "comment": (
-                f"{HELD_BY}{caller.user} on {time.ctime(self.clock())}")}
+            if set(holds) != set(had):
+                changes = {"Hold_Types": holds, "comment": (
+                    f"{HELD_BY}{caller.user} on {time.ctime(self.clock())}")}
         else:
             holds = "".join(h for h in had if h not in types) or "n"
-            changes = {"Hold_Types": holds}
-            if holds == "n" and "s" in types and attrs["job_state"] != "R":
+            if set(holds) != set(had):
+                changes["Hold_Types"] = holds
+            if holds == "n" and "s" in had and "s" in types and attrs["job_state"] != "R":
                 changes["run_count"] = 0  # (tried 20 times: as many again once released)
-            if holds == "n":  # (any comment goes, a running job's "Job run at" too)
+            if holds == "n" and "comment" in attrs:  # (any comment goes, "Job run at" too)
                 changes["comment"] = None
-        self._modify(caller, job_id, attrs, changes)
+        self._modify(caller, job_id, attrs, changes, write_unchanged=False)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
         attrs = self._checked_request(caller, attrs)
@@ -1179,11 +1186,15 @@ class Engine:
             self._resolve_depend([job_id])
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
-                touched: Iterable[str] = (), limited: bool = False) -> None:
+                touched: Iterable[str] = (), limited: bool = False,
+                write_unchanged: bool = True) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
         The state of a job not running follows its holds and Execution_Time, as the
         request and then the hooks left them; a hook's depend is checked and enforced as
-        qalter's is."""
+        qalter's is. Without `write_unchanged` (qhold, qrls), a job the request and the
+        hooks leave as it was is not written (no transaction, mtime or log line): PBS
+        saves a job there only when its holds change. qalter's job is written always, as
+        PBS's is."""
         before = {**current, **changes}
         queued = current["job_state"] in lifecycle.QUEUED_STATES
         if queued:
@@ -1211,6 +1222,8 @@ class Engine:
             attrs.pop("comment", None)  # its holds are someone's now, not a limit's
         if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
             self._check_limits(attrs, current)  # a release, a project, resources
+        if not write_unchanged and written is None and attrs == current:
+            return
         attrs["mtime"] = int(self.clock())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)

@@ -514,6 +514,36 @@ def test_a_qrls_that_leaves_no_hold_clears_any_comment(engine_here):
     assert eng.store.job(held)["Hold_Types"] == "n"
 
 
+def test_a_qhold_or_qrls_that_changes_nothing_writes_nothing(engine_here):
+    """A qhold of holds the job has, or a qrls of holds it has not (with no comment to
+    clear), succeeds and writes nothing: no transaction, no mtime, no log line. OpenPBS
+    23.06 saves the job only when its holds change. Each request used to rewrite the job."""
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    ticks = iter(range(1_000_000_000, 2_000_000_000, 10))  # (a later mtime at each write)
+    eng = engine_here(clock=lambda: next(ticks))
+    root = Caller(0, ROLE_MANAGER)
+    held = eng.req_submit(root, {"Hold_Types": "uo"}, "true\n")
+    free = eng.req_submit(root, {"Hold_Types": "n"}, "true\n")
+    with eng.store.transaction() as st:  # (a release of `s` gave a job 20 tries again)
+        st.put_job(free, {**eng.store.job(free), "run_count": 3})
+    stored = {job_id: eng.store.job(job_id) for job_id in (held, free)}
+    changes = eng.store.db.total_changes
+    logged = "".join(p.read_text() for p in eng.log.dir.iterdir())
+    answers = (eng.req_hold(root, [held], "u") + eng.req_hold(root, [held], "ou") +
+               eng.req_release(root, [free], "u") + eng.req_release(root, [free], "s") +
+               eng.req_release(root, [held], "s"))
+    assert all("error" not in answer for answer in answers), answers
+    assert eng.store.db.total_changes == changes
+    assert {job_id: eng.store.job(job_id) for job_id in (held, free)} == stored
+    assert "".join(p.read_text() for p in eng.log.dir.iterdir()) == logged
+    eng.req_hold(root, [free], "u")  # a change is written, with its mtime
+    assert eng.store.db.total_changes > changes
+    after = eng.store.job(free)
+    assert (after["Hold_Types"], after["job_state"]) == ("u", "H")
+    assert after["mtime"] > stored[free]["mtime"]
+
+
 def test_qhold_and_qrls_of_an_unknown_job(engine):
     name = server_name(engine)
     for command in ("qhold", "qrls"):
