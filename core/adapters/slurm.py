@@ -549,10 +549,14 @@ _SLURM_USER_KEY = re.compile(r'(?i)(?:^|\s)slurmuser\s*=\s*("[^"]*"|\S*)')
 
 
 def read_slurm_user(conf: Path, bin_dir: str) -> str:
-    """SlurmUser, as slurm.conf sets it (its last ``SlurmUser=`` line); when the file has
-    none: root (Slurm's default), unless it includes other files, then ``scontrol show
-    config``'s. `SlurmInstallError` in one line naming what was wrong: a slurm.conf that
-    cannot be read, a value that is no user name, a user this host does not have."""
+    """SlurmUser, as Slurm reads it. slurm.conf alone: its last ``SlurmUser=`` line, root
+    (Slurm's default) when it has none. A slurm.conf with ``Include`` lines: ``scontrol show
+    config``'s, whatever the file itself says, since Slurm reads an included file where its
+    ``Include`` line stands and the last value read wins (tried on 22.05: ``SlurmUser=root``
+    then an included ``SlurmUser=slurm`` runs slurmctld as slurm; the other way round, as
+    root). `SlurmInstallError` in one line naming what was wrong: a slurm.conf that cannot
+    be read, a scontrol that cannot say it, a value that is no user name, a user this host
+    does not have."""
     try:
         text = conf.read_text(errors="replace")
     except OSError as exc:
@@ -564,22 +568,22 @@ def read_slurm_user(conf: Path, bin_dir: str) -> str:
         # (a line may hold several key=value pairs: `ControlMachine=c SlurmUser=slurm`)
         for match in _SLURM_USER_KEY.finditer(line):
             found = match.group(1).strip('"')
-        if line.lower().startswith("include"):
+        if re.match(r"(?i)include\s", line):
             includes = True
     source = f"in {conf}"
-    if found is None and includes:
+    if includes:
         try:
             done = subprocess.run([str(Path(bin_dir, "scontrol")), "show", "config"],
                                   capture_output=True, text=True, timeout=60,
                                   env={**os.environ, "SLURM_CONF": str(conf)})
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmInstallError(f"{conf} sets no SlurmUser but includes other files, and "
-                                    f"scontrol show config could not run: {exc}") from None
+            raise SlurmInstallError(f"{conf} includes other files, which may set SlurmUser, "
+                                    f"and scontrol show config could not run: {exc}") from None
         match = re.search(r"^SlurmUser\s*=\s*([^\s(]+)", done.stdout, re.MULTILINE)
         if done.returncode != 0 or not match:
             why = " ".join((done.stderr or done.stdout).split())[:200] or "no SlurmUser line"
-            raise SlurmInstallError(f"{conf} sets no SlurmUser but includes other files, and "
-                                    f"scontrol show config did not say it: {why}")
+            raise SlurmInstallError(f"{conf} includes other files, which may set SlurmUser, "
+                                    f"and scontrol show config did not say it: {why}")
         found, source = match.group(1), "from scontrol show config"
     if found is None:
         return "root"

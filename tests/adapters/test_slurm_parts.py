@@ -715,13 +715,17 @@ def test_slurmuser_from_scontrol_when_slurm_conf_includes_other_files(tmp_path):
                         "echo 'SlurmUser               = root(0)'\n")
     scontrol.chmod(0o755)
     assert slurm.read_slurm_user(conf, str(bins)) == "root"
+    # A SlurmUser in slurm.conf too: Slurm's last value read wins, which may be an included
+    # file's (it was the main file's here, whatever Slurm read after it)
+    conf.write_text("SlurmUser=nobody\nInclude /etc/slurm/more.conf\n")
+    assert slurm.read_slurm_user(conf, str(bins)) == "root"
     scontrol.write_text("#!/bin/sh\necho 'slurm_load_ctl_conf error: Unable to contact slurm "
                         "controller' >&2\nexit 1\n")
     with pytest.raises(slurm.SlurmInstallError) as caught:
         slurm.read_slurm_user(conf, str(bins))
     assert str(caught.value) == (
-        f"{conf} sets no SlurmUser but includes other files, and scontrol show config did not "
-        "say it: slurm_load_ctl_conf error: Unable to contact slurm controller")
+        f"{conf} includes other files, which may set SlurmUser, and scontrol show config did "
+        "not say it: slurm_load_ctl_conf error: Unable to contact slurm controller")
 
 
 def _slurm_user(name: str = "slurm"):

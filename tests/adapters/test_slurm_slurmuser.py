@@ -192,3 +192,45 @@ def test_power_programs_run_as_slurmuser_beside_roots_programs(slurm_user_site):
         "missing and uid 64030 cannot make it (Permission denied): run 'pbsplug slurm "
         "install' as root on this host (the controller), which makes it SlurmUser's"
         .replace("64030", str(pwd.getpwnam(SLURM_USER).pw_uid))]
+
+
+def _scontrol_slurm_user(cluster) -> str:
+    out = cluster.run("/usr/bin/scontrol", "show", "config").stdout
+    return next(line.split("=", 1)[1].strip().split("(")[0] for line in out.splitlines()
+                if line.startswith("SlurmUser"))
+
+
+def test_slurmuser_set_in_slurm_conf_and_in_an_included_file_is_read_as_slurm_reads_it(
+        slurm: Installed):
+    """Slurm reads an included file where its Include line stands, and the last SlurmUser
+    read wins: pbsplug took the main file's whenever it had one (an included
+    SlurmUser=slurm after the main file's SlurmUser=root was read as root)."""
+    from pbsplug.adapters import slurm as slurm_module
+
+    try:
+        pwd.getpwnam(SLURM_USER)
+    except KeyError:
+        missing(f"needs the user {SLURM_USER} (Debian's slurmctld package makes it)")
+    cluster = slurm.cluster
+    before = cluster.conf.read_text()
+    included = cluster.conf.parent / "pbsplug-test-included.conf"
+    included.write_text(f"SlurmUser={SLURM_USER}\n")
+    main = base_conf(cluster.root, slurm_user="root").splitlines()
+    at = next(i for i, line in enumerate(main) if line.startswith("SlurmUser="))
+    seen = {}
+    try:
+        cluster.own_folders(SLURM_USER)
+        for layout, lines in (
+                ("after", [*main[:at + 1], f"Include {included}", *main[at + 1:]]),
+                ("before", [*main[:at], f"Include {included}", *main[at:]])):
+            cluster.write_conf("\n".join(lines) + "\n")
+            cluster.restart_controller()
+            seen[layout] = (_scontrol_slurm_user(cluster),
+                            slurm_module.read_slurm_user(cluster.conf, "/usr/bin"))
+    finally:
+        cluster.write_conf(before)
+        included.unlink(missing_ok=True)
+        cluster.own_folders("root")
+        cluster.reset()
+    # Slurm's own reading (the controller's word), and pbsplug's agreeing with it
+    assert seen == {"after": (SLURM_USER, SLURM_USER), "before": ("root", "root")}
