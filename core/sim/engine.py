@@ -17,11 +17,13 @@ instant, in this order (the tie rules; docs/simulator.md):
    each qsub starts). Its run decisions are applied in order: runjob, then the start
    events.
 
-So a job ending at T frees its cpus for a job submitted at T, and a job submitted at T can
-start at T; a job a start hook requeued gets a second cycle at the same instant. Jobs that
-ended are handed to the `ResultSink` as they end; a state record goes to it at every instant
-where the machine's counts changed. Nothing depends on the wall clock, hash order or the set
-of installed plugins beyond the site's enabled ones: the same inputs give the same outputs.
+Instants are whole seconds: a trace's fractional times are rounded as jobs enter
+(`whole_seconds`). So a job ending at T frees its cpus for a job submitted at T, and a job
+submitted at T can start at T; a job a start hook requeued gets a second cycle at the same
+instant. Jobs that ended are handed to the `ResultSink` as they end; a state record goes to
+it at every instant where the machine's counts changed. Nothing depends on the wall clock,
+hash order or the set of installed plugins beyond the site's enabled ones: the same inputs
+give the same outputs.
 
 Memory grows with the jobs in the system (queued and running), never with the trace: the
 trace is read one job ahead.
@@ -38,7 +40,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,23 @@ SERVER = "sim"
 #: first second was seen by the scheduler as starting again at every cycle). What the
 #: sink receives is trace time again.
 EPOCH = 365 * 86400
+
+
+def whole_seconds(job: TraceJob) -> TraceJob:
+    """`job` at a replay's resolution of time, PBS's: the second. A fractional submit time
+    or run time is rounded to the nearest second (a half up), a fractional requested time
+    up (a job is never killed before the time it asked for); a job whose times are whole
+    is returned as it is. A server's times are whole seconds (qtime, stime), and the
+    scheduler plans a running job to ``stime + walltime``: a job started at 10.7 had an
+    stime of 10 and was planned to end 0.7 s early. Whole seconds also keep the clock's
+    sums exact (EPOCH + 10.7 - EPOCH is 10.699999998...), so that which of two instants
+    comes first, or whether they are one, never depends on how a float rounds."""
+    submit, run, wall = job.submit, job.run_time, job.walltime
+    if submit % 1 or run % 1 or (wall is not None and wall % 1):
+        return replace(job, submit=float(math.floor(submit + 0.5)),
+                       run_time=float(math.floor(run + 0.5)),
+                       walltime=None if wall is None else float(math.ceil(wall)))
+    return job
 
 
 class SimError(Exception):
@@ -500,7 +519,7 @@ class Simulator:
         try:
             self._power_file = workdir / "hooks" / "tmp" / POWER_FILE
             with clock.use(lambda: self.now), _home(workdir):
-                self._loop(iter(trace))
+                self._loop(map(whole_seconds, trace))
         finally:
             if self._workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -739,8 +758,9 @@ class Simulator:
         """Whether a queued job may still run: not when held (nothing in a replay releases
         a hold); one waiting for its Execution_Time has a cycle due then."""
         state = run.attrs["job_state"]
-        if state == "W":
-            heapq.heappush(self._due, (float(run.attrs["Execution_Time"]), run.tj.job_id))
+        if state == "W":  # (from the second it names: instants are whole seconds)
+            heapq.heappush(self._due, (float(math.ceil(float(run.attrs["Execution_Time"]))),
+                                       run.tj.job_id))
         return state != "H"
 
     def _queue_waiting(self, job_id: str) -> None:
@@ -1184,7 +1204,7 @@ class Simulator:
                 host.power = power
                 host.woken = power == "on"
                 delay = host.spec.power.shutdown if power == "off" else host.spec.power.boot
-                host.until = since + delay
+                host.until = float(math.ceil(since + delay))  # (whole seconds)
                 if host.until > self.now:
                     heapq.heappush(self._wakes, (host.until, host.spec.index))
             if asleep != host.asleep:
@@ -1366,4 +1386,4 @@ def _check_policy(settings: dict[str, Any], where: str) -> None:
 
 
 __all__ = ["PRESETS", "SCHED_HOOKS", "SIM_EVENTS", "HookUse", "SimError", "Simulator",
-           "Summary", "TraceOrderError", "policy_settings", "sched_objects"]
+           "Summary", "TraceOrderError", "policy_settings", "sched_objects", "whole_seconds"]

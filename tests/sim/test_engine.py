@@ -176,6 +176,59 @@ def test_ties_ends_before_submissions_before_the_cycle():
     assert sink.starts() == {"1": 0, "2": 100}
 
 
+#: One host of 2 cpus. j1 (1 cpu) runs 0.1 to 10.4; j2 (2 cpus, submitted at 1) waits for
+#: it; j3 (1 cpu) is submitted at 10.4, the instant j1 ends. In floats, the trace's 0.1 +
+#: 10.3 ends after its 10.4, once the clock's origin is added.
+FRACTIONAL_SWF = """\
+; MaxNodes: 1
+; MaxProcs: 2
+1 0.1 -1 10.3 1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1
+2 1 -1 5 2 -1 -1 2 100 -1 1 1 1 -1 -1 -1 -1 -1
+3 10.4 -1 5 1 -1 -1 1 100.5 -1 1 1 1 -1 -1 -1 -1 -1
+"""
+
+
+def test_fractional_trace_times_are_whole_seconds_and_their_ties_hold(tmp_path):
+    from pbsplug.sim.traces import open_trace
+
+    path = tmp_path / "frac.swf"
+    path.write_text(FRACTIONAL_SWF)
+    # Without backfill or strict ordering, a job starts as soon as it fits. Whole seconds:
+    # j1 runs 0 to 10 (0.1 and 10.3 rounded), j3 is submitted at 10 (10.4), so j1's end
+    # and j3's submission are one instant: j1's cpu is free before the cycle, which takes
+    # j2 first (it came first) on both cpus; j3 waits for j2. Had j3 come before j1's
+    # end, it would have taken the free cpu and j2 would have waited for it.
+    sink = Sink()
+    Simulator(uniform(1, 2, "test"), sink,
+              policy=policy_settings("pbs", {"backfill": False})).run(open_trace(path))
+    assert sink.starts() == {"1": 0, "2": 10, "3": 15}
+    assert {r.job.job_id: (r.job.submit, r.end) for r in sink.jobs} == {
+        "1": (0, 10), "2": (1, 15), "3": (10, 20)}
+    assert [r.job.walltime for r in sink.jobs] == [100, 100, 101]  # (100.5: up)
+    # The files say the same, in whole seconds.
+    out = tmp_path / "out"
+    Simulator(uniform(1, 2, "test"), ResultWriter(out, cpus=2, hosts=1, plots=False),
+              policy=policy_settings("pbs", {"backfill": False})).run(open_trace(path))
+    rows = [line.split(",") for line in (out / "out_jobs.csv").read_text().splitlines()]
+    times = {row[0]: (row[3], row[5], row[8], row[10]) for row in rows[1:]}
+    assert times == {"1": ("0", "100", "0", "10"), "2": ("1", "100", "10", "15"),
+                     "3": ("10", "101", "15", "20")}
+
+
+def test_whole_seconds_rounds_to_the_nearest_a_half_up_and_leaves_whole_jobs_alone():
+    from pbsplug.sim.engine import whole_seconds
+
+    whole = tj(1, 7, 3, 1, 60)
+    assert whole_seconds(whole) is whole
+    assert whole_seconds(tj(1, 7, 3, 1)) == tj(1, 7, 3, 1)
+    for submit, run, wall, expected in [(0.5, 2.5, 59.01, (1, 3, 60)),
+                                        (0.49, 2.49, 0.2, (0, 2, 1)),
+                                        (10.7, 0.3, None, (11, 0, None)),
+                                        (1e9 + 0.5, 1, 60, (1e9 + 1, 1, 60))]:
+        job = whole_seconds(tj(1, submit, run, 1, wall))
+        assert (job.submit, job.run_time, job.walltime) == expected
+
+
 def test_zero_length_jobs_and_a_burst_at_one_instant():
     jobs = [tj(i, 0, 0 if i % 2 else 5, 1, 10) for i in range(10)]
     sink, _ = simulate(jobs, nodes=2, policy="easy")

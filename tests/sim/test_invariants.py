@@ -66,10 +66,11 @@ class Case:
 def random_case(seed: int, policy: str, counted: bool = False) -> Case:
     """A machine of one or two partitions and a burst of jobs. `counted`: every job asks
     one-cpu chunks placed anywhere and the queues of a scheduler share one priority, so
-    that a job's earliest start is a count of cpus (the EASY check), and times are whole
-    seconds. (A job's stime is: one that started at 10.5 with a walltime of 10, killed at
-    20.5, is planned by the scheduler as ending at 20, and the top job planned on its cpus
-    then starts half a second after the count's earliest start.)"""
+    that a job's earliest start is a count of cpus (the EASY check). Some times have
+    fractions of a second, which the replay rounds to whole seconds (`whole_seconds`): the
+    check reads the rounded times. (Before, a job started at 10.5 with a walltime of 10 had
+    an stime of 10: the scheduler planned it to end at 20, not 20.5, and the top job
+    planned on its cpus started half a second after the count's earliest start.)"""
     rng = random.Random(seed)
     groups = []
     partitions = ["p1", "p2"] if rng.random() < 0.5 else [None]
@@ -116,7 +117,7 @@ def random_case(seed: int, policy: str, counted: bool = False) -> Case:
         now += rng.choice([0, 0, 0, 1, 3, 10, 50, 200])
         walltime = rng.choice([10, 30, 60, 100, 300])
         run = rng.choice([0, 1, walltime // 3, walltime // 2, walltime, walltime, walltime + 5])
-        if not counted and rng.random() < 0.3:  # (SWF keeps fractions of a second)
+        if rng.random() < 0.3:  # (SWF keeps fractions of a second)
             now += rng.choice([0.25, 0.5, 0.75])
             run += rng.choice([-0.5, 0.5]) if run >= 1 else 0.5
         if rng.random() < 0.05:
