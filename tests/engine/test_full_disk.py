@@ -65,16 +65,34 @@ def _fill(path: Path) -> None:
         os.close(fd)
 
 
+#: How long a test waits for what the server and its jobs do in their own time: generous,
+#: as a loaded machine (the whole suite beside other work, on 2 cpus) is slow.
+PATIENCE = 180.0
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text()
+    except FileNotFoundError:
+        return False
+
+
 def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
+    """The running job ends when the test says so (a file off the tmpfs), after the disk is
+    full and the refusals and reads are checked: it slept 3 s, and on a loaded machine it
+    could end before the disk was full, which the test then waited for in vain."""
     work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # jobs' output off the tmpfs
     work.chmod(0o777)
+    go = work / "go"
     engine = LocalEngine(small_home, env=dists.env())
     engine.work = work
     engine.start()
     try:
         held = engine.submit("true\n", Hold_Types="u")
-        running = engine.submit("sleep 3\necho done\n", Job_Name="long")
-        until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+        running = engine.submit(f"while [ ! -e {go} ]; do sleep 0.1; done\necho done\n",
+                                Job_Name="long")
+        until(lambda: engine.job(running)["job_state"] == "R", timeout=PATIENCE,
+              what="the job to run")
 
         _fill(small_home / "fill")
         refused = None
@@ -99,15 +117,20 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
         assert engine.pbs("qstat", "-f", running).returncode == 0
         # The running job ends while the disk is full: its shepherd waits for room to write
         # its status, and the server keeps the job running meanwhile.
+        assert engine.job(running)["job_state"] == "R"
+        go.touch()
         seq = running.split(".")[0]
-        until(lambda: (small_home / "jobs" / f"{seq}.status.tmp").exists(), timeout=30,
-              what="the job to end and its shepherd to try writing its status")
-        until(lambda: "done" in (work / f"long.o{seq}").read_text(), what="the output")
+        until(lambda: (small_home / "jobs" / f"{seq}.status.tmp").exists(), timeout=PATIENCE,
+              what="the job to end and its shepherd to try writing its status on the full "
+                   "disk")
+        until(lambda: _holds(work / f"long.o{seq}", "done"), timeout=PATIENCE,
+              what=f"the job's output, 'done' in {work}/long.o{seq}")
         assert engine.job(running)["job_state"] == "R"
         assert engine.home.server_pid() is not None
 
         (small_home / "fill").unlink()  # room again
-        attrs = engine.wait(running, timeout=60)
+        attrs = until(lambda: (a := engine.job(running))["job_state"] == "F" and a,
+                      timeout=PATIENCE, what="the job's end recorded once there is room")
         assert attrs["Exit_status"] == 0, attrs
         assert engine.log().count(f";Job;{running};Exit_status=") == 1  # recorded once
         assert (work / f"long.o{seq}").read_text() == "done\n"
@@ -115,9 +138,12 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
         server = next(iter(engine.client("stat_server").values()))
         assert server["comment"] == "room"
         again = engine.submit("true\n")
-        assert engine.wait(again)["Exit_status"] == 0
+        attrs = until(lambda: (a := engine.job(again))["job_state"] == "F" and a,
+                      timeout=PATIENCE, what="a job submitted once there is room, to end")
+        assert attrs["Exit_status"] == 0, attrs
         assert engine.home.server_pid() is not None
     finally:
+        go.touch()  # (the job ends, whatever failed)
         engine.stop()
         shutil.rmtree(work, ignore_errors=True)
 
