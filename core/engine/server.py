@@ -1100,8 +1100,8 @@ class Engine:
         says and whether or not the job was held. The state follows (`_modify`). A request
         that changes nothing (holds the job has, holds it has not and no comment to clear)
         succeeds and writes nothing, as PBS saves the job only when its holds change; the
-        comment of a hold set again stays the first one's (PBS's says the latest request
-        until the server restarts, as it is not saved)."""
+        comment of a hold set again stays the first one's (PBS's names the latest request,
+        in memory: the job is not saved for it)."""
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
