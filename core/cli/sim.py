@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import time
@@ -151,9 +152,12 @@ class _TermIsExit:
             raise SystemExit(128 + exc.args[0]) from None
 
 
-def _site_setup(site: Path | None, root_site: Path | None, policy: str):
+def _site_setup(site: Path | None, root_site: Path | None, policy: str,
+                partitions: Any = None):
     """The site's part of a run, checked before anything runs: (the site config, its
-    plugins, its [sim] table, the policy settings, the server attributes)."""
+    plugins, its [sim] table, the policy settings, the server attributes). `partitions`,
+    called when the site has sched objects, gives the machine's partitions, which their
+    partitions must be (else the simulator checks that when the run starts)."""
     from ..sim.engine import SimError, policy_settings, sched_objects
 
     loaded, plugins = _site_and_plugins(site, root_site)
@@ -167,12 +171,29 @@ def _site_setup(site: Path | None, root_site: Path | None, policy: str):
                        "scheduler, server or sched")
     try:
         settings = policy_settings(policy, table.get("scheduler"))
-        sched_objects(table.get("sched") or {}, settings)
+        sched_objects(table.get("sched") or {}, settings,
+                      partitions() if partitions is not None and table.get("sched") else None)
     except SimError as exc:
         raise CliError(f"{where}{exc}" if str(exc).startswith("[sim.") else str(exc)
                        ) from None
     server_attrs = _server_attrs(table.get("server"), f"{where}[sim.server]")
     return loaded, plugins, table, settings, server_attrs
+
+
+def _machine_partitions(trace_path: Path, fmt: str | None, platform: Path | None,
+                        nodes: int | None, cpus_per_node: int | None) -> set[str]:
+    """The partitions of the machine a run replays on (its hosts'), for `compare` to check
+    both sites' sched objects before either run."""
+    from ..sim.machine import PlatformError
+    from ..sim.traces import TraceError, open_trace
+
+    try:
+        trace = open_trace(trace_path, fmt) if platform is None and nodes is None and \
+            cpus_per_node is None else None
+        machine = _machine(trace, platform, nodes, cpus_per_node)
+    except (PlatformError, TraceError) as exc:
+        raise CliError(str(exc)) from None
+    return {host.partition for host in machine.hosts if host.partition}
 
 
 def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path | None,
@@ -331,8 +352,12 @@ def sim_app() -> typer.Typer:
         out = _out_dir(out_text)
         if len(site) != 2:
             raise CliError(f"give two --site files (A and B), not {len(site)}")
+        if fmt is not None and fmt not in _FORMATS:
+            raise CliError(f"--format {fmt!r}: expected one of {', '.join(_FORMATS)}")
+        partitions = functools.cache(lambda: _machine_partitions(trace, fmt, platform, nodes,
+                                                                 cpus_per_node))
         for path in site:  # both checked before either runs: B's mistake is not an hour away
-            _site_setup(path, None, policy)
+            _site_setup(path, None, policy, partitions)
         # Each run's folder under --out is named after its site file, when that name is a
         # plain one and not the comparison's own files; else A and B.
         labels = [p.stem for p in site]

@@ -452,7 +452,8 @@ class Simulator:
         for hook in self._sched_hooks:
             for name in allowed[hook]:
                 use.scheduler.add((name, hook))
-        instances = sched_objects(scheds, policy)
+        instances = sched_objects(scheds, policy,
+                                  {h.partition for h in self.machine.hosts if h.partition})
         if hooks is not None and "sched_instances" in self._sched_hooks:
             for impl in reversed(hooks.sched_instances.get_hookimpls()):
                 instances += list(impl.function(server=self.server) or [])
@@ -1327,14 +1328,19 @@ class _home:
 SCHED_KEYS = frozenset({"partition", "scheduling"})
 
 
-def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[SchedulerInstance]:
+def sched_objects(scheds: dict[str, Any], policy: dict[str, Any],
+                  partitions: Iterable[str] | None = None) -> list[SchedulerInstance]:
     """The site's sched objects for a replay (``[sim.sched.NAME]``, what ``qmgr create
     sched`` makes on a server): each schedules (``scheduling`` true unless set), with the
     run's policy overlaid by its own keys. An unknown key or a bad value is a `SimError`
-    naming it; names and partitions are checked by `build_schedulers`, as qmgr checks them."""
+    naming it. Partitions are checked as qmgr checks ``set sched NAME partition = ...``
+    (`_sched_partitions`), and with `partitions` (the platform's), each must be one of
+    them; names are checked by `build_schedulers`, as qmgr checks them."""
     out = []
     if not isinstance(scheds, dict):
         raise SimError(f"[sim.sched]: {scheds!r}: expected a table of sched objects")
+    known = None if partitions is None else set(partitions)
+    owned: dict[str, list[str]] = {}  # the partitions of the sched objects before
     for name, attrs in scheds.items():
         where = f"[sim.sched.{name!r}]" if not str(name).isprintable() else \
             f"[sim.sched.{name}]"
@@ -1344,14 +1350,9 @@ def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[Schedu
         if unknown:
             raise SimError(f"{where}.{unknown[0]}: unknown key; expected partition, scheduling "
                            "or a policy key of docs/scheduler.md")
-        parts = attrs.get("partition")
-        if isinstance(parts, str):
-            parts = [p for p in parts.split(",") if p.strip()]  # PBS's list: "p1,p2"
-        if not isinstance(parts, list) or not parts or not all(
-                isinstance(p, str) and p.strip() for p in parts):
-            raise SimError(f"{where}.partition: {attrs.get('partition')!r}: expected a "
-                           "partition name or a list of them (a scheduler without one "
-                           "schedules nothing)")
+        parts = _sched_partitions(f"{where}.partition", str(name), attrs.get("partition"),
+                                  owned, known)
+        owned[str(name)] = parts
         if not isinstance(attrs.get("scheduling", True), bool):
             raise SimError(f"{where}.scheduling: {attrs['scheduling']!r}: expected true or "
                            "false")
@@ -1360,6 +1361,48 @@ def sched_objects(scheds: dict[str, Any], policy: dict[str, Any]) -> list[Schedu
         out.append(sched_instance(str(name), {**policy, **own, "partition": parts,
                                               "scheduling": attrs.get("scheduling", True)}))
     return out
+
+
+def _sched_partitions(where: str, name: str, value: Any, owned: dict[str, list[str]],
+                      known: set[str] | None) -> list[str]:
+    """A sched object's ``partition`` (a name, PBS's comma-separated list, or a TOML list)
+    as qmgr reads and checks it on a server: the same conversion (items stripped, empty
+    ones dropped, no control characters) and the same rules (`partitions.check_sched`: not
+    ``pbs-default``, not a partition another sched has, none on ``default``). With `known`
+    (the platform's partitions), a partition no host has is an error too: its scheduler
+    would schedule nothing, in silence. Each error is one line naming `where`, the value
+    (the partition at fault, when one is) and what is wrong."""
+    from ..engine.partitions import World, check_sched
+    from ..engine.qmgr import AttrOp, QmgrError, convert, definitions
+
+    expected = (f"{where}: {value!r}: expected a partition name or a list of them (a "
+                "scheduler without one schedules nothing)")
+    if isinstance(value, list) and all(isinstance(p, str) for p in value):
+        text = ",".join(value)  # (as qmgr's text: a, b)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise SimError(expected)
+    try:
+        parts = convert("sched", AttrOp("partition", None, "=", text), definitions("sched"))
+    except QmgrError as exc:
+        raise SimError(f"{where}: {value!r}: {exc}") from None
+    if not parts:
+        raise SimError(expected)
+    world = World(scheds={other: {"partition": p} for other, p in owned.items()},
+                  queues={}, nodes={})
+    for part in parts:
+        try:
+            check_sched(name, {"partition"}, {"partition": [part]}, world)
+        except QmgrError as exc:
+            holder = next((other for other, p in owned.items() if part in p), None)
+            raise SimError(f"{where}: {part!r}: {exc}" + (
+                f" ([sim.sched.{holder}] has it)" if holder else "")) from None
+        if known is not None and part not in known:
+            have = ", ".join(sorted(known)) or "none"
+            raise SimError(f"{where}: {part!r}: no host of the platform is in this partition "
+                           f"(the platform's partitions: {have})")
+    return list(dict.fromkeys(parts))  # (one listed twice is one)
 
 
 def policy_settings(preset: str, site_table: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -869,8 +869,10 @@ def test_a_second_scheduler_owns_its_partition_and_default_keeps_the_rest():
     starts, hosts = run_partitioned({"s2": {"partition": "p2"}})
     assert starts == {"1": 0, "2": 100, "3": 0, "4": 10}
     assert hosts == {"1": (0, 1), "2": (0,), "3": (2, 3), "4": (2,)}
-    # PBS's comma list, a trailing comma as the server takes it: the same schedulers.
+    # PBS's comma list, a trailing comma and blanks as qmgr takes them: the same schedulers.
     assert run_partitioned({"s2": {"partition": "p2,"}})[0] == starts
+    assert run_partitioned({"s2": {"partition": " p2 "}})[0] == starts
+    assert run_partitioned({"s2": {"partition": [" p2", "p2"]}})[0] == starts
     # Turned off (scheduling false), s2 still owns p2: qb's jobs are never started.
     sink = Sink()
     Simulator(partitioned(), sink, policy=policy_settings("easy"),
@@ -901,9 +903,21 @@ def test_each_scheduler_has_its_own_policy_over_the_runs():
     ({"s2": {"partition": "p2", "backfill_depth": "lots"}},
      "[sim.sched.s2]: scheduler policy setting backfill_depth='lots' is not a int"),
     ({"s2": "p2"}, "[sim.sched.s2]: 'p2': expected a table"),
-    ({"s2": {"partition": "p2"}, "s3": {"partition": "p2"}},
-     "Partition is already associated with other scheduler"),
-    ({"default": {"partition": "p2"}}, "Operation is not permitted on default scheduler"),
+    ({"s2": {"partition": "p2"}, "s3": {"partition": "p1, p2"}},
+     "[sim.sched.s3].partition: 'p2': Partition is already associated with other scheduler "
+     "([sim.sched.s2] has it)"),
+    ({"default": {"partition": "p2"}},
+     "[sim.sched.default].partition: 'p2': Operation is not permitted on default scheduler"),
+    # qmgr's rules for a sched's partition (`set sched s2 partition = ...`), its messages.
+    ({"s2": {"partition": "p1,pbs-default"}},
+     "[sim.sched.s2].partition: 'pbs-default': Default partition name is not allowed"),
+    ({"s2": {"partition": "p2\x07"}},
+     "[sim.sched.s2].partition: 'p2\\x07': Illegal attribute or resource value partition"),
+    ({"s2": {"partition": ["p2", 3]}}, "[sim.sched.s2].partition: ['p2', 3]: expected a"),
+    # A partition no host has: the scheduler would schedule nothing.
+    ({"s2": {"partition": "p2,p3"}}, "[sim.sched.s2].partition: 'p3': no host of the "
+     "platform is in this partition (the platform's partitions: p1, p2)"),
+    ({"s2": {"partition": " P2"}}, "[sim.sched.s2].partition: 'P2': no host"),
     ({"a-name-far-too-long": {"partition": "p2"}}, "a name is 1-15 letters"),
 ])
 def test_bad_sched_objects_are_one_line_errors(scheds, message):

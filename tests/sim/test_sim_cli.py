@@ -150,7 +150,29 @@ def test_a_site_sched_table_adds_a_scheduler_over_its_partition(tmp_path, capsys
     two.write_text('[sim.sched.s2]\npartition = "p2"\n[sim.sched.s3]\npartition = "p2"\n')
     code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
                            "--site", str(two), "--no-plots", "--out", str(tmp_path / "bad"))
-    assert code == 2 and f"{two}: scheduler setup: " in err and "p2" in err, err
+    assert code == 2 and f"{two}: [sim.sched.s3].partition: 'p2': Partition is already " \
+        "associated with other scheduler ([sim.sched.s2] has it)" in err, err
+    # As qmgr checks a sched's partition; and one no host of the platform has.
+    for value, message in [('"pbs-default"', "'pbs-default': Default partition name is not "
+                            "allowed"),
+                           ('["p2", "gpu"]', "'gpu': no host of the platform is in this "
+                            "partition (the platform's partitions: p1, p2)")]:
+        two.write_text(f"[sim.sched.s2]\npartition = {value}\n")
+        code, _, err = run_cli(capsys, "sim", "run", str(trace), "--platform", str(platform),
+                               "--site", str(two), "--no-plots", "--out", str(tmp_path / "bad"))
+        assert code == 2 and f"{two}: [sim.sched.s2].partition: {message}\n" == err.split(
+            "error: ", 1)[-1], err
+    # sim compare finds B's before A runs; the machine without a platform has no partition.
+    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--platform", str(platform),
+                           "--site", str(one), "--site", str(two), "--no-plots", "--out",
+                           str(tmp_path / "cmp"))
+    assert code == 2 and f"{two}: [sim.sched.s2].partition: 'gpu': no host" in err, err
+    assert not (tmp_path / "cmp").exists()
+    two.write_text('[sim.sched.s2]\npartition = "p2"\n')
+    code, _, err = run_cli(capsys, "sim", "compare", str(trace), "--site", str(one), "--site",
+                           str(two), "--no-plots", "--out", str(tmp_path / "cmp"))
+    assert code == 2 and "'p2': no host of the platform is in this partition (the " \
+        "platform's partitions: none)" in err and not (tmp_path / "cmp").exists(), err
 
 
 # -- the platform file ----------------------------------------------------------------------------
