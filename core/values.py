@@ -997,11 +997,28 @@ def acl_unsigned(entry: str) -> str:
     return entry[1:] if entry[:1] in ("+", "-") else entry
 
 
+#: What each kind of list names (`acl_sign_alone`'s words).
+ACL_NAMES = {"user": "user name", "group": "group name", "host": "host name"}
+
+
+def acl_sign_alone(entry: str, kind: str = "user") -> str | None:
+    """Why `entry` may not go in a list of `kind` (``user``, ``group``, ``host``) when it
+    is a sign and nothing else (``+``, ``-``), else None. OpenPBS 23.06 stores one and
+    reads it as its answer for everyone the list does not name (``acl_users = +`` lets
+    every user in; checked), which no one reading the list would guess."""
+    if entry.strip() not in ("+", "-"):
+        return None
+    return f"{_repr(entry.strip())} is a sign without a {ACL_NAMES.get(kind, 'name')}"
+
+
 def acl_entry(entry: Any, attr: str) -> str:
     """One entry of an access list (``[+|-]name[@host]``): a name no longer than PBS's for
     a user and a host, without spaces (pbs_rsub refuses ``-G "a b"``) or control
-    characters."""
+    characters, not a sign alone (`acl_sign_alone`)."""
     entry = text(entry, attr, allow_empty=False)
+    kind = {"Authorized_Groups": "group", "Authorized_Hosts": "host"}.get(attr, "user")
+    if (why := acl_sign_alone(entry, kind)) is not None:
+        raise _bad(attr, why)
     user, _, host = acl_unsigned(entry).partition("@")
     if not user or any(c.isspace() for c in entry):
         raise _bad(attr, f"{_repr(entry)} is not [+|-]name[@host]")

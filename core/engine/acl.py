@@ -5,16 +5,34 @@ in order: the first entry that names the user (group, host) decides, ``-`` refus
 ``+`` or no sign allowing; a name no entry matches is refused. It counts only while its
 ``acl_*_enable`` is true. What follows was checked on OpenPBS 23.06:
 
-* A user entry is a user name, exact (``pbs*`` names no one), optionally ``@host``, where
-  the host may be ``*.domain`` (``*.example.org``) or ``*``; a host is matched by its
-  short name and its full one (``socket.getfqdn``).
+* A user entry is a user name, exact and case-sensitive (``pbs*`` names no one),
+  optionally ``@host``. A group entry is a group name, exact, with no host part
+  (``g@host`` names no group).
+* A host, in a user entry or a host list, is compared without regard to case, from its
+  end: an entry that starts with ``*`` names every host that ends with the rest of it
+  after at least one more character (``*.example.org``, and ``*m`` names ``vm`` but
+  ``*vm`` does not), and ``*`` alone names every host; a ``*`` anywhere else is a
+  character like any other (``v*`` names no host ``vm``).
+* The client's host is its address's name as the server resolves it; every pbsplug
+  client is on the server's host (a UNIX socket), so its host is named by this host's
+  short name and full one (`Engine.host_names`), never ``localhost`` nor an address (PBS,
+  whose clients reach it by its host's name, refused ``bob@localhost`` to bob).
 * A queue's ``acl_users``, ``acl_groups`` (any of the user's groups) and ``acl_hosts`` (the
   submitting host, here the server's own) refuse qsub into it with 15007 (`Unauthorized
   Request`), root's too, and qmove of a job whose owner they refuse; a manager's qmove
   passes. A route queue's router passes over a destination that refuses the job's owner.
+  A queue's ``acl_hosts`` switched on with no list lets in the server's own host only,
+  so every pbsplug client.
 * The server's ``acl_users`` (with ``acl_user_enable``) refuses every request of a user it
   does not name (qsub, qstat...); root and the other managers pass (pbsplug's reading:
-  on PBS root passed, listed in acl_roots).
+  on PBS root passed, listed in acl_roots). The server's ``acl_hosts`` never refuses its
+  own host, so no pbsplug client.
+* An entry that is a sign alone (``+``, ``-``): OpenPBS stores it and takes it as the
+  list's answer for everyone no entry names (``acl_users = +`` lets every user in,
+  ``-root,+`` everyone but root, and the last such sign counts). pbsplug refuses it
+  (`BadEntry`, 15014), so that no list lets everyone in or out unseen; one stored by an
+  older pbsplug names no one and changes nothing (a name no other entry matches is
+  still refused).
 * A reservation's ``Authorized_Users``, ``Authorized_Groups`` and ``Authorized_Hosts``
   (pbs_rsub ``-U``/``-G``/``-H``) become its queue's ACLs, each switched on.
 
@@ -62,13 +80,14 @@ def _on(value: Any) -> bool:
 
 
 def _host_matches(pattern: str, hosts: Iterable[str]) -> bool:
-    """Whether `pattern` (a host, ``*.domain`` or ``*``) names one of `hosts` (the short
-    and the full names of one host)."""
+    """Whether `pattern` (a host, or ``*`` followed by the end of one) names one of `hosts`
+    (the short and the full names of one host), as PBS matches (the module's docstring)."""
     pattern = pattern.lower()
     for host in hosts:
         host = host.lower()
-        if pattern == "*" or pattern == host or (
-                pattern.startswith("*.") and host.endswith(pattern[1:])):
+        if pattern == host or pattern == "*" or (
+                pattern.startswith("*") and len(host) >= len(pattern)
+                and host.endswith(pattern[1:])):
             return True
     return False
 
@@ -76,15 +95,19 @@ def _host_matches(pattern: str, hosts: Iterable[str]) -> bool:
 unsigned = values.acl_unsigned
 
 
-def _decide(entries: Any, matches) -> bool:
-    """The first entry `matches` says names us decides (``-`` refuses); none refuses."""
+def _entries(entries: Any) -> list[str]:
+    """A stored list's entries."""
     if not isinstance(entries, (list, tuple)):
-        entries = [e for e in str(entries or "").split(",") if e.strip()]
-    for entry in entries:
-        entry = str(entry).strip()
-        allow = not entry.startswith("-")
-        if matches(unsigned(entry)):
-            return allow
+        entries = str(entries or "").split(",")
+    return [e for e in (str(e).strip() for e in entries) if e]
+
+
+def _decide(entries: Any, matches) -> bool:
+    """The first entry `matches` says names us decides (``-`` refuses); none refuses. A
+    sign alone (stored by an older pbsplug) names no one."""
+    for entry in _entries(entries):
+        if values.acl_sign_alone(entry) is None and matches(unsigned(entry)):
+            return not entry.startswith("-")
     return False
 
 
@@ -107,6 +130,10 @@ def group_allowed(entries: Any, gids: Collection[int]) -> bool:
 
 
 def host_allowed(entries: Any, hosts: Iterable[str]) -> bool:
+    """Whether a host list lets in the host named `hosts`. An empty list lets in the
+    server's own host, as PBS's does: `hosts` must be its names (every pbsplug client's)."""
+    if not _entries(entries):
+        return True
     return _decide(entries, lambda body: _host_matches(body, hosts))
 
 
@@ -166,6 +193,10 @@ class DuplicateEntry(ValueError):
     """An entry already in the list (PBS's 15055)."""
 
 
+class BadEntry(ValueError):
+    """An entry no list may hold, and why (15014): a sign alone (the module's docstring)."""
+
+
 class TooManyEntries(ValueError):
     """A list that would hold more than `MAX_ENTRIES` entries."""
 
@@ -176,14 +207,18 @@ class TooManyEntries(ValueError):
 def insert(kind: str, entries: Iterable[str], new: Iterable[str],
            limit: int | None = MAX_ENTRIES) -> list[str]:
     """`entries` (a list of `kind`: ``user``, ``group`` or ``host``) with each of `new`
-    put where PBS puts it; `DuplicateEntry` for one already there, `TooManyEntries` past
-    `limit` entries (checked before any is put in; None: a list the server makes of lists
-    it checked, as a reservation's with its owner)."""
+    put where PBS puts it; `BadEntry` for a sign alone among `new`, `DuplicateEntry` for
+    one already there, `TooManyEntries` past `limit` entries (checked before any is put
+    in; None: a list the server makes of lists it checked, as a reservation's with its
+    owner)."""
     precedes = _PRECEDES[kind]
     out = list(entries)
     new = list(new)
     if limit is not None and len(out) + len(new) > limit:
         raise TooManyEntries
+    for entry in new:
+        if (why := values.acl_sign_alone(entry, kind)) is not None:
+            raise BadEntry(why)
     for entry in new:
         if entry in out:
             raise DuplicateEntry(entry)
@@ -220,6 +255,7 @@ def queue_allows(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> b
 
 
 def server_allows(server: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
-    """Whether the server's ACLs that are on let `user` (not a manager) send requests."""
-    return not (_refuses(server, "acl_users", lambda e: user_allowed(e, user, hosts))
-                or _refuses(server, "acl_hosts", lambda e: host_allowed(e, hosts)))
+    """Whether the server's ACLs that are on let `user` (not a manager), on the host named
+    `hosts`, send requests. Its ``acl_hosts`` never refuses the server's own host, as
+    PBS's does not (checked), and every pbsplug client is on it."""
+    return not _refuses(server, "acl_users", lambda e: user_allowed(e, user, hosts))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pbsplug import values
 from pbsplug.engine import acl
 from pbsplug.engine.errors import PBSE_PERM, PbsError
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
@@ -144,7 +145,8 @@ def test_acl_entries_read_as_pbs_reads_them():
     n1 = ("n1", "n1.example.org")  # (a host's short and full names)
     assert acl.user_allowed(["bob@*.example.org"], "bob", n1)
     assert not acl.user_allowed(["bob@*.example.org"], "bob", ("n1", "n1.other.org"))
-    assert not acl.user_allowed(["bob@*example.org"], "bob", ("evilexample.org",))
+    # (a leading `*` stands for any one or more characters, not only for labels)
+    assert acl.user_allowed(["bob@*example.org"], "bob", ("evilexample.org",))
     assert acl.user_allowed(["bob@n1"], "bob", n1) and acl.user_allowed(
         ["bob@n1.example.org"], "bob", n1)
     assert not acl.user_allowed([], "bob", n1)
@@ -157,6 +159,124 @@ def test_acl_entries_read_as_pbs_reads_them():
     assert not acl.group_allowed(["-root", "root"], {root_gid})
     # A switch that does not read as a boolean counts as on: the list is applied.
     assert not acl.queue_allows({"acl_user_enable": None, "acl_users": ["x"]}, "bob", n1)
+
+
+#: Host parts read against a client on host `vm`, and whether they name it: OpenPBS 23.06's
+#: answers to qsub from its own host `vm`, with each as a queue's acl_hosts and as
+#: ``user@<host>`` in its acl_users (tests/adapters/test_pbs_acl_parity.py asks it again).
+PBS_HOSTS = [("vm", True), ("VM", True), ("*", True), ("*m", True), ("*M", True),
+             ("*vm", False), ("v*", False), ("x*vm", False), ("*.vm", False), ("**", False),
+             ("*.*", False), ("vm.", False), ("localhost", False), ("other", False),
+             ("*.example.com", False), ("vm.example.com", False), ("192.0.2.10", False),
+             ("127.0.0.1", False)]
+
+
+@pytest.mark.parametrize("host,named", PBS_HOSTS)
+def test_a_host_part_names_a_host_as_pbs_reads_it(host, named):
+    assert acl.host_allowed([host], ("vm",)) is named
+    assert acl.user_allowed([f"bob@{host}"], "bob", ("vm",)) is named
+    assert acl.user_allowed([f"-bob@{host}", "bob"], "bob", ("vm",)) is not named
+
+
+def test_a_host_part_names_a_host_by_its_short_or_full_name():
+    n1 = ("n1", "n1.example.org")
+    for host in ("n1", "N1.Example.ORG", "*.example.org", "*.org", "*ample.org", "*1",
+                 "*"):
+        assert acl.host_allowed([host], n1), host
+    for host in ("example.org", "*n1.example.org", "*.n1", "n1.example", "n2", "*.n1.org"):
+        assert not acl.host_allowed([host], n1), host
+    assert not acl.user_allowed(["bob@"], "bob", n1)  # (no host names none)
+    assert not acl.user_allowed(["BOB"], "bob", n1)  # (user names are exact)
+    assert not acl.group_allowed(["root@n1"], {0}) and not acl.group_allowed(["root@*"], {0})
+    # A host list switched on with no entry lets in the server's own host (whose names
+    # every pbsplug client has), as OpenPBS's does.
+    assert acl.host_allowed([], n1) and acl.host_allowed(None, n1)
+    assert acl.queue_allows({"acl_host_enable": True}, "bob", n1)
+
+
+def test_a_local_clients_host_is_this_hosts_short_and_full_names(engine):
+    """Every client is on the server's host (a UNIX socket): an entry naming it by its short
+    name or its full one names the client; localhost, an address or another host does not
+    (OpenPBS, reached by its host's name, named a client on its host so, checked)."""
+    assert engine.host in engine.host_names
+    assert all(name.split(".")[0] == engine.host for name in engine.host_names)
+    engine.host_names = (engine.host, f"{engine.host}.cluster.example")
+    user, host = USER.user, engine.host
+    qmgr(engine, "set queue aq acl_user_enable=true")
+    for entry, allowed in ((f"{user}@{host}", True), (f"{user}@{host.upper()}", True),
+                           (f"{user}@{host}.cluster.example", True),
+                           (f"{user}@*.cluster.example", True), (f"{user}@*.example", True),
+                           (f"{user}@*", True), (f"{user}@*{host[-1]}", True),
+                           (f"{user}@*{host}", False), (f"{user}@{host}*", False),
+                           (f"{user}@localhost", False), (f"{user}@127.0.0.1", False),
+                           (f"{user}@other.example.com", False),
+                           (f"{user}@*.other.example", False), (f"{user}@*.{host}", False)):
+        qmgr(engine, f"set queue aq acl_users = '{entry}'")
+        if allowed:
+            assert submit(engine, USER), entry
+        else:
+            assert refused(lambda: submit(engine, USER)) == PBSE_PERM, entry
+    qmgr(engine, "set queue aq acl_user_enable=false")
+    qmgr(engine, "set queue aq acl_host_enable=true")
+    for entry, allowed in ((host, True), (f"{host}.cluster.example", True),
+                           ("*.example", True), ("localhost", False),
+                           ("*.example.com", False), (f"-{host},*", False)):
+        qmgr(engine, f"set queue aq acl_hosts = '{entry}'")
+        if allowed:
+            assert submit(engine, USER), entry
+        else:
+            assert refused(lambda: submit(engine, USER)) == PBSE_PERM, entry
+    qmgr(engine, "unset queue aq acl_hosts")  # (on, with no list: this host only)
+    assert submit(engine, USER)
+
+
+def test_the_servers_acl_hosts_never_refuses_its_own_host(engine):
+    """OpenPBS 23.06 (checked): with the server's acl_hosts on and naming another host,
+    a user on the server's host is still served; every pbsplug client is on it."""
+    qmgr(engine, "set server acl_hosts = nowhere.example")
+    qmgr(engine, "set server acl_host_enable = true")
+    assert engine.handle("stat_jobs", {}, USER.uid) == {}
+    assert submit(engine, USER, queue="workq")
+
+
+def test_a_sign_alone_is_refused_and_one_stored_names_no_one():
+    """OpenPBS takes ``+`` or ``-`` alone as a list's answer for everyone no entry names
+    (``acl_users = +`` let every user in, checked); pbsplug refuses it, saying which."""
+    for kind, noun in (("user", "user name"), ("group", "group name"), ("host", "host name")):
+        for given in (["+"], ["-"], ["alice", "+"], ["-", "alice"]):
+            with pytest.raises(acl.BadEntry) as err:
+                acl.insert(kind, ["bob"], given)
+            sign = "+" if "+" in given else "-"
+            assert str(err.value) == f"'{sign}' is a sign without a {noun}", (kind, given)
+        # One sign is the sign: `--` refuses a user (group, host) named `-`.
+        assert sorted(acl.ordered(kind, ["--", "+-", "-+"])) == sorted(["--", "+-", "-+"])
+    with pytest.raises(values.BadValue) as bad:
+        values.acl_entry("+", "Authorized_Users")
+    assert str(bad.value) == "Authorized_Users: '+' is a sign without a user name"
+    assert values.acl_entry("--", "Authorized_Users") == "--"
+    vm = ("vm",)
+    # Stored by an older pbsplug: it names no one, and the list reads as without it.
+    assert not acl.user_allowed(["+"], "bob", vm)
+    assert not acl.user_allowed(["-root", "+"], "bob", vm)
+    assert acl.user_allowed(["-", "bob"], "bob", vm)
+    assert not acl.group_allowed(["+"], {0})
+    assert not acl.host_allowed(["+"], vm) and not acl.host_allowed(["-"], vm)
+    assert acl.user_allowed(["+-"], "-", vm) and not acl.user_allowed(["--", "-"], "-", vm)
+
+
+def test_qmgr_refuses_a_sign_alone_and_keeps_the_list(make_engine):
+    eng = make_engine()
+    eng.pbs("qmgr", "-c", "set queue workq acl_users = alice", check=True)
+    for attr, value, noun in (("acl_users", "+", "user"), ("acl_users", "'+,bob'", "user"),
+                              ("acl_hosts", "-", "host"), ("acl_groups", "'root,-'", "group")):
+        for op in ("=", "+="):
+            done = eng.pbs("qmgr", "-c", f"set queue workq {attr} {op} {value}")
+            assert done.returncode != 0, (attr, op, value)
+            assert f"' is a sign without a {noun} name" in done.stderr, done.stderr
+    listed = eng.pbs("qmgr", "-c", "list queue workq", check=True).stdout
+    assert "    acl_users = alice\n" in listed and "acl_hosts" not in listed and \
+        "acl_groups" not in listed, listed
+    eng.pbs("qmgr", "-c", "set queue workq acl_users -= alice", check=True)
 
 
 #: Lists set with qmgr (`set queue q acl_users = "..."`) on OpenPBS 23.06, and the order it
