@@ -469,8 +469,25 @@ def pbs_attach(args: list[str]) -> int:
         raise CommandFailed(f"cannot run {command[0]}: {exc.strerror}", 1) from None
 
 
-#: pbs_rsub's access lists: option -> attribute.
-_RSUB_LISTS = {"-U": "Authorized_Users", "-G": "Authorized_Groups", "-H": "Authorized_Hosts"}
+#: pbs_rsub's access lists: option -> (attribute, kind of list).
+_RSUB_LISTS = {"-U": ("Authorized_Users", "user"), "-G": ("Authorized_Groups", "group"),
+               "-H": ("Authorized_Hosts", "host")}
+
+
+def _rsub_list(opt: str, value: str) -> list[str]:
+    """A -U/-G/-H list, its entries as given, signs and all: an empty entry or a blank is
+    PBS's ``illegal -U value``; one sign is the sign (``--bob`` refuses a user ``-bob``,
+    ``+-`` lets in a user ``-``), and a sign alone, which OpenPBS takes as its answer for
+    everyone the list does not name, is refused saying so (`values.acl_sign_alone`)."""
+    from ..values import acl_sign_alone
+
+    entries = value.split(",")
+    if not all(e and not any(c.isspace() for c in e) for e in entries):
+        raise CommandFailed(f"illegal {opt} value", 2)
+    for entry in entries:
+        if (why := acl_sign_alone(entry, _RSUB_LISTS[opt][1])) is not None:
+            raise CommandFailed(f"illegal {opt} value: {why}", 2)
+    return entries
 
 
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
@@ -496,11 +513,7 @@ def pbs_rsub(args: list[str]) -> int:
             elif opt == "-p":
                 attrs["partition"] = value
             elif opt in _RSUB_LISTS:
-                entries = value.split(",")
-                if not all(e.strip("+-") and not any(c.isspace() for c in e)
-                           for e in entries):
-                    raise CommandFailed(f"illegal {opt} value", 2)
-                attrs[_RSUB_LISTS[opt]] = entries
+                attrs[_RSUB_LISTS[opt][0]] = _rsub_list(opt, value)
             elif opt == "-l":
                 for item in _split_resources(value):
                     name, eq, res = item.partition("=")

@@ -252,10 +252,23 @@ def test_pbs_rsub_access_lists_bad_input(engine):
     twice = engine.pbs("pbs_rsub", "-R", start, "-D", "600", "-U", "amy,amy")
     assert (twice.returncode, twice.stderr) == (
         15055 % 256, "pbs_rsub: Duplicate entry in list  Authorized_Users\n")
-    for opt, value in (("-G", "bad group"), ("-U", ""), ("-H", "a,,b"), ("-U", "+")):
+    for opt, value in (("-G", "bad group"), ("-U", ""), ("-H", "a,,b"), ("-U", ",bob")):
         done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", opt, value)
         assert (done.returncode, done.stderr.splitlines()[0]) == (
             2, f"pbs_rsub: illegal {opt} value"), (opt, value)
+    # A sign alone, which OpenPBS takes as the list's answer for everyone it does not
+    # name (-U + let every user in), is refused, saying which entry.
+    for opt, value, noun in (("-U", "+", "user"), ("-U", "amy,-", "user"),
+                             ("-G", "-", "group"), ("-H", "+,h", "host")):
+        done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", opt, value)
+        sign = "-" if value.endswith("-") or value == "-" else "+"
+        assert (done.returncode, done.stderr) == (
+            2, f"pbs_rsub: illegal {opt} value: '{sign}' is a sign without a {noun} name\n")
+    with pytest.raises(PbsError) as raw:
+        engine.client("resv_submit", attrs={"reserve_duration": 60,
+                                            "Authorized_Users": ["+"]})
+    assert (raw.value.code, raw.value.message) == (
+        15014, "Illegal attribute or resource value Authorized_Users")
     with pytest.raises(PbsError) as raw:  # (the server checks what a client could skip)
         engine.client("resv_submit", attrs={"reserve_duration": 60,
                                             "Authorized_Groups": ["a b"]})
@@ -268,6 +281,24 @@ def test_pbs_rsub_access_lists_bad_input(engine):
     assert (raw.value.code, raw.value.message) == (
         15014, "Illegal attribute or resource value Authorized_Users")
     assert engine.client("stat_resvs") == {}
+
+
+def test_pbs_rsub_keeps_each_entrys_one_sign(engine):
+    """One character is the sign, as OpenPBS 23.06's pbs_rsub and server read it (checked):
+    ``--`` refuses a user named ``-``, ``+-`` lets one in; every sign given is kept."""
+    for hours, (opt, value, attr, kept) in enumerate((
+            ("-U", "+amy,-bob", "Authorized_Users", ["+amy", "-bob"]),
+            ("-U", "--", "Authorized_Users", ["--"]), ("-U", "+-", "Authorized_Users", ["+-"]),
+            ("-U", "-+,++bob", "Authorized_Users", ["++bob", "-+"]),
+            ("-G", "--,+root", "Authorized_Groups", ["--", "+root"]),
+            ("-H", "+-,-other", "Authorized_Hosts", ["+-", "-other"])), start=1):
+        start = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600 * hours))
+        done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", opt, value)
+        assert done.returncode == 0, (opt, value, done.stderr)
+        resv = next(iter(engine.client("stat_resvs", ids=[done.stdout.split()[0]]).values()))
+        owner = resv["Reserve_Owner"]
+        got = [e for e in resv[attr] if e != owner]
+        assert sorted(got) == sorted(kept), (opt, value, resv[attr])
 
 
 def test_the_owner_and_older_reservations_pass_the_lists_limit(engine_here):
