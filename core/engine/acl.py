@@ -18,9 +18,10 @@ in order: the first entry that names the user (group, host) decides, ``-`` refus
   short name and full one (`Engine.host_names`), never ``localhost`` nor an address (PBS,
   whose clients reach it by its host's name, refused ``bob@localhost`` to bob).
 * A queue's ``acl_users``, ``acl_groups`` (any of the user's groups) and ``acl_hosts`` (the
-  submitting host, here the server's own) refuse qsub into it with 15007 (`Unauthorized
-  Request`), root's too, and qmove of a job whose owner they refuse; a manager's qmove
-  passes. A route queue's router passes over a destination that refuses the job's owner.
+  submitting host, here the server's own) refuse qsub into it, root's too, and qmove of a
+  job whose owner they refuse, with 15007 (`Unauthorized Request`), the host list with
+  15008 (`Access from host not allowed, or unknown host`), looked at first; a manager's
+  qmove passes. A route queue's router passes over a destination that refuses the job's owner.
   A queue's ``acl_hosts`` switched on with no list lets in the server's own host only,
   so every pbsplug client.
 * The server's ``acl_users`` (with ``acl_user_enable``) refuses every request of a user it
@@ -246,12 +247,23 @@ def _refuses(table: Mapping[str, Any], name: str, allowed: Callable[[Any], bool]
     return _on(table.get(f"{name[:-1]}_enable", False)) and not allowed(table.get(name))
 
 
+def queue_refusal(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> str | None:
+    """Which of `queue`'s ACLs that are on refuses `user`, submitting from the host named
+    `hosts` (its short and full names), a job in it: ``acl_hosts`` (PBS's 15008),
+    ``acl_users`` or ``acl_groups`` (15007), looked at in that order, as PBS does; None."""
+    hosts = tuple(hosts)
+    if _refuses(queue, "acl_hosts", lambda e: host_allowed(e, hosts)):
+        return "acl_hosts"
+    if _refuses(queue, "acl_users", lambda e: user_allowed(e, user, hosts)):
+        return "acl_users"
+    if _refuses(queue, "acl_groups", lambda e: group_allowed(e, gids_of(user))):
+        return "acl_groups"
+    return None
+
+
 def queue_allows(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:
-    """Whether `queue`'s ACLs that are on let `user`, submitting from the host named
-    `hosts` (its short and full names), put a job in it."""
-    return not (_refuses(queue, "acl_users", lambda e: user_allowed(e, user, hosts))
-                or _refuses(queue, "acl_groups", lambda e: group_allowed(e, gids_of(user)))
-                or _refuses(queue, "acl_hosts", lambda e: host_allowed(e, hosts)))
+    """Whether `queue`'s ACLs that are on let `user` put a job in it (`queue_refusal`)."""
+    return queue_refusal(queue, user, hosts) is None
 
 
 def server_allows(server: Mapping[str, Any], user: str, hosts: Iterable[str]) -> bool:

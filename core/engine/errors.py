@@ -15,6 +15,7 @@ PBSE_NOATTR = 15002
 PBSE_ATTRRO = 15003
 PBSE_IVALREQ = 15004
 PBSE_PERM = 15007
+PBSE_BADHOST = 15008
 PBSE_SYSTEM = 15010
 PBSE_BADATVAL = 15014
 PBSE_BADSTATE = 15016
@@ -39,6 +40,7 @@ MESSAGES = {
     PBSE_ATTRRO: "Cannot set attribute, read only or insufficient permission",
     PBSE_IVALREQ: "Invalid request",
     PBSE_PERM: "Unauthorized Request",
+    PBSE_BADHOST: "Access from host not allowed, or unknown host",
     PBSE_SYSTEM: "System error",
     PBSE_BADATVAL: "Illegal attribute or resource value",
     PBSE_BADSTATE: "Request invalid for state of job",

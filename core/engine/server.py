@@ -49,6 +49,7 @@ from . import acl, depend, executor, jobspec, limits, qmgr, routing
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
+    PBSE_BADHOST,
     PBSE_BADSTATE,
     PBSE_BADUSER,
     PBSE_EXCQRESC,
@@ -723,9 +724,9 @@ class Engine:
         queuejob hook routed it), moved there (a job of `owner`) or `routed` there from a
         route queue: PBS's 15018 for an unknown queue, 15021 for a disabled one, 15022 for
         a ``from_route_only`` one (to qsub, root's too, as OpenPBS 23.06 answers; to qmove
-        but a manager's), 15007 when its ACLs refuse the job's owner (`acl`; a manager's
-        qmove passes; a reservation's queue has them too), and no queue of a reservation that
-        is over."""
+        but a manager's), 15008 or 15007 when its ACLs refuse the job's owner (`acl`; a
+        manager's qmove passes; a reservation's queue has them too), and no queue of a
+        reservation that is over."""
         queue = self.store.get("queue", name)
         if queue is None:
             raise PbsError(PBSE_UNKQUE, obj=name)
@@ -735,9 +736,10 @@ class Engine:
         if not routed and units.parse_bool(queue.get("from_route_only", False)) and \
                 not moved_by_manager:
             raise PbsError(PBSE_QACESS, obj=name)
-        if not moved_by_manager and not acl.queue_allows(
-                queue, owner if owner is not None else caller.user, self.host_names):
-            raise PbsError(PBSE_PERM, obj=name)  # (its acl_users, acl_groups, acl_hosts)
+        refusal = None if moved_by_manager else acl.queue_refusal(
+            queue, owner if owner is not None else caller.user, self.host_names)
+        if refusal is not None:  # (its acl_hosts, as PBS checks it first, or the others)
+            raise PbsError(PBSE_BADHOST if refusal == "acl_hosts" else PBSE_PERM, obj=name)
         if queue.get("reservation"):
             self.resvs.may_submit(name)
         return name

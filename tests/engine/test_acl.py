@@ -8,7 +8,7 @@ import pytest
 
 from pbsplug import values
 from pbsplug.engine import acl
-from pbsplug.engine.errors import PBSE_PERM, PbsError
+from pbsplug.engine.errors import PBSE_BADHOST, PBSE_PERM, PbsError
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_OPERATOR, ROLE_USER, Caller, Engine
 
 ROOT = Caller(0, ROLE_MANAGER)
@@ -69,7 +69,10 @@ def test_acl_groups_and_acl_hosts(engine):
     assert refused(lambda: submit(engine, USER)) == PBSE_PERM
     qmgr(engine, "set queue aq acl_group_enable=false")
     qmgr(engine, "set queue aq acl_host_enable=true,acl_hosts='*.nowhere.example'")
-    assert refused(lambda: submit(engine, USER)) == PBSE_PERM
+    assert refused(lambda: submit(engine, USER)) == PBSE_BADHOST  # (PBS's 15008)
+    qmgr(engine, "set queue aq acl_user_enable=true,acl_users=nobody")
+    assert refused(lambda: submit(engine, USER)) == PBSE_BADHOST  # (the hosts first)
+    qmgr(engine, "set queue aq acl_user_enable=false")
     qmgr(engine, f"set queue aq acl_hosts='{engine.host}'")
     assert submit(engine, USER)
 
@@ -225,7 +228,7 @@ def test_a_local_clients_host_is_this_hosts_short_and_full_names(engine):
         if allowed:
             assert submit(engine, USER), entry
         else:
-            assert refused(lambda: submit(engine, USER)) == PBSE_PERM, entry
+            assert refused(lambda: submit(engine, USER)) == PBSE_BADHOST, entry
     qmgr(engine, "unset queue aq acl_hosts")  # (on, with no list: this host only)
     assert submit(engine, USER)
 
