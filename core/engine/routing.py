@@ -30,6 +30,8 @@ reading: a destination on another server, or the route queue itself, is passed o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import units
@@ -63,6 +65,70 @@ def _seconds(value: Any, default: int) -> int:
         return default
 
 
+@dataclass(frozen=True)
+class Routed:
+    """What one try at routing a job came to (`route_job`)."""
+
+    outcome: str                     # "routed", "stays", "retry" or "finished"
+    destination: str | None = None   # routed: the queue that took it
+    when: float | None = None        # retry: when it is tried again
+    why: str | None = None           # finished: EXPIRED, or REJECTED (no destination took it)
+
+
+STAYS = Routed("stays")
+
+
+def route_job(attrs: dict[str, Any], name: str, queue: dict[str, Any], now: float,
+              refused: set[str], move: Callable[[str], None],
+              local: Callable[[str], str | None]) -> Routed:
+    """One try at passing a job (whose attributes are `attrs`) out of route queue `name`
+    (whose attributes are `queue`) at `now`, by PBS's rules (the module's docstring): the
+    rules the local engine and the simulator both route by. It stays untried (the queue is
+    stopped, or the job is held or waiting and the queue keeps such jobs); or is finished
+    (past the queue's route_lifetime, looked at first; or every destination refused it
+    for good: `REJECTED`); or goes to the first destination `move` puts it in; or, when a
+    destination refused it for now, is tried again at its retry time.
+
+    `local(dest)` is a destination's queue on this server, None for another server's;
+    `move(queue)` puts the job in that queue or raises the `PbsError` of its refusal
+    (`FOR_NOW` codes pass with time; any other is for good). `refused` holds the
+    destinations that refused the job for good, not asked again; the refusals of this try
+    are added to it."""
+    if not units.parse_bool(queue.get("started", False)):
+        return STAYS
+    lifetime = _seconds(queue.get("route_lifetime"), 0)
+    entered = attrs.get("qtime")
+    if lifetime and isinstance(entered, (int, float)) and now - entered > lifetime:
+        return Routed("finished", why=EXPIRED)  # (before all else, as PBS does)
+    if str(attrs.get("Hold_Types") or "n") != "n" and \
+            not units.parse_bool(queue.get("route_held_jobs", False)):
+        return STAYS
+    if attrs.get("job_state") == "W" and \
+            not units.parse_bool(queue.get("route_waiting_jobs", False)):
+        return STAYS
+    for_now = False
+    for dest in queue.get("route_destinations") or ():
+        dest = str(dest)
+        if dest in refused:
+            continue
+        target = local(dest)
+        if target is None or target == name:  # (another server; itself: a loop)
+            refused.add(dest)
+            continue
+        try:
+            move(target)
+        except PbsError as err:
+            if err.code in FOR_NOW:
+                for_now = True
+            else:
+                refused.add(dest)
+            continue
+        return Routed("routed", destination=target)
+    if for_now:
+        return Routed("retry", when=now + _seconds(queue.get("route_retry_time"), RETRY_TIME))
+    return Routed("finished", why=REJECTED)
+
+
 class Router:
     """The engine's routing of jobs out of its route queues (`route` and `poll`)."""
 
@@ -85,53 +151,29 @@ class Router:
     def route(self, job_id: str, attrs: dict[str, Any], name: str, queue: dict[str, Any],
               now: float, submitting: bool = False) -> None:
         """Try to pass job `job_id` (stored as `attrs`) out of route queue `name` (whose
-        attributes are `queue`): it goes to a destination; or waits, tried again at its
-        retry time (a destination refused for now); or stays untried (the queue is
-        stopped, or the job is held or waiting and the queue keeps such jobs); or is
+        attributes are `queue`), by `route_job`: it goes to a destination; or waits, tried
+        again at its retry time (a destination refused for now); or stays untried; or is
         finished (past the queue's route_lifetime, or refused for good by every
         destination). With `submitting` (qsub), a refusal for good raises PBS's 15039
         instead, and the caller forgets the job."""
         eng = self.engine
-        if not units.parse_bool(queue.get("started", False)):
-            return
-        lifetime = _seconds(queue.get("route_lifetime"), 0)
-        entered = attrs.get("qtime")
-        if lifetime and isinstance(entered, (int, float)) and now - entered > lifetime:
-            self._finish(job_id, EXPIRED)  # (before all else, as PBS does)
-            return
-        if str(attrs.get("Hold_Types") or "n") != "n" and \
-                not units.parse_bool(queue.get("route_held_jobs", False)):
-            return
-        if attrs.get("job_state") == "W" and \
-                not units.parse_bool(queue.get("route_waiting_jobs", False)):
-            return
         refused = self.refused.setdefault(job_id, set())
-        for_now = False
-        for dest in queue.get("route_destinations") or ():
-            dest = str(dest)
-            local = self._local(dest)
-            if dest in refused:
-                continue
-            if local is None or local == name:  # (another server; itself: a loop)
-                refused.add(dest)
-                continue
-            try:
-                eng.route_to(job_id, attrs, local, submitting=submitting)
-            except PbsError as err:
-                if err.code in FOR_NOW:
-                    for_now = True
-                else:
-                    refused.add(dest)
-                continue
+        result = route_job(attrs, name, queue, now, refused,
+                           lambda dest: eng.route_to(job_id, attrs, dest,
+                                                     submitting=submitting),
+                           self._local)
+        if result.outcome == "stays":
+            if not refused:  # (nothing was tried)
+                self.refused.pop(job_id, None)
+        elif result.outcome == "routed":
             self.forget(job_id)
-            return
-        if for_now:
-            self.retry_at[job_id] = now + _seconds(queue.get("route_retry_time"), RETRY_TIME)
-            return
-        if submitting:
+        elif result.outcome == "retry":
+            self.retry_at[job_id] = result.when if result.when is not None else now
+        elif submitting and result.why == REJECTED:
             self.forget(job_id)
             raise PbsError(PBSE_ROUTEREJ, REJECTED, obj=job_id)
-        self._finish(job_id, REJECTED)
+        else:
+            self._finish(job_id, str(result.why))
 
     def _finish(self, job_id: str, why: str) -> None:
         self.forget(job_id)

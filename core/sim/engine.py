@@ -8,7 +8,8 @@ instant, in this order (the tie rules; docs/simulator.md):
    ``start + min(run_time, walltime)``; one that needed more than its walltime is killed at
    the walltime, final state WALLTIME). Their end hooks fire (`pbsplug.lifecycle`).
 2. **Hosts.** Power transitions that complete now (a boot or a shutdown) take effect.
-3. **Submissions.** Trace jobs submitted now are queued, in trace order (queuejob hooks).
+3. **Submissions.** Trace jobs submitted now are queued, in trace order (queuejob hooks);
+   a job in a route queue is routed (`_route`, by the engine's `routing.route_job`).
 4. **Periodic hooks** due now run, in hook order.
 5. **One scheduling cycle** of each scheduler instance, if anything changed since the last
    cycle and a job could start, or a job submitted may never run (`Simulator._could_start`:
@@ -73,7 +74,7 @@ from ..units import (
     select_value,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
-from .machine import Machine, PowerModel
+from .machine import DEFAULT_QUEUE, Machine, PowerModel
 from .records import (
     COMPLETED,
     FAILED,
@@ -109,7 +110,7 @@ SLEEP = "sleep"
 #: to submit, no change from the periodic hooks) after which the replay ends: what is left
 #: queued never starts.
 STALL = 7 * 86400.0
-QUEUE = "workq"
+QUEUE = DEFAULT_QUEUE
 #: How many sums of the hosts' states a replay keeps: a machine comes back to few, but
 #: memory must not grow with the trace.
 MEMO_SIZE = 4096
@@ -336,6 +337,15 @@ class Simulator:
         self._vnode_slot = {n: (i, self.hosts[i]) for n, i in self.vnode_host.items()}
         self.queued: dict[str, _Run] = {}
         self.running: dict[str, _Run] = {}
+        #: Route queues (the platform's ``queue_type = "Route"``) and the jobs in them,
+        #: which no scheduler sees (`_route`); each one's request as it was before its
+        #: queue's defaults (a destination applies its own); when jobs routed into another
+        #: route queue are routed on: (when, seq, job id).
+        self._routes = {name for name, attrs in machine.queues.items()
+                        if attrs.get("queue_type") == "Route"}
+        self.routing: dict[str, _Run] = {}
+        self._requested: dict[str, dict[str, Any]] = {}
+        self._reroutes: list[tuple[float, int, str]] = []
         #: What the schedulers were told of the jobs: each job's object in their view, and
         #: the log of objects added and taken away (a cycle reads only what changed).
         self._told: dict[str, Job] = {}
@@ -560,6 +570,8 @@ class Simulator:
                 candidates.append(self._wakes[0][0])
             if self._due:
                 candidates.append(self._due[0][0])
+            if self._reroutes:
+                candidates.append(self._reroutes[0][0])
             if pending is not None:
                 candidates.append(pending.submit + epoch)
             if self._periodic_due and (self.queued or self.running or pending is not None):
@@ -581,12 +593,17 @@ class Simulator:
                 self._transition_done(self.hosts[index])
             while self._due and self._due[0][0] <= now:  # a waiting job's Execution_Time
                 self._queue_waiting(heapq.heappop(self._due)[1])
+            while self._reroutes and self._reroutes[0][0] <= now:  # the router's next pass
+                run = self.routing.get(heapq.heappop(self._reroutes)[2])
+                if run is not None:
+                    self._route(run)
             # 3. submissions
             while pending is not None and pending.submit + epoch <= now:
                 if pending.submit < last_submit:
                     self._refuse(pending, f"submitted at {pending.submit}, before the job "
                                  "before it; a trace must be in submit order")
-                elif pending.job_id in self.queued or pending.job_id in self.running:
+                elif pending.job_id in self.queued or pending.job_id in self.running or \
+                        pending.job_id in self.routing:
                     self._refuse(pending, "a job with this id is still queued or running; "
                                  "job ids must be unique")
                 else:
@@ -596,7 +613,8 @@ class Simulator:
             # The next submission is sure to queue a job (so to run a cycle) when no hook
             # may refuse it and its request is the one the simulator writes.
             self._next_submit = pending.submit + epoch if pending is not None and \
-                pending.select is None and not self._chains.get("queuejob") else math.inf
+                pending.select is None and not self._chains.get("queuejob") and \
+                not self._routes else math.inf
             # 4. periodic hooks
             if self._periodic_due:
                 self._periodics(now)
@@ -623,6 +641,8 @@ class Simulator:
         # What is left queued can never run (nothing else will change).
         for run in list(self.queued.values()):
             self._reject(run, "never started: the machine could not run it")
+        for run in list(self.routing.values()):
+            self._reject(run, "never routed out of its route queue")
         self.summary.end = self.now - epoch
 
     # -- submission -----------------------------------------------------------------------------
@@ -650,6 +670,7 @@ class Simulator:
                  "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
                  "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
         hooked = bool(self._chains.get("queuejob"))
+        requested = res
         refused = None if hooked else self._complete(attrs, tj.run_time)  # (before its Job)
         run = _Run(tj, attrs, self._seq)
         if refused is not None:
@@ -667,11 +688,22 @@ class Simulator:
                     self._reject(run, "held by a queuejob hook")
                     return
         if hooked:
+            requested = attrs["Resource_List"]
             refused = self._complete(attrs, tj.run_time)
             if refused is not None:
                 self._reject(run, refused)
                 return
             run.job = Job(tj.job_id, attrs)
+        if attrs["queue"] in self._routes:
+            self.routing[tj.job_id] = run
+            self._requested[tj.job_id] = requested
+            self._route(run, submitting=True)
+            return
+        self._enqueue(run)
+
+    def _enqueue(self, run: _Run) -> None:
+        """The job is queued in an execution queue: the schedulers see it from now."""
+        tj = run.tj
         try:
             chunks = job_select(run.job, default_chunks(self.queues.get(run.job.queue),
                                                         self.server))
@@ -766,9 +798,18 @@ class Simulator:
 
     def _queue_waiting(self, job_id: str) -> None:
         """A waiting job's Execution_Time has come: it is queued (Q), as the engine's
-        `_end_waits` queues it."""
+        `_end_waits` queues it (one in a route queue that keeps waiting jobs is routed)."""
         run = self.queued.get(job_id)
-        if run is None or run.attrs["job_state"] != "W":
+        if run is None:
+            run = self.routing.get(job_id)
+            if run is not None and run.attrs["job_state"] == "W":
+                run.attrs["job_state"] = lifecycle.queued_state(run.attrs, self.now)
+                if run.attrs["job_state"] == "W":
+                    self._may_run(run)
+                else:
+                    self._route(run)
+            return
+        if run.attrs["job_state"] != "W":
             return
         run.attrs["job_state"] = lifecycle.queued_state(run.attrs, self.now)
         if run.attrs["job_state"] == "W":  # (a later Execution_Time: due then)
@@ -777,6 +818,58 @@ class Simulator:
         run.job = Job(job_id, run.attrs)
         self._tell(run)
         self._touched = True
+
+    def _route(self, run: _Run, submitting: bool = False) -> None:
+        """A job in a route queue is routed as the engine routes it (the same
+        `routing.route_job`): to the first destination that takes it, as qmove would take
+        it (its limits, with its defaults and the server's applied to the job's own
+        request); refused by all, it is rejected (at its submission, as qsub refuses it:
+        15039). One routed into another route queue is routed on at the router's next
+        pass, a second later; one waiting (W) stays until its Execution_Time unless its
+        queue routes waiting jobs (`_queue_waiting` routes it then). No destination refuses
+        for now in a replay (queues are always enabled, queued jobs not limited), so a job
+        is never tried again later."""
+        from ..engine import routing
+        from ..engine.errors import PBSE_EXCQRESC, PBSE_UNKQUE, PbsError
+
+        job_id = run.tj.job_id
+        name = run.attrs["queue"]
+        moved: dict[str, Any] = {}
+
+        def move(dest: str) -> None:
+            if dest not in self._queue_attrs and dest != QUEUE:  # (the platform checks it)
+                raise PbsError(PBSE_UNKQUE)
+            attrs = {k: v for k, v in run.attrs.items() if k != "schedselect"}
+            attrs.update(queue=self._queue(dest), Resource_List=self._requested[job_id])
+            refusal = self._complete(attrs, run.tj.run_time)
+            if refusal is not None:
+                raise PbsError(PBSE_EXCQRESC, refusal)
+            now = int(self.now)
+            attrs.update(qtime=now, mtime=now)
+            attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
+            moved.update(attrs)
+
+        queue = {"started": True, **self._queue_attrs[name]}
+        result = routing.route_job(run.attrs, name, queue, self.now, set(), move,
+                                   lambda dest: dest)
+        if result.outcome == "routed":
+            run.attrs.clear()
+            run.attrs.update(moved)
+            run.job = Job(job_id, run.attrs)
+            if run.attrs["queue"] in self._routes:
+                heapq.heappush(self._reroutes, (self.now + routing.PASS_EVERY, run.seq,
+                                                job_id))
+                return
+            del self.routing[job_id], self._requested[job_id]
+            self._enqueue(run)
+        elif result.outcome == "retry":  # (not in a replay: see above)
+            heapq.heappush(self._reroutes, (float(math.ceil(result.when or self.now)),
+                                            run.seq, job_id))
+        elif result.outcome == "finished":
+            del self.routing[job_id], self._requested[job_id]
+            why = str(result.why)
+            self._reject(run, f"qsub: {why}" if submitting and why == routing.REJECTED
+                         else why)
 
     def _reject(self, run: _Run, why: str) -> None:
         if self.queued.pop(run.tj.job_id, None) is not None:

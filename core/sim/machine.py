@@ -29,6 +29,10 @@ trace's header (SWF MaxNodes/MaxProcs). A platform file::
     resources_max = {walltime = "24:00:00"}   # optional, as qmgr's; also
                                               # resources_default and resources_min
 
+    [queues.workq]          # a route queue (queue_type and route_* keys as qmgr's)
+    queue_type = "Route"
+    route_destinations = ["long"]
+
 Every value is checked on load; an error names the file, the key and the value.
 """
 
@@ -68,6 +72,11 @@ _PARTITION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 _DEFAULT_PARTITION = "pbs-default"
 #: PBS's range of a queue's Priority.
 _PRIORITY = (-1024, 1023)
+#: A route queue's keys (as qmgr sets them; docs/engine.md, Routing queues).
+ROUTE_KEYS = ("queue_type", "route_destinations", "route_held_jobs", "route_waiting_jobs",
+              "route_lifetime", "route_retry_time")
+#: Where a replay puts the jobs of a queue the platform does not declare.
+DEFAULT_QUEUE = "workq"
 
 
 class PlatformError(ValueError):
@@ -179,12 +188,15 @@ def load_platform(path: str | Path) -> Machine:
             raise PlatformError(f"{path}: queues.{name!r}: expected a queue name (1 to 15 "
                                 "letters, digits, _ or -)")
         where = f"queues.{name}"
-        extra = set(_table(path, where, table)) - {"partition", "priority", *_QUEUE_RESOURCES}
+        extra = set(_table(path, where, table)) - {"partition", "priority", *_QUEUE_RESOURCES,
+                                                   *ROUTE_KEYS}
         if extra:
             raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected "
-                                "partition, priority, resources_default, resources_max or "
-                                "resources_min")
-        queue: dict[str, Any] = {}
+                                "partition, priority, resources_default, resources_max, "
+                                "resources_min or a route queue's queue_type, "
+                                "route_destinations, route_held_jobs, route_waiting_jobs, "
+                                "route_lifetime or route_retry_time")
+        queue: dict[str, Any] = _route_keys(path, name, table)
         for key in _QUEUE_RESOURCES:
             if key in table:
                 queue[key] = _resources(path, f"{where}.{key}", table[key])
@@ -196,7 +208,101 @@ def load_platform(path: str | Path) -> Machine:
         if "priority" in table:
             queue["Priority"] = _int(path, f"{where}.priority", table["priority"], *_PRIORITY)
         queues[name] = queue
+    _check_routes(path, queues)
     return Machine(hosts, queues, source=path)
+
+
+def _route_keys(path: str, name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """A queue's queue_type and route_* keys, each read and checked as ``qmgr -c "set queue
+    NAME KEY = VALUE"`` reads it (the engine's own conversion: ``queue_type = "r"`` is
+    Route, a list is PBS's comma-separated one), and by the engine's rules for a route
+    queue: no partition (`partitions.check_queue`), and destinations to enable it. The
+    route_* keys of an execution queue are refused: they would do nothing."""
+    given = [key for key in ROUTE_KEYS if key in table]
+    if not given:
+        return {}
+    from ..engine.partitions import World, check_queue
+    from ..engine.qmgr import AttrOp, QmgrError, convert, definitions
+
+    defs = definitions("queue")
+    where = f"queues.{name}"
+    out: dict[str, Any] = {}
+    for key in given:
+        value = table[key]
+        text = ("true" if value else "false") if isinstance(value, bool) else \
+            ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        try:
+            out[key] = convert("queue", AttrOp(key, None, "=", text), defs)
+        except QmgrError as exc:
+            raise PlatformError(f"{path}: {where}.{key}: {value!r}: {exc}") from None
+    route = out.get("queue_type") == "Route"
+    if not route:
+        extra = [key for key in given if key != "queue_type"]
+        if extra:
+            raise PlatformError(f"{path}: {where}.{extra[0]}: only a route queue (queue_type = "
+                                '"Route") has it')
+        return out
+    try:
+        check_queue(name, set(table) & {"partition", "queue_type"},
+                    {**out, "partition": table.get("partition")},
+                    World(scheds={}, queues={}, nodes={}))
+    except QmgrError as exc:
+        raise PlatformError(f"{path}: {where}.partition: {table.get('partition')!r}: "
+                            f"{exc}") from None
+    if not out.get("route_destinations"):
+        raise PlatformError(f"{path}: {where}.route_destinations: none given: Cannot enable "
+                            "queue, incomplete definition (a route queue needs destinations)")
+    return out
+
+
+def _check_routes(path: str, queues: dict[str, dict[str, Any]]) -> None:
+    """Each route queue's destinations are queues of the replay (its [queues.NAME] tables
+    and workq, where the jobs of other queues go), other than itself, and no job can be
+    routed around a loop of route queues (the engine moves such a job one hop a second,
+    for ever)."""
+    routes = {name: [str(d) for d in q["route_destinations"]] for name, q in queues.items()
+              if q.get("queue_type") == "Route"}
+    for name, dests in routes.items():
+        for dest in dests:
+            if dest == name:
+                raise PlatformError(f"{path}: queues.{name}.route_destinations: {dest!r}: the "
+                                    "queue itself")
+            if dest not in queues and dest != DEFAULT_QUEUE:
+                raise PlatformError(f"{path}: queues.{name}.route_destinations: {dest!r}: no "
+                                    f"such queue: expected a [queues.NAME] of the platform or "
+                                    f"{DEFAULT_QUEUE}")
+    loop = _loop(routes)
+    if loop:
+        raise PlatformError(f"{path}: queues.{loop[0]}.route_destinations: route queues "
+                            f"{' -> '.join(loop)} make a loop, which a job would go round "
+                            "for ever")
+
+
+def _loop(routes: dict[str, list[str]]) -> list[str] | None:
+    """A loop of route queues (``a -> b -> a``), the first a depth-first walk in the
+    platform's order finds; None when there is none."""
+    done: set[str] = set()
+    trail: list[str] = []
+
+    def walk(name: str) -> list[str] | None:
+        trail.append(name)
+        for dest in routes[name]:
+            if dest in trail:
+                return trail[trail.index(dest):] + [dest]
+            if dest in routes and dest not in done:
+                found = walk(dest)
+                if found:
+                    return found
+        trail.pop()
+        done.add(name)
+        return None
+
+    for name in routes:
+        if name not in done:
+            found = walk(name)
+            if found:
+                return found
+    return None
 
 
 def _table(path: str, key: str, value: Any) -> dict[str, Any]:
