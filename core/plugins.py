@@ -38,6 +38,7 @@ from .events import EVENTS, message_text
 from .hookattrs import HookAttributeError, HookAttributes, config_suffix_error
 from .settings import ConfigError, ConfigIssue, PluginInfo, api_compatible, validate_config
 from .siteconfig import SiteConfig
+from .values import quoted
 
 log = logging.getLogger("pbsplug.plugins")
 
@@ -223,6 +224,12 @@ class PluginSet:
         if unknown:
             return self._fail(record, f"implements hooks no spec declares: {', '.join(unknown)}"
                                       " (check the spelling against `pbsplug hooks specs`)")
+        try:
+            problem = _plugin_info_problem(info, impls, names)
+        except Exception as exc:  # noqa: BLE001 - a bad plugin_info (config=42), a check that raises
+            problem = f"{type(exc).__name__}: {message_text(exc)}"
+        if problem:
+            return self._fail(record, f"bad plugin_info: {problem}")
         record.hooks = tuple(sorted(impls))
         implemented = tuple(h for h in impls if h in EVENTS)
         try:
@@ -262,7 +269,9 @@ class PluginSet:
         try:
             self.pm.register(plugin, name=record.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            return self._fail(record, f"cannot register: {exc}")
+            # (pluggy's text takes three lines; an error here is one)
+            why = _argument_problem(plugin, record.hooks) or " ".join(str(exc).split())
+            return self._fail(record, f"cannot register: {why}")
         for impl in self.pm.hook.configure.get_hookimpls():
             if impl.plugin_name != record.name:
                 continue
@@ -326,6 +335,52 @@ def _restore_process_state(before: dict[str, Any]) -> str:
         finally:
             os.close(fd)
     return ", ".join(changed)
+
+
+def _plugin_info_problem(info: PluginInfo, impls: Iterable[str],
+                         names: frozenset[str]) -> str | None:
+    """What `plugin_info` declares that cannot be: a `sim_safe` name that is no hook of the
+    plugin (a typo would leave the hook out of every replay in silence), a configuration
+    default its own `Setting` refuses (the hook would read it unchecked)."""
+    sim_safe = info.sim_safe
+    if not isinstance(sim_safe, (tuple, list)) or not all(isinstance(n, str) for n in sim_safe):
+        return (f"sim_safe must be a tuple of hook names, not {quoted(sim_safe)} "
+                "(one name: ('periodic',))")
+    for name in sim_safe:
+        if name not in names:
+            return (f"sim_safe names {quoted(name)}, which is no hook (check the spelling "
+                    "against `pbsplug hooks specs`)")
+        if name not in impls:
+            return f"sim_safe names {name}, which the plugin does not implement"
+    for key, setting in info.config.items():
+        if setting.required or setting.default is None:  # (None: optional, unset)
+            continue
+        try:
+            setting.coerce(setting.default)
+        except ValueError as exc:
+            return (f"the default of config key {quoted(key)}, {quoted(setting.default)}, "
+                    f"breaks its own Setting: {message_text(exc)}")
+    return None
+
+
+def _argument_problem(plugin: Any, hooks: Iterable[str]) -> str | None:
+    """A hook that takes an argument its spec does not have, said in one line."""
+    for name in sorted(hooks):
+        function, spec = getattr(plugin, name, None), getattr(hookspecs, name, None)
+        if function is None or spec is None:
+            continue
+        try:
+            params = inspect.signature(function).parameters.values()
+            allowed = list(inspect.signature(spec).parameters)
+        except (TypeError, ValueError):
+            continue
+        taken = [p.name for p in params if p.default is p.empty and p.kind in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if extra := [a for a in taken if a not in allowed]:
+            return (f"hook {name}({', '.join(taken)}) takes {', '.join(extra)}, which its spec "
+                    f"{name}({', '.join(allowed)}) does not have: a hook takes the spec's "
+                    "arguments by name, or fewer (`pbsplug hooks specs`)")
+    return None
 
 
 def _hookimpl_names(plugin: Any) -> list[str]:

@@ -95,7 +95,28 @@ def test_allowlist_and_denylist_apply_before_import(installed, tmp_path):
     ("from pbsplug import hookimpl\n@hookimpl\ndef queuejobb(event): pass",
      "implements hooks no spec declares: queuejobb"),
     ("from pbsplug import hookimpl\n@hookimpl\ndef queuejob(event, extra): pass",
-     "cannot register"),
+     "cannot register: hook queuejob(event, extra) takes extra, which its spec "
+     "queuejob(event) does not have"),
+    ("from pbsplug import hookimpl\n@hookimpl\ndef queuejob(ev): pass",
+     "cannot register: hook queuejob(ev) takes ev, which its spec queuejob(event)"),
+    ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(sim_safe=('queuejb',))"
+     "\n@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: sim_safe names 'queuejb', which is no hook (check the spelling"),
+    ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(sim_safe=('runjob',))"
+     "\n@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: sim_safe names runjob, which the plugin does not implement"),
+    ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(sim_safe=('queuejob'))"
+     "\n@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: sim_safe must be a tuple of hook names, not 'queuejob'"),
+    ("from pbsplug import hookimpl, PluginInfo, Setting\n"
+     "plugin_info = PluginInfo(config={'n': Setting(int, '600')})\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: the default of config key 'n', '600', breaks its own Setting: "
+     "expected an integer"),
+    ("from pbsplug import hookimpl, PluginInfo, Setting\n"
+     "plugin_info = PluginInfo(config={'m': Setting(str, 'x', check=lambda v: 'not a mode')})\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: the default of config key 'm', 'x', breaks its own Setting: not a mode"),
     ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(events=('runjob',))\n"
      "@hookimpl\ndef queuejob(event): pass",
      "events runjob are enabled but the plugin implements no hook for them"),
