@@ -101,10 +101,21 @@ A pbsplug plugin: jobs submitted without a walltime get the site's default.
 
 ## Try it
 
-    pip install -e .[test]
+With the Python environment pbsplug is installed in (its `python` and `pbsplug`), and a
+pbsplug home of your own, so that no server in service is touched:
+
+    export PBSPLUG_HOME=$PWD/dev-home
+    python -m pip install -e '.[test]'
     pbsplug plugins enable {name}
     pbsplug plugins list
-    pytest
+    python -m pytest tests
+
+On the local engine:
+
+    pbsplug server start
+    echo 'sleep 1' | pbsplug qsub          # no walltime asked
+    pbsplug qstat -fx                      # Resource_List.walltime = 01:00:00
+    pbsplug server stop
 '''
 
 

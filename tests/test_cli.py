@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -1284,6 +1285,29 @@ def test_plugin_new_installs_lists_and_passes_its_tests(run, tmp_path, home):
     # The main environment did not get the plugin.
     result = run("plugins", "list", "--json")
     assert "wall_guard" not in {r["name"] for r in as_json(result)}
+
+
+def test_plugin_new_says_to_use_pbsplugs_own_python(run, tmp_path):
+    """A bare `pip` or `pytest` may be another environment's (plugin-authors.md): the hint
+    and the README name pbsplug's interpreter, and the hint pastes into a shell as is."""
+    parent = tmp_path / "my src"
+    result = run("plugin", "new", "tidy", "--dir", str(parent))
+    assert result.returncode == 0, result.stderr
+    root = parent / "tidy"
+    hint = result.stdout.splitlines()[1].removeprefix("next: ")
+    install, enable, test = (shlex.split(part) for part in hint.split(" && "))
+    python = install[0]
+    assert install[1:] == ["-m", "pip", "install", "-e", f"{root}[test]"]
+    assert enable == ["pbsplug", "plugins", "enable", "tidy"]
+    assert test == [python, "-m", "pytest", str(root / "tests")]
+    found = subprocess.run([python, "-c", "import pbsplug, pytest"], capture_output=True,
+                           text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    readme = (root / "README.md").read_text()
+    assert "python -m pip install -e '.[test]'" in readme
+    assert "python -m pytest tests" in readme
+    assert "\n    pytest" not in readme and "\n    pip " not in readme
+    assert "pbsplug server start" in readme
 
 
 def test_plugin_new_refuses_a_bad_name_or_an_existing_folder(run, tmp_path):

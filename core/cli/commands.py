@@ -6,6 +6,7 @@ import inspect
 import json
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -595,7 +596,11 @@ def _plugin_app() -> typer.Typer:
         if name in BUILTIN_GROUPS:
             raise CliError(f"'{name}' is a pbsplug command; choose another plugin name")
         root = new_plugin(name, directory)
-        typer.echo(f"wrote {root}\nnext: pip install -e {root}[test] && "
-                   f"pbsplug plugins enable {name} && pytest {root}")
+        # This interpreter's pip and pytest: a bare `pip` or `pytest` may be another
+        # environment's, which would not see pbsplug or the plugin (plugin-authors.md).
+        python = shlex.quote(sys.executable)
+        typer.echo(f"wrote {root}\nnext: {python} -m pip install -e "
+                   f"{shlex.quote(f'{root}[test]')} && pbsplug plugins enable {name} && "
+                   f"{python} -m pytest {shlex.quote(str(root / 'tests'))}")
 
     return app
