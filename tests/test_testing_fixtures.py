@@ -1,5 +1,6 @@
 """pbsplug.testing's fixtures take the arguments docs/plugin-authors.md names."""
 
+from pbsplug import Job, Placement, PluginInfo, Setting, Vnode, clock, default_home, hookimpl
 from pbsplug.testing import site_toml
 
 
@@ -14,3 +15,67 @@ def test_site_toml_enables_the_plugin_with_its_attributes_and_config():
     text = site_toml("my_policy", {"key": 1}, freq=1)
     assert "[plugins.my_policy]" in text and "enabled = true" in text
     assert "freq = 1" in text and "key = 1" in text
+
+
+class _Timed:
+    """A plugin whose hooks write the kernel's time under the pbsplug home, and whose
+    placement leaves out n1."""
+
+    plugin_info = PluginInfo(events=("execjob_begin", "execjob_end"),
+                             config={"threshold": Setting(int)})
+
+    @hookimpl
+    def execjob_begin(self, event):
+        folder = default_home() / "hooks" / "tmp"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "begin").write_text(str(clock.now()))
+
+    @hookimpl
+    def execjob_end(self, event):
+        (default_home() / "hooks" / "tmp" / "end").write_text(str(clock.now()))
+
+    @hookimpl
+    def sched_node_placement(self, placement):
+        return placement.fit([v for v in placement.candidates if v.name != "n1"])
+
+
+def test_register_plugin_without_check_returns_the_failed_record(register_plugin):
+    record = register_plugin(_Timed(), "my_policy", config={"threshold": "3"}, check=False)
+    assert record.status == "failed"
+    assert "plugins.my_policy.config.threshold" in record.error
+    assert "expected an integer" in record.error
+
+
+def test_a_tests_clock_and_home_reach_a_forked_hook(register_plugin, fire_event, tmp_path,
+                                                    monkeypatch):
+    # docs/plugin-authors.md, Testing: the clock a test sets and its PBSPLUG_HOME.
+    monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path))
+    register_plugin(_Timed(), "my_policy", config={"threshold": 3})
+    with clock.use(lambda: 1000.0):
+        assert fire_event("execjob_begin", {"job": {"id": "1.s"}}, mode="process").accepted
+    with clock.use(lambda: 1250.0):
+        assert fire_event("execjob_end", {"job": {"id": "1.s"}}, mode="process").accepted
+    assert (tmp_path / "hooks" / "tmp" / "begin").read_text() == "1000.0"
+    assert (tmp_path / "hooks" / "tmp" / "end").read_text() == "1250.0"
+
+
+def test_a_scheduler_hook_is_called_through_the_plugin_set(register_plugin, pbsplug_plugins):
+    register_plugin(_Timed(), "my_policy", config={"threshold": 3})
+    placement = Placement("default", 0.0, Job("1.s", {}), [Vnode("n1"), Vnode("n2")],
+                          fit=lambda vnodes: [vnodes[0].name])   # one chunk, first fit
+    assert pbsplug_plugins.hook.sched_node_placement(placement=placement) == ["n2"]
+
+
+def test_an_outcome_says_what_stopped_the_chain(register_plugin, fire_event):
+    class Strict:
+        @hookimpl
+        def execjob_end(self, event):
+            event.job.Exit_status = 3            # read-only here: the hook's error
+
+    register_plugin(Strict(), "strict")
+    outcome = fire_event("execjob_end", {"job": {"id": "1.s"}}, mode="process")
+    assert (outcome.accepted, outcome.kind, outcome.hook, outcome.code) == (
+        False, "error", "strict", 15136)
+    assert outcome.message == ("request rejected as filter hook 'strict' encountered an "
+                               "exception. Please inform Admin")
+    assert "Exit_status" in outcome.detail and [r.outcome for r in outcome.runs] == ["error"]
