@@ -429,12 +429,15 @@ def sched_node_placement(placement: Placement) -> list[str] | None:
     """Choose exactly which vnodes a job gets; the first non-None answer wins.
 
     Asked for each job the scheduler's first fit places now, and when it plans ahead (a top
-    job's drain, an estimate: `placement.start` is then the planned start). Returns vnode
-    names from `placement.candidates`, one per chunk in the job's select order (a name may
-    repeat when a vnode takes several chunks), or None to leave the choice to the scheduler;
-    `placement.fit(vnodes)` gives the scheduler's own first fit over a subset. An answer that
-    does not fit the job is ignored and logged. Return ``[]`` to say the job must not start
-    there (it waits, it does not straddle; when planning, a later start is tried).
+    job's drain, an estimate: `placement.start` is then the planned start).
+    `placement.candidates` are `Vnode` objects (``.name``, ``.resources_available``,
+    ``.comment``...). Returns the names of candidates, one per chunk in the job's select
+    order (a name may repeat when a vnode takes several chunks), or None to leave the choice
+    to the scheduler; `placement.fit(vnodes)` gives the scheduler's own first fit over a
+    subset of the candidates (`Vnode` objects, tried in the order given), as names. An
+    answer that does not fit the job is ignored and logged. Return ``[]`` to say the job
+    must not start there (it waits, it does not straddle; when planning, a later start is
+    tried).
     """
 
 
