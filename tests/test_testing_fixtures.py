@@ -1,5 +1,7 @@
 """pbsplug.testing's fixtures take the arguments docs/plugin-authors.md names."""
 
+import pytest
+
 from pbsplug import Job, Placement, PluginInfo, Setting, Vnode, clock, default_home, hookimpl
 from pbsplug.testing import site_toml
 
@@ -79,3 +81,15 @@ def test_an_outcome_says_what_stopped_the_chain(register_plugin, fire_event):
     assert outcome.message == ("request rejected as filter hook 'strict' encountered an "
                                "exception. Please inform Admin")
     assert "Exit_status" in outcome.detail and [r.outcome for r in outcome.runs] == ["error"]
+
+
+def test_local_engine_pbs_returns_the_commands_process(local_engine):
+    engine = local_engine()
+    job_id = engine.submit("true\n", Hold_Types="u")
+    done = engine.pbs("qalter", "-l", "walltime=bad", job_id)
+    assert done.returncode != 0 and done.stderr.startswith("qalter: ")
+    with pytest.raises(AssertionError, match="qalter"):
+        engine.pbs("qalter", "-l", "walltime=bad", job_id, check=True)
+    assert engine.pbs("qrls", job_id, check=True).returncode == 0
+    assert engine.wait(job_id)["Exit_status"] == 0
+    assert all(isinstance(attrs, dict) for attrs in engine.nodes().values())
