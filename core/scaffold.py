@@ -110,7 +110,8 @@ pbsplug home of your own, so that no server in service is touched:
     pbsplug plugins list
     python -m pytest tests
 
-On the local engine:
+On the local engine (the server imports the plugin when it starts: restart it after a
+change to the code):
 
     pbsplug server start
     echo 'sleep 1' | pbsplug qsub          # no walltime asked

@@ -1307,7 +1307,7 @@ def test_plugin_new_says_to_use_pbsplugs_own_python(run, tmp_path):
     assert "python -m pip install -e '.[test]'" in readme
     assert "python -m pytest tests" in readme
     assert "\n    pytest" not in readme and "\n    pip " not in readme
-    assert "pbsplug server start" in readme
+    assert "pbsplug server start" in readme and "restart it after a\nchange" in readme
 
 
 def test_plugin_new_refuses_a_bad_name_or_an_existing_folder(run, tmp_path):
