@@ -1,5 +1,7 @@
 """pbsplug.testing's fixtures take the arguments docs/plugin-authors.md names."""
 
+import re
+
 import pytest
 
 from pbsplug import Job, Placement, PluginInfo, Setting, Vnode, clock, default_home, hookimpl
@@ -93,3 +95,15 @@ def test_local_engine_pbs_returns_the_commands_process(local_engine):
     assert engine.pbs("qrls", job_id, check=True).returncode == 0
     assert engine.wait(job_id)["Exit_status"] == 0
     assert all(isinstance(attrs, dict) for attrs in engine.nodes().values())
+
+
+def test_a_folder_of_its_own_inside_the_unsafe_folder(unsafe_folder):
+    from pbsplug import safedirs
+
+    if unsafe_folder.kind == "world-writable":   # sticky: root's folder in it is root's alone
+        assert safedirs.ensure_folder(unsafe_folder.path / "mine", "state_dir").is_dir()
+    else:
+        with pytest.raises(safedirs.UnsafeFolder, match=re.escape(unsafe_folder.problem)):
+            safedirs.ensure_folder(unsafe_folder.path / "mine", "state_dir")
+    with pytest.raises(safedirs.UnsafeFolder):
+        safedirs.ensure_folder(unsafe_folder.path, "state_dir")
