@@ -561,6 +561,9 @@ def start_background(home: Home, timeout: float = 30.0) -> int:
             os.setsid()
             if os.fork() != 0:  # the daemon is the grandchild
                 os._exit(0)
+            # Its plugins' default folders are under the home it serves (`default_home`),
+            # whatever the caller's environment named (`pbsplug demo` starts one in /tmp).
+            os.environ["PBSPLUG_HOME"] = str(home.root)
             log = open(out, "ab", buffering=0)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)

@@ -24,11 +24,16 @@ else:  # pragma: no cover - Python 3.10
 from .test_server import plugin
 
 
-def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists):
+def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists, tmp_path):
     plugin(dists, "counter", """
+        import os
+        from pbsplug.siteconfig import default_home
+
         @hookimpl
         def queuejob(event):
             event.job.Account_Name = "demo"
+            with open(os.environ["HOME_SEEN"], "a") as seen:
+                seen.write(f"{default_home()}\\n")
 
         @hookimpl
         def execjob_begin(event):
@@ -44,10 +49,15 @@ def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists)
             return [f"setup left {(workdir / 'started').read_text()} in {workdir.name}"]
         """, ("queuejob", "execjob_begin"))
     before = set(glob.glob("/tmp/pbsplug-demo-*"))
+    seen = tmp_path / "homes"
     done = subprocess.run([PBSPLUG, "demo"], capture_output=True, text=True,
-                          env=dists.env(COLUMNS="200"), timeout=120)
+                          env=dists.env(COLUMNS="200", HOME_SEEN=str(seen)), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
+    # the server's plugins find their default folders under the demo's home, not the
+    # caller's (root's /var/spool/pbsplug)
+    homes = set(seen.read_text().splitlines())
+    assert len(homes) == 1 and homes.pop().startswith("/tmp/pbsplug-demo-"), seen.read_text()
     assert "plugins enabled: counter" in out
     assert "counter: setup left yes in counter\n" in out  # demo_setup, then demo_report
     for name, status in (("hello", "0"), ("vscatter", "0"), ("overtime", "271"),
