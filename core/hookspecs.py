@@ -437,7 +437,7 @@ def sched_node_placement(placement: Placement) -> list[str] | None:
     subset of the candidates (`Vnode` objects, tried in the order given), as names. An
     answer that does not fit the job is ignored and logged. Return ``[]`` to say the job
     must not start there (it waits, it does not straddle; when planning, a later start is
-    tried).
+    tried); its comment then names the plugin.
     """
 
 

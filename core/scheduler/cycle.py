@@ -535,6 +535,8 @@ class Scheduler:
         self._cross_cache: dict[str, tuple[dict[str, int], bool] | None] = {}
         self._undo = []
         self._started: dict[str, tuple[float, float, list[tuple[str, Booking]], str]] = {}
+        #: Jobs a `sched_node_placement` answer of [] kept from starting now: by which plugin.
+        self._placement_held: dict[str, str] = {}
         self._texts_made = {}
         try:
             entries = self._log_entries(kept, snap)
@@ -1891,7 +1893,11 @@ class Scheduler:
 
     def _waiting(self, blocked: bool, info: _JobInfo, top_jobs: list[str]) -> str:
         """Why a job that fits nowhere now waits (`_comment`), naming for a group job the
-        placement set that holds it, as PBS's scheduler does."""
+        placement set that holds it, as PBS's scheduler does; or the plugin whose
+        `sched_node_placement` refused the vnodes it fits on now."""
+        plugin = self._placement_held.get(info.job.id)
+        if plugin is not None and not blocked and not top_jobs:
+            return f"Not Running: held by plugin {plugin} (sched_node_placement)"
         if not blocked and not top_jobs and info.place.group is not None:
             holds, value = self._holding_set(info)
             if holds and value is not None:
@@ -2262,10 +2268,13 @@ class Scheduler:
 
         placement = Placement(self.name, self.now, info.job, [v.obj for v in candidates],
                               None if now_mode else start, fit)
-        answer = self._first("sched_node_placement", placement=placement)
+        plugin, answer = next(((p, a) for p, a in self._answers(
+            "sched_node_placement", placement=placement) if a is not None), (None, None))
         if answer is None:
             return chunks
         if answer == []:
+            if now_mode and plugin is not None:
+                self._placement_held[info.job.id] = plugin
             return None
         if len(answer) != len(info.chunks):
             log.warning("sched_node_placement gave %d vnodes for %d chunks of %s; ignored",

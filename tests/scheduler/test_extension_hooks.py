@@ -89,6 +89,8 @@ def test_sched_node_placement_can_hold_a_job_and_bad_answers_are_ignored(tmp_pat
         snapshot([vnode("n1")], [job(id="1.s"), job(id="2.s")]), NOW)
     assert started(result) == {"2.s": "(n1:ncpus=1)"}
     assert "does not fit" in caplog.text
+    # the held job's comment names the plugin, not a resource it does not lack
+    assert result.comments["1.s"] == "Not Running: held by plugin p0 (sched_node_placement)"
 
 
 def test_first_placement_answer_wins(tmp_path):
