@@ -174,9 +174,8 @@ def open_log(path: str) -> None:
 def _log_to(path: str) -> None:
     """The log file, appended to. Its folder follows pbsplug.safedirs' rule (`_log_folder`)
     and the file is opened without following a link (in a folder another user could write,
-    a link there had root append to any file); a refusal is one line on stderr (Slurm's log,
-    where a program runs the events itself), and the events run without the log file, as
-    they do when it cannot be opened."""
+    a link there had root append to any file). The events run without the log file when it
+    is refused or cannot be opened, and why goes where an admin sees it (`_no_log_file`)."""
     root = logging.getLogger()
     if path and not any(getattr(h, "_pbsplug_slurm", False) for h in root.handlers):
         try:
@@ -192,15 +191,36 @@ def _log_to(path: str) -> None:
                 os.close(fd)
                 raise
         except safedirs.UnsafeFolder as exc:
-            print(f"pbsplug: no log file: {exc}", file=sys.stderr)
+            _no_log_file(str(exc))
             return
-        except OSError:
+        except OSError as exc:
+            _no_log_file(f"cannot open {exc.filename or path}: {exc.strerror or exc}")
             return
         handler._pbsplug_slurm = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
+
+
+#: How the bridge names itself in syslog.
+SYSLOG_IDENT = "pbsplug-slurm"
+
+
+def _no_log_file(why: str) -> None:
+    """Why the events run without the log file, in one line: on stderr (Slurm's log, where a
+    program runs the events itself) and to syslog (``daemon.err``, through the standard
+    library's `syslog`): the workers' stderr is /dev/null, so a refusal seen only there was
+    seen by no one. Without a syslog daemon the line is lost, as it was before."""
+    line = f"pbsplug: no log file: {why}"
+    print(line, file=sys.stderr)
+    try:
+        import syslog
+
+        syslog.openlog(SYSLOG_IDENT, syslog.LOG_PID, syslog.LOG_DAEMON)
+        syslog.syslog(syslog.LOG_ERR, line)
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 def _log_folder(folder: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import grp
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -597,6 +598,89 @@ def test_the_log_file_is_not_opened_through_a_link_a_user_planted(user_folder, a
                           text=True, timeout=120)
     assert (done.returncode, done.stderr) == (0, "")
     assert good.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
+
+
+@pytest.fixture
+def syslog_socket(tmp_path):
+    """A datagram socket where syslog(3) sends (/dev/log), for this test's processes: bound
+    there when the machine has none (and removed after), else bind-mounted over it in a
+    mount namespace of their own (`run`); (socket, run) where run(argv) gives the argv
+    that runs `argv` so."""
+    import socket
+
+    if os.geteuid() != 0:
+        missing("needs root: /dev/log is root's")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dev_log = Path("/dev/log")
+    if os.path.lexists(dev_log):  # a syslog daemon's: not taken from it
+        if shutil.which("unshare") is None:
+            missing("needs unshare (util-linux) to stand in for this machine's syslog")
+        path = tmp_path / "log"
+        sock.bind(str(path))
+
+        def run(argv: list[str]) -> list[str]:
+            return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                    'mount --bind "$0" /dev/log && exec "$@"', str(path), *argv]
+    else:
+        sock.bind(str(dev_log))
+        path = dev_log
+
+        def run(argv: list[str]) -> list[str]:
+            return argv
+    inode = os.stat(path).st_ino
+    sock.settimeout(1)
+    try:
+        yield sock, run
+    finally:
+        sock.close()
+        if path == dev_log and os.path.lexists(dev_log) and os.lstat(dev_log).st_ino == inode:
+            dev_log.unlink()
+
+
+def test_a_log_file_refusal_in_a_worker_reaches_syslog(user_folder, dists, tmp_path,
+                                                       syslog_socket):
+    """A worker (started with stderr on /dev/null, as the programs start it) that refuses
+    the log file said why on stderr alone: nobody saw it, and the events ran with no log.
+    The refusal goes to syslog too (daemon.err, as pbsplug-slurm)."""
+    sock, run = syslog_socket
+    plugins = dists.enabled("attacked", LAUNCH_AND_END.format(mark=str(tmp_path / "ends")),
+                            tmp_path)
+    log = user_folder / "pbsplug-slurm.log"
+    workers = Path("/run") / f"pbsplug-syslog-{os.getpid()}"
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
+                   slurm_conf="", state_dir=str(tmp_path / "state"), log_file=str(log),
+                   run_dir=str(workers), native=False)
+    config = tmp_path / slurm.CONFIG_NAME
+    config.write_text(p.config_text)
+    worker = subprocess.Popen(run([sys.executable, "-m", "pbsplug.adapters.worker",
+                                   str(workers / "w.sock"), str(config)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def worker_line() -> str:  # (other processes log there too: theirs are passed over)
+        try:
+            line = sock.recv(65536).decode(errors="replace")
+        except TimeoutError:
+            return ""
+        return line if f"[{worker.pid}]" in line else ""
+
+    try:
+        line = until(worker_line, 60, "the worker's line in syslog")
+        until((workers / "w.sock").exists, 60, "the worker's socket")
+    finally:
+        worker.kill()
+        worker.wait()
+        shutil.rmtree(workers, ignore_errors=True)
+    assert line.startswith("<27>")  # daemon.err
+    assert line.split(": ", 1)[0].endswith(f" {slurm_bridge.SYSLOG_IDENT}[{worker.pid}]")
+    assert line.split(": ", 1)[1] == (
+        f"pbsplug: no log file: refusing the log file's folder (--log-file) {user_folder}: "
+        f"{user_folder} is owned by uid {user_folder.stat().st_uid} "
+        f"({pwd.getpwuid(user_folder.stat().st_uid).pw_name}), mode 0777, so another user "
+        "could plant or change what is in it; make it and every folder above it root's and "
+        "writable by no one else (a folder above it may be sticky, as /tmp is), or choose "
+        "another folder")
+    assert not log.exists()
 
 
 def test_the_log_file_opens_in_a_log_folder_its_group_may_write(tmp_path):
