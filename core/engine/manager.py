@@ -102,13 +102,7 @@ class Manager:
         its error or 0), as OpenPBS 23.06's qmgr answers it (checked)."""
         plural = {"queue": "Queues", "node": "Nodes"}
         if cmd.verb == "active":
-            if cmd.obj_type == "server":
-                return "Active servers:\ndefault\n", [], 0, 0
-            if cmd.names:
-                active[cmd.obj_type] = list(cmd.names)
-                return "", [], 0, 0
-            names = active.get(cmd.obj_type, [])
-            return f"Active {cmd.obj_type}s:\n" + "".join(f"{n}\n" for n in names), [], 0, 0
+            return self._active(cmd, active)
         if cmd.names is None and cmd.obj_type in plural:  # no names: the active ones
             if not active.get(cmd.obj_type):
                 return "", [f"No Active {plural[cmd.obj_type]}, nothing done."], 0, 0
@@ -119,14 +113,14 @@ class Manager:
                         "hook"], 1, 0
         if cmd.pbshook and cmd.verb in ("create", "delete"):
             err = QmgrError(qmgr.PBSE_IVALREQ, obj_type="hook", obj_name=(cmd.names or [""])[0])
-            return "", err.client_text().splitlines(), 156, err.code
+            return "", err.client_text(cmd.server or "default").splitlines(), 156, err.code
         if reading and cmd.names and cmd.obj_type != "server":
             # Each name on its own: the known ones are shown, each unknown one is an error,
             # and any error makes the exit status 1.
             out, lines, error = [], [], 0
             for name in cmd.names:
                 one = qmgr.Command(cmd.verb, cmd.obj_type, [name], cmd.attrs, cmd.text,
-                                   cmd.pbshook)
+                                   cmd.pbshook, cmd.server)
                 try:
                     text = self.command(caller, one)
                     heading = qmgr.print_heading(cmd.obj_type)
@@ -148,6 +142,32 @@ class Manager:
                 return "", lines[:1], 0, 0  # (PBS's qmgr prints only why, and exits 0)
             return "", lines, 1 if reading else (err.code % 256 or 1), err.code
 
+    @staticmethod
+    def _active(cmd: qmgr.Command, active: dict[str, list[str]]
+                ) -> tuple[str, list[str], int, int]:
+        """``active``: names the queues or nodes that commands without names act on, or
+        lists them; as OpenPBS 23.06's qmgr (checked), ``active server`` lists the one
+        server (naming servers prints nothing) and ``active sched`` lists none. For other
+        types PBS's qmgr does nothing (it exits 0, or 1 when names are given, and says
+        nothing; ``active sched NAME`` crashes it): pbsplug says so in a line, exiting 1,
+        or 0 without names, and 2 for a sched named (qmgr's status for a bad object type,
+        where PBS's has none to give)."""
+        if cmd.obj_type == "server":
+            return ("" if cmd.names else "Active servers:\ndefault\n"), [], 0, 0
+        if cmd.obj_type in ("queue", "node"):
+            if cmd.names:
+                active[cmd.obj_type] = list(cmd.names)
+                return "", [], 0, 0
+            names = active.get(cmd.obj_type, [])
+            return f"Active {cmd.obj_type}s:\n" + "".join(f"{n}\n" for n in names), [], 0, 0
+        if cmd.obj_type == "sched" and not cmd.names:
+            return "Active schedulers:\n", [], 0, 0
+        word = "pbshook" if cmd.pbshook else cmd.obj_type
+        line = f"qmgr: active takes a server, queue or node, not a {word}"
+        if not cmd.names:
+            return "", [line], 0, 0
+        return "", [line], 2 if cmd.obj_type == "sched" else 1, qmgr.PBSE_IVALREQ
+
     def _error_lines(self, caller: Caller, cmd: qmgr.Command, err: QmgrError) -> list[str]:
         """What qmgr prints for `err`: about the first object named (none for the server),
         a non-manager's hook refusal in PBS's words (OpenPBS 23.06: about the hook named,
@@ -155,8 +175,8 @@ class Manager:
         eng = self.engine
         if not err.obj_name and cmd.names:
             err.for_object(cmd.obj_type, cmd.names[0])
-        if cmd.obj_type == "server":
-            err.obj_name = ""
+        if cmd.obj_type == "server":  # (the server as named: `set server vm x = 1`)
+            err.obj_name = cmd.server
         if err.code == PBSE_HOOKERROR and caller.role != "manager":
             err.message = (f"{caller.user}@{eng.host} is unauthorized to access hooks data "
                            f"from server {eng.host}")
@@ -167,7 +187,7 @@ class Manager:
         elif err.code == PBSE_HOOKERROR and cmd.verb in ("list", "print") and (
                 err.message.endswith("does not exist!")):
             err.message = "hook not found"
-        return err.client_text().splitlines()
+        return err.client_text(cmd.server or "default").splitlines()
 
     def command(self, caller: Caller, cmd: qmgr.Command) -> str:
         eng = self.engine
@@ -196,6 +216,8 @@ class Manager:
             names = [eng.server_name]
         elif cmd.verb == "create":
             names = list(cmd.names or [])
+            if not names:  # (`create queue @default`: a server, and no name)
+                raise self._nameless(cmd.obj_type)
         else:
             names = cmd.targets(objects)
             for name in names:
@@ -292,6 +314,23 @@ class Manager:
         return QmgrError(codes.get(obj_type, qmgr.PBSE_IVALREQ),
                          None if obj_type in codes else f"Unknown {obj_type}",
                          obj_type=obj_type, obj_name=name)
+
+    @staticmethod
+    def _nameless(obj_type: str) -> QmgrError:
+        """``create <type> @server``, no name: what OpenPBS 23.06's server answers (checked),
+        and for a resource (PBS's 15014 names nothing) what was wrong."""
+        if obj_type == "queue":  # (its text this time: `Queue name too long`)
+            return QmgrError(qmgr.PBSE_QUENBIG, obj_type=obj_type)
+        if obj_type == "node":
+            return QmgrError(qmgr.PBSE_UNKNODE, obj_type=obj_type)
+        if obj_type == "sched":
+            return QmgrError(qmgr.PBSE_SCHEDEXIST, obj_type=obj_type)
+        if obj_type == "hook":
+            return QmgrError(PBSE_HOOKERROR, "no hook name specified", obj_type=obj_type)
+        if obj_type == "resource":
+            return QmgrError(qmgr.PBSE_BADATVAL, f"{qmgr.MESSAGES[qmgr.PBSE_BADATVAL]}: no "
+                             "resource name given", obj_type=obj_type)
+        return QmgrError(qmgr.PBSE_IVALREQ, f"no {obj_type} name given", obj_type=obj_type)
 
     # -- create, delete, set, unset ---------------------------------------------------------------
     def _create(self, cmd: qmgr.Command, name: str, objects: dict, defs: dict) -> None:

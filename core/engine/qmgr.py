@@ -60,8 +60,8 @@ Rules that are pbsplug's own (PBS has no equivalent, or the behaviour was not ve
 
 Facts taken from PBS's sources but not checked against a running PBS: whether 15014/15003/
 15035 replies name the attribute (PBS's server appends ``" attr[.resource]"``; its client-side
-checks may not), the 80-column wrap of `list`, operator-settable attributes, which defaults
-`list` shows, ``event = ""`` for a hook without events, and a node's ``Priority`` range.
+checks may not), the 80-column wrap of `list`, which defaults `list` shows, ``event = ""``
+for a hook without events, and a node's ``Priority`` range.
 """
 
 from __future__ import annotations
@@ -286,8 +286,9 @@ _LIMITS = (
     _op("queued_jobs_threshold_res", "entlim_res"),
 )
 
-# Who may set what follows the PBS Reference Guide's "Mgr"/"Mgr, Op" columns as well as they
-# are known here; where unsure an attribute is manager-only (the safer side).
+# Who may set what: as OpenPBS 23.06 lets an operator (checked as one, attribute by attribute:
+# tests/adapters/test_pbs_parity.py's operator rows, docs/engine.md "qmgr"); pbsplug's own (a
+# scheduler's policy attributes) are manager-only.
 _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
     "server": (
         _op("scheduling", "boolean", True),
@@ -296,7 +297,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("comment", "string"),
         _op("log_events", "long", 511),
         _mg("mail_from", "string", "adm"),
-        _op("query_other_jobs", "boolean", False),
+        _mg("query_other_jobs", "boolean", False),
         _mg("managers", "acl"), _mg("operators", "acl"),
         _mg("acl_host_enable", "boolean", False), _mg("acl_hosts", "acl"),
         _mg("acl_user_enable", "boolean", False), _mg("acl_users", "acl"),
@@ -313,22 +314,22 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("eligible_time_enable", "boolean", False),
         # True while a plugin that declares it is enabled (seed 004: read-only).
         _ro("power_provisioning", "boolean", False),
-        _mg("backfill_depth", "long", 1, check=_positive),
+        _op("backfill_depth", "long", 1, check=_positive),
         _mg("job_sort_formula", "string", check=_formula),
         _mg("python_restart_max_hooks", "long", 100, check=_positive),
         _mg("python_restart_max_objects", "long", 1000, check=_positive),
         _mg("python_restart_min_interval", "duration", 30),
         _mg("resv_enable", "boolean", True),
-        _mg("max_array_size", "long", 10000),
+        _op("max_array_size", "long", 10000),
         _mg("max_concurrent_provision", "long", 5, check=_positive),
         _mg("pbs_license_min", "long"), _mg("pbs_license_max", "long"),
         _op("single_signon_password_enable", "boolean", False),
-        _op("rpp_retry", "long"), _op("rpp_highwater", "long"),
+        _mg("rpp_retry", "long"), _mg("rpp_highwater", "long"),
         _ro("server_state"), _ro("server_host"), _ro("total_jobs", "long"),
         _ro("state_count"), _ro("pbs_version"), _ro("resources_assigned", "resource"),
     ),
     "queue": (
-        _mg("queue_type", "choice", choices=("Execution", "Route"), abbreviate=True),
+        _op("queue_type", "choice", choices=("Execution", "Route"), abbreviate=True),
         _op("Priority", "long", check=_queue_priority),
         _op("enabled", "boolean"), _op("started", "boolean"),
         _op("comment", "string"),
@@ -336,14 +337,14 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("resources_default", "resource"), _op("resources_max", "resource"),
         _op("resources_min", "resource"), _op("resources_available", "resource"),
         _op("default_chunk", "resource"),
-        _mg("acl_user_enable", "boolean"), _mg("acl_users", "acl"),
-        _mg("acl_group_enable", "boolean"), _mg("acl_groups", "acl"),
-        _mg("acl_host_enable", "boolean"), _mg("acl_hosts", "acl"),
+        _op("acl_user_enable", "boolean"), _op("acl_users", "acl"),
+        _op("acl_group_enable", "boolean"), _op("acl_groups", "acl"),
+        _op("acl_host_enable", "boolean"), _op("acl_hosts", "acl"),
         _mg("partition", "string"),
-        _op("route_destinations", "string_array"),
+        _mg("route_destinations", "string_array"),
         _op("route_held_jobs", "boolean"), _op("route_waiting_jobs", "boolean"),
         _op("route_retry_time", "long"), _op("route_lifetime", "long"),
-        _op("from_route_only", "boolean"),
+        _mg("from_route_only", "boolean"),
         _op("kill_delay", "long"),
         _op("checkpoint_min", "long"),
         _ro("hasnodes", "boolean"), _ro("total_jobs", "long"), _ro("state_count"),
@@ -355,7 +356,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("sharing", "choice", "default_shared", choices=_SHARING),
         _op("comment", "string"),
         _op("resources_available", "resource"),
-        _mg("partition", "string"), _mg("queue", "string"),
+        _op("partition", "string"), _mg("queue", "string"),
         _op("Priority", "long", check=_queue_priority),
         _mg("resv_enable", "boolean", True),
         _mg("no_multinode_jobs", "boolean"),
@@ -384,9 +385,9 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("flag", "string"),
     ),
     "sched": (
-        _op("scheduling", "boolean", False),
-        _op("scheduler_iteration", "long", 600, check=_positive),
-        _mg("sched_cycle_length", "duration", 1200),
+        _mg("scheduling", "boolean", False),
+        _mg("scheduler_iteration", "long", 600, check=_positive),
+        _op("sched_cycle_length", "duration", 1200),
         _mg("partition", "string_array"),
         _mg("sched_host", "string"), _mg("sched_port", "long"),
         _mg("sched_priv", "string"), _mg("sched_log", "string"), _mg("sched_user", "string"),
@@ -398,8 +399,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("job_sort_formula", "string", check=_formula),
         _mg("node_sort_key", "string", check=_node_sort_key),
         _mg("estimate_limit", "long", check=_positive),
-        _op("comment", "string"),
-        _mg("log_events", "long", 767),
+        _mg("comment", "string"),
+        _op("log_events", "long", 767),
         _mg("preempt_queue_prio", "long", 150),
         _mg("preempt_prio", "string"),
         _mg("preempt_order", "string", "SCR"),
@@ -409,8 +410,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("throughput_mode", "boolean", True),
         _mg("opt_backfill_fuzzy", "choice", choices=("off", "low", "medium", "high")),
         _mg("job_sort_formula_threshold", "float"),
-        _mg("do_not_span_psets", "boolean", False),
-        _mg("only_explicit_psets", "boolean", False),
+        _op("do_not_span_psets", "boolean", False),
+        _op("only_explicit_psets", "boolean", False),
         _mg("server_dyn_res_alarm", "long"),
         _ro("state"), _ro("pbs_version"),
     ),
@@ -518,6 +519,9 @@ class Command:
     #: Written as ``pbshook`` (PBS's own hooks): `names` are PBS hook names, such as
     #: ``PBS_power``, which the server maps to the plugins that declare them.
     pbshook: bool = False
+    #: The server as the command names it (``workq@vm``: ``vm``), "" when it names none:
+    #: qmgr's messages say ``svr=`` that, or ``default`` (OpenPBS 23.06, checked).
+    server: str = ""
 
     def targets(self, existing: Iterable[str]) -> list[str]:
         """The objects the command acts on: its names, or every existing object of the
@@ -631,24 +635,34 @@ def _parse_one(command: str, server_name: str | None,
     if word and not is_attribute:
         names, servers = _parse_names(command, pos, word, obj_type)
         pos = _skip_blank(command, pos + len(word))
-    if verb == "active":
-        return Command(verb, obj_type, names, [], command, pbshook)
+    if verb == "active":  # (`active server a,b` names servers: each must be this one)
+        _check_servers(servers + (names or [] if obj_type == "server" else []), server_name)
+        return Command(verb, obj_type, names, [], command, pbshook,
+                       servers[0] if servers else "")
     attrs = _parse_attributes(command, pos, verb)
     if verb in ("set", "unset") and not attrs:
         raise _syntax(command, len(command))
     if obj_type == "server":  # a name there is a server's
         servers += names or []
         names = None
-    for server in servers:  # (after the syntax, as qmgr connects after parsing)
-        if server != "default" and server not in _local_names(server_name):
-            raise QmgrSyntaxError(f"Unknown Host.\nqmgr: cannot connect to server {server}",
-                                  PBSE_NOSERVER)
+    _check_servers(servers, server_name)  # (after the syntax, as qmgr connects after parsing)
     if obj_type == "sched" and names is None and verb in ("set", "unset"):
         names = ["default"]  # as `print sched` writes the default scheduler's lines
     if verb in ("create", "delete", "set", "unset") and obj_type not in (
-            "server", "queue", "node") and not names:
+            "server", "queue", "node") and not names and (names is None or verb != "create"):
+        # (`create sched @default`, a server and no name, goes to the server, which
+        # refuses it as PBS's does)
         raise _syntax(command, pos, 3)
-    return Command(verb, obj_type, names, attrs, command, pbshook)
+    return Command(verb, obj_type, names, attrs, command, pbshook,
+                   servers[0] if servers else "")
+
+
+def _check_servers(servers: Iterable[str], server_name: str | None) -> None:
+    """qmgr's refusal of a server other than this one (``Unknown Host.``)."""
+    for server in servers:
+        if server != "default" and server not in _local_names(server_name):
+            raise QmgrSyntaxError(f"Unknown Host.\nqmgr: cannot connect to server {server}",
+                                  PBSE_NOSERVER)
 
 
 def _skip_blank(command: str, pos: int) -> int:
@@ -802,7 +816,8 @@ def check_privilege(cmd: Command, role: str, defs: Mapping[str, AttrDef]) -> Non
     * hooks: anything but a manager gets 15136 ``unauthorized to access hooks data from
       server``, even for list and print;
     * list and print: everybody;
-    * create and delete: managers (15007 ``Unauthorized Request``);
+    * create and delete, and any change of a resource: managers (15007 ``Unauthorized
+      Request``);
     * set and unset: a user gets 15007; a read-only attribute, or a manager-only one set by
       an operator, gets 15003 ``Cannot set attribute, read only or insufficient permission``.
     """
@@ -812,8 +827,8 @@ def check_privilege(cmd: Command, role: str, defs: Mapping[str, AttrDef]) -> Non
         raise QmgrError(PBSE_HOOKERROR, HOOK_UNAUTHORIZED, obj_type="hook")
     if cmd.verb in ("list", "print"):
         return
-    if cmd.verb in ("create", "delete") and role != "manager":
-        raise QmgrError(PBSE_PERM, obj_type=cmd.obj_type)
+    if (cmd.verb in ("create", "delete") or cmd.obj_type == "resource") and role != "manager":
+        raise QmgrError(PBSE_PERM, obj_type=cmd.obj_type)  # (a resource's too, as PBS's)
     if role == "user":
         raise QmgrError(PBSE_PERM, obj_type=cmd.obj_type)
     for op in cmd.attrs:

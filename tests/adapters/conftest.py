@@ -224,6 +224,38 @@ def pbs(real_pbs: RealPbs) -> Iterator[RealPbs]:
     real_pbs.forget_jobs()
 
 
+@pytest.fixture
+def operator(pbs: RealPbs, local: LocalEngine, unix_user: str) -> Iterator[str]:
+    """The second user made an operator of the real PBS and of the module's local engine
+    (each server's ``operators`` set to ``user@*``), and each server's ``operators`` put
+    back as it was afterwards, whatever happens: the real PBS is shared."""
+    def kept(print_server: str) -> list[str]:  # (`print server` writes a list as = and +=)
+        return [line for line in print_server.splitlines()
+                if line.startswith("set server operators ")]
+
+    def qmgr_pbs(text: str) -> None:
+        pbs.qmgr(text)
+
+    def qmgr_local(text: str) -> None:
+        local.pbs("qmgr", "-c", text, check=True)
+
+    sides = ((qmgr_pbs, kept(pbs.qmgr("print server"))),
+             (qmgr_local, kept(local.pbs("qmgr", "-c", "print server", check=True).stdout)))
+    try:
+        for qmgr, _ in sides:
+            qmgr(f"set server operators = {unix_user}@*")
+        yield unix_user
+    finally:
+        problems = []
+        for qmgr, lines in sides:
+            for text in ("unset server operators", *lines):
+                try:
+                    qmgr(text)
+                except AssertionError as exc:
+                    problems.append(str(exc))
+        assert not problems, f"operators not put back: {problems}"
+
+
 # -- Slurm ------------------------------------------------------------------------------------
 
 #: Where the tests' own plugin notes what it saw.

@@ -16,7 +16,8 @@ remaining differences are `DIFFERENT`, each with its reason (docs/engine.md, "qm
 
 Privilege rows run as a second Unix user (neither manager nor operator) on both: OpenPBS's
 command through its namespace as that user, the engine's through the `attacker`'s own
-environment. Operator rows are left out: they would set the real PBS's ``operators``.
+environment. Operator rows run as that user too, while the `operator` fixture (conftest.py)
+has made it an operator of both servers (and puts their ``operators`` back afterwards).
 
 The real PBS is shared: rows change nothing on it that they do not put back (`CLEANUP`)."""
 
@@ -93,6 +94,18 @@ ROWS: list[tuple[str, str]] = [
     ("list resource", ""), ("print resource", ""),
     ("s s scheduling = true", ""), ("s q workq enabled = t", ""),
     ("active queue", ""), ("active server", ""), ("active queue workq", ""),
+    ("active server {host}", ""), ("active server {host},default", ""),
+    ("active server nosuch", ""), ("active node nosuch", ""), ("active sched", ""),
+    ("active sched default", ""), ("active sched nosuch", ""),
+    ("active hook", ""), ("active hook nosuch", ""), ("active pbshook", ""),
+    ("active pbshook PBS_power", ""), ("active resource", ""), ("active resource nosuch", ""),
+    # a server and no name: nothing is created
+    ("create queue @default", ""), ("create queue @{host}", ""), ("create node @default", ""),
+    ("create sched @default", ""), ("create hook @default", ""),
+    ("create resource @default", ""),
+    # the server named is the one qmgr's messages name (svr=)
+    ("set queue nosuch@{host} enabled = true", ""), ("list queue nosuch@{host}", ""),
+    ("set server {host} no_such_attribute = 1", ""),
     ("quit", ""), ("exit", ""),
     # create, then create again, then delete (CLEANUP deletes it whatever happens)
     ("create queue pq1", ""), ("create queue pq1", ""), ("list queue pq1 queue_type", ""),
@@ -117,6 +130,13 @@ _SAYS = ("the same exit status and output; where PBS's qmgr says nothing of what
          "the engine says it (every error of pbsplug's names what was wrong)")
 _NAMES = ("the same code, exit status and output; PBS's 15014 names no attribute, the "
           "engine's names the one that was wrong")
+_FORMULA = ("the same exit status and output; PBS's qmgr writes server_priv/sched_formula "
+            "itself before it asks the server, and run by a user who may not write there "
+            "first says it failed to; the engine's qmgr writes no file")
+_CRASH = ("OpenPBS 23.06's qmgr crashes on it (SIGSEGV, nothing printed); the engine says "
+          "that a sched has no active list and exits 2, qmgr's status for a bad object type")
+#: Reasons that still require PBS's exit status and standard output.
+_SAME_STATUS = (_SAYS, _NAMES, _FORMULA)
 DIFFERENT: dict[str, str] = {
     "list queue workq comment":
         "after `set queue nosuch,workq comment = x` (same answers: 15018, exit 170) PBS has "
@@ -127,6 +147,15 @@ DIFFERENT: dict[str, str] = {
     "set server scheduler_iteration = abc": _NAMES,
     "set queue workq Priority = 5000": _NAMES, "set queue workq queue_type = bogus": _NAMES,
     "create resource pq_r type = nosuchtype": _NAMES,
+    "active sched default": _CRASH, "active sched nosuch": _CRASH,
+    "active hook": _SAYS, "active hook nosuch": _SAYS, "active pbshook": _SAYS,
+    "active pbshook PBS_power": _SAYS, "active resource": _SAYS,
+    "active resource nosuch": _SAYS, "create resource @default": _SAYS,
+    # operator rows: PBS's qmgr prints nothing for a node's 15003, nor the attribute of
+    # acl_roots's
+    "set node {host} resv_enable = true": _SAYS, "set node {host} queue = workq": _SAYS,
+    "set node {host} Mom = {host}": _SAYS, "set server acl_roots = root": _SAYS,
+    "set server job_sort_formula = ncpus": _FORMULA,
 }
 
 #: What the rows may leave on the real PBS and the engine, put back after the table.
@@ -177,7 +206,7 @@ def _compare(rows, run_real, run_engine, pbs_host, engine_host):
         mine = (mine[0], _norm(mine[1], engine_host), _norm(mine[2], engine_host))
         label = f"[{user or 'root'}] {text!r}"
         if real != mine and (text not in DIFFERENT or (
-                DIFFERENT[text] in (_SAYS, _NAMES) and real[:2] != mine[:2])):
+                DIFFERENT[text].startswith(_SAME_STATUS) and real[:2] != mine[:2])):
             # (a row that only says more must still exit and print as PBS's does)
             differences.append(f"{label}\n  pbs:    {real!r}\n  engine: {mine!r}")
         if real == mine and text in DIFFERENT:
@@ -197,6 +226,89 @@ def test_qmgr_answers_as_openpbs(pbs, local, attacker, unix_user):
             pbs.qmgr(text, check=False)
             local.pbs("qmgr", "-c", text)
     assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
+        "\n".join(differences)
+    assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
+
+
+#: Rows run as an operator (the `operator` fixture), each one qmgr -c: what OpenPBS 23.06
+#: lets an operator set and unset on queues, nodes, the server and the default scheduler,
+#: and what it refuses (15003 for an attribute, 15007 for create, delete and any change of
+#: a resource, a hook error for hooks). They change only the test's own queues (pq_op, an
+#: execution queue, and pq_oproute, a route one, made first), its resource pq_opres, and
+#: attributes `OPERATOR_CLEANUP` puts back; rows that set the shared PBS's own attributes
+#: give them the values it has.
+OPERATOR_ROWS: list[str] = [
+    "set queue pq_op enabled = true", "set queue pq_op comment = x",
+    "unset queue pq_op comment", "set queue pq_op Priority = 10",
+    "set queue pq_op max_running = 5", "set queue pq_op resources_max.ncpus = 2",
+    "set queue pq_op queue_type = execution", "set queue pq_op acl_users = x",
+    "set queue pq_op acl_user_enable = false", "unset queue pq_op acl_users",
+    "set queue pq_op acl_groups = x", "set queue pq_op acl_hosts = x",
+    "set queue pq_op kill_delay = 10", "set queue pq_op partition = p1",
+    "set queue pq_op from_route_only = false", "set queue pq_op route_destinations = workq",
+    "set queue pq_op total_jobs = 1", "set queue pq_oproute route_held_jobs = false",
+    "set queue pq_oproute route_lifetime = 30",
+    "set node {host} comment = x", "unset node {host} comment",
+    "set node {host} Priority = 5", "unset node {host} Priority",
+    "set node {host} partition = p1", "unset node {host} partition",
+    "set node {host} resources_available.pq_opres = 1",
+    "unset node {host} resources_available.pq_opres",
+    "set node {host} resv_enable = true", "set node {host} queue = workq",
+    "set node {host} Mom = {host}",
+    "set server scheduling = true", "set server comment = x", "unset server comment",
+    "set server max_array_size = 10000", "set server backfill_depth = 1",
+    "unset server backfill_depth", "set server query_other_jobs = true",
+    "set server managers += x@*", "set server operators += x@*",
+    "set server acl_roots = root", "set server mail_from = adm", "set server flatuid = false",
+    "set server job_sort_formula = ncpus",
+    "set sched default scheduling = true", "set sched default comment = x",
+    "set sched default log_events = 767", "set sched default sched_cycle_length = 00:20:00",
+    "set sched default preempt_order = SCR", "set sched default partition = p1",
+    "set resource pq_opres type = long", "unset resource pq_opres flag",
+    "create queue pq_opz", "delete queue pq_op", "create node pq_opz", "delete node nosuch",
+    "create resource pq_opz type = long", "delete resource pq_opres",
+    "create sched pq_opz", "delete sched nosuch", "create hook pq_opz", "list hook",
+    "set hook nosuch enabled = true",
+    "list queue pq_op", "list node {host} comment,Priority,partition",
+    "list server operators",
+]
+OPERATOR_SETUP = ("create queue pq_op queue_type = execution",
+                  "create queue pq_oproute queue_type = route",
+                  "create resource pq_opres type = long")
+OPERATOR_CLEANUP = (
+    "delete queue pq_op", "delete queue pq_oproute", "delete queue pq_opz",
+    "delete node pq_opz", "delete sched pq_opz", "delete resource pq_opz",
+    "unset node {host} comment", "unset node {host} Priority", "unset node {host} partition",
+    "unset node {host} resources_available.pq_opres", "delete resource pq_opres",
+    "unset server comment", "unset server backfill_depth",
+    "unset sched default log_events", "unset sched default sched_cycle_length")
+#: What the operator rows must leave on the real PBS as they found it.
+KEPT = ("print server", "print node @default", "list sched default")
+
+
+def test_qmgr_operator_answers_as_openpbs(pbs, local, attacker, unix_user, operator):
+    pbs_host = _pbs_host(pbs)
+    engine_host = socket.gethostname().split(".")[0]
+
+    def kept() -> dict[str, str]:
+        return {text: "".join(line for line in pbs.qmgr(text).splitlines(keepends=True)
+                              if " operators " not in line) for text in KEPT}
+
+    before = kept()
+    try:
+        for text in OPERATOR_SETUP:
+            pbs.qmgr(text)
+            local.pbs("qmgr", "-c", text, check=True)
+        differences, agreed = _compare(
+            [(text, "operator") for text in OPERATOR_ROWS],
+            lambda t, u: _real(pbs, t, u, unix_user),
+            lambda t, u: _engine(local, t, u, attacker), pbs_host, engine_host)
+    finally:
+        for text in OPERATOR_CLEANUP:
+            pbs.qmgr(text.replace("{host}", pbs_host), check=False)
+            local.pbs("qmgr", "-c", text.replace("{host}", engine_host))
+    assert kept() == before, "the operator rows left the real PBS changed"
+    assert not differences, f"{len(differences)} of {len(OPERATOR_ROWS)} rows differ:\n" + \
         "\n".join(differences)
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
 

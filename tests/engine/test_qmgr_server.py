@@ -83,6 +83,51 @@ def test_errors_are_pbs_messages_and_codes_and_stop_the_text(engine):
     engine.client("delete", ids=[busy], force=True)
 
 
+def test_a_server_without_a_name_and_active_answer_as_openpbs(engine):
+    """OpenPBS 23.06's answers (tests/adapters/test_pbs_parity.py checks them on the real
+    one): `create TYPE @server` creates nothing; `svr=` names the server as given; `active`
+    of a type that has no active objects says so, with PBS's exit status."""
+    import socket
+
+    host = socket.gethostname().split(".")[0]
+    before = engine.client("stat_queues")
+    done = qmgr(engine, "create queue @default")
+    assert (done.returncode, done.stderr) == (15028 % 256, (
+        "qmgr obj= svr=default: Queue name too long\n"
+        "qmgr: Error (15028) returned from server\n"))
+    assert engine.client("stat_queues").keys() == before.keys()
+    done = qmgr(engine, f"create node @{host}")
+    assert (done.returncode, done.stderr.splitlines()) == (15062 % 256, [
+        f"qmgr obj= svr={host}: Unknown node ", "qmgr: Error (15062) returned from server"])
+    for text, status, first in (
+            ("create sched @default", 15211 % 256, "Scheduler already exists"),
+            ("create hook @default", 32, "no hook name specified"),
+            ("create resource @default", 15014 % 256,
+             "Illegal attribute or resource value: no resource name given")):
+        done = qmgr(engine, text)
+        assert (done.returncode, done.stderr.splitlines()[0]) == (
+            status, f"qmgr obj= svr=default: {first}"), text
+    done = qmgr(engine, f"set queue nosuch@{host} enabled = true")
+    assert done.stderr.splitlines()[0] == f"qmgr obj=nosuch svr={host}: Unknown queue"
+    done = qmgr(engine, f"list queue nosuch@{host}")
+    assert done.stderr.splitlines()[0] == f"qmgr obj=nosuch svr={host}: Unknown queue"
+    done = qmgr(engine, f"set server {host} no_such_attribute = 1")
+    assert done.stderr.splitlines()[0] == f"qmgr obj={host} svr={host}: Undefined attribute "
+
+    assert qmgr(engine, "active sched").stdout == "Active schedulers:\n"
+    for text, status in (("active sched default", 2), ("active hook nosuch", 1),
+                         ("active resource nosuch", 1), ("active pbshook PBS_power", 1),
+                         ("active hook", 0), ("active resource", 0)):
+        done = qmgr(engine, text)
+        word = text.split()[1]
+        assert (done.returncode, done.stdout, done.stderr) == (
+            status, "", f"qmgr: active takes a server, queue or node, not a {word}\n"), text
+    assert qmgr(engine, f"active server {host},default").stdout == ""
+    done = qmgr(engine, "active server nosuch")
+    assert (done.returncode, done.stderr) == (
+        1, "Unknown Host.\nqmgr: cannot connect to server nosuch\n")
+
+
 def test_custom_resources_schedulers_and_the_default_scheduler(engine):
     assert qmgr(engine, "create resource PBScraynid type = long").returncode == 0
     node = next(iter(engine.client("stat_nodes")))
