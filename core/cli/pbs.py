@@ -269,8 +269,17 @@ def _hold_command(name: str, op: str):
         if not types or set(types) - set("uosp"):  # (PBS's: exit 2, with the usage)
             raise getopt.GetoptError(f"illegal -h value {types!r}: use u, o, s and p")
         client = engine_client()
-        # (one line per refused id, and on to the next; the last refusal's exit status)
-        return _report_each(name, client(op, ids=ids, types=types), client)
+        # One line per refused id, and on to the next; the last refusal's exit status. An
+        # argument that is no job id is `_well_formed`'s line (status 1), in its place.
+        good = [job_id for job_id in ids if _JOB_ID.match(job_id)]
+        results = iter(client(op, ids=good, types=types) if good else ())
+        status = 0
+        for job_id in ids:
+            if not _well_formed(name, job_id):
+                status = 1
+                continue
+            status = _report_each(name, [next(results)], client) or status
+        return status
 
     return command
 
@@ -289,14 +298,19 @@ def qrerun(args: list[str]) -> int:
 
 def _each_job(name: str, ids: list[str], request: Callable,
               named: Callable | None = None) -> int:
-    """`request(client, job_id)` for each job; an error is printed as PBS's commands print
-    it (``qrerun: <message> <full job id>``; `named(error)`, when not None, stands for the
-    job id) and the others still go ahead."""
+    """`request(client, job_id)` for each job, in order; an error is printed as PBS's
+    commands print it (``qrerun: <message> <full job id>``; `named(error)`, when not None,
+    stands for the job id), an argument that is no job id is `_well_formed`'s line (status
+    1), and the others still go ahead. The exit status is the last error's, as OpenPBS
+    23.06's."""
     from ..engine.errors import PbsError
 
     client = engine_client()
     status = 0
     for job_id in ids:
+        if not _well_formed(name, job_id):
+            status = 1
+            continue
         try:
             request(client, job_id)
         except PbsError as err:
@@ -308,27 +322,45 @@ def _each_job(name: str, ids: list[str], request: Callable,
     return status
 
 
-@pbs_command("qrun", "usage: qrun [-H vnode_specification] job_identifier")
+_QRUN_USAGE = "usage: qrun [-a] [-H vnode_specification | -H -] job_identifier..."
+
+
+@pbs_command("qrun", _QRUN_USAGE)
 def qrun(args: list[str]) -> int:
-    opts, ids = _getopt(args, "H:a")
-    if len(ids) != 1:  # (OpenPBS 23.06's qrun exits 1 here and 2 on any server error)
-        raise CommandFailed("one job id is required\nusage: qrun [-H vnode_specification] "
-                            "job_identifier", 1)
-    vnodes = next((v for o, v in opts if o == "-H"), None)
+    """As OpenPBS 23.06's qrun (checked): a usage error (a bad option, -H without its
+    value or with an empty one, no job id) exits 1; each job is run in turn, an argument
+    that is no job id is `_well_formed`'s line (status 1) and a server's error exits 2,
+    the last one counting. ``-H -`` runs the job where it ran before (its exec_vnode);
+    ``-a`` is taken, and the engine answers at once all the same."""
     from ..engine.errors import PBSE_UNKNODE
 
-    # An unknown vnode: PBS names the -H specification after its message ("Unknown node "),
-    # not the job: ``qrun: Unknown node  nosuch``.
-    return 2 if _each_job("qrun", ids, lambda client, job_id: client("run", id=job_id,
-                                                                 vnodes=vnodes),
-                     named=lambda err: f" {vnodes}" if err.code == PBSE_UNKNODE and
-                     vnodes is not None else None) else 0
+    try:
+        opts, ids = _getopt(args, "H:a")
+    except getopt.GetoptError as exc:
+        raise CommandFailed(f"{_getopt_message(exc)}\n{_QRUN_USAGE}", 1) from None
+    vnodes = next((v for o, v in opts if o == "-H"), None)
+    if vnodes == "":
+        raise CommandFailed(f"illegal -H value: the vnode specification is empty\n"
+                            f"{_QRUN_USAGE}", 1)
+    if not ids:
+        raise CommandFailed(f"a job id is required\n{_QRUN_USAGE}", 1)
+    status = 0
+    for job_id in ids:
+        if not _well_formed("qrun", job_id):
+            status = 1
+            continue
+        # An unknown vnode: PBS names the -H specification after its message ("Unknown
+        # node "), not the job: ``qrun: Unknown node  nosuch``.
+        if _each_job("qrun", [job_id], lambda client, one: client(
+                "run", id=one, vnodes=vnodes), named=lambda err: f" {vnodes}" if
+                err.code == PBSE_UNKNODE and vnodes is not None else None):
+            status = 2
+    return status
 
 
 @pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
              "job_identifier...")
 def qalter(args: list[str]) -> int:
-    from ..engine.errors import PBSE_BADATVAL, PbsError
     from ..engine.jobspec import resource_value
 
     opts, ids = _getopt(args, "N:l:h:")
@@ -350,17 +382,26 @@ def qalter(args: list[str]) -> int:
                     raise CommandFailed(f"illegal -l value: {item}", 2)
                 try:  # stored as qsub stores it (walltime=1:00:00 -> 01:00:00)
                     res[key] = resource_value(key, val)
-                except ValueError:  # (PBS's server refuses it, for each job: 15014)
-                    bad = f"Resource_List.{key}"
-                    refused = PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value {bad}")
-                    return _each_job("qalter", ids,
-                                     lambda client, job_id, err=refused: _raise(err))
+                except ValueError:
+                    return _refused_value(ids, f"Resource_List.{key}")
     return _each_job("qalter", ids, lambda client, job_id: client("alter", id=job_id,
                                                                    attrs=attrs))
 
 
-def _raise(err: Exception):
-    raise err
+def _refused_value(ids: list[str], attribute: str) -> int:
+    """qalter's -l value that is no value: as OpenPBS 23.06's qalter (checked), whose
+    client library checks it before asking, the 15014 line for the first job id and no
+    further (exit 166); arguments before it that are no job id are `_well_formed`'s lines
+    (exit 1 when there is no job id at all)."""
+    from ..engine.errors import PBSE_BADATVAL
+
+    for job_id in ids:
+        if _well_formed("qalter", job_id):
+            message = f"Illegal attribute or resource value {attribute}"
+            print(_job_error("qalter", PBSE_BADATVAL, message,
+                             _full_job_id(engine_client(), job_id)), file=sys.stderr)
+            return _exit_status(PBSE_BADATVAL)
+    return 1
 
 
 def _split_resources(value: str) -> list[str]:

@@ -1131,10 +1131,15 @@ class Engine:
         self._modify(caller, job_id, attrs, changes, write_unchanged=False)
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
-        attrs = self._checked_request(caller, attrs)
+        # As OpenPBS 23.06's server (checked): an unknown job, a finished one, then another
+        # user's, come before what the request holds (`qalter -l nosuchres=1 99999` is
+        # Unknown Job Id).
         current = self._job(id)
         job_id = self._full_id(id)
+        if current["job_state"] in ("F", "X"):
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
         self._own(caller, job_id, current)
+        attrs = self._checked_request(caller, attrs)
         if "queue" in attrs:  # PBS's qalter never moves a job: qmove does, with its checks
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            "permission queue (use qmove)", obj=job_id)
@@ -1148,8 +1153,6 @@ class Engine:
                              next(a for a in attrs if a != "comment"))
                 raise PbsError(15015, f"Cannot modify attribute while job running  {named}",
                                obj=job_id)
-        if current["job_state"] in ("F", "X"):
-            raise PbsError(PBSE_HISTJOBID, obj=job_id)
         changes = dict(attrs)
         if "Resource_List" in changes:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
@@ -1518,6 +1521,8 @@ class Engine:
         taken as written (in parentheses), checked as an exec_vnode is; no space inside
         (PBS's names have none, and ``ncpus=2 `` would not be counted). Every vnode must
         exist, and the text is bounded as an exec_vnode value is."""
+        if given == "-":  # (PBS's `qrun -H -`: where the job ran before, if it did)
+            given = attrs.get("exec_vnode")
         if not isinstance(given, str) or not given.strip():
             raise PbsError(PBSE_IVALREQ, obj=job_id)
         given = given.strip()

@@ -6,6 +6,7 @@ qmgr (its `local` engine, `_norm` and design).
 Each side first makes the same three jobs: one running (``sleep``), one finished (``true``,
 kept as history) and one held (``qsub -h``). A command names them ``{run}``, ``{done}`` and
 ``{held}``; in the answers, each side's ids become those names, and its host ``HOST``.
+``{fresh}`` is a held job made for that row alone (qrun runs a held job).
 Privilege rows run as a second Unix user (the jobs are root's). Rows that would queue a job
 on either side are left out (a job id printed is not an error path), but for the ones in
 `DIFFERENT` whose job the engine refuses.
@@ -76,6 +77,19 @@ ROWS: list[tuple[str, str]] = [
     # qrun (a manager's command)
     ("qrun 99999", ""), ("qrun -H nosuch {held}", ""), ("qrun {run}", ""),
     ("qrun {done}", ""), ("qrun", ""), ("qrun {held}", "user"),
+    ("qrun -Z", ""), ("qrun -H", ""), ("qrun -H '' {fresh}", ""), ("qrun abc", ""),
+    ("qrun abc 99999", ""), ("qrun 99999 99998", ""), ("qrun -a 99999", ""),
+    # qrun -H: a vnode alone, in parentheses, with resources, twice; `-` (where it ran)
+    ("qrun -H {host} {fresh}", ""), ("qrun -H ({host}) {fresh}", ""),
+    ("qrun -H ({host}:ncpus=1) {fresh}", ""), ("qrun -H {host}+{host} {fresh}", ""),
+    ("qrun -H {host}) {fresh}", ""), ("qrun -H - {fresh}", ""),
+    ("qrun -H ({host}:ncpus=1 {fresh}", ""), ("qrun -H {host}:ncpus=x {fresh}", ""),
+    # qalter: which error comes first
+    ("qalter -l nosuchres=1 99999", ""), ("qalter -l select=1:nosuchres=1 99999", ""),
+    ("qalter -l walltime=abc 99999 99998", ""), ("qalter -l walltime=abc abc 99999", ""),
+    ("qalter -l walltime=abc abc", ""), ("qalter -l nosuchres=1 {done}", ""),
+    ("qalter -N x abc 99999", ""), ("qalter -l nosuchres=1 {held}", "user"),
+    ("qhold abc", ""), ("qrls abc 99999", ""),
     # pbsnodes
     ("pbsnodes nosuch", ""), ("pbsnodes -Z", ""), ("pbsnodes -o nosuch", ""),
     ("pbsnodes -F xml nosuch", ""), ("pbsnodes -o {host}", "user"),
@@ -99,7 +113,17 @@ DIFFERENT: dict[str, str] = {
     "qsub -l select=1:nosuchres=1 -- /bin/true": _SELECT,
     "qsub -l select=0:ncpus=1 -- /bin/true": _SAYS,
     "qhold {done}": _SAYS, "qrls {done}": _SAYS, "qalter -N x {done}": _SAYS,
-    "qrun {done}": _SAYS,
+    "qrun {done}": _SAYS, "qalter -l nosuchres=1 {done}": _SAYS,
+    "qrun -Z": _USAGE, "qrun -H": _USAGE, "qrun -H '' {fresh}": _USAGE,
+    "qrun -a 99999":
+        "PBS's qrun -a does not wait for the server's answer and says nothing (exit 0); "
+        "the engine's runs the job at once and says why it could not (Unknown Job Id, 2)",
+    "qrun -H ({host}:ncpus=1 {fresh}":
+        "PBS runs the job with the specification as its exec_vnode, unbalanced "
+        "parenthesis and all; the engine refuses what is no exec_vnode (15014, exit 2)",
+    "qrun -H {host}:ncpus=x {fresh}":
+        "PBS runs the job with ncpus=x in its exec_vnode; the engine refuses what is no "
+        "exec_vnode (15014, exit 2)",
     "qsub -l": _USAGE, "qsub -Z -- /bin/true": _USAGE, "qstat -Z": _USAGE,
     "qstat -F xml": _USAGE, "qdel": _USAGE, "qdel -Z {held}": _USAGE,
     "qalter -h x {held}": _USAGE, "qhold -h x {held}": _USAGE, "qrls -h x {held}": _USAGE,
@@ -145,6 +169,10 @@ def _jobs_real(pbs: RealPbs) -> dict[str, str]:
     return jobs
 
 
+def _held_engine(local: LocalEngine) -> str:
+    return local.pbs("qsub", "-h", input="true\n", check=True).stdout.strip()
+
+
 def _jobs_engine(local: LocalEngine) -> dict[str, str]:
     jobs = {name: local.pbs("qsub", *opts, input=script, check=True).stdout.strip()
             for name, script, opts in (("run", "sleep 1000\n", ()), ("done", "true\n", ()),
@@ -162,6 +190,9 @@ def test_job_commands_answer_bad_input_as_openpbs(pbs, local, attacker, unix_use
         real_jobs = _jobs_real(pbs)
         mine_jobs = _jobs_engine(local)
         for line, user in ROWS:
+            if "{fresh}" in line:
+                real_jobs["fresh"] = pbs.qsub("true\n", "-h")
+                mine_jobs["fresh"] = _held_engine(local)
             real = _real(pbs, line.format(host=pbs_host, **real_jobs), user, unix_user)
             mine = _engine(local, line.format(host=engine_host, **mine_jobs), user, attacker)
             real = (real[0], _ids(real[1], real_jobs, pbs_host),

@@ -670,13 +670,18 @@ def test_qrun_H_a_bad_specification_is_refused_and_the_job_stays(engine, spec):
 
 
 def test_qrun_H_an_empty_specification_or_a_huge_mapping_is_refused(engine):
-    """An empty -H is an invalid request (15004). Vnodes named alone for a select of
-    100,000 chunks would make an exec_vnode past the 1 MiB a value may hold: refused before
-    it is made (15014)."""
+    """An empty -H is qrun's usage error (exit 1, as OpenPBS 23.06's: checked), blanks an
+    invalid request (15004). Vnodes named alone for a select of 100,000 chunks would make
+    an exec_vnode past the 1 MiB a value may hold: refused before it is made (15014)."""
     job_id = qsub(engine, "-h", input="true\n")
-    for spec in ("", "  "):
-        done = engine.pbs("qrun", "-H", spec, job_id)
-        assert (done.returncode, done.stderr) == (2, f"qrun: Invalid request {job_id}\n")
+    done = engine.pbs("qrun", "-H", "", job_id)
+    assert (done.returncode, done.stderr.splitlines()[0]) == (
+        1, "qrun: illegal -H value: the vnode specification is empty")
+    done = engine.pbs("qrun", "-H", "  ", job_id)
+    assert (done.returncode, done.stderr) == (2, f"qrun: Invalid request {job_id}\n")
+    # `-H -`: where the job ran before; it never ran
+    done = engine.pbs("qrun", "-H", "-", job_id)
+    assert (done.returncode, done.stderr) == (2, f"qrun: Invalid request {job_id}\n")
     wide = qsub(engine, "-h", "-l", "select=100000:ncpus=1:mem=1mb", input="true\n")
     done = engine.pbs("qrun", "-H", a_vnode(engine), wide)
     assert (done.returncode, done.stderr) == (
@@ -714,6 +719,46 @@ def test_qalter_of_an_unknown_job(engine):
     done = engine.pbs("qalter", "-N", "x", "99")
     assert (done.returncode, done.stderr) == (
         PBSE_UNKJOBID % 256, f"qalter: Unknown Job Id 99.{server_name(engine)}\n")
+
+
+
+def test_qalter_which_error_comes_first(engine):
+    """OpenPBS 23.06's order (checked: tests/adapters/test_pbs_job_parity): an unknown job
+    before a resource the server does not know; a finished job before it too; a value
+    that is no value (checked before asking) for the first job id alone, after the
+    arguments that are no job id."""
+    host = server_name(engine)
+    done = engine.pbs("qalter", "-l", "nosuchres=1", "99", "98")
+    assert (done.returncode, done.stderr) == (
+        PBSE_UNKJOBID % 256, f"qalter: Unknown Job Id 99.{host}\nqalter: Unknown Job Id "
+        f"98.{host}\n")
+    finished = qsub(engine, input="true\n")
+    engine.wait(finished)
+    done = engine.pbs("qalter", "-l", "nosuchres=1", finished)
+    assert (done.returncode, done.stderr) == (35, f"qalter: Job has finished {finished}\n")
+    done = engine.pbs("qalter", "-l", "walltime=abc", "abc", "99", "98")
+    assert (done.returncode, done.stderr) == (
+        166, "qalter: illegally formed job identifier: abc\nqalter: Illegal attribute or "
+        f"resource value Resource_List.walltime 99.{host}\n")
+    done = engine.pbs("qalter", "-l", "walltime=abc", "abc")
+    assert (done.returncode, done.stderr) == (
+        1, "qalter: illegally formed job identifier: abc\n")
+
+
+@pytest.mark.parametrize("command, status", [("qalter", 153), ("qhold", 153),
+                                             ("qrls", 153), ("qrun", 2), ("qrerun", 153)])
+def test_an_argument_that_is_no_job_id_is_said_in_its_place(engine, command, status):
+    """As OpenPBS 23.06's commands (checked): its line, and on to the next id; the exit
+    status is the last error's (qrun's 2 for any server error)."""
+    host = server_name(engine)
+    args = ["-N", "x"] if command == "qalter" else []
+    done = engine.pbs(command, *args, "abc", "99")
+    assert (done.returncode, done.stderr) == (
+        status, f"{command}: illegally formed job identifier: abc\n"
+        f"{command}: Unknown Job Id 99.{host}\n")
+    done = engine.pbs(command, *args, "99", "abc")
+    assert done.returncode == 1 and done.stderr.splitlines()[1] == (
+        f"{command}: illegally formed job identifier: abc")
 
 
 # -- pbsnodes -----------------------------------------------------------------------------------
@@ -786,7 +831,7 @@ USAGES = {
     "qhold": "usage: qhold [-h hold_list] job_identifier...",
     "qrls": "usage: qrls [-h hold_list] job_identifier...",
     "qrerun": "usage: qrerun job_identifier...",
-    "qrun": "usage: qrun [-H vnode_specification] job_identifier",
+    "qrun": "usage: qrun [-a] [-H vnode_specification | -H -] job_identifier...",
     "qalter": "usage: qalter [-N name] [-l resource_list] [-h hold_list] job_identifier...",
     "pbsnodes": "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]",
     "qmove": "usage: qmove destination job_identifier...",
@@ -795,10 +840,10 @@ USAGES = {
 
 @pytest.mark.parametrize("command", sorted(USAGES))
 def test_a_bad_option_prints_the_usage_and_exits_2(cli, command):
-    """(pbsnodes exits 1, as OpenPBS 23.06's does: checked)"""
+    """(pbsnodes and qrun exit 1, as OpenPBS 23.06's do: checked)"""
     done = cli(command, "-Z", "1.host")
     assert (done.returncode, done.stdout, done.stderr) == (
-        1 if command == "pbsnodes" else 2, "",
+        1 if command in ("pbsnodes", "qrun") else 2, "",
         f"{command}: invalid option -- 'Z'\n{USAGES[command]}\n")
 
 
@@ -817,7 +862,7 @@ def test_qsub_bad_option_prints_the_usage_and_exits_2(cli):
 def test_an_option_without_its_argument(cli, command, args, letter):
     done = cli(command, *args)
     assert (done.returncode, done.stderr) == (
-        1 if command == "pbsnodes" else 2,
+        1 if command in ("pbsnodes", "qrun") else 2,
         f"{command}: option requires an argument -- '{letter}'\n{USAGES[command]}\n")
 
 
