@@ -584,13 +584,62 @@ def _proc_environ(pid: int) -> dict[str, str]:
     return out
 
 
+#: The title slurmstepd gives itself: ``slurmstepd: [<job id>.<step>]`` (22.05:
+#: ``[12.0]``, ``[12.batch]``; the task processes it forks keep it until they exec).
+_STEPD_TITLE = re.compile(rb"slurmstepd: \[([0-9]{1,10})\.")
+
+
+def _is_stepd(exe: str, stepd: str) -> bool:
+    """Whether `exe` (a process's executable) is slurmstepd: the one install found, else
+    anything of that name."""
+    return exe == stepd if stepd else Path(exe).name.startswith("slurmstepd")
+
+
+def _step_of(task: int, stepd: str) -> tuple[str, str | None]:
+    """(job id, node) of the step the task process `task` belongs to, from its parent,
+    the step's slurmstepd (root's: nothing in it is the task owner's): the job id from
+    the title slurmstepd gives itself, the node from the socket it listens on in
+    SlurmdSpoolDir (``<node>_<job id>.<step id>``), or None when no such socket is found.
+    `ValueError` naming what is wrong when the parent is not a slurmstepd of root's with
+    that title."""
+    step = _proc_parent(task)
+    exe = os.readlink(f"/proc/{step}/exe")
+    owner = os.stat(f"/proc/{step}").st_uid
+    if not _is_stepd(exe, stepd) or owner != 0:
+        raise ValueError(f"the task's parent {step} is not Slurm's slurmstepd ({exe}, uid "
+                         f"{owner})")
+    title = _STEPD_TITLE.match(Path(f"/proc/{step}/cmdline").read_bytes())
+    if title is None:
+        raise ValueError(f"the task's slurmstepd {step} does not name its step")
+    job_id = title.group(1).decode()
+    sockets = set()
+    for fd in os.listdir(f"/proc/{step}/fd"):
+        try:
+            link = os.readlink(f"/proc/{step}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            sockets.add(link[8:-1])
+    suffix = re.compile(rf"_{job_id}\.[0-9]+")
+    # /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path
+    for line in Path("/proc/net/unix").read_text(errors="replace").splitlines()[1:]:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[6] in sockets:
+            name = os.path.basename(fields[7])
+            found = suffix.search(name)
+            if found and found.end() == len(name) and NODE_NAME.fullmatch(name[:found.start()]):
+                return job_id, name[:found.start()]
+    return job_id, None
+
+
 def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     """execjob_launch for one task, asked by TaskProlog (run by Slurm as the job's user) on
     the node's public task socket. Who asks is the kernel's word (``_peer``), never the
     request's: the asker's parent must be a task process (a fork of slurmd's slurmstepd,
-    not yet the user's program) of that user, and the job must be that user's. The task
-    process is ``event.pid``: what a hook puts it in (a cpuset), the task and everything it
-    starts are in. The environment is the task's own (the asker's, as slurmstepd gave it)."""
+    not yet the user's program) of that user, the job and node are its step's (`_step_of`),
+    and the job must be that user's. The task process is ``event.pid``: what a hook puts it
+    in (a cpuset), the task and everything it starts are in. The environment is the task's
+    own (the asker's, as slurmstepd gave it)."""
     peer = ctx.peer
     if not peer or len(peer) != 3:
         return _answer(1, "pbsplug TaskProlog: the request did not come through the socket")
@@ -603,13 +652,26 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
     except (OSError, ValueError, IndexError) as exc:
         return _answer(1, f"pbsplug TaskProlog: cannot read the asking process: {exc}")
     stepd = ctx.config.get("slurmstepd") or ""
-    if (exe != stepd if stepd else not Path(exe).name.startswith("slurmstepd")) or (
-            task_uid != uid):
+    if not _is_stepd(exe, stepd) or task_uid != uid:
         log.warning("TaskProlog request from pid %d (uid %d) refused: its parent %d is not a "
                     "Slurm task of that user (%s, uid %d)", asker, uid, task, exe, task_uid)
         return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")
-    job_id = checked_job_id(task_env.get("SLURM_JOB_ID"))
-    node = this_node(task_env)  # (the task's environment is its owner's: checked)
+    # The job and the node are the step's, from its slurmstepd (root's), never from the
+    # task's environment, which its owner shapes (LD_PRELOAD runs their code in
+    # TaskProlog): SLURM_JOB_ID and SLURMD_NODENAME of another of their jobs had the hook
+    # act for that job, on its node (a task put in its cpuset, that node drained).
+    try:
+        job_id, step_node = _step_of(task, stepd)
+    except (OSError, ValueError) as exc:
+        log.warning("TaskProlog request from pid %d (uid %d) refused: %s", asker, uid, exc)
+        return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")
+    # (the node from the environment, checked, only where the step's socket was not found)
+    node = step_node or this_node(task_env)
+    said = (task_env.get("SLURM_JOB_ID"), task_env.get("SLURMD_NODENAME"))
+    if said != (job_id, node):
+        log.warning("TaskProlog request from pid %d (uid %d): its environment names job %s "
+                    "on %s, its step's slurmstepd job %s on %s: Slurm's taken", asker, uid,
+                    str(said[0])[:40], str(said[1])[:80], job_id, node)
     job, vnodes = ctx.slurm.job_and_nodes(job_id, [node])
     if uid != 0 and _uid_of(job) != uid:
         log.warning("TaskProlog request for job %s from uid %d refused: not the job's owner",

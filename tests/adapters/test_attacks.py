@@ -9,6 +9,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -351,32 +352,61 @@ plugin_info = PluginInfo(api="1.0", events=("execjob_launch",))
 @hookimpl
 def execjob_launch(event):
     with open({mark!r}, "a") as fh:
-        fh.write(",".join(event.vnode_list) + "\\n")
+        fh.write(event.job.id + " " + ",".join(event.vnode_list) + "\\n")
+"""
+#: A stand-in for a step's slurmstepd (its title is argv[0]): it listens where slurmstepd
+#: does (argv[1], "" for nowhere), forks a task process (a fork of it, as slurmstepd's
+#: are) that starts the asker (`sleep`) with the environment argv[2] (JSON), prints the
+#: asker's and the task's pids, and waits.
+STEPD = """
+import json, os, socket, subprocess, sys, time
+if sys.argv[1]:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sys.argv[1])
+    listener.listen(1)
+task = os.fork()
+if task == 0:
+    asker = subprocess.Popen(["sleep", "300"], env=json.loads(sys.argv[2]))
+    print(asker.pid, os.getpid(), flush=True)
+    asker.wait()
+    os._exit(0)
+os.waitpid(task, 0)
 """
 
 
-class _OneJob:
-    """Slurm's reading of one running job of this user on n1 and n2."""
+class _Jobs:
+    """Slurm's reading of this user's two running jobs: 5 on n1 and n2, 6 on n3."""
 
     def __init__(self, user: str):
         self.user = user
 
     def job_and_nodes(self, job_id, names):
+        nodes = {"5": "(n1:ncpus=2)+(n2:ncpus=1)", "6": "(n3:ncpus=1)"}[job_id]
         return ({"id": job_id, "euser": self.user, "Job_Owner": self.user,
-                 "exec_vnode": "(n1:ncpus=2)+(n2:ncpus=1)"},
-                {n: {"state": "job-busy"} for n in names})
+                 "exec_vnode": nodes}, {n: {"state": "job-busy"} for n in names})
 
 
-@pytest.mark.parametrize("node,served", [("n1", True), ("n2", True), ("n3", False)])
-def test_task_prolog_acts_only_on_a_node_of_the_jobs_allocation(dists, tmp_path, node,
-                                                                 served):
+@pytest.mark.parametrize("listens,job,node,served", [
+    ("n1", "5", "n1", "5 n1"),   # what slurmstepd gives the task
+    ("n1", "5", "n2", "5 n1"),   # another node of the job: the step's own is taken
+    ("n1", "6", "n3", "5 n1"),   # another job of the user's, on its node: the step's
+    ("", "5", "n2", "5 n2"),     # no socket of the step's found: the environment's node,
+    ("", "6", "n3", None)])      # ... one of the step's job's, and no other
+def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
+        dists, tmp_path, listens, job, node, served):
     """TaskProlog's environment is the task owner's (LD_PRELOAD runs their code in it), and
-    its SLURMD_NODENAME named the node the hook acts on: any node, another user's among
-    them. It must be one of the job's own nodes."""
+    its SLURM_JOB_ID and SLURMD_NODENAME named the job and node the hook acts for: another
+    of the user's jobs and one of its nodes passed the checks (the hook put the task in
+    that job's cpuset, or drained that node). The job is the one the task's slurmstepd
+    (root's) runs, by its title, and the node the one its socket in SlurmdSpoolDir names
+    (``<node>_<job>.<step>``); only without that socket is the environment's node taken,
+    if it is one of the job's."""
     import pwd
 
+    if os.geteuid() != 0:
+        missing("needs root: the task's slurmstepd is root's")
     mark = tmp_path / "launched"
-    name = f"launchmark_{node}"  # a module of its own: each case's mark
+    name = f"launchmark_{listens or 'none'}_{job}_{node}"  # each case's mark
     dists.add(name, LAUNCH_MARK.format(mark=str(mark)))
     site = tmp_path / "site.toml"
     site.write_text(f"[plugins.{name}]\nenabled = true\n")
@@ -387,28 +417,40 @@ def test_task_prolog_acts_only_on_a_node_of_the_jobs_allocation(dists, tmp_path,
                        bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
                        log_file="", run_dir="/run/x", native=False)
         config = json.loads(p.extra_files[slurm.TASK_CONFIG_NAME])
-        # This process stands for the task process (a slurmstepd fork) the asker's parent is.
-        config["slurmstepd"] = os.readlink("/proc/self/exe")
+        # The stand-in slurmstepd and its task are this interpreter.
+        config["slurmstepd"] = os.path.realpath(sys.executable)
         ctx = slurm_bridge.load(config)
     finally:
         sys.path.remove(str(dists.root))
-    ctx.slurm = _OneJob(pwd.getpwuid(os.getuid()).pw_name)
-    asker = subprocess.Popen(["sleep", "300"], env={"SLURM_JOB_ID": "5",
-                                                    "SLURMD_NODENAME": node})
-    try:  # read once it runs sleep: before its exec, its environment is still this one's
-        until(lambda: b"SLURM_JOB_ID=5" in Path(f"/proc/{asker.pid}/environ").read_bytes(),
-              30, "the asker's exec")
+    ctx.slurm = _Jobs(pwd.getpwuid(os.getuid()).pw_name)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    listen = str(spool / f"{listens}_5.0") if listens else ""
+    stepd = subprocess.Popen(
+        ["slurmstepd: [5.0]", "-c", STEPD, listen,
+         json.dumps({"SLURM_JOB_ID": job, "SLURMD_NODENAME": node})],
+        executable=sys.executable, stdout=subprocess.PIPE, text=True)
+    pids = [int(pid) for pid in stepd.stdout.readline().split()]  # (the asker, the task)
+    try:
+        # read once it runs sleep: before its exec, its environment is still its parent's
+        until(lambda: f"SLURM_JOB_ID={job}".encode() in Path(
+            f"/proc/{pids[0]}/environ").read_bytes(), 30, "the asker's exec")
         answer = slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
-                                             "_peer": [asker.pid, os.getuid(), os.getgid()]})
+                                             "_peer": [pids[0], os.getuid(), os.getgid()]})
     finally:
-        asker.kill()
-        asker.wait()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        stepd.kill()
+        stepd.wait()
     if served:
         assert answer["exit"] == 0, answer
-        assert mark.read_text() == f"{node}\n"
+        assert mark.read_text() == f"{served}\n"
     else:
         assert answer == {"exit": 1, "stdout": "",
-                          "error": "pbsplug TaskProlog: node n3 is not one of job 5's"}
+                          "error": f"pbsplug TaskProlog: node {node} is not one of job 5's"}
         assert not mark.exists()
 
 

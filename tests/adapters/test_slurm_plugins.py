@@ -88,6 +88,61 @@ def test_task_prolog_asked_by_anything_but_a_slurm_task_is_refused(slurm: Instal
     assert "refused: its parent" in slurm.log_text()
 
 
+STEPMARK = """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_launch",))
+@hookimpl
+def execjob_launch(event):
+    with open({mark!r}, "a") as fh:
+        fh.write(f"{{event.job.id}} {{','.join(event.vnode_list)}} "
+                 f"said={{event.env.get('SLURM_JOB_ID')}},{{event.env.get('SLURMD_NODENAME')}}\\n")
+"""
+#: TaskProlog with what a job's owner can make of its environment (LD_PRELOAD runs their
+#: code in it): SLURM_JOB_ID and SLURMD_NODENAME of their choice, then pbsplug's program
+#: in the same process.
+FORGE = """#!/bin/sh
+if [ -n "$FORGE_JOB" ]; then
+  export SLURM_JOB_ID="$FORGE_JOB" SLURMD_NODENAME="$FORGE_NODE"
+fi
+exec {program}
+"""
+
+
+def test_task_prolog_acts_for_the_tasks_own_job_and_node_whatever_its_environment_says(
+        slurm: Installed, dists, unix_user: str):
+    """A user's task named, through TaskProlog's environment, another of their running jobs
+    and that job's node: the hook ran for that job on that node (the task put in its
+    cpuset, the node drained by an error with offline_vnodes). The job and node are now
+    those of the task's step, as its slurmstepd (root's) says."""
+    cluster = slurm.cluster
+    mark = _out_dir() / f"stepmark-{slurm.top.name}"
+    mark.unlink(missing_ok=True)
+    dists.add("stepmark", STEPMARK.format(mark=str(mark)))
+    slurm.install(site_toml("stepmark"))
+    forge = slurm.top / "forge-task-prolog"
+    forge.write_text(FORGE.format(program=slurm.dir / "task_prolog"))
+    forge.chmod(0o755)
+    text = cluster.conf.read_text()
+    assert f"TaskProlog={slurm.dir}/task_prolog\n" in text
+    cluster.write_conf(text.replace(f"TaskProlog={slurm.dir}/task_prolog\n",
+                                    f"TaskProlog={forge}\n"))
+    cluster.reconfigure()
+    other = _as(unix_user, cluster, "-J", "other", "-p", "debug", "-w", "n2", "-o",
+                "/dev/null", script="#!/bin/sh\nsleep 120\n")
+    cluster.wait_job(other, lambda j: j["job_state"] == "RUNNING", what="running")
+    until(lambda: mark.exists() and f"{other} n2 " in mark.read_text(), 60,
+          "the other job's own TaskProlog")
+    job = _as(unix_user, cluster, "-J", "forger", "-p", "debug", "-w", "n1", "-o", "/dev/null",
+              f"--export=ALL,FORGE_JOB={other},FORGE_NODE=n2", script="#!/bin/sh\ntrue\n")
+    assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+    # the other job's own task, then the forger's: the forged environment reached the hook,
+    # and the job and node are the forger's task's own
+    assert mark.read_text().splitlines() == [f"{other} n2 said={other},n2",
+                                             f"{job} n1 said={other},n2"]
+    assert f"its environment names job {other} on n2, its step's slurmstepd job {job} on n1" \
+        in slurm.log_text()
+
+
 @pytest.fixture
 def atom(tmp_path):
     from pbsplug_cray_atom.fake import FakeAtom
