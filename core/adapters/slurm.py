@@ -680,15 +680,28 @@ def _own_folder(folder: str, uid: int, gid: int, what: str) -> None:
         safedirs.ensure_folder_owned_by(folder, uid, gid, what)
 
 
+def check_state_dirs(p: Plan, state_dir: str) -> None:
+    """`SlurmInstallError` when a ``state_dir`` the site gives a plugin cannot be handed to
+    a SlurmUser that is not root (`_slurm_user_state_dirs`): install checks before it
+    writes anything."""
+    if p.config.get("slurm_user"):
+        _slurm_user_state_dirs(p, state_dir)
+
+
 def _slurm_user_state_dirs(p: Plan, state_dir: str) -> dict[str, str]:
     """Each ``state_dir`` the site configured for a plugin whose hooks run in SlurmUser's
-    scripts -> the plugin; `SlurmInstallError` when a plugin that runs only as root names
-    the same folder (root's programs refuse a folder of SlurmUser's), or when it is, is in
-    or holds a folder root's programs use (`_roots_folders`): given to SlurmUser, it could
-    change what they read (HealthCheckProgram's marks, the config, root's plugins'
-    records under the pbsplug home)."""
+    scripts -> the plugin; `SlurmInstallError` when that plugin's hooks also run as root
+    (Prolog, Epilog, TaskProlog's worker, HealthCheckProgram: one folder cannot be both
+    users'), when a plugin that runs only as root names the same folder (root's programs
+    refuse a folder of SlurmUser's), or when it is, is in or holds a folder root's programs
+    use (`_roots_folders`): given to SlurmUser, it could change what they read
+    (HealthCheckProgram's marks, the config, root's plugins' records under the pbsplug
+    home)."""
     user_events = {e for key, _, fired in SCRIPTS.values() if key in SLURM_USER_SCRIPTS
                    for e in fired} - {"execjob_launch"}
+    root_events = {e for key, _, fired in SCRIPTS.values() if key not in SLURM_USER_SCRIPTS
+                   for e in fired}
+    user = p.config["slurm_user"]["name"]
     theirs: dict[str, str] = {}
     roots: dict[str, str] = {}
     for name, spec in p.config["plugins"].items():
@@ -696,6 +709,16 @@ def _slurm_user_state_dirs(p: Plan, state_dir: str) -> dict[str, str]:
         if not isinstance(folder, str) or not folder.startswith("/"):
             continue
         events = set((spec.get("attributes") or {}).get("events") or ())
+        if events & user_events and events & root_events:
+            # One folder for hooks run by two users: on a host that runs both (a controller
+            # that is also a node) it cannot be both users', and handed to SlurmUser on
+            # a node it is a folder of SlurmUser's where root's hooks run.
+            raise SlurmInstallError(
+                f"plugin {name}'s hooks run as SlurmUser {user} "
+                f"({', '.join(sorted(events & user_events))}) and as root "
+                f"({', '.join(sorted(events & root_events))}): its state_dir {folder} cannot "
+                "be both users'; leave state_dir unset (each user's programs then keep the "
+                "plugin's state in their own pbsplug home) or set its events to one user's")
         (theirs if events & user_events else roots)[os.path.normpath(folder)] = name
     for folder, name in theirs.items():
         if folder in roots:

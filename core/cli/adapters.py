@@ -240,6 +240,10 @@ def slurm_app() -> typer.Typer:
         for note in p.notes:
             typer.echo(f"note: {note}")
         try:
+            slurm.check_state_dirs(p, str(state_dir))
+        except slurm.SlurmInstallError as exc:
+            raise CliError(str(exc)) from None
+        try:
             for path in slurm.write_programs(p):
                 typer.echo(f"wrote {path}")
         except OSError as exc:

@@ -809,7 +809,7 @@ def test_install_makes_slurmusers_folders_and_moves_an_earlier_installs_records(
     (plugin_state / "power_booting.json").write_text('{"booting": {}}')
     p = slurm.Plan(shared_tmp / "programs", {
         "plugins": {"parts": {"config": {"state_dir": str(plugin_state)},
-                              "attributes": {"events": ["periodic", "execjob_begin"]}}},
+                              "attributes": {"events": ["periodic"]}}},
         "power_dir": str(state / "power"),
         "slurm_user": {"name": "slurm", "home": str(state / "slurmuser"),
                        "log_file": str(state / "slurmuser" / "x.log")}}, {}, {})
@@ -843,6 +843,46 @@ def test_install_makes_slurmusers_folders_and_moves_an_earlier_installs_records(
     assert str(caught.value) == (
         f"state_dir {plugin_state} is plugin parts's, which runs as SlurmUser, and plugin "
         "node's, which runs as root: give them folders of their own")
+
+
+@pytest.mark.parametrize("root_event", ["execjob_begin", "exechost_startup",
+                                        "execjob_launch"])
+def test_install_gives_slurmuser_no_state_dir_of_a_plugin_that_also_runs_as_root(
+        shared_tmp, root_event):
+    """A plugin whose hooks run as SlurmUser (slurmctld's programs) and as root (slurmd's,
+    the task worker) had its state_dir handed to SlurmUser on every host install ran on:
+    on a node, a folder of SlurmUser's where root's hooks run; on a controller that is also
+    a node, one folder that cannot be both users'. Refused in one line naming the plugin,
+    its hooks and the two users, before anything is made."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: install hands folders to SlurmUser as root")
+    _slurm_user()
+    state = shared_tmp / "state"
+    plugin_state = shared_tmp / "plugin-state"
+    p = slurm.Plan(shared_tmp / "programs", {
+        "plugins": {"both": {"config": {"state_dir": str(plugin_state)},
+                             "attributes": {"events": ["periodic", "queuejob", root_event]}}},
+        "power_dir": str(state / "power"),
+        "slurm_user": {"name": "slurm", "home": str(state / "slurmuser"),
+                       "log_file": str(state / "slurmuser" / "x.log")}}, {}, {})
+    expected = (
+        f"plugin both's hooks run as SlurmUser slurm (periodic) and as root ({root_event}): "
+        f"its state_dir {plugin_state} cannot be both users'; leave state_dir unset (each "
+        "user's programs then keep the plugin's state in their own pbsplug home) or set its "
+        "events to one user's")
+    for check in (slurm.check_state_dirs, slurm.prepare_state):
+        with pytest.raises(slurm.SlurmInstallError) as caught:
+            check(p, str(state))
+        assert str(caught.value) == expected
+    assert not plugin_state.exists() and not state.exists()
+    # Without a state_dir, or with a SlurmUser of root's, there is nothing to hand over.
+    del p.config["plugins"]["both"]["config"]["state_dir"]
+    slurm.check_state_dirs(p, str(state))
+    p.config["plugins"]["both"]["config"]["state_dir"] = str(plugin_state)
+    del p.config["slurm_user"]
+    slurm.check_state_dirs(p, str(state))
 
 
 def test_the_config_is_readable_by_slurmusers_group_alone(dists, tmp_path, shared_tmp):
