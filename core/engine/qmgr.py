@@ -1011,7 +1011,7 @@ def _acl_combine(name: str, old: Any, new: list[str], obj_type: str) -> list[str
                           old if isinstance(old, list) else (), new)
     except acl.DuplicateEntry:
         raise QmgrError(PBSE_DUPLIST, obj_type=obj_type, attr=name) from None
-    except acl.TooManyEntries as exc:
+    except (acl.TooManyEntries, acl.BadEntry) as exc:  # (BadEntry: a sign alone)
         raise QmgrError(PBSE_BADATVAL, f"{MESSAGES[PBSE_BADATVAL]} {name}: {exc}",
                         obj_type=obj_type) from None
 

@@ -274,8 +274,10 @@ def test_qmgr_refuses_a_sign_alone_and_keeps_the_list(make_engine):
                               ("acl_hosts", "-", "host"), ("acl_groups", "'root,-'", "group")):
         for op in ("=", "+="):
             done = eng.pbs("qmgr", "-c", f"set queue workq {attr} {op} {value}")
-            assert done.returncode != 0, (attr, op, value)
-            assert f"' is a sign without a {noun} name" in done.stderr, done.stderr
+            # PBS's 15014 naming the attribute (not 15004: a later command still runs)
+            assert done.returncode == 15014 & 0xff, (attr, op, value, done.returncode)
+            assert f"Illegal attribute or resource value {attr}: '" in done.stderr and \
+                f"' is a sign without a {noun} name" in done.stderr, done.stderr
     listed = eng.pbs("qmgr", "-c", "list queue workq", check=True).stdout
     assert "    acl_users = alice\n" in listed and "acl_hosts" not in listed and \
         "acl_groups" not in listed, listed
