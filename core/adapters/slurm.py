@@ -23,6 +23,7 @@ import pwd
 import py_compile
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -938,6 +939,7 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
         if have.get("launcher", "python") != p.config["launcher"]:
             problems.append(f"installed with the {have.get('launcher', 'python')} launcher, "
                             f"the site's options ask for the {p.config['launcher']} one")
+        problems += state_folder_problems(p, conf)
     if conf_text is not None:
         for key, value in p.conf_lines.items():
             if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,
@@ -949,6 +951,66 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
         rows.append({**row, "state": state if row["runs"] else "not needed",
                      "problems": problems if row["runs"] else []})
     return rows
+
+
+def state_folder_problems(p: Plan, conf: Path | None = None) -> list[str]:
+    """The folders install makes for the power programs and SlurmUser's programs
+    (``<state-dir>/power``, ``<state-dir>/slurmuser``, a state_dir handed to SlurmUser), as
+    they are on this host: one line for each that is not a folder of the user it should be
+    (SlurmUser's, or root's when SlurmUser is root), or that others may write in, naming
+    the folder, the owner found and the owner expected; one for each that is missing on a
+    host slurm.conf names as a controller (where the programs run)."""
+    su = p.config.get("slurm_user")
+    expected = su["name"] if su else "root"
+    folders: list[tuple[str, str]] = []
+    problems = []
+    if p.config.get("power_dir"):
+        folders.append((p.config["power_dir"], "the power programs' folder"))
+    if su:
+        folders.append((su["home"], "SlurmUser's pbsplug home"))
+        try:
+            theirs = _slurm_user_state_dirs(p, str(p.config.get("state_dir") or ""))
+        except SlurmInstallError as exc:
+            problems.append(str(exc))
+            theirs = {}
+        folders += [(folder, f"plugin {name}'s state_dir") for folder, name in theirs.items()]
+    try:
+        uid = user_entry(expected).pw_uid if su else 0
+    except SlurmInstallError as exc:
+        return [*problems, str(exc)]
+    here = socket.gethostname().split(".")[0]
+    controller = conf is not None and here in controller_names(conf)
+    fix = "run 'pbsplug slurm install' again, as root, on the controller"
+    for folder, what in folders:
+        try:
+            info = os.lstat(folder)
+        except FileNotFoundError:
+            if controller:
+                problems.append(f"{folder} ({what}) is missing on this host, a controller: "
+                                f"{fix}")
+            continue
+        except OSError as exc:
+            problems.append(f"{folder} ({what}) cannot be checked: {exc.strerror or exc}")
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        kind = "a link" if stat.S_ISLNK(info.st_mode) else (
+            "a folder" if stat.S_ISDIR(info.st_mode) else "not a folder")
+        if kind != "a folder" or info.st_uid != uid or mode & 0o022:
+            problems.append(f"{folder} ({what}) is {kind} owned by {_user_name(info.st_uid)}, "
+                            f"mode {mode:04o}; expected a folder owned by {expected}, "
+                            f"writable by no one else: {fix}")
+            continue
+        above = safedirs.folder_problem(Path(folder).parent)
+        if above:
+            problems.append(f"{folder} ({what}): {above}: the programs refuse it")
+    return problems
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def which(bin_dir: str | None) -> str:

@@ -885,6 +885,55 @@ def test_install_gives_slurmuser_no_state_dir_of_a_plugin_that_also_runs_as_root
     slurm.check_state_dirs(p, str(state))
 
 
+def test_status_names_each_slurmuser_folder_of_the_wrong_owner_or_mode(dists, tmp_path,
+                                                                      shared_tmp):
+    """`pbsplug slurm status` compared the programs and slurm.conf only: the folders install
+    hands to SlurmUser could be root's (install run as another user, a restored backup) or
+    open to everyone, and it said "installed" while every power program failed. One line
+    per folder, naming it, the owner found and the owner expected."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: install hands folders to SlurmUser")
+    import socket
+
+    _slurm_user()
+    state = shared_tmp / "state"
+    plugins = _plugins(dists, tmp_path)
+    p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(state), log_file="",
+                   run_dir="/run/x", native=False, slurm_user="slurm")
+    slurm.write_programs(p)
+    slurm.prepare_state(p, str(state))
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"SlurmctldHost={socket.gethostname().split('.')[0]}\nSlurmUser=slurm\n")
+
+    def problems() -> list[str]:
+        return [line for line in slurm.status(p, conf)[0]["problems"]
+                if not line.startswith("slurm.conf lacks")]
+
+    assert problems() == []
+    fix = "run 'pbsplug slurm install' again, as root, on the controller"
+    power, own = state / "power", state / "slurmuser"
+    os.chown(power, 0, 0)
+    own.chmod(0o777)
+    assert problems() == [
+        f"{power} (the power programs' folder) is a folder owned by root, mode 0755; "
+        f"expected a folder owned by slurm, writable by no one else: {fix}",
+        f"{own} (SlurmUser's pbsplug home) is a folder owned by slurm, mode 0777; expected "
+        f"a folder owned by slurm, writable by no one else: {fix}"]
+    rows = slurm.status(p, conf)
+    assert rows[0]["state"] == "differs"
+    own.rmdir()
+    os.symlink("/etc", own)
+    assert problems()[1].startswith(f"{own} (SlurmUser's pbsplug home) is a link owned by root")
+    own.unlink()
+    assert problems()[1] == (f"{own} (SlurmUser's pbsplug home) is missing on this host, a "
+                             f"controller: {fix}")
+    conf.write_text("SlurmctldHost=elsewhere\n")  # (a node: the folders are the controller's)
+    assert len(problems()) == 1
+
+
 def test_the_config_is_readable_by_slurmusers_group_alone(dists, tmp_path, shared_tmp):
     if os.geteuid() != 0:
         from pbsplug.testing import missing
