@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -238,17 +239,58 @@ def requeued(attrs: dict[str, Any], comment: str, now: int) -> None:
 
 def walltime_limit(attrs: Mapping[str, Any]) -> int | None:
     """The job's walltime in seconds, or None without one."""
-    limit = (attrs.get("Resource_List") or {}).get("walltime")
+    return time_limit(attrs, "walltime")
+
+
+def time_limit(attrs: Mapping[str, Any], resource: str) -> int | None:
+    """The job's `resource` (walltime, cput) in seconds, or None without one."""
+    limit = (attrs.get("Resource_List") or {}).get(resource)
     return None if limit is None else parse_duration_cached(limit)
+
+
+#: PBS's Exit_status of a job its MoM killed for using more than it asked for
+#: (JOB_EXEC_KILL_CPUT, JOB_EXEC_KILL_WALLTIME), whatever its processes then exited with.
+KILLED_OVER = {"cput": -28, "walltime": -29}
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    """A job past its `resource` limit: `used` and `limit` in whole seconds."""
+
+    resource: str
+    used: int
+    limit: int
+
+    @property
+    def comment(self) -> str:
+        """The job's comment (pbsplug's; PBS's is ``Job run at ... and exceeded resource
+        walltime``)."""
+        return (f"job killed: {self.resource} {format_duration(self.used)} exceeded limit "
+                f"{format_duration(self.limit)}")
+
+    @property
+    def note(self) -> str:
+        """What PBS's MoM writes to the job's error file, seconds as plain numbers."""
+        return f"=>> PBS: job killed: {self.resource} {self.used} exceeded limit {self.limit}\n"
+
+    @property
+    def exit_status(self) -> int:
+        return KILLED_OVER[self.resource]
+
+
+def over_limit(resource: str, limit: int | None, used: float) -> OverLimit | None:
+    """The job is past its `resource` limit when it has used strictly more (as PBS's MoM
+    checks); `used` is shown rounded up."""
+    if limit is None or used <= limit:
+        return None
+    return OverLimit(resource, math.ceil(used), limit)
 
 
 def walltime_exceeded(limit: int | None, elapsed: float) -> str | None:
     """The kill comment when a job that has run `elapsed` seconds is past its walltime
     (strictly more than the limit), else None."""
-    if limit is None or elapsed <= limit:
-        return None
-    return (f"job killed: walltime {format_duration(math.ceil(elapsed))} exceeded limit "
-            f"{format_duration(limit)}")
+    over = over_limit("walltime", limit, elapsed)
+    return over.comment if over else None
 
 
 def end_step(reason: str | None, hook_action: str | None) -> str:

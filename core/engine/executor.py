@@ -13,8 +13,9 @@ has two steps, so that execjob_launch hooks can act on the process that will run
    no file behind.
 
 Once started, the shepherd starts the job (as its owner when the server runs as root),
-records itself and the job's process group in ``jobs/<seq>.shepherd``, waits for the job, and
-writes the job's exit status and resource use to ``jobs/<seq>.status`` in the engine's home.
+records itself and the job's process group in ``jobs/<seq>.shepherd``, waits for the job
+(writing the notes the server leaves for the job's error file, `tell_job`), and writes the
+job's exit status and resource use to ``jobs/<seq>.status`` in the engine's home.
 Both files are written aside and renamed, so each is whole or absent. The server polls for
 the status file; a restarted server finds its jobs again from the two files
 (`Launch.alive`, `Launch.recorded`).
@@ -41,6 +42,7 @@ import resource
 import secrets
 import select
 import signal
+import socket
 import stat
 import time
 from dataclasses import asdict, dataclass
@@ -253,8 +255,8 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     `tmpdir` (owned by `user`, see `make_job_dir`). `user` None runs the job as the
     server's user."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
-    status_file.unlink(missing_ok=True)
-    status_file.with_suffix(".shepherd").unlink(missing_ok=True)
+    for suffix in (".status", ".shepherd", ".note"):  # an earlier run's
+        status_file.with_suffix(suffix).unlink(missing_ok=True)
     ids = user_ids(user)
     make_job_dir(tmpdir, ids)
     server = os.getpid()
@@ -601,12 +603,15 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              umask: int = DEFAULT_UMASK, names: list[str] | None = None) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
-    err_r, err_w = os.pipe()
+    # The job's process tells the shepherd why it could not start, and hands it the
+    # descriptor of its error file (PBS's notes are written through it: the file the
+    # job's owner opened, never one the shepherd would open); its exec closes it.
+    report, job_end = socket.socketpair()
     pid = os.fork()
     if pid == 0:  # the job
         stage = "cannot run as the job's owner"
         try:
-            os.close(err_r)
+            report.close()
             os.setpgid(0, 0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -617,13 +622,13 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             stage = "cannot open its output"
             out = open_output(stdout, out_name)
             err = out if stderr is None else open_output(stderr, err_name)
+            socket.send_fds(job_end, [b"\0"], [err])
             os.dup2(out, 1)
             os.dup2(err, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             stage = ""  # from here, the note goes to the job's own error file as well
             os.chdir(cwd)
-            os.set_inheritable(err_w, False)
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # tell the shepherd why the job could not start
             why = f"{stage + ': ' if stage else ''}{type(exc).__name__}: {exc}"
@@ -633,10 +638,10 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             except OSError:
                 pass
             try:
-                os.write(err_w, why.encode())
+                job_end.sendall(why.encode())
             finally:
                 os._exit(127)
-    os.close(err_w)
+    job_end.close()
     try:
         os.setpgid(pid, pid)
     except OSError:
@@ -645,9 +650,12 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     _write_aside(status_file.with_suffix(".shepherd"),
                  {"shepherd": me, "started": process_start(me) or 0.0, "pgid": pid,
                   "boot": boot_id()})
-    with os.fdopen(err_r, "rb") as errs:
-        start_error = errs.read().decode(errors="replace")
-    _, status, usage = os.wait4(pid, 0)
+    start_error, err_fd = _start_report(report)
+    try:
+        status, usage = _wait_for_job(pid, status_file.with_suffix(".note"), err_fd)
+    finally:
+        if err_fd is not None:
+            os.close(err_fd)
     # The job is over when its top process is: what it left running in its session (a
     # command put in the background, a daemon that did not setsid) is killed, as PBS's MoM
     # does; it would run on untracked, past the job's walltime and on a vnode given away.
@@ -662,6 +670,92 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
               "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss,
               "start_error": start_error[:1000]}
     _write_aside(status_file, report, wait_for_space=True)
+
+
+def _start_report(report: socket.socket) -> tuple[str, int | None]:
+    """What the job's process said before its exec closed the socket: why it could not
+    start (nothing when it did), and the descriptor of its error file (None if it never
+    opened one)."""
+    text, fds = b"", []
+    with report:
+        while True:
+            data, got, _flags, _addr = socket.recv_fds(report, 4096, 4)
+            fds.extend(got)
+            if not data:
+                break
+            text = (text + data)[-8192:]
+    for extra in fds[1:]:
+        os.close(extra)
+    return text.replace(b"\0", b"").decode(errors="replace"), (fds[0] if fds else None)
+
+
+#: The signal the server sends a job's shepherd when it has left a note for the job's
+#: error file (`tell_job`).
+NOTE_SIGNAL = signal.SIGUSR1
+
+
+def tell_job(launch: Launch, note: str) -> None:
+    """Have `note` written to the job's error file, as PBS's MoM writes there why it
+    killed the job: left beside the job's status file for its shepherd, woken to write it
+    at once through the error file's descriptor (the file the job's owner opened)."""
+    _write_aside(Path(launch.status_file).with_suffix(".note"), {"note": note})
+    signal_if_same(launch.shepherd, launch.started, NOTE_SIGNAL)
+
+
+def _write_note(path: Path, err_fd: int | None) -> None:
+    """Write a note the server left (`tell_job`) to the job's error file, once."""
+    try:
+        note = json.loads(path.read_text()).get("note", "")
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, AttributeError):
+        note = ""
+    path.unlink(missing_ok=True)
+    if err_fd is not None and isinstance(note, str) and note:
+        try:
+            os.write(err_fd, note[:4096].encode(errors="replace"))
+        except OSError:
+            pass  # a full disk or a device that refuses it: the job ends all the same
+
+
+def _wait_for_job(pid: int, note: Path, err_fd: int | None
+                  ) -> tuple[int, resource.struct_rusage]:
+    """Wait for the job's top process, writing the server's notes as they come: woken by
+    SIGCHLD and `NOTE_SIGNAL` through a wakeup descriptor (a poll every WAKE_EVERY
+    seconds where that cannot be had)."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    timeout: float | None = None
+    try:
+        for sig in (signal.SIGCHLD, NOTE_SIGNAL):
+            signal.signal(sig, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+    except ValueError:  # not the main thread: no handlers here, a poll instead
+        timeout = WAKE_EVERY
+    poller = select.poll()
+    poller.register(wake_r, select.POLLIN)
+    try:
+        while True:
+            _write_note(note, err_fd)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done == pid:
+                break
+            poller.poll(None if timeout is None else int(timeout * 1000))
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+    finally:
+        for fd in (wake_r, wake_w):
+            os.close(fd)
+    _write_note(note, err_fd)  # one left as the job ended
+    return status, usage
+
+
+#: Seconds between two looks at the job where its shepherd cannot be woken by signals.
+WAKE_EVERY = 0.5
 
 
 def kill_session(launch: Launch) -> int:

@@ -2172,17 +2172,24 @@ class Engine:
             self.log(LOG_ERROR, "Job", job_id, f"{exc}; the job runs with umask 077")
             return executor.DEFAULT_UMASK
 
-    def _kill(self, job_id: str, why: str) -> None:
+    def _kill(self, job_id: str, why: str, over: lifecycle.OverLimit | None = None) -> None:
         """SIGTERM now, SIGKILL after kill_delay; `why` becomes the job's comment (``requeue``
-        requeues it when it ends)."""
+        requeues it when it ends). A job `over` a limit gets PBS's note in its error file
+        first, and PBS's Exit_status for it whatever its processes exit with."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
+        if over is not None:
+            executor.tell_job(launch, over.note)
         executor.signal_job(launch.resolve(wait=2.0), signal.SIGTERM)
         self.kills[job_id] = self.clock() + KILL_DELAY
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
             runtime["end_reason"] = why
+            if over is not None:
+                runtime["exit_status"] = over.exit_status
+            else:
+                runtime.pop("exit_status", None)
             st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)
 
@@ -2265,8 +2272,9 @@ class Engine:
         self._end_hooks(job_id, attrs)
         reason = runtime.get("end_reason") or ""
         if reason and reason != "requeue":  # it was being ended (qdel, walltime): it ends
-            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
-                         comment=reason, end_hooks=False)
+            self._finish(job_id, attrs, executor.JobExit(
+                int(runtime.get("exit_status", executor.EXEC_LOST)), 0, 0, 0),
+                comment=reason, end_hooks=False)
         elif units.parse_bool(attrs.get("Rerunable", True)) or reason == "requeue":
             self._requeue(job_id, attrs, f"Job requeued: it was lost ({why})")
         else:
@@ -2280,16 +2288,20 @@ class Engine:
         if attrs.get("stime") is None:
             return
         elapsed = now - self.started.get(job_id, float(attrs["stime"]))
-        why = lifecycle.walltime_exceeded(lifecycle.walltime_limit(attrs), elapsed)
-        if why:
-            self.log(LOG_JOB, "Job", job_id, why)
-            self._kill(job_id, why)
+        over = lifecycle.over_limit("walltime", lifecycle.walltime_limit(attrs), elapsed)
+        if over:
+            self.log(LOG_JOB, "Job", job_id, over.comment)
+            self._kill(job_id, over.comment, over)
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)
         reason = runtime.get("end_reason")
+        if "exit_status" in runtime:  # killed over a limit: PBS's status for it
+            ended.exit_status = int(runtime["exit_status"])
+            # (a note left as the job ended, after its shepherd's last look)
+            (self.home.jobs / f"{job_id.split('.')[0]}.note").unlink(missing_ok=True)
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)

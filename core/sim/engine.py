@@ -1073,8 +1073,9 @@ class Simulator:
         if run.start is not None:
             used = {"walltime": format_duration(math.ceil(self.now - run.start)),
                     "ncpus": run.ncpus}
-        lifecycle.finished(run.attrs, 0 if state == COMPLETED else 1, int(self.now), used,
-                           comment)
+        # (a job killed at its walltime gets PBS's JOB_EXEC_KILL_WALLTIME, as on the engine)
+        status = {COMPLETED: 0, WALLTIME: lifecycle.KILLED_OVER["walltime"]}.get(state, 1)
+        lifecycle.finished(run.attrs, status, int(self.now), used, comment)
         self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
         self.summary.jobs += 1
         self.summary.killed += state == WALLTIME

@@ -60,7 +60,7 @@ def test_the_demo_runs_every_job_with_the_installed_plugins_and_cleans_up(dists,
     assert len(homes) == 1 and homes.pop().startswith("/tmp/pbsplug-demo-"), seen.read_text()
     assert "plugins enabled: counter" in out
     assert "counter: setup left yes in counter\n" in out  # demo_setup, then demo_report
-    for name, status in (("hello", "0"), ("vscatter", "0"), ("overtime", "271"),
+    for name, status in (("hello", "0"), ("vscatter", "0"), ("overtime", "-29"),
                          ("fails", "3"), ("held", "0"), ("deleted", "271")):
         rows = [line for line in out.splitlines() if line.startswith(f"│ {name} ")]
         assert rows and all(f"│ {status} " in row for row in rows), (name, rows)

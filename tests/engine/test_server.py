@@ -100,11 +100,31 @@ def test_a_tmpdir_set_aside_is_swept_by_the_server(engine):
 
 
 def test_walltime_is_enforced(engine):
-    job_id = engine.submit("sleep 30\n", Resource_List={"walltime": "00:00:01"})
-    attrs = engine.wait(job_id, timeout=30)
-    assert attrs["Exit_status"] == 256 + 15  # SIGTERM, PBS's 256 + signal
+    """As OpenPBS 23.06 ends such a job (checked): Exit_status -29 (JOB_EXEC_KILL_WALLTIME)
+    whatever the signal did, and its MoM's note in the job's error file, in seconds
+    (``=>> PBS: job killed: walltime 14 exceeded limit 2``). pbsplug gave 271 and wrote
+    nothing."""
+    job_id = engine.submit("echo started >&2; sleep 30\n", Job_Name="over",
+                           Resource_List={"walltime": "00:00:01"})
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == -29
     assert attrs["comment"].startswith("job killed: walltime 00:00:0")
     assert "exceeded limit 00:00:01" in attrs["comment"]
+    used = int(attrs["comment"].split()[3].rsplit(":", 1)[1])  # (the comment's seconds)
+    err = (engine.work / f"over.e{job_id.split('.')[0]}").read_text()
+    assert err == f"started\n=>> PBS: job killed: walltime {used} exceeded limit 1\n"
+
+
+def test_a_job_that_traps_sigterm_killed_for_its_walltime_still_gets_minus_29(engine):
+    """PBS's Exit_status for a walltime kill is the kill's, not the exit code of a job
+    that caught the SIGTERM and exited on its own; joined output gets the note too."""
+    job_id = engine.submit("trap 'exit 0' TERM\nsleep 30 & wait\n", Job_Name="trapper",
+                           Join_Path="oe", Resource_List={"walltime": "00:00:01"})
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == -29
+    out = (engine.work / f"trapper.o{job_id.split('.')[0]}").read_text()
+    assert out.startswith("=>> PBS: job killed: walltime ") and out.endswith(
+        " exceeded limit 1\n")
 
 
 def test_qdel_of_a_running_job_kills_it_and_of_a_finished_one_is_refused(engine):
