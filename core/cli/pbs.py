@@ -120,22 +120,75 @@ def _job_error(name: str, code: int, message: str, job_id: str) -> str:
 
 
 #: A job identifier as PBS's commands take one: ``12``, ``12[]``, ``12.host``,
-#: ``12.host@server``.
+#: ``12.host@server`` (`pbsplug.engine.jobid`).
 _JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^@\s]+)?(@[^@\s]+)?$")
 
 
-def _well_formed(name: str, job_id: str) -> bool:
-    """Whether `job_id` is a job identifier; if not, says so as PBS's commands do
-    (``qdel: illegally formed job identifier: abc``, exit 1)."""
-    if _JOB_ID.match(job_id):
-        return True
-    print(f"{name}: illegally formed job identifier: {job_id}", file=sys.stderr)
-    return False
+def _well_formed(name: str, job_id: str, client=None) -> bool:
+    """Whether `job_id` is a job identifier of this server; if not, says so as PBS's
+    commands do (`_checked_id`)."""
+    return _checked_id(name, job_id, client) == 0
+
+
+def _checked_id(name: str, job_id: str, client=None) -> int:
+    """0 when `job_id` is a job identifier of this server; else the command's exit status,
+    having said why (`_id_problem`)."""
+    problem = _id_problem(name, job_id, client)
+    if problem is None:
+        return 0
+    print(problem[1], file=sys.stderr)
+    return problem[0]
+
+
+def _id_problem(name: str, job_id: str, client=None) -> tuple[int, str] | None:
+    """None when `job_id` is a job identifier of this server (`pbsplug.engine.jobid`:
+    ``12``, ``12.server``, ``12@server``, ``12.server@server``); else the command's exit
+    status and what it says, as OpenPBS 23.06's commands say it (checked): text of another
+    form, or ``12.other``, is ``illegally formed job identifier: 12.other`` (exit 1);
+    ``12@other`` is another server's job (`_other_server`). `client` asks this server its
+    name, only when the id names one."""
+    from ..engine import jobid
+
+    parts = jobid.parse(job_id) if _JOB_ID.match(job_id) else None
+    if parts is not None and (parts.suffix or parts.at):
+        server = (client or engine_client())("status")["server"]
+        names = jobid.host_names()
+        if parts.suffix is not None and not jobid.names_server(parts.suffix, server, names):
+            parts = None
+        elif parts.at is not None and not jobid.names_server(parts.at, server, names):
+            return _other_server(name, parts.at, server)
+    if parts is None:
+        return 1, f"{name}: illegally formed job identifier: {job_id}"
+    return None
+
+
+def _other_server(name: str, other: str, server: str) -> tuple[int, str]:
+    """A job id naming server `other`, not this one (``12@nosuchhost``): the exit status and
+    what OpenPBS 23.06's command says when it cannot reach it (checked: each command its own
+    words; PBS's qhold, qrls, qalter, qmove and qrerun cut the name to 7 characters,
+    pbsplug's do not). A name that resolves names no server either: the local engine is
+    the one server of its host, and says so."""
+    import socket
+
+    status = {"qstat": 255, "qrun": 2}.get(name, _exit_status(15008))
+    try:
+        socket.getaddrinfo(other, None)
+    except (OSError, UnicodeError):
+        lines = {"qstat": f"qstat: cannot connect to server {server} (errno=15008)",
+                 "qdel": f"Couldn't connect to cluster: {other}",
+                 "qrun": f"qrun: could not connect to server {other} (15008)"}
+        return status, "Unknown Host.\n" + lines.get(
+            name, f"{name}: cannot connect to server {other} (errno=15008)")
+    return status, (f"{name}: cannot connect to server {other}: the pbsplug local engine "
+                    f"is the one server here ({server})")
 
 
 def _full_job_id(client, job_id: str) -> str:
-    """``12`` -> ``12.server``: PBS's commands name a job by its full id in their messages."""
-    return job_id if "." in job_id else f"{job_id}.{client('status')['server']}"
+    """``12``, ``12@server`` -> ``12.server``: PBS's commands name a job by its full id in
+    their messages."""
+    from ..engine import jobid
+
+    return jobid.full_id(job_id, client("status")["server"], jobid.host_names()) or job_id
 
 
 @pbs_command("qsub", "usage: qsub [-N name] [-q queue] [-l resource_list] [-o path] [-e path] "
@@ -222,6 +275,10 @@ def qstat(args: list[str]) -> int:
                     "stat_jobs", history="-x" in flags).items()
                     if not queue or a.get("queue") == queue})
                 continue
+            bad = _checked_id("qstat", job_id, client)
+            if bad:
+                status = bad
+                continue
             try:
                 jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
             except PbsError as err:
@@ -251,11 +308,16 @@ def qdel(args: list[str]) -> int:
     if not ids:
         raise getopt.GetoptError("a job id is required")
     force = any(o == "-W" and v == "force" for o, v in opts)
-    good = [job_id for job_id in ids if _well_formed("qdel", job_id)]
-    status = 0 if len(good) == len(ids) else 1
+    client = engine_client()
+    good, status = [], 0
+    for job_id in ids:
+        bad = _checked_id("qdel", job_id, client)
+        if bad:
+            status = bad
+        else:
+            good.append(job_id)
     if good:  # (PBS's qdel names each job as it was given: ``Unknown Job Id 12``)
-        status = _report_each("qdel", engine_client()("delete", ids=good, force=force)) \
-            or status
+        status = _report_each("qdel", client("delete", ids=good, force=force)) or status
     return status
 
 
@@ -271,12 +333,15 @@ def _hold_command(name: str, op: str):
         client = engine_client()
         # One line per refused id, and on to the next; the last refusal's exit status. An
         # argument that is no job id is `_well_formed`'s line (status 1), in its place.
-        good = [job_id for job_id in ids if _JOB_ID.match(job_id)]
+        problems = {job_id: _id_problem(name, job_id, client) for job_id in ids}
+        good = [job_id for job_id in ids if problems[job_id] is None]
         results = iter(client(op, ids=good, types=types) if good else ())
         status = 0
         for job_id in ids:
-            if not _well_formed(name, job_id):
-                status = 1
+            problem = problems[job_id]
+            if problem is not None:
+                print(problem[1], file=sys.stderr)
+                status = problem[0]
                 continue
             status = _report_each(name, [next(results)], client) or status
         return status
@@ -308,8 +373,9 @@ def _each_job(name: str, ids: list[str], request: Callable,
     client = engine_client()
     status = 0
     for job_id in ids:
-        if not _well_formed(name, job_id):
-            status = 1
+        bad = _checked_id(name, job_id, client)
+        if bad:
+            status = bad
             continue
         try:
             request(client, job_id)
@@ -345,9 +411,11 @@ def qrun(args: list[str]) -> int:
     if not ids:
         raise CommandFailed(f"a job id is required\n{_QRUN_USAGE}", 1)
     status = 0
+    client = engine_client()
     for job_id in ids:
-        if not _well_formed("qrun", job_id):
-            status = 1
+        bad = _checked_id("qrun", job_id, client)
+        if bad:
+            status = bad
             continue
         # An unknown vnode: PBS names the -H specification after its message ("Unknown
         # node "), not the job: ``qrun: Unknown node  nosuch``.
@@ -395,13 +463,16 @@ def _refused_value(ids: list[str], attribute: str) -> int:
     (exit 1 when there is no job id at all)."""
     from ..engine.errors import PBSE_BADATVAL
 
+    client = engine_client()
+    status = 1
     for job_id in ids:
-        if _well_formed("qalter", job_id):
+        status = _checked_id("qalter", job_id, client)
+        if not status:
             message = f"Illegal attribute or resource value {attribute}"
             print(_job_error("qalter", PBSE_BADATVAL, message,
-                             _full_job_id(engine_client(), job_id)), file=sys.stderr)
+                             _full_job_id(client, job_id)), file=sys.stderr)
             return _exit_status(PBSE_BADATVAL)
-    return 1
+    return status
 
 
 def _split_resources(value: str) -> list[str]:
@@ -494,7 +565,18 @@ def qmove(args: list[str]) -> int:
     _, rest = _getopt(args, "")
     if len(rest) < 2:
         raise getopt.GetoptError("a destination and a job id are required")
-    return _report_each("qmove", engine_client()("move", destination=rest[0], ids=rest[1:]))
+    client = engine_client()
+    good, status = [], 0
+    for job_id in rest[1:]:
+        bad = _checked_id("qmove", job_id, client)
+        if bad:
+            status = bad
+        else:
+            good.append(job_id)
+    if good:
+        status = _report_each("qmove", client("move", destination=rest[0], ids=good),
+                              client) or status
+    return status
 
 
 @pbs_command("pbs_attach", "usage: pbs_attach -j job_identifier command [arg...]")

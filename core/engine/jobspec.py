@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import values
+from . import jobid
 
 # -- PBS's error numbers (pbs_error.h) ------------------------------------------------------------
 PBSE_IVALREQ = 15004     # Invalid request: a malformed command line
@@ -671,9 +672,9 @@ def _depend(value: str, server: str | None) -> str:
     items = values.depend_items(value)
     if items is None:
         raise _illegal("W")
-    if server:
+    if server:  # (``12``, ``12@server``: `jobid.full_id`; another server's as given)
         items = [(kind, args if kind == "on" else
-                  [job if "." in job else f"{job}.{server}" for job in args])
+                  [jobid.full_id(job, server) or job for job in args])
                  for kind, args in items]
     return ",".join(f"{kind}:{':'.join(args)}" for kind, args in items)
 

@@ -45,7 +45,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import acl, depend, executor, jobspec, limits, qmgr, routing
+from . import acl, depend, executor, jobid, jobspec, limits, qmgr, routing
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -158,11 +158,9 @@ class Engine:
         home.make()
         self.clock = clock
         self.host = socket.gethostname().split(".")[0]
-        #: This host's names, short and full: what the ACLs' host parts are matched with.
-        fqdn = socket.getfqdn()
-        self.host_names = tuple(dict.fromkeys((
-            self.host, socket.gethostname(),
-            *([fqdn] if fqdn.split(".")[0] == self.host else []))))
+        #: This host's names, short and full: what the ACLs' host parts are matched with,
+        #: and a job id's server part.
+        self.host_names = jobid.host_names()
         self.log = ServerLog(home, self.host)
         # What hooks log goes to server_logs, info and up (debug too for a debug hook).
         self.hook_log = HookLogHandler(self.log)
@@ -397,7 +395,10 @@ class Engine:
         return attrs
 
     def _full_id(self, job_id: str) -> str:
-        return job_id if "." in job_id else f"{job_id}.{self.server_name}"
+        """The id this server keeps for `job_id` in any of PBS's forms (``12``,
+        ``12.server``, ``12@server``, ``12.server@server``: `jobid.full_id`); text of
+        another form, or naming another server, as given, which names no job."""
+        return jobid.full_id(job_id, self.server_name, self.host_names) or job_id
 
     def _own(self, caller: Caller, job_id: str, attrs: dict) -> None:
         if not caller.privileged and attrs.get("euser") != caller.user:
