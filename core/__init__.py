@@ -21,6 +21,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "events": ("EVENTS", "HOST_EVENTS", "PBSE_HOOKERROR", "SERVER_EVENTS", "Event", "EventSpec",
                "HookExit"),
     "hookattrs": ("HookAttributeError", "HookAttributes"),
+    "hookhome": ("HookHome", "hook_home"),
     "objects": ("AttributeReadOnly", "Job", "Queue", "Reservation", "Resources", "Server",
                 "Vnode"),
     "plugins": ("PluginLoadError", "PluginRecord", "PluginSet", "hookimpl", "load_plugins",

@@ -11,6 +11,14 @@ sticky (`whole`, the default): they could plant a file in it before the hook mak
 file is a plain file, owned as above and writable by nobody else; a link to it is never
 followed.
 
+Root reading what another user's programs keep (a command of root's reading the records a
+plugin's hooks wrote as a batch system's service user, `pbsplug.hook_home`) names that user
+(``owner=uid``): the folders on the way, and the files read, may then be that user's too,
+still writable by no one else; a link on the way is followed only when it is root's and
+no folder of that user's is above it, and the file is opened level by level from ``/``,
+each folder through its parent's descriptor, so that the user cannot swap a folder for a
+link between the check and the read. Only for reading: root writes nothing there.
+
 A plugin wraps `UnsafeFolder` in its own error, which says what the folder is for::
 
     from pbsplug import safedirs
@@ -69,12 +77,15 @@ def _whose() -> str:
     return "root's" if euid == 0 else f"root's or {_owner(euid)}'s (who runs this)"
 
 
-def _refused(what: str, folder: str | Path, problem: str) -> UnsafeFolder:
+def _refused(what: str, folder: str | Path, problem: str,
+             owner: int | None = None) -> UnsafeFolder:
+    make = (f"it and every folder above it {_whose()} and writable by no one else"
+            if owner is None else f"it {_owner(owner)}'s and every folder above it root's, "
+            "each writable by no one else")
     return UnsafeFolder(
         f"refusing {what} {folder}: {problem}, so another user could plant or change what "
-        f"is in it; make it and every folder above it {_whose()} and writable by no one "
-        "else (a folder above it may be sticky, as /tmp is), or choose another folder",
-        problem)
+        f"is in it; make {make} (a folder above it may be sticky, as /tmp is), or choose "
+        "another folder", problem)
 
 
 def _entry_problem(path: Path | str, info: os.stat_result, trusted: set[int],
@@ -99,15 +110,19 @@ def _entry_problem(path: Path | str, info: os.stat_result, trusted: set[int],
         f"{writable}: others may add files to it")
 
 
-def folder_problem(folder: str | Path, *, whole: bool = True) -> str | None:
+def folder_problem(folder: str | Path, *, whole: bool = True,
+                   owner: int | None = None) -> str | None:
     """Why a user other than root (or this process's own) could plant or change what is in
     `folder`, or None when nobody could. Without `whole`, the folder itself may be sticky
     and writable by others (only what is in it on the way counts). Levels not made yet are
-    left out (a sticky folder that exists may be the one the rest is made in)."""
-    return _folder_check(folder, whole)[0]
+    left out (a sticky folder that exists may be the one the rest is made in). `owner` (a
+    uid): the folders on the way may be that user's too, though no link of theirs (read,
+    not written: the module's docstring)."""
+    return _folder_check(folder, whole, owner)[0]
 
 
-def _folder_check(folder: str | Path, whole: bool) -> tuple[str | None, bool]:
+def _folder_check(folder: str | Path, whole: bool,
+                  owner: int | None = None) -> tuple[str | None, bool]:
     """`folder_problem`, and whether every level was there, a folder: then nothing is left
     to make, and no one else can change any level (each is root's or this user's, in a
     folder no one else may write, or sticky)."""
@@ -139,19 +154,22 @@ def _folder_check(folder: str | Path, whole: bool) -> tuple[str | None, bool]:
             continue  # not made yet (or cannot be: making it says so)
         except OSError as exc:
             return f"{directory} cannot be checked: {exc.strerror or exc}", False
-        problem = _entry_problem(directory, info, trusted, checks[directory])
+        problem = _entry_problem(directory, info, trusted | (
+            {owner} if owner is not None and not stat.S_ISLNK(info.st_mode) else set()),
+            checks[directory])
         if problem:
             return problem, False
         complete = complete and stat.S_ISDIR(info.st_mode)
     return None, complete
 
 
-def check_folder(folder: str | Path, what: str = "folder") -> Path:
+def check_folder(folder: str | Path, what: str = "folder", owner: int | None = None) -> Path:
     """`folder`, or `UnsafeFolder` when another user could change what is in it; its message
-    calls the folder `what` (``"state_dir"``, ``"the features folder"``)."""
-    problem = folder_problem(folder)
+    calls the folder `what` (``"state_dir"``, ``"the features folder"``). `owner` (a uid):
+    a folder of that user's to read, not to write (the module's docstring)."""
+    problem = folder_problem(folder, owner=owner)
     if problem:
-        raise _refused(what, folder, problem)
+        raise _refused(what, folder, problem, owner)
     return Path(folder)
 
 
@@ -317,24 +335,35 @@ def _open_level(parent: int, name: str, here: Path, trusted: set[int], what: str
         raise OSError(exc.errno, exc.strerror, str(here)) from None
 
 
-def file_problem(info: os.stat_result) -> str | None:
+def file_problem(info: os.stat_result, owner: int | None = None) -> str | None:
     """Why a file (`info`: its fstat) is not one only root (or this process's user) could
-    have written, or None."""
+    have written, or None. `owner` (a uid): a file in that user's folder, to read: it may
+    be that user's too; one of root's there must have no other name (a hard link that
+    user made to a file of root's they may not read)."""
     mode = f"mode {stat.S_IMODE(info.st_mode):04o}"
     if not stat.S_ISREG(info.st_mode):
         return f"not a plain file ({mode})"
-    if info.st_uid not in _trusted():
+    if info.st_uid not in _trusted() | ({owner} if owner is not None else set()):
         return f"owned by {_owner(info.st_uid)}, {mode}"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"writable by others (owner {_owner(info.st_uid)}, {mode})"
+    if owner is not None and info.st_uid != owner and info.st_nlink != 1:
+        return f"a file of {_owner(info.st_uid)} with other names (hard links), {mode}"
     return None
 
 
-def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644,
+              owner: int | None = None) -> int:
     """A descriptor on the file `path`, never through a link; `UnsafeFolder` when it is
     not a plain file only root (or this process's user) could have written
     (`file_problem`), which names it, its owner and its mode. `FileNotFoundError` when
-    absent (without O_CREAT). A FIFO planted there does not block the open."""
+    absent (without O_CREAT). A FIFO planted there does not block the open. `owner` (a
+    uid): a file in that user's folder, opened to read (`file_problem`); `ValueError`
+    with any other `flags`."""
+    if owner is not None:
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
+            raise ValueError("safedirs.open_file: owner= opens a file to read only")
+        return _open_to_read(Path(os.path.abspath(path)), owner)
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
                      | os.O_NONBLOCK, mode)
@@ -344,7 +373,7 @@ def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> 
         raise UnsafeFolder(f"refusing {path}: a link, never followed; remove it",
                            "a link") from None
     try:
-        problem = file_problem(os.fstat(fd))
+        problem = file_problem(os.fstat(fd), owner)
         if problem:
             raise UnsafeFolder(f"refusing {path}: {problem}, so another user could have "
                                "written it; remove it", problem)
@@ -355,10 +384,67 @@ def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> 
     return fd
 
 
-def read_text(path: str | Path) -> str:
-    """The text of the file `path` (UTF-8), with `open_file`'s checks. `FileNotFoundError`
-    when absent."""
-    with os.fdopen(open_file(path), encoding="utf-8") as handle:
+def _open_to_read(path: Path, owner: int) -> int:
+    """`open_file` of `path` (absolute) to read, in folders that may be `owner`'s: opened
+    level by level from ``/``, each folder through its parent's descriptor and checked as
+    it is opened (`_entry_problem`, `owner` trusted for folders), a link followed only when
+    it is root's (or this user's) and no folder of `owner`'s is above it, the file never
+    through a link and checked by `file_problem`."""
+    trusted = _trusted()
+    parts = path.parts[1:]
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    theirs = False  # a folder of owner's is above: no link is followed any more
+    try:
+        for n, part in enumerate(parts[:-1]):
+            here = Path("/", *parts[:n + 1])
+            if theirs:
+                try:
+                    sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                  | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise OSError(exc.errno, exc.strerror, str(here)) from None
+                    raise UnsafeFolder(
+                        f"refusing {path}: {here} is not a folder (a link, or a file) in a "
+                        f"folder of {_owner(owner)}'s, never followed; remove it",
+                        f"{here} is a link") from None
+            else:
+                sub = _open_level(fd, part, here, trusted, "the folder of", path)
+            os.close(fd)
+            fd = sub
+            info = os.fstat(fd)
+            problem = _entry_problem(here, info, trusted | {owner}, n < len(parts) - 2)
+            if problem:
+                raise _refused("the folder of", path, problem, owner)
+            theirs = theirs or info.st_uid == owner
+        try:
+            out = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+                          | os.O_NONBLOCK, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            raise UnsafeFolder(f"refusing {path}: a link, never followed; remove it",
+                               "a link") from None
+    finally:
+        os.close(fd)
+    try:
+        problem = file_problem(os.fstat(out), owner)
+        if problem:
+            raise UnsafeFolder(f"refusing {path}: {problem}, so another user could have "
+                               "written it; remove it", problem)
+        os.set_blocking(out, True)
+    except BaseException:
+        os.close(out)
+        raise
+    return out
+
+
+def read_text(path: str | Path, owner: int | None = None) -> str:
+    """The text of the file `path` (UTF-8), with `open_file`'s checks (`owner`: a file in
+    that user's folder). `FileNotFoundError` when absent."""
+    with os.fdopen(open_file(path, owner=owner), encoding="utf-8") as handle:
         return handle.read()
 
 

@@ -251,3 +251,84 @@ def test_a_folder_of_roots_in_use_is_not_given_away(base):
     (tree / "cron").rmdir()  # root's plain files alone: handed over, as before
     safedirs.ensure_folder_owned_by(tree, NOBODY, NOBODY, "the folder")
     assert tree.stat().st_uid == NOBODY and (tree / "record").stat().st_uid == NOBODY
+
+
+@needs_root
+def test_root_reads_a_folder_of_the_user_it_names_and_nothing_that_user_could_plant(base):
+    """Root reading the records a service user's programs keep (`owner=`, kernel API 1.8):
+    the folder and its files may be that user's, never writable by others, never a link;
+    a file of root's there is not read through another name (a hard link); the levels
+    above still follow the rule; and nothing is opened to write."""
+    folder = base / "theirs"
+    folder.mkdir()
+    os.chown(folder, NOBODY, NOBODY)
+    record = folder / "record.json"
+    record.write_text("{}")
+    os.chown(record, NOBODY, NOBODY)
+    with pytest.raises(safedirs.UnsafeFolder):  # without owner=: another user's
+        safedirs.check_folder(folder, "state_dir")
+    assert safedirs.check_folder(folder, "state_dir", owner=NOBODY) == folder
+    assert safedirs.read_text(record, owner=NOBODY) == "{}"
+    with pytest.raises(safedirs.UnsafeFolder):
+        safedirs.read_text(record)
+    with pytest.raises(safedirs.UnsafeFolder, match=rf"owned by uid {NOBODY} "):
+        safedirs.read_text(record, owner=1)  # named for another user: not this one's
+    with pytest.raises(ValueError, match="read only"):
+        safedirs.open_file(record, os.O_WRONLY, owner=NOBODY)
+    os.chmod(folder, 0o777)
+    with pytest.raises(safedirs.UnsafeFolder) as caught:
+        safedirs.check_folder(folder, "state_dir", owner=NOBODY)
+    assert str(caught.value) == (
+        f"refusing state_dir {folder}: {folder} is writable by everyone (owner uid {NOBODY} "
+        "(nobody), mode 0777), so another user could plant or change what is in it; make "
+        f"it uid {NOBODY} (nobody)'s and every folder above it root's, each writable by no "
+        "one else (a folder above it may be sticky, as /tmp is), or choose another folder")
+    os.chmod(folder, 0o755)
+    os.chmod(record, 0o666)
+    with pytest.raises(safedirs.UnsafeFolder, match="writable by others"):
+        safedirs.read_text(record, owner=NOBODY)
+    record.unlink()
+    secret = base / "root-only"
+    secret.write_text("root's")
+    os.link(secret, record)  # a file of root's under another name in the user's folder
+    with pytest.raises(safedirs.UnsafeFolder, match=r"with other names \(hard links\)"):
+        safedirs.read_text(record, owner=NOBODY)
+    record.unlink()
+    record.symlink_to(secret)
+    with pytest.raises(safedirs.UnsafeFolder, match="a link, never followed"):
+        safedirs.read_text(record, owner=NOBODY)
+    inner = base / "open" / "theirs"  # the level above writable by everyone
+    inner.mkdir(parents=True)
+    os.chmod(inner.parent, 0o777)
+    os.chown(inner, NOBODY, NOBODY)
+    with pytest.raises(safedirs.UnsafeFolder, match=rf"{inner.parent} is writable by "):
+        safedirs.check_folder(inner, "state_dir", owner=NOBODY)
+
+
+@needs_root
+def test_root_reads_through_the_users_folders_level_by_level_never_through_their_links(base):
+    """A service user's pbsplug home holds its records two levels down (hooks/tmp), all its
+    own: read. A link of that user's on the way (made after a check, to have root read a
+    record of root's elsewhere) is never followed, by the path check nor by the read."""
+    home = base / "slurmuser"
+    records = home / "hooks" / "tmp"
+    records.mkdir(parents=True)
+    for folder in (home, home / "hooks", records):
+        os.chown(folder, NOBODY, NOBODY)
+    (records / "r.json").write_text("theirs")
+    os.chown(records / "r.json", NOBODY, NOBODY)
+    assert safedirs.check_folder(records, "state_dir", owner=NOBODY) == records
+    assert safedirs.read_text(records / "r.json", owner=NOBODY) == "theirs"
+    elsewhere = base / "root" / "tmp"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "r.json").write_text("root's")
+    os.rename(home / "hooks", home / "hooks.real")
+    os.symlink(base / "root", home / "hooks")
+    os.lchown(home / "hooks", NOBODY, NOBODY)
+    with pytest.raises(safedirs.UnsafeFolder, match=rf"{home}/hooks is a link owned by uid"):
+        safedirs.check_folder(records, "state_dir", owner=NOBODY)
+    with pytest.raises(safedirs.UnsafeFolder) as caught:
+        safedirs.read_text(records / "r.json", owner=NOBODY)
+    assert str(caught.value) == (
+        f"refusing {records}/r.json: {home}/hooks is not a folder (a link, or a file) in a "
+        f"folder of uid {NOBODY} (nobody)'s, never followed; remove it")

@@ -625,11 +625,16 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     scripts, made SlurmUser's (`safedirs.ensure_folder_owned_by`: every level above
     root's, the folder itself handed over through a descriptor). The records an earlier
     install kept directly in --state-dir are moved into ``power``. What was done, line by
-    line; `SlurmInstallError` in one line."""
+    line; `SlurmInstallError` in one line.
+
+    With a SlurmUser that is not root, the plugins whose hooks run as SlurmUser are
+    recorded in the installer's pbsplug home (`pbsplug.hookhome`): root's commands (``pbsplug
+    power status``) then read their records in SlurmUser's home; without one, that record
+    is removed."""
     su = p.config.get("slurm_user")
     power = p.config.get("power_dir")
     if not su and not power:
-        return []
+        return _record_hook_homes(p)
     name = su["name"] if su else "root"
     pw = user_entry(name) if su else None
     uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (0, 0)
@@ -670,7 +675,40 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     except OSError as exc:
         raise SlurmInstallError(f"cannot make {exc.filename or state_dir}: "
                                 f"{exc.strerror or exc}") from None
-    return done
+    return done + _record_hook_homes(p)
+
+
+def _user_events() -> set[str]:
+    """The events fired in the scripts slurmctld runs as SlurmUser (and in ``pbsplug slurm
+    periodic``, which runs as SlurmUser)."""
+    return {e for key, _, fired in SCRIPTS.values() if key in SLURM_USER_SCRIPTS
+            for e in fired} - {"execjob_launch"}
+
+
+def _record_hook_homes(p: Plan) -> list[str]:
+    """The plugins whose hooks run as a SlurmUser that is not root, with its name and
+    pbsplug home, recorded in the installer's pbsplug home (`hookhome.record_hook_homes`),
+    or that record removed; what was done."""
+    from .. import hookhome
+
+    home = p.config.get("home")
+    if not home:
+        return []
+    su = p.config.get("slurm_user")
+    homes = {name: (su["name"], su["home"]) for name, spec in p.config["plugins"].items()
+             if su and set((spec.get("attributes") or {}).get("events") or ())
+             & _user_events()}
+    try:
+        path = hookhome.record_hook_homes(homes, INSTALLED_BY, home)
+    except safedirs.UnsafeFolder as exc:
+        raise SlurmInstallError(str(exc)) from None
+    except OSError as exc:
+        raise SlurmInstallError(f"cannot write {exc.filename or home}: "
+                                f"{exc.strerror or exc}") from None
+    if path is None:
+        return []
+    return [f"recorded in {path} that {', '.join(sorted(homes))} run as {su['name']} with "
+            f"the pbsplug home {su['home']} (root's commands read their records there)"]
 
 
 def _own_folder(folder: str, uid: int, gid: int, what: str) -> None:
@@ -698,8 +736,7 @@ def _slurm_user_state_dirs(p: Plan, state_dir: str) -> dict[str, str]:
     use (`_roots_folders`): given to SlurmUser, it could change what they read
     (HealthCheckProgram's marks, the config, root's plugins' records under the pbsplug
     home)."""
-    user_events = {e for key, _, fired in SCRIPTS.values() if key in SLURM_USER_SCRIPTS
-                   for e in fired} - {"execjob_launch"}
+    user_events = _user_events()
     root_events = {e for key, _, fired in SCRIPTS.values() if key not in SLURM_USER_SCRIPTS
                    for e in fired}
     user = p.config["slurm_user"]["name"]
@@ -898,7 +935,13 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
         if _ours_native(directory / (name + NATIVE_SUFFIX)):
             (directory / (name + NATIVE_SUFFIX)).unlink()
             done.append(f"removed {directory / (name + NATIVE_SUFFIX)}")
-    if installed_config(directory) is not None:
+    have = installed_config(directory)
+    if have is not None and have.get("home"):
+        from .. import hookhome
+
+        if hookhome.forget_hook_homes(INSTALLED_BY, have["home"]):
+            done.append(f"removed {Path(have['home']) / hookhome.RECORD}")
+    if have is not None:
         (directory / CONFIG_NAME).unlink()
         done.append(f"removed {directory / CONFIG_NAME}")
         if (directory / TASK_CONFIG_NAME).exists():

@@ -886,7 +886,7 @@ def test_install_gives_slurmuser_no_state_dir_of_a_plugin_that_also_runs_as_root
 
 
 def test_status_names_each_slurmuser_folder_of_the_wrong_owner_or_mode(dists, tmp_path,
-                                                                      shared_tmp):
+                                                                      shared_tmp, monkeypatch):
     """`pbsplug slurm status` compared the programs and slurm.conf only: the folders install
     hands to SlurmUser could be root's (install run as another user, a restored backup) or
     open to everyone, and it said "installed" while every power program failed. One line
@@ -898,6 +898,7 @@ def test_status_names_each_slurmuser_folder_of_the_wrong_owner_or_mode(dists, tm
     import socket
 
     _slurm_user()
+    monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path / "home"))  # (install records there)
     state = shared_tmp / "state"
     plugins = _plugins(dists, tmp_path)
     p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
@@ -932,6 +933,60 @@ def test_status_names_each_slurmuser_folder_of_the_wrong_owner_or_mode(dists, tm
                              f"controller: {fix}")
     conf.write_text("SlurmctldHost=elsewhere\n")  # (a node: the folders are the controller's)
     assert len(problems()) == 1
+
+
+def test_install_records_where_the_plugins_run_as_slurmuser_for_roots_commands(
+        dists, tmp_path, shared_tmp, monkeypatch):
+    """Root's commands (`pbsplug power status`) read a plugin's records in the pbsplug home
+    of the user its hooks run as (`pbsplug.hook_home`): install records, in the installer's
+    home, each plugin whose hooks run as a SlurmUser that is not root, with that user's
+    home; an install without one, and uninstall, remove the record."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: install hands folders to SlurmUser")
+    from pbsplug import hook_home
+
+    pw = _slurm_user()
+    home = tmp_path / "home"
+    monkeypatch.setenv("PBSPLUG_HOME", str(home))
+    state = shared_tmp / "state"
+    # parts: periodic (SlurmUser's) and node events (root's); nodeonly: root's alone
+    dists.add("parts", MIXED)
+    dists.add("nodeonly", "from pbsplug import hookimpl\n\n@hookimpl\n"
+                          "def execjob_begin(event):\n    pass\n")
+    site = tmp_path / "site.toml"
+    site.write_text("[plugins.parts]\nenabled = true\n[plugins.nodeonly]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+    finally:
+        sys.path.remove(str(dists.root))
+
+    def install(user: str) -> list[str]:
+        p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
+                       bin_dir="/usr/bin", slurm_conf="", state_dir=str(state), log_file="",
+                       run_dir="/run/x", native=False, slurm_user=user)
+        slurm.write_programs(p)
+        return slurm.prepare_state(p, str(state))
+
+    done = install("slurm")
+    assert done[-1] == (f"recorded in {home}/hook_homes.json that parts run as slurm with the "
+                        f"pbsplug home {state}/slurmuser (root's commands read their records "
+                        "there)")
+    away = hook_home("parts")
+    assert (away.user, away.uid, away.home) == ("slurm", pw.pw_uid, state / "slurmuser")
+    assert hook_home("nodeonly") is None  # root's hooks: root's home
+    # SlurmUser root again (its folders made root's first: install refuses another user's)
+    for folder in (state / "power", state / "slurmuser"):
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, 0, 0)
+    install("root")
+    assert hook_home("parts") is None and not (home / "hook_homes.json").exists()
+    install("slurm")
+    assert any("hook_homes.json" in line
+               for line in slurm.uninstall(shared_tmp / "programs", None))
+    assert hook_home("parts") is None
 
 
 def test_the_config_is_readable_by_slurmusers_group_alone(dists, tmp_path, shared_tmp):

@@ -9,6 +9,7 @@ them (the hardware is what cannot run here)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -176,6 +177,34 @@ def test_power_programs_run_as_slurmuser_beside_roots_programs(slurm_user_site):
     assert health.returncode == 0, health.stderr
     assert _owner(slurm.state / "started" / "n1") == "root"
     assert _owner(slurm.state / "started") == "root"
+
+    # Root's `pbsplug power status` reads the records SlurmUser's programs wrote, in
+    # SlurmUser's pbsplug home (install recorded it in root's: pbsplug.hook_home).
+    shown = cluster.run(str(site.venv / "bin" / "pbsplug"), "--site",
+                        str(slurm.home / "site.toml"), "power", "status", "--json",
+                        env={**cluster.env, "PBSPLUG_HOME": str(slurm.home),
+                             "PYTHONPATH": str(site.dists)}, check=False)
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    del record["booting"]
+    assert record == json.loads((plugin_state / "power_status.json").read_text())
+    assert "n4" in record["hosts"]  # the last run's, which powered n4 off
+
+    # `pbsplug slurm status` checks who owns SlurmUser's folders on this host.
+    def folder_lines() -> list[str]:
+        out = site.pbsplug("status", *options, check=False).stdout
+        return [line.strip() for line in out.splitlines() if "folder" in line
+                and line.strip().startswith("differs:")]
+
+    assert folder_lines() == []
+    os.chown(power, 0, 0)
+    try:
+        assert folder_lines() == [
+            f"differs: {power} (the power programs' folder) is a folder owned by root, mode "
+            "0755; expected a folder owned by slurm, writable by no one else: run 'pbsplug "
+            "slurm install' again, as root, on the controller"]
+    finally:
+        os.chown(power, pwd.getpwnam(SLURM_USER).pw_uid, pwd.getpwnam(SLURM_USER).pw_gid)
 
     # Run as SlurmUser, periodic works too (the config is its group's to read).
     again = site.as_slurm_user(str(site.venv / "bin" / "pbsplug"), "slurm", "periodic",

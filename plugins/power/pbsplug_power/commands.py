@@ -47,10 +47,11 @@ def register(cli: typer.Typer) -> None:
         except PluginLoadError as exc:
             typer.echo(f"pbsplug power: {exc}", err=True)
             raise typer.Exit(1) from None
-        directory = state.state_dir(config)
         try:
-            record = state.status(directory)
-            booting = state.booting(directory)
+            # (the hook's records, which may be another user's: Slurm's SlurmUser)
+            directory, owner = state.records_dir(config)
+            record = state.status(directory, owner)
+            booting = state.booting(directory, owner)
         except OSError as exc:
             typer.echo(f"pbsplug power: {exc}", err=True)
             raise typer.Exit(1) from None

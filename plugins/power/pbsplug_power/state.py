@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home, safedirs
+from pbsplug import default_home, hook_home, safedirs
 
 BOOTING_FILE = "power_booting.json"
 STATUS_FILE = "power_status.json"
@@ -45,6 +45,20 @@ def _state_dir(configured: str | None, *home: Any) -> Path:
     return Path(configured) if configured else default_home() / "hooks" / "tmp"
 
 
+def records_dir(config: Mapping[str, Any]) -> tuple[Path, int | None]:
+    """Where the periodic hook keeps its records, for a command of this process's user to
+    read (`status`, `booting`), and the uid of the user whose they are when that is
+    another user (else None). An adapter that runs the hook as another user with a home
+    of its own (Slurm's SlurmUser) records it (`pbsplug.hook_home`): the default folder is
+    then under that home, and the configured ``state_dir`` is that user's too. `OSError`
+    in one line when that record cannot be used."""
+    away = hook_home("power")
+    if away is None:
+        return state_dir(config), None
+    configured = config.get("state_dir")
+    return (Path(str(configured)) if configured else away.home / "hooks" / "tmp"), away.uid
+
+
 def _not_ours(path: Path, why: str) -> OSError:
     """A record the hook cannot use: an `OSError` naming the file and what is wrong, which
     the periodic run turns into its reject (it must not silently forget booting hosts)."""
@@ -52,20 +66,21 @@ def _not_ours(path: Path, why: str) -> OSError:
                    "afresh")
 
 
-def checked_dir(directory: Path) -> Path:
+def checked_dir(directory: Path, owner: int | None = None) -> Path:
     """`directory`, or `safedirs.UnsafeFolder` (an `OSError`: the periodic run rejects
     with it, `power status` says it) naming it, its owner and its mode when another user
     could plant or change the records in it: a forged booting record had the scheduler plan
-    hosts as waking and the run power them as it said."""
-    return safedirs.check_folder(directory, "state_dir")
+    hosts as waking and the run power them as it said. `owner`: the uid of the user whose
+    records they are (`records_dir`), when that is not this process's."""
+    return safedirs.check_folder(directory, "state_dir", owner=owner)
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, owner: int | None = None) -> dict[str, Any] | None:
     """The file's JSON object; None when there is no file. A file that does not parse, or
     is not an object, or that another user could have written (`safedirs.open_file`), is an
     `OSError` naming it."""
     try:
-        data = json.loads(safedirs.read_text(path))
+        data = json.loads(safedirs.read_text(path, owner=owner))
     except FileNotFoundError:
         return None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
@@ -96,25 +111,25 @@ def _is_time(value: Any) -> bool:
     return (isinstance(value, int) or value.is_integer()) and 0 <= value <= LATEST_TIME
 
 
-def booting(directory: Path) -> dict[str, int]:
+def booting(directory: Path, owner: int | None = None) -> dict[str, int]:
     """The booting hosts: host -> when it was powered on. A record of another shape is an
     `OSError` naming the file and what is wrong. A record read before, in a file nobody
     touched since, is not read again (`_booting_read`). A folder another user could
     write in is refused (`checked_dir`), unless what it holds was read from it before and
     is unchanged since: a replay asks at every cycle, and what was read then, through the
     checks, is what is there (a rename or write in the folder gives the file another
-    identity, and the checks again)."""
+    identity, and the checks again). `owner`: as `checked_dir`'s."""
     path = Path(directory) / BOOTING_FILE
     try:
         identity = file_identity(path.stat())
     except FileNotFoundError:
-        checked_dir(Path(directory))
+        checked_dir(Path(directory), owner)
         return {}
     known = _booting_read.known(path, identity)
     if known is not None:
         return dict(known)
-    checked_dir(Path(directory))
-    data = _read(path)
+    checked_dir(Path(directory), owner)
+    data = _read(path, owner)
     if data is None:
         return {}
     hosts = data.get("booting", _ABSENT)
@@ -130,12 +145,12 @@ def booting(directory: Path) -> dict[str, int]:
     return dict(found)
 
 
-def status(directory: Path) -> dict[str, Any] | None:
+def status(directory: Path, owner: int | None = None) -> dict[str, Any] | None:
     """The last run's status record, or None when no run has been recorded. A record of
     another shape is an `OSError` naming the file and what is wrong, as is a folder another
-    user could write in (`checked_dir`)."""
-    path = checked_dir(Path(directory)) / STATUS_FILE
-    data = _read(path)
+    user could write in (`checked_dir`; `owner` as there)."""
+    path = checked_dir(Path(directory), owner) / STATUS_FILE
+    data = _read(path, owner)
     if data is None:
         return None
     when = data.get("time", _ABSENT)

@@ -91,3 +91,43 @@ def test_status_with_a_bad_configuration_reports_the_key(home):
     (home / "site.toml").write_text('[plugins.power.config]\ndriver = "wake-on-lan"\n')
     done = status(home)
     assert done.returncode != 0 and "driver" in done.stderr and "wake-on-lan" in done.stderr
+
+
+def test_status_reads_the_records_of_the_user_the_hook_runs_as(home, shared_tmp):
+    """Inside Slurm with a SlurmUser that is not root, the periodic hook runs as SlurmUser
+    with a pbsplug home of its own, and root's status looked in root's home: "no periodic
+    run is recorded". The install records where the hook runs (`pbsplug.hook_home`), and
+    root reads that user's records there, as theirs, never through a link of theirs."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: the records are another user's")
+    import pwd
+
+    from pbsplug.hookhome import record_hook_homes
+
+    nobody = pwd.getpwnam("nobody")
+    theirs = shared_tmp / "slurmuser"
+    records = theirs / "hooks" / "tmp"
+    now = int(time.time())
+    state.save(records, {}, 300, {"time": now, "mode": "on_off", "driver": "command",
+                                  "hosts": {"n3": {"power": "asleep", "idle": 60,
+                                                   "eligible": True, "why": "powered off"}}})
+    for path in (theirs, theirs / "hooks", records, *records.iterdir()):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)  # as the hook run as nobody made them
+    assert "no periodic run is recorded" in status(home).stderr  # root's own home: none
+    record_hook_homes({"power": ("nobody", str(theirs))}, "a test's install", home)
+    done = status(home)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[2].split()[:2] == ["n3", "asleep"]
+    # A state_dir the site gives the plugin is that user's too (install handed it over).
+    (home / "site.toml").write_text(f"[plugins.power]\nenabled = true\n[plugins.power."
+                                    f"config]\nstate_dir = {json.dumps(str(records))}\n")
+    assert status(home).returncode == 0
+    # A link of theirs, for root to read a record of root's elsewhere: refused.
+    (records / state.STATUS_FILE).unlink()
+    (records / state.STATUS_FILE).symlink_to(shared_tmp / "root-record.json")
+    done = status(home)
+    assert (done.returncode, done.stderr) == (
+        1, f"pbsplug power: refusing {records / state.STATUS_FILE}: a link, never followed; "
+           "remove it\n")

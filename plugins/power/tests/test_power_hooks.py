@@ -355,7 +355,8 @@ def test_the_booting_hosts_are_read_again_only_when_someone_touched_the_file(tmp
                                                                              monkeypatch):
     reads = []
     real_read = state._read
-    monkeypatch.setattr(state, "_read", lambda path: reads.append(path) or real_read(path))
+    monkeypatch.setattr(state, "_read",
+                        lambda path, *owner: reads.append(path) or real_read(path, *owner))
     state.save(tmp_path, {"h1": 100}, 300)
     assert state.booting(tmp_path) == {"h1": 100} and len(reads) == 1
     found = state.booting(tmp_path)
@@ -509,8 +510,8 @@ def test_a_record_read_before_and_unchanged_is_not_checked_again(tmp_path, monke
     checked = []
     real = safedirs.check_folder
     monkeypatch.setattr(safedirs, "check_folder",
-                        lambda folder, what="folder": checked.append(folder) or real(folder,
-                                                                                      what))
+                        lambda folder, what="folder", **owner: checked.append(folder)
+                        or real(folder, what, **owner))
     state.save(tmp_path, {"h1": NOW}, 0)
     sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 0, "shutdown_delay": 0})
     sim.power_off(["a"])
