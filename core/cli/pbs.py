@@ -304,10 +304,13 @@ def qstat(args: list[str]) -> int:
 
 @pbs_command("qdel", "usage: qdel [-W force] job_identifier...")
 def qdel(args: list[str]) -> int:
+    """As OpenPBS 23.06's qdel; ``-x`` purges the job's history too (a finished job's at
+    once: `Engine.req_delete`)."""
     opts, ids = _getopt(args, "W:x")
     if not ids:
         raise getopt.GetoptError("a job id is required")
     force = any(o == "-W" and v == "force" for o, v in opts)
+    purge = any(o == "-x" for o, _ in opts)
     client = engine_client()
     good, status = [], 0
     for job_id in ids:
@@ -317,7 +320,8 @@ def qdel(args: list[str]) -> int:
         else:
             good.append(job_id)
     if good:  # (PBS's qdel names each job as it was given: ``Unknown Job Id 12``)
-        status = _report_each("qdel", client("delete", ids=good, force=force)) or status
+        status = _report_each("qdel", client("delete", ids=good, force=force, purge=purge)) \
+            or status
     return status
 
 

@@ -1032,17 +1032,24 @@ class Engine:
         return self._without({n: nodes[n].to_dict() for n in names or nodes},
                              self.unreadable("node", caller))
 
-    def req_delete(self, caller: Caller, ids: list[str], force: bool = False) -> list[dict]:
-        """qdel: each job's result, so one bad id does not stop the others."""
-        return each(ids, lambda job_id: self._delete(caller, job_id, force))
+    def req_delete(self, caller: Caller, ids: list[str], force: bool = False,
+                   purge: bool = False) -> list[dict]:
+        """qdel: each job's result, so one bad id does not stop the others. `purge` (qdel
+        -x) takes the job's history too, as OpenPBS 23.06 does (checked): a finished job
+        is purged at once, any other is deleted, then purged (a running one once it has
+        ended). Who may delete a job may purge it."""
+        return each(ids, lambda job_id: self._delete(caller, job_id, force, purge))
 
-    def _delete(self, caller: Caller, job_id: str, force: bool) -> None:
+    def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False) -> None:
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
         if state in ("F", "X"):
-            raise PbsError(PBSE_HISTJOBID, obj=job_id)
+            if not purge:
+                raise PbsError(PBSE_HISTJOBID, obj=job_id)
+            self._purge(caller, job_id)
+            return
         if state in ("R", "E") and job_id in self.launches:
             if not force:
                 outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
@@ -1052,8 +1059,21 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                      f"{self.host}")
             self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}")
+            if purge:  # (`_finish` purges it, once its end is recorded)
+                with self.store.transaction() as st:
+                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                            "purge": f"{caller.user}@{self.host}"})
             return
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}")
+        if purge:
+            self._purge(caller, job_id)
+
+    def _purge(self, caller: Caller | str, job_id: str) -> None:
+        """A finished job's history gone (qdel -x): no qstat -x shows it again."""
+        with self.store.transaction() as st:
+            st.delete_job(job_id)
+        who = caller if isinstance(caller, str) else f"{caller.user}@{self.host}"
+        self.log(LOG_JOB, "Job", job_id, f"Job history purged at request of {who}")
 
     def _drop(self, job_id: str, attrs: dict, comment: str) -> None:
         """A job that is not running leaves the queue for the history."""
@@ -2328,7 +2348,8 @@ class Engine:
     def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True) -> None:
         """The job is over: epilogue and end hooks (unless run already), then its record,
-        then jobobit."""
+        then jobobit; then a job a qdel -x ended is purged."""
+        purged_by = (self.store.runtime(job_id) or {}).get("purge")
         if end_hooks and attrs.get("exec_vnode"):
             self._end_hooks(job_id, attrs)
         if not comment and ended.exit_status == executor.EXEC_FAIL:  # the shepherd failed
@@ -2361,6 +2382,8 @@ class Engine:
         self._event("jobobit", job=Job(job_id, attrs))
         self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
+        if isinstance(purged_by, str):  # (qdel -x: its history goes as soon as it is made)
+            self._purge(purged_by, job_id)
         # Last: whatever the job left in its TMPDIR, the job's end is complete before. What
         # is not gone in REMOVE_SECONDS is set aside and swept a slice a poll.
         started = time.monotonic()
