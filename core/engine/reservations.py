@@ -14,7 +14,8 @@ under PBS's names in ``reserve_state``:
     resv_confirm reject denies the reservation.
 ``RESV_RUNNING``
     from ``reserve_start``: resv_begin fires, the queue starts, and its jobs run on the
-    reservation's vnodes (which show ``resv-exclusive``).
+    reservation's vnodes (which show ``resv-exclusive`` where PBS's would:
+    `resv_exclusive`).
 ``RESV_FINISHED``
     at ``reserve_end`` (or on pbs_rdel): jobs still in the queue are deleted (running ones
     killed), resv_end fires for a reservation that had begun, the queue is removed, the
@@ -31,6 +32,7 @@ the queue's ACLs decide from then on, as any queue's (a manager may change them)
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import units, values
@@ -453,6 +455,33 @@ class Reservations:
 
 #: The store's meta key telling that `Reservations._with_acls` was done.
 _ACLS_GIVEN = "resv_queue_acls_given"
+
+
+def resv_exclusive(resvs: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
+                   ) -> set[str]:
+    """The vnodes of running reservations that show ``resv-exclusive``, as OpenPBS 23.06
+    marks them when a reservation begins: a vnode whose ``sharing`` is force_excl or
+    force_exclhost; one whose reservation asks for it (``place`` excl or exclhost, or an
+    ``aoe`` in its select) unless its sharing is ignore_excl; one whose sharing is
+    default_excl or default_exclhost unless the place is ``shared`` (`units.exclusivity`,
+    the rule of a job's). The others are free, job-busy or job-exclusive as their jobs
+    make them (checked: a plain ``select=1:ncpus=2`` reservation leaves its vnode free)."""
+    out: set[str] = set()
+    for resv in resvs:
+        if resv.get("reserve_state") != RUNNING:
+            continue
+        res = resv.get("Resource_List") or {}
+        place = res.get("place") if isinstance(res, Mapping) else None
+        select = resv.get("schedselect") or (res.get("select") if isinstance(res, Mapping)
+                                             else None)
+        aoe = "aoe=" in str(select or "")
+        for name, _ in parse_exec_vnode(str(resv.get("resv_nodes") or "")):
+            sharing = (nodes.get(name) or {}).get("sharing")
+            if name in nodes and (
+                    units.exclusivity(str(place or ""), sharing) != units.SHARED or
+                    (aoe and sharing != "ignore_excl")):
+                out.add(name)
+    return out
 
 
 def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,7 @@ from .home import (
 )
 from .manager import Manager
 from .periodic import Periodic, offline_comment
-from .reservations import Reservations
+from .reservations import Reservations, resv_exclusive
 from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
@@ -122,6 +122,12 @@ BEFORE_REFUSED = "Dependency request for job rejected by "
 #: Vnode states and attributes the engine works out from the running jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
 _DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
+#: A vnode's states in the order PBS lists them (``offline,job-busy``,
+#: ``job-busy,resv-exclusive``; OpenPBS 23.06's table); others after, as they came.
+_STATE_ORDER = {name: rank for rank, name in enumerate((
+    "state-unknown", "down", "Stale", "offline", "job-busy", "job-exclusive", "busy",
+    "initializing", "provisioning", "wait-provisioning", "resv-exclusive", "unresolvable",
+    "offline_by_mom", "maintenance", "sleep"))}
 #: A job's attributes qstat shows to managers only.
 _MANAGERS_READ = frozenset({"schedselect"})
 #: The store's meta key telling that a home's server was given ``acl_roots`` (`_first_start`).
@@ -1684,9 +1690,7 @@ class Engine:
         assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
         jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
         exclusive: set[str] = set()
-        in_resv = {name for resv in self.store.all("resv").values()
-                   if resv.get("reserve_state") == "RESV_RUNNING"
-                   for name, _ in parse_exec_vnode(resv.get("resv_nodes", ""))}
+        in_resv = resv_exclusive(self.store.all("resv").values(), nodes)
         def host(name: str) -> str:
             return str(nodes[name].get("resources_available", {}).get("host") or name)
 
@@ -1721,6 +1725,7 @@ class Engine:
                 states.append("job-exclusive")
             elif ncpus and assigned[name].get("ncpus", 0) >= ncpus:
                 states.append("job-busy")
+            states.sort(key=lambda s: _STATE_ORDER.get(s, len(_STATE_ORDER)))
             ra = {k: (f"{units.kilobytes(v)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
                   for k, v in assigned[name].items()}
             out[name] = {**attrs, "state": ",".join(states) or "free",

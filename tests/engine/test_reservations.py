@@ -57,7 +57,8 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
     until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
     assert _state(engine, resv_id) == "RESV_RUNNING"
     assert engine.job(job_id)["exec_vnode"].startswith(f"({vnode}:")
-    assert "resv-exclusive" in engine.client("stat_nodes", names=[vnode])[vnode]["state"]
+    # (a reservation that asks for no exclusive use leaves its vnode as its jobs make it)
+    assert "resv-exclusive" not in engine.client("stat_nodes", names=[vnode])[vnode]["state"]
 
     # At its end the job is killed, the queue and the reservation go.
     attrs = engine.wait(job_id, timeout=30)
@@ -469,3 +470,48 @@ def test_a_reservation_time_in_other_scripts_digits_is_a_bad_time(inprocess_engi
     made = inprocess_engine.req_resv_submit(user, {"reserve_start": str(start),
                                                    "reserve_end": start + 60})
     assert made["state"] == "UNCONFIRMED"
+
+
+def _vnodes_of_three(engine) -> None:
+    """The auto vnodes offline; r1 and r2 of 2 cpus (default sharing), r3 of 2 cpus whose
+    sharing is force_excl."""
+    for name in engine.client("stat_nodes"):
+        engine.client("node_state", names=[name], offline=True)
+    for name in ("r1", "r2", "r3"):
+        engine.pbs("qmgr", "-c", f"create node {name} resources_available.ncpus = 2",
+                   check=True)
+    engine.pbs("qmgr", "-c", "set node r3 sharing = force_excl", check=True)
+
+
+def _running_resv(engine, select: str, place: str | None = None) -> tuple[str, str]:
+    """A reservation of `select` (and `place`) that begins at once: its id and queue."""
+    now = int(time.time())
+    res = {"select": select, **({"place": place} if place else {})}
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": now + 1, "reserve_end": now + 600, "Resource_List": res})["id"]
+    until(lambda: _state(engine, resv_id) == "RESV_RUNNING", what=f"{resv_id} to begin")
+    return resv_id, resv_id.split(".")[0]
+
+
+def test_a_running_reservations_vnodes_are_resv_exclusive_only_where_pbs_makes_them(engine):
+    """As OpenPBS 23.06 (checked): a plain reservation's vnode stays free, and job-busy
+    once its jobs take every cpu; one asking for place=excl makes its vnode resv-exclusive,
+    as does a vnode whose sharing forces it; the states are listed in PBS's order."""
+    _vnodes_of_three(engine)
+    _, plain = _running_resv(engine, "1:ncpus=2:vnode=r1")
+    _running_resv(engine, "1:ncpus=1:vnode=r2", place="excl")
+    _, forced = _running_resv(engine, "1:ncpus=1:vnode=r3")
+
+    def states() -> dict[str, str]:
+        nodes = engine.client("stat_nodes", names=["r1", "r2", "r3"])
+        return {name: row["state"] for name, row in nodes.items()}
+
+    assert states() == {"r1": "free", "r2": "resv-exclusive", "r3": "resv-exclusive"}
+    jobs = [engine.submit("sleep 300\n", queue=plain, Resource_List={"select": "1:ncpus=2"}),
+            engine.submit("sleep 300\n", queue=forced, Resource_List={"select": "1:ncpus=1"})]
+    for job_id in jobs:
+        engine.wait(job_id, "R")
+    assert states() == {"r1": "job-busy", "r2": "resv-exclusive",
+                        "r3": "job-exclusive,resv-exclusive"}
+    engine.client("delete", ids=jobs)
+    engine.pbs("pbs_rdel", *engine.client("stat_resvs"), check=True)
