@@ -570,17 +570,21 @@ def qstat_server(server: Any, *, full: bool = False, json_out: bool = False,
 
 def pbsnodes_full(vnodes: Any) -> str:
     """``pbsnodes -a``: the vnode's name, then ``     name = value`` lines (five spaces, no
-    wrapping; last_state_change_time and last_used_time as ctime; ``jobs = 1.s/0, 1.s/1``),
-    a blank line after each."""
+    wrapping; last_state_change_time and last_used_time as ctime; ``jobs = 1.s/0, 1.s/1``
+    and ``resv = R3.s, R2.s``), a blank line after each."""
     blocks = []
     for name, attrs in _records(vnodes, "name"):
         lines = [name]
-        if attrs.get("jobs") and isinstance(attrs["jobs"], (list, tuple)):  # (with spaces)
-            attrs = {**attrs, "jobs": ", ".join(map(str, attrs["jobs"]))}
+        attrs = {**attrs, **{key: ", ".join(map(str, attrs[key])) for key in _SPACED
+                             if attrs.get(key) and isinstance(attrs[key], (list, tuple))}}
         for label, text in _lines(attrs, NODE_ORDER, NODE_TIME_ATTRIBUTES):
             lines.append(f"     {label} = {show_nonprint(text)}")
         blocks.append("\n".join(lines) + "\n")
     return "\n".join(blocks)
+
+
+#: A vnode's lists PBS prints with a space after each comma (its ``jobs`` and ``resv``).
+_SPACED = ("jobs", "resv")
 
 
 def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
@@ -588,7 +592,8 @@ def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
     """``pbsnodes -a -F json``: ``{"timestamp", "pbs_version", "pbs_server", "nodes": {...}}``.
 
     As PBS writes it: resources_available and resources_assigned are objects (resources
-    assigned as zero are left out), jobs is an array of job ids, times stay epoch numbers.
+    assigned as zero are left out), jobs is an array of job ids (one for a job's CPUs in a
+    row), resv one string (``"R3.s, R2.s"``), times stay epoch numbers.
     """
     nodes: dict[str, Any] = {}
     for name, attrs in _records(vnodes, "name"):
@@ -602,6 +607,8 @@ def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
                     if job_id and (not ids or ids[-1] != job_id):
                         ids.append(job_id)
                 node[attr] = ids
+            elif attr == "resv" and isinstance(value, (list, tuple)):
+                node[attr] = ", ".join(map(str, value))
             elif attr == "resources_assigned" and isinstance(value, Mapping):
                 node[attr] = {r: json_value(value_text(v, r)) for r, v in sorted(value.items())
                               if v is not None and not _zero(value_text(v, r))}

@@ -420,7 +420,7 @@ class Manager:
             raise QmgrError(qmgr.PBSE_UNKQUE, obj_type="server", obj_name=name)
         if cmd.obj_type == "node":
             stored = eng.store.get("node", name)
-            derived = {"resources_assigned", "jobs"}
+            derived = {"resources_assigned", "jobs", "resv"}
             keep = {k: v for k, v in new.items() if k not in derived}
             states = set(str(keep.get("state", "free")).split(",")) - {
                 "job-busy", "job-exclusive", "resv-exclusive", "free", ""}

@@ -223,6 +223,8 @@ class AttrDef:
     lower_bool: bool = False
     #: How an empty list is shown (hook fail_action shows ``none``).
     empty: str | None = None
+    #: What joins a list's entries (a vnode's ``resv``: ``, ``, as PBS's).
+    separator: str = ","
     plugin: str = ""
 
     @property
@@ -230,8 +232,8 @@ class AttrDef:
         return self.set_by == "server"
 
 
-def _ro(name: str, type: str = "string", default: Any = None) -> AttrDef:
-    return AttrDef(name, type, "server", default)
+def _ro(name: str, type: str = "string", default: Any = None, **kw: Any) -> AttrDef:
+    return AttrDef(name, type, "server", default, **kw)
 
 
 def _op(name: str, type: str, default: Any = None, **kw: Any) -> AttrDef:
@@ -365,7 +367,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("power_provisioning", "boolean"),
         _mg("poweroff_eligible", "boolean"),
         _ro("ntype", "string", "PBS"), _ro("pcpus", "long"), _ro("jobs", "string_array"),
-        _ro("resources_assigned", "resource"), _ro("resv", "string_array"),
+        _ro("resources_assigned", "resource"), _ro("resv", "string_array", separator=", "),
         _ro("last_state_change_time", "time"), _ro("last_used_time", "time"),
         _ro("in_multivnode_host", "long"),
     ),
@@ -1106,7 +1108,7 @@ def format_value(defn: AttrDef | None, value: Any) -> str:
     if isinstance(value, (list, tuple)):
         if not value and defn is not None and defn.empty is not None:
             return defn.empty
-        return ",".join(str(v) for v in value)
+        return (defn.separator if defn is not None else ",").join(str(v) for v in value)
     kind = defn.type if defn is not None else ""
     if kind == "duration" and isinstance(value, (int, float)):
         return units.format_duration(value)

@@ -484,6 +484,30 @@ def resv_exclusive(resvs: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mappi
     return out
 
 
+def resvs_on_vnodes(resvs: Mapping[str, Mapping[str, Any]], nodes: Iterable[str]
+                    ) -> dict[str, list[str]]:
+    """Each vnode's ``resv``: the confirmed and running reservations on it, the latest
+    first, as OpenPBS 23.06 lists them (``resv = R613.vm, R612.vm``, checked; an
+    unconfirmed one is on no vnode yet)."""
+    known = set(nodes)
+    out: dict[str, list[str]] = {}
+    for resv_id in sorted(resvs, key=lambda r: (-_resv_seq(r), r)):
+        resv = resvs[resv_id]
+        if resv.get("reserve_state") not in (CONFIRMED, RUNNING):
+            continue
+        for name, _ in parse_exec_vnode(str(resv.get("resv_nodes") or "")):
+            on = out.setdefault(name, []) if name in known else None
+            if on is not None and resv_id not in on:
+                on.append(resv_id)
+    return out
+
+
+def _resv_seq(resv_id: str) -> int:
+    """The number of ``R12.host`` (0 for an id without one)."""
+    digits = resv_id[1:].split(".")[0]
+    return int(digits) if digits.isdigit() else 0
+
+
 def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:
     """The ACLs of a reservation's queue, from its access lists (in PBS's order, each
     switched on; its users always, with its owner in them)."""

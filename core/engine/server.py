@@ -83,7 +83,7 @@ from .home import (
 )
 from .manager import Manager
 from .periodic import Periodic, offline_comment
-from .reservations import Reservations, resv_exclusive
+from .reservations import Reservations, resv_exclusive, resvs_on_vnodes
 from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
@@ -121,7 +121,7 @@ PBSE_BADDEPEND = 15054
 BEFORE_REFUSED = "Dependency request for job rejected by "
 #: Vnode states and attributes the engine works out from the running jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
-_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "name"})
+_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "resv", "name"})
 #: A vnode's states in the order PBS lists them (``offline,job-busy``,
 #: ``job-busy,resv-exclusive``; OpenPBS 23.06's table); others after, as they came.
 _STATE_ORDER = {name: rank for rank, name in enumerate((
@@ -1690,7 +1690,9 @@ class Engine:
         assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
         jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
         exclusive: set[str] = set()
-        in_resv = resv_exclusive(self.store.all("resv").values(), nodes)
+        resvs = self.store.all("resv")
+        in_resv = resv_exclusive(resvs.values(), nodes)
+        resv_on = resvs_on_vnodes(resvs, nodes)
         def host(name: str) -> str:
             return str(nodes[name].get("resources_available", {}).get("host") or name)
 
@@ -1728,8 +1730,10 @@ class Engine:
             states.sort(key=lambda s: _STATE_ORDER.get(s, len(_STATE_ORDER)))
             ra = {k: (f"{units.kilobytes(v)}kb" if k in sizes else v)  # (PBS's: 1048576kb)
                   for k, v in assigned[name].items()}
-            out[name] = {**attrs, "state": ",".join(states) or "free",
-                         "resources_assigned": ra, "jobs": jobs_on[name]}
+            out[name] = {**{k: v for k, v in attrs.items() if k != "resv"},
+                         "state": ",".join(states) or "free",
+                         "resources_assigned": ra, "jobs": jobs_on[name],
+                         **({"resv": resv_on[name]} if name in resv_on else {})}
         return out
 
     def _snapshot(self, only: str) -> Snapshot:

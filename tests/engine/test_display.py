@@ -514,6 +514,17 @@ def test_pbsnodes_json_jobs_as_a_string():
     assert doc["nodes"]["n"]["jobs"] == ["1.s", "2.s"]
 
 
+def test_pbsnodes_lists_a_vnodes_reservations_as_pbs_does():
+    """``resv = R613.vm, R612.vm`` after ``jobs``, and one string in JSON (OpenPBS 23.06,
+    checked)."""
+    vnode = {"n": {"state": "free", "jobs": ["5.s/0"], "resv": ["R7.s", "R6.s"],
+                   "resv_enable": True}}
+    assert pbsnodes_full(vnode) == ("n\n     state = free\n     jobs = 5.s/0\n"
+                                    "     resv = R7.s, R6.s\n     resv_enable = True\n")
+    doc = json.loads(pbsnodes_json(vnode, "s", "1", timestamp=0))
+    assert doc["nodes"]["n"]["resv"] == "R7.s, R6.s"
+
+
 # -- pbs_rstat -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("offset,text", [

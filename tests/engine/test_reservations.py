@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -515,3 +516,29 @@ def test_a_running_reservations_vnodes_are_resv_exclusive_only_where_pbs_makes_t
                         "r3": "job-exclusive,resv-exclusive"}
     engine.client("delete", ids=jobs)
     engine.pbs("pbs_rdel", *engine.client("stat_resvs"), check=True)
+
+
+def test_pbsnodes_and_qmgr_list_a_vnodes_confirmed_and_running_reservations(engine):
+    """As OpenPBS 23.06 (checked): ``resv = R3.s, R2.s`` from a reservation's confirmation
+    to its end, the latest first; none while it is unconfirmed; one string in JSON."""
+    _vnodes_of_three(engine)
+    engine.pbs("qmgr", "-c", "set server scheduling = False", check=True)
+    now = int(time.time())
+    later = engine.client("resv_submit", attrs={
+        "reserve_start": now + 3600, "reserve_end": now + 7200,
+        "Resource_List": {"select": "1:ncpus=1:vnode=r1"}})["id"]
+    assert "resv" not in engine.client("stat_nodes", names=["r1"])["r1"]
+    assert "resv =" not in engine.pbs("pbsnodes", "-a", "r1", check=True).stdout
+    engine.pbs("qmgr", "-c", "set server scheduling = True", check=True)
+    until(lambda: _state(engine, later) == "RESV_CONFIRMED", what="confirmation")
+    running, _ = _running_resv(engine, "1:ncpus=1:vnode=r1")
+    both = f"{running}, {later}"
+    assert f"     resv = {both}\n" in engine.pbs("pbsnodes", "-a", "r1", check=True).stdout
+    assert f"    resv = {both}\n" in engine.pbs("qmgr", "-c", "list node r1",
+                                               check=True).stdout
+    doc = json.loads(engine.pbs("pbsnodes", "-a", "-F", "json", check=True).stdout)
+    assert doc["nodes"]["r1"]["resv"] == both and "resv" not in doc["nodes"]["r2"]
+    engine.pbs("pbs_rdel", running, check=True)
+    assert engine.client("stat_nodes", names=["r1"])["r1"]["resv"] == [later]
+    engine.pbs("pbs_rdel", later, check=True)
+    assert "resv" not in engine.client("stat_nodes", names=["r1"])["r1"]
