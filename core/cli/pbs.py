@@ -357,12 +357,19 @@ qhold = _hold_command("qhold", "hold")
 qrls = _hold_command("qrls", "release")
 
 
-@pbs_command("qrerun", "usage: qrerun job_identifier...")
+@pbs_command("qrerun", "usage: qrerun [-W force] job_identifier...")
 def qrerun(args: list[str]) -> int:
-    _, ids = _getopt(args, "W:")
+    """As OpenPBS 23.06's qrerun (checked): ``-W force`` requeues a job that is not
+    rerunnable too; any other ``-W`` value is the usage error (exit 2)."""
+    opts, ids = _getopt(args, "W:")
+    for _, value in opts:
+        if value != "force":
+            raise getopt.GetoptError(f"illegal -W value {value!r}: the one is force")
     if not ids:
         raise getopt.GetoptError("a job id is required")
-    return _each_job("qrerun", ids, lambda client, job_id: client("rerun", ids=[job_id]))
+    force = bool(opts)
+    return _each_job("qrerun", ids, lambda client, job_id: client("rerun", ids=[job_id],
+                                                                   force=force))
 
 
 def _each_job(name: str, ids: list[str], request: Callable,

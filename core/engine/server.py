@@ -1503,16 +1503,22 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"process {pid} attached at request of "
                  f"{caller.user}@{self.host}")
 
-    def req_rerun(self, caller: Caller, ids: list[str]) -> None:
+    def req_rerun(self, caller: Caller, ids: list[str], force: bool = False) -> None:
+        """qrerun, an operator's or a manager's: each running job is killed and requeued.
+        As OpenPBS 23.06 (checked): a finished job is 15139, a job not running 15016, and
+        one that is not rerunnable (``qsub -r n``) 15038, unless `force` (``qrerun -W
+        force``) requeues it all the same."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
         for job_id in ids:
             attrs = self._job(job_id)
             job_id = self._full_id(job_id)
+            if attrs["job_state"] in ("F", "X"):
+                raise PbsError(PBSE_HISTJOBID, obj=job_id)
             if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
-            if not units.parse_bool(attrs.get("Rerunable", True)):
-                raise PbsError(PBSE_NORERUN, "Job is not rerunnable", obj=job_id)
+            if not force and not units.parse_bool(attrs.get("Rerunable", True)):
+                raise PbsError(PBSE_NORERUN, "job is not rerunnable", obj=job_id)
             self._kill(job_id, "requeue")
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:

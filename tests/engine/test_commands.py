@@ -830,7 +830,7 @@ USAGES = {
     "qdel": "usage: qdel [-W force] job_identifier...",
     "qhold": "usage: qhold [-h hold_list] job_identifier...",
     "qrls": "usage: qrls [-h hold_list] job_identifier...",
-    "qrerun": "usage: qrerun job_identifier...",
+    "qrerun": "usage: qrerun [-W force] job_identifier...",
     "qrun": "usage: qrun [-a] [-H vnode_specification | -H -] job_identifier...",
     "qalter": "usage: qalter [-N name] [-l resource_list] [-h hold_list] job_identifier...",
     "pbsnodes": "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]",
