@@ -115,6 +115,7 @@ class JobExit:
     cput: float
     mem_kb: int
     start_error: str = ""   # why the job could not start (exit_status EXEC_FAIL)
+    vmem_kb: int = 0
 
     @classmethod
     def read(cls, path: str | Path) -> JobExit | None:
@@ -128,6 +129,71 @@ class JobExit:
             return cls(**data)
         except TypeError:
             return cls(EXEC_LOST, 0.0, 0.0, 0, "its status file cannot be read")
+
+
+@dataclass
+class Usage:
+    """What a running job has used so far, as its shepherd last sampled it (`sample`):
+    seconds since its start, CPU seconds of its processes (theirs and their reaped
+    children's), and the largest sum of their resident (mem) and virtual (vmem) sizes
+    seen at a sample, in kb."""
+
+    walltime: float = 0.0
+    cput: float = 0.0
+    mem_kb: int = 0
+    vmem_kb: int = 0
+
+    @classmethod
+    def read(cls, status_file: str | Path, seen: tuple[int, int] | None = None
+             ) -> tuple[Usage | None, tuple[int, int] | None]:
+        """The last sample the shepherd of the job with `status_file` wrote, and its file's
+        (inode, mtime); None for the sample when there is none yet, when it does not read
+        as one, or when the file is still the one `seen` (a stat, not a read: a new
+        sample is a new file)."""
+        path = Path(status_file).with_suffix(".usage")
+        try:
+            st = path.stat()
+        except OSError:
+            return None, None
+        stamp = (st.st_ino, st.st_mtime_ns)
+        if stamp == seen:
+            return None, seen
+        try:
+            data = json.loads(path.read_text())
+            return cls(float(data["walltime"]), float(data["cput"]), int(data["mem_kb"]),
+                       int(data["vmem_kb"])), stamp
+        except (OSError, ValueError, TypeError, KeyError):
+            return None, stamp
+
+
+#: When a shepherd samples its job's use (`Usage`), in seconds after the start: often at
+#: first (a short job gets a figure; a cput limit is met soon), then every SAMPLE_EVERY
+#: seconds, as PBS's MoM samples every 10 s (its $min_check_poll) at first.
+FIRST_SAMPLES = (1.0, 2.0, 4.0, 8.0)
+SAMPLE_EVERY = 10.0
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_KB = (os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096) // 1024
+
+
+def sample(session: int) -> tuple[float, int, int]:
+    """The CPU seconds, resident kb and virtual kb of the processes of `session` but its
+    leader (the shepherd): each one's own CPU time and its reaped children's, as PBS's MoM
+    sums a job's processes, read from one /proc/<pid>/stat each."""
+    ticks = rss = vsize = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == session:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[3]) != session:
+                continue
+            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+            vsize += int(fields[20])
+            rss += int(fields[21])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return ticks / _TICKS, rss * _PAGE_KB, vsize // 1024
 
 
 def boot_id() -> str:
@@ -204,17 +270,18 @@ class PendingLaunch:
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
               stderr: str | None, umask: int = DEFAULT_UMASK,
-              names: tuple[str, str] = ("", "")) -> Launch:
+              names: tuple[str, str] = ("", ""), cpu_limit: int | None = None) -> Launch:
         """Have the shepherd run the job; returns at once. `stderr` None joins it to stdout.
         `names` are the output and error files' names in a folder that `stdout` or `stderr`
-        names (``-o DIR/``: ``DIR/<Job_Name>.o<seq>``). An OSError means the shepherd is gone
-        (a hook killed it); it has been reaped."""
+        names (``-o DIR/``: ``DIR/<Job_Name>.o<seq>``). `cpu_limit`: each of the job's
+        processes' RLIMIT_CPU, in seconds. An OSError means the shepherd is gone (a hook
+        killed it); it has been reaped."""
         if self._fd is None:
             raise RuntimeError("this launch was already started or cancelled")
         fd, self._fd = self._fd, None
         request = json.dumps({"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
-                              "stderr": stderr, "umask": umask,
-                              "names": list(names)}).encode() + b"\n"
+                              "stderr": stderr, "umask": umask, "names": list(names),
+                              "cpu_limit": cpu_limit}).encode() + b"\n"
         try:
             view = memoryview(request)
             while view:
@@ -255,7 +322,7 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     `tmpdir` (owned by `user`, see `make_job_dir`). `user` None runs the job as the
     server's user."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in (".status", ".shepherd", ".note"):  # an earlier run's
+    for suffix in (".status", ".shepherd", ".note", ".usage"):  # an earlier run's
         status_file.with_suffix(suffix).unlink(missing_ok=True)
     ids = user_ids(user)
     make_job_dir(tmpdir, ids)
@@ -576,6 +643,16 @@ def become(ids: Ids) -> None:
     os.setuid(ids[0])
 
 
+def limit_cpu(seconds: int) -> None:
+    """Each process of the job may use `seconds` of CPU (RLIMIT_CPU, soft and hard, as
+    PBS's MoM sets it from cput and pcput): past it, the kernel kills it with SIGKILL. A
+    lower limit the process has already stays."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        seconds = min(seconds, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+
+
 def open_output(path: str, name: str) -> int:
     """Open the job's output or error file as the job's user (called after `become`):
     created with the job's umask, truncated, never through a symbolic link; a folder
@@ -600,7 +677,8 @@ def open_output(path: str, name: str) -> int:
 
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              stderr: str | None, ids: Ids | None, status_file: Path,
-             umask: int = DEFAULT_UMASK, names: list[str] | None = None) -> None:
+             umask: int = DEFAULT_UMASK, names: list[str] | None = None,
+             cpu_limit: int | None = None) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
     # The job's process tells the shepherd why it could not start, and hands it the
@@ -618,6 +696,8 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             # As the user from here on: nothing below is ever done as root.
             if ids:
                 become(ids)
+            if cpu_limit is not None:
+                limit_cpu(cpu_limit)
             os.umask(umask & 0o777)
             stage = "cannot open its output"
             out = open_output(stdout, out_name)
@@ -651,8 +731,9 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
                  {"shepherd": me, "started": process_start(me) or 0.0, "pgid": pid,
                   "boot": boot_id()})
     start_error, err_fd = _start_report(report)
+    used = Usage()
     try:
-        status, usage = _wait_for_job(pid, status_file.with_suffix(".note"), err_fd)
+        status, usage = _wait_for_job(pid, status_file, err_fd, t0, used)
     finally:
         if err_fd is not None:
             os.close(err_fd)
@@ -666,10 +747,15 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         code = 256 + os.WTERMSIG(status)
     else:
         code = os.WEXITSTATUS(status)
-    report = {"exit_status": code, "walltime": time.monotonic() - t0,
-              "cput": usage.ru_utime + usage.ru_stime, "mem_kb": usage.ru_maxrss,
-              "start_error": start_error[:1000]}
-    _write_aside(status_file, report, wait_for_space=True)
+    # CPU time: the top process's and its reaped children's (wait4), or the samples' sum
+    # when more (processes that ended orphaned, reaped by someone else, counted while they
+    # ran). Its end removes the sample the server reads.
+    status_file.with_suffix(".usage").unlink(missing_ok=True)
+    _write_aside(status_file, {
+        "exit_status": code, "walltime": time.monotonic() - t0,
+        "cput": max(usage.ru_utime + usage.ru_stime, used.cput),
+        "mem_kb": max(usage.ru_maxrss, used.mem_kb), "vmem_kb": used.vmem_kb,
+        "start_error": start_error[:1000]}, wait_for_space=True)
 
 
 def _start_report(report: socket.socket) -> tuple[str, int | None]:
@@ -718,11 +804,14 @@ def _write_note(path: Path, err_fd: int | None) -> None:
             pass  # a full disk or a device that refuses it: the job ends all the same
 
 
-def _wait_for_job(pid: int, note: Path, err_fd: int | None
+def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage
                   ) -> tuple[int, resource.struct_rusage]:
-    """Wait for the job's top process, writing the server's notes as they come: woken by
-    SIGCHLD and `NOTE_SIGNAL` through a wakeup descriptor (a poll every WAKE_EVERY
-    seconds where that cannot be had)."""
+    """Wait for the job's top process, writing the server's notes as they come and
+    sampling the job's use into `used` (and ``<seq>.usage``, for the server) on the
+    `sample_time` schedule: woken by SIGCHLD and `NOTE_SIGNAL` through a wakeup
+    descriptor (a poll every WAKE_EVERY seconds where that cannot be had)."""
+    note, usage_file = status_file.with_suffix(".note"), status_file.with_suffix(".usage")
+    session, samples = os.getpid(), 0
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -741,7 +830,19 @@ def _wait_for_job(pid: int, note: Path, err_fd: int | None
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done == pid:
                 break
-            poller.poll(None if timeout is None else int(timeout * 1000))
+            now = time.monotonic()
+            if now - t0 >= sample_time(samples):
+                cput, mem_kb, vmem_kb = sample(session)
+                used.walltime, used.cput = now - t0, max(used.cput, cput)
+                used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
+                try:
+                    _write_aside(usage_file, asdict(used))
+                except OSError:
+                    pass  # a full disk: the next sample may have room
+                while now - t0 >= sample_time(samples):
+                    samples += 1
+            wait = max(0.0, t0 + sample_time(samples) - time.monotonic())
+            poller.poll(int(min(wait, timeout or wait) * 1000) + 1)
             try:
                 while os.read(wake_r, 512):
                     pass
@@ -756,6 +857,13 @@ def _wait_for_job(pid: int, note: Path, err_fd: int | None
 
 #: Seconds between two looks at the job where its shepherd cannot be woken by signals.
 WAKE_EVERY = 0.5
+
+
+def sample_time(n: int) -> float:
+    """When the `n`-th sample (from 0) of a job's use is due, in seconds after its start."""
+    if n < len(FIRST_SAMPLES):
+        return FIRST_SAMPLES[n]
+    return FIRST_SAMPLES[-1] + SAMPLE_EVERY * (n - len(FIRST_SAMPLES) + 1)
 
 
 def kill_session(launch: Launch) -> int:

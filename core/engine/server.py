@@ -97,6 +97,9 @@ MAX_REQUEST_ITEMS = 10_000
 HOLD_LETTERS = "uosp"
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
+#: Seconds between two reads of the running jobs' use, which their shepherds sample
+#: (`executor.sample_time`): a stat of one small file a job, no /proc scan in the server.
+USAGE_READ_EVERY = 1.0
 #: TMPDIRs set aside at a job's end (`executor.sweep_leftovers`): removed this many seconds
 #: a poll while some are left, looked for again every SWEEP_EVERY seconds (and at start).
 SWEEP_SECONDS = 0.05
@@ -201,6 +204,10 @@ class Engine:
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
+        #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
+        self.usage: dict[str, executor.Usage] = {}
+        self._usage_due = 0.0  # time.monotonic() of the next read of the samples
+        self._usage_seen: dict[str, tuple[int, int]] = {}  # their sample files, as last read
         #: Schedulers whose own cycle is due (a job of their partition queued or finished).
         self.sched_due: dict[str, float] = {}
         self.sched_procs = SchedulerProcesses(
@@ -2037,8 +2044,9 @@ class Engine:
             try:
                 launch = pending.start(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err,
                                        umask=self._umask(job_id, attrs),
-                                       names=(f"{name}.o{seq}", f"{name}.e{seq}"))
-            except OSError as exc:  # the shepherd is gone (a hook killed it)
+                                       names=(f"{name}.o{seq}", f"{name}.e{seq}"),
+                                       cpu_limit=_cpu_limit(attrs))
+            except (OSError, ValueError) as exc:  # the shepherd is gone (a hook killed it)
                 self._could_not_start(job_id, attrs, exc)
                 return False
         finally:
@@ -2259,6 +2267,9 @@ class Engine:
                     self.started[job_id] = started
                 self.log(LOG_ERROR, "Job", job_id, f"job end not recorded yet: {exc.message}")
                 break
+        if time.monotonic() >= self._usage_due:
+            self._usage_due = time.monotonic() + USAGE_READ_EVERY
+            self._read_usage()
         for job_id, deadline in list(self.kills.items()):
             if job_id not in self.launches:
                 del self.kills[job_id]
@@ -2328,6 +2339,34 @@ class Engine:
         if over:
             self.log(LOG_JOB, "Job", job_id, over.comment)
             self._kill(job_id, over.comment, over)
+
+    def _read_usage(self) -> None:
+        """Read the running jobs' new samples (a stat of one small file each, read when
+        its shepherd wrote a new one, `executor.sample_time`), and kill a job whose
+        processes together have used more CPU time than its cput, as PBS's MoM does at its
+        samples."""
+        for job_id in set(self._usage_seen) - set(self.launches):
+            self.usage.pop(job_id, None)
+            del self._usage_seen[job_id]
+        for job_id, launch in list(self.launches.items()):
+            used, seen = executor.Usage.read(launch.status_file, self._usage_seen.get(job_id))
+            if seen is not None:
+                self._usage_seen[job_id] = seen
+            if used is None or used == self.usage.get(job_id):
+                continue
+            self.usage[job_id] = used
+            if job_id in self.kills:
+                continue
+            attrs = self.store.job(job_id, lean=True) or {}
+            try:
+                over = lifecycle.over_limit("cput", lifecycle.time_limit(attrs, "cput"),
+                                            used.cput)
+            except ValueError as exc:  # (checked at submission: only an old record)
+                self.log(LOG_ERROR, "Job", job_id, f"its cput is not enforced: {exc}")
+                continue
+            if over:
+                self.log(LOG_JOB, "Job", job_id, over.comment)
+                self._kill(job_id, over.comment, over)
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         attrs = self.store.job(job_id)
@@ -2650,6 +2689,13 @@ def _without(attrs: dict, problems: dict[str, str]) -> dict:
         else:
             fixed.pop(name, None)
     return fixed
+
+
+def _cpu_limit(attrs: dict) -> int | None:
+    """Each of the job's processes' RLIMIT_CPU: the smaller of its cput and pcput, as PBS's
+    MoM sets it (none, or 0: no limit)."""
+    given = [n for n in (lifecycle.time_limit(attrs, r) for r in ("cput", "pcput")) if n]
+    return min(given) if given else None
 
 
 def _ncpus(exec_vnode: str) -> int:

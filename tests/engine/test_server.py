@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
 import time
 
@@ -125,6 +127,37 @@ def test_a_job_that_traps_sigterm_killed_for_its_walltime_still_gets_minus_29(en
     out = (engine.work / f"trapper.o{job_id.split('.')[0]}").read_text()
     assert out.startswith("=>> PBS: job killed: walltime ") and out.endswith(
         " exceeded limit 1\n")
+
+
+def test_cput_is_each_processs_rlimit_as_pbs_sets_it(engine):
+    """OpenPBS 23.06's MoM sets RLIMIT_CPU to cput (the smaller of cput and pcput) on the
+    job's processes: ``qsub -l cput=00:00:02 -- sh -c 'while :; do :; done'`` was killed by
+    the kernel after 2 s of CPU, Exit_status 265 and nothing in its error file (checked).
+    pbsplug let it run on."""
+    job_id = engine.pbs("qsub", "-N", "spin", "-l", "cput=00:00:02", "--", "/bin/sh", "-c",
+                        "ulimit -t; while :; do :; done", check=True).stdout.strip()
+    attrs = engine.wait(job_id, timeout=120)
+    assert attrs["Exit_status"] == 256 + signal.SIGKILL
+    assert (engine.work / f"spin.o{job_id.split('.')[0]}").read_text() == "2\n"
+
+
+def test_a_job_whose_processes_together_pass_cput_is_killed_with_minus_28(engine):
+    """Processes each below cput (so no RLIMIT_CPU ends them) whose CPU time together
+    passes it: PBS's MoM kills the job at a sample, Exit_status -28
+    (JOB_EXEC_KILL_CPUT) and its note in the error file, as for a walltime. The shepherd
+    samples the job's session; the server reads the sample."""
+    burn = (f"{sys.executable} -c 'import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 1: pass'")
+    job_id = engine.submit(f"for i in $(seq 100); do {burn}; done\n", Job_Name="many",
+                           Resource_List={"cput": "00:00:03"})
+    attrs = engine.wait(job_id, timeout=300)
+    assert attrs["Exit_status"] == -28
+    assert re.fullmatch(r"job killed: cput 00:00:\d\d exceeded limit 00:00:03",
+                        attrs["comment"])
+    used = int(attrs["comment"].split()[3].rsplit(":", 1)[1])
+    assert used > 3
+    err = (engine.work / f"many.e{job_id.split('.')[0]}").read_text()
+    assert err == f"=>> PBS: job killed: cput {used} exceeded limit 3\n"
 
 
 def test_qdel_of_a_running_job_kills_it_and_of_a_finished_one_is_refused(engine):
