@@ -50,6 +50,27 @@ PROCEED, REQUEUE, FINISH = "proceed", "requeue", "finish"
 #: The states of a job not yet running: which of them follows from its holds and
 #: Execution_Time (`queued_state`).
 QUEUED_STATES = frozenset({"Q", "H", "W"})
+#: PBS's substate of a job in each state that has one substate here: queued, held, waiting,
+#: running, exiting. A finished job's (F) says how it finished, set where it does
+#: (`finished_substate`; 91 for one deleted before it ran).
+SUBSTATES = {"Q": 10, "H": 20, "W": 30, "R": 42, "E": 50}
+#: PBS's substate of a job its dependencies hold (a system hold, ``s``), whatever other
+#: holds it has too (OpenPBS 23.06, checked).
+DEPEND_HELD = 22
+
+
+def set_substate(attrs: dict[str, Any]) -> None:
+    """`attrs`' substate made PBS's for its job_state (`SUBSTATES`); a job held for its
+    dependencies (`DEPEND_HELD`, set where the hold is) stays so while its ``s`` hold
+    does; a state without one here keeps the substate it has."""
+    state = str(attrs.get("job_state"))
+    substate = SUBSTATES.get(state)
+    if substate is None:
+        return
+    if state == "H" and attrs.get("substate") == DEPEND_HELD and \
+            "s" in str(attrs.get("Hold_Types") or ""):
+        return
+    attrs["substate"] = substate
 
 
 class OutsideLimits(ValueError):
@@ -194,6 +215,7 @@ def runjob_refused(attrs: dict[str, Any], message: str | None,
     attrs["comment"] = f"Not Running: PBS Error: {message}"
     apply_to_attrs(attrs, changes or {})
     attrs["job_state"] = queued_state(attrs, now)
+    set_substate(attrs)
 
 
 def started(attrs: dict[str, Any], exec_vnode: str, exec_host: str, now: int) -> None:
@@ -234,7 +256,8 @@ def requeued(attrs: dict[str, Any], comment: str, now: int) -> None:
         attrs.pop(key, None)
     # (a hook's hold, PBS's cgroups' s, stays; so does an Execution_Time to come)
     attrs.update(job_state=queued_state(attrs, now), Hold_Types=attrs.get("Hold_Types") or "n",
-                 substate=10, comment=comment, mtime=now)
+                 comment=comment, mtime=now)
+    set_substate(attrs)
 
 
 def walltime_limit(attrs: Mapping[str, Any]) -> int | None:
@@ -313,8 +336,10 @@ def end_comment(reason: str | None, event: str | None) -> str:
 def finished(attrs: dict[str, Any], exit_status: int, now: int,
              used: Mapping[str, Any] | None = None, comment: str | None = None) -> None:
     """The job is over (state F): its exit status, obittime, resources_used and comment
-    (`comment`, else where and when it ran)."""
-    attrs.update(job_state="F", substate=92, Exit_status=exit_status, obittime=now, mtime=now)
+    (`comment`, else where and when it ran), and PBS's substate for how it ended
+    (`finished_substate`)."""
+    attrs.update(job_state="F", substate=finished_substate(exit_status, comment),
+                 Exit_status=exit_status, obittime=now, mtime=now)
     if used is not None and attrs.get("stime") is not None:
         # What the host measured, over what its hooks reported (an epilogue's vmem, a
         # site's own counters), as PBS's MoM merges them.
@@ -324,6 +349,15 @@ def finished(attrs: dict[str, Any], exit_status: int, now: int,
     elif attrs.get("stime") is not None:
         attrs["comment"] = (f"Job run at {when(attrs['stime'])} on {attrs.get('exec_vnode')} "
                             "and finished")
+
+
+def finished_substate(exit_status: int, comment: str | None = None) -> int:
+    """PBS's substate of a job that ran and is over (OpenPBS 23.06, checked): 91 when it
+    was deleted (qdel: `comment` says so), 93 when it failed (an exit status other than
+    0), else 92."""
+    if (comment or "").startswith(DELETED_BY):
+        return 91
+    return 93 if exit_status != 0 else 92
 
 
 def when(epoch: float) -> str:

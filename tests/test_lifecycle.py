@@ -44,3 +44,42 @@ def test_a_zone_set_later_is_not_answered_from_the_earlier_one(zone):
     assert when(1635642000) == "Sun Oct 31 at 01:00"
     zone("Asia/Kolkata")  # +05:30
     assert when(1635642000) == "Sun Oct 31 at 06:30"
+
+
+# -- substate ---------------------------------------------------------------------------------
+
+NOW = 1_800_000_000
+
+
+@pytest.mark.parametrize(("holds", "when", "state", "substate"), [
+    ("n", None, "Q", 10), ("o", None, "H", 20), ("n", NOW + 60, "W", 30),
+    ("u", NOW + 60, "H", 20)])
+def test_a_requeued_job_has_pbss_substate_for_the_state_it_is_in(holds, when, state,
+                                                                 substate):
+    """A requeue left substate 10 whatever the job's state: held and waiting jobs had
+    a queued job's substate (PBS's are 20 and 30)."""
+    from pbsplug import lifecycle
+
+    attrs = {"job_state": "R", "substate": 42, "run_count": 1, "Hold_Types": holds,
+             **({"Execution_Time": when} if when else {})}
+    lifecycle.requeued(attrs, "requeued", NOW)
+    assert (attrs["job_state"], attrs["substate"]) == (state, substate)
+    refused = {"job_state": "Q", "substate": 10}
+    lifecycle.runjob_refused(refused, "no", {"Hold_Types": holds,
+                                             **({"Execution_Time": when} if when else {})},
+                             NOW)
+    assert (refused["job_state"], refused["substate"]) == (state, substate)
+
+
+def test_a_dependency_hold_keeps_its_substate_while_its_s_hold_does():
+    from pbsplug import lifecycle
+
+    attrs = {"job_state": "H", "substate": lifecycle.DEPEND_HELD, "Hold_Types": "su"}
+    lifecycle.set_substate(attrs)
+    assert attrs["substate"] == 22
+    attrs["Hold_Types"] = "u"  # (its dependencies met: the s hold went)
+    lifecycle.set_substate(attrs)
+    assert attrs["substate"] == 20
+    finished = {"job_state": "F", "substate": 91}
+    lifecycle.set_substate(finished)
+    assert finished["substate"] == 91

@@ -895,8 +895,10 @@ class Engine:
 
     @staticmethod
     def _add_system_hold(attrs: dict) -> None:
+        """The dependency's hold (PBS's ``s``, and its substate for it)."""
         holds = set(str(attrs.get("Hold_Types", "n")).replace("n", "")) | {"s"}
-        attrs.update(Hold_Types="".join(sorted(holds)), job_state="H")
+        attrs.update(Hold_Types="".join(sorted(holds)), job_state="H",
+                     substate=lifecycle.DEPEND_HELD)
 
     def _hold_for_depend(self, job_id: str, attrs: dict) -> None:
         self._add_system_hold(attrs)
@@ -1212,6 +1214,7 @@ class Engine:
             held = {**current, **changes}
             if text and depend.check(text, self._lean_job)[0] != depend.MET:
                 self._add_system_hold(held)
+                changes["substate"] = held["substate"]
             if held.get("Hold_Types") != current.get("Hold_Types"):
                 changes["Hold_Types"] = held["Hold_Types"]
         # A user's change of resources is checked against the limits (an operator's or a

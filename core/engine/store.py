@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..lifecycle import set_substate
 from .errors import PBSE_SYSTEM, PbsError
 
 #: The schema this code reads and writes; `migrate` upgrades older databases step by step.
@@ -96,7 +97,10 @@ def _counted(state: str, picked: Any) -> dict[str, Any]:
 
 def _job_row(attrs: dict[str, Any]) -> tuple[str, str | None]:
     """A job's attributes as stored: (attrs without Variable_List, Variable_List or None
-    for none)."""
+    for none). Its substate is made PBS's for its state first (`lifecycle.set_substate`,
+    in `attrs` too): every state change passes here."""
+    if UNREADABLE not in attrs:
+        set_substate(attrs)
     value = attrs.get(ENV)
     rest = {k: v for k, v in attrs.items() if k != ENV}
     return json.dumps(rest, sort_keys=True), (

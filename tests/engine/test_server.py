@@ -180,6 +180,39 @@ def test_hold_and_release(engine):
     assert engine.wait(job_id)["Exit_status"] == 0
 
 
+def test_qstat_f_substate_is_pbss_for_each_state(engine):
+    """substate was 10 for held and waiting jobs alike, and 92 for every finished job; it
+    is PBS's for each state (as OpenPBS 23.06 shows them: checked), in qstat -f and to
+    hooks."""
+    running = engine.submit("sleep 300\n")
+    engine.wait(running, "R")
+    jobs = {
+        "queued": (engine.submit(Resource_List={"select": "1:ncpus=99999"}), 10),
+        "held": (engine.submit(Hold_Types="u"), 20),
+        "depend": (engine.submit(depend=f"afterok:{running}"), 22),
+        "waiting": (engine.submit(Execution_Time=int(time.time()) + 86400), 30),
+        "running": (running, 42),
+    }
+    for what, script, substate in (("finished", "true\n", 92), ("failed", "exit 3\n", 93)):
+        jobs[what] = (engine.submit(script), substate)
+        engine.wait(jobs[what][0])
+    deleted = engine.submit(Hold_Types="u")
+    engine.client("delete", ids=[deleted])
+    jobs["deleted"] = (deleted, 91)
+    killed = engine.submit("sleep 300\n")
+    engine.wait(killed, "R")
+    engine.client("delete", ids=[killed])
+    engine.wait(killed)
+    jobs["deleted running"] = (killed, 91)
+    shown = {what: int(re.search(r"^    substate = (\d+)$", engine.pbs(
+        "qstat", "-xf", job_id).stdout, re.M).group(1)) for what, (job_id, _) in jobs.items()}
+    assert shown == {what: substate for what, (_, substate) in jobs.items()}
+    engine.client("release", ids=[jobs["held"][0]])  # a release: queued again
+    assert engine.job(jobs["held"][0])["substate"] in (10, 42, 92)
+    engine.client("delete", ids=[running])
+    engine.wait(running)
+
+
 def test_unknown_queue_and_bad_resources_are_refused(engine):
     with pytest.raises(PbsError) as err:
         engine.submit(queue="nosuch")

@@ -31,6 +31,7 @@ def test_the_environment_is_a_column_of_its_own_and_a_lean_read_leaves_it(tmp_pa
     with st.transaction():
         st.put_job("1.s", lean, keep_env=True)  # the stored environment stays
     assert st.job("1.s") == {"job_state": "Q", "queue": "workq", "comment": "Not Running: x",
+                             "substate": 10,  # (PBS's for its state, at every write)
                              "Variable_List": ENVIRONMENT}
     with st.transaction():  # a whole job without one (a hook unset it): none is kept
         st.put_job("1.s", {**lean, "Variable_List": None})
