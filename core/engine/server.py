@@ -1091,12 +1091,15 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job history purged at request of {who}")
 
     def _drop(self, job_id: str, attrs: dict, comment: str) -> None:
-        """A job that is not running leaves the queue for the history."""
+        """A job that is not running leaves the queue for the history. Whatever files of
+        an earlier run are still there (a requeue's that could not be removed then) go."""
         now = int(self.clock())
         attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
+            st.set_runtime(job_id, None)
         self.log(LOG_JOB, "Job", job_id, comment)
+        self._remove_run_files(job_id)
         self.want_cycle = True
         self._resolve_depend([job_id])
 
@@ -2143,14 +2146,18 @@ class Engine:
             self._requeue(job_id, attrs, comment)
 
     def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
+        """The run is over and the job goes back to its queue: its next run starts clean,
+        as PBS's MoM purges a job at the end of each run. Of its runtime only what was
+        submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
+        every later run again, and the processes ``attached`` to this run are not the
+        next's. Its per-run files go too (`_remove_run_files`)."""
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
-            runtime = st.runtime(job_id) or {}
-            runtime.pop("launch", None)
-            st.set_runtime(job_id, runtime)
+            st.set_runtime(job_id, _submitted_runtime(st.runtime(job_id)))
         self.launches.pop(job_id, None)
         self.log(LOG_JOB, "Job", job_id, attrs["comment"])
+        self._remove_run_files(job_id)
         self.want_cycle = True
 
     def _job_command(self, job_id: str, attrs: dict) -> tuple[list[str], dict[str, str]]:
@@ -2431,18 +2438,34 @@ class Engine:
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))
-        seq = job_id.split(".")[0]
-        for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
-                         self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
-            leftover.unlink(missing_ok=True)  # jobs/ is the server's: no link can be there
+        self._remove_run_files(job_id, tmpdir=False)
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
         self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
         if isinstance(purged_by, str):  # (qdel -x: its history goes as soon as it is made)
             self._purge(purged_by, job_id)
-        # Last: whatever the job left in its TMPDIR, the job's end is complete before. What
-        # is not gone in REMOVE_SECONDS is set aside and swept a slice a poll.
+        # Last: whatever the job left in its TMPDIR, the job's end is complete before.
+        self._remove_tmpdir(job_id)
+
+    def _remove_run_files(self, job_id: str, tmpdir: bool = True) -> None:
+        """What the server made for one run of the job, gone when the run ends (a requeue
+        as well as the job's end, as PBS's MoM removes a job's files at the end of each
+        run; a job deleted while queued, once requeued, has none left): its script,
+        nodefile, shepherd and status files in jobs/, and with `tmpdir` its TMPDIR."""
+        seq = job_id.split(".")[0]
+        for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
+                         self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
+            try:
+                leftover.unlink(missing_ok=True)  # jobs/ is the server's: no link can be there
+            except OSError as exc:  # (the job's end or requeue is recorded all the same)
+                self.log(LOG_ERROR, "Job", job_id, f"{leftover} is left: {exc}")
+        if tmpdir:
+            self._remove_tmpdir(job_id)
+
+    def _remove_tmpdir(self, job_id: str) -> None:
+        """The job's TMPDIR removed; what is not gone within this poll's share of
+        REMOVE_SECONDS is set aside and swept a slice a poll."""
         started = time.monotonic()
         problem = executor.remove_job_dir(self.home.tmp / f"pbs.{job_id}",
                                           max(0.0, self._removal_left))
@@ -2658,6 +2681,14 @@ def _shell_path(spec: Any, host: str) -> str | None:
         if not where and path:
             default = path
     return default
+
+
+def _submitted_runtime(runtime: Any) -> dict[str, Any] | None:
+    """Of a job's runtime, what its next run starts with after a requeue: the command it
+    was submitted with (``qsub -- cmd``'s argv), nothing of the run that ended."""
+    if isinstance(runtime, dict) and isinstance(runtime.get("argv"), list):
+        return {"argv": runtime["argv"]}
+    return None
 
 
 def _stored_launch(runtime: Any) -> executor.Launch | None:

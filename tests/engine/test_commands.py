@@ -595,6 +595,38 @@ def test_qrerun_of_an_unknown_job(engine):
         PBSE_UNKJOBID % 256, f"qrerun: Unknown Job Id 99.{server_name(engine)}\n")
 
 
+#: A job whose first run waits to be ended and whose later runs end at once.
+ONCE_THEN_DONE = ('if [ -e "$PBS_O_WORKDIR/ran.$PBS_JOBID" ]; then exit 0; fi; '
+                  'touch "$PBS_O_WORKDIR/ran.$PBS_JOBID"; sleep 300')
+
+
+def test_one_qrerun_requeues_the_job_once(engine):
+    """The qrerun's reason went with the job into its next run, whose normal end then
+    requeued it again, and so on for ever: a qrerun job ran again and again. It runs once
+    more, the command it was submitted with (`qsub --`), and ends."""
+    job_id = qsub(engine, "--", "/bin/sh", "-c", ONCE_THEN_DONE)
+    engine.wait(job_id, "R")
+    engine.pbs("qrerun", job_id, check=True)
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2)
+    assert "Job requeued at request of an operator (qrerun)" in engine.log()
+    assert engine.log().count("Job requeued at request of an operator") == 1
+
+
+def test_a_job_held_while_running_then_qrerun_is_held_and_runs_once_released(engine):
+    """Held (o) while it runs, then rerun: it is H, and stays so; released, it runs once
+    and ends (a second requeue from the qrerun's kept reason made it loop)."""
+    job_id = qsub(engine, "--", "/bin/sh", "-c", ONCE_THEN_DONE)
+    engine.wait(job_id, "R")
+    engine.pbs("qhold", "-h", "o", job_id, check=True)
+    engine.pbs("qrerun", job_id, check=True)
+    attrs = engine.wait(job_id, "H")
+    assert (attrs["Hold_Types"], attrs["run_count"], attrs["substate"]) == ("o", 1, 20)
+    engine.pbs("qrls", "-h", "o", job_id, check=True)
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2)
+
+
 # -- qrun ---------------------------------------------------------------------------------------
 
 def test_qrun_H_runs_a_held_job_on_that_vnode(engine):

@@ -108,6 +108,44 @@ def test_a_killed_shepherd_ends_a_job_that_is_not_rerunnable_with_minus_2(engine
     assert not (engine.home.tmp / f"pbs.{job_id}").exists()
 
 
+def test_a_requeued_run_leaves_no_file_behind(engine):
+    """Run, held, rerun, deleted while queued: the run's nodefile, shepherd, status and
+    script files and its TMPDIR go when the requeue ends the run (PBS's MoM cleans a job's
+    files at the end of each run), and none is left once the job is deleted. They stayed
+    for ever."""
+    job_id = engine.submit("sleep 300\n", Job_Name="again")
+    seq = job_id.split(".")[0]
+    files = [engine.home.jobs / f"{seq}.{kind}" for kind in ("nodes", "shepherd", "SC")]
+    tmpdir = engine.home.tmp / f"pbs.{job_id}"
+    until(lambda: engine.job(job_id)["job_state"] == "R" and all(
+        p.exists() for p in [*files, tmpdir]), what="the job to run")
+    (tmpdir / "scratch").write_text("left by the job\n")
+    engine.pbs("qhold", job_id, check=True)
+    engine.pbs("qrerun", job_id, check=True)
+    assert engine.wait(job_id, "H")["run_count"] == 1
+    status = engine.home.jobs / f"{seq}.status"
+    assert [p for p in [*files, status, tmpdir] if p.exists()] == []
+    engine.client("delete", ids=[job_id])
+    assert engine.wait(job_id)["job_state"] == "F"
+    assert [p for p in [*files, status, tmpdir] if p.exists()] == []
+
+
+def test_a_job_deleted_while_queued_takes_its_runs_leftovers_with_it(engine):
+    """Whatever of an earlier run is still there when a queued job is deleted (a requeue
+    that could not remove it) goes with the job."""
+    job_id = engine.submit("true\n", Job_Name="held", Hold_Types="u")
+    seq = job_id.split(".")[0]
+    left = [engine.home.jobs / f"{seq}.{kind}" for kind in ("nodes", "status", "shepherd")]
+    for path in left:
+        path.write_text("{}\n")
+    tmpdir = engine.home.tmp / f"pbs.{job_id}"
+    tmpdir.mkdir()
+    (tmpdir / "scratch").write_text("x\n")
+    engine.client("delete", ids=[job_id])
+    assert engine.wait(job_id)["job_state"] == "F"
+    assert [p for p in [*left, tmpdir] if p.exists()] == []
+
+
 def test_comments_say_what_happened(engine):
     gone = engine.submit("true\n", Job_Name="nowhere",
                          Variable_List={"PBS_O_WORKDIR": str(engine.work / "missing")},
