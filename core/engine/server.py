@@ -1182,6 +1182,12 @@ class Engine:
         if "queue" in attrs:  # PBS's qalter never moves a job: qmove does, with its checks
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            "permission queue (use qmove)", obj=job_id)
+        if "run_count" in attrs and not caller.privileged and \
+                int(attrs["run_count"] or 0) < int(current.get("run_count") or 0):
+            # As OpenPBS 23.06 (checked): a user may raise it, or set it as it is, but only
+            # an operator or a manager lowers it: a user's job would dodge the hold after
+            # too many failed starts (`lifecycle.MAX_RUN_COUNT`).
+            raise PbsError(PBSE_PERM, obj=job_id)
         if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
             # (depend holds a job still to run: on a running one it made its cpus look
             # free; PBS gives it no alter-while-running flag either)

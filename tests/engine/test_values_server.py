@@ -93,6 +93,44 @@ def test_qalter_meets_the_same_rules(engine):
     assert engine.job(job_id)["Resource_List"]["walltime"] == "00:01:30"
 
 
+#: What a user may not alter of their own job, one row per kind of refusal, as OpenPBS
+#: 23.06 answers a user's qalter (checked): (attributes, the stored value they would
+#: change, PBS's code).
+USERS_REFUSED = [
+    pytest.param({"run_count": 0}, ("run_count", 3), 15007, id="lowering run_count"),
+    pytest.param({"run_count": None}, ("run_count", 3), 15007, id="unsetting run_count"),
+    pytest.param({"comment": "mine"}, ("comment", None), 15003, id="operators-comment"),
+    pytest.param({"job_state": "Q"}, ("job_state", "H"), 15003, id="the-servers-own"),
+    pytest.param({"Hold_Types": "us"}, ("Hold_Types", "u"), 15007, id="a-managers-hold"),
+]
+
+
+@pytest.mark.parametrize(("attrs", "kept", "code"), USERS_REFUSED)
+def test_a_user_may_not_alter_what_pbs_keeps_from_users(engine_here, attrs, kept, code):
+    """A raw alter of {"run_count": 0} let a user's job dodge the hold after 20 failed
+    starts: a user may raise run_count (or set it as it is), never lower it; an operator
+    may. Each other kind of attribute a user may not set is refused as PBS refuses it,
+    and nothing of the job changes."""
+    from pbsplug.engine.server import ROLE_OPERATOR, ROLE_USER, Caller
+
+    eng = engine_here()
+    owner = Caller(1001, ROLE_USER)
+    job_id = eng.req_submit(owner, {"Hold_Types": "u"}, "true\n")
+    with eng.store.transaction() as st:  # (as after three starts)
+        st.put_job(job_id, {**eng.store.job(job_id), "run_count": 3})
+    before = eng.store.job(job_id)
+    assert before.get(kept[0]) == kept[1]
+    with pytest.raises(PbsError) as refused:
+        eng.req_alter(owner, job_id, attrs)
+    assert refused.value.code == code
+    assert eng.store.job(job_id) == before
+    if "run_count" in attrs:
+        eng.req_alter(owner, job_id, {"run_count": 3})  # as it is
+        eng.req_alter(owner, job_id, {"run_count": 5})  # raised
+        eng.req_alter(Caller(1001, ROLE_OPERATOR), job_id, attrs)  # an operator lowers it
+        assert eng.store.job(job_id).get("run_count", 0) == 0
+
+
 def test_a_hook_setting_a_bad_value_is_that_hooks_exception(dists, make_engine):
     """The issue's queuejob hook that sets walltime = "not-a-walltime": the assignment raises
     in the hook, the submission is refused with PBS's text, nothing is stored, and the
