@@ -234,23 +234,39 @@ def qsub(args: list[str]) -> int:
     return 0
 
 
-@pbs_command("qstat", "usage: qstat [-f] [-x] [-F json] [-Q] [-B] [job_identifier...]")
+@pbs_command("qstat", "usage: qstat [-f] [-x] [-F json|dsv [-D delimiter]] [-Q] [-B] "
+             "[job_identifier...]")
 def qstat(args: list[str]) -> int:
+    """As OpenPBS 23.06's qstat (checked): ``-F`` takes json or dsv, in any case; dsv
+    writes each object on one line, its attributes joined by ``-D``'s delimiter (``|``
+    by default), which takes no other format. pbsplug's ``-F`` does without ``-f``, which
+    PBS's wants beside it."""
     from ..engine import display
 
-    opts, ids = _getopt(args, "fxF:QBw")
+    opts, ids = _getopt(args, "fxF:D:QBw")
     flags = {o for o, _ in opts}
-    fmt = next((v for o, v in opts if o == "-F"), None)
-    if fmt not in (None, "json"):
-        raise CommandFailed(f"invalid -F format {fmt!r}: only json is supported", 2)
+    given = next((v for o, v in reversed(opts) if o == "-F"), None)
+    fmt = given.lower() if given is not None else None
+    if fmt not in (None, "json", "dsv"):
+        raise CommandFailed(f"invalid -F format {given!r}: use json or dsv", 2)
+    delimiter = next((v for o, v in reversed(opts) if o == "-D"), None)
+    if delimiter is not None and fmt != "dsv":  # (PBS's: its usage, exit 2)
+        raise getopt.GetoptError("-D is the delimiter of -F dsv")
+    dsv = (delimiter if delimiter is not None else "|") if fmt == "dsv" else None
     client = engine_client()
     if "-B" in flags:
         server = client("stat_server")
-        print(display.qstat_server(server, full="-f" in flags, json_out=fmt == "json"))
+        out = display.qstat_server(server, full="-f" in flags, json_out=fmt == "json",
+                                   dsv=dsv)
+        if out or dsv is None:
+            print(out)
         return 0
     if "-Q" in flags:
         queues = client("stat_queues", names=ids or None)
-        print(display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json"))
+        out = display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json",
+                                   dsv=dsv)
+        if out or dsv is None:
+            print(out)
         return 0
     status = 0
     jobs: dict = {}
@@ -288,11 +304,15 @@ def qstat(args: list[str]) -> int:
                     print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
                 status = _exit_status(err.code)
     else:  # the table asks only for its columns (a job's environment may be a megabyte)
-        jobs = client("stat_jobs", history="-x" in flags, attrs=None if fmt == "json" or
+        jobs = client("stat_jobs", history="-x" in flags, attrs=None if fmt or
                       "-f" in flags else list(display.TABLE_ATTRS))
     server = client("status")["server"]
     if fmt == "json":
         print(display.qstat_json(jobs, server))
+    elif dsv is not None:
+        out = display.qstat_dsv(jobs, dsv)
+        if out:
+            print(out)
     elif "-f" in flags:
         out = display.qstat_full(jobs)
         if out:

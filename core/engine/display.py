@@ -37,6 +37,8 @@ from ..units import format_duration, format_size, parse_duration
 CHAR_LINE_LIMIT = 78
 #: The character that marks a value cut to fit its column.
 TRUNC = "*"
+#: What ``-F dsv`` puts before the delimiter inside a value.
+BACKSLASH = "\\"
 
 #: PBS's job states, by the letter qstat shows.
 JOB_STATES = {
@@ -508,6 +510,24 @@ def qstat_full(jobs: Any) -> str:
                  estimated=True)
 
 
+def qstat_dsv(jobs: Any, delimiter: str = "|") -> str:
+    """``qstat -f -F dsv [-D delimiter]``: each job on one line, ``Job Id: <id>`` then
+    ``name=value`` for each attribute, joined by the delimiter (`dsv_line`)."""
+    return "\n".join(dsv_line("Job Id", job_id, _lines(attrs, JOB_ORDER, JOB_TIME_ATTRIBUTES,
+                                                        estimated_start=True), delimiter)
+                     for job_id, attrs in _records(jobs, "id"))
+
+
+def dsv_line(kind: str, name: str, lines: Iterable[tuple[str, str]], delimiter: str) -> str:
+    r"""One object as PBS's ``-F dsv`` writes it (OpenPBS 23.06, checked): ``<kind>: <name>``,
+    then each ``label=value`` (values as ``-f`` shows them, times as ctime), joined by the
+    delimiter; the delimiter inside a value gets a backslash before it (with ``-D ,``,
+    Variable_List's commas are ``\,`` and a comma it escaped already ``\\,``)."""
+    return delimiter.join([f"{kind}: {name}", *(
+        f"{label}={show_nonprint(text).replace(delimiter, BACKSLASH + delimiter)}"
+        for label, text in lines)])
+
+
 def qstat_json(jobs: Any, server: Any, version: str | None = None, *,
                timestamp: int | None = None) -> str:
     """``qstat -f -F json``: ``{"timestamp", "pbs_version", "pbs_server", "Jobs": {id: {...}}}``
@@ -522,10 +542,14 @@ def qstat_json(jobs: Any, server: Any, version: str | None = None, *,
 
 def qstat_queues(queues: Any, *, full: bool = False, json_out: bool = False,
                  server: Any = None, version: str | None = None,
-                 timestamp: int | None = None) -> str:
-    """``qstat -Q`` (the queue table), ``qstat -Qf`` (``Queue: <name>`` and its attributes)
-    and ``qstat -Qf -F json`` (``"Queue": {name: {...}}``)."""
+                 timestamp: int | None = None, dsv: str | None = None) -> str:
+    """``qstat -Q`` (the queue table), ``qstat -Qf`` (``Queue: <name>`` and its attributes),
+    ``qstat -Qf -F json`` (``"Queue": {name: {...}}``) and ``qstat -Qf -F dsv`` (one line
+    a queue, `dsv` its delimiter: `dsv_line`)."""
     records = _records(queues, "name")
+    if dsv is not None:
+        return "\n".join(dsv_line("Queue", n, _lines(a, QUEUE_ORDER, frozenset()), dsv)
+                         for n, a in records)
     if json_out:
         body = {"Queue": {n: _json_attrs(a, QUEUE_ORDER, frozenset()) for n, a in records}}
         return _json_document(body if records else {}, _server_name(server), version,
@@ -547,10 +571,15 @@ def qstat_queues(queues: Any, *, full: bool = False, json_out: bool = False,
 
 
 def qstat_server(server: Any, *, full: bool = False, json_out: bool = False,
-                 version: str | None = None, timestamp: int | None = None) -> str:
-    """``qstat -B`` (the server table), ``qstat -Bf`` (``Server: <name>`` and its attributes)
-    and ``qstat -Bf -F json`` (``"Server": {name: {...}}``)."""
+                 version: str | None = None, timestamp: int | None = None,
+                 dsv: str | None = None) -> str:
+    """``qstat -B`` (the server table), ``qstat -Bf`` (``Server: <name>`` and its
+    attributes), ``qstat -Bf -F json`` (``"Server": {name: {...}}``) and ``qstat -Bf -F
+    dsv`` (one line, `dsv` its delimiter: `dsv_line`)."""
     records = _server_records(server)
+    if dsv is not None:
+        return "\n".join(dsv_line("Server", n, _lines(a, SERVER_ORDER, frozenset()), dsv)
+                         for n, a in records)
     if json_out:
         body = {"Server": {n: _json_attrs(a, SERVER_ORDER, frozenset()) for n, a in records}}
         name = records[0][0] if records else ""
@@ -697,7 +726,8 @@ def rstat_full(resvs: Any) -> str:
 __all__ = [
     "CHAR_LINE_LIMIT", "JOB_ORDER", "JOB_STATES", "JOB_TIME_ATTRIBUTES", "NODE_ORDER",
     "QUEUE_ORDER", "RESV_ORDER", "RESV_STATES", "SERVER_ORDER", "convert_time", "ctime",
-    "job_state_letter", "json_value", "pbsnodes_full", "pbsnodes_json", "qstat_full",
-    "qstat_json", "qstat_queues", "qstat_server", "qstat_table", "resv_state", "rstat_full",
-    "rstat_table", "show_nonprint", "value_text", "wrap_attribute",
+    "dsv_line", "job_state_letter", "json_value", "pbsnodes_full", "pbsnodes_json",
+    "qstat_dsv", "qstat_full", "qstat_json", "qstat_queues", "qstat_server", "qstat_table",
+    "resv_state", "rstat_full", "rstat_table", "show_nonprint", "value_text",
+    "wrap_attribute",
 ]

@@ -858,7 +858,8 @@ def test_pbsnodes_unknown_node(engine):
 # -- bad options --------------------------------------------------------------------------------
 
 USAGES = {
-    "qstat": "usage: qstat [-f] [-x] [-F json] [-Q] [-B] [job_identifier...]",
+    "qstat": "usage: qstat [-f] [-x] [-F json|dsv [-D delimiter]] [-Q] [-B] "
+             "[job_identifier...]",
     "qdel": "usage: qdel [-W force] job_identifier...",
     "qhold": "usage: qhold [-h hold_list] job_identifier...",
     "qrls": "usage: qrls [-h hold_list] job_identifier...",
