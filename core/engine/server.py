@@ -1542,14 +1542,15 @@ class Engine:
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:
         """qrun: run the job now (on `vnodes`, PBS's -H exec_vnode form, or where the
-        scheduler would put it)."""
+        scheduler would put it). As PBS's qrun, a held (H) or waiting (W) job runs too, and
+        keeps its Hold_Types and Execution_Time: requeued, it is H or W again."""
         if not caller.privileged:
             raise PbsError(PBSE_PERM)
         attrs = self._job(id)
         job_id = self._full_id(id)
         if attrs["job_state"] in ("F", "X"):  # (PBS 23.06: 15139, checked)
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
-        if attrs["job_state"] not in ("Q", "H"):
+        if attrs["job_state"] not in lifecycle.QUEUED_STATES:  # (R, E, T: PBS's refusals)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         if is_route_queue(self.store.get("queue", str(attrs.get("queue"))) or {}):
             raise PbsError(PBSE_IVALREQ, obj=job_id)  # (PBS runs jobs of execution queues)
@@ -1769,8 +1770,10 @@ class Engine:
 
         server = Server(self.server_name, unlimited(self.server_attrs()))
         queues = {n: Queue(n, unlimited(a)) for n, a in self.store.all("queue").items()}
-        jobs = [Job(j, {**a, "job_state": "Q", "Hold_Types": "n"} if j == only else a)
-                for j, a in self.store.jobs(("Q", "H", "R", "E"), lean=True).items()
+        # (qrun's job as the scheduler would run it: queued, neither held nor waiting)
+        jobs = [Job(j, {**{k: v for k, v in a.items() if k != "Execution_Time"},
+                        "job_state": "Q", "Hold_Types": "n"} if j == only else a)
+                for j, a in self.store.jobs(("Q", "H", "W", "R", "E"), lean=True).items()
                 if j == only or a["job_state"] in ("R", "E")]
         # A job the scheduler must not start (held, or in a stopped queue) is filtered by it.
         return Snapshot(server, queues, self._vnodes(), jobs, self.resvs.objects(),

@@ -647,6 +647,45 @@ def test_qrun_runs_a_held_job_where_the_scheduler_would(engine):
     assert engine.wait(job_id)["Exit_status"] == 0
 
 
+def test_qrun_runs_a_waiting_job_which_keeps_its_execution_time(engine):
+    """qrun of a W job (qsub -a in the future) was `Request invalid for state of job`;
+    PBS's qrun runs it, and leaves its Execution_Time as it was."""
+    later = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 30 * 86400))
+    job_id = qsub(engine, "-a", later, input="true\n")
+    waiting = engine.job(job_id)
+    assert (waiting["job_state"], waiting["substate"]) == ("W", 30)
+    done = engine.pbs("qrun", job_id)
+    assert (done.returncode, done.stderr) == (0, "")
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
+    assert attrs["Execution_Time"] == waiting["Execution_Time"]
+
+
+def test_a_held_or_waiting_job_qrun_then_qrerun_is_held_or_waiting_again(engine):
+    """As OpenPBS 23.06 (checked): qrun leaves the job's holds and Execution_Time, and the
+    requeue puts it back in the state they make."""
+    later = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 30 * 86400))
+    held = qsub(engine, "-h", input="sleep 300\n")
+    waiting = qsub(engine, "-a", later, input="sleep 300\n")
+    for job_id, state, substate in ((held, "H", 20), (waiting, "W", 30)):
+        engine.pbs("qrun", job_id, check=True)
+        engine.wait(job_id, "R")
+        engine.pbs("qrerun", job_id, check=True)
+        attrs = engine.wait(job_id, state)
+        assert (attrs["substate"], attrs["run_count"]) == (substate, 1)
+    assert engine.job(held)["Hold_Types"] == "u"
+    engine.pbs("qdel", held, waiting, check=True)
+
+
+def test_qrun_refuses_a_running_job(engine):
+    job_id = qsub(engine, input="sleep 300\n")
+    engine.wait(job_id, "R")
+    done = engine.pbs("qrun", job_id)
+    assert (done.returncode, done.stderr) == (
+        2, f"qrun: Request invalid for state of job {job_id}\n")
+    engine.pbs("qdel", job_id, check=True)
+
+
 def test_qrun_H_an_unknown_vnode(engine):
     """As OpenPBS 23.06's qrun prints it: the -H specification, not the job."""
     job_id = qsub(engine, "-h", input="true\n")
