@@ -29,19 +29,28 @@ limits (no goal: a check costs the same with 100 jobs or 100,000)
     first request after a limit is set makes the count (one pass over the jobs); the
     others bring it up to date.
 
+usage (no goal: what saving the running jobs' resources_used costs the store)
+    ``--usage-jobs`` running jobs (each with a 40-variable Variable_List) are stored, and a
+    sample file is written for each, as their shepherds write them. Timed: the server's
+    read of every sample (`executor.Usage.read`), its look when none is new (a stat
+    each), one `server.save_usage` transaction for all the jobs (what the server does
+    every USAGE_SAVE_EVERY seconds), and one transaction a job (what a write per job per
+    sample would cost).
+
 slow clients (issue 17 goal: root's qstat p99 within 2x of none)
     Root's qstat (``stat_jobs`` through `Client`) timed in blocks, alternately with no other
     client and with 8 connections that trickle a request one byte per 0.5 s (reconnecting
     when the server drops them at its request deadline); p50/p99 of each.
 
     .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients|isolation|
-                                                        limits]
+                                                        limits|usage]
                                                 [--slow-clients 8] [--qstat-sample 200]
                                                 [--jobs 1000]
                                                 [--cli-sample 20] [--crash-jobs 200]
                                                 [--kills 10] [--seed 1] [--sleep-max 1]
                                                 [--ncpus N] [--keep]
                                                 [--limit-jobs 10000] [--limit-sample 200]
+                                                [--usage-jobs 100,1000,5000]
 """
 
 from __future__ import annotations
@@ -668,10 +677,59 @@ def bench_limits(args: argparse.Namespace) -> None:
         bench.remove(args.keep)
 
 
+def bench_usage(args: argparse.Namespace) -> None:
+    """The running jobs' resources_used: reading their samples and saving them."""
+    from pbsplug.engine import executor, server
+    from pbsplug.engine.store import Store
+
+    print("\n== resources_used of running jobs: ms for all the jobs at once")
+    print(f"{'running jobs':>12} {'read new':>9} {'look, none new':>15} "
+          f"{'one transaction':>16} {'one a job':>10}")
+    for n in (int(v) for v in args.usage_jobs.split(",")):
+        root = Path(tempfile.mkdtemp(prefix="pbu", dir="/tmp"))
+        try:
+            store = Store(root / "server.db")
+            variables = {f"VAR_{i}": f"value-{i}-" + "x" * 20 for i in range(40)}
+            with store.transaction():
+                for seq in range(n):
+                    store.add_job(store.next_seq(), f"{seq}.host", {
+                        "job_state": "R", "queue": "workq", "euser": "root",
+                        "Job_Name": "STDIN", "exec_vnode": "(host:ncpus=1)",
+                        "Resource_List": {"walltime": "01:00:00", "ncpus": 1,
+                                          "select": "1:ncpus=1"},
+                        "Variable_List": variables}, "true\n")
+            samples = {}
+            for seq in range(n):
+                status = root / f"{seq}.status"
+                status.with_suffix(".usage").write_text(
+                    '{"walltime": 61.5, "cput": 12.25, "mem_kb": 20480, "vmem_kb": 65536}')
+                samples[f"{seq}.host"] = status
+            t0 = time.perf_counter()
+            read = {job_id: executor.Usage.read(path) for job_id, path in samples.items()}
+            fresh = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for job_id, path in samples.items():
+                executor.Usage.read(path, read[job_id][1])
+            look = time.perf_counter() - t0
+            used = {job_id: usage for job_id, (usage, _) in read.items()}
+            t0 = time.perf_counter()
+            server.save_usage(store, used)  # type: ignore[arg-type]
+            batched = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for job_id, usage in used.items():
+                server.save_usage(store, {job_id: usage})  # type: ignore[dict-item]
+            each = time.perf_counter() - t0
+            store.close()
+            print(f"{n:>12,} {fresh * 1e3:>9.1f} {look * 1e3:>15.1f} {batched * 1e3:>16.1f} "
+                  f"{each * 1e3:>10.1f}")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("throughput", "crash", "slow-clients",
-                                            "isolation", "limits"),
+                                            "isolation", "limits", "usage"),
                         help="run one benchmark (default: all)")
     parser.add_argument("--slow-clients", type=int, default=8,
                         help="slow clients: connections trickling a request")
@@ -697,6 +755,8 @@ def main() -> None:
                         help="limits: held jobs stored before the submissions")
     parser.add_argument("--limit-sample", type=int, default=200,
                         help="limits: submissions timed per setting")
+    parser.add_argument("--usage-jobs", default="100,1000,5000",
+                        help="usage: numbers of running jobs, comma-separated")
     args = parser.parse_args()
 
     plugins = sorted({ep.name for ep in installed_entry_points()})
@@ -711,6 +771,8 @@ def main() -> None:
         bench_isolation(args)
     if args.only in (None, "limits"):
         bench_limits(args)
+    if args.only in (None, "usage"):
+        bench_usage(args)
 
 
 if __name__ == "__main__":

@@ -100,6 +100,9 @@ KILL_DELAY = 10
 #: Seconds between two reads of the running jobs' use, which their shepherds sample
 #: (`executor.sample_time`): a stat of one small file a job, no /proc scan in the server.
 USAGE_READ_EVERY = 1.0
+#: Seconds between two writes of the running jobs' new resources_used to the store, one
+#: transaction for all of them (`save_usage`); qstat shows each sample as it is read.
+USAGE_SAVE_EVERY = 10.0
 #: TMPDIRs set aside at a job's end (`executor.sweep_leftovers`): removed this many seconds
 #: a poll while some are left, looked for again every SWEEP_EVERY seconds (and at start).
 SWEEP_SECONDS = 0.05
@@ -207,7 +210,9 @@ class Engine:
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
         self.usage: dict[str, executor.Usage] = {}
         self._usage_due = 0.0  # time.monotonic() of the next read of the samples
+        self._usage_unsaved: set[str] = set()  # jobs whose last sample is not stored yet
         self._usage_seen: dict[str, tuple[int, int]] = {}  # their sample files, as last read
+        self._usage_save_due = 0.0  # time.monotonic() of the next save of those
         #: Schedulers whose own cycle is due (a job of their partition queued or finished).
         self.sched_due: dict[str, float] = {}
         self.sched_procs = SchedulerProcesses(
@@ -990,11 +995,16 @@ class Engine:
         return objects
 
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
-        """A running job's session_id: its process group, as its shepherd recorded it."""
+        """A running job's session_id: its process group, as its shepherd recorded it; and
+        its resources_used as last sampled (stored every USAGE_SAVE_EVERY seconds)."""
         for job_id, attrs in jobs.items():
             launch = self.launches.get(job_id)
             if launch is not None and launch.resolve():
                 attrs["session_id"] = launch.pgid
+            used = self.usage.get(job_id)
+            if launch is not None and used is not None and attrs.get("job_state") == "R":
+                attrs["resources_used"] = {**(attrs.get("resources_used") or {}),
+                                           **used_attrs(used, attrs)}
         return jobs
 
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
@@ -2361,9 +2371,9 @@ class Engine:
 
     def _read_usage(self) -> None:
         """Read the running jobs' new samples (a stat of one small file each, read when
-        its shepherd wrote a new one, `executor.sample_time`), and kill a job whose
-        processes together have used more CPU time than its cput, as PBS's MoM does at its
-        samples."""
+        its shepherd wrote a new one, `executor.sample_time`), kill a job whose processes
+        together have used more CPU time than its cput, as PBS's MoM does at its samples,
+        and save the samples every USAGE_SAVE_EVERY seconds."""
         for job_id in set(self._usage_seen) - set(self.launches):
             self.usage.pop(job_id, None)
             del self._usage_seen[job_id]
@@ -2374,6 +2384,7 @@ class Engine:
             if used is None or used == self.usage.get(job_id):
                 continue
             self.usage[job_id] = used
+            self._usage_unsaved.add(job_id)
             if job_id in self.kills:
                 continue
             attrs = self.store.job(job_id, lean=True) or {}
@@ -2386,6 +2397,16 @@ class Engine:
             if over:
                 self.log(LOG_JOB, "Job", job_id, over.comment)
                 self._kill(job_id, over.comment, over)
+        if self._usage_unsaved and time.monotonic() >= self._usage_save_due:
+            self._usage_save_due = time.monotonic() + USAGE_SAVE_EVERY
+            unsaved = {j: self.usage[j] for j in self._usage_unsaved if j in self.usage}
+            self._usage_unsaved.clear()
+            try:
+                save_usage(self.store, unsaved)
+            except StoreWriteError as exc:  # (shown by qstat all the same; saved later)
+                self._usage_unsaved.update(unsaved)
+                self.log(LOG_ERROR, "Server", self.host, "the running jobs' resources_used "
+                         f"are not saved yet: {exc.message}")
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         attrs = self.store.job(job_id)
@@ -2434,7 +2455,8 @@ class Engine:
         lifecycle.finished(attrs, ended.exit_status, now, {
             "walltime": units.format_duration(ended.walltime),
             "cput": units.format_duration(ended.cput),
-            "mem": f"{ended.mem_kb}kb", "ncpus": _ncpus(attrs.get("exec_vnode", ""))},
+            "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
+            "ncpus": _ncpus(attrs.get("exec_vnode", ""))},
             comment)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -2732,6 +2754,26 @@ def _without(attrs: dict, problems: dict[str, str]) -> dict:
         else:
             fixed.pop(name, None)
     return fixed
+
+
+def used_attrs(used: executor.Usage, attrs: dict) -> dict[str, Any]:
+    """A running job's resources_used from its last sample, as PBS's MoM reports them."""
+    return {"cput": units.format_duration(used.cput), "mem": f"{used.mem_kb}kb",
+            "ncpus": _ncpus(attrs.get("exec_vnode", "")), "vmem": f"{used.vmem_kb}kb",
+            "walltime": units.format_duration(used.walltime)}
+
+
+def save_usage(store: Store, used: dict[str, executor.Usage]) -> None:
+    """Write the running jobs' resources_used from their samples (`used`): one
+    transaction for all of them, not one a job."""
+    with store.transaction() as st:
+        for job_id, usage in used.items():
+            attrs = st.job(job_id, lean=True)
+            if attrs is None or attrs.get("job_state") != "R" or st.unreadable(attrs):
+                continue
+            attrs["resources_used"] = {**(attrs.get("resources_used") or {}),
+                                       **used_attrs(usage, attrs)}
+            st.put_job(job_id, attrs, keep_env=True)
 
 
 def _cpu_limit(attrs: dict) -> int | None:

@@ -160,6 +160,44 @@ def test_a_job_whose_processes_together_pass_cput_is_killed_with_minus_28(engine
     assert err == f"=>> PBS: job killed: cput {used} exceeded limit 3\n"
 
 
+def test_a_running_jobs_resources_used_are_shown_and_stored_as_it_runs(engine):
+    """PBS's MoM reports a running job's use at its samples: qstat -f shows
+    resources_used (cput, mem, vmem, ncpus, walltime) and qstat's Time Use column its
+    cput while the job runs. pbsplug had none until the job ended."""
+    script = (f"{sys.executable} -c 'import time\nheld = bytearray(64 << 20)\n"
+              "t = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
+              "time.sleep(300)'\n")
+    job_id = engine.submit(script, Resource_List={"select": "1:ncpus=1"})
+
+    def shown() -> dict:
+        full = engine.pbs("qstat", "-f", job_id, check=True).stdout
+        return dict(re.findall(r"^    resources_used\.(\w+) = (\S+)$", full, re.M))
+
+    until(lambda: shown().get("cput", "00:00:00") >= "00:00:03", 120,
+          "resources_used.cput of the running job")
+    used = shown()
+    assert set(used) == {"cput", "mem", "ncpus", "vmem", "walltime"}
+    assert int(used["mem"].removesuffix("kb")) > 64 << 10  # its 64 mb are counted
+    assert int(used["vmem"].removesuffix("kb")) >= int(used["mem"].removesuffix("kb"))
+    assert used["ncpus"] == "1" and used["walltime"] >= "00:00:03"
+    row = engine.pbs("qstat", job_id, check=True).stdout.splitlines()[-1].split()
+    assert row[3] >= "00:00:03" and row[4] == "R"  # Time Use, S
+    # In the store too (one transaction for all the running jobs, every 10 s), so hooks
+    # and a restarted server see it.
+    def stored() -> dict:
+        store = Store(engine.home.db)
+        try:
+            return (store.job(job_id) or {}).get("resources_used") or {}
+        finally:
+            store.close()
+
+    until(lambda: stored().get("cput", "00:00:00") >= "00:00:03", 120,
+          "resources_used saved in the store")
+    engine.client("delete", ids=[job_id])
+    ended = engine.wait(job_id)["resources_used"]
+    assert ended["cput"] >= "00:00:03" and set(ended) == set(used)
+
+
 def test_qdel_of_a_running_job_kills_it_and_of_a_finished_one_is_refused(engine):
     job_id = engine.submit("sleep 30\n")
     engine.wait(job_id, "R")
