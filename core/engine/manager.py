@@ -468,11 +468,17 @@ class Manager:
 
     @staticmethod
     def _check_route(cmd: qmgr.Command, name: str, new: dict) -> None:
-        """PBS's 15030 for a route queue enabled without a route_destinations (OpenPBS
-        23.06, checked: at create too; unsetting the list of an enabled one is let be)."""
+        """PBS's 15030 for a queue enabled without a queue_type, or a route queue enabled
+        without a route_destinations (OpenPBS 23.06, checked: at create too, and a type or
+        destinations given in the same request count; unsetting the list of an enabled
+        route queue is let be), and its 15137 for any unset of a queue_type (checked:
+        enabled or not), which would leave an enabled queue without one."""
+        if cmd.obj_type == "queue" and cmd.verb == "unset" and \
+                "queue_type" in {op.name for op in cmd.attrs}:
+            raise QmgrError(qmgr.PBSE_NEEDQUET, obj_type="queue", obj_name=name)
         if cmd.obj_type == "queue" and "enabled" in {op.name for op in cmd.attrs} and \
-                qmgr_bool(new.get("enabled")) and is_route_queue(new) and \
-                not new.get("route_destinations"):
+                qmgr_bool(new.get("enabled")) and (not new.get("queue_type") or (
+                    is_route_queue(new) and not new.get("route_destinations"))):
             raise QmgrError(PBSE_QUE_INCOMPLETE, "Cannot enable queue, incomplete definition",
                             obj_type="queue", obj_name=name)
 

@@ -9,7 +9,7 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine import routing
-from pbsplug.engine.errors import PBSE_IVALREQ, PBSE_QACESS, PbsError
+from pbsplug.engine.errors import PBSE_IVALREQ, PBSE_QACESS, PBSE_QUNOENB, PbsError
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
 from pbsplug.engine.store import StoreWriteError
 
@@ -216,6 +216,35 @@ def test_qmgr_refuses_to_enable_a_route_queue_without_destinations(engine):
     qmgr(engine, "set queue r2 route_destinations=small")
     qmgr(engine, "set queue r2 enabled=true")
     qmgr(engine, "unset queue r2 route_destinations")  # (PBS lets this be)
+
+
+def test_qmgr_refuses_to_enable_a_queue_without_a_type(engine):
+    """An untyped queue could be enabled, and ran jobs. PBS refuses the enable with 15030
+    (qmgr's exit status 182), at create too, and neither enabled nor started is set; a
+    type given in the same request counts; started alone is let be. A job for an untyped
+    queue is refused as for any disabled one (15021). As OpenPBS 23.06 (checked)."""
+    qmgr(engine, "create queue q3")
+    out = qmgr(engine, "set queue q3 enabled=true,started=true", code=15030)
+    assert out["status"] == 15030 % 256
+    assert out["errors"][0] == "qmgr obj=q3 svr=default: Cannot enable queue, incomplete " \
+                               "definition"
+    assert engine.store.get("queue", "q3") == {}
+    qmgr(engine, "set queue q3 started=true")
+    with pytest.raises(PbsError) as refused:
+        submit(engine, caller=USER, queue="q3")
+    assert refused.value.code == PBSE_QUNOENB
+    qmgr(engine, "create queue q4 enabled=true", code=15030)
+    assert engine.store.get("queue", "q4") is None
+    qmgr(engine, "create queue q5 queue_type=execution,enabled=true")
+    qmgr(engine, "set queue q3 queue_type=execution,enabled=true,started=true")
+    assert where(engine, submit(engine, caller=USER, queue="q3")) == ("q3", "Q")
+    # Nor may its type go again, enabled or not (PBS's 15137, exit 33): that was another
+    # way to an enabled queue without one.
+    for name in ("q3", "q5"):
+        out = qmgr(engine, f"unset queue {name} queue_type", code=15137)
+        assert (out["status"], out["errors"][0]) == (
+            33, f"qmgr obj={name} svr=default: Queue type must be set")
+        assert engine.store.get("queue", name)["queue_type"] == "Execution"
 
 
 class MoveWatch:
