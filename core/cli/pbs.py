@@ -234,13 +234,14 @@ def qsub(args: list[str]) -> int:
     return 0
 
 
-@pbs_command("qstat", "usage: qstat [-f] [-x] [-F json|dsv [-D delimiter]] [-Q] [-B] "
+@pbs_command("qstat", "usage: qstat [-f] [-x] [-w] [-F json|dsv [-D delimiter]] [-Q] [-B] "
              "[job_identifier...]")
 def qstat(args: list[str]) -> int:
     """As OpenPBS 23.06's qstat (checked): ``-F`` takes json or dsv, in any case; dsv
     writes each object on one line, its attributes joined by ``-D``'s delimiter (``|``
     by default), which takes no other format. pbsplug's ``-F`` does without ``-f``, which
-    PBS's wants beside it."""
+    PBS's wants beside it. ``-w``: the wide table, and ``-f`` without wrapping; not with
+    ``-F``."""
     from ..engine import display
 
     opts, ids = _getopt(args, "fxF:D:QBw")
@@ -253,6 +254,9 @@ def qstat(args: list[str]) -> int:
     if delimiter is not None and fmt != "dsv":  # (PBS's: its usage, exit 2)
         raise getopt.GetoptError("-D is the delimiter of -F dsv")
     dsv = (delimiter if delimiter is not None else "|") if fmt == "dsv" else None
+    wide = "-w" in flags
+    if wide and fmt:  # (PBS's words, then its usage: exit 2)
+        raise getopt.GetoptError("option w cannot be used with -F")
     client = engine_client()
     if "-B" in flags:
         server = client("stat_server")
@@ -314,11 +318,11 @@ def qstat(args: list[str]) -> int:
         if out:
             print(out)
     elif "-f" in flags:
-        out = display.qstat_full(jobs)
+        out = display.qstat_full(jobs, wide=wide)
         if out:
             print(out)
     elif jobs:
-        print(display.qstat_table(jobs, server))
+        print(display.qstat_table(jobs, server, wide=wide))
     return status
 
 

@@ -462,8 +462,14 @@ def _short_job_id(job_id: str, width: int = 17) -> str:
 TABLE_ATTRS = ("Job_Name", "Job_Owner", "resources_used", "job_state", "queue")
 
 
-def qstat_table(jobs: Any, server: Any = None) -> str:
+#: ``qstat -w``'s columns (OpenPBS 23.06, checked): Job id, Name, User, Queue.
+WIDE_WIDTHS = (30, 15, 15, 15)
+
+
+def qstat_table(jobs: Any, server: Any = None, *, wide: bool = False) -> str:
     """``qstat``: one line per job under PBS's header; empty when there are no jobs.
+    ``wide`` (``qstat -w``): PBS's wider columns, Job id 30, Name, User and Queue 15 (a
+    name of 15 or more is cut to 14 and ``*``, as PBS cuts it).
 
     ``server`` may carry a ``comment`` (the server's attributes), which qstat prints first.
     """
@@ -476,38 +482,48 @@ def qstat_table(jobs: Any, server: Any = None) -> str:
         comment = attrs.get("comment") or comment
     if comment:
         lines.append(show_nonprint(str(comment)))
-    lines.append("Job id            Name             User              Time Use S Queue")
-    lines.append("----------------  ---------------- ----------------  -------- - -----")
+    if wide:
+        id_w, name_w, user_w, queue_w = WIDE_WIDTHS
+        lines.append(f"{'Job id':<{id_w + 1}}{'Name':<{name_w + 1}}{'User':<{user_w + 2}}"
+                     "Time Use S Queue")
+        lines.append(f"{'-' * (id_w - 1)}  {'-' * name_w} {'-' * user_w}  -------- - "
+                     f"{'-' * queue_w}")
+    else:
+        id_w, name_w, user_w, queue_w = 17, 16, 16, 16
+        lines.append("Job id            Name             User              Time Use S Queue")
+        lines.append("----------------  ---------------- ----------------  -------- - -----")
     for job_id, attrs in records:
         name = str(attrs.get("Job_Name") or "")
-        if len(name) >= 16:
-            name = name[:15] + TRUNC
-        owner = _trunc(str(attrs.get("Job_Owner") or "").split("@")[0], 16)
+        if len(name) >= name_w:
+            name = name[:name_w - 1] + TRUNC
+        owner = _trunc(str(attrs.get("Job_Owner") or "").split("@")[0], user_w)
         used = (attrs.get("resources_used") or {}).get("cput")
         time_use = _trunc(value_text(used, "cput"), 8) if used is not None else "0"
         state = job_state_letter(attrs.get("job_state"))
-        queue = _trunc(str(attrs.get("queue") or "").split("@")[0], 16)
-        lines.append(f"{_short_job_id(job_id):<17} {name:<16} {owner:<16}  {time_use:>8} "
-                     f"{state:>1} {queue:<16}")
+        queue = _trunc(str(attrs.get("queue") or "").split("@")[0], queue_w)
+        lines.append(f"{_short_job_id(job_id, id_w):<{id_w}} {name:<{name_w}} "
+                     f"{owner:<{user_w}}  {time_use:>8} {state:>1} {queue:<{queue_w}}")
     return "\n".join(lines)
 
 
 def _full(kind: str, records: list[tuple[str, dict[str, Any]]], order: Iterable[str],
-          times: frozenset[str], *, estimated: bool = False) -> str:
+          times: frozenset[str], *, estimated: bool = False, wide: bool = False) -> str:
     blocks = []
     order = tuple(order)
     for name, attrs in records:
-        body = "\n".join(wrap_attribute(label, text)
+        body = "\n".join(f"    {label} = {show_nonprint(text)}" if wide else
+                         wrap_attribute(label, text)
                          for label, text in _lines(attrs, order, times,
                                                    estimated_start=estimated))
         blocks.append(f"{kind}: {name}\n{body}\n" if body else f"{kind}: {name}\n")
     return "\n".join(blocks)
 
 
-def qstat_full(jobs: Any) -> str:
-    """``qstat -f``: ``Job Id: <id>`` and its attributes, a blank line after each job."""
+def qstat_full(jobs: Any, *, wide: bool = False) -> str:
+    """``qstat -f``: ``Job Id: <id>`` and its attributes, a blank line after each job;
+    with ``wide`` (``qstat -fw``) each attribute on one line, however long, as PBS's."""
     return _full("Job Id", _records(jobs, "id"), JOB_ORDER, JOB_TIME_ATTRIBUTES,
-                 estimated=True)
+                 estimated=True, wide=wide)
 
 
 def qstat_dsv(jobs: Any, delimiter: str = "|") -> str:
@@ -729,5 +745,5 @@ __all__ = [
     "dsv_line", "job_state_letter", "json_value", "pbsnodes_full", "pbsnodes_json",
     "qstat_dsv", "qstat_full", "qstat_json", "qstat_queues", "qstat_server", "qstat_table",
     "resv_state", "rstat_full", "rstat_table", "show_nonprint", "value_text",
-    "wrap_attribute",
+    "WIDE_WIDTHS", "wrap_attribute",
 ]

@@ -897,7 +897,7 @@ def test_pbsnodes_unknown_node(engine):
 # -- bad options --------------------------------------------------------------------------------
 
 USAGES = {
-    "qstat": "usage: qstat [-f] [-x] [-F json|dsv [-D delimiter]] [-Q] [-B] "
+    "qstat": "usage: qstat [-f] [-x] [-w] [-F json|dsv [-D delimiter]] [-Q] [-B] "
              "[job_identifier...]",
     "qdel": "usage: qdel [-W force] job_identifier...",
     "qhold": "usage: qhold [-h hold_list] job_identifier...",
