@@ -136,7 +136,7 @@ class Usage:
     """What a running job has used so far, as its shepherd last sampled it (`sample`):
     seconds since its start, CPU seconds of its processes (theirs and their reaped
     children's), and the largest sum of their resident (mem) and virtual (vmem) sizes
-    seen at a sample, in kb."""
+    seen at a sample, in kb (mem at least the top process's own peak, `peak_kb`)."""
 
     walltime: float = 0.0
     cput: float = 0.0
@@ -194,6 +194,18 @@ def sample(session: int) -> tuple[float, int, int]:
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
     return ticks / _TICKS, rss * _PAGE_KB, vsize // 1024
+
+
+def peak_kb(pid: int) -> int:
+    """A live process's own peak resident size since its exec (VmHWM, kb); 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def boot_id() -> str:
@@ -749,12 +761,14 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         code = os.WEXITSTATUS(status)
     # CPU time: the top process's and its reaped children's (wait4), or the samples' sum
     # when more (processes that ended orphaned, reaped by someone else, counted while they
-    # ran). Its end removes the sample the server reads.
+    # ran). Memory: the samples' alone, as PBS's MoM reports it. wait4's ru_maxrss is no
+    # measure of the job: it holds the shepherd's own image, copied into the job's process
+    # before its exec (37 MB for /bin/true). Its end removes the sample the server reads.
     status_file.with_suffix(".usage").unlink(missing_ok=True)
     _write_aside(status_file, {
         "exit_status": code, "walltime": time.monotonic() - t0,
         "cput": max(usage.ru_utime + usage.ru_stime, used.cput),
-        "mem_kb": max(usage.ru_maxrss, used.mem_kb), "vmem_kb": used.vmem_kb,
+        "mem_kb": used.mem_kb, "vmem_kb": used.vmem_kb,
         "start_error": start_error[:1000]}, wait_for_space=True)
 
 
@@ -834,7 +848,8 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
             if now - t0 >= sample_time(samples):
                 cput, mem_kb, vmem_kb = sample(session)
                 used.walltime, used.cput = now - t0, max(used.cput, cput)
-                used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
+                used.mem_kb = max(used.mem_kb, mem_kb, peak_kb(pid))
+                used.vmem_kb = max(used.vmem_kb, vmem_kb)
                 try:
                     _write_aside(usage_file, asdict(used))
                 except OSError:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -196,6 +197,24 @@ def test_a_running_jobs_resources_used_are_shown_and_stored_as_it_runs(engine):
     engine.client("delete", ids=[job_id])
     ended = engine.wait(job_id)["resources_used"]
     assert ended["cput"] >= "00:00:03" and set(ended) == set(used)
+
+
+def test_a_jobs_mem_is_its_own_not_the_shepherds(engine):
+    """resources_used.mem was wait4's ru_maxrss of the process forked from the server,
+    which holds the server's image until its exec: /bin/true reported about 37 MB. It is
+    the job's own now, sampled as PBS's MoM samples it (OpenPBS 23.06 reported 0kb for
+    /bin/true, checked), and a job that holds 64 MB for seconds reports them."""
+    status = Path(f"/proc/{engine.home.server_pid()}/status").read_text()
+    server_kb = int(re.search(r"^VmRSS:\s+(\d+) kB$", status, re.M).group(1))
+    true = engine.pbs("qsub", "--", "/bin/true", check=True).stdout.strip()
+    held = engine.submit(f"{sys.executable} -c 'import time\nheld = bytearray(64 << 20)\n"
+                         "time.sleep(3)'\n")
+
+    def mem_kb(job_id: str) -> int:
+        return int(engine.wait(job_id)["resources_used"]["mem"].removesuffix("kb"))
+
+    assert mem_kb(true) * 4 < server_kb  # well below the shepherd's (the server's) image
+    assert mem_kb(held) >= 64 << 10
 
 
 def test_qdel_of_a_running_job_kills_it_and_of_a_finished_one_is_refused(engine):
