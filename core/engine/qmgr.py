@@ -223,7 +223,7 @@ class AttrDef:
     lower_bool: bool = False
     #: How an empty list is shown (hook fail_action shows ``none``).
     empty: str | None = None
-    #: What joins a list's entries (a vnode's ``resv``: ``, ``, as PBS's).
+    #: What joins a list's entries (a vnode's ``jobs`` and ``resv``: ``, ``, as PBS's).
     separator: str = ","
     plugin: str = ""
 
@@ -366,7 +366,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("current_aoe", "string"), _mg("current_eoe", "string"),
         _mg("power_provisioning", "boolean"),
         _mg("poweroff_eligible", "boolean"),
-        _ro("ntype", "string", "PBS"), _ro("pcpus", "long"), _ro("jobs", "string_array"),
+        _ro("ntype", "string", "PBS"), _ro("pcpus", "long"),
+        _ro("jobs", "string_array", separator=", "),
         _ro("resources_assigned", "resource"), _ro("resv", "string_array", separator=", "),
         _ro("last_state_change_time", "time"), _ro("last_used_time", "time"),
         _ro("in_multivnode_host", "long"),

@@ -46,6 +46,7 @@ from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import acl, depend, executor, jobid, jobspec, limits, qmgr, routing
+from .cpuslots import CpuSlots
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
@@ -230,6 +231,7 @@ class Engine:
         self.server_name = self.store.get("server", "server")["server_host"]
         self._log_failed(plugins)
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
+        self.cpu_slots = CpuSlots()  # the running jobs' CPUs, as vnodes' ``jobs`` list them
         self.set_aside()
         self._recover()
         self._track_states()
@@ -1724,7 +1726,6 @@ class Engine:
         """`_vnodes` as attributes."""
         nodes = self.store.all("node")
         assigned: dict[str, dict[str, int]] = {n: {} for n in nodes}
-        jobs_on: dict[str, list[str]] = {n: [] for n in nodes}
         exclusive: set[str] = set()
         resvs = self.store.all("resv")
         in_resv = resv_exclusive(resvs.values(), nodes)
@@ -1735,12 +1736,12 @@ class Engine:
         whole: set[str] = set()  # hosts a job holds whole (exclhost on one of its vnodes)
         types = self.resource_types()  # (a string resource's value is no amount: rack=1)
         sizes = {k for k, t in {**values.RESOURCE_TYPES, **types}.items() if t == "size"}
-        for job_id, attrs in self.store.jobs(("R", "E"), lean=True).items():
+        running = self.store.jobs(("R", "E"), lean=True)
+        for attrs in running.values():
             place = units.parse_place(attrs.get("Resource_List", {}).get("place"))
             for name, res in parse_exec_vnode(attrs.get("exec_vnode", "")):
                 if name not in assigned:
                     continue
-                jobs_on[name].append(job_id)
                 level = units.exclusivity(place, nodes[name].get("sharing"))
                 if level != units.SHARED:
                     exclusive.add(name)
@@ -1752,6 +1753,12 @@ class Engine:
                         assigned[name][k] = assigned[name].get(k, 0) + amount
         if whole:  # as the scheduler books them: every vnode of the host is the job's
             exclusive.update(name for name in nodes if host(name) in whole)
+        # Each job on each of its CPUs (`cpuslots`), the jobs in the order they started.
+        jobs_on = self.cpu_slots.jobs_on(
+            ((job_id, str(attrs.get("exec_vnode") or "")) for job_id, attrs in
+             sorted(running.items(), key=lambda job: _epoch(job[1].get("stime")))),
+            {name: _epoch(attrs.get("resources_available", {}).get("ncpus"))
+             for name, attrs in nodes.items()})
         out = {}
         for name, attrs in nodes.items():
             states = [s for s in str(attrs.get("state", "free")).split(",") if s != "free"]
@@ -1768,7 +1775,7 @@ class Engine:
                   for k, v in assigned[name].items()}
             out[name] = {**{k: v for k, v in attrs.items() if k != "resv"},
                          "state": ",".join(states) or "free",
-                         "resources_assigned": ra, "jobs": jobs_on[name],
+                         "resources_assigned": ra, "jobs": jobs_on.get(name, []),
                          **({"resv": resv_on[name]} if name in resv_on else {})}
         return out
 
@@ -2741,6 +2748,14 @@ def _stored_launch(runtime: Any) -> executor.Launch | None:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise TypeError(f"the launch's {key} is {value!r}")
     return launch
+
+
+def _epoch(value: Any) -> int:
+    """A stored number (a start time, a vnode's ncpus) as an int; 0 for none or a bad one."""
+    try:
+        return int(float(value)) if value is not None else 0
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def _without(attrs: dict, problems: dict[str, str]) -> dict:

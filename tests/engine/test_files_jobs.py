@@ -217,7 +217,8 @@ def test_an_exclhost_job_lists_the_rest_of_its_host_as_pbs_does(engine):
     assert attrs["comment"].endswith(" on (hx0:ncpus=2)+(hx1)+(hx2)")
     nodes = engine.client("stat_nodes", names=["hx0", "hx1", "hx2"])
     assert {n: (row["state"], row["jobs"]) for n, row in nodes.items()} == {
-        n: ("job-exclusive", [whole]) for n in ("hx0", "hx1", "hx2")}
+        "hx0": ("job-exclusive", [f"{whole}/0", f"{whole}/1"]),  # (each cpu, `cpuslots`)
+        **{n: ("job-exclusive", [f"{whole}/0"]) for n in ("hx1", "hx2")}}
     shared = engine.submit("sleep 300\n", Resource_List={"select": "1:ncpus=1"})
     engine.client("delete", ids=[whole])
     assert engine.wait(shared, "R")["exec_vnode"] == "(hx0:ncpus=1)"
