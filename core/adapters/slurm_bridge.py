@@ -618,18 +618,77 @@ def _step_of(task: int, stepd: str) -> tuple[str, str | None]:
             link = os.readlink(f"/proc/{step}/fd/{fd}")
         except OSError:
             continue
-        if link.startswith("socket:["):
-            sockets.add(link[8:-1])
+        if link.startswith("socket:[") and link[8:-1].isdigit():
+            sockets.add(int(link[8:-1]))
+    # The names its sockets are bound to, as the kernel says them: /proc/net/unix prints a
+    # path as it is, so any user's socket bound to a name holding a line break added a line
+    # of their own there, giving this step's socket's inode and another node's name.
     suffix = re.compile(rf"_{job_id}\.[0-9]+")
-    # /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path
-    for line in Path("/proc/net/unix").read_text(errors="replace").splitlines()[1:]:
-        fields = line.split(None, 7)
-        if len(fields) == 8 and fields[6] in sockets:
-            name = os.path.basename(fields[7])
-            found = suffix.search(name)
-            if found and found.end() == len(name) and NODE_NAME.fullmatch(name[:found.start()]):
-                return job_id, name[:found.start()]
-    return job_id, None
+    nodes = set()
+    for name in socket_names(sockets).values():
+        base = os.path.basename(name)
+        found = suffix.search(base)
+        if found and found.end() == len(base) and NODE_NAME.fullmatch(base[:found.start()]):
+            nodes.add(base[:found.start()])
+    if len(nodes) > 1:
+        raise ValueError(f"the task's slurmstepd {step} listens for several nodes: "
+                         + ", ".join(sorted(nodes)))
+    return job_id, (nodes.pop() if nodes else None)
+
+
+#: sock_diag (linux/sock_diag.h, linux/unix_diag.h): the netlink protocol, the request's
+#: type, and what a UNIX socket's request asks for (its name).
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _UDIAG_SHOW_NAME, _UNIX_DIAG_NAME = 4, 20, 1, 0
+_NLMSG_ERROR = 2
+
+
+def socket_names(inodes: set[int]) -> dict[int, str]:
+    """The path each UNIX socket of `inodes` (in this network namespace) is bound to (for a
+    connection accepted on a listening socket, the listener's), as the kernel's sock_diag
+    gives it, one socket at a time; sockets of other kinds, unbound or abstract ones, and
+    all of them where this kernel cannot say (no unix_diag) are left out."""
+    import struct
+
+    names: dict[int, str] = {}
+    try:
+        diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+                             _NETLINK_SOCK_DIAG)
+    except OSError:
+        return names
+    with diag:
+        diag.settimeout(5)
+        for seq, ino in enumerate(sorted(inodes), 1):
+            if not 0 < ino < 2**32:
+                continue
+            # unix_diag_req: family, protocol, pad, states (all), inode, show, cookie (none)
+            request = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, ino,
+                                  _UDIAG_SHOW_NAME, 0xFFFFFFFF, 0xFFFFFFFF)
+            try:
+                diag.send(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1,
+                                      seq, 0) + request)
+                while True:
+                    answer = diag.recv(65536)
+                    if len(answer) >= 16 and struct.unpack_from("=I", answer, 8)[0] == seq:
+                        break
+            except OSError:
+                return names
+            length, kind = struct.unpack_from("=IH", answer)
+            if kind == _NLMSG_ERROR or length > len(answer) or length < 32:
+                continue
+            # unix_diag_msg (16 bytes: family, type, state, pad, inode, cookie), then
+            # attributes: length, type, the value padded to 4 bytes
+            if struct.unpack_from("=I", answer, 20)[0] != ino:
+                continue
+            at = 32
+            while at + 4 <= length:
+                size, attr = struct.unpack_from("=HH", answer, at)
+                if size < 4 or at + size > length:
+                    break
+                value = answer[at + 4:at + size]
+                if attr == _UNIX_DIAG_NAME and value[:1] not in (b"", b"\0"):
+                    names[ino] = value.rstrip(b"\0").decode(errors="replace")
+                at += (size + 3) & ~3
+    return names
 
 
 def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:

@@ -386,27 +386,16 @@ class _Jobs:
                  "exec_vnode": nodes}, {n: {"state": "job-busy"} for n in names})
 
 
-@pytest.mark.parametrize("listens,job,node,served", [
-    ("n1", "5", "n1", "5 n1"),   # what slurmstepd gives the task
-    ("n1", "5", "n2", "5 n1"),   # another node of the job: the step's own is taken
-    ("n1", "6", "n3", "5 n1"),   # another job of the user's, on its node: the step's
-    ("", "5", "n2", "5 n2"),     # no socket of the step's found: the environment's node,
-    ("", "6", "n3", None)])      # ... one of the step's job's, and no other
-def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
-        dists, tmp_path, listens, job, node, served):
-    """TaskProlog's environment is the task owner's (LD_PRELOAD runs their code in it), and
-    its SLURM_JOB_ID and SLURMD_NODENAME named the job and node the hook acts for: another
-    of the user's jobs and one of its nodes passed the checks (the hook put the task in
-    that job's cpuset, or drained that node). The job is the one the task's slurmstepd
-    (root's) runs, by its title, and the node the one its socket in SlurmdSpoolDir names
-    (``<node>_<job>.<step>``); only without that socket is the environment's node taken,
-    if it is one of the job's."""
+def _task_prolog(dists, tmp_path, name: str, mark: Path, listens: str,
+                 env: dict[str, str], meanwhile=None) -> dict:
+    """The task worker's answer to a TaskProlog asked by a task of a stand-in slurmstepd
+    (root's, titled for step 5.0, listening as ``<listens>_5.0`` in a spool folder, or
+    nowhere), its asker's environment `env`; with plugin `name` noting what it ran in
+    `mark`. `meanwhile(spool)` runs once the step listens, before the question."""
     import pwd
 
     if os.geteuid() != 0:
         missing("needs root: the task's slurmstepd is root's")
-    mark = tmp_path / "launched"
-    name = f"launchmark_{listens or 'none'}_{job}_{node}"  # each case's mark
     dists.add(name, LAUNCH_MARK.format(mark=str(mark)))
     site = tmp_path / "site.toml"
     site.write_text(f"[plugins.{name}]\nenabled = true\n")
@@ -426,17 +415,17 @@ def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
     spool = tmp_path / "spool"
     spool.mkdir()
     listen = str(spool / f"{listens}_5.0") if listens else ""
-    stepd = subprocess.Popen(
-        ["slurmstepd: [5.0]", "-c", STEPD, listen,
-         json.dumps({"SLURM_JOB_ID": job, "SLURMD_NODENAME": node})],
-        executable=sys.executable, stdout=subprocess.PIPE, text=True)
+    stepd = subprocess.Popen(["slurmstepd: [5.0]", "-c", STEPD, listen, json.dumps(env)],
+                             executable=sys.executable, stdout=subprocess.PIPE, text=True)
     pids = [int(pid) for pid in stepd.stdout.readline().split()]  # (the asker, the task)
     try:
         # read once it runs sleep: before its exec, its environment is still its parent's
-        until(lambda: f"SLURM_JOB_ID={job}".encode() in Path(
+        until(lambda: f"SLURM_JOB_ID={env['SLURM_JOB_ID']}".encode() in Path(
             f"/proc/{pids[0]}/environ").read_bytes(), 30, "the asker's exec")
-        answer = slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
-                                             "_peer": [pids[0], os.getuid(), os.getgid()]})
+        if meanwhile is not None:
+            meanwhile(spool)
+        return slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
+                                           "_peer": [pids[0], os.getuid(), os.getgid()]})
     finally:
         for pid in pids:
             try:
@@ -445,6 +434,27 @@ def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
                 pass
         stepd.kill()
         stepd.wait()
+
+
+@pytest.mark.parametrize("listens,job,node,served", [
+    ("n1", "5", "n1", "5 n1"),   # what slurmstepd gives the task
+    ("n1", "5", "n2", "5 n1"),   # another node of the job: the step's own is taken
+    ("n1", "6", "n3", "5 n1"),   # another job of the user's, on its node: the step's
+    ("", "5", "n2", "5 n2"),     # no socket of the step's found: the environment's node,
+    ("", "6", "n3", None)])      # ... one of the step's job's, and no other
+def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
+        dists, tmp_path, listens, job, node, served):
+    """TaskProlog's environment is the task owner's (LD_PRELOAD runs their code in it), and
+    its SLURM_JOB_ID and SLURMD_NODENAME named the job and node the hook acts for: another
+    of the user's jobs and one of its nodes passed the checks (the hook put the task in
+    that job's cpuset, or drained that node). The job is the one the task's slurmstepd
+    (root's) runs, by its title, and the node the one its socket in SlurmdSpoolDir names
+    (``<node>_<job>.<step>``); only without that socket is the environment's node taken,
+    if it is one of the job's."""
+    mark = tmp_path / "launched"
+    name = f"launchmark_{listens or 'none'}_{job}_{node}"  # each case's mark
+    answer = _task_prolog(dists, tmp_path, name, mark, listens,
+                          {"SLURM_JOB_ID": job, "SLURMD_NODENAME": node})
     if served:
         assert answer["exit"] == 0, answer
         assert mark.read_text() == f"{served}\n"
@@ -452,6 +462,66 @@ def test_task_prolog_acts_only_for_the_job_and_node_of_the_asking_tasks_step(
         assert answer == {"exit": 1, "stdout": "",
                           "error": f"pbsplug TaskProlog: node {node} is not one of job 5's"}
         assert not mark.exists()
+
+
+#: Any local user's forgery of /proc/net/unix, which prints a socket's path as it is: a
+#: socket bound to a name holding a line break and, after it, a line of its own giving
+#: the inode of the step's socket (found there by its name, argv[1]) and another node's
+#: socket name (argv[2]); names tried (in the folder argv[3]) until that line comes first.
+FORGE_SOCKET_LINE = """
+import socket, sys
+lines = [line.split() for line in open("/proc/net/unix").read().splitlines()[1:]]
+ino = next(f[6] for f in lines if len(f) == 8 and f[7].endswith(sys.argv[1]))
+kept = []
+for n in range(500):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(f"{sys.argv[3]}/{n}\\n0: 00000002 00000000 00010000 0001 01 {ino} {sys.argv[2]}")
+    kept.append(s)
+    lines = [line.split() for line in open("/proc/net/unix").read().splitlines()[1:]]
+    at = [i for i, f in enumerate(lines) if len(f) == 8 and f[6] == ino]
+    if at and lines[at[0]][7] == sys.argv[2]:
+        print("forged", flush=True)
+        sys.stdin.read()  # (until the test is done)
+        break
+else:
+    print("not first", flush=True)
+"""
+
+
+@pytest.mark.parametrize("forged,served", [
+    ("n2", "5 n1"),   # another node of the job's: the hook would act on it
+    ("n3", "5 n1")])  # a node not the job's: the task would be refused
+def test_task_prolog_takes_the_steps_node_whatever_another_user_writes_in_proc_net_unix(
+        dists, tmp_path, shared_tmp, attacker, forged, served):
+    """/proc/net/unix, every user's to read, prints a socket's path as it is, line breaks
+    and all: any local user could add a line of their own giving the inode of another
+    user's step's socket and another node's name, and the task worker took the node from
+    the first line with that inode: the hook acted for that user's job on another of its
+    nodes, or the task was refused (one of no job's). The node is now what the kernel says
+    the step's sockets are bound to (sock_diag), never a line of that file."""
+    folder = shared_tmp / "forge"
+    folder.mkdir()
+    os.chown(folder, attacker.uid, attacker.gid)
+    forging: list[subprocess.Popen] = []
+
+    def forge(spool: Path) -> None:
+        forger = subprocess.Popen(
+            ["runuser", "-u", attacker.user, "--", "/usr/bin/python3", "-c",
+             FORGE_SOCKET_LINE, "/n1_5.0", f"{forged}_5.0", str(folder)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/tmp")
+        forging.append(forger)
+        assert forger.stdout.readline() == "forged\n"  # (the attacker's line comes first)
+
+    mark = tmp_path / "launched"
+    try:
+        answer = _task_prolog(dists, tmp_path, f"launchmark_forged_{forged}", mark, "n1",
+                              {"SLURM_JOB_ID": "5", "SLURMD_NODENAME": "n1"}, forge)
+    finally:
+        for forger in forging:
+            forger.stdin.close()
+            forger.wait(60)
+    assert answer["exit"] == 0, answer
+    assert mark.read_text() == f"{served}\n"
 
 
 def test_task_prolog_prints_only_export_and_unset_lines_slurmstepd_reads_as_meant():
