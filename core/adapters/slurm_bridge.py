@@ -197,10 +197,24 @@ def _log_to(path: str) -> None:
             _no_log_file(f"cannot open {exc.filename or path}: {exc.strerror or exc}")
             return
         handler._pbsplug_slurm = True  # type: ignore[attr-defined]
-        handler.setFormatter(logging.Formatter(
+        handler.setFormatter(OneLineFormatter(
             "%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
+
+
+class OneLineFormatter(logging.Formatter):
+    """Each record's message on one line: a line break or other control character in it
+    shown escaped (``\\n``). What the bridge logs names what users choose (a task's
+    environment, the path of the program that asked the task worker): a line break there
+    wrote a line of theirs in root's log, a forged record with its own time and level. A
+    traceback after the message keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(record)
+        if text.isprintable():
+            return text
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 #: How the bridge names itself in syslog.

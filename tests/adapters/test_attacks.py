@@ -712,6 +712,57 @@ def test_the_log_file_is_not_opened_through_a_link_a_user_planted(user_folder, a
     assert good.read_text().endswith(" pbsplug.slurm ERROR: written by root\n")
 
 
+#: As root: the task worker's bridge logging to argv[1], asked for TaskProlog by the
+#: process argv[2] (of uid argv[3]), as the worker's socket would say it.
+ASKED_BY = """
+import sys
+from pbsplug.adapters import slurm_bridge
+slurm_bridge._log_to(sys.argv[1])
+ctx = slurm_bridge.Context({"public": True, "slurmstepd": "/usr/sbin/slurmstepd"}, None, None)
+print(slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
+                                  "_peer": [int(sys.argv[2]), int(sys.argv[3]), 0]}))
+"""
+
+
+def test_no_local_user_writes_a_line_of_their_own_in_the_bridges_log(attacker, shared_tmp,
+                                                                      tmp_path):
+    """The task worker logs why it refuses a request, naming what it read of the asking
+    process (its parent's program, the task's environment): any local user chooses those.
+    A program at a path holding a line break, asking through a child, wrote a line of the
+    user's own in root's log (a forged record, with a time and a level). Every record is
+    one line: a line break or other control character in it is shown escaped."""
+    if os.geteuid() != 0:
+        missing("needs root: the bridge logs as root")
+    folder = shared_tmp / "mine"
+    folder.mkdir()
+    os.chown(folder, attacker.uid, attacker.gid)
+    forged = "2026-12-05 21:00:00,000 1 pbsplug.slurm INFO: job 9 accepted"
+    program = folder / f"sh\n{forged}"
+    done = attacker.python("import shutil, sys; shutil.copy('/bin/sh', sys.argv[1])",
+                           str(program))
+    assert done.returncode == 0, done.stderr
+    parent = subprocess.Popen(["runuser", "-u", attacker.user, "--", str(program), "-c",
+                               "sleep 300 & echo $$ $!; read x; kill $!"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd="/tmp")
+    try:
+        program_pid, asker = (int(pid) for pid in parent.stdout.readline().split())
+        log = tmp_path / "logs" / "pbsplug-slurm.log"
+        done = subprocess.run([sys.executable, "-c", ASKED_BY, str(log), str(asker),
+                               str(attacker.uid)], capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        parent.stdin.close()
+        parent.wait(60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "not asked by a Slurm task" in done.stdout
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(f"(uid {attacker.uid}) refused: its parent {program_pid} is not a "
+                             f"Slurm task of that user ({program}, uid {attacker.uid})"
+                             .replace("\n", "\\n"))
+
+
 @pytest.fixture
 def syslog_socket(tmp_path):
     """A datagram socket where syslog(3) sends (/dev/log), for this test's processes: bound
