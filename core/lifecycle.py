@@ -336,7 +336,8 @@ def end_comment(reason: str | None, event: str | None) -> str:
 def finished(attrs: dict[str, Any], exit_status: int, now: int,
              used: Mapping[str, Any] | None = None, comment: str | None = None) -> None:
     """The job is over (state F): its exit status, obittime, resources_used and comment
-    (`comment`, else where and when it ran), and PBS's substate for how it ended
+    (`comment`, else where and when it ran, and PBS's ``finished`` for an Exit_status of 0,
+    ``failed`` for any other), and PBS's substate for how it ended
     (`finished_substate`)."""
     attrs.update(job_state="F", substate=finished_substate(exit_status, comment),
                  Exit_status=exit_status, obittime=now, mtime=now)
@@ -348,7 +349,7 @@ def finished(attrs: dict[str, Any], exit_status: int, now: int,
         attrs["comment"] = comment
     elif attrs.get("stime") is not None:
         attrs["comment"] = (f"Job run at {when(attrs['stime'])} on {attrs.get('exec_vnode')} "
-                            "and finished")
+                            + ("and finished" if exit_status == 0 else "and failed"))
 
 
 def finished_substate(exit_status: int, comment: str | None = None) -> int:

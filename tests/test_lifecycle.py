@@ -83,3 +83,17 @@ def test_a_dependency_hold_keeps_its_substate_while_its_s_hold_does():
     finished = {"job_state": "F", "substate": 91}
     lifecycle.set_substate(finished)
     assert finished["substate"] == 91
+
+
+def test_a_finished_jobs_comment_says_finished_or_failed_as_pbs_does():
+    from pbsplug import lifecycle
+
+    ran = {"stime": 0, "exec_vnode": "(vm:ncpus=1)"}
+    for status, word in ((0, "finished"), (3, "failed"), (271, "failed"), (-29, "failed")):
+        attrs = dict(ran)
+        lifecycle.finished(attrs, status, 10)
+        assert attrs["comment"].startswith("Job run at ") and \
+            attrs["comment"].endswith(f" on (vm:ncpus=1) and {word}"), (status, attrs)
+    given = dict(ran)
+    lifecycle.finished(given, 3, 10, comment="Job deleted at request of root@vm")
+    assert given["comment"] == "Job deleted at request of root@vm"  # a reason given stays
