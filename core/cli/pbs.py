@@ -547,23 +547,46 @@ def qmgr_answer(answer: dict) -> int:
     return _exit_status(answer.get("code") or 1) if answer.get("errors") else 0
 
 
-@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]")
+@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-S [-j] [-L]] [-H] [-F json|dsv [-D delimiter]] "
+             "[-o|-r] [-C comment] [node...]\n       pbsnodes -l")
 def pbsnodes(args: list[str]) -> int:
+    """As OpenPBS 23.06's pbsnodes (checked): ``-l`` lists the vnodes that are down,
+    offline or unknown; ``-S`` (with ``-a``, or names) prints PBS's summary, ``-j`` its
+    jobs' form, ``-L`` without cutting; ``-H`` names hosts, whose vnodes it shows; ``-F``
+    takes json or dsv in any case (``-D``: dsv's delimiter). A combination PBS's usage
+    does not allow (``-l`` with names or ``-S``, ``-S`` alone, ``-H`` without a host) is
+    the usage error, exit 1."""
     from ..engine import display
     from ..engine.errors import PbsError
     from ..engine.qmgr import MESSAGES
 
+    usage = COMMANDS["pbsnodes"][1]
     try:  # (OpenPBS 23.06's pbsnodes exits 1 on every error, a bad option too)
-        opts, names = _getopt(args, "aF:orC:lv")
+        opts, names = _getopt(args, "aF:orC:lvSjLHD:")
     except getopt.GetoptError as exc:
-        raise CommandFailed(f"{_getopt_message(exc)}\n{COMMANDS['pbsnodes'][1]}", 1) from None
+        raise CommandFailed(f"{_getopt_message(exc)}\n{usage}", 1) from None
     flags = {o for o, _ in opts}
-    fmt = next((v for o, v in opts if o == "-F"), None)
-    if fmt not in (None, "json"):
-        raise CommandFailed(f"invalid -F format {fmt!r}: only json is supported", 1)
+    given = next((v for o, v in reversed(opts) if o == "-F"), None)
+    fmt = given.lower() if given is not None else None
+    if fmt not in (None, "json", "dsv"):
+        raise CommandFailed(f"invalid -F format {given!r}: use json or dsv\n{usage}", 1)
+    delimiter = next((v for o, v in reversed(opts) if o == "-D"), "|")
     comment = next((v for o, v in opts if o == "-C"), None)
+    if "-l" in flags and (names or flags & {"-a", "-S", "-H", "-v"}):
+        raise CommandFailed(f"-l takes no node and no other listing\n{usage}", 1)
+    if "-S" in flags and not names and "-a" not in flags:
+        raise CommandFailed(f"-S needs -a or a node\n{usage}", 1)
+    if flags & {"-j", "-L"} and "-S" not in flags and not names and "-a" not in flags:
+        raise CommandFailed(f"-j and -L go with -S\n{usage}", 1)
+    if "-H" in flags and not names:
+        raise CommandFailed(f"-H needs a host\n{usage}", 1)
     client = engine_client()
     status = 0
+    if "-l" in flags:
+        out = display.pbsnodes_down(client("stat_nodes"))
+        if out:
+            print(out)
+        return 0
     if "-o" in flags or "-r" in flags or comment is not None:
         if not names:
             raise CommandFailed("a node name is required", 1)
@@ -578,9 +601,17 @@ def pbsnodes(args: list[str]) -> int:
                 status = 1
         return status
     nodes: dict = {}
+    every = client("stat_nodes") if "-H" in flags else {}
     for name in names or [None]:  # PBS's words: ``Node: n1,  Error: Unknown node ``
         try:
-            nodes.update(client("stat_nodes", names=[name] if name else None))
+            if "-H" in flags:  # (a host's vnodes, in the server's order)
+                found = {n: a for n, a in every.items() if name in (
+                    n, (a.get("resources_available") or {}).get("host"))}
+                if not found:
+                    raise PbsError(15062)
+                nodes.update(found)
+            else:
+                nodes.update(client("stat_nodes", names=[name] if name else None))
         except PbsError as err:
             text = MESSAGES.get(err.code, err.message) if err.message == \
                 PbsError(err.code).message else err.message
@@ -588,8 +619,14 @@ def pbsnodes(args: list[str]) -> int:
             status = 1
     if not nodes:
         return status
-    if fmt == "json":
+    if "-S" in flags:
+        print(display.pbsnodes_summary(
+            nodes, jobs="-j" in flags, long="-L" in flags, fmt=fmt, delimiter=delimiter,
+            server=client("status")["server"] if fmt == "json" else None))
+    elif fmt == "json":
         print(display.pbsnodes_json(nodes, client("status")["server"]))
+    elif fmt == "dsv":
+        print(display.pbsnodes_dsv(nodes, delimiter))
     else:
         print(display.pbsnodes_full(nodes))
     return status
@@ -648,6 +685,18 @@ def _rsub_list(opt: str, value: str) -> list[str]:
     return entries
 
 
+def _rsub_variables(env: dict[str, str]) -> dict[str, str]:
+    """The Variable_List pbs_rsub sends, as OpenPBS 23.06's: PBS_O_LOGNAME and PBS_O_MAIL
+    from the environment (each only if set), PBS_O_HOST (this host, as qsub names it) and
+    PBS_TZID if set (`pbs_rstat -f` shows ``Variable_List = PBS_O_HOST=vm``, checked)."""
+    import socket
+
+    out = {"PBS_O_LOGNAME": env.get("LOGNAME"),
+           "PBS_O_HOST": socket.gethostname().split(".")[0],
+           "PBS_O_MAIL": env.get("MAIL"), "PBS_TZID": env.get("PBS_TZID")}
+    return {name: value for name, value in out.items() if value is not None}
+
+
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
              "[-l select=...] [-l place=...] [-N name] [-p partition] "
              "[-U auth_user_list] [-G auth_group_list] [-H auth_host_list]")
@@ -680,6 +729,7 @@ def pbs_rsub(args: list[str]) -> int:
                     attrs["Resource_List"][name] = res
     except ValueError:
         raise CommandFailed("Bad time specification(s)", 2) from None
+    attrs["Variable_List"] = _rsub_variables(dict(os.environ))
     answer = engine_client()("resv_submit", attrs=attrs)
     print(f"{answer['id']} {answer['state']}")
     return 0
@@ -695,7 +745,7 @@ def pbs_rstat(args: list[str]) -> int:
     if "-f" in flags:
         out = display.rstat_full(resvs)
     elif "-B" in flags:
-        out = "\n".join(f"Name: {r}" for r in resvs)
+        out = "\n".join(f"Resv ID: {r}" for r in resvs)  # (OpenPBS 23.06's, checked)
     else:
         out = display.rstat_table(resvs)
     if out:

@@ -140,7 +140,7 @@ RESV_ORDER = (
     "reserve_start", "reserve_end", "reserve_duration", "queue", "Resource_List",
     "schedselect", "resv_nodes", "Authorized_Users", "Authorized_Groups", "Authorized_Hosts",
     "server", "ctime", "Mail_Users", "mtime", "interactive", "Variable_List", "euser",
-    "egroup", "partition",
+    "egroup", "reserve_count", "reserve_retry", "partition",
 )
 
 #: Keys that name an object rather than describe it; they are not attributes to print.
@@ -666,6 +666,199 @@ def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
     return _json_document({"nodes": nodes}, _server_name(server), version, timestamp)
 
 
+def pbsnodes_dsv(vnodes: Any, delimiter: str = "|") -> str:
+    """``pbsnodes -a -F dsv``: each vnode on one line, ``Name=<name>`` then each
+    ``name=value`` joined by the delimiter; times stay epoch numbers and lists take commas
+    (``jobs=1.s/0,1.s/1``). PBS writes a delimiter inside a value as it is (checked)."""
+    lines = []
+    for name, attrs in _records(vnodes, "name"):
+        attrs = {**attrs, **{key: ",".join(map(str, attrs[key])) for key in _SPACED
+                             if attrs.get(key) and isinstance(attrs[key], (list, tuple))}}
+        fields = [f"Name={name}"]
+        for label, text in _lines(attrs, NODE_ORDER, frozenset()):
+            fields.append(f"{label}={show_nonprint(text)}")
+        lines.append(delimiter.join(fields))
+    return "\n".join(lines)
+
+
+#: The states ``pbsnodes -l`` lists a vnode in (OpenPBS 23.06, checked: not free, busy or
+#: sleep).
+DOWN_STATES = frozenset({"offline", "down", "state-unknown", "unresolvable", "stale"})
+
+
+def pbsnodes_down(vnodes: Any) -> str:
+    """``pbsnodes -l``: a line per vnode that is down, offline or unknown (`DOWN_STATES`):
+    its name in 20 columns, its state and its comment (PBS's line ends in a blank when
+    there is none); empty when none is."""
+    lines = []
+    for name, attrs in _records(vnodes, "name"):
+        state = str(attrs.get("state") or "")
+        if DOWN_STATES & set(state.split(",")):
+            comment = show_nonprint(str(attrs.get("comment") or ""))
+            lines.append(f"{name:<20} {state} {comment}")
+    return "\n".join(lines)
+
+
+#: ``pbsnodes -S``'s and ``-Sj``'s headers, as OpenPBS 23.06 prints them (checked).
+SUMMARY_HEADER = (
+    "vnode           state           OS       hardware host            queue        mem"
+    "     ncpus   nmics   ngpus  comment",
+    "--------------- --------------- -------- -------- --------------- ---------- --------"
+    " ------- ------- ------- ---------")
+SUMMARY_JOBS_HEADER = (
+    "                                                        mem       ncpus   nmics   ngpus",
+    "vnode           state           njobs   run   susp      f/t        f/t     f/t     f/t"
+    "   jobs",
+    "--------------- --------------- ------ ----- ------ ------------ ------- ------- -------"
+    " -------")
+
+#: A size as pbsnodes -S shows it: the unit that keeps it under 1000, rounded half up.
+_SUMMARY_UNITS = (" b", "kb", "mb", "gb", "tb", "pb")
+_SIZE_PARTS = re.compile(r"^\s*([0-9]+)\s*([kmgtp]?)[bw]?\s*$", re.IGNORECASE)
+
+
+def summary_size(value: Any) -> str:
+    """A size as ``pbsnodes -S`` shows it (OpenPBS 23.06, checked): in the unit that keeps
+    it below 1000, rounded half up (``24683792kb`` is ``24gb``, ``1000kb`` ``1mb``,
+    ``999kb`` ``999kb``, ``2560mb`` ``3gb``), bytes as ``100 b``; a word counts as a byte,
+    as PBS counts it here (``5w`` is ``5 b``). An unset or unreadable size is ``0kb``."""
+    amount = _size_amount(value)
+    if amount is None:
+        return "0kb"
+    number, shift = amount
+    while number >= 1000 and shift < len(_SUMMARY_UNITS) - 1:
+        number /= 1024
+        shift += 1
+    return f"{int(number + 0.5)}{_SUMMARY_UNITS[shift]}"
+
+
+def _size_amount(value: Any) -> tuple[float, int] | None:
+    """A size as (number, unit: 0 bytes, 1 kb, 2 mb...), None when it is none."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return float(value), 0
+    m = _SIZE_PARTS.match(str(value))
+    if m is None:
+        return None
+    return float(m[1]), "kmgtp".find(m[2].lower()) + 1 if m[2] else 0
+
+
+def _free_size(total: Any, used: Any) -> str:
+    """`total` less `used`, as `summary_size` shows it (in the smaller of their units)."""
+    have, taken = _size_amount(total), _size_amount(used)
+    if have is None:
+        return summary_size(None)
+    if taken is None:
+        return summary_size(total)
+    unit = min(have[1], taken[1])
+    free = have[0] * 1024 ** (have[1] - unit) - taken[0] * 1024 ** (taken[1] - unit)
+    number, shift = max(free, 0.0), unit
+    while number >= 1000 and shift < len(_SUMMARY_UNITS) - 1:
+        number /= 1024
+        shift += 1
+    return f"{int(number + 0.5)}{_SUMMARY_UNITS[shift]}"
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(float(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _summary(name: str, attrs: Mapping[str, Any], long: bool) -> dict[str, Any]:
+    """What ``pbsnodes -S`` and ``-Sj`` show of one vnode."""
+    avail = attrs.get("resources_available") or {}
+    assigned = attrs.get("resources_assigned") or {}
+    state = str(attrs.get("state") or "")
+    jobs: list[str] = []
+    for job in attrs.get("jobs") or ():
+        job_id = str(job).split("/")[0]
+        if job_id and job_id not in jobs:
+            jobs.append(job_id)
+
+    def free(resource: str) -> str:
+        total = _count(avail.get(resource))
+        return f"{total - _count(assigned.get(resource))}/{total}"
+
+    return {
+        "vnode": name, "state": state if long else state.split(",")[0],
+        "OS": str(avail.get("OS") or "--"), "hardware": str(avail.get("hardware") or "--"),
+        "host": str(avail.get("host") or "--"), "queue": str(attrs.get("queue") or "--"),
+        "mem": summary_size(avail.get("mem")), "ncpus": _count(avail.get("ncpus")),
+        "nmics": _count(avail.get("nmics")), "ngpus": _count(avail.get("ngpus")),
+        "comment": show_nonprint(str(attrs.get("comment") or "")) or "--",
+        "jobs": jobs, "mem f/t": f"{_free_size(avail.get('mem'), assigned.get('mem'))}/"
+                                 f"{summary_size(avail.get('mem'))}",
+        "ncpus f/t": free("ncpus"), "nmics f/t": free("nmics"), "ngpus f/t": free("ngpus"),
+    }
+
+
+def pbsnodes_summary(vnodes: Any, *, jobs: bool = False, long: bool = False,
+                     fmt: str | None = None, delimiter: str = "|", server: Any = None,
+                     version: str | None = None, timestamp: int | None = None) -> str:
+    """``pbsnodes -aS`` (or ``-S`` of named vnodes): a line per vnode, its state, OS,
+    hardware, host, queue, mem, ncpus, nmics, ngpus and comment; with `jobs` (``-Sj``) its
+    jobs instead, counted and listed (by their numbers), with the free and the total of
+    mem, ncpus, nmics and ngpus. As OpenPBS 23.06 prints them (checked): without `long`
+    (``-L``) the name, host and queue are cut to their columns and the state is its first
+    word; `fmt` ``json`` or ``dsv`` writes the same in PBS's words for them (a count of 0
+    is ``""`` in its JSON; dsv lists the jobs by their full ids)."""
+    rows = [_summary(name, attrs, long) for name, attrs in _records(vnodes, "name")]
+    if fmt == "json":
+        def count(n: int) -> Any:
+            return _Number(str(n)) if n else ""
+
+        nodes: dict[str, Any] = {}
+        for r in rows:
+            if jobs:
+                nodes[r["vnode"]] = {
+                    "State": r["state"], "Total Jobs": count(len(r["jobs"])),
+                    "Running Jobs": count(len(r["jobs"])), "Suspended Jobs": "",
+                    "mem f/t": r["mem f/t"], "ncpus f/t": r["ncpus f/t"],
+                    "nmics f/t": r["nmics f/t"], "ngpus f/t": r["ngpus f/t"],
+                    "jobs": list(r["jobs"])}
+            else:
+                nodes[r["vnode"]] = {
+                    "State": r["state"], "OS": r["OS"], "hardware": r["hardware"],
+                    "host": r["host"], "queue": r["queue"], "Memory": r["mem"],
+                    "ncpus": count(r["ncpus"]), "nmics": count(r["nmics"]),
+                    "ngpus": count(r["ngpus"]), "comment": r["comment"]}
+        return _json_document({"nodes": nodes}, _server_name(server), version, timestamp)
+    if fmt == "dsv":
+        if jobs:
+            keys = (("vnode", "vnode"), ("state", "state"), ("njobs", None), ("run", None),
+                    ("susp", None), ("mem(f/t)", "mem f/t"), ("ncpus(f/t)", "ncpus f/t"),
+                    ("nmics(f/t)", "nmics f/t"), ("ngpus(f/t)", "ngpus f/t"))
+            return "\n".join(delimiter.join(
+                [f"{label}={r[key] if key else (0 if label == 'susp' else len(r['jobs']))}"
+                 for label, key in keys] + [f"jobs={','.join(r['jobs']) or '--'}"])
+                for r in rows)
+        return "\n".join(delimiter.join(
+            f"{key}={r[key]}" for key in ("vnode", "state", "OS", "hardware", "host", "queue",
+                                          "mem", "ncpus", "nmics", "ngpus", "comment"))
+            for r in rows)
+
+    def cut(text: str, width: int) -> str:
+        return text if long else text[:width]
+
+    lines = list(SUMMARY_JOBS_HEADER if jobs else SUMMARY_HEADER)
+    for r in rows:
+        head = f"{cut(r['vnode'], 15):<15} {cut(r['state'], 15):<15}"
+        if jobs:
+            numbers = ",".join(job.split(".")[0] for job in r["jobs"]) or "--"
+            lines.append(f"{head} {len(r['jobs']):>6} {len(r['jobs']):>5} {0:>6} "
+                         f"{r['mem f/t']:>12} {r['ncpus f/t']:>7} {r['nmics f/t']:>7} "
+                         f"{r['ngpus f/t']:>7} {numbers}")
+        else:
+            lines.append(f"{head} {cut(r['OS'], 8):<8} {cut(r['hardware'], 8):<8} "
+                         f"{cut(r['host'], 15):<15} {cut(r['queue'], 10):<10} "
+                         f"{r['mem']:>8} {r['ncpus']:>7} {r['nmics']:>7} {r['ngpus']:>7} "
+                         f"{r['comment']}")
+    return "\n".join(lines)
+
+
 def _zero(text: str) -> bool:
     # PBS drops an assigned amount that reads as zero ("0", "0kb").
     m = re.match(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)", text)
@@ -713,17 +906,34 @@ def rstat_table(resvs: Any, *, now: float | None = None) -> str:
     return "\n".join(lines)
 
 
+#: A reservation's attributes pbs_rstat -f does not list (``reserve_type``: none of
+#: OpenPBS 23.06's; pbsplug stores it).
+_RESV_UNLISTED = frozenset({"resv_execvnodes", "reserve_type"})
+
+
+def _resv_resource_order(resources: Mapping[str, Any]) -> list[str]:
+    """A reservation's resources as pbs_rstat -f lists them: by name, ``place`` after
+    ``select`` (``ncpus, nodect, select, place, walltime``; checked)."""
+    names = sorted(resources)
+    if "place" in names and "select" in names:
+        names.remove("place")
+        names.insert(names.index("select") + 1, "place")
+    return names
+
+
 def rstat_full(resvs: Any) -> str:
     """``pbs_rstat -f``: ``Resv ID: <id>``, then ``name = value`` lines (no indent; times as
-    ``%a %b %d %H:%M:%S %Y``, reserve_state in its long form), a blank line after each."""
+    ``%a %b %d %H:%M:%S %Y``, reserve_state in its long form; resources in name order but
+    ``place`` right after ``select``, as OpenPBS 23.06 lists them), a blank line after
+    each."""
     blocks = []
     for resvid, attrs in _records(resvs, "resvid", "name", "id"):
         lines = [f"Resv ID: {resvid}"]
         for name, value in _ordered(attrs, RESV_ORDER):
-            if name == "resv_execvnodes":
+            if name in _RESV_UNLISTED:
                 continue
             if isinstance(value, Mapping) and name != "Variable_List":
-                for res in sorted(value):
+                for res in _resv_resource_order(value):
                     if value[res] is not None:
                         lines.append(f"{name}.{res} = "
                                      f"{show_nonprint(value_text(value[res], res))}")
@@ -742,7 +952,8 @@ def rstat_full(resvs: Any) -> str:
 __all__ = [
     "CHAR_LINE_LIMIT", "JOB_ORDER", "JOB_STATES", "JOB_TIME_ATTRIBUTES", "NODE_ORDER",
     "QUEUE_ORDER", "RESV_ORDER", "RESV_STATES", "SERVER_ORDER", "convert_time", "ctime",
-    "dsv_line", "job_state_letter", "json_value", "pbsnodes_full", "pbsnodes_json",
+    "dsv_line", "job_state_letter", "json_value", "pbsnodes_down", "pbsnodes_dsv",
+    "pbsnodes_full", "pbsnodes_json", "pbsnodes_summary", "summary_size",
     "qstat_dsv", "qstat_full", "qstat_json", "qstat_queues", "qstat_server", "qstat_table",
     "resv_state", "rstat_full", "rstat_table", "show_nonprint", "value_text",
     "WIDE_WIDTHS", "wrap_attribute",

@@ -905,7 +905,8 @@ USAGES = {
     "qrerun": "usage: qrerun [-W force] job_identifier...",
     "qrun": "usage: qrun [-a] [-H vnode_specification | -H -] job_identifier...",
     "qalter": "usage: qalter [-N name] [-l resource_list] [-h hold_list] job_identifier...",
-    "pbsnodes": "usage: pbsnodes [-a] [-F json] [-o|-r] [-C comment] [node...]",
+    "pbsnodes": "usage: pbsnodes [-a] [-S [-j] [-L]] [-H] [-F json|dsv [-D delimiter]] "
+                "[-o|-r] [-C comment] [node...]\n       pbsnodes -l",
     "qmove": "usage: qmove destination job_identifier...",
 }
 
