@@ -17,7 +17,9 @@ plugin's hooks wrote as a batch system's service user, `pbsplug.hook_home`) name
 still writable by no one else; a link on the way is followed only when it is root's and
 no folder of that user's is above it, and the file is opened level by level from ``/``,
 each folder through its parent's descriptor, so that the user cannot swap a folder for a
-link between the check and the read. Only for reading: root writes nothing there.
+link between the check and the read, and `read_text` reads no more than `OTHERS_FILE_MAX`
+bytes of it (a sparse file of any size costs that user nothing). Only for reading: root
+writes nothing there.
 
 A plugin wraps `UnsafeFolder` in its own error, which says what the folder is for::
 
@@ -40,8 +42,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "UnsafeFolder", "check_folder", "ensure_folder", "file_problem",
-           "folder_problem", "open_file", "read_text", "write_text"]
+__all__ = ["DIR_MODE", "OTHERS_FILE_MAX", "UnsafeFolder", "check_folder", "ensure_folder",
+           "file_problem", "folder_problem", "open_file", "read_text", "write_text"]
 
 #: The mode of a folder `ensure_folder` makes: everyone may read what is in it (a status
 #: command, a job reading its features), only the owner may change it.
@@ -441,11 +443,25 @@ def _open_to_read(path: Path, owner: int) -> int:
     return out
 
 
+#: The most bytes `read_text` reads of a file of another user's (``owner=``): its size is
+#: theirs to choose, and a sparse file of any size takes them no disk.
+OTHERS_FILE_MAX = 64 << 20
+
+
 def read_text(path: str | Path, owner: int | None = None) -> str:
     """The text of the file `path` (UTF-8), with `open_file`'s checks (`owner`: a file in
-    that user's folder). `FileNotFoundError` when absent."""
+    that user's folder, refused, `UnsafeFolder`, past `OTHERS_FILE_MAX` bytes).
+    `FileNotFoundError` when absent."""
     with os.fdopen(open_file(path, owner=owner), encoding="utf-8") as handle:
-        return handle.read()
+        if owner is None:
+            return handle.read()
+        size = os.fstat(handle.fileno()).st_size
+        text = handle.read(OTHERS_FILE_MAX + 1) if size <= OTHERS_FILE_MAX else None
+        if text is None or len(text) > OTHERS_FILE_MAX:
+            problem = (f"{size} bytes" if text is None else "grown while read") + (
+                f", more than the {OTHERS_FILE_MAX} read of a file of another user's")
+            raise UnsafeFolder(f"refusing {path}: {problem}; remove it", problem)
+        return text
 
 
 def write_text(path: str | Path, text: str, mode: int = 0o644) -> None:

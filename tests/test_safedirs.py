@@ -332,3 +332,23 @@ def test_root_reads_through_the_users_folders_level_by_level_never_through_their
     assert str(caught.value) == (
         f"refusing {records}/r.json: {home}/hooks is not a folder (a link, or a file) in a "
         f"folder of uid {NOBODY} (nobody)'s, never followed; remove it")
+
+
+@needs_root
+def test_root_reads_no_more_of_another_users_file_than_a_record_needs(base):
+    """A file of another user's (`owner=`) is theirs to make any size, a sparse one at no
+    cost to them: refused past `OTHERS_FILE_MAX` bytes, before it is read."""
+    folder = base / "theirs"
+    folder.mkdir()
+    os.chown(folder, NOBODY, NOBODY)
+    record = folder / "record.json"
+    record.write_text("{}")
+    os.chown(record, NOBODY, NOBODY)
+    os.truncate(record, safedirs.OTHERS_FILE_MAX)
+    assert len(safedirs.read_text(record, owner=NOBODY)) == safedirs.OTHERS_FILE_MAX
+    os.truncate(record, 1 << 40)
+    with pytest.raises(safedirs.UnsafeFolder) as caught:
+        safedirs.read_text(record, owner=NOBODY)
+    assert str(caught.value) == (
+        f"refusing {record}: {1 << 40} bytes, more than the {safedirs.OTHERS_FILE_MAX} read of "
+        "a file of another user's; remove it")

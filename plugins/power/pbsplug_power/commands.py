@@ -18,18 +18,28 @@ def _when(seconds: int) -> str:
     return datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def _text(value: Any) -> str:
+    """`value` as the terminal gets it: a control character (an escape sequence's start, a
+    line break) shown escaped. The record may be another user's (Slurm's SlurmUser, an
+    account that may be taken over, writes it and root reads it): as it was, it reached
+    root's terminal (a title set, the screen cleared) or made a row of its own."""
+    text = str(value)
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def status_lines(record: dict[str, Any], now: int) -> list[str]:
     """The record as text: a heading, then one row per host."""
     age = max(0, now - int(record["time"]))
     mode = {"on_off": "power on/off", "ramp": "ramp rate"}.get(record.get("mode"), "off")
-    lines = [f"{mode} with the {record.get('driver')} driver; as of the periodic run "
+    lines = [f"{mode} with the {_text(record.get('driver'))} driver; as of the periodic run "
              f"at {_when(int(record['time']))} ({age} s ago)"]
     rows = [("host", "power", "idle", "eligible", "why")]
     for host, entry in sorted(record["hosts"].items()):
         idle = entry.get("idle")
-        rows.append((host, entry["power"],
+        rows.append((_text(host), _text(entry["power"]),
                      format_duration(int(idle)) if idle is not None else "never used",
-                     "yes" if entry["eligible"] else "no", entry["why"]))
+                     "yes" if entry["eligible"] else "no", _text(entry["why"])))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))

@@ -131,3 +131,74 @@ def test_status_reads_the_records_of_the_user_the_hook_runs_as(home, shared_tmp)
     assert (done.returncode, done.stderr) == (
         1, f"pbsplug power: refusing {records / state.STATUS_FILE}: a link, never followed; "
            "remove it\n")
+
+
+@pytest.fixture
+def their_records(shared_tmp, attacker, home):
+    """A pbsplug home of the `attacker`'s (standing for a SlurmUser that is not root, an
+    account that may be taken over), recorded as where the power hook runs: a function
+    that writes, as that user, the text (or sparse size) of its status record, in
+    ``hooks/tmp`` as the hook keeps it."""
+    from pbsplug.hookhome import record_hook_homes
+
+    theirs = shared_tmp / "slurmuser"
+    theirs.mkdir()
+    os.chown(theirs, attacker.uid, attacker.gid)
+    record_hook_homes({"power": (attacker.user, str(theirs))}, "a test's install", home)
+    records = theirs / "hooks" / "tmp"
+
+    def write(text: str = "", size: int = 0) -> Path:
+        path = records / state.STATUS_FILE
+        done = attacker.python(
+            "import os, sys; os.makedirs(sys.argv[1], exist_ok=True)\n"
+            "with open(sys.argv[2], 'w') as fh:\n    fh.write(sys.argv[3])\n"
+            "if int(sys.argv[4]):\n    os.truncate(sys.argv[2], int(sys.argv[4]))",
+            str(records), str(path), text, str(size))
+        assert done.returncode == 0, done.stderr
+        return path
+
+    return write
+
+
+def test_status_shows_another_users_record_without_its_control_characters(home,
+                                                                           their_records):
+    """Root's status prints the records the hook wrote as SlurmUser (kernel API 1.8), an
+    account that may be taken over: an escape sequence in a host's name or reason reached
+    root's terminal as it was (a title set, the screen cleared), and a line break made a
+    row of its own. Each is shown escaped."""
+    now = int(time.time())
+    their_records(json.dumps({
+        "time": now, "mode": "on_off", "driver": "command\x1b[2J", "hosts": {
+            "n3\x1b]0;root@controller\x07": {
+                "power": "asleep", "idle": 60, "eligible": True,
+                "why": "powered off\r\nn9      on      never used  no        forged"}}}))
+    done = status(home)
+    assert done.returncode == 0, done.stderr
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", done.stdout)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and "with the command\\x1b[2J driver" in lines[0]
+    assert lines[2].startswith("n3\\x1b]0;root@controller\\x07  asleep")
+    assert lines[2].endswith("powered off\\r\\nn9      on      never used  no        forged")
+    assert json.loads(status(home, "--json").stdout)["driver"] == "command\x1b[2J"
+
+
+def test_status_refuses_another_users_record_too_big_to_read(home, their_records):
+    """A record of another user's is theirs to make any size: a sparse file of 64 GiB (no
+    disk taken) had root's status read it whole, all the memory it could get (the
+    controller's, where slurmctld runs), and fail with a traceback. Refused, in one line,
+    past 64 MiB. (Run here with 4 GiB of address space, so the test cannot take the
+    machine's memory.)"""
+    import resource
+
+    path = their_records(size=64 << 30)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = subprocess.run([PBSPLUG, "power", "status"], capture_output=True, text=True,
+                          env={**clean, "PBSPLUG_HOME": str(home)}, timeout=120,
+                          preexec_fn=limited)
+    assert (done.returncode, done.stderr) == (1, (
+        f"pbsplug power: refusing {path}: {64 << 30} bytes, more than the {64 << 20} read "
+        "of a file of another user's; remove it\n"))
