@@ -32,12 +32,15 @@ the queue's ACLs decide from then on, as any queue's (a manager may change them)
 
 from __future__ import annotations
 
+import grp
+import pwd
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import units, values
-from ..objects import Reservation
+from ..objects import Job, Reservation
 from ..scheduler import DEFAULT_PARTITION
+from ..scheduler.model import job_select, schedselect
 from ..units import parse_exec_vnode
 from . import acl
 from .errors import (
@@ -138,7 +141,10 @@ class Reservations:
             **{name: attrs[name] for name in ("Authorized_Groups", "Authorized_Hosts")
                if attrs.get(name)},
             "server": eng.server_name, "ctime": now, "mtime": now, "euser": caller.user,
-            "Variable_List": dict(attrs.get("Variable_List") or {}),
+            "egroup": _group_of(caller.user), "reserve_count": 1,
+            # (pbs_rsub sends PBS_O_HOST and the like; a request without is shown none)
+            **({"Variable_List": dict(attrs["Variable_List"])}
+               if attrs.get("Variable_List") else {}),
             # pbs_rsub -p: only that partition's scheduler decides it
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
         before = resv.to_dict()
@@ -149,6 +155,7 @@ class Reservations:
         stored.pop("name", None)
         eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
         self._hooked_times(outcome, stored, before, now)
+        self._completed(resv_id, stored)
         start, end = stored["reserve_start"], stored["reserve_end"]
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
@@ -157,6 +164,27 @@ class Reservations:
                 f"select {res['select']}")
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def _completed(self, resv_id: str, stored: dict) -> None:
+        """The reservation's Resource_List as PBS's server completes it, and its
+        ``schedselect`` (OpenPBS 23.06, checked): ``place=free`` when it asks for no place,
+        the select's sums beside it (``ncpus``, ``nodect``, ``mem``...) and its chunks with
+        the server's ``default_chunk`` (`units.with_sums`, `job_select`, as a job's). After
+        the resvsub hooks, so that what they changed is summed."""
+        eng = self.engine
+        tables = (None, eng.server_attrs().get("default_chunk"))
+        res = dict(stored.get("Resource_List") or {})
+        res.setdefault("place", "free")
+        try:
+            res = units.with_sums(res, tables, {**values.RESOURCE_TYPES,
+                                                **eng.resource_types()})
+            chunks = job_select(Job(resv_id, {"Resource_List": res}), tables,
+                                eng.host_resources())
+        except ValueError as exc:  # (a select a hook left that reads as no chunks)
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
+                           f"Resource_List.select: {exc}") from None
+        stored["Resource_List"] = res
+        stored["schedselect"] = schedselect(chunks)
 
     def _hooked_times(self, outcome: Any, stored: dict, before: dict, now: int) -> None:
         """The window a resvsub hook left, made whole as pbs_rsub's: a changed duration or
@@ -206,8 +234,11 @@ class Reservations:
         return out
 
     def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
-        """pbs_rstat: every reservation, or the named ones."""
-        resvs = self.engine.store.all("resv")
+        """pbs_rstat: every reservation, or the named ones. An unconfirmed one shows the
+        name of its queue to come (PBS makes the queue at once, disabled; the engine at
+        confirmation)."""
+        resvs = {resv_id: {**attrs, "queue": attrs.get("queue") or resv_id.split(".")[0]}
+                 for resv_id, attrs in self.engine.store.all("resv").items()}
         if not ids:
             return resvs
         out = {}
@@ -506,6 +537,14 @@ def _resv_seq(resv_id: str) -> int:
     """The number of ``R12.host`` (0 for an id without one)."""
     digits = resv_id[1:].split(".")[0]
     return int(digits) if digits.isdigit() else 0
+
+
+def _group_of(user: str) -> str:
+    """The user's primary group (a reservation's ``egroup``), "" for one not known here."""
+    try:
+        return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+    except KeyError:
+        return ""
 
 
 def queue_acls(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import pwd
 import socket
 import time
 
@@ -542,3 +545,47 @@ def test_pbsnodes_and_qmgr_list_a_vnodes_confirmed_and_running_reservations(engi
     assert engine.client("stat_nodes", names=["r1"])["r1"]["resv"] == [later]
     engine.pbs("pbs_rdel", later, check=True)
     assert "resv" not in engine.client("stat_nodes", names=["r1"])["r1"]
+
+
+def test_pbs_rstat_lists_a_reservation_as_openpbs(engine):
+    """pbs_rstat -B and -f print what OpenPBS 23.06's print for `pbs_rsub -l
+    select=1:ncpus=2` (checked attribute by attribute): the select's sums and place=free
+    beside it (place after select), schedselect, PBS_O_HOST from pbs_rsub, egroup and
+    reserve_count; the queue's name while unconfirmed, and no reserve_type."""
+    engine.pbs("qmgr", "-c", "set server scheduling = False", check=True)
+    start = time.strftime("%H%M", time.localtime(time.time() + 7200))
+    done = engine.pbs("pbs_rsub", "-R", start, "-D", "600", "-l", "select=1:ncpus=2",
+                      check=True)
+    resv_id = done.stdout.split()[0]
+    queue, host = resv_id.split(".")[0], socket.gethostname().split(".")[0]
+    group, server = grp.getgrgid(os.getgid()).gr_name, engine.client("status")["server"]
+    user = pwd.getpwuid(os.getuid()).pw_name
+    env = engine.env()  # (what pbs_rsub sends: PBS_O_HOST, and these only when set)
+    variables = ",".join(f"{name}={value}" for name, value in (
+        ("PBS_O_LOGNAME", env.get("LOGNAME")), ("PBS_O_HOST", host),
+        ("PBS_O_MAIL", env.get("MAIL")), ("PBS_TZID", env.get("PBS_TZID")))
+        if value is not None)
+    assert engine.pbs("pbs_rstat", "-B", check=True).stdout == f"Resv ID: {resv_id}\n"
+
+    def full(state: str, substate: int, more: str = "", after: str = "") -> str:
+        resv = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+        when = {k: time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(resv[k]))
+                for k in ("reserve_start", "reserve_end", "ctime", "mtime")}
+        return (f"Resv ID: {resv_id}\nReserve_Name = NULL\nReserve_Owner = {user}@{host}\n"
+                f"reserve_state = {state}\nreserve_substate = {substate}\n"
+                f"reserve_start = {when['reserve_start']}\n"
+                f"reserve_end = {when['reserve_end']}\nreserve_duration = 600\n"
+                f"queue = {queue}\nResource_List.ncpus = 2\nResource_List.nodect = 1\n"
+                "Resource_List.select = 1:ncpus=2\nResource_List.place = free\n"
+                "Resource_List.walltime = 00:10:00\nschedselect = 1:ncpus=2\n"
+                f"{more}Authorized_Users = {user}@{host}\nserver = {server}\n"
+                f"ctime = {when['ctime']}\nmtime = {when['mtime']}\n"
+                f"Variable_List = {variables}\neuser = {user}\negroup = {group}\n"
+                f"reserve_count = 1\n{after}\n")
+
+    assert engine.pbs("pbs_rstat", "-f", check=True).stdout == full("RESV_UNCONFIRMED", 1)
+    engine.pbs("qmgr", "-c", "set server scheduling = True", check=True)
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    nodes = engine.client("stat_resvs")[resv_id]["resv_nodes"]
+    assert engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout == full(
+        "RESV_CONFIRMED", 2, f"resv_nodes = {nodes}\n", "partition = pbs-default\n")
