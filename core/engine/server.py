@@ -1652,8 +1652,10 @@ class Engine:
                 states.discard("offline")
             states.discard("free")
             new["state"] = ",".join(sorted(states)) or "free"
-            if comment is not None:
+            if comment:
                 new["comment"] = comment
+            elif comment is not None:  # (-C "": PBS unsets it, checked; no empty line)
+                new.pop("comment", None)
             self._set_node(name, old, new, caller)
 
     def _track_states(self) -> None:

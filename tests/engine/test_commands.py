@@ -883,6 +883,12 @@ def test_pbsnodes_o_r_and_C(engine):
     comment = engine.pbs("pbsnodes", "-C", "under repair", vnode)
     assert (comment.returncode, comment.stdout, comment.stderr) == (0, "", "")
     assert "     comment = under repair" in show()
+    # An empty comment unsets it, as OpenPBS 23.06's pbsnodes -C "" does (checked): no
+    # `comment = ` line is left.
+    cleared = engine.pbs("pbsnodes", "-C", "", vnode)
+    assert (cleared.returncode, cleared.stdout, cleared.stderr) == (0, "", "")
+    assert not [line for line in show() if line.strip().startswith("comment")]
+    assert "comment" not in engine.client("stat_nodes", names=[vnode])[vnode]
 
 
 def test_pbsnodes_unknown_node(engine):
