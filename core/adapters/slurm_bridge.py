@@ -585,8 +585,15 @@ def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
 
 
 def _proc_parent(pid: int) -> int:
+    return _proc_stat(pid)[0]
+
+
+def _proc_stat(pid: int) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks since boot) of the process `pid`: the start
+    time tells it from a later process given the same pid."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    return int(text[text.rindex(")") + 2:].split()[1])
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), int(fields[19])
 
 
 def _proc_environ(pid: int) -> dict[str, str]:
@@ -719,6 +726,7 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
     asker, uid, _ = (int(v) for v in peer)
     try:
         task = _proc_parent(asker)
+        task_stat = _proc_stat(task)
         exe = os.readlink(f"/proc/{task}/exe")
         task_uid = os.stat(f"/proc/{task}").st_uid
         task_env = _proc_environ(asker)
@@ -757,6 +765,17 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
         log.warning("TaskProlog request for job %s from uid %d refused: SLURMD_NODENAME=%s "
                     "is not one of the job's nodes", job_id, uid, node)
         return _answer(1, f"pbsplug TaskProlog: node {node} is not one of job {job_id}'s")
+    # The hook gets the task's pid (a cpuset takes it, and the Epilog kills what is in the
+    # cpuset): its owner may kill the task after the checks, while Slurm is asked, and its
+    # pid may then be another process's, any user's. It must still be the task checked.
+    try:
+        same = _proc_stat(task) == task_stat
+    except (OSError, ValueError, IndexError):
+        same = False
+    if not same:
+        log.warning("TaskProlog request for job %s from pid %d (uid %d) refused: its task %d "
+                    "ended while it was asked for", job_id, asker, uid, task)
+        return _answer(1, "pbsplug TaskProlog: the task ended while it was asked for")
     out = _fire(ctx, "execjob_launch", {"job": job, "vnode_list": vnodes, "env": task_env,
                                         "argv": [], "progname": "", "pid": task})
     if not out.accepted:

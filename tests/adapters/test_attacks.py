@@ -387,11 +387,13 @@ class _Jobs:
 
 
 def _task_prolog(dists, tmp_path, name: str, mark: Path, listens: str,
-                 env: dict[str, str], meanwhile=None) -> dict:
+                 env: dict[str, str], meanwhile=None, slurm_reading=None) -> dict:
     """The task worker's answer to a TaskProlog asked by a task of a stand-in slurmstepd
     (root's, titled for step 5.0, listening as ``<listens>_5.0`` in a spool folder, or
     nowhere), its asker's environment `env`; with plugin `name` noting what it ran in
-    `mark`. `meanwhile(spool)` runs once the step listens, before the question."""
+    `mark`. `meanwhile(spool, (asker, task))` runs once the step listens, before the
+    question; `slurm_reading(user, (asker, task))` stands for Slurm's reading of the jobs
+    (default `_Jobs`)."""
     import pwd
 
     if os.geteuid() != 0:
@@ -411,19 +413,20 @@ def _task_prolog(dists, tmp_path, name: str, mark: Path, listens: str,
         ctx = slurm_bridge.load(config)
     finally:
         sys.path.remove(str(dists.root))
-    ctx.slurm = _Jobs(pwd.getpwuid(os.getuid()).pw_name)
     spool = tmp_path / "spool"
     spool.mkdir()
     listen = str(spool / f"{listens}_5.0") if listens else ""
     stepd = subprocess.Popen(["slurmstepd: [5.0]", "-c", STEPD, listen, json.dumps(env)],
                              executable=sys.executable, stdout=subprocess.PIPE, text=True)
     pids = [int(pid) for pid in stepd.stdout.readline().split()]  # (the asker, the task)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    ctx.slurm = slurm_reading(user, pids) if slurm_reading else _Jobs(user)
     try:
         # read once it runs sleep: before its exec, its environment is still its parent's
         until(lambda: f"SLURM_JOB_ID={env['SLURM_JOB_ID']}".encode() in Path(
             f"/proc/{pids[0]}/environ").read_bytes(), 30, "the asker's exec")
         if meanwhile is not None:
-            meanwhile(spool)
+            meanwhile(spool, pids)
         return slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
                                            "_peer": [pids[0], os.getuid(), os.getgid()]})
     finally:
@@ -504,7 +507,7 @@ def test_task_prolog_takes_the_steps_node_whatever_another_user_writes_in_proc_n
     os.chown(folder, attacker.uid, attacker.gid)
     forging: list[subprocess.Popen] = []
 
-    def forge(spool: Path) -> None:
+    def forge(spool: Path, pids: list[int]) -> None:
         forger = subprocess.Popen(
             ["runuser", "-u", attacker.user, "--", "/usr/bin/python3", "-c",
              FORGE_SOCKET_LINE, "/n1_5.0", f"{forged}_5.0", str(folder)],
@@ -523,6 +526,35 @@ def test_task_prolog_takes_the_steps_node_whatever_another_user_writes_in_proc_n
     assert answer["exit"] == 0, answer
     assert mark.read_text() == f"{served}\n"
 
+
+class _TaskKilledMeanwhile(_Jobs):
+    """`_Jobs`, and while Slurm is asked (scontrol: milliseconds, a controller's answer)
+    the task process is killed, as its owner may kill it, and gone (reaped by its step)."""
+
+    def __init__(self, user: str, pids: list[int]):
+        super().__init__(user)
+        self.task = pids[1]
+
+    def job_and_nodes(self, job_id, names):
+        os.kill(self.task, signal.SIGKILL)
+        until(lambda: not os.path.exists(f"/proc/{self.task}"), 30, "the task reaped")
+        return super().job_and_nodes(job_id, names)
+
+
+def test_task_prolog_gives_the_hook_no_pid_whose_task_ended_after_the_checks(dists,
+                                                                              tmp_path):
+    """event.pid is the task process, checked (a Slurm task of the asker's, in the step's
+    job) before Slurm is asked about the job; its owner may kill it meanwhile, and its pid
+    may then be another process's (any user's, root's), which the hook put in the job's
+    cpuset and the Epilog killed with the job's processes. The task must be the same
+    process, of the same step, when the hook gets its pid; otherwise refused."""
+    mark = tmp_path / "launched"
+    answer = _task_prolog(dists, tmp_path, "launchmark_task_killed", mark, "n1",
+                          {"SLURM_JOB_ID": "5", "SLURMD_NODENAME": "n1"},
+                          slurm_reading=_TaskKilledMeanwhile)
+    assert answer == {"exit": 1, "stdout": "",
+                      "error": "pbsplug TaskProlog: the task ended while it was asked for"}
+    assert not mark.exists()
 
 def test_task_prolog_prints_only_export_and_unset_lines_slurmstepd_reads_as_meant():
     """slurmstepd reads TaskProlog's output line by line (``export``, ``unset``, ``print``):
