@@ -426,7 +426,10 @@ class Reservations:
                 eng.want_cycle = True
             elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and now >= float(
                     attrs["reserve_end"]):
-                self._end(resv_id, attrs, "reservation period ended")
+                # (its jobs' comment names it; the log line is PBS's words for the event,
+                # which PBS mails its owner: its server log says nothing of it, checked)
+                self._end(resv_id, attrs, "reservation period ended",
+                          logged="Reservation period ended")
         if self.leftover_queues:
             self._drop_empty_queues()
 
@@ -449,7 +452,9 @@ class Reservations:
                     st.delete("queue", queue)
             self.leftover_queues -= empty
 
-    def _end(self, resv_id: str, attrs: dict, why: str) -> None:
+    def _end(self, resv_id: str, attrs: dict, why: str, logged: str | None = None) -> None:
+        """The reservation ends (`why`, in its jobs' comments; the log line is `logged`,
+        else ``Reservation <why>``)."""
         eng = self.engine
         queue = attrs.get("queue")
         began = attrs.get("reserve_state") == RUNNING
@@ -479,7 +484,7 @@ class Reservations:
         if queue:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()
-        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation {why}")
+        eng.log(LOG_JOB, "Resv", resv_id, logged or f"Reservation {why}")
         eng._track_states()
         eng.want_cycle = True
 

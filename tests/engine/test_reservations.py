@@ -69,6 +69,8 @@ def test_a_reservation_lives_from_submission_to_its_end(dists, make_engine, engi
     assert attrs["comment"] == (f"Job deleted: reservation {resv_id} reservation period "
                                 "ended")
     until(lambda: resv_id not in engine.client("stat_resvs"), what="the end")
+    # PBS's words for it (its mail's; OpenPBS 23.06's server log has no line of its own)
+    assert f";{resv_id};Reservation period ended\n" in engine.log()
     until(lambda: queue not in engine.client("stat_queues"), what="the queue to go")
     node = engine.client("stat_nodes", names=[vnode])[vnode]
     assert node["last_used_time"] >= now + 7 and "resv-exclusive" not in node["state"]
