@@ -1154,7 +1154,9 @@ class Engine:
         that changes nothing (holds the job has, holds it has not and no comment to clear)
         succeeds and writes nothing, as PBS saves the job only when its holds change; the
         comment of a hold set again stays the first one's (PBS's names the latest request,
-        in memory: the job is not saved for it)."""
+        in memory: the job is not saved for it). Each request is logged as PBS's server
+        logs it, changed or not (checked): ``Holds uos set at request of root@host``,
+        ``Holds u released at request of ...``, the letters as the request gave them."""
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
@@ -1179,7 +1181,9 @@ class Engine:
                 changes["run_count"] = 0  # (tried 20 times: as many again once released)
             if holds == "n" and "comment" in attrs:  # (any comment goes, "Job run at" too)
                 changes["comment"] = None
-        self._modify(caller, job_id, attrs, changes, write_unchanged=False)
+        self._modify(caller, job_id, attrs, changes, write_unchanged=False, logged=False)
+        self.log(LOG_JOB, "Job", job_id, f"Holds {types} {'set' if add else 'released'} at "
+                 f"request of {caller.user}@{self.host}")
 
     def req_alter(self, caller: Caller, id: str, attrs: dict[str, Any]) -> None:
         # As OpenPBS 23.06's server (checked): an unknown job, a finished one, then another
@@ -1250,14 +1254,15 @@ class Engine:
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
                 touched: Iterable[str] = (), limited: bool = False,
-                write_unchanged: bool = True) -> None:
+                write_unchanged: bool = True, logged: bool = True) -> None:
         """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
         The state of a job not running follows its holds and Execution_Time, as the
         request and then the hooks left them; a hook's depend is checked and enforced as
         qalter's is. Without `write_unchanged` (qhold, qrls), a job the request and the
-        hooks leave as it was is not written (no transaction, mtime or log line): PBS
-        saves a job there only when its holds change. qalter's job is written always, as
-        PBS's is."""
+        hooks leave as it was is not written (no transaction or mtime): PBS saves a job
+        there only when its holds change. qalter's job is written always, as PBS's is.
+        A job written is logged ``Job modified at request of ...`` unless not `logged`
+        (qhold and qrls log PBS's own line, `_holds`)."""
         before = {**current, **changes}
         queued = current["job_state"] in lifecycle.QUEUED_STATES
         if queued:
@@ -1292,7 +1297,9 @@ class Engine:
             st.put_job(job_id, attrs)
             if written is not None:
                 st.set_written(job_id, written)
-        self.log(LOG_JOB, "Job", job_id, f"Job modified at request of {caller.user}@{self.host}")
+        if logged:
+            self.log(LOG_JOB, "Job", job_id,
+                     f"Job modified at request of {caller.user}@{self.host}")
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 

@@ -516,8 +516,10 @@ def test_a_qrls_that_leaves_no_hold_clears_any_comment(engine_here):
 
 def test_a_qhold_or_qrls_that_changes_nothing_writes_nothing(engine_here):
     """A qhold of holds the job has, or a qrls of holds it has not (with no comment to
-    clear), succeeds and writes nothing: no transaction, no mtime, no log line. OpenPBS
-    23.06 saves the job only when its holds change. Each request used to rewrite the job."""
+    clear), succeeds and writes nothing: no transaction, no mtime. OpenPBS 23.06 saves the
+    job only when its holds change. Each request used to rewrite the job. Each is logged
+    as PBS's server logs it, changed or not (checked): ``Holds ou set at request of
+    root@host``, the letters as given; it was ``Job modified`` for a change only."""
     from pbsplug.engine.server import ROLE_MANAGER, Caller
 
     ticks = iter(range(1_000_000_000, 2_000_000_000, 10))  # (a later mtime at each write)
@@ -536,12 +538,23 @@ def test_a_qhold_or_qrls_that_changes_nothing_writes_nothing(engine_here):
     assert all("error" not in answer for answer in answers), answers
     assert eng.store.db.total_changes == changes
     assert {job_id: eng.store.job(job_id) for job_id in (held, free)} == stored
-    assert "".join(p.read_text() for p in eng.log.dir.iterdir()) == logged
+
+    def logged_since() -> list[tuple[str, str]]:
+        text = "".join(p.read_text() for p in eng.log.dir.iterdir())
+        assert text.startswith(logged)
+        return [tuple(line.split(";", 5)[4:]) for line in text[len(logged):].splitlines()]
+
+    by = f"at request of root@{eng.host}"
+    assert logged_since() == [
+        (held, f"Holds u set {by}"), (held, f"Holds ou set {by}"),
+        (free, f"Holds u released {by}"), (free, f"Holds s released {by}"),
+        (held, f"Holds s released {by}")]
     eng.req_hold(root, [free], "u")  # a change is written, with its mtime
     assert eng.store.db.total_changes > changes
     after = eng.store.job(free)
     assert (after["Hold_Types"], after["job_state"]) == ("u", "H")
     assert after["mtime"] > stored[free]["mtime"]
+    assert logged_since()[-1] == (free, f"Holds u set {by}")
 
 
 def test_qhold_and_qrls_of_an_unknown_job(engine):
