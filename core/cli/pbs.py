@@ -461,15 +461,40 @@ def qrun(args: list[str]) -> int:
     return status
 
 
-@pbs_command("qalter", "usage: qalter [-N name] [-l resource_list] [-h hold_list] "
-             "job_identifier...")
+@pbs_command("qalter", "usage: qalter [-a date_time] [-A account_string] [-c interval] "
+             "[-e path] [-h hold_list] [-j oe|eo|n] [-k keep] [-l resource_list] "
+             "[-m mail_options] [-M user_list] [-N name] [-o path] [-p priority] "
+             "[-P project] [-r y|n] [-R o|e|oe] [-S path] [-u user_list] "
+             "[-W additional_attributes] job_identifier...")
 def qalter(args: list[str]) -> int:
-    from ..engine.jobspec import resource_value
+    """As OpenPBS 23.06's qalter: its options, each read and checked as qsub reads and
+    checks it (`jobspec.qalter_attributes`), the server checking the values again;
+    ``-W block`` and ``interactive`` are 15014 for the first job, as PBS's server answers
+    them. A usage error (``illegal -p value``) exits 2 before any job is asked for."""
+    import socket
 
-    opts, ids = _getopt(args, "N:l:h:")
+    from ..engine.jobspec import (
+        QALTER_OPTIONS,
+        JobSpecError,
+        qalter_attributes,
+        resource_value,
+    )
+
+    opts, ids = _getopt(args, QALTER_OPTIONS)
     if not ids:
         raise getopt.GetoptError("a job id is required")
-    attrs: dict = {}
+    try:
+        attrs: dict = qalter_attributes(
+            [(o[1], v) for o, v in opts if o not in ("-h", "-l", "-N")], cwd=os.getcwd(),
+            env=os.environ, host=socket.gethostname().split(".")[0],
+            server=socket.gethostname().split(".")[0])
+    except JobSpecError as exc:  # qsub's words, said by qalter
+        print(re.sub(r"(?m)^qsub: ", "qalter: ", exc.message) +
+              (f"\n{COMMANDS['qalter'][1]}" if exc.usage else ""), file=sys.stderr)
+        return exc.status
+    for key in ("block", "interactive"):
+        if key in attrs:
+            return _refused_value(ids, key)
     for opt, value in opts:
         if opt == "-N":
             attrs["Job_Name"] = value

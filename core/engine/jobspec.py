@@ -679,12 +679,14 @@ def _depend(value: str, server: str | None) -> str:
     return ",".join(f"{kind}:{':'.join(args)}" for kind, args in items)
 
 
-def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str]) -> str:
+def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str],
+          qalter: bool = False) -> str:
     """``[host:]path`` -> ``host:/absolute/path``: a relative path is relative to qsub's
-    directory, or with a host, to the user's home directory."""
+    directory, or with a host, to the user's home directory (qalter refuses that one, as
+    OpenPBS 23.06's does: ``illegal -e value``)."""
     m = re.match(r"^([^/:]+):(.*)$", value)
     where, path = (m.group(1), m.group(2)) if m else (None, value)
-    if not path:
+    if not path or (qalter and where is not None and not os.path.isabs(path)):
         raise _illegal(letter)
     if not os.path.isabs(path):
         base = cwd if where is None else env.get("HOME") or cwd
@@ -702,13 +704,14 @@ def _check_destination(dest: str) -> tuple[str | None, str | None]:
 
 
 def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
-            server: str | None, resource_types: Mapping[str, str]) -> dict[str, Any]:
+            server: str | None, resource_types: Mapping[str, str],
+            qalter: bool = False) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for attr, (value, _level, letter) in pending.values.items():
         if attr == "Job_Name":
             check_job_name(value)
         elif attr in ("Output_Path", "Error_Path"):
-            value = _path(value, letter, cwd=cwd, host=host, env=env)
+            value = _path(value, letter, cwd=cwd, host=host, env=env, qalter=qalter)
         elif attr == "Join_Path":
             if value not in ("oe", "eo", "n"):
                 raise _illegal("j")
@@ -734,7 +737,7 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
         elif attr in ("Shell_Path_List", "User_List"):
             if not _check_at_list(value, one_without_host=True):
                 raise _illegal(letter)
-        elif attr == "project":
+        elif attr == "project" and not qalter:  # (qalter's: the server's 15014, as PBS's)
             if not value or set(value) & _PROJECT_FORBIDDEN:
                 raise _illegal("P")
         attrs[attr] = value
@@ -885,6 +888,38 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
                       quiet=pending.quiet, block=bool(pending.block and pending.block[0]))
 
 
+#: qalter's options (OpenPBS 23.06's qalter: its getopt string); -h, -l and -N the command
+#: reads itself, the others `qalter_attributes`.
+QALTER_OPTIONS = "a:A:c:e:h:j:k:l:m:M:N:o:p:P:r:R:S:u:W:"
+
+
+def qalter_attributes(opts: Sequence[tuple[str, str]], *, cwd: str, env: Mapping[str, str],
+                      host: str, server: str | None = None) -> dict[str, Any]:
+    """The job attributes qalter's options ask for (but -h, -l and -N), read and checked as
+    qsub reads and checks the same options (`_Parser`, then `_verify`: one set of checks
+    for both commands), the last of an option counting. Where OpenPBS 23.06's qalter
+    differs from its qsub, it does here too (checked): a relative path after a host
+    (``-e host:rel``) is illegal, ``-P``'s value is the server's to check, and ``-W
+    block`` or ``interactive`` come back as attributes (the command refuses them as
+    PBS's server does). Raises `JobSpecError` (its lines start ``qsub:``: the command says
+    its own name)."""
+    parser = _Parser(env, now=None)
+    try:
+        for letter, value in opts:
+            if letter != "W":
+                parser.option(letter, value, _CMDLINE)
+                continue
+            for key, item in _split_w(value):
+                if key in ("block", "interactive"):  # (a job's: PBS's server says 15014)
+                    parser.pending.w_attrs[key] = (item, _CMDLINE)
+                else:
+                    parser.w_option(f"{key}={item}", _CMDLINE)
+    except _OptionError as err:
+        raise _report(err, directive=None) from None
+    return _verify(parser.pending, cwd=cwd, host=host, env=env, server=server,
+                   resource_types={}, qalter=True)
+
+
 def job_variables(env: Mapping[str, str], *, cwd: str, host: str,
                   extra: Mapping[str, str] | None = None, whole_env: bool = False,
                   system: str | None = None) -> dict[str, str]:
@@ -931,6 +966,7 @@ def _ordered(attrs: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_PREFIX", "DEPEND_TYPES", "PBSE_BADATVAL", "PBSE_BADSCRIPT", "PBSE_IVALREQ",
     "PBSE_JOBNBIG", "PBSE_NOSUP", "PBS_MAXJOBNAME", "RESOURCE_TYPES", "USAGE", "JobRequest",
-    "JobSpecError", "check_job_name", "cvtdate", "directives", "is_executable_line",
-    "job_variables", "parse_qsub", "parse_umask", "resource_value", "server_variables",
+    "JobSpecError", "QALTER_OPTIONS", "check_job_name", "cvtdate", "directives",
+    "is_executable_line", "job_variables", "parse_qsub", "parse_umask", "qalter_attributes",
+    "resource_value", "server_variables",
 ]

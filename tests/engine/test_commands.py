@@ -923,7 +923,11 @@ USAGES = {
     "qrls": "usage: qrls [-h hold_list] job_identifier...",
     "qrerun": "usage: qrerun [-W force] job_identifier...",
     "qrun": "usage: qrun [-a] [-H vnode_specification | -H -] job_identifier...",
-    "qalter": "usage: qalter [-N name] [-l resource_list] [-h hold_list] job_identifier...",
+    "qalter": "usage: qalter [-a date_time] [-A account_string] [-c interval] [-e path] "
+              "[-h hold_list] [-j oe|eo|n] [-k keep] [-l resource_list] [-m mail_options] "
+              "[-M user_list] [-N name] [-o path] [-p priority] [-P project] [-r y|n] "
+              "[-R o|e|oe] [-S path] [-u user_list] [-W additional_attributes] "
+              "job_identifier...",
     "pbsnodes": "usage: pbsnodes [-a] [-S [-j] [-L]] [-H] [-F json|dsv [-D delimiter]] "
                 "[-o|-r] [-C comment] [node...]\n       pbsnodes -l",
     "qmove": "usage: qmove destination job_identifier...",
