@@ -213,6 +213,7 @@ class Engine:
         self._usage_due = 0.0  # time.monotonic() of the next read of the samples
         self._usage_unsaved: set[str] = set()  # jobs whose last sample is not stored yet
         self._usage_seen: dict[str, tuple[int, int]] = {}  # their sample files, as last read
+        self._usage_ours: dict[str, dict[str, Any]] = {}  # what was saved of them (`hook_set`)
         self._usage_save_due = 0.0  # time.monotonic() of the next save of those
         #: Schedulers whose own cycle is due (a job of their partition queued or finished).
         self.sched_due: dict[str, float] = {}
@@ -1005,9 +1006,19 @@ class Engine:
                 attrs["session_id"] = launch.pgid
             used = self.usage.get(job_id)
             if launch is not None and used is not None and attrs.get("job_state") == "R":
-                attrs["resources_used"] = {**(attrs.get("resources_used") or {}),
-                                           **used_attrs(used, attrs)}
+                stored = attrs.get("resources_used") or {}
+                keep = hook_set(stored, self._usage_saved(job_id))
+                attrs["resources_used"] = {**stored, **{
+                    k: v for k, v in used_attrs(used, attrs).items() if k not in keep}}
         return jobs
+
+    def _usage_saved(self, job_id: str) -> dict[str, Any]:
+        """The resources_used values the server last saved for the running job (read from
+        its runtime once, after a restart)."""
+        if job_id not in self._usage_ours:
+            runtime = self.store.runtime(job_id) or {}
+            self._usage_ours[job_id] = dict(runtime.get("used") or {})
+        return self._usage_ours[job_id]
 
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
         queues = self.store.all("queue")
@@ -2392,6 +2403,7 @@ class Engine:
         and save the samples every USAGE_SAVE_EVERY seconds."""
         for job_id in set(self._usage_seen) - set(self.launches):
             self.usage.pop(job_id, None)
+            self._usage_ours.pop(job_id, None)
             del self._usage_seen[job_id]
         for job_id, launch in list(self.launches.items()):
             used, seen = executor.Usage.read(launch.status_file, self._usage_seen.get(job_id))
@@ -2418,7 +2430,7 @@ class Engine:
             unsaved = {j: self.usage[j] for j in self._usage_unsaved if j in self.usage}
             self._usage_unsaved.clear()
             try:
-                save_usage(self.store, unsaved)
+                self._usage_ours.update(save_usage(self.store, unsaved))
             except StoreWriteError as exc:  # (shown by qstat all the same; saved later)
                 self._usage_unsaved.update(unsaved)
                 self.log(LOG_ERROR, "Server", self.host, "the running jobs' resources_used "
@@ -2468,11 +2480,13 @@ class Engine:
             comment = ("Job lost: its end was never seen"
                        + (f" ({ended.start_error})" if ended.start_error else ""))
         now = int(self.clock())
-        lifecycle.finished(attrs, ended.exit_status, now, {
+        keep = hook_set(attrs.get("resources_used") or {},  # (as PBS's MoM leaves them)
+                        (self.store.runtime(job_id) or {}).get("used") or {})
+        lifecycle.finished(attrs, ended.exit_status, now, {k: v for k, v in {
             "walltime": units.format_duration(ended.walltime),
             "cput": units.format_duration(ended.cput),
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
-            "ncpus": _ncpus(attrs.get("exec_vnode", ""))},
+            "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep},
             comment)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -2787,17 +2801,33 @@ def used_attrs(used: executor.Usage, attrs: dict) -> dict[str, Any]:
             "walltime": units.format_duration(used.walltime)}
 
 
-def save_usage(store: Store, used: dict[str, executor.Usage]) -> None:
-    """Write the running jobs' resources_used from their samples (`used`): one
-    transaction for all of them, not one a job."""
+def hook_set(stored: dict[str, Any], saved: dict[str, Any]) -> set[str]:
+    """The job's resources_used a hook set: those not as the server last saved them
+    (`saved`, kept in the job's runtime). PBS's MoM leaves such a value as the hook set it
+    ("don't conflict with hook setting a value"), and so does the server."""
+    return {name for name, value in stored.items() if saved.get(name) != value}
+
+
+def save_usage(store: Store, used: dict[str, executor.Usage]) -> dict[str, dict[str, Any]]:
+    """Write the running jobs' resources_used from their samples (`used`), but those a
+    hook set (`hook_set`): one transaction for all of them, not one a job. Returns what
+    was saved for each job, as its runtime keeps it."""
+    saved = {}
     with store.transaction() as st:
         for job_id, usage in used.items():
             attrs = st.job(job_id, lean=True)
             if attrs is None or attrs.get("job_state") != "R" or st.unreadable(attrs):
                 continue
-            attrs["resources_used"] = {**(attrs.get("resources_used") or {}),
-                                       **used_attrs(usage, attrs)}
+            runtime = st.runtime(job_id) or {}
+            stored = attrs.get("resources_used") or {}
+            keep = hook_set(stored, runtime.get("used") or {})
+            saved[job_id] = {k: v for k, v in used_attrs(usage, attrs).items()
+                             if k not in keep}
+            attrs["resources_used"] = {**stored, **saved[job_id]}
+            runtime["used"] = saved[job_id]
             st.put_job(job_id, attrs, keep_env=True)
+            st.set_runtime(job_id, runtime)
+    return saved
 
 
 def _cpu_limit(attrs: dict) -> int | None:
