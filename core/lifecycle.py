@@ -90,7 +90,8 @@ _UNSET = object()
 def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str, Any]],
                       queue: Mapping[str, Any], server: Mapping[str, Any],
                       types: Mapping[str, str], host_level: frozenset[str], *,
-                      enqueued: bool, limited: bool, touched: Iterable[str] = ()
+                      enqueued: bool, limited: bool, touched: Iterable[str] = (),
+                      hosts: Iterable[str] = ()
                       ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """A job's Resource_List `res` as PBS's server completes it (OpenPBS 23.06, checked),
     and what of it the server wrote (``{"defaults": ..., "derived": ...}``), given what it
@@ -109,8 +110,11 @@ def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str,
       server's; chunks summed);
     * what it still lacks from its queue's ``resources_max``, then the server's (PBS's
       last defaults);
-    * without a select, PBS's conversion: a select of its host-level resources (`host_level`)
-      and ``place=pack`` (`units.converted_select`), derived again after a change to one
+    * without a select, PBS's conversion: of an old ``nodes`` specification, its select
+      and place (`units.nodes_select`: `hosts` are the names a host may have there; a
+      job-wide ncpus or mem it asks for is shared out among the chunks), else a select of
+      its host-level resources (`host_level`) and ``place=pack``
+      (`units.converted_select`), derived again after a change to one
       (qalter ``-l ncpus=3``); a select it is given replaces it (qalter ``-l select=...``
       keeps the derived place, as PBS's does); a select without a place gets
       ``place=free``;
@@ -132,7 +136,8 @@ def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str,
     full = {**defaults, **asked}
     maxima = (queue.get("resources_max"), server.get("resources_max"))
     if limited and (any(maxima) or queue.get("resources_min")):
-        over = units.outside_limits(_converted(full, chunk_tables, types, host_level)[0],
+        over = units.outside_limits(_converted(full, chunk_tables, types, host_level,
+                                               asked, hosts)[0],
                                     maxima, (queue.get("resources_min"),), types)
         if over is not None:
             raise OutsideLimits(over)
@@ -142,7 +147,7 @@ def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str,
     if place is not None and res.get("place") == place and full.get("select") and \
             "place" not in full and "place" not in touched:
         full["place"] = place
-    completed, derived = _converted(full, chunk_tables, types, host_level)
+    completed, derived = _converted(full, chunk_tables, types, host_level, asked, hosts)
     return completed, {"defaults": {k: v for k, v in defaults.items()
                                     if completed.get(k) == v},
                        "derived": derived}
@@ -182,11 +187,19 @@ def _fill(defaults: dict[str, Any], have: Mapping[str, Any],
 
 
 def _converted(res: dict[str, Any], chunk_tables: tuple, types: Mapping[str, str],
-               host_level: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`res` converted (a select and place when it has none; place=free beside a select)
-    and summed, and what of it that wrote."""
+               host_level: frozenset[str], asked: Mapping[str, Any] | None = None,
+               hosts: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`res` converted (a select and place when it has none: of its ``nodes``, sharing out
+    what it `asked` for of ncpus and mem, or of its host-level resources; place=free beside
+    a select) and summed, and what of it that wrote."""
     full = dict(res)
-    if not full.get("select"):
+    if not full.get("select") and full.get("nodes") is not None:  # (`units.NodesError`)
+        asked = res if asked is None else asked
+        full["select"], place = units.nodes_select(
+            full["nodes"], hosts=hosts, types=types, ncpus=asked.get("ncpus"),
+            mem=asked.get("mem"))
+        full.setdefault("place", place)
+    elif not full.get("select"):
         full.setdefault("ncpus", units.chunk_defaults(chunk_tables)["ncpus"])
         full["select"] = units.converted_select(full, host_level)
         full.setdefault("place", "pack")

@@ -406,6 +406,93 @@ def converted_select(res: Mapping[str, Any], host_level: Iterable[str]) -> str:
                             if name in names and res[name] is not None)])
 
 
+#: PBS's errors for an old ``nodes`` specification (OpenPBS 23.06, checked): 15089, and
+#: 15035 for a word that names neither a host nor a boolean resource.
+PBSE_BADNODESPEC, PBSE_UNKRESC = 15089, 15035
+
+
+class NodesError(ValueError):
+    """A ``nodes`` specification PBS refuses: its error number and its words."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def nodes_select(spec: str, *, hosts: Iterable[str] = (), types: Mapping[str, str],
+                 ncpus: Any = None, mem: Any = None) -> tuple[str, str]:
+    """PBS's select and place for an old ``-l nodes=`` specification, as OpenPBS 23.06's
+    server converts one (checked one by one): ``N[:ppn=P][:ncpus=C][:host][:prop]`` parts
+    joined by ``+``, then ``#excl`` or ``#shared``. A part is N chunks (1 for a part that
+    starts with a name) of ``ncpus=P*C``, with ``mpiprocs=P`` when P > 1; a name of
+    `hosts` is ``host=<name>``, a boolean resource of `types` ``<name>=True`` (``nodes=
+    2:ppn=2+vm`` -> ``2:ncpus=2:mpiprocs=2+1:ncpus=1:host=vm``). The place is ``scatter``,
+    ``scatter:excl`` with ``#excl``, ``free`` with ``#shared``. A job-wide `ncpus` asked
+    for is shared out by process (it must be a multiple of the processes, the sum of N*P:
+    each chunk gets P times its share), a job-wide `mem` by chunk, in kb, rounded down.
+    Raises `NodesError`: 15089 ``node(s) specification error`` for what is no such
+    specification (``0``, ``ppn=x``, ``mem=1gb`` inside it), 15035 ``Unknown resource:
+    <name>`` for a name that is neither, 15014 for an ncpus that cannot be shared out."""
+    bad = NodesError(PBSE_BADNODESPEC, "node(s) specification error")
+    text, _, suffix = str(spec).partition("#")
+    place = "scatter"
+    for word in (suffix.split("#") if suffix else ()):
+        if word == "excl":
+            place = "scatter:excl"
+        elif word == "shared":
+            place = "free"
+        else:
+            raise NodesError(PBSE_UNKRESC, f"Unknown resource: {word}")
+    known = set(hosts)
+    parts = []  # (count, ppn, ncpus per process, properties, host)
+    for part in text.split("+"):
+        items = part.split(":")
+        count = 1
+        if items[0].isascii() and items[0].isdigit():
+            count = int(items.pop(0))
+            if count < 1:
+                raise bad
+        ppn, per, props, host = 1, 1, [], None
+        for item in items:
+            name, eq, value = item.partition("=")
+            if eq:
+                if name not in ("ppn", "ncpus") or not (
+                        value.isascii() and value.isdigit() and int(value) >= 1):
+                    raise bad
+                ppn, per = (int(value), per) if name == "ppn" else (ppn, int(value))
+            elif not name or not name.isprintable() or " " in name:
+                raise bad
+            elif name in known:
+                host = name
+            elif types.get(name) == "boolean":
+                props.append(name)
+            else:
+                raise NodesError(PBSE_UNKRESC, f"Unknown resource: {name}")
+        parts.append((count, ppn, per, props, host))
+    if ncpus is not None:
+        processes = sum(count * ppn for count, ppn, _, _, _ in parts)
+        if int(ncpus) % processes:
+            raise NodesError(15014, "Illegal attribute or resource value Resource_List.ncpus")
+        parts = [(count, ppn, int(ncpus) // processes, props, host)
+                 for count, ppn, _, props, host in parts]
+    share = None
+    if mem is not None:
+        share = parse_size(mem) // 1024 // sum(count for count, *_ in parts)
+    chunks = []
+    for count, ppn, per, props, host in parts:
+        chunk = [str(count), f"ncpus={ppn * per}"]
+        if share is not None:
+            chunk.append(f"mem={share}kb")
+        chunk += [f"{prop}=True" for prop in props]
+        if host is not None:
+            chunk.append(f"host={host}")
+        if ppn > 1:
+            chunk.append(f"mpiprocs={ppn}")
+        chunks.append(":".join(chunk))
+    return "+".join(chunks), place
+
+
 def select_value(value: Any) -> str:
     """A resource's value as a select writes it: quoted (``"a:b"``, or ``'a"b'``) when it
     holds a character a select separates or quotes with; ValueError for one holding both

@@ -84,6 +84,7 @@ RESOURCE_TYPES: dict[str, str] = {
     "mpplabels": "string", "mppnodes": "string", "PBScraynid": "string",
     "PBScrayhost": "string", "PBScraylabel": "string", "PBScrayseg": "string",
     "vntype": "string_array",
+    "nodes": "string",  # (PBS's old request: converted to a select, `units.nodes_select`)
 }
 #: PBS's own resources a select's chunks hold on a host (flag h): asked for job-wide beside
 #: a select or a place, they are refused (as OpenPBS 23.06 refuses them; pmem, pvmem,

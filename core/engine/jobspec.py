@@ -867,7 +867,7 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
                     resource_types=types)
     res = attrs.get("Resource_List") or {}
     if res.get("place") is not None and res.get("select") is None and \
-            not values.CHUNK_RESOURCES & res.keys():
+            not values.CHUNK_RESOURCES & res.keys() and res.get("nodes") is None:
         # (OpenPBS 23.06's qsub, status 7; beside a host-level resource its server's 15109
         # speaks instead)
         raise JobSpecError('qsub: Cannot have "place" without "select"', PBSE_IVALREQ,

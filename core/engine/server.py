@@ -123,6 +123,7 @@ _STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W
                 ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
 PBSE_RESCUNAV = 15044
 PBSE_NORERUN = 15038
+PBSE_NODESPLACE = 15110  # (Cannot be used with select or place: nodes)
 PBSE_BADDEPEND = 15054
 #: PBS's words when a ``before*`` names a job that was never given an ``on:`` count.
 BEFORE_REFUSED = "Dependency request for job rejected by "
@@ -648,6 +649,10 @@ class Engine:
         queue_name = self._submit_queue(caller, queue_name)
         res = {k: v for k, v in (attrs.get("Resource_List") or {}).items() if v is not None}
         check_resources(res)
+        if res.get("nodes") is not None and (res.get("select") is not None or
+                                             res.get("place") is not None):
+            # (OpenPBS 23.06's qsub, checked; its qalter takes them, and stores the nodes)
+            raise PbsError(PBSE_NODESPLACE, "Cannot be used with select or place: nodes")
         self._check_chunk_resources(res, res)
         now = int(self.clock())
         with self.store.transaction() as st:
@@ -1327,10 +1332,16 @@ class Engine:
         server = self.server_attrs()
         types = {**values.RESOURCE_TYPES, **self.resource_types()}
         host_level = values.CHUNK_RESOURCES | self.host_resources()
+        hosts: set[str] = set()
+        if (attrs.get("Resource_List") or {}).get("nodes") is not None:  # (its host names)
+            for name, node in self.store.all("node").items():
+                hosts |= {name, str((node.get("resources_available") or {}).get("host"))}
         try:
             res, written = lifecycle.completed_request(
                 attrs.get("Resource_List") or {}, written, queue, server, types, host_level,
-                enqueued=enqueued, limited=limited, touched=touched)
+                enqueued=enqueued, limited=limited, touched=touched, hosts=hosts)
+        except units.NodesError as exc:  # (an old nodes specification: PBS's answers)
+            raise PbsError(exc.code, exc.message) from None
         except lifecycle.OutsideLimits as exc:
             self.log(LOG_JOB, "Job", job_id, f"{exc} of queue {attrs.get('queue')}")
             raise PbsError(PBSE_EXCQRESC) from None
