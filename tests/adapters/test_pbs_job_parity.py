@@ -93,6 +93,40 @@ ROWS: list[tuple[str, str]] = [
     # pbsnodes
     ("pbsnodes nosuch", ""), ("pbsnodes -Z", ""), ("pbsnodes -o nosuch", ""),
     ("pbsnodes -F xml nosuch", ""), ("pbsnodes -o {host}", "user"),
+    # job ids at this server and at another (seq@server, seq.server@server)
+    ("qstat 99999@{host}", ""), ("qstat 99999.{host}@{host}", ""), ("qdel 99999@{host}", ""),
+    ("qhold 99999@{host}", ""),
+    ("qalter -N x 99999@{host}", ""), ("qrun 99999@{host}", ""), ("qrerun 99999@{host}", ""),
+    ("qmove workq 99999@{host}", ""), ("qstat 1@nosuchhost", ""), ("qdel 1@nosuchhost", ""),
+    ("qrun 1@nosuchhost", ""), ("qhold 1@nosuchhost", ""), ("qstat 1.other", ""),
+    ("qdel 1.other", ""), ("qhold 1.other", ""), ("qstat 1@{host}@{host}", ""),
+    # qdel -x (the history purged), qrerun -W force
+    ("qdel -x 99999", ""), ("qdel -x {fresh}", ""), ("qdel -x {done}", "user"),
+    ("qrerun -W bogus {run}", ""), ("qrerun -W force {done}", ""),
+    ("qrerun -W force {held}", ""), ("qrerun -W force 99999", ""),
+    ("qrerun -W force {run}", "user"),
+    # qstat -F (any case, dsv, -D) and -w (a table row's padding follows its job id's
+    # length, which differs between the two servers: the tables are left to
+    # tests/engine/test_qstat_wide.py, which has PBS's)
+    ("qstat -f -F DSV 99999", ""), ("qstat -D x", ""), ("qstat -f -w -F json {held}", ""),
+    ("qstat -F json {held}", ""), ("qstat -w 99999", ""),
+    # pbsnodes -l, -S, -j, -L, -H
+    ("pbsnodes -l", ""), ("pbsnodes -aS", ""), ("pbsnodes -S", ""), ("pbsnodes -Sj", ""),
+    ("pbsnodes -j", ""), ("pbsnodes -H", ""), ("pbsnodes -l {host}", ""),
+    ("pbsnodes -H nosuch", ""), ("pbsnodes -S nosuch", ""), ("pbsnodes -aS -F xml", ""),
+    # -l nodes= (PBS's old request)
+    ("qsub -l nodes=abc -- /bin/true", ""), ("qsub -l nodes=0 -- /bin/true", ""),
+    ("qsub -l nodes=1:ppn=x -- /bin/true", ""), ("qsub -l nodes=1#pack -- /bin/true", ""),
+    ("qsub -l nodes=2 -l ncpus=3 -- /bin/true", ""),
+    ("qsub -l nodes=1 -l select=1:ncpus=1 -- /bin/true", ""),
+    ("qsub -l nodes=1 -l place=pack -- /bin/true", ""),
+    ("qalter -l nodes=abc {fresh}", ""), ("qalter -l nodes=0 {fresh}", ""),
+    # qalter's other options
+    ("qalter -p 5000 {held}", ""), ("qalter -p 5000 99999", ""),
+    ("qalter -e otherhost:rel {held}", ""), ("qalter -W nosuch=1 {held}", ""),
+    ("qalter -W block=true {held}", ""), ("qalter -P a/b {held}", ""),
+    ("qalter -v A=1 {held}", ""), ("qalter -W depend=frob:1 {held}", ""),
+    ("qalter -A acct -m n -p 10 {held}", ""),
 ]
 
 #: Rows whose answers still differ, and why (docs/engine.md, "The commands"). Each is
@@ -134,6 +168,22 @@ DIFFERENT: dict[str, str] = {
     "qsub -W depend=afterok:99999 -- /bin/true":
         "PBS queues the job (a dependency is registered after queueing); the engine refuses "
         "a dependency on a job it does not know at qsub (15001, exit 153)",
+    "qhold 1@nosuchhost":
+        _SAYS + " (PBS cuts the host's name: `cannot connect to server nosuchh`)",
+    "qrerun -W bogus {run}": _USAGE, "qrerun -W force {done}": _SAYS,
+    "qstat -D x": _USAGE, "qstat -f -w -F json {held}": _USAGE,
+    "qstat -F json {held}":
+        "PBS's qstat wants -f beside -F (`qstat: conflicting options.`, exit 2); the "
+        "engine's -F does without, printing the job in full (docs/engine.md, qstat)",
+    "pbsnodes -S": _USAGE, "pbsnodes -Sj": _USAGE, "pbsnodes -j": _USAGE,
+    "pbsnodes -H": _USAGE, "pbsnodes -l {host}": _USAGE, "pbsnodes -aS -F xml": _USAGE,
+    "qsub -l nodes=2 -l ncpus=3 -- /bin/true": _SAYS,
+    "qalter -p 5000 {held}": _USAGE, "qalter -p 5000 99999": _USAGE,
+    "qalter -e otherhost:rel {held}": _USAGE, "qalter -v A=1 {held}": _USAGE,
+    "qalter -W depend=frob:1 {held}": _USAGE,
+    "qalter -W nosuch=1 {held}": _SAYS + " (PBS's 15002 names nothing: `Undefined attribute "
+                                         " <id>`)",
+    "qalter -W block=true {held}": _SAYS,
     "qsub -W umask=999 -- /bin/true":
         "PBS takes a umask that is not octal; the engine refuses it (illegal -W value, "
         "exit 2): 9 is no octal digit and the umask would be meaningless",
