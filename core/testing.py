@@ -128,9 +128,10 @@ SECOND_USER = "pbsplugtu"
 
 @pytest.fixture(scope="session")
 def unix_user() -> str:
-    """A second Unix user (made once, with useradd), for tests of what another user may do:
-    jobs run as their owner, files a job must not change. Skips, saying why, without root
-    or without useradd, runuser or curl."""
+    """A second Unix user (made once, with useradd, and its home folder, 0700: a job starts
+    in its owner's home, as PBS starts it), for tests of what another user may do: jobs run
+    as their owner, files a job must not change. Skips, saying why, without root or without
+    useradd, runuser or curl."""
     import os
     import pwd
     import shutil
@@ -147,6 +148,11 @@ def unix_user() -> str:
         except KeyError:
             subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", SECOND_USER],
                            check=True)
+        user = pwd.getpwnam(SECOND_USER)
+        if not os.path.isdir(user.pw_dir):  # (made by an older fixture without one)
+            os.makedirs(os.path.dirname(user.pw_dir), exist_ok=True)
+            os.mkdir(user.pw_dir, 0o700)
+            os.chown(user.pw_dir, user.pw_uid, user.pw_gid, follow_symlinks=False)
     return SECOND_USER
 
 

@@ -604,7 +604,7 @@ def _variables(value: Any, attr: str) -> dict[str, str]:
             name.encode("utf-8"), val.encode("utf-8")
         except UnicodeEncodeError:
             raise _bad(f"{attr}.{name}", "not valid UTF-8") from None
-        if name == "PBS_O_WORKDIR":  # the job's cwd, and where its output goes by default
+        if name == "PBS_O_WORKDIR":  # where its output goes by default
             text(val, f"{attr}.{name}", allow_empty=False)
             if not val.startswith("/"):
                 raise _bad(f"{attr}.{name}", f"{val!r} is not an absolute path")
@@ -855,8 +855,8 @@ def job_request(attrs: Any, role: str, custom: Mapping[str, str] | None = None, 
         if name in UNSUPPORTED_JOB_ATTRIBUTES:
             continue
         if name == "sandbox" and isinstance(value, str) and value.strip().upper() == "PRIVATE":
-            raise BadValue(PBSE_NOSUP, name, "-W sandbox=PRIVATE (a job runs in "
-                           "PBS_O_WORKDIR) is not supported by the local engine")
+            raise BadValue(PBSE_NOSUP, name, "-W sandbox=PRIVATE (a job runs in its "
+                           "owner's home) is not supported by the local engine")
         rule = JOB_ATTRIBUTES.get(name)
         if rule is None:
             plugin_def = extra.get(name)

@@ -53,6 +53,13 @@ from typing import Any
 EXEC_FAIL = -1
 #: A job whose exit was never seen (its shepherd died with the machine): PBS's JOB_EXEC_INITABT.
 EXEC_LOST = -2
+#: Exit status PBS gives a job whose start failed after its files were set up
+#: (JOB_EXEC_FAIL2): here, one that cannot start in its owner's home (`NO_HOME`).
+EXEC_FAIL2 = -2
+#: How the reason of a job that could not change to its owner's home begins.
+NO_HOME = "cannot start in its owner's home"
+#: What PBS's MoM writes to the job's error file then (OpenPBS 23.06, checked).
+NO_HOME_NOTE = "Could not chdir to home directory\n"
 #: PBS's default umask for a job: its output and error files are 0600.
 DEFAULT_UMASK = 0o077
 #: A user's uid, gid and name, to run something as that user.
@@ -114,8 +121,15 @@ class JobExit:
     walltime: float
     cput: float
     mem_kb: int
-    start_error: str = ""   # why the job could not start (exit_status EXEC_FAIL)
+    start_error: str = ""   # why the job could not start (exit_status EXEC_FAIL, EXEC_FAIL2)
     vmem_kb: int = 0
+
+    @property
+    def could_not_start(self) -> bool:
+        """The job's process never ran the job (EXEC_FAIL; EXEC_FAIL2, which is also
+        EXEC_LOST's number, when its reason says so)."""
+        return self.exit_status == EXEC_FAIL or (
+            self.exit_status == EXEC_FAIL2 and self.start_error.startswith(NO_HOME))
 
     @classmethod
     def read(cls, path: str | Path) -> JobExit | None:
@@ -719,13 +733,16 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             os.dup2(err, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
-            stage = ""  # from here, the note goes to the job's own error file as well
+            stage = NO_HOME  # (as the owner: a link there gives them nothing more)
             os.chdir(cwd)
+            stage = ""  # from here, the note goes to the job's own error file as well
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # tell the shepherd why the job could not start
             why = f"{stage + ': ' if stage else ''}{type(exc).__name__}: {exc}"
-            try:
-                if not stage:  # the user's own file, written by the user's process
+            try:  # the user's own file, written by the user's process
+                if stage == NO_HOME:
+                    os.write(2, NO_HOME_NOTE.encode())
+                elif not stage:
                     os.write(2, f"pbsplug: the job could not start: {why}\n".encode())
             except OSError:
                 pass
@@ -754,7 +771,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # does; it would run on untracked, past the job's walltime and on a vnode given away.
     _kill_session(me, process_start(me) or 0.0)
     if start_error:
-        code = EXEC_FAIL
+        code = EXEC_FAIL2 if start_error.startswith(NO_HOME) else EXEC_FAIL
     elif os.WIFSIGNALED(status):
         code = 256 + os.WTERMSIG(status)
     else:

@@ -510,7 +510,7 @@ class _Parser:
             elif key in ("stagein", "stageout"):
                 raise _unsupported(f"-W {key} (no file staging on one machine)")
             elif key == "sandbox" and value.upper() == "PRIVATE":
-                raise _unsupported("-W sandbox=PRIVATE (a job runs in PBS_O_WORKDIR)")
+                raise _unsupported("-W sandbox=PRIVATE (a job runs in its owner's home)")
             else:
                 old = p.w_attrs.get(key)
                 if old is None or level >= old[1]:

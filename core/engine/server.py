@@ -2101,11 +2101,12 @@ class Engine:
                 return False
             if "argv" in outcome.changes:
                 argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
-            out, err = self._output_paths(attrs)
+            home = _home_of(attrs)
+            out, err = self._output_paths(job_id, attrs, home)
             seq = job_id.split(".")[0]
             name = str(attrs.get("Job_Name") or "STDIN")
-            try:
-                launch = pending.start(argv, env, env.get("PBS_O_WORKDIR", "/"), out, err,
+            try:  # in its owner's home, as PBS's MoM starts a job (not PBS_O_WORKDIR)
+                launch = pending.start(argv, env, home, out, err,
                                        umask=self._umask(job_id, attrs),
                                        names=(f"{name}.o{seq}", f"{name}.e{seq}"),
                                        cpu_limit=_cpu_limit(attrs))
@@ -2263,9 +2264,18 @@ class Engine:
         executor.write_job_file(script, self.store.job_script(job_id) or "", ids, 0o700)
         return [shell, str(script)], env
 
-    def _output_paths(self, attrs: dict) -> tuple[str, str | None]:
+    def _output_paths(self, job_id: str, attrs: dict, home: str) -> tuple[str, str | None]:
+        """The job's output and error files (None: joined to the output). A stream kept on
+        the execution host (``-k o``, ``-k e``, without ``d``) is ``<Job_Name>.o<seq>``
+        (``.e<seq>``) in its owner's `home`, as PBS's MoM keeps it, not its path."""
         out = str(attrs["Output_Path"]).split(":", 1)[-1]
         err = str(attrs["Error_Path"]).split(":", 1)[-1]
+        keep = str(attrs.get("Keep_Files") or "n")
+        if "d" not in keep:
+            kept = os.path.join(home, str(attrs.get("Job_Name") or "STDIN"))
+            seq = job_id.split(".")[0]
+            out = f"{kept}.o{seq}" if "o" in keep else out
+            err = f"{kept}.e{seq}" if "e" in keep else err
         join = str(attrs.get("Join_Path", "n"))
         if join == "oe":
             return out, None
@@ -2485,7 +2495,7 @@ class Engine:
         purged_by = (self.store.runtime(job_id) or {}).get("purge")
         if end_hooks and attrs.get("exec_vnode"):
             self._end_hooks(job_id, attrs)
-        if not comment and ended.exit_status == executor.EXEC_FAIL:  # the shepherd failed
+        if not comment and ended.could_not_start:  # the shepherd failed
             comment = f"Job could not start: {ended.start_error or 'unknown reason'}"
         elif not comment and ended.exit_status == executor.EXEC_LOST:
             comment = ("Job lost: its end was never seen"
@@ -2839,6 +2849,16 @@ def save_usage(store: Store, used: dict[str, executor.Usage]) -> dict[str, dict[
             st.put_job(job_id, attrs, keep_env=True)
             st.set_runtime(job_id, runtime)
     return saved
+
+
+def _home_of(attrs: dict) -> str:
+    """The home folder of the job's owner (the server's user's, when the server is not
+    root and the owner is unknown), where the job starts; "" for none, which fails it."""
+    user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
+    try:
+        return pwd.getpwnam(user).pw_dir
+    except KeyError:
+        return ""
 
 
 def _cpu_limit(attrs: dict) -> int | None:

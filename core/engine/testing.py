@@ -59,7 +59,9 @@ class LocalEngine:
     def __init__(self, root: Path, site: str = "", env: Mapping[str, str] | None = None):
         self.root = Path(root)
         self.home = Home(self.root)
-        self.work = self.root / "work"  # jobs' working directory, writable by every user
+        # Jobs' submission folder (PBS_O_WORKDIR, where their output goes by default; they
+        # start in their owner's home), writable by every user.
+        self.work = self.root / "work"
         self.work.mkdir(mode=0o777, exist_ok=True)
         self.work.chmod(0o777)
         if site:

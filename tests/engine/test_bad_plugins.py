@@ -153,7 +153,7 @@ def test_a_hook_cannot_stop_the_server_or_its_jobs_through_process_wide_state(
     with pytest.raises(PbsError) as refused:
         engine.submit(Job_Name="number")
     assert refused.value.message == "2"
-    job = engine.submit("echo ran >> runs\n", Job_Name="plain")
+    job = engine.submit('cd "$PBS_O_WORKDIR"; echo ran >> runs\n', Job_Name="plain")
     attrs = engine.wait(job)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
     assert (engine.work / "runs").read_text() == "ran\n"

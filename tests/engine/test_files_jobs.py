@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -12,6 +13,8 @@ import stat
 from pathlib import Path
 
 import pytest
+
+from pbsplug.testing import missing
 
 from .conftest import until
 
@@ -146,11 +149,75 @@ def test_a_job_deleted_while_queued_takes_its_runs_leftovers_with_it(engine):
     assert [p for p in [*left, tmpdir] if p.exists()] == []
 
 
+def test_a_job_starts_in_its_owners_home_as_pbs_starts_it(engine):
+    """OpenPBS 23.06 (checked) starts a job in its owner's home folder, whatever folder it
+    was submitted from (a script cds to $PBS_O_WORKDIR itself); pbsplug started it in
+    PBS_O_WORKDIR."""
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    job_id = engine.pbs("qsub", "-N", "where", "--", "/bin/sh", "-c",
+                        'pwd -P; echo "$PBS_O_WORKDIR"; echo "$HOME"', check=True).stdout.strip()
+    assert engine.wait(job_id)["Exit_status"] == 0
+    out = (engine.work / f"where.o{job_id.split('.')[0]}").read_text()
+    assert out == f"{os.path.realpath(home)}\n{engine.work}\n{home}\n"
+
+
+def test_a_stream_kept_with_k_goes_to_the_owners_home(engine):
+    """qsub -k o / -k e without d, as OpenPBS 23.06 did (checked): the kept stream is
+    written to <Job_Name>.o<seq> (.e<seq>) in its owner's home on the execution host and
+    stays there, whatever -o or -e says; a stream not kept goes to its path, and with d
+    both do. pbsplug kept -k as an attribute and wrote to the paths."""
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    script = ["--", "/bin/sh", "-c", "echo out; echo err >&2"]
+    both = engine.pbs("qsub", "-N", "keepboth", "-k", "oe", *script, check=True)
+    out_only = engine.pbs("qsub", "-N", "keepout", "-k", "o", "-o", f"{engine.work}/ko.out",
+                          "-e", f"{engine.work}/ko.err", *script, check=True)
+    direct = engine.pbs("qsub", "-N", "keepdirect", "-k", "oed", *script, check=True)
+    seqs = [done.stdout.strip().split(".")[0] for done in (both, out_only, direct)]
+    kept = [home / f"keepboth.o{seqs[0]}", home / f"keepboth.e{seqs[0]}",
+            home / f"keepout.o{seqs[1]}"]
+    try:
+        for done in (both, out_only, direct):
+            assert engine.wait(done.stdout.strip())["Exit_status"] == 0
+        assert [p.read_text() for p in kept] == ["out\n", "err\n", "out\n"]
+        assert all(mode(p) == 0o600 for p in kept)
+        assert not (engine.work / f"keepboth.o{seqs[0]}").exists()
+        assert not (engine.work / "ko.out").exists()
+        assert (engine.work / "ko.err").read_text() == "err\n"
+        assert (engine.work / f"keepdirect.o{seqs[2]}").read_text() == "out\n"
+        assert not (home / f"keepdirect.o{seqs[2]}").exists()
+    finally:
+        for path in kept:
+            path.unlink(missing_ok=True)
+
+
+def test_a_job_whose_owner_has_no_home_does_not_start_as_in_pbs(engine):
+    """OpenPBS 23.06 (checked, for a user whose home folder does not exist): the job fails
+    with Exit_status -2 (JOB_EXEC_FAIL2) and "Could not chdir to home directory" in its
+    error file. Run as ``nobody``, whose home is /nonexistent."""
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        missing("needs the user nobody")
+    if os.geteuid() != 0 or os.path.isdir(nobody.pw_dir):
+        missing("needs root, and a user nobody whose home folder does not exist")
+    job_id = engine.as_user("nobody", "submit", attrs={
+        "Job_Name": "homeless", "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}},
+        argv=["/bin/true"])["result"]
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -2
+    assert attrs["comment"].startswith(
+        "Job could not start: cannot start in its owner's home: FileNotFoundError: ")
+    err = engine.work / f"homeless.e{job_id.split('.')[0]}"
+    assert err.read_text() == "Could not chdir to home directory\n"
+    assert err.stat().st_uid == nobody.pw_uid
+
+
 def test_comments_say_what_happened(engine):
-    gone = engine.submit("true\n", Job_Name="nowhere",
-                         Variable_List={"PBS_O_WORKDIR": str(engine.work / "missing")},
-                         Output_Path=f"{HOST}:{engine.work}/nowhere.out",
-                         Error_Path=f"{HOST}:{engine.work}/nowhere.err")
+    # (a job starts in its owner's home, not PBS_O_WORKDIR: a program that is not there)
+    gone = engine.client("submit", attrs={
+        "Job_Name": "nowhere", "Variable_List": {"PBS_O_WORKDIR": str(engine.work)},
+        "Output_Path": f"{HOST}:{engine.work}/nowhere.out",
+        "Error_Path": f"{HOST}:{engine.work}/nowhere.err"}, argv=[str(engine.work / "missing")])
     attrs = engine.wait(gone)
     assert attrs["Exit_status"] == -1
     assert attrs["comment"].startswith("Job could not start: FileNotFoundError: ")
