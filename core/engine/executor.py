@@ -25,10 +25,12 @@ walltime limit signal.
 
 Everything done on the job's behalf on the file system is done as its owner: the job's child
 drops to the owner's uid, gid and groups *before* it opens the output and error files,
-changes to the working directory or writes a start-failure note, so a path the user names
-can never make root create or append to a file. What the server makes for the job as root
-(the TMPDIR, the script and nodefile) is made in folders only the server can write, with
-O_EXCL and O_NOFOLLOW, and handed over with fchown/fchmod on the open descriptor.
+changes to the owner's home (where PBS starts a job) or writes a start-failure note, so a
+path the user names can never make root create or append to a file. The shepherd writes
+into the job's error file only through the descriptor the job's process opened and handed
+over. What the server makes for the job as root (the TMPDIR, the script and nodefile) is
+made in folders only the server can write, with O_EXCL and O_NOFOLLOW, and handed over
+with fchown/fchmod on the open descriptor.
 """
 
 from __future__ import annotations
@@ -863,14 +865,14 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
                 break
             now = time.monotonic()
             if now - t0 >= sample_time(samples):
-                cput, mem_kb, vmem_kb = sample(session)
-                used.walltime, used.cput = now - t0, max(used.cput, cput)
-                used.mem_kb = max(used.mem_kb, mem_kb, peak_kb(pid))
-                used.vmem_kb = max(used.vmem_kb, vmem_kb)
-                try:
+                try:  # (a sample that fails is skipped: the job's end must be reported)
+                    cput, mem_kb, vmem_kb = sample(session)
+                    used.walltime, used.cput = now - t0, max(used.cput, cput)
+                    used.mem_kb = max(used.mem_kb, mem_kb, peak_kb(pid))
+                    used.vmem_kb = max(used.vmem_kb, vmem_kb)
                     _write_aside(usage_file, asdict(used))
-                except OSError:
-                    pass  # a full disk: the next sample may have room
+                except Exception:  # noqa: BLE001 - a full disk, an odd /proc
+                    pass
                 while now - t0 >= sample_time(samples):
                     samples += 1
             wait = max(0.0, t0 + sample_time(samples) - time.monotonic())
