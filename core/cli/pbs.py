@@ -326,10 +326,11 @@ def qstat(args: list[str]) -> int:
     return status
 
 
-@pbs_command("qdel", "usage: qdel [-W force] job_identifier...")
+@pbs_command("qdel", "usage:\n\tqdel [-W force|suppress_email=X] [-x] job_identifier...\n"
+             "\tqdel --version")
 def qdel(args: list[str]) -> int:
-    """As OpenPBS 23.06's qdel; ``-x`` purges the job's history too (a finished job's at
-    once: `Engine.req_delete`)."""
+    """As OpenPBS 23.06's qdel, whose usage it prints (checked); ``-x`` purges the job's
+    history too (a finished job's at once: `Engine.req_delete`)."""
     opts, ids = _getopt(args, "W:x")
     if not ids:
         raise getopt.GetoptError("a job id is required")
