@@ -263,8 +263,9 @@ def execjob_end(event: Event) -> None:
     """The job is finished on this host and everything of it is being removed; the last
     execution-host event of a job.
 
-    Carries ``event.job`` and ``event.vnode_list``. Reject: ignored (later hooks are
-    skipped); changes still apply.
+    Carries ``event.job`` (with ``Exit_status`` and ``resources_used``, as for the
+    epilogue) and ``event.vnode_list``. Reject: ignored (later hooks are skipped); changes
+    still apply.
     """
 
 

@@ -2469,11 +2469,36 @@ class Engine:
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
-        action, event = self._end_hooks(job_id, attrs)
+        action, event, used = self._ended_hooks(job_id, attrs, ended)
         if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
+            attrs.pop("Exit_status", None)  # (the run's; the job is not over)
             self._requeue(job_id, attrs, lifecycle.end_comment(reason, event))
         else:
-            self._finish(job_id, attrs, ended, comment=reason, end_hooks=False)
+            self._finish(job_id, attrs, ended, comment=reason, end_hooks=False, used=used)
+
+    def _ended_hooks(self, job_id: str, attrs: dict, ended: executor.JobExit
+                     ) -> tuple[str | None, str | None, dict[str, Any]]:
+        """The end hooks of a job whose processes ended (`_end_hooks`), which see its
+        Exit_status and resources_used as PBS's MoM sets them before its epilogue; returns
+        their action and event, and what was measured but what a hook set since."""
+        used = self._usage(job_id, attrs, ended)
+        attrs["Exit_status"] = ended.exit_status
+        given = {**(attrs.get("resources_used") or {}), **used}
+        if attrs.get("stime") is not None:  # (it ran: as `lifecycle.finished` merges them)
+            attrs["resources_used"] = dict(given)
+        action, event = self._end_hooks(job_id, attrs)
+        after = attrs.get("resources_used") or given
+        return action, event, {k: v for k, v in used.items() if after.get(k) == given[k]}
+
+    def _usage(self, job_id: str, attrs: dict, ended: executor.JobExit) -> dict[str, Any]:
+        """What the host measured of the job's run, but what a hook set (`hook_set`)."""
+        keep = hook_set(attrs.get("resources_used") or {},  # (as PBS's MoM leaves them)
+                        (self.store.runtime(job_id) or {}).get("used") or {})
+        return {k: v for k, v in {
+            "walltime": units.format_duration(ended.walltime),
+            "cput": units.format_duration(ended.cput),
+            "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
+            "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}
 
     def _end_hooks(self, job_id: str, attrs: dict) -> tuple[str | None, str | None]:
         """execjob_epilogue, then execjob_end. A reject or an error is only logged, but what a
@@ -2489,26 +2514,22 @@ class Engine:
         return action, asked_by
 
     def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
-                comment: str | None = None, end_hooks: bool = True) -> None:
-        """The job is over: epilogue and end hooks (unless run already), then its record,
-        then jobobit; then a job a qdel -x ended is purged."""
+                comment: str | None = None, end_hooks: bool = True,
+                used: dict[str, Any] | None = None) -> None:
+        """The job is over: epilogue and end hooks (unless run already: `used` is then what
+        `_ended_hooks` gave), then its record, then jobobit; then a job a qdel -x ended is
+        purged."""
         purged_by = (self.store.runtime(job_id) or {}).get("purge")
         if end_hooks and attrs.get("exec_vnode"):
-            self._end_hooks(job_id, attrs)
+            used = self._ended_hooks(job_id, attrs, ended)[2]
         if not comment and ended.could_not_start:  # the shepherd failed
             comment = f"Job could not start: {ended.start_error or 'unknown reason'}"
         elif not comment and ended.exit_status == executor.EXEC_LOST:
             comment = ("Job lost: its end was never seen"
                        + (f" ({ended.start_error})" if ended.start_error else ""))
         now = int(self.clock())
-        keep = hook_set(attrs.get("resources_used") or {},  # (as PBS's MoM leaves them)
-                        (self.store.runtime(job_id) or {}).get("used") or {})
-        lifecycle.finished(attrs, ended.exit_status, now, {k: v for k, v in {
-            "walltime": units.format_duration(ended.walltime),
-            "cput": units.format_duration(ended.cput),
-            "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
-            "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep},
-            comment)
+        lifecycle.finished(attrs, ended.exit_status, now,
+                           self._usage(job_id, attrs, ended) if used is None else used, comment)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, None)

@@ -244,6 +244,14 @@ class _Host:
 
 #: The final state of a job that ran its time, by its trace status (others: COMPLETED).
 _STATUS_STATES = {0: FAILED, 5: KILLED}
+
+
+def _exit_status(state: str) -> int:
+    """A replayed job's Exit_status: 0 when it completed; PBS's JOB_EXEC_KILL_WALLTIME
+    when killed at its walltime, as on the engine; 1 otherwise."""
+    return {COMPLETED: 0, WALLTIME: lifecycle.KILLED_OVER["walltime"]}.get(state, 1)
+
+
 #: The power model's figures a host may draw (`_Host.watts`), and the machine state of a
 #: host that draws each (`Simulator._host_state`).
 _FIGURE_STATES = {"busy": "computing", "idle": "idle", "asleep": "sleeping", "off": "sleeping",
@@ -1043,6 +1051,13 @@ class Simulator:
     def _end(self, run: _Run) -> None:
         self._stop(run)
         action = event = None
+        state = WALLTIME if run.killed else _STATUS_STATES.get(run.tj.status, COMPLETED)
+        used = given = None
+        if self._end_events:  # they see Exit_status and resources_used, as on the engine
+            used = self._used(run)
+            run.attrs["Exit_status"] = _exit_status(state)
+            given = {**(run.attrs.get("resources_used") or {}), **used}
+            run.attrs["resources_used"] = dict(given)
         for name in self._end_events:
             outcome = self._fire(name, job=lambda: Job(run.tj.job_id, run.attrs),
                                  vnode_list=lambda: self._event_vnodes(run.vnodes))
@@ -1056,10 +1071,13 @@ class Simulator:
             reason = lifecycle.walltime_exceeded(lifecycle.walltime_limit(run.attrs),
                                                  self.now - run.start + 1) or "walltime"
         if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
+            run.attrs.pop("Exit_status", None)  # (the run's; the job is not over)
             self._requeue(run, lifecycle.end_comment(reason, event))
             return
-        state = WALLTIME if run.killed else _STATUS_STATES.get(run.tj.status, COMPLETED)
-        self._finish(run, state, reason)
+        if used is not None and given is not None:  # a value a hook set stays, as on the engine
+            after = run.attrs.get("resources_used") or given
+            used = {k: v for k, v in used.items() if after.get(k) == given[k]}
+        self._finish(run, state, reason, used)
 
     def _stop(self, run: _Run) -> None:
         """The job's cpus are free again (before its end hooks, as the engine's are once
@@ -1068,14 +1086,16 @@ class Simulator:
         self._occupy(run, -1)  # which marks its vnodes last used now
         self._touched = True
 
-    def _finish(self, run: _Run, state: str, comment: str | None) -> None:
-        used = None
-        if run.start is not None:
-            used = {"walltime": format_duration(math.ceil(self.now - run.start)),
-                    "ncpus": run.ncpus}
-        # (a job killed at its walltime gets PBS's JOB_EXEC_KILL_WALLTIME, as on the engine)
-        status = {COMPLETED: 0, WALLTIME: lifecycle.KILLED_OVER["walltime"]}.get(state, 1)
-        lifecycle.finished(run.attrs, status, int(self.now), used, comment)
+    def _used(self, run: _Run) -> dict[str, Any]:
+        """What the host measured of the job's run (its walltime and ncpus)."""
+        return {"walltime": format_duration(math.ceil(self.now - run.start)),
+                "ncpus": run.ncpus}
+
+    def _finish(self, run: _Run, state: str, comment: str | None,
+                used: dict[str, Any] | None = None) -> None:
+        if used is None and run.start is not None:
+            used = self._used(run)
+        lifecycle.finished(run.attrs, _exit_status(state), int(self.now), used, comment)
         self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
         self.summary.jobs += 1
         self.summary.killed += state == WALLTIME

@@ -380,20 +380,35 @@ def test_execjob_preterm_reject_refuses_qdel(dists, make_engine):
 def test_end_hooks_and_jobobit_see_the_job(dists, make_engine, engine_root):
     record = engine_root / "seen"
     engine = make_engine(plugin(dists, "watch", f"""
+        def seen(name, job):
+            used = job.resources_used or {{}}
+            open({str(record)!r}, "a").write(
+                f"{{name}} {{job.Exit_status}} {{sorted(used)}} {{used.get('walltime')}}\\n")
+
         @hookimpl
         def execjob_epilogue(event):
-            open({str(record)!r}, "a").write("epilogue\\n")
+            seen("epilogue", event.job)
+            event.job.resources_used["vmem"] = "7kb"  # (a site's own figure: it stays)
 
         @hookimpl
         def execjob_end(event):
-            open({str(record)!r}, "a").write("end\\n")
+            seen("end", event.job)
 
         @hookimpl
         def jobobit(event):
-            open({str(record)!r}, "a").write(f"obit {{event.job.Exit_status}}\\n")
+            seen("obit", event.job)
         """, ("execjob_epilogue", "execjob_end", "jobobit")))
-    engine.wait(engine.submit("exit 4\n"))
-    assert record.read_text() == "epilogue\nend\nobit 4\n"
+    job_id = engine.submit("sleep 1; exit 4\n")
+    attrs = engine.wait(job_id)
+    # The end hooks see the Exit_status and resources_used PBS's MoM sets before them.
+    lines = record.read_text().splitlines()
+    assert [line.split()[:2] for line in lines] == [["epilogue", "4"], ["end", "4"],
+                                                    ["obit", "4"]], lines
+    measured = "['cput', 'mem', 'ncpus', 'vmem', 'walltime']"
+    assert all(measured in line for line in lines), lines
+    walltimes = {line.rsplit(" ", 1)[1] for line in lines}
+    assert walltimes == {attrs["resources_used"]["walltime"]}, (walltimes, attrs)
+    assert attrs["resources_used"]["vmem"] == "7kb"  # the epilogue's value, not the host's
 
 
 def test_a_server_killed_with_sigkill_loses_nothing(engine):

@@ -19,7 +19,8 @@ from pbsplug.units import format_duration
 
 #: Each job is told by its walltime: 111 s is refused at submission, 333 s refused by its
 #: first execjob_begin (requeued, run again), 444 s deleted by execjob_begin, 555 s asks
-#: a rerun at its first execjob_end; 222 s is left alone.
+#: a rerun at its first execjob_end; 666 s asks one too, only if its end hooks see its
+#: Exit_status and resources_used, as PBS's MoM sets them before them; 222 s is left alone.
 SOURCE = '''
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.units import parse_duration
@@ -52,11 +53,14 @@ def execjob_begin(event):
 def execjob_end(event):
     if _wall(event.job) == 555 and event.job.run_count == 1:
         event.job.rerun()
+    if _wall(event.job) == 666 and event.job.run_count == 1 and \
+            event.job.Exit_status == 0 and event.job.resources_used["walltime"] is not None:
+        event.job.rerun()
 '''
 
-WALLTIMES = (111, 222, 333, 444, 555)
+WALLTIMES = (111, 222, 333, 444, 555, 666)
 EXPECTED = {111: ("refused", "no jobs of 111 s"), 222: ("ran", 1), 333: ("ran", 2),
-            444: ("deleted", 1), 555: ("ran", 2)}
+            444: ("deleted", 1), 555: ("ran", 2), 666: ("ran", 2)}
 
 
 @pytest.fixture
