@@ -28,26 +28,7 @@ from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 from pbsplug.testing import require_module
 
-
-class Sink:
-    """Keeps what the simulator sends."""
-
-    def __init__(self):
-        self.jobs = []
-        self.states = []
-        self.closed = None
-
-    def job(self, result):
-        self.jobs.append(result)
-
-    def machine(self, states):
-        self.states.append(states)
-
-    def close(self, end):
-        self.closed = end
-
-    def starts(self):
-        return {r.job.job_id: r.start for r in self.jobs}
+from .helpers import Sink
 
 
 def tj(job_id, submit, run, ncpus, walltime=None, **kw):

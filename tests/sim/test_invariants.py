@@ -44,6 +44,8 @@ from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import REJECTED, WALLTIME, TraceJob
 from pbsplug.units import SHARED, parse_size
 
+from .helpers import Sink
+
 JOBS = 40  # the most jobs of a workload
 PLACES = (None, "free", "pack", "scatter", "vscatter", "excl", "scatter:excl", "shared",
           "exclhost", "scatter:exclhost", "vscatter:excl", "free:group=host",
@@ -151,20 +153,6 @@ class Ran:
     mem: dict[str, int] = field(default_factory=dict)   # vnode -> bytes it held
 
 
-class Sink:
-    def __init__(self):
-        self.results = []
-
-    def job(self, result):
-        self.results.append(result)
-
-    def machine(self, states):
-        pass
-
-    def close(self, end):
-        pass
-
-
 class Recorder(Simulator):
     """The simulator, keeping what each job was given when it started."""
 
@@ -213,7 +201,7 @@ def replay(case: Case, tmp: Path):
                    scheds=case.scheds, kill_at_walltime=case.kill)
     sim.run(case.jobs)
     ran = {}
-    for result in sink.results:
+    for result in sink.jobs:
         vnodes, place, queue, mem = sim.given.get(result.job.job_id,
                                                   ({}, "", result.job.queue, {}))
         ran[result.job.job_id] = Ran(result.job, result.final_state, result.start, result.end,

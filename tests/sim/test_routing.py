@@ -18,6 +18,8 @@ from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 from pbsplug.siteconfig import SiteConfig
 
+from .helpers import Sink
+
 #: Two hosts of one cpu. `entry` routes to `short` (at most 10 minutes and 1 cpu; Priority
 #: 10), then `long` (10:00:01 to 10 hours); `front` routes to `entry`, a route queue too.
 PLATFORM = """
@@ -43,23 +45,6 @@ resources_max = {{walltime = "00:10:00", ncpus = 1}}
 resources_min = {{walltime = "00:10:01"}}
 resources_max = {{walltime = "10:00:00"}}
 """
-
-
-class Sink:
-    def __init__(self):
-        self.jobs = []
-
-    def job(self, result):
-        self.jobs.append(result)
-
-    def machine(self, states):
-        pass
-
-    def close(self, end):
-        pass
-
-    def by_id(self):
-        return {r.job.job_id: r for r in self.jobs}
 
 
 class Recorder(Simulator):

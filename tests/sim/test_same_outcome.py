@@ -17,6 +17,8 @@ from pbsplug.sim.machine import uniform
 from pbsplug.sim.records import COMPLETED, FAILED, REJECTED, TraceJob
 from pbsplug.units import format_duration
 
+from .helpers import Sink
+
 #: Each job is told by its walltime: 111 s is refused at submission, 333 s refused by its
 #: first execjob_begin (requeued, run again), 444 s deleted by execjob_begin, 555 s asks
 #: a rerun at its first execjob_end; 666 s asks one too, only if its end hooks see its
@@ -94,20 +96,6 @@ def engine_outcomes(dists) -> dict[int, tuple]:
     finally:
         engine.stop()
         remove_root(root)
-
-
-class Sink:
-    def __init__(self):
-        self.jobs = []
-
-    def job(self, result):
-        self.jobs.append(result)
-
-    def machine(self, states):
-        pass
-
-    def close(self, end):
-        pass
 
 
 def sim_outcomes(plugins, tmp_path) -> dict[int, tuple]:
