@@ -374,6 +374,12 @@ def open_file(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644,
             raise
         raise UnsafeFolder(f"refusing {path}: a link, never followed; remove it",
                            "a link") from None
+    return _checked_file(fd, path, owner)
+
+
+def _checked_file(fd: int, path: str | Path, owner: int | None) -> int:
+    """`fd` (opened without blocking), blocking again once `file_problem` finds nothing
+    wrong with it; else closed, and `UnsafeFolder` naming `path`."""
     try:
         problem = file_problem(os.fstat(fd), owner)
         if problem:
@@ -431,16 +437,7 @@ def _open_to_read(path: Path, owner: int) -> int:
                                "a link") from None
     finally:
         os.close(fd)
-    try:
-        problem = file_problem(os.fstat(out), owner)
-        if problem:
-            raise UnsafeFolder(f"refusing {path}: {problem}, so another user could have "
-                               "written it; remove it", problem)
-        os.set_blocking(out, True)
-    except BaseException:
-        os.close(out)
-        raise
-    return out
+    return _checked_file(out, path, owner)
 
 
 #: The most bytes `read_text` reads of a file of another user's (``owner=``): its size is

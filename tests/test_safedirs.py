@@ -253,18 +253,24 @@ def test_a_folder_of_roots_in_use_is_not_given_away(base):
     assert tree.stat().st_uid == NOBODY and (tree / "record").stat().st_uid == NOBODY
 
 
-@needs_root
-def test_root_reads_a_folder_of_the_user_it_names_and_nothing_that_user_could_plant(base):
-    """Root reading the records a service user's programs keep (`owner=`, kernel API 1.8):
-    the folder and its files may be that user's, never writable by others, never a link;
-    a file of root's there is not read through another name (a hard link); the levels
-    above still follow the rule; and nothing is opened to write."""
+def _their_record(base):
+    """A folder of nobody's in `base` with their ``record.json`` in it: (folder, record)."""
     folder = base / "theirs"
     folder.mkdir()
     os.chown(folder, NOBODY, NOBODY)
     record = folder / "record.json"
     record.write_text("{}")
     os.chown(record, NOBODY, NOBODY)
+    return folder, record
+
+
+@needs_root
+def test_root_reads_a_folder_of_the_user_it_names_and_nothing_that_user_could_plant(base):
+    """Root reading the records a service user's programs keep (`owner=`, kernel API 1.8):
+    the folder and its files may be that user's, never writable by others, never a link;
+    a file of root's there is not read through another name (a hard link); the levels
+    above still follow the rule; and nothing is opened to write."""
+    folder, record = _their_record(base)
     with pytest.raises(safedirs.UnsafeFolder):  # without owner=: another user's
         safedirs.check_folder(folder, "state_dir")
     assert safedirs.check_folder(folder, "state_dir", owner=NOBODY) == folder
@@ -338,12 +344,7 @@ def test_root_reads_through_the_users_folders_level_by_level_never_through_their
 def test_root_reads_no_more_of_another_users_file_than_a_record_needs(base):
     """A file of another user's (`owner=`) is theirs to make any size, a sparse one at no
     cost to them: refused past `OTHERS_FILE_MAX` bytes, before it is read."""
-    folder = base / "theirs"
-    folder.mkdir()
-    os.chown(folder, NOBODY, NOBODY)
-    record = folder / "record.json"
-    record.write_text("{}")
-    os.chown(record, NOBODY, NOBODY)
+    folder, record = _their_record(base)
     os.truncate(record, safedirs.OTHERS_FILE_MAX)
     assert len(safedirs.read_text(record, owner=NOBODY)) == safedirs.OTHERS_FILE_MAX
     os.truncate(record, 1 << 40)
