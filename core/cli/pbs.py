@@ -234,14 +234,26 @@ def qsub(args: list[str]) -> int:
     return 0
 
 
-@pbs_command("qstat", "usage: qstat [-f] [-x] [-w] [-F json|dsv [-D delimiter]] [-Q] [-B] "
-             "[job_identifier...]")
+#: OpenPBS 23.06's qstat usage (checked), which names options the engine's has not.
+_QSTAT_USAGE = (
+    "usage: \n"
+    "qstat [-f] [-J] [-p] [-t] [-x] [-E] [-F format | -w] [-D delim] "
+    "[ job_identifier... | destination... ]\n"
+    "qstat [-a|-i|-r|-H|-T] [-J] [-t] [-u user] [-n] [-s] [-G|-M] [-1] [-w]\n"
+    "\t[ job_identifier... | destination... ]\n"
+    "qstat -Q [-f] [-F format] [-D delim] [ destination... ]\n"
+    "qstat -q [-G|-M] [ destination... ]\n"
+    "qstat -B [-f] [-F format] [-D delim] [ server_name... ]\n"
+    "qstat --version")
+
+
+@pbs_command("qstat", _QSTAT_USAGE)
 def qstat(args: list[str]) -> int:
-    """As OpenPBS 23.06's qstat (checked): ``-F`` takes json or dsv, in any case; dsv
-    writes each object on one line, its attributes joined by ``-D``'s delimiter (``|``
-    by default), which takes no other format. pbsplug's ``-F`` does without ``-f``, which
-    PBS's wants beside it. ``-w``: the wide table, and ``-f`` without wrapping; not with
-    ``-F``."""
+    """As OpenPBS 23.06's qstat (checked): ``-F`` takes json or dsv, in any case, and only
+    beside ``-f`` (without: ``conflicting options.`` and the usage, exit 2); dsv writes
+    each object on one line, its attributes joined by ``-D``'s delimiter (``|`` by
+    default), which takes no other format. ``-w``: the wide table, and ``-f`` without
+    wrapping; not with ``-F``."""
     from ..engine import display
 
     opts, ids = _getopt(args, "fxF:D:QBw")
@@ -257,6 +269,8 @@ def qstat(args: list[str]) -> int:
     wide = "-w" in flags
     if wide and fmt:  # (PBS's words, then its usage: exit 2)
         raise getopt.GetoptError("option w cannot be used with -F")
+    if fmt and "-f" not in flags:  # (the same)
+        raise getopt.GetoptError("conflicting options.")
     client = engine_client()
     if "-B" in flags:
         server = client("stat_server")

@@ -109,7 +109,8 @@ ROWS: list[tuple[str, str]] = [
     # length, which differs between the two servers: the tables are left to
     # tests/engine/test_qstat_wide.py, which has PBS's)
     ("qstat -f -F DSV 99999", ""), ("qstat -D x", ""), ("qstat -f -w -F json {held}", ""),
-    ("qstat -F json {held}", ""), ("qstat -w 99999", ""),
+    ("qstat -F json {held}", ""), ("qstat -w 99999", ""), ("qstat -F dsv", ""),
+    ("qstat -B -F json", ""), ("qstat -x -F json", ""),
     # pbsnodes -l, -S, -j, -L, -H
     ("pbsnodes -l", ""), ("pbsnodes -aS", ""), ("pbsnodes -S", ""), ("pbsnodes -Sj", ""),
     ("pbsnodes -j", ""), ("pbsnodes -H", ""), ("pbsnodes -l {host}", ""),
@@ -172,9 +173,6 @@ DIFFERENT: dict[str, str] = {
         _SAYS + " (PBS cuts the host's name: `cannot connect to server nosuchh`)",
     "qrerun -W bogus {run}": _USAGE, "qrerun -W force {done}": _SAYS,
     "qstat -D x": _USAGE, "qstat -f -w -F json {held}": _USAGE,
-    "qstat -F json {held}":
-        "PBS's qstat wants -f beside -F (`qstat: conflicting options.`, exit 2); the "
-        "engine's -F does without, printing the job in full (docs/engine.md, qstat)",
     "pbsnodes -S": _USAGE, "pbsnodes -Sj": _USAGE, "pbsnodes -j": _USAGE,
     "pbsnodes -H": _USAGE, "pbsnodes -l {host}": _USAGE, "pbsnodes -aS -F xml": _USAGE,
     "qsub -l nodes=2 -l ncpus=3 -- /bin/true": _SAYS,

@@ -341,8 +341,19 @@ def test_qstat_F_json(engine):
                                    "place": "free"}  # (as OpenPBS writes a select job's)
     assert job["Rerunable"] == "True"
     assert job["Variable_List"]["PBS_O_WORKDIR"] == str(engine.work)
-    assert json.loads(engine.pbs("qstat", "-F", "json", job_id).stdout)["Jobs"].keys() == {
-        job_id}
+    assert json.loads(engine.pbs("qstat", "-f", "-F", "json", job_id).stdout)["Jobs"].keys() \
+        == {job_id}
+
+
+@pytest.mark.parametrize("args", [("-F", "json"), ("-F", "dsv"), ("-x", "-F", "json"),
+                                  ("-Q", "-F", "json"), ("-B", "-F", "json"),
+                                  ("-F", "JSON", "99999")])
+def test_qstat_F_wants_f_beside_it(cli, args):
+    """As OpenPBS 23.06's qstat (checked): -F without -f is ``conflicting options.`` and
+    the usage, exit 2, before any job or queue is asked for."""
+    done = cli("qstat", *args)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", f"qstat: conflicting options.\n{USAGES['qstat']}\n")
 
 
 def test_qstat_Q(engine):
@@ -916,8 +927,15 @@ def test_pbsnodes_unknown_node(engine):
 # -- bad options --------------------------------------------------------------------------------
 
 USAGES = {
-    "qstat": "usage: qstat [-f] [-x] [-w] [-F json|dsv [-D delimiter]] [-Q] [-B] "
-             "[job_identifier...]",
+    # (OpenPBS 23.06's, checked, with the options the engine's has not)
+    "qstat": "usage: \nqstat [-f] [-J] [-p] [-t] [-x] [-E] [-F format | -w] [-D delim] "
+             "[ job_identifier... | destination... ]\n"
+             "qstat [-a|-i|-r|-H|-T] [-J] [-t] [-u user] [-n] [-s] [-G|-M] [-1] [-w]\n"
+             "\t[ job_identifier... | destination... ]\n"
+             "qstat -Q [-f] [-F format] [-D delim] [ destination... ]\n"
+             "qstat -q [-G|-M] [ destination... ]\n"
+             "qstat -B [-f] [-F format] [-D delim] [ server_name... ]\n"
+             "qstat --version",
     # (OpenPBS 23.06's, checked: -x purges the history)
     "qdel": "usage:\n\tqdel [-W force|suppress_email=X] [-x] job_identifier...\n"
             "\tqdel --version",
