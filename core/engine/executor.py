@@ -53,8 +53,9 @@ from typing import Any
 
 #: Exit status PBS gives a job that the server could not start (JOB_EXEC_FAIL1).
 EXEC_FAIL = -1
-#: A job whose exit was never seen (its shepherd died with the machine): PBS's JOB_EXEC_INITABT.
-EXEC_LOST = -2
+#: A job whose exit was never seen (its shepherd died with the machine): PBS's
+#: JOB_EXEC_INITABT, a job its MoM aborted when it started again.
+EXEC_LOST = -4
 #: Exit status PBS gives a job whose start failed after its files were set up
 #: (JOB_EXEC_FAIL2): here, one that cannot start in its owner's home (`NO_HOME`).
 EXEC_FAIL2 = -2
@@ -128,10 +129,8 @@ class JobExit:
 
     @property
     def could_not_start(self) -> bool:
-        """The job's process never ran the job (EXEC_FAIL; EXEC_FAIL2, which is also
-        EXEC_LOST's number, when its reason says so)."""
-        return self.exit_status == EXEC_FAIL or (
-            self.exit_status == EXEC_FAIL2 and self.start_error.startswith(NO_HOME))
+        """The job's process never ran the job (EXEC_FAIL, EXEC_FAIL2)."""
+        return self.exit_status in (EXEC_FAIL, EXEC_FAIL2)
 
     @classmethod
     def read(cls, path: str | Path) -> JobExit | None:

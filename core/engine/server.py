@@ -2382,7 +2382,7 @@ class Engine:
         """The job's shepherd ended without a status (killed): the job is lost, as PBS's
         MoM loses a job. What is left of it is killed, so nothing runs untracked; the end
         hooks fire (to clean up after it); then it is requeued if rerunnable, else finished
-        with Exit_status -2 (JOB_EXEC_INITABT)."""
+        with Exit_status -4 (JOB_EXEC_INITABT)."""
         killed = executor.kill_session(launch)
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}

@@ -453,7 +453,7 @@ def test_a_job_whose_shepherd_died_is_requeued_or_failed(engine):
     assert "Job requeued after a server restart: its shepherd is gone" in engine.log()
     until(lambda: engine.job(rerun)["run_count"] == 2, what="the rerun")  # ran again
     attrs = engine.wait(once)
-    assert attrs["Exit_status"] == -2
+    assert attrs["Exit_status"] == -4  # PBS's JOB_EXEC_INITABT
     assert attrs["comment"].startswith("Job failed after a server restart")
 
 

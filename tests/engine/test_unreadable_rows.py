@@ -36,7 +36,7 @@ def test_unreadable_rows_are_set_aside_and_rewritten(engine):
     requeued = engine.job(rerun)
     assert requeued["job_state"] == "H" and "launch could not be read" in requeued["comment"]
     failed = engine.wait(norerun)
-    assert failed["Exit_status"] == -2
+    assert failed["Exit_status"] == -4  # PBS's JOB_EXEC_INITABT: lost
     assert "launch could not be read" in engine.log()
     assert engine.pbs("qstat").returncode == 0
 
