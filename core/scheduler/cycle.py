@@ -1300,8 +1300,11 @@ class Scheduler:
                                                      "its whole window", partition=mine))
                 continue
             self._book_chunks(f"resv:{resv.name}", chunks, info.place, start, end, hard=True)
+            # (sizes in kb, as PBS's resv_nodes: ``mem=10240kb`` for a ``mem=10mb`` asked)
+            shown = [(n, {k: f"{-(-v // 1024)}kb" if k in CONSUMABLE_SIZES else v
+                          for k, v in res.items()}) for n, res in chunks]
             decisions.append(ResvDecision(
-                resv.name, True, format_exec_vnode(self._with_rest(chunks, info.place)),
+                resv.name, True, format_exec_vnode(self._with_rest(shown, info.place)),
                 partition=mine))
         return decisions
 

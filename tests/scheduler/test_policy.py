@@ -700,6 +700,12 @@ def test_reservation_confirmed_when_free_for_its_whole_window_and_denied_otherwi
     assert decisions["R3"].resv_nodes == "(n1:ncpus=4)+(n2:ncpus=4)"
 
 
+def test_a_reservations_vnodes_show_sizes_in_kb_as_pbs_writes_them():
+    sized = resv("R1", "1:ncpus=1:mem=10mb", NOW + HOUR, NOW + 2 * HOUR)
+    (decision,) = cycle(snapshot([vnode("n1")], [], reservations=[sized])).reservations
+    assert decision.resv_nodes == "(n1:ncpus=1:mem=10240kb)"  # (was mem=10485760)
+
+
 def test_a_confirmed_reservation_holds_its_vnodes_for_its_window():
     vnodes = [vnode("n1")]
     held = resv("R1", "1:ncpus=4", NOW + HOUR, NOW + 2 * HOUR, state="CONFIRMED",
