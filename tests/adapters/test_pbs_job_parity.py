@@ -172,7 +172,7 @@ DIFFERENT: dict[str, str] = {
     "qhold 1@nosuchhost":
         _SAYS + " (PBS cuts the host's name: `cannot connect to server nosuchh`)",
     "qrerun -W bogus {run}": _USAGE, "qrerun -W force {done}": _SAYS,
-    "qstat -D x": _USAGE, "qstat -f -w -F json {held}": _USAGE,
+    "qstat -D x": _USAGE,
     "pbsnodes -S": _USAGE, "pbsnodes -Sj": _USAGE, "pbsnodes -j": _USAGE,
     "pbsnodes -H": _USAGE, "pbsnodes -l {host}": _USAGE, "pbsnodes -aS -F xml": _USAGE,
     "qsub -l nodes=2 -l ncpus=3 -- /bin/true": _SAYS,
