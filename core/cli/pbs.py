@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def engine_home():
@@ -84,8 +85,7 @@ def run(name: str, args: list[str]) -> int:
         print(f"{name}: {exc}", file=sys.stderr)
         return exc.status
     except PbsError as err:
-        obj = f" {err.obj}" if err.obj else ""
-        print(f"{name}: {err.message}{obj}", file=sys.stderr)
+        print(_server_error(name, err), file=sys.stderr)
         return _exit_status(err.code)
     except ServerUnavailable as exc:
         print(f"{name}: {exc}", file=sys.stderr)
@@ -107,6 +107,24 @@ def _report_each(name: str, results: list[dict], client=None) -> int:
             print(_job_error(name, err["code"], err["message"], job_id), file=sys.stderr)
             status = _exit_status(err["code"])
     return status
+
+
+#: `_server_error`'s `about` when the error's own object is what it is about.
+_ITS_OBJECT = object()
+
+
+def _server_error(name: str, err, about: Any = _ITS_OBJECT) -> str:
+    """A command's line for a server error: ``<cmd>: <message>``, then what it is about
+    (`about`, a string, or None for nothing; by default the error's object, if any) after
+    a blank. 15007's text ends in a blank, as PBS's server writes it (OpenPBS 23.06,
+    checked: ``qsub: Unauthorized Request `` for an ACL's refusal, ``qstat: Unauthorized
+    Request  workq`` for ``qstat -Q workq``)."""
+    from ..engine.errors import PBSE_PERM
+
+    if about is _ITS_OBJECT:
+        about = err.obj or None
+    blank = " " if err.code == PBSE_PERM else ""
+    return f"{name}: {err.message}{blank}" + (f" {about}" if about is not None else "")
 
 
 def _job_error(name: str, code: int, message: str, job_id: str) -> str:
@@ -221,7 +239,7 @@ def qsub(args: list[str]) -> int:
         job_id = client("submit", attrs=request.attrs, script=request.script,
                         argv=request.argv)
     except PbsError as err:  # PBS's qsub prints the server's text alone: "qsub: Unknown queue"
-        print(f"qsub: {err.message}", file=sys.stderr)
+        print(_server_error("qsub", err, about=None), file=sys.stderr)
         return _exit_status(err.code)
     if not request.quiet:
         print(job_id)
@@ -271,16 +289,29 @@ def qstat(args: list[str]) -> int:
         raise getopt.GetoptError("option w cannot be used with -F")
     if fmt and "-f" not in flags:  # (the same)
         raise getopt.GetoptError("conflicting options.")
+    from ..engine.errors import PBSE_HISTJOBID, PBSE_PERM, PBSE_UNKQUE, PbsError
+
     client = engine_client()
+    if "-B" in flags or "-Q" in flags:
+        # A refusal names the first queue asked for (OpenPBS 23.06, checked: `qstat -Q
+        # workq` under the server's acl_users is ``Unauthorized Request  workq``), or for
+        # the server the name given: none (PBS's qstat -Q without one names "(null)").
+        try:
+            if "-B" in flags:
+                server = client("stat_server")
+            else:
+                queues = client("stat_queues", names=ids or None)
+        except PbsError as err:
+            print(_server_error("qstat", err, err.obj or (
+                ids[0] if ids and "-B" not in flags else "")), file=sys.stderr)
+            return _exit_status(err.code)
     if "-B" in flags:
-        server = client("stat_server")
         out = display.qstat_server(server, full="-f" in flags, json_out=fmt == "json",
                                    dsv=dsv)
         if out or dsv is None:
             print(out)
         return 0
     if "-Q" in flags:
-        queues = client("stat_queues", names=ids or None)
         out = display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json",
                                    dsv=dsv)
         if out or dsv is None:
@@ -289,8 +320,6 @@ def qstat(args: list[str]) -> int:
     status = 0
     jobs: dict = {}
     if ids:
-        from ..engine.errors import PBSE_HISTJOBID, PBSE_UNKQUE, PbsError
-
         for job_id in ids:
             if not _JOB_ID.match(job_id):  # a destination: a queue's jobs
                 queue = job_id.partition("@")[0]
@@ -301,7 +330,9 @@ def qstat(args: list[str]) -> int:
                 try:
                     if queue:
                         client("stat_queues", names=[queue])
-                except PbsError:  # (PBS 23.06: "Unknown queue destination abc", 15018)
+                except PbsError as err:  # (PBS 23.06: "Unknown queue destination abc", 15018)
+                    if err.code == PBSE_PERM:
+                        raise  # (the server's acl_users: ``qstat: Unauthorized Request ``)
                     print(f"qstat: Unknown queue destination {job_id}", file=sys.stderr)
                     status = _exit_status(PBSE_UNKQUE)
                     continue
@@ -316,6 +347,8 @@ def qstat(args: list[str]) -> int:
             try:
                 jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
             except PbsError as err:
+                if err.code == PBSE_PERM and not err.obj:
+                    raise  # (the server's acl_users: as above, once, naming no job)
                 if err.code == PBSE_HISTJOBID:
                     print(f"qstat: {err.obj} {err.message}", file=sys.stderr)
                 else:

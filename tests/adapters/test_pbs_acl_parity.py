@@ -1,9 +1,8 @@
 """Access control lists decide as OpenPBS 23.06's do: for each row of a table, the same list
 is set (as root, with qmgr) on the real PBS (conftest.py) and on a local engine in the same
 session, and the second Unix user's command is answered with the same exit status and
-standard error on both (a job id printed is replaced by ``ID``, and blanks at the end of
-a line of standard error are left out: OpenPBS's qsub ends ``Unauthorized Request `` with
-one, pbsplug's not, a text of the job commands', not of their lists). The rows cover how a host
+standard error on both (a job id printed is replaced by ``ID``; a refusal's text ends in a
+blank on both, ``qsub: Unauthorized Request ``). The rows cover how a host
 part names the client's host (``user@host`` in acl_users, acl_hosts), a group entry with a
 host, the server's lists, and pbs_rsub's -U/-G/-H lists read with their signs.
 
@@ -128,8 +127,7 @@ class _Side:
             made = self.made_resvs if RESV_ID.match(out) else self.made_jobs
             made.append(out.split()[0])
             out = " ".join(["ID", *out.split()[1:]])
-        err = "".join(line.rstrip() + "\n" for line in done.stderr.splitlines())
-        return done.returncode, out, _norm(err, self.host)
+        return done.returncode, out, _norm(done.stderr, self.host)
 
 
 class _Real(_Side):

@@ -119,3 +119,29 @@ def test_qhold_and_qrls_go_on_past_a_refused_id(engine, attacker):
         assert engine.wait(job_id)["run_count"] == 1  # released, both: they ran
     assert engine.job(roots)["job_state"] == "H"
     engine.client("delete", ids=[roots])
+
+
+def test_the_servers_acl_refusal_is_printed_as_openpbs_prints_it(engine, attacker):
+    """OpenPBS 23.06 (checked as a user its server's acl_users does not name): the server's
+    text ends in a blank, ``Unauthorized Request ``; qstat -Q and -B name the first queue
+    asked for, or nothing, after a second blank; each command says it once, exit 159."""
+    engine.pbs("qmgr", "-c", "set server acl_users = root", check=True)
+    engine.pbs("qmgr", "-c", "set server acl_user_enable = true", check=True)
+    for argv, line in ((("qsub", "--", "/bin/true"), "qsub: Unauthorized Request "),
+                       (("qstat", "-Q", "workq"), "qstat: Unauthorized Request  workq"),
+                       (("qstat", "-Qf", "nosuch"), "qstat: Unauthorized Request  nosuch"),
+                       (("qstat", "-B"), "qstat: Unauthorized Request  "),
+                       (("qstat",), "qstat: Unauthorized Request "),
+                       (("qstat", "99999"), "qstat: Unauthorized Request "),
+                       (("qstat", "workq"), "qstat: Unauthorized Request "),
+                       (("qdel", "99999"), "qdel: Unauthorized Request ")):
+        done = attacker.pbs(engine, *argv, input="")
+        assert (done.returncode, done.stdout, done.stderr) == (159, "", f"{line}\n"), argv
+
+
+def test_a_queues_acl_refusal_of_qsub_is_printed_as_openpbs_prints_it(engine, attacker):
+    engine.pbs("qmgr", "-c", "create queue aq queue_type=execution,enabled=true,"
+               "started=true,acl_user_enable=true,acl_users=root", check=True)
+    done = attacker.pbs(engine, "qsub", "-q", "aq", "--", "/bin/true")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        159, "", "qsub: Unauthorized Request \n")
