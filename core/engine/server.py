@@ -662,12 +662,13 @@ class Engine:
             egroup = grp.getgrgid(pwd.getpwnam(caller.user).pw_gid).gr_name
         except KeyError:
             egroup = ""
-        # None means "unset" (qalter's); a new job simply does not have the attribute.
+        # None means "unset" (qalter's); a new job simply does not have the attribute. A
+        # run_count given (qsub -W run_count=3) is kept, as OpenPBS 23.06 keeps it (checked).
         attrs = {**{k: v for k, v in attrs.items() if v is not None},
                  "queue": queue_name, "job_state": "Q", "Resource_List": res,
                  "Job_Owner": f"{caller.user}@{self.host}", "euser": caller.user,
                  "egroup": egroup, "server": self.server_name, "ctime": now, "qtime": now,
-                 "mtime": now, "run_count": 0, "substate": 10}
+                 "mtime": now, "run_count": attrs.get("run_count") or 0, "substate": 10}
         attrs.setdefault("Job_Name", "STDIN")
         attrs["Variable_List"] = {**jobspec.server_variables(queue_name, self.host),
                                   **(attrs.get("Variable_List") or {}),

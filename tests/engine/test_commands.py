@@ -276,6 +276,21 @@ def test_qsub_W_depend_afterok_holds_the_job_until_its_parent_succeeds(engine):
     assert engine.wait(child)["Exit_status"] == 0
 
 
+def test_qsub_W_run_count_is_kept_and_counts_on(engine):
+    """OpenPBS 23.06 (checked): ``qsub -W run_count=3`` gives the job run_count 3, and 4
+    once it has run; 25 does not hold a job that starts (only failed starts count).
+    pbsplug set 0 whatever was asked."""
+    job_id = qsub(engine, "-h", "-W", "run_count=3", "--", "/bin/true")
+    assert "    run_count = 3\n" in engine.pbs("qstat", "-f", job_id).stdout
+    assert engine.pbs("qrls", job_id).returncode == 0
+    assert engine.wait(job_id)["run_count"] == 4
+    many = qsub(engine, "-W", "run_count=25", "--", "/bin/true")
+    attrs = engine.wait(many)
+    assert (attrs["run_count"], attrs["Exit_status"], attrs["Hold_Types"]) == (26, 0, "n")
+    bad = engine.pbs("qsub", "-W", "run_count=-1", "--", "/bin/true")
+    assert (bad.returncode, bad.stderr.splitlines()[0]) == (2, "qsub: illegal -W value")
+
+
 # -- qstat --------------------------------------------------------------------------------------
 
 def test_qstat_table_of_a_queued_job(engine):
