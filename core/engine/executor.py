@@ -232,11 +232,20 @@ def boot_id() -> str:
 
 
 def process_start(pid: int) -> float | None:
+    stat = proc_stat(pid)
+    return None if stat is None else _start_of(stat)
+
+
+def proc_stat(pid: int | str) -> str | None:
+    """The text of /proc/<pid>/stat, or None when there is no such process. Read as bytes:
+    the command name in it is whatever bytes its process chose (prctl, /proc/self/comm),
+    so decoding it strictly raised for a name that is not UTF-8; its bytes that are not
+    become U+FFFD, and the fields after its last ``)`` are the kernel's digits."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().decode("utf-8", "replace")
     except OSError:
         return None
-    return _start_of(stat)
 
 
 def _start_of(stat: str) -> float | None:
@@ -918,16 +927,17 @@ def kill_session(launch: Launch) -> int:
 def _kill_session(leader: int, since: float) -> int:
     """SIGKILL the processes of session `leader` started since `since`, but the leader."""
     killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == leader:
             continue
+        stat = proc_stat(name)
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == leader and int(entry.name) != leader and (
-                float(fields[19]) >= since):
-            killed += signal_if_same(int(entry.name), float(fields[19]), signal.SIGKILL)
+            fields = stat.rsplit(")", 1)[1].split() if stat is not None else []
+            session, started = int(fields[3]), float(fields[19])
+        except (IndexError, ValueError):
+            continue  # gone meanwhile
+        if session == leader and started >= since:
+            killed += signal_if_same(int(name), started, signal.SIGKILL)
     return killed
 
 

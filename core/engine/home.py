@@ -120,7 +120,7 @@ class Home:
         except PermissionError:
             return pid
         try:  # a killed server its parent has not reaped yet is a zombie: not running
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            if Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z":
                 return None
         except (OSError, IndexError):
             pass

@@ -1,0 +1,91 @@
+"""Attacks on a running job's shepherd and on the server's watch over running jobs, made as
+the unprivileged `attacker`: the shepherd runs as root beside the owner's job, samples its
+/proc, writes PBS's notes into its error file and reports its end; nothing the job does may
+make it, or the server, stop, block or act for the job's owner beyond the job. Each
+docstring says what the engine did before its fix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pbsplug.testing import until
+
+
+@pytest.fixture
+def engine(local_engine):
+    return local_engine()
+
+
+def qsub(attacker, engine, *args: str) -> str:
+    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def script(engine, text: str) -> str:
+    """A job script in the submission folder, which the attacker's qsub reads."""
+    path = engine.work / f"job{len(list(engine.work.glob('job*')))}.sh"
+    path.write_text(text)
+    path.chmod(0o644)
+    return str(path)
+
+
+def processes_of(uid: int, comm: bytes) -> list[int]:
+    """The live processes of `uid` named `comm` (the bytes of /proc/<pid>/comm), zombies
+    (killed, not reaped yet) aside."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            if (os.stat(f"/proc/{name}").st_uid == uid and state != b"Z"
+                    and Path(f"/proc/{name}/comm").read_bytes() == comm + b"\n"):
+                found.append(int(name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_a_process_named_in_bytes_that_are_not_utf8_neither_escapes_nor_stops_the_server(
+        engine, attacker):
+    """A job left a process whose name (its /proc/<pid>/stat's comm, which a process sets to
+    any bytes) was not UTF-8. The shepherd read /proc as text to kill the job's leftovers:
+    UnicodeDecodeError, the shepherd died without the job's status and the process ran on;
+    the server, finding the job lost, read /proc the same way and its poll failed every
+    time from then on: no job's end, walltime or kill_delay was seen again, no cycle ran."""
+    name = b"\xff\xfe"
+    job_id = qsub(attacker, engine, "-r", "n", script(
+        engine, "sh -c \"printf '\\377\\376' > /proc/self/comm; sleep 300\" &\n"
+        "sleep 1\nexit 3\n"))
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == 3, attrs.get("comment")
+    until(lambda: processes_of(attacker.uid, name) == [], what="the leftover to be killed")
+    assert "poll failed" not in engine.log()
+    after = engine.submit("exit 0\n", Job_Name="after")  # the server goes on for everyone
+    assert engine.wait(after, timeout=60)["Exit_status"] == 0
+
+
+def test_a_pid_file_naming_a_process_with_such_a_name_reads(tmp_path, attacker):
+    """`server_pid` (every command, `server start`) read the process its pid file names as
+    text: a user process that took a dead server's pid, named in bytes that are not UTF-8,
+    made it raise UnicodeDecodeError."""
+    import signal
+    from subprocess import Popen
+
+    from pbsplug.engine.home import Home
+
+    holder = Popen(["runuser", "-u", attacker.user, "--", "/bin/sh", "-c",
+                    "printf '\\377' > /proc/self/comm; sleep 60"], start_new_session=True)
+    try:
+        (pid,) = until(lambda: processes_of(attacker.uid, b"\xff"),
+                       what="the process to be named")
+        home = Home(tmp_path)
+        home.pidfile.write_text(f"{pid}\n")
+        assert home.server_pid() == pid
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
