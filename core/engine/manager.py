@@ -39,10 +39,23 @@ if TYPE_CHECKING:
 
 PBSE_OBJBUSY = 15027
 PBSE_QUE_INCOMPLETE = 15030
+PBSE_MIXENTLIMS = 15141
 PBSE_RESCBUSY = 15174
 PBSE_HOOKERROR = 15136
 PBSE_SCHED_NO_DEL = 15214
 MAX_SCHED_NAME = 15
+
+#: PBS's old-style limits (a queue's max_queuable is one too) and its new-style, entity ones,
+#: which OpenPBS 23.06 never lets be set together, anywhere (`Manager._check_limit_styles`).
+OLD_STYLE_LIMITS = frozenset({"max_running", "max_user_run", "max_group_run"})
+OLD_STYLE_QUEUE_LIMITS = OLD_STYLE_LIMITS | {"max_queuable"}
+NEW_STYLE_LIMITS = frozenset({"max_run", "max_run_res", "max_run_soft", "max_run_res_soft",
+                              "max_queued", "max_queued_res", "queued_jobs_threshold",
+                              "queued_jobs_threshold_res"})
+#: The new-style limits whose being set refuses an old-style one: on the server its run
+#: limits, on a queue also max_queued and queued_jobs_threshold (PBS looks at no others).
+NEW_STYLE_SEEN = frozenset({"max_run", "max_run_res", "max_run_soft", "max_run_res_soft"})
+NEW_STYLE_SEEN_QUEUE = NEW_STYLE_SEEN | {"max_queued", "queued_jobs_threshold"}
 
 #: Hook attributes as qmgr names them -> as the site config names them.
 _HOOK_KEYS = {"enabled": "enabled", "event": "events", "order": "order", "alarm": "alarm",
@@ -358,6 +371,7 @@ class Manager:
                      "sharing": "default_shared", "resv_enable": True,
                      "last_used_time": int(eng.clock())}  # seed 004: set when created
         new = self._apply(cmd, name, start, "create", defs)
+        self._check_limit_styles(cmd, name, new)
         self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, {}, new,
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
@@ -412,6 +426,7 @@ class Manager:
             partitions.check_sched(name, {op.name for op in cmd.attrs}, attrs,
                                    partitions.World({}, {}, {}))
         new = self._apply(cmd, name, attrs, cmd.verb, defs)
+        self._check_limit_styles(cmd, name, new)
         self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, attrs, new)
         if cmd.obj_type == "server" and new.get("default_queue") is not None and (
@@ -465,6 +480,35 @@ class Manager:
             self.engine.log(LOG_ADMIN, "Sched", name, f"{problems[0]}: scheduling is off "
                             f"(sched_priv {attrs.get('sched_priv')}, sched_log "
                             f"{attrs.get('sched_log')})")
+
+    def _check_limit_styles(self, cmd: qmgr.Command, name: str, new: dict) -> None:
+        """PBS's 15141 (OpenPBS 23.06, checked): a new-style limit is not set while an
+        old-style one is set on the server or any queue, nor an old-style one while a
+        `NEW_STYLE_SEEN` one is (the server's max_queued refuses none); both in one
+        command are refused too. `new` is the object as the command leaves it."""
+        if cmd.obj_type not in ("server", "queue") or cmd.verb not in ("set", "create"):
+            return
+        given = {op.name for op in cmd.attrs}
+        old_given = given & (OLD_STYLE_QUEUE_LIMITS if cmd.obj_type == "queue"
+                             else OLD_STYLE_LIMITS)
+        new_given = given & NEW_STYLE_LIMITS
+        if not old_given and not new_given:
+            return
+        store = self.engine.store
+        server = new if cmd.obj_type == "server" else store.get("server", "server") or {}
+        queues = store.all("queue")
+        if cmd.obj_type == "queue":
+            queues[name] = new
+
+        def any_set(names: frozenset[str], queue_names: frozenset[str]) -> bool:
+            return any(server.get(n) not in (None, {}, []) for n in names) or any(
+                attrs.get(n) not in (None, {}, []) for attrs in queues.values()
+                for n in queue_names)
+
+        if (new_given and any_set(OLD_STYLE_LIMITS, OLD_STYLE_QUEUE_LIMITS)) or (
+                old_given and any_set(NEW_STYLE_SEEN, NEW_STYLE_SEEN_QUEUE)):
+            raise QmgrError(PBSE_MIXENTLIMS, "Cannot mix old and new style queue/run limit "
+                            "enforcement types", obj_type=cmd.obj_type, obj_name=name)
 
     @staticmethod
     def _check_route(cmd: qmgr.Command, name: str, new: dict) -> None:

@@ -110,6 +110,22 @@ ROWS: list[tuple[str, str]] = [
     # create, then create again, then delete (CLEANUP deletes it whatever happens)
     ("create queue pq1", ""), ("create queue pq1", ""), ("list queue pq1 queue_type", ""),
     ("delete queue pq1", ""), ("delete queue pq1", ""),
+    # old-style and new-style limits are never set together, anywhere (15141); the
+    # cleanup unsets what a row leaves (never `-=`: OpenPBS keeps a list emptied so in its
+    # database, and has it back at its next start)
+    ("create queue pq_lim queue_type = execution", ""),
+    ("set server max_running = 10", ""), ("set server max_run = '[o:PBS_ALL=10]'", ""),
+    ("set queue pq_lim max_run_res.ncpus = '[o:PBS_ALL=10]'", ""),
+    ("set queue pq_lim max_queued = '[o:PBS_ALL=10]'", ""),
+    ("set server queued_jobs_threshold = '[o:PBS_ALL=10]'", ""),
+    ("list queue pq_lim max_run_res,max_queued", ""), ("unset server max_running", ""),
+    ("set queue pq_lim max_queuable = 5", ""), ("set server max_run = '[o:PBS_ALL=10]'", ""),
+    ("unset queue pq_lim max_queuable", ""),
+    ("set queue pq_lim max_run = '[u:PBS_GENERIC=4]'", ""),
+    ("set queue pq_lim max_queuable = 5", ""), ("set server max_user_run = 5", ""),
+    ("set queue workq max_group_run = 5", ""), ("unset queue pq_lim max_run", ""),
+    ("set server max_running = 5, max_run = '[o:PBS_ALL=5]'", ""),
+    ("list server max_running,max_run", ""), ("delete queue pq_lim", ""),
     # privilege: a user who is neither manager nor operator
     ("list hook", "user"), ("list pbshook", "user"), ("print hook", "user"),
     ("list hook nosuch", "user"), ("print hook nosuch", "user"),
@@ -160,7 +176,9 @@ DIFFERENT: dict[str, str] = {
 
 #: What the rows may leave on the real PBS and the engine, put back after the table.
 CLEANUP = ("delete queue pq1", "delete queue zz", "unset queue workq comment",
-           "delete resource pq_r", "unset queue workq acl_groups")
+           "delete resource pq_r", "unset queue workq acl_groups", "delete queue pq_lim",
+           "unset server max_running", "unset server max_run", "unset server max_user_run",
+           "unset server queued_jobs_threshold", "unset queue workq max_group_run")
 
 #: OpenPBS's qmgr reading a file first prints this diagnostic of its client library.
 MAX_OPEN = re.compile(r"^Max open servers: \d+\n")

@@ -86,9 +86,10 @@ def test_max_queued_res_sums_what_the_jobs_ask_for(engine):
 
 def test_qmove_checks_the_destination_queue(engine):
     set_ok(engine, "set server scheduling = False")
+    # (in this order: PBS refuses a max_queued once a max_queuable, old style, is set)
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=3]")
     set_ok(engine, "create queue small queue_type = Execution, enabled = True, "
                    "max_queuable = 1")
-    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=3]")
     jobs = [qsub(engine).stdout.strip() for _ in range(3)]
     assert engine.pbs("qmove", "small", jobs[0]).returncode == 0  # counted once, not twice
     over = engine.pbs("qmove", "small", jobs[1])

@@ -316,3 +316,68 @@ def test_a_disabled_pbs_hook_takes_pbs_orders(dists, make_engine):
     done = engine.pbs("qmgr", "-c", "set pbshook PBS_pw order = 2001")
     assert ("order given (2001) is outside the acceptable range of [-1000, 2000] for type "
             "'pbs'.") in done.stderr
+
+
+_MIX = "Cannot mix old and new style queue/run limit enforcement types"
+
+
+def test_old_and_new_style_limits_are_never_mixed(engine):
+    """OpenPBS 23.06 (checked: tests/adapters/test_pbs_parity.py's rows): a new-style limit
+    (max_run, max_run_res, their _soft forms, max_queued, max_queued_res,
+    queued_jobs_threshold and its _res) is refused with 15141 while an old-style one
+    (max_running, max_user_run, max_group_run; a queue's max_queuable too) is set on the
+    server or any queue; an old-style one while the server or a queue has a max_run* or a
+    queue a max_queued or queued_jobs_threshold. Nothing of the command is kept."""
+    def q(text: str) -> tuple[int, list[str]]:
+        answer = engine.client("qmgr", text=text)
+        return answer["code"], answer["errors"]
+
+    def refused(obj: str) -> tuple[int, list[str]]:
+        return 15141, [f"qmgr obj={obj} svr=default: {_MIX}",
+                       "qmgr: Error (15141) returned from server"]
+
+    assert q("create queue lq queue_type = execution") == (0, [])
+    assert q("set server max_running = 10") == (0, [])
+    for text, obj in (("set server max_run = [o:PBS_ALL=10]", ""),
+                      ("set queue lq max_run = [o:PBS_ALL=10]", "lq"),
+                      ("set queue lq max_run_res.ncpus = [o:PBS_ALL=10]", "lq"),
+                      ("set queue lq max_run_soft = [o:PBS_ALL=10]", "lq"),
+                      ("set queue lq max_queued = [o:PBS_ALL=10]", "lq"),
+                      ("set server max_queued_res.ncpus = [u:PBS_GENERIC=4]", ""),
+                      ("set queue lq queued_jobs_threshold = [o:PBS_ALL=1]", "lq"),
+                      ("create queue lq2 queue_type = execution, max_run = [o:PBS_ALL=1]",
+                       "lq2")):
+        assert q(text) == refused(obj), text
+    assert "lq2" not in engine.client("stat_queues")
+    assert q("unset server max_running") == (0, [])
+    assert q("set queue lq max_queuable = 5") == (0, [])  # (old style, on a queue)
+    assert q("set server max_run = [o:PBS_ALL=10]") == refused("")
+    assert q("unset queue lq max_queuable") == (0, [])
+    assert q("set queue lq max_run = [u:PBS_GENERIC=4]") == (0, [])
+    for text, obj in (("set server max_user_run = 5", ""), ("set queue lq max_running = 5", "lq"),
+                      ("set queue lq max_queuable = 5", "lq"),
+                      ("set queue workq max_group_run = 5", "workq")):
+        assert q(text) == refused(obj), text
+    assert q("unset queue lq max_run") == (0, [])
+    assert q("set queue lq max_queued = [o:PBS_ALL=10]") == (0, [])
+    assert q("set server max_user_run = 5") == refused("")  # (a queue's max_queued counts)
+    assert q("unset queue lq max_queued") == (0, [])
+    # The server's max_queued refuses no old-style limit set after it (PBS looks at the
+    # server's max_run* only), but is refused after one.
+    assert q("set server max_queued = [o:PBS_ALL=5]") == (0, [])
+    assert q("set server max_user_run = 5") == (0, [])
+    assert q("set server max_queued = [o:PBS_ALL=6]") == refused("")
+    assert q("unset server max_queued") == (0, [])
+    assert q("unset server max_user_run") == (0, [])
+    # both in one command, in either order: neither is kept
+    assert q("set server max_running = 5, max_run = [o:PBS_ALL=5]") == refused("")
+    assert q("set server max_run = [o:PBS_ALL=5], max_running = 5") == refused("")
+    server = engine.client("stat_server")
+    assert not {"max_running", "max_run"} & set(next(iter(server.values())))
+    done = qmgr(engine, "set server max_run = [o:PBS_ALL=5]")
+    assert (done.returncode, done.stderr) == (0, "")
+    done = qmgr(engine, "set queue lq max_user_run = 5")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        15141 % 256, "", f"qmgr obj=lq svr=default: {_MIX}\n"
+                         "qmgr: Error (15141) returned from server\n")
+
