@@ -46,6 +46,7 @@ import select
 import signal
 import socket
 import stat
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -821,16 +822,28 @@ def _start_report(report: socket.socket) -> tuple[str, int | None]:
 NOTE_SIGNAL = signal.SIGUSR1
 
 
+#: Seconds a shepherd waits for a note to be written into the job's error file before it
+#: goes on without it (`_write_note`): a terminal its owner stopped (^S, tcflow) blocks a
+#: write for as long as they like.
+NOTE_WAIT = 1.0
+
+
 def tell_job(launch: Launch, note: str) -> None:
     """Have `note` written to the job's error file, as PBS's MoM writes there why it
     killed the job: left beside the job's status file for its shepherd, woken to write it
-    at once through the error file's descriptor (the file the job's owner opened)."""
+    at once through the error file's descriptor (the file the job's owner opened). Woken
+    only once it catches the signal: a shepherd still starting the job (or one started
+    by an older pbsplug, which never would) would be killed by it; it finds the note at
+    its next look."""
     _write_aside(Path(launch.status_file).with_suffix(".note"), {"note": note})
-    signal_if_same(launch.shepherd, launch.started, NOTE_SIGNAL)
+    signal_if_same(launch.shepherd, launch.started, NOTE_SIGNAL, caught_only=True)
 
 
 def _write_note(path: Path, err_fd: int | None) -> None:
-    """Write a note the server left (`tell_job`) to the job's error file, once."""
+    """Write a note the server left (`tell_job`) to the job's error file, once: from a
+    thread, on a descriptor of its own, waited for NOTE_WAIT seconds at most, so that a
+    write that blocks (a stopped terminal, a full pipe of a terminal) never holds the
+    shepherd, which must go on to report the job's end."""
     try:
         note = json.loads(path.read_text()).get("note", "")
     except FileNotFoundError:
@@ -838,11 +851,29 @@ def _write_note(path: Path, err_fd: int | None) -> None:
     except (OSError, ValueError, AttributeError):
         note = ""
     path.unlink(missing_ok=True)
-    if err_fd is not None and isinstance(note, str) and note:
-        try:
-            os.write(err_fd, note[:4096].encode(errors="replace"))
-        except OSError:
-            pass  # a full disk or a device that refuses it: the job ends all the same
+    if err_fd is None or not isinstance(note, str) or not note:
+        return
+    try:
+        fd = os.dup(err_fd)  # (its own: the shepherd closes err_fd, and its number is reused)
+    except OSError:
+        return
+    writer = threading.Thread(target=_write_all, args=(fd, note[:4096].encode(errors="replace")),
+                              daemon=True)
+    writer.start()
+    writer.join(NOTE_WAIT)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write `data` to `fd` and close it; a full disk or a device that refuses it is let
+    be (the job ends all the same)."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage
@@ -941,34 +972,48 @@ def _kill_session(leader: int, since: float) -> int:
     return killed
 
 
-def signal_if_same(pid: int, started: float, sig: int) -> bool:
-    """Send `sig` to process `pid` only if it is still the one that started at `started`;
-    True when sent. Through a pidfd, opened before the start time is checked: it stays
-    bound to the process it was opened on, so the process signalled is the one checked
-    (a kill by pid after the check could reach a newcomer given the pid in between)."""
+def signal_if_same(pid: int, started: float, sig: int, caught_only: bool = False) -> bool:
+    """Send `sig` to process `pid` only if it is still the one that started at `started`
+    (and, with `caught_only`, only if it catches `sig`, whose default would end it); True
+    when sent. Through a pidfd, opened before the start time is checked: it stays bound to
+    the process it was opened on, so the process signalled is the one checked (a kill by
+    pid after the check could reach a newcomer given the pid in between)."""
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return False  # gone
     except (AttributeError, OSError):  # no pidfd here (an old kernel, a seccomp filter)
-        return _kill_if_same(pid, started, sig)
+        return _kill_if_same(pid, started, sig, caught_only)
     try:
-        if process_start(pid) != started:
+        if process_start(pid) != started or (caught_only and not catches(pid, sig)):
             return False
         signal.pidfd_send_signal(pidfd, sig)
         return True
     except ProcessLookupError:
         return False
     except OSError as exc:
-        return exc.errno in (errno.ENOSYS, errno.EPERM) and _kill_if_same(pid, started, sig)
+        return exc.errno in (errno.ENOSYS, errno.EPERM) and _kill_if_same(
+            pid, started, sig, caught_only)
     finally:
         os.close(pidfd)
 
 
-def _kill_if_same(pid: int, started: float, sig: int) -> bool:
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler for `sig` (its SigCgt in /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _kill_if_same(pid: int, started: float, sig: int, caught_only: bool = False) -> bool:
     """`signal_if_same` where pidfds cannot be had: the start time checked, then a kill by
     pid (the small window between the two is what a pidfd closes)."""
-    if process_start(pid) != started:
+    if process_start(pid) != started or (caught_only and not catches(pid, sig)):
         return False
     try:
         os.kill(pid, sig)

@@ -89,3 +89,46 @@ def test_a_pid_file_naming_a_process_with_such_a_name_reads(tmp_path, attacker):
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
+
+
+@pytest.fixture
+def terminal(attacker):
+    """A terminal of the attacker's (a pseudo-terminal whose other end this test holds, as
+    their login session would): its path, and the descriptor of its other end."""
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    os.chown(path, attacker.uid, -1)
+    yield path, slave
+    os.close(slave)
+    os.close(master)
+
+
+def test_a_job_that_stops_its_terminal_does_not_hold_its_shepherd(engine, attacker, terminal):
+    """`-e` the owner's terminal, which the job stops (tcflow TCOOFF, as ^S): past its
+    walltime, the shepherd (root) wrote PBS's note into it and blocked for good. The job was
+    killed, but its end was never reported: it stayed R, holding its CPUs, for ever."""
+    path, _ = terminal
+    job_id = qsub(attacker, engine, "-r", "n", "-e", path, "-l", "walltime=00:00:01", script(
+        engine, "/usr/bin/python3 -c 'import termios, time; "
+        "termios.tcflow(2, termios.TCOOFF); time.sleep(300)'\n"))
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == -29, attrs.get("comment")
+    assert "job lost" not in engine.log()
+
+
+def test_a_walltime_note_for_a_job_not_started_yet_does_not_kill_its_shepherd(
+        engine, attacker, terminal):
+    """The job's process, as its owner, blocked before its exec writing its start failure
+    into the owner's stopped terminal; past its walltime, the server's SIGUSR1 (the note's
+    wake-up) reached its shepherd while it still waited for the exec, before it caught the
+    signal: the shepherd died of it, and the job was lost, its end and use never reported
+    (as an older shepherd, still running after an upgrade, would be killed by it)."""
+    import termios
+
+    path, slave = terminal
+    termios.tcflow(slave, termios.TCOOFF)
+    job_id = qsub(attacker, engine, "-r", "n", "-e", path, "-l", "walltime=00:00:01", "--",
+                  "/no/such/program")
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == -29, attrs.get("comment")
+    assert "job lost" not in engine.log()
