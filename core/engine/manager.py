@@ -37,6 +37,7 @@ from .qmgr import QmgrError, QmgrSyntaxError
 if TYPE_CHECKING:
     from .server import Caller, Engine
 
+PBSE_ATTRTYPE = 15026
 PBSE_OBJBUSY = 15027
 PBSE_QUE_INCOMPLETE = 15030
 PBSE_MIXENTLIMS = 15141
@@ -56,6 +57,15 @@ NEW_STYLE_LIMITS = frozenset({"max_run", "max_run_res", "max_run_soft", "max_run
 #: limits, on a queue also max_queued and queued_jobs_threshold (PBS looks at no others).
 NEW_STYLE_SEEN = frozenset({"max_run", "max_run_res", "max_run_soft", "max_run_res_soft"})
 NEW_STYLE_SEEN_QUEUE = NEW_STYLE_SEEN | {"max_queued", "queued_jobs_threshold"}
+
+#: Queue attributes of one queue type, execution's then route's, in OpenPBS 23.06's order:
+#: its check of a queue names the first one its type does not take (`_type_conflict`).
+EXECUTION_QUEUE_ONLY = ("checkpoint_min", "default_chunk", "resources_available",
+                        "kill_delay", "max_user_run", "max_group_run", "max_run",
+                        "max_run_res", "max_run_soft", "max_run_res_soft", "hasnodes",
+                        "backfill_depth")
+ROUTE_QUEUE_ONLY = ("route_destinations", "route_held_jobs", "route_waiting_jobs",
+                    "route_retry_time", "route_lifetime")
 
 #: Hook attributes as qmgr names them -> as the site config names them.
 _HOOK_KEYS = {"enabled": "enabled", "event": "events", "order": "order", "alarm": "alarm",
@@ -375,6 +385,7 @@ class Manager:
         self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, {}, new,
                                {"sched_priv", "sched_log"} if cmd.obj_type == "sched" else set())
+        self._check_queue_type(cmd, name, {}, new)
         if cmd.obj_type == "node":
             eng._set_node(name, {}, new)
             return
@@ -429,6 +440,7 @@ class Manager:
         self._check_limit_styles(cmd, name, new)
         self._check_route(cmd, name, new)
         self._check_partitions(cmd, name, attrs, new)
+        self._check_queue_type(cmd, name, attrs, new)
         if cmd.obj_type == "server" and new.get("default_queue") is not None and (
                 eng.store.get("queue", str(new["default_queue"])) is None):
             # PBS refuses a default_queue that does not exist (15018 Unknown queue).
@@ -509,6 +521,19 @@ class Manager:
                 old_given and any_set(NEW_STYLE_SEEN, NEW_STYLE_SEEN_QUEUE)):
             raise QmgrError(PBSE_MIXENTLIMS, "Cannot mix old and new style queue/run limit "
                             "enforcement types", obj_type=cmd.obj_type, obj_name=name)
+
+    @staticmethod
+    def _check_queue_type(cmd: qmgr.Command, name: str, old: dict, new: dict) -> None:
+        """PBS's 15026 (OpenPBS 23.06, checked) for a command that leaves a queue with an
+        attribute its type does not take (`_type_conflict`). PBS keeps the attribute and
+        answers so, and then to every later change of the queue while it stays; the engine
+        keeps nothing of the command, and a queue stored so before is let be."""
+        if cmd.obj_type != "queue" or cmd.verb not in ("set", "create"):
+            return
+        bad = _type_conflict(new)
+        if bad is not None and _type_conflict(old) is None:
+            raise QmgrError(PBSE_ATTRTYPE, f"Warning: type of queue {name} incompatible "
+                            f"with attribute {bad}", obj_type="queue", obj_name=name)
 
     @staticmethod
     def _check_route(cmd: qmgr.Command, name: str, new: dict) -> None:
@@ -755,3 +780,19 @@ def _default_hook(key: str) -> Any:
 
 
 __all__ = ["Manager"]
+
+
+def _type_conflict(queue: dict[str, Any]) -> str | None:
+    """The first attribute, in PBS's order, that the queue's type does not take
+    (`EXECUTION_QUEUE_ONLY`, `ROUTE_QUEUE_ONLY`), or None. A queue without a type takes
+    that of its first such attribute, as OpenPBS 23.06 reads it."""
+    kind = str(queue.get("queue_type") or "")[:1].lower()
+    for name in (*EXECUTION_QUEUE_ONLY, *ROUTE_QUEUE_ONLY):
+        if queue.get(name) in (None, {}, []):
+            continue
+        needs = "e" if name in EXECUTION_QUEUE_ONLY else "r"
+        if not kind:
+            kind = needs
+        elif kind != needs:
+            return name
+    return None

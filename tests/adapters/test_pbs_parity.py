@@ -126,6 +126,30 @@ ROWS: list[tuple[str, str]] = [
     ("set queue workq max_group_run = 5", ""), ("unset queue pq_lim max_run", ""),
     ("set server max_running = 5, max_run = '[o:PBS_ALL=5]'", ""),
     ("list server max_running,max_run", ""), ("delete queue pq_lim", ""),
+    # a route queue's attribute on an execution queue, and the other way round (15026);
+    # a queue without a type takes its first typed attribute's
+    ("create queue pq_ex queue_type = execution", ""),
+    ("set queue pq_ex route_held_jobs = true", ""), ("set queue pq_ex comment = x", ""),
+    ("list queue pq_ex route_held_jobs", ""), ("unset queue pq_ex route_held_jobs", ""),
+    ("set queue pq_ex route_waiting_jobs = true", ""),
+    ("unset queue pq_ex route_waiting_jobs", ""),
+    ("set queue pq_ex route_retry_time = 10", ""), ("unset queue pq_ex route_retry_time", ""),
+    ("set queue pq_ex route_lifetime = 10", ""), ("unset queue pq_ex route_lifetime", ""),
+    ("set queue pq_ex route_destinations = workq", ""),
+    ("unset queue pq_ex route_destinations", ""),
+    ("create queue pq_ex2 queue_type = execution, route_lifetime = 10", ""),
+    ("list queue pq_ex2 route_lifetime", ""),
+    ("create queue pq_rt queue_type = route", ""),
+    ("set queue pq_rt kill_delay = 5", ""), ("unset queue pq_rt kill_delay", ""),
+    ("set queue pq_rt max_user_run = 5", ""), ("unset queue pq_rt max_user_run", ""),
+    ("set queue pq_rt default_chunk.ncpus = 1", ""),
+    ("unset queue pq_rt default_chunk.ncpus", ""),
+    ("set queue pq_rt resources_available.ncpus = 2", ""),
+    ("unset queue pq_rt resources_available.ncpus", ""),
+    ("set queue pq_rt max_running = 5", ""), ("unset queue pq_rt max_running", ""),
+    ("create queue pq_un", ""), ("set queue pq_un route_held_jobs = true", ""),
+    ("set queue pq_un kill_delay = 5", ""), ("set queue pq_un queue_type = execution", ""),
+    ("delete queue pq_ex", ""), ("delete queue pq_rt", ""), ("delete queue pq_un", ""),
     # privilege: a user who is neither manager nor operator
     ("list hook", "user"), ("list pbshook", "user"), ("print hook", "user"),
     ("list hook nosuch", "user"), ("print hook nosuch", "user"),
@@ -151,6 +175,11 @@ _FORMULA = ("the same exit status and output; PBS's qmgr writes server_priv/sche
             "first says it failed to; the engine's qmgr writes no file")
 _CRASH = ("OpenPBS 23.06's qmgr crashes on it (SIGSEGV, nothing printed); the engine says "
           "that a sched has no active list and exits 2, qmgr's status for a bad object type")
+_TYPED = ("after the same refusal of a queue's attribute its type does not take (15026, "
+          "`Warning: type of queue Q incompatible with attribute A`), PBS has kept the "
+          "attribute (its queue made at create too), and answers 15026 to every later "
+          "change of that queue while it stays, which looks like a bug; the engine's "
+          "command changes nothing, so its later commands are answered as any")
 #: Reasons that still require PBS's exit status and standard output.
 _SAME_STATUS = (_SAYS, _NAMES, _FORMULA)
 DIFFERENT: dict[str, str] = {
@@ -172,13 +201,18 @@ DIFFERENT: dict[str, str] = {
     "set node {host} resv_enable = true": _SAYS, "set node {host} queue = workq": _SAYS,
     "set node {host} Mom = {host}": _SAYS, "set server acl_roots = root": _SAYS,
     "set server job_sort_formula = ncpus": _FORMULA,
+    # a queue's attribute of the other queue type
+    "set queue pq_ex comment = x": _TYPED, "list queue pq_ex route_held_jobs": _TYPED,
+    "list queue pq_ex2 route_lifetime": _TYPED,
 }
 
 #: What the rows may leave on the real PBS and the engine, put back after the table.
 CLEANUP = ("delete queue pq1", "delete queue zz", "unset queue workq comment",
            "delete resource pq_r", "unset queue workq acl_groups", "delete queue pq_lim",
            "unset server max_running", "unset server max_run", "unset server max_user_run",
-           "unset server queued_jobs_threshold", "unset queue workq max_group_run")
+           "unset server queued_jobs_threshold", "unset queue workq max_group_run",
+           "delete queue pq_ex", "delete queue pq_ex2", "delete queue pq_rt",
+           "delete queue pq_un")
 
 #: OpenPBS's qmgr reading a file first prints this diagnostic of its client library.
 MAX_OPEN = re.compile(r"^Max open servers: \d+\n")

@@ -381,3 +381,55 @@ def test_old_and_new_style_limits_are_never_mixed(engine):
         15141 % 256, "", f"qmgr obj=lq svr=default: {_MIX}\n"
                          "qmgr: Error (15141) returned from server\n")
 
+
+def _type_warning(queue: str, attr: str) -> tuple[int, list[str]]:
+    return 15026, [f"qmgr obj={queue} svr=default: Warning: type of queue {queue} "
+                   f"incompatible with attribute {attr}",
+                   "qmgr: Error (15026) returned from server"]
+
+
+def test_an_attribute_of_the_other_queue_type_is_refused(engine):
+    """OpenPBS 23.06 (checked: tests/adapters/test_pbs_parity.py's rows) answers 15026,
+    ``Warning: type of queue Q incompatible with attribute A``, for a route queue's
+    attribute (route_destinations, route_held_jobs, route_waiting_jobs, route_retry_time,
+    route_lifetime) on an execution queue and an execution queue's (kill_delay,
+    max_user_run, default_chunk, resources_available, ...) on a route queue, naming the
+    first in its order; a queue without a type takes the type of the first. PBS stores the
+    attribute all the same and answers 15026 to every later change of that queue; the
+    engine stores nothing of the command."""
+    def q(text: str) -> tuple[int, list[str]]:
+        answer = engine.client("qmgr", text=text)
+        return answer["code"], answer["errors"]
+
+    assert q("create queue ex queue_type = execution") == (0, [])
+    for attr in ("route_held_jobs = true", "route_waiting_jobs = true",
+                 "route_retry_time = 10", "route_lifetime = 10",
+                 "route_destinations = workq"):
+        assert q(f"set queue ex {attr}") == _type_warning("ex", attr.split()[0]), attr
+    assert q("set queue ex route_lifetime = 5, route_held_jobs = true") == \
+        _type_warning("ex", "route_held_jobs")  # (PBS's order, not the command's)
+    assert q("set queue ex comment = x") == (0, [])  # (nothing was kept)
+    stored = engine.client("stat_queues", names=["ex"])["ex"]
+    assert not [k for k in stored if k.startswith("route_")], stored
+    assert q("create queue ex2 queue_type = execution, route_lifetime = 10") == \
+        _type_warning("ex2", "route_lifetime")
+    assert "ex2" not in engine.client("stat_queues")
+    assert q("create queue rq queue_type = route") == (0, [])
+    for attr in ("kill_delay = 5", "max_user_run = 5", "default_chunk.ncpus = 1",
+                 "resources_available.ncpus = 2", "checkpoint_min = 5",
+                 "max_run = [o:PBS_ALL=5]"):
+        assert q(f"set queue rq {attr}") == _type_warning("rq", attr.split()[0].split(".")[0])
+    assert q("set queue rq max_running = 5, resources_max.ncpus = 2") == (0, [])  # (any)
+    assert q("set queue ex kill_delay = 5") == (0, [])
+    assert q("set queue ex queue_type = route") == _type_warning("ex", "kill_delay")
+    assert engine.client("stat_queues", names=["ex"])["ex"]["queue_type"] == "Execution"
+    # A queue without a type: its first typed attribute decides, in PBS's order.
+    assert q("create queue un") == (0, [])
+    assert q("set queue un route_held_jobs = true") == (0, [])
+    assert q("set queue un kill_delay = 5") == _type_warning("un", "route_held_jobs")
+    assert q("set queue un queue_type = execution") == _type_warning("un", "route_held_jobs")
+    assert q("set queue un queue_type = route") == (0, [])
+    done = qmgr(engine, "set queue un kill_delay = 5")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        15026 % 256, "", "qmgr obj=un svr=default: Warning: type of queue un incompatible "
+                         "with attribute kill_delay\nqmgr: Error (15026) returned from server\n")
