@@ -46,7 +46,6 @@ import select
 import signal
 import socket
 import stat
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -773,7 +772,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     start_error, err_fd = _start_report(report)
     used = Usage()
     try:
-        status, usage = _wait_for_job(pid, status_file, err_fd, t0, used)
+        status, usage = _wait_for_job(pid, status_file, err_fd, t0, used, ids)
     finally:
         if err_fd is not None:
             os.close(err_fd)
@@ -839,11 +838,12 @@ def tell_job(launch: Launch, note: str) -> None:
     signal_if_same(launch.shepherd, launch.started, NOTE_SIGNAL, caught_only=True)
 
 
-def _write_note(path: Path, err_fd: int | None) -> None:
-    """Write a note the server left (`tell_job`) to the job's error file, once: from a
-    thread, on a descriptor of its own, waited for NOTE_WAIT seconds at most, so that a
-    write that blocks (a stopped terminal, a full pipe of a terminal) never holds the
-    shepherd, which must go on to report the job's end."""
+def _write_note(path: Path, err_fd: int | None, ids: Ids | None = None) -> None:
+    """Write a note the server left (`tell_job`) to the job's error file, once: by a child
+    that has become the job's owner (`ids`), as everything done in the owner's files is,
+    waited for NOTE_WAIT seconds at most, so that a write that blocks (a stopped terminal,
+    the full buffer of one) never holds the shepherd, which must go on to report the job's
+    end. A child still blocked then is killed with what is left of the job."""
     try:
         note = json.loads(path.read_text()).get("note", "")
     except FileNotFoundError:
@@ -853,31 +853,27 @@ def _write_note(path: Path, err_fd: int | None) -> None:
     path.unlink(missing_ok=True)
     if err_fd is None or not isinstance(note, str) or not note:
         return
+    data = note[:4096].encode(errors="replace")
     try:
-        fd = os.dup(err_fd)  # (its own: the shepherd closes err_fd, and its number is reused)
+        writer = os.fork()
     except OSError:
         return
-    writer = threading.Thread(target=_write_all, args=(fd, note[:4096].encode(errors="replace")),
-                              daemon=True)
-    writer.start()
-    writer.join(NOTE_WAIT)
+    if writer == 0:
+        try:
+            if ids:
+                become(ids)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(err_fd, view):]
+        finally:  # (a full disk, a device that refuses it: the job ends all the same)
+            os._exit(0)
+    deadline = time.monotonic() + NOTE_WAIT
+    while os.waitpid(writer, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write `data` to `fd` and close it; a full disk or a device that refuses it is let
-    be (the job ends all the same)."""
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage
-                  ) -> tuple[int, resource.struct_rusage]:
+def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage,
+                  ids: Ids | None = None) -> tuple[int, resource.struct_rusage]:
     """Wait for the job's top process, writing the server's notes as they come and
     sampling the job's use into `used` (and ``<seq>.usage``, for the server) on the
     `sample_time` schedule: woken by SIGCHLD and `NOTE_SIGNAL` through a wakeup
@@ -898,7 +894,7 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
     poller.register(wake_r, select.POLLIN)
     try:
         while True:
-            _write_note(note, err_fd)
+            _write_note(note, err_fd, ids)
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done == pid:
                 break
@@ -924,7 +920,7 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
     finally:
         for fd in (wake_r, wake_w):
             os.close(fd)
-    _write_note(note, err_fd)  # one left as the job ended
+    _write_note(note, err_fd, ids)  # one left as the job ended
     return status, usage
 
 

@@ -7,6 +7,7 @@ docstring says what the engine did before its fix."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,18 @@ def test_a_walltime_note_for_a_job_not_started_yet_does_not_kill_its_shepherd(
     attrs = engine.wait(job_id, timeout=60)
     assert attrs["Exit_status"] == -29, attrs.get("comment")
     assert "job lost" not in engine.log()
+
+
+def test_the_walltime_note_is_written_as_the_jobs_owner(engine, attacker):
+    """PBS's note went into the job's error file from the shepherd, root, through the
+    descriptor the job's process handed over: the right file, but written with root's
+    powers. A write by anyone but root clears a set-user-id bit (the kernel's rule): the
+    job sets it on its own error file, and the note's write must clear it."""
+    job_id = qsub(attacker, engine, "-N", "suid", "-l", "walltime=00:00:01", "--", "/bin/sh",
+                  "-c", 'chmod 4700 "$PBS_O_WORKDIR/suid.e${PBS_JOBID%%.*}"; exec sleep 300')
+    attrs = engine.wait(job_id, timeout=60)
+    assert attrs["Exit_status"] == -29, attrs.get("comment")
+    err = engine.work / f"suid.e{job_id.split('.')[0]}"
+    assert re.fullmatch(r"=>> PBS: job killed: walltime \d+ exceeded limit 1\n",
+                        err.read_text())
+    assert err.stat().st_mode & 0o7777 == 0o700
