@@ -827,15 +827,20 @@ NOTE_SIGNAL = signal.SIGUSR1
 NOTE_WAIT = 1.0
 
 
-def tell_job(launch: Launch, note: str) -> None:
+def tell_job(launch: Launch, note: str) -> bool:
     """Have `note` written to the job's error file, as PBS's MoM writes there why it
     killed the job: left beside the job's status file for its shepherd, woken to write it
     at once through the error file's descriptor (the file the job's owner opened). Woken
     only once it catches the signal: a shepherd still starting the job (or one started
     by an older pbsplug, which never would) would be killed by it; it finds the note at
-    its next look."""
-    _write_aside(Path(launch.status_file).with_suffix(".note"), {"note": note})
+    its next look. False when the note cannot be left (a full disk): the job is killed
+    all the same, without it."""
+    try:
+        _write_aside(Path(launch.status_file).with_suffix(".note"), {"note": note})
+    except OSError:
+        return False
     signal_if_same(launch.shepherd, launch.started, NOTE_SIGNAL, caught_only=True)
+    return True
 
 
 def _write_note(path: Path, err_fd: int | None, ids: Ids | None = None) -> None:

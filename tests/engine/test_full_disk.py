@@ -172,3 +172,30 @@ def test_the_server_log_counts_lines_it_cannot_write(tmp_path):
     assert lines[1].endswith(";0008;Server@host;Job;4.host;fourth")
     assert log.lost == 0
     log.close()
+
+
+def test_a_job_past_its_walltime_is_killed_on_a_full_disk(small_home):
+    """The server leaves PBS's walltime note for the job's shepherd in a file of its home:
+    on a full disk that write raised, before the job was signalled, in every poll (each
+    one failed there, 20 a second): the job ran on past its walltime, and no other job's end
+    or limit was looked at. The note is lost now; the job is killed all the same."""
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # jobs' output off the tmpfs
+    work.chmod(0o777)
+    engine = LocalEngine(small_home)
+    engine.work = work
+    engine.start()
+    try:
+        running = engine.submit(f"echo $$ > {work}/pid\nexec sleep 300\n",
+                                Resource_List={"walltime": "00:00:02"})
+        pid = int(until(lambda: _holds(work / "pid", "\n") and (work / "pid").read_text(),
+                        timeout=PATIENCE, what="the job to start"))
+        _fill(small_home / "fill")
+        until(lambda: not Path(f"/proc/{pid}").exists(), timeout=PATIENCE,
+              what="the job to be killed for its walltime on the full disk")
+        (small_home / "fill").unlink()  # room again
+        attrs = until(lambda: (a := engine.job(running))["job_state"] == "F" and a,
+                      timeout=PATIENCE, what="the job's end recorded once there is room")
+        assert attrs["Exit_status"] in (-29, 271), attrs  # (-29 unless its record failed too)
+    finally:
+        engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
