@@ -96,6 +96,18 @@ SITE_CHECK_INTERVAL = 1.0
 MAX_REQUEST_ITEMS = 10_000
 #: PBS's hold types: user, other (operator), system, bad password.
 HOLD_LETTERS = "uosp"
+#: The job attributes qalter may change while the job runs, whoever asks (OpenPBS 23.06's
+#: ATR_DFLAG_ALTRUN, checked: `Engine._check_alter_running`); a plugin's may be changed too.
+#: A new Output_Path, Error_Path or Shell_Path_List is the job's next run's: this one
+#: writes its files in place already.
+ALTER_RUNNING = frozenset({
+    "Job_Name", "Checkpoint", "Error_Path", "Output_Path", "Execution_Time", "Hold_Types",
+    "Mail_Points", "Mail_Users", "Priority", "Rerunable", "Resource_List",
+    "Shell_Path_List", "run_count", "comment", "release_nodes_on_stageout"})
+#: The resources qalter may change while the job runs (the same flag of PBS's): the
+#: limits the server and the job's walltime and cput checks read as they are now.
+ALTER_RUNNING_RESOURCES = frozenset({"walltime", "cput", "soft_walltime", "min_walltime",
+                                     "max_walltime"})
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
 #: Seconds between two reads of the running jobs' use, which their shepherds sample
@@ -1221,16 +1233,8 @@ class Engine:
             # an operator or a manager lowers it: a user's job would dodge the hold after
             # too many failed starts (`lifecycle.MAX_RUN_COUNT`).
             raise PbsError(PBSE_PERM, obj=job_id)
-        if current["job_state"] in ("R", "E") and set(attrs) - {"comment"}:
-            # (depend holds a job still to run: on a running one it made its cpus look
-            # free; PBS gives it no alter-while-running flag either)
-            if "Resource_List" in attrs or "depend" in attrs or not caller.privileged:
-                # PBS's text names the attribute after a blank: "...running  Resource_List.x"
-                named = next((f"Resource_List.{k}" for k in attrs.get("Resource_List") or {}),
-                             "depend" if "depend" in attrs else
-                             next(a for a in attrs if a != "comment"))
-                raise PbsError(15015, f"Cannot modify attribute while job running  {named}",
-                               obj=job_id)
+        if current["job_state"] in ("R", "E"):
+            self._check_alter_running(caller, job_id, current, attrs)
         changes = dict(attrs)
         if "Resource_List" in changes:
             merged = {**current.get("Resource_List", {}), **(changes["Resource_List"] or {})}
@@ -1268,6 +1272,34 @@ class Engine:
             self._link_befores(job_id, befores)
         if "depend" in changes:
             self._resolve_depend([job_id])
+
+    @staticmethod
+    def _check_alter_running(caller: Caller, job_id: str, current: dict, attrs: dict) -> None:
+        """What may be altered while the job runs, as OpenPBS 23.06 answers it (checked as
+        root, an operator and the job's owner): the attributes of `ALTER_RUNNING` (and a
+        plugin's), and of the resources `ALTER_RUNNING_RESOURCES`, whoever asks; any other
+        is 15015, naming the first in the request (``Cannot modify attribute while job
+        running  Account_Name``, ``...  Resource_List.ncpus``; a depend too: it would hold
+        a running job, whose cpus would look free). An operator or a manager may raise a
+        limit; the job's owner may lower one, or set one the job had not, but raising or
+        unsetting one is 15007, as PBS's owner may not raise the limits of a running job."""
+        for name, value in attrs.items():
+            if name == "Resource_List":
+                named = next((f"Resource_List.{res}" for res in value or {}
+                              if res not in ALTER_RUNNING_RESOURCES), None)
+            else:
+                named = name if name in values.JOB_ATTRIBUTES and \
+                    name not in ALTER_RUNNING else None
+            if named is not None:  # (PBS's text names it after a blank)
+                raise PbsError(15015, f"Cannot modify attribute while job running  {named}",
+                               obj=job_id)
+        if caller.privileged:
+            return
+        had = current.get("Resource_List") or {}
+        for res, value in (attrs.get("Resource_List") or {}).items():
+            if had.get(res) is not None and (value is None or units.parse_duration(
+                    value) > units.parse_duration(had[res])):
+                raise PbsError(PBSE_PERM, obj=job_id)
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
                 touched: Iterable[str] = (), limited: bool = False,

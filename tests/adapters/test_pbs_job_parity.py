@@ -128,6 +128,14 @@ ROWS: list[tuple[str, str]] = [
     ("qalter -W block=true {held}", ""), ("qalter -P a/b {held}", ""),
     ("qalter -v A=1 {held}", ""), ("qalter -W depend=frob:1 {held}", ""),
     ("qalter -A acct -m n -p 10 {held}", ""),
+    # qalter of a running job: what may be altered while it runs, by a manager
+    ("qalter -N renamed -p 5 {run}", ""), ("qalter -A acct {run}", ""),
+    ("qalter -j oe {run}", ""), ("qalter -k oe {run}", ""), ("qalter -P proj {run}", ""),
+    ("qalter -R oe {run}", ""), ("qalter -W umask=022 {run}", ""),
+    ("qalter -W depend=afterok:{held} {run}", ""), ("qalter -l walltime=02:00:00 {run}", ""),
+    ("qalter -l cput=00:30:00 {run}", ""), ("qalter -l walltime=03:00:00 {run}", ""),
+    ("qalter -l walltime=02:30:00 -l mem=1gb {run}", ""),
+    ("qalter -l select=1:ncpus=1 {run}", ""),
 ]
 
 #: Rows whose answers still differ, and why (docs/engine.md, "The commands"). Each is
