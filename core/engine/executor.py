@@ -779,6 +779,15 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # The job is over when its top process is: what it left running in its session (a
     # command put in the background, a daemon that did not setsid) is killed, as PBS's MoM
     # does; it would run on untracked, past the job's walltime and on a vnode given away.
+    # What it used since the last sample is counted first, with the top process's (its
+    # leftovers are not its reaped children): a job whose work ran in the background
+    # between two samples, up to 10 s of it a process, reported none of it.
+    try:
+        cput, mem_kb, vmem_kb = sample(me)
+        used.cput = max(used.cput, usage.ru_utime + usage.ru_stime + cput)
+        used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
+    except Exception:  # noqa: BLE001 - an odd /proc: the samples' figures stand
+        pass
     _kill_session(me, process_start(me) or 0.0)
     if start_error:
         code = EXEC_FAIL2 if start_error.startswith(NO_HOME) else EXEC_FAIL

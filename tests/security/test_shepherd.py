@@ -148,3 +148,17 @@ def test_the_walltime_note_is_written_as_the_jobs_owner(engine, attacker):
     assert re.fullmatch(r"=>> PBS: job killed: walltime \d+ exceeded limit 1\n",
                         err.read_text())
     assert err.stat().st_mode & 0o7777 == 0o700
+
+
+def test_work_left_running_between_two_samples_is_counted_at_the_end(engine, attacker):
+    """The job's use is sampled 1, 2, 4 and 8 s after its start, then every 10 s; what its
+    processes left running (killed at its end) used since the last sample was lost: a job
+    whose top process waited while a background loop worked from 8.5 s to 16 s, and ended
+    before the 18 s sample, reported the loop's CPU time as none. (A process that made a
+    session of its own is not counted at all: that needs a cgroup per job.)"""
+    job_id = qsub(attacker, engine, script(
+        engine, "sleep 8.5\n(while :; do :; done) &\nsleep 7.5\n"))
+    attrs = engine.wait(job_id, timeout=120)
+    assert attrs["Exit_status"] == 0, attrs.get("comment")
+    hours, minutes, seconds = map(int, attrs["resources_used"]["cput"].split(":"))
+    assert hours * 3600 + minutes * 60 + seconds >= 2, attrs["resources_used"]
