@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from .conftest import until
+
 PBSE_PERM, PBSE_MODATRRUN = 15007, 15015
 
 
@@ -105,3 +107,24 @@ def test_a_walltime_lowered_while_the_job_runs_is_the_one_enforced(engine):
     attrs = engine.wait(job_id, timeout=60)
     assert attrs["Exit_status"] == -29
     assert "exceeded limit 00:00:01" in attrs["comment"]
+
+
+def test_the_scheduler_books_a_running_job_until_its_new_walltime(engine):
+    """The cycle after the change books the job's vnode until its stime plus the new
+    walltime: a job waiting for that vnode is estimated to start then."""
+    vnode = sorted(engine.client("stat_nodes"))[0]
+    ncpus = engine.client("stat_nodes")[vnode]["resources_available"]["ncpus"]
+    whole = ("-l", f"select=1:ncpus={ncpus}")
+    running = engine.pbs("qsub", *whole, "-l", "walltime=01:00:00", "--", "/bin/sleep",
+                         "300", check=True).stdout.strip()
+    stime = int(engine.job(_running(engine, running))["stime"])
+    waiting = engine.pbs("qsub", *whole, "-l", "walltime=00:10:00", "--", "/bin/true",
+                         check=True).stdout.strip()
+
+    def estimated() -> int | None:
+        return (engine.job(waiting).get("estimated") or {}).get("start_time")
+
+    until(lambda: estimated() == stime + 3600, 30, "the first estimate")
+    assert engine.pbs("qalter", "-l", "walltime=02:00:00", running).returncode == 0
+    until(lambda: estimated() == stime + 7200, 30, "the estimate after the walltime's change")
+    engine.client("delete", ids=[running, waiting], force=True)
