@@ -35,6 +35,7 @@ with fchown/fchmod on the open descriptor.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -874,6 +875,8 @@ def _write_note(path: Path, err_fd: int | None, ids: Ids | None = None) -> None:
         return
     if writer == 0:
         try:
+            with contextlib.suppress(ValueError):  # the owner may signal it: not the shepherd
+                signal.set_wakeup_fd(-1)
             if ids:
                 become(ids)
             view = memoryview(data)

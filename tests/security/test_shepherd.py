@@ -162,3 +162,27 @@ def test_work_left_running_between_two_samples_is_counted_at_the_end(engine, att
     assert attrs["Exit_status"] == 0, attrs.get("comment")
     hours, minutes, seconds = map(int, attrs["resources_used"]["cput"].split(":"))
     assert hours * 3600 + minutes * 60 + seconds >= 2, attrs["resources_used"]
+
+
+def test_a_shepherd_that_does_not_catch_the_note_signal_is_never_sent_it(tmp_path):
+    """A shepherd started by pbsplug before its notes (still running after an upgrade), or
+    one still starting its job, has SIGUSR1's default action: the server's wake-up ended it,
+    and its job was lost. The signal goes only to a shepherd that catches it; the note waits
+    in its file."""
+    import signal
+    from subprocess import Popen
+
+    from pbsplug.engine import executor
+
+    old = Popen(["sleep", "60"])
+    try:
+        launch = executor.Launch(old.pid, executor.process_start(old.pid), 0,
+                                 str(tmp_path / "1.status"), str(tmp_path / "pbs.1"))
+        executor.tell_job(launch, "=>> PBS: job killed: walltime 3 exceeded limit 2\n")
+        assert (tmp_path / "1.note").exists()
+        # A SIGUSR1 sent would be pending now, and delivered before this SIGTERM.
+        old.send_signal(signal.SIGTERM)
+        assert old.wait() == -signal.SIGTERM
+    finally:
+        old.kill()
+        old.wait()
