@@ -2385,6 +2385,9 @@ class Engine:
                 del self.kills[job_id]
             elif now >= deadline:
                 executor.signal_job(self.launches[job_id].resolve(), signal.SIGKILL)
+                # and every process of its shepherd's session: one that moved to another
+                # process group of the session (setpgid) was out of reach of the above
+                executor.kill_session(self.launches[job_id])
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
         try:

@@ -186,3 +186,26 @@ def test_a_shepherd_that_does_not_catch_the_note_signal_is_never_sent_it(tmp_pat
     finally:
         old.kill()
         old.wait()
+
+
+def test_a_job_that_leaves_its_process_group_is_still_killed_for_its_walltime(
+        engine, attacker):
+    """The server signalled a job's process group only (its top process's, recorded as
+    its session_id): a job whose processes all moved to another group of the session
+    (setpgid, as any process may) was never reached, past its walltime or cput, nor by
+    qdel: it ran for ever, its note written again every 10 s."""
+    path = engine.work / "hop.py"
+    path.write_text("import os, time\n"
+                    "child = os.fork()\n"
+                    "if child == 0:\n"
+                    "    os.setpgid(0, 0)\n"
+                    "    time.sleep(1000)\n"
+                    "while os.getpgid(child) != child:\n"
+                    "    time.sleep(0.01)\n"
+                    "os.setpgid(0, child)\n"
+                    "time.sleep(1000)\n")
+    path.chmod(0o644)
+    job_id = qsub(attacker, engine, "-l", "walltime=00:00:01", "--", "/usr/bin/python3",
+                  str(path))
+    attrs = engine.wait(job_id, timeout=90)
+    assert attrs["Exit_status"] == -29, attrs.get("comment")
