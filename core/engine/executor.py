@@ -1060,6 +1060,36 @@ def signal_job(pgid: int, sig: int) -> bool:
         return False
 
 
+def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
+    """Send `sig` to the job: its process group (`signal_job`; `wait` as `Launch.resolve`)
+    and its top process, wherever that moved: a process may join another group of its
+    session (setpgid), out of reach of the first. Its end ends the job, and its shepherd
+    then kills what is left in its session. No /proc scan: the top process is the one
+    whose pid is the group's number, signalled (once: not when it is still in the group)
+    only while it is the shepherd's live child, through a pidfd, so the process checked is
+    the one signalled. Whether either was sent."""
+    pgid = launch.resolve(wait=wait)
+    sent = signal_job(pgid, sig)
+    if pgid <= 0:
+        return sent
+    try:
+        pidfd = os.pidfd_open(pgid)
+    except (AttributeError, OSError):  # gone, or no pidfd here: the group's signal stands
+        return sent
+    try:
+        stat = proc_stat(pgid)
+        fields = stat.rsplit(")", 1)[1].split() if stat is not None else []
+        if (len(fields) < 3 or fields[0] == "Z" or fields[1] != str(launch.shepherd)
+                or (sent and fields[2] == str(pgid))):  # (in the group: it has it, once)
+            return sent
+        signal.pidfd_send_signal(pidfd, sig)
+        return True
+    except OSError:
+        return sent
+    finally:
+        os.close(pidfd)
+
+
 def reap() -> None:
     """Collect the shepherds that have ended (they are the server's children)."""
     while True:

@@ -2335,7 +2335,7 @@ class Engine:
             return
         if over is not None:
             executor.tell_job(launch, over.note)
-        executor.signal_job(launch.resolve(wait=2.0), signal.SIGTERM)
+        executor.signal_launch(launch, signal.SIGTERM, wait=2.0)
         self.kills[job_id] = self.clock() + KILL_DELAY
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
@@ -2384,10 +2384,7 @@ class Engine:
             if job_id not in self.launches:
                 del self.kills[job_id]
             elif now >= deadline:
-                executor.signal_job(self.launches[job_id].resolve(), signal.SIGKILL)
-                # and every process of its shepherd's session: one that moved to another
-                # process group of the session (setpgid) was out of reach of the above
-                executor.kill_session(self.launches[job_id])
+                executor.signal_launch(self.launches[job_id], signal.SIGKILL)
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
         try:
