@@ -221,6 +221,8 @@ class Engine:
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
+        #: Running jobs whose handling in the poll failed, and why (logged once a reason).
+        self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
         self.usage: dict[str, executor.Usage] = {}
         self._usage_due = 0.0  # time.monotonic() of the next read of the samples
@@ -2360,23 +2362,18 @@ class Engine:
         # rest is set aside and swept (one poll of many ends cost one's).
         self._removal_left = executor.REMOVE_SECONDS
         for job_id, launch in list(self.launches.items()):
-            ended = executor.JobExit.read(launch.status_file)
-            if ended is None:
-                if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
-                    self._shepherd_gone(job_id, launch)
-                else:
-                    self._check_walltime(job_id, now)
-                continue
             started = self.started.get(job_id)
-            try:  # a job end that cannot be written (a full disk) is tried again next poll
-                self.store.probe_write()
-                self._ended(job_id, ended)
-            except StoreWriteError as exc:
-                self.launches[job_id] = launch
+            try:
+                if not self._poll_job(job_id, launch, now):
+                    break
+            except Exception as exc:  # one job's fault stops no other's (tried next poll)
+                self.launches.setdefault(job_id, launch)
                 if started is not None:
-                    self.started[job_id] = started
-                self.log(LOG_ERROR, "Job", job_id, f"job end not recorded yet: {exc.message}")
-                break
+                    self.started.setdefault(job_id, started)
+                why = f"{type(exc).__name__}: {exc}"
+                if self._poll_failed.get(job_id) != why:  # (said once, not every poll)
+                    self._poll_failed[job_id] = why
+                    self.log(LOG_ERROR, "Job", job_id, f"handling the running job failed: {why}")
         if time.monotonic() >= self._usage_due:
             self._usage_due = time.monotonic() + USAGE_READ_EVERY
             self._read_usage()
@@ -2410,6 +2407,30 @@ class Engine:
                 n for n, t in self.sched_next.items() if t <= now}
             if due:
                 self.cycle(due)
+
+    def _poll_job(self, job_id: str, launch: executor.Launch, now: float) -> bool:
+        """One running job at a poll: its end noticed, or its limits enforced. False when
+        its end cannot be written yet (a full disk): the poll stops there and the end is
+        tried again at the next."""
+        ended = executor.JobExit.read(launch.status_file)
+        if ended is None:
+            if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
+                self._shepherd_gone(job_id, launch)
+            else:
+                self._check_walltime(job_id, now)
+            return True
+        started = self.started.get(job_id)
+        try:
+            self.store.probe_write()
+            self._ended(job_id, ended)
+        except StoreWriteError as exc:
+            self.launches[job_id] = launch
+            if started is not None:
+                self.started[job_id] = started
+            self.log(LOG_ERROR, "Job", job_id, f"job end not recorded yet: {exc.message}")
+            return False
+        self._poll_failed.pop(job_id, None)
+        return True
 
     def _shepherd_gone(self, job_id: str, launch: executor.Launch) -> None:
         """The job's shepherd ended without a status (killed): the job is lost, as PBS's
