@@ -46,6 +46,30 @@ from .runner import Outcome, Runner
 from .siteconfig import PluginSite, SiteConfig
 
 
+def _umask_now() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: The test process's umask when pytest loaded this plugin.
+_START_UMASK = _umask_now()
+
+
+@pytest.fixture(autouse=True)
+def _umask_back() -> Iterator[None]:
+    """Each test starts and ends with the umask the test process started with: an `Engine`
+    made in the process sets the server's private one (077), which every later test's
+    folders and files, and the servers they start, would otherwise get."""
+    import os
+
+    os.umask(_START_UMASK)
+    yield
+    os.umask(_START_UMASK)
+
+
 @pytest.fixture(autouse=True)
 def _no_server_resources() -> Iterator[None]:
     """Each test starts with no server's custom resources known to the kernel's values

@@ -3,7 +3,6 @@ plugin distributions a test installs (`dists`) on its path."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -15,17 +14,6 @@ from pbsplug.plugins import PluginSet
 from pbsplug.siteconfig import SiteConfig
 
 __all__ = ["PBSPLUG", "until"]
-
-
-@pytest.fixture(autouse=True)
-def _umask_back():
-    """The test process's umask, as it was before each test: an `Engine` made in this
-    process sets the server's private one, which a server a later test starts would
-    inherit (other users could then not read its pid file)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    yield
-    os.umask(umask)
 
 
 @pytest.fixture
