@@ -76,6 +76,11 @@ def run(name: str, args: list[str]) -> int:
     from ..engine.errors import PbsError
 
     fn, usage = COMMANDS[name]
+    if args == ["--version"]:  # every PBS command's, alone: the engine's version in PBS's line
+        from .. import __version__
+
+        print(f"pbs_version = {__version__}")
+        return 0
     try:
         return fn(args) or 0
     except getopt.GetoptError as exc:

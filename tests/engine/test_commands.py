@@ -293,6 +293,19 @@ def test_qsub_W_run_count_is_kept_and_counts_on(engine):
 
 # -- qstat --------------------------------------------------------------------------------------
 
+def test_every_command_prints_its_version_alone_as_pbs_does():
+    """PBS's commands each take ``--version`` alone and print ``pbs_version = X``: scripts
+    read the version that way. The usage texts named it; the commands refused it."""
+    from pbsplug import __version__
+    from pbsplug.cli.pbs import COMMANDS
+
+    for name in sorted(COMMANDS):
+        done = subprocess.run([PBSPLUG, name, "--version"], capture_output=True, text=True,
+                              timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            0, f"pbs_version = {__version__}\n", ""), name
+
+
 def test_qstat_table_of_a_queued_job(engine):
     job_id = qsub(engine, *UNPLACEABLE, "-N", "waiting", input="true\n")
     done = engine.pbs("qstat")
