@@ -13,3 +13,16 @@ def control(tmp_path) -> Path:
     path = tmp_path / "control"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def engine(local_engine):
+    """A started server (pbsplug.testing's `local_engine`), no plugin enabled."""
+    return local_engine()
+
+
+def qsub(attacker, engine, *args: str) -> str:
+    """The attacker's ``qsub`` from the submission folder; the job's id."""
+    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

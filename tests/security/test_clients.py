@@ -287,12 +287,6 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
 
 
 @pytest.fixture
-def engine(local_engine):
-    """A started server (pbsplug.testing's `local_engine`), no plugin enabled."""
-    return local_engine()
-
-
-@pytest.fixture
 def scene(engine, attacker):
     """Root's held job, the attacker's home snapshot."""
     held = engine.submit("true\n", Job_Name="rootheld", Hold_Types="u")

@@ -18,6 +18,8 @@ import pytest
 
 from pbsplug.testing import until
 
+from .conftest import qsub
+
 NOTE = b"pbsplug: the job could not start"
 
 
@@ -36,11 +38,6 @@ def state_of(path: Path) -> tuple | None:
 
 
 @pytest.fixture
-def engine(local_engine):
-    return local_engine()
-
-
-@pytest.fixture
 def root_dir(engine) -> Path:
     """A folder only root may write, with a file in it: where an attacker must not write
     (as /etc is; the attacker can reach it)."""
@@ -50,12 +47,6 @@ def root_dir(engine) -> Path:
     (folder / "precious").write_text("root's own data\n")
     (folder / "precious").chmod(0o644)
     return folder
-
-
-def qsub(attacker, engine, *args: str) -> str:
-    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def bystander(engine) -> str:

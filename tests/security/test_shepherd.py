@@ -14,16 +14,7 @@ import pytest
 
 from pbsplug.testing import until
 
-
-@pytest.fixture
-def engine(local_engine):
-    return local_engine()
-
-
-def qsub(attacker, engine, *args: str) -> str:
-    done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+from .conftest import qsub
 
 
 def script(engine, text: str) -> str:
