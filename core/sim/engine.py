@@ -246,10 +246,13 @@ class _Host:
 _STATUS_STATES = {0: FAILED, 5: KILLED}
 
 
+#: A replayed job's Exit_status by its final state: 0 when it completed; PBS's
+#: JOB_EXEC_KILL_WALLTIME when killed at its walltime, as on the engine; 1 otherwise.
+_EXIT_STATUS = {COMPLETED: 0, WALLTIME: lifecycle.KILLED_OVER["walltime"]}
+
+
 def _exit_status(state: str) -> int:
-    """A replayed job's Exit_status: 0 when it completed; PBS's JOB_EXEC_KILL_WALLTIME
-    when killed at its walltime, as on the engine; 1 otherwise."""
-    return {COMPLETED: 0, WALLTIME: lifecycle.KILLED_OVER["walltime"]}.get(state, 1)
+    return _EXIT_STATUS.get(state, 1)
 
 
 #: The power model's figures a host may draw (`_Host.watts`), and the machine state of a
