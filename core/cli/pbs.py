@@ -1,6 +1,6 @@
 """PBS's user commands: ``pbsplug qsub``, ``qstat``, ``qdel``, ``qhold``, ``qrls``,
 ``qrerun``, ``qrun``, ``qalter``, ``qmove``, ``qmgr``, ``pbsnodes``, ``pbs_rsub``,
-``pbs_rstat``, ``pbs_rdel`` and ``pbs_attach``.
+``pbs_rstat``, ``pbs_rdel``, ``pbs_attach`` and ``tracejob``.
 
 They take PBS's options, parsed as PBS parses them (getopt), print PBS's output and messages
 (``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256;
@@ -837,6 +837,19 @@ def pbs_rdel(args: list[str]) -> int:
     if not ids:
         raise getopt.GetoptError("a reservation id is required")
     return _report_each("pbs_rdel", engine_client()("resv_delete", ids=ids))
+
+
+
+@pbs_command("tracejob", "usage: tracejob [-a|s|l|m|v] [-w size] [-p path] [-n days] "
+             "[-f filter_type] job_identifier...")
+def tracejob(args: list[str]) -> int:
+    """One job's lines of the server log and the accounting log (`engine.tracejob`): files
+    in the home only the server's user (root) may read."""
+    import socket
+
+    from ..engine import tracejob as trace
+
+    return trace.main(args, engine_home().root, socket.gethostname().split(".")[0])
 
 
 __all__ = ["COMMANDS", "run"]

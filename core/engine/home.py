@@ -24,7 +24,7 @@ PBS_OBJECT = "pbs_object"
 SERVER_UMASK = 0o077
 #: The home's folders and their modes (the server owns them all).
 FOLDER_MODES = {"": 0o755, "server_logs": 0o700, "jobs": 0o711, "tmp": 0o711, "hooks": 0o700,
-                "hooks/tmp": 0o700}
+                "hooks/tmp": 0o700, "server_priv": 0o700, "server_priv/accounting": 0o700}
 #: The server's private files in the home (server.pid and the socket stay readable).
 PRIVATE_FILES = ("server.db", "server.db-wal", "server.db-shm", "site.toml",
                  "hook_trace.jsonl", "server.out")
@@ -72,6 +72,11 @@ class Home:
         return self.root / "server_logs"
 
     @property
+    def accounting(self) -> Path:
+        """PBS's accounting log folder, where PBS keeps it under PBS_HOME (`accounting.py`)."""
+        return self.root / "server_priv" / "accounting"
+
+    @property
     def jobs(self) -> Path:
         return self.root / "jobs"
 
@@ -103,7 +108,7 @@ class Home:
             _chmod_own(folder, mode)
         for name in PRIVATE_FILES:
             _chmod_own(self.root / name, 0o600)
-        for folder in (self.logs, self.jobs, self.hooks_tmp):
+        for folder in (self.logs, self.jobs, self.hooks_tmp, self.accounting):
             for path in folder.iterdir() if folder.is_dir() else ():
                 _chmod_own(path, 0o600, regular=True)
 

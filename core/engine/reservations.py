@@ -162,6 +162,7 @@ class Reservations:
         eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
                 f"{caller.user}@{eng.host}: start {start}, end {end}, "
                 f"select {res['select']}")
+        eng.accounting.resv_submitted(resv_id, owner)
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
 
@@ -258,7 +259,9 @@ class Reservations:
                 raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
             if not caller.privileged and attrs.get("euser") != caller.user:
                 raise PbsError(PBSE_PERM, obj=full)
-            self._end(full, attrs, f"deleted at request of {caller.user}@{self.engine.host}")
+            self._end(full, attrs, f"deleted at request of {caller.user}@{self.engine.host}",
+                      requestor=f"{caller.user}@{self.engine.host}",
+                      by_owner=attrs.get("euser") == caller.user)
 
         return each(ids, delete_one)
 
@@ -318,7 +321,8 @@ class Reservations:
                     f"set aside: a stored value the server cannot use: {why}")
             fixed = {k: v for k, v in (attrs if isinstance(attrs, dict) else {}).items()
                      if k not in problems}
-            self._end(resv_id, fixed, f"deleted: bad attribute value set aside: {why}")
+            self._end(resv_id, fixed, f"deleted: bad attribute value set aside: {why}",
+                      requestor=f"Server@{eng.host}@{eng.host}")
             count += 1
         return count
 
@@ -385,6 +389,7 @@ class Reservations:
             st.put("queue", queue, resv_queue)
         eng.log(LOG_JOB, "Resv", decision.resv_id,
                 f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
+        eng.accounting.resv_confirmed(decision.resv_id, attrs)
 
     def _deny(self, resv_id: str, attrs: dict, why: str) -> None:
         eng = self.engine
@@ -392,6 +397,7 @@ class Reservations:
             st.delete("resv", resv_id)
         eng.log(LOG_JOB, "Resv", resv_id,
                 f"Reservation denied: {why.removeprefix('Reservation denied: ')}")
+        eng.accounting.resv_deleted(resv_id, f"Server@{eng.host}@{eng.host}", by_owner=False)
 
     def poll(self, now: float) -> None:
         """Begin the reservations whose window opened and end those whose window closed;
@@ -418,6 +424,7 @@ class Reservations:
                     if queue is not None:
                         st.put("queue", attrs["queue"], {**queue, "started": True})
                 eng.log(LOG_JOB, "Resv", resv_id, "Reservation period starting")
+                eng.accounting.resv_begun(resv_id, attrs)
                 outcome = eng._event("resv_begin", resv=Reservation(resv_id, attrs))
                 if not outcome.accepted:
                     eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
@@ -452,9 +459,11 @@ class Reservations:
                     st.delete("queue", queue)
             self.leftover_queues -= empty
 
-    def _end(self, resv_id: str, attrs: dict, why: str, logged: str | None = None) -> None:
+    def _end(self, resv_id: str, attrs: dict, why: str, logged: str | None = None,
+             requestor: str | None = None, by_owner: bool = False) -> None:
         """The reservation ends (`why`, in its jobs' comments; the log line is `logged`,
-        else ``Reservation <why>``)."""
+        else ``Reservation <why>``): deleted at `requestor`'s request (its owner's when
+        `by_owner`), else its period is over."""
         eng = self.engine
         queue = attrs.get("queue")
         began = attrs.get("reserve_state") == RUNNING
@@ -485,6 +494,10 @@ class Reservations:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()
         eng.log(LOG_JOB, "Resv", resv_id, logged or f"Reservation {why}")
+        if requestor is not None:
+            eng.accounting.resv_deleted(resv_id, requestor, by_owner)
+        else:
+            eng.accounting.resv_finished(resv_id, attrs)
         eng._track_states()
         eng.want_cycle = True
 

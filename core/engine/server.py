@@ -46,6 +46,7 @@ from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import acl, depend, executor, jobid, jobspec, limits, qmgr, routing
+from .accounting import Accounting
 from .cpuslots import CpuSlots
 from .errors import (
     PBSE_ATTRRO,
@@ -190,6 +191,7 @@ class Engine:
         self.log = ServerLog(home, self.host)
         # What hooks log goes to server_logs, info and up (debug too for a debug hook).
         self.hook_log = HookLogHandler(self.log)
+        self.accounting = Accounting(home, self.host, self.clock, self.log)
         logging.getLogger("pbsplug.hook").addHandler(self.hook_log)
         logging.getLogger("pbsplug.hook").setLevel(logging.INFO)
         self.store = Store(home.db)
@@ -735,6 +737,7 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job Queued at request of {caller.user}@{self.host},"
                  f" owner = {attrs['Job_Owner']}, job name = {attrs['Job_Name']}, queue = "
                  f"{queue_name}")
+        self.accounting.queued(job_id, attrs)
         outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
@@ -1116,6 +1119,7 @@ class Engine:
                     raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
             self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                      f"{self.host}")
+            self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
             self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}")
             if purge:  # (`_finish` purges it, once its end is recorded)
                 with self.store.transaction() as st:
@@ -1142,6 +1146,10 @@ class Engine:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, None)
         self.log(LOG_JOB, "Job", job_id, comment)
+        if comment.startswith(DELETED_BY):  # (qdel's D; the server's own deletions are A)
+            self.accounting.deleted(job_id, comment.removeprefix(DELETED_BY))
+        else:
+            self.accounting.aborted(job_id, comment)
         self._remove_run_files(job_id)
         self.want_cycle = True
         self._resolve_depend([job_id])
@@ -1351,6 +1359,7 @@ class Engine:
         if logged:
             self.log(LOG_JOB, "Job", job_id,
                      f"Job modified at request of {caller.user}@{self.host}")
+            self.accounting.altered(job_id, current, attrs)
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 
@@ -1550,6 +1559,7 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_written(job_id, written)
+        self.accounting.queued(job_id, attrs)
 
     def route_to(self, job_id: str, stored: dict, destination: str,
                  submitting: bool = False) -> None:
@@ -2103,6 +2113,7 @@ class Engine:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
                  f"exec_vnode {exec_vnode}")
+        self.accounting.started(job_id, attrs)
         vnodes = self._job_vnodes(attrs)
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
@@ -2244,6 +2255,7 @@ class Engine:
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`)."""
+        self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -2573,7 +2585,8 @@ class Engine:
         """The job is over: epilogue and end hooks (unless run already: `used` is then what
         `_ended_hooks` gave), then its record, then jobobit; then a job a qdel -x ended is
         purged."""
-        purged_by = (self.store.runtime(job_id) or {}).get("purge")
+        runtime = self.store.runtime(job_id) or {}
+        purged_by = runtime.get("purge")
         if end_hooks and attrs.get("exec_vnode"):
             used = self._ended_hooks(job_id, attrs, ended)[2]
         if not comment and ended.could_not_start:  # the shepherd failed
@@ -2595,6 +2608,7 @@ class Engine:
         self.log(LOG_JOB_USAGE, "Job", job_id, f"Exit_status={ended.exit_status} "
                  + " ".join(f"resources_used.{k}={v}"
                             for k, v in (attrs.get("resources_used") or {}).items()))
+        self.accounting.ended(job_id, attrs, runtime)
         self._remove_run_files(job_id, tmpdir=False)
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
@@ -2637,7 +2651,7 @@ class Engine:
         failure: Exception | None = None
         for step in (self.sched_procs.stop_all,
                      lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
-                     self.store.close, self.log.close):
+                     self.store.close, self.log.close, self.accounting.close):
             try:
                 step()
             except Exception as exc:

@@ -545,7 +545,10 @@ def _sorted_jobs(trace: Trace, files: list[Path],
 # --- PBS accounting logs --------------------------------------------------------------------
 
 _PBS_RECORD = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];")
-_PBS_PAIR = re.compile(r'([^\s=]+)=("[^"]*"|\S*)')
+#: key=value; a value in double quotes may hold blanks, and `\"` and `\\` inside it (what the
+#: local engine writes for a quote or a backslash; a lone backslash is itself).
+_PBS_PAIR = re.compile(r'([^\s=]+)=("(?:[^"\\]|\\["\\]|\\(?!["\\]))*"|\S*)')
+_PBS_ESCAPE = re.compile(r'\\(["\\])')
 
 
 def _pbs_files(p: Path) -> list[Path]:
@@ -593,7 +596,8 @@ def _pbs_epoch(attrs: dict[str, str], key: str) -> float | None:
 def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     if not job_id.strip():
         raise _Bad("job id", "is empty")
-    attrs = {k: v[1:-1] if v.startswith('"') else v for k, v in _PBS_PAIR.findall(body)}
+    attrs = {k: _PBS_ESCAPE.sub(r"\1", v[1:-1]) if v.startswith('"') else v
+             for k, v in _PBS_PAIR.findall(body)}
     qtime = _pbs_epoch(attrs, "qtime")
     if qtime is None:
         qtime = _pbs_epoch(attrs, "ctime")

@@ -1,0 +1,322 @@
+"""PBS's accounting log of the local engine (server_priv/accounting/YYYYMMDD), read back by
+`pbsplug sim run` and `pbsplug tracejob`."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+
+import pytest
+
+from pbsplug.engine import tracejob
+from pbsplug.engine.accounting import MAX_VALUE, Accounting, text_of
+from pbsplug.engine.home import Home
+from pbsplug.sim.traces import _PBS_ESCAPE, _PBS_PAIR, open_trace
+
+from .conftest import until
+
+#: The keys OpenPBS 23.06 writes in each record type of a plain job (checked on a running
+#: PBS: tests/adapters/test_pbs_accounting_parity.py compares them whole).
+JOB_HEAD = ["user", "group", "project", "jobname", "queue", "ctime", "qtime", "etime"]
+RUN = ["start", "exec_host", "exec_vnode"]
+END = ["session", "end", "Exit_status"]
+LINE = re.compile(r"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d);([A-Za-z]);([^;]+);(.*)$")
+
+
+def records(home: Home) -> list[tuple[str, str, str, str]]:
+    """(stamp, type, id, body) of every record, in the order written."""
+    out = []
+    for path in sorted(home.accounting.iterdir()):
+        for line in path.read_text().splitlines():
+            m = LINE.match(line)
+            assert m, f"not a record: {line!r}"
+            out.append(m.groups())
+    return out
+
+
+def pairs(body: str) -> dict[str, str]:
+    return {k: _PBS_ESCAPE.sub(r"\1", v[1:-1]) if v.startswith('"') else v
+            for k, v in _PBS_PAIR.findall(body)}
+
+
+def of(recs, obj_id: str) -> list[tuple[str, dict[str, str]]]:
+    return [(kind, pairs(body)) for _, kind, i, body in recs if i == obj_id]
+
+
+def _keys(record: dict[str, str]) -> list[str]:
+    """A record's keys, resources as `Resource_List.*` / `resources_used.*`."""
+    out = []
+    for key in record:
+        short = key.split(".")[0] + ".*" if "." in key else key
+        if short not in out:
+            out.append(short)
+    return out
+
+
+def _when(seconds: int) -> str:
+    return time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + seconds))
+
+
+def test_each_job_and_reservation_event_writes_pbs_record(engine):
+    home = engine.home
+    done = engine.pbs("qsub", "-N", "done", "-l", "walltime=00:01:00", "--", "/bin/true",
+                      check=True).stdout.strip()
+    held = engine.pbs("qsub", "-h", "--", "/bin/true", check=True).stdout.strip()
+    engine.pbs("qalter", "-N", "renamed", "-l", "walltime=00:02:00", held, check=True)
+    engine.pbs("qmgr", "-c", "create queue other queue_type=execution,enabled=true,"
+               "started=false", check=True)
+    engine.pbs("qmove", "other", held, check=True)
+    engine.pbs("qdel", held, check=True)
+    rerun = engine.pbs("qsub", "--", "/bin/sleep", "60", check=True).stdout.strip()
+    engine.wait(rerun, "R")
+    engine.pbs("qrerun", rerun, check=True)
+    until(lambda: engine.job(rerun)["job_state"] == "R" and
+          engine.job(rerun).get("run_count") == 2, what="the rerun job runs again")
+    engine.pbs("qdel", rerun, check=True)
+    engine.wait(done)
+    engine.wait(rerun)
+    resv = engine.pbs("pbs_rsub", "-R", _when(2), "-E", _when(4), check=True).stdout.split()[0]
+    gone = engine.pbs("pbs_rsub", "-R", _when(600), "-E", _when(700),
+                      check=True).stdout.split()[0]
+    until(lambda: engine.client("stat_resvs", ids=[gone])[gone]["reserve_state"] != 1,
+          what="the second reservation is confirmed")
+    engine.pbs("pbs_rdel", gone, check=True)
+    until(lambda: [k for k, _ in of(records(home), resv)] == ["U", "Y", "B", "k"],
+          timeout=30, what="the reservation's records up to its end")
+
+    recs = records(home)
+    host = done.split(".", 1)[1]
+    assert [k for k, _ in of(recs, done)] == ["Q", "S", "E"]
+    assert [k for k, _ in of(recs, held)] == ["Q", "a", "Q", "D"]
+    assert [k for k, _ in of(recs, rerun)] == ["Q", "S", "R", "S", "D", "E"]
+    assert [k for k, _ in of(recs, gone)] == ["U", "Y", "k"]
+
+    (q, qa), (s, sa), (e, ea) = of(recs, done)
+    assert _keys(qa) == [*JOB_HEAD, "Resource_List.*"]
+    assert _keys(sa) == [*JOB_HEAD, *RUN, "Resource_List.*", "resource_assigned.*"]
+    assert _keys(ea) == [*JOB_HEAD, *RUN, "Resource_List.*", *END, "resources_used.*",
+                         "run_count"]
+    job = engine.job(done)
+    assert qa["jobname"] == "done" and qa["queue"] == "workq" and qa["user"] == job["euser"]
+    assert int(qa["ctime"]) == job["ctime"] and int(ea["start"]) == job["stime"]
+    assert ea["exec_vnode"] == job["exec_vnode"] and ea["Exit_status"] == "0"
+    assert ea["Resource_List.walltime"] == "00:01:00" and ea["run_count"] == "1"
+    assert int(ea["end"]) >= int(ea["start"]) and int(ea["session"]) > 0
+    assert ea["resources_used.walltime"] == job["resources_used"]["walltime"]
+
+    held_recs = of(recs, held)
+    assert held_recs[0][1]["etime"] == "0"  # (held: not eligible, as PBS writes it)
+    assert held_recs[1][1] == {"Job_Name": "renamed", "Resource_List.walltime": "00:02:00"}
+    assert held_recs[2][1]["queue"] == "other"
+    assert held_recs[3][1] == {"requestor": f"root@{host}"}
+
+    rerun_recs = of(recs, rerun)
+    assert rerun_recs[2][1]["Exit_status"] == "-11"  # (PBS's JOB_EXEC_RERUN, as PBS's qrerun)
+    assert rerun_recs[5][1]["run_count"] == "2"
+
+    kinds = {k: a for k, a in of(recs, resv)}
+    assert kinds["U"] == {"requestor": f"root@{host}"}
+    assert list(kinds["Y"]) == ["requestor", "start", "end", "nodes"]
+    assert list(kinds["B"])[:9] == ["owner", "name", "queue", "ctime", "start", "end",
+                                    "duration", "nodes", "Authorized_Users"]
+    assert kinds["k"] == {"requestor": f"root@{host}"}  # (its end: PBS's k, as its owner's)
+    assert kinds["B"]["queue"] == resv.split(".")[0]
+
+
+def test_the_file_is_the_servers_alone(engine):
+    engine.wait(engine.pbs("qsub", "--", "/bin/true", check=True).stdout.strip())
+    folder = engine.home.accounting
+    assert folder == engine.root / "server_priv" / "accounting"
+    for path, mode in ((folder.parent, 0o700), (folder, 0o700)):
+        assert stat.S_IMODE(path.stat().st_mode) == mode, path
+    (day,) = folder.iterdir()
+    assert re.fullmatch(r"\d{8}", day.name)
+    assert stat.S_IMODE(day.stat().st_mode) == 0o600
+    assert day.stat().st_uid == os.geteuid()
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("a b;c", '"a b;c"'),
+    ('say "hi"', r'"say \"hi\""'),
+    ("back\\slash x", r'"back\\slash x"'),
+    ("line\nbreak", "line^Jbreak"),
+    ("tab\there", "tab^Ihere"),
+    ("del\x7f", "del^?"),
+    ("csi\x9b", "csi\\x9b"),
+    ("", '""'),
+    (12, "12"),
+    (["a", "b"], "a,b"),
+])
+def test_a_value_never_breaks_its_record(value, shown):
+    assert text_of(value) == shown
+
+
+def test_odd_values_stay_in_their_record_and_read_back(tmp_path):
+    home = Home(tmp_path)
+    home.make()
+    logged: list[str] = []
+    acct = Accounting(home, "h", lambda: 1_000_000_000.0, lambda *a: logged.append(a[-1]))
+    attrs = {"euser": "u", "egroup": "g", "Account_Name": 'a b;c"d\\e\nf', "Job_Name": "j",
+             "queue": "q", "ctime": 1, "qtime": 2, "job_state": "Q",
+             "Resource_List": {"site": "x" * (MAX_VALUE + 10), "ncpus": 1}}
+    acct.queued("1.h", attrs)
+    acct.aborted("1.h", "hook said: no\nforged;A;2.h;x")
+    acct.close()
+    lines = (home.accounting / time.strftime("%Y%m%d", time.localtime(1e9))).read_text()
+    lines = lines.splitlines()
+    assert len(lines) == 2 and not logged
+    assert lines[0].startswith(time.strftime("%m/%d/%Y %H:%M:%S", time.localtime(1e9)) +
+                               ";Q;1.h;user=u group=g ")  # (the engine's clock, not now)
+    got = pairs(lines[0].split(";", 3)[3])
+    assert got["account"] == 'a b;c"d\\e^Jf'
+    assert got["Resource_List.site"] == "x" * MAX_VALUE + "..."
+    assert got["jobname"] == "j" and got["Resource_List.ncpus"] == "1"
+    assert lines[1].split(";", 3)[3] == "hook said: no^Jforged;A;2.h;x"
+
+
+def test_a_link_at_the_files_name_is_not_followed_and_the_loss_is_logged_once(tmp_path):
+    home = Home(tmp_path / "home")
+    home.make()
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    now = 1_000_000_000.0
+    day = home.accounting / time.strftime("%Y%m%d", time.localtime(now))
+    day.symlink_to(target)
+    logged: list[str] = []
+    acct = Accounting(home, "h", lambda: now, lambda *a: logged.append(a[-1]))
+    for n in range(3):
+        acct.deleted(f"{n}.h", "root@h")
+    assert target.read_text() == ""
+    assert len(logged) == 1 and "accounting record not written" in logged[0], logged
+    day.unlink()
+    acct.deleted("3.h", "root@h")
+    assert logged[1] == "3 accounting records lost: " + logged[0].split(": ", 1)[1].split(
+        " (")[0]
+    assert day.read_text().endswith(";D;3.h;requestor=root@h\n")
+    assert not day.is_symlink()
+
+
+def test_a_full_disk_stops_neither_the_records_after_it_nor_the_server(tmp_path):
+    home = Home(tmp_path)
+    home.make()
+    logged: list[str] = []
+    acct = Accounting(home, "h", lambda: 1e9, lambda *a: logged.append(a[-1]))
+    acct.deleted("0.h", "root@h")
+    for job_id in ("1.h", "2.h"):  # each write fails, as a full disk makes it fail
+        os.close(acct._fd or os.open("/dev/null", os.O_RDONLY))
+        acct._fd = os.open("/dev/full", os.O_WRONLY)
+        acct._day = time.strftime("%Y%m%d", time.localtime(1e9))
+        acct.deleted(job_id, "root@h")
+    assert len(logged) == 1 and "No space left on device" in logged[0], logged
+    acct.deleted("3.h", "root@h")  # reopened: the file takes records again
+    text = (home.accounting / time.strftime("%Y%m%d", time.localtime(1e9))).read_text()
+    assert [line.split(";")[2] for line in text.splitlines()] == ["0.h", "3.h"]
+    assert logged[1] == "2 accounting records lost: No space left on device"
+
+
+def test_sim_run_replays_the_engines_accounting_log(engine, tmp_path, capsys):
+    from pbsplug.cli import main
+
+    ids = [engine.pbs("qsub", "-l", "select=1:ncpus=1", "-l", "walltime=00:00:30", "--",
+                      "/bin/sleep", "1", check=True).stdout.strip(),
+           engine.pbs("qsub", "-l", "walltime=00:01:00", "-l", "mem=10mb", "--",
+                      "/bin/true", check=True).stdout.strip(),
+           engine.pbs("qsub", "--", "/bin/false", check=True).stdout.strip()]
+    never = engine.pbs("qsub", "-h", "--", "/bin/true", check=True).stdout.strip()
+    engine.pbs("qdel", never, check=True)
+    jobs = {job_id: engine.wait(job_id) for job_id in ids}
+
+    trace = open_trace(engine.home.accounting)
+    replayed = {j.job_id: j for j in trace}
+    assert sorted(replayed) == sorted(ids)  # (the deleted job never ran: no E record)
+    start = trace.info.unix_start_time
+    assert start == min(a["qtime"] for a in jobs.values())
+    ends = {i: pairs(b) for _, k, i, b in records(engine.home) if k == "E"}
+    for job_id, attrs in jobs.items():
+        job = replayed[job_id]
+        assert job.submit == attrs["qtime"] - start
+        assert job.run_time == int(ends[job_id]["end"]) - attrs["stime"]
+        assert job.recorded_wait == attrs["stime"] - attrs["qtime"]
+        assert job.ncpus == 1 and job.queue == "workq" and job.user == attrs["euser"]
+        assert job.select == attrs["Resource_List"]["select"]
+        assert job.status == (1 if attrs["Exit_status"] == 0 else 0)
+    assert replayed[ids[0]].walltime == 30 and replayed[ids[1]].walltime == 60
+    assert replayed[ids[1]].mem == 10 << 20
+
+    code = main(["sim", "run", str(engine.home.accounting), "--out", str(tmp_path / "out"),
+                 "--no-plots", "--nodes", "1", "--cpus-per-node", "2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "jobs: 3 finished" in out
+
+
+# -- tracejob ---------------------------------------------------------------------------------
+
+def test_tracejob_prints_the_jobs_server_and_accounting_lines_in_time_order(engine):
+    job_id = engine.pbs("qsub", "-N", "traced", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    done = engine.pbs("tracejob", job_id.split(".")[0])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"\nJob: {job_id}\n\n")
+    lines = done.stdout.splitlines()[3:]
+    shown = [(line[21], line[26:]) for line in lines]
+    assert all(re.fullmatch(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d  [SA]    .*", line)
+               for line in lines), lines
+    assert [line[:19] for line in lines] == sorted(line[:19] for line in lines)
+    server = [m for s, m in shown if s == "S"]
+    assert any(m.startswith("Job Queued at request of") for m in server)
+    acct = [pairs(m) for s, m in shown if s == "A"]
+    assert [a["jobname"] for a in acct] == ["traced"] * 3 and "Exit_status" in acct[2]
+    assert len(server) == len([line for line in engine.log().splitlines()
+                               if line.split(";")[4:5] == [job_id]])
+
+    no_acct = engine.pbs("tracejob", "-a", job_id).stdout
+    assert "  A    " not in no_acct and "  S    " in no_acct
+    no_job = engine.pbs("tracejob", "-f", "job", job_id).stdout  # (0008 lines left out)
+    assert "Job Queued at request" not in no_job and "Exit_status=" in no_job
+    wrapped = engine.pbs("tracejob", "-w", "60", job_id).stdout.splitlines()[3:]
+    assert max(len(line) for line in wrapped if " " in line.strip()) <= 60
+    assert any(line.startswith(" " * 26 + "Resource_List.") for line in wrapped)
+
+
+def test_tracejob_errors(engine):
+    missing = engine.pbs("tracejob", "12345")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert re.fullmatch(r"\ntracejob: Couldn't find Job Id 12345\.\S+ in logs of past 1 day\n\n",
+                        missing.stderr), missing.stderr
+    two = engine.pbs("tracejob", "-n", "2", "12345")
+    assert "in logs of past 2 days" in two.stderr
+    for args, err in ((["-x", "1"], "tracejob: invalid option -- 'x'\n"),
+                      (["-n", "abc", "1"], ""), (["-f", "nosuch", "1"], ""),
+                      (["-w"], "tracejob: option requires an argument -- 'w'\n"), ([], "")):
+        done = engine.pbs("tracejob", *args)
+        assert done.returncode == 1, args
+        assert done.stdout.startswith("USAGE: tracejob [-a|s|l|m|v]"), args
+        assert done.stderr == err, args
+
+
+def test_tracejob_keeps_the_latest_of_an_excessive_message():
+    def entry(second: int, message: str) -> tracejob.Entry:
+        stamp = f"01/01/2026 00:00:{second:02d}"
+        return tracejob.Entry(("2026", "01", "01", stamp[11:]), stamp, "S", message)
+
+    found = [entry(0, "a"), entry(1, "b"), entry(2, "a"), entry(3, "c"), entry(4, "a")]
+    kept = tracejob.without_excessive(found, 3)
+    assert [(e.message, e.stamp[-2:]) for e in kept] == [("b", "01"), ("c", "03"),
+                                                         ("a", "04")]
+    assert tracejob.without_excessive(found, 4) == found
+
+
+def test_tracejob_reads_no_link(tmp_path, capsys):
+    home = tmp_path / "home"
+    (home / "server_logs").mkdir(parents=True)
+    secret = tmp_path / "secret"
+    stamp = time.strftime("%m/%d/%Y %H:%M:%S")
+    secret.write_text(f"{stamp};0008;Server@h;Job;1.h;from a planted link\n")
+    (home / "server_logs" / time.strftime("%Y%m%d")).symlink_to(secret)
+    assert tracejob.main(["-a", "1"], home, "h") == 1
+    out, err = capsys.readouterr()
+    assert "planted" not in out and "Couldn't find Job Id 1.h" in err
+    assert "server_logs/" in err  # (the link is named: tracejob could not read that day)
