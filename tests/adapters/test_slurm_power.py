@@ -7,8 +7,10 @@ answers its status from the slurmd's pid."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,10 @@ from .slurm_cluster import ROOT
 POWER_ON = f"""#!/bin/sh
 echo "on $1" >> "$(dirname "$0")/calls.log"
 mkdir -p {ROOT}/spool/$1
+# A boot takes time. slurmd -b reports a boot one second ago; started in the second of the
+# resume request, that boot predates it and slurmctld keeps waiting ("Still waiting for boot
+# of node"): ResumeTimeout, the node marked down, the job requeued.
+sleep 2
 setsid /usr/bin/perl -MPOSIX -e 'sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV' \\
   /usr/sbin/slurmd -b -D -N "$1" -f "{ROOT}/etc/slurm.conf" \\
   >> {ROOT}/log/slurmd-$1.out 2>&1 < /dev/null &
@@ -72,6 +78,19 @@ def power(slurm: Installed):
     cluster.reset()
 
 
+def _idle_for(cluster, nodes: tuple[str, ...], seconds: int) -> None:
+    """Wait until Slurm's LastBusyTime of every one of ``nodes`` is ``seconds`` old: after
+    the restart each slurmd registers at its own moment, and a plugin run between two of
+    them would power off the one that registered first, not the first by name."""
+    def old_enough() -> bool:
+        out = cluster.run("/usr/bin/sinfo", "--json", check=False).stdout
+        busy = {n.get("name"): n.get("last_busy") for n in json.loads(out or "{}")
+                .get("nodes", [])}
+        now = time.time()
+        return all(isinstance(busy.get(n), int) and busy[n] <= now - seconds for n in nodes)
+    until(old_enough, 60, f"{nodes} idle for {seconds} s")
+
+
 def _calls(hw: Path) -> list[str]:
     try:
         return (hw / "calls.log").read_text().splitlines()
@@ -88,6 +107,7 @@ def test_the_plugins_decision_powers_idle_eligible_nodes_off_and_a_job_wakes_one
     periodic = ["periodic", "--dir", str(slurm.dir)]
     # The nodes have been idle since slurmctld's restart: runs until node_idle_limit passes.
     # max_concurrent_nodes = 1: one host per run, walking hosts by name.
+    _idle_for(cluster, ("n3", "n4"), 3)
     first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
     assert first.split() == ["powered", "off:", "n3"]
     assert slurm.pbsplug(None, *periodic).stdout.split() == ["powered", "off:", "n4"]
@@ -115,6 +135,7 @@ def test_a_sleeping_node_is_woken_ahead_of_a_reservation_and_its_job(power):
     slurm, hw = power
     cluster = slurm.cluster
     periodic = ["periodic", "--dir", str(slurm.dir)]
+    _idle_for(cluster, ("n3", "n4"), 3)
     first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
     assert first.split() == ["powered", "off:", "n3"]
     cluster.wait_nodes(("n3",), ("idle~",), 30)
