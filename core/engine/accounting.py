@@ -48,17 +48,22 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 RERUN_STATUS, HOOK_RERUN_STATUS = -11, -16
 
 
-def text_of(value: Any) -> str:
-    """`value` as one token of a record: controls shown, quoted when it holds a blank or a
-    quote, cut past `MAX_VALUE`."""
-    if isinstance(value, (list, tuple)):
-        value = ",".join(str(v) for v in value)
-    text = value if isinstance(value, str) else str(value)
+def shown(text: str) -> str:
+    """`text` on one line: controls as ``^X`` (DEL ``^?``, C1 ``\\x9b``), cut past
+    `MAX_VALUE` characters."""
     if len(text) > MAX_VALUE:
         text = text[:MAX_VALUE] + "..."
-    text = "".join(c if " " <= c < "\x7f" or c > "\x9f" else
+    return "".join(c if " " <= c < "\x7f" or c > "\x9f" else
                    f"^{chr(ord(c) + 64)}" if c < " " else "^?" if c == "\x7f" else
                    f"\\x{ord(c):02x}" for c in text)
+
+
+def text_of(value: Any) -> str:
+    """`value` as one token of a record: `shown`, and quoted when it holds a blank or a
+    quote."""
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    text = shown(value if isinstance(value, str) else str(value))
     if " " in text or '"' in text or "\u00a0" in text or text == "":
         text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return text
@@ -119,13 +124,14 @@ class Accounting:
         try:
             now = time.localtime(self.clock())
             if isinstance(pairs, str):
-                body = text_of(pairs).strip('"') if pairs else ""
+                body = shown(pairs)
             else:
                 body = " ".join(f"{k}={text_of(v)}" for k, v in pairs if v is not None)
                 if trailing:  # (PBS ends its Q, S and B records with a blank)
                     body += " "
-            line = (f"{time.strftime('%m/%d/%Y %H:%M:%S', now)};{kind};"
-                    f"{text_of(obj_id).strip(chr(34))};{body}\n").encode("utf-8", "replace")
+            name = shown(obj_id).replace(";", "\\x3b")  # (ids are the server's: never one)
+            line = (f"{time.strftime('%m/%d/%Y %H:%M:%S', now)};{kind};{name};{body}\n"
+                    ).encode("utf-8", "replace")
             self._write(time.strftime("%Y%m%d", now), line)
         except (OSError, ValueError, OverflowError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)

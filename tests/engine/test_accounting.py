@@ -162,7 +162,7 @@ def test_odd_values_stay_in_their_record_and_read_back(tmp_path):
              "queue": "q", "ctime": 1, "qtime": 2, "job_state": "Q",
              "Resource_List": {"site": "x" * (MAX_VALUE + 10), "ncpus": 1}}
     acct.queued("1.h", attrs)
-    acct.aborted("1.h", "hook said: no\nforged;A;2.h;x")
+    acct.aborted("1.h", 'hook said: "no"\nforged;A;2.h;x')
     acct.close()
     lines = (home.accounting / time.strftime("%Y%m%d", time.localtime(1e9))).read_text()
     lines = lines.splitlines()
@@ -173,7 +173,7 @@ def test_odd_values_stay_in_their_record_and_read_back(tmp_path):
     assert got["account"] == 'a b;c"d\\e^Jf'
     assert got["Resource_List.site"] == "x" * MAX_VALUE + "..."
     assert got["jobname"] == "j" and got["Resource_List.ncpus"] == "1"
-    assert lines[1].split(";", 3)[3] == "hook said: no^Jforged;A;2.h;x"
+    assert lines[1].split(";", 3)[3] == 'hook said: "no"^Jforged;A;2.h;x'
 
 
 def test_a_link_at_the_files_name_is_not_followed_and_the_loss_is_logged_once(tmp_path):
