@@ -320,3 +320,16 @@ def test_tracejob_reads_no_link(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "planted" not in out and "Couldn't find Job Id 1.h" in err
     assert "server_logs/" in err  # (the link is named: tracejob could not read that day)
+
+
+def test_a_users_tracejob_reads_neither_log_and_says_why(engine, attacker):
+    """The logs are the server's alone (root's): another user's tracejob finds nothing,
+    and names each file it could not read."""
+    job_id = engine.pbs("qsub", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    done = attacker.pbs(engine, "tracejob", job_id)
+    assert done.returncode == 1 and done.stdout == ""
+    day = time.strftime("%Y%m%d")
+    for folder in ("server_logs", "server_priv/accounting"):
+        assert f"tracejob: {engine.root}/{folder}/{day}: Permission denied\n" in done.stderr
+    assert "Couldn't find Job Id" in done.stderr
