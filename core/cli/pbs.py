@@ -270,16 +270,82 @@ _QSTAT_USAGE = (
     "qstat --version")
 
 
+#: qstat's options of the alternative format (OpenPBS 23.06's), -w aside.
+_QSTAT_ALT = frozenset({"-a", "-i", "-r", "-H", "-u", "-n", "-s", "-q", "-G", "-M", "-1",
+                        "-T"})
+#: The job states qstat -i, -r and -H select (OpenPBS 23.06's), and -u's job owners.
+_QSTAT_STATES = {"-i": "EHQTW", "-r": "RS", "-H": "MFX"}
+
+
+def _qstat_conflicts(opts: list[tuple[str, str]], fmt: str | None) -> list[str]:
+    """What OpenPBS 23.06's qstat says of options it takes not together (checked), in its
+    order: ``-B`` or ``-Q`` after the other or after an option of the alternative format
+    (unless ``-w`` came first), two of ``-a -i -r -q -H``, ``-G`` with ``-M``, ``-F``
+    without ``-f`` (which a later ``-n`` or ``-s`` undoes), ``-q`` with ``-f``, ``-1``
+    without ``-n`` or ``-s``, ``-w`` with ``-F``."""
+    said, seen = [], set()
+    for opt, _ in opts:
+        if opt in ("-B", "-Q") and (({"-B", "-Q"} - {opt}) & seen or (
+                seen & _QSTAT_ALT and "-w" not in seen)):
+            said.append("conflicting options.")
+        seen.add(opt)
+    full = _qstat_full(opts)
+    if len(seen & {"-a", "-i", "-r", "-q", "-H"}) > 1:
+        said.append("conflicting options.")
+    if {"-G", "-M"} <= seen:
+        said.append("conflicting options.")
+    if fmt and not full:
+        said.append("conflicting options.")
+    if "-q" in seen and full:
+        said.append("conflicting options.")
+    if "-1" in seen and not seen & {"-n", "-s"}:
+        said.append("conflicting options.")
+    if "-w" in seen and fmt:
+        said.append("option w cannot be used with -F")
+    return said
+
+
+def _qstat_full(opts: list[tuple[str, str]]) -> bool:
+    """Whether qstat shows jobs in full: ``-f``, unless a later ``-n`` or ``-s`` asks for
+    the alternative format (OpenPBS 23.06's)."""
+    full = False
+    for opt, _ in opts:
+        if opt in ("-f", "-n", "-s"):
+            full = opt == "-f"
+    return full
+
+
+def _qstat_keeps(flags: set[str], users: str | None) -> Callable[[dict], bool]:
+    """What qstat's -i, -r, -H and -u select of the jobs of a destination (or of every
+    job): their states, and owners by PBS's ACL rules (``user`` or ``user@host``)."""
+    from ..engine import acl, display
+
+    states = "".join(_QSTAT_STATES[f] for f in flags & set(_QSTAT_STATES))
+
+    def keeps(attrs: dict) -> bool:
+        if states and display.job_state_letter(attrs.get("job_state")) not in states:
+            return False
+        if users is None:
+            return True
+        user, _, host = str(attrs.get("Job_Owner") or "").partition("@")
+        return acl.user_allowed(users, user, [host, host.split(".")[0]])
+
+    return keeps
+
+
 @pbs_command("qstat", _QSTAT_USAGE)
 def qstat(args: list[str]) -> int:
     """As OpenPBS 23.06's qstat (checked): ``-F`` takes json or dsv, in any case, and only
     beside ``-f`` (without: ``conflicting options.`` and the usage, exit 2); dsv writes
     each object on one line, its attributes joined by ``-D``'s delimiter (``|`` by
     default), which takes no other format. ``-w``: the wide table, and ``-f`` without
-    wrapping; not with ``-F``."""
+    wrapping; not with ``-F``. ``-a -i -r -H -u -T -G -M -n -s -1``: the alternative
+    format (`display.qstat_alt`), ``-i -r -H -u`` selecting among a destination's jobs (or
+    all), never among jobs named; ``-p`` the ``% done`` column; ``-E`` the named jobs in
+    the order of their numbers; ``-q`` the queues' summary."""
     from ..engine import display
 
-    opts, ids = _getopt(args, "fxF:D:QBw")
+    opts, ids = _getopt(args, "fxF:D:QBwainpqrsu:GHMET1")
     flags = {o for o, _ in opts}
     given = next((v for o, v in reversed(opts) if o == "-F"), None)
     fmt = given.lower() if given is not None else None
@@ -290,33 +356,45 @@ def qstat(args: list[str]) -> int:
         raise getopt.GetoptError("-D is the delimiter of -F dsv")
     dsv = (delimiter if delimiter is not None else "|") if fmt == "dsv" else None
     wide = "-w" in flags
-    if wide and fmt:  # (PBS's words, then its usage: exit 2)
-        raise getopt.GetoptError("option w cannot be used with -F")
-    if fmt and "-f" not in flags:  # (the same)
-        raise getopt.GetoptError("conflicting options.")
-    from ..engine.errors import PBSE_HISTJOBID, PBSE_PERM, PBSE_UNKQUE, PbsError
+    conflicts = _qstat_conflicts(opts, fmt)
+    if conflicts:  # (PBS's words, each on its line, then its usage: exit 2)
+        raise getopt.GetoptError("\nqstat: ".join(conflicts))
+    full = _qstat_full(opts)
+    alt = bool(flags & _QSTAT_ALT) and not (wide and full)
+    unit = "gb" if "-G" in flags else "mw" if "-M" in flags else None
+    mode = next((o for o, _ in reversed(opts) if o in ("-q", "-Q", "-B")), None)
+    keeps = _qstat_keeps(flags, next((v for o, v in reversed(opts) if o == "-u"), None))
+    history = bool(flags & {"-x", "-H"})
+    from ..engine.errors import PBSE_HISTJOBID, PBSE_PERM, PBSE_UNKJOBID, PBSE_UNKQUE, PbsError
 
+    if "-E" in flags and mode is None and any(not _JOB_ID.match(i) for i in ids):
+        print("qstat: Express option can only be used with job ids", file=sys.stderr)
+        return 1
+    if "-E" in flags and mode is None:  # (one request, by number, as PBS's -E sends it)
+        ids = sorted(ids, key=lambda i: int(re.match(r"\d+", i)[0]))  # type: ignore[index]
     client = engine_client()
-    if "-B" in flags or "-Q" in flags:
+    if mode == "-q":
+        return _qstat_q(client, ids, unit)
+    if mode in ("-B", "-Q"):
         # A refusal names the first queue asked for (OpenPBS 23.06, checked: `qstat -Q
         # workq` under the server's acl_users is ``Unauthorized Request  workq``), or for
         # the server the name given: none (PBS's qstat -Q without one names "(null)").
         try:
-            if "-B" in flags:
+            if mode == "-B":
                 server = client("stat_server")
             else:
                 queues = client("stat_queues", names=ids or None)
         except PbsError as err:
             print(_server_error("qstat", err, err.obj or (
-                ids[0] if ids and "-B" not in flags else "")), file=sys.stderr)
+                ids[0] if ids and mode != "-B" else "")), file=sys.stderr)
             return _exit_status(err.code)
-    if "-B" in flags:
+    if mode == "-B":
         out = display.qstat_server(server, full="-f" in flags, json_out=fmt == "json",
                                    dsv=dsv)
         if out or dsv is None:
             print(out)
         return 0
-    if "-Q" in flags:
+    if mode == "-Q":
         out = display.qstat_queues(queues, full="-f" in flags, json_out=fmt == "json",
                                    dsv=dsv)
         if out or dsv is None:
@@ -324,8 +402,11 @@ def qstat(args: list[str]) -> int:
         return 0
     status = 0
     jobs: dict = {}
+    header = True  # (PBS's comes with the first operand's jobs: none when it had none)
     if ids:
-        for job_id in ids:
+        for index, job_id in enumerate(ids):
+            if index == 1 and "-E" not in flags:
+                header = bool(jobs)
             if not _JOB_ID.match(job_id):  # a destination: a queue's jobs
                 queue = job_id.partition("@")[0]
                 if job_id[:1].isdigit() or not re.match(r"^[^@\s]*(@[^@\s]+)?$", job_id):
@@ -342,26 +423,30 @@ def qstat(args: list[str]) -> int:
                     status = _exit_status(PBSE_UNKQUE)
                     continue
                 jobs.update({i: a for i, a in client(
-                    "stat_jobs", history="-x" in flags).items()
-                    if not queue or a.get("queue") == queue})
+                    "stat_jobs", history=history).items()
+                    if (not queue or a.get("queue") == queue) and keeps(a)})
                 continue
             bad = _checked_id("qstat", job_id, client)
             if bad:
                 status = bad
                 continue
             try:
-                jobs.update(client("stat_jobs", ids=[job_id], history="-x" in flags))
+                jobs.update(client("stat_jobs", ids=[job_id], history=history))
             except PbsError as err:
                 if err.code == PBSE_PERM and not err.obj:
                     raise  # (the server's acl_users: as above, once, naming no job)
+                if err.code == PBSE_UNKJOBID and "-E" in flags:
+                    continue  # (PBS's -E asks for all at once and is told of none unknown)
                 if err.code == PBSE_HISTJOBID:
                     print(f"qstat: {err.obj} {err.message}", file=sys.stderr)
                 else:
                     print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
                 status = _exit_status(err.code)
     else:  # the table asks only for its columns (a job's environment may be a megabyte)
-        jobs = client("stat_jobs", history="-x" in flags, attrs=None if fmt or
-                      "-f" in flags else list(display.TABLE_ATTRS))
+        columns = display.ALT_ATTRS if alt or "-p" in flags else display.TABLE_ATTRS
+        jobs = {i: a for i, a in client("stat_jobs", history=history, attrs=None if (
+            fmt or full) and not alt else list(columns)).items()
+            if keeps(a)}
     server = client("status")["server"]
     if fmt == "json":
         print(display.qstat_json(jobs, server))
@@ -369,12 +454,40 @@ def qstat(args: list[str]) -> int:
         out = display.qstat_dsv(jobs, dsv)
         if out:
             print(out)
-    elif "-f" in flags:
+    elif alt:
+        if jobs:
+            print(display.qstat_alt(
+                jobs, client("stat_server"), wide=wide, nodes="-n" in flags,
+                comments="-s" in flags, one_line="-1" in flags, start="-T" in flags,
+                unit=unit, header=header))
+    elif full:
         out = display.qstat_full(jobs, wide=wide)
         if out:
             print(out)
     elif jobs:
-        print(display.qstat_table(jobs, server, wide=wide))
+        print(display.qstat_table(jobs, server, wide=wide, percent="-p" in flags,
+                                  header=header))
+    return status
+
+
+def _qstat_q(client, names: list[str], unit: str | None) -> int:
+    """``qstat -q [destination...]``: the queues' summary, one block per destination
+    named (OpenPBS 23.06's), or one of every queue; an unknown queue is
+    ``qstat: Unknown queue <name>``."""
+    from ..engine import display
+    from ..engine.errors import PbsError
+
+    status = 0
+    server = client("status")["server"]
+    for name in names or [None]:
+        queue = name.partition("@")[0] if name else None
+        try:
+            queues = client("stat_queues", names=[queue] if queue else None)
+        except PbsError as err:
+            print(_server_error("qstat", err, err.obj or name), file=sys.stderr)
+            status = _exit_status(err.code)
+            continue
+        print(display.qstat_queue_summary(queues, server, unit))
     return status
 
 
@@ -625,15 +738,17 @@ def qmgr_answer(answer: dict) -> int:
     return _exit_status(answer.get("code") or 1) if answer.get("errors") else 0
 
 
-@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-S [-j] [-L]] [-H] [-F json|dsv [-D delimiter]] "
-             "[-o|-r] [-C comment] [node...]\n       pbsnodes -l")
+@pbs_command("pbsnodes", "usage: pbsnodes [-a] [-v] [-S [-j] [-L]] [-H] [-F json|dsv "
+             "[-D delimiter]] [-o|-r] [-C comment] [node...]\n       pbsnodes [-v] -l")
 def pbsnodes(args: list[str]) -> int:
     """As OpenPBS 23.06's pbsnodes (checked): ``-l`` lists the vnodes that are down,
     offline or unknown; ``-S`` (with ``-a``, or names) prints PBS's summary, ``-j`` its
     jobs' form, ``-L`` without cutting; ``-H`` names hosts, whose vnodes it shows; ``-F``
-    takes json or dsv in any case (``-D``: dsv's delimiter). A combination PBS's usage
-    does not allow (``-l`` with names or ``-S``, ``-S`` alone, ``-H`` without a host) is
-    the usage error, exit 1."""
+    takes json or dsv in any case (``-D``: dsv's delimiter). Without ``-v`` (or ``-H``)
+    the listings are of hosts, as PBS's (`display.pbsnodes_hosts`), and names name hosts;
+    ``-a`` lists them all, names or not. A combination PBS's usage does not allow
+    (``-l`` with names or ``-S``, ``-v`` after ``-l -o -r -C -H``, ``-S`` alone, ``-H``
+    without a host, no node and no ``-a -l``) is the usage error, exit 1."""
     from ..engine import display
     from ..engine.errors import PbsError
     from ..engine.qmgr import MESSAGES
@@ -650,8 +765,13 @@ def pbsnodes(args: list[str]) -> int:
         raise CommandFailed(f"invalid -F format {given!r}: use json or dsv\n{usage}", 1)
     delimiter = next((v for o, v in reversed(opts) if o == "-D"), "|")
     comment = next((v for o, v in opts if o == "-C"), None)
-    if "-l" in flags and (names or flags & {"-a", "-S", "-H", "-v"}):
+    if "-l" in flags and (names or flags & {"-a", "-S", "-H"}):
         raise CommandFailed(f"-l takes no node and no other listing\n{usage}", 1)
+    order = [o for o, _ in opts]
+    if "-v" in flags and set(order[:order.index("-v")]) & {"-l", "-o", "-r", "-C", "-H"}:
+        raise CommandFailed(f"-v goes before -l, -o, -r, -C and -H\n{usage}", 1)
+    if not names and not flags & {"-a", "-l", "-o", "-r", "-C", "-H", "-S"}:
+        raise CommandFailed(f"a node, -a or -l is required\n{usage}", 1)
     if "-S" in flags and not names and "-a" not in flags:
         raise CommandFailed(f"-S needs -a or a node\n{usage}", 1)
     if flags & {"-j", "-L"} and "-S" not in flags and not names and "-a" not in flags:
@@ -661,7 +781,8 @@ def pbsnodes(args: list[str]) -> int:
     client = engine_client()
     status = 0
     if "-l" in flags:
-        out = display.pbsnodes_down(client("stat_nodes"))
+        every = client("stat_nodes")
+        out = display.pbsnodes_down(every if "-v" in flags else display.pbsnodes_hosts(every))
         if out:
             print(out)
         return 0
@@ -679,13 +800,19 @@ def pbsnodes(args: list[str]) -> int:
                 status = 1
         return status
     nodes: dict = {}
-    every = client("stat_nodes") if "-H" in flags else {}
-    for name in names or [None]:  # PBS's words: ``Node: n1,  Error: Unknown node ``
-        try:
+    hosts = not flags & {"-v", "-H"}  # (PBS's pbsnodes lists hosts, unless -v)
+    every = client("stat_nodes") if "-H" in flags or hosts else {}
+    for name in [None] if "-a" in flags else names:  # (-a: all, whatever is named)
+        try:  # PBS's words: ``Node: n1,  Error: Unknown node ``
             if "-H" in flags:  # (a host's vnodes, in the server's order)
                 found = {n: a for n, a in every.items() if name in (
                     n, (a.get("resources_available") or {}).get("host"))}
                 if not found:
+                    raise PbsError(15062)
+                nodes.update(found)
+            elif hosts:
+                found = display.pbsnodes_hosts(every, only=name)
+                if not found and name is not None:
                     raise PbsError(15062)
                 nodes.update(found)
             else:

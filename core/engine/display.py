@@ -462,14 +462,23 @@ def _short_job_id(job_id: str, width: int = 17) -> str:
 TABLE_ATTRS = ("Job_Name", "Job_Owner", "resources_used", "job_state", "queue")
 
 
+#: The job attributes `qstat_alt` and `percent_done` show.
+ALT_ATTRS = (*TABLE_ATTRS, "session_id", "Resource_List", "exec_host", "comment",
+             "estimated", "stime")
+
+
 #: ``qstat -w``'s columns (OpenPBS 23.06, checked): Job id, Name, User, Queue.
 WIDE_WIDTHS = (30, 15, 15, 15)
 
 
-def qstat_table(jobs: Any, server: Any = None, *, wide: bool = False) -> str:
+def qstat_table(jobs: Any, server: Any = None, *, wide: bool = False,
+                percent: bool = False, header: bool = True) -> str:
     """``qstat``: one line per job under PBS's header; empty when there are no jobs.
     ``wide`` (``qstat -w``): PBS's wider columns, Job id 30, Name, User and Queue 15 (a
-    name of 15 or more is cut to 14 and ``*``, as PBS cuts it).
+    name of 15 or more is cut to 14 and ``*``, as PBS cuts it). ``percent`` (``qstat
+    -p``): the ``% done`` column (`percent_done`) in Time Use's place. Without
+    ``header``, the jobs' lines alone (PBS's qstat prints its header with the first job id's
+    answer, and none when that id was an error).
 
     ``server`` may carry a ``comment`` (the server's attributes), which qstat prints first.
     """
@@ -480,16 +489,20 @@ def qstat_table(jobs: Any, server: Any = None, *, wide: bool = False) -> str:
     comment = None
     for _name, attrs in _server_records(server):
         comment = attrs.get("comment") or comment
-    if comment:
+    if comment and header:
         lines.append(show_nonprint(str(comment)))
+    if percent and header:
+        lines += PERCENT_HEADER[wide]
     if wide:
         id_w, name_w, user_w, queue_w = WIDE_WIDTHS
+    if wide and not percent and header:
         lines.append(f"{'Job id':<{id_w + 1}}{'Name':<{name_w + 1}}{'User':<{user_w + 2}}"
                      "Time Use S Queue")
         lines.append(f"{'-' * (id_w - 1)}  {'-' * name_w} {'-' * user_w}  -------- - "
                      f"{'-' * queue_w}")
-    else:
+    if not wide:
         id_w, name_w, user_w, queue_w = 17, 16, 16, 16
+    if not wide and not percent and header:
         lines.append("Job id            Name             User              Time Use S Queue")
         lines.append("----------------  ---------------- ----------------  -------- - -----")
     for job_id, attrs in records:
@@ -499,12 +512,283 @@ def qstat_table(jobs: Any, server: Any = None, *, wide: bool = False) -> str:
         owner = _trunc(str(attrs.get("Job_Owner") or "").split("@")[0], user_w)
         used = (attrs.get("resources_used") or {}).get("cput")
         time_use = _trunc(value_text(used, "cput"), 8) if used is not None else "0"
+        if percent:
+            time_use = percent_done(attrs)
         state = job_state_letter(attrs.get("job_state"))
         queue = _trunc(str(attrs.get("queue") or "").split("@")[0], queue_w)
         lines.append(f"{_short_job_id(job_id, id_w):<{id_w}} {name:<{name_w}} "
                      f"{owner:<{user_w}}  {time_use:>8} {state:>1} {queue:<{queue_w}}")
     return "\n".join(lines)
 
+
+# -- qstat's other job listings: -p, and the alternative format (-a and its kin) ----------------
+
+#: ``qstat -p``'s header, in place of the table's (OpenPBS 23.06's): the ``% done`` column.
+PERCENT_HEADER = {
+    False: ("Job id            Name             User               % done  S Queue",
+            "----------------  ---------------- ----------------  -------- - -----"),
+    True: ("Job id                         Name            User              % done  S Queue",
+           "-----------------------------  --------------- ---------------  -------- - "
+           "---------------")}
+
+
+def _seconds(text: str) -> int:
+    """A duration as qstat reads one: each ``:``-separated part's leading digits."""
+    total = 0
+    for part in text.split(":"):
+        digits = re.match(r"\d*", part.strip())[0]  # type: ignore[index]
+        total = total * 60 + int(digits or 0)
+    return total
+
+
+def percent_done(attrs: Mapping[str, Any]) -> str:
+    """``qstat -p``'s ``% done``: ``-- `` for a job queued, waiting or in transit, ``100``
+    for an expired one, else the larger of cput used over cput asked and walltime used over
+    walltime asked (a job without either: ``-- ``), as OpenPBS 23.06 works it out (the
+    times as its table shows them, cut to 8 characters; cput used counts 0 when unset)."""
+    state = job_state_letter(attrs.get("job_state"))
+    if state in ("Q", "T", "W"):
+        return "-- "
+    if state == "X":
+        return "100"
+    asked = attrs.get("Resource_List") or {}
+    used = attrs.get("resources_used") or {}
+    best = -1
+    for resource in ("cput", "walltime"):
+        if asked.get(resource) is None:
+            continue
+        spent = used.get(resource)
+        if spent is None and resource == "walltime":
+            continue
+        top = _seconds(_trunc(value_text(spent, resource), 8)) if spent is not None else 0
+        bottom = _seconds(_trunc(value_text(asked[resource], resource), 8))
+        if bottom:
+            best = max(best, top * 100 // bottom)
+    return f"{best:3d} " if 0 <= best else "-- "
+
+
+#: The alternative format's columns (``-a``, ``-i``, ``-r``, ``-H``, ``-u``, ``-T``, ``-G``,
+#: ``-M``, ``-n``, ``-s``), as OpenPBS 23.06 sizes them, without and with ``-w``: Job ID,
+#: Username, Queue, Jobname, SessID, NDS, TSK; then Memory 6, Time 5, S 1 and Time 5.
+ALT_WIDTHS = {False: (15, 8, 8, 10, 6, 3, 3), True: (30, 15, 15, 15, 8, 4, 5)}
+#: The alternative format's titles without ``-w``.
+ALT_HEADER = (
+    "Job ID          Username Queue    Jobname    SessID NDS TSK Memory Time  S Time",
+    "--------------- -------- -------- ---------- ------ --- --- ------ ----- - -----")
+#: What the alternative format shows for a value a job has not.
+ALT_BLANK = " -- "
+#: The longest comment ``-s`` shows whole, without and with ``-w``; a longer one is cut to
+#: 70 (110) characters and ``...``.
+ALT_COMMENT = {False: (74, 70), True: (114, 110)}
+
+
+def size_column(value: Any, unit: str | None = None) -> str:
+    """A size as qstat's alternative format and ``-q`` show it (OpenPBS 23.06): in its own
+    unit, or in gigabytes (`unit` ``gb``, ``-G``) or megawords (``mw``, ``-M``, a word of
+    8 bytes), rounded up; a number over 9999 goes up a unit (rounded up) until it fits."""
+    m = re.match(r"^\s*(\d+)([kmgtp]?)([bw]?)", value_text(value, "mem").lower())
+    if m is None:
+        return ALT_BLANK
+    number, given = int(m[1]), max(" kmgt".find(m[2] or " "), 0)  # (PBS reads p as b)
+    words = m[3] == "w"
+    if words:
+        number *= 8
+    shown = {"gb": 3, "mw": 2}.get(unit or "", given)
+    if unit:
+        words = unit == "mw"
+    shift = 10 * (given - shown)
+    number = number << shift if shift >= 0 else (number + (1 << -shift) - 1) >> -shift
+    if words:
+        number = (number + 7) >> 3
+    while number > 9999:
+        number = (number + 1023) >> 10
+        shown += 1
+    return f"{number}{' kmgtp?'[min(shown, 6)]}{'w' if words else 'b'}"
+
+
+def estimated_start(epoch: Any, now: float | None = None) -> str:
+    """``qstat -T``'s Est Start (OpenPBS 23.06): ``?`` for an unknown time (0), ``--``
+    for none or one gone by, ``HH:MM`` today, ``Sa 14`` (day, hour) within a week, the
+    month's name this year, the year within 5 years, else ``>5yrs``."""
+    try:
+        start = int(float(epoch))
+    except (TypeError, ValueError):
+        return "--"
+    if start == 0:
+        return "?"
+    now = time.time() if now is None else now
+    if start < now:
+        return "--"
+    try:
+        then, today = time.localtime(start), time.localtime(now)
+    except (OverflowError, OSError, ValueError):
+        return ">5yrs"
+    if (then.tm_year, then.tm_yday) == (today.tm_year, today.tm_yday):
+        return time.strftime("%H:%M", then)
+    if start - now < 7 * 24 * 3600:
+        return f"{time.strftime('%a', then)[:2]} {time.strftime('%H', then)}"
+    if then.tm_year == today.tm_year:
+        return time.strftime("%b", then)
+    return time.strftime("%Y", then) if then.tm_year - today.tm_year < 5 else ">5yrs"
+
+
+def _start_order(records: list[tuple[str, dict[str, Any]]], now: float
+                 ) -> list[tuple[str, dict[str, Any]]]:
+    """``qstat -T``'s order: jobs that started first, by their start, then those with an
+    estimated start still to come, soonest first, then the rest."""
+    def key(record: tuple[str, dict[str, Any]]) -> tuple[int, float]:
+        attrs = record[1]
+        if _is_epoch(attrs.get("stime")):
+            return 0, float(attrs["stime"])
+        est = (attrs.get("estimated") or {}).get("start_time")
+        if _is_epoch(est) and float(est) >= now:
+            return 1, float(est)
+        return 2, 0.0
+
+    return sorted(records, key=key)
+
+
+def _exec_hosts(exec_host: str, one_line: bool) -> list[str]:
+    """``qstat -n``'s lines of a job's exec_host: each host without its domain, broken at
+    a ``+`` before 77 columns (the ``+`` kept at the line's end); one line with ``-1``."""
+    lines, line = [], ""
+    for part in exec_host.split("+"):
+        host, slash, rest = part.partition("/")
+        if not re.fullmatch(r"\d+\.\d+\.\d+\.\d+", host):
+            host = host.split(".")[0]
+        piece = f"{host}{slash}{rest}+"
+        if len(line) + len(piece) - 1 >= 77 and not one_line:
+            lines.append(line)
+            line = ""
+        line += piece
+    return [*lines, line[:-1]] if line else lines
+
+
+def _alt_row(job_id: str, attrs: Mapping[str, Any], wide: bool, start: bool,
+             unit: str | None, now: float) -> str:
+    """One job's line of the alternative format (`qstat_alt`)."""
+    w_id, w_user, w_queue, w_name, w_sess, w_nds, w_tsk = ALT_WIDTHS[wide]
+    asked = attrs.get("Resource_List") or {}
+    used = attrs.get("resources_used") or {}
+
+    def text(value: Any, width: int, resource: str | None = None) -> str:
+        """A value cut to its column with ``*``; the fixed columns (``width`` 0) are only
+        cut, by their format, as PBS's."""
+        if value is None:
+            return ALT_BLANK
+        shown = value_text(value, resource)
+        return _trunc(shown, width) if width else shown
+
+    ncpus = asked.get("ncpus")
+    time_of = "cput" if asked.get("cput") is not None else "walltime"
+    state = job_state_letter(attrs.get("job_state")) if attrs.get("job_state") else ALT_BLANK
+    if start:
+        est = (attrs.get("estimated") or {}).get("start_time")
+        last = estimated_start(est, now) if est is not None and state in "QSB" else "--"
+    else:
+        last = text(used.get(time_of), 0, time_of)
+    mem = asked.get("mem")
+    owner = attrs.get("Job_Owner")
+    queue = attrs.get("queue")
+    return (f"{_trunc(job_id, w_id):<{w_id}.{w_id}} "
+            f"{text(owner and str(owner).split('@')[0], w_user):<{w_user}.{w_user}} "
+            f"{text(queue and str(queue).split('@')[0], w_queue):<{w_queue}.{w_queue}} "
+            f"{text(attrs.get('Job_Name'), w_name):<{w_name}.{w_name}} "
+            f"{text(attrs.get('session_id'), w_sess):>{w_sess}.{w_sess}} "
+            f"{text(asked.get('nodect'), w_nds):>{w_nds}.{w_nds}} "
+            f"{text(None if str(ncpus) == '0' else ncpus, w_tsk):>{w_tsk}.{w_tsk}} "
+            f"{ALT_BLANK if mem is None else size_column(mem, unit):>6.6} "
+            f"{text(asked.get(time_of), 0, time_of):>5.5} {state:>1.1} {last:>5.5}")
+
+
+def qstat_alt(jobs: Any, server: Any = None, *, wide: bool = False, nodes: bool = False,
+              comments: bool = False, one_line: bool = False, start: bool = False,
+              unit: str | None = None, now: float | None = None, header: bool = True) -> str:
+    """qstat's alternative format (``-a``, and ``-i``, ``-r``, ``-H``, ``-u``, ``-T``,
+    ``-G``, ``-M``, ``-n``, ``-s``), as OpenPBS 23.06 prints it: a blank line, the server's
+    name and comment, a two-line title (Req'd Memory, Req'd Time, Elap Time; with `start`,
+    ``-T``, the Est Start Time column, its jobs in start order), then a line per job: Job
+    ID, Username, Queue, Jobname, SessID, NDS (nodect), TSK (ncpus), Memory, Time (cput
+    if asked, else walltime), S and Elap (that time used), ``--`` for what a job has not.
+    `nodes` (``-n``) adds its exec_host under it, `comments` (``-s``) its comment, and
+    `one_line` (``-1``) puts them on the job's line. `unit`: ``gb`` (``-G``) or ``mw``
+    (``-M``). Empty when there are no jobs; the jobs alone without `header`
+    (`qstat_table`)."""
+    records = _records(jobs, "id")
+    if not records:
+        return ""
+    now = time.time() if now is None else now
+    if start:
+        records = _start_order(records, now)
+    name, attrs = (_server_records(server) or [("", {})])[0]
+    lines = ["", f"{name}: {show_nonprint(str(attrs.get('comment') or ''))}"]
+    last = "Start" if start else "Elap"
+    if not header:
+        lines = []
+    elif wide:
+        pad = " " * (sum(ALT_WIDTHS[True]) + len(ALT_WIDTHS[True]))
+        titles = ("Job ID", "Username", "Queue", "Jobname", "SessID", "NDS", "TSK")
+        if start:
+            lines.append(f"{pad}               Est")
+        lines += [f"{pad}Req'd  Req'd   {last}",
+                  " ".join(f"{t:<{w}}" for t, w in zip(titles, ALT_WIDTHS[True],
+                                                        strict=True)) + " Memory Time  S Time",
+                  " ".join("-" * w for w in ALT_WIDTHS[True]) + " ------ ----- - -----"]
+    else:
+        if start:
+            lines.append(f"{'':75}Est")
+        lines += [f"{'':60}Req'd  Req'd   {last}", *ALT_HEADER]
+    for job_id, attrs in records:
+        row = _alt_row(job_id, attrs, wide, start, unit, now)
+        if nodes:
+            hosts = [show_nonprint(line) for line in _exec_hosts(
+                str(attrs.get("exec_host") or ALT_BLANK), one_line)]
+            row += " " + "".join(hosts) if one_line else "".join(
+                f"\n   {line}" for line in hosts)
+        elif one_line:
+            row += " "
+        if comments:
+            text = str(attrs.get("comment") or ALT_BLANK)
+            longest, cut = ALT_COMMENT[wide]
+            text = show_nonprint(text[:cut] + "..." if len(text) > longest else text)
+            row += f"\n   {text}" if nodes or not one_line else f"   {text}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def _limit(most: Mapping[str, Any], resource: str, blank: str = "  --   ") -> str:
+    value = most.get(resource)
+    return blank if value is None else value_text(value, resource)
+
+
+def qstat_queue_summary(queues: Any, server: Any, unit: str | None = None) -> str:
+    """``qstat -q``, as OpenPBS 23.06 prints it: a blank line, ``server: <name>``, a blank
+    line, then per queue its resources_max.mem (`size_column`, `unit` as for
+    `qstat_alt`), .cput, .walltime and .nodect, its running and queued (queued, held,
+    waiting) jobs, max_running and ``E``/``D`` (enabled) ``R``/``S`` (started); and the
+    running and queued totals."""
+    lines = ["", f"server: {_server_name(server)}", "",
+             "Queue            Memory CPU Time Walltime Node   Run   Que   Lm  State",
+             "---------------- ------ -------- -------- ---- ----- ----- ----  -----"]
+    total_run = total_queued = 0
+    for name, attrs in _records(queues, "name"):
+        most = attrs.get("resources_max") or {}
+        counts = {k: _count(v) for k, _, v in (
+            part.partition(":") for part in str(attrs.get("state_count") or "").split())}
+        running = counts.get("Running", 0)
+        queued = counts.get("Queued", 0) + counts.get("Held", 0) + counts.get("Waiting", 0)
+        total_run, total_queued = total_run + running, total_queued + queued
+
+        mem = "--  " if most.get("mem") is None else size_column(most["mem"], unit)
+        max_run = attrs.get("max_running")
+        lines.append(f"{name:<16.16} {mem:>6.6} {_limit(most, 'cput'):>8.8} "
+                     f"{_limit(most, 'walltime'):>8.8} {_limit(most, 'nodect', '-- '):>4.4} "
+                     f"{running:5d} {queued:5d} "
+                     f"{'  --   ' if max_run is None else str(max_run):>4.4}   "
+                     f"{'E' if _istrue(attrs.get('enabled')) else 'D'} "
+                     f"{'R' if _istrue(attrs.get('started')) else 'S'}")
+    lines += [f"{'':47}----- -----", f"{'':47}{total_run:5d} {total_queued:5d}"]
+    return "\n".join(lines)
 
 def _full(kind: str, records: list[tuple[str, dict[str, Any]]], order: Iterable[str],
           times: frozenset[str], *, estimated: bool = False, wide: bool = False) -> str:
@@ -622,7 +906,7 @@ def pbsnodes_full(vnodes: Any) -> str:
         lines = [name]
         attrs = {**attrs, **{key: ", ".join(map(str, attrs[key])) for key in _SPACED
                              if attrs.get(key) and isinstance(attrs[key], (list, tuple))}}
-        for label, text in _lines(attrs, NODE_ORDER, NODE_TIME_ATTRIBUTES):
+        for label, text in _lines(attrs, _node_order(attrs), NODE_TIME_ATTRIBUTES):
             lines.append(f"     {label} = {show_nonprint(text)}")
         blocks.append("\n".join(lines) + "\n")
     return "\n".join(blocks)
@@ -643,7 +927,7 @@ def pbsnodes_json(vnodes: Any, server: Any, version: str | None = None, *,
     nodes: dict[str, Any] = {}
     for name, attrs in _records(vnodes, "name"):
         node: dict[str, Any] = {}
-        for attr, value in _ordered(attrs, NODE_ORDER):
+        for attr, value in _ordered(attrs, _node_order(attrs)):
             if attr == "jobs":
                 ids: list[Any] = []
                 for job in (value if isinstance(value, (list, tuple))
@@ -675,11 +959,129 @@ def pbsnodes_dsv(vnodes: Any, delimiter: str = "|") -> str:
         attrs = {**attrs, **{key: ",".join(map(str, attrs[key])) for key in _SPACED
                              if attrs.get(key) and isinstance(attrs[key], (list, tuple))}}
         fields = [f"Name={name}"]
-        for label, text in _lines(attrs, NODE_ORDER, frozenset()):
+        for label, text in _lines(attrs, _node_order(attrs), frozenset()):
             fields.append(f"{label}={show_nonprint(text)}")
         lines.append(delimiter.join(fields))
     return "\n".join(lines)
 
+
+#: What ``pbsnodes`` without ``-v`` shows of a host of several vnodes, in this order
+#: (OpenPBS 23.06's pbs_stathost): each the first vnode's value, ``<various>`` where
+#: they differ, ``jobs`` all of them; then the resources.
+HOST_ATTRS = (
+    "Mom", "Port", "pbs_version", "ntype", "state", "pcpus", "Priority", "jobs",
+    "max_running", "max_user_run", "max_group_run", "no_tasks", "pnames", "resv", "queue",
+    "comment", "resv_enable", "no_multinode_jobs", "sharing", "provision_enable",
+    "current_aoe", "license", "license_info", "topology_info", "vnode_pool",
+    "power_provisioning", "current_eoe", "poweroff_eligible", "last_state_change_time",
+    "last_used_time")
+VARIOUS = "<various>"
+#: The resources PBS's server always reports in a vnode's resources_assigned (the
+#: engine's leaves out what is 0), which pbs_stathost therefore sums.
+ASSIGNED_ALWAYS = frozenset({"ncpus", "mem", "vmem", "naccelerators", "accelerator_memory",
+                             "hbmem"})
+_KB_SHIFT = {"k": 0, "m": 10, "g": 20, "t": 30, "p": 30}  # (PBS's: a pb counts as a tb)
+
+
+def _kb(text: str) -> int:
+    """A consumable amount as pbs_stathost adds it: a size in kb (bytes and words
+    rounded down), a number as it is."""
+    m = re.match(r"\s*(-?\d+)(.?)", text)
+    if m is None:
+        return 0
+    number, letter = int(m[1]), m[2].lower()
+    if not re.search(r"[kmgtpbw]", text[m.end(1):], re.IGNORECASE):
+        return number
+    return number << _KB_SHIFT[letter] if letter in _KB_SHIFT else number >> 10
+
+
+def pbsnodes_hosts(vnodes: Any, only: str | None = None) -> dict[str, dict[str, Any]]:
+    """The hosts ``pbsnodes`` lists without ``-v`` (OpenPBS 23.06's pbs_stathost): one
+    per ``resources_available.host`` (in any case), in the order of their first vnode; a
+    host of one vnode is that vnode, a host of several is named after the host, with the
+    attributes of `HOST_ATTRS` and the resources of its vnodes: a resource some vnode has
+    assigned is summed (a size in kb), any other is the vnodes' value or ``<various>``. A
+    vnode without a host is not listed; an indirect value (``@vnode``) is left out.
+    `only`: that host alone (``pbsnodes <host>``), none when no vnode has it."""
+    records = _records(vnodes, "name")
+    hosts: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    spelled: dict[str, str] = {}
+    consumable: set[str] = set(ASSIGNED_ALWAYS)
+    sized: set[str] = {r for r in ASSIGNED_ALWAYS if r in _SIZE_RESOURCES or r == "hbmem"}
+    for name, attrs in records:
+        for kind in ("resources_available", "resources_assigned"):
+            for res, value in _resources(attrs, kind).items():
+                text = value_text(value, res)
+                if "@" in text:
+                    continue
+                if kind == "resources_assigned":
+                    consumable.add(res)
+                if re.search(r"[kmgtpbw]", text, re.IGNORECASE):
+                    sized.add(res)
+        host = _resources(attrs, "resources_available").get("host")
+        if host is None:
+            continue
+        key = str(host).lower()
+        if only is not None and key != only.lower():
+            continue
+        spelled.setdefault(key, str(host))
+        hosts.setdefault(key, []).append((name, attrs))
+    out: dict[str, dict[str, Any]] = {}
+    for key, members in hosts.items():
+        if len(members) == 1:
+            out[members[0][0]] = members[0][1]
+            continue
+        merged: dict[str, Any] = {}
+        for attr in HOST_ATTRS:
+            texts = [_node_text(attr, a[attr]) for _, a in members
+                     if a.get(attr) not in (None, "", [], ())]
+            if attr == "jobs" and texts:  # (a list, as a vnode's: every vnode's jobs)
+                merged[attr] = [job for text in texts for job in text.split(", ")]
+            elif texts:
+                merged[attr] = texts[0] if all(t == texts[0] for t in texts) else VARIOUS
+        avail: dict[str, Any] = {}
+        assigned: dict[str, Any] = {}
+        for res in sorted({str(r) for _, a in members
+                           for kind in ("resources_available", "resources_assigned")
+                           for r in _resources(a, kind)}):
+            have = [value_text(v, res) for _, a in members
+                    if (v := _resources(a, "resources_available").get(res)) is not None]
+            used = [value_text(v, res) for _, a in members
+                    if (v := _resources(a, "resources_assigned").get(res)) is not None]
+            unit = "kb" if res in sized else ""
+            if res in consumable:
+                avail[res] = f"{sum(_kb(t) for t in have if '@' not in t)}{unit}"
+                if used:  # (the engine's vnodes leave out what is 0, and so their host)
+                    assigned[res] = f"{sum(_kb(t) for t in used if '@' not in t)}{unit}"
+            elif have:
+                avail[res] = have[0] if all(t.lower() == have[0].lower() for t in have) \
+                    else VARIOUS
+        if avail:
+            merged["resources_available"] = avail
+        if assigned:
+            merged["resources_assigned"] = assigned
+        out[spelled[key]] = merged
+    return out
+
+
+def _resources(attrs: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    value = attrs.get(kind)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _node_order(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The order of a vnode's attributes, or of a host's of several vnodes (which
+    `pbsnodes_hosts` made: its vnode resource is theirs, ``<various>``): PBS lists a
+    host's resources last."""
+    if _resources(attrs, "resources_available").get("vnode") == VARIOUS:
+        return (*HOST_ATTRS, "resources_available", "resources_assigned")
+    return NODE_ORDER
+
+
+def _node_text(attr: str, value: Any) -> str:
+    if attr in _SPACED and isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return value_text(value)
 
 #: The states ``pbsnodes -l`` lists a vnode in (OpenPBS 23.06, checked: not free, busy or
 #: sleep).

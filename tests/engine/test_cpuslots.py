@@ -60,10 +60,10 @@ def test_pbsnodes_and_qmgr_list_each_cpu_of_a_running_job(engine):
 
     one, two = run(1), run(2)
     listed = f"{one}/0, {two}/1, {two}/2"
-    assert f"\n     jobs = {listed}\n" in engine.pbs("pbsnodes", "-a", "r1", check=True).stdout
+    assert f"\n     jobs = {listed}\n" in engine.pbs("pbsnodes", "-v", "r1", check=True).stdout
     assert f"\n    jobs = {listed}\n" in engine.pbs("qmgr", "-c", "list node r1",
                                                    check=True).stdout
-    doc = json.loads(engine.pbs("pbsnodes", "-a", "-F", "json", check=True).stdout)
+    doc = json.loads(engine.pbs("pbsnodes", "-av", "-F", "json", check=True).stdout)
     assert doc["nodes"]["r1"]["jobs"] == [one, two]
     engine.client("delete", ids=[one])
     engine.wait(one)

@@ -533,15 +533,15 @@ def test_pbsnodes_and_qmgr_list_a_vnodes_confirmed_and_running_reservations(engi
         "reserve_start": now + 3600, "reserve_end": now + 7200,
         "Resource_List": {"select": "1:ncpus=1:vnode=r1"}})["id"]
     assert "resv" not in engine.client("stat_nodes", names=["r1"])["r1"]
-    assert "resv =" not in engine.pbs("pbsnodes", "-a", "r1", check=True).stdout
+    assert "resv =" not in engine.pbs("pbsnodes", "-v", "r1", check=True).stdout
     engine.pbs("qmgr", "-c", "set server scheduling = True", check=True)
     until(lambda: _state(engine, later) == "RESV_CONFIRMED", what="confirmation")
     running, _ = _running_resv(engine, "1:ncpus=1:vnode=r1")
     both = f"{running}, {later}"
-    assert f"     resv = {both}\n" in engine.pbs("pbsnodes", "-a", "r1", check=True).stdout
+    assert f"     resv = {both}\n" in engine.pbs("pbsnodes", "-v", "r1", check=True).stdout
     assert f"    resv = {both}\n" in engine.pbs("qmgr", "-c", "list node r1",
                                                check=True).stdout
-    doc = json.loads(engine.pbs("pbsnodes", "-a", "-F", "json", check=True).stdout)
+    doc = json.loads(engine.pbs("pbsnodes", "-av", "-F", "json", check=True).stdout)
     assert doc["nodes"]["r1"]["resv"] == both and "resv" not in doc["nodes"]["r2"]
     engine.pbs("pbs_rdel", running, check=True)
     assert engine.client("stat_nodes", names=["r1"])["r1"]["resv"] == [later]

@@ -71,7 +71,7 @@ def test_idle_hosts_sleep_after_the_idle_limit_and_ineligible_ones_never(local_e
     assert ";Job;node_power_off;launch: finished" in log
     assert "h3" not in "".join(line for line in log.splitlines() if "node_power_off" in line)
     assert "power_provisioning = True" in engine.pbs("qstat", "-Bf").stdout
-    assert "state = sleep" in engine.pbs("pbsnodes", "h1v").stdout
+    assert "state = sleep" in engine.pbs("pbsnodes", "-v", "h1v").stdout
     status = engine.pbs("power", "status")
     assert status.returncode == 0, status.stderr
     rows = {line.split()[0]: line for line in status.stdout.splitlines()[2:]}
