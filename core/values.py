@@ -703,6 +703,15 @@ def _any_mapping(value: Any, attr: str) -> Any:
     return dict(value)
 
 
+def _array_range(value: Any, attr: str) -> str:
+    """qsub -J's ``X-Y[:Z]``: X less than Y, Z at least 1 (OpenPBS 23.06's rule)."""
+    value = text(value, attr, allow_empty=False)
+    m = re.fullmatch(r"(\d{1,18})-(\d{1,18})(?::(\d{1,18}))?", value)
+    if m is None or int(m[1]) >= int(m[2]) or (m[3] is not None and int(m[3]) < 1):
+        raise _bad(attr, f"{_repr(value)} is not X-Y[:Z] with X < Y and Z >= 1")
+    return value
+
+
 def _job_state(value: Any, attr: str) -> str:
     return _choice(*JOB_STATES)(value, attr)
 
@@ -752,6 +761,8 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
     "release_nodes_on_stageout": Rule(_bool),
     "run_count": Rule(_count),
     "comment": Rule(_prose, OPERATOR),
+    "array_indices_submitted": Rule(_array_range),
+    "max_run_subjobs": Rule(_count),
     # The server's own: read-only to every client.
     "job_state": Rule(_job_state, SERVER),
     "substate": Rule(_long_any, SERVER),
@@ -772,12 +783,16 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
     "eligible_time": Rule(_long_any, SERVER),
     "accounting_id": Rule(_string, SERVER),
     "interactive": Rule(_bool, SERVER),
+    "array": Rule(_bool, SERVER),
+    "array_indices_remaining": Rule(_long_string, SERVER),
+    "array_state_count": Rule(_string, SERVER),
+    "array_id": Rule(_string, SERVER),
+    "array_index": Rule(_long_any, SERVER),
 }
 #: qsub's attributes the local engine cannot honour: refused with 15029, never ignored.
 UNSUPPORTED_JOB_ATTRIBUTES = {
     "User_List": "qsub -u (the job always runs as its submitter)",
     "group_list": "-W group_list (the job runs with its owner's primary group)",
-    "array_indices_submitted": "job arrays (-J)",
     "interactive": "interactive jobs (-I)",
     "stagein": "-W stagein (no file staging on one machine)",
     "stageout": "-W stageout (no file staging on one machine)",

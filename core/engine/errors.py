@@ -30,6 +30,7 @@ PBSE_DUPLIST = 15055
 PBSE_EXCQRESC = 15036
 PBSE_UNKNODE = 15062
 PBSE_R_UID = 15095
+PBSE_MAXARRAYSIZE = 15107
 PBSE_INVALJOBRESC = 15109
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
@@ -56,6 +57,7 @@ MESSAGES = {
     PBSE_UNKNODE: "Unknown node",
     PBSE_R_UID: "Bad effective UID for reservation",
     PBSE_HISTJOBID: "Job has finished",
+    PBSE_MAXARRAYSIZE: "Array job exceeds server or queue size limit",
 }
 
 

@@ -21,7 +21,7 @@ Precedence is PBS's: command-line options beat directives, directives beat the s
 directive (or default) adds a resource only if nothing before it named that resource.
 
 Where the local engine departs from PBS it says so: interactive jobs (``-I``, ``-X``,
-``-W interactive=true``) and job arrays (``-J``) are refused with PBSE_NOSUP (15029).
+``-W interactive=true``) are refused with PBSE_NOSUP (15029).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import values
-from . import jobid
+from . import arrays, jobid
 
 # -- PBS's error numbers (pbs_error.h) ------------------------------------------------------------
 PBSE_IVALREQ = 15004     # Invalid request: a malformed command line
@@ -442,15 +442,18 @@ class _Parser:
             raise JobSpecError("qsub: X11 Forwarding possible only for interactive jobs",
                                PBSE_NOSUP, status=1)
         elif letter == "J":
-            # A range PBS would refuse is refused as PBS's qsub refuses it (checked); a good
-            # one is refused for what it is.
-            bounds = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", v)
-            if bounds is None or int(bounds[1]) >= int(bounds[2]) or (
-                    bounds[3] is not None and int(bounds[3]) < 1):
-                raise _OptionError("qsub: illegal -J value")
-            raise JobSpecError(
-                "qsub: job arrays (-J) are not supported by the pbsplug local engine; "
-                "submit one job per index instead", PBSE_NOSUP, status=1)
+            # X-Y[:Z][%max], as OpenPBS 23.06's qsub reads it (checked, `arrays.parse_spec`);
+            # ``1-3%`` passes here and its server refuses it (15014), as PBS's does.
+            try:
+                spec = arrays.parse_spec(v)
+            except arrays.PercentEmpty:
+                p.set("array_indices_submitted", v, level, "J")
+            except ValueError:
+                raise _OptionError("qsub: illegal -J value") from None
+            else:
+                p.set("array_indices_submitted", spec.submitted, level, "J")
+                if spec.max_run is not None:
+                    p.set("max_run_subjobs", spec.max_run, level, "J")
         elif letter == "j":
             p.set("Join_Path", v, level, "j")
         elif letter == "k":
@@ -877,6 +880,10 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
                           ("Keep_Files", "n"), ("Mail_Points", "a"), ("Priority", 0),
                           ("Rerunable", True)):
         attrs.setdefault(name, default)
+    if attrs.get("array_indices_submitted") is not None and not attrs["Rerunable"]:
+        # (OpenPBS 23.06's qsub, its words with their two blanks, checked)
+        raise JobSpecError("qsub:  cannot submit non-rerunable Array Job", PBSE_BADATVAL,
+                           status=2, usage=True)
     if queue:
         attrs["queue"] = queue
     attrs["Job_Owner"] = f"{user}@{host}"

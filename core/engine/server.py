@@ -45,7 +45,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import acl, depend, executor, jobid, jobspec, limits, qmgr, routing
+from . import acl, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
 from .accounting import Accounting
 from .cpuslots import CpuSlots
 from .errors import (
@@ -90,6 +90,7 @@ from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
 from .store import Store, StoreWriteError
+from .subjobs import Arrays
 
 #: Seconds between two looks at the site config's mtime (a change is picked up then).
 SITE_CHECK_INTERVAL = 1.0
@@ -258,6 +259,7 @@ class Engine:
         self.manager = Manager(self)
         self.periodic = Periodic(self)
         self.router = Router(self)
+        self.arrays = Arrays(self)
         self.periodic.startup()
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -428,6 +430,11 @@ class Engine:
     def _job(self, job_id: str) -> dict[str, Any]:
         job_id = self._full_id(job_id)
         attrs = self.store.job(job_id)
+        if attrs is None and (named := arrays.named(job_id)) is not None and named.single:
+            # (a subjob not instantiated: made up from its array)
+            assert named.first is not None
+            attrs = self.arrays.subjob(job_id, arrays.array_id(
+                named.number, job_id.split(".", 1)[-1]), named.first)
         if attrs is None:
             raise PbsError(PBSE_UNKJOBID, obj=job_id)
         return attrs
@@ -673,7 +680,8 @@ class Engine:
         now = int(self.clock())
         with self.store.transaction() as st:
             seq = st.next_seq()
-        job_id = f"{seq}.{self.server_name}"
+        is_array = attrs.get("array_indices_submitted") is not None
+        job_id = f"{seq}{'[]' if is_array else ''}.{self.server_name}"
         try:
             egroup = grp.getgrgid(pwd.getpwnam(caller.user).pw_gid).gr_name
         except KeyError:
@@ -709,13 +717,19 @@ class Engine:
         attrs.setdefault("Rerunable", True)
         written = self._hooked_request("queuejob", outcome, before, job_id, attrs,
                                        enqueued=True, limited=True, written={})
+        spec = self.arrays.check_submitted(attrs) if is_array else None
         waits_for = self._check_depend(caller, attrs, job_id)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
         workdir = (attrs.get("Variable_List") or {}).get("PBS_O_WORKDIR", "/")
-        attrs.setdefault("Output_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}")
-        attrs.setdefault("Error_Path", f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}")
+        mark = f".{arrays.INDEX_MARK}" if spec is not None else ""  # (PBS's, checked)
+        attrs.setdefault("Output_Path",
+                         f"{self.host}:{workdir}/{attrs['Job_Name']}.o{seq}{mark}")
+        attrs.setdefault("Error_Path",
+                         f"{self.host}:{workdir}/{attrs['Job_Name']}.e{seq}{mark}")
+        if spec is not None:
+            self.arrays.submitted(attrs, spec)
         self._check_limits(attrs)  # on the queue, owner and state it is stored with
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
@@ -970,11 +984,13 @@ class Engine:
         return refused
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
-                      history: bool = False, attrs: list[str] | None = None
-                      ) -> dict[str, dict]:
+                      history: bool = False, attrs: list[str] | None = None,
+                      subjobs: bool = False) -> dict[str, dict]:
         """qstat: the jobs (all those the caller may see, or `ids`), with every attribute
         or only those named in `attrs` (PBS's attribute list of pbs_statjob: plain qstat
-        asks for its columns, and a job's environment is then not even read)."""
+        asks for its columns, and a job's environment is then not even read). An array
+        is shown with its subjobs after it when `subjobs` (qstat -t), as `Arrays.shown`
+        makes them; a subjob is shown alone only when named."""
         server = self.store.get("server", "server")
         others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
         wanted = _attribute_list(attrs)
@@ -985,14 +1001,27 @@ class Engine:
                 job_id = self._full_id(job_id)
                 if not others:
                     self._own(caller, job_id, found)
-                if found["job_state"] in ("F", "X") and not history:
+                # (a subjob of a live array is X once over, and qstat shows it: PBS's)
+                if found["job_state"] in ("F", "X") and not history and not (
+                        found.get("array_id") and found["job_state"] == "X"):
                     raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
                                    "obtain historical job information", obj=job_id)
-                out[job_id] = found
+                if found.get("array"):
+                    out.update(self.arrays.shown(job_id, found, subjobs))
+                else:
+                    out[job_id] = found
         else:
-            jobs = self.store.jobs(None if history else _ACTIVE,
+            jobs = self.store.jobs(None if history else (*_ACTIVE, "B"),
                                    lean=wanted is not None and store_env not in wanted)
-            out = {j: a for j, a in jobs.items() if others or a.get("euser") == caller.user}
+            out = {}
+            for j, a in jobs.items():
+                if a.get("array_id") is not None or not (
+                        others or a.get("euser") == caller.user):
+                    continue  # (a subjob shows with its array)
+                if a.get("array"):
+                    out.update(self.arrays.shown(j, a, subjobs))
+                else:
+                    out[j] = a
         out = self._without(self._with_sessions(out), self.unreadable("job", caller))
         if wanted is None:
             return out
@@ -1974,6 +2003,7 @@ class Engine:
         if not active:
             return
         rows = self.store.jobs(("Q", "R", "E"), lean=True)  # the scheduler reads no environment
+        rows = self.arrays.feed(rows)  # (an array: the subjobs it may start now)
         feed = self._feed
         feed.set_server(self.server_name, self.server_attrs())
         feed.set_queues(self.store.all("queue"))

@@ -610,11 +610,27 @@ def test_interactive_false_is_a_batch_job():
     assert "interactive" not in submit("-W", "interactive=false").attrs
 
 
-def test_job_arrays_are_refused():
-    err = refused("-J", "1-10")
-    assert err.message == ("qsub: job arrays (-J) are not supported by the pbsplug local "
-                           "engine; submit one job per index instead")
-    assert (err.code, err.status) == (PBSE_NOSUP, 1)
+@pytest.mark.parametrize(("value", "submitted", "max_run"), [
+    ("1-10", "1-10", None), ("0-6:2%2", "0-6:2", 2), ("1-5:10", "1-5:10", None),
+    ("1-3:2%1", "1-3:2", 1)])
+def test_an_array_range_is_kept_as_pbs_keeps_it(value, submitted, max_run):
+    attrs = submit("-J", value).attrs
+    assert attrs["array_indices_submitted"] == submitted
+    assert attrs.get("max_run_subjobs") == max_run
+
+
+@pytest.mark.parametrize("value", ["5", "3-1", "1-1", "2-2%5", "1-10:0", "1-3,5", "a-b",
+                                   "1-3:", "-1-3"])
+def test_an_array_range_pbs_refuses_is_refused(value):
+    err = refused("-J", value)
+    assert err.stderr == with_usage("qsub: illegal -J value")
+    assert err.status == 2
+
+
+def test_an_array_must_be_rerunnable():
+    err = refused("-J", "1-3", "-r", "n")
+    assert err.stderr == with_usage("qsub:  cannot submit non-rerunable Array Job")
+    assert err.status == 2
 
 
 def test_x11_forwarding_is_refused():
@@ -623,9 +639,9 @@ def test_x11_forwarding_is_refused():
     assert (err.code, err.status) == (PBSE_NOSUP, 1)
 
 
-def test_an_array_in_a_directive_is_refused_too():
-    err = refused(script="#PBS -J 1-4\necho\n")
-    assert err.code == PBSE_NOSUP and err.status == 1
+def test_an_array_in_a_directive():
+    attrs = submit(script="#PBS -J 1-4\necho\n").attrs
+    assert attrs["array_indices_submitted"] == "1-4"
 
 
 # -- script files ----------------------------------------------------------------------------------

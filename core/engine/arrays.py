@@ -1,0 +1,198 @@
+"""Job arrays (``qsub -J X-Y[:Z][%max]``), as OpenPBS 23.06 keeps them (checked).
+
+An array is one job row, ``12[].server``, holding the array's attributes (``array``,
+``array_indices_submitted``, ``array_indices_remaining``, ``array_state_count``,
+``max_run_subjobs``). A subjob, ``12[3].server``, gets a row of its own only when it is
+instantiated: when the scheduler starts it, or a command acts on it once it ran. Until then
+it is an index in its array's ``array_indices_remaining``, and every reader (qstat -t, the
+scheduler's feed) makes it up from the array's row: a 10,000-index array costs one row
+until its subjobs run. Standard library only: the commands import it too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+#: The server's ``max_array_size`` when unset (PBS's default).
+MAX_ARRAY_SIZE = 10_000
+#: The attributes of an array that none of its subjobs has.
+ARRAY_ATTRS = frozenset({"array", "array_indices_submitted", "array_indices_remaining",
+                         "array_state_count", "max_run_subjobs"})
+#: What a subjob row does not take from its array when it is instantiated.
+NOT_INHERITED = ARRAY_ATTRS | {"comment", "estimated", "stime", "Exit_status", "obittime",
+                               "Hold_Types", "substate"}
+#: Subjob rows' seq (the jobs table's key) lie above this: ``BASE + (array seq << 24) +
+#: the index's place in the array``, so that they never take a job number and follow one
+#: another in their array's order.
+SUBJOB_SEQ_BASE = 1 << 56
+#: In an Output_Path or Error_Path, the subjob's index (PBS's word).
+INDEX_MARK = "^array_index^"
+#: A job identifier's number with its brackets: ``12[]``, ``12[3]``, ``12[2-5]``,
+#: ``12[1-9:2]``.
+_NUMBER = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\]$")
+_RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$")
+
+
+class Spec(NamedTuple):
+    """A ``-J`` value: its first and last index, its step, and its ``%`` limit (None)."""
+
+    start: int
+    end: int
+    step: int
+    max_run: int | None
+
+    @property
+    def indices(self) -> range:
+        return range(self.start, self.end + 1, self.step)
+
+    @property
+    def submitted(self) -> str:
+        """``array_indices_submitted``: ``X-Y`` or ``X-Y:Z`` (PBS's, without the ``%``)."""
+        return f"{self.start}-{self.end}" + (f":{self.step}" if self.step != 1 else "")
+
+
+def parse_spec(text: str) -> Spec:
+    """A ``-J`` value, as OpenPBS 23.06's qsub reads it (checked): ``X-Y[:Z][%N]``, X less
+    than Y, Z at least 1 (``5``, ``3-1``, ``1-1``, ``1-10:0``, ``1-3,5`` are refused);
+    ValueError otherwise. A ``%`` with no number is the server's 15014 (`PercentEmpty`)."""
+    m = _RANGE.match(text) if isinstance(text, str) else None
+    if m is None or int(m[1]) >= int(m[2]) or (m[3] is not None and int(m[3]) < 1):
+        raise ValueError(f"illegal -J value {text!r}")
+    if m[4] == "":
+        raise PercentEmpty(text)
+    return Spec(int(m[1]), int(m[2]), int(m[3] or 1), None if m[4] is None else int(m[4]))
+
+
+class PercentEmpty(ValueError):
+    """``-J 1-3%``: PBS's qsub passes it on and its server refuses it (15014)."""
+
+
+def parse_submitted(text: Any) -> Spec:
+    """A stored ``array_indices_submitted`` (``X-Y[:Z]``)."""
+    return parse_spec(str(text))
+
+
+def format_indices(indices: Iterable[int], step: int) -> str:
+    """``array_indices_remaining`` as PBS writes it (checked): runs of indices `step`
+    apart as ``a-b`` (``a-b:step``), others alone, joined by commas; ``-`` for none
+    (``0-6:2`` less 0 and 2 is ``4-6:2``; ``1-10`` less 1-7 and 9 is ``8,10``)."""
+    parts: list[str] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            parts.append(f"{run[0]}-{run[-1]}" + (f":{step}" if step != 1 else ""))
+        elif run:
+            parts.append(str(run[0]))
+
+    for index in sorted(set(indices)):
+        if run and index - run[-1] != step:
+            flush()
+            run = []
+        run.append(index)
+    flush()
+    return ",".join(parts) or "-"
+
+
+def parse_indices(text: Any) -> list[int]:
+    """The indices of a stored ``array_indices_remaining`` (``4-6:2,9``; ``-``: none)."""
+    text = str(text or "-")
+    if text == "-":
+        return []
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if m is None:
+            raise ValueError(f"array_indices_remaining: {text!r} is not a list of indices")
+        if m[2] is None:
+            out.append(int(m[1]))
+        else:
+            out.extend(range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)))
+    return out
+
+
+class Named(NamedTuple):
+    """What a job identifier names in an array: the array's number, and the subjobs' first
+    and last index and step (all None: the array itself, ``12[]``)."""
+
+    number: str
+    first: int | None
+    last: int | None
+    step: int
+
+    @property
+    def whole(self) -> bool:
+        return self.first is None
+
+    @property
+    def single(self) -> bool:
+        return self.first is not None and self.last is None
+
+    def indices(self) -> range:
+        assert self.first is not None
+        return range(self.first, (self.first if self.last is None else self.last) + 1,
+                     self.step)
+
+
+def named(job_id: str) -> Named | None:
+    """What `job_id` (``12[].server``, ``12[3]``, ``12[2-5].server``) names, or None for
+    an ordinary job's id."""
+    number = str(job_id).split(".", 1)[0]
+    m = _NUMBER.match(number)
+    if m is None:
+        return None
+    if m[3] is not None and int(m[3]) < int(m[2]):
+        return None
+    return Named(m[1], None if m[2] is None else int(m[2]),
+                 None if m[3] is None else int(m[3]), int(m[4] or 1))
+
+
+def array_id(number: str, server: str) -> str:
+    return f"{number}[].{server}"
+
+
+def subjob_id(array: str, index: int) -> str:
+    """``12[3].server`` of array ``12[].server``."""
+    number, _, server = array.partition(".")
+    return f"{number[:-2]}[{index}].{server}"
+
+
+def subjob_seq(array_seq: int, place: int) -> int:
+    return SUBJOB_SEQ_BASE + (array_seq << 24) + place
+
+
+def file_suffix(job_id: str) -> str:
+    """What follows ``.o`` in a job's default output file's name: ``12``, and ``12.3`` for
+    subjob ``12[3]`` (PBS's, checked)."""
+    number = str(job_id).split(".", 1)[0]
+    m = _NUMBER.match(number)
+    if m is None or m[2] is None:
+        return number.replace("[]", "")
+    return f"{m[1]}.{m[2]}"
+
+
+def subjob_attrs(array: dict[str, Any], array_job: str, index: int,
+                 state: str = "Q") -> dict[str, Any]:
+    """A subjob of `array` (the array's attributes) as it is instantiated or shown: the
+    array's attributes but its own (`NOT_INHERITED`), its paths with its index, and
+    ``array_id`` and ``array_index``."""
+    attrs = {k: v for k, v in array.items() if k not in NOT_INHERITED}
+    for path in ("Output_Path", "Error_Path"):
+        if isinstance(attrs.get(path), str):
+            attrs[path] = attrs[path].replace(INDEX_MARK, str(index))
+    attrs.update(job_state=state, array_id=array_job, array_index=index, run_count=0)
+    if array.get("Hold_Types") is not None:
+        attrs["Hold_Types"] = "n"
+    return attrs
+
+
+def state_count(queued: int, running: int, exiting: int, expired: int) -> str:
+    """``array_state_count`` as PBS writes it."""
+    return f"Queued:{queued} Running:{running} Exiting:{exiting} Expired:{expired}"
+
+
+__all__ = ["ARRAY_ATTRS", "INDEX_MARK", "MAX_ARRAY_SIZE", "Named", "PercentEmpty", "Spec",
+           "array_id", "file_suffix", "format_indices", "named", "parse_indices",
+           "parse_spec", "parse_submitted", "state_count", "subjob_attrs", "subjob_id",
+           "subjob_seq"]

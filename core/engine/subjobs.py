@@ -1,0 +1,298 @@
+"""The server's side of job arrays (`arrays` has their forms): submission, the subjobs the
+scheduler is shown, a subjob's instantiation when it starts, and the array's end.
+
+The array's row keeps the indices not yet instantiated in ``array_indices_remaining``; a
+subjob's row is made when it starts (or when a command needs it), and keeps its own life
+from then on, as any job's (hooks, the shepherd, recovery after a restart, qrerun). What
+qstat shows of an array (``array_indices_remaining``, ``array_state_count``, the subjobs of
+``qstat -t``) is worked out from the array's row and its subjobs' rows when it is asked
+for (`Arrays.shown`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import lifecycle
+from ..objects import Job
+from . import arrays
+from .errors import PBSE_BADATVAL, PBSE_MAXARRAYSIZE, PbsError
+from .home import LOG_JOB
+
+if TYPE_CHECKING:
+    from .server import Engine
+
+#: Subjob states a live array counts as Queued, Running and Exiting.
+_QUEUED, _RUNNING, _EXITING = ("Q", "H", "W", "T"), ("R",), ("E",)
+#: The most subjobs of one array a scheduling cycle is shown (with the array's
+#: ``max_run_subjobs`` lower still): on one machine no cycle starts more jobs than it has
+#: CPUs, so a 10,000-index array costs a cycle what its next few subjobs cost.
+FEED_AT_MOST = 256
+
+
+class Arrays:
+    """Job arrays in an `Engine`."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    # -- submission ------------------------------------------------------------------------
+    def check_submitted(self, attrs: dict[str, Any]) -> arrays.Spec | None:
+        """An array's submission (after queuejob, as PBS checks it): its size against the
+        server's ``max_array_size`` (15107), and it must be rerunnable (PBS's qsub refuses
+        ``-r n``; a raw request gets 15014). None for an ordinary job."""
+        submitted = attrs.get("array_indices_submitted")
+        if submitted is None:
+            return None
+        try:
+            spec = arrays.parse_submitted(submitted)
+        except ValueError:
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
+                           "array_indices_submitted") from None
+        limit = self.engine.server_attrs().get("max_array_size", arrays.MAX_ARRAY_SIZE)
+        try:
+            limit = int(limit)
+        except (TypeError, ValueError):
+            limit = arrays.MAX_ARRAY_SIZE
+        if len(spec.indices) > limit:
+            raise PbsError(PBSE_MAXARRAYSIZE)
+        if attrs.get("Rerunable") is False:
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value Rerunable: "
+                           "an array job must be rerunnable")
+        return spec
+
+    @staticmethod
+    def submitted(attrs: dict[str, Any], spec: arrays.Spec) -> None:
+        """The array's own attributes, as PBS sets them at submission."""
+        attrs["array"] = True
+        attrs["array_indices_remaining"] = arrays.format_indices(spec.indices, spec.step)
+        attrs["array_state_count"] = arrays.state_count(len(spec.indices), 0, 0, 0)
+
+    # -- reading ---------------------------------------------------------------------------
+    def remaining(self, attrs: dict[str, Any]) -> list[int]:
+        """The indices of array `attrs` not instantiated yet."""
+        try:
+            return arrays.parse_indices(attrs.get("array_indices_remaining"))
+        except ValueError:
+            return []
+
+    def shown(self, array_job: str, attrs: dict[str, Any], subjobs: bool = False,
+              rows: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+        """Array `array_job` as qstat shows it: its ``array_indices_remaining`` (the queued
+        indices, instantiated or not) and ``array_state_count``; with `subjobs`, each of its
+        subjobs after it, in index order (a row where there is one, else made up from the
+        array: Q while its index remains, X once it is gone, F once the array is)."""
+        rows = self.engine.store.subjobs(array_job) if rows is None else rows
+        pending = set(self.remaining(attrs))
+        by_index = {int(a.get("array_index", -1)): (j, a) for j, a in rows.items()
+                    if isinstance(a, dict) and "array_index" in a}
+        states = [a.get("job_state") for _, a in by_index.values()]
+        queued_rows = {i for i, (_, a) in by_index.items() if a.get("job_state") in _QUEUED}
+        try:
+            spec = arrays.parse_submitted(attrs.get("array_indices_submitted"))
+        except ValueError:
+            return {array_job: attrs}
+        out = dict(attrs)
+        done = attrs.get("job_state") in ("F", "X")
+        if done:
+            never = len([i for i in spec.indices if i not in by_index])
+            out["array_state_count"] = arrays.state_count(0, 0, 0, never)
+            out["array_indices_remaining"] = "-"
+        else:
+            queued = len(pending) + len(queued_rows)
+            running = sum(s in _RUNNING for s in states)
+            exiting = sum(s in _EXITING for s in states)
+            out["array_state_count"] = arrays.state_count(
+                queued, running, exiting, len(spec.indices) - queued - running - exiting)
+            out["array_indices_remaining"] = arrays.format_indices(
+                pending | queued_rows, spec.step)
+        shown = {array_job: out}
+        if subjobs:
+            for index in spec.indices:
+                if index in by_index:
+                    sub, sub_attrs = by_index[index]
+                    if not done and sub_attrs.get("job_state") == "F":
+                        sub_attrs = {**sub_attrs, "job_state": "X"}  # (PBS's, checked)
+                    shown[sub] = sub_attrs
+                else:
+                    state = "F" if done else ("Q" if index in pending else "X")
+                    shown[arrays.subjob_id(array_job, index)] = self.made_up(
+                        array_job, attrs, index, state)
+        return shown
+
+    @staticmethod
+    def made_up(array_job: str, attrs: dict[str, Any], index: int, state: str
+                ) -> dict[str, Any]:
+        sub = arrays.subjob_attrs(attrs, array_job, index, state)
+        if state in ("X", "F"):
+            sub["substate"] = 91
+        return sub
+
+    def subjob(self, sub_id: str, array_job: str, index: int) -> dict[str, Any] | None:
+        """Subjob `sub_id` as stored, or made up from its array; None when the array has
+        no such index (or there is no such array)."""
+        stored = self.engine.store.job(sub_id)
+        if stored is not None:
+            return stored
+        attrs = self.engine.store.job(array_job)
+        if attrs is None or not attrs.get("array"):
+            return None
+        try:
+            spec = arrays.parse_submitted(attrs.get("array_indices_submitted"))
+        except ValueError:
+            return None
+        if index not in spec.indices:
+            return None
+        done = attrs.get("job_state") in ("F", "X")
+        state = "F" if done else ("Q" if index in self.remaining(attrs) else "X")
+        return self.made_up(array_job, attrs, index, state)
+
+    # -- scheduling ------------------------------------------------------------------------
+    def feed(self, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """A cycle's jobs (`rows`: queued, running, exiting) with each array replaced by the
+        subjobs it may start now: its next indices not yet instantiated, at most
+        `FEED_AT_MOST` and what its ``max_run_subjobs`` leaves. An array that is held,
+        waiting or finished starts none. Instantiated subjobs are rows of their own in
+        `rows` already."""
+        out: dict[str, dict[str, Any]] = {}
+        live = self.engine.store.jobs(("Q", "B"), lean=True)
+        running: dict[str, int] = {}
+        for attrs in rows.values():
+            if attrs.get("array_id") and attrs.get("job_state") in ("R", "E"):
+                key = str(attrs["array_id"])
+                running[key] = running.get(key, 0) + 1
+        for job_id, attrs in rows.items():
+            if not attrs.get("array"):
+                out[job_id] = attrs
+        for job_id, attrs in live.items():
+            if not attrs.get("array"):
+                continue
+            room = FEED_AT_MOST
+            if attrs.get("max_run_subjobs") is not None:
+                try:
+                    room = min(room, int(attrs["max_run_subjobs"]) - running.get(job_id, 0))
+                except (TypeError, ValueError):
+                    pass
+            for index in self.remaining(attrs)[:max(room, 0)]:
+                sub = arrays.subjob_id(job_id, index)
+                out[sub] = arrays.subjob_attrs(attrs, job_id, index)
+        return out
+
+    def over_limit(self, sub_id: str) -> bool:
+        """Whether starting subjob `sub_id` now would pass its array's
+        ``max_run_subjobs`` (its array may have started others since the cycle was
+        planned)."""
+        named = arrays.named(sub_id)
+        if named is None:
+            return False
+        array_job = arrays.array_id(named.number, sub_id.split(".", 1)[-1])
+        array = self.engine.store.job(array_job, lean=True)
+        if not array or array.get("max_run_subjobs") is None:
+            return False
+        running = sum(a.get("job_state") in ("R", "E") for a in
+                      self.engine.store.subjobs(array_job).values())
+        try:
+            return running >= int(array["max_run_subjobs"])
+        except (TypeError, ValueError):
+            return False
+
+    def instantiate(self, sub_id: str) -> dict[str, Any] | None:
+        """Subjob `sub_id`'s row made from its array (one transaction: its row, and its
+        index out of the array's ``array_indices_remaining``; the array begun, ``B``, at
+        its first); its attributes, or None when its array cannot start it (gone, held,
+        the index not remaining)."""
+        named = arrays.named(sub_id)
+        if named is None or not named.single or named.first is None:
+            return None
+        index = named.first
+        store = self.engine.store
+        array_job = arrays.array_id(named.number, sub_id.split(".", 1)[1])
+        parent = store.job(array_job)
+        if parent is None or parent.get("job_state") not in ("Q", "B"):
+            return None
+        pending = self.remaining(parent)
+        if index not in pending:
+            return None
+        spec = arrays.parse_submitted(parent["array_indices_submitted"])
+        attrs = arrays.subjob_attrs(parent, array_job, index)
+        now = int(self.engine.clock())
+        seq = arrays.subjob_seq(int(named.number), list(spec.indices).index(index))
+        with store.transaction() as st:
+            st.add_job(seq, sub_id, attrs, st.job_script(array_job))
+            runtime = st.runtime(array_job) or {}
+            if "argv" in runtime:
+                st.set_runtime(sub_id, {"argv": runtime["argv"]})
+            written = st.written(array_job)
+            if written is not None:
+                st.set_written(sub_id, written)
+            parent["array_indices_remaining"] = arrays.format_indices(
+                [i for i in pending if i != index], spec.step)
+            if parent["job_state"] == "Q":
+                parent.update(job_state="B", substate=70, stime=now,
+                              comment=f"Job Array Began at {lifecycle.when(now)}")
+            parent["mtime"] = now
+            st.put_job(array_job, parent)
+        return store.job(sub_id)
+
+    # -- the end ---------------------------------------------------------------------------
+    def subjob_over(self, sub_id: str, attrs: dict[str, Any]) -> None:
+        """Subjob `sub_id` left the queue for good (it ended, or was deleted): its array
+        ends with it when nothing of it is left to run."""
+        array_job = attrs.get("array_id")
+        if isinstance(array_job, str):
+            self.end_if_over(array_job)
+
+    def end_if_over(self, array_job: str, deleted_by: str | None = None) -> None:
+        """Array `array_job` finishes when no index remains and none of its subjobs is
+        queued or running: ``F``, its Exit_status 0 when every subjob that ran exited 0,
+        else 1, its comment ``Job Array Began at <when> and finished`` (``failed``;
+        ``terminated`` after a qdel of the array), as OpenPBS 23.06 ends it (checked);
+        jobobit fires for it once."""
+        store = self.engine.store
+        parent = store.job(array_job)
+        if parent is None or parent.get("job_state") in ("F", "X"):
+            return
+        rows = store.subjobs(array_job)
+        if self.remaining(parent) or any(a.get("job_state") not in ("F", "X")
+                                         for a in rows.values()):
+            return
+        now = int(self.engine.clock())
+        deleted = deleted_by or (store.runtime(array_job) or {}).get("deleted_by")
+        ran = [a for a in rows.values() if a.get("stime") is not None]
+        failed = any(a.get("Exit_status") not in (0, None) for a in ran)
+        parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
+        parent["substate"] = 91 if deleted else (93 if failed else 92)
+        if parent.get("stime") is not None:
+            parent["Exit_status"] = 1 if failed else 0
+            how = "terminated" if deleted else ("failed" if failed else "finished")
+            parent["comment"] = f"Job Array Began at {lifecycle.when(parent['stime'])} and {how}"
+        else:
+            parent.pop("comment", None)
+        with store.transaction() as st:
+            st.put_job(array_job, parent)
+        self.engine.log(LOG_JOB, "Job", array_job,
+                        f"Job Array {'deleted' if deleted else 'finished'}")
+        self.engine._event("jobobit", job=Job(array_job, parent))
+
+    def delete(self, caller_name: str, array_job: str, attrs: dict[str, Any],
+               indices: list[int] | None) -> list[str]:
+        """qdel of array `array_job` whole (`indices` None) or of some of its indices:
+        those not instantiated are gone at once (``X``, then ``F`` with the array); returns
+        the instantiated subjobs still to delete one by one (running ones are killed and
+        end as any job)."""
+        pending = self.remaining(attrs)
+        spec = arrays.parse_submitted(attrs["array_indices_submitted"])
+        gone = set(pending) if indices is None else set(pending) & set(indices)
+        rows = self.engine.store.subjobs(array_job)
+        wanted = None if indices is None else set(indices)
+        todo = [j for j, a in rows.items() if a.get("job_state") not in ("F", "X")
+                and (wanted is None or a.get("array_index") in wanted)]
+        if gone or indices is None:
+            attrs["array_indices_remaining"] = arrays.format_indices(
+                [i for i in pending if i not in gone], spec.step)
+            attrs["mtime"] = int(self.engine.clock())
+            with self.engine.store.transaction() as st:
+                st.put_job(array_job, attrs)
+                if indices is None:
+                    st.set_runtime(array_job, {**(st.runtime(array_job) or {}),
+                                               "deleted_by": caller_name})
+        return todo
