@@ -1182,6 +1182,8 @@ class Engine:
         self._remove_run_files(job_id)
         self.want_cycle = True
         self._resolve_depend([job_id])
+        if attrs.get("array_id") is not None:
+            self.arrays.subjob_over(job_id, attrs)
 
     @staticmethod
     def _hold_types(job_id: str, types: Any) -> str:
@@ -2100,6 +2102,12 @@ class Engine:
                          f"{len(result.run) - done} run decisions dropped")
                 break
             attrs = self.store.job(decision.job_id)
+            if attrs is None and arrays.named(decision.job_id) is not None:
+                # A subjob gets its row as it starts (`Arrays.instantiate`), while its
+                # array's max_run_subjobs lets it.
+                if self.arrays.over_limit(decision.job_id):
+                    continue
+                attrs = self.arrays.instantiate(decision.job_id)
             if attrs is None or attrs["job_state"] != "Q":
                 continue
             if fits is not None and (why := fits.check(attrs, decision.chunks)):
@@ -2179,7 +2187,7 @@ class Engine:
                 argv, env = outcome.changes["argv"] or argv, outcome.changes["env"]
             home = _home_of(attrs)
             out, err = self._output_paths(job_id, attrs, home)
-            seq = job_id.split(".")[0]
+            seq = arrays.file_suffix(job_id)  # (a subjob's: 12.3)
             name = str(attrs.get("Job_Name") or "STDIN")
             try:  # in its owner's home, as PBS's MoM starts a job (not PBS_O_WORKDIR)
                 launch = pending.start(argv, env, home, out, err,
@@ -2335,6 +2343,9 @@ class Engine:
             "PBS_MOMPORT": "15003", "NCPUS": str(ncpus or 1),
             "OMP_NUM_THREADS": str(ncpus or 1), "TMPDIR": str(tmpdir),
             "ENVIRONMENT": "BATCH"})
+        if attrs.get("array_id") is not None:  # a subjob (PBS's, checked)
+            env.update(PBS_ARRAY_INDEX=str(attrs.get("array_index", "")),
+                       PBS_ARRAY_ID=str(attrs["array_id"]))
         if "argv" in runtime:
             return list(runtime["argv"]), env
         script = self.home.jobs / f"{seq}.SC"
@@ -2350,7 +2361,7 @@ class Engine:
         keep = str(attrs.get("Keep_Files") or "n")
         if "d" not in keep:
             kept = os.path.join(home, str(attrs.get("Job_Name") or "STDIN"))
-            seq = job_id.split(".")[0]
+            seq = arrays.file_suffix(job_id)
             out = f"{kept}.o{seq}" if "o" in keep else out
             err = f"{kept}.e{seq}" if "e" in keep else err
         join = str(attrs.get("Join_Path", "n"))
@@ -2642,6 +2653,8 @@ class Engine:
         self._remove_run_files(job_id, tmpdir=False)
         self._track_states()
         self._event("jobobit", job=Job(job_id, attrs))
+        if attrs.get("array_id") is not None:
+            self.arrays.subjob_over(job_id, attrs)
         self._trigger(str(attrs.get("queue") or ""))
         self._resolve_depend([job_id])
         if isinstance(purged_by, str):  # (qdel -x: its history goes as soon as it is made)

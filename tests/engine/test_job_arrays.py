@@ -58,3 +58,84 @@ def test_an_array_is_one_row_with_pbs_attributes(engine):
     assert (unknown.returncode, unknown.stderr) == (
         153, f"qstat: Unknown Job Id {number}[3].{job_id.split('.', 1)[1]}\n")
     assert engine.pbs("qstat", number).returncode == 153
+
+
+def test_subjobs_run_with_their_index_and_the_array_ends(engine):
+    script = ("echo idx=$PBS_ARRAY_INDEX aid=$PBS_ARRAY_ID jid=$PBS_JOBID\n"
+              "exit $PBS_ARRAY_INDEX\n")
+    job_id = engine.pbs("qsub", "-N", "arr", "-J", "0-4:2%2", input=script,
+                        check=True).stdout.strip()
+    number = job_id.split("[")[0]
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 1  # (a subjob failed)
+    assert attrs["comment"].startswith("Job Array Began at ")
+    assert attrs["comment"].endswith(" and failed")
+    assert attrs["array_indices_remaining"] == "-"
+    for index in (0, 2, 4):
+        sub = engine.job(arrays.subjob_id(job_id, index))
+        assert (sub["job_state"], sub["Exit_status"], sub["array_index"]) == ("F", index, index)
+        out = (engine.work / f"arr.o{number}.{index}").read_text()
+        assert out == f"idx={index} aid={job_id} jid={arrays.subjob_id(job_id, index)}\n"
+
+
+def test_an_array_whose_subjobs_succeed_finishes(engine):
+    job_id = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["substate"]) == (0, 92)
+    assert attrs["comment"].endswith(" and finished")
+    assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:0"
+
+
+def test_hooks_fire_once_for_the_array_and_per_subjob(dists, make_engine, engine_root):
+    from .test_server import plugin
+
+    record = engine_root / "seen"
+    engine = make_engine(plugin(dists, "watch", f"""
+        def seen(event, name):
+            job = event.job
+            open({str(record)!r}, "a").write(
+                f"{{name}} {{job.array_indices_submitted}} {{job.array_id}} "
+                f"{{job.array_index}}\\n")
+
+        @hookimpl
+        def queuejob(event):
+            seen(event, "queuejob")
+
+        @hookimpl
+        def runjob(event):
+            seen(event, "runjob")
+
+        @hookimpl
+        def execjob_begin(event):
+            seen(event, "execjob_begin")
+
+        @hookimpl
+        def execjob_end(event):
+            seen(event, "execjob_end")
+
+        @hookimpl
+        def jobobit(event):
+            seen(event, "jobobit")
+        """, ("queuejob", "runjob", "execjob_begin", "execjob_end", "jobobit")))
+    job_id = engine.pbs("qsub", "-J", "1-2%1", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    lines = record.read_text().splitlines()
+    assert lines == [
+        "queuejob 1-2 None None",
+        *(f"{event} None {job_id} {index}" for index in (1, 2)
+          for event in ("runjob", "execjob_begin", "execjob_end", "jobobit")),
+        "jobobit 1-2 None None"], lines
+
+
+def test_a_restarted_server_keeps_its_arrays_and_running_subjobs(engine):
+    job_id = engine.pbs("qsub", "-J", "1-3%1", "--", "/bin/sh", "-c", "sleep 2",
+                        check=True).stdout.strip()
+    first = arrays.subjob_id(job_id, 1)
+    engine.wait(first, "R")
+    engine.kill()
+    engine.start()
+    attrs = engine.wait(job_id, timeout=90)
+    assert (attrs["Exit_status"], attrs["array_indices_remaining"]) == (0, "-")
+    subs = [engine.job(arrays.subjob_id(job_id, i)) for i in (1, 2, 3)]
+    assert [(s["job_state"], s["Exit_status"], s["run_count"]) for s in subs] == [
+        ("F", 0, 1)] * 3
