@@ -109,6 +109,8 @@ def _report_each(name: str, results: list[dict], client=None) -> int:
         err = result.get("error")
         if err:
             job_id = _full_job_id(client, result["id"]) if client else result["id"]
+            if err["code"] == 15004 and err.get("obj"):  # (an array's index: PBS's full id)
+                job_id = err["obj"]
             print(_job_error(name, err["code"], err["message"], job_id), file=sys.stderr)
             status = _exit_status(err["code"])
     return status
@@ -144,7 +146,7 @@ def _job_error(name: str, code: int, message: str, job_id: str) -> str:
 
 #: A job identifier as PBS's commands take one: ``12``, ``12[]``, ``12.host``,
 #: ``12.host@server`` (`pbsplug.engine.jobid`).
-_JOB_ID = re.compile(r"^\d+(\[\d*\])?(\.[^@\s]+)?(@[^@\s]+)?$")
+_JOB_ID = re.compile(r"^\d+(\[(\d+(-\d+(:\d+)?)?)?\])?(\.[^@\s]+)?(@[^@\s]+)?$")
 
 
 def _well_formed(name: str, job_id: str, client=None) -> bool:
@@ -345,7 +347,7 @@ def qstat(args: list[str]) -> int:
     the order of their numbers; ``-q`` the queues' summary."""
     from ..engine import display
 
-    opts, ids = _getopt(args, "fxF:D:QBwainpqrsu:GHMET1")
+    opts, ids = _getopt(args, "fxF:D:QBwainpqrsu:GHMET1tJ")
     flags = {o for o, _ in opts}
     given = next((v for o, v in reversed(opts) if o == "-F"), None)
     fmt = given.lower() if given is not None else None
@@ -423,7 +425,7 @@ def qstat(args: list[str]) -> int:
                     status = _exit_status(PBSE_UNKQUE)
                     continue
                 jobs.update({i: a for i, a in client(
-                    "stat_jobs", history=history).items()
+                    "stat_jobs", history=history, subjobs="-t" in flags).items()
                     if (not queue or a.get("queue") == queue) and keeps(a)})
                 continue
             bad = _checked_id("qstat", job_id, client)
@@ -431,7 +433,8 @@ def qstat(args: list[str]) -> int:
                 status = bad
                 continue
             try:
-                jobs.update(client("stat_jobs", ids=[job_id], history=history))
+                jobs.update(client("stat_jobs", ids=[job_id], history=history,
+                                   subjobs="-t" in flags))
             except PbsError as err:
                 if err.code == PBSE_PERM and not err.obj:
                     raise  # (the server's acl_users: as above, once, naming no job)
@@ -445,8 +448,10 @@ def qstat(args: list[str]) -> int:
     else:  # the table asks only for its columns (a job's environment may be a megabyte)
         columns = display.ALT_ATTRS if alt or "-p" in flags else display.TABLE_ATTRS
         jobs = {i: a for i, a in client("stat_jobs", history=history, attrs=None if (
-            fmt or full) and not alt else list(columns)).items()
+            fmt or full) and not alt else list(columns), subjobs="-t" in flags).items()
             if keeps(a)}
+    if "-J" in flags:  # arrays only; with -t, their subjobs only (OpenPBS 23.06's)
+        jobs = {i: a for i, a in jobs.items() if "[" in i and ("[]" in i) != ("-t" in flags)}
     server = client("status")["server"]
     if fmt == "json":
         print(display.qstat_json(jobs, server))

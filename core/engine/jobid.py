@@ -1,6 +1,7 @@
 """Job identifiers as PBS's commands take them, read in one place for the commands and the
 server: ``12``, ``12.server``, ``12@server`` and ``12.server@server`` (``12[]`` too), the
-server named by its name or its host's, in any case (OpenPBS 23.06 takes ``12@VM`` and
+server named by its name or its host's, in any case; an array's subjobs
+``12[3]``, ``12[2-5]`` and ``12[1-9:2]`` too (OpenPBS 23.06 takes ``12@VM`` and
 ``12.VM`` for server ``vm``, checked). Standard library only: the commands import it."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import NamedTuple
 
 #: A job identifier's form: its number (with PBS's ``[]`` of an array), the server after a
 #: ``.`` and the server after an ``@``.
-_FORM = re.compile(r"^(\d+(?:\[\d*\])?)(?:\.([^@\s]+))?(?:@([^@\s]+))?$")
+_FORM = re.compile(r"^(\d+(?:\[(?:\d+(?:-\d+(?::\d+)?)?)?\])?)(?:\.([^@\s]+))?(?:@([^@\s]+))?$")
 
 
 class JobId(NamedTuple):

@@ -1131,6 +1131,11 @@ class Engine:
         return each(ids, lambda job_id: self._delete(caller, job_id, force, purge))
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False) -> None:
+        named = arrays.named(self._full_id(job_id))
+        if named is not None and (not named.single or
+                                  self.store.job(self._full_id(job_id)) is None):
+            self._delete_in_array(caller, self._full_id(job_id), named, force, purge)
+            return
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
@@ -1158,6 +1163,39 @@ class Engine:
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}")
         if purge:
             self._purge(caller, job_id)
+
+    def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
+                         force: bool, purge: bool) -> None:
+        """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
+        OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
+        instantiated subjobs are deleted as jobs; a range needs one index of the array
+        (else 15004), and indices gone already are let be."""
+        array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
+        attrs = self.store.job(array_job)
+        if attrs is None or not attrs.get("array"):
+            raise PbsError(PBSE_UNKJOBID, obj=job_id)
+        self._own(caller, array_job, attrs)
+        if attrs["job_state"] in ("F", "X"):
+            if named.whole and purge:
+                for sub in self.store.subjobs(array_job):
+                    self._purge(caller, sub)
+                self._purge(caller, array_job)
+                return
+            raise PbsError(PBSE_HISTJOBID, obj=job_id)
+        indices = None
+        if not named.whole:
+            spec = arrays.parse_submitted(attrs["array_indices_submitted"])
+            indices = [i for i in named.indices() if i in spec.indices]
+            if not indices:
+                raise PbsError(PBSE_IVALREQ, obj=job_id)
+        else:
+            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
+                     f"{caller.user}@{self.host}")
+        for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
+                                      indices):
+            self._delete(caller, sub, force)
+        self.want_cycle = True
+        self.arrays.end_if_over(array_job)
 
     def _purge(self, caller: Caller | str, job_id: str) -> None:
         """A finished job's history gone (qdel -x): no qstat -x shows it again."""
@@ -1230,11 +1268,14 @@ class Engine:
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
+        if attrs.get("array_id") is not None:  # (a subjob: OpenPBS 23.06's 15004, checked)
+            raise PbsError(PBSE_IVALREQ, obj=job_id)
         types = self._hold_types(job_id, types)
         self._may_change_holds(caller, job_id, types if add else "", "" if add else types)
         if attrs["job_state"] in ("F", "X"):  # (PBS 23.06: 15139, checked)
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
-        if attrs["job_state"] not in _HOLDABLE:  # (a finished job is never queued again)
+        if attrs["job_state"] not in _HOLDABLE and not (
+                attrs.get("array") and attrs["job_state"] == "B"):  # (never queued again)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         had = str(attrs.get("Hold_Types") or "n")
         changes: dict[str, Any] = {}
@@ -1261,6 +1302,8 @@ class Engine:
         # Unknown Job Id).
         current = self._job(id)
         job_id = self._full_id(id)
+        if current.get("array_id") is not None:  # (a subjob: OpenPBS 23.06's 15004, checked)
+            raise PbsError(PBSE_IVALREQ, obj=job_id)
         if current["job_state"] in ("F", "X"):
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         self._own(caller, job_id, current)
@@ -1375,6 +1418,12 @@ class Engine:
                 touched=touched, written=self._written(job_id, current))
         if queued:
             attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
+        if current.get("array") and current["job_state"] in ("Q", "H", "W", "B"):
+            # (an array begun is B again once released: PBS's, checked)
+            state = lifecycle.queued_state(attrs, self.clock())
+            begun = state == "Q" and attrs.get("stime") is not None
+            attrs["job_state"] = "B" if begun else state
+            attrs["substate"] = 70 if begun else attrs.get("substate")
         if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
                 attrs.get("comment") == current.get("comment"):
             attrs.pop("comment", None)  # its holds are someone's now, not a limit's
@@ -1649,6 +1698,17 @@ class Engine:
         for job_id in ids:
             attrs = self._job(job_id)
             job_id = self._full_id(job_id)
+            if attrs.get("array") and attrs["job_state"] not in ("F", "X"):
+                # (its running subjobs; PBS requeues its finished ones too: pbsplug does not)
+                for sub, sub_attrs in self.store.subjobs(job_id).items():
+                    if sub_attrs.get("job_state") in ("R", "E") and sub in self.launches:
+                        self._kill(sub, "requeue")
+                continue
+            if attrs.get("array_id") is not None:  # a subjob (OpenPBS 23.06's, checked)
+                if attrs["job_state"] in ("F", "X"):
+                    raise PbsError(PBSE_BADSTATE, obj=job_id)
+                if attrs["job_state"] == "Q" and self.store.job(job_id) is None:
+                    continue  # (not begun: nothing to requeue, and no error)
             if attrs["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
             if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:

@@ -139,3 +139,82 @@ def test_a_restarted_server_keeps_its_arrays_and_running_subjobs(engine):
     subs = [engine.job(arrays.subjob_id(job_id, i)) for i in (1, 2, 3)]
     assert [(s["job_state"], s["Exit_status"], s["run_count"]) for s in subs] == [
         ("F", 0, 1)] * 3
+
+
+def _ids(table: str) -> list[str]:
+    return [line.split()[0] for line in table.splitlines()[2:]]
+
+
+def test_qstat_t_and_J_show_subjobs_and_arrays(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    subs = [arrays.subjob_id(job_id, i) for i in (1, 2, 3)]
+    assert _ids(engine.pbs("qstat", check=True).stdout) == [job_id]
+    assert _ids(engine.pbs("qstat", "-t", check=True).stdout) == [job_id, *subs]
+    assert _ids(engine.pbs("qstat", "-J", check=True).stdout) == [job_id]
+    assert _ids(engine.pbs("qstat", "-Jt", check=True).stdout) == subs
+    assert _ids(engine.pbs("qstat", "-t", job_id, check=True).stdout) == [job_id, *subs]
+
+
+def test_qstat_xt_lists_a_finished_arrays_subjobs(engine):
+    job_id = engine.pbs("qsub", "-J", "0-4:2", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    table = engine.pbs("qstat", "-xt", job_id, check=True).stdout.splitlines()
+    assert [line.split()[0] for line in table[2:]] == [
+        job_id, *(arrays.subjob_id(job_id, i) for i in (0, 2, 4))]
+    assert [line.split()[4] for line in table[2:]] == ["F"] * 4
+
+
+def test_qdel_of_subjobs_a_range_and_the_array(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "1-10", "--", "/bin/true",
+                        check=True).stdout.strip()
+    number, server = job_id.split("[")[0], job_id.split(".", 1)[1]
+    assert engine.pbs("qdel", f"{number}[2]").returncode == 0
+    assert engine.pbs("qdel", f"{number}[4-6]").returncode == 0
+    assert engine.pbs("qdel", f"{number}[4-6]").returncode == 0  # (gone already: let be)
+    out_of_range = engine.pbs("qdel", f"{number}[11]")
+    assert (out_of_range.returncode, out_of_range.stderr) == (
+        156, f"qdel: Invalid request {number}[11].{server}\n")
+    assert engine.pbs("qdel", f"{number}[1-20:2]").returncode == 0
+    attrs = engine.job(job_id)
+    assert attrs["array_indices_remaining"] == "8,10"
+    assert attrs["array_state_count"] == "Queued:2 Running:0 Exiting:0 Expired:8"
+    states = engine.pbs("qstat", "-t", job_id, check=True).stdout.splitlines()[2:]
+    assert [line.split()[4] for line in states] == ["H", *"XXXXXXXQXQ"]
+    assert engine.pbs("qdel", job_id).returncode == 0
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["substate"]) == ("F", 91)
+    assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:10"
+
+
+def test_a_subjob_is_not_held_released_or_altered_but_its_array_is(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    sub = arrays.subjob_id(job_id, 2)
+    for command in (("qhold",), ("qrls",), ("qalter", "-l", "walltime=100")):
+        done = engine.pbs(*command, sub)
+        assert (done.returncode, done.stderr) == (156, f"{command[0]}: Invalid request {sub}\n")
+    assert engine.pbs("qalter", "-l", "walltime=100", job_id).returncode == 0
+    assert engine.pbs("qrls", job_id).returncode == 0
+    attrs = engine.wait(job_id)
+    assert attrs["Resource_List"]["walltime"] == "00:01:40"
+    assert engine.job(sub)["Resource_List"]["walltime"] == "00:01:40"
+
+
+def test_a_running_array_is_held_then_begun_again_and_qrerun_requeues_a_subjob(engine):
+    job_id = engine.pbs("qsub", "-J", "1-2%1", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    first = arrays.subjob_id(job_id, 1)
+    engine.wait(first, "R")
+    assert engine.job(job_id)["job_state"] == "B"
+    assert engine.pbs("qhold", job_id).returncode == 0
+    assert engine.job(job_id)["job_state"] == "H"
+    assert engine.pbs("qrls", job_id).returncode == 0
+    assert (engine.job(job_id)["job_state"], engine.job(job_id)["substate"]) == ("B", 70)
+    queued = arrays.subjob_id(job_id, 2)
+    assert engine.job(queued)["job_state"] == "Q"  # (max_run_subjobs = 1)
+    assert engine.pbs("qrerun", queued).returncode == 0
+    assert engine.pbs("qrerun", first).returncode == 0
+    engine.wait(first, "R")
+    assert engine.job(first)["run_count"] == 2 or engine.job(first)["job_state"] == "R"
+    assert engine.pbs("qdel", job_id).returncode == 0
+    attrs = engine.wait(job_id)
+    assert attrs["comment"].endswith(" and terminated")
