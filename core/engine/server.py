@@ -1007,7 +1007,7 @@ class Engine:
                     raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
                                    "obtain historical job information", obj=job_id)
                 if found.get("array"):
-                    out.update(self.arrays.shown(job_id, found, subjobs))
+                    out.update(self.arrays.shown(job_id, found, subjobs, lean=False))
                 else:
                     out[job_id] = found
         else:
@@ -1019,7 +1019,8 @@ class Engine:
                         others or a.get("euser") == caller.user):
                     continue  # (a subjob shows with its array)
                 if a.get("array"):
-                    out.update(self.arrays.shown(j, a, subjobs))
+                    out.update(self.arrays.shown(j, a, subjobs, lean=wanted is not None and
+                                                 store_env not in wanted))
                 else:
                     out[j] = a
         out = self._without(self._with_sessions(out), self.unreadable("job", caller))
@@ -1727,10 +1728,18 @@ class Engine:
         job_id = self._full_id(id)
         if attrs["job_state"] in ("F", "X"):  # (PBS 23.06: 15139, checked)
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
+        if attrs.get("array"):  # (its subjobs run, not it: pbsplug's answer, unchecked)
+            raise PbsError(PBSE_IVALREQ, obj=job_id)
         if attrs["job_state"] not in lifecycle.QUEUED_STATES:  # (R, E, T: PBS's refusals)
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         if is_route_queue(self.store.get("queue", str(attrs.get("queue"))) or {}):
             raise PbsError(PBSE_IVALREQ, obj=job_id)  # (PBS runs jobs of execution queues)
+        if attrs.get("array_id") is not None and self.store.job(job_id) is None:
+            # a subjob not begun: its row first (its array held or gone: 15016)
+            made = self.arrays.instantiate(job_id)
+            if made is None:
+                raise PbsError(PBSE_BADSTATE, obj=job_id)
+            attrs = made
         if vnodes is None:
             result = Scheduler(policy=self._policy_scheduler().policy).cycle(
                 self._snapshot(only=job_id), self.clock())

@@ -309,14 +309,15 @@ class Store:
             rows = self.db.execute(f"SELECT id, attrs, state, {env} FROM jobs ORDER BY seq")
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
 
-    def subjobs(self, array_id: str) -> dict[str, dict[str, Any]]:
-        """The instantiated subjobs of array `array_id` (``12[].server``), lean (`jobs`),
-        in index order: their ids lie between ``12[`` and ``12\\`` (``\\`` follows ``[``),
-        so SQLite reads them from its index of ids, whatever else is stored."""
+    def subjobs(self, array_id: str, lean: bool = True) -> dict[str, dict[str, Any]]:
+        """The instantiated subjobs of array `array_id` (``12[].server``), lean (`jobs`)
+        unless not `lean`, in index order: their ids lie between ``12[`` and ``12\\``
+        (``\\`` follows ``[``), so SQLite reads them from its index of ids, whatever else
+        is stored."""
         number = array_id.split("[", 1)[0]
         rows = self.db.execute(
-            "SELECT id, attrs, state, NULL FROM jobs WHERE id > ? AND id < ? AND id <> ? "
-            "ORDER BY seq", (f"{number}[", f"{number}\\", array_id))
+            f"SELECT id, attrs, state, {'NULL' if lean else 'env'} FROM jobs WHERE id > ? "
+            "AND id < ? AND id <> ? ORDER BY seq", (f"{number}[", f"{number}\\", array_id))
         return {job_id: _job_attrs(attrs, state, vl) for job_id, attrs, state, vl in rows}
 
     def waiting_due(self, now: float) -> dict[str, dict[str, Any]]:

@@ -76,12 +76,13 @@ class Arrays:
             return []
 
     def shown(self, array_job: str, attrs: dict[str, Any], subjobs: bool = False,
-              rows: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+              lean: bool = True) -> dict[str, dict[str, Any]]:
         """Array `array_job` as qstat shows it: its ``array_indices_remaining`` (the queued
         indices, instantiated or not) and ``array_state_count``; with `subjobs`, each of its
         subjobs after it, in index order (a row where there is one, else made up from the
-        array: Q while its index remains, X once it is gone, F once the array is)."""
-        rows = self.engine.store.subjobs(array_job) if rows is None else rows
+        array: Q while its index remains, X once it is gone, F once the array is); their
+        Variable_List too unless `lean`."""
+        rows = self.engine.store.subjobs(array_job, lean=lean or not subjobs)
         pending = set(self.remaining(attrs))
         by_index = {int(a.get("array_index", -1)): (j, a) for j, a in rows.items()
                     if isinstance(a, dict) and "array_index" in a}

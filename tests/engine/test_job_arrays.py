@@ -218,3 +218,25 @@ def test_a_running_array_is_held_then_begun_again_and_qrerun_requeues_a_subjob(e
     assert engine.pbs("qdel", job_id).returncode == 0
     attrs = engine.wait(job_id)
     assert attrs["comment"].endswith(" and terminated")
+
+
+def test_qrun_of_a_subjob_runs_it_and_an_array_is_not_run(engine):
+    job_id = engine.pbs("qsub", "-J", "1-3%1", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(job_id, 1), "R")
+    refused = engine.pbs("qrun", job_id)
+    assert (refused.returncode, refused.stderr) == (2, f"qrun: Invalid request {job_id}\n")
+    third = arrays.subjob_id(job_id, 3)
+    assert engine.pbs("qrun", third).returncode == 0  # (past max_run_subjobs, as qrun may)
+    assert engine.job(third)["job_state"] == "R"
+    assert engine.job(job_id)["array_indices_remaining"] == "2"
+    assert engine.pbs("qdel", job_id).returncode == 0
+    engine.wait(job_id)
+
+
+def test_qstat_f_t_shows_a_run_subjobs_environment(engine):
+    job_id = engine.pbs("qsub", "-J", "1-2", "-v", "SEEN=yes", "--", "/bin/true",
+                        check=True).stdout.strip()
+    engine.wait(job_id)
+    shown = engine.client("stat_jobs", ids=[job_id], history=True, subjobs=True)
+    assert [a["Variable_List"]["SEEN"] for a in shown.values()] == ["yes"] * 3
