@@ -774,6 +774,7 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
     "exec_host": Rule(_long_string, SERVER),
     "schedselect": Rule(_parsed_select, SERVER),
     "ctime": Rule(_time, SERVER), "qtime": Rule(_time, SERVER),
+    "queue_rank": Rule(_long_any, SERVER),  # (set by qorder: the job's place in its queue)
     "mtime": Rule(_time, SERVER), "stime": Rule(_time, SERVER),
     "etime": Rule(_time, SERVER), "obittime": Rule(_time, SERVER),
     "session_id": Rule(_long_any, SERVER),

@@ -984,4 +984,6 @@ def tracejob(args: list[str]) -> int:
     return trace.main(args, engine_home().root, socket.gethostname().split(".")[0])
 
 
+from . import qcommands as _qcommands  # noqa: E402,F401  (qselect, qsig, qorder, ...)
+
 __all__ = ["COMMANDS", "run"]

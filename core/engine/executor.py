@@ -889,6 +889,74 @@ def _write_note(path: Path, err_fd: int | None, ids: Ids | None = None) -> None:
         time.sleep(0.005)
 
 
+def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
+    """Append `text` and a newline to a running job's output or error file, as PBS's MoM
+    appends qmsg's message: by a child of the server that has become the job's owner
+    (`ids`; None: the server's own user) before it opens anything, with O_APPEND and
+    O_NOFOLLOW and without O_CREAT (a link planted there, or a file gone, is refused, never
+    followed or made), into a regular file or a device only; a folder means `name` in it,
+    as at the job's start (`open_output`). The child is waited for NOTE_WAIT seconds at
+    most (a FIFO or a stopped terminal cannot hold the server), then killed. None when
+    written, else why not, in one line."""
+    data = (text + "\n").encode(errors="replace")
+    read_end, write_end = os.pipe()
+    try:
+        child = os.fork()
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        return f"cannot fork: {exc.strerror}"
+    if child == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(-1)
+            if ids:
+                become(ids)
+            target = os.path.join(path, name) if name and (
+                path.endswith("/") or os.path.isdir(path)) else path
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_NOCTTY | os.O_CLOEXEC)
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+                raise OSError(errno.EINVAL, "not a regular file", target)
+            os.set_blocking(fd, True)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            code = 0
+        except BaseException as exc:  # (why, for the server's answer; one line)
+            why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            if isinstance(exc, OSError) and exc.errno == errno.ELOOP:
+                why = "a symbolic link, which is never followed"
+            with contextlib.suppress(OSError):
+                os.write(write_end, " ".join(str(why).split())[:200].encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    deadline = time.monotonic() + NOTE_WAIT
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        status = None
+        time.sleep(0.005)
+    if status is None:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
+        os.close(read_end)
+        return f"the write did not end within {NOTE_WAIT:g} s"
+    with os.fdopen(read_end, "rb") as pipe:
+        why = pipe.read(256).decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return why or "the write failed"
+
+
 def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage,
                   ids: Ids | None = None) -> tuple[int, resource.struct_rusage]:
     """Wait for the job's top process, writing the server's notes as they come and

@@ -83,6 +83,7 @@ from .home import (
     HookLogHandler,
     ServerLog,
 )
+from .jobcontrol import JobControl
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations, resv_exclusive, resvs_on_vnodes
@@ -259,6 +260,7 @@ class Engine:
         self.manager = Manager(self)
         self.periodic = Periodic(self)
         self.router = Router(self)
+        self.control = JobControl(self)  # (qsig, qorder, qmsg, qselect, qterm...)
         self.arrays = Arrays(self)
         self.periodic.startup()
 
@@ -292,7 +294,7 @@ class Engine:
     def _recover(self) -> None:
         """Running jobs after a restart: adopted if still running, finished if they ended
         while the server was down, requeued (rerunnable) or failed when nothing is left."""
-        for job_id, attrs in self.store.jobs(("R", "E")).items():
+        for job_id, attrs in self.store.jobs(("R", "E", "S")).items():  # (S: suspended)
             runtime = self.store.runtime(job_id)
             try:
                 launch = _stored_launch(runtime)
@@ -1146,7 +1148,7 @@ class Engine:
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
             self._purge(caller, job_id)
             return
-        if state in ("R", "E") and job_id in self.launches:
+        if state in ("R", "E", "S") and job_id in self.launches:
             if not force:
                 outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
                                       vnode_list=self._job_vnodes(attrs))
@@ -1156,6 +1158,8 @@ class Engine:
                      f"{self.host}")
             self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
             self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}")
+            if state == "S":  # (woken, to take its SIGTERM)
+                self.control.continue_killed(job_id)
             if purge:  # (`_finish` purges it, once its end is recorded)
                 with self.store.transaction() as st:
                     st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
@@ -1632,6 +1636,7 @@ class Engine:
         `limited` (`_completed`); then the limits on queued jobs; then it is stored."""
         now = int(self.clock())
         attrs.update(queue=destination, mtime=now, qtime=now)
+        attrs.pop("queue_rank", None)  # (a qorder's place was in the old queue)
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())  # (a hook's holds)
         written = self._completed(
             job_id, attrs, enqueued=True, limited=limited, touched=touched,
@@ -1892,6 +1897,41 @@ class Engine:
                 "jobs": {s: counts.get(s, 0) for s in ("Q", "H", "R")},
                 "plugins": sorted(r.name for r in self.plugins.enabled)}
 
+    # -- qselect, qsig, qorder, qmsg, qstart/qstop/qenable/qdisable, qterm (`jobcontrol`) -------
+    def req_select(self, caller: Caller, criteria: list[list[str]],
+                   history: bool = False) -> list[str]:
+        """qselect: the ids of the jobs meeting every ``[attribute, op, value]``, in queue
+        order (`JobControl.select`)."""
+        return self.control.select(caller, criteria, history)
+
+    def req_signal(self, caller: Caller, ids: list[str], signal: str) -> list[dict]:
+        """qsig -s `signal` (a name, a number, ``suspend`` or ``resume``): each job's
+        result, so one refused id does not stop the others (`JobControl.signal`)."""
+        return each(ids, lambda job_id: self.control.signal(caller, job_id, signal))
+
+    def req_order(self, caller: Caller, ids: list[str]) -> None:
+        """qorder: two jobs change places in the queue order (`JobControl.order`)."""
+        if len(ids) != 2:
+            raise PbsError(PBSE_IVALREQ, "Invalid request: qorder takes two job ids")
+        self.control.order(caller, ids[0], ids[1])
+
+    def req_message(self, caller: Caller, ids: list[str], text: str, output: bool = False,
+                    error: bool = True) -> list[dict]:
+        """qmsg: `text` appended to each running job's error and/or output file
+        (`JobControl.message`)."""
+        return each(ids, lambda job_id: self.control.message(caller, job_id, text,
+                                                             output, error))
+
+    def req_queue_state(self, caller: Caller, names: list[str], attribute: str,
+                        on: bool) -> list[dict]:
+        """qstart/qstop (`attribute` started) and qenable/qdisable (enabled), each queue
+        in turn (`JobControl.queue_state`)."""
+        return each(names, lambda name: self.control.queue_state(caller, name, attribute, on))
+
+    def req_terminate(self, caller: Caller, mode: str = "quick") -> str:
+        """qterm -t `mode` (`JobControl.terminate`)."""
+        return self.control.terminate(caller, mode)
+
     # -- the scheduler ----------------------------------------------------------------------------
     def _vnodes(self) -> dict[str, Vnode]:
         """Vnodes as the scheduler and pbsnodes see them: the stored attributes, with
@@ -2044,11 +2084,13 @@ class Engine:
         """One scheduling cycle of every instance with scheduling on (or of those in
         `only`): ``default`` here, in the server's thread; each other one in its own
         process (`schedprocs`), whose decisions are applied when they arrive. They never
-        share a job or vnode.
+        share a job or vnode. None once the server is stopping (qterm).
 
         A cycle that fails never stops the server: the failure is logged, jobs and vnodes
         with values it cannot read are set aside (`set_aside`), and the cycle runs once
         more without them."""
+        if self.stopping:
+            return
         for attempt in (1, 2):
             try:
                 self._cycle(only)
@@ -2585,9 +2627,10 @@ class Engine:
         if job_id in self.kills:
             return
         attrs = self.store.job(job_id)
-        if attrs.get("stime") is None:
-            return
-        elapsed = now - self.started.get(job_id, float(attrs["stime"]))
+        if attrs.get("stime") is None or attrs.get("job_state") == "S":
+            return  # (a suspended job's walltime stands still, as PBS's)
+        elapsed = now - self.started.get(job_id, float(attrs["stime"])) - \
+            self.control.suspended_seconds(job_id, now)
         over = lifecycle.over_limit("walltime", lifecycle.walltime_limit(attrs), elapsed)
         if over:
             self.log(LOG_JOB, "Job", job_id, over.comment)
@@ -2668,10 +2711,12 @@ class Engine:
 
     def _usage(self, job_id: str, attrs: dict, ended: executor.JobExit) -> dict[str, Any]:
         """What the host measured of the job's run, but what a hook set (`hook_set`)."""
+        runtime = self.store.runtime(job_id) or {}
         keep = hook_set(attrs.get("resources_used") or {},  # (as PBS's MoM leaves them)
-                        (self.store.runtime(job_id) or {}).get("used") or {})
+                        runtime.get("used") or {})
         return {k: v for k, v in {
-            "walltime": units.format_duration(ended.walltime),
+            "walltime": units.format_duration(max(  # (its suspensions left out)
+                0.0, ended.walltime - self.control.run_suspended(runtime))),
             "cput": units.format_duration(ended.cput),
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}

@@ -1360,7 +1360,7 @@ class Scheduler:
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now, lambda: job_select(job, tables, self._host)) \
             if self._formula else 0.0
-        info.key = (-prio, formula, float(job.qtime or job.ctime or 0), _seq(job.id), job.id)
+        info.key = (-prio, formula, _queue_rank(job), job.id)
         return info
 
     def _chunk_defaults(self, queue: Queue | None, server: Server
@@ -2652,6 +2652,15 @@ def _comment(blocked: bool, info: _JobInfo, top_jobs: list[str]) -> str:
     if top_jobs:
         return "Not Running: Job would conflict with reservation or top job"
     return "Not Running: Insufficient amount of resource"
+
+
+def _queue_rank(job: Job) -> int:
+    """The job's place in its queue: its ``queue_rank`` (qorder's), else when it entered
+    the queue, then its number (as `pbsplug.engine.jobcontrol.rank_of` reads it)."""
+    given = job.queue_rank
+    if isinstance(given, int) and not isinstance(given, bool):
+        return given
+    return int(float(job.qtime or job.ctime or 0)) * 10_000_000 + _seq(job.id)
 
 
 def _seq(job_id: str) -> int:
