@@ -82,12 +82,16 @@ class Arrays:
         subjobs after it, in index order (a row where there is one, else made up from the
         array: Q while its index remains, X once it is gone, F once the array is); their
         Variable_List too unless `lean`."""
-        rows = self.engine.store.subjobs(array_job, lean=lean or not subjobs)
+        store = self.engine.store
+        # (the counts from SQLite alone; whole rows only for the subjobs shown)
+        rows = store.subjobs(array_job, lean=lean) if subjobs else {}
         pending = set(self.remaining(attrs))
-        by_index = {int(a.get("array_index", -1)): (j, a) for j, a in rows.items()
-                    if isinstance(a, dict) and "array_index" in a}
-        states = [a.get("job_state") for _, a in by_index.values()]
-        queued_rows = {i for i, (_, a) in by_index.items() if a.get("job_state") in _QUEUED}
+        by_index = {int(a["array_index"]): (j, a) for j, a in rows.items()
+                    if isinstance(a, dict) and isinstance(a.get("array_index"), int)}
+        indexed = {int(i): state for i, state in store.subjob_states(array_job)
+                   if isinstance(i, int)}
+        states = list(indexed.values())
+        queued_rows = {i for i, state in indexed.items() if state in _QUEUED}
         try:
             spec = arrays.parse_submitted(attrs.get("array_indices_submitted"))
         except ValueError:
@@ -95,7 +99,7 @@ class Arrays:
         out = dict(attrs)
         done = attrs.get("job_state") in ("F", "X")
         if done:
-            never = len([i for i in spec.indices if i not in by_index])
+            never = len([i for i in spec.indices if i not in indexed])
             out["array_state_count"] = arrays.state_count(0, 0, 0, never)
             out["array_indices_remaining"] = "-"
         else:
@@ -189,8 +193,8 @@ class Arrays:
         array = self.engine.store.job(array_job, lean=True)
         if not array or array.get("max_run_subjobs") is None:
             return False
-        running = sum(a.get("job_state") in ("R", "E") for a in
-                      self.engine.store.subjobs(array_job).values())
+        running = sum(state in ("R", "E")
+                      for _, state in self.engine.store.subjob_states(array_job))
         try:
             return running >= int(array["max_run_subjobs"])
         except (TypeError, ValueError):
@@ -252,10 +256,10 @@ class Arrays:
         parent = store.job(array_job)
         if parent is None or parent.get("job_state") in ("F", "X"):
             return
-        rows = store.subjobs(array_job)
-        if self.remaining(parent) or any(a.get("job_state") not in ("F", "X")
-                                         for a in rows.values()):
+        if self.remaining(parent) or any(  # (cheap tests first: every subjob's end asks)
+                state not in ("F", "X") for _, state in store.subjob_states(array_job)):
             return
+        rows = store.subjobs(array_job)
         now = int(self.engine.clock())
         deleted = deleted_by or (store.runtime(array_job) or {}).get("deleted_by")
         ran = [a for a in rows.values() if a.get("stime") is not None]

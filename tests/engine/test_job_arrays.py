@@ -240,3 +240,19 @@ def test_qstat_f_t_shows_a_run_subjobs_environment(engine):
     engine.wait(job_id)
     shown = engine.client("stat_jobs", ids=[job_id], history=True, subjobs=True)
     assert [a["Variable_List"]["SEEN"] for a in shown.values()] == ["yes"] * 3
+
+
+def test_the_store_reads_one_arrays_subjobs_alone(tmp_path):
+    from pbsplug.engine.store import Store
+
+    store = Store(tmp_path / "server.db")
+    rows = {"1[].vm": ("B", None), "1[2].vm": ("R", 2), "1[3].vm": ("F", 3),
+            "12[].vm": ("Q", None), "12[2].vm": ("R", 2), "2.vm": ("Q", None)}
+    with store.transaction() as st:
+        for seq, (job_id, (state, index)) in enumerate(rows.items()):
+            attrs = {"job_state": state, **({"array_index": index} if index else {})}
+            st.add_job(seq, job_id, attrs, None)
+    assert sorted(store.subjob_states("1[].vm")) == [(2, "R"), (3, "F")]
+    assert list(store.subjobs("1[].vm")) == ["1[2].vm", "1[3].vm"]
+    assert store.subjob_states("12[].vm") == [(2, "R")]
+    store.close()
