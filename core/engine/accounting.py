@@ -236,19 +236,20 @@ class Accounting:
         """A: the server deleted the job (a hook, a dependency, a reservation's end)."""
         self.record("A", job_id, why)
 
-    def altered(self, job_id: str, before: Mapping[str, Any],
-                after: Mapping[str, Any]) -> None:
-        """a: what a qalter changed, each attribute (resource) with its new value, in one
-        record (nothing when nothing changed)."""
+    def altered(self, job_id: str, before: Mapping[str, Any], after: Mapping[str, Any],
+                asked: Iterable[str], resources: Iterable[str]) -> None:
+        """a: what a qalter changed, in one record (none when nothing changed): each
+        attribute it `asked` for and each resource it set (`resources`, a hook's too),
+        with its new value; not what the server derived (a select's sums), as PBS's."""
+        names, res_names = set(asked) - _NOT_ALTERED, set(resources)
         pairs: list[tuple[str, Any]] = []
-        for key in sorted(set(before) | set(after)):
-            if key in _NOT_ALTERED:
-                continue
+        for key in sorted(names):
             old, new = before.get(key), after.get(key)
-            if key == "Resource_List" and isinstance(new, Mapping):
+            if key == "Resource_List":
                 was = old if isinstance(old, Mapping) else {}
-                pairs += [(f"Resource_List.{res}", new.get(res, ""))
-                          for res in sorted(set(was) | set(new)) if was.get(res) != new.get(res)]
+                now = new if isinstance(new, Mapping) else {}
+                pairs += [(f"Resource_List.{res}", now.get(res, ""))
+                          for res in sorted(res_names) if was.get(res) != now.get(res)]
             elif old != new:
                 pairs.append((key, "" if new is None else new))
         if pairs:

@@ -1444,7 +1444,7 @@ class Engine:
         if logged:
             self.log(LOG_JOB, "Job", job_id,
                      f"Job modified at request of {caller.user}@{self.host}")
-            self.accounting.altered(job_id, current, attrs)
+            self.accounting.altered(job_id, current, attrs, changes.keys(), touched)
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 

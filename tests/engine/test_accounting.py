@@ -333,3 +333,16 @@ def test_a_users_tracejob_reads_neither_log_and_says_why(engine, attacker):
     for folder in ("server_logs", "server_priv/accounting"):
         assert f"tracejob: {engine.root}/{folder}/{day}: Permission denied\n" in done.stderr
     assert "Couldn't find Job Id" in done.stderr
+
+
+def test_an_altered_select_records_the_select_not_its_sums(engine):
+    """qalter -l select: the a record names what was asked for, as PBS's, not the ncpus and
+    nodect the server works out from it."""
+    job_id = engine.pbs("qsub", "-h", "--", "/bin/true", check=True).stdout.strip()
+    engine.pbs("qalter", "-l", "select=1:ncpus=2", "-A", "x y", job_id, check=True)
+    engine.pbs("qalter", "-N", "same", job_id, check=True)
+    engine.pbs("qalter", "-N", "same", job_id, check=True)  # (no change: no record)
+    altered = [a for k, a in of(records(engine.home), job_id) if k == "a"]
+    assert altered == [{"Account_Name": "x y", "Resource_List.select": "1:ncpus=2"},
+                       {"Job_Name": "same"}]
+    assert engine.job(job_id)["Resource_List"]["ncpus"] == 2
