@@ -1360,7 +1360,7 @@ class Scheduler:
         prio = float((queue.Priority if queue is not None else None) or 0)
         formula = -self._formula(job, prio, now, lambda: job_select(job, tables, self._host)) \
             if self._formula else 0.0
-        info.key = (-prio, formula, _queue_rank(job), job.id)
+        info.key = (-prio, formula, _queue_rank(job), _array_index(job.id), job.id)
         return info
 
     def _chunk_defaults(self, queue: Queue | None, server: Server
@@ -2661,6 +2661,14 @@ def _queue_rank(job: Job) -> int:
     if isinstance(given, int) and not isinstance(given, bool):
         return given
     return int(float(job.qtime or job.ctime or 0)) * 10_000_000 + _seq(job.id)
+
+
+def _array_index(job_id: str) -> int:
+    """A subjob's index (``12[3]``: 3), so that an array's subjobs run in index order, not
+    in their ids' (``12[10]`` before ``12[2]``); -1 for any other job."""
+    head = str(job_id).split(".", 1)[0]
+    index = head.partition("[")[2].rstrip("]")
+    return int(index) if index.isdigit() else -1
 
 
 def _seq(job_id: str) -> int:

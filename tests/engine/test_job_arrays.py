@@ -256,3 +256,13 @@ def test_the_store_reads_one_arrays_subjobs_alone(tmp_path):
     assert list(store.subjobs("1[].vm")) == ["1[2].vm", "1[3].vm"]
     assert store.subjob_states("12[].vm") == [(2, "R")]
     store.close()
+
+
+def test_subjobs_start_in_index_order(engine):
+    ncpus = sum(int(n["resources_available"]["ncpus"]) for n in engine.nodes().values())
+    order = engine.work / "order"
+    job_id = engine.pbs("qsub", "-h", "-J", "1-12", "-l", f"select=1:ncpus={ncpus}",
+                        input=f"echo $PBS_ARRAY_INDEX >> {order}\n", check=True).stdout.strip()
+    assert engine.pbs("qrls", job_id).returncode == 0
+    engine.wait(job_id)
+    assert order.read_text().split() == [str(i) for i in range(1, 13)]
