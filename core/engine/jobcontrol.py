@@ -55,18 +55,17 @@ TERM_MODES = ("quick", "immediate", "delay")
 
 
 def signal_number(name: Any) -> int:
-    """qsig's ``-s``: a number, or a name with or without ``SIG`` (``USR1``, ``SIGUSR1``),
-    as PBS's MoM reads it; else 15013. ``suspend`` and ``resume`` are not signals."""
+    """qsig's ``-s``: a number (any, as PBS's takes it: ``0``, ``99``), or a signal's name
+    with or without ``SIG``, in capitals (``USR1``, ``SIGUSR1``; not ``usr1`` nor the
+    real-time ones), as OpenPBS 23.06's MoM reads it (checked); else 15013. ``suspend``
+    and ``resume`` are not signals."""
     if not isinstance(name, str) or not name or len(name) > 32:
         raise PbsError(PBSE_UNKSIG, UNKSIG_TEXT)
     if values.digits(name):
-        number = int(name)
-        if number in {int(s) for s in signal.valid_signals()} and number > 0:
-            return number
-        raise PbsError(PBSE_UNKSIG, UNKSIG_TEXT)
+        return int(name) if len(name) < 10 else -1
     upper = name if name.startswith("SIG") else f"SIG{name}"
     found = getattr(signal.Signals, upper, None) if upper.isupper() else None
-    if not isinstance(found, signal.Signals):
+    if not isinstance(found, signal.Signals) or upper.startswith("SIGRT"):
         raise PbsError(PBSE_UNKSIG, UNKSIG_TEXT)
     return int(found)
 
@@ -284,9 +283,11 @@ class JobControl:
         if state != "R" or launch is None:
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         # As qdel's signal: the job's process group and its top process, through the
-        # executor's checked path (never a pid the job's owner could have swapped).
-        executor.signal_launch(launch, number)
-        eng._signal_attached(eng.store.runtime(job_id) or {}, number)
+        # executor's checked path (never a pid the job's owner could have swapped). A
+        # number no signal has is taken and sends nothing, as PBS's MoM answers it.
+        if number in {int(s) for s in signal.valid_signals()}:
+            executor.signal_launch(launch, number)
+            eng._signal_attached(eng.store.runtime(job_id) or {}, number)
         eng.log(LOG_JOB, "Job", job_id, f"Signal {name} sent at request of "
                 f"{caller.user}@{eng.host}")
 

@@ -114,9 +114,13 @@ def test_qsig_sends_a_signal_to_the_jobs_processes(engine):
     sent = engine.pbs("qsig", "-s", "SIGUSR1", job_id)
     assert (sent.returncode, sent.stderr) == (0, "")
     until(marker.exists, timeout=30, what="the job's trap of SIGUSR1")
-    bad = engine.pbs("qsig", "-s", "nosig", job_id)
-    assert (bad.returncode, bad.stderr) == (
-        165, f"qsig: Unknown/illegal signal name {job_id}\n")
+    for name in ("nosig", "usr1", "sigusr1", "SIGRTMIN", "-3", ""):  # (as PBS's: capitals)
+        bad = engine.pbs("qsig", "-s", name, job_id)
+        assert (bad.returncode, bad.stderr) == (
+            165, f"qsig: Unknown/illegal signal name {job_id}\n"), name
+    for number in ("0", "99"):  # (any number is taken; one no signal has sends nothing)
+        assert engine.pbs("qsig", "-s", number, job_id).returncode == 0
+    assert engine.job(job_id)["job_state"] == "R"
     held = _qsub(engine, "-h", "--", "/bin/true")
     refused = engine.pbs("qsig", "-s", "USR1", held)
     assert (refused.returncode, refused.stderr) == (
