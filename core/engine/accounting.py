@@ -4,7 +4,8 @@ One record a line, as OpenPBS 23.06 writes them (checked on a running PBS):
 ``MM/DD/YYYY HH:MM:SS;T;<id>;key=value key=value ...``, T being the record's type: jobs
 ``Q`` queued (at qsub, and again in each queue a qmove or a route queue puts it in: 23.06
 writes no ``M``), ``S`` started, ``E`` ended, ``R`` requeued (rerun), ``D`` deleted at
-someone's request, ``A`` aborted by the server, ``a`` altered (qalter); reservations ``U``
+someone's request, ``A`` aborted by the server, ``a`` altered (qalter), ``z`` suspended and
+``r`` resumed (qsig); reservations ``U``
 unconfirmed (submitted), ``Y`` confirmed, ``B`` begun, ``k`` deleted by its owner or ended
 (23.06 writes no ``F``), ``K`` deleted by the server (denied) or by someone else.
 `tracejob` and `pbsplug sim run` read it back.
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..units import format_duration
 from . import executor
 from .home import LOG_ERROR, Home
 
@@ -227,6 +229,18 @@ class Accounting:
         if status is None or "qrerun" in comment:
             status = HOOK_RERUN_STATUS if " hook" in comment else RERUN_STATUS
         self.record("R", job_id, self._run_end(attrs, runtime, status))
+
+    def suspended(self, job_id: str, attrs: Mapping[str, Any]) -> None:
+        """z: qsig -s suspend; the run's resources_used so far (its walltime at least: a
+        job its shepherd has not sampled yet has no other)."""
+        used = dict(attrs.get("resources_used") or {})
+        if "walltime" not in used and attrs.get("stime") is not None:
+            used["walltime"] = format_duration(max(0, int(self.clock()) - int(attrs["stime"])))
+        self.record("z", job_id, _sorted_resources("resources_used", used))
+
+    def resumed(self, job_id: str) -> None:
+        """r: qsig -s resume; no keys, as PBS writes it."""
+        self.record("r", job_id, "")
 
     def deleted(self, job_id: str, requestor: str) -> None:
         """D: qdel (`requestor` is ``user@host``)."""

@@ -305,6 +305,8 @@ class JobControl:
         self._suspended_at[job_id] = (launch.shepherd, now)
         eng.log(LOG_JOB, "Job", job_id, f"Job suspended at request of {caller.user}@"
                 f"{eng.host}")
+        running = {**attrs, "job_state": "R"}  # (its use as last sampled, as a running job's)
+        eng.accounting.suspended(job_id, eng._with_sessions({job_id: running})[job_id])
         eng.want_cycle = True  # (its cpus are free for others)
 
     def _resume(self, caller: Caller, job_id: str, attrs: dict, launch) -> None:
@@ -324,6 +326,7 @@ class JobControl:
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGCONT)
         eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {caller.user}@"
                 f"{eng.host}")
+        eng.accounting.resumed(job_id)
 
     def continue_killed(self, job_id: str) -> None:
         """A suspended job being killed (qdel) is woken, so that it takes its SIGTERM."""

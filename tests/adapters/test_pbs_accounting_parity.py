@@ -1,5 +1,6 @@
 """The local engine's accounting log against OpenPBS 23.06's: the same small workload on
-the real PBS (conftest.py) and on a local engine, and for each job and reservation the same
+the real PBS (conftest.py) and on a local engine (a job run to its end; a held job altered,
+then deleted; a running job rerun, suspended, resumed, then deleted; a reservation deleted), and for each job and reservation the same
 record types in the same order, each record with the same keys in the same order.
 
 Resources are compared by name under ``Resource_List``; under ``resources_used`` only as a
@@ -55,6 +56,10 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     wait(ids["rerun"], "R")
     run("qrerun", ids["rerun"])
     until(lambda: run_count(ids["rerun"]) >= 2, timeout=60, what="the job's second run")
+    wait(ids["rerun"], "R")
+    run("qsig", "-s", "suspend", ids["rerun"])
+    wait(ids["rerun"], "S")
+    run("qsig", "-s", "resume", ids["rerun"])
     wait(ids["rerun"], "R")
     run("qdel", ids["rerun"])
     wait(ids["done"], "F")

@@ -74,6 +74,8 @@ def test_each_job_and_reservation_event_writes_pbs_record(engine):
     engine.pbs("qrerun", rerun, check=True)
     until(lambda: engine.job(rerun)["job_state"] == "R" and
           engine.job(rerun).get("run_count") == 2, what="the rerun job runs again")
+    engine.pbs("qsig", "-s", "suspend", rerun, check=True)
+    engine.pbs("qsig", "-s", "resume", rerun, check=True)
     engine.pbs("qdel", rerun, check=True)
     engine.wait(done)
     engine.wait(rerun)
@@ -90,7 +92,7 @@ def test_each_job_and_reservation_event_writes_pbs_record(engine):
     host = done.split(".", 1)[1]
     assert [k for k, _ in of(recs, done)] == ["Q", "S", "E"]
     assert [k for k, _ in of(recs, held)] == ["Q", "a", "Q", "D"]
-    assert [k for k, _ in of(recs, rerun)] == ["Q", "S", "R", "S", "D", "E"]
+    assert [k for k, _ in of(recs, rerun)] == ["Q", "S", "R", "S", "z", "r", "D", "E"]
     assert [k for k, _ in of(recs, gone)] == ["U", "Y", "k"]
 
     (q, qa), (s, sa), (e, ea) = of(recs, done)
@@ -114,7 +116,9 @@ def test_each_job_and_reservation_event_writes_pbs_record(engine):
 
     rerun_recs = of(recs, rerun)
     assert rerun_recs[2][1]["Exit_status"] == "-11"  # (PBS's JOB_EXEC_RERUN, as PBS's qrerun)
-    assert rerun_recs[5][1]["run_count"] == "2"
+    assert _keys(rerun_recs[4][1]) == ["resources_used.*"]  # (z: the run's use so far)
+    assert rerun_recs[5][1] == {} and rerun_recs[7][1]["run_count"] == "2"
+    assert [b for _, k, i, b in recs if i == rerun and k == "r"] == [""]
 
     kinds = {k: a for k, a in of(recs, resv)}
     assert kinds["U"] == {"requestor": f"root@{host}"}
