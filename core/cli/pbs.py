@@ -109,7 +109,7 @@ def _report_each(name: str, results: list[dict], client=None) -> int:
         err = result.get("error")
         if err:
             job_id = _full_job_id(client, result["id"]) if client else result["id"]
-            if err["code"] == 15004 and err.get("obj"):  # (an array's index: PBS's full id)
+            if err["code"] in (15004, 15159) and err.get("obj"):  # (a subjob: PBS's full id)
                 job_id = err["obj"]
             print(_job_error(name, err["code"], err["message"], job_id), file=sys.stderr)
             status = _exit_status(err["code"])

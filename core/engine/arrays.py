@@ -57,6 +57,14 @@ def parse_spec(text: str) -> Spec:
     than Y, Z at least 1 (``5``, ``3-1``, ``1-1``, ``1-10:0``, ``1-3,5`` are refused);
     ValueError otherwise. A ``%`` with no number is the server's 15014 (`PercentEmpty`)."""
     m = _RANGE.match(text) if isinstance(text, str) else None
+    if m is None and isinstance(text, str) and (
+            bad := re.fullmatch(r"(\d+-\d+(?::\d+)?)%.*", text)) is not None:
+        try:  # (a good range, then a % its qsub passes on: its server's 15014)
+            parse_spec(bad[1])
+        except ValueError:
+            pass
+        else:
+            raise PercentEmpty(text)
     if m is None or int(m[1]) >= int(m[2]) or (m[3] is not None and int(m[3]) < 1):
         raise ValueError(f"illegal -J value {text!r}")
     if m[4] == "":
@@ -65,7 +73,8 @@ def parse_spec(text: str) -> Spec:
 
 
 class PercentEmpty(ValueError):
-    """``-J 1-3%``: PBS's qsub passes it on and its server refuses it (15014)."""
+    """``-J 1-3%`` or ``1-3%x``: PBS's qsub passes it on and its server refuses it
+    (15014)."""
 
 
 def parse_submitted(text: Any) -> Spec:

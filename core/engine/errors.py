@@ -34,6 +34,7 @@ PBSE_MAXARRAYSIZE = 15107
 PBSE_INVALJOBRESC = 15109
 PBSE_HOOKERROR = 15136
 PBSE_HISTJOBID = 15139
+PBSE_FINISHED_SUBJOB = 15159
 
 MESSAGES = {
     PBSE_UNKJOBID: "Unknown Job Id",
@@ -58,6 +59,7 @@ MESSAGES = {
     PBSE_R_UID: "Bad effective UID for reservation",
     PBSE_HISTJOBID: "Job has finished",
     PBSE_MAXARRAYSIZE: "Array job exceeds server or queue size limit",
+    PBSE_FINISHED_SUBJOB: "Request invalid for finished array subjob",
 }
 
 

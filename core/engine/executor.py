@@ -912,10 +912,6 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             os.close(read_end)
             with contextlib.suppress(ValueError):
                 signal.set_wakeup_fd(-1)
-            # Nothing of the server's (its database, its clients' sockets) stays open in a
-            # process that becomes the job's owner: only the pipe for its answer.
-            os.closerange(3, write_end)
-            os.closerange(write_end + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             if ids:
                 become(ids)
             target = os.path.join(path, name) if name and (

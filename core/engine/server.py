@@ -55,6 +55,7 @@ from .errors import (
     PBSE_BADSTATE,
     PBSE_BADUSER,
     PBSE_EXCQRESC,
+    PBSE_FINISHED_SUBJOB,
     PBSE_HISTJOBID,
     PBSE_HOOKERROR,
     PBSE_INVALJOBRESC,
@@ -1193,6 +1194,8 @@ class Engine:
             indices = [i for i in named.indices() if i in spec.indices]
             if not indices:
                 raise PbsError(PBSE_IVALREQ, obj=job_id)
+            if named.single and self._job(job_id)["job_state"] in ("F", "X"):
+                raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
         else:
             self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
                      f"{caller.user}@{self.host}")
@@ -1713,8 +1716,9 @@ class Engine:
             if attrs.get("array_id") is not None:  # a subjob (OpenPBS 23.06's, checked)
                 if attrs["job_state"] in ("F", "X"):
                     raise PbsError(PBSE_BADSTATE, obj=job_id)
-                if attrs["job_state"] == "Q" and self.store.job(job_id) is None:
-                    continue  # (not begun: nothing to requeue, and no error)
+                if attrs["job_state"] == "Q" and self.store.job(job_id) is None and \
+                        self._job(str(attrs["array_id"]))["job_state"] == "B":
+                    continue  # (not begun, its array has: nothing to requeue, no error)
             if attrs["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
             if attrs["job_state"] not in ("R", "E") or job_id not in self.launches:
@@ -1741,7 +1745,7 @@ class Engine:
             raise PbsError(PBSE_IVALREQ, obj=job_id)  # (PBS runs jobs of execution queues)
         if attrs.get("array_id") is not None and self.store.job(job_id) is None:
             # a subjob not begun: its row first (its array held or gone: 15016)
-            made = self.arrays.instantiate(job_id)
+            made = self.arrays.instantiate(job_id, held_too=True)
             if made is None:
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
             attrs = made

@@ -200,11 +200,12 @@ class Arrays:
         except (TypeError, ValueError):
             return False
 
-    def instantiate(self, sub_id: str) -> dict[str, Any] | None:
+    def instantiate(self, sub_id: str, held_too: bool = False) -> dict[str, Any] | None:
         """Subjob `sub_id`'s row made from its array (one transaction: its row, and its
         index out of the array's ``array_indices_remaining``; the array begun, ``B``, at
-        its first); its attributes, or None when its array cannot start it (gone, held,
-        the index not remaining)."""
+        its first); its attributes, or None when its array cannot start it (gone, held
+        unless `held_too`: qrun's, as OpenPBS 23.06 runs a held array's subjob, the index
+        not remaining)."""
         named = arrays.named(sub_id)
         if named is None or not named.single or named.first is None:
             return None
@@ -212,7 +213,8 @@ class Arrays:
         store = self.engine.store
         array_job = arrays.array_id(named.number, sub_id.split(".", 1)[1])
         parent = store.job(array_job)
-        if parent is None or parent.get("job_state") not in ("Q", "B"):
+        if parent is None or parent.get("job_state") not in (
+                ("Q", "B", "H", "W") if held_too else ("Q", "B")):
             return None
         pending = self.remaining(parent)
         if index not in pending:
@@ -231,9 +233,10 @@ class Arrays:
                 st.set_written(sub_id, written)
             parent["array_indices_remaining"] = arrays.format_indices(
                 [i for i in pending if i != index], spec.step)
+            if parent.get("stime") is None:  # (its first subjob: the array has begun)
+                parent.update(stime=now, comment=f"Job Array Began at {lifecycle.when(now)}")
             if parent["job_state"] == "Q":
-                parent.update(job_state="B", substate=70, stime=now,
-                              comment=f"Job Array Began at {lifecycle.when(now)}")
+                parent.update(job_state="B", substate=70)
             parent["mtime"] = now
             st.put_job(array_job, parent)
         return store.job(sub_id)

@@ -266,3 +266,27 @@ def test_subjobs_start_in_index_order(engine):
     assert engine.pbs("qrls", job_id).returncode == 0
     engine.wait(job_id)
     assert order.read_text().split() == [str(i) for i in range(1, 13)]
+
+
+def test_what_openpbs_answers_for_a_held_array_not_begun(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "1-4", "--", "/bin/true", check=True).stdout.strip()
+    number = job_id.split("[")[0]
+    assert engine.pbs("qdel", f"{number}[2]").returncode == 0
+    again = engine.pbs("qdel", f"{number}[2]")
+    assert (again.returncode, again.stderr) == (
+        55, f"qdel: Request invalid for finished array subjob {arrays.subjob_id(job_id, 2)}\n")
+    third = arrays.subjob_id(job_id, 3)
+    rerun = engine.pbs("qrerun", third)
+    assert (rerun.returncode, rerun.stderr) == (
+        168, f"qrerun: Request invalid for state of job {third}\n")
+    assert engine.pbs("qalter", "-W", "max_run_subjobs=1", job_id).returncode == 0
+    assert engine.job(job_id)["max_run_subjobs"] == 1
+    assert engine.pbs("qrun", third).returncode == 0  # (its array held: it runs all the same)
+    assert engine.wait(third, timeout=5)["Exit_status"] == 0, engine.log()[-3000:]
+    assert engine.job(job_id)["job_state"] == "H"
+
+
+def test_a_percent_without_a_number_is_the_servers_15014(engine):
+    for value in ("1-3%", "1-3%x"):
+        done = engine.pbs("qsub", "-J", value, "--", "/bin/true")
+        assert done.returncode == 166, done.stderr

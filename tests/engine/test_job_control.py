@@ -291,13 +291,3 @@ def test_qterm_immediate_requeues_rerunnable_jobs_and_ends_the_others(engine):
     attrs = engine.wait(again, "R")  # (requeued, then run again)
     assert attrs["run_count"] == 2
     engine.pbs("qdel", "-W", "force", again, check=True)
-
-
-def test_qorder_of_jobs_of_two_queues_swaps_their_queues(engine):
-    engine.pbs("qmgr", "-c", "create queue q2 queue_type=execution,enabled=true,started=true",
-               check=True)
-    first = _qsub(engine, "-h", "--", "/bin/true")
-    second = _qsub(engine, "-h", "-q", "q2", "--", "/bin/true")
-    assert engine.pbs("qorder", first, second).returncode == 0
-    assert (engine.job(first)["queue"], engine.job(second)["queue"]) == ("q2", "workq")
-    engine.pbs("qdel", first, second, check=True)
