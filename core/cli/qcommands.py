@@ -140,7 +140,7 @@ def qselect(args: list[str]) -> int:
     (``Unknown resource Resource_List.nosuch``, 187; ``Unknown queue destination``, 170)."""
     from ..engine.errors import PbsError
 
-    opts, rest = getopt.getopt(args, "a:A:c:h:l:N:p:q:r:s:u:xP:")
+    opts, rest = getopt.getopt(args, "a:A:c:h:l:N:p:q:r:s:u:xP:J")
     if rest:  # (PBS's: its usage alone)
         print(_QSELECT_USAGE, file=sys.stderr)
         return 2
@@ -163,6 +163,8 @@ def qselect(args: list[str]) -> int:
     except PbsError as err:
         print(_server_error("qselect", err, about=None), file=sys.stderr)
         return _exit_status(err.code)
+    if any(o == "-J" for o, _ in opts):  # (arrays only, as OpenPBS 23.06's -J)
+        found = [job_id for job_id in found if "[]" in job_id]
     if found:
         print("\n".join(found))
     return 0

@@ -70,17 +70,6 @@ def signal_number(name: Any) -> int:
     return int(found)
 
 
-def run_suspended(runtime: dict[str, Any], now: float) -> float:
-    """How long the run whose runtime this is was suspended in all, read from the runtime
-    alone: at its end the launch is gone, and at a start the server has no JobControl yet."""
-    total = runtime.get("suspended_for")
-    since = runtime.get("suspended_at")
-    seconds = float(total) if isinstance(total, (int, float)) else 0.0
-    if isinstance(since, (int, float)):
-        seconds += max(0.0, now - since)
-    return seconds
-
-
 def rank_of(attrs: dict[str, Any], job_id: str) -> int:
     """The job's place in its queue, as PBS's ``queue_rank``: given by qorder, else the time
     it entered its queue and its number (earlier, then lower, first)."""
@@ -136,6 +125,16 @@ class JobControl:
             total += max(0.0, (now if now is not None else self.engine.clock()) - since)
         return total
 
+    def run_suspended(self, runtime: dict[str, Any]) -> float:
+        """How long the run whose runtime this is was suspended in all, from the runtime
+        alone (its end: the launch is gone by then)."""
+        total = runtime.get("suspended_for")
+        since = runtime.get("suspended_at")
+        seconds = float(total) if isinstance(total, (int, float)) else 0.0
+        if isinstance(since, (int, float)):
+            seconds += max(0.0, self.engine.clock() - since)
+        return seconds
+
     # -- qselect ----------------------------------------------------------------------------------
     def select(self, caller: Caller, criteria: list, history: bool = False) -> list[str]:
         """The ids of the jobs that meet every criterion (``[attribute, op, value]``), in
@@ -148,11 +147,14 @@ class JobControl:
         tests = [self._criterion(c, custom) for c in criteria]
         server = eng.store.get("server", "server") or {}
         others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
-        states = ("Q", "H", "W", "R", "E", "S", "T") + (("F", "X", "M") if history else ())
+        states = ("Q", "H", "W", "R", "E", "S", "T", "B") + (
+            ("F", "X", "M") if history else ())
         jobs = eng.store.jobs(states, lean=True)
         found = []
         for job_id, attrs in jobs.items():
             if not others and attrs.get("euser") != caller.user:
+                continue
+            if attrs.get("array_id") is not None:  # (an array is listed, not its subjobs)
                 continue
             if all(test(attrs) for test in tests):
                 found.append(job_id)

@@ -84,7 +84,7 @@ from .home import (
     HookLogHandler,
     ServerLog,
 )
-from .jobcontrol import JobControl, run_suspended
+from .jobcontrol import JobControl
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations, resv_exclusive, resvs_on_vnodes
@@ -2720,7 +2720,7 @@ class Engine:
                         runtime.get("used") or {})
         return {k: v for k, v in {
             "walltime": units.format_duration(max(  # (its suspensions left out)
-                0.0, ended.walltime - run_suspended(runtime, self.clock()))),
+                0.0, ended.walltime - self.control.run_suspended(runtime))),
             "cput": units.format_duration(ended.cput),
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}

@@ -290,3 +290,13 @@ def test_a_percent_without_a_number_is_the_servers_15014(engine):
     for value in ("1-3%", "1-3%x"):
         done = engine.pbs("qsub", "-J", value, "--", "/bin/true")
         assert done.returncode == 166, done.stderr
+
+
+def test_qselect_lists_arrays_not_their_subjobs(engine):
+    array = engine.pbs("qsub", "-J", "1-3%1", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    single = engine.pbs("qsub", "-h", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(array, 1), "R")
+    assert engine.pbs("qselect", check=True).stdout.split() == [array, single]
+    assert engine.pbs("qselect", "-J", check=True).stdout.split() == [array]
+    engine.pbs("qdel", array, single, check=True)
