@@ -53,7 +53,7 @@ QUEUED_STATES = frozenset({"Q", "H", "W"})
 #: PBS's substate of a job in each state that has one substate here: queued, held, waiting,
 #: running, exiting. A finished job's (F) says how it finished, set where it does
 #: (`finished_substate`; 91 for one deleted before it ran).
-SUBSTATES = {"Q": 10, "H": 20, "W": 30, "R": 42, "S": 43, "E": 50}
+SUBSTATES = {"Q": 10, "H": 20, "W": 30, "R": 42, "E": 50}
 #: PBS's substate of a job its dependencies hold (a system hold, ``s``), whatever other
 #: holds it has too (OpenPBS 23.06, checked).
 DEPEND_HELD = 22

@@ -35,6 +35,9 @@ PBSE_UNKSIG = 15013
 UNKSIG_TEXT = "Unknown/illegal signal name"
 #: PBS's substate of a job suspended by qsig (JOB_SUBSTATE_SUSPEND).
 SUBSTATE_SUSPENDED = 43
+#: PBS's substate of a suspended job whose resume waits for its resources, and its comment.
+SUBSTATE_RESUMING = 45
+RESUME_WAIT = "Not Running: Not enough free nodes available"
 #: qselect's comparisons (``ncpus.gt.1``, ``-p .ge.10``), as PBS's ``.op.`` names them.
 OPS = ("eq", "ne", "ge", "gt", "le", "lt")
 #: The job states qselect's ``-s`` takes (PBS's letters).
@@ -70,6 +73,17 @@ def signal_number(name: Any) -> int:
     return int(found)
 
 
+def run_suspended(runtime: dict[str, Any], now: float) -> float:
+    """How long the run whose runtime this is was suspended in all, read from the runtime
+    alone: at its end the launch is gone, and at a start the server has no JobControl yet."""
+    total = runtime.get("suspended_for")
+    since = runtime.get("suspended_at")
+    seconds = float(total) if isinstance(total, (int, float)) else 0.0
+    if isinstance(since, (int, float)):
+        seconds += max(0.0, now - since)
+    return seconds
+
+
 def rank_of(attrs: dict[str, Any], job_id: str) -> int:
     """The job's place in its queue, as PBS's ``queue_rank``: given by qorder, else the time
     it entered its queue and its number (earlier, then lower, first)."""
@@ -92,6 +106,10 @@ class JobControl:
         #: time), each with the run's shepherd pid: a later run (a requeue) starts at 0.
         #: Read from the jobs' runtimes, so a restart keeps them.
         self.suspended_for: dict[str, tuple[int, float]] = {}
+        #: Suspended jobs resumed while their cpus were taken: resumed when free (`poll`),
+        #: found again in the runtimes after a restart.
+        self.resuming: set[str] = set()
+        self._resuming_read = False
         self._suspended_at: dict[str, tuple[int, float]] = {}
         for job_id, launch in engine.launches.items():
             runtime = engine.store.runtime(job_id) or {}
@@ -124,16 +142,6 @@ class JobControl:
         if since is not None:
             total += max(0.0, (now if now is not None else self.engine.clock()) - since)
         return total
-
-    def run_suspended(self, runtime: dict[str, Any]) -> float:
-        """How long the run whose runtime this is was suspended in all, from the runtime
-        alone (its end: the launch is gone by then)."""
-        total = runtime.get("suspended_for")
-        since = runtime.get("suspended_at")
-        seconds = float(total) if isinstance(total, (int, float)) else 0.0
-        if isinstance(since, (int, float)):
-            seconds += max(0.0, self.engine.clock() - since)
-        return seconds
 
     # -- qselect ----------------------------------------------------------------------------------
     def select(self, caller: Caller, criteria: list, history: bool = False) -> list[str]:
@@ -312,9 +320,22 @@ class JobControl:
         eng.accounting.suspended(job_id, eng._with_sessions({job_id: running})[job_id])
         eng.want_cycle = True  # (its cpus are free for others)
 
-    def _resume(self, caller: Caller, job_id: str, attrs: dict, launch) -> None:
+    def _resume(self, caller: Caller | None, job_id: str, attrs: dict, launch) -> None:
+        """SIGCONT, and state R again, once its cpus are free. While others hold them
+        (the scheduler gave them away), it stays S with PBS's substate 45 and comment
+        ``Not Running: Not enough free nodes available``, and resumes at the first poll
+        that finds them free, as PBS's scheduler resumes it (OpenPBS 23.06, checked)."""
         eng = self.engine
         now = eng.clock()
+        if not self._cpus_free(attrs):
+            if attrs.get("substate") != SUBSTATE_RESUMING:
+                attrs.update(substate=SUBSTATE_RESUMING, comment=RESUME_WAIT, mtime=int(now))
+                with eng.store.transaction() as st:
+                    st.put_job(job_id, attrs)
+                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "resume": True})
+            self.resuming.add(job_id)
+            return
+        self.resuming.discard(job_id)
         total = self.suspended_seconds(job_id, now)
         self._suspended_at.pop(job_id, None)
         self.suspended_for[job_id] = (launch.shepherd, total)
@@ -322,14 +343,53 @@ class JobControl:
         with eng.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
             runtime.pop("suspended_at", None)
+            runtime.pop("resume", None)
             runtime["suspended_for"] = total
+            if attrs.get("comment") == RESUME_WAIT:
+                attrs.pop("comment", None)
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, runtime)
         executor.signal_launch(launch, signal.SIGCONT)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGCONT)
-        eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {caller.user}@"
-                f"{eng.host}")
+        who = f"{caller.user}@{eng.host}" if caller is not None else f"Scheduler@{eng.host}"
+        eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {who}")
         eng.accounting.resumed(job_id)
+
+    def _cpus_free(self, attrs: dict[str, Any]) -> bool:
+        """Whether the cpus a suspended job held on each of its vnodes are free now."""
+        try:
+            chunks = units.parse_exec_vnode(str(attrs.get("exec_vnode") or ""))
+        except ValueError:
+            return True
+        wanted: dict[str, float] = {}
+        for name, res in chunks:
+            wanted[name] = wanted.get(name, 0.0) + float(res.get("ncpus", 0) or 0)
+        vnodes = self.engine._vnode_rows()
+        for name, ncpus in wanted.items():
+            row = vnodes.get(name)
+            if row is None:
+                return False
+            have = float((row.get("resources_available") or {}).get("ncpus", 0) or 0)
+            used = float((row.get("resources_assigned") or {}).get("ncpus", 0) or 0)
+            if have - used < ncpus:
+                return False
+        return True
+
+    def poll(self) -> None:
+        """Suspended jobs whose resume waits for their cpus: resumed once they are free."""
+        eng = self.engine
+        if not self._resuming_read:
+            self._resuming_read = True
+            for job_id in eng.store.jobs(("S",), lean=True):
+                if (eng.store.runtime(job_id) or {}).get("resume"):
+                    self.resuming.add(job_id)
+        for job_id in sorted(self.resuming):
+            attrs = eng.store.job(job_id)
+            launch = eng.launches.get(job_id)
+            if attrs is None or attrs.get("job_state") != "S" or launch is None:
+                self.resuming.discard(job_id)
+                continue
+            self._resume(None, job_id, attrs, launch)
 
     def continue_killed(self, job_id: str) -> None:
         """A suspended job being killed (qdel) is woken, so that it takes its SIGTERM."""

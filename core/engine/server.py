@@ -131,7 +131,7 @@ LIMIT_RETRY = 10.0
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: The states qhold and qrls act in: a running job is held too (should it be requeued).
-_HOLDABLE = frozenset({"Q", "H", "W", "R"})
+_HOLDABLE = frozenset({"Q", "H", "W", "R", "S"})  # (S: suspended, as R)
 #: PBS's comment of a held job: ``Job held by root on Sat Dec  5 02:16:59 2026``.
 HELD_BY = "Job held by "
 #: PBS's state_count names, in its order.
@@ -1325,7 +1325,7 @@ class Engine:
             # an operator or a manager lowers it: a user's job would dodge the hold after
             # too many failed starts (`lifecycle.MAX_RUN_COUNT`).
             raise PbsError(PBSE_PERM, obj=job_id)
-        if current["job_state"] in ("R", "E"):
+        if current["job_state"] in ("R", "E", "S"):
             self._check_alter_running(caller, job_id, current, attrs)
         changes = dict(attrs)
         if "Resource_List" in changes:
@@ -2566,6 +2566,7 @@ class Engine:
             more = executor.sweep_leftovers(self.home.tmp, SWEEP_SECONDS)
             self._sweep_due = time.monotonic() + (0.0 if more else SWEEP_EVERY)
         self.resvs.poll(now)
+        self.control.poll()  # (suspended jobs waiting for their cpus to resume)
         self.periodic.poll(now)
         self._poll_schedulers()
         if self.want_cycle:

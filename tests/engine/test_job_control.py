@@ -291,3 +291,34 @@ def test_qterm_immediate_requeues_rerunnable_jobs_and_ends_the_others(engine):
     attrs = engine.wait(again, "R")  # (requeued, then run again)
     assert attrs["run_count"] == 2
     engine.pbs("qdel", "-W", "force", again, check=True)
+
+
+def test_qorder_of_jobs_of_two_queues_swaps_their_queues(engine):
+    engine.pbs("qmgr", "-c", "create queue q2 queue_type=execution,enabled=true,started=true",
+               check=True)
+    first = _qsub(engine, "-h", "--", "/bin/true")
+    second = _qsub(engine, "-h", "-q", "q2", "--", "/bin/true")
+    assert engine.pbs("qorder", first, second).returncode == 0
+    assert (engine.job(first)["queue"], engine.job(second)["queue"]) == ("q2", "workq")
+    engine.pbs("qdel", first, second, check=True)
+
+
+def test_a_resume_waits_for_the_cpus_another_job_took(engine):
+    first_vnode = next(iter(engine.nodes()))
+    engine.pbs("qmgr", "-c", f"set node {first_vnode} resources_available.ncpus = 1",
+               check=True)
+    for name in list(engine.nodes())[1:]:
+        engine.pbs("qmgr", "-c", f"delete node {name}", check=True)
+    suspended = _qsub(engine, "--", "/bin/sleep", "300")
+    engine.wait(suspended, "R")
+    engine.pbs("qsig", "-s", "suspend", suspended, check=True)
+    other = _qsub(engine, "--", "/bin/sleep", "300")
+    engine.wait(other, "R")  # (on the cpus the suspended job let go)
+    assert engine.pbs("qsig", "-s", "resume", suspended).returncode == 0
+    attrs = engine.job(suspended)
+    assert (attrs["job_state"], attrs["substate"], attrs["comment"]) == (
+        "S", 45, "Not Running: Not enough free nodes available")
+    engine.pbs("qdel", "-W", "force", other, check=True)
+    engine.wait(suspended, "R")
+    assert engine.job(suspended)["substate"] == 42
+    engine.pbs("qdel", "-W", "force", suspended, check=True)
