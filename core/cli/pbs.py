@@ -405,6 +405,7 @@ def qstat(args: list[str]) -> int:
     status = 0
     jobs: dict = {}
     header = True  # (PBS's comes with the first operand's jobs: none when it had none)
+    unknown = None  # (-E: what PBS says when none of the jobs is known)
     if ids:
         for index, job_id in enumerate(ids):
             if index == 1 and "-E" not in flags:
@@ -439,12 +440,16 @@ def qstat(args: list[str]) -> int:
                 if err.code == PBSE_PERM and not err.obj:
                     raise  # (the server's acl_users: as above, once, naming no job)
                 if err.code == PBSE_UNKJOBID and "-E" in flags:
-                    continue  # (PBS's -E asks for all at once and is told of none unknown)
+                    unknown = f"qstat: {err.message} {err.obj or job_id}"
+                    continue  # (PBS's -E asks for all at once: unknown only if all are)
                 if err.code == PBSE_HISTJOBID:
                     print(f"qstat: {err.obj} {err.message}", file=sys.stderr)
                 else:
                     print(f"qstat: {err.message} {err.obj or job_id}", file=sys.stderr)
                 status = _exit_status(err.code)
+        if unknown and not jobs:
+            print(unknown, file=sys.stderr)
+            status = _exit_status(PBSE_UNKJOBID)
     else:  # the table asks only for its columns (a job's environment may be a megabyte)
         columns = display.ALT_ATTRS if alt or "-p" in flags else display.TABLE_ATTRS
         jobs = {i: a for i, a in client("stat_jobs", history=history, attrs=None if (

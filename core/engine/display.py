@@ -21,6 +21,8 @@ The layouts follow PBS's commands:
   (``"Rerunable":"True"``).
 * ``qstat -Q``/``-B``, ``pbsnodes -a`` (five-space indent, no wrapping) and ``pbs_rstat``
   (``Today 14:00`` style times in the table, ``%a %b %d %H:%M:%S %Y`` with ``-f``).
+* ``qstat -a`` and its kin (`qstat_alt`), ``qstat -p`` (`qstat_table`), ``qstat -q``
+  (`qstat_queue_summary`); pbsnodes without ``-v`` lists hosts (`pbsnodes_hosts`).
 """
 
 from __future__ import annotations

@@ -115,6 +115,13 @@ ROWS: list[tuple[str, str]] = [
     ("pbsnodes -l", ""), ("pbsnodes -aS", ""), ("pbsnodes -S", ""), ("pbsnodes -Sj", ""),
     ("pbsnodes -j", ""), ("pbsnodes -H", ""), ("pbsnodes -l {host}", ""),
     ("pbsnodes -H nosuch", ""), ("pbsnodes -S nosuch", ""), ("pbsnodes -aS -F xml", ""),
+    # qstat's other listings: options PBS takes not together, -E, -q; pbsnodes -v
+    ("qstat -a -i", ""), ("qstat -G -M", ""), ("qstat -1", ""), ("qstat -a -B", ""),
+    ("qstat -q -f", ""), ("qstat -p -F json", ""), ("qstat -a -r -G -M", ""),
+    ("qstat -E workq", ""), ("qstat -E 99999", ""), ("qstat -q nosuch", ""),
+    ("qstat -u", ""), ("qstat -a {done}", ""), ("qstat -a 99999", ""),
+    ("pbsnodes -v", ""), ("pbsnodes -lv", ""), ("pbsnodes -Hv {host}", ""),
+    ("pbsnodes -v nosuch", ""),
     # -l nodes= (PBS's old request)
     ("qsub -l nodes=abc -- /bin/true", ""), ("qsub -l nodes=0 -- /bin/true", ""),
     ("qsub -l nodes=1:ppn=x -- /bin/true", ""), ("qsub -l nodes=1#pack -- /bin/true", ""),
@@ -184,6 +191,8 @@ DIFFERENT: dict[str, str] = {
     "pbsnodes -S": _USAGE, "pbsnodes -Sj": _USAGE, "pbsnodes -j": _USAGE,
     "pbsnodes -H": _USAGE, "pbsnodes -l {host}": _USAGE, "pbsnodes -aS -F xml": _USAGE,
     "qsub -l nodes=2 -l ncpus=3 -- /bin/true": _SAYS,
+    "qstat -u": _USAGE, "pbsnodes -v": _USAGE, "pbsnodes -lv": _USAGE,
+    "pbsnodes -Hv {host}": _USAGE,
     "qalter -p 5000 {held}": _USAGE, "qalter -p 5000 99999": _USAGE,
     "qalter -e otherhost:rel {held}": _USAGE, "qalter -v A=1 {held}": _USAGE,
     "qalter -W depend=frob:1 {held}": _USAGE,

@@ -72,7 +72,7 @@ class Side:
         return re.sub(r" +", " ", text) if not args or args[0] == "-S" else text
 
     def vnode_lines(self) -> str:
-        shown = self.out("pbsnodes", "-a", self.vnode)
+        shown = self.out("pbsnodes", "-v", self.vnode)  # (the vnode, not its host)
         return self.norm("\n".join(line.strip() for line in shown.splitlines()
                                    if line.strip().split(" ")[0] in
                                    ("state", "jobs", "resv", "comment")))
@@ -117,7 +117,7 @@ def _local_side(local: LocalEngine, ncpus: int) -> Side:
 def _no_jobs(sides: tuple[Side, ...]) -> None:
     """Wait until no job is left on either side's vnode (a reservation asks for all of it)."""
     for side in sides:
-        _until(lambda s=side: "jobs = " not in s.out("pbsnodes", "-a", s.vnode),
+        _until(lambda s=side: "jobs = " not in s.out("pbsnodes", "-v", s.vnode),
                "the jobs to go")
 
 

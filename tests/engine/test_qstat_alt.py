@@ -223,6 +223,9 @@ def test_E_lists_named_jobs_by_number_and_passes_over_unknown_ones(engine, three
     assert (done.returncode, done.stderr) == (0, "")
     assert [line.split()[0] for line in done.stdout.splitlines()[2:]] == [
         three["run"], three["held"]]
+    alone = engine.pbs("qstat", "-E", "99999")  # (unknown when none is known)
+    assert (alone.returncode, alone.stdout) == (153, "")
+    assert alone.stderr.startswith("qstat: Unknown Job Id 99999.")
     refused = engine.pbs("qstat", "-E", "workq")
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         1, "", "qstat: Express option can only be used with job ids\n")
