@@ -794,7 +794,6 @@ JOB_ATTRIBUTES: dict[str, Rule] = {
 UNSUPPORTED_JOB_ATTRIBUTES = {
     "User_List": "qsub -u (the job always runs as its submitter)",
     "group_list": "-W group_list (the job runs with its owner's primary group)",
-    "interactive": "interactive jobs (-I)",
     "stagein": "-W stagein (no file staging on one machine)",
     "stageout": "-W stageout (no file staging on one machine)",
 }

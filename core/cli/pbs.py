@@ -242,6 +242,10 @@ def qsub(args: list[str]) -> int:
                   "(errno=15008)", file=sys.stderr)
             return _exit_status(15008)
     client = engine_client()
+    if request.interactive:  # -I: the job's terminal is this one
+        from ..engine import interactive
+
+        return interactive.run(client, request)
     try:
         job_id = client("submit", attrs=request.attrs, script=request.script,
                         argv=request.argv)

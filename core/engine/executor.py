@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import interactive as _interactive
+
 #: Exit status PBS gives a job that the server could not start (JOB_EXEC_FAIL1).
 EXEC_FAIL = -1
 #: A job whose exit was never seen (its shepherd died with the machine): PBS's
@@ -191,10 +193,11 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_KB = (os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096) // 1024
 
 
-def sample(session: int) -> tuple[float, int, int]:
+def sample(session: int, job_session: int = 0) -> tuple[float, int, int]:
     """The CPU seconds, resident kb and virtual kb of the processes of `session` but its
-    leader (the shepherd): each one's own CPU time and its reaped children's, as PBS's MoM
-    sums a job's processes, read from one /proc/<pid>/stat each."""
+    leader (the shepherd), and of `job_session` (an interactive job's, leader included):
+    each one's own CPU time and its reaped children's, as PBS's MoM sums a job's
+    processes, read from one /proc/<pid>/stat each."""
     ticks = rss = vsize = 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == session:
@@ -202,7 +205,7 @@ def sample(session: int) -> tuple[float, int, int]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[3]) != session:
+            if int(fields[3]) not in (session, job_session or session):
                 continue
             ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
             vsize += int(fields[20])
@@ -307,18 +310,22 @@ class PendingLaunch:
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
               stderr: str | None, umask: int = DEFAULT_UMASK,
-              names: tuple[str, str] = ("", ""), cpu_limit: int | None = None) -> Launch:
+              names: tuple[str, str] = ("", ""), cpu_limit: int | None = None,
+              interactive: dict | None = None) -> Launch:
         """Have the shepherd run the job; returns at once. `stderr` None joins it to stdout.
         `names` are the output and error files' names in a folder that `stdout` or `stderr`
         names (``-o DIR/``: ``DIR/<Job_Name>.o<seq>``). `cpu_limit`: each of the job's
-        processes' RLIMIT_CPU, in seconds. An OSError means the shepherd is gone (a hook
-        killed it); it has been reaped."""
+        processes' RLIMIT_CPU, in seconds. `interactive`: qsub -I's socket and token
+        (`interactive.attach`), with ``login`` to run a login shell. An OSError means
+        the shepherd is gone (a hook killed it); it has been reaped."""
         if self._fd is None:
             raise RuntimeError("this launch was already started or cancelled")
         fd, self._fd = self._fd, None
         request = json.dumps({"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
                               "stderr": stderr, "umask": umask, "names": list(names),
-                              "cpu_limit": cpu_limit}).encode() + b"\n"
+                              "cpu_limit": cpu_limit, **({"interactive": interactive}
+                                                         if interactive else {})}
+                             ).encode() + b"\n"
         try:
             view = memoryview(request)
             while view:
@@ -715,7 +722,7 @@ def open_output(path: str, name: str) -> int:
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              stderr: str | None, ids: Ids | None, status_file: Path,
              umask: int = DEFAULT_UMASK, names: list[str] | None = None,
-             cpu_limit: int | None = None) -> None:
+             cpu_limit: int | None = None, interactive: dict | None = None) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
     # The job's process tells the shepherd why it could not start, and hands it the
@@ -727,7 +734,10 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         stage = "cannot run as the job's owner"
         try:
             report.close()
-            os.setpgid(0, 0)
+            if interactive:  # a session of its own, whose controlling terminal qsub holds
+                os.setsid()
+            else:
+                os.setpgid(0, 0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             # As the user from here on: nothing below is ever done as root.
@@ -736,17 +746,31 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             if cpu_limit is not None:
                 limit_cpu(cpu_limit)
             os.umask(umask & 0o777)
-            stage = "cannot open its output"
-            out = open_output(stdout, out_name)
-            err = out if stderr is None else open_output(stderr, err_name)
-            socket.send_fds(job_end, [b"\0"], [err])
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
+            if interactive:  # (as the owner: its socket is the owner's qsub's)
+                stage = "cannot reach its interactive qsub"
+                terminal, conn = _interactive.attach(interactive, env.get("PBS_JOBID", ""))
+                socket.send_fds(job_end, [b"\0"], [terminal, conn.fileno()])
+                conn.close()
+                for std in (0, 1, 2):
+                    os.dup2(terminal, std)
+                if interactive.get("term"):
+                    env = {**env, "TERM": interactive["term"]}
+                if interactive.get("login"):  # the owner's login shell: argv[0] "-bash"
+                    argv = [argv[0], "-" + os.path.basename(argv[0])]
+            else:
+                stage = "cannot open its output"
+                out = open_output(stdout, out_name)
+                err = out if stderr is None else open_output(stderr, err_name)
+                socket.send_fds(job_end, [b"\0"], [err])
+                os.dup2(out, 1)
+                os.dup2(err, 2)
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
             stage = NO_HOME  # (as the owner: a link there gives them nothing more)
             os.chdir(cwd)
             stage = ""  # from here, the note goes to the job's own error file as well
+            if interactive and interactive.get("login"):
+                os.execve(argv[0], argv[1:], env)
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:  # tell the shepherd why the job could not start
             why = f"{stage + ': ' if stage else ''}{type(exc).__name__}: {exc}"
@@ -763,20 +787,23 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
                 os._exit(127)
     job_end.close()
     try:
-        os.setpgid(pid, pid)
+        if not interactive:  # (an interactive job's setsid would fail in a group's leader)
+            os.setpgid(pid, pid)
     except OSError:
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
     _write_aside(status_file.with_suffix(".shepherd"),
                  {"shepherd": me, "started": process_start(me) or 0.0, "pgid": pid,
                   "boot": boot_id()})
-    start_error, err_fd = _start_report(report)
+    start_error, err_fd, qsub_fd = _start_report(report)
     used = Usage()
     try:
-        status, usage = _wait_for_job(pid, status_file, err_fd, t0, used, ids)
+        status, usage = _wait_for_job(pid, status_file, err_fd, t0, used, ids,
+                                      qsub_fd=qsub_fd)
     finally:
-        if err_fd is not None:
-            os.close(err_fd)
+        for fd in (err_fd, qsub_fd):
+            if fd is not None:
+                os.close(fd)
     # The job is over when its top process is: what it left running in its session (a
     # command put in the background, a daemon that did not setsid) is killed, as PBS's MoM
     # does; it would run on untracked, past the job's walltime and on a vnode given away.
@@ -784,7 +811,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # leftovers are not its reaped children): a job whose work ran in the background
     # between two samples, up to 10 s of it a process, reported none of it.
     try:
-        cput, mem_kb, vmem_kb = sample(me)
+        cput, mem_kb, vmem_kb = sample(me, pid if interactive else 0)
         used.cput = max(used.cput, usage.ru_utime + usage.ru_stime + cput)
         used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
     except Exception:  # noqa: BLE001 - an odd /proc: the samples' figures stand
@@ -809,10 +836,11 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         "start_error": start_error[:1000]}, wait_for_space=True)
 
 
-def _start_report(report: socket.socket) -> tuple[str, int | None]:
+def _start_report(report: socket.socket) -> tuple[str, int | None, int | None]:
     """What the job's process said before its exec closed the socket: why it could not
-    start (nothing when it did), and the descriptor of its error file (None if it never
-    opened one)."""
+    start (nothing when it did), the descriptor of its error file (None if it never
+    opened one; an interactive job's terminal), and an interactive job's connection to
+    its qsub."""
     text, fds = b"", []
     with report:
         while True:
@@ -821,9 +849,10 @@ def _start_report(report: socket.socket) -> tuple[str, int | None]:
             if not data:
                 break
             text = (text + data)[-8192:]
-    for extra in fds[1:]:
+    for extra in fds[2:]:
         os.close(extra)
-    return text.replace(b"\0", b"").decode(errors="replace"), (fds[0] if fds else None)
+    return (text.replace(b"\0", b"").decode(errors="replace"), (fds[0] if fds else None),
+            (fds[1] if len(fds) > 1 else None))
 
 
 #: The signal the server sends a job's shepherd when it has left a note for the job's
@@ -912,6 +941,10 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             os.close(read_end)
             with contextlib.suppress(ValueError):
                 signal.set_wakeup_fd(-1)
+            # Nothing of the server's (its database, its clients' sockets) stays open in a
+            # process that becomes the job's owner: only the pipe for its answer.
+            os.closerange(3, write_end)
+            os.closerange(write_end + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             if ids:
                 become(ids)
             target = os.path.join(path, name) if name and (
@@ -958,13 +991,21 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
 
 
 def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, used: Usage,
-                  ids: Ids | None = None) -> tuple[int, resource.struct_rusage]:
+                  ids: Ids | None = None, qsub_fd: int | None = None
+                  ) -> tuple[int, resource.struct_rusage]:
     """Wait for the job's top process, writing the server's notes as they come and
     sampling the job's use into `used` (and ``<seq>.usage``, for the server) on the
     `sample_time` schedule: woken by SIGCHLD and `NOTE_SIGNAL` through a wakeup
-    descriptor (a poll every WAKE_EVERY seconds where that cannot be had)."""
+    descriptor (a poll every WAKE_EVERY seconds where that cannot be had).
+
+    An interactive job (`qsub_fd`, the connection to its qsub) runs in a session of its
+    own: it is sampled too, it is killed when its qsub goes away, and what it left in
+    it is killed as its top process ends, before that process is reaped (its pid, the
+    session's number, cannot be anyone else's until then)."""
     note, usage_file = status_file.with_suffix(".note"), status_file.with_suffix(".usage")
     session, samples = os.getpid(), 0
+    job_session = pid if qsub_fd is not None else 0
+    job_started = process_start(pid) or 0.0
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -977,16 +1018,22 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
         timeout = WAKE_EVERY
     poller = select.poll()
     poller.register(wake_r, select.POLLIN)
+    if qsub_fd is not None:
+        os.set_blocking(qsub_fd, False)
+        poller.register(qsub_fd, select.POLLIN)
     try:
         while True:
             _write_note(note, err_fd, ids)
+            if qsub_fd is not None and os.waitid(
+                    os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                _kill_session(pid, job_started)  # (its leader is a zombie: still its pid)
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done == pid:
                 break
             now = time.monotonic()
             if now - t0 >= sample_time(samples):
                 try:  # (a sample that fails is skipped: the job's end must be reported)
-                    cput, mem_kb, vmem_kb = sample(session)
+                    cput, mem_kb, vmem_kb = sample(session, job_session)
                     used.walltime, used.cput = now - t0, max(used.cput, cput)
                     used.mem_kb = max(used.mem_kb, mem_kb, peak_kb(pid))
                     used.vmem_kb = max(used.vmem_kb, vmem_kb)
@@ -996,7 +1043,14 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
                 while now - t0 >= sample_time(samples):
                     samples += 1
             wait = max(0.0, t0 + sample_time(samples) - time.monotonic())
-            poller.poll(int(min(wait, timeout or wait) * 1000) + 1)
+            events = poller.poll(int(min(wait, timeout or wait) * 1000) + 1)
+            if qsub_fd is not None and any(fd == qsub_fd for fd, _ in events) and \
+                    _interactive.qsub_gone(qsub_fd):
+                # qsub went away: the job ends, as a terminal's hangup would end it, but
+                # whatever it ignores
+                poller.unregister(qsub_fd)
+                _kill_session(pid, job_started)
+                signal_if_same(pid, job_started, signal.SIGKILL)
             try:
                 while os.read(wake_r, 512):
                     pass

@@ -20,8 +20,8 @@ Precedence is PBS's: command-line options beat directives, directives beat the s
 ``default_qsub_arguments``; within one level the last occurrence wins, except ``-l``, where a
 directive (or default) adds a resource only if nothing before it named that resource.
 
-Where the local engine departs from PBS it says so: interactive jobs (``-I``, ``-X``,
-``-W interactive=true``) are refused with PBSE_NOSUP (15029).
+Where the local engine departs from PBS it says so: X11 forwarding (``-X``) is refused with
+PBSE_NOSUP (15029).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class JobRequest:
     ``script``: the job script, or None for a ``qsub -- command args`` job, whose command is
     ``argv``. ``server``: the server named in ``-q queue@server``, if any. ``quiet``: ``-z``
     (do not print the job id). ``block``: ``-W block=true`` (wait for the job and exit with
-    its exit status).
+    its exit status). ``interactive``: ``-I`` (`pbsplug.engine.interactive`).
     """
 
     attrs: dict[str, Any]
@@ -142,6 +142,7 @@ class JobRequest:
     server: str | None = None
     quiet: bool = False
     block: bool = False
+    interactive: bool = False
 
 
 def _default_read_script() -> str:
@@ -391,6 +392,7 @@ class _Pending:
     prefix: str | None = None
     quiet: bool = False
     block: tuple[bool, int] | None = None
+    interactive: bool = False
 
     def set(self, attr: str, value: Any, level: int, letter: str) -> None:
         old = self.values.get(attr)
@@ -436,11 +438,10 @@ class _Parser:
         elif letter == "f":
             pass    # qsub's background daemon: nothing to do here
         elif letter == "I":
-            raise _unsupported_interactive()
+            p.interactive = True
         elif letter == "X":
-            # X11 forwarding needs an interactive job, which the local engine cannot run.
-            raise JobSpecError("qsub: X11 Forwarding possible only for interactive jobs",
-                               PBSE_NOSUP, status=1)
+            # X11 forwarding: the engine's interactive jobs have none.
+            raise _unsupported("-X (X11 forwarding)")
         elif letter == "J":
             # X-Y[:Z][%max], as OpenPBS 23.06's qsub reads it (checked, `arrays.parse_spec`);
             # ``1-3%`` passes here and its server refuses it (15014), as PBS's does.
@@ -497,10 +498,9 @@ class _Parser:
         p = self.pending
         for key, value in _split_w(text):
             if key == "interactive":
-                if value.lower() == "true":
-                    raise _unsupported_interactive()
-                if value.lower() != "false":
+                if value.lower() not in ("true", "false"):
                     raise _OptionError("qsub: illegal -W value")
+                p.interactive = value.lower() == "true"
             elif key == "block":
                 if value.lower() not in ("true", "false"):
                     raise _OptionError("qsub: illegal -W value")
@@ -524,12 +524,6 @@ def _unsupported(what: str) -> JobSpecError:
     """An option the local engine cannot honour: refused with 15029, never ignored."""
     return JobSpecError(f"qsub: {what} is not supported by the pbsplug local engine",
                         PBSE_NOSUP, status=1)
-
-
-def _unsupported_interactive() -> JobSpecError:
-    return JobSpecError(
-        "qsub: interactive jobs (-I) are not supported by the pbsplug local engine; "
-        "submit a batch job (a script, or -- command args) instead", PBSE_NOSUP, status=1)
 
 
 def _expand_varlist(text: str, env: Mapping[str, str]) -> dict[str, str]:
@@ -833,7 +827,9 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
         path = operands[0] if operands else "-"
         if path == "-":
             pending.set("Job_Name", "STDIN", 0, "N")
-            script = (read_script or _default_read_script)()
+            # (qsub -I reads no script: its standard input is the job's terminal)
+            script = "" if pending.interactive and not operands else (
+                read_script or _default_read_script)()
         else:
             full = path if os.path.isabs(path) else os.path.join(cwd, path)
             script = _read_script_file(full)
@@ -892,7 +888,8 @@ def parse_qsub(argv: Sequence[str], *, cwd: str, env: Mapping[str, str], user: s
         whole_env=bool(pending.whole_env), system=system)
     attrs["Submit_arguments"] = " ".join(argv)
     return JobRequest(attrs=_ordered(attrs), script=script, argv=command, server=dest_server,
-                      quiet=pending.quiet, block=bool(pending.block and pending.block[0]))
+                      quiet=pending.quiet, block=bool(pending.block and pending.block[0]),
+                      interactive=pending.interactive)
 
 
 #: qalter's options (OpenPBS 23.06's qalter: its getopt string); -h, -l and -N the command

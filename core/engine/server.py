@@ -46,6 +46,7 @@ from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import acl, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
+from . import interactive as interactive_jobs
 from .accounting import Accounting
 from .cpuslots import CpuSlots
 from .errors import (
@@ -656,8 +657,19 @@ class Engine:
         return handler(caller, **args)
 
     def req_submit(self, caller: Caller, attrs: dict[str, Any], script: str | None = None,
-                   argv: list[str] | None = None) -> str:
+                   argv: list[str] | None = None,
+                   interactive: dict[str, Any] | None = None) -> str:
+        """qsub. `interactive`: qsub -I's socket and token (`interactive.checked_spec`),
+        kept in the job's runtime; the job is ``interactive`` and not rerunnable, as
+        OpenPBS 23.06 makes it (checked)."""
         attrs = self._checked_request(caller, attrs)
+        if interactive is not None:
+            try:
+                interactive = interactive_jobs.checked_spec(interactive)
+            except ValueError as exc:
+                raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
+                               f"interactive: {exc}") from None
+            attrs.update(interactive=True, Rerunable=False)
         if script is not None and not isinstance(script, str):
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value script")
         if argv is not None and (not isinstance(argv, list) or not argv or not all(
@@ -737,8 +749,11 @@ class Engine:
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
             st.set_written(job_id, written)
-            if argv:
-                st.set_runtime(job_id, {"argv": list(argv)})
+            runtime = {"argv": list(argv)} if argv else {}
+            if interactive is not None:
+                runtime["interactive"] = interactive
+            if runtime:
+                st.set_runtime(job_id, runtime)
         queue = self.store.get("queue", queue_name) or {}
         if is_route_queue(queue):  # routed before qsub hears back, as PBS's server does
             try:
@@ -2308,7 +2323,8 @@ class Engine:
                 launch = pending.start(argv, env, home, out, err,
                                        umask=self._umask(job_id, attrs),
                                        names=(f"{name}.o{seq}", f"{name}.e{seq}"),
-                                       cpu_limit=_cpu_limit(attrs))
+                                       cpu_limit=_cpu_limit(attrs),
+                                       interactive=self._interactive(job_id))
             except (OSError, ValueError) as exc:  # the shepherd is gone (a hook killed it)
                 self._could_not_start(job_id, attrs, exc)
                 return False
@@ -2453,7 +2469,8 @@ class Engine:
             "PATH": variables.get("PBS_O_PATH") or "/usr/local/bin:/usr/bin:/bin",
             "PBS_JOBID": job_id, "PBS_JOBNAME": str(attrs.get("Job_Name", "")),
             "PBS_QUEUE": str(attrs.get("queue", "")), "PBS_NODEFILE": str(nodefile),
-            "PBS_O_WORKDIR": workdir, "PBS_ENVIRONMENT": "PBS_BATCH",
+            "PBS_O_WORKDIR": workdir, "PBS_ENVIRONMENT": "PBS_INTERACTIVE" if attrs.get(
+                "interactive") else "PBS_BATCH",
             "PBS_JOBDIR": home_dir, "PBS_TASKNUM": "1", "PBS_NODENUM": "0",
             "PBS_MOMPORT": "15003", "NCPUS": str(ncpus or 1),
             "OMP_NUM_THREADS": str(ncpus or 1), "TMPDIR": str(tmpdir),
@@ -2466,6 +2483,15 @@ class Engine:
         script = self.home.jobs / f"{seq}.SC"
         executor.write_job_file(script, self.store.job_script(job_id) or "", ids, 0o700)
         return [shell, str(script)], env
+
+    def _interactive(self, job_id: str) -> dict[str, Any] | None:
+        """An interactive job's socket and token, with ``login`` when it runs its owner's
+        login shell (no ``--`` command); None for a batch job."""
+        runtime = self.store.runtime(job_id) or {}
+        spec = runtime.get("interactive")
+        if not isinstance(spec, dict):
+            return None
+        return {**spec, "login": "argv" not in runtime}
 
     def _output_paths(self, job_id: str, attrs: dict, home: str) -> tuple[str, str | None]:
         """The job's output and error files (None: joined to the output). A stream kept on
@@ -3019,9 +3045,10 @@ def _shell_path(spec: Any, host: str) -> str | None:
 def _submitted_runtime(runtime: Any) -> dict[str, Any] | None:
     """Of a job's runtime, what its next run starts with after a requeue: the command it
     was submitted with (``qsub -- cmd``'s argv), nothing of the run that ended."""
-    if isinstance(runtime, dict) and isinstance(runtime.get("argv"), list):
-        return {"argv": runtime["argv"]}
-    return None
+    if not isinstance(runtime, dict):
+        return None
+    kept = {k: runtime[k] for k in ("argv", "interactive") if k in runtime}
+    return kept if isinstance(kept.get("argv", []), list) and kept else None
 
 
 def _stored_launch(runtime: Any) -> executor.Launch | None:

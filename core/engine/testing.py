@@ -8,6 +8,7 @@ engine tests use it directly (tests/engine/conftest.py).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from ..testing import until
 from .client import Client
 from .home import Home
 
-__all__ = ["PBSPLUG", "LocalEngine", "make_root", "remove_root", "until"]
+__all__ = ["PBSPLUG", "LocalEngine", "PtySession", "make_root", "remove_root", "until"]
 
 #: The ``pbsplug`` console script of the running interpreter's environment.
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
@@ -152,3 +153,72 @@ class LocalEngine:
     def log(self) -> str:
         """The whole server log."""
         return "".join(p.read_text() for p in sorted(self.home.logs.glob("*")))
+
+
+class PtySession:
+    """A command (``pbsplug qsub -I ...``) on a pseudo-terminal of the test's, its standard
+    input, output and error, in `engine`'s submission folder and environment."""
+
+    def __init__(self, engine: LocalEngine, *args: str, env: Mapping[str, str] | None = None,
+                 size: tuple[int, int] = (24, 80)):
+        self.master, slave = os.openpty()
+        self.resize(*size)
+        self.proc = subprocess.Popen(list(args), stdin=slave, stdout=slave,
+                                     stderr=slave, env=env or engine.env(), cwd=engine.work,
+                                     start_new_session=True)
+        os.close(slave)
+        self.out = b""
+
+    def read_until(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.out:
+            assert time.monotonic() < deadline, f"no {text!r} in {self.out!r}"
+            if not self._read(0.1) and self.proc.poll() is not None and not self._read(0.1):
+                raise AssertionError(f"qsub ended ({self.proc.returncode}) before {text!r}: "
+                                     f"{self.out!r}")
+        return self.text
+
+    def _read(self, timeout: float) -> bool:
+        if not select.select([self.master], [], [], timeout)[0]:
+            return False
+        try:
+            data = os.read(self.master, 4096)
+        except OSError:
+            return False
+        self.out += data
+        return bool(data)
+
+    def finish(self, timeout: float = 60.0) -> int:
+        """Wait for the command's end, reading what it writes; its exit status."""
+        if self.master < 0:
+            return self.proc.wait()
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, f"qsub did not end: {self.out!r}"
+            self._read(0.1)
+        while self._read(0.1):
+            pass
+        os.close(self.master)
+        self.master = -1
+        return self.proc.returncode
+
+    def write(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def resize(self, rows: int, columns: int) -> None:
+        """Set the terminal's window size (the command is not told: send it SIGWINCH)."""
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("4H", rows, columns, 0, 0))
+
+    @property
+    def text(self) -> str:
+        return self.out.decode(errors="replace").replace("\r\n", "\n")
+
+    def job_id(self) -> str:
+        """The job's id, from qsub -I's ``waiting for job`` line."""
+        self.read_until(" to start")
+        return self.text.split("qsub: waiting for job ", 1)[1].split()[0]
+

@@ -50,6 +50,8 @@ ROWS: list[tuple[str, str]] = [
     ("qsub -W block=maybe -- /bin/true", ""),
     ("qsub -W umask=999 -- /bin/true", ""),
     ("qsub -J abc -- /bin/true", ""),
+    ("qsub -I -- /bin/true", ""),  # (no terminal: standard input is a pipe)
+    ("qsub -W interactive=true -- /bin/true", ""),
     ("qsub -J 5-1 -- /bin/true", ""),
     ("qsub -j xx -- /bin/true", ""),
     ("qsub -r maybe -- /bin/true", ""),

@@ -597,17 +597,20 @@ def test_an_option_missing_its_argument():
 # -- interactive jobs and arrays -------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv", [["-I"], ["-W", "interactive=true"], ["-W", "interactive=True"]])
-def test_interactive_jobs_are_refused(argv):
-    err = refused(*argv)
-    assert err.message == (
-        "qsub: interactive jobs (-I) are not supported by the pbsplug local engine; "
-        "submit a batch job (a script, or -- command args) instead")
-    assert (err.code, err.status) == (PBSE_NOSUP, 1)
-    assert PBSE_NOSUP == 15029
+def test_an_interactive_job_reads_no_script(argv):
+    """qsub -I's standard input is the job's terminal: no script is read from it."""
+    def read_script() -> str:
+        raise AssertionError("qsub -I read standard input")
+
+    request = parse_qsub(argv, cwd="/home/u", env={}, user="u", host="h",
+                         read_script=read_script)
+    assert (request.interactive, request.script, request.argv) == (True, "", None)
+    assert "interactive" not in request.attrs  # (the server sets it)
 
 
 def test_interactive_false_is_a_batch_job():
-    assert "interactive" not in submit("-W", "interactive=false").attrs
+    request = submit("-W", "interactive=false")
+    assert "interactive" not in request.attrs and not request.interactive
 
 
 @pytest.mark.parametrize(("value", "submitted", "max_run"), [
@@ -633,9 +636,10 @@ def test_an_array_must_be_rerunnable():
     assert err.status == 2
 
 
-def test_x11_forwarding_is_refused():
-    err = refused("-X")
-    assert err.message == "qsub: X11 Forwarding possible only for interactive jobs"
+@pytest.mark.parametrize("argv", [["-X"], ["-I", "-X"]])
+def test_x11_forwarding_is_refused(argv):
+    err = refused(*argv)
+    assert err.message == "qsub: -X (X11 forwarding) is not supported by the pbsplug local engine"
     assert (err.code, err.status) == (PBSE_NOSUP, 1)
 
 

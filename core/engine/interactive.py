@@ -1,0 +1,277 @@
+"""Interactive jobs (``qsub -I``): the job's shell on a terminal that reaches the waiting qsub.
+
+qsub listens on a UNIX socket in a folder of its own (0700, made by qsub as its user), and
+sends the server the socket's path and a random token with the job (`checked_spec` is the
+server's check of them; they stay in the job's private runtime). When the job starts, its
+process, already the job's owner (`executor._run_job`), connects there (`attach`): it
+checks that the listener is its owner's (SO_PEERCRED), opens a pseudo-terminal, makes it
+its controlling terminal in a session of its own, and sends qsub the terminal's master side
+and the token over the socket (SCM_RIGHTS). qsub checks the peer's uid and the token, then
+relays its own terminal to the master (`relay`). The server and the shepherd, as root,
+never open, create or connect to anything of the user's: the shepherd only receives, from
+the job's process, the terminal's slave side (to write the server's notes, as an error
+file) and its end of the connection, whose closing tells it that qsub went away.
+
+This module needs only the standard library: qsub imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hmac
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import termios
+import time
+import tty
+from typing import Any
+
+#: What OpenPBS 23.06's qsub says when -I has no terminal (checked), and exits 1.
+NOT_A_TERMINAL = ("qsub:\tstandard input and output must be a terminal for\n"
+                  "\tinteractive job submission")
+#: What it says of -I with -J (checked), before its usage, and exits 2.
+ARRAY_AND_INTERACTIVE = "qsub: interactive and array job submission cannot be used together"
+#: The longest socket path a sockaddr_un holds.
+MAX_PATH = 107
+#: Seconds the job's process waits to reach its qsub.
+CONNECT_TIMEOUT = 10.0
+#: The token's length, in hex digits.
+TOKEN_HEX = 32
+
+
+def checked_spec(value: Any) -> dict[str, Any]:
+    """The server's check of what qsub -I sends with the job: ``{"socket": absolute path,
+    "token": hex, "term": TERM}``. ValueError names what is wrong."""
+    if not isinstance(value, dict) or set(value) - {"socket", "token", "term"}:
+        raise ValueError("not a mapping of socket, token and term")
+    path, token, term = value.get("socket"), value.get("token"), value.get("term", "")
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path or \
+            len(path.encode()) > MAX_PATH:
+        raise ValueError("socket is not an absolute path of at most 107 bytes")
+    if not isinstance(token, str) or len(token) != TOKEN_HEX or \
+            not all(c in "0123456789abcdef" for c in token):
+        raise ValueError(f"token is not {TOKEN_HEX} hex digits")
+    if not isinstance(term, str) or len(term) > 64 or not term.isprintable() or \
+            any(c.isspace() for c in term):
+        raise ValueError("term is not a terminal type")
+    return {"socket": path, "token": token, "term": term}
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+# -- the job's side (run by the job's process, as its owner) ------------------------------------
+
+def attach(spec: dict[str, Any], job_id: str) -> tuple[int, socket.socket]:
+    """Connect to the job's qsub, as the job's owner, in a session of the caller's own
+    (`os.setsid` first): a pseudo-terminal is opened and made the controlling terminal,
+    its master side sent to qsub with the token. Returns the slave side and the
+    connection. OSError (PermissionError: the listener is not the owner's)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT)
+        conn.connect(spec["socket"])
+        if _peer_uid(conn) != os.getuid():
+            raise PermissionError("the interactive socket is not the job owner's")
+        master, slave = os.openpty()
+        try:
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            hello = json.dumps({"token": spec["token"], "job": job_id}).encode()
+            socket.send_fds(conn, [hello], [master])
+        except BaseException:
+            os.close(slave)
+            raise
+        finally:
+            os.close(master)
+        conn.settimeout(None)
+        return slave, conn
+    except BaseException:
+        conn.close()
+        raise
+
+
+def qsub_gone(conn: int) -> bool:
+    """Whether the connection `conn` (the shepherd's end) says its qsub went away; what
+    qsub sends (nothing is expected) is read and dropped."""
+    try:
+        data = os.read(conn, 4096)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return not data
+
+
+# -- qsub's side ----------------------------------------------------------------------------------
+
+class Listener:
+    """qsub -I's socket, in a private folder of its own, and the token the job must bring."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="pbsplug-qsub-")  # 0700, qsub's user's
+        self.path = os.path.join(self.folder, "s")
+        self.token = secrets.token_hex(TOKEN_HEX // 2)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+
+    def spec(self) -> dict[str, str]:
+        return {"socket": self.path, "token": self.token, "term": os.environ.get("TERM", "")}
+
+    def accept(self, timeout: float) -> tuple[int, socket.socket] | None:
+        """The terminal's master side and the connection of the job that came with the
+        token, or None. A peer of another uid, or without the token, is dropped."""
+        if not select.select([self.sock], [], [], timeout)[0]:
+            return None
+        conn, _ = self.sock.accept()
+        try:
+            conn.settimeout(CONNECT_TIMEOUT)
+            if _peer_uid(conn) != os.getuid():
+                raise PermissionError("another user")
+            data, fds, _flags, _addr = socket.recv_fds(conn, 4096, 1)
+            hello = json.loads(data)
+            if not fds or not hmac.compare_digest(str(hello.get("token")), self.token):
+                for fd in fds:
+                    os.close(fd)
+                raise PermissionError("no token")
+            conn.settimeout(None)
+            return fds[0], conn
+        except (OSError, ValueError, AttributeError):
+            conn.close()
+            return None
+
+    def close(self) -> None:
+        self.sock.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _copy_size(src: int, dst: int) -> None:
+    with contextlib.suppress(OSError):
+        size = fcntl.ioctl(src, termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(dst, termios.TIOCSWINSZ, size)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def relay(master: int, stdin: int = 0, stdout: int = 1) -> None:
+    """Relay the terminal on `stdin`/`stdout` to the job's terminal `master` until the job's
+    side closes (EIO): raw mode, its window size now and at each SIGWINCH; the terminal's
+    settings come back afterwards."""
+    saved = termios.tcgetattr(stdin)
+    old_winch = signal.signal(signal.SIGWINCH, lambda *_: _copy_size(stdin, master))
+    _copy_size(stdin, master)
+    tty.setraw(stdin, termios.TCSANOW)
+    reading = True
+    try:
+        while True:
+            ready = select.select([master] + ([stdin] if reading else []), [], [])[0]
+            if master in ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every process of the job let the terminal go
+                    return
+                if not data:
+                    return
+                _write_all(stdout, data)
+            if stdin in ready:
+                data = os.read(stdin, 65536)
+                if data:
+                    _write_all(master, data)
+                else:
+                    reading = False
+    finally:
+        termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        signal.signal(signal.SIGWINCH, old_winch)
+
+
+def _state(client, job_id: str) -> str:
+    from .errors import PbsError
+
+    try:
+        return str(client("stat_jobs", ids=[job_id], history=True)[job_id]["job_state"])
+    except (PbsError, KeyError):
+        return "F"
+
+
+class _Signalled(Exception):
+    """qsub got SIGTERM or SIGHUP: it ends as after ^C, its terminal put back first."""
+
+
+def _signalled(signum: int, _frame: Any) -> None:
+    raise _Signalled(signum)
+
+
+#: What OpenPBS 23.06's qsub says of -I with -W block=true (checked), and goes on.
+BLOCK_WARNING = ('qsub (Warning) : setting "block" attribute as "true" for an interactive '
+                 "job will not return job's exit status")
+
+
+def run(client, request) -> int:
+    """qsub -I: submit the job, wait for it to start, relay the terminal to it, and say
+    when it is over, as OpenPBS 23.06's qsub says it (checked). Exit status: 0 once the
+    job completed, 1 when it was deleted before it started (or without a terminal), 2
+    for an array."""
+    from .errors import PbsError
+    from .jobspec import USAGE
+
+    if not (os.isatty(0) and os.isatty(1)):  # (before anything else, as PBS's qsub)
+        print(NOT_A_TERMINAL, file=sys.stderr)
+        return 1
+    if request.attrs.get("array_indices_submitted") is not None:
+        print(f"{ARRAY_AND_INTERACTIVE}\n{USAGE}", file=sys.stderr)
+        return 2
+    if request.block:
+        print(BLOCK_WARNING, file=sys.stderr)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _signalled)
+    listener = Listener()
+    job_id, ready = "", False
+    try:
+        try:
+            job_id = client("submit", attrs=request.attrs, script=request.script,
+                            argv=request.argv, interactive=listener.spec())
+        except PbsError as err:
+            print(f"qsub: {err.message}", file=sys.stderr)
+            return err.code % 256 or 1
+        print(f"qsub: waiting for job {job_id} to start", flush=True)
+        got = None
+        while got is None:
+            got = listener.accept(0.5)
+            if got is None and _state(client, job_id) in ("F", "X"):
+                print(f"qsub: job {job_id} apparently deleted", flush=True)
+                return 1
+        master, conn = got
+        ready = True
+        listener.close()
+        print(f"qsub: job {job_id} ready\n", flush=True)
+        try:
+            relay(master)
+        finally:
+            os.close(master)
+            conn.close()
+        while _state(client, job_id) not in ("F", "X"):
+            time.sleep(0.2)
+        print(f"\nqsub: job {job_id} completed", flush=True)
+        return 0
+    except (KeyboardInterrupt, _Signalled):  # while waiting, the job goes with qsub
+        if job_id and not ready:
+            with contextlib.suppress(PbsError, OSError):
+                client("delete", ids=[job_id])
+        return 1
+    finally:
+        listener.close()

@@ -1,0 +1,136 @@
+"""qsub -I: an interactive job's shell on a pseudo-terminal relayed by the waiting qsub, as
+OpenPBS 23.06's qsub -I behaves (checked: its messages, its exit status, PBS_ENVIRONMENT,
+the job's attributes, qdel while it waits, the refusal without a terminal)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from pbsplug.engine.testing import PBSPLUG, PtySession
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs pseudo-terminals")
+
+
+def qsub(engine, *args: str, **kw) -> PtySession:
+    return PtySession(engine, PBSPLUG, "qsub", *args, **kw)
+
+
+@pytest.fixture
+def engine(local_engine):
+    return local_engine()
+
+
+def test_a_command_on_the_terminal(engine):
+    """PBS_ENVIRONMENT is PBS_INTERACTIVE, the job's standard streams are a terminal, and
+    qsub says what PBS's says and exits 0 whatever the job's exit status (OpenPBS 23.06's
+    qsub -I exited 0 after jobs that exited 3 and 5)."""
+    session = qsub(engine, "-I", "--", "/bin/sh", "-c",
+                   'echo "env=$PBS_ENVIRONMENT id=$PBS_JOBID"; tty; exit 3')
+    job_id = session.job_id()
+    assert session.finish() == 0, session.text
+    text = session.text
+    assert f"qsub: waiting for job {job_id} to start\nqsub: job {job_id} ready\n\n" in text
+    assert f"env=PBS_INTERACTIVE id={job_id}\n/dev/pts/" in text
+    assert text.endswith(f"\n\nqsub: job {job_id} completed\n")
+    attrs = engine.wait(job_id)
+    assert (attrs["interactive"], attrs["Rerunable"], attrs["Exit_status"]) == (True, False, 3)
+    assert os.listdir(engine.work) == []  # no output files: the output went to the terminal
+
+
+def test_the_login_shell_reads_the_terminal(engine):
+    """The owner's login shell reads what is typed; the job's terminal has qsub's window
+    size, and its new size after a SIGWINCH."""
+    session = qsub(engine, "-I", size=(33, 77))
+    job_id = session.job_id()
+    session.read_until("ready")
+    session.write("echo got $PBS_ENVIRONMENT; stty size\n")
+    session.read_until("33 77")
+    session.resize(40, 100)
+    session.proc.send_signal(signal.SIGWINCH)
+    session.write("stty size; exit 5\n")
+    session.read_until("40 100")
+    assert session.finish() == 0, session.text
+    assert "got PBS_INTERACTIVE" in session.text
+    assert engine.wait(job_id)["Exit_status"] == 5
+
+
+def test_not_on_a_terminal(engine):
+    done = subprocess.run([PBSPLUG, "qsub", "-I", "--", "/bin/true"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=engine.env(), cwd=engine.work)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", "qsub:\tstandard input and output must be a terminal for\n"
+               "\tinteractive job submission\n")
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_qdel_while_waiting(engine):
+    session = qsub(engine, "-I", "-h", "--", "/bin/true")
+    job_id = session.job_id()
+    done = engine.pbs("qdel", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert session.finish() == 1
+    assert session.text.endswith(f"qsub: job {job_id} apparently deleted\n")
+
+
+def test_qdel_of_the_running_job(engine):
+    session = qsub(engine, "-I", "--", "/bin/sleep", "300")
+    job_id = session.job_id()
+    session.read_until("ready")
+    assert engine.pbs("qdel", job_id).returncode == 0
+    assert session.finish() == 0
+    assert session.text.endswith(f"qsub: job {job_id} completed\n")
+    assert engine.wait(job_id)["Exit_status"] == 256 + signal.SIGTERM
+
+
+def test_walltime(engine):
+    session = qsub(engine, "-I", "-l", "walltime=1", "--", "/bin/sleep", "300")
+    job_id = session.job_id()
+    assert session.finish() == 0
+    assert "=>> PBS: job killed: walltime" in session.text
+    assert engine.wait(job_id)["Exit_status"] == -29
+
+
+def test_qsub_killed_ends_the_job(engine):
+    """A qsub that goes away ends its job, even one that ignores the terminal's hangup,
+    and nothing of it is left."""
+    session = qsub(engine, "-I", "--", "/bin/sh", "-c",
+                   "trap '' HUP; echo $$ > pid; echo ar''med; exec sleep 300")
+    job_id = session.job_id()
+    session.read_until("armed")
+    session.proc.kill()
+    session.finish()
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 256 + signal.SIGKILL
+    home = os.path.expanduser("~")
+    pid = int(open(os.path.join(home, "pid")).read())
+    os.unlink(os.path.join(home, "pid"))
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read()
+
+
+def test_hooks_fire_as_for_any_job(engine):
+    session = qsub(engine, "-I", "--", "/bin/true")
+    job_id = session.job_id()
+    assert session.finish() == 0
+    log = engine.log()
+    assert f"Job;{job_id};Job Run at request" in log
+
+
+def test_an_interactive_array_is_refused(engine):
+    session = qsub(engine, "-I", "-J", "1-2", "--", "/bin/true")
+    assert session.finish() == 2
+    assert session.text.startswith(
+        "qsub: interactive and array job submission cannot be used together\nusage: qsub")
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_qsub_interrupted_while_waiting_deletes_the_job(engine, sig):
+    session = qsub(engine, "-I", "-h", "--", "/bin/true")
+    job_id = session.job_id()
+    session.proc.send_signal(sig)
+    assert session.finish() == 1
+    assert engine.wait(job_id)["job_state"] == "F"

@@ -1,0 +1,69 @@
+"""qsub -I as the attacker would try it: the waiting qsub's socket is reachable by its
+user alone, and a job of the attacker's aimed at another user's qsub cannot start there,
+let alone take the terminal (docs/engine.md, "Interactive jobs")."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from pbsplug.engine.testing import PBSPLUG, PtySession, until
+
+
+@pytest.fixture
+def waiting(engine):
+    """Root's qsub -I of a held job, waiting for it; its socket's path."""
+    before = set(glob.glob("/tmp/pbsplug-qsub-*/s"))
+    session = PtySession(engine, PBSPLUG, "qsub", "-I", "-h", "--", "/bin/sh", "-c",
+                      "echo owner=$(id -un)")
+    job_id = session.job_id()
+    path = until(lambda: next(iter(set(glob.glob("/tmp/pbsplug-qsub-*/s")) - before), None),
+                 what="the waiting qsub's socket")
+    yield session, job_id, path
+    if session.proc.poll() is None:
+        session.proc.kill()
+    session.finish()
+
+
+def test_another_user_cannot_connect(engine, attacker, waiting):
+    _session, _job_id, path = waiting
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+    done = attacker.python(
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "else:\n"
+        "    print('connected')\n", path)
+    assert done.stdout.strip() == "PermissionError", done.stderr
+
+
+def test_a_job_aimed_at_another_users_qsub(engine, attacker, waiting):
+    """The attacker's own interactive job, sent with the victim's socket and any token,
+    runs as the attacker: it cannot reach the socket, so it cannot start; the victim's
+    qsub keeps waiting and gets its own job, which runs as its owner."""
+    session, job_id, path = waiting
+    answer = engine.as_user(attacker.user, "submit", attrs={}, argv=["/bin/sleep", "60"],
+                            interactive={"socket": path, "token": "0" * 32, "term": ""})
+    stolen = answer["result"]
+    attrs = engine.wait(stolen)
+    assert attrs["Exit_status"] == -1
+    assert "cannot reach its interactive qsub" in attrs["comment"]
+    assert "ready" not in session.text
+    assert engine.pbs("qrls", job_id).returncode == 0
+    session.read_until("owner=root")
+    assert session.finish() == 0
+    assert engine.wait(job_id)["Exit_status"] == 0
+
+
+def test_a_raw_request_cannot_set_interactive(engine, attacker):
+    answer = engine.as_user(attacker.user, "submit", attrs={"interactive": True},
+                            argv=["/bin/true"])
+    assert "error" in answer and answer["error"]["code"] == 15003, answer
+    answer = engine.as_user(attacker.user, "submit", attrs={}, argv=["/bin/true"],
+                            interactive={"socket": "rel", "token": "0" * 32})
+    assert answer["error"]["code"] == 15014, answer
