@@ -168,10 +168,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def relay(master: int, stdin: int = 0, stdout: int = 1) -> None:
+def relay(master: int, conn: socket.socket | None = None, stdin: int = 0,
+          stdout: int = 1) -> None:
     """Relay the terminal on `stdin`/`stdout` to the job's terminal `master` until the job's
-    side closes (EIO): raw mode, its window size now and at each SIGWINCH; the terminal's
-    settings come back afterwards."""
+    side closes (EIO), or its shepherd does (`conn` at its end: the job then gets the
+    terminal's hangup when qsub lets `master` go): raw mode, its window size now and at
+    each SIGWINCH; the terminal's settings come back afterwards."""
     saved = termios.tcgetattr(stdin)
     old_winch = signal.signal(signal.SIGWINCH, lambda *_: _copy_size(stdin, master))
     _copy_size(stdin, master)
@@ -179,7 +181,15 @@ def relay(master: int, stdin: int = 0, stdout: int = 1) -> None:
     reading = True
     try:
         while True:
-            ready = select.select([master] + ([stdin] if reading else []), [], [])[0]
+            ready = select.select([master] + ([stdin] if reading else []) + (
+                [conn] if conn is not None else []), [], [])[0]
+            if conn is not None and conn in ready:
+                try:
+                    gone = not conn.recv(4096)
+                except OSError:
+                    gone = True
+                if gone:  # its shepherd is gone: the job, left to itself, ends with qsub
+                    return
             if master in ready:
                 try:
                     data = os.read(master, 65536)
@@ -260,7 +270,7 @@ def run(client, request) -> int:
         listener.close()
         print(f"qsub: job {job_id} ready\n", flush=True)
         try:
-            relay(master)
+            relay(master, conn)
         finally:
             os.close(master)
             conn.close()

@@ -4,13 +4,14 @@ the job's attributes, qdel while it waits, the refusal without a terminal)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 
 import pytest
 
-from pbsplug.engine.testing import PBSPLUG, PtySession
+from pbsplug.engine.testing import PBSPLUG, PtySession, until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs pseudo-terminals")
 
@@ -134,3 +135,22 @@ def test_qsub_interrupted_while_waiting_deletes_the_job(engine, sig):
     session.proc.send_signal(sig)
     assert session.finish() == 1
     assert engine.wait(job_id)["job_state"] == "F"
+
+
+def test_a_lost_shepherd_hangs_up_the_terminal(engine):
+    """The job's shepherd killed: qsub lets the terminal go, so the job, which nothing
+    tracks any more, gets its hangup and ends; the server finishes it as a lost job."""
+    session = qsub(engine, "-I", "--", "/bin/sh", "-c", "echo $$ > pid; echo ar''med; "
+                   "exec sleep 300")
+    job_id = session.job_id()
+    session.read_until("armed")
+    record = json.loads((engine.home.jobs / f"{job_id.split('.')[0]}.shepherd").read_text())
+    os.kill(record["shepherd"], signal.SIGKILL)
+    assert session.finish() == 0
+    assert session.text.endswith(f"qsub: job {job_id} completed\n")
+    assert engine.wait(job_id)["Exit_status"] == -4
+    home = os.path.expanduser("~")
+    pid = int(open(os.path.join(home, "pid")).read())
+    os.unlink(os.path.join(home, "pid"))
+    until(lambda: not os.path.exists(f"/proc/{pid}") or " Z " in open(f"/proc/{pid}/stat").read(),
+          what="the job's sleep to end")

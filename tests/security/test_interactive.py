@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 
 import pytest
 
@@ -23,8 +24,9 @@ def waiting(engine):
                  what="the waiting qsub's socket")
     yield session, job_id, path
     if session.proc.poll() is None:
-        session.proc.kill()
+        session.proc.terminate()  # (it deletes its job and removes its folder)
     session.finish()
+    assert not os.path.exists(os.path.dirname(path))
 
 
 def test_another_user_cannot_connect(engine, attacker, waiting):
@@ -67,3 +69,19 @@ def test_a_raw_request_cannot_set_interactive(engine, attacker):
     answer = engine.as_user(attacker.user, "submit", attrs={}, argv=["/bin/true"],
                             interactive={"socket": "rel", "token": "0" * 32})
     assert answer["error"]["code"] == 15014, answer
+
+
+def test_a_users_job_and_terminal_are_the_users(engine, attacker):
+    """An unprivileged user's qsub -I: the job runs as them, on a terminal that is theirs
+    (opened by their own process), and their qsub's folder is theirs and private."""
+    env = {"PATH": f"{attacker.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
+           "USER": attacker.user, "LOGNAME": attacker.user, "TERM": "xterm",
+           "PBSPLUG_HOME": str(engine.root)}
+    session = PtySession(engine, shutil.which("runuser") or "runuser", "-u", attacker.user, "--",
+                         f"{attacker.venv}/bin/pbsplug", "qsub", "-I", "--", "/bin/sh", "-c",
+                         'echo "user=$(id -un) tty=$(stat -c %U $(tty)) term=$TERM"',
+                         env=env)
+    job_id = session.job_id()
+    assert session.finish() == 0, session.text
+    assert f"user={attacker.user} tty={attacker.user} term=xterm" in session.text
+    assert engine.wait(job_id)["euser"] == attacker.user
