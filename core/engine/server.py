@@ -85,7 +85,7 @@ from .home import (
     HookLogHandler,
     ServerLog,
 )
-from .jobcontrol import JobControl
+from .jobcontrol import JobControl, run_suspended
 from .manager import Manager
 from .periodic import Periodic, offline_comment
 from .reservations import Reservations, resv_exclusive, resvs_on_vnodes
@@ -133,6 +133,9 @@ LIMIT_RETRY = 10.0
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: The states qhold and qrls act in: a running job is held too (should it be requeued).
 _HOLDABLE = frozenset({"Q", "H", "W", "R", "S"})  # (S: suspended, as R)
+#: A suspended job counts as running in qstat -Q's and -B's counts, as OpenPBS 23.06
+#: counts it (checked: ``Running:1``, the Run column).
+_COUNTED_AS = {"S": "R"}
 #: PBS's comment of a held job: ``Job held by root on Sat Dec  5 02:16:59 2026``.
 HELD_BY = "Job held by "
 #: PBS's state_count names, in its order.
@@ -1122,13 +1125,16 @@ class Engine:
         out: dict[str, dict[str, int]] = {}
         for (queue, state), n in self.store.state_counts(states).items():
             if queue is not None:
-                out.setdefault(queue, {})[state] = n
+                state = _COUNTED_AS.get(state, state)
+                counted = out.setdefault(queue, {})
+                counted[state] = counted.get(state, 0) + n
         return out
 
     def job_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, int]:
         """How many jobs are in each of `states` (no row decoded: see `Store.state_counts`)."""
         counts: dict[str, int] = {}
         for (_, state), n in self.store.state_counts(states).items():
+            state = _COUNTED_AS.get(state, state)
             counts[state] = counts.get(state, 0) + n
         return counts
 
@@ -2747,7 +2753,7 @@ class Engine:
                         runtime.get("used") or {})
         return {k: v for k, v in {
             "walltime": units.format_duration(max(  # (its suspensions left out)
-                0.0, ended.walltime - self.control.run_suspended(runtime))),
+                0.0, ended.walltime - run_suspended(runtime, self.clock()))),
             "cput": units.format_duration(ended.cput),
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}

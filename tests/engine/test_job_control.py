@@ -169,6 +169,7 @@ def test_a_suspended_job_is_adopted_after_a_restart_and_qdel_ends_it(engine):
     engine.start()
     assert engine.job(job_id)["job_state"] == "S"
     assert _process_state(pgid) == "T"
+    assert "Running:1 " in engine.pbs("qstat", "-Qf", check=True).stdout  # (as PBS counts it)
     engine.pbs("qsig", "-s", "resume", job_id, check=True)
     engine.pbs("qsig", "-s", "suspend", job_id, check=True)
     engine.pbs("qdel", job_id, check=True)
