@@ -403,7 +403,7 @@ class JobControl:
     def order(self, caller: Caller, first: Any, second: Any) -> None:
         """qorder: the two jobs change places in the queue order, as OpenPBS 23.06 does
         (checked): each takes the other's ``queue_rank``; jobs of two queues change queues
-        too (each entering the other's as qmove would put it there). Both must be queued,
+        too (each moved as qmove moves it, or neither). Both must be queued,
         held or waiting (15016); the caller must own both, or be an operator or manager
         (15007). Errors name both jobs (``1.host or 2.host``)."""
         eng = self.engine
@@ -426,9 +426,16 @@ class JobControl:
             return
         rank_a, rank_b = rank_of(a, one), rank_of(b, two)
         if a.get("queue") != b.get("queue"):
+            # Each moved as qmove moves it (the queues' ACLs, limits and movejob hooks);
+            # when the second cannot move, the first goes back to where it was.
             queue_a, queue_b = str(a["queue"]), str(b["queue"])
-            eng._into_queue(one, dict(a), a, queue_b, limited=not caller.manager)
-            eng._into_queue(two, dict(b), b, queue_a, limited=not caller.manager)
+            eng._move(caller, queue_b, one)
+            try:
+                eng._move(caller, queue_a, two)
+            except PbsError:
+                moved = eng._job(one)
+                eng._into_queue(one, dict(moved), moved, queue_a, limited=False)
+                raise
             a, b = eng._job(one), eng._job(two)
             rank_a, rank_b = rank_of(a, one), rank_of(b, two)
         a["queue_rank"], b["queue_rank"] = rank_b, rank_a

@@ -323,3 +323,16 @@ def test_a_resume_waits_for_the_cpus_another_job_took(engine):
     engine.wait(suspended, "R")
     assert engine.job(suspended)["substate"] == 42
     engine.pbs("qdel", "-W", "force", suspended, check=True)
+
+
+def test_qorder_across_queues_moves_neither_job_when_one_cannot_move(engine, attacker):
+    engine.pbs("qmgr", "-c", "create queue q2 queue_type=execution,enabled=true,started=true",
+               check=True)
+    first = attacker.pbs(engine, "qsub", "-h", "--", "/bin/true").stdout.strip()
+    second = attacker.pbs(engine, "qsub", "-h", "-q", "q2", "--", "/bin/true").stdout.strip()
+    engine.pbs("qmgr", "-c", "set queue workq acl_user_enable = true", check=True)
+    engine.pbs("qmgr", "-c", "set queue workq acl_users = root", check=True)
+    refused = attacker.pbs(engine, "qorder", first, second)
+    assert refused.returncode == 159, refused.stderr
+    assert (engine.job(first)["queue"], engine.job(second)["queue"]) == ("workq", "q2")
+    engine.pbs("qdel", first, second, check=True)
