@@ -121,6 +121,10 @@ class Listener:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="pbsplug-qsub-")  # 0700, qsub's user's
         self.path = os.path.join(self.folder, "s")
+        if len(self.path.encode()) > MAX_PATH:  # (a long $TMPDIR)
+            os.rmdir(self.folder)
+            self.folder = tempfile.mkdtemp(prefix="pbsplug-qsub-", dir="/tmp")
+            self.path = os.path.join(self.folder, "s")
         self.token = secrets.token_hex(TOKEN_HEX // 2)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
@@ -249,7 +253,11 @@ def run(client, request) -> int:
         print(BLOCK_WARNING, file=sys.stderr)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _signalled)
-    listener = Listener()
+    try:
+        listener = Listener()
+    except OSError as exc:
+        print(f"qsub: cannot listen for the interactive job: {exc}", file=sys.stderr)
+        return 1
     job_id, ready = "", False
     try:
         try:

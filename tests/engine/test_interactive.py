@@ -154,3 +154,14 @@ def test_a_lost_shepherd_hangs_up_the_terminal(engine):
     os.unlink(os.path.join(home, "pid"))
     until(lambda: not os.path.exists(f"/proc/{pid}") or " Z " in open(f"/proc/{pid}/stat").read(),
           what="the job's sleep to end")
+
+
+def test_a_long_tmpdir(engine, tmp_path):
+    """qsub's socket must fit a sockaddr_un (107 bytes): under a longer $TMPDIR it goes
+    in /tmp instead."""
+    tmpdir = tmp_path / ("t" * 120)
+    tmpdir.mkdir()
+    session = qsub(engine, "-I", "--", "/bin/true", env=engine.env(TMPDIR=str(tmpdir)))
+    job_id = session.job_id()
+    assert session.finish() == 0, session.text
+    assert engine.wait(job_id)["Exit_status"] == 0
