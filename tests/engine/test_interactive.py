@@ -165,3 +165,17 @@ def test_a_long_tmpdir(engine, tmp_path):
     job_id = session.job_id()
     assert session.finish() == 0, session.text
     assert engine.wait(job_id)["Exit_status"] == 0
+
+
+def test_a_script_gives_its_directives_and_the_login_shell_runs(engine):
+    """As OpenPBS 23.06 (checked): `qsub -I script` takes the script's directives, and the
+    job runs the owner's login shell, not the script."""
+    (engine.work / "s.sh").write_text("#!/bin/sh\n#PBS -N fromscript\necho script-ran\n")
+    session = qsub(engine, "-I", "s.sh")
+    job_id = session.job_id()
+    session.read_until("ready")
+    session.write("echo name=$PBS_JOBNAME; exit 7\n")
+    assert session.finish() == 0, session.text
+    assert "name=fromscript" in session.text and "script-ran" not in session.text
+    attrs = engine.wait(job_id)
+    assert (attrs["Job_Name"], attrs["Exit_status"]) == ("fromscript", 7)
