@@ -213,13 +213,18 @@ def relay(master: int, conn: socket.socket | None = None, stdin: int = 0,
         signal.signal(signal.SIGWINCH, old_winch)
 
 
-def _state(client, job_id: str) -> str:
+def _state(client, job_id: str) -> str | None:
+    """The job's state; F when the server no longer knows it, None when no server answers
+    (stopped or restarting: the job, kept in its database, may still start)."""
+    from .client import ServerUnavailable
     from .errors import PbsError
 
     try:
         return str(client("stat_jobs", ids=[job_id], history=True)[job_id]["job_state"])
     except (PbsError, KeyError):
         return "F"
+    except ServerUnavailable:
+        return None
 
 
 class _Signalled(Exception):
@@ -282,7 +287,7 @@ def run(client, request) -> int:
         finally:
             os.close(master)
             conn.close()
-        while _state(client, job_id) not in ("F", "X"):
+        while _state(client, job_id) not in ("F", "X", None):  # (no server: it is over)
             time.sleep(0.2)
         print(f"\nqsub: job {job_id} completed", flush=True)
         return 0

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -75,6 +76,21 @@ def test_qdel_while_waiting(engine):
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert session.finish() == 1
     assert session.text.endswith(f"qsub: job {job_id} apparently deleted\n")
+
+
+def test_a_server_restart_while_waiting(engine):
+    """qsub waits through a server's stop and start (the job is in its database and may
+    still start): it asked the stopped server for the job's state and ended, the job left
+    with no one at its terminal."""
+    session = qsub(engine, "-I", "-h", "--", "/bin/sh", "-c", "echo back here")
+    job_id = session.job_id()
+    engine.stop()
+    time.sleep(1.5)  # (qsub asks the server for the job's state every half second)
+    assert session.proc.poll() is None, session.text
+    engine.start()
+    assert engine.pbs("qrls", job_id).returncode == 0
+    assert session.finish() == 0, session.text
+    assert "back here" in session.text
 
 
 def test_qdel_of_the_running_job(engine):
