@@ -1,7 +1,8 @@
 """The local engine's accounting log against OpenPBS 23.06's: the same small workload on
 the real PBS (conftest.py) and on a local engine (a job run to its end; a held job altered,
-then deleted; a running job rerun, suspended, resumed, then deleted; a reservation deleted), and for each job and reservation the same
-record types in the same order, each record with the same keys in the same order.
+then deleted; a running job rerun, then deleted; a reservation deleted; and apart, a running
+job suspended, resumed, then deleted), and for each job and reservation the same record
+types in the same order, each record with the same keys in the same order.
 
 Resources are compared by name under ``Resource_List``; under ``resources_used`` only as a
 group: PBS's MoM measures ``cpupercent``, the engine does not (docs/engine.md)."""
@@ -57,10 +58,6 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     run("qrerun", ids["rerun"])
     until(lambda: run_count(ids["rerun"]) >= 2, timeout=60, what="the job's second run")
     wait(ids["rerun"], "R")
-    run("qsig", "-s", "suspend", ids["rerun"])
-    wait(ids["rerun"], "S")
-    run("qsig", "-s", "resume", ids["rerun"])
-    wait(ids["rerun"], "R")
     run("qdel", ids["rerun"])
     wait(ids["done"], "F")
     wait(ids["rerun"], "F")
@@ -70,7 +67,30 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     return ids
 
 
+def _suspended(run: Callable[..., str], wait: Callable[[str, str], object],
+               run_count: Callable[[str], int]) -> dict[str, str]:
+    ids = {"suspended": run("qsub", "--", "/bin/sleep", "60")}
+    wait(ids["suspended"], "R")
+    run("qsig", "-s", "suspend", ids["suspended"])
+    wait(ids["suspended"], "S")
+    run("qsig", "-s", "resume", ids["suspended"])
+    wait(ids["suspended"], "R")
+    run("qdel", ids["suspended"])
+    wait(ids["suspended"], "F")
+    return ids
+
+
 def test_the_engine_writes_pbs_record_types_and_keys(pbs: RealPbs, local: LocalEngine):
+    _compare(pbs, local, _workload, "resv")
+
+
+def test_suspend_and_resume_write_pbs_records(pbs: RealPbs, local: LocalEngine):
+    """z (the run's use so far) and r (nothing), as OpenPBS 23.06's qsig writes them."""
+    _compare(pbs, local, _suspended, "suspended")
+
+
+def _compare(pbs: RealPbs, local: LocalEngine, workload: Callable[..., dict[str, str]],
+             last: str) -> None:
     today = PBS_ACCOUNTING / time.strftime("%Y%m%d")
     offset = today.stat().st_size if today.exists() else 0
 
@@ -80,8 +100,7 @@ def test_the_engine_writes_pbs_record_types_and_keys(pbs: RealPbs, local: LocalE
     def real_count(job_id: str) -> int:
         return int(pbs.job(job_id).get("run_count", 0))
 
-    real = _workload(real_run, lambda j, s: pbs.wait(j, s),
-                     real_count)
+    real = workload(real_run, lambda j, s: pbs.wait(j, s), real_count)
 
     def local_run(*argv: str) -> str:
         return local.pbs(*argv, check=True).stdout.strip()
@@ -89,7 +108,7 @@ def test_the_engine_writes_pbs_record_types_and_keys(pbs: RealPbs, local: LocalE
     def local_count(job_id: str) -> int:
         return int(local.job(job_id).get("run_count", 0))
 
-    mine = _workload(local_run, lambda j, s: local.wait(j, s), local_count)
+    mine = workload(local_run, lambda j, s: local.wait(j, s), local_count)
 
     def real_text() -> str:
         with open(today, "rb") as file:
@@ -99,8 +118,9 @@ def test_the_engine_writes_pbs_record_types_and_keys(pbs: RealPbs, local: LocalE
     def local_text() -> str:
         return "".join(p.read_text() for p in sorted(local.home.accounting.iterdir()))
 
-    until(lambda: [k for k, _ in _records(real_text()).get(real["resv"], [])][-1:] == ["k"],
-          what="PBS's k record")
+    end = "k" if last == "resv" else "E"
+    until(lambda: [k for k, _ in _records(real_text()).get(real[last], [])][-1:] == [end],
+          what=f"PBS's {end} record")
     theirs, ours = _records(real_text()), _records(local_text())
     for role in real:
         assert theirs.get(real[role]), f"PBS wrote no record of its {role} {real[role]}"
