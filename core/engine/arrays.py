@@ -151,8 +151,8 @@ def named(job_id: str) -> Named | None:
     m = _NUMBER.match(number)
     if m is None:
         return None
-    if m[3] is not None and int(m[3]) < int(m[2]):
-        return None
+    if m[3] is not None and int(m[3]) < int(m[2]) or m[4] is not None and int(m[4]) < 1:
+        return None  # (a range backwards, or of step 0, names no subjob)
     return Named(m[1], None if m[2] is None else int(m[2]),
                  None if m[3] is None else int(m[3]), int(m[4] or 1))
 

@@ -1212,7 +1212,8 @@ class Engine:
         indices = None
         if not named.whole:
             spec = arrays.parse_submitted(attrs["array_indices_submitted"])
-            indices = [i for i in named.indices() if i in spec.indices]
+            wanted = named.indices()  # (a range: tested, never walked; it may be huge)
+            indices = [i for i in spec.indices if i in wanted]
             if not indices:
                 raise PbsError(PBSE_IVALREQ, obj=job_id)
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
