@@ -60,7 +60,8 @@ def postqueuejob(event: Event) -> None:
 
 @hookspec
 def modifyjob(event: Event) -> None:
-    """A job's attributes are being changed (qalter, qhold, qrls), before the change.
+    """A job's attributes are being changed by qalter, before the change (PBS fires no
+    hook for qhold or qrls).
 
     Carries ``event.job`` (the job with the requested changes) and ``event.job_o`` (the job
     as it was, read-only). Not fired for the scheduler's own changes. The hook may change job

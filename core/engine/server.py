@@ -1322,7 +1322,8 @@ class Engine:
                 changes["run_count"] = 0  # (tried 20 times: as many again once released)
             if holds == "n" and "comment" in attrs:  # (any comment goes, "Job run at" too)
                 changes["comment"] = None
-        self._modify(caller, job_id, attrs, changes, write_unchanged=False, logged=False)
+        self._modify(caller, job_id, attrs, changes, write_unchanged=False, logged=False,
+                     hooked=False)
         self.log(LOG_JOB, "Job", job_id, f"Holds {types} {'set' if add else 'released'} at "
                  f"request of {caller.user}@{self.host}")
 
@@ -1417,8 +1418,10 @@ class Engine:
 
     def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
                 touched: Iterable[str] = (), limited: bool = False,
-                write_unchanged: bool = True, logged: bool = True) -> None:
-        """modifyjob fires first; a reject refuses the change (PBS's qalter/qhold/qrls).
+                write_unchanged: bool = True, logged: bool = True,
+                hooked: bool = True) -> None:
+        """modifyjob fires first (unless not `hooked`: qhold and qrls fire no hook, as
+        OpenPBS 23.06 fires modifyjob for qalter only, checked); a reject refuses the change.
         The state of a job not running follows its holds and Execution_Time, as the
         request and then the hooks left them; a hook's depend is checked and enforced as
         qalter's is. Without `write_unchanged` (qhold, qrls), a job the request and the
@@ -1431,7 +1434,8 @@ class Engine:
         if queued:
             before["job_state"] = lifecycle.queued_state(before, self.clock())
         job = Job(job_id, before)
-        outcome = self._event("modifyjob", caller, job=job, job_o=Job(job_id, current))
+        outcome = self._event("modifyjob", caller, hooks=None if hooked else (), job=job,
+                              job_o=Job(job_id, current))
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = {k: v for k, v in job.to_dict().items() if v is not None}  # (None: unset)

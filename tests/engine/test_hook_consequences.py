@@ -187,6 +187,25 @@ def test_postqueuejob_reject_deletes_and_modifyjob_reject_refuses(dists, make_en
     assert engine.job(kept)["Resource_List"]["walltime"] == "00:01:00"
 
 
+def test_modifyjob_fires_for_qalter_only(dists, make_engine):
+    """OpenPBS 23.06 (checked with a modifyjob hook that logs each run) fires modifyjob for
+    qalter, and for neither qhold nor qrls: a hook that refuses every change refuses
+    qalter -h, and qhold and qrls pass it by."""  # (before: qhold refused with 15136)
+    engine = make_engine(plugin(dists, "frozen", """
+        @hookimpl
+        def modifyjob(event):
+            event.reject("no changes")
+        """, ("modifyjob",)))
+    job = engine.submit(Job_Name="frozen", Hold_Types="u")
+    for command, holds in (("qhold", "ou"), ("qrls", "u")):
+        done = engine.pbs(command, "-h", "o", job)
+        assert (done.returncode, done.stderr) == (0, ""), command
+        assert engine.job(job)["Hold_Types"] == holds
+    done = engine.pbs("qalter", "-h", "n", job)
+    assert (done.returncode, done.stderr) == (15136 % 256, f"qalter: no changes {job}\n")
+    assert "modifyjob request rejected by 'frozen'" in engine.log()
+
+
 def test_epilogue_and_end_rejects_are_ignored_but_rerun_applies(dists, make_engine,
                                                                 engine_root):
     seen = engine_root / "seen"
