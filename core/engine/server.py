@@ -93,7 +93,7 @@ from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
 from .store import Store, StoreWriteError
-from .subjobs import Arrays
+from .subjobs import Arrays, EnvBudget
 
 #: Seconds between two looks at the site config's mtime (a change is picked up then).
 SITE_CHECK_INTERVAL = 1.0
@@ -1019,6 +1019,7 @@ class Engine:
             out = {}
             for job_id in ids:
                 found = self._job(job_id)
+        budget = EnvBudget()  # (what the subjobs' environments may add to this answer)
                 job_id = self._full_id(job_id)
                 if not others:
                     self._own(caller, job_id, found)
@@ -1028,7 +1029,8 @@ class Engine:
                     raise PbsError(PBSE_HISTJOBID, "Job has finished, use -x or -H to "
                                    "obtain historical job information", obj=job_id)
                 if found.get("array"):
-                    out.update(self.arrays.shown(job_id, found, subjobs, lean=False))
+                    out.update(self.arrays.shown(job_id, found, subjobs, lean=False,
+                                                 budget=budget))
                 else:
                     out[job_id] = found
         else:
@@ -1041,7 +1043,7 @@ class Engine:
                     continue  # (a subjob shows with its array)
                 if a.get("array"):
                     out.update(self.arrays.shown(j, a, subjobs, lean=wanted is not None and
-                                                 store_env not in wanted))
+                                                 store_env not in wanted, budget=budget))
                 else:
                     out[j] = a
         out = self._without(self._with_sessions(out), self.unreadable("job", caller))

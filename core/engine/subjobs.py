@@ -27,6 +27,35 @@ _QUEUED, _RUNNING, _EXITING = ("Q", "H", "W", "T"), ("R",), ("E",)
 #: ``max_run_subjobs`` lower still): on one machine no cycle starts more jobs than it has
 #: CPUs, so a 10,000-index array costs a cycle what its next few subjobs cost.
 FEED_AT_MOST = 256
+#: The most bytes of subjobs' environments (Variable_List) one qstat answer carries; the
+#: subjobs past it are shown without one. Every subjob of an array has the array's
+#: environment: without a bound, one submission (1 MiB of environment, 10,000 indices)
+#: made a ``qstat -f -t`` answer of 10 GiB in the root server's memory. 64 MiB is what 64
+#: ordinary jobs of the largest environment cost one answer.
+MAX_SHOWN_ENV = 64 << 20
+
+
+class EnvBudget:
+    """What is left of `MAX_SHOWN_ENV` for one answer (`Arrays.shown`)."""
+
+    def __init__(self, left: int = MAX_SHOWN_ENV):
+        self.left = left
+        self._sizes: dict[int, int] = {}  # (an array's environment, shared: sized once)
+
+    def take(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """`attrs`, or a copy without its Variable_List once the budget is spent."""
+        env = attrs.get("Variable_List")
+        if not isinstance(env, dict):
+            return attrs
+        size = self._sizes.get(id(env))
+        if size is None:
+            size = sum(len(str(k)) + len(str(v)) + 6 for k, v in env.items())
+            self._sizes[id(env)] = size
+        if size > self.left:
+            self.left = 0
+            return {k: v for k, v in attrs.items() if k != "Variable_List"}
+        self.left -= size
+        return attrs
 
 
 class Arrays:
@@ -76,12 +105,13 @@ class Arrays:
             return []
 
     def shown(self, array_job: str, attrs: dict[str, Any], subjobs: bool = False,
-              lean: bool = True) -> dict[str, dict[str, Any]]:
+              lean: bool = True, budget: EnvBudget | None = None
+              ) -> dict[str, dict[str, Any]]:
         """Array `array_job` as qstat shows it: its ``array_indices_remaining`` (the queued
         indices, instantiated or not) and ``array_state_count``; with `subjobs`, each of its
         subjobs after it, in index order (a row where there is one, else made up from the
         array: Q while its index remains, X once it is gone, F once the array is); their
-        Variable_List too unless `lean`."""
+        Variable_List too unless `lean`, while `budget` (one per answer) lasts."""
         store = self.engine.store
         # (the counts from SQLite alone; whole rows only for the subjobs shown)
         rows = store.subjobs(array_job, lean=lean) if subjobs else {}
@@ -112,16 +142,17 @@ class Arrays:
                 pending | queued_rows, spec.step)
         shown = {array_job: out}
         if subjobs:
+            budget = budget if budget is not None else EnvBudget()
             for index in spec.indices:
                 if index in by_index:
                     sub, sub_attrs = by_index[index]
                     if not done and sub_attrs.get("job_state") == "F":
                         sub_attrs = {**sub_attrs, "job_state": "X"}  # (PBS's, checked)
-                    shown[sub] = sub_attrs
+                    shown[sub] = budget.take(sub_attrs)
                 else:
                     state = "F" if done else ("Q" if index in pending else "X")
-                    shown[arrays.subjob_id(array_job, index)] = self.made_up(
-                        array_job, attrs, index, state)
+                    shown[arrays.subjob_id(array_job, index)] = budget.take(self.made_up(
+                        array_job, attrs, index, state))
         return shown
 
     @staticmethod
