@@ -924,9 +924,9 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
     (`ids`; None: the server's own user) before it opens anything, with O_APPEND and
     O_NOFOLLOW and without O_CREAT (a link planted there, or a file gone, is refused, never
     followed or made), into a regular file or a device only; a folder means `name` in it,
-    as at the job's start (`open_output`). The child is waited for NOTE_WAIT seconds at
-    most (a FIFO or a stopped terminal cannot hold the server), then killed. None when
-    written, else why not, in one line."""
+    as at the job's start (`open_output`). The write never waits (a stopped terminal is
+    EAGAIN); the child is waited for NOTE_WAIT seconds at most all the same, then killed.
+    None when written, else why not, in one line."""
     data = (text + "\n").encode(errors="replace")
     read_end, write_end = os.pipe()
     try:
@@ -954,7 +954,9 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             mode = os.fstat(fd).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
                 raise OSError(errno.EINVAL, "not a regular file", target)
-            os.set_blocking(fd, True)
+            # Left non-blocking: a terminal whose owner stopped it (^S, tcflow) or a full
+            # pseudo-terminal is EAGAIN at once, never NOTE_WAIT of the server's loop
+            # for each job a qmsg names.
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -975,7 +977,8 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
         if done:
             break
         status = None
-        time.sleep(0.005)
+        # (the pipe reads once the child has written why or exited: no sleep past that)
+        select.select([read_end], [], [], min(0.005, max(0.0, deadline - time.monotonic())))
     if status is None:
         with contextlib.suppress(OSError):
             os.kill(child, signal.SIGKILL)

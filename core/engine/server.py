@@ -1950,9 +1950,25 @@ class Engine:
     def req_message(self, caller: Caller, ids: list[str], text: str, output: bool = False,
                     error: bool = True) -> list[dict]:
         """qmsg: `text` appended to each running job's error and/or output file
-        (`JobControl.message`)."""
-        return each(ids, lambda job_id: self.control.message(caller, job_id, text,
-                                                             output, error))
+        (`JobControl.message`). A job named again (in any of its forms) has the answer of
+        its first time: each write costs the server a child process, and one request of
+        10,000 copies of one id cost it 10,000."""
+        answers: dict[str, PbsError | None] = {}
+
+        def once(job_id: str) -> None:
+            key = self._full_id(job_id) if isinstance(job_id, str) else None
+            if key is None or key not in answers:
+                try:
+                    self.control.message(caller, job_id, text, output, error)
+                except PbsError as err:
+                    if key is not None:
+                        answers[key] = err
+                    raise
+                if key is not None:
+                    answers[key] = None
+            elif (err := answers[key]) is not None:
+                raise err
+        return each(ids, once)
 
     def req_queue_state(self, caller: Caller, names: list[str], attribute: str,
                         on: bool) -> list[dict]:

@@ -49,3 +49,55 @@ def test_qstat_t_f_of_an_array_does_not_multiply_its_environment_unbounded(engin
     assert count == 100
     assert 0 < total <= MAX_SHOWN_ENV
     assert 0 < with_env < 100
+
+
+_STOPPED_TERMINAL = """\
+import os, subprocess, sys, termios, time
+master, slave = os.openpty()
+termios.tcflow(slave, termios.TCOOFF)  # (its output stopped: a write to it waits)
+tty = os.ttyname(slave)
+job = subprocess.run(["pbsplug", "qsub", "-e", tty, "--", "/bin/sleep", "60"],
+                     capture_output=True, text=True, check=True).stdout.strip()
+while "job_state = R" not in subprocess.run(["pbsplug", "qstat", "-f", job],
+                                            capture_output=True, text=True).stdout:
+    time.sleep(0.05)
+ids = [job] * int(sys.argv[1])
+done = subprocess.run(["pbsplug", "qmsg", "-E", "hi", *ids], capture_output=True, text=True)
+print(done.returncode, done.stderr.splitlines()[:1])
+subprocess.run(["pbsplug", "qdel", job])
+"""
+
+
+def test_qmsg_to_a_stopped_terminal_does_not_hold_the_server(engine, attacker):
+    # The error file is the owner's own terminal, its output stopped (^S, tcflow): the
+    # writer waited NOTE_WAIT (1 s) for it, once per job named, so one qmsg naming the
+    # job 10,000 times held the one-threaded server for hours. The write does not wait.
+    done = attacker.python(_STOPPED_TERMINAL, "3", home=engine, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    status, lines = done.stdout.split(" ", 1)
+    assert "did not end within" not in lines, lines
+    assert "Resource temporarily unavailable" in lines, lines
+
+
+def test_qmsg_naming_one_job_many_times_writes_once(engine, attacker):
+    # Each write is a child process of the server: one raw request naming a job 10,000
+    # times (in its forms: 12, 12.server, 12@SERVER) cost the server 10,000 of them.
+    done = attacker.python(
+        "import json, os, subprocess, time\n"
+        "from pathlib import Path\n"
+        "from pbsplug.engine.client import Client\n"
+        "from pbsplug.engine.home import Home\n"
+        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        "job = subprocess.run(['pbsplug', 'qsub', '-e', 'err.txt', '--', '/bin/sleep', '60'],\n"
+        "                     capture_output=True, text=True, check=True).stdout.strip()\n"
+        "while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':\n"
+        "    time.sleep(0.05)\n"
+        "number, server = job.split('.', 1)\n"
+        "forms = [job, number, f'{number}@{server.upper()}'] * 50\n"
+        "answers = c('message', ids=forms, text='hi')\n"
+        "c('delete', ids=[job])\n"
+        "print(json.dumps([sum('error' not in a for a in answers),\n"
+        "                  Path('err.txt').read_text().count('hi')]))\n",
+        home=engine, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [150, 1]
