@@ -113,6 +113,9 @@ ALTER_RUNNING = frozenset({
 #: limits the server and the job's walltime and cput checks read as they are now.
 ALTER_RUNNING_RESOURCES = frozenset({"walltime", "cput", "soft_walltime", "min_walltime",
                                      "max_walltime"})
+#: Resources no qsub may ask for, root's neither, and only operators and managers may set
+#: with qalter: OpenPBS 23.06's 15003 for soft_walltime (checked as root and as a user).
+ADMIN_RESOURCES = ("soft_walltime",)
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
 #: Seconds between two reads of the running jobs' use, which their shepherds sample
@@ -678,6 +681,7 @@ class Engine:
         if argv is not None and (not isinstance(argv, list) or not argv or not all(
                 isinstance(a, str) and "\0" not in a for a in argv)):
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value argv")
+        _admin_resources(attrs)
         if set(str(attrs.get("Hold_Types") or "n")) - {"u", "n"}:
             try:
                 self._may_change_holds(caller, "", str(attrs["Hold_Types"]), "")
@@ -1344,6 +1348,8 @@ class Engine:
         if "queue" in attrs:  # PBS's qalter never moves a job: qmove does, with its checks
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            "permission queue (use qmove)", obj=job_id)
+        if not caller.privileged:
+            _admin_resources(attrs, job_id)
         if "run_count" in attrs and not caller.privileged and \
                 int(attrs["run_count"] or 0) < int(current.get("run_count") or 0):
             # As OpenPBS 23.06 (checked): a user may raise it, or set it as it is, but only
@@ -3033,6 +3039,14 @@ def _fits(value: Any, hint: Any) -> bool:
 
 #: The most lines a job's PBS_NODEFILE has (one per MPI rank), on one machine.
 MAX_RANKS = 1 << 20
+
+
+def _admin_resources(attrs: dict[str, Any], job_id: str | None = None) -> None:
+    """15003 for a request naming one of `ADMIN_RESOURCES`, in PBS's words (two blanks)."""
+    for name in ADMIN_RESOURCES:
+        if name in (attrs.get("Resource_List") or {}):
+            raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
+                           f"permission  Resource_List.{name}", obj=job_id)
 
 
 def _resources_set(outcome: Outcome) -> tuple[str, ...]:

@@ -145,6 +145,10 @@ ROWS: list[tuple[str, str]] = [
     ("qalter -l cput=00:30:00 {run}", ""), ("qalter -l walltime=03:00:00 {run}", ""),
     ("qalter -l walltime=02:30:00 -l mem=1gb {run}", ""),
     ("qalter -l select=1:ncpus=1 {run}", ""),
+    # soft_walltime: operators' and managers' qalter only
+    ("qsub -l soft_walltime=00:10:00 -- /bin/true", ""),
+    ("qsub -l soft_walltime=00:10:00 -- /bin/true", "user"),
+    ("qalter -l soft_walltime=00:05:00 {held}", ""),
 ]
 
 #: Rows whose answers still differ, and why (docs/engine.md, "The commands"). Each is

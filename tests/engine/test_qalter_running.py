@@ -128,3 +128,21 @@ def test_the_scheduler_books_a_running_job_until_its_new_walltime(engine):
     assert engine.pbs("qalter", "-l", "walltime=02:00:00", running).returncode == 0
     until(lambda: estimated() == stime + 7200, 30, "the estimate after the walltime's change")
     engine.client("delete", ids=[running, waiting], force=True)
+
+
+def test_soft_walltime_is_set_by_operators_and_managers_with_qalter_only(engine, attacker):
+    """OpenPBS 23.06 (checked as root and as a user) refuses ``-l soft_walltime`` at qsub,
+    root's too, and in a user's qalter of their own job (15003); a manager's qalter sets
+    it."""
+    text = "Cannot set attribute, read only or insufficient permission  " \
+           "Resource_List.soft_walltime"
+    for qsub in (engine.pbs, lambda *args: attacker.pbs(engine, *args)):
+        done = qsub("qsub", "-h", "-l", "soft_walltime=00:10:00", "--", "/bin/true")
+        assert (done.returncode, done.stdout, done.stderr) == (155, "", f"qsub: {text}\n")
+    done = attacker.pbs(engine, "qsub", "-h", "--", "/bin/true")
+    job_id = done.stdout.strip()
+    done = attacker.pbs(engine, "qalter", "-l", "soft_walltime=00:05:00", job_id)
+    assert (done.returncode, done.stderr) == (155, f"qalter: {text} {job_id}\n")
+    assert "soft_walltime" not in engine.job(job_id)["Resource_List"]
+    assert engine.pbs("qalter", "-l", "soft_walltime=00:05:00", job_id).returncode == 0
+    assert engine.job(job_id)["Resource_List"]["soft_walltime"] == "00:05:00"
