@@ -430,7 +430,7 @@ def nodes_select(spec: str, *, hosts: Iterable[str] = (), types: Mapping[str, st
     2:ppn=2+vm`` -> ``2:ncpus=2:mpiprocs=2+1:ncpus=1:host=vm``). The place is ``scatter``,
     ``scatter:excl`` with ``#excl``, ``free`` with ``#shared``. A job-wide `ncpus` asked
     for is shared out by process (it must be a multiple of the processes, the sum of N*P:
-    each chunk gets P times its share), a job-wide `mem` by chunk, in kb, rounded down.
+    each chunk gets P times its share), a job-wide `mem` by chunk, in KB, rounded down.
     Raises `NodesError`: 15089 ``node(s) specification error`` for what is no such
     specification (``0``, ``ppn=x``, ``mem=1gb`` inside it), 15035 ``Unknown resource:
     <name>`` for a name that is neither, 15014 for an ncpus that cannot be shared out."""
@@ -483,7 +483,7 @@ def nodes_select(spec: str, *, hosts: Iterable[str] = (), types: Mapping[str, st
     for count, ppn, per, props, host in parts:
         chunk = [str(count), f"ncpus={ppn * per}"]
         if share is not None:
-            chunk.append(f"mem={share}kb")
+            chunk.append(f"mem={share}KB")  # (PBS's capitals, here only: checked)
         chunk += [f"{prop}=True" for prop in props]
         if host is not None:
             chunk.append(f"host={host}")

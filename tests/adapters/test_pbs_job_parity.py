@@ -286,3 +286,23 @@ def test_job_commands_answer_bad_input_as_openpbs(pbs, local, attacker, unix_use
     assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
         "\n".join(differences)
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
+
+
+def test_a_converted_nodes_request_reads_as_openpbs(pbs, local):
+    """The select and schedselect written for ``-l nodes=`` with a job-wide mem, and the
+    sums: OpenPBS 23.06 writes a chunk's share as ``349525KB`` (in capitals, there only)
+    and ``Resource_List.mem`` as ``1048575kb``."""
+    import json
+
+    asked = ("-h", "-l", "nodes=3:ppn=2", "-l", "mem=1gb")
+    real_id = pbs.qsub("true\n", *asked)
+    mine_id = local.pbs("qsub", *asked, input="true\n", check=True).stdout.strip()
+    try:
+        real = pbs.job(real_id)
+        mine = json.loads(local.pbs("qstat", "-f", "-F", "json", mine_id, check=True).stdout)
+        mine = mine["Jobs"][mine_id]
+        assert (real["Resource_List"], real["schedselect"]) == \
+            (mine["Resource_List"], mine["schedselect"])
+    finally:
+        pbs.forget_jobs()
+        local.pbs("qdel", mine_id)

@@ -1,6 +1,6 @@
 """``-l nodes=``: PBS's old request, converted to a select and a place as OpenPBS 23.06's
 server converts it (each conversion below checked on the real one with qsub, then qstat
--f; PBS writes a chunk's mem as ``349525KB``, the engine as ``349525kb``)."""
+-f; a chunk's mem is written ``349525KB``, in capitals, as PBS writes it there only)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ TYPES = {"bigmem": "boolean", "arch": "string"}
     ("vm:bigmem", {}, "1:ncpus=1:bigmem=True:host=vm", "scatter"),
     ("1:ppn=2", {"ncpus": 4}, "1:ncpus=4:mpiprocs=2", "scatter"),
     ("2", {"ncpus": 4}, "2:ncpus=2", "scatter"),
-    ("1:ppn=2", {"mem": "1gb"}, "1:ncpus=2:mem=1048576kb:mpiprocs=2", "scatter"),
-    ("2:ppn=1", {"mem": "1gb"}, "2:ncpus=1:mem=524288kb", "scatter"),
-    ("3", {"mem": "1gb"}, "3:ncpus=1:mem=349525kb", "scatter"),
-    ("vm:ppn=2", {"mem": "2gb"}, "1:ncpus=2:mem=2097152kb:host=vm:mpiprocs=2", "scatter"),
+    ("1:ppn=2", {"mem": "1gb"}, "1:ncpus=2:mem=1048576KB:mpiprocs=2", "scatter"),
+    ("2:ppn=1", {"mem": "1gb"}, "2:ncpus=1:mem=524288KB", "scatter"),
+    ("3", {"mem": "1gb"}, "3:ncpus=1:mem=349525KB", "scatter"),
+    ("vm:ppn=2", {"mem": "2gb"}, "1:ncpus=2:mem=2097152KB:host=vm:mpiprocs=2", "scatter"),
     ("1:ppn=2+1", {"mem": "3gb"},
-     "1:ncpus=2:mem=1572864kb:mpiprocs=2+1:ncpus=1:mem=1572864kb", "scatter"),
+     "1:ncpus=2:mem=1572864KB:mpiprocs=2+1:ncpus=1:mem=1572864KB", "scatter"),
 ])
 def test_nodes_converted_as_openpbs_converts_them(spec, asked, select, place):
     assert units.nodes_select(spec, hosts={"vm"}, types=TYPES, **asked) == (select, place)
@@ -76,7 +76,7 @@ def test_qsub_l_nodes_converts_and_keeps_nodes_and_nodect(engine):
                       "/bin/true")
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     res = engine.job(done.stdout.strip())["Resource_List"]
-    assert res == {"nodes": f"{host}:ppn=2", "select": f"1:ncpus=2:mem=2097152kb:host={host}"
+    assert res == {"nodes": f"{host}:ppn=2", "select": f"1:ncpus=2:mem=2097152KB:host={host}"
                    ":mpiprocs=2", "place": "scatter", "ncpus": 2, "mpiprocs": 2,
                    "mem": "2097152kb", "nodect": 1}
 
