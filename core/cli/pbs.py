@@ -176,7 +176,7 @@ def _id_problem(name: str, job_id: str, client=None) -> tuple[int, str] | None:
 
     parts = jobid.parse(job_id) if _JOB_ID.match(job_id) else None
     if parts is not None and (parts.suffix or parts.at):
-        server = (client or engine_client())("status")["server"]
+        server = _server_name(client or engine_client())
         names = jobid.host_names()
         if parts.suffix is not None and not jobid.names_server(parts.suffix, server, names):
             parts = None
@@ -213,7 +213,23 @@ def _full_job_id(client, job_id: str) -> str:
     their messages."""
     from ..engine import jobid
 
-    return jobid.full_id(job_id, client("status")["server"], jobid.host_names()) or job_id
+    return jobid.full_id(job_id, _server_name(client), jobid.host_names()) or job_id
+
+
+def _server_name(client) -> str:
+    """The server's name; for a user the server's acl_users refuses (15007), this host's
+    short name, which the engine's server is named after (``server_host``): PBS's commands
+    name a refused job by its full id all the same (OpenPBS 23.06, checked)."""
+    import socket
+
+    from ..engine.errors import PBSE_PERM, PbsError
+
+    try:
+        return client("status")["server"]
+    except PbsError as err:
+        if err.code != PBSE_PERM:
+            raise
+        return socket.gethostname().split(".")[0]
 
 
 @pbs_command("qsub", "usage: qsub [-N name] [-q queue] [-l resource_list] [-o path] [-e path] "
@@ -532,6 +548,8 @@ def qdel(args: list[str]) -> int:
 def _hold_command(name: str, op: str):
     @pbs_command(name, f"usage: {name} [-h hold_list] job_identifier...")
     def command(args: list[str]) -> int:
+        from ..engine.errors import PBSE_PERM, PbsError
+
         opts, ids = _getopt(args, "h:")
         if not ids:
             raise getopt.GetoptError("a job id is required")
@@ -543,7 +561,12 @@ def _hold_command(name: str, op: str):
         # argument that is no job id is `_well_formed`'s line (status 1), in its place.
         problems = {job_id: _id_problem(name, job_id, client) for job_id in ids}
         good = [job_id for job_id in ids if problems[job_id] is None]
-        results = iter(client(op, ids=good, types=types) if good else ())
+        try:
+            results = iter(client(op, ids=good, types=types) if good else ())
+        except PbsError as err:  # (the server's acl_users: each job is refused, by name)
+            if err.code != PBSE_PERM or err.obj is not None:
+                raise
+            results = iter([{"id": job_id, "error": err.to_dict()} for job_id in good])
         status = 0
         for job_id in ids:
             problem = problems[job_id]
@@ -794,8 +817,16 @@ def pbsnodes(args: list[str]) -> int:
         raise CommandFailed(f"-H needs a host\n{usage}", 1)
     client = engine_client()
     status = 0
+    hosts = not flags & {"-v", "-H"}  # (PBS's pbsnodes lists hosts, unless -v)
+    marking = "-o" in flags or "-r" in flags or comment is not None
+    try:
+        every = client("stat_nodes") if not marking and (
+            flags & {"-l", "-H"} or hosts) else {}
+    except PbsError as err:  # (the server's acl_users: OpenPBS 23.06's words, checked)
+        for name in names if names and "-a" not in flags else [None]:
+            _node_error(name, err)
+        return 1
     if "-l" in flags:
-        every = client("stat_nodes")
         out = display.pbsnodes_down(every if "-v" in flags else display.pbsnodes_hosts(every))
         if out:
             print(out)
@@ -814,8 +845,6 @@ def pbsnodes(args: list[str]) -> int:
                 status = 1
         return status
     nodes: dict = {}
-    hosts = not flags & {"-v", "-H"}  # (PBS's pbsnodes lists hosts, unless -v)
-    every = client("stat_nodes") if "-H" in flags or hosts else {}
     for name in [None] if "-a" in flags else names:  # (-a: all, whatever is named)
         try:  # PBS's words: ``Node: n1,  Error: Unknown node ``
             if "-H" in flags:  # (a host's vnodes, in the server's order)
@@ -832,9 +861,7 @@ def pbsnodes(args: list[str]) -> int:
             else:
                 nodes.update(client("stat_nodes", names=[name] if name else None))
         except PbsError as err:
-            text = MESSAGES.get(err.code, err.message) if err.message == \
-                PbsError(err.code).message else err.message
-            print(f"Node: {name},  Error: {text}", file=sys.stderr)
+            _node_error(name, err)
             status = 1
     if not nodes:
         return status
@@ -954,13 +981,34 @@ def pbs_rsub(args: list[str]) -> int:
     return 0
 
 
+def _node_error(name: str | None, err) -> None:
+    """pbsnodes' line for a server error: ``Node: n1,  Error: Unknown node `` for a node
+    named, ``pbsnodes: Unauthorized Request `` for a listing (OpenPBS 23.06's, checked)."""
+    from ..engine.errors import PbsError
+    from ..engine.qmgr import MESSAGES
+
+    if name is None:
+        print(_server_error("pbsnodes", err), file=sys.stderr)
+        return
+    text = MESSAGES.get(err.code, err.message) if err.message == \
+        PbsError(err.code).message else err.message
+    print(f"Node: {name},  Error: {text}", file=sys.stderr)
+
+
 @pbs_command("pbs_rstat", "usage: pbs_rstat [-f | -S | -B] [reservation_id...]")
 def pbs_rstat(args: list[str]) -> int:
     from ..engine import display
+    from ..engine.errors import PBSE_PERM, PbsError
 
     opts, ids = _getopt(args, "fSB")
     flags = {o for o, _ in opts}
-    resvs = engine_client()("stat_resvs", ids=ids or None)
+    try:
+        resvs = engine_client()("stat_resvs", ids=ids or None)
+    except PbsError as err:  # (the server's acl_users: OpenPBS 23.06 exits 0, checked)
+        if err.code != PBSE_PERM:
+            raise
+        print(_server_error("pbs_rstat", err), file=sys.stderr)
+        return 0
     if "-f" in flags:
         out = display.rstat_full(resvs)
     elif "-B" in flags:

@@ -58,6 +58,9 @@ ROWS: list[tuple[str, str]] = [
     *((f"set server acl_users='{{user}}@{h}'\nset server acl_user_enable=true", "qstat")
       for h in ("{host}", "*.example.com", "*{last}", "localhost")),
     ("set server acl_hosts='other.example.com'\nset server acl_host_enable=true", "qstat"),
+    # other commands the server's acl_users refuses: a job named, pbs_rstat, pbsnodes
+    *(("set server acl_users=root\nset server acl_user_enable=true", command)
+      for command in ("qhold 99999", "pbs_rstat", "pbsnodes -a", "pbsnodes {host}")),
     # a sign alone
     (f"set queue {QUEUE} acl_user_enable=true,acl_users=+", "qsub"),
     (f"set queue {QUEUE} acl_user_enable=true,acl_users='-root,+'", "qsub"),
@@ -112,6 +115,8 @@ class _Side:
             return ["qsub", "-h", "-q", QUEUE], "true\n"
         if which == "qstat":
             return ["qstat", "-B"], None
+        if not which.startswith("pbs_rsub"):
+            return self.fill(which).split(), None
         self.hours += 1  # (each reservation its own window: none is denied for another)
         start = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 3600 * self.hours))
         _, opt, value = which.split()
@@ -142,7 +147,9 @@ class _Real(_Side):
         argv, stdin = self.command(which)
         argv = [str(WRAPPERS / "pbs-ns"), "runuser", "-u", self.user, "--",
                 f"/opt/pbs/bin/{argv[0]}", *argv[1:]]
-        return self.answer(self.pbs.run(*argv, input=stdin, check=False), which)
+        done = self.pbs.run(*argv, input=stdin, check=False)
+        done.stderr = done.stderr.replace("/opt/pbs/bin/pbsnodes:", "pbsnodes:")  # (argv[0])
+        return self.answer(done, which)
 
     def stat_resv(self, resv_id: str) -> str:
         return self.pbs.run("pbs_rstat", "-f", resv_id, check=False).stdout
@@ -209,6 +216,7 @@ def test_acls_decide_as_openpbs(pbs, local, attacker, unix_user):
         for settings, command in ROWS:
             label = f"{settings} | {command}".strip(" |")
             key = command if command.startswith("pbs_rsub") else settings
+            key = label if command not in ("qsub", "qstat") else key
             theirs, ours = _row(real, settings, command), _row(mine, settings, command)
             if key in DIFFERENT and DIFFERENT[key] == _RSUB_USAGE:
                 theirs = (theirs[0], theirs[1], theirs[2].splitlines()[0])
