@@ -307,12 +307,14 @@ class JobControl:
         are released (the scheduler may give them to other jobs), and its walltime stops."""
         eng = self.engine
         now = eng.clock()
-        executor.signal_launch(launch, signal.SIGSTOP)
-        eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
+        # Stored first, then stopped: a server killed in between finds the job S and
+        # stops it when it adopts it (`signals_as_stored`), never a stopped job marked R.
         attrs.update(job_state="S", substate=SUBSTATE_SUSPENDED, mtime=int(now))
         with eng.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "suspended_at": now})
+        executor.signal_launch(launch, signal.SIGSTOP)
+        eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
         self._suspended_at[job_id] = (launch.shepherd, now)
         eng.log(LOG_JOB, "Job", job_id, f"Job suspended at request of {caller.user}@"
                 f"{eng.host}")
@@ -390,6 +392,19 @@ class JobControl:
                 self.resuming.discard(job_id)
                 continue
             self._resume(None, job_id, attrs, launch)
+
+    def signals_as_stored(self) -> None:
+        """The jobs adopted after a restart are stopped or running as their stored states
+        say: the server may have died between storing a suspend (or a resume) and its
+        signal. A job never suspended is left alone (its owner may have stopped it)."""
+        eng = self.engine
+        for job_id, launch in eng.launches.items():
+            attrs, runtime = eng.store.job(job_id), eng.store.runtime(job_id) or {}
+            state = (attrs or {}).get("job_state")
+            if state == "S" or (state == "R" and "suspended_for" in runtime):
+                number = signal.SIGSTOP if state == "S" else signal.SIGCONT
+                executor.signal_launch(launch, number)
+                eng._signal_attached(runtime, number)
 
     def continue_killed(self, job_id: str) -> None:
         """A suspended job being killed (qdel) is woken, so that it takes its SIGTERM."""

@@ -269,6 +269,7 @@ class Engine:
         self.periodic = Periodic(self)
         self.router = Router(self)
         self.control = JobControl(self)  # (qsig, qorder, qmsg, qselect, qterm...)
+        self.control.signals_as_stored()  # (the jobs adopted: stopped if suspended)
         self.arrays = Arrays(self)
         self.periodic.startup()
 

@@ -5,6 +5,7 @@ tests/adapters/test_pbs_control_parity.py); and each refused to a user on anothe
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -172,6 +173,31 @@ def test_a_suspended_job_is_adopted_after_a_restart_and_qdel_ends_it(engine):
     assert "Running:1 " in engine.pbs("qstat", "-Qf", check=True).stdout  # (as PBS counts it)
     engine.pbs("qsig", "-s", "resume", job_id, check=True)
     engine.pbs("qsig", "-s", "suspend", job_id, check=True)
+    engine.pbs("qdel", job_id, check=True)
+    assert engine.wait(job_id, timeout=30)["Exit_status"] == 256 + 15
+
+
+def test_a_restart_stops_or_wakes_a_job_as_its_stored_state_says(engine):
+    """A server killed between storing a suspend (or a resume) and its signal: once
+    restarted, the job is stopped (or running) as its stored state says; it was left
+    running while S, its cpus given to others (or stopped while R)."""
+    job_id = _qsub(engine, "--", "/bin/sleep", "300")
+    engine.wait(job_id, "R")
+    pgid = _session(engine, job_id)
+    engine.pbs("qsig", "-s", "suspend", job_id, check=True)
+    engine.kill()
+    os.killpg(pgid, signal.SIGCONT)  # (as if the SIGSTOP had never been sent)
+    until(lambda: _process_state(pgid) != "T", what="the job running again")
+    engine.start()
+    assert engine.job(job_id)["job_state"] == "S"
+    until(lambda: _process_state(pgid) == "T", what="the job stopped again")
+    engine.pbs("qsig", "-s", "resume", job_id, check=True)
+    engine.kill()
+    os.killpg(pgid, signal.SIGSTOP)  # (as if the SIGCONT had never been sent)
+    until(lambda: _process_state(pgid) == "T", what="the job stopped")
+    engine.start()
+    assert engine.job(job_id)["job_state"] == "R"
+    until(lambda: _process_state(pgid) != "T", what="the job woken again")
     engine.pbs("qdel", job_id, check=True)
     assert engine.wait(job_id, timeout=30)["Exit_status"] == 256 + 15
 
