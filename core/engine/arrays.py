@@ -26,6 +26,9 @@ NOT_INHERITED = ARRAY_ATTRS | {"comment", "estimated", "stime", "Exit_status", "
 #: the index's place in the array``, so that they never take a job number and follow one
 #: another in their array's order.
 SUBJOB_SEQ_BASE = 1 << 56
+#: The most indices an array may hold (places 0 to 2**24 - 1 in its subjobs' seq): the
+#: server's ``max_array_size`` is at most this (qmgr refuses more).
+MAX_PLACES = 1 << 24
 #: In an Output_Path or Error_Path, the subjob's index (PBS's word).
 INDEX_MARK = "^array_index^"
 #: A job identifier's number with its brackets: ``12[]``, ``12[3]``, ``12[2-5]``,
@@ -168,7 +171,7 @@ def subjob_id(array: str, index: int) -> str:
 
 
 def subjob_seq(array_seq: int, place: int) -> int:
-    return SUBJOB_SEQ_BASE + (array_seq << 24) + place
+    return SUBJOB_SEQ_BASE + array_seq * MAX_PLACES + place
 
 
 def file_suffix(job_id: str) -> str:

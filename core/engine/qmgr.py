@@ -74,6 +74,7 @@ from typing import Any
 from .. import entlim, hookattrs, units, values
 from ..attributes import AttributeDef, AttributeRegistry
 from . import acl
+from .arrays import MAX_PLACES
 from .display import NODE_ORDER, QUEUE_ORDER, SERVER_ORDER
 from .errors import PBSE_DUPLIST, PbsError
 from .jobspec import RESOURCE_TYPES, resource_value
@@ -244,6 +245,12 @@ def _mg(name: str, type: str, default: Any = None, **kw: Any) -> AttrDef:
     return AttrDef(name, type, "manager", default, **kw)
 
 
+def _array_size(value: Any) -> str | None:
+    """An array's subjobs are numbered within it (`arrays.subjob_seq`): more indices than
+    its places would give two arrays' subjobs one row."""
+    return None if value <= MAX_PLACES else f"must be at most {MAX_PLACES}"
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be greater than zero"
 
@@ -322,7 +329,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _mg("python_restart_max_objects", "long", 1000, check=_positive),
         _mg("python_restart_min_interval", "duration", 30),
         _mg("resv_enable", "boolean", True),
-        _op("max_array_size", "long", 10000),
+        _op("max_array_size", "long", 10000, check=_array_size),
         _mg("max_concurrent_provision", "long", 5, check=_positive),
         _mg("pbs_license_min", "long"), _mg("pbs_license_max", "long"),
         _op("single_signon_password_enable", "boolean", False),

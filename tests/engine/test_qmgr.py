@@ -190,6 +190,7 @@ def test_error_texts_are_qmgrs():
     ("server", AttrOp("scheduling", None, "=", "t"), True),
     ("server", AttrOp("scheduling", None, "=", "FALSE"), False),
     ("server", AttrOp("scheduler_iteration", None, "=", "300"), 300),
+    ("server", AttrOp("max_array_size", None, "=", "16777216"), 16777216),
     ("sched", AttrOp("job_sort_formula_threshold", None, "=", "2.5"), 2.5),
     ("server", AttrOp("comment", None, "=", "a, b"), "a, b"),
     ("server", AttrOp("managers", None, "=", "a@h, b@h,"), ["a@h", "b@h"]),
@@ -227,6 +228,9 @@ def test_convert_size_attribute_and_custom_resource_type():
      "Illegal attribute or resource value scheduler_iteration"),
     ("server", AttrOp("scheduler_iteration", None, "=", "0"), 15014,
      "Illegal attribute or resource value scheduler_iteration"),
+    # (an array's subjobs are numbered within 2**24 places: more would share rows)
+    ("server", AttrOp("max_array_size", None, "=", "16777217"), 15014,
+     "Illegal attribute or resource value max_array_size"),
     ("sched", AttrOp("job_sort_formula_threshold", None, "=", "x"), 15014,
      "Illegal attribute or resource value job_sort_formula_threshold"),
     ("sched", AttrOp("node_sort_key", None, "=", "ncpus HIGH unused"), 15014,
