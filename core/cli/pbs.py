@@ -72,6 +72,8 @@ def pbs_command(name: str, usage: str) -> Callable:
 def run(name: str, args: list[str]) -> int:
     """Run a PBS command with its arguments; prints its errors as PBS does (``qdel: ...``)
     and returns its exit status."""
+    import socket
+
     from ..engine.client import ServerUnavailable
     from ..engine.errors import PbsError
 
@@ -94,7 +96,23 @@ def run(name: str, args: list[str]) -> int:
         return _exit_status(err.code)
     except ServerUnavailable as exc:
         print(f"{name}: {exc}", file=sys.stderr)
-        return 1
+        line, status = _NO_SERVER.get(name, _NO_SERVER[""])
+        print(line.format(name=name, server=socket.gethostname().split(".")[0]),
+              file=sys.stderr)
+        return status
+
+
+#: What OpenPBS 23.06's commands say after why, and exit with, when no server answers
+#: (checked with the server's port closed); `server` is the server's name, this host's.
+_NO_SERVER = {
+    "": ("{name}: cannot connect to server {server} (errno=15010)", 162),
+    "qstat": ("{name}: cannot connect to server {server} (errno=15010)", 255),
+    "qdel": ("Couldn't connect to cluster: {server}", 162),
+    "pbsnodes": ("{name}: cannot connect to server {server}, error=15010", 1),
+    "qmgr": ("{name}: cannot connect to server ", 3),
+    "pbs_rstat": ("{name}: cannot connect to server (errno=15010)", 162),
+    "qrun": ("{name}: could not connect to server  (15010)", 2),
+}
 
 
 # -- PBS's commands ------------------------------------------------------------------------------

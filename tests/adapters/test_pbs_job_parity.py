@@ -306,3 +306,41 @@ def test_a_converted_nodes_request_reads_as_openpbs(pbs, local):
     finally:
         pbs.forget_jobs()
         local.pbs("qdel", mine_id)
+
+
+#: Commands run with no server to answer them.
+NO_SERVER_ROWS = ("qstat", "qstat -f 1", "qsub -- /bin/true", "qdel 1", "pbsnodes -a",
+                  "qmgr -c 'list server'", "qhold 1", "qalter -N x 1", "pbs_rstat",
+                  "qrun 1", "qsig 1", "qselect")
+
+
+def test_commands_without_a_server_answer_as_openpbs(pbs, tmp_path):
+    """The exit status and the last line each command prints when no server answers: the
+    real PBS's clients pointed at a port nobody listens on (a pbs.conf of their own; the
+    shared server runs on), the engine's at a home where no server runs. The line before
+    it says why, in each one's words (PBS's `Connection refused`, the engine's names the
+    home)."""
+    import os
+    import subprocess
+
+    from pbsplug.engine.testing import PBSPLUG
+
+    conf = tmp_path / "pbs.conf"
+    conf.write_text(open("/etc/pbs.conf").read() + "PBS_BATCH_SERVICE_PORT=15999\n")
+    conf.chmod(0o644)
+    real_env = {**pbs.env, "PBS_CONF_FILE": str(conf)}
+    mine_env = {**os.environ, "PBSPLUG_HOME": str(tmp_path / "home")}
+    pbs_host = _pbs_host(pbs)
+    engine_host = socket.gethostname().split(".")[0]
+    differences = []
+    for line in NO_SERVER_ROWS:
+        real = pbs.run(*shlex.split(line), check=False, input="", env=real_env)
+        mine = subprocess.run([PBSPLUG, *shlex.split(line)], capture_output=True, text=True,
+                              input="", env=mine_env, timeout=60)
+        theirs = (real.returncode, real.stdout, _norm(real.stderr.replace(
+            "/opt/pbs/bin/", "").splitlines()[-1], pbs_host))
+        ours = (mine.returncode, mine.stdout, _norm(mine.stderr.splitlines()[-1],
+                                                    engine_host))
+        if theirs != ours:
+            differences.append(f"{line!r}\n  pbs:    {theirs!r}\n  engine: {ours!r}")
+    assert not differences, "\n".join(differences)
