@@ -741,7 +741,8 @@ class Engine:
         written = self._hooked_request("queuejob", outcome, before, job_id, attrs,
                                        enqueued=True, limited=True, written={})
         spec = self.arrays.check_submitted(attrs) if is_array else None
-        waits_for = self._check_depend(caller, attrs, job_id)
+        unknown: list[str] = []  # (a job no server knows: PBS queues the job, then deletes it)
+        waits_for = self._check_depend(caller, attrs, job_id, unknown)
         # The state follows the holds and Execution_Time the request, its dependencies and
         # the hooks left (a hook may set or remove a hold).
         attrs["job_state"] = lifecycle.queued_state(attrs, self.clock())
@@ -782,7 +783,7 @@ class Engine:
         if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
-        refused = self._link_befores(job_id, waits_for)
+        refused = unknown[0] if unknown else self._link_befores(job_id, waits_for)
         if refused is not None:  # PBS queues the job, then deletes it (checked)
             self._drop(job_id, attrs, f"{BEFORE_REFUSED}{refused}")
             return job_id
@@ -856,10 +857,12 @@ class Engine:
                 raise PbsError(PBSE_INVALJOBRESC, f'"-lresource=" cannot be used with '
                                f'"select" or "place", resource is: {name}')
 
-    def _check_depend(self, caller: Caller, attrs: dict, me: str | None = None
-                      ) -> list[tuple[str, str]]:
-        """A job's dependencies (job `me`'s): known jobs only, not itself; ``after*`` ones
-        hold it (``s``). Returns the ``before*`` targets, which will wait on it."""
+    def _check_depend(self, caller: Caller, attrs: dict, me: str | None = None,
+                      unknown: list[str] | None = None) -> list[tuple[str, str]]:
+        """A job's dependencies (job `me`'s): known jobs only (15001; with `unknown`, a
+        list, the full ids of those no server knows go there instead), not itself;
+        ``after*`` ones hold it (``s``). Returns the ``before*`` targets, which will wait
+        on it."""
         befores = []
         named = []  # (kind, the jobs by their full ids): as qsub writes them, and stored so
         for kind, ids in depend.parse(attrs.get("depend")):
@@ -878,6 +881,9 @@ class Engine:
                 raise PbsError(PBSE_IVALREQ, obj=me)
             for job_id, full in zip(ids, named[-1][1], strict=True):
                 other = self._lean_job(full)
+                if other is None and unknown is not None:
+                    unknown.append(full)
+                    continue
                 if other is None:
                     raise PbsError(PBSE_UNKJOBID, obj=job_id)
                 if kind in depend.BEFORE:

@@ -211,8 +211,13 @@ def test_dependencies_hold_release_and_delete(engine):
     assert engine.job(later)["job_state"] == "H"  # still the dependency's system hold
     assert engine.wait(later)["Exit_status"] == 0
 
-    done = engine.pbs("qsub", "-W", "depend=afterok:999", "--", "/bin/true")
-    assert (done.returncode, done.stderr) == (15001 % 256, "qsub: Unknown Job Id\n")
+    # a job no server knows: queued, then deleted naming it (OpenPBS 23.06's, checked)
+    done = engine.pbs("qsub", "-W", f"depend=afterok:{first}:999:{later}", "--", "/bin/true")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    gone = engine.job(done.stdout.strip())
+    host = first.split(".", 1)[1]
+    assert (gone["job_state"], gone["comment"]) == (
+        "F", f"Dependency request for job rejected by 999.{host}")
     runone = engine.pbs("qsub", "-W", f"depend=runone:{first}", "--", "/bin/true")
     assert runone.stderr == "qsub: No support for requested service: depend type runone\n"
 
