@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import grp
 import pwd
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import units, values
 from ..objects import Job, Reservation
 from ..scheduler import DEFAULT_PARTITION
-from ..scheduler.model import job_select, schedselect
+from ..scheduler.model import job_select, resource_amount, schedselect
 from ..units import parse_exec_vnode
 from . import acl
 from .errors import (
@@ -52,7 +53,7 @@ from .errors import (
     check_resources,
     each,
 )
-from .home import LOG_ADMIN, LOG_ERROR, LOG_JOB
+from .home import LOG_ADMIN, LOG_ERROR, LOG_RESV
 from .store import StoreWriteError
 
 if TYPE_CHECKING:
@@ -74,8 +75,9 @@ _RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "r
 
 #: Seconds between two looks at whether a waiting reservation's partition has a scheduler.
 OWNERS_EVERY = 2.0
-UNCONFIRMED, CONFIRMED, RUNNING, FINISHED = (
-    "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED")
+UNCONFIRMED, CONFIRMED, RUNNING, FINISHED, BEING_DELETED = (
+    "RESV_UNCONFIRMED", "RESV_CONFIRMED", "RESV_RUNNING", "RESV_FINISHED",
+    "RESV_BEING_DELETED")
 
 
 class Reservations:
@@ -86,7 +88,9 @@ class Reservations:
         resvs = engine.store.all("resv")
         #: Queues whose reservation has ended, kept until the jobs killed at its end are gone.
         self.leftover_queues = {q for q, a in engine.store.all("queue").items()
-                                if a.get("reservation") and a["reservation"] not in resvs}
+                                if a.get("reservation") and (
+                                    a["reservation"] not in resvs or resvs[a["reservation"]]
+                                    .get("reserve_state") == BEING_DELETED)}
         #: Unpartitioned reservations: the schedulers that could not fit them, so far.
         self.denials: dict[str, set[str]] = {}
         self._with_acls()
@@ -157,11 +161,14 @@ class Reservations:
         self._hooked_times(outcome, stored, before, now)
         self._completed(resv_id, stored)
         start, end = stored["reserve_start"], stored["reserve_end"]
+        queue = resv_id.split(".")[0]
+        stored["queue"] = queue
         with eng.store.transaction() as st:
             st.put("resv", resv_id, stored)
-        eng.log(LOG_JOB, "Resv", resv_id, f"Reservation submitted at request of "
-                f"{caller.user}@{eng.host}: start {start}, end {end}, "
-                f"select {res['select']}")
+            if st.get("queue", queue) is None:  # (a manager's of that name: denied later)
+                st.put("queue", queue, new_queue(resv_id, stored))
+        eng.log(LOG_RESV, "Resv", resv_id, f"New reservation submitted start={_ctime(start)}"
+                f" end={_ctime(end)}")
         eng.accounting.resv_submitted(resv_id, owner)
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
@@ -184,6 +191,8 @@ class Reservations:
         except ValueError as exc:  # (a select a hook left that reads as no chunks)
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
                            f"Resource_List.select: {exc}") from None
+        for name, value in (eng.server_attrs().get("resources_default") or {}).items():
+            res.setdefault(name, value)  # (after the sums: the select's come first)
         stored["Resource_List"] = res
         stored["schedselect"] = schedselect(chunks)
 
@@ -235,9 +244,8 @@ class Reservations:
         return out
 
     def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
-        """pbs_rstat: every reservation, or the named ones. An unconfirmed one shows the
-        name of its queue to come (PBS makes the queue at once, disabled; the engine at
-        confirmation)."""
+        """pbs_rstat: every reservation, or the named ones (one stored by an older
+        pbsplug, unconfirmed, shows the name of its queue to come)."""
         resvs = {resv_id: {**attrs, "queue": attrs.get("queue") or resv_id.split(".")[0]}
                  for resv_id, attrs in self.engine.store.all("resv").items()}
         if not ids:
@@ -259,6 +267,8 @@ class Reservations:
                 raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id", obj=name)
             if not caller.privileged and attrs.get("euser") != caller.user:
                 raise PbsError(PBSE_PERM, obj=full)
+            if attrs.get("reserve_state") == BEING_DELETED:
+                return  # (ended already: its jobs are going)
             self._end(full, attrs, f"deleted at request of {caller.user}@{self.engine.host}",
                       requestor=f"{caller.user}@{self.engine.host}",
                       by_owner=attrs.get("euser") == caller.user)
@@ -268,7 +278,7 @@ class Reservations:
     def may_submit(self, queue: str) -> None:
         """To the queue of a reservation that is over (left until its last job is gone), no
         job goes. (Who may put jobs in the queue of one that is not is its ACLs' to say.)"""
-        if not any(attrs.get("queue") == queue
+        if not any(attrs.get("queue") == queue and attrs.get("reserve_state") != BEING_DELETED
                    for attrs in self.engine.store.all("resv").values()):
             raise PbsError(PBSE_PERM, obj=queue)
 
@@ -380,22 +390,29 @@ class Reservations:
         attrs.update(reserve_state=CONFIRMED, reserve_substate=2, queue=queue,
                      resv_nodes=decision.resv_nodes, mtime=int(eng.clock()),
                      partition=partition)
-        resv_queue = {"queue_type": "Execution", "enabled": True, "started": False,
-                      "reservation": decision.resv_id, **queue_acls(attrs)}
-        if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
-            resv_queue["partition"] = partition
+        if attrs.get("reserve_rrule"):
+            attrs.setdefault("reserve_index", 1)
         with eng.store.transaction() as st:
             st.put("resv", decision.resv_id, attrs)
+            # (made at submission, disabled; one of an older pbsplug's, now)
+            resv_queue = st.get("queue", queue) or new_queue(decision.resv_id, attrs)
+            resv_queue["enabled"] = True
+            if partition != "pbs-default":  # its jobs go to the scheduler that confirmed it
+                resv_queue["partition"] = partition
             st.put("queue", queue, resv_queue)
-        eng.log(LOG_JOB, "Resv", decision.resv_id,
-                f"Reservation confirmed on {decision.resv_nodes}, queue {queue}")
+        eng.log(LOG_RESV, "Resv", decision.resv_id, "Reservation confirmed")
         eng.accounting.resv_confirmed(decision.resv_id, attrs)
 
     def _deny(self, resv_id: str, attrs: dict, why: str) -> None:
         eng = self.engine
+        queue = str(attrs.get("queue") or "")
         with eng.store.transaction() as st:
             st.delete("resv", resv_id)
-        eng.log(LOG_JOB, "Resv", resv_id,
+            held = st.get("queue", queue) if queue else None
+        if held is not None and held.get("reservation") == resv_id:  # (not a manager's)
+            self.leftover_queues.add(queue)
+            self._drop_empty_queues()
+        eng.log(LOG_RESV, "Resv", resv_id,
                 f"Reservation denied: {why.removeprefix('Reservation denied: ')}")
         eng.accounting.resv_deleted(resv_id, f"Server@{eng.host}@{eng.host}", by_owner=False)
 
@@ -423,7 +440,7 @@ class Reservations:
                     queue = st.get("queue", attrs["queue"])
                     if queue is not None:
                         st.put("queue", attrs["queue"], {**queue, "started": True})
-                eng.log(LOG_JOB, "Resv", resv_id, "Reservation period starting")
+                eng.log(LOG_RESV, "Resv", resv_id, "Reservation period starting")
                 eng.accounting.resv_begun(resv_id, attrs)
                 outcome = eng._event("resv_begin", resv=Reservation(resv_id, attrs))
                 if not outcome.accepted:
@@ -441,7 +458,8 @@ class Reservations:
             self._drop_empty_queues()
 
     def _drop_empty_queues(self) -> None:
-        """Remove the ended reservations' queues that no running job is in any more. A job
+        """Remove the ended reservations' queues that no running job is in any more, and
+        the reservations left listed (``RESV_BEING_DELETED``) while their jobs went. A job
         still queued there (one requeued while it was being killed at the end) is deleted
         first, as the reservation's jobs all are: a queue is never removed under a job."""
         eng = self.engine
@@ -456,6 +474,10 @@ class Reservations:
         if empty:
             with eng.store.transaction() as st:
                 for queue in empty:
+                    held = st.get("queue", queue) or {}
+                    resv = st.get("resv", str(held.get("reservation") or ""))
+                    if resv is not None and resv.get("reserve_state") == BEING_DELETED:
+                        st.delete("resv", str(held["reservation"]))
                     st.delete("queue", queue)
             self.leftover_queues -= empty
 
@@ -463,16 +485,23 @@ class Reservations:
              requestor: str | None = None, by_owner: bool = False) -> None:
         """The reservation ends (`why`, in its jobs' comments; the log line is `logged`,
         else ``Reservation <why>``): deleted at `requestor`'s request (its owner's when
-        `by_owner`), else its period is over."""
+        `by_owner`), else its period is over. Its queue is disabled and stopped; while
+        its running jobs are being killed it stays listed as ``RESV_BEING_DELETED``, and
+        goes with its queue once they are gone (OpenPBS 23.06, checked)."""
         eng = self.engine
-        queue = attrs.get("queue")
+        queue = str(attrs.get("queue") or "")
+        held = eng.store.get("queue", queue) if queue else None
+        if held is None or held.get("reservation") != resv_id:
+            queue = ""  # (none, or a manager's queue of its name: not the reservation's)
         began = attrs.get("reserve_state") == RUNNING
+        killed = False
         if queue:
             for job_id, job in eng.store.jobs(("Q", "H", "W", "R", "E")).items():
                 if job.get("queue") != queue:
                     continue
                 if job_id in eng.launches:
                     eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
+                    killed = True
                 else:
                     eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}")
         now = int(eng.clock())
@@ -483,7 +512,14 @@ class Reservations:
                 eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
                         f"resv_end request rejected: {outcome.message}")
         with eng.store.transaction() as st:
-            st.delete("resv", resv_id)
+            if killed:
+                st.put("resv", resv_id, {**attrs, "reserve_state": BEING_DELETED,
+                                         "reserve_substate": 7})
+            else:
+                st.delete("resv", resv_id)
+            if queue:
+                st.put("queue", queue, {**(st.get("queue", queue) or held or {}),
+                                        "enabled": False, "started": False})
             if began:
                 for name, _ in parse_exec_vnode(attrs.get("resv_nodes", "")):
                     node = st.get("node", name)
@@ -493,7 +529,7 @@ class Reservations:
         if queue:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()
-        eng.log(LOG_JOB, "Resv", resv_id, logged or f"Reservation {why}")
+        eng.log(LOG_RESV, "Resv", resv_id, logged or f"Reservation {why}")
         if requestor is not None:
             eng.accounting.resv_deleted(resv_id, requestor, by_owner)
         else:
@@ -551,10 +587,80 @@ def resvs_on_vnodes(resvs: Mapping[str, Mapping[str, Any]], nodes: Iterable[str]
     return out
 
 
+def with_resv_assigned(rows: Mapping[str, Mapping[str, Any]],
+                       resvs: Mapping[str, Mapping[str, Any]],
+                       running: Mapping[str, Mapping[str, Any]],
+                       types: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The vnodes' rows as pbsnodes shows them: a running reservation counts in its vnodes'
+    ``resources_assigned`` what its ``resv_nodes`` holds, and the jobs running inside it
+    add nothing (OpenPBS 23.06, checked: from the reservation's start to its end, not
+    from its confirmation). Only what is shown: the scheduler and the server's own checks
+    read the jobs' amounts (a job inside a reservation uses what it holds)."""
+    delta: dict[str, dict[str, int]] = {}
+
+    def add(exec_vnode: str, sign: int) -> None:
+        for name, res in parse_exec_vnode(exec_vnode):
+            for key, value in res.items():
+                amount = resource_amount(key, value, types)
+                if amount is not None and name in rows:
+                    acc = delta.setdefault(name, {})
+                    acc[key] = acc.get(key, 0) + sign * amount
+
+    queues = set()
+    for resv in resvs.values():
+        if resv.get("reserve_state") == RUNNING:
+            try:
+                add(str(resv.get("resv_nodes") or ""), 1)
+            except ValueError:
+                continue  # (set aside at the start; shown without it until then)
+            if resv.get("queue"):
+                queues.add(resv["queue"])
+    for job in running.values():
+        if job.get("queue") in queues:
+            try:
+                add(str(job.get("exec_vnode") or ""), -1)
+            except ValueError:
+                continue
+    if not delta:
+        return {name: dict(row) for name, row in rows.items()}
+    sizes = {k for k, t in {**values.RESOURCE_TYPES, **types}.items() if t == "size"}
+    out = {}
+    for name, row in rows.items():
+        if name not in delta:
+            out[name] = dict(row)
+            continue
+        shown = {k: resource_amount(k, v, types) or 0
+                 for k, v in (row.get("resources_assigned") or {}).items()}
+        for key, amount in delta[name].items():
+            shown[key] = max(0, shown.get(key, 0) + amount)
+        out[name] = {**row, "resources_assigned": {
+            k: (f"{units.kilobytes(v)}kb" if k in sizes else v) for k, v in shown.items()}}
+    return out
+
+
 def _resv_seq(resv_id: str) -> int:
     """The number of ``R12.host`` (0 for an id without one)."""
     digits = resv_id[1:].split(".")[0]
     return int(digits) if digits.isdigit() else 0
+
+
+def new_queue(resv_id: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A reservation's queue, as OpenPBS 23.06 makes it at pbs_rsub (checked): an execution
+    queue, disabled (confirmation enables it) and stopped (its start starts it), its ACLs
+    from the access lists, and ``resources_available`` and ``resources_max`` of each
+    amount the reservation asks for (``ncpus``, ``mem``: not its select, place, nodect or
+    walltime)."""
+    asked = {k: v for k, v in (attrs.get("Resource_List") or {}).items()
+             if k not in ("select", "place", "nodect", "walltime")}
+    return {"queue_type": "Execution", "enabled": False, "started": False,
+            "reservation": resv_id, **queue_acls(dict(attrs)),
+            **({"resources_available": dict(asked), "resources_max": dict(asked)}
+               if asked else {})}
+
+
+def _ctime(epoch: Any) -> str:
+    """A time as PBS's server log writes a reservation's (``Sun Dec 06 00:25:31 2026``)."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(int(epoch)))
 
 
 def _group_of(user: str) -> str:

@@ -88,7 +88,7 @@ from .home import (
 from .jobcontrol import JobControl, run_suspended
 from .manager import Manager
 from .periodic import Periodic, offline_comment
-from .reservations import Reservations, resv_exclusive, resvs_on_vnodes
+from .reservations import Reservations, resv_exclusive, resvs_on_vnodes, with_resv_assigned
 from .routing import Router
 from .schedprocs import NEEDS_ATTENTION, SchedulerProcesses, Work
 from .store import ENV as store_env
@@ -1157,8 +1157,10 @@ class Engine:
             missing = [n for n in names if n not in nodes]
             if missing:
                 raise PbsError(PBSE_UNKNODE, obj=missing[0])
-        return self._without({n: nodes[n].to_dict() for n in names or nodes},
-                             self.unreadable("node", caller))
+        rows = with_resv_assigned({n: nodes[n].to_dict() for n in names or nodes},
+                                  self.store.all("resv"),
+                                  self.store.jobs(("R", "E"), lean=True), self.resource_types())
+        return self._without(rows, self.unreadable("node", caller))
 
     def req_delete(self, caller: Caller, ids: list[str], force: bool = False,
                    purge: bool = False) -> list[dict]:

@@ -6,6 +6,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import socket
 import time
 
@@ -323,9 +324,10 @@ def test_the_owner_and_older_reservations_pass_the_lists_limit(engine_here):
     stored = eng.store.get("resv", resv_id)
     assert len(stored["Authorized_Users"]) == 1001
     assert f"{user.user}@{eng.host}" in stored["Authorized_Users"]
-    with eng.store.transaction() as st:  # (as a pbsplug before the limit stored it)
-        st.put("resv", resv_id, {**stored, "Authorized_Users": [
+    with eng.store.transaction() as st:  # (as a pbsplug before the limit stored it,
+        st.put("resv", resv_id, {**stored, "Authorized_Users": [  # with no queue yet)
             *stored["Authorized_Users"], "v1", "v2"]})
+        st.delete("queue", stored["queue"])
     eng.resvs.decide([ResvDecision(resv_id, True, f"({eng.host}:ncpus=1)",
                                    partition="pbs-default")])
     resv = eng.store.get("resv", resv_id)
@@ -444,19 +446,19 @@ def test_one_reservation_that_cannot_be_decided_does_not_stop_the_others(engine_
     bad, good = (eng.req_resv_submit(user, {"reserve_duration": 600, "reserve_start": start,
                                             "Reserve_Name": name})["id"]
                  for name in ("bad", "good"))
-    real = reservations.queue_acls
+    real = reservations.Reservation
 
-    def breaks_on_bad(attrs):
+    def breaks_on_bad(name, attrs):
         if attrs.get("Reserve_Name") == "bad":
             raise RuntimeError("boom")
-        return real(attrs)
+        return real(name, attrs)
 
-    monkeypatch.setattr(reservations, "queue_acls", breaks_on_bad)
+    monkeypatch.setattr(reservations, "Reservation", breaks_on_bad)
     eng.resvs.decide([ResvDecision(resv_id, True, f"({eng.host}:ncpus=1)",
                                    partition="pbs-default") for resv_id in (bad, good)])
     assert eng.store.get("resv", good)["reserve_state"] == "RESV_CONFIRMED"
     assert eng.store.get("resv", bad)["reserve_state"] == "RESV_UNCONFIRMED"
-    assert eng.store.get("queue", bad.split(".")[0]) is None
+    assert eng.store.get("queue", bad.split(".")[0])["enabled"] is False  # (as submitted)
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
     assert f"{bad};deciding it failed, tried again next cycle: RuntimeError: boom" in log
 
@@ -591,3 +593,120 @@ def test_pbs_rstat_lists_a_reservation_as_openpbs(engine):
     nodes = engine.client("stat_resvs")[resv_id]["resv_nodes"]
     assert engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout == full(
         "RESV_CONFIRMED", 2, f"resv_nodes = {nodes}\n", "partition = pbs-default\n")
+
+
+def _when(seconds: float) -> str:
+    return time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + seconds))
+
+
+def test_a_reservations_queue_is_made_at_submission_disabled(engine):
+    """OpenPBS 23.06, checked: pbs_rsub makes the queue R<n> at once, disabled and stopped,
+    with the ACLs and a resources_available and resources_max of each amount asked for;
+    confirmation enables it; the reservation's events are logged in their own class
+    (0200), in PBS's words. pbsplug made the queue at confirmation."""
+    engine.client("qmgr", text="set server scheduling = False")
+    done = engine.pbs("pbs_rsub", "-R", _when(3600), "-D", "600", "-l",
+                      "select=2:ncpus=1:mem=10mb")
+    resv_id = done.stdout.split()[0]
+    queue = resv_id.split(".")[0]
+    made = engine.client("stat_queues")[queue]
+    assert (made["enabled"], made["started"], made["acl_user_enable"]) == (False, False, True)
+    assert made["resources_max"] == made["resources_available"] == {"ncpus": 2, "mem": "20mb"}
+    job = engine.pbs("qsub", "-q", queue, "--", "/bin/true")
+    assert job.returncode != 0 and "Queue is not enabled" in job.stderr, job.stderr
+    assert re.search(rf";0200;Server@[^;]+;Resv;{re.escape(resv_id)};New reservation "
+                     r"submitted start=\w{3} \w{3} \d\d \d\d:\d\d:\d\d \d{4} end=",
+                     engine.log()), engine.log()
+    engine.client("qmgr", text="set server scheduling = True")
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    assert engine.client("stat_queues")[queue]["enabled"] is True
+    assert f";0200;Server@{engine.client('status')['server'].split('.')[0]};Resv;" \
+           f"{resv_id};Reservation confirmed\n" in engine.log()
+    engine.pbs("pbs_rdel", resv_id, check=True)
+    until(lambda: queue not in engine.client("stat_queues"), what="the queue to go")
+
+
+def test_a_denied_reservations_queue_goes_with_it(engine):
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": int(time.time()) + 60, "reserve_duration": 600,
+        "Resource_List": {"select": "1:ncpus=100000"}})["id"]
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the denial")
+    assert resv_id.split(".")[0] not in engine.client("stat_queues")
+
+
+def test_the_servers_resources_default_complete_a_reservations_request(engine):
+    """OpenPBS 23.06, checked: resources_default.mem = 10mb gives a reservation asking no
+    mem Resource_List.mem = 10mb; the select's sums (ncpus) and the window's walltime
+    come first. resources_max refuses nothing at pbs_rsub (checked)."""
+    engine.client("qmgr", text="set server resources_default.mem = 10mb")
+    engine.client("qmgr", text="set server resources_default.ncpus = 3")
+    engine.client("qmgr", text="set server resources_default.walltime = 01:00:00")
+    engine.client("qmgr", text="set server resources_max.ncpus = 1")
+    try:
+        done = engine.pbs("pbs_rsub", "-R", _when(3600), "-D", "600", "-l", "select=2:ncpus=1")
+        assert done.returncode == 0, done.stderr
+        resv_id = done.stdout.split()[0]
+        res = engine.client("stat_resvs", ids=[resv_id])[resv_id]["Resource_List"]
+        assert (res["mem"], res["ncpus"], res["walltime"]) == ("10mb", 2, "00:10:00")
+        queue = engine.client("stat_queues")[resv_id.split(".")[0]]
+        assert queue["resources_max"]["mem"] == "10mb"
+    finally:
+        for name in ("resources_default", "resources_max"):
+            engine.client("qmgr", text=f"unset server {name}")
+
+
+def test_a_running_reservation_counts_in_its_vnodes_resources_assigned(engine):
+    """OpenPBS 23.06, checked: a confirmed reservation adds nothing to its vnode's
+    resources_assigned; from its start it adds what resv_nodes holds, and a job running
+    inside it adds nothing more. pbsplug counted jobs only."""
+    now = int(time.time())
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": now + 4, "reserve_duration": 600,
+        "Resource_List": {"select": "1:ncpus=1"}})["id"]
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    vnode = engine.client("stat_resvs", ids=[resv_id])[resv_id]["resv_nodes"].strip(
+        "()").split(":")[0]
+
+    def ncpus() -> int:
+        row = engine.client("stat_nodes", names=[vnode])[vnode]
+        return int((row.get("resources_assigned") or {}).get("ncpus", 0))
+
+    assert ncpus() == 0
+    until(lambda: _state(engine, resv_id) == "RESV_RUNNING", what="the start")
+    assert ncpus() == 1
+    job_id = engine.submit("sleep 60\n", queue=resv_id.split(".")[0])
+    until(lambda: engine.job(job_id)["job_state"] == "R", what="the job to run")
+    assert ncpus() == 1
+    engine.pbs("pbs_rdel", resv_id, check=True)
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the end")
+    assert ncpus() == 0
+
+
+def test_an_ended_reservation_is_listed_being_deleted_while_its_jobs_go(engine):
+    """OpenPBS 23.06, checked: at its end a reservation whose jobs are being killed is
+    listed as RESV_BEING_DELETED (pbs_rstat's BD), its queue disabled and stopped, and goes
+    once they are gone (PBS looks again every 30 s); one with no job goes at once."""
+    # (the job outlives its SIGTERM: it is killed kill_delay, 10 s, later)
+    now = int(time.time())
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": now + 3, "reserve_duration": 600,
+        "Resource_List": {"select": "1:ncpus=1"}})["id"]
+    queue = resv_id.split(".")[0]
+    until(lambda: _state(engine, resv_id) == "RESV_RUNNING", what="the start")
+    ready = engine.root / "trapped"
+    job_id = engine.submit(f"trap '' TERM; touch {ready}; sleep 60 & wait; sleep 60\n",
+                           queue=queue)
+    until(ready.exists, what="the job to trap SIGTERM")
+    engine.pbs("pbs_rdel", resv_id, check=True)
+    assert _state(engine, resv_id) == "RESV_BEING_DELETED"
+    row = engine.pbs("pbs_rstat", check=True).stdout.splitlines()[2].split()
+    assert row[:4] == [resv_id[:10], queue, row[2], "BD"]
+    kept = engine.client("stat_queues")[queue]
+    assert (kept["enabled"], kept["started"]) == (False, False)
+    again = engine.pbs("pbs_rdel", resv_id)
+    assert again.returncode == 0, again.stderr
+    refused = engine.pbs("qsub", "-q", queue, "--", "/bin/true")
+    assert refused.returncode != 0
+    engine.pbs("qdel", "-W", "force", job_id)
+    until(lambda: resv_id not in engine.client("stat_resvs"), what="the reservation")
+    assert queue not in engine.client("stat_queues")
