@@ -816,7 +816,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
     except Exception:  # noqa: BLE001 - an odd /proc: the samples' figures stand
         pass
-    _kill_session(me, process_start(me) or 0.0)
+    _signal_session(me, process_start(me) or 0.0, signal.SIGKILL)
     if start_error:
         code = EXEC_FAIL2 if start_error.startswith(NO_HOME) else EXEC_FAIL
     elif os.WIFSIGNALED(status):
@@ -1029,7 +1029,8 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
             _write_note(note, err_fd, ids)
             if qsub_fd is not None and os.waitid(
                     os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                _kill_session(pid, job_started)  # (its leader is a zombie: still its pid)
+                # (its leader is a zombie: still its pid)
+                _signal_session(pid, job_started, signal.SIGKILL)
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done == pid:
                 break
@@ -1052,7 +1053,7 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
                 # qsub went away: the job ends, as a terminal's hangup would end it, but
                 # whatever it ignores
                 poller.unregister(qsub_fd)
-                _kill_session(pid, job_started)
+                _signal_session(pid, job_started, signal.SIGKILL)
                 signal_if_same(pid, job_started, signal.SIGKILL)
             try:
                 while os.read(wake_r, 512):
@@ -1090,11 +1091,22 @@ def kill_session(launch: Launch) -> int:
         # process is left in the old session: nothing of the job is left, and the new
         # process's own session must not be touched.
         return 0
-    return _kill_session(launch.shepherd, launch.started)
+    return _signal_session(launch.shepherd, launch.started, signal.SIGKILL)
 
 
-def _kill_session(leader: int, since: float) -> int:
-    """SIGKILL the processes of session `leader` started since `since`, but the leader."""
+def signal_session(launch: Launch, sig: int) -> int:
+    """Send `sig` to every process of the job's shepherd's session but the shepherd, as
+    `kill_session` finds them (qsig -s suspend and resume: a process that moved to another
+    group of the session is stopped and woken with the others). Returns how many."""
+    if not launch.boot or launch.boot != boot_id() or \
+            process_start(launch.shepherd) != launch.started:
+        return 0  # (the shepherd gone, or its pid another's: see kill_session)
+    return _signal_session(launch.shepherd, launch.started, sig)
+
+
+def _signal_session(leader: int, since: float, sig: int) -> int:
+    """Send `sig` to the processes of session `leader` started since `since`, but the
+    leader."""
     killed = 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == leader:
@@ -1106,7 +1118,7 @@ def _kill_session(leader: int, since: float) -> int:
         except (IndexError, ValueError):
             continue  # gone meanwhile
         if session == leader and started >= since:
-            killed += signal_if_same(int(name), started, signal.SIGKILL)
+            killed += signal_if_same(int(name), started, sig)
     return killed
 
 

@@ -313,7 +313,8 @@ class JobControl:
         with eng.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "suspended_at": now})
-        executor.signal_launch(launch, signal.SIGSTOP)
+        executor.signal_launch(launch, signal.SIGSTOP, wait=2.0)  # (a job just started)
+        executor.signal_session(launch, signal.SIGSTOP)  # (a group it made, too)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
         self._suspended_at[job_id] = (launch.shepherd, now)
         eng.log(LOG_JOB, "Job", job_id, f"Job suspended at request of {caller.user}@"
@@ -351,7 +352,8 @@ class JobControl:
                 attrs.pop("comment", None)
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, runtime)
-        executor.signal_launch(launch, signal.SIGCONT)
+        executor.signal_launch(launch, signal.SIGCONT, wait=2.0)  # (a job just started)
+        executor.signal_session(launch, signal.SIGCONT)  # (a group it made, too)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGCONT)
         who = f"{caller.user}@{eng.host}" if caller is not None else f"Scheduler@{eng.host}"
         eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {who}")
@@ -404,6 +406,7 @@ class JobControl:
             if state == "S" or (state == "R" and "suspended_for" in runtime):
                 number = signal.SIGSTOP if state == "S" else signal.SIGCONT
                 executor.signal_launch(launch, number)
+                executor.signal_session(launch, number)
                 eng._signal_attached(runtime, number)
 
     def continue_killed(self, job_id: str) -> None:
@@ -411,6 +414,7 @@ class JobControl:
         launch = self.engine.launches.get(job_id)
         if launch is not None:
             executor.signal_launch(launch, signal.SIGCONT)
+            executor.signal_session(launch, signal.SIGCONT)
             self.engine._signal_attached(self.engine.store.runtime(job_id) or {},
                                          signal.SIGCONT)
 

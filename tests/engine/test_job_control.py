@@ -177,6 +177,32 @@ def test_a_suspended_job_is_adopted_after_a_restart_and_qdel_ends_it(engine):
     assert engine.wait(job_id, timeout=30)["Exit_status"] == 256 + 15
 
 
+def test_suspend_stops_a_process_that_left_the_jobs_process_group(engine, tmp_path):
+    """SIGSTOP went to the job's process group and its top process: a process the job moved
+    to another group of its session (setpgid, as any process may) ran on while the job was
+    S, on the cpus given to others."""
+    pid_file = tmp_path / "hopped"
+    script = tmp_path / "hop.py"
+    script.write_text("import os, time\n"
+                      "child = os.fork()\n"
+                      "if child == 0:\n"
+                      "    os.setpgid(0, 0)\n"
+                      f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                      "    time.sleep(1000)\n"
+                      "time.sleep(1000)\n")
+    job_id = _qsub(engine, "--", "/usr/bin/python3", str(script))
+    engine.wait(job_id, "R")
+    hopped = int(until(lambda: pid_file.exists() and pid_file.read_text(), timeout=30,
+                       what="the process that left the group"))
+    assert os.getpgid(hopped) == hopped
+    engine.pbs("qsig", "-s", "suspend", job_id, check=True)
+    until(lambda: _process_state(hopped) == "T", what="the process stopped")
+    engine.pbs("qsig", "-s", "resume", job_id, check=True)
+    until(lambda: _process_state(hopped) != "T", what="the process woken")
+    engine.pbs("qdel", job_id, check=True)
+    engine.wait(job_id, timeout=30)
+
+
 def test_a_restart_stops_or_wakes_a_job_as_its_stored_state_says(engine):
     """A server killed between storing a suspend (or a resume) and its signal: once
     restarted, the job is stopped (or running) as its stored state says; it was left
