@@ -45,6 +45,12 @@ def host_names() -> tuple[str, ...]:
                                 *([fqdn] if fqdn.split(".")[0] == short else []))))
 
 
+def names_this_host(name: str, names: Iterable[str] = ()) -> bool:
+    """Whether `name` (``-o name:/path``'s host) is this machine: ``localhost`` or one of
+    its names (`names`, by default `host_names()`), in any case."""
+    return name.lower() in {n.lower() for n in (*(names or host_names()), "localhost")}
+
+
 def full_id(text: str, server: str, host_names: Iterable[str] = ()) -> str | None:
     """``<number>.<server>``, the id the server keeps, for any of the forms this server's
     jobs take (`parse`); None for text of another form, or naming another server."""

@@ -680,11 +680,22 @@ def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str
           qalter: bool = False) -> str:
     """``[host:]path`` -> ``host:/absolute/path``: a relative path is relative to qsub's
     directory, or with a host, to the user's home directory (qalter refuses that one, as
-    OpenPBS 23.06's does: ``illegal -e value``)."""
+    OpenPBS 23.06's does: ``illegal -e value``). A host that does not resolve is
+    ``illegal -o value``, as OpenPBS 23.06's qsub and qalter say (checked); one that does
+    but is not this machine is refused: the local engine writes a job's files here."""
     m = re.match(r"^([^/:]+):(.*)$", value)
     where, path = (m.group(1), m.group(2)) if m else (None, value)
     if not path or (qalter and where is not None and not os.path.isabs(path)):
         raise _illegal(letter)
+    if where is not None and not jobid.names_this_host(where, (host, *jobid.host_names())):
+        import socket
+
+        try:
+            socket.getaddrinfo(where, None)
+        except (OSError, UnicodeError):
+            raise _illegal(letter) from None
+        raise _unsupported(f"-{letter} {value} (another host: the engine writes a job's "
+                           "files on this host)")
     if not os.path.isabs(path):
         base = cwd if where is None else env.get("HOME") or cwd
         path = os.path.join(base, path)

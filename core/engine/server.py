@@ -516,6 +516,16 @@ class Engine:
         except values.BadValue as exc:
             raise PbsError(exc.code, exc.pbs_text) from None
 
+    def _check_output_hosts(self, attrs: dict[str, Any]) -> None:
+        """A job's files are written on this machine: an Output_Path or Error_Path whose
+        host is not one of its names (`jobid.names_this_host`) is 15029, where PBS's MoM
+        would copy them there (docs/engine.md, departures)."""
+        for name in ("Output_Path", "Error_Path"):
+            where = str(attrs.get(name) or "").partition(":")[0]
+            if where and not jobid.names_this_host(where, self.host_names):
+                raise PbsError(PBSE_NOSUP, f"No support for requested service {name}: "
+                               f"{values.shown(where)} is not this host")
+
     def _check_hooked(self, event: str, outcome: Outcome, attrs: dict[str, Any],
                       before: dict[str, Any], kind: str = "job") -> None:
         """What hooks left in a job (or reservation) before it is stored: a value no setter
@@ -670,6 +680,7 @@ class Engine:
         kept in the job's runtime; the job is ``interactive`` and not rerunnable, as
         OpenPBS 23.06 makes it (checked)."""
         attrs = self._checked_request(caller, attrs)
+        self._check_output_hosts(attrs)
         if interactive is not None:
             try:
                 interactive = interactive_jobs.checked_spec(interactive)
@@ -1354,6 +1365,7 @@ class Engine:
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         self._own(caller, job_id, current)
         attrs = self._checked_request(caller, attrs)
+        self._check_output_hosts(attrs)
         if "queue" in attrs:  # PBS's qalter never moves a job: qmove does, with its checks
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            "permission queue (use qmove)", obj=job_id)

@@ -149,6 +149,11 @@ ROWS: list[tuple[str, str]] = [
     ("qsub -l soft_walltime=00:10:00 -- /bin/true", ""),
     ("qsub -l soft_walltime=00:10:00 -- /bin/true", "user"),
     ("qalter -l soft_walltime=00:05:00 {held}", ""),
+    # -o and -e with a host: one that does not resolve, this host's names
+    ("qsub -o otherhost:/tmp/x -- /bin/true", ""),
+    ("qsub -e nosuch.example.com:/tmp/x -- /bin/true", ""),
+    ("qsub -h -o localhost:/tmp/x -e {host}:/tmp/y -- /bin/true", ""),
+    ("qalter -o otherhost:/tmp/x {held}", ""), ("qalter -e localhost:/tmp/y {held}", ""),
 ]
 
 #: Rows whose answers still differ, and why (docs/engine.md, "The commands"). Each is
@@ -197,7 +202,8 @@ DIFFERENT: dict[str, str] = {
     "qstat -u": _USAGE, "pbsnodes -v": _USAGE, "pbsnodes -lv": _USAGE,
     "pbsnodes -Hv {host}": _USAGE,
     "qalter -p 5000 {held}": _USAGE, "qalter -p 5000 99999": _USAGE,
-    "qalter -e otherhost:rel {held}": _USAGE, "qalter -v A=1 {held}": _USAGE,
+    "qalter -e otherhost:rel {held}": _USAGE, "qalter -o otherhost:/tmp/x {held}": _USAGE,
+    "qalter -v A=1 {held}": _USAGE,
     "qalter -W depend=frob:1 {held}": _USAGE,
     "qalter -W nosuch=1 {held}": _SAYS + " (PBS's 15002 names nothing: `Undefined attribute "
                                          " <id>`)",

@@ -275,8 +275,8 @@ def test_a_badly_typed_custom_resource_is_refused():
     ("out.txt", "login1:/work/out.txt"),
     ("logs/out.txt", "login1:/work/logs/out.txt"),
     ("/tmp/out.txt", "login1:/tmp/out.txt"),
-    ("node2:/tmp/out.txt", "node2:/tmp/out.txt"),
-    ("node2:out.txt", "node2:/home/alice/out.txt"),
+    ("LOGIN1:/tmp/out.txt", "LOGIN1:/tmp/out.txt"),
+    ("localhost:out.txt", "localhost:/home/alice/out.txt"),
 ])
 def test_o_and_e_paths_become_host_and_absolute_path(given, stored):
     req = submit("-o", given, "-e", given)
@@ -288,6 +288,28 @@ def test_o_and_e_paths_become_host_and_absolute_path(given, stored):
 def test_o_and_e_without_a_path_are_refused(letter):
     err = refused(f"-{letter}", "node2:")
     assert err.stderr == with_usage(f"qsub: illegal -{letter} value")
+
+
+@pytest.mark.parametrize("letter", ["o", "e"])
+def test_o_and_e_on_another_host_are_refused(letter, monkeypatch):
+    """The engine writes a job's files on this host (localhost, its names, qsub's host):
+    a host that does not resolve is PBS's ``illegal -o value`` (exit 2, OpenPBS 23.06's
+    qsub and qalter, checked); one that resolves, where PBS would copy the file, is
+    refused in one line (exit 1)."""
+    import socket
+
+    def resolve(name, *args):
+        if name != "node2.example.org":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.7", 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    err = refused(f"-{letter}", "nosuchhost:/tmp/out.txt")
+    assert (err.stderr, err.status) == (with_usage(f"qsub: illegal -{letter} value"), 2)
+    err = refused(f"-{letter}", "node2.example.org:/tmp/out.txt")
+    assert (err.stderr, err.status) == (
+        f"qsub: -{letter} node2.example.org:/tmp/out.txt (another host: the engine writes "
+        "a job's files on this host) is not supported by the pbsplug local engine", 1)
 
 
 @pytest.mark.parametrize("value", ["oe", "eo", "n"])

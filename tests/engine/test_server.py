@@ -53,7 +53,7 @@ def test_a_job_runs_with_pbs_environment_and_output(engine):
 
 def test_join_oe_and_a_command_job(engine):
     job_id = engine.client("submit", attrs={
-        "Join_Path": "oe", "Output_Path": f"h:{engine.work}/joined.out",
+        "Join_Path": "oe", "Output_Path": f"localhost:{engine.work}/joined.out",
         "Variable_List": {"PBS_O_WORKDIR": str(engine.work)}},
         argv=["/bin/sh", "-c", "echo out; echo err >&2"])
     assert engine.wait(job_id)["Exit_status"] == 0
