@@ -1097,17 +1097,23 @@ class Engine:
 
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
         """A running job's session_id: its process group, as its shepherd recorded it; and
-        its resources_used as last sampled (stored every USAGE_SAVE_EVERY seconds)."""
+        its resources_used as last sampled (stored every USAGE_SAVE_EVERY seconds), or
+        before its first sample its walltime since it started (qstat's Elap ``00:00``)."""
         for job_id, attrs in jobs.items():
             launch = self.launches.get(job_id)
             if launch is not None and launch.resolve():
                 attrs["session_id"] = launch.pgid
             used = self.usage.get(job_id)
-            if launch is not None and used is not None and attrs.get("job_state") == "R":
+            if launch is not None and attrs.get("job_state") == "R":
                 stored = attrs.get("resources_used") or {}
                 keep = hook_set(stored, self._usage_saved(job_id))
+                if used is not None:
+                    fresh = used_attrs(used, attrs)
+                else:  # (before its first sample: its walltime, as PBS's MoM has it at once)
+                    fresh = {"walltime": units.format_duration(
+                        max(0, int(self.clock()) - int(attrs.get("stime") or self.clock())))}
                 attrs["resources_used"] = {**stored, **{
-                    k: v for k, v in used_attrs(used, attrs).items() if k not in keep}}
+                    k: v for k, v in fresh.items() if k not in keep}}
         return jobs
 
     def _usage_saved(self, job_id: str) -> dict[str, Any]:

@@ -40,3 +40,21 @@ def test_one_running_job_whose_poll_fails_stops_no_other(engine_here, monkeypatc
     monkeypatch.undo()
     eng.req_delete(ROOT, [bad], force=True)
     poll_until(eng, lambda: eng.store.job(bad)["job_state"] == "F", "the first job's end")
+
+
+def test_a_running_jobs_walltime_is_reported_before_its_first_sample(engine_here,
+                                                                     monkeypatch):
+    """PBS's qstat shows a job's Elap Time (00:00) as soon as it runs; the engine's
+    reported no resources_used until the job's first sample (1 s after its start), so
+    qstat showed ``--``. Until then the walltime is the time since the job's start."""
+    frozen: list[float] = []
+    eng = engine_here(clock=lambda: frozen[0] if frozen else time.time())
+    monkeypatch.setattr(eng, "_read_usage", lambda: None)  # (no sample ever arrives)
+    job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"}}, "sleep 30\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    frozen.append(eng.store.job(job_id)["stime"] + 65)
+    used = eng.req_stat_jobs(ROOT, [job_id])[job_id]["resources_used"]
+    assert used["walltime"] == "00:01:05"
+    eng.req_delete(ROOT, [job_id], force=True)
+    frozen[0] += 100  # (the kill's delay is over)
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
