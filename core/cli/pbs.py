@@ -234,6 +234,20 @@ def _full_job_id(client, job_id: str) -> str:
     return jobid.full_id(job_id, _server_name(client), jobid.host_names()) or job_id
 
 
+def _each_refused(ids: list[str], request: Callable[[], list[dict]]) -> list[dict]:
+    """`request()`'s results, one per job of `ids`; a refusal of the whole request (the
+    server's acl_users: 15007, naming nothing) is each job's, so that each is named, as
+    OpenPBS 23.06's commands name them (checked)."""
+    from ..engine.errors import PBSE_PERM, PbsError
+
+    try:
+        return request()
+    except PbsError as err:
+        if err.code != PBSE_PERM or err.obj is not None:
+            raise
+        return [{"id": job_id, "error": err.to_dict()} for job_id in ids]
+
+
 def _server_name(client) -> str:
     """The server's name; for a user the server's acl_users refuses (15007), this host's
     short name, which the engine's server is named after (``server_host``): PBS's commands
@@ -566,8 +580,6 @@ def qdel(args: list[str]) -> int:
 def _hold_command(name: str, op: str):
     @pbs_command(name, f"usage: {name} [-h hold_list] job_identifier...")
     def command(args: list[str]) -> int:
-        from ..engine.errors import PBSE_PERM, PbsError
-
         opts, ids = _getopt(args, "h:")
         if not ids:
             raise getopt.GetoptError("a job id is required")
@@ -579,12 +591,8 @@ def _hold_command(name: str, op: str):
         # argument that is no job id is `_well_formed`'s line (status 1), in its place.
         problems = {job_id: _id_problem(name, job_id, client) for job_id in ids}
         good = [job_id for job_id in ids if problems[job_id] is None]
-        try:
-            results = iter(client(op, ids=good, types=types) if good else ())
-        except PbsError as err:  # (the server's acl_users: each job is refused, by name)
-            if err.code != PBSE_PERM or err.obj is not None:
-                raise
-            results = iter([{"id": job_id, "error": err.to_dict()} for job_id in good])
+        results = iter(_each_refused(good, lambda: client(op, ids=good, types=types))
+                       if good else ())
         status = 0
         for job_id in ids:
             problem = problems[job_id]
@@ -910,8 +918,8 @@ def qmove(args: list[str]) -> int:
         else:
             good.append(job_id)
     if good:
-        status = _report_each("qmove", client("move", destination=rest[0], ids=good),
-                              client) or status
+        status = _report_each("qmove", _each_refused(good, lambda: client(
+            "move", destination=rest[0], ids=good)), client) or status
     return status
 
 

@@ -15,6 +15,7 @@ import sys
 from .pbs import (
     COMMANDS,
     _checked_id,
+    _each_refused,
     _exit_status,
     _full_job_id,
     _id_problem,
@@ -222,8 +223,9 @@ def qsig(args: list[str]) -> int:
     client = engine_client()
     good, status = _good_ids("qsig", ids, client)
     for job_id in good:  # (one at a time: a refusal is printed in the ids' order)
-        status = _each_result("qsig", client, [job_id], client(
-            "signal", ids=[job_id], signal=sig)) or status
+        results = _each_refused([job_id], lambda job_id=job_id: client(
+            "signal", ids=[job_id], signal=sig))
+        status = _each_result("qsig", client, [job_id], results) or status
     return status
 
 

@@ -60,7 +60,8 @@ ROWS: list[tuple[str, str]] = [
     ("set server acl_hosts='other.example.com'\nset server acl_host_enable=true", "qstat"),
     # other commands the server's acl_users refuses: a job named, pbs_rstat, pbsnodes
     *(("set server acl_users=root\nset server acl_user_enable=true", command)
-      for command in ("qhold 99999", "pbs_rstat", "pbsnodes -a", "pbsnodes {host}")),
+      for command in ("qhold 99999", "qsig 99999", "qmove workq 99999", "pbs_rstat",
+                      "pbsnodes -a", "pbsnodes {host}")),
     # a sign alone
     (f"set queue {QUEUE} acl_user_enable=true,acl_users=+", "qsub"),
     (f"set queue {QUEUE} acl_user_enable=true,acl_users='-root,+'", "qsub"),

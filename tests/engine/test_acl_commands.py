@@ -18,6 +18,8 @@ def test_commands_refused_by_the_servers_acl_users_answer_as_openpbs(engine, att
             (("qhold", "99999", seq), 159, f"qhold: {refused} 99999.{host}\n"
                                            f"qhold: {refused} {job}"),
             (("qalter", "-N", "x", job), 159, f"qalter: {refused} {job}"),
+            (("qsig", job), 159, f"qsig: {refused} {job}"),
+            (("qmove", "workq", job), 159, f"qmove: {refused} {job}"),
             (("qdel", job), 159, f"qdel: {refused}"),
             (("pbs_rstat",), 0, f"pbs_rstat: {refused}"),
             (("pbs_rstat", "-f"), 0, f"pbs_rstat: {refused}"),
