@@ -352,3 +352,42 @@ def test_commands_without_a_server_answer_as_openpbs(pbs, tmp_path):
         if theirs != ours:
             differences.append(f"{line!r}\n  pbs:    {theirs!r}\n  engine: {ours!r}")
     assert not differences, "\n".join(differences)
+
+
+def test_modifyjob_hooks_fire_where_openpbs_fires_them(pbs, dists, tmp_path):
+    """A modifyjob hook that refuses every change, on each side: qhold and qrls pass it by
+    (OpenPBS 23.06 fires modifyjob for qalter only), qalter is refused."""
+    import textwrap
+
+    from pbsplug.engine.testing import make_root, remove_root
+
+    script = tmp_path / "refuse.py"
+    script.write_text("import pbs\npbs.event().reject('no changes')\n")
+    script.chmod(0o644)
+    dists.add("refuser", textwrap.dedent("""\
+        from pbsplug import PluginInfo, hookimpl
+        plugin_info = PluginInfo(events=("modifyjob",))
+
+        @hookimpl
+        def modifyjob(event):
+            event.reject("no changes")
+        """))
+    root = make_root()
+    local = LocalEngine(root, "[plugins.refuser]\nenabled = true\n", env=dists.env()).start()
+    commands = (("qhold", "-h", "o"), ("qrls", "-h", "o"), ("qalter", "-N", "x"))
+    try:
+        pbs.qmgr("create hook pbsplug_parity_refuser event=modifyjob")
+        pbs.qmgr(f"import hook pbsplug_parity_refuser application/x-python default {script}")
+        real_job = pbs.qsub("true\n", "-h")
+        mine_job = local.pbs("qsub", "-h", input="true\n", check=True).stdout.strip()
+        for command in commands:
+            real = pbs.run(*command, real_job, check=False)
+            mine = local.pbs(*command, mine_job)
+            theirs = (real.returncode, real.stdout, real.stderr.replace(real_job, "{job}"))
+            ours = (mine.returncode, mine.stdout, mine.stderr.replace(mine_job, "{job}"))
+            assert theirs == ours, command
+    finally:
+        pbs.qmgr("delete hook pbsplug_parity_refuser", check=False)
+        pbs.forget_jobs()
+        local.stop()
+        remove_root(root)
