@@ -1098,7 +1098,8 @@ class Engine:
     def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
         """A running job's session_id: its process group, as its shepherd recorded it; and
         its resources_used as last sampled (stored every USAGE_SAVE_EVERY seconds), or
-        before its first sample its walltime since it started (qstat's Elap ``00:00``)."""
+        before its first sample zeros and its walltime since it started (qstat's Elap
+        ``00:00``)."""
         for job_id, attrs in jobs.items():
             launch = self.launches.get(job_id)
             if launch is not None and launch.resolve():
@@ -1107,11 +1108,11 @@ class Engine:
             if launch is not None and attrs.get("job_state") == "R":
                 stored = attrs.get("resources_used") or {}
                 keep = hook_set(stored, self._usage_saved(job_id))
-                if used is not None:
-                    fresh = used_attrs(used, attrs)
-                else:  # (before its first sample: its walltime, as PBS's MoM has it at once)
-                    fresh = {"walltime": units.format_duration(
-                        max(0, int(self.clock()) - int(attrs.get("stime") or self.clock())))}
+                if used is None:  # (before its first sample: PBS's MoM's first report,
+                    # zeros and the walltime since the start: OpenPBS 23.06, checked)
+                    used = executor.Usage(walltime=max(0.0, self.clock() - float(
+                        attrs.get("stime") or self.clock())))
+                fresh = used_attrs(used, attrs)
                 attrs["resources_used"] = {**stored, **{
                     k: v for k, v in fresh.items() if k not in keep}}
         return jobs

@@ -44,9 +44,10 @@ def test_one_running_job_whose_poll_fails_stops_no_other(engine_here, monkeypatc
 
 def test_a_running_jobs_walltime_is_reported_before_its_first_sample(engine_here,
                                                                      monkeypatch):
-    """PBS's qstat shows a job's Elap Time (00:00) as soon as it runs; the engine's
-    reported no resources_used until the job's first sample (1 s after its start), so
-    qstat showed ``--``. Until then the walltime is the time since the job's start."""
+    """OpenPBS 23.06's MoM reports a job's use as soon as the job runs (checked: zeros and
+    walltime 00:00:00, so qstat's Elap Time is 00:00); the engine reported no
+    resources_used until the job's first sample (1 s after its start), so qstat showed
+    ``--``. Until then it is zeros and the time since the job's start."""
     frozen: list[float] = []
     eng = engine_here(clock=lambda: frozen[0] if frozen else time.time())
     monkeypatch.setattr(eng, "_read_usage", lambda: None)  # (no sample ever arrives)
@@ -54,7 +55,8 @@ def test_a_running_jobs_walltime_is_reported_before_its_first_sample(engine_here
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
     frozen.append(eng.store.job(job_id)["stime"] + 65)
     used = eng.req_stat_jobs(ROOT, [job_id])[job_id]["resources_used"]
-    assert used["walltime"] == "00:01:05"
+    assert used == {"cput": "00:00:00", "mem": "0kb", "ncpus": 1, "vmem": "0kb",
+                    "walltime": "00:01:05"}
     eng.req_delete(ROOT, [job_id], force=True)
     frozen[0] += 100  # (the kill's delay is over)
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
