@@ -895,8 +895,9 @@ class Engine:
                 if other is None and unknown is not None:
                     unknown.append(full)
                     continue
-                if other is None:
-                    raise PbsError(PBSE_UNKJOBID, obj=job_id)
+                if other is None:  # (naming it: the request's own job is named after)
+                    raise PbsError(PBSE_UNKJOBID, f"Unknown Job Id depend: {full}",
+                                   obj=job_id)
                 if kind in depend.BEFORE:
                     if other["job_state"] not in ("Q", "H", "W"):
                         raise PbsError(PBSE_BADSTATE, obj=job_id)

@@ -218,6 +218,10 @@ def test_dependencies_hold_release_and_delete(engine):
     host = first.split(".", 1)[1]
     assert (gone["job_state"], gone["comment"]) == (
         "F", f"Dependency request for job rejected by 999.{host}")
+    held = engine.submit("true\n", Hold_Types="u")  # (qalter: refused, naming it)
+    done = engine.pbs("qalter", "-W", "depend=afterok:999", held)
+    assert (done.returncode, done.stderr) == (
+        153, f"qalter: Unknown Job Id depend: 999.{host} {held}\n")
     runone = engine.pbs("qsub", "-W", f"depend=runone:{first}", "--", "/bin/true")
     assert runone.stderr == "qsub: No support for requested service: depend type runone\n"
 
