@@ -1,6 +1,6 @@
 """PBS's user commands: ``pbsplug qsub``, ``qstat``, ``qdel``, ``qhold``, ``qrls``,
 ``qrerun``, ``qrun``, ``qalter``, ``qmove``, ``qmgr``, ``pbsnodes``, ``pbs_rsub``,
-``pbs_rstat``, ``pbs_rdel``, ``pbs_attach`` and ``tracejob``.
+``pbs_rstat``, ``pbs_rdel``, ``pbs_ralter``, ``pbs_attach`` and ``tracejob``.
 
 They take PBS's options, parsed as PBS parses them (getopt), print PBS's output and messages
 (``qdel: Unknown Job Id 12.host``), and exit with PBS's code (the error number modulo 256;
@@ -971,11 +971,12 @@ def _rsub_variables(env: dict[str, str]) -> dict[str, str]:
 
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
              "[-l select=...] [-l place=...] [-N name] [-p partition] "
-             "[-U auth_user_list] [-G auth_group_list] [-H auth_host_list]")
+             "[-U auth_user_list] [-G auth_group_list] [-H auth_host_list] "
+             "[-r rrule_expression]")
 def pbs_rsub(args: list[str]) -> int:
     from ..engine.jobspec import cvtdate
 
-    opts, rest = _getopt(args, "R:E:D:l:N:p:U:G:H:")
+    opts, rest = _getopt(args, "R:E:D:l:N:p:U:G:H:r:")
     if rest:
         raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
     attrs: dict = {"Resource_List": {}}
@@ -991,6 +992,12 @@ def pbs_rsub(args: list[str]) -> int:
                 attrs["Reserve_Name"] = value
             elif opt == "-p":
                 attrs["partition"] = value
+            elif opt == "-r":  # (a standing reservation: its zone is PBS_TZID's, as PBS's)
+                if not os.environ.get("PBS_TZID"):
+                    print("pbs_rsub error: a valid PBS_TZID timezone environment variable "
+                          "is required.", file=sys.stderr)
+                    return 2
+                attrs["reserve_rrule"] = value
             elif opt in _RSUB_LISTS:
                 attrs[_RSUB_LISTS[opt][0]] = _rsub_list(opt, value)
             elif opt == "-l":
@@ -1053,6 +1060,63 @@ def pbs_rdel(args: list[str]) -> int:
         raise getopt.GetoptError("a reservation id is required")
     return _report_each("pbs_rdel", engine_client()("resv_delete", ids=ids))
 
+
+_RALTER_USAGE = """usage: pbs_ralter [-I seconds] [-m mail_points] [-M mail_list]
+                [-N reservation_name] [-R start_time] [-E end_time]
+                [-U (+/-)username[,(+/-)username]...]
+                [-G [(+/-)group[,(+/-)group]...]]
+                [-D duration]
+                [-W force]
+                resv_id
+       pbs_ralter --version"""
+
+
+@pbs_command("pbs_ralter", _RALTER_USAGE)
+def pbs_ralter(args: list[str]) -> int:
+    """OpenPBS 23.06's pbs_ralter (checked): its options and usage, ``-l`` for a select
+    only, ``-W force`` only; ``pbs_ralter: <id> ALTER REQUESTED`` once the server took
+    the request (whether the new window was then confirmed is in pbs_rstat and the log)."""
+    from ..engine.jobspec import cvtdate
+
+    opts, rest = _getopt(args, "I:m:M:N:R:E:U:G:D:l:W:")
+    attrs: dict = {}
+    force = False
+    for opt, value in opts:
+        if opt in ("-R", "-E"):
+            try:
+                attrs["reserve_start" if opt == "-R" else "reserve_end"] = cvtdate(value)
+            except ValueError:
+                raise getopt.GetoptError(f"illegal {opt} time value") from None
+        elif opt == "-I":
+            if not value.lstrip("-").isdigit():
+                raise getopt.GetoptError("illegal -I time value")
+        elif opt == "-D":
+            attrs["reserve_duration"] = value
+        elif opt == "-N":
+            attrs["Reserve_Name"] = value
+        elif opt == "-m":
+            attrs["Mail_Points"] = value
+        elif opt == "-M":
+            attrs["Mail_Users"] = value
+        elif opt in ("-U", "-G"):
+            attrs[_RSUB_LISTS[opt][0]] = _rsub_list(opt, value)
+        elif opt == "-l":
+            name, eq, select = value.partition("=")
+            if name != "select" or not eq:
+                print(f"pbs_ralter -l only allows for select\n{_RALTER_USAGE}",
+                      file=sys.stderr)
+                return 2
+            attrs["select"] = select
+        elif opt == "-W":
+            if value != "force":
+                raise getopt.GetoptError("illegal -W value")
+            force = True
+    if len(rest) != 1:
+        print(_RALTER_USAGE, file=sys.stderr)
+        return 2
+    done = engine_client()("resv_alter", id=rest[0], attrs=attrs, force=force)
+    print(f"pbs_ralter: {done} ALTER REQUESTED")
+    return 0
 
 
 @pbs_command("tracejob", "usage: tracejob [-a|s|l|m|v] [-w size] [-p path] [-n days] "

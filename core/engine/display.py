@@ -141,8 +141,9 @@ RESV_ORDER = (
     "Reserve_Name", "Reserve_Owner", "reserve_type", "reserve_state", "reserve_substate",
     "reserve_start", "reserve_end", "reserve_duration", "queue", "Resource_List",
     "schedselect", "resv_nodes", "Authorized_Users", "Authorized_Groups", "Authorized_Hosts",
-    "server", "ctime", "Mail_Users", "mtime", "interactive", "Variable_List", "euser",
-    "egroup", "reserve_count", "reserve_retry", "partition",
+    "server", "ctime", "Mail_Points", "Mail_Users", "mtime", "interactive",
+    "Variable_List", "euser", "egroup", "reserve_rrule", "reserve_index", "reserve_count",
+    "reserve_retry", "schedselect_orig", "partition",
 )
 
 #: Keys that name an object rather than describe it; they are not attributes to print.
@@ -1311,8 +1312,10 @@ def rstat_table(resvs: Any, *, now: float | None = None) -> str:
 
 
 #: A reservation's attributes pbs_rstat -f does not list (``reserve_type``: none of
-#: OpenPBS 23.06's; pbsplug stores it).
-_RESV_UNLISTED = frozenset({"resv_execvnodes", "reserve_type"})
+#: OpenPBS 23.06's; pbsplug stores it; a standing reservation's zone and first start,
+#: which PBS keeps unlisted too: its PBS_TZID shows in Variable_List).
+_RESV_UNLISTED = frozenset({"resv_execvnodes", "reserve_type", "reserve_timezone",
+                            "reserve_series_start", "reserve_series_duration"})
 
 
 def _resv_resource_order(resources: Mapping[str, Any]) -> list[str]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import grp
 import pwd
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ from ..objects import Job, Reservation
 from ..scheduler import DEFAULT_PARTITION
 from ..scheduler.model import job_select, resource_amount, schedselect
 from ..units import parse_exec_vnode
-from . import acl
+from . import acl, recurrence
 from .errors import (
     PBSE_BADATVAL,
     PBSE_HOOKERROR,
@@ -53,7 +54,7 @@ from .errors import (
     check_resources,
     each,
 )
-from .home import LOG_ADMIN, LOG_ERROR, LOG_RESV
+from .home import LOG_ADMIN, LOG_DEBUG, LOG_ERROR, LOG_RESV
 from .store import StoreWriteError
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
     from .server import Caller, Engine
 
 PBSE_UNKRESVID = 15084
+PBSE_BADSTATE = 15016
+PBSE_RESV_NOT_EMPTY = 15178   # a running reservation's start, with jobs in its queue
+PBSE_SELECT_NOT_SUBSET = 15183
 PBSE_RESVAUTH = 15094   # the server's resv_enable is false
 PBSE_BADTSPEC = 15086
 
@@ -70,9 +74,16 @@ ACCESS_LISTS = {"Authorized_Users": ("acl_users", "acl_user_enable"),
                 "Authorized_Hosts": ("acl_hosts", "acl_host_enable")}
 #: What pbs_rsub sends; anything else in a request is PBS's 15002.
 _RSUB_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end", "reserve_duration",
-                              "Resource_List", "Variable_List", "partition",
+                              "Resource_List", "Variable_List", "partition", "reserve_rrule",
                               *ACCESS_LISTS})
 
+#: What pbs_ralter may change (``select`` is its -l select).
+_RALTER_ATTRIBUTES = frozenset({"Reserve_Name", "reserve_start", "reserve_end",
+                                "reserve_duration", "Mail_Points", "Mail_Users", "select",
+                                "Authorized_Users", "Authorized_Groups"})
+
+#: A standing reservation's later occurrences the scheduler books (and confirmation checks).
+BOOKED_AHEAD = 100
 #: Seconds between two looks at whether a waiting reservation's partition has a scheduler.
 OWNERS_EVERY = 2.0
 UNCONFIRMED, CONFIRMED, RUNNING, FINISHED, BEING_DELETED = (
@@ -94,6 +105,8 @@ class Reservations:
         #: Unpartitioned reservations: the schedulers that could not fit them, so far.
         self.denials: dict[str, set[str]] = {}
         self._with_acls()
+        #: A standing reservation's occurrences, by its rule, first start and zone.
+        self._starts_seen: dict[str, tuple[Any, list[int]]] = {}
         #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
         self._owners_due = 0.0
 
@@ -121,6 +134,7 @@ class Reservations:
                 duration is not None and end - start != duration):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
         attrs = self._checked(attrs)
+        series = self._series(attrs, start, end) if "reserve_rrule" in attrs else None
         if attrs.get("partition") and self._unowned(str(attrs["partition"])):
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value partition: "
                            f"no scheduler has partition {attrs['partition']}")
@@ -131,7 +145,8 @@ class Reservations:
         res["walltime"] = units.format_duration(end - start)
         with eng.store.transaction() as st:
             seq = st.next_seq()
-        resv_id = f"R{seq}.{eng.server_name}"
+        # (a standing reservation of more than one occurrence is S<seq>, as PBS names it)
+        resv_id = f"{'S' if series and series[1] > 1 else 'R'}{seq}.{eng.server_name}"
         owner = f"{caller.user}@{eng.host}"
         users = attrs.get("Authorized_Users") or []
         if owner not in users:  # (past the limit by one: what the user gave was checked)
@@ -145,7 +160,8 @@ class Reservations:
             **{name: attrs[name] for name in ("Authorized_Groups", "Authorized_Hosts")
                if attrs.get(name)},
             "server": eng.server_name, "ctime": now, "mtime": now, "euser": caller.user,
-            "egroup": _group_of(caller.user), "reserve_count": 1,
+            "egroup": _group_of(caller.user), "reserve_count": series[1] if series else 1,
+            **({"reserve_rrule": attrs["reserve_rrule"]} if series else {}),
             # (pbs_rsub sends PBS_O_HOST and the like; a request without is shown none)
             **({"Variable_List": dict(attrs["Variable_List"])}
                if attrs.get("Variable_List") else {}),
@@ -159,6 +175,15 @@ class Reservations:
         stored.pop("name", None)
         eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
         self._hooked_times(outcome, stored, before, now)
+        if series is not None:  # (checked again: a hook may have moved the window)
+            tz, count, first = self._series(stored, int(stored["reserve_start"]),
+                                            int(stored["reserve_end"]))
+            if (count > 1) != (series[1] > 1):
+                raise PbsError(PBSE_HOOKERROR, "a resvsub hook changed how many "
+                               "occurrences the reservation has")
+            stored.update(reserve_count=count, reserve_timezone=tz,
+                          reserve_series_start=first,
+                          reserve_series_duration=int(stored["reserve_duration"]))
         self._completed(resv_id, stored)
         start, end = stored["reserve_start"], stored["reserve_end"]
         queue = resv_id.split(".")[0]
@@ -167,11 +192,35 @@ class Reservations:
             st.put("resv", resv_id, stored)
             if st.get("queue", queue) is None:  # (a manager's of that name: denied later)
                 st.put("queue", queue, new_queue(resv_id, stored))
+        rule = (f" recurrence_rrule={stored['reserve_rrule']} timezone="
+                f"{stored['reserve_timezone']}" if series is not None else "")
         eng.log(LOG_RESV, "Resv", resv_id, f"New reservation submitted start={_ctime(start)}"
-                f" end={_ctime(end)}")
+                f" end={_ctime(end)}{rule}")
         eng.accounting.resv_submitted(resv_id, owner)
         eng.want_cycle = True
         return {"id": resv_id, "state": "UNCONFIRMED"}
+
+    def _series(self, attrs: Mapping[str, Any], start: int, end: int
+                ) -> tuple[str, int, int]:
+        """A standing reservation's zone (PBS_TZID, from the Variable_List pbs_rsub sent),
+        its number of occurrences and its first start, once its rule is checked as
+        OpenPBS 23.06 checks it (`recurrence`)."""
+        tz = (attrs.get("Variable_List") or {}).get("PBS_TZID")
+        try:
+            _, starts = recurrence.checked(attrs.get("reserve_rrule"), start, end - start, tz)
+        except recurrence.RuleError as exc:
+            raise PbsError(exc.code, exc.message) from None
+        return str(tz), len(starts), start
+
+    def occurrence_starts(self, attrs: Mapping[str, Any]) -> list[int]:
+        """A standing reservation's occurrences' starts ([] for one whose rule no longer
+        reads: set aside by no one, it ends with its current occurrence)."""
+        try:
+            rule = recurrence.parse(attrs.get("reserve_rrule"))
+            return recurrence.occurrences(rule, int(attrs["reserve_series_start"]),
+                                          recurrence.zone(attrs.get("reserve_timezone")))
+        except (recurrence.RuleError, KeyError, TypeError, ValueError):
+            return []
 
     def _completed(self, resv_id: str, stored: dict) -> None:
         """The reservation's Resource_List as PBS's server completes it, and its
@@ -275,6 +324,199 @@ class Reservations:
 
         return each(ids, delete_one)
 
+    def alter(self, caller: Caller, name: str, attrs: Any, force: bool = False) -> str:
+        """pbs_ralter: change a reservation's window, name, mail, access lists or select
+        (to a subset of its chunks), as OpenPBS 23.06 takes them (checked). Its owner's, an
+        operator's or a manager's. A new window of a confirmed or running one is confirmed
+        again on its vnodes (`_window_fits`), or refused and put back (``Reservation alter
+        denied`` in the log), unless `force`; an unconfirmed one's is the scheduler's to
+        decide, as its first. Returns the id."""
+        eng = self.engine
+        full = self._full_id(str(name))
+        resv = eng.store.get("resv", full)
+        if resv is None:
+            raise PbsError(PBSE_UNKRESVID, "Unknown Reservation Id")
+        if not caller.privileged and resv.get("euser") != caller.user:
+            raise PbsError(PBSE_PERM)
+        if not isinstance(attrs, dict) or not isinstance(force, bool):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value attrs")
+        unknown = sorted(str(k) for k in set(attrs) - _RALTER_ATTRIBUTES)
+        if unknown:
+            raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
+        state = resv.get("reserve_state")
+        if state not in (UNCONFIRMED, CONFIRMED, RUNNING):  # (none asked: logged, as PBS)
+            raise PbsError(PBSE_BADSTATE, "Request invalid for state of job")
+        changes = self._alter_checked(attrs)
+        now = int(eng.clock())
+        new = dict(resv)
+        for key in ("Reserve_Name", "Mail_Points", "Mail_Users", *ACCESS_LISTS):
+            if key in changes:
+                new[key] = changes[key]
+            if key in ACCESS_LISTS and key in changes:  # (as PBS shows them: in its order)
+                new[key] = acl.ordered(acl.KIND[key], dict.fromkeys(changes[key]),
+                                       limit=None)
+        timed = self._altered_window(resv, changes, now)
+        if timed:
+            start, end = timed
+            if state == RUNNING and start != resv["reserve_start"]:
+                if self._queue_jobs(str(resv.get("queue") or "")):
+                    raise PbsError(PBSE_RESV_NOT_EMPTY, "Reservation not empty")
+            new.update(reserve_start=start, reserve_end=end, reserve_duration=end - start)
+            new["Resource_List"] = {**(resv.get("Resource_List") or {}),
+                                    "walltime": units.format_duration(end - start)}
+        if "select" in changes:
+            self._new_select(full, resv, new, str(changes["select"]))
+        shown = "".join(f" {key}={_ctime(new[f'reserve_{key}'])}" for key in ("start", "end")
+                        if new[f"reserve_{key}"] != resv[f"reserve_{key}"])
+        eng.log(LOG_RESV, "Resv", full, f"Attempting to modify reservation{shown}")
+        new["mtime"] = now
+        decided = timed or "select" in changes
+        if decided and state != UNCONFIRMED and resv.get("schedselect"):
+            # (OpenPBS 23.06 keeps the select a confirmed one had before, checked)
+            new.setdefault("schedselect_orig", resv["schedselect"])
+        if decided and state != UNCONFIRMED and not force:
+            why = self._window_fits(full, new, now)
+            if why is not None:
+                eng.log(LOG_RESV, "Resv", full, "Reservation alter denied")
+                eng.log(LOG_DEBUG, "Resv", full, f"alter denied: {why}")
+                return full
+        if state == RUNNING and new["reserve_start"] > now:
+            new.update(reserve_state=CONFIRMED, reserve_substate=2)  # (not begun after all)
+        queue = str(resv.get("queue") or "")
+        with eng.store.transaction() as st:
+            st.put("resv", full, new)
+            held = st.get("queue", queue) if queue else None
+            if held is not None and held.get("reservation") == full:
+                acls = queue_acls(new)
+                held = {**held, **{k: v for k, v in acls.items()}}
+                if new.get("reserve_state") == CONFIRMED:
+                    held["started"] = False
+                st.put("queue", queue, held)
+        if decided and state != UNCONFIRMED:
+            eng.log(LOG_RESV, "Resv", full, "Reservation alter confirmed")
+        eng._track_states()
+        eng.want_cycle = True
+        return full
+
+    def _alter_checked(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """pbs_ralter's values, each checked as pbs_rsub's (or qsub's, for the mail)."""
+        out: dict[str, Any] = {}
+        try:
+            for key, value in attrs.items():
+                if value is None:
+                    raise values.BadValue(PBSE_BADATVAL, key, "no value")
+                if key in ("Mail_Points", "Mail_Users"):
+                    out[key] = values.job_value(key, value)
+                elif key == "select":
+                    out[key] = values.resources({"select": value}, "Resource_List",
+                                                self.engine.resource_types())["select"]
+                    check_resources({"select": out[key]})
+                elif key in ("reserve_start", "reserve_end"):
+                    out[key] = values.epoch(value, key)
+                elif key == "reserve_duration":
+                    out[key] = int(units.parse_duration(value))
+                else:
+                    out[key] = values.resv_value(key, value)
+        except values.BadValue as exc:
+            raise PbsError(exc.code, exc.pbs_text) from None
+        except (TypeError, ValueError, OverflowError):
+            raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
+        return out
+
+    def _altered_window(self, resv: dict, changes: dict, now: int) -> tuple[int, int] | None:
+        """The new (start, end), or None when pbs_ralter changes neither: a new start keeps
+        the end (PBS's: the duration follows), a duration alone moves the end; a start in
+        the past or an end not after the start is 15086."""
+        if not {"reserve_start", "reserve_end", "reserve_duration"} & set(changes):
+            return None
+        start = int(changes.get("reserve_start", resv["reserve_start"]))
+        if "reserve_end" in changes:
+            end = int(changes["reserve_end"])
+            if "reserve_duration" in changes and "reserve_start" not in changes:
+                start = end - int(changes["reserve_duration"])
+        elif "reserve_duration" in changes:
+            end = start + int(changes["reserve_duration"])
+        else:
+            end = int(resv["reserve_end"])
+        if (start != resv["reserve_start"] and start < now) or end <= start or \
+                end > values.TIME_MAX or end <= now:
+            raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
+        return start, end
+
+    def _new_select(self, resv_id: str, resv: dict, new: dict, select: str) -> None:
+        """A select made of the reservation's chunks, fewer of each (OpenPBS 23.06's rule,
+        15183 otherwise); a confirmed one keeps the vnodes of the chunks it keeps, the
+        first of each kind in ``resv_nodes``' order."""
+        old = _chunk_counts(str((resv.get("Resource_List") or {}).get("select") or ""))
+        wanted = _chunk_counts(select)
+        if not wanted or any(spec not in old or count > old[spec]
+                             for spec, count in wanted.items()):
+            raise PbsError(PBSE_SELECT_NOT_SUBSET, "New select must be made up of a subset "
+                           "of the original chunks")
+        res = {k: v for k, v in (resv.get("Resource_List") or {}).items()
+               if k in ("place", "walltime")}
+        res["select"] = select
+        for key, value in (new.get("Resource_List") or {}).items():
+            if key == "walltime":
+                res[key] = value
+        new["Resource_List"] = res
+        self._completed(resv_id, new)
+        if resv.get("resv_nodes"):
+            left = dict(wanted)
+            kept = []
+            for spec, chunk in zip(_expanded(str(resv["Resource_List"]["select"])),
+                                   re.findall(r"\([^)]*\)", str(resv["resv_nodes"])),
+                                   strict=False):
+                if left.get(spec, 0) > 0:
+                    left[spec] -= 1
+                    kept.append(chunk)
+            new["resv_nodes"] = "+".join(kept)
+
+    def _queue_jobs(self, queue: str) -> bool:
+        return bool(queue) and any(j.get("queue") == queue for j in self.engine.store.jobs(
+            ("Q", "H", "W", "R", "E", "S", "U", "T"), lean=True).values())
+
+    def _window_fits(self, resv_id: str, new: dict, now: int) -> str | None:
+        """Why the reservation's vnodes cannot hold it over its new window, or None: what
+        the other confirmed and running reservations hold there in an overlapping window,
+        and the jobs running outside it (to their walltime's end; for ever without one),
+        beside what it holds, against each vnode's resources_available."""
+        eng = self.engine
+        types = eng.resource_types()
+        start, end = int(new["reserve_start"]), int(new["reserve_end"])
+        mine: dict[str, dict[str, int]] = {}
+        _add_amounts(mine, str(new.get("resv_nodes") or ""), types)
+        if not mine:
+            return None
+        used: dict[str, dict[str, int]] = {}
+        queues = {str(new.get("queue") or "")}
+        for other_id, other in eng.store.all("resv").items():
+            if other_id == resv_id or other.get("reserve_state") not in (CONFIRMED, RUNNING):
+                continue
+            if other.get("queue"):
+                queues.add(str(other["queue"]))
+            if int(other["reserve_start"]) < end and start < int(other["reserve_end"]):
+                _add_amounts(used, str(other.get("resv_nodes") or ""), types)
+        for job in eng.store.jobs(("R", "E"), lean=True).values():
+            if job.get("queue") in queues:
+                continue  # (inside a reservation: that one's holding counts)
+            walltime = (job.get("Resource_List") or {}).get("walltime")
+            try:
+                until = float(job.get("stime") or now) + units.parse_duration(walltime) \
+                    if walltime is not None else float("inf")
+            except (TypeError, ValueError):
+                until = float("inf")
+            if until > start:
+                _add_amounts(used, str(job.get("exec_vnode") or ""), types)
+        nodes = eng.store.all("node")
+        for vnode, amounts in mine.items():
+            have = (nodes.get(vnode) or {}).get("resources_available") or {}
+            for key, amount in amounts.items():
+                cap = resource_amount(key, have.get(key), types) if key in have else None
+                if cap is not None and used.get(vnode, {}).get(key, 0) + amount > cap:
+                    return f"{vnode} has not {key} for it then"
+        return None
+
     def may_submit(self, queue: str) -> None:
         """To the queue of a reservation that is over (left until its last job is gone), no
         job goes. (Who may put jobs in the queue of one that is not is its ACLs' to say.)"""
@@ -337,7 +579,118 @@ class Reservations:
         return count
 
     def objects(self) -> list[Reservation]:
-        return [Reservation(n, a) for n, a in self.engine.store.all("resv").items()]
+        """The reservations as the scheduler books them: each, and a standing one's next
+        occurrences (up to `BOOKED_AHEAD`, on the same vnodes, named ``S3.host#4``) so that
+        nothing is confirmed or started where they will be."""
+        out = []
+        for name, attrs in self.engine.store.all("resv").items():
+            out.append(Reservation(name, attrs))
+            out += [Reservation(f"{name}#{index}", later)
+                    for index, later in self._later(name, attrs)]
+        return out
+
+    def _later(self, name: str, attrs: Mapping[str, Any]) -> list[tuple[int, dict]]:
+        """A confirmed standing reservation's next occurrences (index, attributes)."""
+        if not attrs.get("reserve_rrule") or not attrs.get("resv_nodes") or \
+                attrs.get("reserve_state") not in (CONFIRMED, RUNNING):
+            return []
+        key = (attrs.get("reserve_rrule"), attrs.get("reserve_series_start"),
+               attrs.get("reserve_timezone"))
+        if self._starts_seen.get(name, (None,))[0] != key:
+            self._starts_seen[name] = (key, self.occurrence_starts(attrs))
+        starts = self._starts_seen[name][1]
+        index = int(attrs.get("reserve_index") or 1)
+        duration = _series_duration(attrs)
+        shown = {k: v for k, v in attrs.items() if k != "queue"}
+        return [(at + 1, {**shown, "reserve_start": when, "reserve_end": when + duration,
+                          "reserve_state": CONFIRMED, "reserve_substate": 2})
+                for at, when in enumerate(starts[index:index + BOOKED_AHEAD], start=index)]
+
+    def _series_conflict(self, resv_id: str, attrs: Mapping[str, Any]) -> str | None:
+        """Why a standing reservation's later occurrences (`BOOKED_AHEAD` of them) cannot
+        have the vnodes its first was confirmed on, or None: what the other confirmed
+        reservations (their later occurrences too) hold there then, against each vnode's
+        resources_available."""
+        eng = self.engine
+        types = eng.resource_types()
+        mine: dict[str, dict[str, int]] = {}
+        _add_amounts(mine, str(attrs.get("resv_nodes") or ""), types)
+        held = {**attrs, "reserve_state": CONFIRMED, "reserve_index": 1}
+        windows = [(int(a["reserve_start"]), int(a["reserve_end"]), i)
+                   for i, a in self._later(resv_id, held)]
+        others = []
+        for other in self.objects():
+            if other.name.split("#")[0] == resv_id or other.reserve_state not in (
+                    CONFIRMED, RUNNING) or not other.resv_nodes:
+                continue
+            amounts: dict[str, dict[str, int]] = {}
+            _add_amounts(amounts, str(other.resv_nodes), types)
+            others.append((int(other.reserve_start), int(other.reserve_end), amounts))
+        nodes = eng.store.all("node")
+        for start, end, index in windows:
+            used: dict[str, dict[str, int]] = {}
+            for o_start, o_end, amounts in others:
+                if o_start < end and start < o_end:
+                    for vnode, res in amounts.items():
+                        acc = used.setdefault(vnode, {})
+                        for key, amount in res.items():
+                            acc[key] = acc.get(key, 0) + amount
+            for vnode, res in mine.items():
+                have = (nodes.get(vnode) or {}).get("resources_available") or {}
+                for key, amount in res.items():
+                    cap = resource_amount(key, have.get(key), types) if key in have else None
+                    if cap is not None and used.get(vnode, {}).get(key, 0) + amount > cap:
+                        return f"occurrence {index}: {vnode} has not {key} for it then"
+        return None
+
+    def _next_occurrence(self, resv_id: str, attrs: dict, now: int) -> bool:
+        """A standing reservation's occurrence ended: its running jobs are killed, the
+        ones queued or held stay for the next, its queue stops, and it is confirmed for
+        its next occurrence still to end (OpenPBS 23.06, checked: reserve_index counts
+        them). False when none is left: it ends as any reservation."""
+        eng = self.engine
+        starts = self.occurrence_starts(attrs)
+        index = int(attrs.get("reserve_index") or 1)
+        duration = _series_duration(attrs)
+        following = [i for i in range(index, len(starts)) if starts[i] + duration > now]
+        if not following:
+            return False
+        queue = str(attrs.get("queue") or "")
+        held = eng.store.get("queue", queue) if queue else None
+        if held is None or held.get("reservation") != resv_id:
+            queue = ""
+        why = f"Job deleted: reservation {resv_id} occurrence {index} ended"
+        for job_id, job in eng.store.jobs(("R", "E")).items():
+            if queue and job.get("queue") == queue and job_id in eng.launches:
+                eng._kill(job_id, why)
+        began = attrs.get("reserve_state") == RUNNING
+        if began:
+            outcome = eng._event("resv_end", resv=Reservation(resv_id, attrs))
+            if not outcome.accepted:
+                eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
+                        f"resv_end request rejected: {outcome.message}")
+        nxt = following[0]
+        attrs.update(reserve_index=nxt + 1, reserve_start=starts[nxt],
+                     reserve_end=starts[nxt] + duration, reserve_duration=duration,
+                     reserve_state=CONFIRMED, reserve_substate=2, mtime=now)
+        attrs["Resource_List"] = {**(attrs.get("Resource_List") or {}),
+                                  "walltime": units.format_duration(duration)}
+        with eng.store.transaction() as st:
+            st.put("resv", resv_id, attrs)
+            if queue:
+                st.put("queue", queue, {**(st.get("queue", queue) or held or {}),
+                                        "started": False})
+            if began:
+                for name, _ in parse_exec_vnode(str(attrs.get("resv_nodes") or "")):
+                    node = st.get("node", name)
+                    if node is not None:
+                        node["last_used_time"] = now
+                        st.put("node", name, node)
+        eng.log(LOG_RESV, "Resv", resv_id, f"Reservation occurrence {index} ended; "
+                f"occurrence {nxt + 1} of {len(starts)} starts {_ctime(starts[nxt])}")
+        eng._track_states()
+        eng.want_cycle = True
+        return True
 
     def decide(self, decisions: list[ResvDecision], sched: str = "default",
                deciders: frozenset[str] = frozenset()) -> None:
@@ -380,6 +733,12 @@ class Reservations:
             # the reservation's end would delete them and it)
             self._deny(decision.resv_id, attrs, f"queue {queue} already exists")
             return
+        if attrs.get("reserve_rrule"):
+            why = self._series_conflict(decision.resv_id,
+                                        {**attrs, "resv_nodes": decision.resv_nodes})
+            if why is not None:
+                self._deny(decision.resv_id, attrs, why)
+                return
         resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
         outcome = eng._event("resv_confirm", resv=resv)
         if not outcome.accepted:
@@ -433,7 +792,8 @@ class Reservations:
                 if unowned[part]:
                     self._deny(resv_id, attrs, f"no scheduler has partition {part}")
                     continue
-            if state == CONFIRMED and now >= float(attrs["reserve_start"]):
+            if state == CONFIRMED and float(attrs["reserve_start"]) <= now < float(
+                    attrs["reserve_end"]):  # (a window missed whole ends, unbegun)
                 attrs.update(reserve_state=RUNNING, reserve_substate=5, mtime=int(now))
                 with eng.store.transaction() as st:
                     st.put("resv", resv_id, attrs)
@@ -450,6 +810,9 @@ class Reservations:
                 eng.want_cycle = True
             elif state in (CONFIRMED, RUNNING, UNCONFIRMED) and now >= float(
                     attrs["reserve_end"]):
+                if state != UNCONFIRMED and attrs.get("reserve_rrule") and \
+                        self._next_occurrence(resv_id, attrs, int(now)):
+                    continue
                 # (its jobs' comment names it; the log line is PBS's words for the event,
                 # which PBS mails its owner: its server log says nothing of it, checked)
                 self._end(resv_id, attrs, "reservation period ended",
@@ -636,6 +999,44 @@ def with_resv_assigned(rows: Mapping[str, Mapping[str, Any]],
         out[name] = {**row, "resources_assigned": {
             k: (f"{units.kilobytes(v)}kb" if k in sizes else v) for k, v in shown.items()}}
     return out
+
+
+def _series_duration(attrs: Mapping[str, Any]) -> int:
+    """A standing reservation's occurrences' length (pbs_ralter changes the current
+    occurrence's only)."""
+    return int(attrs.get("reserve_series_duration") or attrs.get("reserve_duration") or 0)
+
+
+def _add_amounts(into: dict[str, dict[str, int]], exec_vnode: str,
+                 types: Mapping[str, str]) -> None:
+    for name, res in parse_exec_vnode(exec_vnode):
+        acc = into.setdefault(name, {})
+        for key, value in res.items():
+            amount = resource_amount(key, value, types)
+            if amount is not None:
+                acc[key] = acc.get(key, 0) + amount
+
+
+def _expanded(select: str) -> list[str]:
+    """A select's chunks one by one, each as its resources in name order (``2:ncpus=1``
+    is ``["ncpus=1", "ncpus=1"]``)."""
+    out = []
+    for chunk in units.parse_select(select):
+        out += [":".join(f"{k}={v}" for k, v in sorted(chunk.resources.items()))] * \
+            int(chunk.count)
+    return out
+
+
+def _chunk_counts(select: str) -> dict[str, int]:
+    """How many chunks of each kind a select asks for ({} for one that does not parse)."""
+    try:
+        chunks = _expanded(select)
+    except (TypeError, ValueError):
+        return {}
+    counts: dict[str, int] = {}
+    for spec in chunks:
+        counts[spec] = counts.get(spec, 0) + 1
+    return counts
 
 
 def _resv_seq(resv_id: str) -> int:

@@ -1958,6 +1958,11 @@ class Engine:
     def req_resv_delete(self, caller: Caller, ids: list[str]) -> list[dict]:
         return self.resvs.delete(caller, ids)
 
+    def req_resv_alter(self, caller: Caller, id: str, attrs: dict[str, Any],
+                       force: bool = False) -> str:
+        """pbs_ralter (`Reservations.alter`): the reservation's full id."""
+        return self.resvs.alter(caller, id, attrs, force)
+
     def req_status(self, caller: Caller) -> dict:
         counts = self.job_counts(("Q", "H", "R"))
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,

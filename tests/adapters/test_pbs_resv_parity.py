@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pbsplug.engine.testing import LocalEngine
+from pbsplug.engine.testing import PBSPLUG, LocalEngine
 
 from .conftest import RealPbs
 from .test_pbs_parity import _norm, _pbs_host
@@ -42,8 +43,11 @@ DIFFERENT: dict[str, str] = {}
 class Side:
     """One server of the comparison: its commands, vnode and host, and the ids it made."""
 
-    def __init__(self, run: Callable[..., tuple[int, str, str]], vnode: str, host: str):
+    def __init__(self, run: Callable[..., tuple[int, str, str]], vnode: str, host: str,
+                 run_tz: Callable[..., tuple[int, str, str]]):
         self.run, self.vnode, self.host = run, vnode, host
+        #: `run` with PBS_TZID=UTC (pbs_rsub -r wants it).
+        self.run_tz = run_tz
         self.ids: dict[str, str] = {}
 
     def out(self, *argv: str) -> str:
@@ -58,7 +62,7 @@ class Side:
     def norm(self, text: str) -> str:
         for label, full in sorted(self.ids.items(), key=lambda kv: -len(kv[1])):
             text = re.sub(rf"(?<![\w.]){re.escape(full)}(?![\w])", "{" + label + "}", text)
-            if full.startswith("R"):  # (its queue)
+            if full[:1] in ("R", "S"):  # (its queue)
                 text = re.sub(rf"\b{re.escape(full.split('.')[0])}\b",
                               "{Q" + label[1:] + "}", text)
         text = re.sub(rf"(?<=[(+]){re.escape(self.vnode)}(?=[:)])", "VNODE", text)  # resv_nodes
@@ -76,6 +80,33 @@ class Side:
         return self.norm("\n".join(line.strip() for line in shown.splitlines()
                                    if line.strip().split(" ")[0] in
                                    ("state", "jobs", "resv", "comment")))
+
+    def attempt(self, *argv: str) -> str:
+        """A command's exit status, standard output and error, normalised."""
+        code, stdout, stderr = self.run(*argv)
+        return f"{code}\n{self.norm(stdout)}\n{self.norm(stderr)}"
+
+    def assigned(self) -> str:
+        """The vnode's resources_assigned.ncpus (0 when not listed: the engine leaves out
+        a zero PBS lists, docs/engine.md's departures)."""
+        shown = self.out("pbsnodes", "-v", self.vnode)
+        found = re.search(r"^\s*resources_assigned\.ncpus = (\S+)", shown, re.M)
+        return found.group(1) if found else "0"
+
+    def queue_line(self, label: str) -> str:
+        """qstat -Q's line of a reservation's queue (its name, counts, Ena, Str)."""
+        queue = self.ids[label].split(".")[0]
+        rows = [line for line in self.out("qstat", "-Q").splitlines()
+                if line.split()[:1] == [queue]]
+        return re.sub(r" +", " ", self.norm("\n".join(rows)))
+
+    def standing(self, label: str, rule: str, duration: str, start: str) -> str:
+        """pbs_rsub -r `rule`: its exit status and words; one made is named `label`."""
+        code, stdout, stderr = self.run_tz("pbs_rsub", "-r", rule, "-R", start, "-D", duration,
+                                           "-l", "select=1:ncpus=1")
+        if code == 0:
+            self.named(label, stdout.split()[0])
+        return f"{code}\n{self.norm(stdout)}\n{self.norm(stderr)}"
 
     def state(self, resv: str) -> str:
         code, text, _ = self.run("pbs_rstat", "-f", resv)
@@ -95,8 +126,12 @@ def _real_side(pbs: RealPbs) -> Side:
         done = pbs.run(*argv, check=False, input="")
         return done.returncode, done.stdout, done.stderr
 
+    def run_tz(*argv: str) -> tuple[int, str, str]:
+        done = pbs.run(*argv, check=False, input="", env={**pbs.env, "PBS_TZID": "UTC"})
+        return done.returncode, done.stdout, done.stderr
+
     nodes = json.loads(pbs.run("pbsnodes", "-a", "-F", "json").stdout)["nodes"]
-    return Side(run, next(iter(nodes)), _pbs_host(pbs))
+    return Side(run, next(iter(nodes)), _pbs_host(pbs), run_tz)
 
 
 def _local_side(local: LocalEngine, ncpus: int) -> Side:
@@ -111,7 +146,13 @@ def _local_side(local: LocalEngine, ncpus: int) -> Side:
     if VNODE not in local.client("stat_nodes"):
         local.pbs("qmgr", "-c", f"create node {VNODE} resources_available.ncpus = {ncpus}",
                   check=True)
-    return Side(run, VNODE, local.client("status")["server"].split(".")[0])
+    def run_tz(*argv: str) -> tuple[int, str, str]:
+        done = subprocess.run([PBSPLUG, *argv], capture_output=True, text=True, input="",
+                              env={**local.env(), "PBS_TZID": "UTC"}, cwd=local.work,
+                              timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    return Side(run, VNODE, local.client("status")["server"].split(".")[0], run_tz)
 
 
 def _no_jobs(sides: tuple[Side, ...]) -> None:
@@ -197,16 +238,33 @@ def test_reservations_and_vnodes_show_as_openpbs(pbs, local):
         for args in (("-f",), ("-B",), ("-S",), ()):
             compare(f"pbs_rstat {' '.join(args)} (unconfirmed)", lambda s, a=args: s.rstat(*a))
         compare("pbsnodes (unconfirmed)", Side.vnode_lines)
+        compare("qstat -Q: its queue, made at once, disabled", lambda s: s.queue_line("R1"))
+        for argv in (("-N", "renamed"), ()):
+            compare(f"pbs_ralter {' '.join(argv)} (unconfirmed)",
+                    lambda s, a=argv: s.attempt("pbs_ralter", *a, s.ids["R1"]))
+        for argv in (("-l", "ncpus=1"), ("-W", "nosuch"), ("-R", "197001010000")):
+            compare(f"pbs_ralter {' '.join(argv)} (refused)",
+                    lambda s, a=argv: s.attempt("pbs_ralter", *a, s.ids["R1"]))
+        compare("pbs_ralter of an unknown reservation",
+                lambda s: s.attempt("pbs_ralter", "-D", "60", "R999999"))
         for side in sides:
             side.out("qmgr", "-c", "set server scheduling = True")
             _until(lambda s=side: s.state(s.ids["R1"]) == "RESV_CONFIRMED", "confirmation")
+        for side in sides:
+            side.out("pbs_ralter", "-D", "00:01:00", side.ids["R1"])
+            _until(lambda s=side: "reserve_duration = 60\n" in s.out("pbs_rstat", "-f",
+                                                                    s.ids["R1"]),
+                   "the new duration")
         for args in (("-f",), ("-B",), ()):
             compare(f"pbs_rstat {' '.join(args)} (confirmed)", lambda s, a=args: s.rstat(*a))
         compare("pbsnodes (confirmed)", Side.vnode_lines)
+        compare("resources_assigned (confirmed)", Side.assigned)
+        compare("qstat -Q: its queue (confirmed)", lambda s: s.queue_line("R1"))
         for side in sides:
             _until(lambda s=side: s.state(s.ids["R1"]) == "RESV_RUNNING", "the start", 120)
         compare("pbs_rstat -f (running)", lambda s: s.rstat("-f"))
         compare("pbsnodes (running)", Side.vnode_lines)
+        compare("resources_assigned (running)", Side.assigned)
         for side in sides:
             job = side.named("J5", side.out("qsub", "-q", side.ids["R1"].split(".")[0], "-l",
                                             f"select=1:ncpus={ncpus}", "--", "/bin/sleep",
@@ -214,6 +272,9 @@ def test_reservations_and_vnodes_show_as_openpbs(pbs, local):
             _until(lambda s=side, j=job: "job_state = R" in s.out("qstat", "-f", j),
                    f"{job} to run")
         compare("pbsnodes (a job on every CPU of the reservation)", Side.vnode_lines)
+        compare("resources_assigned (a job on every CPU of the reservation)", Side.assigned)
+        compare("pbs_ralter -R of a running reservation with a job",
+                lambda s: s.attempt("pbs_ralter", "-R", _when(40), s.ids["R1"]))
         for side in sides:
             side.out("pbs_rdel", side.ids["R1"])
             _until(lambda s=side: s.ids["R1"] not in s.out("pbs_rstat", "-B"),
@@ -227,12 +288,28 @@ def test_reservations_and_vnodes_show_as_openpbs(pbs, local):
         for side in sides:
             _until(lambda s=side: s.state(s.ids["R2"]) == "RESV_RUNNING", "the start", 120)
         compare("pbsnodes (running, place=excl)", Side.vnode_lines)
+        # Standing reservations: the rules taken and refused, and one made and confirmed.
+        start = _when(3600)
+        for k, (rule, duration) in enumerate((
+                ("FREQ=DAILY", "30"), ("FREQ=MONTHLY;BYMONTHDAY=1;COUNT=2", "30"),
+                ("FREQ=WEEKLY;BYDAY=-1FR;COUNT=2", "30"), ("FREQ=SECONDLY;COUNT=2", "30"),
+                ("FREQ=DAILY;COUNT=2", "25:00:00"), ("FREQ=HOURLY;INTERVAL=0;COUNT=2", "30"),
+                ("freq=weekly;byday=mo,we;count=4;", "00:30:00"))):
+            compare(f"pbs_rsub -r {rule} -D {duration}",
+                    lambda s, r=rule, d=duration, n=k: s.standing(f"S{n}", r, d, start))
+        for side in sides:
+            _until(lambda s=side: s.state(s.ids["S6"]) == "RESV_CONFIRMED", "confirmation")
+        compare("pbs_rstat -f (standing, confirmed)", lambda s: s.rstat("-f", s.ids["S6"]))
+        compare("pbs_rstat -S (standing, confirmed)", lambda s: s.rstat("-S", s.ids["S6"]))
+        # (last: PBS's refusal leaves schedselect_orig and its resources reordered behind)
+        compare("pbs_ralter -l select= not a subset (refused)",
+                lambda s: s.attempt("pbs_ralter", "-l", "select=1:ncpus=2", s.ids["R2"]))
     finally:
         for side in sides:
             side.run("qmgr", "-c", "set server scheduling = True")
             side.run("pbsnodes", "-C", "", side.vnode)
             for label, full in side.ids.items():
-                if label.startswith("R"):
+                if label[:1] in ("R", "S"):
                     side.run("pbs_rdel", full)
         pbs.forget_jobs()
         assert local.client is not None

@@ -705,8 +705,263 @@ def test_an_ended_reservation_is_listed_being_deleted_while_its_jobs_go(engine):
     assert (kept["enabled"], kept["started"]) == (False, False)
     again = engine.pbs("pbs_rdel", resv_id)
     assert again.returncode == 0, again.stderr
+    late = engine.pbs("pbs_ralter", "-N", "late", resv_id)
+    assert (late.returncode, late.stderr) == (168, "pbs_ralter: Request invalid for state "
+                                                   "of job\n")
     refused = engine.pbs("qsub", "-q", queue, "--", "/bin/true")
     assert refused.returncode != 0
     engine.pbs("qdel", "-W", "force", job_id)
     until(lambda: resv_id not in engine.client("stat_resvs"), what="the reservation")
     assert queue not in engine.client("stat_queues")
+
+
+def test_pbs_ralter_as_openpbs(engine):
+    """OpenPBS 23.06's pbs_ralter, checked: each change prints `pbs_ralter: <id> ALTER
+    REQUESTED`; a new start keeps the end, a duration moves it; the access lists replace
+    the old ones (the queue's ACLs with them); its usage errors and refusals."""
+    engine.client("qmgr", text="set server scheduling = False")
+    start = time.time() + 3600
+    resv_id = engine.pbs("pbs_rsub", "-R", _when(3600), "-D", "600", "-l",
+                         "select=1:ncpus=1", check=True).stdout.split()[0]
+    queue = resv_id.split(".")[0]
+
+    def resv() -> dict:
+        return engine.client("stat_resvs", ids=[resv_id])[resv_id]
+
+    done = engine.pbs("pbs_ralter", "-D", "00:20:00", resv_id)
+    assert (done.returncode, done.stdout) == (0, f"pbs_ralter: {resv_id} ALTER REQUESTED\n")
+    assert resv()["reserve_end"] - resv()["reserve_start"] == 1200 == resv()["reserve_duration"]
+    assert resv()["Resource_List"]["walltime"] == "00:20:00"
+    assert f";Resv;{resv_id};Attempting to modify reservation end=" in engine.log()
+    for argv, status, err in (
+            ((resv_id,), 0, ""),  # (nothing to change: taken, as PBS's, checked)
+            (("-D", "60", "R999999"), 236, "pbs_ralter: Unknown Reservation Id\n"),
+            (("-R", _when(-600), resv_id), 238, "pbs_ralter: Bad time specification(s)\n"),
+            (("-R", _when(4000), "-E", _when(3900), resv_id), 238,
+             "pbs_ralter: Bad time specification(s)\n"),
+            (("-l", "ncpus=1", resv_id), 2, "pbs_ralter -l only allows for select\n"),
+            (("-W", "nosuch", resv_id), 2, "pbs_ralter: illegal -W value\n"),
+            (("-l", "select=1:ncpus=2", resv_id), 79, "pbs_ralter: New select must be made "
+             "up of a subset of the original chunks\n")):
+        done = engine.pbs("pbs_ralter", *argv)
+        assert (done.returncode, done.stderr.split("usage:")[0]) == (status, err), argv
+    engine.client("qmgr", text="set server scheduling = True")
+    until(lambda: resv()["reserve_state"] == "RESV_CONFIRMED", what="confirmation")
+    for argv in (("-N", "renamed"), ("-m", "abe", "-M", "root@localhost"),
+                 ("-U", "+root,+nobody"), ("-G", "+root")):
+        engine.pbs("pbs_ralter", *argv, resv_id, check=True)
+    got = resv()
+    assert (got["Reserve_Name"], got["Mail_Points"], got["Mail_Users"]) == (
+        "renamed", "abe", "root@localhost")
+    assert (got["Authorized_Users"], got["Authorized_Groups"]) == (["+nobody", "+root"],
+                                                                   ["+root"])
+    acls = engine.client("stat_queues")[queue]
+    assert (acls["acl_users"], acls["acl_groups"], acls["acl_group_enable"]) == (
+        ["+nobody", "+root"], ["+root"], True)
+    end = got["reserve_end"]
+    engine.pbs("pbs_ralter", "-R", time.strftime("%Y%m%d%H%M.%S", time.localtime(
+        start + 60)), resv_id, check=True)
+    assert (resv()["reserve_start"], resv()["reserve_end"]) == (int(start) + 60, end)
+    assert (resv()["reserve_state"], resv()["schedselect_orig"]) == ("RESV_CONFIRMED",
+                                                                     "1:ncpus=1")
+    assert f";Resv;{resv_id};Reservation alter confirmed\n" in engine.log()
+
+
+def test_pbs_ralter_of_a_confirmed_reservation_is_confirmed_again_or_put_back(
+        inprocess_engine):
+    """OpenPBS 23.06, checked: a new window its vnodes cannot hold (another reservation
+    has them then) is denied, the old one kept (`Reservation alter denied`); with -W force
+    it is taken all the same. Only its owner, an operator or a manager may alter it."""
+    eng = inprocess_engine
+    root, user = Caller(0, ROLE_MANAGER), Caller(1001, ROLE_USER)
+    vnode = next(iter(eng.store.all("node")))
+    ncpus = eng.store.get("node", vnode)["resources_available"]["ncpus"]
+    now = int(eng.clock())
+    rows = {}
+    for name, start, cpus in (("mine", now + 3600, 1), ("full", now + 7200, ncpus)):
+        made = eng.req_resv_submit(root, {"reserve_start": start, "reserve_duration": 600,
+                                          "Reserve_Name": name,
+                                          "Resource_List": {"select": f"1:ncpus={cpus}"}})
+        rows[name] = made["id"]
+        attrs = eng.store.get("resv", made["id"])
+        attrs.update(reserve_state="RESV_CONFIRMED", reserve_substate=2,
+                     resv_nodes=f"({vnode}:ncpus={cpus})")
+        with eng.store.transaction() as st:
+            st.put("resv", made["id"], attrs)
+    mine = rows["mine"]
+    with pytest.raises(PbsError) as refused:
+        eng.req_resv_alter(user, mine, {"Reserve_Name": "x"})
+    assert (refused.value.code, refused.value.message) == (15007, "Unauthorized Request")
+    assert eng.req_resv_alter(root, mine, {"reserve_start": now + 7000,
+                                           "reserve_end": now + 7500}) == mine
+    kept = eng.store.get("resv", mine)
+    assert (kept["reserve_start"], kept["reserve_end"]) == (now + 3600, now + 4200)
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert f";Resv;{mine};Reservation alter denied\n" in log
+    eng.req_resv_alter(root, mine, {"reserve_start": now + 7000, "reserve_end": now + 7500},
+                       force=True)
+    moved = eng.store.get("resv", mine)
+    assert (moved["reserve_start"], moved["reserve_end"]) == (now + 7000, now + 7500)
+
+
+def test_pbs_ralter_of_a_running_reservation(engine):
+    """OpenPBS 23.06, checked: the start of a running reservation with a job in its queue
+    does not move (`Reservation not empty`, 15178, exit 74); its end does."""
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": int(time.time()) + 3, "reserve_duration": 600,
+        "Resource_List": {"select": "1:ncpus=1"}})["id"]
+    until(lambda: _state(engine, resv_id) == "RESV_RUNNING", what="the start")
+    engine.submit("sleep 60\n", queue=resv_id.split(".")[0])
+    done = engine.pbs("pbs_ralter", "-R", _when(60), resv_id)
+    assert (done.returncode, done.stderr) == (74, "pbs_ralter: Reservation not empty\n")
+    engine.pbs("pbs_ralter", "-E", _when(300), resv_id, check=True)
+    got = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+    assert got["reserve_state"] == "RESV_RUNNING"
+    assert abs(got["reserve_end"] - (time.time() + 300)) < 5
+
+
+def test_pbs_ralter_select_keeps_a_subset_of_the_chunks(inprocess_engine):
+    """OpenPBS 23.06's rule (checked: a larger chunk is 15183): a new select is made of the
+    old one's chunks, fewer of some; a confirmed reservation keeps the vnodes of the
+    chunks it keeps, and its sums follow."""
+    eng = inprocess_engine
+    root = Caller(0, ROLE_MANAGER)
+    vnode = next(iter(eng.store.all("node")))
+    made = eng.req_resv_submit(root, {"reserve_start": int(eng.clock()) + 3600,
+                                      "reserve_duration": 600, "Resource_List": {
+                                          "select": "2:ncpus=1+1:ncpus=1:mem=1mb"}})["id"]
+    attrs = eng.store.get("resv", made)
+    attrs.update(reserve_state="RESV_CONFIRMED", reserve_substate=2,
+                 resv_nodes=f"({vnode}:ncpus=1)+({vnode}:ncpus=1)+({vnode}:ncpus=1:mem=1024kb)")
+    with eng.store.transaction() as st:
+        st.put("resv", made, attrs)
+    with pytest.raises(PbsError) as refused:
+        eng.req_resv_alter(root, made, {"select": "3:ncpus=1"})
+    assert refused.value.code == 15183
+    eng.req_resv_alter(root, made, {"select": "1:ncpus=1:mem=1mb"})
+    got = eng.store.get("resv", made)
+    assert got["Resource_List"]["select"] == "1:ncpus=1:mem=1mb"
+    assert (got["Resource_List"]["ncpus"], got["Resource_List"]["nodect"]) == (1, 1)
+    assert got["resv_nodes"] == f"({vnode}:ncpus=1:mem=1024kb)"
+
+
+def _rsub_tz(engine, *args: str, tz: str | None = "UTC"):
+    """pbs_rsub ARGS with PBS_TZID set to `tz` (unset with None)."""
+    import subprocess
+
+    from pbsplug.engine.testing import PBSPLUG
+
+    env = {k: v for k, v in engine.env().items() if k != "PBS_TZID"}
+    if tz is not None:
+        env["PBS_TZID"] = tz
+    return subprocess.run([PBSPLUG, "pbs_rsub", *args], capture_output=True, text=True,
+                          env=env, cwd=engine.work, timeout=120)
+
+
+def test_standing_reservations_are_submitted_as_openpbs(engine):
+    """OpenPBS 23.06, checked: pbs_rsub -r takes an iCalendar rule (its parts, its errors,
+    PBS_TZID required); the reservation is S<n> (R<n> for one occurrence), with
+    reserve_rrule and reserve_count, and reserve_index once confirmed."""
+    start = _when(3600)
+    for rule, duration, status, err in (
+            ("FREQ=DAILY", "30", 30, "Undefined iCalendar syntax. A valid COUNT or UNTIL "
+                                     "is required"),
+            ("FREQ=MONTHLY;BYMONTHDAY=1;COUNT=2", "30", 29, "Undefined iCalendar syntax"),
+            ("FREQ=WEEKLY;BYDAY=-1FR;COUNT=2", "30", 29, "Undefined iCalendar syntax"),
+            ("FREQ=DAILY;COUNT=2;UNTIL=20301231", "30", 29, "Undefined iCalendar syntax"),
+            ("RRULE:FREQ=DAILY;COUNT=2", "30", 29, "Undefined iCalendar syntax"),
+            ("FREQ=DAILY;COUNT=0", "30", 29, "Undefined iCalendar syntax"),
+            ("FREQ=SECONDLY;COUNT=2", "30", 28, "SECONDLY recurrence duration cannot exceed "
+                                                "1 second"),
+            ("FREQ=DAILY;COUNT=2", "25:00:00", 25, "DAILY recurrence duration cannot exceed "
+                                                   "24 hours")):
+        done = _rsub_tz(engine, "-r", rule, "-R", start, "-D", duration)
+        assert (done.returncode, done.stderr) == (status, f"pbs_rsub: {err}\n"), rule
+    done = _rsub_tz(engine, "-r", "FREQ=DAILY;COUNT=2", "-R", start, "-D", "30", tz=None)
+    assert (done.returncode, done.stderr) == (2, "pbs_rsub error: a valid PBS_TZID timezone "
+                                                 "environment variable is required.\n")
+    done = _rsub_tz(engine, "-r", "FREQ=DAILY;COUNT=2", "-R", start, "-D", "30",
+                    tz="Nowhere/Nothing")
+    assert (done.returncode, done.stderr) == (
+        31, "pbs_rsub: Unrecognized PBS_TZID environment variable\n")
+    assert engine.client("stat_resvs") == {}
+
+    one = _rsub_tz(engine, "-r", "FREQ=DAILY;COUNT=1", "-R", start, "-D", "30")
+    assert one.stdout.startswith("R"), one.stdout + one.stderr
+    done = _rsub_tz(engine, "-r", "freq=daily;until=20301231", "-R",
+                    time.strftime("%Y%m%d0041.29", time.localtime(time.time() + 86400)),
+                    "-D", "30", "-N", "daily")
+    resv_id, state = done.stdout.split()
+    assert resv_id.startswith("S") and state == "UNCONFIRMED", done.stderr
+    full = engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout
+    assert "reserve_rrule = freq=daily;until=20301231\n" in full
+    assert "PBS_TZID=UTC" in full and "reserve_timezone" not in full
+    count = int(re.search(r"reserve_count = (\d+)", full).group(1))
+    first = time.localtime(time.time() + 86400)
+    days = (time.mktime((2030, 12, 31, 0, 0, 0, 0, 0, -1)) - time.mktime(
+        (first.tm_year, first.tm_mon, first.tm_mday, 0, 41, 29, 0, 0, -1))) // 86400 + 1
+    assert count == int(days)
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    full = engine.pbs("pbs_rstat", "-f", resv_id, check=True).stdout
+    assert re.search(r"reserve_rrule = .*\nreserve_index = 1\nreserve_count = ", full), full
+    assert f"Resv;{resv_id};New reservation submitted start=" in engine.log()
+    assert "recurrence_rrule=freq=daily;until=20301231 timezone=UTC\n" in engine.log()
+
+
+def test_a_standing_reservation_goes_from_one_occurrence_to_the_next(engine_here):
+    """OpenPBS 23.06, checked: at an occurrence's end its queue stops, the jobs queued or
+    held in it stay, and it is confirmed for the next (reserve_index, reserve_start and
+    reserve_end move on); at the last one's end it ends as any reservation, its jobs
+    deleted. Its later occurrences are booked (the scheduler sees them)."""
+    from pbsplug.scheduler.model import ResvDecision
+
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    root = Caller(0, ROLE_MANAGER)
+    vnode = next(iter(eng.store.all("node")))
+    start = int(now[0]) + 60
+    made = eng.req_resv_submit(root, {
+        "reserve_start": start, "reserve_duration": 20, "reserve_rrule": "FREQ=HOURLY;COUNT=3",
+        "Variable_List": {"PBS_TZID": "UTC"}, "Resource_List": {"select": "1:ncpus=1"}})
+    resv_id = made["id"]
+    assert resv_id.startswith("S")
+    eng.resvs.decide([ResvDecision(resv_id, True, f"({vnode}:ncpus=1)",
+                                   partition="pbs-default")])
+    later = [(r.name, r.reserve_start) for r in eng.resvs.objects() if r.name != resv_id]
+    assert later == [(f"{resv_id}#2", start + 3600), (f"{resv_id}#3", start + 7200)]
+    queue = resv_id.split(".")[0]
+    held = eng.req_submit(root, {"queue": queue, "Hold_Types": "u"}, "true\n")
+    now[0] = start + 1
+    eng.resvs.poll(now[0])
+    assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_RUNNING"
+    now[0] = start + 21
+    eng.resvs.poll(now[0])
+    got = eng.store.get("resv", resv_id)
+    assert (got["reserve_state"], got["reserve_index"], got["reserve_start"],
+            got["reserve_end"]) == ("RESV_CONFIRMED", 2, start + 3600, start + 3620)
+    assert eng.store.get("queue", queue)["started"] is False
+    assert eng.store.job(held)["job_state"] == "H"
+    now[0] = start + 7221  # (past the third's end too: the server was down, say)
+    eng.resvs.poll(now[0])
+    assert eng.store.get("resv", resv_id) is None
+    assert eng.store.job(held)["job_state"] == "F"
+
+
+def test_a_standing_reservations_running_jobs_end_with_its_occurrence(engine):
+    """OpenPBS 23.06, checked: a job still running at an occurrence's end is killed; one
+    queued there stays for the next occurrence."""
+    start = int(time.time()) + 3
+    resv_id = engine.client("resv_submit", attrs={
+        "reserve_start": start, "reserve_duration": 6, "reserve_rrule": "FREQ=MINUTELY;COUNT=2",
+        "Variable_List": {"PBS_TZID": "UTC"}, "Resource_List": {"select": "1:ncpus=1"}})["id"]
+    queue = resv_id.split(".")[0]
+    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
+    running = engine.submit("sleep 60\n", queue=queue)
+    kept = engine.submit("sleep 60\n", queue=queue, Hold_Types="u")
+    until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
+    attrs = engine.wait(running, timeout=30)
+    assert attrs["comment"] == f"Job deleted: reservation {resv_id} occurrence 1 ended"
+    got = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+    assert (got["reserve_index"], got["reserve_start"]) == (2, start + 60)
+    assert engine.job(kept)["job_state"] == "H"
+    engine.pbs("pbs_rdel", resv_id, check=True)
