@@ -124,6 +124,22 @@ def parse_indices(text: Any) -> list[int]:
     return out
 
 
+def count_indices(text: Any) -> int:
+    """How many indices a stored ``array_indices_remaining`` lists, worked out from its
+    runs (never expanded: a 10,000-index run costs what one index does). ValueError when
+    it is not a list of indices."""
+    text = str(text or "-")
+    if text == "-":
+        return 0
+    count = 0
+    for part in text.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if m is None or m[3] is not None and int(m[3]) < 1:
+            raise ValueError(f"array_indices_remaining: {text!r} is not a list of indices")
+        count += 1 if m[2] is None else len(range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)))
+    return count
+
+
 class Named(NamedTuple):
     """What a job identifier names in an array: the array's number, and the subjobs' first
     and last index and step (all None: the array itself, ``12[]``)."""
@@ -205,6 +221,6 @@ def state_count(queued: int, running: int, exiting: int, expired: int) -> str:
 
 
 __all__ = ["ARRAY_ATTRS", "INDEX_MARK", "MAX_ARRAY_SIZE", "Named", "PercentEmpty", "Spec",
-           "array_id", "file_suffix", "format_indices", "named", "parse_indices",
+           "array_id", "count_indices", "file_suffix", "format_indices", "named", "parse_indices",
            "parse_spec", "parse_submitted", "state_count", "subjob_attrs", "subjob_id",
            "subjob_seq"]

@@ -11,7 +11,15 @@ The attributes (server and queue, set with qmgr) and what they count:
   jobs' ``Resource_List.<resource>`` (a job without one counts what its select asks for in
   all), the same jobs as above;
 * ``max_queuable`` (queue only, PBS's older form): every job in the queue that has not
-  finished, whoever owns it.
+  finished, whoever owns it (an array as one job, and each subjob begun as one).
+
+A job array counts as its subjobs, as OpenPBS 23.06 counts it (checked): the array's row as
+the indices it has not begun (``array_indices_remaining``, counted from its runs, never
+expanded), each of them asking what the array asks, and a subjob begun as the job its own
+row is; so an array of 100 queued subjobs is 100 jobs, and one whose subjobs ended counts
+only those queued or running. An array begun (``B``) counts its indices not begun as jobs in
+Q. The whole array is refused when its subjobs would pass a limit. Only ``max_queuable``
+counts rows: an array is one job there, as in PBS.
 
 An entity limit is PBS's list of ``[kind:name=value]`` items: kind ``o`` (name
 ``PBS_ALL``: all jobs together), ``u`` (user), ``g`` (group) or ``p`` (project), where the
@@ -40,6 +48,7 @@ from ..entlim import (
     job_amount,
     parse_stored,
 )
+from .arrays import count_indices
 from .errors import PBSE_BADATVAL, PbsError
 
 PBSE_MAXQUED = 15046
@@ -54,6 +63,23 @@ RESOURCE_LIMITS = {"max_queued_res": None, "queued_jobs_threshold_res": ("Q",)}
 DONE_STATES = ("F", "M", "X")
 #: The most distinct requests whose amounts a tally remembers.
 MAX_ASKED = 4096
+#: The states counted by the limits on jobs in Q: an array begun (B) holds queued subjobs.
+Q_STATES = ("Q", "B")
+#: A queue's key for its rows (`max_queuable`: an array is one), after the queue's name.
+ROWS = (None, "rows", ALL, None)
+
+
+def jobs_in(attrs: Mapping[str, Any]) -> int:
+    """How many jobs a stored job counts as: an array (it has ``array_indices_remaining``)
+    as its indices not begun, each begun subjob having a row of its own; any other job as
+    one. A remaining list that does not read counts as one job."""
+    remaining = attrs.get("array_indices_remaining")
+    if remaining is None:
+        return 1
+    try:
+        return count_indices(remaining)
+    except ValueError:
+        return 1
 
 
 @dataclass
@@ -135,18 +161,24 @@ class Tally:
 
     def _entries(self, attrs: Mapping[str, Any]) -> Iterable[tuple[tuple, float]]:
         """What a job adds: (key, amount), a key (holder queue or None, Q-only or not,
-        entity kind, entity name, resource or None for the count). Nothing for a job
-        done (or none)."""
+        entity kind, entity name, resource or None for the count), the amount that of
+        all the jobs it counts as (`jobs_in`); and one row to its queue's `ROWS` key.
+        Nothing for a job done (or none)."""
         if attrs is None or attrs.get("job_state") in DONE_STATES:
+            return
+        yield (attrs.get("queue"), *ROWS), 1
+        jobs = jobs_in(attrs)
+        if not jobs:
             return
         owner = Owner.of(attrs)
         names = [(kind, owner.name(kind)) for kind in "ougp"]
-        asked = [(res, self._amount(attrs, res, kind)) for res, kind in self.kinds.items()]
-        q_only = (False, True) if attrs.get("job_state") == "Q" else (False,)
+        asked = [(res, jobs * self._amount(attrs, res, kind))
+                 for res, kind in self.kinds.items()]
+        q_only = (False, True) if attrs.get("job_state") in Q_STATES else (False,)
         for where in (None, attrs.get("queue")):
             for queued in q_only:
                 for kind, name in names:
-                    yield (where, queued, kind, name, None), 1
+                    yield (where, queued, kind, name, None), jobs
                     for res, amount in asked:
                         if amount:
                             yield (where, queued, kind, name, res), amount
@@ -180,13 +212,13 @@ class Tally:
         if not holders:
             return
         owner = Owner.of(job)
-        queued = job.get("job_state") == "Q"
+        queued = job.get("job_state") in Q_STATES
+        jobs = jobs_in(job)  # (an array: its subjobs, all refused together)
         mine = dict(self._entries(old)) if old is not None else {}
         for holder in holders:
             limit_q = holder.attrs.get("max_queuable")
             if holder.queue is not None and limit_q is not None and not holder.holds(old):
-                in_queue = self.counts.get((holder.queue, False, "o", ALL, None), 0)
-                if in_queue + 1 > int(limit_q):
+                if self.counts.get((holder.queue, *ROWS), 0) + 1 > int(limit_q):
                     raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
             for attr, states in COUNT_LIMITS.items():
                 text = holder.attrs.get(attr)
@@ -195,9 +227,10 @@ class Tally:
                 for limit in applying(parse_stored(text, "long"), owner):
                     key = (holder.queue, states is not None, limit.kind,
                            owner.name(limit.kind), None)
-                    if mine.get(key):
+                    added = jobs - mine.get(key, 0)
+                    if added <= 0:
                         continue  # it was counted there already: nothing added
-                    if self.counts.get(key, 0) + 1 > limit.value:
+                    if self.counts.get(key, 0) + added > limit.value:
                         raise PbsError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
                                                                   states is not None))
             for attr, states in RESOURCE_LIMITS.items():
@@ -209,8 +242,8 @@ class Tally:
                     if kind is None or not text:
                         continue
                     try:
-                        asked = job_amount(job.get("Resource_List"), resource, kind,
-                                           self._defaults(queue), strict=True)
+                        asked = jobs * job_amount(job.get("Resource_List"), resource, kind,
+                                                  self._defaults(queue), strict=True)
                     except ValueError as exc:
                         raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource "
                                        f"value {exc}") from None
@@ -232,7 +265,10 @@ def _count_text(limit: Limit, owner: Owner, holder: Holder, queued: bool) -> str
         return f"Maximum number of jobs{state} already in {holder.where()}"
     word = KINDS[limit.kind]
     if limit.name == GENERIC:
-        whose = "complex's" if holder.queue is None else f"queue {holder.queue}'s"
+        # (a queue's per-user text names no queue but "generic": OpenPBS 23.06's, checked;
+        # its per-group and per-project texts name the queue)
+        whose = "complex's" if holder.queue is None else \
+            f"queue {'generic' if limit.kind == 'u' else holder.queue}'s"
         return f"would exceed {whose} per-{word} limit" + (" of jobs in 'Q' state"
                                                            if queued else "")
     return f"Maximum number of jobs{state} for {word} {owner.name(limit.kind)} already in " \

@@ -411,7 +411,8 @@ class Store:
                 for queue, state, n in rows}
 
     #: What `counted_groups` reads of each job (the keys of the limits' counts).
-    COUNTED = ("queue", "euser", "egroup", "project", "Resource_List")
+    COUNTED = ("queue", "euser", "egroup", "project", "Resource_List",
+               "array_indices_remaining")  # (an array counts as its subjobs not begun)
     #: The objects whose attributes hold the limits and the defaults jobs count with.
     COUNTED_BY = frozenset({"server", "queue", "resource"})
     #: The most job changes kept for `counted_moves` (past them, the count is made again).

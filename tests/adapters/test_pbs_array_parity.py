@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 
 from pbsplug.engine.testing import LocalEngine
 
@@ -64,4 +65,76 @@ def test_array_commands_answer_as_openpbs(pbs: RealPbs, local: LocalEngine, atta
         if left:
             local.client("delete", ids=left, force=True)
     assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
+        "\n".join(differences)
+
+
+#: Limits with arrays: (as the second user, command); `{last}` is the id the last qsub
+#: printed on that side. An array counts as its subjobs and is refused whole (a queue's
+#: max_queuable counts it as one job); a user's
+#: qmove is checked in the destination (a manager's is not on PBS: see docs/engine.md).
+LIMIT_ROWS: list[tuple[bool, str]] = [
+    (False, "qmgr -c 'set server max_queued = [u:PBS_GENERIC=10]'"),
+    (False, "qsub -h -J 0-99 -- /bin/true"), (False, "qsub -h -J 1-6 -- /bin/true"),
+    (False, "qsub -h -J 1-5 -- /bin/true"), (False, "qsub -h -J 1-4 -- /bin/true"),
+    (False, "qsub -h -- /bin/true"),
+    (False, "qmgr -c 'unset server max_queued'"),
+    (False, "qmgr -c 'set server max_queued_res.ncpus = [u:PBS_GENERIC=12]'"),
+    (False, "qsub -h -J 1-3 -- /bin/true"), (False, "qsub -h -J 1-2 -- /bin/true"),
+    (False, "qmgr -c 'unset server max_queued_res.ncpus'"),
+    (False, "qmgr -c 'set queue workq max_queued = [u:PBS_GENERIC=13]'"),
+    (False, "qsub -h -J 1-2 -- /bin/true"),
+    (False, "qmgr -c 'unset queue workq max_queued'"),
+    (False, "qmgr -c 'set queue workq queued_jobs_threshold = [u:PBS_GENERIC=2]'"),
+    (False, "qsub -J 1-3 -- /bin/true"),
+    (False, "qmgr -c 'unset queue workq queued_jobs_threshold'"),
+    (False, "qmgr -c 'set queue workq max_queuable = 4'"),  # (3 arrays there: rows)
+    (False, "qsub -h -J 1-4 -- /bin/true"), (False, "qsub -h -- /bin/true"),
+    (False, "qmgr -c 'unset queue workq max_queuable'"),
+    (False, "qmgr -c 'create queue arrq queue_type=execution,enabled=true,started=true'"),
+    (False, "qmgr -c 'set queue arrq max_queued = [u:PBS_GENERIC=3]'"),
+    (True, "qsub -h -J 1-4 -- /bin/true"), (True, "qmove arrq {last}"),
+    (True, "qsub -h -J 1-3 -- /bin/true"), (True, "qmove arrq {last}"),
+    (True, "qsub -h -- /bin/true"), (True, "qmove arrq {last}"),
+]
+#: What is put back on both sides, whatever happened.
+LIMIT_UNDO = ("unset server max_queued", "unset server max_queued_res.ncpus",
+              "unset queue workq max_queued", "unset queue workq queued_jobs_threshold",
+              "unset queue workq max_queuable")
+
+
+def _any_ids(text: str, host: str) -> str:
+    text = _norm(text, host)
+    return re.sub(r"\b\d+(?=(?:\[\d*\])?\.HOST)", "{num}", re.sub(" +", " ", text))
+
+
+def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
+        pbs: RealPbs, local: LocalEngine, attacker, unix_user):
+    pbs_host = _pbs_host(pbs)
+    engine_host = socket.gethostname().split(".")[0]
+    differences = []
+    last = {"pbs": "", "engine": ""}
+    try:
+        for user, line in LIMIT_ROWS:
+            got = _real(pbs, line.format(last=last["pbs"]), "u" if user else "", unix_user)
+            ours = _engine(local, line.format(last=last["engine"]), "u" if user else "",
+                           attacker)
+            if line.startswith("qsub"):
+                last = {"pbs": got[1].strip(), "engine": ours[1].strip()}
+            got = (got[0], _any_ids(got[1], pbs_host), _any_ids(got[2], pbs_host))
+            ours = (ours[0], _any_ids(ours[1], engine_host), _any_ids(ours[2], engine_host))
+            if got != ours:
+                differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
+    finally:
+        pbs.forget_jobs()
+        assert local.client is not None
+        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
+        if left:
+            local.client("delete", ids=left, force=True)
+        for text in LIMIT_UNDO:
+            pbs.qmgr(text, check=False)
+            local.pbs("qmgr", "-c", text)
+        time.sleep(1)  # (PBS's qdel -W force is done when its history is written)
+        pbs.qmgr("delete queue arrq", check=False)
+        local.pbs("qmgr", "-c", "delete queue arrq")
+    assert not differences, f"{len(differences)} of {len(LIMIT_ROWS)} rows differ:\n" + \
         "\n".join(differences)

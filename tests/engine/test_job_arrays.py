@@ -300,3 +300,11 @@ def test_qselect_lists_arrays_not_their_subjobs(engine):
     assert engine.pbs("qselect", check=True).stdout.split() == [array, single]
     assert engine.pbs("qselect", "-J", check=True).stdout.split() == [array]
     engine.pbs("qdel", array, single, check=True)
+
+
+@pytest.mark.parametrize(("remaining", "count"), [
+    ("-", 0), ("7", 1), ("4-6:2,9", 3), ("0-9999", 10_000), ("1-10:3", 4), ("8,10", 2)])
+def test_remaining_indices_are_counted_from_their_runs(remaining, count):
+    assert arrays.count_indices(remaining) == count == len(arrays.parse_indices(remaining))
+    with pytest.raises(ValueError):
+        arrays.count_indices("1-5:0")

@@ -62,7 +62,7 @@ def test_queued_jobs_threshold_counts_jobs_in_state_q_of_its_queue_only(engine):
     over = qsub(engine)
     assert (over.returncode, over.stderr) == (
         limits.PBSE_ENTLIMCT % 256,
-        "qsub: would exceed queue workq's per-user limit of jobs in 'Q' state\n")
+        "qsub: would exceed queue generic's per-user limit of jobs in 'Q' state\n")
     set_ok(engine, "create queue other queue_type = Execution, enabled = True")
     assert qsub(engine, "-q", "other").returncode == 0  # another queue's jobs
 
@@ -400,3 +400,161 @@ def test_a_limit_check_counts_the_jobs_once_not_at_every_request(inprocess_engin
     assert eng.req_qmgr(admin, "unset server max_queued")["code"] == 0
     jobs += [qsub(7), qsub(8), qsub(9)]
     assert len(passes) == 2 and eng.store.counted_moves() is None
+
+
+# -- job arrays: an array counts as its subjobs, as OpenPBS 23.06 counts it (checked) ------
+
+def test_an_array_counts_as_its_subjobs_and_is_refused_whole(engine):
+    """Security review: an array counted as one job, so three 100-index arrays passed a
+    limit of three jobs."""
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=10]")
+    over = qsub(engine, "-h", "-J", "0-99")
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMCT % 256, "qsub: would exceed complex's per-user limit\n")
+    assert engine.client("stat_jobs") == {}  # refused whole: nothing stored
+    assert qsub(engine, "-h", "-J", "1-6").returncode == 0
+    assert qsub(engine, "-h", "-J", "1-5").returncode == limits.PBSE_ENTLIMCT % 256  # 11
+    assert qsub(engine, "-h", "-J", "1-4").returncode == 0  # 10
+    assert qsub(engine, "-h").returncode == limits.PBSE_ENTLIMCT % 256
+    set_ok(engine, "unset server max_queued")
+    set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=12]")
+    over = qsub(engine, "-h", "-J", "1-3")  # each subjob asks one cpu: 10 + 3
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMRESC % 256,
+        "qsub: would exceed per-user limit on resource ncpus in complex\n")
+    assert qsub(engine, "-h", "-J", "1-2").returncode == 0
+
+
+def test_an_arrays_queued_subjobs_count_against_the_q_state_threshold(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=5]")
+    assert qsub(engine, "-J", "1-6").returncode == limits.PBSE_ENTLIMCT % 256
+    array = qsub(engine, "-J", "1-4").stdout.strip()
+    assert array
+    assert qsub(engine, "-J", "1-2").returncode == limits.PBSE_ENTLIMCT % 256
+    assert qsub(engine).returncode == 0  # 5
+    assert qsub(engine).returncode == limits.PBSE_ENTLIMCT % 256
+    held = qsub(engine, "-h", "-J", "1-2").stdout.strip()  # (held: not in Q)
+    assert engine.pbs("qrls", held).returncode == limits.PBSE_ENTLIMCT % 256
+    assert engine.job(held)["job_state"] == "H"
+    engine.pbs("qdel", held, check=True)
+    # Begun (B), the array's indices not begun are jobs in Q still.
+    sub = array.replace("[]", "[1]")
+    assert engine.pbs("qrun", sub).returncode == 0
+    until(lambda: engine.job(array)["job_state"] == "B", what="the array begun")
+    assert qsub(engine).returncode == 0  # 3 not begun, 1 job and this one (1[1] is not Q)
+    assert qsub(engine).returncode == limits.PBSE_ENTLIMCT % 256
+
+
+def test_an_array_whose_subjobs_ran_counts_those_queued_or_running(engine):
+    set_ok(engine, "set server scheduling = False")
+    set_ok(engine, "set server max_queued = [u:PBS_GENERIC=8]")
+    array = engine.pbs("qsub", "-J", "1-5", "--", "/bin/sh", "-c",
+                       '[ "$PBS_ARRAY_INDEX" -le 2 ] || sleep 60', check=True).stdout.strip()
+    subs = [array.replace("[]", f"[{i}]") for i in (1, 2, 3)]
+    for sub in subs[:2]:
+        engine.pbs("qrun", sub, check=True)
+    until(lambda: all(engine.job(s)["job_state"] in ("X", "F") for s in subs[:2]),
+          what="two subjobs ended")
+    engine.pbs("qrun", subs[2], check=True)
+    engine.wait(subs[2], "R")
+    # Two ended, one running, two queued: the array counts three, so five more fit.
+    added = 0
+    while qsub(engine, "-h").returncode == 0:
+        added += 1
+        assert added <= 8, "the limit refused nothing"
+    assert added == 5
+
+
+def test_max_queuable_counts_an_array_as_one_job(engine):
+    set_ok(engine, "set queue workq max_queuable = 3")
+    assert qsub(engine, "-h", "-J", "1-4").returncode == 0
+    assert qsub(engine, "-h", "-J", "1-3").returncode == 0
+    assert qsub(engine, "-h").returncode == 0
+    over = qsub(engine, "-h")
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_MAXQUED % 256, "qsub: Maximum number of jobs already in queue\n")
+
+
+def test_qmove_of_an_array_counts_its_subjobs_in_the_destination(engine):
+    set_ok(engine, "create queue small queue_type = Execution, enabled = True")
+    set_ok(engine, "set queue small max_queued = [u:PBS_GENERIC=3]")
+    four = qsub(engine, "-h", "-J", "1-4").stdout.strip()
+    over = engine.pbs("qmove", "small", four)
+    assert (over.returncode, over.stderr) == (
+        limits.PBSE_ENTLIMCT % 256, f"qmove: would exceed queue generic's per-user limit "
+                                    f"{four}\n")  # (PBS's words: "generic", not the queue)
+    assert engine.job(four)["queue"] == "workq"
+    three = qsub(engine, "-h", "-J", "1-3").stdout.strip()
+    assert engine.pbs("qmove", "small", three).returncode == 0
+    one = qsub(engine, "-h").stdout.strip()
+    assert engine.pbs("qmove", "small", one).returncode == limits.PBSE_ENTLIMCT % 256
+
+
+def test_each_running_subjob_counts_against_the_run_limits(engine):
+    ncpus = int(next(iter(engine.client("stat_nodes").values()))[
+        "resources_available"]["ncpus"])
+    assert ncpus >= 2  # (else one subjob at a time whatever the limit)
+    set_ok(engine, "set server max_run = [u:PBS_GENERIC=1]")
+    array = engine.pbs("qsub", "-J", "1-3", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    first = array.replace("[]", "[1]")
+    engine.wait(first, "R")
+    single = qsub(engine).stdout.strip()  # (a cycle after the subjob started)
+    until(lambda: engine.job(single).get("comment") ==
+          "Not Running: User has reached server running job limit.",
+          what="the limit's comment")
+    shown = engine.job(array)
+    assert shown["array_state_count"] == "Queued:2 Running:1 Exiting:0 Expired:0"
+    assert shown["comment"].startswith("Job Array Began at")  # (PBS's, checked)
+    engine.pbs("qdel", first, check=True)
+    until(lambda: engine.job(array.replace("[]", "[2]"))["job_state"] == "R",
+          what="the next subjob started once the first is gone")
+
+
+def test_a_tally_counts_an_array_as_its_indices_not_begun_and_its_subjob_rows(tmp_path):
+    """A 10,000-index array is one row whose `array_indices_remaining` is counted from its
+    runs; each subjob begun is a row of its own; the tally kept by the writes since counts
+    what a count made again counts."""
+    store = Store(tmp_path / "db")
+    server = {"max_queued": "[u:PBS_GENERIC=100]",
+              "max_queued_res": {"ncpus": "[o:PBS_ALL=100]"}}
+    queues = {"workq": {"queued_jobs_threshold": "[o:PBS_ALL=9]"}}
+    array = {"job_state": "Q", "queue": "workq", "euser": "bob", "egroup": "staff",
+             "array": True, "array_indices_submitted": "0-9999",
+             "array_indices_remaining": "0-9999", "Resource_List": {"select": "1:ncpus=2"}}
+    store.add_job(1, "1[].s", array, None)
+    kept = limits.Tally(server, queues, values.RESOURCE_TYPES,
+                        store.counted_groups(limits.DONE_STATES))
+    user, cpus, in_q = ((None, False, "u", "bob", None),
+                        (None, False, "o", entlim.ALL, "ncpus"),
+                        ("workq", True, "o", entlim.ALL, None))
+    assert (kept.counts[user], kept.counts[cpus], kept.counts[in_q]) == (10_000, 20_000,
+                                                                         10_000)
+
+    def brought_up_to_date() -> dict:
+        moves = store.counted_moves()
+        assert moves is not None
+        for old, new in moves:
+            kept.move(old, new)
+        assert kept.counts == _fresh(store, server, queues)
+        return kept.counts
+
+    with store.transaction():  # (as `Arrays.instantiate` begins index 0)
+        store.put_job("1[].s", {**array, "job_state": "B", "array_indices_remaining":
+                                "1-9999"})
+        store.add_job(2, "1[0].s", {**array, "job_state": "R", "array_id": "1[].s",
+                                    "array_index": 0, "array": None,
+                                    "array_indices_remaining": None}, None)
+    counts = brought_up_to_date()
+    assert (counts[user], counts[cpus], counts[in_q]) == (10_000, 20_000, 9_999)
+    store.put_job("1[0].s", {**array, "job_state": "X", "array_indices_remaining": None})
+    store.put_job("1[].s", {**array, "job_state": "B",
+                            "array_indices_remaining": "5-9,20-9999"})  # (a qdel of some)
+    counts = brought_up_to_date()
+    assert (counts[user], counts[in_q]) == (5 + 9_980, 5 + 9_980)
+    store.put_job("1[].s", {**array, "array_indices_remaining": "not indices"})
+    assert brought_up_to_date()[user] == 1  # (a damaged list: one job, as any row)
+    with pytest.raises(PbsError) as refused:  # a second such array passes the limit
+        kept.check({**array, "array_indices_remaining": "0-99"})
+    assert refused.value.code == limits.PBSE_ENTLIMCT
