@@ -25,9 +25,10 @@ crash (issue goals: lost 0; non-rerunnable jobs run twice 0)
 limits (no goal: a check costs the same with 100 jobs or 100,000)
     Held jobs asking different walltimes are stored beside the server (as many as
     ``--limit-jobs``), then ``--limit-sample`` held submissions through `Client` are timed
-    with no limit set, with ``max_queued``, and with ``max_queued_res.walltime`` too: the
-    first request after a limit is set makes the count (one pass over the jobs); the
-    others bring it up to date.
+    with no limit set, with ``max_queued``, and with ``max_queued_res.walltime`` too, then
+    held arrays of 100 indices with both: the first request after a limit is set makes
+    the count (one pass over the jobs); the others bring it up to date. One stored job in
+    100 is a held array of 1,000 indices.
 
 usage (no goal: what saving the running jobs' resources_used costs the store)
     ``--usage-jobs`` running jobs (each with a 40-variable Variable_List) are stored, and a
@@ -645,12 +646,15 @@ def bench_limits(args: argparse.Namespace) -> None:
         store = Store(bench.home.db)
         with store.transaction():
             for seq in range(n):
-                store.add_job(store.next_seq(), f"{seq}.{name}", {
+                # (one in 100 a held array of 1,000 indices: 1,000 jobs to the limits)
+                array = {"array": True, "array_indices_submitted": "0-999",
+                         "array_indices_remaining": "0-999"} if seq % 100 == 99 else {}
+                store.add_job(store.next_seq(), f"{seq}{'[]' if array else ''}.{name}", {
                     "job_state": "H", "Hold_Types": "u", "queue": "workq", "euser": "root",
                     "egroup": "root", "Job_Owner": f"root@{name}", "Job_Name": "STDIN",
                     "Resource_List": {"walltime": str(60 + seq), "ncpus": 1,
                                       "select": "1:ncpus=1"},
-                    "Variable_List": bench.variables}, "true\n")
+                    "Variable_List": bench.variables, **array}, "true\n")
         store.close()
         bench.start()
         client = bench.client()
@@ -659,15 +663,17 @@ def bench_limits(args: argparse.Namespace) -> None:
         print(f"{'qsub request ms (client)':<44} {'first':>8} {'p50':>8} {'p99':>8}")
         for setting, text in (
                 ("no limit", None),
-                ("max_queued", f"set server max_queued = [u:PBS_GENERIC={10 * n}]"),
+                ("max_queued", f"set server max_queued = [u:PBS_GENERIC={100 * n}]"),
                 ("max_queued and max_queued_res.walltime",
-                 f"set server max_queued_res.walltime = [o:PBS_ALL={100 * n}:00:00]")):
-            if text is not None:
+                 f"set server max_queued_res.walltime = [o:PBS_ALL={100 * n}:00:00]"),
+                ("the same, arrays of 100 submitted", "")):
+            if text:
                 client("qmgr", text=text)
             latencies = []
             for _ in range(sample + 1):
                 t0 = time.perf_counter()
-                client("submit", attrs=attrs, argv=["/bin/true"])
+                client("submit", argv=["/bin/true"], attrs={
+                    **attrs, **({"array_indices_submitted": "1-100"} if text == "" else {})})
                 latencies.append(time.perf_counter() - t0)
             first, rest = latencies[0], latencies[1:]
             print(f"{setting:<44} {first * 1e3:>8.2f} {statistics.median(rest) * 1e3:>8.2f} "
