@@ -1379,6 +1379,7 @@ class Engine:
                            "permission queue (use qmove)", obj=job_id)
         if not caller.privileged:
             _admin_resources(attrs, job_id)
+        _soft_within_walltime(current, attrs, job_id)
         if "run_count" in attrs and not caller.privileged and \
                 int(attrs["run_count"] or 0) < int(current.get("run_count") or 0):
             # As OpenPBS 23.06 (checked): a user may raise it, or set it as it is, but only
@@ -3081,6 +3082,21 @@ def _admin_resources(attrs: dict[str, Any], job_id: str | None = None) -> None:
         if name in (attrs.get("Resource_List") or {}):
             raise PbsError(PBSE_ATTRRO, "Cannot set attribute, read only or insufficient "
                            f"permission  Resource_List.{name}", obj=job_id)
+
+
+def _soft_within_walltime(current: dict[str, Any], attrs: dict[str, Any], job_id: str) -> None:
+    """A soft_walltime over the job's walltime, as qalter would leave them: 15014, as
+    OpenPBS 23.06 refuses it (checked: ``qalter: Illegal attribute or resource value
+    <id>``; the engine names the resource)."""
+    asked = attrs.get("Resource_List") or {}
+    if not {"soft_walltime", "walltime"} & asked.keys():
+        return
+    after = {**(current.get("Resource_List") or {}), **asked}
+    soft, hard = after.get("soft_walltime"), after.get("walltime")
+    if soft is not None and hard is not None and \
+            units.parse_duration(soft) > units.parse_duration(hard):
+        raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value "
+                       "Resource_List.soft_walltime", obj=job_id)
 
 
 def _resources_set(outcome: Outcome) -> tuple[str, ...]:

@@ -149,6 +149,7 @@ ROWS: list[tuple[str, str]] = [
     ("qsub -l soft_walltime=00:10:00 -- /bin/true", ""),
     ("qsub -l soft_walltime=00:10:00 -- /bin/true", "user"),
     ("qalter -l soft_walltime=00:05:00 {held}", ""),
+    ("qalter -l walltime=00:20:00 -l soft_walltime=00:30:00 {held}", ""),
     # -o and -e with a host: one that does not resolve, this host's names
     ("qsub -o otherhost:/tmp/x -- /bin/true", ""),
     ("qsub -e nosuch.example.com:/tmp/x -- /bin/true", ""),
@@ -208,6 +209,7 @@ DIFFERENT: dict[str, str] = {
     "qalter -W nosuch=1 {held}": _SAYS + " (PBS's 15002 names nothing: `Undefined attribute "
                                          " <id>`)",
     "qalter -W block=true {held}": _SAYS,
+    "qalter -l walltime=00:20:00 -l soft_walltime=00:30:00 {held}": _SAYS,
     "qsub -W umask=999 -- /bin/true":
         "PBS takes a umask that is not octal; the engine refuses it (illegal -W value, "
         "exit 2): 9 is no octal digit and the umask would be meaningless",

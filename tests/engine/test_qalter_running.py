@@ -146,3 +146,11 @@ def test_soft_walltime_is_set_by_operators_and_managers_with_qalter_only(engine,
     assert "soft_walltime" not in engine.job(job_id)["Resource_List"]
     assert engine.pbs("qalter", "-l", "soft_walltime=00:05:00", job_id).returncode == 0
     assert engine.job(job_id)["Resource_List"]["soft_walltime"] == "00:05:00"
+    # not over the walltime (OpenPBS 23.06's 15014, checked; a walltime lowered under it
+    # too, pbsplug's reading)
+    engine.pbs("qalter", "-l", "walltime=00:20:00", job_id, check=True)
+    over = f"qalter: Illegal attribute or resource value Resource_List.soft_walltime {job_id}\n"
+    for args in (("-l", "soft_walltime=00:30:00"), ("-l", "walltime=00:04:00")):
+        done = engine.pbs("qalter", *args, job_id)
+        assert (done.returncode, done.stderr) == (166, over), args
+    assert engine.job(job_id)["Resource_List"]["walltime"] == "00:20:00"
