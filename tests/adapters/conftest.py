@@ -127,6 +127,15 @@ class RealPbs:
         if out:
             self.run("qdel", "-W", "force", *out, check=False)
 
+    def forget_history(self) -> None:
+        """Purge the finished jobs' history (the recipe enables it). It outlives restarts,
+        and a server that once took its job numbers up from lower again (a probe's qterm,
+        a crash) refuses every qsub whose number a kept job has: `Job with requested ID
+        already exists` (qsub exit 161; seen on this shared PBS)."""
+        out = self.run("qselect", "-x", "-s", "F", check=False).stdout.split()
+        for start in range(0, len(out), 200):
+            self.run("qdel", "-x", "-W", "force", *out[start:start + 200], check=False)
+
     def clean_hooks(self) -> None:
         """Hooks survive restarts (pitfall 16): remove every pbsplug hook."""
         for line in self.hooks().splitlines():
@@ -191,6 +200,7 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
     pbs = RealPbs()
     pbs.clean_hooks()
     pbs.forget_jobs()
+    pbs.forget_history()
     try:
         yield pbs
     finally:
