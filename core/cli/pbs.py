@@ -1075,12 +1075,14 @@ _RALTER_USAGE = """usage: pbs_ralter [-I seconds] [-m mail_points] [-M mail_list
 def pbs_ralter(args: list[str]) -> int:
     """OpenPBS 23.06's pbs_ralter (checked): its options and usage, ``-l`` for a select
     only, ``-W force`` only; ``pbs_ralter: <id> ALTER REQUESTED`` once the server took
-    the request (whether the new window was then confirmed is in pbs_rstat and the log)."""
+    the request (whether the new window was then confirmed is in pbs_rstat and the log;
+    with ``-I``, ``CONFIRMED`` or ``DENIED`` in its place)."""
     from ..engine.jobspec import cvtdate
 
     opts, rest = _getopt(args, "I:m:M:N:R:E:U:G:D:l:W:")
     attrs: dict = {}
     force = False
+    interactive = None
     for opt, value in opts:
         if opt in ("-R", "-E"):
             try:
@@ -1090,6 +1092,7 @@ def pbs_ralter(args: list[str]) -> int:
         elif opt == "-I":
             if not value.lstrip("-").isdigit():
                 raise getopt.GetoptError("illegal -I time value")
+            interactive = int(value)
         elif opt == "-D":
             attrs["reserve_duration"] = value
         elif opt == "-N":
@@ -1114,8 +1117,12 @@ def pbs_ralter(args: list[str]) -> int:
     if len(rest) != 1:
         print(_RALTER_USAGE, file=sys.stderr)
         return 2
-    done = engine_client()("resv_alter", id=rest[0], attrs=attrs, force=force)
-    print(f"pbs_ralter: {done} ALTER REQUESTED")
+    done = engine_client()("resv_alter", id=rest[0], attrs=attrs, force=force,
+                           **({"interactive": interactive} if interactive is not None else {}))
+    # (with -I, what came of a new window: OpenPBS 23.06 prints CONFIRMED, checked)
+    shown = done["state"] if interactive is not None and done["state"] != "REQUESTED" else \
+        "ALTER REQUESTED"
+    print(f"pbs_ralter: {done['id']} {shown}")
     return 0
 
 

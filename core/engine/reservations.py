@@ -324,13 +324,16 @@ class Reservations:
 
         return each(ids, delete_one)
 
-    def alter(self, caller: Caller, name: str, attrs: Any, force: bool = False) -> str:
+    def alter(self, caller: Caller, name: str, attrs: Any, force: bool = False,
+              interactive: int | None = None) -> dict[str, Any]:
         """pbs_ralter: change a reservation's window, name, mail, access lists or select
         (to a subset of its chunks), as OpenPBS 23.06 takes them (checked). Its owner's, an
         operator's or a manager's. A new window of a confirmed or running one is confirmed
         again on its vnodes (`_window_fits`), or refused and put back (``Reservation alter
         denied`` in the log), unless `force`; an unconfirmed one's is the scheduler's to
-        decide, as its first. Returns the id."""
+        decide, as its first. One being deleted takes a new name, mail or lists, nothing
+        else. `interactive` (-I) is kept as its ``interactive``. Returns ``{"id", "state"}``:
+        ``CONFIRMED`` or ``DENIED`` for a window decided now, else ``REQUESTED``."""
         eng = self.engine
         full = self._full_id(str(name))
         resv = eng.store.get("resv", full)
@@ -344,11 +347,17 @@ class Reservations:
         if unknown:
             raise PbsError(15002, f"Undefined attribute {values.shown(unknown[0])}")
         state = resv.get("reserve_state")
-        if state not in (UNCONFIRMED, CONFIRMED, RUNNING):  # (none asked: logged, as PBS)
-            raise PbsError(PBSE_BADSTATE, "Request invalid for state of job")
         changes = self._alter_checked(attrs)
+        if state not in (UNCONFIRMED, CONFIRMED, RUNNING) and (state != BEING_DELETED or {
+                "reserve_start", "reserve_end", "reserve_duration", "select"} & set(changes)):
+            raise PbsError(PBSE_BADSTATE, "Request invalid for state of job")
+        if interactive is not None and (isinstance(interactive, bool) or not isinstance(
+                interactive, int) or abs(interactive) > values.TIME_MAX):
+            raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value interactive")
         now = int(eng.clock())
         new = dict(resv)
+        if interactive is not None:
+            new["interactive"] = interactive  # (as OpenPBS 23.06 keeps it, checked)
         for key in ("Reserve_Name", "Mail_Points", "Mail_Users", *ACCESS_LISTS):
             if key in changes:
                 new[key] = changes[key]
@@ -379,7 +388,7 @@ class Reservations:
             if why is not None:
                 eng.log(LOG_RESV, "Resv", full, "Reservation alter denied")
                 eng.log(LOG_DEBUG, "Resv", full, f"alter denied: {why}")
-                return full
+                return {"id": full, "state": "DENIED"}
         if state == RUNNING and new["reserve_start"] > now:
             new.update(reserve_state=CONFIRMED, reserve_substate=2)  # (not begun after all)
         queue = str(resv.get("queue") or "")
@@ -392,11 +401,13 @@ class Reservations:
                 if new.get("reserve_state") == CONFIRMED:
                     held["started"] = False
                 st.put("queue", queue, held)
+        answer = "REQUESTED"
         if decided and state != UNCONFIRMED:
             eng.log(LOG_RESV, "Resv", full, "Reservation alter confirmed")
+            answer = "CONFIRMED"
         eng._track_states()
         eng.want_cycle = True
-        return full
+        return {"id": full, "state": answer}
 
     def _alter_checked(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """pbs_ralter's values, each checked as pbs_rsub's (or qsub's, for the mail)."""
@@ -877,7 +888,7 @@ class Reservations:
         with eng.store.transaction() as st:
             if killed:
                 st.put("resv", resv_id, {**attrs, "reserve_state": BEING_DELETED,
-                                         "reserve_substate": 7})
+                                         "reserve_substate": 9})  # (PBS's, checked)
             else:
                 st.delete("resv", resv_id)
             if queue:

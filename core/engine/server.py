@@ -1960,9 +1960,11 @@ class Engine:
         return self.resvs.delete(caller, ids)
 
     def req_resv_alter(self, caller: Caller, id: str, attrs: dict[str, Any],
-                       force: bool = False) -> str:
-        """pbs_ralter (`Reservations.alter`): the reservation's full id."""
-        return self.resvs.alter(caller, id, attrs, force)
+                       force: bool = False, interactive: int | None = None
+                       ) -> dict[str, Any]:
+        """pbs_ralter (`Reservations.alter`): the reservation's full id and what came of
+        its new window."""
+        return self.resvs.alter(caller, id, attrs, force, interactive)
 
     def req_status(self, caller: Caller) -> dict:
         counts = self.job_counts(("Q", "H", "R"))

@@ -9,8 +9,11 @@ CPUs). Normalised, and only this: each side's host name (``HOST``), its vnode's 
 queue, ``{J1}``...), the times pbs_rstat prints (``TIME``: the two sides submit a second
 apart), and the run of blanks in pbs_rstat's table (its columns are as wide as PBS's, the ids
 are not). pbsnodes is compared on its ``state``, ``jobs``, ``resv`` and ``comment`` lines
-(the vnodes' resources differ). The server logs are compared on the lines a qhold or a qrls
-writes.
+(the vnodes' resources differ), and on its ``resources_assigned.ncpus`` (0 when the engine
+leaves it out). The server logs are compared on the lines a qhold or a qrls writes. Also
+compared: qstat -Q's line of a reservation's queue (made at pbs_rsub, disabled),
+pbs_ralter's answers (taken and refused) and pbs_rsub -r's (standing reservations' rules
+taken and refused, and one confirmed, with pbs_rstat -f and -S).
 
 `DIFFERENT` holds the steps expected to differ, each with its reason (docs/engine.md); a
 step there that comes to agree fails, so that it leaves the table.

@@ -705,11 +705,14 @@ def test_an_ended_reservation_is_listed_being_deleted_while_its_jobs_go(engine):
     assert (kept["enabled"], kept["started"]) == (False, False)
     again = engine.pbs("pbs_rdel", resv_id)
     assert again.returncode == 0, again.stderr
-    late = engine.pbs("pbs_ralter", "-N", "late", resv_id)
+    # (PBS's pbs_ralter -N of one being deleted: taken, checked; a new window: pbsplug's
+    # refusal)
+    engine.pbs("pbs_ralter", "-N", "late", resv_id, check=True)
+    late = engine.pbs("pbs_ralter", "-D", "60", resv_id)
     assert (late.returncode, late.stderr) == (168, "pbs_ralter: Request invalid for state "
                                                    "of job\n")
     refused = engine.pbs("qsub", "-q", queue, "--", "/bin/true")
-    assert refused.returncode != 0
+    assert (refused.returncode, refused.stderr) == (173, "qsub: Queue is not enabled\n")
     engine.pbs("qdel", "-W", "force", job_id)
     until(lambda: resv_id not in engine.client("stat_resvs"), what="the reservation")
     assert queue not in engine.client("stat_queues")
@@ -764,6 +767,9 @@ def test_pbs_ralter_as_openpbs(engine):
     assert (resv()["reserve_start"], resv()["reserve_end"]) == (int(start) + 60, end)
     assert (resv()["reserve_state"], resv()["schedselect_orig"]) == ("RESV_CONFIRMED",
                                                                      "1:ncpus=1")
+    done = engine.pbs("pbs_ralter", "-I", "5", "-D", "00:30:00", resv_id, check=True)
+    assert done.stdout == f"pbs_ralter: {resv_id} CONFIRMED\n"  # (-I: PBS's, checked)
+    assert (resv()["reserve_duration"], resv()["interactive"]) == (1800, 5)
     assert f";Resv;{resv_id};Reservation alter confirmed\n" in engine.log()
 
 
@@ -793,7 +799,8 @@ def test_pbs_ralter_of_a_confirmed_reservation_is_confirmed_again_or_put_back(
         eng.req_resv_alter(user, mine, {"Reserve_Name": "x"})
     assert (refused.value.code, refused.value.message) == (15007, "Unauthorized Request")
     assert eng.req_resv_alter(root, mine, {"reserve_start": now + 7000,
-                                           "reserve_end": now + 7500}) == mine
+                                           "reserve_end": now + 7500}) == {
+        "id": mine, "state": "DENIED"}
     kept = eng.store.get("resv", mine)
     assert (kept["reserve_start"], kept["reserve_end"]) == (now + 3600, now + 4200)
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
@@ -965,3 +972,24 @@ def test_a_standing_reservations_running_jobs_end_with_its_occurrence(engine):
     assert (got["reserve_index"], got["reserve_start"]) == (2, start + 60)
     assert engine.job(kept)["job_state"] == "H"
     engine.pbs("pbs_rdel", resv_id, check=True)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"reserve_start": None}, {"reserve_start": [1]}, {"reserve_duration": {"a": 1}},
+    {"reserve_end": "soon"}, {"Reserve_Name": 5}, {"Mail_Points": "xyz"},
+    {"Authorized_Users": "root"}, {"Authorized_Users": ["a", "a"]}, {"select": 3},
+    {"select": "x:y"}, {"nosuch": 1}, {"queue": "workq"}, ["Reserve_Name"],
+    {"reserve_duration": -5}, {"reserve_end": 2 ** 70}])
+def test_a_bad_raw_pbs_ralter_request_is_one_refusal(inprocess_engine, attrs):
+    """Every value from a client is checked: a bad one is a PbsError naming what was wrong
+    (never a traceback), and the reservation is as it was."""
+    eng = inprocess_engine
+    root = Caller(0, ROLE_MANAGER)
+    resv_id = eng.req_resv_submit(root, {"reserve_start": int(eng.clock()) + 3600,
+                                         "reserve_duration": 600})["id"]
+    before = eng.store.get("resv", resv_id)
+    with pytest.raises(PbsError) as refused:
+        eng.req_resv_alter(root, resv_id, attrs)
+    assert "\n" not in refused.value.message and refused.value.code in (
+        15002, 15014, 15055, 15086, 15183), (refused.value.code, refused.value.message)
+    assert eng.store.get("resv", resv_id) == before
