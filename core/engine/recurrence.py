@@ -42,6 +42,8 @@ FREQS = {
 DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 #: Occurrences a rule may make: a SECONDLY rule UNTIL the year 9999 would make billions.
 MAX_OCCURRENCES = 100_000
+#: Seconds, minutes, hours or days a rule's occurrences may take to find, at most.
+MAX_STEPS = 1_000_000
 _REFUSED = {"BYSECOND", "BYMINUTE", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYSETPOS"}
 _DAY = re.compile(r"\+?([0-9]{1,2})?(MO|TU|WE|TH|FR|SA|SU)")
 _UNTIL = re.compile(r"([0-9]{8})(?:T([0-9]{6})(Z?))?")
@@ -207,7 +209,9 @@ def _candidates(rule: Rule, first: datetime) -> Iterator[datetime]:
                 "MINUTELY": timedelta(minutes=1), "SECONDLY": timedelta(seconds=1)}[rule.freq]
         moment = first
         weekdays = {d for _, d in rule.byday}
-        while moment.year < 10000:
+        for _ in range(MAX_STEPS):  # (SECONDLY;BYMONTH=2 in December: millions of seconds)
+            if moment.year >= 10000:
+                return
             keep = (not rule.bymonth or moment.month in rule.bymonth) and (
                 not weekdays or moment.weekday() in weekdays)
             if rule.freq == "DAILY":
@@ -219,6 +223,9 @@ def _candidates(rule: Rule, first: datetime) -> Iterator[datetime]:
                 moment += unit * step
             except OverflowError:
                 return
+        units = {"DAILY": "days", "HOURLY": "hours", "MINUTELY": "minutes"}
+        raise RuleError(PBSE_BAD_RRULE_SYNTAX, f"{SYNTAX}: its occurrences take more than "
+                        f"{MAX_STEPS} {units.get(rule.freq, 'seconds')} to find")
 
 
 def occurrences(rule: Rule, start: int, tz: ZoneInfo) -> list[int]:

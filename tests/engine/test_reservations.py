@@ -993,3 +993,55 @@ def test_a_bad_raw_pbs_ralter_request_is_one_refusal(inprocess_engine, attrs):
     assert "\n" not in refused.value.message and refused.value.code in (
         15002, 15014, 15055, 15086, 15183), (refused.value.code, refused.value.message)
     assert eng.store.get("resv", resv_id) == before
+
+
+def test_a_rule_whose_occurrences_take_too_long_to_find_is_refused():
+    """Audit-style bound: FREQ=SECONDLY;BYMONTH=<another month> scanned millions of seconds
+    in the server; more than 100,000 occurrences would be kept. Each is one refusal, 15133
+    saying why (pbsplug's bounds; OpenPBS 23.06 would iterate them all)."""
+    from pbsplug.engine import recurrence
+
+    start = int(time.mktime((2026, 12, 6, 0, 0, 0, 0, 0, -1)))
+    for rule, why in (("FREQ=SECONDLY;BYMONTH=2;COUNT=2", "more than 1000000 seconds"),
+                      ("FREQ=MINUTELY;UNTIL=20301231", "more than 100000 occurrences")):
+        with pytest.raises(recurrence.RuleError) as refused:
+            recurrence.checked(rule, start, 1, "UTC")
+        assert refused.value.code == 15133 and why in refused.value.message, rule
+
+
+@pytest.mark.parametrize("rule, dates", [
+    # (Sunday 6 December 2026, 00:41:29 UTC is the first occurrence of each)
+    ("FREQ=WEEKLY;BYDAY=MO,WE;COUNT=4", ["12-06 00:41", "12-07 00:41", "12-09 00:41",
+                                         "12-14 00:41"]),
+    ("FREQ=MONTHLY;BYDAY=1MO;COUNT=3", ["12-06 00:41", "12-07 00:41", "01-04 00:41"]),
+    ("FREQ=DAILY;BYHOUR=10,12;COUNT=4", ["12-06 00:41", "12-06 10:41", "12-06 12:41",
+                                         "12-07 10:41"]),
+    ("FREQ=YEARLY;BYMONTH=2;COUNT=2", ["12-06 00:41", "02-06 00:41"]),
+    ("FREQ=DAILY;INTERVAL=2;COUNT=3", ["12-06 00:41", "12-08 00:41", "12-10 00:41"]),
+    ("FREQ=WEEKLY;INTERVAL=2;BYDAY=SU;WKST=MO;COUNT=3", ["12-06 00:41", "12-20 00:41",
+                                                        "01-03 00:41"]),
+    ("FREQ=HOURLY;BYHOUR=3,5;COUNT=3", ["12-06 00:41", "12-06 03:41", "12-06 05:41"]),
+])
+def test_standing_reservation_rules_make_rfc5545s_occurrences(rule, dates):
+    from pbsplug.engine import recurrence
+
+    start = int(calendar_timegm((2026, 12, 6, 0, 41, 29)))
+    starts = recurrence.occurrences(recurrence.parse(rule), start, recurrence.zone("UTC"))
+    assert [time.strftime("%m-%d %H:%M", time.gmtime(s)) for s in starts] == dates
+
+
+def calendar_timegm(fields: tuple[int, ...]) -> int:
+    import calendar
+
+    return calendar.timegm((*fields, 0, 0, 0))
+
+
+def test_standing_reservation_occurrences_keep_pbs_tzids_wall_clock_time():
+    """A DAILY rule keeps the local time across a clock change (RFC 5545): in Paris, the
+    day the clocks go forward is 23 hours long."""
+    from pbsplug.engine import recurrence
+
+    start = calendar_timegm((2027, 3, 27, 9, 0, 0))  # (10:00 in Paris, UTC+1)
+    starts = recurrence.occurrences(recurrence.parse("FREQ=DAILY;COUNT=3"), start,
+                                    recurrence.zone("Europe/Paris"))
+    assert [b - a for a, b in zip(starts, starts[1:], strict=False)] == [82800, 86400]
