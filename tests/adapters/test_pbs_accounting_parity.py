@@ -46,8 +46,17 @@ def _when(seconds: int) -> str:
     return time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + seconds))
 
 
+def _running(job: Callable[[str], dict], job_id: str) -> None:
+    """Wait until the job runs as its server's MoM reports it: a session and a first
+    report of its use. PBS writes the S record then, and a z record with resources_used
+    only once its MoM has reported any: a qrerun or a suspend before that writes neither,
+    on PBS's side alone (the engine's first report comes with the start)."""
+    until(lambda: job(job_id).get("session_id") and "resources_used" in job(job_id),
+          timeout=60, what=f"{job_id} running with its use reported")
+
+
 def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
-              run_count: Callable[[str], int]) -> dict[str, str]:
+              job: Callable[[str], dict]) -> dict[str, str]:
     """The same commands on one side; its ids by role."""
     ids = {"done": run("qsub", "-N", "acct", "-l", "walltime=00:01:00", "--", "/bin/true")}
     ids["held"] = run("qsub", "-h", "--", "/bin/true")
@@ -55,9 +64,12 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     run("qdel", ids["held"])
     ids["rerun"] = run("qsub", "--", "/bin/sleep", "60")
     wait(ids["rerun"], "R")
+    _running(job, ids["rerun"])
     run("qrerun", ids["rerun"])
-    until(lambda: run_count(ids["rerun"]) >= 2, timeout=60, what="the job's second run")
+    until(lambda: int(job(ids["rerun"]).get("run_count", 0)) >= 2, timeout=60,
+          what="the job's second run")
     wait(ids["rerun"], "R")
+    _running(job, ids["rerun"])
     run("qdel", ids["rerun"])
     wait(ids["done"], "F")
     wait(ids["rerun"], "F")
@@ -68,9 +80,10 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
 
 
 def _suspended(run: Callable[..., str], wait: Callable[[str, str], object],
-               run_count: Callable[[str], int]) -> dict[str, str]:
+               job: Callable[[str], dict]) -> dict[str, str]:
     ids = {"suspended": run("qsub", "--", "/bin/sleep", "60")}
     wait(ids["suspended"], "R")
+    _running(job, ids["suspended"])
     run("qsig", "-s", "suspend", ids["suspended"])
     wait(ids["suspended"], "S")
     run("qsig", "-s", "resume", ids["suspended"])
@@ -97,18 +110,12 @@ def _compare(pbs: RealPbs, local: LocalEngine, workload: Callable[..., dict[str,
     def real_run(*argv: str) -> str:
         return pbs.run(*argv).stdout.strip()
 
-    def real_count(job_id: str) -> int:
-        return int(pbs.job(job_id).get("run_count", 0))
-
-    real = workload(real_run, lambda j, s: pbs.wait(j, s), real_count)
+    real = workload(real_run, lambda j, s: pbs.wait(j, s), pbs.job)
 
     def local_run(*argv: str) -> str:
         return local.pbs(*argv, check=True).stdout.strip()
 
-    def local_count(job_id: str) -> int:
-        return int(local.job(job_id).get("run_count", 0))
-
-    mine = workload(local_run, lambda j, s: local.wait(j, s), local_count)
+    mine = workload(local_run, lambda j, s: local.wait(j, s), local.job)
 
     def real_text() -> str:
         with open(today, "rb") as file:
