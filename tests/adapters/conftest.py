@@ -209,6 +209,22 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
 
 
+def forget_both(pbs: RealPbs, local: LocalEngine) -> None:
+    """After a parity test: every job left on the real PBS (qdel -W force) and on the
+    module's local engine deleted."""
+    pbs.forget_jobs()
+    assert local.client is not None
+    left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
+    if left:
+        local.client("delete", ids=left, force=True)
+
+
+def assert_agree(differences: list[str], total: int, what: str = "rows") -> None:
+    """A parity table's verdict: every difference listed, against how many were asked."""
+    assert not differences, f"{len(differences)} of {total} {what} differ:\n" + \
+        "\n".join(differences)
+
+
 @pytest.fixture(scope="module")
 def local() -> Iterator[LocalEngine]:
     """A local engine beside the real PBS, one for a test module (the parity tables ask

@@ -26,7 +26,7 @@ import time
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import WRAPPERS, RealPbs
+from .conftest import WRAPPERS, RealPbs, assert_agree
 from .test_pbs_parity import _norm, _pbs_host
 
 QUEUE = "pqacl"
@@ -235,6 +235,5 @@ def test_acls_decide_as_openpbs(pbs, local, attacker, unix_user):
             for text in RESET:
                 side.qmgr(text)
             side.qmgr(f"delete queue {QUEUE}")
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+    assert_agree(differences, len(ROWS))
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"

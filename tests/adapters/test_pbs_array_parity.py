@@ -17,7 +17,7 @@ import time
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import RealPbs
+from .conftest import RealPbs, assert_agree, forget_both
 from .test_pbs_job_parity import _engine, _real
 from .test_pbs_parity import _norm, _pbs_host
 
@@ -59,13 +59,8 @@ def test_array_commands_answer_as_openpbs(pbs: RealPbs, local: LocalEngine, atta
             if got != ours:
                 differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
     finally:
-        pbs.forget_jobs()
-        assert local.client is not None
-        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
-        if left:
-            local.client("delete", ids=left, force=True)
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+        forget_both(pbs, local)
+    assert_agree(differences, len(ROWS))
 
 
 #: Limits with arrays: (as the second user, command); `{last}` is the id the last qsub
@@ -125,16 +120,11 @@ def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
             if got != ours:
                 differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
     finally:
-        pbs.forget_jobs()
-        assert local.client is not None
-        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
-        if left:
-            local.client("delete", ids=left, force=True)
+        forget_both(pbs, local)
         for text in LIMIT_UNDO:
             pbs.qmgr(text, check=False)
             local.pbs("qmgr", "-c", text)
         time.sleep(1)  # (PBS's qdel -W force is done when its history is written)
         pbs.qmgr("delete queue arrq", check=False)
         local.pbs("qmgr", "-c", "delete queue arrq")
-    assert not differences, f"{len(differences)} of {len(LIMIT_ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+    assert_agree(differences, len(LIMIT_ROWS))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import socket
 
-from .test_pbs_job_parity import _engine, _ids, _real
+from .conftest import assert_agree, forget_both
+from .test_pbs_job_parity import _engine, _mapped, _real
 from .test_pbs_parity import _pbs_host
 
 #: (the command line, as whom: "" root, "user" the second user).
@@ -156,21 +157,13 @@ def test_control_commands_answer_as_openpbs(pbs, local, attacker, unix_user):
         for line, user in ROWS:
             real = _real(pbs, line.format(host=pbs_host, **real_jobs), user, unix_user)
             mine = _engine(local, line.format(host=engine_host, **mine_jobs), user, attacker)
-            real = (real[0], _ids(real[1], real_jobs, pbs_host),
-                    _ids(real[2], real_jobs, pbs_host))
-            mine = (mine[0], _ids(mine[1], mine_jobs, engine_host),
-                    _ids(mine[2], mine_jobs, engine_host))
+            real, mine = _mapped(real, real_jobs, pbs_host), _mapped(mine, mine_jobs, engine_host)
             label = f"[{user or 'root'}] {line!r}"
             if real != mine and line not in DIFFERENT:
                 differences.append(f"{label}\n  pbs:    {real!r}\n  engine: {mine!r}")
             if real == mine and line in DIFFERENT:
                 agreed.append(label)
     finally:
-        pbs.forget_jobs()
-        assert local.client is not None
-        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
-        if left:
-            local.client("delete", ids=left, force=True)
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+        forget_both(pbs, local)
+    assert_agree(differences, len(ROWS))
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"

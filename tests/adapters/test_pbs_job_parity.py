@@ -21,7 +21,7 @@ import socket
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import WRAPPERS, RealPbs
+from .conftest import WRAPPERS, RealPbs, assert_agree, forget_both
 from .test_pbs_parity import _norm, _pbs_host
 
 #: (the command line, as whom: "" root, "user" the second user).
@@ -237,6 +237,11 @@ def _ids(text: str, jobs: dict[str, str], host: str) -> str:
     return _norm(text, host)
 
 
+def _mapped(result: tuple[int, str, str], jobs: dict[str, str], host: str):
+    """A command's (exit status, output, errors), each job's id and the host named."""
+    return result[0], _ids(result[1], jobs, host), _ids(result[2], jobs, host)
+
+
 def _jobs_real(pbs: RealPbs) -> dict[str, str]:
     jobs = {"run": pbs.qsub("sleep 1000\n"), "done": pbs.qsub("true\n"),
             "held": pbs.qsub("true\n", "-h")}
@@ -276,10 +281,7 @@ def test_job_commands_answer_bad_input_as_openpbs(pbs, local, attacker, unix_use
                         real[2])
                 mine = (mine[0], re.sub(rf"^\d+\.{engine_host}$", "{new}", mine[1],
                                         flags=re.M), mine[2])
-            real = (real[0], _ids(real[1], real_jobs, pbs_host),
-                    _ids(real[2], real_jobs, pbs_host))
-            mine = (mine[0], _ids(mine[1], mine_jobs, engine_host),
-                    _ids(mine[2], mine_jobs, engine_host))
+            real, mine = _mapped(real, real_jobs, pbs_host), _mapped(mine, mine_jobs, engine_host)
             label = f"[{user or 'root'}] {line!r}"
             if real != mine and (line not in DIFFERENT or (
                     DIFFERENT[line].startswith(_SAME_STATUS) and real[:2] != mine[:2])):
@@ -288,13 +290,8 @@ def test_job_commands_answer_bad_input_as_openpbs(pbs, local, attacker, unix_use
             if real == mine and line in DIFFERENT:
                 agreed.append(label)
     finally:
-        pbs.forget_jobs()  # (qdel -W force of every job)
-        assert local.client is not None
-        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
-        if left:
-            local.client("delete", ids=left, force=True)
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+        forget_both(pbs, local)
+    assert_agree(differences, len(ROWS))
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
 
 

@@ -28,7 +28,7 @@ import socket
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import WRAPPERS, RealPbs
+from .conftest import WRAPPERS, RealPbs, assert_agree
 
 #: (qmgr -c text, as whom: "" root, "user" the second user). Each row is one qmgr -c.
 ROWS: list[tuple[str, str]] = [
@@ -277,8 +277,7 @@ def test_qmgr_answers_as_openpbs(pbs, local, attacker, unix_user):
         for text in CLEANUP:  # (both sides: the engine is the module's, the next test's)
             pbs.qmgr(text, check=False)
             local.pbs("qmgr", "-c", text)
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+    assert_agree(differences, len(ROWS))
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
 
 
@@ -360,8 +359,7 @@ def test_qmgr_operator_answers_as_openpbs(pbs, local, attacker, unix_user, opera
             pbs.qmgr(text.replace("{host}", pbs_host), check=False)
             local.pbs("qmgr", "-c", text.replace("{host}", engine_host))
     assert kept() == before, "the operator rows left the real PBS changed"
-    assert not differences, f"{len(differences)} of {len(OPERATOR_ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+    assert_agree(differences, len(OPERATOR_ROWS))
     assert not agreed, f"rows in DIFFERENT that now agree: {agreed}"
 
 

@@ -15,7 +15,7 @@ import socket
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import RealPbs
+from .conftest import RealPbs, assert_agree, forget_both
 from .test_pbs_job_parity import _ids
 from .test_pbs_parity import _pbs_host
 
@@ -67,10 +67,5 @@ def test_qstat_listings_match_openpbs(pbs: RealPbs, local: LocalEngine):
             if real_out != mine_out:
                 differences.append(f"{line!r}\n  pbs:    {real_out!r}\n  engine: {mine_out!r}")
     finally:
-        pbs.forget_jobs()
-        assert local.client is not None
-        left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
-        if left:
-            local.client("delete", ids=left, force=True)
-    assert not differences, f"{len(differences)} of {len(ROWS)} rows differ:\n" + \
-        "\n".join(differences)
+        forget_both(pbs, local)
+    assert_agree(differences, len(ROWS))
