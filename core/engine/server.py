@@ -1038,11 +1038,11 @@ class Engine:
         server = self.store.get("server", "server")
         others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
         wanted = _attribute_list(attrs)
+        budget = EnvBudget()  # (what the subjobs' environments may add to this answer)
         if ids:
             out = {}
             for job_id in ids:
                 found = self._job(job_id)
-        budget = EnvBudget()  # (what the subjobs' environments may add to this answer)
                 job_id = self._full_id(job_id)
                 if not others:
                     self._own(caller, job_id, found)
