@@ -1,33 +1,41 @@
-"""Advance reservations: pbs_rsub, pbs_rstat and pbs_rdel, and a reservation's life.
+"""Advance and standing reservations: pbs_rsub, pbs_rstat, pbs_ralter and pbs_rdel, and a
+reservation's life.
 
 A reservation ``R<seq>.<server>`` (the number comes from the jobs' sequence, as in PBS) asks
-for ``select``/``place`` resources over ``[reserve_start, reserve_end)``. Its states, stored
-under PBS's names in ``reserve_state``:
+for ``select``/``place`` resources over ``[reserve_start, reserve_end)``; a standing one
+(``pbs_rsub -r``, `recurrence`) of more than one occurrence is ``S<seq>.<server>``, its
+window the current occurrence's. Its states, stored under PBS's names in
+``reserve_state``:
 
 ``RESV_UNCONFIRMED``
-    after pbs_rsub, once the resvsub hooks accepted it. The next scheduling cycle either
-    confirms it on vnodes free for its whole window or denies it; a denied reservation is
-    deleted and the reason logged (PBS mails its owner).
+    after pbs_rsub, once the resvsub hooks accepted it; its queue ``R<seq>`` is made at
+    once, disabled and stopped (`new_queue`). The next scheduling cycle either confirms it
+    on vnodes free for its whole window or denies it; a denied reservation is deleted with
+    its queue and the reason logged (PBS mails its owner).
 ``RESV_CONFIRMED``
-    the resv_confirm hooks accepted the scheduler's ``resv_nodes``; the queue ``R<seq>`` is
-    created, enabled and stopped, so its owner can submit jobs into it ahead of time. A
-    resv_confirm reject denies the reservation.
+    the resv_confirm hooks accepted the scheduler's ``resv_nodes``; the queue is enabled
+    (still stopped), so its owner can submit jobs into it ahead of time. A resv_confirm
+    reject denies the reservation.
 ``RESV_RUNNING``
     from ``reserve_start``: resv_begin fires, the queue starts, and its jobs run on the
     reservation's vnodes (which show ``resv-exclusive`` where PBS's would:
-    `resv_exclusive`).
-``RESV_FINISHED``
+    `resv_exclusive`); what it holds counts in their resources_assigned
+    (`with_resv_assigned`).
+``RESV_BEING_DELETED``
     at ``reserve_end`` (or on pbs_rdel): jobs still in the queue are deleted (running ones
-    killed), resv_end fires for a reservation that had begun, the queue is removed, the
-    vnodes' ``last_used_time`` is set, and the reservation leaves pbs_rstat.
+    killed), resv_end fires for a reservation that had begun, the queue is disabled and
+    stopped, the vnodes' ``last_used_time`` is set; it stays listed while its running jobs
+    go, then leaves pbs_rstat with its queue. A standing one's occurrence that is not its
+    last ends otherwise: its running jobs are killed and it is confirmed for the next
+    (`Reservations._next_occurrence`).
 
 Who may do what: anybody may submit a reservation; its owner or an operator or manager may
-delete it; everybody sees them all (PBS's default). Who may submit jobs to its queue is
-its ``Authorized_Users`` (pbs_rsub ``-U``; the owner is put in where the list's order
-puts it, unless there), ``Authorized_Groups`` (``-G``) and ``Authorized_Hosts`` (``-H``):
-at confirmation they become the queue's ``acl_users``, ``acl_groups`` and ``acl_hosts``,
-each switched on (as OpenPBS 23.06 makes them, in its lists' order: `acl.ordered`), and
-the queue's ACLs decide from then on, as any queue's (a manager may change them).
+alter or delete it; everybody sees them all (PBS's default). Who may submit jobs to its
+queue is its ``Authorized_Users`` (pbs_rsub ``-U``; the owner is put in where the list's
+order puts it, unless there), ``Authorized_Groups`` (``-G``) and ``Authorized_Hosts``
+(``-H``): they are the queue's ``acl_users``, ``acl_groups`` and ``acl_hosts``, each
+switched on (as OpenPBS 23.06 makes them, in its lists' order: `acl.ordered`), and the
+queue's ACLs decide from then on, as any queue's (a manager may change them).
 """
 
 from __future__ import annotations
