@@ -119,8 +119,14 @@ class SlurmCluster:
 
     # -- processes -----------------------------------------------------------------------------
     def write_conf(self, text: str) -> None:
+        """slurm.conf replaced whole (a new file renamed over it): a daemon reading it while
+        it was rewritten in place found it empty and stopped (`fatal: Unable to process
+        configuration file`), and its node was unusable for the tests after."""
         self.conf.parent.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(text)
+        part = self.conf.with_name(f".{self.conf.name}.part")
+        part.write_text(text)
+        part.chmod(0o644)
+        os.replace(part, self.conf)
 
     def _spawn(self, name: str, argv: list[str]) -> int:
         """Start a daemon in the foreground (-D) of its own session, as a grandchild that the

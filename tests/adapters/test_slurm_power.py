@@ -58,8 +58,8 @@ def power(slurm: Installed):
         os.chmod(hw / name, 0o755)
     before = cluster.conf.read_text()
     # n1, n2 kept up by Slurm's own exclusion: not poweroff_eligible for the plugin.
-    cluster.conf.write_text(before + "SuspendExcNodes=n[1-2]\nSuspendTimeout=5\n"
-                            "ResumeTimeout=90\nDebugFlags=Power\n")
+    cluster.write_conf(before + "SuspendExcNodes=n[1-2]\nSuspendTimeout=5\n"
+                       "ResumeTimeout=90\nDebugFlags=Power\n")
     config = {"driver": "command", "power_on_off_enable": "True", "node_idle_limit": "2",
               "min_node_down_delay": "1", "max_concurrent_nodes": "1", "boot_delay": 1,
               "state_dir": str(slurm.top / "power-state"),
@@ -74,7 +74,7 @@ def power(slurm: Installed):
     cluster.run("scontrol", "delete", "reservationname=wake", check=False)
     slurm.pbsplug(None, "uninstall", "--dir", str(slurm.dir), "--slurm-conf",
                   str(cluster.conf), check=False)
-    cluster.conf.write_text(before)
+    cluster.write_conf(before)
     cluster.reset()
 
 

@@ -113,7 +113,7 @@ def _drained(cluster: SlurmCluster, node: str) -> bool:
 def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slurm, dists):
     dists.add("slurmtest", SLURMTEST)
     before = slurm.cluster.conf.read_text()
-    slurm.cluster.conf.write_text(before + "Epilog=/bin/true\n")  # a site's own Epilog
+    slurm.cluster.write_conf(before + "Epilog=/bin/true\n")  # a site's own Epilog
     own = slurm.cluster.conf.read_text()
     out = slurm.pbsplug(site_toml("slurmtest"), "install", "--apply", *slurm.options()).stdout
     assert "replaced (kept as a comment): Epilog=/bin/true" in out
@@ -141,7 +141,7 @@ def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slur
     assert "site's own restored" in out
     assert slurm.cluster.conf.read_text() == own
     assert not slurm.dir.exists()
-    slurm.cluster.conf.write_text(before)
+    slurm.cluster.write_conf(before)
 
 
 def test_no_native_installs_the_python_programs(slurm, dists):
