@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,11 +68,16 @@ class RealPbs:
         self.env = {**os.environ, "PATH": f"{WRAPPERS}:{os.environ.get('PATH', '')}"}
         self.env.pop("PBSPLUG_SITE", None)
 
+    #: Where the commands run, so where PBS writes the jobs' output and error files (the
+    #: submission folder): a folder of the session's, sticky and open to all as /tmp is
+    #: (the second user's jobs write there too), removed at its end (`real_pbs`).
+    work = Path("/tmp")
+
     def run(self, *argv: str, input: str | None = None, check: bool = True,
-            cwd: str | Path = "/tmp", env: dict[str, str] | None = None,
+            cwd: str | Path | None = None, env: dict[str, str] | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
         done = subprocess.run(list(argv), capture_output=True, text=True, input=input,
-                              env=env or self.env, cwd=cwd, timeout=timeout)
+                              env=env or self.env, cwd=cwd or self.work, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"{argv} failed ({done.returncode}): {done.stderr}"
                                  f"{done.stdout}")
@@ -198,6 +204,8 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
     _step("start.sh", 300)
     pbs = RealPbs()
+    pbs.work = Path(tempfile.mkdtemp(prefix="pbsplug-pbs-jobs-"))
+    pbs.work.chmod(0o1777)
     pbs.clean_hooks()
     pbs.forget_jobs()
     pbs.forget_history()
@@ -207,6 +215,7 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
         pbs.clean_hooks()
         pbs.forget_jobs()
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
+        shutil.rmtree(pbs.work, ignore_errors=True)
 
 
 def forget_both(pbs: RealPbs, local: LocalEngine) -> None:
