@@ -969,6 +969,12 @@ def _rsub_variables(env: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in out.items() if value is not None}
 
 
+#: pbs_rsub's and pbs_ralter's options that set an attribute to their value as given (each
+#: command's getopt letters say which it takes; the server checks the values).
+_RESV_VALUES = {"-D": "reserve_duration", "-N": "Reserve_Name", "-p": "partition",
+                "-m": "Mail_Points", "-M": "Mail_Users"}
+
+
 @pbs_command("pbs_rsub", "usage: pbs_rsub [-R start] [-E end] [-D duration] "
              "[-l select=...] [-l place=...] [-N name] [-p partition] "
              "[-U auth_user_list] [-G auth_group_list] [-H auth_host_list] "
@@ -986,12 +992,8 @@ def pbs_rsub(args: list[str]) -> int:
                 attrs["reserve_start"] = cvtdate(value)
             elif opt == "-E":
                 attrs["reserve_end"] = cvtdate(value)
-            elif opt == "-D":
-                attrs["reserve_duration"] = value
-            elif opt == "-N":
-                attrs["Reserve_Name"] = value
-            elif opt == "-p":
-                attrs["partition"] = value
+            elif opt in _RESV_VALUES:
+                attrs[_RESV_VALUES[opt]] = value
             elif opt == "-r":  # (a standing reservation: its zone is PBS_TZID's, as PBS's)
                 if not os.environ.get("PBS_TZID"):
                     print("pbs_rsub error: a valid PBS_TZID timezone environment variable "
@@ -1093,14 +1095,8 @@ def pbs_ralter(args: list[str]) -> int:
             if not value.lstrip("-").isdigit():
                 raise getopt.GetoptError("illegal -I time value")
             interactive = int(value)
-        elif opt == "-D":
-            attrs["reserve_duration"] = value
-        elif opt == "-N":
-            attrs["Reserve_Name"] = value
-        elif opt == "-m":
-            attrs["Mail_Points"] = value
-        elif opt == "-M":
-            attrs["Mail_Users"] = value
+        elif opt in _RESV_VALUES:
+            attrs[_RESV_VALUES[opt]] = value
         elif opt in ("-U", "-G"):
             attrs[_RSUB_LISTS[opt][0]] = _rsub_list(opt, value)
         elif opt == "-l":
