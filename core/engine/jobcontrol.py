@@ -223,7 +223,7 @@ class JobControl:
         users = [u for u in given.split(",")]  # kind "users": user[@host],...
         if not all(users) or len(users) > MAX_CRITERIA:
             raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value {name}")
-        names = self.engine.host_names
+        names = {n.lower() for n in self.engine.host_names}
         wanted_users = []
         for entry in users:
             user, _, host = entry.partition("@")
@@ -232,7 +232,7 @@ class JobControl:
 
         def owned(attrs: dict[str, Any]) -> bool:
             owner = str(attrs.get("euser") or str(attrs.get("Job_Owner") or "").split("@")[0])
-            return any(owner == user and (not host or host in {n.lower() for n in names})
+            return any(owner == user and (not host or host in names)
                        for user, host in wanted_users)
         return owned
 

@@ -253,7 +253,7 @@ class Arrays:
         spec = arrays.parse_submitted(parent["array_indices_submitted"])
         attrs = arrays.subjob_attrs(parent, array_job, index)
         now = int(self.engine.clock())
-        seq = arrays.subjob_seq(int(named.number), list(spec.indices).index(index))
+        seq = arrays.subjob_seq(int(named.number), spec.indices.index(index))
         with store.transaction() as st:
             st.add_job(seq, sub_id, attrs, st.job_script(array_job))
             runtime = st.runtime(array_job) or {}
