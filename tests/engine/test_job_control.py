@@ -134,12 +134,13 @@ def test_qsig_sends_a_signal_to_the_jobs_processes(engine):
 
 def test_qsig_suspend_stops_the_job_frees_its_cpus_and_its_walltime(engine):
     # (60 short sleeps: a suspended loop makes no progress, as one long sleep would)
+    submitted = time.monotonic()  # (before the job exists: its whole run comes after)
     job_id = _qsub(engine, "-l", "walltime=00:00:04", script=(
         "i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i+1)); done\n"))
     engine.wait(job_id, "R")
-    started = time.monotonic()
     pgid = _session(engine, job_id)
     assert engine.pbs("qsig", "-s", "suspend", job_id).returncode == 0
+    stopped = time.monotonic()  # (the server has it suspended from before this)
     attrs = engine.job(job_id)
     assert (attrs["job_state"], attrs["substate"]) == ("S", 43)
     until(lambda: _process_state(pgid) == "T", timeout=10, what="the job's process stopped")
@@ -150,15 +151,20 @@ def test_qsig_suspend_stops_the_job_frees_its_cpus_and_its_walltime(engine):
     assert _lines(engine.pbs("qselect", "-s", "S")) == [job_id]
     time.sleep(5)  # past its walltime while suspended: not killed for it
     assert engine.job(job_id)["job_state"] == "S"
-    suspended = time.monotonic() - started
+    resumed = time.monotonic()  # (and until after this)
     assert engine.pbs("qsig", "-s", "resume", job_id).returncode == 0
     assert engine.job(job_id)["job_state"] == "R"
     until(lambda: _process_state(pgid) != "T", timeout=10, what="the job's process woken")
     ended = engine.wait(job_id)
+    finished = time.monotonic()  # (after its end)
     assert ended["Exit_status"] == -29  # (6 s of its loop over a walltime of 4: killed)
     used = sum(int(p) * 60 ** i for i, p in enumerate(
         reversed(ended["resources_used"]["walltime"].split(":"))))
-    assert used <= time.monotonic() - started - suspended + 1
+    # Its run lies within submitted..finished and was suspended for all of stopped..resumed
+    # (5 s and more): its walltime leaves that out (+1: it is counted in whole seconds).
+    # Counted in, the walltime would be over this bound by those 5 s less the round trips
+    # before its start and after its end.
+    assert used <= (finished - submitted) - (resumed - stopped) + 1
 
 
 def test_a_suspended_job_is_adopted_after_a_restart_and_qdel_ends_it(engine):
