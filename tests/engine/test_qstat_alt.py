@@ -86,25 +86,43 @@ def test_T_shows_the_estimated_start_column():
     assert _alt(start=True, wide=True)[2] == f"{'':99}               Est"
 
 
-def test_T_sorts_started_jobs_first_then_the_soonest_estimates():
-    now = 1_000_000_000.0
+@pytest.fixture
+def tokyo(monkeypatch):
+    """The local time zone pinned to UTC+9 with no summer time (a POSIX TZ, no tzdata
+    needed): 1_000_000_000 is Sunday 9 September 2001, 10:46:40 there."""
+    monkeypatch.setenv("TZ", "JST-9")
+    time.tzset()
+    yield 1_000_000_000.0
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_T_sorts_started_jobs_first_then_the_soonest_estimates(tokyo):
+    now = tokyo
     jobs = {"1.vm": {"job_state": "Q", "estimated": {"start_time": int(now) + 7200}},
             "2.vm": {"job_state": "Q"},
             "3.vm": {"job_state": "Q", "estimated": {"start_time": int(now) + 60}},
             "4.vm": {"job_state": "R", "stime": int(now) - 10}}
     rows = display.qstat_alt(jobs, SERVER, start=True, now=now).split("\n")[6:]
     assert [row.split()[0] for row in rows] == ["4.vm", "3.vm", "1.vm", "2.vm"]
-    assert rows[1][-5:] == f"{display.estimated_start(now + 60, now):>5}"
+    assert rows[1][-5:] == "10:47"
     assert [row[-5:] for row in (rows[0], rows[3])] == ["   --", "   --"]
 
 
+DAY = 86400
+
+
 @pytest.mark.parametrize("offset, shown", [
-    (None, "--"), (-60, "--"), (3 * 365 * 86400, "%Y"), (7 * 365 * 86400, ">5yrs")])
-def test_estimated_start_forms(offset, shown):
-    now = 1_000_000_000.0
+    (None, "--"), (-60, "--"), (0, "10:46"), (60, "10:47"),
+    (50400, "Mo 00"),                      # the next day (Monday 00:46), not today
+    (3 * DAY + 5 * 3600, "We 15"), (7 * DAY - 60, "Su 10"),  # within a week: day, hour
+    (7 * DAY, "Sep"), (30 * DAY, "Oct"), (110 * DAY, "Dec"),  # this year: the month
+    (120 * DAY, "2002"), (4 * 365 * DAY, "2005"),            # within 5 years: the year
+    (5 * 365 * DAY, ">5yrs"), (7 * 365 * DAY, ">5yrs")])
+def test_estimated_start_forms(tokyo, offset, shown):
+    now = tokyo
     epoch = None if offset is None else now + offset
-    expected = time.strftime(shown, time.localtime(epoch)) if "%" in shown else shown
-    assert display.estimated_start(epoch, now) == expected
+    assert display.estimated_start(epoch, now) == shown
     assert display.estimated_start(0, now) == "?"
 
 
