@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 #: The server's ``max_array_size`` when unset (PBS's default).
@@ -107,37 +108,72 @@ def format_indices(indices: Iterable[int], step: int) -> str:
     return ",".join(parts) or "-"
 
 
-def parse_indices(text: Any) -> list[int]:
-    """The indices of a stored ``array_indices_remaining`` (``4-6:2,9``; ``-``: none)."""
+def parse_runs(text: Any) -> list[range]:
+    """The runs of a stored ``array_indices_remaining``, in its order, as ranges, never
+    expanded (``4-6:2,9`` is ``range(4, 7, 2)`` and ``range(9, 10)``; ``-``: none): a
+    10,000-index run costs what one index does. ValueError when it is not a list of
+    indices."""
     text = str(text or "-")
     if text == "-":
         return []
-    out: list[int] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
-        if m is None:
-            raise ValueError(f"array_indices_remaining: {text!r} is not a list of indices")
-        if m[2] is None:
-            out.append(int(m[1]))
-        else:
-            out.extend(range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)))
-    return out
-
-
-def count_indices(text: Any) -> int:
-    """How many indices a stored ``array_indices_remaining`` lists, worked out from its
-    runs (never expanded: a 10,000-index run costs what one index does). ValueError when
-    it is not a list of indices."""
-    text = str(text or "-")
-    if text == "-":
-        return 0
-    count = 0
+    out: list[range] = []
     for part in text.split(","):
         m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
         if m is None or m[3] is not None and int(m[3]) < 1:
             raise ValueError(f"array_indices_remaining: {text!r} is not a list of indices")
-        count += 1 if m[2] is None else len(range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)))
-    return count
+        first = int(m[1])
+        out.append(range(first, first + 1) if m[2] is None else
+                   range(first, int(m[2]) + 1, int(m[3] or 1)))
+    return out
+
+
+def parse_indices(text: Any) -> list[int]:
+    """The indices of a stored ``array_indices_remaining`` (``4-6:2,9``; ``-``: none)."""
+    return [index for run in parse_runs(text) for index in run]
+
+
+def count_indices(text: Any) -> int:
+    """How many indices a stored ``array_indices_remaining`` lists, worked out from its
+    runs (`parse_runs`). ValueError when it is not a list of indices."""
+    return sum(len(run) for run in parse_runs(text))
+
+
+def first_indices(runs: list[range], count: int) -> list[int]:
+    """The first `count` indices of `runs` (`parse_runs`), in their order, the runs not
+    expanded past them."""
+    out: list[int] = []
+    for run in runs:
+        if len(out) >= count:
+            break
+        out.extend(run[:count - len(out)])
+    return out
+
+
+def without_index(runs: list[range], index: int, step: int) -> str:
+    """``array_indices_remaining`` of `runs` (`parse_runs`) less `index`, as
+    `format_indices` writes it, worked out from the runs: the one holding `index` is cut
+    in two, and runs `step` apart are joined. Runs out of order, overlapping or of
+    another step (no text the server writes) are expanded and written afresh."""
+    runs = [run for run in runs if run]
+    if any(len(run) > 1 and run.step != step for run in runs) or any(
+            later.start <= earlier[-1] for earlier, later in pairwise(runs)):
+        return format_indices((i for run in runs for i in run if i != index), step)
+    pieces: list[range] = []
+    for run in runs:
+        if index in run:
+            at = run.index(index)
+            pieces.extend(part for part in (run[:at], run[at + 1:]) if part)
+        else:
+            pieces.append(run)
+    merged: list[list[int]] = []  # (each run written: its first and last index)
+    for piece in pieces:
+        if merged and piece.start - merged[-1][1] == step:
+            merged[-1][1] = piece[-1]  # (`step` after the last: one run, as format_indices)
+        else:
+            merged.append([piece.start, piece[-1]])
+    return ",".join(str(first) if first == last else
+                    f"{first}-{last}" + (f":{step}" if step != 1 else "")
+                    for first, last in merged) or "-"
 
 
 class Named(NamedTuple):
@@ -221,6 +257,6 @@ def state_count(queued: int, running: int, exiting: int, expired: int) -> str:
 
 
 __all__ = ["ARRAY_ATTRS", "INDEX_MARK", "MAX_ARRAY_SIZE", "Named", "PercentEmpty", "Spec",
-           "array_id", "count_indices", "file_suffix", "format_indices", "named", "parse_indices",
-           "parse_spec", "parse_submitted", "state_count", "subjob_attrs", "subjob_id",
-           "subjob_seq"]
+           "array_id", "count_indices", "file_suffix", "first_indices", "format_indices", "named",
+           "parse_indices", "parse_runs", "parse_spec", "parse_submitted", "state_count",
+           "subjob_attrs", "subjob_id", "subjob_seq", "without_index"]

@@ -2206,8 +2206,8 @@ class Engine:
         active = [s for s in scheds.values() if s.scheduling]
         if not active:
             return
-        rows = self.store.jobs(("Q", "R", "E"), lean=True)  # the scheduler reads no environment
-        rows = self.arrays.feed(rows)  # (an array: the subjobs it may start now)
+        # (the scheduler reads no environment; B: the arrays begun, fed as their subjobs)
+        rows = self.arrays.feed(self.store.jobs(("Q", "B", "R", "E"), lean=True))
         feed = self._feed
         feed.set_server(self.server_name, self.server_attrs())
         feed.set_queues(self.store.all("queue"))

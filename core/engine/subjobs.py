@@ -63,6 +63,9 @@ class Arrays:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        #: What `feed` made of each array at its last cycle: (the array's row, how many
+        #: subjobs, those subjobs' rows), given again while the row and room stay the same.
+        self._fed: dict[str, tuple[dict[str, Any], int, dict[str, dict[str, Any]]]] = {}
 
     # -- submission ------------------------------------------------------------------------
     def check_submitted(self, attrs: dict[str, Any]) -> arrays.Spec | None:
@@ -99,8 +102,13 @@ class Arrays:
     # -- reading ---------------------------------------------------------------------------
     def remaining(self, attrs: dict[str, Any]) -> list[int]:
         """The indices of array `attrs` not instantiated yet."""
+        return [index for run in self.runs(attrs) for index in run]
+
+    @staticmethod
+    def runs(attrs: dict[str, Any]) -> list[range]:
+        """`remaining` as its runs, not expanded (`arrays.parse_runs`)."""
         try:
-            return arrays.parse_indices(attrs.get("array_indices_remaining"))
+            return arrays.parse_runs(attrs.get("array_indices_remaining"))
         except ValueError:
             return []
 
@@ -179,44 +187,58 @@ class Arrays:
         if index not in spec.indices:
             return None
         done = attrs.get("job_state") in ("F", "X")
-        state = "F" if done else ("Q" if index in self.remaining(attrs) else "X")
+        pending = any(index in run for run in self.runs(attrs))
+        state = "F" if done else ("Q" if pending else "X")
         return self.made_up(array_job, attrs, index, state)
 
     # -- scheduling ------------------------------------------------------------------------
     def feed(self, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """A cycle's jobs (`rows`: queued, running, exiting) with each array replaced by the
-        subjobs it may start now: its next indices not yet instantiated, at most
-        `FEED_AT_MOST` and what its ``max_run_subjobs`` leaves. An array that is held,
+        """A cycle's jobs (`rows`: queued, begun, running, exiting) with each array replaced
+        by the subjobs it may start now: its next indices not yet instantiated, at most
+        `FEED_AT_MOST` and what its ``max_run_subjobs`` leaves, taken from the runs of its
+        ``array_indices_remaining`` without expanding the rest. An array that is held,
         waiting or finished starts none. Instantiated subjobs are rows of their own in
-        `rows` already."""
+        `rows` already. An array whose row and room are as at the last cycle gives the
+        same subjob rows again (the scheduler's `Feed` then finds them unchanged at once)."""
         out: dict[str, dict[str, Any]] = {}
-        live = self.engine.store.jobs(("Q", "B"), lean=True)
         running: dict[str, int] = {}
         for attrs in rows.values():
             if attrs.get("array_id") and attrs.get("job_state") in ("R", "E"):
                 key = str(attrs["array_id"])
                 running[key] = running.get(key, 0) + 1
+        live = []
         for job_id, attrs in rows.items():
-            if not attrs.get("array"):
+            if attrs.get("array"):
+                if attrs.get("job_state") in ("Q", "B"):
+                    live.append((job_id, attrs))
+            elif attrs.get("job_state") != "B":
                 out[job_id] = attrs
-        for job_id, attrs in live.items():
-            if not attrs.get("array"):
-                continue
+        fed = {}
+        for job_id, attrs in live:
             room = FEED_AT_MOST
             if attrs.get("max_run_subjobs") is not None:
                 try:
                     room = min(room, int(attrs["max_run_subjobs"]) - running.get(job_id, 0))
                 except (TypeError, ValueError):
                     pass
-            for index in self.remaining(attrs)[:max(room, 0)]:
-                sub = arrays.subjob_id(job_id, index)
-                out[sub] = arrays.subjob_attrs(attrs, job_id, index)
+            room = max(room, 0)
+            kept = self._fed.get(job_id)
+            if kept is not None and kept[1] == room and kept[0] == attrs:
+                subs = kept[2]
+            else:
+                subs = {arrays.subjob_id(job_id, index): arrays.subjob_attrs(
+                            attrs, job_id, index)
+                        for index in arrays.first_indices(self.runs(attrs), room)}
+            fed[job_id] = (attrs, room, subs)
+            out.update(subs)
+        self._fed = fed
         return out
 
     def over_limit(self, sub_id: str) -> bool:
         """Whether starting subjob `sub_id` now would pass its array's
         ``max_run_subjobs`` (its array may have started others since the cycle was
-        planned)."""
+        planned): its running subjobs counted by SQLite among the running jobs, whatever
+        the array's size."""
         named = arrays.named(sub_id)
         if named is None:
             return False
@@ -224,8 +246,7 @@ class Arrays:
         array = self.engine.store.job(array_job, lean=True)
         if not array or array.get("max_run_subjobs") is None:
             return False
-        running = sum(state in ("R", "E")
-                      for _, state in self.engine.store.subjob_states(array_job))
+        running = self.engine.store.subjobs_in(array_job, ("R", "E"))
         try:
             return running >= int(array["max_run_subjobs"])
         except (TypeError, ValueError):
@@ -247,8 +268,8 @@ class Arrays:
         if parent is None or parent.get("job_state") not in (
                 ("Q", "B", "H", "W") if held_too else ("Q", "B")):
             return None
-        pending = self.remaining(parent)
-        if index not in pending:
+        runs = self.runs(parent)
+        if not any(index in run for run in runs):
             return None
         spec = arrays.parse_submitted(parent["array_indices_submitted"])
         attrs = arrays.subjob_attrs(parent, array_job, index)
@@ -262,8 +283,7 @@ class Arrays:
             written = st.written(array_job)
             if written is not None:
                 st.set_written(sub_id, written)
-            parent["array_indices_remaining"] = arrays.format_indices(
-                [i for i in pending if i != index], spec.step)
+            parent["array_indices_remaining"] = arrays.without_index(runs, index, spec.step)
             if parent.get("stime") is None:  # (its first subjob: the array has begun)
                 parent.update(stime=now, comment=f"Job Array Began at {lifecycle.when(now)}")
             if parent["job_state"] == "Q":
@@ -290,7 +310,7 @@ class Arrays:
         parent = store.job(array_job)
         if parent is None or parent.get("job_state") in ("F", "X"):
             return
-        if self.remaining(parent) or any(  # (cheap tests first: every subjob's end asks)
+        if any(self.runs(parent)) or any(  # (cheap tests first: every subjob's end asks)
                 state not in ("F", "X") for _, state in store.subjob_states(array_job)):
             return
         rows = store.subjobs(array_job)
