@@ -110,6 +110,10 @@ class JobControl:
         #: found again in the runtimes after a restart.
         self.resuming: set[str] = set()
         self._resuming_read = False
+        #: The store's `changes` and the jobs waiting at `poll`'s last look: cpus are freed
+        #: by writes alone (a job's end, suspend or requeue, a vnode changed), so a poll
+        #: with neither moved looks at nothing.
+        self._looked: tuple[int, frozenset[str]] | None = None
         self._suspended_at: dict[str, tuple[int, float]] = {}
         for job_id, launch in engine.launches.items():
             runtime = engine.store.runtime(job_id) or {}
@@ -323,21 +327,24 @@ class JobControl:
         eng.accounting.suspended(job_id, eng._with_sessions({job_id: running})[job_id])
         eng.want_cycle = True  # (its cpus are free for others)
 
-    def _resume(self, caller: Caller | None, job_id: str, attrs: dict, launch) -> None:
+    def _resume(self, caller: Caller | None, job_id: str, attrs: dict, launch,
+                vnodes: dict[str, dict[str, Any]] | None = None) -> bool:
         """SIGCONT, and state R again, once its cpus are free. While others hold them
         (the scheduler gave them away), it stays S with PBS's substate 45 and comment
         ``Not Running: Not enough free nodes available``, and resumes at the first poll
-        that finds them free, as PBS's scheduler resumes it (OpenPBS 23.06, checked)."""
+        that finds them free, as PBS's scheduler resumes it (OpenPBS 23.06, checked).
+        `vnodes`: the vnodes as `Engine._vnode_rows` made them just now (else read here).
+        True when it resumed."""
         eng = self.engine
         now = eng.clock()
-        if not self._cpus_free(attrs):
+        if not self._cpus_free(attrs, vnodes):
             if attrs.get("substate") != SUBSTATE_RESUMING:
                 attrs.update(substate=SUBSTATE_RESUMING, comment=RESUME_WAIT, mtime=int(now))
                 with eng.store.transaction() as st:
                     st.put_job(job_id, attrs)
                     st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "resume": True})
             self.resuming.add(job_id)
-            return
+            return False
         self.resuming.discard(job_id)
         total = self.suspended_seconds(job_id, now)
         self._suspended_at.pop(job_id, None)
@@ -358,9 +365,12 @@ class JobControl:
         who = f"{caller.user}@{eng.host}" if caller is not None else f"Scheduler@{eng.host}"
         eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {who}")
         eng.accounting.resumed(job_id)
+        return True
 
-    def _cpus_free(self, attrs: dict[str, Any]) -> bool:
-        """Whether the cpus a suspended job held on each of its vnodes are free now."""
+    def _cpus_free(self, attrs: dict[str, Any],
+                   vnodes: dict[str, dict[str, Any]] | None = None) -> bool:
+        """Whether the cpus a suspended job held on each of its vnodes are free now
+        (`vnodes`: as `Engine._vnode_rows` made them just now; else read here)."""
         try:
             chunks = units.parse_exec_vnode(str(attrs.get("exec_vnode") or ""))
         except ValueError:
@@ -368,7 +378,8 @@ class JobControl:
         wanted: dict[str, float] = {}
         for name, res in chunks:
             wanted[name] = wanted.get(name, 0.0) + float(res.get("ncpus", 0) or 0)
-        vnodes = self.engine._vnode_rows()
+        if vnodes is None:
+            vnodes = self.engine._vnode_rows()
         for name, ncpus in wanted.items():
             row = vnodes.get(name)
             if row is None:
@@ -380,20 +391,32 @@ class JobControl:
         return True
 
     def poll(self) -> None:
-        """Suspended jobs whose resume waits for their cpus: resumed once they are free."""
+        """Suspended jobs whose resume waits for their cpus: resumed once they are free.
+        The vnodes are read once for them all (again after each resume: it took its
+        cpus), and only when a row was written since the last look or a job came to
+        wait: every second, nothing else frees cpus."""
         eng = self.engine
         if not self._resuming_read:
             self._resuming_read = True
             for job_id in eng.store.jobs(("S",), lean=True):
                 if (eng.store.runtime(job_id) or {}).get("resume"):
                     self.resuming.add(job_id)
+        if not self.resuming or self._looked == (eng.store.changes,
+                                                 frozenset(self.resuming)):
+            return
+        vnodes = None
         for job_id in sorted(self.resuming):
             attrs = eng.store.job(job_id)
             launch = eng.launches.get(job_id)
             if attrs is None or attrs.get("job_state") != "S" or launch is None:
                 self.resuming.discard(job_id)
                 continue
-            self._resume(None, job_id, attrs, launch)
+            if vnodes is None:
+                vnodes = eng._vnode_rows()
+            if self._resume(None, job_id, attrs, launch, vnodes):
+                vnodes = None
+        # (this look's own writes, a resume or a wait noted, free no cpus)
+        self._looked = (eng.store.changes, frozenset(self.resuming))
 
     def signals_as_stored(self) -> None:
         """The jobs adopted after a restart are stopped or running as their stored states

@@ -132,6 +132,11 @@ class Store:
         #: and every rollback of a change that wrote any row: what the server keeps
         #: derived from them (the limits' tally) is to be made again when it moved.
         self.generation = 0
+        #: Bumped by every write of a row (an object's or a job's) and every rollback of a
+        #: change that wrote one: a reader that keeps what it worked out from rows (the
+        #: suspended jobs waiting for their cpus, `JobControl.poll`) reads again only
+        #: when it moved.
+        self.changes = 0
         self._wrote = False  # the current transaction wrote a row
         # The jobs' changes since `counted_groups` (`counted_moves`): None when not kept.
         self._moves: list[tuple[Any, Any]] | None = None
@@ -214,6 +219,7 @@ class Store:
     def _rollback(self) -> None:
         if self._wrote:  # rows the server may have counted are as they were before
             self.generation += 1
+            self.changes += 1
             self._moves = None
         # SQLite may have rolled back already (a full disk does); a failing rollback must
         # not hide why the change failed.
@@ -259,12 +265,14 @@ class Store:
         self.db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?)",
                         (type, name, json.dumps(attrs, sort_keys=True)))
         self._wrote = True
+        self.changes += 1
         self.generation += type in self.COUNTED_BY
 
     def delete(self, type: str, name: str) -> bool:
         gone = self.db.execute("DELETE FROM objects WHERE type=? AND name=?",
                                (type, name)).rowcount > 0
         self._wrote = True
+        self.changes += 1
         self.generation += type in self.COUNTED_BY
         return gone
 
@@ -480,6 +488,7 @@ class Store:
     def _moved(self, job_id: str, old: tuple[str, str] | None) -> None:
         """A job row was written (it read as `old` before): noted for `counted_moves`."""
         self._wrote = True
+        self.changes += 1
         if self._moves is None:
             return
         new = self._picked(job_id)
