@@ -30,7 +30,9 @@ def _unauthorized(job_id: str) -> tuple[int, str, str]:
 @pytest.fixture
 def owners_job(engine, attacker):
     """A job of the second user's, running (walltime 01:00:00, no cput)."""
-    done = attacker.pbs(engine, "qsub", "-l", "walltime=01:00:00", "--", "/bin/sleep", "300")
+    # (from the engine's work folder: the job's files are written there, not in /tmp)
+    done = attacker.pbs(engine, "qsub", "-l", "walltime=01:00:00", "--", "/bin/sleep", "300",
+                        cwd=engine.work)
     assert done.returncode == 0, done.stderr
     yield _running(engine, done.stdout.strip())
     engine.client("delete", ids=[done.stdout.strip()], force=True)
