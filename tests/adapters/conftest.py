@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -174,14 +175,53 @@ def _mom_sees(path: Path) -> bool:
     return False
 
 
+#: PBS's long-lived processes (start.sh starts them; they outlive the session).
+DAEMONS = ("pbs_comm", "pbs_server.bin", "pbs_sched", "pbs_mom", "pbs_ds_monitor", "postgres")
+
+
 def _step(step: str, limit: float) -> None:
+    # No descriptor of this process but the pipes reaches the recipe, so none reaches the
+    # daemons it starts, which keep what they are given for good: a `flock` lock this
+    # pytest runs under would be held by pbs_sched until PBS stops (`shared_with`).
     try:
         done = subprocess.run(["bash", str(RECIPE / step)], capture_output=True, text=True,
-                              timeout=limit)
+                              timeout=limit, stdin=subprocess.DEVNULL, close_fds=True)
     except subprocess.TimeoutExpired:
         _unavailable(f"{step} took longer than {limit} s")
     if done.returncode != 0:
         _unavailable(f"{step} failed:\n{_tail(done.stdout + done.stderr)}")
+
+
+def shared_with(pids: list[int]) -> list[str]:
+    """The files this process has open that one of `pids` holds too, as ``pid: path``,
+    standard streams left out on both sides (pytest's capture files are a child's):
+    descriptors those processes were handed when started."""
+    def files(pid: int | str) -> dict[tuple[int, int], str]:
+        out = {}
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            return out
+        for fd in fds:
+            link = f"/proc/{pid}/fd/{fd}"
+            try:
+                st = os.stat(link)
+                path = os.readlink(link)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and int(fd) > 2:
+                out[(st.st_dev, st.st_ino)] = path
+        return out
+
+    mine = files("self")
+    return [f"{pid}: {path}" for pid in pids for key, path in files(pid).items()
+            if key in mine]
+
+
+def _daemons() -> list[int]:
+    found = subprocess.run(["pgrep", "-x", "|".join(DAEMONS)], capture_output=True,
+                           text=True)
+    return [int(pid) for pid in found.stdout.split()]
 
 
 @pytest.fixture(scope="session")
@@ -203,6 +243,9 @@ def real_pbs(built_pbs) -> Iterator[RealPbs]:
             not _mom_sees(CPUSET_ROOT / "cpuset")):
         subprocess.run(["bash", str(RECIPE / "stop.sh")], capture_output=True, timeout=300)
     _step("start.sh", 300)
+    held = shared_with(_daemons())
+    assert not held, f"PBS's daemons hold files this pytest has open (a lock it runs " \
+                     f"under?), and will until PBS stops: {held}; run stop.sh"
     pbs = RealPbs()
     pbs.work = Path(tempfile.mkdtemp(prefix="pbsplug-pbs-jobs-"))
     pbs.work.chmod(0o1777)
