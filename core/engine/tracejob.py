@@ -36,7 +36,7 @@ USAGE: tracejob [-a|s|l|m|v] [-w size] [-p path] [-n days] [-f filter_type] job_
    -f type : leave out server log lines of this event type (error, system, admin, job,
         job_usage, security, sched, debug, debug2, resv, debug3, debug4, force, or a
         number); may be given more than once
-   -n days : look at the logs of this many days, today's included [1]
+   -n days : look at the logs of this many days, today's included [1]; at most 36500
    -p path : the engine's home [$PBSPLUG_HOME or its default]
    -w cols : wrap messages at this width [the terminal's; none when not a terminal]
 """
@@ -53,10 +53,17 @@ INDENT = 26
 _STAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)$", re.ASCII)
 #: A log line longer than this is cut when read (the engine writes none so long).
 MAX_LINE = 1 << 20
+#: The most days -n looks back: a hundred years of daily logs. PBS's tracejob takes any
+#: number and tries each day's file (``-n 99999999`` ran for minutes; checked).
+MAX_DAYS = 36_500
 
 
 class Usage(Exception):
     """Bad options: the usage goes to standard output and the exit status is 1, as PBS's."""
+
+
+class Refused(Exception):
+    """An option's value tracejob will not act on: one line, exit status 1."""
 
 
 @dataclass
@@ -82,8 +89,8 @@ class Entry:
 
 
 def parse(args: list[str], home: Path, width: int | None) -> Options:
-    """tracejob's options (getopt), or Usage. `width`: the terminal's, None when standard
-    output is not one (no wrapping then, as PBS's)."""
+    """tracejob's options (getopt), or Usage, or Refused (-n past `MAX_DAYS`). `width`:
+    the terminal's, None when standard output is not one (no wrapping then, as PBS's)."""
     import getopt
 
     try:
@@ -100,6 +107,9 @@ def parse(args: list[str], home: Path, width: int | None) -> Options:
                 raise Usage(None)
             number = int(value)
             if opt == "-n":
+                if number > MAX_DAYS:  # (0 and less look at no log, as PBS's)
+                    raise Refused(f"-n {value}: more days than {MAX_DAYS} (a hundred "
+                                  f"years of logs)")
                 o.days = number
             elif opt == "-c":
                 o.count = number
@@ -248,6 +258,9 @@ def main(args: list[str], home: Path, host: str) -> int:
         if exc.args and exc.args[0]:
             print(f"tracejob: {exc.args[0]}", file=sys.stderr)
         sys.stdout.write(USAGE)
+        return 1
+    except Refused as exc:
+        print(f"tracejob: {exc}", file=sys.stderr)
         return 1
     status = 0
     now = time.time()

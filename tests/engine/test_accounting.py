@@ -301,6 +301,27 @@ def test_tracejob_errors(engine):
         assert done.stderr == err, args
 
 
+def test_tracejob_n_is_bounded_and_none_or_fewer_days_read_no_log(engine, tmp_path):
+    """-n 999999999 listed a file for each day back (a hang), and far enough back the
+    date was OverflowError. PBS's tracejob takes any number (-n 99999999 ran for
+    minutes; checked) and -n 0 or -1 reads no log: `Couldn't find ... in logs of past -1
+    days`, exit 1."""
+    for days in ("36501", "999999999"):
+        with pytest.raises(tracejob.Refused, match=rf"^-n {days}: more days than 36500 "):
+            tracejob.parse(["-n", days, "1"], tmp_path, None)
+        done = engine.pbs("tracejob", "-n", days, "1")
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1, "", f"tracejob: -n {days}: more days than 36500 (a hundred years of logs)\n")
+    assert tracejob.parse(["-n", "36500", "1"], tmp_path, None).days == 36500
+    job_id = engine.submit("true\n")
+    engine.wait(job_id)
+    assert engine.pbs("tracejob", "-n", "36500", job_id).returncode == 0
+    for days in ("0", "-1", "-999999999"):
+        done = engine.pbs("tracejob", "-n", days, job_id)
+        assert (done.returncode, done.stderr) == (
+            1, f"\ntracejob: Couldn't find Job Id {job_id} in logs of past {days} days\n\n")
+
+
 def test_tracejob_keeps_the_latest_of_an_excessive_message():
     def entry(second: int, message: str) -> tracejob.Entry:
         stamp = f"01/01/2026 00:00:{second:02d}"
