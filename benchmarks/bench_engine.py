@@ -38,13 +38,24 @@ usage (no goal: what saving the running jobs' resources_used costs the store)
     every USAGE_SAVE_EVERY seconds), and one transaction a job (what a write per job per
     sample would cost).
 
+arrays (no goal: what an array costs grows with what is asked, not with the array)
+    An `Engine` in this process (no server loop, no job runs) holds an array of
+    ``--array-sizes`` indices (``max_run_subjobs`` 256) and 20 queued jobs, with none of its
+    subjobs begun or all but the last few (their rows written as over). Timed: the cycle's
+    read of its jobs and `Arrays.feed` (the array as at the last cycle, and changed), and
+    ``--array-sample`` subjobs started and ended in a row as the server does it
+    (`Arrays.over_limit`, `Arrays.instantiate`, the end written, `Arrays.subjob_over`).
+    Then suspended jobs waiting to resume on ``--resume-vnodes`` vnodes whose cpus running
+    jobs hold: one `JobControl.poll` with nothing written since the last, and after a
+    job's row was written.
+
 slow clients (issue 17 goal: root's qstat p99 within 2x of none)
     Root's qstat (``stat_jobs`` through `Client`) timed in blocks, alternately with no other
     client and with 8 connections that trickle a request one byte per 0.5 s (reconnecting
     when the server drops them at its request deadline); p50/p99 of each.
 
     .venv/bin/python benchmarks/bench_engine.py [--only throughput|crash|slow-clients|isolation|
-                                                        limits|usage]
+                                                        limits|usage|arrays]
                                                 [--slow-clients 8] [--qstat-sample 200]
                                                 [--jobs 1000]
                                                 [--cli-sample 20] [--crash-jobs 200]
@@ -52,6 +63,9 @@ slow clients (issue 17 goal: root's qstat p99 within 2x of none)
                                                 [--ncpus N] [--keep]
                                                 [--limit-jobs 10000] [--limit-sample 200]
                                                 [--usage-jobs 100,1000,5000]
+                                                [--array-sizes 1000,10000]
+                                                [--array-sample 200] [--resume-vnodes 64]
+                                                [--resume-waiting 1,10,100]
 """
 
 from __future__ import annotations
@@ -732,10 +746,147 @@ def bench_usage(args: argparse.Namespace) -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _engine_here(root: Path):
+    """An `Engine` in this process with no plugin and no server loop (the tests'
+    ``inprocess_engine``): its paths are timed as method calls."""
+    from pbsplug.engine.server import Engine
+    from pbsplug.plugins import PluginSet
+    from pbsplug.siteconfig import SiteConfig
+
+    return Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+
+
+def _median_ms(call, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _array_figures(n: int, late: bool, sample: int) -> tuple[float, float, float]:
+    """For an array of `n` indices, its first subjobs begun or all but the last few
+    (`late`): the cycle's read of its jobs and `Arrays.feed` (ms), the array as at the last
+    cycle and changed, and one subjob's start and end as the server makes them (s each,
+    `sample` in a row)."""
+    from pbsplug.engine import arrays
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    root_caller = Caller(0, ROLE_MANAGER)
+    folder = Path(tempfile.mkdtemp(prefix="pba", dir="/tmp"))
+    try:
+        eng = _engine_here(folder)
+        array_job = eng.req_submit(root_caller, {
+            "array_indices_submitted": f"0-{n - 1}", "max_run_subjobs": 256,
+            "Resource_List": {"ncpus": 1}}, "true\n")
+        for _ in range(20):  # (ordinary jobs beside it, queued)
+            eng.req_submit(root_caller, {"Resource_List": {"ncpus": 1}}, "true\n")
+        begun = n - sample - 10 if late else 0
+        parent = eng.store.job(array_job) or {}
+        number = int(array_job.split("[", 1)[0])
+        with eng.store.transaction() as st:
+            for place in range(begun):  # (each a subjob run and over)
+                st.add_job(arrays.subjob_seq(number, place), arrays.subjob_id(array_job, place),
+                           arrays.subjob_attrs(parent, array_job, place, "F"), None)
+            if begun:
+                parent.update(job_state="B", array_indices_remaining=arrays.format_indices(
+                    range(begun, n), 1))
+                st.put_job(array_job, parent)
+        states = ("Q", "B", "R", "E")  # (what the cycle reads)
+        feed = _median_ms(lambda: eng.arrays.feed(eng.store.jobs(states, lean=True)), 20)
+
+        def changed() -> None:  # (its row changed since the last cycle: a subjob started)
+            eng.arrays._fed = {}
+            eng.arrays.feed(eng.store.jobs(states, lean=True))
+        feed_changed = _median_ms(changed, 20)
+        t0 = time.perf_counter()
+        for place in range(begun, begun + sample):  # (as `_apply_cycle`, then `_ended`)
+            sub = arrays.subjob_id(array_job, place)
+            assert eng.store.job(sub) is None and not eng.arrays.over_limit(sub)
+            attrs = eng.arrays.instantiate(sub)
+            assert attrs is not None
+            attrs.update(job_state="F")
+            with eng.store.transaction() as st:
+                st.put_job(sub, attrs)
+            eng.arrays.subjob_over(sub, attrs)
+        each = (time.perf_counter() - t0) / sample
+        eng.store.close()
+        return feed, feed_changed, each
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _resume_figures(waiting: int, vnodes: int) -> tuple[float, float]:
+    """`waiting` suspended jobs waiting to resume on `vnodes` vnodes of 8 cpus, each held
+    by a running job: one `JobControl.poll` (ms) with nothing written since the last, and
+    after a job's row was written (the write included)."""
+    folder = Path(tempfile.mkdtemp(prefix="pbr", dir="/tmp"))
+    try:
+        eng = _engine_here(folder)
+        queue = next(iter(eng.store.all("queue")))
+        with eng.store.transaction() as st:
+            for name in list(st.all("node")):
+                st.delete("node", name)
+            for v in range(vnodes):
+                st.put("node", f"vn{v}", {"state": "free", "resources_available": {
+                    "ncpus": 8, "host": "h0"}})
+            seq = 1
+            for state, count in (("R", vnodes), ("S", waiting)):
+                for i in range(count):
+                    job_id = f"{seq}.{eng.server_name}"
+                    st.add_job(seq, job_id, {
+                        "job_state": state, "queue": queue, "qtime": seq, "stime": 1,
+                        "substate": 42 if state == "R" else 45,
+                        "exec_vnode": f"(vn{i % vnodes}:ncpus=8)",
+                        "Resource_List": {"select": "1:ncpus=8", "ncpus": 8}}, None)
+                    if state == "S":  # (no process: its cpus never come free here)
+                        st.set_runtime(job_id, {"resume": True})
+                        eng.launches[job_id] = object()  # type: ignore[assignment]
+                    seq += 1
+        eng.control.poll()  # (the first finds the jobs waiting)
+        quiet = _median_ms(eng.control.poll, 20)
+        first = f"1.{eng.server_name}"
+
+        def after_write() -> None:
+            with eng.store.transaction() as st:
+                st.put_job(first, eng.store.job(first) or {})
+            eng.control.poll()
+        written = _median_ms(after_write, 20)
+        eng.launches.clear()
+        eng.store.close()
+        return quiet, written
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench_arrays(args: argparse.Namespace) -> None:
+    """What a job array costs the server's hot paths early and late in its life, and what
+    suspended jobs waiting to resume cost each poll, timed as method calls of an `Engine`
+    in this process (no server loop, no job runs)."""
+    sample = args.array_sample
+    print("\n== job arrays: the cycle's read and feed (ms; the array as at the last cycle, "
+          f"and changed), and a subjob's start and end (us each, {sample} in a row), with the "
+          "array's first subjobs begun and with all but the last few")
+    print(f"{'indices':>8} {'begun':>7} {'read+feed ms':>13} {'array changed':>14} "
+          f"{'start+end us':>13}")
+    for n in (int(v) for v in args.array_sizes.split(",")):
+        for late in (False, True):
+            feed, feed_changed, each = _array_figures(n, late, sample)
+            print(f"{n:>8,} {n - sample - 10 if late else 0:>7,} {feed:>13.2f} "
+                  f"{feed_changed:>14.2f} {each * 1e6:>13.0f}")
+    vnodes = args.resume_vnodes
+    print(f"\n== suspended jobs waiting to resume: one poll (ms), {vnodes} vnodes of 8 cpus, "
+          "each held by a running job")
+    print(f"{'waiting':>8} {'nothing new':>12} {'after a job write':>18}")
+    for k in (int(v) for v in args.resume_waiting.split(",")):
+        quiet, written = _resume_figures(k, vnodes)
+        print(f"{k:>8,} {quiet:>12.3f} {written:>18.3f}")
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("throughput", "crash", "slow-clients",
-                                            "isolation", "limits", "usage"),
+                                            "isolation", "limits", "usage", "arrays"),
                         help="run one benchmark (default: all)")
     parser.add_argument("--slow-clients", type=int, default=8,
                         help="slow clients: connections trickling a request")
@@ -763,6 +914,14 @@ def main() -> None:
                         help="limits: submissions timed per setting")
     parser.add_argument("--usage-jobs", default="100,1000,5000",
                         help="usage: numbers of running jobs, comma-separated")
+    parser.add_argument("--array-sizes", default="1000,10000",
+                        help="arrays: indices of the arrays timed, comma-separated")
+    parser.add_argument("--array-sample", type=int, default=200,
+                        help="arrays: subjobs started and ended in a row, timed")
+    parser.add_argument("--resume-vnodes", type=int, default=64,
+                        help="arrays: vnodes the suspended jobs wait for")
+    parser.add_argument("--resume-waiting", default="1,10,100",
+                        help="arrays: numbers of suspended jobs waiting to resume")
     args = parser.parse_args()
 
     plugins = sorted({ep.name for ep in installed_entry_points()})
@@ -779,6 +938,8 @@ def main() -> None:
         bench_limits(args)
     if args.only in (None, "usage"):
         bench_usage(args)
+    if args.only in (None, "arrays"):
+        bench_arrays(args)
 
 
 if __name__ == "__main__":
