@@ -6,7 +6,9 @@ The attributes (server and queue, set with qmgr) and what they count:
 
 * ``max_queued``: jobs in the complex or queue that have not finished (queued, held,
   waiting, running, exiting, suspended);
-* ``queued_jobs_threshold``: jobs in state Q only;
+* ``queued_jobs_threshold``: jobs not begun: queued, held, waiting (and in transit), as
+  OpenPBS 23.06 counts them (checked: a held or a waiting job fills it); never a job
+  running, exiting or suspended;
 * ``max_queued_res.<resource>``, ``queued_jobs_threshold_res.<resource>``: the sums of the
   jobs' ``Resource_List.<resource>`` (a job without one counts what its select asks for in
   all), the same jobs as above;
@@ -17,9 +19,10 @@ A job array counts as its subjobs, as OpenPBS 23.06 counts it (checked): the arr
 the indices it has not begun (``array_indices_remaining``, counted from its runs, never
 expanded), each of them asking what the array asks, and a subjob begun as the job its own
 row is; so an array of 100 queued subjobs is 100 jobs, and one whose subjobs ended counts
-only those queued or running. An array begun (``B``) counts its indices not begun as jobs in
-Q. The whole array is refused when its subjobs would pass a limit. Only ``max_queuable``
-counts rows: an array is one job there, as in PBS.
+only those queued or running. Against the thresholds an array counts its indices not
+begun, in any state but finished (begun, ``B``, as well). The whole array is refused when
+its subjobs would pass a limit. Only ``max_queuable`` counts rows: an array is one job
+there, as in PBS.
 
 An entity limit is PBS's list of ``[kind:name=value]`` items: kind ``o`` (name
 ``PBS_ALL``: all jobs together), ``u`` (user), ``g`` (group) or ``p`` (project), where the
@@ -55,18 +58,28 @@ PBSE_MAXQUED = 15046
 PBSE_ENTLIMCT = 15142
 PBSE_ENTLIMRESC = 15143
 
-#: The count limits, and the resource-keyed ones (attribute -> the states they count;
-#: None: every state but finished and moved).
-COUNT_LIMITS = {"max_queued": None, "queued_jobs_threshold": ("Q",)}
-RESOURCE_LIMITS = {"max_queued_res": None, "queued_jobs_threshold_res": ("Q",)}
+#: The count limits, and the resource-keyed ones (attribute -> what they count: None,
+#: every job not done; "not begun", the jobs `not_begun`).
+COUNT_LIMITS = {"max_queued": None, "queued_jobs_threshold": "not begun"}
+RESOURCE_LIMITS = {"max_queued_res": None, "queued_jobs_threshold_res": "not begun"}
 #: The states of a job that is over (history kept with job_history_enable).
 DONE_STATES = ("F", "M", "X")
 #: The most distinct requests whose amounts a tally remembers.
 MAX_ASKED = 4096
-#: The states counted by the limits on jobs in Q: an array begun (B) holds queued subjobs.
-Q_STATES = ("Q", "B")
+#: The states of a job that has begun (running, exiting, suspended; U: suspended as its
+#: workstation is busy): what the thresholds (`not_begun`) never count.
+BEGUN_STATES = ("R", "E", "S", "U")
+_BEGUN_OR_DONE = frozenset((*BEGUN_STATES, *DONE_STATES))
 #: A queue's key for its rows (`max_queuable`: an array is one), after the queue's name.
 ROWS = (None, "rows", ALL, None)
+
+
+def not_begun(attrs: Mapping[str, Any]) -> bool:
+    """Whether a job counts against the thresholds (``queued_jobs_threshold`` and its
+    ``_res``): one not done and not begun, so queued, held, waiting or in transit, as
+    OpenPBS 23.06 counts it (checked); an array in any such state, or begun (B), as its
+    indices not begun (`jobs_in`)."""
+    return attrs.get("job_state") not in _BEGUN_OR_DONE
 
 
 def jobs_in(attrs: Mapping[str, Any]) -> int:
@@ -174,7 +187,7 @@ class Tally:
         names = [(kind, owner.name(kind)) for kind in "ougp"]
         asked = [(res, jobs * self._amount(attrs, res, kind))
                  for res, kind in self.kinds.items()]
-        q_only = (False, True) if attrs.get("job_state") in Q_STATES else (False,)
+        q_only = (False, True) if not_begun(attrs) else (False,)
         for where in (None, attrs.get("queue")):
             for queued in q_only:
                 for kind, name in names:
@@ -212,7 +225,7 @@ class Tally:
         if not holders:
             return
         owner = Owner.of(job)
-        queued = job.get("job_state") in Q_STATES
+        queued = not_begun(job)
         jobs = jobs_in(job)  # (an array: its subjobs, all refused together)
         mine = dict(self._entries(old)) if old is not None else {}
         for holder in holders:

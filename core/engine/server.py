@@ -910,12 +910,13 @@ class Engine:
         return befores
 
     def _end_waits(self, now: float) -> None:
-        """Waiting jobs whose Execution_Time has come are queued (checked once a second),
-        unless a limit on jobs in Q holds them back: they wait on, with the limit's text
-        as their comment, and are tried again every `LIMIT_RETRY` seconds, as are the
-        dependency releases such a limit held back (`_resolve_depend`; found again in the
-        database, so a restart loses none), all against one count of the jobs
-        (`limits.Tally`)."""
+        """Waiting jobs whose Execution_Time has come are queued (checked once a second).
+        The limits on queued jobs counted them from their submission (`limits.not_begun`),
+        so none refuses them now; the jobs an older pbsplug held back (its thresholds
+        counted jobs in Q only), W with the limit's text as their comment or held ``s``
+        with their dependencies met (`_resolve_depend`), are found in the database by the
+        first pass after a start and queued, any still refused tried again every
+        `LIMIT_RETRY` seconds, all against one count of the jobs (`limits.Tally`)."""
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0

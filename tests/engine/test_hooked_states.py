@@ -343,30 +343,6 @@ def test_qalter_checks_only_the_depend_it_gives(engine):
     assert engine.store.job(mine)["depend"].endswith(f"afterany:{parent}")
 
 
-def test_a_depend_removed_while_a_limit_holds_its_release_back_lifts_the_hold(engine):
-    """Review: a job whose met dependency's release a queued-jobs limit held back kept its
-    s hold when its depend was removed, and the retry (which reads jobs with a depend)
-    never saw it again: H for ever. The hold goes as the depend does (under the limit, as
-    a release would)."""
-    engine.req_qmgr(ROOT, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
-    parent = engine.req_submit(ROOT, {"Hold_Types": "u"}, script="true\n")
-    child = engine.req_submit(ROOT, {"depend": f"afterok:{parent}"}, script="true\n")
-    other = engine.req_submit(ROOT, {}, script="true\n")
-    attrs = engine.store.job(parent)
-    attrs.update(job_state="F", Exit_status=0, stime=1)
-    with engine.store.transaction() as st:
-        st.put_job(parent, attrs)
-    engine._resolve_depend([parent])
-    assert engine.store.job(child)["Hold_Types"] == "s"  # (the limit held the release back)
-    with pytest.raises(PbsError):  # (no room under the limit yet: nothing changes)
-        engine.req_alter(ROOT, child, {"depend": None})
-    engine._delete(ROOT, other, False)
-    engine.req_alter(ROOT, child, {"depend": None})
-    stored = engine.store.job(child)
-    assert (stored["job_state"], stored.get("Hold_Types", "n"), stored.get("depend")) == (
-        "Q", "n", None)
-
-
 def test_on_count_holds_a_job_until_that_many_jobs_name_it_with_before(engine):
     """OpenPBS 23.06 (checked): ``on:2`` holds the job (``s``); each ``before*`` naming it
     counts it down and adds its ``after*`` (merged by type). Once spent, a ``before*`` of

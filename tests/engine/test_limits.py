@@ -53,18 +53,24 @@ def test_max_queued_per_user_refuses_the_job_over_it_and_frees_with_a_job_gone(e
     assert qsub(engine, "-h").returncode == 0
 
 
-def test_queued_jobs_threshold_counts_jobs_in_state_q_of_its_queue_only(engine):
+def test_queued_jobs_threshold_counts_the_jobs_not_begun_of_its_queue_only(engine):
+    """OpenPBS 23.06 (checked): a held job fills the threshold, so a second `qsub -h` is
+    refused; a job running does not count."""
     set_ok(engine, "set server scheduling = False")  # jobs stay queued
     set_ok(engine, "set queue workq queued_jobs_threshold = [u:PBS_GENERIC=1]")
-    assert qsub(engine, "-h").returncode == 0  # held: not in Q
-    assert qsub(engine, "-h").returncode == 0
-    assert qsub(engine).returncode == 0
-    over = qsub(engine)
+    held = qsub(engine, "-h").stdout.strip()
+    assert held
+    over = qsub(engine, "-h")
     assert (over.returncode, over.stderr) == (
         limits.PBSE_ENTLIMCT % 256,
         "qsub: would exceed queue generic's per-user limit of jobs in 'Q' state\n")
+    assert qsub(engine).returncode == limits.PBSE_ENTLIMCT % 256
     set_ok(engine, "create queue other queue_type = Execution, enabled = True")
     assert qsub(engine, "-q", "other").returncode == 0  # another queue's jobs
+    engine.pbs("qrls", held, check=True)  # (counted already: adds nothing)
+    assert engine.pbs("qrun", held).returncode == 0
+    engine.wait(held, "RF")
+    assert qsub(engine, "-h").returncode == 0  # begun: counted no more
 
 
 def test_max_queued_res_sums_what_the_jobs_ask_for(engine):
@@ -167,27 +173,32 @@ def test_max_run_holds_a_users_second_job_until_the_first_ends_and_qrun_override
     engine.wait(third, "F")  # started once the first is gone
 
 
-def test_q_state_thresholds_count_a_job_once_it_is_queued_whatever_the_way(engine):
-    """Review of the first version: a held or waiting submission was counted as queued, and
-    qrls, qalter of the holds and an Execution_Time passing put jobs in Q past the limit."""
+def test_the_thresholds_count_held_and_waiting_jobs_from_their_submission(engine):
+    """OpenPBS 23.06 (checked): under `[u:PBS_GENERIC=1]` a second `qsub -h` is refused,
+    and so is a `qsub -a` for later; a job released, or whose Execution_Time comes, was
+    counted already, so nothing refuses it then. The `_res` form counts the same jobs."""
     set_ok(engine, "set server scheduling = False")
     set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
-    assert qsub(engine).returncode == 0
-    held = [qsub(engine, "-h").stdout.strip() for _ in range(2)]
-    assert all(held)  # not in Q: not counted
-    done = engine.pbs("qrls", held[0])
-    assert done.returncode == limits.PBSE_ENTLIMCT % 256
-    assert "would exceed complex's per-user limit of jobs in 'Q' state" in done.stderr
-    assert engine.pbs("qalter", "-h", "n", held[1]).returncode == limits.PBSE_ENTLIMCT % 256
-    assert {engine.job(j)["job_state"] for j in held} == {"H"}
-    soon = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 2))
-    waiting = qsub(engine, "-a", soon).stdout.strip()
-    until(lambda: "of jobs in 'Q' state" in engine.job(waiting).get("comment", ""),
-          what="the comment of a job the limit holds back")
-    assert engine.job(waiting)["job_state"] == "W"  # it waits on while the limit is full
+    later = time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + 3600))
+    waiting = qsub(engine, "-a", later).stdout.strip()
+    assert engine.job(waiting)["job_state"] == "W"
+    for args in (("-h",), ("-a", later), ()):
+        done = qsub(engine, *args)
+        assert (done.returncode, done.stderr) == (
+            limits.PBSE_ENTLIMCT % 256,
+            "qsub: would exceed complex's per-user limit of jobs in 'Q' state\n"), args
+    engine.pbs("qalter", "-a", time.strftime("%Y%m%d%H%M.%S", time.localtime()), waiting,
+               check=True)
+    until(lambda: engine.job(waiting)["job_state"] == "Q", what="the job queued")
+    assert "comment" not in engine.job(waiting)
     set_ok(engine, "unset server queued_jobs_threshold")
-    until(lambda: engine.job(waiting)["job_state"] == "Q", timeout=30,
-          what="the waiting job to queue")
+    set_ok(engine, "set server queued_jobs_threshold_res.ncpus = [u:PBS_GENERIC=2]")
+    assert qsub(engine, "-h").returncode == 0  # 2 cpus
+    done = qsub(engine, "-a", later)
+    assert (done.returncode, done.stderr) == (
+        limits.PBSE_ENTLIMRESC % 256,
+        "qsub: would exceed per-user limit on resource ncpus in complex for jobs in 'Q' "
+        "state\n")
 
 
 def test_resources_count_as_the_scheduler_gives_them(engine):
@@ -252,25 +263,19 @@ def test_a_resource_a_limit_names_cannot_be_deleted(engine):
     set_ok(engine, "delete resource foo")
 
 
-def test_a_dependency_release_into_q_waits_for_room_under_the_threshold(engine):
-    """Review of the second version: a job whose dependencies were met went to Q whatever
-    the limit on jobs in Q (6 jobs in Q under a limit of 2)."""
+def test_a_job_held_by_its_dependency_counts_and_its_release_adds_nothing(engine):
+    """A job held (``s``) until its dependency is met is not begun, so it counts against
+    the thresholds from its submission (OpenPBS 23.06 counts every job not begun), and
+    its release into Q is never refused."""
     set_ok(engine, "set server scheduling = False")
-    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=2]")
     parent = qsub(engine, "-h").stdout.strip()
     child = qsub(engine, "-W", f"depend=afterany:{parent}").stdout.strip()
     assert engine.job(child)["job_state"] == "H"
-    assert qsub(engine).returncode == 0  # the one job in Q
+    assert qsub(engine).returncode == limits.PBSE_ENTLIMCT % 256
     engine.pbs("qdel", parent, check=True)
-    until(lambda: "would exceed complex's per-user limit of jobs in 'Q' state" in
-          engine.job(child).get("comment", ""), what="the held-back comment")
-    assert engine.job(child)["job_state"] == "H"
-    engine.stop()  # a restart forgets nothing: the database says which jobs wait
-    engine.start()
-    set_ok(engine, "unset server queued_jobs_threshold")
-    until(lambda: engine.job(child)["job_state"] == "Q", timeout=30,
-          what="the release once there is room")
-    assert "comment" not in engine.job(child)  # the limit's comment went with it
+    until(lambda: engine.job(child)["job_state"] == "Q", what="the release")
+    assert "comment" not in engine.job(child)
 
 
 def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
@@ -434,10 +439,7 @@ def test_an_arrays_queued_subjobs_count_against_the_q_state_threshold(engine):
     assert qsub(engine, "-J", "1-2").returncode == limits.PBSE_ENTLIMCT % 256
     assert qsub(engine).returncode == 0  # 5
     assert qsub(engine).returncode == limits.PBSE_ENTLIMCT % 256
-    held = qsub(engine, "-h", "-J", "1-2").stdout.strip()  # (held: not in Q)
-    assert engine.pbs("qrls", held).returncode == limits.PBSE_ENTLIMCT % 256
-    assert engine.job(held)["job_state"] == "H"
-    engine.pbs("qdel", held, check=True)
+    assert qsub(engine, "-h", "-J", "1-2").returncode == limits.PBSE_ENTLIMCT % 256  # held
     # Begun (B), the array's indices not begun are jobs in Q still.
     sub = array.replace("[]", "[1]")
     assert engine.pbs("qrun", sub).returncode == 0
