@@ -34,8 +34,16 @@ MAX_PLACES = 1 << 24
 INDEX_MARK = "^array_index^"
 #: A job identifier's number with its brackets: ``12[]``, ``12[3]``, ``12[2-5]``,
 #: ``12[1-9:2]``.
-_NUMBER = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\]$")
-_RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$")
+_NUMBER = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\]$", re.ASCII)
+_RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$", re.ASCII)
+#: The largest index (and step) of an array: PBS's server refuses more (a C int's; checked,
+#: ``-J 2147483647-2147483648`` is its 15014).
+MAX_INDEX = (1 << 31) - 1
+#: The largest number PBS's qsub reads in a ``-J`` range (an unsigned 64-bit one's; checked:
+#: more is its ``illegal -J value``).
+QSUB_MAX = (1 << 64) - 1
+#: The largest ``%`` number the server takes: `values` bounds ``max_run_subjobs`` so.
+MAX_RUN = 1 << 31
 
 
 class Spec(NamedTuple):
@@ -57,28 +65,54 @@ class Spec(NamedTuple):
 
 
 def parse_spec(text: str) -> Spec:
-    """A ``-J`` value, as OpenPBS 23.06's qsub reads it (checked): ``X-Y[:Z][%N]``, X less
-    than Y, Z at least 1 (``5``, ``3-1``, ``1-1``, ``1-10:0``, ``1-3,5`` are refused);
-    ValueError otherwise. A ``%`` with no number is the server's 15014 (`PercentEmpty`)."""
+    """A ``-J`` value, as OpenPBS 23.06's qsub reads it (checked): ``X-Y[:Z][%N]`` in ASCII
+    digits, X less than Y, Z at least 1 (``5``, ``3-1``, ``1-1``, ``1-10:0``, ``1-3,5``,
+    ``١-٣`` are refused), no number past `QSUB_MAX`; ValueError otherwise. What PBS's qsub
+    passes on and its server refuses (15014) is `ServerRefuses`: a ``%`` with no number
+    (`PercentEmpty`), an index or step past `MAX_INDEX`, or a ``%`` past `MAX_RUN`
+    (`OutOfRange`)."""
     m = _RANGE.match(text) if isinstance(text, str) else None
     if m is None and isinstance(text, str) and (
-            bad := re.fullmatch(r"(\d+-\d+(?::\d+)?)%.*", text)) is not None:
+            bad := re.fullmatch(r"(\d+-\d+(?::\d+)?)%.*", text, re.ASCII)) is not None:
         try:  # (a good range, then a % its qsub passes on: its server's 15014)
             parse_spec(bad[1])
+        except OutOfRange:
+            raise
         except ValueError:
             pass
         else:
             raise PercentEmpty(text)
-    if m is None or int(m[1]) >= int(m[2]) or (m[3] is not None and int(m[3]) < 1):
+    if m is None or any(n is not None and _past(n, QSUB_MAX) for n in m.groups()[:3]):
         raise ValueError(f"illegal -J value {text!r}")
+    start, end, step = int(m[1]), int(m[2]), int(m[3] or 1)
+    if start >= end or step < 1:
+        raise ValueError(f"illegal -J value {text!r}")
+    if end > MAX_INDEX or step > MAX_INDEX:
+        raise OutOfRange(f"-J {text!r}: an index or step past {MAX_INDEX}")
     if m[4] == "":
         raise PercentEmpty(text)
-    return Spec(int(m[1]), int(m[2]), int(m[3] or 1), None if m[4] is None else int(m[4]))
+    if m[4] is not None and _past(m[4], MAX_RUN):
+        raise OutOfRange(f"-J {text!r}: a % past {MAX_RUN}")
+    return Spec(start, end, step, None if m[4] is None else int(m[4]))
 
 
-class PercentEmpty(ValueError):
-    """``-J 1-3%`` or ``1-3%x``: PBS's qsub passes it on and its server refuses it
-    (15014)."""
+def _past(digits: str, most: int) -> bool:
+    """Whether the number `digits` is more than `most`, its length read first (int() of
+    thousands of digits is slow, and refused past 4300 of them)."""
+    digits = digits.lstrip("0")
+    return len(digits) > len(str(most)) or int(digits or "0") > most
+
+
+class ServerRefuses(ValueError):
+    """A ``-J`` value PBS's qsub passes on and its server refuses (15014)."""
+
+
+class PercentEmpty(ServerRefuses):
+    """``-J 1-3%`` or ``1-3%x``."""
+
+
+class OutOfRange(ServerRefuses):
+    """An index or step past `MAX_INDEX`, or a ``%`` past `MAX_RUN`."""
 
 
 def parse_submitted(text: Any) -> Spec:

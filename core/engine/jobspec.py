@@ -444,10 +444,11 @@ class _Parser:
             raise _unsupported("-X (X11 forwarding)")
         elif letter == "J":
             # X-Y[:Z][%max], as OpenPBS 23.06's qsub reads it (checked, `arrays.parse_spec`);
-            # ``1-3%`` passes here and its server refuses it (15014), as PBS's does.
+            # ``1-3%``, or an index past 2^31 - 1, passes here and its server refuses it
+            # (15014), as PBS's does.
             try:
                 spec = arrays.parse_spec(v)
-            except arrays.PercentEmpty:
+            except arrays.ServerRefuses:
                 p.set("array_indices_submitted", v, level, "J")
             except ValueError:
                 raise _OptionError("qsub: illegal -J value") from None

@@ -3,6 +3,8 @@ attributes, messages, exit statuses, the subjobs' environment and file names).""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pbsplug.engine import arrays
@@ -16,7 +18,11 @@ def test_remaining_indices_are_written_as_pbs_writes_them(given, remaining):
     assert arrays.parse_indices(remaining) == sorted(given)
 
 
-@pytest.mark.parametrize("bad", ["5", "3-1", "1-1", "1-10:0", "1-3,5", "a-b", "1-3:", "-1-3"])
+@pytest.mark.parametrize("bad", [
+    "5", "3-1", "1-1", "1-10:0", "1-3,5", "a-b", "1-3:", "-1-3",
+    # Past the numbers PBS's qsub reads (2^64 - 1), and digits other than ASCII's.
+    "10000000000000000000000-10000000000000000000005", "1-18446744073709551616",
+    "1-3:99999999999999999999", "\u0661-\u0663", "1-\u0663", "1-3:\u0662"])
 def test_qsub_refuses_a_range_pbs_refuses(engine, bad):
     done = engine.pbs("qsub", "-J", bad, "--", "/bin/true")
     assert done.returncode == 2
@@ -290,6 +296,60 @@ def test_a_percent_without_a_number_is_the_servers_15014(engine):
     for value in ("1-3%", "1-3%x"):
         done = engine.pbs("qsub", "-J", value, "--", "/bin/true")
         assert done.returncode == 166, done.stderr
+
+
+@pytest.mark.parametrize("value", [
+    "2147483647-2147483648", "2147483646-2147483649", "1-3:2147483648",
+    "4294967290-4294967296", "1-18446744073709551615",  # (PBS's server wraps these two)
+    "1-3%2147483649", "1-3%99999999999999999999", "1-3%" + "9" * 5000, "1-3%\u0662"])
+def test_an_index_past_a_c_int_or_a_percent_past_the_servers_is_15014(engine, value):
+    """OpenPBS 23.06 (checked): an index or step past 2^31 - 1 is its server's 15014
+    (2^32 - 6 to 2^32, which it took, it turned into -6 to 0); a ``%`` no number fits
+    too. Stored, such an index was read back from SQLite as a float."""
+    done = engine.pbs("qsub", "-J", value, "--", "/bin/true")
+    assert (done.returncode, done.stderr) == (
+        166, "qsub: Illegal attribute or resource value array_indices_submitted\n")
+    assert engine.client("stat_jobs", history=True) == {}
+    with pytest.raises(arrays.ServerRefuses):
+        arrays.parse_spec(value)
+
+
+def test_a_raw_request_cannot_store_an_index_past_a_c_int(engine):
+    with pytest.raises(Exception) as refused:
+        engine.client("submit", attrs={"array_indices_submitted": "1-2147483648"},
+                      script="true\n")
+    assert getattr(refused.value, "code", None) == 15014, refused.value
+    assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_the_largest_indices_and_percent_are_kept_exactly(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "2147483645-2147483647:2%2147483648", "--",
+                        "/bin/true", check=True).stdout.strip()
+    attrs = engine.job(job_id)
+    assert (attrs["array_indices_submitted"], attrs["array_indices_remaining"],
+            attrs["max_run_subjobs"]) == ("2147483645-2147483647:2", "2147483645-2147483647:2",
+                                          2147483648)
+    number, server = job_id.split("[")[0], job_id.split(".", 1)[1]
+    shown = engine.pbs("qstat", "-ft", "-F", "json", job_id, check=True).stdout
+    assert list(json.loads(shown)["Jobs"]) == [
+        job_id, f"{number}[2147483645].{server}", f"{number}[2147483647].{server}"]
+
+
+def test_parse_spec_bounds_every_number():
+    assert arrays.parse_spec("0-2147483647:2147483647%2147483648") == arrays.Spec(
+        0, 2147483647, 2147483647, 2147483648)
+    assert arrays.parse_spec("000001-3").start == 1  # (leading zeros: the same number)
+    for value, refused in (("1-2147483648", arrays.OutOfRange),
+                           ("1-3:2147483648", arrays.OutOfRange),
+                           ("1-3%2147483649", arrays.OutOfRange),
+                           ("1-3%", arrays.PercentEmpty),
+                           ("1-3%\u0662", arrays.PercentEmpty),
+                           ("1-18446744073709551616", ValueError),
+                           ("1-" + "9" * 5000, ValueError)):
+        with pytest.raises(refused) as raised:
+            arrays.parse_spec(value)
+        assert refused is not ValueError or not isinstance(raised.value,
+                                                            arrays.ServerRefuses), value
 
 
 def test_qselect_lists_arrays_not_their_subjobs(engine):
