@@ -15,6 +15,9 @@ from ..siteconfig import default_home
 # PBS's log event classes (the second field of a server_logs line, in hex).
 LOG_ERROR, LOG_SYSTEM, LOG_ADMIN, LOG_JOB, LOG_JOB_USAGE = 0x0001, 0x0002, 0x0004, 0x0008, 0x0010
 LOG_SECURITY, LOG_SCHED, LOG_DEBUG, LOG_DEBUG2, LOG_RESV = 0x0020, 0x0040, 0x0080, 0x0100, 0x0200
+#: The server's ``log_events`` when unset: PBS's 511, every class up to debug2 (0x0100), so
+#: not the reservation lines (0x0200) nor PBS's debug3 and debug4 (0x0400, 0x0800).
+LOG_EVENTS_DEFAULT = 0x01FF
 #: `pbsplug.events.PBS_OBJECT`, spelled out so that the commands (which import this module)
 #: start without the kernel.
 PBS_OBJECT = "pbs_object"
@@ -132,10 +135,19 @@ class Home:
         return pid
 
 
+def log_events(server: dict | None) -> int:
+    """The classes the server log writes: the server's ``log_events``, or PBS's default."""
+    value = (server or {}).get("log_events")
+    return value if isinstance(value, int) and not isinstance(value, bool) else \
+        LOG_EVENTS_DEFAULT
+
+
 class ServerLog:
     """server_logs/YYYYMMDD, one line per event:
     ``MM/DD/YYYY HH:MM:SS;0008;Server@host;Job;1.host;Job Queued at request of ...``.
 
+    A line is written when its class shares a bit with `events` (the server's
+    ``log_events``, which the server sets here when it changes, so that no line reads it).
     A line that cannot be written (a full disk) is counted, never raised: the server goes
     on, and the first line written afterwards is preceded by one saying how many were lost
     and why."""
@@ -147,8 +159,11 @@ class ServerLog:
         self._file = None
         self.lost = 0  # lines not written since the last one that was
         self._lost_why = ""
+        self.events = LOG_EVENTS_DEFAULT
 
     def __call__(self, kind: int, obj_type: str, name: str, message: str) -> None:
+        if not kind & self.events:
+            return
         now = time.localtime()
         stamp = time.strftime("%m/%d/%Y %H:%M:%S", now)
         lines = [f"{stamp};{kind:04x};Server@{self.host};{obj_type};{name};{line}\n"

@@ -31,7 +31,7 @@ from ..settings import PluginInfo
 from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
-from .home import LOG_ADMIN
+from .home import LOG_ADMIN, log_events
 from .qmgr import QmgrError, QmgrSyntaxError
 
 if TYPE_CHECKING:
@@ -467,6 +467,8 @@ class Manager:
                 else:
                     new.pop("total_jobs", None)
                     st.put("server", "server", new)
+            if cmd.obj_type == "server":  # read here once, not at each line
+                eng.log.events = log_events(new)
         else:
             if cmd.obj_type == "sched":
                 self._validate_directories(name, new)

@@ -255,6 +255,11 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be greater than zero"
 
 
+def _c_long(value: Any) -> str | None:
+    """PBS's server log_events is a C long it checks no further (any mask, -1 included)."""
+    return None if -values.LONG_MAX - 1 <= value <= values.LONG_MAX else "must fit a C long"
+
+
 def _not_negative(value: Any) -> str | None:
     return None if value >= 0 else "must be zero or more"
 
@@ -304,7 +309,7 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("scheduler_iteration", "long", 600, check=_positive),
         _op("default_queue", "string"),
         _op("comment", "string"),
-        _op("log_events", "long", 511),
+        _op("log_events", "long", 511, check=_c_long),
         _mg("mail_from", "string", "adm"),
         _mg("query_other_jobs", "boolean", False),
         _mg("managers", "acl"), _mg("operators", "acl"),

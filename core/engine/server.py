@@ -76,6 +76,7 @@ from .home import (
     LOG_ADMIN,
     LOG_DEBUG,
     LOG_ERROR,
+    LOG_EVENTS_DEFAULT,
     LOG_JOB,
     LOG_JOB_USAGE,
     LOG_SCHED,
@@ -84,6 +85,7 @@ from .home import (
     Home,
     HookLogHandler,
     ServerLog,
+    log_events,
 )
 from .jobcontrol import JobControl, run_suspended
 from .manager import Manager
@@ -257,6 +259,7 @@ class Engine:
         self._feed = Feed()
         self._first_start()
         self.server_name = self.store.get("server", "server")["server_host"]
+        self.log.events = log_events(self.store.get("server", "server"))
         self._log_failed(plugins)
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
         self.cpu_slots = CpuSlots()  # the running jobs' CPUs, as vnodes' ``jobs`` list them
@@ -1140,11 +1143,13 @@ class Engine:
         return self._without(out, self.unreadable("queue", caller))
 
     def server_attrs(self) -> dict[str, Any]:
-        """The server's attributes: the stored ones, and the flags enabled plugins hold True
+        """The server's attributes: the stored ones (``log_events`` PBS's default until it
+        is set, as qstat -Bf shows it), and the flags enabled plugins hold True
         (`PluginInfo.server_flags`, such as power_provisioning)."""
         flags = {flag: True for record in self.plugins.enabled if record.info is not None
                  for flag in record.info.server_flags}
-        return {**self.store.get("server", "server"), **flags}
+        return {"log_events": LOG_EVENTS_DEFAULT, **self.store.get("server", "server"),
+                **flags}
 
     def req_stat_server(self, caller: Caller) -> dict:
         counts = self.job_counts()

@@ -18,6 +18,32 @@ from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
 from .conftest import until
 from .test_server import plugin
 
+#: These tests read the reservations' lines of the server log (class 0200), which PBS's
+#: default log_events (511) leaves out: every class is logged here.
+EVERY_CLASS = "set server log_events = 2047"
+
+
+@pytest.fixture
+def engine(engine):
+    engine.pbs("qmgr", "-c", EVERY_CLASS, check=True)
+    return engine
+
+
+@pytest.fixture
+def make_engine(make_engine):
+    def make(site: str = ""):
+        made = make_engine(site)
+        made.pbs("qmgr", "-c", EVERY_CLASS, check=True)
+        return made
+
+    return make
+
+
+@pytest.fixture
+def inprocess_engine(inprocess_engine):
+    inprocess_engine.log.events = 2047
+    return inprocess_engine
+
 
 def _state(engine, resv_id: str) -> str | None:
     return engine.client("stat_resvs").get(resv_id, {}).get("reserve_state")
