@@ -118,6 +118,8 @@ ALTER_RUNNING_RESOURCES = frozenset({"walltime", "cput", "soft_walltime", "min_w
 #: Resources no qsub may ask for, root's neither, and only operators and managers may set
 #: with qalter: OpenPBS 23.06's 15003 for soft_walltime (checked as root and as a user).
 ADMIN_RESOURCES = ("soft_walltime",)
+#: The comment of an array's finished subjob that a qrerun of the array queues again.
+REQUEUED_WITH_ARRAY = "Job requeued with its array at request of an operator"
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
 KILL_DELAY = 10
 #: Seconds between two reads of the running jobs' use, which their shepherds sample
@@ -1778,10 +1780,9 @@ class Engine:
             attrs = self._job(job_id)
             job_id = self._full_id(job_id)
             if attrs.get("array") and attrs["job_state"] not in ("F", "X"):
-                # (its running subjobs; PBS requeues its finished ones too: pbsplug does not)
-                for sub, sub_attrs in self.store.subjobs(job_id).items():
-                    if sub_attrs.get("job_state") in ("R", "E") and sub in self.launches:
-                        self._kill(sub, "requeue")
+                if attrs["job_state"] != "B":  # (not begun: OpenPBS 23.06's 15016, checked)
+                    raise PbsError(PBSE_BADSTATE, obj=job_id)
+                self._rerun_array(job_id)
                 continue
             if attrs.get("array_id") is not None:  # a subjob (OpenPBS 23.06's, checked)
                 if attrs["job_state"] in ("F", "X"):
@@ -1796,6 +1797,45 @@ class Engine:
             if not force and not units.parse_bool(attrs.get("Rerunable", True)):
                 raise PbsError(PBSE_NORERUN, "job is not rerunnable", obj=job_id)
             self._kill(job_id, "requeue")
+
+    def _rerun_array(self, array_job: str) -> None:
+        """qrerun of a begun array, as OpenPBS 23.06's (checked): every subjob runs again.
+        Its finished subjobs are queued again at once, each with an R record of its last
+        run (its own Exit_status, ended now) and its run_count kept, no hook firing for
+        them; its running ones are killed and requeued as a job's qrerun does; the indices
+        deleted before they began are queued again too, and those not begun stay queued.
+        The array stays begun (B), its comment as it was."""
+        now = int(self.clock())
+        finished = []
+        running = []
+        rows = self.store.subjobs(array_job)  # (lean: their environments stay as stored)
+        for sub, attrs in rows.items():
+            if attrs.get("job_state") in ("F", "X"):
+                finished.append((sub, attrs))
+            elif attrs.get("job_state") in ("R", "E") and sub in self.launches:
+                running.append(sub)
+        array = self._job(array_job)
+        spec = arrays.parse_submitted(array["array_indices_submitted"])
+        made = {a.get("array_index") for a in rows.values()}
+        array["array_indices_remaining"] = arrays.format_indices(
+            [i for i in spec.indices if i not in made], spec.step)  # (deleted ones back)
+        array["mtime"] = now
+        with self.store.transaction() as st:
+            st.put_job(array_job, array)
+            # (a finished job keeps no runtime: its qsub -- command comes from the array's)
+            submitted = _submitted_runtime(st.runtime(array_job))
+            for sub, attrs in finished:
+                self.accounting.rerun(sub, attrs, st.runtime(sub), REQUEUED_WITH_ARRAY)
+                for key in ("Exit_status", "obittime"):  # (the last run's; not over now)
+                    attrs.pop(key, None)
+                lifecycle.requeued(attrs, REQUEUED_WITH_ARRAY, now)
+                st.put_job(sub, attrs, keep_env=True)
+                st.set_runtime(sub, submitted)
+        for sub, _ in finished:
+            self.log(LOG_JOB, "Job", sub, REQUEUED_WITH_ARRAY)
+        for sub in running:
+            self._kill(sub, "requeue")
+        self.want_cycle = True
 
     def req_run(self, caller: Caller, id: str, vnodes: str | None = None) -> None:
         """qrun: run the job now (on `vnodes`, PBS's -H exec_vnode form, or where the
@@ -2309,12 +2349,13 @@ class Engine:
                 self.log(LOG_SCHED, "Server", self.host, "scheduling cycle restarted by a hook: "
                          f"{len(result.run) - done} run decisions dropped")
                 break
+            # A subjob starts while its array's max_run_subjobs lets it (one requeued, with
+            # a row of its own, as well), and gets its row as it starts (`instantiate`).
+            subjob = arrays.named(decision.job_id) is not None
+            if subjob and self.arrays.over_limit(decision.job_id):
+                continue
             attrs = self.store.job(decision.job_id)
-            if attrs is None and arrays.named(decision.job_id) is not None:
-                # A subjob gets its row as it starts (`Arrays.instantiate`), while its
-                # array's max_run_subjobs lets it.
-                if self.arrays.over_limit(decision.job_id):
-                    continue
+            if attrs is None and subjob:
                 attrs = self.arrays.instantiate(decision.job_id)
             if attrs is None or attrs["job_state"] != "Q":
                 continue

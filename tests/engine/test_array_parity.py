@@ -1,0 +1,97 @@
+"""Job arrays where the local engine once departed from OpenPBS 23.06, each point checked on
+the real PBS first (docs/engine.md, "Job arrays"): a qrerun of the whole array."""
+
+from __future__ import annotations
+
+import time
+
+from pbsplug.engine import arrays
+
+from .test_accounting import of, records
+
+#: Subjobs 1 and 2 end at once (exit 0 and 1), 3 and 4 run on.
+_MIXED = ("if [ $PBS_ARRAY_INDEX -le 2 ]; then exit $((PBS_ARRAY_INDEX - 1)); fi\n"
+          "sleep 60\n")
+
+
+def _wait_subjobs(engine, job_id: str, states: dict[int, str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {i: engine.job(arrays.subjob_id(job_id, i))["job_state"] for i in states}
+        if all(seen[i] in want for i, want in states.items()):
+            return
+        assert time.monotonic() < deadline, f"subjobs of {job_id}: {seen}, not {states}"
+        time.sleep(0.1)
+
+
+def test_qrerun_of_an_array_runs_every_subjob_again_finished_ones_too(engine):
+    job_id = engine.pbs("qsub", "-J", "1-4", input=_MIXED, check=True).stdout.strip()
+    _wait_subjobs(engine, job_id, {1: "XF", 2: "XF", 3: "R", 4: "R"})
+    began = engine.job(job_id)["comment"]
+    assert engine.pbs("qrerun", job_id).returncode == 0
+    # Subjobs 1 and 2 are queued again at once; 3 and 4 when their kill is seen. Each has
+    # run twice once all four are back (two CPUs: 1 and 2 end, then 3 and 4 run again).
+    deadline = time.monotonic() + 60
+    while True:
+        subs = {i: engine.job(arrays.subjob_id(job_id, i)) for i in (1, 2, 3, 4)}
+        if all(a["run_count"] == 2 for a in subs.values()) and \
+                "".join(subs[i]["job_state"] for i in (1, 2, 3, 4)) in ("XXRR", "FFRR"):
+            break
+        assert time.monotonic() < deadline, {i: (a["job_state"], a["run_count"])
+                                             for i, a in subs.items()}
+        time.sleep(0.1)
+    assert (subs[1]["Exit_status"], subs[2]["Exit_status"]) == (0, 1)
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["comment"]) == ("B", began)
+    assert attrs["array_state_count"] == "Queued:0 Running:2 Exiting:0 Expired:2"
+    # R records, as OpenPBS 23.06 writes them: a finished subjob's with its own
+    # Exit_status and run_count 1, a running one's with -11 (JOB_EXEC_RERUN).
+    recs = records(engine.home)
+    reruns = {i: [p for kind, p in of(recs, arrays.subjob_id(job_id, i)) if kind == "R"]
+              for i in (1, 2, 3, 4)}
+    assert [(len(r), r[0]["Exit_status"], r[0]["run_count"]) for r in reruns.values()] == [
+        (1, "0", "1"), (1, "1", "1"), (1, "-11", "1"), (1, "-11", "1")]
+    assert "R" not in [kind for kind, _ in of(recs, job_id)]  # (none for the array)
+    assert engine.pbs("qdel", job_id).returncode == 0
+    engine.wait(job_id)
+
+
+def test_qrerun_of_an_array_not_begun_or_over_is_refused_as_openpbs(engine):
+    held = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true",
+                      check=True).stdout.strip()
+    refused = engine.pbs("qrerun", held)
+    assert (refused.returncode, refused.stderr) == (
+        168, f"qrerun: Request invalid for state of job {held}\n")
+    assert engine.job(held)["job_state"] == "H"
+    done = engine.pbs("qsub", "-J", "1-2", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(done)
+    refused = engine.pbs("qrerun", done)
+    # (PBS's qrerun names no job here; pbsplug's errors name what was wrong)
+    assert (refused.returncode, refused.stderr) == (35, f"qrerun: Job has finished {done}\n")
+
+
+def test_qrerun_of_an_array_queues_its_deleted_subjobs_again(engine):
+    # OpenPBS 23.06 (checked): one deleted while it ran and one deleted before it began
+    # are queued again with the rest; a held array, begun or not, is 15016.
+    job_id = engine.pbs("qsub", "-J", "1-4%1", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    _wait_subjobs(engine, job_id, {1: "R"})
+    assert engine.pbs("qdel", arrays.subjob_id(job_id, 4)).returncode == 0
+    assert engine.pbs("qalter", "-W", "max_run_subjobs=0", job_id).returncode == 0
+    assert engine.pbs("qdel", arrays.subjob_id(job_id, 1)).returncode == 0
+    _wait_subjobs(engine, job_id, {1: "XF"})
+    before = engine.job(job_id)
+    assert (before["array_state_count"], before["array_indices_remaining"]) == (
+        "Queued:2 Running:0 Exiting:0 Expired:2", "2-3")
+    assert engine.pbs("qrerun", job_id).returncode == 0
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["array_state_count"], attrs["array_indices_remaining"]
+            ) == ("B", "Queued:4 Running:0 Exiting:0 Expired:0", "1-4")
+    assert [engine.job(arrays.subjob_id(job_id, i))["job_state"] for i in (1, 2, 3, 4)] == [
+        "Q"] * 4
+    assert engine.pbs("qhold", job_id).returncode == 0
+    refused = engine.pbs("qrerun", job_id)
+    assert (refused.returncode, refused.stderr) == (
+        168, f"qrerun: Request invalid for state of job {job_id}\n")
+    assert engine.pbs("qdel", job_id).returncode == 0
+    engine.wait(job_id)
