@@ -18,6 +18,7 @@ This module needs only the standard library: qsub imports it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hmac
 import json
@@ -27,6 +28,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -46,6 +48,10 @@ MAX_PATH = 107
 CONNECT_TIMEOUT = 10.0
 #: The token's length, in hex digits.
 TOKEN_HEX = 32
+#: How the name of qsub's folder starts (`Listener`; `remove_left` removes no other).
+FOLDER_PREFIX = "pbsplug-qsub-"
+#: Why a job whose qsub is gone cannot start (nothing listens on its socket any more).
+QSUB_GONE = "its qsub is gone (nothing listens on its socket)"
 
 
 def checked_spec(value: Any) -> dict[str, Any]:
@@ -81,7 +87,11 @@ def attach(spec: dict[str, Any], job_id: str) -> tuple[int, socket.socket]:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(CONNECT_TIMEOUT)
-        conn.connect(spec["socket"])
+        try:
+            conn.connect(spec["socket"])
+        except ConnectionRefusedError:  # nothing listens: its qsub was killed (SIGKILL)
+            remove_left(spec["socket"])
+            raise ConnectionRefusedError(errno.ECONNREFUSED, QSUB_GONE) from None
         if _peer_uid(conn) != os.getuid():
             raise PermissionError("the interactive socket is not the job owner's")
         master, slave = os.openpty()
@@ -99,6 +109,37 @@ def attach(spec: dict[str, Any], job_id: str) -> tuple[int, socket.socket]:
     except BaseException:
         conn.close()
         raise
+
+
+def remove_left(path: str) -> None:
+    """Remove the folder of a qsub that was killed before it could (SIGKILL), with the
+    socket nothing listens on any more: called by the job's process, as the job's owner,
+    which found no listener there. Only what such a qsub leaves is removed: a folder named
+    as `Listener` names it, the owner's, holding its socket ``s`` alone; the path is
+    walked without following a link. Anything else is left as it is, silently."""
+    folder, name = os.path.split(path)
+    parts = folder.split("/")[1:]
+    if name != "s" or os.path.normpath(path) != path or not parts or \
+            not parts[-1].startswith(FOLDER_PREFIX) or any(p in ("", ".", "..") for p in parts):
+        return
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds = [os.open("/", flags)]
+    try:
+        for part in parts:
+            fds.append(os.open(part, flags, dir_fd=fds[-1]))
+        st = os.fstat(fds[-1])
+        if st.st_uid != os.getuid() or os.listdir(fds[-1]) != [name]:
+            return
+        left = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
+        if not stat.S_ISSOCK(left.st_mode) or left.st_uid != os.getuid():
+            return
+        os.unlink(name, dir_fd=fds[-1])
+        os.rmdir(parts[-1], dir_fd=fds[-2])
+    except OSError:
+        pass  # (gone already, or not the owner's to remove: left as it is)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def qsub_gone(conn: int) -> bool:
@@ -119,11 +160,11 @@ class Listener:
     """qsub -I's socket, in a private folder of its own, and the token the job must bring."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="pbsplug-qsub-")  # 0700, qsub's user's
+        self.folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)  # 0700, qsub's user's
         self.path = os.path.join(self.folder, "s")
         if len(self.path.encode()) > MAX_PATH:  # (a long $TMPDIR)
             os.rmdir(self.folder)
-            self.folder = tempfile.mkdtemp(prefix="pbsplug-qsub-", dir="/tmp")
+            self.folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir="/tmp")
             self.path = os.path.join(self.folder, "s")
         self.token = secrets.token_hex(TOKEN_HEX // 2)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

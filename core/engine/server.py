@@ -1221,7 +1221,9 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                      f"{self.host}")
             self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
-            self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}")
+            # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
+            self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}",
+                       exit_status=0 if attrs.get("interactive") else None)
             if state == "S":  # (woken, to take its SIGTERM)
                 self.control.continue_killed(job_id)
             if purge:  # (`_finish` purges it, once its end is recorded)
@@ -2641,10 +2643,12 @@ class Engine:
             self.log(LOG_ERROR, "Job", job_id, f"{exc}; the job runs with umask 077")
             return executor.DEFAULT_UMASK
 
-    def _kill(self, job_id: str, why: str, over: lifecycle.OverLimit | None = None) -> None:
+    def _kill(self, job_id: str, why: str, over: lifecycle.OverLimit | None = None,
+              exit_status: int | None = None) -> None:
         """SIGTERM now, SIGKILL after kill_delay; `why` becomes the job's comment (``requeue``
         requeues it when it ends). A job `over` a limit gets PBS's note in its error file
-        first, and PBS's Exit_status for it whatever its processes exit with."""
+        first, and PBS's Exit_status for it whatever its processes exit with. `exit_status`,
+        when given, is the job's Exit_status whatever its processes exit with."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
@@ -2655,8 +2659,8 @@ class Engine:
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
             runtime["end_reason"] = why
-            if over is not None:
-                runtime["exit_status"] = over.exit_status
+            if over is not None or exit_status is not None:
+                runtime["exit_status"] = over.exit_status if over is not None else exit_status
             else:
                 runtime.pop("exit_status", None)
             st.set_runtime(job_id, runtime)
@@ -2831,7 +2835,7 @@ class Engine:
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)
         reason = runtime.get("end_reason")
-        if "exit_status" in runtime:  # killed over a limit: PBS's status for it
+        if "exit_status" in runtime:  # killed over a limit, or qdel's of an interactive job
             ended.exit_status = int(runtime["exit_status"])
             # (a note left as the job ended, after its shepherd's last look)
             (self.home.jobs / f"{job_id.split('.')[0]}.note").unlink(missing_ok=True)
@@ -2894,7 +2898,11 @@ class Engine:
         purged_by = runtime.get("purge")
         if end_hooks and attrs.get("exec_vnode"):
             used = self._ended_hooks(job_id, attrs, ended)[2]
-        if not comment and ended.could_not_start:  # the shepherd failed
+        if not comment and ended.could_not_start and \
+                interactive_jobs.QSUB_GONE in ended.start_error:
+            # OpenPBS 23.06's comment (checked): `Job run at ... and failed`, Exit_status -1
+            self.log(LOG_JOB | LOG_ERROR, "Job", job_id, f"could not start: {ended.start_error}")
+        elif not comment and ended.could_not_start:  # the shepherd failed
             comment = f"Job could not start: {ended.start_error or 'unknown reason'}"
         elif not comment and ended.exit_status == executor.EXEC_LOST:
             comment = ("Job lost: its end was never seen"
