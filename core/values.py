@@ -462,7 +462,9 @@ DEPEND_TYPES = frozenset({
     "after", "afterok", "afternotok", "afterany", "before", "beforeok", "beforenotok",
     "beforeany", "on", "runone",
 })
-_JOB_ID = re.compile(r"^[0-9]+(\[[0-9]*\])?(\.[^\s:,]+)?$")
+#: A job a dependency names: a job or an array (``12[]``), never a subjob or a range of
+#: them (``12[3]``: OpenPBS 23.06's qsub says ``illegal -W value``, checked).
+_JOB_ID = re.compile(r"^[0-9]+(\[\])?(\.[^\s:,]+)?$")
 _PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
 
 

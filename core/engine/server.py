@@ -2458,7 +2458,8 @@ class Engine:
             st.put_job(job_id, attrs)  # what its begin, prologue and launch hooks changed
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
         self._track_states()
-        self._resolve_depend([job_id])  # `after` waits for the start only
+        # (`after` waits for the start only; on an array, for its first subjob's)
+        self._resolve_depend([job_id, *([attrs["array_id"]] if attrs.get("array_id") else [])])
         return True
 
     def _could_not_start(self, job_id: str, attrs: dict, exc: Exception) -> None:

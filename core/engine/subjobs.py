@@ -331,6 +331,7 @@ class Arrays:
         self.engine.log(LOG_JOB, "Job", array_job,
                         f"Job Array {'deleted' if deleted else 'finished'}")
         self.engine._event("jobobit", job=Job(array_job, parent))
+        self.engine._resolve_depend([array_job])  # (the jobs waiting on the array)
 
     def delete(self, caller_name: str, array_job: str, attrs: dict[str, Any],
                indices: list[int] | None) -> list[str]:

@@ -95,3 +95,44 @@ def test_qrerun_of_an_array_queues_its_deleted_subjobs_again(engine):
         168, f"qrerun: Request invalid for state of job {job_id}\n")
     assert engine.pbs("qdel", job_id).returncode == 0
     engine.wait(job_id)
+
+
+def _qsub(engine, *args: str) -> str:
+    return engine.pbs("qsub", *args, "--", "/bin/true", check=True).stdout.strip()
+
+
+def test_a_dependency_on_an_array_as_openpbs(engine):
+    # OpenPBS 23.06 (checked): an array is named as 12[] or 12[].server, a subjob or a
+    # range not at all; after runs once the array has begun, afterok and afterany once
+    # it has finished, whatever its subjobs' exit statuses, and afternotok is deleted.
+    array = engine.pbs("qsub", "-h", "-J", "1-3", input="exit $((PBS_ARRAY_INDEX == 2))\n",
+                       check=True).stdout.strip()
+    number, server = array.split("[")[0], array.split(".", 1)[1]
+    for named in (f"{number}[1]", f"{number}[1].{server}", f"{number}[1-2]"):
+        refused = engine.pbs("qsub", "-W", f"depend=afterok:{named}", "--", "/bin/true")
+        assert (refused.returncode, refused.stderr.splitlines()[0]) == (
+            2, "qsub: illegal -W value"), named
+    waiting = {"afterok": _qsub(engine, "-W", f"depend=afterok:{array}"),
+               "short": _qsub(engine, "-W", f"depend=afterok:{number}[]"),
+               "afternotok": _qsub(engine, "-W", f"depend=afternotok:{array}"),
+               "afterany": _qsub(engine, "-W", f"depend=afterany:{array}"),
+               "after": _qsub(engine, "-W", f"depend=after:{array}")}
+    for job_id in waiting.values():
+        attrs = engine.job(job_id)
+        assert (attrs["job_state"], attrs["Hold_Types"]) == ("H", "s"), job_id
+    assert engine.job(waiting["short"])["depend"] == f"afterok:{array}"
+    assert engine.pbs("qrls", array).returncode == 0
+    assert engine.wait(array)["comment"].endswith(" and failed")
+    for name in ("afterok", "short", "afterany", "after"):
+        attrs = engine.wait(waiting[name])
+        assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1), name
+    gone = engine.wait(waiting["afternotok"])
+    assert (gone.get("stime"), gone["comment"]) == (
+        None, f"Job deleted as result of dependency on job {array}")
+    # On the finished array: afterok runs; afternotok is deleted at once, qsub printing
+    # its id as PBS's does.
+    assert engine.wait(_qsub(engine, "-W", f"depend=afterok:{array}"))["Exit_status"] == 0
+    late = _qsub(engine, "-W", f"depend=afternotok:{array}")
+    attrs = engine.wait(late)
+    assert (attrs.get("stime"), attrs["comment"]) == (
+        None, f"{array} Finished job did not satisfy dependency")
