@@ -282,6 +282,7 @@ def test_a_changed_sched_log_restarts_the_scheduler_there(engine, tmp_path):
 
 
 def test_a_scheduler_without_a_partition_does_not_keep_a_reservation_waiting(engine):
+    qmgr(engine, "set server log_events = 2047")  # (the reservation's lines, 0200)
     qmgr(engine, "create sched nopart2")
     qmgr(engine, "set sched nopart2 scheduling = True")
     resv_id = rsub(engine, "-l", "select=50:ncpus=1")  # fits nowhere
@@ -437,6 +438,7 @@ def test_a_reservation_for_a_partition_no_scheduler_has_is_refused_or_denied(eng
     """Audit: pbs_rsub -p naming a partition no scheduler had was kept unconfirmed to its
     end (only that partition's scheduler decides it). Refused at pbs_rsub; one whose
     partition goes while it waits is denied."""
+    qmgr(engine, "set server log_events = 2047")  # (the reservation's lines, 0200)
     start = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + 3600))
     done = engine.pbs("pbs_rsub", "-R", start, "-D", "00:10:00", "-p", "PL")
     assert (done.returncode, done.stderr) == (15014 % 256, (
