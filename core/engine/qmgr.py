@@ -348,6 +348,8 @@ _BUILTIN: dict[str, tuple[AttrDef, ...]] = {
         _op("enabled", "boolean"), _op("started", "boolean"),
         _op("comment", "string"),
         *_LIMITS, _op("max_queuable", "long", check=_not_negative),
+        _op("max_array_size", "long"),  # (any long, as OpenPBS 23.06's: 0 or less refuses
+        # every array; the server's bounds the subjobs' numbering)
         _op("resources_default", "resource"), _op("resources_max", "resource"),
         _op("resources_min", "resource"), _op("resources_available", "resource"),
         _op("default_chunk", "resource"),

@@ -1718,6 +1718,8 @@ class Engine:
         written = self._completed(
             job_id, attrs, enqueued=True, limited=limited, touched=touched,
             written=self._written(job_id, stored))
+        if limited:  # (a manager's qmove takes an array past it: OpenPBS 23.06's, checked)
+            self.arrays.check_size(attrs, destination, obj=job_id)
         self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)

@@ -70,8 +70,9 @@ class Arrays:
     # -- submission ------------------------------------------------------------------------
     def check_submitted(self, attrs: dict[str, Any]) -> arrays.Spec | None:
         """An array's submission (after queuejob, as PBS checks it): its size against the
-        server's ``max_array_size`` (15107), and it must be rerunnable (PBS's qsub refuses
-        ``-r n``; a raw request gets 15014). None for an ordinary job."""
+        server's and its queue's ``max_array_size`` (15107, `check_size`), and it must be
+        rerunnable (PBS's qsub refuses ``-r n``; a raw request gets 15014). None for an
+        ordinary job."""
         submitted = attrs.get("array_indices_submitted")
         if submitted is None:
             return None
@@ -87,10 +88,27 @@ class Arrays:
             limit = arrays.MAX_ARRAY_SIZE
         if len(spec.indices) > limit:
             raise PbsError(PBSE_MAXARRAYSIZE)
+        self.check_size(attrs, str(attrs.get("queue") or ""))
         if attrs.get("Rerunable") is False:
             raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value Rerunable: "
                            "an array job must be rerunnable")
         return spec
+
+    def check_size(self, attrs: dict[str, Any], queue: str, obj: str | None = None) -> None:
+        """Array `attrs` in `queue`: no more indices than the queue's ``max_array_size``
+        when it has one, as OpenPBS 23.06 (checked): 15107 as the server's limit, the
+        smaller of the two refusing (a route queue's at qsub too; 0 or less refuses
+        every array)."""
+        limit = (self.engine.store.get("queue", queue) or {}).get("max_array_size")
+        if limit is None or attrs.get("array_indices_submitted") is None:
+            return
+        try:
+            count = len(arrays.parse_submitted(attrs["array_indices_submitted"]).indices)
+            too_many = count > int(limit)
+        except (TypeError, ValueError):
+            return  # (no array's indices, or no number: nothing to hold it to)
+        if too_many:
+            raise PbsError(PBSE_MAXARRAYSIZE, obj=obj)
 
     @staticmethod
     def submitted(attrs: dict[str, Any], spec: arrays.Spec) -> None:

@@ -28,7 +28,10 @@ ROWS: list[str] = [
     "qstat {num}[7]", "qstat -t {num}[]", "qstat -J", "qstat -Jt",
     "qhold {num}[2]", "qrls {num}[2]", "qalter -N x {num}[2]", "qdel {num}[11]",
     "qdel {num}[2]", "qdel {num}[2]", "qdel {num}[4-5]", "qdel {num}[4-5]",
-    "qstat -t {num}[]", "qrerun {num}[3]", "qalter -W max_run_subjobs=1 {num}[]",
+    "qstat -t {num}[]", "qrerun {num}[3]", "qrerun {num}[]",
+    "qsub -W depend=afterok:{num}[3] -- /bin/true",
+    "qsub -W depend=afterany:{num}[2-3] -- /bin/true",
+    "qalter -W max_run_subjobs=1 {num}[]",
     "qdel {num}[1-20:2]", "qstat -t {num}[]", "qstat -f {num}[6]",
 ]
 
@@ -128,3 +131,48 @@ def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
         pbs.qmgr("delete queue arrq", check=False)
         local.pbs("qmgr", "-c", "delete queue arrq")
     assert_agree(differences, len(LIMIT_ROWS))
+
+
+#: A queue's max_array_size beside the server's (as root: a manager's qmove passes it).
+SIZE_ROWS: list[str] = [
+    "qmgr -c 'set server max_array_size = 10'", "qmgr -c 'set queue workq max_array_size = 3'",
+    "qmgr -c 'list queue workq max_array_size'",
+    "qsub -h -J 1-3 -- /bin/true", "qsub -h -J 1-4 -- /bin/true",
+    "qmgr -c 'set server max_array_size = 3'", "qmgr -c 'set queue workq max_array_size = 10'",
+    "qsub -h -J 1-5 -- /bin/true", "qmgr -c 'unset server max_array_size'",
+    "qmgr -c 'set queue workq max_array_size = 0'", "qsub -h -J 1-2 -- /bin/true",
+    "qmgr -c 'set queue workq max_array_size = -1'", "qsub -h -J 1-2 -- /bin/true",
+    "qmgr -c 'set queue workq max_array_size = 16777217'", "qsub -h -J 1-2 -- /bin/true",
+    "qmgr -c 'unset queue workq max_array_size'",
+    "qmgr -c 'create queue arrq2 queue_type=execution,enabled=true,started=true,"
+    "max_array_size=2'",
+    "qsub -q arrq2 -h -J 1-5 -- /bin/true", "qsub -h -J 1-5 -- /bin/true",
+    "qmove arrq2 {last}",
+]
+
+
+def test_a_queues_max_array_size_answers_as_openpbs(pbs: RealPbs, local: LocalEngine,
+                                                    attacker, unix_user):
+    pbs_host = _pbs_host(pbs)
+    engine_host = socket.gethostname().split(".")[0]
+    differences = []
+    last = {"pbs": "", "engine": ""}
+    try:
+        for line in SIZE_ROWS:
+            got = _real(pbs, line.format(last=last["pbs"]), "", unix_user)
+            ours = _engine(local, line.format(last=last["engine"]), "", attacker)
+            if line.startswith("qsub") and got[0] == 0 and ours[0] == 0:
+                last = {"pbs": got[1].strip(), "engine": ours[1].strip()}
+            got = (got[0], _any_ids(got[1], pbs_host), _any_ids(got[2], pbs_host))
+            ours = (ours[0], _any_ids(ours[1], engine_host), _any_ids(ours[2], engine_host))
+            if got != ours:
+                differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
+    finally:
+        forget_both(pbs, local)
+        for text in ("unset server max_array_size", "unset queue workq max_array_size"):
+            pbs.qmgr(text, check=False)
+            local.pbs("qmgr", "-c", text)
+        time.sleep(1)  # (PBS's qdel -W force is done when its history is written)
+        pbs.qmgr("delete queue arrq2", check=False)
+        local.pbs("qmgr", "-c", "delete queue arrq2")
+    assert_agree(differences, len(SIZE_ROWS))

@@ -136,3 +136,58 @@ def test_a_dependency_on_an_array_as_openpbs(engine):
     attrs = engine.wait(late)
     assert (attrs.get("stime"), attrs["comment"]) == (
         None, f"{array} Finished job did not satisfy dependency")
+
+
+_TOO_BIG = (3, "qsub: Array job exceeds server or queue size limit\n")
+
+
+def _qsub_array(engine, spec: str, *options: str):
+    done = engine.pbs("qsub", "-h", *options, "-J", spec, "--", "/bin/true")
+    return done.returncode, done.stderr
+
+
+def test_a_queues_max_array_size_limits_its_arrays_as_openpbs(engine):
+    # OpenPBS 23.06 (checked): the server's and the queue's limits both hold (the smaller
+    # refuses, with one message); any long is taken, 0 or less refusing every array; a
+    # route queue's holds at qsub; a manager's qmove takes an array past it.
+    def qmgr(text: str) -> None:
+        engine.pbs("qmgr", "-c", text, check=True)
+
+    qmgr("set server max_array_size = 10")
+    qmgr("set queue workq max_array_size = 3")
+    assert [_qsub_array(engine, spec)[0] for spec in ("1-3", "1-4", "1-20")] == [0, 3, 3]
+    assert _qsub_array(engine, "1-4") == _TOO_BIG
+    qmgr("set server max_array_size = 3")
+    qmgr("set queue workq max_array_size = 10")
+    assert _qsub_array(engine, "1-5") == _TOO_BIG
+    qmgr("unset server max_array_size")
+    for value, status in (("0", 3), ("-1", 3), ("1", 3), ("16777217", 0)):
+        qmgr(f"set queue workq max_array_size = {value}")
+        assert _qsub_array(engine, "1-2")[0] == status, value
+    assert engine.pbs("qmgr", "-c", "set queue workq max_array_size = abc").returncode == 166
+    qmgr("unset queue workq max_array_size")
+    qmgr("create queue arrq2 queue_type=execution,enabled=true,started=true,"
+         "max_array_size=2")
+    assert "set queue arrq2 max_array_size = 2\n" in engine.pbs(
+        "qmgr", "-c", "print queue arrq2", check=True).stdout
+    assert _qsub_array(engine, "1-5", "-q", "arrq2") == _TOO_BIG
+    big = engine.pbs("qsub", "-h", "-J", "1-5", "--", "/bin/true", check=True).stdout.strip()
+    assert engine.pbs("qmove", "arrq2", big).returncode == 0
+    assert engine.job(big)["queue"] == "arrq2"
+    qmgr("create queue arrr queue_type=route")
+    qmgr("set queue arrr max_array_size = 2")
+    qmgr("set queue arrr route_destinations = workq,enabled=true,started=true")
+    assert _qsub_array(engine, "1-5", "-q", "arrr") == _TOO_BIG
+
+
+def test_a_users_qmove_of_an_array_too_big_for_the_queue_is_refused(engine, attacker):
+    # (pbsplug's reading: the queue's limit holds whoever else moves or routes a job there,
+    # as its other limits do; a manager's qmove alone is let past, checked on PBS)
+    engine.pbs("qmgr", "-c", "create queue arrq2 queue_type=execution,enabled=true,"
+               "started=true,max_array_size=2", check=True)
+    big = attacker.pbs(engine, "qsub", "-h", "-J", "1-5", "--", "/bin/true").stdout.strip()
+    assert big.endswith("]." + engine.client("status")["server"]), big
+    refused = attacker.pbs(engine, "qmove", "arrq2", big)
+    assert (refused.returncode, refused.stderr) == (
+        3, f"qmove: Array job exceeds server or queue size limit {big}\n")
+    assert engine.job(big)["queue"] == "workq"
