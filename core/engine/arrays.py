@@ -39,9 +39,10 @@ _RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$", re.ASCII)
 #: The largest index (and step) of an array: PBS's server refuses more (a C int's; checked,
 #: ``-J 2147483647-2147483648`` is its 15014).
 MAX_INDEX = (1 << 31) - 1
-#: The largest number PBS's qsub reads in a ``-J`` range (an unsigned 64-bit one's; checked:
-#: more is its ``illegal -J value``).
-QSUB_MAX = (1 << 64) - 1
+#: The largest number PBS's qsub reads in a ``-J`` range: a C long's largest less one
+#: (checked: 9223372036854775806 passes it, 9223372036854775807 and more are its ``illegal
+#: -J value``).
+QSUB_MAX = (1 << 63) - 2
 #: The largest ``%`` number the server takes: `values` bounds ``max_run_subjobs`` so.
 MAX_RUN = 1 << 31
 
