@@ -125,6 +125,13 @@ def test_a_tmpdir_nested_deeper_than_any_recursion_is_removed(private):
         os.close(fd)
     assert executor.remove_job_dir(tmpdir) is None
     assert not os.path.lexists(tmpdir)
+    # On a busy machine the end's half second runs out and the rest is set aside as a
+    # leftover for the server's sweeps: sweep until it is gone (a tree 1,000 deep left in
+    # tmp_path broke pytest's own clean-up, which recurses).
+    for _ in range(1000):
+        if not executor.sweep_leftovers(private, 5.0):
+            break
+    assert not [p for p in private.iterdir() if p.name.startswith(executor.LEFTOVER)]
 
 
 def test_a_folder_swapped_for_a_link_after_it_was_listed_is_never_opened(private, outside,
