@@ -148,6 +148,9 @@ HELD_BY = "Job held by "
 #: PBS's state_count names, in its order.
 _STATE_NAMES = (("Transit", "T"), ("Queued", "Q"), ("Held", "H"), ("Waiting", "W"),
                 ("Running", "R"), ("Exiting", "E"), ("Begun", "B"))
+#: What state_count and total_jobs count: an array that has begun too (Begun, beside its
+#: running subjobs), as OpenPBS 23.06 counts it (checked: ``Running:2 Exiting:0 Begun:1``).
+_COUNTED_STATES = (*_ACTIVE, "B")
 PBSE_RESCUNAV = 15044
 PBSE_NORERUN = 15038
 PBSE_NODESPLACE = 15110  # (Cannot be used with select or place: nodes)
@@ -1160,7 +1163,8 @@ class Engine:
                                                  "state_count": state_count(counts)}},
                              self.unreadable("server", caller))
 
-    def queue_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, dict[str, int]]:
+    def queue_counts(self, states: tuple[str, ...] = _COUNTED_STATES
+                     ) -> dict[str, dict[str, int]]:
         """Per queue, how many of its jobs are in each of `states` (one query)."""
         out: dict[str, dict[str, int]] = {}
         for (queue, state), n in self.store.state_counts(states).items():
@@ -1170,7 +1174,7 @@ class Engine:
                 counted[state] = counted.get(state, 0) + n
         return out
 
-    def job_counts(self, states: tuple[str, ...] = _ACTIVE) -> dict[str, int]:
+    def job_counts(self, states: tuple[str, ...] = _COUNTED_STATES) -> dict[str, int]:
         """How many jobs are in each of `states` (no row decoded: see `Store.state_counts`)."""
         counts: dict[str, int] = {}
         for (_, state), n in self.store.state_counts(states).items():

@@ -3,6 +3,7 @@ the real PBS first (docs/engine.md, "Job arrays"): a qrerun of the whole array."
 
 from __future__ import annotations
 
+import json
 import time
 
 from pbsplug.engine import arrays
@@ -191,3 +192,20 @@ def test_a_users_qmove_of_an_array_too_big_for_the_queue_is_refused(engine, atta
     assert (refused.returncode, refused.stderr) == (
         3, f"qmove: Array job exceeds server or queue size limit {big}\n")
     assert engine.job(big)["queue"] == "workq"
+
+
+def test_a_begun_array_is_counted_as_begun_as_openpbs(engine):
+    # OpenPBS 23.06 (checked): an array with two running subjobs counts Running:2 and
+    # Begun:1 in the server's and its queue's state_count, and once in total_jobs.
+    job_id = engine.pbs("qsub", "-J", "1-4%2", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    _wait_subjobs(engine, job_id, {1: "R", 2: "R"})
+    server = json.loads(engine.pbs("qstat", "-Bf", "-F", "json", check=True).stdout)
+    queue = json.loads(engine.pbs("qstat", "-Qf", "-F", "json", "workq", check=True).stdout)
+    for attrs in (*server["Server"].values(), queue["Queue"]["workq"]):
+        assert attrs["state_count"].split() == [
+            "Transit:0", "Queued:0", "Held:0", "Waiting:0", "Running:2", "Exiting:0",
+            "Begun:1"]
+        assert attrs["total_jobs"] == 3
+    assert engine.pbs("qdel", job_id).returncode == 0
+    engine.wait(job_id)
