@@ -118,6 +118,8 @@ ALTER_RUNNING_RESOURCES = frozenset({"walltime", "cput", "soft_walltime", "min_w
 #: Resources no qsub may ask for, root's neither, and only operators and managers may set
 #: with qalter: OpenPBS 23.06's 15003 for soft_walltime (checked as root and as a user).
 ADMIN_RESOURCES = ("soft_walltime",)
+#: PBS's comment of an array not begun whose max_run_subjobs lets none start (``-J 1-3%0``).
+SUBJOB_LIMIT = "Not Running: Number of concurrent running subjobs limit reached"
 #: The comment of an array's finished subjob that a qrerun of the array queues again.
 REQUEUED_WITH_ARRAY = "Job requeued with its array at request of an operator"
 #: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
@@ -2329,6 +2331,8 @@ class Engine:
             for job_id, attrs in queued.items():
                 changed = False
                 comment = result.comments.get(job_id)
+                if comment is None and attrs.get("array") and _no_subjob_room(attrs):
+                    comment = SUBJOB_LIMIT  # (the scheduler is shown none of its subjobs)
                 if comment and attrs.get("comment") != comment:
                     attrs["comment"] = comment
                     changed = True
@@ -3029,6 +3033,15 @@ def _attribute_list(attrs: Any) -> frozenset[str] | None:
         raise PbsError(PBSE_BADATVAL, "Illegal attribute or resource value attrs: "
                        "expected a list of attribute names")
     return frozenset(attrs)
+
+
+def _no_subjob_room(attrs: dict[str, Any]) -> bool:
+    """Whether queued array `attrs` (none of its subjobs runs: it has not begun) may start
+    none: its ``max_run_subjobs`` is 0."""
+    try:
+        return int(attrs["max_run_subjobs"]) <= 0
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def state_count(counts: dict[str, int]) -> str:

@@ -209,3 +209,17 @@ def test_a_begun_array_is_counted_as_begun_as_openpbs(engine):
         assert attrs["total_jobs"] == 3
     assert engine.pbs("qdel", job_id).returncode == 0
     engine.wait(job_id)
+
+
+def test_an_array_of_no_running_subjobs_says_why_as_openpbs(engine):
+    # OpenPBS 23.06 (checked): `-J 1-3%0` stays Q with this comment; one let run begins.
+    job_id = engine.pbs("qsub", "-J", "1-3%0", "--", "/bin/true", check=True).stdout.strip()
+    deadline = time.monotonic() + 30
+    while engine.job(job_id).get("comment") is None:
+        assert time.monotonic() < deadline, "no comment on the array"
+        time.sleep(0.1)
+    attrs = engine.job(job_id)
+    assert (attrs["job_state"], attrs["comment"]) == (
+        "Q", "Not Running: Number of concurrent running subjobs limit reached")
+    assert engine.pbs("qalter", "-W", "max_run_subjobs=3", job_id).returncode == 0
+    assert engine.wait(job_id)["comment"].endswith(" and finished")
