@@ -21,7 +21,15 @@ the status file; a restarted server finds its jobs again from the two files
 (`Launch.alive`, `Launch.recorded`).
 
 The job runs in its own process group (its ``session_id``), which is what qdel and the
-walltime limit signal.
+walltime limit signal. The job's processes are the shepherd's descendants: the shepherd is
+their child subreaper (`become_subreaper`), so a process that makes a session of its own
+(``setsid``, a daemon's double fork) stays in its tree when its parent ends, and
+`job_processes` finds it there (and in the shepherd's session, as before). Those are what
+the shepherd samples (`sample`) and kills at the job's end (`_kill_job`), what suspend and
+resume reach (`signal_session`), and, with what the shepherd's last sample recorded, what
+is killed of a job whose shepherd is gone (`kill_session`). A kill or a stop goes in rounds
+until a round finds no process it has not signalled (`_signal_rounds`): a process forked
+meanwhile is caught in the next.
 
 Everything done on the job's behalf on the file system is done as its owner: the job's child
 drops to the owner's uid, gid and groups *before* it opens the output and error files,
@@ -48,9 +56,10 @@ import signal
 import socket
 import stat
 import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import interactive as _interactive
 
@@ -193,26 +202,130 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_KB = (os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096) // 1024
 
 
-def sample(session: int, job_session: int = 0) -> tuple[float, int, int]:
-    """The CPU seconds, resident kb and virtual kb of the processes of `session` but its
-    leader (the shepherd), and of `job_session` (an interactive job's, leader included):
-    each one's own CPU time and its reaped children's, as PBS's MoM sums a job's
-    processes, read from one /proc/<pid>/stat each."""
-    ticks = rss = vsize = 0
+class Proc(NamedTuple):
+    """What one read of a process's /proc/<pid>/stat says of it."""
+
+    state: str     # R, S, D, T, t, Z, X, ...
+    ppid: int
+    session: int
+    start: float   # clock ticks since boot
+    ticks: int     # CPU: its own and its reaped children's (utime stime cutime cstime)
+    vsize: int     # bytes
+    rss: int       # pages
+
+    @property
+    def gone(self) -> bool:
+        """Ended (a zombie waiting for its parent, or dead): nothing to signal or stop."""
+        return self.state in ("Z", "X", "x")
+
+
+def processes() -> dict[int, Proc]:
+    """Every process of the machine, as one read of its /proc/<pid>/stat each. Not one
+    instant: a process may start, end or change parents while the others are read."""
+    table = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == session:
-            continue
+        if name.isdigit():
+            proc = _proc(name)
+            if proc is not None:
+                table[int(name)] = proc
+    return table
+
+
+def _proc(pid: int | str) -> Proc | None:
+    stat = proc_stat(pid)
+    if stat is None:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        return Proc(fields[0], int(fields[1]), int(fields[3]), float(fields[19]),
+                    sum(int(v) for v in fields[11:15]), int(fields[20]), int(fields[21]))
+    except (IndexError, ValueError):
+        return None
+
+
+def job_processes(roots: Mapping[int, float], since: float, sessions: Collection[int] = (),
+                  table: Mapping[int, Proc] | None = None) -> dict[int, Proc]:
+    """A job's processes in `table` (default: /proc, read now), the `roots` aside: the
+    descendants of each root (`roots` maps a pid to its start time: a pid that names
+    another process now is no root) and the members of `sessions`, all started since
+    `since`. A job's shepherd is its subreaper (`become_subreaper`), so whatever the job
+    starts stays its descendant, even when a process between them ends and whatever
+    session it makes. Pid reuse: a child is taken only if it started no earlier than the
+    parent it names (a pid freed and given again while the table is read names a newer
+    process than its old children), and a session's member only while its leader, whose
+    number it is, lives (the caller's check)."""
+    table = processes() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    found: dict[int, Proc] = {}
+    stack = [pid for pid, start in roots.items() if pid in table and table[pid].start == start]
+    while stack:
+        parent = stack.pop()
+        born = max(since, table[parent].start)
+        for pid in children.get(parent, ()):
+            proc = table[pid]
+            if pid not in found and pid not in roots and proc.start >= born:
+                found[pid] = proc
+                stack.append(pid)
+    if sessions:
+        for pid, proc in table.items():
+            if proc.session in sessions and pid not in roots and proc.start >= since:
+                found.setdefault(pid, proc)
+    return found
+
+
+def _tree_walk(root: int, started: float) -> dict[int, Proc] | None:
+    """The descendants of `root` (started at `started`), read through the kernel's lists of
+    each task's children (/proc/<pid>/task/<tid>/children): only the job's processes are
+    read, so a round takes microseconds where a whole /proc takes milliseconds, fast enough
+    to catch a process that forks and exits in a loop (its child comes to the subreaper).
+    A child is taken when its stat names that parent, and started no earlier. None where
+    the kernel keeps no such lists (CONFIG_PROC_CHILDREN)."""
+    found: dict[int, Proc] = {}
+    stack = [(root, started)]
+    while stack:
+        parent, born = stack.pop()
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[3]) not in (session, job_session or session):
-                continue
-            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-            vsize += int(fields[20])
-            rss += int(fields[21])
-        except (OSError, IndexError, ValueError):
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
             continue  # gone meanwhile
-    return ticks / _TICKS, rss * _PAGE_KB, vsize // 1024
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    listed = f.read().split()
+            except FileNotFoundError:
+                if parent == root and tid == str(root):
+                    return None  # no such lists here
+                continue
+            except OSError:
+                continue
+            for name in reversed(listed):  # (the newest last: an orphan comes at the end)
+                pid = int(name)
+                proc = None if pid in found else _proc(pid)
+                if proc is not None and proc.ppid == parent and proc.start >= born:
+                    found[pid] = proc
+                    if not proc.gone:  # (a zombie's children have come to the subreaper)
+                        stack.append((pid, proc.start))
+    return found
+
+
+def sample(shepherd: int, since: float, job_session: int = 0
+           ) -> tuple[float, int, int, list[tuple[int, float]]]:
+    """The CPU seconds, resident kb and virtual kb of the job of `shepherd` (started at
+    `since`; called by the shepherd itself), and its processes (pid, start): its
+    processes as `job_processes` finds them (the shepherd's descendants, the members of
+    its session and of `job_session`, an interactive job's own, while its leader is
+    unreaped), each one's own CPU time and its reaped children's, as PBS's MoM sums a
+    job's processes; and the CPU time of what the shepherd reaped (the job's orphans come
+    to it, its subreaper: a process that ended between two samples is counted)."""
+    found = job_processes({shepherd: since}, since, (shepherd, job_session or shepherd))
+    ticks = sum(p.ticks for p in found.values())
+    rss = sum(p.rss for p in found.values() if not p.gone)
+    vsize = sum(p.vsize for p in found.values() if not p.gone)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (ticks / _TICKS + reaped.ru_utime + reaped.ru_stime, rss * _PAGE_KB,
+            vsize // 1024, [(pid, p.start) for pid, p in found.items() if not p.gone])
 
 
 def peak_kb(pid: int) -> int:
@@ -638,8 +751,56 @@ def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
     os.replace(tmp, path)
 
 
+#: prctl's option that makes a process the parent of its orphaned descendants (Linux 3.4).
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper: a descendant whose parent ends comes to it,
+    not to init, so that whatever its job starts stays in its tree, whatever session it
+    makes (`job_processes`). Not inherited by its children. Whether it is one."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(ctypes.c_int(PR_SET_CHILD_SUBREAPER), ctypes.c_ulong(1),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    except (OSError, AttributeError, ImportError):  # no libc prctl here (not Linux)
+        return False
+
+
+def _reap_orphans(keep: int) -> None:
+    """Reap the shepherd's children that ended, but `keep` (the job's top process, whose
+    status and use it waits for): the job's orphans, come to their subreaper, and the
+    note writers it stopped waiting for. What they used counts in its RUSAGE_CHILDREN."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid == keep:
+            return  # (the top process first in line: reaped by its own wait, next)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+
+
+def _reap_all(seconds: float) -> None:
+    """Reap every child of the shepherd's, waiting up to `seconds` for those just killed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            done, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.002)
+
+
 def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
     os.setsid()
+    become_subreaper()  # (failing, an old kernel: its session still finds the job's)
     # Every signal as a fresh process has it, none blocked: whatever the server's process
     # was left with (a plugin that ignored SIGCHLD had the shepherd's wait fail, and the
     # job ran again and again) is not the job's, and an ignored signal survives exec.
@@ -657,7 +818,14 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
     request = _wait_for_start(fd, server)
     os.close(fd)
     if request is not None:
-        _run_job(**request, ids=ids, status_file=status_file)
+        try:
+            _run_job(**request, ids=ids, status_file=status_file)
+        except BaseException:
+            # A shepherd that fails loses its job (the server finds no status); nothing
+            # of the job may run on untracked.
+            me = os.getpid()
+            _kill_job(me, process_start(me) or 0.0)
+            raise
 
 
 def _wait_for_start(fd: int, server: int) -> dict | None:
@@ -792,9 +960,9 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     except OSError:
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
+    me_started = process_start(me) or 0.0
     _write_aside(status_file.with_suffix(".shepherd"),
-                 {"shepherd": me, "started": process_start(me) or 0.0, "pgid": pid,
-                  "boot": boot_id()})
+                 {"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
     start_error, err_fd, qsub_fd = _start_report(report)
     used = Usage()
     try:
@@ -810,13 +978,18 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # What it used since the last sample is counted first, with the top process's (its
     # leftovers are not its reaped children): a job whose work ran in the background
     # between two samples, up to 10 s of it a process, reported none of it.
+    # (the top process reaped: its use and its reaped children's are the shepherd's
+    # RUSAGE_CHILDREN now, which `sample` counts)
     try:
-        cput, mem_kb, vmem_kb = sample(me, pid if interactive else 0)
-        used.cput = max(used.cput, usage.ru_utime + usage.ru_stime + cput)
+        cput, mem_kb, vmem_kb, _ = sample(me, me_started)
+        used.cput = max(used.cput, usage.ru_utime + usage.ru_stime, cput)
         used.mem_kb, used.vmem_kb = max(used.mem_kb, mem_kb), max(used.vmem_kb, vmem_kb)
     except Exception:  # noqa: BLE001 - an odd /proc: the samples' figures stand
         pass
-    _signal_session(me, process_start(me) or 0.0, signal.SIGKILL)
+    _kill_job(me, me_started)
+    _reap_all(1.0)  # (those killed come to the shepherd: what they used since is counted)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used.cput = max(used.cput, reaped.ru_utime + reaped.ru_stime)
     if start_error:
         code = EXEC_FAIL2 if start_error.startswith(NO_HOME) else EXEC_FAIL
     elif os.WIFSIGNALED(status):
@@ -1006,7 +1179,8 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
     it is killed as its top process ends, before that process is reaped (its pid, the
     session's number, cannot be anyone else's until then)."""
     note, usage_file = status_file.with_suffix(".note"), status_file.with_suffix(".usage")
-    session, samples = os.getpid(), 0
+    me, samples = os.getpid(), 0
+    me_started = process_start(me) or 0.0
     job_session = pid if qsub_fd is not None else 0
     job_started = process_start(pid) or 0.0
     wake_r, wake_w = os.pipe()
@@ -1030,18 +1204,21 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
             if qsub_fd is not None and os.waitid(
                     os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 # (its leader is a zombie: still its pid)
-                _signal_session(pid, job_started, signal.SIGKILL)
+                _kill_job(me, me_started, job_session)
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done == pid:
                 break
+            _reap_orphans(pid)
             now = time.monotonic()
             if now - t0 >= sample_time(samples):
                 try:  # (a sample that fails is skipped: the job's end must be reported)
-                    cput, mem_kb, vmem_kb = sample(session, job_session)
+                    cput, mem_kb, vmem_kb, found = sample(me, me_started, job_session)
                     used.walltime, used.cput = now - t0, max(used.cput, cput)
                     used.mem_kb = max(used.mem_kb, mem_kb, peak_kb(pid))
                     used.vmem_kb = max(used.vmem_kb, vmem_kb)
-                    _write_aside(usage_file, asdict(used))
+                    # (with the job's processes: what is killed if the shepherd is lost)
+                    _write_aside(usage_file, {**asdict(used),
+                                              "processes": found[:RECORDED_PROCESSES]})
                 except Exception:  # noqa: BLE001 - a full disk, an odd /proc
                     pass
                 while now - t0 >= sample_time(samples):
@@ -1053,7 +1230,7 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
                 # qsub went away: the job ends, as a terminal's hangup would end it, but
                 # whatever it ignores
                 poller.unregister(qsub_fd)
-                _signal_session(pid, job_started, signal.SIGKILL)
+                _kill_job(me, me_started, job_session)
                 signal_if_same(pid, job_started, signal.SIGKILL)
             try:
                 while os.read(wake_r, 512):
@@ -1069,6 +1246,9 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
 
 #: Seconds between two looks at the job where its shepherd cannot be woken by signals.
 WAKE_EVERY = 0.5
+#: How many of the job's processes a sample records for `kill_session` (the oldest first
+#: would be better; these are /proc's order).
+RECORDED_PROCESSES = 4096
 
 
 def sample_time(n: int) -> float:
@@ -1079,47 +1259,124 @@ def sample_time(n: int) -> float:
 
 
 def kill_session(launch: Launch) -> int:
-    """SIGKILL every process left of a job whose shepherd is gone: those in the shepherd's
-    session (the job's group and any group it made) started since the shepherd, in the same
-    boot. Linux does not reuse a pid while a session of that number has members, so these
-    are the job's. Returns how many."""
+    """SIGKILL every process left of a job whose shepherd is gone (`signal_tree`): those in
+    the shepherd's session started since the shepherd, in the same boot (Linux does not
+    reuse a pid while a session of that number has members, so these are the job's), and
+    those the shepherd recorded at its last sample of the job's use (``<seq>.usage``: a
+    process that left the session, an orphan of init's once its subreaper is gone), each
+    only while it is the same process (its start time), with their descendants. Returns
+    how many."""
     if not launch.boot or launch.boot != boot_id():
         return 0
     now = process_start(launch.shepherd)
     if now is not None and now != launch.started:
         # The shepherd's pid names another process now, which Linux allows only once no
-        # process is left in the old session: nothing of the job is left, and the new
-        # process's own session must not be touched.
-        return 0
-    return _signal_session(launch.shepherd, launch.started, signal.SIGKILL)
+        # process is left in the old session; the new process's own session must not be
+        # touched, but what the shepherd recorded is checked process by process.
+        return signal_tree(launch, signal.SIGKILL, sessions=False)
+    return signal_tree(launch, signal.SIGKILL)
 
 
 def signal_session(launch: Launch, sig: int) -> int:
-    """Send `sig` to every process of the job's shepherd's session but the shepherd, as
-    `kill_session` finds them (qsig -s suspend and resume: a process that moved to another
-    group of the session is stopped and woken with the others). Returns how many."""
+    """Send `sig` to every process of the job but its shepherd (`signal_tree`): qsig -s
+    suspend and resume, and their replay for an adopted job (`jobcontrol`), reach a
+    process that moved to another group of the session, or made a session of its own.
+    Nothing while the shepherd is gone or its pid another's. Returns how many."""
     if not launch.boot or launch.boot != boot_id() or \
             process_start(launch.shepherd) != launch.started:
         return 0  # (the shepherd gone, or its pid another's: see kill_session)
-    return _signal_session(launch.shepherd, launch.started, sig)
+    return signal_tree(launch, sig)
 
 
-def _signal_session(leader: int, since: float, sig: int) -> int:
-    """Send `sig` to the processes of session `leader` started since `since`, but the
-    leader."""
-    killed = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == leader:
-            continue
-        stat = proc_stat(name)
-        try:
-            fields = stat.rsplit(")", 1)[1].split() if stat is not None else []
-            session, started = int(fields[3]), float(fields[19])
-        except (IndexError, ValueError):
-            continue  # gone meanwhile
-        if session == leader and started >= since:
-            killed += signal_if_same(int(name), started, sig)
-    return killed
+def signal_tree(launch: Launch, sig: int, sessions: bool = True) -> int:
+    """Send `sig` to the job's processes, as its shepherd finds them (`job_processes`):
+    its descendants while it lives, the members of its session (with `sessions`), and
+    once it is gone what it recorded at its last sample with their descendants. A
+    SIGSTOP or SIGKILL is sent in rounds (`_signal_rounds`), so that a process forked
+    while the others are signalled gets it too. Returns how many were sent it."""
+    roots = {launch.shepherd: launch.started}
+    fast: Callable[[], dict[int, Proc]] | None = None
+    if process_start(launch.shepherd) != launch.started:
+        roots = _recorded_processes(launch)
+    else:
+        def fast() -> dict[int, Proc]:
+            return _tree_walk(launch.shepherd, launch.started) or {}
+    exclude = launch.shepherd
+
+    def find() -> dict[int, Proc]:
+        table = processes()
+        found = job_processes(roots, launch.started,
+                              (launch.shepherd,) if sessions else (), table)
+        found.update((pid, table[pid]) for pid, start in roots.items()
+                     if pid != exclude and pid in table and table[pid].start == start)
+        return found
+
+    return _signal_rounds(find, sig, KILL_SECONDS_SERVER, fast)
+
+
+def _recorded_processes(launch: Launch) -> dict[int, float]:
+    """The job's processes (pid: start) its shepherd recorded at its last sample."""
+    try:
+        data = json.loads(Path(launch.status_file).with_suffix(".usage").read_text())
+        return {int(pid): float(start) for pid, start in data.get("processes", ())}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+#: Seconds a server's kill or stop of a job's processes goes on in rounds while new ones
+#: appear (`_signal_rounds`), and a shepherd's at its job's end. The server's is short: it
+#: runs in the server's loop.
+KILL_SECONDS_SERVER = 0.2
+KILL_SECONDS = 5.0
+
+
+def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float,
+                   fast: Callable[[], dict[int, Proc]] | None = None,
+                   between: Callable[[], None] | None = None) -> int:
+    """Send `sig` to what `find()` lists, through `signal_if_same` (the same process, by
+    its start time). SIGSTOP and SIGKILL go in rounds until a round finds nothing that was
+    not sent it (a stopped process forks no more; a process forked while the others were
+    being stopped is found in the next round), for `seconds` at most; a SIGKILL's round
+    stops each process first, then kills it. `fast()`, when given, is a quicker search
+    (`_tree_walk`) that each round tries first: the rounds end only when neither finds a
+    process not sent `sig` (a process that forks and exits in a loop is never where the
+    slow one saw it). `between()` runs after each round (the shepherd reaps what it
+    killed). Returns how many were sent `sig`."""
+    sent: set[tuple[int, float]] = set()
+    count = 0
+    deadline = time.monotonic() + seconds
+
+    def unsent(found: dict[int, Proc]) -> list[tuple[int, float]]:
+        return [(pid, p.start) for pid, p in found.items()
+                if not p.gone and (pid, p.start) not in sent]
+
+    while True:
+        new = unsent(fast()) if fast is not None else []
+        if not new:
+            new = unsent(find())
+            if not new:
+                return count
+        if sig == signal.SIGKILL:
+            for pid, start in new:
+                signal_if_same(pid, start, signal.SIGSTOP)
+        for pid, start in new:
+            count += signal_if_same(pid, start, sig)
+        sent.update(new)
+        if between is not None:
+            between()
+        if sig not in (signal.SIGSTOP, signal.SIGKILL) or time.monotonic() >= deadline:
+            return count
+
+
+def _kill_job(me: int, started: float, job_session: int = 0) -> int:
+    """The shepherd's own kill of what is left of its job (`_signal_rounds`): its
+    descendants, its session's members and `job_session`'s (an interactive job's, while its
+    leader is unreaped: that one is never reaped here). Returns how many."""
+    sessions = (me, job_session or me)
+    return _signal_rounds(lambda: job_processes({me: started}, started, sessions),
+                          signal.SIGKILL, KILL_SECONDS,
+                          fast=lambda: _tree_walk(me, started) or {},
+                          between=lambda: _reap_orphans(job_session))
 
 
 def signal_if_same(pid: int, started: float, sig: int, caught_only: bool = False) -> bool:
@@ -1201,10 +1458,11 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     """Send `sig` to the job: its process group (`signal_job`; `wait` as `Launch.resolve`)
     and its top process, wherever that moved: a process may join another group of its
     session (setpgid), out of reach of the first. Its end ends the job, and its shepherd
-    then kills what is left in its session. No /proc scan: the top process is the one
+    then kills what is left of the job (`_kill_job`). No /proc scan: the top process is the one
     whose pid is the group's number, signalled (once: not when it is still in the group)
     only while it is the shepherd's live child, through a pidfd, so the process checked is
-    the one signalled. Whether either was sent."""
+    the one signalled. (Suspend and resume reach every process of the job as well:
+    `signal_session`.) Whether either was sent."""
     pgid = launch.resolve(wait=wait)
     sent = signal_job(pgid, sig)
     if pgid <= 0:

@@ -1,0 +1,134 @@
+"""A job's processes, found as its shepherd's descendants (the shepherd is their subreaper)
+and as its session's members: what `executor.job_processes` takes and leaves, and that a
+subreaper keeps a daemon's orphan in its tree. The attacks themselves, as an unprivileged
+user through a real server, are in tests/security/test_session_escape.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from pbsplug.engine import executor
+from pbsplug.engine.executor import Proc
+
+
+def proc(ppid: int, start: float, session: int = 7, state: str = "S") -> Proc:
+    return Proc(state, ppid, session, start, 0, 0, 0)
+
+
+def test_a_jobs_processes_are_the_shepherds_descendants_and_its_sessions_members():
+    table = {
+        10: proc(1, 100.0, session=10),          # the shepherd
+        11: proc(10, 101.0),                     # its child (the job)
+        12: proc(10, 102.0, session=12),         # an orphan come to it, in its own session
+        13: proc(12, 103.0, session=12),         # that one's child
+        14: proc(1, 104.0, session=10),          # left in the shepherd's session (no subreaper)
+        20: proc(1, 50.0, session=20),           # someone else's
+        21: proc(20, 105.0, session=20),
+    }
+    found = executor.job_processes({10: 100.0}, 100.0, (10,), table)
+    assert sorted(found) == [11, 12, 13, 14]
+
+
+def test_a_process_older_than_the_parent_it_names_is_not_taken():
+    """Pid reuse while /proc is read: a process whose parent's pid was freed and given to
+    one of the job's is older than that newcomer, and not the job's."""
+    table = {
+        10: proc(1, 100.0, session=10),
+        30: proc(10, 200.0),                     # the job's, with a reused pid
+        31: proc(30, 150.0, session=31),         # the old owner of pid 30's child: not ours
+        32: proc(30, 201.0),                     # the newcomer's own child
+    }
+    assert sorted(executor.job_processes({10: 100.0}, 100.0, (10,), table)) == [30, 32]
+
+
+def test_a_root_whose_pid_names_another_process_now_has_no_descendants():
+    table = {10: proc(1, 300.0, session=10), 11: proc(10, 301.0)}
+    assert executor.job_processes({10: 100.0}, 100.0, (), table) == {}
+
+
+def test_a_session_member_started_before_the_shepherd_is_not_taken():
+    table = {10: proc(1, 100.0, session=10), 11: proc(1, 90.0, session=10)}
+    assert executor.job_processes({10: 100.0}, 100.0, (10,), table) == {}
+
+
+def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
+    """A double fork with a setsid between (a daemon's): the process left is the
+    subreaper's child, found by both searches, and killed by the shepherd's kill."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # (a shepherd of a sort)
+        code = 1
+        try:
+            os.close(read_end)
+            assert executor.become_subreaper()
+            subprocess.run(["/bin/sh", "-c", "setsid sleep 300 & exit 0"], check=True)
+            me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                walked = executor._tree_walk(me, started) or {}
+                if any(p.ppid == me for p in walked.values()):
+                    break
+                time.sleep(0.01)
+            found = executor.job_processes({me: started}, started)
+            orphans = [pid for pid, p in found.items() if p.ppid == me and not p.gone]
+            assert len(orphans) == 1 and set(walked) == set(found), (walked, found)
+            assert os.getsid(orphans[0]) == orphans[0]
+            assert executor._kill_job(me, started) == 1
+            executor._reap_all(5.0)
+            assert executor._proc(orphans[0]) is None
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - told to the test through the pipe
+            os.write(write_end, repr(exc).encode()[:4000])
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        why = pipe.read().decode()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, why
+
+
+#: A process that forks, makes a session and exits in a loop, until the time in argv[1].
+HOPPER = ("import os, sys, time\n"
+          "end = float(sys.argv[1])\n"
+          "while time.time() < end:\n"
+          "    if os.fork():\n"
+          "        os._exit(0)\n"
+          "    os.setsid()\n")
+
+
+def test_the_rounds_kill_a_process_that_forks_and_exits_in_a_loop():
+    """A process that forks and exits over and over is never where a scan of /proc saw it;
+    its subreaper's rounds (stop, kill, look again at its children) end it."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            assert executor.become_subreaper()
+            # (for 60 s at most: one the kill missed must not hop on for ever)
+            hopper = subprocess.Popen(["/usr/bin/python3", "-c", HOPPER, str(time.time() + 60)])
+            time.sleep(0.5)
+            me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
+            executor._kill_job(me, started)
+            executor._reap_all(5.0)
+            # (no child left at all: a live descendant would be one's, or one itself)
+            try:
+                os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                raise AssertionError("a process of the loop is left")
+            except ChildProcessError:
+                pass
+            hopper.returncode = 0  # (reaped above)
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - told to the test through the pipe
+            os.write(write_end, repr(exc).encode()[:4000])
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        why = pipe.read().decode()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, why
