@@ -30,8 +30,9 @@ name ``PBS_GENERIC`` is the limit of each entity without a limit of its own. A j
 refused with PBS's code and text (15142 for a count, 15143 for a resource, 15046 for
 ``max_queuable``) when the jobs already there plus itself would be over any limit that
 applies to it. Nobody is exempt, as in PBS: root's and managers' jobs count and are
-counted. Limits are checked, never enforced on what is already queued: lowering one leaves
-the jobs over it where they are.
+counted; but a manager's qmove is not checked (the server does not call `Tally.check`),
+as OpenPBS 23.06 lets it past them all. Limits are checked, never enforced on what is
+already queued: lowering one leaves the jobs over it where they are.
 """
 
 from __future__ import annotations

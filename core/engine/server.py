@@ -1698,7 +1698,8 @@ class Engine:
         self._check_hooked("movejob", outcome, attrs, before)
         befores = self._hooked_depend("movejob", caller, job_id, attrs, before)
         self._lift_depend_hold(stored, attrs)
-        # (a manager may move a job past the new queue's limits; an operator may not:
+        # (a manager may move a job past the new queue's limits, and past the limits on
+        # queued jobs of the queue and the server, an array too; an operator may not:
         # OpenPBS 23.06, checked)
         self._into_queue(job_id, stored, attrs, destination,
                          limited=caller.role != ROLE_MANAGER, touched=_resources_set(outcome))
@@ -1716,7 +1717,9 @@ class Engine:
         """Job `job_id` (stored as `stored`, to be `attrs`) into queue `destination`, as
         qmove and routing put it there: it entered now; its state follows its holds;
         the old queue's defaults go and the new queue's come, within its limits when
-        `limited` (`_completed`); then the limits on queued jobs; then it is stored."""
+        `limited` (`_completed`), and then within the limits on queued jobs (`limited`
+        is False for a manager's qmove alone, which PBS lets past both); then it is
+        stored."""
         now = int(self.clock())
         attrs.update(queue=destination, mtime=now, qtime=now)
         attrs.pop("queue_rank", None)  # (a qorder's place was in the old queue)
@@ -1726,7 +1729,7 @@ class Engine:
             written=self._written(job_id, stored))
         if limited:  # (a manager's qmove takes an array past it: OpenPBS 23.06's, checked)
             self.arrays.check_size(attrs, destination, obj=job_id)
-        self._check_limits(attrs, stored)
+            self._check_limits(attrs, stored)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_written(job_id, written)

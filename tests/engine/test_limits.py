@@ -90,19 +90,27 @@ def test_max_queued_res_sums_what_the_jobs_ask_for(engine):
     assert "set queue workq max_queued_res.mem = [o:PBS_ALL=1gb]\n" in printed
 
 
-def test_qmove_checks_the_destination_queue(engine):
+def test_qmove_checks_the_destination_queue_but_for_a_managers(engine, attacker):
+    """An operator's qmove is checked against the destination's limits; a manager's is
+    let past them, as OpenPBS 23.06 lets it (checked)."""
     set_ok(engine, "set server scheduling = False")
+    set_ok(engine, f"set server operators = {attacker.user}@*")
     # (in this order: PBS refuses a max_queued once a max_queuable, old style, is set)
     set_ok(engine, "set server max_queued = [u:PBS_GENERIC=3]")
     set_ok(engine, "create queue small queue_type = Execution, enabled = True, "
                    "max_queuable = 1")
     jobs = [qsub(engine).stdout.strip() for _ in range(3)]
-    assert engine.pbs("qmove", "small", jobs[0]).returncode == 0  # counted once, not twice
-    over = engine.pbs("qmove", "small", jobs[1])
+    # counted once, not twice
+    assert attacker.pbs(engine, "qmove", "small", jobs[0]).returncode == 0
+    over = attacker.pbs(engine, "qmove", "small", jobs[1])
     assert (over.returncode, over.stderr.splitlines()[0]) == (
         limits.PBSE_MAXQUED % 256, f"qmove: Maximum number of jobs already in queue "
         f"{jobs[1]}")
     assert engine.job(jobs[1])["queue"] == "workq"
+    assert engine.pbs("qmove", "small", jobs[1]).returncode == 0  # root: a manager
+    assert engine.job(jobs[1])["queue"] == "small"
+    engine.pbs("qdel", jobs[2], check=True)  # (room under the server's max_queued)
+    assert qsub(engine, "-q", "small").returncode == limits.PBSE_MAXQUED % 256  # counted
 
 
 @pytest.mark.parametrize(("command", "why"), [
@@ -478,19 +486,29 @@ def test_max_queuable_counts_an_array_as_one_job(engine):
         limits.PBSE_MAXQUED % 256, "qsub: Maximum number of jobs already in queue\n")
 
 
-def test_qmove_of_an_array_counts_its_subjobs_in_the_destination(engine):
+def test_qmove_of_an_array_counts_its_subjobs_in_the_destination(engine, attacker):
+    """An operator's qmove of an array is checked as its subjobs; a manager's passes the
+    destination's limits (OpenPBS 23.06, checked), which count what it moved."""
+    set_ok(engine, f"set server operators = {attacker.user}@*")
     set_ok(engine, "create queue small queue_type = Execution, enabled = True")
     set_ok(engine, "set queue small max_queued = [u:PBS_GENERIC=3]")
     four = qsub(engine, "-h", "-J", "1-4").stdout.strip()
-    over = engine.pbs("qmove", "small", four)
+    over = attacker.pbs(engine, "qmove", "small", four)
     assert (over.returncode, over.stderr) == (
         limits.PBSE_ENTLIMCT % 256, f"qmove: would exceed queue generic's per-user limit "
                                     f"{four}\n")  # (PBS's words: "generic", not the queue)
     assert engine.job(four)["queue"] == "workq"
     three = qsub(engine, "-h", "-J", "1-3").stdout.strip()
-    assert engine.pbs("qmove", "small", three).returncode == 0
+    assert attacker.pbs(engine, "qmove", "small", three).returncode == 0
     one = qsub(engine, "-h").stdout.strip()
-    assert engine.pbs("qmove", "small", one).returncode == limits.PBSE_ENTLIMCT % 256
+    assert attacker.pbs(engine, "qmove", "small", one).returncode == \
+        limits.PBSE_ENTLIMCT % 256
+    set_ok(engine, "set queue small queued_jobs_threshold = [o:PBS_ALL=3]")
+    for job in (four, one):  # root, a manager: past them all
+        done = engine.pbs("qmove", "small", job)
+        assert (done.returncode, done.stderr) == (0, "")
+        assert engine.job(job)["queue"] == "small"
+    assert qsub(engine, "-h", "-q", "small").returncode == limits.PBSE_ENTLIMCT % 256
 
 
 def test_each_running_subjob_counts_against_the_run_limits(engine):
