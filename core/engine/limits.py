@@ -79,7 +79,9 @@ def not_begun(attrs: Mapping[str, Any]) -> bool:
     """Whether a job counts against the thresholds (``queued_jobs_threshold`` and its
     ``_res``): one not done and not begun, so queued, held, waiting or in transit, as
     OpenPBS 23.06 counts it (checked); an array in any such state, or begun (B), as its
-    indices not begun (`jobs_in`)."""
+    indices not begun (`jobs_in`). A job requeued is not begun again and counts again;
+    OpenPBS 23.06 counts a job that ran no more until its server restarts (checked: the
+    departures in docs/engine.md)."""
     return attrs.get("job_state") not in _BEGUN_OR_DONE
 
 

@@ -73,6 +73,23 @@ def test_queued_jobs_threshold_counts_the_jobs_not_begun_of_its_queue_only(engin
     assert qsub(engine, "-h").returncode == 0  # begun: counted no more
 
 
+def test_the_thresholds_count_no_job_running_or_suspended(engine):
+    """OpenPBS 23.06 (checked): beside a job running, and beside it suspended, a `qsub -h`
+    is taken under `[u:PBS_GENERIC=1]`."""
+    set_ok(engine, "set server queued_jobs_threshold = [u:PBS_GENERIC=1]")
+    running = engine.submit("sleep 300\n")
+    engine.wait(running, "R")
+    engine.pbs("qsig", "-s", "suspend", running, check=True)
+    assert engine.job(running)["job_state"] == "S"
+    held = qsub(engine, "-h")
+    assert (held.returncode, held.stderr) == (0, "")
+    engine.pbs("qdel", held.stdout.strip(), check=True)
+    engine.pbs("qsig", "-s", "resume", running, check=True)
+    engine.wait(running, "R")
+    assert qsub(engine, "-h").returncode == 0
+    engine.pbs("qdel", "-W", "force", running, check=True)
+
+
 def test_max_queued_res_sums_what_the_jobs_ask_for(engine):
     set_ok(engine, "set server scheduling = False")
     set_ok(engine, "set server max_queued_res.ncpus = [u:PBS_GENERIC=4]")
