@@ -357,6 +357,15 @@ class Store:
             return sum(state in states for _, state in self.subjob_states(array_id))
         return int(row[0])
 
+    def any_not_over(self, first_seq: int, end_seq: int) -> bool:
+        """Whether a job whose seq lies in [`first_seq`, `end_seq`) (an array's subjobs:
+        `arrays.subjob_seq`) is in a state other than F and X, read by SQLite in the
+        table's own order from the last place down: subjobs end about in the order they
+        start, so it stops at one of the last few rather than after every subjob."""
+        return self.db.execute(
+            "SELECT 1 FROM jobs WHERE seq >= ? AND seq < ? AND state NOT IN ('F', 'X') "
+            "ORDER BY seq DESC LIMIT 1", (first_seq, end_seq)).fetchone() is not None
+
     def waiting_due(self, now: float) -> dict[str, dict[str, Any]]:
         """The jobs in W whose Execution_Time has come (or that have none), lean
         (`jobs`): SQLite picks them, so thousands waiting for later cost little."""

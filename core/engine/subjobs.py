@@ -328,8 +328,7 @@ class Arrays:
         parent = store.job(array_job)
         if parent is None or parent.get("job_state") in ("F", "X"):
             return
-        if any(self.runs(parent)) or any(  # (cheap tests first: every subjob's end asks)
-                state not in ("F", "X") for _, state in store.subjob_states(array_job)):
+        if any(self.runs(parent)) or self._any_not_over(array_job):
             return
         rows = store.subjobs(array_job)
         now = int(self.engine.clock())
@@ -350,6 +349,17 @@ class Arrays:
                         f"Job Array {'deleted' if deleted else 'finished'}")
         self.engine._event("jobobit", job=Job(array_job, parent))
         self.engine._resolve_depend([array_job])  # (the jobs waiting on the array)
+
+    def _any_not_over(self, array_job: str) -> bool:
+        """Whether a subjob of `array_job` is neither finished nor expired: every subjob's
+        end asks, so its rows (their seqs, `arrays.subjob_seq`) are looked at from the last
+        place down, not read every one."""
+        number = array_job.split("[", 1)[0]
+        if not number.isdigit():  # (no array's id: every subjob read)
+            return any(state not in ("F", "X")
+                       for _, state in self.engine.store.subjob_states(array_job))
+        return self.engine.store.any_not_over(arrays.subjob_seq(int(number), 0),
+                                              arrays.subjob_seq(int(number) + 1, 0))
 
     def delete(self, caller_name: str, array_job: str, attrs: dict[str, Any],
                indices: list[int] | None) -> list[str]:

@@ -74,8 +74,8 @@ def test_running_subjobs_are_counted_among_the_running_jobs_after_a_restart(tmp_
 def _start(eng, fed: dict) -> str | None:
     """The first subjob a cycle is fed, started as the server starts it (its row made, its
     array's ``max_run_subjobs`` first); None when its array lets none start now."""
-    sub = next((j for j, a in fed.items() if a.get("array_id") and a["job_state"] == "Q"),
-               None)
+    sub = next((j for j, a in fed.items() if a.get("array_id") and a["job_state"] == "Q"
+                and eng.store.job(j) is None), None)
     if sub is None or eng.arrays.over_limit(sub):
         return None
     assert eng.arrays.instantiate(sub) is not None
@@ -157,3 +157,19 @@ def test_max_run_subjobs_holds_across_a_restart(engine):
     subs = [engine.job(arrays.subjob_id(job_id, i)) for i in (1, 2, 3)]
     assert all(later["stime"] >= earlier["obittime"]
                for earlier, later in zip(subs, subs[1:], strict=False)), subs
+
+
+def test_an_array_ends_with_its_last_subjob_whatever_the_order_they_end(inprocess_engine):
+    """Every subjob's end asks whether one of its array's is left: the rows are looked at
+    from the last place down (`Store.any_not_over`), and the array ends with the last
+    subjob to end, whichever it is (here all begun, then ended out of order, the highest
+    place first and the lowest last)."""
+    eng = inprocess_engine
+    root = Caller(0, ROLE_MANAGER)
+    array_job = eng.req_submit(root, {"array_indices_submitted": "0-11"}, "true\n")
+    subs = [_start(eng, _fed(eng)) for _ in range(12)]
+    assert eng.store.job(array_job)["array_indices_remaining"] == "-"
+    order = [11, 5, 6, 10, 1, 9, 2, 8, 3, 7, 4, 0]
+    for count, place in enumerate(order, 1):
+        _end(eng, subs[place])
+        assert eng.store.job(array_job)["job_state"] == ("F" if count == 12 else "B"), place
