@@ -557,8 +557,14 @@ def _qstat_q(client, names: list[str], unit: str | None) -> int:
              "\tqdel --version")
 def qdel(args: list[str]) -> int:
     """As OpenPBS 23.06's qdel, whose usage it prints (checked); ``-x`` purges the job's
-    history too (a finished job's at once: `Engine.req_delete`)."""
+    history too (a finished job's at once: `Engine.req_delete`). ``-W`` takes ``force``,
+    ``suppress_email=N`` (no mail is sent here) or a number of seconds, which OpenPBS
+    23.06's qdel takes (checked) and no longer sends: the job gets its queue's
+    kill_delay; anything else is PBS's ``illegal -W value`` (checked)."""
     opts, ids = _getopt(args, "W:x")
+    for option, value in opts:
+        if option == "-W" and not _qdel_w_value(value):
+            raise getopt.GetoptError("illegal -W value")
     if not ids:
         raise getopt.GetoptError("a job id is required")
     force = any(o == "-W" and v == "force" for o, v in opts)
@@ -575,6 +581,14 @@ def qdel(args: list[str]) -> int:
         status = _report_each("qdel", client("delete", ids=good, force=force, purge=purge)) \
             or status
     return status
+
+
+def _qdel_w_value(value: str) -> bool:
+    """Whether qdel takes `value` for ``-W``, as OpenPBS 23.06's qdel does: ``force``,
+    ``suppress_email=`` anything, or ASCII digits (a delay it no longer uses)."""
+    if value == "force" or value.startswith("suppress_email="):
+        return True
+    return value != "" and all(c in "0123456789" for c in value)
 
 
 def _hold_command(name: str, op: str):

@@ -576,12 +576,11 @@ class JobControl:
         return "shutting down"
 
     def _end_running(self, who: str) -> None:
-        """qterm -t immediate: each running or suspended job killed, requeued when
-        rerunnable, and its end recorded before the server stops (within kill_delay and a
-        few seconds; what is left then is found at the next start by the recovery rule)."""
+        """qterm -t immediate: each running or suspended job killed (SIGKILL after its
+        kill_delay, `Engine._kill`), requeued when rerunnable, and its end recorded before
+        the server stops (within the longest kill_delay and a few seconds; what is left
+        then is found at the next start by the recovery rule)."""
         import time
-
-        from .server import KILL_DELAY
 
         eng = self.engine
         for job_id in list(eng.launches):
@@ -593,16 +592,13 @@ class JobControl:
                       f"Job killed at server shutdown, at request of {who}")
             if attrs.get("job_state") == "S":
                 self.continue_killed(job_id)
-        deadline = time.monotonic() + KILL_DELAY + 5
-        killed = False
+        longest = max(eng.kills.values(), default=eng.clock()) - eng.clock()
+        deadline = time.monotonic() + max(longest, 0) + 5
         while eng.launches and time.monotonic() < deadline:
             executor.reap()
             for job_id, launch in list(eng.launches.items()):
                 eng._poll_job(job_id, launch, eng.clock())
-            if not killed and time.monotonic() >= deadline - 5:
-                for launch in list(eng.launches.values()):
-                    executor.signal_launch(launch, signal.SIGKILL)
-                killed = True
+            eng._kill_overdue(eng.clock())
             time.sleep(0.05)
 
 

@@ -122,7 +122,8 @@ ADMIN_RESOURCES = ("soft_walltime",)
 SUBJOB_LIMIT = "Not Running: Number of concurrent running subjobs limit reached"
 #: The comment of an array's finished subjob that a qrerun of the array queues again.
 REQUEUED_WITH_ARRAY = "Job requeued with its array at request of an operator"
-#: Seconds between SIGTERM and SIGKILL when a job is killed (PBS's kill_delay default).
+#: Seconds between SIGTERM and SIGKILL when a job is killed, when its queue sets no
+#: kill_delay (PBS's default).
 KILL_DELAY = 10
 #: Seconds between two reads of the running jobs' use, which their shepherds sample
 #: (`executor.sample_time`): a stat of one small file a job, no /proc scan in the server.
@@ -2469,7 +2470,8 @@ class Engine:
         self.started[job_id] = self.clock()
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)  # what its begin, prologue and launch hooks changed
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict()})
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "launch": launch.to_dict(),
+                                    "kill_delay": self._queue_kill_delay(attrs.get("queue"))})
         self._track_states()
         # (`after` waits for the start only; on an array, for its first subjob's)
         self._resolve_depend([job_id, *([attrs["array_id"]] if attrs.get("array_id") else [])])
@@ -2657,9 +2659,29 @@ class Engine:
             self.log(LOG_ERROR, "Job", job_id, f"{exc}; the job runs with umask 077")
             return executor.DEFAULT_UMASK
 
+    def _queue_kill_delay(self, queue: Any) -> int:
+        """Queue `queue`'s kill_delay in seconds (qmgr checked it is a whole number; a
+        negative one, which PBS's qmgr takes too, is no delay), else PBS's default,
+        `KILL_DELAY`."""
+        value = (self.store.get("queue", str(queue)) or {}).get("kill_delay")
+        try:
+            return max(int(value), 0)
+        except (TypeError, ValueError):
+            return KILL_DELAY
+
+    def _kill_delay(self, job_id: str, runtime: Any) -> int:
+        """The kill_delay of a running job: its queue's when it started (PBS's server hands
+        it to the MoM with the job, so a later change reaches the jobs started after it);
+        a job started by an older pbsplug, without one, has its queue's now."""
+        value = runtime.get("kill_delay") if isinstance(runtime, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        return self._queue_kill_delay((self.store.job(job_id, lean=True) or {}).get("queue"))
+
     def _kill(self, job_id: str, why: str, over: lifecycle.OverLimit | None = None,
               exit_status: int | None = None) -> None:
-        """SIGTERM now, SIGKILL after kill_delay; `why` becomes the job's comment (``requeue``
+        """SIGTERM now, SIGKILL after the job's kill_delay (`_kill_delay`), as PBS's MoM
+        ends a job deleted or over a limit; `why` becomes the job's comment (``requeue``
         requeues it when it ends). A job `over` a limit gets PBS's note in its error file
         first, and PBS's Exit_status for it whatever its processes exit with. `exit_status`,
         when given, is the job's Exit_status whatever its processes exit with."""
@@ -2669,7 +2691,8 @@ class Engine:
         if over is not None:
             executor.tell_job(launch, over.note)
         executor.signal_launch(launch, signal.SIGTERM, wait=2.0)
-        self.kills[job_id] = self.clock() + KILL_DELAY
+        self.kills[job_id] = self.clock() + self._kill_delay(job_id,
+                                                             self.store.runtime(job_id))
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
             runtime["end_reason"] = why
@@ -2708,13 +2731,7 @@ class Engine:
         if time.monotonic() >= self._usage_due:
             self._usage_due = time.monotonic() + USAGE_READ_EVERY
             self._read_usage()
-        for job_id, deadline in list(self.kills.items()):
-            if job_id not in self.launches:
-                del self.kills[job_id]
-            elif now >= deadline:
-                executor.signal_launch(self.launches[job_id], signal.SIGKILL)
-                self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
-                del self.kills[job_id]
+        self._kill_overdue(now)
         try:
             self._end_waits(now)
         except Exception as exc:  # cycles, hooks and reservations below go on
@@ -2739,6 +2756,16 @@ class Engine:
                 n for n, t in self.sched_next.items() if t <= now}
             if due:
                 self.cycle(due)
+
+    def _kill_overdue(self, now: float) -> None:
+        """SIGKILL to each killed job whose kill_delay is over at `now`."""
+        for job_id, deadline in list(self.kills.items()):
+            if job_id not in self.launches:
+                del self.kills[job_id]
+            elif now >= deadline:
+                executor.signal_launch(self.launches[job_id], signal.SIGKILL)
+                self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
+                del self.kills[job_id]
 
     def _poll_job(self, job_id: str, launch: executor.Launch, now: float) -> bool:
         """One running job at a poll: its end noticed, or its limits enforced. False when
