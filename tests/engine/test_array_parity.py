@@ -1,5 +1,7 @@
 """Job arrays where the local engine once departed from OpenPBS 23.06, each point checked on
-the real PBS first (docs/engine.md, "Job arrays"): a qrerun of the whole array."""
+the real PBS first (docs/engine.md, "Job arrays"): a qrerun of the whole array, a
+dependency on an array, a queue's max_array_size, Begun in state_count and the comment of
+an array whose max_run_subjobs is 0."""
 
 from __future__ import annotations
 
