@@ -93,6 +93,13 @@ LIMIT_ROWS: list[tuple[bool, str]] = [
     (True, "qsub -h -J 1-4 -- /bin/true"), (True, "qmove arrq {last}"),
     (True, "qsub -h -J 1-3 -- /bin/true"), (True, "qmove arrq {last}"),
     (True, "qsub -h -- /bin/true"), (True, "qmove arrq {last}"),
+    # the thresholds count held and waiting jobs; a manager's qmove passes every limit
+    (False, "qmgr -c 'create queue thq queue_type=execution,enabled=true,started=true'"),
+    (False, "qmgr -c 'set queue thq queued_jobs_threshold = [o:PBS_ALL=1]'"),
+    (False, "qsub -h -q thq -- /bin/true"), (False, "qsub -h -q thq -- /bin/true"),
+    (False, "qsub -a 203001010000 -q thq -- /bin/true"),
+    (True, "qsub -h -- /bin/true"), (True, "qmove thq {last}"), (False, "qmove thq {last}"),
+    (True, "qsub -h -J 1-2 -- /bin/true"), (False, "qmove arrq {last}"),
 ]
 #: What is put back on both sides, whatever happened.
 LIMIT_UNDO = ("unset server max_queued", "unset server max_queued_res.ncpus",
@@ -128,8 +135,9 @@ def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
             pbs.qmgr(text, check=False)
             local.pbs("qmgr", "-c", text)
         time.sleep(1)  # (PBS's qdel -W force is done when its history is written)
-        pbs.qmgr("delete queue arrq", check=False)
-        local.pbs("qmgr", "-c", "delete queue arrq")
+        for queue in ("arrq", "thq"):
+            pbs.qmgr(f"delete queue {queue}", check=False)
+            local.pbs("qmgr", "-c", f"delete queue {queue}")
     assert_agree(differences, len(LIMIT_ROWS))
 
 

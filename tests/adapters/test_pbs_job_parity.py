@@ -107,6 +107,10 @@ ROWS: list[tuple[str, str]] = [
     ("qrerun -W bogus {run}", ""), ("qrerun -W force {done}", ""),
     ("qrerun -W force {held}", ""), ("qrerun -W force 99999", ""),
     ("qrerun -W force {run}", "user"),
+    # qdel -W: force, suppress_email=N, or digits (taken and ignored); else illegal
+    ("qdel -W abc 99999", ""), ("qdel -W '' 99999", ""), ("qdel -W foo=1 99999", ""),
+    ("qdel -W -5 99999", ""), ("qdel -W 30 99999", ""),
+    ("qdel -W suppress_email=2 99999", ""),
     # qstat -F (any case, dsv, -D) and -w (a table row's padding follows its job id's
     # length, which differs between the two servers: the tables are left to
     # tests/engine/test_qstat_wide.py, which has PBS's)

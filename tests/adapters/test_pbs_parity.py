@@ -150,6 +150,11 @@ ROWS: list[tuple[str, str]] = [
     ("create queue pq_un", ""), ("set queue pq_un route_held_jobs = true", ""),
     ("set queue pq_un kill_delay = 5", ""), ("set queue pq_un queue_type = execution", ""),
     ("delete queue pq_ex", ""), ("delete queue pq_rt", ""), ("delete queue pq_un", ""),
+    # kill_delay: a whole number (a negative one too); anything else is 15014
+    ("set queue workq kill_delay = abc", ""), ("set queue workq kill_delay = 1.5", ""),
+    ("set queue workq kill_delay = 30s", ""), ("set queue workq kill_delay = -5", ""),
+    ("list queue workq kill_delay", ""), ("set queue workq kill_delay = 30", ""),
+    ("list queue workq kill_delay", ""), ("unset queue workq kill_delay", ""),
     # privilege: a user who is neither manager nor operator
     ("list hook", "user"), ("list pbshook", "user"), ("print hook", "user"),
     ("list hook nosuch", "user"), ("print hook nosuch", "user"),
@@ -192,6 +197,8 @@ DIFFERENT: dict[str, str] = {
     "set server scheduler_iteration = abc": _NAMES,
     "set queue workq Priority = 5000": _NAMES, "set queue workq queue_type = bogus": _NAMES,
     "create resource pq_r type = nosuchtype": _NAMES,
+    "set queue workq kill_delay = abc": _NAMES, "set queue workq kill_delay = 1.5": _NAMES,
+    "set queue workq kill_delay = 30s": _NAMES,
     "active sched default": _CRASH, "active sched nosuch": _CRASH,
     "active hook": _SAYS, "active hook nosuch": _SAYS, "active pbshook": _SAYS,
     "active pbshook PBS_power": _SAYS, "active resource": _SAYS,
@@ -212,7 +219,7 @@ CLEANUP = ("delete queue pq1", "delete queue zz", "unset queue workq comment",
            "unset server max_running", "unset server max_run", "unset server max_user_run",
            "unset server queued_jobs_threshold", "unset queue workq max_group_run",
            "delete queue pq_ex", "delete queue pq_ex2", "delete queue pq_rt",
-           "delete queue pq_un")
+           "delete queue pq_un", "unset queue workq kill_delay")
 
 #: OpenPBS's qmgr reading a file first prints this diagnostic of its client library.
 MAX_OPEN = re.compile(r"^Max open servers: \d+\n")
