@@ -178,25 +178,49 @@ class Accounting:
                 pass
 
     # -- jobs -------------------------------------------------------------------------------
-    def _job_pairs(self, attrs: Mapping[str, Any], ran: bool) -> list[tuple[str, Any]]:
+    def _job_pairs(self, attrs: Mapping[str, Any], ran: bool,
+                   ended: bool = False) -> list[tuple[str, Any]]:
         values = {"user": attrs.get("euser"), "group": attrs.get("egroup"),
                   "account": attrs.get("Account_Name"),
                   "project": attrs.get("project") or "_pbs_project_default",
                   "jobname": attrs.get("Job_Name"), "queue": attrs.get("queue"),
                   "ctime": attrs.get("ctime"), "qtime": attrs.get("qtime"),
                   "etime": attrs.get("etime") or (
-                      attrs.get("qtime") if attrs.get("job_state") in ("Q", "R", "E", "F")
+                      attrs.get("qtime") if attrs.get("job_state") in ("Q", "R", "E", "F", "B")
                       else 0)}
         pairs: list[tuple[str, Any]] = [(k, values[k]) for k in _JOB_HEAD]
         pairs.append(("depend", attrs.get("depend")))
         if ran:
-            pairs += [("start", attrs.get("stime")), ("exec_host", attrs.get("exec_host")),
-                      ("exec_vnode", attrs.get("exec_vnode"))]
+            pairs.append(("start", attrs.get("stime")))
+            if not attrs.get("array"):  # (an array runs on no host of its own)
+                pairs += [("exec_host", attrs.get("exec_host")),
+                          ("exec_vnode", attrs.get("exec_vnode"))]
+        if attrs.get("array") and not ended:  # (its Q and S, not its E: PBS's, checked)
+            pairs.append(("array_indices", attrs.get("array_indices_submitted")))
         return pairs + _sorted_resources("Resource_List", attrs.get("Resource_List"))
 
     def queued(self, job_id: str, attrs: Mapping[str, Any]) -> None:
-        """Q: the job entered a queue (qsub, qmove, a route queue's move)."""
+        """Q: the job entered a queue (qsub, qmove, a route queue's move); an array's with
+        its ``array_indices`` (as submitted) before its resources."""
         self.record("Q", job_id, self._job_pairs(attrs, ran=False), trailing=True)
+
+    def array_begun(self, job_id: str, attrs: Mapping[str, Any]) -> None:
+        """S of an array, as OpenPBS 23.06 writes it when its first subjob starts (checked):
+        Q's keys with ``start`` before ``array_indices``; no host, no
+        ``resource_assigned``."""
+        self.record("S", job_id, self._job_pairs(attrs, ran=True), trailing=True)
+
+    def array_ended(self, job_id: str, attrs: Mapping[str, Any]) -> None:
+        """E of an array that began, as OpenPBS 23.06 writes it when the array is over
+        (checked, after its last subjob's E, a qdel's too): S's keys without
+        ``array_indices``, then ``session=0 end Exit_status run_count`` and no
+        ``resources_used`` (its subjobs' records have them)."""
+        if attrs.get("stime") is None:
+            return
+        self.record("E", job_id, [*self._job_pairs(attrs, ran=True, ended=True),
+                                  ("session", 0), ("end", int(self.clock())),
+                                  ("Exit_status", attrs.get("Exit_status")),
+                                  ("run_count", attrs.get("run_count") or 0)])
 
     def started(self, job_id: str, attrs: Mapping[str, Any]) -> None:
         """S: the job was sent to run (before its begin and launch hooks, as PBS's server

@@ -1272,6 +1272,7 @@ class Engine:
         else:
             self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
                      f"{caller.user}@{self.host}")
+            self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
                                       indices):
             self._delete(caller, sub, force)

@@ -293,6 +293,7 @@ class Arrays:
         attrs = arrays.subjob_attrs(parent, array_job, index)
         now = int(self.engine.clock())
         seq = arrays.subjob_seq(int(named.number), spec.indices.index(index))
+        begins = parent.get("stime") is None
         with store.transaction() as st:
             st.add_job(seq, sub_id, attrs, st.job_script(array_job))
             runtime = st.runtime(array_job) or {}
@@ -302,12 +303,14 @@ class Arrays:
             if written is not None:
                 st.set_written(sub_id, written)
             parent["array_indices_remaining"] = arrays.without_index(runs, index, spec.step)
-            if parent.get("stime") is None:  # (its first subjob: the array has begun)
+            if begins:  # (its first subjob: the array has begun)
                 parent.update(stime=now, comment=f"Job Array Began at {lifecycle.when(now)}")
             if parent["job_state"] == "Q":
                 parent.update(job_state="B", substate=70)
             parent["mtime"] = now
             st.put_job(array_job, parent)
+        if begins:  # (its S before its first subjob's, as PBS writes them)
+            self.engine.accounting.array_begun(array_job, parent)
         return store.job(sub_id)
 
     # -- the end ---------------------------------------------------------------------------
@@ -345,6 +348,7 @@ class Arrays:
             parent.pop("comment", None)
         with store.transaction() as st:
             st.put_job(array_job, parent)
+        self.engine.accounting.array_ended(array_job, parent)
         self.engine.log(LOG_JOB, "Job", array_job,
                         f"Job Array {'deleted' if deleted else 'finished'}")
         self.engine._event("jobobit", job=Job(array_job, parent))

@@ -1,6 +1,7 @@
 """The local engine's accounting log against OpenPBS 23.06's: the same small workload on
-the real PBS (conftest.py) and on a local engine (a job run to its end; a held job altered,
-then deleted; a running job rerun, then deleted; a reservation deleted; and apart, a running
+the real PBS (conftest.py) and on a local engine (a job run to its end; an array run to its
+end (its own Q, S and E) and one of its subjobs; a held array deleted; a held job altered, then
+deleted; a running job rerun, then deleted; a reservation deleted; and apart, a running
 job suspended, resumed, then deleted), and for each job and reservation the same record
 types in the same order, each record with the same keys in the same order.
 
@@ -59,6 +60,10 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
               job: Callable[[str], dict]) -> dict[str, str]:
     """The same commands on one side; its ids by role."""
     ids = {"done": run("qsub", "-N", "acct", "-l", "walltime=00:01:00", "--", "/bin/true")}
+    ids["array"] = run("qsub", "-J", "1-2", "--", "/bin/true")
+    ids["subjob"] = ids["array"].replace("[]", "[1]")
+    ids["held array"] = run("qsub", "-h", "-J", "1-2", "--", "/bin/true")
+    run("qdel", ids["held array"])
     ids["held"] = run("qsub", "-h", "--", "/bin/true")
     run("qalter", "-N", "renamed", "-l", "walltime=00:02:00", ids["held"])
     run("qdel", ids["held"])
@@ -72,6 +77,7 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     _running(job, ids["rerun"])
     run("qdel", ids["rerun"])
     wait(ids["done"], "F")
+    wait(ids["array"], "F")
     wait(ids["rerun"], "F")
     ids["resv"] = run("pbs_rsub", "-R", _when(600), "-E", _when(700)).split()[0]
     time.sleep(2)  # (confirmed by then on both sides: the Y record is awaited below)

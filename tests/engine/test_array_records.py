@@ -1,0 +1,59 @@
+"""An array's own accounting records and what qstat shows of it and its subjobs, as OpenPBS
+23.06 writes and shows them (each point checked on the real PBS; docs/engine.md, "Job
+arrays" and "The accounting log")."""
+
+from __future__ import annotations
+
+from pbsplug.engine import arrays
+
+from .test_accounting import JOB_HEAD, of, records
+
+#: Subjob 1 fails at once; the others end when their file is there (`_go`).
+_FIRST_FAILS = ('if [ "$PBS_ARRAY_INDEX" = 1 ]; then exit 3; fi\n'
+                'while [ ! -e "$PBS_O_WORKDIR/go" ]; do sleep 0.1; done\n')
+
+
+def _keys(record: dict[str, str]) -> list[str]:
+    return [k if "." not in k else k.split(".")[0] + ".*" for k in dict.fromkeys(
+        k if "." not in k else k.split(".")[0] + ".*" for k in record)]
+
+
+def test_an_array_has_its_own_s_record_at_its_first_subjob_and_e_at_its_end(engine):
+    job_id = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    recs = records(engine.home)
+    mine = of(recs, job_id)
+    assert [kind for kind, _ in mine] == ["Q", "S", "E"]
+    (_, queued), (_, began), (_, ended) = mine
+    assert _keys(queued) == [*JOB_HEAD, "array_indices", "Resource_List.*"]
+    assert queued["array_indices"] == "1-3"
+    assert _keys(began) == [*JOB_HEAD, "start", "array_indices", "Resource_List.*"]
+    assert began["array_indices"] == "1-3"
+    assert began["etime"] == queued["etime"] != "0"
+    assert _keys(ended) == [*JOB_HEAD, "start", "Resource_List.*", "session", "end",
+                            "Exit_status", "run_count"]
+    assert (ended["session"], ended["Exit_status"], ended["run_count"]) == ("0", "0", "0")
+    assert ended["start"] == began["start"]
+    # Its S before its first subjob's, its E after its last subjob's.
+    order = [(kind, i) for _, kind, i, _ in recs if kind in "SE"]
+    first, last = arrays.subjob_id(job_id, 1), arrays.subjob_id(job_id, 3)
+    assert order.index(("S", job_id)) < order.index(("S", first))
+    assert order[-1] == ("E", job_id) and ("E", last) in order[:-1]
+
+
+def test_a_deleted_array_has_its_d_and_its_e_once_it_began(engine):
+    held = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.pbs("qdel", held, check=True)
+    engine.wait(held)
+    running = engine.pbs("qsub", "-J", "1-2", "--", "/bin/sleep", "60",
+                         check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(running, 2), "R")
+    engine.pbs("qdel", running, check=True)
+    engine.wait(running)
+    recs = records(engine.home)
+    assert [kind for kind, _ in of(recs, held)] == ["Q", "D"]  # (never began: no S, no E)
+    assert [kind for kind, _ in of(recs, running)] == ["Q", "S", "D", "E"]
+    assert of(recs, running)[2][1] == {"requestor": f"root@{engine.job(running)['server']}"}
+    order = [(kind, i) for _, kind, i, _ in recs]
+    assert order.index(("D", running)) < order.index(("D", arrays.subjob_id(running, 1)))
+    assert order[-1] == ("E", running)
