@@ -544,6 +544,8 @@ def _sorted_jobs(trace: Trace, files: list[Path],
 
 # --- PBS accounting logs --------------------------------------------------------------------
 
+#: An array's own id (``12[].server``): its E spans its subjobs' runs, which have theirs.
+_PBS_ARRAY = re.compile(r"^\d+\[\]")
 _PBS_RECORD = re.compile(r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;[A-Za-z];")
 #: key=value; a value in double quotes may hold blanks, and `\"` and `\\` inside it (what the
 #: local engine writes for a quote or a backslash; a lone backslash is itself).
@@ -596,6 +598,8 @@ def _pbs_epoch(attrs: dict[str, str], key: str) -> float | None:
 def _pbs_job(job_id: str, body: str, n: int, index: int) -> _Record | str:
     if not job_id.strip():
         raise _Bad("job id", "is empty")
+    if _PBS_ARRAY.match(job_id):  # (PBS's E of an array itself: no cpus of its own)
+        return "an array's own record (its subjobs' are replayed)"
     attrs = {k: _PBS_ESCAPE.sub(r"\1", v[1:-1]) if v.startswith('"') else v
              for k, v in _PBS_PAIR.findall(body)}
     qtime = _pbs_epoch(attrs, "qtime")

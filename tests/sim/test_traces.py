@@ -615,3 +615,19 @@ def test_fuzzed_swf_headers(tmp_path):
             assert trace.info.max_procs is None or trace.info.max_procs >= 1
         except TraceError as exc:
             assert str(path) in str(exc)
+
+
+def test_an_arrays_own_e_record_is_not_a_job(tmp_path):
+    """OpenPBS 23.06 writes an E for an array itself (``12[].srv``, from its first subjob's
+    start to its end) beside its subjobs' own: replayed, its cpus would be counted twice."""
+    acct = tmp_path / "accounting"
+    acct.mkdir()
+    head = "user=u group=g queue=q qtime=100 Resource_List.ncpus=1 Resource_List.select=1:ncpus=1"
+    (acct / "20261206").write_text(
+        f"12/06/2026 03:44:04;E;12[1].srv;{head} start=100 end=102 Exit_status=3 run_count=1\n"
+        f"12/06/2026 03:44:11;E;12[2].srv;{head} start=102 end=109 Exit_status=0 run_count=1\n"
+        f"12/06/2026 03:44:11;E;12[].srv;{head} start=100 session=0 end=109 Exit_status=0 "
+        "run_count=0\n")
+    jobs, trace = read(acct)
+    assert [j.job_id for j in jobs] == ["12[1].srv", "12[2].srv"]
+    assert trace.dropped == {"an array's own record (its subjobs' are replayed)": 1}
