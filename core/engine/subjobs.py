@@ -323,10 +323,10 @@ class Arrays:
 
     def end_if_over(self, array_job: str, deleted_by: str | None = None) -> None:
         """Array `array_job` finishes when no index remains and none of its subjobs is
-        queued or running: ``F``, its Exit_status 0 when every subjob that ran exited 0,
-        else 1, its comment ``Job Array Began at <when> and finished`` (``failed``;
-        ``terminated`` after a qdel of the array), as OpenPBS 23.06 ends it (checked);
-        jobobit fires for it once."""
+        queued or running: ``F``, its Exit_status 0 whatever its subjobs' (its E record's
+        too), its comment ``Job Array Began at <when> and finished`` (``failed`` when a
+        subjob that ran did not exit 0, substate 93; ``terminated`` after a qdel of the
+        array), as OpenPBS 23.06 ends it (checked); jobobit fires for it once."""
         store = self.engine.store
         parent = store.job(array_job)
         if parent is None or parent.get("job_state") in ("F", "X"):
@@ -341,7 +341,7 @@ class Arrays:
         parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
         parent["substate"] = 91 if deleted else (93 if failed else 92)
         if parent.get("stime") is not None:
-            parent["Exit_status"] = 1 if failed else 0
+            parent["Exit_status"] = 0  # (PBS's, checked: a failed subjob's array's too)
             how = "terminated" if deleted else ("failed" if failed else "finished")
             parent["comment"] = f"Job Array Began at {lifecycle.when(parent['stime'])} and {how}"
         else:

@@ -14,8 +14,8 @@ _FIRST_FAILS = ('if [ "$PBS_ARRAY_INDEX" = 1 ]; then exit 3; fi\n'
 
 
 def _keys(record: dict[str, str]) -> list[str]:
-    return [k if "." not in k else k.split(".")[0] + ".*" for k in dict.fromkeys(
-        k if "." not in k else k.split(".")[0] + ".*" for k in record)]
+    """A record's keys in order, resources as ``Resource_List.*``."""
+    return list(dict.fromkeys(k.split(".")[0] + ".*" if "." in k else k for k in record))
 
 
 def test_an_array_has_its_own_s_record_at_its_first_subjob_and_e_at_its_end(engine):
@@ -57,3 +57,22 @@ def test_a_deleted_array_has_its_d_and_its_e_once_it_began(engine):
     order = [(kind, i) for _, kind, i, _ in recs]
     assert order.index(("D", running)) < order.index(("D", arrays.subjob_id(running, 1)))
     assert order[-1] == ("E", running)
+
+
+def test_an_array_ends_with_exit_status_0_whatever_its_subjobs(engine):
+    """OpenPBS 23.06 (checked): a subjob that exited 3, or subjobs killed by a qdel of their
+    array, leave the array's Exit_status 0, in qstat and in its E record; the comment says
+    ``failed`` (substate 93) or ``terminated`` (91)."""
+    failed = engine.pbs("qsub", "-J", "1-2", input=_FIRST_FAILS, check=True).stdout.strip()
+    (engine.work / "go").touch()
+    killed = engine.pbs("qsub", "-J", "1-2", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(killed, 2), "R")
+    engine.pbs("qdel", killed, check=True)
+    for job_id, substate, how in ((failed, 93, "failed"), (killed, 91, "terminated")):
+        attrs = engine.wait(job_id)
+        assert (attrs["Exit_status"], attrs["substate"]) == (0, substate), job_id
+        assert attrs["comment"].endswith(f" and {how}")
+        ended = [p for kind, p in of(records(engine.home), job_id) if kind == "E"]
+        assert [p["Exit_status"] for p in ended] == ["0"], job_id
+    assert engine.job(arrays.subjob_id(failed, 1))["Exit_status"] == 3
