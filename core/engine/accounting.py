@@ -35,9 +35,10 @@ from .home import LOG_ERROR, Home
 #: A value longer than this is cut (a select of thousands of chunks, a site's long string).
 MAX_VALUE = 65536
 #: The keys of a job's record that come before its resources (S adds start, exec_host and
-#: exec_vnode after them), as OpenPBS 23.06 orders them.
-_JOB_HEAD = ("user", "group", "account", "project", "jobname", "queue", "ctime", "qtime",
-             "etime")
+#: exec_vnode after them), as OpenPBS 23.06 orders them; resvname and resvID only for a
+#: job in a reservation's queue.
+_JOB_HEAD = ("user", "group", "account", "project", "jobname", "queue", "resvname", "resvID",
+             "ctime", "qtime", "etime")
 #: What the server changes beside a qalter's attributes: no `a` record of its own.
 _NOT_ALTERED = frozenset({"mtime", "job_state", "substate", "comment", "Variable_List",
                           "schedselect", "estimated"})
@@ -117,6 +118,9 @@ class Accounting:
         self._fd: int | None = None
         self.lost = 0  # records not written since the last one that was
         self._lost_why = ""
+        #: A queue's reservation, as (its name, its id), or None: set by the server
+        #: (`Reservations.of_queue`); a job's records in it name the reservation.
+        self.resv_of: Callable[[str], tuple[str, str] | None] = lambda queue: None
 
     # -- the file ---------------------------------------------------------------------------
     def record(self, kind: str, obj_id: str, pairs: Iterable[tuple[str, Any]] | str,
@@ -188,6 +192,8 @@ class Accounting:
                   "etime": attrs.get("etime") or (
                       attrs.get("qtime") if attrs.get("job_state") in ("Q", "R", "E", "F", "B")
                       else 0)}
+        values["resvname"], values["resvID"] = self.resv_of(str(values["queue"] or "")) or (
+            None, None)
         pairs: list[tuple[str, Any]] = [(k, values[k]) for k in _JOB_HEAD]
         pairs.append(("depend", attrs.get("depend")))
         if ran:

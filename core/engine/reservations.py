@@ -117,6 +117,18 @@ class Reservations:
         self._starts_seen: dict[str, tuple[Any, list[int]]] = {}
         #: When `poll` next looks whether the unconfirmed ones' partitions have a scheduler.
         self._owners_due = 0.0
+        engine.accounting.resv_of = self.of_queue
+
+    def of_queue(self, queue: str) -> tuple[str, str] | None:
+        """Queue `queue`'s reservation as a job's accounting records name it, (its
+        ``Reserve_Name``, ``NULL`` when it has none, and its id), as OpenPBS 23.06 writes
+        ``resvname`` and ``resvID`` (checked); None for any other queue."""
+        store = self.engine.store
+        resv_id = (store.get("queue", queue) or {}).get("reservation") if queue else None
+        if not resv_id:
+            return None
+        resv = store.get("resv", str(resv_id)) or {}
+        return str(resv.get("Reserve_Name") or "NULL"), str(resv_id)
 
     # -- requests ---------------------------------------------------------------------------------
     def submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:

@@ -1,9 +1,10 @@
 """The local engine's accounting log against OpenPBS 23.06's: the same small workload on
 the real PBS (conftest.py) and on a local engine (a job run to its end; an array run to its
 end (its own Q, S and E) and one of its subjobs; a held array deleted; a held job altered, then
-deleted; a running job rerun, then deleted; a reservation deleted; and apart, a running
-job suspended, resumed, then deleted), and for each job and reservation the same record
-types in the same order, each record with the same keys in the same order.
+deleted; a running job rerun, then deleted; a reservation deleted, a held job in its queue
+deleted first; and apart, a running job suspended, resumed, then deleted), and for each job
+and reservation the same record types in the same order, each record with the same keys in
+the same order.
 
 Resources are compared by name under ``Resource_List``; under ``resources_used`` only as a
 group: PBS's MoM measures ``cpupercent``, the engine does not (docs/engine.md)."""
@@ -81,6 +82,9 @@ def _workload(run: Callable[..., str], wait: Callable[[str, str], object],
     wait(ids["rerun"], "F")
     ids["resv"] = run("pbs_rsub", "-R", _when(600), "-E", _when(700)).split()[0]
     time.sleep(2)  # (confirmed by then on both sides: the Y record is awaited below)
+    # (its Q names the reservation: resvname and resvID after queue)
+    ids["in resv"] = run("qsub", "-h", "-q", ids["resv"].split(".")[0], "--", "/bin/true")
+    run("qdel", ids["in resv"])
     run("pbs_rdel", ids["resv"])
     return ids
 

@@ -1,0 +1,51 @@
+"""The accounting records of jobs in a reservation's queue, as OpenPBS 23.06 writes them
+(checked on a running PBS: tests/adapters/test_pbs_accounting_parity.py compares them)."""
+
+from __future__ import annotations
+
+import time
+
+from .conftest import until
+from .test_accounting import JOB_HEAD, RUN, _keys, of, records
+
+#: A job's head in a reservation's queue: the reservation's name and id after its queue.
+RESV_HEAD = [*JOB_HEAD[:JOB_HEAD.index("queue") + 1], "resvname", "resvID",
+             *JOB_HEAD[JOB_HEAD.index("queue") + 1:]]
+
+
+def _when(seconds: int) -> str:
+    return time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + seconds))
+
+
+def _confirmed(engine, resv_id: str) -> str:
+    until(lambda: engine.client("stat_resvs", ids=[resv_id])[resv_id]["reserve_state"]
+          != "RESV_UNCONFIRMED", what=f"{resv_id} confirmed")
+    return resv_id.split(".")[0]
+
+
+def test_a_job_in_a_reservations_queue_names_it_in_its_records(engine):
+    named = engine.pbs("pbs_rsub", "-N", "night", "-R", _when(1), "-E", _when(600),
+                       check=True).stdout.split()[0]
+    unnamed = engine.pbs("pbs_rsub", "-R", _when(900), "-E", _when(1000),
+                         check=True).stdout.split()[0]
+    in_named = engine.pbs("qsub", "-q", _confirmed(engine, named), "--", "/bin/true",
+                          check=True).stdout.strip()
+    in_unnamed = engine.pbs("qsub", "-h", "-q", _confirmed(engine, unnamed), "--",
+                            "/bin/true", check=True).stdout.strip()
+    plain = engine.pbs("qsub", "-h", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(in_named)
+    engine.pbs("qdel", in_unnamed, plain, check=True)
+    engine.wait(in_unnamed)
+
+    recs = records(engine.home)
+    kinds = [k for k, _ in of(recs, in_named)]
+    assert kinds == ["Q", "S", "E"], kinds
+    for kind, attrs in of(recs, in_named):
+        assert _keys(attrs)[:len(RESV_HEAD) + (len(RUN) if kind != "Q" else 0)] == [
+            *RESV_HEAD, *(RUN if kind != "Q" else [])], kind
+        assert attrs["resvname"] == "night" and attrs["resvID"] == named, kind
+    (_, queued), _ = of(recs, in_unnamed)
+    assert (queued["resvname"], queued["resvID"]) == ("NULL", unnamed)  # (no -N: PBS's)
+    (_, outside), _ = of(recs, plain)
+    assert "resvname" not in outside and "resvID" not in outside
+    assert _keys(outside)[:len(JOB_HEAD)] == JOB_HEAD
