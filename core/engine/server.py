@@ -1054,7 +1054,7 @@ class Engine:
         if ids:
             out = {}
             for job_id in ids:
-                found = self._job(job_id)
+                found = self.arrays.as_shown(self._job(job_id))
                 job_id = self._full_id(job_id)
                 if not others:
                     self._own(caller, job_id, found)

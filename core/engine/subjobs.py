@@ -181,6 +181,18 @@ class Arrays:
                         array_job, attrs, index, state))
         return shown
 
+    def as_shown(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A job's `attrs` as qstat shows it when named: a subjob over (F) while its array
+        runs on is X, F once its array is over, as OpenPBS 23.06's ``qstat``, ``-x`` and
+        ``-f`` show it (checked); any other job's as they are."""
+        array_job = attrs.get("array_id")
+        if attrs.get("job_state") != "F" or not isinstance(array_job, str):
+            return attrs
+        array = self.engine.store.job(array_job, lean=True)
+        if array is None or array.get("job_state") in ("F", "X"):
+            return attrs
+        return {**attrs, "job_state": "X"}
+
     @staticmethod
     def made_up(array_job: str, attrs: dict[str, Any], index: int, state: str
                 ) -> dict[str, Any]:

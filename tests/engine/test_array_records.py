@@ -4,6 +4,8 @@ arrays" and "The accounting log")."""
 
 from __future__ import annotations
 
+import json
+
 from pbsplug.engine import arrays
 
 from .test_accounting import JOB_HEAD, of, records
@@ -76,3 +78,30 @@ def test_an_array_ends_with_exit_status_0_whatever_its_subjobs(engine):
         ended = [p for kind, p in of(records(engine.home), job_id) if kind == "E"]
         assert [p["Exit_status"] for p in ended] == ["0"], job_id
     assert engine.job(arrays.subjob_id(failed, 1))["Exit_status"] == 3
+
+
+def _state(engine, *argv: str) -> str:
+    """The S column of a one-job qstat table."""
+    done = engine.pbs("qstat", *argv, check=True)
+    return done.stdout.splitlines()[2].split()[4]
+
+
+def test_a_finished_subjob_is_x_while_its_array_runs_on_then_f(engine):
+    """OpenPBS 23.06 (checked): while its array runs on, a finished subjob is X to `qstat
+    12[1]`, `-x`, `-f` and `-t`; once the array is over, F (`-x` and `-xf` only)."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=_FIRST_FAILS,
+                        check=True).stdout.strip()
+    first = arrays.subjob_id(job_id, 1)
+    engine.wait(arrays.subjob_id(job_id, 2), "R")
+    assert _state(engine, first) == "X"
+    assert _state(engine, "-x", first) == "X"
+    shown = json.loads(engine.pbs("qstat", "-f", "-F", "json", first, check=True).stdout)
+    assert shown["Jobs"][first]["job_state"] == "X"
+    table = engine.pbs("qstat", "-t", job_id, check=True).stdout.splitlines()[2:]
+    assert [line.split()[4] for line in table] == ["B", "X", "R", "Q"]
+    (engine.work / "go").touch()
+    engine.wait(job_id)
+    assert _state(engine, "-x", first) == "F"
+    shown = json.loads(engine.pbs("qstat", "-xf", "-F", "json", first, check=True).stdout)
+    assert shown["Jobs"][first]["job_state"] == "F"
+    assert engine.pbs("qstat", first).returncode == 35  # (Job has finished, use -x)
