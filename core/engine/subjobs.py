@@ -199,6 +199,8 @@ class Arrays:
         sub = arrays.subjob_attrs(attrs, array_job, index, state)
         if state in ("X", "F"):
             sub["substate"] = 91
+        elif attrs.get("comment") is not None:  # (one not begun shows its array's: PBS's)
+            sub["comment"] = attrs["comment"]
         return sub
 
     def subjob(self, sub_id: str, array_job: str, index: int) -> dict[str, Any] | None:

@@ -7,10 +7,15 @@ Each side first submits the same held array, ``-J 1-6``; a command names its num
 ``{num}``, and in the answers each side's array and subjob ids become ``{num}[...]``, its
 host ``HOST``, and runs of blanks one blank (a table's id column is as wide as the ids).
 The rows run in order: a qdel changes what the next rows see. qsub rows are those PBS's qsub
-or server refuses (none queues a job)."""
+or server refuses (none queues a job).
+
+A running array (`test_a_running_arrays_subjobs_show_as_openpbs`): its finished subjob is X
+to qstat (F once the array is over), its subjob not begun carries its comment, and it ends
+with Exit_status 0 though a subjob exited 3."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -184,3 +189,83 @@ def test_a_queues_max_array_size_answers_as_openpbs(pbs: RealPbs, local: LocalEn
         pbs.qmgr("delete queue arrq2", check=False)
         local.pbs("qmgr", "-c", "delete queue arrq2")
     assert_agree(differences, len(SIZE_ROWS))
+
+
+#: Subjob 1 exits 3 at once; the others wait (a minute at most) for ``go`` in the folder
+#: they were submitted from.
+_FIRST_FAILS = ('if [ "$PBS_ARRAY_INDEX" = 1 ]; then exit 3; fi\n'
+                'for i in $(seq 600); do [ -e "$PBS_O_WORKDIR/go" ] && exit 0; sleep 0.1; done\n')
+#: While subjob 1 is over, 2 runs and 3 waits (``%1``); then once the array is over.
+RUNNING_ROWS = ["qstat {num}[1]", "qstat -x {num}[1]", "qstat -t {num}[]", "qstat -x {num}[]"]
+OVER_ROWS = ["qstat {num}[1]", "qstat -x {num}[1]", "qstat -xt {num}[]"]
+
+
+def test_a_running_arrays_subjobs_show_as_openpbs(pbs: RealPbs, local: LocalEngine):
+    """A finished subjob of a running array is X (F once the array is over), a subjob not
+    begun shows the array's comment, and the array ends with Exit_status 0 though a subjob
+    exited 3."""
+    hosts = {"pbs": _pbs_host(pbs), "engine": socket.gethostname().split(".")[0]}
+    sides = {"pbs": (lambda line: _real(pbs, line, "", "")),
+             "engine": (lambda line: _engine(local, line, "", None))}
+    folders = {"pbs": pbs.work, "engine": local.work}
+    differences: list[str] = []
+    num: dict[str, str] = {}
+    total = 0
+
+    def table(side: str, out: str) -> str:
+        # (a running subjob's Time Use: 0 until PBS's MoM first reports its use, the
+        # engine's report comes with its start; docs/engine.md)
+        return out.replace(" 00:00:00 R ", " 0 R ")
+
+    def compare(line: str, shown=table) -> None:
+        nonlocal total
+        total += 1
+        got = {}
+        for side, run in sides.items():
+            code, out, err = run(line.format(num=num[side]))
+            got[side] = (code, _ids(shown(side, out), num[side], hosts[side]),
+                         _ids(err, num[side], hosts[side]))
+        if got["pbs"] != got["engine"]:
+            differences.append(f"{line!r}\n  pbs:    {got['pbs']!r}\n  engine: "
+                               f"{got['engine']!r}")
+
+    def attrs(out: str) -> dict:
+        return next(iter(json.loads(out)["Jobs"].values()))
+
+    def state(side: str, out: str) -> str:
+        return str(attrs(out)["job_state"])
+
+    def array_comment(side: str, out: str) -> str:
+        found, array = attrs(out), sides[side](f"qstat -f -F json {num[side]}[]")[1]
+        return f"{found['job_state']} {found.get('comment') == attrs(array)['comment']}"
+
+    def exit_status(side: str, out: str) -> str:
+        found = attrs(out)
+        return f"{found['job_state']} {found.get('Exit_status')} {found.get('substate')}"
+
+    try:
+        for folder in folders.values():
+            (folder / "go").unlink(missing_ok=True)
+        ids = {"pbs": pbs.qsub(_FIRST_FAILS, "-J", "1-3%1"),
+               "engine": local.pbs("qsub", "-J", "1-3%1", input=_FIRST_FAILS,
+                                   check=True).stdout.strip()}
+        num.update((side, job_id.split("[")[0]) for side, job_id in ids.items())
+        pbs.wait(ids["pbs"].replace("[]", "[2]"), "R")
+        local.wait(ids["engine"].replace("[]", "[2]"), "R")
+        for line in RUNNING_ROWS:
+            compare(line)
+        compare("qstat -f -F json {num}[1]", state)
+        compare("qstat -f -F json {num}[3]", array_comment)
+        for folder in folders.values():
+            (folder / "go").touch()
+        pbs.wait(ids["pbs"], "F")
+        local.wait(ids["engine"], "F")
+        for line in OVER_ROWS:
+            compare(line)
+        compare("qstat -xf -F json {num}[1]", state)
+        compare("qstat -xf -F json {num}[]", exit_status)
+    finally:
+        for folder in folders.values():
+            (folder / "go").unlink(missing_ok=True)
+        forget_both(pbs, local)
+    assert_agree(differences, total)

@@ -105,3 +105,20 @@ def test_a_finished_subjob_is_x_while_its_array_runs_on_then_f(engine):
     shown = json.loads(engine.pbs("qstat", "-xf", "-F", "json", first, check=True).stdout)
     assert shown["Jobs"][first]["job_state"] == "F"
     assert engine.pbs("qstat", first).returncode == 35  # (Job has finished, use -x)
+
+
+def test_a_subjob_not_begun_shows_its_arrays_comment(engine):
+    """OpenPBS 23.06 (checked): `qstat -f 12[3]` and `qstat -t -f` show a subjob not begun
+    with its array's comment (``Job Array Began at ...``)."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", "--", "/bin/sleep", "60",
+                        check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(job_id, 1), "R")
+    began = engine.job(job_id)["comment"]
+    assert began.startswith("Job Array Began at ")
+    third = arrays.subjob_id(job_id, 3)
+    alone = json.loads(engine.pbs("qstat", "-f", "-F", "json", third, check=True).stdout)
+    assert (alone["Jobs"][third]["job_state"], alone["Jobs"][third]["comment"]) == ("Q", began)
+    listed = json.loads(engine.pbs("qstat", "-t", "-f", "-F", "json", job_id,
+                                   check=True).stdout)["Jobs"]
+    assert [listed[arrays.subjob_id(job_id, i)].get("comment") for i in (2, 3)] == [began] * 2
+    engine.pbs("qdel", job_id, check=True)
