@@ -120,6 +120,9 @@ ALTER_RUNNING_RESOURCES = frozenset({"walltime", "cput", "soft_walltime", "min_w
 ADMIN_RESOURCES = ("soft_walltime",)
 #: PBS's comment of an array not begun whose max_run_subjobs lets none start (``-J 1-3%0``).
 SUBJOB_LIMIT = "Not Running: Number of concurrent running subjobs limit reached"
+#: OpenPBS 23.06's scheduler's comment of a job queued in an execution queue not started
+#: (qstop; checked).
+QUEUE_NOT_STARTED = "Not Running: Queue not started."
 #: The comment of an array's finished subjob that a qrerun of the array queues again.
 REQUEUED_WITH_ARRAY = "Job requeued with its array at request of an operator"
 #: Seconds between SIGTERM and SIGKILL when a job is killed, when its queue sets no
@@ -2332,12 +2335,15 @@ class Engine:
         start is checked against the vnodes as they are now, and one that no longer fits
         is dropped and its scheduler runs again."""
         queued = self.store.jobs(("Q",), lean=True)
+        stopped = _stopped_queues(self.store.all("queue")) if queued else set()
         with self.store.transaction() as st:
             for job_id, attrs in queued.items():
                 changed = False
                 comment = result.comments.get(job_id)
                 if comment is None and attrs.get("array") and _no_subjob_room(attrs):
                     comment = SUBJOB_LIMIT  # (the scheduler is shown none of its subjobs)
+                if comment is None and attrs.get("queue") in stopped:
+                    comment = QUEUE_NOT_STARTED  # (the scheduler passes its jobs by)
                 if comment and attrs.get("comment") != comment:
                     attrs["comment"] = comment
                     changed = True
@@ -3073,6 +3079,14 @@ def _no_subjob_room(attrs: dict[str, Any]) -> bool:
         return int(attrs["max_run_subjobs"]) <= 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def _stopped_queues(queues: dict[str, dict[str, Any]]) -> set[str]:
+    """The execution queues not started (qstop, a reservation's before it begins), whose
+    queued jobs PBS's scheduler comments `QUEUE_NOT_STARTED` (checked for both); not a route
+    queue's, the server's to pass on."""
+    return {name for name, queue in queues.items()
+            if queue.get("started") is False and not is_route_queue(queue)}
 
 
 def state_count(counts: dict[str, int]) -> str:
