@@ -199,8 +199,8 @@ class Arrays:
         sub = arrays.subjob_attrs(attrs, array_job, index, state)
         if state in ("X", "F"):
             sub["substate"] = 91
-        elif attrs.get("comment") is not None:  # (one not begun shows its array's: PBS's)
-            sub["comment"] = attrs["comment"]
+        else:  # (one not begun shows its array's comment and Exit_status: PBS's)
+            sub.update((k, attrs[k]) for k in ("comment", "Exit_status") if k in attrs)
         return sub
 
     def subjob(self, sub_id: str, array_job: str, index: int) -> dict[str, Any] | None:
@@ -330,10 +330,24 @@ class Arrays:
     # -- the end ---------------------------------------------------------------------------
     def subjob_over(self, sub_id: str, attrs: dict[str, Any]) -> None:
         """Subjob `sub_id` left the queue for good (it ended, or was deleted): its array
-        ends with it when nothing of it is left to run."""
+        ends with it when nothing of it is left to run. Until then, one that ran leaves
+        its Exit_status on the array, 0 or 1 as it exited 0 or not, as OpenPBS 23.06
+        shows a running array's (checked: 1 after a subjob that exited 3, 0 again after
+        the next one exited 0); the array ends with 0 whatever it was (`end_if_over`)."""
         array_job = attrs.get("array_id")
-        if isinstance(array_job, str):
-            self.end_if_over(array_job)
+        if not isinstance(array_job, str):
+            return
+        status = attrs.get("Exit_status")
+        if attrs.get("stime") is not None and isinstance(status, int):
+            store = self.engine.store
+            array = store.job(array_job)
+            shown = 0 if status == 0 else 1
+            if array is not None and array.get("job_state") not in ("F", "X") and \
+                    array.get("Exit_status") != shown:
+                array["Exit_status"] = shown
+                with store.transaction() as st:
+                    st.put_job(array_job, array)
+        self.end_if_over(array_job)
 
     def end_if_over(self, array_job: str, deleted_by: str | None = None) -> None:
         """Array `array_job` finishes when no index remains and none of its subjobs is

@@ -10,8 +10,8 @@ The rows run in order: a qdel changes what the next rows see. qsub rows are thos
 or server refuses (none queues a job).
 
 A running array (`test_a_running_arrays_subjobs_show_as_openpbs`): its finished subjob is X
-to qstat (F once the array is over), its subjob not begun carries its comment, and it ends
-with Exit_status 0 though a subjob exited 3."""
+to qstat (F once the array is over), its subjob not begun carries its comment and Exit_status,
+which is 1 after a subjob exited 3, and it ends with Exit_status 0."""
 
 from __future__ import annotations
 
@@ -239,6 +239,10 @@ def test_a_running_arrays_subjobs_show_as_openpbs(pbs: RealPbs, local: LocalEngi
         found, array = attrs(out), sides[side](f"qstat -f -F json {num[side]}[]")[1]
         return f"{found['job_state']} {found.get('comment') == attrs(array)['comment']}"
 
+    def exit_only(side: str, out: str) -> str:
+        found = attrs(out)
+        return f"{found['job_state']} {found.get('Exit_status')}"
+
     def exit_status(side: str, out: str) -> str:
         found = attrs(out)
         return f"{found['job_state']} {found.get('Exit_status')} {found.get('substate')}"
@@ -256,6 +260,8 @@ def test_a_running_arrays_subjobs_show_as_openpbs(pbs: RealPbs, local: LocalEngi
             compare(line)
         compare("qstat -f -F json {num}[1]", state)
         compare("qstat -f -F json {num}[3]", array_comment)
+        compare("qstat -f -F json {num}[]", exit_only)  # (1: its last subjob's failed)
+        compare("qstat -f -F json {num}[3]", exit_only)
         for folder in folders.values():
             (folder / "go").touch()
         pbs.wait(ids["pbs"], "F")

@@ -122,3 +122,21 @@ def test_a_subjob_not_begun_shows_its_arrays_comment(engine):
                                    check=True).stdout)["Jobs"]
     assert [listed[arrays.subjob_id(job_id, i)].get("comment") for i in (2, 3)] == [began] * 2
     engine.pbs("qdel", job_id, check=True)
+
+
+def test_a_running_array_shows_its_last_ended_subjobs_exit_status(engine):
+    """OpenPBS 23.06 (checked): while an array runs on, its Exit_status is 1 after a
+    subjob that did not exit 0 and 0 again after one that did, and its subjobs not begun
+    show it; at its end, 0."""
+    script = ('case "$PBS_ARRAY_INDEX" in 1) exit 3;; 2) f=a;; *) f=b;; esac\n'
+              'while [ ! -e "$PBS_O_WORKDIR/$f" ]; do sleep 0.1; done\n')
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    assert "Exit_status" not in engine.job(job_id)
+    engine.wait(arrays.subjob_id(job_id, 2), "R")
+    assert engine.job(job_id)["Exit_status"] == 1
+    assert engine.job(arrays.subjob_id(job_id, 3))["Exit_status"] == 1
+    (engine.work / "a").touch()
+    engine.wait(arrays.subjob_id(job_id, 3), "R")
+    assert engine.job(job_id)["Exit_status"] == 0
+    (engine.work / "b").touch()
+    assert engine.wait(job_id)["Exit_status"] == 0
