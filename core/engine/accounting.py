@@ -328,10 +328,12 @@ class Accounting:
     def resv_begun(self, resv_id: str, attrs: Mapping[str, Any]) -> None:
         self.record("B", resv_id, self._resv_pairs(attrs), trailing=True)
 
-    def resv_finished(self, resv_id: str, attrs: Mapping[str, Any]) -> None:
-        """Its period is over: OpenPBS 23.06 writes no F there but a k, its owner the
-        requestor (checked with a reservation of root's)."""
-        self.record("k", resv_id, [("requestor", attrs.get("Reserve_Owner"))])
+    def resv_finished(self, resv_id: str, attrs: Mapping[str, Any], requestor: str) -> None:
+        """Its period is over: OpenPBS 23.06 writes no F there, but its server's user
+        (`requestor`) deleting it: a k when that is its owner, else a K (checked with a
+        reservation of root's and one of a user's)."""
+        self.record("k" if attrs.get("Reserve_Owner") == requestor else "K", resv_id,
+                    [("requestor", requestor)])
 
     def resv_deleted(self, resv_id: str, requestor: str, by_owner: bool) -> None:
         self.record("k" if by_owner else "K", resv_id, [("requestor", requestor)])

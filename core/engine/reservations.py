@@ -41,6 +41,7 @@ queue's ACLs decide from then on, as any queue's (a manager may change them).
 from __future__ import annotations
 
 import grp
+import os
 import pwd
 import re
 import time
@@ -340,7 +341,7 @@ class Reservations:
                 return  # (ended already: its jobs are going)
             self._end(full, attrs, f"deleted at request of {caller.user}@{self.engine.host}",
                       requestor=f"{caller.user}@{self.engine.host}",
-                      by_owner=attrs.get("euser") == caller.user)
+                      by_owner=attrs.get("euser") == caller.user, deleter=True)
 
         return each(ids, delete_one)
 
@@ -876,13 +877,25 @@ class Reservations:
             self.leftover_queues -= empty
 
     def _end(self, resv_id: str, attrs: dict, why: str, logged: str | None = None,
-             requestor: str | None = None, by_owner: bool = False) -> None:
+             requestor: str | None = None, by_owner: bool = False,
+             deleter: bool = False) -> None:
         """The reservation ends (`why`, in its jobs' comments; the log line is `logged`,
         else ``Reservation <why>``): deleted at `requestor`'s request (its owner's when
         `by_owner`), else its period is over. Its queue is disabled and stopped; while
         its running jobs are being killed it stays listed as ``RESV_BEING_DELETED``, and
-        goes with its queue once they are gone (OpenPBS 23.06, checked)."""
+        goes with its queue once they are gone (OpenPBS 23.06, checked).
+
+        Its record comes first, then each job's D, as OpenPBS 23.06 writes them (checked):
+        the requestor of the jobs' D is `requestor` when it is someone's deletion
+        (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
+        set it aside), who is the requestor of the reservation's own record at its end."""
         eng = self.engine
+        server_user = f"{_server_user()}@{eng.host}"
+        if requestor is not None:
+            eng.accounting.resv_deleted(resv_id, requestor, by_owner)
+        else:
+            eng.accounting.resv_finished(resv_id, attrs, server_user)
+        jobs_requestor = requestor if deleter and requestor else server_user
         queue = str(attrs.get("queue") or "")
         held = eng.store.get("queue", queue) if queue else None
         if held is None or held.get("reservation") != resv_id:
@@ -894,10 +907,12 @@ class Reservations:
                 if job.get("queue") != queue:
                     continue
                 if job_id in eng.launches:
+                    eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
                     eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
                     killed = True
                 else:
-                    eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}")
+                    eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}",
+                              requestor=jobs_requestor)
         now = int(eng.clock())
         attrs.update(reserve_state=FINISHED, reserve_substate=6, mtime=now)
         if began:
@@ -924,10 +939,6 @@ class Reservations:
             self.leftover_queues.add(queue)
             self._drop_empty_queues()
         eng.log(LOG_RESV, "Resv", resv_id, logged or f"Reservation {why}")
-        if requestor is not None:
-            eng.accounting.resv_deleted(resv_id, requestor, by_owner)
-        else:
-            eng.accounting.resv_finished(resv_id, attrs)
         eng._track_states()
         eng.want_cycle = True
 
@@ -1093,6 +1104,14 @@ def new_queue(resv_id: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
 def _ctime(epoch: Any) -> str:
     """A time as PBS's server log writes a reservation's (``Sun Dec 06 00:25:31 2026``)."""
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(int(epoch)))
+
+
+def _server_user() -> str:
+    """The user the server runs as (root's name, as PBS's server runs)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def _group_of(user: str) -> str:

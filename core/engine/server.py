@@ -1289,16 +1289,21 @@ class Engine:
         who = caller if isinstance(caller, str) else f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job history purged at request of {who}")
 
-    def _drop(self, job_id: str, attrs: dict, comment: str) -> None:
+    def _drop(self, job_id: str, attrs: dict, comment: str,
+              requestor: str | None = None) -> None:
         """A job that is not running leaves the queue for the history. Whatever files of
-        an earlier run are still there (a requeue's that could not be removed then) go."""
+        an earlier run are still there (a requeue's that could not be removed then) go.
+        Its accounting record is a D when someone deleted it (a qdel's comment, or a
+        `requestor`: its reservation's end), else an A."""
         now = int(self.clock())
         attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, None)
         self.log(LOG_JOB, "Job", job_id, comment)
-        if comment.startswith(DELETED_BY):  # (qdel's D; the server's own deletions are A)
+        if requestor is not None:
+            self.accounting.deleted(job_id, requestor)
+        elif comment.startswith(DELETED_BY):  # (qdel's D; the server's own deletions are A)
             self.accounting.deleted(job_id, comment.removeprefix(DELETED_BY))
         else:
             self.accounting.aborted(job_id, comment)

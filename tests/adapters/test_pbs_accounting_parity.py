@@ -103,8 +103,24 @@ def _suspended(run: Callable[..., str], wait: Callable[[str, str], object],
     return ids
 
 
+def _resv_ended(run: Callable[..., str], wait: Callable[[str, str], object],
+                job: Callable[[str], dict]) -> dict[str, str]:
+    """A reservation whose period ends with a held job in its queue: its k, then the job's
+    D (requestor the server's user)."""
+    ids = {"resv": run("pbs_rsub", "-R", _when(3), "-E", _when(8)).split()[0]}
+    time.sleep(2)  # (confirmed by then on both sides)
+    ids["in ended resv"] = run("qsub", "-h", "-q", ids["resv"].split(".")[0], "--",
+                               "/bin/true")
+    wait(ids["in ended resv"], "F")
+    return ids
+
+
 def test_the_engine_writes_pbs_record_types_and_keys(pbs: RealPbs, local: LocalEngine):
     _compare(pbs, local, _workload, "resv")
+
+
+def test_a_reservations_end_writes_pbs_records(pbs: RealPbs, local: LocalEngine):
+    _compare(pbs, local, _resv_ended, "resv")
 
 
 def test_suspend_and_resume_write_pbs_records(pbs: RealPbs, local: LocalEngine):

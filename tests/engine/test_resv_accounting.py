@@ -49,3 +49,41 @@ def test_a_job_in_a_reservations_queue_names_it_in_its_records(engine):
     (_, outside), _ = of(recs, plain)
     assert "resvname" not in outside and "resvID" not in outside
     assert _keys(outside)[:len(JOB_HEAD)] == JOB_HEAD
+
+
+def test_the_jobs_of_a_reservation_that_ends_get_d_records_of_the_servers_user(engine,
+                                                                               attacker):
+    """OpenPBS 23.06 (checked): at the end of its period, the reservation's record first (a
+    k when its owner is the server's user, root, else a K), then a D for each of its jobs,
+    requestor the server's user, and a running job's E at its end; a pbs_rdel's D name
+    who deleted it."""
+    mine = engine.pbs("pbs_rsub", "-R", _when(2), "-E", _when(5), check=True).stdout.split()[0]
+    theirs = attacker.pbs(engine, "pbs_rsub", "-R", _when(2), "-E", _when(5)).stdout.split()[0]
+    later = attacker.pbs(engine, "pbs_rsub", "-R", _when(900), "-E", _when(990)
+                         ).stdout.split()[0]
+    running = engine.pbs("qsub", "-q", _confirmed(engine, mine), "--", "/bin/sleep", "60",
+                         check=True).stdout.strip()
+    held = engine.pbs("qsub", "-h", "-q", mine.split(".")[0], "--", "/bin/true",
+                      check=True).stdout.strip()
+    theirs_job = attacker.pbs(engine, "qsub", "-h", "-q", _confirmed(engine, theirs), "--",
+                              "/bin/true").stdout.strip()
+    later_job = attacker.pbs(engine, "qsub", "-h", "-q", _confirmed(engine, later), "--",
+                             "/bin/true").stdout.strip()
+    attacker.pbs(engine, "pbs_rdel", later)
+    engine.wait(running, "R")
+    for job in (running, held, theirs_job, later_job):
+        engine.wait(job, timeout=60)
+    host = running.split(".", 1)[1]
+    root, user = f"root@{host}", f"{attacker.user}@{host}"
+
+    recs = records(engine.home)
+    assert [k for k, _ in of(recs, running)] == ["Q", "S", "D", "E"]
+    assert of(recs, running)[2][1] == {"requestor": root}
+    assert of(recs, held) == [of(recs, held)[0], ("D", {"requestor": root})]
+    assert of(recs, theirs_job)[1:] == [("D", {"requestor": root})]
+    assert of(recs, later_job)[1:] == [("D", {"requestor": user})]  # (its pbs_rdel's)
+    assert of(recs, mine)[-1] == ("k", {"requestor": root})
+    assert of(recs, theirs)[-1] == ("K", {"requestor": root})
+    assert of(recs, later)[-1] == ("k", {"requestor": user})
+    order = [(k, i) for _, k, i, _ in recs if i in (mine, running, held) and k in "kDE"]
+    assert order[0] == ("k", mine), order  # (the reservation's record before its jobs')
