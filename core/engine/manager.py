@@ -315,12 +315,15 @@ class Manager:
             return {"default": default, **live}
         if obj_type == "hook":
             return self._hooks()
-        if obj_type == "queue":  # with total_jobs and state_count, as PBS's qmgr lists them
-            from .server import state_count
+        if obj_type == "queue":  # with total_jobs, state_count and resources_assigned, as
+            from .server import state_count  # PBS's qmgr lists them
 
             counts = eng.queue_counts(_COUNTED)
+            assigned = eng.queues_assigned()
             return {name: {**attrs, "total_jobs": sum(counts.get(name, {}).values()),
-                           "state_count": state_count(counts.get(name, {})) + " "}
+                           "state_count": state_count(counts.get(name, {})) + " ",
+                           **({"resources_assigned": assigned[name]} if assigned.get(name)
+                              else {})}
                     for name, attrs in eng.store.all("queue").items()}
         return eng.store.all(obj_type)
 
@@ -420,6 +423,8 @@ class Manager:
                             obj_name=name)
         with eng.store.transaction() as st:
             st.delete(obj_type, name)
+        if obj_type == "queue":  # (one made again of its name lists nothing assigned yet)
+            eng.assigned.forget(name)
 
     def _resource_set(self, name: str, jobs: dict[str, dict]) -> bool:
         """Whether resource `name` is set on the server, a queue, a vnode or a job not
@@ -478,6 +483,7 @@ class Manager:
             if cmd.obj_type == "queue":  # counted, not stored
                 new.pop("total_jobs", None)
                 new.pop("state_count", None)
+                new.pop("resources_assigned", None)
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
 

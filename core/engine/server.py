@@ -48,6 +48,9 @@ from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import acl, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
 from . import interactive as interactive_jobs
 from .accounting import Accounting
+from .assigned import BUILTIN as ASSIGNED_BUILTIN
+from .assigned import SERVER as ALL_QUEUES
+from .assigned import Assigned
 from .cpuslots import CpuSlots
 from .errors import (
     PBSE_ATTRRO,
@@ -215,6 +218,8 @@ class Engine:
         # What hooks log goes to server_logs, info and up (debug too for a debug hook).
         self.hook_log = HookLogHandler(self.log)
         self.accounting = Accounting(home, self.host, self.clock, self.log)
+        #: The queues' and the server's resources_assigned, as shown since the start.
+        self.assigned = Assigned()
         logging.getLogger("pbsplug.hook").addHandler(self.hook_log)
         logging.getLogger("pbsplug.hook").setLevel(logging.INFO)
         self.store = Store(home.db)
@@ -1144,14 +1149,33 @@ class Engine:
     def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
         queues = self.store.all("queue")
         counts = self.queue_counts()
+        assigned = self.queues_assigned()
         out = {}
         for name in names or queues:
             if name not in queues:
                 raise PbsError(PBSE_UNKQUE, obj=name)
             mine = counts.get(name, {})
             out[name] = {**queues[name], "total_jobs": sum(mine.values()),
-                         "state_count": state_count(mine)}
+                         "state_count": state_count(mine),
+                         **({"resources_assigned": assigned[name]} if assigned.get(name)
+                            else {})}
         return self._without(out, self.unreadable("queue", caller))
+
+    def _assigned_names(self) -> frozenset[str]:
+        """The resources a running job's request counts in resources_assigned: the
+        built-in ones (`assigned.BUILTIN`) and the custom ones whose flag has ``q``."""
+        return ASSIGNED_BUILTIN | {n for n, a in self.store.all("resource").items()
+                                   if "q" in str(a.get("flag") or "")}
+
+    def queues_assigned(self) -> dict[str, dict[str, Any]]:
+        """Each queue's ``resources_assigned``, and the server's under
+        `assigned.SERVER`: its running jobs' requests (`Assigned`); a suspended job's
+        are not counted, as PBS's server gives them back."""
+        types = self.resource_types()
+        custom = {n: types.get(n, "string") for n in self._assigned_names()
+                  if n not in ASSIGNED_BUILTIN}
+        return self.assigned.amounts(self.store.jobs(("R", "E"), lean=True).values(),
+                                     custom)
 
     def server_attrs(self) -> dict[str, Any]:
         """The server's attributes: the stored ones (``log_events`` PBS's default until it
@@ -1164,9 +1188,12 @@ class Engine:
 
     def req_stat_server(self, caller: Caller) -> dict:
         counts = self.job_counts()
+        assigned = self.queues_assigned().get(ALL_QUEUES)
         return self._without({self.server_name: {**self.server_attrs(),
                                                  "total_jobs": sum(counts.values()),
-                                                 "state_count": state_count(counts)}},
+                                                 "state_count": state_count(counts),
+                                                 **({"resources_assigned": assigned}
+                                                    if assigned else {})}},
                              self.unreadable("server", caller))
 
     def queue_counts(self, states: tuple[str, ...] = _COUNTED_STATES
@@ -2424,6 +2451,8 @@ class Engine:
         now = int(self.clock())
         hosts = units.format_exec_host(parse_exec_vnode(exec_vnode), lambda _: self.host)
         lifecycle.started(attrs, exec_vnode, hosts, now)
+        self.assigned.note(str(attrs.get("queue") or ""), attrs.get("Resource_List") or {},
+                           self._assigned_names())
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
         self.log(LOG_JOB, "Job", job_id, f"Job Run at request of Scheduler@{self.host} on "
