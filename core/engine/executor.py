@@ -1332,7 +1332,8 @@ KILL_SECONDS = 5.0
 
 def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float,
                    fast: Callable[[], dict[int, Proc]] | None = None,
-                   between: Callable[[], None] | None = None) -> int:
+                   between: Callable[[], None] | None = None,
+                   done: Callable[[], bool] | None = None) -> int:
     """Send `sig` to what `find()` lists, through `signal_if_same` (the same process, by
     its start time). SIGSTOP and SIGKILL go in rounds until a round finds nothing that was
     not sent it (a stopped process forks no more; a process forked while the others were
@@ -1341,7 +1342,9 @@ def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float
     (`_tree_walk`) that each round tries first: the rounds end only when neither finds a
     process not sent `sig` (a process that forks and exits in a loop is never where the
     slow one saw it). `between()` runs after each round (the shepherd reaps what it
-    killed). Returns how many were sent `sig`."""
+    killed); `done()`, when given, must say so too before the rounds end (the shepherd's
+    tree is empty: a process both searches missed is still in it). Returns how many were
+    sent `sig`."""
     sent: set[tuple[int, float]] = set()
     count = 0
     deadline = time.monotonic() + seconds
@@ -1354,8 +1357,11 @@ def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float
         new = unsent(fast()) if fast is not None else []
         if not new:
             new = unsent(find())
-            if not new:
+        if not new:
+            if done is None or done() or time.monotonic() >= deadline:
                 return count
+            time.sleep(0.001)  # (one killed and still dying, or missed: looked for again)
+            continue
         if sig == signal.SIGKILL:
             for pid, start in new:
                 signal_if_same(pid, start, signal.SIGSTOP)
@@ -1376,7 +1382,30 @@ def _kill_job(me: int, started: float, job_session: int = 0) -> int:
     return _signal_rounds(lambda: job_processes({me: started}, started, sessions),
                           signal.SIGKILL, KILL_SECONDS,
                           fast=lambda: _tree_walk(me, started) or {},
-                          between=lambda: _reap_orphans(job_session))
+                          between=lambda: _reap_orphans(job_session),
+                          done=lambda: not _live_children(me, job_session))
+
+
+def _live_children(me: int, keep: int = 0) -> list[int]:
+    """This process's children still alive, but `keep`. The shepherd is its job's
+    subreaper: while its job has a live process, it has a live child (that process, or
+    the first of its ancestors below the shepherd)."""
+    try:
+        tids = os.listdir(f"/proc/{me}/task")
+    except OSError:
+        return []
+    live = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
+                listed = [int(pid) for pid in f.read().split()]
+        except OSError:
+            continue  # (no such lists here: the searches' word stands)
+        for pid in listed:
+            proc = _proc(pid) if pid != keep else None
+            if proc is not None and not proc.gone:
+                live.append(pid)
+    return live
 
 
 def signal_if_same(pid: int, started: float, sig: int, caught_only: bool = False) -> bool:
