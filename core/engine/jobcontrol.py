@@ -318,7 +318,7 @@ class JobControl:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "suspended_at": now})
         executor.signal_launch(launch, signal.SIGSTOP, wait=2.0)  # (a job just started)
-        executor.signal_session(launch, signal.SIGSTOP)  # (a group it made, too)
+        executor.signal_session(launch, signal.SIGSTOP)  # (the whole tree: a session it made too)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGSTOP)
         self._suspended_at[job_id] = (launch.shepherd, now)
         eng.log(LOG_JOB, "Job", job_id, f"Job suspended at request of {caller.user}@"
@@ -360,7 +360,7 @@ class JobControl:
             st.put_job(job_id, attrs)
             st.set_runtime(job_id, runtime)
         executor.signal_launch(launch, signal.SIGCONT, wait=2.0)  # (a job just started)
-        executor.signal_session(launch, signal.SIGCONT)  # (a group it made, too)
+        executor.signal_session(launch, signal.SIGCONT)  # (the whole tree: a session it made too)
         eng._signal_attached(eng.store.runtime(job_id) or {}, signal.SIGCONT)
         who = f"{caller.user}@{eng.host}" if caller is not None else f"Scheduler@{eng.host}"
         eng.log(LOG_JOB, "Job", job_id, f"Job resumed at request of {who}")

@@ -2732,6 +2732,10 @@ class Engine:
         if over is not None:
             executor.tell_job(launch, over.note)
         executor.signal_launch(launch, signal.SIGTERM, wait=2.0)
+        # Every process of the job gets its SIGTERM, as PBS's MoM sends it to the job's
+        # session: one that made a group or a session of its own may end cleanly too,
+        # before the SIGKILL after kill_delay.
+        executor.signal_session(launch, signal.SIGTERM)
         self.kills[job_id] = self.clock() + self._kill_delay(job_id,
                                                              self.store.runtime(job_id))
         with self.store.transaction() as st:

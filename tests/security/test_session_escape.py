@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,37 @@ def test_an_escaped_process_is_killed_by_qdel(engine, attacker, escape, leftover
     assert done.returncode == 0, done.stderr
     engine.wait(job_id, timeout=60)
     none_left(attacker, seconds)
+
+
+def test_an_escaped_process_gets_qdels_sigterm_before_its_sigkill(engine, attacker, escape,
+                                                                  leftovers):
+    """qdel's SIGTERM went to the job's group and top process only: a process that made a
+    session of its own never had the chance to end cleanly, only the SIGKILL at the job's
+    end. It now gets the SIGTERM too, as a PBS MoM sends it to the job's session: it
+    writes a file when it gets it, and is killed before kill_delay (10 s) if it gets none."""
+    seconds = mark()
+    leftovers.append(seconds)
+    folder = Path(tempfile.mkdtemp(prefix="pbsplug-term-"))
+    try:
+        os.chown(folder, attacker.uid, attacker.gid)
+        got = folder / "got"
+        trap = ("/usr/bin/python3 -c 'import signal, sys, time\n"
+                "def term(*_):\n"
+                "    open(sys.argv[1], \"w\").write(\"TERM\")\n"
+                "    sys.exit(0)\n"
+                "signal.signal(signal.SIGTERM, term)\n"
+                f"time.sleep(600)' {got} {seconds}")
+        job_id = qsub(attacker, engine, "-r", "n", job_script(engine, escape, trap))
+        until(lambda: escaped(attacker.uid, seconds, anything=True), timeout=30,
+              what="the escaped process to run")
+        engine.wait(job_id, "R")
+        engine.pbs("qdel", job_id, check=True)
+        engine.wait(job_id, timeout=60)
+        assert got.read_text() == "TERM"
+        until(lambda: not escaped(attacker.uid, seconds, anything=True), timeout=15,
+              what="the escaped process to end")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_an_escaped_process_is_killed_at_the_jobs_end(engine, attacker, escape, leftovers):
