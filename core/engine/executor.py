@@ -1389,23 +1389,30 @@ def _kill_job(me: int, started: float, job_session: int = 0) -> int:
 def _live_children(me: int, keep: int = 0) -> list[int]:
     """This process's children still alive, but `keep`. The shepherd is its job's
     subreaper: while its job has a live process, it has a live child (that process, or
-    the first of its ancestors below the shepherd)."""
-    try:
-        tids = os.listdir(f"/proc/{me}/task")
-    except OSError:
-        return []
-    live = []
-    for tid in tids:
+    the first of its ancestors below the shepherd). A child listed alive that has exited
+    by the time it is looked at had its own children handed to the shepherd as it
+    exited, possibly after the list was read: the list is read again until it names no
+    child it did not name before (a process that forks and exits in a loop was otherwise
+    taken for none left, while its last fork ran on)."""
+    seen: set[int] = set()
+    for _ in range(1000):
         try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                listed = [int(pid) for pid in f.read().split()]
+            tids = os.listdir(f"/proc/{me}/task")
         except OSError:
-            continue  # (no such lists here: the searches' word stands)
-        for pid in listed:
-            proc = _proc(pid) if pid != keep else None
-            if proc is not None and not proc.gone:
-                live.append(pid)
-    return live
+            return []
+        listed: list[int] = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
+                    listed.extend(int(pid) for pid in f.read().split())
+            except OSError:
+                continue  # (no such lists here: the searches' word stands)
+        new = [pid for pid in listed if pid != keep and pid not in seen]
+        live = [pid for pid in new if (proc := _proc(pid)) is not None and not proc.gone]
+        if live or not new:
+            return live
+        seen.update(new)
+    return [next(iter(seen))]  # (children without end: not done yet)
 
 
 def signal_if_same(pid: int, started: float, sig: int, caught_only: bool = False) -> bool:
