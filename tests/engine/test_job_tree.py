@@ -53,31 +53,16 @@ def test_a_session_member_started_before_the_shepherd_is_not_taken():
     assert executor.job_processes({10: 100.0}, 100.0, (10,), table) == {}
 
 
-def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
-    """A double fork with a setsid between (a daemon's): the process left is the
-    subreaper's child, found by both searches, and killed by the shepherd's kill."""
+def in_a_shepherd(check) -> None:
+    """Run `check` in a forked child (a shepherd of a sort: it may make itself a subreaper
+    without changing pytest's own process); what it raises fails the test."""
     read_end, write_end = os.pipe()
     child = os.fork()
-    if child == 0:  # (a shepherd of a sort)
+    if child == 0:
         code = 1
         try:
             os.close(read_end)
-            assert executor.become_subreaper()
-            subprocess.run(["/bin/sh", "-c", "setsid sleep 300 & exit 0"], check=True)
-            me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                walked = executor._tree_walk(me, started) or {}
-                if any(p.ppid == me for p in walked.values()):
-                    break
-                time.sleep(0.01)
-            found = executor.job_processes({me: started}, started)
-            orphans = [pid for pid, p in found.items() if p.ppid == me and not p.gone]
-            assert len(orphans) == 1 and set(walked) == set(found), (walked, found)
-            assert os.getsid(orphans[0]) == orphans[0]
-            assert executor._kill_job(me, started) == 1
-            executor._reap_all(5.0)
-            assert executor._proc(orphans[0]) is None
+            check()
             code = 0
         except BaseException as exc:  # noqa: BLE001 - told to the test through the pipe
             os.write(write_end, repr(exc).encode()[:4000])
@@ -88,6 +73,31 @@ def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
         why = pipe.read().decode()
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0, why
+
+
+def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
+    """A double fork with a setsid between (a daemon's): the process left is the
+    subreaper's child, found by both searches, and killed by the shepherd's kill."""
+
+    def check() -> None:
+        assert executor.become_subreaper()
+        subprocess.run(["/bin/sh", "-c", "setsid sleep 300 & exit 0"], check=True)
+        me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            walked = executor._tree_walk(me, started) or {}
+            if any(p.ppid == me for p in walked.values()):
+                break
+            time.sleep(0.01)
+        found = executor.job_processes({me: started}, started)
+        orphans = [pid for pid, p in found.items() if p.ppid == me and not p.gone]
+        assert len(orphans) == 1 and set(walked) == set(found), (walked, found)
+        assert os.getsid(orphans[0]) == orphans[0]
+        assert executor._kill_job(me, started) == 1
+        executor._reap_all(5.0)
+        assert executor._proc(orphans[0]) is None
+
+    in_a_shepherd(check)
 
 
 #: A process that forks, makes a session and exits in a loop, until the time in argv[1].
@@ -102,33 +112,21 @@ HOPPER = ("import os, sys, time\n"
 def test_the_rounds_kill_a_process_that_forks_and_exits_in_a_loop():
     """A process that forks and exits over and over is never where a scan of /proc saw it;
     its subreaper's rounds (stop, kill, look again at its children) end it."""
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:
-        code = 1
+
+    def check() -> None:
+        assert executor.become_subreaper()
+        # (for 60 s at most: one the kill missed must not hop on for ever)
+        hopper = subprocess.Popen(["/usr/bin/python3", "-c", HOPPER, str(time.time() + 60)])
+        time.sleep(0.5)
+        me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
+        executor._kill_job(me, started)
+        executor._reap_all(5.0)
+        # (no child left at all: a live descendant would be one's, or one itself)
         try:
-            os.close(read_end)
-            assert executor.become_subreaper()
-            # (for 60 s at most: one the kill missed must not hop on for ever)
-            hopper = subprocess.Popen(["/usr/bin/python3", "-c", HOPPER, str(time.time() + 60)])
-            time.sleep(0.5)
-            me, started = os.getpid(), executor.process_start(os.getpid()) or 0.0
-            executor._kill_job(me, started)
-            executor._reap_all(5.0)
-            # (no child left at all: a live descendant would be one's, or one itself)
-            try:
-                os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                raise AssertionError("a process of the loop is left")
-            except ChildProcessError:
-                pass
-            hopper.returncode = 0  # (reaped above)
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - told to the test through the pipe
-            os.write(write_end, repr(exc).encode()[:4000])
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        why = pipe.read().decode()
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, why
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            raise AssertionError("a process of the loop is left")
+        except ChildProcessError:
+            pass
+        hopper.returncode = 0  # (reaped above)
+
+    in_a_shepherd(check)
