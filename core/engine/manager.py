@@ -307,7 +307,7 @@ class Manager:
                        "sched_host": eng.host, "sched_port": 15004,
                        "sched_priv": str(eng.home.root / "sched_priv"),
                        "sched_log": str(eng.home.root / "sched_logs"),
-                       "sched_user": _server_user(), "state": "idle"}
+                       "sched_user": server_user(), "state": "idle"}
             stored = eng.store.all("sched")
             default.update(stored.pop("default", {}))  # its own policy attributes
             live = {name: {**attrs, "state": eng.sched_procs.state(name)}
@@ -376,7 +376,7 @@ class Manager:
                             f"{otype.max_name_length}", obj_type=cmd.obj_type, obj_name=name)
         start: dict[str, Any] = {}
         if cmd.obj_type == "sched":
-            start = partitions.sched_defaults(name, eng.home.root, eng.host, _server_user(),
+            start = partitions.sched_defaults(name, eng.home.root, eng.host, server_user(),
                                               self.objects("sched"))
         if cmd.obj_type == "node":
             start = {"state": "free", "Mom": eng.host, "ntype": "PBS",
@@ -771,7 +771,9 @@ def qmgr_bool(value: Any) -> bool:
         return False
 
 
-def _server_user() -> str:
+def server_user() -> str:
+    """The user the server runs as (root's name, as PBS's server runs): a scheduler's
+    sched_user, the requestor of what the server does itself."""
     import pwd
 
     try:

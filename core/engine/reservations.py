@@ -41,7 +41,6 @@ queue's ACLs decide from then on, as any queue's (a manager may change them).
 from __future__ import annotations
 
 import grp
-import os
 import pwd
 import re
 import time
@@ -53,7 +52,7 @@ from ..objects import Job, Reservation
 from ..scheduler import DEFAULT_PARTITION
 from ..scheduler.model import job_select, resource_amount, schedselect
 from ..units import parse_exec_vnode
-from . import acl, recurrence
+from . import acl, manager, recurrence
 from .errors import (
     PBSE_BADATVAL,
     PBSE_HOOKERROR,
@@ -890,7 +889,7 @@ class Reservations:
         (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
         set it aside), who is the requestor of the reservation's own record at its end."""
         eng = self.engine
-        server_user = f"{_server_user()}@{eng.host}"
+        server_user = f"{manager.server_user()}@{eng.host}"
         if requestor is not None:
             eng.accounting.resv_deleted(resv_id, requestor, by_owner)
         else:
@@ -1104,14 +1103,6 @@ def new_queue(resv_id: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
 def _ctime(epoch: Any) -> str:
     """A time as PBS's server log writes a reservation's (``Sun Dec 06 00:25:31 2026``)."""
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(int(epoch)))
-
-
-def _server_user() -> str:
-    """The user the server runs as (root's name, as PBS's server runs)."""
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
 
 
 def _group_of(user: str) -> str:
