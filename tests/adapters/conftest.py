@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -133,6 +134,27 @@ class RealPbs:
         out = self.run("qselect", check=False).stdout.split()
         if out:
             self.run("qdel", "-W", "force", *out, check=False)
+
+    def resvs(self) -> list[str]:
+        """The reservations PBS lists (pbs_rstat's ids)."""
+        out = self.run("pbs_rstat", check=False).stdout
+        return [line.split()[0] for line in out.splitlines()
+                if re.match(r"[RSM]\d+\.", line)]
+
+    def forget_resvs(self, timeout: float = 90) -> None:
+        """Delete every reservation left by a test and wait until PBS lists none: one
+        deleted lingers a while without its queue (seen for minutes after pbs_rdel of a
+        confirmed one whose job had been deleted), and while listed it keeps its vnodes
+        from the power plugin (a reservation to come needs them awake)."""
+        left = self.resvs()
+        if left:
+            self.run("pbs_rdel", *left, check=False)
+        deadline = time.monotonic() + timeout
+        while left and time.monotonic() < deadline:
+            time.sleep(1)
+            left = self.resvs()
+        assert not left, f"PBS still lists the reservations {left} {timeout:.0f} s after " \
+                         "pbs_rdel"
 
     def forget_history(self) -> None:
         """Purge the finished jobs' history (the recipe enables it). It outlives restarts,
@@ -265,6 +287,7 @@ def forget_both(pbs: RealPbs, local: LocalEngine) -> None:
     """After a parity test: every job left on the real PBS (qdel -W force) and on the
     module's local engine deleted."""
     pbs.forget_jobs()
+    pbs.forget_resvs()
     assert local.client is not None
     left = [i for i, a in local.client("stat_jobs").items() if a["job_state"] != "F"]
     if left:
