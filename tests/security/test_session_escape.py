@@ -134,7 +134,8 @@ def test_an_escaped_process_gets_qdels_sigterm_before_its_sigkill(engine, attack
     """qdel's SIGTERM went to the job's group and top process only: a process that made a
     session of its own never had the chance to end cleanly, only the SIGKILL at the job's
     end. It now gets the SIGTERM too, as a PBS MoM sends it to the job's session: it
-    writes a file when it gets it, and is killed before kill_delay (10 s) if it gets none."""
+    writes a file when it gets it, while the job's script, ignoring it, waits for the
+    SIGKILL after kill_delay (10 s)."""
     seconds = mark()
     leftovers.append(seconds)
     folder = Path(tempfile.mkdtemp(prefix="pbsplug-term-"))
@@ -146,12 +147,19 @@ def test_an_escaped_process_gets_qdels_sigterm_before_its_sigkill(engine, attack
                 "    open(sys.argv[1], \"w\").write(\"TERM\")\n"
                 "    sys.exit(0)\n"
                 "signal.signal(signal.SIGTERM, term)\n"
+                "open(sys.argv[1] + \".ready\", \"w\").close()\n"
                 f"time.sleep(600)' {got} {seconds}")
-        job_id = qsub(attacker, engine, "-r", "n", job_script(engine, escape, trap))
-        until(lambda: escaped(attacker.uid, seconds, anything=True), timeout=30,
-              what="the escaped process to run")
+        # The job's script ignores SIGTERM and lives on to the SIGKILL after kill_delay
+        # (its end would kill the rest of the job at once, as PBS's MoM does, before the
+        # escaped process's handler could run).
+        job_id = qsub(attacker, engine, "-r", "n", job_script(
+            engine, escape, trap, then="trap '' TERM\nsleep 300\n"))
+        # (its handler set: a SIGTERM before it would end it without a word)
+        until(lambda: (folder / "got.ready").exists(), timeout=30,
+              what="the escaped process to catch SIGTERM")
         engine.wait(job_id, "R")
         engine.pbs("qdel", job_id, check=True)
+        until(got.exists, timeout=30, what="the escaped process's SIGTERM")
         engine.wait(job_id, timeout=60)
         assert got.read_text() == "TERM"
         until(lambda: not escaped(attacker.uid, seconds, anything=True), timeout=15,
