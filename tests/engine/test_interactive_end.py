@@ -14,8 +14,15 @@ import pytest
 
 from pbsplug.engine import interactive
 from pbsplug.engine.testing import PBSPLUG, PtySession, until
+from pbsplug.testing import missing
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs pseudo-terminals")
+
+@pytest.fixture(autouse=True)
+def _pseudo_terminals() -> None:
+    """qsub -I runs on a pseudo-terminal: without them, `missing` (a failure under CI, a
+    skip elsewhere), as in test_interactive."""
+    if not hasattr(os, "openpty"):
+        missing("needs pseudo-terminals (os.openpty)")
 
 
 def qsub(engine, *args: str, **kw) -> PtySession:
