@@ -1238,6 +1238,18 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
             except BlockingIOError:
                 pass
     finally:
+        # The handlers and the wakeup descriptor go before the pipe does. A wakeup write
+        # to a closed descriptor fails, and CPython 3.11 reports that failure from the C
+        # signal handler by queueing a call, under a lock that the main loop may hold
+        # at that moment: the shepherd then waited on itself for ever, with the SIGCHLDs
+        # of the processes it kills at the job's end (and a descriptor reused meanwhile
+        # would have had the signal's byte written into it).
+        # NOTE_SIGNAL is ignored from here: `tell_job` checks that it is caught before it
+        # sends it, and the shepherd writes a note left now at the end anyway.
+        if timeout is None:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(NOTE_SIGNAL, signal.SIG_IGN)
         for fd in (wake_r, wake_w):
             os.close(fd)
     _write_note(note, err_fd, ids)  # one left as the job ended

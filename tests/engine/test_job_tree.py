@@ -6,6 +6,7 @@ user through a real server, are in tests/security/test_session_escape.py."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 
@@ -130,3 +131,26 @@ def test_the_rounds_kill_a_process_that_forks_and_exits_in_a_loop():
         hopper.returncode = 0  # (reaped above)
 
     in_a_shepherd(check)
+
+
+def test_the_shepherds_wait_leaves_no_wakeup_descriptor_or_handler_behind(tmp_path):
+    """The shepherd's wait for its job (`executor._wait_for_job`, run here in the test's
+    own main thread on a real child) undoes its signal set-up before it closes its pipe: a
+    wakeup descriptor left pointing at the closed pipe made CPython 3.11 deadlock in its
+    signal handler on a SIGCHLD of the end's kill rounds (the job then stayed R for ever),
+    or write the signal's byte into whatever file reused the number."""
+    child = os.fork()
+    if child == 0:
+        os._exit(3)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGCHLD, executor.NOTE_SIGNAL)}
+    try:
+        status, _usage = executor._wait_for_job(child, tmp_path / "1.status", None,
+                                                time.monotonic(), executor.Usage())
+        assert os.waitstatus_to_exitcode(status) == 3
+        assert signal.set_wakeup_fd(-1) == -1
+        assert signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+        assert signal.getsignal(executor.NOTE_SIGNAL) == signal.SIG_IGN
+    finally:
+        signal.set_wakeup_fd(-1)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
