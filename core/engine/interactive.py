@@ -213,12 +213,40 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+#: Seconds qsub keeps copying what the job wrote to its terminal once the job's shepherd is
+#: gone (`relay`): the terminal's last bytes may reach its master side after the shepherd's
+#: connection closes.
+DRAIN_SECONDS = 2.0
+
+
+def _copy_out(master: int, stdout: int) -> bool:
+    """Copy what the job's terminal has for qsub to `stdout`; False once its side is closed
+    (EIO: every process of the job let the terminal go)."""
+    try:
+        data = os.read(master, 65536)
+    except OSError:
+        return False
+    if data:
+        _write_all(stdout, data)
+    return bool(data)
+
+
+def _drain(master: int, stdout: int, seconds: float = DRAIN_SECONDS) -> None:
+    """Copy what is left on the job's terminal, until its side is closed or `seconds` pass
+    (a process of the job the shepherd's kill missed could hold it open and write on)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0 and \
+            select.select([master], [], [], left)[0] and _copy_out(master, stdout):
+        pass
+
+
 def relay(master: int, conn: socket.socket | None = None, stdin: int = 0,
           stdout: int = 1) -> None:
     """Relay the terminal on `stdin`/`stdout` to the job's terminal `master` until the job's
-    side closes (EIO), or its shepherd does (`conn` at its end: the job then gets the
-    terminal's hangup when qsub lets `master` go): raw mode, its window size now and at
-    each SIGWINCH; the terminal's settings come back afterwards."""
+    side closes (EIO), or its shepherd does (`conn` at its end: what the job wrote last is
+    copied first, `_drain`, and the job then gets the terminal's hangup when qsub lets
+    `master` go): raw mode, its window size now and at each SIGWINCH; the terminal's
+    settings come back afterwards."""
     saved = termios.tcgetattr(stdin)
     old_winch = signal.signal(signal.SIGWINCH, lambda *_: _copy_size(stdin, master))
     _copy_size(stdin, master)
@@ -228,21 +256,16 @@ def relay(master: int, conn: socket.socket | None = None, stdin: int = 0,
         while True:
             ready = select.select([master] + ([stdin] if reading else []) + (
                 [conn] if conn is not None else []), [], [])[0]
+            if master in ready and not _copy_out(master, stdout):
+                return
             if conn is not None and conn in ready:
                 try:
                     gone = not conn.recv(4096)
                 except OSError:
                     gone = True
                 if gone:  # its shepherd is gone: the job, left to itself, ends with qsub
+                    _drain(master, stdout)
                     return
-            if master in ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # EIO: every process of the job let the terminal go
-                    return
-                if not data:
-                    return
-                _write_all(stdout, data)
             if stdin in ready:
                 data = os.read(stdin, 65536)
                 if data:

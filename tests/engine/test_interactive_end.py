@@ -147,3 +147,26 @@ def test_another_users_job_cannot_remove_a_killed_qsubs_folder(engine, attacker)
     engine.pbs("qdel", job_id, check=True)  # (qsub's own job: deleted before it started)
     interactive.remove_left(os.path.join(folder, "s"))  # (root's, as root: the test's)
     assert not os.path.lexists(folder)
+
+
+def test_what_the_job_wrote_last_reaches_qsub_when_its_shepherd_goes_at_once():
+    """The job's last output and the shepherd's connection closing come to qsub together
+    (the shepherd closes its end as soon as the job's top process ends): qsub copies
+    what the job's terminal still holds before it stops, not only what one read found.
+    Real pseudo-terminals: the job's, and one for qsub's own terminal."""
+    master, slave = os.openpty()
+    term_master, term_slave = os.openpty()
+    out_r, out_w = os.pipe()
+    conn, shepherd = socket.socketpair()
+    try:
+        os.write(slave, b"owner=root\n")  # (the terminal adds the CR)
+        os.close(slave)
+        shepherd.close()  # (both ready before relay's first select)
+        interactive.relay(master, conn, stdin=term_slave, stdout=out_w)
+        os.close(out_w)
+        with os.fdopen(out_r, "rb") as copied:
+            assert copied.read() == b"owner=root\r\n"
+    finally:
+        for fd in (master, term_master, term_slave):
+            os.close(fd)
+        conn.close()
