@@ -7,7 +7,11 @@ the SIGKILL ends it."""
 
 from __future__ import annotations
 
-import time
+import os
+import shlex
+import subprocess
+
+from pbsplug.engine.testing import PBSPLUG, until
 
 #: A job that only SIGKILL ends (SIG_IGN is inherited by the sleep).
 DEAF = "trap '' TERM\nsleep 300\n"
@@ -59,16 +63,74 @@ def test_a_job_over_its_walltime_is_killed_after_its_kill_delay(engine):
 
 
 def test_qterm_immediate_kills_each_job_after_its_kill_delay(engine):
-    """qterm waits for the jobs it kills: with a kill_delay of 1 s, about 1 s (the old
-    fixed 10 s and 5 more were 15)."""
+    """Two jobs, in queues with kill_delays of 6 s and 1 s: the 1 s one ends first, and
+    qterm returns once both have ended (it waits for the longest kill_delay). Each job
+    holds the write end of a FIFO of its own, so the test sees each end as its last
+    process goes, with no clock: one fixed delay for both (the old 10 s) would end them
+    together, the longer one first as it was killed first."""
     assert _qmgr(engine, "set queue workq kill_delay = 1").returncode == 0
-    job_id = _running(engine, "-r", "n")
-    began = time.monotonic()
-    done = engine.pbs("qterm", "-t", "immediate")
-    assert (done.returncode, done.stderr) == (0, "")
-    assert time.monotonic() - began < 9  # (slack: it waits 1 s, and 15 s without it)
+    assert _qmgr(engine, "create queue longq queue_type=execution,enabled=true,"
+                         "started=true,kill_delay=6").returncode == 0
+    readers: list[int] = []
+    try:
+        # The long one starts first, so one fixed delay would kill it first.
+        long_id, long_fifo = _holding(engine, readers, "longq")
+        short_id, short_fifo = _holding(engine, readers, "workq")
+        qterm = subprocess.Popen([PBSPLUG, "qterm", "-t", "immediate"], env=engine.env(),
+                                 cwd=engine.work, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            def short_ended() -> bool:
+                returned = qterm.poll() is not None  # (looked at first: see below)
+                if _read(short_fifo) == b"":
+                    return True
+                assert not returned, ("qterm returned while the kill_delay-1 job ran on",
+                                     qterm.returncode, qterm.communicate())
+                return False
+
+            until(short_ended, timeout=60, what="the kill_delay-1 job to end")
+            # Read after the short one's end: held now, so held when that one ended.
+            assert _read(long_fifo) is None, "the kill_delay-6 job ended with the other"
+            out, err = qterm.communicate(timeout=120)
+        finally:
+            if qterm.poll() is None:
+                qterm.kill()
+                qterm.wait()
+        assert (qterm.returncode, out, err) == (0, "", "")
+        assert _read(long_fifo) == b"", "qterm returned before the kill_delay-6 job ended"
+    finally:
+        for fd in readers:
+            os.close(fd)
     engine.start()
-    assert engine.job(job_id)["job_state"] == "F"
+    assert engine.job(long_id)["job_state"] == engine.job(short_id)["job_state"] == "F"
+
+
+def _holding(engine, readers: list[int], queue: str) -> tuple[str, int]:
+    """A running job in `queue`, deaf to SIGTERM, that holds the write end of a FIFO of
+    its own (only its processes do: the test opens the read end alone, and not
+    inheritably); its id and the read end, which `_read` finds at EOF once the job's
+    last process is gone."""
+    fifo = engine.work / f"{queue}.fifo"
+    os.mkfifo(fifo, 0o666)
+    fifo.chmod(0o666)
+    # Opened first and nonblocking, so the job's open for writing does not block.
+    readers.append(reader := os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    # The byte says the trap is set and the FIFO held (SIG_IGN is inherited by the sleep).
+    script = f"trap '' TERM\nexec 3>{shlex.quote(str(fifo))}\nprintf x >&3\nsleep 300\n"
+    job_id = engine.pbs("qsub", "-r", "n", "-q", queue, input=script, cwd=engine.work,
+                        check=True).stdout.strip()
+    engine.wait(job_id, "R")
+    until(lambda: _read(reader) == b"x", timeout=60, what=f"the job in {queue} to start")
+    return job_id, reader
+
+
+def _read(fd: int) -> bytes | None:
+    """What a FIFO gives: its bytes, b"" when no writer holds it (yet, or any more), None
+    while one does and has written nothing more."""
+    try:
+        return os.read(fd, 16)
+    except BlockingIOError:
+        return None
 
 
 def test_qdel_w_takes_what_openpbs_qdel_takes(engine):
