@@ -3,30 +3,106 @@ the SIGKILL of a job ended by qdel, by its walltime or by ``qterm -t immediate``
 from its queue when it starts, as OpenPBS 23.06's server hands it to its MoM (qmgr's
 answers checked: tests/adapters/test_pbs_parity.py). qdel's ``-W`` as PBS's qdel takes it
 (checked: tests/adapters/test_pbs_job_parity.py). Each job here ignores SIGTERM, so only
-the SIGKILL ends it."""
+the SIGKILL ends it. A delay is shown by an order, never by a clock (a shared machine may
+stall a test for seconds): a job with a short kill_delay, killed after one with a long
+kill_delay, ends while that one runs on (`_ends_first`), which one fixed delay for both
+would not do."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import pytest
 
 from pbsplug.engine.testing import PBSPLUG, until
 
-#: A job that only SIGKILL ends (SIG_IGN is inherited by the sleep).
-DEAF = "trap '' TERM\nsleep 300\n"
 #: Exit_status of a job ended by SIGKILL (256 + 9).
 KILLED = 265
+#: A kill_delay that no check of a test outlasts, however slow the machine, and that no
+#: test waits for: `holding` ends its job at teardown.
+LONG = 30
+
+
+class Held(NamedTuple):
+    """A running job that holds the write end of a FIFO (`holding`): its id and the read end."""
+    id: str
+    fifo: int
 
 
 def _qmgr(engine, text: str):
     return engine.pbs("qmgr", "-c", text)
 
 
-def _running(engine, *args: str) -> str:
-    job_id = engine.pbs("qsub", *args, input=DEAF, cwd=engine.work, check=True).stdout.strip()
-    engine.wait(job_id, "R")
-    return job_id
+def _queue(engine, name: str, kill_delay: int | None) -> None:
+    """A started execution queue `name` with `kill_delay` (none set, PBS's default, when
+    None)."""
+    delay = "" if kill_delay is None else f",kill_delay={kill_delay}"
+    assert _qmgr(engine, f"create queue {name} queue_type=execution,enabled=true,"
+                         f"started=true{delay}").returncode == 0
+
+
+@pytest.fixture
+def holding(engine) -> Iterator[Callable[[str], Held]]:
+    """``holding(queue)``: a running job in `queue` (one a queue: its FIFO is named after
+    it), deaf to SIGTERM, that holds the write end of a FIFO of its own (only its
+    processes do: the test opens the read end alone, and not inheritably), which `_read`
+    finds at EOF once the job's last process is gone. At teardown a job still running is
+    SIGKILLed (qsig), so that no test waits for a long kill_delay and no job's sleep
+    outlives its test."""
+    readers: list[int] = []
+    jobs: list[str] = []
+
+    def hold(queue: str) -> Held:
+        fifo = engine.work / f"{queue}.fifo"
+        os.mkfifo(fifo, 0o666)
+        fifo.chmod(0o666)
+        # Opened first and nonblocking, so the job's open for writing does not block.
+        readers.append(reader := os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        # The byte says the trap is set and the FIFO held (SIG_IGN is inherited by the sleep).
+        script = f"trap '' TERM\nexec 3>{shlex.quote(str(fifo))}\nprintf x >&3\nsleep 300\n"
+        jobs.append(job_id := engine.pbs("qsub", "-r", "n", "-q", queue, input=script,
+                                         cwd=engine.work, check=True).stdout.strip())
+        engine.wait(job_id, "R")
+        until(lambda: _read(reader) == b"x", timeout=60, what=f"the job in {queue} to start")
+        return Held(job_id, reader)
+
+    yield hold
+    for job_id in jobs:
+        # (refused for a job that has ended, and by a server that a test left stopped)
+        if engine.pbs("qsig", "-s", "KILL", job_id).returncode == 0:
+            engine.wait(job_id, "F")
+    for fd in readers:
+        os.close(fd)
+
+
+def _read(fd: int) -> bytes | None:
+    """What a FIFO gives: its bytes, b"" when no writer holds it (yet, or any more), None
+    while one does and has written nothing more."""
+    try:
+        return os.read(fd, 16)
+    except BlockingIOError:
+        return None
+
+
+def _ends_first(first: Held, then: Held, not_yet: Callable[[], str] = lambda: "") -> None:
+    """Wait for `first`'s job to end (60 s at most: a hang guard), and check that `then`'s
+    still holds its FIFO: read after that end, held now, so held when it came. `not_yet`,
+    looked at before each read of `first`'s FIFO (so what it saw came before that job was
+    seen running on), says what must not happen while that job runs ("" while nothing
+    has)."""
+    def ended() -> bool:
+        seen = not_yet()
+        if _read(first.fifo) == b"":
+            return True
+        assert not seen, seen
+        return False
+
+    until(ended, timeout=60, what=f"job {first.id} to end")
+    assert _read(then.fifo) is None, f"job {then.id} had ended too when job {first.id} ended"
 
 
 def test_kill_delay_is_set_by_qmgr_and_shown_by_qstat_qf(engine):
@@ -38,99 +114,79 @@ def test_kill_delay_is_set_by_qmgr_and_shown_by_qstat_qf(engine):
     assert "kill_delay" not in engine.pbs("qstat", "-Qf", "workq", check=True).stdout
 
 
-def test_qdel_kills_after_the_kill_delay_the_job_started_with(engine):
+def test_qdel_kills_after_the_kill_delay_the_job_started_with(engine, holding):
     """A kill_delay of 1 s: the SIGKILL comes 1 s after the SIGTERM, not PBS's default
-    10 s; a change made after the job started does not reach it."""
+    10 s; a change made after the job started does not reach it. So the job ends while
+    a job deleted before it, whose kill_delay is 30 s, runs on: one fixed delay for both
+    would end that one first, and the queue's 600 s would not end this one within the
+    test's minute."""
     assert _qmgr(engine, "set queue workq kill_delay = 1").returncode == 0
-    job_id = _running(engine)
+    _queue(engine, "longq", LONG)
+    long = holding("longq")
+    short = holding("workq")
     assert _qmgr(engine, "set queue workq kill_delay = 600").returncode == 0
-    engine.pbs("qdel", job_id, check=True)
-    assert engine.wait(job_id, "F", timeout=8)["Exit_status"] == KILLED
+    engine.pbs("qdel", long.id, check=True)
+    engine.pbs("qdel", short.id, check=True)
+    _ends_first(short, long)
+    assert engine.wait(short.id, "F")["Exit_status"] == KILLED
 
 
-def test_a_negative_kill_delay_which_pbs_takes_means_none(engine):
+def test_a_negative_kill_delay_which_pbs_takes_means_none(engine, holding):
+    """A job of a queue whose kill_delay is -5 gets its SIGKILL with its SIGTERM, not after
+    PBS's default 10 s: it ends while a job deleted before it, of a queue with the
+    default, runs on."""
     assert _qmgr(engine, "set queue workq kill_delay = -5").returncode == 0
-    job_id = _running(engine)
-    engine.pbs("qdel", job_id, check=True)
-    assert engine.wait(job_id, "F", timeout=8)["Exit_status"] == KILLED
+    _queue(engine, "defaultq", None)
+    default = holding("defaultq")
+    negative = holding("workq")
+    engine.pbs("qdel", default.id, check=True)
+    engine.pbs("qdel", negative.id, check=True)
+    _ends_first(negative, default)
+    assert engine.wait(negative.id, "F")["Exit_status"] == KILLED
 
 
-def test_a_job_over_its_walltime_is_killed_after_its_kill_delay(engine):
+def test_a_job_over_its_walltime_is_killed_after_its_kill_delay(engine, holding):
+    """A job over its walltime, with a kill_delay of 1 s, ends while a job that went over
+    its walltime before it, whose kill_delay is 30 s, runs on. Each gets its walltime of
+    1 s once it runs (qalter), so its SIGTERM finds its trap set; the one started first
+    is over it first."""
     assert _qmgr(engine, "set queue workq kill_delay = 1").returncode == 0
-    job_id = _running(engine, "-l", "walltime=00:00:01")
-    attrs = engine.wait(job_id, "F", timeout=8)
+    _queue(engine, "longq", LONG)
+    long = holding("longq")
+    short = holding("workq")
+    for held in (long, short):
+        engine.pbs("qalter", "-l", "walltime=00:00:01", held.id, check=True)
+    _ends_first(short, long)
+    attrs = engine.wait(short.id, "F")
     assert attrs["Exit_status"] == -29 and "walltime" in attrs["comment"]
 
 
-def test_qterm_immediate_kills_each_job_after_its_kill_delay(engine):
+def test_qterm_immediate_kills_each_job_after_its_kill_delay(engine, holding):
     """Two jobs, in queues with kill_delays of 6 s and 1 s: the 1 s one ends first, and
-    qterm returns once both have ended (it waits for the longest kill_delay). Each job
-    holds the write end of a FIFO of its own, so the test sees each end as its last
-    process goes, with no clock: one fixed delay for both (the old 10 s) would end them
-    together, the longer one first as it was killed first."""
+    qterm returns once both have ended (it waits for the longest kill_delay: 6 s, not
+    `LONG`, so that the test waits less). One fixed delay for both (the old 10 s) would
+    end them together, the longer one first as it was killed first."""
     assert _qmgr(engine, "set queue workq kill_delay = 1").returncode == 0
-    assert _qmgr(engine, "create queue longq queue_type=execution,enabled=true,"
-                         "started=true,kill_delay=6").returncode == 0
-    readers: list[int] = []
+    _queue(engine, "longq", 6)
+    # The long one starts first, so one fixed delay would kill it first.
+    long = holding("longq")
+    short = holding("workq")
+    qterm = subprocess.Popen([PBSPLUG, "qterm", "-t", "immediate"], env=engine.env(),
+                             cwd=engine.work, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # The long one starts first, so one fixed delay would kill it first.
-        long_id, long_fifo = _holding(engine, readers, "longq")
-        short_id, short_fifo = _holding(engine, readers, "workq")
-        qterm = subprocess.Popen([PBSPLUG, "qterm", "-t", "immediate"], env=engine.env(),
-                                 cwd=engine.work, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            def short_ended() -> bool:
-                returned = qterm.poll() is not None  # (looked at first: see below)
-                if _read(short_fifo) == b"":
-                    return True
-                assert not returned, ("qterm returned while the kill_delay-1 job ran on",
-                                     qterm.returncode, qterm.communicate())
-                return False
-
-            until(short_ended, timeout=60, what="the kill_delay-1 job to end")
-            # Read after the short one's end: held now, so held when that one ended.
-            assert _read(long_fifo) is None, "the kill_delay-6 job ended with the other"
-            out, err = qterm.communicate(timeout=120)
-        finally:
-            if qterm.poll() is None:
-                qterm.kill()
-                qterm.wait()
-        assert (qterm.returncode, out, err) == (0, "", "")
-        assert _read(long_fifo) == b"", "qterm returned before the kill_delay-6 job ended"
+        _ends_first(short, long, not_yet=lambda: "" if qterm.poll() is None else (
+            f"qterm returned while the kill_delay-1 job ran on: {qterm.returncode}, "
+            f"{qterm.communicate()}"))
+        out, err = qterm.communicate(timeout=120)
     finally:
-        for fd in readers:
-            os.close(fd)
+        if qterm.poll() is None:
+            qterm.kill()
+            qterm.wait()
+    assert (qterm.returncode, out, err) == (0, "", "")
+    assert _read(long.fifo) == b"", "qterm returned before the kill_delay-6 job ended"
     engine.start()
-    assert engine.job(long_id)["job_state"] == engine.job(short_id)["job_state"] == "F"
-
-
-def _holding(engine, readers: list[int], queue: str) -> tuple[str, int]:
-    """A running job in `queue`, deaf to SIGTERM, that holds the write end of a FIFO of
-    its own (only its processes do: the test opens the read end alone, and not
-    inheritably); its id and the read end, which `_read` finds at EOF once the job's
-    last process is gone."""
-    fifo = engine.work / f"{queue}.fifo"
-    os.mkfifo(fifo, 0o666)
-    fifo.chmod(0o666)
-    # Opened first and nonblocking, so the job's open for writing does not block.
-    readers.append(reader := os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-    # The byte says the trap is set and the FIFO held (SIG_IGN is inherited by the sleep).
-    script = f"trap '' TERM\nexec 3>{shlex.quote(str(fifo))}\nprintf x >&3\nsleep 300\n"
-    job_id = engine.pbs("qsub", "-r", "n", "-q", queue, input=script, cwd=engine.work,
-                        check=True).stdout.strip()
-    engine.wait(job_id, "R")
-    until(lambda: _read(reader) == b"x", timeout=60, what=f"the job in {queue} to start")
-    return job_id, reader
-
-
-def _read(fd: int) -> bytes | None:
-    """What a FIFO gives: its bytes, b"" when no writer holds it (yet, or any more), None
-    while one does and has written nothing more."""
-    try:
-        return os.read(fd, 16)
-    except BlockingIOError:
-        return None
+    assert engine.job(long.id)["job_state"] == engine.job(short.id)["job_state"] == "F"
 
 
 def test_qdel_w_takes_what_openpbs_qdel_takes(engine):
@@ -151,10 +207,15 @@ def test_qdel_w_takes_what_openpbs_qdel_takes(engine):
         assert engine.job(job_id)["job_state"] == "F"
 
 
-def test_qdel_w_seconds_leaves_the_kill_delay_as_it_is(engine):
+def test_qdel_w_seconds_leaves_the_kill_delay_as_it_is(engine, holding):
     """OpenPBS 23.06's qdel takes ``-W 30`` (checked) and sends no delay: the job gets its
-    queue's kill_delay."""
+    queue's kill_delay, 1 s, so ``qdel -W 600`` ends it while a job deleted before it
+    (plainly), whose kill_delay is 30 s, runs on."""
     assert _qmgr(engine, "set queue workq kill_delay = 1").returncode == 0
-    job_id = _running(engine)
-    engine.pbs("qdel", "-W", "600", job_id, check=True)
-    assert engine.wait(job_id, "F", timeout=8)["Exit_status"] == KILLED
+    _queue(engine, "longq", LONG)
+    long = holding("longq")
+    short = holding("workq")
+    engine.pbs("qdel", long.id, check=True)
+    engine.pbs("qdel", "-W", "600", short.id, check=True)
+    _ends_first(short, long)
+    assert engine.wait(short.id, "F")["Exit_status"] == KILLED
