@@ -2736,8 +2736,10 @@ class Engine:
         # session: one that made a group or a session of its own may end cleanly too,
         # before the SIGKILL after kill_delay.
         executor.signal_session(launch, signal.SIGTERM)
-        self.kills[job_id] = self.clock() + self._kill_delay(job_id,
-                                                             self.store.runtime(job_id))
+        # A job being killed already keeps its SIGKILL's time: a qdel every second would
+        # otherwise put it off for ever (past the walltime of a job that ignores SIGTERM).
+        deadline = self.clock() + self._kill_delay(job_id, self.store.runtime(job_id))
+        self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
             runtime["end_reason"] = why

@@ -219,3 +219,19 @@ def test_qdel_w_seconds_leaves_the_kill_delay_as_it_is(engine, holding):
     engine.pbs("qdel", "-W", "600", short.id, check=True)
     _ends_first(short, long)
     assert engine.wait(short.id, "F")["Exit_status"] == KILLED
+
+
+def test_a_qdel_again_does_not_put_the_sigkill_off(engine, holding):
+    """qdel after qdel, more often than the kill_delay: the SIGKILL keeps the time the
+    first one set (each qdel setting it again had a job that ignores SIGTERM, and its
+    owner, keep its vnode for as long as they liked, past its walltime too). Without
+    that, the job would never end while the qdels go on."""
+    assert _qmgr(engine, "set queue workq kill_delay = 2").returncode == 0
+    job = holding("workq")
+
+    def ended() -> bool:
+        engine.pbs("qdel", job.id)  # (refused once the job is over)
+        return _read(job.fifo) == b""
+
+    until(ended, timeout=60, what=f"job {job.id} to end while qdel is sent again and again")
+    assert engine.wait(job.id, "F")["Exit_status"] == KILLED
