@@ -143,8 +143,6 @@ SWEEP_SECONDS = 0.05
 SWEEP_EVERY = 60.0
 ROLE_USER, ROLE_OPERATOR, ROLE_MANAGER = "user", "operator", "manager"
 _ACTIVE = ("Q", "H", "W", "R", "E", "S", "T")
-#: Seconds between tries of the jobs a limit on jobs in Q holds back from it.
-LIMIT_RETRY = 10.0
 #: What a job is counted by in the limits on queued jobs: a change to one is checked.
 _COUNTED_BY_LIMITS = ("queue", "euser", "egroup", "project", "Resource_List", "job_state")
 #: The states qhold and qrls act in: a running job is held too (should it be requeued).
@@ -228,12 +226,9 @@ class Engine:
         self.plugins = plugins
         self.stopping = False
         self._next_wait_check = 0.0
-        #: Waiting jobs a limit on jobs in Q held back (tried again only every
-        #: LIMIT_RETRY s), whether a dependency release may be held back (the first pass
-        #: after a start looks: the database says which), and when they are tried again.
-        self._waits_held: set[str] = set()
-        self._release_retry = True
-        self._next_limit_retry = 0.0
+        #: Whether the dependency releases an older pbsplug held back are still to be
+        #: looked for (`_end_waits`: the first pass after a start).
+        self._release_held_back = True
         #: The limits' count as last brought up to date (`_limits_tally`), with the store's
         #: generation it was made at; None before any.
         self._tally: tuple[int, limits.Tally | None] | None = None
@@ -930,57 +925,27 @@ class Engine:
 
     def _end_waits(self, now: float) -> None:
         """Waiting jobs whose Execution_Time has come are queued (checked once a second).
-        The limits on queued jobs counted them from their submission (`limits.not_begun`),
-        so none refuses them now; the jobs an older pbsplug held back (its thresholds
-        counted jobs in Q only), W with the limit's text as their comment or held ``s``
-        with their dependencies met (`_resolve_depend`), are found in the database by the
-        first pass after a start and queued, any still refused tried again every
-        `LIMIT_RETRY` seconds, all against one count of the jobs (`limits.Tally`)."""
+        No limit on queued jobs is checked: they counted the jobs from their submission
+        (`limits.not_begun`), and entering Q adds nothing (a job whose stored request a
+        limit cannot count, set after it, is not stuck W either). The first pass after a
+        start also releases the jobs an older pbsplug held back (`_without_held_back`)."""
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0
-        retry = now >= self._next_limit_retry
         due = self.store.waiting_due(now)
-        self._waits_held &= set(due)  # (one that was due and is no longer W is gone)
-        due = {job_id: attrs for job_id, attrs in due.items()
-               if retry or job_id not in self._waits_held}
-        releases = retry and self._release_retry
-        if not due and not releases:
+        if not due and not self._release_held_back:
             return
         queues: set[str] = set()
         with self.store.transaction() as st:  # one commit for the pass, however many jobs
             for job_id, attrs in due.items():
-                new = {**attrs, "job_state": "Q"}
-                if not self._enter_q(job_id, attrs, new):
-                    self._waits_held.add(job_id)
-                    continue
-                self._waits_held.discard(job_id)
-                st.put_job(job_id, new, keep_env=True)
+                st.put_job(job_id, _without_held_back({**attrs, "job_state": "Q"}),
+                           keep_env=True)
                 queues.add(str(attrs.get("queue") or ""))
-            if releases:
-                self._release_retry = self._resolve_depend([], every_held=True) > 0
-        if retry and (self._waits_held or self._release_retry):
-            self._next_limit_retry = now + LIMIT_RETRY
+            if self._release_held_back:
+                self._release_held_back = False
+                self._resolve_depend([], every_held=True)
         for queue in sorted(queues):
             self._trigger(queue)
-
-    def _enter_q(self, job_id: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
-        """Whether job `job_id`, stored as `old`, may go to state Q as `new` under the
-        limits on queued jobs; when not, its comment says why (written when it changes).
-        A comment of an earlier refusal goes as it does."""
-        tally = self._limits_tally()
-        if tally is not None:
-            try:
-                tally.check(new, old)
-            except PbsError as err:
-                comment = f"{limits.HELD_BACK}{err.message}"
-                if new.get("comment") != comment:
-                    with self.store.transaction() as st:
-                        st.put_job(job_id, {**self._job(job_id), "comment": comment})
-                return False
-        if limits.held_back(new.get("comment")):
-            new.pop("comment")
-        return True
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> str | None:
         """``before*`` dependencies, registered on each target as PBS's server does
@@ -1014,13 +979,12 @@ class Engine:
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
 
-    def _resolve_depend(self, ended: list[str], every_held: bool = False) -> int:
+    def _resolve_depend(self, ended: list[str], every_held: bool = False) -> None:
         """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
-        every job whose release a limit held back (its comment says so): release the ones
-        whose dependencies are all met, delete the ones that can never run. A release into
-        Q that a limit on queued jobs refuses leaves the job held, tried again by
-        `_end_waits`; returns how many."""
-        refused = 0
+        every job whose release an older pbsplug held back (its comment says so,
+        `_without_held_back`): release the ones whose dependencies are all met, delete the
+        ones that can never run. No limit on queued jobs is checked: the job was counted
+        from its submission (`limits.not_begun`), and its release adds nothing."""
         for job_id, attrs in self.store.depend_held(None if every_held else ended).items():
             if every_held and not limits.held_back(attrs.get("comment")):
                 continue  # (an operator's hold s on a job whose dependencies were met stays)
@@ -1036,16 +1000,10 @@ class Engine:
                 holds = str(attrs["Hold_Types"]).replace("s", "") or "n"
                 new = {**attrs, "Hold_Types": holds, "mtime": int(self.clock())}
                 new["job_state"] = lifecycle.queued_state(new, self.clock())
-                if new["job_state"] == "Q":
-                    if not self._enter_q(job_id, attrs, new):
-                        refused += 1
-                        self._release_retry = True
-                        continue
                 with self.store.transaction() as st:
-                    st.put_job(job_id, new, keep_env=True)
+                    st.put_job(job_id, _without_held_back(new), keep_env=True)
                 self.log(LOG_JOB, "Job", job_id, "dependencies met: system hold released")
                 self.want_cycle = True
-        return refused
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
                       history: bool = False, attrs: list[str] | None = None,
@@ -3119,6 +3077,16 @@ def _no_subjob_room(attrs: dict[str, Any]) -> bool:
         return int(attrs["max_run_subjobs"]) <= 0
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def _without_held_back(attrs: dict[str, Any]) -> dict[str, Any]:
+    """`attrs` of a job leaving W or its dependency's hold, without the comment an older
+    pbsplug wrote when a threshold held the job back there (`limits.held_back`: its
+    thresholds counted jobs in Q only; the job is released now, so the comment is
+    wrong)."""
+    if limits.held_back(attrs.get("comment")):
+        attrs.pop("comment")
+    return attrs
 
 
 def _stopped_queues(queues: dict[str, dict[str, Any]]) -> set[str]:

@@ -303,6 +303,28 @@ def test_a_job_held_by_its_dependency_counts_and_its_release_adds_nothing(engine
     assert "comment" not in engine.job(child)
 
 
+def test_a_request_a_limit_set_later_cannot_count_keeps_no_job_from_q(inprocess_engine):
+    """Audit: the server checked the limits again when a waiting job's time came and when
+    a dependency was met; that could refuse only a job whose stored request a limit set
+    after it cannot count (15014: a negative float), which then stayed W, or held ``s``,
+    for good. Entering Q adds nothing to what the job counts, so nothing is checked."""
+    eng = inprocess_engine
+    admin = Caller(0, ROLE_MANAGER)
+    eng.req_qmgr(admin, "set server scheduling = False")
+    eng.req_qmgr(admin, "create resource fl type = float")
+    asks = {"Resource_List": {"fl": "-1.5"}}
+    waiting = eng.req_submit(admin, {"Execution_Time": int(time.time()) + 3600, **asks},
+                             script="true\n")
+    parent = eng.req_submit(admin, {"Hold_Types": "u"}, script="true\n")
+    child = eng.req_submit(admin, {"depend": f"afterany:{parent}", **asks}, script="true\n")
+    assert [eng.store.job(j)["job_state"] for j in (waiting, child)] == ["W", "H"]
+    eng.req_qmgr(admin, "set server queued_jobs_threshold_res.fl = [u:PBS_GENERIC=10]")
+    eng.req_delete(admin, [parent])  # (the dependency met)
+    eng._end_waits(time.time() + 3600)  # (the waiting job's time come)
+    for job_id in (waiting, child):
+        stored = eng.store.job(job_id)
+        assert (stored["job_state"], stored.get("comment")) == ("Q", None), job_id
+
 def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
     set_ok(engine, "set server scheduling = False")
     set_ok(engine, "set server max_queued_res.walltime = [u:PBS_GENERIC=02:00:00]")
