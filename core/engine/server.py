@@ -226,9 +226,6 @@ class Engine:
         self.plugins = plugins
         self.stopping = False
         self._next_wait_check = 0.0
-        #: Whether the dependency releases an older pbsplug held back are still to be
-        #: looked for (`_end_waits`: the first pass after a start).
-        self._release_held_back = True
         #: The limits' count as last brought up to date (`_limits_tally`), with the store's
         #: generation it was made at; None before any.
         self._tally: tuple[int, limits.Tally | None] | None = None
@@ -285,6 +282,7 @@ class Engine:
         self.control = JobControl(self)  # (qsig, qorder, qmsg, qselect, qterm...)
         self.control.signals_as_stored()  # (the jobs adopted: stopped if suspended)
         self.arrays = Arrays(self)
+        self._release_held_back()
         self.periodic.startup()
 
     # -- set-up -----------------------------------------------------------------------------------
@@ -927,25 +925,33 @@ class Engine:
         """Waiting jobs whose Execution_Time has come are queued (checked once a second).
         No limit on queued jobs is checked: they counted the jobs from their submission
         (`limits.not_begun`), and entering Q adds nothing (a job whose stored request a
-        limit cannot count, set after it, is not stuck W either). The first pass after a
-        start also releases the jobs an older pbsplug held back (`_without_held_back`)."""
+        limit cannot count, set after it, is not stuck W either)."""
         if now < self._next_wait_check:
             return
         self._next_wait_check = now + 1.0
         due = self.store.waiting_due(now)
-        if not due and not self._release_held_back:
+        if not due:
             return
         queues: set[str] = set()
         with self.store.transaction() as st:  # one commit for the pass, however many jobs
             for job_id, attrs in due.items():
-                st.put_job(job_id, _without_held_back({**attrs, "job_state": "Q"}),
-                           keep_env=True)
+                st.put_job(job_id, {**attrs, "job_state": "Q"}, keep_env=True)
                 queues.add(str(attrs.get("queue") or ""))
-            if self._release_held_back:
-                self._release_held_back = False
-                self._resolve_depend([], every_held=True)
         for queue in sorted(queues):
             self._trigger(queue)
+
+    def _release_held_back(self) -> None:
+        """The jobs an older pbsplug held back from Q while a threshold was full (its
+        thresholds counted jobs in Q only; they count every job not begun now,
+        `limits.not_begun`, so nothing is held back any more), as its database has them: a
+        waiting one loses the limit's comment (it goes to Q when its time comes, as any),
+        one held ``s`` after its dependencies were met is released (`_resolve_depend`). As
+        the server starts, before any request: no request meets such a job."""
+        with self.store.transaction() as st:
+            for job_id, attrs in self.store.jobs(("W",), lean=True).items():
+                if limits.held_back(attrs.get("comment")):
+                    st.put_job(job_id, _without_held_back(attrs), keep_env=True)
+        self._resolve_depend([], every_held=True)
 
     def _link_befores(self, job_id: str, befores: list[tuple[str, str]]) -> str | None:
         """``before*`` dependencies, registered on each target as PBS's server does
@@ -981,8 +987,8 @@ class Engine:
 
     def _resolve_depend(self, ended: list[str], every_held: bool = False) -> None:
         """Jobs waiting on `ended` (which started, ended or are new), or with `every_held`
-        every job whose release an older pbsplug held back (its comment says so,
-        `_without_held_back`): release the ones whose dependencies are all met, delete the
+        every job whose release an older pbsplug held back (its comment says so:
+        `_release_held_back`): release the ones whose dependencies are all met, delete the
         ones that can never run. No limit on queued jobs is checked: the job was counted
         from its submission (`limits.not_begun`), and its release adds nothing."""
         for job_id, attrs in self.store.depend_held(None if every_held else ended).items():
@@ -1507,9 +1513,6 @@ class Engine:
             begun = state == "Q" and attrs.get("stime") is not None
             attrs["job_state"] = "B" if begun else state
             attrs["substate"] = 70 if begun else attrs.get("substate")
-        if "Hold_Types" in changes and limits.held_back(current.get("comment")) and \
-                attrs.get("comment") == current.get("comment"):
-            attrs.pop("comment", None)  # its holds are someone's now, not a limit's
         if any(attrs.get(key) != current.get(key) for key in _COUNTED_BY_LIMITS):
             self._check_limits(attrs, current)  # a release, a project, resources
         if not write_unchanged and written is None and attrs == current:
@@ -1629,15 +1632,13 @@ class Engine:
     def _lift_depend_hold(self, old: dict, new: dict) -> None:
         """A job held (``s``) for its dependencies, whose depend a request or a hook changed
         to one met already, or removed: the hold goes, as PBS's server lifts it (its job
-        no longer waits on anything; one a queued-jobs limit held back meets the limit as
-        a release does). An ``s`` hold whose depend was met already, with no limit holding
-        it back, is not the dependency's (an operator's, too many failed starts'): it
-        stays."""
+        no longer waits on anything). An ``s`` hold whose depend was met already is not the
+        dependency's (an operator's, too many failed starts'): it stays."""
         if new.get("depend") == old.get("depend") or "s" not in str(new.get("Hold_Types")):
             return
-        if not old.get("depend") or (depend.check(old["depend"], self._lean_job)[0] ==
-                                     depend.MET and not limits.held_back(old.get("comment"))):
-            return  # (met, and not waiting for room under a limit: not the dependency's)
+        if not old.get("depend") or depend.check(old["depend"], self._lean_job)[0] == \
+                depend.MET:
+            return  # (met already: not the dependency's)
         if new.get("depend") and depend.check(new["depend"], self._lean_job)[0] != depend.MET:
             return
         new["Hold_Types"] = str(new["Hold_Types"]).replace("s", "") or "n"
@@ -3080,10 +3081,9 @@ def _no_subjob_room(attrs: dict[str, Any]) -> bool:
 
 
 def _without_held_back(attrs: dict[str, Any]) -> dict[str, Any]:
-    """`attrs` of a job leaving W or its dependency's hold, without the comment an older
-    pbsplug wrote when a threshold held the job back there (`limits.held_back`: its
-    thresholds counted jobs in Q only; the job is released now, so the comment is
-    wrong)."""
+    """`attrs` without the comment an older pbsplug wrote when a threshold held the job
+    back in W or in its dependency's hold (`limits.held_back`; `Engine._release_held_back`:
+    its thresholds counted jobs in Q only, and the comment is wrong now)."""
     if limits.held_back(attrs.get("comment")):
         attrs.pop("comment")
     return attrs

@@ -336,7 +336,7 @@ def test_job_wide_resources_of_a_job_with_a_select_are_counted(engine):
 
 
 def test_a_restart_releases_only_the_holds_a_limit_made(engine):
-    """The first pass after a start looks for dependency releases a limit held back; an
+    """A start looks for the dependency releases an older pbsplug's limit held back; an
     operator's hold s on a job whose dependencies were met long ago is not one."""
     first = engine.submit("true\n")
     engine.wait(first, "F")
@@ -344,9 +344,33 @@ def test_a_restart_releases_only_the_holds_a_limit_made(engine):
     engine.pbs("qhold", "-h", "s", later, check=True)
     engine.stop()
     engine.start()
-    set_ok(engine, "set server comment = restarted")  # a request: the first pass is done
-    time.sleep(1.5)
+    set_ok(engine, "set server comment = restarted")  # (answered: the start's pass is done)
     assert "s" in engine.job(later)["Hold_Types"] and engine.job(later)["job_state"] == "H"
+
+
+def test_the_jobs_an_older_pbsplug_held_back_are_released_as_the_server_starts(engine_here):
+    """An older pbsplug's thresholds counted jobs in Q only: a waiting job whose time came,
+    or one whose dependencies were met, stayed W, or held ``s``, with the limit's text as
+    its comment. Its database read as the server starts, before any request, the comment
+    goes and the dependency's hold is released (an operator's stays: the tests above)."""
+    admin = Caller(0, ROLE_MANAGER)
+    old = engine_here()
+    parent = old.req_submit(admin, {"Hold_Types": "u"}, script="true\n")
+    child = old.req_submit(admin, {"depend": f"afterany:{parent}"}, script="true\n")
+    waiting = old.req_submit(admin, {"Execution_Time": int(time.time()) + 3600},
+                             script="true\n")
+    text = "Not Running: would exceed complex's per-user limit of jobs in 'Q' state"
+    with old.store.transaction() as st:  # (as that pbsplug left them)
+        st.put_job(parent, {**old.store.job(parent), "job_state": "F", "stime": 1,
+                            "Exit_status": 0})
+        for job_id in (child, waiting):
+            st.put_job(job_id, {**old.store.job(job_id), "comment": text})
+    assert old.store.job(child)["Hold_Types"] == "s"
+    new = engine_here()  # (a restart)
+    released, kept = new.store.job(child), new.store.job(waiting)
+    assert (released["job_state"], released["Hold_Types"], released.get("comment")) == (
+        "Q", "n", None)
+    assert (kept["job_state"], kept.get("comment")) == ("W", None)  # (its time to come)
 
 
 def test_the_schedulers_limit_comment_does_not_mark_a_hold_as_a_limits(engine):
@@ -361,8 +385,7 @@ def test_the_schedulers_limit_comment_does_not_mark_a_hold_as_a_limits(engine):
     engine.pbs("qhold", "-h", "s", later, check=True)
     engine.stop()
     engine.start()
-    set_ok(engine, "set server comment = restarted")
-    time.sleep(1.5)
+    set_ok(engine, "set server comment = restarted")  # (answered: the start's pass is done)
     assert "s" in engine.job(later)["Hold_Types"]
 
 
