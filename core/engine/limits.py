@@ -113,14 +113,17 @@ class Holder:
         return attrs is not None and (self.queue is None or attrs.get("queue") == self.queue)
 
 
-#: How the comment of a job a limit holds back from Q begins (PBS's text follows).
+#: How the comment began of a job an older pbsplug held back from Q (PBS's text followed).
 HELD_BACK = "Not Running: "
 
 
 def held_back(comment: Any) -> bool:
-    """Whether a job's comment is that of a job a limit on jobs in Q holds back: the
-    server's own, `HELD_BACK` and a text of this module for a Q-state limit (the only
-    ones that can hold a job back; the scheduler never writes them)."""
+    """Whether a job's comment is the one an older pbsplug wrote when a threshold held the
+    job back from Q (its thresholds counted jobs in Q only, so a waiting job whose time
+    came, or a dependency's release, could be over one): `HELD_BACK` and a text of this
+    module for a Q-state limit (the scheduler never writes those). Nothing writes it now
+    (the thresholds count every job `not_begun`, so entering Q adds nothing); the server
+    looks for it in the database as it starts (`Engine._release_held_back`)."""
     text = str(comment or "")
     return text.startswith(HELD_BACK) and "'Q' state" in text
 
