@@ -282,7 +282,11 @@ class Engine:
         self.control = JobControl(self)  # (qsig, qorder, qmsg, qselect, qterm...)
         self.control.signals_as_stored()  # (the jobs adopted: stopped if suspended)
         self.arrays = Arrays(self)
-        self._release_held_back()
+        try:
+            self._release_held_back()
+        except Exception as exc:  # (the jobs stay as they are: the server starts all the same)
+            self.log(LOG_ERROR, "Server", self.host, "releasing the jobs an older pbsplug held "
+                     f"back failed: {type(exc).__name__}: {exc}")
         self.periodic.startup()
 
     # -- set-up -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from pbsplug import entlim, values
 from pbsplug.engine import limits
 from pbsplug.engine.errors import PbsError
-from pbsplug.engine.server import ROLE_MANAGER, Caller
+from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 from pbsplug.engine.store import Store
 
 from .conftest import until
@@ -371,6 +371,20 @@ def test_the_jobs_an_older_pbsplug_held_back_are_released_as_the_server_starts(e
     assert (released["job_state"], released["Hold_Types"], released.get("comment")) == (
         "Q", "n", None)
     assert (kept["job_state"], kept.get("comment")) == ("W", None)  # (its time to come)
+
+
+def test_a_failed_release_of_held_back_jobs_keeps_no_server_from_starting(engine_here,
+                                                                          monkeypatch):
+    """That release runs as the server starts (in its first poll before, whose failures
+    are logged): a failure of it is logged, and the server starts."""
+    def fails(self, ended, every_held=False):
+        raise RuntimeError("a bad row")
+
+    monkeypatch.setattr(Engine, "_resolve_depend", fails)
+    eng = engine_here()
+    logged = "".join(p.read_text() for p in eng.home.logs.glob("*"))
+    assert "releasing the jobs an older pbsplug held back failed: RuntimeError: a bad row" \
+        in logged
 
 
 def test_the_schedulers_limit_comment_does_not_mark_a_hold_as_a_limits(engine):
