@@ -1502,35 +1502,68 @@ def signal_job(pgid: int, sig: int) -> bool:
         return False
 
 
+#: pidfd_send_signal's flag (Linux 6.9) that sends to the process group whose number is the
+#: pid the descriptor was opened on, as that pid was then: a group that has since ended and
+#: whose number was given again is never reached (killpg's number may name it).
+PIDFD_SIGNAL_PROCESS_GROUP = 4
+
+
 def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
-    """Send `sig` to the job: its process group (`signal_job`; `wait` as `Launch.resolve`)
-    and its top process, wherever that moved: a process may join another group of its
-    session (setpgid), out of reach of the first. Its end ends the job, and its shepherd
-    then kills what is left of the job (`_kill_job`). No /proc scan: the top process is the one
-    whose pid is the group's number, signalled (once: not when it is still in the group)
-    only while it is the shepherd's live child, through a pidfd, so the process checked is
-    the one signalled. (Suspend and resume reach every process of the job as well:
-    `signal_session`.) Whether either was sent."""
+    """Send `sig` to the job: its process group (`wait` as `Launch.resolve`) and its top
+    process, wherever that moved: a process may join another group of its session
+    (setpgid), out of reach of the first. Its end ends the job, and its shepherd then kills
+    what is left of the job (`_kill_job`). No /proc scan. Both only while the top process
+    (the pid that is the group's number) is still the live shepherd's child, alive or not
+    reaped yet, checked through a pidfd, so that the process checked is the one signalled:
+    once the shepherd has reaped it (the job is over, its shepherd killing what is left) or
+    is gone, the number may name anyone's process, and anyone's group (a job that ended
+    while the server was down, whose suspend `jobcontrol` replays at its start; a qdel
+    between a job's end and the poll that notices it). The group is signalled through
+    that pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`), else by its number (killpg) just after the
+    check. The top process is signalled apart only when it is no longer in the group.
+    (Suspend and resume reach every process of the job as well: `signal_session`.)
+    Whether either was sent."""
     pgid = launch.resolve(wait=wait)
-    sent = signal_job(pgid, sig)
-    if pgid <= 0:
-        return sent
+    if pgid <= 0 or not launch.alive():  # (a pgid of 0 would mean the caller's own group)
+        return False
     try:
-        pidfd = os.pidfd_open(pgid)
-    except (AttributeError, OSError):  # gone, or no pidfd here: the group's signal stands
-        return sent
+        pidfd: int | None = os.pidfd_open(pgid)
+    except ProcessLookupError:
+        return False  # reaped: its number is no longer the job's
+    except (AttributeError, OSError):  # no pidfd here: the check, then the number
+        pidfd = None
     try:
         stat = proc_stat(pgid)
         fields = stat.rsplit(")", 1)[1].split() if stat is not None else []
-        if (len(fields) < 3 or fields[0] == "Z" or fields[1] != str(launch.shepherd)
-                or (sent and fields[2] == str(pgid))):  # (in the group: it has it, once)
+        if len(fields) < 3 or fields[1] != str(launch.shepherd):
+            return False  # not the shepherd's child: another process has the number now
+        sent = _signal_group(pidfd, pgid, sig)
+        if pidfd is None or fields[0] == "Z" or (sent and fields[2] == str(pgid)):
+            return sent  # (in the group: it has it, once)
+        try:
+            signal.pidfd_send_signal(pidfd, sig)
+        except OSError:
             return sent
-        signal.pidfd_send_signal(pidfd, sig)
         return True
-    except OSError:
-        return sent
     finally:
-        os.close(pidfd)
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _signal_group(pidfd: int | None, pgid: int, sig: int) -> bool:
+    """Send `sig` to process group `pgid`, through `pidfd` (open on the process whose pid
+    is its number) where the kernel can (Linux 6.9), else by its number; False when no
+    process is in it."""
+    if pidfd is not None:
+        try:
+            signal.pidfd_send_signal(pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
+            return True
+        except ProcessLookupError:
+            return False
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # (EINVAL: a kernel without the flag)
+                return False
+    return signal_job(pgid, sig)
 
 
 def reap() -> None:

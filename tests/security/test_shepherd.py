@@ -200,3 +200,62 @@ def test_a_job_that_leaves_its_process_group_is_still_killed_for_its_walltime(
                   str(path))
     attrs = engine.wait(job_id, timeout=90)
     assert attrs["Exit_status"] == -29, attrs.get("comment")
+
+
+def _root_group_leader_with_pid(pid: int):
+    """A root process that gets `pid` (a pid the attacker's job had) and leads a session
+    and process group of its own, as a daemon's or a login's process does: what pid reuse
+    does on its own (an attacker speeds it up by forking), made at once through
+    ns_last_pid."""
+    import subprocess
+
+    for _ in range(50):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    message = f"could not get pid {pid} through /proc/sys/kernel/ns_last_pid"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _state(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def test_a_job_that_ended_while_the_server_was_down_has_no_group_signalled_for_it(
+        engine, attacker):
+    """The server signalled a job's recorded process group (its top process's pid) with
+    killpg, as root, whether or not that group was still the job's: a suspended job whose
+    owner ended it while the server was down (its processes are the owner's to continue
+    and kill) was stopped again at the server's start (`signals_as_stored`), by its old
+    number, which by then could name anyone's process group (here root's): root's
+    process was stopped. qdel, qsig and the kill after kill_delay took the same path
+    between a job's end and the poll that noticed it."""
+    from pbsplug.engine.executor import Launch
+
+    job_id = qsub(attacker, engine, "--", "/bin/sleep", "300")
+    engine.wait(job_id, "R")
+    status = engine.home.jobs / f"{job_id.split('.')[0]}.status"
+    launch = until(lambda: Launch.recorded(status, "/nonexistent"),
+                   what="the shepherd's record")
+    engine.pbs("qsig", "-s", "suspend", job_id, check=True)
+    engine.kill()
+    ended = attacker.python("import os, sys\nos.kill(int(sys.argv[1]), 9)\n", str(launch.pgid))
+    assert ended.returncode == 0, ended.stderr
+    until(status.exists, timeout=30, what="the job's end, with no server")
+    victim = _root_group_leader_with_pid(launch.pgid)
+    try:
+        engine.start()
+        engine.wait(job_id, timeout=60)
+        assert _state(victim.pid) not in (b"T", b""), "root's process group was signalled"
+    finally:
+        victim.kill()
+        victim.wait()
