@@ -101,3 +101,32 @@ def test_qmsg_naming_one_job_many_times_writes_once(engine, attacker):
         home=engine, cwd=engine.work)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [150, 1]
+
+
+def test_qdel_naming_one_running_job_many_times_kills_it_once(engine, attacker):
+    # Each kill of a running job runs execjob_preterm, writes its accounting record and
+    # signals every process of the job (its shepherd's tree, walked thread by thread, in
+    # the server's loop): one raw request naming the job 10,000 times (in its forms: 12,
+    # 12.server, 12@SERVER) cost the server 10,000 of each, a job of many threads the
+    # longest.
+    done = attacker.python(
+        "import json, os, subprocess, time\n"
+        "from pathlib import Path\n"
+        "from pbsplug.engine.client import Client\n"
+        "from pbsplug.engine.home import Home\n"
+        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        "Path('term.sh').write_text(\"trap '' TERM\\nsleep 60\\n\")\n"
+        "job = subprocess.run(['pbsplug', 'qsub', 'term.sh'],\n"
+        "                     capture_output=True, text=True, check=True).stdout.strip()\n"
+        "while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':\n"
+        "    time.sleep(0.05)\n"
+        "number, server = job.split('.', 1)\n"
+        "forms = [job, number, f'{number}@{server.upper()}'] * 50\n"
+        "answers = c('delete', ids=forms)\n"
+        "print(json.dumps([job, sum('error' not in a for a in answers)]))\n",
+        home=engine, cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    job_id, answered = json.loads(done.stdout)
+    assert answered == 150
+    engine.wait(job_id, timeout=60)
+    assert engine.log().count(f"{job_id};Job to be deleted at request of") == 1
