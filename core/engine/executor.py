@@ -244,22 +244,30 @@ def _proc(pid: int | str) -> Proc | None:
 
 
 def job_processes(roots: Mapping[int, float], since: float, sessions: Collection[int] = (),
-                  table: Mapping[int, Proc] | None = None) -> dict[int, Proc]:
+                  table: Mapping[int, Proc] | None = None,
+                  sessions_until: float | None = None) -> dict[int, Proc]:
     """A job's processes in `table` (default: /proc, read now), the `roots` aside: the
     descendants of each root (`roots` maps a pid to its start time: a pid that names
-    another process now is no root) and the members of `sessions`, all started since
-    `since`. A job's shepherd is its subreaper (`become_subreaper`), so whatever the job
-    starts stays its descendant, even when a process between them ends and whatever
-    session it makes. Pid reuse: a child is taken only if it started no earlier than the
-    parent it names (a pid freed and given again while the table is read names a newer
-    process than its old children), and a session's member only while its leader, whose
-    number it is, lives (the caller's check)."""
+    another process now is no root), the members of `sessions` and their descendants,
+    all started since `since`. A job's shepherd is its subreaper (`become_subreaper`), so
+    whatever the job starts stays its descendant, even when a process between them ends
+    and whatever session it makes. Pid reuse: a child is taken only if it started no
+    earlier than the parent it names (a pid freed and given again while the table is read
+    names a newer process than its old children), and a session's member only while its
+    leader, whose number it is, lives (the caller's check), or, given `sessions_until`,
+    only one started no later than that (a leader gone, see `kill_session`)."""
     table = processes() if table is None else table
     children: dict[int, list[int]] = {}
     for pid, proc in table.items():
         children.setdefault(proc.ppid, []).append(pid)
     found: dict[int, Proc] = {}
     stack = [pid for pid, start in roots.items() if pid in table and table[pid].start == start]
+    if sessions:
+        for pid, proc in table.items():
+            if proc.session in sessions and pid not in roots and proc.start >= since and (
+                    sessions_until is None or proc.start <= sessions_until):
+                found[pid] = proc
+                stack.append(pid)
     while stack:
         parent = stack.pop()
         born = max(since, table[parent].start)
@@ -268,10 +276,6 @@ def job_processes(roots: Mapping[int, float], since: float, sessions: Collection
             if pid not in found and pid not in roots and proc.start >= born:
                 found[pid] = proc
                 stack.append(pid)
-    if sessions:
-        for pid, proc in table.items():
-            if proc.session in sessions and pid not in roots and proc.start >= since:
-                found.setdefault(pid, proc)
     return found
 
 
@@ -1272,9 +1276,8 @@ def sample_time(n: int) -> float:
 
 def kill_session(launch: Launch) -> int:
     """SIGKILL every process left of a job whose shepherd is gone (`signal_tree`): those in
-    the shepherd's session started since the shepherd, in the same boot (Linux does not
-    reuse a pid while a session of that number has members, so these are the job's), and
-    those the shepherd recorded at its last sample of the job's use (``<seq>.usage``: a
+    the shepherd's session started since the shepherd, in the same boot, and those the
+    shepherd recorded at its last sample of the job's use (``<seq>.usage``: a
     process that left the session, an orphan of init's once its subreaper is gone), each
     only while it is the same process (its start time), with their descendants. Returns
     how many."""
@@ -1286,7 +1289,32 @@ def kill_session(launch: Launch) -> int:
         # process is left in the old session; the new process's own session must not be
         # touched, but what the shepherd recorded is checked process by process.
         return signal_tree(launch, signal.SIGKILL, sessions=False)
-    return signal_tree(launch, signal.SIGKILL)
+    # Its session's members are the job's while that number cannot have been given again:
+    # Linux reuses no pid while a session of that number has members, but once the job's
+    # have all ended or left it (setsid), and the shepherd was reaped, the number may be a
+    # new session's, whose leader may have ended too (a daemon's double fork), so no
+    # process has the pid. A shepherd the server reaped just now (`reap`) held it as a
+    # zombie until then; for any other (one adopted after a restart, which init reaped:
+    # root killed it, or the OOM killer, while the server was down), only the members
+    # started before it was last seen alive are taken (`_last_seen`).
+    until = None if now == launch.started or launch.shepherd in _just_reaped else \
+        _last_seen(launch)
+    return signal_tree(launch, signal.SIGKILL, sessions_until=until)
+
+
+def _last_seen(launch: Launch) -> float:
+    """When the shepherd of `launch` was last known alive, in clock ticks since boot (as
+    /proc's start times): when it wrote its last sample (``<seq>.usage``), else its record
+    (``<seq>.shepherd``, as it started the job); its start when it wrote neither. From the
+    files' times, on the wall clock: a step of that clock since moves it as much."""
+    stamps = []
+    for suffix in (".usage", ".shepherd"):
+        with contextlib.suppress(OSError):
+            stamps.append(Path(launch.status_file).with_suffix(suffix).stat().st_mtime)
+    if not stamps:
+        return launch.started
+    booted = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return max(launch.started, (max(stamps) - booted) * _TICKS)
 
 
 def signal_session(launch: Launch, sig: int) -> int:
@@ -1300,9 +1328,11 @@ def signal_session(launch: Launch, sig: int) -> int:
     return signal_tree(launch, sig)
 
 
-def signal_tree(launch: Launch, sig: int, sessions: bool = True) -> int:
+def signal_tree(launch: Launch, sig: int, sessions: bool = True,
+                sessions_until: float | None = None) -> int:
     """Send `sig` to the job's processes, as its shepherd finds them (`job_processes`):
-    its descendants while it lives, the members of its session (with `sessions`), and
+    its descendants while it lives, the members of its session (with `sessions`; with
+    `sessions_until`, those started no later than that), and
     once it is gone what it recorded at its last sample with their descendants. A
     SIGSTOP or SIGKILL is sent in rounds (`_signal_rounds`), so that a process forked
     while the others are signalled gets it too. Returns how many were sent it."""
@@ -1318,7 +1348,7 @@ def signal_tree(launch: Launch, sig: int, sessions: bool = True) -> int:
     def find() -> dict[int, Proc]:
         table = processes()
         found = job_processes(roots, launch.started,
-                              (launch.shepherd,) if sessions else (), table)
+                              (launch.shepherd,) if sessions else (), table, sessions_until)
         found.update((pid, table[pid]) for pid, start in roots.items()
                      if pid != exclude and pid in table and table[pid].start == start)
         return found
@@ -1566,15 +1596,24 @@ def _signal_group(pidfd: int | None, pgid: int, sig: int) -> bool:
     return signal_job(pgid, sig)
 
 
+#: The shepherds the server's last `reap` collected: each was a zombie until then, whose
+#: pid (its session's number) no other process could have (`kill_session`).
+_just_reaped: frozenset[int] = frozenset()
+
+
 def reap() -> None:
     """Collect the shepherds that have ended (they are the server's children)."""
+    global _just_reaped
+    reaped = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
+            break
+        reaped.add(pid)
+    _just_reaped = frozenset(reaped)
 
 
 def cpu_count() -> int:

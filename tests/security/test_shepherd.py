@@ -6,6 +6,7 @@ docstring says what the engine did before its fix."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -202,17 +203,18 @@ def test_a_job_that_leaves_its_process_group_is_still_killed_for_its_walltime(
     assert attrs["Exit_status"] == -29, attrs.get("comment")
 
 
-def _root_group_leader_with_pid(pid: int):
-    """A root process that gets `pid` (a pid the attacker's job had) and leads a session
-    and process group of its own, as a daemon's or a login's process does: what pid reuse
-    does on its own (an attacker speeds it up by forking), made at once through
-    ns_last_pid."""
+def _root_group_leader_with_pid(pid: int, argv: list[str] | None = None):
+    """A root process (`argv`, default a ``sleep``) that gets `pid` (a pid the attacker's
+    job had) and leads a session and process group of its own, as a daemon's or a login's
+    process does: what pid reuse does on its own (an attacker speeds it up by forking),
+    made at once through ns_last_pid. Its standard output is a pipe."""
     import subprocess
 
     for _ in range(50):
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid - 1))
-        proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        proc = subprocess.Popen(argv or ["sleep", "300"], start_new_session=True,
+                                stdout=subprocess.PIPE, text=True)
         if proc.pid == pid:
             return proc
         proc.kill()
@@ -259,3 +261,51 @@ def test_a_job_that_ended_while_the_server_was_down_has_no_group_signalled_for_i
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_a_lost_jobs_session_number_given_again_is_not_killed_at_the_servers_start(
+        engine, attacker):
+    """A job whose shepherd died without its status (root killed it, or the OOM killer)
+    while the server was down: at its start the server killed every member of the
+    shepherd's session started since the shepherd, as long as no process had the
+    shepherd's pid. The job's processes had all ended or left that session meanwhile, so
+    its number was given again, here to root's daemon whose session leader had exited
+    (a double fork): it lives on with no process of that pid, and the server killed it."""
+    import signal
+
+    from pbsplug.engine.executor import Launch
+
+    path = engine.work / "outlive.py"
+    path.write_text("import os, time\n"
+                    "session = os.getsid(0)\n"  # (its shepherd's pid)
+                    "def alive(pid):\n"
+                    "    try:\n"
+                    "        with open(f'/proc/{pid}/stat', 'rb') as f:\n"
+                    "            return f.read().rsplit(b')', 1)[1].split()[0] != b'Z'\n"
+                    "    except OSError:\n"
+                    "        return False\n"
+                    "while alive(session):\n"
+                    "    time.sleep(0.05)\n")
+    path.chmod(0o644)
+    job_id = qsub(attacker, engine, "-r", "n", "--", "/usr/bin/python3", str(path))
+    engine.wait(job_id, "R")
+    status = engine.home.jobs / f"{job_id.split('.')[0]}.status"
+    launch = until(lambda: Launch.recorded(status, "/nonexistent"),
+                   what="the shepherd's record")
+    until(lambda: status.with_suffix(".usage").exists(), what="the shepherd's first sample")
+    engine.kill()
+    os.kill(launch.shepherd, signal.SIGKILL)  # (root's doing, or the OOM killer's)
+    until(lambda: not Path(f"/proc/{launch.shepherd}").exists(), timeout=30,
+          what="the shepherd to be reaped and its job's process to end")
+    # (the daemon forked by a child of the leader's: the leader's next pid was the job's)
+    leader = _root_group_leader_with_pid(launch.shepherd, [
+        "/bin/sh", "-c", "(sleep 300 >/dev/null & echo $!)"])
+    daemon = int(leader.communicate()[0])
+    try:
+        assert os.getsid(daemon) == launch.shepherd
+        engine.start()
+        engine.wait(job_id, timeout=60)
+        assert _state(daemon) not in (b"", b"Z"), "root's daemon was killed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)
