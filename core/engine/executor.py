@@ -212,11 +212,14 @@ class Proc(NamedTuple):
     ticks: int     # CPU: its own and its reaped children's (utime stime cutime cstime)
     vsize: int     # bytes
     rss: int       # pages
+    threads: int = 1  # its threads not reaped, its main thread among them
 
     @property
     def gone(self) -> bool:
-        """Ended (a zombie waiting for its parent, or dead): nothing to signal or stop."""
-        return self.state in ("Z", "X", "x")
+        """Ended (a zombie waiting for its parent, or dead): nothing to signal or stop. A
+        process whose main thread exited alone (SYS_exit, pthread_exit) reads as a zombie
+        (state Z) while its other threads run on: that one is not gone (`_ended`)."""
+        return self.state in ("Z", "X", "x") and self.threads <= 1
 
 
 def processes() -> dict[int, Proc]:
@@ -238,7 +241,8 @@ def _proc(pid: int | str) -> Proc | None:
     fields = stat.rsplit(")", 1)[-1].split()
     try:
         return Proc(fields[0], int(fields[1]), int(fields[3]), float(fields[19]),
-                    sum(int(v) for v in fields[11:15]), int(fields[20]), int(fields[21]))
+                    sum(int(v) for v in fields[11:15]), int(fields[20]), int(fields[21]),
+                    int(fields[17]))
     except (IndexError, ValueError):
         return None
 
@@ -371,14 +375,29 @@ def proc_stat(pid: int | str) -> str | None:
 
 def _start_of(stat: str) -> float | None:
     """The start time (clock ticks since boot) in a /proc/<pid>/stat text; None for a
-    zombie (it has ended, reaped by whoever is its parent) or a text of another shape."""
+    zombie (it has ended, reaped by whoever is its parent: `_ended`) or a text of another
+    shape."""
     fields = stat.rsplit(")", 1)[-1].split()
-    if len(fields) < 20 or fields[0] == "Z":
+    if len(fields) < 20 or _ended(fields):
         return None
     try:
         return float(fields[19])
     except ValueError:
         return None
+
+
+def _ended(fields: list[str]) -> bool:
+    """Whether the fields after the command name of a /proc/<pid>/stat text say that the
+    process has ended: a zombie (Z, or X while it goes) with no thread left but its main
+    one. A process whose main thread exited alone reads Z while its other threads run on
+    (the kill rounds took one for ended and never signalled it: it ran on past its job's
+    end, qdel and suspend)."""
+    if fields[0] not in ("Z", "X", "x"):
+        return False
+    try:
+        return int(fields[17]) <= 1
+    except (IndexError, ValueError):
+        return True
 
 
 def process_identity(pid: int) -> tuple[int, float] | None:
@@ -1568,7 +1587,7 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
         if len(fields) < 3 or fields[1] != str(launch.shepherd):
             return False  # not the shepherd's child: another process has the number now
         sent = _signal_group(pidfd, pgid, sig)
-        if pidfd is None or fields[0] == "Z" or (sent and fields[2] == str(pgid)):
+        if pidfd is None or _ended(fields) or (sent and fields[2] == str(pgid)):
             return sent  # (in the group: it has it, once)
         try:
             signal.pidfd_send_signal(pidfd, sig)

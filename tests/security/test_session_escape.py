@@ -314,3 +314,47 @@ def _read(fd: int) -> bytes | None:
         return os.read(fd, 16)
     except BlockingIOError:
         return None
+
+
+#: A process whose main thread exits (the thread alone: SYS_exit) while another thread runs
+#: on: its /proc/<pid>/stat says Z, as a zombie's does, until its last thread ends. It
+#: writes its pid to argv[1] first.
+HEADLESS = ("import ctypes, os, sys, threading, time\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+            "threading.Thread(target=time.sleep, args=(300,)).start()\n"
+            "ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[os.uname().machine], 0)\n")
+
+
+def _threads(pid: int) -> int:
+    """How many threads process `pid` has still running (its exited main thread aside)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    return sum(state(int(tid)) not in ("", "Z", "X") for tid in tasks if tid != str(pid)) + (
+        state(pid) not in ("", "Z", "X"))
+
+
+@pytest.mark.parametrize("end", ["the job's end", "qdel"])
+def test_a_process_whose_main_thread_exited_is_killed(engine, attacker, escape, end):
+    """A process whose main thread has exited reads as a zombie (state Z) while its other
+    threads run on: the kill rounds took it for ended, never signalled it, and its
+    shepherd's tree for empty; it ran on, as its owner, past the job's end (the same at
+    qdel, its walltime, suspend)."""
+    pid_file = engine.work / f"headless-{escape.replace(' ', '-')}-{end.split()[-1]}"
+    command = f"/usr/bin/python3 -c \"{HEADLESS}\" {pid_file}"
+    then = (f"while [ ! -s {pid_file} ]; do sleep 0.1; done\nsleep 1\n"
+            + ("exit 0\n" if end == "the job's end" else "sleep 300\n"))
+    job_id = qsub(attacker, engine, "-r", "n", job_script(engine, escape, command, then))
+    pid = int(until(lambda: pid_file.exists() and pid_file.read_text(), timeout=30,
+                    what="the process to start"))
+    try:
+        until(lambda: state(pid) == "Z" and _threads(pid) == 1, timeout=30,
+              what="its main thread to exit")
+        if end == "qdel":
+            engine.pbs("qdel", job_id, check=True)
+        engine.wait(job_id, timeout=60)
+        until(lambda: _threads(pid) == 0, timeout=15, what="the process to be killed")
+    finally:
+        if _threads(pid):
+            os.kill(pid, signal.SIGKILL)
