@@ -1209,13 +1209,8 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
-    timeout: float | None = None
-    try:
-        for sig in (signal.SIGCHLD, NOTE_SIGNAL):
-            signal.signal(sig, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
-    except ValueError:  # not the main thread: no handlers here, a poll instead
-        timeout = WAKE_EVERY
+    # (not the main thread: no handlers here, a poll instead)
+    timeout = None if _wake_on_signals(wake_w) else WAKE_EVERY
     poller = select.poll()
     poller.register(wake_r, select.POLLIN)
     if qsub_fd is not None:
@@ -1277,6 +1272,25 @@ def _wait_for_job(pid: int, status_file: Path, err_fd: int | None, t0: float, us
             os.close(fd)
     _write_note(note, err_fd, ids)  # one left as the job ended
     return status, usage
+
+
+def _wake_on_signals(wake_w: int) -> bool:
+    """Have SIGCHLD and `NOTE_SIGNAL` write a byte into `wake_w` (non-blocking), the write
+    end of the shepherd's wakeup pipe; False where that cannot be had (not the main
+    thread). A full pipe is no failure (the shepherd looks at its job at its next wake
+    anyway): CPython 3.11 reports a failed write by queueing a call from the C signal
+    handler, under a lock the interpreter may hold at that moment (the shepherd then
+    waited on itself for ever), and a job fills the 64 KiB pipe with 65,536 SIGCHLDs
+    between two of the shepherd's reads of it (its top process stopped and continued in
+    a loop while the shepherd reads a large /proc, or tens of thousands of its processes
+    killed: not seen here, but no more than a matter of scale)."""
+    try:
+        for sig in (signal.SIGCHLD, NOTE_SIGNAL):
+            signal.signal(sig, lambda *_: None)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    except ValueError:
+        return False
+    return True
 
 
 #: Seconds between two looks at the job where its shepherd cannot be woken by signals.
