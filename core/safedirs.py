@@ -127,30 +127,36 @@ def _folder_check(folder: str | Path, whole: bool,
                   owner: int | None = None) -> tuple[str | None, bool]:
     """`folder_problem`, and whether every level was there, a folder: then nothing is left
     to make, and no one else can change any level (each is root's or this user's, in a
-    folder no one else may write, or sticky)."""
+    folder no one else may write, or sticky). Paths are plain strings here, each level
+    stat-ed once: a replay's power hook checks its state folder at every run, and pathlib's
+    objects were most of a check's cost."""
     trusted = _trusted()
-    path = Path(os.path.abspath(folder))
-    real = Path(os.path.realpath(path))
-    checks: dict[Path, bool] = {}  # a real folder -> whether others may add to it
-    for directory in (real, *real.parents):
+    path = os.path.abspath(folder)
+    real = os.path.realpath(path)
+    checks: dict[str, bool] = {}  # a real folder -> whether others may add to it
+    for directory in _and_parents(real):
         checks.setdefault(directory, directory != real or not whole)
-    for prefix in reversed((path, *path.parents)):
-        if not prefix.is_symlink():
-            continue
+    for prefix in reversed(_and_parents(path)):
         try:
-            info = prefix.lstat()
-        except OSError:
-            return None, False  # vanished: the real path's check stands
+            info = os.lstat(prefix)
+        except OSError as exc:
+            if exc.errno in _NOT_THERE:
+                continue  # (not a link: as `Path.is_symlink` answers)
+            raise
+        except ValueError:
+            continue
+        if not stat.S_ISLNK(info.st_mode):
+            continue
         problem = _entry_problem(prefix, info, trusted, True)
         if problem:
             return problem, False
-        parent = Path(os.path.realpath(prefix.parent))
-        for directory in (parent, *parent.parents):
+        for directory in _and_parents(os.path.realpath(os.path.dirname(prefix))):
             checks.setdefault(directory, True)
     complete = True
-    for directory in sorted(checks, key=lambda p: len(p.parts)):
+    # (from / down: a real path's levels are its slashes, "/" one)
+    for directory in sorted(checks, key=lambda p: p.count("/") if p != "/" else 0):
         try:
-            info = directory.lstat()
+            info = os.lstat(directory)
         except (FileNotFoundError, NotADirectoryError):
             complete = False
             continue  # not made yet (or cannot be: making it says so)
@@ -163,6 +169,21 @@ def _folder_check(folder: str | Path, whole: bool,
             return problem, False
         complete = complete and stat.S_ISDIR(info.st_mode)
     return None, complete
+
+
+#: What `Path.is_symlink` reads as "no link there" rather than an error.
+_NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def _and_parents(path: str) -> list[str]:
+    """`path` (absolute, normalized) and each folder above it, up to /."""
+    out = [path]
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        out.append(parent)
+        path = parent
 
 
 def check_folder(folder: str | Path, what: str = "folder", owner: int | None = None) -> Path:
