@@ -31,6 +31,8 @@ from .config import PowerConfig
 WAKE_AHEAD = 900
 #: Reservation states in which a reservation holds its vnodes now.
 HOLDING = frozenset({"RUNNING", "DELETED", "BEING_ALTERED", "DELETING_JOBS"})
+#: The state of a vnode that may go down.
+FREE = frozenset({"free"})
 #: Reservation states whose start wakes, and keeps up, their vnodes.
 COMING = frozenset({"CONFIRMED", "DEGRADED"})
 
@@ -111,6 +113,33 @@ def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
     return None
 
 
+def _down_problem_one(config: PowerConfig, now: int, vnode: NodeView,
+                      held: Mapping[str, str], needed: Mapping[str, int], window: int,
+                      shown: dict[frozenset[str], str]) -> str | None:
+    """`_down_problem` of a host of one vnode (most hosts), in the same words: no list
+    made, and each state text (`shown`) written once a run; a run looks at every host."""
+    name = vnode.name
+    if config.on_off and not vnode.eligible:
+        return f"poweroff_eligible is False on {name}"
+    states = vnode.states
+    if states != FREE:
+        text = shown.get(states)
+        if text is None:
+            text = shown[states] = ",".join(sorted(states))
+        return f"{name} is {text}, not free"
+    if held:
+        holding = held.get(name)
+        if holding:
+            return f"a reservation holds it ({holding})"
+    when = needed.get(name)
+    if when is not None and when < window:
+        return f"needed at {when}, within min_node_down_delay + {WAKE_AHEAD} s"
+    if now - vnode.last_used_time <= config.node_idle_limit:
+        return (f"idle {now - vnode.last_used_time} s, not more than node_idle_limit "
+                f"{config.node_idle_limit} s")
+    return None
+
+
 def _up_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
                 needed: Mapping[str, int], booting: frozenset[str]) -> str | None:
     """Why the sleeping host may not be woken now; None when it may."""
@@ -150,6 +179,8 @@ def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeVie
     booting = frozenset(booting)
     limit = config.max_concurrent_nodes
     why = decision.why
+    window = now + config.min_node_down_delay + WAKE_AHEAD
+    shown: dict[frozenset[str], str] = {}  # states -> their text (`_down_problem_one`)
     for host, vnodes in hosts.items():
         if ("sleep" in vnodes[0].states if len(vnodes) == 1 else
                 any("sleep" in v.states for v in vnodes)):
@@ -161,7 +192,8 @@ def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeVie
                 why[host] = problem or (
                     f"needed soon; waits: max_concurrent_nodes ({limit}) woken this run")
             continue
-        problem = _down_problem(config, now, vnodes, held, needed)
+        problem = (_down_problem_one(config, now, vnodes[0], held, needed, window, shown)
+                   if len(vnodes) == 1 else _down_problem(config, now, vnodes, held, needed))
         if problem is None and len(decision.down) < limit:
             decision.down.append(host)
             why[host] = "idle and eligible: going down"

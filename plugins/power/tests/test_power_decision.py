@@ -110,3 +110,23 @@ def test_needed_by_takes_the_earliest_need_among_the_first_jobs():
              ResvView("UNCONFIRMED", NOW + 1, frozenset({"d"}))]
     assert needed_by(jobs, resvs, 2) == {"a": NOW + 20, "b": NOW + 100}
     assert needed_by(jobs, [], 3)["c"] == NOW + 50
+
+
+@pytest.mark.parametrize("config", [ON_OFF, RAMP])
+def test_a_host_of_one_vnode_gets_the_general_rules_words(config):
+    """decide_hosts reads a host of one vnode on a path of its own (most hosts, every run):
+    the same reason, word for word, as the rules for a host of many vnodes give."""
+    from pbsplug_power.decision import _down_problem
+
+    views = [node(state=state, eligible=eligible, used=used)
+             for state in ("free", "job-busy", "free,offline", "down,offline")
+             for eligible in (True, False) for used in (0, NOW - 1800, NOW - 1801, NOW + 5)]
+    resvs = [ResvView("RUNNING", NOW - 10, frozenset({"held"}))]
+    for needed in ({}, {"n1": NOW + WINDOW - 1}, {"n1": NOW + WINDOW}):
+        for view in views:
+            for name in ("n1", "held"):
+                one = view._replace(name=name, host=name)
+                got = decide(config, NOW, [one], resvs, needed).why[name]
+                held = {"held": "RUNNING"}
+                general = _down_problem(config, NOW, [one], held, needed)
+                assert got == (general or "idle and eligible: going down"), (one, needed)
