@@ -246,17 +246,23 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
 #: Each string `status_text` wrote, as JSON: a run writes mostly the host names, power
 #: states and reasons of the runs before (not all: a reason may name a time).
 _texts: dict[str, str] = {}
+#: Each host's entry as `status_text` wrote it, around its idle time: (host, eligible,
+#: power, why) -> (the JSON before the idle time, after it). A run's hosts are mostly as
+#: they were the run before, but for their idle time.
+_entries: dict[tuple[str, bool, str, str], tuple[str, str]] = {}
 
 
 def status_text(when: int, mode: str | None, driver: str,
                 hosts: Sequence[tuple[str, bool, int | None, str, str]]) -> str:
     """The status record as ``json.dumps(record, sort_keys=True)`` writes it, from its time,
     mode and driver and each host's (host, eligible, idle, power, why), in host order.
-    Written for a thousand hosts a run: each host one format of strings whose JSON was
-    made once (`_texts`), no mapping built and walked again."""
-    texts = _texts
+    Written for a thousand hosts a run: each host's entry two strings made once (`_entries`)
+    and its idle time between them, no mapping built and walked again."""
+    texts, entries = _texts, _entries
     if len(texts) > 4 * len(hosts) + 1024:  # (mostly reasons that named a time: let go)
         texts.clear()
+    if len(entries) > 4 * len(hosts) + 1024:
+        entries.clear()
 
     def shown(value: str) -> str:
         out = texts.get(value)
@@ -264,11 +270,16 @@ def status_text(when: int, mode: str | None, driver: str,
             out = texts[value] = json.dumps(value)
         return out
 
-    entries = ", ".join([
-        f'{shown(host)}: {{"eligible": {"true" if eligible else "false"}, '
-        f'"idle": {"null" if idle is None else idle}, "power": {shown(power)}, '
-        f'"why": {shown(why)}}}' for host, eligible, idle, power, why in hosts])
-    return (f'{{"driver": {shown(driver)}, "hosts": {{{entries}}}, '
+    parts = []
+    for host, eligible, idle, power, why in hosts:
+        key = (host, eligible, power, why)
+        around = entries.get(key)
+        if around is None:
+            around = entries[key] = (
+                f'{shown(host)}: {{"eligible": {"true" if eligible else "false"}, "idle": ',
+                f', "power": {shown(power)}, "why": {shown(why)}}}')
+        parts.append(f"{around[0]}{'null' if idle is None else idle}{around[1]}")
+    return (f'{{"driver": {shown(driver)}, "hosts": {{{", ".join(parts)}}}, '
             f'"mode": {json.dumps(mode)}, "time": {when}}}')
 
 

@@ -349,6 +349,11 @@ def test_the_status_text_is_the_records_json_as_written_with_sorted_keys(rows, w
     text = state.status_text(when, mode, driver, rows)
     assert text == json.dumps(record, sort_keys=True)
     assert state.status_text(when, mode, driver, rows) == text  # (from the kept strings)
+    later = [(host, eligible, None if idle is None else idle + 1, power, why)
+             for host, eligible, idle, power, why in rows]  # the next run: idle 1 s more
+    for (host, *_), (*_, idle, _, _) in zip(rows, later, strict=True):
+        record["hosts"][host]["idle"] = idle
+    assert state.status_text(when, mode, driver, later) == json.dumps(record, sort_keys=True)
 
 
 def test_the_booting_hosts_are_read_again_only_when_someone_touched_the_file(tmp_path,
