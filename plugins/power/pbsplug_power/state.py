@@ -111,6 +111,13 @@ def _is_time(value: Any) -> bool:
     return (isinstance(value, int) or value.is_integer()) and 0 <= value <= LATEST_TIME
 
 
+@functools.lru_cache(maxsize=64)
+def _booting_path(directory: Path | str) -> Path:
+    """The booting record's path in `directory`, made once: the scheduler's hook asks at
+    every cycle while a host sleeps, with the one folder `state_dir` keeps."""
+    return Path(directory) / BOOTING_FILE
+
+
 def booting(directory: Path, owner: int | None = None) -> dict[str, int]:
     """The booting hosts: host -> when it was powered on. A record of another shape is an
     `OSError` naming the file and what is wrong. A record read before, in a file nobody
@@ -119,7 +126,7 @@ def booting(directory: Path, owner: int | None = None) -> dict[str, int]:
     is unchanged since: a replay asks at every cycle, and what was read then, through the
     checks, is what is there (a rename or write in the folder gives the file another
     identity, and the checks again). `owner`: as `checked_dir`'s."""
-    path = Path(directory) / BOOTING_FILE
+    path = _booting_path(directory)
     try:
         identity = file_identity(path.stat())
     except FileNotFoundError:
