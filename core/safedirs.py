@@ -127,9 +127,9 @@ def _folder_check(folder: str | Path, whole: bool,
                   owner: int | None = None) -> tuple[str | None, bool]:
     """`folder_problem`, and whether every level was there, a folder: then nothing is left
     to make, and no one else can change any level (each is root's or this user's, in a
-    folder no one else may write, or sticky). Paths are plain strings here, each level
-    stat-ed once: a replay's power hook checks its state folder at every run, and pathlib's
-    objects were most of a check's cost."""
+    folder no one else may write, or sticky). Paths are plain strings here, not pathlib's
+    objects, which were most of a check's cost: a replay's power hook checks its state
+    folder at every run."""
     trusted = _trusted()
     path = os.path.abspath(folder)
     real = os.path.realpath(path)
