@@ -116,10 +116,19 @@ def folder_problem(folder):
     return None
 
 
+#: The mode of a level above a worker's folder that a start makes (``mkdir -p``'s, whatever
+#: the umask): every user passes through it, as Slurm's TaskProlog, run as the job's
+#: user, must to reach the public task worker's folder beside the private one.
+PARENT_MODE = 0o755
+
+
 def _make_folder(folder, mode):
-    """`folder` made level by level (`mode`), or why it is refused (`folder_problem`). A
-    level is never made through a link another user put there: mkdir does not follow one,
-    and each level is looked at once it is there. Another failure is its OSError."""
+    """`folder` made level by level, itself `mode` and each missing level above it
+    `PARENT_MODE`, or why it is refused (`folder_problem`). A level is never made through a
+    link another user put there: mkdir does not follow one, and each level is looked at
+    once it is there. Another failure is its OSError. (Each level made `mode` before: the
+    first worker to start, the private one, made the common parent 0700, and no user's
+    TaskProlog could reach the task worker's socket.)"""
     import os
     import stat
 
@@ -127,14 +136,23 @@ def _make_folder(folder, mode):
     if problem:
         return problem
     trusted = (0, os.geteuid())
-    for level in reversed(_and_parents(os.path.abspath(folder))[:-1]):
+    top = os.path.abspath(folder)
+    for level in reversed(_and_parents(top)[:-1]):
+        wanted = mode if level == top else PARENT_MODE
         try:
-            os.mkdir(level, mode)
+            os.mkdir(level, wanted)
+            made = True
         except FileExistsError:
-            pass
+            made = False
         info = os.lstat(level)
         if stat.S_ISLNK(info.st_mode) and info.st_uid not in trusted:
             return f"{level} is a link owned by {_owner(info.st_uid)}"
+        if made and stat.S_IMODE(info.st_mode) != wanted:  # (the umask took bits away)
+            fd = os.open(level, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, wanted)
+            finally:
+                os.close(fd)
     return folder_problem(folder)
 
 

@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -320,6 +321,22 @@ def test_safe_folder(tmp_path, make, safe):
         folder = tmp_path / "open" / "d"
         safe = False
     assert (client.folder_problem(str(folder)) is None) is safe
+
+
+def test_a_start_makes_the_levels_above_a_workers_folder_passable_by_every_user(tmp_path):
+    """The private worker's folder is 0700, but the levels a start makes above it are
+    0755 whatever the umask (slurmd's may be 077): the public task worker's folder beside
+    it, under the same parent, is reached by every job's TaskProlog. Made 0700, the first
+    start on a fresh /run shut every user out of the task worker."""
+    client = worker_client_module()
+    top = tmp_path / "run"
+    old = os.umask(0o077)
+    try:
+        assert client._make_folder(str(top / "pbsplug" / "slurm"), 0o700) is None
+    finally:
+        os.umask(old)
+    assert [oct(stat.S_IMODE(os.stat(p).st_mode)) for p in (
+        top, top / "pbsplug", top / "pbsplug" / "slurm")] == ["0o755", "0o755", "0o700"]
 
 
 #: The client's answer for the folder argv[2], loaded by path from argv[1] as the scripts do.
