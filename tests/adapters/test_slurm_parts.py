@@ -675,6 +675,7 @@ def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp
 # -- a SlurmUser that is not root ----------------------------------------------------------
 
 def test_slurmuser_is_read_from_slurm_conf_and_every_bad_input_is_one_line(tmp_path):
+    _slurm_user()  # (the packages' user, read back below)
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=x\nslurmuser = slurm   # the packages' user\n")
     assert slurm.read_slurm_user(conf, "/nowhere") == "slurm"
@@ -729,14 +730,24 @@ def test_slurmuser_from_scontrol_when_slurm_conf_includes_other_files(tmp_path):
 
 
 def _slurm_user(name: str = "slurm"):
+    """The passwd entry of Debian's SlurmUser, its packages installed first where they are
+    not (`install_packages`): these tests may run before any that starts the real Slurm,
+    as on a fresh machine."""
     import pwd
+
+    from pbsplug.testing import missing
+
+    from .slurm_cluster import install_packages
 
     try:
         return pwd.getpwnam(name)
     except KeyError:
-        from pbsplug.testing import missing
-
-        missing(f"needs the user {name} (Debian's slurmctld package makes it)")
+        why = install_packages()
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        missing(f"needs the user {name} (Debian's slurmctld package makes it)"
+                + (f": {why}" if why else ""))
 
 
 def _earlier_state(shared_tmp: Path):
