@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,25 @@ def qsub(attacker, engine, *args: str) -> str:
     done = attacker.pbs(engine, "qsub", *args, cwd=engine.work)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def root_process_with_pid(pid: int, argv: list[str] | None = None,
+                          new_session: bool = False) -> subprocess.Popen:
+    """A root process (`argv`, default a ``sleep``) that gets `pid` (a pid an attacker's
+    process or job had): what pid reuse does on its own (an attacker speeds it up by
+    forking), made at once through ns_last_pid; with `new_session`, it leads a session and
+    process group of its own, as a daemon's or a login's process does. Its standard output
+    is a pipe. Fails under CI (skips elsewhere) when the pid cannot be had."""
+    for _ in range(50):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv or ["sleep", "300"], start_new_session=new_session,
+                                stdout=subprocess.PIPE, text=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    message = f"could not get pid {pid} through /proc/sys/kernel/ns_last_pid"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)

@@ -8,6 +8,19 @@ import json
 
 from .conftest import qsub
 
+#: The start of an attacker's script that talks to the server directly: `c` is a client.
+_CLIENT = ("import json, os, subprocess, sys, time\n"
+           "from pathlib import Path\n"
+           "from pbsplug.engine.client import Client\n"
+           "from pbsplug.engine.home import Home\n"
+           "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n")
+#: Once the script's `job` runs, `forms` names it 150 times, in its three forms (12,
+#: 12.server, 12@SERVER).
+_RUNNING_FORMS = ("while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':\n"
+                  "    time.sleep(0.05)\n"
+                  "number, server = job.split('.', 1)\n"
+                  "forms = [job, number, f'{number}@{server.upper()}'] * 50\n")
+
 
 def test_qdel_of_a_huge_subjob_range_costs_what_the_array_holds(engine, attacker):
     # A range is checked against the array's own indices, never walked: 10**14 indices
@@ -31,11 +44,7 @@ def test_qstat_t_f_of_an_array_does_not_multiply_its_environment_unbounded(engin
     from pbsplug.engine.subjobs import MAX_SHOWN_ENV
 
     done = attacker.python(
-        "import json, os, sys\n"
-        "from pathlib import Path\n"
-        "from pbsplug.engine.client import Client\n"
-        "from pbsplug.engine.home import Home\n"
-        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        _CLIENT +
         "env = {f'V{i}': 'x' * 100_000 for i in range(10)}\n"
         "job = c('submit', attrs={'Variable_List': env, 'Hold_Types': 'u',\n"
         "                         'array_indices_submitted': '1-100'}, script='true\\n')\n"
@@ -83,17 +92,10 @@ def test_qmsg_naming_one_job_many_times_writes_once(engine, attacker):
     # Each write is a child process of the server: one raw request naming a job 10,000
     # times (in its forms: 12, 12.server, 12@SERVER) cost the server 10,000 of them.
     done = attacker.python(
-        "import json, os, subprocess, time\n"
-        "from pathlib import Path\n"
-        "from pbsplug.engine.client import Client\n"
-        "from pbsplug.engine.home import Home\n"
-        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        _CLIENT +
         "job = subprocess.run(['pbsplug', 'qsub', '-e', 'err.txt', '--', '/bin/sleep', '60'],\n"
         "                     capture_output=True, text=True, check=True).stdout.strip()\n"
-        "while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':\n"
-        "    time.sleep(0.05)\n"
-        "number, server = job.split('.', 1)\n"
-        "forms = [job, number, f'{number}@{server.upper()}'] * 50\n"
+        + _RUNNING_FORMS +
         "answers = c('message', ids=forms, text='hi')\n"
         "c('delete', ids=[job])\n"
         "print(json.dumps([sum('error' not in a for a in answers),\n"
@@ -110,18 +112,11 @@ def test_qdel_naming_one_running_job_many_times_kills_it_once(engine, attacker):
     # 12.server, 12@SERVER) cost the server 10,000 of each, a job of many threads the
     # longest.
     done = attacker.python(
-        "import json, os, subprocess, time\n"
-        "from pathlib import Path\n"
-        "from pbsplug.engine.client import Client\n"
-        "from pbsplug.engine.home import Home\n"
-        "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+        _CLIENT +
         "Path('term.sh').write_text(\"trap '' TERM\\nsleep 60\\n\")\n"
         "job = subprocess.run(['pbsplug', 'qsub', 'term.sh'],\n"
         "                     capture_output=True, text=True, check=True).stdout.strip()\n"
-        "while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':\n"
-        "    time.sleep(0.05)\n"
-        "number, server = job.split('.', 1)\n"
-        "forms = [job, number, f'{number}@{server.upper()}'] * 50\n"
+        + _RUNNING_FORMS +
         "answers = c('delete', ids=forms)\n"
         "print(json.dumps([job, sum('error' not in a for a in answers)]))\n",
         home=engine, cwd=engine.work)

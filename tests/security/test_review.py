@@ -14,24 +14,7 @@ import pytest
 
 from pbsplug.testing import until
 
-from .conftest import qsub
-
-
-def _spawn_root_process_with_pid(pid: int) -> subprocess.Popen:
-    """A root process that gets `pid` (the pid an attacker's process had): what pid reuse
-    does on its own, made at once through ns_last_pid."""
-    for _ in range(50):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-        proc = subprocess.Popen(["sleep", "300"])
-        if proc.pid == pid:
-            return proc
-        proc.kill()
-        proc.wait()
-    message = f"could not get pid {pid} through /proc/sys/kernel/ns_last_pid"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+from .conftest import qsub, root_process_with_pid
 
 
 def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacker):
@@ -53,7 +36,7 @@ def test_attached_pid_reused_by_root_is_not_killed_by_the_server(engine, attacke
     done = attacker.python(code, job_id, home=engine)
     assert done.returncode == 0, done.stderr
     pid = int(done.stdout.split()[-1])
-    victim = _spawn_root_process_with_pid(pid)
+    victim = root_process_with_pid(pid)
     try:
         done = attacker.pbs(engine, "qdel", job_id)
         assert done.returncode == 0, done.stderr

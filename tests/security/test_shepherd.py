@@ -15,7 +15,7 @@ import pytest
 
 from pbsplug.testing import until
 
-from .conftest import qsub
+from .conftest import qsub, root_process_with_pid
 
 
 def script(engine, text: str) -> str:
@@ -203,28 +203,6 @@ def test_a_job_that_leaves_its_process_group_is_still_killed_for_its_walltime(
     assert attrs["Exit_status"] == -29, attrs.get("comment")
 
 
-def _root_group_leader_with_pid(pid: int, argv: list[str] | None = None):
-    """A root process (`argv`, default a ``sleep``) that gets `pid` (a pid the attacker's
-    job had) and leads a session and process group of its own, as a daemon's or a login's
-    process does: what pid reuse does on its own (an attacker speeds it up by forking),
-    made at once through ns_last_pid. Its standard output is a pipe."""
-    import subprocess
-
-    for _ in range(50):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-        proc = subprocess.Popen(argv or ["sleep", "300"], start_new_session=True,
-                                stdout=subprocess.PIPE, text=True)
-        if proc.pid == pid:
-            return proc
-        proc.kill()
-        proc.wait()
-    message = f"could not get pid {pid} through /proc/sys/kernel/ns_last_pid"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def _state(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
@@ -253,7 +231,7 @@ def test_a_job_that_ended_while_the_server_was_down_has_no_group_signalled_for_i
     ended = attacker.python("import os, sys\nos.kill(int(sys.argv[1]), 9)\n", str(launch.pgid))
     assert ended.returncode == 0, ended.stderr
     until(status.exists, timeout=30, what="the job's end, with no server")
-    victim = _root_group_leader_with_pid(launch.pgid)
+    victim = root_process_with_pid(launch.pgid, new_session=True)
     try:
         engine.start()
         engine.wait(job_id, timeout=60)
@@ -298,8 +276,8 @@ def test_a_lost_jobs_session_number_given_again_is_not_killed_at_the_servers_sta
     until(lambda: not Path(f"/proc/{launch.shepherd}").exists(), timeout=30,
           what="the shepherd to be reaped and its job's process to end")
     # (the daemon forked by a child of the leader's: the leader's next pid was the job's)
-    leader = _root_group_leader_with_pid(launch.shepherd, [
-        "/bin/sh", "-c", "(sleep 300 >/dev/null & echo $!)"])
+    leader = root_process_with_pid(launch.shepherd, [
+        "/bin/sh", "-c", "(sleep 300 >/dev/null & echo $!)"], new_session=True)
     daemon = int(leader.communicate()[0])
     try:
         assert os.getsid(daemon) == launch.shepherd
