@@ -218,8 +218,8 @@ class Proc(NamedTuple):
     def gone(self) -> bool:
         """Ended (a zombie waiting for its parent, or dead): nothing to signal or stop. A
         process whose main thread exited alone (SYS_exit, pthread_exit) reads as a zombie
-        (state Z) while its other threads run on: that one is not gone (`_ended`)."""
-        return self.state in ("Z", "X", "x") and self.threads <= 1
+        (state Z) while its other threads run on: that one is not gone (`_has_ended`)."""
+        return _has_ended(self.state, self.threads)
 
 
 def processes() -> dict[int, Proc]:
@@ -386,18 +386,22 @@ def _start_of(stat: str) -> float | None:
         return None
 
 
+def _has_ended(state: str, threads: int) -> bool:
+    """Whether a process in `state` with `threads` not reaped has ended: a zombie (Z, or X
+    while it goes) with no thread left but its main one. A process whose main thread
+    exited alone reads Z while its other threads run on (the kill rounds took one for
+    ended and never signalled it: it ran on past its job's end, qdel and suspend)."""
+    return state in ("Z", "X", "x") and threads <= 1
+
+
 def _ended(fields: list[str]) -> bool:
-    """Whether the fields after the command name of a /proc/<pid>/stat text say that the
-    process has ended: a zombie (Z, or X while it goes) with no thread left but its main
-    one. A process whose main thread exited alone reads Z while its other threads run on
-    (the kill rounds took one for ended and never signalled it: it ran on past its job's
-    end, qdel and suspend)."""
-    if fields[0] not in ("Z", "X", "x"):
-        return False
+    """`_has_ended` for the fields after the command name of a /proc/<pid>/stat text (one
+    whose thread count cannot be read counts one)."""
     try:
-        return int(fields[17]) <= 1
+        threads = int(fields[17])
     except (IndexError, ValueError):
-        return True
+        threads = 1
+    return _has_ended(fields[0], threads)
 
 
 def process_identity(pid: int) -> tuple[int, float] | None:
