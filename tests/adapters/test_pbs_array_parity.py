@@ -117,23 +117,32 @@ def _any_ids(text: str, host: str) -> str:
     return re.sub(r"\b\d+(?=(?:\[\d*\])?\.HOST)", "{num}", re.sub(" +", " ", text))
 
 
-def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
-        pbs: RealPbs, local: LocalEngine, attacker, unix_user):
-    pbs_host = _pbs_host(pbs)
-    engine_host = socket.gethostname().split(".")[0]
+def _rows_agree(pbs: RealPbs, local: LocalEngine, rows: list[tuple[bool, str]], unix_user,
+                attacker, last_refused: bool) -> list[str]:
+    """Run each (as the second user, command) row on both sides, in order; the rows where
+    they differ. `{last}` is the id the last qsub printed on that side: every qsub's (an
+    empty one when it was refused) if `last_refused`, else the last both sides queued."""
+    hosts = {"pbs": _pbs_host(pbs), "engine": socket.gethostname().split(".")[0]}
     differences = []
     last = {"pbs": "", "engine": ""}
+    for user, line in rows:
+        got = _real(pbs, line.format(last=last["pbs"]), "u" if user else "", unix_user)
+        ours = _engine(local, line.format(last=last["engine"]), "u" if user else "",
+                       attacker)
+        if line.startswith("qsub") and (last_refused or got[0] == ours[0] == 0):
+            last = {"pbs": got[1].strip(), "engine": ours[1].strip()}
+        got = (got[0], _any_ids(got[1], hosts["pbs"]), _any_ids(got[2], hosts["pbs"]))
+        ours = (ours[0], _any_ids(ours[1], hosts["engine"]), _any_ids(ours[2], hosts["engine"]))
+        if got != ours:
+            differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
+    return differences
+
+
+def test_arrays_count_as_their_subjobs_against_the_limits_as_openpbs(
+        pbs: RealPbs, local: LocalEngine, attacker, unix_user):
     try:
-        for user, line in LIMIT_ROWS:
-            got = _real(pbs, line.format(last=last["pbs"]), "u" if user else "", unix_user)
-            ours = _engine(local, line.format(last=last["engine"]), "u" if user else "",
-                           attacker)
-            if line.startswith("qsub"):
-                last = {"pbs": got[1].strip(), "engine": ours[1].strip()}
-            got = (got[0], _any_ids(got[1], pbs_host), _any_ids(got[2], pbs_host))
-            ours = (ours[0], _any_ids(ours[1], engine_host), _any_ids(ours[2], engine_host))
-            if got != ours:
-                differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
+        differences = _rows_agree(pbs, local, LIMIT_ROWS, unix_user, attacker,
+                                  last_refused=True)
     finally:
         forget_both(pbs, local)
         for text in LIMIT_UNDO:
@@ -166,20 +175,9 @@ SIZE_ROWS: list[str] = [
 
 def test_a_queues_max_array_size_answers_as_openpbs(pbs: RealPbs, local: LocalEngine,
                                                     attacker, unix_user):
-    pbs_host = _pbs_host(pbs)
-    engine_host = socket.gethostname().split(".")[0]
-    differences = []
-    last = {"pbs": "", "engine": ""}
     try:
-        for line in SIZE_ROWS:
-            got = _real(pbs, line.format(last=last["pbs"]), "", unix_user)
-            ours = _engine(local, line.format(last=last["engine"]), "", attacker)
-            if line.startswith("qsub") and got[0] == 0 and ours[0] == 0:
-                last = {"pbs": got[1].strip(), "engine": ours[1].strip()}
-            got = (got[0], _any_ids(got[1], pbs_host), _any_ids(got[2], pbs_host))
-            ours = (ours[0], _any_ids(ours[1], engine_host), _any_ids(ours[2], engine_host))
-            if got != ours:
-                differences.append(f"{line!r}\n  pbs:    {got!r}\n  engine: {ours!r}")
+        differences = _rows_agree(pbs, local, [(False, line) for line in SIZE_ROWS],
+                                  unix_user, attacker, last_refused=False)
     finally:
         forget_both(pbs, local)
         for text in ("unset server max_array_size", "unset queue workq max_array_size"):
