@@ -91,51 +91,44 @@ def hosts_of(nodes: Iterable[NodeView]) -> dict[str, list[NodeView]]:
 
 
 def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
-                  held: Mapping[str, str], needed: Mapping[str, int]) -> str | None:
-    """Why the host may not go down now; None when it may."""
-    if config.on_off and not all(v.eligible for v in vnodes):
-        names = ", ".join(v.name for v in vnodes if not v.eligible)
-        return f"poweroff_eligible is False on {names}"
-    busy = [v for v in vnodes if v.states != {"free"}]
-    if busy:
-        return f"{busy[0].name} is {','.join(sorted(busy[0].states))}, not free"
-    holding = next((held[v.name] for v in vnodes if v.name in held), None)
-    if holding:
-        return f"a reservation holds it ({holding})"
-    window = now + config.min_node_down_delay + WAKE_AHEAD
-    soon = [needed[v.name] for v in vnodes if needed.get(v.name, window) < window]
-    if soon:
-        return f"needed at {min(soon)}, within min_node_down_delay + {WAKE_AHEAD} s"
-    last_used = max(v.last_used_time for v in vnodes)
-    if now - last_used <= config.node_idle_limit:
-        return (f"idle {now - last_used} s, not more than node_idle_limit "
-                f"{config.node_idle_limit} s")
-    return None
-
-
-def _down_problem_one(config: PowerConfig, now: int, vnode: NodeView,
-                      held: Mapping[str, str], needed: Mapping[str, int], window: int,
-                      shown: dict[frozenset[str], str]) -> str | None:
-    """`_down_problem` of a host of one vnode (most hosts), in the same words: no list
-    made, and each state text (`shown`) written once a run; a run looks at every host."""
-    name = vnode.name
-    if config.on_off and not vnode.eligible:
-        return f"poweroff_eligible is False on {name}"
-    states = vnode.states
-    if states != FREE:
+                  held: Mapping[str, str], needed: Mapping[str, int], window: int,
+                  shown: dict[frozenset[str], str]) -> str | None:
+    """Why the host may not go down now; None when it may. `window` is the run's
+    now + min_node_down_delay + 900 s; `shown` keeps each state set's text for the run.
+    Two plain loops, no lists or generators: a run looks at every host, and most hosts have
+    one vnode. Each loop gathers for several checks; the checks still answer in their order."""
+    on_off = config.on_off
+    busy = None  # the first vnode not free
+    for v in vnodes:
+        if on_off and not v.eligible:
+            names = ", ".join(w.name for w in vnodes if not w.eligible)
+            return f"poweroff_eligible is False on {names}"
+        if busy is None and v.states != FREE:
+            busy = v
+    if busy is not None:
+        states = busy.states
         text = shown.get(states)
         if text is None:
             text = shown[states] = ",".join(sorted(states))
-        return f"{name} is {text}, not free"
-    if held:
-        holding = held.get(name)
-        if holding:
-            return f"a reservation holds it ({holding})"
-    when = needed.get(name)
-    if when is not None and when < window:
-        return f"needed at {when}, within min_node_down_delay + {WAKE_AHEAD} s"
-    if now - vnode.last_used_time <= config.node_idle_limit:
-        return (f"idle {now - vnode.last_used_time} s, not more than node_idle_limit "
+        return f"{busy.name} is {text}, not free"
+    holding = None  # the first held vnode's reservation state
+    soonest = window
+    last_used = vnodes[0].last_used_time
+    for v in vnodes:
+        name = v.name
+        if held and holding is None:
+            holding = held.get(name)
+        when = needed.get(name, window)
+        if when < soonest:
+            soonest = when
+        if v.last_used_time > last_used:
+            last_used = v.last_used_time
+    if holding:
+        return f"a reservation holds it ({holding})"
+    if soonest < window:
+        return f"needed at {soonest}, within min_node_down_delay + {WAKE_AHEAD} s"
+    if now - last_used <= config.node_idle_limit:
+        return (f"idle {now - last_used} s, not more than node_idle_limit "
                 f"{config.node_idle_limit} s")
     return None
 
@@ -180,10 +173,14 @@ def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeVie
     limit = config.max_concurrent_nodes
     why = decision.why
     window = now + config.min_node_down_delay + WAKE_AHEAD
-    shown: dict[frozenset[str], str] = {}  # states -> their text (`_down_problem_one`)
+    shown: dict[frozenset[str], str] = {}  # states -> their text (`_down_problem`)
     for host, vnodes in hosts.items():
-        if ("sleep" in vnodes[0].states if len(vnodes) == 1 else
-                any("sleep" in v.states for v in vnodes)):
+        asleep = False
+        for v in vnodes:  # (no generator: most hosts have one vnode)
+            if "sleep" in v.states:
+                asleep = True
+                break
+        if asleep:
             problem = _up_problem(config, now, vnodes, needed, booting)
             if problem is None and len(decision.up) < limit:
                 decision.up.append(host)
@@ -192,8 +189,7 @@ def decide_hosts(config: PowerConfig, now: int, hosts: Mapping[str, list[NodeVie
                 why[host] = problem or (
                     f"needed soon; waits: max_concurrent_nodes ({limit}) woken this run")
             continue
-        problem = (_down_problem_one(config, now, vnodes[0], held, needed, window, shown)
-                   if len(vnodes) == 1 else _down_problem(config, now, vnodes, held, needed))
+        problem = _down_problem(config, now, vnodes, held, needed, window, shown)
         if problem is None and len(decision.down) < limit:
             decision.down.append(host)
             why[host] = "idle and eligible: going down"

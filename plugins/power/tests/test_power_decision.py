@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import pytest
 
 from pbsplug_power.config import power_config
-from pbsplug_power.decision import NodeView, ResvView, decide, needed_by
+from pbsplug_power.decision import NodeView, ResvView, _down_problem, decide, needed_by
 
 NOW = 1_800_000_000
 ON_OFF = power_config({"power_on_off_enable": "True", "node_idle_limit": "1800",
@@ -112,21 +114,88 @@ def test_needed_by_takes_the_earliest_need_among_the_first_jobs():
     assert needed_by(jobs, [], 3)["c"] == NOW + 50
 
 
-@pytest.mark.parametrize("config", [ON_OFF, RAMP])
-def test_a_host_of_one_vnode_gets_the_general_rules_words(config):
-    """decide_hosts reads a host of one vnode on a path of its own (most hosts, every run):
-    the same reason, word for word, as the rules for a host of many vnodes give."""
-    from pbsplug_power.decision import _down_problem
+def soon(at):
+    return f"needed at {at}, within min_node_down_delay + 900 s"
 
-    views = [node(state=state, eligible=eligible, used=used)
-             for state in ("free", "job-busy", "free,offline", "down,offline")
-             for eligible in (True, False) for used in (0, NOW - 1800, NOW - 1801, NOW + 5)]
-    resvs = [ResvView("RUNNING", NOW - 10, frozenset({"held"}))]
-    for needed in ({}, {"n1": NOW + WINDOW - 1}, {"n1": NOW + WINDOW}):
-        for view in views:
-            for name in ("n1", "held"):
-                one = view._replace(name=name, host=name)
-                got = decide(config, NOW, [one], resvs, needed).why[name]
-                held = {"held": "RUNNING"}
-                general = _down_problem(config, NOW, [one], held, needed)
-                assert got == (general or "idle and eligible: going down"), (one, needed)
+
+IDLE = "idle {} s, not more than node_idle_limit 1800 s".format
+HOST = [node("a", "h"), node("b", "h"), node("c", "h")]
+
+
+def host(**changes):
+    """HOST with some vnodes changed: host(b={"eligible": False})."""
+    return [v._replace(**changes.get(v.name, {})) for v in HOST]
+
+
+# A host of one vnode and a host of three, rule by rule in the order the rules are checked:
+# each row breaks its rule and later ones too, so the reason shows which rule comes first.
+RECENT = {"last_used_time": NOW - 60}
+NEAR = NOW + WINDOW - 1
+
+
+@pytest.mark.parametrize(("config", "vnodes", "held", "needed", "why"), [
+    # poweroff_eligible (on/off mode only): every ineligible vnode named, in host order
+    (ON_OFF, [node(eligible=False, state="job-busy", used=NOW - 60)], {"n1": "RUNNING"},
+     {"n1": NEAR}, "poweroff_eligible is False on n1"),
+    (ON_OFF, host(a={"states": frozenset({"job-busy"})}, b={"eligible": False},
+                  c={"eligible": False}), {"a": "RUNNING"}, {},
+     "poweroff_eligible is False on b, c"),
+    (RAMP, [node(eligible=False, state="job-busy")], {}, {}, "n1 is job-busy, not free"),
+    # not free: the first such vnode, its states sorted
+    (ON_OFF, [node(state="offline,job-busy,free", used=NOW - 60)], {"n1": "RUNNING"},
+     {"n1": NEAR}, "n1 is free,job-busy,offline, not free"),
+    (ON_OFF, host(b={"states": frozenset({"job-busy"})},
+                  c={"states": frozenset({"offline", "down"})}), {"a": "RUNNING"}, {},
+     "b is job-busy, not free"),
+    # a reservation holds it now: the first held vnode's reservation state
+    (ON_OFF, [node(used=NOW - 60)], {"n1": "RUNNING"}, {"n1": NEAR},
+     "a reservation holds it (RUNNING)"),
+    (ON_OFF, host(a=RECENT), {"b": "DELETING_JOBS", "c": "RUNNING"}, {"a": NEAR},
+     "a reservation holds it (DELETING_JOBS)"),
+    # needed within min_node_down_delay + 900 s: the earliest need within it
+    (ON_OFF, [node(used=NOW - 60)], {"x": "RUNNING"}, {"n1": NEAR}, soon(NEAR)),
+    (ON_OFF, host(a=RECENT), {}, {"a": NOW + WINDOW, "b": NOW + 500, "c": NOW + 100},
+     soon(NOW + 100)),
+    # idle no longer than node_idle_limit: the most recently used vnode counts
+    (ON_OFF, [node(used=NOW - 1800)], {}, {"n1": NOW + WINDOW}, IDLE(1800)),
+    (ON_OFF, host(a={"last_used_time": NOW - 7200}, b=RECENT), {}, {}, IDLE(60)),
+    # none: it may go down
+    (ON_OFF, [node(used=NOW - 1801)], {}, {"n1": NOW + WINDOW}, None),
+    (ON_OFF, host(), {"x": "RUNNING"}, {"x": NOW}, None),
+])
+def test_why_a_host_may_not_go_down_for_one_vnode_and_many(config, vnodes, held, needed,
+                                                            why):
+    """One `_down_problem` for hosts of one vnode (most hosts) and of many, in the words the
+    admin reads; and `decide` gives the same reason for the host."""
+    window = NOW + config.min_node_down_delay + 900
+    assert _down_problem(config, NOW, vnodes, held, needed, window, {}) == why
+    resvs = [ResvView(state, NOW - 10, frozenset({name})) for name, state in held.items()]
+    got = decide(config, NOW, vnodes, resvs, needed).why[vnodes[0].host]
+    assert got == (why or "idle and eligible: going down")
+
+
+def test_each_host_names_its_own_vnode_when_states_repeat():
+    """The state text is kept for the run (one join per state set), the vnode's name is not."""
+    nodes = [node("a", state="job-busy"), node("b", state="job-busy"),
+             node("c", "h", state="down,offline"), node("d", "h"), node("e", state="offline,down")]
+    assert decide(ON_OFF, NOW, nodes).why == {
+        "a": "a is job-busy, not free", "b": "b is job-busy, not free",
+        "h": "c is down,offline, not free", "e": "e is down,offline, not free"}
+
+
+def test_a_state_text_is_sorted_whatever_order_the_set_keeps():
+    """A frozenset's order changes from process to process (string hashes): take a set this
+    process keeps out of order, so a text not sorted shows every time."""
+    names = ("down", "free", "job-busy", "offline", "resv-exclusive", "stale")
+    states = next(s for s in map(frozenset, combinations(names, 3)) if list(s) != sorted(s))
+    text, listed = ",".join(sorted(states)), ",".join(states)
+    for vnodes in ([node(state=listed)], [node("a", "h"), node("b", "h", listed)]):
+        why = _down_problem(ON_OFF, NOW, vnodes, {}, {}, NOW + WINDOW, {})
+        assert why == f"{vnodes[-1].name} is {text}, not free"
+
+
+def test_a_host_with_any_vnode_asleep_is_judged_for_waking():
+    nodes = [node("a", "h"), node("b", "h", state="sleep"), node("c", state="sleep")]
+    decision = decide(ON_OFF, NOW, nodes, [], {"a": NOW + 10})
+    assert decision.up == ["h"] and decision.down == []
+    assert decision.why["c"] == "asleep; nothing needs it within 900 s"
