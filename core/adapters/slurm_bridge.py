@@ -55,7 +55,7 @@ from .. import safedirs
 from ..events import Event
 from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
-from .slurm_read import NODE_NAME, Slurm, SlurmError, checked_job_id
+from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id
 
 log = logging.getLogger("pbsplug.slurm")
 
@@ -576,11 +576,36 @@ def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
     reading, build = _deferred_data(ctx, env, job_id, node)
     for name in ("execjob_begin", "execjob_prologue"):
         out = _fire_built(ctx, name, build())
-        reading.check()
+        try:
+            reading.check()
+        except JobTextError as exc:
+            return _held_for_its_text(ctx, job_id, exc)
         if not out.accepted:
             return _host_failure(ctx, out, job_id, node, "Prolog")
         apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
         apply_job_changes(ctx, job_id, out.changes.get("job") or {}, out.hook)
+    return _answer(0)
+
+
+def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError) -> dict[str, Any]:
+    """A Prolog whose job could not be read for its owner's text (`JobTextError`): the job
+    requeued held (cancelled when it cannot be requeued), as Slurm holds a job whose Prolog
+    failed, but the node left in service. Exit 1 drained it: any user could drain the
+    nodes their jobs were sent to, with a comment or a name."""
+    log.error("Prolog job %s: %s: the job is requeued held; the node stays in service",
+              job_id, exc)
+    try:
+        ctx.slurm.update(f"jobid={job_id}", f"comment=pbsplug Prolog: {exc}"[:250])
+    except SlurmError as err:
+        log.warning("job %s: its comment could not be set: %s", job_id, err)
+    try:
+        try:
+            ctx.slurm.requeue_hold(job_id)
+        except SlurmError as err:  # not requeueable (--no-requeue)
+            log.warning("job %s cannot be requeued (%s): cancelled", job_id, err)
+            ctx.slurm.cancel(job_id)
+    except SlurmError as err:
+        return _answer(1, f"pbsplug Prolog: job {job_id} could not be stopped: {err}")
     return _answer(0)
 
 
@@ -839,9 +864,15 @@ def epilog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
         code = int(status)
         extra["Exit_status"] = (code >> 8) if code & 0x7F == 0 else 256 + (code & 0x7F)
     reading, build = _deferred_data(ctx, env, job_id, node, extra)
+    told = False
     for name in ("execjob_epilogue", "execjob_end"):
         out = _fire_built(ctx, name, build())
-        reading.check()
+        try:
+            reading.check()
+        except JobTextError as exc:  # the job's owner's text: the node stays in service
+            if not told:
+                log.error("Epilog job %s: %s: the node stays in service", job_id, exc)
+            told = True
         if not out.accepted:
             _stopped(out, job_id, "Epilog")  # PBS ignores them: logged, nothing else
         if out.kind in (ACCEPT, "reject"):

@@ -53,6 +53,12 @@ class SlurmError(RuntimeError):
     """A Slurm command failed or answered something that does not parse."""
 
 
+class JobTextError(SlurmError):
+    """A job's reading refused because text its owner wrote (a name, a comment, a path)
+    may have been read as Slurm's keys or records: the job's doing, not the node's or the
+    controller's."""
+
+
 class Slurm:
     """Slurm's commands at absolute paths (Slurm's scripts get no PATH), with ``SLURM_CONF``
     when the install named one."""
@@ -97,7 +103,7 @@ class Slurm:
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         lines = _records(text)
         if len(lines) != 1 or not lines[0].startswith("JobId="):
-            raise SlurmError(_SPLIT.format(job_id=job_id))
+            raise JobTextError(_SPLIT.format(job_id=job_id))
         return job_attributes(parse_line(lines[0]), self)
 
     def job_and_nodes(self, job_id: str, names: Sequence[str]
@@ -133,7 +139,7 @@ class Slurm:
             why = " ".join(done.stderr.split())[:300] or "no answer"
             raise SlurmError(f"scontrol show job {job_id}: {why}")
         if len(jobs) > 1 or len(lines) > 1 + len(names):
-            raise SlurmError(_SPLIT.format(job_id=job_id))
+            raise JobTextError(_SPLIT.format(job_id=job_id))
         for line in lines:
             if line.startswith("JobId="):
                 job_line = line
@@ -141,7 +147,7 @@ class Slurm:
                 fields = parse_line(line)
                 nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
             else:
-                raise SlurmError(_SPLIT.format(job_id=job_id))
+                raise JobTextError(_SPLIT.format(job_id=job_id))
         return job_attributes(parse_line(job_line), self), nodes
 
     def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -161,6 +167,9 @@ class Slurm:
 
     def requeue(self, job_id: str) -> None:
         self.run("scontrol", "requeue", checked_job_id(job_id))
+
+    def requeue_hold(self, job_id: str) -> None:
+        self.run("scontrol", "requeuehold", checked_job_id(job_id))
 
     def cancel(self, job_id: str) -> None:
         self.run("scancel", checked_job_id(job_id))
@@ -426,15 +435,15 @@ def _unambiguous(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     ``Nodes=n1 CPU_IDs=0-63`` reads as those keys. Slurm prints each key once (and one of
     MinMemoryNode and MinMemoryCPU), so a key read twice is one the job's text holds; which
     one is Slurm's cannot be told, and leaving it out would fail open (a job without an
-    allocation runs unconfined in a cpuset plugin): the reading is refused, as a failed one
-    is (`SlurmError`), and the script fails by Slurm's rule."""
+    allocation runs unconfined in a cpuset plugin): the reading is refused (`JobTextError`):
+    the Prolog holds the job, and no script drains the node for it."""
     twice = set(fields.get("_twice") or ())
     if "MinMemoryNode" in fields and "MinMemoryCPU" in fields:
         twice |= {"MinMemoryNode", "MinMemoryCPU"}
     if twice:
-        raise SlurmError(f"scontrol show job {job_id}: {', '.join(sorted(twice))} appear "
-                         "more than once (a job name, comment or path holds them): which "
-                         "is Slurm's cannot be told, so the job is not read")
+        raise JobTextError(f"scontrol show job {job_id}: {', '.join(sorted(twice))} appear "
+                           "more than once (a job name, comment or path holds them): which "
+                           "is Slurm's cannot be told, so the job is not read")
     missing = [key for key in _ALWAYS if key not in fields]
     if missing:  # (a record cut short: read as is, it would fail open)
         raise SlurmError(f"scontrol show job {job_id}: no {', '.join(missing)} in its answer:"
