@@ -558,7 +558,11 @@ def _host_failure(ctx: Context, out: Outcome, job_id: str, node: str, script: st
 def prolog_slurmctld(ctx: Context, env: Mapping[str, str], argv: list[str]
                      ) -> dict[str, Any]:
     job_id = checked_job_id(env.get("SLURM_JOB_ID"))
-    out = _fire(ctx, "runjob", {"job": {**ctx.slurm.job(job_id), **known_job(env, job_id)}})
+    try:
+        job = ctx.slurm.job(job_id)
+    except JobTextError as exc:  # exit 1 requeued it, to fail again, for ever
+        return _held_for_its_text(ctx, job_id, exc, "PrologSlurmctld")
+    out = _fire(ctx, "runjob", {"job": {**job, **known_job(env, job_id)}})
     if out.accepted:
         return _answer(0)
     _stopped(out, job_id, "PrologSlurmctld")
@@ -579,7 +583,7 @@ def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
         try:
             reading.check()
         except JobTextError as exc:
-            return _held_for_its_text(ctx, job_id, exc)
+            return _held_for_its_text(ctx, job_id, exc, "Prolog")
         if not out.accepted:
             return _host_failure(ctx, out, job_id, node, "Prolog")
         apply_vnode_changes(ctx, out.changes.get("vnode_list") or {}, out.hook)
@@ -587,15 +591,17 @@ def prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
     return _answer(0)
 
 
-def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError) -> dict[str, Any]:
-    """A Prolog whose job could not be read for its owner's text (`JobTextError`): the job
-    requeued held (cancelled when it cannot be requeued), as Slurm holds a job whose Prolog
-    failed, but the node left in service. Exit 1 drained it: any user could drain the
-    nodes their jobs were sent to, with a comment or a name."""
-    log.error("Prolog job %s: %s: the job is requeued held; the node stays in service",
-              job_id, exc)
+def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError, script: str
+                       ) -> dict[str, Any]:
+    """A Prolog (or PrologSlurmctld) whose job could not be read for its owner's text
+    (`JobTextError`): the job requeued held (cancelled when it cannot be requeued), as
+    Slurm holds a job whose Prolog failed, but the node left in service. Exit 1 drained
+    it: any user could drain the nodes their jobs were sent to, with a comment or a name
+    (and PrologSlurmctld's exit 1 requeued the job to fail again, for ever)."""
+    log.error("%s job %s: %s: the job is requeued held; the node stays in service",
+              script, job_id, exc)
     try:
-        ctx.slurm.update(f"jobid={job_id}", f"comment=pbsplug Prolog: {exc}"[:250])
+        ctx.slurm.update(f"jobid={job_id}", f"comment=pbsplug {script}: {exc}"[:250])
     except SlurmError as err:
         log.warning("job %s: its comment could not be set: %s", job_id, err)
     try:
@@ -605,7 +611,7 @@ def _held_for_its_text(ctx: Context, job_id: str, exc: JobTextError) -> dict[str
             log.warning("job %s cannot be requeued (%s): cancelled", job_id, err)
             ctx.slurm.cancel(job_id)
     except SlurmError as err:
-        return _answer(1, f"pbsplug Prolog: job {job_id} could not be stopped: {err}")
+        return _answer(1, f"pbsplug {script}: job {job_id} could not be stopped: {err}")
     return _answer(0)
 
 

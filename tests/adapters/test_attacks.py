@@ -966,8 +966,11 @@ def execjob_end(event):
 """
 #: Slurm's reading of job 5 and node n1; scontrol's other commands noted in argv[0]'s log.
 SCONTROL = """#!/bin/sh
-if [ "$*" = "-o -d" ]; then cat {answer}; exit 0; fi
-echo "$*" >> {log}
+case "$*" in
+"-o -d") cat {answer} {node};;
+"-o -d show job 5") cat {answer};;
+*) echo "$*" >> {log};;
+esac
 """
 OWNERS_JOB = ("JobId=5 JobName={name} UserId=pbsplugtu(1001) GroupId=users(100) "
               "Account=(null) JobState=RUNNING Reason=None Requeue=1 Restarts=0 "
@@ -975,28 +978,30 @@ OWNERS_JOB = ("JobId=5 JobName={name} UserId=pbsplugtu(1001) GroupId=users(100) 
               "EligibleTime=2026-11-24T02:25:12 StartTime=2026-11-24T02:25:13 Partition=all "
               "NodeList=n1 NumNodes=1 NumCPUs=1 JOB_GRES=(null) Nodes=n1 CPU_IDs=0 Mem=0 "
               "GRES= MinCPUsNode=1 MinMemoryNode=0 OverSubscribe=OK Comment={comment} "
-              "WorkDir=/tmp\n"
-              "NodeName=n1 CPUAlloc=1 CPUTot=2 RealMemory=1000 State=MIXED\n")
+              "WorkDir=/tmp\n")
+NODE_LINE = "NodeName=n1 CPUAlloc=1 CPUTot=2 RealMemory=1000 State=MIXED\n"
 
 
 @pytest.mark.parametrize("name,comment", [
     ("job", "hi NumCPUs=64"),                         # a key twice
     ("x\nUserId=root(0) NumCPUs=64", "(null)"),       # a record of its own
 ])
-@pytest.mark.parametrize("script", ["prolog", "epilog"])
+@pytest.mark.parametrize("script", ["prolog", "epilog", "prolog_slurmctld"])
 def test_a_jobs_own_text_does_not_drain_its_node(dists, tmp_path, script, name, comment):
     """scontrol -o does not quote values: a job whose name or comment (its owner's, set
     at submission or any time later with scontrol update) reads as Slurm's keys or records
     is not read, so that no hook sees what Slurm did not say. The Prolog and the Epilog
     then exited 1, and a failed Prolog or Epilog drains the node: any user could drain
-    every node their jobs were sent to. The job is Slurm's to hold, not the node: the
-    Prolog requeues it held (the node stays in service), the Epilog logs it."""
+    every node their jobs were sent to; PrologSlurmctld exited 1, and Slurm requeued the
+    job to fail again, for ever. The job is Slurm's to hold, not the node: the Prologs
+    requeue it held (the node stays in service), the Epilog logs it."""
     plugins = dists.enabled("readsjob", READS_THE_JOB, tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    answer, log = tmp_path / "answer", tmp_path / "scontrol.log"
+    answer, node, log = tmp_path / "answer", tmp_path / "node", tmp_path / "scontrol.log"
     answer.write_text(OWNERS_JOB.format(name=name, comment=comment))
-    (bin_dir / "scontrol").write_text(SCONTROL.format(answer=answer, log=log))
+    node.write_text(NODE_LINE)
+    (bin_dir / "scontrol").write_text(SCONTROL.format(answer=answer, node=node, log=log))
     (bin_dir / "scontrol").chmod(0o755)
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)],
                    bin_dir=str(bin_dir), slurm_conf="", state_dir=str(tmp_path / "state"),
@@ -1012,8 +1017,9 @@ def test_a_jobs_own_text_does_not_drain_its_node(dists, tmp_path, script, name, 
     assert reply["exit"] == 0, reply  # exit 1: Slurm drains n1
     done = log.read_text().splitlines() if log.exists() else []
     assert not [line for line in done if "nodename=" in line], done
-    if script == "prolog":
-        assert done[-1] == "requeuehold 5", done
-        assert done[0].startswith("update jobid=5 comment=pbsplug Prolog: scontrol show job 5")
-    else:
+    if script == "epilog":
         assert done == []
+    else:
+        assert done[-1] == "requeuehold 5", done
+        what = {"prolog": "Prolog", "prolog_slurmctld": "PrologSlurmctld"}[script]
+        assert done[0].startswith(f"update jobid=5 comment=pbsplug {what}: scontrol show job")

@@ -214,6 +214,35 @@ def test_a_begin_reject_requeues_the_job_and_never_drains(slurmtest):
     assert "execjob_begin rejected by 'slurmtest'" in slurmtest.log_text()
 
 
+#: A plugin whose only hook, in the Prolog, reads the job beyond slurmd's environment.
+READS_AT_BEGIN = """
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin",))
+@hookimpl
+def execjob_begin(event):
+    event.job.Job_Name
+"""
+
+
+@pytest.mark.parametrize("plugin,script", [("readsbegin", "Prolog"),
+                                           ("slurmtest", "PrologSlurmctld")])
+def test_a_jobs_forged_comment_holds_the_job_and_never_drains(slurm, dists, plugin, script):
+    """A comment that reads as Slurm's keys makes the job's reading a refused one: the
+    Prolog exited 1 for it and Slurm drained the node; PrologSlurmctld exited 1 and Slurm
+    requeued the job, to fail again, for ever. The job is requeued held now."""
+    dists.add(plugin, READS_AT_BEGIN if plugin == "readsbegin" else SLURMTEST)
+    slurm.install(site_toml(plugin))
+    cluster = slurm.cluster
+    job = cluster.sbatch("-J", "forged", "--comment", "hi NumCPUs=64", "-w", "n2", "-o",
+                         "/dev/null", script=RAN)
+    held = cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1 and "Held" in str(
+        j.get("state_reason")), what="requeued held")
+    assert held["job_state"] == "PENDING", held
+    assert held["comment"].startswith(f"pbsplug {script}: scontrol show job {job}: NumCPUs")
+    assert not Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()
+    assert not _drained(cluster, "n2")
+
+
 def test_a_runjob_reject_requeues_through_prolog_slurmctld_without_draining(slurmtest):
     cluster = slurmtest.cluster
     job = cluster.sbatch("-J", "r-reject", "-o", "/dev/null", script=RAN)
