@@ -110,11 +110,16 @@ def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
     "POWERED_DOWN"]``), and from 23.11 some numbers as ``{"set", "infinite", "number"}``.
     Read as a string, such a list made a sleeping node look awake."""
     state, flags = raw.get("state") or "", raw.get("state_flags") or []
-    if isinstance(state, list):
-        state, flags = (state[0] if state else ""), state[1:] + list(flags)
-    if not isinstance(state, str) or not all(isinstance(f, str) for f in flags):
+    if isinstance(state, list) and isinstance(flags, list):
+        state, flags = (state[0] if state else ""), state[1:] + flags
+    # (flags that are no list: a TypeError, or a string read letter by letter)
+    if not isinstance(state, str) or not isinstance(flags, list) \
+            or not all(isinstance(f, str) for f in flags):
+        shown = f" (state_flags {str(raw.get('state_flags'))[:40]!r})" \
+            if not isinstance(flags, list) else ""
         raise SlurmError(f"sinfo --json: node {str(raw.get('name'))[:40]!r}: state "
-                         f"{str(raw.get('state'))[:60]!r} is not a state and its flags")
+                         f"{str(raw.get('state'))[:60]!r}{shown} is not a state and its "
+                         "flags")
     return {**raw, "state": state, "state_flags": flags,
             "cpus": _number(raw, "cpus"), "last_busy": _number(raw, "last_busy")}
 

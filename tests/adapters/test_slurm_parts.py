@@ -576,6 +576,11 @@ def test_sinfo_json_nodes_of_every_slurm_read_alike(node):
 @pytest.mark.parametrize("node,why", [
     ({"name": "n1", "state": {"base": "IDLE"}}, "state .* is not a state and its flags"),
     ({"name": "n1", "state": ["IDLE", 3]}, "state .* is not a state and its flags"),
+    # flags that are no list: a TypeError (one iterated), or a string read letter by
+    # letter, its POWERED_DOWN missed
+    ({"name": "n1", "state": "idle", "state_flags": True}, "state .* is not a state and "),
+    ({"name": "n1", "state": "idle", "state_flags": "POWERED_DOWN"}, "state .* is not a "),
+    ({"name": "n1", "state": ["IDLE"], "state_flags": 7}, "state .* is not a state and "),
     ({"name": "n1", "state": "idle", "cpus": "four"}, "cpus 'four' is not a count"),
     ({"name": "n1", "state": "idle", "cpus": -1}, "cpus '-1' is not a count"),
     ({"name": "n1", "state": "idle", "last_busy": {"set": True, "number": 1.5}},
