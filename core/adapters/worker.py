@@ -45,7 +45,10 @@ database), which its hooks, run in process, use.
   to check.
 - A child still running at the config's ``deadline`` (seconds; default the hook's ``alarm``
   plus one second) is killed; the script, already ended by PBS's own alarm, sees no answer.
-- The worker leaves after `IDLE_EXIT` seconds without an event.
+- The worker leaves after `IDLE_EXIT` seconds without an event; a public one with a
+  ``"slurmstepd"`` in its config (Slurm's task worker) not while a slurmstepd runs on the
+  host and its config file is unchanged: a job's Prolog starts it once, and a later
+  step's TaskProlog, run as the job's user, cannot start one.
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -314,7 +317,8 @@ def serve(path: Path, config_file: Path) -> None:
         safedirs.ensure_folder(path.parent, "the worker's folder")
     except safedirs.UnsafeFolder as exc:
         raise Refused(f"{exc}: no worker there") from None
-    config = json.loads(config_file.read_bytes())
+    loaded = config_file.read_bytes()
+    config = json.loads(loaded)
     for directory in config.get("site_dirs") or ():
         site.addsitedir(directory)
     load = _function(config.get("loader") or "pbsplug.adapters.pbs_bridge:load")
@@ -332,6 +336,10 @@ def serve(path: Path, config_file: Path) -> None:
     # "public": a socket every local user may reach (Slurm's TaskProlog runs as the job's
     # user); the dispatcher then sees who is asking (the request's "_peer") and decides.
     public = bool(config.get("public"))
+    # Slurm's task worker: the Prolog starts it, once per job on this node; a step started
+    # after IDLE_EXIT (srun b after a long srun a) found none, and TaskProlog, run as the
+    # job's user, cannot start one: its tasks failed. It stays while a step runs here.
+    stepd = str(config.get("slurmstepd") or "") if public and "slurmstepd" in config else None
     os.chmod(path.parent, 0o755 if public else 0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path.with_name(f"{path.name}.{os.getpid()}")
@@ -416,6 +424,10 @@ def serve(path: Path, config_file: Path) -> None:
                 if not ready and not children and not gate.waiting:
                     return
             elif not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
+                if stepd is not None and _unchanged(config_file, loaded) \
+                        and _steps_running(stepd):
+                    last = now  # (looked at again IDLE_EXIT seconds from now)
+                    continue
                 # The socket's name goes first: a hook that connects from now on starts a
                 # new worker, and those already in the listen backlog are served before
                 # this one leaves (closing with them there reset their connections).
@@ -426,6 +438,30 @@ def serve(path: Path, config_file: Path) -> None:
     finally:
         listener.close()
         _unlink_if_ours(path, inode)
+
+
+def _unchanged(config_file: Path, loaded: bytes) -> bool:
+    """Whether the config is still what this worker loaded: after an install that changed
+    it, a new worker serves the new socket, and this one need not stay for the steps."""
+    try:
+        return config_file.read_bytes() == loaded
+    except OSError:
+        return False
+
+
+def _steps_running(stepd: str) -> bool:
+    """Whether a process of this host runs slurmstepd: the path `stepd` (what install
+    found), or without one any executable of that name (`slurm_bridge._is_stepd`)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{entry.name}/exe")
+        except OSError:
+            continue  # gone, a kernel thread, or not ours to read
+        if exe == stepd if stepd else os.path.basename(exe).startswith("slurmstepd"):
+            return True
+    return False
 
 
 def _unlink_if_ours(path: Path, inode: int) -> None:

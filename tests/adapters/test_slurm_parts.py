@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import socket
 import subprocess
 import sys
@@ -552,6 +553,65 @@ def test_a_public_worker_serves_at_most_max_running_unprivileged_requests_in_all
         for p in procs:
             p.kill()
             p.wait()
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
+    """Slurm runs the Prolog (which starts the task worker) once per job on a node, and
+    TaskProlog before every task of every step; TaskProlog runs as the job's user, who
+    cannot start a root worker. The task worker left after `IDLE_EXIT` idle seconds like
+    any worker, so a step started later (``srun b`` after a twenty-minute ``srun a``) had
+    no worker to ask and its tasks failed. It stays while a slurmstepd runs here (a
+    stand-in, at the path the config names), and leaves once none is left, or once an
+    install has changed its config (a new worker serves that)."""
+    import json
+
+    from pbsplug.testing import until
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "capdispatch.py").write_text(CAP_DISPATCH)
+    stepd = tmp_path / "slurmstepd"
+    shutil.copy("/bin/sleep", stepd)
+    config = tmp_path / "task.json"
+    config.write_text(json.dumps({"loader": "capdispatch:load", "log": str(tmp_path / "log"),
+                                  "dispatcher": "capdispatch:dispatch", "public": True,
+                                  "site_dirs": [str(code)], "slurmstepd": str(stepd)}))
+    run = tmp_path / "run"
+    sock = run / "w.sock"
+    start = ("import sys; from pbsplug.adapters import worker; worker.IDLE_EXIT = 0.2; "
+             "sys.exit(worker.main(sys.argv[1:]))")
+    step = subprocess.Popen([str(stepd), "300"])
+    proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)])
+    try:
+        until(sock.exists, 30, "the worker's socket")
+        proc_gone = None
+        try:
+            proc_gone = proc.wait(3)  # (fifteen idle periods, a step running all along)
+        except subprocess.TimeoutExpired:
+            pass
+        assert proc_gone is None and sock.exists(), "the task worker left with a step here"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(60)
+            conn.connect(str(sock))
+            conn.sendall(b'{"script": "task_prolog"}')
+            conn.shutdown(socket.SHUT_WR)
+            assert json.loads(conn.recv(65536))["exit"] == 0
+        step.kill()
+        step.wait()
+        assert proc.wait(60) == 0  # no step left: it leaves
+        assert not sock.exists()
+        # A worker of an earlier install (its config file rewritten since) does not stay.
+        step = subprocess.Popen([str(stepd), "300"])
+        proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)])
+        until(sock.exists, 30, "the worker's socket")
+        config.write_text(config.read_text().replace('"public"', '"new": 1, "public"'))
+        assert proc.wait(60) == 0
+    finally:
+        step.kill()
+        step.wait()
         proc.kill()
         proc.wait()
         shutil.rmtree(run, ignore_errors=True)
