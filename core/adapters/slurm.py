@@ -60,6 +60,9 @@ NATIVE_SCRIPTS = ("prolog_slurmctld", "prolog", "epilog", "epilog_slurmctld", "h
                   "suspend", "resume", "resume_fail")
 #: Characters a path built into the launcher may have (it becomes a C string literal).
 _C_SAFE = re.compile(r"^/[A-Za-z0-9/._+:@-]*$")
+#: What a path slurm.conf names may not hold: Slurm's parser ends a value at a blank and a
+#: line at '#', and reads '"' as a quote.
+_CONF_UNSAFE = re.compile(r'[\s#"\x00-\x1f\x7f]')
 #: How a slurm.conf line that pbsplug replaced is kept.
 REPLACED = "#pbsplug-replaced# "
 
@@ -199,6 +202,11 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
          native: bool = True, slurm_user: str | Callable[[], str] = "root") -> Plan:
     """What to install. `slurm_user`: SlurmUser's name, or what reads it (asked only when
     a script that runs as SlurmUser is needed)."""
+    if _CONF_UNSAFE.search(str(directory)):
+        raise SlurmInstallError(
+            f"--dir {str(directory)!r}: slurm.conf names the programs by their path, which "
+            "may hold no blank, '#', '\"' or control character (Slurm would not read that "
+            "slurm.conf, or would read another path): choose another folder")
     specs: dict[str, Any] = {}
     rows = []
     events: set[str] = set()

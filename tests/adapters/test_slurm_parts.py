@@ -308,6 +308,22 @@ def test_the_plan_installs_only_the_scripts_the_plugins_need(dists, tmp_path):
     assert "/run/x/slurm-" in p.programs["prolog"]
 
 
+@pytest.mark.parametrize("folder", ["/opt/my dir", "/opt/a#b", '/opt/a"b', "/opt/a\tb",
+                                    "/opt/a\nPrologSlurmctld=/tmp/x"])
+def test_a_programs_folder_slurm_conf_cannot_name_is_one_line(dists, tmp_path, folder):
+    """slurm.conf names the programs by their path: `Prolog=/opt/my dir/prolog` made
+    every Slurm command and daemon stop ('Parse error ...: " dir/prolog"', then 'fatal:
+    Unable to process configuration file', tried with 22.05's scontrol), a '#' cut the
+    path short (a Prolog that does not exist fails every job and drains its node), and a
+    line break added a line of its own. Such a --dir is install's one-line error."""
+    plugins = _plugins(dists, tmp_path)
+    with pytest.raises(slurm.SlurmInstallError, match=r"^--dir .*: slurm\.conf names the "
+                       r"programs by their path"):
+        slurm.plan(plugins, Path(folder), dirs=[str(dists.root)], bin_dir="/usr/bin",
+                   slurm_conf="", state_dir="/var/spool/x", log_file="/var/log/x",
+                   run_dir="/run/x")
+
+
 def test_the_bridge_answers_bad_requests_with_one_line(dists, tmp_path):
     plugins = _plugins(dists, tmp_path)
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
