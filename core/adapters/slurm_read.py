@@ -102,8 +102,10 @@ class Slurm:
         checked_job_id(job_id)
         text = self.run("scontrol", "-o", "-d", "show", "job", job_id)
         lines = _records(text)
-        if len(lines) != 1 or not lines[0].startswith("JobId="):
+        if len(lines) > 1:
             raise JobTextError(_SPLIT.format(job_id=job_id))
+        if not lines or not lines[0].startswith("JobId="):  # (not the job's text: Slurm's)
+            raise SlurmError(f"scontrol show job {job_id}: no job in its answer")
         return job_attributes(parse_line(lines[0]), self)
 
     def job_and_nodes(self, job_id: str, names: Sequence[str]

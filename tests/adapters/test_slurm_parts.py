@@ -19,6 +19,7 @@ import pytest
 from pbsplug import safedirs
 from pbsplug.adapters import slurm, slurm_bridge, slurm_power, slurm_program
 from pbsplug.adapters.slurm_read import (
+    JobTextError,
     Slurm,
     SlurmError,
     checked_job_id,
@@ -99,6 +100,13 @@ def test_a_job_name_with_a_line_break_is_not_read(tmp_path, brk):
         slurm_.job("3")
     with pytest.raises(SlurmError, match="more lines than the job and its nodes|appear"):
         slurm_.job_and_nodes("3", ["n1"])
+    # (the job's doing, which holds it; an answer without the job is Slurm's failure)
+    with pytest.raises(JobTextError):
+        slurm_.job("3")
+    (tmp_path / "answer").write_bytes(b"")
+    with pytest.raises(SlurmError, match="no job in its answer") as failed:
+        slurm_.job("3")
+    assert not isinstance(failed.value, JobTextError)
 
 
 def test_slurmds_owner_stays_over_the_reading():
