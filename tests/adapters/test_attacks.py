@@ -1023,3 +1023,26 @@ def test_a_jobs_own_text_does_not_drain_its_node(dists, tmp_path, script, name, 
         assert done[-1] == "requeuehold 5", done
         what = {"prolog": "Prolog", "prolog_slurmctld": "PrologSlurmctld"}[script]
         assert done[0].startswith(f"update jobid=5 comment=pbsplug {what}: scontrol show job")
+
+
+def test_a_job_that_cannot_be_requeued_for_its_text_is_cancelled():
+    """A --no-requeue job (or an srun one) whose text makes its reading a refused one is
+    cancelled, as a rejected one is; the node still stays in service."""
+    from pbsplug.adapters.slurm_read import JobTextError, SlurmError
+
+    class Slurm:
+        done: list[str] = []
+
+        def update(self, *args):
+            self.done.append(" ".join(args))
+
+        def requeue_hold(self, job_id):
+            raise SlurmError(f"scontrol requeuehold {job_id}: exit status 1: not requeueable")
+
+        def cancel(self, job_id):
+            self.done.append(f"scancel {job_id}")
+
+    ctx = slurm_bridge.Context({}, None, Slurm())
+    answer = slurm_bridge._held_for_its_text(ctx, "5", JobTextError("forged"), "Prolog")
+    assert answer == {"exit": 0, "stdout": "", "error": ""}
+    assert Slurm.done == ["jobid=5 comment=pbsplug Prolog: forged", "scancel 5"]
