@@ -110,8 +110,9 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
             try:
                 plan_estimates(pbs, types, data, runner)
             except Exception as exc:  # the plan is an extra: the hook still runs without it
-                pbs.logmsg(pbs.LOG_WARNING, f"pbsplug bridge: no estimates of pbsplug's "
-                           f"own this time: {type(exc).__name__}: {exc}")
+                pbs.logmsg(pbs.LOG_WARNING, wire.one_line(
+                    f"pbsplug bridge: no estimates of pbsplug's own this time: "
+                    f"{type(exc).__name__}: {exc}"))
         outcome = dispatch(runner, name, data)
         wire.log_records(pbs, outcome["logs"])
         wire.finish(pbs, pevent, outcome, types)
@@ -119,8 +120,8 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         if not isinstance(exc, wire.PluginHookError):
             import traceback
 
-            pbs.logmsg(pbs.LOG_ERROR, "pbsplug bridge: " + " | ".join(
-                traceback.format_exc().splitlines()))
+            pbs.logmsg(pbs.LOG_ERROR, wire.one_line("pbsplug bridge: " + " | ".join(
+                traceback.format_exc().splitlines())))
         raise
 
 

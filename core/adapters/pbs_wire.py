@@ -144,8 +144,8 @@ def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host
     try:
         return event_data(pbs, pevent, types, objects, host)
     except EventIncomplete as exc:
-        pbs.logmsg(pbs.LOG_ERROR, f"pbsplug: {exc}; the event is rejected")
-        pevent.reject(f"pbsplug: {exc}")
+        pbs.logmsg(pbs.LOG_ERROR, one_line(f"pbsplug: {exc}; the event is rejected"))
+        pevent.reject(one_line(f"pbsplug: {exc}"))
         raise  # only where reject does not end the hook (a stand-in pbs module)
 
 
@@ -275,19 +275,37 @@ def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Type
             pevent.progname = changes["progname"]
 
 
+def one_line(text: Any) -> str:
+    """`text` on one line: a line break or other control character in it shown escaped
+    (``\\n``). PBS writes a hook's log lines, its reject message and its exception as they
+    come, and the MoM reads a hook's outcome back from a file of ``name=value`` lines
+    (pbs_python's results): a line break in a text a plugin took from a job owner (a
+    Variable_List value) made lines of the owner's own there: a forged record in PBS's log,
+    and lines the MoM reads as the hook's results (``pbs.reboot=True``, a vnode's state)."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def log_records(pbs: Any, records: Any) -> None:
     """The hook's log lines, ``(logger, level, message, (type, name) | None)``, into PBS's
-    log: ``pbs.logjobmsg`` for a line about a job, else ``pbs.logmsg`` at PBS's level."""
+    log: ``pbs.logjobmsg`` for a line about a job, else ``pbs.logmsg`` at PBS's level; each
+    line of a message (a traceback has several) a record of its own, `one_line`."""
     for name, level, message, obj in records:
         try:
+            lines = [one_line(line) for line in str(message).splitlines() or [""]]
             if obj and obj[0] == "Job" and hasattr(pbs, "logjobmsg"):
-                pbs.logjobmsg(obj[1], message)
+                for line in lines:
+                    pbs.logjobmsg(obj[1], line)
                 continue
             pbs_level = (pbs.LOG_ERROR if level >= ERROR_LEVEL else
                          pbs.LOG_WARNING if level >= WARNING_LEVEL else
                          pbs.LOG_DEBUG if level >= INFO_LEVEL else
                          getattr(pbs, "EVENT_DEBUG3", pbs.LOG_DEBUG))
-            pbs.logmsg(pbs_level, f"{str(name).removeprefix('pbsplug.hook.')}: {message}")
+            for line in lines:
+                pbs.logmsg(pbs_level, f"{one_line(str(name).removeprefix('pbsplug.hook.'))}: "
+                                      f"{line}")
         except Exception:  # a log line must never fail the hook
             pass
 
@@ -307,8 +325,8 @@ def finish(pbs: Any, pevent: Any, outcome: Mapping[str, Any], types: Types) -> N
         pevent.accept()
     if kind == "reject":
         if detail:
-            pevent.reject(detail)
+            pevent.reject(one_line(detail))
         pevent.reject()
     what = "got an alarm call" if kind == "alarm" else "failed"
-    raise PluginHookError(f"pbsplug plugin '{outcome.get('hook')}' {what} in "
-                          f"{outcome.get('event')}: {detail}")
+    raise PluginHookError(one_line(f"pbsplug plugin '{outcome.get('hook')}' {what} in "
+                                   f"{outcome.get('event')}: {detail}"))

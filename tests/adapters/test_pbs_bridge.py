@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -162,3 +163,78 @@ def test_the_hook_rejects_an_event_pbs_could_not_build_and_runs_no_plugin(built_
         assert "pbs.event().reject=True" in results["not_utf8"], (worker, results)
         assert "PBS gave this event no vnode_list" in results["not_utf8"]
         assert "ran on" not in results["not_utf8"]
+
+
+def _end_workers(folder: Path) -> None:
+    """End the workers this test started (their socket is in `folder`), each by its pid."""
+    import signal
+
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pbsplug.adapters.worker" in argv and any(
+                a.startswith(str(folder).encode() + b"/") for a in argv):
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_job_owners_line_break_writes_no_line_of_theirs_for_pbs(built_pbs, tmp_path,
+                                                                  dists):
+    """PBS writes a hook's log lines and reject message as they come, and the MoM reads a
+    hook's outcome back from a file of ``name=value`` lines (pbs_python's results file). A
+    plugin that quotes a job owner's value there (a Variable_List entry, as a site's policy
+    hook would) let the owner's line break make lines of their own: a forged record in
+    PBS's log, and lines the MoM reads as the hook's results (``pbs.reboot=True``, a
+    vnode's state). No text pbsplug hands PBS starts a line of its own now: each line of a
+    log message is a record with PBS's stamp and the hook's name, and a reject message
+    shows its line breaks escaped. Both paths: the worker, and in pbs_python."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n"
+                       "    project = event.job.Variable_List.get('PROJECT')\n"
+                       "    event.logger.info('job %s: project %s', event.job.id, project)\n"
+                       "    event.reject(f'project {project} has no time left here')\n")
+    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    forged = "12/06/2026 10:00:00;0008;pbs_mom;Job;1.srv;Job deleted at request of root"
+    injected = ["pbs.reboot=True", "pbs.event().vnode_list[node1].state=offline", forged]
+    _hook_input(tmp_path / "in", ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected))
+                .encode())
+    results = {}
+    try:
+        for worker in (True, False):
+            config = tmp_path / f"probe-{worker}.CF"
+            config.write_text(json.dumps({
+                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+                "plugin": "probe", "entry_point": "pbsplug_probe",
+                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+                               "fail_action": ["offline_vnodes"]},
+                "config": {}, "worker": worker, "python": str(Path(sys.executable)),
+                "wire_dir": str(adapters), "objects": hook_objects(),
+                "worker_dir": str(tmp_path / "run")}))
+            out, log = tmp_path / f"{worker}.out", tmp_path / f"{worker}.log"
+            # (-e 255: PBS's own debug dump of the event's attributes, 0400, left out)
+            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
+                            "-o", str(out), "-l", str(log), "-e", "255",
+                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+            results[worker] = (out.read_text(errors="replace") if out.exists() else "",
+                               log.read_text(errors="replace") if log.exists() else "")
+    finally:
+        _end_workers(tmp_path / "run")
+    escaped = "x\\n" + "\\n".join(injected)
+    for worker, (out, log) in results.items():
+        assert "pbs.event().reject=True" in out, (worker, out, log)
+        assert f"pbs.event().reject_msg=project {escaped} has no time left" in out, out
+        assert not [line for line in out.splitlines() if line in injected], (worker, out)
+        # (a message's lines are records of their own, each with PBS's stamp and the hook)
+        assert "probe: job 1.srv: project x\n" in log, (worker, log)
+        assert f"probe: {forged}\n" in log, (worker, log)
+        assert not [line for line in log.splitlines() if line in injected], (worker, log)
