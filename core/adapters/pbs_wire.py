@@ -227,20 +227,27 @@ def pbs_value(pbs: Any, attr: str, value: Any, types: Types) -> Any:
 
 
 def _set(pbs: Any, pobj: Any, changes: Mapping[str, Any], types: Types) -> None:
+    """`changes` set on `pobj`. A text goes on one line (`one_line`): pbs_python writes what
+    a hook set into the results file the MoM (and the server, for a periodic hook) reads
+    back, one ``name=value`` line each and unquoted but for Variable_List, so a line break
+    in a comment (free text, which pbsplug lets hold one) made lines of results of their
+    own (``pbs.reboot=True``, a vnode's state) of whatever the text held."""
     for attr, value in changes.items():
         if attr.startswith("_"):
             continue
         current = getattr(pobj, attr, None)
         if isinstance(value, dict) and type(current).__name__ == "pbs_resource":
             for key, item in value.items():
-                current[key] = None if item is None else pbs_value(pbs, key, item, types)
+                current[key] = None if item is None else pbs_value(
+                    pbs, key, one_line(item) if isinstance(item, str) else item, types)
         elif isinstance(value, dict) and current is not None and hasattr(current, "items"):
             for key in [k for k in current.keys() if k not in value]:
                 del current[key]
             for key, item in value.items():
                 current[key] = item
         else:
-            setattr(pobj, attr, pbs_value(pbs, attr, value, types))
+            setattr(pobj, attr, pbs_value(
+                pbs, attr, one_line(value) if isinstance(value, str) else value, types))
 
 
 def apply_changes(pbs: Any, pevent: Any, changes: Mapping[str, Any], types: Types) -> None:

@@ -238,3 +238,53 @@ def test_a_job_owners_line_break_writes_no_line_of_theirs_for_pbs(built_pbs, tmp
         assert "probe: job 1.srv: project x\n" in log, (worker, log)
         assert f"probe: {forged}\n" in log, (worker, log)
         assert not [line for line in log.splitlines() if line in injected], (worker, log)
+
+
+def test_a_job_owners_line_break_in_a_value_a_plugin_sets_adds_no_result_for_the_mom(
+        built_pbs, tmp_path, dists):
+    """pbs_python writes what a hook set on PBS's objects into the results file the MoM
+    reads back, ``pbs.event().job.comment=<value>``, one line each and unquoted (only
+    Variable_List and the launch environment are quoted). A plugin that put a job owner's
+    value in a job's or a vnode's comment (free text, where pbsplug allows line breaks)
+    let the owner's line break add results of their own (``pbs.reboot=True``, another
+    vnode's state). What pbsplug sets on PBS's objects is one line now, control
+    characters shown escaped."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n"
+                       "    project = event.job.Variable_List.get('PROJECT')\n"
+                       "    event.job.comment = f'project {project}'\n"
+                       "    event.vnode_list['node1'].comment = f'last: {project}'\n")
+    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    injected = ["pbs.reboot=True", "pbs.event().vnode_list[node1].state=offline"]
+    _hook_input(tmp_path / "in", ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected))
+                .encode())
+    results = {}
+    try:
+        for worker in (True, False):
+            config = tmp_path / f"probe-{worker}.CF"
+            config.write_text(json.dumps({
+                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+                "plugin": "probe", "entry_point": "pbsplug_probe",
+                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True},
+                "config": {}, "worker": worker, "python": str(Path(sys.executable)),
+                "wire_dir": str(adapters), "objects": hook_objects(),
+                "worker_dir": str(tmp_path / "run")}))
+            out = tmp_path / f"{worker}.out"
+            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
+                            "-o", str(out), "-l", str(tmp_path / f"{worker}.log"), "-e", "255",
+                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+            results[worker] = out.read_text(errors="replace") if out.exists() else ""
+    finally:
+        _end_workers(tmp_path / "run")
+    escaped = "x\\n" + "\\n".join(injected)
+    for worker, out in results.items():
+        assert "pbs.event().accept=True" in out, (worker, out)
+        assert f"pbs.event().job.comment=project {escaped}\n" in out, (worker, out)
+        assert f'pbs.event().vnode_list["node1"].comment=last: {escaped}\n' in out, out
+        assert not [line for line in out.splitlines() if line in injected], (worker, out)
