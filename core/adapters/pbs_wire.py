@@ -298,21 +298,20 @@ def one_line(text: Any) -> str:
 def log_records(pbs: Any, records: Any) -> None:
     """The hook's log lines, ``(logger, level, message, (type, name) | None)``, into PBS's
     log: ``pbs.logjobmsg`` for a line about a job, else ``pbs.logmsg`` at PBS's level; each
-    line of a message (a traceback has several) a record of its own, `one_line`."""
+    one record, `one_line` (a traceback's lines too, as the bridge logs its own). Not a
+    record per line: a job owner's value of 100,000 line breaks in a message made as many
+    records, each with PBS's stamp."""
     for name, level, message, obj in records:
         try:
-            lines = [one_line(line) for line in str(message).splitlines() or [""]]
             if obj and obj[0] == "Job" and hasattr(pbs, "logjobmsg"):
-                for line in lines:
-                    pbs.logjobmsg(obj[1], line)
+                pbs.logjobmsg(obj[1], one_line(message))
                 continue
             pbs_level = (pbs.LOG_ERROR if level >= ERROR_LEVEL else
                          pbs.LOG_WARNING if level >= WARNING_LEVEL else
                          pbs.LOG_DEBUG if level >= INFO_LEVEL else
                          getattr(pbs, "EVENT_DEBUG3", pbs.LOG_DEBUG))
-            for line in lines:
-                pbs.logmsg(pbs_level, f"{one_line(str(name).removeprefix('pbsplug.hook.'))}: "
-                                      f"{line}")
+            pbs.logmsg(pbs_level, one_line(f"{str(name).removeprefix('pbsplug.hook.')}: "
+                                           f"{message}"))
         except Exception:  # a log line must never fail the hook
             pass
 
