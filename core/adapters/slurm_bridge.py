@@ -55,6 +55,7 @@ from .. import safedirs
 from ..events import Event
 from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
+from .pbs_wire import one_line
 from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id
 
 log = logging.getLogger("pbsplug.slurm")
@@ -208,13 +209,11 @@ class OneLineFormatter(logging.Formatter):
     shown escaped (``\\n``). What the bridge logs names what users choose (a task's
     environment, the path of the program that asked the task worker): a line break there
     wrote a line of theirs in root's log, a forged record with its own time and level. A
-    traceback after the message keeps its lines."""
+    traceback after the message keeps its lines. (PBS's side keeps its texts to one line by
+    the same rule: `pbs_wire.one_line`, stdlib only, serves both.)"""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
-        if text.isprintable():
-            return text
-        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        return one_line(super().formatMessage(record))
 
 
 #: How the bridge names itself in syslog.
