@@ -2706,7 +2706,11 @@ class Engine:
         ends a job deleted or over a limit; `why` becomes the job's comment (``requeue``
         requeues it when it ends). A job `over` a limit gets PBS's note in its error file
         first, and PBS's Exit_status for it whatever its processes exit with. `exit_status`,
-        when given, is the job's Exit_status whatever its processes exit with."""
+        when given, is the job's Exit_status whatever its processes exit with. A job already
+        being killed keeps the Exit_status its first kill gave it (a limit's -29 or -28)
+        unless it is now requeued: OpenPBS 23.06.06 ended a job qdel'ed while it was being
+        killed for its walltime with Exit_status -29 and the deletion's comment, D record
+        and substate (measured)."""
         launch = self.launches.get(job_id)
         if launch is None:
             return
@@ -2723,10 +2727,15 @@ class Engine:
         self.kills[job_id] = min(self.kills.get(job_id, deadline), deadline)
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
+            # (an end_reason: this run is being killed already)
+            kept = runtime.get("end_reason") is not None and why != "requeue" and \
+                "exit_status" in runtime
             runtime["end_reason"] = why
-            if over is not None or exit_status is not None:
-                runtime["exit_status"] = over.exit_status if over is not None else exit_status
-            else:
+            if over is not None:
+                runtime["exit_status"] = over.exit_status
+            elif exit_status is not None and not kept:
+                runtime["exit_status"] = exit_status
+            elif not kept:
                 runtime.pop("exit_status", None)
             st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)

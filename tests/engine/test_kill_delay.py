@@ -20,6 +20,8 @@ import pytest
 
 from pbsplug.engine.testing import PBSPLUG, until
 
+from .test_accounting import of, records
+
 #: Exit_status of a job ended by SIGKILL (256 + 9).
 KILLED = 265
 #: A kill_delay that no check of a test outlasts, however slow the machine, and that no
@@ -235,3 +237,30 @@ def test_a_qdel_again_does_not_put_the_sigkill_off(engine, holding):
 
     until(ended, timeout=60, what=f"job {job.id} to end while qdel is sent again and again")
     assert engine.wait(job.id, "F")["Exit_status"] == KILLED
+
+
+def _walltime_kill(engine, held: Held) -> None:
+    """Give `held`'s job a walltime of 1 s (qalter, once it runs: its SIGTERM then finds
+    its trap set) and wait until the server has logged its walltime kill; the kill is
+    made in the same poll, before any request is read after it."""
+    engine.pbs("qalter", "-l", "walltime=00:00:01", held.id, check=True)
+    until(lambda: f";{held.id};job killed: walltime " in engine.log(), timeout=60,
+          what=f"the walltime kill of job {held.id}")
+
+
+def test_a_qdel_during_a_walltime_kill_keeps_exit_status_minus_29(engine, holding):
+    """OpenPBS 23.06.06 (measured: a user's job deaf to SIGTERM, kill_delay 30, qdel 2 s
+    after its MoM logged the walltime kill): the job ended with Exit_status -29, the
+    qdel's comment and substate 91, a D record and then an E record with
+    Exit_status=-29. pbsplug's qdel took the -29 away (the job ended as killed by its
+    SIGKILL, 265). The job's kill_delay is `LONG`: qsig -s KILL ends it after the qdel."""
+    assert _qmgr(engine, f"set queue workq kill_delay = {LONG}").returncode == 0
+    job = holding("workq")
+    _walltime_kill(engine, job)
+    engine.pbs("qdel", job.id, check=True)
+    engine.pbs("qsig", "-s", "KILL", job.id, check=True)
+    attrs = engine.wait(job.id, "F")
+    assert (attrs["Exit_status"], attrs["substate"]) == (-29, 91)
+    assert attrs["comment"].startswith("Job deleted at request of ")
+    assert [(kind, rec.get("Exit_status")) for kind, rec in of(records(engine.home), job.id)
+            if kind in "DE"] == [("D", None), ("E", "-29")]
