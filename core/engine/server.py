@@ -1231,6 +1231,9 @@ class Engine:
                 if (refused := killed[job_id]) is not None:
                     raise refused
                 return
+            if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
+                self._delete_requeued(caller, job_id, killed)
+                return
             if not force:
                 outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
                                       vnode_list=self._job_vnodes(attrs))
@@ -1257,6 +1260,20 @@ class Engine:
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}")
         if purge:
             self._purge(caller, job_id)
+
+    def _delete_requeued(self, caller: Caller, job_id: str,
+                         killed: dict[str, PbsError | None] | None) -> None:
+        """qdel of a running job whose run a qrerun (or ``qterm -t immediate``) is ending:
+        answered and written (its D record), and the job is requeued all the same, as
+        OpenPBS 23.06.06 did (measured: a job deaf to SIGTERM, qdel 3 s after qrerun; its
+        server logged ``deleting instead of rerunning``, sent no signal, and the job was
+        requeued, R record, and run again). No execjob_preterm, no signal: PBS's server
+        sent none to its MoM."""
+        if killed is not None:
+            killed[job_id] = None
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
+                 f"{self.host}; its run is being ended for a requeue, which stands")
+        self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
                          force: bool, purge: bool) -> None:

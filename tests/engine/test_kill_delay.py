@@ -264,3 +264,23 @@ def test_a_qdel_during_a_walltime_kill_keeps_exit_status_minus_29(engine, holdin
     assert attrs["comment"].startswith("Job deleted at request of ")
     assert [(kind, rec.get("Exit_status")) for kind, rec in of(records(engine.home), job.id)
             if kind in "DE"] == [("D", None), ("E", "-29")]
+
+
+def test_a_qdel_during_a_qrerun_kill_leaves_the_requeue(engine, holding):
+    """OpenPBS 23.06.06 (measured: a user's job deaf to SIGTERM, kill_delay 30, qdel 3 s
+    after qrerun): the qdel was answered (exit 0) and written (a D record), and the job
+    was requeued all the same (an R record, Exit_status=-11) and ran again. pbsplug's
+    qdel made it end as deleted. The job is not rerunnable (`holding`'s), hence
+    ``qrerun -W force``; qsig -s KILL ends its run after the qdel."""
+    assert _qmgr(engine, f"set queue workq kill_delay = {LONG}").returncode == 0
+    job = holding("workq")
+    engine.pbs("qrerun", "-W", "force", job.id, check=True)
+    done = engine.pbs("qdel", job.id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    engine.pbs("qsig", "-s", "KILL", job.id, check=True)
+    until(lambda: engine.job(job.id)["run_count"] == 2 or engine.job(job.id)["job_state"]
+          == "F", timeout=60, what=f"job {job.id} to end or to run again")
+    attrs = engine.job(job.id)
+    assert (attrs["job_state"], attrs["run_count"]) != ("F", 1), attrs["comment"]
+    assert [(kind, rec.get("Exit_status")) for kind, rec in of(records(engine.home), job.id)
+            if kind in "DRE"] == [("D", None), ("R", "-11")]
