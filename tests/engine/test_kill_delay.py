@@ -11,6 +11,7 @@ would not do."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
@@ -284,3 +285,46 @@ def test_a_qdel_during_a_qrerun_kill_leaves_the_requeue(engine, holding):
     assert (attrs["job_state"], attrs["run_count"]) != ("F", 1), attrs["comment"]
     assert [(kind, rec.get("Exit_status")) for kind, rec in of(records(engine.home), job.id)
             if kind in "DRE"] == [("D", None), ("R", "-11")]
+
+
+def test_each_qdel_of_a_job_being_killed_signals_it_again(engine):
+    """OpenPBS 23.06.06 (measured as a user: a job deaf to SIGTERM, qdel'ed twice 2 s
+    apart): each qdel was answered, logged, written as a D record and sent on to the MoM,
+    which sent the job's processes SIGTERM again; it does not merely acknowledge a qdel
+    of a job it is killing already. The job writes ``t`` to its FIFO at each SIGTERM and
+    ``u`` at each SIGURG. After each qdel the test sends SIGURG (qsig) and reads up to the
+    ``u``: a SIGTERM sent before it is handled before it (the lower signal first, in the
+    kernel and in the shell's traps), so each round's ``t`` comes before its ``u``."""
+    assert _qmgr(engine, f"set queue workq kill_delay = {LONG}").returncode == 0
+    fifo = engine.work / "terms.fifo"
+    os.mkfifo(fifo, 0o666)
+    fifo.chmod(0o666)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    script = (f"trap 'printf t >&3' TERM\ntrap 'printf u >&3' URG\n"
+              f"exec 3>{shlex.quote(str(fifo))}\nprintf x >&3\nwhile :; do sleep 1; done\n")
+    job_id = engine.pbs("qsub", "-r", "n", input=script, cwd=engine.work,
+                        check=True).stdout.strip()
+    rounds: list[bytes] = []
+    try:
+        engine.wait(job_id, "R")
+        until(lambda: _read(reader) == b"x", timeout=60, what="the job to start")
+        for _ in range(2):
+            engine.pbs("qdel", job_id, check=True)
+            engine.pbs("qsig", "-s", "URG", job_id, check=True)
+            got = [b""]
+
+            def marked(got: list[bytes] = got) -> bool:
+                got[0] += _read(reader) or b""
+                return got[0].endswith(b"u")
+
+            until(marked, timeout=60, what="the job's SIGURG")
+            rounds.append(got[0])
+    finally:
+        if engine.pbs("qsig", "-s", "KILL", job_id).returncode == 0:
+            engine.wait(job_id, "F")
+        os.close(reader)
+    # (one SIGTERM or more a round: the job's shell may get it twice, through its process
+    # group and by its pid, and run its trap for each)
+    assert all(re.fullmatch(rb"t+u", r) for r in rounds), rounds
+    assert [kind for kind, _ in of(records(engine.home), job_id) if kind in "DE"] == [
+        "D", "D", "E"]
