@@ -1311,13 +1311,14 @@ def sample_time(n: int) -> float:
     return FIRST_SAMPLES[-1] + SAMPLE_EVERY * (n - len(FIRST_SAMPLES) + 1)
 
 
-def kill_session(launch: Launch) -> int:
+def kill_session(launch: Launch, *, reaped: Collection[int] = frozenset()) -> int:
     """SIGKILL every process left of a job whose shepherd is gone (`signal_tree`): those in
     the shepherd's session started since the shepherd, in the same boot, and those the
     shepherd recorded at its last sample of the job's use (``<seq>.usage``: a
     process that left the session, an orphan of init's once its subreaper is gone), each
-    only while it is the same process (its start time), with their descendants. Returns
-    how many."""
+    only while it is the same process (its start time), with their descendants. `reaped`:
+    the pids the caller's last `reap` collected (none by default, the safe side: see
+    below). Returns how many."""
     if not launch.boot or launch.boot != boot_id():
         return 0
     now = process_start(launch.shepherd)
@@ -1330,11 +1331,11 @@ def kill_session(launch: Launch) -> int:
     # Linux reuses no pid while a session of that number has members, but once the job's
     # have all ended or left it (setsid), and the shepherd was reaped, the number may be a
     # new session's, whose leader may have ended too (a daemon's double fork), so no
-    # process has the pid. A shepherd the server reaped just now (`reap`) held it as a
-    # zombie until then; for any other (one adopted after a restart, which init reaped:
-    # root killed it, or the OOM killer, while the server was down), only the members
-    # started before it was last seen alive are taken (`_last_seen`).
-    until = None if now == launch.started or launch.shepherd in _just_reaped else \
+    # process has the pid. A shepherd the server reaped just now (in `reaped`, from
+    # `reap`) held it as a zombie until then; for any other (one adopted after a restart,
+    # which init reaped: root killed it, or the OOM killer, while the server was down),
+    # only the members started before it was last seen alive are taken (`_last_seen`).
+    until = None if now == launch.started or launch.shepherd in reaped else \
         _last_seen(launch)
     return signal_tree(launch, signal.SIGKILL, sessions_until=until)
 
@@ -1633,14 +1634,10 @@ def _signal_group(pidfd: int | None, pgid: int, sig: int) -> bool:
     return signal_job(pgid, sig)
 
 
-#: The shepherds the server's last `reap` collected: each was a zombie until then, whose
-#: pid (its session's number) no other process could have (`kill_session`).
-_just_reaped: frozenset[int] = frozenset()
-
-
-def reap() -> None:
-    """Collect the shepherds that have ended (they are the server's children)."""
-    global _just_reaped
+def reap() -> frozenset[int]:
+    """Collect the shepherds that have ended (they are the server's children); their pids.
+    Each was a zombie until now, whose pid (its session's number) no other process could
+    have: the caller hands them to `kill_session` for the jobs it looks at next."""
     reaped = set()
     while True:
         try:
@@ -1650,7 +1647,7 @@ def reap() -> None:
         if pid == 0:
             break
         reaped.add(pid)
-    _just_reaped = frozenset(reaped)
+    return frozenset(reaped)
 
 
 def cpu_count() -> int:

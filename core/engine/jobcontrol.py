@@ -595,9 +595,9 @@ class JobControl:
         longest = max(eng.kills.values(), default=eng.clock()) - eng.clock()
         deadline = time.monotonic() + max(longest, 0) + 5
         while eng.launches and time.monotonic() < deadline:
-            executor.reap()
+            reaped = executor.reap()
             for job_id, launch in list(eng.launches.items()):
-                eng._poll_job(job_id, launch, eng.clock())
+                eng._poll_job(job_id, launch, eng.clock(), reaped=reaped)
             eng._kill_overdue(eng.clock())
             time.sleep(0.05)
 

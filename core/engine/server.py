@@ -21,7 +21,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -2762,7 +2762,7 @@ class Engine:
 
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
-        executor.reap()
+        reaped = executor.reap()  # (before the jobs are looked at: see kill_session)
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()
@@ -2772,7 +2772,7 @@ class Engine:
         for job_id, launch in list(self.launches.items()):
             started = self.started.get(job_id)
             try:
-                if not self._poll_job(job_id, launch, now):
+                if not self._poll_job(job_id, launch, now, reaped=reaped):
                     break
             except Exception as exc:  # one job's fault stops no other's (tried next poll)
                 self.launches.setdefault(job_id, launch)
@@ -2821,14 +2821,16 @@ class Engine:
                 self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
                 del self.kills[job_id]
 
-    def _poll_job(self, job_id: str, launch: executor.Launch, now: float) -> bool:
+    def _poll_job(self, job_id: str, launch: executor.Launch, now: float, *,
+                  reaped: Collection[int] = frozenset()) -> bool:
         """One running job at a poll: its end noticed, or its limits enforced. False when
         its end cannot be written yet (a full disk): the poll stops there and the end is
-        tried again at the next."""
+        tried again at the next. `reaped`: the shepherds `executor.reap` collected just
+        before (`_shepherd_gone`)."""
         ended = executor.JobExit.read(launch.status_file)
         if ended is None:
             if not launch.alive() and executor.JobExit.read(launch.status_file) is None:
-                self._shepherd_gone(job_id, launch)
+                self._shepherd_gone(job_id, launch, reaped)
             else:
                 self._check_walltime(job_id, now)
             return True
@@ -2845,12 +2847,14 @@ class Engine:
         self._poll_failed.pop(job_id, None)
         return True
 
-    def _shepherd_gone(self, job_id: str, launch: executor.Launch) -> None:
+    def _shepherd_gone(self, job_id: str, launch: executor.Launch,
+                       reaped: Collection[int] = frozenset()) -> None:
         """The job's shepherd ended without a status (killed): the job is lost, as PBS's
-        MoM loses a job. What is left of it is killed, so nothing runs untracked; the end
-        hooks fire (to clean up after it); then it is requeued if rerunnable, else finished
-        with Exit_status -4 (JOB_EXEC_INITABT)."""
-        killed = executor.kill_session(launch)
+        MoM loses a job. What is left of it is killed, so nothing runs untracked (all its
+        session when the server has just reaped it, in `reaped`: `executor.kill_session`);
+        the end hooks fire (to clean up after it); then it is requeued if rerunnable, else
+        finished with Exit_status -4 (JOB_EXEC_INITABT)."""
+        killed = executor.kill_session(launch, reaped=reaped)
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)

@@ -5,6 +5,7 @@ user through a real server, are in tests/security/test_session_escape.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -97,6 +98,48 @@ def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
         assert executor._kill_job(me, started) == 1
         executor._reap_all(5.0)
         assert executor._proc(orphans[0]) is None
+
+    in_a_shepherd(check)
+
+
+#: A session's leader (a shepherd of a sort) that starts a member 0.1 s after itself (its
+#: start time later, in clock ticks), prints its pid, and ends when its stdin closes.
+LEADER = ("import subprocess, sys, time\n"
+          "time.sleep(0.1)\n"
+          "print(subprocess.Popen(['sleep', '300']).pid, flush=True)\n"
+          "sys.stdin.read()\n")
+
+
+def test_reap_hands_over_the_shepherds_it_collected_for_kill_session(tmp_path):
+    """`reap` returns the pids it collected, and `kill_session` takes every member of the
+    session of a shepherd in `reaped` (its pid was a zombie's until then: no other session
+    could have the number), but by default only those started before the shepherd was
+    last seen alive (`_last_seen`: here its start, as it wrote no file). The server kept
+    the collected pids in a module global that `kill_session` read."""
+
+    def check() -> None:
+        leader = subprocess.Popen(["/usr/bin/python3", "-c", LEADER], start_new_session=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert leader.stdout is not None and leader.stdin is not None
+        member = int(leader.stdout.readline())
+        launch = executor.Launch(leader.pid, executor.process_start(leader.pid) or 0.0,
+                                 member, str(tmp_path / "1.status"), str(tmp_path),
+                                 executor.boot_id())
+        try:
+            leader.stdin.close()
+            reaped: frozenset[int] = frozenset()
+            deadline = time.monotonic() + 30  # (a hang guard)
+            while leader.pid not in reaped and time.monotonic() < deadline:
+                reaped |= executor.reap()
+                time.sleep(0.01)
+            assert reaped == {leader.pid}
+            leader.returncode = 0  # (reaped above)
+            assert executor.kill_session(launch) == 0
+            assert executor._proc(member) is not None
+            assert executor.kill_session(launch, reaped=reaped) == 1
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
 
     in_a_shepherd(check)
 

@@ -1,7 +1,10 @@
-"""The server's poll: a running job whose handling fails stops no other job's."""
+"""The server's poll: a running job whose handling fails stops no other job's; a lost job's
+shepherd it reaped is handed to `kill_session`."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 from pbsplug.engine.server import ROLE_MANAGER, Caller
@@ -60,3 +63,32 @@ def test_a_running_jobs_walltime_is_reported_before_its_first_sample(engine_here
     eng.req_delete(ROOT, [job_id], force=True)
     frozen[0] += 100  # (the kill's delay is over)
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+
+
+def test_the_poll_hands_the_shepherds_it_reaped_to_kill_session(engine_here, monkeypatch):
+    """A shepherd killed while the server runs is reaped at the start of the next poll, and
+    that poll's `kill_session` for its lost job is told so (then the shepherd's whole
+    session is the job's). The server kept what it reaped in a module global of the
+    executor's, which `kill_session` read."""
+    from pbsplug.engine import executor
+
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"},
+                                   "Rerunable": False}, "sleep 300\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    shepherd = eng.launches[job_id].shepherd
+    real = executor.kill_session
+    told: list[tuple[int, frozenset[int]]] = []
+
+    def kill_session(launch, **kwargs):
+        told.append((launch.shepherd, frozenset(kwargs.get("reaped", ()))))
+        return real(launch, **kwargs)
+
+    monkeypatch.setattr(executor, "kill_session", kill_session)
+    os.kill(shepherd, signal.SIGKILL)
+    deadline = time.monotonic() + 30  # (a hang guard: a zombie when the poll reaps it)
+    while executor.process_start(shepherd) is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the lost job's end")
+    assert [(pid, shepherd in reaped) for pid, reaped in told] == [(shepherd, True)]
+    assert eng.store.job(job_id)["Exit_status"] == -4
