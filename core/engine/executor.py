@@ -812,16 +812,20 @@ def _reap_orphans(keep: int) -> None:
 
 
 def _reap_all(seconds: float) -> None:
-    """Reap every child of the shepherd's, waiting up to `seconds` for those just killed."""
+    """Reap every child of the shepherd's, waiting up to `seconds` for those just killed.
+    The deadline holds however many keep ending: it was looked at only when none had ended,
+    so a stream of new zombies (processes that fork and exit as fast as they are reaped)
+    kept the shepherd here for ever. What is left then goes to the shepherd's reaper when
+    it exits (its CPU time not counted in the job's)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             done, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
+        if time.monotonic() >= deadline:
+            return
         if done == 0:
-            if time.monotonic() >= deadline:
-                return
             time.sleep(0.002)
 
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+import types
 
 from pbsplug.engine import executor
 from pbsplug.engine.executor import Proc
@@ -100,6 +101,30 @@ def test_a_subreaper_keeps_a_daemons_orphan_in_its_tree_and_kills_it():
         assert executor._proc(orphans[0]) is None
 
     in_a_shepherd(check)
+
+
+def test_reaping_at_the_jobs_end_stops_at_its_deadline_while_zombies_keep_coming(
+        monkeypatch):
+    """`_reap_all` looked at its deadline only when no child had ended: a child ending at
+    every wait kept it going for ever. Here each wait finds a new zombie and costs 1 ms of
+    a fake clock; the loop stops at its 1 s, about 1,000 waits (the old one ran into the
+    hang guard, 100,000)."""
+    now = [1000.0]
+    waits = [0]
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        waits[0] += 1
+        if waits[0] >= 100_000:  # (a hang guard)
+            raise ChildProcessError
+        now[0] += 0.001
+        return 10_000 + waits[0], 0
+
+    monkeypatch.setattr(executor, "time", types.SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda seconds: None))
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    executor._reap_all(1.0)
+    monkeypatch.undo()
+    assert 900 <= waits[0] <= 1100, waits[0]
 
 
 #: A session's leader (a shepherd of a sort) that starts a member 0.1 s after itself (its
