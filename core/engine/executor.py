@@ -93,7 +93,13 @@ class Launch:
     boot: str = ""         # the boot it ran in (/proc's boot_id): pids mean nothing after it
 
     def alive(self) -> bool:
-        """Whether our shepherd is still running (the same process, not a reused pid)."""
+        """Whether our shepherd is still running (the same process, not a reused pid): its
+        start time unchanged, in the boot it was recorded in. After a reboot its pid names
+        another process, whose start (clock ticks since that boot) may well be the same.
+        A launch with no boot (recorded by a pbsplug before boots were recorded, or where
+        boot_id cannot be read) is judged by its start time alone."""
+        if self.boot and self.boot != boot_id():
+            return False
         return process_start(self.shepherd) == self.started
 
     @property

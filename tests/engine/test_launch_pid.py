@@ -214,3 +214,27 @@ def test_without_pidfds_a_process_is_still_signalled_after_its_check(monkeypatch
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_launch_from_another_boot_is_not_alive_even_when_its_pid_and_start_match(
+        tmp_path):
+    """`Launch.alive` compared the recorded start time alone: after a reboot the shepherd's
+    pid names some other process, which may have started at the same clock tick since its
+    boot, and the server adopted the job again (its kill and signals check the boot). Here
+    a `sleep` stands for that process: its pid and start, recorded in another boot."""
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        started = executor.process_start(other.pid)
+        assert started is not None
+
+        def launch(boot: str) -> executor.Launch:
+            return executor.Launch(other.pid, started, 0, str(tmp_path / "1.status"),
+                                   str(tmp_path), boot)
+
+        assert executor.boot_id()  # (this test needs a boot id to tell boots apart)
+        assert launch(executor.boot_id()).alive()
+        assert not launch("a boot before this one").alive()
+        assert launch("").alive()  # (no boot recorded: the start time alone)
+    finally:
+        other.kill()
+        other.wait()
