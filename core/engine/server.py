@@ -950,10 +950,13 @@ class Engine:
         `limits.not_begun`, so nothing is held back any more), as its database has them: a
         waiting one loses the limit's comment (it goes to Q when its time comes, as any),
         one held ``s`` after its dependencies were met is released (`_resolve_depend`). As
-        the server starts, before any request: no request meets such a job."""
-        with self.store.transaction() as st:
-            for job_id, attrs in self.store.jobs(("W",), lean=True).items():
-                if limits.held_back(attrs.get("comment")):
+        the server starts, before any request: no request meets such a job. A write (one
+        transaction, which takes the database's write lock) only when there is one."""
+        waiting = {job_id: attrs for job_id, attrs in self.store.jobs(("W",), lean=True).items()
+                   if limits.held_back(attrs.get("comment"))}
+        if waiting:
+            with self.store.transaction() as st:
+                for job_id, attrs in waiting.items():
                     st.put_job(job_id, _without_held_back(attrs), keep_env=True)
         self._resolve_depend([], every_held=True)
 

@@ -373,6 +373,25 @@ def test_the_jobs_an_older_pbsplug_held_back_are_released_as_the_server_starts(e
     assert (kept["job_state"], kept.get("comment")) == ("W", None)  # (its time to come)
 
 
+def test_a_start_with_no_job_held_back_writes_nothing_for_them(engine_here, monkeypatch):
+    """The release of the jobs an older pbsplug held back opened a transaction (BEGIN
+    IMMEDIATE, the database's write lock) at every start, with nothing to write; it
+    writes only when it finds one now (the test above)."""
+    admin = Caller(0, ROLE_MANAGER)
+    eng = engine_here()
+    eng.req_submit(admin, {"Execution_Time": int(time.time()) + 3600}, script="true\n")
+    opened = []
+    real = eng.store.transaction
+
+    def transaction():
+        opened.append(1)
+        return real()
+
+    monkeypatch.setattr(eng.store, "transaction", transaction)
+    eng._release_held_back()
+    assert opened == []
+
+
 def test_a_failed_release_of_held_back_jobs_keeps_no_server_from_starting(engine_here,
                                                                           monkeypatch):
     """That release runs as the server starts (in its first poll before, whose failures
