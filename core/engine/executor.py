@@ -568,6 +568,19 @@ class _OutOfTime(Exception):
     """A removal's seconds are spent; what is left stays."""
 
 
+@dataclass
+class _Folder:
+    """A folder being emptied by `_remove_entry`: its parent's descriptor and its name
+    there (to remove it once empty), its own descriptor, the names of its folders still to
+    empty, and how many times it was listed again (it grew)."""
+
+    parent: int
+    name: str
+    fd: int
+    pending: list[str]
+    retries: int = 0
+
+
 def _remove_entry(dir_fd: int, name: str, deadline: float | None = None) -> None:
     """Remove `name` in `dir_fd`, whatever it is, following no link (a planted symlink goes,
     its target stays); a folder goes with everything in it, however deep, without
@@ -576,38 +589,38 @@ def _remove_entry(dir_fd: int, name: str, deadline: float | None = None) -> None
     top = _open_folder(dir_fd, name)
     if top is None:
         return
-    stack = [[dir_fd, name, top, [], 0]]
+    stack = [_Folder(dir_fd, name, top, [])]
     try:
-        stack[0][3] = _empty_but_folders(top, deadline)
+        stack[0].pending = _empty_but_folders(top, deadline)
         while stack:
             if deadline is not None and time.monotonic() > deadline:
                 raise _OutOfTime
             frame = stack[-1]
-            parent, folder, fd, pending, retries = frame
-            if pending:
-                child = pending.pop()
+            if frame.pending:
+                child = frame.pending.pop()
                 if len(stack) >= REMOVE_DEPTH:  # no deeper: it moves up to the top folder
                     new = f".pbsplug-removing-{secrets.token_hex(8)}"
-                    os.rename(child, new, src_dir_fd=fd, dst_dir_fd=top)
-                    stack[0][3].append(new)
+                    os.rename(child, new, src_dir_fd=frame.fd, dst_dir_fd=top)
+                    stack[0].pending.append(new)
                     continue
-                sub = _open_folder(fd, child)
+                sub = _open_folder(frame.fd, child)
                 if sub is not None:
-                    stack.append([fd, child, sub, [], 0])
-                    stack[-1][3] = _empty_but_folders(sub, deadline)
+                    stack.append(_Folder(frame.fd, child, sub, []))
+                    stack[-1].pending = _empty_but_folders(sub, deadline)
                 continue
             try:
-                os.rmdir(folder, dir_fd=parent)
+                os.rmdir(frame.name, dir_fd=frame.parent)
             except OSError as exc:
-                if exc.errno != errno.ENOTEMPTY or retries >= REMOVE_RETRIES:
+                if exc.errno != errno.ENOTEMPTY or frame.retries >= REMOVE_RETRIES:
                     raise
-                frame[3], frame[4] = _empty_but_folders(fd, deadline), retries + 1  # it grew
+                frame.pending = _empty_but_folders(frame.fd, deadline)  # it grew
+                frame.retries += 1
                 continue
-            os.close(fd)
+            os.close(frame.fd)
             stack.pop()
     finally:
         for frame in stack:
-            os.close(frame[2])
+            os.close(frame.fd)
 
 
 def _open_folder(dir_fd: int, name: str) -> int | None:
