@@ -469,16 +469,36 @@ def _check_private(directory: Path) -> None:
         raise SlurmInstallError(f"{exc} (slurmd runs its programs as root)") from None
 
 
-def _write(path: Path, text: str, mode: int, gid: int = -1) -> None:
+def _write(path: Path, text: str, mode: int, gid: int = -1, uid: int = -1) -> None:
+    """`text` into `path` whole: a fresh file (`O_EXCL`, never through a link) given its
+    owner, group and mode through its own descriptor, then renamed over `path`. An owner or
+    group of -1 is the writer's: pbsplug's own files are root's whatever they were before
+    (slurmd runs the programs as root), slurm.conf keeps the site's (`_rewrite_conf`)."""
     part = path.with_name(f".{path.name}.{os.getpid()}")
     part.unlink(missing_ok=True)  # never through a name someone left there
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    with os.fdopen(fd, "w") as fh:
-        if gid != -1:
-            os.fchown(fh.fileno(), -1, gid)
-        fh.write(text)
-    os.chmod(part, mode)
-    os.replace(part, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            if (uid, gid) != (-1, -1):
+                try:
+                    os.fchown(fh.fileno(), uid, gid)
+                except OSError as exc:
+                    raise SlurmInstallError(
+                        f"{path}: cannot give the new file owner {uid} and group {gid} "
+                        f"({exc.strerror}): left as it was") from None
+            os.fchmod(fh.fileno(), mode)  # after the owner: chown may clear mode bits
+            fh.write(text)
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+
+
+def _rewrite_conf(path: Path, text: str) -> None:
+    """slurm.conf rewritten as `text` with its mode, owner and group kept: at many sites it
+    is slurm:slurm, and written by root as any file it would become root:root."""
+    st = path.stat()
+    _write(path, text, st.st_mode & 0o777, gid=st.st_gid, uid=st.st_uid)
 
 
 def slurmstepd(bin_dir: str) -> str:
@@ -923,7 +943,7 @@ def apply_conf(path: Path, lines: dict[str, str]) -> None:
         text = path.read_text()
     except OSError as exc:
         raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
-    _write(path, merge_conf(text, lines), path.stat().st_mode & 0o777)
+    _rewrite_conf(path, merge_conf(text, lines))
 
 
 def uninstall(directory: Path, conf: Path | None) -> list[str]:
@@ -933,7 +953,7 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
     if conf is not None and conf.exists():
         text = conf.read_text()
         if BEGIN in text or REPLACED in text:
-            _write(conf, unmerge_conf(text), conf.stat().st_mode & 0o777)
+            _rewrite_conf(conf, unmerge_conf(text))
             done.append(f"{conf}: pbsplug's lines removed, the site's own restored")
     directory = Path(directory)
     for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:

@@ -271,8 +271,10 @@ def slurm_app() -> typer.Typer:
             try:
                 replaced = slurm.replaced_lines(conf.read_text(), p.conf_lines)
                 slurm.apply_conf(conf, p.conf_lines)
-            except (OSError, slurm.SlurmInstallError) as exc:
+            except OSError as exc:
                 raise CliError(f"{conf}: {exc}") from None
+            except slurm.SlurmInstallError as exc:  # (its line names the file)
+                raise CliError(str(exc)) from None
             for line in replaced:
                 typer.echo(f"{conf}: replaced (kept as a comment): {line}")
             typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
@@ -288,7 +290,7 @@ def slurm_app() -> typer.Typer:
 
         try:
             done = slurm.uninstall(directory, _conf_path(slurm_conf))
-        except OSError as exc:
+        except (OSError, slurm.SlurmInstallError) as exc:
             raise CliError(f"uninstall: {exc}") from None
         for line in done:
             typer.echo(line)

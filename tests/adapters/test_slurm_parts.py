@@ -273,6 +273,44 @@ def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
                                                  "Epilog = /site/epilog"]
 
 
+def test_apply_and_uninstall_keep_slurm_confs_owner_group_and_mode(tmp_path):
+    # slurm.conf is often slurm:slurm: rewriting it must not hand it to root.
+    conf = tmp_path / "slurm.conf"
+    text = "ClusterName=x\nProlog=/site/prolog\n"
+    conf.write_text(text)
+    os.chown(conf, 4242, 4343)
+    os.chmod(conf, 0o640)
+    lines = {"Prolog": "/p/prolog"}
+    slurm.apply_conf(conf, lines)
+    st = conf.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4242, 4343, 0o640)
+    assert "Prolog=/p/prolog" in conf.read_text()
+    assert slurm.uninstall(tmp_path / "programs", conf)
+    st = conf.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4242, 4343, 0o640)
+    assert conf.read_text() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slurm.conf"]  # no part left
+
+
+def test_a_slurm_conf_whose_group_the_caller_cannot_give_is_one_line_and_unchanged(
+        shared_tmp, attacker):
+    # Only root may give a file a group it is not in: the rewrite stops before the rename.
+    etc = shared_tmp / "etc"
+    etc.mkdir()
+    conf = etc / "slurm.conf"
+    conf.write_text(slurm.merge_conf("ClusterName=x\n", {"Prolog": "/p/prolog"}))
+    before = conf.read_text()
+    for path in (etc, conf):
+        os.chown(path, attacker.uid, 0)
+    done = attacker.pbs(None, "slurm", "uninstall", "--dir", str(shared_tmp / "programs"),
+                        "--slurm-conf", str(conf))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"{conf}: cannot give the new file owner {attacker.uid} and group 0" in done.stderr
+    assert conf.read_text() == before and conf.stat().st_gid == 0
+    assert sorted(p.name for p in etc.iterdir()) == ["slurm.conf"]
+
+
 MIXED = """
 import time
 from pbsplug import PluginInfo, hookimpl
