@@ -88,7 +88,12 @@ def task_main(socket_path):
         print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
               "starts it)", file=sys.stderr)
         return 1
-    data = worker_client.exchange(conn, TASK_REQUEST)
+    try:
+        data = worker_client.exchange(conn, TASK_REQUEST)
+    except OSError as exc:  # a worker killed mid-talk: reset, broken pipe
+        print(f"pbsplug TaskProlog: the task worker at {socket_path} broke off: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
     try:
         if data[:2] == b'{"':  # JSON's object; marshal has no type code '"'
             import json

@@ -486,6 +486,40 @@ def test_a_prolog_whose_hooks_read_only_the_environment_runs_no_slurm_command(di
     assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
 
 
+@pytest.mark.parametrize("when", ["after the request", "at once"])
+def test_a_task_worker_that_breaks_off_is_one_line_and_taskprolog_exits_1(tmp_path, when):
+    """A task worker killed mid-talk: TaskProlog, run as the job's user, prints one line,
+    never a traceback, and exits 1 (the task fails, as on any other failure of its own)."""
+    import threading
+
+    sock = tmp_path / "task.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(1)
+
+    def break_off():
+        conn, _ = server.accept()
+        if when == "after the request":
+            conn.recv(1, socket.MSG_PEEK)  # the request is there, left unread: the close
+            # resets the connection (ECONNRESET on TaskProlog's side, as a killed worker's)
+        conn.close()
+
+    thread = threading.Thread(target=break_off, daemon=True)
+    thread.start()
+    program = tmp_path / "task_prolog"
+    program.write_text(slurm_program.task_program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), str(sock)))
+    program.chmod(0o755)
+    try:
+        done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+    finally:
+        thread.join(timeout=60)
+        server.close()
+    assert done.returncode == 1 and done.stdout == ""
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"pbsplug TaskProlog: the task worker at {sock} ")
+
+
 CAP_DISPATCH = """
 import os
 
