@@ -1444,10 +1444,13 @@ def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float
     stops each process first, then kills it. `fast()`, when given, is a quicker search
     (`_tree_walk`) that each round tries first: the rounds end only when neither finds a
     process not sent `sig` (a process that forks and exits in a loop is never where the
-    slow one saw it). `between()` runs after each round (the shepherd reaps what it
-    killed); `done()`, when given, must say so too before the rounds end (the shepherd's
-    tree is empty: a process both searches missed is still in it). Returns how many were
-    sent `sig`."""
+    slow one saw it). `between()` runs before each look (the shepherd reaps what ended,
+    what it killed too: a look that found nothing new reaped nothing, and a process that
+    forks and exits in a loop left its subreaper a zombie a hop, thousands a second, which
+    each walk then read, too slow ever to see the live one: nothing was killed in 5 s);
+    `done()`, when given, must say so too before the rounds end (the shepherd's tree is
+    empty: a process both searches missed is still in it). Returns how many were sent
+    `sig`."""
     sent: set[tuple[int, float]] = set()
     count = 0
     deadline = time.monotonic() + seconds
@@ -1457,6 +1460,8 @@ def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float
                 if not p.gone and (pid, p.start) not in sent]
 
     while True:
+        if between is not None:
+            between()
         new = unsent(fast()) if fast is not None else []
         if not new:
             new = unsent(find())
@@ -1471,8 +1476,6 @@ def _signal_rounds(find: Callable[[], dict[int, Proc]], sig: int, seconds: float
         for pid, start in new:
             count += signal_if_same(pid, start, sig)
         sent.update(new)
-        if between is not None:
-            between()
         if sig not in (signal.SIGSTOP, signal.SIGKILL) or time.monotonic() >= deadline:
             return count
 
