@@ -6,8 +6,8 @@
 # plugin to run. An execution-host event run as root goes, as plain data (pbs_wire, which
 # needs no pbsplug import), to the host's pbsplug worker, started by the first event that
 # finds none (`worker`, asked through `worker_client`, stdlib only like pbs_wire and loaded
-# from the same folder); anything else, or a worker that cannot be had, runs the plugin in
-# this interpreter (pbs_bridge).
+# from the same folder); anything else, or a worker that cannot be had (or started: said in
+# PBS's log), runs the plugin in this interpreter (pbs_bridge).
 import json
 import os
 import sys
@@ -23,16 +23,25 @@ def _ask_worker(config, config_text, name, data):
     """The plugin's outcome from the host's worker, or None when there is no worker to ask."""
     import hashlib
 
+    import pbs_wire
     import worker_client
 
     run_dir = config.get("worker_dir") or "/run/pbsplug"
     digest = hashlib.sha256(config_text).hexdigest()[:20]
     path = os.path.join(run_dir, f"pbs-{digest}.sock")
+    # A start that fails (no folder: /run read-only, a full disk; an unsafe one; its lock;
+    # its process) is said in PBS's log, and the plugin runs here, as without a worker:
+    # as the hook's error, fail_action could take the node offline.
+    def failed(why):
+        pbs.logmsg(pbs.LOG_WARNING, pbs_wire.one_line(
+            f"pbsplug: {name}: {why}; the plugin runs in this process"))
+
     # A launch or attach hook runs in the job's own process, under the job owner's umask
     # and limits: it asks a worker that runs already, and never starts one with those.
     answer = worker_client.ask(config["python"], pbs.hook_config_filename, path,
                                json.dumps({"event": name, "data": data}).encode(),
-                               may_start=name not in ("execjob_launch", "execjob_attach"))
+                               may_start=name not in ("execjob_launch", "execjob_attach"),
+                               failed=failed)
     if answer is None:
         return None
     if not answer:  # the event's process ended without an answer (killed, or crashed)

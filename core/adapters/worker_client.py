@@ -211,11 +211,29 @@ def whole(answer):
         return False
 
 
-def start(python, config_file, path, folder_mode=0o700):
+def start(python, config_file, path, folder_mode=0o700, failed=None):
     """Start ``python -m pbsplug.adapters.worker path config_file`` unless one answers at
     `path` already (one start, however many scripts wait: a lock beside the socket), and
     wait up to `WORKER_START` seconds for it (not once it has ended); a connection to it,
-    or None."""
+    or None.
+
+    `failed`, when given, is told in one line why there is no worker (its folder refused
+    or not made, its lock, its process, one that ended at start or never answered), and
+    None is returned: the caller runs the event without one. (The PBS hook gives it: a
+    start that raised failed the hook, and PBS's fail_action could take the node offline,
+    while a worker that could not be asked already left the plugin to run in pbs_python.)
+    Without it, a refused folder is said on stderr and any other failure raised."""
+    try:
+        return _start(python, config_file, path, folder_mode, failed)
+    except OSError as exc:
+        if failed is None:
+            raise
+        failed(f"no worker could be started at {path}: {exc}")
+        return None
+
+
+def _start(python, config_file, path, folder_mode, failed):
+    """`start`'s work."""
     import fcntl
     import os
     import subprocess
@@ -224,9 +242,13 @@ def start(python, config_file, path, folder_mode=0o700):
     folder = os.path.dirname(path)
     problem = _make_folder(folder, folder_mode)
     if problem:
-        print(f"pbsplug: refusing the worker's folder {folder}: {problem}, so another user "
-              "could plant a socket or a link in it: no worker started there, the event "
-              "runs without one", file=sys.stderr)
+        why = (f"refusing the worker's folder {folder}: {problem}, so another user could "
+               "plant a socket or a link in it")
+        if failed is not None:
+            failed(why)
+        else:
+            print(f"pbsplug: {why}: no worker started there, the event runs without one",
+                  file=sys.stderr)
         return None
     lock = os.open(path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                    0o600)
@@ -249,18 +271,25 @@ def start(python, config_file, path, folder_mode=0o700):
                 conn = connect(path)
                 if conn is None and worker.poll() is not None:
                     break  # it ended (a plugin that cannot load): no use waiting for it
+            if conn is None and failed is not None:
+                status = worker.poll()
+                failed(f"the worker started at {path} ended at start, exit status {status}"
+                       if status is not None else
+                       f"the worker started at {path} did not answer in {WORKER_START:g} s")
     finally:
         os.close(lock)
     return conn
 
 
-def ask(python, config_file, path, data, may_start=True):
+def ask(python, config_file, path, data, may_start=True, failed=None):
     """The worker's answer to `data` (bytes; b"" when its process ended without one), the
-    worker started when none answers and `may_start`; None when there is no worker to ask.
+    worker started when none answers and `may_start` (`failed`: `start`'s); None when there
+    is no worker to ask.
     A connection reset before any answer (a worker that left with it unaccepted: nothing
     was done) is asked again once, of a new worker."""
     for _ in range(2):
-        conn = connect(path) or (start(python, config_file, path) if may_start else None)
+        conn = connect(path) or (start(python, config_file, path, failed=failed)
+                                 if may_start else None)
         if conn is None:
             return None
         try:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -285,3 +286,71 @@ def test_a_job_owners_line_break_in_a_value_a_plugin_sets_adds_no_result_for_the
         assert f"pbs.event().job.comment=project {escaped}\n" in out, (worker, out)
         assert f'pbs.event().vnode_list["node1"].comment=last: {escaped}\n' in out, out
         assert not [line for line in out.splitlines() if line in injected], (worker, out)
+
+
+def test_a_worker_that_cannot_be_started_leaves_the_plugin_to_run_in_pbs_python(
+        built_pbs, tmp_path, dists):
+    """An execution-host event that finds no worker starts one; when that start failed (its
+    folder cannot be made: /run read-only, a full disk; its lock; its process) the error
+    failed the hook, and PBS's fail_action could take the node offline, while a worker
+    that cannot be asked (a reset connection) already left the plugin to run in
+    pbs_python. A start that fails is that fallback now, with one line in PBS's log
+    saying why. An unsafe folder is still never used (its refusal, said on stderr, which
+    PBS keeps nowhere, is that log line now), nor is a worker that ended at start."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n"
+                       "    event.job.comment = 'ran here'\n")
+    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    lock_dir = tmp_path / "lock"
+    unsafe = tmp_path / "un\nsafe"  # (the log line is one line, the break shown escaped)
+    unsafe.mkdir(mode=0o777)
+    unsafe.chmod(0o777)
+    cases = {  # the worker's run folder, its python, and what the log line says
+        "folder": (a_file / "run", sys.executable, f"Not a directory: '{a_file / 'run'}'"),
+        "lock": (lock_dir, sys.executable, ".sock.lock'"),
+        "spawn": (tmp_path / "run", str(tmp_path / "no-python"),
+                  f"No such file or directory: '{tmp_path / 'no-python'}'"),
+        "ended": (tmp_path / "run", "/bin/false", "ended at start, exit status 1"),
+        "unsafe": (unsafe / "run", sys.executable, f"{tmp_path}/un\\nsafe is writable by "
+                   "everyone (owner uid 0 (root), mode 0777), so another user could plant"),
+    }
+    _hook_input(tmp_path / "in", b"HOME=/home/mallory")
+    results = {}
+    try:
+        for case, (run_dir, python, _) in cases.items():
+            config = tmp_path / f"{case}.CF"
+            config.write_text(json.dumps({
+                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+                "plugin": "probe", "entry_point": "pbsplug_probe",
+                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+                               "fail_action": ["offline_vnodes"]},
+                "config": {}, "worker": True, "python": python,
+                "wire_dir": str(adapters), "objects": hook_objects(),
+                "worker_dir": str(run_dir)}))
+            if case == "lock":  # the lock's name taken by a folder: it cannot be opened
+                digest = hashlib.sha256(config.read_bytes()).hexdigest()[:20]
+                lock_dir.mkdir(mode=0o700, exist_ok=True)
+                (lock_dir / f"pbs-{digest}.sock.lock").mkdir()
+            out, log = tmp_path / f"{case}.out", tmp_path / f"{case}.log"
+            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
+                            "-o", str(out), "-l", str(log), "-e", "255",
+                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+            results[case] = (out.read_text(errors="replace") if out.exists() else "",
+                             log.read_text(errors="replace") if log.exists() else "")
+    finally:
+        _end_workers(tmp_path)
+    for case, (out, log) in results.items():
+        assert "pbs.event().accept=True" in out, (case, out, log)
+        assert "pbs.event().job.comment=ran here\n" in out, (case, out, log)
+        why = [line for line in log.splitlines() if "pbsplug: execjob_begin: " in line]
+        assert len(why) == 1 and cases[case][2] in why[0], (case, log)
+        assert why[0].endswith("; the plugin runs in this process"), (case, log)
+    assert not (unsafe / "run").exists()  # the unsafe folder was not used
