@@ -2888,9 +2888,17 @@ class Engine:
         elapsed = now - self.started.get(job_id, float(attrs["stime"])) - \
             self.control.suspended_seconds(job_id, now)
         over = lifecycle.over_limit("walltime", lifecycle.walltime_limit(attrs), elapsed)
-        if over:
+        if over and not self._being_ended(job_id):
             self.log(LOG_JOB, "Job", job_id, over.comment)
             self._kill(job_id, over.comment, over)
+
+    def _being_ended(self, job_id: str) -> bool:
+        """Whether the job's run is being ended already (a qdel, a qrerun, a limit): a limit
+        met then ends nothing more, and the first reason stands. `kills` says so only until
+        the SIGKILL is sent; the runtime's end_reason until the end is seen (a limit met in
+        between replaced a qdel's comment and Exit_status, and a qrerun's requeue)."""
+        return job_id in self.kills or \
+            (self.store.runtime(job_id) or {}).get("end_reason") is not None
 
     def _read_usage(self) -> None:
         """Read the running jobs' new samples (a stat of one small file each, read when
@@ -2918,7 +2926,7 @@ class Engine:
             except ValueError as exc:  # (checked at submission: only an old record)
                 self.log(LOG_ERROR, "Job", job_id, f"its cput is not enforced: {exc}")
                 continue
-            if over:
+            if over and not self._being_ended(job_id):
                 self.log(LOG_JOB, "Job", job_id, over.comment)
                 self._kill(job_id, over.comment, over)
         if self._usage_unsaved and time.monotonic() >= self._usage_save_due:

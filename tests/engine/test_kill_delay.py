@@ -13,16 +13,21 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import pytest
 
+from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.engine.testing import PBSPLUG, until
 
 from .test_accounting import of, records
 
+#: The manager the in-process server's requests come from.
+ROOT = Caller(0, ROLE_MANAGER)
 #: Exit_status of a job ended by SIGKILL (256 + 9).
 KILLED = 265
 #: A kill_delay that no check of a test outlasts, however slow the machine, and that no
@@ -328,3 +333,56 @@ def test_each_qdel_of_a_job_being_killed_signals_it_again(engine):
     assert all(re.fullmatch(rb"t+u", r) for r in rounds), rounds
     assert [kind for kind, _ in of(records(engine.home), job_id) if kind in "DE"] == [
         "D", "D", "E"]
+
+
+@pytest.mark.parametrize("first", ["qdel", "qrerun"])
+def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, first):
+    """A limit (walltime, cput) is not looked at while a job is being killed, but that ended
+    with its SIGKILL (`Engine.kills`), not with its end: a limit met after the SIGKILL and
+    before the job's end was seen replaced the qdel's comment and Exit_status with the
+    limit's, and a qrerun's requeue with the limit's end (the job F, not requeued). The
+    first reason stands now. The server's clock is the test's, and the job's shepherd is
+    stopped (SIGSTOP) until the end, so its end is not seen before the test allows it."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"}},
+                            "trap '' TERM\nsleep 300\n")
+    _poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    if first == "qrerun":  # (held: once requeued, it does not run again)
+        eng.req_hold(ROOT, [job_id])
+    launch = eng.launches[job_id]
+    assert launch.resolve(wait=60) > 0  # (the job's process started: the kill reaches it)
+    shepherd = launch.shepherd
+    os.kill(shepherd, signal.SIGSTOP)
+    try:
+        if first == "qdel":
+            assert eng.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+        else:
+            eng.req_rerun(ROOT, [job_id])
+        now[0] += 11  # past kill_delay (10 s): the SIGKILL at this poll
+        eng.poll()
+        assert job_id not in eng.kills and eng.store.job(job_id)["job_state"] == "R"
+        now[0] += 600  # past its walltime, its end not seen yet
+        eng.poll()
+    finally:
+        os.kill(shepherd, signal.SIGCONT)
+    _poll_until(eng, lambda: job_id not in eng.launches, "the job's end")
+    attrs = eng.store.job(job_id)
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert "walltime" not in attrs.get("comment", ""), attrs["comment"]
+    assert f";{job_id};Job exceeded resource walltime" not in log
+    if first == "qdel":
+        assert attrs["job_state"] == "F" and attrs["Exit_status"] == KILLED, attrs
+        assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+    else:
+        assert (attrs["job_state"], attrs["comment"]) == (
+            "H", "Job requeued at request of an operator (qrerun)"), attrs
+
+
+def _poll_until(eng, done: Callable[[], bool], what: str) -> None:
+    """`eng.poll()` until `done` (60 s at most: a hang guard)."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, f"waited 60 s for {what}"
+        eng.poll()
+        time.sleep(0.05)
