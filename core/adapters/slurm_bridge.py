@@ -56,6 +56,7 @@ from ..events import Event
 from ..objects import Job, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .pbs_wire import one_line
+from .slurm_program import is_stepd
 from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id
 
 log = logging.getLogger("pbsplug.slurm")
@@ -640,12 +641,6 @@ def _proc_environ(pid: int) -> dict[str, str]:
 _STEPD_TITLE = re.compile(rb"slurmstepd: \[([0-9]{1,10})\.")
 
 
-def _is_stepd(exe: str, stepd: str) -> bool:
-    """Whether `exe` (a process's executable) is slurmstepd: the one install found, else
-    anything of that name."""
-    return exe == stepd if stepd else Path(exe).name.startswith("slurmstepd")
-
-
 def _step_of(task: int, stepd: str) -> tuple[str, str | None]:
     """(job id, node) of the step the task process `task` belongs to, from its parent,
     the step's slurmstepd (root's: nothing in it is the task owner's): the job id from
@@ -656,7 +651,7 @@ def _step_of(task: int, stepd: str) -> tuple[str, str | None]:
     step = _proc_parent(task)
     exe = os.readlink(f"/proc/{step}/exe")
     owner = os.stat(f"/proc/{step}").st_uid
-    if not _is_stepd(exe, stepd) or owner != 0:
+    if not is_stepd(exe, stepd) or owner != 0:
         raise ValueError(f"the task's parent {step} is not Slurm's slurmstepd ({exe}, uid "
                          f"{owner})")
     title = _STEPD_TITLE.match(Path(f"/proc/{step}/cmdline").read_bytes())
@@ -763,7 +758,7 @@ def task_prolog(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[s
     except (OSError, ValueError, IndexError) as exc:
         return _answer(1, f"pbsplug TaskProlog: cannot read the asking process: {exc}")
     stepd = ctx.config.get("slurmstepd") or ""
-    if not _is_stepd(exe, stepd) or task_uid != uid:
+    if not is_stepd(exe, stepd) or task_uid != uid:
         log.warning("TaskProlog request from pid %d (uid %d) refused: its parent %d is not a "
                     "Slurm task of that user (%s, uid %d)", asker, uid, task, exe, task_uid)
         return _answer(1, "pbsplug TaskProlog: not asked by a Slurm task")

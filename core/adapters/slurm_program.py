@@ -36,6 +36,23 @@ except ImportError:  # imported as pbsplug.adapters.slurm_program (install, test
 
 #: TaskProlog's request to the task worker, whole.
 TASK_REQUEST = b'{"script": "task_prolog", "env": {}, "argv": [], "answer": "marshal"}'
+#: What the kernel adds to a process's /proc/<pid>/exe once the file it runs is removed or
+#: replaced (a Slurm package upgraded while steps run).
+DELETED = " (deleted)"
+
+
+def is_stepd(exe, stepd):
+    """Whether `exe` (a process's /proc/<pid>/exe) is slurmstepd: the path `stepd` install
+    found, else any executable whose name starts with slurmstepd; either one as it was
+    before a package upgrade replaced the file (`DELETED` once after it: the running
+    steps' slurmstepd after a rolling upgrade). That admits no new process: the suffix
+    comes only from a process that ran the file at `stepd`, a path of root's (a user can
+    put no file there, nor one of that name beside it), and a user who runs that file
+    themselves is refused further on as before (a step's slurmstepd must be root's and
+    name its step). Shared by the task worker (`worker`) and TaskProlog's check of who
+    asks (`slurm_bridge`)."""
+    exe = exe.removesuffix(DELETED)
+    return exe == stepd if stepd else exe.rpartition("/")[2].startswith("slurmstepd")
 
 
 def program_text(python: str, adapters_dir: str, script: str, config_file: str,

@@ -81,7 +81,7 @@ import time
 from pathlib import Path
 
 from .. import safedirs
-from .slurm_program import native_answer
+from .slurm_program import is_stepd, native_answer
 
 #: Seconds without an event after which the worker leaves.
 IDLE_EXIT = 600.0
@@ -450,8 +450,9 @@ def _unchanged(config_file: Path, loaded: bytes) -> bool:
 
 
 def _steps_running(stepd: str) -> bool:
-    """Whether a process of this host runs slurmstepd: the path `stepd` (what install
-    found), or without one any executable of that name (`slurm_bridge._is_stepd`)."""
+    """Whether a process of this host runs slurmstepd (`slurm_program.is_stepd`: the path
+    `stepd` install found, or without one any executable of that name; either one that a
+    package upgrade replaced while it runs)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -459,7 +460,7 @@ def _steps_running(stepd: str) -> bool:
             exe = os.readlink(f"/proc/{entry.name}/exe")
         except OSError:
             continue  # gone, a kernel thread, or not ours to read
-        if exe == stepd if stepd else os.path.basename(exe).startswith("slurmstepd"):
+        if is_stepd(exe, stepd):
             return True
     return False
 

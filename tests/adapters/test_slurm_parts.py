@@ -713,6 +713,59 @@ def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
         shutil.rmtree(run, ignore_errors=True)
 
 
+def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
+        tmp_path, monkeypatch):
+    """A Slurm package upgraded while jobs run replaces slurmstepd's file: a running step's
+    /proc/<pid>/exe then reads ``<path> (deleted)``. TaskProlog's check of who asks
+    (`slurm_bridge._step_of`: the task's parent must be slurmstepd) and the task worker's
+    stay (`worker._steps_running`) compared it with install's path as it was, so after a
+    rolling upgrade the running jobs' later steps' tasks failed. A stand-in (sleep copied
+    to a slurmstepd path, titled as a step) is replaced as a package upgrade does."""
+    from pbsplug.adapters import worker
+    from pbsplug.testing import missing
+
+    if os.geteuid() != 0:
+        missing("needs root: a step's slurmstepd is root's")
+    stepd = tmp_path / "sbin" / "slurmstepd"
+    stepd.parent.mkdir()
+    shutil.copy("/bin/sleep", stepd)
+    step = subprocess.Popen(["slurmstepd: [12.0]", "300"], executable=str(stepd))
+    try:
+        shutil.copy("/bin/sleep", stepd.with_name("slurmstepd.new"))
+        os.replace(stepd.with_name("slurmstepd.new"), stepd)  # as dpkg and rpm do
+        assert os.readlink(f"/proc/{step.pid}/exe") == f"{stepd} (deleted)"
+        assert worker._steps_running(str(stepd))
+        monkeypatch.setattr(slurm_bridge, "_proc_parent", lambda pid: step.pid)
+        assert slurm_bridge._step_of(0, str(stepd)) == ("12", None)  # (no socket here)
+        step.kill()
+        step.wait()
+        assert not worker._steps_running(str(stepd))
+    finally:
+        step.kill()
+        step.wait()
+
+
+@pytest.mark.parametrize(("exe", "stepd", "is_it"), [
+    ("/usr/sbin/slurmstepd", "/usr/sbin/slurmstepd", True),
+    ("/usr/sbin/slurmstepd (deleted)", "/usr/sbin/slurmstepd", True),
+    # a file named 'slurmstepd (deleted)', removed: only root could make it, but not Slurm's
+    ("/usr/sbin/slurmstepd (deleted) (deleted)", "/usr/sbin/slurmstepd", False),
+    ("/usr/sbin/slurmstepd(deleted)", "/usr/sbin/slurmstepd", False),
+    ("/usr/sbin/slurmstepd (deleted)x", "/usr/sbin/slurmstepd", False),
+    ("/home/u/slurmstepd (deleted)", "/usr/sbin/slurmstepd", False),
+    ("/home/u/usr/sbin/slurmstepd (deleted)", "/usr/sbin/slurmstepd", False),
+    ("/usr/sbin/slurmstepd.old (deleted)", "/usr/sbin/slurmstepd", False),
+    ("/usr/sbin/slurmstepd-wlm", "", True),  # no path recorded: the name
+    ("/usr/sbin/slurmstepd-wlm (deleted)", "", True),
+    ("/usr/bin/sleep (deleted)", "", False),
+    ("/opt/slurmstepd/sleep (deleted)", "", False),
+])
+def test_slurmstepd_is_its_path_or_that_path_replaced_nothing_looser(exe, stepd, is_it):
+    """The rule both checks share (`slurm_program.is_stepd`): the kernel's one
+    ``" (deleted)"`` after install's path, and nothing else near it."""
+    assert slurm_program.is_stepd(exe, stepd) is is_it
+
+
 @pytest.mark.parametrize("node", [
     {"name": "n1", "state": "idle", "state_flags": ["POWERED_DOWN"], "cpus": 4,
      "last_busy": 1700000000},  # 22.05
