@@ -946,7 +946,15 @@ HANDLERS = {"prolog_slurmctld": prolog_slurmctld, "prolog": prolog, "epilog": ep
             "resume": _power("resume"), "resume_fail": _power("resume_fail")}
 
 
-def run_here(config_file: str, request: Mapping[str, Any]) -> dict[str, Any]:
-    """The program's path without a worker: load and dispatch in this process."""
+def run_here(config_file: str, request: Mapping[str, Any], no_worker: str = ""
+             ) -> dict[str, Any]:
+    """The program's path without a worker: load and dispatch in this process; `no_worker`,
+    why none could be started (`slurm_program.main`), is one line in the log first."""
     config = json.loads(Path(config_file).read_text())
-    return dispatch(load(config, mode=None), request)
+    ctx = load(config, mode=None)
+    if no_worker:
+        env = request.get("env")
+        job = env.get("SLURM_JOB_ID", "-") if isinstance(env, Mapping) else "-"
+        log.warning("%s job %s: %s; the events run in this process",
+                    str(request.get("script") or "")[:40], job, no_worker)
+    return dispatch(ctx, request)

@@ -160,13 +160,13 @@ def _python(config_file):
         return json.loads(fh.read())["python"]
 
 
-def ask_worker(config_file, path, request, meanwhile=None):
+def ask_worker(config_file, path, request, meanwhile=None, failed=None):
     """The worker's answer, or None when there is no worker to ask. `meanwhile` is called
     once the request is sent, while the worker forks and runs the event (or when there is
-    no worker)."""
+    no worker); `failed` is told why, when none could be started (`worker_client.start`)."""
     conn = worker_client.connect(path)
     if conn is None:
-        conn = worker_client.start(_python(config_file), config_file, path)
+        conn = worker_client.start(_python(config_file), config_file, path, failed=failed)
     if conn is None:
         if meanwhile is not None:
             meanwhile()
@@ -178,8 +178,9 @@ def ask_worker(config_file, path, request, meanwhile=None):
     return marshal.loads(data)
 
 
-def run_here(config_file, request):
-    """Without a worker: pbsplug and the plugins imported in this process."""
+def run_here(config_file, request, no_worker=""):
+    """Without a worker: pbsplug and the plugins imported in this process (`no_worker`: why
+    none could be started, for the log)."""
     import json
     import site
 
@@ -189,7 +190,7 @@ def run_here(config_file, request):
         site.addsitedir(directory)
     from pbsplug.adapters.slurm_bridge import run_here as bridge
 
-    return bridge(config_file, request)
+    return bridge(config_file, request, no_worker)
 
 
 def _environ():
@@ -217,13 +218,18 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
                 if conn is not None:
                     conn.close()
 
-        answer = None
+        # A worker that cannot be started (its folder not made: /run read-only, a full
+        # disk; refused; its lock; its process; one that ends at start) leaves the events
+        # to this process, with one line in the log saying why: as this script's failure,
+        # a Prolog's drained the node. (The task worker's start is not: see the docs.)
+        answer, no_worker = None, []
         if socket_path and root:
-            answer = ask_worker(config_file, socket_path, request, task_worker)
+            answer = ask_worker(config_file, socket_path, request, task_worker,
+                                no_worker.append)
         elif task_worker is not None:
             task_worker()
         if answer is None:
-            answer = run_here(config_file, request)
+            answer = run_here(config_file, request, no_worker[0] if no_worker else "")
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback
         print(f"pbsplug {script}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -486,6 +486,68 @@ def test_a_prolog_whose_hooks_read_only_the_environment_runs_no_slurm_command(di
     assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
 
 
+def test_a_worker_that_cannot_be_started_leaves_the_events_to_the_program(dists, tmp_path):
+    """A Slurm program run as root asks the host's worker and starts one when none answers.
+    A start that failed (its folder not made: /run read-only, a full disk; its lock; its
+    process) failed the program, and a failed Prolog drains the node; one that ended at
+    start left the events to the program without a word, and an unsafe folder's refusal
+    was a line on stderr, not in the log. The program runs them itself now, as where no
+    worker can be had, with one line in the bridge's log saying why."""
+    import sysconfig
+
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: only root's programs ask the worker")
+    dists.add("envonly", ENV_ONLY)
+    site = tmp_path / "site.toml"
+    site.write_text("[plugins.envonly]\nenabled = true\n")
+    sys.path.insert(0, str(dists.root))
+    try:
+        plugins = load_plugins(load_site(site), env={})
+    finally:
+        sys.path.remove(str(dists.root))
+    log = tmp_path / "log" / "slurm.log"
+    p = slurm.plan(plugins, tmp_path / "programs", native=False,
+                   dirs=[sysconfig.get_paths()["purelib"], str(dists.root)],
+                   bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
+                   log_file=str(log), run_dir="/run/x")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    unsafe = tmp_path / "un\nsafe"  # (the log line is one line, the break shown escaped)
+    unsafe.mkdir(mode=0o777)
+    unsafe.chmod(0o777)
+    cases = {  # the worker's socket, its python, and what the log line says
+        "folder": (a_file / "run" / "w.sock", sys.executable,
+                   f"Not a directory: '{a_file / 'run'}'"),
+        "spawn": (tmp_path / "run" / "w.sock", str(tmp_path / "no-python"),
+                  f"No such file or directory: '{tmp_path / 'no-python'}'"),
+        "ended": (tmp_path / "run" / "w.sock", "/bin/false", "ended at start, exit status 1"),
+        "unsafe": (unsafe / "run" / "w.sock", sys.executable, f"{tmp_path}/un\\nsafe is "
+                   "writable by everyone (owner uid 0 (root), mode 0777), so another user"),
+    }
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
+           "SLURMD_NODENAME": "n1"}
+    for case, (sock, python, says) in cases.items():
+        config = tmp_path / f"{case}.json"
+        config.write_text(json.dumps({**p.config, "python": python,
+                                      "home": str(tmp_path / "home")}))
+        program = tmp_path / f"prolog-{case}"
+        program.write_text(slurm_program.program_text(
+            sys.executable, str(Path(slurm_program.__file__).parent), "prolog", str(config),
+            str(sock)))
+        program.chmod(0o755)
+        done = subprocess.run([str(program)], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert (done.returncode, done.stderr) == (0, ""), (case, done.stderr)
+        lines = log.read_text().splitlines() if log.exists() else []
+        why = [line for line in lines if " prolog job 5: " in line]
+        assert len(why) == 1 and says in why[0], (case, lines)
+        assert why[0].endswith("; the events run in this process"), (case, lines)
+        log.unlink()
+    assert not (unsafe / "run").exists()  # the unsafe folder was not used
+
+
 @pytest.mark.parametrize("when", ["after the request", "at once"])
 def test_a_task_worker_that_breaks_off_is_one_line_and_taskprolog_exits_1(tmp_path, when):
     """A task worker killed mid-talk: TaskProlog, run as the job's user, prints one line,
