@@ -30,8 +30,9 @@ def _ask_worker(config, config_text, name, data):
     digest = hashlib.sha256(config_text).hexdigest()[:20]
     path = os.path.join(run_dir, f"pbs-{digest}.sock")
     # A start that fails (no folder: /run read-only, a full disk; an unsafe one; its lock;
-    # its process) is said in PBS's log, and the plugin runs here, as without a worker:
-    # as the hook's error, fail_action could take the node offline.
+    # its process), or a worker that reset the connection twice, is said in PBS's log, and
+    # the plugin runs here, as without a worker: as the hook's error, fail_action could
+    # take the node offline.
     def failed(why):
         pbs.logmsg(pbs.LOG_WARNING, pbs_wire.one_line(
             f"pbsplug: {name}: {why}; the plugin runs in this process"))

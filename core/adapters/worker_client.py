@@ -286,14 +286,16 @@ def ask(python, config_file, path, data, may_start=True, failed=None):
     worker started when none answers and `may_start` (`failed`: `start`'s); None when there
     is no worker to ask.
     A connection reset before any answer (a worker that left with it unaccepted: nothing
-    was done) is asked again once, of a new worker."""
-    for _ in range(2):
+    was done) is asked again once, of a new worker; reset again, `failed` is told so."""
+    for attempt in range(2):
         conn = connect(path) or (start(python, config_file, path, failed=failed)
                                  if may_start else None)
         if conn is None:
             return None
         try:
             return exchange(conn, data)
-        except (ConnectionResetError, BrokenPipeError):
-            continue
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if attempt and failed is not None:
+                failed(f"the worker at {path} reset the connection twice, unanswered: "
+                       f"{exc.strerror or exc}")
     return None

@@ -288,6 +288,55 @@ def test_a_job_owners_line_break_in_a_value_a_plugin_sets_adds_no_result_for_the
         assert not [line for line in out.splitlines() if line in injected], (worker, out)
 
 
+#: The plugin of the tests of a worker that cannot be had: it says it ran.
+PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
+         "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+         "@hookimpl\ndef execjob_begin(event):\n"
+         "    event.job.comment = 'ran here'\n")
+ADAPTERS = Path(__file__).parents[2] / "core" / "adapters"
+
+
+def _probe_config(config: Path, dists, python: str, run_dir: Path) -> Path:
+    """The hook config (at `config`) of `PROBE` (added to `dists`) through a worker, started
+    with `python`, its socket in `run_dir`; the worker's socket path."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    config.write_text(json.dumps({
+        "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+        "plugin": "probe", "entry_point": "pbsplug_probe",
+        "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+        "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+                       "fail_action": ["offline_vnodes"]},
+        "config": {}, "worker": True, "python": python,
+        "wire_dir": str(ADAPTERS), "objects": hook_objects(),
+        "worker_dir": str(run_dir)}))
+    return run_dir / f"pbs-{hashlib.sha256(config.read_bytes()).hexdigest()[:20]}.sock"
+
+
+def _run_probe(built_pbs: Path, tmp_path: Path, config: Path) -> tuple[str, str]:
+    """The hook of `config` run on an execjob_begin by pbs_python's hook test mode: its
+    results and PBS's log."""
+    _hook_input(tmp_path / "in", b"HOME=/home/mallory")
+    out, log = config.with_suffix(".out"), config.with_suffix(".log")
+    subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
+                    "-o", str(out), "-l", str(log), "-e", "255",
+                    str(ADAPTERS / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                   env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                        "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+    return (out.read_text(errors="replace") if out.exists() else "",
+            log.read_text(errors="replace") if log.exists() else "")
+
+
+def _ran_in_pbs_python_saying(out: str, log: str, says: str, case: str = "") -> None:
+    """The probe ran (in pbs_python) and PBS's log has one line of pbsplug's saying `says`
+    and that it did."""
+    assert "pbs.event().accept=True" in out, (case, out, log)
+    assert "pbs.event().job.comment=ran here\n" in out, (case, out, log)
+    why = [line for line in log.splitlines() if "pbsplug: execjob_begin: " in line]
+    assert len(why) == 1 and says in why[0], (case, log)
+    assert why[0].endswith("; the plugin runs in this process"), (case, log)
+
+
 def test_a_worker_that_cannot_be_started_leaves_the_plugin_to_run_in_pbs_python(
         built_pbs, tmp_path, dists):
     """An execution-host event that finds no worker starts one; when that start failed (its
@@ -297,13 +346,7 @@ def test_a_worker_that_cannot_be_started_leaves_the_plugin_to_run_in_pbs_python(
     pbs_python. A start that fails is that fallback now, with one line in PBS's log
     saying why. An unsafe folder is still never used (its refusal, said on stderr, which
     PBS keeps nowhere, is that log line now), nor is a worker that ended at start."""
-    from pbsplug.adapters.pbs_bridge import hook_objects
-
-    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
-                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
-                       "@hookimpl\ndef execjob_begin(event):\n"
-                       "    event.job.comment = 'ran here'\n")
-    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    dists.add("probe", PROBE)
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     lock_dir = tmp_path / "lock"
@@ -319,38 +362,61 @@ def test_a_worker_that_cannot_be_started_leaves_the_plugin_to_run_in_pbs_python(
         "unsafe": (unsafe / "run", sys.executable, f"{tmp_path}/un\\nsafe is writable by "
                    "everyone (owner uid 0 (root), mode 0777), so another user could plant"),
     }
-    _hook_input(tmp_path / "in", b"HOME=/home/mallory")
     results = {}
     try:
         for case, (run_dir, python, _) in cases.items():
             config = tmp_path / f"{case}.CF"
-            config.write_text(json.dumps({
-                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
-                "plugin": "probe", "entry_point": "pbsplug_probe",
-                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
-                               "fail_action": ["offline_vnodes"]},
-                "config": {}, "worker": True, "python": python,
-                "wire_dir": str(adapters), "objects": hook_objects(),
-                "worker_dir": str(run_dir)}))
+            sock = _probe_config(config, dists, python, run_dir)
             if case == "lock":  # the lock's name taken by a folder: it cannot be opened
-                digest = hashlib.sha256(config.read_bytes()).hexdigest()[:20]
                 lock_dir.mkdir(mode=0o700, exist_ok=True)
-                (lock_dir / f"pbs-{digest}.sock.lock").mkdir()
-            out, log = tmp_path / f"{case}.out", tmp_path / f"{case}.log"
-            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
-                            "-o", str(out), "-l", str(log), "-e", "255",
-                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
-                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
-                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
-            results[case] = (out.read_text(errors="replace") if out.exists() else "",
-                             log.read_text(errors="replace") if log.exists() else "")
+                Path(f"{sock}.lock").mkdir()
+            results[case] = _run_probe(built_pbs, tmp_path, config)
     finally:
         _end_workers(tmp_path)
     for case, (out, log) in results.items():
-        assert "pbs.event().accept=True" in out, (case, out, log)
-        assert "pbs.event().job.comment=ran here\n" in out, (case, out, log)
-        why = [line for line in log.splitlines() if "pbsplug: execjob_begin: " in line]
-        assert len(why) == 1 and cases[case][2] in why[0], (case, log)
-        assert why[0].endswith("; the plugin runs in this process"), (case, log)
+        _ran_in_pbs_python_saying(out, log, cases[case][2], case)
     assert not (unsafe / "run").exists()  # the unsafe folder was not used
+
+
+def test_a_worker_that_resets_the_connection_twice_is_said_in_pbs_log(built_pbs, tmp_path,
+                                                                       dists):
+    """A connection to the host's worker reset before any answer (a worker that left with
+    it unaccepted) is asked again once, of a new worker; reset again, the plugin ran in
+    pbs_python without a word, where a worker that cannot be started says why in PBS's
+    log. It says so now. The worker's socket here is one that resets every connection
+    once the request has come (closed with it unread)."""
+    import socket
+    import threading
+
+    dists.add("probe", PROBE)
+    config = tmp_path / "reset.CF"
+    sock = _probe_config(config, dists, sys.executable, tmp_path / "run")
+    sock.parent.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock))
+    listener.listen()
+    listener.settimeout(0.2)  # (to see `done`: no time is asserted)
+    done, resets = threading.Event(), []
+
+    def reset_each() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(60)
+                resets.append(conn.recv(1, socket.MSG_PEEK))
+
+    resetter = threading.Thread(target=reset_each, daemon=True)
+    resetter.start()
+    try:
+        out, log = _run_probe(built_pbs, tmp_path, config)
+    finally:
+        done.set()
+        resetter.join(60)
+        listener.close()
+        _end_workers(tmp_path)
+    assert resets == [b"{", b"{"]  # asked twice, reset twice
+    _ran_in_pbs_python_saying(out, log, f"the worker at {sock} reset the connection twice, "
+                              "unanswered: Connection reset by peer")
