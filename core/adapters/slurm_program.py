@@ -161,17 +161,15 @@ def _python(config_file):
 
 
 def ask_worker(config_file, path, request, meanwhile=None, failed=None):
-    """The worker's answer, or None when there is no worker to ask. `meanwhile` is called
-    once the request is sent, while the worker forks and runs the event (or when there is
-    no worker); `failed` is told why, when none could be started (`worker_client.start`)."""
-    conn = worker_client.connect(path)
-    if conn is None:
-        conn = worker_client.start(_python(config_file), config_file, path, failed=failed)
-    if conn is None:
-        if meanwhile is not None:
-            meanwhile()
+    """The worker's answer, or None when there is no worker to ask (`worker_client.ask`:
+    one reset connection is asked again, of a new worker). `meanwhile` is called once the
+    request is sent, while the worker forks and runs the event (or when there is no
+    worker); `failed` is told why there is none (it could not be started, or it reset the
+    connection twice)."""
+    data = worker_client.ask(lambda: _python(config_file), config_file, path,
+                             marshal.dumps(request), failed=failed, meanwhile=meanwhile)
+    if data is None:
         return None
-    data = worker_client.exchange(conn, marshal.dumps(request), meanwhile)
     if not data:  # the event's process was killed at its deadline, or crashed
         return {"exit": 1, "stdout": "",
                 "error": "pbsplug: the worker's process ended without an answer"}
@@ -219,9 +217,10 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
                     conn.close()
 
         # A worker that cannot be started (its folder not made: /run read-only, a full
-        # disk; refused; its lock; its process; one that ends at start) leaves the events
-        # to this process, with one line in the log saying why: as this script's failure,
-        # a Prolog's drained the node. (The task worker's start is not: see the docs.)
+        # disk; refused; its lock; its process; one that ends at start), or that reset the
+        # connection twice, leaves the events to this process, with one line in the log
+        # saying why: as this script's failure, a Prolog's drained the node. (The task
+        # worker's start is not: see the docs.)
         answer, no_worker = None, []
         if socket_path and root:
             answer = ask_worker(config_file, socket_path, request, task_worker,

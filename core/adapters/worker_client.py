@@ -281,21 +281,34 @@ def _start(python, config_file, path, folder_mode, failed):
     return conn
 
 
-def ask(python, config_file, path, data, may_start=True, failed=None):
+def ask(python, config_file, path, data, may_start=True, failed=None, meanwhile=None):
     """The worker's answer to `data` (bytes; b"" when its process ended without one), the
-    worker started when none answers and `may_start` (`failed`: `start`'s); None when there
-    is no worker to ask.
+    worker started when none answers and `may_start` (`failed`: `start`'s; `python`, the
+    interpreter to start it with, or a function that returns it, called only then: a Slurm
+    program reads it from its config, and imports ``json`` for that only then); None
+    when there is no worker to ask. `meanwhile`, when given, is called once: while the
+    worker works (`exchange`), or before None is returned.
     A connection reset before any answer (a worker that left with it unaccepted: nothing
-    was done) is asked again once, of a new worker; reset again, `failed` is told so."""
+    was done) is asked again once, of a new worker; reset again, `failed` is told so.
+    Shared by PBS's hook and the Slurm programs (`slurm_program.ask_worker`)."""
+    pending = [meanwhile] if meanwhile is not None else []
+
+    def once():
+        while pending:
+            pending.pop()()
+
     for attempt in range(2):
-        conn = connect(path) or (start(python, config_file, path, failed=failed)
-                                 if may_start else None)
+        conn = connect(path)
+        if conn is None and may_start:
+            conn = start(python() if callable(python) else python, config_file, path,
+                         failed=failed)
         if conn is None:
-            return None
+            break
         try:
-            return exchange(conn, data)
+            return exchange(conn, data, once)
         except (ConnectionResetError, BrokenPipeError) as exc:
             if attempt and failed is not None:
                 failed(f"the worker at {path} reset the connection twice, unanswered: "
                        f"{exc.strerror or exc}")
+    once()
     return None

@@ -6,6 +6,7 @@ Without root, the recipe or a PBS that builds and starts, the tests fail under C
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -238,6 +239,41 @@ def shared_with(pids: list[int]) -> list[str]:
     mine = files("self")
     return [f"{pid}: {path}" for pid in pids for key, path in files(pid).items()
             if key in mine]
+
+
+@contextlib.contextmanager
+def resetting_socket(path: Path) -> Iterator[list[bytes]]:
+    """A UNIX socket listening at `path` (its folder there already) that resets every
+    connection once the request has come: closed with it unread, as a worker that leaves
+    with a connection unaccepted does. Yields the first byte of each request, as they
+    come."""
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen()
+    listener.settimeout(0.2)  # (to see `done`: no time is asserted)
+    done, resets = threading.Event(), []
+
+    def reset_each() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(60)
+                resets.append(conn.recv(1, socket.MSG_PEEK))
+
+    resetter = threading.Thread(target=reset_each, daemon=True)
+    resetter.start()
+    try:
+        yield resets
+    finally:
+        done.set()
+        resetter.join(60)
+        listener.close()
 
 
 def _daemons() -> list[int]:

@@ -12,6 +12,8 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+from .conftest import resetting_socket
+
 PBS_PATH = "/opt/pbs/lib/python/altair:/opt/pbs/lib/python/altair/pbs/v1"
 
 
@@ -385,37 +387,14 @@ def test_a_worker_that_resets_the_connection_twice_is_said_in_pbs_log(built_pbs,
     pbs_python without a word, where a worker that cannot be started says why in PBS's
     log. It says so now. The worker's socket here is one that resets every connection
     once the request has come (closed with it unread)."""
-    import socket
-    import threading
-
     dists.add("probe", PROBE)
     config = tmp_path / "reset.CF"
     sock = _probe_config(config, dists, sys.executable, tmp_path / "run")
     sock.parent.mkdir(mode=0o700)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(sock))
-    listener.listen()
-    listener.settimeout(0.2)  # (to see `done`: no time is asserted)
-    done, resets = threading.Event(), []
-
-    def reset_each() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(60)
-                resets.append(conn.recv(1, socket.MSG_PEEK))
-
-    resetter = threading.Thread(target=reset_each, daemon=True)
-    resetter.start()
     try:
-        out, log = _run_probe(built_pbs, tmp_path, config)
+        with resetting_socket(sock) as resets:
+            out, log = _run_probe(built_pbs, tmp_path, config)
     finally:
-        done.set()
-        resetter.join(60)
-        listener.close()
         _end_workers(tmp_path)
     assert resets == [b"{", b"{"]  # asked twice, reset twice
     _ran_in_pbs_python_saying(out, log, f"the worker at {sock} reset the connection twice, "

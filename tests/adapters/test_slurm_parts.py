@@ -34,6 +34,9 @@ from pbsplug.adapters.slurm_read import (
 from pbsplug.plugins import load_plugins
 from pbsplug.siteconfig import load_site
 
+from .conftest import resetting_socket
+from .conftest import worker_client as worker_client_module
+
 JOB = ("JobId=3 JobName=two words UserId=alice(1001) GroupId=users(100) Account=(null) "
        "JobState=RUNNING Reason=None Requeue=1 Restarts=2 TimeLimit=1-02:03:00 "
        "SubmitTime=2026-11-24T02:25:12 EligibleTime=2026-11-24T02:25:12 "
@@ -486,13 +489,10 @@ def test_a_prolog_whose_hooks_read_only_the_environment_runs_no_slurm_command(di
     assert answer["exit"] == 1 and "could not be stopped" in answer["error"]
 
 
-def test_a_worker_that_cannot_be_started_leaves_the_events_to_the_program(dists, tmp_path):
-    """A Slurm program run as root asks the host's worker and starts one when none answers.
-    A start that failed (its folder not made: /run read-only, a full disk; its lock; its
-    process) failed the program, and a failed Prolog drains the node; one that ended at
-    start left the events to the program without a word, and an unsafe folder's refusal
-    was a line on stderr, not in the log. The program runs them itself now, as where no
-    worker can be had, with one line in the bridge's log saying why."""
+def _root_prolog_config(dists, tmp_path: Path) -> tuple[dict, Path]:
+    """The plan's config of a site with `ENV_ONLY` enabled, its programs Python ones, and
+    the bridge's log file it names; skipped (`missing`) unless root, as only root's
+    programs ask the worker."""
     import sysconfig
 
     if os.geteuid() != 0:
@@ -512,6 +512,42 @@ def test_a_worker_that_cannot_be_started_leaves_the_events_to_the_program(dists,
                    dirs=[sysconfig.get_paths()["purelib"], str(dists.root)],
                    bin_dir="/nowhere", slurm_conf="", state_dir=str(tmp_path / "state"),
                    log_file=str(log), run_dir="/run/x")
+    return p.config, log
+
+
+def _prolog_runs_its_events_saying(tmp_path: Path, config: dict, log: Path, case: str,
+                                   python: str, sock: Path, says: str) -> None:
+    """The Prolog program of `config` (its worker `python`'s, at `sock`) run as slurmd runs
+    it for job 5 on n1: it exits 0, nothing on stderr, with one line in `log` (removed
+    after) saying `says` and that the events ran in the program."""
+    config_file = tmp_path / f"{case}.json"
+    config_file.write_text(json.dumps({**config, "python": python,
+                                       "home": str(tmp_path / "home")}))
+    program = tmp_path / f"prolog-{case}"
+    program.write_text(slurm_program.program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), "prolog", str(config_file),
+        str(sock)))
+    program.chmod(0o755)
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
+           "SLURMD_NODENAME": "n1"}
+    done = subprocess.run([str(program)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stderr) == (0, ""), (case, done.stderr)
+    lines = log.read_text().splitlines() if log.exists() else []
+    why = [line for line in lines if " prolog job 5: " in line]
+    assert len(why) == 1 and says in why[0], (case, lines)
+    assert why[0].endswith("; the events run in this process"), (case, lines)
+    log.unlink()
+
+
+def test_a_worker_that_cannot_be_started_leaves_the_events_to_the_program(dists, tmp_path):
+    """A Slurm program run as root asks the host's worker and starts one when none answers.
+    A start that failed (its folder not made: /run read-only, a full disk; its lock; its
+    process) failed the program, and a failed Prolog drains the node; one that ended at
+    start left the events to the program without a word, and an unsafe folder's refusal
+    was a line on stderr, not in the log. The program runs them itself now, as where no
+    worker can be had, with one line in the bridge's log saying why."""
+    config, log = _root_prolog_config(dists, tmp_path)
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     unsafe = tmp_path / "un\nsafe"  # (the log line is one line, the break shown escaped)
@@ -526,26 +562,47 @@ def test_a_worker_that_cannot_be_started_leaves_the_events_to_the_program(dists,
         "unsafe": (unsafe / "run" / "w.sock", sys.executable, f"{tmp_path}/un\\nsafe is "
                    "writable by everyone (owner uid 0 (root), mode 0777), so another user"),
     }
-    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
-           "SLURMD_NODENAME": "n1"}
     for case, (sock, python, says) in cases.items():
-        config = tmp_path / f"{case}.json"
-        config.write_text(json.dumps({**p.config, "python": python,
-                                      "home": str(tmp_path / "home")}))
-        program = tmp_path / f"prolog-{case}"
-        program.write_text(slurm_program.program_text(
-            sys.executable, str(Path(slurm_program.__file__).parent), "prolog", str(config),
-            str(sock)))
-        program.chmod(0o755)
-        done = subprocess.run([str(program)], env=env, capture_output=True, text=True,
-                              timeout=120)
-        assert (done.returncode, done.stderr) == (0, ""), (case, done.stderr)
-        lines = log.read_text().splitlines() if log.exists() else []
-        why = [line for line in lines if " prolog job 5: " in line]
-        assert len(why) == 1 and says in why[0], (case, lines)
-        assert why[0].endswith("; the events run in this process"), (case, lines)
-        log.unlink()
+        _prolog_runs_its_events_saying(tmp_path, config, log, case, python, sock, says)
     assert not (unsafe / "run").exists()  # the unsafe folder was not used
+
+
+def test_a_worker_that_resets_the_connection_twice_leaves_the_events_to_the_program(
+        dists, tmp_path):
+    """A connection to the host's worker reset before any answer (a worker that left with
+    it unaccepted, at its idle exit: nothing was done) failed the Slurm program, and a
+    failed Prolog drains the node, where PBS's hook asks again once, of a new worker, and
+    then runs the plugin itself. The programs share that path now (`worker_client.ask`):
+    reset twice, the program runs the events itself, with one line in the bridge's log.
+    The worker's socket here resets every connection once the request has come."""
+    config, log = _root_prolog_config(dists, tmp_path)
+    sock = tmp_path / "run" / "w.sock"
+    sock.parent.mkdir(mode=0o700)
+    with resetting_socket(sock) as resets:
+        _prolog_runs_its_events_saying(
+            tmp_path, config, log, "reset", sys.executable, sock,
+            f"the worker at {sock} reset the connection twice, unanswered: Connection "
+            "reset by peer")
+    assert len(resets) == 2 and all(resets)  # asked twice, reset twice
+
+
+def test_a_worker_asked_again_after_a_reset_calls_meanwhile_once(tmp_path):
+    """`meanwhile` (the Slurm Prolog's start of the task worker) is called once however
+    often the worker is asked: while the worker works, or, when none answers, before the
+    program runs the events itself."""
+    client = worker_client_module()
+    sock = tmp_path / "w.sock"
+    calls, failed = [], []
+    with resetting_socket(sock) as resets:
+        answer = client.ask(sys.executable, str(tmp_path / "none.json"), str(sock), b"{}",
+                            may_start=False, failed=failed.append,
+                            meanwhile=lambda: calls.append(1))
+    assert answer is None and len(resets) == 2
+    assert len(calls) == 1 and len(failed) == 1 and "reset the connection twice" in failed[0]
+    calls.clear()
+    assert client.ask(sys.executable, "", str(tmp_path / "none.sock"), b"{}",
+                      may_start=False, meanwhile=lambda: calls.append(0)) is None
+    assert calls == [0]  # no worker: called all the same
 
 
 @pytest.mark.parametrize("when", ["after the request", "at once"])
