@@ -88,6 +88,80 @@ def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin") -> N
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
+#: PBS's hook script (`pbs_hook`) and what it imports (pbs_wire, worker_client).
+ADAPTERS = Path(__file__).parents[2] / "core" / "adapters"
+
+
+def _probe_config(config: Path, dists, python: str, run_dir: Path, worker: bool = True
+                  ) -> Path:
+    """The hook config (at `config`) of the plugin `dists` holds as "probe" (`PROBE`, or a
+    test's own), through a worker (unless not `worker`), started with `python`, its socket
+    in `run_dir`; the worker's socket path."""
+    from pbsplug.adapters.pbs_bridge import hook_objects
+
+    config.write_text(json.dumps({
+        "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
+        "plugin": "probe", "entry_point": "pbsplug_probe",
+        "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
+        "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+                       "fail_action": ["offline_vnodes"]},
+        "config": {}, "worker": worker, "python": python,
+        "wire_dir": str(ADAPTERS), "objects": hook_objects(),
+        "worker_dir": str(run_dir)}))
+    return run_dir / f"pbs-{hashlib.sha256(config.read_bytes()).hexdigest()[:20]}.sock"
+
+
+def _run_probe(built_pbs: Path, tmp_path: Path, config: Path,
+               variables: bytes = b"HOME=/home/mallory", run: str = "") -> tuple[str, str]:
+    """The hook of `config` run by pbs_python's hook test mode on an execjob_begin of a job
+    whose Variable_List holds `variables`: its results and PBS's log, in files named after
+    `config` (and `run`, where one config runs more than once). (-e 255: PBS's own debug
+    dump of the event's attributes, 0400, left out.)"""
+    given, out, log = (config.with_name(f"{config.stem}{run}.{what}")
+                       for what in ("in", "out", "log"))
+    _hook_input(given, variables)
+    subprocess.run([str(built_pbs), "--hook", "-i", str(given),
+                    "-o", str(out), "-l", str(log), "-e", "255",
+                    str(ADAPTERS / "pbs_hook.py")], cwd=tmp_path, timeout=120,
+                   env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
+                        "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
+    return (out.read_text(errors="replace") if out.exists() else "",
+            log.read_text(errors="replace") if log.exists() else "")
+
+
+def _end_workers(folder: Path) -> None:
+    """End the workers this test started (their socket is in `folder`), each by its pid."""
+    import signal
+
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pbsplug.adapters.worker" in argv and any(
+                a.startswith(str(folder).encode() + b"/") for a in argv):
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def _run_probe_both_ways(built_pbs: Path, tmp_path: Path, dists, variables: bytes,
+                         run: str = "") -> dict[bool, tuple[str, str]]:
+    """`_run_probe` of the plugin `dists` holds as "probe" both ways (by whether through
+    the host's worker: True; in pbs_python: False), the workers it started ended after:
+    each way's results and PBS's log."""
+    results = {}
+    try:
+        for worker in (True, False):
+            config = tmp_path / f"probe-{worker}.CF"
+            _probe_config(config, dists, sys.executable, tmp_path / "run", worker)
+            results[worker] = _run_probe(built_pbs, tmp_path, config, variables, run)
+    finally:
+        _end_workers(tmp_path / "run")
+    return results
+
+
 def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
     """A job attribute that is not UTF-8 makes pbs_python run the hook without the event's
     vnode_list (PBS logs "Encountered an error while setting event"). event_data left it
@@ -96,7 +170,7 @@ def test_an_event_pbs_could_not_build_fails_closed(built_pbs, tmp_path):
     hook = tmp_path / "probe.py"
     hook.write_text(textwrap.dedent(f"""
         import json, sys
-        sys.path.insert(0, {str(Path(__file__).parents[2] / "core" / "adapters")!r})
+        sys.path.insert(0, {str(ADAPTERS)!r})
         import pbs
         import pbs_wire
         e = pbs.event()
@@ -131,58 +205,20 @@ def test_the_hook_rejects_an_event_pbs_could_not_build_and_runs_no_plugin(built_
     """pbsplug's hook script under PBS's pbs_python (the MoM's way), both paths: through the
     worker and in pbs_python. A job whose Variable_List is not UTF-8 is rejected (no
     fail_action: the node stays in service) and the plugin never runs; a clean one runs."""
-    from pbsplug.adapters.pbs_bridge import hook_objects
-
     dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
                        "plugin_info = PluginInfo(events=('execjob_begin',))\n"
                        "@hookimpl\ndef execjob_begin(event):\n"
                        "    event.job.comment = 'ran on ' + ','.join(sorted(event.vnode_list))\n")
-    adapters = Path(__file__).parents[2] / "core" / "adapters"
+    seen = {name: _run_probe_both_ways(built_pbs, tmp_path, dists, variables, f"-{name}")
+            for name, variables in (("clean", b"HOME=/home/mallory"),
+                                    ("not_utf8", b"HOME=/home/mallory,X=\xff"))}
     for worker in (True, False):
-        config = tmp_path / f"probe-{worker}.CF"
-        config.write_text(json.dumps({
-            "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
-            "plugin": "probe", "entry_point": "pbsplug_probe",
-            "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-            "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
-                           "fail_action": ["offline_vnodes"]},
-            "config": {}, "worker": worker, "python": str(Path(sys.executable)),
-            "wire_dir": str(adapters), "objects": hook_objects(),
-            "worker_dir": str(tmp_path / "run")}))
-        results = {}
-        for name, variables in (("clean", b"HOME=/home/mallory"),
-                                ("not_utf8", b"HOME=/home/mallory,X=\xff")):
-            _hook_input(tmp_path / f"{name}.in", variables)
-            out = tmp_path / f"{name}-{worker}.out"
-            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / f"{name}.in"),
-                            "-o", str(out), "-l", str(tmp_path / f"{name}.log"), "-e", "2047",
-                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
-                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
-                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
-            results[name] = out.read_text(errors="replace") if out.exists() else ""
-        subprocess.run(["pkill", "-f", f"pbsplug.adapters.worker {tmp_path / 'run'}"])
+        results = {name: seen[name][worker][0] for name in seen}
         assert "pbs.event().accept=True" in results["clean"], (worker, results)
         assert "ran on node1" in results["clean"], (worker, results)
         assert "pbs.event().reject=True" in results["not_utf8"], (worker, results)
         assert "PBS gave this event no vnode_list" in results["not_utf8"]
         assert "ran on" not in results["not_utf8"]
-
-
-def _end_workers(folder: Path) -> None:
-    """End the workers this test started (their socket is in `folder`), each by its pid."""
-    import signal
-
-    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"pbsplug.adapters.worker" in argv and any(
-                a.startswith(str(folder).encode() + b"/") for a in argv):
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 def test_a_job_owners_line_break_writes_no_line_of_theirs_for_pbs(built_pbs, tmp_path,
@@ -194,43 +230,16 @@ def test_a_job_owners_line_break_writes_no_line_of_theirs_for_pbs(built_pbs, tmp
     PBS's log, and lines the MoM reads as the hook's results (``pbs.reboot=True``, a
     vnode's state). Every text pbsplug hands PBS is one line now, control characters
     shown escaped. Both paths: the worker, and in pbs_python."""
-    from pbsplug.adapters.pbs_bridge import hook_objects
-
     dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
                        "plugin_info = PluginInfo(events=('execjob_begin',))\n"
                        "@hookimpl\ndef execjob_begin(event):\n"
                        "    project = event.job.Variable_List.get('PROJECT')\n"
                        "    event.logger.info('job %s: project %s', event.job.id, project)\n"
                        "    event.reject(f'project {project} has no time left here')\n")
-    adapters = Path(__file__).parents[2] / "core" / "adapters"
     forged = "12/06/2026 10:00:00;0008;pbs_mom;Job;1.srv;Job deleted at request of root"
     injected = ["pbs.reboot=True", "pbs.event().vnode_list[node1].state=offline", forged]
-    _hook_input(tmp_path / "in", ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected))
-                .encode())
-    results = {}
-    try:
-        for worker in (True, False):
-            config = tmp_path / f"probe-{worker}.CF"
-            config.write_text(json.dumps({
-                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
-                "plugin": "probe", "entry_point": "pbsplug_probe",
-                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
-                               "fail_action": ["offline_vnodes"]},
-                "config": {}, "worker": worker, "python": str(Path(sys.executable)),
-                "wire_dir": str(adapters), "objects": hook_objects(),
-                "worker_dir": str(tmp_path / "run")}))
-            out, log = tmp_path / f"{worker}.out", tmp_path / f"{worker}.log"
-            # (-e 255: PBS's own debug dump of the event's attributes, 0400, left out)
-            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
-                            "-o", str(out), "-l", str(log), "-e", "255",
-                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
-                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
-                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
-            results[worker] = (out.read_text(errors="replace") if out.exists() else "",
-                               log.read_text(errors="replace") if log.exists() else "")
-    finally:
-        _end_workers(tmp_path / "run")
+    variables = ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected)).encode()
+    results = _run_probe_both_ways(built_pbs, tmp_path, dists, variables)
     escaped = "x\\n" + "\\n".join(injected)
     for worker, (out, log) in results.items():
         assert "pbs.event().reject=True" in out, (worker, out, log)
@@ -249,39 +258,16 @@ def test_a_job_owners_line_break_in_a_value_a_plugin_sets_adds_no_result_for_the
     let the owner's line break add results of their own (``pbs.reboot=True``, another
     vnode's state). What pbsplug sets on PBS's objects is one line now, control
     characters shown escaped."""
-    from pbsplug.adapters.pbs_bridge import hook_objects
-
     dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
                        "plugin_info = PluginInfo(events=('execjob_begin',))\n"
                        "@hookimpl\ndef execjob_begin(event):\n"
                        "    project = event.job.Variable_List.get('PROJECT')\n"
                        "    event.job.comment = f'project {project}'\n"
                        "    event.vnode_list['node1'].comment = f'last: {project}'\n")
-    adapters = Path(__file__).parents[2] / "core" / "adapters"
     injected = ["pbs.reboot=True", "pbs.event().vnode_list[node1].state=offline"]
-    _hook_input(tmp_path / "in", ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected))
-                .encode())
-    results = {}
-    try:
-        for worker in (True, False):
-            config = tmp_path / f"probe-{worker}.CF"
-            config.write_text(json.dumps({
-                "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
-                "plugin": "probe", "entry_point": "pbsplug_probe",
-                "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-                "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True},
-                "config": {}, "worker": worker, "python": str(Path(sys.executable)),
-                "wire_dir": str(adapters), "objects": hook_objects(),
-                "worker_dir": str(tmp_path / "run")}))
-            out = tmp_path / f"{worker}.out"
-            subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
-                            "-o", str(out), "-l", str(tmp_path / f"{worker}.log"), "-e", "255",
-                            str(adapters / "pbs_hook.py")], cwd=tmp_path, timeout=120,
-                           env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
-                                "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
-            results[worker] = out.read_text(errors="replace") if out.exists() else ""
-    finally:
-        _end_workers(tmp_path / "run")
+    variables = ("HOME=/home/mallory,PROJECT=x\n" + "\n".join(injected)).encode()
+    results = {worker: out for worker, (out, _) in
+               _run_probe_both_ways(built_pbs, tmp_path, dists, variables).items()}
     escaped = "x\\n" + "\\n".join(injected)
     for worker, out in results.items():
         assert "pbs.event().accept=True" in out, (worker, out)
@@ -295,38 +281,6 @@ PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
          "plugin_info = PluginInfo(events=('execjob_begin',))\n"
          "@hookimpl\ndef execjob_begin(event):\n"
          "    event.job.comment = 'ran here'\n")
-ADAPTERS = Path(__file__).parents[2] / "core" / "adapters"
-
-
-def _probe_config(config: Path, dists, python: str, run_dir: Path) -> Path:
-    """The hook config (at `config`) of `PROBE` (added to `dists`) through a worker, started
-    with `python`, its socket in `run_dir`; the worker's socket path."""
-    from pbsplug.adapters.pbs_bridge import hook_objects
-
-    config.write_text(json.dumps({
-        "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
-        "plugin": "probe", "entry_point": "pbsplug_probe",
-        "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-        "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
-                       "fail_action": ["offline_vnodes"]},
-        "config": {}, "worker": True, "python": python,
-        "wire_dir": str(ADAPTERS), "objects": hook_objects(),
-        "worker_dir": str(run_dir)}))
-    return run_dir / f"pbs-{hashlib.sha256(config.read_bytes()).hexdigest()[:20]}.sock"
-
-
-def _run_probe(built_pbs: Path, tmp_path: Path, config: Path) -> tuple[str, str]:
-    """The hook of `config` run on an execjob_begin by pbs_python's hook test mode: its
-    results and PBS's log."""
-    _hook_input(tmp_path / "in", b"HOME=/home/mallory")
-    out, log = config.with_suffix(".out"), config.with_suffix(".log")
-    subprocess.run([str(built_pbs), "--hook", "-i", str(tmp_path / "in"),
-                    "-o", str(out), "-l", str(log), "-e", "255",
-                    str(ADAPTERS / "pbs_hook.py")], cwd=tmp_path, timeout=120,
-                   env={"PYTHONPATH": PBS_PATH, "PATH": "/usr/bin:/bin",
-                        "PBS_HOOK_CONFIG_FILE": str(config)}, capture_output=True)
-    return (out.read_text(errors="replace") if out.exists() else "",
-            log.read_text(errors="replace") if log.exists() else "")
 
 
 def _ran_in_pbs_python_saying(out: str, log: str, says: str, case: str = "") -> None:
