@@ -13,8 +13,9 @@
  * written beside it by 'pbsplug slurm install') before anything is sent when it is not root,
  * when no worker answers on the socket (the Python program starts one), when the Prolog's
  * task worker is not running, and when the environment or the arguments are not plain ASCII
- * or are larger than the bounds below (the Python program decodes them itself). Once the
- * request is sent, a failure is one line on stderr and exit status 1, as the Python
+ * or are larger than the bounds below (the Python program decodes them itself), and when
+ * the worker resets the connection before any byte of its answer (`unanswered`). Any other
+ * failure once the request is sent is one line on stderr and exit status 1, as the Python
  * program's: the event must not run twice, and a job must never run unchecked.
  *
  * Built by 'pbsplug slurm install' (cc -O2) with the paths as -D definitions:
@@ -67,6 +68,19 @@ static void fail(const char *what)
 {
     fprintf(stderr, "pbsplug %s: %s\n", PBSPLUG_SCRIPT, what);
     _exit(1);
+}
+
+/* The worker reset the connection (ECONNRESET, EPIPE) before any byte of its answer: one
+ * leaving at its idle exit just as it was asked, the request unread. Nothing ran: a
+ * worker's child runs the event only once it has read the request to its end, and a
+ * connection closed with nothing left unread ends in EOF, not a reset (an EOF with no
+ * answer stays a failure). So the Python program does it all, as when no worker answers:
+ * worker_client.ask's rule, which asks again once, of a new worker, then runs the events
+ * itself. */
+static void unanswered(int fd)
+{
+    close(fd);
+    python_program();
 }
 
 struct buf {
@@ -245,9 +259,13 @@ int main(int argc, char **argv, char **envp)
     if (fd < 0)
         python_program(); /* which starts the worker */
 
-    /* Sent: from here on, no fallback (the worker may be running the event). */
-    if (!write_all(fd, req.data, req.len, MSG_NOSIGNAL) || shutdown(fd, SHUT_WR) != 0)
+    /* Sent: from here on, no fallback (the worker may be running the event), but for a
+     * reset before any answer (`unanswered`). */
+    if (!write_all(fd, req.data, req.len, MSG_NOSIGNAL) || shutdown(fd, SHUT_WR) != 0) {
+        if (errno == ECONNRESET || errno == EPIPE)
+            unanswered(fd);
         fail("the request did not reach the worker");
+    }
     free(req.data);
     struct buf ans = {0};
     size_t cap = 65536;
@@ -269,6 +287,8 @@ int main(int argc, char **argv, char **envp)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
+            if (ans.len == 0 && (errno == ECONNRESET || errno == EPIPE))
+                unanswered(fd);
             fail("the worker's answer could not be read");
         }
         if (r == 0)

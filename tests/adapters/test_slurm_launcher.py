@@ -16,6 +16,8 @@ import pytest
 from pbsplug.adapters import slurm, slurm_program
 from pbsplug.testing import missing, until
 
+from .conftest import resetting_socket
+
 #: A dispatcher that answers what the request's PBSPLUG_TEST_ANSWER says (a Python literal),
 #: and, for "echo", the request it got (without who sent it).
 ECHO_DISPATCH = """
@@ -226,6 +228,86 @@ def test_a_socket_another_user_planted_is_told_nothing(launchers, tmp_path):
     finally:
         planter.kill()
         planter.wait()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def _stand_in_launcher(run: Path, sock: Path) -> Path:
+    """A launcher in `run` for the worker at `sock`, whose Python program is a stand-in that
+    says it ran, with its arguments, and exits 5."""
+    stand_in = run / "prolog"
+    stand_in.write_text('#!/bin/sh\necho "python program: $*"\nexit 5\n')
+    stand_in.chmod(0o755)
+    native = run / "prolog-native"
+    slurm.compile_launcher(slurm.compiler(), {
+        "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": str(sock), "PBSPLUG_TASK_SOCKET": "",
+        "PBSPLUG_PYTHON": str(stand_in)}, native)
+    return native
+
+
+@pytest.mark.parametrize("when", ["after the request", "mid-request"])
+def test_a_worker_that_resets_the_connection_leaves_it_to_the_python_program(launchers, when):
+    """A worker leaving at its idle exit just as it is asked closes the connection with the
+    request unread: the launcher sees a reset (ECONNRESET; EPIPE or ECONNRESET while it
+    still sends) before any answer, and nothing ran. That was one line and exit 1 (a failed
+    Prolog drains the node), where the Python program asks again once, of a new worker,
+    then runs the events itself; the launcher execs the Python program now (here a stand-in
+    that says so), as when no worker answers. The socket resets every connection once the
+    request has come; "mid-request", the request is more than the socket holds."""
+    import shutil
+
+    run = Path("/run") / f"pbsplug-launcher-reset-{os.getpid()}"
+    run.mkdir(mode=0o700)
+    try:
+        sock = run / "w.sock"
+        native = _stand_in_launcher(run, sock)
+        env = {"SLURM_JOB_ID": "7"}
+        if when == "mid-request":  # each under execve's 128 KiB a string
+            env.update({f"BIG{i}": "x" * 100_000 for i in range(12)})
+        with resetting_socket(sock) as resets:
+            done = _run(str(native), env, "a b")
+        assert (done.returncode, done.stdout, done.stderr) == (
+            5, b"python program: a b\n", b""), done.stderr
+        assert resets == [b"{"]  # asked once (a marshal dict), reset
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_worker_whose_process_ended_without_an_answer_is_still_exit_1(launchers):
+    """The other end: a connection that ends (EOF) with no answer, its request read whole,
+    is a worker's child killed at its deadline or crashed, which may have run the event:
+    one line and exit 1, the Python program not run (it too fails there, asking no one
+    again)."""
+    import shutil
+    import socket
+    import threading
+
+    run = Path("/run") / f"pbsplug-launcher-eof-{os.getpid()}"
+    run.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock = run / "w.sock"
+        native = _stand_in_launcher(run, sock)
+        listener.bind(str(sock))
+        listener.listen()
+        listener.settimeout(60)  # (a hang guard)
+        read = []
+
+        def read_then_close() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(60)
+                while chunk := conn.recv(65536):
+                    read.append(chunk)
+
+        reader = threading.Thread(target=read_then_close, daemon=True)
+        reader.start()
+        done = _run(str(native), {"SLURM_JOB_ID": "7"})
+        reader.join(60)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            1, b"", b"pbsplug prolog: the worker's process ended without an answer\n")
+        assert b"".join(read)[:1] == b"{"
+    finally:
+        listener.close()
         shutil.rmtree(run, ignore_errors=True)
 
 
