@@ -35,15 +35,16 @@ class Distributions:
         (info / "entry_points.txt").write_text(f"[pbsplug]\n{name} = {module}\n")
         return module
 
-    def enabled(self, name: str, source: str, folder: Path):
-        """Install plugin `name` from `source`, enable it alone in `folder`/site.toml, and
-        load it with these distributions on sys.path: its `PluginSet`."""
+    def enabled(self, name: str, source: str, folder: Path, also: tuple[str, ...] = ()):
+        """Install plugin `name` from `source`, enable it (and the plugins `also`, added
+        before) in `folder`/site.toml, and load them with these distributions on sys.path:
+        their `PluginSet`."""
         from pbsplug.plugins import load_plugins
         from pbsplug.siteconfig import load_site
 
         self.add(name, source)
         site = folder / "site.toml"
-        site.write_text(f"[plugins.{name}]\nenabled = true\n")
+        site.write_text("".join(f"[plugins.{n}]\nenabled = true\n" for n in (name, *also)))
         sys.path.insert(0, str(self.root))
         try:
             return load_plugins(load_site(site), env={})

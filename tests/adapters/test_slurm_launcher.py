@@ -214,15 +214,9 @@ def test_a_socket_another_user_planted_is_told_nothing(launchers, tmp_path):
          "os.rename(sys.argv[2] + '.part', sys.argv[2])\n", str(sock), str(heard)])
     try:
         until(sock.exists, 30, "the planted socket")
-        stand_in = tmp_path / "prolog"
-        stand_in.write_text('#!/bin/sh\necho "python program"\nexit 5\n')
-        stand_in.chmod(0o755)
-        native = tmp_path / "prolog-native"
-        slurm.compile_launcher(slurm.compiler(), {
-            "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": str(sock), "PBSPLUG_TASK_SOCKET": "",
-            "PBSPLUG_PYTHON": str(stand_in)}, native)
+        native = _stand_in_launcher(tmp_path, sock)
         done = _run(str(native), {"SLURM_JOB_ID": "7", "SECRET": "the job's environment"})
-        assert (done.returncode, done.stdout) == (5, b"python program\n")
+        assert (done.returncode, done.stdout) == (5, b"python program: \n")
         until(heard.exists, 30, "the planter's count")
         assert heard.read_text() == "0"
     finally:

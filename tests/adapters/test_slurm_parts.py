@@ -499,14 +499,7 @@ def _root_prolog_config(dists, tmp_path: Path) -> tuple[dict, Path]:
         from pbsplug.testing import missing
 
         missing("needs root: only root's programs ask the worker")
-    dists.add("envonly", ENV_ONLY)
-    site = tmp_path / "site.toml"
-    site.write_text("[plugins.envonly]\nenabled = true\n")
-    sys.path.insert(0, str(dists.root))
-    try:
-        plugins = load_plugins(load_site(site), env={})
-    finally:
-        sys.path.remove(str(dists.root))
+    plugins = dists.enabled("envonly", ENV_ONLY, tmp_path)
     log = tmp_path / "log" / "slurm.log"
     p = slurm.plan(plugins, tmp_path / "programs", native=False,
                    dirs=[sysconfig.get_paths()["purelib"], str(dists.root)],
@@ -1296,16 +1289,9 @@ def test_install_records_where_the_plugins_run_as_slurmuser_for_roots_commands(
     monkeypatch.setenv("PBSPLUG_HOME", str(home))
     state = shared_tmp / "state"
     # parts: periodic (SlurmUser's) and node events (root's); nodeonly: root's alone
-    dists.add("parts", MIXED)
     dists.add("nodeonly", "from pbsplug import hookimpl\n\n@hookimpl\n"
                           "def execjob_begin(event):\n    pass\n")
-    site = tmp_path / "site.toml"
-    site.write_text("[plugins.parts]\nenabled = true\n[plugins.nodeonly]\nenabled = true\n")
-    sys.path.insert(0, str(dists.root))
-    try:
-        plugins = load_plugins(load_site(site), env={})
-    finally:
-        sys.path.remove(str(dists.root))
+    plugins = dists.enabled("parts", MIXED, tmp_path, also=("nodeonly",))
 
     def install(user: str) -> list[str]:
         p = slurm.plan(plugins, shared_tmp / "programs", dirs=[str(dists.root)],
