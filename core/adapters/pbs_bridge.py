@@ -103,9 +103,11 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         name = types.event_name(pevent.type, EVENTS)
         if name is None:
             pevent.accept()
-        runner = load(config)
         spec = EVENTS[name]
+        # Before the plugin is loaded: a load that fails is the hook's error, and
+        # pbs_python then writes a launch's argv back as it came (refuse_broken_launch).
         data = wire.event_data_or_reject(pbs, pevent, types, spec.objects, spec.host)
+        runner = load(config)
         if name == "periodic":
             try:
                 plan_estimates(pbs, types, data, runner)

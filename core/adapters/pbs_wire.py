@@ -135,12 +135,50 @@ class EventIncomplete(RuntimeError):
     """PBS ran the hook without an object its event must carry (`event_data_or_reject`)."""
 
 
+class LaunchRefused(RuntimeError):
+    """An execjob_launch whose progname or argv holds a line break (`refuse_broken_launch`)."""
+
+
+def refuse_broken_launch(pbs: Any, pevent: Any) -> None:
+    """Reject an execjob_launch whose progname or an argument, as ``pbs.event()`` gives
+    them, holds a line break, after setting each on one line (`one_line`). pbs_python
+    writes progname and argv back unquoted, one ``name=value`` line each, into the results
+    the MoM reads after the hook, accepted or rejected, so the lines after a break were
+    read as results of their own (``pbs.reboot=True``, a vnode's state). The MoM writes
+    them unquoted into the hook's input too, where an argument in three double quotes is
+    read as one value over several lines: a job owner's ``qsub -- prog ARG`` put them
+    there. PBS deletes a job whose launch is rejected; no plugin runs, and fail_action
+    does not apply (a job owner's argument is no reason to take the node offline)."""
+    if getattr(pevent, "type", None) != getattr(pbs, "EXECJOB_LAUNCH", object()):
+        return
+    progname = getattr(pevent, "progname", None)
+    argv = [str(a) for a in getattr(pevent, "argv", None) or ()]
+    broken = ["progname"] if progname is not None and "\n" in str(progname) else []
+    broken += [f"argv[{i}]" for i, a in enumerate(argv) if "\n" in a]
+    if not broken:
+        return
+    pevent.argv = [one_line(a) for a in argv]
+    if progname is not None:
+        pevent.progname = one_line(progname)
+    named = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+    why = (f"pbsplug: the job's {named} {'holds' if len(broken) == 1 else 'hold'} a line"
+           " break, which PBS would write unquoted into the hook's results; the launch is"
+           " rejected")
+    job = getattr(pevent, "job", None)
+    pbs.logmsg(pbs.LOG_ERROR, one_line(f"{why} (job {getattr(job, 'id', None)})"))
+    pevent.reject(why)
+    raise LaunchRefused(why)  # only where reject does not end the hook (a stand-in pbs module)
+
+
 def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
                          ) -> dict[str, Any]:
     """`event_data`; an event PBS could not build (`EventIncomplete`) is rejected, logged,
     and the hook ends there (SystemExit): nothing runs on an empty object, and fail_action
     does not apply (a job owner's odd bytes are no reason to take the node offline). A
-    job's begin is then refused (PBS requeues the job), a periodic run is left out."""
+    job's begin is then refused (PBS requeues the job), a periodic run is left out. A
+    launch whose progname or argv holds a line break is rejected first
+    (`refuse_broken_launch`)."""
+    refuse_broken_launch(pbs, pevent)
     try:
         return event_data(pbs, pevent, types, objects, host)
     except EventIncomplete as exc:

@@ -75,10 +75,19 @@ def test_plain_values_go_back_as_pbs_types(built_pbs):
                    "bad": "PBS has no vnode state 'no-such-state'", "job_state": True}
 
 
-def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin") -> None:
+def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin",
+                launch: tuple[bytes, list[bytes], bytes] | None = None) -> None:
     """An input file for ``pbs_python --hook -i`` (PBS's hook test mode) with a job whose
-    Variable_List holds `variables`, as the MoM writes an event's objects."""
-    lines = [b"pbs.event().type=" + event.encode(), b"pbs.event().hook_name=probe",
+    Variable_List holds `variables`, as the MoM writes an event's objects; with `launch`,
+    an execjob_launch's progname, argv and environment, as the MoM writes them (the
+    environment alone in triple quotes)."""
+    given: list[bytes] = []
+    if launch is not None:
+        progname, argv, env = launch
+        given = [b"pbs.event().progname=" + progname,
+                 *(b"pbs.event().argv[%d]=%s" % (i, a) for i, a in enumerate(argv)),
+                 b'pbs.event().env="""' + env + b'"""']
+    lines = [*given, b"pbs.event().type=" + event.encode(), b"pbs.event().hook_name=probe",
              b"pbs.event().hook_type=site", b"pbs.event().requestor=pbs_mom",
              b"pbs.event().job.id=1.srv", b"pbs.event().job.Job_Owner=mallory@h",
              b"pbs.event().job.exec_vnode=(node1:ncpus=2)",
@@ -92,18 +101,18 @@ def _hook_input(path: Path, variables: bytes, event: str = "execjob_begin") -> N
 ADAPTERS = Path(__file__).parents[2] / "core" / "adapters"
 
 
-def _probe_config(config: Path, dists, python: str, run_dir: Path, worker: bool = True
-                  ) -> Path:
+def _probe_config(config: Path, dists, python: str, run_dir: Path, worker: bool = True,
+                  events: tuple[str, ...] = ("execjob_begin",)) -> Path:
     """The hook config (at `config`) of the plugin `dists` holds as "probe" (`PROBE`, or a
-    test's own), through a worker (unless not `worker`), started with `python`, its socket
-    in `run_dir`; the worker's socket path."""
+    test's own), on `events`, through a worker (unless not `worker`), started with
+    `python`, its socket in `run_dir`; the worker's socket path."""
     from pbsplug.adapters.pbs_bridge import hook_objects
 
     config.write_text(json.dumps({
         "installed_by": "pbsplug pbs install", "hook_name": "pbsplug_probe",
         "plugin": "probe", "entry_point": "pbsplug_probe",
         "site_dirs": [sysconfig.get_paths()["purelib"], str(dists.root)],
-        "attributes": {"events": ["execjob_begin"], "alarm": 30, "enabled": True,
+        "attributes": {"events": list(events), "alarm": 30, "enabled": True,
                        "fail_action": ["offline_vnodes"]},
         "config": {}, "worker": worker, "python": python,
         "wire_dir": str(ADAPTERS), "objects": hook_objects(),
@@ -112,14 +121,17 @@ def _probe_config(config: Path, dists, python: str, run_dir: Path, worker: bool 
 
 
 def _run_probe(built_pbs: Path, tmp_path: Path, config: Path,
-               variables: bytes = b"HOME=/home/mallory", run: str = "") -> tuple[str, str]:
-    """The hook of `config` run by pbs_python's hook test mode on an execjob_begin of a job
-    whose Variable_List holds `variables`: its results and PBS's log, in files named after
+               variables: bytes = b"HOME=/home/mallory", run: str = "",
+               launch: tuple[bytes, list[bytes], bytes] | None = None) -> tuple[str, str]:
+    """The hook of `config` run by pbs_python's hook test mode on an execjob_begin (an
+    execjob_launch of `launch`'s progname, argv and environment) of a job whose
+    Variable_List holds `variables`: its results and PBS's log, in files named after
     `config` (and `run`, where one config runs more than once). (-e 255: PBS's own debug
     dump of the event's attributes, 0400, left out.)"""
     given, out, log = (config.with_name(f"{config.stem}{run}.{what}")
                        for what in ("in", "out", "log"))
-    _hook_input(given, variables)
+    _hook_input(given, variables, "execjob_begin" if launch is None else "execjob_launch",
+                launch)
     subprocess.run([str(built_pbs), "--hook", "-i", str(given),
                     "-o", str(out), "-l", str(log), "-e", "255",
                     str(ADAPTERS / "pbs_hook.py")], cwd=tmp_path, timeout=120,
@@ -147,16 +159,21 @@ def _end_workers(folder: Path) -> None:
 
 
 def _run_probe_both_ways(built_pbs: Path, tmp_path: Path, dists, variables: bytes,
-                         run: str = "") -> dict[bool, tuple[str, str]]:
+                         run: str = "", launch: tuple[bytes, list[bytes], bytes] | None = None
+                         ) -> dict[bool, tuple[str, str]]:
     """`_run_probe` of the plugin `dists` holds as "probe" both ways (by whether through
     the host's worker: True; in pbs_python: False), the workers it started ended after:
-    each way's results and PBS's log."""
+    each way's results and PBS's log. A launch asks only a worker that runs already (it
+    never starts one): an execjob_begin of the same hook starts it first."""
     results = {}
+    events = ("execjob_begin",) if launch is None else ("execjob_begin", "execjob_launch")
     try:
         for worker in (True, False):
             config = tmp_path / f"probe-{worker}.CF"
-            _probe_config(config, dists, sys.executable, tmp_path / "run", worker)
-            results[worker] = _run_probe(built_pbs, tmp_path, config, variables, run)
+            _probe_config(config, dists, sys.executable, tmp_path / "run", worker, events)
+            if worker and launch is not None:
+                _run_probe(built_pbs, tmp_path, config, run=f"{run}-start")
+            results[worker] = _run_probe(built_pbs, tmp_path, config, variables, run, launch)
     finally:
         _end_workers(tmp_path / "run")
     return results
@@ -274,6 +291,59 @@ def test_a_job_owners_line_break_in_a_value_a_plugin_sets_adds_no_result_for_the
         assert f"pbs.event().job.comment=project {escaped}\n" in out, (worker, out)
         assert f'pbs.event().vnode_list["node1"].comment=last: {escaped}\n' in out, out
         assert not [line for line in out.splitlines() if line in injected], (worker, out)
+
+
+def test_a_job_owners_line_break_in_a_launch_argument_adds_no_result_for_the_mom(
+        built_pbs, tmp_path, dists):
+    """The MoM writes an execjob_launch's progname and argv unquoted into the hook's input,
+    one ``name=value`` line each, and pbs_python writes them back as the hook leaves them,
+    unquoted, into the results the MoM reads (accepted or rejected). An argument in
+    three double quotes is read as one value over several lines (an owner's
+    ``qsub -- /bin/echo`` with such an argument holding a line break), so its lines came
+    back as results of the owner's own (``pbs.reboot=True``, a vnode's state). The hook now
+    rejects such a launch (PBS deletes the job), sets progname and argv on one line first,
+    and runs no plugin. The environment is quoted both ways: a value with triple quotes at
+    a line's end is cut there on the way in, and adds no line. Both paths: the worker, and
+    in pbs_python."""
+    dists.add("probe", "import sys\n"
+                       "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin', "
+                       "'execjob_launch'))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n"
+                       "    pass\n"  # (its worker's start, for the launch)
+                       "@hookimpl\ndef execjob_launch(event):\n"
+                       "    where = 'pbs_python' if 'pbs' in sys.modules else 'worker'\n"
+                       "    event.env['PROBE'] = where + ':' + str(len(event.argv))\n")
+    injected = [b"pbs.reboot=True", b"pbs.event().vnode_list[node1].state=offline"]
+    sneaked = b'"""x\n' + b"\n".join(injected) + b'"""'
+    home = b"HOME=/home/mallory"
+    cases = {
+        "clean": (b"/bin/echo", [b"/bin/echo", b"hi"], home),
+        "argv": (b"/bin/echo", [b"/bin/echo", sneaked], home),
+        "progname": (sneaked, [b"/bin/echo"], home),
+        "env": (b"/bin/echo", [b"/bin/echo", b"hi"],
+                home + b',X=a"""\n' + b"\n".join(injected) + b"\nY=b"),
+    }
+    seen = {case: _run_probe_both_ways(built_pbs, tmp_path, dists, home, f"-{case}", launch)
+            for case, launch in cases.items()}
+    escaped = "x\\n" + "\\n".join(i.decode() for i in injected)
+    for worker in (True, False):
+        out = {case: seen[case][worker][0] for case in cases}
+        where = "worker" if worker else "pbs_python"
+        for case in cases:
+            assert not [line for line in out[case].splitlines()
+                        if line.encode() in injected], (worker, case, out[case])
+        assert "pbs.event().accept=True" in out["clean"], (worker, out)
+        assert f'PROBE={where}:2"""' in out["clean"], (worker, out)
+        assert "pbs.event().accept=True" in out["env"], (worker, out)
+        assert f'PROBE={where}:2"""' in out["env"], (worker, out)
+        for case, what in (("argv", "argv[1]"), ("progname", "progname")):
+            assert "pbs.event().reject=True" in out[case], (worker, case, out[case])
+            assert f"pbs.event().reject_msg=pbsplug: the job's {what} holds a line break" \
+                in out[case], (worker, case, out[case])
+            assert "PROBE=" not in out[case], (worker, case, out[case])  # no plugin ran
+        assert f"pbs.event().argv[1]={escaped}\n" in out["argv"], (worker, out)
+        assert f"pbs.event().progname={escaped}\n" in out["progname"], (worker, out)
 
 
 #: The plugin of the tests of a worker that cannot be had: it says it ran.
