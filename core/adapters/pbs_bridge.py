@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..events import EVENTS, PBS_OBJECT, Event
@@ -106,11 +106,13 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         spec = EVENTS[name]
         # Before the plugin is loaded: a load that fails is the hook's error, and
         # pbs_python then writes a launch's argv back as it came (refuse_broken_launch).
-        data = wire.event_data_or_reject(pbs, pevent, types, spec.objects, spec.host)
+        running: list[Any] = []  # the periodic's running jobs, for plan_estimates alone
+        data = wire.event_data_or_reject(pbs, pevent, types, spec.objects, spec.host,
+                                         running)
         runner = load(config)
         if name == "periodic":
             try:
-                plan_estimates(pbs, types, data, runner)
+                plan_estimates(pbs, types, data, runner, running)
             except Exception as exc:  # the plan is an extra: the hook still runs without it
                 pbs.logmsg(pbs.LOG_WARNING, wire.one_line(
                     f"pbsplug bridge: no estimates of pbsplug's own this time: "
@@ -127,9 +129,11 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         raise
 
 
-def plan_estimates(pbs: Any, types: wire.Types, data: dict[str, Any], runner: Any) -> None:
+def plan_estimates(pbs: Any, types: wire.Types, data: dict[str, Any], runner: Any,
+                   running: Iterable[Any]) -> None:
     """Give the server periodic's queued jobs that PBS left without an estimate one from
-    pbsplug's scheduler, planned on PBS's vnodes, running jobs and reservations.
+    pbsplug's scheduler, planned on PBS's vnodes, running jobs (`running`: PBS's objects,
+    from the walk of ``pbs.server().jobs()`` that found the queued ones) and reservations.
 
     PBS's scheduler estimates only onto vnodes it could use now: a job that needs a sleeping
     vnode gets no ``estimated`` at all, so a power plugin would never see it coming. pbsplug's
@@ -149,14 +153,13 @@ def plan_estimates(pbs: Any, types: wire.Types, data: dict[str, Any], runner: An
         return [object_from_dict(cls, attrs, name) for name, attrs in (objects or {}).items()]
 
     pserver = pbs.server()
-    running = types.job_state_of.get("R")
     queues = build(Queue, {str(q.name): wire.attributes(q, types) for q in pserver.queues()})
     snap = Snapshot(
         object_from_dict(Server, wire.attributes(pserver, types), str(pserver.name or "pbs")),
         {q.name: q for q in queues},
         {v.name: v for v in build(Vnode, data.get("vnode_list"))},
         build(Job, jobs) + build(Job, {str(pj.id): wire.attributes(pj, types)
-                                       for pj in pserver.jobs() if pj.job_state == running}),
+                                       for pj in running}),
         build(Reservation, data.get("resv_list")))
     plan = Scheduler(hooks=runner.plugins.hook).cycle(snap, now=clock.now())
     for job_id, attrs in jobs.items():

@@ -170,8 +170,8 @@ def refuse_broken_launch(pbs: Any, pevent: Any) -> None:
     raise LaunchRefused(why)  # only where reject does not end the hook (a stand-in pbs module)
 
 
-def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
-                         ) -> dict[str, Any]:
+def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool,
+                         running: list[Any] | None = None) -> dict[str, Any]:
     """`event_data`; an event PBS could not build (`EventIncomplete`) is rejected, logged,
     and the hook ends there (SystemExit): nothing runs on an empty object, and fail_action
     does not apply (a job owner's odd bytes are no reason to take the node offline). A
@@ -180,18 +180,21 @@ def event_data_or_reject(pbs: Any, pevent: Any, types: Types, objects: Any, host
     (`refuse_broken_launch`)."""
     refuse_broken_launch(pbs, pevent)
     try:
-        return event_data(pbs, pevent, types, objects, host)
+        return event_data(pbs, pevent, types, objects, host, running)
     except EventIncomplete as exc:
         pbs.logmsg(pbs.LOG_ERROR, one_line(f"pbsplug: {exc}; the event is rejected"))
         pevent.reject(one_line(f"pbsplug: {exc}"))
         raise  # only where reject does not end the hook (a stand-in pbs module)
 
 
-def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
-               ) -> dict[str, Any]:
+def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool,
+               running: list[Any] | None = None) -> dict[str, Any]:
     """The event's `objects` (the names pbsplug's event of this type carries) as plain data,
     keyed by PBS's names, as `pbsplug.Event.from_dict` takes them. An object of `MUST_HAVE`
-    that PBS could not give is an `EventIncomplete` error, never an empty one."""
+    that PBS could not give is an `EventIncomplete` error, never an empty one. Given
+    `running`, the server periodic adds to it PBS's objects of the running jobs, from the
+    same walk of ``pbs.server().jobs()`` as the queued ones (`_queued_jobs`); they are not
+    in the event's data."""
     data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or ""),
                             "requestor_host": str(getattr(pevent, "requestor_host", "") or "")}
     for key in objects:
@@ -204,7 +207,7 @@ def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool
                 data["pid"] = int(pevent.pid)
             continue
         if key == "job_list" and not host:  # the server periodic: the queued jobs
-            data["job_list"] = _queued_jobs(pbs, types)
+            data["job_list"] = _queued_jobs(pbs, types, running)
             continue
         try:
             value = getattr(pevent, key)
@@ -242,11 +245,20 @@ def _named(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def _queued_jobs(pbs: Any, types: Types) -> dict[str, dict[str, Any]]:
-    queued = types.job_state_of.get("Q")
-    return {str(pjob.id): {**attributes(pjob, types), "id": str(pjob.id)}
-            for pjob in pbs.server().jobs()
-            if queued is None or pjob.job_state == queued}
+def _queued_jobs(pbs: Any, types: Types, running: list[Any] | None = None
+                 ) -> dict[str, dict[str, Any]]:
+    """The queued jobs as plain data; PBS's objects of the running jobs added to `running`.
+    One walk for both: each ``pbs.server().jobs()`` makes PBS build every job object again,
+    and log its error again for each job with an attribute that is not UTF-8."""
+    queued, running_state = types.job_state_of.get("Q"), types.job_state_of.get("R")
+    jobs = {}
+    for pjob in pbs.server().jobs():
+        state = pjob.job_state
+        if queued is None or state == queued:
+            jobs[str(pjob.id)] = {**attributes(pjob, types), "id": str(pjob.id)}
+        if running is not None and state == running_state:
+            running.append(pjob)
+    return jobs
 
 
 # -- changes back into PBS ------------------------------------------------------------------
