@@ -21,10 +21,18 @@ from pbsplug import PluginInfo, Setting, hookimpl
 
 __version__ = "0.1.0"
 
+
+def _absolute_or_empty(value: str) -> str | None:
+    # Written by each scheduler's process, read by the status command's: a relative folder
+    # is a different one for each.
+    return None if not value or value.startswith("/") else "expected an absolute path"
+
+
 plugin_info = PluginInfo(
     api="1.6",
     config={
-        "state_dir": Setting(str, "", doc="where each scheduler's last cycle is recorded "
+        "state_dir": Setting(str, "", check=_absolute_or_empty,
+                             doc="where each scheduler's last cycle is recorded "
                              "(default <pbsplug home>/hooks/tmp)"),
         "qmgr": Setting(list, ["pbsplug", "qmgr"], items=str,
                         doc="the qmgr command the status asks (PBS's: [\"qmgr\"])"),

@@ -1,0 +1,27 @@
+"""The configuration, checked when the plugin loads: each bad value a one-line error naming
+the key and what was wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+import pbsplug_multisched as plugin
+
+
+@pytest.mark.parametrize(("values", "error"), [
+    # Written by each scheduler's process, read by the status command's: a relative folder
+    # is a different one for each (their working folders), and the status shows no cycle.
+    ({"state_dir": "records"}, "state_dir = \"records\": expected an absolute path"),
+])
+def test_a_bad_value_is_refused_at_load_naming_the_key(register_plugin, values, error):
+    record = register_plugin(plugin, "multisched", config=values, check=False)
+    assert record.status == "failed"
+    text = record.failure_text()
+    assert f"plugins.multisched.config.{error}" in text, text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("values", [{"state_dir": ""}, {"state_dir": "/var/lib/records"},
+                                    {"qmgr": ["qmgr"]}])
+def test_good_values_load(register_plugin, values):
+    assert register_plugin(plugin, "multisched", config=values).status == "enabled"
