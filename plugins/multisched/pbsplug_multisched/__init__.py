@@ -28,13 +28,17 @@ def _absolute_or_empty(value: str) -> str | None:
     return None if not value or value.startswith("/") else "expected an absolute path"
 
 
+def _command(value: list) -> str | None:
+    return None if value and value[0] else "expected the qmgr program and its arguments"
+
+
 plugin_info = PluginInfo(
     api="1.6",
     config={
         "state_dir": Setting(str, "", check=_absolute_or_empty,
                              doc="where each scheduler's last cycle is recorded "
                              "(default <pbsplug home>/hooks/tmp)"),
-        "qmgr": Setting(list, ["pbsplug", "qmgr"], items=str,
+        "qmgr": Setting(list, ["pbsplug", "qmgr"], items=str, check=_command,
                         doc="the qmgr command the status asks (PBS's: [\"qmgr\"])"),
     },
     description="Several schedulers, each over its own partition, managed with qmgr",

@@ -12,6 +12,10 @@ import pbsplug_multisched as plugin
     # Written by each scheduler's process, read by the status command's: a relative folder
     # is a different one for each (their working folders), and the status shows no cycle.
     ({"state_dir": "records"}, "state_dir = \"records\": expected an absolute path"),
+    # No program to run: the status ran its first argument, or "-c", and said it could not.
+    ({"qmgr": []}, "qmgr = []: expected the qmgr program and its arguments"),
+    ({"qmgr": ["", "-c"]}, "qmgr = [\"\", \"-c\"]: expected the qmgr program and its "
+                           "arguments"),
 ])
 def test_a_bad_value_is_refused_at_load_naming_the_key(register_plugin, values, error):
     record = register_plugin(plugin, "multisched", config=values, check=False)
