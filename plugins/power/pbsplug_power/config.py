@@ -117,6 +117,10 @@ def _absolute_or_empty(value: str) -> str | None:
     return None if not value or value.startswith("/") else "expected an absolute path"
 
 
+def _program(value: str) -> str | None:
+    return None if value else "expected a program"
+
+
 def _bmc_template(value: str) -> str | None:
     try:
         value.format(host="h")
@@ -165,10 +169,10 @@ def settings() -> dict[str, Any]:
         "state_dir": Setting(str, "", check=_absolute_or_empty,
                              doc="where the hook keeps its record (default "
                                  "<pbsplug home>/hooks/tmp)"),
-        "capmc": Setting(str, DEFAULT_CAPMC, doc="capmc: the program"),
+        "capmc": Setting(str, DEFAULT_CAPMC, check=_program, doc="capmc: the program"),
         "nids": Setting(dict, {}, check=_nid_map, doc="capmc: host = Cray nid, for vnodes "
                         "without resources_available.PBScraynid"),
-        "ipmitool": Setting(str, "ipmitool", doc="ipmitool: the program"),
+        "ipmitool": Setting(str, "ipmitool", check=_program, doc="ipmitool: the program"),
         "ipmi_host": Setting(str, "{host}-ipmi", check=_bmc_template,
                              doc="ipmitool: each host's BMC address"),
         "ipmi_interface": Setting(str, "lanplus", doc="ipmitool: -I"),

@@ -286,6 +286,9 @@ def test_hook_sched_node_availability_answers_the_drivers_boot_delay(power, pbsp
     ({"nids": {"n1": "24"}}, "wrong: n1"),
     ({"state_dir": "relative/dir"}, "expected an absolute path"),
     ({"boot_delay": -1}, "boot_delay"),
+    # No program: each run's command failed with ' is not executable', naming no key.
+    ({"capmc": ""}, "capmc = \"\": expected a program"),
+    ({"driver": "ipmitool", "ipmitool": ""}, "ipmitool = \"\": expected a program"),
 ])
 def test_driver_settings_are_checked_at_load(register_plugin, config, problem):
     record = register_plugin(pbsplug_power, "power", config=config, check=False)
