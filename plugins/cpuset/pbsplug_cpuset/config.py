@@ -37,6 +37,11 @@ def _absolute(value: str) -> str | None:
     return None if value.startswith("/") else "expected an absolute path"
 
 
+def _cpu_ids(value: list) -> str | None:
+    bad = [str(n) for n in value if n < 0]  # (items=int: whole numbers already)
+    return f"expected CPU ids (whole numbers >= 0); wrong: {', '.join(bad)}" if bad else None
+
+
 def _octant_ranges(value: list) -> str | None:
     seen: dict[int, int] = {}
     for n, text in enumerate(value):
@@ -103,7 +108,8 @@ def settings() -> dict[str, Setting]:
                                  "home>/hooks/tmp)"),
         "sysfs_root": Setting(str, "/", check=_absolute,
                               doc="where sys/devices/system is read from"),
-        "exclude_cpus": Setting(list, [], items=int, doc="CPUs never given to a job"),
+        "exclude_cpus": Setting(list, [], items=int, check=_cpu_ids,
+                                doc="CPUs never given to a job"),
         "use_hyperthreads": Setting(bool, False, doc="give every thread of a core; else "
                                     "only the first thread of each core"),
         "mem_fences": Setting(bool, True, doc="cpuset.mems is the job's NUMA nodes; false: "

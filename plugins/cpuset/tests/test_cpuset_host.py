@@ -243,6 +243,9 @@ def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_
     ({"online_nodes_min_delay": 10**400}, "<= 315360000"),
     ({"straddle_after": 10**400}, "<= 315360000"),
     ({"kill_timeout": 1e300}, "<= 86400"),
+    # a CPU id below 0 excluded nothing, and said nothing
+    ({"exclude_cpus": [0, -1]}, "exclude_cpus = [0, -1]: expected CPU ids (whole numbers "
+                                ">= 0); wrong: -1"),
 ])
 def test_bad_configuration_is_refused_at_load_with_what_was_wrong(register_plugin, config,
                                                                   problem):
