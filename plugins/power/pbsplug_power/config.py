@@ -175,7 +175,9 @@ def settings() -> dict[str, Any]:
         "ipmitool": Setting(str, "ipmitool", check=_program, doc="ipmitool: the program"),
         "ipmi_host": Setting(str, "{host}-ipmi", check=_bmc_template,
                              doc="ipmitool: each host's BMC address"),
-        "ipmi_interface": Setting(str, "lanplus", doc="ipmitool: -I"),
+        "ipmi_interface": Setting(str, "lanplus", doc="ipmitool: -I",
+                                  check=lambda v: None if v else
+                                  "expected an interface, such as lanplus"),
         "ipmi_user": Setting(str, "", doc="ipmitool: -U"),
         "ipmi_password_file": Setting(str, "", check=_absolute_or_empty,
                                       doc="ipmitool: -f, the file holding the BMC password"),

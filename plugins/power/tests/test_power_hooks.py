@@ -289,6 +289,9 @@ def test_hook_sched_node_availability_answers_the_drivers_boot_delay(power, pbsp
     # No program: each run's command failed with ' is not executable', naming no key.
     ({"capmc": ""}, "capmc = \"\": expected a program"),
     ({"driver": "ipmitool", "ipmitool": ""}, "ipmitool = \"\": expected a program"),
+    # ipmitool -I "": each run's call failed, naming no key
+    ({"driver": "ipmitool", "ipmi_interface": ""}, "ipmi_interface = \"\": expected an "
+                                                   "interface, such as lanplus"),
 ])
 def test_driver_settings_are_checked_at_load(register_plugin, config, problem):
     record = register_plugin(pbsplug_power, "power", config=config, check=False)
