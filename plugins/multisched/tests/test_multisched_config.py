@@ -25,7 +25,11 @@ def test_a_bad_value_is_refused_at_load_naming_the_key(register_plugin, values, 
     assert "\n" not in text
 
 
-@pytest.mark.parametrize("values", [{"state_dir": ""}, {"state_dir": "/var/lib/records"},
+@pytest.mark.parametrize("values", [{"state_dir": ""}, {"state_dir": "/records"},
                                     {"qmgr": ["qmgr"]}])
-def test_good_values_load(register_plugin, values):
+def test_good_values_load(register_plugin, values, monkeypatch):
+    # (the configuration a loaded plugin keeps is put back: this one names no real folder)
+    monkeypatch.setattr(plugin, "_config", plugin._config)
     assert register_plugin(plugin, "multisched", config=values).status == "enabled"
+    assert plugin._config is not None and plugin._config["state_dir"] == values.get(
+        "state_dir", "")
