@@ -31,7 +31,7 @@ from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 8)
+KERNEL_API = (1, 9)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -127,6 +127,28 @@ class Setting:
             if problem:
                 raise ValueError(problem)
         return value
+
+
+def absolute_path(value: str) -> str | None:
+    """A `Setting` check for a path (kernel API 1.9): None when `value` is absolute, else
+    why not. '..' is refused too: root checks and makes a folder level by level as written
+    (`pbsplug.safedirs`), and '..' after a symbolic link names the link target's parent,
+    another folder than the one checked. A NUL character no system call takes."""
+    if "\0" in value:
+        return "expected a path without a NUL character"
+    if not value.startswith("/"):
+        return "expected an absolute path"
+    return "expected a path without '..'" if ".." in value.split("/") else None
+
+
+def absolute_path_or_empty(value: str) -> str | None:
+    """`absolute_path`, or "" for a setting whose empty value means a default folder (the
+    plugin's `default_home() / "hooks" / "tmp"`) or no file (kernel API 1.9)."""
+    if not value:
+        return None
+    problem = absolute_path(value)
+    return 'expected an absolute path or ""' if problem == "expected an absolute path" \
+        else problem
 
 
 @dataclass(frozen=True)

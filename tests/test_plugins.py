@@ -169,6 +169,34 @@ def queuejob(event):
     assert f'{cf}: timeout = "soon": expected a number' in from_cf.get("conf").error
 
 
+
+def test_a_path_setting_is_checked_at_load(installed, tmp_path):
+    """A plugin's path setting with the kernel's check: a bad value fails the plugin with
+    one line naming the key, from the site's TOML or a .CF file."""
+    installed.add("paths", """
+from pbsplug import PluginInfo, Setting, absolute_path, absolute_path_or_empty, hookimpl
+plugin_info = PluginInfo(api="1.9", config={
+    "root": Setting(str, "/sys", check=absolute_path),
+    "state_dir": Setting(str, "", check=absolute_path_or_empty)})
+@hookimpl
+def queuejob(event):
+    pass
+""")
+    head = "[plugins.paths]\nenabled = true\n"
+    ok = load(tmp_path, head + '[plugins.paths.config]\nstate_dir = "/var/x"\n')
+    assert ok.get("paths").status == "enabled", ok.get("paths").error
+    assert ok.get("paths").config == {"root": "/sys", "state_dir": "/var/x"}
+    bad = load(tmp_path, head + '[plugins.paths.config]\nroot = "sys"\n').get("paths")
+    assert bad.status == "failed"
+    assert bad.error == (f'bad configuration: {tmp_path / "site.toml"} [plugins.paths.config]: '
+                         'plugins.paths.config.root = "sys": expected an absolute path')
+    cf = tmp_path / "paths.CF"
+    cf.write_text('{"state_dir": "/var/../etc"}')
+    bad = load(tmp_path, head + f'config_file = "{cf}"\n').get("paths")
+    assert bad.error == (f"bad configuration: {cf}: state_dir = \"/var/../etc\": expected a "
+                         "path without '..'")
+
+
 @pytest.mark.parametrize("name, ok", [("conf.CF", True), ("conf.json", True),
                                       ("conf.ini", True), ("conf.txt", True), ("conf.xml", True),
                                       ("conf.py", True), ("conf.yaml", False),

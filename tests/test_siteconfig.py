@@ -182,3 +182,64 @@ def test_unreadable_site(tmp_path):
     path.mkdir()  # unreadable as a file, even for root
     with pytest.raises(ConfigError, match=f"{path}: \\(file\\).*cannot be read"):
         load_site(path)
+
+
+# -- the kernel's path checks (kernel API 1.9) ---------------------------------------------------
+# (read from pbsplug by name in each test: a kernel without them fails these tests only)
+
+@pytest.mark.parametrize("value", ["/", "/var/run/x", "/var/run/x/", "//srv", "/a/./b",
+                                   "/a/.../b", "/a/..b", "/a/b..", "/with space/é"])
+def test_an_absolute_path_is_taken(value):
+    import pbsplug
+
+    assert pbsplug.absolute_path(value) is None
+    assert pbsplug.absolute_path_or_empty(value) is None
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("", "expected an absolute path"),
+    ("var/run", "expected an absolute path"),
+    ("./x", "expected an absolute path"),
+    ("~/x", "expected an absolute path"),
+    (" /x", "expected an absolute path"),
+    ("/a/../b", "expected a path without '..'"),
+    ("/..", "expected a path without '..'"),
+    ("/a/..", "expected a path without '..'"),
+    ("/a\0b", "expected a path without a NUL character"),
+])
+def test_a_path_that_is_not_absolute_is_refused(value, problem):
+    """'..' is refused too: root checks and makes a path level by level as written, and
+    '..' after a symbolic link names the link target's parent, another folder."""
+    import pbsplug
+
+    assert pbsplug.absolute_path(value) == problem
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("", None),
+    ("var/run", 'expected an absolute path or ""'),
+    ("/a/../b", "expected a path without '..'"),
+    ("/a\0b", "expected a path without a NUL character"),
+])
+def test_a_path_or_empty(value, problem):
+    import pbsplug
+
+    assert pbsplug.absolute_path_or_empty(value) == problem
+
+
+def test_a_bad_path_is_a_config_error_naming_the_key():
+    import pbsplug
+
+    schema = {"state_dir": Setting(str, "", check=pbsplug.absolute_path_or_empty),
+              "root": Setting(str, "/sys", check=pbsplug.absolute_path)}
+    config, issues = validate_config(schema, {}, "conf.CF")
+    assert issues == [] and config == {"state_dir": "", "root": "/sys"}
+    _, issues = validate_config(schema, {"state_dir": "rec", "root": "/sys/../x"}, "conf.CF")
+    assert [str(i) for i in issues] == [
+        'conf.CF: state_dir = "rec": expected an absolute path or ""',
+        "conf.CF: root = \"/sys/../x\": expected a path without '..'"]
+    _, issues = validate_config(schema, {"root": "/a\0b"}, "conf.CF")
+    assert [str(i) for i in issues] == [
+        'conf.CF: root = "/a\\u0000b": expected a path without a NUL character']
+    assert pbsplug.KERNEL_API >= (1, 9)
+    assert {"absolute_path", "absolute_path_or_empty"} <= set(pbsplug.__all__)
