@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pbsplug import Setting
+from pbsplug import Setting, absolute_path, absolute_path_or_empty
 
 from .nodemask import ID_LIMIT, NodeMap, parse_list
 
@@ -31,10 +31,6 @@ def _list_text(value: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
-
-
-def _absolute(value: str) -> str | None:
-    return None if value.startswith("/") else "expected an absolute path"
 
 
 def _cpu_ids(value: list) -> str | None:
@@ -93,7 +89,7 @@ def settings() -> dict[str, Setting]:
     """`PluginInfo.config`."""
     return {
         # -- the execution host: cgroups (PBS's pbs_cgroups names where it has them) --------
-        "cgroup_root": Setting(str, "/sys/fs/cgroup", check=_absolute,
+        "cgroup_root": Setting(str, "/sys/fs/cgroup", check=absolute_path,
                                doc="where the cgroup hierarchies are mounted"),
         "cgroup_version": Setting(str, "auto", choices=("auto", "1", "2"),
                                   doc="auto: cgroup v1's cpuset hierarchy when mounted, "
@@ -103,10 +99,10 @@ def settings() -> dict[str, Setting]:
         "cgroup_prefix": Setting(str, "pbs_jobs", check=_prefix,
                                  doc="the cpuset under which each job's cpuset is made, "
                                      "named after the job"),
-        "state_dir": Setting(str, "", check=lambda v: None if not v else _absolute(v),
+        "state_dir": Setting(str, "", check=absolute_path_or_empty,
                              doc="where the hook keeps its record (default <pbsplug "
                                  "home>/hooks/tmp)"),
-        "sysfs_root": Setting(str, "/", check=_absolute,
+        "sysfs_root": Setting(str, "/", check=absolute_path,
                               doc="where sys/devices/system is read from"),
         "exclude_cpus": Setting(list, [], items=int, check=_cpu_ids,
                                 doc="CPUs never given to a job"),

@@ -222,6 +222,11 @@ def test_startup_removes_empty_cpusets_and_sets_numa_vnodes_ncpus(machine, fire_
 
 @pytest.mark.parametrize("config, problem", [
     ({"cgroup_root": "relative"}, "expected an absolute path"),
+    # checked level by level as written: '..' after a link names another folder
+    ({"cgroup_root": "/sys/fs/../fs/cgroup"}, "cgroup_root = \"/sys/fs/../fs/cgroup\": "
+                                              "expected a path without '..'"),
+    ({"state_dir": "/var/x/../y"}, "state_dir = \"/var/x/../y\": expected a path without '..'"),
+    ({"state_dir": "records"}, "state_dir = \"records\": expected an absolute path"),
     ({"cgroup_version": "3"}, "one of 'auto', '1', '2'"),
     ({"octants": ["0-3", "3-7"]}, "physical id 3 is in octant 0 and in octant 1"),
     ({"octants": ["a-b"]}, "octant 0"),

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pbsplug import PluginInfo, Setting, clock, hookimpl
+from pbsplug import PluginInfo, Setting, absolute_path, absolute_path_or_empty, clock, hookimpl
 
 from . import files
 from .derive import (
@@ -51,19 +51,6 @@ HS06_PER_CPU_MAX = 1e6
 GRACE_MAX = 10 * 365 * 86400
 
 
-def _absolute(value: str) -> str | None:
-    """An absolute path without '..': the base is made level by level as written, and the
-    features are written through the path as given, which the kernel reads through links
-    ('..' after a link would name two folders)."""
-    if not value.startswith("/"):
-        return "expected an absolute path"
-    return "expected a path without '..'" if ".." in value.split("/") else None
-
-
-def _absolute_or_empty(value: str) -> str | None:
-    return None if not value or value.startswith("/") else "expected an absolute path or \"\""
-
-
 def _grace(value: int) -> str | None:
     return None if value <= GRACE_MAX else f"expected at most {GRACE_MAX} (ten years)"
 
@@ -78,7 +65,7 @@ def _check(config: Mapping[str, Any]):
 
 
 plugin_info = PluginInfo(
-    api="1.7",
+    api="1.9",
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",
             "execjob_end"),
     # A host that cannot provide the features (an unsafe base folder, no scratch_path) is
@@ -87,9 +74,10 @@ plugin_info = PluginInfo(
     order=50, alarm=30, freq=120, fail_action=("offline_vnodes",),
     config={
         "machinefeatures_dir": Setting(str, "/var/run/pbsplug-mjf/machinefeatures",
-                                       check=_absolute,
+                                       check=absolute_path,
                                        doc="each host's $MACHINEFEATURES is <this>/<host>"),
-        "jobfeatures_dir": Setting(str, "/var/run/pbsplug-mjf/jobfeatures", check=_absolute,
+        "jobfeatures_dir": Setting(str, "/var/run/pbsplug-mjf/jobfeatures",
+                                   check=absolute_path,
                                    doc="each job's $JOBFEATURES is <this>/<job id>"),
         "hs06": Setting(float, None, ge=HS06_MIN, le=HS06_MAX,
                         doc="the whole machine's HS06 rating"),
@@ -103,7 +91,7 @@ plugin_info = PluginInfo(
         "scratch_resource": Setting(str, "", check=scratch_resource_problem,
                                     doc="the job resource (a size) that limits its scratch "
                                         "space, such as 'scratch'"),
-        "scratch_path": Setting(str, "", check=_absolute_or_empty,
+        "scratch_path": Setting(str, "", check=absolute_path_or_empty,
                                 doc="the file system jobs' scratch is on; its size is "
                                     "scratch_limit_bytes for jobs without scratch_resource"),
         "swap_rule": Setting(str, "vmem-mem", check=swap_rule_problem,

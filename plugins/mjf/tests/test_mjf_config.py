@@ -32,6 +32,8 @@ import pbsplug_mjf as plugin
     ({"scratch_resource": "my scratch"}, "scratch_resource = \"my scratch\": expected a "
                                          "resource name"),
     ({"scratch_path": "scratch"}, "scratch_path = \"scratch\": expected an absolute path"),
+    ({"scratch_path": "/scratch/../tmp"}, "scratch_path = \"/scratch/../tmp\": expected a "
+                                          "path without '..'"),
 ])
 def test_a_bad_value_is_refused_at_load_naming_the_key(register_plugin, config, values,
                                                        error):

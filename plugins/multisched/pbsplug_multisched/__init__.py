@@ -17,15 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pbsplug import PluginInfo, Setting, hookimpl
+from pbsplug import PluginInfo, Setting, absolute_path_or_empty, hookimpl
 
 __version__ = "0.1.0"
-
-
-def _absolute_or_empty(value: str) -> str | None:
-    # Written by each scheduler's process, read by the status command's: a relative folder
-    # is a different one for each.
-    return None if not value or value.startswith("/") else "expected an absolute path"
 
 
 def _command(value: list) -> str | None:
@@ -33,9 +27,11 @@ def _command(value: list) -> str | None:
 
 
 plugin_info = PluginInfo(
-    api="1.6",
+    api="1.9",
     config={
-        "state_dir": Setting(str, "", check=_absolute_or_empty,
+        # Written by each scheduler's process, read by the status command's: a relative
+        # folder is a different one for each.
+        "state_dir": Setting(str, "", check=absolute_path_or_empty,
                              doc="where each scheduler's last cycle is recorded "
                              "(default <pbsplug home>/hooks/tmp)"),
         "qmgr": Setting(list, ["pbsplug", "qmgr"], items=str, check=_command,

@@ -12,6 +12,9 @@ import pbsplug_multisched as plugin
     # Written by each scheduler's process, read by the status command's: a relative folder
     # is a different one for each (their working folders), and the status shows no cycle.
     ({"state_dir": "records"}, "state_dir = \"records\": expected an absolute path"),
+    # checked level by level as written: '..' after a link names another folder
+    ({"state_dir": "/var/x/../records"}, "state_dir = \"/var/x/../records\": expected a path "
+                                         "without '..'"),
     # No program to run: the status ran its first argument, or "-c", and said it could not.
     ({"qmgr": []}, "qmgr = []: expected the qmgr program and its arguments"),
     ({"qmgr": ["", "-c"]}, "qmgr = [\"\", \"-c\"]: expected the qmgr program and its "

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pbsplug import Setting
+from pbsplug import Setting, absolute_path_or_empty
 
 from .capmc import DEFAULT_CAPMC
 from .command import COMMANDS, template_problem
@@ -113,10 +113,6 @@ def power_config(values: Mapping[str, Any]) -> PowerConfig:
 # PBS_power's keys take any value at load: PBS reads them at each periodic run, and a bad one
 # is that run's reject (`power_config`). pbsplug's own keys (the driver's) are checked at load.
 
-def _absolute_or_empty(value: str) -> str | None:
-    return None if not value or value.startswith("/") else "expected an absolute path"
-
-
 def _program(value: str) -> str | None:
     return None if value else "expected a program"
 
@@ -166,7 +162,7 @@ def settings() -> dict[str, Any]:
                                   doc="simulated: seconds a host takes to power off"),
         "timeout": Setting(float, 120.0, gt=0, le=MAX_TIMEOUT,
                            doc="seconds a driver command may take"),
-        "state_dir": Setting(str, "", check=_absolute_or_empty,
+        "state_dir": Setting(str, "", check=absolute_path_or_empty,
                              doc="where the hook keeps its record (default "
                                  "<pbsplug home>/hooks/tmp)"),
         "capmc": Setting(str, DEFAULT_CAPMC, check=_program, doc="capmc: the program"),
@@ -179,7 +175,7 @@ def settings() -> dict[str, Any]:
                                   check=lambda v: None if v else
                                   "expected an interface, such as lanplus"),
         "ipmi_user": Setting(str, "", doc="ipmitool: -U"),
-        "ipmi_password_file": Setting(str, "", check=_absolute_or_empty,
+        "ipmi_password_file": Setting(str, "", check=absolute_path_or_empty,
                                       doc="ipmitool: -f, the file holding the BMC password"),
     }
     for key in COMMANDS:

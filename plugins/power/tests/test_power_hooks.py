@@ -285,6 +285,10 @@ def test_hook_sched_node_availability_answers_the_drivers_boot_delay(power, pbsp
     ({"ipmi_host": "{node}-bmc"}, "whose only field is {host}"),
     ({"nids": {"n1": "24"}}, "wrong: n1"),
     ({"state_dir": "relative/dir"}, "expected an absolute path"),
+    # checked level by level as written: '..' after a link names another folder
+    ({"state_dir": "/var/x/../y"}, "state_dir = \"/var/x/../y\": expected a path without '..'"),
+    ({"driver": "ipmitool", "ipmi_user": "admin", "ipmi_password_file": "/etc/x/../pw"},
+     "ipmi_password_file = \"/etc/x/../pw\": expected a path without '..'"),
     ({"boot_delay": -1}, "boot_delay"),
     # No program: each run's command failed with ' is not executable', naming no key.
     ({"capmc": ""}, "capmc = \"\": expected a program"),
