@@ -15,17 +15,13 @@ import pwd
 import socket
 from collections.abc import Mapping
 
-from pbsplug import HookAlarm, PluginInfo, Setting, exclusivity, hookimpl
+from pbsplug import HookAlarm, PluginInfo, Setting, absolute_path, exclusivity, hookimpl
 
 from .atom import Atom, AtomFailure
 
 __version__ = "0.1.0"
 
 DEFAULT_SOCKET = "/var/run/atomd/atomd.sock"
-
-
-def _socket_path(value: str) -> str | None:
-    return None if value.startswith("/") else "expected an absolute path"
 
 
 #: The longest a request may wait for ATOM, in seconds: a day. A site may raise the hook's
@@ -37,7 +33,7 @@ MAX_TIMEOUT = 86400.0
 
 
 plugin_info = PluginInfo(
-    api="1.7",
+    api="1.9",
     # The seed's PBS_cray_atom.HK: type=pbs, enabled=false, user=pbsadmin,
     # event=execjob_begin,execjob_end, order=100, alarm=300, fail_action=offline_vnodes.
     events=("execjob_begin", "execjob_end"), order=100, alarm=300,
@@ -47,7 +43,7 @@ plugin_info = PluginInfo(
                                 doc="seconds to wait for ATOM to answer a POST"),
         "delete_timeout": Setting(float, 30.0, gt=0, le=MAX_TIMEOUT,
                                   doc="seconds to wait for ATOM to answer a DELETE"),
-        "unix_socket_file": Setting(str, DEFAULT_SOCKET, check=_socket_path,
+        "unix_socket_file": Setting(str, DEFAULT_SOCKET, check=absolute_path,
                                     doc="ATOM's UNIX socket; where it does not exist the "
                                         "hook sends nothing"),
     },

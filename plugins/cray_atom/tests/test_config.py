@@ -47,6 +47,7 @@ def test_pbs_cray_atom_cf_works_unchanged(tmp_path):
     ({"delete_timeout": True}, "delete_timeout", "a number > 0"),
     ({"unix_socket_file": 7}, "unix_socket_file", "a string"),
     ({"unix_socket_file": "atomd.sock"}, "unix_socket_file", "an absolute path"),
+    ({"unix_socket_file": "/run/x/../atomd.sock"}, "unix_socket_file", "a path without '..'"),
     ({"version_uri": "/rm/v2"}, "version_uri", "unknown key"),
     ({"post_timout": 30}, "post_timout", "unknown key"),
 ])
