@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from . import values
 from .units import parse_duration, parse_size
@@ -497,8 +497,11 @@ def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
             attrs[name] = value
 
 
-def object_from_dict(cls: type[PbsObject], data: Mapping[str, Any],
-                     name: str | None = None) -> PbsObject:
+_Object = TypeVar("_Object", bound=PbsObject)
+
+
+def object_from_dict(cls: type[_Object], data: Mapping[str, Any],
+                     name: str | None = None) -> _Object:
     """Build an object from plain data, its name from ``name``, else ``id`` / ``name`` /
     ``resvid`` in the data. A missing name is a `ValueError` that says which key to add."""
     data = dict(data)

@@ -102,7 +102,8 @@ def run(pbs: Any, config: Mapping[str, Any]) -> None:
         types = wire.Types(pbs)
         name = types.event_name(pevent.type, EVENTS)
         if name is None:
-            pevent.accept()
+            pevent.accept()  # (PBS ends the hook here: SystemExit)
+            return
         spec = EVENTS[name]
         # Before the plugin is loaded: a load that fails is the hook's error, and
         # pbs_python then writes a launch's argv back as it came (refuse_broken_launch).
@@ -175,7 +176,8 @@ def _estimated(attrs: Mapping[str, Any]) -> bool:
     return bool(estimated.get("start_time") and estimated.get("exec_vnode"))
 
 
-def hook_objects() -> dict[str, list[str]]:
+def hook_objects() -> dict[str, tuple[list[str], bool]]:
     """Per event, the objects pbsplug's event carries and whether it is a host event: what the
-    hook script needs to send an event to the worker without importing pbsplug."""
-    return {name: [list(spec.objects), spec.host] for name, spec in EVENTS.items()}
+    hook script needs to send an event to the worker without importing pbsplug (as JSON, a
+    list of the two)."""
+    return {name: (list(spec.objects), spec.host) for name, spec in EVENTS.items()}

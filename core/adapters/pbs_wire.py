@@ -285,7 +285,8 @@ def _set(pbs: Any, pobj: Any, changes: Mapping[str, Any], types: Types) -> None:
     for attr, value in changes.items():
         if attr.startswith("_"):
             continue
-        current = getattr(pobj, attr, None)
+        # PBS's own value, of PBS's types (no annotations): a pbs_resource, a dict, a str...
+        current: Any = getattr(pobj, attr, None)
         if isinstance(value, dict) and type(current).__name__ == "pbs_resource":
             for key, item in value.items():
                 current[key] = None if item is None else pbs_value(
