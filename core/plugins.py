@@ -36,7 +36,14 @@ from . import hookspecs
 from .attributes import AttributeRegistry
 from .events import EVENTS, message_text
 from .hookattrs import HookAttributeError, HookAttributes, config_suffix_error
-from .settings import ConfigError, ConfigIssue, PluginInfo, api_compatible, validate_config
+from .settings import (
+    KERNEL_API,
+    ConfigError,
+    ConfigIssue,
+    PluginInfo,
+    api_compatible,
+    validate_config,
+)
 from .siteconfig import SiteConfig
 from .values import quoted
 
@@ -193,7 +200,7 @@ class PluginSet:
                 last = traceback.extract_tb(exc.__traceback__)[-1]
                 where = f" at {last.filename}:{last.lineno}"
             self._fail(record, f"{what} failed: {type(exc).__name__}: "
-                               f"{message_text(exc)}{where}")
+                               f"{message_text(exc)}{where}{_older_kernel(what, exc)}")
             return False
         changed = _restore_process_state(before)
         if changed:
@@ -295,6 +302,18 @@ class PluginSet:
 
 
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+def _older_kernel(what: str, exc: BaseException) -> str:
+    """A hint for an import that failed on a name or module pbsplug lacks: the plugin is
+    likely written for a newer kernel API, which `plugin_info.api` cannot say (it is read
+    after the import)."""
+    name = getattr(exc, "name", None) or ""
+    if what != "import" or not isinstance(exc, ImportError) or \
+            not (name == "pbsplug" or name.startswith("pbsplug.")):
+        return ""
+    return (f" (this pbsplug offers kernel API {KERNEL_API[0]}.{KERNEL_API[1]}: the plugin "
+            "may need a newer one)")
 
 
 def _process_state() -> dict[str, Any]:

@@ -85,6 +85,11 @@ def test_allowlist_and_denylist_apply_before_import(installed, tmp_path):
     ("raise RuntimeError('boom')", "import failed: RuntimeError: boom at "),
     ("import sys\nsys.exit(3)", "import failed: SystemExit: 3"),
     ("import does_not_exist_anywhere", "ModuleNotFoundError"),
+    ("from pbsplug import absolute_path_v99",
+     "cannot import name 'absolute_path_v99' from 'pbsplug'"),
+    ("from pbsplug import absolute_path_v99",
+     f"(this pbsplug offers kernel API {_API}: the plugin may need a newer one)"),
+    ("import pbsplug.no_such_room", f"(this pbsplug offers kernel API {_API}: the plugin"),
     (NOOP + "\nplugin_info = 42\n", "plugin_info is not a pbsplug.PluginInfo"),
     ("from pbsplug import PluginInfo\nplugin_info = PluginInfo(api='2.0')",
      f"needs kernel API 2.0, this pbsplug offers {_API}"),
@@ -136,6 +141,16 @@ def test_a_broken_plugin_is_reported_and_skipped(installed, tmp_path, source, er
     assert "pbsplug plugins disable broken" in text
     assert plugins.get("good").status == "enabled"
     assert [i.plugin_name for i in plugins.hook.queuejob.get_hookimpls()] == ["good"]
+
+
+@pytest.mark.parametrize("source", ["import does_not_exist_anywhere",
+                                    "raise ImportError('its own')",
+                                    "from collections import no_such_name"])
+def test_an_import_error_not_about_pbsplug_names_no_kernel_api(installed, tmp_path, source):
+    installed.add("broken", source)
+    broken = load(tmp_path, "enable_all_installed = true\n").get("broken")
+    assert broken.status == "failed" and "import failed: " in broken.error
+    assert "kernel API" not in broken.error
 
 
 def test_strict_mode_makes_failures_fatal(installed, tmp_path):
