@@ -496,7 +496,14 @@ def _write(path: Path, text: str, mode: int, gid: int = -1, uid: int = -1) -> No
 
 def _rewrite_conf(path: Path, text: str) -> None:
     """slurm.conf rewritten as `text` with its mode, owner and group kept: at many sites it
-    is slurm:slurm, and written by root as any file it would become root:root."""
+    is slurm:slurm, and written by root as any file it would become root:root. A link is
+    refused, not replaced by a file: a site whose slurm.conf names a shared file would get a
+    copy on this host alone, which no later change to the shared file reaches."""
+    if path.is_symlink():
+        raise SlurmInstallError(
+            f"{path} is a symbolic link to {os.readlink(path)}: pbsplug would replace the link "
+            f"with a file of this host's; name the file itself with --slurm-conf "
+            f"{os.path.realpath(path)} (every host that reads it sees the change): left as it was")
     st = path.stat()
     _write(path, text, st.st_mode & 0o777, gid=st.st_gid, uid=st.st_uid)
 

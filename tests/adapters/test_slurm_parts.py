@@ -295,6 +295,28 @@ def test_apply_and_uninstall_keep_slurm_confs_owner_group_and_mode(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slurm.conf"]  # no part left
 
 
+def test_a_slurm_conf_that_is_a_link_is_refused_not_replaced(tmp_path):
+    # A slurm.conf linked to a shared file: a file of this host's in its place would never
+    # see the shared file's later changes.
+    shared = tmp_path / "shared.conf"
+    text = slurm.merge_conf("ClusterName=x\n", {"Prolog": "/p/prolog"})
+    shared.write_text(text)
+    conf = tmp_path / "slurm.conf"
+    conf.symlink_to(shared)
+    for act in (lambda: slurm.apply_conf(conf, {"Prolog": "/q/prolog"}),
+                lambda: slurm.uninstall(tmp_path / "programs", conf)):
+        with pytest.raises(slurm.SlurmInstallError) as err:
+            act()
+        assert str(err.value) == (
+            f"{conf} is a symbolic link to {shared}: pbsplug would replace the link with a "
+            f"file of this host's; name the file itself with --slurm-conf {shared} (every host "
+            "that reads it sees the change): left as it was")
+        assert conf.is_symlink() and shared.read_text() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.conf", "slurm.conf"]
+    slurm.apply_conf(shared, {"Prolog": "/q/prolog"})  # the file named: changed, link kept
+    assert "Prolog=/q/prolog" in conf.read_text() and conf.is_symlink()
+
+
 def test_a_slurm_conf_whose_group_the_caller_cannot_give_is_one_line_and_unchanged(
         shared_tmp, attacker):
     # Only root may give a file a group it is not in: the rewrite stops before the rename.
