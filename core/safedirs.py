@@ -499,3 +499,89 @@ def write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
         with contextlib.suppress(OSError):
             os.unlink(part)
         raise
+
+
+#: How many links `code_problem` follows from one path before it gives up (the kernel's own
+#: limit, ELOOP, is 40).
+_MAX_LINKS = 40
+
+
+def code_problem(path: str | Path, depth: int | None = 0) -> str | None:
+    """Why another user could change the code root would run or import at `path` (a
+    program, a module, a folder on ``sys.path``, a file root reads its orders from), or
+    None. Not for plugins: the adapters' installs check what they point root at (PBS's
+    hooks, Slurm's programs, the workers).
+
+    Stricter than `folder_problem`: every folder on the way is root's (or this process's
+    user's) and writable by no one else, even when sticky, except the folders above the
+    one that holds what is checked (/tmp may be above, but no module may sit in /tmp, where
+    anyone may add one beside it). A link is followed one step at a time, and the folder
+    of each target is checked the same way (a venv's bin/python -> /opt/python/bin/python3
+    checks both folders); every link is root's. What is at the end is a plain file or a
+    folder of root's, writable by no one else; in a folder, each entry down to `depth`
+    levels (None: all of them) too, a link among them checked by this rule. A path that is
+    not there yet is checked where it would be made: only root may make it."""
+    current = os.path.abspath(path)
+    trusted = _trusted()
+    for _ in range(_MAX_LINKS):
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return _where_made_problem(current)
+        except OSError as exc:
+            return f"{current} cannot be checked: {exc.strerror or exc}"
+        folder = os.path.dirname(current)
+        if stat.S_ISDIR(info.st_mode):
+            return folder_problem(current) or _entries_problem(current, depth)
+        problem = folder_problem(folder)
+        if problem:
+            return problem
+        if not stat.S_ISLNK(info.st_mode):
+            return _code_file_problem(current, info)
+        problem = _entry_problem(current, info, trusted, False)
+        if problem:
+            return problem
+        current = os.path.join(os.path.realpath(folder), os.readlink(current))
+        current = os.path.normpath(current)
+    return f"{path} is a chain of more than {_MAX_LINKS} links"
+
+
+def _code_file_problem(path: str, info: os.stat_result) -> str | None:
+    problem = file_problem(info)
+    return f"{path} is {problem}" if problem else None
+
+
+def _where_made_problem(path: str) -> str | None:
+    """`code_problem` of a path not there: the folder that would hold its first missing
+    level, which may not be sticky (anyone could make it there)."""
+    parent = os.path.dirname(path)
+    while parent != os.path.dirname(parent) and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    return folder_problem(parent)
+
+
+def _entries_problem(top: str, depth: int | None) -> str | None:
+    """`code_problem` of what is in the folder `top` (checked), down to `depth` levels."""
+    if depth == 0:
+        return None
+    trusted = _trusted()
+    for folder, dirs, files in os.walk(top):
+        names = sorted(dirs + files)
+        if depth is not None and folder[len(top):].count(os.sep) + 1 >= depth:
+            dirs[:] = []  # (the entries of this one are the last level checked)
+        for name in names:
+            entry = os.path.join(folder, name)
+            try:
+                info = os.lstat(entry)
+            except FileNotFoundError:
+                continue  # removed meanwhile (a .pyc being replaced)
+            if stat.S_ISLNK(info.st_mode):
+                problem = (_entry_problem(entry, info, trusted, False)
+                           or code_problem(entry, 0))
+            elif stat.S_ISDIR(info.st_mode):
+                problem = _entry_problem(entry, info, trusted, False)
+            else:
+                problem = _code_file_problem(entry, info)
+            if problem:
+                return problem
+    return None
