@@ -1,9 +1,13 @@
-"""`pbsplug.safedirs.code_problem`: whether another user could change the code root would
-run or import at a path (what the adapters' installs point root at)."""
+"""``pbsplug pbs install`` and ``pbsplug slurm install`` refuse to point root at code another
+user could change: the interpreter (and every link to it), the site folders, the pbsplug
+package, the plugins' packages, the site config (`pbsplug.adapters.rootpaths`, checked by
+`pbsplug.safedirs.code_problem`). Without PBS or Slurm: qmgr is ``true``, scontrol a stand-in
+that is never run."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,18 @@ NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
                                 reason="giving a file to another user needs root")
 
+PLUGIN = """
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("execjob_begin",))
+
+
+@hookimpl
+def execjob_begin(event):
+    pass
+"""
+FIX = ("make it and every folder above it root's and writable by no one else (a folder "
+       "above them may be sticky, as /tmp is), or give --allow-unsafe-paths")
 
 
 def _tree(top: Path) -> Path:
@@ -108,3 +124,106 @@ def test_a_link_of_another_users_is_refused(shared_tmp):
     os.lchown(pkg / "link.py", NOBODY, NOBODY)
     assert safedirs.code_problem(pkg, None) == (
         f"{pkg}/link.py is a link owned by uid {NOBODY} (nobody)")
+
+
+# -- what install points root at ------------------------------------------------------------
+
+def test_install_checks_the_interpreter_it_names(shared_tmp, home):
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    python = shared_tmp / "bin" / "python"
+    python.parent.mkdir()
+    python.parent.chmod(0o777)
+    os.symlink(sys.executable, python)
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+    found = rootpaths.unsafe(rootpaths.root_paths(plugins, str(python), []))
+    assert [(rp.what, problem) for rp, problem in found] == [
+        ("the interpreter", f"{python.parent} is writable by everyone (owner uid 0 (root), "
+                            "mode 0777)"),
+        ("the interpreter's pyvenv.cfg", f"{python.parent} is writable by everyone (owner "
+                                         "uid 0 (root), mode 0777)")]
+    assert rootpaths.message("pbs install", *found[0]) == (
+        f"pbs install: refusing the interpreter {python}: {python.parent} is writable by "
+        f"everyone (owner uid 0 (root), mode 0777); root would run code from it: {FIX}")
+
+
+def _site(dists, home: Path) -> None:
+    dists.add("probe", PLUGIN)
+    (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
+    dists.root.chmod(0o755)
+
+
+def test_pbs_install_refuses_a_site_folder_others_may_write(cli, dists, home):
+    _site(dists, home)
+    args = ("pbs", "install", "--qmgr", "true", "--site-dir", str(dists.root))
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    dists.root.chmod(0o775)
+    done = cli(*args)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: pbs install: refusing a site folder root imports from {dists.root}: "
+        f"{dists.root} is writable by its group (owner uid 0 (root), mode 0775); root would "
+        f"run code from it: {FIX}\n")
+    assert "create hook" not in done.stdout
+    done = cli(*args, "--allow-unsafe-paths")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(
+        f"pbs install: warning: accepted (--allow-unsafe-paths): a site folder root imports "
+        f"from {dists.root}: {dists.root} is writable by its group (owner uid 0 (root), mode "
+        "0775); root would run code from it\n")
+    assert "create hook pbsplug_probe" in done.stdout
+    status = cli("pbs", "status", "--qmgr", "true", "--site-dir", str(dists.root))
+    assert (f"    unsafe: a site folder root imports from {dists.root}: {dists.root} is "
+            "writable by its group") in status.stdout
+
+
+@needs_root
+def test_pbs_install_refuses_a_plugin_of_another_users(cli, dists, home):
+    _site(dists, home)
+    module = dists.root / "pbsplug_probe.py"
+    os.chown(module, NOBODY, NOBODY)
+    done = cli("pbs", "install", "--qmgr", "true")  # (imported from PYTHONPATH here)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: pbs install: refusing plugin probe's code {module}: {module} is "
+        f"owned by uid {NOBODY} (nobody), mode 0644; root would run code from it: {FIX}\n")
+
+
+def test_pbs_install_refuses_a_site_config_others_may_write(cli, dists, home):
+    _site(dists, home)
+    (home / "site.toml").chmod(0o646)
+    done = cli("pbs", "install", "--qmgr", "true")
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: pbs install: refusing the site config {home}/site.toml: "
+        f"{home}/site.toml is writable by others (owner uid 0 (root), mode 0646); root's "
+        f"hooks would do what it says: {FIX}\n")
+
+
+@needs_root
+def test_slurm_install_refuses_a_slurm_command_of_another_users(cli, dists, home, tmp_path):
+    _site(dists, home)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
+    (bin_dir / "scontrol").chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("")
+    args = ("slurm", "install", "--no-native", "--dir", str(tmp_path / "programs"),
+            "--bin-dir", str(bin_dir), "--slurm-conf", str(tmp_path / "slurm.conf"),
+            "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
+            "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root))
+    os.chown(bin_dir / "scontrol", NOBODY, NOBODY)
+    done = cli(*args)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: slurm install: refusing Slurm's scontrol {bin_dir}/scontrol: "
+        f"{bin_dir}/scontrol is owned by uid {NOBODY} (nobody), mode 0755; root would run "
+        f"code from it: {FIX}\n")
+    assert not (tmp_path / "programs").exists()  # refused before anything was written
+    os.chown(bin_dir / "scontrol", 0, 0)
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {tmp_path}/programs/prolog" in done.stdout

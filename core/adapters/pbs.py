@@ -34,6 +34,7 @@ from typing import Any
 from ..events import EVENTS
 from ..plugins import PluginRecord, PluginSet
 from .pbs_bridge import hook_objects
+from .rootpaths import RootPath, root_paths, status_lines, unsafe
 
 #: Every hook pbsplug installs is named so; uninstall touches no other.
 PREFIX = "pbsplug_"
@@ -87,6 +88,8 @@ class HookPlan:
 class Plan:
     hooks: list[HookPlan]
     skipped: list[tuple[str, str]]      # (plugin, why nothing is installed for it)
+    #: What the hooks and the worker, run as root, run, import and read (`rootpaths`)
+    root_paths: list[RootPath] = field(default_factory=list)
 
 
 def site_dirs(extra: Sequence[str | os.PathLike] = ()) -> list[str]:
@@ -113,7 +116,9 @@ def plan(plugins: PluginSet, dirs: Sequence[str]) -> Plan:
             skipped.append((record.name, why))
             continue
         hooks.append(hp)
-    return Plan(hooks, skipped)
+    # pbs_hook puts wire_dir (`_hook_plan`) first on sys.path; the worker runs sys.executable
+    wire = RootPath("wire_dir", str(SCRIPT.parent), 1)
+    return Plan(hooks, skipped, root_paths(plugins, sys.executable, dirs, [wire]))
 
 
 def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[str],
@@ -341,6 +346,7 @@ def status(p: Plan, qmgr: Qmgr) -> list[dict[str, Any]]:
     site no longer enables."""
     have = qmgr.hooks()
     ours = installed(qmgr)
+    found = unsafe(p.root_paths)
     rows = []
     for hp in p.hooks:
         pending = changes(hp, have.get(hp.hook), qmgr)
@@ -350,17 +356,17 @@ def status(p: Plan, qmgr: Qmgr) -> list[dict[str, Any]]:
                      "differences": [s.shown() for s in pending if "create" not in
                                      s.directive],
                      "left_out": [f"{h}: {why}" for h, why in hp.left_out],
-                     "notes": hp.notes})
+                     "notes": hp.notes, "unsafe": status_lines(found, hp.plugin)})
     for plugin, why in p.skipped:
         rows.append({"plugin": plugin, "hook": None, "state": "not needed", "events": "",
-                     "differences": [], "left_out": [], "notes": [why]})
+                     "differences": [], "left_out": [], "notes": [why], "unsafe": []})
     wanted = {hp.hook for hp in p.hooks}
     for name in sorted(set(ours) - wanted):
         rows.append({"plugin": ours[name].get("plugin"), "hook": name, "state": "stale",
                      "events": have.get(name, {}).get("event", ""), "differences": [],
                      "left_out": [], "notes": ["installed, but the site no longer enables "
                                                "this plugin: 'pbsplug pbs install' removes "
-                                               "it"]})
+                                               "it"], "unsafe": []})
     return rows
 
 

@@ -38,6 +38,7 @@ from .. import safedirs
 from ..plugins import PluginRecord, PluginSet
 from ..siteconfig import default_home
 from . import slurm_program, worker_client
+from .rootpaths import RootPath, root_paths, status_lines, unsafe
 
 #: The mark in the config that pbsplug made it.
 INSTALLED_BY = "pbsplug slurm install"
@@ -159,6 +160,8 @@ class Plan:
     #: native launcher file name -> its -D definitions (`compile_launcher`); empty: Python
     native: dict[str, dict[str, str]] = field(default_factory=dict)
     compiler: str = ""
+    #: What the programs and the workers, run as root, run, import and read (`rootpaths`)
+    root_paths: list[RootPath] = field(default_factory=list)
 
     @property
     def config_text(self) -> str:
@@ -344,12 +347,25 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         again.notes = list(dict.fromkeys(notes + again.notes))
         return again
     p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra,
-             native=native_defs, compiler=cc)
+             native=native_defs, compiler=cc,
+             root_paths=root_paths(plugins, sys.executable, dirs, _slurm_commands(bin_dir)))
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
                        "or more is cut short there")
     return p
+
+
+#: The Slurm commands root's programs run from --bin-dir (`slurm_read.Slurm`).
+SLURM_COMMANDS = ("scontrol", "scancel", "squeue", "sinfo")
+
+
+def _slurm_commands(bin_dir: str) -> list[RootPath]:
+    """--bin-dir and the Slurm commands in it, which root's programs run."""
+    bin_dir = bin_dir or "/usr/bin"  # (as `slurm_read.Slurm` takes it)
+    out = [RootPath("the folder of Slurm's commands (--bin-dir)", bin_dir)]
+    return out + [RootPath(f"Slurm's {name}", str(Path(bin_dir, name)))
+                  for name in SLURM_COMMANDS if os.path.lexists(Path(bin_dir, name))]
 
 
 def _row(record: PluginRecord) -> dict[str, Any]:
@@ -1024,10 +1040,12 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
                              re.MULTILINE | re.IGNORECASE):
                 problems.append(f"slurm.conf lacks {key}={value}")
     state = "installed" if not problems else "missing" if have is None else "differs"
+    found = unsafe(p.root_paths)
     rows = []
     for row in p.rows:
         rows.append({**row, "state": state if row["runs"] else "not needed",
-                     "problems": problems if row["runs"] else []})
+                     "problems": problems if row["runs"] else [],
+                     "unsafe": status_lines(found, row["plugin"]) if row["runs"] else []})
     return rows
 
 

@@ -6,18 +6,38 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from . import CliError
 from .options import cli_seconds
 
+if TYPE_CHECKING:
+    from ..adapters.rootpaths import RootPath
+
 #: The longest wait `slurm periodic --every` takes (ten years; time.sleep overflows past
 #: about 9.2e9 s).
 MAX_EVERY = 315360000
 
 _QMGR_HELP = "The qmgr command to run, split as a shell would (default: qmgr on PATH)."
+_ALLOW_HELP = ("Install even where a user other than root could change what root would run "
+               "(the interpreter, the packages, the site folders, the site config); each "
+               "such path is printed.")
+
+
+def _refuse_unsafe(command: str, paths: Sequence[RootPath], allow: bool) -> None:
+    """`CliError` naming the first path root would run, import or read that another user
+    could change (`rootpaths`); with --allow-unsafe-paths, each one printed instead."""
+    from ..adapters import rootpaths
+
+    found = rootpaths.unsafe(paths)
+    if found and not allow:
+        raise CliError(rootpaths.message(command, *found[0]))
+    for rp, problem in found:
+        typer.echo(rootpaths.accepted(command, rp, problem), err=True)
 
 
 def _qmgr(command: str):
@@ -49,12 +69,16 @@ def pbs_app() -> typer.Typer:
                     False, "--disable-pbs-hooks",
                     help="Disable PBS's own hook for a feature a plugin provides "
                          "(PBS_power, PBS_cray_atom)."),
-                qmgr: str = typer.Option("qmgr", "--qmgr", help=_QMGR_HELP)) -> None:
+                qmgr: str = typer.Option("qmgr", "--qmgr", help=_QMGR_HELP),
+                allow_unsafe_paths: bool = typer.Option(False, "--allow-unsafe-paths",
+                                                        help=_ALLOW_HELP)) -> None:
         """One site hook per enabled plugin (pbsplug_<plugin>): created, or updated where it
-        differs; hooks of plugins the site no longer enables are removed."""
+        differs; hooks of plugins the site no longer enables are removed. Refused when a
+        user other than root could change what the hooks run as root."""
         from ..adapters import pbs
 
         p = _plan(ctx, site_dir)
+        _refuse_unsafe("pbs install", p.root_paths, allow_unsafe_paths)
         runner = _qmgr(qmgr)
         try:
             groups = pbs.install_steps(p, runner, disable_pbs_hooks)
@@ -137,6 +161,8 @@ def pbs_app() -> typer.Typer:
                 typer.echo(f"    not in PBS: {line}")
             for line in row["notes"]:
                 typer.echo(f"    note: {line}")
+            for line in row["unsafe"]:
+                typer.echo(f"    unsafe: {line}")
 
     return app
 
@@ -217,9 +243,12 @@ def slurm_app() -> typer.Typer:
                 directory: Path = dir_opt, slurm_conf: Path | None = conf_opt,
                 bin_dir: str | None = bin_opt, state_dir: Path = state_opt,
                 log_file: Path = log_opt, run_dir: Path = run_opt,
-                site_dir: list[Path] = site_opt, native: bool = native_opt) -> None:
+                site_dir: list[Path] = site_opt, native: bool = native_opt,
+                allow_unsafe_paths: bool = typer.Option(False, "--allow-unsafe-paths",
+                                                        help=_ALLOW_HELP)) -> None:
         """Write one program per Slurm script the enabled plugins need, and the slurm.conf
-        lines that name them. Run it as root, on the controller too when a plugin needs
+        lines that name them; refused when a user other than root could change what the
+        programs run as root. Run it as root, on the controller too when a plugin needs
         PrologSlurmctld, EpilogSlurmctld or the power programs: slurmctld runs those as
         SlurmUser (read from slurm.conf, else 'scontrol show config'), and with one that
         is not root install makes their folders SlurmUser's (<state-dir>/power,
@@ -229,6 +258,7 @@ def slurm_app() -> typer.Typer:
 
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
                         run_dir, native)
+        _refuse_unsafe("slurm install", p.root_paths, allow_unsafe_paths)
         for row in p.rows:
             if not row["runs"]:
                 typer.echo(f"{row['plugin']}: nothing to install: none of its hooks has a "
@@ -379,5 +409,7 @@ def slurm_app() -> typer.Typer:
                 typer.echo(f"    not in Slurm: {hook}: {why}")
             for line in row["problems"]:
                 typer.echo(f"    differs: {line}")
+            for line in row["unsafe"]:
+                typer.echo(f"    unsafe: {line}")
 
     return app

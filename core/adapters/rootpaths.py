@@ -1,0 +1,148 @@
+"""What an adapter's install points root at, and whether a user other than root could change
+any of it (``pbsplug pbs install``, ``pbsplug slurm install`` and their status commands).
+
+PBS's hooks, Slurm's programs and the workers they start run as root: the interpreter install
+ran with (`sys.executable`, every link on the way to it, and the pyvenv.cfg that says which
+environment it is), its standard library, the site folders they import from (this
+environment's site-packages, each with its .pth files, run at start-up, and the folders they
+add; ``--site-dir``), the pbsplug package (PBS's hook puts wire_dir, in it, on sys.path) and
+each enabled plugin's package, and the site config and .CF files install reads the plugins'
+configuration from (a power plugin's commands, run as root). A user who could change any of
+these could run code as root. `unsafe` checks each with `pbsplug.safedirs.code_problem`: one
+walker for both adapters.
+
+A site folder's own entries are checked (a package or a .pth file planted there); a
+dependency's subfolders are not walked, the pbsplug package's and the plugins' are.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import safedirs
+from ..plugins import PluginSet
+
+#: How install says what root would do with a path another user could change.
+WHY = "root would run code from it"
+#: ... with a file of configuration.
+WHY_CONFIG = "root's hooks would do what it says"
+#: The option that installs all the same.
+ALLOW = "--allow-unsafe-paths"
+
+
+@dataclass(frozen=True)
+class RootPath:
+    """One path root runs, imports or reads its orders from."""
+
+    what: str                   # what it is, for messages: "the interpreter"
+    path: str
+    depth: int | None = 0       # how deep a folder's entries are checked (None: all)
+    plugin: str | None = None   # the plugin it belongs to (None: every plugin's)
+    why: str = WHY              # what root would do with it
+
+
+def root_paths(plugins: PluginSet, python: str, site_dirs: Sequence[str],
+               extra: Iterable[RootPath] = ()) -> list[RootPath]:
+    """What an install that names `python` and `site_dirs` points root at, for the enabled
+    `plugins` (`extra`: the adapter's own, checked after the interpreter's and before the
+    packages')."""
+    out = [RootPath("the interpreter", python)]
+    # Python reads pyvenv.cfg beside its executable, else one folder up (a venv's bin/..)
+    exe_dir = os.path.dirname(os.path.abspath(python))
+    out += [RootPath("the interpreter's pyvenv.cfg", os.path.join(d, "pyvenv.cfg"))
+            for d in (exe_dir, os.path.dirname(exe_dir))]
+    stdlib = os.path.dirname(os.__file__)  # (sysconfig's platstdlib is a venv's own lib)
+    out += [RootPath("the standard library", folder, 1)
+            for folder in (stdlib, os.path.join(stdlib, "lib-dynload"))]
+    for folder in site_dirs:
+        out.append(RootPath("a site folder root imports from", folder, 1))
+        out += [RootPath(f"a folder {pth} adds to sys.path", added, 1)
+                for pth, added in _pth_folders(folder)]
+    out += list(extra)
+    out.append(RootPath("the pbsplug package", str(Path(__file__).parent.parent), None))
+    site = plugins.site
+    if site.exists:
+        out.append(RootPath("the site config", str(site.path), why=WHY_CONFIG))
+    for record in sorted(plugins.enabled, key=lambda r: r.name):
+        for where in _module_paths(record.entry_point, record.name):
+            out.append(RootPath(f"plugin {record.name}'s code", where,
+                                None if os.path.isdir(where) else 0, record.name))
+        cf = site.plugin(record.name).config_file
+        if cf is not None:
+            out.append(RootPath(f"plugin {record.name}'s config_file", str(cf), 0,
+                                record.name, WHY_CONFIG))
+    return list(dict.fromkeys(out))
+
+
+def _pth_folders(folder: str) -> list[tuple[str, str]]:
+    """(.pth file, folder) for each folder a .pth file in `folder` adds, as `site` reads
+    them (a line that is not a comment nor an ``import``, relative to `folder`)."""
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+    except OSError:
+        return []
+    for name in names:
+        try:
+            lines = Path(folder, name).read_text(errors="replace").splitlines()
+        except OSError:
+            continue  # (its own check says why)
+        for line in lines:
+            line = line.rstrip()
+            if not line or line.startswith(("#", "import ", "import\t")):
+                continue
+            added = os.path.normpath(os.path.join(folder, line))
+            if os.path.isdir(added):
+                out.append((name, added))
+    return out
+
+
+def _module_paths(entry_point, name: str) -> list[str]:
+    """Where a plugin's top-level package or module is (its folders, or its file)."""
+    value = getattr(entry_point, "value", None) or f"pbsplug_{name}"
+    top = value.split(":", 1)[0].strip().split(".", 1)[0]
+    module = sys.modules.get(top)
+    spec = getattr(module, "__spec__", None) if module is not None else None
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [str(p) for p in spec.submodule_search_locations]
+    return [spec.origin] if spec.origin and os.path.isabs(spec.origin) else []
+
+
+def unsafe(paths: Iterable[RootPath]) -> list[tuple[RootPath, str]]:
+    """Each path another user could change, with why (`safedirs.code_problem`)."""
+    out = []
+    for rp in paths:
+        problem = safedirs.code_problem(rp.path, rp.depth)
+        if problem:
+            out.append((rp, problem))
+    return out
+
+
+def message(command: str, rp: RootPath, problem: str) -> str:
+    """Install's refusal, in one line."""
+    return (f"{command}: refusing {rp.what} {rp.path}: {problem}; {rp.why}: make it and every "
+            "folder above it root's and writable by no one else (a folder above them may be "
+            f"sticky, as /tmp is), or give {ALLOW}")
+
+
+def accepted(command: str, rp: RootPath, problem: str) -> str:
+    """What `ALLOW` accepts, in one line."""
+    return f"{command}: warning: accepted ({ALLOW}): {rp.what} {rp.path}: {problem}; {rp.why}"
+
+
+def status_lines(found: Sequence[tuple[RootPath, str]], plugin: str) -> list[str]:
+    """The problems that concern `plugin`'s hook or programs, for a status row."""
+    return [f"{rp.what} {rp.path}: {problem}; {rp.why}" for rp, problem in found
+            if rp.plugin in (None, plugin)]
