@@ -1235,7 +1235,7 @@ class Engine:
                     raise refused
                 return
             if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
-                self._delete_requeued(caller, job_id, killed)
+                self._delete_requeued(caller, job_id, killed, purge)
                 return
             if not force:
                 outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
@@ -1255,28 +1255,39 @@ class Engine:
                        exit_status=0 if attrs.get("interactive") else None)
             if state == "S":  # (woken, to take its SIGTERM)
                 self.control.continue_killed(job_id)
-            if purge:  # (`_finish` purges it, once its end is recorded)
-                with self.store.transaction() as st:
-                    st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                            "purge": f"{caller.user}@{self.host}"})
+            if purge:
+                self._purge_at_end(caller, job_id)
             return
-        self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}")
-        if purge:
-            self._purge(caller, job_id)
+        self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}",
+                   purge_by=f"{caller.user}@{self.host}" if purge else None)
+
+    def _purge_at_end(self, caller: Caller, job_id: str) -> None:
+        """qdel -x of a job that is not over yet: its runtime keeps who asked, through a
+        requeue too (`_submitted_runtime`), and the job's history goes once it is over
+        (`_finish`, `_drop`), as OpenPBS 23.06.06's server keeps the -x with the job
+        until it is (read in its source)."""
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                    "purge": f"{caller.user}@{self.host}"})
 
     def _delete_requeued(self, caller: Caller, job_id: str,
-                         killed: dict[str, PbsError | None] | None) -> None:
+                         killed: dict[str, PbsError | None] | None,
+                         purge: bool = False) -> None:
         """qdel of a running job whose run a qrerun (or ``qterm -t immediate``) is ending:
         answered and written (its D record), and the job is requeued all the same, as
         OpenPBS 23.06.06 did (measured: a job deaf to SIGTERM, qdel 3 s after qrerun; its
         server logged ``deleting instead of rerunning``, sent no signal, and the job was
         requeued, R record, and run again). No execjob_preterm, no signal: PBS's server
-        sent none to its MoM."""
+        sent none to its MoM. A `purge` (qdel -x) is kept: the job's history goes once the
+        job is over, after a later run or a later qdel (`_purge_at_end`)."""
         if killed is not None:
             killed[job_id] = None
+        then = "; its history is purged once the job is over" if purge else ""
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
-                 f"{self.host}; its run is being ended for a requeue, which stands")
+                 f"{self.host}; its run is being ended for a requeue, which stands{then}")
         self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
+        if purge:
+            self._purge_at_end(caller, job_id)
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
                          force: bool, purge: bool) -> None:
@@ -1323,11 +1334,14 @@ class Engine:
         self.log(LOG_JOB, "Job", job_id, f"Job history purged at request of {who}")
 
     def _drop(self, job_id: str, attrs: dict, comment: str,
-              requestor: str | None = None) -> None:
+              requestor: str | None = None, purge_by: str | None = None) -> None:
         """A job that is not running leaves the queue for the history. Whatever files of
         an earlier run are still there (a requeue's that could not be removed then) go.
         Its accounting record is a D when someone deleted it (a qdel's comment, or a
-        `requestor`: its reservation's end), else an A."""
+        `requestor`: its reservation's end), else an A. Its history is purged at the end
+        when `purge_by` (a qdel -x now) or its runtime (a qdel -x kept through a requeue:
+        `_purge_at_end`) names who asked."""
+        purged_by = purge_by or (self.store.runtime(job_id) or {}).get("purge")
         now = int(self.clock())
         attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
         with self.store.transaction() as st:
@@ -1345,6 +1359,8 @@ class Engine:
         self._resolve_depend([job_id])
         if attrs.get("array_id") is not None:
             self.arrays.subjob_over(job_id, attrs)
+        if isinstance(purged_by, str):
+            self._purge(purged_by, job_id)
 
     @staticmethod
     def _hold_types(job_id: str, types: Any) -> str:
@@ -3330,10 +3346,11 @@ def _shell_path(spec: Any, host: str) -> str | None:
 
 def _submitted_runtime(runtime: Any) -> dict[str, Any] | None:
     """Of a job's runtime, what its next run starts with after a requeue: the command it
-    was submitted with (``qsub -- cmd``'s argv), nothing of the run that ended."""
+    was submitted with (``qsub -- cmd``'s argv) and a qdel -x's ``purge`` still to do
+    (`Engine._purge_at_end`), nothing of the run that ended."""
     if not isinstance(runtime, dict):
         return None
-    kept = {k: runtime[k] for k in ("argv", "interactive") if k in runtime}
+    kept = {k: runtime[k] for k in ("argv", "interactive", "purge") if k in runtime}
     return kept if isinstance(kept.get("argv", []), list) and kept else None
 
 

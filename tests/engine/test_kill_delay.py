@@ -25,6 +25,7 @@ from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.engine.testing import PBSPLUG, until
 
 from .test_accounting import of, records
+from .test_qdel_purge import _gone
 
 #: The manager the in-process server's requests come from.
 ROOT = Caller(0, ROLE_MANAGER)
@@ -290,6 +291,43 @@ def test_a_qdel_during_a_qrerun_kill_leaves_the_requeue(engine, holding):
     assert (attrs["job_state"], attrs["run_count"]) != ("F", 1), attrs["comment"]
     assert [(kind, rec.get("Exit_status")) for kind, rec in of(records(engine.home), job.id)
             if kind in "DRE"] == [("D", None), ("R", "-11")]
+
+
+@pytest.mark.parametrize("first, then", [("qrerun", "ends"), ("qrerun", "qdel"),
+                                         ("qdel -x", "ends")])
+def test_a_qdel_x_during_a_qrerun_kill_purges_the_job_once_it_is_over(engine, holding,
+                                                                       first, then):
+    """qdel -x and qrerun of one running job, one while the other ends its run: the
+    requeue stands (as with a plain qdel, above), and the -x waits for the job to be over,
+    at the end of its next run or at a later qdel, then purges it, as OpenPBS 23.06.06's
+    server keeps the -x with the job until then (read in its source). pbsplug dropped
+    the -x (qrerun first: at the qdel; qdel -x first: at the requeue), and the job
+    stayed in qstat -x."""
+    assert _qmgr(engine, f"set queue workq kill_delay = {LONG}").returncode == 0
+    job = holding("workq")
+    if then == "qdel":  # (held: once requeued, it does not run again)
+        engine.pbs("qhold", job.id, check=True)
+    asked = [["qrerun", "-W", "force", job.id], ["qdel", "-x", job.id]]
+    for args in asked if first == "qrerun" else asked[::-1]:
+        done = engine.pbs(*args)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), args
+    engine.pbs("qsig", "-s", "KILL", job.id, check=True)
+    if then == "qdel":
+        engine.wait(job.id, "H")
+        engine.pbs("qdel", job.id, check=True)
+    else:  # its next run holds the FIFO again
+        until(lambda: _read(job.fifo) == b"x", timeout=60, what=f"job {job.id} to run again")
+        engine.pbs("qsig", "-s", "KILL", job.id, check=True)
+
+    def over() -> bool:
+        shown = engine.pbs("qstat", "-x", "-f", job.id)
+        return shown.returncode != 0 or "job_state = F" in shown.stdout
+
+    until(over, timeout=60, what=f"job {job.id} to be over")
+    assert _gone(engine, job.id)
+    assert f"{job.id};Job history purged at request of root@" in engine.log()
+    assert [kind for kind, _ in of(records(engine.home), job.id) if kind in "DRE"] == (
+        ["D", "R", "E"] if then == "ends" else ["D", "R", "D"])
 
 
 def test_each_qdel_of_a_job_being_killed_signals_it_again(engine):
