@@ -173,8 +173,13 @@ class PluginSet:
     def add(self, name: str, plugin: Any, *, dist: str = "", version: str = "",
             enable: bool | None = None) -> PluginRecord:
         """Register a plugin object (a module or any object with hookimpls) under `name`,
-        as if an entry point had named it. `enable` overrides the site's choice."""
-        record = self.records.get(name) or PluginRecord(name, dist, version)
+        as if an entry point had named it. `enable` overrides the site's choice. A name
+        added again is the plugin loaded again (a test's other configuration): what was
+        registered under it leaves the plugin manager first (pluggy takes a name once),
+        and its record is a new one, with nothing of the earlier add on it."""
+        if self.pm.get_plugin(name) is not None:
+            self.pm.unregister(name=name)
+        record = PluginRecord(name, dist, version)
         self.records[name] = record
         record.plugin = plugin
         enabled = self.site.is_enabled(name) if enable is None else enable

@@ -94,7 +94,8 @@ def register_plugin(pbsplug_plugins: PluginSet) -> Callable[..., PluginRecord]:
     `attributes` override hook attributes as the site would (``order=5``, ``alarm=2``,
     ``isolation="process"``...); `config` is the plugin's configuration, checked against its
     schema. With `check` (the default) a plugin that fails to load fails the test with the
-    loader's message; without it the failed record is returned.
+    loader's message; without it the failed record is returned. A name registered again is
+    the plugin loaded again, with this call's attributes and configuration (`PluginSet.add`).
     """
 
     def register(plugin: Any, name: str | None = None, *, config: Mapping[str, Any] | None = None,

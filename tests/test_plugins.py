@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from pbsplug import KERNEL_API, PluginLoadError, load_plugins
-from pbsplug.siteconfig import SiteConfig, parse_site
+from pbsplug.siteconfig import PluginSite, SiteConfig, parse_site
 
 #: This kernel's API version, and the next minor one (which it does not offer).
 _API = f"{KERNEL_API[0]}.{KERNEL_API[1]}"
@@ -322,6 +322,34 @@ def test_plugin_set_add_for_objects(tmp_path):
     assert rec.status == "enabled" and rec.hooks == ("runjob",)
     assert rec.attributes.events == ("runjob",)
 
+
+@pytest.mark.parametrize("first", ["enabled", "failed"])
+def test_plugin_set_add_of_a_name_again_loads_the_plugin_again(tmp_path, first):
+    """The second add replaces the first, as a plugin loaded again with another
+    configuration. It took the first one's record: after a failed add, the second one was
+    enabled with the first one's error on it; after an enabled one, pluggy refused the
+    name ('cannot register: Plugin name already registered') and the plugin was failed
+    and out of the plugin manager."""
+    from pbsplug import PluginInfo, PluginSet, Setting, hookimpl
+
+    class Obj:
+        plugin_info = PluginInfo(config={"n": Setting(int, 1)})
+
+        @hookimpl
+        def runjob(self, event):
+            pass
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.site.plugins["obj"] = PluginSite("obj", enabled=True, config={
+        "n": 2 if first == "enabled" else "x"})
+    old = Obj()
+    assert plugins.add("obj", old).status == first
+    plugins.site.plugins["obj"] = PluginSite("obj", enabled=True, config={"n": 3})
+    new = Obj()
+    rec = plugins.add("obj", new)
+    assert (rec.status, rec.error, rec.config) == ("enabled", None, {"n": 3})
+    assert plugins.get("obj") is rec and rec.plugin is new
+    assert plugins.pm.get_plugin("obj") is new and not plugins.pm.is_registered(old)
 
 def test_plugin_config_for_commands(installed, tmp_path):
     from pbsplug import plugin_config

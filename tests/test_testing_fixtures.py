@@ -50,6 +50,17 @@ def test_register_plugin_without_check_returns_the_failed_record(register_plugin
     assert "expected an integer" in record.error
 
 
+def test_register_plugin_again_loads_the_plugin_again(register_plugin, pbsplug_plugins):
+    """A name registered again is the plugin loaded with the new configuration, its record
+    a new one. Before, the second one was enabled with the first one's configuration error
+    still on its record."""
+    assert register_plugin(_Timed(), "my_policy", config={"threshold": "3"},
+                           check=False).status == "failed"
+    again = register_plugin(_Timed(), "my_policy", config={"threshold": 3})
+    assert (again.status, again.error, again.config) == ("enabled", None, {"threshold": 3})
+    assert pbsplug_plugins.get("my_policy") is again
+
+
 def test_a_tests_clock_and_home_reach_a_forked_hook(register_plugin, fire_event, tmp_path,
                                                     monkeypatch):
     # docs/plugin-authors.md, Testing: the clock a test sets and its PBSPLUG_HOME.

@@ -23,7 +23,7 @@ MESSAGE = "Hook cpuset: Unable to clean up one or more cgroups"
 
 
 @pytest.fixture
-def machine(tmp_path, register_plugin, pbsplug_plugins):
+def machine(tmp_path, register_plugin):
     """A host with two NUMA nodes of four CPUs (vnodes host[0], host[1]), an emulated
     cgroup v1 tree, and the plugin enabled on it; returns a dict of its paths and a
     ``configure(**more)`` to reload it with other values."""
@@ -35,8 +35,6 @@ def machine(tmp_path, register_plugin, pbsplug_plugins):
 
     def configure(**more):
         """Load the plugin again with these values as well."""
-        if pbsplug_plugins.pm.has_plugin(name="cpuset"):
-            pbsplug_plugins.pm.unregister(name="cpuset")
         return register_plugin(pbsplug_cpuset, "cpuset", config={**base, **more})
 
     configure()
