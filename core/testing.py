@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import signal
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -87,9 +88,11 @@ def pbsplug_plugins(tmp_path) -> PluginSet:
 
 
 @pytest.fixture
-def register_plugin(pbsplug_plugins: PluginSet) -> Callable[..., PluginRecord]:
+def register_plugin(pbsplug_plugins: PluginSet) -> Iterator[Callable[..., PluginRecord]]:
     """``register_plugin(plugin, name=None, *, config=None, check=True, **attributes)``:
-    enable `plugin` (a module or object with hookimpls) for this test.
+    enable `plugin` (a module or object with hookimpls) for this test. A module's names
+    are put back after the test (`_put_back`): what its `configure` (or a hook run in this
+    process) bound there, such as the configuration it keeps, reaches no later test.
 
     `attributes` override hook attributes as the site would (``order=5``, ``alarm=2``,
     ``isolation="process"``...); `config` is the plugin's configuration, checked against its
@@ -97,10 +100,13 @@ def register_plugin(pbsplug_plugins: PluginSet) -> Callable[..., PluginRecord]:
     loader's message; without it the failed record is returned. A name registered again is
     the plugin loaded again, with this call's attributes and configuration (`PluginSet.add`).
     """
+    modules: dict[int, tuple[types.ModuleType, dict[str, Any]]] = {}
 
     def register(plugin: Any, name: str | None = None, *, config: Mapping[str, Any] | None = None,
                  check: bool = True, **attributes: Any) -> PluginRecord:
         name = name or getattr(plugin, "__name__", None) or type(plugin).__name__.lower()
+        if isinstance(plugin, types.ModuleType):  # (it outlives the test; an object does not)
+            modules.setdefault(id(plugin), (plugin, dict(vars(plugin))))
         pbsplug_plugins.site.plugins[name] = PluginSite(
             name, enabled=True, attributes=dict(attributes), config=dict(config or {}))
         record = pbsplug_plugins.add(name, plugin)
@@ -108,7 +114,20 @@ def register_plugin(pbsplug_plugins: PluginSet) -> Callable[..., PluginRecord]:
             pytest.fail(record.failure_text(), pytrace=False)
         return record
 
-    return register
+    yield register
+    for module, names in modules.values():
+        _put_back(module, names)
+
+
+def _put_back(module: types.ModuleType, names: dict[str, Any]) -> None:
+    """Each of `names` bound in `module` again as it was, where it now names another object
+    (an object changed in place stays changed). A name bound since is left: deleting one
+    could take away a submodule that an import bound, which the import system does not
+    bind again."""
+    now = vars(module)
+    for name, value in names.items():
+        if now.get(name, names) is not value:
+            now[name] = value
 
 
 @pytest.fixture

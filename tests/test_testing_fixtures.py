@@ -1,6 +1,9 @@
 """pbsplug.testing's fixtures take the arguments docs/plugin-authors.md names."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -59,6 +62,71 @@ def test_register_plugin_again_loads_the_plugin_again(register_plugin, pbsplug_p
     again = register_plugin(_Timed(), "my_policy", config={"threshold": 3})
     assert (again.status, again.error, again.config) == ("enabled", None, {"threshold": 3})
     assert pbsplug_plugins.get("my_policy") is again
+
+
+#: A pytest run of two tests: the first registers plugin modules, whose configure (and, for
+#: the toy, an in-process hook) binds names in them; the second, later in the same process,
+#: finds those names as they were at import.
+_KEPT = """
+import pbsplug_cpuset
+import pbsplug_multisched
+import pbsplug_power
+import toyplug
+
+MODULES = [toyplug, pbsplug_cpuset, pbsplug_multisched, pbsplug_power]
+AT_IMPORT = [dict(vars(m)) for m in MODULES]
+
+
+def test_registered(register_plugin, fire_event, tmp_path):
+    register_plugin(toyplug, "toy", config={"n": 2})
+    assert fire_event("queuejob", {"job": {"id": "1.s"}}, mode="inprocess").accepted
+    assert (toyplug._config, toyplug._seen) == ({"n": 2}, "1.s")
+    register_plugin(pbsplug_cpuset, "cpuset", config={"cgroup_root": str(tmp_path)})
+    register_plugin(pbsplug_multisched, "multisched", config={"state_dir": str(tmp_path)})
+    register_plugin(pbsplug_power, "power", config={"state_dir": str(tmp_path)})
+    assert all(m._config is not None for m in MODULES)
+
+
+def test_a_later_test_finds_them_as_at_import():
+    left = {m.__name__: sorted(k for k, v in names.items() if vars(m).get(k) is not v)
+            for m, names in zip(MODULES, AT_IMPORT)}
+    assert not any(left.values()), f"left bound by an earlier test: {left}"
+"""
+
+_TOY = """
+from pbsplug import PluginInfo, Setting, hookimpl
+
+plugin_info = PluginInfo(events=("queuejob",), config={"n": Setting(int, 1)})
+_config = None
+_seen = None
+
+
+@hookimpl
+def configure(config):
+    global _config
+    _config = config
+
+
+@hookimpl
+def queuejob(event):
+    global _seen
+    _seen = event.job.id
+"""
+
+
+def test_register_plugin_puts_back_what_a_plugin_module_bound(tmp_path):
+    """A module outlives its test: the configuration its configure kept (the cpuset, power
+    and multisched plugins keep theirs as _config) was still there in every later test of
+    the same pytest, and one that ran the plugin's code without registering it ran it
+    under that test's folders."""
+    (tmp_path / "toyplug.py").write_text(_TOY)
+    (tmp_path / "test_kept.py").write_text(_KEPT)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(tmp_path / "test_kept.py")], capture_output=True, text=True,
+                            env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
 
 
 def test_a_tests_clock_and_home_reach_a_forked_hook(register_plugin, fire_event, tmp_path,

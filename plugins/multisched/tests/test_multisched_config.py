@@ -30,9 +30,9 @@ def test_a_bad_value_is_refused_at_load_naming_the_key(register_plugin, values, 
 
 @pytest.mark.parametrize("values", [{"state_dir": ""}, {"state_dir": "/records"},
                                     {"qmgr": ["qmgr"]}])
-def test_good_values_load(register_plugin, values, monkeypatch):
-    # (the configuration a loaded plugin keeps is put back: this one names no real folder)
-    monkeypatch.setattr(plugin, "_config", plugin._config)
+def test_good_values_load(register_plugin, values):
+    # (register_plugin puts back the configuration the loaded plugin keeps: this one names
+    # no real folder)
     assert register_plugin(plugin, "multisched", config=values).status == "enabled"
     assert plugin._config is not None and plugin._config["state_dir"] == values.get(
         "state_dir", "")
