@@ -149,6 +149,14 @@ def test_install_checks_the_interpreter_it_names(shared_tmp, home):
         f"everyone (owner uid 0 (root), mode 0777); root would run code from it: {FIX}")
 
 
+def _refused(done, command: str, what: str, path, problem: str,
+             why: str = "root would run code from it") -> None:
+    """`done` is install's one-line refusal of `path`."""
+    assert done.returncode == 2
+    assert done.stderr == (f"pbsplug: error: {command} install: refusing {what} {path}: "
+                           f"{path} {problem}; {why}: {FIX}\n")
+
+
 def _site(dists, home: Path) -> None:
     dists.add("probe", PLUGIN)
     (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
@@ -162,11 +170,8 @@ def test_pbs_install_refuses_a_site_folder_others_may_write(cli, dists, home):
     assert done.returncode == 0, done.stderr
     dists.root.chmod(0o775)
     done = cli(*args)
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"pbsplug: error: pbs install: refusing a site folder root imports from {dists.root}: "
-        f"{dists.root} is writable by its group (owner uid 0 (root), mode 0775); root would "
-        f"run code from it: {FIX}\n")
+    _refused(done, "pbs", "a site folder root imports from", dists.root,
+             "is writable by its group (owner uid 0 (root), mode 0775)")
     assert "create hook" not in done.stdout
     done = cli(*args, "--allow-unsafe-paths")
     assert done.returncode == 0, done.stderr
@@ -186,21 +191,17 @@ def test_pbs_install_refuses_a_plugin_of_another_users(cli, dists, home):
     module = dists.root / "pbsplug_probe.py"
     os.chown(module, NOBODY, NOBODY)
     done = cli("pbs", "install", "--qmgr", "true")  # (imported from PYTHONPATH here)
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"pbsplug: error: pbs install: refusing plugin probe's code {module}: {module} is "
-        f"owned by uid {NOBODY} (nobody), mode 0644; root would run code from it: {FIX}\n")
+    _refused(done, "pbs", "plugin probe's code", module,
+             f"is owned by uid {NOBODY} (nobody), mode 0644")
 
 
 def test_pbs_install_refuses_a_site_config_others_may_write(cli, dists, home):
     _site(dists, home)
     (home / "site.toml").chmod(0o646)
     done = cli("pbs", "install", "--qmgr", "true")
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"pbsplug: error: pbs install: refusing the site config {home}/site.toml: "
-        f"{home}/site.toml is writable by others (owner uid 0 (root), mode 0646); root's "
-        f"hooks would do what it says: {FIX}\n")
+    _refused(done, "pbs", "the site config", f"{home}/site.toml",
+             "is writable by others (owner uid 0 (root), mode 0646)",
+             "root's hooks would do what it says")
 
 
 @needs_root
@@ -217,11 +218,8 @@ def test_slurm_install_refuses_a_slurm_command_of_another_users(cli, dists, home
             "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root))
     os.chown(bin_dir / "scontrol", NOBODY, NOBODY)
     done = cli(*args)
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"pbsplug: error: slurm install: refusing Slurm's scontrol {bin_dir}/scontrol: "
-        f"{bin_dir}/scontrol is owned by uid {NOBODY} (nobody), mode 0755; root would run "
-        f"code from it: {FIX}\n")
+    _refused(done, "slurm", "Slurm's scontrol", f"{bin_dir}/scontrol",
+             f"is owned by uid {NOBODY} (nobody), mode 0755")
     assert not (tmp_path / "programs").exists()  # refused before anything was written
     os.chown(bin_dir / "scontrol", 0, 0)
     done = cli(*args)
