@@ -8,7 +8,9 @@ the environment to import pbsplug from, and each enabled plugin's entry point, h
 attributes and configuration (the execution hosts need no site config, only this folder, as
 they need slurm.conf). The slurm.conf lines naming the programs are printed, or merged into
 slurm.conf with ``--apply`` (the lines pbsplug replaces are kept, commented, and uninstall
-puts them back).
+puts them back). The site's own program a replaced line named (its Prolog, Epilog, NHC) is
+not switched off: pbsplug's program runs it first (`CHAINED`, `read_site_programs`), but
+for the power programs, which the power plugin takes over.
 
 Only the scripts some enabled plugin needs are installed. `NOT_IN_SLURM` says, for every PBS
 event without a Slurm script, why; `status` lists them per plugin.
@@ -16,6 +18,7 @@ event without a Slurm script, why; `status` lists them per plugin.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -80,6 +83,13 @@ SCRIPTS = {
     "resume": ("ResumeProgram", "resume", ("periodic",)),
     "resume_fail": ("ResumeFailProgram", "resume_fail", ("periodic",)),
 }
+#: The scripts whose site program, named by the slurm.conf line install replaces, pbsplug's
+#: program runs first (`slurm_program.run_site`); the power programs' lines are replaced
+#: alone: the power plugin takes power over.
+CHAINED = ("prolog_slurmctld", "prolog", "task_prolog", "epilog", "epilog_slurmctld",
+           "health_check")
+#: A slurm.conf line's first key and its value (quoted, or up to a blank or '#').
+_SITE_VALUE = re.compile(r'^\s*([A-Za-z]+)\s*=\s*(?:"([^"]*)"|([^\s#]*))')
 #: Slurm's power-saving settings when a plugin's periodic hook runs: Slurm's own idle timer
 #: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
 #: Slurm's (the plugins' max_concurrent_nodes is the limit).
@@ -202,9 +212,11 @@ def compiler() -> str:
 
 def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: str,
          slurm_conf: str, state_dir: str, log_file: str, run_dir: str,
-         native: bool = True, slurm_user: str | Callable[[], str] = "root") -> Plan:
+         native: bool = True, slurm_user: str | Callable[[], str] = "root",
+         site_conf: Path | None = None) -> Plan:
     """What to install. `slurm_user`: SlurmUser's name, or what reads it (asked only when
-    a script that runs as SlurmUser is needed)."""
+    a script that runs as SlurmUser is needed); `site_conf`: the slurm.conf whose lines
+    install replaces, whose programs pbsplug's run first (`read_site_programs`)."""
     if _CONF_UNSAFE.search(str(directory)):
         raise SlurmInstallError(
             f"--dir {str(directory)!r}: slurm.conf names the programs by their path, which "
@@ -233,6 +245,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     directory = Path(directory)
     config_file = str(directory / CONFIG_NAME)
     cc = compiler() if native else ""
+    needed = {script for script, (_, _, fired) in SCRIPTS.items() if events & set(fired)}
+    chain, notes = read_site_programs(site_conf, directory, needed)
     config = {
         "installed_by": INSTALLED_BY, "plugins": specs, "site_dirs": list(dirs),
         "python": sys.executable, "config_file": config_file,
@@ -249,6 +263,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         # state folder is <home>/hooks/tmp), whatever slurmd's environment holds
         "home": os.path.abspath(default_home()),
     }
+    if chain:  # the site's programs pbsplug's run first (slurm.conf's replaced lines)
+        config["site_programs"] = chain
     user_scripts = {key for key, _, fired in SCRIPTS.values() if events & set(fired)
                     } & set(SLURM_USER_SCRIPTS)
     if "periodic" in events:
@@ -274,7 +290,6 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     task = None
     extra: dict[str, str] = {}
     task_python = sys.executable
-    notes = []
     native_defs: dict[str, dict[str, str]] = {}
     if native and not cc:
         notes.append("no C compiler (cc, gcc) found: Slurm runs the Python programs "
@@ -306,19 +321,21 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         if not events & set(fired):
             continue
         if script == "task_prolog":
-            text = slurm_program.task_program_text(task_python, adapters_dir, task[1])
+            text = slurm_program.task_program_text(task_python, adapters_dir, task[1],
+                                                   chain.get(script, ""))
         else:
             text = slurm_program.program_text(sys.executable, adapters_dir, script,
                                               config_file, socket_path,
-                                              task if script == "prolog" else None)
+                                              task if script == "prolog" else None,
+                                              chain.get(script, ""))
         programs[name] = text
         conf[key] = str(directory / name)
         if cc and script in NATIVE_SCRIPTS:
-            defs = {"PBSPLUG_SCRIPT": script, "PBSPLUG_SOCKET": socket_path,
-                    "PBSPLUG_TASK_SOCKET": task[1] if task and script == "prolog" else "",
-                    "PBSPLUG_PYTHON": str(directory / name)}
+            defs = native_defs_of(script, socket_path,
+                                  task[1] if task and script == "prolog" else "",
+                                  str(directory / name), chain.get(script, ""))
             if all(not v or _C_SAFE.match(v) for k, v in defs.items()
-                   if k != "PBSPLUG_SCRIPT") and len(socket_path) < 100:
+                   if k not in ("PBSPLUG_SCRIPT", "PBSPLUG_SITE")) and len(socket_path) < 100:
                 native_defs[name + NATIVE_SUFFIX] = defs
                 conf[key] = str(directory / (name + NATIVE_SUFFIX))
             elif not any("Python programs" in n for n in notes):
@@ -343,17 +360,88 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         su = config.get("slurm_user")
         again = plan(plugins, directory, dirs=dirs, bin_dir=bin_dir, slurm_conf=slurm_conf,
                      state_dir=state_dir, log_file=log_file, run_dir=run_dir, native=False,
-                     slurm_user=su["name"] if su else "root")
+                     slurm_user=su["name"] if su else "root", site_conf=site_conf)
         again.notes = list(dict.fromkeys(notes + again.notes))
         return again
     p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra,
              native=native_defs, compiler=cc,
-             root_paths=root_paths(plugins, sys.executable, dirs, _slurm_commands(bin_dir)))
+             root_paths=root_paths(plugins, sys.executable, dirs,
+                                   _slurm_commands(bin_dir) + _site_paths(chain)))
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
                        "or more is cut short there")
     return p
+
+
+def read_site_programs(conf: Path | None, directory: Path, scripts: Iterable[str]
+                  ) -> tuple[dict[str, str], list[str]]:
+    """The site's own program for each of `scripts` in `CHAINED` that slurm.conf names on
+    a line install replaces (script -> path, or for the Prolog and Epilog a glob pattern as
+    Slurm reads one), and notes; `SlurmInstallError` in one line for a value that is no
+    absolute path. Read as the site wrote it (an earlier install's lines undone); the last
+    line of a key wins, as in Slurm; none for a slurm.conf that cannot be read. A line that
+    names pbsplug's own programs (in `directory`) is left out, with a note."""
+    if conf is None:
+        return {}, []
+    try:
+        text = Path(conf).read_text(errors="surrogateescape")
+    except OSError:
+        return {}, []
+    found: dict[str, str] = {}
+    for line in unmerge_conf(text).splitlines():
+        match = _SITE_VALUE.match(line)
+        if match:
+            found[match.group(1).lower()] = match.group(2) if match.group(2) is not None \
+                else match.group(3)
+    chain, notes = {}, []
+    ours = [os.path.join(str(directory), n + suffix) for _, n, _ in SCRIPTS.values()
+            for suffix in ("", NATIVE_SUFFIX)]
+    for script in [s for s in CHAINED if s in set(scripts)]:
+        key = SCRIPTS[script][0]
+        value = found.get(key.lower(), "")
+        if not value:
+            continue
+        pattern = script in slurm_program.GLOB_SCRIPTS
+        if not value.startswith("/") or "\x00" in value:
+            raise SlurmInstallError(
+                f"{conf}: {key}={value[:200]!r}: pbsplug's {key} would run it first, as "
+                "Slurm ran it: expected an absolute path"
+                f"{' or a glob pattern of one' if pattern else ''}; correct the line (or "
+                "remove it) and run install again")
+        is_pattern = pattern and any(c in value for c in "*?[")
+        if any(fnmatch.fnmatchcase(o, value) if is_pattern else os.path.normpath(value) == o
+               for o in ours):
+            notes.append(f"{key}={value} names pbsplug's own program: not run twice")
+            continue
+        chain[script] = value
+        if is_pattern and not slurm_program.site_programs(script, value):
+            notes.append(f"the site's {key} pattern {value} matches nothing on this host: "
+                         f"pbsplug's {key} runs what it matches where it runs, as Slurm did")
+        elif not is_pattern and not os.path.lexists(value):
+            notes.append(f"the site's {key} {value} is not on this host: pbsplug's {key} "
+                         "runs it where it is, and fails where it is missing, as Slurm did")
+    return chain, notes
+
+
+def _site_paths(chain: dict[str, str]) -> list[RootPath]:
+    """The site's programs pbsplug's run (`read_site_programs`), and the folders they are
+    in (a user who could add a file there could add a match to a pattern, or rename one),
+    for `rootpaths.unsafe`."""
+    out = []
+    for script, value in chain.items():
+        key = SCRIPTS[script][0]
+        what = f"the site's {key} (pbsplug's {key} runs it)"
+        why = ("every job's tasks would run code from it" if script == "task_prolog"
+               else "Slurm's daemons would run code from it")
+        matches = slurm_program.site_programs(script, value)
+        folders = {os.path.dirname(m) for m in matches}
+        if any(c in value for c in "*?[") and script in slurm_program.GLOB_SCRIPTS:
+            fixed = value.split("*")[0].split("?")[0].split("[")[0]
+            folders.add(os.path.dirname(fixed) or "/")
+        out += [RootPath(f"the folder of {what}", f, 0, why=why) for f in sorted(folders)]
+        out += [RootPath(what, m, 0, why=why) for m in matches]
+    return out
 
 
 #: The Slurm commands root's programs run from --bin-dir (`slurm_read.Slurm`).
@@ -423,6 +511,16 @@ def write_programs(p: Plan) -> list[Path]:
         if path.name not in p.native and _ours_native(path):
             path.unlink()
     return written
+
+
+def native_defs_of(script: str, socket_path: str, task_socket: str, python: str,
+                   site: str = "") -> dict[str, str]:
+    """The -D definitions of one script's native launcher (`compile_launcher`); `site`,
+    the site's program it runs first, built in as octal escapes (any byte is safe so)."""
+    return {"PBSPLUG_SCRIPT": script, "PBSPLUG_SOCKET": socket_path,
+            "PBSPLUG_TASK_SOCKET": task_socket, "PBSPLUG_PYTHON": python,
+            "PBSPLUG_SITE": "".join(f"\\{b:03o}" for b in
+                                    site.encode("utf-8", "surrogateescape"))}
 
 
 def compile_launcher(cc: str, defs: dict[str, str], target: Path) -> None:
@@ -959,6 +1057,21 @@ def replaced_lines(text: str, lines: dict[str, str]) -> list[str]:
     keys = {k.lower() for k in lines}
     return [line for line in unmerge_conf(text).splitlines()
             if (m := _LINE_KEY.match(line)) and m.group(1).lower() in keys]
+
+
+def replaced_why(p: Plan, line: str) -> str:
+    """What becomes of the site's program a replaced slurm.conf `line` named, for install's
+    output: "" when it names none."""
+    match = _SITE_VALUE.match(line)
+    key = match.group(1).lower() if match else ""
+    for script, (name, _, _) in SCRIPTS.items():
+        if name.lower() != key:
+            continue
+        if script in (p.config.get("site_programs") or {}):
+            return f"; pbsplug's {name} runs it first"
+        if script not in CHAINED:
+            return "; not run: the power plugin takes over power"
+    return ""
 
 
 def apply_conf(path: Path, lines: dict[str, str]) -> None:

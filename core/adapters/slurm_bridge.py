@@ -280,8 +280,12 @@ def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
     if handler is None:
         return _answer(1, f"pbsplug: no Slurm script {script!r}; scripts are: "
                           + ", ".join(HANDLERS))
+    site = _site_failed(script, env, request)
+    if site and script not in RUN_AFTER_SITE_FAILED:
+        return _answer(site)
     try:
-        return handler(ctx, env, list(request.get("argv") or []))
+        answer = handler(ctx, env, list(request.get("argv") or []))
+        return {**answer, "exit": site} if site else answer
     except (SlurmError, ValueError, OSError) as exc:
         log.error("%s job %s: %s", script, env.get("SLURM_JOB_ID", "-"), exc)
         return _answer(1, f"pbsplug {script}: {exc}")
@@ -289,6 +293,27 @@ def dispatch(ctx: Context, request: Mapping[str, Any]) -> dict[str, Any]:
         log.exception("%s job %s: %s: %s", script, env.get("SLURM_JOB_ID", "-"),
                       type(exc).__name__, exc)
         return _answer(1, f"pbsplug {script}: {type(exc).__name__}: {exc}")
+
+
+#: The scripts whose events run when the site's program they chain failed: an Epilog's
+#: cleanup must happen (the script still exits with the site's status).
+RUN_AFTER_SITE_FAILED = ("epilog", "epilog_slurmctld")
+
+
+def _site_failed(script: str, env: Mapping[str, str], request: Mapping[str, Any]) -> int:
+    """The exit status of the site's own program that the program ran first
+    (``slurm_program.run_site``: the slurm.conf line pbsplug replaced), when it failed,
+    with one line in the log saying so; 0 when it did not fail (or there is none)."""
+    status = request.get("site_status")
+    if not isinstance(status, int) or isinstance(status, bool) or not status:
+        return 0
+    status = status & 0xFF or 1
+    then = ("pbsplug's events run all the same" if script in RUN_AFTER_SITE_FAILED
+            else "pbsplug's events do not run")
+    log.warning("%s job %s: the site's program %s exited %d: %s; the script exits %d",
+                script, env.get("SLURM_JOB_ID", "-"), str(request.get("site_program"))[:200],
+                status, then, status)
+    return status
 
 
 def _answer(status: int, error: str = "", stdout: str = "") -> dict[str, Any]:

@@ -18,12 +18,20 @@
  * failure once the request is sent is one line on stderr and exit status 1, as the Python
  * program's: the event must not run twice, and a job must never run unchecked.
  *
+ * The site's own program for the script (PBSPLUG_SITE: the slurm.conf line install replaced;
+ * for the Prolog and Epilog a glob pattern's matches, in glob(3)'s order) runs first, as root,
+ * with the same environment and arguments and stdin /dev/null, waited for (`run_site`),
+ * as slurm_program.run_site does. Its failure goes with the request (the bridge decides
+ * what runs); a Python program exec'd after it is told, in SITE_RAN, not to run it again.
+ *
  * Built by 'pbsplug slurm install' (cc -O2) with the paths as -D definitions:
- * PBSPLUG_SCRIPT, PBSPLUG_SOCKET, PBSPLUG_TASK_SOCKET ("" when none), PBSPLUG_PYTHON.
- * POSIX and libc only.
+ * PBSPLUG_SCRIPT, PBSPLUG_SOCKET, PBSPLUG_TASK_SOCKET ("" when none), PBSPLUG_PYTHON,
+ * PBSPLUG_SITE ("" when none). POSIX and libc only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,11 +39,17 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef PBSPLUG_SCRIPT
 #error "build with -DPBSPLUG_SCRIPT=... (pbsplug slurm install does)"
 #endif
+#ifndef PBSPLUG_SITE
+#define PBSPLUG_SITE ""
+#endif
+/* slurm_program.SITE_RAN */
+#define SITE_RAN "PBSPLUG_SITE_RAN"
 
 /* Found by 'pbsplug slurm uninstall' in the binary: the file is pbsplug's. */
 const char pbsplug_mark[] = "written by 'pbsplug slurm install'";
@@ -49,10 +63,20 @@ const char pbsplug_mark[] = "written by 'pbsplug slurm install'";
 
 static char **saved_argv;
 
+/* The site's programs: whether they ran here, the first failure's status and program. */
+static int site_ran, site_status;
+static char site_failed[4096];
+
 static void python_program(void)
 {
-    /* The Python program does all of it, as it did before this launcher existed. */
+    /* The Python program does all of it, as it did before this launcher existed, but for
+     * the site's programs when they ran here. */
     char *const fallback[] = {PBSPLUG_PYTHON, NULL};
+    if (site_ran) {
+        char ran[sizeof(site_failed) + 16];
+        snprintf(ran, sizeof(ran), "%d %s", site_status, site_failed);
+        setenv(SITE_RAN, ran, 1);
+    }
     if (saved_argv != NULL && saved_argv[0] != NULL) {
         saved_argv[0] = PBSPLUG_PYTHON;
         execv(PBSPLUG_PYTHON, saved_argv);
@@ -61,13 +85,13 @@ static void python_program(void)
     }
     fprintf(stderr, "pbsplug %s: cannot run %s: %s\n", PBSPLUG_SCRIPT, PBSPLUG_PYTHON,
             strerror(errno));
-    _exit(1);
+    _exit(site_status ? site_status : 1);
 }
 
 static void fail(const char *what)
 {
     fprintf(stderr, "pbsplug %s: %s\n", PBSPLUG_SCRIPT, what);
-    _exit(1);
+    _exit(site_status ? site_status : 1);
 }
 
 /* The worker reset the connection (ECONNRESET, EPIPE) before any byte of its answer: one
@@ -81,6 +105,86 @@ static void unanswered(int fd)
 {
     close(fd);
     python_program();
+}
+
+/* One site program run with this launcher's arguments, stdin /dev/null, waited for: its
+ * exit status; 128 + the signal that killed it; 127 when it cannot be run. */
+static int run_one(const char *path, char **argv)
+{
+    size_t n = 1;
+    while (argv[n] != NULL)
+        n++;
+    char **args = calloc(n + 1, sizeof(*args));
+    if (args == NULL)
+        return 1;
+    args[0] = (char *)path;
+    for (size_t i = 1; i < n; i++)
+        args[i] = argv[i];
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(args);
+        fprintf(stderr, "pbsplug %s: cannot start the site's program %s: %s\n",
+                PBSPLUG_SCRIPT, path, strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null > 0) {
+            dup2(null, 0);
+            close(null);
+        }
+        execv(path, args);
+        fprintf(stderr, "pbsplug: cannot run the site's program %s: %s\n", path,
+                strerror(errno));
+        _exit(127);
+    }
+    free(args);
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return 1;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+static void site_result(int code, const char *path)
+{
+    if (code != 0 && site_status == 0) {
+        site_status = code;
+        snprintf(site_failed, sizeof(site_failed), "%s", path);
+    }
+}
+
+/* The site's programs (slurm_program.run_site's rule): a Prolog's or Epilog's pattern's
+ * matches one after the other, the rest after a failure only for the Epilog. */
+static void run_site(char **argv)
+{
+    if (PBSPLUG_SITE[0] == '\0')
+        return;
+    site_ran = 1;
+    int pattern = strcmp(PBSPLUG_SCRIPT, "prolog") == 0 || strcmp(PBSPLUG_SCRIPT, "epilog") == 0;
+    if (!pattern || strpbrk(PBSPLUG_SITE, "*?[") == NULL) {
+        site_result(run_one(PBSPLUG_SITE, argv), PBSPLUG_SITE);
+        return;
+    }
+    glob_t found;
+    int r = glob(PBSPLUG_SITE, 0, NULL, &found);
+    if (r == GLOB_NOMATCH)
+        return;
+    if (r != 0) {
+        fprintf(stderr, "pbsplug %s: cannot read the site's pattern %s\n", PBSPLUG_SCRIPT,
+                PBSPLUG_SITE);
+        site_result(1, PBSPLUG_SITE);
+        return;
+    }
+    for (size_t i = 0; i < found.gl_pathc; i++) {
+        site_result(run_one(found.gl_pathv[i], argv), found.gl_pathv[i]);
+        if (site_status != 0 && strcmp(PBSPLUG_SCRIPT, "epilog") != 0)
+            break;
+    }
+    globfree(&found);
 }
 
 struct buf {
@@ -168,6 +272,12 @@ static int build_request(struct buf *b, char **argv, char **envp)
     for (char **a = argv + 1; *a != NULL; a++)
         if (!put_cstr(b, *a))
             return 0;
+    if (site_status != 0) { /* marshal's int: 'i', 4 bytes little-endian */
+        if (!put_cstr(b, "site_status") || !put(b, "i", 1)
+            || !put_u32(b, (uint32_t)site_status) || !put_cstr(b, "site_program")
+            || !put_cstr(b, site_failed))
+            return 0;
+    }
     return put_cstr(b, "answer") && put_cstr(b, "native") && put(b, "0", 1);
 }
 
@@ -246,6 +356,7 @@ int main(int argc, char **argv, char **envp)
 
     if (geteuid() != 0 || PBSPLUG_SOCKET[0] == '\0' || argv == NULL || argv[0] == NULL)
         python_program();
+    run_site(argv);
     struct buf req = {0};
     if (!build_request(&req, argv, envp))
         python_program();
@@ -317,5 +428,5 @@ int main(int argc, char **argv, char **envp)
         code = code ? code : 1;
     if (!write_all(STDERR_FILENO, p + out_len, (size_t)err_len, -1))
         code = code ? code : 1;
-    _exit(code);
+    _exit(site_status ? site_status : code); /* (slurm_program.main's rule) */
 }

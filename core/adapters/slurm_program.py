@@ -21,6 +21,11 @@ without starting an interpreter and execs this program for everything but that f
 A failure of pbsplug itself (no config, a worker that died) is one line on stderr and exit
 status 1: Slurm's own rule for a failed script then applies, which stops the job rather
 than letting it run unchecked.
+
+The site's own program for the script, which install's slurm.conf line replaced (``site``:
+a path, or for the Prolog and Epilog a glob pattern), runs first (`run_site`), with the
+same environment and arguments; its failure is sent with the request, and the bridge
+decides what then runs (`slurm_bridge.RUN_AFTER_SITE_FAILED`).
 """
 
 import _signal
@@ -36,6 +41,13 @@ except ImportError:  # imported as pbsplug.adapters.slurm_program (install, test
 
 #: TaskProlog's request to the task worker, whole.
 TASK_REQUEST = b'{"script": "task_prolog", "env": {}, "argv": [], "answer": "marshal"}'
+#: Set by the native launcher in the environment of this program when it execs it after
+#: running the site's programs itself: ``<status> <program>`` (none runs twice).
+SITE_RAN = "PBSPLUG_SITE_RAN"
+#: The scripts whose site program may be a glob pattern (slurm.conf's Prolog and Epilog).
+GLOB_SCRIPTS = ("prolog", "epilog")
+#: The scripts that run every match of a pattern even after one failed: cleanup.
+RUN_EVERY_MATCH = ("epilog",)
 #: What the kernel adds to a process's /proc/<pid>/exe once the file it runs is removed or
 #: replaced (a Slurm package upgraded while steps run).
 DELETED = " (deleted)"
@@ -56,10 +68,12 @@ def is_stepd(exe, stepd):
 
 
 def program_text(python: str, adapters_dir: str, script: str, config_file: str,
-                 socket_path: str, task: tuple[str, str] | None = None) -> str:
+                 socket_path: str, task: tuple[str, str] | None = None, site: str = "") -> str:
     """The executable for one Slurm script; `task`: the task worker's (config, socket),
-    which the Prolog starts when it is not running, for the TaskProlog that follows."""
+    which the Prolog starts when it is not running, for the TaskProlog that follows;
+    `site`: the site's own program it runs first (`run_site`)."""
     extra = f", {task[0]!r}, {task[1]!r}" if task else ""
+    extra += f", site={site!r}" if site else ""
     return (f"#!{python} -IS\n"
             f"# pbsplug's {script} program for Slurm, written by 'pbsplug slurm install': "
             "do not edit.\n"
@@ -70,16 +84,18 @@ def program_text(python: str, adapters_dir: str, script: str, config_file: str,
             f"{socket_path!r}{extra}))\n")
 
 
-def task_program_text(python: str, adapters_dir: str, socket_path: str) -> str:
-    """TaskProlog: run by Slurm as the job's user before each task; asks the node's task
-    worker (root) to run execjob_launch for this task, and prints its export lines."""
+def task_program_text(python: str, adapters_dir: str, socket_path: str, site: str = "") -> str:
+    """TaskProlog: run by Slurm as the job's user before each task; runs the site's own
+    TaskProlog (`site`) first, then asks the node's task worker (root) to run
+    execjob_launch for this task, and prints both's lines, the site's first."""
+    extra = f", site={site!r}" if site else ""
     return (f"#!{python} -IS\n"
             "# pbsplug's TaskProlog for Slurm, written by 'pbsplug slurm install': do not "
             "edit.\n"
             "import sys\n"
             f"sys.path.insert(0, {adapters_dir!r})\n"
             "import slurm_program\n"
-            f"slurm_program.leave(slurm_program.task_main({socket_path!r}))\n")
+            f"slurm_program.leave(slurm_program.task_main({socket_path!r}{extra}))\n")
 
 
 def leave(status):
@@ -93,13 +109,76 @@ def leave(status):
     posix._exit(status)
 
 
-def task_main(socket_path):
+def site_programs(script, site):
+    """The programs `site` names: for the Prolog and Epilog a glob pattern's matches, in
+    glob(3)'s order (byte by byte, as the C launcher's); else the path itself."""
+    if script in GLOB_SCRIPTS and any(c in site for c in "*?["):
+        import glob
+
+        return sorted(glob.glob(site), key=lambda p: p.encode("utf-8", "surrogateescape"))
+    return [site]
+
+
+def run_site(script, site, capture=False):
+    """The site's programs for `script` run one after the other, each with this process's
+    environment and arguments, stdin /dev/null, waited for: (the first failure's status,
+    that program, the programs' stdout when `capture`). After a failure the rest run only
+    for an Epilog (`RUN_EVERY_MATCH`). One killed by a signal fails with 128 + its number;
+    one that cannot be run, with 127."""
+    status, failed, out = 0, "", b""
+    for path in site_programs(script, site):
+        code, data = _run_one(path, capture)
+        out += data
+        if code and not status:
+            status, failed = code, path
+            if script not in RUN_EVERY_MATCH:
+                break
+    return status, failed, out
+
+
+def _run_one(path, capture):
+    args = [path, *sys.argv[1:]]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # (the child would write them again)
+    read_end, write_end = posix.pipe() if capture else (-1, -1)
+    pid = posix.fork()
+    if pid == 0:
+        try:
+            posix.dup2(posix.open("/dev/null", posix.O_RDONLY), 0)
+            if capture:
+                posix.dup2(write_end, 1)
+            posix.execv(path, args)
+        except OSError as exc:
+            posix.write(2, f"pbsplug: cannot run the site's program {path}: "
+                           f"{exc.strerror or exc}\n".encode("utf-8", "surrogateescape"))
+        finally:
+            posix._exit(127)
+    data = b""
+    if capture:
+        posix.close(write_end)
+        chunks = []
+        while chunk := posix.read(read_end, 65536):
+            chunks.append(chunk)
+        posix.close(read_end)
+        data = b"".join(chunks)
+    code = posix.waitstatus_to_exitcode(posix.waitpid(pid, 0)[1])
+    return (128 - code if code < 0 else code), data
+
+
+def task_main(socket_path, site=""):
     """TaskProlog's side: the request is nothing but "this task": who asks is what the
     kernel tells the worker. The request is JSON (the worker reads what a user sent); the
     answer, from root's worker, is asked for in marshal's format, as the other programs get
     theirs: ``json`` would cost this program more than the rest of it (``re`` comes with
     it). A refusal that comes before the request is read is JSON still."""
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    if site:  # the site's lines first: pbsplug's, after them, win where both set a name
+        status, program, out = run_site("task_prolog", site, capture=True)
+        sys.stdout.buffer.write(out)
+        if status:
+            print(f"pbsplug TaskProlog: the site's TaskProlog {program} exited {status}: "
+                  "pbsplug's execjob_launch does not run", file=sys.stderr)
+            return status
     conn = worker_client.connect(socket_path)
     if conn is None:
         print(f"pbsplug TaskProlog: no pbsplug task worker at {socket_path} (the Prolog "
@@ -196,16 +275,31 @@ def _environ():
     bytes kept as surrogates), without importing ``os``."""
     encoding = sys.getfilesystemencoding()
     return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
-            for key, value in posix.environ.items()}
+            for key, value in posix.environ.items() if key != SITE_RAN.encode()}
 
 
-def main(script, config_file, socket_path="", task_config="", task_socket=""):
+def _site_ran(script, site):
+    """(status, program) of the site's programs: as the native launcher that ran them says
+    (`SITE_RAN`), else run here."""
+    ran = posix.environ.get(SITE_RAN.encode())
+    if ran is None:
+        return run_site(script, site)[:2]
+    code, _, program = ran.decode("utf-8", "surrogateescape").partition(" ")
+    return (int(code) if code.isdigit() else 1), program
+
+
+def main(script, config_file, socket_path="", task_config="", task_socket="", site=""):
     # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    site_status = 0
     try:
         request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
+        if site:
+            site_status, program = _site_ran(script, site)
+            if site_status:  # the bridge logs it and decides what runs
+                request["site_status"], request["site_program"] = site_status, program
         root = posix.geteuid() == 0
         task_worker = None
         if task_socket and root:  # the TaskProlog after this Prolog needs it running
@@ -231,9 +325,10 @@ def main(script, config_file, socket_path="", task_config="", task_socket=""):
             answer = run_here(config_file, request, no_worker[0] if no_worker else "")
     except Exception as exc:  # noqa: BLE001 - one line for Slurm's log, never a traceback
         print(f"pbsplug {script}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return site_status or 1
     if not isinstance(answer, dict) or "exit" not in answer:  # the worker's own failure
         detail = answer.get("detail") if isinstance(answer, dict) else answer
         print(f"pbsplug {script}: {detail}", file=sys.stderr)
-        return 1
-    return _carry_out(answer)
+        return site_status or 1
+    status = _carry_out(answer)
+    return site_status or status

@@ -191,7 +191,8 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
                           else "", state_dir=str(state_dir), log_file=str(log_file),
                           run_dir=str(run_dir), native=native,
                           slurm_user=lambda: slurm.read_slurm_user(_conf_path(slurm_conf),
-                                                                   bins))
+                                                                   bins),
+                          site_conf=_conf_path(slurm_conf))
     except slurm.SlurmInstallError as exc:
         raise CliError(str(exc)) from None
 
@@ -306,12 +307,20 @@ def slurm_app() -> typer.Typer:
             except slurm.SlurmInstallError as exc:  # (its line names the file)
                 raise CliError(str(exc)) from None
             for line in replaced:
-                typer.echo(f"{conf}: replaced (kept as a comment): {line}")
+                typer.echo(f"{conf}: replaced (kept as a comment): {line}"
+                           f"{slurm.replaced_why(p, line)}")
             typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
                        "(restart slurmctld for power saving)")
         else:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
+            try:
+                replaced = slurm.replaced_lines(conf.read_text(), p.conf_lines)
+            except OSError:
+                replaced = []
+            for line in replaced:
+                typer.echo(f"{conf}: --apply replaces (kept as a comment): {line}"
+                           f"{slurm.replaced_why(p, line)}")
 
     @app.command("uninstall")
     def uninstall(directory: Path = dir_opt, slurm_conf: Path | None = conf_opt) -> None:

@@ -91,6 +91,7 @@ def launchers(tmp_path_factory):
                                     "PBSPLUG_TASK_SOCKET": "", "PBSPLUG_PYTHON": str(program)},
                                native)
         pairs[kind] = (str(program), str(native))
+    pairs["setup"] = (tmp, config, sock)
     proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
                              str(config)], env={**os.environ, "PYTHONPATH": str(code)})
     try:
@@ -318,3 +319,93 @@ def test_install_wants_a_folder_no_other_user_can_write(tmp_path):
     os.chown(folder, 65534, 65534)
     with pytest.raises(slurm.SlurmInstallError, match="owned by uid 65534"):
         slurm._check_private(folder)
+
+
+#: A site's program: its name, arguments, job and stdin in the marks file, then its exit
+#: status from the environment (SITE_EXIT_<name>, default 0).
+SITE_PROGRAM = """#!/bin/sh
+echo "$(basename "$0") $* job=$SLURM_JOB_ID stdin=$(cat)" >> MARKS
+eval "exit \\${SITE_EXIT_$(basename "$0" | tr - _):-0}"
+"""
+
+
+def _chained_pair(launchers, tmp_path, script, site, worker=True):
+    """A Python program and a launcher for `script` that run the site's `site` first."""
+    tmp, config, sock = launchers["setup"]
+    if not worker:
+        config, sock = tmp / "missing.json", sock.with_name("none.sock")
+    program = tmp_path / script
+    program.write_text(slurm_program.program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), script, str(config),
+        str(sock), site=site))
+    program.chmod(0o755)
+    native = tmp_path / f"{script}-native"
+    defs = slurm.native_defs_of(script, str(sock), "", str(program), site)
+    slurm.compile_launcher(slurm.compiler(), defs, native)
+    return str(program), str(native)
+
+
+def _sites(tmp_path, *names):
+    marks = tmp_path / "marks"
+    folder = tmp_path / "site.d"
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_text(SITE_PROGRAM.replace("MARKS", str(marks)))
+        (folder / name).chmod(0o755)
+    return folder, marks
+
+
+def _chained_run(program, marks, env, *args):
+    done = subprocess.run([program, *args], env={"SLURM_JOB_ID": "7", **env},
+                          input=b"not for the site", capture_output=True, timeout=120)
+    text = marks.read_text() if marks.exists() else ""
+    marks.unlink(missing_ok=True)
+    return done, text
+
+
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_the_sites_program_runs_first_and_its_failure_goes_with_the_request(
+        launchers, tmp_path, kind):
+    """The site's Prolog (the slurm.conf line install replaced) runs first with the
+    script's arguments and environment, stdin /dev/null; its failure is in the request
+    (the bridge decides what runs) and is the script's exit status."""
+    folder, marks = _sites(tmp_path, "site-prolog")
+    pair = _chained_pair(launchers, tmp_path, "prolog", str(folder / "site-prolog"))
+    program = pair[kind == "native"]
+    done, text = _chained_run(program, marks, {}, "a b", "c")
+    assert text == "site-prolog a b c job=7 stdin=\n"
+    assert done.returncode == 0 and b"site_status" not in done.stdout
+    assert b"SITE_RAN" not in done.stdout and b"'argv', ['a b', 'c']" in done.stdout
+    done, text = _chained_run(program, marks, {"SITE_EXIT_site_prolog": "3"})
+    assert text == "site-prolog  job=7 stdin=\n"  # once
+    assert done.returncode == 3
+    assert f"('site_program', '{folder / 'site-prolog'}'), ('site_status', 3)".encode() \
+        in done.stdout
+
+
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_a_pattern_runs_each_match_in_order_and_an_epilog_runs_them_all(launchers, tmp_path,
+                                                                        kind):
+    folder, marks = _sites(tmp_path, "b-two", "a-one", ".hidden")
+    for script in ("prolog", "epilog"):
+        pair = _chained_pair(launchers, tmp_path, script, f"{folder}/*")
+        program = pair[kind == "native"]
+        done, text = _chained_run(program, marks, {})
+        assert (done.returncode, text) == (0, "a-one  job=7 stdin=\nb-two  job=7 stdin=\n")
+        done, text = _chained_run(program, marks, {"SITE_EXIT_a_one": "4"})
+        ran = ["a-one"] + (["b-two"] if script == "epilog" else [])
+        assert done.returncode == 4 and [line.split()[0] for line in text.splitlines()] == ran
+        assert f"'site_program', '{folder / 'a-one'}'".encode() in done.stdout
+
+
+def test_the_launcher_that_hands_over_to_the_python_program_runs_the_site_once(
+        launchers, tmp_path):
+    """No worker: the launcher execs the Python program after the site's program ran; the
+    Python program does not run it again, and exits with its status."""
+    folder, marks = _sites(tmp_path, "site-epilog")
+    python, native = _chained_pair(launchers, tmp_path, "epilog",
+                                   str(folder / "site-epilog"), worker=False)
+    for program in (python, native):
+        done, text = _chained_run(program, marks, {"SITE_EXIT_site_epilog": "5"})
+        assert text == "site-epilog  job=7 stdin=\n"
+        assert done.returncode == 5 and b"missing.json" in done.stderr

@@ -1514,3 +1514,195 @@ def test_a_root_periodic_drops_to_slurmuser_before_it_loads_a_plugin(tmp_path, m
         for handler in root.handlers[:]:
             if handler not in before:
                 root.removeHandler(handler)
+
+
+# -- the site's own programs, run first --------------------------------------------------------
+
+CHAINS = """
+import os
+from pbsplug import PluginInfo, hookimpl
+plugin_info = PluginInfo(api="1.0", events=("execjob_begin", "execjob_launch", "execjob_end",
+                                             "exechost_periodic", "periodic"))
+def _mark(event, what):
+    with open(os.environ["CHAINS_MARKS"], "a") as fh:
+        fh.write(f"{what} {event.job.id}\\n")
+@hookimpl
+def execjob_begin(event):
+    _mark(event, "begin")
+@hookimpl
+def execjob_launch(event):
+    pass
+@hookimpl
+def execjob_end(event):
+    _mark(event, "end")
+@hookimpl
+def exechost_periodic(event):
+    pass
+@hookimpl
+def periodic(event):
+    pass
+"""
+
+
+def _chain_plan(dists, tmp_path, conf_text, native=False):
+    plugins = dists.enabled("chains", CHAINS, tmp_path)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(conf_text)
+    return slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)],
+                      bin_dir="/usr/bin", slurm_conf="", state_dir="/var/spool/x",
+                      log_file="/var/log/x", run_dir="/run/x", native=native, site_conf=conf)
+
+
+def test_install_records_the_sites_programs_its_lines_replace(dists, tmp_path):
+    """Each slurm.conf line install replaces names a program of the site's: pbsplug's
+    program for that script runs it first (recorded in the config and built into the
+    program), but for the power programs, which the power plugin takes over."""
+    conf = ("ClusterName=c\nProlog=/etc/slurm/prolog.sh  # the site's\n"
+            'Epilog="/etc/slurm/epilog.d/*"\nHealthCheckProgram=/usr/sbin/nhc\n'
+            "TaskProlog=/etc/slurm/task.sh\nSuspendProgram=/usr/sbin/site-suspend\n"
+            "#pbsplug-replaced# PrologSlurmctld=/x\n")
+    p = _chain_plan(dists, tmp_path, conf)
+    assert p.config["site_programs"] == {
+        "prolog": "/etc/slurm/prolog.sh", "epilog": "/etc/slurm/epilog.d/*",
+        "health_check": "/usr/sbin/nhc", "task_prolog": "/etc/slurm/task.sh"}
+    assert "site='/etc/slurm/prolog.sh'" in p.programs["prolog"]
+    assert "site='/etc/slurm/epilog.d/*'" in p.programs["epilog"]
+    assert "site='/etc/slurm/task.sh'" in p.programs["task_prolog"]
+    assert "site=" not in p.programs["suspend"]
+    assert any(rp.path == "/usr/sbin/nhc" and "HealthCheckProgram" in rp.what
+               for rp in p.root_paths)
+    assert any(rp.path == "/etc/slurm/epilog.d" for rp in p.root_paths)  # a match's folder
+    why = {line.split("=", 1)[0]: slurm.replaced_why(p, line)
+           for line in slurm.replaced_lines(conf, p.conf_lines)}
+    assert why == {"Prolog": "; pbsplug's Prolog runs it first",
+                   "Epilog": "; pbsplug's Epilog runs it first",
+                   "HealthCheckProgram": "; pbsplug's HealthCheckProgram runs it first",
+                   "TaskProlog": "; pbsplug's TaskProlog runs it first",
+                   "SuspendProgram": "; not run: the power plugin takes over power"}
+    assert any("the site's Prolog /etc/slurm/prolog.sh is not on this host" in n
+               for n in p.notes)
+    # An install over an earlier one reads the site's lines it kept: the same record.
+    merged = slurm.merge_conf(conf, p.conf_lines)
+    again = _chain_plan(dists, tmp_path, merged)
+    assert again.config["site_programs"] == p.config["site_programs"]
+    assert again.programs == p.programs
+
+
+@pytest.mark.parametrize("line, why", [
+    ("Prolog=prolog.sh", "Prolog='prolog.sh': pbsplug's Prolog would run it first, as Slurm "
+                         "ran it: expected an absolute path or a glob pattern of one"),
+    ("HealthCheckProgram=nhc", "HealthCheckProgram='nhc': pbsplug's HealthCheckProgram "
+                               "would run it first, as Slurm ran it: expected an absolute "
+                               "path; "),
+])
+def test_a_site_program_that_is_no_absolute_path_is_one_line(dists, tmp_path, line, why):
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _chain_plan(dists, tmp_path, line + "\n")
+    assert why in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"{tmp_path / 'slurm.conf'}: ")
+
+
+def test_a_line_naming_pbsplugs_own_program_is_not_chained(dists, tmp_path):
+    programs = tmp_path / "programs"
+    p = _chain_plan(dists, tmp_path, f"Prolog={programs}/prolog-native\nEpilog={programs}/*\n")
+    assert "site_programs" not in p.config and "site=" not in p.programs["prolog"]
+    assert sum("names pbsplug's own program" in n for n in p.notes) == 2
+
+
+def test_a_site_program_another_user_could_change_is_refused(dists, tmp_path):
+    from pbsplug.adapters.rootpaths import unsafe
+
+    site = tmp_path / "nhc"
+    site.write_text("#!/bin/sh\n")
+    site.chmod(0o757)
+    p = _chain_plan(dists, tmp_path, f"HealthCheckProgram={site}\n")
+    found = [(rp.path, problem) for rp, problem in unsafe(p.root_paths)
+             if "HealthCheckProgram" in rp.what]
+    assert found and found[-1][0] == str(site) and "writable" in found[-1][1]
+
+
+def _bridge_ctx(dists, tmp_path):
+    plugins = dists.enabled("chains", CHAINS, tmp_path)
+    p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
+                   slurm_conf="", state_dir=str(tmp_path / "state"), log_file="",
+                   run_dir="/run/x")
+    sys.path.insert(0, str(dists.root))
+    try:
+        return slurm_bridge.load(p.config)
+    finally:
+        sys.path.remove(str(dists.root))
+
+
+@pytest.mark.parametrize("script, runs", [("prolog", False), ("epilog", True)])
+def test_a_failed_site_program_stops_a_prolog_not_an_epilog(dists, tmp_path, monkeypatch,
+                                                            caplog, script, runs):
+    """The site's program failed (the request says so): the script exits with its status
+    (Slurm's own rule then applies, as without pbsplug), one log line says so; a Prolog's
+    events do not run, an Epilog's do (the node's cleanup)."""
+    marks = tmp_path / "marks"
+    monkeypatch.setenv("CHAINS_MARKS", str(marks))
+    ctx = _bridge_ctx(dists, tmp_path)
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_USER": "bob", "SLURM_JOB_PARTITION": "debug",
+           "SLURMD_NODENAME": "n1"}
+    assert slurm_bridge.dispatch(ctx, {"script": script, "env": env})["exit"] == 0
+    assert marks.read_text() == ("begin 5\n" if script == "prolog" else "end 5\n")
+    marks.unlink()
+    caplog.set_level(logging.INFO, logger="pbsplug.slurm")
+    answer = slurm_bridge.dispatch(ctx, {"script": script, "env": env, "site_status": 3,
+                                         "site_program": "/etc/slurm/site"})
+    assert answer["exit"] == 3
+    assert marks.exists() == runs
+    said = [r.getMessage() for r in caplog.records if "/etc/slurm/site" in r.getMessage()]
+    assert said == [f"{script} job 5: the site's program /etc/slurm/site exited 3: "
+                    + ("pbsplug's events run all the same" if runs else
+                       "pbsplug's events do not run") + "; the script exits 3"]
+
+
+@pytest.mark.parametrize("site_exit", [0, 3])
+def test_taskprolog_prints_the_sites_lines_then_pbsplugs(tmp_path, site_exit):
+    """The site's TaskProlog runs first, as the job's user: its lines come out first, and
+    pbsplug's after them win where both set a name. A failed one is the script's status
+    and pbsplug's execjob_launch is not asked for."""
+    import marshal
+    import threading
+
+    site = tmp_path / "site-task"
+    site.write_text(f"#!/bin/sh\necho export SITE=1\necho export BOTH=site\nexit {site_exit}\n")
+    site.chmod(0o755)
+    sock = tmp_path / "task.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    server.listen(1)
+    server.settimeout(60 if site_exit == 0 else 0.2)
+    asked = []
+
+    def answer():
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        while conn.recv(65536):
+            pass
+        asked.append(True)
+        conn.sendall(marshal.dumps({"exit": 0, "stdout": "export BOTH=pbsplug\n"}))
+        conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    program = tmp_path / "task_prolog"
+    program.write_text(slurm_program.task_program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), str(sock), str(site)))
+    program.chmod(0o755)
+    try:
+        done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+    finally:
+        thread.join(timeout=60)
+        server.close()
+    if site_exit == 0:
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == "export SITE=1\nexport BOTH=site\nexport BOTH=pbsplug\n"
+    else:
+        assert done.returncode == 3 and not asked
+        assert done.stdout == "export SITE=1\nexport BOTH=site\n"
+        assert done.stderr == (f"pbsplug TaskProlog: the site's TaskProlog {site} exited 3: "
+                               "pbsplug's execjob_launch does not run\n")
