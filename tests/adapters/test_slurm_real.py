@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pbsplug.adapters import slurm as slurm_module
-from pbsplug.testing import site_toml
+from pbsplug.testing import site_toml, until
 
 from .conftest import SLURMTEST_LOG, Installed
 from .slurm_cluster import SlurmCluster
@@ -142,6 +142,38 @@ def test_install_merges_the_lines_and_uninstall_leaves_slurm_conf_as_it_was(slur
     assert slurm.cluster.conf.read_text() == own
     assert not slurm.dir.exists()
     slurm.cluster.write_conf(before)
+
+
+def test_the_sites_prolog_and_epilog_keep_running_after_install(slurm, dists):
+    """A site's own Prolog and Epilog (its node cleanup) are not switched off by install
+    --apply: pbsplug's programs run them first, and pbsplug's hooks run too."""
+    dists.add("slurmtest", SLURMTEST)
+    cluster = slurm.cluster
+    before = cluster.conf.read_text()
+    site = slurm.top / "site"
+    site.mkdir(mode=0o755)
+    marks = slurm.top / "site-marks"
+    for name in ("prolog", "epilog"):
+        (site / name).write_text(f"#!/bin/sh\necho {name} $SLURM_JOB_ID >> {marks}\n")
+        (site / name).chmod(0o755)
+    cluster.write_conf(before + f"Prolog={site}/prolog\nEpilog={site}/epilog\n")
+    try:
+        out = slurm.install(site_toml("slurmtest"))
+        for name in ("Prolog", "Epilog"):
+            assert (f"replaced (kept as a comment): {name}={site}/{name.lower()}; pbsplug's "
+                    f"{name} runs it first") in out, out
+        job = cluster.sbatch("-J", "ok", "-w", "n1", "-o", "/dev/null", script=RAN)
+        assert cluster.wait_done(job)["job_state"] == "COMPLETED"
+        until(lambda: f"epilog {job}" in (marks.read_text() if marks.exists() else ""), 60,
+              "the site's Epilog's mark")
+        assert marks.read_text().splitlines() == [f"prolog {job}", f"epilog {job}"]
+        until(lambda: any(line.startswith(f"end exit=0 {job} ok n1") for line in _log_lines()),
+              60, "pbsplug's execjob_end")
+        assert any(line.startswith(f"begin {job} ok n1") for line in _log_lines())
+        assert Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()
+        assert not _drained(cluster, "n1")
+    finally:
+        cluster.write_conf(before)
 
 
 def test_no_native_installs_the_python_programs(slurm, dists):
