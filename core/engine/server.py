@@ -1294,7 +1294,11 @@ class Engine:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
         OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
         instantiated subjobs are deleted as jobs; a range needs one index of the array
-        (else 15004), and indices gone already are let be."""
+        (else 15004), and indices gone already are let be. A `purge` (qdel -x) goes to
+        each subjob named: one over already is purged now, any other once it is over; and
+        of ``12[]`` to the array too: its history and every subjob's go once it is over,
+        as OpenPBS 23.06.06's server marks the array and its subjobs at the qdel (read in
+        its source)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1302,9 +1306,7 @@ class Engine:
         self._own(caller, array_job, attrs)
         if attrs["job_state"] in ("F", "X"):
             if named.whole and purge:
-                for sub in self.store.subjobs(array_job):
-                    self._purge(caller, sub)
-                self._purge(caller, array_job)
+                self._purge_array(caller, array_job)
                 return
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         indices = None
@@ -1320,18 +1322,47 @@ class Engine:
             self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
                      f"{caller.user}@{self.host}")
             self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
+            if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
+                self._purge_at_end(caller, array_job)
+        if purge:  # (its subjobs over already go now, as PBS's server purges them)
+            wanted = None if indices is None else set(indices)
+            for sub, sub_attrs in self.store.subjobs(array_job).items():
+                if sub_attrs.get("job_state") in ("F", "X") and (
+                        wanted is None or sub_attrs.get("array_index") in wanted):
+                    self._purge(caller, sub)
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
                                       indices):
-            self._delete(caller, sub, force)
+            self._delete(caller, sub, force, purge)
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
 
     def _purge(self, caller: Caller | str, job_id: str) -> None:
-        """A finished job's history gone (qdel -x): no qstat -x shows it again."""
+        """A finished job's history gone (qdel -x): no qstat -x shows it again. A subjob
+        purged while its array lives leaves its index and Exit_status on the array when
+        it ran, so that the array's end counts it as it would have (`Arrays.end_if_over`,
+        `Arrays.shown`); one gone already (with its array) is let be."""
+        attrs = self.store.job(job_id, lean=True)
+        if attrs is None:
+            return
+        array_job = attrs.get("array_id")
+        array = self.store.job(array_job, lean=True) if isinstance(array_job, str) else None
         with self.store.transaction() as st:
+            if array is not None and array.get("job_state") not in ("F", "X") and \
+                    attrs.get("stime") is not None:
+                runtime = st.runtime(array_job) or {}
+                kept = runtime.get("purged_ran")
+                ran = {**(kept if isinstance(kept, dict) else {}),
+                       str(attrs.get("array_index")): attrs.get("Exit_status")}
+                st.set_runtime(array_job, {**runtime, "purged_ran": ran})
             st.delete_job(job_id)
         who = caller if isinstance(caller, str) else f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job history purged at request of {who}")
+
+    def _purge_array(self, caller: Caller | str, array_job: str) -> None:
+        """A finished array's history gone (qdel -x), its subjobs' with it."""
+        for sub in self.store.subjobs(array_job):
+            self._purge(caller, sub)
+        self._purge(caller, array_job)
 
     def _drop(self, job_id: str, attrs: dict, comment: str,
               requestor: str | None = None, purge_by: str | None = None) -> None:

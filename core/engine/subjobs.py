@@ -155,7 +155,8 @@ class Arrays:
         out = dict(attrs)
         done = attrs.get("job_state") in ("F", "X")
         if done:
-            never = len([i for i in spec.indices if i not in indexed])
+            ran = set(indexed) | _purged_ran(store.runtime(array_job)).keys()
+            never = len([i for i in spec.indices if i not in ran])
             out["array_state_count"] = arrays.state_count(0, 0, 0, never)
             out["array_indices_remaining"] = "-"
         else:
@@ -354,7 +355,8 @@ class Arrays:
         queued or running: ``F``, its Exit_status 0 whatever its subjobs' (its E record's
         too), its comment ``Job Array Began at <when> and finished`` (``failed`` when a
         subjob that ran did not exit 0, substate 93; ``terminated`` after a qdel of the
-        array), as OpenPBS 23.06 ends it (checked); jobobit fires for it once."""
+        array), as OpenPBS 23.06 ends it (checked); jobobit fires for it once. After a qdel
+        -x of the array, its history and its subjobs' go then (`Engine._purge_at_end`)."""
         store = self.engine.store
         parent = store.job(array_job)
         if parent is None or parent.get("job_state") in ("F", "X"):
@@ -363,9 +365,11 @@ class Arrays:
             return
         rows = store.subjobs(array_job)
         now = int(self.engine.clock())
-        deleted = deleted_by or (store.runtime(array_job) or {}).get("deleted_by")
-        ran = [a for a in rows.values() if a.get("stime") is not None]
-        failed = any(a.get("Exit_status") not in (0, None) for a in ran)
+        runtime = store.runtime(array_job) or {}
+        deleted = deleted_by or runtime.get("deleted_by")
+        ran = [a.get("Exit_status") for a in rows.values() if a.get("stime") is not None]
+        ran += _purged_ran(runtime).values()  # (subjobs a qdel -x purged: `Engine._purge`)
+        failed = any(status not in (0, None) for status in ran)
         parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
         parent["substate"] = 91 if deleted else (93 if failed else 92)
         if parent.get("stime") is not None:
@@ -381,6 +385,9 @@ class Arrays:
                         f"Job Array {'deleted' if deleted else 'finished'}")
         self.engine._event("jobobit", job=Job(array_job, parent))
         self.engine._resolve_depend([array_job])  # (the jobs waiting on the array)
+        purged_by = runtime.get("purge")
+        if isinstance(purged_by, str):  # (a qdel -x of the array: `Engine._purge_at_end`)
+            self.engine._purge_array(purged_by, array_job)
 
     def _any_not_over(self, array_job: str) -> bool:
         """Whether a subjob of `array_job` is neither finished nor expired: every subjob's
@@ -416,3 +423,13 @@ class Arrays:
                     st.set_runtime(array_job, {**(st.runtime(array_job) or {}),
                                                "deleted_by": caller_name})
         return todo
+
+
+def _purged_ran(runtime: Any) -> dict[int, Any]:
+    """Of an array's runtime, the subjobs that ran and that a qdel -x purged while the
+    array lived (`Engine._purge`): each one's index and Exit_status."""
+    kept = runtime.get("purged_ran") if isinstance(runtime, dict) else None
+    if not isinstance(kept, dict):
+        return {}
+    return {int(index): status for index, status in kept.items()
+            if isinstance(index, str) and index.isascii() and index.isdigit()}

@@ -4,6 +4,8 @@ another user gets Unauthorized Request)."""
 
 from __future__ import annotations
 
+from pbsplug.engine import arrays
+
 from .conftest import until
 
 
@@ -53,3 +55,72 @@ def test_qdel_x_is_the_owners_or_a_managers(engine, unix_user):
     assert engine.as_user(unix_user, "delete", ids=[mine], purge=True)["result"] == [
         {"id": mine}]
     assert _gone(engine, mine)
+
+
+#: An array's script: subjob 1 exits 0 at once, the others sleep until they are killed.
+_FIRST_ENDS = 'if [ "$PBS_ARRAY_INDEX" = 1 ]; then exit 0; fi\nsleep 60\n'
+
+
+def _purged(engine, job_id: str) -> bool:
+    return f"{job_id};Job history purged at request of root@" in engine.log()
+
+
+def test_qdel_x_of_a_running_array_purges_it_and_its_subjobs_once_it_is_over(engine):
+    """qdel -x 12[] of an array with a subjob over (12[1]), one running (12[2]) and one
+    not begun (12[3]): the array and every subjob are gone from the history once the
+    array is over, as OpenPBS 23.06.06's server marks the array and its subjobs (read in
+    its source). pbsplug passed no -x to the subjobs and none to the array: all stayed."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=_FIRST_ENDS, check=True).stdout.strip()
+    subs = [arrays.subjob_id(job_id, i) for i in (1, 2, 3)]
+    engine.wait(subs[1], "R")
+    done = engine.pbs("qdel", "-x", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    until(lambda: _gone(engine, job_id), timeout=30, what=f"array {job_id} to be purged")
+    assert [sub for sub in subs if not _gone(engine, sub)] == []
+    assert [ran for ran in (job_id, *subs[:2]) if not _purged(engine, ran)] == []
+
+
+def test_qdel_x_of_an_array_not_begun_purges_it_at_once(engine):
+    job_id = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true",
+                        check=True).stdout.strip()
+    done = engine.pbs("qdel", "-x", job_id)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert _gone(engine, job_id)
+    assert _gone(engine, arrays.subjob_id(job_id, 2))
+
+
+def test_qdel_x_of_subjobs_purges_each_once_it_is_over(engine):
+    """qdel -x 12[1-2] of a running array: 12[1], over already, is purged at once, 12[2]
+    once its run has ended, as OpenPBS 23.06.06's server does (read in its source); 12[3]
+    and the array run on. pbsplug passed no -x to a range's subjobs."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=_FIRST_ENDS, check=True).stdout.strip()
+    number = job_id.split("[")[0]
+    first, second, third = (arrays.subjob_id(job_id, i) for i in (1, 2, 3))
+    engine.wait(second, "R")
+    done = engine.pbs("qdel", "-x", f"{number}[1-2]")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert _purged(engine, first)
+    until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
+    engine.wait(third, "R")
+    for sub in (first, second):  # (shown as its array shows an index gone: PBS's X)
+        attrs = engine.job(sub)
+        assert (attrs["job_state"], attrs.get("stime")) == ("X", None), sub
+    engine.pbs("qdel", job_id, check=True)
+    assert engine.wait(job_id)["comment"].endswith(" and terminated")
+    assert not _purged(engine, job_id)
+
+
+def test_a_subjob_purged_still_counts_at_its_arrays_end(engine):
+    """qdel -x 12[2] of a running subjob: its history goes when its run ends, and the
+    array, ending later, still counts it: it ran (not Expired) and did not exit 0
+    (killed), so the array ends `and failed`, as without the -x. pbsplug counted only
+    the subjobs whose history was kept, and the array ended `and finished`."""
+    script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    second = arrays.subjob_id(job_id, 2)
+    engine.wait(second, "R")
+    engine.pbs("qdel", "-x", second, check=True)
+    attrs = engine.wait(job_id)
+    assert _purged(engine, second)
+    assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
+    assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:0"
