@@ -157,8 +157,9 @@ class PluginSet:
         return self.pm.hook
 
     def attribute_registry(self) -> AttributeRegistry:
-        """What the enabled plugins registered through `register_attributes` (computed once).
-        A plugin whose registration fails is reported and skipped, like a failed import."""
+        """What the enabled plugins registered through `register_attributes` (computed once,
+        and again after a plugin is registered or unregistered: `add`, `_fail`). A plugin
+        whose registration fails is reported and skipped, like a failed import."""
         if self._registry is None:
             registry = AttributeRegistry()
             for impl in self.pm.hook.register_attributes.get_hookimpls():
@@ -179,6 +180,7 @@ class PluginSet:
         and its record is a new one, with nothing of the earlier add on it."""
         if self.pm.get_plugin(name) is not None:
             self.pm.unregister(name=name)
+            self._registry = None  # (what it registered goes with it)
         record = PluginRecord(name, dist, version)
         self.records[name] = record
         record.plugin = plugin
@@ -219,6 +221,7 @@ class PluginSet:
         record.error = error
         if record.plugin is not None and self.pm.is_registered(record.plugin):
             self.pm.unregister(record.plugin)
+            self._registry = None  # (what it registered goes with it)
 
     def _check_and_register(self, record: PluginRecord, enabled: bool) -> None:
         plugin = record.plugin
@@ -284,6 +287,7 @@ class PluginSet:
             # (pluggy's text takes three lines; an error here is one)
             why = _argument_problem(plugin, record.hooks) or " ".join(str(exc).split())
             return self._fail(record, f"cannot register: {why}")
+        self._registry = None  # (its register_attributes is read at the next call)
         for impl in self.pm.hook.configure.get_hookimpls():
             if impl.plugin_name != record.name:
                 continue

@@ -351,6 +351,42 @@ def test_plugin_set_add_of_a_name_again_loads_the_plugin_again(tmp_path, first):
     assert plugins.get("obj") is rec and rec.plugin is new
     assert plugins.pm.get_plugin("obj") is new and not plugins.pm.is_registered(old)
 
+
+def test_attribute_registry_follows_plugins_added_after_it(tmp_path):
+    """A plugin added after a first `attribute_registry()` has its attributes registered;
+    one added again (replaced) has its old attributes gone, and one that then fails has
+    none. The registry was computed once: the later plugins' register_attributes were
+    never called, and the replaced or failed one's attributes stayed."""
+    from pbsplug import PluginSet, hookimpl
+
+    class Flags:
+        def __init__(self, name: str, fails: bool = False):
+            self.name, self.fails = name, fails
+
+        @hookimpl
+        def register_attributes(self, registry):
+            registry.add("node", self.name, "boolean", False)
+
+        @hookimpl
+        def configure(self):
+            if self.fails:
+                raise RuntimeError("no")
+
+    def names() -> dict[str, str]:
+        return {name: attr.plugin for (otype, name), attr in
+                plugins.attribute_registry().attributes.items() if otype == "node"}
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    plugins.add("first", Flags("first_flag"), enable=True)
+    assert names() == {"first_flag": "first"}
+    plugins.add("second", Flags("second_flag"), enable=True)
+    assert names() == {"first_flag": "first", "second_flag": "second"}
+    plugins.add("first", Flags("other_flag"), enable=True)
+    assert names() == {"other_flag": "first", "second_flag": "second"}
+    assert plugins.add("second", Flags("third_flag", fails=True), enable=True).status == \
+        "failed"
+    assert names() == {"other_flag": "first"}
+
 def test_plugin_config_for_commands(installed, tmp_path):
     from pbsplug import plugin_config
 
