@@ -88,8 +88,6 @@ SCRIPTS = {
 #: alone: the power plugin takes power over.
 CHAINED = ("prolog_slurmctld", "prolog", "task_prolog", "epilog", "epilog_slurmctld",
            "health_check")
-#: A slurm.conf line's first key and its value (quoted, or up to a blank or '#').
-_SITE_VALUE = re.compile(r'^\s*([A-Za-z]+)\s*=\s*(?:"([^"]*)"|([^\s#]*))')
 #: Slurm's power-saving settings when a plugin's periodic hook runs: Slurm's own idle timer
 #: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
 #: Slurm's (the plugins' max_concurrent_nodes is the limit).
@@ -172,6 +170,8 @@ class Plan:
     compiler: str = ""
     #: What the programs and the workers, run as root, run, import and read (`rootpaths`)
     root_paths: list[RootPath] = field(default_factory=list)
+    #: What the site's slurm.conf and the files it includes set (`site_settings`)
+    site_settings: list[ConfSetting] = field(default_factory=list)
 
     @property
     def config_text(self) -> str:
@@ -216,7 +216,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
          site_conf: Path | None = None) -> Plan:
     """What to install. `slurm_user`: SlurmUser's name, or what reads it (asked only when
     a script that runs as SlurmUser is needed); `site_conf`: the slurm.conf whose lines
-    install replaces, whose programs pbsplug's run first (`read_site_programs`)."""
+    install replaces, whose programs pbsplug's run first (`read_site_programs`), read with
+    the files it includes (`site_settings`)."""
     if _CONF_UNSAFE.search(str(directory)):
         raise SlurmInstallError(
             f"--dir {str(directory)!r}: slurm.conf names the programs by their path, which "
@@ -246,7 +247,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     config_file = str(directory / CONFIG_NAME)
     cc = compiler() if native else ""
     needed = {script for script, (_, _, fired) in SCRIPTS.items() if events & set(fired)}
-    chain, notes = read_site_programs(site_conf, directory, needed)
+    settings = site_settings(site_conf)
+    chain, notes = read_site_programs(settings, directory, needed)
     config = {
         "installed_by": INSTALLED_BY, "plugins": specs, "site_dirs": list(dirs),
         "python": sys.executable, "config_file": config_file,
@@ -363,10 +365,14 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                      slurm_user=su["name"] if su else "root", site_conf=site_conf)
         again.notes = list(dict.fromkeys(notes + again.notes))
         return again
+    problem = alone_problem(settings, conf)
+    if problem:
+        raise SlurmInstallError(problem)
     p = Plan(directory, config, programs, conf, rows, notes=notes, extra_files=extra,
              native=native_defs, compiler=cc,
              root_paths=root_paths(plugins, sys.executable, dirs,
-                                   _slurm_commands(bin_dir) + _site_paths(chain)))
+                                   _slurm_commands(bin_dir) + _site_paths(chain)),
+             site_settings=settings)
     if any(float(s["attributes"].get("alarm") or 30) >= 60 for s in specs.values()) and (
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
@@ -374,38 +380,30 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     return p
 
 
-def read_site_programs(conf: Path | None, directory: Path, scripts: Iterable[str]
-                  ) -> tuple[dict[str, str], list[str]]:
-    """The site's own program for each of `scripts` in `CHAINED` that slurm.conf names on
-    a line install replaces (script -> path, or for the Prolog and Epilog a glob pattern as
-    Slurm reads one), and notes; `SlurmInstallError` in one line for a value that is no
-    absolute path. Read as the site wrote it (an earlier install's lines undone); the last
-    line of a key wins, as in Slurm; none for a slurm.conf that cannot be read. A line that
-    names pbsplug's own programs (in `directory`) is left out, with a note."""
-    if conf is None:
-        return {}, []
-    try:
-        text = Path(conf).read_text(errors="surrogateescape")
-    except OSError:
-        return {}, []
-    found: dict[str, str] = {}
-    for line in unmerge_conf(text).splitlines():
-        match = _SITE_VALUE.match(line)
-        if match:
-            found[match.group(1).lower()] = match.group(2) if match.group(2) is not None \
-                else match.group(3)
+def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
+                       scripts: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """The site's own program for each of `scripts` in `CHAINED` that slurm.conf names
+    (`site_settings`: the files it includes read too): script -> path, or for the Prolog and
+    Epilog a glob pattern as Slurm reads one, and notes; `SlurmInstallError` in one line for
+    a value that is no absolute path. The last setting of a key wins, as in Slurm. A line
+    that names pbsplug's own programs (in `directory`) is left out, with a note."""
+    found: dict[str, ConfSetting] = {}
+    for each in settings:
+        found[each.key.lower()] = each
     chain, notes = {}, []
     ours = [os.path.join(str(directory), n + suffix) for _, n, _ in SCRIPTS.values()
             for suffix in ("", NATIVE_SUFFIX)]
     for script in [s for s in CHAINED if s in set(scripts)]:
         key = SCRIPTS[script][0]
-        value = found.get(key.lower(), "")
-        if not value:
+        setting = found.get(key.lower())
+        value = setting.value if setting else ""
+        if not setting or not value:
             continue
         pattern = script in slurm_program.GLOB_SCRIPTS
         if not value.startswith("/") or "\x00" in value:
             raise SlurmInstallError(
-                f"{conf}: {key}={value[:200]!r}: pbsplug's {key} would run it first, as "
+                f"{setting.file}:{setting.line}: {key}={value[:200]!r}: pbsplug's {key} "
+                "would run it first, as "
                 "Slurm ran it: expected an absolute path"
                 f"{' or a glob pattern of one' if pattern else ''}; correct the line (or "
                 "remove it) and run install again")
@@ -1016,22 +1014,165 @@ def conf_block(lines: dict[str, str]) -> str:
     return "\n".join(f"{k}={v}" for k, v in lines.items())
 
 
-_LINE_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=")
+#: The start of a slurm.conf line that sets a key: the key, an operator Slurm allows
+#: (``+=``...), '='.
+_LINE_KEY = re.compile(r"\s*([A-Za-z0-9_.]+)\s*[-*+/]?=")
+#: One Key=value pair as Slurm 22.05 reads it (after comments, continuations and escapes):
+#: a quoted value may hold blanks; an unquoted one ends at a blank.
+_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+))(?=\s|$)')
+#: An Include line: the word at the very start of the line, blanks, a file name up to a blank
+#: (no quotes, no glob pattern: Slurm 22.05 reads the name as it is).
+_INCLUDE = re.compile(r"(?i)include\s+(\S*)")
+#: How deep Include lines may nest (a loop of them is refused before this).
+_INCLUDE_DEPTH = 20
 
 
-def merge_conf(text: str, lines: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class ConfSetting:
+    """One Key=value that slurm.conf, or a file it includes, sets, as Slurm reads it."""
+
+    file: str
+    line: int        # its first line's number, from 1
+    key: str         # as written
+    value: str       # without quotes and escapes
+    text: str        # the line as written (a continued line's lines joined by a newline)
+    alone: bool      # no other Key=value on the line (Slurm refuses others but on node lines)
+    included: bool   # in a file slurm.conf includes, not in slurm.conf itself
+
+
+def _cut_comment(line: str) -> str:
+    """`line` up to its first '#' that no odd number of backslashes escapes."""
+    escapes = 0
+    for i, c in enumerate(line):
+        if c == "#" and escapes % 2 == 0:
+            return line[:i]
+        escapes = escapes + 1 if c == "\\" else 0
+    return line
+
+
+def conf_lines(text: str) -> list[tuple[int, int, str]]:
+    """slurm.conf's lines as Slurm 22.05 reads them: (first, end) indexes into
+    ``text.splitlines()`` and what Slurm reads: each line cut at its comment, a line that
+    then ends in an odd number of backslashes (blanks after them aside) continued by the
+    next, and the escapes undone (``\\#`` is '#', ``\\\\`` a backslash)."""
+    physical = text.splitlines()
+    out, i = [], 0
+    while i < len(physical):
+        first, read = i, ""
+        while i < len(physical):
+            part = _cut_comment(physical[i])
+            i += 1
+            kept = part.rstrip()
+            if (len(kept) - len(kept.rstrip("\\"))) % 2 == 0:
+                read += part
+                break
+            read += kept[:-1]
+        out.append((first, i, re.sub(r"\\(.?)", r"\1", read, flags=re.DOTALL)))
+    return out
+
+
+def _setting(read: str) -> tuple[str, str, bool] | None:
+    """The key, value and whether it is alone of a line Slurm reads as `read`
+    (`conf_lines`), by its first pair; None for a line that sets no key."""
+    start = _LINE_KEY.match(read)
+    if not start:
+        return None
+    pair = _PAIR.match(read)
+    if not pair:  # (Slurm refuses the line: no value it reads)
+        return start.group(1), "", not read[start.end():].strip()
+    value = pair.group(2) if pair.group(2) is not None else pair.group(3)
+    return pair.group(1), value, not read[pair.end():].strip()
+
+
+def site_settings(conf: Path | None) -> list[ConfSetting]:
+    """Every Key=value slurm.conf sets (as the site wrote it: an earlier install's lines
+    undone), with the files its ``Include`` lines name read where they stand, as Slurm does:
+    a relative name from the including file's folder, ``%c`` the ClusterName read so far.
+    Only a line's first key is read: a NodeName or PartitionName line's other pairs are the
+    node's or partition's. None for a slurm.conf that cannot be read; `SlurmInstallError` in
+    one line for an included file that cannot be (Slurm does not start then either), or
+    files that include each other."""
+    if conf is None:
+        return []
+    try:
+        text = Path(conf).read_text(errors="surrogateescape")
+    except OSError:
+        return []
+    out: list[ConfSetting] = []
+    _read_settings(str(conf), unmerge_conf(text), out, [str(conf)])
+    return out
+
+
+def _read_settings(path: str, text: str, out: list[ConfSetting], stack: list[str]) -> None:
+    physical = text.splitlines()
+    for first, end, read in conf_lines(text):
+        written = "\n".join(physical[first:end])
+        include = _INCLUDE.match(read)
+        if include:
+            _read_include(path, first + 1, include.group(1), out, stack)
+            continue
+        found = _setting(read)
+        if found:
+            out.append(ConfSetting(path, first + 1, found[0], found[1], written, found[2],
+                                   len(stack) > 1))
+
+
+def _read_include(path: str, line: int, name: str, out: list[ConfSetting],
+                  stack: list[str]) -> None:
+    where = f"{path}:{line}: Include {name}"
+    if "%c" in name:
+        cluster = [s.value for s in out if s.key.lower() == "clustername"]
+        if not cluster:
+            raise SlurmInstallError(f"{where}: no ClusterName before it for %c, which Slurm "
+                                    "needs too: correct the line and run install again")
+        name = name.replace("%c", cluster[-1].lower())
+    target = os.path.join(os.path.dirname(path), name)
+    if target in stack or len(stack) > _INCLUDE_DEPTH:
+        raise SlurmInstallError(f"{where}: the files include each other ({' -> '.join(stack)}"
+                                f" -> {target}): correct the line and run install again")
+    try:
+        text = Path(target).read_text(errors="surrogateescape")
+    except OSError as exc:
+        raise SlurmInstallError(
+            f"{where}: cannot read {target} ({exc.strerror or exc}), which may set a program "
+            "pbsplug's would run first; Slurm cannot read it either: correct the line (or "
+            "the file) and run install again") from None
+    _read_settings(target, text, out, stack + [target])
+
+
+def alone_problem(settings: Iterable[ConfSetting], keys: Iterable[str]) -> str:
+    """One line for the first setting of `keys` that shares its line with other pairs:
+    Slurm 22.05 refuses such a line (outside NodeName, PartitionName... lines) and install,
+    which replaces a line of slurm.conf whole, would lose the others; "" when there is
+    none."""
+    keys = {k.lower() for k in keys}
+    for s in settings:
+        if s.key.lower() in keys and not s.alone:
+            lose = "" if s.included else ", which install would replace with it"
+            return (f"{s.file}:{s.line}: {' '.join(s.text.split())[:200]!r}: {s.key} shares "
+                    f"its line with other settings{lose}; Slurm reads one Key=value a line "
+                    "(but on NodeName, PartitionName... lines) and refuses this one ('Parse "
+                    "error'): put each on a line of its own and run install again")
+    return ""
+
+
+def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> str:
     """slurm.conf with pbsplug's lines: any earlier pbsplug block replaced, each line of the
-    site's that sets one of the same keys kept as a comment (`REPLACED`), the rest as it
-    was."""
+    site's that sets one of the same keys kept as a comment (`REPLACED`; each of a continued
+    line's lines), the rest as it was. `SlurmInstallError` for a line that sets one with
+    other settings (`alone_problem`)."""
     text = unmerge_conf(text)
     keys = {k.lower() for k in lines}
-    out = []
-    for line in text.splitlines():
-        match = _LINE_KEY.match(line)
-        if match and match.group(1).lower() in keys:
-            out.append(REPLACED + line)
-        else:
-            out.append(line)
+    out = text.splitlines()
+    for first, end, read in conf_lines(text):
+        found = _setting(read)
+        if not found or found[0].lower() not in keys:
+            continue
+        if not found[2]:
+            raise SlurmInstallError(alone_problem(
+                [ConfSetting(path, first + 1, found[0], found[1],
+                             "\n".join(out[first:end]), False, False)], keys))
+        out[first:end] = [REPLACED + line for line in out[first:end]]
     body = "\n".join(out).rstrip("\n")
     return f"{body}\n{BEGIN}\n{conf_block(lines)}\n{END}\n"
 
@@ -1053,22 +1194,35 @@ def unmerge_conf(text: str) -> str:
 
 
 def replaced_lines(text: str, lines: dict[str, str]) -> list[str]:
-    """The site's own lines `merge_conf` would comment out."""
+    """The site's own lines `merge_conf` would comment out (a continued line's lines
+    joined by a newline)."""
     keys = {k.lower() for k in lines}
-    return [line for line in unmerge_conf(text).splitlines()
-            if (m := _LINE_KEY.match(line)) and m.group(1).lower() in keys]
+    text = unmerge_conf(text)
+    physical = text.splitlines()
+    return ["\n".join(physical[first:end]) for first, end, read in conf_lines(text)
+            if (found := _setting(read)) and found[0].lower() in keys]
+
+
+def included_settings(p: Plan) -> list[ConfSetting]:
+    """The settings of the keys pbsplug sets in the files slurm.conf includes: install
+    leaves them as they are, and pbsplug's line, read after them, wins."""
+    keys = {k.lower() for k in p.conf_lines}
+    return [s for s in p.site_settings if s.included and s.key.lower() in keys]
 
 
 def replaced_why(p: Plan, line: str) -> str:
-    """What becomes of the site's program a replaced slurm.conf `line` named, for install's
-    output: "" when it names none."""
-    match = _SITE_VALUE.match(line)
-    key = match.group(1).lower() if match else ""
+    """What becomes of the site's program a replaced slurm.conf `line` (as written) named,
+    for install's output: "" when it names none."""
+    read = conf_lines(line)
+    found = _setting(read[0][2]) if read else None
+    key, value = (found[0].lower(), found[1]) if found else ("", "")
     for script, (name, _, _) in SCRIPTS.items():
         if name.lower() != key:
             continue
-        if script in (p.config.get("site_programs") or {}):
-            return f"; pbsplug's {name} runs it first"
+        chained = (p.config.get("site_programs") or {}).get(script)
+        if chained is not None:
+            return (f"; pbsplug's {name} runs it first" if chained == value else
+                    f"; Slurm did not run it: a line read after it sets {name}")
         if script not in CHAINED:
             return "; not run: the power plugin takes over power"
     return ""
@@ -1079,7 +1233,7 @@ def apply_conf(path: Path, lines: dict[str, str]) -> None:
         text = path.read_text()
     except OSError as exc:
         raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
-    _rewrite_conf(path, merge_conf(text, lines))
+    _rewrite_conf(path, merge_conf(text, lines, str(path)))
 
 
 def uninstall(directory: Path, conf: Path | None) -> list[str]:

@@ -197,6 +197,16 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
         raise CliError(str(exc)) from None
 
 
+def _echo_included(p, conf: Path) -> None:
+    """Install's line for each setting of a key pbsplug sets in a file slurm.conf includes:
+    left as it is, overridden by pbsplug's line (read after it)."""
+    from ..adapters import slurm
+
+    for s in slurm.included_settings(p):
+        typer.echo(f"{s.file}:{s.line}: left as it is, pbsplug's line in {conf} overrides "
+                   f"it: {s.text}{slurm.replaced_why(p, s.text)}")
+
+
 def _conf_path(slurm_conf: Path | None) -> Path:
     import os
 
@@ -309,6 +319,7 @@ def slurm_app() -> typer.Typer:
             for line in replaced:
                 typer.echo(f"{conf}: replaced (kept as a comment): {line}"
                            f"{slurm.replaced_why(p, line)}")
+            _echo_included(p, conf)
             typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
                        "(restart slurmctld for power saving)")
         else:
@@ -321,6 +332,7 @@ def slurm_app() -> typer.Typer:
             for line in replaced:
                 typer.echo(f"{conf}: --apply replaces (kept as a comment): {line}"
                            f"{slurm.replaced_why(p, line)}")
+            _echo_included(p, conf)
 
     @app.command("uninstall")
     def uninstall(directory: Path = dir_opt, slurm_conf: Path | None = conf_opt) -> None:

@@ -1599,7 +1599,7 @@ def test_a_site_program_that_is_no_absolute_path_is_one_line(dists, tmp_path, li
     with pytest.raises(slurm.SlurmInstallError) as caught:
         _chain_plan(dists, tmp_path, line + "\n")
     assert why in str(caught.value) and "\n" not in str(caught.value)
-    assert str(caught.value).startswith(f"{tmp_path / 'slurm.conf'}: ")
+    assert str(caught.value).startswith(f"{tmp_path / 'slurm.conf'}:1: ")  # file:line
 
 
 def test_a_line_naming_pbsplugs_own_program_is_not_chained(dists, tmp_path):
@@ -1619,6 +1619,142 @@ def test_a_site_program_another_user_could_change_is_refused(dists, tmp_path):
     found = [(rp.path, problem) for rp, problem in unsafe(p.root_paths)
              if "HealthCheckProgram" in rp.what]
     assert found and found[-1][0] == str(site) and "writable" in found[-1][1]
+
+
+def test_a_line_that_sets_a_key_of_pbsplugs_with_others_is_refused_and_left_alone(
+        dists, tmp_path):
+    """Slurm 22.05 reads one Key=value a line outside NodeName, PartitionName... lines
+    (`Epilog=... HealthCheckInterval=300` is its 'Parse error': slurmctld does not start).
+    install would replace such a line whole, losing the other settings with it: it refuses
+    the line in one line naming it, before anything is written; node and partition lines,
+    whose pairs are theirs, are left alone."""
+    site = ("ClusterName=c\nNodeName=n[1-4] CPUs=2 State=UNKNOWN\n"
+            "PartitionName=debug Nodes=ALL Default=YES\n"
+            "Epilog=/etc/slurm/epilog KillWait=30\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _chain_plan(dists, tmp_path, site)
+    conf = tmp_path / "slurm.conf"
+    assert str(caught.value) == (
+        f"{conf}:4: 'Epilog=/etc/slurm/epilog KillWait=30': Epilog shares its "
+        "line with other settings, which install would replace with it; Slurm reads one "
+        "Key=value a line (but on NodeName, PartitionName... lines) and refuses this one "
+        "('Parse error'): put each on a line of its own and run install again")
+    assert not (tmp_path / "programs").exists() and conf.read_text() == site
+    lines = {"Epilog": "/p/epilog", "Prolog": "/p/prolog"}
+    with pytest.raises(slurm.SlurmInstallError, match=r"^slurm.conf:4: 'Epilog=.*shares"):
+        slurm.merge_conf(site, lines)
+    with pytest.raises(slurm.SlurmInstallError, match=rf"^{conf}:4: 'Epilog=.*shares"):
+        slurm.apply_conf(conf, lines)
+    assert conf.read_text() == site
+    # Each on a line of its own: only the Epilog's line is replaced, the node lines kept.
+    split = site.replace(" KillWait", "\nKillWait")
+    p = _chain_plan(dists, tmp_path, split)
+    assert p.config["site_programs"]["epilog"] == "/etc/slurm/epilog"
+    merged = slurm.merge_conf(split, p.conf_lines)
+    assert merged.startswith(split.replace("Epilog=", slurm.REPLACED + "Epilog="))
+    assert slurm.unmerge_conf(merged) == split
+
+
+@pytest.mark.parametrize("written, value", [
+    ("Prolog=/etc/slurm/pro\\#log  # the site's", "/etc/slurm/pro#log"),
+    ("Prolog=\\\n/etc/slurm/prolog", "/etc/slurm/prolog"),
+    ('prolog+=  "/etc/slurm/a prolog" \\\n', "/etc/slurm/a prolog"),
+])
+def test_a_sites_line_is_read_as_slurm_reads_it_and_replaced_whole(dists, tmp_path, written,
+                                                                  value):
+    """The value chained is the one Slurm runs: an escaped '#' is no comment, a line
+    ending in a backslash goes on on the next, an operator before '=' is allowed. Every
+    line of a continued line is kept as a comment (one alone would leave the next line to
+    Slurm, which refuses it), and uninstall puts back each byte."""
+    site = f"ClusterName=c\n{written}\nEpilog=/etc/slurm/epilog\n"
+    p = _chain_plan(dists, tmp_path, site)
+    assert p.config["site_programs"]["prolog"] == value
+    merged = slurm.merge_conf(site, p.conf_lines)
+    kept = [line for line in merged.splitlines()[1:] if line.startswith(slurm.REPLACED)]
+    assert kept == [slurm.REPLACED + line
+                    for line in written.split("\n") + ["Epilog=/etc/slurm/epilog"]]
+    assert slurm.unmerge_conf(merged) == site
+    assert slurm.replaced_lines(site, p.conf_lines)[0] == written
+    assert [slurm.replaced_why(p, line) for line in slurm.replaced_lines(site, p.conf_lines)
+            ][:2] == ["; pbsplug's Prolog runs it first", "; pbsplug's Epilog runs it first"]
+    assert _chain_plan(dists, tmp_path, merged).config == p.config  # an install over it
+
+
+def test_a_program_an_included_file_sets_is_chained_and_named(dists, tmp_path):
+    """Slurm reads an Include'd file where its line stands (a relative name from the
+    including file's folder, %c the ClusterName in lower case) and the last value read
+    wins: the site's Prolog set there is the one pbsplug's runs first, not an earlier
+    line's of slurm.conf. The included files are never edited: pbsplug's line, at the end
+    of slurm.conf, is read after them; install names each such line, file and number."""
+    (tmp_path / "site.d").mkdir()
+    (tmp_path / "site.d" / "jobs.conf").write_text(
+        "# the site's job programs\nProlog=/etc/slurm/prolog.d/*\nInclude more.conf\n")
+    (tmp_path / "site.d" / "more.conf").write_text("Epilog=/etc/slurm/epilog\n")
+    (tmp_path / "big.conf").write_text("HealthCheckProgram=/usr/sbin/nhc\n")
+    site = ("ClusterName=Big\nProlog=/etc/slurm/old-prolog\nInclude site.d/jobs.conf\n"
+            f"Include {tmp_path}/%c.conf\n")
+    p = _chain_plan(dists, tmp_path, site)
+    assert p.config["site_programs"] == {
+        "prolog": "/etc/slurm/prolog.d/*", "epilog": "/etc/slurm/epilog",
+        "health_check": "/usr/sbin/nhc"}
+    named = [(s.file, s.line, s.text, slurm.replaced_why(p, s.text))
+             for s in slurm.included_settings(p)]
+    assert named == [
+        (f"{tmp_path}/site.d/jobs.conf", 2, "Prolog=/etc/slurm/prolog.d/*",
+         "; pbsplug's Prolog runs it first"),
+        (f"{tmp_path}/site.d/more.conf", 1, "Epilog=/etc/slurm/epilog",
+         "; pbsplug's Epilog runs it first"),
+        (f"{tmp_path}/big.conf", 1, "HealthCheckProgram=/usr/sbin/nhc",
+         "; pbsplug's HealthCheckProgram runs it first")]
+    assert [slurm.replaced_why(p, line) for line in slurm.replaced_lines(site, p.conf_lines)
+            ] == ["; Slurm did not run it: a line read after it sets Prolog"]
+    merged = slurm.merge_conf(site, p.conf_lines)
+    assert "Include site.d/jobs.conf\n" in merged and slurm.unmerge_conf(merged) == site
+    # An Include Slurm could not follow either is one line, naming it.
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _chain_plan(dists, tmp_path, site + "include nowhere.conf\n")
+    assert str(caught.value) == (
+        f"{tmp_path}/slurm.conf:5: Include nowhere.conf: cannot read {tmp_path}/nowhere.conf "
+        "(No such file or directory), which may set a program pbsplug's would run first; "
+        "Slurm cannot read it either: correct the line (or the file) and run install again")
+    (tmp_path / "site.d" / "more.conf").write_text("Epilog=/etc/slurm/epilog KillWait=30\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:  # (Slurm refuses it too)
+        _chain_plan(dists, tmp_path, site)
+    assert str(caught.value).startswith(
+        f"{tmp_path}/site.d/more.conf:1: 'Epilog=/etc/slurm/epilog KillWait=30': Epilog "
+        "shares its line with other settings; Slurm reads one Key=value a line")
+    (tmp_path / "site.d" / "more.conf").write_text("Include jobs.conf\n")
+    with pytest.raises(slurm.SlurmInstallError, match="the files include each other"):
+        _chain_plan(dists, tmp_path, site)
+
+
+def test_install_names_the_included_line_pbsplugs_overrides(cli, dists, home, tmp_path):
+    """install's output: the included file's line, by file and number, that pbsplug's line
+    overrides, and what becomes of the program it names; the file is left as it is."""
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n    pass\n")
+    (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
+    dists.root.chmod(0o755)
+    included = tmp_path / "prolog.conf"
+    included.write_text("Prolog=/etc/slurm/site-prolog\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nInclude prolog.conf\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
+    (bin_dir / "scontrol").chmod(0o755)
+    done = cli("slurm", "install", "--no-native", "--dir", str(tmp_path / "programs"),
+               "--bin-dir", str(bin_dir), "--slurm-conf", str(conf),
+               "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
+               "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root),
+               "--allow-unsafe-paths", "--apply")
+    assert done.returncode == 0, done.stderr
+    assert (f"{included}:1: left as it is, pbsplug's line in {conf} overrides it: "
+            "Prolog=/etc/slurm/site-prolog; pbsplug's Prolog runs it first\n") in done.stdout
+    assert included.read_text() == "Prolog=/etc/slurm/site-prolog\n"
+    config = json.loads((tmp_path / "programs" / slurm.CONFIG_NAME).read_text())
+    assert config["site_programs"] == {"prolog": "/etc/slurm/site-prolog"}
 
 
 def _bridge_ctx(dists, tmp_path):
