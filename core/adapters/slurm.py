@@ -590,7 +590,8 @@ def _write(path: Path, text: str, mode: int, gid: int = -1, uid: int = -1) -> No
     part.unlink(missing_ok=True)  # never through a name someone left there
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        with os.fdopen(fd, "w") as fh:
+        # (slurm.conf: the bytes `read_conf` read, line breaks and all)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
             if (uid, gid) != (-1, -1):
                 try:
                     os.fchown(fh.fileno(), uid, gid)
@@ -1050,12 +1051,19 @@ def _cut_comment(line: str) -> str:
     return line
 
 
+def _physical(text: str) -> list[str]:
+    """slurm.conf's lines as Slurm reads them, split at '\n' alone (a '\r' before it, a
+    form feed... are the line's), the last one "" when the file ends in a line break:
+    joined again by '\n', the same bytes."""
+    return text.split("\n")
+
+
 def conf_lines(text: str) -> list[tuple[int, int, str]]:
     """slurm.conf's lines as Slurm 22.05 reads them: (first, end) indexes into
-    ``text.splitlines()`` and what Slurm reads: each line cut at its comment, a line that
+    ``_physical(text)`` and what Slurm reads: each line cut at its comment, a line that
     then ends in an odd number of backslashes (blanks after them aside) continued by the
     next, and the escapes undone (``\\#`` is '#', ``\\\\`` a backslash)."""
-    physical = text.splitlines()
+    physical = _physical(text)
     out, i = [], 0
     while i < len(physical):
         first, read = i, ""
@@ -1095,7 +1103,7 @@ def site_settings(conf: Path | None) -> list[ConfSetting]:
     if conf is None:
         return []
     try:
-        text = Path(conf).read_text(errors="surrogateescape")
+        text = read_conf(conf)
     except OSError:
         return []
     out: list[ConfSetting] = []
@@ -1104,9 +1112,9 @@ def site_settings(conf: Path | None) -> list[ConfSetting]:
 
 
 def _read_settings(path: str, text: str, out: list[ConfSetting], stack: list[str]) -> None:
-    physical = text.splitlines()
+    physical = _physical(text)
     for first, end, read in conf_lines(text):
-        written = "\n".join(physical[first:end])
+        written = "\n".join(line.rstrip("\r") for line in physical[first:end])
         include = _INCLUDE.match(read)
         if include:
             _read_include(path, first + 1, include.group(1), out, stack)
@@ -1131,7 +1139,7 @@ def _read_include(path: str, line: int, name: str, out: list[ConfSetting],
         raise SlurmInstallError(f"{where}: the files include each other ({' -> '.join(stack)}"
                                 f" -> {target}): correct the line and run install again")
     try:
-        text = Path(target).read_text(errors="surrogateescape")
+        text = read_conf(Path(target))
     except OSError as exc:
         raise SlurmInstallError(
             f"{where}: cannot read {target} ({exc.strerror or exc}), which may set a program "
@@ -1163,7 +1171,7 @@ def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> st
     other settings (`alone_problem`)."""
     text = unmerge_conf(text)
     keys = {k.lower() for k in lines}
-    out = text.splitlines()
+    out = _physical(text)
     for first, end, read in conf_lines(text):
         found = _setting(read)
         if not found or found[0].lower() not in keys:
@@ -1173,14 +1181,17 @@ def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> st
                 [ConfSetting(path, first + 1, found[0], found[1],
                              "\n".join(out[first:end]), False, False)], keys))
         out[first:end] = [REPLACED + line for line in out[first:end]]
-    body = "\n".join(out).rstrip("\n")
-    return f"{body}\n{BEGIN}\n{conf_block(lines)}\n{END}\n"
+    body = "\n".join(out)
+    if body and not body.endswith("\n"):
+        body += "\n"  # (a last line with no line break gets one: uninstall keeps it)
+    return f"{body}{BEGIN}\n{conf_block(lines)}\n{END}\n"
 
 
 def unmerge_conf(text: str) -> str:
-    """slurm.conf as it was before `merge_conf`."""
+    """slurm.conf as it was before `merge_conf`, byte for byte (but for a last line that
+    had no line break)."""
     out, inside = [], False
-    for line in text.splitlines():
+    for line in _physical(text):
         if line == BEGIN:
             inside = True
             continue
@@ -1190,16 +1201,17 @@ def unmerge_conf(text: str) -> str:
         if inside:
             continue
         out.append(line[len(REPLACED):] if line.startswith(REPLACED) else line)
-    return "\n".join(out) + ("\n" if text.endswith("\n") or out else "")
+    return "\n".join(out)
 
 
 def replaced_lines(text: str, lines: dict[str, str]) -> list[str]:
-    """The site's own lines `merge_conf` would comment out (a continued line's lines
-    joined by a newline)."""
+    """The site's own lines `merge_conf` would comment out, for install's output (a
+    continued line's lines joined by a newline, a '\r' before one left out)."""
     keys = {k.lower() for k in lines}
     text = unmerge_conf(text)
-    physical = text.splitlines()
-    return ["\n".join(physical[first:end]) for first, end, read in conf_lines(text)
+    physical = _physical(text)
+    return ["\n".join(line.rstrip("\r") for line in physical[first:end])
+            for first, end, read in conf_lines(text)
             if (found := _setting(read)) and found[0].lower() in keys]
 
 
@@ -1228,9 +1240,15 @@ def replaced_why(p: Plan, line: str) -> str:
     return ""
 
 
+def read_conf(path: Path) -> str:
+    """slurm.conf's text with every byte kept: its line breaks as they are ('\r\n' too), a
+    byte that is no UTF-8 as a surrogate (`_write` writes it back as it was)."""
+    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+
+
 def apply_conf(path: Path, lines: dict[str, str]) -> None:
     try:
-        text = path.read_text()
+        text = read_conf(path)
     except OSError as exc:
         raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
     _rewrite_conf(path, merge_conf(text, lines, str(path)))
@@ -1241,7 +1259,7 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
     config it wrote; what was done, line by line."""
     done = []
     if conf is not None and conf.exists():
-        text = conf.read_text()
+        text = read_conf(conf)
         if BEGIN in text or REPLACED in text:
             _rewrite_conf(conf, unmerge_conf(text))
             done.append(f"{conf}: pbsplug's lines removed, the site's own restored")

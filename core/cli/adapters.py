@@ -310,7 +310,7 @@ def slurm_app() -> typer.Typer:
             return
         if apply:
             try:
-                replaced = slurm.replaced_lines(conf.read_text(), p.conf_lines)
+                replaced = slurm.replaced_lines(slurm.read_conf(conf), p.conf_lines)
                 slurm.apply_conf(conf, p.conf_lines)
             except OSError as exc:
                 raise CliError(f"{conf}: {exc}") from None
@@ -326,7 +326,7 @@ def slurm_app() -> typer.Typer:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
             try:
-                replaced = slurm.replaced_lines(conf.read_text(), p.conf_lines)
+                replaced = slurm.replaced_lines(slurm.read_conf(conf), p.conf_lines)
             except OSError:
                 replaced = []
             for line in replaced:

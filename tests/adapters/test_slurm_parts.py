@@ -276,6 +276,29 @@ def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
                                                  "Epilog = /site/epilog"]
 
 
+
+@pytest.mark.parametrize("site", [
+    b"ClusterName=x\r\nProlog=/site/prolog\r\n",          # Windows line breaks
+    b"ClusterName=x\nProlog=/site/prolog\n\n\n",           # blank lines at the end
+    b"ClusterName=x\x0c\nProlog=/site/prolog\xc2\x85\n",   # a form feed, a NEL
+    b"# caf\xe9 (latin-1)\nProlog=/site/prolog\n",          # a byte that is no UTF-8
+    b"",
+])
+def test_uninstall_gives_back_slurm_conf_byte_for_byte(tmp_path, site):
+    """Slurm splits slurm.conf at '\\n' alone: install keeps every other byte where it
+    was, and uninstall gives back the very bytes the site had."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_bytes(site)
+    slurm.apply_conf(conf, {"Prolog": "/p/prolog"})
+    merged = conf.read_bytes()
+    assert merged.endswith(b"Prolog=/p/prolog\n" + slurm.END.encode() + b"\n")
+    if site:
+        assert b"#pbsplug-replaced# Prolog=/site/prolog" in merged
+    slurm.apply_conf(conf, {"Prolog": "/p/prolog"})  # a second install: the same file
+    assert conf.read_bytes() == merged
+    slurm.uninstall(tmp_path / "programs", conf)
+    assert conf.read_bytes() == site
+
 def test_apply_and_uninstall_keep_slurm_confs_owner_group_and_mode(tmp_path):
     # slurm.conf is often slurm:slurm: rewriting it must not hand it to root.
     conf = tmp_path / "slurm.conf"
