@@ -1225,6 +1225,8 @@ class Engine:
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
         if state in ("F", "X"):
+            if isinstance(attrs.get("array_id"), str):
+                self._finished_subjob(job_id, attrs["array_id"], purge)
             if not purge:
                 raise PbsError(PBSE_HISTJOBID, obj=job_id)
             self._purge(caller, job_id)
@@ -1289,6 +1291,16 @@ class Engine:
         if purge:
             self._purge_at_end(caller, job_id)
 
+    def _finished_subjob(self, job_id: str, array_job: str, purge: bool) -> None:
+        """qdel of a subjob that is over (`job_id`, a row of its own): refused with 15159
+        `Request invalid for finished array subjob` while its array lives, a qdel -x too
+        (its history stays), and for a qdel -x once the array is over, as OpenPBS
+        23.06.06 answered (measured); a plain qdel once the array is over is let on to
+        15139."""
+        array = self.store.job(array_job, lean=True)
+        if purge or array is None or array.get("job_state") not in ("F", "X"):
+            raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
+
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
                          force: bool, purge: bool) -> None:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
@@ -1298,16 +1310,21 @@ class Engine:
         each subjob named: one over already is purged now, any other once it is over; and
         of ``12[]`` to the array too: its history and every subjob's go once it is over,
         as OpenPBS 23.06.06's server marks the array and its subjobs at the qdel (read in
-        its source)."""
+        its source; a range's measured). Once the array is over, a range or a subjob is
+        15139, and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
             raise PbsError(PBSE_UNKJOBID, obj=job_id)
         self._own(caller, array_job, attrs)
         if attrs["job_state"] in ("F", "X"):
-            if named.whole and purge:
+            if named.whole:
+                if not purge:
+                    raise PbsError(PBSE_HISTJOBID, obj=job_id)
                 self._purge_array(caller, array_job)
                 return
+            if purge:
+                raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
             raise PbsError(PBSE_HISTJOBID, obj=job_id)
         indices = None
         if not named.whole:

@@ -124,3 +124,44 @@ def test_a_subjob_purged_still_counts_at_its_arrays_end(engine):
     assert _purged(engine, second)
     assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
     assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:0"
+
+
+def test_qdel_of_a_finished_arrays_subjobs_is_15139_and_with_x_15159(engine):
+    """Once the array is over, qdel of a subjob or a range is 15139 (exit 35) and qdel -x
+    of one is 15159 (exit 55), and no history goes, as OpenPBS 23.06.06 answered
+    (measured as a user: ``qdel -x 1630[3]``, ``qdel -x 1630[2-3]``). pbsplug purged
+    12[3] and answered 15139 for the range."""
+    job_id = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    third = arrays.subjob_id(job_id, 3)
+    range_id = third.replace("[3]", "[2-3]")
+    answers = [engine.pbs("qdel", *args) for args in (
+        [third], ["-x", third], [range_id], ["-x", range_id])]
+    assert [(done.returncode, done.stderr) for done in answers] == [
+        (35, f"qdel: Job has finished {third}\n"),
+        (55, f"qdel: Request invalid for finished array subjob {third}\n"),
+        (35, f"qdel: Job has finished {range_id}\n"),
+        (55, f"qdel: Request invalid for finished array subjob {range_id}\n")]
+    shown = engine.client("stat_jobs", ids=[job_id], history=True, subjobs=True)
+    assert {sub: attrs["job_state"] for sub, attrs in shown.items()} == {
+        job_id: "F", **{arrays.subjob_id(job_id, i): "F" for i in (1, 2, 3)}}
+    assert not _purged(engine, third)
+
+
+def test_qdel_of_a_subjob_over_while_its_array_runs_is_15159_and_keeps_it(engine):
+    """A subjob over (12[1]) while its array runs on: qdel and qdel -x of it are 15159
+    (exit 55), and its history stays, as OpenPBS 23.06.06 answered (measured as a user:
+    ``qdel 1632[1]``, ``qdel -x 1632[1]``, then ``qstat -xf 1632[1]`` as before). pbsplug
+    answered 15139 and purged it at the -x."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=_FIRST_ENDS, check=True).stdout.strip()
+    first, second = (arrays.subjob_id(job_id, i) for i in (1, 2))
+    engine.wait(second, "R")
+    answers = [engine.pbs("qdel", *args) for args in ([first], ["-x", first])]
+    assert [(done.returncode, done.stderr) for done in answers] == [
+        (55, f"qdel: Request invalid for finished array subjob {first}\n")] * 2
+    attrs = engine.job(first)
+    assert (attrs["job_state"], attrs["Exit_status"], attrs.get("stime") is None) == (
+        "X", 0, False)
+    assert not _purged(engine, first)
+    engine.pbs("qdel", job_id, check=True)
+    engine.wait(job_id)
