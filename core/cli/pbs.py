@@ -121,13 +121,16 @@ def _getopt(args: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str
     return getopt.getopt(args, spec)
 
 
-def _report_each(name: str, results: list[dict], client=None) -> int:
+def _report_each(name: str, results: list[dict], client=None,
+                 named_by_server: tuple[int, ...] = (15004, 15159)) -> int:
+    """Each error of `results` on its line; an error whose code is one of
+    `named_by_server` names the job as the server's error does (its ``obj``)."""
     status = 0
     for result in results:
         err = result.get("error")
         if err:
             job_id = _full_job_id(client, result["id"]) if client else result["id"]
-            if err["code"] in (15004, 15159) and err.get("obj"):  # (a subjob: PBS's full id)
+            if err["code"] in named_by_server and err.get("obj"):  # (as PBS's server names it)
                 job_id = err["obj"]
             print(_job_error(name, err["code"], err["message"], job_id), file=sys.stderr)
             status = _exit_status(err["code"])
@@ -577,9 +580,11 @@ def qdel(args: list[str]) -> int:
             status = bad
         else:
             good.append(job_id)
-    if good:  # (PBS's qdel names each job as it was given: ``Unknown Job Id 12``)
-        status = _report_each("qdel", client("delete", ids=good, force=force, purge=purge)) \
-            or status
+    # (PBS's qdel names each job as it was given, ``Unknown Job Id 12``, but a job over
+    # as its server does: ``Job has finished 12.server``, a subjob's range as given)
+    if good:
+        status = _report_each("qdel", client("delete", ids=good, force=force, purge=purge),
+                              named_by_server=(15004, 15139, 15159)) or status
     return status
 
 

@@ -1218,7 +1218,8 @@ class Engine:
         named = arrays.named(self._full_id(job_id))
         if named is not None and (not named.single or
                                   self.store.job(self._full_id(job_id)) is None):
-            self._delete_in_array(caller, self._full_id(job_id), named, force, purge)
+            self._delete_in_array(caller, self._full_id(job_id), named, force, purge,
+                                  given=job_id)
             return
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
@@ -1302,7 +1303,7 @@ class Engine:
             raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
-                         force: bool, purge: bool) -> None:
+                         force: bool, purge: bool, given: str | None = None) -> None:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
         OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
         instantiated subjobs are deleted as jobs; a range needs one index of the array
@@ -1311,7 +1312,8 @@ class Engine:
         of ``12[]`` to the array too: its history and every subjob's go once it is over,
         as OpenPBS 23.06.06's server marks the array and its subjobs at the qdel (read in
         its source; a range's measured). Once the array is over, a range or a subjob is
-        15139, and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured)."""
+        15139, named as `given` without its ``@server`` (the array is named by its full
+        id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1325,7 +1327,7 @@ class Engine:
                 return
             if purge:
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
-            raise PbsError(PBSE_HISTJOBID, obj=job_id)
+            raise PbsError(PBSE_HISTJOBID, obj=(given or job_id).split("@", 1)[0])
         indices = None
         if not named.whole:
             spec = arrays.parse_submitted(attrs["array_indices_submitted"])

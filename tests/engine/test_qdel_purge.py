@@ -165,3 +165,28 @@ def test_qdel_of_a_subjob_over_while_its_array_runs_is_15159_and_keeps_it(engine
     assert not _purged(engine, first)
     engine.pbs("qdel", job_id, check=True)
     engine.wait(job_id)
+
+
+def test_qdel_names_a_job_over_as_openpbs_does(engine):
+    """`Job has finished` names the job by its full id when the server holds it (a job,
+    an array, a subjob that ran) and a range, or a subjob that never ran, as given
+    without its ``@server``, as OpenPBS 23.06.06's qdel printed them (measured: ``qdel
+    1620``: ``1620.vm``; ``qdel 1629[3]``: ``1629[3].vm``; ``qdel 1629[2-3]``: ``1629[2-3]``;
+    ``qdel 1633[2-3]@vm``: ``1633[2-3]``; ``qdel 1633[2]`` of an array deleted before it
+    ran: ``1633[2]``). pbsplug named each as given."""
+    plain = engine.submit("true\n")
+    ran = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    held = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.pbs("qdel", held, check=True)
+    for job_id in (plain, ran, held):
+        engine.wait(job_id)
+    number, server = plain.split(".", 1)
+    array = ran.split("[")[0]
+    never = held.split("[")[0]
+    asked = {number: plain, f"{array}[]": ran, f"{array}[3]": f"{array}[3].{server}",
+             f"{array}[3]@{server}": f"{array}[3].{server}",
+             f"{array}[2-3]": f"{array}[2-3]", f"{array}[2-3].{server}": f"{array}[2-3].{server}",
+             f"{never}[2-3]@{server}": f"{never}[2-3]", f"{never}[2]": f"{never}[2]"}
+    for given, named in asked.items():
+        done = engine.pbs("qdel", given)
+        assert (done.returncode, done.stderr) == (35, f"qdel: Job has finished {named}\n"), given
