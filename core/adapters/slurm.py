@@ -692,48 +692,33 @@ def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:
         return False
 
 
-#: ``SlurmUser=VALUE`` anywhere in a slurm.conf line (keys are case-insensitive; a value
-#: with a blank is quoted).
-_SLURM_USER_KEY = re.compile(r'(?i)(?:^|\s)slurmuser\s*=\s*("[^"]*"|\S*)')
-
-
-def read_slurm_user(conf: Path, bin_dir: str) -> str:
-    """SlurmUser, as Slurm reads it. slurm.conf alone: its last ``SlurmUser=`` line, root
-    (Slurm's default) when it has none. A slurm.conf with ``Include`` lines: ``scontrol show
-    config``'s, whatever the file itself says, since Slurm reads an included file where its
-    ``Include`` line stands and the last value read wins (tried on 22.05: ``SlurmUser=root``
-    then an included ``SlurmUser=slurm`` runs slurmctld as slurm; the other way round, as
-    root). `SlurmInstallError` in one line naming what was wrong: a slurm.conf that cannot
-    be read, a scontrol that cannot say it, a value that is no user name, a user this host
-    does not have."""
+def read_slurm_user(conf: Path) -> str:
+    """SlurmUser, as Slurm 22.05 reads it: the last ``SlurmUser=`` line read, with the files
+    slurm.conf's ``Include`` lines name read where those lines stand (`site_settings`; tried
+    on 22.05: ``SlurmUser=root`` then an included ``SlurmUser=slurm`` runs slurmctld as
+    slurm, the other way round as root); root, Slurm's default, when none sets it. Slurm
+    reads one Key=value a line (but on NodeName, PartitionName... lines): a line such as
+    ``ControlMachine=c SlurmUser=slurm`` is its 'Parse error', and slurmctld does not start.
+    ``scontrol show config`` is not asked: it says what the running slurmctld read when it
+    started, not what slurm.conf says now, and needs a running controller. `SlurmInstallError`
+    in one line naming what was wrong: a slurm.conf or an included file that cannot be read,
+    files that include each other, a SlurmUser on a line of several settings, a value that
+    is no user name, a user this host does not have."""
     try:
-        text = conf.read_text(errors="replace")
+        read_conf(conf)
     except OSError as exc:
         raise SlurmInstallError(f"{conf}: cannot read slurm.conf ({exc.strerror or exc}); "
                                 "install reads SlurmUser there (give --slurm-conf)") from None
-    found, includes = None, False
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        # (a line may hold several key=value pairs: `ControlMachine=c SlurmUser=slurm`)
-        for match in _SLURM_USER_KEY.finditer(line):
-            found = match.group(1).strip('"')
-        if re.match(r"(?i)include\s", line):
-            includes = True
-    source = f"in {conf}"
-    if includes:
-        try:
-            done = subprocess.run([str(Path(bin_dir, "scontrol")), "show", "config"],
-                                  capture_output=True, text=True, timeout=60,
-                                  env={**os.environ, "SLURM_CONF": str(conf)})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmInstallError(f"{conf} includes other files, which may set SlurmUser, "
-                                    f"and scontrol show config could not run: {exc}") from None
-        match = re.search(r"^SlurmUser\s*=\s*([^\s(]+)", done.stdout, re.MULTILINE)
-        if done.returncode != 0 or not match:
-            why = " ".join((done.stderr or done.stdout).split())[:200] or "no SlurmUser line"
-            raise SlurmInstallError(f"{conf} includes other files, which may set SlurmUser, "
-                                    f"and scontrol show config did not say it: {why}")
-        found, source = match.group(1), "from scontrol show config"
+    found, source = None, f"in {conf}"
+    for s in site_settings(conf):
+        if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s.text)):
+            raise SlurmInstallError(
+                f"{s.file}:{s.line}: {' '.join(s.text.split())[:200]!r}: SlurmUser shares its "
+                "line with other settings; Slurm reads one Key=value a line (but on NodeName, "
+                "PartitionName... lines) and refuses this one ('Parse error'): put each on a "
+                "line of its own and run install again")
+        if s.key.lower() == "slurmuser":
+            found, source = s.value, f"in {s.file}:{s.line}" if s.included else f"in {conf}"
     if found is None:
         return "root"
     if not _USER_NAME.fullmatch(found):
@@ -1090,6 +1075,17 @@ def _setting(read: str) -> tuple[str, str, bool] | None:
         return start.group(1), "", not read[start.end():].strip()
     value = pair.group(2) if pair.group(2) is not None else pair.group(3)
     return pair.group(1), value, not read[pair.end():].strip()
+
+
+def _pair_keys(written: str) -> list[str]:
+    """The keys of every Key=value pair on a slurm.conf line as written (`ConfSetting.text`),
+    read as Slurm reads the line (`conf_lines`)."""
+    read = conf_lines(written)[0][2] if written else ""
+    keys, at = [], 0
+    while (pair := _PAIR.match(read, at)) is not None:
+        keys.append(pair.group(1))
+        at = pair.end()
+    return keys
 
 
 def site_settings(conf: Path | None) -> list[ConfSetting]:

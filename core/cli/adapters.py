@@ -190,8 +190,7 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
                           bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
                           else "", state_dir=str(state_dir), log_file=str(log_file),
                           run_dir=str(run_dir), native=native,
-                          slurm_user=lambda: slurm.read_slurm_user(_conf_path(slurm_conf),
-                                                                   bins),
+                          slurm_user=lambda: slurm.read_slurm_user(_conf_path(slurm_conf)),
                           site_conf=_conf_path(slurm_conf))
     except slurm.SlurmInstallError as exc:
         raise CliError(str(exc)) from None
@@ -261,7 +260,7 @@ def slurm_app() -> typer.Typer:
         lines that name them; refused when a user other than root could change what the
         programs run as root. Run it as root, on the controller too when a plugin needs
         PrologSlurmctld, EpilogSlurmctld or the power programs: slurmctld runs those as
-        SlurmUser (read from slurm.conf, else 'scontrol show config'), and with one that
+        SlurmUser (read from slurm.conf and the files it includes), and with one that
         is not root install makes their folders SlurmUser's (<state-dir>/power,
         <state-dir>/slurmuser and a state_dir the site gives such a plugin) and the config
         readable by SlurmUser's group."""

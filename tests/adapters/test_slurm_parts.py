@@ -1049,55 +1049,72 @@ def test_slurmuser_is_read_from_slurm_conf_and_every_bad_input_is_one_line(tmp_p
     _slurm_user()  # (the packages' user, read back below)
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=x\nslurmuser = slurm   # the packages' user\n")
-    assert slurm.read_slurm_user(conf, "/nowhere") == "slurm"
+    assert slurm.read_slurm_user(conf) == "slurm"
     conf.write_text("ClusterName=x\n#SlurmUser=slurm\n")
-    assert slurm.read_slurm_user(conf, "/nowhere") == "root"  # Slurm's default
+    assert slurm.read_slurm_user(conf) == "root"  # Slurm's default
     conf.write_text("SlurmUser=pbsplug-no-such-user\n")
     with pytest.raises(slurm.SlurmInstallError) as caught:
-        slurm.read_slurm_user(conf, "/nowhere")
+        slurm.read_slurm_user(conf)
     assert str(caught.value) == (
         f"SlurmUser=pbsplug-no-such-user in {conf}: no such user on this host (slurmctld runs "
         "its programs as that user): create it, or correct slurm.conf")
     conf.write_text('SlurmUser="a b"\n')
     with pytest.raises(slurm.SlurmInstallError, match=r"^SlurmUser='a b' in .*: expected a "
                                                       r"user name$"):
-        slurm.read_slurm_user(conf, "/nowhere")
-    # Several settings on one line (review: the line was split at its first '=' only, so
-    # the second was missed and SlurmUser taken as root)
-    conf.write_text("ControlMachine=c SlurmUser=root\nClusterName=x SLURMUSER=nobody "
-                    "SlurmdUser=root\n")
-    assert slurm.read_slurm_user(conf, "/nowhere") == "nobody"
-    conf.write_text('ControlMachine=c SlurmUser="nobody"\nNodeName=n1 Features=aslurmuser=x\n')
-    assert slurm.read_slurm_user(conf, "/nowhere") == "nobody"
+        slurm.read_slurm_user(conf)
+    # Several settings on one line: Slurm 22.05 refuses the line ('Parse error', slurmctld
+    # does not start), so no SlurmUser is read from it: one line naming the file and line
+    conf.write_text("ClusterName=x\nControlMachine=c SlurmUser=nobody\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.read_slurm_user(conf)
+    assert str(caught.value) == (
+        f"{conf}:2: 'ControlMachine=c SlurmUser=nobody': SlurmUser shares its line with "
+        "other settings; Slurm reads one Key=value a line (but on NodeName, PartitionName... "
+        "lines) and refuses this one ('Parse error'): put each on a line of its own and run "
+        "install again")
+    conf.write_text('SlurmUser="nobody" SlurmdUser=root\n')
+    with pytest.raises(slurm.SlurmInstallError, match=r"^.*:1: .*SlurmUser shares its line"):
+        slurm.read_slurm_user(conf)
+    # A node line's pairs are the node's; a quoted value and a comment are read as Slurm does
+    conf.write_text('SlurmUser="nobody"  # quoted\nNodeName=n1 Features=aslurmuser=x\n')
+    assert slurm.read_slurm_user(conf) == "nobody"
     for missing_conf in (tmp_path / "absent.conf", tmp_path):  # absent; a folder
         with pytest.raises(slurm.SlurmInstallError) as caught:
-            slurm.read_slurm_user(missing_conf, "/nowhere")
+            slurm.read_slurm_user(missing_conf)
         message = str(caught.value)
         assert message.startswith(f"{missing_conf}: cannot read slurm.conf (")
         assert "\n" not in message and "give --slurm-conf" in message
 
 
-def test_slurmuser_from_scontrol_when_slurm_conf_includes_other_files(tmp_path):
+def test_slurmuser_is_read_from_the_included_files_with_no_scontrol(tmp_path):
+    """With Include lines, SlurmUser was asked of 'scontrol show config', which needs a
+    running slurmctld (and says what it read when it started): now the included files are
+    read where their lines stand and the last SlurmUser read wins, as Slurm 22.05 does;
+    scontrol is never run (there is none in /nowhere)."""
     conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=x\nInclude /etc/slurm/more.conf\n")
-    bins = tmp_path / "bin"
-    bins.mkdir()
-    scontrol = bins / "scontrol"
-    scontrol.write_text("#!/bin/sh\necho 'SLURM_VERSION           = 22.05.8'\n"
-                        "echo 'SlurmUser               = root(0)'\n")
-    scontrol.chmod(0o755)
-    assert slurm.read_slurm_user(conf, str(bins)) == "root"
-    # A SlurmUser in slurm.conf too: Slurm's last value read wins, which may be an included
-    # file's (it was the main file's here, whatever Slurm read after it)
-    conf.write_text("SlurmUser=nobody\nInclude /etc/slurm/more.conf\n")
-    assert slurm.read_slurm_user(conf, str(bins)) == "root"
-    scontrol.write_text("#!/bin/sh\necho 'slurm_load_ctl_conf error: Unable to contact slurm "
-                        "controller' >&2\nexit 1\n")
+    (tmp_path / "more.conf").write_text("SlurmUser=nobody\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deeper.conf").write_text("SlurmUser=root\n")
+    conf.write_text("ClusterName=x\nSlurmUser=root\nInclude more.conf\n")
+    assert slurm.read_slurm_user(conf) == "nobody"  # the included file's, read last
+    conf.write_text("ClusterName=x\nInclude more.conf\nSlurmUser=root\n")
+    assert slurm.read_slurm_user(conf) == "root"  # slurm.conf's, read after it
+    (tmp_path / "more.conf").write_text("SlurmUser=nobody\nInclude sub/deeper.conf\n")
+    conf.write_text("Include more.conf\n")
+    assert slurm.read_slurm_user(conf) == "root"  # nested: the deeper file's, read last
+    (tmp_path / "sub" / "deeper.conf").write_text("SlurmUser=pbsplug-no-such-user\n")
     with pytest.raises(slurm.SlurmInstallError) as caught:
-        slurm.read_slurm_user(conf, str(bins))
+        slurm.read_slurm_user(conf)
     assert str(caught.value) == (
-        f"{conf} includes other files, which may set SlurmUser, and scontrol show config did "
-        "not say it: slurm_load_ctl_conf error: Unable to contact slurm controller")
+        f"SlurmUser=pbsplug-no-such-user in {tmp_path}/sub/deeper.conf:1: no such user on "
+        "this host (slurmctld runs its programs as that user): create it, or correct "
+        "slurm.conf")
+    conf.write_text("Include absent.conf\n")
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.read_slurm_user(conf)
+    assert str(caught.value).startswith(f"{conf}:1: Include absent.conf: cannot read "
+                                        f"{tmp_path}/absent.conf (")
+    assert "\n" not in str(caught.value)
 
 
 def _slurm_user(name: str = "slurm"):
@@ -1465,7 +1482,7 @@ def test_a_slurmuser_of_uid_0_is_root(dists, tmp_path):
     their plugins' records are)."""
     conf = tmp_path / "slurm.conf"
     conf.write_text("SlurmUser=0\n")
-    assert slurm.read_slurm_user(conf, "/nowhere") == "root"
+    assert slurm.read_slurm_user(conf) == "root"
     p = slurm.plan(_plugins(dists, tmp_path), tmp_path / "programs", dirs=[str(dists.root)],
                    bin_dir="/usr/bin", slurm_conf="", state_dir="/var/spool/x",
                    log_file="/var/log/x.log", run_dir="/run/x", slurm_user="0")

@@ -255,7 +255,7 @@ def test_slurmuser_set_in_slurm_conf_and_in_an_included_file_is_read_as_slurm_re
             cluster.write_conf("\n".join(lines) + "\n")
             cluster.restart_controller()
             seen[layout] = (_scontrol_slurm_user(cluster),
-                            slurm_module.read_slurm_user(cluster.conf, "/usr/bin"))
+                            slurm_module.read_slurm_user(cluster.conf))
     finally:
         cluster.write_conf(before)
         included.unlink(missing_ok=True)
