@@ -1218,6 +1218,41 @@ def included_settings(p: Plan) -> list[ConfSetting]:
     return [s for s in p.site_settings if s.included and s.key.lower() in keys]
 
 
+def overriding_settings(conf: Path, keys: Iterable[str]) -> list[ConfSetting]:
+    """The settings Slurm reads after pbsplug's lines in `conf` (a line below its block, or
+    in a file an ``Include`` line below it names) that set one of `keys` (pbsplug's): for
+    each such key, the last one read, which is the value Slurm uses. [] when `conf` cannot
+    be read or holds no pbsplug block; `SlurmInstallError` as `site_settings`."""
+    try:
+        text = read_conf(conf)
+    except OSError:
+        return []
+    physical = _physical(text)
+    if BEGIN not in physical:
+        return []
+    begin = physical.index(BEGIN)
+    end = physical.index(END, begin) if END in physical[begin:] else len(physical)
+    settings: list[ConfSetting] = []
+    _read_settings(str(conf), text, settings, [str(conf)])  # as it is: pbsplug's lines too
+    last: dict[str, ConfSetting] = {}
+    for each in settings:
+        last[each.key.lower()] = each
+    out = []
+    for key in keys:
+        found = last.get(key.lower())
+        if found is not None and (found.included or not begin < found.line - 1 < end):
+            out.append(found)
+    return out
+
+
+def overriding_line(s: ConfSetting, conf: Path, key: str) -> str:
+    """`status`'s line for a setting `overriding_settings` found."""
+    return (f"{s.file}:{s.line}: {s.key} is set again after pbsplug's {key} line in {conf} "
+            f"and overrides it (Slurm uses the last value read): {s.key}={s.value[:200]}; run "
+            "'pbsplug slurm install --apply' again (pbsplug's lines go last, a program "
+            "the line names runs first)")
+
+
 def replaced_why(p: Plan, line: str) -> str:
     """What becomes of the site's program a replaced slurm.conf `line` (as written) named,
     for install's output: "" when it names none."""
@@ -1292,7 +1327,9 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
 
 def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
     """Per plugin: its hooks that run in Slurm (where), those that cannot (why), and whether
-    the installed programs and slurm.conf match what the site wants now."""
+    the installed programs and slurm.conf match what the site wants now; ``overridden``:
+    each setting Slurm reads after pbsplug's lines that sets a key of theirs
+    (`overriding_settings`), one line of ``problems`` too."""
     have = installed_config(p.directory)
     conf_text = conf.read_text() if conf is not None and conf.exists() else None
     problems = []
@@ -1315,18 +1352,30 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
             problems.append(f"installed with the {have.get('launcher', 'python')} launcher, "
                             f"the site's options ask for the {p.config['launcher']} one")
         problems += state_folder_problems(p, conf)
-    if conf_text is not None:
+    overridden = []
+    if conf is not None and conf_text is not None:
         for key, value in p.conf_lines.items():
             if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,
                              re.MULTILINE | re.IGNORECASE):
                 problems.append(f"slurm.conf lacks {key}={value}")
+        try:
+            later = overriding_settings(conf, p.conf_lines)
+        except SlurmInstallError as exc:
+            later = []
+            problems.append(str(exc))
+        for s in later:
+            key = next(k for k in p.conf_lines if k.lower() == s.key.lower())
+            problems.append(overriding_line(s, conf, key))
+            overridden.append({"file": s.file, "line": s.line, "key": key, "value": s.value,
+                               "pbsplug_value": p.conf_lines[key]})
     state = "installed" if not problems else "missing" if have is None else "differs"
     found = unsafe(p.root_paths)
     rows = []
     for row in p.rows:
         rows.append({**row, "state": state if row["runs"] else "not needed",
                      "problems": problems if row["runs"] else [],
-                     "unsafe": status_lines(found, row["plugin"]) if row["runs"] else []})
+                     "unsafe": status_lines(found, row["plugin"]) if row["runs"] else [],
+                     "overridden": overridden if row["runs"] else []})
     return rows
 
 

@@ -1797,6 +1797,95 @@ def test_install_names_the_included_line_pbsplugs_overrides(cli, dists, home, tm
     assert config["site_programs"] == {"prolog": "/etc/slurm/site-prolog"}
 
 
+def test_status_names_each_setting_read_after_pbsplugs_lines(dists, tmp_path, shared_tmp):
+    """Slurm uses the last value read: a line below pbsplug's block, or in a file an Include
+    line below it names, overrides pbsplug's line, and status said "installed" while Slurm
+    ran the site's program (or interval) instead of pbsplug's. One line per key, naming the
+    file, line and key (the last such setting: Slurm's), and ``overridden`` in --json; an
+    install --apply again puts pbsplug's lines last."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nHealthCheckInterval=60\n")
+    (tmp_path / "late.conf").write_text("Prolog=/etc/slurm/late-prolog\n")
+
+    def plan():
+        return slurm.plan(_plugins(dists, tmp_path), shared_tmp / "programs",
+                          dirs=[str(dists.root)], bin_dir="/usr/bin", slurm_conf="",
+                          state_dir=str(shared_tmp / "state"), log_file="",
+                          run_dir="/run/x", native=False, site_conf=conf)
+
+    p = plan()
+    slurm.write_programs(p)
+    slurm.apply_conf(conf, p.conf_lines)
+    assert slurm.status(p, conf)[0]["overridden"] == []
+    assert slurm.status(p, conf)[0]["state"] == "installed"
+    with conf.open("a") as fh:  # a line of the site's, added after install
+        fh.write("HealthCheckInterval=30\n")
+    assert slurm.status(p, conf)[0]["state"] == "differs"  # (it said "installed")
+    with conf.open("a") as fh:
+        fh.write("Include late.conf\nHealthCheckInterval=300\n")
+    p = plan()
+    rows = slurm.status(p, conf)
+    assert rows[0]["state"] == "differs"
+    fix = ("run 'pbsplug slurm install --apply' again (pbsplug's lines go last, a program "
+           "the line names runs first)")
+    n = len(conf.read_text().splitlines())
+    assert [line for line in rows[0]["problems"] if "is set again" in line] == [
+        f"{tmp_path}/late.conf:1: Prolog is set again after pbsplug's Prolog line in {conf} "
+        "and overrides it (Slurm uses the last value read): Prolog=/etc/slurm/late-prolog; "
+        + fix,
+        f"{conf}:{n}: HealthCheckInterval is set again after pbsplug's HealthCheckInterval "
+        f"line in {conf} and overrides it (Slurm uses the last value read): "
+        "HealthCheckInterval=300; " + fix]
+    assert rows[0]["overridden"] == [
+        {"file": f"{tmp_path}/late.conf", "line": 1, "key": "Prolog",
+         "value": "/etc/slurm/late-prolog", "pbsplug_value": p.conf_lines["Prolog"]},
+        {"file": str(conf), "line": n, "key": "HealthCheckInterval", "value": "300",
+         "pbsplug_value": "7"}]
+    slurm.write_programs(p)
+    slurm.apply_conf(conf, p.conf_lines)  # pbsplug's lines last again
+    rows = slurm.status(p, conf)
+    assert rows[0]["overridden"] == [] and rows[0]["state"] == "installed"
+    assert p.config["site_programs"] == {"prolog": "/etc/slurm/late-prolog"}
+
+
+def test_status_cli_says_which_line_overrides_pbsplugs(cli, dists, home, tmp_path):
+    """The same through `pbsplug slurm status`: a 'differs:' line, and ``overridden`` added
+    to each row of --json."""
+    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
+                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+                       "@hookimpl\ndef execjob_begin(event):\n    pass\n")
+    (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
+    dists.root.chmod(0o755)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
+    (bin_dir / "scontrol").chmod(0o755)
+    options = ("--no-native", "--dir", str(tmp_path / "programs"), "--bin-dir", str(bin_dir),
+               "--slurm-conf", str(conf), "--state-dir", str(tmp_path / "state"),
+               "--log-file", str(tmp_path / "log"), "--run-dir", str(tmp_path / "run"),
+               "--site-dir", str(dists.root))
+    done = cli("slurm", "install", *options, "--allow-unsafe-paths", "--apply")
+    assert done.returncode == 0, done.stderr
+    with conf.open("a") as fh:
+        fh.write("Prolog=/etc/slurm/late-prolog\n")
+    n = len(conf.read_text().splitlines())
+    done = cli("slurm", "status", *options)
+    assert done.returncode == 0, done.stderr
+    assert (f"    differs: {conf}:{n}: Prolog is set again after pbsplug's Prolog line in "
+            f"{conf} and overrides it (Slurm uses the last value read): "
+            "Prolog=/etc/slurm/late-prolog; run 'pbsplug slurm install --apply' again") \
+        in done.stdout
+    done = cli("slurm", "status", "--json", *options)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)[0]
+    assert row["state"] == "differs"
+    assert row["overridden"] == [{"file": str(conf), "line": n, "key": "Prolog",
+                                  "value": "/etc/slurm/late-prolog",
+                                  "pbsplug_value": f"{tmp_path}/programs/prolog"}]
+
+
 def _bridge_ctx(dists, tmp_path):
     plugins = dists.enabled("chains", CHAINS, tmp_path)
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
