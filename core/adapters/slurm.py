@@ -92,6 +92,20 @@ CHAINED = ("prolog_slurmctld", "prolog", "task_prolog", "epilog", "epilog_slurmc
 #: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
 #: Slurm's (the plugins' max_concurrent_nodes is the limit).
 POWER_LINES = {"SuspendTime": "8640000", "SuspendRate": "0", "ResumeRate": "0"}
+#: Why pbsplug sets each slurm.conf key that names no program of its (`plan`), for install's
+#: line about the site's line it replaces (`replaced_why`).
+SET_WHY = {
+    "HealthCheckInterval": "HealthCheckProgram runs exechost_periodic every "
+                           "HealthCheckInterval: the smallest freq of the plugins' "
+                           "exechost_periodic and exechost_startup hooks",
+    "HealthCheckNodeState": "exechost_periodic runs on every node, busy or idle, as in PBS",
+    "SuspendTime": "Slurm's own idle timer kept out of the way (100 days): the power "
+                   "plugin's decision powers nodes off",
+    "SuspendRate": "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is "
+                   "the limit",
+    "ResumeRate": "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is "
+                  "the limit",
+}
 #: Scripts slurmctld runs as SlurmUser (shared/reference/adapters.md §B.1): with a SlurmUser
 #: that is not root they run pbsplug as that user, in folders install makes theirs.
 SLURM_USER_SCRIPTS = ("PrologSlurmctld", "EpilogSlurmctld", "SuspendProgram", "ResumeProgram",
@@ -1255,10 +1269,13 @@ def overriding_line(s: ConfSetting, conf: Path, key: str) -> str:
 
 def replaced_why(p: Plan, line: str) -> str:
     """What becomes of the site's program a replaced slurm.conf `line` (as written) named,
-    for install's output: "" when it names none."""
+    or why pbsplug sets the key it set (`SET_WHY`), for install's output: "" for neither."""
     read = conf_lines(line)
     found = _setting(read[0][2]) if read else None
     key, value = (found[0].lower(), found[1]) if found else ("", "")
+    for name, why in SET_WHY.items():
+        if name.lower() == key and name in p.conf_lines:
+            return f"; pbsplug sets it to {p.conf_lines[name]}: {why}"
     for script, (name, _, _) in SCRIPTS.items():
         if name.lower() != key:
             continue

@@ -1886,6 +1886,45 @@ def test_status_cli_says_which_line_overrides_pbsplugs(cli, dists, home, tmp_pat
                                   "pbsplug_value": f"{tmp_path}/programs/prolog"}]
 
 
+def test_install_says_why_pbsplug_sets_the_keys_that_name_no_program(cli, dists, home,
+                                                                    tmp_path):
+    """A site's HealthCheckInterval, HealthCheckNodeState, SuspendTime, SuspendRate or
+    ResumeRate line was replaced (or, in an included file, overridden) and listed by install
+    with no word of why: each now says the value pbsplug sets and why (the plugins' smallest
+    freq; every node; Slurm's idle timer and rate limits out of the power plugin's way)."""
+    dists.add("parts", MIXED)  # exechost_periodic freq=7, periodic
+    (home / "site.toml").write_text("[plugins.parts]\nenabled = true\n")
+    dists.root.chmod(0o755)
+    (tmp_path / "power.conf").write_text("SuspendTime=600\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nHealthCheckInterval=300\nHealthCheckNodeState=IDLE\n"
+                    "SuspendRate=5\nResumeRate=5\nInclude power.conf\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
+    (bin_dir / "scontrol").chmod(0o755)
+    done = cli("slurm", "install", "--no-native", "--dir", str(tmp_path / "programs"),
+               "--bin-dir", str(bin_dir), "--slurm-conf", str(conf),
+               "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
+               "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root),
+               "--allow-unsafe-paths", "--apply")
+    assert done.returncode == 0, done.stderr
+    rate = "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is the limit"
+    replaced = f"{conf}: replaced (kept as a comment): "
+    for line in (
+            f"{replaced}HealthCheckInterval=300; pbsplug sets it to 7: HealthCheckProgram "
+            "runs exechost_periodic every HealthCheckInterval: the smallest freq of the "
+            "plugins' exechost_periodic and exechost_startup hooks",
+            f"{replaced}HealthCheckNodeState=IDLE; pbsplug sets it to ANY: exechost_periodic "
+            "runs on every node, busy or idle, as in PBS",
+            f"{replaced}SuspendRate=5; pbsplug sets it to 0: {rate}",
+            f"{replaced}ResumeRate=5; pbsplug sets it to 0: {rate}",
+            f"{tmp_path}/power.conf:1: left as it is, pbsplug's line in {conf} overrides it: "
+            "SuspendTime=600; pbsplug sets it to 8640000: Slurm's own idle timer kept out "
+            "of the way (100 days): the power plugin's decision powers nodes off"):
+        assert line + "\n" in done.stdout, line
+
+
 def _bridge_ctx(dists, tmp_path):
     plugins = dists.enabled("chains", CHAINS, tmp_path)
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
