@@ -6,6 +6,7 @@ that is never run."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -225,3 +226,71 @@ def test_slurm_install_refuses_a_slurm_command_of_another_users(cli, dists, home
     done = cli(*args)
     assert done.returncode == 0, done.stderr
     assert f"wrote {tmp_path}/programs/prolog" in done.stdout
+
+
+def test_slurm_periodic_refuses_what_install_refuses(cli, dists, home, tmp_path):
+    """'pbsplug slurm periodic', run as root from a timer, reads the installed config (any
+    --dir) and imports its site folders and plugins: it did so with no check, so a config,
+    a site folder or a plugin another user could change ran their code as root. It refuses
+    as install does, in one line, unless install was given --allow-unsafe-paths (the config
+    records it), and then prints each path it accepts."""
+    _site(dists, home)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("")
+    programs = tmp_path / "programs"
+    install = ("slurm", "install", "--no-native", "--dir", str(programs),
+               "--bin-dir", str(bin_dir), "--slurm-conf", str(tmp_path / "slurm.conf"),
+               "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
+               "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root))
+    done = cli(*install)
+    assert done.returncode == 0, done.stderr
+    config = programs / "pbsplug-slurm.json"
+    assert "allow_unsafe_paths" not in config.read_text()
+    periodic = ("slurm", "periodic", "--dir", str(programs))
+    how = "run 'pbsplug slurm install --allow-unsafe-paths' (its config then says so)"
+    fix = FIX.replace("give --allow-unsafe-paths", how)
+    dists.root.chmod(0o775)
+    done = cli(*periodic)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: slurm periodic: refusing a site folder root imports from "
+        f"{dists.root}: {dists.root} is writable by its group (owner uid 0 (root), mode "
+        f"0775); root would run code from it: {fix}\n")
+    dists.root.chmod(0o755)
+    config.chmod(0o646)
+    done = cli(*periodic)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: slurm periodic: refusing the installed config {config}: {config} "
+        "is writable by others (owner uid 0 (root), mode 0646); root's hooks would do what "
+        f"it says: {fix}\n")
+    config.chmod(0o600)
+    if os.geteuid() == 0:  # a plugin found on sys.path (PYTHONPATH here), no site folder
+        text = config.read_text()
+        data = json.loads(text)
+        data["site_dirs"].remove(str(dists.root))
+        config.write_text(json.dumps(data))
+        module = dists.root / "pbsplug_probe.py"
+        os.chown(module, NOBODY, NOBODY)
+        done = cli(*periodic)
+        assert done.returncode == 2
+        assert done.stderr.startswith(
+            f"pbsplug: error: slurm periodic: refusing plugin probe's code {module}: {module} "
+            f"is owned by uid {NOBODY} (nobody), mode 0644; root would run code from it")
+        os.chown(module, 0, 0)
+        config.write_text(text)
+    # Installed with --allow-unsafe-paths: periodic goes on, and says what it accepts.
+    dists.root.chmod(0o775)
+    done = cli(*install, "--allow-unsafe-paths")
+    assert done.returncode == 0, done.stderr
+    assert '"allow_unsafe_paths": true' in config.read_text()
+    done = cli(*periodic)
+    assert "refusing" not in done.stderr and "Traceback" not in done.stderr
+    assert f"{bin_dir}/scontrol show config: exit status 1" in done.stderr  # (it ran on)
+    assert done.stderr.startswith(
+        f"slurm periodic: warning: accepted (--allow-unsafe-paths): a site folder root "
+        f"imports from {dists.root}: {dists.root} is writable by its group (owner uid 0 "
+        "(root), mode 0775); root would run code from it\n"), done.stderr

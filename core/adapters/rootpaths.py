@@ -20,9 +20,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import safedirs
 from ..plugins import PluginSet
@@ -51,6 +52,26 @@ def root_paths(plugins: PluginSet, python: str, site_dirs: Sequence[str],
     """What an install that names `python` and `site_dirs` points root at, for the enabled
     `plugins` (`extra`: the adapter's own, checked after the interpreter's and before the
     packages')."""
+    out = _interpreter_paths(python) + _site_dir_paths(site_dirs) + list(extra)
+    out.append(_PBSPLUG)
+    site = plugins.site
+    if site.exists:
+        out.append(RootPath("the site config", str(site.path), why=WHY_CONFIG))
+    for record in sorted(plugins.enabled, key=lambda r: r.name):
+        ep = record.entry_point
+        out += _plugin_code(record.name, ep.value if ep is not None else None)
+        cf = site.plugin(record.name).config_file
+        if cf is not None:
+            out.append(RootPath(f"plugin {record.name}'s config_file", str(cf), 0,
+                                record.name, WHY_CONFIG))
+    return list(dict.fromkeys(out))
+
+
+#: The pbsplug package (its folders all checked).
+_PBSPLUG = RootPath("the pbsplug package", str(Path(__file__).parent.parent), None)
+
+
+def _interpreter_paths(python: str) -> list[RootPath]:
     out = [RootPath("the interpreter", python)]
     # Python reads pyvenv.cfg beside its executable, else one folder up (a venv's bin/..)
     exe_dir = os.path.dirname(os.path.abspath(python))
@@ -59,24 +80,43 @@ def root_paths(plugins: PluginSet, python: str, site_dirs: Sequence[str],
     stdlib = os.path.dirname(os.__file__)  # (sysconfig's platstdlib is a venv's own lib)
     out += [RootPath("the standard library", folder, 1)
             for folder in (stdlib, os.path.join(stdlib, "lib-dynload"))]
+    return out
+
+
+def _site_dir_paths(site_dirs: Iterable[str]) -> list[RootPath]:
+    out = []
     for folder in site_dirs:
         out.append(RootPath("a site folder root imports from", folder, 1))
         out += [RootPath(f"a folder {pth} adds to sys.path", added, 1)
                 for pth, added in _pth_folders(folder)]
-    out += list(extra)
-    out.append(RootPath("the pbsplug package", str(Path(__file__).parent.parent), None))
-    site = plugins.site
-    if site.exists:
-        out.append(RootPath("the site config", str(site.path), why=WHY_CONFIG))
-    for record in sorted(plugins.enabled, key=lambda r: r.name):
-        for where in _module_paths(record.entry_point, record.name):
-            out.append(RootPath(f"plugin {record.name}'s code", where,
-                                None if os.path.isdir(where) else 0, record.name))
-        cf = site.plugin(record.name).config_file
-        if cf is not None:
-            out.append(RootPath(f"plugin {record.name}'s config_file", str(cf), 0,
-                                record.name, WHY_CONFIG))
-    return list(dict.fromkeys(out))
+    return out
+
+
+def _plugin_code(name: str, entry_point: str | None) -> list[RootPath]:
+    return [RootPath(f"plugin {name}'s code", where, None if os.path.isdir(where) else 0,
+                     name) for where in _module_paths(entry_point, name)]
+
+
+def installed_paths(config_file: str, site_dirs: Sequence[str]) -> list[RootPath]:
+    """What a command run as root from an installed config (``pbsplug slurm periodic``)
+    points root at before it puts the config's `site_dirs` on sys.path (their .pth files
+    run then): the config itself (it names the plugins root imports), the interpreter
+    running it with its standard library, each site folder and the folders its .pth files
+    add, the pbsplug package. The plugins' packages: `installed_plugin_paths`, once the
+    site folders are on sys.path."""
+    return ([RootPath("the installed config", config_file, why=WHY_CONFIG)]
+            + _interpreter_paths(sys.executable) + _site_dir_paths(site_dirs) + [_PBSPLUG])
+
+
+def installed_plugin_paths(plugins: Any) -> list[RootPath]:
+    """Each plugin's package an installed config names (name -> its ``entry_point``), where
+    it would be imported from now (none for a config that is no mapping: loading it says
+    what is wrong)."""
+    out: list[RootPath] = []
+    for name, spec in sorted(plugins.items() if isinstance(plugins, Mapping) else []):
+        value = spec.get("entry_point") if isinstance(spec, Mapping) else None
+        out += _plugin_code(str(name), str(value) if value else None)
+    return out
 
 
 def _pth_folders(folder: str) -> list[tuple[str, str]]:
@@ -102,9 +142,10 @@ def _pth_folders(folder: str) -> list[tuple[str, str]]:
     return out
 
 
-def _module_paths(entry_point, name: str) -> list[str]:
-    """Where a plugin's top-level package or module is (its folders, or its file)."""
-    value = getattr(entry_point, "value", None) or f"pbsplug_{name}"
+def _module_paths(entry_point: str | None, name: str) -> list[str]:
+    """Where a plugin's top-level package or module is (its folders, or its file), by its
+    entry point's value."""
+    value = entry_point or f"pbsplug_{name}"
     top = value.split(":", 1)[0].strip().split(".", 1)[0]
     module = sys.modules.get(top)
     spec = getattr(module, "__spec__", None) if module is not None else None
@@ -130,11 +171,11 @@ def unsafe(paths: Iterable[RootPath]) -> list[tuple[RootPath, str]]:
     return out
 
 
-def message(command: str, rp: RootPath, problem: str) -> str:
-    """Install's refusal, in one line."""
+def message(command: str, rp: RootPath, problem: str, allow: str = f"give {ALLOW}") -> str:
+    """Install's refusal, in one line (`allow`: how to go on all the same)."""
     return (f"{command}: refusing {rp.what} {rp.path}: {problem}; {rp.why}: make it and every "
             "folder above it root's and writable by no one else (a folder above them may be "
-            f"sticky, as /tmp is), or give {ALLOW}")
+            f"sticky, as /tmp is), or {allow}")
 
 
 def accepted(command: str, rp: RootPath, problem: str) -> str:

@@ -28,14 +28,16 @@ _ALLOW_HELP = ("Install even where a user other than root could change what root
                "such path is printed.")
 
 
-def _refuse_unsafe(command: str, paths: Sequence[RootPath], allow: bool) -> None:
+def _refuse_unsafe(command: str, paths: Sequence[RootPath], allow: bool,
+                   how: str | None = None) -> None:
     """`CliError` naming the first path root would run, import or read that another user
-    could change (`rootpaths`); with --allow-unsafe-paths, each one printed instead."""
+    could change (`rootpaths`; `how`: how to go on all the same, if not --allow-unsafe-paths);
+    with --allow-unsafe-paths, each one printed instead."""
     from ..adapters import rootpaths
 
     found = rootpaths.unsafe(paths)
     if found and not allow:
-        raise CliError(rootpaths.message(command, *found[0]))
+        raise CliError(rootpaths.message(command, *found[0], *([how] if how else [])))
     for rp, problem in found:
         typer.echo(rootpaths.accepted(command, rp, problem), err=True)
 
@@ -269,6 +271,8 @@ def slurm_app() -> typer.Typer:
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
                         run_dir, native)
         _refuse_unsafe("slurm install", p.root_paths, allow_unsafe_paths)
+        if allow_unsafe_paths:  # ('slurm periodic' checks again, and accepts them too)
+            p.config["allow_unsafe_paths"] = True
         for row in p.rows:
             if not row["runs"]:
                 typer.echo(f"{row['plugin']}: nothing to install: none of its hooks has a "
@@ -357,12 +361,15 @@ def slurm_app() -> typer.Typer:
         reservations and pending jobs, as installed in DIR: run it on the controller from a
         timer (Slurm has no periodic script), as root or as SlurmUser. Run as root with a
         SlurmUser that is not root, the event runs as SlurmUser (the power programs' folders
-        are SlurmUser's); its log lines go to root's --log-file."""
+        are SlurmUser's); its log lines go to root's --log-file. Refused in one line, as
+        install refuses, when a user other than root could change the config or what it
+        would import (the interpreter, the site folders, the pbsplug package, the plugins'
+        packages), unless install was given --allow-unsafe-paths."""
         import os
         import site
         import time
 
-        from ..adapters import slurm, slurm_bridge
+        from ..adapters import rootpaths, slurm, slurm_bridge
 
         if every > MAX_EVERY:  # (time.sleep cannot wait so long: a traceback after one run)
             raise CliError(f"--every {every:g}: expected at most {MAX_EVERY} seconds (ten "
@@ -373,8 +380,15 @@ def slurm_app() -> typer.Typer:
                            "install' first, or give --dir)")
         if every < 0:
             raise CliError(f"--every {every:g}: expected a number of seconds >= 0")
-        for folder in config.get("site_dirs") or ():  # as the programs import (--site-dir)
+        dirs = [str(d) for d in config.get("site_dirs") or ()]
+        allow = config.get("allow_unsafe_paths") is True
+        how = "run 'pbsplug slurm install --allow-unsafe-paths' (its config then says so)"
+        _refuse_unsafe("slurm periodic", rootpaths.installed_paths(
+            str(directory / slurm.CONFIG_NAME), dirs), allow, how)
+        for folder in dirs:  # as the programs import (--site-dir); their .pth files run
             site.addsitedir(folder)
+        _refuse_unsafe("slurm periodic", rootpaths.installed_plugin_paths(
+            config.get("plugins") or {}), allow, how)
         if os.geteuid() == 0 and slurm_bridge.slurm_user_uid(config) is not None:
             # root's log opened as root; then SlurmUser for good, before a plugin is
             # loaded: no plugin code runs as root with PBSPLUG_HOME in SlurmUser's folder
