@@ -1348,7 +1348,7 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
     each setting Slurm reads after pbsplug's lines that sets a key of theirs
     (`overriding_settings`), one line of ``problems`` too."""
     have = installed_config(p.directory)
-    conf_text = conf.read_text() if conf is not None and conf.exists() else None
+    conf_text = read_conf(conf) if conf is not None and conf.exists() else None
     problems = []
     if have is None:
         problems.append(f"not installed in {p.directory}")

@@ -1848,6 +1848,20 @@ def test_status_names_each_setting_read_after_pbsplugs_lines(dists, tmp_path, sh
     assert p.config["site_programs"] == {"prolog": "/etc/slurm/late-prolog"}
 
 
+def test_status_reads_a_slurm_conf_with_bytes_that_are_no_utf8(dists, tmp_path, shared_tmp):
+    """install keeps a slurm.conf's bytes that are no UTF-8 (a Latin-1 comment, which Slurm
+    reads); status read it as UTF-8 and failed ("'utf-8' codec can't decode byte 0xe9")."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_bytes(b"ClusterName=c\n# caf\xe9\n")
+    p = slurm.plan(_plugins(dists, tmp_path), shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
+                   log_file="", run_dir="/run/x", native=False, site_conf=conf)
+    slurm.write_programs(p)
+    slurm.apply_conf(conf, p.conf_lines)
+    assert b"# caf\xe9\n" in conf.read_bytes()
+    assert slurm.status(p, conf)[0]["state"] == "installed"
+
+
 def test_status_cli_says_which_line_overrides_pbsplugs(cli, dists, home, tmp_path):
     """The same through `pbsplug slurm status`: a 'differs:' line, and ``overridden`` added
     to each row of --json."""
