@@ -121,8 +121,9 @@ def site_programs(script, site):
 
 def run_site(script, site, capture=False):
     """The site's programs for `script` run one after the other, each with this process's
-    environment and arguments, stdin /dev/null, waited for: (the first failure's status,
-    that program, the programs' stdout when `capture`). After a failure the rest run only
+    environment and arguments, stdin /dev/null, SIGPIPE and SIGXFSZ not ignored (as
+    Python does in itself), waited for: (the first failure's status, that program, the
+    programs' stdout when `capture`). After a failure the rest run only
     for an Epilog (`RUN_EVERY_MATCH`). One killed by a signal fails with 128 + its number;
     one that cannot be run, with 127."""
     status, failed, out = 0, "", b""
@@ -144,6 +145,10 @@ def _run_one(path, capture):
     pid = posix.fork()
     if pid == 0:
         try:
+            # (Python ignores these in itself; a program gets them back, as subprocess
+            # gives them: a `loop | head -1` in the site's shell script ends)
+            for number in (_signal.SIGPIPE, _signal.SIGXFSZ):
+                _signal.signal(number, _signal.SIG_DFL)
             posix.dup2(posix.open("/dev/null", posix.O_RDONLY), 0)
             if capture:
                 posix.dup2(write_end, 1)
@@ -174,6 +179,8 @@ def task_main(socket_path, site=""):
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     if site:  # the site's lines first: pbsplug's, after them, win where both set a name
         status, program, out = run_site("task_prolog", site, capture=True)
+        if out and not out.endswith(b"\n"):
+            out += b"\n"  # (Slurm reads lines: pbsplug's first would end the site's last)
         sys.stdout.buffer.write(out)
         if status:
             print(f"pbsplug TaskProlog: the site's TaskProlog {program} exited {status}: "

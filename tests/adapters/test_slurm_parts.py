@@ -1976,16 +1976,18 @@ def test_a_failed_site_program_stops_a_prolog_not_an_epilog(dists, tmp_path, mon
                        "pbsplug's events do not run") + "; the script exits 3"]
 
 
-@pytest.mark.parametrize("site_exit", [0, 3])
-def test_taskprolog_prints_the_sites_lines_then_pbsplugs(tmp_path, site_exit):
+@pytest.mark.parametrize("site_exit, last", [(0, "echo"), (3, "echo"), (0, "printf")])
+def test_taskprolog_prints_the_sites_lines_then_pbsplugs(tmp_path, site_exit, last):
     """The site's TaskProlog runs first, as the job's user: its lines come out first, and
-    pbsplug's after them win where both set a name. A failed one is the script's status
-    and pbsplug's execjob_launch is not asked for."""
+    pbsplug's after them win where both set a name (its last line ends with a line break
+    even where the site's program wrote none: Slurm reads one line at a time). A failed
+    one is the script's status and pbsplug's execjob_launch is not asked for."""
     import marshal
     import threading
 
     site = tmp_path / "site-task"
-    site.write_text(f"#!/bin/sh\necho export SITE=1\necho export BOTH=site\nexit {site_exit}\n")
+    site.write_text(f"#!/bin/sh\necho export SITE=1\n{last} 'export BOTH=site'\n"
+                    f"exit {site_exit}\n")
     site.chmod(0o755)
     sock = tmp_path / "task.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -2024,3 +2026,29 @@ def test_taskprolog_prints_the_sites_lines_then_pbsplugs(tmp_path, site_exit):
         assert done.stdout == "export SITE=1\nexport BOTH=site\n"
         assert done.stderr == (f"pbsplug TaskProlog: the site's TaskProlog {site} exited 3: "
                                "pbsplug's execjob_launch does not run\n")
+
+
+def _site_task_prolog(tmp_path, body):
+    """pbsplug's TaskProlog run once with a site TaskProlog of `body` that exits 3 (so that
+    no task worker is asked): what it printed."""
+    site = tmp_path / "site-task"
+    site.write_text(f"#!/bin/sh\n{body}\nexit 3\n")
+    site.chmod(0o755)
+    program = tmp_path / "task_prolog"
+    program.write_text(slurm_program.task_program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), str(tmp_path / "no.sock"),
+        str(site)))
+    program.chmod(0o755)
+    done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    return done.stdout
+
+
+def test_the_sites_program_gets_sigpipe_and_sigxfsz_as_a_program_does(tmp_path):
+    """Python ignores SIGPIPE and SIGXFSZ in itself; the site's program it runs gets them
+    back, as subprocess gives them (a `loop | head -1` in it ends)."""
+    out = _site_task_prolog(
+        tmp_path, "echo export SIGIGN=$(grep SigIgn /proc/self/status | cut -f2)")
+    plain = subprocess.run(["sh", "-c", "grep SigIgn /proc/self/status | cut -f2"],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert out == f"export SIGIGN={plain}"
