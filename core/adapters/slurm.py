@@ -1150,11 +1150,11 @@ def _read_include(path: str, line: int, name: str, out: list[ConfSetting],
                                 f" -> {target}): correct the line and run install again")
     try:
         text = read_conf(Path(target))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in the name)
         raise SlurmInstallError(
-            f"{where}: cannot read {target} ({exc.strerror or exc}), which may set a program "
-            "pbsplug's would run first; Slurm cannot read it either: correct the line (or "
-            "the file) and run install again") from None
+            f"{where}: cannot read {target} ({getattr(exc, 'strerror', None) or exc}), which "
+            "may set a program pbsplug's would run first; Slurm cannot read it either: "
+            "correct the line (or the file) and run install again") from None
     _read_settings(target, text, out, stack + [target])
 
 

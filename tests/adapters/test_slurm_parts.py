@@ -1768,6 +1768,16 @@ def test_a_program_an_included_file_sets_is_chained_and_named(dists, tmp_path):
         _chain_plan(dists, tmp_path, site)
 
 
+def test_an_include_of_a_name_no_system_call_takes_is_one_line(dists, tmp_path):
+    """An Include naming a file with a NUL byte in it: one line naming the line, as for
+    one that cannot be read, never a traceback."""
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _chain_plan(dists, tmp_path, "ClusterName=c\nInclude a\x00b.conf\n")
+    assert str(caught.value).startswith(
+        f"{tmp_path}/slurm.conf:2: Include a\x00b.conf: cannot read {tmp_path}/a\x00b.conf "
+        "(embedded null byte), which may set a program pbsplug's would run first")
+
+
 def test_install_names_the_included_line_pbsplugs_overrides(cli, dists, home, tmp_path):
     """install's output: the included file's line, by file and number, that pbsplug's line
     overrides, and what becomes of the program it names; the file is left as it is."""
