@@ -150,6 +150,30 @@ def test_install_checks_the_interpreter_it_names(shared_tmp, home):
         f"everyone (owner uid 0 (root), mode 0777); root would run code from it: {FIX}")
 
 
+def test_install_checks_the_site_folders_the_interpreter_reads_itself(shared_tmp, home,
+                                                                     monkeypatch):
+    """A site folder the interpreter puts on sys.path itself (Debian's
+    /usr/lib/python3/dist-packages, a --system-site-packages venv's base site-packages) is
+    checked though install was given none: a worker's ``python -I`` imports from it."""
+    import site
+
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    dist_packages = shared_tmp / "dist-packages"
+    dist_packages.mkdir()
+    dist_packages.chmod(0o777)
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(dist_packages)])
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+    found = rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))
+    assert [(rp.what, rp.path, problem) for rp, problem in found] == [
+        ("a site folder root imports from", str(dist_packages),
+         f"{dist_packages} is writable by everyone (owner uid 0 (root), mode 0777)")]
+    # (another interpreter's are not this process's to say)
+    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+
+
 def _refused(done, command: str, what: str, path, problem: str,
              why: str = "root would run code from it") -> None:
     """`done` is install's one-line refusal of `path`."""

@@ -4,12 +4,12 @@ any of it (``pbsplug pbs install``, ``pbsplug slurm install`` and their status c
 PBS's hooks, Slurm's programs and the workers they start run as root: the interpreter install
 ran with (`sys.executable`, every link on the way to it, and the pyvenv.cfg that says which
 environment it is), its standard library, the site folders they import from (this
-environment's site-packages, each with its .pth files, run at start-up, and the folders they
-add; ``--site-dir``), the pbsplug package (PBS's hook puts wire_dir, in it, on sys.path) and
-each enabled plugin's package, and the site config and .CF files install reads the plugins'
-configuration from (a power plugin's commands, run as root). A user who could change any of
-these could run code as root. `unsafe` checks each with `pbsplug.safedirs.code_problem`: one
-walker for both adapters.
+environment's site-packages and any other the interpreter reads itself, each with its .pth
+files, run at start-up, and the folders they add; ``--site-dir``), the pbsplug package (PBS's
+hook puts wire_dir, in it, on sys.path) and each enabled plugin's package, and the site config
+and .CF files install reads the plugins' configuration from (a power plugin's commands, run
+as root). A user who could change any of these could run code as root. `unsafe` checks each
+with `pbsplug.safedirs.code_problem`: one walker for both adapters.
 
 A site folder's own entries are checked (a package or a .pth file planted there); a
 dependency's subfolders are not walked, the pbsplug package's and the plugins' are.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import site
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ def root_paths(plugins: PluginSet, python: str, site_dirs: Sequence[str],
     """What an install that names `python` and `site_dirs` points root at, for the enabled
     `plugins` (`extra`: the adapter's own, checked after the interpreter's and before the
     packages')."""
-    out = _interpreter_paths(python) + _site_dir_paths(site_dirs) + list(extra)
+    out = _interpreter_paths(python) + _site_dir_paths(site_dirs, python) + list(extra)
     out.append(_PBSPLUG)
     site = plugins.site
     if site.exists:
@@ -83,9 +84,9 @@ def _interpreter_paths(python: str) -> list[RootPath]:
     return out
 
 
-def _site_dir_paths(site_dirs: Iterable[str]) -> list[RootPath]:
+def _site_dir_paths(site_dirs: Iterable[str], python: str) -> list[RootPath]:
     out = []
-    for folder in site_dirs:
+    for folder in dict.fromkeys([*site_dirs, *_interpreter_site_dirs(python)]):
         out.append(RootPath("a site folder root imports from", folder, 1))
         out += [RootPath(f"a folder {pth} adds to sys.path", added, 1)
                 for pth, added in _pth_folders(folder)]
@@ -105,7 +106,8 @@ def installed_paths(config_file: str, site_dirs: Sequence[str]) -> list[RootPath
     add, the pbsplug package. The plugins' packages: `installed_plugin_paths`, once the
     site folders are on sys.path."""
     return ([RootPath("the installed config", config_file, why=WHY_CONFIG)]
-            + _interpreter_paths(sys.executable) + _site_dir_paths(site_dirs) + [_PBSPLUG])
+            + _interpreter_paths(sys.executable) + _site_dir_paths(site_dirs, sys.executable)
+            + [_PBSPLUG])
 
 
 def installed_plugin_paths(plugins: Any) -> list[RootPath]:
@@ -117,6 +119,18 @@ def installed_plugin_paths(plugins: Any) -> list[RootPath]:
         value = spec.get("entry_point") if isinstance(spec, Mapping) else None
         out += _plugin_code(str(name), str(value) if value else None)
     return out
+
+
+def _interpreter_site_dirs(python: str) -> list[str]:
+    """The site folders `python` (this process's interpreter, as both adapters name it)
+    puts on sys.path itself, whichever install names (`site_dirs`): a worker's ``python -I``
+    imports from them, before those, with their .pth files. Debian's python3 reads
+    /usr/lib/python3/dist-packages too, and a venv made with --system-site-packages its base
+    interpreter's site-packages. One not there yet is checked where it would be made (the
+    interpreter adds it once it is). Another interpreter's are not this process's to say."""
+    if os.path.abspath(python) != os.path.abspath(sys.executable):
+        return []
+    return list(site.getsitepackages())
 
 
 def _pth_folders(folder: str) -> list[tuple[str, str]]:
