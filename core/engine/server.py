@@ -1355,19 +1355,19 @@ class Engine:
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
 
-    def _purge(self, caller: Caller | str, job_id: str) -> None:
+    def _purge(self, caller: Caller | str, job_id: str, with_array: bool = False) -> None:
         """A finished job's history gone (qdel -x): no qstat -x shows it again. A subjob
-        purged while its array lives leaves its index and Exit_status on the array when
-        it ran, so that the array's end counts it as it would have (`Arrays.end_if_over`,
-        `Arrays.shown`); one gone already (with its array) is let be."""
+        purged while its array stays (lives, or has just ended with it: its last subjob)
+        leaves its index and Exit_status on the array when it ran, so that the array's end
+        and qstat count it as they would have (`Arrays.end_if_over`, `Arrays.shown`); not
+        when the array goes too (`with_array`); one gone already is let be."""
         attrs = self.store.job(job_id, lean=True)
         if attrs is None:
             return
         array_job = attrs.get("array_id")
         array = self.store.job(array_job, lean=True) if isinstance(array_job, str) else None
         with self.store.transaction() as st:
-            if array is not None and array.get("job_state") not in ("F", "X") and \
-                    attrs.get("stime") is not None:
+            if array is not None and not with_array and attrs.get("stime") is not None:
                 runtime = st.runtime(array_job) or {}
                 kept = runtime.get("purged_ran")
                 ran = {**(kept if isinstance(kept, dict) else {}),
@@ -1380,7 +1380,7 @@ class Engine:
     def _purge_array(self, caller: Caller | str, array_job: str) -> None:
         """A finished array's history gone (qdel -x), its subjobs' with it."""
         for sub in self.store.subjobs(array_job):
-            self._purge(caller, sub)
+            self._purge(caller, sub, with_array=True)
         self._purge(caller, array_job)
 
     def _drop(self, job_id: str, attrs: dict, comment: str,

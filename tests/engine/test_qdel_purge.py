@@ -190,3 +190,18 @@ def test_qdel_names_a_job_over_as_openpbs_does(engine):
     for given, named in asked.items():
         done = engine.pbs("qdel", given)
         assert (done.returncode, done.stderr) == (35, f"qdel: Job has finished {named}\n"), given
+
+
+def test_the_last_subjob_purged_still_counts_at_its_arrays_end(engine):
+    """qdel -x 12[2] of the array's last subjob, running: its end ends the array, and its
+    history goes after that; the array still counts it as run (not Expired)."""
+    script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
+    job_id = engine.pbs("qsub", "-J", "1-2%1", input=script, check=True).stdout.strip()
+    second = arrays.subjob_id(job_id, 2)
+    engine.wait(second, "R")
+    engine.pbs("qdel", "-x", second, check=True)
+    attrs = engine.wait(job_id)
+    until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
+    assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
+    assert engine.job(job_id)["array_state_count"] == (
+        "Queued:0 Running:0 Exiting:0 Expired:0")
