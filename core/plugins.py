@@ -219,8 +219,10 @@ class PluginSet:
     def _fail(self, record: PluginRecord, error: str) -> None:
         record.status = FAILED
         record.error = error
-        if record.plugin is not None and self.pm.is_registered(record.plugin):
-            self.pm.unregister(record.plugin)
+        # (only under its own name: the object may be another name's, which pluggy's
+        # refusal of this one leaves registered)
+        if record.plugin is not None and self.pm.get_plugin(record.name) is record.plugin:
+            self.pm.unregister(name=record.name)
             self._registry = None  # (what it registered goes with it)
 
     def _check_and_register(self, record: PluginRecord, enabled: bool) -> None:

@@ -352,6 +352,24 @@ def test_plugin_set_add_of_a_name_again_loads_the_plugin_again(tmp_path, first):
     assert plugins.pm.get_plugin("obj") is new and not plugins.pm.is_registered(old)
 
 
+def test_a_failed_add_of_an_object_added_under_another_name_leaves_that_one(tmp_path):
+    """pluggy takes one object under one name: a second add of it, under another name,
+    fails, and the first stays registered, as its record says. The failure unregistered
+    the object, taking the first name's hooks away while its record still said enabled."""
+    from pbsplug import PluginSet, hookimpl
+
+    class Obj:
+        @hookimpl
+        def runjob(self, event):
+            pass
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    obj = Obj()
+    assert plugins.add("a", obj, enable=True).status == "enabled"
+    assert plugins.add("b", obj, enable=True).status == "failed"
+    assert plugins.get("a").status == "enabled" and plugins.pm.get_plugin("a") is obj
+
+
 def test_attribute_registry_follows_plugins_added_after_it(tmp_path):
     """A plugin added after a first `attribute_registry()` has its attributes registered;
     one added again (replaced) has its old attributes gone, and one that then fails has
