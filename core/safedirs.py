@@ -541,8 +541,16 @@ def code_problem(path: str | Path, depth: int | None = 0) -> str | None:
         problem = _entry_problem(current, info, trusted, False)
         if problem:
             return problem
-        current = os.path.join(os.path.realpath(folder), os.readlink(current))
-        current = os.path.normpath(current)
+        written = os.readlink(current)
+        target = os.path.join(os.path.realpath(folder), written)
+        lexical = os.path.normpath(target)
+        # ('..' after a link is the link target's parent, not the folder written before it,
+        # which is the one the next step would check)
+        if os.path.realpath(os.path.dirname(target)) != \
+                os.path.realpath(os.path.dirname(lexical)):
+            return (f"{current} is a link to {written}, whose '..' after a link names "
+                    "another folder than the one written; name the target without '..'")
+        current = lexical
     return f"{path} is a chain of more than {_MAX_LINKS} links"
 
 

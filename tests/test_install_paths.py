@@ -117,6 +117,24 @@ def test_a_link_to_an_interpreter_in_a_folder_others_may_write_is_refused(shared
         f"{shared_tmp}/venv is writable by its group (owner uid 0 (root), mode 0775)")
 
 
+def test_a_link_whose_target_goes_back_out_of_a_link_is_refused(shared_tmp):
+    """bin/python -> sub/l/../python3, sub/l a link to other/deep: the system runs
+    other/python3, in a folder everyone may write, where the check, reading '..' as
+    written, looked at bin/sub/python3 (not there, in root's folder) and passed."""
+    top = shared_tmp / "t"
+    for folder in (top / "bin" / "sub", top / "other" / "deep"):
+        folder.mkdir(parents=True)
+    for folder in (top, top / "bin", top / "bin" / "sub", top / "other" / "deep"):
+        folder.chmod(0o755)
+    (top / "other").chmod(0o777)
+    (top / "other" / "python3").write_text("#!/bin/sh\n")
+    os.symlink(top / "other" / "deep", top / "bin" / "sub" / "l")
+    os.symlink("sub/l/../python3", top / "bin" / "python")
+    assert safedirs.code_problem(top / "bin" / "python") == (
+        f"{top}/bin/python is a link to sub/l/../python3, whose '..' after a link names "
+        "another folder than the one written; name the target without '..'")
+
+
 @needs_root
 def test_a_link_of_another_users_is_refused(shared_tmp):
     pkg = _tree(shared_tmp / "t")
