@@ -88,11 +88,14 @@ def pbsplug_plugins(tmp_path) -> PluginSet:
 
 
 @pytest.fixture
-def register_plugin(pbsplug_plugins: PluginSet) -> Iterator[Callable[..., PluginRecord]]:
+def register_plugin(pbsplug_plugins: PluginSet,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., PluginRecord]]:
     """``register_plugin(plugin, name=None, *, config=None, check=True, **attributes)``:
     enable `plugin` (a module or object with hookimpls) for this test. A module's names
     are put back after the test (`_put_back`): what its `configure` (or a hook run in this
     process) bound there, such as the configuration it keeps, reaches no later test.
+    (`monkeypatch` is asked for so that the test's is undone after that: a name it patched
+    before the module was registered is then put back as it was before the patch.)
 
     `attributes` override hook attributes as the site would (``order=5``, ``alarm=2``,
     ``isolation="process"``...); `config` is the plugin's configuration, checked against its

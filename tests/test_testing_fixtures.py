@@ -129,6 +129,38 @@ def test_register_plugin_puts_back_what_a_plugin_module_bound(tmp_path):
     assert "2 passed" in result.stdout
 
 
+#: Two tests: the first patches a plugin module's name with monkeypatch, then registers
+#: the module (register_plugin asked for before monkeypatch); the second finds the name as
+#: it was at import.
+_PATCHED = """
+import toyplug
+
+
+def test_patched(register_plugin, monkeypatch):
+    monkeypatch.setattr(toyplug, "_seen", "patched")
+    register_plugin(toyplug, "toy")
+
+
+def test_a_later_test_finds_it_as_at_import():
+    assert toyplug._seen is None
+"""
+
+
+def test_register_plugin_leaves_a_monkeypatch_of_the_module_undone(tmp_path):
+    """register_plugin keeps a module's names as they were when it was registered: a name
+    the test had patched before with monkeypatch, whose own undo came first (a fixture
+    asked for later is undone earlier), was patched again by register_plugin's, for every
+    later test."""
+    (tmp_path / "toyplug.py").write_text(_TOY)
+    (tmp_path / "test_patched.py").write_text(_PATCHED)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(tmp_path / "test_patched.py")], capture_output=True,
+                            text=True, env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
 def test_a_tests_clock_and_home_reach_a_forked_hook(register_plugin, fire_event, tmp_path,
                                                     monkeypatch):
     # docs/plugin-authors.md, Testing: the clock a test sets and its PBSPLUG_HOME.
