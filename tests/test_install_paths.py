@@ -192,6 +192,35 @@ def test_install_checks_the_site_folders_the_interpreter_reads_itself(shared_tmp
     assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
 
 
+def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, home):
+    """A .pth line adds to sys.path whatever is there at start-up: a zip file (an egg),
+    or a folder made later by whoever may make it. Only folders there at install were
+    checked."""
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    site_dir, shared = shared_tmp / "site", shared_tmp / "shared"
+    for folder in (site_dir, shared):
+        folder.mkdir()
+    site_dir.chmod(0o755)
+    shared.chmod(0o1777)  # (as /tmp)
+    egg = shared_tmp / "x.egg"
+    egg.write_bytes(b"PK")
+    egg.chmod(0o666)
+    (site_dir / "eggs.pth").write_text(f"# a comment\nimport os\n{egg}\n{shared}/later\n")
+    (site_dir / "eggs.pth").chmod(0o644)
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+    found = rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", [str(site_dir)]))
+    assert [(rp.what, rp.path, problem) for rp, problem in found
+            if rp.what.startswith("a path eggs.pth")] == [
+        ("a path eggs.pth adds to sys.path", str(egg),
+         f"{egg} is writable by others (owner uid 0 (root), mode 0666)"),
+        ("a path eggs.pth adds to sys.path", f"{shared}/later",
+         f"{shared} is writable by everyone (owner uid 0 (root), mode 1777): others may "
+         "add files to it")]
+
+
 def _refused(done, command: str, what: str, path, problem: str,
              why: str = "root would run code from it") -> None:
     """`done` is install's one-line refusal of `path`."""

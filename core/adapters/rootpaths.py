@@ -88,7 +88,7 @@ def _site_dir_paths(site_dirs: Iterable[str], python: str) -> list[RootPath]:
     out = []
     for folder in dict.fromkeys([*site_dirs, *_interpreter_site_dirs(python)]):
         out.append(RootPath("a site folder root imports from", folder, 1))
-        out += [RootPath(f"a folder {pth} adds to sys.path", added, 1)
+        out += [RootPath(f"a path {pth} adds to sys.path", added, 1)
                 for pth, added in _pth_folders(folder)]
     return out
 
@@ -134,8 +134,9 @@ def _interpreter_site_dirs(python: str) -> list[str]:
 
 
 def _pth_folders(folder: str) -> list[tuple[str, str]]:
-    """(.pth file, folder) for each folder a .pth file in `folder` adds, as `site` reads
-    them (a line that is not a comment nor an ``import``, relative to `folder`)."""
+    """(.pth file, path) for each path a .pth file in `folder` adds, as `site` reads them
+    (a line that is not a comment nor an ``import``, relative to `folder`): a folder, a
+    zip file (an egg), or one not there yet, which `site` adds once it is."""
     out = []
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
@@ -150,9 +151,7 @@ def _pth_folders(folder: str) -> list[tuple[str, str]]:
             line = line.rstrip()
             if not line or line.startswith(("#", "import ", "import\t")):
                 continue
-            added = os.path.normpath(os.path.join(folder, line))
-            if os.path.isdir(added):
-                out.append((name, added))
+            out.append((name, os.path.normpath(os.path.join(folder, line))))
     return out
 
 
