@@ -424,6 +424,14 @@ def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
         is_pattern = pattern and any(c in value for c in "*?[")
         if any(fnmatch.fnmatchcase(o, value) if is_pattern else os.path.normpath(value) == o
                for o in ours):
+            theirs = [m for m in slurm_program.site_programs(script, value)
+                      if not _pbsplugs(m, directory)] if is_pattern else []
+            if theirs:  # (left out, they would no longer run; run, so would pbsplug's)
+                raise SlurmInstallError(
+                    f"{setting.file}:{setting.line}: {key}={value[:200]}: the pattern matches "
+                    f"pbsplug's programs in --dir {directory} and the site's {theirs[0]}, "
+                    f"which pbsplug's {key} could not run without running its own again: "
+                    "choose a --dir the pattern does not match and run install again")
             notes.append(f"{key}={value} names pbsplug's own program: not run twice")
             continue
         chain[script] = value
@@ -434,6 +442,13 @@ def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
             notes.append(f"the site's {key} {value} is not on this host: pbsplug's {key} "
                          "runs it where it is, and fails where it is missing, as Slurm did")
     return chain, notes
+
+
+def _pbsplugs(path: str, directory: Path) -> bool:
+    """Whether `path` is a file install writes in its --dir (`directory`)."""
+    names = {n + suffix for _, n, _ in SCRIPTS.values() for suffix in ("", NATIVE_SUFFIX)}
+    names |= {CONFIG_NAME, TASK_CONFIG_NAME, PROGRAM_MODULE, CLIENT_MODULE, "__pycache__"}
+    return os.path.dirname(path) == str(directory) and os.path.basename(path) in names
 
 
 def _site_paths(chain: dict[str, str]) -> list[RootPath]:

@@ -1649,6 +1649,32 @@ def test_a_line_naming_pbsplugs_own_program_is_not_chained(dists, tmp_path):
     assert sum("names pbsplug's own program" in n for n in p.notes) == 2
 
 
+def test_a_pattern_matching_both_pbsplugs_programs_and_the_sites_is_refused(dists, tmp_path):
+    """--dir in the folder of the site's Prolog pattern (prolog.d/*): the site's programs
+    there would no longer run (the pattern left out, as naming pbsplug's own), and chained
+    the pattern would run pbsplug's programs too. One line, naming the line and a site
+    program. Before, the pattern was dropped with a note, and the site's prologs with it."""
+    folder = tmp_path / "prolog.d"
+    folder.mkdir()
+    (folder / "10-site").write_text("#!/bin/sh\n")
+    (folder / "10-site").chmod(0o755)
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.plan(dists.enabled("chains", CHAINS, tmp_path), folder,
+                   dirs=[str(dists.root)], bin_dir="/usr/bin", slurm_conf="",
+                   state_dir="/var/spool/x", log_file="/var/log/x", run_dir="/run/x",
+                   native=False, site_conf=_conf(tmp_path, f"Prolog={folder}/*\n"))
+    assert str(caught.value) == (
+        f"{tmp_path}/slurm.conf:1: Prolog={folder}/*: the pattern matches pbsplug's "
+        f"programs in --dir {folder} and the site's {folder}/10-site, which pbsplug's "
+        "Prolog could not run without running its own again: choose a --dir the pattern "
+        "does not match and run install again")
+
+
+def _conf(tmp_path, text):
+    (tmp_path / "slurm.conf").write_text(text)
+    return tmp_path / "slurm.conf"
+
+
 def test_a_site_program_another_user_could_change_is_refused(dists, tmp_path):
     from pbsplug.adapters.rootpaths import unsafe
 
