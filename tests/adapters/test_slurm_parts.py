@@ -2012,6 +2012,21 @@ def test_a_failed_site_program_stops_a_prolog_not_an_epilog(dists, tmp_path, mon
                        "pbsplug's events do not run") + "; the script exits 3"]
 
 
+def test_the_public_task_workers_requests_say_nothing_of_a_site_program(dists, tmp_path,
+                                                                        caplog):
+    """Any local user may send the task worker a request: one that says a site program
+    failed is not believed (it had root log that user's words as the site's program and
+    answer before TaskProlog's own checks); it is TaskProlog's, refused for not coming
+    through the socket."""
+    ctx = _bridge_ctx(dists, tmp_path)
+    ctx.config = {**ctx.config, "public": True}
+    caplog.set_level(logging.INFO, logger="pbsplug.slurm")
+    answer = slurm_bridge.dispatch(ctx, {"script": "task_prolog", "env": {},
+                                         "site_status": 3, "site_program": "/from/a/user"})
+    assert answer["exit"] == 1 and "did not come through the socket" in answer["error"]
+    assert not [r for r in caplog.records if "/from/a/user" in r.getMessage()]
+
+
 @pytest.mark.parametrize("site_exit, last", [(0, "echo"), (3, "echo"), (0, "printf")])
 def test_taskprolog_prints_the_sites_lines_then_pbsplugs(tmp_path, site_exit, last):
     """The site's TaskProlog runs first, as the job's user: its lines come out first, and
