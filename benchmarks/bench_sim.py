@@ -19,6 +19,9 @@ Rows (issue 20):
   --split-ricc does the same for RICC after its row.
 - The floor: EASY on KTH-SP2 in plain Python on one count of free cpus, nothing of PBS and
   no output (`one_floor`): what the language charges for the rule, beside the goal's time.
+- With --widen K: KTH-SP2 with every job's processors and the machine's K times as many
+  (`widened`): the same schedule on K times the vnodes, so the time it adds tells what grows
+  with the vnodes a job holds from what does not (per job, per cycle).
 - With --power: energy saved and mean wait added by the power plugin (on/off, simulated
   driver) against always-on, on KTH-SP2 (about 2 minutes) and RICC with --power-ricc
   (about an hour for all of it; --ricc-limit N for its first N jobs).
@@ -28,12 +31,14 @@ Batsim CSVs, no plots) go to a temporary folder.
 
     .venv/bin/python benchmarks/bench_sim.py [--skip-accasim] [--skip-rules] [--skip-ricc]
                                              [--ricc-limit N] [--split-ricc] [--power]
+                                             [--widen K]
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import gzip
 import json
 import math
 import os
@@ -239,6 +244,27 @@ def one_floor(trace: str, limit: int | None = None, hosts: bool = False) -> dict
     return {"jobs": count, "wall": time.perf_counter() - t0, "mean_wait": waited / count}
 
 
+def widened(trace: Path, k: int, folder: Path) -> Path:
+    """An SWF copy of `trace` (an SWF.gz) in `folder` with every job's processors (fields 5
+    and 8, where known) and the header's MaxNodes and MaxProcs times `k`. On KTH-SP2 (one-cpu
+    hosts, first fit) EASY gives it the same schedule, on k times the vnodes."""
+    out = folder / f"{trace.name.removesuffix('.gz').removesuffix('.swf')}-x{k}.swf"
+    with gzip.open(trace, "rt") as src, open(out, "w") as dst:
+        for line in src:
+            if line.startswith(";"):
+                key, _, value = line[1:].partition(":")
+                if key.strip() in ("MaxNodes", "MaxProcs"):
+                    line = f"; {key.strip()}: {int(value) * k}\n"
+            elif line.strip():
+                fields = line.split()
+                for i in (4, 7):
+                    if int(fields[i]) > 0:
+                        fields[i] = str(int(fields[i]) * k)
+                line = " ".join(fields) + "\n"
+            dst.write(line)
+    return out
+
+
 def split_child(trace: Path, limit: int | None) -> dict:
     """`one_split` in a child process (jobs killed at walltime, as in the rows beside it)."""
     out = tempfile.mkdtemp(prefix="bench-sim-split-")
@@ -419,7 +445,12 @@ def main() -> None:
                              "holds them all: 1.7 GB for all of RICC)")
     parser.add_argument("--skip-rules", action="store_true",
                         help="leave out the run under AccaSim's EASY rules (the plugin)")
+    parser.add_argument("--widen", type=int, metavar="K",
+                        help="KTH-SP2 again with every job's processors and the machine's K "
+                             "times as many (the same schedule): what grows with the vnodes")
     args = parser.parse_args()
+    if args.widen is not None and args.widen < 2:
+        parser.error(f"--widen must be 2 or more, not {args.widen}")
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
           f"cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
@@ -496,6 +527,19 @@ def main() -> None:
     named = in_child(f"one_floor({str(KTH)!r}, hosts=True)")
     print(f"the floor with each job's hosts named (a list of free hosts, first fit, Batsim's "
           f"intervals made): {named['wall']:.2f} s")
+    if args.widen:
+        folder = Path(tempfile.mkdtemp(prefix="bench-sim-widen-"))
+        try:
+            wide = run_child(widened(KTH, args.widen, folder), None, kill=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        same_schedule = all(wide[key] == kth[key]
+                            for key in ("jobs", "cycles", "mean_wait", "bsld", "killed"))
+        grows = (wide["wall"] - kth["wall"]) / (args.widen - 1)
+        print(f"KTH-SP2 widened {args.widen}x (each job's processors and the machine): "
+              f"{wide['wall']:.2f} s, {'the same' if same_schedule else 'ANOTHER'} schedule; "
+              f"what grows with a job's vnodes {grows:.2f} s of {kth['wall']:.2f} s "
+              f"({100 * grows / kth['wall']:.0f}%), the rest {kth['wall'] - grows:.2f} s")
 
     if not args.skip_ricc:
         ricc = run_child(RICC, args.ricc_limit, kill=True)
