@@ -765,17 +765,14 @@ def read_slurm_user(conf: Path) -> str:
 
 def controller_names(conf: Path) -> list[str]:
     """The hosts slurm.conf names as controllers (SlurmctldHost, or the older
-    ControlMachine), by their names (``name(address)``: the name); [] if unread."""
+    ControlMachine), by their names (``name(address)``: the name), read as Slurm reads them
+    (`site_settings`: included files too, an escaped ``\\#`` kept); [] if unread."""
     try:
-        text = conf.read_text(errors="replace")
-    except OSError:
+        settings = site_settings(conf)
+    except SlurmInstallError:
         return []
-    out = []
-    for line in text.splitlines():
-        key, sep, value = line.split("#", 1)[0].strip().partition("=")
-        if sep and key.strip().lower() in ("slurmctldhost", "controlmachine"):
-            out.append(value.strip().split("(", 1)[0])
-    return out
+    return [s.value.strip().split("(", 1)[0] for s in settings
+            if s.key.lower() in ("slurmctldhost", "controlmachine")]
 
 
 def prepare_state(p: Plan, state_dir: str) -> list[str]:

@@ -2103,3 +2103,15 @@ def test_the_sites_program_gets_sigpipe_and_sigxfsz_as_a_program_does(tmp_path):
     plain = subprocess.run(["sh", "-c", "grep SigIgn /proc/self/status | cut -f2"],
                            capture_output=True, text=True, timeout=60).stdout
     assert out == f"export SIGIGN={plain}"
+
+
+def test_controller_names_are_read_as_slurm_reads_slurm_conf(tmp_path):
+    # SlurmctldHost in an included file (a site's common layout) is the controller too.
+    (tmp_path / "ctl.conf").write_text("SlurmctldHost=head(10.0.0.1)\n# SlurmctldHost=old\n"
+                                       "SlurmctldHost=backup\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nInclude ctl.conf\n")
+    assert slurm.controller_names(conf) == ["head", "backup"]
+    conf.write_text("ClusterName=x\nInclude missing.conf\n")  # (Slurm does not start)
+    assert slurm.controller_names(conf) == []
+    assert slurm.controller_names(tmp_path / "none.conf") == []
