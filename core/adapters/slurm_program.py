@@ -115,8 +115,36 @@ def site_programs(script, site):
     if script in GLOB_SCRIPTS and any(c in site for c in "*?["):
         import glob
 
-        return sorted(glob.glob(site), key=lambda p: p.encode("utf-8", "surrogateescape"))
+        return sorted(glob.glob(_as_python_glob(site)),
+                      key=lambda p: p.encode("utf-8", "surrogateescape"))
     return [site]
+
+
+def _as_python_glob(pattern):
+    """glob(3)'s `pattern` (Slurm's and the C launcher's) in Python's glob syntax: a
+    backslash takes the next character as it is, and ``[^...]`` is ``[!...]``; Python's
+    glob reads both as plain characters."""
+    import glob
+
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            out.append(glob.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if char == "[":
+            j = i + 1 + (pattern[i + 1:i + 2] in ("!", "^"))
+            j += pattern[j:j + 1] == "]"  # (a ']' first is one of the set)
+            end = pattern.find("]", j)
+            if end > 0 and "/" not in pattern[i:end]:
+                body = pattern[i + 1:end]
+                out.append("[" + ("!" + body[1:] if body.startswith("^") else body) + "]")
+                i = end + 1
+                continue
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def run_site(script, site, capture=False):

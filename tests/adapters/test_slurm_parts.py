@@ -4,6 +4,8 @@ worker that is not there."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import logging
 import os
@@ -2115,3 +2117,30 @@ def test_controller_names_are_read_as_slurm_reads_slurm_conf(tmp_path):
     conf.write_text("ClusterName=x\nInclude missing.conf\n")  # (Slurm does not start)
     assert slurm.controller_names(conf) == []
     assert slurm.controller_names(tmp_path / "none.conf") == []
+
+
+class _GlobT(ctypes.Structure):
+    _fields_ = [("gl_pathc", ctypes.c_size_t), ("gl_pathv", ctypes.POINTER(ctypes.c_char_p)),
+                ("gl_offs", ctypes.c_size_t), ("rest", ctypes.c_char * 256)]
+
+
+def _glob3(pattern: str) -> list[str]:
+    """What the C library's glob(3) matches, as Slurm and the C launcher call it."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    found = _GlobT()
+    if libc.glob(pattern.encode(), 0, None, ctypes.byref(found)) != 0:
+        return []
+    try:
+        return [found.gl_pathv[i].decode() for i in range(found.gl_pathc)]
+    finally:
+        libc.globfree(ctypes.byref(found))
+
+
+@pytest.mark.parametrize("tail", ["p*", "[^a]*", "[!a]*", "p\\*x", "p\\?x", "[]a]*", "[a-c]",
+                                  "\\[b]", "[^]a]*", "p[*]x", "[b", "*"])
+def test_a_site_pattern_matches_what_glob3_matches(tmp_path, tail):
+    # The Python program and the C launcher run the same site programs for a pattern.
+    for name in ("a", "b", "c", "^", "]", "p*x", "p?x", "pzx", "[b]", "[b"):
+        (tmp_path / name).write_text("")
+    pattern = f"{tmp_path}/{tail}"
+    assert slurm_program.site_programs("prolog", pattern) == _glob3(pattern)
