@@ -391,6 +391,10 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
             "HealthCheckProgram" in conf):
         p.notes.append("slurmd kills a HealthCheckProgram after 60 s: a hook alarm of 60 s "
                        "or more is cut short there")
+    if "health_check" in chain:
+        p.notes.append(f"the site's HealthCheckProgram {chain['health_check']} runs first, "
+                       "within slurmd's 60 s for the whole HealthCheckProgram: the time it "
+                       "takes is time pbsplug's exechost events do not have")
     return p
 
 

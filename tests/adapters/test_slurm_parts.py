@@ -1623,6 +1623,9 @@ def test_install_records_the_sites_programs_its_lines_replace(dists, tmp_path):
                    "SuspendProgram": "; not run: the power plugin takes over power"}
     assert any("the site's Prolog /etc/slurm/prolog.sh is not on this host" in n
                for n in p.notes)
+    assert "the site's HealthCheckProgram /usr/sbin/nhc runs first, within slurmd's 60 s for " \
+        "the whole HealthCheckProgram: the time it takes is time pbsplug's exechost events " \
+        "do not have" in p.notes
     # An install over an earlier one reads the site's lines it kept: the same record.
     merged = slurm.merge_conf(conf, p.conf_lines)
     again = _chain_plan(dists, tmp_path, merged)
