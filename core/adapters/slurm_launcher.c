@@ -22,7 +22,11 @@
  * for the Prolog and Epilog a glob pattern's matches, in glob(3)'s order) runs first, as root,
  * with the same environment and arguments and stdin /dev/null, waited for (`run_site`),
  * as slurm_program.run_site does. Its failure goes with the request (the bridge decides
- * what runs); a Python program exec'd after it is told, in SITE_RAN, not to run it again.
+ * what runs); a Python program exec'd after it is told, in SITE_RAN, not to run it again:
+ * "<pid> <status> <program>", this process's pid first: the Python program, which keeps the
+ * pid across the exec, believes no other. A SITE_RAN in the environment this launcher was
+ * started with is removed first thing: the site's programs, the worker's request and the
+ * Python program never see it.
  *
  * Built by 'pbsplug slurm install' (cc -O2) with the paths as -D definitions:
  * PBSPLUG_SCRIPT, PBSPLUG_SOCKET, PBSPLUG_TASK_SOCKET ("" when none), PBSPLUG_PYTHON,
@@ -73,8 +77,8 @@ static void python_program(void)
      * the site's programs when they ran here. */
     char *const fallback[] = {PBSPLUG_PYTHON, NULL};
     if (site_ran) {
-        char ran[sizeof(site_failed) + 16];
-        snprintf(ran, sizeof(ran), "%d %s", site_status, site_failed);
+        char ran[sizeof(site_failed) + 48];
+        snprintf(ran, sizeof(ran), "%ld %d %s", (long)getpid(), site_status, site_failed);
         setenv(SITE_RAN, ran, 1);
     }
     if (saved_argv != NULL && saved_argv[0] != NULL) {
@@ -344,10 +348,12 @@ static int number(const unsigned char **p, const unsigned char *end, char stop, 
     return 1;
 }
 
-int main(int argc, char **argv, char **envp)
+int main(int argc, char **argv)
 {
     (void)argc;
     saved_argv = argv;
+    /* Only this run's hand-over (python_program) says the site's programs ran. */
+    unsetenv(SITE_RAN);
     /* slurmd and slurmctld start their scripts with signals blocked: the Python program (or
      * a worker it starts) needs them, as it would have had them. */
     sigset_t none;
@@ -358,7 +364,7 @@ int main(int argc, char **argv, char **envp)
         python_program();
     run_site(argv);
     struct buf req = {0};
-    if (!build_request(&req, argv, envp))
+    if (!build_request(&req, argv, environ))
         python_program();
     if (PBSPLUG_TASK_SOCKET[0] != '\0') { /* the Prolog: the task worker must be running */
         int task = connect_to(PBSPLUG_TASK_SOCKET);

@@ -42,7 +42,8 @@ except ImportError:  # imported as pbsplug.adapters.slurm_program (install, test
 #: TaskProlog's request to the task worker, whole.
 TASK_REQUEST = b'{"script": "task_prolog", "env": {}, "argv": [], "answer": "marshal"}'
 #: Set by the native launcher in the environment of this program when it execs it after
-#: running the site's programs itself: ``<status> <program>`` (none runs twice).
+#: running the site's programs itself: ``<pid> <status> <program>`` (none runs twice),
+#: believed only when ``<pid>`` is this process's (exec keeps the pid: `_take_site_ran`).
 SITE_RAN = "PBSPLUG_SITE_RAN"
 #: The scripts whose site program may be a glob pattern (slurm.conf's Prolog and Epilog).
 GLOB_SCRIPTS = ("prolog", "epilog")
@@ -205,6 +206,7 @@ def task_main(socket_path, site=""):
     theirs: ``json`` would cost this program more than the rest of it (``re`` comes with
     it). A refusal that comes before the request is read is JSON still."""
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    _take_site_ran()  # (the job's user's to set: never believed, shown to no one)
     if site:  # the site's lines first: pbsplug's, after them, win where both set a name
         status, program, out = run_site("task_prolog", site, capture=True)
         if out and not out.endswith(b"\n"):
@@ -310,13 +312,28 @@ def _environ():
     bytes kept as surrogates), without importing ``os``."""
     encoding = sys.getfilesystemencoding()
     return {key.decode(encoding, "surrogateescape"): value.decode(encoding, "surrogateescape")
-            for key, value in posix.environ.items() if key != SITE_RAN.encode()}
+            for key, value in posix.environ.items()}
 
 
-def _site_ran(script, site):
+def _take_site_ran():
+    """`SITE_RAN`'s ``<status> <program>`` when the native launcher set it for its exec of
+    this process (its ``<pid>`` is this process's: exec keeps the pid, and a value this
+    process's parent or anything before it set names another), else None. Either way the
+    variable leaves the environment (``posix.environ``, which ``os.environ`` shares, and
+    the C library's, which the site's programs get): the site's programs and the hooks
+    never see it."""
+    key = SITE_RAN.encode()
+    ran = posix.environ.pop(key, None)
+    posix.unsetenv(key)
+    if ran is None:
+        return None
+    pid, _, rest = ran.partition(b" ")
+    return rest if pid == b"%d" % posix.getpid() else None
+
+
+def _site_ran(script, site, ran):
     """(status, program) of the site's programs: as the native launcher that ran them says
-    (`SITE_RAN`), else run here."""
-    ran = posix.environ.get(SITE_RAN.encode())
+    (`ran`, from `_take_site_ran`), else run here."""
     if ran is None:
         return run_site(script, site)[:2]
     code, _, program = ran.decode("utf-8", "surrogateescape").partition(" ")
@@ -330,9 +347,10 @@ def main(script, config_file, socket_path="", task_config="", task_socket="", si
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     site_status = 0
     try:
+        ran = _take_site_ran()  # before anything reads the environment
         request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
         if site:
-            site_status, program = _site_ran(script, site)
+            site_status, program = _site_ran(script, site, ran)
             if site_status:  # the bridge logs it and decides what runs
                 request["site_status"], request["site_program"] = site_status, program
         root = posix.geteuid() == 0

@@ -166,7 +166,8 @@ def test_install_builds_the_launchers_and_uninstall_removes_them(tmp_path, launc
 
 def test_not_root_the_launcher_execs_the_python_program_with_its_arguments(launchers):
     """A SlurmUser that is not root: nothing is sent, the Python program (here a stand-in
-    that says how it was run) gets the same arguments and environment."""
+    that says how it was run) gets the same arguments and environment, but for a
+    PBSPLUG_SITE_RAN the launcher did not set (the Python program runs the site's program)."""
     import shutil
 
     setpriv = shutil.which("setpriv")
@@ -176,17 +177,19 @@ def test_not_root_the_launcher_execs_the_python_program_with_its_arguments(launc
     run.mkdir(mode=0o755)
     try:
         stand_in = run / "prolog"
-        stand_in.write_text('#!/bin/sh\necho "python program: $0 $* $SLURM_JOB_ID"\nexit 7\n')
+        stand_in.write_text('#!/bin/sh\necho "python program: $0 $* $SLURM_JOB_ID '
+                            'ran=${PBSPLUG_SITE_RAN-none}"\nexit 7\n')
         stand_in.chmod(0o755)
         native = run / "prolog-native"
         slurm.compile_launcher(slurm.compiler(), {
             "PBSPLUG_SCRIPT": "prolog", "PBSPLUG_SOCKET": "/run/nowhere.sock",
             "PBSPLUG_TASK_SOCKET": "", "PBSPLUG_PYTHON": str(stand_in)}, native)
         done = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-                               str(native), "a b", "c"], env={"SLURM_JOB_ID": "9"},
+                               str(native), "a b", "c"],
+                              env={"SLURM_JOB_ID": "9", "PBSPLUG_SITE_RAN": "0 /nowhere"},
                               capture_output=True, timeout=120, cwd="/")
-        assert (done.returncode, done.stdout) == (7, f"python program: {stand_in} a b c 9\n"
-                                                  .encode())
+        assert (done.returncode, done.stdout) == (
+            7, f"python program: {stand_in} a b c 9 ran=none\n".encode())
     finally:
         shutil.rmtree(run, ignore_errors=True)
 
@@ -409,3 +412,74 @@ def test_the_launcher_that_hands_over_to_the_python_program_runs_the_site_once(
         done, text = _chained_run(program, marks, {"SITE_EXIT_site_epilog": "5"})
         assert text == "site-epilog  job=7 stdin=\n"
         assert done.returncode == 5 and b"missing.json" in done.stderr
+
+
+#: A site's program that says, in the marks file, that it ran and what PBSPLUG_SITE_RAN it
+#: saw, then exits SITE_EXIT (default 0).
+SITE_SEES = """#!/bin/sh
+echo "$(basename "$0") ran=${PBSPLUG_SITE_RAN-none}" >> MARKS
+exit ${SITE_EXIT:-0}
+"""
+
+
+def _seeing_pair(launchers, tmp_path):
+    folder = tmp_path / "site.d"
+    folder.mkdir()
+    site = folder / "site-prolog"
+    site.write_text(SITE_SEES.replace("MARKS", str(tmp_path / "marks")))
+    site.chmod(0o755)
+    return _chained_pair(launchers, tmp_path, "prolog", str(site)), tmp_path / "marks"
+
+
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_a_site_ran_the_launcher_did_not_set_in_this_run_is_dropped(launchers, tmp_path,
+                                                                     kind):
+    """PBSPLUG_SITE_RAN already in the environment (slurmd's own, left by an admin's shell;
+    the old form, a parent's pid, init's) is not the launcher's word for this run: the
+    site's program runs, once, and neither it nor the worker's request sees the variable.
+    Before, the Python program skipped the site's program for it, and the launcher passed
+    it to the site's program and to the worker."""
+    pair, marks = _seeing_pair(launchers, tmp_path)
+    program = pair[kind == "native"]
+    for forged in ("0 /nowhere", f"{os.getpid()} 0 /nowhere", "1 0 /nowhere", "junk", ""):
+        done, text = _chained_run(program, marks, {"PBSPLUG_SITE_RAN": forged})
+        assert text == "site-prolog ran=none\n", forged
+        assert done.returncode == 0 and b"SITE_RAN" not in done.stdout, forged
+        assert b"'SLURM_JOB_ID': '7'" in done.stdout  # (the worker's echo of the request)
+
+
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_only_the_process_execing_the_python_program_can_say_the_site_ran(launchers,
+                                                                         tmp_path, kind):
+    """The variable counts only with the Python program's own pid first: set by the process
+    that exec'd it (exec keeps the pid), which is the launcher's hand-over. A shell that
+    sets it with its own pid and execs the Python program is believed (it is the one that
+    runs it, as the launcher is); the launcher believes no one, removes it and runs the
+    site's program itself."""
+    pair, marks = _seeing_pair(launchers, tmp_path)
+    program = pair[kind == "native"]
+    done = subprocess.run(["/bin/sh", "-c", 'PBSPLUG_SITE_RAN="$$ 4 /site/x" exec "$0"',
+                           program], env={"SLURM_JOB_ID": "7"}, capture_output=True,
+                          timeout=120)
+    text = marks.read_text() if marks.exists() else ""
+    assert b"SITE_RAN" not in done.stdout
+    if kind == "python":
+        assert (done.returncode, text) == (4, ""), done.stderr
+        assert b"('site_program', '/site/x'), ('site_status', 4)" in done.stdout
+    else:
+        assert (done.returncode, text) == (0, "site-prolog ran=none\n"), done.stderr
+
+
+def test_the_launchers_hand_over_runs_the_site_once_and_tells_no_one_else(launchers,
+                                                                          tmp_path):
+    """The launcher runs the site's program, then (an environment it does not send itself:
+    non-ASCII) execs the Python program, which asks the worker: the site's program ran once
+    and saw no PBSPLUG_SITE_RAN (a forged one in slurmd's environment neither), its failure
+    reached the request, and the variable did not."""
+    pair, marks = _seeing_pair(launchers, tmp_path)
+    env = {"SLURM_JOB_NAME": "caf\u00e9", "PBSPLUG_SITE_RAN": "0 /nowhere", "SITE_EXIT": "3"}
+    done, text = _chained_run(pair[1], marks, env)
+    assert (done.returncode, text) == (3, "site-prolog ran=none\n"), done.stderr
+    assert b"SITE_RAN" not in done.stdout and "caf\u00e9".encode() in done.stdout
+    site = tmp_path / "site.d" / "site-prolog"
+    assert f"('site_program', '{site}'), ('site_status', 3)".encode() in done.stdout

@@ -2110,6 +2110,23 @@ def test_the_sites_program_gets_sigpipe_and_sigxfsz_as_a_program_does(tmp_path):
     assert out == f"export SIGIGN={plain}"
 
 
+def test_task_prolog_takes_no_word_that_the_site_ran_and_shows_it_to_no_one(tmp_path):
+    """TaskProlog runs as the job's user, who shapes its environment: a PBSPLUG_SITE_RAN
+    there, even one with TaskProlog's own pid (set by the process that execs it), never
+    stops the site's TaskProlog, which does not see it either (the Prolog's rule)."""
+    site = tmp_path / "site-task"
+    site.write_text("#!/bin/sh\necho export SEEN=${PBSPLUG_SITE_RAN-none}\nexit 3\n")
+    site.chmod(0o755)
+    program = tmp_path / "task_prolog"
+    program.write_text(slurm_program.task_program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), str(tmp_path / "no.sock"),
+        str(site)))
+    program.chmod(0o755)
+    done = subprocess.run(["/bin/sh", "-c", 'PBSPLUG_SITE_RAN="$$ 0 x" exec "$0"',
+                           str(program)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "export SEEN=none\n"), done.stderr
+
+
 def test_controller_names_are_read_as_slurm_reads_slurm_conf(tmp_path):
     # SlurmctldHost in an included file (a site's common layout) is the controller too.
     (tmp_path / "ctl.conf").write_text("SlurmctldHost=head(10.0.0.1)\n# SlurmctldHost=old\n"
