@@ -267,6 +267,33 @@ def test_pbs_install_refuses_a_plugin_of_another_users(cli, dists, home):
              f"is owned by uid {NOBODY} (nobody), mode 0644")
 
 
+@needs_root
+def test_pbs_install_refuses_a_plugin_modules_compiled_code_of_another_users(cli, dists,
+                                                                               home):
+    """A plugin of one module: Python runs __pycache__/<name>.cpython-XY.pyc in its folder
+    in the module's place when the .py's mtime and size match, so a user who may write that
+    folder or that file runs code as root. Only the .py was checked."""
+    _site(dists, home)
+    cache = dists.root / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    cache.chmod(0o777)
+    done = cli("pbs", "install", "--qmgr", "true")
+    _refused(done, "pbs", "plugin probe's compiled code", cache,
+             "is writable by everyone (owner uid 0 (root), mode 0777)")
+    cache.chmod(0o755)
+    compiled = cache / f"pbsplug_probe.{sys.implementation.cache_tag}.pyc"
+    compiled.write_bytes(b"")
+    os.chown(compiled, NOBODY, NOBODY)
+    done = cli("pbs", "install", "--qmgr", "true")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"pbsplug: error: pbs install: refusing plugin probe's compiled code {cache}: "
+        f"{compiled} is owned by uid {NOBODY} (nobody), mode 0644; ")
+    compiled.unlink()
+    done = cli("pbs", "install", "--qmgr", "true")
+    assert done.returncode == 0, done.stderr
+
+
 def test_pbs_install_refuses_a_site_config_others_may_write(cli, dists, home):
     _site(dists, home)
     (home / "site.toml").chmod(0o646)

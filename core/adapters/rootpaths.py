@@ -6,10 +6,11 @@ ran with (`sys.executable`, every link on the way to it, and the pyvenv.cfg that
 environment it is), its standard library, the site folders they import from (this
 environment's site-packages and any other the interpreter reads itself, each with its .pth
 files, run at start-up, and the folders they add; ``--site-dir``), the pbsplug package (PBS's
-hook puts wire_dir, in it, on sys.path) and each enabled plugin's package, and the site config
-and .CF files install reads the plugins' configuration from (a power plugin's commands, run
-as root). A user who could change any of these could run code as root. `unsafe` checks each
-with `pbsplug.safedirs.code_problem`: one walker for both adapters.
+hook puts wire_dir, in it, on sys.path) and each enabled plugin's package (a module of one
+file with its folder's __pycache__), and the site config and .CF files install reads the
+plugins' configuration from (a power plugin's commands, run as root). A user who could change
+any of these could run code as root. `unsafe` checks each with
+`pbsplug.safedirs.code_problem`: one walker for both adapters.
 
 A site folder's own entries are checked (a package or a .pth file planted there); a
 dependency's subfolders are not walked, the pbsplug package's and the plugins' are.
@@ -94,8 +95,18 @@ def _site_dir_paths(site_dirs: Iterable[str], python: str) -> list[RootPath]:
 
 
 def _plugin_code(name: str, entry_point: str | None) -> list[RootPath]:
-    return [RootPath(f"plugin {name}'s code", where, None if os.path.isdir(where) else 0,
-                     name) for where in _module_paths(entry_point, name)]
+    out = []
+    for where in _module_paths(entry_point, name):
+        if os.path.isdir(where):
+            out.append(RootPath(f"plugin {name}'s code", where, None, name))
+            continue
+        # a module of one file: Python loads __pycache__/<name>.cpython-XY.pyc in its folder
+        # in its place when the .py's mtime and size match (a package's folders are all
+        # checked, its __pycache__ among them)
+        out += [RootPath(f"plugin {name}'s code", where, 0, name),
+                RootPath(f"plugin {name}'s compiled code",
+                         os.path.join(os.path.dirname(where), "__pycache__"), 1, name)]
+    return out
 
 
 def installed_paths(config_file: str, site_dirs: Sequence[str]) -> list[RootPath]:
