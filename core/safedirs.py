@@ -519,8 +519,9 @@ def code_problem(path: str | Path, depth: int | None = 0) -> str | None:
     of each target is checked the same way (a venv's bin/python -> /opt/python/bin/python3
     checks both folders); every link is root's. What is at the end is a plain file or a
     folder of root's, writable by no one else; in a folder, each entry down to `depth`
-    levels (None: all of them) too, a link among them checked by this rule. A path that is
-    not there yet is checked where it would be made: only root may make it."""
+    levels (None: all of them) too, a link among them checked by this rule, and the entries
+    of the __pycache__ of each folder checked (the compiled modules of its level). A path
+    that is not there yet is checked where it would be made: only root may make it."""
     current = os.path.abspath(path)
     trusted = _trusted()
     for _ in range(_MAX_LINKS):
@@ -576,7 +577,9 @@ def _entries_problem(top: str, depth: int | None) -> str | None:
     for folder, dirs, files in os.walk(top):
         names = sorted(dirs + files)
         if depth is not None and folder[len(top):].count(os.sep) + 1 >= depth:
-            dirs[:] = []  # (the entries of this one are the last level checked)
+            # (the entries of this one are the last level checked, and those of its
+            # __pycache__: Python runs a .pyc there in place of a module of this level)
+            dirs[:] = [d for d in dirs if d == "__pycache__"]
         for name in names:
             entry = os.path.join(folder, name)
             try:

@@ -66,6 +66,26 @@ def test_a_file_or_folder_of_another_users_is_refused(shared_tmp):
         f"{shared_tmp}/t/lib is owned by uid {NOBODY} (nobody), mode 0755")
 
 
+def test_the_compiled_modules_of_the_last_level_checked_are_checked(shared_tmp):
+    """A folder checked to a depth (a site folder, the standard library: its entries) has
+    its __pycache__'s entries checked too: Python runs a module's .pyc from there in its
+    place. Only the __pycache__ folder itself was checked."""
+    lib = _tree(shared_tmp / "t").parent
+    (lib / "mod.py").write_text("x = 1\n")
+    (lib / "mod.py").chmod(0o644)
+    cache = lib / "__pycache__"
+    cache.mkdir()
+    cache.chmod(0o755)
+    compiled = cache / f"mod.{sys.implementation.cache_tag}.pyc"
+    compiled.write_bytes(b"")
+    compiled.chmod(0o644)
+    assert safedirs.code_problem(lib, 1) is None
+    compiled.chmod(0o666)
+    assert safedirs.code_problem(lib, 1) == (
+        f"{compiled} is writable by others (owner uid 0 (root), mode 0666)")
+    assert safedirs.code_problem(lib, 0) is None  # (the folder alone)
+
+
 @pytest.mark.parametrize("mode,who", [(0o775, "its group"), (0o757, "everyone")])
 def test_a_folder_others_may_write_is_refused(shared_tmp, mode, who):
     pkg = _tree(shared_tmp / "t")
