@@ -212,6 +212,37 @@ def test_install_checks_the_site_folders_the_interpreter_reads_itself(shared_tmp
     assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
 
 
+def test_install_checks_the_standard_librarys_zip_file(shared_tmp, home, monkeypatch):
+    """The interpreter puts pythonXY.zip on sys.path before its standard library's folder
+    (/usr/lib/python311.zip) and imports from it once it is there: checked as a file where
+    it is, else where it would be made. It was not checked."""
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    lib = shared_tmp / "lib"
+    lib.mkdir()
+    lib.chmod(0o777)
+    zipped = lib / "python{}{}.zip".format(*sys.version_info[:2])
+    monkeypatch.setattr(sys, "path", [str(zipped), *sys.path])
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+
+    def found():
+        return [(rp.what, rp.path, problem) for rp, problem in
+                rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))]
+
+    assert found() == [("the standard library's zip file", str(zipped),
+                        f"{lib} is writable by everyone (owner uid 0 (root), mode 0777)")]
+    lib.chmod(0o755)
+    assert found() == []
+    zipped.write_bytes(b"PK")
+    zipped.chmod(0o664)
+    assert found() == [("the standard library's zip file", str(zipped),
+                        f"{zipped} is writable by others (owner uid 0 (root), mode 0664)")]
+    # (another interpreter's are not this process's to say)
+    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+
+
 def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, home):
     """A .pth line adds to sys.path whatever is there at start-up: a zip file (an egg),
     or a folder made later by whoever may make it. Only folders there at install were

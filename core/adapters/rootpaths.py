@@ -3,13 +3,13 @@ any of it (``pbsplug pbs install``, ``pbsplug slurm install`` and their status c
 
 PBS's hooks, Slurm's programs and the workers they start run as root: the interpreter install
 ran with (`sys.executable`, every link on the way to it, and the pyvenv.cfg that says which
-environment it is), its standard library, the site folders they import from (this
-environment's site-packages and any other the interpreter reads itself, each with its .pth
-files, run at start-up, and the folders they add; ``--site-dir``), the pbsplug package (PBS's
-hook puts wire_dir, in it, on sys.path) and each enabled plugin's package (a module of one
-file with its folder's __pycache__), and the site config and .CF files install reads the
-plugins' configuration from (a power plugin's commands, run as root). A user who could change
-any of these could run code as root. `unsafe` checks each with
+environment it is), its standard library (and the pythonXY.zip on its sys.path), the site
+folders they import from (this environment's site-packages and any other the interpreter reads
+itself, each with its .pth files, run at start-up, and the folders they add; ``--site-dir``),
+the pbsplug package (PBS's hook puts wire_dir, in it, on sys.path) and each enabled plugin's
+package (a module of one file with its folder's __pycache__), and the site config and .CF files
+install reads the plugins' configuration from (a power plugin's commands, run as root). A user
+who could change any of these could run code as root. `unsafe` checks each with
 `pbsplug.safedirs.code_problem`: one walker for both adapters.
 
 A site folder's own entries are checked (a package or a .pth file planted there); a
@@ -82,7 +82,19 @@ def _interpreter_paths(python: str) -> list[RootPath]:
     stdlib = os.path.dirname(os.__file__)  # (sysconfig's platstdlib is a venv's own lib)
     out += [RootPath("the standard library", folder, 1)
             for folder in (stdlib, os.path.join(stdlib, "lib-dynload"))]
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        out += [RootPath("the standard library's zip file", zipped, 1)
+                for zipped in _stdlib_zips()]
     return out
+
+
+def _stdlib_zips() -> list[str]:
+    """The pythonXY.zip this process's interpreter put on sys.path (/usr/lib/python311.zip):
+    it imports the standard library from it first, once it is there. One not there is
+    checked where it would be made; another interpreter's are not this process's to say."""
+    name = "python{}{}.zip".format(*sys.version_info[:2])
+    return list(dict.fromkeys(os.path.abspath(entry) for entry in sys.path
+                              if isinstance(entry, str) and os.path.basename(entry) == name))
 
 
 def _site_dir_paths(site_dirs: Iterable[str], python: str) -> list[RootPath]:
