@@ -243,6 +243,54 @@ def test_install_checks_the_standard_librarys_zip_file(shared_tmp, home, monkeyp
     assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
 
 
+def test_install_checks_the_libpython_the_interpreter_is_linked_to(shared_tmp, home,
+                                                                   monkeypatch):
+    """A build with --enable-shared runs libpython (sysconfig's LDLIBRARY, INSTSONAME in
+    LIBDIR) as root with every hook: checked when the interpreter is linked to it (this
+    process has it mapped), or when that cannot be told. It was not checked."""
+    import sysconfig
+
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    lib = shared_tmp / "lib"
+    lib.mkdir()
+    lib.chmod(0o755)
+    shared = lib / "libpython3.11.so.1.0"
+    shared.write_bytes(b"")
+    shared.chmod(0o755)
+    os.symlink(shared.name, lib / "libpython3.11.so")
+    fake = {"Py_ENABLE_SHARED": 1, "LIBDIR": str(lib), "LDLIBRARY": "libpython3.11.so",
+            "INSTSONAME": "libpython3.11.so.1.0"}
+    real = sysconfig.get_config_var
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: fake.get(name, real(name)))
+    maps = shared_tmp / "maps"
+    maps.write_text(f"7f0-7f1 r--p 00000000 fd:01 4242                       {shared}\n"
+                    "7f2-7f3 r-xp 00000000 fd:01 4243                       /usr/lib/libc.so.6\n")
+    monkeypatch.setattr(rootpaths, "_MAPS", str(maps), raising=False)
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+
+    def found():
+        return [(rp.what, rp.path, problem) for rp, problem in
+                rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))]
+
+    assert found() == []
+    shared.chmod(0o775)
+    problem = f"{shared} is writable by others (owner uid 0 (root), mode 0775)"
+    assert found() == [("the interpreter's libpython", f"{lib}/libpython3.11.so", problem),
+                       ("the interpreter's libpython", str(shared), problem)]
+    maps.write_text("7f2-7f3 r-xp 00000000 fd:01 4243      /usr/lib/libc.so.6\n")
+    assert found() == []  # (linked in, as Debian's python3 is: the library is not run)
+    monkeypatch.setattr(rootpaths, "_MAPS", str(shared_tmp / "none"), raising=False)
+    assert len(found()) == 2  # (not to be told: checked)
+    fake["Py_ENABLE_SHARED"] = 0
+    assert found() == []
+    # (another interpreter's is not this process's to say)
+    fake["Py_ENABLE_SHARED"] = 1
+    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+
+
 def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, home):
     """A .pth line adds to sys.path whatever is there at start-up: a zip file (an egg),
     or a folder made later by whoever may make it. Only folders there at install were

@@ -3,14 +3,14 @@ any of it (``pbsplug pbs install``, ``pbsplug slurm install`` and their status c
 
 PBS's hooks, Slurm's programs and the workers they start run as root: the interpreter install
 ran with (`sys.executable`, every link on the way to it, and the pyvenv.cfg that says which
-environment it is), its standard library (and the pythonXY.zip on its sys.path), the site
-folders they import from (this environment's site-packages and any other the interpreter reads
-itself, each with its .pth files, run at start-up, and the folders they add; ``--site-dir``),
-the pbsplug package (PBS's hook puts wire_dir, in it, on sys.path) and each enabled plugin's
-package (a module of one file with its folder's __pycache__), and the site config and .CF files
-install reads the plugins' configuration from (a power plugin's commands, run as root). A user
-who could change any of these could run code as root. `unsafe` checks each with
-`pbsplug.safedirs.code_problem`: one walker for both adapters.
+environment it is), the libpython it is linked to, its standard library (and the pythonXY.zip
+on its sys.path), the site folders they import from (this environment's site-packages and any
+other the interpreter reads itself, each with its .pth files, run at start-up, and the folders
+they add; ``--site-dir``), the pbsplug package (PBS's hook puts wire_dir, in it, on sys.path)
+and each enabled plugin's package (a module of one file with its folder's __pycache__), and the
+site config and .CF files install reads the plugins' configuration from (a power plugin's
+commands, run as root). A user who could change any of these could run code as root. `unsafe`
+checks each with `pbsplug.safedirs.code_problem`: one walker for both adapters.
 
 A site folder's own entries are checked (a package or a .pth file planted there); a
 dependency's subfolders are not walked, the pbsplug package's and the plugins' are.
@@ -22,6 +22,7 @@ import importlib.util
 import os
 import site
 import sys
+import sysconfig
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,39 @@ def _interpreter_paths(python: str) -> list[RootPath]:
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         out += [RootPath("the standard library's zip file", zipped, 1)
                 for zipped in _stdlib_zips()]
+        out += [RootPath("the interpreter's libpython", lib) for lib in _libpython()]
     return out
+
+
+#: What this process has mapped, each file by its path (Linux).
+_MAPS = "/proc/self/maps"
+
+
+def _libpython() -> list[str]:
+    """The libpython this process's interpreter is linked to (a build with --enable-shared:
+    sysconfig's LDLIBRARY and INSTSONAME in its LIBDIR, where the interpreter's run path
+    finds it, and the file the loader mapped), none when it is not (Debian's python3 is
+    built with Py_ENABLE_SHARED but links the library in). Where the maps cannot be read,
+    LIBDIR's is checked all the same."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        return []
+    try:
+        with open(_MAPS, encoding="utf-8", errors="surrogateescape") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        lines = None
+    mapped = []
+    for line in lines or ():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and os.path.basename(fields[5]).startswith("libpython"):
+            mapped.append(fields[5])
+    if lines is not None and not mapped:
+        return []
+    libdir = sysconfig.get_config_var("LIBDIR")
+    named = [os.path.join(libdir, str(name)) for name in (
+        sysconfig.get_config_var("LDLIBRARY"), sysconfig.get_config_var("INSTSONAME"))
+        if libdir and name]
+    return list(dict.fromkeys(named + mapped))
 
 
 def _stdlib_zips() -> list[str]:
