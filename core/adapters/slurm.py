@@ -18,6 +18,7 @@ event without a Slurm script, why; `status` lists them per plugin.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import json
@@ -1304,10 +1305,43 @@ def replaced_why(p: Plan, line: str) -> str:
     return ""
 
 
+#: The most of a slurm.conf, or of a file it includes, `read_conf` reads: as much as root
+#: reads of a file of another user's (slurm.conf is often SlurmUser's).
+CONF_MAX = safedirs.OTHERS_FILE_MAX
+
+#: What a path that is no regular file is, for `read_conf`'s refusal.
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
 def read_conf(path: Path) -> str:
     """slurm.conf's text with every byte kept: its line breaks as they are ('\r\n' too), a
-    byte that is no UTF-8 as a surrogate (`_write` writes it back as it was)."""
-    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+    byte that is no UTF-8 as a surrogate (`_write` writes it back as it was). An OSError
+    (its strerror says why, in a few words) for a path that is no regular file, checked
+    before it is opened and again once it is, without waiting for a writer (a FIFO hung
+    install, /dev/zero filled its memory), or one of more than `CONF_MAX` bytes."""
+    _conf_file_problem(os.stat(path), path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        _conf_file_problem(os.fstat(fd), path)
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, CONF_MAX + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > CONF_MAX:
+                _conf_file_problem(os.fstat(fd), path, size)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
+def _conf_file_problem(info: os.stat_result, path: Path, size: int = 0) -> None:
+    kind = next((what for test, what in _KINDS if test(info.st_mode)), "no regular file")
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
+    if max(size, info.st_size) > CONF_MAX:
+        raise OSError(errno.EFBIG, f"more than {CONF_MAX} bytes, the most pbsplug reads of "
+                      "it", str(path))
 
 
 def apply_conf(path: Path, lines: dict[str, str]) -> None:

@@ -11,6 +11,7 @@ import logging
 import os
 import pickle
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -1807,6 +1808,56 @@ def test_an_include_of_a_name_no_system_call_takes_is_one_line(dists, tmp_path):
     assert str(caught.value).startswith(
         f"{tmp_path}/slurm.conf:2: Include a\x00b.conf: cannot read {tmp_path}/a\x00b.conf "
         "(embedded null byte), which may set a program pbsplug's would run first")
+
+
+def _hang_guarded(call):
+    """`call()`, or TimeoutError after 30 s (a hang guard, not a timing)."""
+    def hung(signum, frame):
+        raise TimeoutError("hung")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        return call()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "large"])
+def test_an_include_of_no_regular_file_or_too_large_a_file_is_one_line(dists, tmp_path,
+                                                                        monkeypatch, kind):
+    """An Include naming a FIFO hung install (reading it waits for a writer), /dev/zero
+    read until a MemoryError's traceback, and a file was read however large: each is one
+    line naming the line and the file."""
+    name, why = {"fifo": ("q.fifo", "a FIFO, not a regular file"),
+                 "zero": ("/dev/zero", "a character device, not a regular file"),
+                 "large": ("big.conf", "more than 1000 bytes, the most pbsplug reads of it")
+                 }[kind]
+    if kind == "fifo":
+        os.mkfifo(tmp_path / name)
+    elif kind == "large":
+        (tmp_path / name).write_text("# a comment\n" * 100)
+    monkeypatch.setattr(slurm, "CONF_MAX", 1000, raising=False)
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _hang_guarded(lambda: _chain_plan(dists, tmp_path, f"ClusterName=c\nInclude {name}\n"))
+    target = name if name.startswith("/") else f"{tmp_path}/{name}"
+    assert str(caught.value) == (
+        f"{tmp_path}/slurm.conf:2: Include {name}: cannot read {target} ({why}), which may "
+        "set a program pbsplug's would run first; Slurm cannot read it either: correct the "
+        "line (or the file) and run install again")
+
+
+def test_a_slurm_conf_that_is_no_regular_file_is_one_line(tmp_path):
+    """slurm.conf itself a FIFO: install's read of SlurmUser there hung; one line now."""
+    conf = tmp_path / "slurm.conf"
+    os.mkfifo(conf)
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        _hang_guarded(lambda: slurm.read_slurm_user(conf))
+    assert str(caught.value) == (
+        f"{conf}: cannot read slurm.conf (a FIFO, not a regular file); install reads "
+        "SlurmUser there (give --slurm-conf)")
+    assert _hang_guarded(lambda: slurm.site_settings(conf)) == []
 
 
 def test_install_names_the_included_line_pbsplugs_overrides(cli, dists, home, tmp_path):
