@@ -1860,27 +1860,36 @@ def test_a_slurm_conf_that_is_no_regular_file_is_one_line(tmp_path):
     assert _hang_guarded(lambda: slurm.site_settings(conf)) == []
 
 
+PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
+         "plugin_info = PluginInfo(events=('execjob_begin',))\n"
+         "@hookimpl\ndef execjob_begin(event):\n    pass\n")
+
+
+def _install_options(dists, home, tmp_path, conf, name="probe", text=PROBE) -> tuple:
+    """`slurm install`'s options for a site with plugin `name` enabled, slurm.conf `conf`
+    and a stand-in scontrol (never run here), everything else under `tmp_path`."""
+    dists.add(name, text)
+    (home / "site.toml").write_text(f"[plugins.{name}]\nenabled = true\n")
+    dists.root.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    return ("--no-native", "--dir", str(tmp_path / "programs"), "--bin-dir", str(bin_dir),
+            "--slurm-conf", str(conf), "--state-dir", str(tmp_path / "state"),
+            "--log-file", str(tmp_path / "log"), "--run-dir", str(tmp_path / "run"),
+            "--site-dir", str(dists.root))
+
+
 def test_install_names_the_included_line_pbsplugs_overrides(cli, dists, home, tmp_path):
     """install's output: the included file's line, by file and number, that pbsplug's line
     overrides, and what becomes of the program it names; the file is left as it is."""
-    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
-                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
-                       "@hookimpl\ndef execjob_begin(event):\n    pass\n")
-    (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
-    dists.root.chmod(0o755)
     included = tmp_path / "prolog.conf"
     included.write_text("Prolog=/etc/slurm/site-prolog\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=c\nInclude prolog.conf\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
-    (bin_dir / "scontrol").chmod(0o755)
-    done = cli("slurm", "install", "--no-native", "--dir", str(tmp_path / "programs"),
-               "--bin-dir", str(bin_dir), "--slurm-conf", str(conf),
-               "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
-               "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root),
-               "--allow-unsafe-paths", "--apply")
+    options = _install_options(dists, home, tmp_path, conf)
+    done = cli("slurm", "install", *options, "--allow-unsafe-paths", "--apply")
     assert done.returncode == 0, done.stderr
     assert (f"{included}:1: left as it is, pbsplug's line in {conf} overrides it: "
             "Prolog=/etc/slurm/site-prolog; pbsplug's Prolog runs it first\n") in done.stdout
@@ -1957,21 +1966,9 @@ def test_status_reads_a_slurm_conf_with_bytes_that_are_no_utf8(dists, tmp_path, 
 def test_status_cli_says_which_line_overrides_pbsplugs(cli, dists, home, tmp_path):
     """The same through `pbsplug slurm status`: a 'differs:' line, and ``overridden`` added
     to each row of --json."""
-    dists.add("probe", "from pbsplug import PluginInfo, hookimpl\n"
-                       "plugin_info = PluginInfo(events=('execjob_begin',))\n"
-                       "@hookimpl\ndef execjob_begin(event):\n    pass\n")
-    (home / "site.toml").write_text("[plugins.probe]\nenabled = true\n")
-    dists.root.chmod(0o755)
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=c\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
-    (bin_dir / "scontrol").chmod(0o755)
-    options = ("--no-native", "--dir", str(tmp_path / "programs"), "--bin-dir", str(bin_dir),
-               "--slurm-conf", str(conf), "--state-dir", str(tmp_path / "state"),
-               "--log-file", str(tmp_path / "log"), "--run-dir", str(tmp_path / "run"),
-               "--site-dir", str(dists.root))
+    options = _install_options(dists, home, tmp_path, conf)
     done = cli("slurm", "install", *options, "--allow-unsafe-paths", "--apply")
     assert done.returncode == 0, done.stderr
     with conf.open("a") as fh:
@@ -1998,22 +1995,12 @@ def test_install_says_why_pbsplug_sets_the_keys_that_name_no_program(cli, dists,
     ResumeRate line was replaced (or, in an included file, overridden) and listed by install
     with no word of why: each now says the value pbsplug sets and why (the plugins' smallest
     freq; every node; Slurm's idle timer and rate limits out of the power plugin's way)."""
-    dists.add("parts", MIXED)  # exechost_periodic freq=7, periodic
-    (home / "site.toml").write_text("[plugins.parts]\nenabled = true\n")
-    dists.root.chmod(0o755)
     (tmp_path / "power.conf").write_text("SuspendTime=600\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=c\nHealthCheckInterval=300\nHealthCheckNodeState=IDLE\n"
                     "SuspendRate=5\nResumeRate=5\nInclude power.conf\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # (never run here)
-    (bin_dir / "scontrol").chmod(0o755)
-    done = cli("slurm", "install", "--no-native", "--dir", str(tmp_path / "programs"),
-               "--bin-dir", str(bin_dir), "--slurm-conf", str(conf),
-               "--state-dir", str(tmp_path / "state"), "--log-file", str(tmp_path / "log"),
-               "--run-dir", str(tmp_path / "run"), "--site-dir", str(dists.root),
-               "--allow-unsafe-paths", "--apply")
+    options = _install_options(dists, home, tmp_path, conf, "parts", MIXED)  # freq=7
+    done = cli("slurm", "install", *options, "--allow-unsafe-paths", "--apply")
     assert done.returncode == 0, done.stderr
     rate = "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is the limit"
     replaced = f"{conf}: replaced (kept as a comment): "

@@ -4,6 +4,8 @@ another user gets Unauthorized Request)."""
 
 from __future__ import annotations
 
+import pytest
+
 from pbsplug.engine import arrays
 
 from .conftest import until
@@ -110,20 +112,23 @@ def test_qdel_x_of_subjobs_purges_each_once_it_is_over(engine):
     assert not _purged(engine, job_id)
 
 
-def test_a_subjob_purged_still_counts_at_its_arrays_end(engine):
+@pytest.mark.parametrize("indices", ["1-3%1", "1-2%1"])
+def test_a_subjob_purged_still_counts_at_its_arrays_end(engine, indices):
     """qdel -x 12[2] of a running subjob: its history goes when its run ends, and the
-    array, ending later, still counts it: it ran (not Expired) and did not exit 0
-    (killed), so the array ends `and failed`, as without the -x. pbsplug counted only
-    the subjobs whose history was kept, and the array ended `and finished`."""
+    array, ending later (1-3) or with it (1-2: its last subjob, whose end ends the array
+    first), still counts it: it ran (not Expired) and did not exit 0 (killed), so the array
+    ends `and failed`, as without the -x. pbsplug counted only the subjobs whose history
+    was kept, and the array ended `and finished` (1-3) or counted it Expired (1-2)."""
     script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
-    job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    job_id = engine.pbs("qsub", "-J", indices, input=script, check=True).stdout.strip()
     second = arrays.subjob_id(job_id, 2)
     engine.wait(second, "R")
     engine.pbs("qdel", "-x", second, check=True)
     attrs = engine.wait(job_id)
-    assert _purged(engine, second)
+    until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
     assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
-    assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:0"
+    assert engine.job(job_id)["array_state_count"] == (
+        "Queued:0 Running:0 Exiting:0 Expired:0")
 
 
 def test_qdel_of_a_finished_arrays_subjobs_is_15139_and_with_x_15159(engine):
@@ -190,18 +195,3 @@ def test_qdel_names_a_job_over_as_openpbs_does(engine):
     for given, named in asked.items():
         done = engine.pbs("qdel", given)
         assert (done.returncode, done.stderr) == (35, f"qdel: Job has finished {named}\n"), given
-
-
-def test_the_last_subjob_purged_still_counts_at_its_arrays_end(engine):
-    """qdel -x 12[2] of the array's last subjob, running: its end ends the array, and its
-    history goes after that; the array still counts it as run (not Expired)."""
-    script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
-    job_id = engine.pbs("qsub", "-J", "1-2%1", input=script, check=True).stdout.strip()
-    second = arrays.subjob_id(job_id, 2)
-    engine.wait(second, "R")
-    engine.pbs("qdel", "-x", second, check=True)
-    attrs = engine.wait(job_id)
-    until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
-    assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
-    assert engine.job(job_id)["array_state_count"] == (
-        "Queued:0 Running:0 Exiting:0 Expired:0")
