@@ -410,8 +410,7 @@ def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
     for each in settings:
         found[each.key.lower()] = each
     chain, notes = {}, []
-    ours = [os.path.join(str(directory), n + suffix) for _, n, _ in SCRIPTS.values()
-            for suffix in ("", NATIVE_SUFFIX)]
+    ours = [os.path.join(str(directory), n) for n in _PROGRAM_NAMES]
     for script in [s for s in CHAINED if s in set(scripts)]:
         key = SCRIPTS[script][0]
         setting = found.get(key.lower())
@@ -426,7 +425,7 @@ def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
                 "Slurm ran it: expected an absolute path"
                 f"{' or a glob pattern of one' if pattern else ''}; correct the line (or "
                 "remove it) and run install again")
-        is_pattern = pattern and any(c in value for c in "*?[")
+        is_pattern = slurm_program.is_pattern(script, value)
         if any(fnmatch.fnmatchcase(o, value) if is_pattern else os.path.normpath(value) == o
                for o in ours):
             theirs = [m for m in slurm_program.site_programs(script, value)
@@ -451,9 +450,14 @@ def read_site_programs(settings: Sequence[ConfSetting], directory: Path,
 
 def _pbsplugs(path: str, directory: Path) -> bool:
     """Whether `path` is a file install writes in its --dir (`directory`)."""
-    names = {n + suffix for _, n, _ in SCRIPTS.values() for suffix in ("", NATIVE_SUFFIX)}
-    names |= {CONFIG_NAME, TASK_CONFIG_NAME, PROGRAM_MODULE, CLIENT_MODULE, "__pycache__"}
+    names = {*_PROGRAM_NAMES, CONFIG_NAME, TASK_CONFIG_NAME, PROGRAM_MODULE, CLIENT_MODULE,
+             "__pycache__"}
     return os.path.dirname(path) == str(directory) and os.path.basename(path) in names
+
+
+#: The programs install may write in its --dir: each script's, Python and native.
+_PROGRAM_NAMES = tuple(n + suffix for _, n, _ in SCRIPTS.values()
+                       for suffix in ("", NATIVE_SUFFIX))
 
 
 def _site_paths(chain: dict[str, str]) -> list[RootPath]:
@@ -468,7 +472,7 @@ def _site_paths(chain: dict[str, str]) -> list[RootPath]:
                else "Slurm's daemons would run code from it")
         matches = slurm_program.site_programs(script, value)
         folders = {os.path.dirname(m) for m in matches}
-        if any(c in value for c in "*?[") and script in slurm_program.GLOB_SCRIPTS:
+        if slurm_program.is_pattern(script, value):
             fixed = value.split("*")[0].split("?")[0].split("[")[0]
             folders.add(os.path.dirname(fixed) or "/")
         out += [RootPath(f"the folder of {what}", f, 0, why=why) for f in sorted(folders)]
@@ -746,11 +750,7 @@ def read_slurm_user(conf: Path) -> str:
     found, source = None, f"in {conf}"
     for s in site_settings(conf):
         if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s.text)):
-            raise SlurmInstallError(
-                f"{s.file}:{s.line}: {' '.join(s.text.split())[:200]!r}: SlurmUser shares its "
-                "line with other settings; Slurm reads one Key=value a line (but on NodeName, "
-                "PartitionName... lines) and refuses this one ('Parse error'): put each on a "
-                "line of its own and run install again")
+            raise SlurmInstallError(_shares_line(s, "SlurmUser"))
         if s.key.lower() == "slurmuser":
             found, source = s.value, f"in {s.file}:{s.line}" if s.included else f"in {conf}"
     if found is None:
@@ -1183,12 +1183,17 @@ def alone_problem(settings: Iterable[ConfSetting], keys: Iterable[str]) -> str:
     keys = {k.lower() for k in keys}
     for s in settings:
         if s.key.lower() in keys and not s.alone:
-            lose = "" if s.included else ", which install would replace with it"
-            return (f"{s.file}:{s.line}: {' '.join(s.text.split())[:200]!r}: {s.key} shares "
-                    f"its line with other settings{lose}; Slurm reads one Key=value a line "
-                    "(but on NodeName, PartitionName... lines) and refuses this one ('Parse "
-                    "error'): put each on a line of its own and run install again")
+            return _shares_line(s, s.key, "" if s.included
+                                else ", which install would replace with it")
     return ""
+
+
+def _shares_line(s: ConfSetting, key: str, lose: str = "") -> str:
+    """One line: setting `s`'s line sets `key` beside other pairs, which Slurm refuses."""
+    return (f"{s.file}:{s.line}: {' '.join(s.text.split())[:200]!r}: {key} shares its line "
+            f"with other settings{lose}; Slurm reads one Key=value a line (but on NodeName, "
+            "PartitionName... lines) and refuses this one ('Parse error'): put each on a line "
+            "of its own and run install again")
 
 
 def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> str:

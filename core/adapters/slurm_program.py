@@ -110,10 +110,15 @@ def leave(status):
     posix._exit(status)
 
 
+def is_pattern(script, site):
+    """Whether `site` is a glob pattern: only the Prolog's and the Epilog's may be."""
+    return script in GLOB_SCRIPTS and any(c in site for c in "*?[")
+
+
 def site_programs(script, site):
     """The programs `site` names: for the Prolog and Epilog a glob pattern's matches, in
     glob(3)'s order (byte by byte, as the C launcher's); else the path itself."""
-    if script in GLOB_SCRIPTS and any(c in site for c in "*?["):
+    if is_pattern(script, site):
         import glob
 
         return sorted(glob.glob(_as_python_glob(site)),
