@@ -199,8 +199,10 @@ def _pth_folders(folder: str) -> list[tuple[str, str]]:
     except OSError:
         return []
     for name in names:
-        try:
-            lines = Path(folder, name).read_text(errors="replace").splitlines()
+        try:  # (never through a link, nor a FIFO planted there: root reads it)
+            with os.fdopen(safedirs.open_file(os.path.join(folder, name)),
+                           errors="replace") as handle:
+                lines = handle.read().splitlines()
         except OSError:
             continue  # (its own check says why)
         for line in lines:
