@@ -587,8 +587,7 @@ def _entries_problem(top: str, depth: int | None) -> str | None:
             except FileNotFoundError:
                 continue  # removed meanwhile (a .pyc being replaced)
             if stat.S_ISLNK(info.st_mode):
-                problem = (_entry_problem(entry, info, trusted, False)
-                           or code_problem(entry, 0))
+                problem = code_problem(entry, 0)  # (it checks the link itself first)
             elif stat.S_ISDIR(info.st_mode):
                 problem = _entry_problem(entry, info, trusted, False)
             else:
