@@ -1355,12 +1355,12 @@ class Engine:
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
 
-    def _purge(self, caller: Caller | str, job_id: str, with_array: bool = False) -> None:
+    def _purge(self, caller: Caller | str, job_id: str) -> None:
         """A finished job's history gone (qdel -x): no qstat -x shows it again; one gone
         already is let be (`_purge_rows`)."""
         attrs = self.store.job(job_id, lean=True)
         if attrs is not None:
-            self._purge_rows(caller, {job_id: attrs}, with_array)
+            self._purge_rows(caller, {job_id: attrs})
 
     def _purge_rows(self, caller: Caller | str, rows: Mapping[str, Mapping[str, Any]],
                     with_array: bool = False) -> None:
@@ -1393,8 +1393,11 @@ class Engine:
 
     def _purge_array(self, caller: Caller | str, array_job: str) -> None:
         """A finished array's history gone (qdel -x), its subjobs' with it."""
-        self._purge_rows(caller, self.store.subjobs(array_job), with_array=True)
-        self._purge(caller, array_job)
+        rows = self.store.subjobs(array_job)
+        attrs = self.store.job(array_job, lean=True)
+        if attrs is not None:
+            rows[array_job] = attrs  # (last: its subjobs' lines come first in the log)
+        self._purge_rows(caller, rows, with_array=True)
 
     def _drop(self, job_id: str, attrs: dict, comment: str,
               requestor: str | None = None, purge_by: str | None = None) -> None:
