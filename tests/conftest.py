@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug.testing import missing
+
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 
 
@@ -58,6 +60,14 @@ class Distributions:
                                 else []))
         env.update(extra)
         return env
+
+
+@pytest.fixture
+def needs_root() -> None:
+    """For ``@pytest.mark.usefixtures("needs_root")``: the test gives files or folders to
+    another user, which needs root; without it, `missing` (fails under CI, skips elsewhere)."""
+    if os.geteuid() != 0:
+        missing("giving a file or folder to another user needs root")
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ import pytest
 from pbsplug import safedirs
 
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
-                                reason="giving a file to another user needs root")
 
 PLUGIN = """
 from pbsplug import PluginInfo, hookimpl
@@ -53,7 +51,7 @@ def test_a_tree_of_roots_passes(shared_tmp):
     assert safedirs.code_problem(pkg / "sub" / "deep.py") is None
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_file_or_folder_of_another_users_is_refused(shared_tmp):
     pkg = _tree(shared_tmp / "t")
     os.chown(pkg / "sub" / "deep.py", NOBODY, NOBODY)
@@ -155,7 +153,7 @@ def test_a_link_whose_target_goes_back_out_of_a_link_is_refused(shared_tmp):
         "another folder than the one written; name the target without '..'")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_link_of_another_users_is_refused(shared_tmp):
     pkg = _tree(shared_tmp / "t")
     os.symlink(pkg / "__init__.py", pkg / "link.py")
@@ -356,7 +354,7 @@ def test_pbs_install_refuses_a_site_folder_others_may_write(cli, dists, home):
             "writable by its group") in status.stdout
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_pbs_install_refuses_a_plugin_of_another_users(cli, dists, home):
     _site(dists, home)
     module = dists.root / "pbsplug_probe.py"
@@ -366,7 +364,7 @@ def test_pbs_install_refuses_a_plugin_of_another_users(cli, dists, home):
              f"is owned by uid {NOBODY} (nobody), mode 0644")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_pbs_install_refuses_a_plugin_modules_compiled_code_of_another_users(cli, dists,
                                                                                home):
     """A plugin of one module: Python runs __pycache__/<name>.cpython-XY.pyc in its folder
@@ -402,7 +400,7 @@ def test_pbs_install_refuses_a_site_config_others_may_write(cli, dists, home):
              "root's hooks would do what it says")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_slurm_install_refuses_a_slurm_command_of_another_users(cli, dists, home, tmp_path):
     _site(dists, home)
     bin_dir = tmp_path / "bin"

@@ -13,8 +13,6 @@ import pytest
 from pbsplug import safedirs
 
 NOBODY = 65534
-needs_root = pytest.mark.skipif(os.geteuid() != 0 and os.environ.get("CI") != "true",
-                                reason="giving a folder to another user needs root")
 
 
 @pytest.fixture
@@ -23,7 +21,7 @@ def base(shared_tmp):
     return shared_tmp
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_folder_under_another_users_folder_is_refused_and_nothing_is_made_there(base):
     squat = base / "squat"
     squat.mkdir()
@@ -40,7 +38,7 @@ def test_a_folder_under_another_users_folder_is_refused_and_nothing_is_made_ther
     assert refused.value.problem == f"{squat} is owned by uid {NOBODY} (nobody), mode 0755"
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_folder_owned_by_another_user_is_refused(base):
     (base / "state").mkdir(mode=0o755)
     os.chown(base / "state", NOBODY, NOBODY)
@@ -48,7 +46,7 @@ def test_a_folder_owned_by_another_user_is_refused(base):
         f"{base}/state is owned by uid {NOBODY} (nobody), mode 0755")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_symlink_on_the_way_must_be_roots_too(base):
     (base / "real").mkdir()
     os.symlink(base / "real", base / "link")
@@ -64,7 +62,7 @@ def test_a_symlink_on_the_way_must_be_roots_too(base):
         f"{base}/squat is owned by uid {NOBODY} (nobody), mode 0755")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_link_planted_at_a_missing_level_after_the_check_is_not_followed(base,
                                                                            monkeypatch):
     """In a sticky folder as /tmp, a user may put a link at a level not made yet, after the
@@ -201,7 +199,7 @@ def test_the_plugins_readmes_quote_the_refusal_as_it_is_worded():
     assert set(quoted) >= {"cpuset", "mjf", "multisched", "power"}
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_folder_handed_to_a_user_through_a_descriptor(base):
     """`ensure_folder_owned_by`: the levels above follow the rule and stay root's; the folder
     becomes the user's, with root's plain files in it, never a link's target nor a file with
@@ -226,7 +224,7 @@ def test_a_folder_handed_to_a_user_through_a_descriptor(base):
         safedirs.ensure_folder_owned_by(folder, NOBODY, NOBODY, "the folder")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_a_folder_of_roots_in_use_is_not_given_away(base):
     """Hostile review: `ensure_folder_owned_by` gives away only a folder made for the user. A
     folder of root's that others write in (/tmp: made 0755 and the user's, every user's
@@ -264,7 +262,7 @@ def _their_record(base):
     return folder, record
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_root_reads_a_folder_of_the_user_it_names_and_nothing_that_user_could_plant(base):
     """Root reading the records a service user's programs keep (`owner=`, kernel API 1.8):
     the folder and its files may be that user's, never writable by others, never a link;
@@ -311,7 +309,7 @@ def test_root_reads_a_folder_of_the_user_it_names_and_nothing_that_user_could_pl
         safedirs.check_folder(inner, "state_dir", owner=NOBODY)
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_root_reads_through_the_users_folders_level_by_level_never_through_their_links(base):
     """A service user's pbsplug home holds its records two levels down (hooks/tmp), all its
     own: read. A link of that user's on the way (made after a check, to have root read a
@@ -340,7 +338,7 @@ def test_root_reads_through_the_users_folders_level_by_level_never_through_their
         f"folder of uid {NOBODY} (nobody)'s, never followed; remove it")
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_root_reads_no_more_of_another_users_file_than_a_record_needs(base):
     """A file of another user's (`owner=`) is theirs to make any size, a sparse one at no
     cost to them: refused past `OTHERS_FILE_MAX` bytes, before it is read."""
