@@ -318,6 +318,67 @@ def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, h
          "add files to it")]
 
 
+def _listed_without_hanging(site_dir: Path, home: Path,
+                            fifo: Path | None = None) -> list[tuple[str, str]]:
+    """(what, problem) for each path install would refuse with the site folder `site_dir`.
+    Root reading `fifo` (a FIFO) would block until someone opened it to write: run in a
+    thread, as a hang guard only, and released if it hangs (a failure)."""
+    import threading
+
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+    found: list[tuple[str, str]] = []
+
+    def check() -> None:
+        found.extend((rp.what, problem) for rp, problem in rootpaths.unsafe(
+            rootpaths.root_paths(plugins, "/usr/bin/true", [str(site_dir)])))
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # (its reader sees the end)
+            worker.join()
+        pytest.fail(f"the check of {site_dir} hung")
+    return found
+
+
+def test_a_fifo_planted_as_a_pth_file_is_refused_not_read(shared_tmp, home):
+    """A FIFO ``x.pth`` in a site folder hung install and status as root (reading a .pth
+    file to find what it adds) before the folder's check could refuse it."""
+    site_dir = shared_tmp / "site"
+    site_dir.mkdir()
+    site_dir.chmod(0o755)
+    os.mkfifo(site_dir / "x.pth", 0o644)
+    assert _listed_without_hanging(site_dir, home, site_dir / "x.pth") == [
+        ("a site folder root imports from",
+         f"{site_dir}/x.pth is not a plain file (mode 0644)")]
+    site_dir.chmod(0o777)  # (as a user who may write there would plant it)
+    assert _listed_without_hanging(site_dir, home, site_dir / "x.pth") == [
+        ("a site folder root imports from",
+         f"{site_dir} is writable by everyone (owner uid 0 (root), mode 0777)")]
+
+
+@pytest.mark.usefixtures("needs_root")
+def test_a_pth_link_of_another_users_is_refused_not_followed(shared_tmp, home):
+    """A .pth file that is another user's link, to a FIFO of theirs: the link is refused
+    and not followed (root reading through it hung as on a FIFO)."""
+    site_dir, theirs = shared_tmp / "site", shared_tmp / "theirs"
+    for folder in (site_dir, theirs):
+        folder.mkdir()
+        folder.chmod(0o755)
+    os.mkfifo(theirs / "fifo", 0o644)
+    os.symlink(theirs / "fifo", site_dir / "y.pth")
+    os.lchown(site_dir / "y.pth", NOBODY, NOBODY)
+    assert _listed_without_hanging(site_dir, home, theirs / "fifo") == [
+        ("a site folder root imports from",
+         f"{site_dir}/y.pth is a link owned by uid {NOBODY} (nobody)")]
+
+
 def _refused(done, command: str, what: str, path, problem: str,
              why: str = "root would run code from it") -> None:
     """`done` is install's one-line refusal of `path`."""
