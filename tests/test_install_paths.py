@@ -379,6 +379,24 @@ def test_a_pth_link_of_another_users_is_refused_not_followed(shared_tmp, home):
          f"{site_dir}/y.pth is a link owned by uid {NOBODY} (nobody)")]
 
 
+def test_what_a_pth_link_of_roots_adds_is_checked(shared_tmp, home):
+    """`site` reads a .pth file that is a link at its target (a link of root's to a file of
+    root's passes the check): what that adds to sys.path is checked too. Reading no .pth
+    file through a link left it unchecked."""
+    site_dir, lib, shared = shared_tmp / "site", shared_tmp / "lib", shared_tmp / "shared"
+    for folder in (site_dir, lib, shared):
+        folder.mkdir()
+        folder.chmod(0o755)
+    shared.chmod(0o1777)  # (as /tmp)
+    (lib / "real.pth").write_text(f"{shared}/later\n")
+    (lib / "real.pth").chmod(0o644)
+    os.symlink(lib / "real.pth", site_dir / "z.pth")
+    assert _listed_without_hanging(site_dir, home) == [
+        ("a path z.pth adds to sys.path",
+         f"{shared} is writable by everyone (owner uid 0 (root), mode 1777): others may "
+         "add files to it")]
+
+
 def _refused(done, command: str, what: str, path, problem: str,
              why: str = "root would run code from it") -> None:
     """`done` is install's one-line refusal of `path`."""

@@ -192,16 +192,22 @@ def _interpreter_site_dirs(python: str) -> list[str]:
 def _pth_folders(folder: str) -> list[tuple[str, str]]:
     """(.pth file, path) for each path a .pth file in `folder` adds, as `site` reads them
     (a line that is not a comment nor an ``import``, relative to `folder`): a folder, a
-    zip file (an egg), or one not there yet, which `site` adds once it is."""
+    zip file (an egg), or one not there yet, which `site` adds once it is. `site` reads a
+    .pth file that is a link at its target: read there too, once the link passes the check
+    that refuses it otherwise (never another user's link, nor one to another user's file)."""
     out = []
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
     except OSError:
         return []
     for name in names:
-        try:  # (never through a link, nor a FIFO planted there: root reads it)
-            with os.fdopen(safedirs.open_file(os.path.join(folder, name)),
-                           errors="replace") as handle:
+        path = os.path.join(folder, name)
+        if os.path.islink(path):
+            if safedirs.code_problem(path):
+                continue  # (its folder's check says why)
+            path = os.path.realpath(path)
+        try:  # (never through a link, nor from a FIFO planted there: root reads it)
+            with os.fdopen(safedirs.open_file(path), errors="replace") as handle:
                 lines = handle.read().splitlines()
         except OSError:
             continue  # (its own check says why)
