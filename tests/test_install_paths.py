@@ -165,6 +165,19 @@ def test_a_link_of_another_users_is_refused(shared_tmp):
 
 # -- what install points root at ------------------------------------------------------------
 
+def _refusals(home: Path, python: str = sys.executable,
+              site_dirs: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """(what, path, problem) for each path install would refuse, with no plugin enabled,
+    for the interpreter `python` and the site folders `site_dirs`."""
+    from pbsplug.adapters import rootpaths
+    from pbsplug.plugins import load_plugins
+    from pbsplug.siteconfig import SiteConfig
+
+    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
+    return [(rp.what, rp.path, problem) for rp, problem in
+            rootpaths.unsafe(rootpaths.root_paths(plugins, python, list(site_dirs)))]
+
+
 def test_install_checks_the_interpreter_it_names(shared_tmp, home):
     from pbsplug.adapters import rootpaths
     from pbsplug.plugins import load_plugins
@@ -193,52 +206,38 @@ def test_install_checks_the_site_folders_the_interpreter_reads_itself(shared_tmp
     checked though install was given none: a worker's ``python -I`` imports from it."""
     import site
 
-    from pbsplug.adapters import rootpaths
-    from pbsplug.plugins import load_plugins
-    from pbsplug.siteconfig import SiteConfig
-
     dist_packages = shared_tmp / "dist-packages"
     dist_packages.mkdir()
     dist_packages.chmod(0o777)
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(dist_packages)])
-    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
-    found = rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))
-    assert [(rp.what, rp.path, problem) for rp, problem in found] == [
+    assert _refusals(home) == [
         ("a site folder root imports from", str(dist_packages),
          f"{dist_packages} is writable by everyone (owner uid 0 (root), mode 0777)")]
     # (another interpreter's are not this process's to say)
-    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+    assert _refusals(home, "/usr/bin/true") == []
 
 
 def test_install_checks_the_standard_librarys_zip_file(shared_tmp, home, monkeypatch):
     """The interpreter puts pythonXY.zip on sys.path before its standard library's folder
     (/usr/lib/python311.zip) and imports from it once it is there: checked as a file where
     it is, else where it would be made. It was not checked."""
-    from pbsplug.adapters import rootpaths
-    from pbsplug.plugins import load_plugins
-    from pbsplug.siteconfig import SiteConfig
-
     lib = shared_tmp / "lib"
     lib.mkdir()
     lib.chmod(0o777)
     zipped = lib / "python{}{}.zip".format(*sys.version_info[:2])
     monkeypatch.setattr(sys, "path", [str(zipped), *sys.path])
-    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
-
-    def found():
-        return [(rp.what, rp.path, problem) for rp, problem in
-                rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))]
-
-    assert found() == [("the standard library's zip file", str(zipped),
-                        f"{lib} is writable by everyone (owner uid 0 (root), mode 0777)")]
+    assert _refusals(home) == [
+        ("the standard library's zip file", str(zipped),
+         f"{lib} is writable by everyone (owner uid 0 (root), mode 0777)")]
     lib.chmod(0o755)
-    assert found() == []
+    assert _refusals(home) == []
     zipped.write_bytes(b"PK")
     zipped.chmod(0o664)
-    assert found() == [("the standard library's zip file", str(zipped),
-                        f"{zipped} is writable by others (owner uid 0 (root), mode 0664)")]
+    assert _refusals(home) == [
+        ("the standard library's zip file", str(zipped),
+         f"{zipped} is writable by others (owner uid 0 (root), mode 0664)")]
     # (another interpreter's are not this process's to say)
-    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+    assert _refusals(home, "/usr/bin/true") == []
 
 
 def test_install_checks_the_libpython_the_interpreter_is_linked_to(shared_tmp, home,
@@ -249,8 +248,6 @@ def test_install_checks_the_libpython_the_interpreter_is_linked_to(shared_tmp, h
     import sysconfig
 
     from pbsplug.adapters import rootpaths
-    from pbsplug.plugins import load_plugins
-    from pbsplug.siteconfig import SiteConfig
 
     lib = shared_tmp / "lib"
     lib.mkdir()
@@ -267,36 +264,28 @@ def test_install_checks_the_libpython_the_interpreter_is_linked_to(shared_tmp, h
     maps.write_text(f"7f0-7f1 r--p 00000000 fd:01 4242                       {shared}\n"
                     "7f2-7f3 r-xp 00000000 fd:01 4243                       /usr/lib/libc.so.6\n")
     monkeypatch.setattr(rootpaths, "_MAPS", str(maps), raising=False)
-    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
-
-    def found():
-        return [(rp.what, rp.path, problem) for rp, problem in
-                rootpaths.unsafe(rootpaths.root_paths(plugins, sys.executable, []))]
-
-    assert found() == []
+    assert _refusals(home) == []
     shared.chmod(0o775)
     problem = f"{shared} is writable by others (owner uid 0 (root), mode 0775)"
-    assert found() == [("the interpreter's libpython", f"{lib}/libpython3.11.so", problem),
-                       ("the interpreter's libpython", str(shared), problem)]
+    assert _refusals(home) == [
+        ("the interpreter's libpython", f"{lib}/libpython3.11.so", problem),
+        ("the interpreter's libpython", str(shared), problem)]
     maps.write_text("7f2-7f3 r-xp 00000000 fd:01 4243      /usr/lib/libc.so.6\n")
-    assert found() == []  # (linked in, as Debian's python3 is: the library is not run)
+    # (linked in, as Debian's python3 is: the library is not run)
+    assert _refusals(home) == []
     monkeypatch.setattr(rootpaths, "_MAPS", str(shared_tmp / "none"), raising=False)
-    assert len(found()) == 2  # (not to be told: checked)
+    assert len(_refusals(home)) == 2  # (not to be told: checked)
     fake["Py_ENABLE_SHARED"] = 0
-    assert found() == []
+    assert _refusals(home) == []
     # (another interpreter's is not this process's to say)
     fake["Py_ENABLE_SHARED"] = 1
-    assert not rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", []))
+    assert _refusals(home, "/usr/bin/true") == []
 
 
 def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, home):
     """A .pth line adds to sys.path whatever is there at start-up: a zip file (an egg),
     or a folder made later by whoever may make it. Only folders there at install were
     checked."""
-    from pbsplug.adapters import rootpaths
-    from pbsplug.plugins import load_plugins
-    from pbsplug.siteconfig import SiteConfig
-
     site_dir, shared = shared_tmp / "site", shared_tmp / "shared"
     for folder in (site_dir, shared):
         folder.mkdir()
@@ -307,10 +296,8 @@ def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, h
     egg.chmod(0o666)
     (site_dir / "eggs.pth").write_text(f"# a comment\nimport os\n{egg}\n{shared}/later\n")
     (site_dir / "eggs.pth").chmod(0o644)
-    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
-    found = rootpaths.unsafe(rootpaths.root_paths(plugins, "/usr/bin/true", [str(site_dir)]))
-    assert [(rp.what, rp.path, problem) for rp, problem in found
-            if rp.what.startswith("a path eggs.pth")] == [
+    assert [found for found in _refusals(home, "/usr/bin/true", (str(site_dir),))
+            if found[0].startswith("a path eggs.pth")] == [
         ("a path eggs.pth adds to sys.path", str(egg),
          f"{egg} is writable by others (owner uid 0 (root), mode 0666)"),
         ("a path eggs.pth adds to sys.path", f"{shared}/later",
@@ -318,23 +305,17 @@ def test_what_a_pth_line_adds_is_checked_though_no_folder_is_there(shared_tmp, h
          "add files to it")]
 
 
-def _listed_without_hanging(site_dir: Path, home: Path,
-                            fifo: Path | None = None) -> list[tuple[str, str]]:
-    """(what, problem) for each path install would refuse with the site folder `site_dir`.
-    Root reading `fifo` (a FIFO) would block until someone opened it to write: run in a
-    thread, as a hang guard only, and released if it hangs (a failure)."""
+def _refusals_without_hanging(site_dir: Path, home: Path,
+                              fifo: Path | None = None) -> list[tuple[str, str, str]]:
+    """`_refusals` with the site folder `site_dir`. Root reading `fifo` (a FIFO) would
+    block until someone opened it to write: run in a thread, as a hang guard only, and
+    released if it hangs (a failure)."""
     import threading
 
-    from pbsplug.adapters import rootpaths
-    from pbsplug.plugins import load_plugins
-    from pbsplug.siteconfig import SiteConfig
-
-    plugins = load_plugins(SiteConfig(path=home / "site.toml"), env={})
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str]] = []
 
     def check() -> None:
-        found.extend((rp.what, problem) for rp, problem in rootpaths.unsafe(
-            rootpaths.root_paths(plugins, "/usr/bin/true", [str(site_dir)])))
+        found.extend(_refusals(home, "/usr/bin/true", (str(site_dir),)))
 
     worker = threading.Thread(target=check, daemon=True)
     worker.start()
@@ -354,12 +335,12 @@ def test_a_fifo_planted_as_a_pth_file_is_refused_not_read(shared_tmp, home):
     site_dir.mkdir()
     site_dir.chmod(0o755)
     os.mkfifo(site_dir / "x.pth", 0o644)
-    assert _listed_without_hanging(site_dir, home, site_dir / "x.pth") == [
-        ("a site folder root imports from",
+    assert _refusals_without_hanging(site_dir, home, site_dir / "x.pth") == [
+        ("a site folder root imports from", str(site_dir),
          f"{site_dir}/x.pth is not a plain file (mode 0644)")]
     site_dir.chmod(0o777)  # (as a user who may write there would plant it)
-    assert _listed_without_hanging(site_dir, home, site_dir / "x.pth") == [
-        ("a site folder root imports from",
+    assert _refusals_without_hanging(site_dir, home, site_dir / "x.pth") == [
+        ("a site folder root imports from", str(site_dir),
          f"{site_dir} is writable by everyone (owner uid 0 (root), mode 0777)")]
 
 
@@ -374,8 +355,8 @@ def test_a_pth_link_of_another_users_is_refused_not_followed(shared_tmp, home):
     os.mkfifo(theirs / "fifo", 0o644)
     os.symlink(theirs / "fifo", site_dir / "y.pth")
     os.lchown(site_dir / "y.pth", NOBODY, NOBODY)
-    assert _listed_without_hanging(site_dir, home, theirs / "fifo") == [
-        ("a site folder root imports from",
+    assert _refusals_without_hanging(site_dir, home, theirs / "fifo") == [
+        ("a site folder root imports from", str(site_dir),
          f"{site_dir}/y.pth is a link owned by uid {NOBODY} (nobody)")]
 
 
@@ -391,8 +372,8 @@ def test_what_a_pth_link_of_roots_adds_is_checked(shared_tmp, home):
     (lib / "real.pth").write_text(f"{shared}/later\n")
     (lib / "real.pth").chmod(0o644)
     os.symlink(lib / "real.pth", site_dir / "z.pth")
-    assert _listed_without_hanging(site_dir, home) == [
-        ("a path z.pth adds to sys.path",
+    assert _refusals_without_hanging(site_dir, home) == [
+        ("a path z.pth adds to sys.path", f"{shared}/later",
          f"{shared} is writable by everyone (owner uid 0 (root), mode 1777): others may "
          "add files to it")]
 
