@@ -19,27 +19,22 @@ import pytest
 from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
 from pbsplug.engine.home import LOG_JOB, Home, ServerLog
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root, until
-
-
-def _need(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+from pbsplug.testing import missing
 
 
 @pytest.fixture
 def small_home():
     """A 16 MiB tmpfs as a server home; unmounted afterwards."""
     if os.geteuid() != 0:
-        _need("needs root to mount a small tmpfs as the server's home")
+        missing("needs root to mount a small tmpfs as the server's home")
     if shutil.which("mount") is None:
-        _need("needs mount (Debian package mount) to make a small file system")
+        missing("needs mount (Debian package mount) to make a small file system")
     root = make_root()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs",
                            str(root)], capture_output=True, text=True)
     if done.returncode != 0:
         remove_root(root)
-        _need(f"cannot mount a tmpfs on {root}: {done.stderr.strip()}")
+        missing(f"cannot mount a tmpfs on {root}: {done.stderr.strip()}")
     yield root
     subprocess.run(["pkill", "-KILL", "-f", f"{root}/"], check=False)
     subprocess.run(["umount", "-l", str(root)], check=False)
@@ -156,7 +151,7 @@ def test_the_server_log_counts_lines_it_cannot_write(tmp_path):
     """A log line that cannot be written is counted, not raised; the next line written says
     how many were lost and why. /dev/full stands in for a full disk."""
     if not os.path.exists("/dev/full"):
-        _need("needs /dev/full to fail writes with ENOSPC")
+        missing("needs /dev/full to fail writes with ENOSPC")
     home = Home(tmp_path)
     home.logs.mkdir()
     log = ServerLog(home, "host")
