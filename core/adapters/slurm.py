@@ -228,11 +228,11 @@ def compiler() -> str:
 def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: str,
          slurm_conf: str, state_dir: str, log_file: str, run_dir: str,
          native: bool = True, slurm_user: str | Callable[[], str] = "root",
-         site_conf: Path | None = None) -> Plan:
+         site_conf: Path | SlurmConf | None = None) -> Plan:
     """What to install. `slurm_user`: SlurmUser's name, or what reads it (asked only when
     a script that runs as SlurmUser is needed); `site_conf`: the slurm.conf whose lines
     install replaces, whose programs pbsplug's run first (`read_site_programs`), read with
-    the files it includes (`site_settings`)."""
+    the files it includes (`site_settings`; a path is read once for the plan)."""
     if _CONF_UNSAFE.search(str(directory)):
         raise SlurmInstallError(
             f"--dir {str(directory)!r}: slurm.conf names the programs by their path, which "
@@ -262,6 +262,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     config_file = str(directory / CONFIG_NAME)
     cc = compiler() if native else ""
     needed = {script for script, (_, _, fired) in SCRIPTS.items() if events & set(fired)}
+    if site_conf is not None:
+        site_conf = _view(site_conf)
     settings = site_settings(site_conf)
     chain, notes = read_site_programs(settings, directory, needed)
     config = {
@@ -730,7 +732,7 @@ def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:
         return False
 
 
-def read_slurm_user(conf: Path) -> str:
+def read_slurm_user(conf: Path | SlurmConf) -> str:
     """SlurmUser, as Slurm 22.05 reads it: the last ``SlurmUser=`` line read, with the files
     slurm.conf's ``Include`` lines name read where those lines stand (`site_settings`; tried
     on 22.05: ``SlurmUser=root`` then an included ``SlurmUser=slurm`` runs slurmctld as
@@ -742,17 +744,19 @@ def read_slurm_user(conf: Path) -> str:
     in one line naming what was wrong: a slurm.conf or an included file that cannot be read,
     files that include each other, a SlurmUser on a line of several settings, a value that
     is no user name, a user this host does not have."""
+    view = _view(conf)
     try:
-        read_conf(conf)
+        view.text()
     except OSError as exc:
-        raise SlurmInstallError(f"{conf}: cannot read slurm.conf ({exc.strerror or exc}); "
+        raise SlurmInstallError(f"{view.path}: cannot read slurm.conf ({exc.strerror or exc}); "
                                 "install reads SlurmUser there (give --slurm-conf)") from None
-    found, source = None, f"in {conf}"
-    for s in site_settings(conf):
+    found, source = None, f"in {view.path}"
+    for s in site_settings(view):
         if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s.text)):
             raise SlurmInstallError(_shares_line(s, "SlurmUser"))
         if s.key.lower() == "slurmuser":
-            found, source = s.value, f"in {s.file}:{s.line}" if s.included else f"in {conf}"
+            found = s.value
+            source = f"in {s.file}:{s.line}" if s.included else f"in {view.path}"
     if found is None:
         return "root"
     if not _USER_NAME.fullmatch(found):
@@ -768,7 +772,7 @@ def read_slurm_user(conf: Path) -> str:
     return found
 
 
-def controller_names(conf: Path) -> list[str]:
+def controller_names(conf: Path | SlurmConf) -> list[str]:
     """The hosts slurm.conf names as controllers (SlurmctldHost, or the older
     ControlMachine), by their names (``name(address)``: the name), read as Slurm reads them
     (`site_settings`: included files too, an escaped ``\\#`` kept); [] if unread."""
@@ -1119,7 +1123,7 @@ def _pair_keys(written: str) -> list[str]:
     return keys
 
 
-def site_settings(conf: Path | None) -> list[ConfSetting]:
+def site_settings(conf: Path | SlurmConf | None) -> list[ConfSetting]:
     """Every Key=value slurm.conf sets (as the site wrote it: an earlier install's lines
     undone), with the files its ``Include`` lines name read where they stand, as Slurm does:
     a relative name from the including file's folder, ``%c`` the ClusterName read so far.
@@ -1129,22 +1133,24 @@ def site_settings(conf: Path | None) -> list[ConfSetting]:
     files that include each other."""
     if conf is None:
         return []
+    view = _view(conf)
     try:
-        text = read_conf(conf)
+        text = view.text()
     except OSError:
         return []
     out: list[ConfSetting] = []
-    _read_settings(str(conf), unmerge_conf(text), out, [str(conf)])
+    _read_settings(view, str(view.path), unmerge_conf(text), out, [str(view.path)])
     return out
 
 
-def _read_settings(path: str, text: str, out: list[ConfSetting], stack: list[str]) -> None:
+def _read_settings(view: SlurmConf, path: str, text: str, out: list[ConfSetting],
+                   stack: list[str]) -> None:
     physical = _physical(text)
     for first, end, read in conf_lines(text):
         written = "\n".join(line.rstrip("\r") for line in physical[first:end])
         include = _INCLUDE.match(read)
         if include:
-            _read_include(path, first + 1, include.group(1), out, stack)
+            _read_include(view, path, first + 1, include.group(1), out, stack)
             continue
         found = _setting(read)
         if found:
@@ -1152,7 +1158,7 @@ def _read_settings(path: str, text: str, out: list[ConfSetting], stack: list[str
                                    len(stack) > 1))
 
 
-def _read_include(path: str, line: int, name: str, out: list[ConfSetting],
+def _read_include(view: SlurmConf, path: str, line: int, name: str, out: list[ConfSetting],
                   stack: list[str]) -> None:
     where = f"{path}:{line}: Include {name}"
     if "%c" in name:
@@ -1166,13 +1172,13 @@ def _read_include(path: str, line: int, name: str, out: list[ConfSetting],
         raise SlurmInstallError(f"{where}: the files include each other ({' -> '.join(stack)}"
                                 f" -> {target}): correct the line and run install again")
     try:
-        text = read_conf(Path(target))
+        text = view.text(target)
     except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in the name)
         raise SlurmInstallError(
             f"{where}: cannot read {target} ({getattr(exc, 'strerror', None) or exc}), which "
             "may set a program pbsplug's would run first; Slurm cannot read it either: "
             "correct the line (or the file) and run install again") from None
-    _read_settings(target, text, out, stack + [target])
+    _read_settings(view, target, text, out, stack + [target])
 
 
 def alone_problem(settings: Iterable[ConfSetting], keys: Iterable[str]) -> str:
@@ -1254,13 +1260,14 @@ def included_settings(p: Plan) -> list[ConfSetting]:
     return [s for s in p.site_settings if s.included and s.key.lower() in keys]
 
 
-def overriding_settings(conf: Path, keys: Iterable[str]) -> list[ConfSetting]:
+def overriding_settings(conf: Path | SlurmConf, keys: Iterable[str]) -> list[ConfSetting]:
     """The settings Slurm reads after pbsplug's lines in `conf` (a line below its block, or
     in a file an ``Include`` line below it names) that set one of `keys` (pbsplug's): for
     each such key, the last one read, which is the value Slurm uses. [] when `conf` cannot
     be read or holds no pbsplug block; `SlurmInstallError` as `site_settings`."""
+    view = _view(conf)
     try:
-        text = read_conf(conf)
+        text = view.text()
     except OSError:
         return []
     physical = _physical(text)
@@ -1269,7 +1276,8 @@ def overriding_settings(conf: Path, keys: Iterable[str]) -> list[ConfSetting]:
     begin = physical.index(BEGIN)
     end = physical.index(END, begin) if END in physical[begin:] else len(physical)
     settings: list[ConfSetting] = []
-    _read_settings(str(conf), text, settings, [str(conf)])  # as it is: pbsplug's lines too
+    # as it is: pbsplug's lines too
+    _read_settings(view, str(view.path), text, settings, [str(view.path)])
     last: dict[str, ConfSetting] = {}
     for each in settings:
         last[each.key.lower()] = each
@@ -1340,6 +1348,54 @@ def read_conf(path: Path) -> str:
     return b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    """What tells a file, and a change of its bytes, from another: its device and inode
+    (an editor's rename makes a new file), size and mtime."""
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+class SlurmConf:
+    """slurm.conf and the files its ``Include`` lines name, as one command reads them: each
+    file read once (`read_conf`), when first asked for, and kept. install's plan, SlurmUser,
+    the controllers, the lines it replaces and its --apply, and status's checks all read the
+    one view: a file changed while the command runs cannot give it two. A file that could
+    not be read is its error again at each ask. Each reader of slurm.conf here takes one,
+    or a path, read afresh."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._texts: dict[str, str | OSError | ValueError] = {}
+        self._identity: tuple[int, ...] | None = None
+
+    def text(self, path: str | Path | None = None) -> str:
+        """The text of slurm.conf, or of the file `path` it includes; OSError as `read_conf`
+        (ValueError for a name with a NUL byte)."""
+        name = str(self.path if path is None else path)
+        if name not in self._texts:
+            try:
+                if path is None:  # (before the read: a change while it reads is one too)
+                    self._identity = _identity(os.stat(name))
+                self._texts[name] = read_conf(Path(name))
+            except (OSError, ValueError) as exc:
+                self._texts[name] = exc
+        found = self._texts[name]
+        if isinstance(found, (OSError, ValueError)):
+            raise found
+        return found
+
+    def changed(self) -> bool:
+        """Whether slurm.conf is no longer the file `text` read (written, or replaced,
+        since): --apply would lose that change."""
+        try:
+            return _identity(os.stat(self.path)) != self._identity
+        except OSError:
+            return True
+
+
+def _view(conf: Path | SlurmConf) -> SlurmConf:
+    return conf if isinstance(conf, SlurmConf) else SlurmConf(conf)
+
+
 def _conf_file_problem(info: os.stat_result, path: Path, size: int = 0) -> None:
     kind = next((what for test, what in _KINDS if test(info.st_mode)), "no regular file")
     if not stat.S_ISREG(info.st_mode):
@@ -1349,11 +1405,18 @@ def _conf_file_problem(info: os.stat_result, path: Path, size: int = 0) -> None:
                       "it", str(path))
 
 
-def apply_conf(path: Path, lines: dict[str, str]) -> None:
+def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:
+    """pbsplug's `lines` merged into slurm.conf as `conf` read it (`merge_conf`); refused,
+    the file left as it is, when it has changed since (another's edit would be lost)."""
+    view = _view(conf)
+    path = view.path
     try:
-        text = read_conf(path)
+        text = view.text()
     except OSError as exc:
         raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
+    if view.changed():
+        raise SlurmInstallError(f"{path} changed while install ran, after install read it: "
+                                "left as it is; run install again")
     _rewrite_conf(path, merge_conf(text, lines, str(path)))
 
 
@@ -1397,13 +1460,14 @@ def uninstall(directory: Path, conf: Path | None) -> list[str]:
     return done
 
 
-def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
+def status(p: Plan, conf: Path | SlurmConf | None) -> list[dict[str, Any]]:
     """Per plugin: its hooks that run in Slurm (where), those that cannot (why), and whether
     the installed programs and slurm.conf match what the site wants now; ``overridden``:
     each setting Slurm reads after pbsplug's lines that sets a key of theirs
     (`overriding_settings`), one line of ``problems`` too."""
     have = installed_config(p.directory)
-    conf_text = read_conf(conf) if conf is not None and conf.exists() else None
+    view = _view(conf) if conf is not None else None
+    conf_text = view.text() if view is not None and view.path.exists() else None
     problems = []
     if have is None:
         problems.append(f"not installed in {p.directory}")
@@ -1423,21 +1487,21 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
         if have.get("launcher", "python") != p.config["launcher"]:
             problems.append(f"installed with the {have.get('launcher', 'python')} launcher, "
                             f"the site's options ask for the {p.config['launcher']} one")
-        problems += state_folder_problems(p, conf)
+        problems += state_folder_problems(p, view)
     overridden = []
-    if conf is not None and conf_text is not None:
+    if view is not None and conf_text is not None:
         for key, value in p.conf_lines.items():
             if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,
                              re.MULTILINE | re.IGNORECASE):
                 problems.append(f"slurm.conf lacks {key}={value}")
         try:
-            later = overriding_settings(conf, p.conf_lines)
+            later = overriding_settings(view, p.conf_lines)
         except SlurmInstallError as exc:
             later = []
             problems.append(str(exc))
         for s in later:
             key = next(k for k in p.conf_lines if k.lower() == s.key.lower())
-            problems.append(overriding_line(s, conf, key))
+            problems.append(overriding_line(s, view.path, key))
             overridden.append({"file": s.file, "line": s.line, "key": key, "value": s.value,
                                "pbsplug_value": p.conf_lines[key]})
     state = "installed" if not problems else "missing" if have is None else "differs"
@@ -1451,7 +1515,7 @@ def status(p: Plan, conf: Path | None) -> list[dict[str, Any]]:
     return rows
 
 
-def state_folder_problems(p: Plan, conf: Path | None = None) -> list[str]:
+def state_folder_problems(p: Plan, conf: Path | SlurmConf | None = None) -> list[str]:
     """The folders install makes for the power programs and SlurmUser's programs
     (``<state-dir>/power``, ``<state-dir>/slurmuser``, a state_dir handed to SlurmUser), as
     they are on this host: one line for each that is not a folder of the user it should be

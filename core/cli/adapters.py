@@ -17,6 +17,7 @@ from .options import cli_seconds
 
 if TYPE_CHECKING:
     from ..adapters.rootpaths import RootPath
+    from ..adapters.slurm import SlurmConf
 
 #: The longest wait `slurm periodic --every` takes (ten years; time.sleep overflows past
 #: about 9.2e9 s).
@@ -174,7 +175,8 @@ _SLURM_DIR = "/etc/slurm/pbsplug"
 
 def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_dir: str | None,
                 slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path,
-                native: bool = True):
+                native: bool, conf: SlurmConf):
+    """The plan, with slurm.conf read through `conf`, the command's one view of it."""
     from ..adapters import slurm
 
     state = ctx.find_root().obj
@@ -192,8 +194,7 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
                           bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
                           else "", state_dir=str(state_dir), log_file=str(log_file),
                           run_dir=str(run_dir), native=native,
-                          slurm_user=lambda: slurm.read_slurm_user(_conf_path(slurm_conf)),
-                          site_conf=_conf_path(slurm_conf))
+                          slurm_user=lambda: slurm.read_slurm_user(conf), site_conf=conf)
     except slurm.SlurmInstallError as exc:
         raise CliError(str(exc)) from None
 
@@ -268,8 +269,10 @@ def slurm_app() -> typer.Typer:
         readable by SlurmUser's group."""
         from ..adapters import slurm
 
+        conf = _conf_path(slurm_conf)
+        view = slurm.SlurmConf(conf)  # (read once: every step below sees the same file)
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
-                        run_dir, native)
+                        run_dir, native, view)
         _refuse_unsafe("slurm install", p.root_paths, allow_unsafe_paths)
         if allow_unsafe_paths:  # ('slurm periodic' checks again, and accepts them too)
             p.config["allow_unsafe_paths"] = True
@@ -300,21 +303,20 @@ def slurm_app() -> typer.Typer:
         except slurm.SlurmInstallError as exc:
             raise CliError(str(exc)) from None
         su = p.config.get("slurm_user")
-        ctlds = slurm.controller_names(_conf_path(slurm_conf))
+        ctlds = slurm.controller_names(view)
         if su and ctlds and socket.gethostname().split(".")[0] not in ctlds:
             typer.echo(f"note: this host is not the controller ({', '.join(ctlds)}): run "
                        "install there too, as root, so that SlurmUser's folders are made "
                        "where slurmctld runs its programs")
         if p.conf_lines:
             typer.echo(f"Slurm runs: {slurm.launcher(directory)}")
-        conf = _conf_path(slurm_conf)
         if not p.conf_lines:
             typer.echo("no Slurm script is needed: slurm.conf is left as it is")
             return
         if apply:
             try:
-                replaced = slurm.replaced_lines(slurm.read_conf(conf), p.conf_lines)
-                slurm.apply_conf(conf, p.conf_lines)
+                replaced = slurm.replaced_lines(view.text(), p.conf_lines)
+                slurm.apply_conf(view, p.conf_lines)
             except OSError as exc:
                 raise CliError(f"{conf}: {exc}") from None
             except slurm.SlurmInstallError as exc:  # (its line names the file)
@@ -329,7 +331,7 @@ def slurm_app() -> typer.Typer:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
             try:
-                replaced = slurm.replaced_lines(slurm.read_conf(conf), p.conf_lines)
+                replaced = slurm.replaced_lines(view.text(), p.conf_lines)
             except OSError:
                 replaced = []
             for line in replaced:
@@ -425,10 +427,11 @@ def slurm_app() -> typer.Typer:
         whether what is installed matches the site (give the options install was given)."""
         from ..adapters import slurm
 
+        view = slurm.SlurmConf(_conf_path(slurm_conf))  # (read once: one view of the file)
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
-                        run_dir, native)
+                        run_dir, native, view)
         try:
-            rows = slurm.status(p, _conf_path(slurm_conf))
+            rows = slurm.status(p, view)
         except OSError as exc:
             raise CliError(f"status: {exc}") from None
         if as_json:

@@ -2018,6 +2018,65 @@ def test_install_says_why_pbsplug_sets_the_keys_that_name_no_program(cli, dists,
         assert line + "\n" in done.stdout, line
 
 
+#: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1].
+_COUNTING = """
+import sys
+from pbsplug.adapters import slurm
+real = slurm.read_conf
+def read_conf(path):
+    with open(sys.argv[1], "a") as log:
+        log.write(f"{path}\\n")
+    return real(path)
+slurm.read_conf = read_conf
+from pbsplug.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, home,
+                                                                        tmp_path):
+    """install --apply read slurm.conf six times (the plan, SlurmUser twice, the
+    controllers, the lines it replaces, the apply) and status five (and the included file
+    at each but two): a file changed meanwhile gave one run two views of it. Each file is
+    read once a run now."""
+    (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
+                    "Include more.conf\nProlog=/etc/slurm/site-prolog\n")
+    options = _install_options(dists, home, tmp_path, conf, "parts", MIXED)
+    env = dists.env(PBSPLUG_HOME=str(home))
+    log = tmp_path / "reads.log"
+    for command in (("install", "--allow-unsafe-paths", "--apply"), ("status",)):
+        log.unlink(missing_ok=True)
+        done = subprocess.run([sys.executable, "-c", _COUNTING, str(log), "slurm", *command,
+                               *options], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert sorted(log.read_text().splitlines()) == [str(tmp_path / "more.conf"),
+                                                        str(conf)], command
+    assert "parts: " in done.stdout  # (status ran to its end)
+
+
+
+def test_one_view_of_slurm_conf_and_apply_refuses_a_file_changed_since(tmp_path):
+    """A `SlurmConf` reads each file once: an edit made while install runs is not seen
+    halfway, and --apply, which would write the file as install read it, refuses to lose
+    it, in one line."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\n")
+    view = slurm.SlurmConf(conf)
+    assert [s.key for s in slurm.site_settings(view)] == ["ClusterName"]
+    edited = "ClusterName=c\nProlog=/etc/slurm/site-prolog\n"
+    conf.write_text(edited)  # another's edit, while install runs
+    assert [s.key for s in slurm.site_settings(view)] == ["ClusterName"]
+    assert slurm.replaced_lines(view.text(), {"Prolog": "/p/prolog"}) == []
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.apply_conf(view, {"Prolog": "/p/prolog"})
+    assert str(caught.value) == (f"{conf} changed while install ran, after install read it: "
+                                 "left as it is; run install again")
+    assert conf.read_text() == edited
+    slurm.apply_conf(conf, {"Prolog": "/p/prolog"})  # a path: read afresh
+    assert conf.read_text().startswith(f"ClusterName=c\n{slurm.REPLACED}Prolog=/etc/slurm/")
+
 def _bridge_ctx(dists, tmp_path):
     plugins = dists.enabled("chains", CHAINS, tmp_path)
     p = slurm.plan(plugins, tmp_path / "programs", dirs=[str(dists.root)], bin_dir="/nowhere",
