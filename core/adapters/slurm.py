@@ -89,10 +89,9 @@ SCRIPTS = {
 #: alone: the power plugin takes power over.
 CHAINED = ("prolog_slurmctld", "prolog", "task_prolog", "epilog", "epilog_slurmctld",
            "health_check")
-#: Slurm's power-saving settings when a plugin's periodic hook runs: Slurm's own idle timer
-#: kept out of the way (100 days; the plugins' decision powers nodes off), no rate limit of
-#: Slurm's (the plugins' max_concurrent_nodes is the limit).
+#: Slurm's power-saving settings when a plugin's periodic hook runs (why each: `SET_WHY`).
 POWER_LINES = {"SuspendTime": "8640000", "SuspendRate": "0", "ResumeRate": "0"}
+_NO_RATE = "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is the limit"
 #: Why pbsplug sets each slurm.conf key that names no program of its (`plan`), for install's
 #: line about the site's line it replaces (`replaced_why`).
 SET_WHY = {
@@ -102,10 +101,8 @@ SET_WHY = {
     "HealthCheckNodeState": "exechost_periodic runs on every node, busy or idle, as in PBS",
     "SuspendTime": "Slurm's own idle timer kept out of the way (100 days): the power "
                    "plugin's decision powers nodes off",
-    "SuspendRate": "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is "
-                   "the limit",
-    "ResumeRate": "no rate limit of Slurm's: the power plugin's max_concurrent_nodes is "
-                  "the limit",
+    "SuspendRate": _NO_RATE,
+    "ResumeRate": _NO_RATE,
 }
 #: Scripts slurmctld runs as SlurmUser (shared/reference/adapters.md §B.1): with a SlurmUser
 #: that is not root they run pbsplug as that user, in folders install makes theirs.

@@ -313,31 +313,27 @@ def slurm_app() -> typer.Typer:
         if not p.conf_lines:
             typer.echo("no Slurm script is needed: slurm.conf is left as it is")
             return
-        if apply:
-            try:
-                replaced = slurm.replaced_lines(view.text(), p.conf_lines)
-                slurm.apply_conf(view, p.conf_lines)
-            except OSError as exc:
-                raise CliError(f"{conf}: {exc}") from None
-            except slurm.SlurmInstallError as exc:  # (its line names the file)
-                raise CliError(str(exc)) from None
-            for line in replaced:
-                typer.echo(f"{conf}: replaced (kept as a comment): {line}"
-                           f"{slurm.replaced_why(p, line)}")
-            _echo_included(p, conf)
-            typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
-                       "(restart slurmctld for power saving)")
-        else:
+        if not apply:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
-            try:
-                replaced = slurm.replaced_lines(view.text(), p.conf_lines)
-            except OSError:
-                replaced = []
-            for line in replaced:
-                typer.echo(f"{conf}: --apply replaces (kept as a comment): {line}"
-                           f"{slurm.replaced_why(p, line)}")
-            _echo_included(p, conf)
+        try:
+            replaced = slurm.replaced_lines(view.text(), p.conf_lines)
+            if apply:
+                slurm.apply_conf(view, p.conf_lines)
+        except OSError as exc:
+            if apply:
+                raise CliError(f"{conf}: {exc}") from None
+            replaced = []  # (printed only: nothing to replace in a file not read)
+        except slurm.SlurmInstallError as exc:  # (its line names the file)
+            raise CliError(str(exc)) from None
+        done = "replaced" if apply else "--apply replaces"
+        for line in replaced:
+            typer.echo(f"{conf}: {done} (kept as a comment): {line}"
+                       f"{slurm.replaced_why(p, line)}")
+        _echo_included(p, conf)
+        if apply:
+            typer.echo(f"{conf}: pbsplug's lines merged; now run 'scontrol reconfigure' "
+                       "(restart slurmctld for power saving)")
 
     @app.command("uninstall")
     def uninstall(directory: Path = dir_opt, slurm_conf: Path | None = conf_opt) -> None:

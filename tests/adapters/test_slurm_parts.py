@@ -2018,6 +2018,31 @@ def test_install_says_why_pbsplug_sets_the_keys_that_name_no_program(cli, dists,
         assert line + "\n" in done.stdout, line
 
 
+def test_install_names_the_lines_it_replaces_with_apply_or_without(cli, dists, home, tmp_path):
+    """Without --apply install prints pbsplug's lines and the site's lines --apply would
+    replace; with it, the lines it replaced: the same lines, in the same words, both ways.
+    An included file's line is named both ways, and left as it is."""
+    (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
+    conf = tmp_path / "slurm.conf"
+    site = "ClusterName=c\nProlog=/etc/slurm/site-prolog\nInclude more.conf\n"
+    conf.write_text(site)
+    options = _install_options(dists, home, tmp_path, conf, "parts", MIXED)  # freq=7
+    why = (f"{tmp_path}/more.conf:1: left as it is, pbsplug's line in {conf} overrides it: "
+           "HealthCheckInterval=300; pbsplug sets it to 7: HealthCheckProgram runs "
+           "exechost_periodic every HealthCheckInterval")
+    for apply, done_word in ((False, "--apply replaces"), (True, "replaced")):
+        done = cli("slurm", "install", *options, "--allow-unsafe-paths",
+                   *(["--apply"] if apply else []))
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert (f"{conf}: {done_word} (kept as a comment): Prolog=/etc/slurm/site-prolog; "
+                "pbsplug's Prolog runs it first\n") in out
+        assert why in out
+        assert (f"add to {conf} (or run again with --apply):\n" in out) is not apply
+        assert ("pbsplug's lines merged" in out) is apply
+        assert (conf.read_text() == site) is not apply
+
+
 #: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1].
 _COUNTING = """
 import sys
