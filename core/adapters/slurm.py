@@ -729,7 +729,7 @@ def user_can_reach(path: str, pw: pwd.struct_passwd) -> bool:
         return False
 
 
-def read_slurm_user(conf: Path | SlurmConf) -> str:
+def read_slurm_user(conf: Path | SlurmConf, command: str = "install") -> str:
     """SlurmUser, as Slurm 22.05 reads it: the last ``SlurmUser=`` line read, with the files
     slurm.conf's ``Include`` lines name read where those lines stand (`site_settings`; tried
     on 22.05: ``SlurmUser=root`` then an included ``SlurmUser=slurm`` runs slurmctld as
@@ -740,13 +740,9 @@ def read_slurm_user(conf: Path | SlurmConf) -> str:
     started, not what slurm.conf says now, and needs a running controller. `SlurmInstallError`
     in one line naming what was wrong: a slurm.conf or an included file that cannot be read,
     files that include each other, a SlurmUser on a line of several settings, a value that
-    is no user name, a user this host does not have."""
+    is no user name, a user this host does not have (`command`, which reads it, named)."""
     view = _view(conf)
-    try:
-        view.text()
-    except OSError as exc:
-        raise SlurmInstallError(f"{view.path}: cannot read slurm.conf ({exc.strerror or exc}); "
-                                "install reads SlurmUser there (give --slurm-conf)") from None
+    view.checked_text(f"{command} reads SlurmUser there")
     found, source = None, f"in {view.path}"
     for s in site_settings(view):
         if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s.text)):
@@ -1380,6 +1376,16 @@ class SlurmConf:
             raise found
         return found
 
+    def checked_text(self, reads: str) -> str:
+        """The text of slurm.conf, or `SlurmInstallError` in one line naming it and why it
+        cannot be read (`reads`: what the command reads there)."""
+        try:
+            return self.text()
+        except OSError as exc:
+            raise SlurmInstallError(f"{self.path}: cannot read slurm.conf ("
+                                    f"{exc.strerror or exc}); {reads} (give --slurm-conf)"
+                                    ) from None
+
     def changed(self) -> bool:
         """Whether slurm.conf is no longer the file `text` read (written, or replaced,
         since): --apply would lose that change."""
@@ -1407,10 +1413,7 @@ def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:
     the file left as it is, when it has changed since (another's edit would be lost)."""
     view = _view(conf)
     path = view.path
-    try:
-        text = view.text()
-    except OSError as exc:
-        raise SlurmInstallError(f"{path}: cannot read slurm.conf: {exc.strerror}") from None
+    text = view.checked_text("install merges pbsplug's lines into it")
     if view.changed():
         raise SlurmInstallError(f"{path} changed while install ran, after install read it: "
                                 "left as it is; run install again")
@@ -1461,10 +1464,12 @@ def status(p: Plan, conf: Path | SlurmConf | None) -> list[dict[str, Any]]:
     """Per plugin: its hooks that run in Slurm (where), those that cannot (why), and whether
     the installed programs and slurm.conf match what the site wants now; ``overridden``:
     each setting Slurm reads after pbsplug's lines that sets a key of theirs
-    (`overriding_settings`), one line of ``problems`` too."""
+    (`overriding_settings`), one line of ``problems`` too. `SlurmInstallError` in one line
+    for a slurm.conf there that cannot be read (a FIFO, a folder)."""
     have = installed_config(p.directory)
     view = _view(conf) if conf is not None else None
-    conf_text = view.text() if view is not None and view.path.exists() else None
+    conf_text = (view.checked_text("status compares pbsplug's lines with it")
+                 if view is not None and view.path.exists() else None)
     problems = []
     if have is None:
         problems.append(f"not installed in {p.directory}")

@@ -175,8 +175,9 @@ _SLURM_DIR = "/etc/slurm/pbsplug"
 
 def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_dir: str | None,
                 slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path,
-                native: bool, conf: SlurmConf):
-    """The plan, with slurm.conf read through `conf`, the command's one view of it."""
+                native: bool, conf: SlurmConf, command: str = "install"):
+    """The plan, with slurm.conf read through `conf`, the command's one view of it
+    (`command`: which, for a message)."""
     from ..adapters import slurm
 
     state = ctx.find_root().obj
@@ -194,7 +195,8 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
                           bin_dir=bins, slurm_conf=str(slurm_conf.resolve()) if slurm_conf
                           else "", state_dir=str(state_dir), log_file=str(log_file),
                           run_dir=str(run_dir), native=native,
-                          slurm_user=lambda: slurm.read_slurm_user(conf), site_conf=conf)
+                          slurm_user=lambda: slurm.read_slurm_user(conf, command),
+                          site_conf=conf)
     except slurm.SlurmInstallError as exc:
         raise CliError(str(exc)) from None
 
@@ -317,13 +319,12 @@ def slurm_app() -> typer.Typer:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
         try:
-            replaced = slurm.replaced_lines(view.text(), p.conf_lines)
-            if apply:
+            if apply:  # (first: its refusal is one line; the view keeps the text it
+                #  read, which holds the lines it replaced)
                 slurm.apply_conf(view, p.conf_lines)
-        except OSError as exc:
-            if apply:
-                raise CliError(f"{conf}: {exc}") from None
-            replaced = []  # (printed only: nothing to replace in a file not read)
+            replaced = slurm.replaced_lines(view.text(), p.conf_lines)
+        except OSError:  # (printed only: nothing to replace in a file not read)
+            replaced = []
         except slurm.SlurmInstallError as exc:  # (its line names the file)
             raise CliError(str(exc)) from None
         done = "replaced" if apply else "--apply replaces"
@@ -425,9 +426,11 @@ def slurm_app() -> typer.Typer:
 
         view = slurm.SlurmConf(_conf_path(slurm_conf))  # (read once: one view of the file)
         p = _slurm_plan(ctx, directory, site_dir, bin_dir, slurm_conf, state_dir, log_file,
-                        run_dir, native, view)
+                        run_dir, native, view, "status")
         try:
             rows = slurm.status(p, view)
+        except slurm.SlurmInstallError as exc:  # (its line names the file)
+            raise CliError(str(exc)) from None
         except OSError as exc:
             raise CliError(f"status: {exc}") from None
         if as_json:

@@ -1860,6 +1860,29 @@ def test_a_slurm_conf_that_is_no_regular_file_is_one_line(tmp_path):
     assert _hang_guarded(lambda: slurm.site_settings(conf)) == []
 
 
+
+@pytest.mark.parametrize("as_slurm_user", [False, True])
+def test_status_and_install_with_a_slurm_conf_that_is_no_regular_file_say_so_in_one_line(
+        cli, dists, home, tmp_path, as_slurm_user):
+    """slurm.conf a FIFO: status printed the raw OSError ('status: [Errno 22] a FIFO, not
+    a regular file: ...'), and so did install --apply. Each is one line now, as install's
+    refusal to read SlurmUser there is: the file, what is wrong, what reads it. (A plugin
+    with a script slurmctld runs as SlurmUser: SlurmUser is read first.)"""
+    conf = tmp_path / "slurm.conf"
+    os.mkfifo(conf)
+    plugin = ("parts", MIXED) if as_slurm_user else ("probe", PROBE)
+    options = _install_options(dists, home, tmp_path, conf, *plugin)
+    for command, reads in (
+            (("status",), "status reads SlurmUser there" if as_slurm_user
+             else "status compares pbsplug's lines with it"),
+            (("install", "--allow-unsafe-paths", "--apply"),
+             "install reads SlurmUser there" if as_slurm_user
+             else "install merges pbsplug's lines into it")):
+        done = cli("slurm", *command, *options)  # (cli's timeout: a hang guard)
+        assert done.returncode == 2, done.stdout
+        assert done.stderr == (f"pbsplug: error: {conf}: cannot read slurm.conf (a FIFO, not "
+                               f"a regular file); {reads} (give --slurm-conf)\n"), command
+
 PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
          "plugin_info = PluginInfo(events=('execjob_begin',))\n"
          "@hookimpl\ndef execjob_begin(event):\n    pass\n")
