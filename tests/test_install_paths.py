@@ -549,3 +549,43 @@ def test_slurm_periodic_refuses_what_install_refuses(cli, dists, home, tmp_path)
         f"slurm periodic: warning: accepted (--allow-unsafe-paths): a site folder root "
         f"imports from {dists.root}: {dists.root} is writable by its group (owner uid 0 "
         "(root), mode 0775); root would run code from it\n"), done.stderr
+
+
+@needs_root
+def test_slurm_periodic_names_the_user_that_would_run_the_code_it_refuses(cli, dists, home,
+                                                                          tmp_path):
+    """Run as root with a SlurmUser that is not root, 'pbsplug slurm periodic' imports the
+    plugins only once it has become SlurmUser: its refusal of a plugin's code said "root
+    would run code from it". It names SlurmUser now; a site folder, whose .pth files run
+    before the switch, is still root's to run. (The plugin is found on sys.path,
+    PYTHONPATH here, as in the test above: in a site folder, that folder's own check, run
+    first, refuses it.)"""
+    _site(dists, home)
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    config = {"installed_by": "pbsplug slurm install", "site_dirs": [],
+              "plugins": {"probe": {"entry_point": "pbsplug_probe"}},
+              "log_file": str(tmp_path / "log"), "state_dir": str(tmp_path / "state"),
+              "slurm_user": {"name": "nobody", "home": str(tmp_path / "su"),
+                             "log_file": str(tmp_path / "su" / "log")}}
+    (programs / "pbsplug-slurm.json").write_text(json.dumps(config))
+    module = dists.root / "pbsplug_probe.py"
+    module.chmod(0o646)
+    how = "run 'pbsplug slurm install --allow-unsafe-paths' (its config then says so)"
+    fix = FIX.replace("give --allow-unsafe-paths", how)
+    done = cli("slurm", "periodic", "--dir", str(programs))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"pbsplug: error: slurm periodic: refusing plugin probe's code {module}: {module} is "
+        "writable by others (owner uid 0 (root), mode 0646); nobody would run code from it: "
+        f"{fix}\n")
+    module.chmod(0o644)
+    config["site_dirs"] = [str(dists.root)]
+    (programs / "pbsplug-slurm.json").write_text(json.dumps(config))
+    dists.root.chmod(0o775)
+    done = cli("slurm", "periodic", "--dir", str(programs))
+    assert done.returncode == 2
+    assert "; root would run code from it: " in done.stderr
+    assert done.stderr.startswith(
+        f"pbsplug: error: slurm periodic: refusing a site folder root imports from "
+        f"{dists.root}: ")

@@ -24,7 +24,7 @@ import site
 import sys
 import sysconfig
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +164,15 @@ def installed_paths(config_file: str, site_dirs: Sequence[str]) -> list[RootPath
     return ([RootPath("the installed config", config_file, why=WHY_CONFIG)]
             + _interpreter_paths(sys.executable) + _site_dir_paths(site_dirs, sys.executable)
             + [_PBSPLUG])
+
+
+def run_by(user: str, paths: Iterable[RootPath]) -> list[RootPath]:
+    """`paths` as a command that `user` runs points `user` at them: what that user, not
+    root, would do with each (``pbsplug slurm periodic`` run as SlurmUser, or the plugins
+    it imports once root has become SlurmUser)."""
+    whys = {WHY: f"{user} would run code from it", WHY_CONFIG: f"{user}'s hooks would do what "
+            "it says"}
+    return [replace(rp, why=whys.get(rp.why, rp.why)) for rp in paths]
 
 
 def installed_plugin_paths(plugins: Any) -> list[RootPath]:

@@ -1560,7 +1560,7 @@ def state_folder_problems(p: Plan, conf: Path | SlurmConf | None = None) -> list
         kind = "a link" if stat.S_ISLNK(info.st_mode) else (
             "a folder" if stat.S_ISDIR(info.st_mode) else "not a folder")
         if kind != "a folder" or info.st_uid != uid or mode & 0o022:
-            problems.append(f"{folder} ({what}) is {kind} owned by {_user_name(info.st_uid)}, "
+            problems.append(f"{folder} ({what}) is {kind} owned by {user_name(info.st_uid)}, "
                             f"mode {mode:04o}; expected a folder owned by {expected}, "
                             f"writable by no one else: {fix}")
             continue
@@ -1570,7 +1570,8 @@ def state_folder_problems(p: Plan, conf: Path | SlurmConf | None = None) -> list
     return problems
 
 
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
+    """The name of the user `uid` ("uid N" when this host has none)."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

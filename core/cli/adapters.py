@@ -382,13 +382,19 @@ def slurm_app() -> typer.Typer:
         dirs = [str(d) for d in config.get("site_dirs") or ()]
         allow = config.get("allow_unsafe_paths") is True
         how = "run 'pbsplug slurm install --allow-unsafe-paths' (its config then says so)"
-        _refuse_unsafe("slurm periodic", rootpaths.installed_paths(
-            str(directory / slurm.CONFIG_NAME), dirs), allow, how)
+        # Each refusal names who would run the code: the user running this (root, or
+        # SlurmUser from its own timer), but SlurmUser for the plugins when root becomes
+        # SlurmUser before it imports them.
+        runner = slurm.user_name(os.geteuid())
+        su_uid = slurm_bridge.slurm_user_uid(config) if os.geteuid() == 0 else None
+        _refuse_unsafe("slurm periodic", rootpaths.run_by(runner, rootpaths.installed_paths(
+            str(directory / slurm.CONFIG_NAME), dirs)), allow, how)
         for folder in dirs:  # as the programs import (--site-dir); their .pth files run
             site.addsitedir(folder)
-        _refuse_unsafe("slurm periodic", rootpaths.installed_plugin_paths(
-            config.get("plugins") or {}), allow, how)
-        if os.geteuid() == 0 and slurm_bridge.slurm_user_uid(config) is not None:
+        _refuse_unsafe("slurm periodic", rootpaths.run_by(
+            runner if su_uid is None else slurm.user_name(su_uid),
+            rootpaths.installed_plugin_paths(config.get("plugins") or {})), allow, how)
+        if su_uid is not None:
             # root's log opened as root; then SlurmUser for good, before a plugin is
             # loaded: no plugin code runs as root with PBSPLUG_HOME in SlurmUser's folder
             slurm_bridge.open_log(str(config.get("log_file") or ""))
