@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import safedirs
+from ..hookattrs import HookAttributes
 from ..plugins import PluginRecord, PluginSet
 from ..siteconfig import default_home
 from . import slurm_program, worker_client
@@ -246,7 +247,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         if not row["runs"]:
             continue
         events.update(e for e in row["runs"])
-        attrs = record.attributes
+        attrs = _attributes(record)
         ep = record.entry_point
         specs[record.name] = {
             "entry_point": ep.value if ep is not None else f"pbsplug_{record.name}",
@@ -263,7 +264,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         site_conf = _view(site_conf)
     settings = site_settings(site_conf)
     chain, notes = read_site_programs(settings, directory, needed)
-    config = {
+    config: dict[str, Any] = {  # (a JSON document: `Plan.config`)
         "installed_by": INSTALLED_BY, "plugins": specs, "site_dirs": list(dirs),
         "python": sys.executable, "config_file": config_file,
         "bin_dir": bin_dir, "slurm_conf": slurm_conf, "state_dir": state_dir,
@@ -285,6 +286,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                     } & set(SLURM_USER_SCRIPTS)
     if "periodic" in events:
         config["power_dir"] = f"{state_dir.rstrip('/')}/{POWER_SUBDIR}"
+    su: dict[str, str] | None = None  # (config's "slurm_user")
     if user_scripts:
         name = slurm_user if isinstance(slurm_user, str) else slurm_user()
         if name != "root" and user_entry(name).pw_uid != 0:  # (not another name of root's)
@@ -293,8 +295,8 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
             # folder another user could change: cpuset's <home>/hooks/tmp on a controller
             # that is also a node)
             own = f"{state_dir.rstrip('/')}/{SLURM_USER_SUBDIR}"
-            config["slurm_user"] = {"name": name, "home": own,
-                                    "log_file": f"{own}/{Path(log_file).name}"}
+            su = {"name": name, "home": own, "log_file": f"{own}/{Path(log_file).name}"}
+            config["slurm_user"] = su
     # The programs import slurm_program from their own folder (a copy): TaskProlog runs as
     # the job's user, who may not reach this environment's folders.
     adapters_dir = str(directory)
@@ -303,14 +305,13 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
     socket_path = f"{run_dir.rstrip('/')}/slurm-{digest}.sock"
     programs: dict[str, str] = {}
     conf: dict[str, str] = {}
-    task = None
+    task: tuple[str, str] | None = None  # (the task worker's config and socket)
     extra: dict[str, str] = {}
     task_python = sys.executable
     native_defs: dict[str, dict[str, str]] = {}
     if native and not cc:
         notes.append("no C compiler (cc, gcc) found: Slurm runs the Python programs "
                      "(install one and run install again for the native launcher)")
-    su = config.get("slurm_user")
     if su:
         pw = user_entry(su["name"])
         for path in [sys.executable, *dirs]:
@@ -337,6 +338,7 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
         if not events & set(fired):
             continue
         if script == "task_prolog":
+            assert task is not None  # (TaskProlog fires execjob_launch alone, which sets it)
             text = slurm_program.task_program_text(task_python, adapters_dir, task[1],
                                                    chain.get(script, ""))
         else:
@@ -373,7 +375,6 @@ def plan(plugins: PluginSet, directory: Path, *, dirs: Sequence[str], bin_dir: s
                                    " do not edit.\n"
                                    + Path(worker_client.__file__).read_text())
     if not native_defs and cc:  # nothing native after all: planned again without it
-        su = config.get("slurm_user")
         again = plan(plugins, directory, dirs=dirs, bin_dir=bin_dir, slurm_conf=slurm_conf,
                      state_dir=state_dir, log_file=log_file, run_dir=run_dir, native=False,
                      slurm_user=su["name"] if su else "root", site_conf=site_conf)
@@ -491,15 +492,24 @@ def _slurm_commands(bin_dir: str) -> list[RootPath]:
                   for name in SLURM_COMMANDS if os.path.lexists(Path(bin_dir, name))]
 
 
+def _attributes(record: PluginRecord) -> HookAttributes:
+    """An enabled plugin's hook attributes (the loader sets them before it enables one)."""
+    if record.attributes is None:
+        raise SlurmInstallError(f"plugin {record.name}: no hook attributes (it is not "
+                                "loaded): install takes the site's enabled plugins")
+    return record.attributes
+
+
 def _row(record: PluginRecord) -> dict[str, Any]:
     runs, cannot, own = {}, {}, []
+    events = _attributes(record).events
     for hook in record.hooks:
         if hook in PBSPLUG_OWN:
             own.append(hook)
             continue
-        if hook in record.attributes.events or hook not in WHERE:
+        if hook in events or hook not in WHERE:
             where, why = _where(hook)
-            if where is not None and hook in record.attributes.events:
+            if where is not None and hook in events:
                 runs[hook] = where
             elif why is not None:
                 cannot[hook] = why
@@ -866,7 +876,7 @@ def _record_hook_homes(p: Plan) -> list[str]:
     except OSError as exc:
         raise SlurmInstallError(f"cannot write {exc.filename or home}: "
                                 f"{exc.strerror or exc}") from None
-    if path is None:
+    if path is None or not su:  # (a record is written for SlurmUser's plugins alone)
         return []
     return [f"recorded in {path} that {', '.join(sorted(homes))} run as {su['name']} with "
             f"the pbsplug home {su['home']} (root's commands read their records there)"]
