@@ -551,7 +551,7 @@ def test_slurm_periodic_refuses_what_install_refuses(cli, dists, home, tmp_path)
         "(root), mode 0775); root would run code from it\n"), done.stderr
 
 
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_slurm_periodic_names_the_user_that_would_run_the_code_it_refuses(cli, dists, home,
                                                                           tmp_path):
     """Run as root with a SlurmUser that is not root, 'pbsplug slurm periodic' imports the
