@@ -654,16 +654,22 @@ def _write(path: Path, text: str, mode: int, gid: int = -1, uid: int = -1) -> No
         raise
 
 
-def _rewrite_conf(path: Path, text: str) -> None:
-    """slurm.conf rewritten as `text` with its mode, owner and group kept: at many sites it
-    is slurm:slurm, and written by root as any file it would become root:root. A link is
-    refused, not replaced by a file: a site whose slurm.conf names a shared file would get a
-    copy on this host alone, which no later change to the shared file reaches."""
+def _refuse_link(path: Path) -> None:
+    """`SlurmInstallError` for a slurm.conf that is a link, which pbsplug does not replace
+    by a file: a site whose slurm.conf names a shared file would get a copy on this host
+    alone, which no later change to the shared file reaches."""
     if path.is_symlink():
         raise SlurmInstallError(
             f"{path} is a symbolic link to {os.readlink(path)}: pbsplug would replace the link "
             f"with a file of this host's; name the file itself with --slurm-conf "
             f"{os.path.realpath(path)} (every host that reads it sees the change): left as it was")
+
+
+def _rewrite_conf(path: Path, text: str) -> None:
+    """slurm.conf rewritten as `text` with its mode, owner and group kept: at many sites it
+    is slurm:slurm, and written by root as any file it would become root:root. A link is
+    refused, not replaced by a file (`_refuse_link`)."""
+    _refuse_link(path)
     st = path.stat()
     _write(path, text, st.st_mode & 0o777, gid=st.st_gid, uid=st.st_uid)
 
@@ -1418,16 +1424,34 @@ def _conf_file_problem(info: os.stat_result, path: Path, size: int = 0) -> None:
                       "it", str(path))
 
 
+def merged_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> str:
+    """slurm.conf as `conf` read it with pbsplug's `lines` merged (`merge_conf`): what
+    --apply writes. `SlurmInstallError` in one line for a slurm.conf that cannot be read
+    (missing, a FIFO, a folder), a link (`_refuse_link`), a line merge_conf refuses, or
+    in a folder install cannot write in (read-only, immutable): install asks before it
+    writes anything, so that a refused install leaves all as it was."""
+    view = _view(conf)
+    text = view.checked_text("install merges pbsplug's lines into it")
+    _refuse_link(view.path)
+    folder = view.path.parent
+    if not os.access(folder, os.W_OK | os.X_OK,
+                     effective_ids=os.access in os.supports_effective_ids):
+        raise SlurmInstallError(f"{view.path}: install cannot write in its folder {folder} "
+                                "(it writes the new slurm.conf there, then renames it over "
+                                "the old): left as it is")
+    return merge_conf(text, lines, str(view.path))
+
+
 def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:
-    """pbsplug's `lines` merged into slurm.conf as `conf` read it (`merge_conf`); refused,
+    """pbsplug's `lines` merged into slurm.conf as `conf` read it (`merged_conf`); refused,
     the file left as it is, when it has changed since (another's edit would be lost)."""
     view = _view(conf)
     path = view.path
-    text = view.checked_text("install merges pbsplug's lines into it")
+    text = merged_conf(view, lines)
     if view.changed():
         raise SlurmInstallError(f"{path} changed while install ran, after install read it: "
                                 "left as it is; run install again")
-    _rewrite_conf(path, merge_conf(text, lines, str(path)))
+    _rewrite_conf(path, text)
 
 
 def uninstall(directory: Path, conf: Path | None) -> list[str]:

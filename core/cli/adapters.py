@@ -290,6 +290,9 @@ def slurm_app() -> typer.Typer:
             typer.echo(f"note: {note}")
         try:
             slurm.check_state_dirs(p, str(state_dir))
+            if apply and p.conf_lines:  # (before anything is written: a refusal of
+                #  slurm.conf's leaves all as it was)
+                slurm.merged_conf(view, p.conf_lines)
         except slurm.SlurmInstallError as exc:
             raise CliError(str(exc)) from None
         try:
@@ -322,11 +325,15 @@ def slurm_app() -> typer.Typer:
             if apply:  # (first: its refusal is one line; the view keeps the text it
                 #  read, which holds the lines it replaced)
                 slurm.apply_conf(view, p.conf_lines)
+        except OSError as exc:  # (checked above: the folder changed since)
+            raise CliError(f"{conf}: cannot write slurm.conf ({exc.strerror or exc}): left "
+                           "as it is") from None
+        except slurm.SlurmInstallError as exc:  # (its line names the file)
+            raise CliError(str(exc)) from None
+        try:
             replaced = slurm.replaced_lines(view.text(), p.conf_lines)
         except OSError:  # (printed only: nothing to replace in a file not read)
             replaced = []
-        except slurm.SlurmInstallError as exc:  # (its line names the file)
-            raise CliError(str(exc)) from None
         done = "replaced" if apply else "--apply replaces"
         for line in replaced:
             typer.echo(f"{conf}: {done} (kept as a comment): {line}"

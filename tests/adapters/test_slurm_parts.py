@@ -1888,6 +1888,66 @@ PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
          "@hookimpl\ndef execjob_begin(event):\n    pass\n")
 
 
+def _listing(top: Path) -> list[tuple]:
+    """Every path under `top` (links not followed): its kind, mode, owner, size and mtime."""
+    out = []
+    for folder, dirs, files in os.walk(top):
+        for name in sorted(dirs + files):
+            info = os.lstat(os.path.join(folder, name))
+            out.append((os.path.relpath(os.path.join(folder, name), top), info.st_mode,
+                        info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "missing", "folder", "link", "immutable folder"])
+def test_an_install_apply_refused_over_slurm_conf_writes_nothing(cli, dists, home, tmp_path,
+                                                                  kind):
+    """install --apply wrote its programs and config, then refused slurm.conf (no regular
+    file, missing, a link): a refused install leaves everything as it was. In a folder it
+    cannot write in (immutable here: root too is refused), it said 'pbsplug's lines merged'
+    and exited 0. (No plugin here needs SlurmUser, whose reading refused it first.)"""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    conf, shared = etc / "slurm.conf", etc / "shared.conf"
+    if kind == "fifo":
+        os.mkfifo(conf)
+    elif kind == "folder":
+        conf.mkdir()
+    elif kind == "link":
+        shared.write_text("ClusterName=c\n")
+        conf.symlink_to(shared)
+    elif kind == "immutable folder":
+        conf.write_text("ClusterName=c\n")
+    why = {"fifo": "a FIFO, not a regular file", "missing": "No such file or directory",
+           "folder": "a folder, not a regular file"}.get(kind)
+    options = _install_options(dists, home, tmp_path, conf)
+    before = _listing(tmp_path)
+    if kind == "immutable folder":
+        from pbsplug.testing import missing
+
+        made = subprocess.run(["chattr", "+i", str(etc)], capture_output=True, text=True)
+        if made.returncode:
+            missing(f"chattr +i {etc}: {made.stderr.strip()}")
+    try:
+        done = cli("slurm", "install", "--allow-unsafe-paths", "--apply", *options)
+    finally:
+        if kind == "immutable folder":
+            subprocess.run(["chattr", "-i", str(etc)], check=True)
+    assert done.returncode == 2, done.stdout
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+    if why:
+        assert done.stderr == (f"pbsplug: error: {conf}: cannot read slurm.conf ({why}); "
+                               "install merges pbsplug's lines into it (give --slurm-conf)\n")
+    elif kind == "link":
+        assert f"{conf} is a symbolic link to {shared}" in done.stderr
+    else:
+        assert done.stderr == (f"pbsplug: error: {conf}: install cannot write in its folder "
+                               f"{etc} (it writes the new slurm.conf there, then renames it "
+                               "over the old): left as it is\n")
+    assert _listing(tmp_path) == before
+    assert "wrote " not in done.stdout
+
+
 def _install_options(dists, home, tmp_path, conf, name="probe", text=PROBE) -> tuple:
     """`slurm install`'s options for a site with plugin `name` enabled, slurm.conf `conf`
     and a stand-in scontrol (never run here), everything else under `tmp_path`."""
