@@ -1139,17 +1139,10 @@ def site_settings(conf: Path | SlurmConf | None) -> list[ConfSetting]:
     Only a line's first key is read: a NodeName or PartitionName line's other pairs are the
     node's or partition's. None for a slurm.conf that cannot be read; `SlurmInstallError` in
     one line for an included file that cannot be (Slurm does not start then either), or
-    files that include each other."""
+    files that include each other. A `SlurmConf` parses its files once (`SlurmConf.settings`)."""
     if conf is None:
         return []
-    view = _view(conf)
-    try:
-        text = view.text()
-    except OSError:
-        return []
-    out: list[ConfSetting] = []
-    _read_settings(view, str(view.path), unmerge_conf(text), out, [str(view.path)])
-    return out
+    return _view(conf).settings()
 
 
 def _read_settings(view: SlurmConf, path: str, text: str, out: list[ConfSetting],
@@ -1365,16 +1358,38 @@ def _identity(info: os.stat_result) -> tuple[int, ...]:
 
 class SlurmConf:
     """slurm.conf and the files its ``Include`` lines name, as one command reads them: each
-    file read once (`read_conf`), when first asked for, and kept. install's plan, SlurmUser,
-    the controllers, the lines it replaces and its --apply, and status's checks all read the
-    one view: a file changed while the command runs cannot give it two. A file that could
-    not be read is its error again at each ask. Each reader of slurm.conf here takes one,
-    or a path, read afresh."""
+    file read once (`read_conf`), when first asked for, and kept, and its settings parsed
+    once (`settings`). install's plan, SlurmUser, the controllers, the lines it replaces and
+    its --apply, status's checks and uninstall all read the one view: a file changed while
+    the command runs cannot give it two. A file that could not be read is its error again
+    at each ask. Each reader of slurm.conf here takes one, or a path, read afresh."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._texts: dict[str, str | OSError | ValueError] = {}
         self._identity: tuple[int, ...] | None = None
+        self._settings: list[ConfSetting] | SlurmInstallError | None = None
+
+    def settings(self) -> list[ConfSetting]:
+        """`site_settings` of these files, parsed at the first ask and kept: install's plan,
+        SlurmUser and the controllers read one parse. [] when slurm.conf cannot be read;
+        a `SlurmInstallError` of the included files again at each ask."""
+        if self._settings is None:
+            try:
+                text = self.text()
+            except OSError:
+                self._settings = []
+            else:
+                out: list[ConfSetting] = []
+                try:
+                    _read_settings(self, str(self.path), unmerge_conf(text), out,
+                                   [str(self.path)])
+                    self._settings = out
+                except SlurmInstallError as exc:
+                    self._settings = exc
+        if isinstance(self._settings, SlurmInstallError):
+            raise self._settings
+        return list(self._settings)  # (a list of the caller's own)
 
     def text(self, path: str | Path | None = None) -> str:
         """The text of slurm.conf, or of the file `path` it includes; OSError as `read_conf`
@@ -1446,23 +1461,28 @@ def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:
     """pbsplug's `lines` merged into slurm.conf as `conf` read it (`merged_conf`); refused,
     the file left as it is, when it has changed since (another's edit would be lost)."""
     view = _view(conf)
-    path = view.path
-    text = merged_conf(view, lines)
+    _write_back(view, merged_conf(view, lines), "install")
+
+
+def _write_back(view: SlurmConf, text: str, command: str) -> None:
+    """slurm.conf rewritten as `text`, made from what `view` read (`_rewrite_conf`); refused,
+    the file left as it is, when it has changed since (`command` named)."""
     if view.changed():
-        raise SlurmInstallError(f"{path} changed while install ran, after install read it: "
-                                "left as it is; run install again")
-    _rewrite_conf(path, text)
+        raise SlurmInstallError(f"{view.path} changed while {command} ran, after {command} "
+                                f"read it: left as it is; run {command} again")
+    _rewrite_conf(view.path, text)
 
 
-def uninstall(directory: Path, conf: Path | None) -> list[str]:
-    """Remove pbsplug's lines from slurm.conf (the replaced ones back) and the programs and
-    config it wrote; what was done, line by line."""
+def uninstall(directory: Path, conf: Path | SlurmConf | None) -> list[str]:
+    """Remove pbsplug's lines from slurm.conf, read through `conf` as install reads it (the
+    replaced ones back), and the programs and config it wrote; what was done, line by line."""
     done = []
-    if conf is not None and conf.exists():
-        text = read_conf(conf)
+    view = _view(conf) if conf is not None else None
+    if view is not None and view.path.exists():
+        text = view.text()
         if BEGIN in text or REPLACED in text:
-            _rewrite_conf(conf, unmerge_conf(text))
-            done.append(f"{conf}: pbsplug's lines removed, the site's own restored")
+            _write_back(view, unmerge_conf(text), "uninstall")
+            done.append(f"{view.path}: pbsplug's lines removed, the site's own restored")
     directory = Path(directory)
     for name in [n for _, n, _ in SCRIPTS.values()] + [PROGRAM_MODULE, CLIENT_MODULE]:
         if _ours(directory / name):

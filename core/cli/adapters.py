@@ -349,7 +349,7 @@ def slurm_app() -> typer.Typer:
         from ..adapters import slurm
 
         try:
-            done = slurm.uninstall(directory, _conf_path(slurm_conf))
+            done = slurm.uninstall(directory, slurm.SlurmConf(_conf_path(slurm_conf)))
         except (OSError, slurm.SlurmInstallError) as exc:
             raise CliError(f"uninstall: {exc}") from None
         for line in done:

@@ -2126,16 +2126,23 @@ def test_install_names_the_lines_it_replaces_with_apply_or_without(cli, dists, h
         assert (conf.read_text() == site) is not apply
 
 
-#: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1].
+#: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1],
+#: and `slurm._read_settings` each parse of slurm.conf ('parse <path>'; not of what it
+#: includes, parsed within).
 _COUNTING = """
 import sys
 from pbsplug.adapters import slurm
-real = slurm.read_conf
+real, parse = slurm.read_conf, slurm._read_settings
 def read_conf(path):
     with open(sys.argv[1], "a") as log:
         log.write(f"{path}\\n")
     return real(path)
-slurm.read_conf = read_conf
+def _read_settings(view, path, text, out, stack):
+    if len(stack) == 1:
+        with open(sys.argv[1], "a") as log:
+            log.write(f"parse {path}\\n")
+    return parse(view, path, text, out, stack)
+slurm.read_conf, slurm._read_settings = read_conf, _read_settings
 from pbsplug.cli import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -2146,7 +2153,9 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     """install --apply read slurm.conf six times (the plan, SlurmUser twice, the
     controllers, the lines it replaces, the apply) and status five (and the included file
     at each but two): a file changed meanwhile gave one run two views of it. Each file is
-    read once a run now."""
+    read once a run now. And parsed once: install parsed slurm.conf's settings three times
+    (the plan, SlurmUser, the controllers), status four (status parses the file as it is,
+    pbsplug's lines in, once more: `overriding_settings`)."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
@@ -2159,8 +2168,9 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
         done = subprocess.run([sys.executable, "-c", _COUNTING, str(log), "slurm", *command,
                                *options], capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
-        assert sorted(log.read_text().splitlines()) == [str(tmp_path / "more.conf"),
-                                                        str(conf)], command
+        assert sorted(log.read_text().splitlines()) == [
+            str(tmp_path / "more.conf"), str(conf),
+            *[f"parse {conf}"] * (1 if command[0] == "install" else 2)], command
     assert "parts: " in done.stdout  # (status ran to its end)
 
 
@@ -2184,6 +2194,28 @@ def test_one_view_of_slurm_conf_and_apply_refuses_a_file_changed_since(tmp_path)
     assert conf.read_text() == edited
     slurm.apply_conf(conf, {"Prolog": "/p/prolog"})  # a path: read afresh
     assert conf.read_text().startswith(f"ClusterName=c\n{slurm.REPLACED}Prolog=/etc/slurm/")
+
+
+def test_uninstall_reads_slurm_conf_through_the_one_view_and_refuses_a_file_changed_since(
+        tmp_path):
+    """uninstall read slurm.conf on its own and wrote back what it read: an edit made in
+    between was lost. It reads through a `SlurmConf` now, as install, and refuses so in one
+    line; its output is unchanged."""
+    conf = tmp_path / "slurm.conf"
+    merged = slurm.merge_conf("ClusterName=c\nProlog=/site/prolog\n", {"Prolog": "/p/prolog"})
+    conf.write_text(merged)
+    view = slurm.SlurmConf(conf)
+    assert view.text() == merged
+    edited = merged + "SlurmctldDebug=info\n"
+    conf.write_text(edited)  # another's edit, after uninstall read the file
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.uninstall(tmp_path / "programs", view)
+    assert str(caught.value) == (f"{conf} changed while uninstall ran, after uninstall read "
+                                 "it: left as it is; run uninstall again")
+    assert conf.read_text() == edited
+    assert slurm.uninstall(tmp_path / "programs", slurm.SlurmConf(conf)) == [
+        f"{conf}: pbsplug's lines removed, the site's own restored"]
+    assert conf.read_text() == "ClusterName=c\nProlog=/site/prolog\nSlurmctldDebug=info\n"
 
 def _bridge_ctx(dists, tmp_path):
     plugins = dists.enabled("chains", CHAINS, tmp_path)
