@@ -48,7 +48,8 @@ database), which its hooks, run in process, use.
 - The worker leaves after `IDLE_EXIT` seconds without an event; a public one with a
   ``"slurmstepd"`` in its config (Slurm's task worker) not while a slurmstepd runs on the
   host and its config file is unchanged: a job's Prolog starts it once, and a later
-  step's TaskProlog, run as the job's user, cannot start one.
+  step's TaskProlog, run as the job's user, cannot start one. For the same reason it
+  serves from a fork of itself, and forks another when that one is killed (`_supervise`).
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -100,6 +101,9 @@ MAX_WAITING = 256
 WAIT_DEADLINE = 30.0
 #: A refusal is logged once per uid and reason in this many seconds.
 LOG_EVERY = 60.0
+#: Seconds at least between the starts of Slurm's task worker's serving processes
+#: (`_supervise`): one killed again at once is not replaced in a loop.
+RESTART_EVERY = 1.0
 
 log = logging.getLogger("pbsplug.worker")
 
@@ -312,7 +316,9 @@ def clean_process() -> None:
             pass  # a cpuset the starting process was in bounds the affinity
 
 
-def serve(path: Path, config_file: Path) -> None:
+def serve(path: Path, config_file: Path) -> int:
+    """Serve the socket `path` with the plugins `config_file` names until the worker leaves
+    (module docstring); the process's exit status."""
     try:  # where a user could plant a socket, or a link for the lock or the socket
         safedirs.ensure_folder(path.parent, "the worker's folder")
     except safedirs.UnsafeFolder as exc:
@@ -352,6 +358,12 @@ def serve(path: Path, config_file: Path) -> None:
     listener.listen(socket.SOMAXCONN)
     os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
     inode = os.stat(path).st_ino
+    if stepd is not None:  # Slurm's task worker: its serving process replaced when killed
+        status = _supervise(config_file, loaded)
+        if status is not None:  # (this process, once no serving process is left)
+            listener.close()
+            _unlink_if_ours(path, inode)
+            return status
     limit = MAX_PUBLIC_REQUEST if public else MAX_REQUEST
     gate = _Gate(encoding)
     # Each child's deadline, uid and connection: the connection is kept here until the child
@@ -422,7 +434,7 @@ def serve(path: Path, config_file: Path) -> None:
                     start(conn, uid, now)
             if leaving:
                 if not ready and not children and not gate.waiting:
-                    return
+                    return 0
             elif not ready and not children and not gate.waiting and now - last > IDLE_EXIT:
                 if stepd is not None and _unchanged(config_file, loaded) \
                         and _steps_running(stepd):
@@ -438,6 +450,46 @@ def serve(path: Path, config_file: Path) -> None:
     finally:
         listener.close()
         _unlink_if_ours(path, inode)
+
+
+def _supervise(config_file: Path, loaded: bytes) -> int | None:
+    """Slurm's task worker: its serving loop runs in a fork of this process, which keeps
+    the listening socket (a connection made meanwhile waits in its backlog) and the loaded
+    plugins. A serving process killed by a signal (out of memory, by hand) is replaced at
+    once by another fork, with one line in the log: TaskProlog, run as the job's user,
+    cannot start a worker, and only the next job's Prolog on the node did, so every task
+    there failed until then. Not once an install has changed the config (the new one's
+    worker serves). None in a serving process, which goes on to serve (this process too
+    when it cannot fork); in this process, once no serving process is left, the exit
+    status: the last one's own (0 at its idle exit), or 1 for one killed and not
+    replaced."""
+    started = None
+    while True:
+        if started is not None:  # (one killed again at once: no fork loop)
+            time.sleep(max(0.0, started + RESTART_EVERY - time.monotonic()))
+        started = time.monotonic()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log.warning("pbsplug worker: cannot fork a serving process (%s): this one "
+                        "serves, and none replaces it", exc.strerror or exc)
+            return None
+        if pid == 0:
+            return None
+        _, status = os.waitpid(pid, 0)
+        if not os.WIFSIGNALED(status):
+            return os.waitstatus_to_exitcode(status)
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "?"
+        said = (f"pbsplug worker: the worker's serving process {pid} was killed by signal "
+                f"{number} ({name})")
+        if not _unchanged(config_file, loaded):
+            log.warning("%s: not replaced, an install has changed its config since", said)
+            return 1
+        log.warning("%s: another serves its socket", said)
 
 
 def _unchanged(config_file: Path, loaded: bytes) -> bool:
@@ -485,11 +537,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     clean_process()
     try:
-        serve(Path(args[0]), Path(args[1]))
+        return serve(Path(args[0]), Path(args[1]))
     except Refused as exc:
         print(f"pbsplug worker: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -873,6 +873,102 @@ def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
         shutil.rmtree(run, ignore_errors=True)
 
 
+#: A task worker's plugins: each answer names the process that forked the request's child
+#: (the worker's serving process) in an export line, as a TaskProlog answer does.
+SERVER_DISPATCH = """
+import os
+
+def load(config):
+    return None
+
+def dispatch(_, request):
+    return {"exit": 0, "stdout": f"export SERVED_BY={os.getppid()}\\n", "error": ""}
+"""
+
+
+def _dead(pid: int) -> bool:
+    """Whether process `pid` has ended (gone, or a zombie its parent has not reaped)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return text[text.rindex(")") + 2] == "Z"
+
+
+def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets_its_answer(
+        tmp_path):
+    """TaskProlog runs as the job's user, who can neither run execjob_launch nor start the
+    root task worker; only the next job's Prolog on the node started one. So a task worker
+    killed while jobs ran there (out of memory, by hand) failed every later task on the
+    node ('no pbsplug task worker at ...', exit 1). Its serving process is now a fork of
+    the worker, which keeps the socket and the loaded plugins and forks another at once:
+    the TaskProlog program (a real process) gets its answer from the new one, and one line
+    says so. Once an install has changed the config, a killed one is not replaced (the
+    new config's worker serves)."""
+    import json
+
+    from pbsplug.testing import until
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
+    stepd = tmp_path / "slurmstepd"
+    shutil.copy("/bin/sleep", stepd)
+    config = tmp_path / "task.json"
+    config.write_text(json.dumps({"loader": "serverdispatch:load", "public": True,
+                                  "dispatcher": "serverdispatch:dispatch",
+                                  "site_dirs": [str(code)], "slurmstepd": str(stepd)}))
+    run = tmp_path / "run"
+    sock = run / "w.sock"
+    program = tmp_path / "task_prolog"
+    program.write_text(slurm_program.task_program_text(
+        sys.executable, str(Path(slurm_program.__file__).parent), str(sock)))
+    program.chmod(0o755)
+
+    def task_prolog() -> subprocess.CompletedProcess:
+        return subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+
+    def served_by(done: subprocess.CompletedProcess) -> int:
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout.startswith("export SERVED_BY="), done.stdout
+        return int(done.stdout.split("=", 1)[1])
+
+    errors = tmp_path / "worker.err"
+    step = subprocess.Popen([str(stepd), "300"])
+    with open(errors, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
+                                 str(config)], stderr=err)
+    servers = []
+    try:
+        until(sock.exists, 30, "the worker's socket")
+        servers.append(served_by(task_prolog()))
+        os.kill(servers[-1], signal.SIGKILL)
+        until(lambda: _dead(servers[-1]), 30, "the killed worker to end")
+        servers.append(served_by(task_prolog()))  # (the old code: no task worker, exit 1)
+        assert servers[1] != servers[0]
+        said = errors.read_text().splitlines()
+        assert said == [f"pbsplug worker: the worker's serving process {servers[0]} was "
+                        "killed by signal 9 (SIGKILL): another serves its socket"], said
+        config.write_text(config.read_text().replace('"public"', '"new": 1, "public"'))
+        os.kill(servers[-1], signal.SIGKILL)
+        assert proc.wait(60) == 1
+        done = task_prolog()
+        assert done.returncode == 1
+        assert done.stderr == (f"pbsplug TaskProlog: no pbsplug task worker at {sock} (the "
+                               "Prolog starts it)\n")
+    finally:
+        step.kill()
+        step.wait()
+        for pid in servers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(run, ignore_errors=True)
+
+
 def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
         tmp_path, monkeypatch):
     """A Slurm package upgraded while jobs run replaces slurmstepd's file: a running step's
