@@ -812,25 +812,11 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     power = p.config.get("power_dir")
     if not su and not power:
         return _record_hook_homes(p)
-    name = su["name"] if su else "root"
-    pw = user_entry(name) if su else None
-    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (0, 0)
-    if uid != 0 and os.geteuid() != 0:
-        raise SlurmInstallError(f"SlurmUser is {name}: install must run as root to make "
-                                "its folders its own")
+    name, uid, gid = _state_owner(p)
     theirs = _slurm_user_state_dirs(p, state_dir) if su else {}
     done = []
     try:
-        try:
-            safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
-        except safedirs.UnsafeFolder:
-            if uid and _owned_by(state_dir, uid):  # as an earlier pbsplug's docs had it
-                raise SlurmInstallError(
-                    f"the state folder (--state-dir) {state_dir} is {name}'s, as an earlier "
-                    f"pbsplug had it (its power programs wrote there): make it root's "
-                    f"(chown root: {state_dir}); install then moves its records into "
-                    f"{power or state_dir + '/' + POWER_SUBDIR}, {name}'s") from None
-            raise
+        _state_folder(p, state_dir, make=True)
         if power:
             _own_folder(power, uid, gid, "the power programs' folder")
             moved = _move_old_records(Path(state_dir), Path(power), uid)
@@ -897,11 +883,56 @@ def _own_folder(folder: str, uid: int, gid: int, what: str) -> None:
 
 
 def check_state_dirs(p: Plan, state_dir: str) -> None:
-    """`SlurmInstallError` when a ``state_dir`` the site gives a plugin cannot be handed to
-    a SlurmUser that is not root (`_slurm_user_state_dirs`): install checks before it
-    writes anything."""
+    """`SlurmInstallError` in one line for what `prepare_state` would refuse that can be
+    told before anything is made: a SlurmUser that is not root when install does not run
+    as root, a --state-dir another user could change (the power programs' folder and
+    SlurmUser's home are made in it), a ``state_dir`` the site gives a plugin that cannot
+    be handed to a SlurmUser that is not root (`_slurm_user_state_dirs`). install checks
+    before it writes anything."""
+    if not p.config.get("slurm_user") and not p.config.get("power_dir"):
+        return
+    _state_owner(p)
+    try:
+        _state_folder(p, state_dir, make=False)
+    except safedirs.UnsafeFolder as exc:
+        raise SlurmInstallError(str(exc)) from None
     if p.config.get("slurm_user"):
         _slurm_user_state_dirs(p, state_dir)
+
+
+def _state_owner(p: Plan) -> tuple[str, int, int]:
+    """Who the folders `prepare_state` makes are for: SlurmUser's (name, uid, gid), or
+    root's; `SlurmInstallError` for a SlurmUser that is not root when install is not run as
+    root (it could not hand them over)."""
+    su = p.config.get("slurm_user")
+    name = su["name"] if su else "root"
+    pw = user_entry(name) if su else None
+    uid, gid = (pw.pw_uid, pw.pw_gid) if pw else (0, 0)
+    if uid != 0 and os.geteuid() != 0:
+        raise SlurmInstallError(f"SlurmUser is {name}: install must run as root to make "
+                                "its folders its own")
+    return name, uid, gid
+
+
+def _state_folder(p: Plan, state_dir: str, make: bool) -> None:
+    """--state-dir checked by `pbsplug.safedirs`' rule (`safedirs.UnsafeFolder`), and made
+    when `make`; a folder of SlurmUser's, as an earlier pbsplug had it, is
+    `SlurmInstallError` saying what to do."""
+    try:
+        if make:
+            safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
+        else:
+            safedirs.check_folder(state_dir, "the state folder (--state-dir)")
+    except safedirs.UnsafeFolder:
+        name, uid, _ = _state_owner(p)
+        if uid and _owned_by(state_dir, uid):  # as an earlier pbsplug's docs had it
+            power = p.config.get("power_dir")
+            raise SlurmInstallError(
+                f"the state folder (--state-dir) {state_dir} is {name}'s, as an earlier "
+                f"pbsplug had it (its power programs wrote there): make it root's "
+                f"(chown root: {state_dir}); install then moves its records into "
+                f"{power or state_dir + '/' + POWER_SUBDIR}, {name}'s") from None
+        raise
 
 
 def _slurm_user_state_dirs(p: Plan, state_dir: str) -> dict[str, str]:

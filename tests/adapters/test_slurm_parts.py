@@ -2044,6 +2044,30 @@ def test_an_install_apply_refused_over_slurm_conf_writes_nothing(cli, dists, hom
     assert "wrote " not in done.stdout
 
 
+def test_an_install_refused_over_its_state_folder_writes_nothing(cli, dists, home, tmp_path):
+    """A plugin with power programs: install made the state folder only after it had
+    written the programs and the config, and refused a --state-dir another user could
+    change only then. It is checked with the rest, before anything is written."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\n")
+    options = list(_install_options(dists, home, tmp_path, conf, "parts", MIXED))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    options[options.index("--state-dir") + 1] = str(shared / "state")
+    before = _listing(tmp_path)
+    for apply in ((), ("--apply",)):
+        done = cli("slurm", "install", "--allow-unsafe-paths", *apply, *options)
+        assert done.returncode == 2, done.stdout
+        assert done.stderr == (
+            f"pbsplug: error: refusing the state folder (--state-dir) {shared / 'state'}: "
+            f"{shared} is writable by everyone (owner uid 0 (root), mode 0777), so another "
+            "user could plant or change what is in it; make it and every folder above it "
+            "root's and writable by no one else (a folder above it may be sticky, as /tmp "
+            "is), or choose another folder\n"), apply
+        assert _listing(tmp_path) == before, apply
+
+
 def _install_options(dists, home, tmp_path, conf, name="probe", text=PROBE) -> tuple:
     """`slurm install`'s options for a site with plugin `name` enabled, slurm.conf `conf`
     and a stand-in scontrol (never run here), everything else under `tmp_path`."""
