@@ -482,20 +482,29 @@ class Installed:
             return ""
 
     def stop_workers(self) -> None:
-        """The workers the programs started for this test (their argv names its run dir)."""
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"pbsplug.adapters.worker" in argv and any(
-                    a.startswith(str(self.run_dir).encode()) for a in argv):
+        """The workers the programs started for this test (their argv names its run dir).
+        Looked for again until none is left: a task worker's first process forks another
+        serving process when its serving one is killed (worker._supervise), which a kill
+        of the first a moment later may not catch."""
+        for _ in range(20):
+            found = False
+            for proc in Path("/proc").iterdir():
+                if not proc.name.isdigit():
+                    continue
                 try:
-                    os.kill(int(proc.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"pbsplug.adapters.worker" in argv and any(
+                        a.startswith(str(self.run_dir).encode()) for a in argv):
+                    found = True
+                    try:
+                        os.kill(int(proc.name), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            if not found:
+                return
+            time.sleep(0.1)
 
 
 @pytest.fixture
