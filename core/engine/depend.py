@@ -20,7 +20,8 @@ the waiting job, as PBS does, in PBS's words:
 
 A dependency may name an array (``12[]``), never a subjob (``12[3]`` is qsub's ``illegal -W
 value``): ``after`` is met once the array has begun, the others once it has finished, and
-an array that ran ends with exit status 0 whatever its subjobs' (OpenPBS 23.06's, checked).
+an array ends with the exit status of its subjob that ended last, 0 or 1 (OpenPBS
+23.06.06's, measured).
 
 ``before``, ``beforeok``, ``beforenotok`` and ``beforeany`` turn around: each listed job
 (which must still be queued or held) gets ``after...:<this job>`` and waits on this one.
@@ -118,10 +119,9 @@ def one(kind: str, parent: Mapping[str, Any] | None) -> str:
     state = parent.get("job_state")
     if state not in ("F", "X"):  # (an array has started once it has begun, B)
         return MET if kind == "after" and state in ("R", "E", "B") else WAIT
-    # An array that ran ends ok whatever its subjobs' exit statuses: OpenPBS 23.06 ends it
-    # with Exit_status 0 (its E record), and afterok on an array one of whose subjobs
-    # exited 1 ran, afternotok was deleted (checked).
-    status = 0 if parent.get("array") else parent.get("Exit_status")
+    # An array's Exit_status is its last ended subjob's, 0 or 1: on OpenPBS 23.06.06
+    # afterok on an array whose last subjob exited 1 was deleted, afternotok ran (measured).
+    status = parent.get("Exit_status")
     ran = parent.get("stime") is not None
     if kind in ("after", "afterany"):
         return MET

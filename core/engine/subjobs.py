@@ -334,7 +334,7 @@ class Arrays:
         ends with it when nothing of it is left to run. Until then, one that ran leaves
         its Exit_status on the array, 0 or 1 as it exited 0 or not, as OpenPBS 23.06
         shows a running array's (checked: 1 after a subjob that exited 3, 0 again after
-        the next one exited 0); the array ends with 0 whatever it was (`end_if_over`)."""
+        the next one exited 0); the array ends with it (`end_if_over`)."""
         array_job = attrs.get("array_id")
         if not isinstance(array_job, str):
             return
@@ -352,10 +352,11 @@ class Arrays:
 
     def end_if_over(self, array_job: str, deleted_by: str | None = None) -> None:
         """Array `array_job` finishes when no index remains and none of its subjobs is
-        queued or running: ``F``, its Exit_status 0 whatever its subjobs' (its E record's
-        too), its comment ``Job Array Began at <when> and finished`` (``failed`` when a
-        subjob that ran did not exit 0, substate 93; ``terminated`` after a qdel of the
-        array), as OpenPBS 23.06 ends it (checked); jobobit fires for it once. After a qdel
+        queued or running: ``F``, its Exit_status that of its subjob that ended last, 0
+        or 1 (`subjob_over`; its E record's too: OpenPBS 23.06.06's, measured), its
+        comment ``Job Array Began at <when> and finished`` (``failed`` when a subjob that
+        ran did not exit 0, substate 93; ``terminated`` after a qdel of the array), as
+        OpenPBS 23.06 ends it (checked); jobobit fires for it once. After a qdel
         -x of the array, its history and its subjobs' go then (`Engine._purge_at_end`)."""
         store = self.engine.store
         parent = store.job(array_job)
@@ -373,7 +374,7 @@ class Arrays:
         parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
         parent["substate"] = 91 if deleted else (93 if failed else 92)
         if parent.get("stime") is not None:
-            parent["Exit_status"] = 0  # (PBS's, checked: a failed subjob's array's too)
+            parent.setdefault("Exit_status", 0)  # (its last subjob's, set as it ended)
             how = "terminated" if deleted else ("failed" if failed else "finished")
             parent["comment"] = f"Job Array Began at {lifecycle.when(parent['stime'])} and {how}"
         else:

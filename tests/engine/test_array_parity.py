@@ -107,8 +107,9 @@ def _qsub(engine, *args: str) -> str:
 def test_a_dependency_on_an_array_as_openpbs(engine):
     # OpenPBS 23.06 (checked): an array is named as 12[] or 12[].server, a subjob or a
     # range not at all; after runs once the array has begun, afterok and afterany once
-    # it has finished, whatever its subjobs' exit statuses, and afternotok is deleted.
-    array = engine.pbs("qsub", "-h", "-J", "1-3", input="exit $((PBS_ARRAY_INDEX == 2))\n",
+    # it has finished with its last subjob's exit 0, its 2nd's 1 or not, and afternotok
+    # is deleted.
+    array = engine.pbs("qsub", "-h", "-J", "1-3%1", input="exit $((PBS_ARRAY_INDEX == 2))\n",
                        check=True).stdout.strip()
     number, server = array.split("[")[0], array.split(".", 1)[1]
     for named in (f"{number}[1]", f"{number}[1].{server}", f"{number}[1-2]"):
@@ -139,6 +140,23 @@ def test_a_dependency_on_an_array_as_openpbs(engine):
     attrs = engine.wait(late)
     assert (attrs.get("stime"), attrs["comment"]) == (
         None, f"{array} Finished job did not satisfy dependency")
+
+
+
+def test_a_dependency_on_an_array_whose_last_subjob_failed(engine):
+    """OpenPBS 23.06.06 (measured as a user, ``qsub -J 1-2`` whose 2nd subjob exited 1
+    last): the array ends with Exit_status 1, afterok on it is deleted and afternotok
+    runs. pbsplug ended the array with 0: afterok ran, afternotok was deleted."""
+    array = engine.pbs("qsub", "-h", "-J", "1-2%1", input="exit $((PBS_ARRAY_INDEX == 2))\n",
+                       check=True).stdout.strip()
+    ok = _qsub(engine, "-W", f"depend=afterok:{array}")
+    notok = _qsub(engine, "-W", f"depend=afternotok:{array}")
+    assert engine.pbs("qrls", array).returncode == 0
+    assert engine.wait(array)["Exit_status"] == 1
+    assert (engine.wait(notok)["Exit_status"], engine.wait(notok)["run_count"]) == (0, 1)
+    gone = engine.wait(ok)
+    assert (gone.get("stime"), gone["comment"]) == (
+        None, f"Job deleted as result of dependency on job {array}")
 
 
 _TOO_BIG = (3, "qsub: Array job exceeds server or queue size limit\n")

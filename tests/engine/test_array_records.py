@@ -61,23 +61,31 @@ def test_a_deleted_array_has_its_d_and_its_e_once_it_began(engine):
     assert order[-1] == ("E", running)
 
 
-def test_an_array_ends_with_exit_status_0_whatever_its_subjobs(engine):
-    """OpenPBS 23.06 (checked): a subjob that exited 3, or subjobs killed by a qdel of their
-    array, leave the array's Exit_status 0, in qstat and in its E record; the comment says
-    ``failed`` (substate 93) or ``terminated`` (91)."""
-    failed = engine.pbs("qsub", "-J", "1-2", input=_FIRST_FAILS, check=True).stdout.strip()
+def test_an_array_ends_with_its_last_ended_subjobs_exit_status(engine):
+    """OpenPBS 23.06.06 (measured as a user): an array ends with the Exit_status of its
+    subjob that ended last, 0 or 1, in qstat and in its E record: 0 when a subjob exited
+    3 and the last one 0, 1 when the last one exited 3, and 1 when a qdel of the array
+    killed its running subjobs (271 each); the comment says ``failed`` (substate 93) or
+    ``terminated`` (91). pbsplug ended every array with 0."""
+    ok_last = engine.pbs("qsub", "-J", "1-2%1", input=_FIRST_FAILS, check=True).stdout.strip()
     (engine.work / "go").touch()
+    last_fails = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then exit 3; fi\n'
+    failed_last = engine.pbs("qsub", "-J", "1-2%1", input=last_fails,
+                             check=True).stdout.strip()
     killed = engine.pbs("qsub", "-J", "1-2", "--", "/bin/sleep", "60",
                         check=True).stdout.strip()
     engine.wait(arrays.subjob_id(killed, 2), "R")
     engine.pbs("qdel", killed, check=True)
-    for job_id, substate, how in ((failed, 93, "failed"), (killed, 91, "terminated")):
+    for job_id, status, substate, how in ((ok_last, 0, 93, "failed"),
+                                          (failed_last, 1, 93, "failed"),
+                                          (killed, 1, 91, "terminated")):
         attrs = engine.wait(job_id)
-        assert (attrs["Exit_status"], attrs["substate"]) == (0, substate), job_id
+        assert (attrs["Exit_status"], attrs["substate"]) == (status, substate), job_id
         assert attrs["comment"].endswith(f" and {how}")
         ended = [p for kind, p in of(records(engine.home), job_id) if kind == "E"]
-        assert [p["Exit_status"] for p in ended] == ["0"], job_id
-    assert engine.job(arrays.subjob_id(failed, 1))["Exit_status"] == 3
+        assert [p["Exit_status"] for p in ended] == [str(status)], job_id
+    assert engine.job(arrays.subjob_id(ok_last, 1))["Exit_status"] == 3
+    assert engine.job(arrays.subjob_id(killed, 1))["Exit_status"] == 271
 
 
 def _state(engine, *argv: str) -> str:
@@ -127,7 +135,7 @@ def test_a_subjob_not_begun_shows_its_arrays_comment(engine):
 def test_a_running_array_shows_its_last_ended_subjobs_exit_status(engine):
     """OpenPBS 23.06 (checked): while an array runs on, its Exit_status is 1 after a
     subjob that did not exit 0 and 0 again after one that did, and its subjobs not begun
-    show it; at its end, 0."""
+    show it; at its end, its last subjob's."""
     script = ('case "$PBS_ARRAY_INDEX" in 1) exit 3;; 2) f=a;; *) f=b;; esac\n'
               'while [ ! -e "$PBS_O_WORKDIR/$f" ]; do sleep 0.1; done\n')
     job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
