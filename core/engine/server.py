@@ -1362,29 +1362,14 @@ class Engine:
         if attrs is not None:
             self._purge_rows(caller, {job_id: attrs})
 
-    def _purge_rows(self, caller: Caller | str, rows: Mapping[str, Mapping[str, Any]],
-                    with_array: bool = False) -> None:
+    def _purge_rows(self, caller: Caller | str, rows: Mapping[str, Mapping[str, Any]]
+                    ) -> None:
         """The finished jobs `rows` (id -> attributes) purged in one transaction. A subjob
-        purged while its array stays (lives, or has just ended with it: its last subjob)
-        leaves its index and Exit_status on the array when it ran, so that the array's end
-        and qstat count it as they would have (`Arrays.end_if_over`, `Arrays.shown`); not
-        when the array goes too (`with_array`). The array's record is written once however
-        many go: a qdel -x of an array of 10,000 subjobs over wrote it 10,000 times, each
-        time longer."""
-        ran: dict[str, dict[str, Any]] = {}  # array -> index -> Exit_status
-        if not with_array:
-            for attrs in rows.values():
-                array_job = attrs.get("array_id")
-                if isinstance(array_job, str) and attrs.get("stime") is not None:
-                    ran.setdefault(array_job, {})[str(attrs.get("array_index"))] = \
-                        attrs.get("Exit_status")
-        ran = {a: r for a, r in ran.items() if self.store.job(a, lean=True) is not None}
+        purged while its array stays counts no more at the array's end, which shows it as
+        one that never began (`Arrays.made_up`: ``Subjob finished``, Expired), as OpenPBS
+        23.06.06 did (measured: an array whose 2nd of 3 subjobs a qdel -x killed ended
+        ``and finished``, ``Expired:1``)."""
         with self.store.transaction() as st:
-            for array_job, more in ran.items():
-                runtime = st.runtime(array_job) or {}
-                kept = runtime.get("purged_ran")
-                st.set_runtime(array_job, {**runtime, "purged_ran": {
-                    **(kept if isinstance(kept, dict) else {}), **more}})
             for job_id in rows:
                 st.delete_job(job_id)
         who = caller if isinstance(caller, str) else f"{caller.user}@{self.host}"
@@ -1397,7 +1382,7 @@ class Engine:
         attrs = self.store.job(array_job, lean=True)
         if attrs is not None:
             rows[array_job] = attrs  # (last: its subjobs' lines come first in the log)
-        self._purge_rows(caller, rows, with_array=True)
+        self._purge_rows(caller, rows)
 
     def _drop(self, job_id: str, attrs: dict, comment: str,
               requestor: str | None = None, purge_by: str | None = None) -> None:

@@ -154,9 +154,8 @@ class Arrays:
             return {array_job: attrs}
         out = dict(attrs)
         done = attrs.get("job_state") in ("F", "X")
-        if done:
-            ran = set(indexed) | _purged_ran(store.runtime(array_job)).keys()
-            never = len([i for i in spec.indices if i not in ran])
+        if done:  # (Expired: the indices with no row, never begun or purged: PBS's)
+            never = len([i for i in spec.indices if i not in indexed])
             out["array_state_count"] = arrays.state_count(0, 0, 0, never)
             out["array_indices_remaining"] = "-"
         else:
@@ -197,9 +196,15 @@ class Arrays:
     @staticmethod
     def made_up(array_job: str, attrs: dict[str, Any], index: int, state: str
                 ) -> dict[str, Any]:
+        """A subjob with no row of its own (not begun, deleted before it began, or purged
+        by a qdel -x) as qstat shows it: one queued with its array's comment and
+        Exit_status; one gone (X, F) with its array's stime, substate and Exit_status and
+        the comment ``Subjob finished``, as OpenPBS 23.06.06 showed it (measured)."""
         sub = arrays.subjob_attrs(attrs, array_job, index, state)
         if state in ("X", "F"):
-            sub["substate"] = 91
+            sub.update((k, attrs[k]) for k in ("stime", "substate", "Exit_status")
+                       if k in attrs)
+            sub["comment"] = "Subjob finished"
         else:  # (one not begun shows its array's comment and Exit_status: PBS's)
             sub.update((k, attrs[k]) for k in ("comment", "Exit_status") if k in attrs)
         return sub
@@ -367,9 +372,11 @@ class Arrays:
         rows = store.subjobs(array_job)
         now = int(self.engine.clock())
         runtime = store.runtime(array_job) or {}
-        deleted = deleted_by or runtime.get("deleted_by")
+        # (a subjob deleted makes it `terminated` too; one purged counts for nothing:
+        # OpenPBS 23.06.06's, measured)
+        deleted = deleted_by or runtime.get("deleted_by") or any(
+            a.get("substate") == 91 for a in rows.values())
         ran = [a.get("Exit_status") for a in rows.values() if a.get("stime") is not None]
-        ran += _purged_ran(runtime).values()  # (subjobs a qdel -x purged: `Engine._purge`)
         failed = any(status not in (0, None) for status in ran)
         parent.update(job_state="F", mtime=now, obittime=now, array_indices_remaining="-")
         parent["substate"] = 91 if deleted else (93 if failed else 92)
@@ -425,12 +432,3 @@ class Arrays:
                                                "deleted_by": caller_name})
         return todo
 
-
-def _purged_ran(runtime: Any) -> dict[int, Any]:
-    """Of an array's runtime, the subjobs that ran and that a qdel -x purged while the
-    array lived (`Engine._purge`): each one's index and Exit_status."""
-    kept = runtime.get("purged_ran") if isinstance(runtime, dict) else None
-    if not isinstance(kept, dict):
-        return {}
-    return {int(index): status for index, status in kept.items()
-            if isinstance(index, str) and index.isascii() and index.isdigit()}

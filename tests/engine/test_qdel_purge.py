@@ -104,31 +104,57 @@ def test_qdel_x_of_subjobs_purges_each_once_it_is_over(engine):
     assert _purged(engine, first)
     until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
     engine.wait(third, "R")
-    for sub in (first, second):  # (shown as its array shows an index gone: PBS's X)
+    array = engine.job(job_id)
+    for sub in (first, second):  # (shown as an index gone, made from its array: PBS's X)
         attrs = engine.job(sub)
-        assert (attrs["job_state"], attrs.get("stime")) == ("X", None), sub
+        assert (attrs["job_state"], attrs["comment"]) == ("X", "Subjob finished"), sub
+        assert [attrs.get(k) for k in ("stime", "substate", "Exit_status")] == [
+            array["stime"], 70, array["Exit_status"]], sub
     engine.pbs("qdel", job_id, check=True)
-    assert engine.wait(job_id)["comment"].endswith(" and terminated")
+    array = engine.wait(job_id)
+    assert array["comment"].endswith(" and terminated")
     assert not _purged(engine, job_id)
+    attrs = engine.job(second)
+    assert [attrs.get(k) for k in ("job_state", "stime", "substate", "Exit_status")] == [
+        "F", array["stime"], 91, array["Exit_status"]]
 
 
-@pytest.mark.parametrize("indices", ["1-3%1", "1-2%1"])
-def test_a_subjob_purged_still_counts_at_its_arrays_end(engine, indices):
+@pytest.mark.parametrize(("indices", "status", "substate", "how"), [
+    ("1-3%1", 0, 92, "finished"), ("1-2%1", 1, 91, "terminated")])
+def test_a_subjob_purged_counts_no_more_at_its_arrays_end(engine, indices, status,
+                                                          substate, how):
     """qdel -x 12[2] of a running subjob: its history goes when its run ends, and the
-    array, ending later (1-3) or with it (1-2: its last subjob, whose end ends the array
-    first), still counts it: it ran (not Expired) and did not exit 0 (killed), so the array
-    ends `and failed`, as without the -x. pbsplug counted only the subjobs whose history
-    was kept, and the array ended `and finished` (1-3) or counted it Expired (1-2)."""
+    array counts it as an index that never began (Expired), as OpenPBS 23.06.06 did
+    (measured as a user, ``sh -c`` sleeping in index 2): 1-3 ends later with 12[3],
+    ``and finished``, Exit_status 0; 1-2 ends with 12[2] itself, killed by the qdel,
+    ``and terminated``, Exit_status 1 (PBS's ``Exiting:-1`` there is not kept). pbsplug
+    counted the purged subjob as one that ran and failed: ``and failed``, Expired:0."""
     script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
     job_id = engine.pbs("qsub", "-J", indices, input=script, check=True).stdout.strip()
     second = arrays.subjob_id(job_id, 2)
     engine.wait(second, "R")
-    engine.pbs("qdel", "-x", second, check=True)
+    done = engine.pbs("qdel", "-x", second)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     attrs = engine.wait(job_id)
     until(lambda: _purged(engine, second), timeout=30, what=f"{second} to be purged")
-    assert (attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (93, "failed")
+    assert (attrs["Exit_status"], attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (
+        status, substate, how)
     assert engine.job(job_id)["array_state_count"] == (
-        "Queued:0 Running:0 Exiting:0 Expired:0")
+        "Queued:0 Running:0 Exiting:0 Expired:1")
+    assert engine.job(second)["comment"] == "Subjob finished"
+
+
+def test_a_subjob_deleted_makes_its_array_end_terminated(engine):
+    """qdel 12[2] (no -x) of a running subjob: the array, ending later with 12[3] exiting
+    0, ends ``and terminated`` (substate 91) with Exit_status 0, as OpenPBS 23.06.06 did
+    (measured as a user). pbsplug ended it ``and failed``."""
+    script = 'if [ "$PBS_ARRAY_INDEX" = 2 ]; then sleep 60; fi\n'
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    engine.wait(arrays.subjob_id(job_id, 2), "R")
+    engine.pbs("qdel", arrays.subjob_id(job_id, 2), check=True)
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["substate"], attrs["comment"].rsplit(" ", 1)[-1]) == (
+        0, 91, "terminated")
 
 
 def test_qdel_of_a_finished_arrays_subjobs_is_15139_and_with_x_15159(engine):
