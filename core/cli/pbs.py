@@ -583,9 +583,81 @@ def qdel(args: list[str]) -> int:
     # (PBS's qdel names each job as it was given, ``Unknown Job Id 12``, but a job over
     # as its server does: ``Job has finished 12.server``, a subjob's range as given)
     if good:
-        status = _report_each("qdel", client("delete", ids=good, force=force, purge=purge),
+        units = _qdel_units(good)
+        results = client("delete", ids=[sent for unit, _ in units for sent in unit],
+                         force=force, purge=purge)
+        status = _report_each("qdel", _qdel_merged(units, results),
                               named_by_server=(15004, 15139, 15159)) or status
     return status
+
+
+#: A subjob's or a range's id as qdel merges it with others of its array: the array's
+#: number, the index or range (no step), and what follows (``.server``, ``@server``).
+_SUBJOB_ID = re.compile(r"^(\d+)\[(\d+)(?:-(\d+))?\](.*)$", re.ASCII)
+
+
+def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
+    """qdel's ids in the order OpenPBS 23.06.06's qdel sends them (measured): ordinary
+    jobs first, then each array's ids in the order its first one came; the subjobs and
+    ranges (without a step) of one array written alike (``12[1]``, ``12[3]``) are one id
+    to it, their indices merged (``12[1,3]``, ``12[1-3]``), so that one error names them
+    all and the indices are taken as a range's are (one over let be). Each unit is the
+    ids sent (one range a run of indices: the engine takes no list) and the merged id
+    that names them, or None."""
+    plain: list[tuple[list[str], str | None]] = []
+    arrays_: dict[str, list[str]] = {}
+    for job_id in ids:
+        number = job_id.split("[", 1)[0] if "[" in job_id else None
+        if number is None:
+            plain.append(([job_id], None))
+        else:
+            arrays_.setdefault(number, []).append(job_id)
+    units = list(plain)
+    for named in arrays_.values():
+        groups: dict[str, list[tuple[int, int, str]]] = {}
+        for job_id in named:
+            m = _SUBJOB_ID.match(job_id)
+            if m is None:  # (the array itself, or a range with a step: as it is)
+                units.append(([job_id], None))
+            else:
+                groups.setdefault(m[4], []).append((int(m[2]), int(m[3] or m[2]), job_id))
+        for rest, spans in groups.items():
+            runs: list[list[int]] = []
+            for first, last, _ in sorted(spans):
+                if runs and first <= runs[-1][1] + 1:
+                    runs[-1][1] = max(runs[-1][1], last)
+                else:
+                    runs.append([first, last])
+            if len({(first, last) for first, last, _ in spans}) == 1:
+                units.append(([spans[0][2]], None))  # (one id, named again: as it is)
+                continue
+            number = spans[0][2].split("[", 1)[0]
+            texts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+            units.append(([f"{number}[{a}-{b}]{rest}" for a, b in runs],
+                          f"{number}[{','.join(texts)}]"))
+    return units
+
+
+def _qdel_merged(units: list[tuple[list[str], str | None]], results: list[dict]
+                 ) -> list[dict]:
+    """`results` (one per id sent) as one per unit (`_qdel_units`): a merged unit's first
+    error, naming the merged id where it named the range sent."""
+    merged, place = [], 0
+    for sent, label in units:
+        mine, place = results[place:place + len(sent)], place + len(sent)
+        if label is None:
+            merged.extend(mine)
+            continue
+        err = next((r["error"] for r in mine if r.get("error")), None)
+        if err is None:
+            merged.append({"id": label})
+            continue
+        runs = [s.split("[", 1)[1].split("]", 1)[0] for s in sent]
+        obj = str(err.get("obj") or "")
+        for run in runs:
+            obj = obj.replace(f"[{run}]", f"[{label.split('[', 1)[1]}")
+        merged.append({"id": label, "error": {**err, "obj": obj or None}})
+    return merged
 
 
 def _qdel_w_value(value: str) -> bool:

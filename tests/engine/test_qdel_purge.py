@@ -221,3 +221,50 @@ def test_qdel_names_a_job_over_as_openpbs_does(engine):
     for given, named in asked.items():
         done = engine.pbs("qdel", given)
         assert (done.returncode, done.stderr) == (35, f"qdel: Job has finished {named}\n"), given
+
+
+def test_qdel_merges_the_subjobs_of_one_array_as_openpbs_does(engine):
+    """OpenPBS 23.06.06's qdel (measured as a user) sends the jobs named first, then each
+    array's ids in the order its first came, the subjobs of one array merged into one id:
+    ``qdel 2504[1] 2504[2] 2504[3]`` printed ``qdel: Job has finished 2504[1-3]`` once,
+    ``2504[3] 2504[1]`` ``2504[1,3]``, ``2504[1] 2506`` 2506's line first, ``2505[2]
+    2504[1] 2505[1]`` ``2505[1-2]`` then ``2504[1].vm``, ``qdel -x 2504[1] 2504[2]``
+    ``Request invalid for finished array subjob 2504[1-2].vm`` (exit 55). pbsplug printed
+    one line per id, in the order given."""
+    plain = engine.submit("true\n")
+    first = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    second = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    for job_id in (plain, first, second):
+        engine.wait(job_id)
+    a, b = first.split("[")[0], second.split("[")[0]
+    number, server = plain.split(".", 1)
+    finished = "qdel: Job has finished "
+    asked = {(f"{a}[1]", f"{a}[2]", f"{a}[3]"): (35, [f"{a}[1-3]"]),
+             (f"{a}[3]", f"{a}[1]"): (35, [f"{a}[1,3]"]),
+             (f"{a}[1-2]", f"{a}[3]"): (35, [f"{a}[1-3]"]),
+             (f"{a}[1]", number): (35, [plain, f"{a}[1].{server}"]),
+             (f"{b}[2]", f"{a}[1]", f"{b}[1]"): (35, [f"{b}[1-2]", f"{a}[1].{server}"])}
+    for given, (code, named) in asked.items():
+        done = engine.pbs("qdel", *given)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            code, "", "".join(f"{finished}{n}\n" for n in named)), given
+    done = engine.pbs("qdel", "-x", f"{a}[1]", f"{a}[2]")
+    assert (done.returncode, done.stderr) == (
+        55, f"qdel: Request invalid for finished array subjob {a}[1-2].{server}\n")
+    assert not _purged(engine, arrays.subjob_id(first, 1))
+
+
+def test_qdel_of_merged_subjobs_lets_one_over_be(engine):
+    """``qdel 3004[1] 3004[2]``, 3004[1] over and 3004[2] running, their array running:
+    one id to OpenPBS 23.06.06's qdel, taken as a range is: exit 0, nothing printed,
+    3004[2] killed (measured as a user). pbsplug answered 15159 for 3004[1]."""
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=_FIRST_ENDS, check=True).stdout.strip()
+    first, second = (arrays.subjob_id(job_id, i) for i in (1, 2))
+    engine.wait(second, "R")
+    number = job_id.split("[")[0]
+    done = engine.pbs("qdel", f"{number}[1]", f"{number}[2]")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert engine.wait(second, "X")["substate"] == 91
+    assert engine.job(first)["substate"] == 92  # (let be, its history kept)
+    engine.pbs("qdel", job_id, check=True)
+    engine.wait(job_id)
