@@ -9,6 +9,7 @@ import pytest
 from pbsplug.engine import arrays
 
 from .conftest import until
+from .test_accounting import of, records
 
 
 def _gone(engine, job_id: str) -> bool:
@@ -268,3 +269,26 @@ def test_qdel_of_merged_subjobs_lets_one_over_be(engine):
     assert engine.job(first)["substate"] == 92  # (let be, its history kept)
     engine.pbs("qdel", job_id, check=True)
     engine.wait(job_id)
+
+
+def test_qrerun_of_an_array_while_its_qdel_x_kills_it(engine):
+    """qdel -x 12[], then qrerun 12[] while the subjobs' kill is under way (they ignore
+    SIGTERM): the qrerun stands, each subjob is requeued and runs again to its end, and
+    then the array's history and its subjobs' go, as OpenPBS 23.06.06 did (measured as a
+    user, 2510[]: ``Job Rerun`` for each, a second S and an E each, then ``Also deleted
+    job history`` and ``qstat -xt 2510[]`` Unknown Job Id)."""
+    script = ('trap "" TERM\n'
+              'while [ ! -e "$PBS_O_WORKDIR/go" ]; do sleep 0.1; done\n')
+    job_id = engine.pbs("qsub", "-J", "1-2", input=script, check=True).stdout.strip()
+    subs = [arrays.subjob_id(job_id, i) for i in (1, 2)]
+    for sub in subs:
+        engine.wait(sub, "R")
+    engine.pbs("qdel", "-x", job_id, check=True)
+    engine.pbs("qrerun", job_id, check=True)
+    (engine.work / "go").touch()
+    until(lambda: _gone(engine, job_id), timeout=60, what=f"array {job_id} to be purged")
+    assert [sub for sub in subs if not _gone(engine, sub)] == []
+    recs = records(engine.home)
+    for sub in subs:
+        assert [kind for kind, _ in of(recs, sub)] == ["S", "D", "R", "S", "E"], sub
+    assert [kind for kind, _ in of(recs, job_id)] == ["Q", "S", "D", "E"]
