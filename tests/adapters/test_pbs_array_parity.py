@@ -11,7 +11,7 @@ or server refuses (none queues a job).
 
 A running array (`test_a_running_arrays_subjobs_show_as_openpbs`): its finished subjob is X
 to qstat (F once the array is over), its subjob not begun carries its comment and Exit_status,
-which is 1 after a subjob exited 3, and it ends with Exit_status 0."""
+which is 1 after a subjob exited 3, and it ends with its last subjob's, 0."""
 
 from __future__ import annotations
 
@@ -195,13 +195,16 @@ _FIRST_FAILS = ('if [ "$PBS_ARRAY_INDEX" = 1 ]; then exit 3; fi\n'
                 'for i in $(seq 600); do [ -e "$PBS_O_WORKDIR/go" ] && exit 0; sleep 0.1; done\n')
 #: While subjob 1 is over, 2 runs and 3 waits (``%1``); then once the array is over.
 RUNNING_ROWS = ["qstat {num}[1]", "qstat -x {num}[1]", "qstat -t {num}[]", "qstat -x {num}[]"]
-OVER_ROWS = ["qstat {num}[1]", "qstat -x {num}[1]", "qstat -xt {num}[]"]
+OVER_ROWS = ["qstat {num}[1]", "qstat -x {num}[1]", "qstat -xt {num}[]",
+             # (one id to PBS's qdel: `Job has finished {num}[1-3]`, `{num}[1,3]`)
+             "qdel {num}[1] {num}[2] {num}[3]", "qdel {num}[3] {num}[1]",
+             "qdel -x {num}[1] {num}[2]"]
 
 
 def test_a_running_arrays_subjobs_show_as_openpbs(pbs: RealPbs, local: LocalEngine):
     """A finished subjob of a running array is X (F once the array is over), a subjob not
     begun shows the array's comment, and the array ends with Exit_status 0 though a subjob
-    exited 3."""
+    exited 3: its last subjob's."""
     hosts = {"pbs": _pbs_host(pbs), "engine": socket.gethostname().split(".")[0]}
     sides = {"pbs": (lambda line: _real(pbs, line, "", "")),
              "engine": (lambda line: _engine(local, line, "", None))}
