@@ -187,13 +187,13 @@ def job_amount(res: Mapping[str, Any] | None, name: str, kind: str,
     select = res.get("select")
     if select:
         try:
-            chunks = units.parse_select(str(select))
+            asked = units.parse_select(str(select))
         except ValueError as exc:
             if strict:
                 raise ValueError(f"Resource_List.select: {exc}") from None
             return 0
         # (each chunk given what it lacks of default_chunk, as the scheduler places it)
-        chunks = units.with_chunk_defaults(tuple(chunks), tables("default_chunk"))
+        chunks = units.with_chunk_defaults(tuple(asked), tables("default_chunk"))
         if name in HOST_LEVEL or any(name in chunk.resources for chunk in chunks):
             return sum(chunk.count * read(chunk.resources.get(name, 0),
                                           f"Resource_List.select {name}") for chunk in chunks)

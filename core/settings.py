@@ -19,6 +19,7 @@ what was expected, and an unknown key is an error.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -63,14 +64,15 @@ class Setting:
     good. Leave `default` out to make the key required.
     """
 
-    type: type
+    # (builtins.type: inside the class, the `type` field shadows the builtin for the checker)
+    type: builtins.type
     default: Any = _REQUIRED
     doc: str = ""
     choices: tuple[Any, ...] | None = None
     gt: float | None = None
     ge: float | None = None
     le: float | None = None
-    items: type | None = None
+    items: builtins.type | None = None
     check: Callable[[Any], str | None] | None = None
 
     @property

@@ -447,7 +447,7 @@ def resources(value: Any, attr: str = "Resource_List",
     qalter or a hook) stays None."""
     if not isinstance(value, Mapping):
         raise _bad(attr, f"{shown(value)} is not a mapping of resources")
-    out = {}
+    out: dict[str, Any] = {}
     for name, v in value.items():
         if v is None:
             resource_value(name, 0, "long", attr=attr)  # the name is still checked
