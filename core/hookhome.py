@@ -56,7 +56,7 @@ def _bad(path: Path, why: str) -> OSError:
                    "install that wrote it again, or remove it")
 
 
-def hook_home(plugin: str, home: str | os.PathLike | None = None) -> HookHome | None:
+def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHome | None:
     """Where plugin `plugin`'s hooks run, as recorded in the pbsplug home `home` (default:
     this process's, `default_home`); None when nothing is recorded for it (its hooks run
     with this process's home). `OSError` in one line when the record cannot be used: not
@@ -92,7 +92,7 @@ def hook_home(plugin: str, home: str | os.PathLike | None = None) -> HookHome | 
 
 
 def record_hook_homes(homes: Mapping[str, tuple[str, str]], recorded_by: str,
-                      home: str | os.PathLike | None = None) -> Path | None:
+                      home: str | os.PathLike[str] | None = None) -> Path | None:
     """For an adapter's install: plugin -> (user, pbsplug home) of its hooks recorded in the
     pbsplug home `home` (default: this process's), written whole, 0644 (every user's
     commands may read it); with no `homes`, a record `recorded_by` wrote is removed
@@ -101,7 +101,7 @@ def record_hook_homes(homes: Mapping[str, tuple[str, str]], recorded_by: str,
     if not homes:
         forget_hook_homes(recorded_by, home)
         return None
-    folder = safedirs.ensure_folder(home if home is not None else default_home(),
+    folder = safedirs.ensure_folder(os.fspath(home) if home is not None else default_home(),
                                     "the pbsplug home")
     data = {"recorded_by": recorded_by,
             "plugins": {name: {"user": user, "home": str(where)}
@@ -110,7 +110,7 @@ def record_hook_homes(homes: Mapping[str, tuple[str, str]], recorded_by: str,
     return folder / RECORD
 
 
-def forget_hook_homes(recorded_by: str, home: str | os.PathLike | None = None) -> bool:
+def forget_hook_homes(recorded_by: str, home: str | os.PathLike[str] | None = None) -> bool:
     """The record in the pbsplug home `home` removed if `recorded_by` wrote it; whether it
     was."""
     path = Path(home if home is not None else default_home()) / RECORD

@@ -396,8 +396,9 @@ def demo_report(workdir: Path) -> list[str] | None:
 # Extension points: the scheduler
 # =============================================================================================
 
+# (ignore: pluggy never calls a spec, it reads only its signature; no body returns)
 @hookspec
-def sched_instances(server: Server) -> list[SchedulerInstance]:
+def sched_instances(server: Server) -> list[SchedulerInstance]:  # type: ignore[empty-body]
     """Scheduler instances the plugin contributes, besides ``default``.
 
     Returns a list of `pbsplug.SchedulerInstance`; the lists of all plugins are joined. Each
@@ -443,8 +444,10 @@ def sched_node_placement(placement: Placement) -> list[str] | None:
     """
 
 
+# (ignore: pluggy never calls a spec, it reads only its signature; no body returns)
 @hookspec
-def sched_node_availability(sched: str, now: float, vnodes: list[Vnode]) -> dict[str, float]:
+def sched_node_availability(sched: str, now: float,  # type: ignore[empty-body]
+                            vnodes: list[Vnode]) -> dict[str, float]:
     """Declare when vnodes that are not free now will be free.
 
     `vnodes` are the scheduler's vnodes that are not free now (busy, sleeping, stuck...).

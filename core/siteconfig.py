@@ -218,11 +218,12 @@ def parse_site(data: Mapping[str, Any], path: Path,
         elif not isinstance(value, expected):
             wanted = "a table" if expected is dict else f"a {expected.__name__}"
             found.append(ConfigIssue(src, key, value, f"expected {wanted}"))
-        elif key == "enable_all_installed":
+        # (each value has its key's type by now; the checker is told it key by key)
+        elif key == "enable_all_installed" and isinstance(value, bool):
             site.enable_all_installed = value
-        elif key == "strict_plugins":
+        elif key == "strict_plugins" and isinstance(value, bool):
             site.strict_plugins = value
-        elif key == "trace_file":
+        elif key == "trace_file" and isinstance(value, str):
             site.trace_file = Path(value) if value else None
     for name, table in (data.get("plugins") or {}).items() if isinstance(
             data.get("plugins"), dict) else ():

@@ -229,7 +229,7 @@ def _machine_state() -> str:
         fd = None
     try:
         st = os.fstat(fd) if fd is not None else None
-        if st is None or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        if fd is None or st is None or st.st_uid != os.geteuid() or st.st_mode & 0o022:
             raise RuntimeError(f"{MACHINE_STATE} is not a folder of uid {os.geteuid()} that "
                                "only it may write to: remove it")
         if stat.S_IMODE(st.st_mode) != 0o755:
