@@ -12,9 +12,9 @@ in `note`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .objects import (
     AttributeReadOnly,
@@ -373,7 +373,7 @@ class Event:
         for resv in (self.resv_list or {}).values():
             resv._guard = readonly
 
-    def iter_vnodes(self):
+    def iter_vnodes(self) -> Iterator[Vnode]:
         """Every writable-by-rule vnode the event carries (vnode, vnode_list, vnode_list_fail)."""
         if self.vnode is not None:
             yield self.vnode
@@ -386,7 +386,8 @@ class Event:
     def _launch_state(self) -> tuple:
         if self.type != "execjob_launch":
             return ()
-        return (self.progname, tuple(self.argv), tuple(sorted(self.env.items())))
+        argv, env = _launch_part(self.argv, "argv"), _launch_part(self.env, "env")
+        return (self.progname, tuple(argv), tuple(sorted(env.items())))
 
     def take_changes(self) -> dict[str, Any]:
         """What hooks changed since the last call, as plain data:
@@ -403,7 +404,7 @@ class Event:
             if not vnodes:
                 continue
             changed = {}
-            added = getattr(vnodes, "added", set())
+            added: set[str] = getattr(vnodes, "added", set())
             for name, vn in vnodes.items():
                 if name in added:
                     changed[name] = {**vn.to_dict(), "_new": True}
@@ -416,8 +417,9 @@ class Event:
                 out[key] = changed
         state = self._launch_state()
         if state != self._launch_seen:
-            out["progname"], out["argv"], out["env"] = self.progname, list(self.argv), dict(
-                self.env)
+            out["progname"], out["argv"], out["env"] = (
+                self.progname, list(_launch_part(self.argv, "argv")),
+                dict(_launch_part(self.env, "env")))
             self._launch_seen = state
         return out
 
@@ -487,6 +489,17 @@ class Event:
             except (TypeError, ValueError, AttributeError) as exc:
                 raise ValueError(f"'{key}': {exc}") from None
         return cls(type, **kwargs)
+
+
+_T = TypeVar("_T")
+
+
+def _launch_part(value: _T | None, name: str) -> _T:
+    """An execjob_launch event's argv or env, never None there unless a hook set it so (the
+    runner then keeps no change of that hook's: `_check_changes`, `Runner._outcome`)."""
+    if value is None:
+        raise TypeError(f"execjob_launch: event.{name} is None")
+    return value
 
 
 _OBJECT_KEYS = {"job": Job, "job_o": Job, "src_queue": Queue, "resv": Reservation,
