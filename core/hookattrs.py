@@ -149,8 +149,10 @@ def resolve_attributes(name: str, base: HookAttributes,
             values[attr] = None if value in (None, "") and attr == "isolation" else str(value)
         else:
             raise HookAttributeError(f"unknown hook attribute '{attr}' for hook '{name}'")
-    attrs = replace(base, **{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in values.items()})
+    # (to_dict's lists back to tuples; the fields' types differ, as to_dict's result says)
+    resolved: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                for k, v in values.items()}
+    attrs = replace(base, **resolved)
     check_attributes(name, attrs, given | _declared(base))
     return attrs
 

@@ -19,6 +19,7 @@ name is the plugin's name everywhere (site config, CLI group, logs). Loading goe
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import inspect
 import logging
@@ -152,7 +153,7 @@ class PluginSet:
         return self.records.get(name)
 
     @property
-    def hook(self):
+    def hook(self) -> pluggy.HookRelay:
         """The plugin manager's hook caller (``plugins.hook.sched_cycle_begin(...)``)."""
         return self.pm.hook
 
@@ -165,7 +166,7 @@ class PluginSet:
             for impl in self.pm.hook.register_attributes.get_hookimpls():
                 registry._plugin = impl.plugin_name
                 self.guarded(self.records[impl.plugin_name], "register_attributes",
-                             lambda f=impl.function: f(registry=registry))
+                             functools.partial(impl.function, registry=registry))
             registry._plugin = ""
             self._registry = registry
         return self._registry
@@ -251,13 +252,14 @@ class PluginSet:
         implemented = tuple(h for h in impls if h in EVENTS)
         try:
             declared = info.hook_attributes(implemented)
-            record.attributes = self.site.hook_attributes(record.name, declared)
+            attributes = self.site.hook_attributes(record.name, declared)
+            record.attributes = attributes
         except HookAttributeError as exc:
             return self._fail(record, str(exc))
         except Exception as exc:  # noqa: BLE001 - a bad plugin_info (alarm="60")
             return self._fail(record, f"bad plugin_info: {type(exc).__name__}: "
                                       f"{message_text(exc)}")
-        if not_implemented := sorted(set(record.attributes.events) - set(implemented)):
+        if not_implemented := sorted(set(attributes.events) - set(implemented)):
             return self._fail(record, f"events {', '.join(not_implemented)} are enabled but "
                                       "the plugin implements no hook for them")
         config_file = self.site.plugin(record.name).config_file
@@ -273,13 +275,14 @@ class PluginSet:
                                       f"{type(exc).__name__}: {message_text(exc)}")
         if issues:
             return self._fail(record, "bad configuration: " + "; ".join(map(str, issues)))
-        record.attributes = replace(record.attributes, enabled=enabled)
+        record.attributes = attributes = replace(attributes, enabled=enabled)
         if not enabled:
             record.status = DISABLED
             return
-        if "provision" in record.attributes.events:  # PBS: only one hook may have it
+        if "provision" in attributes.events:  # PBS: only one hook may have it
             other = next((r.name for r in self.enabled if r is not record
-                          and "provision" in r.attributes.events), None)
+                          and r.attributes is not None and "provision" in r.attributes.events),
+                         None)
             if other is not None:
                 return self._fail(record, f"Another hook '{other}' already has event "
                                           "'provision', only one 'provision' hook allowed")
@@ -294,8 +297,7 @@ class PluginSet:
             if impl.plugin_name != record.name:
                 continue
             args = {"config": dict(record.config)} if impl.argnames else {}
-            if not self.guarded(record, "configure",
-                                lambda f=impl.function, a=args: f(**a)):
+            if not self.guarded(record, "configure", functools.partial(impl.function, **args)):
                 return None
         record.status = ENABLED
 
@@ -426,7 +428,8 @@ def _hookimpl_names(plugin: Any) -> list[str]:
 
 
 def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, Any],
-                            sources: Mapping[str, str]):
+                            sources: Mapping[str, str]
+                            ) -> tuple[dict[str, Any], list[ConfigIssue]]:
     config, issues = validate_config(info.config, values, "", prefix="")
     if not issues and info.check_config is not None:
         issues = [ConfigIssue("", key, config.get(key), problem)
@@ -438,6 +441,11 @@ def _validate_plugin_config(name: str, info: PluginInfo, values: Mapping[str, An
             f"plugins.{name}.config.{issue.key}")
         fixed.append(type(issue)(src, key, issue.value, issue.expected))
     return config, fixed
+
+
+def _load(ep: md.EntryPoint, out: list[Any]) -> None:
+    """Import the plugin `ep` names, into `out` (a call for `PluginSet.guarded`)."""
+    out.append(ep.load())
 
 
 def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | None = None,
@@ -483,8 +491,7 @@ def load_plugins(site: SiteConfig, *, which: str = "enabled", strict: bool | Non
             record.status = DISABLED
             continue
         loaded: list[Any] = []
-        if not plugins.guarded(record, "import",
-                               lambda ep=ep, out=loaded: out.append(ep.load())):
+        if not plugins.guarded(record, "import", functools.partial(_load, ep, loaded)):
             continue
         record.plugin = loaded[0]
         plugins._check_and_register(record, enabled)
