@@ -918,7 +918,10 @@ class Runner:
                                     "process was killed", wall))
                 return runs
             if not ready:
-                if current is None and time.monotonic() >= deadline:
+                # (One reading: with two, a deadline passing between them found no hook
+                # started in the branch for a running one.)
+                overdue = time.monotonic() >= deadline
+                if overdue and current is None:
                     # Between hooks (before the first "start", after a "done"): kill and
                     # reap; the outcomes reported stand, a hook never started is an error.
                     try:
@@ -928,7 +931,7 @@ class Runner:
                         exited = signal.SIGKILL  # reaped by the caller already
                     late = True
                     buf += _read_available(fd)
-                elif time.monotonic() >= deadline:
+                elif overdue and current is not None:
                     entry = batch[current]
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)

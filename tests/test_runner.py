@@ -833,3 +833,46 @@ def test_a_hook_process_stuck_after_its_last_report_is_killed(chain, monkeypatch
     assert not survived.exists()
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+def test_a_deadline_passing_between_two_clock_readings_before_a_start_is_no_crash(
+        tmp_path, monkeypatch):
+    """The wait on a hook's process read the clock twice to tell "past the deadline before
+    a hook started" from "past a running hook's alarm": a deadline that passed between the
+    two readings, with no hook started, indexed the batch with None (a TypeError in the
+    caller). One reading decides now; the clock here is scripted to pass the deadline
+    between those two readings."""
+    import subprocess
+
+    import pbsplug.runner as runner_module
+    from pbsplug.hookattrs import HookAttributes
+
+    runner = Runner(PluginSet(SiteConfig(path=tmp_path / "s.toml")), alarm_grace=0.5,
+                    cancel=lambda: False)
+    entry = runner_module.HookEntry("a", lambda event: None, HookAttributes(alarm=30), {},
+                                    "process")
+    deadline = entry.attrs.alarm + runner.alarm_grace
+    # The deadline is set, the wait is computed, then the clock passes the deadline.
+    readings = iter([0.0, 0.0, deadline - 0.1])
+
+    class Clock:
+        perf_counter = staticmethod(time.perf_counter)
+        time = staticmethod(time.time)
+
+        @staticmethod
+        def monotonic():
+            return next(readings, deadline + 0.1)
+
+    child = subprocess.Popen(["sleep", "60"])  # a hook's process that never reports
+    read_fd, write_fd = os.pipe()
+    try:
+        monkeypatch.setattr(runner_module, "time", Clock)
+        runs = runner._collect([entry], queuejob(), child.pid, read_fd)
+    finally:
+        monkeypatch.undo()
+        child.kill()
+        child.wait()
+        os.close(read_fd)
+        os.close(write_fd)
+    assert [(r.hook, r.outcome) for r in runs] == [("a", "error")]
+    assert runs[0].message == "the hook's process did not start the hook in time; killed"
