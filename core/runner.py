@@ -64,12 +64,13 @@ import sys
 import threading
 import time
 import traceback
+import types
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import (
     EVENTS,
@@ -84,6 +85,9 @@ from .events import (
 from .hookattrs import FAIL_ACTIONS, HookAttributes
 from .objects import plain
 
+if TYPE_CHECKING:
+    from .plugins import PluginSet
+
 log = logging.getLogger("pbsplug.runner")
 
 try:
@@ -95,13 +99,21 @@ try:
 except ImportError:  # pragma: no cover - a Python without the _signal module
     _set_handler = signal.signal
 
-try:  # prctl(PR_SET_PDEATHSIG) for forked hooks, looked up once here, not in every child
-    import ctypes
 
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-    _PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong)
-except (ImportError, OSError, AttributeError):  # pragma: no cover - not Linux
-    _PRCTL = None
+def _find_prctl() -> Callable[[int, int], int] | None:
+    """prctl(2) through ctypes, or None where there is none."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = (ctypes.c_int, ctypes.c_ulong)
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - not Linux
+        return None
+    return prctl
+
+
+# prctl(PR_SET_PDEATHSIG) for forked hooks, looked up once here, not in every child
+_PRCTL = _find_prctl()
 _PR_SET_PDEATHSIG = 1
 
 ACCEPT, REJECT, ERROR, ALARM = "accept", "reject", "error", "alarm"
@@ -257,7 +269,7 @@ class AlarmClock:
             self.deadline = None
 
 
-def _raise_alarm(signum, frame):
+def _raise_alarm(signum: int, frame: types.FrameType | None) -> None:
     if _in_hook:
         raise HookAlarm()
 
@@ -416,7 +428,7 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     decision = event._decision
     if decision is not None and decision[0] == REJECT:
         return REJECT, _message(decision[1])
-    if before is not None and job._changes != before:
+    if before is not None and job is not None and job._changes != before:
         return REJECT, "cannot modify job after runjob request has been accepted"
     return ACCEPT, None
 
@@ -655,7 +667,7 @@ class Runner:
     (tests, benchmarks). `trace_file`, when set, gets one JSON line per hook run.
     """
 
-    def __init__(self, plugins, *, mode: str | None = None,
+    def __init__(self, plugins: PluginSet, *, mode: str | None = None,
                  trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
                  alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None,
                  cancel: Callable[[], bool] | None = None, reap_later: bool = False):
@@ -690,7 +702,9 @@ class Runner:
                 record = self.plugins.get(impl.plugin_name)
                 attrs = record.attributes if record is not None else HookAttributes(
                     events=(event,))
-                if record is not None and (not attrs.enabled or event not in attrs.events):
+                # (None not reached: a record gets its attributes before its plugin is registered)
+                if attrs is None or record is not None and (
+                        not attrs.enabled or event not in attrs.events):
                     continue
                 mode = self.mode or attrs.mode_for(event)
                 if attrs.user == "pbsuser":
