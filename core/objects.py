@@ -130,8 +130,8 @@ class Resources(dict):
         value = super().get(key)
         return None if value is None else parse_size(value)
 
-    def __reduce__(self):  # plain dict across pickling
-        return (dict, (dict(self),))
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return (dict, (dict(self),))  # plain dict across pickling
 
 
 def _fill(obj: PbsObject, name: str, attrs: dict[str, Any]) -> None:
@@ -177,7 +177,7 @@ class PbsObject:
     def __init__(self, name: str, attrs: Mapping[str, Any] | None = None):
         _fill(self, name, dict(attrs) if attrs else {})
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """Pickled as (type, name, plain attributes) and rebuilt by `_rebuild`, so that
         resources read as `Resources` again (a scheduler process gets its snapshot so)."""
         return (_rebuild, (type(self), self._name, {
@@ -285,8 +285,9 @@ class PbsObject:
         return f"{type(self).__name__}({self._name!r})"
 
     def __eq__(self, other: object) -> bool:
-        return (type(other) is type(self) and other._name == self._name  # type: ignore[attr-defined]
-                and other.to_dict() == self.to_dict())  # type: ignore[attr-defined]
+        # (isinstance as well, for the checker: `type(other) is type(self)` already implies it)
+        return (type(other) is type(self) and isinstance(other, PbsObject)
+                and other._name == self._name and other.to_dict() == self.to_dict())
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -35,7 +35,7 @@ import time
 import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -45,6 +45,9 @@ from .events import Event
 from .plugins import FAILED, PluginRecord, PluginSet
 from .runner import Outcome, Runner
 from .siteconfig import PluginSite, SiteConfig
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _umask_now() -> int:
@@ -82,7 +85,7 @@ def _no_server_resources() -> Iterator[None]:
 
 
 @pytest.fixture
-def pbsplug_plugins(tmp_path) -> PluginSet:
+def pbsplug_plugins(tmp_path: Path) -> PluginSet:
     """A fresh plugin set with no plugin loaded and an empty site config."""
     return PluginSet(SiteConfig(path=tmp_path / "site.toml"))
 

@@ -553,7 +553,7 @@ def _path(value: Any, attr: str) -> str:
     return path
 
 
-def _choice(*allowed: str):
+def _choice(*allowed: str) -> Callable[[Any, str], str]:
     def check(value: Any, attr: str) -> str:
         if value not in allowed:
             raise _bad(attr, f"{_repr(value)} is not one of {', '.join(allowed)}")
@@ -561,7 +561,7 @@ def _choice(*allowed: str):
     return check
 
 
-def _rule(test):
+def _rule(test: Callable[[str], bool]) -> Callable[[Any, str], str]:
     def check(value: Any, attr: str) -> str:
         value = text(value, attr, allow_empty=False)
         if not test(value):
@@ -731,7 +731,7 @@ class Rule:
     the least privileged class that may set it: user, operator, manager, or server
     (read-only: only the server and hooks set it)."""
 
-    check: Any
+    check: Callable[[Any, str], Any]
     set_by: str = USER
 
 
