@@ -212,7 +212,7 @@ class HookExit(SystemExit):
     """
 
 
-class VnodeList(dict):
+class VnodeList(dict[str, Vnode]):
     """``event.vnode_list``: vnode name -> `Vnode`. A hook may add vnodes (exechost_startup)."""
 
     __slots__ = ("added", "_writable")
@@ -383,7 +383,7 @@ class Event:
             yield vn
 
     # -- plain data -----------------------------------------------------------------------------
-    def _launch_state(self) -> tuple:
+    def _launch_state(self) -> tuple[Any, ...]:
         if self.type != "execjob_launch":
             return ()
         argv, env = _launch_part(self.argv, "argv"), _launch_part(self.env, "env")

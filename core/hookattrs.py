@@ -41,7 +41,7 @@ CONFIG_SUFFIXES = (".json", ".py", ".txt", ".xml", ".ini")
 STORED_CONFIG_SUFFIX = ".CF"
 
 
-def config_suffix_error(path: str | os.PathLike) -> str | None:
+def config_suffix_error(path: str | os.PathLike[str]) -> str | None:
     """PBS's refusal of a hook config file by its suffix, or None. PBS's own stored
     ``<hook>.CF`` (what `pbsplug hook export` writes) is taken too."""
     suffix = Path(path).suffix

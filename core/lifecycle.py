@@ -186,7 +186,7 @@ def _fill(defaults: dict[str, Any], have: Mapping[str, Any],
                 defaults[name] = value
 
 
-def _converted(res: dict[str, Any], chunk_tables: tuple, types: Mapping[str, str],
+def _converted(res: dict[str, Any], chunk_tables: tuple[Any, Any], types: Mapping[str, str],
                host_level: frozenset[str], asked: Mapping[str, Any] | None = None,
                hosts: Iterable[str] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """`res` converted (a select and place when it has none: of its ``nodes``, sharing out

@@ -69,7 +69,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-class Resources(dict):
+class Resources(dict[str, Any]):
     """A resource mapping (``Resource_List``, ``resources_available``...) that records writes.
 
     Setting a key to ``None`` unsets it, as in PBS.

@@ -462,7 +462,7 @@ def _shown(value: Any) -> str:
 
 # -- the process boundary ---------------------------------------------------------------------
 
-def _send(fd: int, message: tuple) -> None:
+def _send(fd: int, message: tuple[Any, ...]) -> None:
     # JSON, not pickle: the parent (root) never unpickles what a hook's process sent, and
     # a change that is not plain data cannot travel (call_hook has refused it already).
     data = json.dumps(message, allow_nan=False).encode()
@@ -668,8 +668,8 @@ class Runner:
     """
 
     def __init__(self, plugins: PluginSet, *, mode: str | None = None,
-                 trace_file: str | os.PathLike | None = None, trace_size: int = 1000,
-                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike | None = None,
+                 trace_file: str | os.PathLike[str] | None = None, trace_size: int = 1000,
+                 alarm_grace: float = 1.0, debug_dir: str | os.PathLike[str] | None = None,
                  cancel: Callable[[], bool] | None = None, reap_later: bool = False):
         self.plugins = plugins
         self.mode = mode

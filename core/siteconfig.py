@@ -36,8 +36,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from .hookattrs import HookAttributeError, resolve_attributes
-from .settings import ConfigError, ConfigIssue, HookAttributes
+from .hookattrs import HookAttributeError, HookAttributes, resolve_attributes
+from .settings import ConfigError, ConfigIssue
 from .values import digits
 
 HOOK_ATTRIBUTE_KEYS = ("enabled", "events", "order", "alarm", "freq", "fail_action", "user",
@@ -67,7 +67,7 @@ def default_home() -> Path:
     return Path(base) / "pbsplug"
 
 
-def site_path(explicit: str | os.PathLike | None = None) -> Path:
+def site_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """Where the site config is: `explicit`, else $PBSPLUG_SITE, else <home>/site.toml."""
     if explicit:
         return Path(explicit)
@@ -145,7 +145,7 @@ class TomlError(ValueError):
         self.kind, self.text, self.named = kind, text, named
 
 
-def read_toml(path: str | os.PathLike) -> dict[str, Any]:
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The TOML file `path` parsed, or `TomlError`: the one reader of the site file and the
     simulator's platform file, so that each way a file can be unreadable is one line."""
     try:
@@ -165,7 +165,7 @@ def read_toml(path: str | os.PathLike) -> dict[str, Any]:
         raise TomlError("syntax", f"not readable: {str(exc).split(';')[0]}") from None
 
 
-def load_site(path: str | os.PathLike | None = None, *,
+def load_site(path: str | os.PathLike[str] | None = None, *,
               issues: list[ConfigIssue] | None = None,
               allow_missing: bool = False) -> SiteConfig:
     """Read and check the site config.

@@ -1103,7 +1103,7 @@ def resv_problems(attrs: Mapping[str, Any], custom: Mapping[str, str] | None = N
     return problems
 
 
-def _as_list(value: Any, attr: str) -> list:
+def _as_list(value: Any, attr: str) -> list[Any]:
     if not isinstance(value, list):
         raise _bad(attr, f"{_repr(value)} is not a list")
     return value
