@@ -72,11 +72,12 @@ def parse_bool(value: Any) -> bool:
 MAX_DURATION = LONG_MAX
 
 
-def parse_duration(value: str | int | float) -> int:
+def parse_duration(value: object) -> int:
     """Seconds in a PBS duration: ``HH:MM:SS``, ``MM:SS``, or plain seconds.
 
     ``01:30:00`` -> 5400. Fractions of a second are dropped, as PBS does. Digits are
-    ASCII only (other scripts' digits, which float() reads, are not PBS's).
+    ASCII only (other scripts' digits, which float() reads, are not PBS's). Any other value
+    (a hook's list, None) is refused with ValueError.
     """
     if isinstance(value, bool):
         raise ValueError(f"duration {value!r} is not [[HH:]MM:]SS")
@@ -98,7 +99,7 @@ def parse_duration(value: str | int | float) -> int:
     return int(seconds)
 
 
-def parse_duration_cached(value: str | int | float) -> int:
+def parse_duration_cached(value: object) -> int:
     """`parse_duration` of a value read again and again (a queue's or a trace's few
     walltimes, at every job's start and every cycle): parsed once. Any other value (a
     hook's list) is parsed, and refused, as `parse_duration` does; an error is raised each
