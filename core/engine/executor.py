@@ -905,6 +905,17 @@ def become(ids: Ids) -> None:
     os.setuid(ids[0])
 
 
+def act_as(ids: Ids) -> None:
+    """Open files as the user `ids` from here on (effective uid and gid, and the user's
+    groups), the real and saved uid staying root's: the user cannot signal the process
+    (kill(2) compares the sender's uid with the target's real and saved ones), so cannot
+    stop one the server waits for in its loop. Only for the server's own code, which runs
+    no program of the user's (the process could become root again)."""
+    os.initgroups(ids[2], ids[1])
+    os.setegid(ids[1])
+    os.seteuid(ids[0])
+
+
 def limit_cpu(seconds: int) -> None:
     """Each process of the job may use `seconds` of CPU (RLIMIT_CPU, soft and hard, as
     PBS's MoM sets it from cput and pcput): past it, the kernel kills it with SIGKILL. A
@@ -1143,13 +1154,14 @@ def _write_note(path: Path, err_fd: int | None, ids: Ids | None = None) -> None:
 
 def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
     """Append `text` and a newline to a running job's output or error file, as PBS's MoM
-    appends qmsg's message: by a child of the server that has become the job's owner
-    (`ids`; None: the server's own user) before it opens anything, with O_APPEND and
-    O_NOFOLLOW and without O_CREAT (a link planted there, or a file gone, is refused, never
-    followed or made), into a regular file or a device only; a folder means `name` in it,
-    as at the job's start (`open_output`). The write never waits (a stopped terminal is
-    EAGAIN); the child is waited for NOTE_WAIT seconds at most all the same, then killed.
-    None when written, else why not, in one line."""
+    appends qmsg's message: by a child of the server that acts as the job's owner (`ids`,
+    `act_as`: the owner cannot stop it with SIGSTOP and hold the server NOTE_WAIT seconds
+    for each job a qmsg names; None: the server's own user) before it opens anything,
+    with O_APPEND and O_NOFOLLOW and without O_CREAT (a link planted there, or a file
+    gone, is refused, never followed or made), into a regular file or a device only; a
+    folder means `name` in it, as at the job's start (`open_output`). The write never
+    waits (a stopped terminal is EAGAIN); the child is waited for NOTE_WAIT seconds at
+    most all the same, then killed. None when written, else why not, in one line."""
     data = (text + "\n").encode(errors="replace")
     read_end, write_end = os.pipe()
     try:
@@ -1169,7 +1181,7 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             os.closerange(3, write_end)
             os.closerange(write_end + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             if ids:
-                become(ids)
+                act_as(ids)
             target = os.path.join(path, name) if name and (
                 path.endswith("/") or os.path.isdir(path)) else path
             fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK

@@ -493,7 +493,7 @@ class JobControl:
                 error: bool = True) -> None:
         """qmsg: `text` and a newline appended to the running job's error file (`error`)
         and/or output file (`output`), as PBS's MoM appends it; written by a process that
-        has become the job's owner, never through a symbolic link (`executor.append_line`).
+        acts as the job's owner, never through a symbolic link (`executor.append_line`).
         An empty text is 15004, as PBS's server answers it; a job that is not running,
         15016."""
         eng = self.engine

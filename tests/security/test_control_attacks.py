@@ -125,3 +125,44 @@ def test_qdel_naming_one_running_job_many_times_kills_it_once(engine, attacker):
     assert answered == 150
     engine.wait(job_id, timeout=60)
     assert engine.log().count(f"{job_id};Job to be deleted at request of") == 1
+
+
+_STOP_THE_WRITER = _CLIENT + """\
+import signal
+job = subprocess.run(['pbsplug', 'qsub', '-e', 'err.txt', '--', '/bin/sleep', '60'],
+                     capture_output=True, text=True, check=True).stdout.strip()
+while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':
+    time.sleep(0.05)
+server = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
+racer = os.fork()
+if racer == 0:  # SIGSTOP to each new child of the server's that this user may signal
+    while True:  # (only those: other tests may run processes as this user)
+        last = int(Path('/proc/sys/kernel/ns_last_pid').read_text())
+        for pid in range(last - 2, last + 4):
+            try:
+                if Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[1] \
+                        == server:
+                    os.kill(pid, signal.SIGSTOP)
+            except (OSError, IndexError):
+                pass
+answers = [c('message', ids=[job], text='hi') for _ in range(20)]
+os.kill(racer, signal.SIGKILL)
+os.waitpid(racer, 0)
+c('delete', ids=[job])
+print(json.dumps([[a for a in answer if 'error' in a] for answer in answers]))
+print(Path('err.txt').read_text().count('hi'))
+"""
+
+
+def test_qmsg_writer_cannot_be_stopped_by_the_jobs_owner(engine, attacker):
+    # The child that writes qmsg's line had become the job's owner (real uid too), so the
+    # owner could SIGSTOP it (its pid is the next one: a loop of kill(2) on the next few
+    # pids that are the server's children wins the race most times) and the one-threaded
+    # server waited NOTE_WAIT (1 s) for it, for each job a request named: with many jobs
+    # running, one qmsg held the server for a minute, and the next one again. It now
+    # only acts as the owner (`executor.act_as`).
+    done = attacker.python(_STOP_THE_WRITER, home=engine, cwd=engine.work, timeout=120)
+    assert done.returncode == 0, done.stderr
+    refused, written = done.stdout.splitlines()
+    assert json.loads(refused) == [[]] * 20
+    assert int(written) == 20
