@@ -520,13 +520,21 @@ class _Capture(logging.Handler):
 
 
 def _become_job_owner(event: Event) -> None:
-    """user = pbsuser: run as the job's owner (only possible when the runner is root)."""
+    """user = pbsuser: run as the job's owner (only possible when the runner is root). Its
+    stdout and stderr become /dev/null first: the caller's (a root server's own log file)
+    are not the owner's to write, nor to hand to a program the hook runs as the owner."""
     if os.geteuid() != 0 or event.job is None:
         return
     owner = event.job.euser or str(event.job.Job_Owner or "").split("@")[0]
     if not owner:
         raise RuntimeError("user = pbsuser, but the job has no euser or Job_Owner")
     pw = pwd.getpwnam(owner)
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        if fd != null:
+            os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)

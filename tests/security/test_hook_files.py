@@ -226,3 +226,50 @@ def test_a_hook_that_writes_to_and_closes_every_descriptor_harms_nothing(event, 
     finally:
         db.close()
     assert engine.home.server_pid() == pid
+
+
+AS_OWNER = """
+import subprocess
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=20)
+
+
+@hookimpl
+def execjob_prologue(event):
+    # What a pbsuser hook is for: the job owner's own prologue, run as the owner.
+    program = (event.job.Variable_List or {}).get("USER_PROLOGUE")
+    if program:
+        subprocess.run([program], timeout=15, check=False)
+"""
+
+OWNERS_PROLOGUE = """#!/bin/sh
+for fd in 1 2; do
+    echo "forged by the job's owner" >&$fd
+    held=$(readlink /proc/$$/fd/$fd)
+    echo "$held" >> "$(dirname "$0")/held"
+done
+"""
+
+
+def test_a_pbsuser_hook_hands_the_owner_none_of_the_servers_files(dists, local_engine,
+                                                                  attacker):
+    # The hook's process kept the caller's stdout and stderr, and a root server's are its
+    # own log (server.out, root's, 0600): a program the hook ran as the job's owner (the
+    # owner's prologue) got them, and wrote into root's file (or truncated it) at will.
+    dists.add("asowner", AS_OWNER)
+    engine = local_engine("[plugins.asowner]\nenabled = true\n", env=dists.env())
+    log = engine.home.root / "server.out"
+    prologue = engine.work / "prologue"
+    done = attacker.python("import sys\nfrom pathlib import Path\n"
+                           "p = Path(sys.argv[1])\np.write_text(sys.argv[2])\n"
+                           "p.chmod(0o755)\n", str(prologue), OWNERS_PROLOGUE)
+    assert done.returncode == 0, done.stderr
+    job_id = attacker.pbs(engine, "qsub", "-v", f"USER_PROLOGUE={prologue}", "--",
+                          "/bin/true", cwd=engine.work).stdout.strip()
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 0, attrs.get("comment")
+    assert "forged" not in log.read_text()
+    assert (engine.work / "held").read_text().split() == ["/dev/null"] * 2
+    assert (log.stat().st_uid, log.stat().st_mode & 0o777) == (0, 0o600)
