@@ -177,6 +177,42 @@ def test_a_select_of_2_billion_chunks_is_refused_and_scheduling_goes_on(engine, 
     assert engine.wait(other, timeout=20)["Exit_status"] == 0
 
 
+FLOAT_DIGITS = """
+import json, os, sys
+from pathlib import Path
+from pbsplug.engine.client import Client
+from pbsplug.engine.errors import PbsError
+from pbsplug.engine.home import Home
+c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))
+digits = '1' * 100_000 + 'x'
+codes = []
+for op, args in (('submit', {'attrs': {'Resource_List': {'energy': digits},
+                                       'Variable_List': {'PBS_O_WORKDIR': sys.argv[1]}},
+                             'argv': ['/bin/true']}),
+                 ('select', {'criteria': [['Resource_List.energy', 'eq', digits]]})):
+    try:
+        c(op, **args)
+        codes.append(None)
+    except PbsError as err:
+        codes.append([err.code, err.message[:60]])
+print(json.dumps(codes))
+"""
+
+
+def test_a_float_resource_of_many_digits_is_refused_at_once(engine, attacker):
+    """A float resource's value (`energy`, or a site's float) was checked with a pattern
+    that tried every split of a run of digits: 100,000 digits and a letter, in one raw qsub
+    or qselect, held the one-threaded server for ten minutes (8 MiB of them, for good).
+    Refused at once now; a bystander's job runs."""
+    done = attacker.python(FLOAT_DIGITS, str(engine.work), home=engine, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    submitted, selected = json.loads(done.stdout)
+    assert submitted[0] == selected[0] == 15014, (submitted, selected)
+    assert "Resource_List.energy" in submitted[1]
+    other = engine.submit("true\n", Job_Name="bystander")
+    assert engine.wait(other, timeout=20)["Exit_status"] == 0
+
+
 def test_qalter_depend_is_checked_and_honoured(engine, attacker):
     """`depend` is a user-settable attribute, checked and held for at qsub
     (Engine._check_depend) but stored as it comes by qalter (req_alter -> _modify): an
