@@ -252,6 +252,14 @@ class Calendar:
         """Take back each (vnode, booking) `book` made, in turn (a caller that keeps a
         calendar between cycles removes what ended, and what one cycle planned)."""
         changes: _Changes = {}
+        if not self._shared:
+            items = list(items)
+            if sum(1 for _, b in items if not b.hard and b.applied is not None) == self._soft:
+                # Every soft booking counted goes (a cycle's estimates, at its end): kind 1
+                # would end as kind 0 again (`_share`), so it is made so now, and neither
+                # the soft bookings nor the hard ones are taken back from it one by one.
+                self._share()
+        shared = self._shared
         bookings, first, last = self.bookings, self._first, self._last
         touched: list[str] = []  # their earliest start and latest end, once at the end
         count = soft = 0
@@ -282,6 +290,8 @@ class Calendar:
             hard = booking.hard
             if not hard:
                 soft += 1
+                if shared:  # (counted in kind 1 alone, which is kind 0 again)
+                    continue
             if start != run_start or end != run_end or hard is not run_hard or \
                     started is not run_started:
                 if run:

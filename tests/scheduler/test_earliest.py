@@ -270,6 +270,37 @@ def test_taking_bookings_back_leaves_what_booking_the_others_gives(specs, gone, 
     assert (kept.room_now[0] is kept.room_now[1]) is not held
 
 
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-2, 4),
+                          st.integers(1, 4), st.integers(0, 3), st.booleans(), st.booleans()),
+                min_size=1, max_size=12),
+       st.lists(st.booleans(), min_size=12, max_size=12))
+def test_taking_back_every_soft_booking_at_once_leaves_the_hard_ones(specs, hard_gone):
+    """A cycle's end takes back all its estimates (soft) with some hard bookings in one
+    `unbook_all`, which then gives up the hard-and-soft view at once instead of taking each
+    booking back from it: the calendar is as booking only the hard ones left gives."""
+    def bookings():
+        return [(name, Booking(NOW + start * UNIT, NOW + (start + length) * UNIT,
+                               {"ncpus": ncpus}, exclusive, hard, "j"))
+                for name, start, length, ncpus, exclusive, hard in specs]
+
+    kept, fresh = (Calendar({v: {"ncpus": 4} for v in "abc"}, NOW) for _ in range(2))
+    kept.instants(1)  # (an index kept from the start, in the view given up too)
+    made, others = bookings(), bookings()
+    kept.book_all(made)
+    taken = [i for i, (_, b) in enumerate(made) if not b.hard or hard_gone[i]]
+    kept.unbook_all(made[i] for i in reversed(taken))
+    fresh.book_all(item for i, item in enumerate(others) if i not in taken)
+
+    def state(cal: Calendar) -> tuple:
+        whole = list(calendar_state(cal))
+        whole[3:5] = [{v: at for v, at in index.items() if at} for index in whole[3:5]]
+        return tuple(whole[:7] + whole[8:])  # (an index may keep a vnode with no instant)
+
+    assert state(kept) == state(fresh)
+    assert kept.room_now[0] is kept.room_now[1]
+
+
 def test_a_booking_made_before_its_start_weighs_on_a_job_starting_now():
     """A running job booked by a cycle before its start time (a server clock ahead of the
     scheduler's) is not in the room now of the next cycle's calendar, only in its bookings:
