@@ -12,7 +12,8 @@ instant, in this order (the tie rules; docs/simulator.md):
    a job in a route queue is routed (`_route`, by the engine's `routing.route_job`).
 4. **Periodic hooks** due now run, in hook order.
 5. **One scheduling cycle** of each scheduler instance, if anything changed since the last
-   cycle and a job could start, or a job submitted may never run (`Simulator._could_start`:
+   cycle and a job could start, a job submitted may never run, or a periodic hook reads
+   its estimates (`Simulator._could_start`:
    a cycle that could not start anything is skipped; one asked whether a job can ever run
    rejects it at its submission, as PBS's scheduler says `Can Never Run` at the cycle
    each qsub starts). Its run decisions are applied in order: runjob, then the start
@@ -391,7 +392,6 @@ class Simulator:
         self._counts_key: tuple = ()
         self._state_counts: dict[str, int] = {}
         self._watts = 0.0
-        self._asleep = 0  # hosts with a vnode in state sleep
         self._sleepers: set[str] = set()  # vnodes in state sleep
         self._host_sleepers: Counter = Counter()  # host index -> its vnodes asleep
         self._host_index = {host.name: host.index for host in machine.hosts}
@@ -465,6 +465,8 @@ class Simulator:
             self._freq = {}
             hooks = None
         self._sched_hooks = {h for h in SCHED_HOOKS if allowed.get(h)}
+        #: Those that make every cycle run (`_could_start`).
+        self._deciding_hooks = self._sched_hooks - {"sched_node_availability"}
         # A job's start and end events that have hooks to fire (`_fire` does nothing for
         # the others; at every start and end, that nothing was three calls).
         self._start_events = tuple(e for e in lifecycle.START_EVENTS + ("execjob_launch",)
@@ -494,9 +496,9 @@ class Simulator:
         #: objects are made again then, and logged (`_occupy`), as the engine's rows are.
         self._sort_by_use = any(node_sort_order(s.policy.node_sort_key)[0] in _USE_TIMES
                                for s in self.schedulers)
-        #: A periodic hook reads the queued jobs' estimates: every event then runs a cycle
-        #: (`_could_start`), and estimates are made only in the last cycle before a
-        #: periodic run (`_estimates_read`), which is exact since no later cycle comes first.
+        #: A periodic hook reads the queued jobs' estimates: estimates are made only in the
+        #: last cycle before a periodic run (`_estimates_read`), which always runs
+        #: (`_could_start`); exact, since no later cycle comes first.
         self._periodic_reads = bool(self._chains.get("periodic"))
         self._estimated: set[str] = set()  # queued jobs holding the last estimates made
         self._next_submit = math.inf
@@ -893,8 +895,10 @@ class Simulator:
 
     # -- the cycle ------------------------------------------------------------------------------
     def _could_start(self, only_new: bool) -> bool:
-        """Whether a cycle must run. Yes when a periodic hook may read the cycle's
-        estimates (a vnode asleep is woken by them) or a scheduler hook runs. Else when it
+        """Whether a cycle must run. Yes when a periodic hook reads this cycle's estimates
+        (`_estimates_read`: a vnode asleep is woken by them) or a scheduler hook other than
+        sched_node_availability runs (its answers only say when vnodes that cannot take a
+        job now can: they change plans, never what starts now). Else when it
         could start anything: a job can start only
         if its smallest chunk fits the largest free room of a vnode and the machine has
         as many cpus free as the job needs; and when only
@@ -902,7 +906,8 @@ class Simulator:
         and nothing freed since), only a new job can, when new jobs sort after the old
         ones (no job_sort_formula, queues of one priority). Yes too when a job submitted
         since may never run (`_beyond_machine`): the scheduler says so now."""
-        if self._periodic_reads or self._asleep or self._sched_hooks or self._doubt:
+        if self._doubt or self._deciding_hooks or (
+                self._periodic_reads and self._estimates_read()):
             return True
         room = max((r for r, n in self._room_count.items() if n), default=0)
         free = self._free_total
@@ -944,10 +949,11 @@ class Simulator:
 
     def _estimates_read(self) -> bool:
         """Whether a periodic hook may read this cycle's estimates (a job keeps only the
-        estimates of the last cycle that made any): no event comes before its run. An event
-        that comes first (an end, a host's transition, a submission sure to queue its job)
-        runs a cycle of its own while jobs are queued, and that cycle's estimates replace
-        these; with no job left queued there is nothing to estimate."""
+        estimates of the last cycle that made any): no event comes before its run. When an
+        event comes first (an end, a host's transition, a submission sure to queue its job),
+        the last such event before the run runs a cycle while jobs are queued (this answer
+        makes `_could_start` run it), and that cycle's estimates replace these; with no job
+        left queued there is nothing to estimate."""
         if not self._periodic_reads:
             return True
         due = min(self._periodic_due.values())
@@ -1330,7 +1336,6 @@ class Simulator:
                 if not asleep:
                     host.woken = False
             self._host_state(host)
-        self._asleep = sum(1 for n in self._host_sleepers.values() if n)
 
     def _startup(self) -> None:
         outcome = self._fire("exechost_startup",

@@ -728,6 +728,30 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     assert by_id["2"].energy == pytest.approx(200 * 10)
 
 
+def test_under_power_a_cycle_that_can_start_nothing_and_whose_estimates_nobody_reads_is_skipped(
+        register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
+    """The power plugin's availability hook says only when vnodes that cannot take a job
+    now can: it makes no cycle run. A cycle whose estimates the periodic run does not read
+    (another event comes first) and that can start nothing is skipped; the replay is the
+    same as with every cycle run."""
+    require_module("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    # j1 holds the one host 0-1000. j2 comes at 10, when nothing can start, and j3 at 20,
+    # before the periodic run at 60: the cycle at 10 is skipped; the one at 20 estimates.
+    jobs = [tj(1, 0, 1000, 1, 1000), tj(2, 10, 100, 1, 100), tj(3, 20, 100, 1, 100)]
+    sink, sim = simulate(jobs, nodes=1, plugins=plugins, power=MODEL,
+                         tmp_path=tmp_path / "skipping")
+    assert sim.summary.cycles_skipped >= 1
+    monkeypatch.setattr(Simulator, "_could_start", lambda self, only_new: True)
+    every, every_sim = simulate(jobs, nodes=1, plugins=plugins, power=MODEL,
+                                tmp_path=tmp_path / "every")
+    assert every_sim.summary.cycles_skipped == 0
+    assert sink.starts() == every.starts() == {"1": 0, "2": 1000, "3": 1100}
+    assert [(s.time, s.counts) for s in sink.states] == [
+        (s.time, s.counts) for s in every.states]
+    assert sim.summary.energy == pytest.approx(every_sim.summary.energy)
+
+
 class TermInHook:
     """Its runjob hook sends SIGTERM to the replay's own process, so the signal comes while
     a hook runs in the process (isolation inprocess)."""
