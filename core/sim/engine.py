@@ -980,10 +980,13 @@ class Simulator:
             for job_id, est in result.estimates.items():
                 run = self.queued.get(job_id)
                 if run is not None:
-                    run.attrs["estimated"] = {"start_time": est.start_time,
-                                              "exec_vnode": est.exec_vnode}
-                    run.job = Job(job_id, run.attrs)
-                    self._tell(run)
+                    estimate = {"start_time": est.start_time, "exec_vnode": est.exec_vnode}
+                    # The same estimate as the job's (most, from one estimating cycle to
+                    # the next): its object stays, and no scheduler reads the job again.
+                    if run.attrs.get("estimated") != estimate:
+                        run.attrs["estimated"] = estimate
+                        run.job = Job(job_id, run.attrs)
+                        self._tell(run)
                     estimated.add(job_id)
         if read and self._periodic_reads:
             # The estimates a periodic hook reads are the last cycle's that made any: a

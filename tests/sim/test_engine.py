@@ -685,6 +685,33 @@ def test_a_periodic_hook_reads_the_last_cycles_estimates_only(every_cycle, regis
     assert hook.seen[0] == ["3"]
 
 
+class KeepsJobs(PeriodicProbe):
+    """A periodic hook that keeps the queued job objects it is given, and their estimates."""
+
+    @hookimpl
+    def periodic(self, event):
+        self.seen.append({j: (job, dict(job.estimated or {}))
+                          for j, job in event.job_list.items()})
+
+
+def test_a_job_estimated_as_before_keeps_its_object(register_plugin, pbsplug_plugins,
+                                                    tmp_path):
+    """An estimating cycle that gives a job the estimate it has leaves its object as it is
+    (a new one would have every scheduler read the job again); one that changes it gives a
+    new object."""
+    hook = KeepsJobs()
+    register_plugin(hook, "keeper", isolation="inprocess", freq=60)
+    # j1 holds both vnodes 0-1000; j2 (top job) is planned at 1000 at each estimating
+    # cycle. j3 comes at 130: that cycle estimates j2 as before, and j3 for the first time.
+    jobs = [tj(1, 0, 1000, 2, 1000), tj(2, 10, 100, 2, 100), tj(3, 130, 100, 1, 100)]
+    _, sim = simulate(jobs, nodes=2, plugins=pbsplug_plugins, tmp_path=tmp_path)
+    at_60, at_180 = hook.seen[0], hook.seen[2]
+    assert at_60["2"][1] == at_180["2"][1]
+    assert at_180["2"][1]["start_time"] == sim.epoch + 1000
+    assert at_180["2"][0] is at_60["2"][0]
+    assert "3" not in at_60 and at_180["3"][1]
+
+
 # -- power ----------------------------------------------------------------------------------------
 
 MODEL = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, booting=150.0,
