@@ -592,8 +592,10 @@ def qdel(args: list[str]) -> int:
 
 
 #: A subjob's or a range's id as qdel merges it with others of its array: the array's
-#: number, the index or range (no step), and what follows (``.server``, ``@server``).
-_SUBJOB_ID = re.compile(r"^(\d+)\[(\d+)(?:-(\d+))?\](.*)$", re.ASCII)
+#: number, the index or range (no step), and what follows (``.server``, ``@server``). An
+#: index of more digits than any array holds is sent as it is, for the server to refuse
+#: (``int`` of 4,300 digits and more is a ValueError).
+_SUBJOB_ID = re.compile(r"^(\d+)\[(\d{1,18})(?:-(\d{1,18}))?\](.*)$", re.ASCII)
 
 
 def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:

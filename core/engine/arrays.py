@@ -241,10 +241,17 @@ def named(job_id: str) -> Named | None:
     m = _NUMBER.match(number)
     if m is None:
         return None
-    if m[3] is not None and int(m[3]) < int(m[2]) or m[4] is not None and int(m[4]) < 1:
+    first, last, step = (None if n is None else _index(n) for n in m.groups()[1:])
+    if last is not None and last < first or step is not None and step < 1:
         return None  # (a range backwards, or of step 0, names no subjob)
-    return Named(m[1], None if m[2] is None else int(m[2]),
-                 None if m[3] is None else int(m[3]), int(m[4] or 1))
+    return Named(m[1], first, last, step or 1)
+
+
+def _index(digits: str) -> int:
+    """`digits` as an index or step of an id, one past `MAX_INDEX` as ``MAX_INDEX + 1``:
+    no array holds it, and int() of thousands of digits is refused (a ValueError the
+    server answered as Python's text)."""
+    return MAX_INDEX + 1 if _past(digits, MAX_INDEX) else int(digits)
 
 
 def array_id(number: str, server: str) -> str:

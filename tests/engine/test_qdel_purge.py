@@ -255,6 +255,25 @@ def test_qdel_merges_the_subjobs_of_one_array_as_openpbs_does(engine):
     assert not _purged(engine, arrays.subjob_id(first, 1))
 
 
+def test_qdel_of_an_index_of_thousands_of_digits_beside_another_is_answered(engine):
+    """An index too long for ``int`` (4,300 digits and more) beside another subjob of its
+    array is not merged: the server answers each id, with no traceback (merging them
+    raised ValueError in the command), and names no subjob (the server answered
+    ``Invalid request:`` and Python's ValueError text for the whole request)."""
+    job_id = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    number = job_id.split("[")[0]
+    huge = f"{number}[{'1' * 5000}]"
+    done = engine.pbs("qdel", huge, f"{number}[1]")
+    lines = done.stderr.splitlines()
+    assert "Traceback" not in done.stderr and len(lines) == 2, done.stderr[-500:]
+    assert lines[0].endswith(huge) and lines[1].startswith("qdel: Job has finished "), lines
+    for command in ("qstat", "qhold"):  # (the server answered Python's ValueError text)
+        done = engine.pbs(command, huge)
+        assert (done.returncode, done.stderr) == (
+            153, f"{command}: Unknown Job Id {huge}.{job_id.split('.', 1)[1]}\n")
+
+
 def test_qdel_of_merged_subjobs_lets_one_over_be(engine):
     """``qdel 3004[1] 3004[2]``, 3004[1] over and 3004[2] running, their array running:
     one id to OpenPBS 23.06.06's qdel, taken as a range is: exit 0, nothing printed,
