@@ -605,7 +605,9 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
     to it, their indices merged (``12[1,3]``, ``12[1-3]``), so that one error names them
     all and the indices are taken as a range's are (one over let be). Each unit is the
     ids sent (one range a run of indices: the engine takes no list) and the merged id
-    that names them, or None."""
+    that names them, or None. A range written backwards (``12[3-1]``) names no index: it
+    is sent as it is, and its error is its own (merged, it was lost: ``12[2] 12[3-1]``
+    sent ``12[2]`` alone)."""
     plain: list[tuple[list[str], str | None]] = []
     arrays_: dict[str, list[str]] = {}
     for job_id in ids:
@@ -619,7 +621,8 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
         groups: dict[str, list[tuple[int, int, str]]] = {}
         for job_id in named:
             m = _SUBJOB_ID.match(job_id)
-            if m is None:  # (the array itself, or a range with a step: as it is)
+            if m is None or (m[3] and int(m[3]) < int(m[2])):
+                # (the array itself, a range with a step or backwards: as it is)
                 units.append(([job_id], None))
             else:
                 groups.setdefault(m[4], []).append((int(m[2]), int(m[3] or m[2]), job_id))

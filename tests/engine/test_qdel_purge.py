@@ -274,6 +274,21 @@ def test_qdel_of_an_index_of_thousands_of_digits_beside_another_is_answered(engi
             153, f"{command}: Unknown Job Id {huge}.{job_id.split('.', 1)[1]}\n")
 
 
+def test_qdel_of_a_range_written_backwards_beside_a_subjob_says_its_error(engine):
+    """``12[3-1]`` names no index (``Unknown Job Id 12[3-1]``, 153). Merged with ``12[2]``
+    of the same array it was taken into 12[2]'s run and never sent: qdel printed 12[2]'s
+    line alone, and the id given wrong went unsaid. It is sent as it is now."""
+    job_id = engine.pbs("qsub", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
+    engine.wait(job_id)
+    number, server = job_id.split("[")[0], job_id.split(".", 1)[1]
+    for given in ((f"{number}[2]", f"{number}[3-1]"), (f"{number}[3-1]", f"{number}[2]")):
+        done = engine.pbs("qdel", *given)
+        assert (done.stdout, done.stderr) == ("", (
+            f"qdel: Unknown Job Id {number}[3-1]\n"
+            f"qdel: Job has finished {number}[2].{server}\n")), given
+        assert done.returncode == 35, given
+
+
 def test_qdel_of_merged_subjobs_lets_one_over_be(engine):
     """``qdel 3004[1] 3004[2]``, 3004[1] over and 3004[2] running, their array running:
     one id to OpenPBS 23.06.06's qdel, taken as a range is: exit 0, nothing printed,
