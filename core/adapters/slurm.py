@@ -1381,12 +1381,6 @@ def read_conf(path: Path) -> str:
     return b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
-def _identity(info: os.stat_result) -> tuple[int, ...]:
-    """What tells a file, and a change of its bytes, from another: its device and inode
-    (an editor's rename makes a new file), size and mtime."""
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-
-
 class SlurmConf:
     """slurm.conf and the files its ``Include`` lines name, as one command reads them: each
     file read once (`read_conf`), when first asked for, and kept, and its settings parsed
@@ -1398,7 +1392,6 @@ class SlurmConf:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._texts: dict[str, str | OSError | ValueError] = {}
-        self._identity: tuple[int, ...] | None = None
         self._settings: list[ConfSetting] | SlurmInstallError | None = None
 
     def settings(self) -> list[ConfSetting]:
@@ -1428,8 +1421,6 @@ class SlurmConf:
         name = str(self.path if path is None else path)
         if name not in self._texts:
             try:
-                if path is None:  # (before the read: a change while it reads is one too)
-                    self._identity = _identity(os.stat(name))
                 self._texts[name] = read_conf(Path(name))
             except (OSError, ValueError) as exc:
                 self._texts[name] = exc
@@ -1449,10 +1440,14 @@ class SlurmConf:
                                     ) from None
 
     def changed(self) -> bool:
-        """Whether slurm.conf is no longer the file `text` read (written, or replaced,
-        since): --apply would lose that change."""
+        """Whether slurm.conf no longer holds the text `text` read (written, or replaced,
+        since): --apply would lose that change. Its text read again, not its mtime: a
+        ``touch`` changes nothing, and an edit of the same size within one step of the
+        filesystem's timestamps (coarse on many: a second, or a kernel clock tick) is a
+        change."""
+        kept = self._texts.get(str(self.path))
         try:
-            return _identity(os.stat(self.path)) != self._identity
+            return not isinstance(kept, str) or read_conf(self.path) != kept
         except OSError:
             return True
 

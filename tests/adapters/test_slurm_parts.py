@@ -2273,9 +2273,11 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     """install --apply read slurm.conf six times (the plan, SlurmUser twice, the
     controllers, the lines it replaces, the apply) and status five (and the included file
     at each but two): a file changed meanwhile gave one run two views of it. Each file is
-    read once a run now. And parsed once: install parsed slurm.conf's settings three times
-    (the plan, SlurmUser, the controllers), status four (status parses the file as it is,
-    pbsplug's lines in, once more: `overriding_settings`)."""
+    read once a run now (--apply reads slurm.conf once more just before it writes, only
+    to tell whether its text has changed since: `SlurmConf.changed`). And parsed once:
+    install parsed slurm.conf's settings three times (the plan, SlurmUser, the
+    controllers), status four (status parses the file as it is, pbsplug's lines in, once
+    more: `overriding_settings`)."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
@@ -2289,7 +2291,7 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
                                *options], capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
         assert sorted(log.read_text().splitlines()) == [
-            str(tmp_path / "more.conf"), str(conf),
+            str(tmp_path / "more.conf"), *[str(conf)] * (2 if "--apply" in command else 1),
             *[f"parse {conf}"] * (1 if command[0] == "install" else 2)], command
     assert "parts: " in done.stdout  # (status ran to its end)
 
@@ -2314,6 +2316,35 @@ def test_one_view_of_slurm_conf_and_apply_refuses_a_file_changed_since(tmp_path)
     assert conf.read_text() == edited
     slurm.apply_conf(conf, {"Prolog": "/p/prolog"})  # a path: read afresh
     assert conf.read_text().startswith(f"ClusterName=c\n{slurm.REPLACED}Prolog=/etc/slurm/")
+
+
+def test_apply_tells_a_change_of_slurm_conf_by_its_text_not_its_mtime(tmp_path):
+    """A change was told by slurm.conf's inode, size and mtime: a ``touch`` (or a save with
+    nothing changed) while install ran refused --apply, and an edit of the same size within
+    one step of the filesystem's timestamps (a second on some; here the mtime put back, as
+    such a filesystem shows it) was missed, and --apply wrote the file as it was before
+    the edit. Its text is compared now."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\nSlurmctldDebug=info\n")
+    view = slurm.SlurmConf(conf)
+    view.text()
+    os.utime(conf, ns=(conf.stat().st_atime_ns, conf.stat().st_mtime_ns + 10**9))  # touch
+    slurm.apply_conf(view, {"Prolog": "/p/prolog"})
+    assert "Prolog=/p/prolog" in conf.read_text()
+
+    conf.write_text("ClusterName=c\nSlurmctldDebug=info\n")
+    view = slurm.SlurmConf(conf)
+    view.text()
+    was = conf.stat()
+    edited = "ClusterName=c\nSlurmctldDebug=warn\n"  # (the same size)
+    with open(conf, "r+") as same_file:
+        same_file.write(edited)
+    os.utime(conf, ns=(was.st_atime_ns, was.st_mtime_ns))
+    with pytest.raises(slurm.SlurmInstallError) as caught:
+        slurm.apply_conf(view, {"Prolog": "/p/prolog"})
+    assert str(caught.value) == (f"{conf} changed while install ran, after install read it: "
+                                 "left as it is; run install again")
+    assert conf.read_text() == edited
 
 
 def test_uninstall_reads_slurm_conf_through_the_one_view_and_refuses_a_file_changed_since(
