@@ -59,7 +59,8 @@ database), which its hooks, run in process, use.
   socket (`MAX_REQUEST` on a root-only one). A refused request is answered with one line
   (``{"exit": 1, "error": ...}``, and the PBS hook's ``kind``/``detail``) and logged once per
   uid and reason a minute; root's requests (the batch system's own scripts) are never held
-  back, and the worker goes on serving everyone else.
+  back, and the worker goes on serving everyone else. A request the worker cannot fork for
+  (no memory or process left for one now) is refused so too; the worker goes on.
 
     python -m pbsplug.adapters.worker SOCKET CONFIG
 """
@@ -374,7 +375,12 @@ def serve(path: Path, config_file: Path) -> int:
     listener.setblocking(False)
 
     def start(conn: socket.socket, uid: int, now: float) -> None:
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # (no memory or process for one now: this request alone)
+            gate.ended(uid)
+            gate.refuse(conn, uid, f"cannot fork for it: {exc.strerror or exc}")
+            return
         if pid == 0:
             gc.disable()
             # Nothing of the worker's own sockets for the hooks (nor for a helper one leaves

@@ -349,3 +349,62 @@ print(json.loads(answer)["kind"], path.exists())
                           timeout=120, env={**os.environ, "PYTHONPATH": str(dists.root)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["accept", "False"]
+
+
+def test_a_request_the_worker_cannot_fork_for_is_refused_and_the_worker_goes_on(dists,
+                                                                                 tmp_path):
+    """A fork that failed (out of memory, of processes: EAGAIN) ended the worker with a
+    traceback, and with it every later request until a new one was started (for Slurm's
+    task worker, the next job's Prolog on the node: its supervisor replaces only a serving
+    process killed by a signal). That request is refused in one line now, and the next one
+    is served."""
+    config_file = write_config(dists, tmp_path)
+    path = tmp_path / "run" / "pbs-fork.sock"
+    script = f"""
+import errno, json, os, socket, sys, threading
+from pathlib import Path
+from pbsplug.adapters import worker
+
+worker.IDLE_EXIT = 0.5
+path = Path({str(path)!r})
+real_fork, forks = os.fork, []
+
+def fork():  # the first request's fork fails, as with no memory or process left
+    forks.append(1)
+    if len(forks) == 1:
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+    return real_fork()
+
+os.fork = fork
+answers = []
+
+def ask():
+    while not path.exists():
+        pass
+    for name in ("first", "second"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+            try:  # (a refusal may come first, as a worker_client sees it)
+                conn.sendall(json.dumps({{"event": "execjob_begin", "data": {{
+                    "job": {{"id": "7.s", "Job_Name": name}}, "vnode_list": {{}}}}}}).encode())
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            answers.append(json.loads(b"".join(iter(lambda: conn.recv(65536), b""))))
+
+client = threading.Thread(target=ask, daemon=True)
+client.start()
+worker.serve(path, Path({str(config_file)!r}))
+client.join(30)
+print(json.dumps([(a["kind"], a["detail"]) for a in answers]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(dists.root)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        ["error", "pbsplug worker: refused: cannot fork for it: Resource temporarily "
+                  "unavailable"],
+        ["accept", None]]
+    assert done.stderr.splitlines() == [
+        "pbsplug worker: request from uid 0 refused: cannot fork for it: Resource "
+        "temporarily unavailable (logged once a minute per uid)"], done.stderr
