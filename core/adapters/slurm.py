@@ -1501,11 +1501,13 @@ def _write_back(view: SlurmConf, text: str, command: str) -> None:
 
 def uninstall(directory: Path, conf: Path | SlurmConf | None) -> list[str]:
     """Remove pbsplug's lines from slurm.conf, read through `conf` as install reads it (the
-    replaced ones back), and the programs and config it wrote; what was done, line by line."""
+    replaced ones back), and the programs and config it wrote; what was done, line by line.
+    `SlurmInstallError` in one line for a slurm.conf there that cannot be read (a FIFO, a
+    folder), as install's and status's."""
     done = []
     view = _view(conf) if conf is not None else None
     if view is not None and view.path.exists():
-        text = view.text()
+        text = view.checked_text("uninstall removes pbsplug's lines from it")
         if BEGIN in text or REPLACED in text:
             _write_back(view, unmerge_conf(text), "uninstall")
             done.append(f"{view.path}: pbsplug's lines removed, the site's own restored")

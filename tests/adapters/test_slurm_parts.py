@@ -1979,6 +1979,22 @@ def test_status_and_install_with_a_slurm_conf_that_is_no_regular_file_say_so_in_
         assert done.stderr == (f"pbsplug: error: {conf}: cannot read slurm.conf (a FIFO, not "
                                f"a regular file); {reads} (give --slurm-conf)\n"), command
 
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_uninstall_with_a_slurm_conf_that_is_no_regular_file_says_so_in_one_line(
+        cli, tmp_path, kind):
+    """uninstall printed the raw OSError ('uninstall: [Errno 22] a FIFO, not a regular
+    file: ...') where install and status say what is wrong in their one line; uninstall
+    says it as they do now, and removes nothing."""
+    conf = tmp_path / "slurm.conf"
+    os.mkfifo(conf) if kind == "fifo" else conf.mkdir()
+    done = cli("slurm", "uninstall", "--dir", str(tmp_path / "programs"), "--slurm-conf",
+               str(conf))  # (cli's timeout: a hang guard)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr == (f"pbsplug: error: uninstall: {conf}: cannot read slurm.conf (a "
+                           f"{'FIFO' if kind == 'fifo' else 'folder'}, not a regular file); "
+                           "uninstall removes pbsplug's lines from it (give --slurm-conf)\n")
+
 PROBE = ("from pbsplug import PluginInfo, hookimpl\n"
          "plugin_info = PluginInfo(events=('execjob_begin',))\n"
          "@hookimpl\ndef execjob_begin(event):\n    pass\n")
