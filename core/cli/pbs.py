@@ -604,10 +604,10 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
     ranges (without a step) of one array written alike (``12[1]``, ``12[3]``) are one id
     to it, their indices merged (``12[1,3]``, ``12[1-3]``), so that one error names them
     all and the indices are taken as a range's are (one over let be). Each unit is the
-    ids sent (one range a run of indices: the engine takes no list) and the merged id
-    that names them, or None. A range written backwards (``12[3-1]``) names no index: it
-    is sent as it is, and its error is its own (merged, it was lost: ``12[2] 12[3-1]``
-    sent ``12[2]`` alone)."""
+    ids sent (a range for each given one, those that overlap merged: the engine takes no
+    list) and the merged id that names them, or None. A range written backwards
+    (``12[3-1]``) names no index: it is sent as it is, and its error is its own (merged,
+    it was lost: ``12[2] 12[3-1]`` sent ``12[2]`` alone)."""
     plain: list[tuple[list[str], str | None]] = []
     arrays_: dict[str, list[str]] = {}
     for job_id in ids:
@@ -627,20 +627,29 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
             else:
                 groups.setdefault(m[4], []).append((int(m[2]), int(m[3] or m[2]), job_id))
         for rest, spans in groups.items():
-            runs: list[list[int]] = []
-            for first, last, _ in sorted(spans):
-                if runs and first <= runs[-1][1] + 1:
-                    runs[-1][1] = max(runs[-1][1], last)
-                else:
-                    runs.append([first, last])
             if len({(first, last) for first, last, _ in spans}) == 1:
                 units.append(([spans[0][2]], None))  # (one id, named again: as it is)
                 continue
             number = spans[0][2].split("[", 1)[0]
-            texts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
-            units.append(([f"{number}[{a}-{b}]{rest}" for a, b in runs],
+            texts = [f"{a}" if a == b else f"{a}-{b}" for a, b in _runs(spans, 1)]
+            # (sent: the ranges that overlap as one, those that only touch each alone, so
+            # that one with no index of the array is its error: 12[3] 12[4] of 12[1-3]
+            # sent as 12[3-4] was no error at all)
+            units.append(([f"{number}[{a}-{b}]{rest}" for a, b in _runs(spans, 0)],
                           f"{number}[{','.join(texts)}]"))
     return units
+
+
+def _runs(spans: list[tuple[int, int, str]], touching: int) -> list[list[int]]:
+    """`spans` (first, last, id) as runs of indices, in order: those that overlap merged,
+    and with `touching` 1 those that follow one another too."""
+    runs: list[list[int]] = []
+    for first, last, _ in sorted(spans):
+        if runs and first <= runs[-1][1] + touching:
+            runs[-1][1] = max(runs[-1][1], last)
+        else:
+            runs.append([first, last])
+    return runs
 
 
 def _qdel_merged(units: list[tuple[list[str], str | None]], results: list[dict]

@@ -289,6 +289,25 @@ def test_qdel_of_a_range_written_backwards_beside_a_subjob_says_its_error(engine
         assert done.returncode == 35, given
 
 
+def test_qdel_of_subjobs_merged_names_an_index_the_array_has_not_next_to_one_it_has(
+        engine):
+    """``12[3] 12[4]`` of an array 12[1-3]: the two were merged into the range 12[3-4],
+    which has an index of the array, so 12[4] went unsaid and qdel exited 0; ``12[2]
+    12[5]``, merged but not touching, was sent as two ranges and named 12[5]. Each given
+    range is sent alone now unless they overlap: the one with no index of the array is
+    the merged id's error either way, as for a range (``Invalid request``, 156)."""
+    job_id = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true",
+                        check=True).stdout.strip()
+    number, server = job_id.split("[")[0], job_id.split(".", 1)[1]
+    for given, named in (((f"{number}[3]", f"{number}[4]"), "3-4"),
+                         ((f"{number}[2]", f"{number}[5]"), "2,5")):
+        done = engine.pbs("qdel", *given)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            156, "", f"qdel: Invalid request {number}[{named}].{server}\n"), given
+    assert engine.job(job_id)["array_indices_remaining"] == "1"  # (2 and 3 deleted)
+    engine.pbs("qdel", job_id, check=True)
+
+
 def test_qdel_of_merged_subjobs_lets_one_over_be(engine):
     """``qdel 3004[1] 3004[2]``, 3004[1] over and 3004[2] running, their array running:
     one id to OpenPBS 23.06.06's qdel, taken as a range is: exit 0, nothing printed,
