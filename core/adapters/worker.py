@@ -289,11 +289,14 @@ def clean_process() -> None:
     as long as it lives, and may have been started from inside one (PBS runs a launch hook
     in the job's own child of the MoM, after the job owner's umask, rlimits and nice were
     applied). Blocked signals too: Slurm's daemons block SIGALRM and SIGTERM, which the
-    hooks' alarms need. Run as root (with CAP_SYS_RESOURCE), the limits go back to none;
+    hooks' alarms need; and an ignored SIGCHLD (an ignored signal survives exec), with
+    which the kernel reaps the worker's forks itself and its waits for them fail
+    (`_supervise`'s among them). Run as root (with CAP_SYS_RESOURCE), the limits go back to none;
     otherwise each soft limit goes up to its hard one."""
     import resource
 
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.umask(0o022)
     os.chdir("/")
     root = os.geteuid() == 0

@@ -969,6 +969,65 @@ def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets
         shutil.rmtree(run, ignore_errors=True)
 
 
+def test_a_task_worker_started_with_sigchld_ignored_still_replaces_its_serving_process(
+        tmp_path):
+    """An ignored signal survives exec: a task worker started by a process that ignored
+    SIGCHLD (a Prolog's parent, a site's wrapper) had its first process's wait for the
+    serving one fail (ChildProcessError, with SIGCHLD ignored the kernel reaps it), so a
+    serving process killed was not replaced, and the first process ended with a
+    traceback. The worker sets SIGCHLD back to its default at start (`clean_process`)."""
+    import json
+
+    from pbsplug.testing import until
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
+    stepd = tmp_path / "slurmstepd"
+    shutil.copy("/bin/sleep", stepd)
+    config = tmp_path / "task.json"
+    config.write_text(json.dumps({"loader": "serverdispatch:load", "public": True,
+                                  "dispatcher": "serverdispatch:dispatch",
+                                  "site_dirs": [str(code)], "slurmstepd": str(stepd)}))
+    sock = tmp_path / "run" / "w.sock"
+
+    def served_by() -> int:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(60)  # (a hang guard)
+            conn.connect(str(sock))
+            conn.sendall(b"{}")
+            conn.shutdown(socket.SHUT_WR)
+            answer = json.loads(b"".join(iter(lambda: conn.recv(65536), b"")))
+        return int(answer["stdout"].split("=", 1)[1])
+
+    errors = tmp_path / "worker.err"
+    step = subprocess.Popen([str(stepd), "300"])
+    with open(errors, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pbsplug.adapters.worker", str(sock), str(config)],
+            stderr=err, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    servers = []
+    try:
+        until(sock.exists, 30, "the worker's socket")
+        servers.append(served_by())
+        os.kill(servers[-1], signal.SIGKILL)
+        until(lambda: _dead(servers[-1]), 30, "the killed worker to end")
+        servers.append(served_by())  # (waits in the socket's queue for the new one)
+        assert servers[1] != servers[0]
+        assert proc.poll() is None, errors.read_text()
+    finally:
+        step.kill()
+        step.wait()
+        for pid in servers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+
+
 def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
         tmp_path, monkeypatch):
     """A Slurm package upgraded while jobs run replaces slurmstepd's file: a running step's
