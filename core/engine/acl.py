@@ -130,6 +130,12 @@ def group_allowed(entries: Any, gids: Collection[int]) -> bool:
     return _decide(entries, matches)
 
 
+def group_named(entries: Any, groups: Collection[str]) -> bool:
+    """Whether a group ACL lets in a job of the groups named `groups` (a replay's job: its
+    trace's group, which this machine's group database need not know), by name."""
+    return _decide(entries, lambda body: body in groups)
+
+
 def host_allowed(entries: Any, hosts: Iterable[str]) -> bool:
     """Whether a host list lets in the host named `hosts`. An empty list lets in the
     server's own host, as PBS's does: `hosts` must be its names (every pbsplug client's)."""
@@ -247,16 +253,20 @@ def _refuses(table: Mapping[str, Any], name: str, allowed: Callable[[Any], bool]
     return _on(table.get(f"{name[:-1]}_enable", False)) and not allowed(table.get(name))
 
 
-def queue_refusal(queue: Mapping[str, Any], user: str, hosts: Iterable[str]) -> str | None:
+def queue_refusal(queue: Mapping[str, Any], user: str, hosts: Iterable[str],
+                  groups: Collection[str] | None = None) -> str | None:
     """Which of `queue`'s ACLs that are on refuses `user`, submitting from the host named
     `hosts` (its short and full names), a job in it: ``acl_hosts`` (PBS's 15008),
-    ``acl_users`` or ``acl_groups`` (15007), looked at in that order, as PBS does; None."""
+    ``acl_users`` or ``acl_groups`` (15007), looked at in that order, as PBS does; None.
+    The user's groups are this machine's (`gids_of`), or with `groups` those named there
+    (`group_named`: a replay's)."""
     hosts = tuple(hosts)
     if _refuses(queue, "acl_hosts", lambda e: host_allowed(e, hosts)):
         return "acl_hosts"
     if _refuses(queue, "acl_users", lambda e: user_allowed(e, user, hosts)):
         return "acl_users"
-    if _refuses(queue, "acl_groups", lambda e: group_allowed(e, gids_of(user))):
+    if _refuses(queue, "acl_groups", lambda e: group_allowed(e, gids_of(user))
+                if groups is None else group_named(e, groups)):
         return "acl_groups"
     return None
 

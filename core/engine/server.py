@@ -45,7 +45,7 @@ from ..scheduler.model import (
 from ..scheduler.runlimits import LIMIT_ATTRS
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
-from . import acl, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
+from . import acl, admission, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
 from . import interactive as interactive_jobs
 from .accounting import Accounting
 from .assigned import BUILTIN as ASSIGNED_BUILTIN
@@ -55,7 +55,6 @@ from .cpuslots import CpuSlots
 from .errors import (
     PBSE_ATTRRO,
     PBSE_BADATVAL,
-    PBSE_BADHOST,
     PBSE_BADSTATE,
     PBSE_BADUSER,
     PBSE_EXCQRESC,
@@ -66,8 +65,6 @@ from .errors import (
     PBSE_IVALREQ,
     PBSE_NOSUP,
     PBSE_PERM,
-    PBSE_QACESS,
-    PBSE_QUNOENB,
     PBSE_UNKJOBID,
     PBSE_UNKNODE,
     PBSE_UNKQUE,
@@ -840,19 +837,9 @@ class Engine:
         but a manager's), 15008 or 15007 when its ACLs refuse the job's owner (`acl`; a
         manager's qmove passes; a reservation's queue has them too), and no queue of a
         reservation that is over."""
-        queue = self.store.get("queue", name)
-        if queue is None:
-            raise PbsError(PBSE_UNKQUE, obj=name)
-        if not units.parse_bool(queue.get("enabled", False)):
-            raise PbsError(PBSE_QUNOENB, obj=name)
-        moved_by_manager = owner is not None and caller.manager
-        if not routed and units.parse_bool(queue.get("from_route_only", False)) and \
-                not moved_by_manager:
-            raise PbsError(PBSE_QACESS, obj=name)
-        refusal = None if moved_by_manager else acl.queue_refusal(
-            queue, owner if owner is not None else caller.user, self.host_names)
-        if refusal is not None:  # (its acl_hosts, as PBS checks it first, or the others)
-            raise PbsError(PBSE_BADHOST if refusal == "acl_hosts" else PBSE_PERM, obj=name)
+        queue = admission.check_entry(
+            self.store.get("queue", name), name, owner if owner is not None else caller.user,
+            self.host_names, routed=routed, by_manager=owner is not None and caller.manager)
         if queue.get("reservation"):
             self.resvs.may_submit(name)
         return name
