@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import clock, lifecycle
 from ..events import EVENTS, Event
@@ -75,7 +75,7 @@ from ..units import (
     select_value,
 )
 from ..values import CHUNK_RESOURCES, RESOURCE_TYPES
-from .machine import DEFAULT_QUEUE, Machine, PowerModel
+from .machine import DEFAULT_QUEUE, ENTRY_KEYS, Machine, PowerModel
 from .records import (
     COMPLETED,
     FAILED,
@@ -88,6 +88,9 @@ from .records import (
     ResultSink,
     TraceJob,
 )
+
+if TYPE_CHECKING:
+    from ..engine import limits
 
 #: The events the simulator fires, and where. The others never happen in a replay (no user
 #: alters, moves or deletes a job of a trace; no reservation is submitted).
@@ -358,6 +361,34 @@ class Simulator:
         self.routing: dict[str, _Run] = {}
         self._requested: dict[str, dict[str, Any]] = {}
         self._reroutes: list[tuple[float, int, str]] = []
+        #: The jobs a destination refused for now (its limits on queued jobs), tried again
+        #: at their retry time: (when, seq, job id); each one's due time, the count version
+        #: it was refused at and its wait (`_route_due`); the destinations that refused
+        #: each job for good, not asked again while it stays.
+        self._retries: list[tuple[float, int, str]] = []
+        self._retry_at: dict[str, tuple[float, tuple[int, int], float]] = {}
+        self._refused: dict[str, set[str]] = {}
+        #: Queues with rules on who and how many may enter (the platform's `ENTRY_KEYS`),
+        #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
+        self._ruled = {name for name, attrs in machine.queues.items()
+                       if any(key in attrs for key in ENTRY_KEYS)}
+        #: What the jobs count against the queues' limits on queued jobs (the engine's
+        #: `limits.Tally`; None: no queue has any), and the object or attributes each job
+        #: was last counted as (`_sync_counts`).
+        self._tally: limits.Tally | None = None
+        if self._ruled:
+            from ..engine import limits as queued_limits
+
+            if any(map(queued_limits.has_limits, machine.queues.values())):
+                self._tally = queued_limits.Tally({}, self._queue_attrs, RESOURCE_TYPES, ())
+        self._counted: dict[str, Any] = {}
+        self._counted_mark = -1  # the schedulers' log's mark when counted last
+        #: How many times the route queues' jobs were counted anew (`_count`): with the
+        #: log's mark, what the counts are a function of (`_count_version`).
+        self._route_moves = 0
+        #: Job id -> destination -> (count version, error): a destination's limit refused
+        #: the job when the counts were so; asked again while they are, it refuses alike.
+        self._over: dict[str, dict[str, tuple[tuple[int, int], Any]]] = {}
         #: What the schedulers were told of the jobs: each job's object in their view, and
         #: the log of objects added and taken away (a cycle reads only what changed).
         self._told: dict[str, Job] = {}
@@ -587,6 +618,8 @@ class Simulator:
                 candidates.append(self._reroutes[0][0])
             if pending is not None:
                 candidates.append(pending.submit + epoch)
+            if self._retries and candidates:  # (only while something else may change)
+                candidates.append(self._retries[0][0])
             if self._periodic_due and (self.queued or self.running or pending is not None):
                 if candidates or self.now - self._last_change <= STALL:
                     candidates.append(min(self._periodic_due.values()))
@@ -606,10 +639,8 @@ class Simulator:
                 self._transition_done(self.hosts[index])
             while self._due and self._due[0][0] <= now:  # a waiting job's Execution_Time
                 self._queue_waiting(heapq.heappop(self._due)[1])
-            while self._reroutes and self._reroutes[0][0] <= now:  # the router's next pass
-                run = self.routing.get(heapq.heappop(self._reroutes)[2])
-                if run is not None:
-                    self._route(run)
+            if self._reroutes or self._retries:  # the router's next pass
+                self._route_due(now)
             # 3. submissions
             while pending is not None and pending.submit + epoch <= now:
                 if pending.submit < last_submit:
@@ -627,7 +658,7 @@ class Simulator:
             # may refuse it and its request is the one the simulator writes.
             self._next_submit = pending.submit + epoch if pending is not None and \
                 pending.select is None and not self._chains.get("queuejob") and \
-                not self._routes else math.inf
+                not self._routes and not self._ruled else math.inf
             # 4. periodic hooks
             if self._periodic_due:
                 self._periodics(now)
@@ -686,6 +717,9 @@ class Simulator:
         requested = res
         refused = None if hooked else self._complete(attrs, tj.run_time)  # (before its Job)
         run = _Run(tj, attrs, self._seq)
+        if attrs["queue"] in self._ruled:  # (qsub asks the queue first)
+            err = self._entry_error(attrs, attrs["queue"])
+            refused = refused if err is None else f"qsub: {err.message}"
         if refused is not None:
             self._reject(run, refused)
             return
@@ -707,6 +741,8 @@ class Simulator:
                 self._reject(run, refused)
                 return
             run.job = Job(tj.job_id, attrs)
+        if self._tally is not None and not self._within_limits(run):
+            return
         if attrs["queue"] in self._routes:
             self.routing[tj.job_id] = run
             self._requested[tj.job_id] = requested
@@ -834,24 +870,32 @@ class Simulator:
 
     def _route(self, run: _Run, submitting: bool = False) -> None:
         """A job in a route queue is routed as the engine routes it (the same
-        `routing.route_job`): to the first destination that takes it, as qmove would take
-        it (its limits, with its defaults and the server's applied to the job's own
-        request); refused by all, it is rejected (at its submission, as qsub refuses it:
-        15039). One routed into another route queue is routed on at the router's next
-        pass, a second later; one waiting (W) stays until its Execution_Time unless its
-        queue routes waiting jobs (`_queue_waiting` routes it then). No destination refuses
-        for now in a replay (queues are always enabled, queued jobs not limited), so a job
-        is never tried again later."""
+        `routing.route_job`): to the first destination that takes it, as the engine's
+        router puts it there (`admission.check_entry`: the destination's ACLs, its
+        from_route_only passing; its limits, with its defaults and the server's applied to
+        the job's own request; then its limits on queued jobs, `limits.Tally`); refused by
+        all for good, it is rejected (at its submission, as qsub refuses it: 15039). A
+        destination over a limit on queued jobs refuses for now: the job stays and is
+        tried again at its queue's route_retry_time (`_route_due`), while anything else
+        may still change in the replay. One routed into another route queue is routed on
+        at the router's next pass, a second later; one waiting (W) stays until its
+        Execution_Time unless its queue routes waiting jobs (`_queue_waiting` routes it
+        then)."""
         from ..engine import routing
-        from ..engine.errors import PBSE_EXCQRESC, PBSE_UNKQUE, PbsError
+        from ..engine.errors import PBSE_EXCQRESC, PbsError
 
         job_id = run.tj.job_id
         name = run.attrs["queue"]
         moved: dict[str, Any] = {}
 
         def move(dest: str) -> None:
-            if dest not in self._queue_attrs and dest != QUEUE:  # (the platform checks it)
-                raise PbsError(PBSE_UNKQUE)
+            over = self._over.get(job_id, {}).get(dest)
+            if over is not None and over[0] == self._count_version():
+                raise over[1]  # (nothing it is counted against changed since)
+            if dest in self._ruled or dest not in self._queue_attrs and dest != QUEUE:
+                err = self._entry_error(run.attrs, dest, routed=True)  # (15018 for the
+                if err is not None:                                     # latter: the
+                    raise err                                           # platform checks)
             attrs = {k: v for k, v in run.attrs.items() if k != "schedselect"}
             attrs.update(queue=self._queue(dest), Resource_List=self._requested[job_id])
             refusal = self._complete(attrs, run.tj.run_time)
@@ -860,29 +904,159 @@ class Simulator:
             now = int(self.now)
             attrs.update(qtime=now, mtime=now)
             attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
+            if self._tally is not None and dest in self._ruled:
+                self._sync_counts()
+                try:
+                    self._tally.check(attrs, self._counted.get(job_id))
+                except PbsError as err:
+                    self._over.setdefault(job_id, {})[dest] = (self._count_version(), err)
+                    raise
             moved.update(attrs)
 
         queue = {"started": True, **self._queue_attrs[name]}
-        result = routing.route_job(run.attrs, name, queue, self.now, set(), move,
+        refused = self._refused.setdefault(job_id, set())
+        result = routing.route_job(run.attrs, name, queue, self.now, refused, move,
                                    lambda dest: dest)
+        if result.outcome != "retry":
+            self._retry_at.pop(job_id, None)
+            self._over.pop(job_id, None)
         if result.outcome == "routed":
+            del self._refused[job_id]  # (a stay in the queue it left counts no more)
             run.attrs.clear()
             run.attrs.update(moved)
             run.job = Job(job_id, run.attrs)
+            if self._tally is not None:
+                self._count(job_id, dict(run.attrs))
             if run.attrs["queue"] in self._routes:
                 heapq.heappush(self._reroutes, (self.now + routing.PASS_EVERY, run.seq,
                                                 job_id))
                 return
             del self.routing[job_id], self._requested[job_id]
             self._enqueue(run)
-        elif result.outcome == "retry":  # (not in a replay: see above)
-            heapq.heappush(self._reroutes, (float(math.ceil(result.when or self.now)),
-                                            run.seq, job_id))
+            if self._tally is not None and job_id not in self.queued:  # (its select)
+                self._count(job_id, None)
+        elif result.outcome == "retry":  # (at the router's next pass at the earliest)
+            when = max(float(math.ceil(result.when or self.now)),
+                       self.now + routing.PASS_EVERY)
+            self._retry(run, when, when - self.now)
         elif result.outcome == "finished":
-            del self.routing[job_id], self._requested[job_id]
+            del self.routing[job_id], self._requested[job_id], self._refused[job_id]
+            if self._tally is not None:
+                self._count(job_id, None)
             why = str(result.why)
             self._reject(run, f"qsub: {why}" if submitting and why == routing.REJECTED
                          else why)
+        elif not refused:  # (stays, nothing tried)
+            del self._refused[job_id]
+
+    def _route_due(self, now: float) -> None:
+        """The router's pass at `now`: the jobs routed into another route queue a second
+        ago, and those whose retry time has come, are tried in submission order, as the
+        engine's router tries the jobs due at a pass."""
+        due = []
+        while self._reroutes and self._reroutes[0][0] <= now:
+            due.append((*heapq.heappop(self._reroutes)[1:], False))
+        while self._retries and self._retries[0][0] <= now:
+            when, seq, job_id = heapq.heappop(self._retries)
+            retry = self._retry_at.get(job_id)
+            if retry is not None and retry[0] == when:  # (else tried since: not due now)
+                due.append((seq, job_id, True))
+        tried = set()
+        for seq, job_id, retry in sorted(due):
+            run = self.routing.get(job_id)
+            if run is None or run.seq != seq or job_id in tried:
+                continue
+            tried.add(job_id)
+            if retry:
+                _, version, wait = self._retry_at[job_id]
+                if version == self._count_version() and \
+                        not self._queue_attrs[run.attrs["queue"]].get("route_lifetime"):
+                    # Nothing it is counted against changed since its last try, and no
+                    # lifetime runs out: this try would come to the same (each destination
+                    # left refusing for now as it did), so it waits as long again.
+                    self._retry(run, now + wait, wait)
+                    continue
+            self._route(run)
+
+    def _retry(self, run: _Run, when: float, wait: float) -> None:
+        job_id = run.tj.job_id
+        self._retry_at[job_id] = (when, self._count_version(), wait)
+        heapq.heappush(self._retries, (when, run.seq, job_id))
+
+    def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
+        """The PbsError of queue `name` refusing the job (`attrs`) as the engine's server
+        refuses one (`admission.check_entry`; a replay's queues are enabled): 15018 for a
+        queue the replay has not, 15022 by its from_route_only unless `routed`, 15007 by
+        its ACLs, read on the job's euser and egroup (the trace's user and group, which
+        the ACLs name), its host the server's; None when it takes it."""
+        from ..engine import admission
+        from ..engine.errors import PbsError
+
+        queue = self._queue_attrs.get(name)
+        if queue is None and name == QUEUE:
+            queue = {}
+        try:
+            admission.check_entry(None if queue is None else {"enabled": True, **queue},
+                                  name, str(attrs["euser"]), (SERVER,), routed=routed,
+                                  groups=(str(attrs["egroup"]),))
+        except PbsError as err:
+            return err
+        return None
+
+    def _within_limits(self, run: _Run) -> bool:
+        """qsub's check of the limits on queued jobs of the job's queue (the engine's
+        `limits.Tally.check`): over one, the job is rejected as qsub refuses it. A job
+        entering a route queue is counted there from now (one in an execution queue is
+        counted as the schedulers see it: `_sync_counts`)."""
+        from ..engine.errors import PbsError
+
+        attrs = run.attrs
+        if attrs["queue"] in self._ruled and self._tally is not None:
+            self._sync_counts()
+            try:
+                self._tally.check(attrs)
+            except PbsError as err:
+                self._reject(run, f"qsub: {err.message}")
+                return False
+        if attrs["queue"] in self._routes:
+            self._count(run.tj.job_id, dict(attrs))
+        return True
+
+    def _count(self, job_id: str, attrs: dict[str, Any] | None) -> None:
+        """Job `job_id` of a route queue is counted as `attrs` (None: gone) from now."""
+        assert self._tally is not None
+        self._route_moves += 1
+        self._tally.move(self._counted.pop(job_id, None), attrs)
+        if attrs is not None:
+            self._counted[job_id] = attrs
+
+    def _count_version(self) -> tuple[int, int]:
+        """What the counts against the limits follow: the log of the schedulers' view of
+        the jobs (`_sync_counts`) and the route queues' own (`_count`). A job waits in its
+        route queue mostly while neither changes: its tries then cost no count."""
+        return self._log.mark, self._route_moves
+
+    def _sync_counts(self) -> None:
+        """Bring the tally up to date with the jobs of the execution queues, before it is
+        read: each job object the schedulers were told of since it was last counted is
+        counted instead of what it was (objects are values: a job that changed is a new
+        object), and a job no longer in the system is taken away. Read from the
+        schedulers' view, so that a replay's starts and ends pay nothing for limits; it
+        costs a look at each job in the system when a limited queue is asked, and
+        nothing when the log of the schedulers' view has not grown since."""
+        if self._log.mark == self._counted_mark:
+            return
+        self._counted_mark = self._log.mark
+        tally, counted, told = self._tally, self._counted, self._told
+        assert tally is not None
+        for job_id, job in told.items():
+            was = counted.get(job_id)
+            if was is not job:
+                tally.move(was, job)
+                counted[job_id] = job
+        if len(counted) > len(told) + len(self.routing):
+            for job_id in [j for j in counted if j not in told and j not in self.routing]:
+                tally.move(counted.pop(job_id), None)
 
     def _reject(self, run: _Run, why: str) -> None:
         if self.queued.pop(run.tj.job_id, None) is not None:

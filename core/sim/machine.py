@@ -33,6 +33,12 @@ trace's header (SWF MaxNodes/MaxProcs). A platform file::
     queue_type = "Route"
     route_destinations = ["long"]
 
+    [queues.vip]            # who and how many may enter (ENTRY_KEYS, as qmgr's)
+    acl_user_enable = true
+    acl_users = ["12"]      # the trace's users: an SWF user id is its number
+    from_route_only = true
+    max_queued = "[u:PBS_GENERIC=10]"
+
 Every value is checked on load; an error names the file, the key and the value.
 """
 
@@ -75,6 +81,14 @@ _PRIORITY = (-1024, 1023)
 #: A route queue's keys (as qmgr sets them; docs/engine.md, Routing queues).
 ROUTE_KEYS = ("queue_type", "route_destinations", "route_held_jobs", "route_waiting_jobs",
               "route_lifetime", "route_retry_time")
+#: A queue's rules on who and how many may enter it (as qmgr sets them; docs/engine.md):
+#: checked by the engine's own code when a job is submitted to the queue or routed to it.
+ENTRY_KEYS = ("from_route_only", "acl_user_enable", "acl_users", "acl_group_enable",
+              "acl_groups", "max_queued", "max_queued_res", "queued_jobs_threshold",
+              "queued_jobs_threshold_res", "max_queuable")
+#: What a replay cannot model: its jobs come from no host (each is its owner's at the
+#: server, ``user@sim``), so a host list would refuse all or none of them.
+_HOST_ACL_KEYS = ("acl_host_enable", "acl_hosts")
 #: Where a replay puts the jobs of a queue the platform does not declare.
 DEFAULT_QUEUE = "workq"
 
@@ -189,14 +203,20 @@ def load_platform(path: str | Path) -> Machine:
                                 "letters, digits, _ or -)")
         where = f"queues.{name}"
         extra = set(_table(path, where, table)) - {"partition", "priority", *_QUEUE_RESOURCES,
-                                                   *ROUTE_KEYS}
+                                                   *ROUTE_KEYS, *ENTRY_KEYS}
+        for key in _HOST_ACL_KEYS:
+            if key in extra:
+                raise PlatformError(f"{path}: {where}.{key}: not modelled in a replay: its "
+                                    "jobs come from no host (give acl_users or acl_groups)")
         if extra:
             raise PlatformError(f"{path}: {where}.{sorted(extra)[0]}: unknown key; expected "
                                 "partition, priority, resources_default, resources_max, "
-                                "resources_min or a route queue's queue_type, "
+                                "resources_min, a route queue's queue_type, "
                                 "route_destinations, route_held_jobs, route_waiting_jobs, "
-                                "route_lifetime or route_retry_time")
+                                "route_lifetime or route_retry_time, or "
+                                f"{', '.join(ENTRY_KEYS)}")
         queue: dict[str, Any] = _route_keys(path, name, table)
+        queue.update(_entry_keys(path, name, table))
         for key in _QUEUE_RESOURCES:
             if key in table:
                 queue[key] = _resources(path, f"{where}.{key}", table[key])
@@ -252,6 +272,38 @@ def _route_keys(path: str, name: str, table: dict[str, Any]) -> dict[str, Any]:
     if not out.get("route_destinations"):
         raise PlatformError(f"{path}: {where}.route_destinations: none given: Cannot enable "
                             "queue, incomplete definition (a route queue needs destinations)")
+    return out
+
+
+def _entry_keys(path: str, name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """A queue's `ENTRY_KEYS`, each read, checked and stored as ``qmgr -c "set queue NAME
+    KEY = VALUE"`` stores it (the engine's own `qmgr.apply`: an ACL in PBS's order, a
+    limit as PBS's ``[u:name=N]`` text, a list of items joined); a ``_res`` limit is a
+    table of resources (``max_queued_res = {ncpus = "[o:PBS_ALL=64]"}``)."""
+    given = [key for key in ENTRY_KEYS if key in table]
+    if not given:
+        return {}
+    from ..engine.qmgr import AttrOp, QmgrError, apply, definitions
+
+    defs = definitions("queue")
+    out: dict[str, Any] = {}
+    for key in given:
+        value = table[key]
+        where = f"queues.{name}.{key}"
+        keyed = key.endswith("_res")
+        if keyed and (not isinstance(value, dict) or not value):
+            raise PlatformError(f"{path}: {where}: {value!r}: expected a table of resources "
+                                "such as {ncpus = \"[o:PBS_ALL=64]\"}")
+        items = value.items() if keyed else [(None, value)]
+        for res, one in items:
+            text = ("true" if one else "false") if isinstance(one, bool) else \
+                ",".join(map(str, one)) if isinstance(one, list) else str(one)
+            try:
+                out = apply(out, [AttrOp(key, None if res is None else str(res), "=", text)],
+                            "set", defs, obj_type="queue")
+            except QmgrError as exc:
+                shown = f"{where}.{res}" if res is not None else where
+                raise PlatformError(f"{path}: {shown}: {one!r}: {exc}") from None
     return out
 
 

@@ -1,0 +1,243 @@
+"""A replay's queue rules on who and how many may enter (the platform's ACLs,
+from_route_only and limits on queued jobs), checked by the engine's own code
+(`pbsplug.engine.admission`, `pbsplug.engine.limits`) when a job is submitted to a queue
+and when a route queue routes it: where each job goes, when, and what is refused, worked
+out by hand and checked against the local engine with the same queues."""
+
+from __future__ import annotations
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine.errors import PbsError
+from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
+from pbsplug.engine.testing import make_root, remove_root
+from pbsplug.plugins import PluginSet
+from pbsplug.sim.engine import Simulator, policy_settings
+from pbsplug.sim.machine import PlatformError, load_platform
+from pbsplug.sim.records import COMPLETED, REJECTED, TraceJob
+from pbsplug.siteconfig import SiteConfig
+
+from .helpers import Sink
+
+#: One host of one cpu. `entry` routes to `vip` (alice's), then to `batch` (at most two
+#: jobs not finished, or not begun: {limit}; only from a route queue).
+PLATFORM = """
+[[hosts]]
+prefix = "n"
+count = 1
+ncpus = 1
+
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["vip", "batch"]
+route_retry_time = 60
+
+[queues.vip]
+acl_user_enable = true
+acl_users = ["alice"]
+
+[queues.batch]
+from_route_only = true
+{limit} = "[o:PBS_ALL=2]"
+"""
+
+
+class Recorder(Simulator):
+    """Notes the execution queue each job entered, and when."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.entered = {}
+
+    def _enqueue(self, run):
+        self.entered[run.tj.job_id] = (run.attrs["queue"], self.now - self.epoch)
+        super()._enqueue(run)
+
+
+def platform(tmp_path, limit="max_queued", text=PLATFORM):
+    path = tmp_path / "p.toml"
+    path.write_text(text.format(limit=limit))
+    return load_platform(path)
+
+
+def tj(job_id, submit, user, group="users", queue="entry", run=100, ncpus=1):
+    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, 200.0, user=user,
+                    group=group, queue=queue)
+
+
+def replay(machine, jobs, plugins=None, tmp_path=None):
+    sink = Sink()
+    sim = Recorder(machine, sink, plugins=plugins, policy=policy_settings("pbs"),
+                   workdir=None if tmp_path is None else tmp_path / "work")
+    sim.run(jobs)
+    return sink, sim
+
+
+#: Four jobs at 0 into `entry`: alice's goes to vip (its ACL names her), bob's and carol's
+#: to batch (vip refuses them for good), dave's finds batch full (two jobs there) and is
+#: tried again every 60 s (route_retry_time). One cpu: alice's runs 0-100, bob's 100-200,
+#: carol's 200-300, dave's 300-400 wherever it waited.
+JOBS = [tj(1, 0, "alice"), tj(2, 0, "bob"), tj(3, 0, "carol"), tj(4, 0, "dave")]
+
+
+@pytest.mark.parametrize(("limit", "dave_enters"), [
+    # max_queued counts every job not finished: batch has two until bob's ends at 200;
+    # dave's is tried at 60, 120, 180, and routed at 240.
+    ("max_queued", 240),
+    # queued_jobs_threshold counts the jobs not begun: bob's begins at 100, so at 120.
+    ("queued_jobs_threshold", 120),
+])
+def test_acls_and_limits_on_queued_jobs_decide_where_and_when_jobs_are_routed(
+        tmp_path, limit, dave_enters):
+    sink, sim = replay(platform(tmp_path, limit), JOBS)
+    assert sim.entered == {"1": ("vip", 0), "2": ("batch", 0), "3": ("batch", 0),
+                           "4": ("batch", dave_enters)}
+    assert {k: (r.final_state, r.start, r.end) for k, r in sink.by_id().items()} == {
+        "1": (COMPLETED, 0, 100), "2": (COMPLETED, 100, 200), "3": (COMPLETED, 200, 300),
+        "4": (COMPLETED, 300, 400)}
+
+
+def test_a_group_acl_names_the_traces_group(tmp_path):
+    # vip takes the staff group's jobs, and (both lists on) only alice's of them.
+    text = PLATFORM.replace("acl_user_enable = true\n", "acl_group_enable = true\n"
+                            'acl_groups = ["staff"]\n')
+    jobs = [tj(1, 0, "bob", "staff"), tj(2, 0, "dave"), tj(3, 0, "alice")]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    assert sim.entered == {"1": ("vip", 0), "2": ("batch", 0), "3": ("batch", 0)}
+    text = text.replace("acl_group_enable", "acl_user_enable = true\nacl_group_enable")
+    jobs = [tj(1, 0, "bob", "staff"), tj(2, 0, "alice", "staff"), tj(3, 0, "alice")]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    assert sim.entered == {"1": ("batch", 0), "2": ("vip", 0), "3": ("batch", 0)}
+
+
+def test_qsub_into_a_queue_is_refused_as_the_engine_refuses_it(tmp_path):
+    """A trace job naming a from_route_only queue is refused as qsub is (PBS's 15022), one
+    naming a queue whose ACL refuses its user too (15007), and one over a queue's limit on
+    queued jobs (15142); the others run."""
+    text = PLATFORM + '\n[queues.small]\nmax_queued = "[u:PBS_GENERIC=1]"\n'
+    jobs = [tj(1, 0, "bob", queue="batch"), tj(2, 0, "bob", queue="vip"),
+            tj(3, 0, "alice", queue="vip"), tj(4, 0, "bob", queue="small"),
+            tj(5, 0, "bob", queue="small"), tj(6, 0, "carol", queue="small")]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    by_id = sink.by_id()
+    assert {k: (r.final_state, r.reason) for k, r in by_id.items()
+            if r.final_state == REJECTED} == {
+        "1": (REJECTED, "qsub: Access to queue is denied"),
+        "2": (REJECTED, "qsub: Unauthorized Request"),
+        "5": (REJECTED, "qsub: would exceed queue generic's per-user limit")}  # (PBS's)
+    assert sim.entered == {"3": ("vip", 0), "4": ("small", 0), "6": ("small", 0)}
+
+
+def test_a_job_no_destination_takes_for_good_is_rejected_at_qsub(tmp_path):
+    """vip's ACL refuses bob's jobs for good; full batch refuses for now, but its
+    resources_max for good, looked at first (as the engine does): a job past it is
+    rejected at once, as qsub refuses it (15039), not tried again."""
+    text = PLATFORM + 'resources_max = {{ncpus = 1}}\n'
+    sink, sim = replay(platform(tmp_path, text=text),
+                       [tj(1, 0, "bob"), tj(2, 0, "bob"), tj(3, 0, "bob", ncpus=2)])
+    result = sink.by_id()["3"]
+    assert (result.final_state, result.reason, result.end) == (
+        REJECTED, "qsub: Job rejected by all possible destinations", 0)
+
+
+class NeverRun:
+    """runjob refuses every job: a queued job never starts and never goes."""
+
+    plugin_info = PluginInfo(events=("runjob",), sim_safe=("runjob",))
+
+    @hookimpl
+    def runjob(self, event):
+        event.reject("not today")
+
+
+def test_a_job_waiting_for_a_full_destination_ends_the_replay_when_nothing_changes(
+        tmp_path, register_plugin, pbsplug_plugins):
+    """batch's two jobs never start (a runjob hook refuses them), so dave's is never
+    routed: the replay ends (it does not retry for ever) and says so."""
+    register_plugin(NeverRun(), "neverrun", isolation="inprocess")
+    sink, sim = replay(platform(tmp_path), [tj(2, 0, "bob"), tj(3, 0, "carol"),
+                                            tj(4, 0, "dave")],
+                       plugins=pbsplug_plugins, tmp_path=tmp_path)
+    by_id = sink.by_id()
+    assert {k: r.final_state for k, r in by_id.items()} == {
+        "2": REJECTED, "3": REJECTED, "4": REJECTED}
+    assert by_id["4"].reason == "never routed out of its route queue"
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ('acl_users = ["a", "a"]', "queues.batch.acl_users: ['a', 'a']: Duplicate entry in list"),
+    ("from_route_only = 2", "queues.batch.from_route_only: 2: Illegal attribute or resource "
+                            "value from_route_only"),
+    ("max_queued = 5", "queues.batch.max_queued: 5: Illegal attribute or resource value "
+                       "max_queued: '5': expected [u|g|p|o:name=value]"),
+    ('max_queued_res = "[o:PBS_ALL=1]"', "queues.batch.max_queued_res: '[o:PBS_ALL=1]': "
+                                         "expected a table of resources"),
+    ('max_queued_res = {foo = "[o:PBS_ALL=1]"}', "queues.batch.max_queued_res.foo: "
+                                                 "'[o:PBS_ALL=1]': Unknown resource"),
+    ("acl_host_enable = true", "queues.batch.acl_host_enable: not modelled in a replay"),
+    ('acl_hosts = "h"', "queues.batch.acl_hosts: not modelled in a replay"),
+])
+def test_a_bad_queue_rule_is_a_one_line_error(tmp_path, key, message):
+    path = tmp_path / "p.toml"
+    path.write_text(PLATFORM.format(limit="queued_jobs_threshold").replace(
+        "from_route_only = true\n", "") + key + "\n")
+    with pytest.raises(PlatformError) as err:
+        load_platform(path)
+    assert str(err.value).startswith(f"{path}: {message}"), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_queue_rules_are_stored_as_qmgr_stores_them(tmp_path):
+    text = PLATFORM.replace('acl_users = ["alice"]', 'acl_users = "zoe,-bob,alice"') + \
+        'max_queued_res = {{ncpus = ["[o:PBS_ALL=4]", "[u:PBS_GENERIC=2]"]}}\n'
+    batch = platform(tmp_path, text=text).queues["batch"]
+    assert batch == {"from_route_only": True, "max_queued": "[o:PBS_ALL=2]",
+                     "max_queued_res": {"ncpus": "[o:PBS_ALL=4],[u:PBS_GENERIC=2]"}}
+    # (an ACL in PBS's order: users byte by byte, the sign left out)
+    assert platform(tmp_path, text=text).queues["vip"]["acl_users"] == [
+        "alice", "-bob", "zoe"]
+
+
+def test_the_engine_routes_and_refuses_the_same_jobs(tmp_path):
+    """The same queues on an engine in this process (qmgr; qsub by root and by the test
+    user, pbsplugtu): each job lands where the replay put it at its submission, waits in
+    `entry` where the replay made it wait, or is refused with the same text."""
+    root = make_root()
+    user = Caller(1001, ROLE_USER)
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        manager = Caller(0, ROLE_MANAGER)
+        for command in (
+                "set server scheduling = false",
+                "create queue vip queue_type=execution,enabled=true,started=true,"
+                f"acl_user_enable=true,acl_users={user.user}",
+                "create queue batch queue_type=execution,enabled=true,started=true,"
+                "from_route_only=true,max_queued='[o:PBS_ALL=2]'",
+                "create queue entry queue_type=route,route_destinations='vip,batch',"
+                "enabled=true,started=true"):
+            assert eng.req_qmgr(manager, command)["code"] == 0, command
+        on_engine = []
+        for caller, queue in ((user, "entry"), (manager, "entry"), (manager, "entry"),
+                              (manager, "entry"), (manager, "batch"), (manager, "vip")):
+            try:
+                job_id = eng.req_submit(caller, {"queue": queue, "Resource_List": {
+                    "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
+            except PbsError as exc:
+                on_engine.append(f"qsub: {exc.message}")
+                continue
+            on_engine.append(eng.store.job(job_id)["queue"])
+        eng.close()
+    finally:
+        remove_root(root)
+    text = PLATFORM.replace('acl_users = ["alice"]', f'acl_users = ["{user.user}"]')
+    jobs = [tj(1, 0, user.user), tj(2, 0, "root"), tj(3, 0, "root"), tj(4, 0, "root"),
+            tj(5, 0, "root", queue="batch"), tj(6, 0, "root", queue="vip")]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    reasons = {r.job.job_id: r.reason for r in sink.jobs if r.final_state == REJECTED}
+    in_replay = [sim.entered[str(n)][0] if sim.entered.get(str(n), (None, 1))[1] == 0
+                 else reasons.get(str(n), "entry") for n in range(1, 7)]
+    assert on_engine == in_replay == [
+        "vip", "batch", "batch", "entry", "qsub: Access to queue is denied",
+        "qsub: Unauthorized Request"]
