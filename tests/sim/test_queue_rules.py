@@ -99,6 +99,16 @@ def test_acls_and_limits_on_queued_jobs_decide_where_and_when_jobs_are_routed(
         "4": (COMPLETED, 300, 400)}
 
 
+@pytest.mark.parametrize(("limit", "dave_enters"), [
+    ("max_queued_res", 240), ("queued_jobs_threshold_res", 120)])
+def test_limits_on_queued_resources_count_what_the_jobs_ask(tmp_path, limit, dave_enters):
+    # Two cpus in batch: as two jobs of one cpu above (each job's select asks one).
+    text = PLATFORM.replace('{limit} = "[o:PBS_ALL=2]"',
+                            f'{limit} = {{{{ncpus = "[o:PBS_ALL=2]"}}}}')
+    sink, sim = replay(platform(tmp_path, text=text), JOBS)
+    assert sim.entered["4"] == ("batch", dave_enters)
+
+
 def test_a_group_acl_names_the_traces_group(tmp_path):
     # vip takes the staff group's jobs, and (both lists on) only alice's of them.
     text = PLATFORM.replace("acl_user_enable = true\n", "acl_group_enable = true\n"
