@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .values import LONG_MAX, SIZE_SHIFTS, digits, needs_quotes
+from .values import LONG_MAX, SIZE_SHIFTS, digits, needs_quotes, past
+from .values import quoted as _quoted
 
 _SIZE_UNITS = {"": 1, "b": 1, "w": 8, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
                "p": 1 << 50}
@@ -34,6 +35,8 @@ def parse_size(value: str | int) -> int:
     m = _SIZE_RE.match(str(value))
     if not m:
         raise ValueError(f"size {value!r} is not a PBS size (for example 4gb or 512mb)")
+    if past(m.group(1), LONG_MAX):  # (before int(), which refuses 4300 digits and more)
+        raise ValueError(f"size {_quoted(value)} is out of range")
     number, scale, unit = int(m.group(1)), m.group(2).lower(), (m.group(3) or "b").lower()
     return number * _SIZE_UNITS[scale] * _SIZE_UNITS[unit]
 
@@ -217,6 +220,9 @@ def parse_select(spec: str) -> list[Chunk]:
         pieces = _split_unquoted(text, ":", spec)
         count = 1
         if pieces and digits(pieces[0]):
+            if past(pieces[0], LONG_MAX):  # (before int(): 4300 digits and more are refused)
+                raise ValueError(f"select {_quoted(spec)}: chunk count {_quoted(pieces[0])} is "
+                                 "out of range")
             count = int(pieces.pop(0))
             if count < 1:
                 raise ValueError(f"select {spec!r}: a chunk count must be at least 1")
@@ -237,7 +243,9 @@ def parse_select(spec: str) -> list[Chunk]:
             if not quoted and any(c.isspace() for c in val):  # (PBS: `ncpus= 2` refused)
                 raise ValueError(f"select {spec!r}: the value of {name} in {piece!r} holds "
                                  "a space")
-            resources[name] = val if quoted else int(val) if digits(val) else val
+            # (a number past a long stays text, for its type's check to refuse)
+            resources[name] = val if quoted or not digits(val) or past(val, LONG_MAX) \
+                else int(val)
         chunks.append(Chunk(count, resources))
     return chunks
 
@@ -451,6 +459,8 @@ def nodes_select(spec: str, *, hosts: Iterable[str] = (), types: Mapping[str, st
         items = part.split(":")
         count = 1
         if items[0].isascii() and items[0].isdigit():
+            if past(items[0], LONG_MAX):  # (before int(): 4300 digits and more are refused)
+                raise bad
             count = int(items.pop(0))
             if count < 1:
                 raise bad
@@ -459,7 +469,7 @@ def nodes_select(spec: str, *, hosts: Iterable[str] = (), types: Mapping[str, st
             name, eq, value = item.partition("=")
             if eq:
                 if name not in ("ppn", "ncpus") or not (
-                        value.isascii() and value.isdigit() and int(value) >= 1):
+                        digits(value) and not past(value, LONG_MAX) and int(value) >= 1):
                     raise bad
                 ppn, per = (int(value), per) if name == "ppn" else (ppn, int(value))
             elif not name or not name.isprintable() or " " in name:

@@ -225,6 +225,14 @@ def digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def past(digits: str, most: int) -> bool:
+    """Whether the ASCII digits `digits` are a number more than `most`, their length read
+    first: int() of thousands of digits is slow, and refused past 4300 of them (a
+    ValueError in Python's words)."""
+    digits = digits.lstrip("0")
+    return len(digits) > len(str(most)) or int(digits or "0") > most
+
+
 #: A number as PBS reads one: ASCII digits, a sign, a point, an exponent (float() also
 #: takes ``1_0``, ``٣`` and ``inf``). The digits after the point only after a point:
 #: ``[0-9]+\.?[0-9]*`` tried every split of a run of digits, and 100,000 digits and a
@@ -243,7 +251,7 @@ def long(value: Any, attr: str, low: int = 0, high: int = LONG_MAX) -> int:
     if not isinstance(value, int):
         raise _bad(attr, f"{_repr(value)} is not an integer")
     if not low <= value <= high:
-        raise _bad(attr, f"{value} is outside [{low}, {high}]")
+        raise _bad(attr, f"{_repr(value)} is outside [{low}, {high}]")
     return value
 
 

@@ -40,13 +40,18 @@ def test_resource_values_are_stored_as_pbs_writes_them(name, value, expected):
     ("ncpus", "1.5"), ("ncpus", [1]), ("mem", "99999999999pb"), ("mem", "-1gb"),
     ("energy", "nan"), ("nice", 20), ("host", "a\x00b"), ("host", "\udc80"),
     ("select", "1:ncpus=-2"), ("select", "0:ncpus=1"), ("select", ""), ("place", "wide"),
+    # (more digits than int() and str() take, 4300: a hook's int, a select's count or value)
+    pytest.param("ncpus", 10**5000, id="ncpus-10**5000"), ("walltime", "9" * 5000),
+    ("mem", "9" * 5000 + "gb"),
+    ("select", "9" * 5000 + ":ncpus=1"), ("select", "1:ncpus=" + "9" * 5000),
+    ("select", "1:mem=" + "9" * 5000 + "gb"),
 ])
 def test_bad_resource_values_are_refused_naming_the_resource(name, value):
     with pytest.raises(values.BadValue) as err:
         values.resource_value(name, value)
     assert err.value.code == values.PBSE_BADATVAL
     assert err.value.attr.startswith("Resource_List")
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and "Exceeds the limit" not in str(err.value)
 
 
 def test_an_undefined_resource_is_15035_once_the_server_says_what_exists():

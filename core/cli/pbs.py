@@ -1184,6 +1184,7 @@ def pbs_ralter(args: list[str]) -> int:
     only, ``-W force`` only; ``pbs_ralter: <id> ALTER REQUESTED`` once the server took
     the request (whether the new window was then confirmed is in pbs_rstat and the log;
     with ``-I``, ``CONFIRMED`` or ``DENIED`` in its place)."""
+    from .. import values
     from ..engine.jobspec import cvtdate
 
     opts, rest = _getopt(args, "I:m:M:N:R:E:U:G:D:l:W:")
@@ -1197,9 +1198,12 @@ def pbs_ralter(args: list[str]) -> int:
             except ValueError:
                 raise getopt.GetoptError(f"illegal {opt} time value") from None
         elif opt == "-I":
-            if not value.lstrip("-").isdigit():
+            if not values.digits(value.removeprefix("-")):
                 raise getopt.GetoptError("illegal -I time value")
-            interactive = int(value)
+            # (past any time, one past it, which the server refuses as any other: int()
+            # refuses 4300 digits and more)
+            interactive = (values.TIME_MAX + 1) * (-1 if value[0] == "-" else 1) \
+                if values.past(value.removeprefix("-"), values.TIME_MAX) else int(value)
         elif opt in _RESV_VALUES:
             attrs[_RESV_VALUES[opt]] = value
         elif opt in ("-U", "-G"):

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any, NamedTuple
 
+from ..values import past as _past
+
 #: The server's ``max_array_size`` when unset (PBS's default).
 MAX_ARRAY_SIZE = 10_000
 #: The attributes of an array that none of its subjobs has.
@@ -95,13 +97,6 @@ def parse_spec(text: str) -> Spec:
     if m[4] is not None and _past(m[4], MAX_RUN):
         raise OutOfRange(f"-J {text!r}: a % past {MAX_RUN}")
     return Spec(start, end, step, None if m[4] is None else int(m[4]))
-
-
-def _past(digits: str, most: int) -> bool:
-    """Whether the number `digits` is more than `most`, its length read first (int() of
-    thousands of digits is slow, and refused past 4300 of them)."""
-    digits = digits.lstrip("0")
-    return len(digits) > len(str(most)) or int(digits or "0") > most
 
 
 class ServerRefuses(ValueError):

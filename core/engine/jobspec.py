@@ -734,8 +734,9 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
             if not _check_at_list(value, one_without_host=False):
                 raise _illegal("M")
         elif attr == "Priority":
-            if not re.fullmatch(r"[+-]?[0-9]+", value) or not -1024 <= int(value) <= 1023:
-                raise _illegal("p")
+            if not re.fullmatch(r"[+-]?[0-9]+", value) or values.past(value.lstrip("+-"), 1024) \
+                    or not -1024 <= int(value) <= 1023:
+                raise _illegal("p")  # (its length first: int() refuses 4300 digits and more)
             value = int(value)
         elif attr == "Checkpoint":
             if not _check_checkpoint(value):
@@ -767,7 +768,9 @@ def _verify(pending: _Pending, *, cwd: str, host: str, env: Mapping[str, str],
         elif key == "run_count":
             if not values.digits(value):
                 raise _illegal("W")
-            value = int(value)
+            # (past a long, sent as written for the server's 15014: int() refuses 4300
+            # digits and more)
+            value = value if values.past(value, values.LONG_MAX) else int(value)
         elif key in ("stagein", "stageout"):
             if not all(re.fullmatch(r"[^@,]+@[^:,]+:.+", f) for f in value.split(",")):
                 raise _illegal("W")

@@ -80,7 +80,9 @@ def zone(name: object) -> ZoneInfo:
 
 
 def _number(text: str, low: int, high: int) -> int:
-    if not text.isdigit() or not low <= int(text) <= high:
+    # (ASCII digits: `isdigit` takes ``²``, which int() refuses; a rule holds too few
+    # characters for int()'s limit of 4300 digits)
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
         raise RuleError(PBSE_BAD_RRULE_SYNTAX, SYNTAX)
     return int(text)
 

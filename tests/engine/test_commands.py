@@ -1060,3 +1060,111 @@ def test_a_custom_host_resource_asked_job_wide_goes_in_the_jobs_chunk(engine):
     engine.pbs("qrun", "-H", vnode, big, check=True)
     assert engine.wait(big, "R")["exec_vnode"] == f"({vnode}:ncpus=1:scratch=5gb)"
     engine.client("delete", ids=[big, small])
+
+
+# --- numbers of thousands of digits ---------------------------------------------------------
+
+#: More digits than int() reads (4300: it raises ValueError, in Python's words).
+HUGE = "9" * 5000
+
+
+@pytest.fixture(scope="module")
+def huge_engine():
+    """One server for every command of `HUGE_ARGS`: a held job, a held array, a
+    reservation and a node ({job}, {array}, {number}, {resv} in the arguments)."""
+    from pbsplug.engine.testing import LocalEngine, make_root, remove_root
+
+    root = make_root()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
+    engine = LocalEngine(root, env={**env, "PBS_TZID": "UTC"}).start()  # (for pbs_rsub -r)
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    engine.pbs("qmgr", "-c", "create node fz1 resources_available.ncpus = 2", check=True)
+    engine.pbs("qmgr", "-c", "create resource fzsize type = size", check=True)
+    names = {"job": engine.submit(Hold_Types="u"),
+             "array": engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true",
+                                 check=True).stdout.strip(),
+             "resv": engine.pbs("pbs_rsub", "-R", "2100", "-D", "60",
+                                check=True).stdout.split()[0]}
+    names["number"] = names["job"].split(".")[0]
+    yield engine, names
+    engine.stop()
+    remove_root(root)
+
+
+#: Each command and option given a number of `HUGE` digits ({n}), and, for those that
+#: printed Python's traceback, the first line of the error they print for any other bad value.
+HUGE_ARGS = [
+    (("qsub", "-p", "{n}", "--", "/bin/true"), "qsub: illegal -p value"),
+    (("qsub", "-p", "-{n}", "--", "/bin/true"), "qsub: illegal -p value"),
+    (("qsub", "-p", "+{n}", "--", "/bin/true"), "qsub: illegal -p value"),
+    (("qsub", "-W", "run_count={n}", "--", "/bin/true"),
+     "qsub: Illegal attribute or resource value run_count"),
+    (("qalter", "-p", "{n}", "{job}"), "qalter: illegal -p value"),
+    (("qalter", "-p", "-{n}", "{job}"), "qalter: illegal -p value"),
+    (("qalter", "-W", "run_count={n}", "{job}"),
+     "qalter: Illegal attribute or resource value run_count {job}"),
+    (("pbs_ralter", "-I", "{n}", "{resv}"),
+     "pbs_ralter: Illegal attribute or resource value interactive"),
+    (("pbs_ralter", "-I", "-{n}", "{resv}"),
+     "pbs_ralter: Illegal attribute or resource value interactive"),
+    # (a digit int() refuses: the rule's error, not 'Invalid request: invalid literal')
+    (("pbs_rsub", "-R", "2100", "-D", "60", "-r", "FREQ=DAILY;COUNT=\u00b2"),
+     "pbs_rsub: Undefined iCalendar syntax"),
+    (("pbs_rsub", "-R", "2100", "-D", "60", "-r", "FREQ=DAILY;INTERVAL=\u00b9;COUNT=2"),
+     "pbs_rsub: Undefined iCalendar syntax"),
+    (("pbs_rsub", "-R", "2100", "-D", "60", "-r", "FREQ=DAILY;COUNT={n}"), None),
+    (("qmgr", "-c", "set server max_run_res_soft.mem = [u:PBS_GENERIC={n}gb]"), None),
+    (("qmgr", "-c", "set server max_run_res.fzsize = [u:PBS_GENERIC={n}]"), None),
+    *[(("qsub", *args, "--", "/bin/true"), None) for args in (
+        ("-a", "{n}"), ("-c", "c={n}"), ("-J", "1-{n}"), ("-J", "1-3:{n}"),
+        ("-J", "1-3%{n}"),
+        ("-W", "depend=afterok:{n}"), ("-W", "depend=afterok:{job}:{n}"),
+        ("-W", "max_run_subjobs={n}", "-J", "1-3"), ("-W", "umask={n}"),
+        ("-l", "walltime={n}"),
+        ("-l", "walltime={n}:00"), ("-l", "walltime=1:{n}"), ("-l", "ncpus={n}"),
+        ("-l", "mem={n}gb"), ("-l", "select={n}:ncpus=1"), ("-l", "select=1:ncpus={n}"),
+        ("-l", "select=1:mem={n}kb"), ("-l", "nodes={n}"), ("-l", "nodes=1:ppn={n}"),
+        ("-l", "fzsize={n}gb"))],
+    *[(("qalter", *args, "{job}"), None) for args in (
+        ("-a", "{n}"), ("-c", "c={n}"), ("-W", "depend=afterok:{n}"), ("-l", "walltime={n}"),
+        ("-l", "select={n}:ncpus=1"), ("-l", "nodes=1:ppn={n}"))],
+    (("qalter", "-W", "max_run_subjobs={n}", "{array}"), None),
+    *[((command, *args), None) for command in ("qstat", "qhold", "qrls", "qdel")
+      for args in (("{n}",), ("{number}[{n}]",), ("{number}[1-{n}]",),
+                   ("{number}[1-3:{n}]",))],
+    *[(("qselect", *args), None) for args in (
+        ("-p", "gt.{n}"), ("-a", "gt.{n}"), ("-t", "gt.{n}"), ("-l", "ncpus.gt.{n}"),
+        ("-l", "walltime.gt.{n}:00"), ("-l", "mem.gt.{n}gb"))],
+    *[(("pbs_rsub", *args), None) for args in (
+        ("-R", "{n}", "-D", "60"), ("-R", "2100", "-D", "{n}"), ("-R", "2100", "-E", "{n}"),
+        ("-R", "2100", "-D", "60", "-l", "select={n}:ncpus=1"),
+        ("-R", "2100", "-D", "60", "-I", "{n}"))],
+    *[(("pbs_ralter", *args, "{resv}"), None) for args in (
+        ("-R", "{n}"), ("-E", "{n}"), ("-D", "{n}"), ("-l", "select={n}:ncpus=1"))],
+    (("pbs_rstat", "R{n}"), None), (("pbs_rdel", "R{n}"), None),
+    (("qsig", "-s", "{n}", "{job}"), None), (("qrun", "-H", "(fz1:ncpus={n})", "{job}"), None),
+    (("qdel", "-W", "+{n}", "{job}"), None), (("tracejob", "-n", "{n}", "{job}"), None),
+    *[(("qmgr", "-c", line), None) for line in (
+        "set server scheduler_iteration = {n}", "set server max_run = [u:PBS_GENERIC={n}]",
+        "set server resources_default.walltime = {n}:00", "set server resources_max.mem = {n}gb",
+        "set queue workq Priority = {n}", "set node fz1 resources_available.ncpus = {n}",
+        "set sched sched_cycle_length = {n}")],
+]
+
+
+@pytest.mark.parametrize("argv, first", HUGE_ARGS, ids=lambda a: " ".join(a)[:60]
+                         if isinstance(a, tuple) else None)
+def test_a_number_of_thousands_of_digits_is_each_commands_own_error(huge_engine, argv, first):
+    """Where a command took a value's digits to int(), 5000 of them printed Python's
+    traceback (``qsub -p``, ``-W run_count``, ``pbs_ralter -I``) or put its text in the
+    server's answer (a qmgr limit of a size): each is now the error that command prints
+    for any other bad value of that field, and no command says Python's words."""
+    engine, names = huge_engine
+    done = engine.pbs(*(a.format(n=HUGE, **names) for a in argv))
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said and "Exceeds the limit" not in said, argv
+    assert "4300" not in said and "int_max_str_digits" not in said, argv
+    assert "invalid literal" not in said, argv
+    if first is not None:
+        assert done.returncode != 0, argv
+        assert done.stderr.splitlines()[0] == first.format(**names), (argv, done.stderr[:300])
