@@ -156,6 +156,19 @@ def _error_body(code: int, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "obj": None}}
 
 
+#: The most digits of a number in a request: no value the server takes has more than 20;
+#: int() of thousands is slow, and refused past 4300 (a ValueError in Python's words).
+JSON_DIGITS = 1000
+
+
+def _json_int(text: str) -> int:
+    """A request's JSON integer, one of more than `JSON_DIGITS` digits refused."""
+    count = len(text.lstrip("-"))
+    if count > JSON_DIGITS:
+        raise ValueError(f"a number of {count:,} digits (at most {JSON_DIGITS:,})")
+    return int(text)
+
+
 class _Listener:
     """The selector loop: accepts, reads, answers and writes, and runs `Engine.poll`."""
 
@@ -365,7 +378,7 @@ class _Listener:
         op = conn.op
         try:
             try:
-                args = json.loads(conn.body() or b"{}")
+                args = json.loads(conn.body() or b"{}", parse_int=_json_int)
             except RecursionError:
                 raise ValueError("arguments nested too deeply") from None
             if not isinstance(args, dict):

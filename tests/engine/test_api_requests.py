@@ -48,6 +48,11 @@ def _raw(engine, data: bytes) -> tuple[str, dict]:
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: 4000\r\n\r\n" + b"[" * 2000 + b"]" * 2000,
      "400", "Invalid request"),
     (b"POST /v1/no_such_request HTTP/1.0\r\n\r\n", "400", "Unknown request no_such_request"),
+    # A JSON number past what int() reads (4300 digits): the answer was Python's words.
+    *[(b"POST /v1/%s HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (op, len(body), body),
+       "400", "Invalid request: a number of 5,000 digits (at most 1,000)")
+      for op, body in ((b"status", b'{"x": %s}' % (b"9" * 5000)),
+                       (b"submit", b'{"attrs": {"Priority": -%s}}' % (b"9" * 5000)))],
 ])
 def test_a_malformed_request_is_refused_in_one_line(engine, request_bytes, status, text):
     line, answer = _raw(engine, request_bytes)

@@ -311,3 +311,80 @@ def test_an_unprivileged_users_raw_requests_get_the_same_rules(fuzz_engine, atta
     assert engine.job(root_job) == before
     assert engine.client("stat_server")
     _everything_readable(engine)
+
+
+# --- numbers of thousands of digits ---------------------------------------------------------
+
+#: More digits than int() reads (4300: ValueError, in Python's words, that the server's
+#: answer carried).
+HUGE = "9" * 5000
+_HUGE_VALUES = [HUGE, "-" + HUGE, HUGE + ":00", "1:" + HUGE, HUGE + "gb", HUGE + ":ncpus=1",
+                "1:ncpus=" + HUGE, "1-" + HUGE, "afterok:" + HUGE, "[u:PBS_GENERIC=" + HUGE + "]"]
+_RESV = {"reserve_start": 4_000_000_000, "reserve_duration": 60}
+
+
+@pytest.fixture(scope="module")
+def huge_server():
+    root = make_root()
+    engine = LocalEngine(root).start()
+    engine.pbs("qmgr", "-c", "set server scheduling = false", check=True)
+    engine.pbs("qmgr", "-c", "create node fz1 resources_available.ncpus = 2", check=True)
+    for kind in ("long", "size", "float", "string_array"):
+        engine.pbs("qmgr", "-c", f"create resource fz{kind} type = {kind}", check=True)
+    job = engine.submit(Hold_Types="u")
+    resv = engine.client("resv_submit", attrs=dict(_RESV))
+    yield engine, job, resv if isinstance(resv, str) else resv["id"]
+    engine.stop()
+    remove_root(root)
+
+
+def _huge_requests(kind: str, name: str, job: str, resv: str, value: str):
+    """The requests that put `value` into the field `name` of `kind`."""
+    if kind == "job":
+        attrs = {name: value}
+        return [("submit", {"attrs": {**attrs, "Hold_Types": "u"}, "script": "true\n"}),
+                ("alter", {"id": job, "attrs": attrs})]
+    if kind == "resource":
+        attrs = {"Resource_List": {name: value}}
+        return [("submit", {"attrs": {**attrs, "Hold_Types": "u"}, "script": "true\n"}),
+                ("alter", {"id": job, "attrs": attrs}),
+                ("resv_submit", {"attrs": {**_RESV, **attrs}})]
+    if kind == "resv":
+        return [("resv_submit", {"attrs": {**_RESV, name: value}}),
+                ("resv_alter", {"id": resv, "attrs": {name: value}})]
+    if kind == "qmgr":
+        return [("qmgr", {"text": name.format(value)})]
+    return [(name, {"ids": [value, f"{value}.x", f"1[{value}]", f"R{value}"]})]
+
+
+_QMGR = ["set server {}", "set server max_run = {}", "set server max_run_res.ncpus = {}",
+         "set server max_run_res_soft.mem = {}", "set server max_queued_res.fzsize = {}",
+         "set server scheduler_iteration = {}", "set server resources_default.walltime = {}",
+         "set server resources_max.mem = {}", "set queue workq Priority = {}",
+         "set queue workq resources_min.fzsize = {}", "set node fz1 resources_available.ncpus"
+         " = {}", "set node fz1 resources_available.fzfloat = {}",
+         "set node fz1 resources_available.fzlong = {}", "set sched sched_cycle_length = {}",
+         "set server default_qsub_arguments = \"-p {}\""]
+
+
+@pytest.mark.parametrize("kind, name", [
+    *[("job", n) for n in sorted(values.JOB_ATTRIBUTES) if n != "Resource_List"],
+    *[("resource", n) for n in sorted(values.RESOURCE_TYPES)],
+    *[("resource", f"fz{k}") for k in ("long", "size", "float", "string_array")],
+    *[("resv", n) for n in ("reserve_start", "reserve_end", "reserve_duration",
+                            "Reserve_Name", "reserve_rrule", "interactive", "partition")],
+    *[("qmgr", line) for line in _QMGR],
+    *[("ids", op) for op in ("stat_jobs", "hold", "release", "delete", "rerun", "run",
+                             "stat_resvs", "resv_delete")],
+])
+def test_a_value_of_thousands_of_digits_is_a_pbs_error_in_one_line(huge_server, kind, name):
+    """Each field of each request given 5,000 digits (alone, signed, as a duration, a
+    size, a select, a range, a dependency, an entity limit): a success or a PBS error in
+    one line; never Python's words (int() refuses 4300 digits and more)."""
+    engine, job, resv = huge_server
+    for value in _HUGE_VALUES:
+        for op, args in _huge_requests(kind, name, job, resv, value):
+            ok, result = _answer(engine, op, **args)
+            said = json.dumps(result) if ok else result.message
+            assert "Exceeds the limit" not in said and "4300" not in said, (op, name)
+    assert engine.client("status")
