@@ -497,17 +497,20 @@ def _nodes_spec(spec: str, field: str) -> str:
         first, *options = part.split(":")
         if not first:
             raise _Bad(field, f"nodes={spec[:40]}: a part names no nodes")
-        count = int(first) if first.isascii() and first.isdigit() else 1
+        # (ASCII digits, and their length first: int() refuses ``²``, and 4300 digits)
+        count = (2**31 if values.past(first, 2**31) else int(first)) \
+            if values.digits(first) else 1
         ppn = 1
         for option in options:
             key, _, value = option.partition("=")
             if key == "ppn":
-                if not (value.isascii() and value.isdigit() and 0 < int(value) < 2**31):
+                if not (values.digits(value) and not values.past(value, 2**31)
+                        and 0 < int(value) < 2**31):
                     raise _Bad(field, f"nodes={spec[:40]}: ppn={value[:20]} is not a "
                                "number of cpus")
                 ppn = int(value)
         if not 0 < count < 2**31:
-            raise _Bad(field, f"nodes={spec[:40]}: {first} is not a number of nodes")
+            raise _Bad(field, f"nodes={spec[:40]}: {first[:20]} is not a number of nodes")
         chunks.append(f"{count}:ncpus={ppn}")
     return "+".join(chunks)
 

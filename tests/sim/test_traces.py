@@ -631,3 +631,41 @@ def test_an_arrays_own_e_record_is_not_a_job(tmp_path):
     jobs, trace = read(acct)
     assert [j.job_id for j in jobs] == ["12[1].srv", "12[2].srv"]
     assert trace.dropped == {"an array's own record (its subjobs' are replayed)": 1}
+
+
+# --- numbers past what int() reads ----------------------------------------------------------
+
+HUGE = "9" * 5000  # (int() refuses 4300 digits and more, in Python's words)
+_SWF_HUGE = [" ".join(HUGE if i == n else f for i, f in enumerate(swf_line().split())) + "\n"
+             for n in range(18)]
+_PBS_HUGE = [(key, value) for key in KEYS for value in (HUGE, f"{HUGE}:00", f"{HUGE}gb",
+                                                         f"{HUGE}:ncpus=1", f"1:ncpus={HUGE}")]
+_SACCT_ROW = dict(zip(SACCT_HEAD.split("|"), sacct_row().rstrip("\n").split("|"), strict=True))
+_SACCT_HUGE = [{**_SACCT_ROW, key: value} for key in SACCT_HEAD.split("|")[1:11]
+               for value in (HUGE, f"{HUGE}M", f"1-{HUGE}")]
+
+
+@pytest.mark.parametrize("fmt, text", [
+    *[("swf", SWF_HEADER + line) for line in _SWF_HUGE],
+    *[("swf", SWF_HEADER.replace(f"{key}: {was}", f"{key}: {HUGE}") + swf_line())
+      for key, was in (("MaxNodes", 100), ("MaxProcs", 400), ("UnixStartTime", 843480031))],
+    *[("swf", SWF_HEADER + swf_line(extra=extra)) for extra in (
+        f"nodes={HUGE}", f"nodes=1:ppn={HUGE}", f"nodes={HUGE}:ppn=2", "nodes=\u00b2",
+        "nodes=1:ppn=\u00b2", f"{HUGE}:ncpus=1", f"1:ncpus={HUGE}", f"1:mem={HUGE}gb")],
+    *[("pbs", PBS_E.replace(" Exit_status=0", f" {key}={value} Exit_status=0")
+       if key != "Exit_status" else PBS_E.replace("Exit_status=0", f"Exit_status={value}"))
+      for key, value in _PBS_HUGE],
+    *[("sacct", SACCT_HEAD + "\n" + "|".join(row.values()) + "\n") for row in _SACCT_HUGE],
+])
+def test_a_number_of_thousands_of_digits_is_a_trace_error_in_one_line(tmp_path, fmt, text):
+    """Each numeric field of the three formats with 5,000 digits: a job read, or the
+    file's one-line error, not Python's ValueError text."""
+    path = write(tmp_path, f"huge.{fmt}", text)
+    for skip_bad in (False, True):
+        try:
+            for job in open_trace(path, fmt=fmt, skip_bad=skip_bad):
+                check_job(job)
+        except TraceError as exc:
+            message = str(exc)
+            assert str(path) in message and "\n" not in message, message
+            assert "Exceeds the limit" not in message and "4300" not in message, message
