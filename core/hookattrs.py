@@ -113,10 +113,13 @@ def _as_int(value: Any, attr: str, digits_only: bool = False) -> int:
     if isinstance(value, int):
         return value
     text = str(value).strip()
-    ok = values.digits(text if digits_only else text.lstrip("+-"))
-    if not ok:
+    number = text if digits_only else text.lstrip("+-")
+    if not values.digits(number):
         raise HookAttributeError(
             f"invalid value '{value}' for hook attribute '{attr}': expected an integer")
+    if values.past(number, values.LONG_MAX):  # (before int(): 4300 digits and more refused)
+        raise HookAttributeError(f"invalid value '{values.cut(text, 40)}' for hook "
+                                 f"attribute '{attr}': out of range")
     return int(text)
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import builtins
 import json
 import math
+import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +280,18 @@ def validate_config(schema: Mapping[str, Setting], values: Mapping[str, Any], so
     return config, issues
 
 
+def long_integer(text: str) -> tuple[int, str]:
+    """The line of `text` (a TOML or JSON file's) with an integer of more digits than int()
+    reads (4300: the parser's plain ValueError, in Python's words), and ours."""
+    most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    for number, line in enumerate(text.splitlines(), 1):
+        for run in re.finditer(r"[0-9][0-9_]*", line):
+            count = len(run[0].replace("_", ""))
+            if count > most:
+                return number, f"an integer of {count:,} digits, more than the {most:,} read"
+    return 0, f"an integer of more than the {most:,} digits read"
+
+
 def read_cf(path: Path) -> dict[str, Any]:
     """A PBS-style JSON ``.CF`` file: one JSON object. `ConfigError` names the file and what
     is wrong with it."""
@@ -300,6 +314,12 @@ def read_cf(path: Path) -> dict[str, Any]:
         near = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""
         raise ConfigError([ConfigIssue(str(path), f"(line {exc.lineno})", near,
                                        f"not valid JSON: {exc.msg}")]) from None
+    except ValueError:  # (an integer Python will not read: past 4300 digits)
+        number, why = long_integer(text)
+        lines = text.splitlines()
+        near = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+        raise ConfigError([ConfigIssue(str(path), f"(line {number})", near,
+                                       f"not valid JSON: {why}")]) from None
     if not isinstance(data, dict):
         raise ConfigError([ConfigIssue(str(path), "(file)", data, "expected a JSON object")])
     return data

@@ -37,7 +37,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from .hookattrs import HookAttributeError, HookAttributes, resolve_attributes
-from .settings import ConfigError, ConfigIssue
+from .settings import ConfigError, ConfigIssue, long_integer
 from .values import digits
 
 HOOK_ATTRIBUTE_KEYS = ("enabled", "events", "order", "alarm", "freq", "fail_action", "user",
@@ -161,8 +161,19 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except RecursionError:
         raise TomlError("syntax", "not valid TOML: arrays or tables nested too deeply") \
             from None
-    except ValueError as exc:  # (a number Python will not read: past 4300 digits)
-        raise TomlError("syntax", f"not readable: {str(exc).split(';')[0]}") from None
+    except ValueError:  # (an integer Python will not read: past 4300 digits)
+        raise TomlError("syntax", _long_integer(path)) from None
+
+
+def _long_integer(path: str | os.PathLike[str]) -> str:
+    """Why tomllib raised a plain ValueError: an integer of more digits than int() reads
+    (4300), and its line; in our words, not Python's."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    number, why = long_integer(text)
+    return f"not valid TOML: {why}" + (f" (at line {number})" if number else "")
 
 
 def load_site(path: str | os.PathLike[str] | None = None, *,

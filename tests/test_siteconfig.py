@@ -1,6 +1,7 @@
 import pytest
 
 from pbsplug import ConfigError, load_site
+from pbsplug.hookattrs import HookAttributeError, HookAttributes
 from pbsplug.settings import Setting, read_cf, validate_config
 from pbsplug.siteconfig import default_home, site_path
 
@@ -79,15 +80,34 @@ def test_malformed_toml(tmp_path):
         load_site(path)
 
 
-def test_a_number_python_will_not_read_is_the_files_error(tmp_path):
-    """tomllib raises a plain ValueError for an integer past 4300 digits: it was the
-    command's error, naming neither the file nor a syntax problem."""
-    path = write(tmp_path, "[plugins.a]\nenabled = true\n[plugins.a.config]\nn = "
-                 + "9" * 5000 + "\n")
-    with pytest.raises(ConfigError, match=f"{path}: \\(syntax\\).*not readable: Exceeds "
-                                          "the limit .4300 digits. for integer string "
-                                          "conversion: value has 5000 digits$"):
-        load_site(path)
+HUGE = "9" * 5000  # (more digits than int() reads: 4300)
+
+
+@pytest.mark.parametrize("text, line, why", [
+    # tomllib raises a plain ValueError for an integer past 4300 digits: it was the
+    # command's error, naming neither the file nor a syntax problem, then Python's words.
+    (f"[plugins.a]\nenabled = true\n[plugins.a.config]\nn = {HUGE}\n", "(syntax)",
+     "not valid TOML: an integer of 5,000 digits, more than the 4,300 read (at line 4)"),
+    (f"[plugins.a]\nenabled = true\n[plugins.a.config]\nn = -1_{HUGE}\n", "(syntax)",
+     "not valid TOML: an integer of 5,001 digits, more than the 4,300 read (at line 4)"),
+    # (a hook attribute's digits as a string: int() of them raised)
+    *[(f'[plugins.a]\nenabled = true\n{key} = "{sign}{HUGE}"\n', "plugins.a",
+       f"invalid value '{sign}{HUGE[:37 - len(sign)]}...' for hook attribute '{key}': out of "
+       "range") for key, sign in (("order", ""), ("order", "-"), ("alarm", "+"), ("freq", ""))],
+    # (a plugin's JSON .CF file: json.loads raised the same ValueError)
+    ('[plugins.a]\nenabled = true\nconfig_file = "a.CF"\n', "(line 2)",
+     "not valid JSON: an integer of 5,000 digits, more than the 4,300 read"),
+])
+def test_a_number_python_will_not_read_is_the_files_error(tmp_path, text, line, why):
+    write(tmp_path, f'{{"x": 1,\n "n": {HUGE}}}\n', "a.CF")
+    path = write(tmp_path, text)
+    with pytest.raises((ConfigError, HookAttributeError)) as err:
+        site = load_site(path)
+        site.plugin_config_values("a")
+        site.hook_attributes("a", HookAttributes())
+    message = str(err.value)
+    assert message.endswith(why) and line in message and "\n" not in message, message
+    assert "Exceeds the limit" not in message
 
 
 SCHEMA = {
