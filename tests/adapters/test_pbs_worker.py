@@ -365,7 +365,7 @@ import errno, json, os, socket, sys, threading
 from pathlib import Path
 from pbsplug.adapters import worker
 
-worker.IDLE_EXIT = 0.5
+worker.IDLE_EXIT = 3600  # (it leaves when the client removes its socket, below)
 path = Path({str(path)!r})
 real_fork, forks = os.fork, []
 
@@ -381,16 +381,26 @@ answers = []
 def ask():
     while not path.exists():
         pass
-    for name in ("first", "second"):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.connect(str(path))
-            try:  # (a refusal may come first, as a worker_client sees it)
-                conn.sendall(json.dumps({{"event": "execjob_begin", "data": {{
-                    "job": {{"id": "7.s", "Job_Name": name}}, "vnode_list": {{}}}}}}).encode())
-                conn.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-            answers.append(json.loads(b"".join(iter(lambda: conn.recv(65536), b""))))
+    try:
+        for name in ("first", "second"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(str(path))
+                try:  # (a refusal may come first, as a worker_client sees it)
+                    conn.sendall(json.dumps({{"event": "execjob_begin", "data": {{
+                        "job": {{"id": "7.s", "Job_Name": name}},
+                        "vnode_list": {{}}}}}}).encode())
+                    conn.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                chunks = []
+                try:
+                    while chunk := conn.recv(65536):
+                        chunks.append(chunk)
+                except ConnectionResetError:
+                    pass  # (a refusal closes with the request unread: read, then reset)
+                answers.append(json.loads(b"".join(chunks)))
+    finally:  # its socket removed, the worker leaves (an idle limit raced a slow client)
+        path.unlink()
 
 client = threading.Thread(target=ask, daemon=True)
 client.start()
