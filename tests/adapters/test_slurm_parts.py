@@ -895,6 +895,53 @@ def _dead(pid: int) -> bool:
     return text[text.rindex(")") + 2] == "Z"
 
 
+class _TaskWorker:
+    """A Slurm task worker (`worker.main`) serving `SERVER_DISPATCH`'s plugins, with a
+    stand-in slurmstepd (a copy of sleep, at the path its config names) running: its
+    socket `sock`, config `config`, process `proc`, stderr in `errors`, and `servers`, the
+    serving processes the test saw (each answer names the one that forked it)."""
+
+    def __init__(self, tmp_path: Path, preexec_fn=None):
+        code = tmp_path / "code"
+        code.mkdir()
+        (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
+        stepd = tmp_path / "slurmstepd"
+        shutil.copy("/bin/sleep", stepd)
+        self.config = tmp_path / "task.json"
+        self.config.write_text(json.dumps({
+            "loader": "serverdispatch:load", "public": True,
+            "dispatcher": "serverdispatch:dispatch", "site_dirs": [str(code)],
+            "slurmstepd": str(stepd)}))
+        self.run = tmp_path / "run"
+        self.sock = self.run / "w.sock"
+        self.errors = tmp_path / "worker.err"
+        self.servers: list[int] = []
+        self.step = subprocess.Popen([str(stepd), "300"])
+        with open(self.errors, "w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pbsplug.adapters.worker", str(self.sock),
+                 str(self.config)], stderr=err, preexec_fn=preexec_fn)
+
+    def kill_server(self) -> None:
+        """SIGKILL the last serving process seen, and wait until it has ended."""
+        from pbsplug.testing import until
+
+        os.kill(self.servers[-1], signal.SIGKILL)
+        until(lambda: _dead(self.servers[-1]), 30, "the killed worker to end")
+
+    def stop(self) -> None:
+        self.step.kill()
+        self.step.wait()
+        for pid in self.servers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.run, ignore_errors=True)
+
+
 def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets_its_answer(
         tmp_path):
     """TaskProlog runs as the job's user, who can neither run execjob_launch nor start the
@@ -905,24 +952,12 @@ def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets
     the TaskProlog program (a real process) gets its answer from the new one, and one line
     says so. Once an install has changed the config, a killed one is not replaced (the
     new config's worker serves)."""
-    import json
-
     from pbsplug.testing import until
 
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
-    stepd = tmp_path / "slurmstepd"
-    shutil.copy("/bin/sleep", stepd)
-    config = tmp_path / "task.json"
-    config.write_text(json.dumps({"loader": "serverdispatch:load", "public": True,
-                                  "dispatcher": "serverdispatch:dispatch",
-                                  "site_dirs": [str(code)], "slurmstepd": str(stepd)}))
-    run = tmp_path / "run"
-    sock = run / "w.sock"
+    worker = _TaskWorker(tmp_path)
     program = tmp_path / "task_prolog"
     program.write_text(slurm_program.task_program_text(
-        sys.executable, str(Path(slurm_program.__file__).parent), str(sock)))
+        sys.executable, str(Path(slurm_program.__file__).parent), str(worker.sock)))
     program.chmod(0o755)
 
     def task_prolog() -> subprocess.CompletedProcess:
@@ -933,40 +968,26 @@ def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets
         assert done.stdout.startswith("export SERVED_BY="), done.stdout
         return int(done.stdout.split("=", 1)[1])
 
-    errors = tmp_path / "worker.err"
-    step = subprocess.Popen([str(stepd), "300"])
-    with open(errors, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
-                                 str(config)], stderr=err)
-    servers = []
+    servers = worker.servers
     try:
-        until(sock.exists, 30, "the worker's socket")
+        until(worker.sock.exists, 30, "the worker's socket")
         servers.append(served_by(task_prolog()))
-        os.kill(servers[-1], signal.SIGKILL)
-        until(lambda: _dead(servers[-1]), 30, "the killed worker to end")
+        worker.kill_server()
         servers.append(served_by(task_prolog()))  # (the old code: no task worker, exit 1)
         assert servers[1] != servers[0]
-        said = errors.read_text().splitlines()
+        said = worker.errors.read_text().splitlines()
         assert said == [f"pbsplug worker: the worker's serving process {servers[0]} was "
                         "killed by signal 9 (SIGKILL): another serves its socket"], said
-        config.write_text(config.read_text().replace('"public"', '"new": 1, "public"'))
+        worker.config.write_text(worker.config.read_text().replace(
+            '"public"', '"new": 1, "public"'))
         os.kill(servers[-1], signal.SIGKILL)
-        assert proc.wait(60) == 1
+        assert worker.proc.wait(60) == 1
         done = task_prolog()
         assert done.returncode == 1
-        assert done.stderr == (f"pbsplug TaskProlog: no pbsplug task worker at {sock} (the "
-                               "Prolog starts it)\n")
+        assert done.stderr == (f"pbsplug TaskProlog: no pbsplug task worker at "
+                               f"{worker.sock} (the Prolog starts it)\n")
     finally:
-        step.kill()
-        step.wait()
-        for pid in servers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(run, ignore_errors=True)
+        worker.stop()
 
 
 def test_a_task_worker_started_with_sigchld_ignored_still_replaces_its_serving_process(
@@ -976,56 +997,30 @@ def test_a_task_worker_started_with_sigchld_ignored_still_replaces_its_serving_p
     serving one fail (ChildProcessError, with SIGCHLD ignored the kernel reaps it), so a
     serving process killed was not replaced, and the first process ended with a
     traceback. The worker sets SIGCHLD back to its default at start (`clean_process`)."""
-    import json
-
     from pbsplug.testing import until
 
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
-    stepd = tmp_path / "slurmstepd"
-    shutil.copy("/bin/sleep", stepd)
-    config = tmp_path / "task.json"
-    config.write_text(json.dumps({"loader": "serverdispatch:load", "public": True,
-                                  "dispatcher": "serverdispatch:dispatch",
-                                  "site_dirs": [str(code)], "slurmstepd": str(stepd)}))
-    sock = tmp_path / "run" / "w.sock"
+    worker = _TaskWorker(
+        tmp_path, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
 
     def served_by() -> int:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(60)  # (a hang guard)
-            conn.connect(str(sock))
+            conn.connect(str(worker.sock))
             conn.sendall(b"{}")
             conn.shutdown(socket.SHUT_WR)
             answer = json.loads(b"".join(iter(lambda: conn.recv(65536), b"")))
         return int(answer["stdout"].split("=", 1)[1])
 
-    errors = tmp_path / "worker.err"
-    step = subprocess.Popen([str(stepd), "300"])
-    with open(errors, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pbsplug.adapters.worker", str(sock), str(config)],
-            stderr=err, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
-    servers = []
+    servers = worker.servers
     try:
-        until(sock.exists, 30, "the worker's socket")
+        until(worker.sock.exists, 30, "the worker's socket")
         servers.append(served_by())
-        os.kill(servers[-1], signal.SIGKILL)
-        until(lambda: _dead(servers[-1]), 30, "the killed worker to end")
+        worker.kill_server()
         servers.append(served_by())  # (waits in the socket's queue for the new one)
         assert servers[1] != servers[0]
-        assert proc.poll() is None, errors.read_text()
+        assert worker.proc.poll() is None, worker.errors.read_text()
     finally:
-        step.kill()
-        step.wait()
-        for pid in servers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+        worker.stop()
 
 
 def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
