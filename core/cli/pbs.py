@@ -617,7 +617,7 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
         else:
             arrays_.setdefault(number, []).append(job_id)
     units = list(plain)
-    for named in arrays_.values():
+    for number, named in arrays_.items():
         groups: dict[str, list[tuple[int, int, str]]] = {}
         for job_id in named:
             m = _SUBJOB_ID.match(job_id)
@@ -630,7 +630,6 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
             if len({(first, last) for first, last, _ in spans}) == 1:
                 units.append(([spans[0][2]], None))  # (one id, named again: as it is)
                 continue
-            number = spans[0][2].split("[", 1)[0]
             texts = [f"{a}" if a == b else f"{a}-{b}" for a, b in _runs(spans, 1)]
             # (sent: the ranges that overlap as one, those that only touch each alone, so
             # that one with no index of the array is its error: 12[3] 12[4] of 12[1-3]
