@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from ..values import LONG_MAX, BadValue, digits, number, quoted
+from ..values import LONG_MAX, BadValue, digits, number, past, quoted
 
 
 def cli_count(text: Any) -> int:
@@ -28,7 +28,7 @@ def cli_count(text: Any) -> int:
     if not isinstance(text, str) or not digits(text.strip()):
         raise typer.BadParameter(f"{quoted(text)} is not a whole number (digits 0-9)")
     text = text.strip()
-    if len(text.lstrip("0")) > len(str(LONG_MAX)) or int(text) > LONG_MAX:
+    if past(text, LONG_MAX):
         raise typer.BadParameter(f"{quoted(text)} is more than {LONG_MAX}")
     return int(text)
 
