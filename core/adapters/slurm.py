@@ -1487,7 +1487,14 @@ def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:
     """pbsplug's `lines` merged into slurm.conf as `conf` read it (`merged_conf`); refused,
     the file left as it is, when it has changed since (another's edit would be lost)."""
     view = _view(conf)
-    _write_back(view, merged_conf(view, lines), "install")
+    apply_merged(view, merged_conf(view, lines))
+
+
+def apply_merged(view: SlurmConf, merged: str) -> None:
+    """slurm.conf rewritten as `merged`, what `merged_conf` gave for `view` (install asks
+    for it before it writes anything, and writes that); refused, the file left as it is,
+    when it has changed since (another's edit would be lost)."""
+    _write_back(view, merged, "install")
 
 
 def _write_back(view: SlurmConf, text: str, command: str) -> None:

@@ -288,11 +288,12 @@ def slurm_app() -> typer.Typer:
                 typer.echo(f"{row['plugin']}: not in Slurm: {hook}: {why}")
         for note in p.notes:
             typer.echo(f"note: {note}")
+        merged = None  # (what --apply writes)
         try:
             slurm.check_state_dirs(p, str(state_dir))
             if apply and p.conf_lines:  # (before anything is written: a refusal of
                 #  slurm.conf's leaves all as it was)
-                slurm.merged_conf(view, p.conf_lines)
+                merged = slurm.merged_conf(view, p.conf_lines)
         except slurm.SlurmInstallError as exc:
             raise CliError(str(exc)) from None
         try:
@@ -322,9 +323,9 @@ def slurm_app() -> typer.Typer:
             typer.echo(f"add to {conf} (or run again with --apply):")
             typer.echo(slurm.conf_block(p.conf_lines))
         try:
-            if apply:  # (first: its refusal is one line; the view keeps the text it
-                #  read, which holds the lines it replaced)
-                slurm.apply_conf(view, p.conf_lines)
+            if merged is not None:  # (first: its refusal is one line; the view keeps the
+                #  text it read, which holds the lines it replaced)
+                slurm.apply_merged(view, merged)
         except OSError as exc:  # (checked above: the folder changed since)
             raise CliError(f"{conf}: cannot write slurm.conf ({exc.strerror or exc}): left "
                            "as it is") from None

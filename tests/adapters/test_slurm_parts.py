@@ -2318,11 +2318,11 @@ def test_install_names_the_lines_it_replaces_with_apply_or_without(cli, dists, h
 
 #: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1],
 #: and `slurm._read_settings` each parse of slurm.conf ('parse <path>'; not of what it
-#: includes, parsed within).
+#: includes, parsed within), and `slurm.merge_conf` each merge ('merge <path>').
 _COUNTING = """
 import sys
 from pbsplug.adapters import slurm
-real, parse = slurm.read_conf, slurm._read_settings
+real, parse, merge = slurm.read_conf, slurm._read_settings, slurm.merge_conf
 def read_conf(path):
     with open(sys.argv[1], "a") as log:
         log.write(f"{path}\\n")
@@ -2332,7 +2332,12 @@ def _read_settings(view, path, text, out, stack):
         with open(sys.argv[1], "a") as log:
             log.write(f"parse {path}\\n")
     return parse(view, path, text, out, stack)
+def merge_conf(text, lines, path="slurm.conf"):
+    with open(sys.argv[1], "a") as log:
+        log.write(f"merge {path}\\n")
+    return merge(text, lines, path)
 slurm.read_conf, slurm._read_settings = read_conf, _read_settings
+slurm.merge_conf = merge_conf
 from pbsplug.cli import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -2347,7 +2352,8 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     to tell whether its text has changed since: `SlurmConf.changed`). And parsed once:
     install parsed slurm.conf's settings three times (the plan, SlurmUser, the
     controllers), status four (status parses the file as it is, pbsplug's lines in, once
-    more: `overriding_settings`)."""
+    more: `overriding_settings`). --apply merged pbsplug's lines into it twice (the check
+    before anything is written, then the write): once now, and that text is written."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
@@ -2362,6 +2368,7 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
         assert done.returncode == 0, done.stderr
         assert sorted(log.read_text().splitlines()) == [
             str(tmp_path / "more.conf"), *[str(conf)] * (2 if "--apply" in command else 1),
+            *[f"merge {conf}"] * (1 if "--apply" in command else 0),
             *[f"parse {conf}"] * (1 if command[0] == "install" else 2)], command
     assert "parts: " in done.stdout  # (status ran to its end)
 
