@@ -812,11 +812,12 @@ def prepare_state(p: Plan, state_dir: str) -> list[str]:
     power = p.config.get("power_dir")
     if not su and not power:
         return _record_hook_homes(p)
-    name, uid, gid = _state_owner(p)
+    owner = _state_owner(p)
+    name, uid, gid = owner
     theirs = _slurm_user_state_dirs(p, state_dir) if su else {}
     done = []
     try:
-        _state_folder(p, state_dir, make=True)
+        _state_folder(p, state_dir, owner, make=True)
         if power:
             _own_folder(power, uid, gid, "the power programs' folder")
             moved = _move_old_records(Path(state_dir), Path(power), uid)
@@ -891,9 +892,9 @@ def check_state_dirs(p: Plan, state_dir: str) -> None:
     before it writes anything."""
     if not p.config.get("slurm_user") and not p.config.get("power_dir"):
         return
-    _state_owner(p)
+    owner = _state_owner(p)
     try:
-        _state_folder(p, state_dir, make=False)
+        _state_folder(p, state_dir, owner, make=False)
     except safedirs.UnsafeFolder as exc:
         raise SlurmInstallError(str(exc)) from None
     if p.config.get("slurm_user"):
@@ -914,17 +915,17 @@ def _state_owner(p: Plan) -> tuple[str, int, int]:
     return name, uid, gid
 
 
-def _state_folder(p: Plan, state_dir: str, make: bool) -> None:
+def _state_folder(p: Plan, state_dir: str, owner: tuple[str, int, int], make: bool) -> None:
     """--state-dir checked by `pbsplug.safedirs`' rule (`safedirs.UnsafeFolder`), and made
-    when `make`; a folder of SlurmUser's, as an earlier pbsplug had it, is
-    `SlurmInstallError` saying what to do."""
+    when `make`; a folder of SlurmUser's (`owner`: `_state_owner`'s), as an earlier pbsplug
+    had it, is `SlurmInstallError` saying what to do."""
     try:
         if make:
             safedirs.ensure_folder(state_dir, "the state folder (--state-dir)")
         else:
             safedirs.check_folder(state_dir, "the state folder (--state-dir)")
     except safedirs.UnsafeFolder:
-        name, uid, _ = _state_owner(p)
+        name, uid, _ = owner
         if uid and _owned_by(state_dir, uid):  # as an earlier pbsplug's docs had it
             power = p.config.get("power_dir")
             raise SlurmInstallError(
