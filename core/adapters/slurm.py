@@ -18,6 +18,7 @@ event without a Slurm script, why; `status` lists them per plugin.
 
 from __future__ import annotations
 
+import copy
 import errno
 import fnmatch
 import hashlib
@@ -36,7 +37,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import safedirs
 from ..hookattrs import HookAttributes
@@ -1388,7 +1389,8 @@ class SlurmConf:
     once (`settings`). install's plan, SlurmUser, the controllers, the lines it replaces and
     its --apply, status's checks and uninstall all read the one view: a file changed while
     the command runs cannot give it two. A file that could not be read is its error again
-    at each ask. Each reader of slurm.conf here takes one, or a path, read afresh."""
+    at each ask: a fresh copy of the one kept (`_again`), with the same one line. Each
+    reader of slurm.conf here takes one, or a path, read afresh."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -1411,9 +1413,9 @@ class SlurmConf:
                                    [str(self.path)])
                     self._settings = out
                 except SlurmInstallError as exc:
-                    self._settings = exc
+                    self._settings = _kept(exc)
         if isinstance(self._settings, SlurmInstallError):
-            raise self._settings
+            raise _again(self._settings)
         return list(self._settings)  # (a list of the caller's own)
 
     def text(self, path: str | Path | None = None) -> str:
@@ -1424,10 +1426,10 @@ class SlurmConf:
             try:
                 self._texts[name] = read_conf(Path(name))
             except (OSError, ValueError) as exc:
-                self._texts[name] = exc
+                self._texts[name] = _kept(exc)
         found = self._texts[name]
         if isinstance(found, (OSError, ValueError)):
-            raise found
+            raise _again(found)
         return found
 
     def checked_text(self, reads: str) -> str:
@@ -1451,6 +1453,24 @@ class SlurmConf:
             return not isinstance(kept, str) or read_conf(self.path) != kept
         except OSError:
             return True
+
+
+_E = TypeVar("_E", bound=Exception)
+
+
+def _kept(exc: _E) -> _E:
+    """`exc`, to keep in a `SlurmConf`, without what it held of the code that raised it
+    (its traceback's frames, the error it was raised while handling)."""
+    exc.__context__ = exc.__cause__ = None
+    return exc.with_traceback(None)
+
+
+def _again(kept: _E) -> _E:
+    """A fresh copy of an error a `SlurmConf` keeps, to raise: the one kept is never
+    raised itself (each raise would lengthen its traceback, and set what it was raised
+    while handling, in every later reader's); the same type, arguments (errno, strerror,
+    filename) and one line."""
+    return copy.copy(kept)
 
 
 def _view(conf: Path | SlurmConf) -> SlurmConf:

@@ -2395,6 +2395,39 @@ def test_one_view_of_slurm_conf_and_apply_refuses_a_file_changed_since(tmp_path)
     assert conf.read_text().startswith(f"ClusterName=c\n{slurm.REPLACED}Prolog=/etc/slurm/")
 
 
+def test_a_slurm_conf_error_is_a_fresh_one_at_each_ask(tmp_path):
+    """A `SlurmConf` keeps the error of a file it could not read, or of its settings, and
+    raised that very object at each later ask: its traceback grew by every raise, and each
+    reader's raise changed the one all readers share. Each ask raises a fresh copy now,
+    with the same one line."""
+    import traceback
+
+    def asked(ask, kind):
+        with pytest.raises(kind) as caught:
+            ask()
+        return caught.value
+
+    missing = slurm.SlurmConf(tmp_path / "missing.conf")
+    (tmp_path / "slurm.conf").write_text("ClusterName=c\nInclude gone.conf\n")
+    included = slurm.SlurmConf(tmp_path / "slurm.conf")
+    for ask, kind in ((missing.text, FileNotFoundError),
+                      (lambda: included.text(tmp_path / "gone.conf"), FileNotFoundError),
+                      (included.settings, slurm.SlurmInstallError)):
+        raised = [asked(ask, kind) for _ in range(3)]
+        assert raised[1] is not raised[0] and raised[2] is not raised[1]
+        assert len({str(e) for e in raised}) == 1 and "\n" not in str(raised[0])
+        assert [len(traceback.extract_tb(e.__traceback__)) for e in raised] == [
+            len(traceback.extract_tb(raised[0].__traceback__))] * 3
+    assert [e.filename for e in (asked(missing.text, OSError), asked(missing.text, OSError))
+            ] == [str(tmp_path / "missing.conf")] * 2
+    message = (f"{tmp_path / 'missing.conf'}: cannot read slurm.conf (No such file or "
+               "directory); status compares (give --slurm-conf)")
+    for _ in range(2):
+        with pytest.raises(slurm.SlurmInstallError) as caught:
+            missing.checked_text("status compares")
+        assert str(caught.value) == message
+
+
 def test_apply_tells_a_change_of_slurm_conf_by_its_text_not_its_mtime(tmp_path):
     """A change was told by slurm.conf's inode, size and mtime: a ``touch`` (or a save with
     nothing changed) while install ran refused --apply, and an edit of the same size within
