@@ -49,7 +49,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import safedirs
 from ..events import Event
@@ -58,6 +58,9 @@ from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .pbs_wire import one_line
 from .slurm_program import is_stepd
 from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id
+
+if TYPE_CHECKING:
+    import pwd
 
 log = logging.getLogger("pbsplug.slurm")
 
@@ -106,6 +109,14 @@ class Context:
 
 def slurm_user_uid(config: Mapping[str, Any]) -> int | None:
     """The uid of the SlurmUser the install recorded (one that is not root), or None."""
+    pw = slurm_user_entry(config)
+    return pw.pw_uid if pw is not None else None
+
+
+def slurm_user_entry(config: Mapping[str, Any]) -> pwd.struct_passwd | None:
+    """The passwd entry of the SlurmUser the install recorded (one that is not root), or
+    None: looked up by its name (its ``pw_name`` is that name), or by its uid where
+    slurm.conf gave SlurmUser as a number."""
     import pwd
 
     su = config.get("slurm_user")
@@ -113,10 +124,10 @@ def slurm_user_uid(config: Mapping[str, Any]) -> int | None:
         return None
     name = str(su["name"])
     try:
-        uid = (pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)).pw_uid
+        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
     except (KeyError, OverflowError):
         return None
-    return uid or None  # (another name of root's is root)
+    return pw if pw.pw_uid else None  # (another name of root's is root)
 
 
 def become_slurm_user(config: Mapping[str, Any]) -> None:

@@ -394,15 +394,15 @@ def slurm_app() -> typer.Typer:
         # SlurmUser from its own timer), but SlurmUser for the plugins when root becomes
         # SlurmUser before it imports them.
         runner = slurm.user_name(os.geteuid())
-        su_uid = slurm_bridge.slurm_user_uid(config) if os.geteuid() == 0 else None
+        su = slurm_bridge.slurm_user_entry(config) if os.geteuid() == 0 else None
         _refuse_unsafe("slurm periodic", rootpaths.run_by(runner, rootpaths.installed_paths(
             str(directory / slurm.CONFIG_NAME), dirs)), allow, how)
         for folder in dirs:  # as the programs import (--site-dir); their .pth files run
             site.addsitedir(folder)
         _refuse_unsafe("slurm periodic", rootpaths.run_by(
-            runner if su_uid is None else slurm.user_name(su_uid),
+            runner if su is None else su.pw_name,
             rootpaths.installed_plugin_paths(config.get("plugins") or {})), allow, how)
-        if su_uid is not None:
+        if su is not None:
             # root's log opened as root; then SlurmUser for good, before a plugin is
             # loaded: no plugin code runs as root with PBSPLUG_HOME in SlurmUser's folder
             slurm_bridge.open_log(str(config.get("log_file") or ""))

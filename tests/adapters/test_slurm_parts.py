@@ -1709,6 +1709,52 @@ def test_a_root_periodic_drops_to_slurmuser_before_it_loads_a_plugin(tmp_path, m
                 root.removeHandler(handler)
 
 
+def test_a_root_periodic_names_slurmuser_as_the_install_recorded_it(tmp_path, monkeypatch):
+    """A root 'pbsplug slurm periodic' names SlurmUser as who would run a plugin's code it
+    refuses. It looked the recorded name up to a uid and that uid back to a name: a second
+    name of the same uid (passwd aliases) was told by the first name the host lists for
+    the uid. The name is kept from the one lookup now; a SlurmUser recorded as a uid is
+    still told by the host's name for it."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: the run as root is what is checked")
+    import pwd
+
+    from pbsplug.adapters import rootpaths
+    from pbsplug.cli import main
+
+    real_getpwnam = pwd.getpwnam
+    nobody = real_getpwnam("nobody")  # (its second name, as passwd may hold one)
+    alias = pwd.struct_passwd(("pbsplug-alias", "x", nobody.pw_uid, nobody.pw_gid, "", "/",
+                               "/usr/sbin/nologin"))
+    monkeypatch.setattr(pwd, "getpwnam",
+                        lambda name: alias if name == alias.pw_name else real_getpwnam(name))
+    real_run_by = rootpaths.run_by
+    users: list[str] = []
+
+    def run_by(user, paths):
+        users.append(user)
+        return real_run_by(user, paths)
+
+    def become(config):
+        raise OSError("stopped here")
+
+    monkeypatch.setattr(rootpaths, "run_by", run_by)
+    monkeypatch.setattr(slurm_bridge, "become_slurm_user", become)
+    monkeypatch.setattr(slurm_bridge, "open_log", lambda path: None)
+    for recorded, told in (("pbsplug-alias", "pbsplug-alias"),
+                           (str(nobody.pw_uid), "nobody")):
+        config = {"installed_by": slurm.INSTALLED_BY, "plugins": {},
+                  "state_dir": str(tmp_path / "state"),
+                  "slurm_user": {"name": recorded, "home": str(tmp_path / "su"),
+                                 "log_file": str(tmp_path / "su" / "x.log")}}
+        (tmp_path / slurm.CONFIG_NAME).write_text(json.dumps(config))
+        users.clear()
+        assert main(["slurm", "periodic", "--dir", str(tmp_path)]) == 2
+        assert users == ["root", told], recorded
+
+
 # -- the site's own programs, run first --------------------------------------------------------
 
 CHAINS = """
