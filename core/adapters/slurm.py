@@ -1120,7 +1120,11 @@ def _physical(text: str) -> list[str]:
     return text.split("\n")
 
 
-def conf_lines(text: str) -> list[tuple[int, int, str]]:
+#: A file's lines as Slurm reads them (`conf_lines`).
+_Lines = list[tuple[int, int, str]]
+
+
+def conf_lines(text: str) -> _Lines:
     """slurm.conf's lines as Slurm 22.05 reads them: (first, end) indexes into
     ``_physical(text)`` and what Slurm reads: each line cut at its comment, a line that
     then ends in an odd number of backslashes (blanks after them aside) continued by the
@@ -1178,10 +1182,13 @@ def site_settings(conf: Path | SlurmConf | None) -> list[ConfSetting]:
     return _view(conf).settings()
 
 
-def _read_settings(view: SlurmConf, path: str, text: str, out: list[ConfSetting],
-                   stack: list[str]) -> None:
+def _read_settings(view: SlurmConf, path: str, lines: tuple[str, _Lines],
+                   out: list[ConfSetting], stack: list[str]) -> None:
+    """The settings of the file `path` (its text and lines: `SlurmConf.lines`) into `out`,
+    with the files it includes."""
+    text, parsed = lines
     physical = _physical(text)
-    for first, end, read in conf_lines(text):
+    for first, end, read in parsed:
         written = "\n".join(line.rstrip("\r") for line in physical[first:end])
         include = _INCLUDE.match(read)
         if include:
@@ -1207,13 +1214,13 @@ def _read_include(view: SlurmConf, path: str, line: int, name: str, out: list[Co
         raise SlurmInstallError(f"{where}: the files include each other ({' -> '.join(stack)}"
                                 f" -> {target}): correct the line and run install again")
     try:
-        text = view.text(target)
+        lines = view.lines(target)
     except (OSError, ValueError) as exc:  # (ValueError: a NUL byte in the name)
         raise SlurmInstallError(
             f"{where}: cannot read {target} ({getattr(exc, 'strerror', None) or exc}), which "
             "may set a program pbsplug's would run first; Slurm cannot read it either: "
             "correct the line (or the file) and run install again") from None
-    _read_settings(view, target, text, out, stack + [target])
+    _read_settings(view, target, lines, out, stack + [target])
 
 
 def alone_problem(settings: Iterable[ConfSetting], keys: Iterable[str]) -> str:
@@ -1237,15 +1244,16 @@ def _shares_line(s: ConfSetting, key: str, lose: str = "") -> str:
             "of its own and run install again")
 
 
-def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> str:
-    """slurm.conf with pbsplug's lines: any earlier pbsplug block replaced, each line of the
-    site's that sets one of the same keys kept as a comment (`REPLACED`; each of a continued
-    line's lines), the rest as it was. `SlurmInstallError` for a line that sets one with
-    other settings (`alone_problem`)."""
-    text = unmerge_conf(text)
+def merge_conf(text: str | SlurmConf, lines: dict[str, str], path: str = "slurm.conf"
+               ) -> str:
+    """slurm.conf (its text, or a `SlurmConf`'s parse of it) with pbsplug's lines: any
+    earlier pbsplug block replaced, each line of the site's that sets one of the same keys
+    kept as a comment (`REPLACED`; each of a continued line's lines), the rest as it was.
+    `SlurmInstallError` for a line that sets one with other settings (`alone_problem`)."""
+    text, parsed = _site_lines(text)
     keys = {k.lower() for k in lines}
     out = _physical(text)
-    for first, end, read in conf_lines(text):
+    for first, end, read in parsed:
         found = _setting(read)
         if not found or found[0].lower() not in keys:
             continue
@@ -1258,6 +1266,15 @@ def merge_conf(text: str, lines: dict[str, str], path: str = "slurm.conf") -> st
     if body and not body.endswith("\n"):
         body += "\n"  # (a last line with no line break gets one: uninstall keeps it)
     return f"{body}{BEGIN}\n{conf_block(lines)}\n{END}\n"
+
+
+def _site_lines(conf: str | SlurmConf) -> tuple[str, _Lines]:
+    """slurm.conf's text as the site wrote it (`unmerge_conf`) and its lines as Slurm reads
+    them (`conf_lines`): a `SlurmConf`'s kept parse, or the text `conf` parsed."""
+    if isinstance(conf, SlurmConf):
+        return conf.lines(site=True)
+    text = unmerge_conf(conf)
+    return text, conf_lines(text)
 
 
 def unmerge_conf(text: str) -> str:
@@ -1277,14 +1294,15 @@ def unmerge_conf(text: str) -> str:
     return "\n".join(out)
 
 
-def replaced_lines(text: str, lines: dict[str, str]) -> list[str]:
-    """The site's own lines `merge_conf` would comment out, for install's output (a
-    continued line's lines joined by a newline, a '\r' before one left out)."""
+def replaced_lines(text: str | SlurmConf, lines: dict[str, str]) -> list[str]:
+    """The site's own lines `merge_conf` would comment out in slurm.conf (its text, or a
+    `SlurmConf`'s parse of it), for install's output (a continued line's lines joined by a
+    newline, a '\r' before one left out)."""
     keys = {k.lower() for k in lines}
-    text = unmerge_conf(text)
+    text, parsed = _site_lines(text)
     physical = _physical(text)
     return ["\n".join(line.rstrip("\r") for line in physical[first:end])
-            for first, end, read in conf_lines(text)
+            for first, end, read in parsed
             if (found := _setting(read)) and found[0].lower() in keys]
 
 
@@ -1302,17 +1320,17 @@ def overriding_settings(conf: Path | SlurmConf, keys: Iterable[str]) -> list[Con
     be read or holds no pbsplug block; `SlurmInstallError` as `site_settings`."""
     view = _view(conf)
     try:
-        text = view.text()
+        lines = view.lines()
     except OSError:
         return []
-    physical = _physical(text)
+    physical = _physical(lines[0])
     if BEGIN not in physical:
         return []
     begin = physical.index(BEGIN)
     end = physical.index(END, begin) if END in physical[begin:] else len(physical)
     settings: list[ConfSetting] = []
     # as it is: pbsplug's lines too
-    _read_settings(view, str(view.path), text, settings, [str(view.path)])
+    _read_settings(view, str(view.path), lines, settings, [str(view.path)])
     last: dict[str, ConfSetting] = {}
     for each in settings:
         last[each.key.lower()] = each
@@ -1390,12 +1408,14 @@ class SlurmConf:
     its --apply, status's checks and uninstall all read the one view: a file changed while
     the command runs cannot give it two. A file that could not be read is its error again
     at each ask: a fresh copy of the one kept (`_again`), with the same one line. Each
-    reader of slurm.conf here takes one, or a path, read afresh."""
+    file's lines are parsed once too (`lines`), for every reader. Each reader of slurm.conf
+    here takes one, or a path, read afresh."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._texts: dict[str, str | OSError | ValueError] = {}
         self._settings: list[ConfSetting] | SlurmInstallError | None = None
+        self._lines: dict[tuple[str, bool], tuple[str, _Lines]] = {}
 
     def settings(self) -> list[ConfSetting]:
         """`site_settings` of these files, parsed at the first ask and kept: install's plan,
@@ -1403,20 +1423,33 @@ class SlurmConf:
         a `SlurmInstallError` of the included files again at each ask."""
         if self._settings is None:
             try:
-                text = self.text()
+                read = self.lines(site=True)
             except OSError:
                 self._settings = []
             else:
                 out: list[ConfSetting] = []
                 try:
-                    _read_settings(self, str(self.path), unmerge_conf(text), out,
-                                   [str(self.path)])
+                    _read_settings(self, str(self.path), read, out, [str(self.path)])
                     self._settings = out
                 except SlurmInstallError as exc:
                     self._settings = _kept(exc)
         if isinstance(self._settings, SlurmInstallError):
             raise _again(self._settings)
         return list(self._settings)  # (a list of the caller's own)
+
+    def lines(self, path: str | Path | None = None, *, site: bool = False
+              ) -> tuple[str, _Lines]:
+        """The text of slurm.conf (`site`: as the site wrote it, an earlier install's lines
+        undone by `unmerge_conf`), or of the file `path` it includes, and its lines as Slurm
+        reads them (`conf_lines`), parsed at the first ask and kept: every reader reads the
+        one parse (and changes none of it). OSError and ValueError as `text`."""
+        name = str(self.path if path is None else path)
+        if (name, site) not in self._lines:
+            text = self.text(name)
+            if site:
+                text = unmerge_conf(text)
+            self._lines[name, site] = (text, conf_lines(text))
+        return self._lines[name, site]
 
     def text(self, path: str | Path | None = None) -> str:
         """The text of slurm.conf, or of the file `path` it includes; OSError as `read_conf`
@@ -1493,7 +1526,7 @@ def merged_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> str:
     in a folder install cannot write in (read-only, immutable): install asks before it
     writes anything, so that a refused install leaves all as it was."""
     view = _view(conf)
-    text = view.checked_text("install merges pbsplug's lines into it")
+    view.checked_text("install merges pbsplug's lines into it")  # (read, or one line)
     _refuse_link(view.path)
     folder = view.path.parent
     if not os.access(folder, os.W_OK | os.X_OK,
@@ -1501,7 +1534,7 @@ def merged_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> str:
         raise SlurmInstallError(f"{view.path}: install cannot write in its folder {folder} "
                                 "(it writes the new slurm.conf there, then renames it over "
                                 "the old): left as it is")
-    return merge_conf(text, lines, str(view.path))
+    return merge_conf(view, lines, str(view.path))
 
 
 def apply_conf(conf: Path | SlurmConf, lines: dict[str, str]) -> None:

@@ -332,7 +332,7 @@ def slurm_app() -> typer.Typer:
         except slurm.SlurmInstallError as exc:  # (its line names the file)
             raise CliError(str(exc)) from None
         try:
-            replaced = slurm.replaced_lines(view.text(), p.conf_lines)
+            replaced = slurm.replaced_lines(view, p.conf_lines)
         except OSError:  # (printed only: nothing to replace in a file not read)
             replaced = []
         done = "replaced" if apply else "--apply replaces"

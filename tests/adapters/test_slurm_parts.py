@@ -2363,12 +2363,14 @@ def test_install_names_the_lines_it_replaces_with_apply_or_without(cli, dists, h
 
 
 #: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1],
-#: and `slurm._read_settings` each parse of slurm.conf ('parse <path>'; not of what it
-#: includes, parsed within), and `slurm.merge_conf` each merge ('merge <path>').
+#: `slurm._read_settings` each reading of slurm.conf's settings ('parse <path>'; not of
+#: what it includes, read within), `slurm.merge_conf` each merge ('merge <path>'), and
+#: `slurm.conf_lines` each parse of a whole file's text ('lines <its first line>').
 _COUNTING = """
 import sys
 from pbsplug.adapters import slurm
 real, parse, merge = slurm.read_conf, slurm._read_settings, slurm.merge_conf
+lines = slurm.conf_lines
 def read_conf(path):
     with open(sys.argv[1], "a") as log:
         log.write(f"{path}\\n")
@@ -2382,8 +2384,13 @@ def merge_conf(text, lines, path="slurm.conf"):
     with open(sys.argv[1], "a") as log:
         log.write(f"merge {path}\\n")
     return merge(text, lines, path)
+def conf_lines(text):
+    if "\\n" in text:  # (a file's, not one line's: replaced_why...)
+        with open(sys.argv[1], "a") as log:
+            log.write(f"lines {text.split(chr(10), 1)[0]}\\n")
+    return lines(text)
 slurm.read_conf, slurm._read_settings = read_conf, _read_settings
-slurm.merge_conf = merge_conf
+slurm.merge_conf, slurm.conf_lines = merge_conf, conf_lines
 from pbsplug.cli import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -2399,7 +2406,11 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     install parsed slurm.conf's settings three times (the plan, SlurmUser, the
     controllers), status four (status parses the file as it is, pbsplug's lines in, once
     more: `overriding_settings`). --apply merged pbsplug's lines into it twice (the check
-    before anything is written, then the write): once now, and that text is written."""
+    before anything is written, then the write): once now, and that text is written.
+    And each file's text is parsed into lines once: install parsed slurm.conf's (with
+    pbsplug's lines undone) three times (its settings, the merge, the replaced lines),
+    status parsed the included file twice (slurm.conf's two parses are of two texts: as
+    the site wrote it, and as it is)."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
@@ -2414,6 +2425,8 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
         assert done.returncode == 0, done.stderr
         assert sorted(log.read_text().splitlines()) == [
             str(tmp_path / "more.conf"), *[str(conf)] * (2 if "--apply" in command else 1),
+            *["lines ClusterName=c"] * (1 if command[0] == "install" else 2),
+            "lines HealthCheckInterval=300",
             *[f"merge {conf}"] * (1 if "--apply" in command else 0),
             *[f"parse {conf}"] * (1 if command[0] == "install" else 2)], command
     assert "parts: " in done.stdout  # (status ran to its end)
