@@ -49,7 +49,11 @@ database), which its hooks, run in process, use.
   ``"slurmstepd"`` in its config (Slurm's task worker) not while a slurmstepd runs on the
   host and its config file is unchanged: a job's Prolog starts it once, and a later
   step's TaskProlog, run as the job's user, cannot start one. For the same reason it
-  serves from a fork of itself, and forks another when that one is killed (`_supervise`).
+  serves from a fork of itself, and forks another when that one is killed (`_supervise`):
+  at most `RESTART_BURST` times in `RESTART_INTERVAL` seconds, as systemd's
+  StartLimitBurst and StartLimitIntervalSec bound a service's restarts; killed once more
+  within them, it is not replaced, one line says so and the worker leaves (its socket
+  removed: the next job's Prolog starts a worker).
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -105,6 +109,11 @@ LOG_EVERY = 60.0
 #: Seconds at least between the starts of Slurm's task worker's serving processes
 #: (`_supervise`): one killed again at once is not replaced in a loop.
 RESTART_EVERY = 1.0
+#: Serving processes killed and replaced at most this many times in `RESTART_INTERVAL`
+#: seconds; killed once more within them, the task worker leaves (systemd's
+#: StartLimitBurst and StartLimitIntervalSec, for a cause that goes on killing it).
+RESTART_BURST = 5
+RESTART_INTERVAL = 600.0
 
 log = logging.getLogger("pbsplug.worker")
 
@@ -461,6 +470,22 @@ def serve(path: Path, config_file: Path) -> int:
         _unlink_if_ours(path, inode)
 
 
+class _RestartLimit:
+    """At most `RESTART_BURST` restarts in any `RESTART_INTERVAL` seconds (`_supervise`)."""
+
+    def __init__(self) -> None:
+        self.times: collections.deque[float] = collections.deque()
+
+    def allow(self, now: float) -> bool:
+        """Whether a restart at monotonic time `now` is within the limit (then counted)."""
+        while self.times and self.times[0] <= now - RESTART_INTERVAL:
+            self.times.popleft()
+        if len(self.times) >= RESTART_BURST:
+            return False
+        self.times.append(now)
+        return True
+
+
 def _supervise(config_file: Path, loaded: bytes) -> int | None:
     """Slurm's task worker: its serving loop runs in a fork of this process, which keeps
     the listening socket (a connection made meanwhile waits in its backlog) and the loaded
@@ -468,10 +493,13 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
     once by another fork, with one line in the log: TaskProlog, run as the job's user,
     cannot start a worker, and only the next job's Prolog on the node did, so every task
     there failed until then. Not once an install has changed the config (the new one's
-    worker serves). None in a serving process, which goes on to serve (this process too
-    when it cannot fork); in this process, once no serving process is left, the exit
-    status: the last one's own (0 at its idle exit), or 1 for one killed and not
-    replaced."""
+    worker serves), and not past `RESTART_BURST` replacements in `RESTART_INTERVAL`
+    seconds: a cause that goes on killing it (one line a second, without end, before) ends
+    the worker with one line, and the next job's Prolog starts one. None in a serving process,
+    which goes on to serve (this process too when it cannot fork); in this process, once
+    no serving process is left, the exit status: the last one's own (0 at its idle exit),
+    or 1 for one killed and not replaced."""
+    limit = _RestartLimit()
     started = None
     while True:
         if started is not None:  # (one killed again at once: no fork loop)
@@ -497,6 +525,11 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
                 f"{number} ({name})")
         if not _unchanged(config_file, loaded):
             log.warning("%s: not replaced, an install has changed its config since", said)
+            return 1
+        if not limit.allow(time.monotonic()):
+            log.warning("%s: not replaced, killed %d times in %g s (the worker leaves; the "
+                        "next job's Prolog starts one)", said, RESTART_BURST + 1,
+                        RESTART_INTERVAL)
             return 1
         log.warning("%s: another serves its socket", said)
 

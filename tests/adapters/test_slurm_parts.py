@@ -895,13 +895,28 @@ def _dead(pid: int) -> bool:
     return text[text.rindex(")") + 2] == "Z"
 
 
-class _TaskWorker:
-    """A Slurm task worker (`worker.main`) serving `SERVER_DISPATCH`'s plugins, with a
-    stand-in slurmstepd (a copy of sleep, at the path its config names) running: its
-    socket `sock`, config `config`, process `proc`, stderr in `errors`, and `servers`, the
-    serving processes the test saw (each answer names the one that forked it)."""
+def _serving(pid: int) -> int | None:
+    """A child of process `pid` that runs (not a zombie): a task worker's serving process."""
+    for proc in Path("/proc").iterdir():
+        try:
+            text = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            return int(proc.name)
+    return None
 
-    def __init__(self, tmp_path: Path, preexec_fn=None):
+
+class _TaskWorker:
+    """A Slurm task worker (`worker.main`, with the module's `settings` changed) serving
+    `SERVER_DISPATCH`'s plugins, with a stand-in slurmstepd (a copy of sleep, at the path
+    its config names) running: its socket `sock`, config `config`, process `proc` (leading
+    a process group of its own, which every process of the worker is in), stderr in
+    `errors`, and `servers`, the serving processes the test saw (each answer names the one
+    that forked it)."""
+
+    def __init__(self, tmp_path: Path, preexec_fn=None, settings: dict | None = None):
         code = tmp_path / "code"
         code.mkdir()
         (code / "serverdispatch.py").write_text(SERVER_DISPATCH)
@@ -917,10 +932,28 @@ class _TaskWorker:
         self.errors = tmp_path / "worker.err"
         self.servers: list[int] = []
         self.step = subprocess.Popen([str(stepd), "300"])
+        start = "".join(f"worker.{name} = {value!r}; "
+                        for name, value in (settings or {}).items())
+        start = ("import sys; from pbsplug.adapters import worker; "
+                 f"{start}sys.exit(worker.main(sys.argv[1:]))")
         with open(self.errors, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pbsplug.adapters.worker", str(self.sock),
-                 str(self.config)], stderr=err, preexec_fn=preexec_fn)
+                [sys.executable, "-c", start, str(self.sock), str(self.config)],
+                stderr=err, preexec_fn=preexec_fn, start_new_session=True)
+
+    def ask(self, request: bytes = b"{}") -> str:
+        """Ask as TaskProlog does; the value the answer's export line sets."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(60)  # (a hang guard)
+            conn.connect(str(self.sock))
+            conn.sendall(request)
+            conn.shutdown(socket.SHUT_WR)
+            answer = json.loads(b"".join(iter(lambda: conn.recv(65536), b"")))
+        return answer["stdout"].split("=", 1)[1].strip()
+
+    def served_by(self) -> int:
+        """The serving process that answers a request."""
+        return int(self.ask())
 
     def kill_server(self) -> None:
         """SIGKILL the last serving process seen, and wait until it has ended."""
@@ -930,14 +963,14 @@ class _TaskWorker:
         until(lambda: _dead(self.servers[-1]), 30, "the killed worker to end")
 
     def stop(self) -> None:
+        """Every process of the worker killed at once (its group): one by one, a serving
+        process killed first is replaced."""
         self.step.kill()
         self.step.wait()
-        for pid in self.servers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.kill()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # (none left)
         self.proc.wait()
         shutil.rmtree(self.run, ignore_errors=True)
 
@@ -1001,26 +1034,77 @@ def test_a_task_worker_started_with_sigchld_ignored_still_replaces_its_serving_p
 
     worker = _TaskWorker(
         tmp_path, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
-
-    def served_by() -> int:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(60)  # (a hang guard)
-            conn.connect(str(worker.sock))
-            conn.sendall(b"{}")
-            conn.shutdown(socket.SHUT_WR)
-            answer = json.loads(b"".join(iter(lambda: conn.recv(65536), b"")))
-        return int(answer["stdout"].split("=", 1)[1])
-
     servers = worker.servers
     try:
         until(worker.sock.exists, 30, "the worker's socket")
-        servers.append(served_by())
+        servers.append(worker.served_by())
         worker.kill_server()
-        servers.append(served_by())  # (waits in the socket's queue for the new one)
+        servers.append(worker.served_by())  # (waits in the socket's queue for the new one)
         assert servers[1] != servers[0]
         assert worker.proc.poll() is None, worker.errors.read_text()
     finally:
         worker.stop()
+
+
+def test_a_task_worker_killed_again_and_again_stops_replacing_its_serving_process(tmp_path):
+    """A cause that goes on killing the task worker's serving process (a limit it is always
+    past, a site's script) had it replaced without end, one line in the log a second.
+    Now, as systemd's StartLimitBurst and StartLimitIntervalSec bound a service's
+    restarts, a serving process is replaced at most `RESTART_BURST` times in
+    `RESTART_INTERVAL` seconds; killed once more within them, the worker says so in one
+    line and leaves, its socket removed (the next job's Prolog starts one). Driven by a
+    kill loop (replacements at once, an interval longer than the test): no timing in it."""
+    from pbsplug.adapters import worker as worker_module
+    from pbsplug.testing import until
+
+    burst = 3
+    worker = _TaskWorker(tmp_path, settings={"RESTART_EVERY": 0.0, "RESTART_BURST": burst,
+                                             "RESTART_INTERVAL": 3600.0})
+    killed: list[int] = []
+    try:
+        until(worker.sock.exists, 30, "the worker's socket")
+        while worker.proc.poll() is None:
+            assert len(killed) < 20, "still replaced after 20 kills in a row"
+            server = until(lambda: worker.proc.poll() is not None
+                           or _serving(worker.proc.pid), 30, "a serving process")
+            if server is True:
+                break  # (the worker has left)
+            os.kill(server, signal.SIGKILL)
+            killed.append(server)
+            until(lambda: _dead(killed[-1]), 30, "the killed serving process to end")
+        assert worker.proc.wait(60) == 1
+        assert len(killed) == burst + 1
+        said = worker.errors.read_text().splitlines()
+        assert said == [
+            *(f"pbsplug worker: the worker's serving process {pid} was killed by signal 9 "
+              "(SIGKILL): another serves its socket" for pid in killed[:-1]),
+            f"pbsplug worker: the worker's serving process {killed[-1]} was killed by "
+            f"signal 9 (SIGKILL): not replaced, killed {burst + 1} times in 3600 s (the "
+            "worker leaves; the next job's Prolog starts one)"], said
+        assert not worker.sock.exists()
+    finally:
+        worker.stop()
+    assert worker_module.RESTART_BURST == 5 and worker_module.RESTART_INTERVAL == 600.0
+
+
+def test_the_restart_limit_counts_the_restarts_of_the_last_interval(monkeypatch):
+    """The bound on a task worker's replacements slides: `RESTART_BURST` in any
+    `RESTART_INTERVAL` seconds, so a serving process killed now and then (the OOM killer
+    once an hour) is replaced for as long as the worker lives."""
+    from pbsplug.adapters import worker
+
+    monkeypatch.setattr(worker, "RESTART_BURST", 3)
+    monkeypatch.setattr(worker, "RESTART_INTERVAL", 100.0)
+    limit = worker._RestartLimit()
+    assert [limit.allow(t) for t in (0.0, 10.0, 20.0, 30.0)] == [True, True, True, False]
+    assert limit.allow(99.0) is False  # (0, 10 and 20 are within 100 s of it)
+    assert limit.allow(100.0) is True  # 0 is not: two left in the interval, and this one
+    assert limit.allow(105.0) is False
+    assert [limit.allow(t) for t in (1000.0, 1000.0, 1000.0, 1000.0)] == [
+        True, True, True, False]
+
+
+
 
 
 def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
