@@ -53,7 +53,9 @@ database), which its hooks, run in process, use.
   at most `RESTART_BURST` times in `RESTART_INTERVAL` seconds, as systemd's
   StartLimitBurst and StartLimitIntervalSec bound a service's restarts; killed once more
   within them, it is not replaced, one line says so and the worker leaves (its socket
-  removed: the next job's Prolog starts a worker).
+  removed: the next job's Prolog starts a worker). Run as root, its first process is kept
+  from the OOM killer (``oom_score_adj`` -1000) and each serving process gets the value
+  back that the worker started with, which its hooks inherit.
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -114,6 +116,10 @@ RESTART_EVERY = 1.0
 #: StartLimitBurst and StartLimitIntervalSec, for a cause that goes on killing it).
 RESTART_BURST = 5
 RESTART_INTERVAL = 600.0
+#: The task worker's first process's ``oom_score_adj`` when run as root: never the OOM
+#: killer's choice (its serving processes, and their hooks, keep the worker's own). Where
+#: it may not (no CAP_SYS_RESOURCE), 0 if the worker started above that.
+SUPERVISOR_OOM_SCORE_ADJ = -1000
 
 log = logging.getLogger("pbsplug.worker")
 
@@ -486,6 +492,23 @@ class _RestartLimit:
         return True
 
 
+def _oom_score_adj(value: str | None = None) -> str | None:
+    """This process's ``oom_score_adj`` (None where /proc has none), after setting it to
+    `value` if given and allowed (lowering it takes CAP_SYS_RESOURCE; a failure leaves it
+    as it was)."""
+    try:
+        if value is not None:
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write(value)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/oom_score_adj") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
 def _supervise(config_file: Path, loaded: bytes) -> int | None:
     """Slurm's task worker: its serving loop runs in a fork of this process, which keeps
     the listening socket (a connection made meanwhile waits in its backlog) and the loaded
@@ -495,10 +518,19 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
     there failed until then. Not once an install has changed the config (the new one's
     worker serves), and not past `RESTART_BURST` replacements in `RESTART_INTERVAL`
     seconds: a cause that goes on killing it (one line a second, without end, before) ends
-    the worker with one line, and the next job's Prolog starts one. None in a serving process,
+    the worker with one line, and the next job's Prolog starts one. Run as root, this
+    process is kept from the OOM killer, and each serving process gets the worker's own
+    ``oom_score_adj`` back (its hooks are not kept from it). None in a serving process,
     which goes on to serve (this process too when it cannot fork); in this process, once
     no serving process is left, the exit status: the last one's own (0 at its idle exit),
     or 1 for one killed and not replaced."""
+    inherited = _oom_score_adj()
+    if inherited is not None and os.geteuid() == 0:
+        # -1000 takes CAP_SYS_RESOURCE (a container may drop it); without, 0 is allowed
+        # unless a process with it set the value above 0 (a container's runtime)
+        for value in (SUPERVISOR_OOM_SCORE_ADJ, 0):
+            if value < int(inherited) and _oom_score_adj(str(value)) == str(value):
+                break
     limit = _RestartLimit()
     started = None
     while True:
@@ -510,8 +542,12 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
         except OSError as exc:
             log.warning("pbsplug worker: cannot fork a serving process (%s): this one "
                         "serves, and none replaces it", exc.strerror or exc)
+            if inherited is not None:
+                _oom_score_adj(inherited)  # (it runs the hooks' forks now)
             return None
         if pid == 0:
+            if inherited is not None:
+                _oom_score_adj(inherited)
             return None
         _, status = os.waitpid(pid, 0)
         if not os.WIFSIGNALED(status):

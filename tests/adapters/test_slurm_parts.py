@@ -874,7 +874,8 @@ def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
 
 
 #: A task worker's plugins: each answer names the process that forked the request's child
-#: (the worker's serving process) in an export line, as a TaskProlog answer does.
+#: (the worker's serving process) in an export line, as a TaskProlog answer does; asked
+#: for ``oom_score_adj``, the child's own.
 SERVER_DISPATCH = """
 import os
 
@@ -882,6 +883,9 @@ def load(config):
     return None
 
 def dispatch(_, request):
+    if request.get("oom_score_adj"):
+        with open("/proc/self/oom_score_adj") as fh:
+            return {"exit": 0, "stdout": f"export OOM_SCORE_ADJ={fh.read().strip()}\\n"}
     return {"exit": 0, "stdout": f"export SERVED_BY={os.getppid()}\\n", "error": ""}
 """
 
@@ -1102,6 +1106,46 @@ def test_the_restart_limit_counts_the_restarts_of_the_last_interval(monkeypatch)
     assert limit.allow(105.0) is False
     assert [limit.allow(t) for t in (1000.0, 1000.0, 1000.0, 1000.0)] == [
         True, True, True, False]
+
+
+def test_a_task_workers_first_process_is_kept_from_the_oom_killer_and_its_hooks_are_not(
+        tmp_path):
+    """The OOM killer could pick the task worker's first process, which replaces a killed
+    serving process: after it nothing would. Run as root, it sets its ``oom_score_adj`` to
+    -1000 (0 where it may not: a container without CAP_SYS_RESOURCE, as this test may run
+    in); its serving process, and the hooks' forks of it, keep what the worker started
+    with (123 here): they are not kept from the OOM killer."""
+    from pbsplug.testing import missing, until
+
+    if os.geteuid() != 0:
+        missing("needs root (to lower oom_score_adj)")
+
+    def may(values: str) -> bool:  # whether this machine lets root set these in turn
+        writes = "; ".join(f"echo {v} > /proc/self/oom_score_adj" for v in values.split())
+        return subprocess.run(["sh", "-ec", writes], capture_output=True).returncode == 0
+
+    lowest = "-1000" if may("-1000") else "0" if may("123 0") else None
+    if lowest is None:
+        missing("root may not lower its oom_score_adj here")
+
+    def start_with_123() -> None:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("123")
+
+    worker = _TaskWorker(tmp_path, preexec_fn=start_with_123)
+    try:
+        until(worker.sock.exists, 30, "the worker's socket")
+        server = worker.served_by()
+        worker.servers.append(server)
+        first = Path(f"/proc/{worker.proc.pid}/oom_score_adj").read_text().strip()
+        serving = Path(f"/proc/{server}/oom_score_adj").read_text().strip()
+        hook = worker.ask(b'{"oom_score_adj": 1}')
+        assert (first, serving, hook) == (lowest, "123", "123")
+        worker.kill_server()  # (a replacement too)
+        server = worker.served_by()
+        assert Path(f"/proc/{server}/oom_score_adj").read_text().strip() == "123"
+    finally:
+        worker.stop()
 
 
 
