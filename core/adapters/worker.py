@@ -55,7 +55,9 @@ database), which its hooks, run in process, use.
   within them, it is not replaced, one line says so and the worker leaves (its socket
   removed: the next job's Prolog starts a worker). Run as root, its first process is kept
   from the OOM killer (``oom_score_adj`` -1000) and each serving process gets the value
-  back that the worker started with, which its hooks inherit.
+  back that the worker started with, which its hooks inherit. Should the first process be
+  killed all the same, its serving process takes its place once nothing is in flight, and
+  forks another serving process in turn.
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -377,8 +379,9 @@ def serve(path: Path, config_file: Path) -> int:
     listener.listen(socket.SOMAXCONN)
     os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
     inode = os.stat(path).st_ino
+    supervisor = None  # (the task worker's serving process: the pid of its first process)
     if stepd is not None:  # Slurm's task worker: its serving process replaced when killed
-        status = _supervise(config_file, loaded)
+        status, supervisor = _supervised(config_file, loaded)
         if status is not None:  # (this process, once no serving process is left)
             listener.close()
             _unlink_if_ours(path, inode)
@@ -429,6 +432,21 @@ def serve(path: Path, config_file: Path) -> int:
                     gate.ended(uid)
                 elif now > deadline:
                     os.kill(pid, signal.SIGKILL)
+            if supervisor is not None and os.getppid() != supervisor and not leaving:
+                # The first process was killed (it replaced this one when killed): this
+                # one takes its place once no request is in flight, and forks a serving
+                # process in turn (a connection made meanwhile waits in the backlog).
+                if not _unchanged(config_file, loaded):
+                    supervisor = None  # (an install's new worker serves: none needed)
+                elif not children and not gate.waiting:
+                    log.warning("pbsplug worker: the worker's first process %d has ended: "
+                                "its serving process %d takes its place", supervisor,
+                                os.getpid())
+                    status, supervisor = _supervised(config_file, loaded)
+                    if status is not None:
+                        return status
+                    last = time.monotonic()
+                    continue
             for conn, uid in gate.next_ready(now):
                 start(conn, uid, now)
             for _ in range(64 if ready else 0):  # a burst of connections: several a turn
@@ -507,6 +525,15 @@ def _oom_score_adj(value: str | None = None) -> str | None:
             return fh.read().strip()
     except OSError:
         return None
+
+
+def _supervised(config_file: Path, loaded: bytes) -> tuple[int | None, int | None]:
+    """`_supervise`, called here: (its exit status, None) in this process; in the serving
+    process it forked, (None, this process's pid: the one to watch); (None, None) here if
+    it could not fork (this process serves, with no one to replace it)."""
+    first = os.getpid()
+    status = _supervise(config_file, loaded)
+    return status, (first if os.getpid() != first else None)
 
 
 def _supervise(config_file: Path, loaded: bytes) -> int | None:

@@ -484,8 +484,9 @@ class Installed:
     def stop_workers(self) -> None:
         """The workers the programs started for this test (their argv names its run dir).
         Looked for again until none is left: a task worker's first process forks another
-        serving process when its serving one is killed (worker._supervise), which a kill
-        of the first a moment later may not catch."""
+        serving process when its serving one is killed (worker._supervise), and a serving
+        process whose first process is killed takes its place and forks one, which a kill
+        of the other a moment later may not catch."""
         for _ in range(20):
             found = False
             for proc in Path("/proc").iterdir():

@@ -968,7 +968,8 @@ class _TaskWorker:
 
     def stop(self) -> None:
         """Every process of the worker killed at once (its group): one by one, a serving
-        process killed first is replaced."""
+        process killed first is replaced, and one whose first process is killed first
+        takes its place."""
         self.step.kill()
         self.step.wait()
         try:
@@ -1148,7 +1149,41 @@ def test_a_task_workers_first_process_is_kept_from_the_oom_killer_and_its_hooks_
         worker.stop()
 
 
+def test_when_a_task_workers_first_process_is_killed_its_serving_process_takes_its_place(
+        tmp_path):
+    """The task worker's first process replaces its serving process when that is killed;
+    killed itself (SIGKILL: the OOM killer, by hand), nothing replaced the serving process
+    when it was killed in turn, and every later task on the node failed until the next
+    job's Prolog. The serving process notices it has lost its parent, takes its place once
+    no request is in flight, with one line, and forks a serving process in turn, which is
+    replaced when killed."""
+    from pbsplug.testing import until
 
+    worker = _TaskWorker(tmp_path)
+    servers = worker.servers
+    try:
+        until(worker.sock.exists, 30, "the worker's socket")
+        servers.append(worker.served_by())
+        first = worker.proc.pid
+        os.kill(first, signal.SIGKILL)
+        worker.proc.wait()
+        # (the old code: the serving process served on, with no child to take its turn)
+        servers.append(until(lambda: _serving(servers[0]), 30,
+                             "the old serving process to fork a serving process"))
+        assert worker.served_by() == servers[1]
+        assert worker.sock.exists()
+        worker.kill_server()
+        servers.append(worker.served_by())
+        assert servers[2] not in servers[:2]
+        assert _serving(servers[0]) == servers[2]  # its new first process replaced it
+        said = worker.errors.read_text().splitlines()
+        assert said == [
+            f"pbsplug worker: the worker's first process {first} has ended: its serving "
+            f"process {servers[0]} takes its place",
+            f"pbsplug worker: the worker's serving process {servers[1]} was killed by signal "
+            "9 (SIGKILL): another serves its socket"], said
+    finally:
+        worker.stop()
 
 
 def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
