@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pbsplug.engine.testing import PBSPLUG, LocalEngine, make_root, remove_root
+from pbsplug.testing import until
 
 from .slurm_cluster import ROOT as SLURM_ROOT
 from .slurm_cluster import SlurmCluster
@@ -487,7 +488,7 @@ class Installed:
         serving process when its serving one is killed (worker._supervise), and a serving
         process whose first process is killed takes its place and forks one, which a kill
         of the other a moment later may not catch."""
-        for _ in range(20):
+        def none_left() -> bool:  # (those found are killed)
             found = False
             for proc in Path("/proc").iterdir():
                 if not proc.name.isdigit():
@@ -503,9 +504,9 @@ class Installed:
                         os.kill(int(proc.name), signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-            if not found:
-                return
-            time.sleep(0.1)
+            return not found
+
+        until(none_left, 30, "this test's pbsplug workers to end")
 
 
 @pytest.fixture

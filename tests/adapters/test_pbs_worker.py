@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pbsplug.adapters.pbs_bridge import hook_objects
+from pbsplug.testing import until
 
 from .conftest import ADAPTERS
 from .conftest import worker_client as worker_client_module
@@ -103,11 +104,8 @@ def worker(dists, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(path),
                              str(config_file)], env={**os.environ, "PYTHONPATH": str(dists.root),
                                                      "WTEST_HELPERS": str(helpers)})
-    deadline = time.monotonic() + 30
-    while not path.exists():
-        assert proc.poll() is None, "the worker ended at start"
-        assert time.monotonic() < deadline, "the worker never listened"
-        time.sleep(0.05)
+    until(lambda: path.exists() or proc.poll() is not None, 30, "the worker to listen")
+    assert proc.poll() is None, "the worker ended at start"
     yield path
     proc.kill()
     proc.wait()
@@ -364,6 +362,7 @@ def test_a_request_the_worker_cannot_fork_for_is_refused_and_the_worker_goes_on(
 import errno, json, os, socket, sys, threading
 from pathlib import Path
 from pbsplug.adapters import worker
+from pbsplug.testing import until
 
 worker.IDLE_EXIT = 3600  # (it leaves when the client removes its socket, below)
 path = Path({str(path)!r})
@@ -379,8 +378,7 @@ os.fork = fork
 answers = []
 
 def ask():
-    while not path.exists():
-        pass
+    until(path.exists, 30, "the worker's socket")
     try:
         for name in ("first", "second"):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
