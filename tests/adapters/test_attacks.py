@@ -68,12 +68,12 @@ def task_worker(dists, tmp_path):
     config.write_text(p.extra_files[slurm.TASK_CONFIG_NAME])
     sock = Path(f"{run}-task") / "task.sock"
     proc = subprocess.Popen([sys.executable, "-m", "pbsplug.adapters.worker", str(sock),
-                             str(config)])
+                             str(config)], start_new_session=True)
     try:
         until(sock.exists, 60, "the task worker's socket")
         yield sock, mark
-    finally:
-        proc.kill()
+    finally:  # (its whole group: its serving process takes the place of a first one killed)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         shutil.rmtree(sock.parent, ignore_errors=True)
 
