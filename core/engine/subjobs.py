@@ -198,12 +198,13 @@ class Arrays:
                 ) -> dict[str, Any]:
         """A subjob with no row of its own (not begun, deleted before it began, or purged
         by a qdel -x) as qstat shows it: one queued with its array's comment and
-        Exit_status; one gone (X, F) with its array's stime, substate and Exit_status and
-        the comment ``Subjob finished``, as OpenPBS 23.06.06 showed it (measured)."""
+        Exit_status; one gone (X, F) with its array's stime, substate and Exit_status (and
+        obittime once the array is over) and the comment ``Subjob finished``, as OpenPBS
+        23.06.06 showed it (measured)."""
         sub = arrays.subjob_attrs(attrs, array_job, index, state)
         if state in ("X", "F"):
-            sub.update((k, attrs[k]) for k in ("stime", "substate", "Exit_status")
-                       if k in attrs)
+            sub.update((k, attrs[k]) for k in ("stime", "substate", "Exit_status",
+                                               "obittime") if k in attrs)
             sub["comment"] = "Subjob finished"
         else:  # (one not begun shows its array's comment and Exit_status: PBS's)
             sub.update((k, attrs[k]) for k in ("comment", "Exit_status") if k in attrs)

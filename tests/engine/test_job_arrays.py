@@ -194,6 +194,33 @@ def test_qdel_of_subjobs_a_range_and_the_array(engine):
     assert attrs["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:10"
 
 
+def test_a_subjob_deleted_before_it_began_shows_as_openpbs_shows_it(engine):
+    """OpenPBS 23.06.06, measured as a user (``-J 1-4%1``, ``qdel 12[3]`` while 12[1]
+    ran): the deleted index is X with its array's stime and substate (70), ``Subjob
+    finished`` and no Exit_status while the array runs, Expired in its count; once the
+    array is over it is F with the array's substate, Exit_status and obittime, still
+    Expired, and the array ends ``and finished``. pbsplug showed no obittime then."""
+    go = engine.work / "go"
+    script = f"for i in $(seq 600); do [ -e {go} ] && exit 0; sleep 0.1; done\n"
+    job_id = engine.pbs("qsub", "-J", "1-3%1", input=script, check=True).stdout.strip()
+    third = arrays.subjob_id(job_id, 3)
+    engine.wait(arrays.subjob_id(job_id, 1), "R")
+    done = engine.pbs("qdel", third)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    array, attrs = engine.job(job_id), engine.job(third)
+    assert array["array_state_count"] == "Queued:1 Running:1 Exiting:0 Expired:1"
+    assert [attrs.get(k) for k in ("job_state", "substate", "stime", "comment")] == [
+        "X", 70, array["stime"], "Subjob finished"]
+    assert "Exit_status" not in attrs and "obittime" not in attrs
+    go.touch()
+    array, attrs = engine.wait(job_id), engine.job(third)
+    assert array["comment"].endswith(" and finished")
+    assert array["array_state_count"] == "Queued:0 Running:0 Exiting:0 Expired:1"
+    assert [attrs.get(k) for k in ("job_state", "substate", "stime", "Exit_status",
+                                   "obittime", "comment")] == [
+        "F", 92, array["stime"], 0, array["obittime"], "Subjob finished"]
+
+
 def test_a_subjob_is_not_held_released_or_altered_but_its_array_is(engine):
     job_id = engine.pbs("qsub", "-h", "-J", "1-3", "--", "/bin/true", check=True).stdout.strip()
     sub = arrays.subjob_id(job_id, 2)
