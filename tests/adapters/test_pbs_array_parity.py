@@ -22,7 +22,7 @@ import time
 
 from pbsplug.engine.testing import LocalEngine
 
-from .conftest import RealPbs, assert_agree, forget_both
+from .conftest import WRAPPERS, RealPbs, assert_agree, forget_both
 from .test_pbs_job_parity import _engine, _real
 from .test_pbs_parity import _norm, _pbs_host
 
@@ -276,3 +276,191 @@ def test_a_running_arrays_subjobs_show_as_openpbs(pbs: RealPbs, local: LocalEngi
             (folder / "go").unlink(missing_ok=True)
         forget_both(pbs, local)
     assert_agree(differences, total)
+
+
+class _AsUser:
+    """The real PBS and the local engine asked alike as the second user (root's deleted
+    jobs end otherwise on PBS: Exit_status 0): each side's array number, the folder its
+    jobs were submitted from, and the rows where the two answer differently."""
+
+    def __init__(self, pbs: RealPbs, local: LocalEngine, unix_user: str, attacker):
+        self.pbs, self.local, self.unix_user, self.attacker = pbs, local, unix_user, attacker
+        self.hosts = {"pbs": _pbs_host(pbs), "engine": socket.gethostname().split(".")[0]}
+        self.folders = {"pbs": pbs.work, "engine": local.work}
+        self.num: dict[str, str] = {}
+        self.differences: list[str] = []
+        self.total = 0
+
+    def qsub(self, script: str, *options: str) -> dict[str, str]:
+        """The same array submitted on both sides; `script` names ``{folder}``, the
+        submission folder of its side. Each side's array id."""
+        ids = {}
+        for side, folder in self.folders.items():
+            (folder / "go").unlink(missing_ok=True)
+            text = script.format(folder=folder)
+            if side == "pbs":
+                done = self.pbs.run(str(WRAPPERS / "pbs-ns"), "runuser", "-u", self.unix_user,
+                                    "--", "/opt/pbs/bin/qsub", *options, input=text)
+            else:
+                done = self.attacker.pbs(self.local, "qsub", *options, input=text,
+                                         cwd=self.local.work)
+                assert done.returncode == 0, done.stderr
+            ids[side] = done.stdout.strip()
+            self.num[side] = ids[side].split("[")[0]
+        return ids
+
+    def qmgr(self, text: str, check: bool = True) -> None:
+        """A qmgr directive on both sides, as root."""
+        self.pbs.qmgr(text, check=check)
+        self.local.pbs("qmgr", "-c", text, check=check)
+
+    def go(self) -> None:
+        for folder in self.folders.values():
+            (folder / "go").touch()
+
+    def run(self, side: str, line: str) -> tuple[int, str, str]:
+        line = line.format(num=self.num[side])
+        if side == "pbs":
+            return _real(self.pbs, line, "u", self.unix_user)
+        return _engine(self.local, line, "u", self.attacker)
+
+    def compare(self, line: str, shown=None) -> None:
+        """Row `line` on both sides: its exit status, output (through `shown(side, out)`
+        when given) and errors, ids and hosts named alike."""
+        self.total += 1
+        got = {}
+        for side in self.folders:
+            code, out, err = self.run(side, line)
+            out = shown(side, out) if shown is not None and code == 0 else out
+            got[side] = (code, _ids(out.replace(" 00:00:00 R ", " 0 R "), self.num[side],
+                                    self.hosts[side]), _ids(err, self.num[side], self.hosts[side]))
+        if got["pbs"] != got["engine"]:
+            self.differences.append(f"{line!r}\n  pbs:    {got['pbs']!r}\n  engine: "
+                                    f"{got['engine']!r}")
+
+    def array(self, side: str) -> dict:
+        return _json_job(self.run(side, "qstat -xf -F json {num}[]")[1])
+
+    def gone(self, side: str, out: str) -> str:
+        """A subjob without a run of its own (deleted before it began, or purged): its
+        state, substate, comment and Exit_status, and whether its stime and obittime are
+        its array's (both PBS's, measured)."""
+        sub, array = _json_job(out), self.array(side)
+        return (f"{sub['job_state']} {sub.get('substate')} {sub.get('comment')} "
+                f"{sub.get('Exit_status')} stime={sub.get('stime') == array.get('stime')} "
+                f"obittime={'obittime' in sub and sub['obittime'] == array.get('obittime')}")
+
+    def wait_all(self, ids: dict[str, str], states: str = "F") -> None:
+        self.pbs.wait(ids["pbs"], states)
+        self.local.wait(ids["engine"], states)
+
+
+def _json_job(out: str) -> dict:
+    return next(iter(json.loads(out)["Jobs"].values()))
+
+
+def _array_end(side: str, out: str, exiting: bool = True) -> str:
+    """An array's state, substate, Exit_status, comment (its time left out) and
+    array_state_count; without the count's Exiting when not `exiting`."""
+    attrs = _json_job(out)
+    count = attrs.get("array_state_count", "")
+    if not exiting:
+        count = re.sub(r"Exiting:-?\d+ ", "", count)
+    comment = re.sub(r" at .*\d\d:\d\d", " at WHEN", attrs.get("comment", ""))
+    return (f"{attrs['job_state']} {attrs.get('substate')} {attrs.get('Exit_status')} "
+            f"{comment} {count}")
+
+
+#: Each subjob waits (a minute at most) for ``go`` in its submission folder.
+_WAIT_GO = 'for i in $(seq 600); do [ -e {folder}/go ] && exit 0; sleep 0.1; done\n'
+
+
+def test_a_subjob_deleted_before_it_began_shows_as_openpbs(pbs: RealPbs, local: LocalEngine,
+                                                           attacker, unix_user):
+    """`qdel 12[3]` of `-J 1-3%1` while 12[1] runs: 12[3] is X with its array's stime
+    and substate, `Subjob finished`, Expired in the array's count; once the array is over
+    F with its array's substate, Exit_status and obittime, and the array `and finished`."""
+    both = _AsUser(pbs, local, unix_user, attacker)
+    try:
+        ids = both.qsub(_WAIT_GO, "-J", "1-3%1")
+        both.wait_all({side: i.replace("[]", "[1]") for side, i in ids.items()}, "R")
+        for line in ("qdel {num}[3]", "qstat -t {num}[]", "qstat {num}[3]",
+                     "qstat -x {num}[3]"):
+            both.compare(line)
+        both.compare("qstat -f -F json {num}[3]", both.gone)
+        both.compare("qstat -f -F json {num}[]", _array_end)
+        both.go()
+        both.wait_all(ids)
+        for line in ("qstat -xt {num}[]", "qstat {num}[3]"):
+            both.compare(line)
+        both.compare("qstat -xf -F json {num}[3]", both.gone)
+        both.compare("qstat -xf -F json {num}[]", _array_end)
+    finally:
+        for folder in both.folders.values():
+            (folder / "go").unlink(missing_ok=True)
+        forget_both(pbs, local)
+    assert_agree(both.differences, both.total)
+
+
+#: Subjob 1 exits 0 at once; the others sleep (two minutes at most) until killed.
+_SLEEPS = '[ "$PBS_ARRAY_INDEX" = 1 ] && exit 0\nexec sleep 120\n'
+
+
+def test_a_purged_last_subjob_ends_its_array_as_openpbs(pbs: RealPbs, local: LocalEngine,
+                                                        attacker, unix_user):
+    """`qdel -x 12[2]` of `-J 1-2%1`'s running last subjob (a sleep, which the SIGTERM
+    ends): the array ends with it, `and terminated`, Exit_status 1; 12[2] shows as an
+    index gone (91, Exit_status 1, its array's stime and obittime). PBS's count says
+    `Exiting:-1` there; pbsplug's 0 (docs/engine.md): the row leaves Exiting out. (A
+    subjob PBS's MoM had to SIGKILL, Exit_status 265, made the array end `and failed`,
+    93: a shell loop did so once in three runs.)"""
+    both = _AsUser(pbs, local, unix_user, attacker)
+    try:
+        ids = both.qsub(_SLEEPS, "-J", "1-2%1")
+        both.wait_all({side: i.replace("[]", "[2]") for side, i in ids.items()}, "R")
+        both.compare("qdel -x {num}[2]")
+        both.wait_all(ids)
+        both.compare("qstat -xt {num}[]")
+        both.compare("qstat -xf -F json {num}[2]", both.gone)
+        both.compare("qstat -xf -F json {num}[]",
+                     lambda side, out: _array_end(side, out, exiting=False))
+    finally:
+        forget_both(pbs, local)
+    assert_agree(both.differences, both.total)
+
+
+#: Subjob 1 exits 0 at once; the others ignore SIGTERM and wait (a minute at most) for
+#: ``go`` in their submission folder.
+_DEAF = ('[ "$PBS_ARRAY_INDEX" = 1 ] && exit 0\ntrap "" TERM\n'
+         'for i in $(seq 600); do [ -e {folder}/go ] && exit 0; sleep 0.1; done\n')
+
+
+def test_qdel_x_of_a_running_array_purges_as_openpbs(pbs: RealPbs, local: LocalEngine,
+                                                     attacker, unix_user):
+    """`qdel -x 12[]` of `-J 1-3` with 12[1] over and 12[2], 12[3] running (deaf to
+    SIGTERM, the queue's kill_delay 120 s: they end when told, at ``go``): 12[1]'s history
+    goes at once (it shows as an index gone: X, its array's substate 70), the running
+    ones' at their ends, and the array's once it is over: then `qstat -xt 12[]` is
+    `Unknown Job Id` (measured on OpenPBS 23.06.06)."""
+    both = _AsUser(pbs, local, unix_user, attacker)
+    try:
+        both.qmgr("set queue workq kill_delay = 120")
+        ids = both.qsub(_DEAF, "-J", "1-3")
+        both.wait_all({side: i.replace("[]", "[3]") for side, i in ids.items()}, "R")
+        both.compare("qdel -x {num}[]")
+        both.compare("qstat -xf -F json {num}[1]", both.gone)
+        both.compare("qstat -xt {num}[]")
+        both.go()
+        for side in both.folders:
+            deadline = time.monotonic() + 90  # (a hang guard)
+            while both.run(side, "qstat -x {num}[]")[0] == 0:
+                assert time.monotonic() < deadline, f"{side}: {ids[side]} never purged"
+                time.sleep(0.5)
+        both.compare("qstat -xt {num}[]")
+        both.compare("qstat -x {num}[2]")
+    finally:
+        for folder in both.folders.values():
+            (folder / "go").unlink(missing_ok=True)
+        forget_both(pbs, local)
+        both.qmgr("unset queue workq kill_delay", check=False)
+    assert_agree(both.differences, both.total)
