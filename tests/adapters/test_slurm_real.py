@@ -267,9 +267,10 @@ def test_a_jobs_forged_comment_holds_the_job_and_never_drains(slurm, dists, plug
     cluster = slurm.cluster
     job = cluster.sbatch("-J", "forged", "--comment", "hi NumCPUs=64", "-w", "n2", "-o",
                          "/dev/null", script=RAN)
+    # Slurm shows the requeued job held while it is still COMPLETING on its node: wait
+    # for it to be back in the queue.
     held = cluster.wait_job(job, lambda j: j["restart_cnt"] >= 1 and "Held" in str(
-        j.get("state_reason")), what="requeued held")
-    assert held["job_state"] == "PENDING", held
+        j.get("state_reason")) and j["job_state"] == "PENDING", what="requeued held")
     assert held["comment"].startswith(f"pbsplug {script}: scontrol show job {job}: NumCPUs")
     assert not Path(f"/tmp/pbsplug-slurm/ran-{job}").exists()
     assert not _drained(cluster, "n2")
