@@ -20,6 +20,8 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   attributed to the hook that caused it. At ``alarm`` seconds the child raises
   `HookAlarm` (a KeyboardInterrupt, as PBS does) in the hook, which may still catch it and
   reject; a hook that has not ended ``alarm_grace`` seconds later is killed with SIGKILL.
+  A child seen stopped (SIGSTOP, SIGTSTP...: a pbsuser hook's process is its owner's to
+  stop) is killed at once, the error of the hook it ran: the caller does not wait for it.
   Exceptions, sys.exit(), a killed or crashed interpreter and endless loops that swallow
   BaseException all end as an error or an alarm of that hook; the caller goes on. The child
   reports in JSON (never pickle) and dies with its caller (PR_SET_PDEATHSIG); a report that
@@ -662,15 +664,28 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     _send(fd, ("end",))
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
 def _describe_status(status: int) -> str:
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = str(sig)
-        return f"the hook's process was killed by {name}"
+        return f"the hook's process was killed by {_signal_name(os.WTERMSIG(status))}"
     return f"the hook's process exited with status {os.waitstatus_to_exitcode(status)}"
+
+
+def _stopped_by(status: int, entry: HookEntry, event: Event) -> str:
+    """Why a stopped hook's process was killed (`status` from waitpid with WUNTRACED): the
+    signal, and for a pbsuser hook whose process it is, as the job's owner may stop it."""
+    why = f"the hook's process was stopped by {_signal_name(os.WSTOPSIG(status))}"
+    job = event.job
+    if entry.attrs.user == "pbsuser" and job is not None and os.geteuid() == 0:
+        owner = job.euser or str(job.Job_Owner or "").split("@")[0]
+        why += f" (a process of job {job.id}'s owner {owner}, who may signal it)"
+    return why
 
 
 # -- the runner -------------------------------------------------------------------------------
@@ -927,7 +942,8 @@ class Runner:
         # owner may SIGSTOP it) or stays alive after its reports must not hold the caller.
         # Before a hook's "start": its alarm plus the grace; after a "done": the grace.
         deadline = time.monotonic() + batch[0].attrs.alarm + self.alarm_grace
-        late = False  # killed between hooks, at a deadline
+        late = False  # killed between hooks, at a deadline or stopped
+        stopped: str | None = None  # why, when killed because it was stopped
         exited: int | None = None
         tick = 1.0 if self.cancel is None else CANCEL_TICK
         while True:
@@ -950,7 +966,19 @@ class Runner:
                 # (One reading: with two, a deadline passing between them found no hook
                 # started in the branch for a running one.)
                 overdue = time.monotonic() >= deadline
-                if overdue and current is None:
+                if not overdue:
+                    # A stopped child (SIGSTOP, which a pbsuser hook's owner may send it)
+                    # would hold the caller, a server's one loop, until the deadline:
+                    # it is killed at once, and the hook it ran fails.
+                    done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+                    if done and os.WIFSTOPPED(status):
+                        stopped = _stopped_by(status, batch[0], event)
+                    elif done:
+                        exited = status
+                        buf += _read_available(fd)  # parse what is left, then finish
+                    else:
+                        continue
+                if exited is None and current is None:
                     # Between hooks (before the first "start", after a "done"): kill and
                     # reap; the outcomes reported stand, a hook never started is an error.
                     try:
@@ -960,23 +988,17 @@ class Runner:
                         exited = signal.SIGKILL  # reaped by the caller already
                     late = True
                     buf += _read_available(fd)
-                elif overdue and current is not None:
+                elif exited is None and current is not None:
                     entry = batch[current]
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     runs.append(HookRun(
                         entry.name, event.type, entry.attrs.order, entry.mode,
-                        time.perf_counter() - started, ALARM,
+                        time.perf_counter() - started, ERROR if stopped else ALARM,
+                        f"{stopped} while the hook ran; killed" if stopped else
                         f"hook '{entry.name}' did not end within its alarm of "
                         f"{entry.attrs.alarm} s (+{self.alarm_grace:g} s grace); killed", wall))
                     return runs
-                else:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        exited = status
-                        buf += _read_available(fd)  # parse what is left, then finish
-                    else:
-                        continue
             else:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -1058,7 +1080,8 @@ class Runner:
                                 f"{_describe_status(status)} while the hook ran", wall))
         elif not runs or runs[-1].outcome == ACCEPT and len(runs) < len(batch):
             entry = batch[len(runs)]
-            why = ("the hook's process did not start the hook in time; killed" if late
+            why = (f"{stopped} before the hook ran; killed" if stopped
+                   else "the hook's process did not start the hook in time; killed" if late
                    else f"{_describe_status(status)} before the hook ran")
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
                                 ERROR, why, wall))

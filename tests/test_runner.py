@@ -1,5 +1,6 @@
 """Chain semantics and isolation, with real forked processes and real signals."""
 
+import contextlib
 import faulthandler
 import json
 import logging
@@ -783,15 +784,10 @@ def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
     assert out.detail.startswith("the hook's process sent a malformed report")
 
 
-def test_a_hook_process_stopped_before_its_first_start_is_killed(tmp_path, monkeypatch):
-    """A pbsuser hook's owner may SIGSTOP the child before it reports "start": the wait has
-    a deadline (the first hook's alarm plus the grace), then that hook is an error."""
-    import pbsplug.runner as runner_module
-
-    monkeypatch.setattr(runner_module, "_become_job_owner",
-                        lambda event: os.kill(os.getpid(), signal.SIGSTOP))
+def _as_owner(tmp_path, alarm):
+    """A Runner with one pbsuser execjob_prologue hook 'a' that sets the job's comment."""
     class AsUser:
-        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=1)
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=alarm)
 
         @hookimpl
         def execjob_prologue(self, event):
@@ -799,8 +795,81 @@ def test_a_hook_process_stopped_before_its_first_start_is_killed(tmp_path, monke
 
     plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
     assert plugins.add("a", AsUser(), enable=True).status == "enabled"
-    runner = Runner(plugins, alarm_grace=0.5)
-    out = runner.fire(Event.from_dict("execjob_prologue", {  # (stopped, it never ends alone)
+    return Runner(plugins, alarm_grace=0.5)
+
+
+def _stop_here(pid_file: Path) -> None:
+    """In a hook's process: leave its pid in `pid_file`, and stop."""
+    pid_file.write_text(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+@contextlib.contextmanager
+def _resumed_if_waited_for(pid_file: Path):
+    """A hang guard for a stopped hook's process whose pid `_stop_here` left: if the block
+    has not ended 30 s on, the process is sent SIGCONT (it then goes on as if never
+    stopped). The runner is to kill it within a second of its stop."""
+    done = threading.Event()
+
+    def guard():
+        if not done.wait(30):
+            os.kill(int(pid_file.read_text()), signal.SIGCONT)
+
+    thread = threading.Thread(target=guard)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_a_hook_process_stopped_before_its_first_start_is_killed_at_once(tmp_path,
+                                                                         monkeypatch):
+    """A pbsuser hook's owner may SIGSTOP the child before it reports "start": it is killed
+    as soon as it is seen stopped, not at its deadline (the first hook's alarm plus the
+    grace), and that hook is an error."""
+    import pbsplug.runner as runner_module
+
+    pid_file = tmp_path / "pid"
+    monkeypatch.setattr(runner_module, "_become_job_owner", lambda event: _stop_here(pid_file))
+    with _resumed_if_waited_for(pid_file):
+        out = _as_owner(tmp_path, alarm=3600).fire(Event.from_dict("execjob_prologue", {
+            "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert out.detail.startswith("the hook's process was stopped by SIGSTOP"), out.detail
+    assert out.detail.endswith(" before the hook ran; killed"), out.detail
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
+def test_a_hook_process_stopped_while_its_hook_runs_is_killed_at_once(chain, tmp_path):
+    """A hook's process seen stopped while its hook runs is killed then, not at its alarm
+    plus the grace (the caller, a server's one loop, waited that long, for every event:
+    a pbsuser hook's process is its owner's to stop). The hook is an error."""
+    pid_file = tmp_path / "pid"
+
+    def stop(event):
+        _stop_here(pid_file)
+        event.job.comment = "went on"
+
+    with _resumed_if_waited_for(pid_file):
+        out = chain({"a": Hook(stop)}, mode="process", alarm=3600).fire(queuejob())
+    assert (out.kind, out.hook, out.changes) == ("error", "a", {}), out.detail
+    assert out.detail == "the hook's process was stopped by SIGSTOP while the hook ran; killed"
+    assert out.consequence == "refuse"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
+def test_a_hook_process_slow_before_its_first_start_is_killed_at_its_deadline(
+        tmp_path, monkeypatch):
+    """A child that takes longer than the first hook's alarm plus the grace to report
+    "start" is killed then; that hook is an error."""
+    import pbsplug.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "_become_job_owner", lambda event: time.sleep(120))
+    out = _as_owner(tmp_path, alarm=1).fire(Event.from_dict("execjob_prologue", {
         "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
     assert (out.kind, out.hook) == ("error", "a"), out.detail
     assert "did not start" in out.detail

@@ -12,7 +12,9 @@ pid, and that `pbsplug server stop` stops it while the failing hook keeps failin
 from __future__ import annotations
 
 import os
+import signal
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -224,3 +226,90 @@ def test_a_hook_that_swallows_everything_does_not_hold_the_server_up(how, dists,
     assert "the server is stopping: the hook's process was killed" in engine.log()
     with pytest.raises(ProcessLookupError):  # the hook's process went with it
         os.kill(int(started.read_text()), 0)
+
+
+SLOW_PROLOGUE = """
+import os
+import time
+from pathlib import Path
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=600)
+
+
+@hookimpl
+def execjob_prologue(event):
+    # A prologue that takes its time, in a job's first run only: until the test says go.
+    work = Path(event.job.Variable_List["PBS_O_WORKDIR"])
+    try:
+        (work / f"{event.job.id}.first").open("x").close()
+    except FileExistsError:
+        return
+    while not (work / "go").exists():
+        time.sleep(0.05)
+"""
+
+#: The job's owner submits a job, and SIGSTOPs its prologue's process (their own: the hook
+#: runs as them), which they find as the server's child of their uid; prints its pid.
+_STOP_THE_PROLOGUE = """\
+import os, signal, subprocess, time
+from pathlib import Path
+job = subprocess.run(['pbsplug', 'qsub', '--', '/bin/true'], capture_output=True,
+                     text=True, check=True).stdout.strip()
+server = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            parent = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[1]
+            uid = Path(f'/proc/{pid}/status').read_text().split('Uid:')[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if parent == server and int(uid) == os.getuid():
+            os.kill(int(pid), signal.SIGSTOP)
+            print(job, pid)
+            raise SystemExit(0)
+    time.sleep(0.02)
+raise SystemExit('no prologue of mine started')
+"""
+
+
+def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(dists, local_engine,
+                                                                 attacker):
+    # A pbsuser hook's process is the job owner's: they may SIGSTOP it, and the server's
+    # one loop waited for it until its alarm (600 s here; 30 s by default) plus the grace,
+    # answering no one, for each event of each of their jobs. A stopped hook's process is
+    # killed as soon as it is seen, the hook's error.
+    from pbsplug.engine.client import Client
+
+    dists.add("slow", SLOW_PROLOGUE)
+    engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
+    server = str(engine.home.server_pid())
+
+    def the_hooks_process(pid: str) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[1] == server
+
+    done = attacker.python(_STOP_THE_PROLOGUE, home=engine, cwd=engine.work, timeout=120)
+    assert done.returncode == 0, done.stderr
+    job_id, pid = done.stdout.split()
+    try:
+        # The hook is not let go: an answer now is one the server gave without waiting for
+        # it (a client's 20 s, a hang guard: the hook's alarm is 600 s away).
+        answer = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])
+        assert job_id in answer
+        assert not (engine.work / "go").exists()
+    finally:
+        (engine.work / "go").touch()
+        if the_hooks_process(pid):
+            os.kill(int(pid), signal.SIGCONT)
+    assert not the_hooks_process(pid)  # killed, and reaped
+    assert (f"execjob_prologue hook 'slow' encountered an exception: the hook's process was "
+            f"stopped by SIGSTOP (a process of job {job_id}'s owner {attacker.user}, who may "
+            f"signal it) while the hook ran; killed") in engine.log()
+    attrs = engine.wait(job_id)  # requeued; run again, it ends
+    assert attrs["Exit_status"] == 0, attrs.get("comment")
