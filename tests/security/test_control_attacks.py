@@ -5,6 +5,9 @@ of proportion to what the user keeps."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
+from pathlib import Path
 
 from .conftest import qsub
 
@@ -168,3 +171,31 @@ def test_qmsg_writer_cannot_be_stopped_by_the_jobs_owner(engine, attacker):
     refused, written = done.stdout.splitlines()
     assert json.loads(refused) == [[]] * 20
     assert int(written) == 20
+
+
+def test_qmsg_writer_acts_as_the_owner_with_roots_real_and_saved_uid(shared_tmp, unix_user,
+                                                                     monkeypatch):
+    # The racer above wins its race most times, not every time: this says it every time.
+    # The writer's ids as /proc shows them once it took the owner's: its real and saved uid
+    # root's (kill(2) from the owner is refused), its effective and filesystem uid the
+    # owner's (what it opens, it opens as them).
+    from pbsplug.engine import executor
+
+    owner = pwd.getpwnam(unix_user)
+    err = shared_tmp / "err.txt"
+    err.touch(mode=0o600)
+    os.chown(err, owner.pw_uid, owner.pw_gid)
+    seen = shared_tmp / "ids"
+    act_as = executor.act_as
+
+    def observed(ids):  # (in the writer: opened as root, written once it acts as the owner)
+        with open(seen, "w") as out:
+            act_as(ids)
+            status = Path("/proc/self/status").read_text()
+            out.write(next(line for line in status.splitlines() if line.startswith("Uid:")))
+
+    monkeypatch.setattr(executor, "act_as", observed)  # (the fork inherits it)
+    why = executor.append_line(str(err), "", "hi", (owner.pw_uid, owner.pw_gid, unix_user))
+    assert why is None
+    assert err.read_text() == "hi\n"
+    assert seen.read_text().split() == ["Uid:", "0", str(owner.pw_uid), "0", str(owner.pw_uid)]
