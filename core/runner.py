@@ -22,6 +22,8 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   reject; a hook that has not ended ``alarm_grace`` seconds later is killed with SIGKILL.
   A child seen stopped (SIGSTOP, SIGTSTP...: a pbsuser hook's process is its owner's to
   stop) is killed at once, the error of the hook it ran: the caller does not wait for it.
+  A pbsuser hook's process group is killed so when one of its programs is seen stopped
+  (looked for every `GROUP_TICK` seconds), which the hook would wait for.
   Exceptions, sys.exit(), a killed or crashed interpreter and endless loops that swallow
   BaseException all end as an error or an alarm of that hook; the caller goes on. The child
   reports in JSON (never pickle) and dies with its caller (PR_SET_PDEATHSIG); a report that
@@ -135,6 +137,8 @@ LOG_MAX = 1 << 20
 REPORT_MAX = 64 << 20
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
+#: Seconds between two looks for a stopped process in a pbsuser hook's process group.
+GROUP_TICK = 1.0
 
 
 class HookAlarm(KeyboardInterrupt):
@@ -680,12 +684,61 @@ def _describe_status(status: int) -> str:
 def _stopped_by(status: int, entry: HookEntry, event: Event) -> str:
     """Why a stopped hook's process was killed (`status` from waitpid with WUNTRACED): the
     signal, and for a pbsuser hook whose process it is, as the job's owner may stop it."""
-    why = f"the hook's process was stopped by {_signal_name(os.WSTOPSIG(status))}"
+    return (f"the hook's process was stopped by {_signal_name(os.WSTOPSIG(status))}"
+            + _owners(entry, event))
+
+
+def _stopped_in_group(member: tuple[int, str], entry: HookEntry, event: Event) -> str:
+    """Why a pbsuser hook's process group was killed: `member` (pid, name) was stopped."""
+    name = _CONTROL.sub("?", member[1])  # (the owner names their programs)
+    return f"a program the hook ran ({name}, pid {member[0]}) was stopped" + _owners(entry, event)
+
+
+def _killed(group: bool) -> str:
+    return "the hook's process group was killed" if group else "killed"
+
+
+def _kill(pid: int, group: bool) -> None:
+    """SIGKILL to a hook's process `pid`, and with `group` to its process group first."""
+    if group:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # (the hook left the group its process made: the process is killed below)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _owners(entry: HookEntry, event: Event) -> str:
+    """For a pbsuser hook's process, whose job and owner it is."""
     job = event.job
-    if entry.attrs.user == "pbsuser" and job is not None and os.geteuid() == 0:
-        owner = job.euser or str(job.Job_Owner or "").split("@")[0]
-        why += f" (a process of job {job.id}'s owner {owner}, who may signal it)"
-    return why
+    if entry.attrs.user != "pbsuser" or job is None or os.geteuid() != 0:
+        return ""
+    owner = job.euser or str(job.Job_Owner or "").split("@")[0]
+    return f" (a process of job {job.id}'s owner {owner}, who may signal it)"
+
+
+def _stopped_member(group: int) -> tuple[int, str] | None:
+    """A process of process group `group` but its leader that is stopped (by a signal, or
+    by a tracer): its pid and name, or None. From /proc: no call lists a group's members."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    leader = str(group)
+    wanted = leader.encode()
+    for name in names:
+        if not name.isdigit() or name == leader:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue  # ended meanwhile
+        head, _, tail = data.rpartition(b")")
+        fields = tail.split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == wanted and fields[0] in (b"T", b"t"):
+            return int(name), head.partition(b"(")[2].decode(errors="replace")
+    return None
 
 
 # -- the runner -------------------------------------------------------------------------------
@@ -946,6 +999,11 @@ class Runner:
         stopped: str | None = None  # why, when killed because it was stopped
         exited: int | None = None
         tick = 1.0 if self.cancel is None else CANCEL_TICK
+        # A program a pbsuser hook runs is its owner's to stop too, and the hook then
+        # waits for it: its process group (the hook's process made one) is looked at.
+        watch_group = batch[0].attrs.user == "pbsuser" and os.geteuid() == 0
+        next_look = time.monotonic() + GROUP_TICK
+        group_stopped = False  # what was stopped is a process of the hook's group
         while True:
             timeout = max(0.0, min(tick, deadline - time.monotonic()))
             ready, _, _ = select.select([fd], [], [], timeout)
@@ -976,13 +1034,20 @@ class Runner:
                     elif done:
                         exited = status
                         buf += _read_available(fd)  # parse what is left, then finish
+                    elif watch_group and time.monotonic() >= next_look:
+                        member = _stopped_member(pid)
+                        next_look = time.monotonic() + GROUP_TICK
+                        if member is None:
+                            continue
+                        stopped = _stopped_in_group(member, batch[0], event)
+                        group_stopped = True
                     else:
                         continue
                 if exited is None and current is None:
                     # Between hooks (before the first "start", after a "done"): kill and
                     # reap; the outcomes reported stand, a hook never started is an error.
                     try:
-                        os.kill(pid, signal.SIGKILL)
+                        _kill(pid, group_stopped)
                         exited = os.waitpid(pid, 0)[1]
                     except (ProcessLookupError, ChildProcessError):
                         exited = signal.SIGKILL  # reaped by the caller already
@@ -990,12 +1055,12 @@ class Runner:
                     buf += _read_available(fd)
                 elif exited is None and current is not None:
                     entry = batch[current]
-                    os.kill(pid, signal.SIGKILL)
+                    _kill(pid, group_stopped)
                     os.waitpid(pid, 0)
                     runs.append(HookRun(
                         entry.name, event.type, entry.attrs.order, entry.mode,
                         time.perf_counter() - started, ERROR if stopped else ALARM,
-                        f"{stopped} while the hook ran; killed" if stopped else
+                        f"{stopped} while the hook ran; {_killed(group_stopped)}" if stopped else
                         f"hook '{entry.name}' did not end within its alarm of "
                         f"{entry.attrs.alarm} s (+{self.alarm_grace:g} s grace); killed", wall))
                     return runs
@@ -1080,7 +1145,7 @@ class Runner:
                                 f"{_describe_status(status)} while the hook ran", wall))
         elif not runs or runs[-1].outcome == ACCEPT and len(runs) < len(batch):
             entry = batch[len(runs)]
-            why = (f"{stopped} before the hook ran; killed" if stopped
+            why = (f"{stopped} before the hook ran; {_killed(group_stopped)}" if stopped
                    else "the hook's process did not start the hook in time; killed" if late
                    else f"{_describe_status(status)} before the hook ran")
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,

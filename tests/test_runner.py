@@ -6,7 +6,9 @@ import json
 import logging
 import os
 import pwd
+import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from pbsplug import Event, HookAlarm, PluginInfo, PluginSet, Runner, hookimpl
 from pbsplug.siteconfig import PluginSite, SiteConfig
+from pbsplug.testing import until
 
 BEGIN = {"job": {"id": "7.srv", "Job_Owner": "root@h", "euser": "root"},
          "vnode_list": {"n1": {"state": "free"}, "n2": {"state": "free"}}}
@@ -805,15 +808,15 @@ def _stop_here(pid_file: Path) -> None:
 
 
 @contextlib.contextmanager
-def _resumed_if_waited_for(pid_file: Path):
-    """A hang guard for a stopped hook's process whose pid `_stop_here` left: if the block
-    has not ended 30 s on, the process is sent SIGCONT (it then goes on as if never
-    stopped). The runner is to kill it within a second of its stop."""
+def _resumed_if_waited_for(resume):
+    """A hang guard for a stopped hook's process: if the block has not ended 30 s on,
+    `resume()` sends it SIGCONT (it then goes on as if never stopped). The runner is to
+    kill it within a second or two of its stop."""
     done = threading.Event()
 
     def guard():
         if not done.wait(30):
-            os.kill(int(pid_file.read_text()), signal.SIGCONT)
+            resume()
 
     thread = threading.Thread(target=guard)
     thread.start()
@@ -833,7 +836,7 @@ def test_a_hook_process_stopped_before_its_first_start_is_killed_at_once(tmp_pat
 
     pid_file = tmp_path / "pid"
     monkeypatch.setattr(runner_module, "_become_job_owner", lambda event: _stop_here(pid_file))
-    with _resumed_if_waited_for(pid_file):
+    with _resumed_if_waited_for(lambda: os.kill(int(pid_file.read_text()), signal.SIGCONT)):
         out = _as_owner(tmp_path, alarm=3600).fire(Event.from_dict("execjob_prologue", {
             "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
     assert (out.kind, out.hook) == ("error", "a"), out.detail
@@ -853,13 +856,59 @@ def test_a_hook_process_stopped_while_its_hook_runs_is_killed_at_once(chain, tmp
         _stop_here(pid_file)
         event.job.comment = "went on"
 
-    with _resumed_if_waited_for(pid_file):
+    with _resumed_if_waited_for(lambda: os.kill(int(pid_file.read_text()), signal.SIGCONT)):
         out = chain({"a": Hook(stop)}, mode="process", alarm=3600).fire(queuejob())
     assert (out.kind, out.hook, out.changes) == ("error", "a", {}), out.detail
     assert out.detail == "the hook's process was stopped by SIGSTOP while the hook ran; killed"
     assert out.consequence == "refuse"
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
+def _children_groups_resumed():
+    """SIGCONT to the process group of each child of this process (a hook's process)."""
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            if int(parent) == os.getpid():
+                os.killpg(int(name), signal.SIGCONT)
+        except (OSError, IndexError):
+            pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_a_pbsuser_hooks_program_seen_stopped_kills_the_hooks_process_group(tmp_path):
+    """A program a pbsuser hook runs is its owner's to stop too, and the hook then waits
+    for it: the hook's process group is killed once one of its processes is seen stopped,
+    the hook's error, not at the hook's alarm plus the grace."""
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=3600)
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            subprocess.run(["/bin/sh", "-c", "kill -STOP $$"], check=True)
+            event.job.comment = "went on"
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    assert plugins.add("a", AsUser(), enable=True).status == "enabled"
+    with _resumed_if_waited_for(_children_groups_resumed):
+        out = Runner(plugins, alarm_grace=0.5).fire(Event.from_dict("execjob_prologue", {
+            "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    assert (out.kind, out.hook, out.changes) == ("error", "a", {}), out.detail
+    found = re.fullmatch(r"a program the hook ran \(sh, pid (\d+)\) was stopped \(a process "
+                         r"of job 1\.s's owner nobody, who may signal it\) while the hook "
+                         r"ran; the hook's process group was killed", out.detail)
+    assert found, out.detail
+
+    def gone(pid):  # (or a zombie its new parent has not reaped yet)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+
+    until(lambda: gone(found[1]), what="the stopped program to be killed")
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the hook's process: killed and reaped
 
 
 def test_a_hook_process_slow_before_its_first_start_is_killed_at_its_deadline(

@@ -229,7 +229,7 @@ def test_a_hook_that_swallows_everything_does_not_hold_the_server_up(how, dists,
 
 
 SLOW_PROLOGUE = """
-import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -240,33 +240,44 @@ plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=600
 
 @hookimpl
 def execjob_prologue(event):
-    # A prologue that takes its time, in a job's first run only: until the test says go.
+    # A prologue that takes its time, in a job's first run only: until the test says go,
+    # in its own process or (WAIT_IN_PROGRAM) in a program it runs.
     work = Path(event.job.Variable_List["PBS_O_WORKDIR"])
     try:
         (work / f"{event.job.id}.first").open("x").close()
     except FileExistsError:
         return
+    if event.job.Variable_List.get("WAIT_IN_PROGRAM"):
+        subprocess.run(["/bin/sh", "-c", 'while [ ! -e "$0/go" ]; do sleep 0.05; done',
+                        str(work)], check=True)
     while not (work / "go").exists():
         time.sleep(0.05)
 """
 
-#: The job's owner submits a job, and SIGSTOPs its prologue's process (their own: the hook
-#: runs as them), which they find as the server's child of their uid; prints its pid.
+#: The job's owner submits a job and SIGSTOPs its prologue (sys.argv[1]: "hook", the
+#: hook's process, found as the server's child of their uid; "program", the program it
+#: runs, that process's child): both are theirs, the hook runs as them. Prints the job's
+#: id and the pid it stopped.
 _STOP_THE_PROLOGUE = """\
-import os, signal, subprocess, time
+import os, signal, subprocess, sys, time
 from pathlib import Path
-job = subprocess.run(['pbsplug', 'qsub', '--', '/bin/true'], capture_output=True,
-                     text=True, check=True).stdout.strip()
-server = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
+program = sys.argv[1] == 'program'
+job = subprocess.run(['pbsplug', 'qsub', *(['-v', 'WAIT_IN_PROGRAM=1'] if program else []),
+                      '--', '/bin/true'], capture_output=True, text=True,
+                     check=True).stdout.strip()
+parent = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
-            parent = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[1]
+            stat = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
             uid = Path(f'/proc/{pid}/status').read_text().split('Uid:')[1].split()[0]
         except (OSError, IndexError):
             continue
-        if parent == server and int(uid) == os.getuid():
+        if stat[1] == parent and int(uid) == os.getuid():
+            if program:
+                parent, program = pid, False  # the hook's process: now its child
+                break
             os.kill(int(pid), signal.SIGSTOP)
             print(job, pid)
             raise SystemExit(0)
@@ -274,27 +285,38 @@ while time.monotonic() < deadline:
 raise SystemExit('no prologue of mine started')
 """
 
+#: What the server logs, for each thing the owner stopped.
+_STOPPED = {
+    "hook": "the hook's process was stopped by SIGSTOP (a process of job {job}'s owner "
+            "{user}, who may signal it) while the hook ran; killed",
+    "program": "a program the hook ran (sh, pid {pid}) was stopped (a process of job {job}'s "
+               "owner {user}, who may signal it) while the hook ran; the hook's process "
+               "group was killed"}
 
-def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(dists, local_engine,
+
+def _gone(pid: str) -> bool:
+    """Whether process `pid` has ended (a zombie that its new parent has not reaped yet
+    too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("what", list(_STOPPED))
+def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(what, dists, local_engine,
                                                                  attacker):
-    # A pbsuser hook's process is the job owner's: they may SIGSTOP it, and the server's
-    # one loop waited for it until its alarm (600 s here; 30 s by default) plus the grace,
-    # answering no one, for each event of each of their jobs. A stopped hook's process is
-    # killed as soon as it is seen, the hook's error.
+    # A pbsuser hook's process, and what it runs, are the job owner's: they may SIGSTOP
+    # either, and the server's one loop waited for the hook until its alarm (600 s here;
+    # 30 s by default) plus the grace, answering no one, for each event of each of their
+    # jobs. A stopped hook's process is killed as soon as it is seen, so is a pbsuser
+    # hook's process group once a process of it is seen stopped; the hook fails.
     from pbsplug.engine.client import Client
 
     dists.add("slow", SLOW_PROLOGUE)
     engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
-    server = str(engine.home.server_pid())
-
-    def the_hooks_process(pid: str) -> bool:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[1].split()[1] == server
-
-    done = attacker.python(_STOP_THE_PROLOGUE, home=engine, cwd=engine.work, timeout=120)
+    done = attacker.python(_STOP_THE_PROLOGUE, what, home=engine, cwd=engine.work,
+                           timeout=120)
     assert done.returncode == 0, done.stderr
     job_id, pid = done.stdout.split()
     try:
@@ -305,11 +327,10 @@ def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(dists, local_en
         assert not (engine.work / "go").exists()
     finally:
         (engine.work / "go").touch()
-        if the_hooks_process(pid):
+        if not _gone(pid):
             os.kill(int(pid), signal.SIGCONT)
-    assert not the_hooks_process(pid)  # killed, and reaped
-    assert (f"execjob_prologue hook 'slow' encountered an exception: the hook's process was "
-            f"stopped by SIGSTOP (a process of job {job_id}'s owner {attacker.user}, who may "
-            f"signal it) while the hook ran; killed") in engine.log()
+    until(lambda: _gone(pid), what="the stopped process to be killed")
+    line = _STOPPED[what].format(job=job_id, user=attacker.user, pid=pid)
+    assert f"execjob_prologue hook 'slow' encountered an exception: {line}" in engine.log()
     attrs = engine.wait(job_id)  # requeued; run again, it ends
     assert attrs["Exit_status"] == 0, attrs.get("comment")
