@@ -148,30 +148,28 @@ class TomlError(ValueError):
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The TOML file `path` parsed, or `TomlError`: the one reader of the site file and the
     simulator's platform file, so that each way a file can be unreadable is one line."""
-    try:
+    try:  # (read once: an error's line is found in the text that was parsed)
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            text = fh.read().decode("utf-8")
     except OSError as exc:
         raise TomlError("file", f"cannot be read: {exc.strerror or exc}", True) from None
     except UnicodeDecodeError as exc:
         raise TomlError("file", f"not valid UTF-8 (byte {exc.start}): TOML files are "
                         "UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TomlError("syntax", f"not valid TOML: {exc}") from None
     except RecursionError:
         raise TomlError("syntax", "not valid TOML: arrays or tables nested too deeply") \
             from None
     except ValueError:  # (an integer Python will not read: past 4300 digits)
-        raise TomlError("syntax", _long_integer(path)) from None
+        raise TomlError("syntax", _long_integer(text)) from None
 
 
-def _long_integer(path: str | os.PathLike[str]) -> str:
-    """Why tomllib raised a plain ValueError: an integer of more digits than int() reads
-    (4300), and its line; in our words, not Python's."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
+def _long_integer(text: str) -> str:
+    """Why tomllib raised a plain ValueError on `text`: an integer of more digits than int()
+    reads (4300), and its line; in our words, not Python's."""
     number, why = long_integer(text)
     return f"not valid TOML: {why}" + (f" (at line {number})" if number else "")
 

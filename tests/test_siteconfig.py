@@ -110,6 +110,32 @@ def test_a_number_python_will_not_read_is_the_files_error(tmp_path, text, line, 
     assert "Exceeds the limit" not in message
 
 
+def test_a_long_integers_line_is_the_parsed_texts(tmp_path, monkeypatch):
+    """The line named is the one of the text the parser read, even when the file is rewritten
+    after it (the line was found by reading the file a second time)."""
+    import types
+
+    from pbsplug import siteconfig
+
+    path = write(tmp_path, f"[plugins.a]\nenabled = true\n[plugins.a.config]\nn = {HUGE}\n")
+
+    def rewritten(parse):
+        def wrapper(*args, **kwargs):
+            try:
+                return parse(*args, **kwargs)
+            finally:
+                path.write_text(f"n = {HUGE}\n")
+        return wrapper
+
+    real = siteconfig.tomllib
+    monkeypatch.setattr(siteconfig, "tomllib", types.SimpleNamespace(
+        load=rewritten(real.load), loads=rewritten(real.loads),
+        TOMLDecodeError=real.TOMLDecodeError))
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value).endswith("(at line 4)"), str(err.value)
+
+
 SCHEMA = {
     "post_timeout": Setting(float, 30.0, gt=0),
     "mode": Setting(str, "on", choices=("on", "off")),
