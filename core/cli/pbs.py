@@ -591,11 +591,10 @@ def qdel(args: list[str]) -> int:
     return status
 
 
-#: A subjob's or a range's id as qdel merges it with others of its array: the array's
-#: number, the index or range (no step), and what follows (``.server``, ``@server``). An
-#: index of more digits than any array holds is sent as it is, for the server to refuse
-#: (``int`` of 4,300 digits and more is a ValueError).
-_SUBJOB_ID = re.compile(r"^(\d+)\[(\d{1,18})(?:-(\d{1,18}))?\](.*)$", re.ASCII)
+#: The most digits of an index qdel merges with others of its array: an index of more
+#: digits than any array holds is sent as it is, for the server to refuse (``int`` of 4,300
+#: digits and more is a ValueError).
+_MERGED_DIGITS = 18
 
 
 def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
@@ -608,6 +607,8 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
     list) and the merged id that names them, or None. A range written backwards
     (``12[3-1]``) names no index: it is sent as it is, and its error is its own (merged,
     it was lost: ``12[2] 12[3-1]`` sent ``12[2]`` alone)."""
+    from ..engine.arrays import id_parts  # (standard library only, as this module)
+
     plain: list[tuple[list[str], str | None]] = []
     arrays_: dict[str, list[str]] = {}
     for job_id in ids:
@@ -620,12 +621,14 @@ def _qdel_units(ids: list[str]) -> list[tuple[list[str], str | None]]:
     for number, named in arrays_.items():
         groups: dict[str, list[tuple[int, int, str]]] = {}
         for job_id in named:
-            m = _SUBJOB_ID.match(job_id)
-            if m is None or (m[3] and int(m[3]) < int(m[2])):
+            parts = id_parts(job_id)
+            first, last = (parts.first, parts.last or parts.first) if parts else (None, None)
+            if (parts is None or first is None or last is None or parts.step is not None
+                    or max(len(first), len(last)) > _MERGED_DIGITS or int(last) < int(first)):
                 # (the array itself, a range with a step or backwards: as it is)
                 units.append(([job_id], None))
             else:
-                groups.setdefault(m[4], []).append((int(m[2]), int(m[3] or m[2]), job_id))
+                groups.setdefault(parts.rest, []).append((int(first), int(last), job_id))
         for rest, spans in groups.items():
             if len({(first, last) for first, last, _ in spans}) == 1:
                 units.append(([spans[0][2]], None))  # (one id, named again: as it is)

@@ -34,9 +34,9 @@ SUBJOB_SEQ_BASE = 1 << 56
 MAX_PLACES = 1 << 24
 #: In an Output_Path or Error_Path, the subjob's index (PBS's word).
 INDEX_MARK = "^array_index^"
-#: A job identifier's number with its brackets: ``12[]``, ``12[3]``, ``12[2-5]``,
-#: ``12[1-9:2]``.
-_NUMBER = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\]$", re.ASCII)
+#: A job identifier's number with its brackets (``12[]``, ``12[3]``, ``12[2-5]``,
+#: ``12[1-9:2]``), and what follows them (``.server``, ``@server``): `id_parts`.
+_ID = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\](.*)$", re.ASCII)
 _RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$", re.ASCII)
 #: The largest index (and step) of an array: PBS's server refuses more (a C int's; checked,
 #: ``-J 2147483647-2147483648`` is its 15014).
@@ -229,17 +229,37 @@ class Named(NamedTuple):
                      self.step)
 
 
+class IdParts(NamedTuple):
+    """An array's job identifier as written: the array's number, the first and last index
+    and the step between its brackets (their digits; None where not written), and what
+    follows the brackets (``.server``, ``@server``, "")."""
+
+    number: str
+    first: str | None
+    last: str | None
+    step: str | None
+    rest: str
+
+
+def id_parts(job_id: str) -> IdParts | None:
+    """`job_id`'s parts (``12[2-5].server``: 12, 2, 5, None, .server), or None for an id
+    without brackets (or not of their form). The one reader of an array's id: `named` and
+    `file_suffix` and qdel's merging of subjobs (`pbsplug.cli.pbs`) read it so."""
+    m = _ID.match(job_id)
+    return None if m is None else IdParts(m[1], m[2], m[3], m[4], m[5])
+
+
 def named(job_id: str) -> Named | None:
     """What `job_id` (``12[].server``, ``12[3]``, ``12[2-5].server``) names, or None for
     an ordinary job's id."""
-    number = str(job_id).split(".", 1)[0]
-    m = _NUMBER.match(number)
-    if m is None:
+    parts = id_parts(str(job_id).split(".", 1)[0])
+    if parts is None or parts.rest:
         return None
-    first, last, step = (None if n is None else _index(n) for n in m.groups()[1:])
+    first, last, step = (None if n is None else _index(n)
+                         for n in (parts.first, parts.last, parts.step))
     if last is not None and last < first or step is not None and step < 1:
         return None  # (a range backwards, or of step 0, names no subjob)
-    return Named(m[1], first, last, step or 1)
+    return Named(parts.number, first, last, step or 1)
 
 
 def _index(digits: str) -> int:
@@ -267,10 +287,10 @@ def file_suffix(job_id: str) -> str:
     """What follows ``.o`` in a job's default output file's name: ``12``, and ``12.3`` for
     subjob ``12[3]`` (PBS's, checked)."""
     number = str(job_id).split(".", 1)[0]
-    m = _NUMBER.match(number)
-    if m is None or m[2] is None:
+    parts = id_parts(number)
+    if parts is None or parts.rest or parts.first is None:
         return number.replace("[]", "")
-    return f"{m[1]}.{m[2]}"
+    return f"{parts.number}.{parts.first}"
 
 
 def subjob_attrs(array: dict[str, Any], array_job: str, index: int,
