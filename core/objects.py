@@ -285,9 +285,8 @@ class PbsObject:
         return f"{type(self).__name__}({self._name!r})"
 
     def __eq__(self, other: object) -> bool:
-        # (isinstance as well, for the checker: `type(other) is type(self)` already implies it)
-        return (type(other) is type(self) and isinstance(other, PbsObject)
-                and other._name == self._name and other.to_dict() == self.to_dict())
+        return (type(other) is type(self) and other._name == self._name
+                and other.to_dict() == self.to_dict())
 
     __hash__ = None  # type: ignore[assignment]
 

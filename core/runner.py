@@ -431,19 +431,14 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
                            "its change cannot be stored: %s", event.type, entry.name, why)
         return ERROR, _message(f"the hook's change cannot be stored: {why}")
-    decision = _decision_of(event)
+    # (annotated: the checker keeps the None set above, not seeing the hook's accept() or
+    # reject() set it, and took the reject below for dead code it did not check)
+    decision: tuple[str, str | None] | None = event._decision
     if decision is not None and decision[0] == REJECT:
         return REJECT, _message(decision[1])
     if before is not None and job is not None and job._changes != before:
         return REJECT, "cannot modify job after runjob request has been accepted"
     return ACCEPT, None
-
-
-def _decision_of(event: Event) -> tuple[str, str | None] | None:
-    """What the hook decided: `Event.accept` or `Event.reject` sets it during the call. (Read
-    here, not inline: the checker keeps the None that `call_hook` set before the call, and
-    took the reject that follows for dead code it did not check.)"""
-    return event._decision
 
 
 def _leave_forked_copy() -> None:
