@@ -953,13 +953,16 @@ def test_a_hook_process_stuck_after_its_last_report_is_killed(chain, monkeypatch
         os.waitpid(-1, os.WNOHANG)
 
 
-def test_a_deadline_passing_between_two_clock_readings_before_a_start_is_no_crash(
-        tmp_path, monkeypatch):
-    """The wait on a hook's process read the clock twice to tell "past the deadline before
-    a hook started" from "past a running hook's alarm": a deadline that passed between the
-    two readings, with no hook started, indexed the batch with None (a TypeError in the
-    caller). One reading decides now; the clock here is scripted to pass the deadline
-    between those two readings."""
+@pytest.mark.parametrize("steps", range(8))
+def test_a_deadline_passing_while_no_hook_has_started_is_no_crash(tmp_path, monkeypatch, steps):
+    """A hook's process that never starts its hook is killed at its deadline, wherever the
+    deadline passes in the wait: the clock here moves on by a step at every reading (time
+    passes between any two), the deadline `steps` and a half steps after the reading it is
+    set from, so that over the cases it passes between each two readings of the wait's
+    first rounds. With two
+    readings to tell "past the deadline before a hook started" from "past a running hook's
+    alarm", a deadline passing between them indexed the batch with None: a TypeError in the
+    caller."""
     import subprocess
 
     import pbsplug.runner as runner_module
@@ -967,11 +970,10 @@ def test_a_deadline_passing_between_two_clock_readings_before_a_start_is_no_cras
 
     runner = Runner(PluginSet(SiteConfig(path=tmp_path / "s.toml")), alarm_grace=0.5,
                     cancel=lambda: False)
-    entry = runner_module.HookEntry("a", lambda event: None, HookAttributes(alarm=30), {},
+    entry = runner_module.HookEntry("a", lambda event: None, HookAttributes(alarm=1), {},
                                     "process")
-    deadline = entry.attrs.alarm + runner.alarm_grace
-    # The deadline is set, the wait is computed, then the clock passes the deadline.
-    readings = iter([0.0, 0.0, deadline - 0.1])
+    step = (entry.attrs.alarm + runner.alarm_grace) / (steps + 0.5)
+    now = [0.0]
 
     class Clock:
         perf_counter = staticmethod(time.perf_counter)
@@ -979,7 +981,8 @@ def test_a_deadline_passing_between_two_clock_readings_before_a_start_is_no_cras
 
         @staticmethod
         def monotonic():
-            return next(readings, deadline + 0.1)
+            now[0] += step
+            return now[0]
 
     child = subprocess.Popen(["sleep", "60"])  # a hook's process that never reports
     read_fd, write_fd = os.pipe()
