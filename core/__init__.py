@@ -8,7 +8,7 @@ documentation, in `pbsplug.hookspecs`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -41,6 +41,71 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 _SUBMODULES = ("clock", "safedirs")
 
 __all__ = sorted((*_MODULE_OF, *_SUBMODULES))
+
+#: What a type checker reads (`py.typed`): each name from its module, as `__getattr__`
+#: gives it at run time (else every name would be `Any` to it). tests/test_typed.py keeps
+#: the two alike.
+if TYPE_CHECKING:
+    from . import clock as clock
+    from . import safedirs as safedirs
+    from .attributes import AttributeDef as AttributeDef
+    from .attributes import AttributeRegistry as AttributeRegistry
+    from .attributes import ObjectTypeDef as ObjectTypeDef
+    from .cli.options import cli_count as cli_count
+    from .cli.options import cli_seconds as cli_seconds
+    from .events import EVENTS as EVENTS
+    from .events import HOST_EVENTS as HOST_EVENTS
+    from .events import PBSE_HOOKERROR as PBSE_HOOKERROR
+    from .events import SERVER_EVENTS as SERVER_EVENTS
+    from .events import Event as Event
+    from .events import EventSpec as EventSpec
+    from .events import HookExit as HookExit
+    from .hookattrs import HookAttributeError as HookAttributeError
+    from .hookattrs import HookAttributes as HookAttributes
+    from .hookhome import HookHome as HookHome
+    from .hookhome import hook_home as hook_home
+    from .objects import AttributeReadOnly as AttributeReadOnly
+    from .objects import Job as Job
+    from .objects import Queue as Queue
+    from .objects import Reservation as Reservation
+    from .objects import Resources as Resources
+    from .objects import Server as Server
+    from .objects import Vnode as Vnode
+    from .plugins import PluginLoadError as PluginLoadError
+    from .plugins import PluginRecord as PluginRecord
+    from .plugins import PluginSet as PluginSet
+    from .plugins import hookimpl as hookimpl
+    from .plugins import load_plugins as load_plugins
+    from .plugins import plugin_config as plugin_config
+    from .runner import HookAlarm as HookAlarm
+    from .runner import HookRun as HookRun
+    from .runner import Outcome as Outcome
+    from .runner import Runner as Runner
+    from .scheduling import CycleStats as CycleStats
+    from .scheduling import JobOrder as JobOrder
+    from .scheduling import Placement as Placement
+    from .scheduling import SchedulerInstance as SchedulerInstance
+    from .settings import KERNEL_API as KERNEL_API
+    from .settings import ConfigError as ConfigError
+    from .settings import PluginInfo as PluginInfo
+    from .settings import Setting as Setting
+    from .settings import absolute_path as absolute_path
+    from .settings import absolute_path_or_empty as absolute_path_or_empty
+    from .siteconfig import SiteConfig as SiteConfig
+    from .siteconfig import default_home as default_home
+    from .siteconfig import load_site as load_site
+    from .units import exclusivity as exclusivity
+    from .units import exec_vnode_names as exec_vnode_names
+    from .units import format_duration as format_duration
+    from .units import format_size as format_size
+    from .units import parse_bool as parse_bool
+    from .units import parse_duration as parse_duration
+    from .units import parse_exec_vnode as parse_exec_vnode
+    from .units import parse_place as parse_place
+    from .units import parse_select as parse_select
+    from .units import parse_size as parse_size
+    from .values import digits as digits
+    from .values import resource_type as resource_type
 
 
 def __getattr__(name: str) -> Any:
