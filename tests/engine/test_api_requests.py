@@ -206,3 +206,27 @@ def test_users_take_turns_so_many_requests_never_wait_out_anothers_one(tmp_path)
             ours.close()
             theirs.close()
         listener.selector.close()
+
+
+def _outcome(read, body):
+    try:
+        return "value", read(body)
+    except (ValueError, RecursionError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"a": 1, "b": [2.5, -3, 1e400], "c": null, "d": "\\u00e9"}', b"NaN", b"-Infinity",
+    b'\xef\xbb\xbf{"a": 1}', b"\xef\xbb\xbf\xef\xbb\xbf{}",  # a BOM, and one left over
+    '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-16-le"),
+    '{"a": 1}'.encode("utf-32-be"), '{"a": "\ud800"}'.encode("utf-16-le", "surrogatepass"),
+    b'{"a": "\xff"}', b"{x", b"", b" ", b'{"a": 1} x', b"[" * 100_000,
+    b'{"x": %s}' % (b"9" * 1000), b'{"x": -%s}' % (b"9" * 1001), b"[1, %s" % (b"9" * 1001),
+])
+def test_a_requests_body_is_read_as_json_loads_with_parse_int_reads_it(body):
+    """The server's one decoder (`_request_args`) reads a body, or refuses it in the same
+    words, as ``json.loads(body, parse_int=_json_int)`` did."""
+    from pbsplug.engine.api import _json_int, _request_args
+
+    assert _outcome(_request_args, body) == _outcome(
+        lambda b: json.loads(b, parse_int=_json_int), body)
