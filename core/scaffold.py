@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}\Z")
 
 _PYPROJECT = '''\
 [build-system]

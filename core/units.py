@@ -182,7 +182,7 @@ class Chunk:
         return f"{self.count}:{res}" if res else str(self.count)
 
 
-_RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_RES_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*\Z")
 
 
 def _split_unquoted(text: str, sep: str, spec: str) -> list[str]:

@@ -66,7 +66,7 @@ NATIVE_SUFFIX = "-native"
 NATIVE_SCRIPTS = ("prolog_slurmctld", "prolog", "epilog", "epilog_slurmctld", "health_check",
                   "suspend", "resume", "resume_fail")
 #: Characters a path built into the launcher may have (it becomes a C string literal).
-_C_SAFE = re.compile(r"^/[A-Za-z0-9/._+:@-]*$")
+_C_SAFE = re.compile(r"^/[A-Za-z0-9/._+:@-]*\Z")
 #: What a path slurm.conf names may not hold: Slurm's parser ends a value at a blank and a
 #: line at '#', and reads '"' as a quote.
 _CONF_UNSAFE = re.compile(r'[\s#"\x00-\x1f\x7f]')

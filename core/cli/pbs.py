@@ -167,7 +167,7 @@ def _job_error(name: str, code: int, message: str, job_id: str) -> str:
 
 #: A job identifier as PBS's commands take one: ``12``, ``12[]``, ``12.host``,
 #: ``12.host@server`` (`pbsplug.engine.jobid`).
-_JOB_ID = re.compile(r"^\d+(\[(\d+(-\d+(:\d+)?)?)?\])?(\.[^@\s]+)?(@[^@\s]+)?$")
+_JOB_ID = re.compile(r"^\d+(\[(\d+(-\d+(:\d+)?)?)?\])?(\.[^@\s]+)?(@[^@\s]+)?\Z")
 
 
 def _well_formed(name: str, job_id: str, client=None) -> bool:
@@ -467,7 +467,7 @@ def qstat(args: list[str]) -> int:
                 header = bool(jobs)
             if not _JOB_ID.match(job_id):  # a destination: a queue's jobs
                 queue = job_id.partition("@")[0]
-                if job_id[:1].isdigit() or not re.match(r"^[^@\s]*(@[^@\s]+)?$", job_id):
+                if job_id[:1].isdigit() or not re.match(r"^[^@\s]*(@[^@\s]+)?\Z", job_id):
                     _well_formed("qstat", job_id)
                     status = 1
                     continue

@@ -36,11 +36,11 @@ _OPS = ("eq", "ne", "ge", "gt", "le", "lt")
 #: ``.op.`` before a value (``-p .gt.0``), as PBS's qselect reads it.
 _OP_PREFIX = re.compile(r"^\.([A-Za-z]{2})\.(.*)$", re.S)
 #: ``name.op.value`` of -l.
-_RESOURCE_TEST = re.compile(r"^([^.,=\s]+)\.(eq|ne|ge|gt|le|lt)\.(.+)$", re.S)
+_RESOURCE_TEST = re.compile(r"^([^.,=\s]+)\.(eq|ne|ge|gt|le|lt)\.(.+)\Z", re.S)
 #: The job states -s takes.
 _STATES = frozenset("BEFHMQRSTUWX")
 #: A checkpoint interval -c takes.
-_CHECKPOINT = re.compile(r"^(n|s|c|u|w|[cw]=\d+)$")
+_CHECKPOINT = re.compile(r"^(n|s|c|u|w|[cw]=\d+)\Z")
 
 
 class _Illegal(Exception):
@@ -289,7 +289,7 @@ def _queue_command(name: str, attribute: str, on: bool):
         client = engine_client()
         status = 0
         for text in args:
-            if not re.match(r"^[^@\s!]*(@[^@\s]+)?$", text):
+            if not re.match(r"^[^@\s!]*(@[^@\s]+)?\Z", text):
                 print(f"{name}: illegally formed destination: {text}", file=sys.stderr)
                 status = 1
                 continue

@@ -36,8 +36,8 @@ MAX_PLACES = 1 << 24
 INDEX_MARK = "^array_index^"
 #: A job identifier's number with its brackets (``12[]``, ``12[3]``, ``12[2-5]``,
 #: ``12[1-9:2]``), and what follows them (``.server``, ``@server``): `id_parts`.
-_ID = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\](.*)$", re.ASCII)
-_RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?$", re.ASCII)
+_ID = re.compile(r"^(\d+)\[(?:(\d+)(?:-(\d+)(?::(\d+))?)?)?\](.*)\Z", re.ASCII)
+_RANGE = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d*))?\Z", re.ASCII)
 #: The largest index (and step) of an array: PBS's server refuses more (a C int's; checked,
 #: ``-J 2147483647-2147483648`` is its 15014).
 MAX_INDEX = (1 << 31) - 1

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 #: A job identifier's form: its number (with PBS's ``[]`` of an array), the server after a
 #: ``.`` and the server after an ``@``.
-_FORM = re.compile(r"^(\d+(?:\[(?:\d+(?:-\d+(?::\d+)?)?)?\])?)(?:\.([^@\s]+))?(?:@([^@\s]+))?$")
+_FORM = re.compile(r"^(\d+(?:\[(?:\d+(?:-\d+(?::\d+)?)?)?\])?)(?:\.([^@\s]+))?(?:@([^@\s]+))?\Z")
 
 
 class JobId(NamedTuple):

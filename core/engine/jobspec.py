@@ -76,7 +76,7 @@ RESOURCE_TYPES = values.RESOURCE_TYPES
 #: The dependency types of ``-W depend=`` (``on`` takes a count, the others job ids).
 DEPEND_TYPES = values.DEPEND_TYPES
 
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9_.+-]+\Z")
 _PROJECT_FORBIDDEN = set('/[]";:|<>+,?*')
 
 
@@ -684,7 +684,7 @@ def _path(value: str, letter: str, *, cwd: str, host: str, env: Mapping[str, str
     OpenPBS 23.06's does: ``illegal -e value``). A host that does not resolve is
     ``illegal -o value``, as OpenPBS 23.06's qsub and qalter say (checked); one that does
     but is not this machine is refused: the local engine writes a job's files here."""
-    m = re.match(r"^([^/:]+):(.*)$", value)
+    m = re.match(r"^([^/:]+):(.*)\Z", value)
     where, path = (m.group(1), m.group(2)) if m else (None, value)
     if not path or (qalter and where is not None and not os.path.isabs(path)):
         raise _illegal(letter)

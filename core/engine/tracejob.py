@@ -50,7 +50,7 @@ FILTERS = {"error": 0x0001, "system": 0x0002, "admin": 0x0004, "job": 0x0008,
 EXCESSIVE = 15
 #: Where the message starts on a line: the date (19), two blanks, the source, four blanks.
 INDENT = 26
-_STAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)$", re.ASCII)
+_STAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)\Z", re.ASCII)
 #: A log line longer than this is cut when read (the engine writes none so long).
 MAX_LINE = 1 << 20
 #: The most days -n looks back: a hundred years of daily logs. PBS's tracejob takes any

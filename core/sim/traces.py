@@ -678,8 +678,8 @@ def _pbs_int(attrs: dict[str, str], key: str) -> int | None:
 
 _SACCT_STATUS = {"COMPLETED": 1, "CANCELLED": 5, "FAILED": 0, "TIMEOUT": 0, "NODE_FAIL": 0,
                  "OUT_OF_MEMORY": 0, "PREEMPTED": 0, "BOOT_FAIL": 0, "DEADLINE": 0}
-_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", re.ASCII)
-_SLURM_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)$", re.IGNORECASE | re.ASCII)
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\Z", re.ASCII)
+_SLURM_MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([nc]?)\Z", re.IGNORECASE | re.ASCII)
 _MEM_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
               "P": 1 << 50}
 _NEVER = ("", "Unknown", "None")
