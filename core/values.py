@@ -233,6 +233,15 @@ def past(digits: str, most: int) -> bool:
     return len(digits) > len(str(most)) or int(digits or "0") > most
 
 
+def whole(text: str, most: int) -> int | None:
+    """The ASCII digits `text` as a number up to `most`; None for anything else. Leading
+    zeros count toward int()'s 4300 digits (5000 zeros and a 1 is its ValueError, though
+    not `past` a long): they are dropped first."""
+    if not digits(text) or past(text, most):
+        return None
+    return int(text.lstrip("0") or "0")
+
+
 #: A number as PBS reads one: ASCII digits, a sign, a point, an exponent (float() also
 #: takes ``1_0``, ``٣`` and ``inf``). The digits after the point only after a point:
 #: ``[0-9]+\.?[0-9]*`` tried every split of a run of digits, and 100,000 digits and a

@@ -272,3 +272,14 @@ def test_numbers_are_ascii_digits(check, value):
     assert not values.digits("\u00b2") and not values.digits("") and values.digits("042")
     assert not values.check_depend("on:\u0663") and values.check_depend("on:3")
     assert values.number(" -1.5e3 ", "x") == -1500.0 and values.number(".5", "x") == 0.5
+
+
+@pytest.mark.parametrize("text, most, expected", [
+    ("042", 100, 42), ("0", 0, 0), ("0" * 5000, 0, 0), ("0" * 5000 + "7", 10, 7),
+    ("101", 100, None), ("9" * 5000, values.LONG_MAX, None),
+    ("0" * 100_000 + "9" * 5000, values.LONG_MAX, None), ("", 10, None), ("-1", 10, None),
+    (" 1", 10, None), ("1_0", 100, None), ("\u0663", 10, None), ("\u00b2", 10, None)])
+def test_whole_reads_ascii_digits_up_to_a_bound_whatever_their_zeros(text, most, expected):
+    """int() counts leading zeros toward its 4300 digits: 5000 zeros and a 7 is no
+    number `past` a long, and int() of it was Python's ValueError."""
+    assert values.whole(text, most) == expected
