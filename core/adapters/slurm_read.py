@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from ..values import LONG_MAX, digits, past, quoted, whole
+
 log = logging.getLogger("pbsplug.slurm")
 
 #: How long a Slurm command may take.
@@ -38,9 +40,11 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: ``2026-11-24T02:25:13``, as loosely as ``time.strptime`` with ``%Y-%m-%dT%H:%M:%S``
 #: takes it (one or two digits past the year).
 _TIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})T(\d{1,2}):(\d{1,2}):(\d{1,2})")
-_DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
+#: Slurm's ``[D-]HH:MM:SS``: at most 10 digits a part (its limits are 32-bit minutes), so
+#: that no part is past what int() reads or a long holds.
+_DURATION = re.compile(r"(?:([0-9]{1,10})-)?(?:([0-9]{1,10}):)?([0-9]{1,10}):([0-9]{1,10})")
 _SIZE = re.compile(r"(\d{1,18}(?:\.\d{1,6})?)([KMGTP]?)")
-_NAME_ID = re.compile(r"([^()]*)\((\d+)\)")
+_NAME_ID = re.compile(r"([^()]*)\([0-9]+\)")
 _STATE_WORDS = re.compile(r"[+ ,]")
 #: Slurm's job states as PBS's letters.
 JOB_STATES = {"PENDING": "Q", "CONFIGURING": "R", "RUNNING": "R", "COMPLETING": "E",
@@ -228,14 +232,18 @@ def expand_hostlist(text: str) -> list[str] | None:
             return None
         prefix, ranges, suffix = match.groups()
         for item in ranges.split(","):
-            low, dash, high = item.partition("-")
-            if not low.isascii() or not low.isdigit() or (dash and not (
-                    high.isascii() and high.isdigit())) or int(high or low) < int(low):
+            low_text, dash, high_text = item.partition("-")
+            low, high = whole(low_text, LONG_MAX), whole(high_text or low_text, LONG_MAX)
+            if low is None or high is None or (dash and not high_text) or high < low:
+                huge = [t for t in (low_text, high_text) if digits(t) and past(t, LONG_MAX)]
+                if huge:  # (no host number: Slurm's are 32-bit)
+                    raise SlurmError(f"hostlist {text[:80]!r}: a host number of "
+                                     f"{len(huge[0].lstrip('0')):,} digits")
                 return None  # Slurm's to expand, or to refuse (a range that runs backwards)
-            width = len(low)
-            if len(out) + int(high or low) - int(low) >= MAX_HOSTS:
+            width = len(low_text)
+            if len(out) + high - low >= MAX_HOSTS:
                 raise SlurmError(f"hostlist {text[:80]!r}: over {MAX_HOSTS:,} hosts")
-            for number in range(int(low), int(high or low) + 1):
+            for number in range(low, high + 1):
                 out.append(f"{prefix}{number:0{width}d}{suffix}")
     return out
 
@@ -252,7 +260,7 @@ NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 def checked_job_id(value: Any) -> str:
     text = str(value or "")
     if not _JOB_ID.fullmatch(text):
-        raise SlurmError(f"SLURM_JOB_ID={text!r}: expected a job number")
+        raise SlurmError(f"SLURM_JOB_ID={quoted(text, 60)}: expected a job number")
     return text
 
 
@@ -316,7 +324,7 @@ def epoch(value: Any, what: str) -> int | None:
         if (1 <= month <= 12 and 1 <= day <= _month_days(year, month) and hour <= 23
                 and minute <= 59 and second <= 61):
             return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
-    raise SlurmError(f"{what}={text!r}: expected a time as YYYY-MM-DDTHH:MM:SS")
+    raise SlurmError(f"{what}={quoted(text, 60)}: expected a time as YYYY-MM-DDTHH:MM:SS")
 
 
 def _month_days(year: int, month: int) -> int:
@@ -360,17 +368,17 @@ def _count(cpu_ids: str) -> int:
     total = 0
     for part in cpu_ids.split(","):
         low, dash, high = part.partition("-")
-        high = high if dash else low
-        if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+        first, last = whole(low, LONG_MAX), whole(high if dash else low, LONG_MAX)
+        if first is None or last is None or first > last:
             raise SlurmError(f"CPU_IDs={cpu_ids[:40]!r}: expected cpu ids as N[-M][,...]")
-        total += int(high) - int(low) + 1
+        total += last - first + 1
     return total
 
 
-def _name_id(value: Any) -> tuple[str, int | None]:
-    """``root(0)`` as (root, 0)."""
+def _name(value: Any) -> str:
+    """``root(0)`` as root (the number is not read: nothing needs it)."""
     match = _NAME_ID.fullmatch(str(value or ""))
-    return (match.group(1), int(match.group(2))) if match else (str(value or ""), None)
+    return match.group(1) if match else str(value or "")
 
 
 def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dict[str, Any]:
@@ -379,8 +387,8 @@ def job_attributes(fields: Mapping[str, Any], slurm: Slurm | None = None) -> dic
         raise SlurmError("scontrol show job: no JobId in its answer")
     job_id = checked_job_id(fields["JobId"])
     fields = _unambiguous(job_id, fields)
-    user, _ = _name_id(fields.get("UserId"))
-    group, _ = _name_id(fields.get("GroupId"))
+    user = _name(fields.get("UserId"))
+    group = _name(fields.get("GroupId"))
     state = str(fields.get("JobState") or "")
     resources: dict[str, Any] = {}
     ncpus = _int(fields.get("NumCPUs"), "NumCPUs")
@@ -459,13 +467,16 @@ _ALWAYS = ("UserId", "GroupId", "JobState", "Partition", "NumNodes", "NumCPUs", 
 
 
 def _int(value: Any, what: str) -> int | None:
+    """A count Slurm writes: ASCII digits, at most a long (int() took ``-1``, `` 7``,
+    ``1_0`` and ``٣``, and 4300 digits or more were its ValueError)."""
     text = _null(value)
     if text is None:
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise SlurmError(f"{what}={text!r}: expected a whole number") from None
+    number = whole(text, LONG_MAX)
+    if number is None:
+        why = "out of range" if digits(text) else "expected a whole number"
+        raise SlurmError(f"{what}={quoted(text, 40)}: {why}")
+    return number
 
 
 #: Slurm's node states (and flags) as PBS's vnode states.

@@ -228,6 +228,87 @@ def test_values_slurm_does_not_write_are_refused_not_misread(field, bad, why):
         job_attributes(parse_line(JOB.replace(field, bad)))
 
 
+#: Numbers int() cannot read (4300 digits and more; leading zeros count), and one it can
+#: that no long holds.
+HUGE_NUMBERS = {"4000 digits": "9" * 4000, "5000 digits": "9" * 5000,
+                "zeros": "0" * 5000 + "1", "100,000 digits": "9" * 100_000}
+_NUMERIC_FIELDS = [  # (what JOB or NODE holds, the same with {n}, the key an error names)
+    ("NumCPUs=3", "NumCPUs={n}", "NumCPUs"), ("NumNodes=2", "NumNodes={n}", "NumNodes"),
+    ("Restarts=2", "Restarts={n}", "Restarts"),
+    ("TimeLimit=1-02:03:00", "TimeLimit={n}-02:03:00", "TimeLimit"),
+    ("TimeLimit=1-02:03:00", "TimeLimit=1-{n}:03:00", "TimeLimit"),
+    ("TimeLimit=1-02:03:00", "TimeLimit={n}:00", "TimeLimit"),
+    ("TimeLimit=1-02:03:00", "TimeLimit=00:{n}", "TimeLimit"),
+    ("MinMemoryNode=100M", "MinMemoryNode={n}M", "MinMemoryNode"),
+    ("CPU_IDs=0-1", "CPU_IDs={n}", "CPU_IDs"), ("CPU_IDs=0-1", "CPU_IDs=0-{n}", "CPU_IDs"),
+    ("UserId=alice(1001)", "UserId=alice({n})", "UserId"),
+    ("GroupId=users(100)", "GroupId=users({n})", "GroupId"),
+    ("SubmitTime=2026-11-24T02:25:12", "SubmitTime={n}-11-24T02:25:12", "SubmitTime"),
+    ("CPUTot=2", "CPUTot={n}", "CPUTot"), ("CPUAlloc=2", "CPUAlloc={n}", "CPUAlloc"),
+    ("RealMemory=1000", "RealMemory={n}", "RealMemory"),
+    ("BootTime=2026-11-23T23:32:53", "BootTime=2026-11-{n}T23:32:53", "BootTime"),
+]
+
+
+def _longs_only(value):
+    """Every int in `value` is one a long holds (JSON, PBS and str() take it)."""
+    if isinstance(value, dict):
+        return all(_longs_only(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_longs_only(v) for v in value)
+    return not isinstance(value, int) or -2**63 <= value < 2**63
+
+
+@pytest.mark.parametrize("size", HUGE_NUMBERS)
+@pytest.mark.parametrize("was, field, key", _NUMERIC_FIELDS,
+                         ids=[f.format(n="N") for _, f, _ in _NUMERIC_FIELDS])
+def test_a_number_of_thousands_of_digits_in_scontrol_is_the_fields_one_line_error(
+        was, field, key, size):
+    """Each number of ``scontrol show job`` and ``show node`` given digits int() does not
+    read (5000, 5000 zeros and a 1, 100,000), or 4000 that no long holds: the job or node
+    read with numbers a long holds, or a one-line `SlurmError` naming the key. Before,
+    int()'s ValueError (Python's words, no key) came out of NumCPUs, TimeLimit, CPU_IDs and
+    UserId, and 4000 digits were read as a count of 4000 digits."""
+    line = JOB if was in JOB else NODE
+    read = job_attributes if line is JOB else vnode_attributes
+    text = line.replace(was, field.format(n=HUGE_NUMBERS[size]))
+    try:
+        attrs = read(parse_line(text))
+    except SlurmError as exc:
+        message = str(exc)
+        assert message.startswith(f"{key}="), message[:200]
+        assert "\n" not in message and len(message) < 200, message[:200]
+        assert "Exceeds the limit" not in message and "4300" not in message
+    else:
+        assert _longs_only(attrs), (field, size)
+
+
+@pytest.mark.parametrize("size", HUGE_NUMBERS)
+@pytest.mark.parametrize("hostlist", ["n[{n}]", "n[1-{n}]", "n[{n}-{n}]", "a1,n[1,{n}]"])
+def test_a_host_number_of_thousands_of_digits_is_the_hostlists_one_line_error(
+        hostlist, size):
+    """int() of a range's bound refused 4300 digits in its words; a bound no long holds is
+    no Slurm host number."""
+    text = hostlist.format(n=HUGE_NUMBERS[size])
+    try:
+        names = expand_hostlist(text)
+    except SlurmError as exc:
+        message = str(exc)
+        assert message.startswith("hostlist 'n[") or message.startswith("hostlist 'a1,")
+        assert "\n" not in message and len(message) < 200, message[:200]
+        assert "Exceeds the limit" not in message and "4300" not in message
+    else:  # (5000 zeros and a 1: n0...01, or n1 to it)
+        assert size == "zeros" and names is not None and names[-1].endswith("1")
+
+
+@pytest.mark.parametrize("size", HUGE_NUMBERS)
+def test_a_job_id_of_thousands_of_characters_is_quoted_cut_short(size):
+    """The error quoted all of it: a line of 100,000 characters in Slurm's log."""
+    with pytest.raises(SlurmError, match="^SLURM_JOB_ID='.*: expected a job number$") as exc:
+        checked_job_id(HUGE_NUMBERS[size] + "x")
+    assert len(str(exc.value)) < 200
+
+
 def test_slurm_sizes_in_any_unit_are_whole_mb():
     for size, mb in (("1.5G", 1536), ("512K", 1), ("2048", 2048), ("1T", 1048576)):
         job = job_attributes(parse_line(JOB.replace("MinMemoryNode=100M", f"MinMemoryNode={size}")))
