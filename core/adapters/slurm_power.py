@@ -33,7 +33,6 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-import math
 import os
 import pwd
 import re
@@ -47,6 +46,7 @@ from typing import Any
 from .. import safedirs
 from ..events import Event
 from ..runner import ACCEPT
+from ..values import LONG_MAX, quoted, whole
 from .slurm_read import SlurmError, epoch, vnode_state
 
 log = logging.getLogger("pbsplug.slurm")
@@ -252,7 +252,7 @@ def _woken_record(ctx) -> dict[str, int]:
 
 def _read_record(ctx, name: str) -> dict[str, int]:
     """The record's hosts and times; a damaged one (not JSON, not a table, a time that is
-    no finite number) is logged and read as empty, so power saving goes on (the next
+    no number a long holds) is logged and read as empty, so power saving goes on (the next
     save writes it whole again). One that is a link, or that another user could have
     written, is `UnsafeFolder`."""
     path = ctx.power_dir / name
@@ -265,9 +265,10 @@ def _read_record(ctx, name: str) -> dict[str, int]:
     except (OSError, ValueError) as exc:
         log.error("%s: not read (%s); starting from an empty record", path, exc)
         return {}
+    # (a bound, not math.isfinite: an int of 400 digits was its OverflowError, a traceback)
     if not isinstance(data, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in data.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool)
+            and -LONG_MAX <= v <= LONG_MAX for v in data.values()):
         log.error("%s: not a record of host -> time; starting from an empty record", path)
         return {}
     return {str(k): int(v) for k, v in data.items()}
@@ -408,8 +409,7 @@ def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     if not hosts:
         return {"exit": 0, "stdout": "", "error": ""}
     jobs = _resume_jobs(env, hosts, ctx)
-    match = re.match(r"\d+", config_value(ctx, "ResumeTimeout") or "60")
-    resume_timeout = int(match.group()) if match else 60
+    resume_timeout = _resume_timeout(ctx)
     deadline = time.monotonic() + max(5.0, resume_timeout / 2)
     while True:
         with _locked(ctx):
@@ -437,6 +437,18 @@ def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
             break
         time.sleep(2.0)
     return {"exit": 0, "stdout": "", "error": ""}
+
+
+def _resume_timeout(ctx) -> int:
+    """Slurm's ResumeTimeout (``90 sec``) in seconds; 60 when it is not a number of them
+    (int() of 5000 digits was its ValueError, and one of 4000 an OverflowError halved:
+    the nodes were not woken)."""
+    text = config_value(ctx, "ResumeTimeout") or "60"
+    match = re.match(r"[0-9]+", text)
+    seconds = whole(match.group(), LONG_MAX) if match else None
+    if seconds is None:
+        log.warning("ResumeTimeout %s: not a number of seconds; 60 s taken", quoted(text, 40))
+    return 60 if seconds is None else seconds
 
 
 def resume_fail(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:

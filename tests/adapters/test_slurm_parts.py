@@ -52,6 +52,11 @@ NODE = ("NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=2 CPUTot=2 "
         "State=MIXED+DRAIN BootTime=2026-11-23T23:32:53 LastBusyTime=2026-11-24T02:24:13 "
         "Reason=broken fan [root@2026-11-24T02:30:00]")
 
+#: Numbers int() cannot read (4300 digits and more; leading zeros count), and one it can
+#: that no long holds.
+HUGE_NUMBERS = {"4000 digits": "9" * 4000, "5000 digits": "9" * 5000,
+                "zeros": "0" * 5000 + "1", "100,000 digits": "9" * 100_000}
+
 
 def test_a_job_line_becomes_pbs_attributes():
     fields = parse_line(JOB)
@@ -145,7 +150,11 @@ def test_node_names_from_the_environment_are_checked(tmp_path):
     assert slurm_bridge.this_node({"SLURMD_NODENAME": "n1.cluster-a_2"}) == "n1.cluster-a_2"
 
 
-@pytest.mark.parametrize("text", ['{"n1": null}', "[1]", "1e999", '"x"', "{", '{"n1": 1e999}'])
+@pytest.mark.parametrize("text", [
+    '{"n1": null}', "[1]", "1e999", '"x"', "{", '{"n1": 1e999}',
+    # (math.isfinite of 400 digits was an OverflowError; 1e300 a time of 301 digits)
+    '{"n1": %s}' % ("9" * 400), '{"n1": -%s}' % ("9" * 400), '{"n1": 1e300}',
+    '{"n1": %s}' % ("9" * 5000)])
 def test_a_damaged_power_record_is_logged_and_read_as_empty(tmp_path, caplog, text):
     """A record that cannot be read must not stop power saving for good (every run would
     fail on it): it is logged, naming the file, and read as empty."""
@@ -157,6 +166,30 @@ def test_a_damaged_power_record_is_logged_and_read_as_empty(tmp_path, caplog, te
     assert str(tmp_path / slurm_power.OFF_RECORD) in caplog.text
     (tmp_path / slurm_power.OFF_RECORD).write_text('{"n1": 1700000000}')
     assert slurm_power._off_record(ctx) == {"n1": 1700000000}
+
+
+@pytest.mark.parametrize("size", HUGE_NUMBERS)
+def test_a_resume_timeout_of_thousands_of_digits_is_logged_and_60_s_taken(
+        tmp_path, caplog, size):
+    """ResumeProgram read ResumeTimeout with int(): 5000 digits were its ValueError and
+    4000 an OverflowError (halved as a float), and the nodes Slurm named were not woken."""
+    from pbsplug.adapters import slurm_power
+
+    class Fake:
+        def run(self, *args, check=True):
+            assert args == ("scontrol", "show", "config")
+            return f"ResumeRate = 300 nodes/min\nResumeTimeout = {HUGE_NUMBERS[size]} sec\n"
+
+        def hostnames(self, text):
+            return expand_hostlist(text)
+
+        def cluster_json(self, command):  # n1 is up: nothing to wake, the run ends
+            return {"nodes": [{"name": "n1", "state": "idle", "state_flags": []}]}
+
+    ctx = type("Ctx", (), {"slurm": Fake(), "power_dir": tmp_path / "power", "config": {}})()
+    assert slurm_power.resume(ctx, {}, ["n1"])["exit"] == 0
+    if size != "zeros":
+        assert "ResumeTimeout '99999" in caplog.text and "60 s taken" in caplog.text
 
 
 def test_one_pending_job_slurm_answers_oddly_for_is_left_out_alone(caplog):
@@ -228,10 +261,6 @@ def test_values_slurm_does_not_write_are_refused_not_misread(field, bad, why):
         job_attributes(parse_line(JOB.replace(field, bad)))
 
 
-#: Numbers int() cannot read (4300 digits and more; leading zeros count), and one it can
-#: that no long holds.
-HUGE_NUMBERS = {"4000 digits": "9" * 4000, "5000 digits": "9" * 5000,
-                "zeros": "0" * 5000 + "1", "100,000 digits": "9" * 100_000}
 _NUMERIC_FIELDS = [  # (what JOB or NODE holds, the same with {n}, the key an error names)
     ("NumCPUs=3", "NumCPUs={n}", "NumCPUs"), ("NumNodes=2", "NumNodes={n}", "NumNodes"),
     ("Restarts=2", "Restarts={n}", "Restarts"),
