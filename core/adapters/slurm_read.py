@@ -35,7 +35,7 @@ TIMEOUT = 30.0
 # Every pattern is compiled at import: the worker's forked child, which parses a reading,
 # would otherwise compile each of them again on every event (a few milliseconds in all).
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_/:]*=")
-_HOSTLIST_PART = re.compile(r",(?![^\[]*\])")
+_HOSTLIST_MARK = re.compile(r"[\[\],]")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: ``2026-11-24T02:25:13``, as loosely as ``time.strptime`` with ``%Y-%m-%dT%H:%M:%S``
 #: takes it (one or two digits past the year).
@@ -214,12 +214,27 @@ def _records(text: str) -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
 
 
+def _hostlist_parts(text: str) -> list[str]:
+    """`text` split at each comma outside brackets: one whose next bracket is ``]`` is
+    inside. Read from the end, one pass; the pattern ``,(?![^[]*])`` looked ahead to the
+    end from every comma (a list of 16,000 names took 4 s, of 32,000 16 s)."""
+    cuts, inside = [], False
+    for mark in reversed(list(_HOSTLIST_MARK.finditer(text))):
+        char = mark.group()
+        if char != ",":
+            inside = char == "]"
+        elif not inside:
+            cuts.append(mark.start())
+    edges = [-1, *reversed(cuts), len(text)]
+    return [text[a + 1:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
 def expand_hostlist(text: str) -> list[str] | None:
     """``n1``, ``n[1-3,5]``, ``a1,b[2-3]`` expanded here (Slurm's own ``scontrol show
     hostnames`` costs a process); None for what this does not handle (several brackets in
     one name), which Slurm expands."""
     out: list[str] = []
-    for part in _HOSTLIST_PART.split(text):
+    for part in _hostlist_parts(text):
         if not part:
             continue
         if "[" not in part:

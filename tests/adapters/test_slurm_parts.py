@@ -376,6 +376,25 @@ def test_hostlists():
         expand_hostlist("n[0-999999999]")  # not a billion names in memory
 
 
+HOSTLIST_OF_MANY = """
+import sys
+from pbsplug.adapters.slurm_read import expand_hostlist
+names = [f"node{i:06d}" for i in range(200_000)]
+assert expand_hostlist(",".join(names)) == names
+assert expand_hostlist("a[1,3],b,c[2-3],d[9]") == ["a1", "a3", "b", "c2", "c3", "d9"]
+assert expand_hostlist("a,b]") is None and expand_hostlist("a[1,b") is None
+"""
+
+
+def test_a_hostlist_of_many_names_is_read_in_one_pass():
+    """Its commas were found with a pattern that looked from each to the end of the text:
+    200,000 names (an uncompressed SuspendExcNodes, say) took ten minutes of a power
+    program or Prolog. (The timeout is a hang guard: it takes a fraction of a second.)"""
+    done = subprocess.run([sys.executable, "-c", HOSTLIST_OF_MANY], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
     text = "ClusterName=x\nProlog=/site/prolog\n# a comment\nEpilog = /site/epilog\n"
     lines = {"Prolog": "/p/prolog", "Epilog": "/p/epilog", "TaskProlog": "/p/task_prolog"}
