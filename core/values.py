@@ -225,21 +225,28 @@ def digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+#: The most digits int() reads (Python's default limit; leading zeros count).
+INT_DIGITS = 4300
+
+
 def past(digits: str, most: int) -> bool:
     """Whether the ASCII digits `digits` are a number more than `most`, their length read
     first: int() of thousands of digits is slow, and refused past 4300 of them (a
-    ValueError in Python's words)."""
+    ValueError in Python's words). More digits than int() reads are past any bound, leading
+    zeros and all: int() counts them (5000 zeros and a 7, read as 7 here, were then its
+    ValueError in every caller's int())."""
+    if len(digits) > INT_DIGITS:
+        return True
     digits = digits.lstrip("0")
     return len(digits) > len(str(most)) or int(digits or "0") > most
 
 
 def whole(text: str, most: int) -> int | None:
-    """The ASCII digits `text` as a number up to `most`; None for anything else. Leading
-    zeros count toward int()'s 4300 digits (5000 zeros and a 1 is its ValueError, though
-    not `past` a long): they are dropped first."""
+    """The ASCII digits `text` as a number up to `most`; None for anything else (more
+    digits than int() reads among them: `past`)."""
     if not digits(text) or past(text, most):
         return None
-    return int(text.lstrip("0") or "0")
+    return int(text)
 
 
 #: A number as PBS reads one: ASCII digits, a sign, a point, an exponent (float() also

@@ -94,6 +94,9 @@ HUGE = "9" * 5000  # (more digits than int() reads: 4300)
     *[(f'[plugins.a]\nenabled = true\n{key} = "{sign}{HUGE}"\n', "plugins.a",
        f"invalid value '{sign}{HUGE[:37 - len(sign)]}...' for hook attribute '{key}': out of "
        "range") for key, sign in (("order", ""), ("order", "-"), ("alarm", "+"), ("freq", ""))],
+    # (5000 zeros and a 7: no number past a long, and int() refused them all the same)
+    (f'[plugins.a]\nenabled = true\norder = "{"0" * 5000}7"\n', "plugins.a",
+     f"invalid value '{'0' * 37}...' for hook attribute 'order': out of range"),
     # (a plugin's JSON .CF file: json.loads raised the same ValueError)
     ('[plugins.a]\nenabled = true\nconfig_file = "a.CF"\n', "(line 2)",
      "not valid JSON: an integer of 5,000 digits, more than the 4,300 read"),

@@ -297,3 +297,25 @@ def test_a_select_with_a_quote_left_open_or_inside_a_value_is_refused(spec):
 def test_outside_limits_names_the_first_resource_past_a_queues_or_the_servers(
         res, maxima, minima, over):
     assert units.outside_limits(res, maxima, minima, values.RESOURCE_TYPES) == over
+
+
+#: 5000 zeros and a 7: no number past a long, but more digits than int() reads (it counts
+#: leading zeros).
+ZEROS = "0" * 5000 + "7"
+
+
+@pytest.mark.parametrize("parse", [
+    lambda: parse_size(f"{ZEROS}kb"), lambda: parse_select(f"{ZEROS}:ncpus=1"),
+    lambda: units.nodes_select(ZEROS, types=TYPES),
+    lambda: units.nodes_select(f"1:ppn={ZEROS}", types=TYPES),
+    lambda: units.nodes_select(f"1:ncpus={ZEROS}", types=TYPES),
+], ids=["size", "select count", "nodes count", "nodes ppn", "nodes ncpus"])
+def test_a_number_of_thousands_of_leading_zeros_is_the_values_own_error(parse):
+    """values.past read 5000 zeros and a 7 as 7, under a long, and the int() after it
+    raised Python's ValueError ("Exceeds the limit (4300 digits)")."""
+    with pytest.raises(ValueError) as err:
+        parse()
+    message = str(err.value)
+    assert "Exceeds the limit" not in message and "4300" not in message, message[:200]
+    assert parse_select(f"1:ncpus={ZEROS}")[0].resources["ncpus"] == ZEROS  # (text: refused
+    # by its type's check, as a number past a long is)

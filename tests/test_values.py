@@ -275,11 +275,13 @@ def test_numbers_are_ascii_digits(check, value):
 
 
 @pytest.mark.parametrize("text, most, expected", [
-    ("042", 100, 42), ("0", 0, 0), ("0" * 5000, 0, 0), ("0" * 5000 + "7", 10, 7),
+    ("042", 100, 42), ("0", 0, 0), ("0" * 4300, 0, 0), ("0" * 4299 + "7", 10, 7),
+    ("0" * 5000, 0, None), ("0" * 5000 + "7", 10, None),
     ("101", 100, None), ("9" * 5000, values.LONG_MAX, None),
     ("0" * 100_000 + "9" * 5000, values.LONG_MAX, None), ("", 10, None), ("-1", 10, None),
     (" 1", 10, None), ("1_0", 100, None), ("\u0663", 10, None), ("\u00b2", 10, None)])
-def test_whole_reads_ascii_digits_up_to_a_bound_whatever_their_zeros(text, most, expected):
-    """int() counts leading zeros toward its 4300 digits: 5000 zeros and a 7 is no
-    number `past` a long, and int() of it was Python's ValueError."""
+def test_whole_reads_ascii_digits_up_to_a_bound_and_int_reads_them(text, most, expected):
+    """int() counts leading zeros toward its 4300 digits: 5000 zeros and a 7 were no
+    number `past` a long, and int() of them was Python's ValueError."""
     assert values.whole(text, most) == expected
+    assert not values.digits(text) or values.past(text, most) is (expected is None)

@@ -253,7 +253,7 @@ def expand_hostlist(text: str) -> list[str] | None:
                 huge = [t for t in (low_text, high_text) if digits(t) and past(t, LONG_MAX)]
                 if huge:  # (no host number: Slurm's are 32-bit)
                     raise SlurmError(f"hostlist {text[:80]!r}: a host number of "
-                                     f"{len(huge[0].lstrip('0')):,} digits")
+                                     f"{len(huge[0]):,} digits")
                 return None  # Slurm's to expand, or to refuse (a range that runs backwards)
             width = len(low_text)
             if len(out) + high - low >= MAX_HOSTS:
