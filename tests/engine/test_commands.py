@@ -1152,15 +1152,18 @@ HUGE_ARGS = [
 ]
 
 
+@pytest.mark.parametrize("digits", [HUGE, "0" * 5000 + "7"], ids=["nines", "zeros"])
 @pytest.mark.parametrize("argv, first", HUGE_ARGS, ids=lambda a: " ".join(a)[:60]
                          if isinstance(a, tuple) else None)
-def test_a_number_of_thousands_of_digits_is_each_commands_own_error(huge_engine, argv, first):
+def test_a_number_of_thousands_of_digits_is_each_commands_own_error(huge_engine, argv, first,
+                                                                     digits):
     """Where a command took a value's digits to int(), 5000 of them printed Python's
     traceback (``qsub -p``, ``-W run_count``, ``pbs_ralter -I``) or put its text in the
     server's answer (a qmgr limit of a size): each is now the error that command prints
-    for any other bad value of that field, and no command says Python's words."""
+    for any other bad value of that field, and no command says Python's words. 5000 zeros
+    and a 7 too: int() counts the zeros, and values.past did not (-l mem, select, nodes)."""
     engine, names = huge_engine
-    done = engine.pbs(*(a.format(n=HUGE, **names) for a in argv))
+    done = engine.pbs(*(a.format(n=digits, **names) for a in argv))
     said = done.stdout + done.stderr
     assert "Traceback" not in said and "Exceeds the limit" not in said, argv
     assert "4300" not in said and "int_max_str_digits" not in said, argv
