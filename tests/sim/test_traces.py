@@ -636,6 +636,7 @@ def test_an_arrays_own_e_record_is_not_a_job(tmp_path):
 # --- numbers past what int() reads ----------------------------------------------------------
 
 HUGE = "9" * 5000  # (int() refuses 4300 digits and more, in Python's words)
+ZEROS = "0" * 5000 + "7"  # (leading zeros count toward int()'s 4300 too)
 _SWF_HUGE = [" ".join(HUGE if i == n else f for i, f in enumerate(swf_line().split())) + "\n"
              for n in range(18)]
 _PBS_HUGE = [(key, value) for key in KEYS for value in (HUGE, f"{HUGE}:00", f"{HUGE}gb",
@@ -651,6 +652,7 @@ _SACCT_HUGE = [{**_SACCT_ROW, key: value} for key in SACCT_HEAD.split("|")[1:11]
       for key, was in (("MaxNodes", 100), ("MaxProcs", 400), ("UnixStartTime", 843480031))],
     *[("swf", SWF_HEADER + swf_line(extra=extra)) for extra in (
         f"nodes={HUGE}", f"nodes=1:ppn={HUGE}", f"nodes={HUGE}:ppn=2", "nodes=\u00b2",
+        f"nodes={ZEROS}", f"nodes=1:ppn={ZEROS}", f"1:ncpus={ZEROS}",
         "nodes=1:ppn=\u00b2", f"{HUGE}:ncpus=1", f"1:ncpus={HUGE}", f"1:mem={HUGE}gb")],
     *[("pbs", PBS_E.replace(" Exit_status=0", f" {key}={value} Exit_status=0")
        if key != "Exit_status" else PBS_E.replace("Exit_status=0", f"Exit_status={value}"))
