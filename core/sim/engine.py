@@ -363,10 +363,12 @@ class Simulator:
         self._reroutes: list[tuple[float, int, str]] = []
         #: The jobs a destination refused for now (its limits on queued jobs), tried again
         #: at their retry time: (when, seq, job id); each one's due time, the count version
-        #: it was refused at and its wait (`_route_due`); the destinations that refused
-        #: each job for good, not asked again while it stays.
+        #: it was refused at, its wait (`_route_due`) and the errors of the destinations'
+        #: limits that refused it (asked again while the counts are so, each refuses
+        #: alike); the destinations that refused each job for good, not asked again while
+        #: it stays.
         self._retries: list[tuple[float, int, str]] = []
-        self._retry_at: dict[str, tuple[float, tuple[int, int], float]] = {}
+        self._retry_at: dict[str, tuple[float, tuple[int, int], float, dict[str, Any]]] = {}
         self._refused: dict[str, set[str]] = {}
         #: Queues with rules on who and how many may enter (the platform's `ENTRY_KEYS`),
         #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
@@ -386,9 +388,6 @@ class Simulator:
         #: How many times the route queues' jobs were counted anew (`_count`): with the
         #: log's mark, what the counts are a function of (`_count_version`).
         self._route_moves = 0
-        #: Job id -> destination -> (count version, error): a destination's limit refused
-        #: the job when the counts were so; asked again while they are, it refuses alike.
-        self._over: dict[str, dict[str, tuple[tuple[int, int], Any]]] = {}
         #: What the schedulers were told of the jobs: each job's object in their view, and
         #: the log of objects added and taken away (a cycle reads only what changed).
         self._told: dict[str, Job] = {}
@@ -887,11 +886,15 @@ class Simulator:
         job_id = run.tj.job_id
         name = run.attrs["queue"]
         moved: dict[str, Any] = {}
+        over: dict[str, Any] = {}  # this try's refusals by the destinations' limits
+        last = self._retry_at.get(job_id)
+        if last is not None and last[1] != self._count_version():
+            last = None  # (what it is counted against changed since its last try)
 
         def move(dest: str) -> None:
-            over = self._over.get(job_id, {}).get(dest)
-            if over is not None and over[0] == self._count_version():
-                raise over[1]  # (nothing it is counted against changed since)
+            if last is not None and dest in last[3]:
+                over[dest] = last[3][dest]
+                raise over[dest]
             if dest in self._ruled or dest not in self._queue_attrs and dest != QUEUE:
                 err = self._entry_error(run.attrs, dest, routed=True)  # (15018 for the
                 if err is not None:                                     # latter: the
@@ -909,7 +912,7 @@ class Simulator:
                 try:
                     self._tally.check(attrs, self._counted.get(job_id))
                 except PbsError as err:
-                    self._over.setdefault(job_id, {})[dest] = (self._count_version(), err)
+                    over[dest] = err
                     raise
             moved.update(attrs)
 
@@ -919,7 +922,6 @@ class Simulator:
                                    lambda dest: dest)
         if result.outcome != "retry":
             self._retry_at.pop(job_id, None)
-            self._over.pop(job_id, None)
         if result.outcome == "routed":
             del self._refused[job_id]  # (a stay in the queue it left counts no more)
             run.attrs.clear()
@@ -938,7 +940,7 @@ class Simulator:
         elif result.outcome == "retry":  # (at the router's next pass at the earliest)
             when = max(float(math.ceil(result.when or self.now)),
                        self.now + routing.PASS_EVERY)
-            self._retry(run, when, when - self.now)
+            self._retry(run, when, when - self.now, over)
         elif result.outcome == "finished":
             del self.routing[job_id], self._requested[job_id], self._refused[job_id]
             if self._tally is not None:
@@ -968,19 +970,19 @@ class Simulator:
                 continue
             tried.add(job_id)
             if retry:
-                _, version, wait = self._retry_at[job_id]
+                _, version, wait, over = self._retry_at[job_id]
                 if version == self._count_version() and \
                         not self._queue_attrs[run.attrs["queue"]].get("route_lifetime"):
                     # Nothing it is counted against changed since its last try, and no
                     # lifetime runs out: this try would come to the same (each destination
                     # left refusing for now as it did), so it waits as long again.
-                    self._retry(run, now + wait, wait)
+                    self._retry(run, now + wait, wait, over)
                     continue
             self._route(run)
 
-    def _retry(self, run: _Run, when: float, wait: float) -> None:
+    def _retry(self, run: _Run, when: float, wait: float, over: dict[str, Any]) -> None:
         job_id = run.tj.job_id
-        self._retry_at[job_id] = (when, self._count_version(), wait)
+        self._retry_at[job_id] = (when, self._count_version(), wait, over)
         heapq.heappush(self._retries, (when, run.seq, job_id))
 
     def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
