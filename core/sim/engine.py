@@ -922,8 +922,11 @@ class Simulator:
                                    lambda dest: dest)
         if result.outcome != "retry":
             self._retry_at.pop(job_id, None)
+        if result.outcome in ("routed", "finished") or not refused:
+            # Left its queue (a stay in the queue it left counts no more), or none refused
+            # it for good (stays untried, or waits on refusals for now only).
+            del self._refused[job_id]
         if result.outcome == "routed":
-            del self._refused[job_id]  # (a stay in the queue it left counts no more)
             run.attrs.clear()
             run.attrs.update(moved)
             run.job = Job(job_id, run.attrs)
@@ -942,14 +945,12 @@ class Simulator:
                        self.now + routing.PASS_EVERY)
             self._retry(run, when, when - self.now, over)
         elif result.outcome == "finished":
-            del self.routing[job_id], self._requested[job_id], self._refused[job_id]
+            del self.routing[job_id], self._requested[job_id]
             if self._tally is not None:
                 self._count(job_id, None)
             why = str(result.why)
             self._reject(run, f"qsub: {why}" if submitting and why == routing.REJECTED
                          else why)
-        elif not refused:  # (stays, nothing tried)
-            del self._refused[job_id]
 
     def _route_due(self, now: float) -> None:
         """The router's pass at `now`: the jobs routed into another route queue a second
