@@ -65,6 +65,12 @@ def _seconds(value: Any, default: int) -> int:
         return default
 
 
+def retry_time(queue: dict[str, Any]) -> int:
+    """How long a job a destination refused for now waits in route queue `queue` (its
+    attributes) before it is tried again: its route_retry_time, in seconds."""
+    return _seconds(queue.get("route_retry_time"), RETRY_TIME)
+
+
 @dataclass(frozen=True)
 class Routed:
     """What one try at routing a job came to (`route_job`)."""
@@ -125,7 +131,7 @@ def route_job(attrs: dict[str, Any], name: str, queue: dict[str, Any], now: floa
             continue
         return Routed("routed", destination=target)
     if for_now:
-        return Routed("retry", when=now + _seconds(queue.get("route_retry_time"), RETRY_TIME))
+        return Routed("retry", when=now + retry_time(queue))
     return Routed("finished", why=REJECTED)
 
 
@@ -210,7 +216,6 @@ class Router:
             try:
                 self.route(job_id, attrs, name, routes[name], now)
             except Exception as exc:  # noqa: BLE001 - one job must not stop the others
-                self.retry_at[job_id] = now + _seconds(routes[name].get("route_retry_time"),
-                                                       RETRY_TIME)
+                self.retry_at[job_id] = now + retry_time(routes[name])
                 eng.log(LOG_ERROR, "Job", job_id, f"routing from {name} failed: "
                         f"{type(exc).__name__}: {exc}")

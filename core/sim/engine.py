@@ -363,12 +363,11 @@ class Simulator:
         self._reroutes: list[tuple[float, int, str]] = []
         #: The jobs a destination refused for now (its limits on queued jobs), tried again
         #: at their retry time: (when, seq, job id); each one's due time, the count version
-        #: it was refused at, its wait (`_route_due`) and the errors of the destinations'
-        #: limits that refused it (asked again while the counts are so, each refuses
-        #: alike); the destinations that refused each job for good, not asked again while
-        #: it stays.
+        #: it was refused at (`_route_due`) and the errors of the destinations' limits
+        #: that refused it (asked again while the counts are so, each refuses alike); the
+        #: destinations that refused each job for good, not asked again while it stays.
         self._retries: list[tuple[float, int, str]] = []
-        self._retry_at: dict[str, tuple[float, tuple[int, int], float, dict[str, Any]]] = {}
+        self._retry_at: dict[str, tuple[float, tuple[int, int], dict[str, Any]]] = {}
         self._refused: dict[str, set[str]] = {}
         #: Queues with rules on who and how many may enter (the platform's `ENTRY_KEYS`),
         #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
@@ -892,8 +891,8 @@ class Simulator:
             last = None  # (what it is counted against changed since its last try)
 
         def move(dest: str) -> None:
-            if last is not None and dest in last[3]:
-                over[dest] = last[3][dest]
+            if last is not None and dest in last[2]:
+                over[dest] = last[2][dest]
                 raise over[dest]
             if dest in self._ruled or dest not in self._queue_attrs and dest != QUEUE:
                 err = self._entry_error(run.attrs, dest, routed=True)  # (15018 for the
@@ -943,7 +942,7 @@ class Simulator:
         elif result.outcome == "retry":  # (at the router's next pass at the earliest)
             when = max(float(math.ceil(result.when or self.now)),
                        self.now + routing.PASS_EVERY)
-            self._retry(run, when, when - self.now, over)
+            self._retry(run, when, over)
         elif result.outcome == "finished":
             del self.routing[job_id], self._requested[job_id]
             if self._tally is not None:
@@ -956,6 +955,8 @@ class Simulator:
         """The router's pass at `now`: the jobs routed into another route queue a second
         ago, and those whose retry time has come, are tried in submission order, as the
         engine's router tries the jobs due at a pass."""
+        from ..engine import routing
+
         due = []
         while self._reroutes and self._reroutes[0][0] <= now:
             due.append((*heapq.heappop(self._reroutes)[1:], False))
@@ -971,19 +972,22 @@ class Simulator:
                 continue
             tried.add(job_id)
             if retry:
-                _, version, wait, over = self._retry_at[job_id]
-                if version == self._count_version() and \
-                        not self._queue_attrs[run.attrs["queue"]].get("route_lifetime"):
+                _, version, over = self._retry_at[job_id]
+                queue = self._queue_attrs[run.attrs["queue"]]
+                if version == self._count_version() and not queue.get("route_lifetime"):
                     # Nothing it is counted against changed since its last try, and no
                     # lifetime runs out: this try would come to the same (each destination
-                    # left refusing for now as it did), so it waits as long again.
-                    self._retry(run, now + wait, wait, over)
+                    # left refusing for now as it did), so it waits as long again: its
+                    # queue's route_retry_time, a pass at least (what `_route` makes of
+                    # route_job's `when`, a replay's tries being at whole seconds).
+                    wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
+                    self._retry(run, now + wait, over)
                     continue
             self._route(run)
 
-    def _retry(self, run: _Run, when: float, wait: float, over: dict[str, Any]) -> None:
+    def _retry(self, run: _Run, when: float, over: dict[str, Any]) -> None:
         job_id = run.tj.job_id
-        self._retry_at[job_id] = (when, self._count_version(), wait, over)
+        self._retry_at[job_id] = (when, self._count_version(), over)
         heapq.heappush(self._retries, (when, run.seq, job_id))
 
     def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
