@@ -1014,11 +1014,13 @@ class Simulator:
         """qsub's check of the limits on queued jobs of the job's queue (the engine's
         `limits.Tally.check`): over one, the job is rejected as qsub refuses it. A job
         entering a route queue is counted there from now (one in an execution queue is
-        counted as the schedulers see it: `_sync_counts`)."""
+        counted as the schedulers see it: `_sync_counts`). Asked only when some queue has
+        such limits (a `_tally`)."""
         from ..engine.errors import PbsError
 
+        assert self._tally is not None
         attrs = run.attrs
-        if attrs["queue"] in self._ruled and self._tally is not None:
+        if attrs["queue"] in self._ruled:
             self._sync_counts()
             try:
                 self._tally.check(attrs)
