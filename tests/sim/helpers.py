@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pbsplug.sim.engine import Simulator, policy_settings
+
 
 class Sink:
     """Keeps what the simulator sends (a `ResultWriter`'s place): each job's result, the
@@ -26,3 +28,26 @@ class Sink:
 
     def by_id(self):
         return {r.job.job_id: r for r in self.jobs}
+
+
+class Recorder(Simulator):
+    """Notes the execution queue each job entered, when, and its state then:
+    ``entered[job_id] = (queue, time, job_state)``."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.entered = {}
+
+    def _enqueue(self, run):
+        self.entered[run.tj.job_id] = (run.attrs["queue"], self.now - self.epoch,
+                                       run.attrs["job_state"])
+        super()._enqueue(run)
+
+
+def replay(machine, jobs, plugins=None, tmp_path=None):
+    """Replays `jobs` on `machine` under PBS's policy with a `Recorder`: (its sink, it)."""
+    sink = Sink()
+    sim = Recorder(machine, sink, plugins=plugins, policy=policy_settings("pbs"),
+                   workdir=None if tmp_path is None else tmp_path / "work")
+    sim.run(jobs)
+    return sink, sim

@@ -14,12 +14,11 @@ from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.plugins import PluginSet
-from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, TraceJob
 from pbsplug.siteconfig import SiteConfig
 
-from .helpers import Sink
+from .helpers import replay
 
 #: One host of one cpu. `entry` routes to `vip` (alice's), then to `batch` (at most two
 #: jobs not finished, or not begun: {limit}; only from a route queue).
@@ -44,18 +43,6 @@ from_route_only = true
 """
 
 
-class Recorder(Simulator):
-    """Notes the execution queue each job entered, and when."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.entered = {}
-
-    def _enqueue(self, run):
-        self.entered[run.tj.job_id] = (run.attrs["queue"], self.now - self.epoch)
-        super()._enqueue(run)
-
-
 def platform(tmp_path, limit="max_queued", text=PLATFORM):
     path = tmp_path / "p.toml"
     path.write_text(text.format(limit=limit))
@@ -65,14 +52,6 @@ def platform(tmp_path, limit="max_queued", text=PLATFORM):
 def tj(job_id, submit, user, group="users", queue="entry", run=100, ncpus=1):
     return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, 200.0, user=user,
                     group=group, queue=queue)
-
-
-def replay(machine, jobs, plugins=None, tmp_path=None):
-    sink = Sink()
-    sim = Recorder(machine, sink, plugins=plugins, policy=policy_settings("pbs"),
-                   workdir=None if tmp_path is None else tmp_path / "work")
-    sim.run(jobs)
-    return sink, sim
 
 
 #: Four jobs at 0 into `entry`: alice's goes to vip (its ACL names her), bob's and carol's
@@ -92,8 +71,8 @@ JOBS = [tj(1, 0, "alice"), tj(2, 0, "bob"), tj(3, 0, "carol"), tj(4, 0, "dave")]
 def test_acls_and_limits_on_queued_jobs_decide_where_and_when_jobs_are_routed(
         tmp_path, limit, dave_enters):
     sink, sim = replay(platform(tmp_path, limit), JOBS)
-    assert sim.entered == {"1": ("vip", 0), "2": ("batch", 0), "3": ("batch", 0),
-                           "4": ("batch", dave_enters)}
+    assert sim.entered == {"1": ("vip", 0, "Q"), "2": ("batch", 0, "Q"),
+                           "3": ("batch", 0, "Q"), "4": ("batch", dave_enters, "Q")}
     assert {k: (r.final_state, r.start, r.end) for k, r in sink.by_id().items()} == {
         "1": (COMPLETED, 0, 100), "2": (COMPLETED, 100, 200), "3": (COMPLETED, 200, 300),
         "4": (COMPLETED, 300, 400)}
@@ -106,7 +85,7 @@ def test_limits_on_queued_resources_count_what_the_jobs_ask(tmp_path, limit, dav
     text = PLATFORM.replace('{limit} = "[o:PBS_ALL=2]"',
                             f'{limit} = {{{{ncpus = "[o:PBS_ALL=2]"}}}}')
     sink, sim = replay(platform(tmp_path, text=text), JOBS)
-    assert sim.entered["4"] == ("batch", dave_enters)
+    assert sim.entered["4"] == ("batch", dave_enters, "Q")
 
 
 def test_a_group_acl_names_the_traces_group(tmp_path):
@@ -115,11 +94,13 @@ def test_a_group_acl_names_the_traces_group(tmp_path):
                             'acl_groups = ["staff"]\n')
     jobs = [tj(1, 0, "bob", "staff"), tj(2, 0, "dave"), tj(3, 0, "alice")]
     sink, sim = replay(platform(tmp_path, text=text), jobs)
-    assert sim.entered == {"1": ("vip", 0), "2": ("batch", 0), "3": ("batch", 0)}
+    assert sim.entered == {"1": ("vip", 0, "Q"), "2": ("batch", 0, "Q"),
+                           "3": ("batch", 0, "Q")}
     text = text.replace("acl_group_enable", "acl_user_enable = true\nacl_group_enable")
     jobs = [tj(1, 0, "bob", "staff"), tj(2, 0, "alice", "staff"), tj(3, 0, "alice")]
     sink, sim = replay(platform(tmp_path, text=text), jobs)
-    assert sim.entered == {"1": ("batch", 0), "2": ("vip", 0), "3": ("batch", 0)}
+    assert sim.entered == {"1": ("batch", 0, "Q"), "2": ("vip", 0, "Q"),
+                           "3": ("batch", 0, "Q")}
 
 
 def test_qsub_into_a_queue_is_refused_as_the_engine_refuses_it(tmp_path):
@@ -137,7 +118,8 @@ def test_qsub_into_a_queue_is_refused_as_the_engine_refuses_it(tmp_path):
         "1": (REJECTED, "qsub: Access to queue is denied"),
         "2": (REJECTED, "qsub: Unauthorized Request"),
         "5": (REJECTED, "qsub: would exceed queue generic's per-user limit")}  # (PBS's)
-    assert sim.entered == {"3": ("vip", 0), "4": ("small", 0), "6": ("small", 0)}
+    assert sim.entered == {"3": ("vip", 0, "Q"), "4": ("small", 0, "Q"),
+                           "6": ("small", 0, "Q")}
 
 
 def test_a_job_no_destination_takes_for_good_is_rejected_at_qsub(tmp_path):

@@ -13,12 +13,11 @@ from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.plugins import PluginSet
-from pbsplug.sim.engine import Simulator, policy_settings
 from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 from pbsplug.siteconfig import SiteConfig
 
-from .helpers import Sink
+from .helpers import replay
 
 #: Two hosts of one cpu. `entry` routes to `short` (at most 10 minutes and 1 cpu; Priority
 #: 10), then `long` (10:00:01 to 10 hours); `front` routes to `entry`, a route queue too.
@@ -47,19 +46,6 @@ resources_max = {{walltime = "10:00:00"}}
 """
 
 
-class Recorder(Simulator):
-    """Notes the execution queue each job entered, and when."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.entered = {}
-
-    def _enqueue(self, run):
-        self.entered[run.tj.job_id] = (run.attrs["queue"], self.now - self.epoch,
-                                       run.attrs["job_state"])
-        super()._enqueue(run)
-
-
 def platform(tmp_path, entry=""):
     path = tmp_path / "p.toml"
     path.write_text(PLATFORM.format(entry=entry))
@@ -69,14 +55,6 @@ def platform(tmp_path, entry=""):
 def tj(job_id, submit, run, ncpus, walltime, queue="entry", **kw):
     return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, float(walltime),
                     queue=queue, **kw)
-
-
-def replay(machine, jobs, plugins=None, tmp_path=None):
-    sink = Sink()
-    sim = Recorder(machine, sink, plugins=plugins, policy=policy_settings("pbs"),
-                   workdir=None if tmp_path is None else tmp_path / "work")
-    sim.run(jobs)
-    return sink, sim
 
 
 #: (walltime, ncpus) -> where `entry` puts the job: short takes what it can (the first
