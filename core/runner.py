@@ -70,11 +70,11 @@ import time
 import traceback
 import types
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .events import (
     EVENTS,
@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from .plugins import PluginSet
 
 log = logging.getLogger("pbsplug.runner")
+_T = TypeVar("_T")
 
 try:
     # signal.signal wraps this C function and converts the handler it returns to an enum,
@@ -800,6 +801,20 @@ class Runner:
 
         `hooks` limits the chain to those hooks: a periodic hook runs alone, at its own
         ``freq``."""
+        return _wait_through(self._steps(event, hooks))
+
+    def start(self, event: Event, hooks: Collection[str] | None = None) -> Pending:
+        """Start `event`'s chain without waiting for it: what `fire` does, a step at a time,
+        driven by the caller's own loop (`Pending`). The chain's in-process hooks run here
+        and in the steps, as `fire` runs them; its hooks' processes are waited for by the
+        caller."""
+        return Pending(self._steps(event, hooks))
+
+    def _steps(self, event: Event, hooks: Collection[str] | None
+               ) -> Generator[tuple[int, float, int], bool, Outcome]:
+        """`fire`'s chain as a generator: it yields ``(fd, timeout, pid)`` while a hook's
+        process `pid` runs, and is sent whether `fd` became readable (else `timeout` passed);
+        it returns the outcome."""
         chain = self.chain(event.type)
         if hooks is not None:
             chain = [e for e in chain if e.name in hooks]
@@ -808,18 +823,25 @@ class Runner:
         clock = None
         old_handler = None
         pid = os.getpid()  # (a copy forked below Python by a hook leaves at the chain's end)
-        if (threading.current_thread() is threading.main_thread()
-                and any(e.mode == "inprocess" for e in chain)):
-            clock = AlarmClock()
-            old_handler = _set_handler(signal.SIGALRM, _raise_alarm)
         try:
             while i < len(chain):
                 entry = chain[i]
                 debug_id = self._debug_in(entry, event) if entry.attrs.debug else None
                 if entry.mode == "inprocess":
-                    started = time.time()
-                    t0 = time.perf_counter()
-                    outcome, message = call_hook(entry, event, clock)
+                    # (the SIGALRM handler only around the call: a started chain may wait
+                    # between its hooks while its caller fires other chains)
+                    if threading.current_thread() is threading.main_thread():
+                        clock = AlarmClock()
+                        old_handler = _set_handler(signal.SIGALRM, _raise_alarm)
+                    try:
+                        started = time.time()
+                        t0 = time.perf_counter()
+                        outcome, message = call_hook(entry, event, clock)
+                    finally:
+                        if clock is not None:
+                            clock.disarm()
+                            _set_handler(signal.SIGALRM, old_handler)
+                            clock = None
                     runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                         time.perf_counter() - t0, outcome, message, started))
                     i += 1
@@ -832,7 +854,7 @@ class Runner:
                            and (chain[j].attrs.user == "pbsuser") == (
                                entry.attrs.user == "pbsuser")):
                         j += 1
-                    batch_runs = self._run_forked(chain[i:j], event)
+                    batch_runs = yield from self._run_forked(chain[i:j], event)
                     runs.extend(batch_runs)
                     i += len(batch_runs)
                 if debug_id is not None:
@@ -842,9 +864,6 @@ class Runner:
         finally:
             if os.getpid() != pid:
                 _leave_forked_copy()
-            if clock is not None:
-                clock.disarm()
-                _set_handler(signal.SIGALRM, old_handler)
         return self._outcome(event, chain, runs)
 
     def _debug_in(self, entry: HookEntry, event: Event) -> str:
@@ -929,7 +948,8 @@ class Runner:
             except (ChildProcessError, ProcessLookupError):
                 pass  # the caller reaped it already (a server's waitpid(-1))
 
-    def _run_forked(self, batch: list[HookEntry], event: Event) -> list[HookRun]:
+    def _run_forked(self, batch: list[HookEntry], event: Event
+                    ) -> Generator[tuple[int, float, int], bool, list[HookRun]]:
         self.reap()
         # Flush first, so that the child neither repeats nor loses buffered output.
         for stream in (sys.stdout, sys.stderr):
@@ -968,11 +988,13 @@ class Runner:
         if null >= 0:
             os.close(null)
         try:
-            return self._collect(batch, event, pid, read_fd)
+            return (yield from self._collect_steps(batch, event, pid, read_fd))
         except BaseException:
-            # The caller was interrupted (^C, its own alarm): the child must not outlive it.
+            # The caller was interrupted (^C, its own alarm) or gave the chain up
+            # (`Pending.cancel`): the child must not outlive it, nor a program a pbsuser
+            # hook ran in the group the child made.
             try:
-                os.kill(pid, signal.SIGKILL)
+                _kill(pid, batch[0].attrs.user == "pbsuser" and os.geteuid() == 0)
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
@@ -982,6 +1004,11 @@ class Runner:
 
     def _collect(self, batch: list[HookEntry], event: Event, pid: int, fd: int
                  ) -> list[HookRun]:
+        """The runs of the hook process `pid` reports on `fd`, waited for here."""
+        return _wait_through(self._collect_steps(batch, event, pid, fd))
+
+    def _collect_steps(self, batch: list[HookEntry], event: Event, pid: int, fd: int
+                       ) -> Generator[tuple[int, float, int], bool, list[HookRun]]:
         runs: list[HookRun] = []
         buf = bytearray()  # (bytes += chunk copied the whole report at every chunk)
         current: int | None = None
@@ -1001,9 +1028,9 @@ class Runner:
         group_stopped = False  # what was stopped is a process of the hook's group
         while True:
             timeout = max(0.0, min(tick, deadline - time.monotonic()))
-            ready, _, _ = select.select([fd], [], [], timeout)
+            ready = yield fd, timeout, pid  # (`fire` selects; `Pending` its caller's loop)
             if ready and time.monotonic() >= deadline:
-                ready = []  # a child that keeps writing does not put its deadline off
+                ready = False  # a child that keeps writing does not put its deadline off
             if not ready and self.cancel is not None and self.cancel():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -1146,6 +1173,68 @@ class Runner:
             runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode, 0.0,
                                 ERROR, why, wall))
         return runs
+
+
+def _wait_through(steps: Generator[tuple[int, float, int], bool, _T]) -> _T:
+    """Drive `Runner._steps` (or a part of it) to its end, waiting here on each hook
+    process's pipe: what `fire` does."""
+    try:
+        fd, timeout, _ = next(steps)
+        while True:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            fd, timeout, _ = steps.send(bool(ready))
+    except StopIteration as done:
+        return done.value
+
+
+class Pending:
+    """A chain `Runner.start` started: its caller's loop waits on `fd` (readable) or until
+    `due`, then calls `step`; `outcome` is set once the chain ended. It is what `fire` does,
+    the same hooks, deadlines and consequences, without holding the caller meanwhile."""
+
+    def __init__(self, steps: Generator[tuple[int, float, int], bool, Outcome]):
+        self._steps = steps
+        self._pid = os.getpid()
+        self.outcome: Outcome | None = None
+        #: What is waited for: the hook process's report pipe, its pid, and when to step
+        #: anyway (a tick or a deadline of the hook's).
+        self.fd = -1
+        self.pid = 0
+        self.due = 0.0
+        self._go(None)
+
+    def _go(self, ready: bool | None) -> None:
+        try:
+            wait = next(self._steps) if ready is None else self._steps.send(ready)
+        except StopIteration as done:
+            self.outcome, self.fd, self.pid = done.value, -1, 0
+        else:
+            self.fd, timeout, self.pid = wait
+            self.due = time.monotonic() + timeout
+        if os.getpid() != self._pid:  # (a copy a hook forked below Python: not the caller)
+            _leave_forked_copy()
+
+    def ready(self) -> bool:
+        """Whether `step` has something to do: the chain is over, the hook's process wrote
+        (or ended), or `due` passed."""
+        return (self.outcome is not None or time.monotonic() >= self.due
+                or bool(select.select([self.fd], [], [], 0)[0]))
+
+    def step(self) -> Outcome | None:
+        """Go on if the hook's process wrote (or ended) or `due` passed; the outcome once
+        the chain ended, else None."""
+        if self.outcome is None:
+            ready = bool(select.select([self.fd], [], [], 0)[0])
+            if ready or time.monotonic() >= self.due:
+                self._go(ready)
+        return self.outcome
+
+    def cancel(self) -> None:
+        """Give the chain up: the hook's process (its group, for a pbsuser hook) is killed
+        and reaped; no outcome."""
+        if self.outcome is None:
+            self._steps.close()
+            self.fd, self.pid = -1, 0
 
 
 class _Refused(Exception):

@@ -997,3 +997,44 @@ def test_a_deadline_passing_while_no_hook_has_started_is_no_crash(tmp_path, monk
         os.close(write_fd)
     assert [(r.hook, r.outcome) for r in runs] == [("a", "error")]
     assert runs[0].message == "the hook's process did not start the hook in time; killed"
+
+
+def test_a_started_chain_runs_while_its_caller_goes_on(chain, tmp_path):
+    # Runner.start: what fire does, with the wait on the hook's process left to the
+    # caller's loop (a server's): a hook that waits holds no one. The step that finds the
+    # hook still waiting returns at once; the outcome and the hook's changes are fire's.
+    go = tmp_path / "go"
+
+    def wait_then_change(event):
+        (tmp_path / "started").write_text(str(os.getpid()))
+        while not go.exists():
+            time.sleep(0.02)
+        event.job.comment = "set"
+
+    runner = chain({"a": Hook(wait_then_change), "b": Hook(trail, order=2)},
+                   mode="process", alarm=600)
+    event = begin()
+    pending = runner.start(event)
+    assert pending.outcome is None and pending.pid > 0 and pending.fd >= 0
+    until((tmp_path / "started").exists, what="the hook to start")
+    assert pending.step() is None  # (no wait: the hook still waits for go)
+    go.touch()
+    outcome = until(pending.step, what="the chain to end")
+    assert outcome.accepted and [r.hook for r in outcome.runs] == ["a", "b"]
+    assert event.job.comment == "setb"
+
+
+def test_a_started_chain_given_up_kills_its_hooks_process(chain, tmp_path):
+    def wait(event):
+        (tmp_path / "started").write_text(str(os.getpid()))
+        time.sleep(600)
+
+    runner = chain({"a": Hook(wait)}, mode="process", alarm=600)
+    pending = runner.start(begin())
+    until(lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text(),
+          what="the hook to start")
+    pid = int((tmp_path / "started").read_text())
+    pending.cancel()
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
+    assert pending.outcome is None
