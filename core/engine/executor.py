@@ -1672,14 +1672,22 @@ def _signal_group(pidfd: int | None, pgid: int, sig: int) -> bool:
     return signal_job(pgid, sig)
 
 
-def reap() -> frozenset[int]:
+def reap(keep: Collection[int] = ()) -> frozenset[int]:
     """Collect the shepherds that have ended (they are the server's children); their pids.
     Each was a zombie until now, whose pid (its session's number) no other process could
-    have: the caller hands them to `kill_session` for the jobs it looks at next."""
+    have: the caller hands them to `kill_session` for the jobs it looks at next. A child in
+    `keep` (a hook's process its chain still waits for, and reaps) is left, and what ended
+    after it is collected at a later call."""
     reaped = set()
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if keep:  # (looked at first, then that one reaped: never one kept)
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is None or info.si_pid in keep:
+                    break
+                pid, _ = os.waitpid(info.si_pid, os.WNOHANG)
+            else:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
         if pid == 0:

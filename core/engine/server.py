@@ -30,7 +30,7 @@ from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, is_route_queue
 from ..plugins import PluginSet, load_plugins
-from ..runner import Outcome, Runner, client_message, consequence
+from ..runner import Outcome, Pending, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
@@ -240,6 +240,10 @@ class Engine:
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
+        #: Running jobs whose execjob_prologue has a `user = pbsuser` hook, which their
+        #: owner may make slow: the chain runs while the server serves (`_poll_prologues`),
+        #: and the job is launched when it accepts (`_prologue_done`).
+        self.prologues: dict[str, Pending] = {}
         #: Running jobs whose handling in the poll failed, and why (logged once a reason).
         self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
@@ -601,11 +605,30 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - a hook's doing the runner did not foresee
             # is the hooks' error (PBS's table says what comes of it), never a request,
             # cycle or poll that fails half way (a job stored R with no process).
-            self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "
-                     f"{message_text(exc)}")
-            return Outcome(type, False, kind="error", code=PBSE_HOOKERROR,
-                           message=f"request rejected as the {type} hooks failed",
-                           consequence=consequence(type, "error", None))
+            return self._hooks_failed(type, exc)
+        return self._logged(outcome)
+
+    def _event_started(self, type: str, **objects) -> Pending | Outcome:
+        """`_event` without waiting (`Runner.start`): the chain's outcome when it is over
+        already (or failed to start), else what `_poll_prologues` steps."""
+        values.use_resources(self.resource_types())
+        try:
+            pending = self.runner.start(Event(type, requestor="root", requestor_host=self.host,
+                                              **objects))
+        except Exception as exc:  # noqa: BLE001 - as in _event
+            return self._hooks_failed(type, exc)
+        return pending if pending.outcome is None else self._logged(pending.outcome)
+
+    def _hooks_failed(self, type: str, exc: Exception) -> Outcome:
+        self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "
+                 f"{message_text(exc)}")
+        return Outcome(type, False, kind="error", code=PBSE_HOOKERROR,
+                       message=f"request rejected as the {type} hooks failed",
+                       consequence=consequence(type, "error", None))
+
+    def _logged(self, outcome: Outcome) -> Outcome:
+        """What the event's hooks did, in the server log."""
+        type = outcome.event
         for run in outcome.runs:
             if run.outcome in ("error", "alarm"):
                 what = ("encountered an exception" if run.outcome == "error"
@@ -1212,6 +1235,11 @@ class Engine:
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
+        if job_id in self.prologues:
+            self._delete_in_prologue(caller, job_id, purge, killed)
+            return
+        if killed is not None and killed.get(job_id, 1) is None and state in ("F", "X"):
+            return  # (its prologue stopped by this request: named again)
         if state in ("F", "X"):
             if isinstance(attrs.get("array_id"), str):
                 self._finished_subjob(job_id, attrs["array_id"], purge)
@@ -1379,6 +1407,7 @@ class Engine:
         `requestor`: its reservation's end), else an A. Its history is purged at the end
         when `purge_by` (a qdel -x now) or its runtime (a qdel -x kept through a requeue:
         `_purge_at_end`) names who asked."""
+        self._stop_prologue(job_id)  # (a reservation's end drops a job not launched yet)
         purged_by = purge_by or (self.store.runtime(job_id) or {}).get("purge")
         now = int(self.clock())
         attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
@@ -2516,17 +2545,109 @@ class Engine:
         vnodes = self._job_vnodes(attrs)
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
-            outcome = self._event(event, job=job, vnode_list=dict(vnodes))
-            self._apply_host_changes(job_id, attrs, outcome)
-            if "offline_vnodes" in outcome.fail_action:
-                self._offline_for_hook(list(vnodes), outcome.hook)
-            if "scheduler_restart_cycle" in outcome.fail_action:
-                self.log(LOG_ADMIN, "Hook", outcome.hook or "", f"{event} hook failed: "
-                         "restarting the scheduling cycle")
-                self.restart_cycle = self.want_cycle = True
-            if lifecycle.start_step(outcome.consequence) != lifecycle.PROCEED:
-                self._refused_start(job_id, attrs, event, outcome)
+            if event == "execjob_prologue" and self._owner_runs(event):
+                # The job's owner may make this chain slow: it runs while the server
+                # serves, the job R meanwhile, in PBS's substate 41 until it is launched
+                # (stored with its begin hooks' changes, so that a restart finds it R with
+                # no launch, and requeues it).
+                attrs["substate"] = lifecycle.PRERUN
+                with self.store.transaction() as st:
+                    st.put_job(job_id, attrs)
+                started = self._event_started(event, job=job, vnode_list=dict(vnodes))
+                if isinstance(started, Pending):
+                    self.prologues[job_id] = started
+                    return True
+                outcome = started
+            else:
+                outcome = self._event(event, job=job, vnode_list=dict(vnodes))
+            if not self._start_event_over(job_id, attrs, vnodes, event, outcome):
                 return False
+        return self._launch(job_id, attrs, vnodes)
+
+    def _owner_runs(self, event: str) -> bool:
+        """Whether `event`'s chain has a hook run as the job's owner (``user = pbsuser``)."""
+        return any(e.attrs.user == "pbsuser" for e in self.runner.chain(event))
+
+    def _start_event_over(self, job_id: str, attrs: dict, vnodes: dict[str, Vnode],
+                          event: str, outcome: Outcome) -> bool:
+        """A start event's outcome carried out; True when the job goes on."""
+        self._apply_host_changes(job_id, attrs, outcome)
+        if "offline_vnodes" in outcome.fail_action:
+            self._offline_for_hook(list(vnodes), outcome.hook)
+        if "scheduler_restart_cycle" in outcome.fail_action:
+            self.log(LOG_ADMIN, "Hook", outcome.hook or "", f"{event} hook failed: "
+                     "restarting the scheduling cycle")
+            self.restart_cycle = self.want_cycle = True
+        if lifecycle.start_step(outcome.consequence) != lifecycle.PROCEED:
+            self._refused_start(job_id, attrs, event, outcome)
+            return False
+        return True
+
+    def _poll_prologues(self) -> None:
+        """Each started execjob_prologue chain (`prologues`) taken a step on; one that is
+        over is carried out as `_start` carries out a prologue, and the job launched when
+        it accepted. The job's attributes are read again: requests may have changed them
+        meanwhile."""
+        for job_id, pending in list(self.prologues.items()):
+            if not pending.ready():
+                continue
+            values.use_resources(self.resource_types())
+            try:
+                outcome = pending.step()
+            except Exception as exc:  # noqa: BLE001 - as in _event
+                pending.cancel()
+                outcome = self._hooks_failed("execjob_prologue", exc)
+            else:
+                if outcome is None:
+                    continue
+                outcome = self._logged(outcome)
+            del self.prologues[job_id]
+            try:
+                self._prologue_done(job_id, outcome)
+            except Exception as exc:  # one job's fault stops no other's (a full disk)
+                # The job stays R with no launch, which the next start requeues.
+                self.log(LOG_ERROR, "Job", job_id, "handling its execjob_prologue's end "
+                         f"failed: {type(exc).__name__}: {exc}")
+
+    def _prologue_done(self, job_id: str, outcome: Outcome) -> None:
+        attrs = self.store.job(job_id)
+        if attrs is None or attrs.get("job_state") != "R":  # (not expected: logged)
+            self.log(LOG_ERROR, "Job", job_id, "its execjob_prologue hooks ended with the "
+                     "job no longer running; their outcome is not used")
+            return
+        vnodes = self._job_vnodes(attrs)
+        if self._start_event_over(job_id, attrs, vnodes, "execjob_prologue", outcome):
+            attrs["substate"] = lifecycle.SUBSTATES["R"]
+            self._launch(job_id, attrs, vnodes)
+
+    def _stop_prologue(self, job_id: str) -> None:
+        """The job's started execjob_prologue chain, if any, stopped (its hook's process
+        group killed, its outcome unused): the job leaves the run by another way."""
+        pending = self.prologues.pop(job_id, None)
+        if pending is not None:
+            pending.cancel()
+            self.log(LOG_JOB, "Job", job_id, "its execjob_prologue hooks were stopped")
+
+    def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
+                            killed: dict[str, PbsError | None] | None) -> None:
+        """qdel of a job whose execjob_prologue chain runs (`prologues`): the chain is
+        stopped (its hook's process group killed, no outcome), and the job ends deleted
+        as a prologue's job.delete() ends it (execjob_abort, then its end)."""
+        who = f"{caller.user}@{self.host}"
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}")
+        self._stop_prologue(job_id)
+        if killed is not None:
+            killed[job_id] = None
+        self.accounting.deleted(job_id, who)
+        if purge:
+            self._purge_at_end(caller, job_id)
+        attrs = self._job(job_id)
+        self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
+        self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
+                     comment=f"{DELETED_BY}{who}")
+
+    def _launch(self, job_id: str, attrs: dict, vnodes: dict[str, Vnode]) -> bool:
+        """The job's shepherd, execjob_launch, and the job's processes; True once it runs."""
         user = attrs.get("euser") if os.geteuid() == 0 else None
         try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
             argv, env = self._job_command(job_id, attrs)
@@ -2657,6 +2778,7 @@ class Engine:
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`)."""
+        self._stop_prologue(job_id)
         self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
@@ -2819,7 +2941,9 @@ class Engine:
 
     def poll(self) -> None:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
-        reaped = executor.reap()  # (before the jobs are looked at: see kill_session)
+        # (the hooks' processes still waited for are not reaped here: their chains do)
+        reaped = executor.reap(keep=self._hook_pids())  # (before the jobs: see kill_session)
+        self._poll_prologues()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()
@@ -3124,11 +3248,24 @@ class Engine:
             self.log(LOG_ERROR, "Job", job_id, f"its TMPDIR is left: {problem}")
         self._sweep_due = 0.0
 
+    def _hook_pids(self) -> frozenset[int]:
+        """The processes of the started hook chains (`prologues`) waited for now."""
+        return frozenset(p.pid for p in self.prologues.values() if p.pid)
+
+    def _stop_prologues(self) -> None:
+        """The started prologue chains stopped (their hooks' process groups killed): their
+        jobs stay R with no launch, which the next start requeues (`_recover`)."""
+        for job_id in list(self.prologues):
+            self.prologues.pop(job_id).cancel()
+            self.log(LOG_JOB, "Job", job_id, "its execjob_prologue hooks were stopped: the "
+                     "server is stopping; the job is requeued when it starts again")
+
     def close(self) -> None:
-        """Stop the scheduler processes and close the database and the log; each step runs
-        even if one before it fails (a full disk), and the first failure is raised last."""
+        """Stop the started prologue chains and the scheduler processes, and close the
+        database and the log; each step runs even if one before it fails (a full disk),
+        and the first failure is raised last."""
         failure: Exception | None = None
-        for step in (self.sched_procs.stop_all,
+        for step in (self._stop_prologues, self.sched_procs.stop_all,
                      lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
                      self.store.close, self.log.close, self.accounting.close):
             try:

@@ -324,13 +324,44 @@ def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(what, dists, lo
         # it (a client's 20 s, a hang guard: the hook's alarm is 600 s away).
         answer = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])
         assert job_id in answer
+        # (The server answers while a pbsuser prologue runs, so it may answer before its
+        # next look at the hook's processes: the kill is waited for before the go.)
+        until(lambda: _gone(pid), what="the stopped process to be killed")
         assert not (engine.work / "go").exists()
     finally:
         (engine.work / "go").touch()
         if not _gone(pid):
             os.kill(int(pid), signal.SIGCONT)
-    until(lambda: _gone(pid), what="the stopped process to be killed")
     line = _STOPPED[what].format(job=job_id, user=attacker.user, pid=pid)
     assert f"execjob_prologue hook 'slow' encountered an exception: {line}" in engine.log()
     attrs = engine.wait(job_id)  # requeued; run again, it ends
     assert attrs["Exit_status"] == 0, attrs.get("comment")
+
+
+def test_a_pbsuser_prologue_its_owner_makes_slow_does_not_hold_the_server(dists, local_engine,
+                                                                         attacker):
+    # The job's owner makes their pbsuser prologue slow (the hook waits for a file of
+    # theirs; a program of theirs could sleep as well): the server answered no one until
+    # the hook ended or met its alarm (600 s here; 30 s by default), for each of their
+    # jobs. The chain now runs while the server serves, the job R (substate 41) meanwhile.
+    from pbsplug.engine.client import Client
+
+    dists.add("slow", SLOW_PROLOGUE)
+    engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
+    done = attacker.pbs(engine, "qsub", "--", "/bin/true", cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    until((engine.work / f"{job_id}.first").exists, what="the owner's prologue to start")
+    try:
+        # Answered while the hook waits: the clients' 20 s are a hang guard (the hook's
+        # alarm is 600 s away).
+        client = Client(engine.home, timeout=20)
+        attrs = client("stat_jobs", ids=[job_id])[job_id]
+        assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
+        other = client("submit", attrs={"Hold_Types": "u"}, script="true\n")
+        assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+        assert not (engine.work / "go").exists()
+    finally:
+        (engine.work / "go").touch()
+    attrs = engine.wait(job_id)  # the prologue accepted: the job ran
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1), attrs.get("comment")

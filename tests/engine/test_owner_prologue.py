@@ -1,0 +1,159 @@
+"""An execjob_prologue with a ``user = pbsuser`` hook, which the job's owner may make slow,
+runs while the server serves: the job is R in substate 41 meanwhile, and it is launched
+(or requeued, or deleted) when the chain is over, with the consequences a prologue has
+anywhere else. qdel stops it; a server stopped or killed meanwhile requeues the job."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine.client import Client
+
+from .conftest import until
+from .test_server import plugin
+
+ALARM = "request rejected as filter hook 'slow' got an alarm call. Please inform Admin"
+
+
+def waiting_prologue(dists, root: Path, **attrs) -> str:
+    """A pbsuser prologue that, the first time it runs, writes its pid to `root`/started and
+    waits until `root`/go exists; execjob_abort writes the job's name to `root`/aborted."""
+    return plugin(dists, "slow", f"""
+        import os
+        import time
+        from pathlib import Path
+
+        @hookimpl
+        def execjob_prologue(event):
+            try:
+                with open({str(root / "started")!r}, "x") as started:
+                    started.write(str(os.getpid()))
+            except FileExistsError:
+                return
+            while not Path({str(root / "go")!r}).exists():
+                time.sleep(0.05)
+
+        @hookimpl
+        def execjob_abort(event):
+            open({str(root / "aborted")!r}, "a").write(event.job.Job_Name + "\\n")
+        """, ("execjob_prologue", "execjob_abort"), user="pbsuser", alarm=600, **attrs)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_the_server_answers_while_a_pbsuser_prologue_runs(dists, make_engine, engine_root):
+    engine = make_engine(waiting_prologue(dists, engine_root))
+    job_id = engine.submit("echo ran\n", Job_Name="slow")
+    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
+          what="the prologue to start")
+    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
+    # is 600 s away; the server that ran the chain in its loop answered nothing before).
+    client = Client(engine.home, timeout=20)
+    attrs = client("stat_jobs", ids=[job_id])[job_id]
+    assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
+    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
+    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    assert not (engine_root / "go").exists()  # the hook was still waiting
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
+    seq = job_id.split(".")[0]
+    assert (engine.work / f"slow.o{seq}").read_text() == "ran\n"
+    assert not (engine_root / "aborted").exists()
+
+
+def test_a_pbsuser_prologues_reject_alarm_rerun_and_delete_are_as_before(dists, make_engine,
+                                                                         engine_root):
+    aborted = engine_root / "aborted"
+    engine = make_engine(plugin(dists, "slow", f"""
+        import time
+
+        @hookimpl
+        def execjob_prologue(event):
+            name = event.job.Job_Name
+            if name == "delete":
+                event.job.delete()
+            elif name == "rerun" and event.job.run_count == 1:
+                event.job.rerun()
+            elif name == "alarm" and event.job.run_count == 1:
+                time.sleep(10)  # the alarm stops this after 1 s
+            elif name == "raise" and event.job.run_count == 1:
+                raise RuntimeError("broken")
+            else:
+                return
+            event.reject("not on this host")
+
+        @hookimpl
+        def execjob_abort(event):
+            open({str(aborted)!r}, "a").write(event.job.Job_Name + "\\n")
+        """, ("execjob_prologue", "execjob_abort"), user="pbsuser", alarm=1))
+    deleted = engine.submit(Job_Name="delete")
+    attrs = engine.wait(deleted)
+    assert attrs["comment"] == "Job deleted by execjob_prologue hook: not on this host"
+    assert aborted.read_text() == "delete\n"  # a start that is deleted is aborted
+    for name in ("rerun", "alarm", "raise"):  # requeued, even if not rerunnable, run again
+        job_id = engine.submit("echo ran\n", Job_Name=name, Rerunable=False)
+        attrs = engine.wait(job_id)
+        assert (attrs["run_count"], attrs["Exit_status"]) == (2, 0)
+    assert "Job requeued by execjob_prologue hook: not on this host" in engine.log()
+    assert f"execjob_prologue hook refused the job (alarm): {ALARM}" in engine.log()
+    assert "execjob_prologue hook refused the job (error): request rejected as filter hook " \
+           "'slow' encountered an exception" in engine.log()
+    assert aborted.read_text() == "delete\n"
+
+
+def test_qdel_stops_a_pbsuser_prologue(dists, make_engine, engine_root):
+    engine = make_engine(waiting_prologue(dists, engine_root))
+    job_id = engine.submit(Job_Name="slow")
+    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
+          what="the prologue to start")
+    pid = int((engine_root / "started").read_text())
+    # Named twice: the second is answered as the first (as for a running job it kills).
+    answers = Client(engine.home, timeout=20)("delete", ids=[job_id, job_id])
+    assert [a.get("error") for a in answers] == [None, None]
+    attrs = engine.job(job_id)
+    assert attrs["job_state"] == "F"
+    assert attrs["comment"].startswith("Job deleted at request of root@")
+    until(lambda: _gone(pid), what="the hook's process to be killed")
+    assert (engine_root / "aborted").read_text() == "slow\n"
+    assert "its execjob_prologue hooks were stopped" in engine.log()
+    assert not (engine_root / "go").exists()
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped", "qterm -t immediate"])
+def test_a_job_whose_pbsuser_prologue_ran_when_the_server_died_is_requeued(
+        how, dists, make_engine, engine_root):
+    # As PBS requeues a job whose MoM restarted while its prologue ran. The job is R with
+    # no launch when the server goes; its next start queues it again and it runs.
+    engine = make_engine(waiting_prologue(dists, engine_root))
+    job_id = engine.submit("echo ran\n", Job_Name="slow", Rerunable=False)
+    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
+          what="the prologue to start")
+    pid = int((engine_root / "started").read_text())
+    attrs = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])[job_id]  # (a guard)
+    assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
+    if how == "killed":
+        engine.kill()
+    elif how == "stopped":
+        engine.stop()
+    else:
+        engine.pbs(*how.split(), check=True)
+        until(lambda: engine.home.server_pid() is None, what="the server to stop")
+    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    assert not (engine_root / "go").exists()
+    engine.start()
+    attrs = engine.wait(job_id)
+    # (run_count: the run that never started is not counted, as after any such restart)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1), attrs.get("comment")
+    assert "Job requeued after a server restart: it had not started" in engine.log()
+    assert not (engine_root / "aborted").exists()
+    assert os.path.exists(engine.work / f"slow.o{job_id.split('.')[0]}")
