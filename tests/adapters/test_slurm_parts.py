@@ -395,6 +395,25 @@ def test_a_hostlist_of_many_names_is_read_in_one_pass():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+COMMENT_OF_MANY_WORDS = """
+import sys
+from pbsplug.adapters.slurm_read import job_attributes, parse_line
+comment = " ".join("a" * 2_000_000)
+job = job_attributes(parse_line(sys.argv[1].replace("Comment=(null)", f"Comment={comment}")))
+assert job["comment"] == comment and job["jobdir"] == "/tmp/a b", job.get("jobdir")
+"""
+
+
+def test_a_comment_of_many_words_is_read_in_one_pass():
+    """A job's owner sets its comment and name. Their words were added to the value one by
+    one, each copying the value so far: a comment of 200,000 one-letter words took 3 s of a
+    Prolog, 2,000,000 of them minutes. (The timeout is a hang guard: it takes about a
+    second.)"""
+    done = subprocess.run([sys.executable, "-c", COMMENT_OF_MANY_WORDS, JOB],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_merge_keeps_the_sites_lines_and_unmerge_restores_them_exactly():
     text = "ClusterName=x\nProlog=/site/prolog\n# a comment\nEpilog = /site/epilog\n"
     lines = {"Prolog": "/p/prolog", "Epilog": "/p/epilog", "TaskProlog": "/p/task_prolog"}
