@@ -334,7 +334,10 @@ def epoch(value: Any, what: str) -> int | None:
     ``calendar``, ``datetime`` and ``locale``) and builds its patterns on its first call:
     about 4 ms in every worker child that reads a job. The rules are strptime's: one or two
     digits past the year; a month, day, hour, minute or second out of range (a 30 February,
-    hour 24) is an error; seconds up to 61 are taken."""
+    hour 24) is an error; seconds up to 61 are taken.
+
+    A time at or before the epoch is refused too: Slurm writes a time of 0 as Unknown, and
+    keeps none earlier. Year 0000 was read as 62 billion seconds before 1970."""
     text = _null(value)
     if text is None:
         return None
@@ -343,7 +346,12 @@ def epoch(value: Any, what: str) -> int | None:
         year, month, day, hour, minute, second = (int(g) for g in match.groups())
         if (1 <= month <= 12 and 1 <= day <= _month_days(year, month) and hour <= 23
                 and minute <= 59 and second <= 61):
-            return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+            if year >= 1970:
+                seconds = int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+                if seconds > 0:
+                    return seconds
+            raise SlurmError(f"{what}={quoted(text, 60)}: not after the epoch (1970-01-01 UTC):"
+                             " Slurm writes no such time")
     raise SlurmError(f"{what}={quoted(text, 60)}: expected a time as YYYY-MM-DDTHH:MM:SS")
 
 

@@ -364,6 +364,21 @@ def test_a_time_strptime_refuses_is_a_one_line_error(text):
     assert epoch("(null)", "StartTime") is None and epoch("Unknown", "StartTime") is None
 
 
+@pytest.mark.parametrize("text", [
+    "0000-01-01T00:00:00", "0001-01-01T00:00:00", "1900-02-28T12:00:00",
+    "1969-12-31T23:59:59"])
+def test_a_time_before_1970_is_the_fields_one_line_error(text):
+    """Slurm writes a time of 0 as Unknown and keeps none earlier: year 0000 was read as 62
+    billion seconds before 1970."""
+    with pytest.raises(SlurmError, match=r"^StartTime='.*': not after the epoch") as exc:
+        epoch(text, "StartTime")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(SlurmError, match=r"^SubmitTime='.*': not after the epoch"):
+        job_attributes(parse_line(JOB.replace("SubmitTime=2026-11-24T02:25:12",
+                                              f"SubmitTime={text}")))
+    assert epoch("1970-01-02T00:00:00", "StartTime") > 0
+
+
 def test_hostlists():
     assert expand_hostlist("n1") == ["n1"]
     assert expand_hostlist("n[1-3,7]") == ["n1", "n2", "n3", "n7"]
