@@ -99,8 +99,8 @@ def fmt(x: float | int | None) -> str:
     if type(x) is not float:  # floats (most calls) go straight on
         if x is None:
             return ""
-        if type(x) is int:
-            return str(x)
+        if isinstance(x, int):  # (a bool too: int.is_integer is Python 3.12's)
+            return str(int(x))
     if x.is_integer() and -1e15 < x < 1e15:
         return str(int(x))
     text = f"{x:.6f}"

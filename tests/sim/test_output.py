@@ -209,6 +209,15 @@ def test_number_formatting_and_intervals():
     assert percentile(list(range(1, 21)), 95) == 19 and percentile([], 50) == 0.0
 
 
+def test_an_int_of_a_subclass_is_written_as_its_number():
+    # int.is_integer is Python 3.12's: on 3.10 and 3.11 a bool or IntEnum raised
+    # AttributeError where an int is written.
+    class Count(int):
+        pass
+
+    assert [fmt(True), fmt(False), fmt(Count(7))] == ["1", "0", "7"]
+
+
 def test_bad_output_directories(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")
