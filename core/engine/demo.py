@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,11 @@ class PluginDemo:
                 continue
             if name in reports:
                 self.started.append((name, reports[name]))
+            if not isinstance(settings, Mapping):  # (its settings.items() stopped the demo)
+                self.console.print(f"[red]{name}: demo_setup returned "
+                                   f"{type(settings).__name__}, expected a table of settings "
+                                   "or None[/]")
+                continue
             if "plugins" not in document:
                 document["plugins"] = tomlkit.table(is_super_table=True)
             if name not in document["plugins"]:
@@ -97,6 +103,9 @@ class PluginDemo:
                 lines = impl.function(workdir=self.workdir / name) or []
             except Exception as exc:
                 lines = [f"demo_report failed: {exc}"]
+            if not isinstance(lines, list):  # (else the reports after it were never made)
+                lines = [f"demo_report returned {type(lines).__name__}, expected a list of "
+                         "lines or None"]
             for line in lines:
                 self.console.print(f"{name}: {line}")
 

@@ -143,3 +143,37 @@ def test_hook_demo_report_lines_reach_the_summary_once(shown):
     assert out.getvalue().splitlines()[-2:] == ["shows: stopped the stand-in",
                                                 "shows: saw 3 requests"]
     assert shows.calls == [("setup", "shows", True), ("report", "shows")]
+
+
+class Wrong:
+    """Answers the demo hooks with what they do not take."""
+
+    @hookimpl
+    def demo_setup(self, workdir):
+        return ["not", "a", "table"]
+
+    @hookimpl
+    def demo_report(self, workdir):
+        return 3
+
+
+def test_a_plugin_answering_the_demo_hooks_wrongly_stops_no_other(tmp_path, register_plugin,
+                                                                   pbsplug_plugins):
+    register_plugin(Wrong(), "wrong")  # (set up and reported before the plugin after it)
+    shows = Shows()
+    register_plugin(shows, "shows")
+    home = Home(tmp_path / "home")
+    home.make()
+    home.site.write_text("[plugins.shows]\nenabled = true\n")
+    out = io.StringIO()
+    demo = PluginDemo(home, tmp_path / "plugins", Console(file=out, width=200),
+                      plugins=pbsplug_plugins)
+    demo.setup()
+    assert "wrong: demo_setup returned list, expected a table of settings or None" in (
+        out.getvalue())
+    site = tomllib.loads(home.site.read_text())
+    assert "wrong" not in site["plugins"] and site["plugins"]["shows"]["order"] == 7
+    demo.report()
+    assert "wrong: demo_report returned int, expected a list of lines or None" in (
+        out.getvalue())
+    assert shows.calls == [("setup", "shows", True), ("report", "shows")]
