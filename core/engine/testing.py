@@ -69,7 +69,8 @@ class LocalEngine:
             (self.root / "site.toml").write_text(site)
         self.base_env = dict(env) if env is not None else {
             k: v for k, v in os.environ.items() if not k.startswith("PBSPLUG_")}
-        self.client: Client | None = None
+        # (before `start`: a request is ServerUnavailable, naming the home, not a TypeError)
+        self.client = Client(self.home)
 
     def env(self, **extra: str) -> dict[str, str]:
         return {**self.base_env, "PBSPLUG_HOME": str(self.root), **extra}

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
+from pbsplug.engine.client import ServerUnavailable
 from pbsplug.engine.testing import PBSPLUG, LocalEngine
 
 
@@ -35,6 +38,13 @@ def test_start_waits_until_the_server_answers(engine):
     assert engine.client("status")["pid"] == engine.home.server_pid()
     done = engine.pbs("server", "status")
     assert done.returncode == 0 and "server " in done.stdout
+
+
+def test_a_request_before_start_says_no_server_runs(engine_root):
+    engine = LocalEngine(engine_root)  # (not started: its client had been None)
+    for ask in (engine.submit, engine.nodes, lambda: engine.client("status")):
+        with pytest.raises(ServerUnavailable, match="no server runs in"):
+            ask()
 
 
 def test_a_second_start_is_refused_in_one_line(engine):
