@@ -382,7 +382,7 @@ def _int(path: str, key: str, value: Any, least: int = 1, most: int = MAX_VNODES
 _QUEUE_RESOURCES = ("resources_default", "resources_max", "resources_min")
 
 
-def _resources(path: Path, where: str, value: Any) -> dict[str, Any]:
+def _resources(path: str | Path, where: str, value: Any) -> dict[str, Any]:
     """A table of PBS resources (``{walltime = "24:00:00", mem = "64gb"}``), each a
     resource PBS defines and a value of its type, as qmgr checks it."""
     try:
@@ -477,7 +477,7 @@ def _group(path: str, where: str, group: Any, models: dict[str, PowerModel],
     if not isinstance(eligible, bool):
         raise PlatformError(f"{path}: {where}.poweroff_eligible: {eligible!r}: expected true "
                             "or false")
-    hosts = []
+    hosts: list[Host] = []
     for name in names:
         try:
             check_name("host", name, f"{where}: host name")

@@ -30,7 +30,8 @@ import weakref
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from types import ModuleType
+from typing import Any, TextIO, TypeGuard
 
 from .records import (
     COMPLETED,
@@ -81,7 +82,7 @@ class OutputError(ValueError):
     """The output directory cannot be used, or a result is not what a sink accepts."""
 
 
-def _plotting():
+def _plotting() -> ModuleType:
     """The plots module, or an `OutputError` saying why there are no plots (no matplotlib)."""
     try:
         import matplotlib  # noqa: F401  (a dependency; a broken install is a one-line error)
@@ -138,7 +139,7 @@ def reason_key(why: str | None) -> str:
     return _REASON_NUMBER.sub("N", first)[:160] or "no reason given"
 
 
-def percentile(ordered: list[float] | array, p: float) -> float:
+def percentile(ordered: list[float] | array[float], p: float) -> float:
     """Nearest-rank percentile of sorted values: the smallest value with at least p% of the
     values at or below it (p95 of 1..20 is 19)."""
     if not ordered:
@@ -147,7 +148,7 @@ def percentile(ordered: list[float] | array, p: float) -> float:
     return float(ordered[rank - 1])
 
 
-def median(ordered: list[float] | array) -> float:
+def median(ordered: list[float] | array[float]) -> float:
     n = len(ordered)
     if not n:
         return 0.0
@@ -167,7 +168,7 @@ class _Group:
         self.wait_sum = self.wait_max = self.bsld_sum = self.sd_sum = 0.0
         self.area = self.energy = 0.0
         self.waits = array("d")
-        self._ordered: array | None = None
+        self._ordered: array[float] | None = None
 
     def add(self, values: tuple[float, float, float, float] | None, killed: bool,
             energy: float) -> None:
@@ -192,7 +193,7 @@ class _Group:
             self.sd_jobs += 1
         self.area += area
 
-    def sorted_waits(self) -> array:
+    def sorted_waits(self) -> array[float]:
         """The waits in order, as a compact array (the sorting list is freed at once)."""
         if self._ordered is None or len(self._ordered) != len(self.waits):
             self._ordered = array("d", sorted(self.waits))
@@ -313,7 +314,7 @@ class ResultWriter:
         self.first_state: float | None = None
         # The last machine state: time, the five counts (MACHINE_STATES order), queued,
         # running, busy cpus, watts.
-        self.prev: tuple[float, ...] | None = None
+        self.prev: tuple[float, int, int, int, int, int, int, int, int, float] | None = None
         self.bins = TimeBins(len(BIN_COLUMNS)) if plots else None
         self.energy = self.sleep_area = 0.0
         self.end: float | None = None
@@ -712,7 +713,7 @@ def compare_results(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]
     return _rounded(result)
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -725,10 +726,9 @@ def compare_table(a: dict[str, Any], b: dict[str, Any], diff: dict[str, Any],
         va, vb = a.get(key), b.get(key)
         if key not in a and key not in b:
             continue
-        both = _number(va) and _number(vb)
         rows.append((label, _cell(form, va if _number(va) else None),
                      _cell(form, vb if _number(vb) else None),
-                     form.format(vb - va) if both else NOT_AVAILABLE))
+                     form.format(vb - va) if _number(va) and _number(vb) else NOT_AVAILABLE))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]

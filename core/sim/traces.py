@@ -323,10 +323,10 @@ def _swf_header(path: str) -> TraceInfo:
             info.time_zone = value or None
         elif lower in ("queue", "partition"):
             # "; Queue: 2 batch jobs": the number, then what the log says of it.
-            number, _, desc = value.partition(" ")
+            label, _, desc = value.partition(" ")
             table = info.queues if lower == "queue" else info.partitions
-            if number:
-                table[number] = desc.strip()
+            if label:
+                table[label] = desc.strip()
         else:
             info.notes.append(f"{key}: {value}")
     return info
@@ -435,8 +435,7 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
         return "no processor count (fields 5 and 8 unknown)"
     if run < 0:
         return "run time unknown (field 4)"
-    if queue == "-1":
-        queue = str(partition) if partition >= 0 else None
+    queue_name = queue if queue != "-1" else str(partition) if partition >= 0 else None
     select = None
     mem = int(req_mem * 1024 * ncpus) if req_mem > 0 else None  # (per processor of field 8)
     for word in f[18:]:
@@ -450,7 +449,7 @@ def _swf_job(line: str, n: int) -> TraceJob | str | None:
         job_id=str(job_number), line=n, submit=submit, run_time=run, ncpus=ncpus,
         walltime=req_time if req_time > 0 else None, mem=mem,
         user=user if user != "-1" else "", group=group if group != "-1" else "",
-        queue=queue, select=select, status=status,
+        queue=queue_name, select=select, status=status,
         recorded_wait=wait if wait >= 0 else None)
 
 
