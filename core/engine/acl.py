@@ -103,7 +103,7 @@ def _entries(entries: Any) -> list[str]:
     return [e for e in (str(e).strip() for e in entries) if e]
 
 
-def _decide(entries: Any, matches) -> bool:
+def _decide(entries: Any, matches: Callable[[str], bool]) -> bool:
     """The first entry `matches` says names us decides (``-`` refuses); none refuses. A
     sign alone (stored by an older pbsplug) names no one."""
     for entry in _entries(entries):

@@ -521,7 +521,7 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
         sock.setblocking(False)
         listener = _Listener(engine, sock)
 
-        def stop(signum, frame):
+        def stop(signum: int, frame: object) -> None:
             engine.stopping = True
 
         signal.signal(signal.SIGTERM, stop)
@@ -551,7 +551,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _last_error(log: os.PathLike | str) -> str:
+def _last_error(log: os.PathLike[str] | str) -> str:
     """The last line of the daemon's output (the end of a traceback), or ''."""
     try:
         lines = [ln for ln in open(log, errors="replace").read()[-8192:].splitlines()

@@ -257,7 +257,8 @@ def named(job_id: str) -> Named | None:
         return None
     first, last, step = (None if n is None else _index(n)
                          for n in (parts.first, parts.last, parts.step))
-    if last is not None and last < first or step is not None and step < 1:
+    if first is not None and last is not None and last < first or (
+            step is not None and step < 1):
         return None  # (a range backwards, or of step 0, names no subjob)
     return Named(parts.number, first, last, step or 1)
 

@@ -18,12 +18,15 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..plugins import installed_entry_points
+from ..plugins import PluginSet, installed_entry_points
 from .api import start_background
 from .client import Client
 from .home import Home
+
+if TYPE_CHECKING:  # (rich is imported where it is used)
+    from rich.console import Console
 
 VNODES = ("demo1", "demo2", "demo3", "demo4")
 TIMEOUT = 60.0
@@ -55,7 +58,8 @@ class PluginDemo:
     what it needs on this machine and adds its settings to the demo's site config, then
     reports what it did and stops what it started."""
 
-    def __init__(self, home: Home, workdir: Path, console, plugins=None):
+    def __init__(self, home: Home, workdir: Path, console: Console,
+                 plugins: PluginSet | None = None):
         self.home = home
         self.workdir = workdir
         self.console = console
@@ -110,7 +114,7 @@ class PluginDemo:
                 self.console.print(f"{name}: {line}")
 
 
-def run_demo(keep: bool = False, console=None) -> int:
+def run_demo(keep: bool = False, console: Console | None = None) -> int:
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
@@ -200,7 +204,8 @@ def run_demo(keep: bool = False, console=None) -> int:
     return 1 if unfinished else 0
 
 
-def _summary(console, ids: dict[str, str], jobs: dict, home: Home, plugins: list[str]) -> None:
+def _summary(console: Console, ids: dict[str, str], jobs: dict[str, dict[str, Any]],
+             home: Home, plugins: list[str]) -> None:
     from rich.table import Table
 
     t = Table(title="what ran")
@@ -211,8 +216,8 @@ def _summary(console, ids: dict[str, str], jobs: dict, home: Home, plugins: list
         t.add_row(name, str(a.get("Exit_status", "")),
                   (a.get("resources_used") or {}).get("walltime", ""), a.get("comment", ""))
     console.print(t)
-    runs: Counter = Counter()
-    outcomes: Counter = Counter()
+    runs: Counter[tuple[str, str]] = Counter()
+    outcomes: Counter[tuple[str, str]] = Counter()
     if home.trace.exists():
         for line in home.trace.read_text().splitlines():
             run = json.loads(line)

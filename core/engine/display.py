@@ -31,7 +31,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..units import format_duration, format_size, parse_duration
 
@@ -278,7 +278,7 @@ def _lines(attrs: Mapping[str, Any], order: Iterable[str], times: frozenset[str]
     return out
 
 
-def _is_epoch(value: Any) -> bool:
+def _is_epoch(value: Any) -> TypeGuard[int | float | str]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) or (
         isinstance(value, str) and value.isdigit())
 
@@ -324,6 +324,7 @@ def _istrue(value: Any) -> bool:
 def _counts(state_count: Any) -> dict[str, str]:
     """``Transit:0 Queued:2 ...`` -> {"Transit": "0", "Queued": "2", ...}, values cut to 5."""
     out = {}
+    items: list[tuple[str, ...]]
     if isinstance(state_count, Mapping):
         items = [(str(k), str(v)) for k, v in state_count.items()]
     else:

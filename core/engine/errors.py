@@ -72,14 +72,14 @@ class PbsError(Exception):
         self.obj = obj
         super().__init__(self.message)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "obj": self.obj}
 
 
-def each(ids: list[str], act: Callable[[str], None]) -> list[dict]:
+def each(ids: list[str], act: Callable[[str], None]) -> list[dict[str, Any]]:
     """Run `act` on every id: ``[{"id": ...}]`` or ``[{"id": ..., "error": {...}}]`` per id,
     so one bad id does not stop the others (qdel, qmove, pbs_rdel)."""
-    results = []
+    results: list[dict[str, Any]] = []
     for one in ids:
         try:
             act(one)

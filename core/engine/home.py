@@ -9,6 +9,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from ..siteconfig import default_home
 
@@ -112,8 +113,8 @@ class Home:
         for name in PRIVATE_FILES:
             _chmod_own(self.root / name, 0o600)
         for folder in (self.logs, self.jobs, self.hooks_tmp, self.accounting):
-            for path in folder.iterdir() if folder.is_dir() else ():
-                _chmod_own(path, 0o600, regular=True)
+            for entry in folder.iterdir() if folder.is_dir() else ():
+                _chmod_own(entry, 0o600, regular=True)
 
     def server_pid(self) -> int | None:
         """The pid of the server running in this home, or None."""
@@ -135,7 +136,7 @@ class Home:
         return pid
 
 
-def log_events(server: dict | None) -> int:
+def log_events(server: dict[str, Any] | None) -> int:
     """The classes the server log writes: the server's ``log_events``, or PBS's default."""
     value = (server or {}).get("log_events")
     return value if isinstance(value, int) and not isinstance(value, bool) else \
@@ -156,7 +157,7 @@ class ServerLog:
         self.dir = home.logs
         self.host = host or socket.gethostname().split(".")[0]
         self._day = ""
-        self._file = None
+        self._file: TextIO | None = None
         self.lost = 0  # lines not written since the last one that was
         self._lost_why = ""
         self.events = LOG_EVENTS_DEFAULT

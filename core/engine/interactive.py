@@ -35,7 +35,11 @@ import tempfile
 import termios
 import time
 import tty
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (for the annotations only)
+    from .client import Client
+    from .jobspec import JobRequest
 
 #: What OpenPBS 23.06's qsub says when -I has no terminal (checked), and exits 1.
 NOT_A_TERMINAL = ("qsub:\tstandard input and output must be a terminal for\n"
@@ -277,7 +281,7 @@ def relay(master: int, conn: socket.socket | None = None, stdin: int = 0,
         signal.signal(signal.SIGWINCH, old_winch)
 
 
-def _state(client, job_id: str) -> str | None:
+def _state(client: Client, job_id: str) -> str | None:
     """The job's state; F when the server no longer knows it, None when no server answers
     (stopped or restarting: the job, kept in its database, may still start)."""
     from .client import ServerUnavailable
@@ -304,7 +308,7 @@ BLOCK_WARNING = ('qsub (Warning) : setting "block" attribute as "true" for an in
                  "job will not return job's exit status")
 
 
-def run(client, request) -> int:
+def run(client: Client, request: JobRequest) -> int:
     """qsub -I: submit the job, wait for it to start, relay the terminal to it, and say
     when it is over, as OpenPBS 23.06's qsub says it (checked). Exit status: 0 once the
     job completed, 1 when it was deleted before it started (or without a terminal), 2

@@ -10,6 +10,7 @@ walltime.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import units, values
@@ -30,6 +31,8 @@ from .home import LOG_ADMIN, LOG_JOB, LOG_SYSTEM
 if TYPE_CHECKING:
     from .server import Caller, Engine
 
+#: A qselect criterion: a test of a job's attributes.
+_Test = Callable[[dict[str, Any]], bool]
 #: PBS's number and text for a signal name no one knows (PBSE_UNKSIG).
 PBSE_UNKSIG = 15013
 UNKSIG_TEXT = "Unknown/illegal signal name"
@@ -148,7 +151,8 @@ class JobControl:
         return total
 
     # -- qselect ----------------------------------------------------------------------------------
-    def select(self, caller: Caller, criteria: list, history: bool = False) -> list[str]:
+    def select(self, caller: Caller, criteria: list[Any], history: bool = False
+               ) -> list[str]:
         """The ids of the jobs that meet every criterion (``[attribute, op, value]``), in
         their queue order (`rank_of`), as PBS's qselect lists them. Finished jobs only with
         `history` (``-x``). A user sees others' jobs while ``query_other_jobs`` is true."""
@@ -172,7 +176,7 @@ class JobControl:
                 found.append(job_id)
         return sorted(found, key=lambda j: (rank_of(jobs[j], j), j))
 
-    def _criterion(self, item: Any, custom: dict[str, str]):
+    def _criterion(self, item: Any, custom: dict[str, str]) -> _Test:
         """One criterion checked, as a test of a job's attributes."""
         if not isinstance(item, list) or len(item) != 3 or not all(
                 isinstance(part, str) for part in item):
@@ -240,7 +244,8 @@ class JobControl:
                        for user, host in wanted_users)
         return owned
 
-    def _resource_test(self, resource: str, op: str, given: str, custom: dict[str, str]):
+    def _resource_test(self, resource: str, op: str, given: str, custom: dict[str, str]
+                       ) -> _Test:
         full = f"Resource_List.{resource}"
         kind = values.resource_type(resource, custom)
         if kind is None:
@@ -306,7 +311,8 @@ class JobControl:
         eng.log(LOG_JOB, "Job", job_id, f"Signal {name} sent at request of "
                 f"{caller.user}@{eng.host}")
 
-    def _suspend(self, caller: Caller, job_id: str, attrs: dict, launch) -> None:
+    def _suspend(self, caller: Caller, job_id: str, attrs: dict[str, Any],
+                 launch: executor.Launch) -> None:
         """SIGSTOP to the job's processes; state S (substate 43). Its vnodes' resources
         are released (the scheduler may give them to other jobs), and its walltime stops."""
         eng = self.engine
@@ -327,7 +333,8 @@ class JobControl:
         eng.accounting.suspended(job_id, eng._with_sessions({job_id: running})[job_id])
         eng.want_cycle = True  # (its cpus are free for others)
 
-    def _resume(self, caller: Caller | None, job_id: str, attrs: dict, launch,
+    def _resume(self, caller: Caller | None, job_id: str, attrs: dict[str, Any],
+                launch: executor.Launch,
                 vnodes: dict[str, dict[str, Any]] | None = None) -> bool:
         """SIGCONT, and state R again, once its cpus are free. While others hold them
         (the scheduler gave them away), it stays S with PBS's substate 45 and comment
@@ -603,7 +610,7 @@ class JobControl:
             time.sleep(0.05)
 
 
-def _amount(kind: str):
+def _amount(kind: str) -> Callable[[Any], Any]:
     """How qselect compares a resource of `kind`: a function of its value (None: a job
     that does not ask for it)."""
     if kind == "size":
@@ -617,7 +624,7 @@ def _amount(kind: str):
     return lambda v: "" if v is None else str(v)
 
 
-def _compare(value, op: str, wanted: Any):
+def _compare(value: Callable[[dict[str, Any]], Any], op: str, wanted: Any) -> _Test:
     """A test of a job's attributes: ``value(attrs) <op> wanted``."""
     def test(attrs: dict[str, Any]) -> bool:
         have = value(attrs)

@@ -145,7 +145,7 @@ class Tally:
                  groups: Iterable[tuple[Mapping[str, Any], int]]):
         self.server = server
         self.queues = queues
-        self._asked: dict[tuple, float] = {}  # (request, resource, queue) -> amount
+        self._asked: dict[tuple[Any, ...], float] = {}  # (request, resource, queue) -> amount
         #: Every limited resource, with its type.
         self.kinds: dict[str, str] = {}
         for attrs in (server, *queues.values()):
@@ -154,11 +154,11 @@ class Tally:
                 for res in table if isinstance(table, Mapping) else ():
                     if resource_types.get(res) in SUMMABLE:
                         self.kinds[res] = resource_types[res]
-        self.counts: dict[tuple, float] = {}
+        self.counts: dict[tuple[Any, ...], float] = {}
         for attrs, weight in groups:
             self._add(attrs, weight)
 
-    def _defaults(self, queue: Any) -> tuple:
+    def _defaults(self, queue: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         return (self.queues.get(str(queue)) or {}, self.server)
 
     def _amount(self, attrs: Mapping[str, Any], res: str, kind: str) -> float:
@@ -178,7 +178,8 @@ class Tally:
                                                self._defaults(attrs.get("queue")))
         return amount
 
-    def _entries(self, attrs: Mapping[str, Any]) -> Iterable[tuple[tuple, float]]:
+    def _entries(self, attrs: Mapping[str, Any] | None
+                 ) -> Iterable[tuple[tuple[Any, ...], float]]:
         """What a job adds: (key, amount), a key (holder queue or None, Q-only or not,
         entity kind, entity name, resource or None for the count), the amount that of
         all the jobs it counts as (`jobs_in`); and one row to its queue's `ROWS` key.

@@ -140,7 +140,8 @@ class Manager:
         if reading and cmd.names and cmd.obj_type != "server":
             # Each name on its own: the known ones are shown, each unknown one is an error,
             # and any error makes the exit status 1.
-            out, lines, error = [], [], 0
+            out: list[str] = []
+            lines, error = [], 0
             for name in cmd.names:
                 one = qmgr.Command(cmd.verb, cmd.obj_type, [name], cmd.attrs, cmd.text,
                                    cmd.pbshook, cmd.server)
@@ -301,7 +302,7 @@ class Manager:
             return {n: {k: v for k, v in vn.to_dict().items() if k != "name"}
                     for n, vn in eng._vnodes().items()}
         if obj_type == "sched":
-            server = eng.store.get("server", "server")
+            server = eng.store.get("server", "server") or {}
             default = {"scheduling": server.get("scheduling", True),
                        "scheduler_iteration": server.get("scheduler_iteration", 600),
                        "sched_host": eng.host, "sched_port": 15004,
@@ -359,7 +360,8 @@ class Manager:
         return QmgrError(qmgr.PBSE_IVALREQ, f"no {obj_type} name given", obj_type=obj_type)
 
     # -- create, delete, set, unset ---------------------------------------------------------------
-    def _create(self, cmd: qmgr.Command, name: str, objects: dict, defs: dict) -> None:
+    def _create(self, cmd: qmgr.Command, name: str, objects: dict[str, dict[str, Any]],
+                defs: dict[str, qmgr.AttrDef]) -> None:
         eng = self.engine
         if name in objects:
             code = {"queue": qmgr.PBSE_QUEEXIST, "node": qmgr.PBSE_NODEEXIST,
@@ -399,7 +401,7 @@ class Manager:
         with eng.store.transaction() as st:
             st.put(cmd.obj_type, name, new)
 
-    def _delete(self, obj_type: str, name: str, attrs: dict) -> None:
+    def _delete(self, obj_type: str, name: str, attrs: dict[str, Any]) -> None:
         eng = self.engine
         if obj_type == "server":
             raise QmgrError(qmgr.PBSE_IVALREQ, obj_type="server", obj_name=name)
@@ -426,7 +428,7 @@ class Manager:
         if obj_type == "queue":  # (one made again of its name lists nothing assigned yet)
             eng.assigned.forget(name)
 
-    def _resource_set(self, name: str, jobs: dict[str, dict]) -> bool:
+    def _resource_set(self, name: str, jobs: dict[str, dict[str, Any]]) -> bool:
         """Whether resource `name` is set on the server, a queue, a vnode or a job not
         done (a key of one of their resource mappings)."""
         store = self.engine.store
@@ -436,7 +438,8 @@ class Manager:
                    for attrs in objects for value in attrs.values()) or any(
             name in (attrs.get("Resource_List") or {}) for attrs in jobs.values())
 
-    def _change(self, cmd: qmgr.Command, name: str, attrs: dict, defs: dict) -> None:
+    def _change(self, cmd: qmgr.Command, name: str, attrs: dict[str, Any],
+                defs: dict[str, qmgr.AttrDef]) -> None:
         eng = self.engine
         if cmd.obj_type == "sched" and name == "default":
             partitions.check_sched(name, {op.name for op in cmd.attrs}, attrs,
@@ -451,7 +454,7 @@ class Manager:
             # PBS refuses a default_queue that does not exist (15018 Unknown queue).
             raise QmgrError(qmgr.PBSE_UNKQUE, obj_type="server", obj_name=name)
         if cmd.obj_type == "node":
-            stored = eng.store.get("node", name)
+            stored = eng.store.get("node", name) or {}
             derived = {"resources_assigned", "jobs", "resv"}
             keep = {k: v for k, v in new.items() if k not in derived}
             states = set(str(keep.get("state", "free")).split(",")) - {
@@ -459,7 +462,7 @@ class Manager:
             keep["state"] = ",".join(sorted(states)) or "free"
             eng._set_node(name, stored, keep)
         elif cmd.obj_type == "server" or (cmd.obj_type == "sched" and name == "default"):
-            server = eng.store.get("server", "server")
+            server = eng.store.get("server", "server") or {}
             with eng.store.transaction() as st:
                 if cmd.obj_type == "sched":
                     # scheduling and scheduler_iteration are the server's; the rest of
@@ -487,7 +490,7 @@ class Manager:
             with eng.store.transaction() as st:
                 st.put(cmd.obj_type, name, new)
 
-    def _validate_directories(self, name: str, attrs: dict) -> None:
+    def _validate_directories(self, name: str, attrs: dict[str, Any]) -> None:
         """A scheduler about to schedule must have good sched_priv and sched_log; if not,
         its comment says which and its scheduling goes off (PBS's rule; the qmgr command
         itself succeeds)."""
@@ -501,7 +504,7 @@ class Manager:
                             f"(sched_priv {attrs.get('sched_priv')}, sched_log "
                             f"{attrs.get('sched_log')})")
 
-    def _check_limit_styles(self, cmd: qmgr.Command, name: str, new: dict) -> None:
+    def _check_limit_styles(self, cmd: qmgr.Command, name: str, new: dict[str, Any]) -> None:
         """PBS's 15141 (OpenPBS 23.06, checked): a new-style limit is not set while an
         old-style one is set on the server or any queue, nor an old-style one while a
         `NEW_STYLE_SEEN` one is (the server's max_queued refuses none); both in one
@@ -531,7 +534,8 @@ class Manager:
                             "enforcement types", obj_type=cmd.obj_type, obj_name=name)
 
     @staticmethod
-    def _check_queue_type(cmd: qmgr.Command, name: str, old: dict, new: dict) -> None:
+    def _check_queue_type(cmd: qmgr.Command, name: str, old: dict[str, Any],
+                          new: dict[str, Any]) -> None:
         """PBS's 15026 (OpenPBS 23.06, checked) for a command that leaves a queue with an
         attribute its type does not take (`_type_conflict`). PBS keeps the attribute and
         answers so, and then to every later change of the queue while it stays; the engine
@@ -544,7 +548,7 @@ class Manager:
                             f"with attribute {bad}", obj_type="queue", obj_name=name)
 
     @staticmethod
-    def _check_route(cmd: qmgr.Command, name: str, new: dict) -> None:
+    def _check_route(cmd: qmgr.Command, name: str, new: dict[str, Any]) -> None:
         """PBS's 15030 for a queue enabled without a queue_type, or a route queue enabled
         without a route_destinations (OpenPBS 23.06, checked: at create too, and a type or
         destinations given in the same request count; unsetting the list of an enabled
@@ -559,16 +563,18 @@ class Manager:
             raise QmgrError(PBSE_QUE_INCOMPLETE, "Cannot enable queue, incomplete definition",
                             obj_type="queue", obj_name=name)
 
-    def _check_partitions(self, cmd: qmgr.Command, name: str, old: dict, new: dict,
-                          also: set[str] = frozenset()) -> None:
+    def _check_partitions(self, cmd: qmgr.Command, name: str, old: dict[str, Any],
+                          new: dict[str, Any], also: set[str] | frozenset[str] = frozenset()
+                          ) -> None:
         """PBS's rules for schedulers, queues and nodes in partitions (`partitions`)."""
         if cmd.obj_type not in ("sched", "queue", "node", "server"):
             return
         self.check_partitions(cmd.obj_type, name, old, new,
                               {op.name for op in cmd.attrs} | set(also))
 
-    def check_partitions(self, obj_type: str, name: str, old: dict, new: dict,
-                         changed: set[str], world: partitions.World | None = None) -> None:
+    def check_partitions(self, obj_type: str, name: str, old: dict[str, Any],
+                         new: dict[str, Any], changed: set[str],
+                         world: partitions.World | None = None) -> None:
         """`_check_partitions` for a change of `changed` attributes, from qmgr or a hook
         (a periodic hook's vnode changes meet qmgr's rules: a busy vnode keeps its
         partition). `world` (`partition_world`) may be made once for many changes."""
@@ -600,8 +606,8 @@ class Manager:
                                 eng.store.all("node"), frozenset(held),
                                 server.get("job_sort_formula"))
 
-    def _apply(self, cmd: qmgr.Command, name: str, attrs: dict, verb: str,
-               defs: dict) -> dict:
+    def _apply(self, cmd: qmgr.Command, name: str, attrs: dict[str, Any], verb: str,
+               defs: dict[str, qmgr.AttrDef]) -> dict[str, Any]:
         try:
             return qmgr.apply(attrs, cmd.attrs, verb, defs, self.resource_types(),
                               obj_type=cmd.obj_type)
@@ -661,7 +667,8 @@ class Manager:
                 out[name]["freq"] = attrs.freq
         return out
 
-    def _hook(self, cmd: qmgr.Command, name: str, current: dict | None, defs: dict) -> None:
+    def _hook(self, cmd: qmgr.Command, name: str, current: dict[str, Any] | None,
+              defs: dict[str, qmgr.AttrDef]) -> None:
         from ..siteedit import remove_plugin, update_plugin
 
         eng = self.engine

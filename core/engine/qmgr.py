@@ -1139,7 +1139,7 @@ def _entries(attrs: Mapping[str, Any], defs: Mapping[str, AttrDef], role: str
     """(definition, attribute, resource, value) in listing order: the definitions' order,
     then attributes without one in stored order; resources in stored order."""
     order = [n for n in defs if n in attrs] + [n for n in attrs if n not in defs]
-    out = []
+    out: list[tuple[AttrDef | None, str, str | None, Any]] = []
     for name in order:
         defn, value = defs.get(name), attrs[name]
         if value is None or not may_read(defn, role):
@@ -1172,7 +1172,7 @@ def list_object(obj_type: str, name: str, attrs: Mapping[str, Any],
     entries = _entries(attrs, defs, role)
     only = list(only)
     if only:
-        by_name: dict[str, list] = {}
+        by_name: dict[str, list[tuple[AttrDef | None, str, str | None, Any]]] = {}
         for entry in entries:
             by_name.setdefault(entry[1].lower(), []).append(entry)
         entries = [entry for op in reversed(only) for entry in by_name.get(op.name.lower(), ())]

@@ -145,9 +145,12 @@ class Reservations:
             start = values.epoch(start, "reserve_start") if start is not None else now
             if duration is not None:
                 duration = int(units.parse_duration(duration))
-            if end is None and duration is None:
+            if end is not None:
+                end = values.epoch(end, "reserve_end")
+            elif duration is not None:
+                end = start + duration
+            else:
                 raise ValueError("no end")
-            end = values.epoch(end, "reserve_end") if end is not None else start + duration
         except (TypeError, ValueError, OverflowError):
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
         if start < now - 60 or end <= start or end > values.TIME_MAX or (
@@ -242,7 +245,7 @@ class Reservations:
         except (recurrence.RuleError, KeyError, TypeError, ValueError):
             return []
 
-    def _completed(self, resv_id: str, stored: dict) -> None:
+    def _completed(self, resv_id: str, stored: dict[str, Any]) -> None:
         """The reservation's Resource_List as PBS's server completes it, and its
         ``schedselect`` (OpenPBS 23.06, checked): ``place=free`` when it asks for no place,
         the select's sums beside it (``ncpus``, ``nodect``, ``mem``...) and its chunks with
@@ -265,7 +268,8 @@ class Reservations:
         stored["Resource_List"] = res
         stored["schedselect"] = schedselect(chunks)
 
-    def _hooked_times(self, outcome: Any, stored: dict, before: dict, now: int) -> None:
+    def _hooked_times(self, outcome: Any, stored: dict[str, Any], before: dict[str, Any],
+                      now: int) -> None:
         """The window a resvsub hook left, made whole as pbs_rsub's: a changed duration or
         start moves the end (the duration stays), a changed end sets the duration; the
         three must then agree, with the same bounds as pbs_rsub's, and the walltime
@@ -312,7 +316,7 @@ class Reservations:
             raise PbsError(exc.code, exc.pbs_text) from None
         return out
 
-    def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict]:
+    def stat(self, caller: Caller, ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """pbs_rstat: every reservation, or the named ones (one stored by an older
         pbsplug, unconfirmed, shows the name of its queue to come)."""
         resvs = {resv_id: {**attrs, "queue": attrs.get("queue") or resv_id.split(".")[0]}
@@ -327,7 +331,7 @@ class Reservations:
             out[full] = resvs[full]
         return out
 
-    def delete(self, caller: Caller, ids: list[str]) -> list[dict]:
+    def delete(self, caller: Caller, ids: list[str]) -> list[dict[str, Any]]:
         """pbs_rdel: each reservation's result, so one bad id does not stop the others."""
         def delete_one(name: str) -> None:
             full = self._full_id(name)
@@ -454,7 +458,8 @@ class Reservations:
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)") from None
         return out
 
-    def _altered_window(self, resv: dict, changes: dict, now: int) -> tuple[int, int] | None:
+    def _altered_window(self, resv: dict[str, Any], changes: dict[str, Any], now: int
+                        ) -> tuple[int, int] | None:
         """The new (start, end), or None when pbs_ralter changes neither: a new start keeps
         the end (PBS's: the duration follows), a duration alone moves the end; a start in
         the past or an end not after the start is 15086."""
@@ -474,7 +479,8 @@ class Reservations:
             raise PbsError(PBSE_BADTSPEC, "Bad time specification(s)")
         return start, end
 
-    def _new_select(self, resv_id: str, resv: dict, new: dict, select: str) -> None:
+    def _new_select(self, resv_id: str, resv: dict[str, Any], new: dict[str, Any],
+                    select: str) -> None:
         """A select made of the reservation's chunks, fewer of each (OpenPBS 23.06's rule,
         15183 otherwise); a confirmed one keeps the vnodes of the chunks it keeps, the
         first of each kind in ``resv_nodes``' order."""
@@ -507,7 +513,7 @@ class Reservations:
         return bool(queue) and any(j.get("queue") == queue for j in self.engine.store.jobs(
             ("Q", "H", "W", "R", "E", "S", "U", "T"), lean=True).values())
 
-    def _window_fits(self, resv_id: str, new: dict, now: int) -> str | None:
+    def _window_fits(self, resv_id: str, new: dict[str, Any], now: int) -> str | None:
         """Why the reservation's vnodes cannot hold it over its new window, or None: what
         the other confirmed and running reservations hold there in an overlapping window,
         and the jobs running outside it (to their walltime's end; for ever without one),
@@ -620,7 +626,7 @@ class Reservations:
                     for index, later in self._later(name, attrs)]
         return out
 
-    def _later(self, name: str, attrs: Mapping[str, Any]) -> list[tuple[int, dict]]:
+    def _later(self, name: str, attrs: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         """A confirmed standing reservation's next occurrences (index, attributes)."""
         if not attrs.get("reserve_rrule") or not attrs.get("resv_nodes") or \
                 attrs.get("reserve_state") not in (CONFIRMED, RUNNING):
@@ -674,7 +680,7 @@ class Reservations:
                         return f"occurrence {index}: {vnode} has not {key} for it then"
         return None
 
-    def _next_occurrence(self, resv_id: str, attrs: dict, now: int) -> bool:
+    def _next_occurrence(self, resv_id: str, attrs: dict[str, Any], now: int) -> bool:
         """A standing reservation's occurrence ended: its running jobs are killed, the
         ones queued or held stay for the next, its queue stops, and it is confirmed for
         its next occurrence still to end (OpenPBS 23.06, checked: reserve_index counts
@@ -793,7 +799,7 @@ class Reservations:
         eng.log(LOG_RESV, "Resv", decision.resv_id, "Reservation confirmed")
         eng.accounting.resv_confirmed(decision.resv_id, attrs)
 
-    def _deny(self, resv_id: str, attrs: dict, why: str) -> None:
+    def _deny(self, resv_id: str, attrs: dict[str, Any], why: str) -> None:
         eng = self.engine
         queue = str(attrs.get("queue") or "")
         with eng.store.transaction() as st:
@@ -875,7 +881,7 @@ class Reservations:
                     st.delete("queue", queue)
             self.leftover_queues -= empty
 
-    def _end(self, resv_id: str, attrs: dict, why: str, logged: str | None = None,
+    def _end(self, resv_id: str, attrs: dict[str, Any], why: str, logged: str | None = None,
              requestor: str | None = None, by_owner: bool = False,
              deleter: bool = False) -> None:
         """The reservation ends (`why`, in its jobs' comments; the log line is `logged`,

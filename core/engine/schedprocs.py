@@ -259,7 +259,7 @@ class SchedulerProcesses:
 _BROKEN = object()
 
 
-def _started_with(attrs: dict[str, Any]) -> tuple:
+def _started_with(attrs: dict[str, Any]) -> tuple[Any, Any]:
     """What a running scheduler process took from its sched object when it started."""
     return (attrs.get("sched_priv"), attrs.get("sched_log"))
 

@@ -76,7 +76,7 @@ class LocalEngine:
         return {**self.base_env, "PBSPLUG_HOME": str(self.root), **extra}
 
     def pbs(self, *args: str, input: str | None = None, cwd: Path | None = None,
-            user: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+            user: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         """``pbsplug ARGS`` as a process (as `user` through runuser when given)."""
         cmd = [PBSPLUG, *args]
         if user is not None:
