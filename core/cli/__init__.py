@@ -13,6 +13,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (typer is imported where it is used: `--version` does without it)
+    import typer
 
 EXIT_ERROR = 2
 #: Options of the root command that take a value (skipped when looking for the command name).
@@ -88,7 +92,7 @@ def _hoist_site(argv: Sequence[str]) -> list[str]:
     return out[:command_at] + hoisted + out[command_at:]
 
 
-def make_app(argv: Sequence[str] = ()):
+def make_app(argv: Sequence[str] = ()) -> typer.Typer:
     """The typer application; when `argv` names a plugin's command group, with that group."""
     from .commands import BUILTIN_GROUPS, build_app
 

@@ -16,6 +16,8 @@ from . import CliError
 from .options import cli_seconds
 
 if TYPE_CHECKING:
+    from ..adapters import pbs as pbs_adapter
+    from ..adapters import slurm as slurm_adapter
     from ..adapters.rootpaths import RootPath
     from ..adapters.slurm import SlurmConf
 
@@ -43,13 +45,13 @@ def _refuse_unsafe(command: str, paths: Sequence[RootPath], allow: bool,
         typer.echo(rootpaths.accepted(command, rp, problem), err=True)
 
 
-def _qmgr(command: str):
+def _qmgr(command: str) -> pbs_adapter.Qmgr:
     from ..adapters.pbs import Qmgr
 
     return Qmgr(shlex.split(command) or ["qmgr"])
 
 
-def _plan(ctx: typer.Context, site_dir: list[Path]):
+def _plan(ctx: typer.Context, site_dir: list[Path]) -> pbs_adapter.Plan:
     from ..adapters import pbs
 
     state = ctx.find_root().obj
@@ -175,7 +177,8 @@ _SLURM_DIR = "/etc/slurm/pbsplug"
 
 def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_dir: str | None,
                 slurm_conf: Path | None, state_dir: Path, log_file: Path, run_dir: Path,
-                native: bool, conf: SlurmConf, command: str = "install"):
+                native: bool, conf: SlurmConf, command: str = "install"
+                ) -> slurm_adapter.Plan:
     """The plan, with slurm.conf read through `conf`, the command's one view of it
     (`command`: which, for a message)."""
     from ..adapters import slurm
@@ -201,7 +204,7 @@ def _slurm_plan(ctx: typer.Context, directory: Path, site_dir: list[Path], bin_d
         raise CliError(str(exc)) from None
 
 
-def _echo_included(p, conf: Path) -> None:
+def _echo_included(p: slurm_adapter.Plan, conf: Path) -> None:
     """Install's line for each setting of a key pbsplug sets in a file slurm.conf includes:
     left as it is, overridden by pbsplug's line (read after it)."""
     from ..adapters import slurm

@@ -23,10 +23,18 @@ from ..hookattrs import (
     resolve_attributes,
     write_atomically,
 )
-from ..plugins import BLOCKED, FAILED, PluginSet, installed_entry_points, load_plugins, spec_names
-from ..runner import Runner
+from ..plugins import (
+    BLOCKED,
+    FAILED,
+    PluginRecord,
+    PluginSet,
+    installed_entry_points,
+    load_plugins,
+    spec_names,
+)
+from ..runner import Outcome, Runner
 from ..settings import ConfigError, read_cf, validate_config
-from ..siteconfig import SiteConfig, default_home, load_site, site_path
+from ..siteconfig import ConfigIssue, SiteConfig, default_home, load_site, site_path
 from . import CliError
 from .options import cli_count
 
@@ -288,7 +296,7 @@ def _hooks_app() -> typer.Typer:
         if event is not None and event not in EVENTS:
             raise CliError(f"unknown event '{event}'; events are: {', '.join(EVENTS)}")
         runner = Runner(_state(ctx).plugins())
-        data = {}
+        data: dict[str, list[dict[str, Any]]] = {}
         for name in [event] if event else EVENTS:
             chain = runner.chain(name)
             if chain:
@@ -365,7 +373,7 @@ def _config_app() -> typer.Typer:
         """Validate the site config and every enabled plugin's configuration.
         Exit 0 when all is valid, 2 with every error listed otherwise."""
         state = _state(ctx)
-        issues: list = []
+        issues: list[ConfigIssue] = []
         site = load_site(state.site_arg, issues=issues)
         problems = [str(issue) for issue in issues]
         plugins = load_plugins(site, which="enabled", strict=False, report=False)
@@ -452,7 +460,7 @@ def _writable_trace(site: SiteConfig) -> Path | None:
     return path
 
 
-def _print_outcome(outcome) -> None:
+def _print_outcome(outcome: Outcome) -> None:
     if outcome.accepted:
         typer.echo(f"{outcome.event}: accepted")
     else:
@@ -568,7 +576,7 @@ def _hook_app() -> typer.Typer:
     return app
 
 
-def _one_plugin(state: State, name: str):
+def _one_plugin(state: State, name: str) -> PluginRecord:
     plugins = state.plugins("all", only={name}, report=False)
     record = plugins.get(name)
     if record is None:

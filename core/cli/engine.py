@@ -8,8 +8,13 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:  # (for the annotations only)
+    import click
+    from typer.core import TyperCommand
 
 from . import CliError, pbs
 from .options import cli_seconds
@@ -22,13 +27,13 @@ STOP_ANSWER = 5.0
 _RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
-def _raw_command_class():
+def _raw_command_class() -> type[TyperCommand]:
     """A typer command that keeps its arguments exactly as given: the option parser would
     drop a ``--`` (``qsub -- command args`` needs it)."""
     from typer.core import TyperCommand
 
     class RawCommand(TyperCommand):
-        def parse_args(self, ctx, args):
+        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
             ctx.meta["pbs_args"] = list(args)
             return super().parse_args(ctx, args)
 
@@ -52,7 +57,7 @@ def add_engine_commands(app: typer.Typer) -> None:
             _typer_command(name, usage))
 
 
-def _typer_command(name: str, usage: str) -> Callable:
+def _typer_command(name: str, usage: str) -> Callable[..., Any]:
     """A PBS command as typer lists it; `pbsplug.cli.main` runs these without typer."""
 
     def command(ctx: typer.Context) -> None:

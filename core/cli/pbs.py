@@ -19,16 +19,21 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (for the annotations only)
+    from ..engine.client import Client
+    from ..engine.errors import PbsError
+    from ..engine.home import Home
 
 
-def engine_home():
+def engine_home() -> Home:
     from ..engine.home import Home
 
     return Home.default()
 
 
-def engine_client():
+def engine_client() -> Client:
     from ..engine.client import Client
 
     return Client(engine_home())
@@ -55,14 +60,16 @@ def _getopt_message(exc: getopt.GetoptError) -> str:
     return str(exc)
 
 
+#: A PBS command: its arguments in, its exit status out (None: 0).
+_Command = Callable[[list[str]], int | None]
 #: name -> (the command's function of its arguments, its usage line)
 COMMANDS: dict[str, tuple[Callable[[list[str]], int | None], str]] = {}
 
 
-def pbs_command(name: str, usage: str) -> Callable:
+def pbs_command(name: str, usage: str) -> Callable[[_Command], _Command]:
     """Register `fn(args)` as the PBS command `name`."""
 
-    def decorate(fn: Callable[[list[str]], int | None]) -> Callable:
+    def decorate(fn: _Command) -> _Command:
         COMMANDS[name] = (fn, usage)
         return fn
 
@@ -121,7 +128,7 @@ def _getopt(args: list[str], spec: str) -> tuple[list[tuple[str, str]], list[str
     return getopt.getopt(args, spec)
 
 
-def _report_each(name: str, results: list[dict], client=None,
+def _report_each(name: str, results: list[dict[str, Any]], client: Client | None = None,
                  named_by_server: tuple[int, ...] = (15004, 15159)) -> int:
     """Each error of `results` on its line; an error whose code is one of
     `named_by_server` names the job as the server's error does (its ``obj``)."""
@@ -141,7 +148,7 @@ def _report_each(name: str, results: list[dict], client=None,
 _ITS_OBJECT = object()
 
 
-def _server_error(name: str, err, about: Any = _ITS_OBJECT) -> str:
+def _server_error(name: str, err: PbsError, about: Any = _ITS_OBJECT) -> str:
     """A command's line for a server error: ``<cmd>: <message>``, then what it is about
     (`about`, a string, or None for nothing; by default the error's object, if any) after
     a blank. 15007's text ends in a blank, as PBS's server writes it (OpenPBS 23.06,
@@ -170,13 +177,13 @@ def _job_error(name: str, code: int, message: str, job_id: str) -> str:
 _JOB_ID = re.compile(r"^\d+(\[(\d+(-\d+(:\d+)?)?)?\])?(\.[^@\s]+)?(@[^@\s]+)?\Z")
 
 
-def _well_formed(name: str, job_id: str, client=None) -> bool:
+def _well_formed(name: str, job_id: str, client: Client | None = None) -> bool:
     """Whether `job_id` is a job identifier of this server; if not, says so as PBS's
     commands do (`_checked_id`)."""
     return _checked_id(name, job_id, client) == 0
 
 
-def _checked_id(name: str, job_id: str, client=None) -> int:
+def _checked_id(name: str, job_id: str, client: Client | None = None) -> int:
     """0 when `job_id` is a job identifier of this server; else the command's exit status,
     having said why (`_id_problem`)."""
     problem = _id_problem(name, job_id, client)
@@ -186,7 +193,8 @@ def _checked_id(name: str, job_id: str, client=None) -> int:
     return problem[0]
 
 
-def _id_problem(name: str, job_id: str, client=None) -> tuple[int, str] | None:
+def _id_problem(name: str, job_id: str, client: Client | None = None
+                ) -> tuple[int, str] | None:
     """None when `job_id` is a job identifier of this server (`pbsplug.engine.jobid`:
     ``12``, ``12.server``, ``12@server``, ``12.server@server``); else the command's exit
     status and what it says, as OpenPBS 23.06's commands say it (checked): text of another
@@ -229,7 +237,7 @@ def _other_server(name: str, other: str, server: str) -> tuple[int, str]:
                     f"is the one server here ({server})")
 
 
-def _full_job_id(client, job_id: str) -> str:
+def _full_job_id(client: Client, job_id: str) -> str:
     """``12``, ``12@server`` -> ``12.server``: PBS's commands name a job by its full id in
     their messages."""
     from ..engine import jobid
@@ -237,7 +245,8 @@ def _full_job_id(client, job_id: str) -> str:
     return jobid.full_id(job_id, _server_name(client), jobid.host_names()) or job_id
 
 
-def _each_refused(ids: list[str], request: Callable[[], list[dict]]) -> list[dict]:
+def _each_refused(ids: list[str], request: Callable[[], list[dict[str, Any]]]
+                  ) -> list[dict[str, Any]]:
     """`request()`'s results, one per job of `ids`; a refusal of the whole request (the
     server's acl_users: 15007, naming nothing) is each job's, so that each is named, as
     OpenPBS 23.06's commands name them (checked)."""
@@ -251,7 +260,7 @@ def _each_refused(ids: list[str], request: Callable[[], list[dict]]) -> list[dic
         return [{"id": job_id, "error": err.to_dict()} for job_id in ids]
 
 
-def _server_name(client) -> str:
+def _server_name(client: Client) -> str:
     """The server's name; for a user the server's acl_users refuses (15007), this host's
     short name, which the engine's server is named after (``server_host``): PBS's commands
     name a refused job by its full id all the same (OpenPBS 23.06, checked)."""
@@ -340,7 +349,8 @@ def _qstat_conflicts(opts: list[tuple[str, str]], fmt: str | None) -> list[str]:
     (unless ``-w`` came first), two of ``-a -i -r -q -H``, ``-G`` with ``-M``, ``-F``
     without ``-f`` (which a later ``-n`` or ``-s`` undoes), ``-q`` with ``-f``, ``-1``
     without ``-n`` or ``-s``, ``-w`` with ``-F``."""
-    said, seen = [], set()
+    said: list[str] = []
+    seen: set[str] = set()
     for opt, _ in opts:
         if opt in ("-B", "-Q") and (({"-B", "-Q"} - {opt}) & seen or (
                 seen & _QSTAT_ALT and "-w" not in seen)):
@@ -372,14 +382,14 @@ def _qstat_full(opts: list[tuple[str, str]]) -> bool:
     return full
 
 
-def _qstat_keeps(flags: set[str], users: str | None) -> Callable[[dict], bool]:
+def _qstat_keeps(flags: set[str], users: str | None) -> Callable[[dict[str, Any]], bool]:
     """What qstat's -i, -r, -H and -u select of the jobs of a destination (or of every
     job): their states, and owners by PBS's ACL rules (``user`` or ``user@host``)."""
     from ..engine import acl, display
 
     states = "".join(_QSTAT_STATES[f] for f in flags & set(_QSTAT_STATES))
 
-    def keeps(attrs: dict) -> bool:
+    def keeps(attrs: dict[str, Any]) -> bool:
         if states and display.job_state_letter(attrs.get("job_state")) not in states:
             return False
         if users is None:
@@ -458,7 +468,7 @@ def qstat(args: list[str]) -> int:
             print(out)
         return 0
     status = 0
-    jobs: dict = {}
+    jobs: dict[str, Any] = {}
     header = True  # (PBS's comes with the first operand's jobs: none when it had none)
     unknown = None  # (-E: what PBS says when none of the jobs is known)
     if ids:
@@ -535,7 +545,7 @@ def qstat(args: list[str]) -> int:
     return status
 
 
-def _qstat_q(client, names: list[str], unit: str | None) -> int:
+def _qstat_q(client: Client, names: list[str], unit: str | None) -> int:
     """``qstat -q [destination...]``: the queues' summary, one block per destination
     named (OpenPBS 23.06's), or one of every queue; an unknown queue is
     ``qstat: Unknown queue <name>``."""
@@ -544,7 +554,7 @@ def _qstat_q(client, names: list[str], unit: str | None) -> int:
 
     status = 0
     server = client("status")["server"]
-    for name in names or [None]:
+    for name in [*names] if names else [None]:
         queue = name.partition("@")[0] if name else None
         try:
             queues = client("stat_queues", names=[queue] if queue else None)
@@ -654,8 +664,8 @@ def _runs(spans: list[tuple[int, int, str]], touching: int) -> list[list[int]]:
     return runs
 
 
-def _qdel_merged(units: list[tuple[list[str], str | None]], results: list[dict]
-                 ) -> list[dict]:
+def _qdel_merged(units: list[tuple[list[str], str | None]], results: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
     """`results` (one per id sent) as one per unit (`_qdel_units`): a merged unit's first
     error, naming the merged id where it named the range sent."""
     merged, place = [], 0
@@ -684,7 +694,7 @@ def _qdel_w_value(value: str) -> bool:
     return value != "" and all(c in "0123456789" for c in value)
 
 
-def _hold_command(name: str, op: str):
+def _hold_command(name: str, op: str) -> _Command:
     @pbs_command(name, f"usage: {name} [-h hold_list] job_identifier...")
     def command(args: list[str]) -> int:
         opts, ids = _getopt(args, "h:")
@@ -732,8 +742,8 @@ def qrerun(args: list[str]) -> int:
                                                                    force=force))
 
 
-def _each_job(name: str, ids: list[str], request: Callable,
-              named: Callable | None = None) -> int:
+def _each_job(name: str, ids: list[str], request: Callable[[Client, str], Any],
+              named: Callable[[PbsError], str | None] | None = None) -> int:
     """`request(client, job_id)` for each job, in order; an error is printed as PBS's
     commands print it (``qrerun: <message> <full job id>``; `named(error)`, when not None,
     stands for the job id), an argument that is no job id is `_well_formed`'s line (status
@@ -820,7 +830,7 @@ def qalter(args: list[str]) -> int:
     if not ids:
         raise getopt.GetoptError("a job id is required")
     try:
-        attrs: dict = qalter_attributes(
+        attrs: dict[str, Any] = qalter_attributes(
             [(o[1], v) for o, v in opts if o not in ("-h", "-l", "-N")], cwd=os.getcwd(),
             env=os.environ, host=socket.gethostname().split(".")[0],
             server=socket.gethostname().split(".")[0])
@@ -896,7 +906,7 @@ def qmgr(args: list[str]) -> int:
     return qmgr_answer(answer)
 
 
-def qmgr_answer(answer: dict) -> int:
+def qmgr_answer(answer: dict[str, Any]) -> int:
     """Print the server's answer to a qmgr text as qmgr does; its exit status (the
     server's, as OpenPBS 23.06's qmgr has it: see `pbsplug.engine.manager`)."""
     if answer.get("output"):
@@ -977,7 +987,7 @@ def pbsnodes(args: list[str]) -> int:
                 print(f"Error marking node {name} - {text}", file=sys.stderr)
                 status = 1
         return status
-    nodes: dict = {}
+    nodes: dict[str, Any] = {}
     for name in [None] if "-a" in flags else names:  # (-a: all, whatever is named)
         try:  # PBS's words: ``Node: n1,  Error: Unknown node ``
             if "-H" in flags:  # (a host's vnodes, in the server's order)
@@ -1092,7 +1102,7 @@ def pbs_rsub(args: list[str]) -> int:
     opts, rest = _getopt(args, "R:E:D:l:N:p:U:G:H:r:")
     if rest:
         raise getopt.GetoptError(f"unexpected argument {rest[0]!r}")
-    attrs: dict = {"Resource_List": {}}
+    attrs: dict[str, Any] = {"Resource_List": {}}
     try:
         for opt, value in opts:
             if opt == "-R":
@@ -1123,7 +1133,7 @@ def pbs_rsub(args: list[str]) -> int:
     return 0
 
 
-def _node_error(name: str | None, err) -> None:
+def _node_error(name: str | None, err: PbsError) -> None:
     """pbsnodes' line for a server error: ``Node: n1,  Error: Unknown node `` for a node
     named, ``pbsnodes: Unauthorized Request `` for a listing (OpenPBS 23.06's, checked)."""
     from ..engine.errors import PbsError
@@ -1190,7 +1200,7 @@ def pbs_ralter(args: list[str]) -> int:
     from ..engine.jobspec import cvtdate
 
     opts, rest = _getopt(args, "I:m:M:N:R:E:U:G:D:l:W:")
-    attrs: dict = {}
+    attrs: dict[str, Any] = {}
     force = False
     interactive = None
     for opt, value in opts:

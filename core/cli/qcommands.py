@@ -8,9 +8,12 @@ side is `pbsplug.engine.jobcontrol`. Standard library only, as `pbs`.
 
 from __future__ import annotations
 
+import functools
 import getopt
 import re
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .pbs import (
     COMMANDS,
@@ -23,6 +26,9 @@ from .pbs import (
     engine_client,
     pbs_command,
 )
+
+if TYPE_CHECKING:  # (for the annotations only)
+    from ..engine.client import Client
 
 #: OpenPBS 23.06's qselect usage (checked); -H, -J, -t and -T are not the engine's.
 _QSELECT_USAGE = (
@@ -67,7 +73,7 @@ def _with_op(opt: str, value: str, unknown_is_eq: bool = False) -> tuple[str, st
     raise _Illegal(opt)
 
 
-def _destination(name: str, text: str, client) -> tuple[str | None, str | None]:
+def _destination(name: str, text: str, client: Client) -> tuple[str | None, str | None]:
     """-q's (or qstart's) ``queue``, ``queue@server`` or ``@server``: (the queue or None,
     a problem's line or None). A server other than this one is `_id_problem`'s words."""
     queue, at, server = text.partition("@")
@@ -176,7 +182,8 @@ def _usage_only(name: str) -> int:
     return 2
 
 
-def _each_result(name: str, client, ids: list[str], results: list[dict]) -> int:
+def _each_result(name: str, client: Client, ids: list[str], results: list[dict[str, Any]]
+                 ) -> int:
     """Each job's refusal as OpenPBS 23.06's qsig and qmsg print it (checked):
     ``<cmd>: <message> <full id>``, but ``<cmd>: Job has finished`` alone, and 15004 as
     ``Server returned error 15004 for job <id>``; the last one's status."""
@@ -200,7 +207,7 @@ def _each_result(name: str, client, ids: list[str], results: list[dict]) -> int:
     return status
 
 
-def _good_ids(name: str, ids: list[str], client) -> tuple[list[str], int]:
+def _good_ids(name: str, ids: list[str], client: Client) -> tuple[list[str], int]:
     good, status = [], 0
     for job_id in ids:
         bad = _checked_id(name, job_id, client)
@@ -223,8 +230,8 @@ def qsig(args: list[str]) -> int:
     client = engine_client()
     good, status = _good_ids("qsig", ids, client)
     for job_id in good:  # (one at a time: a refusal is printed in the ids' order)
-        results = _each_refused([job_id], lambda job_id=job_id: client(
-            "signal", ids=[job_id], signal=sig))
+        results = _each_refused([job_id], functools.partial(client, "signal", ids=[job_id],
+                                                            signal=sig))
         status = _each_result("qsig", client, [job_id], results) or status
     return status
 
@@ -275,7 +282,8 @@ def qmsg(args: list[str]) -> int:
     return status
 
 
-def _queue_command(name: str, attribute: str, on: bool):
+def _queue_command(name: str, attribute: str, on: bool
+                   ) -> Callable[[list[str]], int | None]:
     usage = f"Usage: {name} [queue][@server] ...\n       {name} --version"
 
     @pbs_command(name, usage)

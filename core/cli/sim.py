@@ -8,17 +8,24 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from . import CliError
 from .options import cli_count
 
+if TYPE_CHECKING:  # (for the annotations only)
+    from ..plugins import PluginSet
+    from ..sim.machine import Machine
+    from ..sim.traces import Trace
+    from ..siteconfig import SiteConfig
+
 _FORMATS = ("swf", "pbs", "sacct")
 
 
-def _site_and_plugins(site: Path | None, root_site: Path | None):
+def _site_and_plugins(site: Path | None, root_site: Path | None
+                      ) -> tuple[SiteConfig | None, PluginSet | None]:
     """The site config and its enabled plugins (None, None without a site file)."""
     from ..plugins import load_plugins
     from ..siteconfig import load_site, register_section
@@ -81,7 +88,8 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _machine(trace, platform: Path | None, nodes: int | None, cpus_per_node: int | None):
+def _machine(trace: Trace | None, platform: Path | None, nodes: int | None,
+             cpus_per_node: int | None) -> Machine:
     from ..sim.machine import from_header, load_platform, uniform
 
     if platform is not None:
@@ -94,6 +102,7 @@ def _machine(trace, platform: Path | None, nodes: int | None, cpus_per_node: int
             raise CliError("--cpus-per-node needs --nodes")
         return uniform(nodes, 1 if cpus_per_node is None else cpus_per_node,
                        "--nodes/--cpus-per-node")
+    assert trace is not None  # (None only with --platform or --nodes: returned above)
     return from_header(trace.info.max_nodes, trace.info.max_procs, str(trace.info.path))
 
 
@@ -153,7 +162,9 @@ class _TermIsExit:
 
 
 def _site_setup(site: Path | None, root_site: Path | None, policy: str,
-                partitions: Any = None):
+                partitions: Any = None
+                ) -> tuple[SiteConfig | None, PluginSet | None, dict[str, Any], dict[str, Any],
+                           dict[str, Any] | None]:
     """The site's part of a run, checked before anything runs: (the site config, its
     plugins, its [sim] table, the policy settings, the server attributes). `partitions`,
     called when the site has sched objects, gives the machine's partitions, which their
@@ -232,7 +243,8 @@ def simulate(trace_path: Path, out: Path, *, site: Path | None, root_site: Path 
         # A site's [sim.*] table (or the sched objects it makes) at fault: name the file.
         from_site = loaded is not None and (str(exc).startswith("[sim.") or (
             str(exc).startswith("scheduler setup:") and table.get("sched")))
-        raise CliError(f"{loaded.path}: {exc}" if from_site else str(exc)) from None
+        raise CliError(f"{loaded.path}: {exc}" if from_site and loaded is not None
+                       else str(exc)) from None
     except (PlatformError, TraceError, OutputError) as exc:
         raise CliError(str(exc)) from None
     return {"machine": machine.describe(), "summary": summary, "trace": trace,
