@@ -11,8 +11,16 @@ cycle, so it stays small::
 ``power_status.json``: the last run, host by host, as ``pbsplug power status`` shows it::
 
     {"time": 1700000000, "mode": "on_off", "driver": "simulated",
-     "hosts": {"h1": {"power": "asleep", "idle": 4000, "eligible": true,
+     "hosts": {"h1": {"power": "asleep", "last_used": 1699996000, "eligible": true,
                       "why": "asleep; nothing needs it within 900 s"}}}
+
+Each host holds when it was last used (``last_used``: its vnodes' latest ``last_used_time``,
+the run's time for a host it woke, null when never used), not how long it has been idle:
+`status` gives each host its ``idle`` as of the run, ``time`` - ``last_used``, which is what
+its ``why`` is as of. So a run whose hosts and reasons are the last run's writes the last
+run's text with its own time, and does not go over the hosts again. A record of the previous
+release, with ``idle`` (seconds) instead of ``last_used``, is read as it was; the next run
+writes it anew.
 """
 
 from __future__ import annotations
@@ -153,9 +161,12 @@ def booting(directory: Path, owner: int | None = None) -> dict[str, int]:
 
 
 def status(directory: Path, owner: int | None = None) -> dict[str, Any] | None:
-    """The last run's status record, or None when no run has been recorded. A record of
-    another shape is an `OSError` naming the file and what is wrong, as is a folder another
-    user could write in (`checked_dir`; `owner` as there)."""
+    """The last run's status record, or None when no run has been recorded, each host with
+    its ``idle`` seconds as of the run (``time`` - ``last_used``; null when never used) in
+    place of its ``last_used``: the record as `pbsplug power status` shows it. A record of
+    the previous release, with ``idle`` itself, is taken as it is. A record of another shape
+    is an `OSError` naming the file and what is wrong, as is a folder another user could
+    write in (`checked_dir`; `owner` as there)."""
     path = checked_dir(Path(directory), owner) / STATUS_FILE
     data = _read(path, owner)
     if data is None:
@@ -166,25 +177,34 @@ def status(directory: Path, owner: int | None = None) -> dict[str, Any] | None:
     hosts = data.get("hosts", _ABSENT)
     if not isinstance(hosts, dict):
         raise _not_ours(path, f'"hosts" is {_shown(hosts)}, expected an object of host: entry')
+    shown = {}
     for host, entry in hosts.items():
         problem = _host_entry_problem(entry)
         if problem:
             raise _not_ours(path, f'"hosts" {host!r}: {problem}')
-    return data
+        if "last_used" in entry:
+            entry = dict(entry)
+            used = entry.pop("last_used")
+            entry["idle"] = None if used is None else int(when) - int(used)
+        shown[host] = entry
+    return {**data, "hosts": shown}
 
 
 def _host_entry_problem(entry: Any) -> str | None:
-    """What is wrong with one host of the status record, as `pbsplug power status` reads it."""
+    """What is wrong with one host of the status record, as `pbsplug power status` reads it:
+    ``last_used`` (this release) or ``idle`` (the previous one's), each checked when there."""
     if not isinstance(entry, dict):
         return f"{_shown(entry)}, expected an object"
     for key, ok, expected in (
             ("power", lambda v: isinstance(v, str), "a string"),
             ("eligible", lambda v: isinstance(v, bool), "true or false"),
             ("why", lambda v: isinstance(v, str), "a string"),
+            ("last_used", lambda v: v is None or _is_time(v),
+             "an integer epoch time or null"),
             # idle may be negative: a last_used_time a little ahead of this clock
             ("idle", lambda v: v is None or _is_time(abs(v) if _is_number(v) else v),
              "a whole number of seconds or null")):
-        value = entry.get(key, None if key == "idle" else _ABSENT)
+        value = entry.get(key, None if key in ("idle", "last_used") else _ABSENT)
         if not ok(value):
             return f'"{key}" is {_shown(value)}, expected {expected}'
     return None
@@ -250,21 +270,21 @@ def _write(path: Path, data: Mapping[str, Any] | str) -> None:
     _written.keep(path, file_identity(path.stat()), text)
 
 
-#: Each string `status_text` wrote, as JSON: a run writes mostly the host names, power
+#: Each string `status_head` wrote, as JSON: a run writes mostly the host names, power
 #: states and reasons of the runs before (not all: a reason may name a time).
 _texts: dict[str, str] = {}
-#: Each host's entry as `status_text` wrote it, around its idle time: (host, eligible,
-#: power, why) -> (the JSON before the idle time, after it). A run's hosts are mostly as
-#: they were the run before, but for their idle time.
-_entries: dict[tuple[str, bool, str, str], tuple[str, str]] = {}
+#: Each host's entry as `status_head` wrote it: (host, eligible, last used, power, why) ->
+#: its JSON. A run's hosts are mostly as they were the run before.
+_entries: dict[tuple[str, bool, int | None, str, str], str] = {}
 
 
-def status_text(when: int, mode: str | None, driver: str,
+def status_head(mode: str | None, driver: str,
                 hosts: Sequence[tuple[str, bool, int | None, str, str]]) -> str:
-    """The status record as ``json.dumps(record, sort_keys=True)`` writes it, from its time,
-    mode and driver and each host's (host, eligible, idle, power, why), in host order.
-    Written for a thousand hosts a run: each host's entry two strings made once (`_entries`)
-    and its idle time between them, no mapping built and walked again."""
+    """The status record's JSON as ``json.dumps(record, sort_keys=True)`` writes it, all but
+    its time and closing brace (`status_text`), from its mode and driver and each host's
+    (host, eligible, last used, power, why), in host order. Written for a thousand hosts a
+    run: each host's entry a string made once (`_entries`), no mapping built and walked
+    again."""
     texts, entries = _texts, _entries
     if len(texts) > 4 * len(hosts) + 1024:  # (mostly reasons that named a time: let go)
         texts.clear()
@@ -278,16 +298,22 @@ def status_text(when: int, mode: str | None, driver: str,
         return out
 
     parts = []
-    for host, eligible, idle, power, why in hosts:
-        key = (host, eligible, power, why)
-        around = entries.get(key)
-        if around is None:
-            around = entries[key] = (
-                f'{shown(host)}: {{"eligible": {"true" if eligible else "false"}, "idle": ',
-                f', "power": {shown(power)}, "why": {shown(why)}}}')
-        parts.append(f"{around[0]}{'null' if idle is None else idle}{around[1]}")
+    for row in hosts:
+        entry = entries.get(row)
+        if entry is None:
+            host, eligible, used, power, why = row
+            entry = entries[row] = (
+                f'{shown(host)}: {{"eligible": {"true" if eligible else "false"}, '
+                f'"last_used": {"null" if used is None else used}, "power": {shown(power)}, '
+                f'"why": {shown(why)}}}')
+        parts.append(entry)
     return (f'{{"driver": {shown(driver)}, "hosts": {{{", ".join(parts)}}}, '
-            f'"mode": {json.dumps(mode)}, "time": {when}}}')
+            f'"mode": {json.dumps(mode)}, "time": ')
+
+
+def status_text(when: int, head: str) -> str:
+    """The status record's JSON: `status_head`'s, with the run's time."""
+    return f"{head}{when}}}"
 
 
 def save(directory: Path, booting: Mapping[str, int], boot_delay: int,

@@ -54,6 +54,28 @@ def test_status_shows_every_host_with_its_reason(home):
     assert record["booting"] == {"n2": now - 40}
 
 
+def test_status_shows_idle_as_of_the_run_from_last_used_as_from_the_old_idle(home):
+    """The record holds each host's last use; `power status` shows its idle time as of the
+    run (the time its reason is as of), as it did from the previous release's record, which
+    held the idle time itself: the same rows and the same --json."""
+    when = int(time.time()) - 30
+    shown = []
+    for hosts in ({"n1": {"last_used": when - 5400}, "n2": {"last_used": None},
+                   "n3": {"last_used": when + 2}},  # (a little ahead of the run's clock)
+                  {"n1": {"idle": 5400}, "n2": {"idle": None}, "n3": {"idle": -2}}):
+        state.save(home / "hooks" / "tmp", {}, 300, {
+            "time": when, "mode": "on_off", "driver": "capmc", "hosts": {
+                host: {**entry, "power": "awake", "eligible": False, "why": "busy"}
+                for host, entry in hosts.items()}})
+        done = status(home)
+        assert done.returncode == 0, done.stderr
+        shown.append((done.stdout.splitlines()[1:], json.loads(status(home, "--json").stdout)))
+    assert shown[0] == shown[1]
+    assert [line.split()[:3] for line in shown[0][0][1:3]] == [
+        ["n1", "awake", "01:30:00"], ["n2", "awake", "never"]]
+    assert shown[0][1]["hosts"]["n3"]["idle"] == -2
+
+
 def test_status_without_a_record_says_how_to_get_one(home):
     done = status(home)
     assert done.returncode == 1 and "no periodic run is recorded in" in done.stderr
@@ -73,6 +95,12 @@ def test_status_with_a_broken_record_names_the_file(home):
      "\"hosts\" 'n1': \"eligible\" is missing, expected true or false"),
     ({"time": "yesterday", "hosts": {}}, '"time" is "yesterday", expected an integer epoch'),
     ({"time": 1700000000, "hosts": ["n1"]}, '"hosts" is ["n1"], expected an object'),
+    ({"time": 1700000000, "hosts": {"n1": {"power": "awake", "eligible": True, "why": "",
+                                           "last_used": "yesterday"}}},
+     "\"hosts\" 'n1': \"last_used\" is \"yesterday\", expected an integer epoch time or null"),
+    ({"time": 1700000000, "hosts": {"n1": {"power": "awake", "eligible": True, "why": "",
+                                           "last_used": 1.5}}},
+     "\"hosts\" 'n1': \"last_used\" is 1.5, expected an integer epoch time or null"),
 ])
 def test_status_with_a_record_of_the_wrong_shape_names_the_file(home, record, problem):
     """Valid JSON of another shape: one line naming the file, not a traceback."""

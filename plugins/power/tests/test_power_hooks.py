@@ -321,6 +321,44 @@ def test_the_simulated_driver_boots_and_shuts_down_in_its_own_time(tmp_path):
     assert json.loads((tmp_path / STATE_FILE).read_text())["a"]["power"] == "off"
 
 
+def test_a_run_that_changed_nothing_but_the_time_writes_the_last_record_with_its_time(
+        power, fire_event, tmp_path, monkeypatch):
+    """The record holds when each host was last used, not its idle time: a run whose vnodes
+    (the very objects: an engine carries an object again only while nothing changed it)
+    and reasons are the last run's writes the last record with its own time, without going
+    over the hosts. `state.status` gives each host's idle time as of its run."""
+    from pbsplug import Event, Vnode, clock
+
+    power(power_on_off_enable="True")
+    objects = {name: Vnode(name, attrs) for name, attrs in vnodes(
+        ("b1", "job-busy", True, OLD), ("c1", "free", False, OLD),
+        ("e1", "job-busy", True, 0)).items()}  # e1: never used
+    made = []
+    real_head = state.status_head
+    monkeypatch.setattr(state, "status_head", lambda *row: made.append(1) or real_head(*row))
+    texts = []
+    for now in (NOW, NOW + 300):
+        with clock.use(lambda now=now: now):
+            out = fire_event(Event("periodic", vnode_list=objects), mode="inprocess")
+        assert out.accepted and out.changes == {}, out
+        texts.append((tmp_path / state.STATUS_FILE).read_text())
+    assert texts[1] == texts[0].replace(f'"time": {NOW}}}', f'"time": {NOW + 300}}}')
+    assert len(made) == 1  # the second run went over no host
+    hosts = state.status(tmp_path)["hosts"]
+    assert {h: e["idle"] for h, e in hosts.items()} == {"b": NOW + 300 - OLD,
+                                                        "c": NOW + 300 - OLD, "e": None}
+    assert "last_used" not in hosts["b"]
+    # A vnode changed (another object): the hosts are gone over again.
+    objects["b1"] = Vnode("b1", {**vnodes(("b1", "free", False, NOW + 500))["b1"]})
+    with clock.use(lambda: NOW + 600):
+        fire_event(Event("periodic", vnode_list=objects), mode="inprocess")
+    assert len(made) == 2
+    record = state.status(tmp_path)
+    assert record["time"] == NOW + 600 and record["hosts"]["b"] == {
+        "power": "awake", "idle": 100, "eligible": False,
+        "why": "poweroff_eligible is False on b1"}
+
+
 def test_a_record_unchanged_is_not_written_again_unless_someone_touched_the_file(tmp_path):
     from pbsplug_power import state
 
@@ -340,7 +378,7 @@ def test_a_record_unchanged_is_not_written_again_unless_someone_touched_the_file
 
 
 _status_rows = st.lists(
-    st.tuples(st.text(), st.booleans(), st.none() | st.integers(-10**12, 10**12),
+    st.tuples(st.text(), st.booleans(), st.none() | st.integers(1, state.LATEST_TIME),
               st.sampled_from(["awake", "asleep", "booting"]) | st.text(), st.text()),
     unique_by=lambda row: row[0])
 
@@ -354,16 +392,17 @@ def test_the_status_text_is_the_records_json_as_written_with_sorted_keys(rows, w
     writes, for any host names and reasons (quotes, control and non-ASCII characters)."""
     rows = sorted(rows)  # (by host: the names are unique)
     record = {"time": when, "mode": mode, "driver": driver, "hosts": {
-        host: {"power": power, "why": why, "idle": idle, "eligible": eligible}
-        for host, eligible, idle, power, why in rows}}
-    text = state.status_text(when, mode, driver, rows)
+        host: {"power": power, "why": why, "last_used": used, "eligible": eligible}
+        for host, eligible, used, power, why in rows}}
+    text = state.status_text(when, state.status_head(mode, driver, rows))
     assert text == json.dumps(record, sort_keys=True)
-    assert state.status_text(when, mode, driver, rows) == text  # (from the kept strings)
-    later = [(host, eligible, None if idle is None else idle + 1, power, why)
-             for host, eligible, idle, power, why in rows]  # the next run: idle 1 s more
-    for (host, *_), (*_, idle, _, _) in zip(rows, later, strict=True):
-        record["hosts"][host]["idle"] = idle
-    assert state.status_text(when, mode, driver, later) == json.dumps(record, sort_keys=True)
+    assert state.status_text(when, state.status_head(mode, driver, rows)) == text  # (kept)
+    later = [(host, eligible, None if used is None else used - 1, power, why)
+             for host, eligible, used, power, why in rows]  # (another last use)
+    for host, _, used, _, _ in later:
+        record["hosts"][host]["last_used"] = used
+    assert (state.status_text(when, state.status_head(mode, driver, later))
+            == json.dumps(record, sort_keys=True))
 
 
 def test_the_booting_hosts_are_read_again_only_when_someone_touched_the_file(tmp_path,
