@@ -686,8 +686,13 @@ def _stopped_by(status: int, entry: HookEntry, event: Event) -> str:
 
 def _stopped_in_group(member: tuple[int, str], entry: HookEntry, event: Event) -> str:
     """Why a pbsuser hook's process group was killed: `member` (pid, name) was stopped."""
-    name = _CONTROL.sub("?", member[1])  # (the owner names their programs)
+    name = _NAME_CONTROL.sub("?", member[1])  # (the owner names their programs)
     return f"a program the hook ran ({name}, pid {member[0]}) was stopped" + _owners(entry, event)
+
+
+#: What a program's name may not bring into the hook's error: any control character, line
+#: breaks and tabs too (`_CONTROL` keeps those, for a hook's own message), and C1's.
+_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _killed(group: bool) -> str:

@@ -911,6 +911,37 @@ def test_a_pbsuser_hooks_program_seen_stopped_kills_the_hooks_process_group(tmp_
         os.waitpid(-1, os.WNOHANG)  # the hook's process: killed and reaped
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_a_stopped_programs_name_brings_no_line_break_into_the_hooks_error(tmp_path):
+    """The owner names the programs a pbsuser hook runs (prctl's PR_SET_NAME takes line
+    breaks, tabs and carriage returns): the error that names one seen stopped has none of
+    them (it is logged, and a line break in it began a line of the server's log)."""
+    import ctypes
+
+    import pbsplug.runner as runner_module
+
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=3600)
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            pid = os.fork()
+            if pid == 0:  # (its /proc/self/comm is root's: prctl, PR_SET_NAME)
+                name = ctypes.create_string_buffer(b"x\nforged\rz\t\xc2\x9b")
+                runner_module._PRCTL(15, ctypes.addressof(name))
+                os.kill(os.getpid(), signal.SIGSTOP)
+                os._exit(0)
+            os.waitpid(pid, 0)
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    assert plugins.add("a", AsUser(), enable=True).status == "enabled"
+    with _resumed_if_waited_for(_children_groups_resumed):
+        out = Runner(plugins, alarm_grace=0.5).fire(Event.from_dict("execjob_prologue", {
+            "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert out.detail.startswith("a program the hook ran (x?forged?z??, pid "), out.detail
+
+
 def _lurk(runner: int, skip: int) -> None:
     """In a forked copy of a pbsuser hook's process, as its owner: leave for a group of its
     own (still in the caller's session), wait for the next hook's process the caller forks,
