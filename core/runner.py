@@ -617,9 +617,13 @@ def _keep_only_stdio(report: int, to_null: tuple[int, ...], null: int, top: int)
 
 
 def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
-    # A process group of its own: a hook that signals its group (os.killpg(0, ...), "stop
-    # what I started") reaches its own processes, not the server.
-    os.setpgid(0, 0)
+    # A session (and so a process group) of its own: a hook that signals its group
+    # (os.killpg(0, ...), "stop what I started") reaches its own processes, not the server;
+    # no controlling terminal (a root caller's, whose input a pbsuser hook's program could
+    # push keys into with TIOCSTI); and a process another hook left in the caller's session
+    # cannot join this one's group (setpgid asks only for the same session), stop there,
+    # and have the runner kill this hook for it.
+    os.setsid()
     # A hook that crashes leaves no core file (root's, in whatever folder the caller is in).
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -942,11 +942,78 @@ def test_a_stopped_programs_name_brings_no_line_break_into_the_hooks_error(tmp_p
     assert out.detail.startswith("a program the hook ran (x?forged?z??, pid "), out.detail
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owner needs root")
+def test_a_pbsuser_hook_has_no_controlling_terminal(tmp_path):
+    """A root caller with a terminal (`server start -f`, `pbsplug event`): a pbsuser hook,
+    or a program of the owner's it runs, opened /dev/tty (its caller's terminal: its
+    process group was in the caller's session) and, where the kernel allows TIOCSTI
+    (dev.tty.legacy_tiocsti), pushed keys into root's input, for root's shell to read once
+    the caller ends. The hook's process has a session of its own, without a terminal.
+    Checked: fails with setpgid(0, 0) in the hook's process in place of setsid() (the
+    terminal opened, and root read what the hook typed)."""
+    import fcntl
+    import pty
+    import select
+    import termios
+
+    class AsUser:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=30)
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            try:
+                fd = os.open("/dev/tty", os.O_RDWR)
+            except OSError:
+                event.job.comment = "no terminal"
+                return
+            event.job.comment = "opened"
+            with contextlib.suppress(OSError):  # (refused where TIOCSTI is not allowed)
+                for char in b"id # typed by the hook\n":
+                    fcntl.ioctl(fd, termios.TIOCSTI, bytes([char]))
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    assert plugins.add("a", AsUser(), enable=True).status == "enabled"
+    pid, master = pty.fork()
+    if pid == 0:  # the caller, with the pty as its controlling terminal
+        code = 1
+        try:
+            out = Runner(plugins, alarm_grace=0.5).fire(Event.from_dict(
+                "execjob_prologue", {"job": {"id": "1.s", "euser": "nobody"},
+                                     "vnode_list": {}}))
+            ready, _, _ = select.select([0], [], [], 1)
+            typed = os.read(0, 200) if ready else b""
+            os.write(1, json.dumps({"kind": out.kind, "changes": out.changes,
+                                    "typed": typed.decode(errors="replace")}).encode()
+                     + b"\n")
+            code = 0
+        finally:
+            os._exit(code)
+    data = b""
+    try:
+        deadline = time.monotonic() + 60  # a hang guard
+        while not data.endswith(b"}\r\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # (the caller ended: EIO)
+                    break
+                if not chunk:
+                    break
+                data += chunk
+    finally:
+        os.close(master)
+        os.waitpid(pid, 0)
+    report = json.loads(data.splitlines()[-1])
+    assert report == {"kind": "accept", "changes": {"job": {"comment": "no terminal"}},
+                      "typed": ""}, data
+
+
 def _lurk(runner: int, skip: int) -> None:
     """In a forked copy of a pbsuser hook's process, as its owner: leave for a group of its
-    own (still in the caller's session), wait for the next hook's process the caller forks,
-    join that one's process group (setpgid needs only the same session, not the same uid)
-    and stop there. Never returns."""
+    own (in the session its hook's process was in), wait for the next hook's process the
+    caller forks, join that one's process group (setpgid asks only for the same session,
+    not the same uid) and stop there; or end, when it may not join. Never returns."""
     os.setpgid(0, 0)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -957,9 +1024,12 @@ def _lurk(runner: int, skip: int) -> None:
                 fields = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()
                 if int(fields[1]) != runner or fields[2] != name.encode():
                     continue
-                os.setpgid(0, int(name))
             except (OSError, IndexError):
                 continue
+            try:
+                os.setpgid(0, int(name))
+            except OSError:
+                os._exit(0)
             os.kill(os.getpid(), signal.SIGSTOP)
             os._exit(0)
         time.sleep(0.02)
@@ -967,17 +1037,16 @@ def _lurk(runner: int, skip: int) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to the job owners needs root")
-@pytest.mark.xfail(strict=True, reason="a pbsuser hook's process stays in the caller's "
-                   "session (setpgid, not setsid): a process one owner left behind joins "
-                   "another owner's hook's process group and stops, and the runner kills "
-                   "that hook and blames its owner")
-def test_another_owners_process_stopped_in_a_pbsuser_hooks_group_does_not_fail_it(tmp_path):
-    """Job owner 'nobody''s pbsuser hook leaves a process behind (a program of theirs it
-    runs may: nothing kills it), in the caller's session. When job owner 'daemon''s hook
-    runs, that process joins its process group and SIGSTOPs itself: the runner's /proc
-    scan sees a stopped process in the group and kills daemon's hook, an error naming
-    daemon as the owner who stopped it. Another owner's process should not make it fail."""
+def test_another_owners_process_cannot_stop_in_a_pbsuser_hooks_group(tmp_path):
+    """Job owner nobody's pbsuser hook leaves a process behind (a program of theirs it runs
+    may: nothing kills it). When job owner daemon's hook runs, that process joins its
+    process group and SIGSTOPs itself: the runner's /proc scan saw a stopped process in the
+    group, killed daemon's hook and failed it, naming daemon as the owner who stopped it.
+    A hook's process makes a session of its own (it made a group in the caller's session):
+    another session's process cannot join its group. Checked: fails with setpgid(0, 0) in
+    the hook's process in place of setsid()."""
     runner = os.getpid()
+    lurker = 0
 
     class AsUser:
         plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=30)
@@ -991,13 +1060,15 @@ def test_another_owners_process_stopped_in_a_pbsuser_hooks_group_does_not_fail_i
                     _lurk(runner, hook)
                 event.job.comment = str(pid)
                 return
-            # daemon's job: a prologue that takes a few seconds (here: until another
-            # process is in its group, then 3 s, three looks of the runner's)
+            # daemon's job: a prologue that runs until the process left behind has ended
+            # (it could not join), or for 3 s once it is in this group (three looks of the
+            # runner's); 20 s at most (a hang guard)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                members = [name for name in filter(str.isdigit, os.listdir("/proc"))
-                           if name != str(os.getpid()) and _pgrp(name) == os.getpgrp()]
-                if members:
+                state = _state(str(lurker))
+                if state is None or state[0] == "Z":
+                    break
+                if state[1] == os.getpgrp():
                     time.sleep(3)
                     break
                 time.sleep(0.05)
@@ -1012,19 +1083,20 @@ def test_another_owners_process_stopped_in_a_pbsuser_hooks_group_does_not_fail_i
     try:
         out = Runner(plugins, alarm_grace=0.5).fire(Event.from_dict("execjob_prologue", {
             "job": {"id": "2.s", "euser": "daemon"}, "vnode_list": {}}))
-        assert out.kind == "accept", out.detail
+        assert (out.kind, out.changes.get("job")) == ("accept", {"comment": "ran"}), \
+            out.detail
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(lurker, signal.SIGKILL)
 
 
-def _pgrp(pid: str) -> int | None:
+def _state(pid: str) -> tuple[str, int] | None:
+    """Process `pid`'s state letter and process group, or None when it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[2])
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
+        return fields[0].decode(), int(fields[2])
     except (OSError, IndexError, ValueError):
         return None
-
-
 def test_a_hook_process_slow_before_its_first_start_is_killed_at_its_deadline(
         tmp_path, monkeypatch):
     """A child that takes longer than the first hook's alarm plus the grace to report
