@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -229,13 +230,20 @@ def digits(text: str) -> bool:
 INT_DIGITS = 4300
 
 
+def _int_digits() -> int:
+    """The most digits int() reads here: `INT_DIGITS`, or fewer where the interpreter was
+    told so (PYTHONINTMAXSTRDIGITS, ``-X int_max_str_digits``: 640 at least; 0 is none)."""
+    most = getattr(sys, "get_int_max_str_digits", lambda: INT_DIGITS)()
+    return min(INT_DIGITS, most) if most else INT_DIGITS
+
+
 def past(digits: str, most: int) -> bool:
     """Whether the ASCII digits `digits` are a number more than `most`, their length read
     first: int() of thousands of digits is slow, and refused past 4300 of them (a
     ValueError in Python's words). More digits than int() reads are past any bound, leading
     zeros and all: int() counts them (5000 zeros and a 7, read as 7 here, were then its
     ValueError in every caller's int())."""
-    if len(digits) > INT_DIGITS:
+    if len(digits) > _int_digits():
         return True
     digits = digits.lstrip("0")
     return len(digits) > len(str(most)) or int(digits or "0") > most

@@ -5,6 +5,7 @@ errors are one line naming the file."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -285,3 +286,19 @@ def test_whole_reads_ascii_digits_up_to_a_bound_and_int_reads_them(text, most, e
     number `past` a long, and int() of them was Python's ValueError."""
     assert values.whole(text, most) == expected
     assert not values.digits(text) or values.past(text, most) is (expected is None)
+
+
+@pytest.mark.skipif(not hasattr(sys, "set_int_max_str_digits"),
+                    reason="a Python without a limit on int()'s digits")
+def test_past_takes_the_interpreters_own_limit_on_digits():
+    """PYTHONINTMAXSTRDIGITS (or ``-X int_max_str_digits``) lowers what int() reads, down
+    to 640 digits, for every run of a user's commands that set it: `past` took 4300, and
+    `whole` of 1000 zeros and a 7 was int()'s ValueError, in Python's words."""
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        assert values.whole("0" * 1000 + "7", 10) is None
+        assert values.past("0" * 1000 + "7", 10)
+        assert values.whole("0" * 639 + "7", 10) == 7
+    finally:
+        sys.set_int_max_str_digits(before)
