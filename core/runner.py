@@ -527,6 +527,7 @@ def _become_job_owner(event: Event) -> None:
     are not the owner's to write, nor to hand to a program the hook runs as the owner."""
     if os.geteuid() != 0 or event.job is None:
         return
+    parent = os.getppid()
     owner = event.job.euser or str(event.job.Job_Owner or "").split("@")[0]
     if not owner:
         raise RuntimeError("user = pbsuser, but the job has no euser or Job_Owner")
@@ -540,6 +541,9 @@ def _become_job_owner(event: Event) -> None:
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)
+    # The kernel clears the parent-death signal when the uid changes: set it again, or a
+    # server killed with SIGKILL leaves the owner's hook running.
+    _die_with_parent(parent)
 
 
 def _die_with_parent(parent: int) -> None:

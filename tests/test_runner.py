@@ -1224,3 +1224,60 @@ def test_a_started_chain_given_up_kills_its_hooks_process(chain, tmp_path):
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(pid, 0)
     assert pending.outcome is None
+
+
+@pytest.mark.usefixtures("needs_root")
+def test_a_pbsuser_hook_dies_with_its_caller_killed(tmp_path):
+    """A caller killed with SIGKILL (a server's crash) takes its hooks' processes with it
+    (the parent-death signal); the kernel clears that signal when a pbsuser hook's process
+    changes uid, so the owner's hook ran on, to its alarm or for ever. Checked: fails with
+    the signal not set again after the change of uid (the hook still there)."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+
+    class Sleeps:
+        plugin_info = PluginInfo(events=("execjob_prologue",), user="pbsuser", alarm=600)
+
+        @hookimpl
+        def execjob_prologue(self, event):
+            time.sleep(600)
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "s.toml"))
+    assert plugins.add("a", Sleeps(), enable=True).status == "enabled"
+    caller = os.fork()
+    if caller == 0:  # the caller, killed below while its hook sleeps
+        try:
+            Runner(plugins).fire(Event.from_dict("execjob_prologue", {
+                "job": {"id": "1.s", "euser": "nobody"}, "vnode_list": {}}))
+        finally:
+            os._exit(0)
+
+    def hook_of_caller():
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                status = Path(f"/proc/{name}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":\t", 1) for line in status.splitlines()
+                          if ":\t" in line)
+            if (fields.get("PPid", "").strip() == str(caller)
+                    and fields.get("Uid", "").split()[:1] == [str(nobody)]):
+                return int(name)
+        return None
+
+    try:
+        hook = until(hook_of_caller, what="the hook's process, as nobody")
+    finally:
+        os.kill(caller, signal.SIGKILL)
+        os.waitpid(caller, 0)
+
+    def gone():
+        try:
+            return Path(f"/proc/{hook}/stat").read_text().split()[2] == "Z" or None
+        except OSError:
+            return True
+
+    try:
+        until(gone, what="the hook's process to die with its caller")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hook, signal.SIGKILL)
