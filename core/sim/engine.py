@@ -576,8 +576,7 @@ class Simulator:
         finally:
             if self._workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
-        for host in self.hosts:
-            self._charge(host)
+        self._draw((host, host.watts) for host in self.hosts)  # (charged to the end)
         self.summary.wall = time.perf_counter() - t0
         self.summary.energy = sum(sum(h.energy.values()) for h in self.hosts)
         self.sink.close(self.now - self.epoch)
@@ -1358,52 +1357,57 @@ class Simulator:
                 self._vnode_log.changed(name)
         run.energy = energy
         hosts, now = self.hosts, self.now
+        drawn = []
         for index in touched:
             host = hosts[index]
             if host.power == "on" and host.until <= now and not host.asleep:
-                # (what `_host_state` decides for a host up and awake: its jobs alone)
+                # (what `_figure` decides for a host up and awake: its jobs alone)
                 watts = "busy" if host.busy > 0 else "idle"
-                if watts != host.watts:
-                    self._draw(host, watts)
             else:
-                self._host_state(host)
+                watts = self._figure(host)
+            if watts != host.watts:
+                drawn.append((host, watts))
+        self._draw(drawn)
         return touched
 
     def _host_state(self, host: _Host) -> None:
         """The host's machine state and power figure from its jobs, its vnodes' sleep and
         the driver's power; the energy of the state it leaves is charged."""
+        watts = self._figure(host)
+        if watts != host.watts:  # (the figure drawn tells the state: `_FIGURE_STATES`)
+            self._draw(((host, watts),))
+
+    def _figure(self, host: _Host) -> str:
+        """The power figure the host draws now (`_host_state`)."""
         now = self.now
         if host.power == "off":
-            watts = "shutting_down" if now < host.until else "off"
-        elif host.until > now:
-            watts = "booting"
-        elif host.busy > 0:
-            watts = "busy"
-        elif host.asleep and not host.woken:  # ramped down (its power never went off)
-            watts = "asleep"
-        else:
-            watts = "idle"
-        if watts != host.watts:  # (the figure drawn tells the state: `_FIGURE_STATES`)
-            self._draw(host, watts)
+            return "shutting_down" if now < host.until else "off"
+        if host.until > now:
+            return "booting"
+        if host.busy > 0:
+            return "busy"
+        if host.asleep and not host.woken:  # ramped down (its power never went off)
+            return "asleep"
+        return "idle"
 
-    def _draw(self, host: _Host, watts: str) -> None:
-        """The host draws the figure `watts` from now on, in its machine state: the energy
-        of the figure it leaves is charged, and the hosts are counted again."""
-        self._charge(host)
-        counts = self._counts
-        counts[host.counted] -= 1
-        host.state, host.watts = _FIGURE_STATES[watts], watts
-        counted = host.counted = host.base + _FIGURE_INDEX[watts]
-        counts[counted] = counts.get(counted, 0) + 1
-        self._counts_changed = True
-
-    def _charge(self, host: _Host) -> None:
-        now = self.now
-        length = now - host.since
-        if length > 0:
-            figure = host.watts
-            host.energy[figure] = host.energy.get(figure, 0.0) + host.figures[figure] * length
-        host.since = now
+    def _draw(self, changes: Iterable[tuple[_Host, str]]) -> None:
+        """Each host draws its figure from now on, in its machine state: the energy of the
+        figure it leaves is charged, and the hosts are counted again. (Drawing the figure
+        it draws only charges it up to now.) Hosts in a list: every start and end draws
+        on each of its hosts."""
+        counts, now = self._counts, self.now
+        for host, watts in changes:
+            length = now - host.since
+            if length > 0:
+                figure = host.watts
+                host.energy[figure] = host.energy.get(figure, 0.0) + \
+                    host.figures[figure] * length
+            host.since = now
+            counts[host.counted] -= 1
+            host.state, host.watts = _FIGURE_STATES[watts], watts
+            counted = host.counted = host.base + _FIGURE_INDEX[watts]
+            counts[counted] = counts.get(counted, 0) + 1
+            self._counts_changed = True
 
     def _transition_done(self, host: _Host) -> None:
         self._host_state(host)
