@@ -1287,10 +1287,11 @@ class Simulator:
 
     def _finish(self, run: _Run, state: str, comment: str | None,
                 used: dict[str, Any] | None = None) -> None:
-        if used is None and run.start is not None:
-            used = self._used(run)
-        lifecycle.finished(run.attrs, _exit_status(state), int(self.now), used, comment)
-        self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
+        if self._chains.get("jobobit"):  # (the job's last attributes: only it reads them)
+            if used is None and run.start is not None:
+                used = self._used(run)
+            lifecycle.finished(run.attrs, _exit_status(state), int(self.now), used, comment)
+            self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
         self.summary.jobs += 1
         self.summary.killed += state == WALLTIME
         self.sink.job(JobResult(run.tj, state, run.start - self.epoch, self.now - self.epoch,
