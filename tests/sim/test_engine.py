@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from pbsplug import PluginInfo, clock, hookimpl
+from pbsplug.lifecycle import when
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
 from pbsplug.sim.engine import (
+    EPOCH,
     PRESETS,
     STALL,
     HookUse,
@@ -532,6 +534,35 @@ def test_a_job_given_its_host_whole_holds_the_rest_of_it_as_pbs_lists_it(registe
                                "3": "(h0a:ncpus=1)"}
     assert hook.exec_host == {"1": "h0/0+h0/1*0", "2": "h1/0+h1/1", "3": "h0/0"}
     assert {r.job.job_id: r.hosts for r in sink.jobs} == {"1": (0,), "2": (1,), "3": (0,)}
+
+
+class Obit:
+    """Notes what jobobit reads of each job that is over."""
+
+    plugin_info = PluginInfo(events=("jobobit",), sim_safe=("jobobit",))
+
+    def __init__(self):
+        self.seen = {}
+
+    @hookimpl
+    def jobobit(self, event):
+        job = event.job
+        self.seen[job.id] = (job.job_state, job.Exit_status, job.resources_used["walltime"],
+                             job.obittime - job.stime, job.comment)
+
+
+def test_a_jobobit_hook_reads_the_job_as_the_engines_server_leaves_it(register_plugin,
+                                                                      pbsplug_plugins,
+                                                                      tmp_path):
+    """jobobit sees the job over (`lifecycle.finished`): state F, its Exit_status, what it
+    used, its obittime and comment. The simulator makes them only for a jobobit hook."""
+    hook = Obit()
+    register_plugin(hook, "obit", isolation="inprocess")
+    simulate([tj(1, 0, 10, 1, 20), tj(2, 0, 30, 1, 20)], nodes=2, plugins=pbsplug_plugins,
+             tmp_path=tmp_path)
+    assert hook.seen == {
+        "1": ("F", 0, "00:00:10", 10, f"Job run at {when(EPOCH)} on (n0:ncpus=1) and finished"),
+        "2": ("F", -29, "00:00:20", 20, "job killed: walltime 00:00:21 exceeded limit 00:00:20")}
 
 
 class NotSafe:
