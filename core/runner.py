@@ -836,25 +836,21 @@ class Runner:
         clock = None
         old_handler = None
         pid = os.getpid()  # (a copy forked below Python by a hook leaves at the chain's end)
+        main = threading.current_thread() is threading.main_thread()
         try:
             while i < len(chain):
                 entry = chain[i]
                 debug_id = self._debug_in(entry, event) if entry.attrs.debug else None
                 if entry.mode == "inprocess":
-                    # (the SIGALRM handler only around the call: a started chain may wait
-                    # between its hooks while its caller fires other chains)
-                    if threading.current_thread() is threading.main_thread():
+                    # (the SIGALRM handler is set for a run of in-process hooks and put back
+                    # before the chain waits for a hook's process: a started chain may wait
+                    # while its caller fires other chains)
+                    if main and clock is None:
                         clock = AlarmClock()
                         old_handler = _set_handler(signal.SIGALRM, _raise_alarm)
-                    try:
-                        started = time.time()
-                        t0 = time.perf_counter()
-                        outcome, message = call_hook(entry, event, clock)
-                    finally:
-                        if clock is not None:
-                            clock.disarm()
-                            _set_handler(signal.SIGALRM, old_handler)
-                            clock = None
+                    started = time.time()
+                    t0 = time.perf_counter()
+                    outcome, message = call_hook(entry, event, clock)
                     runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                         time.perf_counter() - t0, outcome, message, started))
                     i += 1
@@ -867,6 +863,10 @@ class Runner:
                            and (chain[j].attrs.user == "pbsuser") == (
                                entry.attrs.user == "pbsuser")):
                         j += 1
+                    if clock is not None:
+                        clock.disarm()
+                        _set_handler(signal.SIGALRM, old_handler)
+                        clock = None
                     batch_runs = yield from self._run_forked(chain[i:j], event)
                     runs.extend(batch_runs)
                     i += len(batch_runs)
@@ -877,6 +877,9 @@ class Runner:
         finally:
             if os.getpid() != pid:
                 _leave_forked_copy()
+            if clock is not None:
+                clock.disarm()
+                _set_handler(signal.SIGALRM, old_handler)
         return self._outcome(event, chain, runs)
 
     def _debug_in(self, entry: HookEntry, event: Event) -> str:
