@@ -187,7 +187,11 @@ def test_power_programs_run_as_slurmuser_beside_roots_programs(slurm_user_site):
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     del record["booting"]
-    assert record == json.loads((plugin_state / "power_status.json").read_text())
+    written = json.loads((plugin_state / "power_status.json").read_text())
+    for host in written["hosts"].values():  # the record keeps last use, status shows idle
+        last_used = host.pop("last_used")
+        host["idle"] = None if last_used is None else written["time"] - last_used
+    assert record == written
     assert "n4" in record["hosts"]  # the last run's, which powered n4 off
 
     # `pbsplug slurm status` checks who owns SlurmUser's folders on this host.
