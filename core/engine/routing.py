@@ -71,6 +71,12 @@ def retry_time(queue: dict[str, Any]) -> int:
     return _seconds(queue.get("route_retry_time"), RETRY_TIME)
 
 
+def lifetime(queue: dict[str, Any]) -> int:
+    """How long a job may stay in route queue `queue` (its attributes): its
+    route_lifetime, in seconds; 0 for ever."""
+    return _seconds(queue.get("route_lifetime"), 0)
+
+
 @dataclass(frozen=True)
 class Routed:
     """What one try at routing a job came to (`route_job`)."""
@@ -102,9 +108,9 @@ def route_job(attrs: dict[str, Any], name: str, queue: dict[str, Any], now: floa
     are added to it."""
     if not units.parse_bool(queue.get("started", False)):
         return STAYS
-    lifetime = _seconds(queue.get("route_lifetime"), 0)
+    most = lifetime(queue)
     entered = attrs.get("qtime")
-    if lifetime and isinstance(entered, (int, float)) and now - entered > lifetime:
+    if most and isinstance(entered, (int, float)) and now - entered > most:
         return Routed("finished", why=EXPIRED)  # (before all else, as PBS does)
     if str(attrs.get("Hold_Types") or "n") != "n" and \
             not units.parse_bool(queue.get("route_held_jobs", False)):

@@ -362,13 +362,22 @@ class Simulator:
         self._requested: dict[str, dict[str, Any]] = {}
         self._reroutes: list[tuple[float, int, str]] = []
         #: The jobs a destination refused for now (its limits on queued jobs), tried again
-        #: at their retry time: (when, seq, job id); each one's due time, the count version
-        #: it was refused at (`_route_due`) and the errors of the destinations' limits
-        #: that refused it (asked again while the counts are so, each refuses alike); the
-        #: destinations that refused each job for good, not asked again while it stays.
+        #: at their retry time: (when, seq, job id); each one's due time (none, inf, while
+        #: it is parked), the count version it was refused at (`_route_due`) and the errors
+        #: of the destinations' limits that refused it (asked again while the counts are so,
+        #: each refuses alike); the destinations that refused each job for good, not asked
+        #: again while it stays.
         self._retries: list[tuple[float, int, str]] = []
         self._retry_at: dict[str, tuple[float, tuple[int, int], dict[str, Any]]] = {}
         self._refused: dict[str, set[str]] = {}
+        #: Waiting jobs parked (`_retry`): no try can route them until a count they were
+        #: refused on changes. Each one's next tick on its retry grid, the grid's step and
+        #: the destinations whose counts refused it; the jobs parked on each destination,
+        #: woken when its counts change (`_wake`). The router's last try: (instant, seq of
+        #: the job tried; -inf before that instant's pass, inf after it).
+        self._parked: dict[str, tuple[float, float, tuple[str, ...]]] = {}
+        self._parked_on: dict[str, dict[str, None]] = {}
+        self._tried: tuple[float, float] = (-math.inf, math.inf)
         #: Queues with rules on who and how many may enter (the platform's `ENTRY_KEYS`),
         #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
         self._ruled = {name for name, attrs in machine.queues.items()
@@ -617,13 +626,18 @@ class Simulator:
                 candidates.append(pending.submit + epoch)
             if self._retries and candidates:  # (only while something else may change)
                 candidates.append(self._retries[0][0])
+            late = not candidates and bool(self._parked)  # (retries are not candidates)
             if self._periodic_due and (self.queued or self.running or pending is not None):
                 if candidates or self.now - self._last_change <= STALL:
                     candidates.append(min(self._periodic_due.values()))
             if not candidates:
                 break
             now = min(candidates)
-            self.now = now
+            last, self.now = self.now, now
+            if self._tried[0] < now:
+                self._tried = (now, -math.inf)
+            if late:
+                self._due_late(last, now)
             # 1. ends
             while self._ends and self._ends[0][0] <= now:
                 _, _, job_id = heapq.heappop(self._ends)
@@ -638,6 +652,7 @@ class Simulator:
                 self._queue_waiting(heapq.heappop(self._due)[1])
             if self._reroutes or self._retries:  # the router's next pass
                 self._route_due(now)
+            self._tried = (now, math.inf)
             # 3. submissions
             while pending is not None and pending.submit + epoch <= now:
                 if pending.submit < last_submit:
@@ -874,15 +889,16 @@ class Simulator:
         all for good, it is rejected (at its submission, as qsub refuses it: 15039). A
         destination over a limit on queued jobs refuses for now: the job stays and is
         tried again at its queue's route_retry_time (`_route_due`), while anything else
-        may still change in the replay. One routed into another route queue is routed on
-        at the router's next pass, a second later; one waiting (W) stays until its
-        Execution_Time unless its queue routes waiting jobs (`_queue_waiting` routes it
-        then)."""
+        may still change in the replay (a try costs nothing until a count that refused it
+        changed: `_retry`). One routed into another route queue is routed on at the
+        router's next pass, a second later; one waiting (W) stays until its Execution_Time
+        unless its queue routes waiting jobs (`_queue_waiting` routes it then)."""
         from ..engine import routing
         from ..engine.errors import PBSE_EXCQRESC, PbsError
 
         job_id = run.tj.job_id
         name = run.attrs["queue"]
+        self._unpark(job_id)
         moved: dict[str, Any] = {}
         over: dict[str, Any] = {}  # this try's refusals by the destinations' limits
         last = self._retry_at.get(job_id)
@@ -953,23 +969,26 @@ class Simulator:
     def _route_due(self, now: float) -> None:
         """The router's pass at `now`: the jobs routed into another route queue a second
         ago, and those whose retry time has come, are tried in submission order, as the
-        engine's router tries the jobs due at a pass."""
+        engine's router tries the jobs due at a pass (a parked job a try frees, due now,
+        among them: `_wake`)."""
         from ..engine import routing
 
-        due = []
-        while self._reroutes and self._reroutes[0][0] <= now:
-            due.append((*heapq.heappop(self._reroutes)[1:], False))
-        while self._retries and self._retries[0][0] <= now:
-            when, seq, job_id = heapq.heappop(self._retries)
-            retry = self._retry_at.get(job_id)
-            if retry is not None and retry[0] == when:  # (else tried since: not due now)
-                due.append((seq, job_id, True))
+        due = [(*entry[1:], False) for entry in self._popped(self._reroutes, now)]
+        heapq.heapify(due)
         tried = set()
-        for seq, job_id, retry in sorted(due):
+        while True:
+            for when, seq, job_id in self._popped(self._retries, now):
+                retry = self._retry_at.get(job_id)
+                if retry is not None and retry[0] == when:  # (else tried since: not due now)
+                    heapq.heappush(due, (seq, job_id, True))
+            if not due:
+                return
+            seq, job_id, retry = heapq.heappop(due)
             run = self.routing.get(job_id)
             if run is None or run.seq != seq or job_id in tried:
                 continue
             tried.add(job_id)
+            self._tried = (now, seq)
             if retry:
                 _, version, over = self._retry_at[job_id]
                 queue = self._queue_attrs[run.attrs["queue"]]
@@ -984,10 +1003,82 @@ class Simulator:
                     continue
             self._route(run)
 
+    @staticmethod
+    def _popped(heap: list[tuple[float, int, str]], now: float) -> list[tuple[float, int, str]]:
+        """The entries of `heap` due by `now`, taken from it."""
+        out = []
+        while heap and heap[0][0] <= now:
+            out.append(heapq.heappop(heap))
+        return out
+
     def _retry(self, run: _Run, when: float, over: dict[str, Any]) -> None:
+        """The job waits in its route queue, refused for now; tried again at `when` and
+        then once per route_retry_time (its retry grid), as the engine's router tries it.
+        A try can route it only after a job left a destination whose counts refused it
+        for now (`over`: its limits on queued jobs; a replay's other refusals for now, a
+        queue not enabled, never change), or changed there: it is parked until then, with
+        no entry in `_retries`, and woken then (`_wake`), due at its grid's first tick
+        after that. With a route_lifetime, it is due at the tick its lifetime runs out,
+        as a try there ends it."""
+        from ..engine import routing
+
         job_id = run.tj.job_id
-        self._retry_at[job_id] = (when, self._count_version(), over)
-        heapq.heappush(self._retries, (when, run.seq, job_id))
+        self._unpark(job_id)
+        queue = self._queue_attrs[run.attrs["queue"]]
+        wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
+        dests = tuple(dest for dest, err in over.items() if err.code in routing.FOR_NOW)
+        self._parked[job_id] = (when, wait, dests)
+        for dest in dests:
+            self._parked_on.setdefault(dest, {})[job_id] = None
+        due = math.inf
+        lifetime, entered = routing.lifetime(queue), run.attrs.get("qtime")
+        if lifetime and isinstance(entered, (int, float)):  # (route_job's test)
+            due = when + max(0, math.floor((entered + lifetime - when) / wait) + 1) * wait
+        self._retry_at[job_id] = (due, self._count_version(), over)
+        if due < math.inf:
+            heapq.heappush(self._retries, (due, run.seq, job_id))
+
+    def _unpark(self, job_id: str) -> None:
+        """The job is no longer parked (it is tried, or due)."""
+        parked = self._parked.pop(job_id, None)
+        for dest in parked[2] if parked is not None else ():
+            jobs = self._parked_on[dest]
+            del jobs[job_id]
+            if not jobs:
+                del self._parked_on[dest]
+
+    def _wake(self, name: str) -> None:
+        """A job left queue `name`, or changed there (began, ended): each job parked on it
+        is due at the first tick of its retry grid at which the engine's router tries it
+        after the change (at this instant when its place in this instant's pass is still
+        to come: `_tried`). A job entering a queue only adds to its counts: no refusal by
+        them can turn to a yes, and none is woken."""
+        at, last = self._tried
+        for job_id in list(self._parked_on[name]):
+            tick, wait, _ = self._parked[job_id]
+            self._unpark(job_id)
+            run = self.routing[job_id]
+            if tick < at:
+                tick += math.ceil((at - tick) / wait) * wait
+            if tick == at and run.seq <= last:
+                tick += wait
+            due, version, over = self._retry_at[job_id]
+            if tick < due:  # (else its lifetime's tick comes first: it is due then)
+                self._retry_at[job_id] = (tick, version, over)
+                heapq.heappush(self._retries, (tick, run.seq, job_id))
+
+    def _due_late(self, last: float, now: float) -> None:
+        """The replay goes from instant `last` to `now` with only periodic hooks to run:
+        the router's pass at `now` takes the parked jobs whose retry tick came after
+        `last`, late, as it takes every retry due (retries make no instant then)."""
+        for job_id, (tick, wait, _) in list(self._parked.items()):
+            if tick <= last:
+                tick += (math.floor((last - tick) / wait) + 1) * wait
+            if tick <= now:
+                self._unpark(job_id)
+                _, version, over = self._retry_at[job_id]
+                self._retry_at[job_id] = (now, version, over)
+                heapq.heappush(self._retries, (now, self.routing[job_id].seq, job_id))
 
     def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
         """The PbsError of queue `name` refusing the job (`attrs`) as the engine's server
@@ -1034,9 +1125,12 @@ class Simulator:
         """Job `job_id` of a route queue is counted as `attrs` (None: gone) from now."""
         assert self._tally is not None
         self._route_moves += 1
-        self._tally.move(self._counted.pop(job_id, None), attrs)
+        was = self._counted.pop(job_id, None)
+        self._tally.move(was, attrs)
         if attrs is not None:
             self._counted[job_id] = attrs
+        if was is not None and self._parked_on and was.get("queue") in self._parked_on:
+            self._wake(was.get("queue"))  # (one entering a queue frees it of nothing)
 
     def _count_version(self) -> tuple[int, int]:
         """What the counts against the limits follow: the log of the schedulers' view of
@@ -1109,6 +1203,8 @@ class Simulator:
         told = self._told.get(job_id)
         if told is current:
             return
+        if told is not None and self._parked_on and run.attrs["queue"] in self._parked_on:
+            self._wake(run.attrs["queue"])  # (it leaves, or changes: not when it enters)
         if told is not None:
             self._log.remove(told)
         if current is None:

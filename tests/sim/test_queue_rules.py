@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from pbsplug import PluginInfo, hookimpl
+from pbsplug import PluginInfo, clock, hookimpl
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.plugins import PluginSet
+from pbsplug.sim.engine import EPOCH
 from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, TraceJob
 from pbsplug.siteconfig import SiteConfig
@@ -49,8 +50,8 @@ def platform(tmp_path, limit="max_queued", text=PLATFORM):
     return load_platform(path)
 
 
-def tj(job_id, submit, user, group="users", queue="entry", run=100, ncpus=1):
-    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, 200.0, user=user,
+def tj(job_id, submit, user, group="users", queue="entry", run=100, ncpus=1, wall=200):
+    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, float(wall), user=user,
                     group=group, queue=queue)
 
 
@@ -156,6 +157,131 @@ def test_a_job_waiting_for_a_full_destination_ends_the_replay_when_nothing_chang
     assert {k: r.final_state for k, r in by_id.items()} == {
         "2": REJECTED, "3": REJECTED, "4": REJECTED}
     assert by_id["4"].reason == "never routed out of its route queue"
+
+
+@pytest.mark.parametrize(("limit", "dave", "lifetime", "dave_enters"), [
+    # dave's tries: 67, 127, 187, 247 (its retry grid from its submission at 7). bob's
+    # ends at 200: batch frees for max_queued then; bob's begins at 100: for
+    # queued_jobs_threshold.
+    ("max_queued", 7, None, 247),
+    ("queued_jobs_threshold", 7, None, 127),
+    # A tick at the instant of the change: an end comes before the router's pass...
+    ("max_queued", 20, None, 200),
+    # ... a start after it (the scheduler's cycle): the next tick.
+    ("queued_jobs_threshold", 40, None, 160),
+    # Past entry's route_lifetime (150 s from 7) at its try at 187: rejected then.
+    ("max_queued", 7, 150, None),
+])
+def test_a_waiting_job_is_tried_on_its_retry_grid_whatever_happens_between(
+        tmp_path, limit, dave, lifetime, dave_enters):
+    """A job a full destination refused is routed at the tick of its retry grid (its
+    first try plus a multiple of route_retry_time) at which the engine's router finds
+    the destination freed, however few of the ticks between are tried; and past its
+    route queue's route_lifetime, rejected at the tick the router finds it so."""
+    text = PLATFORM if lifetime is None else PLATFORM.replace(
+        "route_retry_time = 60", f"route_retry_time = 60\nroute_lifetime = {lifetime}")
+    jobs = [tj(1, 0, "alice"), tj(2, 0, "bob"), tj(3, 0, "carol"), tj(4, dave, "dave")]
+    sink, sim = replay(platform(tmp_path, limit, text=text), jobs)
+    if dave_enters is None:
+        result = sink.by_id()["4"]
+        assert (result.final_state, result.reason, result.end) == (
+            REJECTED, "Route queue lifetime exceeded", 187)
+    else:
+        assert sim.entered["4"] == ("batch", dave_enters, "Q")
+
+
+#: `front` routes to `entry`, a route queue of one job at most, which routes to `batch`,
+#: of one job at most.
+CHAIN = """
+[[hosts]]
+prefix = "n"
+count = 1
+ncpus = 1
+
+[queues.front]
+queue_type = "Route"
+route_destinations = ["entry"]
+route_retry_time = 60
+
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["batch"]
+route_retry_time = 10
+max_queued = "[o:PBS_ALL=1]"
+
+[queues.batch]
+max_queued = "[o:PBS_ALL=1]"
+"""
+
+
+def test_a_job_freed_by_another_in_a_pass_is_tried_in_that_pass(tmp_path):
+    """Job 1 goes through entry to batch at 1 and runs until 121. Job 2 waits in entry for
+    batch (tries at 13, 23, ...); job 3 in front for entry (63, 123, ...). At 123 the
+    router's pass routes job 2 to batch, which frees entry for job 3, tried after it in
+    the same pass: job 3 enters entry at 123 (not at 183), is tried there at 124, 134, ...
+    and enters batch at 154, once job 2 (123-153) has ended. (Job 4, submitted at 1000
+    to workq, keeps the replay going.)"""
+    jobs = [tj(1, 0, "bob", queue="front", run=120), tj(2, 2, "bob", queue="front", run=30),
+            tj(3, 3, "bob", queue="front"), tj(4, 1000, "bob", queue="workq")]
+    sink, sim = replay(platform(tmp_path, text=CHAIN.replace("{", "{{").replace("}", "}}")),
+                       jobs)
+    assert sim.entered == {"1": ("batch", 1, "Q"), "2": ("batch", 123, "Q"),
+                           "3": ("batch", 154, "Q"), "4": ("workq", 1000, "Q")}
+
+
+def test_a_waiting_job_is_not_tried_while_its_destination_stays_full(tmp_path,
+                                                                     monkeypatch):
+    """bob's job runs 10,000 s in full batch: dave's waits for its end, tried again only
+    after batch's jobs changed (bob's start at 100, its end at 10,100), not once a
+    minute in between (each try, or each tick skipped as one, ends in `_retry`)."""
+    from pbsplug.sim.engine import Simulator
+
+    waits = []
+    retry = Simulator._retry
+
+    def counted(self, run, when, over):
+        waits.append(run.tj.job_id)
+        retry(self, run, when, over)
+
+    monkeypatch.setattr(Simulator, "_retry", counted)
+    jobs = [tj(1, 0, "alice"), tj(2, 0, "bob", run=10000, wall=10000), tj(3, 0, "carol"),
+            tj(4, 0, "dave")]
+    sink, sim = replay(platform(tmp_path), jobs)
+    assert sim.entered["4"] == ("batch", 10140, "Q")  # (its tick after 10,100)
+    assert waits.count("4") <= 3  # (its first try, and one after each change)
+
+
+class OfflineUntil1000:
+    """The machine's vnodes are offline from the start, and free again at the first
+    periodic run from trace time 1000."""
+
+    plugin_info = PluginInfo(events=("exechost_startup", "periodic"),
+                             sim_safe=("exechost_startup", "periodic"))
+
+    @hookimpl
+    def exechost_startup(self, event):
+        for vnode in event.vnode_list.values():
+            vnode.state = "offline"
+
+    @hookimpl
+    def periodic(self, event):
+        if clock.now() >= EPOCH + 1000:
+            for vnode in event.vnode_list.values():
+                vnode.state = "free"
+
+
+def test_a_waiting_job_is_tried_late_when_only_periodic_hooks_run(
+        tmp_path, register_plugin, pbsplug_plugins):
+    """Nothing can start until 1035 (the periodic hook's run at or after 1000, every
+    45 s): until then the replay's instants are the periodic runs only, and each takes
+    dave's retry whose time has passed, late (at 90, then 180, 270, ...: its tick 60 s
+    after each), as the engine's router at a pass takes every job due. bob's start at
+    1035 frees batch (queued_jobs_threshold): dave's is routed at its tick after that."""
+    register_plugin(OfflineUntil1000(), "offline", isolation="inprocess", freq=45)
+    sink, sim = replay(platform(tmp_path, "queued_jobs_threshold"),
+                       [tj(2, 0, "bob"), tj(3, 0, "carol"), tj(4, 7, "dave")],
+                       plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert sim.entered["4"] == ("batch", 1050, "Q")
 
 
 @pytest.mark.parametrize(("key", "message"), [
