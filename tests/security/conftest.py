@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,11 @@ def root_process_with_pid(pid: int, argv: list[str] | None = None,
     process or job had): what pid reuse does on its own (an attacker speeds it up by
     forking), made at once through ns_last_pid; with `new_session`, it leads a session and
     process group of its own, as a daemon's or a login's process does. Its standard output
-    is a pipe. Fails under CI (skips elsewhere) when the pid cannot be had."""
-    for _ in range(50):
+    is a pipe. Fails under CI (skips elsewhere) when the pid cannot be had in 30 s: the
+    kernel gives no pid still in use as a session's or a process group's number, as it is
+    until the last process of the session the pid led has ended."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid - 1))
         proc = subprocess.Popen(argv or ["sleep", "300"], start_new_session=new_session,
@@ -47,4 +51,5 @@ def root_process_with_pid(pid: int, argv: list[str] | None = None,
             return proc
         proc.kill()
         proc.wait()
+        time.sleep(0.05)
     missing(f"could not get pid {pid} through /proc/sys/kernel/ns_last_pid")
