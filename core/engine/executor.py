@@ -797,6 +797,43 @@ def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
     os.replace(tmp, path)
 
 
+class _Reserved:
+    """A small file written aside (as `_write_aside`) into room had beforehand: its
+    ``.tmp``, made ROOM bytes long at once, waiting for room on a full disk; `write`
+    then writes over those bytes, which needs no more room (on a file system that writes
+    in place, as tmpfs and ext4 do), and puts the file in place."""
+
+    ROOM = 512
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.tmp = path.with_suffix(path.suffix + ".tmp")
+        while True:
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                         0o600)
+            try:
+                if os.write(fd, b" " * self.ROOM) == self.ROOM:
+                    self.fd = fd
+                    return
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    os.close(fd)
+                    raise
+            os.close(fd)
+            time.sleep(1.0)
+
+    def write(self, data: dict) -> None:
+        text = json.dumps(data).encode()
+        try:
+            if len(text) > self.ROOM:  # (not for the records it is used for)
+                _write_aside(self.path, data, wait_for_space=True)
+                return
+            os.pwrite(self.fd, text.ljust(self.ROOM), 0)  # (JSON allows the spaces)
+        finally:
+            os.close(self.fd)
+        os.replace(self.tmp, self.path)
+
+
 #: prctl's option that makes a process the parent of its orphaned descendants (Linux 3.4).
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -954,6 +991,10 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              cpu_limit: int | None = None, interactive: dict | None = None) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
+    # The room for the shepherd's record is had before the job starts: on a full disk the
+    # job starts once there is room, never runs with no record (the server signals its
+    # group through it), and never is lost for it.
+    record = _Reserved(status_file.with_suffix(".shepherd"))
     # The job's process tells the shepherd why it could not start, and hands it the
     # descriptor of its error file (PBS's notes are written through it: the file the
     # job's owner opened, never one the shepherd would open); its exec closes it.
@@ -1022,8 +1063,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         pass  # the job already did it (or already exec'd)
     me = os.getpid()
     me_started = process_start(me) or 0.0
-    _write_aside(status_file.with_suffix(".shepherd"),
-                 {"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
+    record.write({"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
     start_error, err_fd, qsub_fd = _start_report(report)
     used = Usage()
     try:

@@ -7,8 +7,10 @@ The home is a small tmpfs mounted for the test (root only): filled for real, the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pbsplug.engine import executor
 from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
 from pbsplug.engine.home import LOG_JOB, Home, ServerLog
 from pbsplug.engine.testing import LocalEngine, make_root, remove_root, until
@@ -84,10 +87,11 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
     engine.start()
     try:
         held = engine.submit("true\n", Hold_Types="u")
-        running = engine.submit(f"while [ ! -e {go} ]; do sleep 0.1; done\necho done\n",
-                                Job_Name="long")
-        until(lambda: engine.job(running)["job_state"] == "R", timeout=PATIENCE,
-              what="the job to run")
+        running = engine.submit(f"touch {work}/started\nwhile [ ! -e {go} ]; do sleep 0.1; "
+                                "done\necho done\n", Job_Name="long")
+        # (its shepherd has then had the room for its record: a job R whose shepherd had
+        # not yet, under load, started only once there was room again, after the test)
+        until(lambda: (work / "started").exists(), timeout=PATIENCE, what="the job to run")
 
         _fill(small_home / "fill")
         refused = None
@@ -144,6 +148,44 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
     finally:
         go.touch()  # (the job ends, whatever failed)
         engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_job_whose_shepherd_finds_the_disk_full_starts_once_there_is_room(small_home):
+    """A shepherd records its job (the job's process group, for the server's signals) in
+    the server's home as the job starts. On a full disk that write raised: the shepherd
+    killed its job and ended, and the server found the job lost (seen under load, when the
+    disk filled between the server's R and the shepherd's record). It waits for room before
+    it starts the job now, and the job runs whole once there is room."""
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))
+    jobs = small_home / "jobs"
+    pending = executor.prepare(jobs / "1.status", work / "tmp1", None)
+    try:
+        _fill(small_home / "fill")
+        pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran; exit 3"], {"PATH": "/bin"},
+                      str(work), str(work / "out"), None)
+        ended = []
+
+        def shepherd_ended() -> bool:
+            ended.append(os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid)
+            return ended[-1]
+
+        until(lambda: (jobs / "1.shepherd.tmp").exists() or shepherd_ended(),
+              timeout=PATIENCE, what="the shepherd to try to record its job")
+        assert not any(ended), "the shepherd ended on the full disk"
+        assert not (work / "ran").exists()  # (it waits before the job starts)
+        (small_home / "fill").unlink()  # room again
+        until(shepherd_ended, timeout=PATIENCE, what="the job to run and its shepherd to end")
+        status = executor.JobExit.read(jobs / "1.status")
+        assert status is not None, "the shepherd ended with no status: its job was lost"
+        assert status.exit_status == 3
+        assert (work / "ran").read_text() == "ran\n"
+        assert executor.Launch.recorded(jobs / "1.status", work / "tmp1").shepherd == (
+            pending.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pending.pid, signal.SIGKILL)
+            os.waitpid(pending.pid, 0)
         shutil.rmtree(work, ignore_errors=True)
 
 
