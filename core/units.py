@@ -118,9 +118,12 @@ def _parse_duration_memo(value: str | int | float) -> int:
 
 
 def format_duration(seconds: int | float) -> str:
-    """``HH:MM:SS`` for a number of seconds, as qstat prints walltime."""
+    """``HH:MM:SS`` for a number of seconds, as qstat prints walltime; a negative one as
+    ``-HH:MM:SS`` (-2 is ``-00:00:02``, not ``-1:59:58``). A caller that shows a person a
+    time that cannot be negative, such as an idle time, says what a negative one means."""
     seconds = int(seconds)
-    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
+    return f"{sign}{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def _exec_vnode_parts(text: str) -> Iterator[str]:

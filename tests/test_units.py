@@ -79,6 +79,14 @@ def test_parse_duration_rejects_what_no_long_holds(bad):
 def test_format_duration():
     assert format_duration(5400) == "01:30:00"
     assert format_duration(360000) == "100:00:00"
+    assert format_duration(0) == "00:00:00"
+
+
+def test_format_duration_of_a_negative_number_of_seconds_is_its_size_with_a_sign():
+    # floor division made -2 "-1:59:58" (a host last used 2 s after the run, in power status)
+    assert format_duration(-2) == "-00:00:02"
+    assert format_duration(-5400) == "-01:30:00"
+    assert format_duration(-7201.5) == "-02:00:01"
 
 
 def test_parse_select_chunks():
