@@ -29,21 +29,35 @@ def _text(value: Any) -> str:
 
 
 def status_lines(record: dict[str, Any], now: int) -> list[str]:
-    """The record as text: a heading, then one row per host."""
-    age = max(0, now - int(record["time"]))
+    """The record as text: a heading, then one row per host. A host last used after the
+    run's time (a clock stepped back, or a host's clock ahead) was not idle then: its idle
+    time shows as 00:00:00 with a mark, and a last line says by how much it was ahead. A run
+    ahead of this host's clock says so in the heading, not "0 s ago"."""
+    age = now - int(record["time"])
     mode = {"on_off": "power on/off", "ramp": "ramp rate"}.get(record.get("mode"), "off")
     lines = [f"{mode} with the {_text(record.get('driver'))} driver; as of the periodic run "
-             f"at {_when(int(record['time']))} ({age} s ago)"]
+             f"at {_when(int(record['time']))} "
+             + (f"({age} s ago)" if age >= 0 else
+                f"({-age} s ahead of this host's clock: was a clock stepped back?)")]
     rows = [("host", "power", "idle", "eligible", "why")]
+    ahead = 0
     for host, entry in sorted(record["hosts"].items()):
         idle = entry.get("idle")
-        rows.append((_text(host), _text(entry["power"]),
-                     format_duration(int(idle)) if idle is not None else "never used",
+        if idle is None:
+            shown = "never used"
+        elif idle < 0:
+            shown, ahead = "00:00:00*", max(ahead, -int(idle))
+        else:
+            shown = format_duration(int(idle))
+        rows.append((_text(host), _text(entry["power"]), shown,
                      "yes" if entry["eligible"] else "no", _text(entry["why"])))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
                      + "  " + row[4])
+    if ahead:
+        lines.append(f"* last used after the run's time (by up to {format_duration(ahead)}), "
+                     "so not idle then: was a clock stepped back?")
     return lines
 
 
