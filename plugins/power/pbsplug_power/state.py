@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -88,7 +89,8 @@ def _read(path: Path, owner: int | None = None) -> dict[str, Any] | None:
     is not an object, or that another user could have written (`safedirs.open_file`), is an
     `OSError` naming it."""
     try:
-        data = json.loads(safedirs.read_text(path, owner=owner))
+        data = json.loads(safedirs.read_text(path, owner=owner), parse_constant=_no_constant,
+                          parse_float=_finite)
     except FileNotFoundError:
         return None
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
@@ -96,6 +98,21 @@ def _read(path: Path, owner: int | None = None) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise _not_ours(path, f"a JSON {_kind(data)}, not an object")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    """`json.loads` would read ``NaN`` and ``Infinity``, which JSON has not and the hook never
+    writes: `power status --json` wrote them back out, which a JSON reader refuses."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one past a float's range (``1e400``, read
+    as infinity) refused as `_no_constant` refuses ``Infinity``."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
 
 
 def _kind(value: Any) -> str:
@@ -187,6 +204,14 @@ def status(directory: Path, owner: int | None = None) -> dict[str, Any] | None:
             used = entry.pop("last_used")
             entry["idle"] = None if used is None else int(when) - int(used)
         shown[host] = entry
+    # (every release wrote both; `power status` names them: a list as the mode raised
+    # TypeError, a mode it did not know was shown as "off", no driver as "None")
+    mode = data.get("mode", _ABSENT)
+    if mode not in ("on_off", "ramp", None):
+        raise _not_ours(path, f'"mode" is {_shown(mode)}, expected "on_off", "ramp" or null')
+    driver = data.get("driver", _ABSENT)
+    if not isinstance(driver, str):
+        raise _not_ours(path, f'"driver" is {_shown(driver)}, expected a string')
     return {**data, "hosts": shown}
 
 

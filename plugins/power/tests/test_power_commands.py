@@ -127,11 +127,30 @@ def test_status_with_a_broken_record_names_the_file(home):
     ({"time": 1700000000, "hosts": {"n1": {"power": "awake", "eligible": True, "why": "",
                                            "last_used": 1.5}}},
      "\"hosts\" 'n1': \"last_used\" is 1.5, expected an integer epoch time or null"),
+    # the mode and driver, which status names (a list as the mode was a TypeError's
+    # traceback, a mode it did not know shown as "off", no driver as "None")
+    ({"time": 1700000000, "mode": ["on_off"], "driver": "capmc", "hosts": {}},
+     '"mode" is ["on_off"], expected "on_off", "ramp" or null'),
+    ({"time": 1700000000, "mode": "turbo", "driver": "capmc", "hosts": {}},
+     '"mode" is "turbo", expected "on_off", "ramp" or null'),
+    ({"time": 1700000000, "driver": "capmc", "hosts": {}},
+     '"mode" is missing, expected "on_off", "ramp" or null'),
+    ({"time": 1700000000, "mode": "ramp", "hosts": {}}, '"driver" is missing, expected a string'),
+    ({"time": 1700000000, "mode": None, "driver": {"capmc": 1}, "hosts": {}},
+     '"driver" is {"capmc": 1}, expected a string'),
+    # not JSON, though Python's json reads it: --json wrote it out again, for jq to refuse
+    ('{"time": 1700000000, "mode": null, "driver": "capmc", "hosts": {}, "seen": NaN}',
+     "NaN is not a JSON number"),
+    ('{"time": 1700000000, "mode": null, "driver": "capmc", "hosts": {}, "seen": -Infinity}',
+     "-Infinity is not a JSON number"),
+    ('{"time": 1700000000, "mode": null, "driver": "capmc", "hosts": {}, "seen": 1e400}',
+     "1e400 is out of range"),
 ])
 def test_status_with_a_record_of_the_wrong_shape_names_the_file(home, record, problem):
     """Valid JSON of another shape: one line naming the file, not a traceback."""
     (home / "hooks" / "tmp").mkdir(parents=True)
-    (home / "hooks" / "tmp" / state.STATUS_FILE).write_text(json.dumps(record))
+    (home / "hooks" / "tmp" / state.STATUS_FILE).write_text(
+        record if isinstance(record, str) else json.dumps(record))
     done = status(home)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     line = done.stderr.strip()

@@ -544,7 +544,8 @@ def test_a_state_dir_others_may_write_is_refused_and_its_records_never_believed(
 def test_a_record_of_another_user_left_in_the_state_dir_is_refused(tmp_path, attacker):
     """A folder made safe after a user could write in it may still hold that user's
     records, theirs to edit: refused, naming the file, its owner and its mode."""
-    state.save(tmp_path, {"h1": NOW}, 0, {"time": NOW, "hosts": {}})
+    state.save(tmp_path, {"h1": NOW}, 0, {"time": NOW, "mode": None, "driver": "simulated",
+                                           "hosts": {}})
     os.chown(tmp_path / state.BOOTING_FILE, attacker.uid, attacker.gid)
     with pytest.raises(OSError, match=(
             rf"^refusing {tmp_path / state.BOOTING_FILE}: owned by uid {attacker.uid} "
