@@ -82,6 +82,9 @@ def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHo
             or not isinstance(entry.get("home"), str) or not entry["home"].startswith("/"):
         raise _bad(path, f'plugin {plugin!r}: expected {{"user": name, "home": absolute '
                          f"path}}, found {json.dumps(entry)[:80]}")
+    if "\0" in entry["user"] or "\0" in entry["home"]:  # (pwd and stat raised ValueError)
+        raise _bad(path, f"plugin {plugin!r}: a NUL character in its user or home, found "
+                         f"{json.dumps(entry)[:80]}")
     try:
         uid = pwd.getpwnam(entry["user"]).pw_uid
     except KeyError:

@@ -35,6 +35,12 @@ def test_a_recorded_plugin_runs_as_its_user_with_its_home_and_others_with_this_o
      "plugin 'power': expected {\"user\": name, \"home\": absolute path}"),
     ('{"plugins": {"power": {"user": "pbsplug-no-such-user", "home": "/x"}}}',
      "plugin power's hooks run as 'pbsplug-no-such-user', who is no user on this host"),
+    # (pwd.getpwnam and the folder's stat raised ValueError: "embedded null byte", all that
+    # pbsplug power status said)
+    ('{"plugins": {"power": {"user": "root\\u0000", "home": "/x"}}}',
+     "plugin 'power': a NUL character in its user or home, found {\"user\": \"root\\u0000\""),
+    ('{"plugins": {"power": {"user": "root", "home": "/x\\u0000y"}}}',
+     "plugin 'power': a NUL character in its user or home"),
 ])
 def test_a_record_that_cannot_be_used_is_one_line_naming_it(tmp_path, text, why):
     (tmp_path / RECORD).write_text(text)
