@@ -57,7 +57,8 @@ database), which its hooks, run in process, use.
   from the OOM killer (``oom_score_adj`` -1000) and each serving process gets the value
   back that the worker started with, which its hooks inherit. Should the first process be
   killed all the same, its serving process takes its place once nothing is in flight, and
-  forks another serving process in turn.
+  forks another serving process in turn; take-overs and replacements share the one
+  budget (`_RestartLimit`), so past it the serving process leaves too.
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -113,9 +114,10 @@ LOG_EVERY = 60.0
 #: Seconds at least between the starts of Slurm's task worker's serving processes
 #: (`_supervise`): one killed again at once is not replaced in a loop.
 RESTART_EVERY = 1.0
-#: Serving processes killed and replaced at most this many times in `RESTART_INTERVAL`
-#: seconds; killed once more within them, the task worker leaves (systemd's
-#: StartLimitBurst and StartLimitIntervalSec, for a cause that goes on killing it).
+#: Serving processes killed and replaced, and first processes killed and their places taken,
+#: at most this many times in all in `RESTART_INTERVAL` seconds; once more within them, the
+#: task worker leaves (systemd's StartLimitBurst and StartLimitIntervalSec, for a cause
+#: that goes on killing it).
 RESTART_BURST = 5
 RESTART_INTERVAL = 600.0
 #: The task worker's first process's ``oom_score_adj`` when run as root: never the OOM
@@ -380,8 +382,9 @@ def serve(path: Path, config_file: Path) -> int:
     os.replace(tmp, path)  # whole or absent: a hook never connects to a half-made worker
     inode = os.stat(path).st_ino
     supervisor = None  # (the task worker's serving process: the pid of its first process)
+    restarts = _RestartLimit()  # (the task worker's; each fork takes its count along)
     if stepd is not None:  # Slurm's task worker: its serving process replaced when killed
-        status, supervisor = _supervised(config_file, loaded)
+        status, supervisor = _supervised(config_file, loaded, restarts)
         if status is not None:  # (this process, once no serving process is left)
             listener.close()
             _unlink_if_ours(path, inode)
@@ -439,10 +442,17 @@ def serve(path: Path, config_file: Path) -> int:
                 if not _unchanged(config_file, loaded):
                     supervisor = None  # (an install's new worker serves: none needed)
                 elif not children and not gate.waiting:
-                    log.warning("pbsplug worker: the worker's first process %d has ended: "
-                                "its serving process %d takes its place", supervisor,
-                                os.getpid())
-                    status, supervisor = _supervised(config_file, loaded)
+                    said = (f"pbsplug worker: the worker's first process {supervisor} has "
+                            f"ended: its serving process {os.getpid()}")
+                    if not restarts.allow(time.monotonic()):
+                        # (a cause that kills each new first process: no endless series)
+                        log.warning("%s does not take its place, %s", said, restarts.spent())
+                        supervisor = None
+                        _unlink_if_ours(path, inode)  # (the backlog is served first)
+                        leaving = True
+                        continue
+                    log.warning("%s takes its place", said)
+                    status, supervisor = _supervised(config_file, loaded, restarts)
                     if status is not None:
                         return status
                     last = time.monotonic()
@@ -495,7 +505,14 @@ def serve(path: Path, config_file: Path) -> int:
 
 
 class _RestartLimit:
-    """At most `RESTART_BURST` restarts in any `RESTART_INTERVAL` seconds (`_supervise`)."""
+    """At most `RESTART_BURST` restarts in any `RESTART_INTERVAL` seconds: a serving
+    process replaced (`_supervise`) or a first process's place taken (`serve`). One budget
+    for both, not one each: either is the worker going on after losing one of its two
+    processes, and a cause that kills either (a root script, a memory limit) is one cause;
+    with one each, a killer alternating between the two got twice the restarts. One count
+    across processes, too: the serving process is forked after each restart the first
+    process counts, and the first process a take-over makes forks after counting it, so
+    the one that counts next has every earlier restart in its copy."""
 
     def __init__(self) -> None:
         self.times: collections.deque[float] = collections.deque()
@@ -508,6 +525,11 @@ class _RestartLimit:
             return False
         self.times.append(now)
         return True
+
+    def spent(self) -> str:
+        """What the log line of a restart refused says of the count."""
+        return (f"the worker's processes killed {RESTART_BURST + 1} times in "
+                f"{RESTART_INTERVAL:g} s (the worker leaves; the next job's Prolog starts one)")
 
 
 def _oom_score_adj(value: str | None = None) -> str | None:
@@ -527,30 +549,31 @@ def _oom_score_adj(value: str | None = None) -> str | None:
         return None
 
 
-def _supervised(config_file: Path, loaded: bytes) -> tuple[int | None, int | None]:
+def _supervised(config_file: Path, loaded: bytes,
+                restarts: _RestartLimit) -> tuple[int | None, int | None]:
     """`_supervise`, called here: (its exit status, None) in this process; in the serving
     process it forked, (None, this process's pid: the one to watch); (None, None) here if
     it could not fork (this process serves, with no one to replace it)."""
     first = os.getpid()
-    status = _supervise(config_file, loaded)
+    status = _supervise(config_file, loaded, restarts)
     return status, (first if os.getpid() != first else None)
 
 
-def _supervise(config_file: Path, loaded: bytes) -> int | None:
+def _supervise(config_file: Path, loaded: bytes, restarts: _RestartLimit) -> int | None:
     """Slurm's task worker: its serving loop runs in a fork of this process, which keeps
     the listening socket (a connection made meanwhile waits in its backlog) and the loaded
     plugins. A serving process killed by a signal (out of memory, by hand) is replaced at
     once by another fork, with one line in the log: TaskProlog, run as the job's user,
     cannot start a worker, and only the next job's Prolog on the node did, so every task
     there failed until then. Not once an install has changed the config (the new one's
-    worker serves), and not past `RESTART_BURST` replacements in `RESTART_INTERVAL`
-    seconds: a cause that goes on killing it (one line a second, without end, before) ends
-    the worker with one line, and the next job's Prolog starts one. Run as root, this
-    process is kept from the OOM killer, and each serving process gets the worker's own
-    ``oom_score_adj`` back (its hooks are not kept from it). None in a serving process,
-    which goes on to serve (this process too when it cannot fork); in this process, once
-    no serving process is left, the exit status: the last one's own (0 at its idle exit),
-    or 1 for one killed and not replaced."""
+    worker serves), and not past `RESTART_BURST` restarts in `RESTART_INTERVAL` seconds
+    (`restarts`, which take-overs count too): a cause that goes on killing it (one line a
+    second, without end, before) ends the worker with one line, and the next job's Prolog
+    starts one. Run as root, this process is kept from the OOM killer, and each serving
+    process gets the worker's own ``oom_score_adj`` back (its hooks are not kept from it).
+    None in a serving process, which goes on to serve (this process too when it cannot
+    fork); in this process, once no serving process is left, the exit status: the last
+    one's own (0 at its idle exit), or 1 for one killed and not replaced."""
     inherited = _oom_score_adj()
     if inherited is not None and os.geteuid() == 0:
         # -1000 takes CAP_SYS_RESOURCE (a container may drop it); without, 0 is allowed
@@ -558,7 +581,6 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
         for value in (SUPERVISOR_OOM_SCORE_ADJ, 0):
             if value < int(inherited) and _oom_score_adj(str(value)) == str(value):
                 break
-    limit = _RestartLimit()
     started = None
     while True:
         if started is not None:  # (one killed again at once: no fork loop)
@@ -589,10 +611,8 @@ def _supervise(config_file: Path, loaded: bytes) -> int | None:
         if not _unchanged(config_file, loaded):
             log.warning("%s: not replaced, an install has changed its config since", said)
             return 1
-        if not limit.allow(time.monotonic()):
-            log.warning("%s: not replaced, killed %d times in %g s (the worker leaves; the "
-                        "next job's Prolog starts one)", said, RESTART_BURST + 1,
-                        RESTART_INTERVAL)
+        if not restarts.allow(time.monotonic()):
+            log.warning("%s: not replaced, %s", said, restarts.spent())
             return 1
         log.warning("%s: another serves its socket", said)
 

@@ -1247,8 +1247,8 @@ def test_a_task_worker_killed_again_and_again_stops_replacing_its_serving_proces
             *(f"pbsplug worker: the worker's serving process {pid} was killed by signal 9 "
               "(SIGKILL): another serves its socket" for pid in killed[:-1]),
             f"pbsplug worker: the worker's serving process {killed[-1]} was killed by "
-            f"signal 9 (SIGKILL): not replaced, killed {burst + 1} times in 3600 s (the "
-            "worker leaves; the next job's Prolog starts one)"], said
+            f"signal 9 (SIGKILL): not replaced, the worker's processes killed {burst + 1} "
+            "times in 3600 s (the worker leaves; the next job's Prolog starts one)"], said
         assert not worker.sock.exists()
     finally:
         worker.stop()
@@ -1345,6 +1345,65 @@ def test_when_a_task_workers_first_process_is_killed_its_serving_process_takes_i
             f"process {servers[0]} takes its place",
             f"pbsplug worker: the worker's serving process {servers[1]} was killed by signal "
             "9 (SIGKILL): another serves its socket"], said
+    finally:
+        worker.stop()
+
+
+def test_a_task_worker_whose_first_process_is_killed_again_and_again_stops_taking_its_place(
+        tmp_path):
+    """A serving process whose first process was killed takes its place and forks a serving
+    process; a cause that went on killing each new first process (a root script, a limit
+    it is always past) made an endless series of take-overs, one line each. Replacements
+    and take-overs now share one budget, `RESTART_BURST` in `RESTART_INTERVAL` seconds (a
+    killer alternating between the two processes gets no more than one that kills only
+    one of them): here one replacement, then take-overs until the budget is spent, when
+    the serving process says so in one line, does not take its place, removes the socket
+    and leaves. Driven by a kill loop (an interval longer than the test): no timing."""
+    from pbsplug.testing import until
+
+    burst = 3
+    worker = _TaskWorker(tmp_path, settings={"RESTART_EVERY": 0.0, "RESTART_BURST": burst,
+                                             "RESTART_INTERVAL": 3600.0})
+    killed: list[int] = []
+
+    def serving_process_of(first: int) -> int:
+        """The serving process `first` forked (not one killed already)."""
+        return until(lambda: next((pid for pid in [_serving(first)]
+                                   if pid is not None and pid not in killed), None), 30,
+                     f"a serving process of {first}")
+
+    try:
+        until(worker.sock.exists, 30, "the worker's socket")
+        first = worker.proc.pid
+        serving = serving_process_of(first)
+        os.kill(serving, signal.SIGKILL)  # a replacement: the same budget
+        killed.append(serving)
+        serving = serving_process_of(first)
+        while True:
+            assert len(killed) < 20, "still taking its place after 20 kills in a row"
+            os.kill(first, signal.SIGKILL)
+            killed.append(first)
+            if first == worker.proc.pid:
+                worker.proc.wait()
+            # it takes its place (forks a serving process), or leaves
+            after = until(lambda s=serving: _dead(s) or _serving(s), 30,
+                          f"serving process {serving} to take its place or leave")
+            if after is True:
+                break
+            first, serving = serving, after
+        assert len(killed) == burst + 1
+        said = worker.errors.read_text().splitlines()
+        assert said == [
+            f"pbsplug worker: the worker's serving process {killed[0]} was killed by signal "
+            "9 (SIGKILL): another serves its socket",
+            *(f"pbsplug worker: the worker's first process {pid} has ended: its serving "
+              f"process {took} takes its place"  # (and was the next first process killed)
+              for pid, took in zip(killed[1:-1], killed[2:], strict=True)),
+            f"pbsplug worker: the worker's first process {killed[-1]} has ended: its serving "
+            f"process {serving} does not take its place, the worker's processes killed "
+            f"{burst + 1} times in 3600 s (the worker leaves; the next job's Prolog starts "
+            "one)"], said
+        assert not worker.sock.exists()
     finally:
         worker.stop()
 
