@@ -54,11 +54,12 @@ database), which its hooks, run in process, use.
   StartLimitBurst and StartLimitIntervalSec bound a service's restarts; killed once more
   within them, it is not replaced, one line says so and the worker leaves (its socket
   removed: the next job's Prolog starts a worker). Run as root, its first process is kept
-  from the OOM killer (``oom_score_adj`` -1000) and each serving process gets the value
-  back that the worker started with, which its hooks inherit. Should the first process be
-  killed all the same, its serving process takes its place once nothing is in flight, and
-  forks another serving process in turn; take-overs and replacements share the one
-  budget (`_RestartLimit`), so past it the serving process leaves too.
+  from the OOM killer (``oom_score_adj`` -1000; where it may not be, one line says why,
+  `_keep_from_oom_killer`) and each serving process gets the value back that the worker
+  started with, which its hooks inherit. Should the first process be killed all the same,
+  its serving process takes its place once nothing is in flight, and forks another
+  serving process in turn; take-overs and replacements share the one budget
+  (`_RestartLimit`), so past it the serving process leaves too.
 - Limits, for a public socket above all (every local user can reach it, and each request
   costs a root fork): at most `MAX_RUNNING_PER_UID` requests of one uid are served at once
   and `MAX_RUNNING` of all unprivileged uids together; more wait their turn in the worker
@@ -77,6 +78,7 @@ database), which its hooks, run in process, use.
 from __future__ import annotations
 
 import collections
+import errno
 import gc
 import json
 import logging
@@ -122,7 +124,7 @@ RESTART_BURST = 5
 RESTART_INTERVAL = 600.0
 #: The task worker's first process's ``oom_score_adj`` when run as root: never the OOM
 #: killer's choice (its serving processes, and their hooks, keep the worker's own). Where
-#: it may not (no CAP_SYS_RESOURCE), 0 if the worker started above that.
+#: it may not (no CAP_SYS_RESOURCE), 0 if the worker started above that, and one line.
 SUPERVISOR_OOM_SCORE_ADJ = -1000
 
 log = logging.getLogger("pbsplug.worker")
@@ -534,19 +536,44 @@ class _RestartLimit:
 
 def _oom_score_adj(value: str | None = None) -> str | None:
     """This process's ``oom_score_adj`` (None where /proc has none), after setting it to
-    `value` if given and allowed (lowering it takes CAP_SYS_RESOURCE; a failure leaves it
-    as it was)."""
-    try:
-        if value is not None:
-            with open("/proc/self/oom_score_adj", "w") as fh:
-                fh.write(value)
-    except OSError:
-        pass
+    `value` if given and allowed (`_set_oom_score_adj`; a failure leaves it as it was)."""
+    if value is not None:
+        _set_oom_score_adj(value)
     try:
         with open("/proc/self/oom_score_adj") as fh:
             return fh.read().strip()
     except OSError:
         return None
+
+
+def _set_oom_score_adj(value: str) -> OSError | None:
+    """Set this process's ``oom_score_adj``; the error if not set. Below the least a
+    process with CAP_SYS_RESOURCE last set (0 unless one set it), it takes that capability
+    (EACCES without), which a container may drop."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(value)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _keep_from_oom_killer(inherited: str) -> None:
+    """The task worker's first process, run as root and started with `inherited`: its
+    ``oom_score_adj`` set to `SUPERVISOR_OOM_SCORE_ADJ`, or where it may not, to 0 if it
+    started above that, with one line naming the value it has and why."""
+    error = _set_oom_score_adj(str(SUPERVISOR_OOM_SCORE_ADJ))
+    if error is None:
+        return
+    if int(inherited) > 0:  # (allowed unless a process with the capability set it above 0)
+        _set_oom_score_adj("0")
+    why = error.strerror or str(error)
+    if error.errno == errno.EACCES:
+        why += ": that takes CAP_SYS_RESOURCE"
+    log.warning("pbsplug worker: the worker's first process %d may not lower its "
+                "oom_score_adj to %d (%s) and has %s: the OOM killer may pick it (its serving "
+                "process then takes its place)", os.getpid(), SUPERVISOR_OOM_SCORE_ADJ, why,
+                _oom_score_adj())
 
 
 def _supervised(config_file: Path, loaded: bytes,
@@ -575,12 +602,9 @@ def _supervise(config_file: Path, loaded: bytes, restarts: _RestartLimit) -> int
     fork); in this process, once no serving process is left, the exit status: the last
     one's own (0 at its idle exit), or 1 for one killed and not replaced."""
     inherited = _oom_score_adj()
-    if inherited is not None and os.geteuid() == 0:
-        # -1000 takes CAP_SYS_RESOURCE (a container may drop it); without, 0 is allowed
-        # unless a process with it set the value above 0 (a container's runtime)
-        for value in (SUPERVISOR_OOM_SCORE_ADJ, 0):
-            if value < int(inherited) and _oom_score_adj(str(value)) == str(value):
-                break
+    if inherited is not None and os.geteuid() == 0 \
+            and int(inherited) > SUPERVISOR_OOM_SCORE_ADJ:
+        _keep_from_oom_killer(inherited)
     started = None
     while True:
         if started is not None:  # (one killed again at once: no fork loop)

@@ -1122,6 +1122,13 @@ class _TaskWorker:
         """The serving process that answers a request."""
         return int(self.ask())
 
+    def said(self) -> list[str]:
+        """The worker's log lines, but for the one a first process run as root without
+        CAP_SYS_RESOURCE writes (as in this test's container, maybe) on its
+        ``oom_score_adj`` (test_a_task_workers_first_process_that_may_not_lower_its_...)."""
+        return [line for line in self.errors.read_text().splitlines()
+                if " may not lower its oom_score_adj " not in line]
+
     def kill_server(self) -> None:
         """SIGKILL the last serving process seen, and wait until it has ended."""
         from pbsplug.testing import until
@@ -1176,7 +1183,7 @@ def test_a_task_worker_killed_while_a_step_runs_serves_again_and_taskprolog_gets
         worker.kill_server()
         servers.append(served_by(task_prolog()))  # (the old code: no task worker, exit 1)
         assert servers[1] != servers[0]
-        said = worker.errors.read_text().splitlines()
+        said = worker.said()
         assert said == [f"pbsplug worker: the worker's serving process {servers[0]} was "
                         "killed by signal 9 (SIGKILL): another serves its socket"], said
         worker.config.write_text(worker.config.read_text().replace(
@@ -1242,7 +1249,7 @@ def test_a_task_worker_killed_again_and_again_stops_replacing_its_serving_proces
             until(lambda: _dead(killed[-1]), 30, "the killed serving process to end")
         assert worker.proc.wait(60) == 1
         assert len(killed) == burst + 1
-        said = worker.errors.read_text().splitlines()
+        said = worker.said()
         assert said == [
             *(f"pbsplug worker: the worker's serving process {pid} was killed by signal 9 "
               "(SIGKILL): another serves its socket" for pid in killed[:-1]),
@@ -1312,6 +1319,48 @@ def test_a_task_workers_first_process_is_kept_from_the_oom_killer_and_its_hooks_
         worker.stop()
 
 
+def test_a_task_workers_first_process_that_may_not_lower_its_oom_score_adj_says_so(tmp_path):
+    """Lowering ``oom_score_adj`` below the least a process with CAP_SYS_RESOURCE last set
+    (0 unless one set it: a container's runtime raising it) takes CAP_SYS_RESOURCE, which
+    a container may drop; the first process's write then failed in silence, and nothing
+    said it was not kept from the OOM killer. Now one line names the value it has and why,
+    and the worker serves on. For real: root without CAP_SYS_RESOURCE (dropped from the
+    bounding set before the worker is started), its ``oom_score_adj`` raised to 123 first
+    (where this test has CAP_SYS_RESOURCE, that raises the least too: the first process
+    keeps 123; where it has not, as in this test's container, it gets 0)."""
+    from pbsplug.testing import missing, until
+
+    if os.geteuid() != 0:
+        missing("needs root (the worker lowers oom_score_adj only as root)")
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, cap_sys_resource = 24, 24  # (linux/prctl.h, linux/capability.h)
+
+    def raised_without_cap_sys_resource() -> None:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("123")
+        if libc.prctl(pr_capbset_drop, cap_sys_resource, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    try:
+        worker = _TaskWorker(tmp_path, preexec_fn=raised_without_cap_sys_resource)
+    except subprocess.SubprocessError:
+        missing("cannot drop CAP_SYS_RESOURCE from the bounding set here")
+    try:
+        until(worker.sock.exists, 30, "the worker's socket")
+        worker.servers.append(worker.served_by())  # (it serves)
+        first = worker.proc.pid
+        has = Path(f"/proc/{first}/oom_score_adj").read_text().strip()
+        assert has in ("0", "123")
+        assert worker.errors.read_text().splitlines() == [
+            f"pbsplug worker: the worker's first process {first} may not lower its "
+            f"oom_score_adj to -1000 (Permission denied: that takes CAP_SYS_RESOURCE) and "
+            f"has {has}: the OOM killer may pick it (its serving process then takes its "
+            "place)"]
+        assert worker.ask(b'{"oom_score_adj": 1}') == "123"  # (its hooks: as started)
+    finally:
+        worker.stop()
+
+
 def test_when_a_task_workers_first_process_is_killed_its_serving_process_takes_its_place(
         tmp_path):
     """The task worker's first process replaces its serving process when that is killed;
@@ -1339,7 +1388,7 @@ def test_when_a_task_workers_first_process_is_killed_its_serving_process_takes_i
         servers.append(worker.served_by())
         assert servers[2] not in servers[:2]
         assert _serving(servers[0]) == servers[2]  # its new first process replaced it
-        said = worker.errors.read_text().splitlines()
+        said = worker.said()
         assert said == [
             f"pbsplug worker: the worker's first process {first} has ended: its serving "
             f"process {servers[0]} takes its place",
@@ -1392,7 +1441,7 @@ def test_a_task_worker_whose_first_process_is_killed_again_and_again_stops_takin
                 break
             first, serving = serving, after
         assert len(killed) == burst + 1
-        said = worker.errors.read_text().splitlines()
+        said = worker.said()
         assert said == [
             f"pbsplug worker: the worker's serving process {killed[0]} was killed by signal "
             "9 (SIGKILL): another serves its socket",
