@@ -1002,8 +1002,10 @@ def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
     sock = run / "w.sock"
     start = ("import sys; from pbsplug.adapters import worker; worker.IDLE_EXIT = 0.2; "
              "sys.exit(worker.main(sys.argv[1:]))")
+    # (each worker leads a process group of its own, which its serving process is in)
     step = subprocess.Popen([str(stepd), "300"])
-    proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)])
+    proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)],
+                            start_new_session=True)
     try:
         until(sock.exists, 30, "the worker's socket")
         proc_gone = None
@@ -1024,14 +1026,20 @@ def test_the_task_worker_stays_while_a_step_runs_on_the_node(tmp_path):
         assert not sock.exists()
         # A worker of an earlier install (its config file rewritten since) does not stay.
         step = subprocess.Popen([str(stepd), "300"])
-        proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)])
+        proc = subprocess.Popen([sys.executable, "-c", start, str(sock), str(config)],
+                                start_new_session=True)
         until(sock.exists, 30, "the worker's socket")
         config.write_text(config.read_text().replace('"public"', '"new": 1, "public"'))
         assert proc.wait(60) == 0
     finally:
         step.kill()
         step.wait()
-        proc.kill()
+        # Every process of the worker at once (its group): the first alone, its serving
+        # process took its place and went on.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # (none left)
         proc.wait()
         shutil.rmtree(run, ignore_errors=True)
 
