@@ -65,8 +65,12 @@ def execjob_begin(event):
             os._exit(3)
         event.job.comment = "helper left"
         return
-    if event.job.Job_Name == "slow":
-        time.sleep(1.5)
+    if event.job.Job_Name == "slow":  # runs until the test lets it end (or its alarm)
+        import os
+        marks = os.path.dirname(os.environ["WTEST_HELPERS"])
+        open(os.path.join(marks, "slow-started"), "w").close()
+        while not os.path.exists(os.path.join(marks, "slow-release")):
+            time.sleep(0.02)
     if event.job.Job_Name == "fds":  # the sockets this event's process holds
         import os, stat
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
@@ -215,8 +219,10 @@ def test_an_events_process_holds_no_socket_of_the_worker_but_its_own_connection(
         slow.connect(str(worker))
         slow.sendall(json.dumps({"event": "execjob_begin", "data": begin("slow")}).encode())
         slow.shutdown(socket.SHUT_WR)
-        time.sleep(0.5)  # its child runs
-        answer = ask(worker, "execjob_begin", begin("fds"))
+        marks = worker.parent.parent
+        until((marks / "slow-started").exists, 30, "the slow event's hook to run")
+        answer = ask(worker, "execjob_begin", begin("fds"))  # (served while that one runs)
+        (marks / "slow-release").touch()
         assert answer["kind"] == "accept"
         assert len(answer["changes"]["job"]["comment"].split()) == 1  # its own connection
         slow.settimeout(10)
