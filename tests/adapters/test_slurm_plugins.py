@@ -210,8 +210,8 @@ def test_cpuset_a_cpuset_per_job_from_the_prolog_with_the_task_in_it(slurm: Inst
 
 
 ATTACK = r"""
-import json, os, socket, sys, threading, time
-path, flag, idle_count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import json, socket, sys, threading
+path, idle_count = sys.argv[1], int(sys.argv[2])
 
 def connect():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -248,8 +248,7 @@ slow = connect()
 slow.sendall(b'{"scr')  # and never the rest
 idle = [connect() for _ in range(idle_count)]  # sending nothing
 print("holding", flush=True)
-while not os.path.exists(flag):
-    time.sleep(0.05)
+sys.stdin.read()  # until the test closes it: its task has run
 out = {"huge": answer(huge), "slow": answer(slow), "idle": [answer(s) for s in idle]}
 print(json.dumps(out), flush=True)
 """
@@ -277,12 +276,12 @@ def test_the_task_workers_socket_holds_against_a_flooding_user(slurm: Installed,
     program = (slurm.dir / "task_prolog").read_text()
     sock = Path(program.split("task_main(")[1].split("'")[1])
     until(sock.exists, 60, "the task worker")
-    flag = slurm.top / "attack-done"
     idle = worker.MAX_RUNNING_PER_UID + worker.MAX_WAITING_PER_UID + 20
     runuser = shutil.which("runuser") or "runuser"
     attack = subprocess.Popen(
         [runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python", "-c", ATTACK,
-         str(sock), str(flag), str(idle)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+         str(sock), str(idle)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True, cwd="/tmp", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     try:
         assert attack.stdout.readline().strip() == "holding", attack.stderr.read()
@@ -290,10 +289,8 @@ def test_the_task_workers_socket_holds_against_a_flooding_user(slurm: Installed,
         task = cluster.run("/usr/bin/srun", "-w", "n2", "/usr/bin/printenv",
                            "MACHINEFEATURES", user="nobody", cwd="/tmp", check=False,
                            timeout=120)
-    finally:
-        flag.touch()
-        os.chmod(flag, 0o644)
-    out, err = attack.communicate(timeout=300)
+    finally:  # stdin closed, the attacker's cue: it reads its answers and ends
+        out, err = attack.communicate(timeout=300)
     assert task.returncode == 0, (task.stderr, out, slurm.log_text()[-3000:])
     assert task.stdout.strip() == str(machine)  # TaskProlog's answer reached the task
     assert attack.returncode == 0, err
