@@ -511,10 +511,10 @@ class _RestartLimit:
     process replaced (`_supervise`) or a first process's place taken (`serve`). One budget
     for both, not one each: either is the worker going on after losing one of its two
     processes, and a cause that kills either (a root script, a memory limit) is one cause;
-    with one each, a killer alternating between the two got twice the restarts. One count
-    across processes, too: the serving process is forked after each restart the first
-    process counts, and the first process a take-over makes forks after counting it, so
-    the one that counts next has every earlier restart in its copy."""
+    with one each, a killer alternating between the two would get twice the restarts. One
+    count across processes, too: the serving process is forked after each restart the
+    first process counts, and the first process a take-over makes forks after counting it,
+    so the one that counts next has every earlier restart in its copy."""
 
     def __init__(self) -> None:
         self.times: collections.deque[float] = collections.deque()
