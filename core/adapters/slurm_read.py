@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ..values import LONG_MAX, digits, past, quoted, whole
+from ..values import LONG_MAX, cut, digits, past, quoted, whole
 
 log = logging.getLogger("pbsplug.slurm")
 
@@ -184,8 +184,10 @@ class Slurm:
         text = self.run(command, "--json")
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise SlurmError(f"{command} --json: not JSON ({exc})") from None
+        except ValueError:  # (a number int() refuses: 4300 digits or more)
+            raise SlurmError(_huge_number(command, text)) from None
         if not isinstance(data, dict):
             raise SlurmError(f"{command} --json: not a JSON object")
         return data
@@ -194,6 +196,50 @@ class Slurm:
         text = self.run("scontrol", "-o", "show", "reservation")
         return [parse_line(line) for line in text.splitlines()
                 if line.strip() and "=" in line]
+
+
+class _Huge(str):
+    """A number of ``--json`` output that int() refuses, kept as its text (`_huge_number`)."""
+
+
+def _huge_number(command: str, text: str) -> str:
+    """The one line for ``command --json`` output holding a number int() refuses (4300
+    digits or more: its ValueError says so in Python's words): where the first one is
+    (``nodes[2].cpus``) and its length. Slurm writes no such number: its counts and times
+    are 64-bit."""
+    def parse_int(number: str) -> int | _Huge:
+        try:
+            return int(number)
+        except ValueError:
+            return _Huge(number)
+
+    try:
+        data = json.loads(text, parse_int=parse_int)
+    except ValueError as exc:  # (past the number)
+        return f"{command} --json: not JSON ({exc})"
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:  # (depth first, in the output's order; no recursion: nesting may be deep)
+        path, value = stack.pop()
+        if isinstance(value, _Huge):
+            size = len(value.lstrip("-"))
+            return (f"{command} --json: {cut(path, 120) or 'its answer'} is a number of "
+                    f"{size:,} digits: Slurm writes none (its counts and times are "
+                    "64-bit): not read")
+        if isinstance(value, dict):
+            stack += [(_field_path(path, key), item) for key, item in reversed(value.items())]
+        elif isinstance(value, list):
+            stack += [(f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value)))]
+    return f"{command} --json: a number too long to read, which Slurm does not write: not read"
+
+
+#: A JSON key an error names as it is (``nodes[2].cpus``); another is quoted, cut short.
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+def _field_path(path: str, key: str) -> str:
+    if _FIELD.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{quoted(key, 40)}]"
 
 
 _RANGE = re.compile(r"([A-Za-z0-9_.-]*)\[([0-9,-]+)\]([A-Za-z0-9_.-]*)")

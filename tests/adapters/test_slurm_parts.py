@@ -330,6 +330,36 @@ def test_a_host_number_of_thousands_of_digits_is_the_hostlists_one_line_error(
         assert size == "zeros" and names is not None and names[-1].endswith("1")
 
 
+@pytest.mark.parametrize("answer, where", [
+    ('{"nodes": [{"name": "n1", "cpus": 2}, {"name": "n2", "cpus": %s}]}', "nodes[1].cpus"),
+    ('{"nodes": [{"name": "n1", "last_busy": -%s}]}', "nodes[0].last_busy"),
+    ('{"nodes": [{"name": "n1", "state_flags": [%s]}]}', "nodes[0].state_flags[0]"),
+    ('{"a\\nb": {"%s": %%s}}' % ("k" * 300), r"['a\nb']['kkkk"),
+    ('{"nodes": [%s', "not JSON (Expecting ',' delimiter")],
+    ids=["count", "negative", "in a list", "odd keys", "not JSON after it"])
+@pytest.mark.parametrize("size", ["5000 digits", "100,000 digits"])
+def test_a_number_of_thousands_of_digits_in_sinfo_json_is_named_in_one_line(
+        tmp_path, answer, where, size):
+    """json.loads refuses an int of 4300 digits or more with int()'s ValueError, which was
+    wrapped as 'not JSON (Exceeds the limit (4300 digits) for integer string conversion:
+    ... use sys.set_int_max_str_digits() ...)': Python's words, about a Python setting, and
+    nothing said where the number was. Now the command, where the number is and how long,
+    in one short line (or 'not JSON' for an answer that is not, past the number)."""
+    number = HUGE_NUMBERS[size]
+    (tmp_path / "answer").write_text(answer % number)
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")
+    sinfo.chmod(0o755)
+    with pytest.raises(SlurmError) as caught:
+        Slurm(bin_dir=str(tmp_path)).cluster_json("sinfo")
+    message = str(caught.value)
+    assert message.startswith(f"sinfo --json: {where}"), message[:300]
+    assert "\n" not in message and len(message) < 200, message[:300]
+    assert "Exceeds the limit" not in message and "4300" not in message
+    if "not JSON" not in where:
+        assert f"a number of {len(number):,} digits" in message
+
+
 @pytest.mark.parametrize("size", HUGE_NUMBERS)
 def test_a_job_id_of_thousands_of_characters_is_quoted_cut_short(size):
     """The error quoted all of it: a line of 100,000 characters in Slurm's log."""
