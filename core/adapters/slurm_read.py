@@ -525,14 +525,28 @@ def _unambiguous(job_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     if "MinMemoryNode" in fields and "MinMemoryCPU" in fields:
         twice |= {"MinMemoryNode", "MinMemoryCPU"}
     if twice:
-        raise JobTextError(f"scontrol show job {job_id}: {', '.join(sorted(twice))} appear "
-                           "more than once (a job name, comment or path holds them): which "
-                           "is Slurm's cannot be told, so the job is not read")
+        raise JobTextError(f"scontrol show job {job_id}: {_some_keys(twice)} appear more "
+                           "than once (a job name, comment or path holds them): which is "
+                           "Slurm's cannot be told, so the job is not read")
     missing = [key for key in _ALWAYS if key not in fields]
     if missing:  # (a record cut short: read as is, it would fail open)
         raise SlurmError(f"scontrol show job {job_id}: no {', '.join(missing)} in its answer:"
                          " the job is not read")
     return dict(fields)
+
+
+#: How many keys, and how much of each, an error names (a job name may forge thousands).
+_KEYS_SHOWN, _KEY_SHOWN = 5, 40
+
+
+def _some_keys(keys: set[str]) -> str:
+    """The first few of `keys` (sorted), each cut short, and how many more: the keys a
+    reading found twice, which a job's text may hold by the thousand (one line of its
+    error named them all: its log line grew with the job's name)."""
+    names = sorted(keys)
+    shown = ", ".join(cut(k, _KEY_SHOWN) for k in names[:_KEYS_SHOWN])
+    more = len(names) - _KEYS_SHOWN
+    return f"{shown} and {more:,} more keys" if more > 0 else shown
 
 
 #: Keys Slurm 22.05 prints for every job (of those `job_attributes` reads).

@@ -91,6 +91,22 @@ def test_what_a_jobs_free_text_could_forge_is_refused():
     assert len(fields["_alloc"]) == 2  # a comment's Nodes= is no allocation line
 
 
+def test_a_job_name_of_thousands_of_forged_keys_makes_a_short_error():
+    """The refusal named every key read twice: a job name of 20,000 forged pairs read
+    twice (or one key of 100,000 letters) made an error line of hundreds of kilobytes in
+    the Prolog's log. It names the first five, each cut short, and how many more."""
+    long_key = "K" * 100_000
+    forged = " ".join(f"A{i}=1 A{i}=2" for i in range(20_000))
+    for name, first in ((f"x {forged} UserId=bob(1002)", "A0, A1, A10, A100, A1000 and "
+                         "19,996 more keys"), (f"x {long_key}=1 {long_key}=2", "K" * 37)):
+        with pytest.raises(JobTextError) as caught:
+            job_attributes(parse_line(JOB.replace("JobName=two words", f"JobName={name}")))
+        message = str(caught.value)
+        assert message.startswith(f"scontrol show job 3: {first}"), message[:300]
+        assert "appear more than once" in message and "not read" in message
+        assert "\n" not in message and len(message) < 300, len(message)
+
+
 @pytest.mark.parametrize("brk", ["\n", "\r", "\x0b", "\x85", "\u2028"])
 def test_a_job_name_with_a_line_break_is_not_read(tmp_path, brk):
     """A name `x<break>UserId=bob(1002) NumCPUs=64 ...` would put a whole forged record on a
