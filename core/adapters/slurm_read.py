@@ -383,7 +383,14 @@ def epoch(value: Any, what: str) -> int | None:
     hour 24) is an error; seconds up to 61 are taken.
 
     A time at or before the epoch is refused too: Slurm writes a time of 0 as Unknown, and
-    keeps none earlier. Year 0000 was read as 62 billion seconds before 1970."""
+    keeps none earlier. Year 0000 was read as 62 billion seconds before 1970.
+
+    The local time is made seconds by the C library's ``mktime`` (its zone rules, daylight
+    saving told as it tells it): on a 64-bit ``time_t`` any year to 9999; where ``time_t``
+    is 32 bits, a time after 2038-01-19 03:14:07 UTC is that field's one-line error (it was
+    mktime's OverflowError, which no caller reads as Slurm's answer). Reading it without
+    mktime would need the zone's rules from elsewhere (zoneinfo, with datetime: the import
+    this avoids)."""
     text = _null(value)
     if text is None:
         return None
@@ -393,7 +400,13 @@ def epoch(value: Any, what: str) -> int | None:
         if (1 <= month <= 12 and 1 <= day <= _month_days(year, month) and hour <= 23
                 and minute <= 59 and second <= 61):
             if year >= 1970:
-                seconds = int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+                try:
+                    seconds = int(time.mktime((year, month, day, hour, minute, second, 0, 0,
+                                               -1)))
+                except (OverflowError, ValueError):  # (past a 32-bit time_t)
+                    raise SlurmError(f"{what}={quoted(text, 60)}: past the latest time this "
+                                     "host's C library converts (2038 where time_t is 32 "
+                                     "bits)") from None
                 if seconds > 0:
                     return seconds
             raise SlurmError(f"{what}={quoted(text, 60)}: not after the epoch (1970-01-01 UTC):"

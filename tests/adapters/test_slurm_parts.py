@@ -392,7 +392,8 @@ def test_slurm_sizes_in_any_unit_are_whole_mb():
 
 @pytest.mark.parametrize("text", [
     "2026-11-24T02:25:13", "2024-02-29T23:59:59", "2026-1-5T2:3:4", "2026-01-05T23:59:61",
-    "2026-03-29T02:30:00", "2026-10-25T02:30:00"])
+    "2026-03-29T02:30:00", "2026-10-25T02:30:00",
+    "2038-01-19T03:14:08", "2040-06-01T12:00:00", "9999-12-31T23:59:59"])  # (64-bit time_t)
 def test_a_slurm_time_is_what_strptime_makes_of_it(text):
     import time
 
@@ -408,6 +409,43 @@ def test_a_time_strptime_refuses_is_a_one_line_error(text):
     with pytest.raises(SlurmError, match=r"StartTime=.*: expected a time as YYYY-MM-DD"):
         epoch(text, "StartTime")
     assert epoch("(null)", "StartTime") is None and epoch("Unknown", "StartTime") is None
+
+
+def test_a_time_past_a_32_bit_mktime_is_the_fields_one_line_error(monkeypatch, caplog):
+    """Where time_t is 32 bits, the C library's mktime refuses a local time after
+    2038-01-19 03:14:07 UTC: Python's time.mktime raises OverflowError, which came out of
+    `epoch` as it was (no SlurmError: a pending job's start time past 2038 ended the whole
+    power run, not that job's line). This host's is 64 bits: mktime is made to refuse as a
+    32-bit one does."""
+    import time
+
+    from pbsplug.adapters import slurm_power
+
+    real = time.mktime
+
+    def mktime_32(t):
+        seconds = real(t)
+        if seconds >= 2 ** 31:
+            raise OverflowError("mktime argument out of range")
+        return seconds
+
+    monkeypatch.setattr(time, "mktime", mktime_32)
+    with pytest.raises(SlurmError, match=r"^StartTime='2040-06-01T12:00:00': past the latest "
+                       r"time this host's C library converts \(2038 where time_t is 32 "
+                       r"bits\)$"):
+        epoch("2040-06-01T12:00:00", "StartTime")
+    assert epoch("2037-12-31T00:00:00", "StartTime") == int(real(
+        (2037, 12, 31, 0, 0, 0, 0, 0, -1)))
+
+    class Fake:  # squeue --start: one job starts past 2038 and is left out alone
+        def run(self, *args, check=True):
+            return "1|2026-11-24T02:25:13|n1\n2|2040-06-01T12:00:00|n1\n"
+
+        def hostnames(self, text):
+            return expand_hostlist(text)
+
+    assert list(slurm_power.pending_jobs(type("Ctx", (), {"slurm": Fake()})())) == ["1"]
+    assert "pending job 2 left out: StartTime='2040-06-01T12:00:00': past" in caplog.text
 
 
 @pytest.mark.parametrize("text", [
