@@ -113,10 +113,14 @@ def slurm_user_uid(config: Mapping[str, Any]) -> int | None:
     return pw.pw_uid if pw is not None else None
 
 
-def slurm_user_entry(config: Mapping[str, Any]) -> pwd.struct_passwd | None:
+def slurm_user_entry(config: Mapping[str, Any], *, refuse_missing: bool = False
+                     ) -> pwd.struct_passwd | None:
     """The passwd entry of the SlurmUser the install recorded (one that is not root), or
     None: looked up by its name (its ``pw_name`` is that name), or by its uid where
-    slurm.conf gave SlurmUser as a number."""
+    slurm.conf gave SlurmUser as a number. A recorded user this host does not have is None
+    too (a program asks whether it runs as SlurmUser), or with `refuse_missing` an
+    `OSError` in one line: a root 'pbsplug slurm periodic', which would become that user,
+    would otherwise run SlurmUser's event as root."""
     import pwd
 
     su = config.get("slurm_user")
@@ -126,22 +130,17 @@ def slurm_user_entry(config: Mapping[str, Any]) -> pwd.struct_passwd | None:
     try:
         pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
     except (KeyError, OverflowError):
+        if refuse_missing:
+            raise OSError(f"SlurmUser {name[:80]!r}, as 'pbsplug slurm install' recorded "
+                          "it, is no user on this host: run install again") from None
         return None
     return pw if pw.pw_uid else None  # (another name of root's is root)
 
 
-def become_slurm_user(config: Mapping[str, Any]) -> None:
-    """This process (root's) switched for good to the SlurmUser the install recorded: its
-    groups, gid and uid, real, effective and saved. `OSError` in one line when that user is
-    not on this host."""
-    import pwd
-
-    name = str((config.get("slurm_user") or {}).get("name") or "")
-    try:
-        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, OverflowError):
-        raise OSError(f"SlurmUser {name!r}, as 'pbsplug slurm install' recorded it, is no "
-                      "user on this host: run install again") from None
+def become_slurm_user(pw: pwd.struct_passwd) -> None:
+    """This process (root's) switched for good to SlurmUser, as `slurm_user_entry` found it:
+    its groups, gid and uid, real, effective and saved (`OSError` when the system refuses
+    one)."""
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
     os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)

@@ -397,7 +397,11 @@ def slurm_app() -> typer.Typer:
         # SlurmUser from its own timer), but SlurmUser for the plugins when root becomes
         # SlurmUser before it imports them.
         runner = slurm.user_name(os.geteuid())
-        su = slurm_bridge.slurm_user_entry(config) if os.geteuid() == 0 else None
+        try:  # (one lookup: SlurmUser named below, then become)
+            su = (slurm_bridge.slurm_user_entry(config, refuse_missing=True)
+                  if os.geteuid() == 0 else None)
+        except OSError as exc:
+            raise CliError(str(exc)) from None
         _refuse_unsafe("slurm periodic", rootpaths.run_by(runner, rootpaths.installed_paths(
             str(directory / slurm.CONFIG_NAME), dirs)), allow, how)
         for folder in dirs:  # as the programs import (--site-dir); their .pth files run
@@ -410,7 +414,7 @@ def slurm_app() -> typer.Typer:
             # loaded: no plugin code runs as root with PBSPLUG_HOME in SlurmUser's folder
             slurm_bridge.open_log(str(config.get("log_file") or ""))
             try:
-                slurm_bridge.become_slurm_user(config)
+                slurm_bridge.become_slurm_user(su)
             except OSError as exc:
                 raise CliError(str(exc)) from None
         try:

@@ -2281,6 +2281,37 @@ def test_a_root_periodic_names_slurmuser_as_the_install_recorded_it(tmp_path, mo
         assert users == ["root", told], recorded
 
 
+def test_a_root_periodic_refuses_a_recorded_slurmuser_this_host_lacks(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A root 'pbsplug slurm periodic' looks SlurmUser up once (slurm_bridge.slurm_user_entry)
+    and becomes the user it found; become_slurm_user looked the name up again, with its own
+    error for a user this host lacks, which never showed: the first lookup's None for such
+    a user had the event run as root, in place of SlurmUser. Now that lookup refuses it, in
+    one line."""
+    if os.geteuid() != 0:
+        from pbsplug.testing import missing
+
+        missing("needs root: the run as root is what is checked")
+    from pbsplug.cli import main
+
+    ran: list[str] = []
+    monkeypatch.setattr(slurm_bridge, "open_log", lambda path: None)
+    monkeypatch.setattr(slurm_bridge, "become_slurm_user", lambda pw: ran.append("become"))
+    monkeypatch.setattr(slurm_bridge, "dispatch", lambda ctx, r: ran.append("event") or {})
+    config = {"installed_by": slurm.INSTALLED_BY, "plugins": {},
+              "state_dir": str(tmp_path / "state"),
+              "slurm_user": {"name": "pbsplug-no-such-user", "home": str(tmp_path / "su"),
+                             "log_file": str(tmp_path / "su" / "x.log")}}
+    (tmp_path / slurm.CONFIG_NAME).write_text(json.dumps(config))
+    assert main(["slurm", "periodic", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert ran == [] and err.count("\n") == 1, err
+    assert "SlurmUser 'pbsplug-no-such-user', as 'pbsplug slurm install' recorded it, is " \
+        "no user on this host: run install again" in err
+    # a program's own question (is this process SlurmUser?) is still a plain no
+    assert slurm_bridge.slurm_user_uid(config) is None
+
+
 # -- the site's own programs, run first --------------------------------------------------------
 
 CHAINS = """
