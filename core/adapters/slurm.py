@@ -1086,6 +1086,8 @@ _PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+))(?=\s|$
 #: An Include line: the word at the very start of the line, blanks, a file name up to a blank
 #: (no quotes, no glob pattern: Slurm 22.05 reads the name as it is).
 _INCLUDE = re.compile(r"(?i)include\s+(\S*)")
+#: A backslash and the character it escapes (a backslash alone at the end: nothing).
+_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
 #: How deep Include lines may nest (a loop of them is refused before this).
 _INCLUDE_DEPTH = 20
 
@@ -1132,16 +1134,16 @@ def conf_lines(text: str) -> _Lines:
     physical = _physical(text)
     out, i = [], 0
     while i < len(physical):
-        first, read = i, ""
-        while i < len(physical):
+        first, pieces = i, []  # (joined once: added one by one, each copied the line so
+        while i < len(physical):  # far, and 200,000 continued lines took seconds)
             part = _cut_comment(physical[i])
             i += 1
             kept = part.rstrip()
             if (len(kept) - len(kept.rstrip("\\"))) % 2 == 0:
-                read += part
+                pieces.append(part)
                 break
-            read += kept[:-1]
-        out.append((first, i, re.sub(r"\\(.?)", r"\1", read, flags=re.DOTALL)))
+            pieces.append(kept[:-1])
+        out.append((first, i, _ESCAPE.sub(r"\1", "".join(pieces))))
     return out
 
 
