@@ -1124,6 +1124,8 @@ def _physical(text: str) -> list[str]:
 
 #: A file's lines as Slurm reads them (`conf_lines`).
 _Lines = list[tuple[int, int, str]]
+#: One physical line as Slurm reads it (`_line_read`).
+_Read = tuple[str, bool]
 
 
 def conf_lines(text: str) -> _Lines:
@@ -1131,18 +1133,40 @@ def conf_lines(text: str) -> _Lines:
     ``_physical(text)`` and what Slurm reads: each line cut at its comment, a line that
     then ends in an odd number of backslashes (blanks after them aside) continued by the
     next, and the escapes undone (``\\#`` is '#', ``\\\\`` a backslash)."""
-    physical = _physical(text)
+    return _joined(_line_reads(text))
+
+
+def _line_reads(text: str) -> list[_Read]:
+    """Each physical line of `text` as Slurm reads it (`_line_read`): the one pass over a
+    file's characters (`SlurmConf.lines` reads slurm.conf as the site wrote it from
+    this pass over it as it is)."""
+    return [_line_read(line) for line in _physical(text)]
+
+
+def _line_read(line: str) -> _Read:
+    """What one physical line adds to the line Slurm reads (cut at its comment; when it
+    ends in an odd number of backslashes, blanks after them aside, without the last one
+    and those blanks) and whether the next line continues it. Its escapes are left to
+    `_joined`: an even run of backslashes at its end is whole pairs, so none escapes
+    across lines."""
+    part = _cut_comment(line)
+    kept = part.rstrip()
+    if (len(kept) - len(kept.rstrip("\\"))) % 2 == 0:
+        return part, False
+    return kept[:-1], True
+
+
+def _joined(reads: Sequence[_Read]) -> _Lines:
+    """`conf_lines` of the physical lines read as `reads`."""
     out, i = [], 0
-    while i < len(physical):
+    while i < len(reads):
         first, pieces = i, []  # (joined once: added one by one, each copied the line so
-        while i < len(physical):  # far, and 200,000 continued lines took seconds)
-            part = _cut_comment(physical[i])
+        while i < len(reads):  # far, and 200,000 continued lines took seconds)
+            piece, more = reads[i]
+            pieces.append(piece)
             i += 1
-            kept = part.rstrip()
-            if (len(kept) - len(kept.rstrip("\\"))) % 2 == 0:
-                pieces.append(part)
+            if not more:
                 break
-            pieces.append(kept[:-1])
         out.append((first, i, _ESCAPE.sub(r"\1", "".join(pieces))))
     return out
 
@@ -1282,8 +1306,15 @@ def _site_lines(conf: str | SlurmConf) -> tuple[str, _Lines]:
 def unmerge_conf(text: str) -> str:
     """slurm.conf as it was before `merge_conf`, byte for byte (but for a last line that
     had no line break)."""
+    return "\n".join(line for _, line, _ in _unmerged(_physical(text)))
+
+
+def _unmerged(physical: list[str]) -> list[tuple[int, str, bool]]:
+    """`unmerge_conf`'s physical lines: each with the index of the line of `physical` it
+    is, and whether it was a replaced line (its mark taken off: its text is not that
+    line's)."""
     out, inside = [], False
-    for line in _physical(text):
+    for i, line in enumerate(physical):
         if line == BEGIN:
             inside = True
             continue
@@ -1292,8 +1323,9 @@ def unmerge_conf(text: str) -> str:
             continue
         if inside:
             continue
-        out.append(line[len(REPLACED):] if line.startswith(REPLACED) else line)
-    return "\n".join(out)
+        replaced = line.startswith(REPLACED)
+        out.append((i, line[len(REPLACED):] if replaced else line, replaced))
+    return out
 
 
 def replaced_lines(text: str | SlurmConf, lines: dict[str, str]) -> list[str]:
@@ -1418,6 +1450,7 @@ class SlurmConf:
         self._texts: dict[str, str | OSError | ValueError] = {}
         self._settings: list[ConfSetting] | SlurmInstallError | None = None
         self._lines: dict[tuple[str, bool], tuple[str, _Lines]] = {}
+        self._reads: dict[str, list[_Read]] = {}
 
     def settings(self) -> list[ConfSetting]:
         """`site_settings` of these files, parsed at the first ask and kept: install's plan,
@@ -1444,13 +1477,22 @@ class SlurmConf:
         """The text of slurm.conf (`site`: as the site wrote it, an earlier install's lines
         undone by `unmerge_conf`), or of the file `path` it includes, and its lines as Slurm
         reads them (`conf_lines`), parsed at the first ask and kept: every reader reads the
-        one parse (and changes none of it). OSError and ValueError as `text`."""
+        one parse (and changes none of it). The file's characters are read once: slurm.conf
+        as the site wrote it is read from the pass over it as it is (status reads both;
+        it read the two texts through, each in full). OSError and ValueError as `text`."""
         name = str(self.path if path is None else path)
         if (name, site) not in self._lines:
             text = self.text(name)
-            if site:
-                text = unmerge_conf(text)
-            self._lines[name, site] = (text, conf_lines(text))
+            if name not in self._reads:
+                self._reads[name] = _line_reads(text)
+            reads = self._reads[name]
+            if site:  # (from the one pass over the file as it is: a line it keeps is
+                #  read as it was; only a replaced line, its mark off, is read again)
+                kept = _unmerged(_physical(text))
+                text = "\n".join(line for _, line, _ in kept)
+                reads = [_line_read(line) if replaced else reads[i]
+                         for i, line, replaced in kept] or [_line_read("")]  # ("": a line)
+            self._lines[name, site] = (text, _joined(reads))
         return self._lines[name, site]
 
     def text(self, path: str | Path | None = None) -> str:

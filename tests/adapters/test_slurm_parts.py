@@ -15,9 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pbsplug import safedirs
 from pbsplug.adapters import slurm, slurm_bridge, slurm_power, slurm_program
@@ -477,6 +480,7 @@ def test_hostlists():
 
 HOSTLIST_OF_MANY = """
 import sys
+import tempfile
 from pbsplug.adapters.slurm_read import expand_hostlist
 names = [f"node{i:06d}" for i in range(200_000)]
 assert expand_hostlist(",".join(names)) == names
@@ -496,6 +500,7 @@ def test_a_hostlist_of_many_names_is_read_in_one_pass():
 
 COMMENT_OF_MANY_WORDS = """
 import sys
+import tempfile
 from pbsplug.adapters.slurm_read import job_attributes, parse_line
 comment = " ".join("a" * 2_000_000)
 job = job_attributes(parse_line(sys.argv[1].replace("Comment=(null)", f"Comment={comment}")))
@@ -2527,6 +2532,34 @@ def test_a_line_continued_over_200000_lines_is_read_whole(tmp_path):
     assert settings[1].text == text.split("\n", 1)[1].split("\nNodeName", 1)[0]
 
 
+#: Physical lines whose mixes cover how install's marks and Slurm's continuations meet: a
+#: replaced line continued (its next line replaced or not), pbsplug's block after a
+#: continued line, escapes, comments, blanks and carriage returns.
+_CONF_LINES = ["Prolog=/a \\", "Epilog=/b", "  \\\\", "x\\\\\\  ", "# c \\", "a\\#b \\",
+               "\r", "", "\\", "NodeName=n1 \\\r", "Weight=1"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(
+    st.sampled_from(_CONF_LINES),
+    st.sampled_from(_CONF_LINES).map(lambda line: slurm.REPLACED + line),
+    st.lists(st.sampled_from(_CONF_LINES), max_size=3).map(
+        lambda block: "\n".join([slurm.BEGIN, *block, slurm.END])),
+    st.just(slurm.BEGIN), st.just(slurm.END)), max_size=12))
+def test_slurm_conf_as_the_site_wrote_it_is_read_from_the_pass_over_it_as_it_is(parts):
+    """`SlurmConf.lines(site=True)` reads slurm.conf as the site wrote it from the pass over
+    it as it is (status asks for both): the same text and lines as a parse of
+    `unmerge_conf`'s text, whatever the marks and continuations."""
+    text = "\n".join(parts)
+    with tempfile.TemporaryDirectory(prefix="pbsplug-conf-") as folder:
+        path = Path(folder) / "slurm.conf"
+        path.write_bytes(text.encode())
+        view = slurm.SlurmConf(path)
+        assert view.lines() == (text, slurm.conf_lines(text))
+        site = slurm.unmerge_conf(text)
+        assert view.lines(site=True) == (site, slurm.conf_lines(site))
+
+
 def test_a_program_an_included_file_sets_is_chained_and_named(dists, tmp_path):
     """Slurm reads an Include'd file where its line stands (a relative name from the
     including file's folder, %c the ClusterName in lower case) and the last value read
@@ -2944,12 +2977,13 @@ def test_install_names_the_lines_it_replaces_with_apply_or_without(cli, dists, h
 #: `pbsplug` with `slurm.read_conf` wrapped to log each path it reads to the file argv[1],
 #: `slurm._read_settings` each reading of slurm.conf's settings ('parse <path>'; not of
 #: what it includes, read within), `slurm.merge_conf` each merge ('merge <path>'), and
-#: `slurm.conf_lines` each parse of a whole file's text ('lines <its first line>').
+#: `slurm._line_reads` each pass over a whole file's text ('lines <its first line>').
 _COUNTING = """
 import sys
+import tempfile
 from pbsplug.adapters import slurm
 real, parse, merge = slurm.read_conf, slurm._read_settings, slurm.merge_conf
-lines = slurm.conf_lines
+lines = slurm._line_reads
 def read_conf(path):
     with open(sys.argv[1], "a") as log:
         log.write(f"{path}\\n")
@@ -2963,13 +2997,13 @@ def merge_conf(text, lines, path="slurm.conf"):
     with open(sys.argv[1], "a") as log:
         log.write(f"merge {path}\\n")
     return merge(text, lines, path)
-def conf_lines(text):
+def _line_reads(text):
     if "\\n" in text:  # (a file's, not one line's: replaced_why...)
         with open(sys.argv[1], "a") as log:
             log.write(f"lines {text.split(chr(10), 1)[0]}\\n")
     return lines(text)
 slurm.read_conf, slurm._read_settings = read_conf, _read_settings
-slurm.merge_conf, slurm.conf_lines = merge_conf, conf_lines
+slurm.merge_conf, slurm._line_reads = merge_conf, _line_reads
 from pbsplug.cli import main
 sys.exit(main(sys.argv[2:]))
 """
@@ -2988,8 +3022,9 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     before anything is written, then the write): once now, and that text is written.
     And each file's text is parsed into lines once: install parsed slurm.conf's (with
     pbsplug's lines undone) three times (its settings, the merge, the replaced lines),
-    status parsed the included file twice (slurm.conf's two parses are of two texts: as
-    the site wrote it, and as it is)."""
+    status parsed the included file twice. And status parsed slurm.conf twice, through
+    each of two texts: as the site wrote it, and as it is; the first is read from the
+    pass over the second now (`SlurmConf.lines`)."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
@@ -3004,7 +3039,7 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
         assert done.returncode == 0, done.stderr
         assert sorted(log.read_text().splitlines()) == [
             str(tmp_path / "more.conf"), *[str(conf)] * (2 if "--apply" in command else 1),
-            *["lines ClusterName=c"] * (1 if command[0] == "install" else 2),
+            "lines ClusterName=c",
             "lines HealthCheckInterval=300",
             *[f"merge {conf}"] * (1 if "--apply" in command else 0),
             *[f"parse {conf}"] * (1 if command[0] == "install" else 2)], command
