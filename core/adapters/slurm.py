@@ -1679,9 +1679,14 @@ def status(p: Plan, conf: Path | SlurmConf | None) -> list[dict[str, Any]]:
         problems += state_folder_problems(p, view)
     overridden = []
     if view is not None and conf_text is not None:
+        # slurm.conf's own settings as Slurm reads them (the one parse of the file as it
+        # is): a pattern over its text missed a line with a comment after it, quotes or a
+        # continuation, and took a value in another case (a path Slurm would not find)
+        _, parsed = view.lines()
+        here = {(found[0].lower(), found[1]) for _, _, read in parsed
+                if (found := _setting(read)) and found[2]}
         for key, value in p.conf_lines.items():
-            if not re.search(rf"^\s*{key}\s*=\s*{re.escape(value)}\s*$", conf_text,
-                             re.MULTILINE | re.IGNORECASE):
+            if (key.lower(), value) not in here:
                 problems.append(f"slurm.conf lacks {key}={value}")
         try:
             later = overriding_settings(view, p.conf_lines)

@@ -2880,6 +2880,30 @@ def test_status_names_each_setting_read_after_pbsplugs_lines(dists, tmp_path, sh
     assert p.config["site_programs"] == {"prolog": "/etc/slurm/late-prolog"}
 
 
+def test_status_finds_pbsplugs_lines_as_slurm_reads_them(dists, tmp_path, shared_tmp):
+    """status looked for each of pbsplug's lines with a pattern over slurm.conf's text (the
+    whole line Key=value, any case): a line Slurm reads as pbsplug's with a comment after
+    it, its value quoted, or continued on the next line, was 'slurm.conf lacks', and a
+    value in another case (a path Slurm does not find) was found. It reads slurm.conf's
+    own lines as Slurm does now (`SlurmConf.lines`)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\n")
+    p = slurm.plan(_plugins(dists, tmp_path), shared_tmp / "programs", dirs=[str(dists.root)],
+                   bin_dir="/usr/bin", slurm_conf="", state_dir=str(shared_tmp / "state"),
+                   log_file="", run_dir="/run/x", native=False, site_conf=conf)
+    slurm.write_programs(p)
+    slurm.apply_conf(conf, p.conf_lines)
+    merged = conf.read_text()
+    prolog = p.conf_lines["Prolog"]
+    assert f"\nProlog={prolog}\n" in merged and slurm.status(p, conf)[0]["problems"] == []
+    for written in (f"Prolog={prolog}  # pbsplug's", f'prolog = "{prolog}"',
+                    f"Prolog={prolog[:5]}\\\n{prolog[5:]}"):
+        conf.write_text(merged.replace(f"\nProlog={prolog}\n", f"\n{written}\n"))
+        assert slurm.status(p, conf)[0]["problems"] == [], written
+    conf.write_text(merged.replace(f"\nProlog={prolog}\n", f"\nProlog={prolog.upper()}\n"))
+    assert slurm.status(p, conf)[0]["problems"] == [f"slurm.conf lacks Prolog={prolog}"]
+
+
 def test_status_reads_a_slurm_conf_with_bytes_that_are_no_utf8(dists, tmp_path, shared_tmp):
     """install keeps a slurm.conf's bytes that are no UTF-8 (a Latin-1 comment, which Slurm
     reads); status read it as UTF-8 and failed ("'utf-8' codec can't decode byte 0xe9")."""
