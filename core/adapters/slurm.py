@@ -762,7 +762,7 @@ def read_slurm_user(conf: Path | SlurmConf, command: str = "install") -> str:
     view.checked_text(f"{command} reads SlurmUser there")
     found, source = None, f"in {view.path}"
     for s in site_settings(view):
-        if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s.text)):
+        if not s.alone and any(k.lower() == "slurmuser" for k in _pair_keys(s)):
             raise SlurmInstallError(_shares_line(s, "SlurmUser"))
         if s.key.lower() == "slurmuser":
             found = s.value
@@ -1103,6 +1103,7 @@ class ConfSetting:
     text: str        # the line as written (a continued line's lines joined by a newline)
     alone: bool      # no other Key=value on the line (Slurm refuses others but on node lines)
     included: bool   # in a file slurm.conf includes, not in slurm.conf itself
+    read: str = ""   # the line as Slurm reads it (`conf_lines`), kept for `_pair_keys`
 
 
 def _cut_comment(line: str) -> str:
@@ -1184,10 +1185,10 @@ def _setting(read: str) -> tuple[str, str, bool] | None:
     return pair.group(1), value, not read[pair.end():].strip()
 
 
-def _pair_keys(written: str) -> list[str]:
-    """The keys of every Key=value pair on a slurm.conf line as written (`ConfSetting.text`),
-    read as Slurm reads the line (`conf_lines`)."""
-    read = conf_lines(written)[0][2] if written else ""
+def _pair_keys(s: ConfSetting) -> list[str]:
+    """The keys of every Key=value pair on the line of setting `s`, as Slurm reads it (the
+    parse kept: this read its text, a NodeName line of thousands of continued lines, again)."""
+    read = s.read
     keys, at = [], 0
     while (pair := _PAIR.match(read, at)) is not None:
         keys.append(pair.group(1))
@@ -1223,7 +1224,7 @@ def _read_settings(view: SlurmConf, path: str, lines: tuple[str, _Lines],
         found = _setting(read)
         if found:
             out.append(ConfSetting(path, first + 1, found[0], found[1], written, found[2],
-                                   len(stack) > 1))
+                                   len(stack) > 1, read))
 
 
 def _read_include(view: SlurmConf, path: str, line: int, name: str, out: list[ConfSetting],

@@ -3048,11 +3048,14 @@ def test_install_and_status_read_slurm_conf_and_its_included_files_once(dists, h
     pbsplug's lines undone) three times (its settings, the merge, the replaced lines),
     status parsed the included file twice. And status parsed slurm.conf twice, through
     each of two texts: as the site wrote it, and as it is; the first is read from the
-    pass over the second now (`SlurmConf.lines`)."""
+    pass over the second now (`SlurmConf.lines`). And each run parsed a line of several
+    settings (a NodeName line, here continued) again to tell whether it sets SlurmUser
+    (`_pair_keys`); its parse is kept now (`ConfSetting.read`)."""
     (tmp_path / "more.conf").write_text("HealthCheckInterval=300\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"ClusterName=c\nSlurmctldHost={socket.gethostname()}\n"
-                    "Include more.conf\nProlog=/etc/slurm/site-prolog\n")
+                    "Include more.conf\nProlog=/etc/slurm/site-prolog\n"
+                    "NodeName=n1 \\\n  CPUs=2\n")
     options = _install_options(dists, home, tmp_path, conf, "parts", MIXED)
     env = dists.env(PBSPLUG_HOME=str(home))
     log = tmp_path / "reads.log"
