@@ -1684,8 +1684,8 @@ def status(p: Plan, conf: Path | SlurmConf | None) -> list[dict[str, Any]]:
         # is): a pattern over its text missed a line with a comment after it, quotes or a
         # continuation, and took a value in another case (a path Slurm would not find)
         _, parsed = view.lines()
-        here = {(found[0].lower(), found[1]) for _, _, read in parsed
-                if (found := _setting(read)) and found[2]}
+        here = {(pair[0].lower(), pair[1]) for _, _, read in parsed
+                if (pair := _setting(read)) and pair[2]}
         for key, value in p.conf_lines.items():
             if (key.lower(), value) not in here:
                 problems.append(f"slurm.conf lacks {key}={value}")
