@@ -1668,9 +1668,19 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     that pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`), else by its number (killpg) just after the
     check. The top process is signalled apart only when it is no longer in the group.
     (Suspend and resume reach every process of the job as well: `signal_session`.)
+
+    A job whose group its shepherd has not recorded yet (it waits for room on a full disk
+    before it starts the job, or has just forked it) gets no signal but SIGKILL, as PBS's
+    MoM refuses every signal but SIGKILL to a job not running yet. That SIGKILL ends the
+    shepherd itself (the same process, checked through a pidfd and its start time, in the
+    launch's boot): the job never starts, and a job it had just forked is left in its
+    session, which the server kills when it finds the shepherd gone (`kill_session`).
     Whether either was sent."""
     pgid = launch.resolve(wait=wait)
-    if pgid <= 0 or not launch.alive():  # (a pgid of 0 would mean the caller's own group)
+    if pgid <= 0:  # (a pgid of 0 would mean the caller's own group)
+        return sig == signal.SIGKILL and bool(launch.boot) and launch.boot == boot_id() \
+            and signal_if_same(launch.shepherd, launch.started, sig)
+    if not launch.alive():
         return False
     try:
         pidfd: int | None = os.pidfd_open(pgid)

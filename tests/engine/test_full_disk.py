@@ -189,6 +189,38 @@ def test_a_job_whose_shepherd_finds_the_disk_full_starts_once_there_is_room(smal
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_a_sigkill_ends_a_shepherd_that_waits_for_room_and_its_job_never_runs(small_home):
+    """A shepherd waiting for room for its record has not recorded the job's group, which
+    the server signals: a qdel's SIGKILL (after kill_delay) was sent nowhere, and the job
+    ran whole once there was room, deleted as it was. The SIGKILL ends the shepherd now
+    (any other signal is not sent: PBS's MoM refuses them to a job not running yet)."""
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))
+    jobs = small_home / "jobs"
+    pending = executor.prepare(jobs / "1.status", work / "tmp1", None)
+    try:
+        _fill(small_home / "fill")
+        launch = pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran"],
+                               {"PATH": "/bin"}, str(work), str(work / "out"), None)
+        until(lambda: (jobs / "1.shepherd.tmp").exists(), timeout=PATIENCE,
+              what="the shepherd to try to record its job")
+        assert not executor.signal_launch(launch, signal.SIGTERM)
+        assert os.waitpid(pending.pid, os.WNOHANG) == (0, 0)  # (still waiting for room)
+        assert executor.signal_launch(launch, signal.SIGKILL), "the SIGKILL was sent nowhere"
+        _, status = os.waitpid(pending.pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        (small_home / "fill").unlink()  # room again: nothing is left to start the job
+        # (the job would have been the shepherd's child, in its session)
+        assert not [pid for pid, proc in executor.processes().items()
+                    if proc.session == pending.pid]
+        assert not (work / "ran").exists()
+        assert executor.JobExit.read(jobs / "1.status") is None
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pending.pid, signal.SIGKILL)
+            os.waitpid(pending.pid, 0)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_the_server_log_counts_lines_it_cannot_write(tmp_path):
     """A log line that cannot be written is counted, not raised; the next line written says
     how many were lost and why. /dev/full stands in for a full disk."""
