@@ -274,7 +274,11 @@ class JobControl:
         job, then a finished one (15139), then another user's (15007); ``suspend`` and
         ``resume`` are operators' and managers' alone (15007 to the job's owner too);
         a signal goes to a running job only, suspend to a running one and resume to a
-        suspended one (else 15016)."""
+        suspended one (else 15016). A job whose shepherd has not recorded it yet (it waits
+        for room on a full disk before it starts the job) is not running yet: any signal
+        but SIGKILL (which ends the shepherd: `executor.signal_launch`), and suspend, are
+        refused (15016), as PBS's MoM refuses them to a job not running yet; they were
+        taken, and sent nowhere."""
         eng = self.engine
         job_id, attrs = self._job(job_id)
         state = attrs["job_state"]
@@ -288,7 +292,8 @@ class JobControl:
             if not caller.privileged:
                 raise PbsError(PBSE_PERM, obj=job_id)
             launch = eng.launches.get(job_id)
-            if launch is None or state != ("R" if special == "suspend" else "S"):
+            if launch is None or state != ("R" if special == "suspend" else "S") or (
+                    special == "suspend" and not launch.resolve(wait=2.0)):
                 raise PbsError(PBSE_BADSTATE, obj=job_id)
             if special == "suspend":
                 self._suspend(caller, job_id, attrs, launch)
@@ -300,7 +305,8 @@ class JobControl:
         except PbsError as err:
             raise PbsError(err.code, err.message, obj=job_id) from None
         launch = eng.launches.get(job_id)
-        if state != "R" or launch is None:
+        if state != "R" or launch is None or (
+                number != signal.SIGKILL and not launch.resolve(wait=2.0)):
             raise PbsError(PBSE_BADSTATE, obj=job_id)
         # As qdel's signal: the job's process group and its top process, through the
         # executor's checked path (never a pid the job's owner could have swapped). A

@@ -129,6 +129,44 @@ def test_a_server_that_dies_during_the_launch_hooks_leaves_no_shepherd(
     assert (engine.work / f"again.o{job_id.split('.')[0]}").read_text() == "ran\n"
 
 
+def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_runs(
+        dists, make_engine, engine_root):
+    """A shepherd that has not recorded its job's group yet (it waits for room on a full
+    disk; here a launch hook stopped it, which holds it there for as long as the test
+    needs) gets a qdel's SIGKILL itself: the job ends deleted and never runs. The SIGKILL
+    was sent nowhere, and the job stayed R, to run whole once the shepherd went on. qsig
+    with another signal, or suspend, is refused then (PBS's MoM refuses them to a job not
+    running yet); it was taken, sending nothing."""
+    seen = engine_root / "shepherd"
+    engine = make_engine(plugin(dists, "stall", f"""
+        import os, signal
+
+        @hookimpl
+        def execjob_launch(event):
+            os.kill(event.pid, signal.SIGSTOP)
+            with open(f"/proc/{{event.pid}}/stat") as f:
+                start = f.read().rsplit(")", 1)[1].split()[19]
+            open({str(seen)!r}, "w").write(f"{{event.pid}} {{start}}")
+        """, ("execjob_launch",)))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 0").returncode == 0
+    job_id = engine.submit("touch ran\n", Job_Name="stalled")
+    engine.wait(job_id, "R")
+    pid, start = seen.read_text().split()
+    try:
+        for how in (("-s", "TERM"), ("-s", "suspend")):
+            refused = engine.pbs("qsig", *how, job_id)
+            assert refused.returncode != 0, f"qsig {how[1]} was taken"
+            assert "Request invalid for state of job" in refused.stderr
+        assert engine.job(job_id)["job_state"] == "R"
+        assert engine.pbs("qdel", job_id).returncode == 0
+        attrs = engine.wait(job_id)
+        assert attrs["comment"].startswith("Job deleted at request of ")
+        assert gone(int(pid))
+        assert not (engine.work / "ran").exists()
+    finally:  # (the old code left the shepherd stopped)
+        executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
+
+
 def test_executor_prepare_then_start_or_cancel(tmp_path):
     pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
     assert not gone(pending.pid)
