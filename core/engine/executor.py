@@ -56,10 +56,10 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from . import interactive as _interactive
 
@@ -443,6 +443,24 @@ def _read_in(folder: int, name: str) -> str:
         os.close(fd)
 
 
+class _Start(TypedDict):
+    """What `PendingLaunch.start` sends the shepherd (JSON, on its pipe): `_run_job`'s
+    arguments, but what the shepherd has already."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    stdout: str
+    stderr: str | None
+    umask: int
+    names: list[str]
+    cpu_limit: int | None
+
+
+class _StartRequest(_Start, total=False):
+    interactive: _interactive.Spec  # (an interactive job's alone)
+
+
 class PendingLaunch:
     """A shepherd forked by `prepare`, waiting for the job's command: `start` it, or
     `cancel` it. `pid` is the shepherd, the process that will run the job."""
@@ -457,7 +475,7 @@ class PendingLaunch:
     def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
               stderr: str | None, umask: int = DEFAULT_UMASK,
               names: tuple[str, str] = ("", ""), cpu_limit: int | None = None,
-              interactive: dict | None = None) -> Launch:
+              interactive: _interactive.Spec | None = None) -> Launch:
         """Have the shepherd run the job; returns at once. `stderr` None joins it to stdout.
         `names` are the output and error files' names in a folder that `stdout` or `stderr`
         names (``-o DIR/``: ``DIR/<Job_Name>.o<seq>``). `cpu_limit`: each of the job's
@@ -467,11 +485,12 @@ class PendingLaunch:
         if self._fd is None:
             raise RuntimeError("this launch was already started or cancelled")
         fd, self._fd = self._fd, None
-        request = json.dumps({"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
-                              "stderr": stderr, "umask": umask, "names": list(names),
-                              "cpu_limit": cpu_limit, **({"interactive": interactive}
-                                                         if interactive else {})}
-                             ).encode() + b"\n"
+        start: _StartRequest = {"argv": argv, "env": env, "cwd": cwd, "stdout": stdout,
+                                "stderr": stderr, "umask": umask, "names": list(names),
+                                "cpu_limit": cpu_limit}
+        if interactive:
+            start["interactive"] = interactive
+        request = json.dumps(start).encode() + b"\n"
         try:
             view = memoryview(request)
             while view:
@@ -784,7 +803,8 @@ def _reap(pid: int, kill: bool = False) -> None:
         pass
 
 
-def _write_aside(path: Path, data: dict, wait_for_space: bool = False) -> None:
+def _write_aside(path: Path, data: Mapping[str, object], wait_for_space: bool = False
+                 ) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     while True:
         try:
@@ -822,7 +842,7 @@ class _Reserved:
             os.close(fd)
             time.sleep(1.0)
 
-    def write(self, data: dict) -> None:
+    def write(self, data: Mapping[str, object]) -> None:
         text = json.dumps(data).encode()
         try:
             if len(text) > self.ROOM:  # (not for the records it is used for)
@@ -915,7 +935,7 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
             raise
 
 
-def _wait_for_start(fd: int, server: int) -> dict | None:
+def _wait_for_start(fd: int, server: int) -> _StartRequest | None:
     """The job's command from `PendingLaunch.start`, or None: cancelled (EOF) or the server
     died. A process forked from the server (by an in-process hook; a process-mode hook's
     child closes it) may still hold the pipe after the server died, so the shepherd also
@@ -932,7 +952,7 @@ def _wait_for_start(fd: int, server: int) -> dict | None:
         if not chunk:
             return None
         data += chunk
-    return json.loads(data)
+    return json.loads(data)  # (the server's own: `PendingLaunch.start`)
 
 
 def become(ids: Ids) -> None:
@@ -988,7 +1008,8 @@ def open_output(path: str, name: str) -> int:
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              stderr: str | None, ids: Ids | None, status_file: Path,
              umask: int = DEFAULT_UMASK, names: list[str] | None = None,
-             cpu_limit: int | None = None, interactive: dict | None = None) -> None:
+             cpu_limit: int | None = None, interactive: _interactive.Spec | None = None
+             ) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
     # The room for the shepherd's record is had before the job starts: on a full disk the
@@ -1623,17 +1644,18 @@ def _kill_if_same(pid: int, started: float, sig: int, caught_only: bool = False)
         return False
 
 
-def signal_processes(processes: list, sig: int) -> None:
+def signal_processes(processes: Iterable[object], sig: int) -> None:
     """Send `sig` to each ``[pid, start]`` still the same process (its start time, from
-    /proc, unchanged): a pid that has ended may have been given to someone else's process."""
+    /proc, unchanged): a pid that has ended may have been given to someone else's process.
+    A bare pid (recorded before pids carried their start time) is not signalled."""
     for entry in processes:
+        if not isinstance(entry, (list, tuple)):
+            continue
         try:
-            pid, started = (int(entry[0]), float(entry[1])) if isinstance(
-                entry, (list, tuple)) else (int(entry), None)
+            pid, started = int(entry[0]), float(entry[1])
         except (TypeError, ValueError, IndexError):
             continue
-        if started is not None:  # (None: recorded before pids carried their start time)
-            signal_if_same(pid, started, sig)
+        signal_if_same(pid, started, sig)
 
 
 def signal_job(pgid: int, sig: int) -> bool:

@@ -35,7 +35,7 @@ import tempfile
 import termios
 import time
 import tty
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # (for the annotations only)
     from .client import Client
@@ -56,6 +56,18 @@ TOKEN_HEX = 32
 FOLDER_PREFIX = "pbsplug-qsub-"
 #: Why a job whose qsub is gone cannot start (nothing listens on its socket any more).
 QSUB_GONE = "its qsub is gone (nothing listens on its socket)"
+
+
+class Spec(TypedDict, total=False):
+    """An interactive job's qsub as its job's process gets it (`attach`): the socket and
+    the token (always there) and its TERM (`checked_spec`'s, kept in the job's runtime; a
+    job queued by an older pbsplug has none), and ``login``, the server's: run the
+    owner's login shell (no ``--`` command)."""
+
+    socket: str
+    token: str
+    term: str
+    login: bool
 
 
 def checked_spec(value: Any) -> dict[str, Any]:
@@ -83,7 +95,7 @@ def _peer_uid(sock: socket.socket) -> int:
 
 # -- the job's side (run by the job's process, as its owner) ------------------------------------
 
-def attach(spec: dict[str, Any], job_id: str) -> tuple[int, socket.socket]:
+def attach(spec: Spec, job_id: str) -> tuple[int, socket.socket]:
     """Connect to the job's qsub, as the job's owner, in a session of the caller's own
     (`os.setsid` first): a pseudo-terminal is opened and made the controlling terminal,
     its master side sent to qsub with the token. Returns the slave side and the
