@@ -1083,15 +1083,15 @@ class Simulator:
     def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
         """The PbsError of queue `name` refusing the job (`attrs`) as the engine's server
         refuses one (`admission.check_entry`; a replay's queues are enabled): 15018 for a
-        queue the replay has not, 15022 by its from_route_only unless `routed`, 15007 by
+        queue the platform has not, 15022 by its from_route_only unless `routed`, 15007 by
         its ACLs, read on the job's euser and egroup (the trace's user and group, which
-        the ACLs name), its host the server's; None when it takes it."""
+        the ACLs name), its host the server's; None when it takes it. Asked only of a
+        queue with such rules or one the platform has not, never of the replay's
+        `QUEUE` when the platform has none of that name (the replay makes it: `_queue`)."""
         from ..engine import admission
         from ..engine.errors import PbsError
 
         queue = self._queue_attrs.get(name)
-        if queue is None and name == QUEUE:
-            queue = {}
         try:
             admission.check_entry(None if queue is None else {"enabled": True, **queue},
                                   name, str(attrs["euser"]), (SERVER,), routed=routed,
