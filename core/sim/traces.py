@@ -706,23 +706,35 @@ def _slurm_duration(text: str, name: str) -> float | None:
     return float(total)
 
 
+#: The last second a real sacct prints as a date: Slurm's times are seconds since 1970
+#: (a job's are its clock's readings), and 2^32 - 2 and 2^32 - 1 are its markers of no
+#: time (NO_VAL and INFINITE), which sacct prints as None and Unknown.
+_SLURM_LAST = 2**32 - 3
+
+
 def _slurm_date(text: str, name: str) -> float | None:
     """An sacct date (`2024-01-31T10:00:00`, local time without a zone) as seconds.
 
     Naive dates are taken as UTC: only differences matter, and they are exact except across
     a daylight-saving change in the site's zone (an hour off). Epoch seconds are accepted too.
+    A date before 1970 or after 2106-02-07T06:28:13 (`_SLURM_LAST`) is an error: no sacct
+    prints one (Python reads years 1 to 9999).
     """
     if text in _NEVER:
         return None
     if text.isascii() and text.isdigit():
-        return _real(text, name)
-    try:
-        dt = datetime.fromisoformat(text)
-        if dt.tzinfo is not None:
-            return dt.timestamp()
-        return float(calendar.timegm(dt.timetuple()))
-    except (ValueError, OverflowError, OSError):
-        raise _Bad(name, f"{text[:40]!r} is not a date (YYYY-MM-DDTHH:MM:SS)") from None
+        v = _real(text, name)
+    else:
+        try:
+            dt = datetime.fromisoformat(text)
+            v = dt.timestamp() if dt.tzinfo is not None else \
+                float(calendar.timegm(dt.timetuple()))
+        except (ValueError, OverflowError, OSError):
+            raise _Bad(name, f"{text[:40]!r} is not a date (YYYY-MM-DDTHH:MM:SS)") from None
+    if not 0 <= v <= _SLURM_LAST:
+        raise _Bad(name, f"{text[:40]!r} is out of range: sacct prints dates from 1970 to "
+                   "2106-02-07T06:28:13 UTC")
+    return v
 
 
 def _sacct_records(trace: Trace, path: str, index: int) -> Iterator[_Record | str]:

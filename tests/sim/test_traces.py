@@ -461,12 +461,33 @@ def test_sacct_jobs_steps_and_time_formats(tmp_path):
     (sacct_row(mem="4 GB"), "ReqMem"),
     (sacct_row(mem="9" * 320 + "G"), "ReqMem: .* is out of range"),
     ("1|2|3\n", "fields"),
+    # Dates no sacct prints (Slurm's times run from 1970; 2^32 - 2 on are its markers of
+    # no time): year 1 was read as a date 62 billion seconds before the epoch.
+    (sacct_row(submit="0001-01-01T00:00:00"), "Submit: '0001-01-01T00:00:00' is out of range"),
+    (sacct_row(start="1969-12-31T23:59:59"), "Start: .* is out of range: sacct prints dates "
+                                             "from 1970"),
+    (sacct_row(end="2106-02-07T06:28:14"), "End: .* is out of range"),
+    (sacct_row(end="9999-12-31T23:59:59"), "End: .* is out of range"),
+    (sacct_row(submit="4294967294"), "Submit: '4294967294' is out of range"),
+    (sacct_row(submit="0001-01-01T01:00:00+01:00"), "Submit: .* is out of range"),
 ])
 def test_sacct_malformed_rows(tmp_path, row, field):
     path = write(tmp_path, "s.txt", SACCT_HEAD + "\n" + row)
     with pytest.raises(TraceError, match=field) as err:
         list(open_trace(path, fmt="sacct"))
     assert "s.txt:2:" in str(err.value)
+
+
+def test_sacct_dates_at_the_ends_of_slurms_range_are_read(tmp_path):
+    """The first second of 1970 and the last before Slurm's markers of no time (2^32 - 3:
+    2106-02-07T06:28:13 UTC), as dates and as epoch seconds."""
+    text = (SACCT_HEAD + "\n"
+            + sacct_row(job="1", submit="1970-01-01T00:00:00", start="1970-01-01T00:00:10",
+                        end="2106-02-07T06:28:13")
+            + sacct_row(job="2", submit="0", start="10", end=str(2**32 - 3)))
+    jobs, _ = read(write(tmp_path, "s.txt", text))
+    assert [(j.job_id, j.submit, j.recorded_wait, j.run_time) for j in jobs] == [
+        ("1", 0.0, 10.0, 2**32 - 13.0), ("2", 0.0, 10.0, 2**32 - 13.0)]
 
 
 def test_sacct_header_without_the_needed_fields(tmp_path):
