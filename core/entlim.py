@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import units, values
+from .objects import PbsObject
 
 GENERIC = "PBS_GENERIC"
 ALL = "PBS_ALL"
@@ -122,7 +123,7 @@ class Owner:
     project: str
 
     @classmethod
-    def of(cls, attrs: Mapping[str, Any]) -> Owner:
+    def of(cls, attrs: Mapping[str, Any] | PbsObject) -> Owner:
         """From a job's attributes (a mapping or a `Job`'s `get`)."""
         return cls(str(attrs.get("euser") or ""), str(attrs.get("egroup") or ""),
                    str(attrs.get("project") or DEFAULT_PROJECT))

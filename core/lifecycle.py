@@ -31,7 +31,7 @@ from typing import Any
 
 from . import units
 from .events import DELETE
-from .objects import apply_to_attrs
+from .objects import PbsObject, apply_to_attrs
 from .units import format_duration, parse_duration_cached
 
 #: PBS holds a job that failed to start this many times (run_count > 20).
@@ -92,7 +92,8 @@ _UNSET = object()
 
 
 def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str, Any]],
-                      queue: Mapping[str, Any], server: Mapping[str, Any],
+                      queue: Mapping[str, Any] | PbsObject,
+                      server: Mapping[str, Any] | PbsObject,
                       types: Mapping[str, str], host_level: frozenset[str], *,
                       enqueued: bool, limited: bool, touched: Iterable[str] = (),
                       hosts: Iterable[str] = ()
@@ -101,7 +102,8 @@ def completed_request(res: Mapping[str, Any], written: Mapping[str, Mapping[str,
     and what of it the server wrote (``{"defaults": ..., "derived": ...}``), given what it
     had written before (`written`, the same form; empty for a new job; `inferred_written`
     for a job stored without it), the names a request or hook just set (`touched`: asked
-    for, whatever their value), the job's `queue` and the `server` attributes:
+    for, whatever their value), the job's `queue` and the `server` attributes (stored, or
+    their objects: the simulator's):
 
     * the resources it does not ask for from its queue's ``resources_default``, then the
       server's; ncpus, when a job without a select still lacks it, from the default_chunk

@@ -17,6 +17,7 @@ from .. import hookspecs
 from ..events import EVENTS, Event
 from ..hookattrs import (
     HookAttributeError,
+    HookAttributes,
     config_suffix_error,
     format_hk,
     parse_hk,
@@ -33,7 +34,7 @@ from ..plugins import (
     spec_names,
 )
 from ..runner import Outcome, Runner
-from ..settings import ConfigError, read_cf, validate_config
+from ..settings import ConfigError, PluginInfo, read_cf, validate_config
 from ..siteconfig import ConfigIssue, SiteConfig, default_home, load_site, site_path
 from . import CliError
 from .options import cli_count
@@ -511,15 +512,14 @@ def _hook_app() -> typer.Typer:
         config's [plugins.NAME]. Nothing is written unless all of it is valid."""
         state = _state(ctx)
         state.writing = True
-        record = _one_plugin(state, name)
+        record, info, _ = _one_plugin(state, name)
         try:
             text = hk.read_text()
         except OSError as exc:
             raise CliError(f"{hk}: cannot be read: {exc.strerror or exc}") from None
-        names = [name] + ([record.info.pbs_name] if record.info and record.info.pbs_name
-                          else [])
+        names = [name] + ([info.pbs_name] if info.pbs_name else [])
         pairs = parse_hk(text, str(hk), names)
-        declared = record.info.hook_attributes(record.events)
+        declared = info.hook_attributes(record.events)
         try:
             attrs = resolve_attributes(name, declared, pairs)
         except HookAttributeError as exc:
@@ -541,7 +541,7 @@ def _hook_app() -> typer.Typer:
             if why := config_suffix_error(cf):
                 raise CliError(why)
             raw = read_cf(cf)
-            config, issues = validate_config(record.info.config, raw, str(cf))
+            config, issues = validate_config(info.config, raw, str(cf))
             if issues:
                 raise ConfigError(issues)
             config = {k: v for k, v in raw.items()}
@@ -561,14 +561,14 @@ def _hook_app() -> typer.Typer:
                                                          "the plugin's name).")) -> None:
         """Write the plugin's effective attributes as PBS's NAME.HK and its configuration
         as NAME.CF (JSON)."""
-        record = _one_plugin(_state(ctx), name)
+        record, info, attributes = _one_plugin(_state(ctx), name)
         hname = hook_name or name
         if not directory.is_dir():
             raise CliError(f"--dir {directory}: no such directory")
         hk_path = directory / f"{hname}.HK"
-        write_atomically(hk_path, format_hk(hname, record.attributes))
+        write_atomically(hk_path, format_hk(hname, attributes))
         typer.echo(f"wrote {hk_path}")
-        if record.info is not None and record.info.config:
+        if info.config:
             cf_path = directory / f"{hname}.CF"
             write_atomically(cf_path, json.dumps(record.config, indent=4) + "\n")
             typer.echo(f"wrote {cf_path}")
@@ -576,7 +576,9 @@ def _hook_app() -> typer.Typer:
     return app
 
 
-def _one_plugin(state: State, name: str) -> PluginRecord:
+def _one_plugin(state: State, name: str) -> tuple[PluginRecord, PluginInfo, HookAttributes]:
+    """Plugin `name` loaded, enabled or not: its record, its plugin_info and its effective
+    hook attributes."""
     plugins = state.plugins("all", only={name}, report=False)
     record = plugins.get(name)
     if record is None:
@@ -584,7 +586,9 @@ def _one_plugin(state: State, name: str) -> PluginRecord:
     if record.status in (FAILED, BLOCKED):
         raise CliError(record.failure_text() if record.status == FAILED
                        else f"plugin '{name}' is {record.error}")
-    return record
+    # (the loader sets both for every plugin of "all" it neither blocked nor failed)
+    assert record.info is not None and record.attributes is not None
+    return record, record.info, record.attributes
 
 
 # =============================================================================================

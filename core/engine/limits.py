@@ -52,12 +52,17 @@ from ..entlim import (
     job_amount,
     parse_stored,
 )
+from ..objects import PbsObject
 from .arrays import count_indices
 from .errors import PBSE_BADATVAL, PbsError
 
 PBSE_MAXQUED = 15046
 PBSE_ENTLIMCT = 15142
 PBSE_ENTLIMRESC = 15143
+
+#: A job's attributes as counted: stored ones, or a `Job` (read with ``get``: the simulator
+#: counts the objects its schedulers see).
+JobAttrs = Mapping[str, Any] | PbsObject
 
 #: The count limits, and the resource-keyed ones (attribute -> what they count: None,
 #: every job not done; "not begun", the jobs `not_begun`).
@@ -75,7 +80,7 @@ _BEGUN_OR_DONE = frozenset((*BEGUN_STATES, *DONE_STATES))
 ROWS = (None, "rows", ALL, None)
 
 
-def not_begun(attrs: Mapping[str, Any]) -> bool:
+def not_begun(attrs: JobAttrs) -> bool:
     """Whether a job counts against the thresholds (``queued_jobs_threshold`` and its
     ``_res``): one not done and not begun, so queued, held, waiting or in transit, as
     OpenPBS 23.06 counts it (checked); an array in any such state, or begun (B), as its
@@ -85,7 +90,7 @@ def not_begun(attrs: Mapping[str, Any]) -> bool:
     return attrs.get("job_state") not in _BEGUN_OR_DONE
 
 
-def jobs_in(attrs: Mapping[str, Any]) -> int:
+def jobs_in(attrs: JobAttrs) -> int:
     """How many jobs a stored job counts as: an array (it has ``array_indices_remaining``)
     as its indices not begun, each begun subjob having a row of its own; any other job as
     one. A remaining list that does not read counts as one job."""
@@ -108,7 +113,7 @@ class Holder:
     def where(self) -> str:
         return "complex" if self.queue is None else f"queue {self.queue}"
 
-    def holds(self, attrs: Mapping[str, Any] | None) -> bool:
+    def holds(self, attrs: JobAttrs | None) -> bool:
         """Whether a job (its attributes; None: no job) is among those it limits."""
         return attrs is not None and (self.queue is None or attrs.get("queue") == self.queue)
 
@@ -161,7 +166,7 @@ class Tally:
     def _defaults(self, queue: Any) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         return (self.queues.get(str(queue)) or {}, self.server)
 
-    def _amount(self, attrs: Mapping[str, Any], res: str, kind: str) -> float:
+    def _amount(self, attrs: JobAttrs, res: str, kind: str) -> float:
         """`job_amount`, once per distinct request."""
         request = attrs.get("Resource_List")
         request = request if isinstance(request, Mapping) else {}
@@ -178,7 +183,7 @@ class Tally:
                                                self._defaults(attrs.get("queue")))
         return amount
 
-    def _entries(self, attrs: Mapping[str, Any] | None
+    def _entries(self, attrs: JobAttrs | None
                  ) -> Iterable[tuple[tuple[Any, ...], float]]:
         """What a job adds: (key, amount), a key (holder queue or None, Q-only or not,
         entity kind, entity name, resource or None for the count), the amount that of
@@ -203,7 +208,7 @@ class Tally:
                         if amount:
                             yield (where, queued, kind, name, res), amount
 
-    def _add(self, attrs: Mapping[str, Any] | None, weight: float) -> None:
+    def _add(self, attrs: JobAttrs | None, weight: float) -> None:
         counts = self.counts
         for key, amount in self._entries(attrs):
             total = counts.get(key, 0) + weight * amount
@@ -212,12 +217,12 @@ class Tally:
             else:  # (an entity with no job left is forgotten)
                 counts.pop(key, None)
 
-    def move(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+    def move(self, old: JobAttrs | None, new: JobAttrs | None) -> None:
         """A job stored as `old` (None: a new one) is now `new` (None: gone)."""
         self._add(old, -1)
         self._add(new, 1)
 
-    def check(self, job: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
+    def check(self, job: Mapping[str, Any], old: JobAttrs | None = None) -> None:
         """Refuse `job` (its attributes as they would be stored) with PBS's error when it
         would be over a limit of the complex or its queue. `old` is the job as it is
         stored (moved, altered, released; counted in the tally): a limit refuses it only

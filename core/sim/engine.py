@@ -61,6 +61,7 @@ from ..scheduler import (
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import (
     LAYOUT_RESOURCES,
+    Chunk,
     job_select,
     node_sort_order,
     resource_amount,
@@ -91,6 +92,9 @@ from .records import (
 
 if TYPE_CHECKING:
     from ..engine import limits
+    from ..engine.errors import PbsError
+    from ..runner import Outcome
+    from .machine import Host
 
 #: The events the simulator fires, and where. The others never happen in a replay (no user
 #: alters, moves or deletes a job of a trace; no reservation is submitted).
@@ -157,8 +161,8 @@ class TraceOrderError(SimError):
 class HookUse:
     """Which plugin hooks ran in a simulation, and which were left out and why."""
 
-    ran: Counter = field(default_factory=Counter)          # (plugin, event) -> runs
-    failed: Counter = field(default_factory=Counter)       # ... -> runs ended in error/alarm
+    ran: Counter[tuple[str, str]] = field(default_factory=Counter)  # (plugin, event) -> runs
+    failed: Counter[tuple[str, str]] = field(default_factory=Counter)  # ... ended in error/alarm
     first_failure: dict[tuple[str, str], str] = field(default_factory=dict)
     scheduler: set[tuple[str, str]] = field(default_factory=set)  # (plugin, sched hook)
     left_out: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -200,6 +204,15 @@ class Summary:
     hooks: HookUse = field(default_factory=HookUse)
 
 
+#: A request completed (`Simulator._complete`): its Resource_List and its schedselect (None:
+#: a select that does not parse).
+_Completed = tuple[dict[str, Any], str | None]
+#: Hosts per (machine state, figure drawn) (`Simulator._state_sums`), and with it the hosts
+#: per state and the watts they draw.
+_StatesKey = tuple[tuple[str, str, int], ...]
+_StateSums = tuple[_StatesKey, dict[str, int], float]
+
+
 class _Run:
     """A job in the system."""
 
@@ -226,7 +239,7 @@ class _Host:
     __slots__ = ("spec", "busy", "state", "watts", "since", "power", "until", "asleep",
                  "woken", "energy", "base", "counted", "figures", "cpus")
 
-    def __init__(self, spec, model: int):
+    def __init__(self, spec: Host, model: int):
         self.spec = spec
         #: Read at every change of its jobs: where its power model's counts start in
         #: `Simulator._counts` and the one it is counted in, its watts per figure and its
@@ -247,7 +260,7 @@ class _Host:
 
 
 #: The final state of a job that ran its time, by its trace status (others: COMPLETED).
-_STATUS_STATES = {0: FAILED, 5: KILLED}
+_STATUS_STATES: dict[int | None, str] = {0: FAILED, 5: KILLED}
 
 
 #: A replayed job's Exit_status by its final state: 0 when it completed; PBS's
@@ -288,10 +301,10 @@ class _SafeCaller:
         self._caller = caller
         self._allowed = allowed
 
-    def get_hookimpls(self) -> list:
+    def get_hookimpls(self) -> list[Any]:
         return [i for i in self._caller.get_hookimpls() if i.plugin_name in self._allowed]
 
-    def __call__(self, **kwargs: Any) -> list:
+    def __call__(self, **kwargs: Any) -> list[Any]:
         return [i.function(**kwargs) for i in reversed(self.get_hookimpls())]
 
 
@@ -301,7 +314,7 @@ class Simulator:
 
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
-                 workdir: str | os.PathLike | None = None,
+                 workdir: str | os.PathLike[str] | None = None,
                  progress: Callable[[float, int, int], None] | None = None,
                  kill_at_walltime: bool = True,
                  scheds: dict[str, dict[str, Any]] | None = None):
@@ -391,7 +404,7 @@ class Simulator:
 
             if any(map(queued_limits.has_limits, machine.queues.values())):
                 self._tally = queued_limits.Tally({}, self._queue_attrs, RESOURCE_TYPES, ())
-        self._counted: dict[str, Any] = {}
+        self._counted: dict[str, limits.JobAttrs] = {}
         self._counted_mark = -1  # the schedulers' log's mark when counted last
         #: How many times the route queues' jobs were counted anew (`_count`): with the
         #: log's mark, what the counts are a function of (`_count_version`).
@@ -420,18 +433,18 @@ class Simulator:
         #: vnodes' states (None: to be summed again, after a hook changed a vnode).
         self._most: tuple[dict[str, int], int] | None = None
         #: (request, queue) -> the request completed, or why it is refused (`_complete`).
-        self._requests: dict[tuple, dict[str, Any] | str] = {}
+        self._requests: dict[tuple[tuple[tuple[str, Any], ...], str], _Completed | str] = {}
         self._seq = 0
-        self._states_key: tuple | None = None
+        self._states_key: tuple[_StatesKey, int, int, int] | None = None
         #: `_counts` changed since `_record_states` last summed it (else its sums hold);
         #: the sums made, by `_counts`'s items.
         self._counts_changed = True
-        self._sums: dict[tuple, tuple[tuple, dict[str, int], float]] = {}
-        self._counts_key: tuple = ()
+        self._sums: dict[tuple[tuple[int, int], ...], _StateSums] = {}
+        self._counts_key: _StatesKey = ()
         self._state_counts: dict[str, int] = {}
         self._watts = 0.0
         self._sleepers: set[str] = set()  # vnodes in state sleep
-        self._host_sleepers: Counter = Counter()  # host index -> its vnodes asleep
+        self._host_sleepers: Counter[int] = Counter()  # host index -> its vnodes asleep
         self._host_index = {host.name: host.index for host in machine.hosts}
         self._driver: dict[str, Any] = {}  # the simulated driver's record, as last read
         self._driver_text = ""
@@ -453,8 +466,8 @@ class Simulator:
         self._count_keys = [(_FIGURE_STATES[f], model, f) for model in range(len(self._models))
                             for f in _FIGURES]
         self._counts: dict[int, int] = {}
-        for host in self.hosts:
-            self._counts[host.counted] = self._counts.get(host.counted, 0) + 1
+        for counted in (host.counted for host in self.hosts):
+            self._counts[counted] = self._counts.get(counted, 0) + 1
         self._setup_hooks(policy or {}, scheds or {})
 
     # -- hooks --------------------------------------------------------------------------------
@@ -542,7 +555,7 @@ class Simulator:
         self._next_submit = math.inf
         self._periodic_due = {name: float(freq) for name, freq in self._freq.items()}
 
-    def _fire(self, event_type: str, **objects: Any):
+    def _fire(self, event_type: str, **objects: Any) -> Outcome | None:
         """Fire `event_type` through its sim-safe hooks, None when it has none. Callable
         `objects` are made only when it has some."""
         names = self._chains.get(event_type)
@@ -551,7 +564,8 @@ class Simulator:
         return self._fire_only(event_type, names, **{
             k: v() if callable(v) else v for k, v in objects.items()})
 
-    def _fire_only(self, event_type: str, names: Iterable[str], **objects: Any):
+    def _fire_only(self, event_type: str, names: Iterable[str], **objects: Any) -> Outcome:
+        assert self.runner is not None  # (a hook to fire: `_setup_hooks` made the runner)
         outcome = self.runner.fire(Event(event_type, requestor="root",
                                          requestor_host=SERVER, **objects), hooks=set(names))
         if outcome.kind in ("error", "alarm"):
@@ -721,10 +735,11 @@ class Simulator:
         if tj.walltime is not None:
             res["walltime"] = format_duration(max(1, math.ceil(tj.walltime)))
         now = int(self.now)
-        attrs = {"job_state": "Q", "queue": self._queue(tj.queue), "Resource_List": res,
-                 "qtime": now, "ctime": now, "etime": now, "run_count": 0,
-                 "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
-                 "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
+        attrs: dict[str, Any] = {
+            "job_state": "Q", "queue": self._queue(tj.queue), "Resource_List": res,
+            "qtime": now, "ctime": now, "etime": now, "run_count": 0,
+            "Job_Owner": f"{tj.user or 'user'}@{SERVER}", "euser": tj.user or "user",
+            "egroup": tj.group or "group", "Hold_Types": "n", "Rerunable": True}
         hooked = bool(self._chains.get("queuejob"))
         requested = res
         refused = None if hooked else self._complete(attrs, tj.run_time)  # (before its Job)
@@ -780,7 +795,7 @@ class Simulator:
         if not self._doubt and self._beyond_machine(chunks, run.needs[1]):
             self._doubt = True
 
-    def _beyond_machine(self, chunks, ncpus: int) -> bool:
+    def _beyond_machine(self, chunks: Iterable[Chunk], ncpus: int) -> bool:
         """Whether the job may ask more than the machine could ever give, whatever its
         vnodes' states: more ncpus than all its vnodes, a chunk more of an amount than any
         one vnode has, or a resource no vnode has as an amount (a text one: the scheduler
@@ -814,29 +829,12 @@ class Simulator:
         past the limits). A job that still has no walltime (none in the trace, none by
         default) is planned with its run time, and so never killed. A trace repeats a few
         requests many times: each is completed once."""
-        res = attrs["Resource_List"]
-        key = (tuple(res.items()), attrs["queue"])
+        key = (tuple(attrs["Resource_List"].items()), attrs["queue"])
         done = self._requests.get(key)
         if done is None:
             if len(self._requests) > 4096:
                 self._requests.clear()
-            queue = self.queues.get(attrs["queue"])
-            try:
-                done = lifecycle.completed_request(
-                    res, {}, queue or {}, self.server,
-                    RESOURCE_TYPES, CHUNK_RESOURCES, enqueued=True, limited=True)[0]
-            except lifecycle.OutsideLimits as exc:
-                done = f"qsub: Job violates queue and/or server resource limits ({exc})"
-            except ValueError as exc:
-                done = f"qsub: Illegal attribute or resource value Resource_List: {exc}"
-            if not isinstance(done, str):
-                try:  # its schedselect, as the engine's server stores it
-                    done = (done, schedselect(job_select(
-                        Job("request", {"Resource_List": done}),
-                        default_chunks(queue, self.server))))
-                except ValueError:  # (a select that does not parse: `_submit` says so)
-                    done = (done, None)
-            self._requests[key] = done
+            done = self._requests[key] = self._completed(attrs)
         if isinstance(done, str):
             return done
         res, chosen = done
@@ -847,6 +845,23 @@ class Simulator:
             attrs["Resource_List"] = {**res, "walltime": format_duration(
                 max(1, math.ceil(run_time)))}
         return None
+
+    def _completed(self, attrs: dict[str, Any]) -> _Completed | str:
+        """`_complete`'s answer for a request not seen before."""
+        queue = self.queues.get(attrs["queue"])
+        try:
+            res = lifecycle.completed_request(
+                attrs["Resource_List"], {}, queue or {}, self.server,
+                RESOURCE_TYPES, CHUNK_RESOURCES, enqueued=True, limited=True)[0]
+        except lifecycle.OutsideLimits as exc:
+            return f"qsub: Job violates queue and/or server resource limits ({exc})"
+        except ValueError as exc:
+            return f"qsub: Illegal attribute or resource value Resource_List: {exc}"
+        try:  # its schedselect, as the engine's server stores it
+            return res, schedselect(job_select(Job("request", {"Resource_List": res}),
+                                               default_chunks(queue, self.server)))
+        except ValueError:  # (a select that does not parse: `_submit` says so)
+            return res, None
 
     def _may_run(self, run: _Run) -> bool:
         """Whether a queued job may still run: not when held (nothing in a replay releases
@@ -978,8 +993,8 @@ class Simulator:
         tried = set()
         while True:
             for when, seq, job_id in self._popped(self._retries, now):
-                retry = self._retry_at.get(job_id)
-                if retry is not None and retry[0] == when:  # (else tried since: not due now)
+                at = self._retry_at.get(job_id)
+                if at is not None and at[0] == when:  # (else tried since: not due now)
                     heapq.heappush(due, (seq, job_id, True))
             if not due:
                 return
@@ -1080,7 +1095,8 @@ class Simulator:
                 self._retry_at[job_id] = (now, version, over)
                 heapq.heappush(self._retries, (now, self.routing[job_id].seq, job_id))
 
-    def _entry_error(self, attrs: dict[str, Any], name: str, routed: bool = False):
+    def _entry_error(self, attrs: dict[str, Any], name: str,
+                     routed: bool = False) -> PbsError | None:
         """The PbsError of queue `name` refusing the job (`attrs`) as the engine's server
         refuses one (`admission.check_entry`; a replay's queues are enabled): 15018 for a
         queue the platform has not, 15022 by its from_route_only unless `routed`, 15007 by
@@ -1129,8 +1145,9 @@ class Simulator:
         self._tally.move(was, attrs)
         if attrs is not None:
             self._counted[job_id] = attrs
-        if was is not None and self._parked_on and was.get("queue") in self._parked_on:
-            self._wake(was.get("queue"))  # (one entering a queue frees it of nothing)
+        left = None if was is None else was.get("queue")
+        if left is not None and self._parked_on and left in self._parked_on:
+            self._wake(left)  # (one entering a queue frees it of nothing)
 
     def _count_version(self) -> tuple[int, int]:
         """What the counts against the limits follow: the log of the schedulers' view of
@@ -1279,7 +1296,8 @@ class Simulator:
             self._estimated = estimated
 
     # -- a job's life (pbsplug.lifecycle) -------------------------------------------------------
-    def _start(self, run: _Run, exec_vnode: str, chunks: list) -> None:
+    def _start(self, run: _Run, exec_vnode: str,
+               chunks: list[tuple[str, dict[str, int | str]]]) -> None:
         job_id = run.tj.job_id
         now = int(self.now)
         outcome = self._fire("runjob", job=lambda: Job(job_id, {**run.attrs,
@@ -1309,7 +1327,7 @@ class Simulator:
         self.running[job_id] = run
         run.hosts = tuple(sorted(self._occupy(run, +1)))
         for event in self._start_events:
-            extra = {"progname": "", "argv": [], "env": {}, "pid": None} \
+            extra: dict[str, Any] = {"progname": "", "argv": [], "env": {}, "pid": None} \
                 if event == "execjob_launch" else {}
             outcome = self._fire(event, job=lambda: Job(job_id, run.attrs),
                                  vnode_list=lambda: self._event_vnodes(per_vnode), **extra)
@@ -1358,6 +1376,7 @@ class Simulator:
                 action, event = outcome.job_action, name
         reason = None
         if run.killed:
+            assert run.start is not None  # (a job that ends started)
             reason = lifecycle.walltime_exceeded(lifecycle.walltime_limit(run.attrs),
                                                  self.now - run.start + 1) or "walltime"
         if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
@@ -1378,13 +1397,15 @@ class Simulator:
 
     def _used(self, run: _Run) -> dict[str, Any]:
         """What the host measured of the job's run (its walltime and ncpus)."""
+        assert run.start is not None  # (asked of a job that started)
         return {"walltime": format_duration(math.ceil(self.now - run.start)),
                 "ncpus": run.ncpus}
 
     def _finish(self, run: _Run, state: str, comment: str | None,
                 used: dict[str, Any] | None = None) -> None:
+        assert run.start is not None  # (a job that never started is rejected: `_reject`)
         if self._chains.get("jobobit"):  # (the job's last attributes: only it reads them)
-            if used is None and run.start is not None:
+            if used is None:
                 used = self._used(run)
             lifecycle.finished(run.attrs, _exit_status(state), int(self.now), used, comment)
             self._fire("jobobit", job=lambda: Job(run.tj.job_id, run.attrs))
@@ -1405,7 +1426,7 @@ class Simulator:
         self._needs[run.needs] = self._needs.get(run.needs, 0) + 1
         self._touched = True
 
-    def _host_changes(self, run: _Run, outcome) -> None:
+    def _host_changes(self, run: _Run, outcome: Outcome) -> None:
         """Execution-host hooks' job and vnode changes (not after an error or alarm)."""
         if outcome.kind in ("error", "alarm"):
             return
@@ -1425,7 +1446,7 @@ class Simulator:
                                       self._vnode_slot)
         # A vnode object an event carried shows the room it had then: made again next time.
         forget = self._event_vnode_cache.pop if self._event_vnode_cache else None
-        now = int(self.now)
+        stamp = int(self.now)  # (the vnodes' times: whole seconds)
         # The energy is summed vnode by vnode in the vnodes' order, as it always was: the
         # same additions give the same float.
         length = self.now - run.start if sign < 0 and run.start is not None else None
@@ -1441,12 +1462,12 @@ class Simulator:
             attrs = store[name]
             flipped = (before <= 0) != (after <= 0)
             if flipped:  # free <-> job-busy, as the engine tracks it
-                attrs["last_state_change_time"] = now
+                attrs["last_state_change_time"] = stamp
             index, host = slots[name]
             host.busy += sign * ncpus
             mark(index)
             if sign < 0:
-                attrs["last_used_time"] = now
+                attrs["last_used_time"] = stamp
                 if length is not None:
                     energy += host.figures["busy"] * length * ncpus / host.cpus
             if by_use and (flipped or sign < 0):
@@ -1534,7 +1555,7 @@ class Simulator:
             out[name] = cache[name] = Vnode(name, view)
         return out
 
-    def _vnode_changes(self, outcome) -> None:
+    def _vnode_changes(self, outcome: Outcome) -> None:
         if outcome.kind in ("error", "alarm"):
             return
         states_changed = []
@@ -1665,7 +1686,7 @@ class Simulator:
         self.sink.machine(MachineStates(self.now - self.epoch, dict(self._state_counts),
                                         self._watts, queued, running, self._busy))
 
-    def _state_sums(self) -> tuple[tuple, dict[str, int], float]:
+    def _state_sums(self) -> _StateSums:
         """What `_counts` comes to: the key that tells a change of the machine's states
         (hosts per state and figure), the hosts per state, and the watts."""
         # Hosts counted nowhere add nothing (0 hosts, 0.0 watts): they are left out.
