@@ -259,6 +259,11 @@ class _Host:
         self.energy: dict[str, float] = {}
 
 
+#: Where a job refused for now is parked too when the complex has limits (`Simulator._retry`):
+#: a job leaving or changing in any queue wakes it. No queue has this name.
+_COMPLEX = ""
+
+
 #: The final state of a job that ran its time, by its trace status (others: COMPLETED).
 _STATUS_STATES: dict[int | None, str] = {0: FAILED, 5: KILLED}
 
@@ -395,15 +400,21 @@ class Simulator:
         #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
         self._ruled = {name for name, attrs in machine.queues.items()
                        if any(key in attrs for key in ENTRY_KEYS)}
-        #: What the jobs count against the queues' limits on queued jobs (the engine's
-        #: `limits.Tally`; None: no queue has any), and the object or attributes each job
-        #: was last counted as (`_sync_counts`).
+        #: What the jobs count against the limits on queued jobs of the queues and of the
+        #: complex (the server's, `[sim.server]`), the engine's `limits.Tally` with the
+        #: same server and queue attributes (None: no limit is set); whether the complex
+        #: has any (then every job is checked at qsub and when routed, whatever its queue);
+        #: the object or attributes each job was last counted as (`_sync_counts`).
         self._tally: limits.Tally | None = None
-        if self._ruled:
+        self._complex_limited = False
+        if self._ruled or server_attrs:
             from ..engine import limits as queued_limits
 
-            if any(map(queued_limits.has_limits, machine.queues.values())):
-                self._tally = queued_limits.Tally({}, self._queue_attrs, RESOURCE_TYPES, ())
+            self._complex_limited = queued_limits.has_limits(server_attrs or {})
+            if self._complex_limited or any(map(queued_limits.has_limits,
+                                                machine.queues.values())):
+                self._tally = queued_limits.Tally(server_attrs or {}, self._queue_attrs,
+                                                  RESOURCE_TYPES, ())
         self._counted: dict[str, limits.JobAttrs] = {}
         self._counted_mark = -1  # the schedulers' log's mark when counted last
         #: How many times the route queues' jobs were counted anew (`_count`): with the
@@ -684,7 +695,7 @@ class Simulator:
             # may refuse it and its request is the one the simulator writes.
             self._next_submit = pending.submit + epoch if pending is not None and \
                 pending.select is None and not self._chains.get("queuejob") and \
-                not self._routes and not self._ruled else math.inf
+                not self._routes and not self._ruled and self._tally is None else math.inf
             # 4. periodic hooks
             if self._periodic_due:
                 self._periodics(now)
@@ -936,7 +947,7 @@ class Simulator:
             now = int(self.now)
             attrs.update(qtime=now, mtime=now)
             attrs["job_state"] = lifecycle.queued_state(attrs, self.now)
-            if self._tally is not None and dest in self._ruled:
+            if self._tally is not None and (dest in self._ruled or self._complex_limited):
                 self._sync_counts()
                 try:
                     self._tally.check(attrs, self._counted.get(job_id))
@@ -1030,11 +1041,12 @@ class Simulator:
         """The job waits in its route queue, refused for now; tried again at `when` and
         then once per route_retry_time (its retry grid), as the engine's router tries it.
         A try can route it only after a job left a destination whose counts refused it
-        for now (`over`: its limits on queued jobs; a replay's other refusals for now, a
-        queue not enabled, never change), or changed there: it is parked until then, with
-        no entry in `_retries`, and woken then (`_wake`), due at its grid's first tick
-        after that. With a route_lifetime, it is due at the tick its lifetime runs out,
-        as a try there ends it."""
+        for now (`over`: its limits on queued jobs, or the complex's, which count the jobs
+        of every queue; a replay's other refusals for now, a queue not enabled, never
+        change), or changed there: it is parked until then, with no entry in `_retries`,
+        and woken then (`_wake`), due at its grid's first tick after that. With a
+        route_lifetime, it is due at the tick its lifetime runs out, as a try there ends
+        it."""
         from ..engine import routing
 
         job_id = run.tj.job_id
@@ -1042,6 +1054,8 @@ class Simulator:
         queue = self._queue_attrs[run.attrs["queue"]]
         wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
         dests = tuple(dest for dest, err in over.items() if err.code in routing.FOR_NOW)
+        if dests and self._complex_limited:  # (the complex's limits may be what refused)
+            dests += (_COMPLEX,)
         self._parked[job_id] = (when, wait, dests)
         for dest in dests:
             self._parked_on.setdefault(dest, {})[job_id] = None
@@ -1061,6 +1075,14 @@ class Simulator:
             del jobs[job_id]
             if not jobs:
                 del self._parked_on[dest]
+
+    def _wake_left(self, queue: str | None) -> None:
+        """A job left `queue`, or changed there: the jobs parked on it are woken, and those
+        parked on the complex (`_COMPLEX`), which counts the jobs of every queue."""
+        if queue in self._parked_on:
+            self._wake(queue)
+        if _COMPLEX in self._parked_on:
+            self._wake(_COMPLEX)
 
     def _wake(self, name: str) -> None:
         """A job left queue `name`, or changed there (began, ended): each job parked on it
@@ -1117,16 +1139,16 @@ class Simulator:
         return None
 
     def _within_limits(self, run: _Run) -> bool:
-        """qsub's check of the limits on queued jobs of the job's queue (the engine's
-        `limits.Tally.check`): over one, the job is rejected as qsub refuses it. A job
-        entering a route queue is counted there from now (one in an execution queue is
-        counted as the schedulers see it: `_sync_counts`). Asked only when some queue has
-        such limits (a `_tally`)."""
+        """qsub's check of the limits on queued jobs of the job's queue and of the complex
+        (the engine's `limits.Tally.check`): over one, the job is rejected as qsub refuses
+        it. A job entering a route queue is counted there from now (one in an execution
+        queue is counted as the schedulers see it: `_sync_counts`). Asked only when some
+        queue or the complex has such limits (a `_tally`)."""
         from ..engine.errors import PbsError
 
         assert self._tally is not None
         attrs = run.attrs
-        if attrs["queue"] in self._ruled:
+        if attrs["queue"] in self._ruled or self._complex_limited:
             self._sync_counts()
             try:
                 self._tally.check(attrs)
@@ -1145,9 +1167,8 @@ class Simulator:
         self._tally.move(was, attrs)
         if attrs is not None:
             self._counted[job_id] = attrs
-        left = None if was is None else was.get("queue")
-        if left is not None and self._parked_on and left in self._parked_on:
-            self._wake(left)  # (one entering a queue frees it of nothing)
+        if was is not None and self._parked_on:  # (one entering frees a queue of nothing)
+            self._wake_left(was.get("queue"))
 
     def _count_version(self) -> tuple[int, int]:
         """What the counts against the limits follow: the log of the schedulers' view of
@@ -1220,8 +1241,8 @@ class Simulator:
         told = self._told.get(job_id)
         if told is current:
             return
-        if told is not None and self._parked_on and run.attrs["queue"] in self._parked_on:
-            self._wake(run.attrs["queue"])  # (it leaves, or changes: not when it enters)
+        if told is not None and self._parked_on:  # (it leaves, or changes: not when it enters)
+            self._wake_left(run.attrs["queue"])
         if told is not None:
             self._log.remove(told)
         if current is None:

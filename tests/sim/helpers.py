@@ -44,10 +44,12 @@ class Recorder(Simulator):
         super()._enqueue(run)
 
 
-def replay(machine, jobs, plugins=None, tmp_path=None):
-    """Replays `jobs` on `machine` under PBS's policy with a `Recorder`: (its sink, it)."""
+def replay(machine, jobs, plugins=None, tmp_path=None, server_attrs=None):
+    """Replays `jobs` on `machine` under PBS's policy with a `Recorder` (and the server's
+    `server_attrs`, as ``[sim.server]`` gives them): (its sink, it)."""
     sink = Sink()
     sim = Recorder(machine, sink, plugins=plugins, policy=policy_settings("pbs"),
+                   server_attrs=server_attrs,
                    workdir=None if tmp_path is None else tmp_path / "work")
     sim.run(jobs)
     return sink, sim

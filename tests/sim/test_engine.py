@@ -1038,6 +1038,18 @@ def test_a_job_past_the_servers_resource_limits_is_rejected_at_submission():
     assert sim.summary.rejected == 0
 
 
+@pytest.mark.parametrize("limit", [{"max_run": "[u:PBS_GENERIC=1]"}, {"max_user_run": 1},
+                                   {"max_run_res": {"ncpus": "[u:PBS_GENERIC=1]"}}])
+def test_the_servers_limits_on_running_jobs_keep_a_job_queued(limit):
+    """[sim.server]'s limits on running jobs are the scheduler's: alice may run one job at
+    a time, so of her two at 0 on four cpus the second starts when the first ends (10);
+    bob's runs at once."""
+    jobs = [tj(1, 0, 10, 1, 20, user="alice"), tj(2, 0, 10, 1, 20, user="alice"),
+            tj(3, 0, 10, 1, 20, user="bob")]
+    sink, _ = simulate(jobs, server_attrs=limit)
+    assert sink.starts() == {"1": 0, "2": 10, "3": 0}
+
+
 def test_a_job_with_no_walltime_takes_the_limit_as_pbs_does_not_its_run_time():
     """Review: the run time given to a job that asked no walltime was compared with the
     limit, so j1 (200 s) was rejected; PBS gives it resources_max.walltime (150 s) and kills

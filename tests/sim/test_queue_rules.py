@@ -51,8 +51,8 @@ def platform(tmp_path, limit="max_queued", text=PLATFORM):
 
 
 def tj(job_id, submit, user, group="users", queue="entry", run=100, ncpus=1, wall=200):
-    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus, float(wall), user=user,
-                    group=group, queue=queue)
+    return TraceJob(str(job_id), 1, float(submit), float(run), ncpus,
+                    None if wall is None else float(wall), user=user, group=group, queue=queue)
 
 
 #: Four jobs at 0 into `entry`: alice's goes to vip (its ACL names her), bob's and carol's
@@ -133,6 +133,144 @@ def test_a_job_no_destination_takes_for_good_is_rejected_at_qsub(tmp_path):
     result = sink.by_id()["3"]
     assert (result.final_state, result.reason, result.end) == (
         REJECTED, "qsub: Job rejected by all possible destinations", 0)
+
+
+# -- the complex's limits ([sim.server]) ------------------------------------------------------
+
+ONE_CPU = """
+[[hosts]]
+prefix = "n"
+count = {count}
+ncpus = 1
+"""
+
+
+def test_the_servers_max_queued_refuses_a_qsub_into_any_queue(tmp_path):
+    """[sim.server] max_queued = [o:PBS_ALL=2], one cpu, jobs of 10 s in workq (no rules
+    of its own). At 1, j1 runs and j2 waits: j3 would be a third job in the complex and is
+    refused as qsub refuses it (15142). At 10 j1 ends before the submission: j4 is the
+    second; j2 starts at 10, j4 at 20. Without the limit, j3 runs at 20 and j4 at 30."""
+    jobs = [tj(1, 0, "alice", queue=None, run=10), tj(2, 0, "alice", queue=None, run=10),
+            tj(3, 1, "bob", queue=None, run=10), tj(4, 10, "bob", queue=None, run=10)]
+    machine = platform(tmp_path, text=ONE_CPU.format(count=1))
+    sink, _ = replay(machine, jobs, server_attrs={"max_queued": "[o:PBS_ALL=2]"})
+    assert {k: (r.final_state, r.start, r.reason) for k, r in sink.by_id().items()} == {
+        "1": (COMPLETED, 0, None), "2": (COMPLETED, 10, None),
+        "3": (REJECTED, None, "qsub: Maximum number of jobs already in complex"),
+        "4": (COMPLETED, 20, None)}
+    sink, _ = replay(machine, jobs)
+    assert sink.starts() == {"1": 0, "2": 10, "3": 20, "4": 30}
+
+
+def test_the_servers_threshold_counts_each_users_jobs_not_begun(tmp_path):
+    """[sim.server] queued_jobs_threshold = [u:PBS_GENERIC=1], two cpus. At 0 (the
+    submissions come before the cycle) alice's j1 is not begun yet: her j2 is refused;
+    bob's j3 is his first. At 5 j1 has begun: her j4 is taken, and waits for j1's cpu
+    (10); at 6 j4 has not begun: her j5 is refused."""
+    jobs = [tj(1, 0, "alice", queue=None, run=10), tj(2, 0, "alice", queue=None, run=10),
+            tj(3, 0, "bob", queue=None, run=20), tj(4, 5, "alice", queue=None, run=10),
+            tj(5, 6, "alice", queue=None, run=10)]
+    sink, _ = replay(platform(tmp_path, text=ONE_CPU.format(count=2)), jobs,
+                     server_attrs={"queued_jobs_threshold": "[u:PBS_GENERIC=1]"})
+    refused = "qsub: would exceed complex's per-user limit of jobs in 'Q' state"
+    assert {k: (r.final_state, r.start, r.reason) for k, r in sink.by_id().items()} == {
+        "1": (COMPLETED, 0, None), "2": (REJECTED, None, refused),
+        "3": (COMPLETED, 0, None), "4": (COMPLETED, 10, None), "5": (REJECTED, None, refused)}
+
+
+#: Two cpus; `entry` routes to `q`, which gives a job without a walltime 100 s.
+ROUTED = ONE_CPU.format(count=2) + """
+[queues.big]
+
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["q"]
+
+[queues.q]
+resources_default = {{walltime = "100"}}
+"""
+
+
+def test_a_job_the_complexs_limit_refuses_is_routed_after_a_job_of_another_queue_ends(
+        tmp_path):
+    """[sim.server] max_queued_res.walltime = [u:PBS_GENERIC=150]. alice's j1 (in big,
+    100 s) runs 0-100. Her j2 (10 s, no walltime) enters entry at 1 with its run time, 10
+    s, as its walltime (110 in all); routed, q would give it 100 s (200): the complex
+    refuses for now, and it is tried on its retry grid (31, 61, 91, 121: entry's
+    route_retry_time, 30 s). j1 leaves big at 100, a queue j2 does not wait for: it is
+    routed at 121. bob's j3 (big, 1-300; his own limit, 300 s) counts apart and keeps the
+    replay going."""
+    jobs = [tj(1, 0, "alice", queue="big", run=100, wall=100),
+            tj(2, 1, "alice", queue="entry", run=10, wall=None),
+            tj(3, 1, "bob", queue="big", run=299, wall=300)]
+    limit = {"max_queued_res": {"walltime": "[u:PBS_GENERIC=150],[u:bob=300]"}}
+    sink, sim = replay(platform(tmp_path, text=ROUTED), jobs, server_attrs=limit)
+    assert sim.entered == {"1": ("big", 0, "Q"), "2": ("q", 121, "Q"), "3": ("big", 1, "Q")}
+    assert sink.starts() == {"1": 0, "2": 121, "3": 1}
+
+
+def test_the_engine_refuses_the_same_jobs_by_the_servers_limit(tmp_path):
+    """The server's max_queued on an engine in this process: the third of three qsubs is
+    refused with the replay's text."""
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        manager = Caller(0, ROLE_MANAGER)
+        for command in ("set server scheduling = false",
+                        "set server max_queued = '[o:PBS_ALL=2]'"):
+            assert eng.req_qmgr(manager, command)["code"] == 0, command
+        on_engine = []
+        for _ in range(3):
+            try:
+                eng.req_submit(manager, {"Resource_List": {
+                    "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
+                on_engine.append(None)
+            except PbsError as exc:
+                on_engine.append(f"qsub: {exc.message}")
+        eng.close()
+    finally:
+        remove_root(root)
+    sink, _ = replay(platform(tmp_path, text=ONE_CPU.format(count=1)),
+                     [tj(n, 0, "root", queue=None) for n in (1, 2, 3)],
+                     server_attrs={"max_queued": "[o:PBS_ALL=2]"})
+    reasons = {r.job.job_id: r.reason for r in sink.jobs}
+    assert on_engine == [reasons[n] for n in "123"] == [
+        None, None, "qsub: Maximum number of jobs already in complex"]
+
+
+def test_a_queues_limit_counts_the_servers_default_chunk_as_the_engine_does(tmp_path):
+    """batch's max_queued_res.mem = [o:PBS_ALL=2gb]; [sim.server] default_chunk.mem =
+    1gb, which each job's chunk takes: the third job of one chunk is refused, on the
+    engine and in the replay. (The replay counted the queue's limits without the
+    server's attributes: every chunk without mem counted none, and all three ran.)"""
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        manager = Caller(0, ROLE_MANAGER)
+        for command in ("set server scheduling = false",
+                        "set server default_chunk.mem = 1gb",
+                        "create queue batch queue_type=execution,enabled=true,started=true,"
+                        "max_queued_res.mem='[o:PBS_ALL=2gb]'"):
+            assert eng.req_qmgr(manager, command)["code"] == 0, command
+        on_engine = []
+        for _ in range(3):
+            try:
+                eng.req_submit(manager, {"queue": "batch", "Resource_List": {
+                    "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
+                on_engine.append(None)
+            except PbsError as exc:
+                on_engine.append(f"qsub: {exc.message}")
+        eng.close()
+    finally:
+        remove_root(root)
+    text = ONE_CPU.format(count=4) + 'mem = "4gb"\n\n[queues.batch]\n' \
+        'max_queued_res = {{mem = "[o:PBS_ALL=2gb]"}}\n'
+    sink, _ = replay(platform(tmp_path, text=text),
+                     [tj(n, 0, "root", queue="batch") for n in (1, 2, 3)],
+                     server_attrs={"default_chunk": {"mem": "1gb"}})
+    reasons = {r.job.job_id: r.reason for r in sink.jobs}
+    assert on_engine == [reasons[n] for n in "123"] == [
+        None, None, "qsub: would exceed limit on resource mem in queue batch"]
 
 
 class NeverRun:
