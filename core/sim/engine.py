@@ -649,8 +649,8 @@ class Simulator:
                 candidates.append(self._reroutes[0][0])
             if pending is not None:
                 candidates.append(pending.submit + epoch)
-            if self._retries and candidates:  # (only while something else may change)
-                candidates.append(self._retries[0][0])
+            if self._retries and (candidates or self._retry_may_route()):
+                candidates.append(self._retries[0][0])  # (not one sure to end the same)
             late = not candidates and bool(self._parked)  # (retries are not candidates)
             if self._periodic_due and (self.queued or self.running or pending is not None):
                 if candidates or self.now - self._last_change <= STALL:
@@ -1066,6 +1066,18 @@ class Simulator:
         self._retry_at[job_id] = (due, self._count_version(), over)
         if due < math.inf:
             heapq.heappush(self._retries, (due, run.seq, job_id))
+
+    def _retry_may_route(self) -> bool:
+        """Whether a retry to come may route its job: a job woken (`_wake`) since its last
+        try, the counts it was refused on having changed. When nothing else is left to
+        happen, the replay goes on to it (a retry sure to end the same waits only while
+        something else may change)."""
+        version = self._count_version()
+        for when, _, job_id in self._retries:
+            due = self._retry_at.get(job_id)
+            if due is not None and due[0] == when and due[1] != version:
+                return True
+        return False
 
     def _unpark(self, job_id: str) -> None:
         """The job is no longer parked (it is tried, or due)."""

@@ -198,8 +198,7 @@ def test_a_job_the_complexs_limit_refuses_is_routed_after_a_job_of_another_queue
     s, as its walltime (110 in all); routed, q would give it 100 s (200): the complex
     refuses for now, and it is tried on its retry grid (31, 61, 91, 121: entry's
     route_retry_time, 30 s). j1 leaves big at 100, a queue j2 does not wait for: it is
-    routed at 121. bob's j3 (big, 1-300; his own limit, 300 s) counts apart and keeps the
-    replay going."""
+    routed at 121. bob's j3 (big, 1-300; his own limit, 300 s) counts apart."""
     jobs = [tj(1, 0, "alice", queue="big", run=100, wall=100),
             tj(2, 1, "alice", queue="entry", run=10, wall=None),
             tj(3, 1, "bob", queue="big", run=299, wall=300)]
@@ -295,6 +294,28 @@ def test_a_job_waiting_for_a_full_destination_ends_the_replay_when_nothing_chang
     assert {k: r.final_state for k, r in by_id.items()} == {
         "2": REJECTED, "3": REJECTED, "4": REJECTED}
     assert by_id["4"].reason == "never routed out of its route queue"
+
+
+def test_a_job_waiting_for_the_last_job_of_its_destination_is_routed_when_it_ends(
+        tmp_path):
+    """Two cpus; entry routes to batch, which takes one job at a time. j1 runs in batch
+    0-100; j2, submitted at 1, waits in entry (tries at 31, 61, 91) and is routed at 121,
+    entry's first tick after j1 ended, as the engine's router routes it. The replay ended
+    at 100 with j2 rejected (`never routed out of its route queue`): nothing else was left
+    to happen, and a retry waited only while something else might."""
+    text = ONE_CPU.format(count=2) + """
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["batch"]
+
+[queues.batch]
+max_queued = "[o:PBS_ALL=1]"
+"""
+    jobs = [tj(1, 0, "alice", run=100), tj(2, 1, "bob", run=10)]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    assert sim.entered == {"1": ("batch", 0, "Q"), "2": ("batch", 121, "Q")}
+    assert {k: (r.final_state, r.start, r.end) for k, r in sink.by_id().items()} == {
+        "1": (COMPLETED, 0, 100), "2": (COMPLETED, 121, 131)}
 
 
 @pytest.mark.parametrize(("limit", "dave", "lifetime", "dave_enters"), [
