@@ -14,12 +14,20 @@ import sys
 
 import pbs
 
+# The functions' annotations are strings, never evaluated, and what they name is imported
+# for the checker alone (mypy takes TYPE_CHECKING as true): not even ``typing`` is imported
+# for them in PBS's interpreter.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 # No .pyc written from here: a hook may run under a job owner's file size limit (launch,
 # attach), which would cut them short and break every later import of them.
 sys.dont_write_bytecode = True
 
 
-def _ask_worker(config, config_text, name, data):
+def _ask_worker(config: "dict[str, Any]", config_text: "bytes", name: "str",
+                data: "dict[str, Any]") -> "dict[str, Any] | None":
     """The plugin's outcome from the host's worker, or None when there is no worker to ask."""
     import hashlib
 
@@ -33,7 +41,7 @@ def _ask_worker(config, config_text, name, data):
     # its process), or a worker that reset the connection twice, is said in PBS's log, and
     # the plugin runs here, as without a worker: as the hook's error, fail_action could
     # take the node offline.
-    def failed(why):
+    def failed(why: "str") -> "None":
         pbs.logmsg(pbs.LOG_WARNING, pbs_wire.one_line(
             f"pbsplug: {name}: {why}; the plugin runs in this process"))
 
@@ -51,7 +59,7 @@ def _ask_worker(config, config_text, name, data):
     return json.loads(answer)
 
 
-def _pbsplug_hook():
+def _pbsplug_hook() -> "None":
     path = pbs.hook_config_filename
     if not path:
         raise RuntimeError("pbsplug: this hook has no config file; run 'pbsplug pbs install'")

@@ -37,7 +37,7 @@ database), which its hooks, run in process, use.
   ``/run/pbsplug/pbs-<digest>.sock`` (folder 0700, socket 0600: root only), so a new install
   starts a new worker and the old one leaves when idle. That folder and every one above it
   must be root's and writable by no one else (or sticky, as /tmp is): a worker refuses
-  another (`worker_client.safe_folder`), the scripts then start none there and run the
+  another (`worker_client.folder_problem`), the scripts then start none there and run the
   event in their own process, and they tell a socket that is not root's nothing. A config
   with ``"public": true``
   gets a socket any local user may reach (folder 0755, socket 0666), and every request
@@ -91,7 +91,9 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import safedirs
 from .slurm_program import is_stepd, native_answer
@@ -129,12 +131,16 @@ SUPERVISOR_OOM_SCORE_ADJ = -1000
 
 log = logging.getLogger("pbsplug.worker")
 
+#: An adapter's dispatcher (the config's ``dispatcher``): what its loader gave (opaque here)
+#: and the request as decoded (JSON's or marshal's plain data), to the answer.
+Dispatcher = Callable[[object, Any], Any]
+
 
 class Refused(ValueError):
     """A request the worker will not serve; the message says why, in one line."""
 
 
-def refusal(message: str) -> dict:
+def refusal(message: str) -> dict[str, Any]:
     """The one-line answer to a refused request, for both hook scripts' readers."""
     return {"exit": 1, "stdout": "", "error": message, "kind": "error", "detail": message,
             "changes": {}, "logs": [], "hook": None, "event": None}
@@ -143,7 +149,8 @@ def refusal(message: str) -> dict:
 def _read_all(conn: socket.socket, limit: int, deadline: float | None = None) -> bytes:
     """The whole request (to the client's end of writing), at most `limit` bytes, by the
     monotonic `deadline`."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if deadline is not None:
             left = deadline - time.monotonic()
@@ -162,7 +169,7 @@ def _read_all(conn: socket.socket, limit: int, deadline: float | None = None) ->
         chunks.append(chunk)
 
 
-def _function(name: str):
+def _function(name: str) -> Callable[..., Any]:
     """``module:function``, imported."""
     import importlib
 
@@ -170,20 +177,20 @@ def _function(name: str):
     return getattr(importlib.import_module(module), function)
 
 
-def _pbs_dispatch(runner, request):
+def _pbs_dispatch(runner: object, request: Any) -> dict[str, Any]:
     from .pbs_bridge import dispatch
 
     return dispatch(runner, request["event"], request["data"])
 
 
-def _codec(encoding: str):
+def _codec(encoding: str) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]]:
     # marshal (the Slurm programs'): decoded by the interpreter's core, so the program that
     # sends it imports neither json nor socket; only root can reach the socket.
     return ((marshal.loads, marshal.dumps) if encoding == "marshal"
             else (json.loads, lambda v: json.dumps(v, default=str).encode()))
 
 
-def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
+def _child(conn: socket.socket, runner: object, dispatch: Dispatcher, encoding: str = "json",
            limit: int = MAX_REQUEST, deadline: float | None = None) -> None:
     loads, dumps = _codec(encoding)
     try:
@@ -204,8 +211,10 @@ def _child(conn: socket.socket, runner, dispatch, encoding: str = "json",
                 # writes it out, computed here (slurm_program.native_answer)
                 script = str(request.get("script"))
 
-                def dumps(outcome, script=script):
+                def native(outcome: Any, script: str = script) -> bytes:
                     return native_answer(script, outcome)
+
+                dumps = native
         outcome = dispatch(runner, request)
     except KeyboardInterrupt:
         outcome = None
@@ -267,7 +276,8 @@ class _Gate:
     def next_ready(self, now: float) -> list[tuple[socket.socket, int]]:
         """Waiting connections whose turn has come (counted as started); those that waited
         too long refused."""
-        out, keep = [], collections.deque()
+        out: list[tuple[socket.socket, int]] = []
+        keep: collections.deque[tuple[socket.socket, int, float]] = collections.deque()
         while self.waiting:
             conn, uid, until = self.waiting.popleft()
             if self.may_run(uid):

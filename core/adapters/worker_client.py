@@ -13,13 +13,21 @@ import _socket
 import posix
 import sys
 
+# The functions' annotations are strings (a local variable's is never evaluated), and what
+# they name is imported for the checker alone (mypy takes TYPE_CHECKING as true): at run time
+# this module imports nothing more for them, not even ``typing`` or ``__future__``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable
+
 #: Seconds to wait for a worker a script started.
 WORKER_START = 20.0
 #: The environment a worker is started with (no user's PATH, no user site).
 WORKER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1"}
 
 
-def connect(path):
+def connect(path: "str") -> "_socket.socket | None":
     """A connection to the worker's socket at `path`, or None when nothing answers there,
     or when what answers is not root's (nor this user's): a socket someone else put there
     is no worker, and is told nothing (the native launcher checks the same)."""
@@ -37,7 +45,7 @@ def connect(path):
     return conn
 
 
-def _owner(uid):
+def _owner(uid: "int") -> "str":
     import pwd
 
     try:
@@ -46,7 +54,8 @@ def _owner(uid):
         return f"uid {uid}"
 
 
-def _entry_problem(path, info, trusted, others_may_add):
+def _entry_problem(path: "str", info: "os.stat_result", trusted: "tuple[int, ...]",
+                   others_may_add: "bool") -> "str | None":
     """`pbsplug.safedirs._entry_problem`, in its words."""
     import stat
 
@@ -67,7 +76,7 @@ def _entry_problem(path, info, trusted, others_may_add):
     return None
 
 
-def _and_parents(path):
+def _and_parents(path: "str") -> "list[str]":
     import os
 
     out = [path]
@@ -76,7 +85,7 @@ def _and_parents(path):
     return out
 
 
-def folder_problem(folder):
+def folder_problem(folder: "str") -> "str | None":
     """Why a user other than root (or this user) could plant or change what is in `folder`
     (a worker's socket and lock live there), or None: `pbsplug.safedirs.folder_problem`'s
     rule and words (the folder and every folder above it, as named and as its links
@@ -88,7 +97,7 @@ def folder_problem(folder):
     trusted = (0, os.geteuid())
     path = os.path.abspath(folder)
     real = os.path.realpath(path)
-    checks = {}  # a real folder -> whether others may add to it
+    checks: dict[str, bool] = {}  # a real folder -> whether others may add to it
     for directory in _and_parents(real):
         checks.setdefault(directory, directory != real)
     for prefix in reversed(_and_parents(path)):
@@ -122,7 +131,7 @@ def folder_problem(folder):
 PARENT_MODE = 0o755
 
 
-def _make_folder(folder, mode):
+def _make_folder(folder: "str", mode: "int") -> "str | None":
     """`folder` made level by level, itself `mode` and each missing level above it
     `PARENT_MODE`, or why it is refused (`folder_problem`). A level is never made through a
     link another user put there: mkdir does not follow one, and each level is looked at
@@ -156,7 +165,8 @@ def _make_folder(folder, mode):
     return folder_problem(folder)
 
 
-def exchange(conn, data, meanwhile=None):
+def exchange(conn: "_socket.socket", data: "bytes",
+             meanwhile: "Callable[[], object] | None" = None) -> "bytes":
     """Send `data`, then read the answer: up to the end of one whole answer (`whole`), or
     else to the connection's end; b"" when the worker's process ended without one. `conn`
     is closed. `meanwhile`, when given, is called between the two, while the worker works.
@@ -186,13 +196,14 @@ def exchange(conn, data, meanwhile=None):
     return b"".join(chunks)
 
 
-def whole(answer):
+def whole(answer: "bytes") -> "bool":
     """Whether `answer` is one whole worker's answer: a JSON object (the PBS hook's answer, a
     refusal) or a marshal dict (the Slurm programs'). Both say where they end, so no
     proper beginning of one reads as whole; anything else (the native answer, which only
     the native launcher reads) is never whole here, and is read to the connection's end.
     The modules are imported only then: ``json`` where the script has it already (the PBS
     hook; a Slurm program for a refusal), ``marshal`` built in."""
+    loads: Callable[[bytes], object]
     if answer[:2] == b'{"':  # JSON's object; marshal has no type code '"'
         if answer[-1:] != b"}":
             return False
@@ -211,7 +222,8 @@ def whole(answer):
         return False
 
 
-def start(python, config_file, path, folder_mode=0o700, failed=None):
+def start(python: "str", config_file: "str", path: "str", folder_mode: "int" = 0o700,
+          failed: "Callable[[str], object] | None" = None) -> "_socket.socket | None":
     """Start ``python -m pbsplug.adapters.worker path config_file`` unless one answers at
     `path` already (one start, however many scripts wait: a lock beside the socket), and
     wait up to `WORKER_START` seconds for it (not once it has ended); a connection to it,
@@ -232,7 +244,8 @@ def start(python, config_file, path, folder_mode=0o700, failed=None):
         return None
 
 
-def _start(python, config_file, path, folder_mode, failed):
+def _start(python: "str", config_file: "str", path: "str", folder_mode: "int",
+           failed: "Callable[[str], object] | None") -> "_socket.socket | None":
     """`start`'s work."""
     import fcntl
     import os
@@ -281,7 +294,9 @@ def _start(python, config_file, path, folder_mode, failed):
     return conn
 
 
-def ask(python, config_file, path, data, may_start=True, failed=None, meanwhile=None):
+def ask(python: "str | Callable[[], str]", config_file: "str", path: "str", data: "bytes",
+        may_start: "bool" = True, failed: "Callable[[str], object] | None" = None,
+        meanwhile: "Callable[[], object] | None" = None) -> "bytes | None":
     """The worker's answer to `data` (bytes; b"" when its process ended without one), the
     worker started when none answers and `may_start` (`failed`: `start`'s; `python`, the
     interpreter to start it with, or a function that returns it, called only then: a Slurm
@@ -293,7 +308,7 @@ def ask(python, config_file, path, data, may_start=True, failed=None, meanwhile=
     Shared by PBS's hook and the Slurm programs (`slurm_program.ask_worker`)."""
     pending = [meanwhile] if meanwhile is not None else []
 
-    def once():
+    def once() -> "None":
         while pending:
             pending.pop()()
 
