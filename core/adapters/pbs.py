@@ -92,7 +92,7 @@ class Plan:
     root_paths: list[RootPath] = field(default_factory=list)
 
 
-def site_dirs(extra: Sequence[str | os.PathLike] = ()) -> list[str]:
+def site_dirs(extra: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
     """Where the hook imports pbsplug from: this environment's site-packages (where pbsplug
     and the plugins are installed, .pth files included) and `extra` folders."""
     dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
@@ -126,6 +126,9 @@ def _hook_plan(record: PluginRecord, raw_config: dict[str, Any], dirs: Sequence[
     """`raw_config` is the site's own values (inline and .CF): checked again, with the
     defaults, where the hook runs."""
     attrs = record.attributes
+    if attrs is None:  # (the loader sets them before it enables a plugin)
+        raise PbsError(f"plugin {record.name}: no hook attributes (it is not loaded): "
+                       "install takes the site's enabled plugins")
     events = [e for e in attrs.events if e in EVENTS and e in record.hooks]
     left_out = [(h, next(why for prefix, why in NOT_IN_PBS.items() if h.startswith(prefix)))
                 for h in record.hooks if any(h.startswith(p) for p in NOT_IN_PBS)]
@@ -193,7 +196,7 @@ class Qmgr:
             raise PbsError(f"qmgr -c {directive!r}: {text}")
         return done.stdout
 
-    def _run(self, directive: str) -> subprocess.CompletedProcess:
+    def _run(self, directive: str) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run([*self.command, "-c", directive], capture_output=True,
                                   text=True, timeout=60)
@@ -347,7 +350,7 @@ def status(p: Plan, qmgr: Qmgr) -> list[dict[str, Any]]:
     have = qmgr.hooks()
     ours = installed(qmgr)
     found = unsafe(p.root_paths)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for hp in p.hooks:
         pending = changes(hp, have.get(hp.hook), qmgr)
         state = ("missing" if hp.hook not in have else "differs" if pending else "installed")
