@@ -47,13 +47,13 @@ import re
 import socket
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import safedirs
 from ..events import Event
-from ..objects import Job, Vnode
+from ..objects import Job, PbsObject, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .pbs_wire import one_line
 from .slurm_program import is_stepd
@@ -400,12 +400,22 @@ class Reading:
             raise self.error
 
 
-class _Deferred:
+class _Deferred(PbsObject):
     """What `SlurmJob` and `SlurmVnode` share: the attributes named in ``_known`` answer at
     once; reading any other, or the whole object, first completes it from the `Reading`.
-    A hook's own writes (``_changes``) are kept over what the reading brings."""
+    A hook's own writes (``_changes``) are kept over what the reading brings. Placed before
+    `Job` or `Vnode` in a subclass's bases: `super()` here is theirs."""
 
     __slots__ = ()
+    # (each subclass's slots; set in its __init__)
+    _reading: Reading | None
+    _known: frozenset[str]
+    #: The plain class a pickled copy is rebuilt as.
+    _plain: type[PbsObject]
+
+    def _from(self, reading: Reading) -> dict[str, Any]:
+        """This object's attributes, as the reading gives them."""
+        raise NotImplementedError
 
     def _complete(self) -> None:
         reading = self._reading
@@ -432,7 +442,7 @@ class _Deferred:
             self._complete()
         return super().__contains__(key)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         self._complete()
         return super().__iter__()
 
@@ -444,7 +454,7 @@ class _Deferred:
         self._complete()  # a resource change merges into the read mapping, never replaces it
         super().apply_changes(changes)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         self._complete()
         rebuild, (_, name, attrs) = super().__reduce__()
         return rebuild, (self._plain, name, attrs)
@@ -461,8 +471,7 @@ class SlurmJob(_Deferred, Job):
         object.__setattr__(self, "_known", frozenset(known) | {"id"})
         super().__init__(job_id, known)
 
-    @staticmethod
-    def _from(reading: Reading) -> dict[str, Any]:
+    def _from(self, reading: Reading) -> dict[str, Any]:
         return reading.get()[0]
 
 
@@ -502,7 +511,8 @@ def known_job(env: Mapping[str, str], job_id: str) -> dict[str, Any]:
 
 
 def _deferred_data(ctx: Context, env: Mapping[str, str], job_id: str, node: str,
-                   extra: Mapping[str, Any] | None = None):
+                   extra: Mapping[str, Any] | None = None
+                   ) -> tuple[Reading, Callable[[], dict[str, Any]]]:
     """(reading, build): `build()` gives one event's job and vnode_list, fresh for each
     event (as `Event.from_dict` of the same data would), over one shared reading."""
     known = {**known_job(env, job_id), **(extra or {})}
@@ -967,7 +977,7 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
     return _answer(0)
 
 
-def _power(name: str):
+def _power(name: str) -> Callable[[Context, Mapping[str, str], list[str]], dict[str, Any]]:
     def handler(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
         from . import slurm_power
 
