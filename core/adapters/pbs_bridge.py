@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..events import EVENTS, PBS_OBJECT, Event
-from ..runner import ACCEPT, REJECT, call_hook
+from ..runner import ACCEPT, REJECT, Runner, call_hook
 from . import pbs_wire as wire
 
 #: The plugin loaded in this interpreter, by the config text it was loaded from.
-_LOADED: dict[str, Any] = {}
+_LOADED: dict[str, Runner] = {}
 
 
 class _Capture(logging.Handler):
@@ -47,13 +47,12 @@ class _Capture(logging.Handler):
                              getattr(record, PBS_OBJECT, None)))
 
 
-def load(config: Mapping[str, Any], key: str | None = None):
+def load(config: Mapping[str, Any], key: str | None = None) -> Runner:
     """The plugin's `Runner` (over a `PluginSet` of that plugin alone), made once per config."""
     key = key or json.dumps(config, sort_keys=True)
     loaded = _LOADED.get(key)
     if loaded is not None:
         return loaded
-    from ..runner import Runner
     from .bridge import plugin_set
 
     name = config["plugin"]

@@ -38,6 +38,14 @@ try:
 except ImportError:  # imported as pbsplug.adapters.slurm_program (install, tests)
     from . import worker_client
 
+# The functions' annotations are strings (a local variable's is never evaluated), and what
+# they name is imported for the checker alone (mypy takes TYPE_CHECKING as true), as in
+# `worker_client`: nothing more is imported for them when the program runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
 
 #: TaskProlog's request to the task worker, whole.
 TASK_REQUEST = b'{"script": "task_prolog", "env": {}, "argv": [], "answer": "marshal"}'
@@ -54,7 +62,7 @@ RUN_EVERY_MATCH = ("epilog",)
 DELETED = " (deleted)"
 
 
-def is_stepd(exe, stepd):
+def is_stepd(exe: "str", stepd: "str") -> "bool":
     """Whether `exe` (a process's /proc/<pid>/exe) is slurmstepd: the path `stepd` install
     found, else any executable whose name starts with slurmstepd; either one as it was
     before a package upgrade replaced the file (`DELETED` once after it: the running
@@ -99,7 +107,7 @@ def task_program_text(python: str, adapters_dir: str, socket_path: str, site: st
             f"slurm_program.leave(slurm_program.task_main({socket_path!r}{extra}))\n")
 
 
-def leave(status):
+def leave(status: "int") -> "NoReturn":
     """End the program with `status` once its output is out, skipping the interpreter's
     teardown (a millisecond or more per script; nothing of the program's needs it)."""
     for stream in (sys.stdout, sys.stderr):
@@ -110,12 +118,12 @@ def leave(status):
     posix._exit(status)
 
 
-def is_pattern(script, site):
+def is_pattern(script: "str", site: "str") -> "bool":
     """Whether `site` is a glob pattern: only the Prolog's and the Epilog's may be."""
     return script in GLOB_SCRIPTS and any(c in site for c in "*?[")
 
 
-def site_programs(script, site):
+def site_programs(script: "str", site: "str") -> "list[str]":
     """The programs `site` names: for the Prolog and Epilog a glob pattern's matches, in
     glob(3)'s order (byte by byte, as the C launcher's); else the path itself."""
     if is_pattern(script, site):
@@ -126,13 +134,14 @@ def site_programs(script, site):
     return [site]
 
 
-def _as_python_glob(pattern):
+def _as_python_glob(pattern: "str") -> "str":
     """glob(3)'s `pattern` (Slurm's and the C launcher's) in Python's glob syntax: a
     backslash takes the next character as it is, and ``[^...]`` is ``[!...]``; Python's
     glob reads both as plain characters."""
     import glob
 
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while i < len(pattern):
         char = pattern[i]
         if char == "\\" and i + 1 < len(pattern):
@@ -153,7 +162,8 @@ def _as_python_glob(pattern):
     return "".join(out)
 
 
-def run_site(script, site, capture=False):
+def run_site(script: "str", site: "str", capture: "bool" = False
+             ) -> "tuple[int, str, bytes]":
     """The site's programs for `script` run one after the other, each with this process's
     environment and arguments, stdin /dev/null, SIGPIPE and SIGXFSZ not ignored (as
     Python does in itself), waited for: (the first failure's status, that program, the
@@ -171,7 +181,7 @@ def run_site(script, site, capture=False):
     return status, failed, out
 
 
-def _run_one(path, capture):
+def _run_one(path: "str", capture: "bool") -> "tuple[int, bytes]":
     args = [path, *sys.argv[1:]]
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # (the child would write them again)
@@ -195,7 +205,7 @@ def _run_one(path, capture):
     data = b""
     if capture:
         posix.close(write_end)
-        chunks = []
+        chunks: list[bytes] = []
         while chunk := posix.read(read_end, 65536):
             chunks.append(chunk)
         posix.close(read_end)
@@ -204,7 +214,7 @@ def _run_one(path, capture):
     return (128 - code if code < 0 else code), data
 
 
-def task_main(socket_path, site=""):
+def task_main(socket_path: "str", site: "str" = "") -> "int":
     """TaskProlog's side: the request is nothing but "this task": who asks is what the
     kernel tells the worker. The request is JSON (the worker reads what a user sent); the
     answer, from root's worker, is asked for in marshal's format, as the other programs get
@@ -247,7 +257,7 @@ def task_main(socket_path, site=""):
     return _carry_out(answer)
 
 
-def _carry_out(answer):
+def _carry_out(answer: "dict[str, Any]") -> "int":
     """The worker's answer as this script's output and exit status."""
     if answer.get("stdout"):
         sys.stdout.write(answer["stdout"])
@@ -256,7 +266,7 @@ def _carry_out(answer):
     return int(answer.get("exit") or 0)
 
 
-def native_answer(script, answer):
+def native_answer(script: "str", answer: "object") -> "bytes":
     """`answer` as the native launcher (slurm_launcher.c) carries it out: what `main` and
     `_carry_out` would write and return, computed here in the worker's child, as
     ``PBSPLUG-ANSWER 1 <status> <stdout bytes> <stderr bytes>\\n`` and the bytes of both."""
@@ -274,14 +284,16 @@ def native_answer(script, answer):
         + out_b + err_b
 
 
-def _python(config_file):
+def _python(config_file: "str") -> "str":
     import json
 
     with open(config_file, "rb") as fh:
         return json.loads(fh.read())["python"]
 
 
-def ask_worker(config_file, path, request, meanwhile=None, failed=None):
+def ask_worker(config_file: "str", path: "str", request: "dict[str, Any]",
+               meanwhile: "Callable[[], object] | None" = None,
+               failed: "Callable[[str], object] | None" = None) -> "Any":
     """The worker's answer, or None when there is no worker to ask (`worker_client.ask`:
     one reset connection is asked again, of a new worker). `meanwhile` is called once the
     request is sent, while the worker forks and runs the event (or when there is no
@@ -297,7 +309,8 @@ def ask_worker(config_file, path, request, meanwhile=None, failed=None):
     return marshal.loads(data)
 
 
-def run_here(config_file, request, no_worker=""):
+def run_here(config_file: "str", request: "dict[str, Any]", no_worker: "str" = ""
+             ) -> "dict[str, Any]":
     """Without a worker: pbsplug and the plugins imported in this process (`no_worker`: why
     none could be started, for the log)."""
     import json
@@ -312,7 +325,7 @@ def run_here(config_file, request, no_worker=""):
     return bridge(config_file, request, no_worker)
 
 
-def _environ():
+def _environ() -> "dict[str, str]":
     """The environment as ``os.environ`` decodes it (the file system's encoding, undecodable
     bytes kept as surrogates), without importing ``os``."""
     encoding = sys.getfilesystemencoding()
@@ -320,7 +333,7 @@ def _environ():
             for key, value in posix.environ.items()}
 
 
-def _take_site_ran():
+def _take_site_ran() -> "bytes | None":
     """`SITE_RAN`'s ``<status> <program>`` when the native launcher set it for its exec of
     this process (its ``<pid>`` is this process's: exec keeps the pid, and a value this
     process's parent or anything before it set names another), else None. Either way the
@@ -336,7 +349,7 @@ def _take_site_ran():
     return rest if pid == b"%d" % posix.getpid() else None
 
 
-def _site_ran(script, site, ran):
+def _site_ran(script: "str", site: "str", ran: "bytes | None") -> "tuple[int, str]":
     """(status, program) of the site's programs: as the native launcher that ran them says
     (`ran`, from `_take_site_ran`), else run here."""
     if ran is None:
@@ -345,7 +358,8 @@ def _site_ran(script, site, ran):
     return (int(code) if code.isdigit() else 1), program
 
 
-def main(script, config_file, socket_path="", task_config="", task_socket="", site=""):
+def main(script: "str", config_file: "str", socket_path: "str" = "", task_config: "str" = "",
+         task_socket: "str" = "", site: "str" = "") -> "int":
     # slurmd and slurmctld start their scripts with signals blocked (SIGALRM, SIGTERM
     # among them: the shared recipe's signal-mask pitfall); the alarm needs SIGALRM, and a
     # worker started from here inherits the mask.
@@ -353,16 +367,17 @@ def main(script, config_file, socket_path="", task_config="", task_socket="", si
     site_status = 0
     try:
         ran = _take_site_ran()  # before anything reads the environment
-        request = {"script": script, "env": _environ(), "argv": sys.argv[1:]}
+        request: dict[str, object] = {"script": script, "env": _environ(),
+                                      "argv": sys.argv[1:]}
         if site:
             site_status, program = _site_ran(script, site, ran)
             if site_status:  # the bridge logs it and decides what runs
                 request["site_status"], request["site_program"] = site_status, program
         root = posix.geteuid() == 0
-        task_worker = None
+        task_worker: Callable[[], None] | None = None
         if task_socket and root:  # the TaskProlog after this Prolog needs it running
 
-            def task_worker():
+            def task_worker() -> "None":
                 conn = worker_client.connect(task_socket) or worker_client.start(
                     _python(task_config), task_config, task_socket)
                 if conn is not None:
@@ -373,7 +388,8 @@ def main(script, config_file, socket_path="", task_config="", task_socket="", si
         # connection twice, leaves the events to this process, with one line in the log
         # saying why: as this script's failure, a Prolog's drained the node. (The task
         # worker's start is not: see the docs.)
-        answer, no_worker = None, []
+        answer: object = None
+        no_worker: list[str] = []
         if socket_path and root:
             answer = ask_worker(config_file, socket_path, request, task_worker,
                                 no_worker.append)
