@@ -41,10 +41,6 @@ class Calendar:
         self.bookings: dict[str, list[Booking]] = {name: [] for name in capacity}
         #: Bookings made and taken back so far (a caller tells from it that nothing moved).
         self.changes = 0
-        # Per vnode: the earliest start and latest end of its bookings, so that a window
-        # outside all of them is answered without looking at any booking.
-        self._first: dict[str, float] = {}
-        self._last: dict[str, float] = {}
         # Each of the following is a pair: hard bookings only (kind 0), and hard plus soft
         # (kind 1). While no soft booking is held (a cycle without estimates, most of a
         # replay's) both of a pair are the same object, kept once (`_shared`).
@@ -200,7 +196,6 @@ class Calendar:
             items = list(items)
             if any(not b.hard and b.end > now for _, b in items):
                 self._separate()
-        first, last = self._first, self._last
         count = soft = 0
         # The run of alike bookings so far: its (start, end, hard, started), told apart
         # field by field (a job's hundreds of bookings are alike: no key made for each;
@@ -209,16 +204,11 @@ class Calendar:
         run_start = run_end = run_hard = run_started = None
         run: list[tuple[str, int]] = []  # (vnode, ncpus) of a run of alike bookings
         touch = self.touched.add
-        inf = INFINITY
         for vnode, booking in items:
             count += 1
             touch(vnode)
             bookings[vnode].append(booking)
             start, end = booking.start, booking.end
-            if start < first.get(vnode, inf):
-                first[vnode] = start
-            if end > last.get(vnode, -inf):
-                last[vnode] = end
             if end <= now:
                 booking.applied = None
                 continue
@@ -260,8 +250,7 @@ class Calendar:
                 # the soft bookings nor the hard ones are taken back from it one by one.
                 self._share()
         shared = self._shared
-        bookings, first, last = self.bookings, self._first, self._last
-        touched: list[str] = []  # their earliest start and latest end, once at the end
+        bookings = self.bookings
         count = soft = 0
         run_key: tuple = ()  # as in `book_all`
         run_start = run_end = run_hard = run_started = None
@@ -280,9 +269,6 @@ class Calendar:
                         break
                 else:
                     continue
-            start, end = booking.start, booking.end
-            if start <= first[vnode] or end >= last[vnode]:
-                touched.append(vnode)  # (else the others still span what it spanned)
             applied = booking.applied
             if applied is None:
                 continue
@@ -292,6 +278,7 @@ class Calendar:
                 soft += 1
                 if shared:  # (counted in kind 1 alone, which is kind 0 again)
                     continue
+            start, end = booking.start, booking.end
             if start != run_start or end != run_end or hard is not run_hard or \
                     started is not run_started:
                 if run:
@@ -307,16 +294,6 @@ class Calendar:
             self._change(kind, when, pairs, -len(pairs) if ends else 0)
         if not self._soft and not self._shared:
             self._share()
-        for vnode in touched:
-            kept = bookings[vnode]
-            if len(kept) == 1:  # (most vnodes hold one job or none)
-                first[vnode], last[vnode] = kept[0].start, kept[0].end
-            elif kept:
-                first[vnode] = min(b.start for b in kept)
-                last[vnode] = max(b.end for b in kept)
-            else:
-                first.pop(vnode, None)
-                last.pop(vnode, None)
 
     def _note_run(self, changes: _Changes, key: tuple, run: list[tuple[str, int]],
                   sign: int) -> None:
@@ -372,10 +349,11 @@ class Calendar:
         """What `vnode` has free over the whole of [start, end): (resources, empty), where
         `empty` says nothing at all is booked there (an exclusive job needs that); None when
         an exclusive booking overlaps. `soft` counts soft bookings too."""
-        cap = self.capacity[vnode]
-        if start >= self._last.get(vnode, -INFINITY) or end <= self._first.get(vnode, INFINITY):
-            return cap, True  # callers only read it
-        overlapping = [b for b in self.bookings[vnode]  # one of no length holds nothing
+        cap = self.capacity[vnode]  # (callers only read it)
+        held = self.bookings[vnode]
+        if not held:
+            return cap, True
+        overlapping = [b for b in held  # one of no length holds nothing
                        if b.start < end and b.end > start and b.end > b.start
                        and (soft or b.hard)]
         if not overlapping:
