@@ -192,7 +192,7 @@ class Plan:
         return json.dumps(self.config, indent=2, sort_keys=True, default=str) + "\n"
 
 
-def site_dirs(extra: Sequence[str | os.PathLike] = ()) -> list[str]:
+def site_dirs(extra: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
     dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
     dirs += [str(Path(d).resolve()) for d in extra]
     return list(dict.fromkeys(dirs))

@@ -38,16 +38,19 @@ import pwd
 import re
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import safedirs
 from ..events import Event
-from ..runner import ACCEPT
+from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, whole
 from .slurm_read import SlurmError, epoch, vnode_state
+
+if TYPE_CHECKING:  # slurm_bridge imports this module when a power program runs
+    from .slurm_bridge import Context
 
 log = logging.getLogger("pbsplug.slurm")
 #: The hosts pbsplug powered off and handed to Slurm, with when.
@@ -61,23 +64,23 @@ POWER_FOLDER = "the power programs' folder (<--state-dir>/power)"
 STATE_FOLDER = "the state folder (--state-dir)"
 
 
-def _folder_name(ctx) -> str:
+def _folder_name(ctx: Context) -> str:
     config = getattr(ctx, "config", None) or {}
     return POWER_FOLDER if config.get("power_dir") else STATE_FOLDER
 
 
-def _hostlist(ctx, text: str) -> list[str]:
+def _hostlist(ctx: Context, text: str) -> list[str]:
     return ctx.slurm.hostnames(text) if text and text not in ("(null)", "") else []
 
 
-def config_value(ctx, key: str) -> str:
+def config_value(ctx: Context, key: str) -> str:
     """One ``scontrol show config`` value (22.05 has no JSON for it)."""
     text = ctx.slurm.run("scontrol", "show", "config")
     match = re.search(rf"^{key}\s*=\s*(.*)$", text, re.MULTILINE)
     return match.group(1).strip() if match else ""
 
 
-def excluded(ctx) -> set[str]:
+def excluded(ctx: Context) -> set[str]:
     """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible."""
     out: set[str] = set()
     nodes = config_value(ctx, "SuspendExcNodes")
@@ -92,7 +95,7 @@ def excluded(ctx) -> set[str]:
     return out
 
 
-def slurm_nodes(ctx) -> list[dict[str, Any]]:
+def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
     """``sinfo --json``'s nodes, each as 22.05 writes it (``_node``)."""
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
@@ -111,7 +114,8 @@ def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
     Read as a string, such a list made a sleeping node look awake."""
     state, flags = raw.get("state") or "", raw.get("state_flags") or []
     if isinstance(state, list) and isinstance(flags, list):
-        state, flags = (state[0] if state else ""), state[1:] + flags
+        flags = state[1:] + flags
+        state = state[0] if state else ""
     # (flags that are no list: a TypeError, or a string read letter by letter)
     if not isinstance(state, str) or not isinstance(flags, list) \
             or not all(isinstance(f, str) for f in flags):
@@ -146,7 +150,7 @@ def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, An
             "last_used_time": node["last_busy"], "last_state_change_time": changed}
 
 
-def reservations(ctx) -> dict[str, dict[str, Any]]:
+def reservations(ctx: Context) -> dict[str, dict[str, Any]]:
     out = {}
     for resv in ctx.slurm.reservations():
         name = resv.get("ReservationName")
@@ -161,7 +165,7 @@ def reservations(ctx) -> dict[str, dict[str, Any]]:
     return out
 
 
-def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
+def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     """Pending jobs with Slurm's expected start and nodes (``squeue --start``; its JSON in
     22.05 has no scheduled nodes)."""
     text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y", check=False)
@@ -185,7 +189,7 @@ def pending_jobs(ctx) -> dict[str, dict[str, Any]]:
 
 
 @contextmanager
-def _locked(ctx):
+def _locked(ctx: Context) -> Iterator[None]:
     """The power programs' lock, in their folder (``<state-dir>/power``, SlurmUser's: install
     makes it so). The folder follows `pbsplug.safedirs`' rule (another user could plant
     links to write through, or forge the records it acts on): `UnsafeFolder`, one line
@@ -238,19 +242,19 @@ def _as_slurm_user(folder: Path, exc: safedirs.UnsafeFolder,
         "the folder as it is", exc.problem)
 
 
-def _off_record(ctx) -> dict[str, int]:
+def _off_record(ctx: Context) -> dict[str, int]:
     return _read_record(ctx, OFF_RECORD)
 
 
-def _save_off(ctx, record: Mapping[str, int]) -> None:
+def _save_off(ctx: Context, record: Mapping[str, int]) -> None:
     _save_record(ctx, OFF_RECORD, record)
 
 
-def _woken_record(ctx) -> dict[str, int]:
+def _woken_record(ctx: Context) -> dict[str, int]:
     return _read_record(ctx, WOKEN_RECORD)
 
 
-def _read_record(ctx, name: str) -> dict[str, int]:
+def _read_record(ctx: Context, name: str) -> dict[str, int]:
     """The record's hosts and times; a damaged one (not JSON, not a table, a time that is
     no number a long holds) is logged and read as empty, so power saving goes on (the next
     save writes it whole again). One that is a link, or that another user could have
@@ -274,12 +278,12 @@ def _read_record(ctx, name: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in data.items()}
 
 
-def _save_record(ctx, name: str, record: Mapping[str, int]) -> None:
+def _save_record(ctx: Context, name: str, record: Mapping[str, int]) -> None:
     safedirs.write_text(ctx.power_dir / name, json.dumps(dict(record), sort_keys=True))
 
 
-def _fire(ctx, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,
-          resvs: Mapping[str, Any] | None = None):
+def _fire(ctx: Context, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,
+          resvs: Mapping[str, Any] | None = None) -> Outcome:
     event = Event.from_dict("periodic", {"vnode_list": dict(vnodes),
                                          "resv_list": dict(resvs or {}),
                                          "job_list": dict(jobs or {})})
@@ -290,7 +294,7 @@ def _fire(ctx, vnodes: Mapping[str, Any], jobs: Mapping[str, Any] | None = None,
     return out
 
 
-def _slept(out, names: Iterable[str]) -> list[str]:
+def _slept(out: Outcome, names: Iterable[str]) -> list[str]:
     """The vnodes the hooks put to sleep."""
     if out.kind not in (ACCEPT, "reject"):
         return []
@@ -298,7 +302,7 @@ def _slept(out, names: Iterable[str]) -> list[str]:
     return [n for n in names if "sleep" in str((changes.get(n) or {}).get("state", ""))]
 
 
-def periodic(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     """One run of the server periodic event (``pbsplug slurm periodic``)."""
     with _locked(ctx):
         keep_up = excluded(ctx)
@@ -338,7 +342,7 @@ def periodic(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
             "error": ""}
 
 
-def suspend(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     hosts = _hostlist(ctx, argv[0] if argv else "")
     with _locked(ctx):
         record = _off_record(ctx)
@@ -364,7 +368,7 @@ def suspend(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     return {"exit": 0, "stdout": "", "error": ""}
 
 
-def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx) -> dict[str, Any]:
+def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict[str, Any]:
     """What wants the nodes now: the jobs of SLURM_RESUME_FILE (22.05, with JSON-C)."""
     now = int(time.time())
     jobs: dict[str, Any] = {}
@@ -390,7 +394,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx) -> dict[str, Any
     return jobs
 
 
-def _woke(out, names: Iterable[str]) -> list[str]:
+def _woke(out: Outcome | None, names: Iterable[str]) -> list[str]:
     """The vnodes the hooks took out of sleep (their driver says the host is up)."""
     if out is None or out.kind not in (ACCEPT, "reject"):
         return []
@@ -404,7 +408,7 @@ def _powering(node: Mapping[str, Any] | None) -> bool:
     return bool(flags & {"POWERED_DOWN", "POWERING_UP"})
 
 
-def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+def resume(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     hosts = _hostlist(ctx, argv[0] if argv else "")
     if not hosts:
         return {"exit": 0, "stdout": "", "error": ""}
@@ -439,7 +443,7 @@ def resume(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     return {"exit": 0, "stdout": "", "error": ""}
 
 
-def _resume_timeout(ctx) -> int:
+def _resume_timeout(ctx: Context) -> int:
     """Slurm's ResumeTimeout (``90 sec``) in seconds; 60 when it is not a number of them
     (int() of 5000 digits was its ValueError, and one of 4000 an OverflowError halved:
     the nodes were not woken)."""
@@ -451,7 +455,7 @@ def _resume_timeout(ctx) -> int:
     return 60 if seconds is None else seconds
 
 
-def resume_fail(ctx, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
+def resume_fail(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     log.error("ResumeFailProgram: %s did not come up within ResumeTimeout (Slurm marks them "
               "DOWN)", argv[0] if argv else "?")
     return {"exit": 0, "stdout": "", "error": ""}

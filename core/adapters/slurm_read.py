@@ -133,7 +133,6 @@ class Slurm:
         except subprocess.TimeoutExpired:
             raise SlurmError(f"scontrol show job {job_id}: no answer within {TIMEOUT:g} s"
                              ) from None
-        job_line = None
         nodes = {}
         # scontrol echoes each command it reads ("scontrol: show job 3"); exactly those
         # lines are not records.
@@ -147,14 +146,12 @@ class Slurm:
         if len(jobs) > 1 or len(lines) > 1 + len(names):
             raise JobTextError(_SPLIT.format(job_id=job_id))
         for line in lines:
-            if line.startswith("JobId="):
-                job_line = line
-            elif line.startswith("NodeName="):
+            if line.startswith("NodeName="):
                 fields = parse_line(line)
                 nodes[fields.get("NodeName", "")] = vnode_attributes(fields)
-            else:
+            elif not line.startswith("JobId="):
                 raise JobTextError(_SPLIT.format(job_id=job_id))
-        return job_attributes(parse_line(job_line), self), nodes
+        return job_attributes(parse_line(jobs[0]), self), nodes
 
     def nodes(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The nodes' attributes as PBS's vnodes (`vnode_attributes`), by name."""
@@ -435,7 +432,8 @@ def duration(value: Any, what: str) -> int | None:
     raise SlurmError(f"{what}={text[:40]!r}: expected [D-]HH:MM:SS")
 
 
-_MB_PER_UNIT = {"K": Fraction(1, 1024), "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
+_MB_PER_UNIT: dict[str, Fraction | int] = {"K": Fraction(1, 1024), "M": 1, "G": 1024,
+                                            "T": 1024 ** 2, "P": 1024 ** 3}
 
 
 def size_mb(value: Any, what: str) -> int | None:
