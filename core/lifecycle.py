@@ -57,6 +57,9 @@ SUBSTATES = {"Q": 10, "H": 20, "W": 30, "R": 42, "E": 50}
 #: PBS's substate of a running job not launched yet (PBS's PRERUN: sent to its MoM, which
 #: has not said it runs); here, while a prologue that runs as the job's owner runs.
 PRERUN = 41
+#: PBS's substate of an exiting job whose epilogue runs (PBS's MoM's RUNEPILOG); here, while
+#: an execjob_epilogue or execjob_end that runs as the job's owner runs.
+RUNEPILOG = 57
 #: PBS's substate of a job its dependencies hold (a system hold, ``s``), whatever other
 #: holds it has too (OpenPBS 23.06, checked).
 DEPEND_HELD = 22
@@ -65,11 +68,12 @@ DEPEND_HELD = 22
 def set_substate(attrs: dict[str, Any]) -> None:
     """`attrs`' substate made PBS's for its job_state (`SUBSTATES`); a job held for its
     dependencies (`DEPEND_HELD`, set where the hold is) stays so while its ``s`` hold
-    does, and a running job not launched yet (`PRERUN`) until it is; a state without one
-    here keeps the substate it has."""
+    does, a running job not launched yet (`PRERUN`) until it is, and an exiting job whose
+    end hooks run (`RUNEPILOG`) until they end; a state without one here keeps the
+    substate it has."""
     state = str(attrs.get("job_state"))
     substate = SUBSTATES.get(state)
-    if substate is None or state == "R" and attrs.get("substate") == PRERUN:
+    if substate is None or (state, attrs.get("substate")) in (("R", PRERUN), ("E", RUNEPILOG)):
         return
     if state == "H" and attrs.get("substate") == DEPEND_HELD and \
             "s" in str(attrs.get("Hold_Types") or ""):

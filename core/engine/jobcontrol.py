@@ -596,7 +596,7 @@ class JobControl:
         import time
 
         eng = self.engine
-        eng._stop_prologues()  # (not launched: requeued at the next start, as after any stop)
+        eng._stop_chains()  # (found at the next start, as after any stop)
         for job_id in list(eng.launches):
             attrs = eng.store.job(job_id) or {}
             if attrs.get("job_state") not in ("R", "E", "S"):

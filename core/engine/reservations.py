@@ -915,6 +915,8 @@ class Reservations:
                     eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
                     eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
                     killed = True
+                elif eng._ends_alone(job_id):
+                    continue  # (its processes ended: it ends when its end hooks are over)
                 else:
                     eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}",
                               requestor=jobs_requestor)

@@ -196,6 +196,41 @@ class Caller:
         return self.role == ROLE_MANAGER
 
 
+class _Chain:
+    """A hook chain started while the server serves (`Engine.chains`): its event, its
+    `Pending`, and what its job does with its outcome once it is over (`done`)."""
+
+    def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
+        self.event = event
+        self.pending = pending
+        self.done = done
+
+
+class _Ending:
+    """A job's end hooks as they go (`Engine._end_hooks_from`): the job's end (`ended`),
+    what was measured of its run (`used`) and what its hooks were given (`given`), the
+    next of `lifecycle.END_EVENTS` to fire (`index`), and the last ``job.rerun()`` or
+    ``job.delete()`` a hook asked for (`action`) and its event (`asked_by`). `then`: what
+    carries the job's end on (given the job's attributes and this) when its end hooks are
+    over; without it, every chain runs in the server's loop and the caller goes on."""
+
+    def __init__(self, ended: executor.JobExit | None, used: dict[str, Any],
+                 given: dict[str, Any],
+                 then: Callable[[dict, _Ending], None] | None = None):
+        self.ended = ended
+        self.used = used
+        self.given = given
+        self.then = then
+        self.index = 0
+        self.action: str | None = None
+        self.asked_by: str | None = None
+
+    def kept(self, attrs: dict) -> dict[str, Any]:
+        """What was measured but what a hook set since."""
+        after = attrs.get("resources_used") or self.given
+        return {k: v for k, v in self.used.items() if after.get(k) == self.given[k]}
+
+
 class Engine:
     """The server's state and behaviour, independent of the socket that feeds it requests."""
 
@@ -240,10 +275,10 @@ class Engine:
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
-        #: Running jobs whose execjob_prologue has a `user = pbsuser` hook, which their
-        #: owner may make slow: the chain runs while the server serves (`_poll_prologues`),
-        #: and the job is launched when it accepts (`_prologue_done`).
-        self.prologues: dict[str, Pending] = {}
+        #: The jobs whose execjob_prologue, execjob_epilogue or execjob_end chain has a
+        #: `user = pbsuser` hook, which their owner may make slow: the chain runs while the
+        #: server serves (`_poll_chains`), and its job goes on when it is over (`_Chain`).
+        self.chains: dict[str, _Chain] = {}
         #: Running jobs whose handling in the poll failed, and why (logged once a reason).
         self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
@@ -610,7 +645,7 @@ class Engine:
 
     def _event_started(self, type: str, **objects) -> Pending | Outcome:
         """`_event` without waiting (`Runner.start`): the chain's outcome when it is over
-        already (or failed to start), else what `_poll_prologues` steps."""
+        already (or failed to start), else what `_poll_chains` steps."""
         values.use_resources(self.resource_types())
         try:
             pending = self.runner.start(Event(type, requestor="root", requestor_host=self.host,
@@ -1235,8 +1270,12 @@ class Engine:
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
-        if job_id in self.prologues:
+        chain = self.chains.get(job_id)
+        if chain is not None and chain.event == "execjob_prologue":
             self._delete_in_prologue(caller, job_id, purge, killed)
+            return
+        if chain is not None:
+            self._delete_exiting(caller, job_id, force, purge, killed)
             return
         if killed is not None and killed.get(job_id, 1) is None and state in ("F", "X"):
             return  # (its prologue stopped by this request: named again)
@@ -1366,6 +1405,8 @@ class Engine:
                     wanted is None or sub_attrs.get("array_index") in wanted)})
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
                                       indices):
+            if not named.single and self._ends_alone(sub):
+                continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             self._delete(caller, sub, force, purge)
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
@@ -1407,7 +1448,7 @@ class Engine:
         `requestor`: its reservation's end), else an A. Its history is purged at the end
         when `purge_by` (a qdel -x now) or its runtime (a qdel -x kept through a requeue:
         `_purge_at_end`) names who asked."""
-        self._stop_prologue(job_id)  # (a reservation's end drops a job not launched yet)
+        self._stop_chain(job_id)  # (a reservation's end drops a job not launched yet)
         purged_by = purge_by or (self.store.runtime(job_id) or {}).get("purge")
         now = int(self.clock())
         attrs.update(job_state="F", substate=91, comment=comment, mtime=now, obittime=now)
@@ -2555,7 +2596,8 @@ class Engine:
                     st.put_job(job_id, attrs)
                 started = self._event_started(event, job=job, vnode_list=dict(vnodes))
                 if isinstance(started, Pending):
-                    self.prologues[job_id] = started
+                    self.chains[job_id] = _Chain(event, started, functools.partial(
+                        self._prologue_done, job_id))
                     return True
                 outcome = started
             else:
@@ -2583,30 +2625,30 @@ class Engine:
             return False
         return True
 
-    def _poll_prologues(self) -> None:
-        """Each started execjob_prologue chain (`prologues`) taken a step on; one that is
-        over is carried out as `_start` carries out a prologue, and the job launched when
-        it accepted. The job's attributes are read again: requests may have changed them
-        meanwhile."""
-        for job_id, pending in list(self.prologues.items()):
-            if not pending.ready():
+    def _poll_chains(self) -> None:
+        """Each started chain (`chains`) taken a step on; the job of one that is over goes
+        on (`_Chain.done`: `_prologue_done`, `_end_event_done`), its attributes read again
+        there: requests may have changed them meanwhile."""
+        for job_id, chain in list(self.chains.items()):
+            if not chain.pending.ready():
                 continue
             values.use_resources(self.resource_types())
             try:
-                outcome = pending.step()
+                outcome = chain.pending.step()
             except Exception as exc:  # noqa: BLE001 - as in _event
-                pending.cancel()
-                outcome = self._hooks_failed("execjob_prologue", exc)
+                chain.pending.cancel()
+                outcome = self._hooks_failed(chain.event, exc)
             else:
                 if outcome is None:
                     continue
                 outcome = self._logged(outcome)
-            del self.prologues[job_id]
+            del self.chains[job_id]
             try:
-                self._prologue_done(job_id, outcome)
+                chain.done(outcome)
             except Exception as exc:  # one job's fault stops no other's (a full disk)
-                # The job stays R with no launch, which the next start requeues.
-                self.log(LOG_ERROR, "Job", job_id, "handling its execjob_prologue's end "
+                # The job stays R with no launch, which the next start requeues; or E with
+                # its status file, which the next start ends again.
+                self.log(LOG_ERROR, "Job", job_id, f"handling its {chain.event}'s end "
                          f"failed: {type(exc).__name__}: {exc}")
 
     def _prologue_done(self, job_id: str, outcome: Outcome) -> None:
@@ -2620,22 +2662,22 @@ class Engine:
             attrs["substate"] = lifecycle.SUBSTATES["R"]
             self._launch(job_id, attrs, vnodes)
 
-    def _stop_prologue(self, job_id: str) -> None:
-        """The job's started execjob_prologue chain, if any, stopped (its hook's process
-        group killed, its outcome unused): the job leaves the run by another way."""
-        pending = self.prologues.pop(job_id, None)
-        if pending is not None:
-            pending.cancel()
-            self.log(LOG_JOB, "Job", job_id, "its execjob_prologue hooks were stopped")
+    def _stop_chain(self, job_id: str) -> None:
+        """The job's started chain, if any, stopped (its hook's process group killed, its
+        outcome unused): the job leaves the run by another way."""
+        chain = self.chains.pop(job_id, None)
+        if chain is not None:
+            chain.pending.cancel()
+            self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped")
 
     def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
                             killed: dict[str, PbsError | None] | None) -> None:
-        """qdel of a job whose execjob_prologue chain runs (`prologues`): the chain is
+        """qdel of a job whose execjob_prologue chain runs (`chains`): the chain is
         stopped (its hook's process group killed, no outcome), and the job ends deleted
         as a prologue's job.delete() ends it (execjob_abort, then its end)."""
         who = f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}")
-        self._stop_prologue(job_id)
+        self._stop_chain(job_id)
         if killed is not None:
             killed[job_id] = None
         self.accounting.deleted(job_id, who)
@@ -2778,7 +2820,7 @@ class Engine:
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
         every later run again, and the processes ``attached`` to this run are not the
         next's. Its per-run files go too (`_remove_run_files`)."""
-        self._stop_prologue(job_id)
+        self._stop_chain(job_id)
         self.accounting.rerun(job_id, attrs, self.store.runtime(job_id), comment)
         lifecycle.requeued(attrs, comment, int(self.clock()))
         with self.store.transaction() as st:
@@ -2943,7 +2985,7 @@ class Engine:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
         # (the hooks' processes still waited for are not reaped here: their chains do)
         reaped = executor.reap(keep=self._hook_pids())  # (before the jobs: see kill_session)
-        self._poll_prologues()
+        self._poll_chains()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
         now = self.clock()
@@ -3130,26 +3172,44 @@ class Engine:
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
-        action, event, used = self._ended_hooks(job_id, attrs, ended)
-        if lifecycle.end_step(reason, action) == lifecycle.REQUEUE:
-            attrs.pop("Exit_status", None)  # (the run's; the job is not over)
-            self._requeue(job_id, attrs, lifecycle.end_comment(reason, event))
-        else:
-            self._finish(job_id, attrs, ended, comment=reason, end_hooks=False, used=used)
+        # (an end hook run as the job's owner runs while the server serves: the end goes
+        # on in `_ended_over` when the end hooks are over, here or at a later poll)
+        ending = self._ending(job_id, attrs, ended,
+                              then=functools.partial(self._ended_over, job_id, reason))
+        if self._end_hooks_from(job_id, attrs, ending):
+            self._ended_over(job_id, reason, attrs, ending)
 
-    def _ended_hooks(self, job_id: str, attrs: dict, ended: executor.JobExit
-                     ) -> tuple[str | None, str | None, dict[str, Any]]:
-        """The end hooks of a job whose processes ended (`_end_hooks`), which see its
-        Exit_status and resources_used as PBS's MoM sets them before its epilogue; returns
-        their action and event, and what was measured but what a hook set since."""
+    def _ended_over(self, job_id: str, reason: str | None, attrs: dict,
+                    ending: _Ending) -> None:
+        """The end of a job whose processes ended, once its end hooks are over: requeued,
+        or finished."""
+        assert ending.ended is not None
+        if lifecycle.end_step(reason, ending.action) == lifecycle.REQUEUE:
+            attrs.pop("Exit_status", None)  # (the run's; the job is not over)
+            self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by))
+        else:
+            self._finish(job_id, attrs, ending.ended, comment=reason, end_hooks=False,
+                         used=ending.kept(attrs))
+
+    def _ending(self, job_id: str, attrs: dict, ended: executor.JobExit,
+                then: Callable[[dict, _Ending], None] | None = None) -> _Ending:
+        """The end hooks of a job whose processes ended made ready: they see its
+        Exit_status and resources_used as PBS's MoM sets them before its epilogue."""
         used = self._usage(job_id, attrs, ended)
         attrs["Exit_status"] = ended.exit_status
         given = {**(attrs.get("resources_used") or {}), **used}
         if attrs.get("stime") is not None:  # (it ran: as `lifecycle.finished` merges them)
             attrs["resources_used"] = dict(given)
-        action, event = self._end_hooks(job_id, attrs)
-        after = attrs.get("resources_used") or given
-        return action, event, {k: v for k, v in used.items() if after.get(k) == given[k]}
+        return _Ending(ended, used, given, then)
+
+    def _ended_hooks(self, job_id: str, attrs: dict, ended: executor.JobExit
+                     ) -> tuple[str | None, str | None, dict[str, Any]]:
+        """The end hooks of a job whose processes ended (`_ending`), run in the server's
+        loop; returns their action and event, and what was measured but what a hook set
+        since."""
+        ending = self._ending(job_id, attrs, ended)
+        self._end_hooks_from(job_id, attrs, ending)
+        return ending.action, ending.asked_by, ending.kept(attrs)
 
     def _usage(self, job_id: str, attrs: dict, ended: executor.JobExit) -> dict[str, Any]:
         """What the host measured of the job's run, but what a hook set (`hook_set`)."""
@@ -3164,17 +3224,90 @@ class Engine:
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}
 
     def _end_hooks(self, job_id: str, attrs: dict) -> tuple[str | None, str | None]:
-        """execjob_epilogue, then execjob_end. A reject or an error is only logged, but what a
-        hook asked of the job still applies (pbs-behavior.md §1.4): returns the last
-        ``job.rerun()`` or ``job.delete()`` asked for, and the event that asked."""
-        action = asked_by = None
-        for event in lifecycle.END_EVENTS:
-            outcome = self._event(event, job=Job(job_id, attrs),
-                                  vnode_list=self._job_vnodes(attrs))
-            self._apply_host_changes(job_id, attrs, outcome)
-            if outcome.job_action:
-                action, asked_by = outcome.job_action, event
-        return action, asked_by
+        """execjob_epilogue, then execjob_end, in the server's loop (`_end_hooks_from`):
+        returns the last ``job.rerun()`` or ``job.delete()`` asked for, and the event that
+        asked."""
+        ending = _Ending(None, {}, {})
+        self._end_hooks_from(job_id, attrs, ending)
+        return ending.action, ending.asked_by
+
+    def _end_hooks_from(self, job_id: str, attrs: dict, ending: _Ending) -> bool:
+        """execjob_epilogue, then execjob_end, from `ending.index` on. A reject or an error
+        is only logged, but what a hook asked of the job still applies (pbs-behavior.md
+        §1.4): `ending` keeps the last ``job.rerun()`` or ``job.delete()`` asked for, and
+        the event that asked. With `ending.then`, a chain with a `user = pbsuser` hook
+        (which the job's owner may make slow) runs while the server serves: the job is
+        stored E in PBS's substate 57 (`lifecycle.RUNEPILOG`), the chain started, and
+        False returned; `_poll_chains` goes on when it is over (`_end_event_done`). True
+        once the end hooks are over."""
+        while ending.index < len(lifecycle.END_EVENTS):
+            event = lifecycle.END_EVENTS[ending.index]
+            objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
+            if ending.then is not None and self._owner_runs(event):
+                if (attrs.get("job_state"), attrs.get("substate")) != ("E", lifecycle.RUNEPILOG):
+                    # (stored so, that a restart finds it E with its status file and
+                    # ends it again, its end hooks run again)
+                    attrs.update(job_state="E", substate=lifecycle.RUNEPILOG)
+                    with self.store.transaction() as st:
+                        st.put_job(job_id, attrs)
+                started = self._event_started(event, **objects)
+                if isinstance(started, Pending):
+                    self.chains[job_id] = _Chain(event, started, functools.partial(
+                        self._end_event_done, job_id, ending))
+                    return False
+                outcome = started
+            else:
+                outcome = self._event(event, **objects)
+            self._end_event_over(job_id, attrs, ending, outcome)
+        return True
+
+    def _end_event_over(self, job_id: str, attrs: dict, ending: _Ending,
+                        outcome: Outcome) -> None:
+        self._apply_host_changes(job_id, attrs, outcome)
+        if outcome.job_action:
+            ending.action, ending.asked_by = outcome.job_action, outcome.event
+        ending.index += 1
+
+    def _end_event_done(self, job_id: str, ending: _Ending, outcome: Outcome) -> None:
+        """A started end chain is over (`_poll_chains`): its outcome carried out on the job
+        as stored now, the rest of its end hooks fired, and its end carried on."""
+        attrs = self.store.job(job_id)
+        if attrs is None or attrs.get("job_state") != "E":  # (not expected: logged)
+            self.log(LOG_ERROR, "Job", job_id, f"its {outcome.event} hooks ended with the "
+                     "job no longer exiting; their outcome is not used")
+            return
+        self._end_event_over(job_id, attrs, ending, outcome)
+        if self._end_hooks_from(job_id, attrs, ending):
+            assert ending.then is not None
+            ending.then(attrs, ending)
+
+    def _ends_alone(self, job_id: str) -> bool:
+        """Whether the job's end hooks run while the server serves (`chains`): its end goes
+        on when they are over, whatever a request asks meanwhile."""
+        chain = self.chains.get(job_id)
+        return chain is not None and chain.event in lifecycle.END_EVENTS
+
+    def _delete_exiting(self, caller: Caller, job_id: str, force: bool, purge: bool,
+                        killed: dict[str, PbsError | None] | None) -> None:
+        """qdel of a job whose end hooks run (`chains`): nothing is killed, as PBS's MoM
+        running a job's epilogue refuses the server's signal but a SIGKILL. A plain qdel
+        is refused (`Request invalid for state of job`, 15016); a forced one (``-W
+        force``, whose SIGKILL that MoM takes) is answered, logged and written (its D
+        record), and the job ends as its end hooks leave it."""
+        if not force:
+            self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
+                     f"{self.host} refused: its end hooks run")
+            raise PbsError(PBSE_BADSTATE, obj=job_id)
+        if killed is not None:
+            if job_id in killed:
+                return
+            killed[job_id] = None
+        who = f"{caller.user}@{self.host}"
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its end "
+                 "hooks run, and it ends when they are over")
+        self.accounting.deleted(job_id, who)
+        if purge:
+            self._purge_at_end(caller, job_id)
 
     def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True,
@@ -3249,23 +3382,28 @@ class Engine:
         self._sweep_due = 0.0
 
     def _hook_pids(self) -> frozenset[int]:
-        """The processes of the started hook chains (`prologues`) waited for now."""
-        return frozenset(p.pid for p in self.prologues.values() if p.pid)
+        """The processes of the started hook chains (`chains`) waited for now."""
+        return frozenset(c.pending.pid for c in self.chains.values() if c.pending.pid)
 
-    def _stop_prologues(self) -> None:
-        """The started prologue chains stopped (their hooks' process groups killed): their
-        jobs stay R with no launch, which the next start requeues (`_recover`)."""
-        for job_id in list(self.prologues):
-            self.prologues.pop(job_id).cancel()
-            self.log(LOG_JOB, "Job", job_id, "its execjob_prologue hooks were stopped: the "
-                     "server is stopping; the job is requeued when it starts again")
+    def _stop_chains(self) -> None:
+        """The started chains stopped (their hooks' process groups killed), as the server
+        stops: a job whose prologue ran stays R with no launch, which the next start
+        requeues; one whose end hooks ran stays E with its status file, which the next
+        start ends again, its end hooks run again (`_recover`)."""
+        for job_id in list(self.chains):
+            chain = self.chains.pop(job_id)
+            chain.pending.cancel()
+            then = ("is requeued" if chain.event == "execjob_prologue" else
+                    "ends, its end hooks run again,")
+            self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped: the "
+                     f"server is stopping; the job {then} when it starts again")
 
     def close(self) -> None:
-        """Stop the started prologue chains and the scheduler processes, and close the
+        """Stop the started hook chains and the scheduler processes, and close the
         database and the log; each step runs even if one before it fails (a full disk),
         and the first failure is raised last."""
         failure: Exception | None = None
-        for step in (self._stop_prologues, self.sched_procs.stop_all,
+        for step in (self._stop_chains, self.sched_procs.stop_all,
                      lambda: logging.getLogger("pbsplug.hook").removeHandler(self.hook_log),
                      self.store.close, self.log.close, self.accounting.close):
             try:

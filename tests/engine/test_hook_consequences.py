@@ -206,16 +206,26 @@ def test_modifyjob_fires_for_qalter_only(dists, make_engine):
     assert "modifyjob request rejected by 'frozen'" in engine.log()
 
 
-def test_epilogue_and_end_rejects_are_ignored_but_rerun_applies(dists, make_engine,
+@pytest.mark.parametrize("user", ["pbsadmin", "pbsuser"])
+def test_epilogue_and_end_rejects_are_ignored_but_rerun_applies(user, dists, make_engine,
                                                                 engine_root):
+    # (pbsuser end hooks run while the server serves, the job E in substate 57: their
+    # outcome does what admin ones' does)
     seen = engine_root / "seen"
     first = plugin(dists, "first", """
+        import time
+
         @hookimpl
         def execjob_epilogue(event):
-            if event.job.Job_Name == "again" and event.job.run_count == 1:
+            name = event.job.Job_Name
+            if name == "again" and event.job.run_count == 1:
                 event.job.rerun()
+            elif name == "alarm":
+                time.sleep(10)  # the alarm stops this after 1 s
+            elif name == "raise":
+                raise RuntimeError("broken")
             event.reject("epilogue says no")
-        """, ("execjob_epilogue",), order=1)
+        """, ("execjob_epilogue",), order=1, user=user, alarm=1)
     second = plugin(dists, "second", f"""
         @hookimpl
         def execjob_epilogue(event):
@@ -225,7 +235,7 @@ def test_epilogue_and_end_rejects_are_ignored_but_rerun_applies(dists, make_engi
         def execjob_end(event):
             open({str(seen)!r}, "a").write(f"end {{event.job.Job_Name}}\\n")
             event.reject("end says no")
-        """, ("execjob_epilogue", "execjob_end"), order=2)
+        """, ("execjob_epilogue", "execjob_end"), order=2, user=user)
     engine = make_engine(first + second)
     job_id = engine.submit("exit 2\n", Job_Name="once")
     attrs = engine.wait(job_id)
@@ -235,6 +245,12 @@ def test_epilogue_and_end_rejects_are_ignored_but_rerun_applies(dists, make_engi
     attrs = engine.wait(again)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2)
     assert "Job requeued by execjob_epilogue hook" in engine.log()
+    for name, said in (("alarm", "got an alarm call"), ("raise", "encountered an exception")):
+        job_id = engine.submit("exit 3\n", Job_Name=name)
+        attrs = engine.wait(job_id)  # ignored, the job ends as it would have
+        assert (attrs["Exit_status"], attrs["run_count"]) == (3, 1)
+        assert f"execjob_epilogue hook 'first' {said}" in engine.log()
+    assert seen.read_text() == "end once\nend again\nend again\nend alarm\nend raise\n"
 
 
 @pytest.mark.parametrize("restart", [True, False])

@@ -338,30 +338,33 @@ def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(what, dists, lo
     assert attrs["Exit_status"] == 0, attrs.get("comment")
 
 
-def test_a_pbsuser_prologue_its_owner_makes_slow_does_not_hold_the_server(dists, local_engine,
-                                                                         attacker):
-    # The job's owner makes their pbsuser prologue slow (the hook waits for a file of
-    # theirs; a program of theirs could sleep as well): the server answered no one until
-    # the hook ended or met its alarm (600 s here; 30 s by default), for each of their
-    # jobs. The chain now runs while the server serves, the job R (substate 41) meanwhile.
+@pytest.mark.parametrize("event, shown", [("execjob_prologue", ("R", 41)),
+                                          ("execjob_epilogue", ("E", 57))])
+def test_a_pbsuser_hook_its_owner_makes_slow_does_not_hold_the_server(event, shown, dists,
+                                                                     local_engine, attacker):
+    # The job's owner makes their pbsuser prologue or epilogue slow (the hook waits for a
+    # file of theirs; a program of theirs could sleep as well): the server answered no one
+    # until the hook ended or met its alarm (600 s here; 30 s by default), for each of
+    # their jobs. The chain now runs while the server serves, the job R (substate 41) or
+    # E (substate 57) meanwhile.
     from pbsplug.engine.client import Client
 
-    dists.add("slow", SLOW_PROLOGUE)
+    dists.add("slow", SLOW_PROLOGUE.replace("execjob_prologue", event))  # (the same hook)
     engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
     done = attacker.pbs(engine, "qsub", "--", "/bin/true", cwd=engine.work)
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip()
-    until((engine.work / f"{job_id}.first").exists, what="the owner's prologue to start")
+    until((engine.work / f"{job_id}.first").exists, what=f"the owner's {event} to start")
     try:
         # Answered while the hook waits: the clients' 20 s are a hang guard (the hook's
         # alarm is 600 s away).
         client = Client(engine.home, timeout=20)
         attrs = client("stat_jobs", ids=[job_id])[job_id]
-        assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
+        assert (attrs["job_state"], attrs["substate"]) == shown
         other = client("submit", attrs={"Hold_Types": "u"}, script="true\n")
         assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
         assert not (engine.work / "go").exists()
     finally:
         (engine.work / "go").touch()
-    attrs = engine.wait(job_id)  # the prologue accepted: the job ran
+    attrs = engine.wait(job_id)  # the prologue accepted: the job ran; or its end went on
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1), attrs.get("comment")

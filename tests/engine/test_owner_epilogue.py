@@ -1,0 +1,148 @@
+"""An execjob_epilogue (or execjob_end) with a ``user = pbsuser`` hook, which the job's owner
+may make slow, runs while the server serves: the job whose processes ended is E in substate
+57 meanwhile, and its end goes on (execjob_end, its record, F) when the chain is over. qdel
+is refused meanwhile, nothing killed; a server stopped or killed meanwhile ends the job at
+its next start, its end hooks run again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine.client import Client
+from pbsplug.engine.errors import PbsError
+
+from .conftest import until
+from .test_server import plugin
+
+
+def waiting_end(dists, root: Path, event: str = "execjob_epilogue") -> str:
+    """A pbsuser hook on execjob_epilogue and execjob_end that, the first time `event`
+    fires, writes its pid to `root`/started and waits until `root`/go exists; each of its
+    events writes what it saw to `root`/seen."""
+    return plugin(dists, "slow", f"""
+        import os
+        import time
+        from pathlib import Path
+
+        def _record(event):
+            with open({str(root / "seen")!r}, "a") as seen:
+                seen.write(f"{{event.type}} {{event.job.Exit_status}}\\n")
+            if event.type != {event!r}:
+                return
+            try:
+                with open({str(root / "started")!r}, "x") as started:
+                    started.write(str(os.getpid()))
+            except FileExistsError:
+                return
+            while not Path({str(root / "go")!r}).exists():
+                time.sleep(0.05)
+
+        @hookimpl
+        def execjob_epilogue(event):
+            _record(event)
+
+        @hookimpl
+        def execjob_end(event):
+            _record(event)
+        """, ("execjob_epilogue", "execjob_end"), user="pbsuser", alarm=600)
+
+
+def _started(root: Path) -> int:
+    until(lambda: (root / "started").exists() and (root / "started").read_text(),
+          what="the end hook to start")
+    return int((root / "started").read_text())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("event", ["execjob_epilogue", "execjob_end"])
+def test_the_server_answers_while_a_pbsuser_end_hook_runs(event, dists, make_engine,
+                                                          engine_root):
+    engine = make_engine(waiting_end(dists, engine_root, event))
+    job_id = engine.submit("echo ran\nexit 3\n", Job_Name="slow")
+    _started(engine_root)
+    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
+    # is 600 s away; the server that ran the chain in its loop answered nothing before).
+    client = Client(engine.home, timeout=20)
+    attrs = client("stat_jobs", ids=[job_id])[job_id]
+    assert (attrs["job_state"], attrs["substate"], attrs["Exit_status"]) == ("E", 57, 3)
+    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
+    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    assert not (engine_root / "go").exists()  # the hook was still waiting
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"], attrs["substate"]) == (3, 1, 93)
+    assert attrs["comment"].endswith(" and failed")
+    assert (engine_root / "seen").read_text() == "execjob_epilogue 3\nexecjob_end 3\n"
+    assert (engine.work / f"slow.o{job_id.split('.')[0]}").read_text() == "ran\n"
+    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    assert f";E;{job_id};" in records and "Exit_status=3" in records
+
+
+def test_qdel_of_a_job_whose_pbsuser_epilogue_runs_kills_nothing(dists, make_engine,
+                                                                 engine_root):
+    # As PBS's MoM, which refuses the server's signal while it runs a job's epilogue: a
+    # plain qdel is 15016 (and so are qrerun and qsig), a forced one is taken; the
+    # epilogue goes on either way, and the job ends as it leaves it.
+    engine = make_engine(waiting_end(dists, engine_root))
+    job_id = engine.submit("exit 4\n", Job_Name="slow")
+    pid = _started(engine_root)
+    client = Client(engine.home, timeout=20)
+    answers = client("delete", ids=[job_id])
+    assert answers[0]["error"]["code"] == 15016
+    assert client("signal", ids=[job_id], signal="SIGTERM")[0]["error"]["code"] == 15016
+    with pytest.raises(PbsError) as refused:
+        client("rerun", ids=[job_id])
+    assert refused.value.code == 15016
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "E"
+    answers = client("delete", ids=[job_id, job_id], force=True)
+    assert [a.get("error") for a in answers] == [None, None]
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "E"
+    assert not _gone(pid)
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (4, 1)
+    assert (engine_root / "seen").read_text() == "execjob_epilogue 4\nexecjob_end 4\n"
+    log = engine.log()
+    assert "delete at request of root@" in log and "refused: its end hooks run" in log
+    assert log.count("Job to be deleted at request of root@") == 1
+    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    assert f";D;{job_id};" in records
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped", "qterm -t immediate"])
+def test_a_job_whose_pbsuser_epilogue_ran_when_the_server_died_ends_at_the_next_start(
+        how, dists, make_engine, engine_root):
+    # The job is E with its status file when the server goes; its next start ends it as a
+    # job that ended while the server was down, its end hooks run again from the first.
+    engine = make_engine(waiting_end(dists, engine_root))
+    job_id = engine.submit("exit 6\n", Job_Name="slow", Rerunable=False)
+    pid = _started(engine_root)
+    attrs = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])[job_id]  # (a guard)
+    assert (attrs["job_state"], attrs["substate"]) == ("E", 57)
+    if how == "killed":
+        engine.kill()
+    elif how == "stopped":
+        engine.stop()
+    else:
+        engine.pbs(*how.split(), check=True)
+        until(lambda: engine.home.server_pid() is None, what="the server to stop")
+    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    assert not (engine_root / "go").exists()
+    engine.start()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (6, 1), attrs.get("comment")
+    assert attrs["comment"].endswith(" and failed")
+    assert (engine_root / "seen").read_text() == (
+        "execjob_epilogue 6\nexecjob_epilogue 6\nexecjob_end 6\n")
+    if how != "killed":
+        assert "its execjob_epilogue hooks were stopped: the server is stopping; the job " \
+               "ends, its end hooks run again, when it starts again" in engine.log()
