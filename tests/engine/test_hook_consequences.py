@@ -135,15 +135,25 @@ def test_an_alarm_in_a_host_event_requeues_deletes_refuses_or_is_ignored(dists, 
     assert aborted.read_text() == "execjob_launch\n"  # no other start was aborted
 
 
-def test_prologue_rerun_or_delete_with_a_reject(dists, make_engine, engine_root):
+@pytest.mark.parametrize("user", ["pbsadmin", "pbsuser"])
+def test_prologue_reject_alarm_rerun_or_delete(user, dists, make_engine, engine_root):
+    # (a pbsuser prologue runs while the server serves, the job R in substate 41: its
+    # outcome does what an admin one's does)
     aborted = engine_root / "aborted"
-    engine = make_engine(plugin(dists, "pro", f"""
+    engine = make_engine(plugin(dists, "slow", f"""
+        import time
+
         @hookimpl
         def execjob_prologue(event):
-            if event.job.Job_Name == "delete":
+            name = event.job.Job_Name
+            if name == "delete":
                 event.job.delete()
-            elif event.job.Job_Name == "rerun" and event.job.run_count == 1:
+            elif name == "rerun" and event.job.run_count == 1:
                 event.job.rerun()
+            elif name == "alarm" and event.job.run_count == 1:
+                time.sleep(10)  # the alarm stops this after 1 s
+            elif name == "raise" and event.job.run_count == 1:
+                raise RuntimeError("broken")
             else:
                 return
             event.reject("not on this host")
@@ -151,15 +161,19 @@ def test_prologue_rerun_or_delete_with_a_reject(dists, make_engine, engine_root)
         @hookimpl
         def execjob_abort(event):
             open({str(aborted)!r}, "a").write(event.job.Job_Name + "\\n")
-        """, ("execjob_prologue", "execjob_abort")))
+        """, ("execjob_prologue", "execjob_abort"), user=user, alarm=1))
     deleted = engine.submit(Job_Name="delete")
     attrs = engine.wait(deleted)
     assert attrs["comment"] == "Job deleted by execjob_prologue hook: not on this host"
     assert aborted.read_text() == "delete\n"  # a start that is deleted is aborted
-    rerun = engine.submit("echo ran\n", Job_Name="rerun", Rerunable=False)
-    attrs = engine.wait(rerun)  # requeued, even if not rerunnable, and run again
-    assert (attrs["run_count"], attrs["Exit_status"]) == (2, 0)
+    for name in ("rerun", "alarm", "raise"):  # requeued, even if not rerunnable, run again
+        job_id = engine.submit("echo ran\n", Job_Name=name, Rerunable=False)
+        attrs = engine.wait(job_id)
+        assert (attrs["run_count"], attrs["Exit_status"]) == (2, 0)
     assert "Job requeued by execjob_prologue hook: not on this host" in engine.log()
+    assert f"execjob_prologue hook refused the job (alarm): {ALARM}" in engine.log()
+    assert "execjob_prologue hook refused the job (error): request rejected as filter hook " \
+           "'slow' encountered an exception" in engine.log()
     assert aborted.read_text() == "delete\n"
 
 

@@ -1,7 +1,8 @@
 """An execjob_prologue with a ``user = pbsuser`` hook, which the job's owner may make slow,
 runs while the server serves: the job is R in substate 41 meanwhile, and it is launched
 (or requeued, or deleted) when the chain is over, with the consequences a prologue has
-anywhere else. qdel stops it; a server stopped or killed meanwhile requeues the job."""
+anywhere else (test_hook_consequences.py). qdel stops it; a server stopped or killed
+meanwhile requeues the job."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from pbsplug.engine.client import Client
 
 from .conftest import until
 from .test_server import plugin
-
-ALARM = "request rejected as filter hook 'slow' got an alarm call. Please inform Admin"
 
 
 def waiting_prologue(dists, root: Path, **attrs) -> str:
@@ -69,46 +68,6 @@ def test_the_server_answers_while_a_pbsuser_prologue_runs(dists, make_engine, en
     seq = job_id.split(".")[0]
     assert (engine.work / f"slow.o{seq}").read_text() == "ran\n"
     assert not (engine_root / "aborted").exists()
-
-
-def test_a_pbsuser_prologues_reject_alarm_rerun_and_delete_are_as_before(dists, make_engine,
-                                                                         engine_root):
-    aborted = engine_root / "aborted"
-    engine = make_engine(plugin(dists, "slow", f"""
-        import time
-
-        @hookimpl
-        def execjob_prologue(event):
-            name = event.job.Job_Name
-            if name == "delete":
-                event.job.delete()
-            elif name == "rerun" and event.job.run_count == 1:
-                event.job.rerun()
-            elif name == "alarm" and event.job.run_count == 1:
-                time.sleep(10)  # the alarm stops this after 1 s
-            elif name == "raise" and event.job.run_count == 1:
-                raise RuntimeError("broken")
-            else:
-                return
-            event.reject("not on this host")
-
-        @hookimpl
-        def execjob_abort(event):
-            open({str(aborted)!r}, "a").write(event.job.Job_Name + "\\n")
-        """, ("execjob_prologue", "execjob_abort"), user="pbsuser", alarm=1))
-    deleted = engine.submit(Job_Name="delete")
-    attrs = engine.wait(deleted)
-    assert attrs["comment"] == "Job deleted by execjob_prologue hook: not on this host"
-    assert aborted.read_text() == "delete\n"  # a start that is deleted is aborted
-    for name in ("rerun", "alarm", "raise"):  # requeued, even if not rerunnable, run again
-        job_id = engine.submit("echo ran\n", Job_Name=name, Rerunable=False)
-        attrs = engine.wait(job_id)
-        assert (attrs["run_count"], attrs["Exit_status"]) == (2, 0)
-    assert "Job requeued by execjob_prologue hook: not on this host" in engine.log()
-    assert f"execjob_prologue hook refused the job (alarm): {ALARM}" in engine.log()
-    assert "execjob_prologue hook refused the job (error): request rejected as filter hook " \
-           "'slow' encountered an exception" in engine.log()
-    assert aborted.read_text() == "delete\n"
 
 
 def test_qdel_stops_a_pbsuser_prologue(dists, make_engine, engine_root):
