@@ -915,8 +915,8 @@ class Reservations:
                     eng.accounting.deleted(job_id, jobs_requestor)  # (its E at its end)
                     eng._kill(job_id, f"Job deleted: reservation {resv_id} {why}")
                     killed = True
-                elif eng._ends_alone(job_id):
-                    continue  # (its processes ended: it ends when its end hooks are over)
+                elif eng._ends_alone(job_id):  # (its processes ended: it ends when its
+                    killed = True  # end hooks are over, the reservation listed till then)
                 else:
                     eng._drop(job_id, job, f"Job deleted: reservation {resv_id} {why}",
                               requestor=jobs_requestor)

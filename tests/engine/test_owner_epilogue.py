@@ -6,6 +6,7 @@ its next start, its end hooks run again."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,46 @@ def test_a_job_whose_pbsuser_epilogue_ran_when_the_server_died_ends_at_the_next_
     if how != "killed":
         assert "its execjob_epilogue hooks were stopped: the server is stopping; the job " \
                "ends, its end hooks run again, when it starts again" in engine.log()
+
+
+def test_an_exiting_job_ends_as_its_end_hooks_leave_it_when_its_reservation_is_deleted(
+        dists, make_engine, engine_root):
+    # Its processes ended: nothing is left to kill, and the reservation stays listed as
+    # being deleted (as while its running jobs are killed) until the job has ended.
+    engine = make_engine(waiting_end(dists, engine_root))
+    client = Client(engine.home, timeout=20)
+    resv_id = client("resv_submit", attrs={
+        "reserve_start": int(time.time()) + 3, "reserve_duration": 600,
+        "Resource_List": {"select": "1:ncpus=1"}})["id"]
+    until(lambda: client("stat_resvs", ids=[resv_id])[resv_id]["reserve_state"] ==
+          "RESV_RUNNING", what="the reservation's start")
+    queue = resv_id.split(".")[0]
+    job_id = engine.submit("exit 5\n", queue=queue)
+    _started(engine_root)
+    engine.pbs("pbs_rdel", resv_id, check=True)
+    assert client("stat_resvs", ids=[resv_id])[resv_id]["reserve_state"] == \
+        "RESV_BEING_DELETED"
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "E"
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == 5 and attrs["comment"].endswith(" and failed")
+    until(lambda: resv_id not in client("stat_resvs"), what="the reservation to go")
+    assert queue not in client("stat_queues")
+
+
+def test_a_qdel_of_an_array_lets_its_exiting_subjob_end(dists, make_engine, engine_root):
+    # (as PBS lets an exiting subjob be at an array's or a range's qdel)
+    engine = make_engine(waiting_end(dists, engine_root))
+    array = engine.pbs("qsub", "-J", "1-2", input='[ "$PBS_ARRAY_INDEX" = 1 ] || sleep 60\n',
+                       check=True).stdout.strip()
+    first, second = (array.replace("[]", f"[{i}]") for i in (1, 2))
+    _started(engine_root)
+    client = Client(engine.home, timeout=20)
+    assert client("stat_jobs", ids=[second])[second]["job_state"] == "R"
+    assert [a.get("error") for a in client("delete", ids=[array])] == [None]
+    assert engine.wait(second, "FX")["comment"].startswith("Job deleted at request of root@")
+    assert client("stat_jobs", ids=[first])[first]["job_state"] == "E"
+    (engine_root / "go").touch()
+    attrs = engine.wait(first)
+    assert (attrs["Exit_status"], attrs["substate"]) == (0, 92)
+    engine.wait(array)
