@@ -34,7 +34,7 @@ from .. import values
 from .client import MAX_BODY_BYTES, MAX_HEADER_BYTES, Client, ServerUnavailable
 from .errors import PBSE_IVALREQ, PBSE_NOCONNECTS, PBSE_PERM, PBSE_SYSTEM, PbsError
 from .home import LOG_ERROR, LOG_SECURITY, LOG_SYSTEM, Home
-from .server import Engine
+from .server import Engine, LaterAnswer
 
 #: How often the loop wakes to notice ended jobs and due cycles when no request comes.
 POLL_INTERVAL = 0.05
@@ -208,6 +208,9 @@ class _Listener:
         self.accept_paused_until = 0.0
         self.drops: dict[tuple[int, str], list[float]] = {}  # -> [last logged, not logged]
         self.poll_failure: tuple[str, float] = ("", 0.0)  # the last one logged, and when
+        #: Requests whose answer waits for hook chains the server steps meanwhile (a qdel
+        #: of a job whose execjob_preterm has a pbsuser hook): answered once complete.
+        self.parked: dict[_Connection, LaterAnswer] = {}
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -232,6 +235,7 @@ class _Listener:
                 except Exception:  # a bad job or a full disk must not stop the server
                     self.log_poll_failure(traceback.format_exc())
                 next_poll = time.monotonic() + POLL_INTERVAL
+                self.answer_parked()
 
     def wait(self, timeout: float) -> None:
         """Wait up to `timeout` for sockets to be ready, and serve them without blocking."""
@@ -266,7 +270,13 @@ class _Listener:
             self.drop(conn)
 
     def close(self) -> None:
-        """Send what answers are still owed (briefly), and close every connection."""
+        """Send what answers are still owed (briefly), a request still waiting for hook
+        chains refused, and close every connection."""
+        self.answer_parked()
+        for conn in list(self.parked):
+            del self.parked[conn]
+            conn.out = memoryview(_response(500, _error_body(
+                PBSE_SYSTEM, "System error: the server is stopping")))
         for conn in list(self.conns.values()):
             if conn.state == _WRITING and conn.out:
                 try:
@@ -395,7 +405,13 @@ class _Listener:
                 raise ValueError("arguments nested too deeply") from None
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
-            data = _response(200, {"result": engine.handle(op, args, conn.uid)})
+            result = engine.handle(op, args, conn.uid)
+            if isinstance(result, LaterAnswer):  # answered when complete (`answer_parked`)
+                self.release(conn)
+                conn.deadline = float("inf")
+                self.parked[conn] = result
+                return
+            data = _response(200, {"result": result})
         except PbsError as err:
             data = _response(403 if err.code == PBSE_PERM else 400, {"error": err.to_dict()})
         except (ValueError, TypeError) as exc:
@@ -407,6 +423,15 @@ class _Listener:
         conn.out = memoryview(data)
         conn.deadline = time.monotonic() + WRITE_DEADLINE
         self.flush(conn)
+
+    def answer_parked(self) -> None:
+        """Start writing the answers of the parked requests that are complete."""
+        for conn, later in list(self.parked.items()):
+            if later.missing <= 0:
+                del self.parked[conn]
+                conn.out = memoryview(_response(200, {"result": later.results}))
+                conn.deadline = time.monotonic() + WRITE_DEADLINE
+                self.flush(conn)
 
     def flush(self, conn: _Connection) -> None:
         try:
@@ -448,6 +473,7 @@ class _Listener:
 
     def drop(self, conn: _Connection) -> None:
         fd = conn.sock.fileno()
+        self.parked.pop(conn, None)
         if self.conns.pop(fd, None) is None:
             return
         self.release(conn)
@@ -520,6 +546,7 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
         sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
         listener = _Listener(engine, sock)
+        engine.defer_answers = True  # (this loop answers a `LaterAnswer` when complete)
 
         def stop(signum: int, frame: object) -> None:
             engine.stopping = True

@@ -65,6 +65,7 @@ from .errors import (
     PBSE_IVALREQ,
     PBSE_NOSUP,
     PBSE_PERM,
+    PBSE_SYSTEM,
     PBSE_UNKJOBID,
     PBSE_UNKNODE,
     PBSE_UNKQUE,
@@ -198,12 +199,45 @@ class Caller:
 
 class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
-    `Pending`, and what its job does with its outcome once it is over (`done`)."""
+    `Pending`, and what its job does with its outcome once it is over (`done`). An
+    execjob_preterm chain's `waiters`: the qdel answers that wait for it (`LaterAnswer`,
+    and the place of the job in each)."""
 
     def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
         self.event = event
         self.pending = pending
         self.done = done
+        self.waiters: list[tuple[LaterAnswer, int]] = []
+
+    def answer(self, error: PbsError | None) -> None:
+        """Each waiting qdel told what came of its job (`error`, or nothing)."""
+        for later, index in self.waiters:
+            later.fill(index, error)
+        self.waiters = []
+
+
+class LaterAnswer:
+    """A request's answer that waits for hook chains (a qdel whose jobs' execjob_preterm
+    has a pbsuser hook, `Engine.defer_answers`): its per-job `results`, complete once
+    `missing` is 0. The server's loop answers it then (`api`)."""
+
+    def __init__(self) -> None:
+        self.results: list[dict[str, Any]] = []
+        self.missing = 0
+
+    def fill(self, index: int, error: PbsError | None) -> None:
+        if error is not None:
+            self.results[index]["error"] = error.to_dict()
+        self.missing -= 1
+
+
+class _Waits(Exception):
+    """A qdel of a job whose execjob_preterm chain runs (`chain`): answered when it is
+    over."""
+
+    def __init__(self, chain: _Chain):
+        super().__init__(chain.event)
+        self.chain = chain
 
 
 class _Ending:
@@ -279,6 +313,9 @@ class Engine:
         #: `user = pbsuser` hook, which their owner may make slow: the chain runs while the
         #: server serves (`_poll_chains`), and its job goes on when it is over (`_Chain`).
         self.chains: dict[str, _Chain] = {}
+        #: Whether a request may be answered later (`LaterAnswer`): the socket server's
+        #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
+        self.defer_answers = False
         #: Running jobs whose handling in the poll failed, and why (logged once a reason).
         self._poll_failed: dict[str, str] = {}
         #: The running jobs' use as their shepherds last sampled it (`_read_usage`).
@@ -643,12 +680,14 @@ class Engine:
             return self._hooks_failed(type, exc)
         return self._logged(outcome)
 
-    def _event_started(self, type: str, **objects) -> Pending | Outcome:
+    def _event_started(self, type: str, caller: Caller | None = None,
+                       **objects) -> Pending | Outcome:
         """`_event` without waiting (`Runner.start`): the chain's outcome when it is over
         already (or failed to start), else what `_poll_chains` steps."""
+        who = caller.user if caller else "root"
         values.use_resources(self.resource_types())
         try:
-            pending = self.runner.start(Event(type, requestor="root", requestor_host=self.host,
+            pending = self.runner.start(Event(type, requestor=who, requestor_host=self.host,
                                               **objects))
         except Exception as exc:  # noqa: BLE001 - as in _event
             return self._hooks_failed(type, exc)
@@ -1243,23 +1282,39 @@ class Engine:
         return self._without(rows, self.unreadable("node", caller))
 
     def req_delete(self, caller: Caller, ids: list[str], force: bool = False,
-                   purge: bool = False) -> list[dict]:
+                   purge: bool = False) -> list[dict] | LaterAnswer:
         """qdel: each job's result, so one bad id does not stop the others. `purge` (qdel
         -x) takes the job's history too, as OpenPBS 23.06 does (checked): a finished job
         is purged at once, any other is deleted, then purged (a running one once it has
         ended). Who may delete a job may purge it. A running job named again is killed once
-        (`_delete`'s `killed`)."""
+        (`_delete`'s `killed`). A `LaterAnswer` when a job's execjob_preterm chain runs
+        while the server serves (`_delete`'s `later`)."""
         killed: dict[str, PbsError | None] = {}
-        return each(ids, lambda job_id: self._delete(caller, job_id, force, purge, killed))
+        later = LaterAnswer()
+        for job_id in ids:
+            try:
+                self._delete(caller, job_id, force, purge, killed, later=True)
+                later.results.append({"id": job_id})
+            except PbsError as err:
+                later.results.append({"id": job_id, "error": err.to_dict()})
+            except _Waits as waits:  # (answered when its execjob_preterm is over)
+                later.results.append({"id": job_id})
+                waits.chain.waiters.append((later, len(later.results) - 1))
+                later.missing += 1
+        return later if later.missing else later.results
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False,
-                killed: dict[str, PbsError | None] | None = None) -> None:
+                killed: dict[str, PbsError | None] | None = None,
+                later: bool = False) -> None:
         """qdel of one job. `killed`: the running jobs this request has killed already (or
         whose execjob_preterm refused), answered as the first time without a kill again:
         each runs execjob_preterm, writes an accounting record and signals every process of
         the job (its shepherd's tree walked thread by thread) in the server's loop, and one
         request naming a job 10,000 times (12, 12.server, 12@SERVER) cost the server 10,000
-        of each, minutes for a job of a few thousand threads."""
+        of each, minutes for a job of a few thousand threads. With `later` (a qdel's own
+        job, `defer_answers`), an execjob_preterm chain with a pbsuser hook, which the
+        job's owner may make slow, runs while the server serves: `_Waits` is raised, and
+        the qdel is answered when the chain is over (`_preterm_done`)."""
         named = arrays.named(self._full_id(job_id))
         if named is not None and (not named.single or
                                   self.store.job(self._full_id(job_id)) is None):
@@ -1274,7 +1329,13 @@ class Engine:
         if chain is not None and chain.event == "execjob_prologue":
             self._delete_in_prologue(caller, job_id, purge, killed)
             return
-        if chain is not None:
+        if chain is not None and chain.event == "execjob_preterm":
+            if not force and later:
+                raise _Waits(chain)  # (a qdel of it waits already: answered as that one)
+            if not force:
+                return  # (an array's qdel: the qdel that waits for the chain decides)
+            self._stop_chain(job_id)  # (forced: no preterm, as for any running job)
+        elif chain is not None:
             self._delete_exiting(caller, job_id, force, purge, killed)
             return
         if killed is not None and killed.get(job_id, 1) is None and state in ("F", "X"):
@@ -1295,8 +1356,20 @@ class Engine:
                 self._delete_requeued(caller, job_id, killed, purge)
                 return
             if not force:
-                outcome = self._event("execjob_preterm", caller, job=Job(job_id, attrs),
-                                      vnode_list=self._job_vnodes(attrs))
+                objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
+                if later and self.defer_answers and self._owner_runs("execjob_preterm"):
+                    # The job's owner may make this chain slow: it runs while the server
+                    # serves, and the qdel is answered when it is over (`_preterm_done`).
+                    started = self._event_started("execjob_preterm", caller, **objects)
+                    if isinstance(started, Pending):
+                        chain = _Chain("execjob_preterm", started, lambda outcome: None)
+                        chain.done = functools.partial(self._preterm_done, caller, job_id,
+                                                       purge, chain)
+                        self.chains[job_id] = chain
+                        raise _Waits(chain)
+                    outcome = started
+                else:
+                    outcome = self._event("execjob_preterm", caller, **objects)
                 if not outcome.accepted:
                     refused = PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
                     if killed is not None:
@@ -1304,19 +1377,39 @@ class Engine:
                     raise refused
             if killed is not None:
                 killed[job_id] = None
-            self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
-                     f"{self.host}")
-            self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
-            # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
-            self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}",
-                       exit_status=0 if attrs.get("interactive") else None)
-            if state == "S":  # (woken, to take its SIGTERM)
-                self.control.continue_killed(job_id)
-            if purge:
-                self._purge_at_end(caller, job_id)
+            self._kill_deleted(caller, job_id, attrs, purge)
             return
         self._drop(job_id, attrs, f"{DELETED_BY}{caller.user}@{self.host}",
                    purge_by=f"{caller.user}@{self.host}" if purge else None)
+
+    def _preterm_done(self, caller: Caller, job_id: str, purge: bool, chain: _Chain,
+                      outcome: Outcome) -> None:
+        """A qdel's started execjob_preterm chain is over (`_poll_chains`): the job is
+        killed as any qdel kills it when the chain accepted, and the qdels that wait for
+        it are answered (the chain's refusal, 15136, when it did not)."""
+        if not outcome.accepted:
+            chain.answer(PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id))
+            return
+        try:
+            attrs = self.store.job(job_id)
+            if attrs is not None and attrs.get("job_state") in ("R", "S") and \
+                    job_id in self.launches:
+                self._kill_deleted(caller, job_id, attrs, purge)
+        finally:
+            chain.answer(None)
+
+    def _kill_deleted(self, caller: Caller, job_id: str, attrs: dict, purge: bool) -> None:
+        """A qdel's kill of a running job (its execjob_preterm accepted, or not run)."""
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
+                 f"{self.host}")
+        self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
+        # (OpenPBS 23.06 gives an interactive job qdel ends Exit_status 0, checked)
+        self._kill(job_id, f"{DELETED_BY}{caller.user}@{self.host}",
+                   exit_status=0 if attrs.get("interactive") else None)
+        if attrs["job_state"] == "S":  # (woken, to take its SIGTERM)
+            self.control.continue_killed(job_id)
+        if purge:
+            self._purge_at_end(caller, job_id)
 
     def _purge_at_end(self, caller: Caller, job_id: str) -> None:
         """qdel -x of a job that is not over yet: its runtime keeps who asked, through a
@@ -2668,6 +2761,7 @@ class Engine:
         chain = self.chains.pop(job_id, None)
         if chain is not None:
             chain.pending.cancel()
+            chain.answer(None)  # (a qdel waiting for its preterm: the job goes all the same)
             self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped")
 
     def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
@@ -3078,6 +3172,7 @@ class Engine:
         the end hooks fire (to clean up after it); then it is requeued if rerunnable, else
         finished with Exit_status -4 (JOB_EXEC_INITABT)."""
         killed = executor.kill_session(launch, reaped=reaped)
+        self._stop_chain(job_id)  # (a qdel's execjob_preterm: the job is gone)
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)
@@ -3161,6 +3256,7 @@ class Engine:
                          f"are not saved yet: {exc.message}")
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
+        self._stop_chain(job_id)  # (a qdel's execjob_preterm: the job ended meanwhile)
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)
@@ -3389,14 +3485,19 @@ class Engine:
         """The started chains stopped (their hooks' process groups killed), as the server
         stops: a job whose prologue ran stays R with no launch, which the next start
         requeues; one whose end hooks ran stays E with its status file, which the next
-        start ends again, its end hooks run again (`_recover`)."""
+        start ends again, its end hooks run again (`_recover`); a qdel waiting for a
+        job's execjob_preterm is refused, and the job runs on."""
         for job_id in list(self.chains):
             chain = self.chains.pop(job_id)
             chain.pending.cancel()
-            then = ("is requeued" if chain.event == "execjob_prologue" else
-                    "ends, its end hooks run again,")
+            chain.answer(PbsError(PBSE_SYSTEM, "System error: the server is stopping; the "
+                                               "job was not deleted", obj=job_id))
+            then = {"execjob_prologue": "the job is requeued when it starts again",
+                    "execjob_preterm": "the qdel waiting for them is refused, and the job "
+                                       "runs on"}.get(
+                chain.event, "the job ends, its end hooks run again, when it starts again")
             self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped: the "
-                     f"server is stopping; the job {then} when it starts again")
+                     f"server is stopping; {then}")
 
     def close(self) -> None:
         """Stop the started hook chains and the scheduler processes, and close the

@@ -15,6 +15,7 @@ from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
 from .conftest import until
+from .test_owner_prologue import _gone
 from .test_server import plugin
 
 
@@ -54,13 +55,6 @@ def _started(root: Path) -> int:
     until(lambda: (root / "started").exists() and (root / "started").read_text(),
           what="the end hook to start")
     return int((root / "started").read_text())
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 @pytest.mark.parametrize("event", ["execjob_epilogue", "execjob_end"])

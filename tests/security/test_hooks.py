@@ -368,3 +368,39 @@ def test_a_pbsuser_hook_its_owner_makes_slow_does_not_hold_the_server(event, sho
         (engine.work / "go").touch()
     attrs = engine.wait(job_id)  # the prologue accepted: the job ran; or its end went on
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1), attrs.get("comment")
+
+
+def test_a_pbsuser_preterm_its_owner_makes_slow_does_not_hold_the_server(dists, local_engine,
+                                                                         attacker):
+    # The job's owner qdels their job and makes its pbsuser preterm slow: the server
+    # answered no one until the hook ended or met its alarm. The chain now runs while the
+    # server serves; the qdel is answered when it is over.
+    import threading
+
+    from pbsplug.engine.client import Client
+
+    dists.add("slow", SLOW_PROLOGUE.replace("execjob_prologue", "execjob_preterm"))
+    engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
+    done = attacker.pbs(engine, "qsub", "--", "/bin/sleep", "60", cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    engine.wait(job_id, "R")
+    qdel: list = []
+    thread = threading.Thread(target=lambda: qdel.append(
+        attacker.pbs(engine, "qdel", job_id, cwd=engine.work)))
+    thread.start()
+    until((engine.work / f"{job_id}.first").exists, what="the owner's preterm to start")
+    try:
+        # Answered while the hook waits: the clients' 20 s are a hang guard (the hook's
+        # alarm is 600 s away).
+        client = Client(engine.home, timeout=20)
+        assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "R"
+        other = client("submit", attrs={"Hold_Types": "u"}, script="true\n")
+        assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+        assert not qdel and not (engine.work / "go").exists()
+    finally:
+        (engine.work / "go").touch()
+        thread.join(60)
+    assert qdel[0].returncode == 0, qdel[0].stderr
+    attrs = engine.wait(job_id)  # the preterm accepted: the job was killed
+    assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")

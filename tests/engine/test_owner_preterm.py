@@ -1,0 +1,147 @@
+"""A qdel whose job's execjob_preterm has a ``user = pbsuser`` hook, which the job's owner
+may make slow: the chain runs while the server serves, and the qdel is answered when it is
+over (the job killed when it accepted; its refusal, 15136, when it did not). The job is R
+meanwhile, as PBS's MoM runs the preterm hook before it kills the job."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from pbsplug.engine.client import Client
+from pbsplug.engine.errors import PbsError
+
+from .conftest import until
+from .test_owner_prologue import _gone
+from .test_server import plugin
+
+
+def waiting_preterm(dists, root: Path) -> str:
+    """A pbsuser preterm that, the first time it runs, writes its pid to `root`/started,
+    waits until `root`/go exists, and then refuses a job named ``refused``."""
+    return plugin(dists, "slow", f"""
+        import os
+        import time
+        from pathlib import Path
+
+        @hookimpl
+        def execjob_preterm(event):
+            try:
+                with open({str(root / "started")!r}, "x") as started:
+                    started.write(str(os.getpid()))
+            except FileExistsError:
+                return
+            while not Path({str(root / "go")!r}).exists():
+                time.sleep(0.05)
+            if event.job.Job_Name == "refused":
+                event.reject("not now")
+        """, ("execjob_preterm",), user="pbsuser", alarm=600)
+
+
+def _qdel_behind(engine, *ids: str) -> tuple[threading.Thread, list]:
+    """A qdel of `ids` in a thread of its own; its answer (or its error) lands in the
+    list."""
+    answers: list = []
+
+    def qdel() -> None:
+        try:
+            answers.append(Client(engine.home, timeout=60)("delete", ids=list(ids)))
+        except PbsError as refused:
+            answers.append(refused)
+
+    thread = threading.Thread(target=qdel)
+    thread.start()
+    return thread, answers
+
+
+def _started(root: Path) -> int:
+    until(lambda: (root / "started").exists() and (root / "started").read_text(),
+          what="the preterm hook to start")
+    return int((root / "started").read_text())
+
+
+@pytest.mark.parametrize("name", ["accepted", "refused"])
+def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make_engine,
+                                                               engine_root):
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    job_id = engine.submit("sleep 60\n", Job_Name=name)
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id, job_id)
+    _started(engine_root)
+    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
+    # is 600 s away; the server that ran the chain in its loop answered nothing before).
+    client = Client(engine.home, timeout=20)
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "R"
+    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
+    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    # Another qdel of the job meanwhile waits for the same chain.
+    second, more = _qdel_behind(engine, job_id)
+    assert not answers and thread.is_alive()  # the qdel waits for its preterm
+    (engine_root / "go").touch()
+    thread.join(60)
+    second.join(60)
+    errors = [a.get("error") for a in answers[0] + more[0]]
+    if name == "accepted":
+        assert errors == [None, None, None]
+        attrs = engine.wait(job_id)
+        assert attrs["comment"].startswith("Job deleted at request of root@")
+        assert engine.log().count("Job to be deleted at request of root@") == 1
+    else:
+        assert [(e["code"], e["message"]) for e in errors] == [(15136, "not now")] * 3
+        assert engine.job(job_id)["job_state"] == "R"
+        engine.client("delete", ids=[job_id], force=True)
+        engine.wait(job_id)
+
+
+def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_answered(dists, make_engine,
+                                                                     engine_root):
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    gate = engine_root / "gate"
+    job_id = engine.submit(f"until [ -e {gate} ]; do sleep 0.05; done; exit 7\n")
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id)
+    pid = _started(engine_root)
+    gate.touch()
+    attrs = engine.wait(job_id)  # (its end goes on: the chain is stopped)
+    assert attrs["Exit_status"] == 7
+    thread.join(60)
+    assert [a.get("error") for a in answers[0]] == [None]
+    assert "its execjob_preterm hooks were stopped" in engine.log()
+    until(lambda: _gone(pid), what="the hook's process to be killed")
+
+
+def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists, make_engine,
+                                                                         engine_root):
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    job_id = engine.submit("sleep 60\n")
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id)
+    _started(engine_root)
+    engine.stop()
+    thread.join(60)
+    assert str(answers[0]) == "System error: the server is stopping"
+    assert "its execjob_preterm hooks were stopped: the server is stopping; the qdel " \
+           "waiting for them is refused, and the job runs on" in engine.log()
+    engine.start()
+    assert engine.job(job_id)["job_state"] == "R"  # adopted again: it runs on
+    engine.client("delete", ids=[job_id], force=True)
+    engine.wait(job_id)
+
+
+def test_a_forced_qdel_during_a_pbsuser_preterm_kills_the_job_and_answers_the_other(
+        dists, make_engine, engine_root):
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    job_id = engine.submit("sleep 60\n", Job_Name="refused")
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id)
+    pid = _started(engine_root)
+    forced = Client(engine.home, timeout=20)("delete", ids=[job_id], force=True)
+    assert [a.get("error") for a in forced] == [None]
+    thread.join(60)
+    assert [a.get("error") for a in answers[0]] == [None]  # (the job was deleted)
+    assert engine.wait(job_id)["comment"].startswith("Job deleted at request of root@")
+    assert not (engine_root / "go").exists()
+    until(lambda: _gone(pid), what="the hook's process to be killed")
