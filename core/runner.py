@@ -87,6 +87,9 @@ from .events import (
     message_text,
 )
 from .hookattrs import FAIL_ACTIONS, HookAttributes
+from .jsontext import JsonError
+from .jsontext import kind as json_kind
+from .jsontext import loads as json_loads
 from .objects import plain
 
 if TYPE_CHECKING:
@@ -1111,10 +1114,11 @@ class Runner:
                 while len(buf) >= 4:
                     (size,) = struct.unpack("!I", buf[:4])
                     if size > REPORT_MAX:
-                        raise ValueError(f"a report of {size} bytes")
+                        raise ValueError(f"a report of {size:,} bytes (at most {REPORT_MAX:,})")
                     if len(buf) < 4 + size:
                         break
-                    message = json.loads(buf[4:4 + size])
+                    # (a pbsuser hook's process is its owner's: JSON read with limits)
+                    message = json_loads(bytes(buf[4:4 + size]), "the report", expect=list)
                     del buf[:4 + size]
                     if message[0] == "start":
                         if current is not None or message[1] != len(runs):
@@ -1128,8 +1132,11 @@ class Runner:
                             raise ValueError(f"done of hook {index!r} out of turn")
                         entry = batch[_index(index, batch)]
                         if outcome not in (ACCEPT, REJECT, ERROR, ALARM):
-                            raise ValueError(f"outcome {outcome!r}")
+                            raise ValueError(f"outcome {_cut(repr(outcome), 80)}")
+                        if type(duration) not in (int, float) or not duration >= 0:
+                            raise ValueError(f"duration {_cut(repr(duration), 80)}")
                         text = _message(message_text(text))  # (JSON: a number... shown)
+                        _check_records(records)
                         loggers = logging.Logger.manager.loggerDict
                         for name, level, msg, obj in records:
                             # A logger this process has (the hook's, a plugin module's):
@@ -1169,7 +1176,7 @@ class Runner:
                 why = (f"the hook's process reported a change that is refused: "
                        f"{_message(message_text(exc.args[0]))}" if isinstance(exc, _Refused)
                        else f"the hook's process sent a malformed report "
-                            f"({type(exc).__name__})")
+                            f"({_malformed(exc)})")
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                     0.0, ERROR, f"{why}; killed", wall))
                 return runs
@@ -1260,8 +1267,32 @@ class _Refused(Exception):
 def _index(value: Any, batch: list[HookEntry]) -> int:
     """A hook's index in a child's report, checked."""
     if type(value) is not int or not 0 <= value < len(batch):
-        raise ValueError(f"hook index {value!r}")
+        raise ValueError(f"hook index {_cut(repr(value), 80)}")
     return value
+
+
+def _check_records(records: Any) -> None:
+    """The log records in a child's report are what `_Capture.take` sends: (logger name,
+    level, text, None or the object's (kind, name)), else ValueError naming the first that
+    is not (the parent formats and writes them)."""
+    if type(records) is not list:
+        raise ValueError(f"log records: a JSON {json_kind(records)}")
+    for i, record in enumerate(records):
+        if not (type(record) is list and len(record) == 4 and type(record[0]) is str
+                and type(record[1]) is int and type(record[2]) is str and (
+                    record[3] is None or type(record[3]) is list and len(record[3]) == 2
+                    and all(type(o) is str for o in record[3]))):
+            raise ValueError(f"log record {i}: not [name, level, text, object]")
+
+
+def _malformed(exc: BaseException) -> str:
+    """What was wrong with a child's report, in one line: the runner's own words
+    (ValueError), else the kind of error its unpacking met."""
+    if isinstance(exc, JsonError):
+        return exc.why
+    if type(exc) is ValueError:
+        return _message(" ".join(str(exc).split())) or "ValueError"
+    return type(exc).__name__
 
 
 def _read_available(fd: int) -> bytearray:

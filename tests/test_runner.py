@@ -787,6 +787,49 @@ def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
     assert out.detail.startswith("the hook's process sent a malformed report")
 
 
+_DONE = b'["done", 0, "accept", null, '
+
+
+@pytest.mark.parametrize("report, why", [
+    # json.loads' RecursionError went through the runner to its caller (the server's loop),
+    # and the child was left running.
+    (b"[" * 100_000, "arrays or objects nested too deeply"),
+    (_DONE + b"0.0, {}, [" + b"[" * 100_000, "arrays or objects nested too deeply"),
+    # Python's words, and the type alone: "malformed report (ValueError)".
+    (b'["start", %s]' % (b"9" * 5000), "a number of 5,000 digits (at most 1,000)"),
+    (b'["start", "\xff"]', "not UTF-8 text (byte 0xff at offset 11)"),
+    (b'{"start": 0}', "a JSON object, not an array"),
+    # A duration that is no number was taken, and written to the trace as it came.
+    (_DONE + b"NaN, {}, []]", "NaN is not a JSON number"),
+    (_DONE + b"1e400, {}, []]", "a number past a float's range (1e400)"),
+    (_DONE + b'"x", {}, []]', "duration 'x'"),
+    (_DONE + b"0.0, {}, [], 1]", "too many values to unpack (expected 7)"),
+    (_DONE + b'0.0, {"job": {"comment": "a", "comment": "b"}}, []]',
+     'the key "comment" twice in one object'),
+    (_DONE + b'0.0, {}, [["x", 20, ["not", "text"], null]]]',
+     "log record 0: not [name, level, text, object]"),
+])
+def test_a_report_that_is_not_what_the_child_sends_is_named(chain, monkeypatch, report, why):
+    """A hook process's report, as bytes another program could write (a pbsuser hook's
+    process is its owner's): the hook's error says what was wrong with it, in one line."""
+    import struct
+
+    from pbsplug import runner as runner_module
+
+    def forged(batch, event, fd):
+        if report.startswith(_DONE):
+            runner_module._send(fd, ("start", 0))
+        data = struct.pack("!I", len(report)) + report
+        while data:
+            data = data[os.write(fd, data):]
+        time.sleep(30)
+
+    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(queuejob())
+    assert (out.kind, out.hook) == ("error", "a"), out.detail
+    assert out.detail == f"the hook's process sent a malformed report ({why}); killed"
+
+
 def _as_owner(tmp_path, alarm):
     """A Runner with one pbsuser execjob_prologue hook 'a' that sets the job's comment."""
     class AsUser:

@@ -1,0 +1,113 @@
+"""JSON that another party wrote, read with limits: a request to the server from any local
+user, a hook process's report (a pbsuser hook runs its job's owner's programs), a batch
+system command's output. `loads` reads it, or raises `JsonError`: one line naming what was
+read and what is wrong with it, never Python's RecursionError or its words about int().
+
+It refuses what `json.loads` fails on in Python's words, or takes wrongly: arrays or
+objects nested deeper than the interpreter's stack (json.loads raised RecursionError, which
+callers did not catch), an integer of more than `MAX_DIGITS` digits (int() of thousands is
+slow; past 4300 it is Python's ValueError), ``NaN``, ``Infinity`` and a number past a
+float's range (``1e400``, read as infinity: no JSON writer can write them back), a key twice
+in one object (json.loads kept the last one silently), bytes that are not valid text in the
+encoding found (UTF-8, -16 or -32, as json.loads detects it), more than `max_bytes`, and a
+document of another type than `expect`.
+
+One decoder is made once, here: making one for each call costs more than a small document's
+decoding (the server reads one per request).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["MAX_DIGITS", "JsonError", "kind", "loads"]
+
+#: The most digits of an integer read. No value pbsplug or a batch system writes has more
+#: than 20.
+MAX_DIGITS = 1000
+
+
+class JsonError(ValueError):
+    """JSON that cannot be read: `what` was read, `why` it cannot be (one line each)."""
+
+    def __init__(self, what: str, why: str):
+        super().__init__(f"{what}: {why}")
+        self.what, self.why = what, why
+
+
+def _int(text: str) -> int:
+    count = len(text) - text.startswith("-")
+    if count > MAX_DIGITS:
+        raise ValueError(f"a number of {count:,} digits (at most {MAX_DIGITS:,})")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"a number past a float's range ({_cut(text)})")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {json.dumps(_cut(key))} twice in one object")
+            seen.add(key)
+    return data
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant,
+                            object_pairs_hook=_object)
+
+
+def kind(value: Any) -> str:
+    """A value's JSON type, for messages: object, array, string, number, boolean or null."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
+def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = None,
+          max_bytes: int | None = None) -> Any:
+    """The JSON document `data`, or `JsonError` naming `what` and what is wrong (module
+    docstring). `expect`: dict or list, the type the document must be. `max_bytes`: the
+    most bytes (characters, for a str) read; a caller that reads from a pipe or socket
+    bounds its read too."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise JsonError(what, f"{len(data):,} bytes (at most {max_bytes:,})")
+    if not isinstance(data, str):
+        encoding = json.detect_encoding(data)
+        try:
+            data = bytes(data).decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise JsonError(what, f"not {encoding.upper()} text (byte "
+                                  f"{exc.object[exc.start]:#04x} at offset {exc.start:,})"
+                            ) from None
+    try:
+        value = _DECODER.decode(data)
+    except json.JSONDecodeError as exc:
+        raise JsonError(what, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise JsonError(what, "arrays or objects nested too deeply") from None
+    except ValueError as exc:  # (the parse_* hooks above: their words)
+        raise JsonError(what, str(exc)) from None
+    if expect is not None and not isinstance(value, expect):
+        expected = _EXPECTED.get(expect) or f"a {expect.__name__}"
+        raise JsonError(what, f"a JSON {kind(value)}, not {expected}")
+    return value
+
+
+_EXPECTED: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}

@@ -1,0 +1,53 @@
+"""`pbsplug.jsontext`: JSON another party wrote, read as json.loads reads it, or refused in
+one line naming what was read and what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pbsplug.jsontext import JsonError, loads
+
+
+@pytest.mark.parametrize("data", [
+    b'{"a": 1, "b": [2.5, -3, 1e300], "c": null, "d": "\\u00e9", "e": true}',
+    b'\xef\xbb\xbf{"a": 1}', '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-16-le"),
+    '{"a": 1}'.encode("utf-32-be"), bytearray(b"[1]"), '{"\u00e9": "\ud800"}', " 7 ",
+    b'{"x": %s}' % (b"9" * 1000), b"-%s" % (b"9" * 1000),
+])
+def test_what_json_loads_reads_is_read_alike(data):
+    assert loads(data, "it") == json.loads(data)
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"[" * 100_000, "arrays or objects nested too deeply"),
+    ("[" * 100_000, "arrays or objects nested too deeply"),
+    (b"[1, %s]" % (b"9" * 1001), "a number of 1,001 digits (at most 1,000)"),
+    (b"-%s" % (b"9" * 5000), "a number of 5,000 digits (at most 1,000)"),
+    (b"[NaN]", "NaN is not a JSON number"),
+    (b"Infinity", "Infinity is not a JSON number"),
+    (b"[-1e400]", "a number past a float's range (-1e400)"),
+    (b'{"a": {"b": 1, "b": 1}}', 'the key "b" twice in one object'),
+    (b'{"a": "\xff"}', "not UTF-8 text (byte 0xff at offset 7)"),
+    (b'"\xed\xa0\x80"', "not UTF-8 text (byte 0xed at offset 1)"),  # (a lone surrogate)
+    (b"{x", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
+            "(char 1)"),
+    (b"", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+    (b"[1] x", "not JSON: Extra data: line 1 column 5 (char 4)"),
+])
+def test_what_json_loads_fails_on_or_takes_wrongly_is_named(data, why):
+    with pytest.raises(JsonError) as err:
+        loads(data, "sinfo --json")
+    assert (str(err.value), err.value.why) == (f"sinfo --json: {why}", why)
+    assert isinstance(err.value, ValueError)
+
+
+def test_the_type_and_the_size_are_the_callers():
+    with pytest.raises(JsonError, match="^the record: a JSON array, not an object$"):
+        loads(b"[1]", "the record", expect=dict)
+    with pytest.raises(JsonError, match="^the record: a JSON null, not an array$"):
+        loads("null", "the record", expect=list)
+    with pytest.raises(JsonError, match=r"^the record: 11 bytes \(at most 10\)$"):
+        loads(b"[" + b" " * 9 + b"]", "the record", max_bytes=10)
+    assert loads(b"[" + b" " * 8 + b"]", "the record", expect=list, max_bytes=10) == []
