@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .. import values
+from .. import jsontext, values
 from .client import MAX_BODY_BYTES, MAX_HEADER_BYTES, Client, ServerUnavailable
 from .errors import PBSE_IVALREQ, PBSE_NOCONNECTS, PBSE_PERM, PBSE_SYSTEM, PbsError
 from .home import LOG_ERROR, LOG_SECURITY, LOG_SYSTEM, Home
@@ -154,31 +154,6 @@ def _response(status: int, body: dict[str, Any]) -> bytes:
 
 def _error_body(code: int, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "obj": None}}
-
-
-#: The most digits of a number in a request: no value the server takes has more than 20;
-#: int() of thousands is slow, and refused past 4300 (a ValueError in Python's words).
-JSON_DIGITS = 1000
-
-
-def _json_int(text: str) -> int:
-    """A request's JSON integer, one of more than `JSON_DIGITS` digits refused."""
-    count = len(text.lstrip("-"))
-    if count > JSON_DIGITS:
-        raise ValueError(f"a number of {count:,} digits (at most {JSON_DIGITS:,})")
-    return int(text)
-
-
-#: The requests' decoder, made once: ``json.loads(body, parse_int=...)`` made a decoder
-#: and its scanner for every request, 60 to 80% more instructions than a plain
-#: ``json.loads`` for a small request (callgrind); made once, it takes 12 to 17% fewer.
-_REQUEST_JSON = json.JSONDecoder(parse_int=_json_int)
-
-
-def _request_args(body: bytes) -> Any:
-    """`body` as ``json.loads(body, parse_int=_json_int)`` reads it (in any of the encodings
-    it finds, UTF-8, -16 or -32), through the one decoder."""
-    return _REQUEST_JSON.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
 
 
 class _Listener:
@@ -399,12 +374,8 @@ class _Listener:
         engine = self.engine
         op = conn.op
         try:
-            try:
-                args = _request_args(conn.body() or b"{}")
-            except RecursionError:
-                raise ValueError("arguments nested too deeply") from None
-            if not isinstance(args, dict):
-                raise ValueError("arguments must be a JSON object")
+            # (any local user's: read with the kernel's limits, each refusal named)
+            args = jsontext.loads(conn.body() or b"{}", "arguments", expect=dict)
             result = engine.handle(op, args, conn.uid)
             if isinstance(result, LaterAnswer):  # answered when complete (`answer_parked`)
                 self.release(conn)

@@ -43,16 +43,26 @@ def _raw(engine, data: bytes) -> tuple[str, dict]:
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY_BYTES + 1), "413",
      "over the server's limit"),
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: 3\r\n\r\n[1]", "400",
-     "arguments must be a JSON object"),
+     "Invalid request: arguments: a JSON array, not an object"),
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: 2\r\n\r\n{x", "400", "Invalid request"),
     (b"POST /v1/status HTTP/1.0\r\nContent-Length: 4000\r\n\r\n" + b"[" * 2000 + b"]" * 2000,
      "400", "Invalid request"),
     (b"POST /v1/no_such_request HTTP/1.0\r\n\r\n", "400", "Unknown request no_such_request"),
     # A JSON number past what int() reads (4300 digits): the answer was Python's words.
     *[(b"POST /v1/%s HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (op, len(body), body),
-       "400", "Invalid request: a number of 5,000 digits (at most 1,000)")
+       "400", "Invalid request: arguments: a number of 5,000 digits (at most 1,000)")
       for op, body in ((b"status", b'{"x": %s}' % (b"9" * 5000)),
                        (b"submit", b'{"attrs": {"Priority": -%s}}' % (b"9" * 5000)))],
+    # What the body's JSON cannot be (`pbsplug.jsontext`), each named: Python's words
+    # before (the UTF-8 codec's), or taken (a key twice: the last one was).
+    *[(b"POST /v1/status HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+       "400", f"Invalid request: arguments: {why}") for body, why in (
+          (b"[" * 100_000, "arrays or objects nested too deeply"),
+          (b'{"x": "\xff"}', "not UTF-8 text (byte 0xff at offset 7)"),
+          (b'{"x": NaN}', "NaN is not a JSON number"),
+          (b'{"x": [-Infinity]}', "-Infinity is not a JSON number"),
+          (b'{"x": 1e400}', "a number past a float's range (1e400)"),
+          (b'{"x": 1, "x": 2}', 'the key "x" twice in one object'))],
 ])
 def test_a_malformed_request_is_refused_in_one_line(engine, request_bytes, status, text):
     line, answer = _raw(engine, request_bytes)
@@ -208,25 +218,13 @@ def test_users_take_turns_so_many_requests_never_wait_out_anothers_one(tmp_path)
         listener.selector.close()
 
 
-def _outcome(read, body):
-    try:
-        return "value", read(body)
-    except (ValueError, RecursionError) as exc:
-        return type(exc).__name__, str(exc)
-
-
-@pytest.mark.parametrize("body", [
-    b'{"a": 1, "b": [2.5, -3, 1e400], "c": null, "d": "\\u00e9"}', b"NaN", b"-Infinity",
-    b'\xef\xbb\xbf{"a": 1}', b"\xef\xbb\xbf\xef\xbb\xbf{}",  # a BOM, and one left over
-    '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-16-le"),
-    '{"a": 1}'.encode("utf-32-be"), '{"a": "\ud800"}'.encode("utf-16-le", "surrogatepass"),
-    b'{"a": "\xff"}', b"{x", b"", b" ", b'{"a": 1} x', b"[" * 100_000,
-    b'{"x": %s}' % (b"9" * 1000), b'{"x": -%s}' % (b"9" * 1001), b"[1, %s" % (b"9" * 1001),
-])
-def test_a_requests_body_is_read_as_json_loads_with_parse_int_reads_it(body):
-    """The server's one decoder (`_request_args`) reads a body, or refuses it in the same
-    words, as ``json.loads(body, parse_int=_json_int)`` did."""
-    from pbsplug.engine.api import _json_int, _request_args
-
-    assert _outcome(_request_args, body) == _outcome(
-        lambda b: json.loads(b, parse_int=_json_int), body)
+def test_a_key_twice_in_a_request_is_refused_not_read_as_its_last(engine):
+    """A request naming an attribute twice is refused, and no job is made: the server kept
+    the last name and made the job, a reader that keeps the first saw another request."""
+    body = b'{"attrs": {"Job_Name": "first", "Job_Name": "second"}, "script": "true\\n"}'
+    line, answer = _raw(engine, b"POST /v1/submit HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(body), body))
+    assert line.split()[1] == "400", answer
+    assert answer["error"] == {"code": PBSE_IVALREQ, "obj": None, "message": (
+        'Invalid request: arguments: the key "Job_Name" twice in one object')}
+    assert engine.client("stat_jobs", history=True) == {}
