@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from .. import jsontext
 from ..values import LONG_MAX, cut, digits, past, quoted, whole
 
 log = logging.getLogger("pbsplug.slurm")
@@ -179,14 +180,12 @@ class Slurm:
 
     def cluster_json(self, command: str) -> dict[str, Any]:
         text = self.run(command, "--json")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SlurmError(f"{command} --json: not JSON ({exc})") from None
-        except ValueError:  # (a number int() refuses: 4300 digits or more)
-            raise SlurmError(_huge_number(command, text)) from None
-        if not isinstance(data, dict):
-            raise SlurmError(f"{command} --json: not a JSON object")
+        try:  # (nested 100,000 deep, say: json.loads' RecursionError went through)
+            data: dict[str, Any] = jsontext.loads(text, f"{command} --json", expect=dict)
+        except jsontext.JsonError as exc:
+            if exc.why.startswith("a number of "):  # (where it is, too)
+                raise SlurmError(_huge_number(command, text)) from None
+            raise SlurmError(str(exc)) from None
         return data
 
     def reservations(self) -> list[dict[str, str]]:
@@ -196,24 +195,25 @@ class Slurm:
 
 
 class _Huge(str):
-    """A number of ``--json`` output that int() refuses, kept as its text (`_huge_number`)."""
+    """A number of ``--json`` output too long to read, kept as its text (`_huge_number`)."""
 
 
 def _huge_number(command: str, text: str) -> str:
-    """The one line for ``command --json`` output holding a number int() refuses (4300
-    digits or more: its ValueError says so in Python's words): where the first one is
-    (``nodes[2].cpus``) and its length. Slurm writes no such number: its counts and times
-    are 64-bit."""
+    """The one line for ``command --json`` output holding a number of more digits than
+    `jsontext.MAX_DIGITS` (int() refuses 4300 or more in Python's words): where the first
+    one is (``nodes[2].cpus``) and its length. Slurm writes no such number: its counts and
+    times are 64-bit."""
     def parse_int(number: str) -> int | _Huge:
-        try:
-            return int(number)
-        except ValueError:
+        if len(number.lstrip("-")) > jsontext.MAX_DIGITS:
             return _Huge(number)
+        return int(number)
 
     try:
         data = json.loads(text, parse_int=parse_int)
     except ValueError as exc:  # (past the number)
         return f"{command} --json: not JSON ({exc})"
+    except RecursionError:
+        return f"{command} --json: arrays or objects nested too deeply"
     stack: list[tuple[str, Any]] = [("", data)]
     while stack:  # (depth first, in the output's order; no recursion: nesting may be deep)
         path, value = stack.pop()

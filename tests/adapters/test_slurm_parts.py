@@ -379,6 +379,27 @@ def test_a_number_of_thousands_of_digits_in_sinfo_json_is_named_in_one_line(
         assert f"a number of {len(number):,} digits" in message
 
 
+@pytest.mark.parametrize("answer, why", [
+    # json.loads' RecursionError went through cluster_json to the power program.
+    ('{"nodes": ' + "[" * 100_000, "arrays or objects nested too deeply"),
+    ('{"nodes": [{"name": "n1", "cpus": 2}], "nodes": []}', 'the key "nodes" twice in one object'),
+    ('{"nodes": [{"name": "n1", "cpus": NaN}]}', "NaN is not a JSON number"),
+    ('{"nodes": [{"name": "n1", "cpus": 1e400}]}', "a number past a float's range (1e400)"),
+    ('[{"name": "n1"}]', "a JSON array, not an object"),
+    ('{"nodes": [' + "9" * 2000 + "]}", "nodes[0] is a number of 2,000 digits"),
+    ('{"nodes": [' + "9" * 2000 + ", " + "[" * 100_000, "arrays or objects nested too deeply"),
+])
+def test_sinfo_json_that_slurm_does_not_write_is_named_in_one_line(tmp_path, answer, why):
+    (tmp_path / "answer").write_text(answer)
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")
+    sinfo.chmod(0o755)
+    with pytest.raises(SlurmError) as caught:
+        Slurm(bin_dir=str(tmp_path)).cluster_json("sinfo")
+    assert str(caught.value).startswith(f"sinfo --json: {why}"), str(caught.value)[:300]
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 200
+
+
 @pytest.mark.parametrize("size", HUGE_NUMBERS)
 def test_a_job_id_of_thousands_of_characters_is_quoted_cut_short(size):
     """The error quoted all of it: a line of 100,000 characters in Slurm's log."""
