@@ -95,7 +95,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import safedirs
+from .. import jsontext, safedirs
 from .slurm_program import is_stepd, native_answer
 
 #: Seconds without an event after which the worker leaves.
@@ -186,8 +186,11 @@ def _pbs_dispatch(runner: object, request: Any) -> dict[str, Any]:
 def _codec(encoding: str) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]]:
     # marshal (the Slurm programs'): decoded by the interpreter's core, so the program that
     # sends it imports neither json nor socket; only root can reach the socket.
+    # JSON: any local user's, for a public worker (Slurm's task worker); read with the
+    # kernel's limits (nesting, NaN, a key twice...), each refusal named (the event's error).
     return ((marshal.loads, marshal.dumps) if encoding == "marshal"
-            else (json.loads, lambda v: json.dumps(v, default=str).encode()))
+            else (lambda data: jsontext.loads(data, "the request", expect=dict),
+                  lambda v: json.dumps(v, default=str).encode()))
 
 
 def _child(conn: socket.socket, runner: object, dispatch: Dispatcher, encoding: str = "json",

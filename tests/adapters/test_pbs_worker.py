@@ -161,13 +161,30 @@ def test_a_hanging_hook_is_killed_past_its_alarm_and_the_worker_goes_on(worker):
     assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
 
 
-def test_a_bad_request_is_that_events_error(worker):
+_BEGIN = b'{"event": "execjob_begin", "data": {"job": {"id": "1.vm", "Job_Name": '
+
+
+@pytest.mark.parametrize("request_bytes, detail", [
+    (b"not json", "pbsplug worker: JsonError: the request: not JSON: Expecting value: line 1 "
+                  "column 1 (char 0)"),
+    # json.loads' RecursionError, in Python's words
+    (b"[" * 100_000, "pbsplug worker: JsonError: the request: arrays or objects nested too "
+                     "deeply"),
+    (b"[1]", "pbsplug worker: JsonError: the request: a JSON array, not an object"),
+    # taken: the hook saw a job named NaN, or the last of two names
+    (_BEGIN + b'NaN}}}', "pbsplug worker: JsonError: the request: NaN is not a JSON number"),
+    (_BEGIN + b'"a", "Job_Name": "b"}}}', 'pbsplug worker: JsonError: the request: the key '
+                                          '"Job_Name" twice in one object'),
+    (_BEGIN + b'"\xff"}}}', "pbsplug worker: JsonError: the request: not UTF-8 text (byte "
+                             "0xff at offset 71)"),
+])
+def test_a_bad_request_is_that_events_error(worker, request_bytes, detail):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(str(worker))
-        conn.sendall(b"not json")
+        conn.sendall(request_bytes)
         conn.shutdown(socket.SHUT_WR)
         answer = json.loads(conn.recv(65536))
-    assert answer["kind"] == "error" and answer["detail"].startswith("pbsplug worker:")
+    assert (answer["kind"], answer["detail"]) == ("error", detail)
     assert ask(worker, "execjob_begin", begin("ok"))["kind"] == "accept"
 
 
