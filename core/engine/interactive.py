@@ -196,6 +196,7 @@ class Listener:
         if not select.select([self.sock], [], [], timeout)[0]:
             return None
         conn, _ = self.sock.accept()
+        fds: list[int] = []
         try:
             conn.settimeout(CONNECT_TIMEOUT)
             if _peer_uid(conn) != os.getuid():
@@ -203,12 +204,14 @@ class Listener:
             data, fds, _flags, _addr = socket.recv_fds(conn, 4096, 1)
             hello = json.loads(data)
             if not fds or not hmac.compare_digest(str(hello.get("token")), self.token):
-                for fd in fds:
-                    os.close(fd)
                 raise PermissionError("no token")
             conn.settimeout(None)
             return fds[0], conn
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
+            # (RecursionError: a hello nested deeply; the terminal sent with any bad hello
+            # is closed, not kept open in this qsub)
+            for fd in fds:
+                os.close(fd)
             conn.close()
             return None
 

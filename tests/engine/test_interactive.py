@@ -202,3 +202,24 @@ def test_a_script_gives_its_directives_and_the_login_shell_runs(engine):
     assert "name=fromscript" in session.text and "script-ran" not in session.text
     attrs = engine.wait(job_id)
     assert (attrs["Job_Name"], attrs["Exit_status"]) == ("fromscript", 7)
+
+
+@pytest.mark.parametrize("hello", [b"[" * 4000, b'{"token": 1e400}', b"\xff"])
+def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
+    """What connects to qsub -I's socket is dropped unless it sends the token: a hello
+    nested 4000 deep was json.loads' RecursionError, which ended the waiting qsub; the
+    descriptor sent with a hello that was not JSON stayed open in it."""
+    import socket
+
+    from pbsplug.engine.interactive import Listener
+
+    listener = Listener()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+            peer.connect(listener.path)
+            socket.send_fds(peer, [hello], [0])
+            before = len(os.listdir("/proc/self/fd"))
+            assert listener.accept(10) is None
+            assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        listener.close()
