@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import safedirs
+from .. import jsontext, safedirs
 from ..events import Event
 from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, whole
@@ -261,12 +261,12 @@ def _read_record(ctx: Context, name: str) -> dict[str, int]:
     written, is `UnsafeFolder`."""
     path = ctx.power_dir / name
     try:
-        data = json.loads(safedirs.read_text(path))
+        data = jsontext.loads(safedirs.read_text(path), "the record", expect=dict)
     except FileNotFoundError:
         return {}
     except safedirs.UnsafeFolder:
         raise  # a link, or a file another user could have written: not acted on
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # (jsontext.JsonError: nested too deeply, ...)
         log.error("%s: not read (%s); starting from an empty record", path, exc)
         return {}
     # (a bound, not math.isfinite: an int of 400 digits was its OverflowError, a traceback)
@@ -373,7 +373,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     now = int(time.time())
     jobs: dict[str, Any] = {}
     try:
-        data = json.loads(Path(env["SLURM_RESUME_FILE"]).read_text())
+        data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "SLURM_RESUME_FILE")
         for job in data.get("jobs") or ():
             try:
                 names = [n for n in _hostlist(ctx, str(job.get("nodes") or ""))

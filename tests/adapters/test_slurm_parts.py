@@ -173,7 +173,8 @@ def test_node_names_from_the_environment_are_checked(tmp_path):
     '{"n1": null}', "[1]", "1e999", '"x"', "{", '{"n1": 1e999}',
     # (math.isfinite of 400 digits was an OverflowError; 1e300 a time of 301 digits)
     '{"n1": %s}' % ("9" * 400), '{"n1": -%s}' % ("9" * 400), '{"n1": 1e300}',
-    '{"n1": %s}' % ("9" * 5000)])
+    '{"n1": %s}' % ("9" * 5000),
+    '{"n1": ' + "[" * 100_000])  # (json.loads' RecursionError went through)
 def test_a_damaged_power_record_is_logged_and_read_as_empty(tmp_path, caplog, text):
     """A record that cannot be read must not stop power saving for good (every run would
     fail on it): it is logged, naming the file, and read as empty."""
