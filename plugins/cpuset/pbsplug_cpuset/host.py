@@ -101,8 +101,9 @@ class Host:
             data = {}
         except safedirs.UnsafeFolder as exc:
             raise HostError(str(exc)) from None
-        except ValueError as exc:
-            raise HostError(f"{self.state_path}: not the cpuset hook's JSON record ({exc}); "
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+            raise HostError(f"{self.state_path}: not the cpuset hook's JSON record "
+                            f"({exc if isinstance(exc, ValueError) else 'nested too deeply'}); "
                             "remove it to start afresh") from None
         if not isinstance(data, dict):
             raise HostError(f"{self.state_path}: not the cpuset hook's JSON record; remove "

@@ -267,14 +267,18 @@ def test_a_host_without_cpusets_fails_the_hook_with_what_to_fix(tmp_path, regist
     assert "emulate" in caplog.text
 
 
-def test_a_broken_record_is_named(machine, fire_event, caplog):
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "Expecting property name"),
+    # json.loads' RecursionError: the hook's error, in Python's words
+    ('{"jobs": ' + "[" * 100_000, "nested too deeply")])
+def test_a_broken_record_is_named(machine, fire_event, caplog, text, why):
     machine["state"].mkdir()
-    (machine["state"] / "cpuset_state.json").write_text("{not json")
+    (machine["state"] / "cpuset_state.json").write_text(text)
     out = begin(fire_event, job())
     assert out.kind == "error"
     assert f"{machine['state'] / 'cpuset_state.json'}: not the cpuset hook's JSON record" in \
         caplog.text
-    assert "remove it to start afresh" in caplog.text
+    assert why in caplog.text and "remove it to start afresh" in caplog.text
 
 
 def test_the_flags_are_the_sites(machine, fire_event):
