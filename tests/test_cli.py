@@ -1005,6 +1005,40 @@ def test_event_input_from_stdin_and_the_trace(event_setup, run, tmp_path, home):
     assert len(as_json(run("hooks", "trace", "--json", "--last", "3"))) == 3
 
 
+@pytest.mark.parametrize("text, why", [
+    # each was a traceback: json.loads' RecursionError, int()'s ValueError, the codec's
+    ("[" * 100_000, "arrays or objects nested too deeply"),
+    ('{"job": {"id": %s}}' % ("9" * 5000), "a number of 5,000 digits (at most 1,000)"),
+    (b'{"job": {"Job_Name": "\xff"}}', "not UTF-8 text (byte 0xff at offset 22)"),
+])
+def test_event_input_that_json_loads_fails_on_is_one_line(event_setup, run, tmp_path, text,
+                                                          why):
+    event_setup("[plugins.setter]\nenabled = true\n")
+    path = tmp_path / "bad.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    line = one_line_error(run("event", "queuejob", "--input", str(path)))
+    assert line.endswith(f"{path}: not valid JSON: {why}"), line
+
+
+@pytest.mark.parametrize("line, why", [
+    ('{"hook": "setter", "event": "queuejob", "order": 1, "mo', "not JSON: Unterminated "
+     "string starting at: line 1 column 53 (char 52): not a hook run's record"),
+    ("[" * 100_000, "arrays or objects nested too deeply: not a hook run's record"),
+    ('{"hook": "setter", "event": "queuejob", "order": 1, "mode": "process", '
+     '"duration": "x", "outcome": "accept"}', "not a hook run's record (event, hook, order, "
+                                              "mode, duration, outcome, message)"),
+])
+def test_a_trace_line_that_is_no_hook_run_is_named(event_setup, run, home, line, why):
+    """A trace line cut short (a full disk), or not the runner's: `hooks trace` was a
+    traceback (JSONDecodeError, RecursionError, a duration that is no number)."""
+    event_setup("[plugins.setter]\nenabled = true\n")
+    (home / "hook_trace.jsonl").write_text(
+        '{"hook": "setter", "event": "queuejob", "order": 1, "mode": "process", '
+        '"duration": 0.1, "outcome": "accept", "message": null, "started": 0.0}\n' + line)
+    error = one_line_error(run("hooks", "trace"))
+    assert error.endswith(f"{home / 'hook_trace.jsonl'} line 2: {why}"), error
+
+
 # =============================================================================================
 # hook import / export
 # =============================================================================================

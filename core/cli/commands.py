@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from .. import hookspecs
+from .. import hookspecs, jsontext
 from ..events import EVENTS, Event
 from ..hookattrs import (
     HookAttributeError,
@@ -345,8 +345,11 @@ def _hooks_app() -> typer.Typer:
         if not path.exists():
             typer.echo(f"No hook has run yet (no trace at {path}).")
             return
-        lines = path.read_text().splitlines()[-last:]
-        runs = [json.loads(line) for line in lines if line.strip()]
+        every = path.read_text(errors="replace").splitlines()
+        tail = every[-last:]
+        runs = [_trace_record(line, f"{path} line {number}")
+                for number, line in enumerate(tail, len(every) - len(tail) + 1)
+                if line.strip()]
         if as_json:
             _print_json(runs)
             return
@@ -356,6 +359,22 @@ def _hooks_app() -> typer.Typer:
                                  "MESSAGE"])
 
     return app
+
+
+def _trace_record(line: str, what: str) -> dict[str, Any]:
+    """One line of the trace (`HookRun.to_dict`), or `CliError` naming the line and what is
+    wrong with it (a line cut short by a full disk, another program's)."""
+    try:
+        record = jsontext.loads(line, what, expect=dict)
+    except jsontext.JsonError as exc:
+        raise CliError(f"{exc}: not a hook run's record") from None
+    if not all(type(record.get(key)) is str for key in ("event", "hook", "mode", "outcome")) \
+            or type(record.get("order")) is not int \
+            or type(record.get("duration")) not in (int, float) \
+            or not isinstance(record.get("message"), (str, type(None))):
+        raise CliError(f"{what}: not a hook run's record (event, hook, order, mode, duration, "
+                       "outcome, message)")
+    return record
 
 
 def trace_path(site: SiteConfig) -> Path:
@@ -410,13 +429,14 @@ def event_command(ctx: typer.Context,
     if mode not in (None, "process", "inprocess"):
         raise CliError(f"--mode {mode!r}: expected process or inprocess")
     try:
-        text = sys.stdin.read() if str(input_file) == "-" else input_file.read_text()
+        text = sys.stdin.buffer.read() if str(input_file) == "-" else input_file.read_bytes()
     except OSError as exc:
         raise CliError(f"{input_file}: cannot be read: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{input_file}: not valid JSON: {exc}") from None
+    try:  # (invalid UTF-8, nesting 100,000 deep...: each in one line, not a traceback)
+        data = jsontext.loads(text, str(input_file))
+    except jsontext.JsonError as exc:
+        raise CliError(f"{input_file}: not valid JSON: {exc.why.removeprefix('not JSON: ')}"
+                       ) from None
     try:
         ev = Event.from_dict(event, data)
     except ValueError as exc:
