@@ -91,7 +91,7 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
     if not isinstance(data, str):
         encoding = json.detect_encoding(data)
         try:
-            data = bytes(data).decode(encoding)
+            data = data.decode(encoding)
         except UnicodeDecodeError as exc:
             raise JsonError(what, f"not {encoding.upper()} text (byte "
                                   f"{exc.object[exc.start]:#04x} at offset {exc.start:,})"

@@ -1118,7 +1118,7 @@ class Runner:
                     if len(buf) < 4 + size:
                         break
                     # (a pbsuser hook's process is its owner's: JSON read with limits)
-                    message = json_loads(bytes(buf[4:4 + size]), "the report", expect=list)
+                    message = json_loads(buf[4:4 + size], "the report", expect=list)
                     del buf[:4 + size]
                     if message[0] == "start":
                         if current is not None or message[1] != len(runs):
