@@ -424,3 +424,45 @@ def test_a_user_flooding_the_queue_is_stopped_at_max_queued_and_others_are_not(
     assert len(mine) == 3
     for _ in range(2):  # root's (it has the scene's held job) are counted for root alone
         engine.submit("true\n", Hold_Types="u")
+
+
+HOSTILE_JSON = r'''
+import json, socket, sys
+
+path = sys.argv[1]
+bodies = [b"[" * 100000, b'{"attrs": {"Job_Name": "a", "Job_Name": "b"}, "script": "true\\n"}',
+          b'{"attrs": {"Priority": NaN}, "script": "true\\n"}', b'{"ids": [1e400]}',
+          b'{"ids": [%s]}' % (b"9" * 5000),
+          b'{"text": "\xff"}']
+out = []
+for body in bodies:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(b"POST /v1/submit HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while chunk := s.recv(1 << 16):
+            got += chunk
+    head, _, answer = got.partition(b"\r\n\r\n")
+    out.append([head.split(b"\r\n")[0].decode(), json.loads(answer)])
+print(json.dumps(out))
+'''
+
+
+def test_json_that_json_loads_fails_on_or_takes_wrongly_is_the_callers_pbs_error(engine,
+                                                                              attacker):
+    """As an unprivileged user, request bodies nested 100,000 deep, with a key twice, NaN,
+    1e400, a number of 5,000 digits or invalid UTF-8: each is PBS's Invalid request naming
+    what was wrong, no job is made, and root is served after."""
+    done = attacker.python(HOSTILE_JSON, str(engine.home.socket), timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)
+    why = ["arrays or objects nested too deeply", 'the key "Job_Name" twice in one object',
+           "NaN is not a JSON number", "a number past a float's range (1e400)",
+           "a number of 5,000 digits (at most 1,000)", "not UTF-8 text (byte 0xff at offset 10)"]
+    for (line, answer), what in zip(answers, why, strict=True):
+        assert line.startswith("HTTP/1.0 400"), (line, answer)
+        assert answer == {"error": {"code": 15004, "obj": None,
+                                    "message": f"Invalid request: arguments: {what}"}}
+    assert engine.client("stat_jobs", history=True) == {}
+    assert engine.client("status")["pid"] == engine.home.server_pid()
