@@ -290,7 +290,7 @@ def _quoted(value: str) -> str:
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a config nested deeply: not ours either)
         return None
 
 

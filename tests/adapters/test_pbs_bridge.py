@@ -423,3 +423,25 @@ def test_a_worker_that_resets_the_connection_twice_is_said_in_pbs_log(built_pbs,
     assert resets == [b"{", b"{"]  # asked twice, reset twice
     _ran_in_pbs_python_saying(out, log, f"the worker at {sock} reset the connection twice, "
                               "unanswered: Connection reset by peer")
+
+
+def test_a_hook_config_nested_too_deeply_is_not_pbsplugs(tmp_path):
+    """`installed` reads each pbsplug_ hook's config from qmgr: one nested 100,000 deep was
+    json.loads' RecursionError, a traceback of 'pbsplug pbs status' and install."""
+    from pbsplug.adapters import pbs
+
+    (tmp_path / "deep").write_text("[" * 100_000)
+    (tmp_path / "ours").write_text(json.dumps({"installed_by": pbs.INSTALLED_BY}))
+    qmgr = tmp_path / "qmgr"
+    qmgr.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$2" in
+          "list hook") printf 'Hook pbsplug_deep\\n    type = site\\n'
+                       printf 'Hook pbsplug_ours\\n    type = site\\n' ;;
+          "export hook pbsplug_deep "*) cat {tmp_path / "deep"} ;;
+          "export hook pbsplug_ours "*) cat {tmp_path / "ours"} ;;
+        esac
+        """))
+    qmgr.chmod(0o755)
+    assert pbs.installed(pbs.Qmgr([str(qmgr)])) == {
+        "pbsplug_ours": {"installed_by": pbs.INSTALLED_BY}}
