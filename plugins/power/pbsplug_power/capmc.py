@@ -81,7 +81,7 @@ class Capmc(Driver):
         done = run_command(argv, action, self.log, self.timeout, finished=False)
         try:
             answer = json.loads(done.stdout)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # (5,000 digits: int()'s; nested too deeply)
             answer = None
         if not isinstance(answer, dict):
             why = (done.stderr.strip() or done.stdout.strip() or "no output")[:500]

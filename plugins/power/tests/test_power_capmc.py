@@ -109,3 +109,17 @@ def test_a_missing_hanging_or_talking_capmc_is_a_clear_error(tmp_path):
     with pytest.raises(DriverError, match=r"exit status 3, not capmc's JSON: capmc: could "
                                           r"not reach the SMW"):
         Capmc(NIDS, str(talker)).power_off(["nid00025"])
+
+
+@pytest.mark.parametrize("answer", ["[" * 100_000, '{"e": %s}' % ("9" * 5000)])
+def test_an_answer_json_loads_fails_on_is_not_capmcs_json(tmp_path, answer):
+    """json.loads' RecursionError (nesting) and int()'s ValueError (5,000 digits) went
+    through `run`: the hook's error in Python's words, not the command and its answer."""
+    (tmp_path / "answer").write_text(answer)
+    odd = tmp_path / "odd"
+    odd.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")
+    odd.chmod(0o755)
+    with pytest.raises(DriverError, match=r"node_off --nids 25: exit status 0, not capmc's "
+                                          r"JSON: [\[{]") as caught:
+        Capmc(NIDS, str(odd)).power_off(["nid00025"])
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 700
