@@ -176,7 +176,10 @@ class ServerLog:
             day = time.strftime("%Y%m%d", now)
             if day != self._day or self._file is None:
                 self.close()
-                self._file = open(self.dir / day, "a")
+                # (text a hook logged may hold lone surrogates, as JSON lets a report
+                # carry them: shown escaped, \udcff, rather than the line lost)
+                self._file = open(self.dir / day, "a", encoding="utf-8",
+                                  errors="backslashreplace")
                 self._day = day
             self._file.write("".join(lines))
             self._file.flush()

@@ -93,3 +93,17 @@ def test_what_qmgr_takes(engine):
             "qmgr obj= svr=default: Illegal attribute or resource value log_events\n"
             "qmgr: Error (15014) returned from server\n")), value
     assert f"    log_events = {2**63 - 1}\n" in engine.pbs("qstat", "-Bf").stdout
+
+
+def test_a_line_holding_a_lone_surrogate_is_written_escaped_not_lost(tmp_path):
+    """A hook's log text may hold lone surrogates (a file name os.fsdecode made of bytes
+    that are not UTF-8; JSON's "\\udcff" carries them in its report): the line was lost
+    ('1 log lines lost: ... surrogates not allowed')."""
+    home = Home(tmp_path)
+    home.make()
+    log = ServerLog(home, "h")
+    log(LOG_ERROR, "Hook", "a", "cannot open " + "caf\udce9")
+    log.close()
+    text = "".join(p.read_text() for p in home.logs.iterdir())
+    assert [line.split(";", 1)[1] for line in text.splitlines()] == [
+        "0001;Server@h;Hook;a;cannot open caf\\udce9"]
