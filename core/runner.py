@@ -1152,6 +1152,8 @@ class Runner:
                                 event.apply_changes(changes)
                             except (ValueError, TypeError, AttributeError) as exc:
                                 raise _Refused(exc) from None
+                            except RecursionError:  # (a value nested deeply, copied)
+                                raise _Refused("a value nested too deeply") from None
                         runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                             duration, outcome, text, wall))
                         current, deadline = None, time.monotonic() + self.alarm_grace

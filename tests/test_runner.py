@@ -830,6 +830,33 @@ def test_a_report_that_is_not_what_the_child_sends_is_named(chain, monkeypatch, 
     assert out.detail == f"the hook's process sent a malformed report ({why}); killed"
 
 
+@pytest.mark.parametrize("changes, event", [
+    (b'{"job": {"a": %s}}', queuejob), (b'{"vnode_list": {"n1": %s}}', begin)])
+def test_a_change_nested_deeper_than_its_copy_reaches_is_refused(chain, monkeypatch, changes,
+                                                                 event):
+    """A change nested 600 deep reads as JSON (one frame a level) but its copy onto the
+    event recursed further: RecursionError went through the runner to its caller."""
+    import struct
+
+    from pbsplug import runner as runner_module
+
+    deep = b'{"a": ' * 600 + b"1" + b"}" * 600
+    report = _DONE + b"0.0, " + changes % deep + b", []]"
+
+    def forged(batch, event, fd):
+        runner_module._send(fd, ("start", 0))
+        data = struct.pack("!I", len(report)) + report
+        while data:
+            data = data[os.write(fd, data):]
+        time.sleep(30)
+
+    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(event())
+    assert (out.kind, out.hook, out.detail) == ("error", "a", (
+        "the hook's process reported a change that is refused: a value nested too deeply; "
+        "killed"))
+
+
 def _as_owner(tmp_path, alarm):
     """A Runner with one pbsuser execjob_prologue hook 'a' that sets the job's comment."""
     class AsUser:
