@@ -81,6 +81,12 @@ DEFAULT_UMASK = 0o077
 Ids = tuple[int, int, str]
 
 
+#: Seconds in all, from a job's start, that signals to it wait for its shepherd's record of
+#: its process group (`Launch.resolve`): the shepherd writes it as it starts the job, at
+#: once; one that has not by then waits for room on a full disk, for as long as that lasts.
+RECORD_WAIT = 2.0
+
+
 @dataclass
 class Launch:
     """What the server keeps about a started job (the ``runtime`` column)."""
@@ -91,6 +97,9 @@ class Launch:
     status_file: str
     tmpdir: str
     boot: str = ""         # the boot it ran in (/proc's boot_id): pids mean nothing after it
+    #: When `PendingLaunch.start` made it (time.monotonic); not kept in the runtime: a
+    #: launch read back (by a restarted server) has 0, and waits for no record.
+    sent_at = 0.0
 
     def alive(self) -> bool:
         """Whether our shepherd is still running (the same process, not a reused pid): its
@@ -108,8 +117,12 @@ class Launch:
 
     def resolve(self, wait: float = 0.0) -> int:
         """The job's process group, once the shepherd has recorded it (0 until then); waits
-        up to `wait` seconds for it."""
-        deadline = time.monotonic() + wait
+        up to `wait` seconds for it, and never past `RECORD_WAIT` seconds after the job's
+        start: a shepherd that has not recorded it by then waits for room (a full disk),
+        and each signal to the job held the server's loop `wait` seconds again (a qsig or
+        a qdel its owner sent again and again)."""
+        deadline = min(time.monotonic() + wait, self.sent_at + RECORD_WAIT) \
+            if self.sent_at else 0.0
         while not self.pgid:
             recorded = Launch.recorded(self.status_file, self.tmpdir)
             if recorded is not None:
@@ -500,8 +513,10 @@ class PendingLaunch:
             raise
         finally:
             os.close(fd)
-        return Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir),
-                      boot_id())
+        launch = Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir),
+                        boot_id())
+        launch.sent_at = time.monotonic()
+        return launch
 
     def cancel(self) -> None:
         """The job will not run: end the shepherd and reap it. Nothing of it is left, no

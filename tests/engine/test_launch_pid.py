@@ -167,6 +167,37 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_ru
         executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
 
 
+def test_signals_wait_for_a_shepherds_record_only_just_after_the_jobs_start(
+        tmp_path, monkeypatch):
+    """A launch waits for its shepherd's record (its job's group) up to RECORD_WAIT seconds
+    after the job's start, in all: past that, the shepherd waits for room on a full disk.
+    Each qsig or qdel to such a job (its owner's, as often as they like) held the server's
+    loop 2 s again. A launch read back by a restarted server waits for none. Told by its
+    sleeps, not by a clock."""
+    me = os.getpid()
+    launch = executor.Launch(me, executor.process_start(me), 0, str(tmp_path / "1.status"),
+                             str(tmp_path / "tmp1"), executor.boot_id())
+    assert launch.alive()  # (a live shepherd that has not recorded its job)
+
+    def record(_seconds: float) -> None:  # the shepherd records it while the server waits
+        (tmp_path / "1.shepherd").write_text(json.dumps(
+            {"shepherd": me, "started": launch.started, "pgid": 4321, "boot": launch.boot}))
+
+    monkeypatch.setattr(executor.time, "sleep", record)
+    launch.sent_at = executor.time.monotonic()  # just started: waited for
+    assert launch.resolve(wait=2.0) == 4321
+
+    (tmp_path / "1.shepherd").unlink()
+
+    def waited(seconds: float) -> None:
+        raise AssertionError(f"waited {seconds} s for a record that is not coming")
+
+    monkeypatch.setattr(executor.time, "sleep", waited)
+    launch.pgid, launch.sent_at = 0, executor.time.monotonic() - executor.RECORD_WAIT - 1
+    assert launch.resolve(wait=2.0) == 0
+    assert executor.Launch(**launch.to_dict()).resolve(wait=2.0) == 0
+
+
 def test_executor_prepare_then_start_or_cancel(tmp_path):
     pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
     assert not gone(pending.pid)
