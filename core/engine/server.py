@@ -3455,10 +3455,13 @@ class Engine:
         """What the server made for one run of the job, gone when the run ends (a requeue
         as well as the job's end, as PBS's MoM removes a job's files at the end of each
         run; a job deleted while queued, once requeued, has none left): its script,
-        nodefile, shepherd and status files in jobs/, and with `tmpdir` its TMPDIR."""
+        nodefile, shepherd and status files in jobs/ (and the room a shepherd killed
+        before it recorded its job had for that record: `executor._Reserved`), and with
+        `tmpdir` its TMPDIR."""
         seq = job_id.split(".")[0]
         for leftover in (self.home.jobs / f"{seq}.status", self.home.jobs / f"{seq}.SC",
-                         self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd"):
+                         self.home.jobs / f"{seq}.nodes", self.home.jobs / f"{seq}.shepherd",
+                         self.home.jobs / f"{seq}.shepherd.tmp"):
             try:
                 leftover.unlink(missing_ok=True)  # jobs/ is the server's: no link can be there
             except OSError as exc:  # (the job's end or requeue is recorded all the same)

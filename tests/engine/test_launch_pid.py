@@ -167,6 +167,41 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_ru
         executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
 
 
+def test_the_room_a_killed_shepherd_had_for_its_record_goes_with_the_jobs_files(
+        dists, make_engine, engine_root):
+    """A shepherd has the room for its record (``<seq>.shepherd.tmp`` in jobs/) before it
+    starts the job; killed while it waits there (a qdel's SIGKILL: it waited for room on
+    a full disk), that file went with nothing: one a job, in the server's jobs/ for ever.
+    Here the hook makes that name a FIFO, which holds the shepherd at the reservation as a
+    full disk would, for as long as the test needs."""
+    jobs, seen = engine_root / "jobs", engine_root / "shepherd"
+    engine = make_engine(plugin(dists, "reserve", f"""
+        import os
+
+        @hookimpl
+        def execjob_launch(event):
+            os.mkfifo(os.path.join({str(jobs)!r}, event.job.id.split(".")[0]
+                                   + ".shepherd.tmp"))
+            with open(f"/proc/{{event.pid}}/stat") as f:
+                start = f.read().rsplit(")", 1)[1].split()[19]
+            open({str(seen)!r}, "w").write(f"{{event.pid}} {{start}}")
+        """, ("execjob_launch",)))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 0").returncode == 0
+    job_id = engine.submit("touch ran\n", Job_Name="reserved")
+    engine.wait(job_id, "R")
+    pid, start = seen.read_text().split()
+    reserved = jobs / f"{job_id.split('.')[0]}.shepherd.tmp"
+    try:
+        assert reserved.exists()
+        assert engine.pbs("qdel", job_id).returncode == 0
+        assert engine.wait(job_id)["comment"].startswith("Job deleted at request of ")
+        assert gone(int(pid))
+        assert not reserved.exists(), "the shepherd's reserved record was left in jobs/"
+        assert not (engine.work / "ran").exists()
+    finally:
+        executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
+
+
 def test_signals_wait_for_a_shepherds_record_only_just_after_the_jobs_start(
         tmp_path, monkeypatch):
     """A launch waits for its shepherd's record (its job's group) up to RECORD_WAIT seconds
