@@ -7,7 +7,6 @@ The home is a small tmpfs mounted for the test (root only): filled for real, the
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -151,6 +150,19 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _end_shepherd(pid: int) -> None:
+    """Kill and reap the test's shepherd, unless the test reaped it: its pid may be another
+    process's since (a SIGKILL by that number could end anyone's). While not reaped, it
+    is ours, even ended (a zombie's pid is given to no one)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return  # (it had ended: reaped now)
+    except ChildProcessError:
+        return  # (reaped by the test)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
 def test_a_job_whose_shepherd_finds_the_disk_full_starts_once_there_is_room(small_home):
     """A shepherd records its job (the job's process group, for the server's signals) in
     the server's home as the job starts. On a full disk that write raised: the shepherd
@@ -183,9 +195,7 @@ def test_a_job_whose_shepherd_finds_the_disk_full_starts_once_there_is_room(smal
         assert executor.Launch.recorded(jobs / "1.status", work / "tmp1").shepherd == (
             pending.pid)
     finally:
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(pending.pid, signal.SIGKILL)
-            os.waitpid(pending.pid, 0)
+        _end_shepherd(pending.pid)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -215,9 +225,7 @@ def test_a_sigkill_ends_a_shepherd_that_waits_for_room_and_its_job_never_runs(sm
         assert not (work / "ran").exists()
         assert executor.JobExit.read(jobs / "1.status") is None
     finally:
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(pending.pid, signal.SIGKILL)
-            os.waitpid(pending.pid, 0)
+        _end_shepherd(pending.pid)
         shutil.rmtree(work, ignore_errors=True)
 
 
