@@ -1040,6 +1040,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         stage = "cannot run as the job's owner"
         try:
             report.close()
+            os.close(record.fd)  # (root's file, for the server: none of the owner's process)
             if interactive:  # a session of its own, whose controlling terminal qsub holds
                 os.setsid()
             else:

@@ -255,6 +255,32 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
         pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
 
 
+def test_the_jobs_process_holds_no_descriptor_of_the_shepherds_record(tmp_path, monkeypatch):
+    """The shepherd has the room for its record (root's ``<seq>.shepherd.tmp``, which the
+    server reads the job's process group from) before it forks the job: the job's process
+    held it open for writing, as its owner, until its exec (the record itself, once put in
+    place). What it holds is looked at just before its output is opened (the shepherd is
+    forked from this process: the wrapper goes with it)."""
+    held = tmp_path / "held"
+    real = executor.open_output
+
+    def open_output(path: str, name: str) -> int:
+        fds = Path("/proc/self/fd")
+        held.write_text("\n".join(os.readlink(fds / fd) for fd in os.listdir(fds)
+                                  if (fds / fd).exists()))
+        return real(path, name)
+
+    monkeypatch.setattr(executor, "open_output", open_output)
+    pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
+    pending.start(["/bin/true"], {"PATH": "/bin"}, str(tmp_path), str(tmp_path / "out"), None)
+    os.waitpid(pending.pid, 0)
+    assert executor.JobExit.read(tmp_path / "1.status").exit_status == 0
+    assert held.read_text()  # (it looked)
+    # (by either name: the shepherd may have put it in place, the one the server reads)
+    assert not [name for name in held.read_text().splitlines()
+                if name.startswith(str(tmp_path / "1.shepherd"))]
+
+
 def test_an_attached_process_is_identified_through_one_descriptor_of_its_proc_folder(
         monkeypatch):
     """pbs_attach checks a process's owner and records its start time. Both are read through
