@@ -844,17 +844,20 @@ class _Reserved:
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
         while True:
-            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                         0o600)
-            try:
+            fd = None
+            try:  # (the open too: no inode left is ENOSPC as well)
+                fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                             0o600)
                 if os.write(fd, b" " * self.ROOM) == self.ROOM:
                     self.fd = fd
                     return
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                    os.close(fd)
+                    if fd is not None:
+                        os.close(fd)
                     raise
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
             time.sleep(1.0)
 
     def write(self, data: Mapping[str, object]) -> None:

@@ -7,6 +7,7 @@ The home is a small tmpfs mounted for the test (root only): filled for real, the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -224,6 +225,84 @@ def test_a_sigkill_ends_a_shepherd_that_waits_for_room_and_its_job_never_runs(sm
                     if proc.session == pending.pid]
         assert not (work / "ran").exists()
         assert executor.JobExit.read(jobs / "1.status") is None
+    finally:
+        _end_shepherd(pending.pid)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _wchan_names_nanosleep() -> bool:
+    """Whether /proc/<pid>/wchan names the nanosleep a sleeping process is in, here."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        for _ in range(200):  # (10 s at most, for sleep(1) to start sleeping)
+            if "nanosleep" in Path(f"/proc/{sleeper.pid}/wchan").read_text():
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.fixture
+def few_inodes():
+    """A tmpfs with room for 64 files and folders, whatever their size; unmounted after."""
+    if os.geteuid() != 0:
+        missing("needs root to mount a small tmpfs")
+    if shutil.which("mount") is None:
+        missing("needs mount (Debian package mount) to make a small file system")
+    root = make_root()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=64,mode=0755",
+                           "tmpfs", str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        remove_root(root)
+        missing(f"cannot mount a tmpfs on {root}: {done.stderr.strip()}")
+    yield root
+    subprocess.run(["umount", "-l", str(root)], check=False)
+    remove_root(root)
+
+
+def test_a_shepherd_that_finds_no_inode_left_waits_for_one(few_inodes):
+    """A file system out of inodes refuses a new file (ENOSPC at its open), with room for
+    bytes left: the shepherd waited for room to write its reserved record, but not to
+    create it, so it raised, and the job was lost (as on a full disk before 9b79e09)."""
+    if not _wchan_names_nanosleep():
+        missing("needs /proc/<pid>/wchan to name a sleeping process's nanosleep")
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))
+    jobs = few_inodes / "jobs"
+    jobs.mkdir()
+    pending = executor.prepare(jobs / "1.status", work / "tmp1", None)
+    try:
+        made = []
+        while True:  # every inode taken
+            try:
+                (few_inodes / f"f{len(made)}").touch()
+            except OSError:
+                break
+            made.append(few_inodes / f"f{len(made)}")
+        pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran; exit 3"], {"PATH": "/bin"},
+                      str(work), str(work / "out"), None)
+        ended = []
+
+        def shepherd_ended() -> bool:
+            ended.append(os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid)
+            return ended[-1]
+
+        def waits() -> bool:  # (its sleep between two tries: a nanosleep)
+            with contextlib.suppress(OSError):
+                return "nanosleep" in Path(f"/proc/{pending.pid}/wchan").read_text()
+            return False
+
+        until(lambda: shepherd_ended() or waits(), timeout=PATIENCE,
+              what="the shepherd to wait for an inode, or end")
+        assert not any(ended), "the shepherd ended with no inode left"
+        assert not (work / "ran").exists()
+        for path in made:  # inodes again
+            path.unlink()
+        until(lambda: os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid,
+              timeout=PATIENCE, what="the job to run and its shepherd to end")
+        assert executor.JobExit.read(jobs / "1.status").exit_status == 3
+        assert (work / "ran").read_text() == "ran\n"
     finally:
         _end_shepherd(pending.pid)
         shutil.rmtree(work, ignore_errors=True)
