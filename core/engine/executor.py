@@ -1038,12 +1038,20 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # descriptor of its error file (PBS's notes are written through it: the file the
     # job's owner opened, never one the shepherd would open); its exec closes it.
     report, job_end = socket.socketpair()
+    # The job's process waits for the shepherd's word that the job is recorded: a shepherd
+    # killed before (a qdel's SIGKILL to a job whose record waited for room) leaves no job
+    # to run untracked: one that made a session of its own (interactive) was out of reach.
+    recorded, go = os.pipe()
     pid = os.fork()
     if pid == 0:  # the job
         stage = "cannot run as the job's owner"
         try:
             report.close()
             os.close(record.fd)  # (root's file, for the server: none of the owner's process)
+            os.close(go)
+            if os.read(recorded, 1) != b"\0":  # the shepherd is gone: no job
+                os._exit(127)
+            os.close(recorded)
             if interactive:  # a session of its own, whose controlling terminal qsub holds
                 os.setsid()
             else:
@@ -1096,14 +1104,17 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             finally:
                 os._exit(127)
     job_end.close()
+    os.close(recorded)
     try:
         if not interactive:  # (an interactive job's setsid would fail in a group's leader)
             os.setpgid(pid, pid)
     except OSError:
-        pass  # the job already did it (or already exec'd)
+        pass  # the job already did it
     me = os.getpid()
     me_started = process_start(me) or 0.0
     record.write({"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
+    os.write(go, b"\0")
+    os.close(go)
     start_error, err_fd, qsub_fd = _start_report(report)
     used = Usage()
     try:
@@ -1714,8 +1725,8 @@ def signal_launch(launch: Launch, sig: int, wait: float = 0.0) -> bool:
     before it starts the job, or has just forked it) gets no signal but SIGKILL, as PBS's
     MoM refuses every signal but SIGKILL to a job not running yet. That SIGKILL ends the
     shepherd itself (the same process, checked through a pidfd and its start time, in the
-    launch's boot): the job never starts, and a job it had just forked is left in its
-    session, which the server kills when it finds the shepherd gone (`kill_session`).
+    launch's boot): the job never starts, and the process of a job it had just forked
+    ends unstarted (it waits for the shepherd's word that the job is recorded).
     Whether either was sent."""
     pgid = launch.resolve(wait=wait)
     if pgid <= 0:  # (a pgid of 0 would mean the caller's own group)

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,45 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
     pending.cancel()  # a no-op once started
     with pytest.raises(RuntimeError):
         pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
+
+
+def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_path,
+                                                                           monkeypatch):
+    """A qdel's SIGKILL reaches a shepherd that has not recorded its job yet (it waited for
+    room), which may have just forked the job's process: that process ran the job all the
+    same, untracked (the server kills the shepherd's session, but an interactive job makes
+    a session of its own). It waits for the shepherd's word that the job is recorded now,
+    and ends when the shepherd is gone. Here the shepherd is killed as it would write the
+    record (the wrapper goes with the shepherd, forked from this process), once the job's
+    process has run the job's command or waits for that word (reading a pipe)."""
+    def killed(self: object, data: dict) -> None:
+        child = data["pgid"]
+        for _ in range(1200):  # (a minute at most)
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+                waits = Path(f"/proc/{child}/wchan").read_text()
+            except OSError:
+                break
+            proc = executor._proc(child)
+            if proc is None or proc.gone or command.startswith(b"/bin/sh") or "pipe" in waits:
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(executor._Reserved, "write", killed)
+    pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
+    try:
+        pending.start(["/bin/sh", "-c", f"echo ran > {tmp_path}/ran"], {"PATH": "/bin"},
+                      str(tmp_path), str(tmp_path / "out"), None)
+        until(lambda: gone(pending.pid), 60, "the shepherd to be killed")
+        # (not reaped yet: no other process has its number, the job's session's)
+        until(lambda: not [pid for pid, proc in executor.processes().items()
+                           if proc.session == pending.pid and pid != pending.pid], 60,
+              "the job's process to end")
+        assert not (tmp_path / "ran").exists(), "the job ran with its shepherd gone"
+    finally:
+        os.kill(pending.pid, signal.SIGKILL)
+        os.waitpid(pending.pid, 0)
 
 
 def test_the_jobs_process_holds_no_descriptor_of_the_shepherds_record(tmp_path, monkeypatch):
