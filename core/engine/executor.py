@@ -832,25 +832,44 @@ def _write_aside(path: Path, data: Mapping[str, object], wait_for_space: bool = 
     os.replace(tmp, path)
 
 
+class _Abandoned(Exception):
+    """A shepherd's server is gone before its job started: it ends, starting nothing."""
+
+
 class _Reserved:
     """A small file written aside (as `_write_aside`) into room had beforehand: its
     ``.tmp``, made ROOM bytes long at once, waiting for room on a full disk; `write`
     then writes over those bytes, which needs no more room (on a file system that writes
-    in place, as tmpfs and ext4 do), and puts the file in place."""
+    in place, as tmpfs and ext4 do), and puts the file in place.
+
+    `server`: the shepherd's server. A shepherd that had to wait gives up (`_Abandoned`)
+    once its server is gone: a server started again finds no record of the job and
+    queues it again, or finds its shepherd gone; a shepherd that went on to start the job
+    once there was room ran it untracked, beside the job's next run."""
 
     ROOM = 512
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, server: int | None = None):
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
+        waited = False
+
+        def abandoned() -> bool:  # (looked at before and after each try, once it waits)
+            return waited and server is not None and os.getppid() != server
+
         while True:
+            if abandoned():
+                raise _Abandoned
             fd = None
             try:  # (the open too: no inode left is ENOSPC as well)
                 fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
                              0o600)
                 if os.write(fd, b" " * self.ROOM) == self.ROOM:
-                    self.fd = fd
-                    return
+                    if not abandoned():
+                        self.fd = fd
+                        return
+                    os.close(fd)
+                    raise _Abandoned
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     if fd is not None:
@@ -858,6 +877,7 @@ class _Reserved:
                     raise
             if fd is not None:
                 os.close(fd)
+            waited = True
             time.sleep(1.0)
 
     def write(self, data: Mapping[str, object]) -> None:
@@ -944,7 +964,9 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
     os.close(fd)
     if request is not None:
         try:
-            _run_job(**request, ids=ids, status_file=status_file)
+            _run_job(**request, ids=ids, status_file=status_file, server=server)
+        except _Abandoned:
+            pass  # (nothing of the job was started)
         except BaseException:
             # A shepherd that fails loses its job (the server finds no status); nothing
             # of the job may run on untracked.
@@ -1026,14 +1048,14 @@ def open_output(path: str, name: str) -> int:
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              stderr: str | None, ids: Ids | None, status_file: Path,
              umask: int = DEFAULT_UMASK, names: list[str] | None = None,
-             cpu_limit: int | None = None, interactive: _interactive.Spec | None = None
-             ) -> None:
+             cpu_limit: int | None = None, interactive: _interactive.Spec | None = None,
+             server: int | None = None) -> None:
     t0 = time.monotonic()
     out_name, err_name = names or ("", "")
     # The room for the shepherd's record is had before the job starts: on a full disk the
     # job starts once there is room, never runs with no record (the server signals its
     # group through it), and never is lost for it.
-    record = _Reserved(status_file.with_suffix(".shepherd"))
+    record = _Reserved(status_file.with_suffix(".shepherd"), server)
     # The job's process tells the shepherd why it could not start, and hands it the
     # descriptor of its error file (PBS's notes are written through it: the file the
     # job's owner opened, never one the shepherd would open); its exec closes it.

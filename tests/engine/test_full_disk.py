@@ -230,6 +230,44 @@ def test_a_sigkill_ends_a_shepherd_that_waits_for_room_and_its_job_never_runs(sm
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_a_shepherd_waiting_for_room_gives_up_when_its_server_is_gone(small_home):
+    """A shepherd waiting for room for its record, whose server then died: a server started
+    again finds no record (and no stored launch, if the disk was full when it started the
+    job) and queues the job again, or finds its shepherd gone; this shepherd went on once
+    there was room, and ran the job untracked, beside its next run (in the same files).
+    It gives up now, starting nothing. The "server" here is a child of the test's, which
+    ends once the shepherd waits; the room comes back after."""
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))
+    jobs = small_home / "jobs"
+    _fill(small_home / "fill")
+    told, tell = os.pipe()
+    server = os.fork()
+    if server == 0:  # the server: starts the job, and dies once its shepherd waits
+        try:
+            os.close(told)
+            pending = executor.prepare(jobs / "1.status", work / "tmp1", None)
+            pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran"], {"PATH": "/bin"},
+                          str(work), str(work / "out"), None)
+            os.write(tell, f"{pending.pid} {pending.started}".encode())
+            until(lambda: (jobs / "1.shepherd.tmp").exists(), timeout=PATIENCE,
+                  what="the shepherd to try to record its job")
+        finally:
+            os._exit(0)
+    os.close(tell)
+    try:
+        with os.fdopen(told) as f:
+            pid, started = f.read().split()
+        assert os.waitpid(server, 0)[1] == 0  # the server is gone; then there is room
+        (small_home / "fill").unlink()
+        until(lambda: executor.process_start(int(pid)) != float(started), timeout=PATIENCE,
+              what="the shepherd to end")
+        assert not (work / "ran").exists(), "the job ran with its server gone"
+        assert executor.JobExit.read(jobs / "1.status") is None
+    finally:
+        executor.signal_if_same(int(pid), float(started), signal.SIGKILL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _wchan_names_nanosleep() -> bool:
     """Whether /proc/<pid>/wchan names the nanosleep a sleeping process is in, here."""
     sleeper = subprocess.Popen(["sleep", "60"])
