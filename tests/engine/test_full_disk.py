@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,15 +26,14 @@ from pbsplug.engine.testing import LocalEngine, make_root, remove_root, until
 from pbsplug.testing import missing
 
 
-@pytest.fixture
-def small_home():
-    """A 16 MiB tmpfs as a server home; unmounted afterwards."""
+def _small_tmpfs(options: str) -> Iterator[Path]:
+    """A tmpfs mounted with `options` (root only), for a fixture; unmounted afterwards."""
     if os.geteuid() != 0:
-        missing("needs root to mount a small tmpfs as the server's home")
+        missing("needs root to mount a small tmpfs")
     if shutil.which("mount") is None:
         missing("needs mount (Debian package mount) to make a small file system")
     root = make_root()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs",
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"{options},mode=0755", "tmpfs",
                            str(root)], capture_output=True, text=True)
     if done.returncode != 0:
         remove_root(root)
@@ -42,6 +42,12 @@ def small_home():
     subprocess.run(["pkill", "-KILL", "-f", f"{root}/"], check=False)
     subprocess.run(["umount", "-l", str(root)], check=False)
     remove_root(root)
+
+
+@pytest.fixture
+def small_home():
+    """A 16 MiB tmpfs as a server home."""
+    yield from _small_tmpfs("size=16m")
 
 
 def _fill(path: Path) -> None:
@@ -284,20 +290,8 @@ def _wchan_names_nanosleep() -> bool:
 
 @pytest.fixture
 def few_inodes():
-    """A tmpfs with room for 64 files and folders, whatever their size; unmounted after."""
-    if os.geteuid() != 0:
-        missing("needs root to mount a small tmpfs")
-    if shutil.which("mount") is None:
-        missing("needs mount (Debian package mount) to make a small file system")
-    root = make_root()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=64,mode=0755",
-                           "tmpfs", str(root)], capture_output=True, text=True)
-    if done.returncode != 0:
-        remove_root(root)
-        missing(f"cannot mount a tmpfs on {root}: {done.stderr.strip()}")
-    yield root
-    subprocess.run(["umount", "-l", str(root)], check=False)
-    remove_root(root)
+    """A tmpfs with room for 64 files and folders, whatever their size."""
+    yield from _small_tmpfs("size=16m,nr_inodes=64")
 
 
 def test_a_shepherd_that_finds_no_inode_left_waits_for_one(few_inodes):
