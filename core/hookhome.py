@@ -85,6 +85,12 @@ def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHo
     if "\0" in entry["user"] or "\0" in entry["home"]:  # (pwd and stat raised ValueError)
         raise _bad(path, f"plugin {plugin!r}: a NUL character in its user or home, found "
                          f"{json.dumps(entry)[:80]}")
+    try:  # (JSON's \ud800 alone: pwd and stat raised UnicodeEncodeError, naming nothing)
+        os.fsencode(entry["user"]), os.fsencode(entry["home"])
+    except UnicodeError:
+        raise _bad(path, f"plugin {plugin!r}: a character no name or path holds (a lone "
+                         f"surrogate) in its user or home, found {json.dumps(entry)[:80]}"
+                   ) from None
     try:
         uid = pwd.getpwnam(entry["user"]).pw_uid
     except KeyError:

@@ -41,6 +41,12 @@ def test_a_recorded_plugin_runs_as_its_user_with_its_home_and_others_with_this_o
      "plugin 'power': a NUL character in its user or home, found {\"user\": \"root\\u0000\""),
     ('{"plugins": {"power": {"user": "root", "home": "/x\\u0000y"}}}',
      "plugin 'power': a NUL character in its user or home"),
+    # (a lone surrogate: pwd's UnicodeEncodeError, a home a later stat raised it for)
+    ('{"plugins": {"power": {"user": "root\\ud800", "home": "/x"}}}',
+     "plugin 'power': a character no name or path holds (a lone surrogate) in its user or "
+     "home, found {\"user\": \"root\\ud800\""),
+    ('{"plugins": {"power": {"user": "root", "home": "/x\\udfff"}}}',
+     "plugin 'power': a character no name or path holds"),
 ])
 def test_a_record_that_cannot_be_used_is_one_line_naming_it(tmp_path, text, why):
     (tmp_path / RECORD).write_text(text)
