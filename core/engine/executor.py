@@ -1126,7 +1126,6 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             finally:
                 os._exit(127)
     job_end.close()
-    os.close(recorded)
     try:
         if not interactive:  # (an interactive job's setsid would fail in a group's leader)
             os.setpgid(pid, pid)
@@ -1135,8 +1134,9 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     me = os.getpid()
     me_started = process_start(me) or 0.0
     record.write({"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
-    os.write(go, b"\0")
-    os.close(go)
+    os.write(go, b"\0")  # (the shepherd's own read end still open: a job's process
+    os.close(go)         # killed before it read is no SIGPIPE, the shepherd's default)
+    os.close(recorded)
     start_error, err_fd, qsub_fd = _start_report(report)
     used = Usage()
     try:

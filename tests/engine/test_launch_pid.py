@@ -295,6 +295,31 @@ def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_pa
         os.waitpid(pending.pid, 0)
 
 
+def test_a_jobs_process_killed_before_its_shepherds_word_is_the_jobs_end(tmp_path,
+                                                                         monkeypatch):
+    """The job's process waits for its shepherd's word (the job recorded) on a pipe: killed
+    before it read it (the OOM killer, root), the shepherd's word went to a pipe with no
+    reader, and SIGPIPE (the shepherd's default) ended the shepherd: the job lost, with no
+    status. The shepherd reports its end now."""
+    real = executor._Reserved.write
+
+    def job_killed_first(self: executor._Reserved, data: dict) -> None:
+        os.kill(data["pgid"], signal.SIGKILL)
+        for _ in range(600):  # (the job's process a zombie, its pipe's end closed)
+            proc = executor._proc(data["pgid"])
+            if proc is None or proc.gone:
+                break
+            time.sleep(0.05)
+        real(self, data)
+
+    monkeypatch.setattr(executor._Reserved, "write", job_killed_first)
+    pending = executor.prepare(tmp_path / "1.status", tmp_path / "tmp1", None)
+    pending.start(["/bin/true"], {"PATH": "/bin"}, str(tmp_path), str(tmp_path / "out"), None)
+    _, status = os.waitpid(pending.pid, 0)
+    assert os.WIFEXITED(status), f"the shepherd was killed by signal {os.WTERMSIG(status)}"
+    assert executor.JobExit.read(tmp_path / "1.status").exit_status == 256 + signal.SIGKILL
+
+
 def test_the_jobs_process_holds_no_descriptor_of_the_shepherds_record(tmp_path, monkeypatch):
     """The shepherd has the room for its record (root's ``<seq>.shepherd.tmp``, which the
     server reads the job's process group from) before it forks the job: the job's process
