@@ -19,12 +19,13 @@ bookkeeping Slurm's:
   in that record, the plugin's periodic hook over those nodes alone, as idle and eligible
   (its driver powers off what its rules allow; what they refuse is logged).
 - **ResumeProgram** (Slurm allocated a job to powered-down nodes): the plugin's periodic hook
-  over those nodes, with the jobs of ``SLURM_RESUME_FILE`` (else one need) wanting them now,
-  so its driver powers them on. Repeated every 2 s until each node is up, or half of
-  ResumeTimeout has passed (min_node_down_delay and max_concurrent_nodes may hold a node
-  back). The plugin's own record of booting hosts, and pbsplug's of hosts found up but not
-  yet registered with Slurm, keep a second call for the same nodes (after a controller
-  restart) from powering them on twice. Runs are serialised by a lock.
+  over those nodes, with the jobs of ``SLURM_RESUME_FILE`` wanting them now (and one need
+  for the nodes no job there names), so its driver powers them on. Repeated every 2 s until
+  each node is up, or half of ResumeTimeout has passed (min_node_down_delay and
+  max_concurrent_nodes may hold a node back). The plugin's own record of booting hosts, and
+  pbsplug's of hosts found up but not yet registered with Slurm, keep a second call for the
+  same nodes (after a controller restart) from powering them on twice. Runs are serialised
+  by a lock.
 - **ResumeFailProgram**: logged.
 """
 
@@ -369,29 +370,69 @@ def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, 
 
 
 def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict[str, Any]:
-    """What wants the nodes now: the jobs of SLURM_RESUME_FILE (22.05, with JSON-C)."""
+    """What wants the nodes now: the jobs of SLURM_RESUME_FILE (Slurm built with JSON-C
+    writes it), each wanting the nodes Slurm resumes for it, and one need for the hosts no
+    job there names (all of them without the file). Slurm's argument names every node it
+    resumes, those of an admin's ``state=power_up`` too, which no job lists.
+
+    The file is ``{"jobs": [{"job_id": 123, "nodes": "n[1-3]"}, ...]}``: 22.05 names a
+    job's nodes ``nodes``, 23.02 and later ``nodes_resume`` (and adds ``nodes_alloc``, the
+    job's whole allocation, some of it up already). Each job is read on its own: one in no
+    such shape is one log line (the file, its index, what was wrong), its hosts wake for the
+    one need, and the jobs after it are read (one that was no object dropped them all)."""
     now = int(time.time())
     jobs: dict[str, Any] = {}
+    path = env.get("SLURM_RESUME_FILE")
+    data: Any = None
     try:
-        data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "SLURM_RESUME_FILE")
-        for job in data.get("jobs") or ():
-            try:
-                names = [n for n in _hostlist(ctx, str(job.get("nodes") or ""))
-                         if n in hosts]
-            except SlurmError as exc:  # this job only: the others (or all hosts) wake
-                log.warning("resume: job %s left out: %s", job.get("job_id"), exc)
-                continue
-            if names:
-                job_id = str(job.get("job_id"))
-                jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
-                    "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
-                                                              for n in names)}}
-    except (KeyError, OSError, ValueError, AttributeError, TypeError):
-        pass
-    if not jobs:
+        data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "its JSON")
+    except KeyError:
+        pass  # Slurm built without JSON-C writes none, and a run by hand has none
+    except (OSError, ValueError) as exc:
+        log.warning("resume: SLURM_RESUME_FILE %s not read (%s); the hosts wake for one "
+                    "need", path, exc)
+    items = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        if data is not None:
+            log.warning("resume: SLURM_RESUME_FILE %s has no list of jobs (%s); the hosts "
+                        "wake for one need", path, quoted(data, 80))
+        items = []
+    named: set[str] = set()
+    for index, job in enumerate(items):
+        names = _resume_job(ctx, job)
+        if isinstance(names, str):
+            log.warning("resume: SLURM_RESUME_FILE %s: job %d left out: %s", path, index,
+                        names)
+            continue
+        names = [n for n in names if n in hosts]
+        if names:
+            job_id = str(job["job_id"])
+            named.update(names)
+            jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
+                "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
+                                                          for n in names)}}
+    rest = [h for h in hosts if h not in named]
+    if rest:
         jobs["slurm-resume"] = {"id": "slurm-resume", "job_state": "Q", "estimated": {
-            "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in hosts)}}
+            "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in rest)}}
     return jobs
+
+
+def _resume_job(ctx: Context, job: Any) -> list[str] | str:
+    """One job of SLURM_RESUME_FILE: the nodes Slurm resumes for it, or what is wrong."""
+    if not isinstance(job, dict):
+        return f"{quoted(job, 60)} is not an object"
+    job_id = job.get("job_id")
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id < 1 << 32:
+        return f"job_id {quoted(job_id, 60)} is not a job id"
+    key = "nodes_resume" if "nodes_resume" in job else "nodes"
+    nodes = job.get(key)
+    if not isinstance(nodes, str):
+        return f"job {job_id}: {key} {quoted(nodes, 60)} is not a hostlist"
+    try:
+        return _hostlist(ctx, nodes)
+    except SlurmError as exc:
+        return f"job {job_id}: {exc}"
 
 
 def _woke(out: Outcome | None, names: Iterable[str]) -> list[str]:

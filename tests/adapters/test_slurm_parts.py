@@ -1721,6 +1721,81 @@ def test_resume_wakes_a_node_sinfo_does_not_list(monkeypatch):
     assert fired == [{"cn9": "sleep"}] and "cn9" in woken
 
 
+class _Hostnames:
+    def hostnames(self, text):
+        if "bad" in text:
+            raise SlurmError(f"scontrol show hostnames {text}: exit status 1")
+        return expand_hostlist(text)
+
+
+def _wanted(jobs):
+    return {i: j["estimated"]["exec_vnode"] for i, j in jobs.items()}
+
+
+def test_each_job_of_slurms_resume_file_is_read_on_its_own(tmp_path, caplog):
+    """One job of SLURM_RESUME_FILE that was no object (an AttributeError, caught around the
+    whole loop) dropped the jobs after it, and the hosts only they needed were not woken."""
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({"all_nodes": "n[1-6]", "jobs": [
+        {"job_id": 11, "nodes": "n1"}, "junk", {"job_id": True, "nodes": "n2"},
+        {"job_id": 12, "nodes": ["n2"]}, {"job_id": 13, "nodes": "bad[list"},
+        {"job_id": 14, "nodes": "n[3-4]"}]}))
+    ctx = type("Ctx", (), {"slurm": _Hostnames()})()
+    jobs = slurm_power._resume_jobs({"SLURM_RESUME_FILE": str(path)}, ["n1", "n2", "n3",
+                                                                      "n4"], ctx)
+    # n2's jobs are left out: it wakes for the one need, as all did without the file
+    assert _wanted(jobs) == {"11": "(n1:ncpus=1)", "14": "(n3:ncpus=1)+(n4:ncpus=1)",
+                             "slurm-resume": "(n2:ncpus=1)"}
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [f"resume: SLURM_RESUME_FILE {path}: job 1 left out: 'junk' is not an "
+                     "object",
+                     f"resume: SLURM_RESUME_FILE {path}: job 2 left out: job_id True is not "
+                     "a job id",
+                     f"resume: SLURM_RESUME_FILE {path}: job 3 left out: job 12: nodes "
+                     "['n2'] is not a hostlist",
+                     f"resume: SLURM_RESUME_FILE {path}: job 4 left out: job 13: scontrol "
+                     "show hostnames bad[list: exit status 1"]
+
+
+def test_resume_reads_slurm_23s_nodes_resume_and_wakes_hosts_no_job_names(tmp_path, caplog):
+    """23.02 renamed a job's ``nodes`` ``nodes_resume`` (and added ``nodes_alloc``, the whole
+    allocation): read as 22.05's, no job had nodes. Slurm's argument also names nodes that
+    no job wants (an admin's state=power_up in the same pass): with jobs in the file, those
+    had no need, were not woken, and Slurm marked them DOWN after ResumeTimeout."""
+    path = tmp_path / "resume.json"
+    ctx = type("Ctx", (), {"slurm": _Hostnames()})()
+    env = {"SLURM_RESUME_FILE": str(path)}
+    path.write_text(json.dumps({"all_nodes": "n[1-2]", "jobs": [{"job_id": 22,
+                                                                 "nodes": "n1"}]}))
+    assert _wanted(slurm_power._resume_jobs(env, ["n1", "n2"], ctx)) == {
+        "22": "(n1:ncpus=1)", "slurm-resume": "(n2:ncpus=1)"}  # 22.05
+    path.write_text(json.dumps({"all_nodes_resume": "n[1-3]", "jobs": [
+        {"job_id": 21, "nodes_alloc": "n[1-4]", "nodes_resume": "n[1-2]", "extra": None,
+         "features": None, "oversubscribe": "NO", "partition": "p", "reservation": None}]}))
+    assert _wanted(slurm_power._resume_jobs(env, ["n1", "n2", "n3"], ctx)) == {
+        "21": "(n1:ncpus=1)+(n2:ncpus=1)", "slurm-resume": "(n3:ncpus=1)"}
+    assert caplog.records == []
+    # no file (Slurm without JSON-C, a run by hand): every host for the one need, quietly
+    assert _wanted(slurm_power._resume_jobs({}, ["n1", "n2"], ctx)) == {
+        "slurm-resume": "(n1:ncpus=1)+(n2:ncpus=1)"}
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("text,why", [
+    ("{", "not read (Expecting property name"),
+    ("[1, 2]", "has no list of jobs ([1, 2])"),
+    ('{"jobs": {"job_id": 1}}', "has no list of jobs ({'jobs': {'job_id': 1}})"),
+])
+def test_a_resume_file_in_no_shape_slurm_writes_is_one_line(tmp_path, caplog, text, why):
+    path = tmp_path / "resume.json"
+    path.write_text(text)
+    ctx = type("Ctx", (), {"slurm": _Hostnames()})()
+    jobs = slurm_power._resume_jobs({"SLURM_RESUME_FILE": str(path)}, ["n1"], ctx)
+    assert _wanted(jobs) == {"slurm-resume": "(n1:ncpus=1)"}
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"resume: SLURM_RESUME_FILE {path} {why}") and "\n" not in line
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
