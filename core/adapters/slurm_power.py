@@ -97,13 +97,31 @@ def excluded(ctx: Context) -> set[str]:
 
 
 def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
-    """``sinfo --json``'s nodes, each as 22.05 writes it (``_node``)."""
+    """``sinfo --json``'s nodes, each as 22.05 writes it (``_node``).
+
+    Each node is read on its own: one in no shape pbsplug reads is one log line and left
+    out, and the others' power saving goes on (it raised for the whole run: no node powered
+    off, and a ResumeProgram woke none of the nodes Slurm named, which then wait out
+    ResumeTimeout; one left out is woken as a node sinfo does not list). An answer none of
+    whose nodes is read is the first one's error."""
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         raise ValueError("sinfo --json: no list of nodes in its answer (pbsplug reads "
                          "Slurm 22.05 to 23.11's; later ones group nodes under 'sinfo')")
-    return [_node(n) for n in nodes if isinstance(n, dict) and n.get("name")]
+    out, errors = [], []
+    for index, raw in enumerate(nodes):
+        try:
+            if not isinstance(raw, dict) or not raw.get("name"):
+                raise SlurmError(f"sinfo --json: node {index}: {quoted(raw, 60)} is not a "
+                                 "node with a name")
+            out.append(_node(raw))
+        except SlurmError as exc:
+            errors.append(exc)
+            log.warning("%s; left out", exc)
+    if errors and not out:
+        raise errors[0]
+    return out
 
 
 def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,17 +170,23 @@ def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, An
 
 
 def reservations(ctx: Context) -> dict[str, dict[str, Any]]:
+    """Slurm's reservations, each read on its own: one whose nodes or start Slurm answers
+    oddly for is left out, logged, not the whole run (as a pending job is)."""
     out = {}
     for resv in ctx.slurm.reservations():
         name = resv.get("ReservationName")
         if not name:
             continue
-        nodes = _hostlist(ctx, str(resv.get("Nodes") or ""))
+        try:
+            nodes = _hostlist(ctx, str(resv.get("Nodes") or ""))
+            start = epoch(resv.get("StartTime"), "StartTime") or 0
+        except (ValueError, SlurmError) as exc:
+            log.warning("reservation %s left out: %s", quoted(name, 60), exc)
+            continue
         out[name] = {
             "reserve_state": "RESV_RUNNING" if resv.get("State") == "ACTIVE"
             else "RESV_CONFIRMED",
-            "reserve_start": epoch(resv.get("StartTime"), "StartTime") or 0,
-            "resv_nodes": "+".join(f"({n})" for n in nodes)}
+            "reserve_start": start, "resv_nodes": "+".join(f"({n})" for n in nodes)}
     return out
 
 

@@ -1796,6 +1796,54 @@ def test_a_resume_file_in_no_shape_slurm_writes_is_one_line(tmp_path, caplog, te
     assert line.startswith(f"resume: SLURM_RESUME_FILE {path} {why}") and "\n" not in line
 
 
+def test_one_sinfo_node_in_no_known_shape_is_left_out_alone(caplog):
+    """One node in no shape pbsplug reads raised for the whole answer: no periodic decision
+    for any node, and a ResumeProgram woke none of the nodes Slurm named."""
+    answer = {"nodes": [{"name": "n1", "state": "idle", "cpus": 2},
+                        {"name": "n2", "state": {"base": "IDLE"}}, "junk",
+                        {"name": "n3", "state": ["IDLE", "POWERED_DOWN"], "cpus": 4}]}
+
+    class Fake:
+        def cluster_json(self, command):
+            return answer
+
+    ctx = type("Ctx", (), {"slurm": Fake()})()
+    nodes = slurm_power.slurm_nodes(ctx)
+    assert [(n["name"], n["state_flags"]) for n in nodes] == [("n1", []),
+                                                             ("n3", ["POWERED_DOWN"])]
+    assert [r.getMessage() for r in caplog.records] == [
+        "sinfo --json: node 'n2': state \"{'base': 'IDLE'}\" is not a state and its "
+        "flags; left out",
+        "sinfo --json: node 2: 'junk' is not a node with a name; left out"]
+    # an answer none of whose nodes is read is the first one's error, as before
+    answer["nodes"] = answer["nodes"][1:3]
+    with pytest.raises(SlurmError, match="^sinfo --json: node 'n2': state "):
+        slurm_power.slurm_nodes(ctx)
+
+
+def test_one_reservation_slurm_answers_oddly_for_is_left_out_alone(caplog):
+    """One reservation whose nodes or start did not read raised for the whole periodic run
+    (as one pending job did before it was left out alone)."""
+    class Fake(_Hostnames):
+        def reservations(self):
+            return [{"ReservationName": "a", "Nodes": "n1", "State": "INACTIVE",
+                     "StartTime": "2026-11-24T02:25:13"},
+                    {"ReservationName": "b", "Nodes": "bad[list",
+                     "StartTime": "2026-11-24T02:25:13"},
+                    {"ReservationName": "c", "Nodes": "n2", "StartTime": "2026-13-45T99:00:00"},
+                    {"ReservationName": "d", "Nodes": "n[3-4]", "State": "ACTIVE",
+                     "StartTime": "2026-11-24T02:25:13"}]
+
+    resvs = slurm_power.reservations(type("Ctx", (), {"slurm": Fake()})())
+    assert {k: (v["reserve_state"], v["resv_nodes"]) for k, v in resvs.items()} == {
+        "a": ("RESV_CONFIRMED", "(n1)"), "d": ("RESV_RUNNING", "(n3)+(n4)")}
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    assert lines[0] == ("reservation 'b' left out: scontrol show hostnames bad[list: exit "
+                        "status 1")
+    assert lines[1].startswith("reservation 'c' left out: StartTime='2026-13-45T99:00:00'")
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
