@@ -82,11 +82,16 @@ def config_value(ctx: Context, key: str) -> str:
 
 
 def excluded(ctx: Context) -> set[str]:
-    """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible."""
+    """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible.
+
+    SuspendExcNodes is sets of nodes, comma-separated, each with an optional ``:count``
+    (``n[1-8]:2,n[20-29]``: Slurm keeps two of n[1-8] up, and all of n[20-29]); every node
+    of every set is kept up here. Only the first set was read: the nodes of the others were
+    powered off."""
     out: set[str] = set()
     nodes = config_value(ctx, "SuspendExcNodes")
     if nodes and nodes != "(null)":
-        out.update(_hostlist(ctx, nodes.split(":")[0]))
+        out.update(_hostlist(ctx, re.sub(r":[0-9]+(?=,|$)", "", nodes)))
     parts = config_value(ctx, "SuspendExcParts")
     if parts and parts != "(null)":
         info = ctx.slurm.run("sinfo", "-h", "-o", "%R %N", "-p", parts, check=False)

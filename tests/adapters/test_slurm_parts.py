@@ -1844,6 +1844,25 @@ def test_one_reservation_slurm_answers_oddly_for_is_left_out_alone(caplog):
     assert lines[1].startswith("reservation 'c' left out: StartTime='2026-13-45T99:00:00'")
 
 
+@pytest.mark.parametrize("value,kept", [
+    ("n[1-2]", {"n1", "n2"}),
+    ("n[1-2]:1", {"n1", "n2"}),
+    ("n[1-2]:1,n[5-6]:2", {"n1", "n2", "n5", "n6"}),
+    ("n[1-2]:1,n[5-6]", {"n1", "n2", "n5", "n6"}),
+    ("n3,n[1-2]:1", {"n1", "n2", "n3"}),
+    ("(null)", set()),
+])
+def test_every_set_of_suspendexcnodes_is_kept_up(value, kept):
+    """SuspendExcNodes is sets of nodes, each with an optional ':count' (slurm.conf(5)); only
+    the first set was read, and the nodes of the others were powered off."""
+    class Fake(_Hostnames):
+        def run(self, *args, check=True):
+            assert args == ("scontrol", "show", "config")
+            return f"SuspendExcNodes         = {value}\nSuspendExcParts         = (null)\n"
+
+    assert slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})()) == kept
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
