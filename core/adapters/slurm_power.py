@@ -437,6 +437,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
         if names:
             job_id = str(job["job_id"])
             named.update(names)
+            log.info("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id, ",".join(names))
             jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
                 "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
                                                           for n in names)}}

@@ -57,8 +57,9 @@ def power(slurm: Installed):
         (hw / name).write_text(text)
         os.chmod(hw / name, 0o755)
     before = cluster.conf.read_text()
-    # n1, n2 kept up by Slurm's own exclusion: not poweroff_eligible for the plugin.
-    cluster.write_conf(before + "SuspendExcNodes=n[1-2]\nSuspendTimeout=5\n"
+    # n1, n2 kept up by Slurm's own exclusion: not poweroff_eligible for the plugin. Two sets,
+    # the first with a count (keep 1 of n1 up): pbsplug read the first set alone.
+    cluster.write_conf(before + "SuspendExcNodes=n1:1,n2\nSuspendTimeout=5\n"
                        "ResumeTimeout=90\nDebugFlags=Power\n")
     config = {"driver": "command", "power_on_off_enable": "True", "node_idle_limit": "2",
               "min_node_down_delay": "1", "max_concurrent_nodes": "1", "boot_delay": 1,
@@ -120,6 +121,9 @@ def test_the_plugins_decision_powers_idle_eligible_nodes_off_and_a_job_wakes_one
     done = cluster.wait_done(job, timeout=120)
     assert done["job_state"] == "COMPLETED"
     assert _calls(hw).count("on n3") == 1 and "on n4" not in _calls(hw)
+    # The job read from Slurm's SLURM_RESUME_FILE (22.05 names its nodes 'nodes')
+    assert f"resume: job {job} wants n3 (SLURM_RESUME_FILE)" in slurm.log_text()
+    assert "SLURM_RESUME_FILE /" not in slurm.log_text()  # no warning about it
     # After a controller restart Slurm may call ResumeProgram again for the same node.
     resume = subprocess.run([str(slurm.dir / "resume"), "n3"], env=cluster.env,
                             capture_output=True, text=True, timeout=120)
