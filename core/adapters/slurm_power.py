@@ -413,8 +413,10 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     jobs: dict[str, Any] = {}
     path = env.get("SLURM_RESUME_FILE")
     data: Any = None
+    read = False
     try:
         data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "its JSON")
+        read = True
     except KeyError:
         pass  # Slurm built without JSON-C writes none, and a run by hand has none
     except (OSError, ValueError) as exc:
@@ -422,9 +424,12 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
                     "need", path, exc)
     items = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        if data is not None:
+        if read:  # (its kind, not its text: the log may be read more widely)
+            what = (f"it is {_json_kind(data)}" if not isinstance(data, dict)
+                    else "no 'jobs' in it" if "jobs" not in data
+                    else f"its jobs are {_json_kind(items)}")
             log.warning("resume: SLURM_RESUME_FILE %s has no list of jobs (%s); the hosts "
-                        "wake for one need", path, quoted(data, 80))
+                        "wake for one need", path, what)
         items = []
     named: set[str] = set()
     for index, job in enumerate(items):
@@ -448,10 +453,18 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     return jobs
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
+    kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return kinds.get(type(value), "a number")
+
+
 def _resume_job(ctx: Context, job: Any) -> list[str] | str:
     """One job of SLURM_RESUME_FILE: the nodes Slurm resumes for it, or what is wrong."""
     if not isinstance(job, dict):
-        return f"{quoted(job, 60)} is not an object"
+        return f"{_json_kind(job)}, not an object"
     job_id = job.get("job_id")
     if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id < 1 << 32:
         return f"job_id {quoted(job_id, 60)} is not a job id"

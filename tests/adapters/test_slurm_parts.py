@@ -1747,7 +1747,7 @@ def test_each_job_of_slurms_resume_file_is_read_on_its_own(tmp_path, caplog):
     assert _wanted(jobs) == {"11": "(n1:ncpus=1)", "14": "(n3:ncpus=1)+(n4:ncpus=1)",
                              "slurm-resume": "(n2:ncpus=1)"}
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert lines == [f"resume: SLURM_RESUME_FILE {path}: job 1 left out: 'junk' is not an "
+    assert lines == [f"resume: SLURM_RESUME_FILE {path}: job 1 left out: a string, not an "
                      "object",
                      f"resume: SLURM_RESUME_FILE {path}: job 2 left out: job_id True is not "
                      "a job id",
@@ -1782,8 +1782,11 @@ def test_resume_reads_slurm_23s_nodes_resume_and_wakes_hosts_no_job_names(tmp_pa
 
 @pytest.mark.parametrize("text,why", [
     ("{", "not read (Expecting property name"),
-    ("[1, 2]", "has no list of jobs ([1, 2])"),
-    ('{"jobs": {"job_id": 1}}', "has no list of jobs ({'jobs': {'job_id': 1}})"),
+    ("[1, 2]", "has no list of jobs (it is a list)"),
+    ('{"jobs": {"job_id": 1}}', "has no list of jobs (its jobs are an object)"),
+    ('{"jobs": null}', "has no list of jobs (its jobs are null)"),
+    ('{"all_nodes": "n1"}', "has no list of jobs (no 'jobs' in it)"),
+    ("null", "has no list of jobs (it is null)"),
 ])
 def test_a_resume_file_in_no_shape_slurm_writes_is_one_line(tmp_path, caplog, text, why):
     path = tmp_path / "resume.json"
