@@ -415,7 +415,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     data: Any = None
     read = False
     try:
-        data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "its JSON")
+        data = jsontext.loads(Path(env["SLURM_RESUME_FILE"]).read_text(), "its text")
         read = True
     except KeyError:
         pass  # Slurm built without JSON-C writes none, and a run by hand has none

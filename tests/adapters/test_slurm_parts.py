@@ -1781,7 +1781,7 @@ def test_resume_reads_slurm_23s_nodes_resume_and_wakes_hosts_no_job_names(tmp_pa
 
 
 @pytest.mark.parametrize("text,why", [
-    ("{", "not read (Expecting property name"),
+    ("{", "not read (its text: not JSON: Expecting property name"),
     ("[1, 2]", "has no list of jobs (it is a list)"),
     ('{"jobs": {"job_id": 1}}', "has no list of jobs (its jobs are an object)"),
     ('{"jobs": null}', "has no list of jobs (its jobs are null)"),
