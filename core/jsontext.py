@@ -12,6 +12,13 @@ in one object (json.loads kept the last one silently), bytes that are not valid 
 encoding found (UTF-8, -16 or -32, as json.loads detects it), more than `max_bytes`, and a
 document of another type than `expect`.
 
+Nesting deeper than `max_depth` (`MAX_DEPTH` unless the caller says) is refused too: the
+decoder reads about a thousand levels, one stack frame each, but what is read is then
+copied, compared or written out, at one or two frames a level, and a value 600 deep read
+well and raised RecursionError there, in the reader's caller. The check walks the value
+without recursion, and only when the text has more brackets than `max_depth` (no document
+with fewer can be deeper): a request or a hook report is never walked.
+
 One decoder is made once, here: making one for each call costs more than a small document's
 decoding (the server reads one per request).
 """
@@ -22,11 +29,15 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_DIGITS", "JsonError", "kind", "loads"]
+__all__ = ["MAX_DEPTH", "MAX_DIGITS", "JsonError", "kind", "loads"]
 
 #: The most digits of an integer read. No value pbsplug or a batch system writes has more
 #: than 20.
 MAX_DIGITS = 1000
+
+#: The deepest arrays and objects read by default. pbsplug's own documents, PBS's and
+#: Slurm's are under 10 levels deep.
+MAX_DEPTH = 100
 
 
 class JsonError(ValueError):
@@ -74,6 +85,21 @@ _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_
                             object_pairs_hook=_object)
 
 
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether `value` has arrays or objects nested more than `limit` levels deep, walked
+    without recursion."""
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        for inner in (item.values() if type(item) is dict else item):
+            if type(inner) is dict or type(inner) is list:
+                push((inner, depth + 1))
+    return False
+
+
 def kind(value: Any) -> str:
     """A value's JSON type, for messages: object, array, string, number, boolean or null."""
     return {dict: "object", list: "array", str: "string", bool: "boolean",
@@ -81,11 +107,12 @@ def kind(value: Any) -> str:
 
 
 def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = None,
-          max_bytes: int | None = None) -> Any:
+          max_bytes: int | None = None, max_depth: int = MAX_DEPTH) -> Any:
     """The JSON document `data`, or `JsonError` naming `what` and what is wrong (module
     docstring). `expect`: dict or list, the type the document must be. `max_bytes`: the
     most bytes (characters, for a str) read; a caller that reads from a pipe or socket
-    bounds its read too."""
+    bounds its read too. `max_depth`: the deepest arrays and objects read (1: no array or
+    object inside another)."""
     if max_bytes is not None and len(data) > max_bytes:
         raise JsonError(what, f"{len(data):,} bytes (at most {max_bytes:,})")
     if not isinstance(data, str):
@@ -104,6 +131,9 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
         raise JsonError(what, "arrays or objects nested too deeply") from None
     except ValueError as exc:  # (the parse_* hooks above: their words)
         raise JsonError(what, str(exc)) from None
+    if (type(value) is dict or type(value) is list) and \
+            data.count("[") + data.count("{") > max_depth and _too_deep(value, max_depth):
+        raise JsonError(what, f"arrays or objects nested more than {max_depth:,} levels deep")
     if expect is not None and not isinstance(value, expect):
         expected = _EXPECTED.get(expect) or f"a {expect.__name__}"
         raise JsonError(what, f"a JSON {kind(value)}, not {expected}")

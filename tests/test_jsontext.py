@@ -51,3 +51,27 @@ def test_the_type_and_the_size_are_the_callers():
     with pytest.raises(JsonError, match=r"^the record: 11 bytes \(at most 10\)$"):
         loads(b"[" + b" " * 9 + b"]", "the record", max_bytes=10)
     assert loads(b"[" + b" " * 8 + b"]", "the record", expect=list, max_bytes=10) == []
+
+
+def _nested(levels: int) -> str:
+    return '{"a": ' * (levels - 1) + "[1]" + "}" * (levels - 1)
+
+
+@pytest.mark.parametrize("levels", [101, 600, 900])
+def test_nesting_the_decoder_reads_but_a_copy_cannot_is_refused(levels):
+    """600 or 900 levels read (one stack frame a level), then a copy or a comparison of the
+    value recursed past the interpreter's limit, in the reader's caller."""
+    with pytest.raises(JsonError) as err:
+        loads(_nested(levels).encode(), "the report", expect=dict)
+    assert err.value.why == "arrays or objects nested more than 100 levels deep"
+
+
+def test_the_depth_is_the_callers_and_brackets_in_strings_are_text():
+    assert loads(_nested(100), "it") == json.loads(_nested(100))
+    assert loads(json.dumps({"a": "[{" * 5000, "b": [[1]]}), "it") == {"a": "[{" * 5000,
+                                                                       "b": [[1]]}
+    with pytest.raises(JsonError, match="^it: arrays or objects nested more than 2 levels "
+                                        "deep$"):
+        loads('{"a": "[[[", "b": [[1]]}', "it", max_depth=2)
+    assert loads("[[1], {}]", "it", max_depth=2) == [[1], {}]
+    assert loads(_nested(900), "it", max_depth=1000) == json.loads(_nested(900))

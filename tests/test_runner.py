@@ -835,7 +835,8 @@ def test_a_report_that_is_not_what_the_child_sends_is_named(chain, monkeypatch, 
 def test_a_change_nested_deeper_than_its_copy_reaches_is_refused(chain, monkeypatch, changes,
                                                                  event):
     """A change nested 600 deep reads as JSON (one frame a level) but its copy onto the
-    event recursed further: RecursionError went through the runner to its caller."""
+    event recursed further: RecursionError went through the runner to its caller. The
+    report's reader now refuses it (jsontext's max_depth), before any copy."""
     import struct
 
     from pbsplug import runner as runner_module
@@ -853,8 +854,8 @@ def test_a_change_nested_deeper_than_its_copy_reaches_is_refused(chain, monkeypa
     monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
     out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(event())
     assert (out.kind, out.hook, out.detail) == ("error", "a", (
-        "the hook's process reported a change that is refused: a value nested too deeply; "
-        "killed"))
+        "the hook's process sent a malformed report (arrays or objects nested more than 100 "
+        "levels deep); killed"))
 
 
 def _as_owner(tmp_path, alarm):
