@@ -38,7 +38,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 #: Kernel modules plugins use by name (``pbsplug.clock.now()``), imported on first use too.
-_SUBMODULES = ("clock", "safedirs")
+_SUBMODULES = ("clock", "jsontext", "safedirs")
 
 __all__ = sorted((*_MODULE_OF, *_SUBMODULES))
 
@@ -47,6 +47,7 @@ __all__ = sorted((*_MODULE_OF, *_SUBMODULES))
 #: the two alike.
 if TYPE_CHECKING:
     from . import clock as clock
+    from . import jsontext as jsontext
     from . import safedirs as safedirs
     from .attributes import AttributeDef as AttributeDef
     from .attributes import AttributeRegistry as AttributeRegistry

@@ -17,10 +17,11 @@ decoder reads about a thousand levels, one stack frame each, but what is read is
 copied, compared or written out, at one or two frames a level, and a value 600 deep read
 well and raised RecursionError there, in the reader's caller. The check walks the value
 without recursion, and only when the text has more brackets than `max_depth` (no document
-with fewer can be deeper): a request or a hook report is never walked.
+with fewer can be deeper): a typical request or hook report is not walked.
 
-One decoder is made once, here: making one for each call costs more than a small document's
-decoding (the server reads one per request).
+Public for plugins since kernel API 1.10 (`pbsplug.jsontext`). One decoder is made once,
+here: making one for each call costs more than a small document's decoding (the server
+reads one per request).
 """
 
 from __future__ import annotations

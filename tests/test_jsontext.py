@@ -75,3 +75,16 @@ def test_the_depth_is_the_callers_and_brackets_in_strings_are_text():
         loads('{"a": "[[[", "b": [[1]]}', "it", max_depth=2)
     assert loads("[[1], {}]", "it", max_depth=2) == [[1], {}]
     assert loads(_nested(900), "it", max_depth=1000) == json.loads(_nested(900))
+
+
+def test_plugins_have_it_as_pbsplug_jsontext_at_kernel_api_1_10():
+    """Public API (a plugin's `pbsplug.jsontext.loads` after `import pbsplug` alone), in a
+    fresh interpreter: here the runner has imported it already."""
+    import subprocess
+    import sys
+
+    code = ("import pbsplug; assert 'jsontext' in pbsplug.__all__; "
+            "print(pbsplug.KERNEL_API >= (1, 10), pbsplug.jsontext.loads('[1]', 'it'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True [1]\n", "")
