@@ -11,8 +11,9 @@ become shell syntax.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
+
+from pbsplug import jsontext
 
 from .driver import OFF, ON, READY, UNKNOWN, Driver, DriverError, Log, quiet, run_command
 
@@ -80,8 +81,8 @@ class Capmc(Driver):
         command = " ".join(argv)
         done = run_command(argv, action, self.log, self.timeout, finished=False)
         try:
-            answer = json.loads(done.stdout)
-        except (ValueError, RecursionError):  # (5,000 digits: int()'s; nested too deeply)
+            answer = jsontext.loads(done.stdout, "capmc's answer")
+        except jsontext.JsonError:  # (the command and its answer are named below)
             answer = None
         if not isinstance(answer, dict):
             why = (done.stderr.strip() or done.stdout.strip() or "no output")[:500]

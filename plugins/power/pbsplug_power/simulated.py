@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pbsplug import clock as kernel_clock
-from pbsplug import safedirs
+from pbsplug import jsontext, safedirs
 
 from .driver import OFF, ON, READY, Driver, DriverError, Log, quiet
 from .state import FileMemo, file_identity, state_dir
@@ -85,14 +85,14 @@ class Simulated(Driver):
             if known is not None:
                 return known
             safedirs.check_folder(self.path.parent, "state_dir")
-            data = json.loads(safedirs.read_text(self.path))
+            data = jsontext.loads(safedirs.read_text(self.path), str(self.path))
         except FileNotFoundError:
             return {}
         except safedirs.UnsafeFolder as exc:  # another user's hosts: never believed
             raise DriverError(str(exc)) from None
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:  # (jsontext's JsonError; read_text's UnicodeDecodeError)
             raise DriverError(f"{self.path}: not the simulated driver's JSON record "
-                              f"({exc or 'nested too deeply'}); remove it to start "
+                              f"({getattr(exc, 'why', exc)}); remove it to start "
                               "afresh") from None
         problem = _record_problem(data)
         if problem:

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home, hook_home, safedirs
+from pbsplug import default_home, hook_home, jsontext, safedirs
 
 BOOTING_FILE = "power_booting.json"
 STATUS_FILE = "power_status.json"
@@ -89,35 +88,13 @@ def _read(path: Path, owner: int | None = None) -> dict[str, Any] | None:
     is not an object, or that another user could have written (`safedirs.open_file`), is an
     `OSError` naming it."""
     try:
-        data = json.loads(safedirs.read_text(path, owner=owner), parse_constant=_no_constant,
-                          parse_float=_finite)
+        return jsontext.loads(safedirs.read_text(path, owner=owner), str(path), expect=dict)
     except FileNotFoundError:
         return None
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-        raise _not_ours(path, str(exc) or "nested too deeply") from None
-    if not isinstance(data, dict):
-        raise _not_ours(path, f"a JSON {_kind(data)}, not an object")
-    return data
-
-
-def _no_constant(name: str) -> Any:
-    """`json.loads` would read ``NaN`` and ``Infinity``, which JSON has not and the hook never
-    writes: `power status --json` wrote them back out, which a JSON reader refuses."""
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    """A JSON number with a fraction or exponent; one past a float's range (``1e400``, read
-    as infinity) refused as `_no_constant` refuses ``Infinity``."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text[:40]} is out of range")
-    return value
-
-
-def _kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean",
-            type(None): "null"}.get(type(value), "number")
+    except jsontext.JsonError as exc:  # (NaN and 1e400 too: status --json wrote them out)
+        raise _not_ours(path, exc.why) from None
+    except UnicodeDecodeError as exc:  # (read_text's: not UTF-8)
+        raise _not_ours(path, str(exc)) from None
 
 
 #: The latest epoch time a record may hold (year 5138): any later one is not the hook's,

@@ -111,10 +111,13 @@ def test_a_missing_hanging_or_talking_capmc_is_a_clear_error(tmp_path):
         Capmc(NIDS, str(talker)).power_off(["nid00025"])
 
 
-@pytest.mark.parametrize("answer", ["[" * 100_000, '{"e": %s}' % ("9" * 5000)])
+@pytest.mark.parametrize("answer", ["[" * 100_000, '{"e": %s}' % ("9" * 5000),
+                                    '{"e": 1, "err_msg": "Success", "e": 0}',
+                                    '{"e": 0, "err_msg": "Success", "nids": [NaN]}'])
 def test_an_answer_json_loads_fails_on_is_not_capmcs_json(tmp_path, answer):
     """json.loads' RecursionError (nesting) and int()'s ValueError (5,000 digits) went
-    through `run`: the hook's error in Python's words, not the command and its answer."""
+    through `run`: the hook's error in Python's words, not the command and its answer.
+    json.loads kept the last of a key twice (e=1 then e=0 was success) and read NaN."""
     (tmp_path / "answer").write_text(answer)
     odd = tmp_path / "odd"
     odd.write_text(f"#!/bin/sh\ncat {tmp_path / 'answer'}\n")

@@ -182,6 +182,12 @@ WRONG_SHAPES = [
     ('{"booting": {"a": 1e300}}', '"booting" \'a\' is 1e+300, expected an integer epoch'),
     ('{"boot_delay": 300}', '"booting" is missing, expected an object'),
     ('[1, 2]', "a JSON array, not an object"),
+    # what json.loads took (the last of a key twice; a value too deep to copy) or refused
+    # in Python's words (int()'s, past 4,300 digits)
+    ('{"booting": {"a": 1700000000, "a": 1}}', 'the key "a" twice in one object'),
+    ('{"booting": {"a": %s}}' % ("9" * 5000), "a number of 5,000 digits (at most 1,000)"),
+    ('{"booting": {}, "x": ' + "[" * 600 + "1" + "]" * 600 + "}",
+     "arrays or objects nested more than 100 levels deep"),
 ]
 
 
@@ -211,6 +217,13 @@ def test_state_booting_refuses_a_record_of_the_wrong_shape_as_an_oserror(tmp_pat
         state.booting(tmp_path)
 
 
+def test_state_booting_refuses_a_record_that_is_not_utf8_as_an_oserror(tmp_path):
+    (tmp_path / state.BOOTING_FILE).write_bytes(b'{"booting": {"\xff": 1}}')
+    with pytest.raises(OSError, match="power_booting.json: not the power hook's JSON record "
+                                      r"\('utf-8' codec can't decode byte 0xff"):
+        state.booting(tmp_path)
+
+
 def test_hook_sched_node_availability_plans_past_a_record_of_the_wrong_shape(
         power, pbsplug_plugins, tmp_path):
     """The scheduler's hook must not raise into the scheduler's cycle: it plans as if no
@@ -231,6 +244,8 @@ def test_hook_sched_node_availability_plans_past_a_record_of_the_wrong_shape(
     ('["a"]', "expected an object of host: entry"),
     ('{"a": {"power": "sideways", "since": 0}}', '\'a\': "power" is "sideways"'),
     ('{"a": {"power": "off"}}', '\'a\': "since" is null, expected a number'),
+    ('{"a": {"power": "off", "since": 0, "power": "on"}}', 'the key "power" twice in one '
+                                                           'object'),
 ])
 def test_hook_periodic_a_broken_simulated_power_file_is_the_drivers_failure(
         power, fire_event, tmp_path, content, problem):
