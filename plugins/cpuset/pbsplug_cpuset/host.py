@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pbsplug import clock, default_home, digits, parse_exec_vnode, safedirs
+from pbsplug import clock, default_home, digits, jsontext, parse_exec_vnode, safedirs
 
 from . import report
 from .assign import AssignError, Rules, assign, numa_of, usable_cpus
@@ -96,18 +96,15 @@ class Host:
         cpuset named in the record holds, and waits on the lock beside it."""
         try:
             safedirs.check_folder(self.state_path.parent, "state_dir")
-            data = json.loads(safedirs.read_text(self.state_path))
+            data = jsontext.loads(safedirs.read_text(self.state_path), str(self.state_path),
+                                  expect=dict)
         except FileNotFoundError:
             data = {}
         except safedirs.UnsafeFolder as exc:
             raise HostError(str(exc)) from None
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        except ValueError as exc:  # (jsontext's JsonError; read_text's UnicodeDecodeError)
             raise HostError(f"{self.state_path}: not the cpuset hook's JSON record "
-                            f"({exc if isinstance(exc, ValueError) else 'nested too deeply'}); "
-                            "remove it to start afresh") from None
-        if not isinstance(data, dict):
-            raise HostError(f"{self.state_path}: not the cpuset hook's JSON record; remove "
-                            "it to start afresh")
+                            f"({getattr(exc, 'why', exc)}); remove it to start afresh") from None
         for key in ("nodes", "jobs", "stuck", "offlined"):
             data.setdefault(key, {})
         data.setdefault("busy", [])

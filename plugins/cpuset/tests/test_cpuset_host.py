@@ -270,10 +270,16 @@ def test_a_host_without_cpusets_fails_the_hook_with_what_to_fix(tmp_path, regist
 @pytest.mark.parametrize("text, why", [
     ("{not json", "Expecting property name"),
     # json.loads' RecursionError: the hook's error, in Python's words
-    ('{"jobs": ' + "[" * 100_000, "nested too deeply")])
+    ('{"jobs": ' + "[" * 100_000, "nested too deeply"),
+    # json.loads kept the last of a key twice, and read a value too deep to copy
+    ('{"jobs": {}, "jobs": {}}', 'the key "jobs" twice in one object'),
+    ('{"nodes": ' + "[" * 600 + "]" * 600 + "}", "nested more than 100 levels deep"),
+    ("[1]", "(a JSON array, not an object)"),  # (it said no why)
+    (b'{"jobs": {"\xff": 1}}', "'utf-8' codec can't decode byte 0xff")])
 def test_a_broken_record_is_named(machine, fire_event, caplog, text, why):
     machine["state"].mkdir()
-    (machine["state"] / "cpuset_state.json").write_text(text)
+    path = machine["state"] / "cpuset_state.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     out = begin(fire_event, job())
     assert out.kind == "error"
     assert f"{machine['state'] / 'cpuset_state.json'}: not the cpuset hook's JSON record" in \
