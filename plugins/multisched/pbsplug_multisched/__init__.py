@@ -27,7 +27,7 @@ def _command(value: list) -> str | None:
 
 
 plugin_info = PluginInfo(
-    api="1.9",
+    api="1.10",
     config={
         # Written by each scheduler's process, read by the status command's: a relative
         # folder is a different one for each.

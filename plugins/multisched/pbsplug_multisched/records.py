@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pbsplug import default_home, safedirs
+from pbsplug import default_home, jsontext, safedirs
 
 log = logging.getLogger("pbsplug.multisched")
 
@@ -67,8 +67,8 @@ def last_cycles(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     folder = safedirs.check_folder(state_dir(config), "state_dir")
     for path in sorted(folder.glob("multisched_*.json")):
         try:
-            data = json.loads(safedirs.read_text(path))
-        except (OSError, ValueError, RecursionError):
+            data = jsontext.loads(safedirs.read_text(path), str(path), expect=dict)
+        except (OSError, ValueError):  # (ValueError: jsontext's JsonError, not UTF-8)
             continue
         if (isinstance(data, dict) and data.get("sched") == path.stem[len("multisched_"):]
                 and _number(data.get("started")) and _number(data.get("duration"))

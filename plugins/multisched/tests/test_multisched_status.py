@@ -167,11 +167,17 @@ def test_a_record_of_another_user_left_in_the_state_dir_is_skipped(tmp_path, att
     {"sched": "default", "started": 1.7e9, "duration": 0.1, "jobs_considered": 1,
      "jobs_started": 0},  # another scheduler's name than the file's
     [1, 2],
+    # json.loads kept the last of a key twice, and read a value too deep to copy
+    '{"sched": "default", "started": 1.7e9, "duration": 0.1, "jobs_considered": 1, '
+    '"jobs_started": 0, "sched": "sc1"}',
+    '{"sched": "sc1", "started": 1.7e9, "duration": 0.1, "jobs_considered": 1, '
+    '"jobs_started": 0, "x": ' + "[" * 600 + "]" * 600 + "}",
 ])
 def test_a_record_of_another_shape_is_skipped(tmp_path, record):
     from pbsplug_multisched.records import last_cycles
 
-    (tmp_path / "multisched_sc1.json").write_text(json.dumps(record))
+    (tmp_path / "multisched_sc1.json").write_text(
+        record if isinstance(record, str) else json.dumps(record))
     (tmp_path / "multisched_sc2.json").write_text(json.dumps(
         {"sched": "sc2", "started": 1.7e9, "duration": 0.5, "jobs_considered": 4,
          "jobs_started": 2}))
