@@ -33,7 +33,7 @@ MAX_TIMEOUT = 86400.0
 
 
 plugin_info = PluginInfo(
-    api="1.9",
+    api="1.10",
     # The seed's PBS_cray_atom.HK: type=pbs, enabled=false, user=pbsadmin,
     # event=execjob_begin,execjob_end, order=100, alarm=300, fail_action=offline_vnodes.
     events=("execjob_begin", "execjob_end"), order=100, alarm=300,

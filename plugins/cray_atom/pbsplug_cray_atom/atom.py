@@ -17,7 +17,7 @@ from urllib.parse import quote
 import requests
 import requests_unixsocket
 
-from pbsplug import HookAlarm
+from pbsplug import HookAlarm, jsontext
 
 #: The API's base path. Internal: not a configuration key (seed 000, "version_uri").
 VERSION_URI = "/rm/v1"
@@ -37,18 +37,26 @@ def jobs_url(socket_file: str, jobid: str | None = None) -> str:
 
 def describe(response: requests.Response) -> str:
     """The status and every field of the answer: ``HTTP 500 Internal Server Error;
-    detail='node unhealthy', status=500``."""
+    detail='node unhealthy', status=500``. A body that is not JSON, or that `answer`
+    refuses, is shown as text with why: ``body 'oops' (not JSON: ...)``."""
     text = f"HTTP {response.status_code} {response.reason or ''}".rstrip()
     if not response.content:
         return text + "; no body"
     try:
-        body = response.json()
-    except ValueError:
-        return f"{text}; body {response.text[:2000]!r}"
+        body = answer(response)
+    except jsontext.JsonError as exc:
+        return f"{text}; body {response.text[:2000]!r} ({exc.why})"
     if isinstance(body, Mapping):
         fields = ", ".join(f"{k}={v!r}" for k, v in body.items())
         return f"{text}; {fields or 'an empty object'}"
     return f"{text}; body {json.dumps(body)[:2000]}"
+
+
+def answer(response: requests.Response) -> Any:
+    """The answer's JSON body, read with `pbsplug.jsontext` (`response.json()` raised
+    RecursionError on a body nested deeply, through the hook, and read ``NaN`` and the last
+    of a key twice), or `jsontext.JsonError` naming why not."""
+    return jsontext.loads(response.content, "ATOM's answer")
 
 
 class Atom:

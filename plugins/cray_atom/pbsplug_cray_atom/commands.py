@@ -22,7 +22,7 @@ def register(cli: typer.Typer) -> None:
         """Whether ATOM's socket exists, whether ATOM answers, and what it answers on
         GET /rm/v1/jobs. Exits 0 when ATOM answers 200, 1 otherwise."""
         from . import MAX_TIMEOUT
-        from .atom import Atom, AtomFailure, describe, jobs_url
+        from .atom import Atom, AtomFailure, answer, describe, jobs_url
 
         if not 0 < timeout <= MAX_TIMEOUT:  # also refuses inf and nan
             typer.echo(f"pbsplug cray_atom check: --timeout {timeout:g}: expected seconds "
@@ -57,8 +57,8 @@ def register(cli: typer.Typer) -> None:
         typer.echo(f"GET {url}  {describe(response)}")
         if response.status_code == 200:
             try:
-                jobs = response.json()
-            except ValueError:
+                jobs = answer(response)
+            except ValueError:  # (jsontext's JsonError: describe said why)
                 jobs = None
             if isinstance(jobs, list):
                 typer.echo(f"jobs ATOM holds   {len(jobs)}")

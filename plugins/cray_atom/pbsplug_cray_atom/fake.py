@@ -10,10 +10,10 @@ It answers what the ATOM job API answers (seed 000 and the PBS_cray_atom hook):
 - ``GET /rm/v1/jobs`` (200, a list) and ``GET /rm/v1/jobs/<jobid>`` (200 or 404);
 - 404 for any other path, 405 for any other method.
 
-A test scripts what comes next with `FakeAtom.script` (a status and body, a delay, a
-dropped connection), and reads `FakeAtom.requests`: each request's method, path and
-JSON body, in order. Standard library only; one thread per connection, so a slow answer
-does not hold up the next request.
+A test scripts what comes next with `FakeAtom.script` (a status and body, or the body's
+raw bytes, a delay, a dropped connection), and reads `FakeAtom.requests`: each request's
+method, path and JSON body, in order. Standard library only; one thread per connection, so
+a slow answer does not hold up the next request.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Scripted:
     delay: float = 0.0            # seconds before answering
     drop: bool = False            # close the connection without an answer
     times: int = 1
+    raw: bytes | None = None      # the body's bytes as they are, instead of `body`'s JSON
 
 
 @dataclass
@@ -100,15 +101,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        raw = None
         if scripted is not None and scripted.status is not None:
-            status, answer = scripted.status, scripted.body
+            status, answer, raw = scripted.status, scripted.body, scripted.raw
         else:
             with state.lock:
                 status, answer = _answer(state, method, self.path, body)
-        self._reply(status, answer)
+        self._reply(status, answer, raw)
 
-    def _reply(self, status: int, answer: Any) -> None:
-        data = b"" if answer is None else json.dumps(answer).encode()
+    def _reply(self, status: int, answer: Any, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else b"" if answer is None else json.dumps(answer).encode()
         self.send_response(status)
         if data:
             self.send_header("Content-Type", "application/json")
@@ -219,13 +221,16 @@ class FakeAtom:
 
     # -- scripting and recording ----------------------------------------------------------------
     def script(self, method: str, status: int | None = None, body: Any = None, *,
-               delay: float = 0.0, drop: bool = False, times: int = 1) -> None:
+               delay: float = 0.0, drop: bool = False, times: int = 1,
+               raw: bytes | None = None) -> None:
         """The next `times` requests with `method` get `status` and `body` (JSON) instead of
         the service's own answer, after `delay` seconds; `drop` closes the connection
-        without an answer. Scripts for one method are used in the order given."""
+        without an answer. `raw`: the body's bytes as they are, with the same headers (an
+        answer no JSON writer makes: ``NaN``, a key twice). Scripts for one method are used
+        in the order given."""
         with self._state.lock:
             self._state.script.append(Scripted(method.upper(), status, body, delay, drop,
-                                               times))
+                                               times, raw))
 
     @property
     def requests(self) -> list[Seen]:

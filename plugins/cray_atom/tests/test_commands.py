@@ -49,6 +49,14 @@ def test_check_an_error_status(tmp_path, atom):
                                                  "detail='starting'")
 
 
+def test_check_an_answer_nested_deeply(tmp_path, atom):
+    """response.json()'s RecursionError was the command's traceback."""
+    atom.script("GET", 200, raw=b"[" * 100_000)
+    done = run(tmp_path, "check", "--socket", str(atom.socket_path))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[-1].endswith("[[' (arrays or objects nested too deeply)")
+
+
 def test_check_no_socket(tmp_path):
     done = run(tmp_path, "check", "--socket", str(tmp_path / "none.sock"))
     assert done.returncode == 1

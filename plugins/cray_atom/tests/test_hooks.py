@@ -104,6 +104,31 @@ def test_requests_and_answers_are_logged_at_debug_level(hook, atom, caplog):
                              "state='running'")
 
 
+def test_a_200_nested_deeply_accepts(hook, atom):
+    """ATOM took the job; describing its answer (at debug level, for every answer) raised
+    response.json()'s RecursionError: the hook's error, and the vnodes offlined."""
+    atom.script("POST", 200, raw=b"[" * 100_000)
+    assert result(hook("execjob_begin")) == ACCEPTED
+    assert atom.requests == [POST]
+
+
+@pytest.mark.parametrize("raw, shown", [
+    (b'{"detail": "node unhealthy", "detail": "ok"}', 'the key "detail" twice in one object'),
+    (b'{"status": NaN}', "NaN is not a JSON number"),
+    (b"oops", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+])
+def test_a_failure_with_an_answer_that_is_not_json_shows_it_and_why(hook, atom, caplog, raw,
+                                                                     shown):
+    """response.json() kept the last of a key twice ("detail='ok'") and read NaN."""
+    atom.script("POST", 500, raw=raw)
+    outcome = hook("execjob_begin")
+    assert result(outcome) == OFFLINE
+    errors = [r.getMessage() for r in caplog.records
+              if r.name == "pbsplug.hook.cray_atom" and r.levelno == logging.ERROR]
+    assert errors[0].endswith(f"HTTP 500 Internal Server Error; body {raw.decode()!r} "
+                              f"({shown})"), errors[0]
+
+
 def test_a_post_timeout_fails(hook, atom):
     atom.script("POST", delay=3.0)
     outcome = hook("execjob_begin", post_timeout=0.5)  # (it answers, 200, after 3 s)
