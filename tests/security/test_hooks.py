@@ -333,7 +333,9 @@ def test_a_pbsuser_hook_its_owner_stops_does_not_hold_the_server(what, dists, lo
         if not _gone(pid):
             os.kill(int(pid), signal.SIGCONT)
     line = _STOPPED[what].format(job=job_id, user=attacker.user, pid=pid)
-    assert f"execjob_prologue hook 'slow' encountered an exception: {line}" in engine.log()
+    # (logged when the server next steps the chain: after the kill, maybe after the go)
+    until(lambda: f"execjob_prologue hook 'slow' encountered an exception: {line}"
+          in engine.log(), what=f"the hook's error in the server's log: {line}")
     attrs = engine.wait(job_id)  # requeued; run again, it ends
     assert attrs["Exit_status"] == 0, attrs.get("comment")
 
