@@ -246,15 +246,20 @@ class _Ending:
     next of `lifecycle.END_EVENTS` to fire (`index`), and the last ``job.rerun()`` or
     ``job.delete()`` a hook asked for (`action`) and its event (`asked_by`). `then`: what
     carries the job's end on (given the job's attributes and this) when its end hooks are
-    over; without it, every chain runs in the server's loop and the caller goes on."""
+    over; without it, every chain runs in the server's loop and the caller goes on.
+    `record`: what a restart needs to end the job again (kept in its runtime as
+    ``ending`` while a chain runs: `Engine._end_again`), for a job that ends without its
+    processes ending (a status file tells the rest)."""
 
     def __init__(self, ended: executor.JobExit | None, used: dict[str, Any],
                  given: dict[str, Any],
-                 then: Callable[[dict, _Ending], None] | None = None):
+                 then: Callable[[dict, _Ending], None] | None = None,
+                 record: dict[str, Any] | None = None):
         self.ended = ended
         self.used = used
         self.given = given
         self.then = then
+        self.record = record
         self.index = 0
         self.action: str | None = None
         self.asked_by: str | None = None
@@ -313,6 +318,12 @@ class Engine:
         #: `user = pbsuser` hook, which their owner may make slow: the chain runs while the
         #: server serves (`_poll_chains`), and its job goes on when it is over (`_Chain`).
         self.chains: dict[str, _Chain] = {}
+        #: Jobs whose end hooks ran as chains and whose end after them could not be
+        #: written yet (a full disk): tried again at each poll (`_carry_on`).
+        self.unwritten: dict[str, tuple[dict, _Ending]] = {}
+        #: Jobs a restart found E with their end hooks running as chains, ending without
+        #: their processes ending: ended again at the first poll (`_end_again`).
+        self.ends_again: dict[str, dict[str, Any]] = {}
         #: Whether a request may be answered later (`LaterAnswer`): the socket server's
         #: loop does that; a caller in this process (tests, adapters) gets its answer at once.
         self.defer_answers = False
@@ -394,6 +405,10 @@ class Engine:
         while the server was down, requeued (rerunnable) or failed when nothing is left."""
         for job_id, attrs in self.store.jobs(("R", "E", "S")).items():  # (S: suspended)
             runtime = self.store.runtime(job_id)
+            ending = (runtime or {}).get("ending") if isinstance(runtime, dict) else None
+            if attrs.get("job_state") == "E" and isinstance(ending, dict):
+                self.ends_again[job_id] = ending  # (at the first poll, the server made)
+                continue
             try:
                 launch = _stored_launch(runtime)
             except (TypeError, ValueError) as exc:  # not JSON, or not a launch: lost
@@ -503,6 +518,37 @@ class Engine:
                          f"set aside: a stored value the server cannot use: {exc}")
                 count += 1
         return count
+
+    def _poll_ends_again(self) -> None:
+        """The jobs `_recover` found ending (`ends_again`) ended again (`_end_again`)."""
+        while self.ends_again:
+            job_id, ending = self.ends_again.popitem()
+            attrs = self.store.job(job_id)
+            if attrs is None or attrs.get("job_state") != "E":
+                continue
+            try:
+                self._end_again(job_id, attrs, ending)
+            except Exception as exc:  # one job's fault stops no other's (the next start)
+                self.log(LOG_ERROR, "Job", job_id, "ending it again after a server restart "
+                         f"failed: {type(exc).__name__}: {exc}")
+
+    def _end_again(self, job_id: str, attrs: dict, ending: dict[str, Any]) -> None:
+        """A job whose end hooks ran as chains when the server stopped, ending without its
+        processes ending (`_Ending.record`): ended again as then, its end hooks run again,
+        as a job whose processes ended is (with its status file)."""
+        self.log(LOG_JOB, "Job", job_id, "job ended again after a server restart: its end "
+                 "hooks were running")
+        if "lost" in ending:
+            self._lost_end(job_id, attrs, str(ending["lost"]))
+            return
+        try:
+            status = int(ending.get("exit_status", executor.EXEC_LOST))
+        except (TypeError, ValueError):  # (written by the server: only by hand)
+            status = executor.EXEC_LOST
+        comment = ending.get("comment")
+        self._finish(job_id, attrs, executor.JobExit(status, 0, 0, 0, str(
+            ending.get("start_error") or "")), comment=comment if isinstance(
+                comment, str) else None)
 
     def _lost(self, job_id: str, attrs: dict, why: str) -> None:
         if units.parse_bool(attrs.get("Rerunable", True)):
@@ -1325,6 +1371,9 @@ class Engine:
         job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
+        if killed is not None and killed.get(job_id, 1) is None and (
+                state in ("F", "X") or self._ends_alone(job_id)):
+            return  # (its prologue stopped by this request, or forced: named again)
         chain = self.chains.get(job_id)
         if chain is not None and chain.event == "execjob_prologue":
             self._delete_in_prologue(caller, job_id, purge, killed)
@@ -1335,11 +1384,9 @@ class Engine:
             if not force:
                 return  # (an array's qdel: the qdel that waits for the chain decides)
             self._stop_chain(job_id)  # (forced: no preterm, as for any running job)
-        elif chain is not None:
+        elif chain is not None or self._ends_alone(job_id):
             self._delete_exiting(caller, job_id, force, purge, killed)
             return
-        if killed is not None and killed.get(job_id, 1) is None and state in ("F", "X"):
-            return  # (its prologue stopped by this request: named again)
         if state in ("F", "X"):
             if isinstance(attrs.get("array_id"), str):
                 self._finished_subjob(job_id, attrs["array_id"], purge)
@@ -3079,6 +3126,8 @@ class Engine:
         """Notice ended jobs, enforce walltime and kill_delay, and run a cycle when due."""
         # (the hooks' processes still waited for are not reaped here: their chains do)
         reaped = executor.reap(keep=self._hook_pids())  # (before the jobs: see kill_session)
+        self._poll_ends_again()
+        self._poll_unwritten()
         self._poll_chains()
         if time.monotonic() - self._site_checked >= SITE_CHECK_INTERVAL:
             self.reload_site()
@@ -3169,20 +3218,32 @@ class Engine:
         """The job's shepherd ended without a status (killed): the job is lost, as PBS's
         MoM loses a job. What is left of it is killed, so nothing runs untracked (all its
         session when the server has just reaped it, in `reaped`: `executor.kill_session`);
-        the end hooks fire (to clean up after it); then it is requeued if rerunnable, else
-        finished with Exit_status -4 (JOB_EXEC_INITABT)."""
+        the end hooks fire (to clean up after it: `_lost_end`); then it is requeued if
+        rerunnable, else finished with Exit_status -4 (JOB_EXEC_INITABT)."""
         killed = executor.kill_session(launch, reaped=reaped)
         self._stop_chain(job_id)  # (a qdel's execjob_preterm: the job is gone)
         attrs = self.store.job(job_id)
-        runtime = self.store.runtime(job_id) or {}
-        self._signal_attached(runtime, signal.SIGKILL)
+        self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
         why = (f"its shepherd (pid {launch.shepherd}) ended without the job's status; "
                f"{killed} process(es) left of it killed")
         self.log(LOG_ERROR, "Job", job_id, f"job lost: {why}")
-        self._end_hooks(job_id, attrs)
+        self._lost_end(job_id, attrs, why)
+
+    def _lost_end(self, job_id: str, attrs: dict, why: str) -> None:
+        """A lost job's end hooks, then its end (`_lost_over`). A chain with a `user =
+        pbsuser` hook runs while the server serves (`_end_hooks_from`), the job E/57."""
+        ending = _Ending(None, {}, {}, then=functools.partial(self._lost_over, job_id, why),
+                         record={"lost": why})
+        if self._end_hooks_from(job_id, attrs, ending):
+            self._lost_over(job_id, why, attrs, ending)
+
+    def _lost_over(self, job_id: str, why: str, attrs: dict, ending: _Ending) -> None:
+        """A lost job, once its end hooks are over: ended when it was being ended (a qdel,
+        a limit), else requeued if rerunnable, else finished."""
+        runtime = self.store.runtime(job_id) or {}
         reason = runtime.get("end_reason") or ""
         if reason and reason != "requeue":  # it was being ended (qdel, walltime): it ends
             self._finish(job_id, attrs, executor.JobExit(
@@ -3288,7 +3349,8 @@ class Engine:
                          used=ending.kept(attrs))
 
     def _ending(self, job_id: str, attrs: dict, ended: executor.JobExit,
-                then: Callable[[dict, _Ending], None] | None = None) -> _Ending:
+                then: Callable[[dict, _Ending], None] | None = None,
+                record: dict[str, Any] | None = None) -> _Ending:
         """The end hooks of a job whose processes ended made ready: they see its
         Exit_status and resources_used as PBS's MoM sets them before its epilogue."""
         used = self._usage(job_id, attrs, ended)
@@ -3296,16 +3358,7 @@ class Engine:
         given = {**(attrs.get("resources_used") or {}), **used}
         if attrs.get("stime") is not None:  # (it ran: as `lifecycle.finished` merges them)
             attrs["resources_used"] = dict(given)
-        return _Ending(ended, used, given, then)
-
-    def _ended_hooks(self, job_id: str, attrs: dict, ended: executor.JobExit
-                     ) -> tuple[str | None, str | None, dict[str, Any]]:
-        """The end hooks of a job whose processes ended (`_ending`), run in the server's
-        loop; returns their action and event, and what was measured but what a hook set
-        since."""
-        ending = self._ending(job_id, attrs, ended)
-        self._end_hooks_from(job_id, attrs, ending)
-        return ending.action, ending.asked_by, ending.kept(attrs)
+        return _Ending(ended, used, given, then, record)
 
     def _usage(self, job_id: str, attrs: dict, ended: executor.JobExit) -> dict[str, Any]:
         """What the host measured of the job's run, but what a hook set (`hook_set`)."""
@@ -3318,14 +3371,6 @@ class Engine:
             "cput": units.format_duration(ended.cput),
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}
-
-    def _end_hooks(self, job_id: str, attrs: dict) -> tuple[str | None, str | None]:
-        """execjob_epilogue, then execjob_end, in the server's loop (`_end_hooks_from`):
-        returns the last ``job.rerun()`` or ``job.delete()`` asked for, and the event that
-        asked."""
-        ending = _Ending(None, {}, {})
-        self._end_hooks_from(job_id, attrs, ending)
-        return ending.action, ending.asked_by
 
     def _end_hooks_from(self, job_id: str, attrs: dict, ending: _Ending) -> bool:
         """execjob_epilogue, then execjob_end, from `ending.index` on. A reject or an error
@@ -3341,11 +3386,15 @@ class Engine:
             objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
             if ending.then is not None and self._owner_runs(event):
                 if (attrs.get("job_state"), attrs.get("substate")) != ("E", lifecycle.RUNEPILOG):
-                    # (stored so, that a restart finds it E with its status file and
-                    # ends it again, its end hooks run again)
+                    # (stored so, that a restart finds it E with its status file, or
+                    # with what its `record` says, and ends it again, its end hooks run
+                    # again: `_recover`)
                     attrs.update(job_state="E", substate=lifecycle.RUNEPILOG)
                     with self.store.transaction() as st:
                         st.put_job(job_id, attrs)
+                        if ending.record is not None:
+                            st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                                    "ending": ending.record})
                 started = self._event_started(event, **objects)
                 if isinstance(started, Pending):
                     self.chains[job_id] = _Chain(event, started, functools.partial(
@@ -3374,14 +3423,51 @@ class Engine:
             return
         self._end_event_over(job_id, attrs, ending, outcome)
         if self._end_hooks_from(job_id, attrs, ending):
-            assert ending.then is not None
+            self._carry_on(job_id, attrs, ending)
+
+    def _carry_on(self, job_id: str, attrs: dict, ending: _Ending) -> bool:
+        """The job's end carried on once its started end hooks are over (`ending.then`).
+        When it cannot be written (a full disk), it is kept (`unwritten`) and tried again
+        at a later poll (`_poll_unwritten`), on the attributes as the hooks left them,
+        the hooks not run again; before trying, the server checks with a one-row write
+        that the database takes changes. False then."""
+        assert ending.then is not None
+        kept = copy.deepcopy(attrs)  # (`then` changes them before it writes)
+        try:
+            self.store.probe_write()
             ending.then(attrs, ending)
+        except StoreWriteError as exc:
+            if job_id not in self.unwritten:  # (said once)
+                self.log(LOG_ERROR, "Job", job_id, "job end not recorded yet after its end "
+                         f"hooks: {exc.message}; tried again at a later poll")
+            self.unwritten[job_id] = (kept, ending)
+            return False
+        if self.unwritten.pop(job_id, None) is not None:
+            self.log(LOG_JOB, "Job", job_id, "job end recorded")
+        return True
+
+    def _poll_unwritten(self) -> None:
+        """The ends kept by `_carry_on` tried again, in order, until one cannot be written
+        yet."""
+        for job_id, (attrs, ending) in list(self.unwritten.items()):
+            if (self.store.job(job_id) or {}).get("job_state") != "E":  # (written after all)
+                del self.unwritten[job_id]
+                continue
+            try:
+                if not self._carry_on(job_id, copy.deepcopy(attrs), ending):
+                    return
+            except Exception as exc:  # one job's fault stops no other's: as `_poll_chains`
+                del self.unwritten[job_id]
+                self.log(LOG_ERROR, "Job", job_id, "handling its end hooks' end failed: "
+                         f"{type(exc).__name__}: {exc}")
 
     def _ends_alone(self, job_id: str) -> bool:
-        """Whether the job's end hooks run while the server serves (`chains`): its end goes
-        on when they are over, whatever a request asks meanwhile."""
+        """Whether the job's end hooks run while the server serves (`chains`), its end
+        after them waits for room to be written (`unwritten`), or a restart ends it again
+        (`ends_again`): its end goes on by itself, whatever a request asks meanwhile."""
         chain = self.chains.get(job_id)
-        return chain is not None and chain.event in lifecycle.END_EVENTS
+        return chain is not None and chain.event in lifecycle.END_EVENTS or \
+            job_id in self.unwritten or job_id in self.ends_again
 
     def _delete_exiting(self, caller: Caller, job_id: str, force: bool, purge: bool,
                         killed: dict[str, PbsError | None] | None) -> None:
@@ -3409,12 +3495,20 @@ class Engine:
                 comment: str | None = None, end_hooks: bool = True,
                 used: dict[str, Any] | None = None) -> None:
         """The job is over: epilogue and end hooks (unless run already: `used` is then what
-        `_ended_hooks` gave), then its record, then jobobit; then a job a qdel -x ended is
-        purged."""
+        was measured but what they set, `_Ending.kept`), then its record, then jobobit;
+        then a job a qdel -x ended is purged. An end chain with a `user = pbsuser` hook runs
+        while the server serves (`_end_hooks_from`), the job E/57: the rest is done when
+        it is over."""
+        if end_hooks and attrs.get("exec_vnode"):
+            ending = self._ending(job_id, attrs, ended, then=functools.partial(
+                self._finish_over, job_id, comment), record={
+                    "exit_status": ended.exit_status, "start_error": ended.start_error,
+                    "comment": comment})
+            if not self._end_hooks_from(job_id, attrs, ending):
+                return
+            used = ending.kept(attrs)
         runtime = self.store.runtime(job_id) or {}
         purged_by = runtime.get("purge")
-        if end_hooks and attrs.get("exec_vnode"):
-            used = self._ended_hooks(job_id, attrs, ended)[2]
         if not comment and ended.could_not_start and \
                 interactive_jobs.QSUB_GONE in ended.start_error:
             # OpenPBS 23.06's comment (checked): `Job run at ... and failed`, Exit_status -1
@@ -3450,6 +3544,13 @@ class Engine:
             self._purge(purged_by, job_id)
         # Last: whatever the job left in its TMPDIR, the job's end is complete before.
         self._remove_tmpdir(job_id)
+
+    def _finish_over(self, job_id: str, comment: str | None, attrs: dict,
+                     ending: _Ending) -> None:
+        """`_finish`, once the job's end hooks are over."""
+        assert ending.ended is not None
+        self._finish(job_id, attrs, ending.ended, comment=comment, end_hooks=False,
+                     used=ending.kept(attrs))
 
     def _remove_run_files(self, job_id: str, tmpdir: bool = True) -> None:
         """What the server made for one run of the job, gone when the run ends (a requeue

@@ -391,3 +391,63 @@ def test_a_job_past_its_walltime_is_killed_on_a_full_disk(small_home):
     finally:
         engine.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_an_end_after_pbsuser_end_hooks_is_recorded_once_there_is_room(small_home, dists):
+    """A job's pbsuser end hooks run while the server serves; when they are over, its end
+    (its record, F) could not be written on a full disk: it was logged and the job left E
+    until the server's next start. It is tried again at later polls now, once there is room,
+    its end hooks not run again."""
+    from .test_server import plugin
+
+    work = Path(tempfile.mkdtemp(prefix="pbw", dir="/tmp"))  # off the tmpfs
+    work.chmod(0o777)
+    site = plugin(dists, "slow", f"""
+        import os
+        import time
+        from pathlib import Path
+
+        @hookimpl
+        def execjob_epilogue(event):
+            open({str(work / "seen")!r}, "a").write("execjob_epilogue\\n")
+            open({str(work / "waits")!r}, "w").close()
+            while not Path({str(work / "go")!r}).exists():
+                time.sleep(0.05)
+
+        @hookimpl
+        def execjob_end(event):
+            open({str(work / "seen")!r}, "a").write("execjob_end\\n")
+            open({str(work / "end.pid")!r}, "w").write(str(os.getpid()))
+        """, ("execjob_epilogue", "execjob_end"), user="pbsuser", alarm=600)
+    engine = LocalEngine(small_home, site, env=dists.env())
+    engine.work = work
+    engine.start()
+    try:
+        job_id = engine.submit("exit 7\n")
+        until((work / "waits").exists, timeout=PATIENCE, what="the job's epilogue to wait")
+        assert (engine.job(job_id)["job_state"], engine.job(job_id)["substate"]) == ("E", 57)
+        _fill(small_home / "fill")
+        for _ in range(500):  # (until the database has no room left either)
+            try:
+                engine.submit("true\n", Hold_Types="u")
+            except PbsError:
+                break
+        else:
+            raise AssertionError("no submission was refused on a full disk")
+        (work / "go").touch()
+        # Its execjob_end's process gone (reaped): the server has had the chain's end, and
+        # tried to write the job's end.
+        until(lambda: _holds(work / "end.pid", "") and (work / "end.pid").read_text() and
+              not Path(f"/proc/{(work / 'end.pid').read_text()}").exists(),
+              timeout=PATIENCE, what="the end hooks to be over")
+        assert engine.job(job_id)["job_state"] == "E"
+        (small_home / "fill").unlink()  # room again
+        attrs = until(lambda: (a := engine.job(job_id))["job_state"] == "F" and a,
+                      timeout=PATIENCE, what="the job's end recorded once there is room")
+        assert attrs["Exit_status"] == 7, attrs
+        assert (work / "seen").read_text() == "execjob_epilogue\nexecjob_end\n"  # once
+        assert engine.log().count(f";Job;{job_id};Exit_status=") == 1
+    finally:
+        (work / "go").touch()
+        engine.stop()
+        shutil.rmtree(work, ignore_errors=True)

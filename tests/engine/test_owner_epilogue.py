@@ -184,3 +184,96 @@ def test_a_qdel_of_an_array_lets_its_exiting_subjob_end(dists, make_engine, engi
     attrs = engine.wait(first)
     assert (attrs["Exit_status"], attrs["substate"]) == (0, 92)
     engine.wait(array)
+
+
+def _start_hooks(dists, root: Path) -> str:
+    """A pbsuser execjob_prologue that holds a job named 'deleted' (writing `root`/prologue)
+    until it is stopped; an admin execjob_begin that deletes a job named 'refused'."""
+    return plugin(dists, "held", f"""
+        import time
+
+        @hookimpl
+        def execjob_prologue(event):
+            if event.job.Job_Name == "deleted":
+                open({str(root / "prologue")!r}, "w").close()
+                time.sleep(600)
+        """, ("execjob_prologue",), user="pbsuser", alarm=600) + plugin(dists, "start", """
+        @hookimpl
+        def execjob_begin(event):
+            if event.job.Job_Name == "refused":
+                event.job.delete()
+                event.reject("not on this host")
+        """, ("execjob_begin",))
+
+
+#: How a job ends without its processes ending: its name, its script, its Exit_status as
+#: its end hooks see it and as it ends, and the start of its comment.
+_ENDS = {
+    "deleted at its start": ("deleted", "true\n", -1, -1, "Job deleted at request of root@"),
+    "refused at its start": ("refused", "true\n", -1, -1,
+                             "Job deleted by execjob_begin hook: not on this host"),
+    "could not start": ("nostart", "true\n", -1, -1,
+                        "Job could not start: [Errno 21] Is a directory: "),
+    "lost": ("lost", "kill -9 $PPID; sleep 60\n", None, -4,
+             "Job lost and not rerunnable: its shepherd (pid "),
+}
+
+
+def _end_without_processes(engine, client, root: Path, how: str) -> str:
+    """A job that ends as `how` says, up to its pbsuser end hooks (`waiting_end`)."""
+    name, script, *_ = _ENDS[how]
+    job_id = engine.submit(script, Job_Name=name, Rerunable=False, Hold_Types="u")
+    if how == "could not start":  # (the shepherd cannot be made: its note is a folder)
+        (engine.home.jobs / f"{job_id.split('.')[0]}.note").mkdir()
+    engine.pbs("qrls", job_id, check=True)
+    if how == "deleted at its start":
+        until((root / "prologue").exists, what="the prologue to start")
+        assert [a.get("error") for a in client("delete", ids=[job_id])] == [None]
+    _started(root)
+    return job_id
+
+
+@pytest.mark.parametrize("how", list(_ENDS))
+def test_the_end_hooks_of_a_job_whose_processes_did_not_end_run_while_the_server_serves(
+        how, dists, make_engine, engine_root):
+    # Deleted or refused at its start, not started, lost: the job's pbsuser end hooks ran
+    # in the server's loop, which answered no one (the qdel first) until they were over.
+    engine = make_engine(waiting_end(dists, engine_root) + _start_hooks(dists, engine_root))
+    client = Client(engine.home, timeout=20)  # (a hang guard: the hook's alarm is 600 s)
+    job_id = _end_without_processes(engine, client, engine_root, how)
+    attrs = client("stat_jobs", ids=[job_id])[job_id]
+    assert (attrs["job_state"], attrs["substate"]) == ("E", 57)
+    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
+        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
+    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    assert not (engine_root / "go").exists()  # the hook was still waiting
+    (engine_root / "go").touch()
+    _name, _script, seen, status, comment = _ENDS[how]
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == status and attrs["comment"].startswith(comment), attrs
+    assert (engine_root / "seen").read_text() == f"execjob_epilogue {seen}\nexecjob_end {seen}\n"
+
+
+@pytest.mark.parametrize("how", ["deleted at its start", "lost"])
+def test_a_job_whose_processes_did_not_end_ends_again_after_a_restart_in_its_end_hooks(
+        how, dists, make_engine, engine_root):
+    # As a job whose processes ended (its status file): its end hooks run again from the
+    # first, and it ends as it would have (not requeued as a job that never started).
+    engine = make_engine(waiting_end(dists, engine_root) + _start_hooks(dists, engine_root))
+    client = Client(engine.home, timeout=20)
+    job_id = _end_without_processes(engine, client, engine_root, how)
+    pid = int((engine_root / "started").read_text())
+    assert client("stat_jobs", ids=[job_id])[job_id]["substate"] == 57  # (a guard)
+    engine.stop()
+    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    engine.start()
+    (engine_root / "go").touch()
+    _name, _script, seen, status, comment = _ENDS[how]
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == status and attrs["comment"].startswith(comment), attrs
+    assert attrs["run_count"] == 1
+    assert (engine_root / "seen").read_text() == (
+        f"execjob_epilogue {seen}\nexecjob_epilogue {seen}\nexecjob_end {seen}\n")
+    assert "job ended again after a server restart: its end hooks were running" in \
+        engine.log()
+

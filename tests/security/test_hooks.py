@@ -406,3 +406,61 @@ def test_a_pbsuser_preterm_its_owner_makes_slow_does_not_hold_the_server(dists, 
     assert qdel[0].returncode == 0, qdel[0].stderr
     attrs = engine.wait(job_id)  # the preterm accepted: the job was killed
     assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
+
+
+SLOW_START_AND_END = """
+import time
+from pathlib import Path
+
+from pbsplug import PluginInfo, hookimpl
+
+plugin_info = PluginInfo(events=("execjob_prologue", "execjob_epilogue"), user="pbsuser",
+                         alarm=600)
+
+
+def _wait(event, mark):
+    work = Path(event.job.Variable_List["PBS_O_WORKDIR"])
+    (work / f"{event.job.id}.{mark}").touch()
+    while not (work / "go").exists():
+        time.sleep(0.05)
+
+
+@hookimpl
+def execjob_prologue(event):
+    _wait(event, "first")
+
+
+@hookimpl
+def execjob_epilogue(event):
+    _wait(event, "end")
+"""
+
+
+def test_the_slow_pbsuser_epilogue_of_a_job_deleted_at_its_start_does_not_hold_the_server(
+        dists, local_engine, attacker):
+    # The job's owner qdels their job while its pbsuser prologue runs, and makes its
+    # pbsuser epilogue slow: the server ran that epilogue in its loop, and answered no one,
+    # the qdel first, until it ended or met its alarm. It now runs while the server serves.
+    from pbsplug.engine.client import Client
+
+    dists.add("slow", SLOW_START_AND_END)
+    engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
+    done = attacker.pbs(engine, "qsub", "--", "/bin/true", cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    until((engine.work / f"{job_id}.first").exists, what="the owner's prologue to start")
+    try:
+        # (20 s: hang guards; the hook's alarm is 600 s away)
+        done = attacker.pbs(engine, "qdel", job_id, cwd=engine.work, timeout=20)
+        assert done.returncode == 0, done.stderr
+        until((engine.work / f"{job_id}.end").exists, what="the owner's epilogue to start")
+        client = Client(engine.home, timeout=20)
+        attrs = client("stat_jobs", ids=[job_id])[job_id]
+        assert (attrs["job_state"], attrs["substate"]) == ("E", 57)
+        other = client("submit", attrs={"Hold_Types": "u"}, script="true\n")
+        assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+        assert not (engine.work / "go").exists()
+    finally:
+        (engine.work / "go").touch()
+    attrs = engine.wait(job_id)
+    assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
