@@ -15,7 +15,7 @@ from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
 from .conftest import until
-from .test_owner_prologue import _gone
+from .test_owner_prologue import _gone, waiting_prologue
 from .test_server import plugin
 
 
@@ -277,3 +277,26 @@ def test_a_job_whose_processes_did_not_end_ends_again_after_a_restart_in_its_end
     assert "job ended again after a server restart: its end hooks were running" in \
         engine.log()
 
+
+
+@pytest.mark.parametrize("state", [("R", 41), ("E", 57)])
+def test_a_job_whose_pbsuser_prologue_or_end_hooks_run_cannot_be_preempted(
+        state, dists, make_engine, engine_root):
+    # The engine's schedulers preempt nothing; what a preemption would do to a job (suspend
+    # it, requeue it) is refused for a job with no processes to act on (15016), and the
+    # job goes on as its hooks leave it.
+    made = waiting_prologue if state == ("R", 41) else waiting_end
+    engine = make_engine(made(dists, engine_root))
+    job_id = engine.submit("echo ran\n", Job_Name="slow")
+    until(lambda: (engine_root / "started").exists(), what="the hook to start")
+    client = Client(engine.home, timeout=20)
+    assert client("signal", ids=[job_id], signal="suspend")[0]["error"]["code"] == 15016
+    with pytest.raises(PbsError) as refused:
+        client("rerun", ids=[job_id], force=True)
+    assert refused.value.code == 15016
+    attrs = client("stat_jobs", ids=[job_id])[job_id]
+    assert (attrs["job_state"], attrs["substate"]) == state
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
+    assert (engine.work / f"slow.o{job_id.split('.')[0]}").read_text() == "ran\n"
