@@ -26,8 +26,9 @@ their child subreaper (`become_subreaper`), so a process that makes a session of
 (``setsid``, a daemon's double fork) stays in its tree when its parent ends, and
 `job_processes` finds it there (and in the shepherd's session, as before). Those are what
 the shepherd samples (`sample`) and kills at the job's end (`_kill_job`), what suspend and
-resume reach (`signal_session`), and, with what the shepherd's last sample recorded, what
-is killed of a job whose shepherd is gone (`kill_session`). A kill or a stop goes in rounds
+resume reach (`signal_session`), and, with what the shepherd recorded (the job's process
+as it started it, the job's processes at its last sample), what is killed of a job whose
+shepherd is gone (`kill_session`). A kill or a stop goes in rounds
 until a round finds no process it has not signalled (`_signal_rounds`): a process forked
 meanwhile is caught in the next.
 
@@ -1133,7 +1134,10 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         pass  # the job already did it
     me = os.getpid()
     me_started = process_start(me) or 0.0
-    record.write({"shepherd": me, "started": me_started, "pgid": pid, "boot": boot_id()})
+    # (with the job's process's start: an interactive job's session, out of the shepherd's,
+    # is found through it if the shepherd is lost before its first sample, `kill_session`)
+    record.write({"shepherd": me, "started": me_started, "pgid": pid,
+                  "job_started": process_start(pid) or 0.0, "boot": boot_id()})
     os.write(go, b"\0")  # (the shepherd's own read end still open: a job's process
     os.close(go)         # killed before it read is no SIGPIPE, the shepherd's default)
     os.close(recorded)
@@ -1461,20 +1465,22 @@ def sample_time(n: int) -> float:
 
 def kill_session(launch: Launch, *, reaped: Collection[int] = frozenset()) -> int:
     """SIGKILL every process left of a job whose shepherd is gone (`signal_tree`): those in
-    the shepherd's session started since the shepherd, in the same boot, and those the
+    the shepherd's session started since the shepherd, in the same boot, those the
     shepherd recorded at its last sample of the job's use (``<seq>.usage``: a
-    process that left the session, an orphan of init's once its subreaper is gone), each
-    only while it is the same process (its start time), with their descendants. `reaped`:
-    the pids the caller's last `reap` collected (none by default, the safe side: see
-    below). Returns how many."""
+    process that left the session, an orphan of init's once its subreaper is gone), and
+    the job's process it recorded as it started the job, each only while it is the same
+    process (its start time), with their descendants; and the session that process leads
+    (an interactive job's, `_job_session`). `reaped`: the pids the caller's last `reap`
+    collected (none by default, the safe side: see below). Returns how many."""
     if not launch.boot or launch.boot != boot_id():
         return 0
     now = process_start(launch.shepherd)
+    job = _job_session(launch)
     if now is not None and now != launch.started:
         # The shepherd's pid names another process now, which Linux allows only once no
         # process is left in the old session; the new process's own session must not be
         # touched, but what the shepherd recorded is checked process by process.
-        return signal_tree(launch, signal.SIGKILL, sessions=False)
+        return signal_tree(launch, signal.SIGKILL, sessions=False, job=job)
     # Its session's members are the job's while that number cannot have been given again:
     # Linux reuses no pid while a session of that number has members, but once the job's
     # have all ended or left it (setsid), and the shepherd was reaped, the number may be a
@@ -1485,7 +1491,28 @@ def kill_session(launch: Launch, *, reaped: Collection[int] = frozenset()) -> in
     # only the members started before it was last seen alive are taken (`_last_seen`).
     until = None if now == launch.started or launch.shepherd in reaped else \
         _last_seen(launch)
-    return signal_tree(launch, signal.SIGKILL, sessions_until=until)
+    return signal_tree(launch, signal.SIGKILL, sessions_until=until, job=job)
+
+
+def _job_session(launch: Launch) -> tuple[int, float, float] | None:
+    """The job's process its shepherd recorded as it started the job (``<seq>.shepherd``),
+    its start, and when the shepherd was last seen (`_last_seen`). The members of the
+    session of that number are the job's: all of them while that process lives, else
+    those started no later than the shepherd was last seen (`signal_tree`). A session of
+    that number is the job's process's (an interactive job's, `_run_job`) until the
+    number is given again, which Linux does only once no process has it as its pid, group
+    or session: once that process has been reaped and every member of its session has
+    ended. While the shepherd lived, that process was its child, unreaped (the shepherd
+    kills the session before it reaps it). None when the record names no start (one
+    written by an older pbsplug)."""
+    try:
+        data = json.loads(launch.record_file.read_text())
+        pid, started = int(data["pgid"]), float(data["job_started"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if pid <= 0 or not started:
+        return None
+    return pid, started, _last_seen(launch)
 
 
 def _last_seen(launch: Launch) -> float:
@@ -1515,17 +1542,22 @@ def signal_session(launch: Launch, sig: int) -> int:
 
 
 def signal_tree(launch: Launch, sig: int, sessions: bool = True,
-                sessions_until: float | None = None) -> int:
+                sessions_until: float | None = None,
+                job: tuple[int, float, float] | None = None) -> int:
     """Send `sig` to the job's processes, as its shepherd finds them (`job_processes`):
     its descendants while it lives, the members of its session (with `sessions`; with
     `sessions_until`, those started no later than that), and
-    once it is gone what it recorded at its last sample with their descendants. A
+    once it is gone what it recorded at its last sample with their descendants, and `job`
+    (`_job_session`) with its descendants and its session's members (all of them while
+    it lives, in this read of /proc, else those started no later than `job[2]`). A
     SIGSTOP or SIGKILL is sent in rounds (`_signal_rounds`), so that a process forked
     while the others are signalled gets it too. Returns how many were sent it."""
     roots = {launch.shepherd: launch.started}
     fast: Callable[[], dict[int, Proc]] | None = None
     if process_start(launch.shepherd) != launch.started:
         roots = _recorded_processes(launch)
+        if job is not None:
+            roots[job[0]] = job[1]
     else:
         def fast() -> dict[int, Proc]:
             return _tree_walk(launch.shepherd, launch.started) or {}
@@ -1535,6 +1567,10 @@ def signal_tree(launch: Launch, sig: int, sessions: bool = True,
         table = processes()
         found = job_processes(roots, launch.started,
                               (launch.shepherd,) if sessions else (), table, sessions_until)
+        if job is not None:
+            leads = job[0] in table and table[job[0]].start == job[1]
+            found.update(job_processes({}, launch.started, (job[0],), table,
+                                       None if leads else job[2]))
         found.update((pid, table[pid]) for pid, start in roots.items()
                      if pid != exclude and pid in table and table[pid].start == start)
         return found

@@ -179,6 +179,47 @@ def test_a_lost_shepherd_hangs_up_the_terminal(engine):
           what="the job's sleep to end")
 
 
+def _session_members(session: int) -> list[int]:
+    """The live processes (not zombies) whose session is `session`."""
+    members = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z" and int(fields[3]) == session:
+            members.append(int(name))
+    return members
+
+
+def test_a_job_that_ignores_the_hangup_is_killed_when_its_shepherd_is_lost(engine):
+    """The job's shepherd killed before its first sample of the job's use (the one that
+    records the job's processes): the job, which ignores the hangup, runs in a session of
+    its own, out of the shepherd's, and was left running untracked. The server kills it
+    through the shepherd's record (the job's process, the session's leader). The sample
+    is removed with the shepherd stopped: the state it leaves when killed in its first
+    second."""
+    session = qsub(engine, "-I", "--", "/bin/sh", "-c", "trap '' HUP; echo ar''med; "
+                   "sleep 300; :")
+    job_id = session.job_id()
+    session.read_until("armed")
+    seq = job_id.split(".")[0]
+    record = json.loads((engine.home.jobs / f"{seq}.shepherd").read_text())
+    try:
+        assert _session_members(record["pgid"]), "the job is not running"
+        os.kill(record["shepherd"], signal.SIGSTOP)
+        (engine.home.jobs / f"{seq}.usage").unlink(missing_ok=True)
+        os.kill(record["shepherd"], signal.SIGKILL)
+        assert session.finish() == 0
+        assert engine.wait(job_id)["Exit_status"] == -4
+        until(lambda: not _session_members(record["pgid"]), timeout=30,
+              what="the job's processes to end")
+    finally:
+        for pid in _session_members(record["pgid"]):  # (its number is theirs while they live)
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_long_tmpdir(engine, tmp_path):
     """qsub's socket must fit a sockaddr_un (107 bytes): under a longer $TMPDIR it goes
     in /tmp instead."""

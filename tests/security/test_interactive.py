@@ -71,17 +71,50 @@ def test_a_raw_request_cannot_set_interactive(engine, attacker):
     assert answer["error"]["code"] == 15014, answer
 
 
-def test_a_users_job_and_terminal_are_the_users(engine, attacker):
-    """An unprivileged user's qsub -I: the job runs as them, on a terminal that is theirs
-    (opened by their own process), and their qsub's folder is theirs and private."""
+def _attackers_qsub(engine, attacker, *argv: str) -> PtySession:
+    """The attacker's ``qsub -I -- argv`` on a terminal of the test's."""
     env = {"PATH": f"{attacker.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
            "USER": attacker.user, "LOGNAME": attacker.user, "TERM": "xterm",
            "PBSPLUG_HOME": str(engine.root)}
-    session = PtySession(engine, shutil.which("runuser") or "runuser", "-u", attacker.user, "--",
-                         f"{attacker.venv}/bin/pbsplug", "qsub", "-I", "--", "/bin/sh", "-c",
-                         'echo "user=$(id -un) tty=$(stat -c %U $(tty)) term=$TERM"',
-                         env=env)
+    return PtySession(engine, shutil.which("runuser") or "runuser", "-u", attacker.user, "--",
+                      f"{attacker.venv}/bin/pbsplug", "qsub", "-I", "--", *argv, env=env)
+
+
+def test_a_users_job_and_terminal_are_the_users(engine, attacker):
+    """An unprivileged user's qsub -I: the job runs as them, on a terminal that is theirs
+    (opened by their own process), and their qsub's folder is theirs and private."""
+    session = _attackers_qsub(engine, attacker, "/bin/sh", "-c",
+                              'echo "user=$(id -un) tty=$(stat -c %U $(tty)) term=$TERM"')
     job_id = session.job_id()
     assert session.finish() == 0, session.text
     assert f"user={attacker.user} tty={attacker.user} term=xterm" in session.text
     assert engine.wait(job_id)["euser"] == attacker.user
+
+
+def test_a_lost_jobs_own_session_number_given_again_is_not_killed(engine, attacker):
+    """An interactive job runs in a session of its own, whose number is its process's; the
+    server kills that session when the job's shepherd is lost (`executor.kill_session`),
+    but only what it can tell is the job's. Here the shepherd was killed while the server
+    was down (root's doing, or the OOM killer's), the job ended on the hangup, and its
+    number was given to root's process leading a session of its own: the server's start
+    leaves it (it started after the shepherd was last seen)."""
+    import json
+    import signal
+
+    from .conftest import root_process_with_pid
+
+    session = _attackers_qsub(engine, attacker, "/bin/sh", "-c", "echo ar''med; sleep 300")
+    job_id = session.job_id()
+    session.read_until("armed")
+    record = json.loads((engine.home.jobs / f"{job_id.split('.')[0]}.shepherd").read_text())
+    engine.kill()
+    os.kill(record["shepherd"], signal.SIGKILL)
+    session.finish()
+    victim = root_process_with_pid(record["pgid"], new_session=True)
+    try:
+        engine.start()
+        assert engine.wait(job_id)["Exit_status"] == -4
+        assert victim.poll() is None, "root's session of the job's number was killed"
+    finally:
+        victim.kill()
+        victim.wait()
