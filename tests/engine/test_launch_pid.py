@@ -27,6 +27,28 @@ def gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
+def holding_hook(dists, name: str, hold: str, seen: Path) -> str:
+    """A plugin (its site section) whose execjob_launch runs `hold` (one statement on
+    `event`: what holds the shepherd where the test wants it), then writes the shepherd's
+    pid and start into `seen`, which `shepherd_seen` reads back."""
+    return plugin(dists, name, f"""
+        import os, signal
+
+        @hookimpl
+        def execjob_launch(event):
+            {hold}
+            with open(f"/proc/{{event.pid}}/stat") as f:
+                start = f.read().rsplit(")", 1)[1].split()[19]
+            open({str(seen)!r}, "w").write(f"{{event.pid}} {{start}}")
+        """, ("execjob_launch",))
+
+
+def shepherd_seen(seen: Path) -> tuple[int, float]:
+    """The shepherd's pid and start, as `holding_hook` wrote them."""
+    pid, start = seen.read_text().split()
+    return int(pid), float(start)
+
+
 @pytest.mark.parametrize("isolation", ["process", "inprocess"])
 def test_the_launch_hook_sees_the_process_that_becomes_the_jobs_parent(
         dists, make_engine, engine_root, isolation):
@@ -139,20 +161,12 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_ru
     with another signal, or suspend, is refused then (PBS's MoM refuses them to a job not
     running yet); it was taken, sending nothing."""
     seen = engine_root / "shepherd"
-    engine = make_engine(plugin(dists, "stall", f"""
-        import os, signal
-
-        @hookimpl
-        def execjob_launch(event):
-            os.kill(event.pid, signal.SIGSTOP)
-            with open(f"/proc/{{event.pid}}/stat") as f:
-                start = f.read().rsplit(")", 1)[1].split()[19]
-            open({str(seen)!r}, "w").write(f"{{event.pid}} {{start}}")
-        """, ("execjob_launch",)))
+    engine = make_engine(holding_hook(dists, "stall", "os.kill(event.pid, signal.SIGSTOP)",
+                                      seen))
     assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 0").returncode == 0
     job_id = engine.submit("touch ran\n", Job_Name="stalled")
     engine.wait(job_id, "R")
-    pid, start = seen.read_text().split()
+    pid, start = shepherd_seen(seen)
     try:
         for how in (("-s", "TERM"), ("-s", "suspend")):
             refused = engine.pbs("qsig", *how, job_id)
@@ -162,10 +176,10 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_ru
         assert engine.pbs("qdel", job_id).returncode == 0
         attrs = engine.wait(job_id)
         assert attrs["comment"].startswith("Job deleted at request of ")
-        assert gone(int(pid))
+        assert gone(pid)
         assert not (engine.work / "ran").exists()
     finally:  # (the old code left the shepherd stopped)
-        executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
+        executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
 def test_the_room_a_killed_shepherd_had_for_its_record_goes_with_the_jobs_files(
@@ -176,31 +190,23 @@ def test_the_room_a_killed_shepherd_had_for_its_record_goes_with_the_jobs_files(
     Here the hook makes that name a FIFO, which holds the shepherd at the reservation as a
     full disk would, for as long as the test needs."""
     jobs, seen = engine_root / "jobs", engine_root / "shepherd"
-    engine = make_engine(plugin(dists, "reserve", f"""
-        import os
-
-        @hookimpl
-        def execjob_launch(event):
-            os.mkfifo(os.path.join({str(jobs)!r}, event.job.id.split(".")[0]
-                                   + ".shepherd.tmp"))
-            with open(f"/proc/{{event.pid}}/stat") as f:
-                start = f.read().rsplit(")", 1)[1].split()[19]
-            open({str(seen)!r}, "w").write(f"{{event.pid}} {{start}}")
-        """, ("execjob_launch",)))
+    engine = make_engine(holding_hook(
+        dists, "reserve", f"os.mkfifo(os.path.join({str(jobs)!r}, "
+                          f"event.job.id.split('.')[0] + '.shepherd.tmp'))", seen))
     assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 0").returncode == 0
     job_id = engine.submit("touch ran\n", Job_Name="reserved")
     engine.wait(job_id, "R")
-    pid, start = seen.read_text().split()
+    pid, start = shepherd_seen(seen)
     reserved = jobs / f"{job_id.split('.')[0]}.shepherd.tmp"
     try:
         assert reserved.exists()
         assert engine.pbs("qdel", job_id).returncode == 0
         assert engine.wait(job_id)["comment"].startswith("Job deleted at request of ")
-        assert gone(int(pid))
+        assert gone(pid)
         assert not reserved.exists(), "the shepherd's reserved record was left in jobs/"
         assert not (engine.work / "ran").exists()
     finally:
-        executor.signal_if_same(int(pid), float(start), signal.SIGKILL)
+        executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
 def test_signals_wait_for_a_shepherds_record_only_just_after_the_jobs_start(
