@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from .. import jsontext, safedirs
 from ..events import Event
 from ..runner import ACCEPT, Outcome
-from ..values import LONG_MAX, quoted, whole
+from ..values import LONG_MAX, quoted, shown, whole
 from .slurm_read import SlurmError, epoch, vnode_state
 
 if TYPE_CHECKING:  # slurm_bridge imports this module when a power program runs
@@ -63,6 +63,9 @@ WOKEN_RECORD = "power_woken.json"
 #: were in the state folder itself).
 POWER_FOLDER = "the power programs' folder (<--state-dir>/power)"
 STATE_FOLDER = "the state folder (--state-dir)"
+#: The pending jobs of one squeue answer left out that are logged one by one; the rest are
+#: one line with their count.
+LOGGED_LEFT_OUT = 5
 
 
 def _folder_name(ctx: Context) -> str:
@@ -197,24 +200,37 @@ def reservations(ctx: Context) -> dict[str, dict[str, Any]]:
 
 def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     """Pending jobs with Slurm's expected start and nodes (``squeue --start``; its JSON in
-    22.05 has no scheduled nodes)."""
+    22.05 has no scheduled nodes).
+
+    A line not read (not the three fields asked for, or a start or nodes Slurm answers
+    oddly for) is left out alone, one log line naming what was wrong; past the first
+    `LOGGED_LEFT_OUT`, one line counts the rest (a flood of them cannot fill the log)."""
     text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y", check=False)
     out = {}
-    for line in text.splitlines():
+    left_out = 0
+    for number, line in enumerate(text.splitlines(), 1):
         parts = line.split("|")
-        if len(parts) != 3:
-            continue
-        job_id, start, nodes = parts
         try:  # one job Slurm answers oddly for is left out, not the whole run
+            if len(parts) != 3:
+                what = f"squeue line {number}"
+                raise SlurmError(f"{len(parts)} field{'s' * (len(parts) != 1)}, not 3 "
+                                 f"(id|start|nodes): {quoted(line, 80)}")
+            job_id, start, nodes = parts
+            what = f"pending job {shown(job_id)}"
             when = epoch(start, "StartTime")
             names = _hostlist(ctx, nodes)
         except (ValueError, SlurmError) as exc:
-            log.warning("pending job %s left out: %s", job_id, exc)
+            left_out += 1
+            if left_out <= LOGGED_LEFT_OUT:
+                log.warning("%s left out: %s", what, exc)
             continue
         if when is None or not names:
             continue
         out[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
             "start_time": when, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in names)}}
+    if left_out > LOGGED_LEFT_OUT:
+        log.warning("squeue: %d more lines left out (not logged one by one)",
+                    left_out - LOGGED_LEFT_OUT)
     return out
 
 

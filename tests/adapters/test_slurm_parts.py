@@ -232,6 +232,41 @@ def test_one_pending_job_slurm_answers_oddly_for_is_left_out_alone(caplog):
     assert "pending job 2 left out" in caplog.text and "pending job 3 left out" in caplog.text
 
 
+def test_a_squeue_line_without_three_fields_is_logged_and_a_flood_of_them_counted(caplog):
+    """A line of ``squeue -o %i|%S|%Y`` without its three fields was left out with no word
+    in the log; each is one line naming it, up to a few, then one line counts the rest."""
+    from pbsplug.adapters import slurm_power
+
+    flood = "".join(f"{n}|2026-11-24T02:25:13\n" for n in range(10, 110))
+
+    class Fake:
+        def __init__(self, text):
+            self.text = text
+
+        def run(self, *args, check=True):
+            return self.text
+
+        def hostnames(self, text):
+            return expand_hostlist(text)
+
+    def pending(text):
+        caplog.clear()
+        return slurm_power.pending_jobs(type("Ctx", (), {"slurm": Fake(text)})())
+
+    jobs = pending("1|2026-11-24T02:25:13|n1\n2|2026-11-24T02:25:13|n1|x\nnot a line\n")
+    assert list(jobs) == ["1"]
+    assert caplog.messages == [
+        "squeue line 2 left out: 4 fields, not 3 (id|start|nodes): "
+        "'2|2026-11-24T02:25:13|n1|x'",
+        "squeue line 3 left out: 1 field, not 3 (id|start|nodes): 'not a line'"]
+    assert list(pending("1|2026-11-24T02:25:13|n1\n" + flood)) == ["1"]
+    shown = slurm_power.LOGGED_LEFT_OUT
+    assert caplog.messages == [
+        *(f"squeue line {n + 2} left out: 2 fields, not 3 (id|start|nodes): "
+          f"'{n + 10}|2026-11-24T02:25:13'" for n in range(shown)),
+        f"squeue: {100 - shown} more lines left out (not logged one by one)"]
+
+
 def test_a_node_line_becomes_a_vnode():
     node = vnode_attributes(parse_line(NODE))
     assert node["state"] == "offline"  # MIXED: some CPUs free, as PBS says free
