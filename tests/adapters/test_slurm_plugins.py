@@ -3,9 +3,13 @@ end: installed with ``pbsplug slurm install --apply``, seen by real sbatch jobs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -254,6 +258,34 @@ print(json.dumps(out), flush=True)
 """
 
 
+def _first_line(proc: subprocess.Popen, timeout: float) -> str:
+    """What `proc` wrote to its stdout up to its first line break, or by `timeout` seconds
+    (a hang guard: a bare readline waits for ever on a process that writes nothing)."""
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    got = b""
+    while b"\n" not in got:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        got += chunk
+    return got.decode(errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> str:
+    """Kill `proc`'s process group (it leads one: ``start_new_session``), the processes it
+    started as another user too, reap it, and say how it ended and what it wrote to stderr."""
+    with contextlib.suppress(ProcessLookupError):  # (all of them ended already)
+        os.killpg(proc.pid, signal.SIGKILL)
+    err = ""
+    if proc.returncode is None:
+        _, err = proc.communicate(timeout=60)
+    return f"exit status {proc.returncode}, stderr {err[-2000:]!r}"
+
+
 def test_the_task_workers_socket_holds_against_a_flooding_user(slurm: Installed, attacker,
                                                                tmp_path):
     """Every local user can reach the task worker, and each request costs a root fork: a
@@ -278,19 +310,27 @@ def test_the_task_workers_socket_holds_against_a_flooding_user(slurm: Installed,
     until(sock.exists, 60, "the task worker")
     idle = worker.MAX_RUNNING_PER_UID + worker.MAX_WAITING_PER_UID + 20
     runuser = shutil.which("runuser") or "runuser"
-    attack = subprocess.Popen(
+    attack = subprocess.Popen(  # (the leader of a group of its own: killed whole on failure)
         [runuser, "-u", attacker.user, "--", f"{attacker.venv}/bin/python", "-c", ATTACK,
          str(sock), str(idle)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True,
         text=True, cwd="/tmp", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     try:
-        assert attack.stdout.readline().strip() == "holding", attack.stderr.read()
+        first = _first_line(attack, 120)
+        if first.strip() != "holding":
+            pytest.fail(f"the attacker did not start: {first!r}; {_kill_group(attack)}")
         # Another user's task, while the attacker holds every connection it could open.
         task = cluster.run("/usr/bin/srun", "-w", "n2", "/usr/bin/printenv",
                            "MACHINEFEATURES", user="nobody", cwd="/tmp", check=False,
                            timeout=120)
-    finally:  # stdin closed, the attacker's cue: it reads its answers and ends
-        out, err = attack.communicate(timeout=300)
+        try:  # stdin closed, the attacker's cue: it reads its answers and ends
+            out, err = attack.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the attacker did not end within 300 s of its cue; "
+                        f"{_kill_group(attack)}")
+        out = first + out
+    finally:  # whatever failed: none of the attacker's processes outlives the test
+        _kill_group(attack)
     assert task.returncode == 0, (task.stderr, out, slurm.log_text()[-3000:])
     assert task.stdout.strip() == str(machine)  # TaskProlog's answer reached the task
     assert attack.returncode == 0, err
