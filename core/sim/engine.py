@@ -368,6 +368,15 @@ class Simulator:
         self._models = list(model_ids)  # the power models, by id
         #: Each vnode's host index and host, looked up at every start and end.
         self._vnode_slot = {n: (i, self.hosts[i]) for n, i in self.vnode_host.items()}
+        #: What lets a job be charged in one pass (`_occupy_alike`): the vnodes that have
+        #: a host of their own, and each one's host; whether all hosts have one power
+        #: model; the hosts whose power or sleep changed since they last drew by their
+        #: jobs alone (`_plain`).
+        self._alone = {n for host in machine.hosts if len(host.vnodes) == 1
+                       for n in host.vnodes}
+        self._host_of = {n: host for n, (_, host) in self._vnode_slot.items()}
+        self._one_model = len(model_ids) == 1
+        self._odd: set[int] = set()
         self.queued: dict[str, _Run] = {}
         self.running: dict[str, _Run] = {}
         #: Route queues (the platform's ``queue_type = "Route"``) and the jobs in them,
@@ -1467,14 +1476,114 @@ class Simulator:
         self._vnode_changes(outcome)
 
     # -- vnodes and hosts ---------------------------------------------------------------------
-    def _occupy(self, run: _Run, sign: int) -> set[int]:
+    def _occupy(self, run: _Run, sign: int) -> Iterable[int]:
         """Book (+1) or free (-1) the job's cpus; freeing charges the job's energy up to now
-        and marks its vnodes last used now. Returns the indices of the job's hosts."""
-        touched: set[int] = set()
-        mark = touched.add
+        and marks its vnodes last used now. Returns the indices of the job's hosts.
+
+        A job whose vnodes each have a host of their own, on a machine of one power model,
+        whose hosts draw by their jobs alone (`_plain`), is charged in one pass over its
+        vnodes, alike vnodes and hosts counted together (`_occupy_alike`)."""
         used = sign * run.ncpus  # (the sum of its vnodes' ncpus)
         self._busy += used
         self._free_total -= used
+        vnodes = run.vnodes
+        if vnodes and self._one_model and not self._sort_by_use and \
+                self._alone.issuperset(vnodes) and _FIGURE_INDEX["busy"] in self._counts:
+            indices = run.hosts if sign < 0 else list(map(self.vnode_host.__getitem__, vnodes))
+            odd = self._odd
+            if not odd or odd.isdisjoint(indices) or self._plain(odd.intersection(indices)):
+                self._occupy_alike(run, sign)
+                return indices
+        return self._occupy_each(run, sign)
+
+    def _plain(self, indices: set[int]) -> bool:
+        """Whether the hosts draw by their jobs alone now (up, awake, not switching), as
+        `_occupy_each` tells it; those that do are no longer odd (`_odd`): they stay so
+        until their power or sleep changes (`_sync_power`)."""
+        hosts, now = self.hosts, self.now
+        plain = {i for i in indices if hosts[i].power == "on" and hosts[i].until <= now
+                 and not hosts[i].asleep}
+        self._odd -= plain
+        return len(plain) == len(indices)
+
+    def _occupy_alike(self, run: _Run, sign: int) -> None:
+        """`_occupy` for a job whose vnodes each have a host of their own, all drawing by
+        their jobs alone, on a machine of one power model whose hosts have been counted
+        busy and idle (so the counts' keys keep their order). The same changes and the
+        same floats (the job's energy summed in its vnodes' order); the vnodes whose free
+        room goes from the first one's to the same as its, and the hosts that go busy or
+        idle, are counted once for all."""
+        vnodes = run.vnodes
+        room, store, host_of = self.room, self.vnode_attrs, self._host_of
+        counts, host_counts = self._room_count, self._counts
+        now = self.now
+        stamp = int(now)  # (the vnodes' times: whole seconds)
+        first = next(iter(vnodes))
+        had = room[first]  # (the room the alike vnodes had, and have after)
+        has = had - sign * vnodes[first]
+        flip = (had <= 0) != (has <= 0)  # free <-> job-busy, as the engine tracks it
+        alike = len(vnodes)
+        ending = sign < 0
+        charge = 0.0
+        energy = run.energy
+        if ending and run.start is not None:
+            # The job's energy, vnode by vnode in its vnodes' order as `_occupy_each`
+            # sums it (one model: one busy figure).
+            charge = host_of[first].figures["busy"] * (now - run.start)
+        busy_key, idle_key = _FIGURE_INDEX["busy"], _FIGURE_INDEX["idle"]  # (model 0's)
+        busy_state, idle_state = _FIGURE_STATES["busy"], _FIGURE_STATES["idle"]
+        to_busy = to_idle = 0
+        for name, ncpus in vnodes.items():
+            used = sign * ncpus
+            before = room[name]
+            after = room[name] = before - used
+            attrs = store[name]
+            if before != had or after != has:
+                alike -= 1
+                counts[before] -= 1
+                counts[after] = counts.get(after, 0) + 1
+                if (before <= 0) != (after <= 0):
+                    attrs["last_state_change_time"] = stamp
+            elif flip:
+                attrs["last_state_change_time"] = stamp
+            host = host_of[name]
+            busy = host.busy = host.busy + used
+            if ending:
+                attrs["last_used_time"] = stamp
+                if charge:
+                    energy += charge * ncpus / host.cpus
+            watts = "busy" if busy > 0 else "idle"
+            figure = host.watts
+            if watts != figure:
+                length = now - host.since
+                if length > 0:
+                    drawn = host.energy
+                    drawn[figure] = drawn.get(figure, 0.0) + host.figures[figure] * length
+                host.since = now
+                host_counts[host.counted] -= 1
+                host.watts = watts
+                if busy > 0:
+                    host.state, host.counted = busy_state, busy_key
+                    to_busy += 1
+                else:
+                    host.state, host.counted = idle_state, idle_key
+                    to_idle += 1
+        run.energy = energy
+        counts[had] -= alike
+        counts[has] = counts.get(has, 0) + alike
+        if to_busy or to_idle:
+            host_counts[busy_key] += to_busy
+            host_counts[idle_key] += to_idle
+            self._counts_changed = True
+        if self._event_vnode_cache:  # (a vnode object an event carried: made again)
+            forget = self._event_vnode_cache.pop
+            for name in vnodes:
+                forget(name, None)
+
+    def _occupy_each(self, run: _Run, sign: int) -> set[int]:
+        """`_occupy` vnode by vnode and host by host."""
+        touched: set[int] = set()
+        mark = touched.add
         counts, room, store, slots = (self._room_count, self.room, self.vnode_attrs,
                                       self._vnode_slot)
         # A vnode object an event carried shows the room it had then: made again next time.
@@ -1658,6 +1767,7 @@ class Simulator:
             hosts.update(self._host_index[h] for h in set(old) | set(driver)
                          if h in self._host_index and old.get(h) != driver.get(h))
         driver = self._driver
+        self._odd.update(hosts)
         for index in sorted(hosts):
             host = self.hosts[index]
             asleep = self._host_sleepers[index] > 0

@@ -896,6 +896,53 @@ def test_ramp_mode_puts_an_idle_host_to_sleep_and_ramps_it_up_for_a_job(register
     assert sim.summary.energy == pytest.approx(200 * 10 + 100 * 110 + 10 * 900 + 200 * 10)
 
 
+@pytest.mark.parametrize("power", [False, True])
+def test_a_job_charged_in_one_pass_is_charged_as_vnode_by_vnode(power, register_plugin,
+                                                               pbsplug_plugins, tmp_path):
+    """A job whose vnodes each have a host of their own is charged in one pass, alike
+    vnodes and hosts counted together (`_occupy_alike`): the same job results, machine
+    states, energies and counts as vnode by vnode and host by host (`_occupy_each`), with
+    hosts shared by jobs, partly busy, and, with the power plugin, hosts switched off and
+    on between jobs."""
+    plugins = power_plugins(register_plugin, pbsplug_plugins) if power else None
+    rng = random.Random(7)
+    jobs, now = [], 0
+    for n in range(1, 121):
+        now += rng.choice([0, 0, 1, 20, 90, 400])
+        run = rng.choice([5, 30, 60, 200, 700])
+        jobs.append(tj(n, now, run, rng.choice([1, 1, 2, 3, 4, 5, 8, 12, 24]),
+                       rng.choice([run, run * 2, run // 2])))
+    charged = []  # (in one pass when it can?, how) of each start and end
+
+    def replayed(one_pass):
+        sink = Sink()
+        sim = Simulator(uniform(6, 4, "test", MODEL), sink, plugins=plugins,
+                        policy=policy_settings("easy"), workdir=tmp_path / str(one_pass))
+        if not one_pass:
+            sim._alone = set()  # (no vnode has a host of its own: every job vnode by vnode)
+        for how in ("_occupy_alike", "_occupy_each"):
+            def counted(*args, real=getattr(sim, how), how=how):
+                charged.append((one_pass, how))
+                return real(*args)
+
+            setattr(sim, how, counted)
+        sim.run(jobs)
+        hosts = [(h.busy, h.watts, h.state, h.since, h.counted, h.energy) for h in sim.hosts]
+        return (sink.jobs, sink.states, sim.summary.energy, list(sim._counts.items()),
+                sim._room_count, sim.room, sim.vnode_attrs, hosts)
+
+    result = replayed(True)
+    assert result == replayed(False)
+    assert charged.count((False, "_occupy_each")) == len(charged) // 2
+    if not power:  # (every start and end but the first: no host was counted busy yet)
+        assert charged.count((True, "_occupy_alike")) == len(charged) // 2 - 1 == 239
+    else:  # hosts were off, then on again, between jobs: some not up when a job came
+        assert any(s.counts["sleeping"] for s in result[1])
+        assert any(s.counts["switching_on"] for s in result[1])
+        assert charged.count((True, "_occupy_alike")) > 150
+        assert charged.count((True, "_occupy_each")) > 0
+
+
 # -- several schedulers, each over its partitions ([sim.sched.NAME]) -------------------------------
 
 def partitioned():
