@@ -368,15 +368,6 @@ class Simulator:
         self._models = list(model_ids)  # the power models, by id
         #: Each vnode's host index and host, looked up at every start and end.
         self._vnode_slot = {n: (i, self.hosts[i]) for n, i in self.vnode_host.items()}
-        #: What lets a job be charged in one pass (`_occupy_alike`): the vnodes that have
-        #: a host of their own, and each one's host; whether all hosts have one power
-        #: model; the hosts whose power or sleep changed since they last drew by their
-        #: jobs alone (`_plain`).
-        self._alone = {n for host in machine.hosts if len(host.vnodes) == 1
-                       for n in host.vnodes}
-        self._host_of = {n: host for n, (_, host) in self._vnode_slot.items()}
-        self._one_model = len(model_ids) == 1
-        self._odd: set[int] = set()
         self.queued: dict[str, _Run] = {}
         self.running: dict[str, _Run] = {}
         #: Route queues (the platform's ``queue_type = "Route"``) and the jobs in them,
@@ -488,6 +479,15 @@ class Simulator:
         self._counts: dict[int, int] = {}
         for counted in (host.counted for host in self.hosts):
             self._counts[counted] = self._counts.get(counted, 0) + 1
+        #: What lets a job be charged in one pass (`_occupy_alike`): the vnodes that have
+        #: a host of their own, and each one's host; whether all hosts have one power
+        #: model; the hosts whose power or sleep changed since they last drew by their
+        #: jobs alone (`_plain`).
+        self._alone = {n for host in machine.hosts if len(host.vnodes) == 1
+                       for n in host.vnodes}
+        self._host_of = {n: host for n, (_, host) in self._vnode_slot.items()}
+        self._one_model = len(model_ids) == 1
+        self._odd: set[int] = set()
         self._setup_hooks(policy or {}, scheds or {})
 
     # -- hooks --------------------------------------------------------------------------------
