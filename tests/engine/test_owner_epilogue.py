@@ -15,7 +15,8 @@ from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
 from .conftest import until
-from .test_owner_prologue import _gone, waiting_prologue
+from .owner_hooks import SERVER_GOES, gone, holding_plugin, server_goes, started, takes_a_job
+from .test_owner_prologue import waiting_prologue
 from .test_server import plugin
 
 
@@ -23,23 +24,12 @@ def waiting_end(dists, root: Path, event: str = "execjob_epilogue") -> str:
     """A pbsuser hook on execjob_epilogue and execjob_end that, the first time `event`
     fires, writes its pid to `root`/started and waits until `root`/go exists; each of its
     events writes what it saw to `root`/seen."""
-    return plugin(dists, "slow", f"""
-        import os
-        import time
-        from pathlib import Path
-
+    return holding_plugin(dists, root, f"""
         def _record(event):
             with open({str(root / "seen")!r}, "a") as seen:
                 seen.write(f"{{event.type}} {{event.job.Exit_status}}\\n")
-            if event.type != {event!r}:
-                return
-            try:
-                with open({str(root / "started")!r}, "x") as started:
-                    started.write(str(os.getpid()))
-            except FileExistsError:
-                return
-            while not Path({str(root / "go")!r}).exists():
-                time.sleep(0.05)
+            if event.type == {event!r}:
+                hold_first()
 
         @hookimpl
         def execjob_epilogue(event):
@@ -48,13 +38,11 @@ def waiting_end(dists, root: Path, event: str = "execjob_epilogue") -> str:
         @hookimpl
         def execjob_end(event):
             _record(event)
-        """, ("execjob_epilogue", "execjob_end"), user="pbsuser", alarm=600)
+        """, ("execjob_epilogue", "execjob_end"))
 
 
 def _started(root: Path) -> int:
-    until(lambda: (root / "started").exists() and (root / "started").read_text(),
-          what="the end hook to start")
-    return int((root / "started").read_text())
+    return started(root, "the end hook to start")
 
 
 @pytest.mark.parametrize("event", ["execjob_epilogue", "execjob_end"])
@@ -63,14 +51,10 @@ def test_the_server_answers_while_a_pbsuser_end_hook_runs(event, dists, make_eng
     engine = make_engine(waiting_end(dists, engine_root, event))
     job_id = engine.submit("echo ran\nexit 3\n", Job_Name="slow")
     _started(engine_root)
-    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
-    # is 600 s away; the server that ran the chain in its loop answered nothing before).
-    client = Client(engine.home, timeout=20)
+    client = Client(engine.home, timeout=20)  # (a hang guard: see takes_a_job)
     attrs = client("stat_jobs", ids=[job_id])[job_id]
     assert (attrs["job_state"], attrs["substate"], attrs["Exit_status"]) == ("E", 57, 3)
-    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
-        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
-    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    takes_a_job(engine, client)
     assert not (engine_root / "go").exists()  # the hook was still waiting
     (engine_root / "go").touch()
     attrs = engine.wait(job_id)
@@ -101,7 +85,7 @@ def test_qdel_of_a_job_whose_pbsuser_epilogue_runs_kills_nothing(dists, make_eng
     answers = client("delete", ids=[job_id, job_id], force=True)
     assert [a.get("error") for a in answers] == [None, None]
     assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "E"
-    assert not _gone(pid)
+    assert not gone(pid)
     (engine_root / "go").touch()
     attrs = engine.wait(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (4, 1)
@@ -113,7 +97,7 @@ def test_qdel_of_a_job_whose_pbsuser_epilogue_runs_kills_nothing(dists, make_eng
     assert f";D;{job_id};" in records
 
 
-@pytest.mark.parametrize("how", ["killed", "stopped", "qterm -t immediate"])
+@pytest.mark.parametrize("how", SERVER_GOES)
 def test_a_job_whose_pbsuser_epilogue_ran_when_the_server_died_ends_at_the_next_start(
         how, dists, make_engine, engine_root):
     # The job is E with its status file when the server goes; its next start ends it as a
@@ -123,14 +107,7 @@ def test_a_job_whose_pbsuser_epilogue_ran_when_the_server_died_ends_at_the_next_
     pid = _started(engine_root)
     attrs = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])[job_id]  # (a guard)
     assert (attrs["job_state"], attrs["substate"]) == ("E", 57)
-    if how == "killed":
-        engine.kill()
-    elif how == "stopped":
-        engine.stop()
-    else:
-        engine.pbs(*how.split(), check=True)
-        until(lambda: engine.home.server_pid() is None, what="the server to stop")
-    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    server_goes(engine, how, pid)
     assert not (engine_root / "go").exists()
     engine.start()
     attrs = engine.wait(job_id)
@@ -243,9 +220,7 @@ def test_the_end_hooks_of_a_job_whose_processes_did_not_end_run_while_the_server
     job_id = _end_without_processes(engine, client, engine_root, how)
     attrs = client("stat_jobs", ids=[job_id])[job_id]
     assert (attrs["job_state"], attrs["substate"]) == ("E", 57)
-    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
-        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
-    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    takes_a_job(engine, client)
     assert not (engine_root / "go").exists()  # the hook was still waiting
     (engine_root / "go").touch()
     _name, _script, seen, status, comment = _ENDS[how]
@@ -264,8 +239,7 @@ def test_a_job_whose_processes_did_not_end_ends_again_after_a_restart_in_its_end
     job_id = _end_without_processes(engine, client, engine_root, how)
     pid = int((engine_root / "started").read_text())
     assert client("stat_jobs", ids=[job_id])[job_id]["substate"] == 57  # (a guard)
-    engine.stop()
-    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    server_goes(engine, "stopped", pid)
     engine.start()
     (engine_root / "go").touch()
     _name, _script, seen, status, comment = _ENDS[how]
@@ -288,7 +262,7 @@ def test_a_job_whose_pbsuser_prologue_or_end_hooks_run_cannot_be_preempted(
     made = waiting_prologue if state == ("R", 41) else waiting_end
     engine = make_engine(made(dists, engine_root))
     job_id = engine.submit("echo ran\n", Job_Name="slow")
-    until(lambda: (engine_root / "started").exists(), what="the hook to start")
+    started(engine_root)
     client = Client(engine.home, timeout=20)
     assert client("signal", ids=[job_id], signal="suspend")[0]["error"]["code"] == 15016
     with pytest.raises(PbsError) as refused:

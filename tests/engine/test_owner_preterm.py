@@ -14,30 +14,18 @@ from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
 from .conftest import until
-from .test_owner_prologue import _gone
-from .test_server import plugin
+from .owner_hooks import gone, holding_plugin, started, takes_a_job
 
 
 def waiting_preterm(dists, root: Path) -> str:
     """A pbsuser preterm that, the first time it runs, writes its pid to `root`/started,
     waits until `root`/go exists, and then refuses a job named ``refused``."""
-    return plugin(dists, "slow", f"""
-        import os
-        import time
-        from pathlib import Path
-
+    return holding_plugin(dists, root, """
         @hookimpl
         def execjob_preterm(event):
-            try:
-                with open({str(root / "started")!r}, "x") as started:
-                    started.write(str(os.getpid()))
-            except FileExistsError:
-                return
-            while not Path({str(root / "go")!r}).exists():
-                time.sleep(0.05)
-            if event.job.Job_Name == "refused":
+            if hold_first() and event.job.Job_Name == "refused":
                 event.reject("not now")
-        """, ("execjob_preterm",), user="pbsuser", alarm=600)
+        """, ("execjob_preterm",))
 
 
 def _qdel_behind(engine, *ids: str) -> tuple[threading.Thread, list]:
@@ -56,12 +44,6 @@ def _qdel_behind(engine, *ids: str) -> tuple[threading.Thread, list]:
     return thread, answers
 
 
-def _started(root: Path) -> int:
-    until(lambda: (root / "started").exists() and (root / "started").read_text(),
-          what="the preterm hook to start")
-    return int((root / "started").read_text())
-
-
 @pytest.mark.parametrize("name", ["accepted", "refused"])
 def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make_engine,
                                                                engine_root):
@@ -69,14 +51,10 @@ def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make
     job_id = engine.submit("sleep 60\n", Job_Name=name)
     engine.wait(job_id, "R")
     thread, answers = _qdel_behind(engine, job_id, job_id)
-    _started(engine_root)
-    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
-    # is 600 s away; the server that ran the chain in its loop answered nothing before).
-    client = Client(engine.home, timeout=20)
+    started(engine_root, "the preterm hook to start")
+    client = Client(engine.home, timeout=20)  # (a hang guard: see takes_a_job)
     assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "R"
-    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
-        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
-    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    takes_a_job(engine, client)
     # Another qdel of the job meanwhile waits for the same chain.
     second, more = _qdel_behind(engine, job_id)
     assert not answers and thread.is_alive()  # the qdel waits for its preterm
@@ -103,14 +81,14 @@ def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_answered(dists, mak
     job_id = engine.submit(f"until [ -e {gate} ]; do sleep 0.05; done; exit 7\n")
     engine.wait(job_id, "R")
     thread, answers = _qdel_behind(engine, job_id)
-    pid = _started(engine_root)
+    pid = started(engine_root, "the preterm hook to start")
     gate.touch()
     attrs = engine.wait(job_id)  # (its end goes on: the chain is stopped)
     assert attrs["Exit_status"] == 7
     thread.join(60)
     assert [a.get("error") for a in answers[0]] == [None]
     assert "its execjob_preterm hooks were stopped" in engine.log()
-    until(lambda: _gone(pid), what="the hook's process to be killed")
+    until(lambda: gone(pid), what="the hook's process to be killed")
 
 
 def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists, make_engine,
@@ -119,7 +97,7 @@ def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists,
     job_id = engine.submit("sleep 60\n")
     engine.wait(job_id, "R")
     thread, answers = _qdel_behind(engine, job_id)
-    _started(engine_root)
+    started(engine_root, "the preterm hook to start")
     engine.stop()
     thread.join(60)
     assert str(answers[0]) == "System error: the server is stopping"
@@ -137,11 +115,11 @@ def test_a_forced_qdel_during_a_pbsuser_preterm_kills_the_job_and_answers_the_ot
     job_id = engine.submit("sleep 60\n", Job_Name="refused")
     engine.wait(job_id, "R")
     thread, answers = _qdel_behind(engine, job_id)
-    pid = _started(engine_root)
+    pid = started(engine_root, "the preterm hook to start")
     forced = Client(engine.home, timeout=20)("delete", ids=[job_id], force=True)
     assert [a.get("error") for a in forced] == [None]
     thread.join(60)
     assert [a.get("error") for a in answers[0]] == [None]  # (the job was deleted)
     assert engine.wait(job_id)["comment"].startswith("Job deleted at request of root@")
     assert not (engine_root / "go").exists()
-    until(lambda: _gone(pid), what="the hook's process to be killed")
+    until(lambda: gone(pid), what="the hook's process to be killed")

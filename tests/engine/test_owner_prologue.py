@@ -14,53 +14,31 @@ import pytest
 from pbsplug.engine.client import Client
 
 from .conftest import until
-from .test_server import plugin
+from .owner_hooks import SERVER_GOES, gone, holding_plugin, server_goes, started, takes_a_job
 
 
 def waiting_prologue(dists, root: Path, **attrs) -> str:
     """A pbsuser prologue that, the first time it runs, writes its pid to `root`/started and
     waits until `root`/go exists; execjob_abort writes the job's name to `root`/aborted."""
-    return plugin(dists, "slow", f"""
-        import os
-        import time
-        from pathlib import Path
-
+    return holding_plugin(dists, root, f"""
         @hookimpl
         def execjob_prologue(event):
-            try:
-                with open({str(root / "started")!r}, "x") as started:
-                    started.write(str(os.getpid()))
-            except FileExistsError:
-                return
-            while not Path({str(root / "go")!r}).exists():
-                time.sleep(0.05)
+            hold_first()
 
         @hookimpl
         def execjob_abort(event):
             open({str(root / "aborted")!r}, "a").write(event.job.Job_Name + "\\n")
-        """, ("execjob_prologue", "execjob_abort"), user="pbsuser", alarm=600, **attrs)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+        """, ("execjob_prologue", "execjob_abort"), **attrs)
 
 
 def test_the_server_answers_while_a_pbsuser_prologue_runs(dists, make_engine, engine_root):
     engine = make_engine(waiting_prologue(dists, engine_root))
     job_id = engine.submit("echo ran\n", Job_Name="slow")
-    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
-          what="the prologue to start")
-    # Answered while the hook waits: the client's 20 s are a hang guard (the hook's alarm
-    # is 600 s away; the server that ran the chain in its loop answered nothing before).
-    client = Client(engine.home, timeout=20)
+    started(engine_root, "the prologue to start")
+    client = Client(engine.home, timeout=20)  # (a hang guard: see takes_a_job)
     attrs = client("stat_jobs", ids=[job_id])[job_id]
     assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
-    other = client("submit", attrs={"Hold_Types": "u", "Variable_List": {
-        "PBS_O_WORKDIR": str(engine.work)}}, script="true\n")
-    assert client("stat_jobs", ids=[other])[other]["job_state"] == "H"
+    takes_a_job(engine, client)
     assert not (engine_root / "go").exists()  # the hook was still waiting
     (engine_root / "go").touch()
     attrs = engine.wait(job_id)
@@ -73,41 +51,30 @@ def test_the_server_answers_while_a_pbsuser_prologue_runs(dists, make_engine, en
 def test_qdel_stops_a_pbsuser_prologue(dists, make_engine, engine_root):
     engine = make_engine(waiting_prologue(dists, engine_root))
     job_id = engine.submit(Job_Name="slow")
-    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
-          what="the prologue to start")
-    pid = int((engine_root / "started").read_text())
+    pid = started(engine_root, "the prologue to start")
     # Named twice: the second is answered as the first (as for a running job it kills).
     answers = Client(engine.home, timeout=20)("delete", ids=[job_id, job_id])
     assert [a.get("error") for a in answers] == [None, None]
     attrs = engine.job(job_id)
     assert attrs["job_state"] == "F"
     assert attrs["comment"].startswith("Job deleted at request of root@")
-    until(lambda: _gone(pid), what="the hook's process to be killed")
+    until(lambda: gone(pid), what="the hook's process to be killed")
     assert (engine_root / "aborted").read_text() == "slow\n"
     assert "its execjob_prologue hooks were stopped" in engine.log()
     assert not (engine_root / "go").exists()
 
 
-@pytest.mark.parametrize("how", ["killed", "stopped", "qterm -t immediate"])
+@pytest.mark.parametrize("how", SERVER_GOES)
 def test_a_job_whose_pbsuser_prologue_ran_when_the_server_died_is_requeued(
         how, dists, make_engine, engine_root):
     # As PBS requeues a job whose MoM restarted while its prologue ran. The job is R with
     # no launch when the server goes; its next start queues it again and it runs.
     engine = make_engine(waiting_prologue(dists, engine_root))
     job_id = engine.submit("echo ran\n", Job_Name="slow", Rerunable=False)
-    until(lambda: (engine_root / "started").exists() and (engine_root / "started").read_text(),
-          what="the prologue to start")
-    pid = int((engine_root / "started").read_text())
+    pid = started(engine_root, "the prologue to start")
     attrs = Client(engine.home, timeout=20)("stat_jobs", ids=[job_id])[job_id]  # (a guard)
     assert (attrs["job_state"], attrs["substate"]) == ("R", 41)
-    if how == "killed":
-        engine.kill()
-    elif how == "stopped":
-        engine.stop()
-    else:
-        engine.pbs(*how.split(), check=True)
-        until(lambda: engine.home.server_pid() is None, what="the server to stop")
-    until(lambda: _gone(pid), what="the hook's process to go with the server")
+    server_goes(engine, how, pid)
     assert not (engine_root / "go").exists()
     engine.start()
     attrs = engine.wait(job_id)
