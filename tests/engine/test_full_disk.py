@@ -157,6 +157,28 @@ def test_full_disk_refuses_changes_and_keeps_serving(small_home, dists):
         shutil.rmtree(work, ignore_errors=True)
 
 
+class _Ended:
+    """``ended()``: whether the test's shepherd, `pid`, has ended (reaped then, by that
+    call); `seen`, whether any call has said so."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seen = False
+
+    def __call__(self) -> bool:
+        ended = os.waitpid(self.pid, os.WNOHANG)[0] == self.pid
+        self.seen = self.seen or ended
+        return ended
+
+
+def _start_job(pending: executor.PendingLaunch, work: Path) -> _Ended:
+    """Start `pending`'s job, which writes "ran" to `work`/ran and exits 3; its shepherd's
+    `_Ended`."""
+    pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran; exit 3"], {"PATH": "/bin"},
+                  str(work), str(work / "out"), None)
+    return _Ended(pending.pid)
+
+
 def _end_shepherd(pid: int) -> None:
     """Kill and reap the test's shepherd, unless the test reaped it: its pid may be another
     process's since (a SIGKILL by that number could end anyone's). While not reaped, it
@@ -181,17 +203,11 @@ def test_a_job_whose_shepherd_finds_the_disk_full_starts_once_there_is_room(smal
     pending = executor.prepare(jobs / "1.status", work / "tmp1", None)
     try:
         _fill(small_home / "fill")
-        pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran; exit 3"], {"PATH": "/bin"},
-                      str(work), str(work / "out"), None)
-        ended = []
-
-        def shepherd_ended() -> bool:
-            ended.append(os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid)
-            return ended[-1]
+        shepherd_ended = _start_job(pending, work)
 
         until(lambda: (jobs / "1.shepherd.tmp").exists() or shepherd_ended(),
               timeout=PATIENCE, what="the shepherd to try to record its job")
-        assert not any(ended), "the shepherd ended on the full disk"
+        assert not shepherd_ended.seen, "the shepherd ended on the full disk"
         assert not (work / "ran").exists()  # (it waits before the job starts)
         (small_home / "fill").unlink()  # room again
         until(shepherd_ended, timeout=PATIENCE, what="the job to run and its shepherd to end")
@@ -312,13 +328,7 @@ def test_a_shepherd_that_finds_no_inode_left_waits_for_one(few_inodes):
             except OSError:
                 break
             made.append(few_inodes / f"f{len(made)}")
-        pending.start(["/bin/sh", "-c", f"echo ran > {work}/ran; exit 3"], {"PATH": "/bin"},
-                      str(work), str(work / "out"), None)
-        ended = []
-
-        def shepherd_ended() -> bool:
-            ended.append(os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid)
-            return ended[-1]
+        shepherd_ended = _start_job(pending, work)
 
         def waits() -> bool:  # (its sleep between two tries: a nanosleep)
             with contextlib.suppress(OSError):
@@ -327,12 +337,11 @@ def test_a_shepherd_that_finds_no_inode_left_waits_for_one(few_inodes):
 
         until(lambda: shepherd_ended() or waits(), timeout=PATIENCE,
               what="the shepherd to wait for an inode, or end")
-        assert not any(ended), "the shepherd ended with no inode left"
+        assert not shepherd_ended.seen, "the shepherd ended with no inode left"
         assert not (work / "ran").exists()
         for path in made:  # inodes again
             path.unlink()
-        until(lambda: os.waitpid(pending.pid, os.WNOHANG)[0] == pending.pid,
-              timeout=PATIENCE, what="the job to run and its shepherd to end")
+        until(shepherd_ended, timeout=PATIENCE, what="the job to run and its shepherd to end")
         assert executor.JobExit.read(jobs / "1.status").exit_status == 3
         assert (work / "ran").read_text() == "ran\n"
     finally:
