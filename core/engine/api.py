@@ -530,18 +530,22 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
             ready()
         listener.run()
     finally:
-        if listener is not None:
-            listener.close()
-        if sock is not None:
-            sock.close()
-            home.socket.unlink(missing_ok=True)
-        if home.server_pid() == os.getpid():
-            home.pidfile.unlink(missing_ok=True)
-        if engine is not None:
-            try:
-                engine.log(LOG_SYSTEM, "Server", engine.host, "Server stopped")
-            finally:
-                engine.close()
+        # The pid file goes last: who waits for it to go (`server stop`, a new start) finds
+        # the hook chains stopped, their processes killed, and the log and database closed.
+        try:
+            if listener is not None:
+                listener.close()
+            if sock is not None:
+                sock.close()
+                home.socket.unlink(missing_ok=True)
+            if engine is not None:
+                try:
+                    engine.log(LOG_SYSTEM, "Server", engine.host, "Server stopped")
+                finally:
+                    engine.close()
+        finally:
+            if home.server_pid() == os.getpid():
+                home.pidfile.unlink(missing_ok=True)
 
 
 def _one_line(exc: BaseException) -> str:
