@@ -12,6 +12,14 @@ in one object (json.loads kept the last one silently), bytes that are not valid 
 encoding found (UTF-8, -16 or -32, as json.loads detects it), more than `max_bytes`, and a
 document of another type than `expect`.
 
+More than `max_containers` arrays and objects in one document (`MAX_CONTAINERS` unless the
+caller says) are refused before it is decoded: each costs the reader 60 to 260 bytes for
+the 2 to 7 of its text, and a hook's report of 60 MB of ``[],`` took the root server
+2.8 GB and 40 s (a pbsuser hook's report is its job owner's). They are counted only when
+the text has more brackets than that (a typical document has far fewer), then exactly,
+its strings left out, by a regular expression that reads the text once whatever its
+strings hold, and copies nothing.
+
 Nesting deeper than `max_depth` (`MAX_DEPTH` unless the caller says) is refused too: the
 decoder reads about a thousand levels, one stack frame each, but what is read is then
 copied, compared or written out, at one or two frames a level, and a value 600 deep read
@@ -28,9 +36,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_DIGITS", "JsonError", "kind", "loads"]
+__all__ = ["MAX_CONTAINERS", "MAX_DEPTH", "MAX_DIGITS", "JsonError", "kind", "loads"]
 
 #: The most digits of an integer read. No value pbsplug or a batch system writes has more
 #: than 20.
@@ -39,6 +48,11 @@ MAX_DIGITS = 1000
 #: The deepest arrays and objects read by default. pbsplug's own documents, PBS's and
 #: Slurm's are under 10 levels deep.
 MAX_DEPTH = 100
+
+#: The most arrays and objects one document holds by default. A request or a hook's report
+#: holds tens to thousands; a 2,000-node ``sinfo --json`` holds 12,000. A million of them
+#: cost the reader 60 to 260 MB.
+MAX_CONTAINERS = 1_000_000
 
 
 class JsonError(ValueError):
@@ -86,6 +100,28 @@ _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_
                             object_pairs_hook=_object)
 
 
+#: A JSON string whole (its brackets are text); one not closed runs to the text's end.
+_STRING = r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)'
+#: Text of a JSON document up to its next ``[`` or ``{`` outside strings. The loops are
+#: possessive, never giving back: the text is read once, whatever its strings hold.
+_BETWEEN = rf'[^"\[{{]*+(?:{_STRING}[^"\[{{]*+)*+'
+#: The arrays and objects counted in one match (one call in Python per so many).
+_RUN = 4096
+_RUNS = re.compile(rf"(?:{_BETWEEN}[\[{{]){{{_RUN}}}+", re.S)
+_ONE = re.compile(rf"{_BETWEEN}[\[{{]", re.S)
+
+
+def _containers(text: str) -> int:
+    """How many arrays and objects `text` holds: its ``[`` and ``{`` outside strings,
+    counted without a copy of the text."""
+    count = pos = 0
+    while match := _RUNS.match(text, pos):
+        count, pos = count + _RUN, match.end()
+    while match := _ONE.match(text, pos):
+        count, pos = count + 1, match.end()
+    return count
+
+
 def _too_deep(value: Any, limit: int) -> bool:
     """Whether `value` has arrays or objects nested more than `limit` levels deep, walked
     without recursion."""
@@ -108,12 +144,13 @@ def kind(value: Any) -> str:
 
 
 def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = None,
-          max_bytes: int | None = None, max_depth: int = MAX_DEPTH) -> Any:
+          max_bytes: int | None = None, max_depth: int = MAX_DEPTH,
+          max_containers: int = MAX_CONTAINERS) -> Any:
     """The JSON document `data`, or `JsonError` naming `what` and what is wrong (module
     docstring). `expect`: dict or list, the type the document must be. `max_bytes`: the
     most bytes (characters, for a str) read; a caller that reads from a pipe or socket
     bounds its read too. `max_depth`: the deepest arrays and objects read (1: no array or
-    object inside another)."""
+    object inside another). `max_containers`: the most arrays and objects in all."""
     if max_bytes is not None and len(data) > max_bytes:
         raise JsonError(what, f"{len(data):,} bytes (at most {max_bytes:,})")
     if not isinstance(data, str):
@@ -124,6 +161,11 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
             raise JsonError(what, f"not {encoding.upper()} text (byte "
                                   f"{exc.object[exc.start]:#04x} at offset {exc.start:,})"
                             ) from None
+    brackets = data.count("[") + data.count("{")
+    if brackets > max_containers:
+        count = _containers(data)
+        if count > max_containers:
+            raise JsonError(what, f"{count:,} arrays and objects (at most {max_containers:,})")
     try:
         value = _DECODER.decode(data)
     except json.JSONDecodeError as exc:
@@ -133,7 +175,7 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
     except ValueError as exc:  # (the parse_* hooks above: their words)
         raise JsonError(what, str(exc)) from None
     if (type(value) is dict or type(value) is list) and \
-            data.count("[") + data.count("{") > max_depth and _too_deep(value, max_depth):
+            brackets > max_depth and _too_deep(value, max_depth):
         raise JsonError(what, f"arrays or objects nested more than {max_depth:,} levels deep")
     if expect is not None and not isinstance(value, expect):
         expected = _EXPECTED.get(expect) or f"a {expect.__name__}"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pbsplug.jsontext import JsonError, loads
+from pbsplug.jsontext import MAX_CONTAINERS, JsonError, loads
 
 
 @pytest.mark.parametrize("data", [
@@ -75,6 +75,50 @@ def test_the_depth_is_the_callers_and_brackets_in_strings_are_text():
         loads('{"a": "[[[", "b": [[1]]}', "it", max_depth=2)
     assert loads("[[1], {}]", "it", max_depth=2) == [[1], {}]
     assert loads(_nested(900), "it", max_depth=1000) == json.loads(_nested(900))
+
+
+def test_more_arrays_and_objects_than_the_limit_are_refused_before_decoding():
+    """60 MB of ``[],`` (a pbsuser hook's report may be 64 MiB) took the root server's
+    reader 2.8 GB: each costs it 60 to 260 bytes for 2 to 7 of text."""
+    with pytest.raises(JsonError) as err:
+        loads(b"[" + b"{}," * MAX_CONTAINERS + b"{}]", "the report", expect=list)
+    assert str(err.value) == "the report: 1,000,002 arrays and objects (at most 1,000,000)"
+    with pytest.raises(JsonError, match=r"^it: 1,002 arrays and objects \(at most 1,000\)$"):
+        loads("[" + "[]," * 1000 + "[]]", "it", max_containers=1000)
+    assert loads("[" + "[]," * 998 + "[]]", "it", max_containers=1000) == [[]] * 999
+
+
+@pytest.mark.parametrize("text, containers", [
+    ('["[{", "\\\\", "\\"[{", "[\\\\", []]', 2),
+    ('{"a\\\\\\"{": "\\\\\\\\", "[": [{}]}', 3),
+    ('"' + "[{" * 1000 + '"', 0),
+])
+def test_brackets_in_strings_are_not_counted(text, containers):
+    assert loads(text, "it", max_containers=containers) == json.loads(text)
+    if containers:
+        with pytest.raises(JsonError, match=f"^it: {containers} arrays and objects"):
+            loads(text, "it", max_containers=containers - 1)
+
+
+def test_a_typical_document_is_read_as_before():
+    """A 2,000-node ``sinfo --json`` holds 12,000 arrays and objects."""
+    nodes = [{"name": f"n{i}", "state": ["IDLE"], "cpus": {"set": True, "number": 8},
+              "gres": "[{x", "features": [], "partitions": ["p"]} for i in range(2000)]
+    text = json.dumps({"meta": {"plugin": {}}, "nodes": nodes})
+    assert loads(text, "sinfo --json") == json.loads(text)
+    assert loads(text, "sinfo --json", max_containers=10_004) == json.loads(text)
+    with pytest.raises(JsonError, match=r"^sinfo --json: 10,004 arrays and objects \(at most"):
+        loads(text, "sinfo --json", max_containers=10_003)
+
+
+@pytest.mark.parametrize("text, why", [
+    ('["[[[[' + "\\" * 5, "Unterminated string starting at"),  # (a lone one last)
+    ('["[[[[\\"]', "Unterminated string starting at"),
+])
+def test_a_string_not_closed_is_the_decoders_to_name(text, why):
+    """The count's pass takes a string not closed to the text's end (one pass, linear)."""
+    with pytest.raises(JsonError, match=f"^it: not JSON: {why}"):
+        loads(text, "it", max_containers=1)
 
 
 def test_plugins_have_it_as_pbsplug_jsontext_at_kernel_api_1_10():

@@ -808,6 +808,9 @@ _DONE = b'["done", 0, "accept", null, '
      'the key "comment" twice in one object'),
     (_DONE + b'0.0, {}, [["x", 20, ["not", "text"], null]]]',
      "log record 0: not [name, level, text, object]"),
+    # 60 MB of them (64 MiB may come) took the root server's reader 2.8 GB.
+    (_DONE + b'0.0, {"job": {"a": [' + b"[]," * 1_000_000 + b"[]]}}, []]",
+     "1,000,006 arrays and objects (at most 1,000,000)"),
 ])
 def test_a_report_that_is_not_what_the_child_sends_is_named(chain, monkeypatch, report, why):
     """A hook process's report, as bytes another program could write (a pbsuser hook's
