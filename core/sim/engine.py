@@ -658,8 +658,8 @@ class Simulator:
                 candidates.append(self._reroutes[0][0])
             if pending is not None:
                 candidates.append(pending.submit + epoch)
-            if self._retries and (candidates or self._retry_may_route()):
-                candidates.append(self._retries[0][0])  # (not one sure to end the same)
+            if self._retries and (candidates or self._retry_to_come()):
+                candidates.append(self._retries[0][0])
             late = not candidates and bool(self._parked)  # (retries are not candidates)
             if self._periodic_due and (self.queued or self.running or pending is not None):
                 if candidates or self.now - self._last_change <= STALL:
@@ -1076,16 +1076,19 @@ class Simulator:
         if due < math.inf:
             heapq.heappush(self._retries, (due, run.seq, job_id))
 
-    def _retry_may_route(self) -> bool:
-        """Whether a retry to come may route its job: a job woken (`_wake`) since its last
-        try, the counts it was refused on having changed. When nothing else is left to
-        happen, the replay goes on to it (a retry sure to end the same waits only while
-        something else may change)."""
-        version = self._count_version()
-        for when, _, job_id in self._retries:
+    def _retry_to_come(self) -> bool:
+        """Whether a retry is still to come when nothing else is left to happen: a job woken
+        (`_wake`) since its last try, the counts it was refused on having changed (the try
+        may route it), or one at the tick its route_lifetime runs out (the try ends it).
+        Every entry of `_retries` not tried since is one of these (a job sure to end the
+        same is parked, with no entry); those tried since are dropped here, so that the
+        replay goes on to the first still due, not to a tick where nothing happens."""
+        while self._retries:
+            when, _, job_id = self._retries[0]
             due = self._retry_at.get(job_id)
-            if due is not None and due[0] == when and due[1] != version:
+            if due is not None and due[0] == when:
                 return True
+            heapq.heappop(self._retries)
         return False
 
     def _unpark(self, job_id: str) -> None:

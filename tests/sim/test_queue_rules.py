@@ -296,6 +296,24 @@ def test_a_job_waiting_for_a_full_destination_ends_the_replay_when_nothing_chang
     assert by_id["4"].reason == "never routed out of its route queue"
 
 
+def test_a_job_waiting_for_a_full_destination_is_rejected_when_its_lifetime_runs_out(
+        tmp_path, register_plugin, pbsplug_plugins):
+    """As above, with entry's route_lifetime 150 s: dave's, refused at its submission at
+    0, is tried at 60 and 120 and, past its lifetime at 180 (180 - 0 > 150), rejected
+    then as the engine's router rejects it. It was rejected at 60, `never routed out of
+    its route queue`: nothing else was left to happen, and the retry at its lifetime's
+    tick was not a step of the replay."""
+    register_plugin(NeverRun(), "neverrun", isolation="inprocess")
+    text = PLATFORM.replace("route_retry_time = 60",
+                            "route_retry_time = 60\nroute_lifetime = 150")
+    sink, sim = replay(platform(tmp_path, text=text), [tj(2, 0, "bob"), tj(3, 0, "carol"),
+                                                       tj(4, 0, "dave")],
+                       plugins=pbsplug_plugins, tmp_path=tmp_path)
+    result = sink.by_id()["4"]
+    assert (result.final_state, result.reason, result.end) == (
+        REJECTED, "Route queue lifetime exceeded", 180)
+
+
 def test_a_job_waiting_for_the_last_job_of_its_destination_is_routed_when_it_ends(
         tmp_path):
     """Two cpus; entry routes to batch, which takes one job at a time. j1 runs in batch
