@@ -415,6 +415,8 @@ class Simulator:
                                                 machine.queues.values())):
                 self._tally = queued_limits.Tally(server_attrs or {}, self._queue_attrs,
                                                   RESOURCE_TYPES, ())
+                if "walltime" in self._tally.kinds:  # (it reads a stand-in as none)
+                    self._tally = _requested_tally(server_attrs or {}, self._queue_attrs)
         self._counted: dict[str, limits.JobAttrs] = {}
         self._counted_mark = -1  # the schedulers' log's mark when counted last
         #: How many times the route queues' jobs were counted anew (`_count`): with the
@@ -847,8 +849,9 @@ class Simulator:
         (`pbsplug.lifecycle.completed_request`: its queue's and the server's defaults and
         limits, a place, the chunks' sums), or why it is refused (PBS's qsub refuses a job
         past the limits). A job that still has no walltime (none in the trace, none by
-        default) is planned with its run time, and so never killed. A trace repeats a few
-        requests many times: each is completed once."""
+        default) is planned with its run time, and so never killed (a `_RunTimeWalltime`:
+        the limits on queued walltime count none for it). A trace repeats a few requests
+        many times: each is completed once."""
         key = (tuple(attrs["Resource_List"].items()), attrs["queue"])
         done = self._requests.get(key)
         if done is None:
@@ -862,8 +865,8 @@ class Simulator:
         if chosen is not None:
             attrs["schedselect"] = chosen
         if "walltime" not in res:
-            attrs["Resource_List"] = {**res, "walltime": format_duration(
-                max(1, math.ceil(run_time)))}
+            attrs["Resource_List"] = {**res, "walltime": _RunTimeWalltime(format_duration(
+                max(1, math.ceil(run_time))))}
         return None
 
     def _completed(self, attrs: dict[str, Any]) -> _Completed | str:
@@ -1851,6 +1854,42 @@ class Simulator:
 
 #: Memory resources a select may ask for (PBS's names, in any case).
 _MEMORY = frozenset({"mem", "vmem", "pmem", "pvmem"})
+
+
+class _RunTimeWalltime(str):
+    """The walltime a job that asked none, and got none by default, is given in a replay:
+    its run time (`Simulator._complete`). The scheduler plans with it and the job is never
+    killed; a limit on queued walltime counts what the job asked, nothing, as the
+    engine's does (`_requested_tally`)."""
+
+    __slots__ = ()
+
+
+def _asked(request: Any) -> Any:
+    """A job's Resource_List as it asked it: without its `_RunTimeWalltime` (None when it
+    has none)."""
+    if request is None or not isinstance(request.get("walltime"), _RunTimeWalltime):
+        return None
+    return {k: v for k, v in request.items() if k != "walltime"}
+
+
+def _requested_tally(server: dict[str, Any], queues: dict[str, dict[str, Any]]) -> limits.Tally:
+    """The engine's `limits.Tally` for a replay whose limits on queued jobs count walltime:
+    a job's `_RunTimeWalltime` is counted as what it stands in for, no walltime asked."""
+    from ..engine import limits as queued_limits
+
+    class RequestedTally(queued_limits.Tally):
+        def _amount(self, attrs: limits.JobAttrs, res: str, kind: str) -> float:
+            asked = _asked(attrs.get("Resource_List")) if res == "walltime" else None
+            if asked is not None:
+                attrs = {"queue": attrs.get("queue"), "Resource_List": asked}
+            return super()._amount(attrs, res, kind)
+
+        def check(self, job: Any, old: limits.JobAttrs | None = None) -> None:
+            asked = _asked(job.get("Resource_List"))
+            super().check(job if asked is None else {**job, "Resource_List": asked}, old)
+
+    return RequestedTally(server, queues, RESOURCE_TYPES, ())
 
 
 def _ncpus(attrs: dict[str, Any]) -> int:

@@ -162,6 +162,28 @@ def test_the_servers_max_queued_refuses_a_qsub_into_any_queue(tmp_path):
     assert sink.starts() == {"1": 0, "2": 10, "3": 20, "4": 30}
 
 
+def test_a_limit_on_queued_walltime_counts_what_the_jobs_asked(tmp_path):
+    """One cpu; batch has max_queued_res walltime [o:PBS_ALL=150]. j1 and j2 (at 0 and 1)
+    ask no walltime: they count none against it, as on the engine, and run 0-100 and
+    100-200 (their run time is what the scheduler plans them with). j3 asks 100 s at 2:
+    100 in all, taken; j4 asks 100 s at 3: 200 would be over, refused at qsub. The
+    replay's stand-in for j1's and j2's walltime (their run time) was counted: j2 was
+    refused (100 + 100 > 150), and j3 and j4 too."""
+    text = ONE_CPU.format(count=1) + """
+[queues.batch]
+max_queued_res = {{walltime = "[o:PBS_ALL=150]"}}
+"""
+    jobs = [tj(1, 0, "alice", queue="batch", wall=None),
+            tj(2, 1, "alice", queue="batch", wall=None),
+            tj(3, 2, "alice", queue="batch", wall=100),
+            tj(4, 3, "alice", queue="batch", wall=100)]
+    sink, _ = replay(platform(tmp_path, text=text), jobs)
+    assert {k: (r.final_state, r.start, r.reason) for k, r in sink.by_id().items()} == {
+        "1": (COMPLETED, 0, None), "2": (COMPLETED, 100, None),
+        "3": (COMPLETED, 200, None),
+        "4": (REJECTED, None, "qsub: would exceed limit on resource walltime in queue batch")}
+
+
 def test_the_servers_threshold_counts_each_users_jobs_not_begun(tmp_path):
     """[sim.server] queued_jobs_threshold = [u:PBS_GENERIC=1], two cpus. At 0 (the
     submissions come before the cycle) alice's j1 is not begun yet: her j2 is refused;
