@@ -37,7 +37,7 @@ already queued: lowering one leaves the jobs over it where they are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +101,18 @@ def jobs_in(attrs: JobAttrs) -> int:
         return count_indices(remaining)
     except ValueError:
         return 1
+
+
+class LimitError(PbsError):
+    """A limit on queued jobs refused a job (`Tally.check`): PBS's error, the key in
+    `Tally.counts` of the count that was over and that count then: it must fall below that
+    before the job can be taken (the simulator wakes a job waiting in a route queue by
+    it)."""
+
+    def __init__(self, code: int, message: str, key: tuple[Any, ...], count: float):
+        super().__init__(code, message)
+        self.key = key
+        self.count = count
 
 
 @dataclass
@@ -222,6 +234,18 @@ class Tally:
         self._add(old, -1)
         self._add(new, 1)
 
+    def lowered(self, old: JobAttrs | None, new: JobAttrs | None,
+                watched: Container[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The keys of `watched` (keys of `counts`) whose counts `move(old, new)` lowers."""
+        out, after = [], None
+        for key, amount in self._entries(old):
+            if key in watched:
+                if after is None:
+                    after = dict(self._entries(new))
+                if after.get(key, 0) < amount:
+                    out.append(key)
+        return out
+
     def check(self, job: Mapping[str, Any], old: JobAttrs | None = None) -> None:
         """Refuse `job` (its attributes as they would be stored) with PBS's error when it
         would be over a limit of the complex or its queue. `old` is the job as it is
@@ -244,7 +268,9 @@ class Tally:
             limit_q = holder.attrs.get("max_queuable")
             if holder.queue is not None and limit_q is not None and not holder.holds(old):
                 if self.counts.get((holder.queue, *ROWS), 0) + 1 > int(limit_q):
-                    raise PbsError(PBSE_MAXQUED, "Maximum number of jobs already in queue")
+                    rows = (holder.queue, *ROWS)
+                    raise LimitError(PBSE_MAXQUED, "Maximum number of jobs already in queue",
+                                     rows, self.counts.get(rows, 0))
             for attr, states in COUNT_LIMITS.items():
                 text = holder.attrs.get(attr)
                 if not text or (states is not None and not queued):
@@ -256,8 +282,9 @@ class Tally:
                     if added <= 0:
                         continue  # it was counted there already: nothing added
                     if self.counts.get(key, 0) + added > limit.value:
-                        raise PbsError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
-                                                                  states is not None))
+                        raise LimitError(PBSE_ENTLIMCT, _count_text(limit, owner, holder,
+                                                                    states is not None),
+                                         key, self.counts.get(key, 0))
             for attr, states in RESOURCE_LIMITS.items():
                 table = holder.attrs.get(attr)
                 if not isinstance(table, Mapping) or (states is not None and not queued):
@@ -279,8 +306,9 @@ class Tally:
                         if asked <= before:
                             continue  # no more than it counted for already
                         if self.counts.get(key, 0) - before + asked > limit.value:
-                            raise PbsError(PBSE_ENTLIMRESC, _resource_text(
-                                limit, owner, holder, resource, states is not None))
+                            raise LimitError(PBSE_ENTLIMRESC, _resource_text(
+                                limit, owner, holder, resource, states is not None),
+                                key, self.counts.get(key, 0))
 
 
 def _count_text(limit: Limit, owner: Owner, holder: Holder, queued: bool) -> str:

@@ -259,11 +259,6 @@ class _Host:
         self.energy: dict[str, float] = {}
 
 
-#: Where a job refused for now is parked too when the complex has limits (`Simulator._retry`):
-#: a job leaving or changing in any queue wakes it. No queue has this name.
-_COMPLEX = ""
-
-
 #: The final state of a job that ran its time, by its trace status (others: COMPLETED).
 _STATUS_STATES: dict[int | None, str] = {0: FAILED, 5: KILLED}
 
@@ -390,11 +385,11 @@ class Simulator:
         self._refused: dict[str, set[str]] = {}
         #: Waiting jobs parked (`_retry`): no try can route them until a count they were
         #: refused on changes. Each one's next tick on its retry grid, the grid's step and
-        #: the destinations whose counts refused it; the jobs parked on each destination,
-        #: woken when its counts change (`_wake`). The router's last try: (instant, seq of
+        #: the counts that refused it (keys of the tally's); the jobs parked on each count,
+        #: woken when it falls (`_wake`). The router's last try: (instant, seq of
         #: the job tried; -inf before that instant's pass, inf after it).
-        self._parked: dict[str, tuple[float, float, tuple[str, ...]]] = {}
-        self._parked_on: dict[str, dict[str, None]] = {}
+        self._parked: dict[str, tuple[float, float, tuple[tuple[Any, ...], ...]]] = {}
+        self._parked_on: dict[tuple[Any, ...], dict[str, None]] = {}
         self._tried: tuple[float, float] = (-math.inf, math.inf)
         #: Queues with rules on who and how many may enter (the platform's `ENTRY_KEYS`),
         #: checked by the engine's code (`admission`, `limits`) at qsub and when routed.
@@ -406,10 +401,12 @@ class Simulator:
         #: has any (then every job is checked at qsub and when routed, whatever its queue);
         #: the object or attributes each job was last counted as (`_sync_counts`).
         self._tally: limits.Tally | None = None
+        self._limit_error: tuple[type[limits.LimitError], ...] = ()  # (with a tally)
         self._complex_limited = False
         if self._ruled or server_attrs:
             from ..engine import limits as queued_limits
 
+            self._limit_error = (queued_limits.LimitError,)
             self._complex_limited = queued_limits.has_limits(server_attrs or {})
             if self._complex_limited or any(map(queued_limits.has_limits,
                                                 machine.queues.values())):
@@ -1030,16 +1027,32 @@ class Simulator:
             if retry:
                 _, version, over = self._retry_at[job_id]
                 queue = self._queue_attrs[run.attrs["queue"]]
-                if version == self._count_version() and not queue.get("route_lifetime"):
-                    # Nothing it is counted against changed since its last try, and no
-                    # lifetime runs out: this try would come to the same (each destination
-                    # left refusing for now as it did), so it waits as long again: its
-                    # queue's route_retry_time, a pass at least (what `_route` makes of
-                    # route_job's `when`, a replay's tries being at whole seconds).
+                lifetime, entered = routing.lifetime(queue), run.attrs.get("qtime")
+                if not (lifetime and isinstance(entered, (int, float)) and
+                        now - entered > lifetime) and (
+                        version == self._count_version() or self._still_over(over)):
+                    # Its lifetime has not run out, and nothing it is counted against
+                    # changed since its last try, or each count that refused it is not
+                    # below what it was then: this try would come to the same (each
+                    # destination left refusing for now as it did), so it waits as long
+                    # again: its queue's route_retry_time, a pass at least (what `_route`
+                    # makes of route_job's `when`, a replay's tries being at whole seconds).
                     wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
                     self._retry(run, now + wait, over)
                     continue
             self._route(run)
+
+    def _still_over(self, over: dict[str, Any]) -> bool:
+        """Whether each destination that refused a job for now (`over`: the errors of the
+        limits on queued jobs) would refuse it again: the count that was over at each
+        (`LimitError.key`) has not fallen below what it was then (its `count`; the job's
+        own request and counts are as they were)."""
+        if not over or self._tally is None:
+            return False
+        self._sync_counts()
+        counts, limit_error = self._tally.counts, self._limit_error
+        return all(isinstance(err, limit_error) and counts.get(err.key, 0) >= err.count
+                   for err in over.values())
 
     @staticmethod
     def _popped(heap: list[tuple[float, int, str]], now: float) -> list[tuple[float, int, str]]:
@@ -1052,11 +1065,13 @@ class Simulator:
     def _retry(self, run: _Run, when: float, over: dict[str, Any]) -> None:
         """The job waits in its route queue, refused for now; tried again at `when` and
         then once per route_retry_time (its retry grid), as the engine's router tries it.
-        A try can route it only after a job left a destination whose counts refused it
-        for now (`over`: its limits on queued jobs, or the complex's, which count the jobs
-        of every queue; a replay's other refusals for now, a queue not enabled, never
-        change), or changed there: it is parked until then, with no entry in `_retries`,
-        and woken then (`_wake`), due at its grid's first tick after that. With a
+        A try can route it only after the count that refused it at a destination for now
+        fell (`over`: the limits on queued jobs of the destination or of the complex, which
+        counts the jobs of every queue; each error names the count that was over, a key of
+        the tally's: while it does not fall, that limit refuses the job again, whatever
+        else changed; a replay's other refusals for now, a queue not enabled, never
+        change): it is parked on those counts until then, with no entry in `_retries`, and
+        woken then (`_wake`), due at its grid's first tick after that. With a
         route_lifetime, it is due at the tick its lifetime runs out, as a try there ends
         it."""
         from ..engine import routing
@@ -1065,12 +1080,11 @@ class Simulator:
         self._unpark(job_id)
         queue = self._queue_attrs[run.attrs["queue"]]
         wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
-        dests = tuple(dest for dest, err in over.items() if err.code in routing.FOR_NOW)
-        if dests and self._complex_limited:  # (the complex's limits may be what refused)
-            dests += (_COMPLEX,)
-        self._parked[job_id] = (when, wait, dests)
-        for dest in dests:
-            self._parked_on.setdefault(dest, {})[job_id] = None
+        keys = tuple(dict.fromkeys(err.key for err in over.values()
+                                   if isinstance(err, self._limit_error)))
+        self._parked[job_id] = (when, wait, keys)
+        for key in keys:
+            self._parked_on.setdefault(key, {})[job_id] = None
         due = math.inf
         lifetime, entered = routing.lifetime(queue), run.attrs.get("qtime")
         if lifetime and isinstance(entered, (int, float)):  # (route_job's test)
@@ -1081,8 +1095,8 @@ class Simulator:
 
     def _retry_to_come(self) -> bool:
         """Whether a retry is still to come when nothing else is left to happen: a job woken
-        (`_wake`) since its last try, the counts it was refused on having changed (the try
-        may route it), or one at the tick its route_lifetime runs out (the try ends it).
+        (`_wake`) since its last try, a count it was refused on having fallen (the try may
+        route it), or one at the tick its route_lifetime runs out (the try ends it).
         Every entry of `_retries` not tried since is one of these (a job sure to end the
         same is parked, with no entry); those tried since are dropped here, so that the
         replay goes on to the first still due, not to a tick where nothing happens."""
@@ -1097,28 +1111,27 @@ class Simulator:
     def _unpark(self, job_id: str) -> None:
         """The job is no longer parked (it is tried, or due)."""
         parked = self._parked.pop(job_id, None)
-        for dest in parked[2] if parked is not None else ():
-            jobs = self._parked_on[dest]
+        for key in parked[2] if parked is not None else ():
+            jobs = self._parked_on[key]
             del jobs[job_id]
             if not jobs:
-                del self._parked_on[dest]
+                del self._parked_on[key]
 
-    def _wake_left(self, queue: str | None) -> None:
-        """A job left `queue`, or changed there: the jobs parked on it are woken, and those
-        parked on the complex (`_COMPLEX`), which counts the jobs of every queue."""
-        if queue in self._parked_on:
-            self._wake(queue)
-        if _COMPLEX in self._parked_on:
-            self._wake(_COMPLEX)
+    def _wake_fallen(self, old: Any, new: Any) -> None:
+        """A job counted as `old` is now counted as `new` (None: gone): the jobs parked on
+        a count this lowers are woken (`_wake`). A job leaving a queue lowers its counts
+        there; one beginning, the thresholds' (`queued_jobs_threshold`); one entering a
+        queue only adds: no refusal can turn to a yes by it, and none is woken."""
+        assert self._tally is not None
+        for key in self._tally.lowered(old, new, self._parked_on):
+            self._wake(key)
 
-    def _wake(self, name: str) -> None:
-        """A job left queue `name`, or changed there (began, ended): each job parked on it
-        is due at the first tick of its retry grid at which the engine's router tries it
-        after the change (at this instant when its place in this instant's pass is still
-        to come: `_tried`). A job entering a queue only adds to its counts: no refusal by
-        them can turn to a yes, and none is woken."""
+    def _wake(self, key: tuple[Any, ...]) -> None:
+        """The count `key` fell: each job parked on it is due at the first tick of its
+        retry grid at which the engine's router tries it after the change (at this
+        instant when its place in this instant's pass is still to come: `_tried`)."""
         at, last = self._tried
-        for job_id in list(self._parked_on[name]):
+        for job_id in list(self._parked_on[key]):
             tick, wait, _ = self._parked[job_id]
             self._unpark(job_id)
             run = self.routing[job_id]
@@ -1194,8 +1207,8 @@ class Simulator:
         self._tally.move(was, attrs)
         if attrs is not None:
             self._counted[job_id] = attrs
-        if was is not None and self._parked_on:  # (one entering frees a queue of nothing)
-            self._wake_left(was.get("queue"))
+        if was is not None and self._parked_on:  # (one entering lowers no count)
+            self._wake_fallen(was, attrs)
 
     def _count_version(self) -> tuple[int, int]:
         """What the counts against the limits follow: the log of the schedulers' view of
@@ -1269,7 +1282,7 @@ class Simulator:
         if told is current:
             return
         if told is not None and self._parked_on:  # (it leaves, or changes: not when it enters)
-            self._wake_left(run.attrs["queue"])
+            self._wake_fallen(told, current)
         if told is not None:
             self._log.remove(told)
         if current is None:

@@ -450,6 +450,72 @@ def test_a_waiting_job_is_not_tried_while_its_destination_stays_full(tmp_path,
     assert waits.count("4") <= 3  # (its first try, and one after each change)
 
 
+def counted_tries(monkeypatch):
+    """The job ids `Simulator._route` is asked to route, one a try, as they come."""
+    from pbsplug.sim.engine import Simulator
+
+    tries = []
+    route = Simulator._route
+
+    def counted(self, run, submitting=False):
+        tries.append(run.tj.job_id)
+        route(self, run, submitting)
+
+    monkeypatch.setattr(Simulator, "_route", counted)
+    return tries
+
+
+def test_a_waiting_job_is_tried_only_after_the_count_that_refused_it_falls(tmp_path,
+                                                                          monkeypatch):
+    """Two cpus; entry routes to batch, one job of each user at most. alice's j1 runs in
+    batch 0-1000; her j2, submitted to entry at 1, is refused (tries on its grid: 61,
+    121, ...) until j1 ends: routed at 1021. bob's jobs come and go in batch meanwhile
+    (10-110, 210-310, 410-510, 610-710): each start and end changed batch, and woke j2
+    for a try that could only fail (alice's count was as it was): 2 tries now, 10
+    before."""
+    text = ONE_CPU.format(count=2) + """
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["batch"]
+route_retry_time = 60
+
+[queues.batch]
+max_queued = "[u:PBS_GENERIC=1]"
+"""
+    tries = counted_tries(monkeypatch)
+    jobs = [tj(1, 0, "alice", queue="batch", run=1000, wall=1000), tj(2, 1, "alice"),
+            *(tj(k, 10 + 200 * (k - 3), "bob") for k in range(3, 7))]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    assert {k: v[:2] for k, v in sim.entered.items()} == {
+        "1": ("batch", 0), "2": ("batch", 1021), "3": ("batch", 10), "4": ("batch", 210),
+        "5": ("batch", 410), "6": ("batch", 610)}
+    assert tries.count("2") == 2  # (at its submission, and at 1021)
+
+
+def test_a_job_woken_is_not_tried_when_the_count_is_back_where_it_refused_it(
+        tmp_path, monkeypatch):
+    """Two cpus; entry routes to batch, one job at a time (route_retry_time 30). j1 runs
+    in batch 0-100; j2 (submitted at 1) and j3 (at 2) wait in entry. j1's end wakes both:
+    j2 is routed at 121 and batch is full again when j3's tick comes at 122, so j3 is not
+    tried then (a try could only fail: the count is where it was when it refused j3);
+    j2's end at 131 wakes it again: routed at 152. j3 was tried at 122 before."""
+    text = ONE_CPU.format(count=2) + """
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["batch"]
+
+[queues.batch]
+max_queued = "[o:PBS_ALL=1]"
+"""
+    tries = counted_tries(monkeypatch)
+    jobs = [tj(1, 0, "alice", queue="batch", run=100), tj(2, 1, "bob", run=10),
+            tj(3, 2, "carol", run=10)]
+    sink, sim = replay(platform(tmp_path, text=text), jobs)
+    assert {k: v[:2] for k, v in sim.entered.items()} == {
+        "1": ("batch", 0), "2": ("batch", 121), "3": ("batch", 152)}
+    assert tries.count("3") == 2  # (at its submission, and at 152)
+
+
 class OfflineUntil1000:
     """The machine's vnodes are offline from the start, and free again at the first
     periodic run from trace time 1000."""
