@@ -97,7 +97,9 @@ def excluded(ctx: Context) -> set[str]:
         out.update(_hostlist(ctx, re.sub(r":[0-9]+(?=,|$)", "", nodes)))
     parts = config_value(ctx, "SuspendExcParts")
     if parts and parts != "(null)":
-        info = ctx.slurm.run("sinfo", "-h", "-o", "%R %N", "-p", parts, check=False)
+        # (checked: a failed sinfo read as no nodes, and the run powered off the
+        # partitions' nodes; now it is the run's error, and nothing is powered off)
+        info = ctx.slurm.run("sinfo", "-h", "-o", "%R %N", "-p", parts)
         for line in info.splitlines():
             if len(line.split()) == 2:
                 out.update(_hostlist(ctx, line.split()[1]))

@@ -1900,6 +1900,21 @@ def test_every_set_of_suspendexcnodes_is_kept_up(value, kept):
     assert slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})()) == kept
 
 
+def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
+    """The nodes of SuspendExcParts are read with sinfo -p: one that failed (slurmctld busy)
+    read as no nodes, and the periodic run powered off the nodes the admin had excluded."""
+    class Fake(_Hostnames):
+        def run(self, *args, check=True):
+            if args[0] == "scontrol":
+                return "SuspendExcNodes         = (null)\nSuspendExcParts         = gpu\n"
+            if check:
+                raise SlurmError("sinfo -h -o %R %N -p gpu: exit status 1: timed out")
+            return ""
+
+    with pytest.raises(SlurmError, match="sinfo .* -p gpu: exit status 1"):
+        slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})())
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
