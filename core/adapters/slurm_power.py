@@ -450,6 +450,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
                         "wake for one need", path, what)
         items = []
     named: set[str] = set()
+    wanted: dict[str, list[str]] = {}
     for index, job in enumerate(items):
         names = _resume_job(ctx, job)
         if isinstance(names, str):
@@ -459,8 +460,13 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
         names = [n for n in names if n in hosts]
         if names:
             job_id = str(job["job_id"])
-            named.update(names)
             log.info("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id, ",".join(names))
+            # (a job named twice wants the nodes of both: the second replaced the first's,
+            # which were counted as named and so had no need)
+            known = wanted.setdefault(job_id, [])
+            names = known + [n for n in names if n not in known]
+            wanted[job_id] = names
+            named.update(names)
             jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
                 "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
                                                           for n in names)}}

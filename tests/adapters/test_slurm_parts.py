@@ -1792,6 +1792,19 @@ def test_each_job_of_slurms_resume_file_is_read_on_its_own(tmp_path, caplog):
                      "show hostnames bad[list: exit status 1"]
 
 
+def test_a_job_named_twice_in_the_resume_file_wants_the_nodes_of_both(tmp_path):
+    """A job_id twice in SLURM_RESUME_FILE (Slurm writes each once): the second's nodes
+    replaced the first's, and the first's, counted as named, had no need and were not
+    woken."""
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({"jobs": [{"job_id": 7, "nodes": "n[1-2]"},
+                                         {"job_id": 7, "nodes": "n[2-3]"}]}))
+    ctx = type("Ctx", (), {"slurm": _Hostnames()})()
+    jobs = slurm_power._resume_jobs({"SLURM_RESUME_FILE": str(path)}, ["n1", "n2", "n3"],
+                                    ctx)
+    assert _wanted(jobs) == {"7": "(n1:ncpus=1)+(n2:ncpus=1)+(n3:ncpus=1)"}
+
+
 def test_resume_reads_slurm_23s_nodes_resume_and_wakes_hosts_no_job_names(tmp_path, caplog):
     """23.02 renamed a job's ``nodes`` ``nodes_resume`` (and added ``nodes_alloc``, the whole
     allocation): read as 22.05's, no job had nodes. Slurm's argument also names nodes that
