@@ -180,8 +180,10 @@ def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, An
 
 
 def reservations(ctx: Context) -> dict[str, dict[str, Any]]:
-    """Slurm's reservations, each read on its own: one whose nodes or start Slurm answers
-    oddly for is left out, logged, not the whole run (as a pending job is)."""
+    """Slurm's reservations. Never one left out, whose nodes could then be powered off
+    before or while it runs: one whose nodes do not read is the run's error (nothing is
+    powered off), one whose start does not read is kept as begun (its nodes stay up),
+    logged."""
     out = {}
     for resv in ctx.slurm.reservations():
         name = resv.get("ReservationName")
@@ -189,10 +191,15 @@ def reservations(ctx: Context) -> dict[str, dict[str, Any]]:
             continue
         try:
             nodes = _hostlist(ctx, str(resv.get("Nodes") or ""))
+        except (ValueError, SlurmError) as exc:
+            raise SlurmError(f"reservation {quoted(name, 60)}: its nodes not read: {exc}"
+                             ) from None
+        try:
             start = epoch(resv.get("StartTime"), "StartTime") or 0
         except (ValueError, SlurmError) as exc:
-            log.warning("reservation %s left out: %s", quoted(name, 60), exc)
-            continue
+            log.warning("reservation %s: its start not read, taken as begun (its nodes stay "
+                        "up): %s", quoted(name, 60), exc)
+            start = 0
         out[name] = {
             "reserve_state": "RESV_RUNNING" if resv.get("State") == "ACTIVE"
             else "RESV_CONFIRMED",

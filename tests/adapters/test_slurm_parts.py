@@ -1871,27 +1871,37 @@ def test_one_sinfo_node_in_no_known_shape_is_left_out_alone(caplog):
         slurm_power.slurm_nodes(ctx)
 
 
-def test_one_reservation_slurm_answers_oddly_for_is_left_out_alone(caplog):
-    """One reservation whose nodes or start did not read raised for the whole periodic run
-    (as one pending job did before it was left out alone)."""
+def test_a_reservation_slurm_answers_oddly_for_keeps_its_nodes_up(caplog):
+    """A reservation left out of the periodic run (ddef5cd) had its nodes powered off before
+    or while it ran. One whose start does not read is kept as begun (its nodes stay up),
+    logged; one whose nodes do not read is the run's error, so nothing is powered off."""
     class Fake(_Hostnames):
-        def reservations(self):
-            return [{"ReservationName": "a", "Nodes": "n1", "State": "INACTIVE",
-                     "StartTime": "2026-11-24T02:25:13"},
-                    {"ReservationName": "b", "Nodes": "bad[list",
-                     "StartTime": "2026-11-24T02:25:13"},
-                    {"ReservationName": "c", "Nodes": "n2", "StartTime": "2026-13-45T99:00:00"},
-                    {"ReservationName": "d", "Nodes": "n[3-4]", "State": "ACTIVE",
-                     "StartTime": "2026-11-24T02:25:13"}]
+        answer = [{"ReservationName": "a", "Nodes": "n1", "State": "INACTIVE",
+                   "StartTime": "2026-11-24T02:25:13"},
+                  {"ReservationName": "c", "Nodes": "n2", "StartTime": "2026-13-45T99:00:00"},
+                  {"ReservationName": "d", "Nodes": "n[3-4]", "State": "ACTIVE",
+                   "StartTime": "2026-11-24T02:25:13"}]
 
-    resvs = slurm_power.reservations(type("Ctx", (), {"slurm": Fake()})())
-    assert {k: (v["reserve_state"], v["resv_nodes"]) for k, v in resvs.items()} == {
-        "a": ("RESV_CONFIRMED", "(n1)"), "d": ("RESV_RUNNING", "(n3)+(n4)")}
+        def reservations(self):
+            return self.answer
+
+    fake = Fake()
+    resvs = slurm_power.reservations(type("Ctx", (), {"slurm": fake})())
+    assert {k: (v["reserve_state"], v["reserve_start"], v["resv_nodes"])
+            for k, v in resvs.items()} == {
+        "a": ("RESV_CONFIRMED", resvs["a"]["reserve_start"], "(n1)"),
+        "c": ("RESV_CONFIRMED", 0, "(n2)"), "d": ("RESV_RUNNING", resvs["d"]["reserve_start"],
+                                                  "(n3)+(n4)")}
+    assert resvs["a"]["reserve_start"] > 0
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 2
-    assert lines[0] == ("reservation 'b' left out: scontrol show hostnames bad[list: exit "
-                        "status 1")
-    assert lines[1].startswith("reservation 'c' left out: StartTime='2026-13-45T99:00:00'")
+    assert len(lines) == 1
+    assert lines[0].startswith("reservation 'c': its start not read, taken as begun (its "
+                               "nodes stay up): StartTime='2026-13-45T99:00:00'"), lines
+    fake.answer = [*fake.answer, {"ReservationName": "b", "Nodes": "bad[list",
+                                  "StartTime": "2026-11-24T02:25:13"}]
+    with pytest.raises(SlurmError, match=r"^reservation 'b': its nodes not read: scontrol "
+                                         r"show hostnames bad\[list: exit status 1$"):
+        slurm_power.reservations(type("Ctx", (), {"slurm": fake})())
 
 
 @pytest.mark.parametrize("value,kept", [
