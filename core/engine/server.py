@@ -3339,8 +3339,10 @@ class Engine:
     def _ended_over(self, job_id: str, reason: str | None, attrs: dict,
                     ending: _Ending) -> None:
         """The end of a job whose processes ended, once its end hooks are over: requeued,
-        or finished."""
+        or finished. Its ``end_reason`` is read again: a qdel -W force meanwhile
+        (`_delete_exiting`) has set it."""
         assert ending.ended is not None
+        reason = (self.store.runtime(job_id) or {}).get("end_reason") or reason
         if lifecycle.end_step(reason, ending.action) == lifecycle.REQUEUE:
             attrs.pop("Exit_status", None)  # (the run's; the job is not over)
             self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by))
@@ -3475,7 +3477,10 @@ class Engine:
         running a job's epilogue refuses the server's signal but a SIGKILL. A plain qdel
         is refused (`Request invalid for state of job`, 15016); a forced one (``-W
         force``, whose SIGKILL that MoM takes) is answered, logged and written (its D
-        record), and the job ends as its end hooks leave it."""
+        record), and the job ends as its end hooks leave it, but deleted: a ``job.rerun()``
+        they ask for does not requeue it, as for a running job's qdel (its runtime's
+        ``end_reason``, read when they are over: `_ended_over`, `_lost_over`); a qrerun's
+        requeue stands, as in `_delete_requeued`."""
         if not force:
             self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                      f"{self.host} refused: its end hooks run")
@@ -3487,6 +3492,10 @@ class Engine:
         who = f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its end "
                  "hooks run, and it ends when they are over")
+        with self.store.transaction() as st:
+            runtime = st.runtime(job_id) or {}
+            if runtime.get("end_reason") is None:
+                st.set_runtime(job_id, {**runtime, "end_reason": f"{DELETED_BY}{who}"})
         self.accounting.deleted(job_id, who)
         if purge:
             self._purge_at_end(caller, job_id)

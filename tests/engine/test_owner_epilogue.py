@@ -274,3 +274,31 @@ def test_a_job_whose_pbsuser_prologue_or_end_hooks_run_cannot_be_preempted(
     attrs = engine.wait(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 1)
     assert (engine.work / f"slow.o{job_id.split('.')[0]}").read_text() == "ran\n"
+
+
+@pytest.mark.parametrize("how", ["ended", "lost"])
+def test_a_forced_qdel_while_a_pbsuser_epilogue_runs_wins_over_a_requeue(
+        how, dists, make_engine, engine_root):
+    # A qdel -W force is answered and written (D) while the epilogue runs; neither a
+    # job.rerun() the epilogue asks for after it nor the job's being lost (rerunnable)
+    # requeues the job, as a qdel of a running job wins over both (`lifecycle.end_step`,
+    # `_lost_over`): it ends, deleted, after one run.
+    engine = make_engine(holding_plugin(dists, engine_root, """
+        @hookimpl
+        def execjob_epilogue(event):
+            if hold_first():
+                event.job.rerun()
+        """, ("execjob_epilogue",)))
+    mark = engine_root / "ran"  # (a second run, on the old code, ends at once)
+    script = f"[ -e {mark} ] && exit 0\ntouch {mark}\n" + (
+        "kill -9 $PPID; sleep 60\n" if how == "lost" else "exit 0\n")
+    job_id = engine.submit(script, Job_Name="slow")
+    started(engine_root)
+    client = Client(engine.home, timeout=20)
+    assert [a.get("error") for a in client("delete", ids=[job_id], force=True)] == [None]
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert attrs["run_count"] == 1, attrs
+    assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    assert f";D;{job_id};" in records and f";R;{job_id};" not in records
