@@ -313,6 +313,9 @@ class Engine:
         self.sched_next: dict[str, float] = {}
         self.launches: dict[str, executor.Launch] = {}
         self.kills: dict[str, float] = {}  # job id -> when to send SIGKILL
+        # Jobs killed before their shepherd recorded their group: their SIGTERM goes at the
+        # first poll that finds the record (`_kill_overdue`).
+        self.terms_due: set[str] = set()
         self.started: dict[str, float] = {}  # job id -> when it was launched (exact)
         #: The jobs whose execjob_prologue, execjob_epilogue or execjob_end chain has a
         #: `user = pbsuser` hook, which their owner may make slow: the chain runs while the
@@ -3095,7 +3098,8 @@ class Engine:
             return
         if over is not None:
             executor.tell_job(launch, over.note)
-        executor.signal_launch(launch, signal.SIGTERM, wait=2.0)
+        if not executor.signal_launch(launch, signal.SIGTERM, wait=2.0) and not launch.pgid:
+            self.terms_due.add(job_id)  # (no record yet: sent once there is one)
         # Every process of the job gets its SIGTERM, as PBS's MoM sends it to the job's
         # session: one that made a group or a session of its own may end cleanly too,
         # before the SIGKILL after kill_delay.
@@ -3178,7 +3182,17 @@ class Engine:
                 self.cycle(due)
 
     def _kill_overdue(self, now: float) -> None:
-        """SIGKILL to each killed job whose kill_delay is over at `now`."""
+        """SIGKILL to each killed job whose kill_delay is over at `now`; SIGTERM to one
+        killed before its shepherd recorded its group, once it has (a job deleted as it
+        started, on a loaded machine, was sent no SIGTERM and ran to its SIGKILL)."""
+        for job_id in list(self.terms_due):
+            launch = self.launches.get(job_id)
+            if launch is None or job_id not in self.kills or not launch.alive():
+                self.terms_due.discard(job_id)
+            elif launch.resolve():
+                self.terms_due.discard(job_id)
+                executor.signal_launch(launch, signal.SIGTERM)
+                executor.signal_session(launch, signal.SIGTERM)
         for job_id, deadline in list(self.kills.items()):
             if job_id not in self.launches:
                 del self.kills[job_id]

@@ -182,6 +182,30 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_ru
         executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
+def test_a_job_deleted_before_its_shepherd_recorded_it_gets_its_sigterm_once_it_has(
+        dists, make_engine, engine_root):
+    """A qdel's SIGTERM to a job whose shepherd had not recorded its group yet (a loaded
+    machine; here a launch hook stops the shepherd until the test lets it go on) was sent
+    nowhere: the job ran to its SIGKILL after kill_delay (the demo's deleted job ended
+    265, not 271, under load). It is sent at the first poll that finds the record."""
+    seen = engine_root / "shepherd"
+    engine = make_engine(holding_hook(dists, "stall", "os.kill(event.pid, signal.SIGSTOP)",
+                                      seen))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
+    job_id = engine.submit(f"touch {engine.work}/ran\nexec sleep 300\n", Job_Name="late")
+    engine.wait(job_id, "R")
+    pid, start = shepherd_seen(seen)
+    try:
+        assert engine.pbs("qdel", job_id).returncode == 0
+        assert executor.signal_if_same(pid, start, signal.SIGCONT)
+        # (a hang guard far inside the kill_delay, whose SIGKILL the old code waited for)
+        attrs = engine.wait(job_id, timeout=120)
+        assert attrs["comment"].startswith("Job deleted at request of "), attrs["comment"]
+        assert attrs["Exit_status"] == 271, attrs["Exit_status"]
+    finally:
+        executor.signal_if_same(pid, start, signal.SIGKILL)
+
+
 def test_the_room_a_killed_shepherd_had_for_its_record_goes_with_the_jobs_files(
         dists, make_engine, engine_root):
     """A shepherd has the room for its record (``<seq>.shepherd.tmp`` in jobs/) before it
