@@ -136,6 +136,8 @@ job = subprocess.run(['pbsplug', 'qsub', '-e', 'err.txt', '--', '/bin/sleep', '6
                      capture_output=True, text=True, check=True).stdout.strip()
 while c('stat_jobs', ids=[job])[job]['job_state'] != 'R':
     time.sleep(0.05)
+while not Path('err.txt').exists():  # (the job's process opens it once its shepherd has
+    time.sleep(0.05)                 # recorded it: qmsg before has no file to write to)
 server = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
 me = os.getpid()
 racer = os.fork()
