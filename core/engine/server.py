@@ -201,43 +201,45 @@ class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
     `Pending`, and what its job does with its outcome once it is over (`done`). An
     execjob_preterm chain's `waiters`: the qdel answers that wait for it (`LaterAnswer`,
-    and the place of the job in each)."""
+    and the results in each that name its job)."""
 
     def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
         self.event = event
         self.pending = pending
         self.done = done
-        self.waiters: list[tuple[LaterAnswer, int]] = []
+        self.waiters: list[tuple[LaterAnswer, list[dict[str, Any]]]] = []
 
     def answer(self, error: PbsError | None) -> None:
         """Each waiting qdel told what came of its job (`error`, or nothing)."""
-        for later, index in self.waiters:
-            later.fill(index, error)
+        for later, results in self.waiters:
+            later.fill(results, error)
         self.waiters = []
 
 
 class LaterAnswer:
     """A request's answer that waits for hook chains (a qdel whose jobs' execjob_preterm
     has a pbsuser hook, `Engine.defer_answers`): its per-job `results`, complete once
-    `missing` is 0. The server's loop answers it then (`api`)."""
+    `missing`, the chains it waits for, is 0. The server's loop answers it then (`api`)."""
 
     def __init__(self) -> None:
         self.results: list[dict[str, Any]] = []
         self.missing = 0
 
-    def fill(self, index: int, error: PbsError | None) -> None:
+    def fill(self, results: list[dict[str, Any]], error: PbsError | None) -> None:
+        """A chain this answer waits for is over: its `results` told its `error`."""
         if error is not None:
-            self.results[index]["error"] = error.to_dict()
+            for result in results:
+                result["error"] = error.to_dict()
         self.missing -= 1
 
 
 class _Waits(Exception):
-    """A qdel of a job whose execjob_preterm chain runs (`chain`): answered when it is
-    over."""
+    """A qdel of jobs whose execjob_preterm chains run (`chains`: one job's, or the
+    subjobs' of an array named): answered when they are over."""
 
-    def __init__(self, chain: _Chain):
-        super().__init__(chain.event)
-        self.chain = chain
+    def __init__(self, *chains: _Chain):
+        super().__init__("execjob_preterm")
+        self.chains = chains
 
 
 class _Ending:
@@ -1341,15 +1343,16 @@ class Engine:
         killed: dict[str, PbsError | None] = {}
         later = LaterAnswer()
         for job_id in ids:
+            result: dict[str, Any] = {"id": job_id}
+            later.results.append(result)
             try:
                 self._delete(caller, job_id, force, purge, killed, later=True)
-                later.results.append({"id": job_id})
             except PbsError as err:
-                later.results.append({"id": job_id, "error": err.to_dict()})
+                result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
-                later.results.append({"id": job_id})
-                waits.chain.waiters.append((later, len(later.results) - 1))
-                later.missing += 1
+                for chain in waits.chains:
+                    chain.waiters.append((later, [result]))
+                    later.missing += 1
         return later if later.missing else later.results
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False,
@@ -1368,7 +1371,7 @@ class Engine:
         if named is not None and (not named.single or
                                   self.store.job(self._full_id(job_id)) is None):
             self._delete_in_array(caller, self._full_id(job_id), named, force, purge,
-                                  given=job_id)
+                                  given=job_id, later=later)
             return
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
@@ -1385,7 +1388,7 @@ class Engine:
             if not force and later:
                 raise _Waits(chain)  # (a qdel of it waits already: answered as that one)
             if not force:
-                return  # (an array's qdel: the qdel that waits for the chain decides)
+                return  # (no `later`: the qdel that waits for the chain decides)
             self._stop_chain(job_id)  # (forced: no preterm, as for any running job)
         elif chain is not None or self._ends_alone(job_id):
             self._delete_exiting(caller, job_id, force, purge, killed)
@@ -1500,7 +1503,8 @@ class Engine:
             raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
-                         force: bool, purge: bool, given: str | None = None) -> None:
+                         force: bool, purge: bool, given: str | None = None,
+                         later: bool = False) -> None:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
         OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
         instantiated subjobs are deleted as jobs; a range needs one index of the array
@@ -1510,7 +1514,10 @@ class Engine:
         as OpenPBS 23.06.06's server marks the array and its subjobs at the qdel (read in
         its source; a range's measured). Once the array is over, a range or a subjob is
         15139, named as `given` without its ``@server`` (the array is named by its full
-        id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured)."""
+        id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured). With
+        `later`, as `_delete`'s: the running subjobs' pbsuser execjob_preterm chains run
+        while the server serves (they ran one after another in its loop), and `_Waits`
+        names them all once every subjob named is taken."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1546,13 +1553,19 @@ class Engine:
                 sub: sub_attrs for sub, sub_attrs in self.store.subjobs(array_job).items()
                 if sub_attrs.get("job_state") in ("F", "X") and (
                     wanted is None or sub_attrs.get("array_index") in wanted)})
+        chains: list[_Chain] = []
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
                                       indices):
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
-            self._delete(caller, sub, force, purge)
+            try:
+                self._delete(caller, sub, force, purge, later=later)
+            except _Waits as waits:
+                chains.extend(waits.chains)
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
+        if chains:
+            raise _Waits(*chains)
 
     def _purge(self, caller: Caller | str, job_id: str) -> None:
         """A finished job's history gone (qdel -x): no qstat -x shows it again; one gone

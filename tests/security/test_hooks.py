@@ -408,6 +408,46 @@ def test_a_pbsuser_preterm_its_owner_makes_slow_does_not_hold_the_server(dists, 
     assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
 
 
+def test_a_pbsuser_preterm_its_owner_makes_slow_in_an_array_does_not_hold_the_server(
+        dists, local_engine, attacker):
+    # The owner qdels their array (``12[]``) and makes its subjobs' pbsuser preterm slow:
+    # each running subjob's chain ran in the server's loop, one after another, and the
+    # server answered no one meanwhile. They now run while the server serves; the qdel is
+    # answered when they are all over.
+    import threading
+
+    from pbsplug.engine.client import Client
+
+    dists.add("slow", SLOW_PROLOGUE.replace("execjob_prologue", "execjob_preterm"))
+    engine = local_engine("[plugins.slow]\nenabled = true\n", env=dists.env())
+    done = attacker.pbs(engine, "qsub", "-J", "1-2", "--", "/bin/sleep", "60",
+                        cwd=engine.work)
+    assert done.returncode == 0, done.stderr
+    array_id = done.stdout.strip()
+    subjobs = [array_id.replace("[]", f"[{i}]") for i in (1, 2)]
+    for sub in subjobs:
+        engine.wait(sub, "R")
+    qdel: list = []
+    thread = threading.Thread(target=lambda: qdel.append(
+        attacker.pbs(engine, "qdel", array_id, cwd=engine.work)))
+    thread.start()
+    until(lambda: all((engine.work / f"{sub}.first").exists() for sub in subjobs),
+          what="both subjobs' preterms to start")  # (one at a time, in the loop, before)
+    try:
+        # Answered while the hooks wait: the client's 20 s are a hang guard (the hooks'
+        # alarm is 600 s away).
+        client = Client(engine.home, timeout=20)
+        assert client("stat_jobs", ids=[subjobs[0]])[subjobs[0]]["job_state"] == "R"
+        assert not qdel and not (engine.work / "go").exists()
+    finally:
+        (engine.work / "go").touch()
+        thread.join(60)
+    assert (qdel[0].returncode, qdel[0].stderr) == (0, "")
+    for sub in subjobs:
+        attrs = engine.wait(sub)  # the preterms accepted: the subjobs were killed
+        assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
+
+
 SLOW_START_AND_END = """
 import time
 from pathlib import Path
