@@ -201,7 +201,7 @@ class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
     `Pending`, and what its job does with its outcome once it is over (`done`). An
     execjob_preterm chain's `waiters`: the qdel answers that wait for it (`LaterAnswer`,
-    and the results in each that name its job)."""
+    and the results in each that name its job: one waiter per request)."""
 
     def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
         self.event = event
@@ -218,8 +218,9 @@ class _Chain:
 
 class LaterAnswer:
     """A request's answer that waits for hook chains (a qdel whose jobs' execjob_preterm
-    has a pbsuser hook, `Engine.defer_answers`): its per-job `results`, complete once
-    `missing`, the chains it waits for, is 0. The server's loop answers it then (`api`)."""
+    has a pbsuser hook, `Engine.defer_answers`): its per-job `results` (an id named again
+    shares its first result), complete once `missing`, the chains it waits for, is 0. The
+    server's loop answers it then (`api`)."""
 
     def __init__(self) -> None:
         self.results: list[dict[str, Any]] = []
@@ -1342,17 +1343,29 @@ class Engine:
         while the server serves (`_delete`'s `later`)."""
         killed: dict[str, PbsError | None] = {}
         later = LaterAnswer()
+        # An id named again while it waits shares its result, and a chain waited for has
+        # one waiter for the request (a request naming a job 2,000,000 times kept as many
+        # of each until the chain was over).
+        waiting: dict[str, dict[str, Any]] = {}
+        waited: dict[_Chain, list[dict[str, Any]]] = {}
         for job_id in ids:
-            result: dict[str, Any] = {"id": job_id}
+            if (result := waiting.get(job_id)) is not None:
+                later.results.append(result)
+                continue
+            result = {"id": job_id}
             later.results.append(result)
             try:
                 self._delete(caller, job_id, force, purge, killed, later=True)
             except PbsError as err:
                 result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
+                waiting[job_id] = result
                 for chain in waits.chains:
-                    chain.waiters.append((later, [result]))
-                    later.missing += 1
+                    if (results := waited.get(chain)) is None:
+                        results = waited[chain] = []
+                        chain.waiters.append((later, results))
+                        later.missing += 1
+                    results.append(result)
         return later if later.missing else later.results
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False,

@@ -123,3 +123,33 @@ def test_a_forced_qdel_during_a_pbsuser_preterm_kills_the_job_and_answers_the_ot
     assert engine.wait(job_id)["comment"].startswith("Job deleted at request of root@")
     assert not (engine_root / "go").exists()
     until(lambda: gone(pid), what="the hook's process to be killed")
+
+
+def test_a_qdel_naming_a_waiting_job_again_and_again_keeps_one_waiter_and_one_result(
+        inprocess_engine, monkeypatch):
+    # A qdel naming the job whose preterm chain runs 200,000 times (an 8 MB body takes
+    # 2,000,000) kept a result and a waiter for each until the chain was over, in the
+    # root server, 32 such requests a user. Now the repeats share the first's result and
+    # the chain has one waiter for the request.
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, _Chain, _Waits
+
+    eng = inprocess_engine
+    chain = _Chain("execjob_preterm", None, lambda outcome: None)
+    asked: list[str] = []
+
+    def delete(caller, job_id, *args, **kw):  # (12 waits for the chain; 13 is unknown)
+        asked.append(job_id)
+        if job_id == "12":
+            raise _Waits(chain)
+        raise PbsError(15001, "Unknown Job Id", obj=job_id)
+
+    monkeypatch.setattr(eng, "_delete", delete)
+    later = eng.req_delete(Caller(0, ROLE_MANAGER), ["12"] * 200_000 + ["13"])
+    assert asked == ["12", "13"]
+    assert (later.missing, len(chain.waiters), len(later.results)) == (1, 1, 200_001)
+    assert len({id(result) for result in later.results}) == 2
+    chain.answer(PbsError(15136, "not now", obj="12"))
+    assert later.missing == 0
+    assert later.results[0]["error"]["message"] == later.results[-2]["error"]["message"] \
+        == "not now"
+    assert later.results[-1]["error"]["code"] == 15001
