@@ -541,10 +541,18 @@ class Engine:
     def _end_again(self, job_id: str, attrs: dict, ending: dict[str, Any]) -> None:
         """A job whose end hooks ran as chains when the server stopped, ending without its
         processes ending (`_Ending.record`): ended again as then, its end hooks run again,
-        as a job whose processes ended is (with its status file)."""
+        as a job whose processes ended is (with its status file). A lost one's stored
+        launch is swept again first (`executor.kill_session`), as `_recover` sweeps a job
+        whose shepherd is gone: nothing left of it may run on untracked."""
         self.log(LOG_JOB, "Job", job_id, "job ended again after a server restart: its end "
                  "hooks were running")
         if "lost" in ending:
+            try:
+                launch = _stored_launch(self.store.runtime(job_id))
+            except (TypeError, ValueError):  # (not a launch: so only by hand; it ends)
+                launch = None
+            if launch is not None:
+                executor.kill_session(launch)
             self._lost_end(job_id, attrs, str(ending["lost"]))
             return
         try:

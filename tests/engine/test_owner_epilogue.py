@@ -302,3 +302,28 @@ def test_a_forced_qdel_while_a_pbsuser_epilogue_runs_wins_over_a_requeue(
     assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
     records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
     assert f";D;{job_id};" in records and f";R;{job_id};" not in records
+
+
+def test_a_lost_job_ended_again_after_a_restart_is_swept_again(inprocess_engine, monkeypatch):
+    # A lost job whose end hooks ran when the server stopped: the restart ended it again
+    # without the sweep of what is left of it (`kill_session`) that a restart gives a job
+    # whose shepherd is gone, so a process left of it ran on untracked.
+    from pbsplug.engine import executor
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    eng = inprocess_engine
+    job_id = eng.req_submit(Caller(0, ROLE_MANAGER), {"Rerunable": False}, "true\n")
+    launch = {"shepherd": 1, "started": 0.0, "pgid": 1, "status_file": "/nonexistent",
+              "tmpdir": "/nonexistent", "boot": "another boot"}
+    with eng.store.transaction() as st:
+        st.put_job(job_id, {**eng.store.job(job_id), "job_state": "E", "substate": 57})
+        st.set_runtime(job_id, {"launch": launch, "ending": {"lost": "its shepherd ended"}})
+    swept: list = []
+    monkeypatch.setattr(executor, "kill_session", lambda launch, **kw: swept.append(launch)
+                        or 0)
+    eng._recover()
+    eng._poll_ends_again()
+    assert [(one.shepherd, one.boot) for one in swept] == [(1, "another boot")]
+    attrs = eng.store.job(job_id)
+    assert (attrs["job_state"], attrs["comment"]) == (
+        "F", "Job lost and not rerunnable: its shepherd ended")
