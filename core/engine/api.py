@@ -532,17 +532,23 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
     finally:
         # The pid file goes last: who waits for it to go (`server stop`, a new start) finds
         # the hook chains stopped, their processes killed, and the log and database closed.
+        # Each step runs even if one before it fails (a listener whose close raised left
+        # the engine open: its chains' hooks running, its database open).
         try:
-            if listener is not None:
-                listener.close()
-            if sock is not None:
-                sock.close()
-                home.socket.unlink(missing_ok=True)
-            if engine is not None:
+            try:
+                if listener is not None:
+                    listener.close()
+            finally:
                 try:
-                    engine.log(LOG_SYSTEM, "Server", engine.host, "Server stopped")
+                    if sock is not None:
+                        sock.close()
+                        home.socket.unlink(missing_ok=True)
                 finally:
-                    engine.close()
+                    if engine is not None:
+                        try:
+                            engine.log(LOG_SYSTEM, "Server", engine.host, "Server stopped")
+                        finally:
+                            engine.close()
         finally:
             if home.server_pid() == os.getpid():
                 home.pidfile.unlink(missing_ok=True)

@@ -231,3 +231,31 @@ def test_a_key_twice_in_a_request_is_refused_not_read_as_its_last(engine):
     assert answer["error"] == {"code": PBSE_IVALREQ, "obj": None, "message": (
         'Invalid request: arguments: the key "Job_Name" twice in one object')}
     assert engine.client("stat_jobs", history=True) == {}
+
+
+def test_a_listener_whose_close_fails_still_closes_the_engine(engine_root, monkeypatch):
+    """As the server stops, a listener whose close raises leaves the engine closed all the
+    same (its hook chains stopped, its database closed) and the pid file gone: the
+    engine's close was skipped."""
+    from pbsplug.engine import api
+    from pbsplug.engine.home import Home
+
+    closed: list[str] = []
+    engine_close = api.Engine.close
+
+    def close_engine(self):
+        closed.append("engine")
+        engine_close(self)
+
+    def close_listener(self):
+        raise OSError("the listener's close failed")
+
+    monkeypatch.setattr(api.signal, "signal", lambda *args: None)  # (pytest's own stay)
+    monkeypatch.setattr(api._Listener, "run", lambda self: None)  # (stopped at once)
+    monkeypatch.setattr(api._Listener, "close", close_listener)
+    monkeypatch.setattr(api.Engine, "close", close_engine)
+    home = Home(engine_root)
+    with pytest.raises(OSError, match="the listener's close failed"):
+        api.serve(home)
+    assert closed == ["engine"]
+    assert home.server_pid() is None
