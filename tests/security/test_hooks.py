@@ -408,12 +408,13 @@ def test_a_pbsuser_preterm_its_owner_makes_slow_does_not_hold_the_server(dists, 
     assert attrs["comment"].startswith(f"Job deleted at request of {attacker.user}@")
 
 
+@pytest.mark.parametrize("named", ["[]", "[1-2]"])
 def test_a_pbsuser_preterm_its_owner_makes_slow_in_an_array_does_not_hold_the_server(
-        dists, local_engine, attacker):
-    # The owner qdels their array (``12[]``) and makes its subjobs' pbsuser preterm slow:
-    # each running subjob's chain ran in the server's loop, one after another, and the
-    # server answered no one meanwhile. They now run while the server serves; the qdel is
-    # answered when they are all over.
+        named, dists, local_engine, attacker):
+    # The owner qdels their array (``12[]``, or a range of it) and makes its subjobs'
+    # pbsuser preterm slow: each running subjob's chain ran in the server's loop, one
+    # after another, and the server answered no one meanwhile. They now run while the
+    # server serves; the qdel is answered when they are all over.
     import threading
 
     from pbsplug.engine.client import Client
@@ -429,7 +430,7 @@ def test_a_pbsuser_preterm_its_owner_makes_slow_in_an_array_does_not_hold_the_se
         engine.wait(sub, "R")
     qdel: list = []
     thread = threading.Thread(target=lambda: qdel.append(
-        attacker.pbs(engine, "qdel", array_id, cwd=engine.work)))
+        attacker.pbs(engine, "qdel", array_id.replace("[]", named), cwd=engine.work)))
     thread.start()
     until(lambda: all((engine.work / f"{sub}.first").exists() for sub in subjobs),
           what="both subjobs' preterms to start")  # (one at a time, in the loop, before)
