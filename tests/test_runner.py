@@ -790,6 +790,25 @@ def test_a_malformed_report_is_the_hooks_error(chain, monkeypatch, report):
 _DONE = b'["done", 0, "accept", null, '
 
 
+def _forge_report(monkeypatch, report: bytes) -> None:
+    """Have the hook's process send `report` as its raw bytes (after a start, for a done
+    report), as another program could write them (a pbsuser hook's process is its
+    owner's)."""
+    import struct
+
+    from pbsplug import runner as runner_module
+
+    def forged(batch, event, fd):
+        if report.startswith(_DONE):
+            runner_module._send(fd, ("start", 0))
+        data = struct.pack("!I", len(report)) + report
+        while data:
+            data = data[os.write(fd, data):]
+        time.sleep(30)
+
+    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+
+
 @pytest.mark.parametrize("report, why", [
     # json.loads' RecursionError went through the runner to its caller (the server's loop),
     # and the child was left running.
@@ -815,19 +834,7 @@ _DONE = b'["done", 0, "accept", null, '
 def test_a_report_that_is_not_what_the_child_sends_is_named(chain, monkeypatch, report, why):
     """A hook process's report, as bytes another program could write (a pbsuser hook's
     process is its owner's): the hook's error says what was wrong with it, in one line."""
-    import struct
-
-    from pbsplug import runner as runner_module
-
-    def forged(batch, event, fd):
-        if report.startswith(_DONE):
-            runner_module._send(fd, ("start", 0))
-        data = struct.pack("!I", len(report)) + report
-        while data:
-            data = data[os.write(fd, data):]
-        time.sleep(30)
-
-    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    _forge_report(monkeypatch, report)
     out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(queuejob())
     assert (out.kind, out.hook) == ("error", "a"), out.detail
     assert out.detail == f"the hook's process sent a malformed report ({why}); killed"
@@ -840,21 +847,8 @@ def test_a_change_nested_deeper_than_its_copy_reaches_is_refused(chain, monkeypa
     """A change nested 600 deep reads as JSON (one frame a level) but its copy onto the
     event recursed further: RecursionError went through the runner to its caller. The
     report's reader now refuses it (jsontext's max_depth), before any copy."""
-    import struct
-
-    from pbsplug import runner as runner_module
-
     deep = b'{"a": ' * 600 + b"1" + b"}" * 600
-    report = _DONE + b"0.0, " + changes % deep + b", []]"
-
-    def forged(batch, event, fd):
-        runner_module._send(fd, ("start", 0))
-        data = struct.pack("!I", len(report)) + report
-        while data:
-            data = data[os.write(fd, data):]
-        time.sleep(30)
-
-    monkeypatch.setattr(runner_module, "_child_main", forged)  # the fork inherits it
+    _forge_report(monkeypatch, _DONE + b"0.0, " + changes % deep + b", []]")
     out = chain({"a": Hook(trail)}, mode="process", alarm=20).fire(event())
     assert (out.kind, out.hook, out.detail) == ("error", "a", (
         "the hook's process sent a malformed report (arrays or objects nested more than 100 "

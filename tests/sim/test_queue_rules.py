@@ -230,33 +230,45 @@ def test_a_job_the_complexs_limit_refuses_is_routed_after_a_job_of_another_queue
     assert sink.starts() == {"1": 0, "2": 121, "3": 1}
 
 
-def test_the_engine_refuses_the_same_jobs_by_the_servers_limit(tmp_path):
-    """The server's max_queued on an engine in this process: the third of three qsubs is
-    refused with the replay's text."""
+def _on_engine(commands: tuple[str, ...], submits: list[tuple[Caller, dict]]) -> list[str]:
+    """qmgr's `commands` on an engine in this process, then each qsub (its caller and its
+    job's attributes, one cpu for 200 s): for each, the queue its job is in, or
+    ``qsub: <error>``."""
     root = make_root()
     try:
         eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        manager = Caller(0, ROLE_MANAGER)
-        for command in ("set server scheduling = false",
-                        "set server max_queued = '[o:PBS_ALL=2]'"):
-            assert eng.req_qmgr(manager, command)["code"] == 0, command
-        on_engine = []
-        for _ in range(3):
+        for command in commands:
+            assert eng.req_qmgr(MANAGER, command)["code"] == 0, command
+        out = []
+        for caller, attrs in submits:
             try:
-                eng.req_submit(manager, {"Resource_List": {
+                job_id = eng.req_submit(caller, {**attrs, "Resource_List": {
                     "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
-                on_engine.append(None)
             except PbsError as exc:
-                on_engine.append(f"qsub: {exc.message}")
+                out.append(f"qsub: {exc.message}")
+                continue
+            out.append(eng.store.job(job_id)["queue"])
         eng.close()
     finally:
         remove_root(root)
+    return out
+
+
+MANAGER = Caller(0, ROLE_MANAGER)
+
+
+def test_the_engine_refuses_the_same_jobs_by_the_servers_limit(tmp_path):
+    """The server's max_queued on an engine in this process: the third of three qsubs is
+    refused with the replay's text."""
+    on_engine = _on_engine(("set server scheduling = false",
+                            "set server max_queued = '[o:PBS_ALL=2]'"),
+                           [(MANAGER, {})] * 3)
     sink, _ = replay(platform(tmp_path, text=ONE_CPU.format(count=1)),
                      [tj(n, 0, "root", queue=None) for n in (1, 2, 3)],
                      server_attrs={"max_queued": "[o:PBS_ALL=2]"})
-    reasons = {r.job.job_id: r.reason for r in sink.jobs}
+    reasons = {r.job.job_id: r.reason or "workq" for r in sink.jobs}
     assert on_engine == [reasons[n] for n in "123"] == [
-        None, None, "qsub: Maximum number of jobs already in complex"]
+        "workq", "workq", "qsub: Maximum number of jobs already in complex"]
 
 
 def test_a_queues_limit_counts_the_servers_default_chunk_as_the_engine_does(tmp_path):
@@ -264,34 +276,18 @@ def test_a_queues_limit_counts_the_servers_default_chunk_as_the_engine_does(tmp_
     1gb, which each job's chunk takes: the third job of one chunk is refused, on the
     engine and in the replay. (The replay counted the queue's limits without the
     server's attributes: every chunk without mem counted none, and all three ran.)"""
-    root = make_root()
-    try:
-        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        manager = Caller(0, ROLE_MANAGER)
-        for command in ("set server scheduling = false",
-                        "set server default_chunk.mem = 1gb",
-                        "create queue batch queue_type=execution,enabled=true,started=true,"
-                        "max_queued_res.mem='[o:PBS_ALL=2gb]'"):
-            assert eng.req_qmgr(manager, command)["code"] == 0, command
-        on_engine = []
-        for _ in range(3):
-            try:
-                eng.req_submit(manager, {"queue": "batch", "Resource_List": {
-                    "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
-                on_engine.append(None)
-            except PbsError as exc:
-                on_engine.append(f"qsub: {exc.message}")
-        eng.close()
-    finally:
-        remove_root(root)
+    on_engine = _on_engine((
+        "set server scheduling = false", "set server default_chunk.mem = 1gb",
+        "create queue batch queue_type=execution,enabled=true,started=true,"
+        "max_queued_res.mem='[o:PBS_ALL=2gb]'"), [(MANAGER, {"queue": "batch"})] * 3)
     text = ONE_CPU.format(count=4) + 'mem = "4gb"\n\n[queues.batch]\n' \
         'max_queued_res = {{mem = "[o:PBS_ALL=2gb]"}}\n'
     sink, _ = replay(platform(tmp_path, text=text),
                      [tj(n, 0, "root", queue="batch") for n in (1, 2, 3)],
                      server_attrs={"default_chunk": {"mem": "1gb"}})
-    reasons = {r.job.job_id: r.reason for r in sink.jobs}
+    reasons = {r.job.job_id: r.reason or "batch" for r in sink.jobs}
     assert on_engine == [reasons[n] for n in "123"] == [
-        None, None, "qsub: would exceed limit on resource mem in queue batch"]
+        "batch", "batch", "qsub: would exceed limit on resource mem in queue batch"]
 
 
 class NeverRun:
@@ -336,14 +332,8 @@ def test_a_job_waiting_for_a_full_destination_is_rejected_when_its_lifetime_runs
         REJECTED, "Route queue lifetime exceeded", 180)
 
 
-def test_a_job_waiting_for_the_last_job_of_its_destination_is_routed_when_it_ends(
-        tmp_path):
-    """Two cpus; entry routes to batch, which takes one job at a time. j1 runs in batch
-    0-100; j2, submitted at 1, waits in entry (tries at 31, 61, 91) and is routed at 121,
-    entry's first tick after j1 ended, as the engine's router routes it. The replay ended
-    at 100 with j2 rejected (`never routed out of its route queue`): nothing else was left
-    to happen, and a retry waited only while something else might."""
-    text = ONE_CPU.format(count=2) + """
+#: Two cpus; entry routes to batch, which takes one job at a time.
+ONE_AT_A_TIME = ONE_CPU.format(count=2) + """
 [queues.entry]
 queue_type = "Route"
 route_destinations = ["batch"]
@@ -351,6 +341,16 @@ route_destinations = ["batch"]
 [queues.batch]
 max_queued = "[o:PBS_ALL=1]"
 """
+
+
+def test_a_job_waiting_for_the_last_job_of_its_destination_is_routed_when_it_ends(
+        tmp_path):
+    """Two cpus; entry routes to batch, which takes one job at a time. j1 runs in batch
+    0-100; j2, submitted at 1, waits in entry (tries at 31, 61, 91) and is routed at 121,
+    entry's first tick after j1 ended, as the engine's router routes it. The replay ended
+    at 100 with j2 rejected (`never routed out of its route queue`): nothing else was left
+    to happen, and a retry waited only while something else might."""
+    text = ONE_AT_A_TIME
     jobs = [tj(1, 0, "alice", run=100), tj(2, 1, "bob", run=10)]
     sink, sim = replay(platform(tmp_path, text=text), jobs)
     assert sim.entered == {"1": ("batch", 0, "Q"), "2": ("batch", 121, "Q")}
@@ -499,14 +499,7 @@ def test_a_job_woken_is_not_tried_when_the_count_is_back_where_it_refused_it(
     j2 is routed at 121 and batch is full again when j3's tick comes at 122, so j3 is not
     tried then (a try could only fail: the count is where it was when it refused j3);
     j2's end at 131 wakes it again: routed at 152. j3 was tried at 122 before."""
-    text = ONE_CPU.format(count=2) + """
-[queues.entry]
-queue_type = "Route"
-route_destinations = ["batch"]
-
-[queues.batch]
-max_queued = "[o:PBS_ALL=1]"
-"""
+    text = ONE_AT_A_TIME
     tries = counted_tries(monkeypatch)
     jobs = [tj(1, 0, "alice", queue="batch", run=100), tj(2, 1, "bob", run=10),
             tj(3, 2, "carol", run=10)]
@@ -587,33 +580,17 @@ def test_the_engine_routes_and_refuses_the_same_jobs(tmp_path):
     """The same queues on an engine in this process (qmgr; qsub by root and by the test
     user, pbsplugtu): each job lands where the replay put it at its submission, waits in
     `entry` where the replay made it wait, or is refused with the same text."""
-    root = make_root()
     user = Caller(1001, ROLE_USER)
-    try:
-        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
-        manager = Caller(0, ROLE_MANAGER)
-        for command in (
-                "set server scheduling = false",
-                "create queue vip queue_type=execution,enabled=true,started=true,"
-                f"acl_user_enable=true,acl_users={user.user}",
-                "create queue batch queue_type=execution,enabled=true,started=true,"
-                "from_route_only=true,max_queued='[o:PBS_ALL=2]'",
-                "create queue entry queue_type=route,route_destinations='vip,batch',"
-                "enabled=true,started=true"):
-            assert eng.req_qmgr(manager, command)["code"] == 0, command
-        on_engine = []
-        for caller, queue in ((user, "entry"), (manager, "entry"), (manager, "entry"),
-                              (manager, "entry"), (manager, "batch"), (manager, "vip")):
-            try:
-                job_id = eng.req_submit(caller, {"queue": queue, "Resource_List": {
-                    "select": "1:ncpus=1", "walltime": "200"}}, "true\n")
-            except PbsError as exc:
-                on_engine.append(f"qsub: {exc.message}")
-                continue
-            on_engine.append(eng.store.job(job_id)["queue"])
-        eng.close()
-    finally:
-        remove_root(root)
+    on_engine = _on_engine((
+        "set server scheduling = false",
+        "create queue vip queue_type=execution,enabled=true,started=true,"
+        f"acl_user_enable=true,acl_users={user.user}",
+        "create queue batch queue_type=execution,enabled=true,started=true,"
+        "from_route_only=true,max_queued='[o:PBS_ALL=2]'",
+        "create queue entry queue_type=route,route_destinations='vip,batch',"
+        "enabled=true,started=true"),
+        [(user, {"queue": "entry"})] + [(MANAGER, {"queue": q})
+                                        for q in ("entry", "entry", "entry", "batch", "vip")])
     text = PLATFORM.replace('acl_users = ["alice"]', f'acl_users = ["{user.user}"]')
     jobs = [tj(1, 0, user.user), tj(2, 0, "root"), tj(3, 0, "root"), tj(4, 0, "root"),
             tj(5, 0, "root", queue="batch"), tj(6, 0, "root", queue="vip")]
