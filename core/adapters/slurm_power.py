@@ -77,9 +77,11 @@ def _hostlist(ctx: Context, text: str) -> list[str]:
     return ctx.slurm.hostnames(text) if text and text not in ("(null)", "") else []
 
 
-def config_value(ctx: Context, key: str) -> str:
-    """One ``scontrol show config`` value (22.05 has no JSON for it)."""
-    text = ctx.slurm.run("scontrol", "show", "config")
+def config_value(ctx: Context, key: str, text: str | None = None) -> str:
+    """One ``scontrol show config`` value (22.05 has no JSON for it), from `text` when the
+    caller has run it already."""
+    if text is None:
+        text = ctx.slurm.run("scontrol", "show", "config")
     match = re.search(rf"^{key}\s*=\s*(.*)$", text, re.MULTILINE)
     return match.group(1).strip() if match else ""
 
@@ -92,10 +94,11 @@ def excluded(ctx: Context) -> set[str]:
     of every set is kept up here. Only the first set was read: the nodes of the others were
     powered off."""
     out: set[str] = set()
-    nodes = config_value(ctx, "SuspendExcNodes")
+    config = ctx.slurm.run("scontrol", "show", "config")
+    nodes = config_value(ctx, "SuspendExcNodes", config)
     if nodes and nodes != "(null)":
         out.update(_hostlist(ctx, re.sub(r":[0-9]+(?=,|$)", "", nodes)))
-    parts = config_value(ctx, "SuspendExcParts")
+    parts = config_value(ctx, "SuspendExcParts", config)
     if parts and parts != "(null)":
         # (checked: a failed sinfo read as no nodes, and the run powered off the
         # partitions' nodes; now it is the run's error, and nothing is powered off)
