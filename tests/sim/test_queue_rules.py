@@ -391,12 +391,7 @@ def test_a_waiting_job_is_tried_on_its_retry_grid_whatever_happens_between(
 
 #: `front` routes to `entry`, a route queue of one job at most, which routes to `batch`,
 #: of one job at most.
-CHAIN = """
-[[hosts]]
-prefix = "n"
-count = 1
-ncpus = 1
-
+CHAIN = ONE_CPU.format(count=1) + """
 [queues.front]
 queue_type = "Route"
 route_destinations = ["entry"]
