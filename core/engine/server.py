@@ -249,14 +249,14 @@ class _Ending:
     next of `lifecycle.END_EVENTS` to fire (`index`), and the last ``job.rerun()`` or
     ``job.delete()`` a hook asked for (`action`) and its event (`asked_by`). `then`: what
     carries the job's end on (given the job's attributes and this) when its end hooks are
-    over; without it, every chain runs in the server's loop and the caller goes on.
+    over.
     `record`: what a restart needs to end the job again (kept in its runtime as
     ``ending`` while a chain runs: `Engine._end_again`), for a job that ends without its
     processes ending (a status file tells the rest)."""
 
     def __init__(self, ended: executor.JobExit | None, used: dict[str, Any],
                  given: dict[str, Any],
-                 then: Callable[[dict, _Ending], None] | None = None,
+                 then: Callable[[dict, _Ending], None],
                  record: dict[str, Any] | None = None):
         self.ended = ended
         self.used = used
@@ -3395,11 +3395,10 @@ class Engine:
             attrs.pop("Exit_status", None)  # (the run's; the job is not over)
             self._requeue(job_id, attrs, lifecycle.end_comment(reason, ending.asked_by))
         else:
-            self._finish(job_id, attrs, ending.ended, comment=reason, end_hooks=False,
-                         used=ending.kept(attrs))
+            self._finish_over(job_id, reason, attrs, ending)
 
     def _ending(self, job_id: str, attrs: dict, ended: executor.JobExit,
-                then: Callable[[dict, _Ending], None] | None = None,
+                then: Callable[[dict, _Ending], None],
                 record: dict[str, Any] | None = None) -> _Ending:
         """The end hooks of a job whose processes ended made ready: they see its
         Exit_status and resources_used as PBS's MoM sets them before its epilogue."""
@@ -3426,7 +3425,7 @@ class Engine:
         """execjob_epilogue, then execjob_end, from `ending.index` on. A reject or an error
         is only logged, but what a hook asked of the job still applies (pbs-behavior.md
         §1.4): `ending` keeps the last ``job.rerun()`` or ``job.delete()`` asked for, and
-        the event that asked. With `ending.then`, a chain with a `user = pbsuser` hook
+        the event that asked. A chain with a `user = pbsuser` hook
         (which the job's owner may make slow) runs while the server serves: the job is
         stored E in PBS's substate 57 (`lifecycle.RUNEPILOG`), the chain started, and
         False returned; `_poll_chains` goes on when it is over (`_end_event_done`). True
@@ -3434,7 +3433,7 @@ class Engine:
         while ending.index < len(lifecycle.END_EVENTS):
             event = lifecycle.END_EVENTS[ending.index]
             objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
-            if ending.then is not None and self._owner_runs(event):
+            if self._owner_runs(event):
                 if (attrs.get("job_state"), attrs.get("substate")) != ("E", lifecycle.RUNEPILOG):
                     # (stored so, that a restart finds it E with its status file, or
                     # with what its `record` says, and ends it again, its end hooks run
@@ -3481,7 +3480,6 @@ class Engine:
         at a later poll (`_poll_unwritten`), on the attributes as the hooks left them,
         the hooks not run again; before trying, the server checks with a one-row write
         that the database takes changes. False then."""
-        assert ending.then is not None
         kept = copy.deepcopy(attrs)  # (`then` changes them before it writes)
         try:
             self.store.probe_write()
