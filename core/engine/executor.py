@@ -882,12 +882,9 @@ class _Reserved:
             time.sleep(1.0)
 
     def write(self, data: Mapping[str, object]) -> None:
-        text = json.dumps(data).encode()
+        # (JSON allows the spaces; a record is about 170 bytes, well inside ROOM)
         try:
-            if len(text) > self.ROOM:  # (not for the records it is used for)
-                _write_aside(self.path, data, wait_for_space=True)
-                return
-            os.pwrite(self.fd, text.ljust(self.ROOM), 0)  # (JSON allows the spaces)
+            os.pwrite(self.fd, json.dumps(data).encode().ljust(self.ROOM), 0)
         finally:
             os.close(self.fd)
         os.replace(self.tmp, self.path)
@@ -1131,7 +1128,7 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
         if not interactive:  # (an interactive job's setsid would fail in a group's leader)
             os.setpgid(pid, pid)
     except OSError:
-        pass  # the job already did it
+        pass  # the job's process is gone (it waits for the shepherd's word before its own)
     me = os.getpid()
     me_started = process_start(me) or 0.0
     # (with the job's process's start: an interactive job's session, out of the shepherd's,

@@ -245,7 +245,7 @@ def test_a_script_gives_its_directives_and_the_login_shell_runs(engine):
     assert (attrs["Job_Name"], attrs["Exit_status"]) == ("fromscript", 7)
 
 
-@pytest.mark.parametrize("hello", [b"[" * 4000, b'{"token": 1e400}', b"\xff"])
+@pytest.mark.parametrize("hello", [b"[" * 4000, b"\xff"])
 def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
     """What connects to qsub -I's socket is dropped unless it sends the token: a hello
     nested 4000 deep was json.loads' RecursionError, which ended the waiting qsub; the
