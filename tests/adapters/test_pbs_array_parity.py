@@ -411,19 +411,30 @@ def test_a_purged_last_subjob_ends_its_array_as_openpbs(pbs: RealPbs, local: Loc
     """`qdel -x 12[2]` of `-J 1-2%1`'s running last subjob (a sleep, which the SIGTERM
     ends): the array ends with it, `and terminated`, Exit_status 1; 12[2] shows as an
     index gone (91, Exit_status 1, its array's stime and obittime). PBS's count says
-    `Exiting:-1` there; pbsplug's 0 (docs/engine.md): the row leaves Exiting out. (A
-    subjob PBS's MoM had to SIGKILL, Exit_status 265, made the array end `and failed`,
-    93: a shell loop did so once in three runs.)"""
+    `Exiting:-1` there; pbsplug's 0 (docs/engine.md): the row leaves Exiting out.
+
+    OpenPBS does not always say so: now and then (once in three runs of a shell loop,
+    and in a CI run with Exit_status 1 too) it ends the subjob and its array `failed`,
+    93, as if the subjob had failed rather than been deleted. That is a race inside
+    OpenPBS (the obit against the deletion's mark), so its 93 `failed` is read here as
+    the 91 `terminated` it usually says; pbsplug's side must say 91 `terminated`."""
     both = _AsUser(pbs, local, unix_user, attacker)
+
+    def usual(side: str, text: str) -> str:
+        if side != "pbs":
+            return text
+        return re.sub(r"^F 93 ", "F 91 ", text).replace("and failed ", "and terminated ")
+
     try:
         ids = both.qsub(_SLEEPS, "-J", "1-2%1")
         both.wait_all({side: i.replace("[]", "[2]") for side, i in ids.items()}, "R")
         both.compare("qdel -x {num}[2]")
         both.wait_all(ids)
         both.compare("qstat -xt {num}[]")
-        both.compare("qstat -xf -F json {num}[2]", both.gone)
+        both.compare("qstat -xf -F json {num}[2]",
+                     lambda side, out: usual(side, both.gone(side, out)))
         both.compare("qstat -xf -F json {num}[]",
-                     lambda side, out: _array_end(side, out, exiting=False))
+                     lambda side, out: usual(side, _array_end(side, out, exiting=False)))
     finally:
         forget_both(pbs, local)
     assert_agree(both.differences, both.total)
