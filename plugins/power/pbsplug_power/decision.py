@@ -127,6 +127,8 @@ def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
         return f"a reservation holds it ({holding})"
     if soonest < window:
         return f"needed at {soonest}, within min_node_down_delay + {WAKE_AHEAD} s"
+    if last_used > now:  # (a host's clock ahead of the run's)
+        return f"last used {last_used - now} s after the run's time, not idle"
     if now - last_used <= config.node_idle_limit:
         return (f"idle {now - last_used} s, not more than node_idle_limit "
                 f"{config.node_idle_limit} s")

@@ -157,7 +157,7 @@ def run(event: Any, now: int | None = None) -> None:
     try:
         was_booting = state.booting(directory)
     except OSError as exc:
-        event.reject(f"power: {exc}")
+        event.reject(f"power: {state.folder_error(exc, directory)}")
     vnodes = event.vnode_list
     views = node_views(vnodes.values())
     if power.mode is None:  # PBS does nothing; the record says why, for `power status`
@@ -294,4 +294,4 @@ def _save(event: Any, directory, power: PowerConfig, config: Mapping[str, Any],
         state.save(directory, booting, int(config["boot_delay"]),
                    state.status_text(now, head))
     except OSError as exc:
-        event.logger.error("power: cannot save the record in %s: %s", directory, exc)
+        event.logger.error("power: cannot save its record: %s", state.folder_error(exc, directory))

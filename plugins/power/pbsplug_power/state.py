@@ -67,6 +67,16 @@ def records_dir(config: Mapping[str, Any]) -> tuple[Path, int | None]:
     return (Path(str(configured)) if configured else away.home / "hooks" / "tmp"), away.uid
 
 
+def folder_error(exc: OSError, directory: Path) -> str:
+    """`exc`, raised reading or writing the records in `directory`, in one line naming the
+    setting: an error of the system's (``state_dir`` a file, unreadable) named only the
+    record's path. A refusal or a record of the wrong shape says so itself."""
+    if isinstance(exc, safedirs.UnsafeFolder) or not exc.errno:
+        return str(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(directory) else ""
+    return f"state_dir {directory}: {exc.strerror}{where}"
+
+
 def _not_ours(path: Path, why: str) -> OSError:
     """A record the hook cannot use: an `OSError` naming the file and what is wrong, which
     the periodic run turns into its reject (it must not silently forget booting hosts)."""

@@ -159,6 +159,9 @@ NEAR = NOW + WINDOW - 1
     # idle no longer than node_idle_limit: the most recently used vnode counts
     (ON_OFF, [node(used=NOW - 1800)], {}, {"n1": NOW + WINDOW}, IDLE(1800)),
     (ON_OFF, host(a={"last_used_time": NOW - 7200}, b=RECENT), {}, {}, IDLE(60)),
+    # used after the run's time (a host's clock ahead): not idle, said so ("idle -2 s" before)
+    (ON_OFF, [node(used=NOW + 2)], {}, {"n1": NOW + WINDOW},
+     "last used 2 s after the run's time, not idle"),
     # none: it may go down
     (ON_OFF, [node(used=NOW - 1801)], {}, {"n1": NOW + WINDOW}, None),
     (ON_OFF, host(), {"x": "RUNNING"}, {"x": NOW}, None),

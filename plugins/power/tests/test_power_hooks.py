@@ -174,6 +174,19 @@ def test_hook_periodic_a_broken_record_rejects_rather_than_forget_booting_hosts(
     assert out.changes == {}
 
 
+def test_hook_periodic_a_state_dir_that_is_a_file_rejects_naming_the_setting(
+        register_plugin, fire_event, tmp_path):
+    """It named only the record's path (`[Errno 20] Not a directory: '.../f/power_booting
+    .json'`), not the setting to change."""
+    (tmp_path / "f").write_text("")
+    register_plugin(pbsplug_power, "power", config={"state_dir": str(tmp_path / "f"),
+                                                    "power_on_off_enable": "True"})
+    out = fire_event("periodic", {"vnode_list": vnodes(("a1", "free", True, OLD))})
+    assert (out.kind, out.detail) == (
+        "reject", f"power: state_dir {tmp_path / 'f'}: Not a directory "
+                  f"({tmp_path / 'f' / state.BOOTING_FILE})")
+
+
 WRONG_SHAPES = [
     ('{"booting": {"a": "soon"}}', '"booting" \'a\' is "soon", expected an integer epoch'),
     ('{"booting": ["a"]}', '"booting" is ["a"], expected an object of host: power-on time'),
