@@ -11,7 +11,8 @@ bookkeeping Slurm's:
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts exclude them, last_used_time
   from Slurm's LastBusyTime; resv_list from ``scontrol show reservation``; job_list the
-  pending jobs with Slurm's expected start and nodes (``squeue --start``). The hosts the
+  pending jobs with Slurm's expected start and nodes (``squeue --start``; a squeue that
+  fails is the run's error: nothing is powered off). The hosts the
   plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
   ``scontrol update nodename=... state=power_down``, recorded first so that the
   SuspendProgram Slurm then runs does not act twice.
@@ -216,8 +217,12 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
 
     A line not read (not the three fields asked for, or a start or nodes Slurm answers
     oddly for) is left out alone, one log line naming what was wrong; past the first
-    `LOGGED_LEFT_OUT`, one line counts the rest (a flood of them cannot fill the log)."""
-    text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y", check=False)
+    `LOGGED_LEFT_OUT`, one line counts the rest (a flood of them cannot fill the log).
+
+    A squeue that fails is `SlurmError` (the command, its exit status and what it said):
+    the run's error, so nothing is powered off. It read as no pending jobs, and the nodes
+    they wait for could be powered off."""
+    text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y")
     out = {}
     left_out = 0
     for number, line in enumerate(text.splitlines(), 1):
@@ -412,7 +417,12 @@ def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, 
             nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
             vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), True, 0), "state": "free",
                           "last_used_time": 0} for h in todo}
-            out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
+            try:
+                jobs = pending_jobs(ctx)
+            except SlurmError as exc:  # (no decision without the jobs: the nodes stay up)
+                raise SlurmError(f"SuspendProgram {','.join(todo)}: kept up, but Slurm now "
+                                 f"counts them as powered down: {exc}") from None
+            out = _fire(ctx, vnodes, jobs, reservations(ctx))
             down = _slept(out, todo)
             refused = sorted(set(todo) - set(down))
             if refused:

@@ -1938,6 +1938,61 @@ def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
         slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})())
 
 
+class _PowerSlurm(_Hostnames):
+    """Slurm's commands as the power programs use them, `Slurm.run`'s way: a command that
+    fails raises `SlurmError` naming it, its exit status and what it said, unless asked
+    with check=False, which returns its (empty) output."""
+
+    def __init__(self, config="", nodes=None, squeue_fails=False):
+        self.config, self.squeue_fails = config, squeue_fails
+        self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
+
+    def run(self, *args, check=True):
+        if args[0] == "scontrol":
+            return "SuspendExcNodes         = (null)\nSuspendExcParts         = (null)\n" + (
+                self.config)
+        if args[0] == "squeue" and self.squeue_fails:
+            if check:
+                raise SlurmError(f"/usr/bin/{' '.join(args)}: exit status 1: slurm_load_jobs "
+                                 "error: Unable to contact slurm controller")
+            return ""
+        return ""
+
+    def cluster_json(self, command):
+        return {"nodes": self.nodes}
+
+    def reservations(self):
+        return []
+
+
+@pytest.mark.parametrize("script,argv,first", [
+    ("periodic", [], "periodic job -: /usr/bin/squeue -h -t PD -o %i|%S|%Y: exit status 1: "),
+    ("suspend", ["n1"], "suspend job -: SuspendProgram n1: kept up, but Slurm now counts them "
+                        "as powered down: /usr/bin/squeue -h -t PD -o %i|%S|%Y: exit status 1: "),
+])
+def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
+        tmp_path, caplog, script, argv, first):
+    """pending_jobs ran squeue unchecked: one that failed (slurmctld busy, a timeout) read as
+    no pending jobs, and the plugin could power off the idle nodes they wait for. It is the
+    run's error now, one line naming the command and what it said, and no decision is taken
+    (the nodes stay up)."""
+    fired = []
+
+    class Runner:
+        def fire(self, event):
+            fired.append(event.type)
+            raise AssertionError("fired with no pending jobs")
+
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(),
+                               _PowerSlurm(squeue_fails=True))
+    answer = slurm_bridge.dispatch(ctx, {"script": script, "env": {}, "argv": argv})
+    assert answer["exit"] == 1 and fired == []
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith(first) and line.endswith("Unable to contact slurm controller")
+    assert "\n" not in line
+    assert "n1" not in slurm_power._off_record(ctx)
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
