@@ -64,9 +64,27 @@ WOKEN_RECORD = "power_woken.json"
 #: were in the state folder itself).
 POWER_FOLDER = "the power programs' folder (<--state-dir>/power)"
 STATE_FOLDER = "the state folder (--state-dir)"
-#: The pending jobs of one squeue answer left out that are logged one by one; the rest are
-#: one line with their count.
+#: The items of one answer left out (squeue's lines, sinfo's nodes, the resume file's jobs)
+#: that are logged one by one; the rest are one line with their count (`_LeftOut`).
 LOGGED_LEFT_OUT = 5
+
+
+class _LeftOut:
+    """The items of one answer left out, each logged in one line up to `LOGGED_LEFT_OUT`;
+    `done` logs one more line counting the rest, so a flood of them cannot fill the log."""
+
+    def __init__(self, what: str, items: str):
+        self.what, self.items, self.count = what, items, 0
+
+    def log(self, message: str, *args: Any) -> None:
+        self.count += 1
+        if self.count <= LOGGED_LEFT_OUT:
+            log.warning(message, *args)
+
+    def done(self) -> None:
+        if self.count > LOGGED_LEFT_OUT:
+            log.warning("%s: %d more %s left out (not logged one by one)", self.what,
+                        self.count - LOGGED_LEFT_OUT, self.items)
 
 
 def _folder_name(ctx: Context) -> str:
@@ -113,17 +131,20 @@ def excluded(ctx: Context) -> set[str]:
 def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
     """``sinfo --json``'s nodes, each as 22.05 writes it (``_node``).
 
-    Each node is read on its own: one in no shape pbsplug reads is one log line and left
-    out, and the others' power saving goes on (it raised for the whole run: no node powered
-    off, and a ResumeProgram woke none of the nodes Slurm named, which then wait out
-    ResumeTimeout; one left out is woken as a node sinfo does not list). An answer none of
-    whose nodes is read is the first one's error."""
+    Each node is read on its own: one in no shape pbsplug reads is one log line (the
+    first `LOGGED_LEFT_OUT`, then one counting the rest) and left out, and the others'
+    power saving goes on (it raised for the whole run: no node powered off, and a
+    ResumeProgram woke none of the nodes Slurm named, which then wait out ResumeTimeout; one
+    left out is woken as a node sinfo does not list). An answer none of whose nodes is read
+    is the first one's error."""
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
         raise ValueError("sinfo --json: no list of nodes in its answer (pbsplug reads "
                          "Slurm 22.05 to 23.11's; later ones group nodes under 'sinfo')")
-    out, errors = [], []
+    out: list[dict[str, Any]] = []
+    first: SlurmError | None = None
+    left_out = _LeftOut("sinfo --json", "nodes")
     for index, raw in enumerate(nodes):
         try:
             if not isinstance(raw, dict) or not raw.get("name"):
@@ -131,10 +152,11 @@ def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
                                  "node with a name")
             out.append(_node(raw))
         except SlurmError as exc:
-            errors.append(exc)
-            log.warning("%s; left out", exc)
-    if errors and not out:
-        raise errors[0]
+            first = first or exc
+            left_out.log("%s; left out", exc)
+    left_out.done()
+    if first is not None and not out:
+        raise first
     return out
 
 
@@ -224,7 +246,7 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     they wait for could be powered off."""
     text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y")
     out = {}
-    left_out = 0
+    left_out = _LeftOut("squeue", "lines")
     for number, line in enumerate(text.splitlines(), 1):
         parts = line.split("|")
         try:  # one job Slurm answers oddly for is left out, not the whole run
@@ -237,17 +259,13 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
             when = epoch(start, "StartTime")
             names = _hostlist(ctx, nodes)
         except (ValueError, SlurmError) as exc:
-            left_out += 1
-            if left_out <= LOGGED_LEFT_OUT:
-                log.warning("%s left out: %s", what, exc)
+            left_out.log("%s left out: %s", what, exc)
             continue
         if when is None or not names:
             continue
         out[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
             "start_time": when, "exec_vnode": "+".join(f"({n}:ncpus=1)" for n in names)}}
-    if left_out > LOGGED_LEFT_OUT:
-        log.warning("squeue: %d more lines left out (not logged one by one)",
-                    left_out - LOGGED_LEFT_OUT)
+    left_out.done()
     return out
 
 
@@ -463,19 +481,20 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     items = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(items, list):
         if read:  # (its kind, not its text: the log may be read more widely)
-            what = (f"it is {_json_kind(data)}" if not isinstance(data, dict)
+            what = (f"it is a JSON {jsontext.kind(data)}" if not isinstance(data, dict)
                     else "no 'jobs' in it" if "jobs" not in data
-                    else f"its jobs are {_json_kind(items)}")
+                    else f"its jobs are a JSON {jsontext.kind(items)}")
             log.warning("resume: SLURM_RESUME_FILE %s has no list of jobs (%s); the hosts "
                         "wake for one need", path, what)
         items = []
     named: set[str] = set()
     wanted: dict[str, list[str]] = {}
+    left_out = _LeftOut(f"resume: SLURM_RESUME_FILE {path}", "jobs")
     for index, job in enumerate(items):
         names = _resume_job(ctx, job)
         if isinstance(names, str):
-            log.warning("resume: SLURM_RESUME_FILE %s: job %d left out: %s", path, index,
-                        names)
+            left_out.log("resume: SLURM_RESUME_FILE %s: job %d left out: %s", path, index,
+                         names)
             continue
         names = [n for n in names if n in hosts]
         if names:
@@ -490,6 +509,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
             jobs[job_id] = {"id": job_id, "job_state": "Q", "estimated": {
                 "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
                                                           for n in names)}}
+    left_out.done()
     rest = [h for h in hosts if h not in named]
     if rest:
         jobs["slurm-resume"] = {"id": "slurm-resume", "job_state": "Q", "estimated": {
@@ -497,18 +517,10 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
     return jobs
 
 
-def _json_kind(value: Any) -> str:
-    """What a JSON value is, in JSON's words."""
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else "true or false"
-    kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
-    return kinds.get(type(value), "a number")
-
-
 def _resume_job(ctx: Context, job: Any) -> list[str] | str:
     """One job of SLURM_RESUME_FILE: the nodes Slurm resumes for it, or what is wrong."""
     if not isinstance(job, dict):
-        return f"{_json_kind(job)}, not an object"
+        return f"a JSON {jsontext.kind(job)}, not an object"
     job_id = job.get("job_id")
     if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id < 1 << 32:
         return f"job_id {quoted(job_id, 60)} is not a job id"

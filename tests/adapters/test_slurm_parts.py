@@ -1782,8 +1782,8 @@ def test_each_job_of_slurms_resume_file_is_read_on_its_own(tmp_path, caplog):
     assert _wanted(jobs) == {"11": "(n1:ncpus=1)", "14": "(n3:ncpus=1)+(n4:ncpus=1)",
                              "slurm-resume": "(n2:ncpus=1)"}
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert lines == [f"resume: SLURM_RESUME_FILE {path}: job 1 left out: a string, not an "
-                     "object",
+    assert lines == [f"resume: SLURM_RESUME_FILE {path}: job 1 left out: a JSON string, not "
+                     "an object",
                      f"resume: SLURM_RESUME_FILE {path}: job 2 left out: job_id True is not "
                      "a job id",
                      f"resume: SLURM_RESUME_FILE {path}: job 3 left out: job 12: nodes "
@@ -1830,11 +1830,11 @@ def test_resume_reads_slurm_23s_nodes_resume_and_wakes_hosts_no_job_names(tmp_pa
 
 @pytest.mark.parametrize("text,why", [
     ("{", "not read (its text: not JSON: Expecting property name"),
-    ("[1, 2]", "has no list of jobs (it is a list)"),
-    ('{"jobs": {"job_id": 1}}', "has no list of jobs (its jobs are an object)"),
-    ('{"jobs": null}', "has no list of jobs (its jobs are null)"),
+    ("[1, 2]", "has no list of jobs (it is a JSON array)"),
+    ('{"jobs": {"job_id": 1}}', "has no list of jobs (its jobs are a JSON object)"),
+    ('{"jobs": null}', "has no list of jobs (its jobs are a JSON null)"),
     ('{"all_nodes": "n1"}', "has no list of jobs (no 'jobs' in it)"),
-    ("null", "has no list of jobs (it is null)"),
+    ("null", "has no list of jobs (it is a JSON null)"),
 ])
 def test_a_resume_file_in_no_shape_slurm_writes_is_one_line(tmp_path, caplog, text, why):
     path = tmp_path / "resume.json"
@@ -1991,6 +1991,34 @@ def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
     assert line.startswith(first) and line.endswith("Unable to contact slurm controller")
     assert "\n" not in line
     assert "n1" not in slurm_power._off_record(ctx)
+
+
+def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path, caplog):
+    """sinfo's nodes and SLURM_RESUME_FILE's jobs left out were logged one line each, with no
+    cap: an answer of thousands filled the log. Each is capped as squeue's lines are: the
+    first `LOGGED_LEFT_OUT` one by one, then one line counts the rest."""
+    shown = slurm_power.LOGGED_LEFT_OUT
+
+    class Fake(_Hostnames):
+        def cluster_json(self, command):
+            return {"nodes": [{"name": "n1", "state": "idle"}, *([7] * 100)]}
+
+    ctx = type("Ctx", (), {"slurm": Fake()})()
+    assert [n["name"] for n in slurm_power.slurm_nodes(ctx)] == ["n1"]
+    assert caplog.messages == [
+        *(f"sinfo --json: node {n}: 7 is not a node with a name; left out"
+          for n in range(1, shown + 1)),
+        f"sinfo --json: {100 - shown} more nodes left out (not logged one by one)"]
+    caplog.clear()
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({"jobs": [{"job_id": 11, "nodes": "n1"}, *([7] * 100)]}))
+    jobs = slurm_power._resume_jobs({"SLURM_RESUME_FILE": str(path)}, ["n1", "n2"], ctx)
+    assert _wanted(jobs) == {"11": "(n1:ncpus=1)", "slurm-resume": "(n2:ncpus=1)"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        *(f"resume: SLURM_RESUME_FILE {path}: job {n} left out: a JSON number, not an "
+          "object" for n in range(1, shown + 1)),
+        f"resume: SLURM_RESUME_FILE {path}: {100 - shown} more jobs left out (not logged "
+        "one by one)"]
 
 
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
