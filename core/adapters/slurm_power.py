@@ -21,7 +21,8 @@ bookkeeping Slurm's:
   (its driver powers off what its rules allow; what they refuse is logged).
 - **ResumeProgram** (Slurm allocated a job to powered-down nodes): the plugin's periodic hook
   over those nodes, with the jobs of ``SLURM_RESUME_FILE`` wanting them now (and one need
-  for the nodes no job there names), so its driver powers them on. Repeated every 2 s until
+  for the nodes no job there names), so its driver powers them on; every node Slurm names
+  when sinfo gives none pbsplug reads. Repeated every 2 s until
   each node is up, or half of ResumeTimeout has passed (min_node_down_delay and
   max_concurrent_nodes may hold a node back). The plugin's own record of booting hosts, and
   pbsplug's of hosts found up but not yet registered with Slurm, keep a second call for the
@@ -136,7 +137,7 @@ def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
     power saving goes on (it raised for the whole run: no node powered off, and a
     ResumeProgram woke none of the nodes Slurm named, which then wait out ResumeTimeout; one
     left out is woken as a node sinfo does not list). An answer none of whose nodes is read
-    is the first one's error."""
+    is the first one's error (ResumeProgram then wakes every node Slurm named)."""
     data = ctx.slurm.cluster_json("sinfo")
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
@@ -548,6 +549,22 @@ def _powering(node: Mapping[str, Any] | None) -> bool:
     return bool(flags & {"POWERED_DOWN", "POWERING_UP"})
 
 
+def _resume_nodes(ctx: Context, hosts: list[str], logged: bool
+                  ) -> dict[str, dict[str, Any]] | None:
+    """ResumeProgram's view of Slurm's nodes by name, or None when sinfo gave no node read
+    (it failed, or answered in no shape pbsplug reads), logged unless `logged` (once a
+    run): every host Slurm named is then woken as one sinfo does not list. Slurm's argument
+    is its decision, and a job waits on it; raising here woke none, and Slurm marked them
+    DOWN after ResumeTimeout and requeued the job."""
+    try:
+        return {str(n["name"]): n for n in slurm_nodes(ctx)}
+    except (SlurmError, ValueError) as exc:
+        if not logged:
+            log.warning("ResumeProgram %s: Slurm's nodes not read (%s); each is woken as "
+                        "Slurm asks", ",".join(hosts), exc)
+        return None
+
+
 def resume(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     hosts = _hostlist(ctx, argv[0] if argv else "")
     if not hosts:
@@ -555,12 +572,15 @@ def resume(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, A
     jobs = _resume_jobs(env, hosts, ctx)
     resume_timeout = _resume_timeout(ctx)
     deadline = time.monotonic() + max(5.0, resume_timeout / 2)
+    unread = False
     while True:
         with _locked(ctx):
             record = _off_record(ctx)
             woken = _woken_record(ctx)
             now = int(time.time())
-            nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
+            read = _resume_nodes(ctx, hosts, unread)
+            unread = unread or read is None
+            nodes = read or {}
             # A host the plugins found up (it has not registered with Slurm yet), in this
             # run or an earlier one (ResumeProgram again after a restart), is not woken again;
             # one still booting is the plugin's own record's to keep.

@@ -1993,6 +1993,47 @@ def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
     assert "n1" not in slurm_power._off_record(ctx)
 
 
+@pytest.mark.parametrize("answer", [
+    {"nodes": ["junk", {"name": "cn8", "state": {"base": "IDLE"}}]},  # none read
+    {"sinfo": [{"nodes": {"nodes": []}}]},  # 24.05's shape, not read yet
+    SlurmError("/usr/bin/sinfo --json: exit status 1: Socket timed out"),
+])
+def test_resume_wakes_the_nodes_slurm_names_when_sinfo_gives_no_node(monkeypatch, caplog,
+                                                                     answer):
+    """An answer of sinfo --json with no node read (or a failed sinfo) was ResumeProgram's
+    error: it woke none of the nodes Slurm named for a job, which waited out ResumeTimeout
+    before Slurm marked them DOWN and requeued it. Slurm's argument is its decision: each
+    node it names is woken as one sinfo does not list, with one line saying so."""
+    import contextlib
+
+    class Fake:
+        def cluster_json(self, command):
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    fired, woken = [], {}
+    for name, value in (("_hostlist", lambda ctx, text: text.split(",")),
+                        ("_resume_jobs", lambda env, hosts, ctx: {}),
+                        ("config_value", lambda ctx, key: "60"),
+                        ("_locked", lambda ctx: contextlib.nullcontext()),
+                        ("_off_record", lambda ctx: {}),
+                        ("_woken_record", lambda ctx: woken),
+                        ("_save_off", lambda *args: None), ("_save_record", lambda *args: None),
+                        ("_fire", lambda ctx, vnodes, jobs, *rest: fired.append(
+                            {n: v["state"] for n, v in vnodes.items()})),
+                        ("_woke", lambda out, waiting: list(waiting))):
+        monkeypatch.setattr(slurm_power, name, value)
+    ctx = type("Ctx", (), {"slurm": Fake()})()
+    assert slurm_power.resume(ctx, {}, ["cn8,cn9"])["exit"] == 0
+    assert fired == [{"cn8": "sleep", "cn9": "sleep"}] and set(woken) == {"cn8", "cn9"}
+    lines = [r.getMessage() for r in caplog.records
+             if r.levelno >= logging.WARNING and r.getMessage().startswith("ResumeProgram")]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith("ResumeProgram cn8,cn9: Slurm's nodes not read (")
+    assert lines[0].endswith("); each is woken as Slurm asks")
+
+
 def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path, caplog):
     """sinfo's nodes and SLURM_RESUME_FILE's jobs left out were logged one line each, with no
     cap: an answer of thousands filled the log. Each is capped as squeue's lines are: the
