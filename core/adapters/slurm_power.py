@@ -9,10 +9,10 @@ bookkeeping Slurm's:
   controller (Slurm has no periodic script: a systemd timer or cron runs it every ``freq``
   seconds; docs/slurm.md). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
-  ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts exclude them, last_used_time
-  from Slurm's LastBusyTime; resv_list from ``scontrol show reservation``; job_list the
-  pending jobs with Slurm's expected start and nodes (``squeue --start``; a squeue that
-  fails is the run's error: nothing is powered off). The hosts the
+  ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
+  them, last_used_time from Slurm's LastBusyTime; resv_list from ``scontrol show
+  reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
+  --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
   plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
   ``scontrol update nodename=... state=power_down``, recorded first so that the
   SuspendProgram Slurm then runs does not act twice.
@@ -106,15 +106,17 @@ def config_value(ctx: Context, key: str, text: str | None = None) -> str:
     return match.group(1).strip() if match else ""
 
 
-def excluded(ctx: Context) -> set[str]:
-    """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible.
+def excluded(ctx: Context, config: str | None = None) -> set[str]:
+    """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible
+    (`config`: ``scontrol show config``'s text, when the caller has run it already).
 
     SuspendExcNodes is sets of nodes, comma-separated, each with an optional ``:count``
     (``n[1-8]:2,n[20-29]``: Slurm keeps two of n[1-8] up, and all of n[20-29]); every node
     of every set is kept up here. Only the first set was read: the nodes of the others were
     powered off."""
     out: set[str] = set()
-    config = ctx.slurm.run("scontrol", "show", "config")
+    if config is None:
+        config = ctx.slurm.run("scontrol", "show", "config")
     nodes = config_value(ctx, "SuspendExcNodes", config)
     if nodes and nodes != "(null)":
         out.update(_hostlist(ctx, re.sub(r":[0-9]+(?=,|$)", "", nodes)))
@@ -126,6 +128,25 @@ def excluded(ctx: Context) -> set[str]:
         for line in info.splitlines():
             if len(line.split()) == 2:
                 out.update(_hostlist(ctx, line.split()[1]))
+    return out
+
+
+def excluded_by_state(ctx: Context, config: str, nodes: Iterable[Mapping[str, Any]]
+                      ) -> set[str]:
+    """The `nodes` (`slurm_nodes`) Slurm's SuspendExcStates keeps up (Slurm 23.02 and
+    later; `config`: ``scontrol show config``'s text): node states, comma-separated
+    (``DOWN,DRAIN,RESERVED``), each a node's base state (DOWN) or one of its flags (DRAIN,
+    FAIL, RESERVED, MAINTENANCE, CLOUD, NOT_RESPONDING, PLANNED, ...), named as sinfo --json
+    names them. It was not read: a DOWN or drained node was poweroff_eligible."""
+    value = config_value(ctx, "SuspendExcStates", config)
+    states = {s.strip().upper() for s in value.split(",") if s.strip()} \
+        if value and value != "(null)" else set()
+    out = set()
+    for node in nodes:
+        names = {str(node.get("state") or "").upper()}
+        names.update(str(f).upper() for f in node.get("state_flags") or ())
+        if names & states:
+            out.add(str(node["name"]))
     return out
 
 
@@ -387,11 +408,14 @@ def _slept(out: Outcome, names: Iterable[str]) -> list[str]:
 def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     """One run of the server periodic event (``pbsplug slurm periodic``)."""
     with _locked(ctx):
-        keep_up = excluded(ctx)
+        config = ctx.slurm.run("scontrol", "show", "config")
+        keep_up = excluded(ctx, config)
         record = _off_record(ctx)
+        nodes = slurm_nodes(ctx)
+        keep_up |= excluded_by_state(ctx, config, nodes)
         vnodes = {}
         asleep = []
-        for node in slurm_nodes(ctx):
+        for node in nodes:
             flags = set(node.get("state_flags") or ())
             if "POWERING_DOWN" in flags:
                 continue  # on its way down: neither awake nor wakeable yet

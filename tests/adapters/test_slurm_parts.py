@@ -38,6 +38,7 @@ from pbsplug.adapters.slurm_read import (
     vnode_state,
 )
 from pbsplug.plugins import load_plugins
+from pbsplug.runner import Outcome
 from pbsplug.siteconfig import load_site
 
 from .conftest import resetting_socket
@@ -2032,6 +2033,39 @@ def test_resume_wakes_the_nodes_slurm_names_when_sinfo_gives_no_node(monkeypatch
     assert len(lines) == 1 and "\n" not in lines[0]
     assert lines[0].startswith("ResumeProgram cn8,cn9: Slurm's nodes not read (")
     assert lines[0].endswith("); each is woken as Slurm asks")
+
+
+def test_nodes_in_a_state_of_suspendexcstates_are_not_poweroff_eligible(tmp_path,
+                                                                        monkeypatch):
+    """SuspendExcStates (slurm.conf, Slurm 23.02 and later: node states kept out of power
+    saving) was not read: a DOWN or drained node was poweroff_eligible to the plugin. Each
+    node whose base state or one of its flags is named there is not; the others are, as
+    before, in each shape sinfo --json has written."""
+    nodes = [{"name": "n1", "state": "idle"},
+             {"name": "n2", "state": "idle", "state_flags": ["DRAIN"]},  # 22.05
+             {"name": "n3", "state": ["DOWN", "NOT_RESPONDING"]},  # 23.02
+             {"name": "n4", "state": ["IDLE", "RESERVED"]},
+             {"name": "n5", "state": ["IDLE", "MAINTENANCE"]}]
+    seen = {}
+
+    def fire(ctx, vnodes, jobs=None, resvs=None):
+        seen.update({n: v["poweroff_eligible"] for n, v in vnodes.items()})
+        return Outcome("periodic", True)
+
+    monkeypatch.setattr(slurm_power, "_fire", fire)
+    for value, eligible in (("down,DRAIN,Reserved", {"n1", "n5"}),
+                            ("(null)", {"n1", "n2", "n3", "n4", "n5"}),
+                            ("MAINTENANCE", {"n1", "n2", "n3", "n4"})):
+        seen.clear()
+        config = f"SuspendExcStates        = {value}\n"
+        ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, None,
+                                   _PowerSlurm(config, nodes))
+        assert slurm_power.periodic(ctx, {}, [])["exit"] == 0
+        assert {n for n, e in seen.items() if e} == eligible, value
+    # a Slurm before 23.02 has no such line: every node eligible, as before
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, None, _PowerSlurm("", nodes))
+    slurm_power.periodic(ctx, {}, [])
+    assert all(seen.values())
 
 
 def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path, caplog):
