@@ -45,6 +45,7 @@ from ..plugins import PluginRecord, PluginSet
 from ..siteconfig import default_home
 from . import slurm_program, worker_client
 from .rootpaths import RootPath, root_paths, status_lines, unsafe
+from .slurm_read import passwd_entry
 
 #: The mark in the config that pbsplug made it.
 INSTALLED_BY = "pbsplug slurm install"
@@ -697,12 +698,12 @@ def others_can_run(path: str) -> bool:
 
 def user_entry(name: str) -> pwd.struct_passwd:
     """The user `name` (or a uid), or `SlurmInstallError` in one line."""
-    try:
-        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, OverflowError):
+    pw = passwd_entry(name)
+    if pw is None:
         raise SlurmInstallError(f"SlurmUser={name}: no such user on this host (slurmctld "
                                 "runs its programs as that user): create it, or correct "
-                                "SlurmUser in slurm.conf") from None
+                                "SlurmUser in slurm.conf")
+    return pw
 
 
 def config_group(pw: pwd.struct_passwd) -> int:

@@ -57,7 +57,7 @@ from ..objects import Job, PbsObject, Vnode
 from ..runner import ACCEPT, ALARM, ERROR, Outcome, Runner
 from .pbs_wire import one_line
 from .slurm_program import is_stepd
-from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id
+from .slurm_read import NODE_NAME, JobTextError, Slurm, SlurmError, checked_job_id, passwd_entry
 
 if TYPE_CHECKING:
     import pwd
@@ -121,18 +121,15 @@ def slurm_user_entry(config: Mapping[str, Any], *, refuse_missing: bool = False
     too (a program asks whether it runs as SlurmUser), or with `refuse_missing` an
     `OSError` in one line: a root 'pbsplug slurm periodic', which would become that user,
     would otherwise run SlurmUser's event as root."""
-    import pwd
-
     su = config.get("slurm_user")
     if not isinstance(su, Mapping) or not su.get("name"):
         return None
     name = str(su["name"])
-    try:
-        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, OverflowError):
+    pw = passwd_entry(name)
+    if pw is None:
         if refuse_missing:
             raise OSError(f"SlurmUser {name[:80]!r}, as 'pbsplug slurm install' recorded "
-                          "it, is no user on this host: run install again") from None
+                          "it, is no user on this host: run install again")
         return None
     return pw if pw.pw_uid else None  # (another name of root's is root)
 

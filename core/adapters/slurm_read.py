@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import pwd
 import re
 import subprocess
 import time
@@ -56,6 +57,19 @@ JOB_STATES = {"PENDING": "Q", "CONFIGURING": "R", "RUNNING": "R", "COMPLETING": 
 
 class SlurmError(RuntimeError):
     """A Slurm command failed or answered something that does not parse."""
+
+
+def passwd_entry(name: str) -> pwd.struct_passwd | None:
+    """The passwd entry of SlurmUser `name` (a user name, or a uid: slurm.conf takes
+    either), or None when this host has no such user. Install and the programs both look
+    it up here. Only ASCII digits are a uid ('²' is a digit to str.isdigit, and int() refused
+    it: a ValueError), and a name getpwnam refuses (a NUL in it) is no user."""
+    try:
+        if name.isascii() and name.isdigit():
+            return pwd.getpwuid(int(name))
+        return pwd.getpwnam(name)
+    except (KeyError, OverflowError, ValueError):
+        return None
 
 
 class JobTextError(SlurmError):

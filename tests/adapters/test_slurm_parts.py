@@ -2096,6 +2096,21 @@ def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path
         "one by one)"]
 
 
+@pytest.mark.parametrize("name", ["\u00b2", "1\u00b2", "a\x00b"])
+def test_slurmuser_names_passwd_cannot_look_up_are_no_user_not_a_traceback(name):
+    """Install and the programs looked SlurmUser up with code of their own each, taking any
+    str.isdigit() name as a uid: int('\u00b2') was a ValueError out of both (and getpwnam
+    of a name with a NUL). One lookup (`slurm_read.passwd_entry`) serves both now."""
+    with pytest.raises(slurm.SlurmInstallError, match="no such user on this host"):
+        slurm.user_entry(name)
+    config = {"slurm_user": {"name": name}}
+    assert slurm_bridge.slurm_user_entry(config) is None
+    with pytest.raises(OSError, match="is no user on this host: run install again"):
+        slurm_bridge.slurm_user_entry(config, refuse_missing=True)
+    assert slurm.user_entry("0").pw_name == "root"  # a uid, as slurm.conf may give it
+    assert slurm_bridge.slurm_user_entry({"slurm_user": {"name": "0"}}) is None  # root
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
