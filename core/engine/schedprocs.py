@@ -19,6 +19,7 @@ library says.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -40,6 +41,9 @@ NEEDS_ATTENTION = "NEEDS_ATTENTION"
 #: Crashes within this many seconds that leave a scheduler down.
 CRASH_WINDOW = 3600.0
 MAX_CRASHES = 3
+#: Seconds the server waits for its stopped scheduler processes to end after their SIGTERM,
+#: before SIGKILL.
+STOP_WAIT = 2.0
 _HEADER = struct.Struct("!Q")
 
 
@@ -125,24 +129,46 @@ class SchedulerProcesses:
         self.log(name, f"scheduler {name} started, pid {pid}")
 
     def stop(self, name: str) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None:
-            return
-        for fd in (proc.to_child, proc.from_child):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            os.kill(proc.pid, signal.SIGTERM)
-            os.waitpid(proc.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        self.log(name, f"scheduler {name} stopped")
+        self._stop([name])
 
     def stop_all(self) -> None:
-        for name in list(self.procs):
-            self.stop(name)
+        self._stop(list(self.procs))
+
+    def _stop(self, names: list[str]) -> None:
+        """SIGTERM to each, then STOP_WAIT seconds for all of them together; one still
+        there (stopped with SIGSTOP, or a hook of its cycle that ignores SIGTERM) is
+        killed with SIGKILL and reaped, as the executor ends a child it waited for enough
+        (`executor.append_line`): a stuck scheduler must not hang the server's shutdown."""
+        procs = [p for p in (self.procs.pop(n, None) for n in names) if p is not None]
+        for proc in procs:
+            for fd in (proc.to_child, proc.from_child):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        left = {proc.pid for proc in procs}
+        deadline = time.monotonic() + STOP_WAIT
+        while left:
+            for pid in list(left):
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                        left.discard(pid)
+                except ChildProcessError:  # reaped already (a waitpid(-1) of the server's)
+                    left.discard(pid)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        for proc in procs:
+            if proc.pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(proc.pid, 0)
+                self.log(proc.name, f"scheduler {proc.name} did not stop within "
+                                    f"{STOP_WAIT:g} s of its SIGTERM: killed")
+            self.log(proc.name, f"scheduler {proc.name} stopped")
 
     def forgive(self, name: str) -> None:
         """Setting scheduling again gives a scheduler that was given up a new start."""

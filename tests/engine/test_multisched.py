@@ -250,6 +250,36 @@ def test_a_scheduler_process_keeps_its_jobs_and_is_sent_only_what_changed():
         procs.stop_all()
 
 
+def test_a_stuck_scheduler_process_is_killed_when_stopped_not_waited_for_for_ever():
+    import threading
+
+    from pbsplug.engine.schedprocs import STOP_WAIT, SchedulerProcesses
+
+    lines: list[str] = []
+    procs = SchedulerProcesses(None, lambda sched, msg: lines.append(msg))
+    procs.start("s1", {})
+    procs.start("s2", {})
+    stuck, other = procs.procs["s1"].pid, procs.procs["s2"].pid
+    os.kill(stuck, signal.SIGSTOP)  # a stopped process does not act on its SIGTERM
+    stopper = threading.Thread(target=procs.stop_all, daemon=True)
+    stopper.start()
+    try:
+        stopper.join(STOP_WAIT + 30)  # (a hang guard)
+        assert not stopper.is_alive(), "stop_all waited for the stopped scheduler"
+    finally:
+        for pid in (stuck, other):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert not procs.procs
+    for pid in (stuck, other):  # both reaped: no such child any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    assert f"scheduler s1 did not stop within {STOP_WAIT:g} s of its SIGTERM: killed" in lines
+    assert "scheduler s2 stopped" in lines and not any("s2 did not" in line for line in lines)
+
+
 def test_a_scheduler_process_holds_none_of_the_servers_files(engine):
     two_partitions(engine)
     pid = until(lambda: lock_pid(engine, "sc1"), what="sc1's pid")
