@@ -16,6 +16,7 @@ least every `POLL_INTERVAL` (plus at most one burst of answers), whatever client
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import json
 import os
@@ -505,18 +506,25 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
     if pid is not None and pid != os.getpid():
         raise AlreadyRunning(f"a server already runs in {home.root} (pid {pid})")
     home.pidfile.write_text(f"{os.getpid()}\n")
-    engine = None
-    listener = None
-    sock = None
-    try:
+    # What was set up is undone in the reverse order, each step even if one after it (run
+    # before it) failed: the pid file goes last, so that who waits for it to go (`server
+    # stop`, a new start) finds the hook chains stopped, their processes killed, and the log
+    # and database closed (a listener whose close raised left the engine open: its chains'
+    # hooks running, its database open).
+    with contextlib.ExitStack() as undo:
+        undo.callback(_remove_pidfile, home)
         engine = Engine(home)
+        undo.callback(engine.close)
+        undo.callback(engine.log, LOG_SYSTEM, "Server", engine.host, "Server stopped")
         home.socket.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        undo.callback(_close_socket, sock, home)
         sock.bind(str(home.socket))
         home.socket.chmod(0o777)  # every user may talk; the server decides what they may do
         sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
         listener = _Listener(engine, sock)
+        undo.callback(listener.close)
         engine.defer_answers = True  # (this loop answers a `LaterAnswer` when complete)
 
         def stop(signum: int, frame: object) -> None:
@@ -529,29 +537,16 @@ def serve(home: Home, ready: Callable[[], None] | None = None) -> None:
         if ready is not None:
             ready()
         listener.run()
-    finally:
-        # The pid file goes last: who waits for it to go (`server stop`, a new start) finds
-        # the hook chains stopped, their processes killed, and the log and database closed.
-        # Each step runs even if one before it fails (a listener whose close raised left
-        # the engine open: its chains' hooks running, its database open).
-        try:
-            try:
-                if listener is not None:
-                    listener.close()
-            finally:
-                try:
-                    if sock is not None:
-                        sock.close()
-                        home.socket.unlink(missing_ok=True)
-                finally:
-                    if engine is not None:
-                        try:
-                            engine.log(LOG_SYSTEM, "Server", engine.host, "Server stopped")
-                        finally:
-                            engine.close()
-        finally:
-            if home.server_pid() == os.getpid():
-                home.pidfile.unlink(missing_ok=True)
+
+
+def _close_socket(sock: socket.socket, home: Home) -> None:
+    sock.close()
+    home.socket.unlink(missing_ok=True)
+
+
+def _remove_pidfile(home: Home) -> None:
+    if home.server_pid() == os.getpid():
+        home.pidfile.unlink(missing_ok=True)
 
 
 def _one_line(exc: BaseException) -> str:
