@@ -1166,8 +1166,11 @@ class Runner:
                             os.waitpid(pid, 0)
                         return runs
             except (ValueError, TypeError, IndexError, KeyError, AttributeError,
-                    _Refused) as exc:
-                # Not what _child_main sends: the hook's process is not to be trusted.
+                    _Refused, RecursionError, MemoryError) as exc:
+                # Not what _child_main sends: the hook's process is not to be trusted. Or
+                # this process could not read it (short of memory for a large report, out
+                # of stack): that too is the hook's error, never the caller's (a server's
+                # loop), as PBS makes an exception in a hook.
                 try:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
@@ -1177,6 +1180,8 @@ class Runner:
                               else min(len(runs), len(batch) - 1)]
                 why = (f"the hook's process reported a change that is refused: "
                        f"{_message(message_text(exc.args[0]))}" if isinstance(exc, _Refused)
+                       else f"the hook's report could not be read ({type(exc).__name__})"
+                       if isinstance(exc, (RecursionError, MemoryError))
                        else f"the hook's process sent a malformed report "
                             f"({_malformed(exc)})")
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,

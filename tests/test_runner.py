@@ -855,6 +855,32 @@ def test_a_change_nested_deeper_than_its_copy_reaches_is_refused(chain, monkeypa
         "levels deep); killed"))
 
 
+@pytest.mark.parametrize("where", ["json_loads", "_check_records"])
+@pytest.mark.parametrize("error", [MemoryError, RecursionError])
+def test_a_report_whose_reading_fails_in_the_caller_is_the_hooks_error(chain, monkeypatch,
+                                                                        where, error):
+    """The caller short of memory for a large report (a pbsuser hook's process may send
+    REPORT_MAX bytes), or out of stack, as it reads it: the error went through the runner
+    to its caller (the server's loop). It is the hook's error now (PBS's outcome for an
+    exception in a hook), its process killed."""
+    from pbsplug import runner as runner_module
+
+    def fails(*args, **kwargs):
+        raise error()
+
+    monkeypatch.setattr(runner_module, where, fails)
+    after = []
+    out = chain({"a": Hook(trail, order=1), "b": Hook(after.append, order=2)},
+                mode="process", alarm=20).fire(queuejob())
+    assert (out.accepted, out.kind, out.hook, out.changes) == (False, "error", "a", {})
+    assert out.detail == f"the hook's report could not be read ({error.__name__}); killed"
+    assert out.message == ("request rejected as filter hook 'a' encountered an exception. "
+                           "Please inform Admin")
+    assert after == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
 def _as_owner(tmp_path, alarm):
     """A Runner with one pbsuser execjob_prologue hook 'a' that sets the job's comment."""
     class AsUser:
