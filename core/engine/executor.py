@@ -112,10 +112,6 @@ class Launch:
             return False
         return process_start(self.shepherd) == self.started
 
-    @property
-    def record_file(self) -> Path:
-        return Path(self.status_file).with_suffix(".shepherd")
-
     def resolve(self, wait: float = 0.0) -> int:
         """The job's process group, once the shepherd has recorded it (0 until then); waits
         up to `wait` seconds for it, and never past `RECORD_WAIT` seconds after the job's
@@ -137,15 +133,23 @@ class Launch:
     @classmethod
     def recorded(cls, status_file: str | Path, tmpdir: str | Path) -> Launch | None:
         """The launch a shepherd recorded for `status_file`, or None (it never started)."""
-        try:
-            data = json.loads(Path(status_file).with_suffix(".shepherd").read_text())
-        except (OSError, ValueError):
+        data = _shepherd_record(status_file)
+        if data is None:
             return None
         return cls(data["shepherd"], data["started"], data["pgid"], str(status_file),
                    str(tmpdir), str(data.get("boot", "")))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _shepherd_record(status_file: str | Path) -> Any:
+    """The JSON a job's shepherd recorded as it started the job (``<seq>.shepherd``:
+    `_run_job`), or None when it wrote none that reads."""
+    try:
+        return json.loads(Path(status_file).with_suffix(".shepherd").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass
@@ -1502,10 +1506,10 @@ def _job_session(launch: Launch) -> tuple[int, float, float] | None:
     ended. While the shepherd lived, that process was its child, unreaped (the shepherd
     kills the session before it reaps it). None when the record names no start (one
     written by an older pbsplug)."""
+    data = _shepherd_record(launch.status_file)
     try:
-        data = json.loads(launch.record_file.read_text())
         pid, started = int(data["pgid"]), float(data["job_started"])
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError):  # (TypeError: no record, or not an object)
         return None
     if pid <= 0 or not started:
         return None
