@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from . import interactive as _interactive
 
@@ -80,6 +80,7 @@ NO_HOME_NOTE = "Could not chdir to home directory\n"
 DEFAULT_UMASK = 0o077
 #: A user's uid, gid and name, to run something as that user.
 Ids = tuple[int, int, str]
+_T = TypeVar("_T")
 
 
 #: Seconds in all, from a job's start, that signals to it wait for its shepherd's record of
@@ -823,17 +824,25 @@ def _reap(pid: int, kill: bool = False) -> None:
         pass
 
 
+def _until_room(attempt: Callable[[bool], _T], wait: bool = True) -> _T:
+    """`attempt(waited)`, tried again each second while it fails for want of room (ENOSPC,
+    EDQUOT: a full disk) and `wait`; `waited`: whether it has waited already."""
+    waited = False
+    while True:
+        try:
+            return attempt(waited)
+        except OSError as exc:
+            if not wait or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+        waited = True
+        time.sleep(1.0)
+
+
 def _write_aside(path: Path, data: Mapping[str, object], wait_for_space: bool = False
                  ) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    while True:
-        try:
-            tmp.write_text(json.dumps(data))
-            break
-        except OSError as exc:  # a full disk: the job's end is kept until there is room
-            if not wait_for_space or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            time.sleep(1.0)
+    # (a full disk: the job's end is kept until there is room)
+    _until_room(lambda waited: tmp.write_text(json.dumps(data)), wait_for_space)
     os.replace(tmp, path)
 
 
@@ -857,33 +866,28 @@ class _Reserved:
     def __init__(self, path: Path, server: int | None = None):
         self.path = path
         self.tmp = path.with_suffix(path.suffix + ".tmp")
-        waited = False
 
-        def abandoned() -> bool:  # (looked at before and after each try, once it waits)
+        def abandoned(waited: bool) -> bool:
             return waited and server is not None and os.getppid() != server
 
-        while True:
-            if abandoned():
+        def reserve(waited: bool) -> int:
+            # (whether the server is gone: looked at before and after each try, once it
+            # waits)
+            if abandoned(waited):
                 raise _Abandoned
-            fd = None
-            try:  # (the open too: no inode left is ENOSPC as well)
-                fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                             0o600)
-                if os.write(fd, b" " * self.ROOM) == self.ROOM:
-                    if not abandoned():
-                        self.fd = fd
-                        return
-                    os.close(fd)
+            # (the open too: no inode left is ENOSPC as well)
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                if os.write(fd, b" " * self.ROOM) != self.ROOM:
+                    raise OSError(errno.ENOSPC, "no room for the whole record", str(self.tmp))
+                if abandoned(waited):
                     raise _Abandoned
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                    if fd is not None:
-                        os.close(fd)
-                    raise
-            if fd is not None:
+            except BaseException:
                 os.close(fd)
-            waited = True
-            time.sleep(1.0)
+                raise
+            return fd
+
+        self.fd = _until_room(reserve)
 
     def write(self, data: Mapping[str, object]) -> None:
         # (JSON allows the spaces; a record is about 170 bytes, well inside ROOM)
