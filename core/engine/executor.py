@@ -1485,7 +1485,7 @@ def kill_session(launch: Launch, *, reaped: Collection[int] = frozenset()) -> in
         # The shepherd's pid names another process now, which Linux allows only once no
         # process is left in the old session; the new process's own session must not be
         # touched, but what the shepherd recorded is checked process by process.
-        return signal_tree(launch, signal.SIGKILL, sessions=False, job=job)
+        return signal_tree(launch, signal.SIGKILL, lives=False, sessions=False, job=job)
     # Its session's members are the job's while that number cannot have been given again:
     # Linux reuses no pid while a session of that number has members, but once the job's
     # have all ended or left it (setsid), and the shepherd was reaped, the number may be a
@@ -1496,7 +1496,8 @@ def kill_session(launch: Launch, *, reaped: Collection[int] = frozenset()) -> in
     # only the members started before it was last seen alive are taken (`_last_seen`).
     until = None if now == launch.started or launch.shepherd in reaped else \
         _last_seen(launch)
-    return signal_tree(launch, signal.SIGKILL, sessions_until=until, job=job)
+    return signal_tree(launch, signal.SIGKILL, lives=now == launch.started,
+                       sessions_until=until, job=job)
 
 
 def _job_session(launch: Launch) -> tuple[int, float, float] | None:
@@ -1543,10 +1544,10 @@ def signal_session(launch: Launch, sig: int) -> int:
     if not launch.boot or launch.boot != boot_id() or \
             process_start(launch.shepherd) != launch.started:
         return 0  # (the shepherd gone, or its pid another's: see kill_session)
-    return signal_tree(launch, sig)
+    return signal_tree(launch, sig, lives=True)
 
 
-def signal_tree(launch: Launch, sig: int, sessions: bool = True,
+def signal_tree(launch: Launch, sig: int, *, lives: bool, sessions: bool = True,
                 sessions_until: float | None = None,
                 job: tuple[int, float, float] | None = None) -> int:
     """Send `sig` to the job's processes, as its shepherd finds them (`job_processes`):
@@ -1556,10 +1557,11 @@ def signal_tree(launch: Launch, sig: int, sessions: bool = True,
     (`_job_session`) with its descendants and its session's members (all of them while
     it lives, in this read of /proc, else those started no later than `job[2]`). A
     SIGSTOP or SIGKILL is sent in rounds (`_signal_rounds`), so that a process forked
-    while the others are signalled gets it too. Returns how many were sent it."""
+    while the others are signalled gets it too. `lives`: whether the shepherd is alive
+    (the same process), as the caller has just read it. Returns how many were sent it."""
     roots = {launch.shepherd: launch.started}
     fast: Callable[[], dict[int, Proc]] | None = None
-    if process_start(launch.shepherd) != launch.started:
+    if not lives:
         roots = _recorded_processes(launch)
         if job is not None:
             roots[job[0]] = job[1]
