@@ -152,6 +152,40 @@ def test_a_server_that_dies_during_the_launch_hooks_leaves_no_shepherd(
     assert (engine.work / f"again.o{job_id.split('.')[0]}").read_text() == "ran\n"
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "the fix is in core/engine/server.py (s44 helper h6's report): a shepherd that ended "
+    "before it recorded the job (start()'s EPIPE in _launch, or no .shepherd record in "
+    "_shepherd_gone) is a failed start: execjob_abort, then requeued; not lost nor -1"))
+def test_a_launch_hook_that_kills_the_shepherd_fails_the_start_and_the_job_runs_again(
+        dists, make_engine, engine_root):
+    """PBS runs the launch hooks in the process that becomes the job, before it tells the
+    MoM the job is going (OpenPBS's start_exec.c): a hook that kills that process fails the
+    start, which the MoM retries (JOB_EXEC_RETRY): execjob_abort runs, and the server
+    requeues a job on its first run whatever its Rerunable (req_jobobit.c). Nothing of the
+    job ran. Here a launch hook SIGKILLs ``event.pid``, the shepherd, on the first run:
+    the job was lost (Exit_status -4, not rerunnable) or could not start (-1, a broken
+    pipe), by a race, and no execjob_abort ran."""
+    once, aborted = engine_root / "killed", engine_root / "aborted"
+    engine = make_engine(plugin(dists, "killer", f"""
+        import os, signal
+
+        @hookimpl
+        def execjob_launch(event):
+            if not os.path.exists({str(once)!r}):
+                open({str(once)!r}, "w").close()
+                os.kill(event.pid, signal.SIGKILL)
+
+        @hookimpl
+        def execjob_abort(event):
+            open({str(aborted)!r}, "a").write(event.job.id + "\\n")
+        """, ("execjob_launch", "execjob_abort")))
+    job_id = engine.submit("echo ran\n", Job_Name="killed", Rerunable=False)
+    attrs = engine.wait(job_id)
+    assert aborted.read_text() == f"{job_id}\n"
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+    assert (engine.work / f"killed.o{job_id.split('.')[0]}").read_text() == "ran\n"
+
+
 def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_runs(
         dists, make_engine, engine_root):
     """A shepherd that has not recorded its job's group yet (it waits for room on a full
