@@ -3526,7 +3526,9 @@ class Engine:
         record), and the job ends as its end hooks leave it, but deleted: a ``job.rerun()``
         they ask for does not requeue it, as for a running job's qdel (its runtime's
         ``end_reason``, read when they are over: `_ended_over`, `_lost_over`); a qrerun's
-        requeue stands, as in `_delete_requeued`."""
+        requeue stands, as in `_delete_requeued`. A job deleted already (a forced qdel
+        before, or the qdel or the reservation's end that ended its run) is answered, and
+        nothing is logged or written again: one deletion, one D record."""
         if not force:
             self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                      f"{self.host} refused: its end hooks run")
@@ -3536,12 +3538,20 @@ class Engine:
                 return
             killed[job_id] = None
         who = f"{caller.user}@{self.host}"
+        runtime = self.store.runtime(job_id) or {}
+        # (a forced qdel before; a qdel, or its reservation's end, that ended its run)
+        if runtime.get("deleted") or str(runtime.get("end_reason")).startswith("Job deleted"):
+            if purge:  # (its -x counts all the same)
+                self._purge_at_end(caller, job_id)
+            return
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its end "
                  "hooks run, and it ends when they are over")
         with self.store.transaction() as st:
             runtime = st.runtime(job_id) or {}
+            runtime["deleted"] = True
             if runtime.get("end_reason") is None:
-                st.set_runtime(job_id, {**runtime, "end_reason": f"{DELETED_BY}{who}"})
+                runtime["end_reason"] = f"{DELETED_BY}{who}"
+            st.set_runtime(job_id, runtime)
         self.accounting.deleted(job_id, who)
         if purge:
             self._purge_at_end(caller, job_id)
