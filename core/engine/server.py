@@ -227,20 +227,23 @@ class LaterAnswer:
         self.missing = 0
 
     def fill(self, results: list[dict[str, Any]], error: PbsError | None) -> None:
-        """A chain this answer waits for is over: its `results` told its `error`."""
+        """A chain this answer waits for is over: its `results` told its `error`, unless
+        they have one (an array's: its subjobs' first error is its answer)."""
         if error is not None:
             for result in results:
-                result["error"] = error.to_dict()
+                result.setdefault("error", error.to_dict())
         self.missing -= 1
 
 
 class _Waits(Exception):
     """A qdel of jobs whose execjob_preterm chains run (`chains`: one job's, or the
-    subjobs' of an array named): answered when they are over."""
+    subjobs' of an array named): answered when they are over. `error`: the first error of
+    the array's other subjobs, its answer whatever its chains' outcomes."""
 
-    def __init__(self, *chains: _Chain):
+    def __init__(self, *chains: _Chain, error: PbsError | None = None):
         super().__init__("execjob_preterm")
         self.chains = chains
+        self.error = error
 
 
 class _Ending:
@@ -1368,6 +1371,8 @@ class Engine:
                 result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
                 waiting[job_id] = result
+                if waits.error is not None:  # (a subjob's: the first error is the answer)
+                    result["error"] = waits.error.to_dict()
                 for chain in waits.chains:
                     if (results := waited.get(chain)) is None:
                         results = waited[chain] = []
@@ -1538,7 +1543,10 @@ class Engine:
         id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured). With
         `later`, as `_delete`'s: the running subjobs' pbsuser execjob_preterm chains run
         while the server serves (they ran one after another in its loop), and `_Waits`
-        names them all once every subjob named is taken."""
+        names them all once every subjob named is taken. A subjob's error (its preterm's
+        refusal) stops no other: each is taken, and the answer is the first error, as
+        PBS's server answers an array's qdel with the first of its subjobs' errors to come
+        (a later one is not copied over it: read in its source, reply_send)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1575,6 +1583,7 @@ class Engine:
                 if sub_attrs.get("job_state") in ("F", "X") and (
                     wanted is None or sub_attrs.get("array_index") in wanted)})
         chains: list[_Chain] = []
+        error: PbsError | None = None
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
                                       indices):
             if not named.single and self._ends_alone(sub):
@@ -1583,10 +1592,14 @@ class Engine:
                 self._delete(caller, sub, force, purge, later=later)
             except _Waits as waits:
                 chains.extend(waits.chains)
+            except PbsError as err:
+                error = error or err
         self.want_cycle = True
         self.arrays.end_if_over(array_job)
         if chains:
-            raise _Waits(*chains)
+            raise _Waits(*chains, error=error)
+        if error is not None:
+            raise error
 
     def _purge(self, caller: Caller | str, job_id: str) -> None:
         """A finished job's history gone (qdel -x): no qstat -x shows it again; one gone

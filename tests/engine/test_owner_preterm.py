@@ -15,6 +15,7 @@ from pbsplug.engine.errors import PbsError
 
 from .conftest import until
 from .owner_hooks import gone, holding_plugin, started, takes_a_job
+from .test_server import plugin
 
 
 def waiting_preterm(dists, root: Path) -> str:
@@ -89,6 +90,42 @@ def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_answered(dists, mak
     assert [a.get("error") for a in answers[0]] == [None]
     assert "its execjob_preterm hooks were stopped" in engine.log()
     until(lambda: gone(pid), what="the hook's process to be killed")
+
+
+def test_an_arrays_qdel_takes_every_subjob_and_answers_the_first_error(
+        dists, make_engine, engine_root):
+    # Subjob 1's preterm refuses at once (an admin hook run in the server, before the
+    # pbsuser one); subjob 2's pbsuser chain runs. Every subjob is taken (the first error
+    # stopped the rest: subjob 2 was never deleted, or its wait was dropped and the qdel
+    # answered at once), and the array's answer is that error, as PBS's server answers
+    # with its subjobs' first error.
+    gate = plugin(dists, "gate", """
+        @hookimpl
+        def execjob_preterm(event):
+            if "[1]" in event.job.id:
+                event.reject("not the first")
+        """, ("execjob_preterm",)) + 'isolation = "inprocess"\n'
+    engine = make_engine(gate + holding_plugin(dists, engine_root, """
+        @hookimpl
+        def execjob_preterm(event):
+            hold_first()
+        """, ("execjob_preterm",), order=2))
+    array = engine.pbs("qsub", "-J", "1-2", "--", "/bin/sleep", "60",
+                       check=True).stdout.strip()
+    first, second = (array.replace("[]", f"[{i}]") for i in (1, 2))
+    engine.wait(first, "R")
+    engine.wait(second, "R")
+    thread, answers = _qdel_behind(engine, array)
+    started(engine_root, "the second subjob's preterm to start")
+    assert thread.is_alive()  # (waits for subjob 2's chain)
+    (engine_root / "go").touch()
+    thread.join(60)
+    assert [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers[0]] == \
+        [(array, 15136, "not the first")]
+    assert engine.wait(second, "FX")["comment"].startswith("Job deleted at request of root@")
+    assert engine.job(first)["job_state"] == "R"
+    engine.client("delete", ids=[array], force=True)
+    engine.wait(array)
 
 
 def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists, make_engine,
