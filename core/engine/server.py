@@ -201,19 +201,25 @@ class _Chain:
     """A hook chain started while the server serves (`Engine.chains`): its event, its
     `Pending`, and what its job does with its outcome once it is over (`done`). An
     execjob_preterm chain's `waiters`: the qdel answers that wait for it (`LaterAnswer`,
-    and the results in each that name its job: one waiter per request)."""
+    the results in each that name its job, and who asked and whether with -x: one waiter
+    per request)."""
 
     def __init__(self, event: str, pending: Pending, done: Callable[[Outcome], None]):
         self.event = event
         self.pending = pending
         self.done = done
-        self.waiters: list[tuple[LaterAnswer, list[dict[str, Any]]]] = []
+        self.waiters: list[tuple[LaterAnswer, list[dict[str, Any]], Caller, bool]] = []
 
     def answer(self, error: PbsError | None) -> None:
         """Each waiting qdel told what came of its job (`error`, or nothing)."""
-        for later, results in self.waiters:
+        for later, results, _, _ in self.waiters:
             later.fill(results, error)
         self.waiters = []
+
+    def purger(self) -> Caller | None:
+        """The first waiting qdel that asked for -x (the job's history goes once it is
+        over), if any: each waiter's own options count, not only the first's."""
+        return next((caller for _, _, caller, purge in self.waiters if purge), None)
 
 
 class LaterAnswer:
@@ -1354,13 +1360,14 @@ class Engine:
         while the server serves (`_delete`'s `later`)."""
         killed: dict[str, PbsError | None] = {}
         later = LaterAnswer()
-        # An id named again while it waits shares its result, and a chain waited for has
-        # one waiter for the request (a request naming a job 2,000,000 times kept as many
-        # of each until the chain was over).
+        # A job named again while it waits, in any spelling (12, 12.server, 12@SERVER),
+        # shares its result, and a chain waited for has one waiter for the request (a
+        # request naming a job 2,000,000 times kept as many of each until the chain was
+        # over; one spelling each, a result each).
         waiting: dict[str, dict[str, Any]] = {}
         waited: dict[_Chain, list[dict[str, Any]]] = {}
         for job_id in ids:
-            if (result := waiting.get(job_id)) is not None:
+            if (result := waiting.get(self._full_id(job_id))) is not None:
                 later.results.append(result)
                 continue
             result = {"id": job_id}
@@ -1370,13 +1377,13 @@ class Engine:
             except PbsError as err:
                 result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
-                waiting[job_id] = result
+                waiting[self._full_id(job_id)] = result
                 if waits.error is not None:  # (a subjob's: the first error is the answer)
                     result["error"] = waits.error.to_dict()
                 for chain in waits.chains:
                     if (results := waited.get(chain)) is None:
                         results = waited[chain] = []
-                        chain.waiters.append((later, results))
+                        chain.waiters.append((later, results, caller, purge))
                         later.missing += 1
                     results.append(result)
         return later if later.missing else later.results
@@ -1411,8 +1418,10 @@ class Engine:
             self._delete_in_prologue(caller, job_id, purge, killed)
             return
         if chain is not None and chain.event == "execjob_preterm":
-            if not force and later:
-                raise _Waits(chain)  # (a qdel of it waits already: answered as that one)
+            if not force and later:  # (a qdel of it waits already: answered as that one)
+                self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
+                         f"{self.host} waits for its execjob_preterm hooks")
+                raise _Waits(chain)
             if not force:
                 return  # (no `later`: the qdel that waits for the chain decides)
             self._stop_chain(job_id)  # (forced: no preterm, as for any running job)
@@ -1465,7 +1474,8 @@ class Engine:
                       outcome: Outcome) -> None:
         """A qdel's started execjob_preterm chain is over (`_poll_chains`): the job is
         killed as any qdel kills it when the chain accepted, and the qdels that wait for
-        it are answered (the chain's refusal, 15136, when it did not)."""
+        it are answered (the chain's refusal, 15136, when it did not). A -x of any of
+        them (one that joined the chain too) purges the job's history once it is over."""
         if not outcome.accepted:
             chain.answer(PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id))
             return
@@ -1474,6 +1484,8 @@ class Engine:
             if attrs is not None and attrs.get("job_state") in ("R", "S") and \
                     job_id in self.launches:
                 self._kill_deleted(caller, job_id, attrs, purge)
+                if not purge and (purger := chain.purger()) is not None:
+                    self._purge_at_end(purger, job_id)
         finally:
             chain.answer(None)
 
@@ -2852,14 +2864,50 @@ class Engine:
             attrs["substate"] = lifecycle.SUBSTATES["R"]
             self._launch(job_id, attrs, vnodes)
 
-    def _stop_chain(self, job_id: str) -> None:
+    def _stop_chain(self, job_id: str, ended: bool = False) -> None:
         """The job's started chain, if any, stopped (its hook's process group killed, its
-        outcome unused): the job leaves the run by another way."""
+        outcome unused): the job leaves the run by another way. The qdels waiting for a
+        qdel's execjob_preterm are answered as deleted: a forced qdel goes on (a -x of
+        theirs kept), or, when the run `ended` by itself, they are taken as a qdel that
+        comes as a run ends is (`_preterm_ended`)."""
         chain = self.chains.pop(job_id, None)
         if chain is not None:
             chain.pending.cancel()
-            chain.answer(None)  # (a qdel waiting for its preterm: the job goes all the same)
             self.log(LOG_JOB, "Job", job_id, f"its {chain.event} hooks were stopped")
+            try:
+                if chain.event == "execjob_preterm" and ended:
+                    self._preterm_ended(job_id, chain)
+                elif chain.event == "execjob_preterm" and \
+                        (purger := chain.purger()) is not None:
+                    self._purge_at_end(purger, job_id)
+            finally:
+                chain.answer(None)
+
+    def _preterm_ended(self, job_id: str, chain: _Chain) -> None:
+        """The job's run ended by itself (its processes, or its shepherd) while a qdel's
+        execjob_preterm chain ran: the qdels that wait for it are taken as a qdel that
+        comes as a run ends: logged and written once (a D record, the first one's, as
+        PBS's server writes one when the job's MoM answers its delete, the job known or
+        not: read in its source), and the job ends deleted (its comment, its own
+        Exit_status); a qrerun that ends this run still requeues it (`_delete_requeued`),
+        and one deleted already (its reservation's end) is not written again. A -x of any
+        of them purges the job's history once it is over."""
+        if not chain.waiters:
+            return
+        caller = chain.waiters[0][2]
+        reason = str((self.store.runtime(job_id) or {}).get("end_reason"))
+        if reason == "requeue":
+            self._delete_requeued(caller, job_id, None)
+        elif not reason.startswith("Job deleted"):
+            who = f"{caller.user}@{self.host}"
+            self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its "
+                     "run ended while its execjob_preterm hooks ran")
+            self.accounting.deleted(job_id, who)
+            with self.store.transaction() as st:
+                st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
+                                        "end_reason": f"{DELETED_BY}{who}"})
+        if (purger := chain.purger()) is not None:
+            self._purge_at_end(purger, job_id)
 
     def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
                             killed: dict[str, PbsError | None] | None) -> None:
@@ -3282,7 +3330,7 @@ class Engine:
         the end hooks fire (to clean up after it: `_lost_end`); then it is requeued if
         rerunnable, else finished with Exit_status -4 (JOB_EXEC_INITABT)."""
         killed = executor.kill_session(launch, reaped=reaped)
-        self._stop_chain(job_id)  # (a qdel's execjob_preterm: the job is gone)
+        self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: the job is gone)
         attrs = self.store.job(job_id)
         self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
         self.launches.pop(job_id, None)
@@ -3378,7 +3426,7 @@ class Engine:
                          f"are not saved yet: {exc.message}")
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
-        self._stop_chain(job_id)  # (a qdel's execjob_preterm: the job ended meanwhile)
+        self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: it ended meanwhile)
         attrs = self.store.job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)

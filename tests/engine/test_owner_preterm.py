@@ -29,14 +29,15 @@ def waiting_preterm(dists, root: Path) -> str:
         """, ("execjob_preterm",))
 
 
-def _qdel_behind(engine, *ids: str) -> tuple[threading.Thread, list]:
-    """A qdel of `ids` in a thread of its own; its answer (or its error) lands in the
-    list."""
+def _qdel_behind(engine, *ids: str, **options: bool) -> tuple[threading.Thread, list]:
+    """A qdel of `ids` (with `options`: ``purge=True``) in a thread of its own; its answer
+    (or its error) lands in the list."""
     answers: list = []
 
     def qdel() -> None:
         try:
-            answers.append(Client(engine.home, timeout=60)("delete", ids=list(ids)))
+            answers.append(Client(engine.home, timeout=60)("delete", ids=list(ids),
+                                                           **options))
         except PbsError as refused:
             answers.append(refused)
 
@@ -75,21 +76,78 @@ def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make
         engine.wait(job_id)
 
 
-def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_answered(dists, make_engine,
-                                                                     engine_root):
+def _records(engine) -> str:
+    return "".join(p.read_text() for p in engine.home.accounting.iterdir())
+
+
+@pytest.mark.parametrize("how", ["ended", "lost", "qrerun"])
+def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_taken(how, dists, make_engine,
+                                                                  engine_root):
+    # The run ends meanwhile (its processes, its shepherd, or a qrerun's kill): the chain is
+    # stopped and the waiting qdel taken as one that comes as the run ends: answered,
+    # logged and written once (D), the job ended deleted (its own Exit_status), not
+    # requeued as a lost job; a qrerun's requeue stands, as PBS's server deletes "instead
+    # of rerunning" and the job is requeued all the same (`_delete_requeued`).
     engine = make_engine(waiting_preterm(dists, engine_root))
-    gate = engine_root / "gate"
-    job_id = engine.submit(f"until [ -e {gate} ]; do sleep 0.05; done; exit 7\n")
+    gate, mark = engine_root / "gate", engine_root / "ran"
+    script = {"ended": f"until [ -e {gate} ]; do sleep 0.05; done; exit 7\n",
+              "lost": f"[ -e {mark} ] && exit 0\ntouch {mark}\n"  # (a second run ends)
+                      f"until [ -e {gate} ]; do sleep 0.05; done; kill -9 $PPID; sleep 60\n",
+              "qrerun": "sleep 60\n"}[how]
+    job_id = engine.submit(script)
     engine.wait(job_id, "R")
     thread, answers = _qdel_behind(engine, job_id)
     pid = started(engine_root, "the preterm hook to start")
-    gate.touch()
-    attrs = engine.wait(job_id)  # (its end goes on: the chain is stopped)
-    assert attrs["Exit_status"] == 7
+    if how == "qrerun":
+        engine.pbs("qrerun", job_id, check=True)
+    else:
+        gate.touch()
     thread.join(60)
     assert [a.get("error") for a in answers[0]] == [None]
     assert "its execjob_preterm hooks were stopped" in engine.log()
     until(lambda: gone(pid), what="the hook's process to be killed")
+    if how == "qrerun":
+        attrs = engine.wait(job_id, "R")  # (requeued, and run again)
+        assert "its run is being ended for a requeue, which stands" in engine.log()
+        engine.client("delete", ids=[job_id], force=True)
+        engine.wait(job_id)
+    else:
+        attrs = engine.wait(job_id)
+        assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
+        assert (attrs["Exit_status"], attrs["run_count"]) == \
+            ({"ended": 7, "lost": -4}[how], 1)
+    assert engine.log().count("Job to be deleted at request of root@") == \
+        (2 if how == "qrerun" else 1)  # (the cleanup's forced qdel too)
+    assert _records(engine).count(f";D;{job_id};") == (2 if how == "qrerun" else 1)
+
+
+def test_a_qdel_that_joins_a_pbsuser_preterm_keeps_its_own_x(dists, make_engine,
+                                                            engine_root):
+    # The first qdel has no -x; the second, waiting for the same chain, has: the job's
+    # history goes once it is over (its -x was dropped: the job stayed F).
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    job_id = engine.submit("sleep 60\n")
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id)
+    started(engine_root, "the preterm hook to start")
+    second, more = _qdel_behind(engine, job_id, purge=True)
+    until(lambda: "waits for its execjob_preterm hooks" in engine.log(),
+          what="the second qdel to join the chain")
+    (engine_root / "go").touch()
+    thread.join(60)
+    second.join(60)
+    assert [a.get("error") for a in answers[0] + more[0]] == [None, None]
+
+    def state() -> str | None:
+        try:
+            return engine.job(job_id)["job_state"]
+        except PbsError as unknown:
+            assert unknown.code == 15001
+            return None
+
+    until(lambda: state() in ("F", None), what="the job's end")
+    assert state() is None  # (its end and its purge are one step of the server's)
+    assert f"{job_id};Job history purged at request of root@" in engine.log()
 
 
 def test_an_arrays_qdel_takes_every_subjob_and_answers_the_first_error(
@@ -190,3 +248,29 @@ def test_a_qdel_naming_a_waiting_job_again_and_again_keeps_one_waiter_and_one_re
     assert later.results[0]["error"]["message"] == later.results[-2]["error"]["message"] \
         == "not now"
     assert later.results[-1]["error"]["code"] == 15001
+
+
+def test_a_qdel_naming_a_waiting_job_in_its_spellings_keeps_one_entry(inprocess_engine,
+                                                                       monkeypatch):
+    # 12, 12.server, 12@server, 12.server@server (and the host's other names) are one job:
+    # each spelling was asked again and kept a result of its own while the chain ran.
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, _Chain, _Waits
+
+    eng = inprocess_engine
+    chain = _Chain("execjob_preterm", None, lambda outcome: None)
+    full = eng._full_id("12")
+    asked: list[str] = []
+
+    def delete(caller, job_id, *args, **kw):
+        asked.append(job_id)
+        if eng._full_id(job_id) == full:
+            raise _Waits(chain)
+        raise PbsError(15001, "Unknown Job Id", obj=job_id)
+
+    monkeypatch.setattr(eng, "_delete", delete)
+    server = full.split(".", 1)[1]
+    spellings = ["12", full, f"12@{server}", f"{full}@{server}"]
+    later = eng.req_delete(Caller(0, ROLE_MANAGER), spellings * 3)
+    assert asked == ["12"]
+    assert (later.missing, len(chain.waiters), len(later.results)) == (1, 1, 12)
+    assert len({id(result) for result in later.results}) == 1
