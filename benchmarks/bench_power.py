@@ -3,14 +3,15 @@ asserts). Issue 7's goal: 10,000 vnodes with 100 queued jobs' estimates in 50 ms
 
 The machine: 2,500 hosts of 4 vnodes. A third of the hosts run jobs, a third have been idle
 for two hours and are eligible, a sixth sleep, and the rest were used a minute ago; 100
-queued jobs have estimates on sleeping and idle hosts, and 20 reservations are confirmed.
+queued jobs have estimates on sleeping hosts, and 20 reservations are confirmed.
 On/off mode with the simulated driver (its state file under /tmp), max_concurrent_nodes 10.
 
 Rows, measured in the same run, taking turns:
 
 - ``building the event``: the engine's side, 10,000 `Vnode` objects (not the hook's cost);
 - ``fire, no plugin``: the runner with nothing enabled;
-- ``fire, power``: the hook in process (the views, the decision, the driver, the record);
+- ``fire, power``: the hook in the runner's forked child, as a site runs it by default
+  (the views, the decision, the driver, the record);
 - ``decision alone``: the views and `decide`, the part that grows with the machine.
 
 The goal is checked against the hook's own time: ``fire, power`` less ``fire, no plugin``.
