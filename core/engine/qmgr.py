@@ -858,7 +858,7 @@ def may_set(defn: AttrDef, role: str) -> bool:
     return not defn.read_only and _SETTER_RANK[role] >= _SETTER_RANK[defn.set_by]
 
 
-def may_read(defn: AttrDef | None, role: str) -> bool:
+def may_read(defn: AttrDef | AttributeDef | None, role: str) -> bool:
     return defn is None or _SETTER_RANK[role] >= _SETTER_RANK.get(defn.read_by, 0)
 
 

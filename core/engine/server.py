@@ -36,6 +36,7 @@ from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
 from ..scheduler.model import (
     UNUSABLE_STATES,
+    CycleResult,
     format_exec_vnode,
     job_select,
     parse_node_sort_key,
@@ -43,6 +44,7 @@ from ..scheduler.model import (
     schedselect,
 )
 from ..scheduler.runlimits import LIMIT_ATTRS
+from ..scheduling import SchedulerInstance
 from ..siteconfig import load_site
 from ..units import default_chunks, exec_vnode_names, parse_exec_vnode
 from . import acl, admission, arrays, depend, executor, jobid, jobspec, limits, qmgr, routing
@@ -265,7 +267,7 @@ class _Ending:
 
     def __init__(self, ended: executor.JobExit | None, used: dict[str, Any],
                  given: dict[str, Any],
-                 then: Callable[[dict, _Ending], None],
+                 then: Callable[[dict[str, Any], _Ending], None],
                  record: dict[str, Any] | None = None):
         self.ended = ended
         self.used = used
@@ -276,7 +278,7 @@ class _Ending:
         self.action: str | None = None
         self.asked_by: str | None = None
 
-    def kept(self, attrs: dict) -> dict[str, Any]:
+    def kept(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """What was measured but what a hook set since."""
         after = attrs.get("resources_used") or self.given
         return {k: v for k, v in self.used.items() if after.get(k) == self.given[k]}
@@ -335,7 +337,7 @@ class Engine:
         self.chains: dict[str, _Chain] = {}
         #: Jobs whose end hooks ran as chains and whose end after them could not be
         #: written yet (a full disk): tried again at each poll (`_carry_on`).
-        self.unwritten: dict[str, tuple[dict, _Ending]] = {}
+        self.unwritten: dict[str, tuple[dict[str, Any], _Ending]] = {}
         #: Jobs a restart found E with their end hooks running as chains, ending without
         #: their processes ending: ended again at the first poll (`_end_again`).
         self.ends_again: dict[str, dict[str, Any]] = {}
@@ -359,14 +361,14 @@ class Engine:
         #: ``default`` (in this process): a cycle then costs what changed since the last.
         self._scheds: dict[str, Scheduler] = {}
         #: Each plugin's last answer to sched_instances (`_schedulers`).
-        self._instances_named: dict[str, list] = {}
+        self._instances_named: dict[str, list[SchedulerInstance]] = {}
         #: Whether the last `_schedulers` heard every plugin name its schedulers (else some
         #: partitions' may be left out for now: no one may conclude a partition has none).
         self.schedulers_whole = True
         self._feed = Feed()
         self._first_start()
-        self.server_name = self.store.get("server", "server")["server_host"]
-        self.log.events = log_events(self.store.get("server", "server"))
+        self.server_name = self._server_row()["server_host"]
+        self.log.events = log_events(self._server_row())
         self._log_failed(plugins)
         self._seen_states: dict[str, str] = {}  # vnode -> state last seen (for the times)
         self.cpu_slots = CpuSlots()  # the running jobs' CPUs, as vnodes' ``jobs`` list them
@@ -492,7 +494,7 @@ class Engine:
         for name, attrs in self.store.all("node").items():
             if self.store.unreadable(attrs):
                 problems = {"attributes": "the vnode's stored attributes could not be read"}
-                attrs = None
+                attrs = {}  # (nothing of it is kept)
             else:
                 problems = values.vnode_problems(attrs, custom) if isinstance(attrs, dict) else {
                     "attributes": "the vnode's attributes are not a mapping"}
@@ -547,7 +549,7 @@ class Engine:
                 self.log(LOG_ERROR, "Job", job_id, "ending it again after a server restart "
                          f"failed: {type(exc).__name__}: {exc}")
 
-    def _end_again(self, job_id: str, attrs: dict, ending: dict[str, Any]) -> None:
+    def _end_again(self, job_id: str, attrs: dict[str, Any], ending: dict[str, Any]) -> None:
         """A job whose end hooks ran as chains when the server stopped, ending without its
         processes ending (`_Ending.record`): ended again as then, its end hooks run again,
         as a job whose processes ended is (with its status file). A lost one's stored
@@ -573,7 +575,7 @@ class Engine:
             ending.get("start_error") or "")), comment=comment if isinstance(
                 comment, str) else None)
 
-    def _lost(self, job_id: str, attrs: dict, why: str) -> None:
+    def _lost(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         if units.parse_bool(attrs.get("Rerunable", True)):
             self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
         else:
@@ -581,12 +583,16 @@ class Engine:
                          comment=f"Job failed after a server restart: {why}")
 
     # -- roles ------------------------------------------------------------------------------------
+    def _server_row(self) -> dict[str, Any]:
+        """The server's stored attributes (`_first_start` writes them: they are there)."""
+        return self.store.get("server", "server") or {}
+
     def caller(self, uid: int, server: dict[str, Any] | None = None) -> Caller:
         """Who `uid` is to this server (its managers and operators in `server`, the
         server's attributes, read here when not given). The two lists name users as an
         ACL does (`acl.user_allowed`: ``user``, ``user@host``, ``user@*.domain``,
         ``user@*``; the host is this one)."""
-        server = server if server is not None else self.store.get("server", "server")
+        server = server if server is not None else self._server_row()
         probe = Caller(uid, ROLE_USER)
         if uid in (0, self.owner_uid) or acl.user_allowed(
                 server.get("managers") or [], probe.user, self.host_names):
@@ -614,7 +620,7 @@ class Engine:
         another form, or naming another server, as given, which names no job."""
         return jobid.full_id(job_id, self.server_name, self.host_names) or job_id
 
-    def _own(self, caller: Caller, job_id: str, attrs: dict) -> None:
+    def _own(self, caller: Caller, job_id: str, attrs: dict[str, Any]) -> None:
         if not caller.privileged and attrs.get("euser") != caller.user:
             raise PbsError(PBSE_PERM, obj=job_id)
 
@@ -715,7 +721,8 @@ class Engine:
         raise PbsError(PBSE_HOOKERROR, client_message(event, "error", hook, why))
 
     def _hooked_request(self, event: str, outcome: Outcome, before: dict[str, Any],
-                        job_id: str, attrs: dict, **how: Any) -> dict[str, dict]:
+                        job_id: str, attrs: dict[str, Any],
+                        **how: Any) -> dict[str, dict[str, Any]]:
         """`_completed` after `event`'s hooks: a Resource_List they changed that no select
         can hold (``accelerator_model=""``, a host-level resource made a chunk's) is the
         hooks' error, as a value of theirs the rules refuse is; unless the request was
@@ -736,7 +743,7 @@ class Engine:
             self._hooks_error(event, outcome, exc.message)
 
     def _event(self, type: str, caller: Caller | None = None,
-               hooks: tuple[str, ...] | None = None, **objects) -> Outcome:
+               hooks: tuple[str, ...] | None = None, **objects: Any) -> Outcome:
         who = caller.user if caller else "root"
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
@@ -750,7 +757,7 @@ class Engine:
         return self._logged(outcome)
 
     def _event_started(self, type: str, caller: Caller | None = None,
-                       **objects) -> Pending | Outcome:
+                       **objects: Any) -> Pending | Outcome:
         """`_event` without waiting (`Runner.start`): the chain's outcome when it is over
         already (or failed to start), else what `_poll_chains` steps."""
         who = caller.user if caller else "root"
@@ -842,7 +849,7 @@ class Engine:
 
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, op: str, args: dict[str, Any], uid: int) -> Any:
-        server = self.store.get("server", "server")  # (read once: roles and ACLs)
+        server = self._server_row()  # (read once: roles and ACLs)
         caller = self.caller(uid, server)
         if not caller.manager and not acl.server_allows(server, caller.user, self.host_names):
             raise PbsError(PBSE_PERM)  # (the server's acl_users: every request)
@@ -878,7 +885,7 @@ class Engine:
                 self._may_change_holds(caller, "", str(attrs["Hold_Types"]), "")
             except PbsError:
                 raise PbsError(PBSE_PERM, "Unauthorized Request Hold_Types") from None
-        server = self.store.get("server", "server")
+        server = self._server_row()
         queue_name = str(attrs.get("queue") or server.get("default_queue") or "workq")
         if caller.uid == 0 and self.store.get("queue", queue_name) is not None:
             self.check_root(caller, PBSE_BADUSER)  # (an unknown queue: 15018 first)
@@ -948,7 +955,7 @@ class Engine:
         with self.store.transaction() as st:
             st.add_job(seq, job_id, attrs, script)
             st.set_written(job_id, written)
-            runtime = {"argv": list(argv)} if argv else {}
+            runtime: dict[str, Any] = {"argv": list(argv)} if argv else {}
             if interactive is not None:
                 runtime["interactive"] = interactive
             if runtime:
@@ -1037,7 +1044,7 @@ class Engine:
                 raise PbsError(PBSE_INVALJOBRESC, f'"-lresource=" cannot be used with '
                                f'"select" or "place", resource is: {name}')
 
-    def _check_depend(self, caller: Caller, attrs: dict, me: str | None = None,
+    def _check_depend(self, caller: Caller, attrs: dict[str, Any], me: str | None = None,
                       unknown: list[str] | None = None) -> list[tuple[str, str]]:
         """A job's dependencies (job `me`'s): known jobs only (15001; with `unknown`, a
         list, the full ids of those no server knows go there instead), not itself;
@@ -1134,13 +1141,13 @@ class Engine:
         return None
 
     @staticmethod
-    def _add_system_hold(attrs: dict) -> None:
+    def _add_system_hold(attrs: dict[str, Any]) -> None:
         """The dependency's hold (PBS's ``s``, and its substate for it)."""
         holds = set(str(attrs.get("Hold_Types", "n")).replace("n", "")) | {"s"}
         attrs.update(Hold_Types="".join(sorted(holds)), job_state="H",
                      substate=lifecycle.DEPEND_HELD)
 
-    def _hold_for_depend(self, job_id: str, attrs: dict) -> None:
+    def _hold_for_depend(self, job_id: str, attrs: dict[str, Any]) -> None:
         self._add_system_hold(attrs)
         with self.store.transaction() as st:
             st.put_job(job_id, attrs)
@@ -1173,13 +1180,13 @@ class Engine:
 
     def req_stat_jobs(self, caller: Caller, ids: list[str] | None = None,
                       history: bool = False, attrs: list[str] | None = None,
-                      subjobs: bool = False) -> dict[str, dict]:
+                      subjobs: bool = False) -> dict[str, dict[str, Any]]:
         """qstat: the jobs (all those the caller may see, or `ids`), with every attribute
         or only those named in `attrs` (PBS's attribute list of pbs_statjob: plain qstat
         asks for its columns, and a job's environment is then not even read). An array
         is shown with its subjobs after it when `subjobs` (qstat -t), as `Arrays.shown`
         makes them; a subjob is shown alone only when named."""
-        server = self.store.get("server", "server")
+        server = self._server_row()
         others = caller.privileged or units.parse_bool(server.get("query_other_jobs", True))
         wanted = _attribute_list(attrs)
         budget = EnvBudget()  # (what the subjobs' environments may add to this answer)
@@ -1232,7 +1239,8 @@ class Engine:
         return frozenset(hidden)
 
     @staticmethod
-    def _without(objects: dict[str, dict], hidden: frozenset[str]) -> dict[str, dict]:
+    def _without(objects: dict[str, dict[str, Any]],
+                 hidden: frozenset[str]) -> dict[str, dict[str, Any]]:
         """`objects` (name -> attributes, read for this answer: ours to change) without
         the `hidden` attributes."""
         for attrs in objects.values():
@@ -1240,7 +1248,7 @@ class Engine:
                 attrs.pop(key, None)
         return objects
 
-    def _with_sessions(self, jobs: dict[str, dict]) -> dict[str, dict]:
+    def _with_sessions(self, jobs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """A running job's session_id: its process group, as its shepherd recorded it; and
         its resources_used as last sampled (stored every USAGE_SAVE_EVERY seconds), or
         before its first sample zeros and its walltime since it started (qstat's Elap
@@ -1270,7 +1278,8 @@ class Engine:
             self._usage_ours[job_id] = dict(runtime.get("used") or {})
         return self._usage_ours[job_id]
 
-    def req_stat_queues(self, caller: Caller, names: list[str] | None = None) -> dict:
+    def req_stat_queues(self, caller: Caller, names: list[str] | None = None
+                        ) -> dict[str, dict[str, Any]]:
         queues = self.store.all("queue")
         counts = self.queue_counts()
         assigned = self.queues_assigned()
@@ -1307,10 +1316,9 @@ class Engine:
         (`PluginInfo.server_flags`, such as power_provisioning)."""
         flags = {flag: True for record in self.plugins.enabled if record.info is not None
                  for flag in record.info.server_flags}
-        return {"log_events": LOG_EVENTS_DEFAULT, **self.store.get("server", "server"),
-                **flags}
+        return {"log_events": LOG_EVENTS_DEFAULT, **self._server_row(), **flags}
 
-    def req_stat_server(self, caller: Caller) -> dict:
+    def req_stat_server(self, caller: Caller) -> dict[str, dict[str, Any]]:
         counts = self.job_counts()
         assigned = self.queues_assigned().get(ALL_QUEUES)
         return self._without({self.server_name: {**self.server_attrs(),
@@ -1339,7 +1347,8 @@ class Engine:
             counts[state] = counts.get(state, 0) + n
         return counts
 
-    def req_stat_nodes(self, caller: Caller, names: list[str] | None = None) -> dict:
+    def req_stat_nodes(self, caller: Caller, names: list[str] | None = None
+                       ) -> dict[str, dict[str, Any]]:
         nodes = self._vnodes()
         if names:
             missing = [n for n in names if n not in nodes]
@@ -1351,7 +1360,7 @@ class Engine:
         return self._without(rows, self.unreadable("node", caller))
 
     def req_delete(self, caller: Caller, ids: list[str], force: bool = False,
-                   purge: bool = False) -> list[dict] | LaterAnswer:
+                   purge: bool = False) -> list[dict[str, Any]] | LaterAnswer:
         """qdel: each job's result, so one bad id does not stop the others. `purge` (qdel
         -x) takes the job's history too, as OpenPBS 23.06 does (checked): a finished job
         is purged at once, any other is deleted, then purged (a running one once it has
@@ -1444,7 +1453,8 @@ class Engine:
                 self._delete_requeued(caller, job_id, killed, purge)
                 return
             if not force:
-                objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
+                objects: dict[str, Any] = {"job": Job(job_id, attrs),
+                                           "vnode_list": self._job_vnodes(attrs)}
                 if later and self.defer_answers and self._owner_runs("execjob_preterm"):
                     # The job's owner may make this chain slow: it runs while the server
                     # serves, and the qdel is answered when it is over (`_preterm_done`).
@@ -1489,7 +1499,8 @@ class Engine:
         finally:
             chain.answer(None)
 
-    def _kill_deleted(self, caller: Caller, job_id: str, attrs: dict, purge: bool) -> None:
+    def _kill_deleted(self, caller: Caller, job_id: str, attrs: dict[str, Any],
+                      purge: bool) -> None:
         """A qdel's kill of a running job (its execjob_preterm accepted, or not run)."""
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                  f"{self.host}")
@@ -1589,11 +1600,11 @@ class Engine:
             if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
                 self._purge_at_end(caller, array_job)
         if purge:  # (its subjobs over already go now, as PBS's server purges them)
-            wanted = None if indices is None else set(indices)
+            purged = None if indices is None else set(indices)
             self._purge_rows(caller, {
                 sub: sub_attrs for sub, sub_attrs in self.store.subjobs(array_job).items()
                 if sub_attrs.get("job_state") in ("F", "X") and (
-                    wanted is None or sub_attrs.get("array_index") in wanted)})
+                    purged is None or sub_attrs.get("array_index") in purged)})
         chains: list[_Chain] = []
         error: PbsError | None = None
         for sub in self.arrays.delete(f"{caller.user}@{self.host}", array_job, attrs,
@@ -1642,7 +1653,7 @@ class Engine:
             rows[array_job] = attrs  # (last: its subjobs' lines come first in the log)
         self._purge_rows(caller, rows)
 
-    def _drop(self, job_id: str, attrs: dict, comment: str,
+    def _drop(self, job_id: str, attrs: dict[str, Any], comment: str,
               requestor: str | None = None, purge_by: str | None = None) -> None:
         """A job that is not running leaves the queue for the history. Whatever files of
         an earlier run are still there (a requeue's that could not be removed then) go.
@@ -1694,12 +1705,12 @@ class Engine:
                 ("o" in added | removed and not caller.privileged):
             raise PbsError(PBSE_PERM, obj=job_id)
 
-    def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
+    def req_hold(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict[str, Any]]:
         """qhold: each job's result, so one refused id does not stop the others (PBS's
         qhold goes on to the next id)."""
         return each(ids, lambda job_id: self._holds(caller, job_id, types, add=True))
 
-    def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict]:
+    def req_release(self, caller: Caller, ids: list[str], types: str = "u") -> list[dict[str, Any]]:
         """qrls: each job's result, as qhold's."""
         return each(ids, lambda job_id: self._holds(caller, job_id, types, add=False))
 
@@ -1812,7 +1823,8 @@ class Engine:
             self._resolve_depend([job_id])
 
     @staticmethod
-    def _check_alter_running(caller: Caller, job_id: str, current: dict, attrs: dict) -> None:
+    def _check_alter_running(caller: Caller, job_id: str, current: dict[str, Any],
+                             attrs: dict[str, Any]) -> None:
         """What may be altered while the job runs, as OpenPBS 23.06 answers it (checked as
         root, an operator and the job's owner): the attributes of `ALTER_RUNNING` (and a
         plugin's), and of the resources `ALTER_RUNNING_RESOURCES`, whoever asks; any other
@@ -1839,7 +1851,7 @@ class Engine:
                     value) > units.parse_duration(had[res])):
                 raise PbsError(PBSE_PERM, obj=job_id)
 
-    def _modify(self, caller: Caller, job_id: str, current: dict, changes: dict,
+    def _modify(self, caller: Caller, job_id: str, current: dict[str, Any], changes: dict[str, Any],
                 touched: Iterable[str] = (), limited: bool = False,
                 write_unchanged: bool = True, logged: bool = True,
                 hooked: bool = True) -> None:
@@ -1897,9 +1909,9 @@ class Engine:
         self._depend_linked(job_id, attrs, before, befores)
         self.want_cycle = True
 
-    def _completed(self, job_id: str, attrs: dict, *, enqueued: bool = False,
+    def _completed(self, job_id: str, attrs: dict[str, Any], *, enqueued: bool = False,
                    limited: bool = False, touched: Iterable[str] = (),
-                   written: dict[str, dict]) -> dict[str, dict]:
+                   written: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The job's Resource_List as PBS's server completes it and its ``schedselect``
         (its chunks with the default_chunk tables', PBS's attribute), set in `attrs`, and
         what of the Resource_List the server wrote (`lifecycle.completed_request`, from what
@@ -1943,7 +1955,7 @@ class Engine:
         attrs["schedselect"] = schedselect(chunks)
         return written
 
-    def _written(self, job_id: str, stored: dict[str, Any]) -> dict[str, dict]:
+    def _written(self, job_id: str, stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """What of a job's stored attributes' Resource_List the server wrote: as the store
         kept it, else inferred (`lifecycle.inferred_written`: a job stored without it)."""
         written = self.store.written(job_id)
@@ -1955,21 +1967,21 @@ class Engine:
             {**values.RESOURCE_TYPES, **self.resource_types()},
             values.CHUNK_RESOURCES | self.host_resources())
 
-    def _default_chunks(self, attrs: dict) -> tuple:
+    def _default_chunks(self, attrs: dict[str, Any]) -> tuple[Any, Any]:
         """The default_chunk tables a job of these attributes takes: its queue's, then the
         server's."""
         return default_chunks(self.store.get("queue", str(attrs.get("queue"))),
                               self.server_attrs())
 
-    def _schedselect(self, job_id: str, attrs: dict) -> tuple[units.Chunk, ...]:
+    def _schedselect(self, job_id: str, attrs: dict[str, Any]) -> tuple[units.Chunk, ...]:
         """The job's chunks as its scheduler places them (PBS's schedselect): its select, or
         the conversion of its job-wide host-level resources (the custom ones with flag h
         too), each chunk given what it lacks of `_default_chunks`."""
         return job_select(Job(job_id, attrs), self._default_chunks(attrs),
                           self.host_resources())
 
-    def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict,
-                       before: dict) -> list[tuple[str, str]]:
+    def _hooked_depend(self, event: str, caller: Caller, job_id: str, attrs: dict[str, Any],
+                       before: dict[str, Any]) -> list[tuple[str, str]]:
         """A depend a hook set (modifyjob, movejob, or a refusing runjob), checked and
         enforced as qalter's: on a job still to run only (a running one's hold would make
         its cpus look free: 15015), by full ids, an ``after*`` not yet met holds the job
@@ -1997,7 +2009,7 @@ class Engine:
         attrs.update(probe)  # (by full ids, and the dependency's hold)
         return befores
 
-    def _lift_depend_hold(self, old: dict, new: dict) -> None:
+    def _lift_depend_hold(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         """A job held (``s``) for its dependencies, whose depend a request or a hook changed
         to one met already, or removed: the hold goes, as PBS's server lifts it (its job
         no longer waits on anything). An ``s`` hold whose depend was met already is not the
@@ -2011,7 +2023,7 @@ class Engine:
             return
         new["Hold_Types"] = str(new["Hold_Types"]).replace("s", "") or "n"
 
-    def _checked_depend(self, caller: Caller, attrs: dict, me: str
+    def _checked_depend(self, caller: Caller, attrs: dict[str, Any], me: str
                         ) -> list[tuple[str, str]]:
         """`_check_depend` of job `me`, already queued (qalter, a hook's change): one on a
         job that finished without satisfying it can never be met, and is refused with PBS's
@@ -2027,7 +2039,7 @@ class Engine:
                 raise PbsError(PBSE_BADDEPEND, f"{BEFORE_REFUSED}{target}", obj=me)
         return befores
 
-    def _depend_linked(self, job_id: str, attrs: dict, before: dict,
+    def _depend_linked(self, job_id: str, attrs: dict[str, Any], before: dict[str, Any],
                        befores: list[tuple[str, str]]) -> None:
         """After a changed depend is stored: the ``before*`` targets wait on the job, and
         the jobs waiting on it are looked at again."""
@@ -2037,7 +2049,7 @@ class Engine:
         if attrs.get("depend"):
             self._resolve_depend([job_id])
 
-    def req_move(self, caller: Caller, destination: str, ids: list[str]) -> list[dict]:
+    def req_move(self, caller: Caller, destination: str, ids: list[str]) -> list[dict[str, Any]]:
         """qmove: each queued job to `destination`; movejob fires first and may refuse."""
         return each(ids, lambda job_id: self._move(caller, destination, job_id))
 
@@ -2076,8 +2088,8 @@ class Engine:
             self.router.forget(job_id)  # (a stay there before counts no more)
             self.router.route(job_id, attrs, destination, queue, self.clock())
 
-    def _into_queue(self, job_id: str, stored: dict, attrs: dict, destination: str,
-                    limited: bool, touched: Iterable[str] = ()) -> None:
+    def _into_queue(self, job_id: str, stored: dict[str, Any], attrs: dict[str, Any],
+                    destination: str, limited: bool, touched: Iterable[str] = ()) -> None:
         """Job `job_id` (stored as `stored`, to be `attrs`) into queue `destination`, as
         qmove and routing put it there: it entered now; its state follows its holds;
         the old queue's defaults go and the new queue's come, within its limits when
@@ -2099,7 +2111,7 @@ class Engine:
             st.set_written(job_id, written)
         self.accounting.queued(job_id, attrs)
 
-    def route_to(self, job_id: str, stored: dict, destination: str,
+    def route_to(self, job_id: str, stored: dict[str, Any], destination: str,
                  submitting: bool = False) -> None:
         """`routing.Router`'s move of job `job_id` (stored as `stored`, lean or whole) out
         of its route queue into `destination`, or the PbsError of the destination's refusal
@@ -2248,7 +2260,7 @@ class Engine:
         if not self._start(job_id, attrs, vnodes):
             raise PbsError(PBSE_HOOKERROR, self._job(job_id).get("comment"), obj=job_id)
 
-    def _given_vnodes(self, job_id: str, attrs: dict, given: Any) -> str:
+    def _given_vnodes(self, job_id: str, attrs: dict[str, Any], given: Any) -> str:
         """The exec_vnode of ``qrun -H given``, as PBS makes it. Vnodes without any
         resources (``n1+n2``, ``(n1)``, or exec_host's ``n1/0``) are given the job's chunks
         in turn, back to the first when they run out: ``select=2:ncpus=1`` on ``n1`` is
@@ -2346,7 +2358,8 @@ class Engine:
                         node["last_state_change_time"] = when
                         st.put("node", name, node)
 
-    def _set_node(self, name: str, old: dict, new: dict, caller: Caller | None = None) -> None:
+    def _set_node(self, name: str, old: dict[str, Any], new: dict[str, Any],
+                  caller: Caller | None = None) -> None:
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
         vnode = Vnode(name, new)
@@ -2376,10 +2389,11 @@ class Engine:
     def req_resv_submit(self, caller: Caller, attrs: dict[str, Any]) -> dict[str, str]:
         return self.resvs.submit(caller, attrs)
 
-    def req_stat_resvs(self, caller: Caller, ids: list[str] | None = None) -> dict:
+    def req_stat_resvs(self, caller: Caller, ids: list[str] | None = None
+                       ) -> dict[str, dict[str, Any]]:
         return self._without(self.resvs.stat(caller, ids), self.unreadable("resv", caller))
 
-    def req_resv_delete(self, caller: Caller, ids: list[str]) -> list[dict]:
+    def req_resv_delete(self, caller: Caller, ids: list[str]) -> list[dict[str, Any]]:
         return self.resvs.delete(caller, ids)
 
     def req_resv_alter(self, caller: Caller, id: str, attrs: dict[str, Any],
@@ -2389,7 +2403,7 @@ class Engine:
         its new window."""
         return self.resvs.alter(caller, id, attrs, force, interactive)
 
-    def req_status(self, caller: Caller) -> dict:
+    def req_status(self, caller: Caller) -> dict[str, Any]:
         counts = self.job_counts(("Q", "H", "R"))
         return {"pid": os.getpid(), "home": str(self.home.root), "server": self.server_name,
                 "jobs": {s: counts.get(s, 0) for s in ("Q", "H", "R")},
@@ -2402,7 +2416,7 @@ class Engine:
         order (`JobControl.select`)."""
         return self.control.select(caller, criteria, history)
 
-    def req_signal(self, caller: Caller, ids: list[str], signal: str) -> list[dict]:
+    def req_signal(self, caller: Caller, ids: list[str], signal: str) -> list[dict[str, Any]]:
         """qsig -s `signal` (a name, a number, ``suspend`` or ``resume``): each job's
         result, so one refused id does not stop the others (`JobControl.signal`)."""
         return each(ids, lambda job_id: self.control.signal(caller, job_id, signal))
@@ -2414,7 +2428,7 @@ class Engine:
         self.control.order(caller, ids[0], ids[1])
 
     def req_message(self, caller: Caller, ids: list[str], text: str, output: bool = False,
-                    error: bool = True) -> list[dict]:
+                    error: bool = True) -> list[dict[str, Any]]:
         """qmsg: `text` appended to each running job's error and/or output file
         (`JobControl.message`). A job named again (in any of its forms) has the answer of
         its first time: each write costs the server a child process, and one request of
@@ -2432,12 +2446,12 @@ class Engine:
                     raise
                 if key is not None:
                     answers[key] = None
-            elif (err := answers[key]) is not None:
-                raise err
+            elif (known := answers[key]) is not None:
+                raise known
         return each(ids, once)
 
     def req_queue_state(self, caller: Caller, names: list[str], attribute: str,
-                        on: bool) -> list[dict]:
+                        on: bool) -> list[dict[str, Any]]:
         """qstart/qstop (`attribute` started) and qenable/qdisable (enabled), each queue
         in turn (`JobControl.queue_state`)."""
         return each(names, lambda name: self.control.queue_state(caller, name, attribute, on))
@@ -2512,7 +2526,7 @@ class Engine:
     def _snapshot(self, only: str) -> Snapshot:
         """What a cycle for job `only` alone reads (qrun): the running jobs, and it as if
         queued and not held, with no run limit (PBS's qrun runs a job whatever they say)."""
-        def unlimited(attrs: dict) -> dict:
+        def unlimited(attrs: dict[str, Any]) -> dict[str, Any]:
             return {k: v for k, v in attrs.items() if k not in LIMIT_ATTRS}
 
         server = Server(self.server_name, unlimited(self.server_attrs()))
@@ -2529,20 +2543,23 @@ class Engine:
 
     def _schedulers(self) -> dict[str, Scheduler]:
         server = Server(self.server_name, self.server_attrs())
-        instances = []
+        instances: list[SchedulerInstance] = []
         self.schedulers_whole = not self.plugins.failed  # (one that failed to load: unknown)
         for impl in reversed(self.plugins.hook.sched_instances.get_hookimpls()):  # pluggy order
             try:  # a plugin's bug must not stop the cycle, nor the server (issue 17)
-                answer = list(impl.function(server=server) or [])
+                # (what the hookspec says it returns: pluggy's types say object; a wrong
+                # item is refused by build_schedulers, a wrong answer fails here)
+                answer = list(typing.cast("Iterable[SchedulerInstance]",
+                                          impl.function(server=server)) or [])
             except (Exception, SystemExit) as exc:
                 # Its last answer stands meanwhile (its partitions' jobs wait for their own
                 # scheduler, not run under default's policy); before any, it has none.
                 last = self._instances_named.get(impl.plugin_name)
                 self.schedulers_whole = self.schedulers_whole and last is not None
-                kept = "its last answer stands" if last is not None else \
+                stands = "its last answer stands" if last is not None else \
                     "its schedulers are left out"
                 self.log(LOG_ERROR, "Server", self.host, f"sched_instances of "
-                         f"{impl.plugin_name} failed, {kept}: {type(exc).__name__}: {exc}")
+                         f"{impl.plugin_name} failed, {stands}: {type(exc).__name__}: {exc}")
                 answer = last or []
             else:
                 self._instances_named[impl.plugin_name] = answer
@@ -2688,7 +2705,7 @@ class Engine:
                          "again")
             self.want_cycle = True
 
-    def _apply_cycle(self, result, checked: bool = False) -> None:
+    def _apply_cycle(self, result: CycleResult, checked: bool = False) -> None:
         """A cycle's comments, estimates, reservation answers and job starts. A scheduler
         process's cycle (`checked`) planned on state that may have changed since: each
         start is checked against the vnodes as they are now, and one that no longer fits
@@ -2736,25 +2753,25 @@ class Engine:
             subjob = arrays.named(decision.job_id) is not None
             if subjob and self.arrays.over_limit(decision.job_id):
                 continue
-            attrs = self.store.job(decision.job_id)
-            if attrs is None and subjob:
-                attrs = self.arrays.instantiate(decision.job_id)
-            if attrs is None or attrs["job_state"] != "Q":
+            stored = self.store.job(decision.job_id)
+            if stored is None and subjob:
+                stored = self.arrays.instantiate(decision.job_id)
+            if stored is None or stored["job_state"] != "Q":
                 continue
-            if fits is not None and (why := fits.check(attrs, decision.chunks)):
+            if fits is not None and (why := fits.check(stored, decision.chunks)):
                 self.log(LOG_SCHED, "Job", decision.job_id, f"scheduler {sched}'s decision "
                          f"dropped: {why}; it runs again")
                 self.sched_due[sched] = self.clock()
                 continue
-            self._start(decision.job_id, attrs, decision.exec_vnode)
+            self._start(decision.job_id, stored, decision.exec_vnode)
 
     # -- a job's life -----------------------------------------------------------------------------
-    def _job_vnodes(self, attrs: dict) -> dict[str, Vnode]:
+    def _job_vnodes(self, attrs: dict[str, Any]) -> dict[str, Vnode]:
         nodes = self.store.all("node")
         return {name: Vnode(name, nodes[name]) for name, _ in
                 parse_exec_vnode(attrs.get("exec_vnode", "")) if name in nodes}
 
-    def _start(self, job_id: str, attrs: dict, exec_vnode: str) -> bool:
+    def _start(self, job_id: str, attrs: dict[str, Any], exec_vnode: str) -> bool:
         """runjob, then the execution host's begin, prologue and launch; True once the job
         runs. A refusal on the way is carried out as PBS's table says."""
         job = Job(job_id, {**attrs, "exec_vnode": exec_vnode})
@@ -2812,7 +2829,7 @@ class Engine:
         """Whether `event`'s chain has a hook run as the job's owner (``user = pbsuser``)."""
         return any(e.attrs.user == "pbsuser" for e in self.runner.chain(event))
 
-    def _start_event_over(self, job_id: str, attrs: dict, vnodes: dict[str, Vnode],
+    def _start_event_over(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode],
                           event: str, outcome: Outcome) -> bool:
         """A start event's outcome carried out; True when the job goes on."""
         self._apply_host_changes(job_id, attrs, outcome)
@@ -2927,7 +2944,7 @@ class Engine:
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"{DELETED_BY}{who}")
 
-    def _launch(self, job_id: str, attrs: dict, vnodes: dict[str, Vnode]) -> bool:
+    def _launch(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode]) -> bool:
         """The job's shepherd, execjob_launch, and the job's processes; True once it runs."""
         user = attrs.get("euser") if os.geteuid() == 0 else None
         try:  # the shepherd first: execjob_launch's event.pid, the process a hook may confine
@@ -2975,12 +2992,12 @@ class Engine:
         self._resolve_depend([job_id, *([attrs["array_id"]] if attrs.get("array_id") else [])])
         return True
 
-    def _could_not_start(self, job_id: str, attrs: dict, exc: Exception) -> None:
+    def _could_not_start(self, job_id: str, attrs: dict[str, Any], exc: Exception) -> None:
         self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"Job could not start: {exc}")
 
-    def _apply_host_changes(self, job_id: str, attrs: dict, outcome: Outcome) -> None:
+    def _apply_host_changes(self, job_id: str, attrs: dict[str, Any], outcome: Outcome) -> None:
         """Execution-host hooks' job and vnode changes apply even on a reject (not on an
         error), as PBS does."""
         if outcome.kind in ("error", "alarm"):
@@ -3036,11 +3053,14 @@ class Engine:
     def _offline_for_hook(self, names: list[str], hook: str | None) -> None:
         for name in names:
             old = self.store.get("node", name)
+            if old is None:  # (deleted since: nothing to offline)
+                continue
             states = set(str(old.get("state", "free")).split(",")) - {"free"} | {"offline"}
             self._set_node(name, old, {**old, "state": ",".join(sorted(states)),
                                        "comment": offline_comment(hook)})
 
-    def _refused_start(self, job_id: str, attrs: dict, event: str, outcome: Outcome) -> None:
+    def _refused_start(self, job_id: str, attrs: dict[str, Any], event: str,
+                       outcome: Outcome) -> None:
         self.log(LOG_JOB, "Job", job_id, f"{event} hook refused the job ({outcome.kind}): "
                  f"{outcome.message}")
         if lifecycle.abort_first(event, outcome.consequence):
@@ -3053,7 +3073,7 @@ class Engine:
         else:
             self._requeue(job_id, attrs, comment)
 
-    def _requeue(self, job_id: str, attrs: dict, comment: str) -> None:
+    def _requeue(self, job_id: str, attrs: dict[str, Any], comment: str) -> None:
         """The run is over and the job goes back to its queue: its next run starts clean,
         as PBS's MoM purges a job at the end of each run. Of its runtime only what was
         submitted stays (`_submitted_runtime`): a qrerun's ``end_reason`` kept would requeue
@@ -3070,7 +3090,7 @@ class Engine:
         self._remove_run_files(job_id)
         self.want_cycle = True
 
-    def _job_command(self, job_id: str, attrs: dict) -> tuple[list[str], dict[str, str]]:
+    def _job_command(self, job_id: str, attrs: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         runtime = self.store.runtime(job_id) or {}
         seq = job_id.split(".")[0]
         variables = dict(attrs.get("Variable_List") or {})
@@ -3120,16 +3140,18 @@ class Engine:
         executor.write_job_file(script, self.store.job_script(job_id) or "", ids, 0o700)
         return [shell, str(script)], env
 
-    def _interactive(self, job_id: str) -> dict[str, Any] | None:
+    def _interactive(self, job_id: str) -> interactive_jobs.Spec | None:
         """An interactive job's socket and token, with ``login`` when it runs its owner's
         login shell (no ``--`` command); None for a batch job."""
         runtime = self.store.runtime(job_id) or {}
         spec = runtime.get("interactive")
         if not isinstance(spec, dict):
             return None
-        return {**spec, "login": "argv" not in runtime}
+        # (stored as `interactive.checked_spec` made it, at qsub)
+        return typing.cast(interactive_jobs.Spec, {**spec, "login": "argv" not in runtime})
 
-    def _output_paths(self, job_id: str, attrs: dict, home: str) -> tuple[str, str | None]:
+    def _output_paths(self, job_id: str, attrs: dict[str, Any],
+                      home: str) -> tuple[str, str | None]:
         """The job's output and error files (None: joined to the output). A stream kept on
         the execution host (``-k o``, ``-k e``, without ``d``) is ``<Job_Name>.o<seq>``
         (``.e<seq>``) in its owner's `home`, as PBS's MoM keeps it, not its path."""
@@ -3148,7 +3170,7 @@ class Engine:
             return err, None
         return out, err
 
-    def _umask(self, job_id: str, attrs: dict) -> int:
+    def _umask(self, job_id: str, attrs: dict[str, Any]) -> int:
         """The job's umask: its ``umask`` attribute, else PBS's default 077."""
         if attrs.get("umask") in (None, ""):
             return executor.DEFAULT_UMASK
@@ -3162,7 +3184,7 @@ class Engine:
         """Queue `queue`'s kill_delay in seconds (qmgr checked it is a whole number; a
         negative one, which PBS's qmgr takes too, is no delay), else PBS's default,
         `KILL_DELAY`."""
-        value = (self.store.get("queue", str(queue)) or {}).get("kill_delay")
+        value: Any = (self.store.get("queue", str(queue)) or {}).get("kill_delay")
         try:
             return max(int(value), 0)
         except (TypeError, ValueError):
@@ -3218,7 +3240,7 @@ class Engine:
             st.set_runtime(job_id, runtime)
         self._signal_attached(runtime, signal.SIGTERM)
 
-    def _signal_attached(self, runtime: dict, sig: int) -> None:
+    def _signal_attached(self, runtime: dict[str, Any], sig: int) -> None:
         executor.signal_processes(list(runtime.get("attached", ())), sig)
 
     def poll(self) -> None:
@@ -3331,7 +3353,7 @@ class Engine:
         rerunnable, else finished with Exit_status -4 (JOB_EXEC_INITABT)."""
         killed = executor.kill_session(launch, reaped=reaped)
         self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: the job is gone)
-        attrs = self.store.job(job_id)
+        attrs = self._running_job(job_id)
         self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
@@ -3341,7 +3363,7 @@ class Engine:
         self.log(LOG_ERROR, "Job", job_id, f"job lost: {why}")
         self._lost_end(job_id, attrs, why)
 
-    def _lost_end(self, job_id: str, attrs: dict, why: str) -> None:
+    def _lost_end(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """A lost job's end hooks, then its end (`_lost_over`). A chain with a `user =
         pbsuser` hook runs while the server serves (`_end_hooks_from`), the job E/57."""
         ending = _Ending(None, {}, {}, then=functools.partial(self._lost_over, job_id, why),
@@ -3349,7 +3371,7 @@ class Engine:
         if self._end_hooks_from(job_id, attrs, ending):
             self._lost_over(job_id, why, attrs, ending)
 
-    def _lost_over(self, job_id: str, why: str, attrs: dict, ending: _Ending) -> None:
+    def _lost_over(self, job_id: str, why: str, attrs: dict[str, Any], ending: _Ending) -> None:
         """A lost job, once its end hooks are over: ended when it was being ended (a qdel,
         a limit), else requeued if rerunnable, else finished."""
         runtime = self.store.runtime(job_id) or {}
@@ -3364,10 +3386,18 @@ class Engine:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
                          comment=f"Job lost and not rerunnable: {why}", end_hooks=False)
 
+    def _running_job(self, job_id: str) -> dict[str, Any]:
+        """A running job's stored attributes (one in `launches`: its row stays until its
+        end is written; a qdel -x purges it after)."""
+        attrs = self.store.job(job_id)
+        if attrs is None:
+            raise LookupError(f"running job {job_id} has no stored attributes")
+        return attrs
+
     def _check_walltime(self, job_id: str, now: float) -> None:
         if job_id in self.kills:
             return
-        attrs = self.store.job(job_id)
+        attrs = self._running_job(job_id)
         if attrs.get("stime") is None or attrs.get("job_state") == "S":
             return  # (a suspended job's walltime stands still, as PBS's)
         elapsed = now - self.started.get(job_id, float(attrs["stime"])) - \
@@ -3427,7 +3457,7 @@ class Engine:
 
     def _ended(self, job_id: str, ended: executor.JobExit) -> None:
         self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: it ended meanwhile)
-        attrs = self.store.job(job_id)
+        attrs = self._running_job(job_id)
         runtime = self.store.runtime(job_id) or {}
         self._signal_attached(runtime, signal.SIGKILL)
         reason = runtime.get("end_reason")
@@ -3445,7 +3475,7 @@ class Engine:
         if self._end_hooks_from(job_id, attrs, ending):
             self._ended_over(job_id, reason, attrs, ending)
 
-    def _ended_over(self, job_id: str, reason: str | None, attrs: dict,
+    def _ended_over(self, job_id: str, reason: str | None, attrs: dict[str, Any],
                     ending: _Ending) -> None:
         """The end of a job whose processes ended, once its end hooks are over: requeued,
         or finished. Its ``end_reason`` is read again: a qdel -W force meanwhile
@@ -3458,8 +3488,8 @@ class Engine:
         else:
             self._finish_over(job_id, reason, attrs, ending)
 
-    def _ending(self, job_id: str, attrs: dict, ended: executor.JobExit,
-                then: Callable[[dict, _Ending], None],
+    def _ending(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
+                then: Callable[[dict[str, Any], _Ending], None],
                 record: dict[str, Any] | None = None) -> _Ending:
         """The end hooks of a job whose processes ended made ready: they see its
         Exit_status and resources_used as PBS's MoM sets them before its epilogue."""
@@ -3470,7 +3500,7 @@ class Engine:
             attrs["resources_used"] = dict(given)
         return _Ending(ended, used, given, then, record)
 
-    def _usage(self, job_id: str, attrs: dict, ended: executor.JobExit) -> dict[str, Any]:
+    def _usage(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit) -> dict[str, Any]:
         """What the host measured of the job's run, but what a hook set (`hook_set`)."""
         runtime = self.store.runtime(job_id) or {}
         keep = hook_set(attrs.get("resources_used") or {},  # (as PBS's MoM leaves them)
@@ -3482,7 +3512,7 @@ class Engine:
             "mem": f"{ended.mem_kb}kb", "vmem": f"{ended.vmem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", ""))}.items() if k not in keep}
 
-    def _end_hooks_from(self, job_id: str, attrs: dict, ending: _Ending) -> bool:
+    def _end_hooks_from(self, job_id: str, attrs: dict[str, Any], ending: _Ending) -> bool:
         """execjob_epilogue, then execjob_end, from `ending.index` on. A reject or an error
         is only logged, but what a hook asked of the job still applies (pbs-behavior.md
         §1.4): `ending` keeps the last ``job.rerun()`` or ``job.delete()`` asked for, and
@@ -3493,7 +3523,8 @@ class Engine:
         once the end hooks are over."""
         while ending.index < len(lifecycle.END_EVENTS):
             event = lifecycle.END_EVENTS[ending.index]
-            objects = {"job": Job(job_id, attrs), "vnode_list": self._job_vnodes(attrs)}
+            objects: dict[str, Any] = {"job": Job(job_id, attrs),
+                                       "vnode_list": self._job_vnodes(attrs)}
             if self._owner_runs(event):
                 if (attrs.get("job_state"), attrs.get("substate")) != ("E", lifecycle.RUNEPILOG):
                     # (stored so, that a restart finds it E with its status file, or
@@ -3516,7 +3547,7 @@ class Engine:
             self._end_event_over(job_id, attrs, ending, outcome)
         return True
 
-    def _end_event_over(self, job_id: str, attrs: dict, ending: _Ending,
+    def _end_event_over(self, job_id: str, attrs: dict[str, Any], ending: _Ending,
                         outcome: Outcome) -> None:
         self._apply_host_changes(job_id, attrs, outcome)
         if outcome.job_action:
@@ -3535,7 +3566,7 @@ class Engine:
         if self._end_hooks_from(job_id, attrs, ending):
             self._carry_on(job_id, attrs, ending)
 
-    def _carry_on(self, job_id: str, attrs: dict, ending: _Ending) -> bool:
+    def _carry_on(self, job_id: str, attrs: dict[str, Any], ending: _Ending) -> bool:
         """The job's end carried on once its started end hooks are over (`ending.then`).
         When it cannot be written (a full disk), it is kept (`unwritten`) and tried again
         at a later poll (`_poll_unwritten`), on the attributes as the hooks left them,
@@ -3617,7 +3648,7 @@ class Engine:
         if purge:
             self._purge_at_end(caller, job_id)
 
-    def _finish(self, job_id: str, attrs: dict, ended: executor.JobExit,
+    def _finish(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True,
                 used: dict[str, Any] | None = None) -> None:
         """The job is over: epilogue and end hooks (unless run already: `used` is then what
@@ -3671,7 +3702,7 @@ class Engine:
         # Last: whatever the job left in its TMPDIR, the job's end is complete before.
         self._remove_tmpdir(job_id)
 
-    def _finish_over(self, job_id: str, comment: str | None, attrs: dict,
+    def _finish_over(self, job_id: str, comment: str | None, attrs: dict[str, Any],
                      ending: _Ending) -> None:
         """`_finish`, once the job's end hooks are over."""
         assert ending.ended is not None
@@ -3749,12 +3780,13 @@ class _StillFits:
     """Whether decisions a scheduler process made on an older snapshot still fit the vnodes
     as they are (and as the decisions before them in the same batch took them)."""
 
-    def __init__(self, vnodes: dict[str, Vnode], queues: dict[str, dict]):
+    def __init__(self, vnodes: dict[str, Vnode], queues: dict[str, dict[str, Any]]):
         self.vnodes = vnodes
         self.queues = queues
         self.taken: dict[str, int] = {}
 
-    def check(self, attrs: dict, chunks) -> str | None:
+    def check(self, attrs: dict[str, Any],
+              chunks: list[tuple[str, dict[str, int | str]]]) -> str | None:
         part = (self.queues.get(str(attrs.get("queue"))) or {}).get("partition")
         wanted: dict[str, int] = {}
         rest: set[str] = set()  # the rest of a host held whole (exclhost): nothing taken
@@ -3826,7 +3858,7 @@ def state_count(counts: dict[str, int]) -> str:
     return " ".join(f"{name}:{counts.get(letter, 0)}" for name, letter in _STATE_NAMES)
 
 
-def default_vnodes(host: str) -> dict[str, dict]:
+def default_vnodes(host: str) -> dict[str, dict[str, Any]]:
     """One vnode per NUMA node, or one for the machine: CPUs and memory as Linux reports."""
     numa = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"),
                   key=lambda p: int(p.name[4:]))
@@ -3848,7 +3880,7 @@ def default_vnodes(host: str) -> dict[str, dict]:
     return nodes
 
 
-def _vnode_attrs(host: str, name: str, ncpus: int, mem: int) -> dict:
+def _vnode_attrs(host: str, name: str, ncpus: int, mem: int) -> dict[str, Any]:
     return {"state": "free", "Mom": host, "ntype": "PBS", "pcpus": ncpus,
             "resources_available": {"ncpus": ncpus, "mem": units.format_size(mem),
                                     "host": host, "vnode": name},
@@ -3869,7 +3901,7 @@ def _cpulist(text: str) -> set[int]:
 
 
 @functools.cache
-def _hints(handler: Callable) -> dict[str, Any]:
+def _hints(handler: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(handler)
     except Exception:  # noqa: BLE001 - an annotation only a type checker resolves: no check
@@ -3881,7 +3913,7 @@ def _one_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0]
 
 
-def _check_arguments(handler: Callable, args: dict[str, Any]) -> None:
+def _check_arguments(handler: Callable[..., Any], args: dict[str, Any]) -> None:
     """A request's arguments have the types its handler declares (a raw request may send
     anything): PBS's 15004 naming the argument otherwise, before the handler runs."""
     hints = _hints(getattr(handler, "__func__", handler))
@@ -3958,7 +3990,7 @@ def _resources_set(outcome: Outcome) -> tuple[str, ...]:
     return tuple(changed) if isinstance(changed, dict) else ()
 
 
-def _listed(value: Any) -> tuple:
+def _listed(value: Any) -> tuple[Any, ...]:
     """A plugin's list of names as a tuple, none for what is not a list or tuple."""
     return tuple(value) if isinstance(value, (list, tuple, frozenset, set)) else ()
 
@@ -4010,8 +4042,9 @@ def _stored_launch(runtime: Any) -> executor.Launch | None:
     if not isinstance(runtime["launch"], dict):
         raise TypeError("the launch is not a mapping")
     launch = executor.Launch(**runtime["launch"])
-    kinds = {"shepherd": int, "started": (int, float), "pgid": int, "status_file": str,
-             "tmpdir": str, "boot": str}
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "shepherd": int, "started": (int, float), "pgid": int, "status_file": str,
+        "tmpdir": str, "boot": str}
     for key, kind in kinds.items():
         value = getattr(launch, key)
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -4027,7 +4060,7 @@ def _epoch(value: Any) -> int:
         return 0
 
 
-def _without(attrs: dict, problems: dict[str, str]) -> dict:
+def _without(attrs: dict[str, Any], problems: dict[str, str]) -> dict[str, Any]:
     """A copy of `attrs` without the values `problems` names (``Resource_List.mem`` names
     one resource)."""
     fixed = dict(attrs)
@@ -4040,7 +4073,7 @@ def _without(attrs: dict, problems: dict[str, str]) -> dict:
     return fixed
 
 
-def used_attrs(used: executor.Usage, attrs: dict) -> dict[str, Any]:
+def used_attrs(used: executor.Usage, attrs: dict[str, Any]) -> dict[str, Any]:
     """A running job's resources_used from its last sample, as PBS's MoM reports them."""
     return {"cput": units.format_duration(used.cput), "mem": f"{used.mem_kb}kb",
             "ncpus": _ncpus(attrs.get("exec_vnode", "")), "vmem": f"{used.vmem_kb}kb",
@@ -4076,7 +4109,7 @@ def save_usage(store: Store, used: dict[str, executor.Usage]) -> dict[str, dict[
     return saved
 
 
-def _home_of(attrs: dict) -> str:
+def _home_of(attrs: dict[str, Any]) -> str:
     """The home folder of the job's owner (the server's user's, when the server is not
     root and the owner is unknown), where the job starts; "" for none, which fails it."""
     user = attrs.get("euser") or pwd.getpwuid(os.getuid()).pw_name
@@ -4086,7 +4119,7 @@ def _home_of(attrs: dict) -> str:
         return ""
 
 
-def _cpu_limit(attrs: dict) -> int | None:
+def _cpu_limit(attrs: dict[str, Any]) -> int | None:
     """Each of the job's processes' RLIMIT_CPU: the smaller of its cput and pcput, as PBS's
     MoM sets it (none, or 0: no limit)."""
     given = [n for n in (lifecycle.time_limit(attrs, r) for r in ("cput", "pcput")) if n]
