@@ -742,32 +742,39 @@ class Engine:
                     raise own from None
             self._hooks_error(event, outcome, exc.message)
 
+    @typing.overload
     def _event(self, type: str, caller: Caller | None = None,
-               hooks: tuple[str, ...] | None = None, **objects: Any) -> Outcome:
+               hooks: tuple[str, ...] | None = None, *, start: typing.Literal[False] = False,
+               **objects: Any) -> Outcome: ...
+
+    @typing.overload
+    def _event(self, type: str, caller: Caller | None = None,
+               hooks: tuple[str, ...] | None = None, *, start: typing.Literal[True],
+               **objects: Any) -> Pending | Outcome: ...
+
+    def _event(self, type: str, caller: Caller | None = None,
+               hooks: tuple[str, ...] | None = None, *, start: bool = False,
+               **objects: Any) -> Pending | Outcome:
+        """`type`'s hooks fired on `objects` (`Event`'s keywords), their outcome logged.
+        With `start`, not waited for (`Runner.start`): the chain's outcome when it is over
+        already (or failed to start), else its `Pending`, which `_poll_chains` steps."""
         who = caller.user if caller else "root"
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
         try:
-            outcome = self.runner.fire(Event(type, requestor=who, requestor_host=self.host,
-                                             **objects), hooks=hooks)
+            event = Event(type, requestor=who, requestor_host=self.host, **objects)
+            if start:
+                pending = self.runner.start(event, hooks=hooks)
+                if pending.outcome is None:
+                    return pending
+                outcome = pending.outcome
+            else:
+                outcome = self.runner.fire(event, hooks=hooks)
         except Exception as exc:  # noqa: BLE001 - a hook's doing the runner did not foresee
             # is the hooks' error (PBS's table says what comes of it), never a request,
             # cycle or poll that fails half way (a job stored R with no process).
             return self._hooks_failed(type, exc)
         return self._logged(outcome)
-
-    def _event_started(self, type: str, caller: Caller | None = None,
-                       **objects: Any) -> Pending | Outcome:
-        """`_event` without waiting (`Runner.start`): the chain's outcome when it is over
-        already (or failed to start), else what `_poll_chains` steps."""
-        who = caller.user if caller else "root"
-        values.use_resources(self.resource_types())
-        try:
-            pending = self.runner.start(Event(type, requestor=who, requestor_host=self.host,
-                                              **objects))
-        except Exception as exc:  # noqa: BLE001 - as in _event
-            return self._hooks_failed(type, exc)
-        return pending if pending.outcome is None else self._logged(pending.outcome)
 
     def _hooks_failed(self, type: str, exc: Exception) -> Outcome:
         self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "
@@ -1458,7 +1465,7 @@ class Engine:
                 if later and self.defer_answers and self._owner_runs("execjob_preterm"):
                     # The job's owner may make this chain slow: it runs while the server
                     # serves, and the qdel is answered when it is over (`_preterm_done`).
-                    started = self._event_started("execjob_preterm", caller, **objects)
+                    started = self._event("execjob_preterm", caller, start=True, **objects)
                     if isinstance(started, Pending):
                         chain = _Chain("execjob_preterm", started, lambda outcome: None)
                         chain.done = functools.partial(self._preterm_done, caller, job_id,
@@ -2813,7 +2820,7 @@ class Engine:
                 attrs["substate"] = lifecycle.PRERUN
                 with self.store.transaction() as st:
                     st.put_job(job_id, attrs)
-                started = self._event_started(event, job=job, vnode_list=dict(vnodes))
+                started = self._event(event, job=job, vnode_list=dict(vnodes), start=True)
                 if isinstance(started, Pending):
                     self.chains[job_id] = _Chain(event, started, functools.partial(
                         self._prologue_done, job_id))
@@ -3536,7 +3543,7 @@ class Engine:
                         if ending.record is not None:
                             st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
                                                     "ending": ending.record})
-                started = self._event_started(event, **objects)
+                started = self._event(event, start=True, **objects)
                 if isinstance(started, Pending):
                     self.chains[job_id] = _Chain(event, started, functools.partial(
                         self._end_event_done, job_id, ending))
