@@ -2812,7 +2812,8 @@ class Engine:
         vnodes = self._job_vnodes(attrs)
         for event in lifecycle.START_EVENTS:
             job = Job(job_id, attrs)
-            if event == "execjob_prologue" and self._owner_runs(event):
+            start = event == "execjob_prologue" and self._owner_runs(event)
+            if start:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, the job R meanwhile, in PBS's substate 41 until it is launched
                 # (stored with its begin hooks' changes, so that a restart finds it R with
@@ -2820,17 +2821,28 @@ class Engine:
                 attrs["substate"] = lifecycle.PRERUN
                 with self.store.transaction() as st:
                     st.put_job(job_id, attrs)
-                started = self._event(event, job=job, vnode_list=dict(vnodes), start=True)
-                if isinstance(started, Pending):
-                    self.chains[job_id] = _Chain(event, started, functools.partial(
-                        self._prologue_done, job_id))
-                    return True
-                outcome = started
-            else:
-                outcome = self._event(event, job=job, vnode_list=dict(vnodes))
-            if not self._start_event_over(job_id, attrs, vnodes, event, outcome):
+            fired = self._job_event(job_id, event, start, functools.partial(
+                self._prologue_done, job_id), job=job, vnode_list=dict(vnodes))
+            if isinstance(fired, _Chain):
+                return True
+            if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
         return self._launch(job_id, attrs, vnodes)
+
+    def _job_event(self, job_id: str, event: str, start: bool,
+                   done: Callable[[Outcome], None], caller: Caller | None = None,
+                   **objects: Any) -> Outcome | _Chain:
+        """`event`'s hooks for job `job_id` fired (`_event`), their outcome returned. With
+        `start` (a chain with a pbsuser hook, which the job's owner may make slow), the
+        chain runs while the server serves: unless it is over already, it is kept in
+        `chains` and returned, and `_poll_chains` calls its `done` with its outcome."""
+        if not start:
+            return self._event(event, caller, **objects)
+        started = self._event(event, caller, start=True, **objects)
+        if isinstance(started, Outcome):
+            return started
+        chain = self.chains[job_id] = _Chain(event, started, done)
+        return chain
 
     def _owner_runs(self, event: str) -> bool:
         """Whether `event`'s chain has a hook run as the job's owner (``user = pbsuser``)."""
@@ -3530,9 +3542,9 @@ class Engine:
         once the end hooks are over."""
         while ending.index < len(lifecycle.END_EVENTS):
             event = lifecycle.END_EVENTS[ending.index]
-            objects: dict[str, Any] = {"job": Job(job_id, attrs),
-                                       "vnode_list": self._job_vnodes(attrs)}
-            if self._owner_runs(event):
+            job, vnodes = Job(job_id, attrs), self._job_vnodes(attrs)
+            start = self._owner_runs(event)
+            if start:
                 if (attrs.get("job_state"), attrs.get("substate")) != ("E", lifecycle.RUNEPILOG):
                     # (stored so, that a restart finds it E with its status file, or
                     # with what its `record` says, and ends it again, its end hooks run
@@ -3543,14 +3555,10 @@ class Engine:
                         if ending.record is not None:
                             st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
                                                     "ending": ending.record})
-                started = self._event(event, start=True, **objects)
-                if isinstance(started, Pending):
-                    self.chains[job_id] = _Chain(event, started, functools.partial(
-                        self._end_event_done, job_id, ending))
-                    return False
-                outcome = started
-            else:
-                outcome = self._event(event, **objects)
+            outcome = self._job_event(job_id, event, start, functools.partial(
+                self._end_event_done, job_id, ending), job=job, vnode_list=vnodes)
+            if isinstance(outcome, _Chain):
+                return False
             self._end_event_over(job_id, attrs, ending, outcome)
         return True
 
