@@ -1460,21 +1460,16 @@ class Engine:
                 self._delete_requeued(caller, job_id, killed, purge)
                 return
             if not force:
-                objects: dict[str, Any] = {"job": Job(job_id, attrs),
-                                           "vnode_list": self._job_vnodes(attrs)}
-                if later and self.defer_answers and self._owner_runs("execjob_preterm"):
-                    # The job's owner may make this chain slow: it runs while the server
-                    # serves, and the qdel is answered when it is over (`_preterm_done`).
-                    started = self._event("execjob_preterm", caller, start=True, **objects)
-                    if isinstance(started, Pending):
-                        chain = _Chain("execjob_preterm", started, lambda outcome: None)
-                        chain.done = functools.partial(self._preterm_done, caller, job_id,
-                                                       purge, chain)
-                        self.chains[job_id] = chain
-                        raise _Waits(chain)
-                    outcome = started
-                else:
-                    outcome = self._event("execjob_preterm", caller, **objects)
+                # The job's owner may make this chain slow: it runs while the server
+                # serves, and the qdel is answered when it is over (`_preterm_done`).
+                start = later and self.defer_answers and self._owner_runs("execjob_preterm")
+                outcome = self._job_event(job_id, "execjob_preterm", start, lambda _: None,
+                                          caller, job=Job(job_id, attrs),
+                                          vnode_list=self._job_vnodes(attrs))
+                if isinstance(outcome, _Chain):
+                    outcome.done = functools.partial(self._preterm_done, caller, job_id,
+                                                     purge, outcome)
+                    raise _Waits(outcome)
                 if not outcome.accepted:
                     refused = PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
                     if killed is not None:
