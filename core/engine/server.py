@@ -1373,7 +1373,7 @@ class Engine:
         is purged at once, any other is deleted, then purged (a running one once it has
         ended). Who may delete a job may purge it. A running job named again is killed once
         (`_delete`'s `killed`). A `LaterAnswer` when a job's execjob_preterm chain runs
-        while the server serves (`_delete`'s `later`)."""
+        while the server serves (`_delete`'s `_Waits`)."""
         killed: dict[str, PbsError | None] = {}
         later = LaterAnswer()
         # A job named again while it waits, in any spelling (12, 12.server, 12@SERVER),
@@ -1389,7 +1389,7 @@ class Engine:
             result = {"id": job_id}
             later.results.append(result)
             try:
-                self._delete(caller, job_id, force, purge, killed, later=True)
+                self._delete(caller, job_id, force, purge, killed)
             except PbsError as err:
                 result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
@@ -1405,22 +1405,21 @@ class Engine:
         return later if later.missing else later.results
 
     def _delete(self, caller: Caller, job_id: str, force: bool, purge: bool = False,
-                killed: dict[str, PbsError | None] | None = None,
-                later: bool = False) -> None:
+                killed: dict[str, PbsError | None] | None = None) -> None:
         """qdel of one job. `killed`: the running jobs this request has killed already (or
         whose execjob_preterm refused), answered as the first time without a kill again:
         each runs execjob_preterm, writes an accounting record and signals every process of
         the job (its shepherd's tree walked thread by thread) in the server's loop, and one
         request naming a job 10,000 times (12, 12.server, 12@SERVER) cost the server 10,000
-        of each, minutes for a job of a few thousand threads. With `later` (a qdel's own
-        job, `defer_answers`), an execjob_preterm chain with a pbsuser hook, which the
-        job's owner may make slow, runs while the server serves: `_Waits` is raised, and
-        the qdel is answered when the chain is over (`_preterm_done`)."""
+        of each, minutes for a job of a few thousand threads. With `defer_answers`, an
+        execjob_preterm chain with a pbsuser hook, which the job's owner may make slow,
+        runs while the server serves: `_Waits` is raised, and the qdel is answered when
+        the chain is over (`_preterm_done`)."""
         named = arrays.named(self._full_id(job_id))
         if named is not None and (not named.single or
                                   self.store.job(self._full_id(job_id)) is None):
             self._delete_in_array(caller, self._full_id(job_id), named, force, purge,
-                                  given=job_id, later=later)
+                                  given=job_id)
             return
         attrs = self._job(job_id)
         job_id = self._full_id(job_id)
@@ -1434,12 +1433,10 @@ class Engine:
             self._delete_in_prologue(caller, job_id, purge, killed)
             return
         if chain is not None and chain.event == "execjob_preterm":
-            if not force and later:  # (a qdel of it waits already: answered as that one)
+            if not force:  # (a qdel of it waits already: answered as that one)
                 self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                          f"{self.host} waits for its execjob_preterm hooks")
                 raise _Waits(chain)
-            if not force:
-                return  # (no `later`: the qdel that waits for the chain decides)
             self._stop_chain(job_id)  # (forced: no preterm, as for any running job)
         elif chain is not None or self._ends_alone(job_id):
             self._delete_exiting(caller, job_id, force, purge, killed)
@@ -1462,7 +1459,7 @@ class Engine:
             if not force:
                 # The job's owner may make this chain slow: it runs while the server
                 # serves, and the qdel is answered when it is over (`_preterm_done`).
-                start = later and self.defer_answers and self._owner_runs("execjob_preterm")
+                start = self.defer_answers and self._owner_runs("execjob_preterm")
                 outcome = self._job_event(job_id, "execjob_preterm", start, lambda _: None,
                                           caller, job=Job(job_id, attrs),
                                           vnode_list=self._job_vnodes(attrs))
@@ -1554,8 +1551,7 @@ class Engine:
             raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)
 
     def _delete_in_array(self, caller: Caller, job_id: str, named: arrays.Named,
-                         force: bool, purge: bool, given: str | None = None,
-                         later: bool = False) -> None:
+                         force: bool, purge: bool, given: str | None = None) -> None:
         """qdel of an array (``12[]``), or of subjobs of it (``12[3]``, ``12[2-5]``), as
         OpenPBS 23.06 takes them (checked): indices not instantiated are gone at once,
         instantiated subjobs are deleted as jobs; a range needs one index of the array
@@ -1565,13 +1561,13 @@ class Engine:
         as OpenPBS 23.06.06's server marks the array and its subjobs at the qdel (read in
         its source; a range's measured). Once the array is over, a range or a subjob is
         15139, named as `given` without its ``@server`` (the array is named by its full
-        id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured). With
-        `later`, as `_delete`'s: the running subjobs' pbsuser execjob_preterm chains run
-        while the server serves (they ran one after another in its loop), and `_Waits`
-        names them all once every subjob named is taken. A subjob's error (its preterm's
-        refusal) stops no other: each is taken, and the answer is the first error, as
-        PBS's server answers an array's qdel with the first of its subjobs' errors to come
-        (a later one is not copied over it: read in its source, reply_send)."""
+        id), and with a `purge` 15159, as OpenPBS 23.06.06 answered (measured). As
+        `_delete`'s, the running subjobs' pbsuser execjob_preterm chains run while the
+        server serves (they ran one after another in its loop), and `_Waits` names them
+        all once every subjob named is taken. A subjob's error (its preterm's refusal)
+        stops no other: each is taken, and the answer is the first error, as PBS's server
+        answers an array's qdel with the first of its subjobs' errors to come (a later one
+        is not copied over it: read in its source, reply_send)."""
         array_job = arrays.array_id(named.number, job_id.split(".", 1)[-1])
         attrs = self.store.job(array_job)
         if attrs is None or not attrs.get("array"):
@@ -1614,7 +1610,7 @@ class Engine:
             if not named.single and self._ends_alone(sub):
                 continue  # (it ends by itself: PBS lets an exiting subjob be, but named)
             try:
-                self._delete(caller, sub, force, purge, later=later)
+                self._delete(caller, sub, force, purge)
             except _Waits as waits:
                 chains.extend(waits.chains)
             except PbsError as err:
