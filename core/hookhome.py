@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import safedirs
+from .jsontext import JsonError, loads
 from .siteconfig import default_home
 
 __all__ = ["RECORD", "HookHome", "forget_hook_homes", "hook_home", "record_hook_homes"]
@@ -68,10 +69,10 @@ def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHo
         text = safedirs.read_text(path)
     except FileNotFoundError:
         return None
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise _bad(path, str(exc) or "nested too deeply") from None
+    try:  # (root reads it: it may be a service user's; `pbsplug.jsontext`'s limits)
+        data = loads(text, "the record")
+    except ValueError as exc:
+        raise _bad(path, exc.why if isinstance(exc, JsonError) else str(exc)) from None
     plugins = data.get("plugins") if isinstance(data, dict) else None
     if not isinstance(plugins, dict):
         raise _bad(path, 'no "plugins" object')
@@ -124,8 +125,8 @@ def forget_hook_homes(recorded_by: str, home: str | os.PathLike[str] | None = No
     was."""
     path = Path(home if home is not None else default_home()) / RECORD
     try:
-        data = json.loads(safedirs.read_text(path))
-    except (OSError, ValueError, RecursionError):
+        data = loads(safedirs.read_text(path), "the record")
+    except (OSError, ValueError):
         return False
     if not isinstance(data, dict) or data.get("recorded_by") != recorded_by:
         return False

@@ -29,7 +29,7 @@ def test_a_recorded_plugin_runs_as_its_user_with_its_home_and_others_with_this_o
 
 
 @pytest.mark.parametrize("text,why", [
-    ("[", "not a record of where plugins' hooks run (Expecting value"),
+    ("[", "not a record of where plugins' hooks run (not JSON: Expecting value"),
     ('{"plugins": []}', 'not a record of where plugins\' hooks run (no "plugins" object)'),
     ('{"plugins": {"power": {"user": "root", "home": "relative"}}}',
      "plugin 'power': expected {\"user\": name, \"home\": absolute path}"),
@@ -55,6 +55,28 @@ def test_a_record_that_cannot_be_used_is_one_line_naming_it(tmp_path, text, why)
     message = str(caught.value)
     assert message.startswith(f"{tmp_path / RECORD}: ") and why in message, message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"plugins": {"power": {"user": "root", "home": "/x"}}, "plugins": {}}',
+     'the key "plugins" twice in one object'),
+    ('{"plugins": {"power": {"user": "root", "home": "/x", "n": NaN}}}',
+     "NaN is not a JSON number"),
+    ('{"plugins": {"power": {"user": "root", "home": "/x", "n": %s}}}' % ("9" * 2000),
+     "a number of 2,000 digits (at most 1,000)"),
+    ('{"plugins": {"power": {"user": "root", "home": "/x", "n": %s}}}'
+     % ("[" * 600 + "]" * 600), "arrays or objects nested more than 100 levels deep"),
+], ids=["a key twice", "NaN", "2000 digits", "600 deep"])
+def test_a_record_json_loads_took_but_jsontext_refuses_is_one_line_naming_it(tmp_path, text,
+                                                                              why):
+    """Root reads the record of a service user's home: json.loads took a key twice (the
+    last one), NaN, a 2,000-digit integer and nesting 600 deep without a word."""
+    (tmp_path / RECORD).write_text(text)
+    with pytest.raises(OSError) as caught:
+        hook_home("power", tmp_path)
+    assert str(caught.value) == (f"{tmp_path / RECORD}: not a record of where plugins' hooks "
+                                 f"run ({why}); run the install that wrote it again, or "
+                                 "remove it")
 
 
 def test_a_record_another_user_could_have_written_is_refused(tmp_path):
