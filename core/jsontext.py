@@ -56,11 +56,13 @@ MAX_CONTAINERS = 1_000_000
 
 
 class JsonError(ValueError):
-    """JSON that cannot be read: `what` was read, `why` it cannot be (one line each)."""
+    """JSON that cannot be read: `what` was read, `why` it cannot be (one line each);
+    `line`: the line of the text where the decoder stopped, for text that is not JSON
+    (None for the other refusals)."""
 
-    def __init__(self, what: str, why: str):
+    def __init__(self, what: str, why: str, line: int | None = None):
         super().__init__(f"{what}: {why}")
-        self.what, self.why = what, why
+        self.what, self.why, self.line = what, why, line
 
 
 def _int(text: str) -> int:
@@ -169,7 +171,7 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
     try:
         value = _DECODER.decode(data)
     except json.JSONDecodeError as exc:
-        raise JsonError(what, f"not JSON: {exc}") from None
+        raise JsonError(what, f"not JSON: {exc}", exc.lineno) from None
     except RecursionError:
         raise JsonError(what, "arrays or objects nested too deeply") from None
     except ValueError as exc:  # (the parse_* hooks above: their words)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .hookattrs import HookAttributes, _as_list
+from .jsontext import MAX_DIGITS, JsonError, loads
 from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
@@ -280,10 +281,12 @@ def validate_config(schema: Mapping[str, Setting], values: Mapping[str, Any], so
     return config, issues
 
 
-def long_integer(text: str) -> tuple[int, str]:
-    """The line of `text` (a TOML or JSON file's) with an integer of more digits than int()
-    reads (4300: the parser's plain ValueError, in Python's words), and ours."""
-    most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+def long_integer(text: str, most: int | None = None) -> tuple[int, str]:
+    """The line of `text` (a TOML or JSON file's) with an integer of more digits than
+    `most` (default: than int() reads, 4300: the parser's plain ValueError, in Python's
+    words), and ours."""
+    if most is None:
+        most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
     for number, line in enumerate(text.splitlines(), 1):
         for run in re.finditer(r"[0-9][0-9_]*", line):
             count = len(run[0].replace("_", ""))
@@ -304,22 +307,17 @@ def read_cf(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigIssue(str(path), "(file)", str(path), f"not valid UTF-8 "
                                        f"(byte {exc.start}): JSON files are UTF-8")]) from None
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise ConfigError([ConfigIssue(str(path), "(file)", str(path), "not valid JSON: "
-                                       "arrays or objects nested too deeply")]) from None
-    except json.JSONDecodeError as exc:
+    try:  # (a site's file, or one a PBS admin brought: `pbsplug.jsontext`'s limits)
+        data = loads(text, str(path))
+    except JsonError as exc:
+        line = exc.line
+        if line is None and exc.why.startswith("a number of "):
+            line = long_integer(text, MAX_DIGITS)[0]
         lines = text.splitlines()
-        near = lines[exc.lineno - 1].strip() if 0 < exc.lineno <= len(lines) else ""
-        raise ConfigError([ConfigIssue(str(path), f"(line {exc.lineno})", near,
-                                       f"not valid JSON: {exc.msg}")]) from None
-    except ValueError:  # (an integer Python will not read: past 4300 digits)
-        number, why = long_integer(text)
-        lines = text.splitlines()
-        near = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-        raise ConfigError([ConfigIssue(str(path), f"(line {number})", near,
-                                       f"not valid JSON: {why}")]) from None
+        near = lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
+        raise ConfigError([ConfigIssue(
+            str(path), f"(line {line})" if line else "(file)", near if line else str(path),
+            f"not valid JSON: {exc.why.removeprefix('not JSON: ')}")]) from None
     if not isinstance(data, dict):
         raise ConfigError([ConfigIssue(str(path), "(file)", data, "expected a JSON object")])
     return data

@@ -97,9 +97,10 @@ HUGE = "9" * 5000  # (more digits than int() reads: 4300)
     # (5000 zeros and a 7: no number past a long, and int() refused them all the same)
     (f'[plugins.a]\nenabled = true\norder = "{"0" * 5000}7"\n', "plugins.a",
      f"invalid value '{'0' * 37}...' for hook attribute 'order': out of range"),
-    # (a plugin's JSON .CF file: json.loads raised the same ValueError)
+    # (a plugin's JSON .CF file: json.loads raised the same ValueError; read with
+    # `pbsplug.jsontext`, an integer of more than 1,000 digits is refused)
     ('[plugins.a]\nenabled = true\nconfig_file = "a.CF"\n', "(line 2)",
-     "not valid JSON: an integer of 5,000 digits, more than the 4,300 read"),
+     "not valid JSON: a number of 5,000 digits (at most 1,000)"),
 ])
 def test_a_number_python_will_not_read_is_the_files_error(tmp_path, text, line, why):
     write(tmp_path, f'{{"x": 1,\n "n": {HUGE}}}\n', "a.CF")

@@ -237,6 +237,25 @@ def test_a_cf_file_nested_too_deeply_or_not_utf8_names_the_file(tmp_path):
     assert str(latin) in str(err.value) and "UTF-8" in str(err.value)
 
 
+@pytest.mark.parametrize("text, why", [
+    ('{"post_timeout": 10, "post_timeout": 20}', 'the key "post_timeout" twice in one object'),
+    ('{"post_timeout": NaN}', "NaN is not a JSON number"),
+    ('{"post_timeout": %s}' % ("9" * 2000), "a number of 2,000 digits (at most 1,000)"),
+    ('{"hosts": %s}' % ("[" * 600 + "]" * 600),
+     "arrays or objects nested more than 100 levels deep"),
+], ids=["a key twice", "NaN", "2000 digits", "600 deep"])
+def test_a_cf_file_json_loads_took_but_jsontext_refuses_names_the_file(tmp_path, text, why):
+    """A .CF file may be one a PBS admin brought: json.loads took a key twice (the last
+    one), NaN, a 2,000-digit integer and nesting 600 deep without a word."""
+    cf = tmp_path / "site.CF"
+    cf.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        read_cf(cf)
+    message = str(err.value)
+    assert message.startswith(f"{cf}: (") and message.endswith(f": not valid JSON: {why}")
+    assert "\n" not in message, message
+
+
 def test_a_stored_reservation_without_its_times_is_a_problem_to_set_aside():
     """A reservation stored without reserve_end (a hook unset it) stopped every poll of
     the server; it is now a bad row, set aside at start."""
