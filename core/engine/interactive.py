@@ -37,6 +37,8 @@ import time
 import tty
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..jsontext import loads
+
 if TYPE_CHECKING:  # (for the annotations only)
     from .client import Client
     from .jobspec import JobRequest
@@ -202,14 +204,16 @@ class Listener:
             if _peer_uid(conn) != os.getuid():
                 raise PermissionError("another user")
             data, fds, _flags, _addr = socket.recv_fds(conn, 4096, 1)
-            hello = json.loads(data)
+            # (`pbsplug.jsontext`: a hello nested deeply was json.loads' RecursionError,
+            # which ended this qsub; one with the token twice or other text json.loads
+            # takes wrongly is no hello)
+            hello = loads(data, "the hello", expect=dict)
             if not fds or not hmac.compare_digest(str(hello.get("token")), self.token):
                 raise PermissionError("no token")
             conn.settimeout(None)
             return fds[0], conn
-        except (OSError, ValueError, AttributeError, RecursionError):
-            # (RecursionError: a hello nested deeply; the terminal sent with any bad hello
-            # is closed, not kept open in this qsub)
+        except (OSError, ValueError):
+            # (the terminal sent with any bad hello is closed, not kept open in this qsub)
             for fd in fds:
                 os.close(fd)
             conn.close()

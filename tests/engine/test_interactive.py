@@ -264,3 +264,30 @@ def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
             assert len(os.listdir("/proc/self/fd")) == before
     finally:
         listener.close()
+
+
+@pytest.mark.parametrize("extra", [', "token": "TOKEN"', ', "n": NaN', ', "n": ' + "9" * 2000,
+                                   ', "n": ' + "[" * 600 + "]" * 600],
+                         ids=["the token twice", "NaN", "2000 digits", "600 deep"])
+def test_a_hello_with_the_token_that_json_loads_took_wrongly_is_dropped(extra):
+    """The hello is read with `pbsplug.jsontext`: json.loads took the token twice (the
+    last one), NaN, a 2,000-digit integer and nesting 600 deep, and let the terminal in."""
+    import socket
+
+    from pbsplug.engine.interactive import Listener
+
+    listener = Listener()
+    try:
+        hello = ('{"token": "TOKEN"' + extra + "}").replace("TOKEN", listener.token).encode()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+            peer.connect(listener.path)
+            socket.send_fds(peer, [hello], [0])
+            before = len(os.listdir("/proc/self/fd"))
+            got = listener.accept(10)
+            if got is not None:  # (the old code's: let in; its descriptors closed here)
+                os.close(got[0])
+                got[1].close()
+            assert got is None
+            assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        listener.close()
