@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import EVENTS
+from ..jsontext import JsonError, loads
 from ..plugins import PluginRecord, PluginSet
 from .pbs_bridge import hook_objects
 from .rootpaths import RootPath, root_paths, status_lines, unsafe
@@ -288,9 +289,12 @@ def _quoted(value: str) -> str:
 
 
 def _json(text: str) -> Any:
+    """A hook's config as qmgr exports it, or None when it is no JSON that pbsplug wrote
+    (`pbsplug.jsontext`: json.loads took a key twice, the last one, NaN and nesting 600
+    deep, and counted such a config as pbsplug's; nested 100,000 deep it raised)."""
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # (a config nested deeply: not ours either)
+        return loads(text, "the hook's config")
+    except JsonError:
         return None
 
 

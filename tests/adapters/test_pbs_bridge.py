@@ -12,6 +12,8 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from .conftest import resetting_socket
 
 PBS_PATH = "/opt/pbs/lib/python/altair:/opt/pbs/lib/python/altair/pbs/v1"
@@ -445,3 +447,28 @@ def test_a_hook_config_nested_too_deeply_is_not_pbsplugs(tmp_path):
     qmgr.chmod(0o755)
     assert pbs.installed(pbs.Qmgr([str(qmgr)])) == {
         "pbsplug_ours": {"installed_by": pbs.INSTALLED_BY}}
+
+
+@pytest.mark.parametrize("text", [
+    '{"installed_by": "another tool", "installed_by": "INSTALLED_BY"}',
+    '{"installed_by": "INSTALLED_BY", "n": NaN}',
+    '{"installed_by": "INSTALLED_BY", "n": %s}' % ("9" * 2000),
+    '{"installed_by": "INSTALLED_BY", "n": %s}' % ("[" * 600 + "]" * 600),
+], ids=["installed_by twice", "NaN", "2000 digits", "600 deep"])
+def test_a_hook_config_json_loads_took_wrongly_is_not_pbsplugs(tmp_path, text):
+    """json.loads took a key twice (the last one), NaN, a 2,000-digit integer and nesting
+    600 deep: such a config, which pbsplug never writes, counted as pbsplug's (its
+    uninstall removed that hook). It is read with `pbsplug.jsontext` now."""
+    from pbsplug.adapters import pbs
+
+    (tmp_path / "odd").write_text(text.replace("INSTALLED_BY", pbs.INSTALLED_BY))
+    qmgr = tmp_path / "qmgr"
+    qmgr.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$2" in
+          "list hook") printf 'Hook pbsplug_odd\\n    type = site\\n' ;;
+          "export hook pbsplug_odd "*) cat {tmp_path / "odd"} ;;
+        esac
+        """))
+    qmgr.chmod(0o755)
+    assert pbs.installed(pbs.Qmgr([str(qmgr)])) == {}
