@@ -68,6 +68,11 @@ UNREADABLE = "(unreadable)"
 
 
 def _loads(text: Any) -> Any:
+    # json.loads, not `pbsplug.jsontext`: every row is the server's own json.dumps, in its
+    # own database. jsontext's limits are for what another party wrote; a value that
+    # passed them when it came in is stored inside a job's or an object's attributes, a
+    # level or more deeper, and a row refused would set a job aside that pbsplug wrote.
+    # A row that is not JSON (a damaged disk) reads as UNREADABLE all the same.
     try:
         return json.loads(text)
     except (ValueError, TypeError, RecursionError):

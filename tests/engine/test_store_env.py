@@ -133,3 +133,20 @@ def test_a_dependency_reads_the_jobs_it_names_once_and_without_their_environment
                None)
     assert "Variable_List" not in st.job("1.s", lean=True)
     assert st.job("1.s")["Variable_List"] == ENVIRONMENT
+
+
+def test_a_row_the_server_wrote_reads_back_past_jsontexts_depth(tmp_path):
+    """The store reads its own rows with json.loads: a value near `pbsplug.jsontext`'s
+    depth limit (100), stored inside a job's Resource_List, is past it; read with
+    jsontext's limits, the row was UNREADABLE and the job set aside."""
+    deep: object = 1
+    for _ in range(99):
+        deep = [deep]
+    st = Store(tmp_path / "server.db")
+    attrs = {"job_state": "Q", "queue": "workq", "Resource_List": {"x": deep},
+             "Variable_List": {"V": [deep]}}
+    with st.transaction():
+        st.add_job(1, "1.s", attrs, "true\n")
+        st.put("queue", "workq", {"Resource_Default": {"x": deep}})
+    assert st.job("1.s") == {**attrs, "substate": 10}
+    assert st.get("queue", "workq") == {"Resource_Default": {"x": deep}}
