@@ -12,8 +12,13 @@ pbsplug and the plugin and runs its one hook), which process isolation should be
 The "fork floor" row is what the machine itself charges for process isolation: a bare fork
 from this process, a child that writes one byte and _exits, and the wait.
 
+A second table is what the reader of a big hook report pays: a report of `--report-jobs`
+jobs' changes (2 MB at the default), read by json.loads and by `pbsplug.jsontext.loads`, as
+the runner reads a process-mode hook's report, and their ratio (no goal).
+
     .venv/bin/python benchmarks/bench_events.py [--events 2000] [--forked-events 200]
                                                 [--fresh-events 4] [--repeat 5]
+                                                [--report-jobs 10000]
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from pbsplug import Event, PluginSet, Runner
+from pbsplug import Event, PluginSet, Runner, jsontext
 from pbsplug.siteconfig import PluginSite, SiteConfig
 
 N_PLUGINS = 5
@@ -68,7 +74,7 @@ INPUTS = {
 # it, print the outcome as JSON (PBS's pbs_python per hook, with pbsplug's chain semantics).
 FRESH = textwrap.dedent(f"""
     import json, sys
-    from pbsplug import Event, PluginSet, Runner
+    from pbsplug import Event, PluginSet, Runner, jsontext
     from pbsplug.siteconfig import PluginSite, SiteConfig
     from {MODULE} import NoOp
     name, event = sys.argv[1], sys.argv[2]
@@ -145,6 +151,27 @@ def time_fork_floor(n: int, repeat: int) -> tuple[float, float]:
     return statistics.median(per_event), min(per_event)
 
 
+def big_report(jobs: int) -> bytes:
+    """A report of `jobs` jobs' changes, shaped as a hook's: its brackets outside and inside
+    strings, a few numbers each."""
+    changes = [{"job": f"{i}.server", "attrs": {
+        "Resource_List": {"ncpus": 8, "mem": "4gb", "walltime": 3600.5},
+        "comment": f"ran on [n{i % 64}] {{cpuset}}", "exec_vnode": [f"(n{i % 64}:ncpus=8)"]},
+        "log": ["accepted", "cpuset made"]} for i in range(jobs)]
+    return json.dumps([0.25, {"changes": changes}, []]).encode()
+
+
+def time_report(loads: Callable[[bytes], object], data: bytes,
+                repeat: int) -> tuple[float, float]:
+    """Median and best over `repeat` reads of `data` by `loads`, in seconds."""
+    took = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        loads(data)
+        took.append(time.perf_counter() - t0)
+    return statistics.median(took), min(took)
+
+
 def verdict(us: float, goal: float | None) -> str:
     if goal is None:
         return ""
@@ -159,6 +186,8 @@ def main() -> None:
     parser.add_argument("--fresh-events", type=int, default=4,
                         help="events per fresh-interpreter run (5 interpreters each)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--report-jobs", type=int, default=10_000,
+                        help="jobs' changes in the big report read")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="pbsplug-bench-") as tmp:
@@ -198,6 +227,16 @@ def main() -> None:
             speedup = figures["fresh", event] / figures["process", event]
             print(f"process isolation over a fresh interpreter per hook, {event}: "
                   f"{speedup:.0f}x (goal >= 10x) {'met' if speedup >= 10 else 'MISSED'}")
+        print()
+        report = big_report(args.report_jobs)
+        plain = time_report(json.loads, report, args.repeat)
+        limited = time_report(lambda data: jsontext.loads(data, "the report", expect=list),
+                              report, args.repeat)
+        print(f"a report of {args.report_jobs:,} jobs' changes, {len(report) / 1e6:.1f} MB")
+        print(f"{'reader':<18} {'ms':>10} {'best':>10} {'x json.loads':>13}")
+        for name, (median, best) in (("json.loads", plain), ("jsontext.loads", limited)):
+            print(f"{name:<18} {median * 1e3:>10.1f} {best * 1e3:>10.1f} "
+                  f"{median / plain[0]:>13.2f}")
 
 if __name__ == "__main__":
     main()

@@ -15,17 +15,19 @@ document of another type than `expect`.
 More than `max_containers` arrays and objects in one document (`MAX_CONTAINERS` unless the
 caller says) are refused before it is decoded: each costs the reader 60 to 260 bytes for
 the 2 to 7 of its text, and a hook's report of 60 MB of ``[],`` took the root server
-2.8 GB and 40 s (a pbsuser hook's report is its job owner's). They are counted only when
-the text has more brackets than that (a typical document has far fewer), then exactly,
-its strings left out, by a regular expression that reads the text once whatever its
-strings hold, and copies nothing.
+2.8 GB and 40 s (a pbsuser hook's report is its job owner's).
 
-Nesting deeper than `max_depth` (`MAX_DEPTH` unless the caller says) is refused too: the
-decoder reads about a thousand levels, one stack frame each, but what is read is then
-copied, compared or written out, at one or two frames a level, and a value 600 deep read
-well and raised RecursionError there, in the reader's caller. The check walks the value
-without recursion, and only when the text has more brackets than `max_depth` (no document
-with fewer can be deeper): a typical request or hook report is not walked.
+Nesting deeper than `max_depth` (`MAX_DEPTH` unless the caller says) is refused before it
+is decoded too: the decoder reads about a thousand levels, one stack frame each, but what
+is read is then copied, compared or written out, at one or two frames a level, and a value
+600 deep read well and raised RecursionError there, in the reader's caller.
+
+Both are read from the text's brackets outside its strings (`_shape`), only when it has
+more brackets than one of the limits (no document with fewer can be past it): a typical
+request or hook report is not scanned. The scan is a few passes of bytes methods over
+the text (C loops, over copies no bigger than it), whatever its strings hold; a walk of the
+decoded value instead cost a big report about as much again as json.loads
+(benchmarks/bench_events.py).
 
 Public for plugins since kernel API 1.10 (`pbsplug.jsontext`). One decoder is made once,
 here: making one for each call costs more than a small document's decoding (the server
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
+from itertools import accumulate
 from typing import Any
 
 __all__ = ["MAX_CONTAINERS", "MAX_DEPTH", "MAX_DIGITS", "JsonError", "kind", "loads"]
@@ -102,41 +104,52 @@ _DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_
                             object_pairs_hook=_object)
 
 
-#: A JSON string whole (its brackets are text); one not closed runs to the text's end.
-_STRING = r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)'
-#: Text of a JSON document up to its next ``[`` or ``{`` outside strings. The loops are
-#: possessive, never giving back: the text is read once, whatever its strings hold.
-_BETWEEN = rf'[^"\[{{]*+(?:{_STRING}[^"\[{{]*+)*+'
-#: The arrays and objects counted in one match (one call in Python per so many).
-_RUN = 4096
-_RUNS = re.compile(rf"(?:{_BETWEEN}[\[{{]){{{_RUN}}}+", re.S)
-_ONE = re.compile(rf"{_BETWEEN}[\[{{]", re.S)
+#: Every byte but JSON's brackets and quote: deleted by `_shape`, ``{`` and ``}`` made
+#: ``[`` and ``]`` (only how deep and how many count, not which).
+_NOT_BRACKETS = bytes(set(range(256)) - set(b'"[]{}'))
+_FOLD = bytes.maketrans(b"{}", b"[]")
+#: The passes `_shape` makes before it reads what is left level by level: a typical
+#: document is fewer levels deep, and is read in that many passes.
+_PASSES = 10
+#: A bracket's step in depth, by its byte.
+_STEP = tuple(1 if byte == ord("[") else -1 if byte == ord("]") else 0 for byte in range(256))
 
 
-def _containers(text: str) -> int:
-    """How many arrays and objects `text` holds: its ``[`` and ``{`` outside strings,
-    counted without a copy of the text."""
-    count = pos = 0
-    while match := _RUNS.match(text, pos):
-        count, pos = count + _RUN, match.end()
-    while match := _ONE.match(text, pos):
-        count, pos = count + 1, match.end()
-    return count
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether `value` has arrays or objects nested more than `limit` levels deep, walked
-    without recursion."""
-    stack = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item, depth = pop()
-        if depth > limit:
-            return True
-        for inner in (item.values() if type(item) is dict else item):
-            if type(inner) is dict or type(inner) is list:
-                push((inner, depth + 1))
-    return False
+def _shape(text: bytes, limit: int) -> tuple[int, bool]:
+    """How many arrays and objects the JSON text `text` (UTF-8: its brackets, quotes and
+    backslashes are its ASCII bytes) holds, and whether they are nested more than `limit`
+    levels deep: its brackets outside strings, read in a few passes of bytes methods
+    (C loops over the text, no Python call per character) over copies no bigger than
+    it. Exact for JSON; for text that is not, the decoder says what is wrong (its
+    brackets do not pair up, say)."""
+    if b"\\" in text:  # (escapes: a \" is no string's end; JSON has none outside strings)
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = text.translate(_FOLD, _NOT_BRACKETS)
+    # The quotes that are left pair up as strings' ends: an empty string, or a closing
+    # quote next to an opening one, goes whole without moving a bracket in or out of a
+    # string; what is left of the strings then goes with the odd parts between quotes (a
+    # string not closed runs to the end, as the decoder reads it).
+    marks = marks.replace(b'""', b"")
+    if b'"' in marks:
+        marks = b"".join(marks.split(b'"')[::2])
+    count = marks.count(b"[")
+    if count != len(marks) - count:  # (a bracket not closed, or one too many)
+        return count, False
+    done = 0  # each pass takes the innermost arrays and objects away, a level of all
+    while marks and done < min(limit, _PASSES):
+        # (what is left is `done` levels or more above a bracket: so many opened in a row
+        # more is deeper than `limit`, without the passes a long chain would cost)
+        if b"[" * (limit + 1 - done) in marks:
+            return count, True
+        inner = marks.replace(b"[]", b"")
+        if len(inner) == len(marks):  # (``][``: not JSON)
+            return count, False
+        marks, done = inner, done + 1
+    if not marks:
+        return count, False
+    # Deeper than most documents: what is left, level by level in one pass (C loops too),
+    # not a pass a level, which a document of many deep branches would cost.
+    return count, done + max(accumulate(map(_STEP.__getitem__, marks))) > limit
 
 
 def kind(value: Any) -> str:
@@ -155,8 +168,10 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
     object inside another). `max_containers`: the most arrays and objects in all."""
     if max_bytes is not None and len(data) > max_bytes:
         raise JsonError(what, f"{len(data):,} bytes (at most {max_bytes:,})")
+    raw: bytes | bytearray | None = None
     if not isinstance(data, str):
         encoding = json.detect_encoding(data)
+        raw = data if encoding == "utf-8" else None
         try:
             data = data.decode(encoding)
         except UnicodeDecodeError as exc:
@@ -164,10 +179,15 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
                                   f"{exc.object[exc.start]:#04x} at offset {exc.start:,})"
                             ) from None
     brackets = data.count("[") + data.count("{")
-    if brackets > max_containers:
-        count = _containers(data)
+    if brackets > max_containers or brackets > max_depth:  # (else neither can be past)
+        if raw is None:  # (surrogatepass: a lone surrogate of a str; only ASCII counts)
+            raw = data.encode("utf-8", "surrogatepass")
+        count, deep = _shape(bytes(raw) if isinstance(raw, bytearray) else raw, max_depth)
         if count > max_containers:
             raise JsonError(what, f"{count:,} arrays and objects (at most {max_containers:,})")
+        if deep:
+            raise JsonError(what,
+                            f"arrays or objects nested more than {max_depth:,} levels deep")
     try:
         value = _DECODER.decode(data)
     except json.JSONDecodeError as exc:
@@ -176,9 +196,6 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
         raise JsonError(what, "arrays or objects nested too deeply") from None
     except ValueError as exc:  # (the parse_* hooks above: their words)
         raise JsonError(what, str(exc)) from None
-    if (type(value) is dict or type(value) is list) and \
-            brackets > max_depth and _too_deep(value, max_depth):
-        raise JsonError(what, f"arrays or objects nested more than {max_depth:,} levels deep")
     if expect is not None and not isinstance(value, expect):
         expected = _EXPECTED.get(expect) or f"a {expect.__name__}"
         raise JsonError(what, f"a JSON {kind(value)}, not {expected}")

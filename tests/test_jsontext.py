@@ -77,6 +77,54 @@ def test_the_depth_is_the_callers_and_brackets_in_strings_are_text():
     assert loads(_nested(900), "it", max_depth=1000) == json.loads(_nested(900))
 
 
+def _branching(levels: int, side: int = 1) -> str:
+    """`levels` deep or more, each level with arrays `side` deep beside the next: no long
+    run of brackets, even once the innermost ones are taken away `side` times."""
+    beside = "[" * side + "1" + "]" * side
+    return f"[{beside}, " * (levels - 1) + "[1]" + "]" * (levels - 1)
+
+
+def _depth(value: object) -> int:
+    inner = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, (dict, list)):
+        return 0
+    return 1 + max((_depth(item) for item in inner), default=0)
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000 + "]" * 100_000, b"[" * 100_000 + b"]" * 100_000, _branching(100_000),
+    '{"a": ' * 99_999 + "[1]" + "}" * 99_999, _branching(150), _branching(150).encode("utf-16"),
+], ids=["str", "bytes", "branching", "objects", "branching 150", "utf-16"])
+def test_nesting_past_the_limit_is_refused_before_decoding(text):
+    """Counted from the text's brackets, not walked after decoding (which cost a big report
+    about as much again as json.loads): nested 100,000 deep, its pairs closed, it was the
+    decoder's RecursionError ("nested too deeply"); now it is said as any nesting past
+    the limit is."""
+    with pytest.raises(JsonError) as err:
+        loads(text, "the report")
+    assert err.value.why == "arrays or objects nested more than 100 levels deep"
+
+
+@pytest.mark.parametrize("text, levels", [
+    ('["\\"[[[", [[1]]]', 3),              # an escaped quote: the string goes on
+    ('["\\\\", [[1]]]', 3),              # an escaped backslash: the string ends
+    ('["\\\\\\"[[", "]]]\\\\"]', 1),  # both, brackets in strings only
+    ('{"\\u005b\\"": "[", "[": [{"": ""}]}', 3),
+    ('["\ud800", [[1]]]', 3),               # (a str's lone surrogate)
+    (_branching(40), 40), ('{"a": ' * 39 + "[1]" + "}" * 39, 40),
+    (_branching(40, side=12), 51), (_branching(3, side=30), 32),
+])
+def test_the_depth_counted_is_the_values(text, levels):
+    """`levels`: how deep the value is; each text read at that limit and refused at one
+    less, in UTF-8 and UTF-16 bytes and as a str."""
+    assert _depth(json.loads(text)) == levels
+    lone = "\ud800" in text  # (a str's alone: no encoding's text)
+    for data in (text,) if lone else (text, text.encode(), text.encode("utf-16")):
+        assert loads(data, "it", max_depth=levels) == json.loads(text)
+        with pytest.raises(JsonError, match=f"nested more than {levels - 1} levels deep$"):
+            loads(data, "it", max_depth=levels - 1)
+
+
 def test_more_arrays_and_objects_than_the_limit_are_refused_before_decoding():
     """60 MB of ``[],`` (a pbsuser hook's report may be 64 MiB) took the root server's
     reader 2.8 GB: each costs it 60 to 260 bytes for 2 to 7 of text."""

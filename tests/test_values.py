@@ -229,7 +229,7 @@ def test_a_cf_file_nested_too_deeply_or_not_utf8_names_the_file(tmp_path):
     deep.write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(ConfigError) as err:
         read_cf(deep)
-    assert str(deep) in str(err.value) and "nested too deeply" in str(err.value)
+    assert str(deep) in str(err.value) and "nested more than 100 levels deep" in str(err.value)
     latin = tmp_path / "latin.CF"
     latin.write_bytes(b'{"name": "caf\xe9"}')
     with pytest.raises(ConfigError) as err:
