@@ -125,6 +125,36 @@ def test_the_depth_counted_is_the_values(text, levels):
             loads(data, "it", max_depth=levels - 1)
 
 
+_MANY = ", ".join(["[]"] * 200)  # (past max_depth's brackets: read as a big document is)
+
+
+@pytest.mark.parametrize("number, why", [
+    ("9" * 1001, "a number of 1,001 digits (at most 1,000)"),
+    ("-" + "9" * 5000, "a number of 5,000 digits (at most 1,000)"),
+    ("1e400", "a number past a float's range (1e400)"),
+    ("-2.5E+309", "a number past a float's range (-2.5E+309)"),
+    ("1" + "0" * 309 + ".5", "a number past a float's range (1" + "0" * 39 + "...)"),
+    ("NaN", "NaN is not a JSON number"),
+])
+def test_a_big_documents_numbers_are_refused_as_a_small_ones(number, why):
+    """A big document's numbers are read without a Python call for each when none can be
+    long or past a float's range (no run of 309 digits, no exponent): these must not be."""
+    for text in (f"[{_MANY}, {number}]", f'{{"a": [{_MANY}], "b": {{"c": [{number}]}}}}'):
+        with pytest.raises(JsonError) as err:
+            loads(text.encode(), "the report")
+        assert err.value.why == why
+
+
+@pytest.mark.parametrize("numbers", [
+    "1e5, -2.5E-3, 1E+2", "9" * 1000, "-" + "9" * 309, "1" + "0" * 308 + ".5",
+    '"0e1 1E2 ' + "7" * 400 + '", 0.5, -0, 12',
+])
+def test_a_big_documents_numbers_are_read_as_json_loads_reads_them(numbers):
+    text = f"[{_MANY}, {numbers}]"
+    assert loads(text, "it") == json.loads(text)
+    assert loads(text.encode("utf-16"), "it") == json.loads(text)
+
+
 def test_more_arrays_and_objects_than_the_limit_are_refused_before_decoding():
     """60 MB of ``[],`` (a pbsuser hook's report may be 64 MiB) took the root server's
     reader 2.8 GB: each costs it 60 to 260 bytes for 2 to 7 of text."""
