@@ -24,10 +24,11 @@ is read is then copied, compared or written out, at one or two frames a level, a
 
 Both are read from the text's brackets outside its strings (`_shape`), only when it has
 more brackets than one of the limits (no document with fewer can be past it): a typical
-request or hook report is not scanned. The scan is a few passes of bytes methods over
-the text (C loops, over copies no bigger than it), whatever its strings hold; a walk of the
-decoded value instead cost a big report about as much again as json.loads
-(benchmarks/bench_events.py).
+request is not scanned. The scan is a few passes of bytes methods over the text (C loops,
+over copies no bigger than it), whatever its strings hold; a walk of the decoded value
+instead cost a big report a third to a half of what json.loads costs. A document that is
+scanned has its numbers read without a Python call each when none can be refused
+(`_plain_numbers`). benchmarks/bench_events.py measures both.
 
 Public for plugins since kernel API 1.10 (`pbsplug.jsontext`). One decoder is made once,
 here: making one for each call costs more than a small document's decoding (the server
