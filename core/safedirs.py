@@ -23,12 +23,12 @@ writes nothing there.
 
 A plugin wraps `UnsafeFolder` in its own error, which says what the folder is for::
 
-    from pbsplug import safedirs
+    from pbsplug import jsontext, safedirs
 
     try:
         safedirs.ensure_folder(config["state_dir"], "state_dir")
-        data = json.loads(safedirs.read_text(path))
-    except safedirs.UnsafeFolder as exc:  # one line: refusing state_dir ...: why; what to do
+        data = jsontext.loads(safedirs.read_text(path), str(path), expect=dict)
+    except (safedirs.UnsafeFolder, jsontext.JsonError) as exc:  # one line each
         raise HostError(str(exc)) from None
 """
 
