@@ -69,6 +69,9 @@ def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHo
         text = safedirs.read_text(path)
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:  # (was the traceback of 'pbsplug power status')
+        raise _bad(path, f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                         f"{exc.start:,})") from None
     try:  # (root reads it: it may be a service user's; `pbsplug.jsontext`'s limits)
         data = loads(text, "the record")
     except ValueError as exc:

@@ -79,6 +79,16 @@ def test_a_record_json_loads_took_but_jsontext_refuses_is_one_line_naming_it(tmp
                                  "remove it")
 
 
+def test_a_record_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    """A byte that is not UTF-8 was UnicodeDecodeError, not the one-line OSError."""
+    (tmp_path / RECORD).write_bytes(b'{"plugins": {}, "x": "caf\xe9"}')
+    with pytest.raises(OSError) as caught:
+        hook_home("power", tmp_path)
+    assert str(caught.value) == (f"{tmp_path / RECORD}: not a record of where plugins' hooks "
+                                 "run (not UTF-8 text (byte 0xe9 at offset 25)); run the "
+                                 "install that wrote it again, or remove it")
+
+
 def test_a_record_another_user_could_have_written_is_refused(tmp_path):
     (tmp_path / RECORD).write_text(json.dumps({"plugins": {}}))
     os.chmod(tmp_path / RECORD, 0o666)
