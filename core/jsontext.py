@@ -152,7 +152,8 @@ def _shape(text: bytes | bytearray, limit: int) -> tuple[int, bool]:
     while marks and done < min(limit, _PASSES):
         # (what is left is `done` levels or more above a bracket: so many opened in a row
         # more is deeper than `limit`, without the passes a long chain would cost)
-        if b"[" * (limit + 1 - done) in marks:
+        run = limit + 1 - done  # (never longer than the text: a caller's limit may be huge)
+        if run <= len(marks) and b"[" * run in marks:
             return count, True
         inner = marks.replace(b"[]", b"")
         if len(inner) == len(marks):  # (``][``: not JSON)

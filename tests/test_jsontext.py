@@ -155,6 +155,14 @@ def test_a_big_documents_numbers_are_read_as_json_loads_reads_them(numbers):
     assert loads(text.encode("utf-16"), "it") == json.loads(text)
 
 
+def test_a_limit_past_any_depth_costs_nothing_for_it():
+    """The scan looked for a run of `max_depth` brackets; of 10**12, a terabyte's."""
+    text = "[" * 300 + "]" * 300
+    assert loads(text, "it", max_depth=10**12) == json.loads(text)
+    with pytest.raises(JsonError, match=r"^it: 2,002 arrays and objects \(at most 10\)$"):
+        loads("[" + "[]," * 2000 + "[]]", "it", max_depth=10**12, max_containers=10)
+
+
 def test_more_arrays_and_objects_than_the_limit_are_refused_before_decoding():
     """60 MB of ``[],`` (a pbsuser hook's report may be 64 MiB) took the root server's
     reader 2.8 GB: each costs it 60 to 260 bytes for 2 to 7 of text."""
