@@ -35,7 +35,7 @@ from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 10)
+KERNEL_API = (1, 11)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
