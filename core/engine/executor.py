@@ -1029,19 +1029,42 @@ def limit_cpu(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
 
 
+def open_in_folder(path: str, name: str, flags: int, mode: int = 0o666) -> tuple[int, str]:
+    """``os.open`` of a job's output or error file `path`, and the path opened, where a
+    folder means `name` in it, as PBS does: ``DIR/``, or `path` itself a folder, never a
+    link to one (a link planted at a job's default output name, to a folder only root may
+    write, had root's job write its file there: ``os.path.isdir`` follows links, and
+    O_NOFOLLOW guards only the last name). The folder is opened once (O_PATH, O_NOFOLLOW)
+    and the file in it through that descriptor, so it cannot be swapped for a link in
+    between. An error names the whole path."""
+    if name and path.endswith("/"):
+        path = os.path.join(path, name)
+    elif name:
+        try:
+            folder = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # no folder (a link is refused by the file's own O_NOFOLLOW)
+            return os.open(path, flags, mode), path
+        path = os.path.join(path, name)
+        try:
+            return os.open(name, flags, mode, dir_fd=folder), path
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from None
+        finally:
+            os.close(folder)
+    return os.open(path, flags, mode), path
+
+
 def open_output(path: str, name: str) -> int:
     """Open the job's output or error file as the job's user (called after `become`):
     created with the job's umask, truncated, never through a symbolic link; a folder
-    (``DIR/``, or an existing one) means `name` in it, as PBS does."""
-    if name and (path.endswith("/") or os.path.isdir(path)):
-        path = os.path.join(path, name)
+    (``DIR/``, or an existing one) means `name` in it, as PBS does (`open_in_folder`)."""
     try:  # O_NONBLOCK: a FIFO with no reader fails instead of hanging the start
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        fd, path = open_in_folder(path, name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                                  | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "is a symbolic link, which a job's output never "
-                          "follows", path) from None
+                          "follows", exc.filename) from None
         raise
     mode = os.fstat(fd).st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
@@ -1304,10 +1327,9 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             os.closerange(write_end + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             if ids:
                 act_as(ids)
-            target = os.path.join(path, name) if name and (
-                path.endswith("/") or os.path.isdir(path)) else path
-            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
-                         | os.O_NOCTTY | os.O_CLOEXEC)
+            fd, target = open_in_folder(path, name, os.O_WRONLY | os.O_APPEND
+                                        | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                                        | os.O_CLOEXEC)
             mode = os.fstat(fd).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
                 raise OSError(errno.EINVAL, "not a regular file", target)

@@ -202,3 +202,36 @@ def test_the_servers_files_and_other_users_jobs_cannot_be_read(engine, attacker)
     assert (engine.work / f"scripted.o{script.stdout.split('.')[0]}").read_text() == (
         "script ok\n")
     assert_intact(engine, other)
+
+
+def test_a_link_to_a_folder_planted_at_another_users_output_name_is_not_followed(
+        engine, attacker, root_dir):
+    """A link to a folder, planted where root's next job writes its output, was taken for
+    the folder (``os.path.isdir`` follows links) and root's job wrote `<name>.o<seq>` in its
+    target, a folder only root may write. The same link at a running job's output name led
+    qmsg's line there too, into a file of root's of that name."""
+    other = bystander(engine)
+    seq = int(other.split(".")[0]) + 1
+    made = attacker.python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])",
+                           str(root_dir), str(engine.work / f"victim.o{seq}"), home=engine)
+    assert made.returncode == 0, made.stderr
+    before = state_of(root_dir)
+    job_id = engine.submit("echo clobbered\n", Job_Name="victim")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -1 and "symbolic link" in attrs["comment"]
+    assert state_of(root_dir) == before and not (root_dir / f"victim.o{seq}").exists()
+    # qmsg to a running job of root's whose output name the attacker swapped for such a link
+    running = engine.submit("sleep 300\n", Job_Name="talker")
+    until(lambda: engine.job(running)["job_state"] == "R", what="root's job to run")
+    seq = running.split(".")[0]
+    out = engine.work / f"talker.o{seq}"
+    until(out.exists, what="root's output file")
+    out.unlink()  # (as the attacker would in a sticky folder of theirs; here root does it)
+    os.symlink(root_dir, out)
+    os.lchown(out, attacker.uid, attacker.gid)
+    (root_dir / f"talker.o{seq}").write_text("root's own log\n")
+    before = state_of(root_dir / f"talker.o{seq}")
+    said = engine.pbs("qmsg", "-O", "through the link", running)
+    assert said.returncode != 0 and "symbolic link" in said.stderr, said
+    assert state_of(root_dir / f"talker.o{seq}") == before
+    assert_intact(engine, other)
