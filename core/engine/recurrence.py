@@ -194,12 +194,21 @@ def _candidates(rule: Rule, first: datetime) -> Iterator[datetime]:
             index += step
     elif rule.freq == "WEEKLY":
         week = first.date() - timedelta(days=(first.weekday() - rule.wkst) % 7)
-        days = sorted({d for _, d in rule.byday}) if rule.byday else [first.weekday()]
+        days = {d for _, d in rule.byday} if rule.byday else {first.weekday()}
+        offsets = sorted((d - rule.wkst) % 7 for d in days)  # (from the week's first day)
+        looked = 0  # days: BYMONTH=2 makes nothing in most weeks (4 s to the year 9999)
         while week.year < 10000:
+            if looked >= MAX_STEPS:
+                raise RuleError(PBSE_BAD_RRULE_SYNTAX, f"{SYNTAX}: its occurrences take "
+                                f"more than {MAX_STEPS} days to find")
+            looked += 7
             dates = []
-            for offset in range(7):
-                day = week + timedelta(days=offset)
-                if day.weekday() in days and (not rule.bymonth or day.month in rule.bymonth):
+            for offset in offsets:
+                try:
+                    day = week + timedelta(days=offset)
+                except OverflowError:  # (the year 9999's last week: no day after it)
+                    break
+                if not rule.bymonth or day.month in rule.bymonth:
                     dates.append((day.year, day.month, day.day))
             yield from at(dates)
             try:

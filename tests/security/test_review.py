@@ -578,3 +578,40 @@ def test_attributes_a_plugin_lets_managers_read_stay_hidden_from_users(local_eng
                                                 f"{'workq' if obj == 'queue' else ''}"
                                                 f"{node if obj == 'node' else ''}").stdout
     assert "TOPSECRET_job" in engine.pbs("qstat", "-f", job_id).stdout
+
+
+def test_a_weekly_rule_is_bounded_and_its_errors_are_pbss(engine, attacker):
+    """A standing reservation's WEEKLY rule was walked day by day up to the year 9999 with
+    no bound (the DAILY and finer ones stop at `recurrence.MAX_STEPS`): one raw resv_submit
+    of ``FREQ=WEEKLY;BYMONTH=2;UNTIL=99981231`` held the one-threaded server 4 s, and as
+    long again each time the reservation's occurrences are counted (each start of the
+    server, each occurrence's end). One whose weeks reached the year 9999's last raised
+    OverflowError: a System error (15010) and a traceback in the log, not PBS's one line."""
+    from pbsplug.engine.recurrence import MAX_STEPS
+
+    code = ("import json, os, sys\n"
+            "from pathlib import Path\n"
+            "from pbsplug.engine.client import Client\n"
+            "from pbsplug.engine.home import Home\n"
+            "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])))\n"
+            "for rule, start in json.loads(sys.argv[1]):\n"
+            "    try:\n"
+            "        print(json.dumps(c('resv_submit', attrs={\n"
+            "            'reserve_start': start, 'reserve_duration': 60, 'reserve_rrule': rule,\n"
+            "            'Variable_List': {'PBS_TZID': 'UTC'},\n"
+            "            'Resource_List': {'select': '1:ncpus=1'}})['id']))\n"
+            "    except Exception as exc:\n"
+            "        print(json.dumps([getattr(exc, 'code', None), str(exc)]))\n")
+    soon = int(time.time()) + 3600
+    last_weeks = 253401264000  # Monday 20 December 9999, 00:00 UTC: two Mondays are left
+    rules = [("FREQ=WEEKLY;BYMONTH=2;UNTIL=99981231", soon),
+             ("FREQ=WEEKLY;BYMONTH=2;COUNT=100000", soon),
+             ("FREQ=WEEKLY;COUNT=3", last_weeks)]
+    done = attacker.python(code, json.dumps(rules), home=engine)
+    assert done.returncode == 0, done.stderr
+    slow, overflowing, last = map(json.loads, done.stdout.splitlines())
+    bound = ("Undefined iCalendar syntax: its occurrences take more than "
+             f"{MAX_STEPS} days to find")
+    assert slow == overflowing == [15133, bound]
+    assert engine.client("stat_resvs", ids=[last])[last]["reserve_count"] == 2
+    assert "request resv_submit failed" not in engine.log()
