@@ -1054,22 +1054,41 @@ def open_in_folder(path: str, name: str, flags: int, mode: int = 0o666) -> tuple
     return os.open(path, flags, mode), path
 
 
+def check_output_file(fd: int, path: str) -> None:
+    """Refuse (OSError, naming `path`) what an open job's output or error file must not be:
+    anything but a regular file or a device (a FIFO, a socket...), or a regular file of
+    another user's than the process's (effective) one. A file an attacker made where
+    another user's job writes (its default ``<name>.o<seq>`` in a folder both may write)
+    took that job's output, root's too, for the attacker to read: opening an existing
+    file with O_CREAT takes it whoever owns it."""
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise OSError(errno.EINVAL, "is not a regular file", path)
+    if stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, f"is another user's file (uid {st.st_uid}), which a "
+                      "job's output never writes", path)
+
+
 def open_output(path: str, name: str) -> int:
     """Open the job's output or error file as the job's user (called after `become`):
     created with the job's umask, truncated, never through a symbolic link; a folder
-    (``DIR/``, or an existing one) means `name` in it, as PBS does (`open_in_folder`)."""
+    (``DIR/``, or an existing one) means `name` in it, as PBS does (`open_in_folder`).
+    Truncated only once `check_output_file` has passed it: another user's is left whole."""
     try:  # O_NONBLOCK: a FIFO with no reader fails instead of hanging the start
-        fd, path = open_in_folder(path, name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-                                  | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, path = open_in_folder(path, name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                                  | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "is a symbolic link, which a job's output never "
                           "follows", exc.filename) from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+    try:
+        check_output_file(fd, path)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)
+    except BaseException:
         os.close(fd)
-        raise OSError(errno.EINVAL, "is not a regular file", path)
+        raise
     os.set_blocking(fd, True)
     return fd
 
@@ -1330,9 +1349,7 @@ def append_line(path: str, name: str, text: str, ids: Ids | None) -> str | None:
             fd, target = open_in_folder(path, name, os.O_WRONLY | os.O_APPEND
                                         | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                                         | os.O_CLOEXEC)
-            mode = os.fstat(fd).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
-                raise OSError(errno.EINVAL, "not a regular file", target)
+            check_output_file(fd, target)
             # Left non-blocking: a terminal whose owner stopped it (^S, tcflow) or a full
             # pseudo-terminal is EAGAIN at once, never NOTE_WAIT of the server's loop
             # for each job a qmsg names.

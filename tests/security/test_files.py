@@ -235,3 +235,27 @@ def test_a_link_to_a_folder_planted_at_another_users_output_name_is_not_followed
     assert said.returncode != 0 and "symbolic link" in said.stderr, said
     assert state_of(root_dir / f"talker.o{seq}") == before
     assert_intact(engine, other)
+
+
+def test_a_file_planted_at_another_users_output_name_is_not_written(engine, attacker):
+    """The attacker makes a file of its own, open to all, where root's next job writes its
+    output: root's job wrote its output into it (opened O_CREAT|O_TRUNC, which takes the
+    file that is there), and the attacker read it; the output's 0600 was the attacker's
+    0666. The job fails to start, saying why, and the file is left as it was."""
+    other = bystander(engine)
+    seq = int(other.split(".")[0]) + 1
+    planted = engine.work / f"victim.o{seq}"
+    made = attacker.python("import os, sys\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT"
+                           " | os.O_EXCL, 0o666)\nos.write(fd, b'mine\\n')\nos.fchmod(fd, 0o666)",
+                           str(planted), home=engine)
+    assert made.returncode == 0, made.stderr
+    before = state_of(planted)
+    job_id = engine.submit("echo root-secret\n", Job_Name="victim")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -1, attrs.get("comment")
+    assert "is another user's file" in attrs["comment"] and "\n" not in attrs["comment"]
+    assert state_of(planted) == before
+    seen = attacker.python("import sys; print(open(sys.argv[1]).read(), end='')",
+                           str(planted), home=engine)
+    assert seen.stdout == "mine\n"
+    assert_intact(engine, other)
