@@ -99,6 +99,8 @@ def test_qmsg_naming_one_job_many_times_writes_once(engine, attacker):
         "job = subprocess.run(['pbsplug', 'qsub', '-e', 'err.txt', '--', '/bin/sleep', '60'],\n"
         "                     capture_output=True, text=True, check=True).stdout.strip()\n"
         + _RUNNING_FORMS +
+        "while not Path('err.txt').exists():  # (R comes before the job opens it)\n"
+        "    time.sleep(0.05)\n"
         "answers = c('message', ids=forms, text='hi')\n"
         "c('delete', ids=[job])\n"
         "print(json.dumps([sum('error' not in a for a in answers),\n"
