@@ -8,7 +8,8 @@ or ``{"error": {"code": 15007, "message": "Unauthorized Request", "obj": ...}}``
 The server is one thread (the hook runner forks, which threads would make unsafe), so no
 client may hold it: connections are read and written without blocking by one selector loop,
 each request has an overall deadline and size limits (`client.MAX_HEADER_BYTES`,
-`client.MAX_BODY_BYTES`, `REQUEST_DEADLINE`), the number of open connections is capped, and
+`client.MAX_BODY_BYTES`, `REQUEST_DEADLINE`), the number of open connections is capped, a
+user's answers not yet taken hold back that user's next requests (`MAX_UNSENT_PER_UID`), and
 only complete requests reach `Engine.handle`. Between them the loop runs `Engine.poll` at
 least every `POLL_INTERVAL` (plus at most one burst of answers), whatever clients do.
 """
@@ -55,6 +56,11 @@ MAX_CONNECTIONS_PER_UID = 32
 #: Request bytes read and not yet answered, per uid (root and the server's owner excepted):
 #: a connection that would take a user past it gets "No free connections" (15033).
 MAX_BUFFERED_PER_UID = 4 * MAX_BODY_BYTES
+#: Answer bytes made and not yet taken by their clients, per uid (root and the server's owner
+#: excepted): past it, that uid's next request waits until its clients read (or are dropped
+#: at `WRITE_DEADLINE`). A user who sent 16 qstat -f of 40 MiB each and read none had the
+#: server hold all 16 answers, 700 MB, and 32 connections of bigger ones could exhaust memory.
+MAX_UNSENT_PER_UID = MAX_BUFFERED_PER_UID
 #: Connections the kernel queues before the loop accepts them.
 LISTEN_BACKLOG = socket.SOMAXCONN
 #: A dropped connection is logged once per uid and reason in this many seconds.
@@ -87,7 +93,8 @@ def _invalid(status: int, what: str) -> _Refused:
 class _Connection:
     """One client's connection: what it sent so far, and what it is still owed."""
 
-    __slots__ = ("sock", "uid", "deadline", "buf", "head_end", "op", "length", "state", "out")
+    __slots__ = ("sock", "uid", "deadline", "buf", "head_end", "op", "length", "state", "out",
+                 "owed")
 
     def __init__(self, sock: socket.socket, uid: int, deadline: float):
         self.sock = sock
@@ -99,6 +106,7 @@ class _Connection:
         self.length = 0
         self.state = _READING
         self.out = memoryview(b"")
+        self.owed = 0  # bytes of `out` counted in the listener's `unsent`
 
     def parse_head(self) -> None:
         """Find the end of the head; once found, check the request line and headers."""
@@ -168,6 +176,8 @@ class _Listener:
         self.conns: dict[int, _Connection] = {}  # by file descriptor
         self.per_uid: collections.Counter[int] = collections.Counter()
         self.buffered: collections.Counter[int] = collections.Counter()  # bytes, per uid
+        #: Answer bytes not yet taken by their clients, per uid (`MAX_UNSENT_PER_UID`).
+        self.unsent: collections.Counter[int] = collections.Counter()
         #: Complete requests waiting for their answer, per uid; the uids take turns
         #: (`next_ready`), so a user's many requests never wait out another user's one.
         self.ready: dict[int, collections.deque[_Connection]] = {}
@@ -199,7 +209,10 @@ class _Listener:
             answered, started = 0, time.monotonic()
             while self.ready and answered < MAX_BURST and not engine.stopping and (
                     time.monotonic() - started < MAX_BURST_SECONDS):
-                self.answer(self.next_ready())
+                conn = self.next_ready()
+                if conn is None:  # (every waiting uid has answers unread: `blocked`)
+                    break
+                self.answer(conn)
                 answered += 1
                 if not self.ready:
                     self.wait(0)  # what came in meanwhile joins the burst
@@ -215,7 +228,7 @@ class _Listener:
 
     def wait(self, timeout: float) -> None:
         """Wait up to `timeout` for sockets to be ready, and serve them without blocking."""
-        if self.ready:
+        if any(not self.blocked(uid) for uid in self.ready):
             timeout = 0
         now = time.monotonic()
         if self.accept_paused_until and now >= self.accept_paused_until:
@@ -340,12 +353,20 @@ class _Listener:
             conn.state = _WRITING  # nothing more is read; its answer comes next
             self.ready.setdefault(conn.uid, collections.deque()).append(conn)
 
-    def next_ready(self) -> _Connection:
+    def blocked(self, uid: int) -> bool:
+        """Whether `uid`'s requests wait for its clients to take the answers they have."""
+        return uid not in self.privileged and self.unsent[uid] >= MAX_UNSENT_PER_UID
+
+    def next_ready(self) -> _Connection | None:
         """The next request to answer: the oldest of the waiting uid answered least
         recently (one not answered lately first, in the order they came): a uid's next
-        request waits behind every other uid's, those that came while it was answered too."""
+        request waits behind every other uid's, those that came while it was answered too.
+        None when every waiting uid is `blocked`."""
         turns = self.turns
-        uid = min(self.ready, key=lambda u: turns.get(u, -1))
+        free = [u for u in self.ready if not self.blocked(u)]
+        if not free:
+            return None
+        uid = min(free, key=lambda u: turns.get(u, -1))
         waiting = self.ready[uid]
         conn = waiting.popleft()
         if not waiting:
@@ -392,7 +413,7 @@ class _Listener:
             self.log(LOG_ERROR, f"request {op} failed: {traceback.format_exc()}")
             data = _response(500, _error_body(PBSE_SYSTEM, f"System error: {exc}"))
         self.release(conn)
-        conn.out = memoryview(data)
+        self.owe(conn, data)
         conn.deadline = time.monotonic() + WRITE_DEADLINE
         self.flush(conn)
 
@@ -401,9 +422,24 @@ class _Listener:
         for conn, later in list(self.parked.items()):
             if later.missing <= 0:
                 del self.parked[conn]
-                conn.out = memoryview(_response(200, {"result": later.results}))
+                self.owe(conn, _response(200, {"result": later.results}))
                 conn.deadline = time.monotonic() + WRITE_DEADLINE
                 self.flush(conn)
+
+    def owe(self, conn: _Connection, data: bytes) -> None:
+        """`data` is the connection's answer, counted against its uid until taken."""
+        conn.out = memoryview(data)
+        conn.owed = len(data)
+        self.unsent[conn.uid] += len(data)
+
+    def paid(self, conn: _Connection, sent: int) -> None:
+        """`sent` bytes of the connection's answer are taken (or no longer owed)."""
+        sent = min(sent, conn.owed)
+        if sent:
+            conn.owed -= sent
+            self.unsent[conn.uid] -= sent
+            if self.unsent[conn.uid] <= 0:
+                del self.unsent[conn.uid]
 
     def flush(self, conn: _Connection) -> None:
         try:
@@ -414,6 +450,7 @@ class _Listener:
             self.drop(conn)
             return
         conn.out = conn.out[sent:]
+        self.paid(conn, sent)
         if not conn.out:
             self.drop(conn)
         elif conn.sock.fileno() not in self.selector.get_map():
@@ -449,6 +486,7 @@ class _Listener:
         if self.conns.pop(fd, None) is None:
             return
         self.release(conn)
+        self.paid(conn, conn.owed)
         self.per_uid[conn.uid] -= 1
         if self.per_uid[conn.uid] <= 0:
             del self.per_uid[conn.uid]

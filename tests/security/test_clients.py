@@ -466,3 +466,59 @@ def test_json_that_json_loads_fails_on_or_takes_wrongly_is_the_callers_pbs_error
                                     "message": f"Invalid request: arguments: {what}"}}
     assert engine.client("stat_jobs", history=True) == {}
     assert engine.client("status")["pid"] == engine.home.server_pid()
+
+
+def test_answers_a_user_does_not_take_are_not_made_ahead(engine, attacker):
+    """A user's requests were answered as they came, each answer kept until its client
+    took it (up to `WRITE_DEADLINE`): 16 connections each asking for qstat -f of 40 jobs
+    with 1 MiB of environment, none read, had the server hold 16 answers of 40 MiB, 700 MB,
+    and a user's 32 connections with more jobs could take all the machine's memory. Past
+    `MAX_UNSENT_PER_UID` of a user's answers not taken, that user's next request waits for
+    its clients to read; each is answered in its turn when they do."""
+    from pbsplug.engine.api import MAX_UNSENT_PER_UID
+
+    client = ("import os, socket, sys, time\n"
+              "from pathlib import Path\n"
+              "from pbsplug.engine.client import Client\n"
+              "from pbsplug.engine.home import Home\n"
+              "home = Home(Path(os.environ['PBSPLUG_HOME']))\n")
+    submit = client + (
+        "env = {f'V{i}': 'x' * 100_000 for i in range(10)}\n"
+        "for i in range(40):\n"
+        "    Client(home)('submit', attrs={'Variable_List': env, 'Hold_Types': 'u'},\n"
+        "                 script='true\\n')\n")
+    done = attacker.python(submit, home=engine, timeout=300)
+    assert done.returncode == 0, done.stderr
+    pid = int(engine.home.pidfile.read_text())
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # (VmHWM from here)
+
+    def kb(key: str) -> int:
+        line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if ln.startswith(key + ":"))
+        return int(line.split()[1])
+
+    before = kb("VmRSS")
+    hold = client + (
+        "socks = []\n"
+        "for i in range(16):\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect(str(home.socket))\n"
+        "    s.sendall(b'POST /v1/stat_jobs HTTP/1.0\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
+        "    socks.append(s)\n"
+        "time.sleep(6)  # (well within the answers' 10 s: none is dropped)\n"
+        "whole = 0\n"
+        "for s in socks:\n"
+        "    data = bytearray()\n"
+        "    while chunk := s.recv(1 << 20):\n"
+        "        data += chunk\n"
+        "    head, _, body = bytes(data).partition(b'\\r\\n\\r\\n')\n"
+        "    length = int(head.split(b'Content-Length: ')[1].split(b'\\r\\n')[0])\n"
+        "    whole += head.startswith(b'HTTP/1.0 200') and len(body) == length\n"
+        "print(whole, length)\n")
+    done = attacker.python(hold, home=engine, timeout=300)
+    assert done.returncode == 0, done.stderr
+    whole, size = map(int, done.stdout.split())
+    assert whole == 16 and size > MAX_UNSENT_PER_UID
+    grew = (kb("VmHWM") - before) * 1024
+    assert grew < 8 * size, f"the server grew {grew >> 20} MiB for answers of {size >> 20} MiB"
+    assert engine.client("stat_server")
