@@ -896,51 +896,109 @@ def test_ramp_mode_puts_an_idle_host_to_sleep_and_ramps_it_up_for_a_job(register
     assert sim.summary.energy == pytest.approx(200 * 10 + 100 * 110 + 10 * 900 + 200 * 10)
 
 
-@pytest.mark.parametrize("power", [False, True])
-def test_a_job_charged_in_one_pass_is_charged_as_vnode_by_vnode(power, register_plugin,
+class Resizes:
+    """A periodic hook that gives one vnode a new number of cpus at each run, by the hour
+    (4, 6, 2, 1 in turn, one vnode after the other): fewer at times than the jobs on it
+    hold."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    @hookimpl
+    def periodic(self, event):
+        turn = int(clock.now()) // 60
+        vnode = event.vnode_list[f"n{turn % 6}"]
+        vnode.resources_available["ncpus"] = (4, 6, 2, 1)[turn // 6 % 4]
+
+
+def mixed_hosts(power):
+    """Hosts of one vnode (h0 to h3: 4 cpus) and of several (h4: 3 vnodes, h5: 2 vnodes,
+    2 cpus each)."""
+    shapes = [(1, 4)] * 4 + [(3, 2), (2, 2)]
+    return Machine([Host(f"h{i}", i, [f"h{i}"] if n == 1 else [f"h{i}[{v}]" for v in range(n)],
+                         cpus, None, None, power) for i, (n, cpus) in enumerate(shapes)],
+                   source="test")
+
+
+@pytest.mark.parametrize("case", ["uniform", "power", "zero ncpus", "resized", "mixed"])
+def test_a_job_charged_in_one_pass_is_charged_as_vnode_by_vnode(case, register_plugin,
                                                                pbsplug_plugins, tmp_path):
     """A job whose vnodes each have a host of their own is charged in one pass, alike
     vnodes and hosts counted together (`_occupy_alike`): the same job results, machine
-    states, energies and counts as vnode by vnode and host by host (`_occupy_each`), with
-    hosts shared by jobs, partly busy, and, with the power plugin, hosts switched off and
-    on between jobs."""
-    plugins = power_plugins(register_plugin, pbsplug_plugins) if power else None
+    states, energies and counts, and the same job's vnodes and hosts after each start and
+    end, as vnode by vnode and host by host (`_occupy_each`), with
+    hosts shared by jobs, partly busy, and: with the power plugin, hosts switched off and
+    on between jobs; with chunks of no cpus (alone on a vnode, or beside others of the
+    job, on free and full vnodes); with vnodes given more or fewer cpus by a hook while
+    jobs run on them; on a machine where some hosts have several vnodes (their jobs go
+    vnode by vnode either way)."""
+    plugins = None
+    if case == "power":
+        plugins = power_plugins(register_plugin, pbsplug_plugins)
+    elif case == "resized":
+        register_plugin(Resizes(), "resizes", isolation="inprocess", freq=60)
+        plugins = pbsplug_plugins
     rng = random.Random(7)
     jobs, now = [], 0
     for n in range(1, 121):
         now += rng.choice([0, 0, 1, 20, 90, 400])
         run = rng.choice([5, 30, 60, 200, 700])
-        jobs.append(tj(n, now, run, rng.choice([1, 1, 2, 3, 4, 5, 8, 12, 24]),
-                       rng.choice([run, run * 2, run // 2])))
+        ncpus = rng.choice([1, 1, 2, 3, 4, 5, 8, 12, 24])
+        select = None
+        if case == "zero ncpus" and n % 3:
+            select = rng.choice(["1:ncpus=0", f"1:ncpus=0+{ncpus}:ncpus=1",
+                                 f"{ncpus}:ncpus=1+2:ncpus=0"])
+        jobs.append(tj(n, now, run, ncpus, rng.choice([run, run * 2, run // 2]),
+                       select=select))
     charged = []  # (in one pass when it can?, how) of each start and end
 
     def replayed(one_pass):
         sink = Sink()
-        sim = Simulator(uniform(6, 4, "test", MODEL), sink, plugins=plugins,
-                        policy=policy_settings("easy"), workdir=tmp_path / str(one_pass))
+        machine = mixed_hosts(MODEL) if case == "mixed" else uniform(6, 4, "test", MODEL)
+        sim = Simulator(machine, sink, plugins=plugins, policy=policy_settings("easy"),
+                        workdir=tmp_path / str(one_pass))
         if not one_pass:
             sim._alone = set()  # (no vnode has a host of its own: every job vnode by vnode)
+        after = []  # the job's vnodes and hosts after each start and end
+
+        def hosts(indices):
+            return [(h.busy, h.watts, h.state, h.since, h.counted, dict(h.energy))
+                    for h in map(sim.hosts.__getitem__, indices)]
+
         for how in ("_occupy_alike", "_occupy_each"):
-            def counted(*args, real=getattr(sim, how), how=how):
+            def counted(run, sign, real=getattr(sim, how), how=how):
                 charged.append((one_pass, how))
-                return real(*args)
+                out = real(run, sign)
+                after.append(({n: (sim.room[n], dict(sim.vnode_attrs[n])) for n in run.vnodes},
+                              hosts(sorted({sim.vnode_host[n] for n in run.vnodes})),
+                              dict(sim._counts), dict(sim._room_count), run.energy))
+                return out
 
             setattr(sim, how, counted)
         sim.run(jobs)
-        hosts = [(h.busy, h.watts, h.state, h.since, h.counted, h.energy) for h in sim.hosts]
         return (sink.jobs, sink.states, sim.summary.energy, list(sim._counts.items()),
-                sim._room_count, sim.room, sim.vnode_attrs, hosts)
+                sim._room_count, sim.room, sim.vnode_attrs, hosts(range(len(sim.hosts))),
+                after)
 
     result = replayed(True)
     assert result == replayed(False)
     assert charged.count((False, "_occupy_each")) == len(charged) // 2
-    if not power:  # (every start and end but the first: no host was counted busy yet)
-        assert charged.count((True, "_occupy_alike")) == len(charged) // 2 - 1 == 239
-    else:  # hosts were off, then on again, between jobs: some not up when a job came
+    alike = charged.count((True, "_occupy_alike"))
+    if case == "uniform":  # (every start and end but the first: no host was counted busy yet)
+        assert alike == len(charged) // 2 - 1 == 239
+    elif case == "power":  # hosts were off, then on again, between jobs: some not up when
+        # a job came
         assert any(s.counts["sleeping"] for s in result[1])
         assert any(s.counts["switching_on"] for s in result[1])
-        assert charged.count((True, "_occupy_alike")) > 150
+        assert alike > 150
         assert charged.count((True, "_occupy_each")) > 0
+    elif case == "zero ncpus":
+        assert alike == len(charged) // 2 - 1
+        assert {len(r.hosts) for r in result[0]} > {1, 2}
+    elif case == "resized":
+        assert alike == len(charged) // 2 - 1
+        assert {v["resources_available"]["ncpus"] for v in result[6].values()} > {1}
+    else:  # jobs on hosts of one vnode only are charged in one pass, the others not
+        assert 0 < alike < len(charged) // 2 - 10
 
 
 # -- several schedulers, each over its partitions ([sim.sched.NAME]) -------------------------------
