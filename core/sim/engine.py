@@ -371,6 +371,16 @@ class Simulator:
         #: route queue are routed on: (when, seq, job id).
         self._routes = {name for name, attrs in machine.queues.items()
                         if attrs.get("queue_type") == "Route"}
+        #: Each route queue's retry grid step (its route_retry_time, a router's pass at
+        #: least: a replay's tries are at whole seconds) and its route_lifetime (0: none).
+        self._route_times: dict[str, tuple[float, int]] = {}
+        if self._routes:
+            from ..engine import routing
+
+            self._route_times = {
+                name: (max(float(routing.retry_time(machine.queues[name])),
+                           routing.PASS_EVERY), routing.lifetime(machine.queues[name]))
+                for name in self._routes}
         self.routing: dict[str, _Run] = {}
         self._requested: dict[str, dict[str, Any]] = {}
         self._reroutes: list[tuple[float, int, str]] = []
@@ -669,8 +679,8 @@ class Simulator:
             last, self.now = self.now, now
             if self._tried[0] < now:
                 self._tried = (now, -math.inf)
-            if late:
-                self._due_late(last, now)
+            if late:  # (every parked job whose tick came after `last`, by now)
+                self._wake(self._parked, (last, math.inf), now)
             # 1. ends
             while self._ends and self._ends[0][0] <= now:
                 _, _, job_id = heapq.heappop(self._ends)
@@ -1006,8 +1016,6 @@ class Simulator:
         ago, and those whose retry time has come, are tried in submission order, as the
         engine's router tries the jobs due at a pass (a parked job a try frees, due now,
         among them: `_wake`)."""
-        from ..engine import routing
-
         due = [(*entry[1:], False) for entry in self._popped(self._reroutes, now)]
         heapq.heapify(due)
         tried = set()
@@ -1026,8 +1034,8 @@ class Simulator:
             self._tried = (now, seq)
             if retry:
                 _, version, over = self._retry_at[job_id]
-                queue = self._queue_attrs[run.attrs["queue"]]
-                lifetime, entered = routing.lifetime(queue), run.attrs.get("qtime")
+                wait, lifetime = self._route_times[run.attrs["queue"]]
+                entered = run.attrs.get("qtime")
                 if not (lifetime and isinstance(entered, (int, float)) and
                         now - entered > lifetime) and (
                         version == self._count_version() or self._still_over(over)):
@@ -1035,9 +1043,7 @@ class Simulator:
                     # changed since its last try, or each count that refused it is not
                     # below what it was then: this try would come to the same (each
                     # destination left refusing for now as it did), so it waits as long
-                    # again: its queue's route_retry_time, a pass at least (what `_route`
-                    # makes of route_job's `when`, a replay's tries being at whole seconds).
-                    wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
+                    # again: its queue's retry grid step (`_route_times`).
                     self._retry(run, now + wait, over)
                     continue
             self._route(run)
@@ -1074,19 +1080,16 @@ class Simulator:
         woken then (`_wake`), due at its grid's first tick after that. With a
         route_lifetime, it is due at the tick its lifetime runs out, as a try there ends
         it."""
-        from ..engine import routing
-
         job_id = run.tj.job_id
         self._unpark(job_id)
-        queue = self._queue_attrs[run.attrs["queue"]]
-        wait = max(float(routing.retry_time(queue)), routing.PASS_EVERY)
+        wait, lifetime = self._route_times[run.attrs["queue"]]
         keys = tuple(dict.fromkeys(err.key for err in over.values()
                                    if isinstance(err, self._limit_error)))
         self._parked[job_id] = (when, wait, keys)
         for key in keys:
             self._parked_on.setdefault(key, {})[job_id] = None
         due = math.inf
-        lifetime, entered = routing.lifetime(queue), run.attrs.get("qtime")
+        entered = run.attrs.get("qtime")
         if lifetime and isinstance(entered, (int, float)):  # (route_job's test)
             due = when + max(0, math.floor((entered + lifetime - when) / wait) + 1) * wait
         self._retry_at[job_id] = (due, self._count_version(), over)
@@ -1124,38 +1127,37 @@ class Simulator:
         queue only adds: no refusal can turn to a yes by it, and none is woken."""
         assert self._tally is not None
         for key in self._tally.lowered(old, new, self._parked_on):
-            self._wake(key)
+            self._wake(self._parked_on[key], self._tried)
 
-    def _wake(self, key: tuple[Any, ...]) -> None:
-        """The count `key` fell: each job parked on it is due at the first tick of its
-        retry grid at which the engine's router tries it after the change (at this
-        instant when its place in this instant's pass is still to come: `_tried`)."""
-        at, last = self._tried
-        for job_id in list(self._parked_on[key]):
-            tick, wait, _ = self._parked[job_id]
-            self._unpark(job_id)
-            run = self.routing[job_id]
+    def _wake(self, job_ids: Iterable[str], after: tuple[float, float],
+              late: float | None = None) -> None:
+        """Each parked job of `job_ids` is due at the first tick of its retry grid at which
+        the engine's router tries it after `after` (an instant, and the seq of the last
+        job its pass tried then: -inf before the pass, inf after it). A count the jobs
+        were refused on fell (`_wake_fallen`): after the router's place now (`_tried`),
+        so at this instant when a job's place in this instant's pass is still to come.
+        Or, with `late`, the replay went from instant ``after[0]`` to `late` with only
+        periodic hooks to run: the router's pass at `late` takes the jobs whose tick came
+        by then, late, as it takes every retry due (retries make no instant then); the
+        others stay parked."""
+        at, last = after
+        parked, runs = self._parked, self.routing
+        for job_id in list(job_ids):
+            tick, wait, _ = parked[job_id]
+            seq = runs[job_id].seq
             if tick < at:
                 tick += math.ceil((at - tick) / wait) * wait
-            if tick == at and run.seq <= last:
+            if tick == at and seq <= last:
                 tick += wait
+            if late is not None:
+                if tick > late:
+                    continue
+                tick = late
+            self._unpark(job_id)
             due, version, over = self._retry_at[job_id]
             if tick < due:  # (else its lifetime's tick comes first: it is due then)
                 self._retry_at[job_id] = (tick, version, over)
-                heapq.heappush(self._retries, (tick, run.seq, job_id))
-
-    def _due_late(self, last: float, now: float) -> None:
-        """The replay goes from instant `last` to `now` with only periodic hooks to run:
-        the router's pass at `now` takes the parked jobs whose retry tick came after
-        `last`, late, as it takes every retry due (retries make no instant then)."""
-        for job_id, (tick, wait, _) in list(self._parked.items()):
-            if tick <= last:
-                tick += (math.floor((last - tick) / wait) + 1) * wait
-            if tick <= now:
-                self._unpark(job_id)
-                _, version, over = self._retry_at[job_id]
-                self._retry_at[job_id] = (now, version, over)
-                heapq.heappush(self._retries, (now, self.routing[job_id].seq, job_id))
+                heapq.heappush(self._retries, (tick, seq, job_id))
 
     def _entry_error(self, attrs: dict[str, Any], name: str,
                      routed: bool = False) -> PbsError | None:
