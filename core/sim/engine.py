@@ -1124,10 +1124,15 @@ class Simulator:
         """A job counted as `old` is now counted as `new` (None: gone): the jobs parked on
         a count this lowers are woken (`_wake`). A job leaving a queue lowers its counts
         there; one beginning, the thresholds' (`queued_jobs_threshold`); one entering a
-        queue only adds: no refusal can turn to a yes by it, and none is woken."""
+        queue only adds: no refusal can turn to a yes by it, and none is woken. A job
+        parked on several counts this lowers is woken once (waking it unparks it from
+        all)."""
         assert self._tally is not None
-        for key in self._tally.lowered(old, new, self._parked_on):
-            self._wake(self._parked_on[key], self._tried)
+        parked_on = self._parked_on
+        woken = {job_id: None for key in self._tally.lowered(old, new, parked_on)
+                 for job_id in parked_on[key]}
+        if woken:
+            self._wake(woken, self._tried)
 
     def _wake(self, job_ids: Iterable[str], after: tuple[float, float],
               late: float | None = None) -> None:

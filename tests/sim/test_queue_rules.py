@@ -230,6 +230,38 @@ def test_a_job_the_complexs_limit_refuses_is_routed_after_a_job_of_another_queue
     assert sink.starts() == {"1": 0, "2": 121, "3": 1}
 
 
+#: Two cpus; `entry` routes to `q`, which gives a job without a walltime 100 s, then to
+#: `batch`, one job at a time.
+TWO_WAYS = ONE_CPU.format(count=2) + """
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["q", "batch"]
+
+[queues.q]
+resources_default = {walltime = "100"}
+
+[queues.batch]
+max_queued = "[o:PBS_ALL=1]"
+"""
+
+
+def test_a_job_refused_on_two_counts_that_one_end_lowers_is_woken_once(tmp_path):
+    """[sim.server] max_queued_res.walltime = [u:PBS_GENERIC=150]. alice's j1 (in batch,
+    100 s) runs 0-100. Her j2 (10 s, no walltime) enters entry at 1: q would give it
+    100 s, 200 in all, over the complex's limit; batch is full. It is parked on both
+    counts (alice's walltime in the complex, batch's jobs). j1's end lowers both: j2 is
+    woken once, and routed to q at its tick after that (121: entry's retry time, 30 s).
+    Woken count by count, the replay stopped with a KeyError (the first woke it, which
+    took it off the second)."""
+    jobs = [tj(1, 0, "alice", queue="batch", run=100, wall=100),
+            tj(2, 1, "alice", run=10, wall=None)]
+    limit = {"max_queued_res": {"walltime": "[u:PBS_GENERIC=150]"}}
+    sink, sim = replay(platform(tmp_path, text=TWO_WAYS.replace("{", "{{").replace("}", "}}")),
+                       jobs, server_attrs=limit)
+    assert sim.entered == {"1": ("batch", 0, "Q"), "2": ("q", 121, "Q")}
+    assert sink.starts() == {"1": 0, "2": 121}
+
+
 def _on_engine(commands: tuple[str, ...], submits: list[tuple[Caller, dict]]) -> list[str]:
     """qmgr's `commands` on an engine in this process, then each qsub (its caller and its
     job's attributes, one cpu for 200 s): for each, the queue its job is in, or
