@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from pbsplug import PluginInfo, clock, hookimpl
+from pbsplug import AttributeReadOnly, PluginInfo, clock, hookimpl
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.home import Home
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller, Engine
 from pbsplug.engine.testing import make_root, remove_root
 from pbsplug.plugins import PluginSet
-from pbsplug.sim.engine import EPOCH
+from pbsplug.sim.engine import EPOCH, Simulator
 from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, TraceJob
 from pbsplug.siteconfig import SiteConfig
@@ -567,6 +567,86 @@ def test_a_waiting_job_is_tried_late_when_only_periodic_hooks_run(
                        [tj(2, 0, "bob"), tj(3, 0, "carol"), tj(4, 7, "dave")],
                        plugins=pbsplug_plugins, tmp_path=tmp_path)
     assert sim.entered["4"] == ("batch", 1050, "Q")
+
+
+class MovesJobs:
+    """A periodic hook that tries, at every run, to send each queued job it is given to the
+    other destination of `entry` (batch and other in turn); notes each job it saw and
+    what each write came to."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def periodic(self, event):
+        queue = ("batch", "other")[int(clock.now()) // 60 % 2]
+        for job_id, job in event.job_list.items():
+            try:
+                job.queue = queue
+            except AttributeReadOnly as err:
+                self.seen.append((job_id, str(err)))
+            else:
+                self.seen.append((job_id, queue))
+
+
+#: One cpu; `entry` routes to `batch` (two jobs at most), then to `other` (none).
+TWO_FULL = ONE_CPU.format(count=1) + """
+[queues.entry]
+queue_type = "Route"
+route_destinations = ["batch", "other"]
+route_retry_time = 60
+
+[queues.batch]
+max_queued = "[o:PBS_ALL=2]"
+
+[queues.other]
+max_queued = "[o:PBS_ALL=0]"
+"""
+
+
+def test_a_periodic_hook_changing_jobs_destinations_wakes_no_waiting_job(
+        tmp_path, register_plugin, pbsplug_plugins, monkeypatch):
+    """alice's j1 (batch) runs 0-5000, bob's j2 (batch) waits for the cpu: batch is full
+    when carol's j3 enters entry at 1, and other takes none; j3 is parked on both counts.
+    A periodic hook (every 60 s) tries to move each queued job to batch or other in turn:
+    a periodic event's jobs are read-only, as on the engine, so each run is refused its
+    write (to j2, 60 to 4980; to j3 at 5041, routed and not started yet; j3 is not among
+    the queued jobs the simulator gives the hook while it waits in entry) and no count
+    changes. j3 is tried at its submission, then only after j2's end lowers batch's count
+    (5010): at its tick 5041. The replay ends (in no more than 200 periodic runs: a hang
+    guard, not a time)."""
+    hook = MovesJobs()
+    register_plugin(hook, "mover", isolation="inprocess", freq=60)
+    tries = counted_tries(monkeypatch)
+    runs, parked = [], []
+    periodic, retry = Simulator._periodic, Simulator._retry
+
+    def guarded(self, name):
+        runs.append(self.now)
+        if len(runs) > 200:
+            raise RuntimeError("the replay goes on: a periodic run every 60 s for ever")
+        periodic(self, name)
+
+    def counted(self, run, when, over):
+        parked.append((run.tj.job_id, self.now - EPOCH))
+        retry(self, run, when, over)
+
+    monkeypatch.setattr(Simulator, "_periodic", guarded)
+    monkeypatch.setattr(Simulator, "_retry", counted)
+    jobs = [tj(1, 0, "alice", queue="batch", run=5000, wall=5000),
+            tj(2, 0, "bob", queue="batch", run=10, wall=10), tj(3, 1, "carol")]
+    sink, sim = replay(platform(tmp_path, text=TWO_FULL), jobs, plugins=pbsplug_plugins,
+                       tmp_path=tmp_path)
+    assert sim.entered == {"1": ("batch", 0, "Q"), "2": ("batch", 0, "Q"),
+                           "3": ("batch", 5041, "Q")}
+    assert tries == ["3", "3"]
+    assert parked == [("3", 1)]  # (not again at a tick while nothing it waits on fell)
+    assert hook.seen == [("2", "periodic: job '2' is read-only here")] * 83 + [
+        ("3", "periodic: job '3' is read-only here")]
+    assert {k: (r.start, r.end) for k, r in sink.by_id().items()} == {
+        "1": (0, 5000), "2": (5000, 5010), "3": (5041, 5141)}
 
 
 @pytest.mark.parametrize(("key", "message"), [
