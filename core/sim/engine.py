@@ -1129,10 +1129,10 @@ class Simulator:
         all)."""
         assert self._tally is not None
         parked_on = self._parked_on
-        woken = {job_id: None for key in self._tally.lowered(old, new, parked_on)
-                 for job_id in parked_on[key]}
-        if woken:
-            self._wake(woken, self._tried)
+        for key in self._tally.lowered(old, new, parked_on):
+            jobs = parked_on.get(key)
+            if jobs:  # (none left when each was parked on an earlier key too: woken)
+                self._wake(jobs, self._tried)
 
     def _wake(self, job_ids: Iterable[str], after: tuple[float, float],
               late: float | None = None) -> None:
