@@ -2985,8 +2985,12 @@ class Engine:
                                        names=(f"{name}.o{seq}", f"{name}.e{seq}"),
                                        cpu_limit=_cpu_limit(attrs),
                                        interactive=self._interactive(job_id))
-            except (OSError, ValueError) as exc:  # the shepherd is gone (a hook killed it)
+            except ValueError as exc:
                 self._could_not_start(job_id, attrs, exc)
+                return False
+            except OSError as exc:  # the shepherd is gone (a launch hook killed it)
+                self._failed_start(job_id, attrs, f"its shepherd (pid {pending.pid}) ended "
+                                   f"before it was sent the job: {exc}")
                 return False
         finally:
             pending.cancel()  # a no-op once started or cancelled: none is left waiting
@@ -3006,6 +3010,16 @@ class Engine:
         self.log(LOG_ERROR, "Job", job_id, f"could not start: {exc}")
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
                      comment=f"Job could not start: {exc}")
+
+    def _failed_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
+        """The job's shepherd ended before it started the job (a launch hook killed
+        ``event.pid``): nothing of the job ran. As PBS takes a job whose starter failed
+        before it reported to its MoM (JOB_EXEC_RETRY), execjob_abort fires and the job is
+        requeued whatever its Rerunable; run_count counts the try, and too many hold the
+        job (`lifecycle.requeued`)."""
+        self.log(LOG_ERROR, "Job", job_id, f"job failed to start: {why}")
+        self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
+        self._requeue(job_id, attrs, f"Job requeued: it failed to start ({why})")
 
     def _apply_host_changes(self, job_id: str, attrs: dict[str, Any], outcome: Outcome) -> None:
         """Execution-host hooks' job and vnode changes apply even on a reject (not on an
@@ -3360,14 +3374,25 @@ class Engine:
         MoM loses a job. What is left of it is killed, so nothing runs untracked (all its
         session when the server has just reaped it, in `reaped`: `executor.kill_session`);
         the end hooks fire (to clean up after it: `_lost_end`); then it is requeued if
-        rerunnable, else finished with Exit_status -4 (JOB_EXEC_INITABT)."""
+        rerunnable, else finished with Exit_status -4 (JOB_EXEC_INITABT). A shepherd that
+        had not recorded the job (`executor.Launch.recorded`) never gave the job's process
+        its word: nothing of the job ran, and the start failed (`_failed_start`), unless
+        the run was being ended already (a qdel, a limit, a qrerun), which ends it as for
+        a lost job."""
         killed = executor.kill_session(launch, reaped=reaped)
         self._stop_chain(job_id, ended=True)  # (a qdel's execjob_preterm: the job is gone)
         attrs = self._running_job(job_id)
-        self._signal_attached(self.store.runtime(job_id) or {}, signal.SIGKILL)
+        runtime = self.store.runtime(job_id) or {}
+        self._signal_attached(runtime, signal.SIGKILL)
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
+        if runtime.get("end_reason") is None and \
+                executor.Launch.recorded(launch.status_file, launch.tmpdir) is None:
+            self._failed_start(job_id, attrs, f"its shepherd (pid {launch.shepherd}) ended "
+                               f"before it started the job; {killed} process(es) left of it "
+                               "killed")
+            return
         why = (f"its shepherd (pid {launch.shepherd}) ended without the job's status; "
                f"{killed} process(es) left of it killed")
         self.log(LOG_ERROR, "Job", job_id, f"job lost: {why}")

@@ -152,10 +152,6 @@ def test_a_server_that_dies_during_the_launch_hooks_leaves_no_shepherd(
     assert (engine.work / f"again.o{job_id.split('.')[0]}").read_text() == "ran\n"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the fix is in core/engine/server.py (s44 helper h6's report): a shepherd that ended "
-    "before it recorded the job (start()'s EPIPE in _launch, or no .shepherd record in "
-    "_shepherd_gone) is a failed start: execjob_abort, then requeued; not lost nor -1"))
 def test_a_launch_hook_that_kills_the_shepherd_fails_the_start_and_the_job_runs_again(
         dists, make_engine, engine_root):
     """PBS runs the launch hooks in the process that becomes the job, before it tells the
@@ -184,6 +180,38 @@ def test_a_launch_hook_that_kills_the_shepherd_fails_the_start_and_the_job_runs_
     assert aborted.read_text() == f"{job_id}\n"
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
     assert (engine.work / f"killed.o{job_id.split('.')[0]}").read_text() == "ran\n"
+
+
+def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job_runs_again(
+        dists, make_engine, engine_root):
+    """A launch hook's SIGKILL to ``event.pid`` may land after the server sent the shepherd
+    the job: the server then finds the shepherd gone with no record of the job, whose
+    process never got its word and ran nothing. That is a failed start too (execjob_abort,
+    requeued whatever Rerunable); the job was lost (Exit_status -4, not rerunnable) and no
+    execjob_abort ran. Here the first run's launch hook stops the shepherd, and the test
+    kills it once the job runs (sent to the shepherd, which never read it)."""
+    seen, aborted = engine_root / "shepherd", engine_root / "aborted"
+    engine = make_engine(holding_hook(
+        dists, "stall", f"os.path.exists({str(seen)!r}) or "
+                        "os.kill(event.pid, signal.SIGSTOP)", seen) + plugin(
+        dists, "abort", f"""
+        @hookimpl
+        def execjob_abort(event):
+            open({str(aborted)!r}, "a").write(event.job.id + "\\n")
+        """, ("execjob_abort",)))
+    job_id = engine.submit("echo ran\n", Job_Name="stalled", Rerunable=False)
+    engine.wait(job_id, "R")
+    pid, start = shepherd_seen(seen)
+    try:
+        assert executor.signal_if_same(pid, start, signal.SIGKILL)
+        attrs = engine.wait(job_id)
+        assert aborted.read_text() == f"{job_id}\n"
+        assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+        assert (engine.work / f"stalled.o{job_id.split('.')[0]}").read_text() == "ran\n"
+        assert f"job failed to start: its shepherd (pid {pid}) ended before it started" in (
+            engine.log())
+    finally:
+        executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
 def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_runs(
