@@ -1530,12 +1530,16 @@ class Engine:
         server logged ``deleting instead of rerunning``, sent no signal, and the job was
         requeued, R record, and run again). No execjob_preterm, no signal: PBS's server
         sent none to its MoM. A `purge` (qdel -x) is kept: the job's history goes once the
-        job is over, after a later run or a later qdel (`_purge_at_end`)."""
+        job is over, after a later run or a later qdel (`_purge_at_end`). The run is
+        marked ``deleted``, its ``end_reason`` left the requeue's: a forced qdel while its
+        end hooks run writes no second D record (`_delete_exiting`)."""
         if killed is not None:
             killed[job_id] = None
         then = "; its history is purged once the job is over" if purge else ""
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
                  f"{self.host}; its run is being ended for a requeue, which stands{then}")
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "deleted": True})
         self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
         if purge:
             self._purge_at_end(caller, job_id)
@@ -3650,8 +3654,9 @@ class Engine:
         they ask for does not requeue it, as for a running job's qdel (its runtime's
         ``end_reason``, read when they are over: `_ended_over`, `_lost_over`); a qrerun's
         requeue stands, as in `_delete_requeued`. A job deleted already (a forced qdel
-        before, or the qdel or the reservation's end that ended its run) is answered, and
-        nothing is logged or written again: one deletion, one D record."""
+        before, the qdel or the reservation's end that ended its run, or a qdel while a
+        qrerun ended it) is answered, and nothing is logged or written again: one
+        deletion, one D record."""
         if not force:
             self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                      f"{self.host} refused: its end hooks run")
@@ -3662,7 +3667,8 @@ class Engine:
             killed[job_id] = None
         who = f"{caller.user}@{self.host}"
         runtime = self.store.runtime(job_id) or {}
-        # (a forced qdel before; a qdel, or its reservation's end, that ended its run)
+        # (a forced qdel before; a qdel, or its reservation's end, that ended its run;
+        # a qdel while a qrerun ended it: `_delete_requeued`)
         if runtime.get("deleted") or str(runtime.get("end_reason")).startswith("Job deleted"):
             if purge:  # (its -x counts all the same)
                 self._purge_at_end(caller, job_id)

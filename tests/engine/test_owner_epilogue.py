@@ -99,6 +99,32 @@ def test_qdel_of_a_job_whose_pbsuser_epilogue_runs_kills_nothing(dists, make_eng
     assert records.count(f";D;{job_id};") == 1
 
 
+def test_a_forced_qdel_in_the_end_hooks_of_a_run_deleted_during_its_qrerun_writes_no_d(
+        dists, make_engine, engine_root):
+    # A qdel while a qrerun ends the run is written (its D record) and the requeue stands
+    # (`_delete_requeued`); a qdel -W force while that run's pbsuser epilogue runs is
+    # answered, and nothing is logged or written again: one deletion, one D. It wrote a
+    # second D: the run's end_reason, the requeue's, did not say it was deleted.
+    engine = make_engine(waiting_end(dists, engine_root))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
+    mark = engine_root / "ran"  # (its second run ends at once)
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+                           "sleep 300\n", Job_Name="slow")
+    until(mark.exists, what="the job to run")
+    engine.pbs("qrerun", job_id, check=True)
+    engine.pbs("qdel", job_id, check=True)
+    engine.pbs("qsig", "-s", "KILL", job_id, check=True)  # (deaf to the SIGTERM)
+    _started(engine_root)
+    client = Client(engine.home, timeout=20)
+    assert [a.get("error") for a in client("delete", ids=[job_id], force=True)] == [None]
+    (engine_root / "go").touch()
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs["comment"]
+    assert engine.log().count("Job to be deleted at request of root@") == 1
+    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    assert records.count(f";D;{job_id};") == 1
+
+
 @pytest.mark.parametrize("how", SERVER_GOES)
 def test_a_job_whose_pbsuser_epilogue_ran_when_the_server_died_ends_at_the_next_start(
         how, dists, make_engine, engine_root):
