@@ -182,6 +182,33 @@ def test_a_launch_hook_that_kills_the_shepherd_fails_the_start_and_the_job_runs_
     assert (engine.work / f"killed.o{job_id.split('.')[0]}").read_text() == "ran\n"
 
 
+def test_a_job_whose_every_start_fails_is_held_after_twenty_runs(dists, make_engine,
+                                                                  engine_root):
+    """A launch hook that kills ``event.pid`` at every start: each is a failed start
+    (execjob_abort, requeued whatever Rerunable), counted in run_count, and the job is
+    held after 20 as any job that fails to start (`lifecycle.MAX_RUN_COUNT`). It ended
+    at its first start, lost (-4) or not started (-1)."""
+    aborted = engine_root / "aborted"
+    engine = make_engine(plugin(dists, "killer", f"""
+        import os, signal
+
+        @hookimpl
+        def execjob_launch(event):
+            os.kill(event.pid, signal.SIGKILL)
+
+        @hookimpl
+        def execjob_abort(event):
+            open({str(aborted)!r}, "a").write(event.job.id + "\\n")
+        """, ("execjob_launch", "execjob_abort")))
+    job_id = engine.submit("echo ran\n", Job_Name="killed", Rerunable=False)
+    attrs = engine.wait(job_id, "HF", timeout=120)
+    assert (attrs["job_state"], attrs.get("Hold_Types"), attrs["run_count"]) == ("H", "s", 21), (
+        attrs.get("comment"))
+    assert attrs["comment"] == "job held, too many failed attempts to run"
+    assert aborted.read_text() == f"{job_id}\n" * 21
+    assert not (engine.work / f"killed.o{job_id.split('.')[0]}").exists()
+
+
 def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job_runs_again(
         dists, make_engine, engine_root):
     """A launch hook's SIGKILL to ``event.pid`` may land after the server sent the shepherd
