@@ -1484,7 +1484,10 @@ class Engine:
         """A qdel's started execjob_preterm chain is over (`_poll_chains`): the job is
         killed as any qdel kills it when the chain accepted, and the qdels that wait for
         it are answered (the chain's refusal, 15136, when it did not). A -x of any of
-        them (one that joined the chain too) purges the job's history once it is over."""
+        them (one that joined the chain too) purges the job's history once it is over.
+        A run a qrerun is ending meanwhile is not killed for the qdel: it is taken as a
+        qdel that comes then (`_delete_requeued`), the requeue standing, as when the run
+        ends before the chain (`_preterm_ended`)."""
         if not outcome.accepted:
             chain.answer(PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id))
             return
@@ -1492,7 +1495,10 @@ class Engine:
             attrs = self.store.job(job_id)
             if attrs is not None and attrs.get("job_state") in ("R", "S") and \
                     job_id in self.launches:
-                self._kill_deleted(caller, job_id, attrs, purge)
+                if (self.store.runtime(job_id) or {}).get("end_reason") == "requeue":
+                    self._delete_requeued(caller, job_id, None, purge)
+                else:
+                    self._kill_deleted(caller, job_id, attrs, purge)
                 if not purge and (purger := chain.purger()) is not None:
                     self._purge_at_end(purger, job_id)
         finally:

@@ -121,6 +121,32 @@ def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_taken(how, dists, m
     assert _records(engine).count(f";D;{job_id};") == (2 if how == "qrerun" else 1)
 
 
+def test_a_pbsuser_preterm_that_accepts_while_a_qrerun_ends_the_run_leaves_the_requeue(
+        dists, make_engine, engine_root):
+    # The qrerun comes while the qdel's preterm runs, and the chain accepts before the run
+    # ends (a job deaf to SIGTERM): the qdel is taken as one that comes while a qrerun
+    # ends the run (`_delete_requeued`: D, the requeue stands), as when the run ends
+    # first. Its kill replaced the requeue: the job ended deleted, not run again.
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
+    mark = engine_root / "ran"  # (its second run ends at once)
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+                           "sleep 300\n")
+    until(mark.exists, what="the job to run")
+    thread, answers = _qdel_behind(engine, job_id)
+    started(engine_root, "the preterm hook to start")
+    engine.pbs("qrerun", job_id, check=True)
+    (engine_root / "go").touch()
+    thread.join(60)
+    assert [a.get("error") for a in answers[0]] == [None]
+    engine.pbs("qsig", "-s", "KILL", job_id, check=True)  # (deaf to the SIGTERM)
+    attrs = engine.wait(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs["comment"]
+    assert "its run is being ended for a requeue, which stands" in engine.log()
+    assert engine.log().count("Job to be deleted at request of root@") == 1
+    assert _records(engine).count(f";D;{job_id};") == 1
+
+
 def test_a_qdel_that_joins_a_pbsuser_preterm_keeps_its_own_x(dists, make_engine,
                                                             engine_root):
     # The first qdel has no -x; the second, waiting for the same chain, has: the job's
