@@ -576,7 +576,22 @@ class Engine:
                 comment, str) else None)
 
     def _lost(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
-        if units.parse_bool(attrs.get("Rerunable", True)):
+        """A job `_recover` finds lost: ended as its run was being ended (a qdel, a limit:
+        that comment and Exit_status; a qrerun's requeue, whatever its Rerunable), as a
+        lost job ends while the server serves (`_lost_over`); else requeued if it is
+        rerunnable, else finished with Exit_status -4."""
+        runtime = self.store.runtime(job_id)
+        runtime = runtime if isinstance(runtime, dict) else {}
+        reason = runtime.get("end_reason")
+        if isinstance(reason, str) and reason and reason != "requeue":
+            try:
+                status = int(runtime.get("exit_status", executor.EXEC_LOST))
+            except (TypeError, ValueError):  # (written by the server: only by hand)
+                status = executor.EXEC_LOST
+            self.log(LOG_JOB, "Job", job_id, f"job lost after a server restart ({why}) "
+                     "while it was being ended: it ends so")
+            self._finish(job_id, attrs, executor.JobExit(status, 0, 0, 0), comment=reason)
+        elif reason == "requeue" or units.parse_bool(attrs.get("Rerunable", True)):
             self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
         else:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),

@@ -241,6 +241,42 @@ def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job
         executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("how", ["qdel", "qrerun -W force"])
+def test_a_job_being_ended_whose_shepherd_dies_while_the_server_is_down_ends_so(
+        how, dists, make_engine, engine_root):
+    """A job being ended (deaf to SIGTERM, its kill_delay far off) whose shepherd is
+    killed while the server is stopped: the next start finds it lost, and it ends as its
+    run was being ended, as a lost job does while the server runs (`_lost_over`): a
+    qdel'ed one deleted (its D written at the qdel), a forced qrerun's requeued though not
+    rerunnable. The first was requeued (rerunnable) and ran again after its D record; the
+    second finished -4, lost and not rerunnable."""
+    seen, mark = engine_root / "shepherd", engine_root / "ran"
+    engine = make_engine(holding_hook(dists, "seen", "pass", seen))
+    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+                           "sleep 300\n", Job_Name="deaf", Rerunable=how == "qdel")
+    until(mark.exists, what="the job to run")
+    pid, start = shepherd_seen(seen)
+    try:
+        engine.pbs(*how.split(), job_id, check=True)
+        engine.stop()
+        assert executor.signal_if_same(pid, start, signal.SIGKILL)
+        until(lambda: gone(pid), what="the shepherd to end")
+        engine.start()
+        attrs = engine.wait(job_id)
+        records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+        counted = (records.count(f";D;{job_id};"), records.count(f";R;{job_id};"))
+        if how == "qdel":
+            assert attrs["comment"].startswith("Job deleted at request of root@"), (
+                attrs["comment"])
+            assert (attrs["run_count"], counted) == (1, (1, 0))
+        else:
+            assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs["comment"]
+            assert counted == (0, 1)
+    finally:
+        executor.signal_if_same(pid, start, signal.SIGKILL)
+
+
 def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_runs(
         dists, make_engine, engine_root):
     """A shepherd that has not recorded its job's group yet (it waits for room on a full
