@@ -449,7 +449,14 @@ class Engine:
                 self.launches[job_id] = launch
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
             elif ended is None:  # whatever is left of the job must not run on untracked
-                executor.kill_session(launch)
+                killed = executor.kill_session(launch)
+                if (runtime or {}).get("end_reason") is None and \
+                        executor.Launch.recorded(launch.status_file, launch.tmpdir) is None:
+                    # (nothing of it ran: a failed start, as while the server serves)
+                    self._failed_start(job_id, attrs, f"its shepherd (pid {launch.shepherd}) "
+                                       "ended before it started the job, while the server "
+                                       f"was down; {killed} process(es) left of it killed")
+                    continue
                 self._lost(job_id, attrs, "its shepherd is gone")
             else:
                 self.launches[job_id] = launch  # _poll_jobs finishes it

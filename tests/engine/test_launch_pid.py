@@ -277,6 +277,38 @@ def test_a_job_being_ended_whose_shepherd_dies_while_the_server_is_down_ends_so(
         executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
+def test_a_shepherd_killed_before_it_records_the_job_while_the_server_is_down_fails_the_start(
+        dists, make_engine, engine_root):
+    """As the server finds a shepherd gone before it recorded its job while it runs, so at
+    its next start: a failed start (execjob_abort, requeued whatever Rerunable), not a job
+    lost after a server restart (a non-rerunnable one ended -4, though nothing of it ran)."""
+    seen, aborted = engine_root / "shepherd", engine_root / "aborted"
+    engine = make_engine(holding_hook(
+        dists, "stall", f"os.path.exists({str(seen)!r}) or "
+                        "os.kill(event.pid, signal.SIGSTOP)", seen) + plugin(
+        dists, "abort", f"""
+        @hookimpl
+        def execjob_abort(event):
+            open({str(aborted)!r}, "a").write(event.job.id + "\\n")
+        """, ("execjob_abort",)))
+    job_id = engine.submit("echo ran\n", Job_Name="stalled", Rerunable=False)
+    engine.wait(job_id, "R")
+    pid, start = shepherd_seen(seen)
+    try:
+        engine.stop()
+        assert executor.signal_if_same(pid, start, signal.SIGKILL)
+        until(lambda: gone(pid), what="the shepherd to end")
+        engine.start()
+        attrs = engine.wait(job_id)
+        assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+        assert aborted.read_text() == f"{job_id}\n"
+        assert (engine.work / f"stalled.o{job_id.split('.')[0]}").read_text() == "ran\n"
+        assert f"job failed to start: its shepherd (pid {pid}) ended before it started" in (
+            engine.log())
+    finally:
+        executor.signal_if_same(pid, start, signal.SIGKILL)
+
+
 def test_a_job_deleted_before_its_shepherd_recorded_it_ends_deleted_and_never_runs(
         dists, make_engine, engine_root):
     """A shepherd that has not recorded its job's group yet (it waits for room on a full
