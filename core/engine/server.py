@@ -2972,12 +2972,16 @@ class Engine:
                             killed: dict[str, PbsError | None] | None) -> None:
         """qdel of a job whose execjob_prologue chain runs (`chains`): the chain is
         stopped (its hook's process group killed, no outcome), and the job ends deleted
-        as a prologue's job.delete() ends it (execjob_abort, then its end)."""
+        as a prologue's job.delete() ends it (execjob_abort, then its end). The run is
+        marked ``deleted``: a forced qdel while its end hooks run writes no second D record
+        (`_delete_exiting`)."""
         who = f"{caller.user}@{self.host}"
         self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}")
         self._stop_chain(job_id)
         if killed is not None:
             killed[job_id] = None
+        with self.store.transaction() as st:
+            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "deleted": True})
         self.accounting.deleted(job_id, who)
         if purge:
             self._purge_at_end(caller, job_id)
@@ -3682,9 +3686,9 @@ class Engine:
         they ask for does not requeue it, as for a running job's qdel (its runtime's
         ``end_reason``, read when they are over: `_ended_over`, `_lost_over`); a qrerun's
         requeue stands, as in `_delete_requeued`. A job deleted already (a forced qdel
-        before, the qdel or the reservation's end that ended its run, or a qdel while a
-        qrerun ended it) is answered, and nothing is logged or written again: one
-        deletion, one D record."""
+        before, the qdel or the reservation's end that ended its run, a qdel while a
+        qrerun ended it, or one that stopped its prologue) is answered, and nothing is
+        logged or written again: one deletion, one D record."""
         if not force:
             self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                      f"{self.host} refused: its end hooks run")

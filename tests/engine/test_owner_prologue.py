@@ -64,6 +64,39 @@ def test_qdel_stops_a_pbsuser_prologue(dists, make_engine, engine_root):
     assert not (engine_root / "go").exists()
 
 
+def test_a_forced_qdel_in_the_end_hooks_of_a_job_deleted_in_its_prologue_writes_no_d(
+        dists, make_engine, engine_root):
+    # A qdel stops the prologue and ends the job deleted (D written); its pbsuser epilogue
+    # then runs while the server serves (E/57), and a qdel -W force meanwhile is answered
+    # with nothing logged or written again: one deletion, one D. The run was not marked
+    # deleted, and the forced qdel logged and wrote a second D.
+    epilogue, go = engine_root / "epilogue", engine_root / "go-epilogue"
+    engine = make_engine(holding_plugin(dists, engine_root, f"""
+        @hookimpl
+        def execjob_prologue(event):
+            hold_first()
+
+        @hookimpl
+        def execjob_epilogue(event):
+            open({str(epilogue)!r}, "w").close()
+            while not os.path.exists({str(go)!r}):
+                time.sleep(0.05)
+        """, ("execjob_prologue", "execjob_epilogue")))
+    job_id = engine.submit(Job_Name="slow")
+    started(engine_root, "the prologue to start")
+    client = Client(engine.home, timeout=20)
+    assert [a.get("error") for a in client("delete", ids=[job_id])] == [None]
+    until(epilogue.exists, what="the epilogue to start")
+    assert client("stat_jobs", ids=[job_id])[job_id]["job_state"] == "E"
+    assert [a.get("error") for a in client("delete", ids=[job_id], force=True)] == [None]
+    go.touch()
+    attrs = engine.wait(job_id)
+    assert attrs["comment"].startswith("Job deleted at request of root@"), attrs["comment"]
+    assert engine.log().count("Job to be deleted at request of root@") == 1
+    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    assert records.count(f";D;{job_id};") == 1
+
+
 @pytest.mark.parametrize("how", SERVER_GOES)
 def test_a_job_whose_pbsuser_prologue_ran_when_the_server_died_is_requeued(
         how, dists, make_engine, engine_root):
