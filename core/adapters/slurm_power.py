@@ -68,6 +68,17 @@ STATE_FOLDER = "the state folder (--state-dir)"
 #: The items of one answer left out (squeue's lines, sinfo's nodes, the resume file's jobs)
 #: that are logged one by one; the rest are one line with their count (`_LeftOut`).
 LOGGED_LEFT_OUT = 5
+#: Slurm's node state flags in the order slurmctld matches a SuspendExcStates name against
+#: them: the name may be cut short or longer (``MAINT``, ``DRAINED``), any case, and stands
+#: for the first flag whose letters, as far as the shorter of the two goes, are its own.
+STATE_FLAGS = ("BLOCKED", "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM",
+               "EXTERNAL", "INVALID_REG", "FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP",
+               "PERFCTRS", "POWERED_DOWN", "REBOOT_REQUESTED", "REBOOT_ISSUED", "RESERVED",
+               "RESUME", "NOT_RESPONDING", "PLANNED", "POWERING_UP", "POWERING_DOWN")
+#: The flags SuspendExcStates takes (slurm.conf(5)); besides them only the base state DOWN.
+EXC_STATE_FLAGS = frozenset({"CLOUD", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "FAIL",
+                             "INVALID_REG", "MAINTENANCE", "PERFCTRS", "NOT_RESPONDING",
+                             "PLANNED", "RESERVED"})
 
 
 class _LeftOut:
@@ -135,19 +146,51 @@ def excluded_by_state(ctx: Context, config: str, nodes: Iterable[Mapping[str, An
                       ) -> set[str]:
     """The `nodes` (`slurm_nodes`) Slurm's SuspendExcStates keeps up (Slurm 23.02 and
     later; `config`: ``scontrol show config``'s text): node states, comma-separated
-    (``DOWN,DRAIN,RESERVED``), each a node's base state (DOWN) or one of its flags (DRAIN,
-    FAIL, RESERVED, MAINTENANCE, CLOUD, NOT_RESPONDING, PLANNED, ...), named as sinfo --json
-    names them. It was not read: a DOWN or drained node was poweroff_eligible."""
+    (``DOWN,DRAIN,RESERVED``), each the base state DOWN or one of `EXC_STATE_FLAGS`, read
+    as slurmctld reads them (`exc_state`); a node whose base state or one of its flags is
+    named is kept up. It was not read: a DOWN or drained node was poweroff_eligible.
+
+    ``scontrol show config`` shows the value as slurm.conf (or ``scontrol update``) gave
+    it, and slurmctld takes any case and a name cut short or longer: 'maint' and 'DRAINED'
+    named no flag here exactly, and those nodes were powered off while Slurm kept them up;
+    'IDLE', which slurmctld ignores, kept every idle node up. A name slurmctld ignores is
+    ignored here too, in one log line."""
     value = config_value(ctx, "SuspendExcStates", config)
-    states = {s.strip().upper() for s in value.split(",") if s.strip()} \
-        if value and value != "(null)" else set()
+    states: set[str] = set()
+    ignored = []
+    for token in value.split(",") if value and value != "(null)" else ():
+        if token.strip():
+            state = exc_state(token.strip())
+            if state is None:
+                ignored.append(token.strip())
+            else:
+                states.add(state)
+    if ignored:
+        log.warning("SuspendExcStates: %s: no state Slurm keeps up (slurmctld ignores it "
+                    "too); ignored", ", ".join(quoted(t, 40) for t in ignored[:10]))
     out = set()
     for node in nodes:
-        names = {str(node.get("state") or "").upper()}
-        names.update(str(f).upper() for f in node.get("state_flags") or ())
-        if names & states:
+        names = {str(f).upper() for f in node.get("state_flags") or ()} & states
+        if names or ("DOWN" in states and str(node.get("state") or "").upper() == "DOWN"):
             out.add(str(node["name"]))
     return out
+
+
+def exc_state(token: str) -> str | None:
+    """The state one SuspendExcStates name stands for, as slurmctld reads it: DOWN for
+    ``DO``, ``DOW`` or ``DOWN``; else the first of `STATE_FLAGS` it matches (any case; as
+    far as the shorter of the two goes), when SuspendExcStates takes that flag; else None
+    (slurmctld logs it as invalid and ignores it)."""
+    if not token.isascii():
+        return None
+    word = token.upper()
+    if 2 <= len(word) <= 4 and "DOWN".startswith(word):
+        return "DOWN"
+    for flag in STATE_FLAGS:
+        size = min(len(word), len(flag))
+        if word[:size] == flag[:size]:
+            return flag if flag in EXC_STATE_FLAGS else None
+    return None
 
 
 def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:

@@ -2068,6 +2068,46 @@ def test_nodes_in_a_state_of_suspendexcstates_are_not_poweroff_eligible(tmp_path
     assert all(seen.values())
 
 
+def test_suspendexcstates_names_read_as_slurmctld_reads_them(tmp_path, monkeypatch, caplog):
+    """scontrol show config shows SuspendExcStates as slurm.conf gave it, and slurmctld
+    takes a name in any case, cut short or longer ('maint', 'DRAINED', 'do'): those named no
+    state here exactly, so a node in maintenance or drained was poweroff_eligible while
+    Slurm kept it up. 'IDLE', which slurmctld ignores, kept every idle node up here. Each
+    name is read as slurmctld reads it now; one it ignores is ignored, in one log line."""
+    nodes = [{"name": "n1", "state": "idle"},
+             {"name": "n2", "state": "idle", "state_flags": ["DRAIN"]},
+             {"name": "n3", "state": ["DOWN", "NOT_RESPONDING"]},
+             {"name": "n4", "state": ["IDLE", "RESERVED"]},
+             {"name": "n5", "state": ["IDLE", "MAINTENANCE"]},
+             {"name": "n6", "state": ["IDLE", "PLANNED"]}]
+    seen = {}
+
+    def fire(ctx, vnodes, jobs=None, resvs=None):
+        seen.update({n: v["poweroff_eligible"] for n, v in vnodes.items()})
+        return Outcome("periodic", True)
+
+    monkeypatch.setattr(slurm_power, "_fire", fire)
+    everyone = {"n1", "n2", "n3", "n4", "n5", "n6"}
+    for value, kept in (("maint", {"n5"}), ("Drained", {"n2"}), ("do", {"n3"}),
+                        ("not_resp,RES", {"n3", "n4"}), ("pl", {"n6"}),
+                        ("IDLE", set()), ("down,IDLE,Bogus", {"n3"})):
+        seen.clear()
+        caplog.clear()
+        ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, None,
+                                   _PowerSlurm(f"SuspendExcStates        = {value}\n", nodes))
+        assert slurm_power.periodic(ctx, {}, [])["exit"] == 0
+        assert {n for n, e in seen.items() if e} == everyone - kept, value
+        lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        if "IDLE" in value:
+            assert lines[0].startswith("SuspendExcStates: 'IDLE'")
+            assert lines[0].endswith(": no state Slurm keeps up (slurmctld ignores it too); "
+                                     "ignored")
+        else:
+            assert not lines
+    assert [slurm_power.exc_state(t) for t in ("d", "CO", "p", "dOwN", "DOWNS", "FAILING")] \
+        == ["DRAIN", None, None, "DOWN", None, "FAIL"]
+
+
 def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path, caplog):
     """sinfo's nodes and SLURM_RESUME_FILE's jobs left out were logged one line each, with no
     cap: an answer of thousands filled the log. Each is capped as squeue's lines are: the
