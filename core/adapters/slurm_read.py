@@ -62,14 +62,27 @@ class SlurmError(RuntimeError):
 def passwd_entry(name: str) -> pwd.struct_passwd | None:
     """The passwd entry of SlurmUser `name` (a user name, or a uid: slurm.conf takes
     either), or None when this host has no such user. Install and the programs both look
-    it up here. Only ASCII digits are a uid ('²' is a digit to str.isdigit, and int() refused
-    it: a ValueError), and a name getpwnam refuses (a NUL in it) is no user."""
+    it up here, as Slurm does: the user of that name first, then a uid when the name is a
+    number (ASCII digits, as C's strtol reads them: spaces and a sign before them) a
+    uid_t holds. A uid was looked up first: a user whose name is digits ('1000') was taken
+    for the user of uid 1000, not the one slurmctld runs as. '²' is a digit to
+    str.isdigit, and int() refused it (a ValueError); a name getpwnam refuses (a NUL in
+    it) is no user."""
     try:
-        if name.isascii() and name.isdigit():
-            return pwd.getpwuid(int(name))
         return pwd.getpwnam(name)
-    except (KeyError, OverflowError, ValueError):
+    except (KeyError, ValueError):
+        pass
+    if not _UID.fullmatch(name):
         return None
+    uid = int(name)
+    try:
+        return pwd.getpwuid(uid) if 0 <= uid <= 0xFFFFFFFF else None
+    except (KeyError, OverflowError):
+        return None
+
+
+#: A uid as Slurm's uid_from_string reads a SlurmUser that names no user (strtol).
+_UID = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+", re.ASCII)
 
 
 class JobTextError(SlurmError):

@@ -2151,6 +2151,35 @@ def test_slurmuser_names_passwd_cannot_look_up_are_no_user_not_a_traceback(name)
     assert slurm_bridge.slurm_user_entry({"slurm_user": {"name": "0"}}) is None  # root
 
 
+def test_a_slurmuser_named_by_digits_is_that_user_first_as_slurm_reads_it(monkeypatch):
+    """Slurm looks SlurmUser up by name first, and as a uid only when no user has that
+    name. pbsplug took a name of digits for a uid first: a user named '1000' (uid 5000)
+    was taken for uid 1000's user (here root), not the one slurmctld runs as. A number no
+    user is named is still a uid, as strtol reads it."""
+    import pwd
+
+    real = pwd.getpwnam
+    digits = pwd.struct_passwd(("1000", "x", 5000, 5000, "", "/home/n", "/bin/sh"))
+
+    def getpwnam(name):
+        return digits if name == "1000" else real(name)
+
+    def getpwuid(uid):
+        if uid not in (0, 1000):
+            raise KeyError(uid)
+        return pwd.struct_passwd(("root", "x", 0, 0, "", "/root", "/bin/sh"))
+
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+    assert slurm.user_entry("1000").pw_uid == 5000
+    assert slurm_bridge.slurm_user_entry({"slurm_user": {"name": "1000"}}).pw_uid == 5000
+    assert slurm.user_entry("0").pw_name == "root"
+    assert slurm.user_entry(" +0").pw_name == "root"  # (strtol's reading)
+    for name in ("0x0", "1e3", "0 ", str(1 << 32)):
+        with pytest.raises(slurm.SlurmInstallError, match="no such user on this host"):
+            slurm.user_entry(name)
+
+
 def test_a_root_run_meeting_slurmusers_state_folder_says_to_run_as_slurmuser(tmp_path):
     """With a SlurmUser that is not root its power programs write the state folder, so it is
     SlurmUser's; root (an admin running 'pbsplug slurm periodic' by hand) is refused it, and
