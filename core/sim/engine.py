@@ -115,9 +115,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 POWER_FILE = "simulated_power.json"
 SLEEP = "sleep"
 #: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
-#: to submit, no change from the periodic hooks) after which the replay ends: what is left
-#: queued never starts.
+#: to submit, no periodic hook bringing the machine to a state the scheduler has not seen
+#: since, `Simulator._new_state`) after which the replay ends: what is left queued never
+#: starts.
 STALL = 7 * 86400.0
+#: The vnode attributes a scheduler reads besides resources_available: what makes a
+#: machine's state another for the stall (`Simulator._fingerprint`); a comment does not.
+_SCHEDULED = ("state", "sharing", "partition", "Priority", "resv_enable")
 QUEUE = DEFAULT_QUEUE
 #: How many sums of the hosts' states a replay keeps: a machine comes back to few, but
 #: memory must not grow with the trace.
@@ -445,6 +449,13 @@ class Simulator:
         #: requeue, a vnode); else what the jobs submitted since need (`_needs`).
         self._touched = True
         self._last_change = 0.0
+        #: What the periodic hooks change weighs on the stall only when nothing else
+        #: happens (`_loop`, `_periodic`): the fingerprints of the states the scheduler
+        #: has seen since the stall's last job or host change, as of `_seen_from` (that
+        #: `_last_change`; another one says the set is stale).
+        self._quiet = False
+        self._seen: set[bytes] = set()
+        self._seen_from = -math.inf
         self._new_needs: set[tuple[int, int]] = set()
         #: A job submitted since the last cycle may ask more than the machine could ever
         #: give (`_beyond_machine`): the next cycle runs, to reject it at once.
@@ -654,7 +665,7 @@ class Simulator:
         self._startup()
         last_submit = -math.inf
         progress_at = 0
-        again = False
+        again = hooked = False
         while True:
             candidates = [self.now] if again else []
             if self._ends:
@@ -714,9 +725,14 @@ class Simulator:
             self._next_submit = pending.submit + epoch if pending is not None and \
                 pending.select is None and not self._chains.get("queuejob") and \
                 not self._routes and not self._ruled and self._tally is None else math.inf
-            # 4. periodic hooks
+            # 4. periodic hooks (with nothing else happening, what they change counts as
+            # a change only when it is new to the scheduler: a hook that changes a vnode
+            # at every run would keep a replay going for ever)
             if self._periodic_due:
+                self._quiet = pending is None and not (
+                    self.running or self._touched or self._new_needs)
                 self._periodics(now)
+                hooked = self._quiet and self._touched
             # 5. one cycle
             changed = self._touched or bool(self._new_needs)
             only_new, self._touched = not self._touched, False
@@ -727,7 +743,10 @@ class Simulator:
                     self.summary.cycles_skipped += 1
                 self._new_needs, self._doubt = set(), False
             if changed or self.running:
-                self._last_change = now
+                # (A periodic change with nothing else happening counts when it is new;
+                # a start, or a start hook's requeue that a second pass follows, counts.)
+                if not hooked or self.running or self._touched or self._new_state():
+                    self._last_change = now
             # What the cycle's starts changed (a job requeued by a start hook, a vnode a
             # hook changed) is seen by a second cycle at the same instant, as the engine
             # runs one at once after a requeue.
@@ -1832,7 +1851,40 @@ class Simulator:
         outcome = self._fire_only("periodic", (name,),
                                   vnode_list=self._event_vnodes(self.vnode_attrs),
                                   resv_list={}, job_list=jobs)
+        if self._quiet and self._seen_from != self._last_change and \
+                outcome.kind not in ("error", "alarm") and outcome.changes.get("vnode_list"):
+            # The first change of a stall: the state before it is one the scheduler saw.
+            self._seen = {self._fingerprint()}
+            self._seen_from = self._last_change
         self._vnode_changes(outcome)
+
+    def _new_state(self) -> bool:
+        """Whether what the periodic hooks changed, with nothing else happening, brought
+        the machine to a state the scheduler has not seen since the stall began (its last
+        job or host change): only then does the stall's count start again. A hook that
+        takes hosts away in stages for longer than STALL still has their jobs start when
+        it brings them back (each stage, and the return, is new); one that writes a
+        comment, or toggles a vnode, ends the replay."""
+        mark = self._fingerprint()
+        if mark in self._seen:
+            return False
+        self._seen.add(mark)
+        self._seen_from = self.now
+        return True
+
+    def _fingerprint(self) -> bytes:
+        """A digest of what the schedulers read of the machine and a periodic hook can
+        change: each vnode's resources_available and `_SCHEDULED` attributes. (A replay's
+        periodic hooks change vnodes alone: no queue, no server.) 16 bytes a state, however
+        many vnodes."""
+        import hashlib  # (here: a replay without periodic hooks never pays its import)
+
+        digest = hashlib.blake2b(digest_size=16)
+        for name, attrs in self.vnode_attrs.items():
+            avail = attrs.get("resources_available") or {}
+            digest.update(repr((name, [attrs.get(k) for k in _SCHEDULED],
+                                sorted(avail.items()))).encode())
+        return digest.digest()
 
     # -- machine states -----------------------------------------------------------------------
     def _record_states(self) -> None:

@@ -633,6 +633,104 @@ def test_a_replay_with_a_periodic_hook_ends_after_seven_days_of_nothing(register
     assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
 
 
+def guard_periodic_runs(monkeypatch, most=1000):
+    """Stop a replay whose periodic hook would run for ever (a guard on the number of
+    runs, not a time)."""
+    periodic = Simulator._periodic
+    runs = []
+
+    def guarded(self, name):
+        runs.append(self.now)
+        if len(runs) > most:
+            raise RuntimeError("the replay goes on: a periodic run every hour for ever")
+        periodic(self, name)
+
+    monkeypatch.setattr(Simulator, "_periodic", guarded)
+
+
+class OfflineOneNotes(OfflineOne):
+    """Takes n1 offline at start-up; each periodic run writes n0's comment anew."""
+
+    @hookimpl
+    def periodic(self, event):
+        event.vnode_list["n0"].comment = f"looked at {int(clock.now())}"
+
+
+def test_a_periodic_hook_writing_a_comment_at_every_run_does_not_keep_a_replay_going(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """The replay above with a periodic hook that writes n0's comment at every run: a
+    comment is nothing the scheduler reads, so it ends as above, 7 days after j2's end.
+    It went on for ever (the hook's change counted as a change)."""
+    register_plugin(OfflineOneNotes(), "offline", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch)
+    jobs = [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)]
+    sink, sim = simulate(jobs, nodes=2, policy="pbs", plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    last = 100 + 3600 * math.ceil((250 + STALL - 100) / 3600)
+    assert by_id["1"].final_state == REJECTED and by_id["1"].end == last
+    assert sim.vnode_attrs["n0"]["comment"] == f"looked at {int(EPOCH + last)}"
+
+
+class OfflineOneToggles(OfflineOne):
+    """Takes n1 offline at start-up; each periodic run takes n0 offline, or back."""
+
+    @hookimpl
+    def periodic(self, event):
+        vnode = event.vnode_list["n0"]
+        vnode.state = "free" if "offline" in vnode.states else "offline"
+
+
+def test_a_periodic_hook_toggling_a_vnode_does_not_keep_a_replay_going(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A periodic hook that takes n0 offline at one run and back at the next: its first
+    run after j2's end (3,700) brings a state the scheduler has not seen since (the count
+    starts again), then only states it has seen. The replay ends 7 days after that run.
+    It went on for ever (each toggle counted as a change)."""
+    register_plugin(OfflineOneToggles(), "offline", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch)
+    jobs = [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)]
+    sink, sim = simulate(jobs, nodes=2, policy="pbs", plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert (by_id["2"].start, by_id["2"].end) == (200, 250)  # n0 free until 3,700
+    last = 3700 + 3600 * (math.floor(STALL / 3600) + 1)  # the first run past 3,700 + STALL
+    assert by_id["1"].final_state == REJECTED and by_id["1"].end == last
+    assert sim.summary.end == last
+
+
+class RollingMaintenance:
+    """Maintenance of a 3-vnode machine, hour by hour: n1 is offline from the first run
+    (3,800) for 8 days, n2 from day 4 to the same end; then both come back."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+    END = 3800 + 8 * 86400
+
+    @hookimpl
+    def periodic(self, event):
+        now = clock.now() - EPOCH
+        for name, start in (("n1", 3800), ("n2", 3800 + 4 * 86400)):
+            event.vnode_list[name].state = "offline" if start <= now < self.END else "free"
+
+
+def test_a_periodic_hook_bringing_hosts_back_after_eight_days_has_their_jobs_start(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """j2 needs the 3 vnodes, which a maintenance hook keeps from it for 8 days after j1's
+    end: the replay does not end before they come back. Day 4 (n2 too goes offline) and
+    day 8 (both back) are states the scheduler had not seen since j1's end, each starts
+    the count again. (Had no periodic change counted, as once tried, the replay ended 7
+    days after j1's end and j2 was rejected.)"""
+    register_plugin(RollingMaintenance(), "maint", isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch)
+    jobs = [tj(1, 200, 7000, 1, 7000), tj(2, 4000, 10, 3, 10)]
+    sink, sim = simulate(jobs, nodes=3, policy="pbs", plugins=pbsplug_plugins,
+                         tmp_path=tmp_path)
+    by_id = {r.job.job_id: r for r in sink.jobs}
+    assert by_id["1"].end == 7200  # n1 went offline at 3,800, before j2 came
+    assert by_id["2"].final_state == COMPLETED
+    assert by_id["2"].start == RollingMaintenance.END
+
+
 class PeriodicProbe:
     """A sim-safe periodic hook that notes what it sees in `seen`."""
 
