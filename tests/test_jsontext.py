@@ -3,11 +3,20 @@ one line naming what was read and what is wrong."""
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pbsplug.jsontext import MAX_CONTAINERS, JsonError, loads
+from pbsplug import jsontext
+from pbsplug.jsontext import MAX_CONTAINERS, MAX_DEPTH, JsonError, loads
 
 
 @pytest.mark.parametrize("data", [
@@ -218,3 +227,222 @@ def test_plugins_have_it_as_pbsplug_jsontext_at_kernel_api_1_10():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "True [1]\n", "")
+
+
+# A differential fuzz: `loads` against a plain reference (json.loads with hooks that refuse
+# what `loads` must refuse, and a recursive walk of what it read for depth and count), and
+# against the jsontext before its scan (c0a60c2: a regular expression for the count, a walk
+# after decoding for the depth), over generated documents and text around them.
+
+class _Refused(Exception):
+    pass
+
+
+def _reference_int(text: str) -> int:
+    if len(text.lstrip("-")) > 1000:
+        raise _Refused(text)
+    return int(text)
+
+
+def _reference_float(text: str) -> float:
+    if math.isinf(value := float(text)):
+        raise _Refused(text)
+    return value
+
+
+def _reference_constant(name: str) -> None:
+    raise _Refused(name)
+
+
+def _reference_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _Refused(pairs)
+    return dict(pairs)
+
+
+def _reference_shape(value: object, depth: int = 1) -> tuple[int, int]:
+    """How deep `value` is and how many arrays and objects it holds, walked recursively."""
+    if not isinstance(value, (dict, list)):
+        return 0, 0
+    deepest, count = depth, 1
+    for item in value.values() if isinstance(value, dict) else value:
+        inner, more = _reference_shape(item, depth + 1)
+        deepest, count = max(deepest, inner), count + more
+    return deepest, count
+
+
+def _reference_value(data: str | bytes | bytearray) -> tuple[object] | None:
+    """(the value,) json.loads reads from `data` and `loads` must read too, at limits past
+    its depth and count; None for data `loads` must refuse whatever its limits."""
+    if not isinstance(data, str):
+        try:
+            data = data.decode(json.detect_encoding(data))
+        except UnicodeDecodeError:
+            return None
+    try:
+        return (json.loads(data, parse_int=_reference_int, parse_float=_reference_float,
+                           parse_constant=_reference_constant,
+                           object_pairs_hook=_reference_object),)
+    except (_Refused, ValueError, RecursionError):
+        return None
+
+
+def _outcome(module: Any, data: str | bytes | bytearray, max_depth: int,
+             max_containers: int) -> str:
+    """What `module.loads` made of `data`: "refused" (in one line), or the value's repr
+    (which tells -0.0 from 0.0)."""
+    try:
+        value = module.loads(data, "it", max_depth=max_depth, max_containers=max_containers)
+    except module.JsonError as exc:
+        assert exc.why and "\n" not in str(exc), repr(str(exc))
+        return "refused"
+    return repr(value)
+
+
+@pytest.fixture(scope="module")
+def before_the_scan(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """pbsplug.jsontext as of c0a60c2, before the scan, as a module of its own."""
+    done = subprocess.run(["git", "show", "c0a60c2:core/jsontext.py"], capture_output=True,
+                          cwd=Path(__file__).parent, timeout=60)
+    if done.returncode:
+        pytest.skip(f"no git history here: {done.stderr.decode(errors='replace').strip()}")
+    path = tmp_path_factory.mktemp("before") / "jsontext_c0a60c2.py"
+    path.write_bytes(done.stdout)
+    spec = importlib.util.spec_from_file_location("jsontext_c0a60c2", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Text(str):
+    """Text put into a generated document as it is (a number JSON writers do not write)."""
+
+
+class _Object(list[tuple[str, object]]):
+    """An object's (key, value) pairs, in order, a key perhaps twice."""
+
+
+_CHARS = st.sampled_from('ab[]{}"\\/:, \t\n\x00\x1f0e9\u00e9\u2028\U0001f600\ud800\udc00')
+_STRINGS = st.text(_CHARS, max_size=8) | st.sampled_from([
+    "[" * 300, "\\" * 301 + '"[{', "{" * 2000 + '\\"', "\u00e9\U0001f600" * 500])
+#: Numbers at the edges of what is refused, and those JSON writers do not write.
+_EDGES = st.sampled_from([
+    "-0", "-0.0", "0e0", "1E400", "-1e400", "1e-400", "-1e-400", "1.0e+1000", "1e308",
+    "1.7976931348623158e308", "1.7976931348623159e308", "9" * 1000, "-" + "9" * 1000,
+    "9" * 1001, "-" + "9" * 1001, "1." + "3" * 1001, "0." + "0" * 1001 + "1",
+    "9" * 308 + ".9", "9" * 309, "-" + "9" * 309 + ".5", "2" + "0" * 308 + ".0", "NaN",
+    "Infinity", "-Infinity",
+]).map(_Text)
+_NUMBERS = st.one_of(_EDGES, st.integers(-(10**25), 10**25), _EDGES,
+                     st.integers(-(10**1002), 10**1002), _EDGES,
+                     st.floats(allow_nan=False, allow_infinity=False))
+_SCALARS = st.one_of(st.none(), st.booleans(), _NUMBERS, _STRINGS, _NUMBERS)
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "[", '"', "\\"]) | _STRINGS, inner),
+             max_size=4).map(_Object)), max_leaves=12)
+#: Separators: JSON's whitespace, and what json.loads refuses as whitespace.
+_SPACES = st.sampled_from(["", " ", "\t", "\r\n", " \n\t\r ", "\x0c", "\u00a0", "\x0b"])
+_ENCODINGS = [None, "utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+              "utf-32-le", "utf-32-be"]
+
+
+def _dump(value: object, draw: Any) -> str:
+    """`value` as JSON text, the whitespace around its brackets and separators drawn."""
+    def space() -> str:
+        return draw(_SPACES) if draw(st.integers(0, 9)) == 0 else ""
+
+    if isinstance(value, _Text):
+        return str(value)
+    if isinstance(value, _Object):
+        return "{" + space() + ",".join(
+            space() + json.dumps(key, ensure_ascii=draw(st.booleans())) + space() + ":" +
+            space() + _dump(item, draw) + space() for key, item in value) + "}"
+    if isinstance(value, list):
+        return "[" + space() + ",".join(space() + _dump(item, draw) + space()
+                                        for item in value) + "]"
+    return json.dumps(value, ensure_ascii=draw(st.booleans()))
+
+
+@st.composite
+def _documents(draw: Any) -> str:
+    """A generated document (or a few numbers), perhaps nested in a chain of arrays and
+    objects about the default limit deep, each array of it perhaps with a branch beside."""
+    numbers = st.lists(_EDGES, min_size=1, max_size=2) | st.lists(_NUMBERS, max_size=3)
+    text = _dump(draw(numbers | _VALUES), draw)
+    chain = draw(st.sampled_from([0, 0, 0, 1, 9, 10, 11, 50, 98, 99, 100, 101, 130]))
+    if chain:
+        kinds = draw(st.lists(st.sampled_from(["[", '{"k":', '{"[":', '{"\\"[":']),
+                              min_size=1, max_size=3))
+        beside = draw(st.sampled_from(["", "[[1]],", '"]]",', "{},"]))
+        opened = [kinds[level % len(kinds)] for level in range(chain)]
+        text = ("".join(("[" + beside if opens == "[" else opens) for opens in opened) + text +
+                "".join("]" if opens == "[" else "}" for opens in reversed(opened)))
+    return text
+
+
+#: Pieces of text that move where a scan of the brackets may think a string is.
+_PIECES = st.sampled_from([
+    "[", "]", "{", "}", '"', "\\", '\\"', "\\\\", "\\u005b", "\\u0022", "\\u005c", ":", ",",
+    "0", "-", "e", ".", "1e400", "NaN", " ", "\x0c", "\u00a0", '"["', '"\\\\"', '"\\"["',
+    '"[\\\\\\"["', "[[[", "]]]", "\ud83d", "\ude00"])
+
+
+@st.composite
+def _texts(draw: Any) -> str:
+    """A generated document with pieces put in, taken out or moved: most are not JSON."""
+    text = draw(_documents())
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(text)))
+        change = draw(st.sampled_from(["put", "cut", "split"]))
+        if change == "put":
+            text = text[:at] + draw(_PIECES) + text[at:]
+        elif change == "cut":
+            text = text[:at] + text[at + draw(st.integers(1, 3)):]
+        else:
+            text = text[at:] + text[:at]
+    return text
+
+
+def _check_alike(before_the_scan: Any, text: str) -> None:
+    """`loads` reads `text` (a str, or bytes in each encoding) as the reference does and as
+    the jsontext before the scan did, at the default limits, at 0 and 1, and at limits at
+    the document's own depth and count and under them; and beside 101 empty arrays, past
+    the default depth's brackets (scanned, its numbers read without a call each)."""
+    beside = "[" + "[], " * 101 + text + "]"
+    for encoding, whole in itertools.product(_ENCODINGS, (text, beside)):
+        data: str | bytes | bytearray = whole
+        if encoding is not None:  # (UTF-8 bytes of the bare text as a bytearray)
+            raw = whole.encode(encoding, "surrogatepass")
+            data = bytearray(raw) if encoding == "utf-8" and whole is text else raw
+        expected = _reference_value(data)
+        deepest, count = _reference_shape(expected[0]) if expected else (50, 50)
+        for max_depth, max_containers in (
+                (MAX_DEPTH, MAX_CONTAINERS), (0, MAX_CONTAINERS), (1, MAX_CONTAINERS),
+                (MAX_DEPTH, 0), (MAX_DEPTH, 1), (deepest, MAX_CONTAINERS),
+                (max(0, deepest - 1), MAX_CONTAINERS), (MAX_DEPTH, count),
+                (MAX_DEPTH, max(0, count - 1)), (deepest, count),
+                (max(0, deepest - 2), max(0, count - 2))):
+            reference = ("refused" if expected is None or deepest > max_depth or
+                         count > max_containers else repr(expected[0]))
+            now = _outcome(jsontext, data, max_depth, max_containers)
+            before = _outcome(before_the_scan, data, max_depth, max_containers)
+            assert now == reference, (data, max_depth, max_containers, now, reference)
+            assert before == now, (data, max_depth, max_containers, before, now)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=_documents())
+def test_documents_are_read_or_refused_as_the_reference_and_the_walk_did(before_the_scan,
+                                                                          text):
+    _check_alike(before_the_scan, text)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=_texts())
+def test_text_about_documents_is_read_or_refused_as_the_reference_and_the_walk_did(
+        before_the_scan, text):
+    _check_alike(before_the_scan, text)
