@@ -188,10 +188,10 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
         raw = data if encoding == "utf-8" else None
         try:
             data = data.decode(encoding)
-        except UnicodeDecodeError as exc:
+        except UnicodeDecodeError as exc:  # (UTF-8-SIG's offset is past the BOM it cut)
             raise JsonError(what, f"not {encoding.upper()} text (byte "
-                                  f"{exc.object[exc.start]:#04x} at offset {exc.start:,})"
-                            ) from None
+                                  f"{exc.object[exc.start]:#04x} at offset "
+                                  f"{exc.start + len(data) - len(exc.object):,})") from None
     brackets = data.count("[") + data.count("{")
     if brackets > max_containers or brackets > max_depth:  # (else neither can be past)
         if raw is None:  # (surrogatepass: a lone surrogate of a str; only ASCII counts)

@@ -40,6 +40,8 @@ def test_what_json_loads_reads_is_read_alike(data):
     (b'{"a": {"b": 1, "b": 1}}', 'the key "b" twice in one object'),
     (b'{"a": "\xff"}', "not UTF-8 text (byte 0xff at offset 7)"),
     (b'"\xed\xa0\x80"', "not UTF-8 text (byte 0xed at offset 1)"),  # (a lone surrogate)
+    (b'\xef\xbb\xbf{"a": "\xff"}', "not UTF-8-SIG text (byte 0xff at offset 10)"),  # (a BOM)
+    ('["\ud800"]'.encode("utf-16", "surrogatepass"), "not UTF-16 text (byte 0x00 at offset 6)"),
     (b"{x", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
             "(char 1)"),
     (b"", "not JSON: Expecting value: line 1 column 1 (char 0)"),
