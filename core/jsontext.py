@@ -67,6 +67,10 @@ class JsonError(ValueError):
         super().__init__(f"{what}: {why}")
         self.what, self.why, self.line = what, why, line
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (pickled, as a worker process sends it: ValueError's args are the one line only)
+        return type(self), (self.what, self.why, self.line), self.__dict__
+
 
 def _int(text: str) -> int:
     count = len(text) - text.startswith("-")

@@ -64,6 +64,18 @@ def test_the_type_and_the_size_are_the_callers():
     assert loads(b"[" + b" " * 8 + b"]", "the record", expect=list, max_bytes=10) == []
 
 
+def test_the_error_is_pickled_whole():
+    """A plugin's worker process (multiprocessing, concurrent.futures) sends its caller the
+    error it raised pickled: JsonError's own arguments, not ValueError's one line."""
+    import pickle
+
+    with pytest.raises(JsonError) as err:
+        loads("[1,\n2", "the report")
+    again = pickle.loads(pickle.dumps(err.value))
+    assert (type(again), str(again), again.what, again.why, again.line) == (
+        JsonError, str(err.value), "the report", err.value.why, 2)
+
+
 def _nested(levels: int) -> str:
     return '{"a": ' * (levels - 1) + "[1]" + "}" * (levels - 1)
 
