@@ -1069,6 +1069,21 @@ def check_output_file(fd: int, path: str) -> None:
                       "job's output never writes", path)
 
 
+def _slash_advice(path: object) -> str:
+    """For a refused link at a job's output path: how to name the folder it leads to, when
+    the link is the process's (the job's owner's) own and leads to a folder (``-o logs/``
+    reaches it); nothing for another user's link (one planted at a job's default output
+    name must not be taken for the job's owner's)."""
+    if not isinstance(path, str):
+        return ""
+    try:
+        if os.lstat(path).st_uid != os.geteuid() or not os.path.isdir(path):
+            return ""
+    except OSError:
+        return ""
+    return f"; a link to a folder is named with a trailing / ({path.rstrip('/')}/)"
+
+
 def open_output(path: str, name: str) -> int:
     """Open the job's output or error file as the job's user (called after `become`):
     created with the job's umask, truncated, never through a symbolic link; a folder
@@ -1080,7 +1095,7 @@ def open_output(path: str, name: str) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "is a symbolic link, which a job's output never "
-                          "follows", exc.filename) from None
+                          f"follows{_slash_advice(exc.filename)}", exc.filename) from None
         raise
     try:
         check_output_file(fd, path)

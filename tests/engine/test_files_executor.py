@@ -107,6 +107,25 @@ def test_the_output_path_is_opened_as_given_or_in_a_folder(tmp_path):
     os.close(executor.open_output(os.devnull, "x"))
 
 
+def test_a_link_of_the_owners_own_to_a_folder_is_refused_saying_to_add_a_slash(tmp_path):
+    """`-o logs`, where logs is the job's owner's own link to a folder, is refused (a link is
+    never taken for a folder) but reached as `-o logs/`: the refusal said only "is a
+    symbolic link, which a job's output never follows", not how to name that folder. A
+    link of another user's (planted at a job's default output name) gets no such advice."""
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "logs"
+    link.symlink_to(tmp_path / "real")
+    with pytest.raises(OSError, match="symbolic link") as refused:
+        executor.open_output(str(link), "job.o7")
+    assert f"a trailing / ({link}/)" in str(refused.value), refused.value
+    os.close(executor.open_output(f"{link}/", "job.o7"))
+    assert (tmp_path / "real" / "job.o7").is_file()
+    os.lchown(link, 65534, 65534)  # (another user's link: no advice to go through it)
+    with pytest.raises(OSError, match="symbolic link") as refused:
+        executor.open_output(str(link), "job.o8")
+    assert "trailing" not in str(refused.value) and not (tmp_path / "real" / "job.o8").exists()
+
+
 def test_a_tmpdir_nested_deeper_than_any_recursion_is_removed(private):
     """os.fwalk recursed: 1,000 nested folders raised RecursionError half way through a
     job's end (jobobit never fired, dependent jobs stayed held)."""
