@@ -615,3 +615,35 @@ def test_a_weekly_rule_is_bounded_and_its_errors_are_pbss(engine, attacker):
     assert slow == overflowing == [15133, bound]
     assert engine.client("stat_resvs", ids=[last])[last]["reserve_count"] == 2
     assert "request resv_submit failed" not in engine.log()
+
+
+def test_a_monthly_or_yearly_rule_with_many_days_is_expanded_at_once(engine, attacker):
+    """A MONTHLY (or YEARLY by month) rule's BYDAY was matched against each day of each
+    month, once for each of its days, month after month until one comes after UNTIL: a rule
+    of 247 ``6MO`` (a raw resv_submit's 1,024 characters; no month has a sixth Monday)
+    walked every month to the year 9999 and held the one-threaded server 257 s (192 s by
+    month of a YEARLY rule), every other user's request waiting. Each is answered as
+    before (the reservation's only occurrence is its start), within the client's 60 s,
+    which only guards against a hang."""
+    code = ("import json, os, sys\n"
+            "from pathlib import Path\n"
+            "from pbsplug.engine.client import Client\n"
+            "from pbsplug.engine.home import Home\n"
+            "c = Client(Home(Path(os.environ['PBSPLUG_HOME'])), timeout=60)\n"
+            "for rule in json.loads(sys.argv[1]):\n"
+            "    print(json.dumps(c('resv_submit', attrs={\n"
+            "        'reserve_start': int(sys.argv[2]), 'reserve_duration': 60,\n"
+            "        'reserve_rrule': rule, 'Variable_List': {'PBS_TZID': 'UTC'},\n"
+            "        'Resource_List': {'select': '1:ncpus=1'}})['id']))\n")
+    rules = ["FREQ=MONTHLY;BYDAY=" + ",".join(["6MO"] * 247) + ";UNTIL=20361231",
+             "FREQ=YEARLY;BYMONTH=1,2,3,4,5,6,7,8,9,10,11,12;BYDAY=" + ",".join(["6MO"] * 239)
+             + ";UNTIL=20361231"]
+    assert all(len(rule) <= 1024 for rule in rules)
+    done = attacker.python(code, json.dumps(rules), str(int(time.time()) + 3600),
+                           home=engine, timeout=200)
+    assert done.returncode == 0, done.stderr
+    made = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(made) == 2
+    for resv in made:
+        assert engine.client("stat_resvs", ids=[resv])[resv]["reserve_count"] == 1
+    assert engine.client("stat_server")
