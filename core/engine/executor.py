@@ -1057,16 +1057,21 @@ def open_in_folder(path: str, name: str, flags: int, mode: int = 0o666) -> tuple
 def check_output_file(fd: int, path: str) -> None:
     """Refuse (OSError, naming `path`) what an open job's output or error file must not be:
     anything but a regular file or a device (a FIFO, a socket...), or a regular file of
-    another user's than the process's (effective) one. A file an attacker made where
-    another user's job writes (its default ``<name>.o<seq>`` in a folder both may write)
-    took that job's output, root's too, for the attacker to read: opening an existing
-    file with O_CREAT takes it whoever owns it."""
+    another user's than the process's (effective) one, or one with another name (a hard
+    link). A file an attacker made where another user's job writes (its default
+    ``<name>.o<seq>`` in a folder both may write) took that job's output, root's too, for
+    the attacker to read: opening an existing file with O_CREAT takes it whoever owns it.
+    A hard link there to a file of root's (any user may make one where
+    fs.protected_hardlinks is 0) had root's job truncate that file."""
     st = os.fstat(fd)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise OSError(errno.EINVAL, "is not a regular file", path)
     if stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid():
         raise OSError(errno.EPERM, f"is another user's file (uid {st.st_uid}), which a "
                       "job's output never writes", path)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise OSError(errno.EPERM, f"has {st.st_nlink} names (a hard link), which a job's "
+                      "output never writes", path)
 
 
 def _slash_advice(path: object) -> str:

@@ -259,3 +259,23 @@ def test_a_file_planted_at_another_users_output_name_is_not_written(engine, atta
                            str(planted), home=engine)
     assert seen.stdout == "mine\n"
     assert_intact(engine, other)
+
+
+def test_a_hard_link_at_another_users_output_name_is_not_written(engine, root_dir):
+    """A hard link to a file of root's, at root's next job's default output name: where
+    fs.protected_hardlinks is 0 (its default in the kernel itself, and in some containers)
+    any user may make one to any file, /etc/shadow too, and root's job truncated it and
+    wrote its output into it (the file is root's, so `check_output_file` took it as root's
+    job's own). Made here by root as the attacker would make it there. The job fails to
+    start, saying why, and the file is left as it was."""
+    other = bystander(engine)
+    seq = int(other.split(".")[0]) + 1
+    planted = engine.work / f"victim.o{seq}"
+    os.link(root_dir / "precious", planted)
+    before = state_of(root_dir / "precious")
+    job_id = engine.submit("echo clobbered\n", Job_Name="victim")
+    attrs = engine.wait(job_id)
+    assert attrs["Exit_status"] == -1, attrs.get("comment")
+    assert "hard link" in attrs["comment"] and "\n" not in attrs["comment"]
+    assert state_of(root_dir / "precious") == before
+    assert_intact(engine, other)
