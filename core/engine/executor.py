@@ -1093,19 +1093,28 @@ def open_output(path: str, name: str) -> int:
     """Open the job's output or error file as the job's user (called after `become`):
     created with the job's umask, truncated, never through a symbolic link; a folder
     (``DIR/``, or an existing one) means `name` in it, as PBS does (`open_in_folder`).
-    Truncated only once `check_output_file` has passed it: another user's is left whole."""
-    try:  # O_NONBLOCK: a FIFO with no reader fails instead of hanging the start
-        fd, path = open_in_folder(path, name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-                                  | os.O_NONBLOCK | os.O_CLOEXEC)
+    Truncated only once `check_output_file` has passed it: another user's is left whole.
+    A file this open made (O_EXCL) is not checked: it is the job's whoever a file system
+    that maps owners (NFS's root_squash, a CIFS mount's uid=) shows as its owner."""
+    # (O_NONBLOCK: a FIFO with no reader fails instead of hanging the start)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        try:
+            fd, path = open_in_folder(path, name, flags | os.O_EXCL)
+            made = True
+        except FileExistsError:  # (a link there too: the open below says ELOOP)
+            fd, path = open_in_folder(path, name, flags)
+            made = False
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "is a symbolic link, which a job's output never "
                           f"follows{_slash_advice(exc.filename)}", exc.filename) from None
         raise
     try:
-        check_output_file(fd, path)
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, 0)
+        if not made:
+            check_output_file(fd, path)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)
     except BaseException:
         os.close(fd)
         raise

@@ -107,6 +107,22 @@ def test_the_output_path_is_opened_as_given_or_in_a_folder(tmp_path):
     os.close(executor.open_output(os.devnull, "x"))
 
 
+def test_a_file_the_open_makes_is_not_checked_one_there_before_is(tmp_path, monkeypatch):
+    """A file system that maps owners (NFS's root_squash, a CIFS mount's uid=) shows the
+    file a job has just made as another user's: the owner check refused every new output
+    file there. Only a file that was there before the open is checked (and truncated)."""
+    checked = []
+    monkeypatch.setattr(executor, "check_output_file",
+                        lambda fd, path: checked.append(path))
+    path = tmp_path / "job.o7"
+    os.close(executor.open_output(str(path), "x"))
+    os.close(executor.open_output(f"{tmp_path}/", "job.o8"))
+    assert checked == []
+    path.write_text("the run before\n")
+    os.close(executor.open_output(str(path), "x"))
+    assert checked == [str(path)] and path.read_text() == ""
+
+
 def test_a_link_of_the_owners_own_to_a_folder_is_refused_saying_to_add_a_slash(tmp_path):
     """`-o logs`, where logs is the job's owner's own link to a folder, is refused (a link is
     never taken for a folder) but reached as `-o logs/`: the refusal said only "is a
