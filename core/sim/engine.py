@@ -929,6 +929,7 @@ class Simulator:
             run = self.routing.get(job_id)
             if run is not None and run.attrs["job_state"] == "W":
                 run.attrs["job_state"] = lifecycle.queued_state(run.attrs, self.now)
+                run.job = Job(job_id, run.attrs)  # (read by a periodic hook if it stays)
                 if run.attrs["job_state"] == "W":
                     self._may_run(run)
                 else:
@@ -1847,7 +1848,14 @@ class Simulator:
                 self._periodic_due[name] = now + self._freq[name]
 
     def _periodic(self, name: str) -> None:
-        jobs = {jid: run.job for jid, run in self.queued.items()}
+        """One run of periodic hook `name`. Its job list is the engine's (`store.jobs`
+        in state Q): every job in state Q, those waiting in a route queue too, in
+        submission order; not the waiting (W) ones."""
+        runs = [run for run in self.queued.values() if run.attrs["job_state"] == "Q"]
+        if self.routing:
+            runs += [run for run in self.routing.values() if run.attrs["job_state"] == "Q"]
+        runs.sort(key=lambda run: run.seq)  # (a requeued job comes last in `queued`)
+        jobs = {run.tj.job_id: run.job for run in runs}
         outcome = self._fire_only("periodic", (name,),
                                   vnode_list=self._event_vnodes(self.vnode_attrs),
                                   resv_list={}, job_list=jobs)

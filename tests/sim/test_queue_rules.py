@@ -612,8 +612,8 @@ def test_a_periodic_hook_changing_jobs_destinations_wakes_no_waiting_job(
     when carol's j3 enters entry at 1, and other takes none; j3 is parked on both counts.
     A periodic hook (every 60 s) tries to move each queued job to batch or other in turn:
     a periodic event's jobs are read-only, as on the engine, so each run is refused its
-    write (to j2, 60 to 4980; to j3 at 5041, routed and not started yet; j3 is not among
-    the queued jobs the simulator gives the hook while it waits in entry) and no count
+    write (to j2 and j3, 60 to 4980; to j3 at 5041, routed and not started yet: a job
+    waiting in a route queue is among the queued jobs, as on the engine) and no count
     changes. j3 is tried at its submission, then only after j2's end lowers batch's count
     (5010): at its tick 5041. The replay ends (in no more than 200 periodic runs: a hang
     guard, not a time)."""
@@ -643,7 +643,8 @@ def test_a_periodic_hook_changing_jobs_destinations_wakes_no_waiting_job(
                            "3": ("batch", 5041, "Q")}
     assert tries == ["3", "3"]
     assert parked == [("3", 1)]  # (not again at a tick while nothing it waits on fell)
-    assert hook.seen == [("2", "periodic: job '2' is read-only here")] * 83 + [
+    assert hook.seen == [("2", "periodic: job '2' is read-only here"),
+                         ("3", "periodic: job '3' is read-only here")] * 83 + [
         ("3", "periodic: job '3' is read-only here")]
     assert {k: (r.start, r.end) for k, r in sink.by_id().items()} == {
         "1": (0, 5000), "2": (5000, 5010), "3": (5041, 5141)}

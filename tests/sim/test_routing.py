@@ -5,6 +5,8 @@ local engine with the same queues."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pbsplug import PluginInfo, clock, hookimpl
@@ -214,3 +216,73 @@ def test_a_destination_no_platform_declares_refuses_the_job_for_good(tmp_path):
     machine.queues["entry"]["route_destinations"] = ["nosuch", "long", "short"]
     sink, sim = replay(machine, [tj(1, 0, 10, 1, 60), tj(2, 0, 10, 1, 3600)])
     assert {k: v[0] for k, v in sim.entered.items()} == {"1": "short", "2": "long"}
+
+
+class SeesQueued:
+    """Takes both vnodes offline at start-up (no job ever starts), gives the job of 77 s an
+    Execution_Time an hour on, and notes each periodic run's job list: (id, queue, state)."""
+
+    plugin_info = PluginInfo(events=("exechost_startup", "queuejob", "periodic"),
+                             sim_safe=("exechost_startup", "queuejob", "periodic"))
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def exechost_startup(self, event):
+        for vnode in event.vnode_list.values():
+            vnode.state = "offline"
+
+    @hookimpl
+    def queuejob(self, event):
+        if str(event.job.Resource_List["walltime"]) in ("77", "00:01:17"):
+            event.job.Execution_Time = int(clock.now()) + 3600
+
+    @hookimpl
+    def periodic(self, event):
+        self.seen.append([(j, job.queue, job.job_state) for j, job in event.job_list.items()])
+
+
+def test_a_periodic_hook_sees_every_queued_job_as_the_engines_does(tmp_path, register_plugin,
+                                                                   pbsplug_plugins):
+    """short takes one job not finished (max_queued). j1 goes there; j2 finds it full, and
+    long refuses it for good: it waits in entry, queued. j3 asks both cpus of workq; j4
+    waits (W) for its Execution_Time. A periodic hook sees the jobs in state Q, in
+    submission order, as the engine's (`store.jobs(("Q",))`): j2 in its route queue too
+    (it saw j1, j3 and the waiting j4)."""
+    text = PLATFORM.format(entry="").replace(
+        "[queues.short]\n", '[queues.short]\nmax_queued = "[o:PBS_ALL=1]"\n')
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    hook = SeesQueued()
+    register_plugin(hook, "seer", isolation="inprocess", freq=60)
+    jobs = [tj(1, 0, 10, 1, 60), tj(2, 1, 10, 1, 60), tj(3, 2, 10, 2, 60, queue="nosuch"),
+            tj(4, 3, 10, 1, 77, queue="nosuch")]
+    replay(load_platform(path), jobs, plugins=pbsplug_plugins, tmp_path=tmp_path)
+    expected = [("1", "short", "Q"), ("2", "entry", "Q"), ("3", "workq", "Q")]
+    assert hook.seen[0] == expected
+    root = make_root()
+    try:
+        eng = Engine(Home(root), plugins=PluginSet(SiteConfig(path=None)))
+        manager = Caller(0, ROLE_MANAGER)
+        for command in (
+                "set server scheduling = false",
+                "create queue short queue_type=execution,enabled=true,started=true,"
+                "Priority=10,resources_max.walltime=00:10:00,resources_max.ncpus=1,"
+                "max_queued='[o:PBS_ALL=1]'",
+                "create queue long queue_type=execution,enabled=true,started=true,"
+                "resources_min.walltime=00:10:01,resources_max.walltime=10:00:00",
+                "create queue entry queue_type=route,route_destinations='short,long',"
+                "enabled=true,started=true"):
+            assert eng.req_qmgr(manager, command)["code"] == 0, command
+        ids = []
+        for queue, ncpus, extra in (("entry", 1, {}), ("entry", 1, {}), ("workq", 2, {}),
+                                    ("workq", 1, {"Execution_Time": int(time.time()) + 3600})):
+            ids.append(eng.req_submit(manager, {"queue": queue, "Resource_List": {
+                "select": f"{ncpus}:ncpus=1", "walltime": "60"}, **extra}, "true\n"))
+        on_engine = [(str(ids.index(j) + 1), a["queue"], a["job_state"])
+                     for j, a in eng.store.jobs(("Q",)).items()]
+        eng.close()
+    finally:
+        remove_root(root)
+    assert on_engine == expected
