@@ -1122,6 +1122,20 @@ def open_output(path: str, name: str) -> int:
     return fd
 
 
+def _wait_for_word(recorded: int) -> None:
+    """In the job's process: take SIGTERM and SIGINT as the job does (the shepherd ignores
+    them), then wait for the shepherd's word that the job is recorded, and end (127) when
+    the shepherd is gone instead. A qdel's SIGTERM may come as soon as the server reads the
+    record, before this process has read the word: ignored then (the shepherd's SIG_IGN),
+    it was lost, and the job ran on to its SIGKILL after kill_delay (Exit_status 265, not
+    271, seen under load)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if os.read(recorded, 1) != b"\0":  # the shepherd is gone: no job
+        os._exit(127)
+    os.close(recorded)
+
+
 def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
              stderr: str | None, ids: Ids | None, status_file: Path,
              umask: int = DEFAULT_UMASK, names: list[str] | None = None,
@@ -1148,15 +1162,11 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
             report.close()
             os.close(record.fd)  # (root's file, for the server: none of the owner's process)
             os.close(go)
-            if os.read(recorded, 1) != b"\0":  # the shepherd is gone: no job
-                os._exit(127)
-            os.close(recorded)
+            _wait_for_word(recorded)
             if interactive:  # a session of its own, whose controlling terminal qsub holds
                 os.setsid()
             else:
                 os.setpgid(0, 0)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
             # As the user from here on: nothing below is ever done as root.
             if ids:
                 become(ids)

@@ -620,3 +620,48 @@ def test_a_launch_from_another_boot_is_not_alive_even_when_its_pid_and_start_mat
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_sigterm_while_the_jobs_process_waits_for_the_shepherds_word_ends_it():
+    """A qdel's SIGTERM may reach the job's process as soon as the server reads the
+    shepherd's record, before that process has read the shepherd's word: it still had the
+    shepherd's SIG_IGN then, the signal was lost, and the job ran on to its SIGKILL after
+    kill_delay (a deleted job ended 265, not 271, under load). `_wait_for_word` takes them
+    as the job does before it waits."""
+    recorded, go = os.pipe()
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (as the shepherd has it)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(go)
+                executor._wait_for_word(recorded)
+            finally:
+                os._exit(3)  # (the word came: it should have been killed before)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    os.close(recorded)
+    try:
+        until(lambda: _sig_ign(pid) is not None and not _sig_ign(pid) & (
+            1 << (signal.SIGTERM - 1)), what="the job's process to take SIGTERM")
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.2)  # (not a timing check: the word comes after, as it may)
+        try:
+            os.write(go, b"\0")
+        except BrokenPipeError:
+            pass  # (it is gone already)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+    finally:
+        os.close(go)
+
+
+def _sig_ign(pid: int) -> int | None:
+    """The signals `pid` ignores (its /proc status's SigIgn), None while it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return int(line.split()[1], 16)
+    except OSError:
+        return None
+    return None
