@@ -23,7 +23,7 @@ import pwd
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -331,6 +331,42 @@ def expand_hostlist(text: str) -> list[str] | None:
             for number in range(low, high + 1):
                 out.append(f"{prefix}{number:0{width}d}{suffix}")
     return out
+
+
+_NUMBERED = re.compile(r"(.*?)([0-9]+)")
+
+
+def compress_hostlist(names: Iterable[str]) -> str:
+    """`names` as one Slurm hostlist (``n[1-3,7],login1``), for a log line: `expand_hostlist`
+    reads it back to the same names, each once. Names that end in a number are grouped by
+    what comes before it (each group where its first name is; its numbers by their length,
+    then their value), and runs of numbers one after the other are ranges (``n[9-10]``,
+    ``n[09-10]``); other names stay as they are."""
+    groups: dict[tuple[str, bool], set[str]] = {}  # (a name alone is no group's prefix)
+    for name in names:
+        match = _NUMBERED.fullmatch(name)
+        if match and match.group(1) and len(match.group(2)) <= 18:  # (no int() of 5000 digits)
+            groups.setdefault((match.group(1), True), set()).add(match.group(2))
+        else:
+            groups.setdefault((name, False), set())
+    out = []
+    for (prefix, numbered), numbers in groups.items():
+        if not numbered:
+            out.append(prefix)
+            continue
+        ranges: list[tuple[str, str]] = []
+        for text in sorted(numbers, key=lambda t: (len(t), int(t))):
+            number = int(text)
+            if ranges:
+                low, high = ranges[-1]
+                if number == int(high) + 1 and f"{number:0{len(low)}d}" == text:
+                    ranges[-1] = (low, text)
+                    continue
+            ranges.append((text, text))
+        items = [low if low == high else f"{low}-{high}" for low, high in ranges]
+        out.append(f"{prefix}{items[0]}" if len(items) == 1 and "-" not in items[0]
+                   else f"{prefix}[{','.join(items)}]")
+    return ",".join(out)
 
 
 #: A job id as the scripts' environment gives it (compiled at import: the worker's forked

@@ -29,6 +29,7 @@ from pbsplug.adapters.slurm_read import (
     Slurm,
     SlurmError,
     checked_job_id,
+    compress_hostlist,
     duration,
     epoch,
     expand_hostlist,
@@ -266,6 +267,32 @@ def test_a_squeue_line_without_three_fields_is_logged_and_a_flood_of_them_counte
         *(f"squeue line {n + 2} left out: 2 fields, not 3 (id|start|nodes): "
           f"'{n + 10}|2026-11-24T02:25:13'" for n in range(shown)),
         f"squeue: {100 - shown} more lines left out (not logged one by one)"]
+
+
+def test_hostlists_compressed():
+    """`compress_hostlist` writes names as one Slurm hostlist for a log line."""
+    assert compress_hostlist([f"n{n}" for n in range(1, 301)]) == "n[1-300]"
+    assert compress_hostlist([f"n{n:03d}" for n in range(1, 301)]) == "n[001-300]"
+    assert compress_hostlist(["n3", "login", "n1", "n2", "n7", "n1"]) == "n[1-3,7],login"
+    assert compress_hostlist(["n9", "n10", "n09", "x"]) == "n[9,09-10],x"
+    assert compress_hostlist(["rack1-n5"]) == "rack1-n5" and compress_hostlist([]) == ""
+    assert compress_hostlist(["12", "a1b", "n" + "9" * 30]) == f"12,a1b,n{'9' * 30}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.sampled_from(["n", "gpu", "rack1-n", "a.b_"]), st.integers(0, 1200),
+              st.integers(1, 5)).map(lambda t: f"{t[0]}{t[1]:0{t[2]}d}"),
+    st.sampled_from(["login", "n", "a1b", "7", "gpu-"])), max_size=60))
+def test_a_compressed_hostlist_expands_to_its_names(names):
+    """`expand_hostlist` reads `compress_hostlist`'s text back to the same names, each
+    once; names already in order keep it."""
+    text = compress_hostlist(names)
+    back = expand_hostlist(text)
+    assert back is not None and len(back) == len(set(back)) and set(back) == set(names), text
+    ordered = sorted(set(f"n{n}" for n in range(1, 200) if f"n{n}" in names) or ["n1"],
+                     key=lambda name: int(name[1:]))
+    assert expand_hostlist(compress_hostlist(ordered)) == ordered
 
 
 def test_a_node_line_becomes_a_vnode():
