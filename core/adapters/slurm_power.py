@@ -50,7 +50,7 @@ from .. import jsontext, safedirs
 from ..events import Event
 from ..runner import ACCEPT, Outcome
 from ..values import LONG_MAX, quoted, shown, whole
-from .slurm_read import SlurmError, epoch, vnode_state
+from .slurm_read import SlurmError, compress_hostlist, epoch, vnode_state
 
 if TYPE_CHECKING:  # slurm_bridge imports this module when a power program runs
     from .slurm_bridge import Context
@@ -498,7 +498,7 @@ def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, 
         done = [h for h in hosts if h in record]
         todo = [h for h in hosts if h not in record]
         if done:
-            log.info("SuspendProgram %s: already powered off by pbsplug", ",".join(done))
+            log.info("SuspendProgram %s: already powered off by pbsplug", compress_hostlist(done))
         if todo:
             nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
             vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), True, 0), "state": "free",
@@ -506,15 +506,15 @@ def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, 
             try:
                 jobs = pending_jobs(ctx)
             except SlurmError as exc:  # (no decision without the jobs: the nodes stay up)
-                raise SlurmError(f"SuspendProgram {','.join(todo)}: kept up, but Slurm now "
-                                 f"counts them as powered down: {exc}") from None
+                raise SlurmError(f"SuspendProgram {compress_hostlist(todo)}: kept up, but "
+                                 f"Slurm now counts them as powered down: {exc}") from None
             out = _fire(ctx, vnodes, jobs, reservations(ctx))
             down = _slept(out, todo)
             refused = sorted(set(todo) - set(down))
             if refused:
                 log.warning("SuspendProgram %s: the plugins' decision keeps them up, but Slurm "
                             "now counts them as powered down (docs/slurm.md)",
-                            ",".join(refused))
+                            compress_hostlist(refused))
             now = int(time.time())
             for h in down:
                 record[h] = now
@@ -567,7 +567,8 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
         names = [n for n in names if n in hosts]
         if names:
             job_id = str(job["job_id"])
-            log.info("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id, ",".join(names))
+            log.info("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id,
+                     compress_hostlist(names))
             # (a job named twice wants the nodes of both: the second replaced the first's,
             # which were counted as named and so had no need)
             known = wanted.setdefault(job_id, [])
@@ -628,7 +629,7 @@ def _resume_nodes(ctx: Context, hosts: list[str], logged: bool
     except (SlurmError, ValueError) as exc:
         if not logged:
             log.warning("ResumeProgram %s: Slurm's nodes not read (%s); each is woken as "
-                        "Slurm asks", ",".join(hosts), exc)
+                        "Slurm asks", compress_hostlist(hosts), exc)
         return None
 
 

@@ -2058,7 +2058,7 @@ def test_resume_wakes_the_nodes_slurm_names_when_sinfo_gives_no_node(monkeypatch
     lines = [r.getMessage() for r in caplog.records
              if r.levelno >= logging.WARNING and r.getMessage().startswith("ResumeProgram")]
     assert len(lines) == 1 and "\n" not in lines[0]
-    assert lines[0].startswith("ResumeProgram cn8,cn9: Slurm's nodes not read (")
+    assert lines[0].startswith("ResumeProgram cn[8-9]: Slurm's nodes not read (")
     assert lines[0].endswith("); each is woken as Slurm asks")
 
 
@@ -2161,6 +2161,37 @@ def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path
           "object" for n in range(1, shown + 1)),
         f"resume: SLURM_RESUME_FILE {path}: {100 - shown} more jobs left out (not logged "
         "one by one)"]
+
+
+def test_the_power_programs_name_many_hosts_as_one_hostlist(tmp_path, caplog, monkeypatch):
+    """SuspendProgram's "kept up" error and warning and ResumeProgram's wake-all warning
+    named each host: 300 nodes were one line of about 1,500 characters. They name them as
+    one Slurm hostlist."""
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, None,
+                               _PowerSlurm(squeue_fails=True))
+    answer = slurm_bridge.dispatch(ctx, {"script": "suspend", "env": {}, "argv": ["n[1-300]"]})
+    assert answer["exit"] == 1
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith("suspend job -: SuspendProgram n[1-300]: kept up, but Slurm ")
+    caplog.clear()
+    monkeypatch.setattr(slurm_power, "_fire", lambda *args: Outcome("periodic", True))
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, None, _PowerSlurm())
+    assert slurm_power.suspend(ctx, {}, ["n[001-300],login"])["exit"] == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "SuspendProgram login,n[001-300]: the plugins' decision keeps them up, but Slurm "
+        "now counts them as powered down (docs/slurm.md)"]
+    caplog.clear()
+
+    class Fails(_PowerSlurm):
+        def cluster_json(self, command):
+            raise SlurmError("/usr/bin/sinfo --json: exit status 1: Socket timed out")
+
+    hosts = expand_hostlist("n[1-300]")
+    assert slurm_power._resume_nodes(type("Ctx", (), {"slurm": Fails()})(), hosts,
+                                     False) is None
+    assert caplog.messages == ["ResumeProgram n[1-300]: Slurm's nodes not read (/usr/bin/sinfo "
+                               "--json: exit status 1: Socket timed out); each is woken as "
+                               "Slurm asks"]
 
 
 @pytest.mark.parametrize("name", ["\u00b2", "1\u00b2", "a\x00b"])
