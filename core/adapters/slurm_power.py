@@ -66,7 +66,8 @@ WOKEN_RECORD = "power_woken.json"
 POWER_FOLDER = "the power programs' folder (<--state-dir>/power)"
 STATE_FOLDER = "the state folder (--state-dir)"
 #: The items of one answer left out (squeue's lines, sinfo's nodes, the resume file's jobs)
-#: that are logged one by one; the rest are one line with their count (`_LeftOut`).
+#: that are logged one by one; the rest are one line with their count (`_LeftOut`). So are
+#: the resume file's jobs that want hosts woken.
 LOGGED_LEFT_OUT = 5
 #: Slurm's node state flags in the order slurmctld matches a SuspendExcStates name against
 #: them: the name may be cut short or longer (``MAINT``, ``DRAINED``), any case, and stands
@@ -82,21 +83,26 @@ EXC_STATE_FLAGS = frozenset({"CLOUD", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM",
 
 
 class _LeftOut:
-    """The items of one answer left out, each logged in one line up to `LOGGED_LEFT_OUT`;
-    `done` logs one more line counting the rest, so a flood of them cannot fill the log."""
+    """The items of one answer left out (`item`: what one is called), each logged in one
+    line up to `LOGGED_LEFT_OUT`; `done` logs one more line counting the rest, so a flood of
+    them cannot fill the log. `level` and `rest` (what the count line says of them) serve
+    items logged for another reason."""
 
-    def __init__(self, what: str, items: str):
-        self.what, self.items, self.count = what, items, 0
+    def __init__(self, what: str, item: str, level: int = logging.WARNING,
+                 rest: str = "left out"):
+        self.what, self.item, self.count = what, item, 0
+        self.level, self.rest = level, rest
 
     def log(self, message: str, *args: Any) -> None:
         self.count += 1
         if self.count <= LOGGED_LEFT_OUT:
-            log.warning(message, *args)
+            log.log(self.level, message, *args)
 
     def done(self) -> None:
-        if self.count > LOGGED_LEFT_OUT:
-            log.warning("%s: %d more %s left out (not logged one by one)", self.what,
-                        self.count - LOGGED_LEFT_OUT, self.items)
+        more = self.count - LOGGED_LEFT_OUT
+        if more > 0:  # ("1 more nodes" was written)
+            log.log(self.level, "%s: %d more %s%s %s (not logged one by one)", self.what,
+                    more, self.item, "s" * (more != 1), self.rest)
 
 
 def _folder_name(ctx: Context) -> str:
@@ -209,7 +215,7 @@ def slurm_nodes(ctx: Context) -> list[dict[str, Any]]:
                          "Slurm 22.05 to 23.11's; later ones group nodes under 'sinfo')")
     out: list[dict[str, Any]] = []
     first: SlurmError | None = None
-    left_out = _LeftOut("sinfo --json", "nodes")
+    left_out = _LeftOut("sinfo --json", "node")
     for index, raw in enumerate(nodes):
         try:
             if not isinstance(raw, dict) or not raw.get("name"):
@@ -311,7 +317,7 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     they wait for could be powered off."""
     text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y")
     out = {}
-    left_out = _LeftOut("squeue", "lines")
+    left_out = _LeftOut("squeue", "line")
     for number, line in enumerate(text.splitlines(), 1):
         parts = line.split("|")
         try:  # one job Slurm answers oddly for is left out, not the whole run
@@ -557,7 +563,9 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
         items = []
     named: set[str] = set()
     wanted: dict[str, list[str]] = {}
-    left_out = _LeftOut(f"resume: SLURM_RESUME_FILE {path}", "jobs")
+    left_out = _LeftOut(f"resume: SLURM_RESUME_FILE {path}", "job")
+    wanting = _LeftOut(f"resume: SLURM_RESUME_FILE {path}", "job", logging.INFO,
+                       "with hosts to wake")
     for index, job in enumerate(items):
         names = _resume_job(ctx, job)
         if isinstance(names, str):
@@ -567,8 +575,8 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
         names = [n for n in names if n in hosts]
         if names:
             job_id = str(job["job_id"])
-            log.info("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id,
-                     compress_hostlist(names))
+            wanting.log("resume: job %s wants %s (SLURM_RESUME_FILE)", job_id,
+                        compress_hostlist(names))
             # (a job named twice wants the nodes of both: the second replaced the first's,
             # which were counted as named and so had no need)
             known = wanted.setdefault(job_id, [])
@@ -579,6 +587,7 @@ def _resume_jobs(env: Mapping[str, str], hosts: list[str], ctx: Context) -> dict
                 "start_time": now, "exec_vnode": "+".join(f"({n}:ncpus=1)"
                                                           for n in names)}}
     left_out.done()
+    wanting.done()
     rest = [h for h in hosts if h not in named]
     if rest:
         jobs["slurm-resume"] = {"id": "slurm-resume", "job_state": "Q", "estimated": {

@@ -2163,6 +2163,41 @@ def test_a_flood_of_sinfo_nodes_or_resume_file_jobs_left_out_is_counted(tmp_path
         "one by one)"]
 
 
+def test_one_more_item_left_out_is_counted_in_the_singular(caplog):
+    """Past `LOGGED_LEFT_OUT` items left out, the count line said "1 more lines"."""
+    shown = slurm_power.LOGGED_LEFT_OUT
+    text = "".join(f"{n}|2026-11-24T02:25:13\n" for n in range(shown + 1))
+    ctx = type("Ctx", (), {"slurm": type("Fake", (_Hostnames,), {
+        "run": lambda self, *args, check=True: text})()})()
+    assert slurm_power.pending_jobs(ctx) == {}
+    assert caplog.messages[-1] == "squeue: 1 more line left out (not logged one by one)"
+    assert len(caplog.messages) == shown + 1
+
+
+@pytest.mark.parametrize("count", [1, 2, 100])
+def test_the_resume_files_jobs_wanting_hosts_are_logged_up_to_the_cap(tmp_path, caplog,
+                                                                      count):
+    """Each job of SLURM_RESUME_FILE that wants hosts was one info line, with no cap (the
+    jobs left out were capped): a file of thousands filled the log. They are capped the
+    same way: the first `LOGGED_LEFT_OUT` one by one, then one line counts the rest; each
+    job's hosts are one hostlist."""
+    caplog.set_level(logging.INFO, logger="pbsplug.slurm")
+    shown = slurm_power.LOGGED_LEFT_OUT
+    total = shown + count
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({"jobs": [{"job_id": 10 + n, "nodes": f"n[{n}00-{n}09]"}
+                                         for n in range(1, total + 1)]}))
+    hosts = [f"n{n}0{i}" for n in range(1, total + 1) for i in range(10)]
+    ctx = type("Ctx", (), {"slurm": _Hostnames()})()
+    jobs = slurm_power._resume_jobs({"SLURM_RESUME_FILE": str(path)}, hosts, ctx)
+    assert len(jobs) == total and "slurm-resume" not in jobs
+    assert caplog.messages == [
+        *(f"resume: job {10 + n} wants n[{n}00-{n}09] (SLURM_RESUME_FILE)"
+          for n in range(1, shown + 1)),
+        f"resume: SLURM_RESUME_FILE {path}: {count} more job{'s' * (count != 1)} with hosts "
+        "to wake (not logged one by one)"]
+
+
 def test_the_power_programs_name_many_hosts_as_one_hostlist(tmp_path, caplog, monkeypatch):
     """SuspendProgram's "kept up" error and warning and ResumeProgram's wake-all warning
     named each host: 300 nodes were one line of about 1,500 characters. They name them as
