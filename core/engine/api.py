@@ -49,6 +49,10 @@ REQUEST_DEADLINE = 10.0
 #: Seconds a client has to take its answer once it is ready; a client that does not read
 #: its answer is dropped then.
 WRITE_DEADLINE = 10.0
+#: Seconds the server's stop gives all its clients together to take the answers they are
+#: still owed; then it closes their connections. (Each connection had 1 s in turn: a user's
+#: 32 connections that never read held `pbsplug server stop` 32 s.)
+STOP_WRITE_DEADLINE = 1.0
 #: Open connections at once, and per uid (root and the server's owner excepted): past
 #: either, a new connection gets PBS's "No free connections" (15033) and is closed.
 MAX_CONNECTIONS = 256
@@ -259,20 +263,29 @@ class _Listener:
             self.drop(conn)
 
     def close(self) -> None:
-        """Send what answers are still owed (briefly), a request still waiting for hook
-        chains refused, and close every connection."""
+        """Send what answers are still owed, a request still waiting for hook chains
+        refused, for `STOP_WRITE_DEADLINE` in all (written without blocking, as the loop
+        writes them), and close every connection."""
         self.answer_parked()
         for conn in list(self.parked):
             del self.parked[conn]
             conn.out = memoryview(_response(500, _error_body(
                 PBSE_SYSTEM, "System error: the server is stopping")))
+        with contextlib.suppress(KeyError, ValueError):  # (unregistered while accept paused)
+            self.selector.unregister(self.sock)
+        deadline = time.monotonic() + STOP_WRITE_DEADLINE
         for conn in list(self.conns.values()):
             if conn.state == _WRITING and conn.out:
-                try:
-                    conn.sock.settimeout(1.0)
-                    conn.sock.sendall(conn.out)
-                except OSError:
-                    pass
+                self.serve(conn)  # (registered for writing when not all is sent at once)
+            else:
+                self.drop(conn)
+        while self.conns and (left := deadline - time.monotonic()) > 0:
+            for key, _ in self.selector.select(left):
+                writing = self.conns.get(key.fd)
+                if writing is not None:
+                    self.serve(writing)
+        for conn in list(self.conns.values()):
+            self.log_drop(conn.uid, "answer not taken before the server stopped")
             self.drop(conn)
         self.selector.close()
 

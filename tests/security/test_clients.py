@@ -232,6 +232,21 @@ elif mode == "many":  # hundreds of idle connections, reopened as the server clo
     for s in hung_up(poller, conns, 1000):
         note(drain(s) or b"")
     seen["open_at_end"] = len(conns)
+elif mode == "unread":  # N complete requests for a big answer, never read, held open
+    message = REQUEST + b"Content-Length: 17\r\n\r\n{\"history\": true}"
+    conns = [s for s in (connect(blocking=True) for _ in range(int(sys.argv[3]))) if s]
+    poller = select.poll()
+    for s in conns:
+        s.sendall(message)
+        poller.register(s, select.POLLIN)
+    answering = set()  # the connections whose answer has begun to come
+    deadline = time.monotonic() + 60
+    while len(answering) < len(conns) and time.monotonic() < deadline:
+        answering.update(fd for fd, _ in poller.poll(100))
+    seen["answering"] = len(answering)
+    ready()
+    while not stopped(0.5):
+        pass
 print(json.dumps(seen), flush=True)
 '''
 
@@ -382,6 +397,28 @@ def test_a_client_that_never_reads_its_answer_is_dropped(engine, attacker, scene
     for line in dropped:  # cut short: the server gave up on writing it
         got, _, total = line.split(" got ")[1].partition(" bytes of ")
         assert int(got) < int(total), line
+
+
+def test_answers_never_read_do_not_hold_the_servers_stop(engine, attacker):
+    """The server's stop gave each connection with an answer still owed up to 1 s to take
+    it, one after the other: a user's 32 connections (`MAX_CONNECTIONS_PER_UID`) each
+    asking for a qstat of about 500 KB, none read, held `pbsplug server stop` 32 s (32.3 s
+    measured). The stop now gives them 1 s in all (`STOP_WRITE_DEADLINE`), then closes
+    them: it finishes well within a hang guard of 16 s (half what the old stop took)."""
+    from pbsplug.engine.api import MAX_CONNECTIONS_PER_UID
+
+    for i in range(120):  # an answer bigger than a socket's buffer: the server must wait
+        engine.submit("true\n", Job_Name=f"big{i}", Hold_Types="u",
+                      Variable_List={"PBS_O_WORKDIR": str(engine.work), "PAD": "p" * 4000})
+    with attack(attacker, engine, "unread", str(MAX_CONNECTIONS_PER_UID)) as on:
+        done = engine.pbs("server", "stop", "--timeout", "16")
+        assert done.returncode == 0 and "stopped" in done.stdout, done.stderr
+        assert engine.home.server_pid() is None
+        assert on.running, "the attack ended before the server stopped"
+    assert on.seen["answering"] == on.seen["opened"] == MAX_CONNECTIONS_PER_UID, on.seen
+    assert "answer not read within" not in engine.log()  # (all were owed at the stop)
+    assert (f"connection from uid {attacker.uid} dropped: answer not taken before the "
+            "server stopped") in engine.log()
 
 
 def test_hundreds_of_connections_are_capped(engine, attacker, scene):
