@@ -52,13 +52,16 @@ RERUN_STATUS, HOOK_RERUN_STATUS = -11, -16
 
 
 def shown(text: str) -> str:
-    """`text` on one line: controls as ``^X`` (DEL ``^?``, C1 ``\\x9b``), cut past
-    `MAX_VALUE` characters."""
+    """`text` on one line: controls as ``^X`` (DEL ``^?``, C1 ``\\x9b``), the line and
+    paragraph separators as ``\\u2028`` and ``\\u2029`` (a reader that splits with
+    Python's ``str.splitlines`` ends a line there: a job name holding one forged a record),
+    cut past `MAX_VALUE` characters."""
     if len(text) > MAX_VALUE:
         text = text[:MAX_VALUE] + "..."
-    return "".join(c if " " <= c < "\x7f" or c > "\x9f" else
+    return "".join(c if " " <= c < "\x7f" or "\x9f" < c < "\u2028" or c > "\u2029" else
                    f"^{chr(ord(c) + 64)}" if c < " " else "^?" if c == "\x7f" else
-                   f"\\x{ord(c):02x}" for c in text)
+                   f"\\x{ord(c):02x}" if c <= "\x9f" else f"\\u{ord(c):04x}"
+                   for c in text)
 
 
 def text_of(value: Any) -> str:
