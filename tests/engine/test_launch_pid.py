@@ -209,14 +209,11 @@ def test_a_job_whose_every_start_fails_is_held_after_twenty_runs(dists, make_eng
     assert not (engine.work / f"killed.o{job_id.split('.')[0]}").exists()
 
 
-def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job_runs_again(
-        dists, make_engine, engine_root):
-    """A launch hook's SIGKILL to ``event.pid`` may land after the server sent the shepherd
-    the job: the server then finds the shepherd gone with no record of the job, whose
-    process never got its word and ran nothing. That is a failed start too (execjob_abort,
-    requeued whatever Rerunable); the job was lost (Exit_status -4, not rerunnable) and no
-    execjob_abort ran. Here the first run's launch hook stops the shepherd, and the test
-    kills it once the job runs (sent to the shepherd, which never read it)."""
+def _stalled_first_run(dists, make_engine, engine_root):
+    """An engine whose launch hook stops the shepherd (SIGSTOP) at the first run only, and
+    an execjob_abort hook noting each job it ran for in `aborted`; a job (not rerunnable)
+    running there: the engine, the job's id, `aborted`, and the stopped shepherd's (pid,
+    start)."""
     seen, aborted = engine_root / "shepherd", engine_root / "aborted"
     engine = make_engine(holding_hook(
         dists, "stall", f"os.path.exists({str(seen)!r}) or "
@@ -228,7 +225,19 @@ def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job
         """, ("execjob_abort",)))
     job_id = engine.submit("echo ran\n", Job_Name="stalled", Rerunable=False)
     engine.wait(job_id, "R")
-    pid, start = shepherd_seen(seen)
+    return engine, job_id, aborted, shepherd_seen(seen)
+
+
+def test_a_shepherd_killed_before_it_records_the_job_fails_the_start_and_the_job_runs_again(
+        dists, make_engine, engine_root):
+    """A launch hook's SIGKILL to ``event.pid`` may land after the server sent the shepherd
+    the job: the server then finds the shepherd gone with no record of the job, whose
+    process never got its word and ran nothing. That is a failed start too (execjob_abort,
+    requeued whatever Rerunable); the job was lost (Exit_status -4, not rerunnable) and no
+    execjob_abort ran. Here the first run's launch hook stops the shepherd, and the test
+    kills it once the job runs (sent to the shepherd, which never read it)."""
+    engine, job_id, aborted, (pid, start) = _stalled_first_run(dists, make_engine,
+                                                                engine_root)
     try:
         assert executor.signal_if_same(pid, start, signal.SIGKILL)
         attrs = engine.wait(job_id)
@@ -282,18 +291,8 @@ def test_a_shepherd_killed_before_it_records_the_job_while_the_server_is_down_fa
     """As the server finds a shepherd gone before it recorded its job while it runs, so at
     its next start: a failed start (execjob_abort, requeued whatever Rerunable), not a job
     lost after a server restart (a non-rerunnable one ended -4, though nothing of it ran)."""
-    seen, aborted = engine_root / "shepherd", engine_root / "aborted"
-    engine = make_engine(holding_hook(
-        dists, "stall", f"os.path.exists({str(seen)!r}) or "
-                        "os.kill(event.pid, signal.SIGSTOP)", seen) + plugin(
-        dists, "abort", f"""
-        @hookimpl
-        def execjob_abort(event):
-            open({str(aborted)!r}, "a").write(event.job.id + "\\n")
-        """, ("execjob_abort",)))
-    job_id = engine.submit("echo ran\n", Job_Name="stalled", Rerunable=False)
-    engine.wait(job_id, "R")
-    pid, start = shepherd_seen(seen)
+    engine, job_id, aborted, (pid, start) = _stalled_first_run(dists, make_engine,
+                                                                engine_root)
     try:
         engine.stop()
         assert executor.signal_if_same(pid, start, signal.SIGKILL)
