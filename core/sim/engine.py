@@ -241,17 +241,19 @@ class _Run:
 
 class _Host:
     __slots__ = ("spec", "busy", "state", "watts", "since", "power", "until", "asleep",
-                 "woken", "energy", "base", "counted", "figures", "cpus")
+                 "woken", "energy", "base", "counted", "figures", "cpus", "has")
 
     def __init__(self, spec: Host, model: int):
         self.spec = spec
         #: Read at every change of its jobs: where its power model's counts start in
         #: `Simulator._counts` and the one it is counted in, its watts per figure and its
-        #: cpus.
+        #: cpus: the most its vnodes have had since it was last empty (at least 1), what a
+        #: job's share of its busy watts is of (`Simulator._resize` tells why).
         self.base = model * len(_FIGURES)
         self.counted = self.base + _FIGURE_INDEX["idle"]
         self.figures = {f: getattr(spec.power, f) for f in _FIGURES}
         self.cpus = spec.ncpus * len(spec.vnodes)
+        self.has = self.cpus       # its vnodes' ncpus now, as hooks left them
         self.busy = 0              # cpus in use
         self.state = "idle"        # one of records.MACHINE_STATES
         self.watts = "idle"        # which of the power model's figures it draws
@@ -1598,6 +1600,8 @@ class Simulator:
                 attrs["last_used_time"] = stamp
                 if charge:
                     energy += charge * ncpus / host.cpus
+                if busy <= 0 and host.cpus != host.has:  # (empty: `_resize`)
+                    host.cpus = max(host.has, 1)
             watts = "busy" if busy > 0 else "idle"
             figure = host.watts
             if watts != figure:
@@ -1666,6 +1670,8 @@ class Simulator:
         drawn = []
         for index in touched:
             host = hosts[index]
+            if sign < 0 and host.busy <= 0 and host.cpus != host.has:  # (empty: `_resize`)
+                host.cpus = max(host.has, 1)
             if host.power == "on" and host.until <= now and not host.asleep:
                 # (what `_figure` decides for a host up and awake: its jobs alone)
                 watts = "busy" if host.busy > 0 else "idle"
@@ -1776,7 +1782,16 @@ class Simulator:
 
     def _resize(self, name: str, more: int) -> None:
         """A hook gave vnode `name` `more` cpus (fewer when negative): its free room and the
-        machine's, which decide whether a cycle could start a job, follow."""
+        machine's, which decide whether a cycle could start a job, follow; and its host's
+        cpus, which a job's share of the host's busy watts is of: those of its vnodes now
+        when it is empty, else the most they have had since it was last empty. So a
+        host's jobs are never charged more than it drew busy: a job starts only on free
+        cpus, so the cpus in use never exceed that most, which holds until the host is
+        empty again (its vnodes' cpus now alone would not hold: fewer than its jobs have
+        charged each more than its part)."""
+        host = self.hosts[self.vnode_host[name]]
+        host.has += more
+        host.cpus = max(host.has, 1) if host.busy <= 0 else max(host.cpus, host.has)
         before = self.room[name]
         after = self.room[name] = before + more
         self._room_count[before] -= 1

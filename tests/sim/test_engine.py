@@ -1059,7 +1059,7 @@ def test_a_job_charged_in_one_pass_is_charged_as_vnode_by_vnode(case, register_p
         after = []  # the job's vnodes and hosts after each start and end
 
         def hosts(indices):
-            return [(h.busy, h.watts, h.state, h.since, h.counted, dict(h.energy))
+            return [(h.busy, h.watts, h.state, h.since, h.counted, dict(h.energy), h.cpus)
                     for h in map(sim.hosts.__getitem__, indices)]
 
         for how in ("_occupy_alike", "_occupy_each"):
@@ -1100,6 +1100,44 @@ def test_a_job_charged_in_one_pass_is_charged_as_vnode_by_vnode(case, register_p
 
 
 # -- several schedulers, each over its partitions ([sim.sched.NAME]) -------------------------------
+
+class GrowsThenShrinks:
+    """A periodic hook (every 60 s) that gives n0 8 cpus from 60 and 2 from 240."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    @hookimpl
+    def periodic(self, event):
+        t = clock.now() - EPOCH
+        event.vnode_list["n0"].resources_available["ncpus"] = 2 if t >= 240 else 8
+
+
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_jobs_on_a_resized_host_are_never_charged_more_than_it_drew_busy(
+        one_pass, register_plugin, pbsplug_plugins, tmp_path):
+    """One host of one vnode (4 cpus, busy 200 W). j1 (4 cpus) runs 0-300; at 60 a hook
+    gives the vnode 8 cpus, so j2 (4 cpus) runs 100-300 beside j1; at 240 it leaves it 2,
+    fewer than the jobs hold. Each job's share is of the most cpus the host had since it
+    was last empty (8): j1 200 W x 300 s x 4/8, j2 200 W x 200 s x 4/8, 50 kJ of the 60 kJ
+    the host drew busy (of its 4 first cpus, 100 kJ; of its 2 at the end, 200 kJ). Empty
+    at 300, the host has its 2 cpus: j3 (2 cpus, 400-500) is charged all of its busy watts
+    (of its 4 first cpus, half). In one pass (`_occupy_alike`) and vnode by vnode."""
+    register_plugin(GrowsThenShrinks(), "resizes", isolation="inprocess", freq=60)
+    sink = Sink()
+    sim = Simulator(uniform(1, 4, "test", MODEL), sink, plugins=pbsplug_plugins,
+                    policy=policy_settings("easy"), workdir=tmp_path)
+    if not one_pass:
+        sim._alone = set()  # (every job vnode by vnode)
+    sim.run([tj(1, 0, 300, 4, 400), tj(2, 100, 200, 4, 300), tj(3, 400, 100, 2, 200)])
+    by_id = sink.by_id()
+    assert {j: (r.start, r.end) for j, r in by_id.items()} == {
+        "1": (0, 300), "2": (100, 300), "3": (400, 500)}
+    assert {j: r.energy for j, r in by_id.items()} == pytest.approx(
+        {"1": 200 * 300 * 4 / 8, "2": 200 * 200 * 4 / 8, "3": 200 * 100})
+    assert sim.hosts[0].energy["busy"] == pytest.approx(200 * 400)
+    assert sum(r.energy for r in sink.jobs) <= sim.hosts[0].energy["busy"]
+    assert sim.hosts[0].cpus == 2
+
 
 def partitioned():
     """n0, n1 in partition p1 (queue qa); n2, n3 in p2 (queue qb); one cpu each."""
