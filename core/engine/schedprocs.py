@@ -136,7 +136,7 @@ class SchedulerProcesses:
 
     def _stop(self, names: list[str]) -> None:
         """SIGTERM to each, then STOP_WAIT seconds for all of them together; one still
-        there (stopped with SIGSTOP, or a hook of its cycle that ignores SIGTERM) is
+        there (a hook of its cycle that ignores SIGTERM, a wait in the kernel) is
         killed with SIGKILL and reaped, as the executor ends a child it waited for enough
         (`executor.append_line`): a stuck scheduler must not hang the server's shutdown."""
         procs = [p for p in (self.procs.pop(n, None) for n in names) if p is not None]
