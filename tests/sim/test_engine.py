@@ -648,6 +648,15 @@ def guard_periodic_runs(monkeypatch, most=1000):
     monkeypatch.setattr(Simulator, "_periodic", guarded)
 
 
+def guarded_replay(register_plugin, plugins, tmp_path, monkeypatch, hook, name, jobs, nodes):
+    """`jobs` replayed on `nodes` with `hook` (in process, its periodic run every hour)
+    under `guard_periodic_runs`: the jobs' records by id, and the simulator."""
+    register_plugin(hook, name, isolation="inprocess", freq=3600)
+    guard_periodic_runs(monkeypatch)
+    sink, sim = simulate(jobs, nodes=nodes, policy="pbs", plugins=plugins, tmp_path=tmp_path)
+    return {r.job.job_id: r for r in sink.jobs}, sim
+
+
 class OfflineOneNotes(OfflineOne):
     """Takes n1 offline at start-up; each periodic run writes n0's comment anew."""
 
@@ -661,12 +670,9 @@ def test_a_periodic_hook_writing_a_comment_at_every_run_does_not_keep_a_replay_g
     """The replay above with a periodic hook that writes n0's comment at every run: a
     comment is nothing the scheduler reads, so it ends as above, 7 days after j2's end.
     It went on for ever (the hook's change counted as a change)."""
-    register_plugin(OfflineOneNotes(), "offline", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch)
-    jobs = [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)]
-    sink, sim = simulate(jobs, nodes=2, policy="pbs", plugins=pbsplug_plugins,
-                         tmp_path=tmp_path)
-    by_id = {r.job.job_id: r for r in sink.jobs}
+    by_id, sim = guarded_replay(register_plugin, pbsplug_plugins, tmp_path, monkeypatch,
+                                OfflineOneNotes(), "offline",
+                                [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)], nodes=2)
     last = 100 + 3600 * math.ceil((250 + STALL - 100) / 3600)
     assert by_id["1"].final_state == REJECTED and by_id["1"].end == last
     assert sim.vnode_attrs["n0"]["comment"] == f"looked at {int(EPOCH + last)}"
@@ -687,12 +693,9 @@ def test_a_periodic_hook_toggling_a_vnode_does_not_keep_a_replay_going(
     run after j2's end (3,700) brings a state the scheduler has not seen since (the count
     starts again), then only states it has seen. The replay ends 7 days after that run.
     It went on for ever (each toggle counted as a change)."""
-    register_plugin(OfflineOneToggles(), "offline", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch)
-    jobs = [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)]
-    sink, sim = simulate(jobs, nodes=2, policy="pbs", plugins=pbsplug_plugins,
-                         tmp_path=tmp_path)
-    by_id = {r.job.job_id: r for r in sink.jobs}
+    by_id, sim = guarded_replay(register_plugin, pbsplug_plugins, tmp_path, monkeypatch,
+                                OfflineOneToggles(), "offline",
+                                [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)], nodes=2)
     assert (by_id["2"].start, by_id["2"].end) == (200, 250)  # n0 free until 3,700
     last = 3700 + 3600 * (math.floor(STALL / 3600) + 1)  # the first run past 3,700 + STALL
     assert by_id["1"].final_state == REJECTED and by_id["1"].end == last
@@ -720,12 +723,9 @@ def test_a_periodic_hook_bringing_hosts_back_after_eight_days_has_their_jobs_sta
     day 8 (both back) are states the scheduler had not seen since j1's end, each starts
     the count again. (Had no periodic change counted, as once tried, the replay ended 7
     days after j1's end and j2 was rejected.)"""
-    register_plugin(RollingMaintenance(), "maint", isolation="inprocess", freq=3600)
-    guard_periodic_runs(monkeypatch)
-    jobs = [tj(1, 200, 7000, 1, 7000), tj(2, 4000, 10, 3, 10)]
-    sink, sim = simulate(jobs, nodes=3, policy="pbs", plugins=pbsplug_plugins,
-                         tmp_path=tmp_path)
-    by_id = {r.job.job_id: r for r in sink.jobs}
+    by_id, sim = guarded_replay(register_plugin, pbsplug_plugins, tmp_path, monkeypatch,
+                                RollingMaintenance(), "maint",
+                                [tj(1, 200, 7000, 1, 7000), tj(2, 4000, 10, 3, 10)], nodes=3)
     assert by_id["1"].end == 7200  # n1 went offline at 3,800, before j2 came
     assert by_id["2"].final_state == COMPLETED
     assert by_id["2"].start == RollingMaintenance.END
