@@ -46,6 +46,18 @@ def _qdel_behind(engine, *ids: str, **options: bool) -> tuple[threading.Thread, 
     return thread, answers
 
 
+def _qdel_waiting(dists, make_engine, engine_root):
+    """An engine whose execjob_preterm (pbsuser) waits, a job running there (``sleep 60``),
+    and a qdel of it behind, its preterm started: the engine, the job, the qdel's thread
+    and answers."""
+    engine = make_engine(waiting_preterm(dists, engine_root))
+    job_id = engine.submit("sleep 60\n")
+    engine.wait(job_id, "R")
+    thread, answers = _qdel_behind(engine, job_id)
+    started(engine_root, "the preterm hook to start")
+    return engine, job_id, thread, answers
+
+
 @pytest.mark.parametrize("name", ["accepted", "refused"])
 def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make_engine,
                                                                engine_root):
@@ -151,11 +163,7 @@ def test_a_qdel_that_joins_a_pbsuser_preterm_keeps_its_own_x(dists, make_engine,
                                                             engine_root):
     # The first qdel has no -x; the second, waiting for the same chain, has: the job's
     # history goes once it is over (its -x was dropped: the job stayed F).
-    engine = make_engine(waiting_preterm(dists, engine_root))
-    job_id = engine.submit("sleep 60\n")
-    engine.wait(job_id, "R")
-    thread, answers = _qdel_behind(engine, job_id)
-    started(engine_root, "the preterm hook to start")
+    engine, job_id, thread, answers = _qdel_waiting(dists, make_engine, engine_root)
     second, more = _qdel_behind(engine, job_id, purge=True)
     until(lambda: "waits for its execjob_preterm hooks" in engine.log(),
           what="the second qdel to join the chain")
@@ -214,11 +222,7 @@ def test_an_arrays_qdel_takes_every_subjob_and_answers_the_first_error(
 
 def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists, make_engine,
                                                                          engine_root):
-    engine = make_engine(waiting_preterm(dists, engine_root))
-    job_id = engine.submit("sleep 60\n")
-    engine.wait(job_id, "R")
-    thread, answers = _qdel_behind(engine, job_id)
-    started(engine_root, "the preterm hook to start")
+    engine, job_id, thread, answers = _qdel_waiting(dists, make_engine, engine_root)
     engine.stop()
     thread.join(60)
     assert str(answers[0]) == "System error: the server is stopping"
