@@ -74,8 +74,8 @@ def hook_home(plugin: str, home: str | os.PathLike[str] | None = None) -> HookHo
                          f"{exc.start:,})") from None
     try:  # (root reads it: it may be a service user's; `pbsplug.jsontext`'s limits)
         data = loads(text, "the record")
-    except ValueError as exc:
-        raise _bad(path, exc.why if isinstance(exc, JsonError) else str(exc)) from None
+    except JsonError as exc:
+        raise _bad(path, exc.why) from None
     plugins = data.get("plugins") if isinstance(data, dict) else None
     if not isinstance(plugins, dict):
         raise _bad(path, 'no "plugins" object')
