@@ -450,9 +450,7 @@ class Engine:
                 self.log(LOG_JOB, "Job", job_id, "job adopted again after a server restart")
             elif ended is None:  # whatever is left of the job must not run on untracked
                 killed = executor.kill_session(launch)
-                if (runtime or {}).get("end_reason") is None and \
-                        executor.Launch.recorded(launch.status_file, launch.tmpdir) is None:
-                    # (nothing of it ran: a failed start, as while the server serves)
+                if _never_started(runtime, launch):  # (as while the server serves)
                     self._failed_start(job_id, attrs, f"its shepherd (pid {launch.shepherd}) "
                                        "ended before it started the job, while the server "
                                        f"was down; {killed} process(es) left of it killed")
@@ -587,6 +585,18 @@ class Engine:
         that comment and Exit_status; a qrerun's requeue, whatever its Rerunable), as a
         lost job ends while the server serves (`_lost_over`); else requeued if it is
         rerunnable, else finished with Exit_status -4."""
+        self._lost_ends(job_id, attrs, f"Job requeued after a server restart: {why}",
+                        f"Job failed after a server restart: {why}", end_hooks=True,
+                        note=f"job lost after a server restart ({why}) while it was being "
+                             "ended: it ends so")
+
+    def _lost_ends(self, job_id: str, attrs: dict[str, Any], requeued: str, failed: str,
+                   end_hooks: bool, note: str | None = None) -> None:
+        """A lost job's end, at a restart (`_lost`) as while the server serves
+        (`_lost_over`): as its run was being ended (a qdel, a limit: that comment and its
+        Exit_status, `note` logged; a qrerun's requeue, whatever its Rerunable); else
+        requeued (comment `requeued`) if rerunnable, else finished with Exit_status -4
+        (comment `failed`)."""
         runtime = self.store.runtime(job_id)
         runtime = runtime if isinstance(runtime, dict) else {}
         reason = runtime.get("end_reason")
@@ -595,14 +605,15 @@ class Engine:
                 status = int(runtime.get("exit_status", executor.EXEC_LOST))
             except (TypeError, ValueError):  # (written by the server: only by hand)
                 status = executor.EXEC_LOST
-            self.log(LOG_JOB, "Job", job_id, f"job lost after a server restart ({why}) "
-                     "while it was being ended: it ends so")
-            self._finish(job_id, attrs, executor.JobExit(status, 0, 0, 0), comment=reason)
+            if note:
+                self.log(LOG_JOB, "Job", job_id, note)
+            self._finish(job_id, attrs, executor.JobExit(status, 0, 0, 0), comment=reason,
+                         end_hooks=end_hooks)
         elif reason == "requeue" or units.parse_bool(attrs.get("Rerunable", True)):
-            self._requeue(job_id, attrs, f"Job requeued after a server restart: {why}")
+            self._requeue(job_id, attrs, requeued)
         else:
             self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
-                         comment=f"Job failed after a server restart: {why}")
+                         comment=failed, end_hooks=end_hooks)
 
     # -- roles ------------------------------------------------------------------------------------
     def _server_row(self) -> dict[str, Any]:
@@ -3423,8 +3434,7 @@ class Engine:
         self.launches.pop(job_id, None)
         self.kills.pop(job_id, None)
         self.started.pop(job_id, None)
-        if runtime.get("end_reason") is None and \
-                executor.Launch.recorded(launch.status_file, launch.tmpdir) is None:
+        if _never_started(runtime, launch):
             self._failed_start(job_id, attrs, f"its shepherd (pid {launch.shepherd}) ended "
                                f"before it started the job; {killed} process(es) left of it "
                                "killed")
@@ -3445,17 +3455,8 @@ class Engine:
     def _lost_over(self, job_id: str, why: str, attrs: dict[str, Any], ending: _Ending) -> None:
         """A lost job, once its end hooks are over: ended when it was being ended (a qdel,
         a limit), else requeued if rerunnable, else finished."""
-        runtime = self.store.runtime(job_id) or {}
-        reason = runtime.get("end_reason") or ""
-        if reason and reason != "requeue":  # it was being ended (qdel, walltime): it ends
-            self._finish(job_id, attrs, executor.JobExit(
-                int(runtime.get("exit_status", executor.EXEC_LOST)), 0, 0, 0),
-                comment=reason, end_hooks=False)
-        elif units.parse_bool(attrs.get("Rerunable", True)) or reason == "requeue":
-            self._requeue(job_id, attrs, f"Job requeued: it was lost ({why})")
-        else:
-            self._finish(job_id, attrs, executor.JobExit(executor.EXEC_LOST, 0, 0, 0),
-                         comment=f"Job lost and not rerunnable: {why}", end_hooks=False)
+        self._lost_ends(job_id, attrs, f"Job requeued: it was lost ({why})",
+                        f"Job lost and not rerunnable: {why}", end_hooks=False)
 
     def _running_job(self, job_id: str) -> dict[str, Any]:
         """A running job's stored attributes (one in `launches`: its row stays until its
@@ -4097,6 +4098,14 @@ def _submitted_runtime(runtime: Any) -> dict[str, Any] | None:
         return None
     kept = {k: runtime[k] for k in ("argv", "interactive", "purge") if k in runtime}
     return kept if isinstance(kept.get("argv", []), list) and kept else None
+
+
+def _never_started(runtime: Mapping[str, Any] | None, launch: executor.Launch) -> bool:
+    """Whether a run whose shepherd is gone never started its job: the shepherd left no
+    record of it (its process never got the word to go), and nothing was ending the run
+    (a qdel, a limit, a qrerun): a failed start (`Engine._failed_start`)."""
+    return (runtime or {}).get("end_reason") is None and \
+        executor.Launch.recorded(launch.status_file, launch.tmpdir) is None
 
 
 def _stored_launch(runtime: Any) -> executor.Launch | None:
