@@ -262,7 +262,7 @@ def test_a_job_being_ended_whose_shepherd_dies_while_the_server_is_down_ends_so(
     seen, mark = engine_root / "shepherd", engine_root / "ran"
     engine = make_engine(holding_hook(dists, "seen", "pass", seen))
     assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
-    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntrap '' TERM\ntouch {mark}\n"
                            "sleep 300\n", Job_Name="deaf", Rerunable=how == "qdel")
     until(mark.exists, what="the job to run")
     pid, start = shepherd_seen(seen)

@@ -108,7 +108,7 @@ def test_a_forced_qdel_in_the_end_hooks_of_a_run_deleted_during_its_qrerun_write
     engine = make_engine(waiting_end(dists, engine_root))
     assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
     mark = engine_root / "ran"  # (its second run ends at once)
-    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntrap '' TERM\ntouch {mark}\n"
                            "sleep 300\n", Job_Name="slow")
     until(mark.exists, what="the job to run")
     engine.pbs("qrerun", job_id, check=True)

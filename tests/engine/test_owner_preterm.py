@@ -142,7 +142,7 @@ def test_a_pbsuser_preterm_that_accepts_while_a_qrerun_ends_the_run_leaves_the_r
     engine = make_engine(waiting_preterm(dists, engine_root))
     assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 600").returncode == 0
     mark = engine_root / "ran"  # (its second run ends at once)
-    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntouch {mark}\ntrap '' TERM\n"
+    job_id = engine.submit(f"[ -e {mark} ] && exit 0\ntrap '' TERM\ntouch {mark}\n"
                            "sleep 300\n")
     until(mark.exists, what="the job to run")
     thread, answers = _qdel_behind(engine, job_id)
