@@ -404,14 +404,15 @@ def test_answers_never_read_do_not_hold_the_servers_stop(engine, attacker):
     it, one after the other: a user's 32 connections (`MAX_CONNECTIONS_PER_UID`) each
     asking for a qstat of about 500 KB, none read, held `pbsplug server stop` 32 s (32.3 s
     measured). The stop now gives them 1 s in all (`STOP_WRITE_DEADLINE`), then closes
-    them: it finishes well within a hang guard of 16 s (half what the old stop took)."""
+    them, and logs each uid's connections dropped so (which the old stop never said: the
+    test fails there on it, not on a time; 60 s is only a hang guard)."""
     from pbsplug.engine.api import MAX_CONNECTIONS_PER_UID
 
     for i in range(120):  # an answer bigger than a socket's buffer: the server must wait
         engine.submit("true\n", Job_Name=f"big{i}", Hold_Types="u",
                       Variable_List={"PBS_O_WORKDIR": str(engine.work), "PAD": "p" * 4000})
     with attack(attacker, engine, "unread", str(MAX_CONNECTIONS_PER_UID)) as on:
-        done = engine.pbs("server", "stop", "--timeout", "16")
+        done = engine.pbs("server", "stop", "--timeout", "60")
         assert done.returncode == 0 and "stopped" in done.stdout, done.stderr
         assert engine.home.server_pid() is None
         assert on.running, "the attack ended before the server stopped"
