@@ -285,11 +285,12 @@ def test_a_stuck_scheduler_process_is_killed_when_stopped_not_waited_for_for_eve
         stopper.join(STOP_WAIT + 30)  # (a hang guard)
         assert not stopper.is_alive(), "stop_all waited for the stopped scheduler"
     finally:
-        for pid in (stuck, other):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if stopper.is_alive():  # (reaped otherwise: their numbers may be others' by now)
+            for pid in (stuck, other):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
     assert not procs.procs
     for pid in (stuck, other):  # both reaped: no such child any more
         with pytest.raises(ChildProcessError):
