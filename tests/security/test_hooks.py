@@ -256,8 +256,10 @@ def execjob_prologue(event):
 
 #: The job's owner submits a job and SIGSTOPs its prologue (sys.argv[1]: "hook", the
 #: hook's process, found as the server's child of their uid; "program", the program it
-#: runs, that process's child): both are theirs, the hook runs as them. Prints the job's
-#: id and the pid it stopped.
+#: runs, that process's child): both are theirs, the hook runs as them. It stops it once
+#: the hook has begun (its mark made): stopped sooner, before the process has said it
+#: starts the hook, the hook fails "before the hook ran". Prints the job's id and the pid
+#: it stopped.
 _STOP_THE_PROLOGUE = """\
 import os, signal, subprocess, sys, time
 from pathlib import Path
@@ -268,6 +270,9 @@ job = subprocess.run(['pbsplug', 'qsub', *(['-v', 'WAIT_IN_PROGRAM=1'] if progra
 parent = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
+    if not Path(f'{job}.first').exists():
+        time.sleep(0.02)
+        continue
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
             stat = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
