@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from itertools import accumulate
 from typing import Any
 
@@ -60,8 +61,8 @@ MAX_CONTAINERS = 1_000_000
 
 class JsonError(ValueError):
     """JSON that cannot be read: `what` was read, `why` it cannot be (one line each);
-    `line`: the line of the text where the decoder stopped, for text that is not JSON
-    (None for the other refusals)."""
+    `line`: the line of the text where the decoder stopped, for text that is not JSON or
+    a number refused (None for the other refusals)."""
 
     def __init__(self, what: str, why: str, line: int | None = None):
         super().__init__(f"{what}: {why}")
@@ -216,8 +217,8 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
         raise JsonError(what, f"not JSON: {exc}", exc.lineno) from None
     except RecursionError:
         raise JsonError(what, "arrays or objects nested too deeply") from None
-    except ValueError as exc:  # (the parse_* hooks above: their words)
-        raise JsonError(what, str(exc)) from None
+    except ValueError as exc:  # (the parse_* hooks above: their words, and its line)
+        raise JsonError(what, str(exc), _refused_number_line(data)) from None
     if expect is not None and not isinstance(value, expect):
         expected = _EXPECTED.get(expect) or f"a {expect.__name__}"
         raise JsonError(what, f"a JSON {kind(value)}, not {expected}")
@@ -225,3 +226,24 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
 
 
 _EXPECTED: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+
+
+#: A JSON string or a number's token: what `_refused_number_line` reads the text as.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|NaN|-?Infinity')
+
+
+def _refused_number_line(text: str) -> int | None:
+    """The line of the first number outside the strings of `text` that the parse_* hooks
+    refuse (too many digits, past a float's range, NaN or Infinity): the decoder read the
+    text in order and raised at the first. Only on an error's path."""
+    for token in _TOKEN.finditer(text):
+        number = token[0]
+        if number[0] == '"':
+            continue
+        try:
+            if number.lstrip("-")[0] in "NI":
+                _constant(number)
+            (_int if number.lstrip("-").isdigit() else _float)(number)
+        except ValueError:
+            return text.count("\n", 0, token.start()) + 1
+    return None

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from .hookattrs import HookAttributes, _as_list
-from .jsontext import MAX_DIGITS, JsonError, loads
+from .jsontext import JsonError, loads
 from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 11)
+KERNEL_API = (1, 12)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -281,12 +281,10 @@ def validate_config(schema: Mapping[str, Setting], values: Mapping[str, Any], so
     return config, issues
 
 
-def long_integer(text: str, most: int | None = None) -> tuple[int, str]:
-    """The line of `text` (a TOML or JSON file's) with an integer of more digits than
-    `most` (default: than int() reads, 4300: the parser's plain ValueError, in Python's
-    words), and ours."""
-    if most is None:
-        most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+def long_integer(text: str) -> tuple[int, str]:
+    """The line of `text` (a TOML file's) with an integer of more digits than int() reads
+    (4300: the parser's plain ValueError, in Python's words), and ours."""
+    most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
     for number, line in enumerate(text.splitlines(), 1):
         for run in re.finditer(r"[0-9][0-9_]*", line):
             count = len(run[0].replace("_", ""))
@@ -311,8 +309,6 @@ def read_cf(path: Path) -> dict[str, Any]:
         data = loads(text, str(path))
     except JsonError as exc:
         line = exc.line
-        if line is None and exc.why.startswith("a number of "):
-            line = long_integer(text, MAX_DIGITS)[0]
         lines = text.splitlines()
         near = lines[line - 1].strip() if line and 0 < line <= len(lines) else ""
         raise ConfigError([ConfigIssue(

@@ -73,6 +73,20 @@ def test_the_error_is_pickled_whole():
         JsonError, str(err.value), "the report", err.value.why, 2)
 
 
+@pytest.mark.parametrize("text, line", [
+    ('{"a": "' + "9" * 2000 + '",\n "b": ' + "9" * 1001 + "}", 2),  # (not the string's digits)
+    ('[1,\n2,\nNaN]', 3),
+    ('["\\"1e999",\n\n -Infinity]', 3),  # (a string holding a quote, then a refused number)
+    ("[1e400,\n 1e999]", 1),  # (the first refused, as the decoder reads them)
+])
+def test_a_refused_numbers_line_is_named(text, line):
+    """A number refused names its line (kernel API 1.12), the one the decoder refused, not
+    a digit string's before it: a site's `.CF` error points at it."""
+    with pytest.raises(JsonError) as err:
+        loads(text, "a.CF")
+    assert err.value.line == line, err.value
+
+
 def _nested(levels: int) -> str:
     return '{"a": ' * (levels - 1) + "[1]" + "}" * (levels - 1)
 

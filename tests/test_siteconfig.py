@@ -194,6 +194,15 @@ def test_a_config_error_quotes_a_bounded_part_of_the_value(tmp_path, value, show
     assert len(str(err.value)) < 400
 
 
+def test_a_cf_files_long_number_is_named_at_its_line(tmp_path):
+    """A digit string before it (an id in a string) was taken for the number too long."""
+    text = '{"id": "' + "7" * 1500 + '",\n "n": 2,\n "m": ' + "9" * 1200 + "}"
+    path = write(tmp_path, text, "d.CF")
+    with pytest.raises(ConfigError) as err:
+        read_cf(path)
+    assert "(line 3)" in str(err.value) and 'm\\": 999' in str(err.value), err.value
+
+
 @pytest.mark.parametrize("setting, expected", [
     (Setting(int, 1, gt=0, le=10 * 365 * 86400), "an integer > 0 and <= 315360000"),
     (Setting(int, 1, ge=0, le=1e9), "an integer >= 0 and <= 1000000000"),
