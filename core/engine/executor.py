@@ -8,9 +8,10 @@ has two steps, so that execjob_launch hooks can act on the process that will run
 1. `prepare` forks the shepherd, which waits on a pipe; its pid is execjob_launch's
    ``event.pid``.
 2. `PendingLaunch.start` sends it the job's command (the hooks' argv and env) and returns at
-   once: the server never waits for the job to start. `PendingLaunch.cancel` (the hooks
-   refused) makes it exit; so does the server's death before `start`. Either way it leaves
-   no file behind.
+   once: the server never waits for the job to start, nor for the shepherd to read (the
+   command goes into an anonymous file the shepherd shares, its word down the pipe).
+   `PendingLaunch.cancel` (the hooks refused) makes it exit; so does the server's death
+   before `start`. Either way it leaves no file behind.
 
 Once started, the shepherd starts the job (as its owner when the server runs as root),
 records itself and the job's process group in ``jobs/<seq>.shepherd``, waits for the job
@@ -56,6 +57,7 @@ import select
 import signal
 import socket
 import stat
+import tempfile
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -463,7 +465,7 @@ def _read_in(folder: int, name: str) -> str:
 
 
 class _Start(TypedDict):
-    """What `PendingLaunch.start` sends the shepherd (JSON, on its pipe): `_run_job`'s
+    """What `PendingLaunch.start` sends the shepherd (JSON, in its request file): `_run_job`'s
     arguments, but what the shepherd has already."""
 
     argv: list[str]
@@ -484,12 +486,13 @@ class PendingLaunch:
     """A shepherd forked by `prepare`, waiting for the job's command: `start` it, or
     `cancel` it. `pid` is the shepherd, the process that will run the job."""
 
-    def __init__(self, pid: int, fd: int, status_file: Path, tmpdir: Path):
+    def __init__(self, pid: int, fd: int, request_fd: int, status_file: Path, tmpdir: Path):
         self.pid = pid
         self.started = process_start(pid) or 0.0
         self.status_file = status_file
         self.tmpdir = tmpdir
         self._fd: int | None = fd  # the pipe's write end; None once started or cancelled
+        self._request_fd = request_fd  # the request file (`_request_file`), shared with it
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, stdout: str,
               stderr: str | None, umask: int = DEFAULT_UMASK,
@@ -509,16 +512,20 @@ class PendingLaunch:
                                 "cpu_limit": cpu_limit}
         if interactive:
             start["interactive"] = interactive
-        request = json.dumps(start).encode() + b"\n"
+        # The request goes into the file, which takes it whole at once, and its word (one
+        # byte, into the empty pipe) never waits either: written down the pipe itself, a
+        # request over the pipe's 64 KiB (a large environment) to a shepherd a launch hook
+        # had stopped held the server's loop until the shepherd went on.
         try:
-            view = memoryview(request)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_at_start(self._request_fd, json.dumps(start).encode())
+            os.set_blocking(fd, False)
+            os.write(fd, b"\n")
         except OSError:
             _reap(self.pid, kill=True)
             raise
         finally:
             os.close(fd)
+            os.close(self._request_fd)
         launch = Launch(self.pid, self.started, 0, str(self.status_file), str(self.tmpdir),
                         boot_id())
         launch.sent_at = time.monotonic()
@@ -530,6 +537,7 @@ class PendingLaunch:
         if self._fd is None:
             return
         os.close(self._fd)
+        os.close(self._request_fd)
         self._fd = None
         # Closing the pipe alone would do, unless a process forked from the server while
         # it was open (an in-process hook's child, what it started: a process-mode hook's
@@ -557,16 +565,48 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     ids = user_ids(user)
     make_job_dir(tmpdir, ids)
     server = os.getpid()
-    read_fd, write_fd = os.pipe()
+    request_fd = _request_file(status_file.parent)
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        os.close(request_fd)
+        raise
     pid = os.fork()
     if pid == 0:  # the shepherd
         try:
             os.close(write_fd)
-            _shepherd(read_fd, server, ids, status_file)
+            _shepherd(read_fd, request_fd, server, ids, status_file)
         finally:
             os._exit(0)
     os.close(read_fd)
-    return PendingLaunch(pid, write_fd, status_file, tmpdir)
+    return PendingLaunch(pid, write_fd, request_fd, status_file, tmpdir)
+
+
+def _request_file(folder: Path) -> int:
+    """A file of no name for the job's command, which the shepherd inherits: in memory
+    (memfd), or, where the kernel has no memfd, one made in `folder` (the server's) and
+    unlinked at once. Read and written at its start (pread, pwrite): its offset is shared."""
+    try:
+        return os.memfd_create("pbsplug-start")
+    except (AttributeError, OSError):  # (before Linux 3.17, a seccomp filter)
+        fd, path = tempfile.mkstemp(dir=folder)
+        os.unlink(path)
+        return fd
+
+
+def _write_at_start(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+
+
+def _read_from_start(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 # -- files made for a job -------------------------------------------------------------------------
@@ -949,7 +989,8 @@ def _reap_all(seconds: float) -> None:
             time.sleep(0.002)
 
 
-def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
+def _shepherd(fd: int, request_fd: int, server: int, ids: Ids | None,
+              status_file: Path) -> None:
     os.setsid()
     become_subreaper()  # (failing, an old kernel: its session still finds the job's)
     # Every signal as a fresh process has it, none blocked: whatever the server's process
@@ -964,10 +1005,14 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
                 pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the job's group gets the signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.closerange(3, fd)  # what the server had open (its socket, its database), not the pipe
-    os.closerange(fd + 1, 65536)
-    request = _wait_for_start(fd, server)
+    # What the server had open (its socket, its database), but the pipe and request file.
+    low, high = sorted((fd, request_fd))
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 65536)
+    request = _wait_for_start(fd, request_fd, server)
     os.close(fd)
+    os.close(request_fd)
     if request is not None:
         try:
             _run_job(**request, ids=ids, status_file=status_file, server=server)
@@ -981,24 +1026,20 @@ def _shepherd(fd: int, server: int, ids: Ids | None, status_file: Path) -> None:
             raise
 
 
-def _wait_for_start(fd: int, server: int) -> _StartRequest | None:
-    """The job's command from `PendingLaunch.start`, or None: cancelled (EOF) or the server
-    died. A process forked from the server (by an in-process hook; a process-mode hook's
-    child closes it) may still hold the pipe after the server died, so the shepherd also
-    watches its parent."""
-    data = b""
+def _wait_for_start(fd: int, request_fd: int, server: int) -> _StartRequest | None:
+    """The job's command from `PendingLaunch.start` (in the request file, once its word
+    comes down the pipe `fd`), or None: cancelled (EOF) or the server died. A process
+    forked from the server (by an in-process hook; a process-mode hook's child closes it)
+    may still hold the pipe after the server died, so the shepherd also watches its
+    parent."""
     poller = select.poll()  # not select(): the pipe's number may be past FD_SETSIZE
     poller.register(fd, select.POLLIN)
-    while not data.endswith(b"\n"):
-        if not poller.poll(1000):
-            if os.getppid() != server:
-                return None
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
+    while not poller.poll(1000):
+        if os.getppid() != server:
             return None
-        data += chunk
-    return json.loads(data)  # (the server's own: `PendingLaunch.start`)
+    if not os.read(fd, 1):
+        return None
+    return json.loads(_read_from_start(request_fd))  # (the server's own: `start`)
 
 
 def become(ids: Ids) -> None:

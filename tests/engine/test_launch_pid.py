@@ -3,6 +3,7 @@ job is its child, and a refused launch (or a server that dies first) leaves noth
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pbsplug.engine import executor
+from pbsplug.engine.client import Client
 
 from .conftest import until
 from .test_server import plugin
@@ -362,6 +364,34 @@ def test_a_job_deleted_before_its_shepherd_recorded_it_gets_its_sigterm_once_it_
         executor.signal_if_same(pid, start, signal.SIGKILL)
 
 
+def test_a_large_start_to_a_stopped_shepherd_does_not_hold_the_server(
+        dists, make_engine, engine_root):
+    """The job's command went to its shepherd down a pipe, with blocking writes: one over
+    the pipe's 64 KiB (here a launch hook adds a 100,000-byte variable) to a shepherd the
+    hook had stopped (at the first run only) held the server's loop until the shepherd
+    went on, and no client was answered. The server answers meanwhile; the job, R, runs
+    whole once the shepherd goes on, with the variable."""
+    seen = engine_root / "shepherd"
+    engine = make_engine(holding_hook(
+        dists, "stall", 'event.env["BIG"] = "x" * 100000; '
+                        f"os.path.exists({str(seen)!r}) or "
+                        "os.kill(event.pid, signal.SIGSTOP)", seen))
+    job_id = engine.submit('echo "${#BIG}"\n', Job_Name="big")
+    until(lambda: seen.exists() and seen.read_text(), what="the launch hook to run")
+    pid, start = shepherd_seen(seen)
+    try:
+        # (a hang guard: the old server never answered while the shepherd stayed stopped)
+        patient = Client(engine.home, timeout=30)
+        until(lambda: patient("stat_jobs", ids=[job_id])[job_id]["job_state"] == "R",
+              what="the job to run")
+        assert executor.signal_if_same(pid, start, signal.SIGCONT)
+        attrs = engine.wait(job_id)
+        assert attrs["Exit_status"] == 0, attrs.get("comment")
+        assert (engine.work / f"big.o{job_id.split('.')[0]}").read_text() == "100000\n"
+    finally:
+        executor.signal_if_same(pid, start, signal.SIGKILL)
+
+
 def test_the_room_a_killed_shepherd_had_for_its_record_goes_with_the_jobs_files(
         dists, make_engine, engine_root):
     """A shepherd has the room for its record (``<seq>.shepherd.tmp`` in jobs/) before it
@@ -440,6 +470,44 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
     pending.cancel()  # a no-op once started
     with pytest.raises(RuntimeError):
         pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
+
+
+@pytest.mark.parametrize("memfd", [True, False])
+def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, memfd):
+    """`PendingLaunch.start` to a stopped shepherd, with a command over a pipe's 64 KiB (a
+    100,000-byte variable), returns (it wrote down the pipe and waited for the shepherd to
+    read); the shepherd, let go on, runs it whole. Where the kernel has no memfd, the
+    request file is one made in the jobs folder, unlinked at once. The server keeps no
+    descriptor of it, nor anything in the folder."""
+    if not memfd:
+        def refused(name, flags=0):
+            raise OSError(errno.ENOSYS, "Function not implemented")
+        monkeypatch.setattr(os, "memfd_create", refused)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    held = len(os.listdir("/proc/self/fd"))
+    pending = executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
+
+    def hung(_sig, _frame):
+        raise AssertionError("start waited for the stopped shepherd")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # (a hang guard: the old start never returned)
+    try:
+        os.kill(pending.pid, signal.SIGSTOP)
+        until(lambda: Path(f"/proc/{pending.pid}/stat").read_text().rsplit(")", 1)[1]
+              .split()[0] == "T", what="the shepherd to stop")
+        pending.start(["/bin/sh", "-c", 'echo "${#BIG}"'], {"PATH": "/bin", "BIG": "x" * 100000},
+                      str(tmp_path), str(tmp_path / "out"), None)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+        os.kill(pending.pid, signal.SIGCONT)
+        _, status = os.waitpid(pending.pid, 0)
+    assert os.WIFEXITED(status) and executor.JobExit.read(jobs / "1.status").exit_status == 0
+    assert (tmp_path / "out").read_text() == "100000\n"
+    assert len(os.listdir("/proc/self/fd")) == held
+    assert sorted(p.name for p in jobs.iterdir()) == ["1.shepherd", "1.status"]
 
 
 def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_path,
