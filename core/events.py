@@ -57,16 +57,29 @@ RUNJOB_JOB_WRITABLE = frozenset({"Execution_Time", "Hold_Types", "project", "dep
 
 
 def message_text(value: Any) -> str | None:
-    """A hook's message as text (None stays None): `str(value)`, or a stand-in when even
-    that fails (an exception whose ``__str__`` raises)."""
+    """A hook's message as text of the exact type str (None stays None): `str(value)`, or a
+    stand-in naming its type when that fails, whatever it raises (an exception whose
+    ``__str__`` raises SystemExit, or returns no str). No method of the hook's object runs
+    but its ``__str__``: a str subclass it returns is copied, never formatted."""
     if value is None or type(value) is str:
         return value
-    if isinstance(value, str):  # (its own __str__, __format__... are the hook's)
-        return str.__str__(value)
+    if issubclass(type(value), str):  # (its own __str__, __format__... are the hook's; and
+        return str.__str__(value)     # isinstance would read its __class__)
     try:
-        return str(value)
-    except Exception:  # noqa: BLE001 - the hook's object, not ours
-        return f"<{type(value).__name__} that cannot be shown>"
+        text = str(value)
+    except BaseException:  # noqa: BLE001 - the hook's object, not ours: its error, any
+        return f"<{type_name(value)} that cannot be shown>"
+    return str.__str__(text)
+
+
+#: The name of a type as the type holds it (`type_name`).
+_TYPE_NAME = vars(type)["__name__"]
+
+
+def type_name(value: Any) -> str:
+    """The name of `value`'s type, as exact text: read from the type itself, never through
+    a metaclass's ``__name__`` (the hook's code)."""
+    return str.__str__(_TYPE_NAME.__get__(type(value)))
 
 
 def launch_problem(progname: Any, argv: Any, env: Any,

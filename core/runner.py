@@ -85,6 +85,7 @@ from .events import (
     HookExit,
     launch_problem,
     message_text,
+    type_name,
 )
 from .hookattrs import FAIL_ACTIONS, HookAttributes
 from .jsontext import JsonError
@@ -409,8 +410,9 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
                 _leave_forked_copy()
     except HookAlarm:
         return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
-    except SystemExit as exc:
-        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(exc.code)})")
+    except SystemExit as exc:  # (its code read from the slot: a subclass's is the hook's)
+        code = _EXIT_CODE.__get__(exc)
+        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(code)})")
     except KeyboardInterrupt:
         if _interrupt_may_be_real():
             raise
@@ -420,11 +422,14 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
                            "KeyboardInterrupt raised by the hook", event.type, entry.name)
         return ERROR, "KeyboardInterrupt raised by the hook"
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
+        # Whatever showing it raises (the hook's __str__, __notes__, type name: SystemExit
+        # too) is the hook's: a stand-in naming its type (it left the runner, in process
+        # into the caller's loop).
         try:
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        except Exception:  # noqa: BLE001 - an exception that cannot even be formatted
-            tb = [f"{type(exc).__name__} (its traceback cannot be shown)"]
-        what = _message(f"{type(exc).__name__}: {message_text(exc)}") or ""
+        except BaseException:  # noqa: BLE001 - an exception that cannot even be formatted
+            tb = [f"{type_name(exc)} (its traceback cannot be shown)"]
+        what = _message(f"{type_name(exc)}: {message_text(exc)}") or ""
         # The first line says it all (a command shows only that); the traceback follows.
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
                            event.type, entry.name, what.splitlines()[0] if what else what,
@@ -464,12 +469,17 @@ def _interrupt_may_be_real() -> bool:
         return True
 
 
+#: SystemExit's code as the exception holds it (`call_hook`).
+_EXIT_CODE = vars(SystemExit)["code"]
+
+
 def _shown(value: Any) -> str:
-    """`repr(value)`, or a stand-in when that fails."""
+    """`repr(value)` as exact text, or a stand-in naming its type when that fails, whatever
+    it raises."""
     try:
-        return repr(value)
-    except Exception:  # noqa: BLE001
-        return f"<{type(value).__name__}>"
+        return str.__str__(repr(value))
+    except BaseException:  # noqa: BLE001 - the hook's object: its error, any
+        return f"<{type_name(value)}>"
 
 
 # -- the process boundary ---------------------------------------------------------------------
