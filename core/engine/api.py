@@ -97,8 +97,7 @@ def _invalid(status: int, what: str) -> _Refused:
 class _Connection:
     """One client's connection: what it sent so far, and what it is still owed."""
 
-    __slots__ = ("sock", "uid", "deadline", "buf", "head_end", "op", "length", "state", "out",
-                 "owed")
+    __slots__ = ("sock", "uid", "deadline", "buf", "head_end", "op", "length", "state", "out")
 
     def __init__(self, sock: socket.socket, uid: int, deadline: float):
         self.sock = sock
@@ -109,8 +108,7 @@ class _Connection:
         self.op = ""
         self.length = 0
         self.state = _READING
-        self.out = memoryview(b"")
-        self.owed = 0  # bytes of `out` counted in the listener's `unsent`
+        self.out = memoryview(b"")  # its answer not yet taken, counted in `unsent` (`owe`)
 
     def parse_head(self) -> None:
         """Find the end of the head; once found, check the request line and headers."""
@@ -269,7 +267,7 @@ class _Listener:
         self.answer_parked()
         for conn in list(self.parked):
             del self.parked[conn]
-            conn.out = memoryview(_response(500, _error_body(
+            self.owe(conn, _response(500, _error_body(
                 PBSE_SYSTEM, "System error: the server is stopping")))
         with contextlib.suppress(KeyError, ValueError):  # (unregistered while accept paused)
             self.selector.unregister(self.sock)
@@ -440,16 +438,15 @@ class _Listener:
                 self.flush(conn)
 
     def owe(self, conn: _Connection, data: bytes) -> None:
-        """`data` is the connection's answer, counted against its uid until taken."""
+        """`data` is the connection's answer, counted against its uid until taken: every
+        answer is set here, so what is left of it (`conn.out`) is what is counted."""
         conn.out = memoryview(data)
-        conn.owed = len(data)
         self.unsent[conn.uid] += len(data)
 
     def paid(self, conn: _Connection, sent: int) -> None:
-        """`sent` bytes of the connection's answer are taken (or no longer owed)."""
-        sent = min(sent, conn.owed)
+        """The first `sent` bytes of the connection's answer are taken (or no longer owed)."""
+        conn.out = conn.out[sent:]
         if sent:
-            conn.owed -= sent
             self.unsent[conn.uid] -= sent
             if self.unsent[conn.uid] <= 0:
                 del self.unsent[conn.uid]
@@ -462,7 +459,6 @@ class _Listener:
         except OSError:
             self.drop(conn)
             return
-        conn.out = conn.out[sent:]
         self.paid(conn, sent)
         if not conn.out:
             self.drop(conn)
@@ -499,7 +495,7 @@ class _Listener:
         if self.conns.pop(fd, None) is None:
             return
         self.release(conn)
-        self.paid(conn, conn.owed)
+        self.paid(conn, len(conn.out))
         self.per_uid[conn.uid] -= 1
         if self.per_uid[conn.uid] <= 0:
             del self.per_uid[conn.uid]
