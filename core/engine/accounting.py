@@ -30,6 +30,7 @@ from typing import Any
 
 from ..units import format_duration
 from . import executor
+from .display import show_nonprint
 from .home import LOG_ERROR, Home
 
 #: A value longer than this is cut (a select of thousands of chunks, a site's long string).
@@ -52,16 +53,13 @@ RERUN_STATUS, HOOK_RERUN_STATUS = -11, -16
 
 
 def shown(text: str) -> str:
-    """`text` on one line: controls as ``^X`` (DEL ``^?``, C1 ``\\x9b``), the line and
-    paragraph separators as ``\\u2028`` and ``\\u2029`` (a reader that splits with
-    Python's ``str.splitlines`` ends a line there: a job name holding one forged a record),
-    cut past `MAX_VALUE` characters."""
+    """`text` on one line as the commands show it (`display.show_nonprint`: controls as
+    ``^X``, DEL ``^?``, C1 ``\\x9b``, the line and paragraph separators as ``\\u2028``
+    and ``\\u2029``: a job name holding one forged a record for a reader that splits with
+    Python's ``str.splitlines``), a tab too (``^I``), cut past `MAX_VALUE` characters."""
     if len(text) > MAX_VALUE:
         text = text[:MAX_VALUE] + "..."
-    return "".join(c if " " <= c < "\x7f" or "\x9f" < c < "\u2028" or c > "\u2029" else
-                   f"^{chr(ord(c) + 64)}" if c < " " else "^?" if c == "\x7f" else
-                   f"\\x{ord(c):02x}" if c <= "\x9f" else f"\\u{ord(c):04x}"
-                   for c in text)
+    return show_nonprint(text, tab=False)
 
 
 def text_of(value: Any) -> str:

@@ -210,13 +210,20 @@ def _escape_commas(text: str) -> str:
     return text.replace(",", "\\,")
 
 
-def show_nonprint(text: str) -> str:
-    """Control characters other than tab as ``^X``, as PBS's commands print them, newline
-    too (PBS leaves it: a user's value then starts a row of its own, a forged ``Job Id:``
-    block), DEL as ``^?`` and the C1 controls (a terminal acts on them too) as ``\\x9b``."""
-    return "".join(c if " " <= c < "\x7f" or c > "\x9f" or c == "\t" else
+def show_nonprint(text: str, tab: bool = True) -> str:
+    """`text` on one line, as the commands print a value and the accounting log writes one
+    (`accounting.shown`): control characters as ``^X``, as PBS's commands print them,
+    newline too (PBS leaves it: a user's value then starts a row of its own, a forged
+    ``Job Id:`` block), DEL as ``^?``, the C1 controls (a terminal acts on them too) as
+    ``\\x9b``, and the line and paragraph separators, which are no controls, as
+    ``\\u2028`` and ``\\u2029`` (a reader that splits with Python's ``str.splitlines``
+    ends a line at each, as at every control it breaks at, all escaped). A tab stays, as
+    PBS prints it, unless `tab` is False (``^I``: a record's tokens are split at blanks)."""
+    return "".join(c if " " <= c < "\x7f" or "\x9f" < c < "\u2028" or c > "\u2029" or (
+                       tab and c == "\t") else
                    f"^{chr(ord(c) + 64)}" if c < " " else "^?" if c == "\x7f" else
-                   f"\\x{ord(c):02x}" for c in text)
+                   f"\\x{ord(c):02x}" if c <= "\x9f" else f"\\u{ord(c):04x}"
+                   for c in text)
 
 
 def _records(objs: Any, *keys: str) -> list[tuple[str, dict[str, Any]]]:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from pbsplug.engine import accounting
 from pbsplug.engine.display import (
     convert_time,
     ctime,
@@ -101,6 +102,20 @@ def test_value_text(value, resource, text):
 
 def test_show_nonprint():
     assert show_nonprint("a\x01b\x1bc\td\ne") == "a^Ab^[c\td^Je"
+
+
+def test_a_value_shown_and_its_accounting_record_differ_on_the_tab_alone():
+    """qstat showed U+2028 and U+2029 as they were, where the accounting log escapes them:
+    a program reading ``qstat -f`` with Python's ``str.splitlines`` saw a comment holding
+    one start a forged ``Job Id:`` block. One rule shows a value in both; a tab stays on
+    screen (as PBS prints it), and is ``^I`` in a record (its tokens split at blanks)."""
+    text = "a\u2028Job Id: 9.x\u2029b\tc\x1e\x85é"
+    assert show_nonprint(text) == "a\\u2028Job Id: 9.x\\u2029b\tc^^\\x85é"
+    assert accounting.shown(text) == show_nonprint(text, tab=False) == (
+        "a\\u2028Job Id: 9.x\\u2029b^Ic^^\\x85é")
+    shown = qstat_full({"1.s": {"Job_Name": "j", "comment": text}})
+    assert [line for line in shown.splitlines() if line.startswith("Job Id:")] == [
+        "Job Id: 1.s"]
 
 
 @pytest.mark.parametrize("value,out", [
