@@ -123,17 +123,15 @@ def config_value(ctx: Context, key: str, text: str | None = None) -> str:
     return match.group(1).strip() if match else ""
 
 
-def excluded(ctx: Context, config: str | None = None) -> set[str]:
+def excluded(ctx: Context, config: str) -> set[str]:
     """Nodes Slurm's SuspendExcNodes and SuspendExcParts keep up: not poweroff_eligible
-    (`config`: ``scontrol show config``'s text, when the caller has run it already).
+    (`config`: ``scontrol show config``'s text).
 
     SuspendExcNodes is sets of nodes, comma-separated, each with an optional ``:count``
     (``n[1-8]:2,n[20-29]``: Slurm keeps two of n[1-8] up, and all of n[20-29]); every node
     of every set is kept up here. Only the first set was read: the nodes of the others were
     powered off."""
     out: set[str] = set()
-    if config is None:
-        config = ctx.slurm.run("scontrol", "show", "config")
     nodes = config_value(ctx, "SuspendExcNodes", config)
     if nodes and nodes != "(null)":
         out.update(_hostlist(ctx, re.sub(r":[0-9]+(?=,|$)", "", nodes)))

@@ -1944,12 +1944,8 @@ def test_a_reservation_slurm_answers_oddly_for_keeps_its_nodes_up(caplog):
 def test_every_set_of_suspendexcnodes_is_kept_up(value, kept):
     """SuspendExcNodes is sets of nodes, each with an optional ':count' (slurm.conf(5)); only
     the first set was read, and the nodes of the others were powered off."""
-    class Fake(_Hostnames):
-        def run(self, *args, check=True):
-            assert args == ("scontrol", "show", "config")
-            return f"SuspendExcNodes         = {value}\nSuspendExcParts         = (null)\n"
-
-    assert slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})()) == kept
+    config = f"SuspendExcNodes         = {value}\nSuspendExcParts         = (null)\n"
+    assert slurm_power.excluded(type("Ctx", (), {"slurm": _Hostnames()})(), config) == kept
 
 
 def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
@@ -1957,14 +1953,14 @@ def test_a_failed_sinfo_of_suspendexcparts_stops_the_run():
     read as no nodes, and the periodic run powered off the nodes the admin had excluded."""
     class Fake(_Hostnames):
         def run(self, *args, check=True):
-            if args[0] == "scontrol":
-                return "SuspendExcNodes         = (null)\nSuspendExcParts         = gpu\n"
+            assert args[0] == "sinfo", args
             if check:
                 raise SlurmError("sinfo -h -o %R %N -p gpu: exit status 1: timed out")
             return ""
 
     with pytest.raises(SlurmError, match="sinfo .* -p gpu: exit status 1"):
-        slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})())
+        slurm_power.excluded(type("Ctx", (), {"slurm": Fake()})(),
+                             "SuspendExcNodes         = (null)\nSuspendExcParts         = gpu\n")
 
 
 class _PowerSlurm(_Hostnames):
