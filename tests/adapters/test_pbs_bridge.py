@@ -458,17 +458,23 @@ def test_a_hook_config_nested_too_deeply_is_not_pbsplugs(tmp_path):
 def test_a_hook_config_json_loads_took_wrongly_is_not_pbsplugs(tmp_path, text):
     """json.loads took a key twice (the last one), NaN, a 2,000-digit integer and nesting
     600 deep: such a config, which pbsplug never writes, counted as pbsplug's (its
-    uninstall removed that hook). It is read with `pbsplug.jsontext` now."""
+    uninstall removed that hook). It is read with `pbsplug.jsontext` now. The control: a
+    hook beside it, read the same way, whose config is pbsplug's own (the same keys, each
+    once, plain values) counts as pbsplug's."""
     from pbsplug.adapters import pbs
 
     (tmp_path / "odd").write_text(text.replace("INSTALLED_BY", pbs.INSTALLED_BY))
+    (tmp_path / "ours").write_text(json.dumps({"installed_by": pbs.INSTALLED_BY, "n": 1}))
     qmgr = tmp_path / "qmgr"
     qmgr.write_text(textwrap.dedent(f"""\
         #!/bin/sh
         case "$2" in
-          "list hook") printf 'Hook pbsplug_odd\\n    type = site\\n' ;;
+          "list hook") printf 'Hook pbsplug_odd\\n    type = site\\n'
+                       printf 'Hook pbsplug_ours\\n    type = site\\n' ;;
           "export hook pbsplug_odd "*) cat {tmp_path / "odd"} ;;
+          "export hook pbsplug_ours "*) cat {tmp_path / "ours"} ;;
         esac
         """))
     qmgr.chmod(0o755)
-    assert pbs.installed(pbs.Qmgr([str(qmgr)])) == {}
+    assert pbs.installed(pbs.Qmgr([str(qmgr)])) == {
+        "pbsplug_ours": {"installed_by": pbs.INSTALLED_BY, "n": 1}}
