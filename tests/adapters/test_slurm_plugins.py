@@ -277,12 +277,14 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
 
 def _kill_group(proc: subprocess.Popen) -> str:
     """Kill `proc`'s process group (it leads one: ``start_new_session``), the processes it
-    started as another user too, reap it, and say how it ended and what it wrote to stderr."""
+    started as another user too, reap it, and say how it ended and what it wrote to stderr.
+    Only while `proc` is not reaped: until then (a zombie too) its number is its group's;
+    once reaped (it ended on its cue), the number may be another process's group."""
+    if proc.returncode is not None:
+        return f"exit status {proc.returncode}"
     with contextlib.suppress(ProcessLookupError):  # (all of them ended already)
         os.killpg(proc.pid, signal.SIGKILL)
-    err = ""
-    if proc.returncode is None:
-        _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     return f"exit status {proc.returncode}, stderr {err[-2000:]!r}"
 
 
