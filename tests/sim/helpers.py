@@ -53,3 +53,18 @@ def replay(machine, jobs, plugins=None, tmp_path=None, server_attrs=None):
                    workdir=None if tmp_path is None else tmp_path / "work")
     sim.run(jobs)
     return sink, sim
+
+
+def guard_periodic_runs(monkeypatch, most=1000):
+    """Stop a replay whose periodic hook would run for ever: past `most` periodic runs it
+    raises (a hang guard on the number of runs, not a time)."""
+    periodic = Simulator._periodic
+    runs = []
+
+    def guarded(self, name):
+        runs.append(self.now)
+        if len(runs) > most:
+            raise RuntimeError(f"the replay goes on: over {most} periodic runs")
+        periodic(self, name)
+
+    monkeypatch.setattr(Simulator, "_periodic", guarded)

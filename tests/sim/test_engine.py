@@ -30,7 +30,7 @@ from pbsplug.sim.output import ResultWriter
 from pbsplug.sim.records import COMPLETED, REJECTED, WALLTIME, TraceJob
 from pbsplug.testing import require_module
 
-from .helpers import Sink
+from .helpers import Sink, guard_periodic_runs
 
 
 def tj(job_id, submit, run, ncpus, walltime=None, **kw):
@@ -631,21 +631,6 @@ def test_a_replay_with_a_periodic_hook_ends_after_seven_days_of_nothing(register
     last = 100 + 3600 * math.ceil((250 + STALL - 100) / 3600)
     assert by_id["1"].end == last and sim.summary.end == last
     assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
-
-
-def guard_periodic_runs(monkeypatch, most=1000):
-    """Stop a replay whose periodic hook would run for ever (a guard on the number of
-    runs, not a time)."""
-    periodic = Simulator._periodic
-    runs = []
-
-    def guarded(self, name):
-        runs.append(self.now)
-        if len(runs) > most:
-            raise RuntimeError("the replay goes on: a periodic run every hour for ever")
-        periodic(self, name)
-
-    monkeypatch.setattr(Simulator, "_periodic", guarded)
 
 
 def guarded_replay(register_plugin, plugins, tmp_path, monkeypatch, hook, name, jobs, nodes):

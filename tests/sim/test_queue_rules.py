@@ -19,7 +19,7 @@ from pbsplug.sim.machine import PlatformError, load_platform
 from pbsplug.sim.records import COMPLETED, REJECTED, TraceJob
 from pbsplug.siteconfig import SiteConfig
 
-from .helpers import replay
+from .helpers import guard_periodic_runs, replay
 
 #: One host of one cpu. `entry` routes to `vip` (alice's), then to `batch` (at most two
 #: jobs not finished, or not begun: {limit}; only from a route queue).
@@ -620,20 +620,14 @@ def test_a_periodic_hook_changing_jobs_destinations_wakes_no_waiting_job(
     hook = MovesJobs()
     register_plugin(hook, "mover", isolation="inprocess", freq=60)
     tries = counted_tries(monkeypatch)
-    runs, parked = [], []
-    periodic, retry = Simulator._periodic, Simulator._retry
-
-    def guarded(self, name):
-        runs.append(self.now)
-        if len(runs) > 200:
-            raise RuntimeError("the replay goes on: a periodic run every 60 s for ever")
-        periodic(self, name)
+    parked = []
+    retry = Simulator._retry
+    guard_periodic_runs(monkeypatch, most=200)
 
     def counted(self, run, when, over):
         parked.append((run.tj.job_id, self.now - EPOCH))
         retry(self, run, when, over)
 
-    monkeypatch.setattr(Simulator, "_periodic", guarded)
     monkeypatch.setattr(Simulator, "_retry", counted)
     jobs = [tj(1, 0, "alice", queue="batch", run=5000, wall=5000),
             tj(2, 0, "bob", queue="batch", run=10, wall=10), tj(3, 1, "carol")]
