@@ -17,6 +17,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -512,7 +513,13 @@ def test_answers_a_user_does_not_take_are_not_made_ahead(engine, attacker):
     with 1 MiB of environment, none read, had the server hold 16 answers of 40 MiB, 700 MB,
     and a user's 32 connections with more jobs could take all the machine's memory. Past
     `MAX_UNSENT_PER_UID` of a user's answers not taken, that user's next request waits for
-    its clients to read; each is answered in its turn when they do."""
+    its clients to read; each is answered in its turn when they do.
+
+    The clients read once the server has made every answer it makes ahead (an order of
+    events, not a time; they slept 6 s): their first answer has begun to come, then root's
+    requests come one after the other, twice as many as the clients'. A server that makes
+    a user's answers ahead answers that user between any two of root's (the uid answered
+    least recently goes first), so by then it has made them all."""
     from pbsplug.engine.api import MAX_UNSENT_PER_UID
 
     client = ("import os, socket, sys, time\n"
@@ -537,13 +544,16 @@ def test_answers_a_user_does_not_take_are_not_made_ahead(engine, attacker):
 
     before = kb("VmRSS")
     hold = client + (
+        "import select\n"
         "socks = []\n"
         "for i in range(16):\n"
         "    s = socket.socket(socket.AF_UNIX)\n"
         "    s.connect(str(home.socket))\n"
         "    s.sendall(b'POST /v1/stat_jobs HTTP/1.0\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
         "    socks.append(s)\n"
-        "time.sleep(6)  # (well within the answers' 10 s: none is dropped)\n"
+        "begun = select.select(socks, [], [], 120)[0]  # (a hang guard)\n"
+        "print('answering' if begun else 'no answer began within 120 s', flush=True)\n"
+        "sys.stdin.readline()  # the test's cue: the answers made ahead are made\n"
         "whole = 0\n"
         "for s in socks:\n"
         "    data = bytearray()\n"
@@ -553,9 +563,26 @@ def test_answers_a_user_does_not_take_are_not_made_ahead(engine, attacker):
         "    length = int(head.split(b'Content-Length: ')[1].split(b'\\r\\n')[0])\n"
         "    whole += head.startswith(b'HTTP/1.0 200') and len(body) == length\n"
         "print(whole, length)\n")
-    done = attacker.python(hold, home=engine, timeout=300)
-    assert done.returncode == 0, done.stderr
-    whole, size = map(int, done.stdout.split())
+    env = {"PATH": f"{attacker.venv}/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
+           "PBSPLUG_HOME": str(engine.root)}
+    proc = subprocess.Popen(
+        [shutil.which("runuser") or "runuser", "-u", attacker.user, "--",
+         f"{attacker.venv}/bin/python", "-c", hold], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/tmp",
+        start_new_session=True)
+    try:
+        readable, _, _ = select.select([proc.stdout], [], [], 180)
+        line = proc.stdout.readline() if readable else ""
+        assert line.strip() == "answering", line
+        for _ in range(2 * 16):  # (root's: never held back)
+            assert engine.client("status")["pid"] == pid
+        out, err = proc.communicate("go\n", timeout=300)
+    finally:  # (its group, only while it is not reaped: then its number may be another's)
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    whole, size = map(int, out.split())
     assert whole == 16 and size > MAX_UNSENT_PER_UID
     grew = (kb("VmHWM") - before) * 1024
     assert grew < 8 * size, f"the server grew {grew >> 20} MiB for answers of {size >> 20} MiB"
