@@ -4,6 +4,7 @@ plugin distributions a test installs (`dists`) on its path."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,27 @@ def engine_here(engine_root, pbsplug_plugins):
     for eng in made:
         eng.runner.reap()
         eng.close()
+
+
+def accounting_records(engine: LocalEngine) -> str:
+    """The server's accounting records, every day's file."""
+    return "".join(p.read_text() for p in sorted(engine.home.accounting.iterdir()))
+
+
+def deleted_once(engine: LocalEngine, job_id: str, times: int = 1) -> None:
+    """One deletion, one D: the server logged root's qdel `times` and wrote `job_id`'s D
+    record `times` (a qdel that comes again is answered and neither logged nor written)."""
+    assert engine.log().count("Job to be deleted at request of root@") == times
+    assert accounting_records(engine).count(f";D;{job_id};") == times
+
+
+def ignored_signals(pid: int) -> int | None:
+    """The signals `pid` ignores (its /proc status's SigIgn, a mask: signal n is bit n-1),
+    None while it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return int(line.split()[1], 16)
+    except OSError:
+        return None
+    return None

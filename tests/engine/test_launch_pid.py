@@ -16,7 +16,7 @@ import pytest
 from pbsplug.engine import executor
 from pbsplug.engine.client import Client
 
-from .conftest import until
+from .conftest import accounting_records, ignored_signals, until
 from .test_server import plugin
 
 
@@ -275,7 +275,7 @@ def test_a_job_being_ended_whose_shepherd_dies_while_the_server_is_down_ends_so(
         until(lambda: gone(pid), what="the shepherd to end")
         engine.start()
         attrs = engine.wait(job_id)
-        records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+        records = accounting_records(engine)
         counted = (records.count(f";D;{job_id};"), records.count(f";R;{job_id};"))
         if how == "qdel":
             assert attrs["comment"].startswith("Job deleted at request of root@"), (
@@ -709,7 +709,7 @@ def test_a_sigterm_while_the_jobs_process_waits_for_the_shepherds_word_ends_it()
         signal.signal(signal.SIGTERM, before)
     os.close(recorded)
     try:
-        until(lambda: _sig_ign(pid) is not None and not _sig_ign(pid) & (
+        until(lambda: ignored_signals(pid) is not None and not ignored_signals(pid) & (
             1 << (signal.SIGTERM - 1)), what="the job's process to take SIGTERM")
         os.kill(pid, signal.SIGTERM)
         time.sleep(0.2)  # (not a timing check: the word comes after, as it may)
@@ -721,14 +721,3 @@ def test_a_sigterm_while_the_jobs_process_waits_for_the_shepherds_word_ends_it()
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
     finally:
         os.close(go)
-
-
-def _sig_ign(pid: int) -> int | None:
-    """The signals `pid` ignores (its /proc status's SigIgn), None while it cannot be read."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigIgn:"):
-                return int(line.split()[1], 16)
-    except OSError:
-        return None
-    return None

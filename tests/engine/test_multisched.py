@@ -17,6 +17,8 @@ import pytest
 from pbsplug.engine.testing import until
 from pbsplug.testing import missing
 
+from .conftest import ignored_signals
+
 
 def qmgr(engine, text: str) -> None:
     done = engine.pbs("qmgr", "-c", text)
@@ -300,13 +302,7 @@ def test_a_stuck_scheduler_process_is_killed_when_stopped_not_waited_for_for_eve
 
 
 def _ignores_sigterm(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    ignored = next((line.split()[1] for line in status.splitlines()
-                    if line.startswith("SigIgn:")), "0")
-    return bool(int(ignored, 16) & (1 << (signal.SIGTERM - 1)))
+    return bool((ignored_signals(pid) or 0) & (1 << (signal.SIGTERM - 1)))
 
 
 def test_a_scheduler_process_holds_none_of_the_servers_files(engine):

@@ -14,7 +14,7 @@ import pytest
 from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
-from .conftest import until
+from .conftest import accounting_records, deleted_once, until
 from .owner_hooks import SERVER_GOES, gone, holding_plugin, server_goes, started, takes_a_job
 from .test_owner_prologue import waiting_prologue
 from .test_server import plugin
@@ -62,7 +62,7 @@ def test_the_server_answers_while_a_pbsuser_end_hook_runs(event, dists, make_eng
     assert attrs["comment"].endswith(" and failed")
     assert (engine_root / "seen").read_text() == "execjob_epilogue 3\nexecjob_end 3\n"
     assert (engine.work / f"slow.o{job_id.split('.')[0]}").read_text() == "ran\n"
-    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    records = accounting_records(engine)
     assert f";E;{job_id};" in records and "Exit_status=3" in records
 
 
@@ -94,9 +94,7 @@ def test_qdel_of_a_job_whose_pbsuser_epilogue_runs_kills_nothing(dists, make_eng
     assert (engine_root / "seen").read_text() == "execjob_epilogue 4\nexecjob_end 4\n"
     log = engine.log()
     assert "delete at request of root@" in log and "refused: its end hooks run" in log
-    assert log.count("Job to be deleted at request of root@") == 1
-    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
-    assert records.count(f";D;{job_id};") == 1
+    deleted_once(engine, job_id)
 
 
 def test_a_forced_qdel_in_the_end_hooks_of_a_run_deleted_during_its_qrerun_writes_no_d(
@@ -120,9 +118,7 @@ def test_a_forced_qdel_in_the_end_hooks_of_a_run_deleted_during_its_qrerun_write
     (engine_root / "go").touch()
     attrs = engine.wait(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs["comment"]
-    assert engine.log().count("Job to be deleted at request of root@") == 1
-    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
-    assert records.count(f";D;{job_id};") == 1
+    deleted_once(engine, job_id)
 
 
 @pytest.mark.parametrize("how", SERVER_GOES)
@@ -328,7 +324,7 @@ def test_a_forced_qdel_while_a_pbsuser_epilogue_runs_wins_over_a_requeue(
     attrs = engine.wait(job_id)
     assert attrs["run_count"] == 1, attrs
     assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
-    records = "".join(p.read_text() for p in engine.home.accounting.iterdir())
+    records = accounting_records(engine)
     assert f";D;{job_id};" in records and f";R;{job_id};" not in records
 
 

@@ -13,7 +13,7 @@ import pytest
 from pbsplug.engine.client import Client
 from pbsplug.engine.errors import PbsError
 
-from .conftest import until
+from .conftest import deleted_once, until
 from .owner_hooks import gone, holding_plugin, started, takes_a_job
 from .test_server import plugin
 
@@ -88,10 +88,6 @@ def test_the_server_answers_while_a_qdels_pbsuser_preterm_runs(name, dists, make
         engine.wait(job_id)
 
 
-def _records(engine) -> str:
-    return "".join(p.read_text() for p in engine.home.accounting.iterdir())
-
-
 @pytest.mark.parametrize("how", ["ended", "lost", "qrerun"])
 def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_taken(how, dists, make_engine,
                                                                   engine_root):
@@ -128,9 +124,7 @@ def test_a_qdel_whose_job_ends_during_its_pbsuser_preterm_is_taken(how, dists, m
         assert attrs["comment"].startswith("Job deleted at request of root@"), attrs
         assert (attrs["Exit_status"], attrs["run_count"]) == \
             ({"ended": 7, "lost": -4}[how], 1)
-    assert engine.log().count("Job to be deleted at request of root@") == \
-        (2 if how == "qrerun" else 1)  # (the cleanup's forced qdel too)
-    assert _records(engine).count(f";D;{job_id};") == (2 if how == "qrerun" else 1)
+    deleted_once(engine, job_id, 2 if how == "qrerun" else 1)  # (the cleanup's forced qdel too)
 
 
 def test_a_pbsuser_preterm_that_accepts_while_a_qrerun_ends_the_run_leaves_the_requeue(
@@ -155,8 +149,7 @@ def test_a_pbsuser_preterm_that_accepts_while_a_qrerun_ends_the_run_leaves_the_r
     attrs = engine.wait(job_id)
     assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs["comment"]
     assert "its run is being ended for a requeue, which stands" in engine.log()
-    assert engine.log().count("Job to be deleted at request of root@") == 1
-    assert _records(engine).count(f";D;{job_id};") == 1
+    deleted_once(engine, job_id)
 
 
 def test_a_qdel_that_joins_a_pbsuser_preterm_keeps_its_own_x(dists, make_engine,
