@@ -1407,9 +1407,9 @@ class Simulator:
             if res is not last_res:  # (alike chunks share their mapping: read once)
                 ncpus, last_res = int(res.get("ncpus", 0) or 0), res
             per_vnode[name] = per_vnode.get(name, 0) + ncpus
-        store = self.vnode_attrs
+        host_of = self._host_of  # (the platform's: a hook may have unset the resource)
         lifecycle.started(run.attrs, exec_vnode, format_exec_host(
-            chunks, lambda n: store[n]["resources_available"]["host"]), now)
+            chunks, lambda n: host_of[n].spec.name), now)
         run.start = self.now
         run.run_count = int(run.attrs["run_count"])
         run.vnodes = per_vnode
@@ -1739,7 +1739,7 @@ class Simulator:
                 out[name] = vnode
                 continue
             attrs = store[name]
-            ncpus = attrs["resources_available"]["ncpus"]
+            ncpus = _ncpus(attrs)
             used = ncpus - room[name]
             view = attrs.copy()
             if ncpus and used >= ncpus:  # a stored state is "free" or states without it

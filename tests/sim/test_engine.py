@@ -773,6 +773,74 @@ def test_a_hooks_one_vnode_resource_leaves_the_others(register_plugin, pbsplug_p
     assert sink.starts() == {"1": 10, "2": 80}
 
 
+class SetsN0Cpus:
+    """Sets n0's resources_available.ncpus to `value` at start-up (None: unsets it; "all":
+    unsets the whole of resources_available; a mapping: sets the whole of it)."""
+
+    plugin_info = PluginInfo(events=("exechost_startup", "periodic"),
+                             sim_safe=("exechost_startup", "periodic"))
+
+    def __init__(self, value):
+        self.value = value
+
+    @hookimpl
+    def exechost_startup(self, event):
+        vnode = event.vnode_list["n0"]
+        if self.value == "all":
+            vnode.resources_available = None
+        elif isinstance(self.value, dict):
+            vnode.resources_available = self.value
+        else:
+            vnode.resources_available["ncpus"] = self.value
+
+    @hookimpl
+    def periodic(self, event):  # (an event that carries n0 again, after the change)
+        pass
+
+
+@pytest.mark.parametrize(("value", "shown"), [(-1, "-1"), ("-3", "-3"),
+                                               ({"ncpus": -2, "host": "n0"}, "-2")])
+def test_a_hooks_ncpus_below_zero_is_refused_as_on_the_engine(value, shown, register_plugin,
+                                                              pbsplug_plugins, tmp_path):
+    """A vnode's resources_available.ncpus below 0 is refused by the kernel's value rules
+    where the hook writes it, as on the engine: the hook fails with a one-line error naming
+    the attribute and the value, nothing of its change is kept, and n0 keeps its cpu (j1
+    runs on it and j2 on both vnodes)."""
+    register_plugin(SetsN0Cpus(value), "sets", isolation="inprocess", freq=60)
+    sink, sim = simulate([tj(1, 10, 100, 1, 300), tj(2, 20, 100, 2, 300)], nodes=2,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
+    assert sim.summary.hooks.first_failure[("sets", "exechost_startup")] == (
+        f"error: BadValue: resources_available.ncpus: {shown} is outside "
+        "[0, 9223372036854775807]")
+    assert sim.vnode_attrs["n0"]["resources_available"] == {
+        "ncpus": 1, "host": "n0", "vnode": "n0"}
+    assert sink.starts() == {"1": 10, "2": 110}
+
+
+@pytest.mark.parametrize("value", [0, None, "all"])
+def test_a_vnode_a_hook_leaves_no_cpus_takes_no_job_and_the_replay_goes_on(
+        value, register_plugin, pbsplug_plugins, tmp_path):
+    """A hook may leave n0 with 0 cpus, or with its ncpus (or all its resources_available)
+    unset, which the engine reads as 0 cpus: no job of cpus starts there, j2 (2 cpus on
+    a machine left with 1) can never run, and j3 (chunks of no cpus) runs on n0, with n0
+    in its exec_host (the platform's host). The replay stopped at the first event that
+    carried n0 again (a KeyError, or a TypeError, on its ncpus) or at j3's start (its
+    exec_host read n0's host resource)."""
+    register_plugin(SetsN0Cpus(value), "sets", isolation="inprocess", freq=60)
+    sink, sim = simulate([tj(1, 10, 100, 1, 300), tj(2, 20, 100, 2, 300),
+                          tj(3, 30, 100, 1, 300, select="2:ncpus=0")], nodes=2,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
+    by_id = sink.by_id()
+    assert sim.summary.hooks.failed[("sets", "exechost_startup")] == 0
+    assert sim.summary.hooks.ran[("sets", "periodic")] == 2  # (at 60 and 120)
+    assert (by_id["1"].start, by_id["1"].hosts) == (10, (1,))
+    assert by_id["2"].final_state == REJECTED
+    assert by_id["2"].reason.startswith("Can Never Run")
+    assert (by_id["3"].start, by_id["3"].final_state) == (30, COMPLETED)
+    assert by_id["3"].hosts == (0,)
+    assert sim.room["n0"] == 0 and sim._free_total == 1
+
+
 class ReadsEstimates(PeriodicProbe):
     """A periodic hook that notes which queued jobs carry an estimate."""
 
