@@ -283,6 +283,9 @@ def _exit_status(state: str) -> int:
 _FIGURE_STATES = {"busy": "computing", "idle": "idle", "asleep": "sleeping", "off": "sleeping",
                   "booting": "switching_on", "shutting_down": "switching_off"}
 _FIGURES = tuple(_FIGURE_STATES)
+#: The figures a host with jobs may draw besides busy: its power changed under them
+#: (`Simulator._charge_odd`).
+_ODD_FIGURES = frozenset({"booting", "shutting_down", "off"})
 #: Vnode attributes a job's start or end sets (`Simulator._occupy`).
 _USE_TIMES = ("last_used_time", "last_state_change_time")
 _FIGURE_INDEX = {f: i for i, f in enumerate(_FIGURES)}
@@ -1549,8 +1552,9 @@ class Simulator:
         `_occupy_each` tells it; those that do are no longer odd (`_odd`): they stay so
         until their power or sleep changes (`_sync_power`)."""
         hosts, now = self.hosts, self.now
+        # (A boot that ends now, not yet drawn: its time is the jobs' to be charged for.)
         plain = {i for i in indices if hosts[i].power == "on" and hosts[i].until <= now
-                 and not hosts[i].asleep}
+                 and not hosts[i].asleep and hosts[i].watts not in _ODD_FIGURES}
         self._odd -= plain
         return len(plain) == len(indices)
 
@@ -1632,6 +1636,10 @@ class Simulator:
 
     def _occupy_each(self, run: _Run, sign: int) -> set[int]:
         """`_occupy` vnode by vnode and host by host."""
+        if self._odd:  # (a host drawing an odd figure is odd: `_plain`)
+            for host in dict.fromkeys(self._host_of[name] for name in run.vnodes):
+                if host.watts in _ODD_FIGURES:  # (its jobs change: its figure's time so far)
+                    self._charge_odd(host, run if sign < 0 else None)
         touched: set[int] = set()
         mark = touched.add
         counts, room, store, slots = (self._room_count, self.room, self.vnode_attrs,
@@ -1687,7 +1695,28 @@ class Simulator:
         the driver's power; the energy of the state it leaves is charged."""
         watts = self._figure(host)
         if watts != host.watts:  # (the figure drawn tells the state: `_FIGURE_STATES`)
+            if host.busy > 0 and host.watts in _ODD_FIGURES:
+                self._charge_odd(host)
             self._draw(((host, watts),))
+
+    def _charge_odd(self, host: _Host, ending: _Run | None = None) -> None:
+        """The jobs on `host`, which draws a figure other than busy with jobs on it (booting,
+        shutting down or off: its power changed under them), are charged their share of
+        that figure for the time since it began to draw it, in place of the busy watts
+        their end charges them for that time (`_occupy_each`): a job is charged its share
+        of what its hosts drew while it ran on them. `ending`: a job leaving the host now,
+        no longer running. That time is then charged to the host (`_draw`), so that it is
+        charged once: called before the host's jobs or figure change."""
+        length = self.now - host.since
+        if length > 0:
+            index, vnode_host = host.spec.index, self.vnode_host
+            per_cpu = (host.figures[host.watts] - host.figures["busy"]) * length / host.cpus
+            # (a job starting now is running, its hosts not yet set: not charged)
+            jobs = [run for run in self.running.values() if index in run.hosts]
+            for run in jobs if ending is None else jobs + [ending]:
+                run.energy += per_cpu * sum(ncpus for name, ncpus in run.vnodes.items()
+                                            if vnode_host[name] == index)
+        self._draw(((host, host.watts),))
 
     def _figure(self, host: _Host) -> str:
         """The power figure the host draws now (`_host_state`)."""

@@ -937,6 +937,46 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     assert by_id["2"].energy == pytest.approx(200 * 10)
 
 
+#: MODEL with a boot of 300 s, longer than the power plugin's boot_delay (60 s).
+SLOW_BOOT = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, booting=150.0,
+                       shutting_down=120.0, boot=300.0, shutdown=30.0)
+
+
+def test_a_job_on_a_host_booting_or_powered_off_is_charged_what_the_host_drew(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A job is charged its share of what its host drew while it ran there: booting,
+    shutting down and off watts when the host drew those, not busy watts (it was charged
+    busy watts for its whole run: j2 42,000 J and j3 10,000 J, more than the host drew
+    under them). One host of 2 cpus whose boot (300 s) is longer than the plugin's
+    boot_delay (60 s), so the plugin finds it ready while it still boots."""
+    require_module("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 420, 1, 420), tj(3, 1000, 100, 1, 100)]
+    sink = Sink()
+    sim = Simulator(uniform(1, 2, "test", SLOW_BOOT), sink, plugins=plugins,
+                    policy=policy_settings("easy"), workdir=tmp_path)
+    sim.run(jobs)
+    by_id = sink.by_id()
+    # Idle from 10, powered off at 120 (shutting down to 150); j2 and j3 come at 1000, the
+    # run at 1020 powers the host on (booting to 1320), the run at 1080 finds it ready (the
+    # plugin's 60 s): j2 and j3 start at 1080 on a host still booting. At 1320 the host
+    # is free (j2 holds one of its two cpus) and was last used at 1180 (j3's end), 140 s >
+    # 100 s before: the plugin powers it off under j2 (PBS_power's rule), off from 1350.
+    assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (1080, 1500),
+                                                                (1080, 1180)]
+    states = [(s.time, s.watts) for s in sink.states]
+    assert (1020, 150.0) in states and (1320, 120.0) in states and (1350, 5.0) in states
+    # By hand, each job holding one cpu of two (a half): j1 busy 0-10; j3 booting
+    # 1080-1180; j2 booting 1080-1320, shutting down 1320-1350, off 1350-1500.
+    assert by_id["1"].energy == 200 * 10 / 2
+    assert by_id["3"].energy == pytest.approx(150 * 100 / 2)
+    assert by_id["2"].energy == pytest.approx((150 * 240 + 120 * 30 + 5 * 150) / 2)
+    # The host drew: busy 0-10, idle 10-120, shutting down 120-150 and 1320-1350, off
+    # 150-1020 and 1350-1500, booting 1020-1320.
+    assert sim.summary.energy == pytest.approx(
+        200 * 10 + 100 * 110 + 120 * 60 + 5 * (870 + 150) + 150 * 300)
+
+
 def test_under_power_a_cycle_that_can_start_nothing_and_whose_estimates_nobody_reads_is_skipped(
         register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
     """The power plugin's availability hook says only when vnodes that cannot take a job
