@@ -264,6 +264,16 @@ class _Host:
         self.woken = False         # powered on again since it was off (up, still asleep)
         self.energy: dict[str, float] = {}
 
+    def by_jobs(self, now: float) -> bool:
+        """Whether it draws by its jobs alone now (busy or idle): up, awake, not switching."""
+        return self.power == "on" and self.until <= now and not self.asleep
+
+    def settle_cpus(self) -> None:
+        """Its `cpus`, after its jobs or its vnodes' cpus changed (`Simulator._resize` tells
+        why): those of its vnodes now when it is empty, else the most they have had since
+        it was last empty. (`Simulator._occupy_alike` has the empty case inline.)"""
+        self.cpus = max(self.has, 1) if self.busy <= 0 else max(self.cpus, self.has)
+
 
 #: The final state of a job that ran its time, by its trace status (others: COMPLETED).
 _STATUS_STATES: dict[int | None, str] = {0: FAILED, 5: KILLED}
@@ -1553,8 +1563,8 @@ class Simulator:
         until their power or sleep changes (`_sync_power`)."""
         hosts, now = self.hosts, self.now
         # (A boot that ends now, not yet drawn: its time is the jobs' to be charged for.)
-        plain = {i for i in indices if hosts[i].power == "on" and hosts[i].until <= now
-                 and not hosts[i].asleep and hosts[i].watts not in _ODD_FIGURES}
+        plain = {i for i in indices
+                 if hosts[i].by_jobs(now) and hosts[i].watts not in _ODD_FIGURES}
         self._odd -= plain
         return len(plain) == len(indices)
 
@@ -1604,8 +1614,8 @@ class Simulator:
                 attrs["last_used_time"] = stamp
                 if charge:
                     energy += charge * ncpus / host.cpus
-                if busy <= 0 and host.cpus != host.has:  # (empty: `_resize`)
-                    host.cpus = max(host.has, 1)
+                if busy <= 0 and host.cpus != host.has:  # (`_Host.settle_cpus`, inline:
+                    host.cpus = max(host.has, 1)          # the fast path)
             watts = "busy" if busy > 0 else "idle"
             figure = host.watts
             if watts != figure:
@@ -1674,17 +1684,13 @@ class Simulator:
                 self.vnodes[name] = Vnode(name, attrs)
                 self._vnode_log.changed(name)
         run.energy = energy
-        hosts, now = self.hosts, self.now
+        hosts, figure = self.hosts, self._figure
         drawn = []
         for index in touched:
             host = hosts[index]
-            if sign < 0 and host.busy <= 0 and host.cpus != host.has:  # (empty: `_resize`)
-                host.cpus = max(host.has, 1)
-            if host.power == "on" and host.until <= now and not host.asleep:
-                # (what `_figure` decides for a host up and awake: its jobs alone)
-                watts = "busy" if host.busy > 0 else "idle"
-            else:
-                watts = self._figure(host)
+            if sign < 0:
+                host.settle_cpus()
+            watts = figure(host)
             if watts != host.watts:
                 drawn.append((host, watts))
         self._draw(drawn)
@@ -1721,6 +1727,8 @@ class Simulator:
     def _figure(self, host: _Host) -> str:
         """The power figure the host draws now (`_host_state`)."""
         now = self.now
+        if host.by_jobs(now):  # (most hosts, most of the time)
+            return "busy" if host.busy > 0 else "idle"
         if host.power == "off":
             return "shutting_down" if now < host.until else "off"
         if host.until > now:
@@ -1820,7 +1828,7 @@ class Simulator:
         charged each more than its part)."""
         host = self.hosts[self.vnode_host[name]]
         host.has += more
-        host.cpus = max(host.has, 1) if host.busy <= 0 else max(host.cpus, host.has)
+        host.settle_cpus()
         before = self.room[name]
         after = self.room[name] = before + more
         self._room_count[before] -= 1
