@@ -116,8 +116,8 @@ POWER_FILE = "simulated_power.json"
 SLEEP = "sleep"
 #: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
 #: to submit, no periodic hook bringing the machine to a state the scheduler has not seen
-#: since, `Simulator._new_state`) after which the replay ends: what is left queued never
-#: starts.
+#: since, `Simulator._new_state`; a host's power transition is nothing the scheduler reads)
+#: after which the replay ends: what is left queued never starts.
 STALL = 7 * 86400.0
 #: The vnode attributes a scheduler reads besides resources_available: what makes a
 #: machine's state another for the stall (`Simulator._fingerprint`); a comment does not.
@@ -466,7 +466,7 @@ class Simulator:
         self._last_change = 0.0
         #: What the periodic hooks change weighs on the stall only when nothing else
         #: happens (`_loop`, `_periodic`): the fingerprints of the states the scheduler
-        #: has seen since the stall's last job or host change, as of `_seen_from` (that
+        #: has seen since the stall's last job change, as of `_seen_from` (that
         #: `_last_change`; another one says the set is stale).
         self._quiet = False
         self._seen: set[bytes] = set()
@@ -713,10 +713,13 @@ class Simulator:
                 run = self.running[job_id]
                 self._end(run)
                 self._tell(run)
-            # 2. hosts whose transition completes
+            # 2. hosts whose transition completes (a cycle follows, but with nothing else
+            # happening it is no change for the stall: no scheduler reads a host's power)
+            woke = False
             while self._wakes and self._wakes[0][0] <= now:
                 _, index = heapq.heappop(self._wakes)
-                self._transition_done(self.hosts[index])
+                self._host_state(self.hosts[index])
+                woke = True
             while self._due and self._due[0][0] <= now:  # a waiting job's Execution_Time
                 self._queue_waiting(heapq.heappop(self._due)[1])
             if self._reroutes or self._retries:  # the router's next pass
@@ -749,8 +752,8 @@ class Simulator:
                 self._periodics(now)
                 hooked = self._quiet and self._touched
             # 5. one cycle
-            changed = self._touched or bool(self._new_needs)
-            only_new, self._touched = not self._touched, False
+            changed = self._touched or woke or bool(self._new_needs)
+            only_new, self._touched = not (self._touched or woke), False
             if changed and self.queued:
                 if self._could_start(only_new):
                     self._cycle()
@@ -758,9 +761,11 @@ class Simulator:
                     self.summary.cycles_skipped += 1
                 self._new_needs, self._doubt = set(), False
             if changed or self.running:
-                # (A periodic change with nothing else happening counts when it is new;
-                # a start, or a start hook's requeue that a second pass follows, counts.)
-                if not hooked or self.running or self._touched or self._new_state():
+                # (A periodic change with nothing else happening counts when it is new, a
+                # host's transition then not at all; a start, or a start hook's requeue
+                # that a second pass follows, counts.)
+                if self.running or self._touched or (
+                        self._new_state() if hooked else not self._quiet):
                     self._last_change = now
             # What the cycle's starts changed (a job requeued by a start hook, a vnode a
             # hook changed) is seen by a second cycle at the same instant, as the engine
@@ -1758,10 +1763,6 @@ class Simulator:
             counts[counted] = counts.get(counted, 0) + 1
             self._counts_changed = True
 
-    def _transition_done(self, host: _Host) -> None:
-        self._host_state(host)
-        self._touched = True
-
     def _event_vnodes(self, names: Iterable[str]) -> dict[str, Vnode]:
         """Vnodes as hooks see them: their attributes, with the states and assignments the
         running jobs give them (job-busy), as the engine derives them. An object is made
@@ -1921,10 +1922,10 @@ class Simulator:
     def _new_state(self) -> bool:
         """Whether what the periodic hooks changed, with nothing else happening, brought
         the machine to a state the scheduler has not seen since the stall began (its last
-        job or host change): only then does the stall's count start again. A hook that
+        job change): only then does the stall's count start again. A hook that
         takes hosts away in stages for longer than STALL still has their jobs start when
         it brings them back (each stage, and the return, is new); one that writes a
-        comment, or toggles a vnode, ends the replay."""
+        comment, or toggles a vnode or a host's power, ends the replay."""
         mark = self._fingerprint()
         if mark in self._seen:
             return False

@@ -687,6 +687,45 @@ def test_a_periodic_hook_toggling_a_vnode_does_not_keep_a_replay_going(
     assert sim.summary.end == last
 
 
+class OfflineOnePowersN0(OfflineOne):
+    """Takes n1 offline at start-up; each periodic run powers n0 off (its vnode asleep) or
+    back on (awake), through the simulated driver's record, as the power plugin does."""
+
+    @hookimpl
+    def periodic(self, event):
+        import json
+
+        from pbsplug.sim.engine import POWER_FILE
+
+        record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / POWER_FILE
+        vnode = event.vnode_list["n0"]
+        off = "sleep" not in vnode.states
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"n0": {"power": "off" if off else "on",
+                                             "since": clock.now()}}))
+        vnode.state = "sleep" if off else "free"
+
+
+def test_a_periodic_hook_powering_a_host_off_and_on_does_not_keep_a_replay_going(
+        register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
+    """A periodic hook that powers n0 off at one run and on at the next, while j1 can
+    never start: its first run after j2's end (3,700) brings a state the scheduler has not
+    seen (n0 asleep), then only states it has seen; the ends of n0's shutdowns (60 s) and
+    boots (300 s) are nothing the scheduler reads. The replay ends 7 days after 3,700, at
+    the end of the shutdown the last run began. It went on for ever (each boot and
+    shutdown's end counted as a change)."""
+    by_id, sim = guarded_replay(register_plugin, pbsplug_plugins, tmp_path, monkeypatch,
+                                OfflineOnePowersN0(), "offline",
+                                [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)], nodes=2)
+    assert (by_id["2"].start, by_id["2"].end) == (200, 250)
+    last = 3700 + 3600 * math.floor(STALL / 3600)  # the last run, at 3,700 + STALL or before
+    assert (last - 3700) // 3600 % 2 == 0  # (a run that powers n0 off: 60 s to the end)
+    assert by_id["1"].final_state == REJECTED and by_id["1"].end == last + 60
+    assert sim.summary.end == last + 60
+    assert sim.hosts[0].power == "off" and sim.hosts[0].watts == "off"
+    assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
+
+
 class RollingMaintenance:
     """Maintenance of a 3-vnode machine, hour by hour: n1 is offline from the first run
     (3,800) for 8 days, n2 from day 4 to the same end; then both come back."""
