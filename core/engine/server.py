@@ -23,7 +23,7 @@ import types
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from .. import lifecycle, units, values
 from ..events import Event, message_text
@@ -1416,7 +1416,8 @@ class Engine:
         waiting: dict[str, dict[str, Any]] = {}
         waited: dict[_Chain, list[dict[str, Any]]] = {}
         for job_id in ids:
-            if (result := waiting.get(self._full_id(job_id))) is not None:
+            full = self._full_id(job_id)
+            if (result := waiting.get(full)) is not None:
                 later.results.append(result)
                 continue
             result = {"id": job_id}
@@ -1426,7 +1427,7 @@ class Engine:
             except PbsError as err:
                 result["error"] = err.to_dict()
             except _Waits as waits:  # (answered when its execjob_preterm is over)
-                waiting[self._full_id(job_id)] = result
+                waiting[full] = result
                 if waits.error is not None:  # (a subjob's: the first error is the answer)
                     result["error"] = waits.error.to_dict()
                 for chain in waits.chains:
@@ -1448,14 +1449,12 @@ class Engine:
         execjob_preterm chain with a pbsuser hook, which the job's owner may make slow,
         runs while the server serves: `_Waits` is raised, and the qdel is answered when
         the chain is over (`_preterm_done`)."""
-        named = arrays.named(self._full_id(job_id))
-        if named is not None and (not named.single or
-                                  self.store.job(self._full_id(job_id)) is None):
-            self._delete_in_array(caller, self._full_id(job_id), named, force, purge,
-                                  given=job_id)
+        given, job_id = job_id, self._full_id(job_id)
+        named = arrays.named(job_id)
+        if named is not None and (not named.single or self.store.job(job_id) is None):
+            self._delete_in_array(caller, job_id, named, force, purge, given=given)
             return
         attrs = self._job(job_id)
-        job_id = self._full_id(job_id)
         self._own(caller, job_id, attrs)
         state = attrs["job_state"]
         if killed is not None and killed.get(job_id, 1) is None and (
@@ -1570,18 +1569,48 @@ class Engine:
         requeued, R record, and run again). No execjob_preterm, no signal: PBS's server
         sent none to its MoM. A `purge` (qdel -x) is kept: the job's history goes once the
         job is over, after a later run or a later qdel (`_purge_at_end`). The run is
-        marked ``deleted``, its ``end_reason`` left the requeue's: a forced qdel while its
-        end hooks run writes no second D record (`_delete_exiting`)."""
+        marked ``deleted`` (`_record_deletion`), its ``end_reason`` left the requeue's: a
+        forced qdel while its end hooks run writes no second D record (`_delete_exiting`)."""
+        then = "; its history is purged once the job is over" if purge else ""
+        self._record_deletion(caller, job_id, purge, killed, note="; its run is being ended "
+                              f"for a requeue, which stands{then}")
+
+    def _record_deletion(self, caller: Caller, job_id: str, purge: bool = False,
+                         killed: dict[str, PbsError | None] | None = None, note: str = "",
+                         end_reason: Literal["unless_set", "replaced"] | None = None
+                         ) -> None:
+        """The bookkeeping of a qdel that deletes a job without killing it (a qrerun is
+        ending its run, `_delete_requeued`; its prologue is stopped, `_delete_in_prologue`;
+        its end hooks run, `_delete_exiting`; its run ended while its execjob_preterm
+        hooks ran, `_preterm_ended`), the same in each: logged (``Job to be deleted at
+        request of <user>@<host>``, then `note`), the job's runtime marked ``deleted``
+        (`_deleted_already`: a forced qdel while its end hooks run writes nothing again),
+        its D record written, the job answered in this request's `killed` as the first
+        time, and a `purge` (qdel -x) kept until the job is over (`_purge_at_end`).
+        `end_reason` ``"unless_set"`` makes the deletion the run's end reason unless it has
+        one (a qrerun's requeue, a limit's kill stands), ``"replaced"`` whatever it had;
+        None leaves it."""
+        who = f"{caller.user}@{self.host}"
+        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}{note}")
         if killed is not None:
             killed[job_id] = None
-        then = "; its history is purged once the job is over" if purge else ""
-        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {caller.user}@"
-                 f"{self.host}; its run is being ended for a requeue, which stands{then}")
         with self.store.transaction() as st:
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "deleted": True})
-        self.accounting.deleted(job_id, f"{caller.user}@{self.host}")
+            runtime = {**(st.runtime(job_id) or {}), "deleted": True}
+            if end_reason == "replaced" or (end_reason == "unless_set"
+                                           and runtime.get("end_reason") is None):
+                runtime["end_reason"] = f"{DELETED_BY}{who}"
+            st.set_runtime(job_id, runtime)
+        self.accounting.deleted(job_id, who)
         if purge:
             self._purge_at_end(caller, job_id)
+
+    @staticmethod
+    def _deleted_already(runtime: Mapping[str, Any]) -> bool:
+        """Whether a job's run has been deleted already: `_record_deletion`'s mark, or a
+        deletion's end reason (the qdel, ``Job deleted at request of``, or the reservation's
+        end, ``Job deleted: reservation``, that is killing it)."""
+        return bool(runtime.get("deleted")) or \
+            str(runtime.get("end_reason")).startswith("Job deleted")
 
     def _finished_subjob(self, job_id: str, array_job: str, purge: bool) -> None:
         """qdel of a subjob that is over (`job_id`, a row of its own): refused with 15159
@@ -2965,17 +2994,12 @@ class Engine:
         if not chain.waiters:
             return
         caller = chain.waiters[0][2]
-        reason = str((self.store.runtime(job_id) or {}).get("end_reason"))
-        if reason == "requeue":
+        runtime = self.store.runtime(job_id) or {}
+        if runtime.get("end_reason") == "requeue":
             self._delete_requeued(caller, job_id, None)
-        elif not reason.startswith("Job deleted"):
-            who = f"{caller.user}@{self.host}"
-            self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its "
-                     "run ended while its execjob_preterm hooks ran")
-            self.accounting.deleted(job_id, who)
-            with self.store.transaction() as st:
-                st.set_runtime(job_id, {**(st.runtime(job_id) or {}),
-                                        "end_reason": f"{DELETED_BY}{who}"})
+        elif not self._deleted_already(runtime):
+            self._record_deletion(caller, job_id, note="; its run ended while its "
+                                  "execjob_preterm hooks ran", end_reason="replaced")
         if (purger := chain.purger()) is not None:
             self._purge_at_end(purger, job_id)
 
@@ -2984,22 +3008,14 @@ class Engine:
         """qdel of a job whose execjob_prologue chain runs (`chains`): the chain is
         stopped (its hook's process group killed, no outcome), and the job ends deleted
         as a prologue's job.delete() ends it (execjob_abort, then its end). The run is
-        marked ``deleted``: a forced qdel while its end hooks run writes no second D record
-        (`_delete_exiting`)."""
-        who = f"{caller.user}@{self.host}"
-        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}")
+        marked ``deleted`` (`_record_deletion`): a forced qdel while its end hooks run
+        writes no second D record (`_delete_exiting`)."""
+        self._record_deletion(caller, job_id, purge, killed)
         self._stop_chain(job_id)
-        if killed is not None:
-            killed[job_id] = None
-        with self.store.transaction() as st:
-            st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "deleted": True})
-        self.accounting.deleted(job_id, who)
-        if purge:
-            self._purge_at_end(caller, job_id)
         attrs = self._job(job_id)
         self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),
-                     comment=f"{DELETED_BY}{who}")
+                     comment=f"{DELETED_BY}{caller.user}@{self.host}")
 
     def _launch(self, job_id: str, attrs: dict[str, Any], vnodes: dict[str, Vnode]) -> bool:
         """The job's shepherd, execjob_launch, and the job's processes; True once it runs."""
@@ -3694,29 +3710,18 @@ class Engine:
             self.log(LOG_JOB, "Job", job_id, f"delete at request of {caller.user}@"
                      f"{self.host} refused: its end hooks run")
             raise PbsError(PBSE_BADSTATE, obj=job_id)
-        if killed is not None:
-            if job_id in killed:
-                return
-            killed[job_id] = None
-        who = f"{caller.user}@{self.host}"
-        runtime = self.store.runtime(job_id) or {}
+        if killed is not None and job_id in killed:
+            return
         # (a forced qdel before; a qdel, or its reservation's end, that ended its run;
         # a qdel while a qrerun ended it: `_delete_requeued`)
-        if runtime.get("deleted") or str(runtime.get("end_reason")).startswith("Job deleted"):
+        if self._deleted_already(self.store.runtime(job_id) or {}):
+            if killed is not None:
+                killed[job_id] = None
             if purge:  # (its -x counts all the same)
                 self._purge_at_end(caller, job_id)
             return
-        self.log(LOG_JOB, "Job", job_id, f"Job to be deleted at request of {who}; its end "
-                 "hooks run, and it ends when they are over")
-        with self.store.transaction() as st:
-            runtime = st.runtime(job_id) or {}
-            runtime["deleted"] = True
-            if runtime.get("end_reason") is None:
-                runtime["end_reason"] = f"{DELETED_BY}{who}"
-            st.set_runtime(job_id, runtime)
-        self.accounting.deleted(job_id, who)
-        if purge:
-            self._purge_at_end(caller, job_id)
+        self._record_deletion(caller, job_id, purge, killed, note="; its end hooks run, "
+                              "and it ends when they are over", end_reason="unless_set")
 
     def _finish(self, job_id: str, attrs: dict[str, Any], ended: executor.JobExit,
                 comment: str | None = None, end_hooks: bool = True,
