@@ -2945,7 +2945,15 @@ class Engine:
             else:
                 if outcome is None:
                     continue
-                outcome = self._logged(outcome)
+                if not self.stopping:
+                    outcome = self._logged(outcome)
+            if self.stopping:
+                # The server's stop came as the chain stepped (a SIGTERM lands anywhere in
+                # the loop): the runner gave its hook up for it, "the server is stopping",
+                # or it was over just then. Either way the stop's rule, not the hook's
+                # outcome: `_stop_chains` (a qdel waiting refused, the job runs on; a
+                # prologue's job requeued at the next start), never "the hook failed".
+                return
             del self.chains[job_id]
             try:
                 chain.done(outcome)

@@ -227,6 +227,45 @@ def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists,
     engine.wait(job_id)
 
 
+@pytest.mark.parametrize("event", ["execjob_preterm", "execjob_prologue"])
+def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event,
+                                                                       inprocess_engine):
+    # The server's SIGTERM may land while a chain steps (its handler runs between any two
+    # lines of the loop): the runner then gives the hook up, "the server is stopping: the
+    # hook's process was killed", and that was taken for the hook's error: the waiting qdel
+    # refused as "filter hook 'slow' encountered an exception", a prologue's job handled as
+    # its hook failed. The stop's rule stands (`_stop_chains`). (The test above met it once
+    # under load; here the SIGTERM is made to land in the step.)
+    from pbsplug.engine.server import ROLE_MANAGER, Caller, LaterAnswer, _Chain
+    from pbsplug.runner import Outcome
+
+    eng = inprocess_engine
+    done: list[Outcome] = []
+
+    class Stopped:  # a chain's Pending whose step the stop interrupts
+        def ready(self) -> bool:
+            return True
+
+        def step(self) -> Outcome:
+            eng.stopping = True  # (what the SIGTERM's handler does)
+            return Outcome(event, False, kind="error", hook="slow", code=15136,
+                           message="request rejected as filter hook 'slow' encountered "
+                                   "an exception")
+
+        def cancel(self) -> None:
+            pass
+
+    chain = _Chain(event, Stopped(), done.append)
+    later, results = LaterAnswer(), [{"id": "12.x"}]
+    later.missing = 1
+    chain.waiters.append((later, results, Caller(0, ROLE_MANAGER), False))
+    eng.chains["12.x"] = chain
+    eng._poll_chains()
+    assert (done, eng.chains) == ([], {"12.x": chain})
+    eng._stop_chains()
+    assert results[0]["error"]["message"].startswith("System error: the server is stopping")
+
+
 def test_a_forced_qdel_during_a_pbsuser_preterm_kills_the_job_and_answers_the_other(
         dists, make_engine, engine_root):
     engine = make_engine(waiting_preterm(dists, engine_root))
