@@ -11,6 +11,7 @@ fork for hooks safely.
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import grp
 import logging
@@ -3062,9 +3063,13 @@ class Engine:
             except ValueError as exc:
                 self._could_not_start(job_id, attrs, exc)
                 return False
-            except OSError as exc:  # the shepherd is gone (a launch hook killed it)
-                self._failed_start(job_id, attrs, f"its shepherd (pid {pending.pid}) ended "
-                                   f"before it was sent the job: {exc}")
+            except OSError as exc:  # the shepherd is gone (a launch hook killed it), or
+                # its request file could not take the job (out of memory)
+                self._failed_start(job_id, attrs, (
+                    f"its shepherd (pid {pending.pid}) ended before it was sent the job"
+                    if exc.errno == errno.EPIPE else
+                    f"the job could not be sent to its shepherd (pid {pending.pid})")
+                    + f": {exc}")
                 return False
         finally:
             pending.cancel()  # a no-op once started or cancelled: none is left waiting

@@ -92,3 +92,31 @@ def test_the_poll_hands_the_shepherds_it_reaped_to_kill_session(engine_here, mon
     poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the lost job's end")
     assert [(pid, shepherd in reaped) for pid, reaped in told] == [(shepherd, True)]
     assert eng.store.job(job_id)["Exit_status"] == -4
+
+
+def test_a_job_its_shepherd_could_not_be_sent_is_a_failed_start_that_says_why(
+        engine_here, monkeypatch):
+    """The job's command goes to its shepherd in a file of no name (memfd): writing it may
+    fail (out of memory) with the shepherd alive. That is a failed start, requeued, as a
+    shepherd gone is, but its comment said the shepherd had ended."""
+    import errno
+
+    from pbsplug.engine import executor
+
+    eng = engine_here()
+    real, failed = executor._write_at_start, []
+
+    def short(fd: int, data: bytes) -> None:
+        if not failed:
+            failed.append(fd)
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        real(fd, data)
+
+    monkeypatch.setattr(executor, "_write_at_start", short)
+    job_id = eng.req_submit(ROOT, {"Rerunable": False}, "echo ran\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert "job failed to start: the job could not be sent to its shepherd (pid " in log, log
+    assert "ended before it was sent the job" not in log
