@@ -981,13 +981,13 @@ SLOW_BOOT = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, bootin
                        shutting_down=120.0, boot=300.0, shutdown=30.0)
 
 
-def test_a_job_on_a_host_booting_or_powered_off_is_charged_what_the_host_drew(
+def test_a_job_on_a_host_booting_is_charged_what_the_host_drew(
         register_plugin, pbsplug_plugins, tmp_path):
-    """A job is charged its share of what its host drew while it ran there: booting,
-    shutting down and off watts when the host drew those, not busy watts (it was charged
-    busy watts for its whole run: j2 42,000 J and j3 10,000 J, more than the host drew
-    under them). One host of 2 cpus whose boot (300 s) is longer than the plugin's
-    boot_delay (60 s), so the plugin finds it ready while it still boots."""
+    """A job is charged its share of what its host drew while it ran there: booting watts
+    when the host drew those, not busy watts (it was charged busy watts for its whole run:
+    j2 42,000 J and j3 10,000 J, more than the host drew under them). One host of 2 cpus
+    whose boot (300 s) is longer than the plugin's boot_delay (60 s), so the plugin finds it
+    ready while it still boots."""
     require_module("pbsplug_power")
     plugins = power_plugins(register_plugin, pbsplug_plugins)
     jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 420, 1, 420), tj(3, 1000, 100, 1, 100)]
@@ -998,22 +998,51 @@ def test_a_job_on_a_host_booting_or_powered_off_is_charged_what_the_host_drew(
     by_id = sink.by_id()
     # Idle from 10, powered off at 120 (shutting down to 150); j2 and j3 come at 1000, the
     # run at 1020 powers the host on (booting to 1320), the run at 1080 finds it ready (the
-    # plugin's 60 s): j2 and j3 start at 1080 on a host still booting. At 1320 the host
-    # is free (j2 holds one of its two cpus) and was last used at 1180 (j3's end), 140 s >
-    # 100 s before: the plugin powers it off under j2 (PBS_power's rule), off from 1350.
+    # plugin's 60 s): j2 and j3 start at 1080 on a host still booting. From 1320 the host
+    # is up and busy (j2 holds one of its two cpus: not idle, not powered off under it).
     assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (1080, 1500),
                                                                 (1080, 1180)]
     states = [(s.time, s.watts) for s in sink.states]
-    assert (1020, 150.0) in states and (1320, 120.0) in states and (1350, 5.0) in states
+    assert (1020, 150.0) in states and (1320, 200.0) in states
+    assert all(watts in (150.0, 200.0) for t, watts in states if 1020 <= t < 1500)
     # By hand, each job holding one cpu of two (a half): j1 busy 0-10; j3 booting
-    # 1080-1180; j2 booting 1080-1320, shutting down 1320-1350, off 1350-1500.
+    # 1080-1180; j2 booting 1080-1320, busy 1320-1500.
     assert by_id["1"].energy == 200 * 10 / 2
     assert by_id["3"].energy == pytest.approx(150 * 100 / 2)
-    assert by_id["2"].energy == pytest.approx((150 * 240 + 120 * 30 + 5 * 150) / 2)
-    # The host drew: busy 0-10, idle 10-120, shutting down 120-150 and 1320-1350, off
-    # 150-1020 and 1350-1500, booting 1020-1320.
+    assert by_id["2"].energy == pytest.approx((150 * 240 + 200 * 180) / 2)
+    # The host drew: busy 0-10 and 1320-1500, idle 10-120, shutting down 120-150, off
+    # 150-1020, booting 1020-1320.
     assert sim.summary.energy == pytest.approx(
-        200 * 10 + 100 * 110 + 120 * 60 + 5 * (870 + 150) + 150 * 300)
+        200 * (10 + 180) + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 300)
+
+
+def test_a_host_a_job_holds_part_of_is_not_powered_off_under_it(register_plugin,
+                                                              pbsplug_plugins, tmp_path):
+    """A vnode with one of its two cpus held is free, and its last_used_time is the end of
+    the job before: by PBS_power's rule alone (free, idle past node_idle_limit) the host
+    was powered off under the job still running (at 120 here; the job then ran on a host
+    drawing shutting-down and off watts)."""
+    require_module("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    # One host of 2 cpus. j1 holds one cpu 0-10: last used at 10. j2 holds one from 20 to
+    # 1020. The runs at 60, 120, ... see the vnode free (1 of 2 cpus) and last used at 10:
+    # from 120 on, 110 s and more > node_idle_limit 100 s, yet j2 holds it: it stays up.
+    # j2 ends at 1020 (last used then); the run at 1140 finds it idle 120 s: powered off,
+    # shutting down to 1170. j3 comes at 1500, after that instant's run: the run at 1560
+    # powers the host on, the one at 1620 finds it ready, and j3 runs 1620-1630.
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 20, 1000, 1, 1000), tj(3, 1500, 10, 1, 10)]
+    sink = Sink()
+    sim = Simulator(uniform(1, 2, "test", MODEL), sink, plugins=plugins,
+                    policy=policy_settings("easy"), workdir=tmp_path)
+    sim.run(jobs)
+    by_id = sink.by_id()
+    assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (20, 1020),
+                                                                (1620, 1630)]
+    # (a record at 1500 too: j3 queued)
+    assert [(s.time, s.watts) for s in sink.states] == [
+        (0, 200.0), (10, 100.0), (20, 200.0), (1020, 100.0), (1140, 120.0), (1170, 5.0),
+        (1500, 5.0), (1560, 150.0), (1620, 200.0), (1630, 100.0)]
+    assert by_id["2"].energy == 200 * 1000 / 2  # busy watts, its whole run
 
 
 def test_under_power_a_cycle_that_can_start_nothing_and_whose_estimates_nobody_reads_is_skipped(

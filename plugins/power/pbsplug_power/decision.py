@@ -5,18 +5,24 @@ The rules are PBS_power's (pbs-behavior.md §3), host by host (a host is the vno
 ``resources_available.host``):
 
 - **Down** (ramp down, or power off) when every vnode of the host is free (nothing else in
-  its state) and, in on/off mode, ``poweroff_eligible``; when every one has been idle for
-  longer than ``node_idle_limit``; and when no reservation holds it now, and no reservation
-  or queued job needs it within ``min_node_down_delay`` + 900 s.
+  its state), holds no job, and, in on/off mode, is ``poweroff_eligible``; when every one
+  has been idle for longer than ``node_idle_limit``; and when no reservation holds it now,
+  and no reservation or queued job needs it within ``min_node_down_delay`` + 900 s.
 - **Up** (ramp up, or power on) when the host sleeps, a queued job's estimated start or a
   reservation needs it within 900 s, and, in on/off mode, it is not still booting and
   ``min_node_down_delay`` has passed since its last state change.
 - At most ``max_concurrent_nodes`` hosts each way per run, walking hosts by name.
 
-One departure from PBS_power, on purpose: a host that a queued job's estimate needs within
-the down window is kept up too. PBS_power looks only at reservations, so it may power off a
-host that the scheduler has planned a job on, and then may not power it on again for
-``min_node_down_delay``.
+Two departures from PBS_power, on purpose:
+
+- A host that a queued job's estimate needs within the down window is kept up too.
+  PBS_power looks only at reservations, so it may power off a host that the scheduler has
+  planned a job on, and then may not power it on again for ``min_node_down_delay``.
+- A host with a job on any of its vnodes is not idle, whatever their state says. A vnode
+  with some of its cpus assigned is ``free`` (``job-busy`` needs all of them), and
+  ``last_used_time`` moves when a job ends, not while it runs: by PBS_power's rule alone a
+  job running longer than ``node_idle_limit`` after the host's last job ended has its host
+  powered off under it. (On a Cray, where PBS_power runs, jobs take whole nodes.)
 """
 
 from __future__ import annotations
@@ -46,6 +52,11 @@ class NodeView(NamedTuple):
     eligible: bool = False  # poweroff_eligible
     last_used_time: int = 0  # 0 when unset, as PBS_power reads it
     last_state_change_time: int = 0
+    #: A running job on it (the first its ``jobs`` names), or "" when it names none.
+    job: str = ""
+    #: Its ``resources_assigned.ncpus`` (what tells a job is there where ``jobs`` is not
+    #: given, or names none: the simulator, Slurm).
+    assigned: int = 0
 
 
 @dataclass(frozen=True)
@@ -99,18 +110,25 @@ def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
     one vnode. Each loop gathers for several checks; the checks still answer in their order."""
     on_off = config.on_off
     busy = None  # the first vnode not free
+    running = None  # the first vnode holding a job
     for v in vnodes:
         if on_off and not v.eligible:
             names = ", ".join(w.name for w in vnodes if not w.eligible)
             return f"poweroff_eligible is False on {names}"
         if busy is None and v.states != FREE:
             busy = v
+        if running is None and (v.job or v.assigned > 0):
+            running = v
     if busy is not None:
         states = busy.states
         text = shown.get(states)
         if text is None:
             text = shown[states] = ",".join(sorted(states))
         return f"{busy.name} is {text}, not free"
+    if running is not None:  # (free, but a job holds some of it: pbsplug's rule)
+        if running.job:
+            return f"{running.name} has a job ({running.job}), not idle"
+        return f"{running.name} has {running.assigned} cpus assigned to jobs, not idle"
     holding = None  # the first held vnode's reservation state
     soonest = window
     last_used = vnodes[0].last_used_time

@@ -47,6 +47,18 @@ def _int(value: Any, default: int = 0) -> int:
 TRUE = frozenset({True, "True", "true", "TRUE", "1", "t", "y"})
 
 
+def _first_job(jobs: Any) -> str:
+    """The first job a vnode's ``jobs`` names: a list on pbsplug's engine (``["3.s/0",
+    "4.s/1"]``), one string from PBS (``"3.s/0, 4.s/1"``); each entry is a job id and the
+    number of one of the vnode's cpus. "" when it names none."""
+    entries = jobs.split(",") if isinstance(jobs, str) else jobs
+    for entry in entries if isinstance(entries, (list, tuple)) else ():
+        job = str(entry).strip().partition("/")[0].strip()
+        if job:
+            return job
+    return ""
+
+
 #: Each vnode object the last run was given, with its view: an engine carries an object
 #: again only while nothing changed it (docs/plugin-authors.md, "An object carried again
 #: is unchanged"), so the view made of it then still holds. A replay's periodic event
@@ -74,11 +86,15 @@ def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
                 states = parsed[text] = frozenset(s for s in str(text).split(",") if s)
             avail = get("resources_available")  # `host_of`, inlined: 10,000 calls a run
             used, changed = get("last_used_time"), get("last_state_change_time")
+            jobs, assigned = get("jobs"), get("resources_assigned")
+            ncpus = assigned.get("ncpus") if assigned else None
             view = NodeView(
                 vn.name, str((avail.get("host") if avail else None) or vn.name), states,
                 get("poweroff_eligible") in TRUE,
                 used if type(used) is int else _int(used),
-                changed if type(changed) is int else _int(changed))
+                changed if type(changed) is int else _int(changed),
+                _first_job(jobs) if jobs else "",
+                ncpus if type(ncpus) is int else _int(ncpus))
         seen[id(vn)] = (vn, view)  # (the object held: its id is not another's meanwhile)
         out.append(view)
     _views_of = seen

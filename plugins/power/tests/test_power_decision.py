@@ -18,8 +18,9 @@ WINDOW = 1800 + 900  # min_node_down_delay + 900
 
 
 def node(name="n1", host=None, state="free", eligible=True, used=NOW - 3600,
-         changed=NOW - 7200):
-    return NodeView(name, host or name, frozenset(state.split(",")), eligible, used, changed)
+         changed=NOW - 7200, job="", assigned=0):
+    return NodeView(name, host or name, frozenset(state.split(",")), eligible, used, changed,
+                    job, assigned)
 
 
 @pytest.mark.parametrize(("config", "nodes", "resvs", "needed", "down"), [
@@ -31,6 +32,11 @@ def node(name="n1", host=None, state="free", eligible=True, used=NOW - 3600,
     (ON_OFF, [node(state="job-busy")], [], {}, []),
     (ON_OFF, [node(state="offline")], [], {}, []),
     (ON_OFF, [node(state="free,offline")], [], {}, []),
+    # a job on a free vnode (some of its cpus), however long ago the host was last used
+    (ON_OFF, [node(used=NOW - 86400, job="7.s")], [], {}, []),
+    (ON_OFF, [node(used=NOW - 86400, assigned=1)], [], {}, []),
+    (ON_OFF, [node("a", "h"), node("b", "h", job="7.s")], [], {}, []),
+    (RAMP, [node(used=NOW - 86400, assigned=1)], [], {}, []),
     # eligibility: one ineligible vnode keeps the whole host up in on/off mode
     (ON_OFF, [node("a", "h"), node("b", "h", eligible=False)], [], {}, []),
     (RAMP, [node("a", "h"), node("b", "h", eligible=False)], [], {}, ["h"]),
@@ -147,6 +153,16 @@ NEAR = NOW + WINDOW - 1
     (ON_OFF, host(b={"states": frozenset({"job-busy"})},
                   c={"states": frozenset({"offline", "down"})}), {"a": "RUNNING"}, {},
      "b is job-busy, not free"),
+    (ON_OFF, host(a={"job": "7.s"}, c={"states": frozenset({"offline"})}), {}, {},
+     "c is offline, not free"),
+    # free but holding a job (some of its cpus: pbsplug's rule, not PBS_power's): the first
+    # such vnode, by the job its `jobs` names, else by its cpus assigned
+    (ON_OFF, [node(job="7.s", assigned=1)], {"n1": "RUNNING"}, {"n1": NEAR},
+     "n1 has a job (7.s), not idle"),
+    (ON_OFF, host(b={"assigned": 1}, c={"job": "9.s"}), {"a": "RUNNING"}, {},
+     "b has 1 cpus assigned to jobs, not idle"),
+    (ON_OFF, host(c={"job": "9.s"}), {}, {}, "c has a job (9.s), not idle"),
+    (RAMP, [node(job="7.s", eligible=False)], {}, {}, "n1 has a job (7.s), not idle"),
     # a reservation holds it now: the first held vnode's reservation state
     (ON_OFF, [node(used=NOW - 60)], {"n1": "RUNNING"}, {"n1": NEAR},
      "a reservation holds it (RUNNING)"),
@@ -162,8 +178,9 @@ NEAR = NOW + WINDOW - 1
     # used after the run's time (a host's clock ahead): not idle, said so ("idle -2 s" before)
     (ON_OFF, [node(used=NOW + 2)], {}, {"n1": NOW + WINDOW},
      "last used 2 s after the run's time, not idle"),
-    # none: it may go down
+    # none: it may go down (no cpus assigned: none held; a job of no cpus is named in jobs)
     (ON_OFF, [node(used=NOW - 1801)], {}, {"n1": NOW + WINDOW}, None),
+    (ON_OFF, [node(assigned=0)], {}, {}, None),
     (ON_OFF, host(), {"x": "RUNNING"}, {"x": NOW}, None),
 ])
 def test_why_a_host_may_not_go_down_for_one_vnode_and_many(config, vnodes, held, needed,

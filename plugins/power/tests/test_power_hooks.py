@@ -478,6 +478,25 @@ def test_a_vnode_object_carried_again_is_not_read_again():
     assert regrouped is not grouped and regrouped["a"][1] is third[1]
 
 
+@pytest.mark.parametrize(("attrs", "job", "assigned"), [
+    ({"jobs": ["7.s/1", "8.s/0"], "resources_assigned": {"ncpus": 2}}, "7.s", 2),  # engine
+    ({"jobs": "7.s/1, 8.s/0", "resources_assigned": {"ncpus": 2}}, "7.s", 2),  # PBS
+    ({"jobs": [" /3", "9.s/0"]}, "9.s", 0),
+    ({"resources_assigned": {"ncpus": 1}}, "", 1),  # the simulator, Slurm: no jobs
+    ({"resources_assigned": {"ncpus": "3"}}, "", 3),
+    ({"jobs": [], "resources_assigned": {"ncpus": 0}}, "", 0),  # an empty vnode
+    ({"jobs": "", "resources_assigned": {}}, "", 0),
+    ({}, "", 0),
+])
+def test_a_vnode_view_says_which_job_it_holds_whatever_form_its_engine_gives(attrs, job,
+                                                                            assigned):
+    from pbsplug import Vnode
+    from pbsplug_power.periodic_run import node_views
+
+    view, = node_views([Vnode("a1", {**vnodes(("a1", "free", True, OLD))["a1"], **attrs})])
+    assert (view.job, view.assigned) == (job, assigned)
+
+
 def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(tmp_path):
     clock = [1000.0]
     sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 30, "shutdown_delay": 10},
