@@ -113,6 +113,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: The simulated power driver's record of each host's power (see the power plugin's
 #: ``simulated`` driver): ``{"host": {"power": "on"|"off", "since": t}}``.
 POWER_FILE = "simulated_power.json"
+#: Each host's boot and shutdown seconds by the platform, for that driver, which takes them
+#: in place of its own: ``{"hosts": {"host": {"boot": s, "shutdown": s}}}``. The replay's
+#: host is up when its platform boot ends; the driver finds it ready then, not before.
+PLATFORM_FILE = "simulated_platform.json"
 SLEEP = "sleep"
 #: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
 #: to submit, no periodic hook bringing the machine to a state the scheduler has not seen
@@ -649,6 +653,8 @@ class Simulator:
                                                          dir=scratch_root()))
         try:
             self._power_file = workdir / "hooks" / "tmp" / POWER_FILE
+            if self.runner is not None:
+                self._write_platform(self._power_file.parent / PLATFORM_FILE)
             with clock.use(lambda: self.now), _home(workdir):
                 self._loop(map(whole_seconds, trace))
         finally:
@@ -1886,6 +1892,16 @@ class Simulator:
                 if not asleep:
                     host.woken = False
             self._host_state(host)
+
+    def _write_platform(self, path: Path) -> None:
+        """`PLATFORM_FILE` in the plugins' state folder (made as the power plugin makes it:
+        0755), before any hook runs."""
+        path.parent.parent.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # the work
+        for folder in (path.parent.parent, path.parent):  # (parents=True: the umask's mode)
+            folder.mkdir(mode=0o755, exist_ok=True)
+        path.write_text(json.dumps({"hosts": {
+            host.name: {"boot": host.power.boot, "shutdown": host.power.shutdown}
+            for host in self.machine.hosts}}, sort_keys=True))
 
     def _startup(self) -> None:
         outcome = self._fire("exechost_startup",

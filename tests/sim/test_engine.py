@@ -981,13 +981,12 @@ SLOW_BOOT = PowerModel("t", busy=200.0, idle=100.0, asleep=10.0, off=5.0, bootin
                        shutting_down=120.0, boot=300.0, shutdown=30.0)
 
 
-def test_a_job_on_a_host_booting_is_charged_what_the_host_drew(
+def test_a_host_boots_for_the_platforms_boot_not_the_plugins_boot_delay(
         register_plugin, pbsplug_plugins, tmp_path):
-    """A job is charged its share of what its host drew while it ran there: booting watts
-    when the host drew those, not busy watts (it was charged busy watts for its whole run:
-    j2 42,000 J and j3 10,000 J, more than the host drew under them). One host of 2 cpus
-    whose boot (300 s) is longer than the plugin's boot_delay (60 s), so the plugin finds it
-    ready while it still boots."""
+    """The simulated driver takes each host's boot from the platform (the replay's
+    simulated_platform.json): a platform boot (300 s) longer than the plugin's boot_delay
+    (60 s) no longer has the plugin find the host ready, and jobs start on it, while the
+    replay has it booting (they started at 1080 and ran on booting watts until 1320)."""
     require_module("pbsplug_power")
     plugins = power_plugins(register_plugin, pbsplug_plugins)
     jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 420, 1, 420), tj(3, 1000, 100, 1, 100)]
@@ -997,23 +996,57 @@ def test_a_job_on_a_host_booting_is_charged_what_the_host_drew(
     sim.run(jobs)
     by_id = sink.by_id()
     # Idle from 10, powered off at 120 (shutting down to 150); j2 and j3 come at 1000, the
-    # run at 1020 powers the host on (booting to 1320), the run at 1080 finds it ready (the
-    # plugin's 60 s): j2 and j3 start at 1080 on a host still booting. From 1320 the host
-    # is up and busy (j2 holds one of its two cpus: not idle, not powered off under it).
-    assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (1080, 1500),
-                                                                (1080, 1180)]
+    # run at 1020 powers the host on (booting to 1320, the platform's 300 s); the runs at
+    # 1080 to 1260 find it still booting, the one at 1320 ready: j2 and j3 start at 1320.
+    assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (1320, 1740),
+                                                                (1320, 1420)]
     states = [(s.time, s.watts) for s in sink.states]
-    assert (1020, 150.0) in states and (1320, 200.0) in states
-    assert all(watts in (150.0, 200.0) for t, watts in states if 1020 <= t < 1500)
-    # By hand, each job holding one cpu of two (a half): j1 busy 0-10; j3 booting
-    # 1080-1180; j2 booting 1080-1320, busy 1320-1500.
-    assert by_id["1"].energy == 200 * 10 / 2
-    assert by_id["3"].energy == pytest.approx(150 * 100 / 2)
-    assert by_id["2"].energy == pytest.approx((150 * 240 + 200 * 180) / 2)
-    # The host drew: busy 0-10 and 1320-1500, idle 10-120, shutting down 120-150, off
-    # 150-1020, booting 1020-1320.
+    assert [(t, w) for t, w in states if 1000 < t <= 1320] == [(1020, 150.0), (1320, 200.0)]
+    # Busy watts for their whole runs, a half each (one cpu of two).
+    assert by_id["2"].energy == 200 * 420 / 2 and by_id["3"].energy == 200 * 100 / 2
     assert sim.summary.energy == pytest.approx(
-        200 * (10 + 180) + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 300)
+        200 * (10 + 420) + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 300)
+
+
+class PullsThePlug:
+    """A periodic hook that powers host n0 off at 120, under its job, and on again at 300,
+    by writing the simulated driver's record as that driver does."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    @hookimpl
+    def periodic(self, event):
+        import json
+
+        now = clock.now()
+        at = round(now - EPOCH)
+        if at in (120, 300):
+            record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / "simulated_power.json"
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({"n0": {"power": "off" if at == 120 else "on",
+                                                 "since": now, "sleep_limit": 0}}))
+
+
+def test_a_job_on_a_host_powered_off_and_booting_is_charged_what_the_host_drew(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A job is charged its share of what its host drew while it ran there: shutting-down,
+    off and booting watts when the host drew those, not busy watts (busy for its whole run
+    was 60,000 J, more than the host drew under it). The power plugin no longer does this
+    to a job; a hook may."""
+    register_plugin(PullsThePlug(), "pulls", freq=60, isolation="inprocess")
+    sink = Sink()
+    sim = Simulator(uniform(1, 2, "test", MODEL), sink, plugins=pbsplug_plugins,
+                    policy=policy_settings("easy"), workdir=tmp_path)
+    sim.run([tj(1, 0, 600, 1, 600)])
+    by_id = sink.by_id()
+    assert (by_id["1"].start, by_id["1"].end) == (0, 600)
+    # Busy 0-120, shutting down 120-150 (30 s), off 150-300, booting 300-360 (60 s), busy
+    # 360-600; the job holds one cpu of two (a half).
+    assert [(s.time, s.watts) for s in sink.states] == [
+        (0, 200.0), (120, 120.0), (150, 5.0), (300, 150.0), (360, 200.0), (600, 100.0)]
+    drew = 200 * (120 + 240) + 120 * 30 + 5 * 150 + 150 * 60
+    assert by_id["1"].energy == pytest.approx(drew / 2)
+    assert sim.summary.energy == pytest.approx(drew)
 
 
 def test_a_host_a_job_holds_part_of_is_not_powered_off_under_it(register_plugin,
@@ -1122,7 +1155,7 @@ def test_a_replay_without_a_work_folder_makes_its_own_and_removes_it(register_pl
     Simulator(uniform(1, 1, "test", MODEL), Looking(), plugins=plugins,
               policy=policy_settings("easy")).run([tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)])
     assert seen[-1] == (tmp_path, ["power_booting.json", "power_status.json",
-                                   "simulated_power.json"])
+                                   "simulated_platform.json", "simulated_power.json"])
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(SimError, match="before the job before it"):
         simulate([tj(1, 5, 10, 1, 10), tj(2, 0, 10, 1, 10)], nodes=1, plugins=plugins,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import pbsplug_power
 from pbsplug_power import state
 from pbsplug_power.driver import DriverError
-from pbsplug_power.simulated import STATE_FILE, Simulated
+from pbsplug_power.simulated import PLATFORM_FILE, STATE_FILE, Simulated
 
 PBSPLUG = str(Path(sys.executable).with_name("pbsplug"))
 NOW = int(time.time())
@@ -347,6 +347,49 @@ def test_the_simulated_driver_boots_and_shuts_down_in_its_own_time(tmp_path):
     clock[0] += 10
     assert sim.status(["a"]) == {"a": "off"}
     assert json.loads((tmp_path / STATE_FILE).read_text())["a"]["power"] == "off"
+
+
+def test_in_a_replay_the_simulated_driver_takes_each_hosts_delays_from_the_platform(
+        tmp_path):
+    """A host the simulator's platform record names boots and shuts down in its seconds,
+    not boot_delay and shutdown_delay (before, "a" was ready at 1040: the driver's 30 s); a
+    host it does not name keeps the driver's."""
+    (tmp_path / PLATFORM_FILE).write_text(json.dumps(
+        {"hosts": {"a": {"boot": 300, "shutdown": 60.5}}}))
+    clock = [1000.0]
+    sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 30, "shutdown_delay": 10},
+                    clock=lambda: clock[0])
+    sim.power_off(["a", "b"])
+    clock[0] = 1010.0
+    assert sim.status(["a", "b"]) == {"a": "on", "b": "off"}  # a shuts down until 1060.5
+    sim.power_on(["a", "b"])  # a boots from 1060.5, ready at 1360.5; b ready at 1040
+    clock[0] = 1040.0
+    assert sim.status(["a", "b"]) == {"a": "on", "b": "ready"}
+    clock[0] = 1360.0
+    assert sim.status(["a"]) == {"a": "on"}
+    clock[0] = 1360.5
+    assert sim.status(["a"]) == {"a": "ready"}
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{", "not the simulator's platform record ("),
+    ('{"a": {}}', 'expected an object with "hosts"'),
+    ('{"hosts": {"a": 300}}', "'a' is 300, expected an object"),
+    ('{"hosts": {"a": {"boot": 300}}}', "'a': \"shutdown\" is null, expected seconds"),
+    ('{"hosts": {"a": {"boot": -1, "shutdown": 0}}}', "'a': \"boot\" is -1, expected"),
+    ('{"hosts": {"a": {"boot": true, "shutdown": 0}}}', "'a': \"boot\" is true, expected"),
+])
+def test_a_broken_platform_record_is_the_simulated_drivers_failure(tmp_path, text, problem):
+    """One line naming the file and what is wrong: a host whose boot were taken as the
+    driver's own would be found ready while the replay has it booting."""
+    (tmp_path / PLATFORM_FILE).write_text(text)
+    sim = Simulated({"state_dir": str(tmp_path), "boot_delay": 30, "shutdown_delay": 10})
+    sim.power_off(["a"])
+    with pytest.raises(DriverError) as failed:
+        sim.status(["a"])
+    message = str(failed.value)
+    assert message.startswith(str(tmp_path / PLATFORM_FILE)) and problem in message
+    assert "\n" not in message
 
 
 def test_a_run_that_changed_nothing_but_the_time_writes_the_last_record_with_its_time(
