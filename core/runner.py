@@ -288,16 +288,20 @@ def _raise_alarm(signum: int, frame: types.FrameType | None) -> None:
 def unstorable(value: Any, where: str = "") -> str | None:
     """Why `value` cannot be stored as the engine stores every attribute (JSON with string
     keys), or None. A hook's change that fails this is that hook's error: nothing a hook sets
-    reaches the database, or another process, unless it can be stored and read back."""
+    reaches the database, or another process, unless it can be stored and read back. The
+    hook's objects are named without their own methods' say (`_shown`, `message_text`): a
+    repr that raises, SystemExit too, is a stand-in naming the type."""
     if value is None or isinstance(value, (str, bool, int)):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where or 'value'}: {value!r} is not a number"
+        return None if math.isfinite(value) else \
+            f"{where or 'value'}: {_shown(value)} is not a number"
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{where or 'value'}: key {key!r} is not a string"
-            why = unstorable(item, f"{where}.{key}" if where else key)
+                return f"{where or 'value'}: key {_shown(key)} is not a string"
+            name = message_text(key) or ""  # (a str subclass's __format__ is the hook's)
+            why = unstorable(item, f"{where}.{name}" if where else name)
             if why:
                 return why
         return None
@@ -307,7 +311,7 @@ def unstorable(value: Any, where: str = "") -> str | None:
             if why:
                 return why
         return None
-    return f"{where or 'value'}: a value of type {type(value).__name__} cannot be stored"
+    return f"{where or 'value'}: a value of type {type_name(value)} cannot be stored"
 
 
 def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
@@ -331,8 +335,9 @@ def _check_changes(event: Event) -> str | None:
     for label, obj in _changed_objects(event):
         changes = obj._changes
         for key, value in list(changes.items()):
-            problem = (f"{label}: attribute name {key!r} is not a string"
-                       if not isinstance(key, str) else unstorable(value, f"{label}.{key}"))
+            problem = (f"{label}: attribute name {_shown(key)} is not a string"
+                       if not isinstance(key, str)
+                       else unstorable(value, f"{label}.{message_text(key) or ''}"))
             if not problem:
                 continue
             why = why or problem

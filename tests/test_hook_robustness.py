@@ -53,11 +53,12 @@ class Hook:
 
 @pytest.fixture
 def run(tmp_path):
-    """``run(body, event="execjob_begin", data=BEGIN, mode=None)`` -> (outcome, event)."""
+    """``run(body, event="execjob_begin", data=BEGIN, mode=None, **site attributes)`` ->
+    (outcome, event)."""
 
-    def fire(body, event="execjob_begin", data=None, mode=None):
+    def fire(body, event="execjob_begin", data=None, mode=None, **attributes):
         plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
-        plugins.site.plugins["bad"] = PluginSite("bad", enabled=True)
+        plugins.site.plugins["bad"] = PluginSite("bad", enabled=True, attributes=attributes)
         record = plugins.add("bad", Hook(body, (event,)))
         assert record.status == "enabled", record.error
         ev = Event.from_dict(event, json.loads(json.dumps(data if data is not None else BEGIN)))
@@ -69,7 +70,8 @@ def run(tmp_path):
 def plain_types(value) -> set[str]:
     """The types in `value` that are not exactly str, int, float, bool, None, dict, list."""
     kind = type(value)
-    found = set() if kind in (str, int, float, bool, type(None), dict, list) else {kind.__name__}
+    found = set() if kind in (str, int, float, bool, type(None), dict, list) else {
+        vars(type)["__name__"].__get__(kind)}  # (not its metaclass's say: `_Unnamed`)
     if kind is dict:
         for key, item in value.items():
             found |= plain_types(key) | plain_types(item)
@@ -542,3 +544,57 @@ def test_an_exception_that_cannot_be_shown_is_the_hooks_error(run, mode, case):
     assert escaped is None, f"{escaped} left the runner"     # would show the hook's)
     assert (out.kind, out.hook, out.detail) == ("error", "bad", detail)
     assert type(out.detail) is str
+
+
+# -- a change that cannot be shown -------------------------------------------------------------
+
+class _ExitNaN(float):
+    def __repr__(self):
+        raise SystemExit(10)
+
+
+class _Unnamed(metaclass=_Named):
+    """A value whose type's name raises SystemExit."""
+
+
+UNSHOWN_CHANGES = {
+    "an attribute name whose repr raises SystemExit": (
+        lambda ev: ev.job._changes.__setitem__(_ExitCode(), 1),
+        "job: attribute name <_ExitCode> is not a string"),
+    "a mapping key whose repr raises SystemExit": (
+        lambda ev: setattr(ev.job, "site_map", {_ExitCode(): 1}),
+        "job.site_map: key <_ExitCode> is not a string"),
+    "a NaN whose repr raises SystemExit": (
+        lambda ev: ev.job._changes.__setitem__("site_x", _ExitNaN("nan")),
+        "job.site_x: <_ExitNaN> is not a number"),
+    "a value whose type's name raises SystemExit": (
+        lambda ev: setattr(ev.job, "site_x", _Unnamed()),
+        "job.site_x: a value of type _Unnamed cannot be stored"),
+    "an attribute name of a str that formats itself": (
+        lambda ev: ev.job._changes.__setitem__(_Formatted("site_x"), {1: 1}),
+        "job.site_x: key 1 is not a string"),
+    "a mapping key of a str that formats itself": (
+        lambda ev: ev.job._changes.__setitem__("site_map", {_Formatted("k"): float("nan")}),
+        "job.site_map.k: nan is not a number"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", UNSHOWN_CHANGES)
+def test_a_change_that_cannot_be_shown_is_the_hooks_error(run, mode, case):
+    """A change that cannot be stored was named with repr() and format(), unguarded: an
+    attribute name, a mapping's key or a NaN whose repr raised SystemExit, a type whose name
+    did, a str subclass whose __format__ did, left the runner (in process into the caller's
+    loop; a process-mode hook's process exited with status 0, nothing said). It is the
+    hook's error, naming what with a stand-in for the repr, and is not kept."""
+    body, why = UNSHOWN_CHANGES[case]
+    escaped = None
+    try:
+        out, ev = run(body, "queuejob", {"job": {"id": "1.s"}}, mode)
+    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
+        escaped = vars(type)["__name__"].__get__(type(exc))
+    assert escaped is None, f"{escaped} left the runner"
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail == f"the hook's change cannot be stored: {why}"
+    assert type(out.detail) is str
+    assert plain_types(ev.job.to_dict()) == set() and plain_types(ev.job._changes) == set()
