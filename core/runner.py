@@ -39,7 +39,9 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
   file), not to the server's log.
 * ``inprocess`` (an opt-in, ``isolation = "inprocess"``, for hooks the site trusts): the
   hook runs in the caller, with the alarm raised by SIGALRM when the caller is the main
-  thread. Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
+  thread. The alarm covers what the runner makes of what the hook left too (its exception's
+  message, its changes' check: its objects' methods run there), whatever they make of it.
+  Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
   os._exit takes the caller with it.
 
 In both modes a change that cannot be stored as the engine stores attributes (JSON with
@@ -280,8 +282,23 @@ class AlarmClock:
             self.deadline = None
 
 
+#: Alarms raised in hooks so far: one that came while the runner showed or checked what a
+#: hook left (its code too: an exception's ``__str__``, a key's ``__repr__``), even one a
+#: stand-in took for the hook's error, ends that hook as an alarm (`_alarm_came`).
+_alarms = 0
+
+
 def _raise_alarm(signum: int, frame: types.FrameType | None) -> None:
+    global _alarms
     if _in_hook:
+        _alarms += 1
+        raise HookAlarm()
+
+
+def _alarm_came(since: int) -> None:
+    """Raise `HookAlarm` if the hook's alarm came since `_alarms` was `since`, whatever the
+    code it interrupted made of it: none of the hook's code runs after its alarm."""
+    if _alarms != since:
         raise HookAlarm()
 
 
@@ -395,8 +412,6 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
     event.hook_config = entry.config
     event.logger = entry.logger
     event._decision = None
-    job = event.job
-    before = dict(job._changes) if event.type == "runjob" and job is not None else None
     forks = _forks
     global _in_hook
     try:
@@ -404,55 +419,78 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
             alarm.arm(entry.attrs.alarm)
         _in_hook = True
         try:
+            # What the hook left is shown and checked under its alarm too: its exception's
+            # __str__, a changed key's __repr__... are its code, which may never return.
+            outcome, message, logged = _run_hook(entry, event, forks)
+        finally:  # (a fork in what showing its failure ran: its __str__...)
+            _in_hook = False
+            if _forks != forks:
+                _leave_forked_copy()
+    except HookAlarm:
+        return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
+    if logged is not None:
+        entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s",
+                           event.type, entry.name, logged)
+    return outcome, message
+
+
+def _run_hook(entry: HookEntry, event: Event, forks: int
+              ) -> tuple[str, str | None, str | None]:
+    """`call_hook`'s run of the hook and its judgement, under the hook's alarm: (outcome,
+    message, what to log as its error or None). `forks` is `_forks` before the hook ran."""
+    job = event.job
+    before = dict(job._changes) if event.type == "runjob" and job is not None else None
+    try:
+        try:
             try:
                 entry.function(event)
             except HookExit:
                 pass
             event.settle()  # its changes in place: still the hook's (a refusal, its error)
         finally:
-            _in_hook = False
-            if _forks != forks:
+            if _forks != forks:  # (here, where its sys.exit's code is still on its way out)
                 _leave_forked_copy()
+        alarms = _alarms
+        why = _check_changes(event)  # (what its objects' methods raise is its error)
+        _alarm_came(alarms)
+        if why is not None:
+            return (ERROR, _message(f"the hook's change cannot be stored: {why}"),
+                    f"its change cannot be stored: {why}")
+        # (annotated: the checker keeps the None set above, not seeing the hook's accept()
+        # or reject() set it, and took the reject below for dead code it did not check)
+        decision: tuple[str, str | None] | None = event._decision
+        if decision is not None and decision[0] == REJECT:
+            return REJECT, _message(decision[1]), None
+        if before is not None and job is not None and job._changes != before:
+            return REJECT, "cannot modify job after runjob request has been accepted", None
+        return ACCEPT, None, None
     except HookAlarm:
-        return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
+        raise
     except SystemExit as exc:  # (its code read from the slot: a subclass's is the hook's)
         code = _EXIT_CODE.__get__(exc)
-        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(code)})")
+        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(code)})"), None
     except KeyboardInterrupt:
         if _interrupt_may_be_real():
             raise
         # No ^C raises it here (SIGINT has a handler of the caller's, or none): the hook
         # raised it itself, and it is the hook's error, not the end of the caller.
-        entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
-                           "KeyboardInterrupt raised by the hook", event.type, entry.name)
-        return ERROR, "KeyboardInterrupt raised by the hook"
+        what = "KeyboardInterrupt raised by the hook"
+        return ERROR, what, what
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
         # Whatever showing it raises (the hook's __str__, __notes__, type name: SystemExit
         # too) is the hook's: a stand-in naming its type (it left the runner, in process
-        # into the caller's loop).
+        # into the caller's loop). Its alarm ends the showing: a stand-in took it.
+        alarms = _alarms
+        what = _message(f"{type_name(exc)}: {message_text(exc)}") or ""
+        _alarm_came(alarms)
         try:
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         except BaseException:  # noqa: BLE001 - an exception that cannot even be formatted
             tb = [f"{type_name(exc)} (its traceback cannot be shown)"]
-        what = _message(f"{type_name(exc)}: {message_text(exc)}") or ""
+        _alarm_came(alarms)
         # The first line says it all (a command shows only that); the traceback follows.
-        entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s\n%s",
-                           event.type, entry.name, what.splitlines()[0] if what else what,
-                           _cut("".join(tb).rstrip(), TRACEBACK_MAX))
-        return ERROR, what
-    why = _check_changes(event)
-    if why is not None:
-        entry.logger.error("%s hook '%s' encountered an exception, request rejected: "
-                           "its change cannot be stored: %s", event.type, entry.name, why)
-        return ERROR, _message(f"the hook's change cannot be stored: {why}")
-    # (annotated: the checker keeps the None set above, not seeing the hook's accept() or
-    # reject() set it, and took the reject below for dead code it did not check)
-    decision: tuple[str, str | None] | None = event._decision
-    if decision is not None and decision[0] == REJECT:
-        return REJECT, _message(decision[1])
-    if before is not None and job is not None and job._changes != before:
-        return REJECT, "cannot modify job after runjob request has been accepted"
-    return ACCEPT, None
+        return ERROR, what, (f"{what.splitlines()[0] if what else what}\n"
+                             f"{_cut(''.join(tb).rstrip(), TRACEBACK_MAX)}")
 
 
 def _leave_forked_copy() -> None:
@@ -480,11 +518,14 @@ _EXIT_CODE = vars(SystemExit)["code"]
 
 def _shown(value: Any) -> str:
     """`repr(value)` as exact text, or a stand-in naming its type when that fails, whatever
-    it raises."""
+    it raises; `HookAlarm` if the hook's alarm came meanwhile."""
+    alarms = _alarms
     try:
-        return str.__str__(repr(value))
+        text = str.__str__(repr(value))
     except BaseException:  # noqa: BLE001 - the hook's object: its error, any
-        return f"<{type_name(value)}>"
+        text = f"<{type_name(value)}>"
+    _alarm_came(alarms)  # (the hook's alarm came in its __repr__, which may have caught it)
+    return text
 
 
 # -- the process boundary ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import time
 
 import pytest
 
@@ -598,3 +599,71 @@ def test_a_change_that_cannot_be_shown_is_the_hooks_error(run, mode, case):
     assert out.detail == f"the hook's change cannot be stored: {why}"
     assert type(out.detail) is str
     assert plain_types(ev.job.to_dict()) == set() and plain_types(ev.job._changes) == set()
+
+
+# -- showing what a hook left takes its alarm's time -------------------------------------------
+
+def _dawdle(ended, caught):
+    """The hook's code that does not end by itself: 20 s of short sleeps (a hang guard: a
+    runner that does not cut it sees it end, and `ended` says so). With `caught`, what
+    interrupts it is turned into SystemExit, which a stand-in takes for a failure to show."""
+    try:
+        for _ in range(400):
+            time.sleep(0.05)
+    except BaseException:
+        if caught:
+            raise SystemExit(11) from None
+        raise
+    ended.append(True)
+    return "at last"
+
+
+def _slow(ended, caught=False, base=object):
+    """An object of a class whose __str__ and __repr__ `_dawdle`."""
+
+    class Slow(base):
+        def __str__(self):
+            return _dawdle(ended, caught)
+
+        __repr__ = __str__
+
+    return Slow()
+
+
+def _raising(exc):
+    raise exc
+
+
+SLOW = {
+    "an exception whose __str__ does not end":
+        lambda ended: _raising(_slow(ended, base=Exception)),
+    "an exception whose __str__ turns its alarm into SystemExit":
+        lambda ended: _raising(_slow(ended, True, base=Exception)),
+    "sys.exit with a code whose repr does not end":
+        lambda ended: _raising(SystemExit(_slow(ended))),
+    "an attribute name whose repr does not end": lambda ended: None,
+    "attribute names whose repr turns its alarm into SystemExit": lambda ended: None,
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", SLOW)
+def test_what_a_hook_left_is_shown_within_its_alarm(run, mode, case):
+    """The hook's alarm stopped at its last line: its exception's message, its sys.exit
+    code and its changes were shown after it, with the hook's own methods (``__str__``,
+    ``__repr__``), so one that never returned held an in-process caller for ever (a process-
+    mode hook's process was killed at its alarm and grace). They are shown under the hook's
+    alarm, which ends it as an alarm, even when the stand-in for a message took it."""
+    ended = []
+
+    def body(ev):
+        if "attribute name" in case:
+            caught = "SystemExit" in case
+            ev.job._changes[_slow(ended, caught)] = 1
+            ev.job._changes[_slow(ended, caught)] = 2
+        SLOW[case](ended)
+
+    out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, mode, alarm=1)
+    assert not ended, "the hook's code ran to its end: its alarm did not cut it"
+    assert (out.kind, out.hook, out.changes) == ("alarm", "bad", {})
+    assert "alarm" in out.detail
