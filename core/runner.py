@@ -967,10 +967,13 @@ class Runner:
     def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
         try:
             changes = event.take_changes()
-        except Exception:
-            if not runs or runs[-1].outcome not in (ERROR, ALARM):
+        except BaseException as exc:  # noqa: BLE001 - a failed hook's leftovers are its own
+            if not runs or runs[-1].outcome not in (ERROR, ALARM) or (
+                    isinstance(exc, KeyboardInterrupt) and _interrupt_may_be_real()):
                 raise
-            changes = {}  # (a hook that failed left event.env None, say: none is kept)
+            # (a hook that failed left event.env None, say, or an object of its own in a
+            # change record, whose methods raise SystemExit: none is kept)
+            changes = {}
         job_action = (changes.get("job") or {}).get("_action") or (
             event.job.action if event.job is not None else None)
         out = Outcome(event.type, True, runs=runs, changes=changes, job_action=job_action)

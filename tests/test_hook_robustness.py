@@ -667,3 +667,42 @@ def test_what_a_hook_left_is_shown_within_its_alarm(run, mode, case):
     assert not ended, "the hook's code ran to its end: its alarm did not cut it"
     assert (out.kind, out.hook, out.changes) == ("alarm", "bad", {})
     assert "alarm" in out.detail
+
+
+# -- what a failed hook left -----------------------------------------------------------------
+
+class _ExitingDict(dict):
+    """A mapping whose every reading raises SystemExit."""
+
+    def items(self):
+        raise SystemExit(12)
+
+    def keys(self):
+        raise SystemExit(13)
+
+    def __iter__(self):
+        raise SystemExit(14)
+
+
+class _ExitingClass:
+    @property
+    def __class__(self):  # (read by isinstance)
+        raise SystemExit(15)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("value, code", [(_ExitingDict(a=1), 12), (_ExitingClass(), 15)],
+                         ids=["a dict whose reading raises", "an object whose class raises"])
+def test_what_a_failed_hook_left_does_not_fail_the_caller(run, mode, value, code):
+    """A hook's own object in its change record, whose methods raise SystemExit, failed the
+    check (the hook's error), then failed the runner's last reading of the event's changes,
+    which let only an Exception go: in process it left fire into the caller's loop."""
+    escaped = None
+    try:
+        out, _ = run(lambda ev: ev.job._changes.__setitem__("site_x", value), "queuejob",
+                     {"job": {"id": "1.s"}}, mode)
+    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
+        escaped = vars(type)["__name__"].__get__(type(exc))
+    assert escaped is None, f"{escaped} left the runner"
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail == f"hook 'bad' called sys.exit({code})"
