@@ -499,7 +499,10 @@ def _leave_forked_copy() -> None:
     hook's process. It leaves now, with sys.exit's code if it was leaving so. (A fork below
     Python, which counts nothing in `_forks`, is caught at the end of the chain: `fire`.)"""
     exc = sys.exc_info()[1]
-    code = exc.code if isinstance(exc, SystemExit) else (1 if exc is not None else 0)
+    # (its code read from the slot, its type from the object: a subclass's code property,
+    # its __class__, are the hook's code, which raised here and left the copy running)
+    code = _EXIT_CODE.__get__(exc) if issubclass(type(exc), SystemExit) else (
+        1 if exc is not None else 0)
     os._exit(code if type(code) is int and 0 <= code <= 255 else 1)
 
 

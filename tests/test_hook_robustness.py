@@ -357,6 +357,22 @@ def test_a_forked_copy_that_comes_back_from_the_hook_leaves(run, mode, tmp_path)
     assert (tmp_path / "after").read_text() == f"{os.getpid()}\n"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_forked_copy_leaves_with_its_code_whatever_its_exit_says(run, mode):
+    """The copy's sys.exit code was read through the hook's SystemExit subclass: a code
+    property that raised left the copy's way out (a later look let it leave, with 0)."""
+
+    def body(ev):
+        child = os.fork()
+        if child == 0:
+            raise _ExitProperty(2)
+        ev.job.comment = str(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+
+    out, _ = run(body, mode=mode)
+    assert out.accepted, out.detail
+    assert out.changes["job"]["comment"] == "2"
+
+
 def test_a_keyboard_interrupt_the_hook_raises_is_its_error_in_a_server(run):
     """In process, a hook that raised KeyboardInterrupt itself stopped the server (its loop
     catches Exception). Where SIGINT has the caller's own handler, as in the server, no ^C
