@@ -296,8 +296,11 @@ class PbsObject:
         return {k: dict(v) if isinstance(v, Resources) else v for k, v in self._attrs.items()}
 
     def changes(self) -> dict[str, Any]:
-        """What hooks changed since the object was made (or since `take_changes`)."""
-        return {k: dict(v) if isinstance(v, dict) else v for k, v in self._changes.items()}
+        """What hooks changed since the object was made (or since `take_changes`), as plain
+        data (`plain`): a value of a hook's own type in the record (set past the setters,
+        a str subclass, an int enum) reaches the caller as its base value, not as the hook's
+        object, whose methods would run in the caller."""
+        return {plain(k): plain(v) for k, v in self._changes.items()}
 
     def take_changes(self) -> dict[str, Any]:
         """The changes so far, then start a fresh record (used to stream changes per hook)."""

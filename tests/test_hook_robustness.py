@@ -722,3 +722,24 @@ def test_what_a_failed_hook_left_does_not_fail_the_caller(run, mode, value, code
     assert escaped is None, f"{escaped} left the runner"
     assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
     assert out.detail == f"hook 'bad' called sys.exit({code})"
+
+
+def test_a_change_of_the_hooks_own_type_reaches_the_caller_as_plain_data(run):
+    """In process, a change set past the attribute's setter kept the hook's own object (a str
+    or int subclass passed the check as it is): the caller got it in `outcome.changes`, and
+    its methods ran later in the caller's loop. A process-mode hook's came back plain."""
+
+    class Name(str):
+        pass
+
+    def body(ev):
+        ev.job._changes["comment"] = Odd("x")
+        ev.job._changes[Name("Priority")] = Count.FOUR
+        ev.job._changes["Variable_List"] = {Name("K"): [Odd("v"), Count.FOUR]}
+
+    out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, "inprocess")
+    assert out.accepted, out.detail
+    assert plain_types(out.changes) == set()
+    assert out.changes["job"] == {"comment": "x", "Priority": 4,
+                                  "Variable_List": {"K": ["v", 4]}}
+
