@@ -968,16 +968,12 @@ class Runner:
             entry.logger.warning("debug: cannot write %s in %s: %s", name, self.debug_dir, exc)
 
     def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
-        try:
-            changes = event.take_changes()
-        except BaseException as exc:  # noqa: BLE001 - a failed hook's leftovers are its own
-            if not runs or runs[-1].outcome not in (ERROR, ALARM) or (
-                    isinstance(exc, KeyboardInterrupt) and _interrupt_may_be_real()):
-                raise
-            # (a hook that failed left event.env None, say, or an object of its own in a
-            # change record, whose methods raise SystemExit: none is kept)
-            changes = {}
-        job_action = (changes.get("job") or {}).get("_action") or (
+        # A failed hook's changes are not kept, nor read: what it left (event.env None, a
+        # change record of its own whose items() raises or never returns) is its code, which
+        # would run here, in the caller, after its alarm.
+        failed = bool(runs) and runs[-1].outcome in (ERROR, ALARM)
+        changes = {} if failed else event.take_changes()
+        job_action = None if failed else (changes.get("job") or {}).get("_action") or (
             event.job.action if event.job is not None else None)
         out = Outcome(event.type, True, runs=runs, changes=changes, job_action=job_action)
         if runs and runs[-1].outcome != ACCEPT:
@@ -992,8 +988,6 @@ class Runner:
             if last.outcome in (ERROR, ALARM):
                 out.fail_action = tuple(a for a in entry.attrs.fail_action
                                         if event.type in FAIL_ACTIONS[a])
-                out.changes = {}
-                out.job_action = None
                 (log.error if last.outcome == ERROR else log.warning)(
                     "%s hook '%s' %s, request rejected: %s", event.type, last.hook,
                     "encountered an exception" if last.outcome == ERROR else "got an alarm call",

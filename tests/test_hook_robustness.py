@@ -743,3 +743,37 @@ def test_a_change_of_the_hooks_own_type_reaches_the_caller_as_plain_data(run):
     assert out.changes["job"] == {"comment": "x", "Priority": 4,
                                   "Variable_List": {"K": ["v", 4]}}
 
+
+class _LoopingDict(dict):
+    """A change record whose reading does not end (a hang guard: `_dawdle`)."""
+
+    def __init__(self, ended, *args):
+        super().__init__(*args)
+        self.ended = ended
+
+    def items(self):
+        _dawdle(self.ended, False)
+        return super().items()
+
+    def keys(self):
+        _dawdle(self.ended, False)
+        return super().keys()
+
+
+@pytest.mark.parametrize("how", ["raises", "runs past its alarm"])
+def test_what_a_failed_hook_left_is_not_read(run, how):
+    """After an in-process hook's error or alarm the runner read what it left (to drop it)
+    after its alarm had ended: a change record of its own whose reading never returned held
+    the caller for ever. A failed hook's changes are not kept: they are not read either."""
+    ended = []
+
+    def body(ev):
+        object.__setattr__(ev.job, "_changes", _LoopingDict(ended, {"comment": "x"}))
+        if how == "raises":
+            raise RuntimeError("and then")
+        _dawdle([], False)
+
+    out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, "inprocess", alarm=1)
+    assert not ended, "the hook's record was read to its end, after its alarm"
+    assert (out.kind, out.hook, out.changes) == (
+        ("error", "bad", {}) if how == "raises" else ("alarm", "bad", {}))
