@@ -352,14 +352,25 @@ def _check_changes(event: Event) -> str | None:
     for label, obj in _changed_objects(event):
         changes = obj._changes
         for key, value in list(changes.items()):
-            problem = (f"{label}: attribute name {_shown(key)} is not a string"
-                       if not isinstance(key, str)
-                       else unstorable(value, f"{label}.{message_text(key) or ''}"))
+            unreadable = False
+            try:
+                problem = (f"{label}: attribute name {_shown(key)} is not a string"
+                           if not isinstance(key, str)
+                           else unstorable(value, f"{label}.{message_text(key) or ''}"))
+            except HookAlarm:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the hook's object stopped its check
+                if issubclass(type(exc), KeyboardInterrupt) and _interrupt_may_be_real():
+                    raise
+                name = (message_text(key) if issubclass(type(key), str) else _shown(key))
+                problem = (f"{label}.{name}: a value of type {type_name(value)} cannot be "
+                           f"read ({type_name(exc)} raised)")
+                unreadable = True
             if not problem:
                 continue
             why = why or problem
             current = obj._attrs.get(key)
-            if isinstance(value, dict) and isinstance(current, dict):
+            if not unreadable and isinstance(value, dict) and isinstance(current, dict):
                 # A resource mapping: drop only the entries the hook set that cannot be
                 # stored, not the whole mapping (bypassing its change record).
                 for sub, item in list(value.items()):
