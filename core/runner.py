@@ -471,7 +471,7 @@ def _run_hook(entry: HookEntry, event: Event, forks: int
         # or reject() set it, and took the reject below for dead code it did not check)
         decision: tuple[str, str | None] | None = event._decision
         if decision is not None and decision[0] == REJECT:
-            return REJECT, _message(decision[1]), None
+            return REJECT, _message(message_text(decision[1])), None
         if before is not None and job is not None and job._changes != before:
             return REJECT, "cannot modify job after runjob request has been accepted", None
         return ACCEPT, None, None

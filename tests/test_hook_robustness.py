@@ -781,3 +781,13 @@ def test_what_a_failed_hook_left_is_not_read(run, how):
     assert (out.kind, out.hook, out.changes) == (
         ("error", "bad", {}) if how == "raises" else ("alarm", "bad", {}))
 
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("decision", [3, None, b"no", ["x"]])
+def test_a_hand_set_decision_that_is_no_text_is_the_hooks_error(run, mode, decision):
+    """``event._decision = ("reject", 3)`` failed as ``AttributeError: ...`` (the message
+    formatted as text); its message is shown as text now."""
+    out, _ = run(lambda ev: setattr(ev, "_decision", ("reject", decision)), "queuejob",
+                 {"job": {"id": "1.s"}}, mode)
+    assert (out.kind, out.hook) == ("reject", "bad"), out.detail
+    assert out.detail == (None if decision is None else str(decision))
