@@ -10,7 +10,8 @@ bookkeeping Slurm's:
   seconds; docs/slurm.md). Its vnode_list is Slurm's nodes (powered-down ones asleep, so
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
-  them, last_used_time from Slurm's LastBusyTime; resv_list from ``scontrol show
+  them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
+  its jobs hold (the plugin keeps a MIXED node, PBS's free, up); resv_list from ``scontrol show
   reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
   --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
   plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
@@ -235,7 +236,13 @@ def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
     22.05 writes ``"state": "idle", "state_flags": ["POWERED_DOWN"]`` and plain numbers.
     23.02 and later write the base state and its flags as one list (``"state": ["IDLE",
     "POWERED_DOWN"]``), and from 23.11 some numbers as ``{"set", "infinite", "number"}``.
-    Read as a string, such a list made a sleeping node look awake."""
+    Read as a string, such a list made a sleeping node look awake.
+
+    ``alloc_cpus`` is the cpus jobs hold on it (22.05 to 23.11: a plain number; read as
+    the others are). A node some of whose cpus a job holds is MIXED, which is PBS's
+    ``free``, and its ``last_busy`` stays where the node was last idle while jobs run on
+    it (seen on 22.05): without them, the plugin powered off a MIXED node under its job
+    once ``last_busy`` was older than ``node_idle_limit``."""
     state, flags = raw.get("state") or "", raw.get("state_flags") or []
     if isinstance(state, list) and isinstance(flags, list):
         flags = state[1:] + flags
@@ -249,7 +256,8 @@ def _node(raw: Mapping[str, Any]) -> dict[str, Any]:
                          f"{str(raw.get('state'))[:60]!r}{shown} is not a state and its "
                          "flags")
     return {**raw, "state": state, "state_flags": flags,
-            "cpus": _number(raw, "cpus"), "last_busy": _number(raw, "last_busy")}
+            "cpus": _number(raw, "cpus"), "last_busy": _number(raw, "last_busy"),
+            "alloc_cpus": _number(raw, "alloc_cpus")}
 
 
 def _number(node: Mapping[str, Any], key: str) -> int:
@@ -267,10 +275,13 @@ def _number(node: Mapping[str, Any], key: str) -> int:
 
 
 def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, Any]:
+    """One node (`_node`) as the periodic event's vnode; the cpus jobs hold on it are its
+    ``resources_assigned.ncpus``, as PBS's: the plugin keeps a host up while any is held."""
     name = str(node["name"])
     state = "+".join([node["state"], *node["state_flags"]])
     return {"state": vnode_state(state), "poweroff_eligible": eligible,
             "resources_available": {"host": name, "vnode": name, "ncpus": node["cpus"]},
+            "resources_assigned": {"ncpus": node["alloc_cpus"]},
             "last_used_time": node["last_busy"], "last_state_change_time": changed}
 
 

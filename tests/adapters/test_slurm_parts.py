@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -1694,11 +1695,11 @@ def test_slurmstepd_is_its_path_or_that_path_replaced_nothing_looser(exe, stepd,
 
 
 @pytest.mark.parametrize("node", [
-    {"name": "n1", "state": "idle", "state_flags": ["POWERED_DOWN"], "cpus": 4,
-     "last_busy": 1700000000},  # 22.05
-    {"name": "n1", "state": ["IDLE", "POWERED_DOWN"], "cpus": 4,
+    {"name": "n1", "state": "mixed", "state_flags": ["POWERED_DOWN"], "cpus": 4,
+     "alloc_cpus": 1, "last_busy": 1700000000},  # 22.05
+    {"name": "n1", "state": ["MIXED", "POWERED_DOWN"], "cpus": 4, "alloc_cpus": 1,
      "last_busy": 1700000000},  # 23.02
-    {"name": "n1", "state": ["IDLE", "POWERED_DOWN"], "cpus": 4,
+    {"name": "n1", "state": ["MIXED", "POWERED_DOWN"], "cpus": 4, "alloc_cpus": 1,
      "last_busy": {"set": True, "infinite": False, "number": 1700000000}},  # 23.11
 ])
 def test_sinfo_json_nodes_of_every_slurm_read_alike(node):
@@ -1706,6 +1707,7 @@ def test_sinfo_json_nodes_of_every_slurm_read_alike(node):
     attrs = slurm_power.vnode(slurm_power._node(node), True, 5)
     assert attrs["state"] == "sleep"
     assert attrs["resources_available"]["ncpus"] == 4
+    assert attrs["resources_assigned"]["ncpus"] == 1  # (a job's cpus: it stays up)
     assert attrs["last_used_time"] == 1700000000
 
 
@@ -1721,6 +1723,9 @@ def test_sinfo_json_nodes_of_every_slurm_read_alike(node):
     ({"name": "n1", "state": "idle", "cpus": -1}, "cpus '-1' is not a count"),
     ({"name": "n1", "state": "idle", "last_busy": {"set": True, "number": 1.5}},
      "last_busy .* is not a count"),
+    ({"name": "n1", "state": "mixed", "alloc_cpus": "1"}, "alloc_cpus '1' is not a count"),
+    ({"name": "n1", "state": "mixed", "alloc_cpus": -1}, "alloc_cpus '-1' is not a count"),
+    ({"name": "n1", "state": "mixed", "alloc_cpus": True}, "alloc_cpus 'True' is not a "),
 ])
 def test_sinfo_json_nodes_in_no_known_shape_are_one_line_errors(node, why):
     with pytest.raises(SlurmError, match=f"sinfo --json: node 'n1': {why}"):
@@ -1730,6 +1735,42 @@ def test_sinfo_json_nodes_in_no_known_shape_are_one_line_errors(node, why):
     # a node sinfo does not list (a powered-down CLOUD node, a hidden partition's) is read
     # by its name alone, as the power programs' fallback does: the run goes on
     assert slurm_power.vnode(slurm_power._node({"name": "n9"}), True, 0)["state"]
+
+
+def test_a_mixed_node_idle_long_ago_by_last_busy_is_not_powered_off_under_its_job(
+        tmp_path, pbsplug_plugins, register_plugin):
+    """A node a job holds some of the cpus of is MIXED, PBS's free, and Slurm's last_busy
+    stays where it was last idle while the job runs (seen on 22.05). sinfo's alloc_cpus
+    was not read: the power plugin saw a free vnode idle for an hour and powered it off
+    under its job. It is the vnode's resources_assigned.ncpus now, and the plugin keeps the
+    node up; the idle node beside it is powered off."""
+    from pbsplug.runner import Runner
+    from pbsplug.testing import require_module
+
+    pbsplug_power = require_module("pbsplug_power")
+    state = tmp_path / "power-state"
+    register_plugin(pbsplug_power, "power", isolation="inprocess", config={
+        "driver": "command", "power_on_off_enable": "True", "node_idle_limit": "2",
+        "min_node_down_delay": "1", "state_dir": str(state),
+        "power_on_command": ["/bin/true", "{host}"],
+        "power_off_command": ["/bin/true", "{host}"],
+        "status_command": ["/bin/true", "{hosts}"]})
+    old = int(time.time()) - 3600
+    nodes = [{"name": "n1", "state": "mixed", "cpus": 2, "alloc_cpus": 1, "last_busy": old},
+             {"name": "n2", "state": "idle", "cpus": 2, "alloc_cpus": 0, "last_busy": old}]
+    told = []
+
+    class Told(_PowerSlurm):
+        def update(self, *args):
+            told.append(args)
+
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(pbsplug_plugins),
+                               Told(nodes=nodes))
+    assert slurm_power.periodic(ctx, {}, [])["stdout"] == "powered off: n2\n"
+    assert [a[0] for a in told] == ["nodename=n2"]
+    assert set(slurm_power._off_record(ctx)) == {"n2"}
+    why = pbsplug_power.state.status(state)["hosts"]["n1"]
+    assert "n1 has 1 cpus assigned to jobs, not idle" in json.dumps(why)
 
 
 def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_path, caplog):

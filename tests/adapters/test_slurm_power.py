@@ -165,3 +165,26 @@ def test_a_sleeping_node_is_woken_ahead_of_a_reservation_and_its_job(power):
                             capture_output=True, text=True, timeout=120)
     assert resume.returncode == 0, resume.stderr
     assert _calls(hw).count("on n3") == 1
+
+
+def test_a_node_a_job_holds_one_cpu_of_is_not_powered_off_under_it(power):
+    """A job on one of n3's two cpus: Slurm shows n3 MIXED (PBS's free), and its
+    LastBusyTime does not move while the job runs, so n3 looks idle past node_idle_limit.
+    sinfo's alloc_cpus was not given to the plugin, which powered n3 off under the job.
+    The plugin keeps n3 up now (its cpus assigned) and powers off n4, the next host."""
+    slurm, hw = power
+    cluster = slurm.cluster
+    periodic = ["periodic", "--dir", str(slurm.dir)]
+    job = cluster.sbatch("-p", "gpu", "-w", "n3", "-n", "1", "-o", "/dev/null",
+                         script="#!/bin/sh\nsleep 600\n")
+    cluster.wait_job(job, lambda j: j["job_state"] == "RUNNING", 60, "running")
+    assert cluster.wait_nodes(("n3",), ("mixed",), 30)["n3"] == "mixed"
+    _idle_for(cluster, ("n3", "n4"), 3)  # (LastBusyTime old while the job runs)
+    first = until(lambda: slurm.pbsplug(None, *periodic).stdout, 30, "a power-off")
+    assert first.split() == ["powered", "off:", "n4"]  # n3 first by name: kept up
+    assert slurm.pbsplug(None, *periodic).stdout == ""
+    assert _calls(hw) == ["off n4"]
+    assert cluster.job(job)["job_state"] == "RUNNING"
+    assert cluster.node_states()["n3"] == "mixed"
+    status = (slurm.top / "power-state" / "power_status.json").read_text()
+    assert "n3 has 1 cpus assigned to jobs, not idle" in status
