@@ -106,12 +106,14 @@ def test_qorder_swaps_two_jobs_places_and_the_scheduler_follows(engine):
 
 
 def test_qsig_sends_a_signal_to_the_jobs_processes(engine):
-    marker = engine.work / "got-usr1"
+    # (SIGUSR1 ends a shell that has not set its trap yet: sent once the trap is set)
+    marker, trapped = engine.work / "got-usr1", engine.work / "trapped"
     script = (f"trap 'echo usr1 > {marker}' USR1\n"
+              f"touch {trapped}\n"
               "i=0; while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done\n")
     job_id = _qsub(engine, script=script)
     engine.wait(job_id, "R")
-    time.sleep(0.5)  # (its trap set)
+    until(trapped.exists, timeout=30, what="the job's trap set")
     sent = engine.pbs("qsig", "-s", "SIGUSR1", job_id)
     assert (sent.returncode, sent.stderr) == (0, "")
     until(marker.exists, timeout=30, what="the job's trap of SIGUSR1")
