@@ -374,7 +374,7 @@ def test_each_qdel_of_a_job_being_killed_signals_it_again(engine):
 
 
 @pytest.mark.parametrize("first", ["qdel", "qrerun"])
-def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, first):
+def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, first, tmp_path):
     """A limit (walltime, cput) is not looked at while a job is being killed, but that ended
     with its SIGKILL (`Engine.kills`), not with its end: a limit met after the SIGKILL and
     before the job's end was seen replaced the qdel's comment and Exit_status with the
@@ -383,13 +383,16 @@ def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, firs
     stopped (SIGSTOP) until the end, so its end is not seen before the test allows it."""
     now = [time.time()]
     eng = engine_here(clock=lambda: now[0])
+    trapped = tmp_path / "trapped"  # (made once the job ignores SIGTERM)
     job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"}},
-                            "trap '' TERM\nsleep 300\n")
+                            f"trap '' TERM\ntouch {shlex.quote(str(trapped))}\nsleep 300\n")
     _poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
     if first == "qrerun":  # (held: once requeued, it does not run again)
         eng.req_hold(ROOT, [job_id])
     launch = eng.launches[job_id]
     assert launch.resolve(wait=60) > 0  # (the job's process started: the kill reaches it)
+    # (its SIGTERM ignored: sent before the trap, it ended the job, Exit_status 271)
+    _poll_until(eng, trapped.exists, "the job to ignore SIGTERM")
     shepherd = launch.shepherd
     os.kill(shepherd, signal.SIGSTOP)
     try:
