@@ -331,11 +331,14 @@ def test_qrerun_of_an_array_while_its_qdel_x_kills_it(engine):
     user, 2510[]: ``Job Rerun`` for each, a second S and an E each, then ``Also deleted
     job history`` and ``qstat -xt 2510[]`` Unknown Job Id)."""
     script = ('trap "" TERM\n'
+              'touch "$PBS_O_WORKDIR/trapped.$PBS_ARRAY_INDEX"\n'
               'while [ ! -e "$PBS_O_WORKDIR/go" ]; do sleep 0.1; done\n')
     job_id = engine.pbs("qsub", "-J", "1-2", input=script, check=True).stdout.strip()
     subs = [arrays.subjob_id(job_id, i) for i in (1, 2)]
     for sub in subs:
         engine.wait(sub, "R")
+    for i in (1, 2):  # (the qdel's SIGTERM before the trap ended the subjob: nothing to rerun)
+        until((engine.work / f"trapped.{i}").exists, what=f"subjob {i} to ignore SIGTERM")
     engine.pbs("qdel", "-x", job_id, check=True)
     engine.pbs("qrerun", job_id, check=True)
     (engine.work / "go").touch()
