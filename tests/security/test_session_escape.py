@@ -152,11 +152,15 @@ def test_an_escaped_process_gets_qdels_sigterm_before_its_sigkill(engine, attack
         # The job's script ignores SIGTERM and lives on to the SIGKILL after kill_delay
         # (its end would kill the rest of the job at once, as PBS's MoM does, before the
         # escaped process's handler could run).
+        # (Its trap set, it says so: a SIGTERM before would end the script, and the job's
+        # end kill the escaped process before its handler ran.)
+        trapped = folder / "trapped"
         job_id = qsub(attacker, engine, "-r", "n", job_script(
-            engine, escape, trap, then="trap '' TERM\nsleep 300\n"))
+            engine, escape, trap, then=f"trap '' TERM\ntouch {trapped}\nsleep 300\n"))
         # (its handler set: a SIGTERM before it would end it without a word)
         until(lambda: (folder / "got.ready").exists(), timeout=30,
               what="the escaped process to catch SIGTERM")
+        until(trapped.exists, timeout=30, what="the job's script to ignore SIGTERM")
         engine.wait(job_id, "R")
         engine.pbs("qdel", job_id, check=True)
         until(got.exists, timeout=30, what="the escaped process's SIGTERM")
