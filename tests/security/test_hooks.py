@@ -258,8 +258,9 @@ def execjob_prologue(event):
 #: hook's process, found as the server's child of their uid; "program", the program it
 #: runs, that process's child): both are theirs, the hook runs as them. It stops it once
 #: the hook has begun (its mark made): stopped sooner, before the process has said it
-#: starts the hook, the hook fails "before the hook ran". Prints the job's id and the pid
-#: it stopped.
+#: starts the hook, the hook fails "before the hook ran"; and the program once it runs sh:
+#: stopped between its fork and its exec, it bears the hook's process's name. Prints the
+#: job's id and the pid it stopped.
 _STOP_THE_PROLOGUE = """\
 import os, signal, subprocess, sys, time
 from pathlib import Path
@@ -267,7 +268,7 @@ program = sys.argv[1] == 'program'
 job = subprocess.run(['pbsplug', 'qsub', *(['-v', 'WAIT_IN_PROGRAM=1'] if program else []),
                       '--', '/bin/true'], capture_output=True, text=True,
                      check=True).stdout.strip()
-parent = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
+server = parent = Path(os.environ['PBSPLUG_HOME'], 'server.pid').read_text().split()[0]
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     if not Path(f'{job}.first').exists():
@@ -275,14 +276,17 @@ while time.monotonic() < deadline:
         continue
     for pid in filter(str.isdigit, os.listdir('/proc')):
         try:
-            stat = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+            name, stat = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)
+            stat, name = stat.split(), name.split('(', 1)[1]
             uid = Path(f'/proc/{pid}/status').read_text().split('Uid:')[1].split()[0]
-        except (OSError, IndexError):
+        except (OSError, IndexError, ValueError):
             continue
         if stat[1] == parent and int(uid) == os.getuid():
             if program:
                 parent, program = pid, False  # the hook's process: now its child
                 break
+            if parent != server and name != 'sh':
+                continue  # (the program forked, not sh yet)
             os.kill(int(pid), signal.SIGSTOP)
             print(job, pid)
             raise SystemExit(0)
