@@ -318,7 +318,7 @@ def test_what_openpbs_answers_for_a_held_array_not_begun(engine):
     assert engine.job(job_id)["max_run_subjobs"] == 1
     assert engine.pbs("qrun", third).returncode == 0  # (its array held: it runs all the same)
     # (X, not F, while its array lives: OpenPBS 23.06's qstat names it so, checked)
-    assert engine.wait(third, "X", timeout=5)["Exit_status"] == 0, engine.log()[-3000:]
+    assert engine.wait(third, "X")["Exit_status"] == 0, engine.log()[-3000:]
     assert engine.job(job_id)["job_state"] == "H"
 
 

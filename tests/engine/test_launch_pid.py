@@ -143,7 +143,8 @@ def test_a_server_that_dies_during_the_launch_hooks_leaves_no_shepherd(
                  what="the launch hook to run")
     engine.kill()
     try:
-        until(lambda: gone(hook["pid"]), timeout=5, what="the shepherd to exit")
+        # (it looks at its parent every second; left, it would wait for the hook's 60 s)
+        until(lambda: gone(hook["pid"]), what="the shepherd to exit")
     finally:
         if isolation == "process":  # the orphaned hook child would sleep on
             os.kill(hook["hook"], signal.SIGKILL)
