@@ -344,7 +344,9 @@ def test_a_job_with_a_future_execution_time_is_waiting(engine):
     job_id = engine.submit("true\n", Execution_Time=int(time.time()) + 3600)
     time.sleep(0.5)
     assert engine.job(job_id)["job_state"] == "W"
-    soon = engine.submit("true\n", Execution_Time=int(time.time()) + 2)
+    # (5 s ahead: 2 were 1 to 2 s after the submission, the clock read in whole seconds,
+    # which a loaded machine may spend before the look)
+    soon = engine.submit("true\n", Execution_Time=int(time.time()) + 5)
     assert engine.job(soon)["job_state"] == "W"
     assert engine.wait(soon, timeout=30)["Exit_status"] == 0  # queued, then run, on time
     engine.client("alter", id=job_id, attrs={"Execution_Time": int(time.time()) - 1})
