@@ -135,10 +135,12 @@ def test_qsig_sends_a_signal_to_the_jobs_processes(engine):
 
 
 def test_qsig_suspend_stops_the_job_frees_its_cpus_and_its_walltime(engine):
-    # (60 short sleeps: a suspended loop makes no progress, as one long sleep would)
+    # (120 short sleeps: a suspended loop makes no progress, as one long sleep would. A
+    # walltime of 8 s: the suspend comes before it, on a loaded machine too, which took
+    # 2.8 s of the 4 it had)
     submitted = time.monotonic()  # (before the job exists: its whole run comes after)
-    job_id = _qsub(engine, "-l", "walltime=00:00:04", script=(
-        "i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i+1)); done\n"))
+    job_id = _qsub(engine, "-l", "walltime=00:00:08", script=(
+        "i=0; while [ $i -lt 120 ]; do sleep 0.1; i=$((i+1)); done\n"))
     engine.wait(job_id, "R")
     pgid = _session(engine, job_id)
     assert engine.pbs("qsig", "-s", "suspend", job_id).returncode == 0
@@ -151,7 +153,7 @@ def test_qsig_suspend_stops_the_job_frees_its_cpus_and_its_walltime(engine):
     assert (again.returncode, again.stderr) == (
         168, f"qsig: Request invalid for state of job {job_id}\n")
     assert _lines(engine.pbs("qselect", "-s", "S")) == [job_id]
-    time.sleep(5)  # past its walltime while suspended: not killed for it
+    time.sleep(9)  # past its walltime while suspended: not killed for it
     assert engine.job(job_id)["job_state"] == "S"
     resumed = time.monotonic()  # (and until after this)
     assert engine.pbs("qsig", "-s", "resume", job_id).returncode == 0
@@ -159,12 +161,12 @@ def test_qsig_suspend_stops_the_job_frees_its_cpus_and_its_walltime(engine):
     until(lambda: _process_state(pgid) != "T", timeout=10, what="the job's process woken")
     ended = engine.wait(job_id)
     finished = time.monotonic()  # (after its end)
-    assert ended["Exit_status"] == -29  # (6 s of its loop over a walltime of 4: killed)
+    assert ended["Exit_status"] == -29  # (12 s of its loop over a walltime of 8: killed)
     used = sum(int(p) * 60 ** i for i, p in enumerate(
         reversed(ended["resources_used"]["walltime"].split(":"))))
     # Its run lies within submitted..finished and was suspended for all of stopped..resumed
-    # (5 s and more): its walltime leaves that out (+1: it is counted in whole seconds).
-    # Counted in, the walltime would be over this bound by those 5 s less the round trips
+    # (9 s and more): its walltime leaves that out (+1: it is counted in whole seconds).
+    # Counted in, the walltime would be over this bound by those 9 s less the round trips
     # before its start and after its end.
     assert used <= (finished - submitted) - (resumed - stopped) + 1
 
