@@ -57,8 +57,11 @@ def test_the_jobs_of_a_reservation_that_ends_get_d_records_of_the_servers_user(e
     k when its owner is the server's user, root, else a K), then a D for each of its jobs,
     requestor the server's user, and a running job's E at its end; a pbs_rdel's D name
     who deleted it."""
-    mine = engine.pbs("pbs_rsub", "-R", _when(2), "-E", _when(5), check=True).stdout.split()[0]
-    theirs = attacker.pbs(engine, "pbs_rsub", "-R", _when(2), "-E", _when(5)).stdout.split()[0]
+    # (Ending 12 s ahead, not 5: the submissions below, four commands, two of them through
+    # runuser, come before the job runs, which must be before the end: 2 s of the 5 at a
+    # load of 5.)
+    mine = engine.pbs("pbs_rsub", "-R", _when(2), "-E", _when(12), check=True).stdout.split()[0]
+    theirs = attacker.pbs(engine, "pbs_rsub", "-R", _when(2), "-E", _when(12)).stdout.split()[0]
     later = attacker.pbs(engine, "pbs_rsub", "-R", _when(900), "-E", _when(990)
                          ).stdout.split()[0]
     running = engine.pbs("qsub", "-q", _confirmed(engine, mine), "--", "/bin/sleep", "60",
