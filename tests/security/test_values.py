@@ -119,6 +119,11 @@ def _everything_readable(engine: LocalEngine) -> None:
     """The server answers; qstat -f -x and pbsnodes -a print every stored object; a cycle
     over all of it runs and the server still answers."""
     engine.client("status")
+    # The fuzz's qmgr lines may have left what keeps any job from running (a default of
+    # 1700000000 ncpus, a max_running of 0): unset, for the probe.
+    for line in ("unset server resources_default.ncpus", "unset server max_running",
+                 "unset queue workq max_running"):
+        engine.pbs("qmgr", "-c", line, check=True)
     engine.pbs("qmgr", "-c", "set server scheduling = true", check=True)
     probe = engine.submit()  # runs only once cycles over everything stored have run
     assert engine.wait(probe, timeout=120)["Exit_status"] == 0
