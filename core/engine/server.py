@@ -1665,12 +1665,9 @@ class Engine:
             if named.single and self._job(job_id)["job_state"] in ("F", "X"):
                 raise PbsError(PBSE_FINISHED_SUBJOB, obj=job_id)  # (a range lets it be)
         else:
-            # (PBS's D: one per deletion of the array, not one per qdel of it; a qdel of an
-            # array deleted already, its subjobs still being killed, is not written again)
-            if not (self.store.runtime(array_job) or {}).get("deleted_by"):
-                self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
-                         f"{caller.user}@{self.host}")
-                self.accounting.deleted(array_job, f"{caller.user}@{self.host}")
+            self.log(LOG_JOB, "Job", array_job, f"Job to be deleted at request of "
+                     f"{caller.user}@{self.host}")
+            self.accounting.deleted(array_job, f"{caller.user}@{self.host}")  # (PBS's D)
             if purge:  # (gone with its subjobs once it is over: `Arrays.end_if_over`)
                 self._purge_at_end(caller, array_job)
         if purge:  # (its subjobs over already go now, as PBS's server purges them)

@@ -8,7 +8,6 @@ import json
 
 from pbsplug.engine import arrays
 
-from .conftest import until
 from .test_accounting import JOB_HEAD, of, records
 
 #: Subjob 1 fails at once; the others end when their file is there (`_go`).
@@ -60,32 +59,6 @@ def test_a_deleted_array_has_its_d_and_its_e_once_it_began(engine):
     order = [(kind, i) for _, kind, i, _ in recs]
     assert order.index(("D", running)) < order.index(("D", arrays.subjob_id(running, 1)))
     assert order[-1] == ("E", running)
-
-
-def test_an_array_qdeled_again_while_its_subjobs_are_killed_has_one_d(engine):
-    """A qdel of an array deleted already (its running subjobs deaf to SIGTERM, kill_delay
-    30 s) writes no second D record for the array: one D per deletion of a job. pbsplug
-    wrote the array's D at each qdel. Its running subjobs are each qdel'ed again, as any
-    running job is (a D each time, as OpenPBS 23.06.06 wrote them: docs/engine.md)."""
-    assert engine.pbs("qmgr", "-c", "set queue workq kill_delay = 30").returncode == 0
-    script = "trap '' TERM\ntouch \"$PBS_O_WORKDIR/up.$PBS_ARRAY_INDEX\"\nsleep 300\n"
-    array = engine.pbs("qsub", "-J", "1-2", input=script, cwd=engine.work,
-                       check=True).stdout.strip()
-    subs = [arrays.subjob_id(array, i) for i in (1, 2)]
-    try:
-        until(lambda: all((engine.work / f"up.{i}").exists() for i in (1, 2)),
-              timeout=60, what="both subjobs to ignore SIGTERM")
-        for _ in range(2):  # (the array is B throughout: its subjobs ignore the SIGTERMs)
-            done = engine.pbs("qdel", array)
-            assert (done.returncode, done.stderr) == (0, ""), done.stderr
-    finally:
-        for sub in subs:
-            engine.pbs("qsig", "-s", "KILL", sub)
-    engine.wait(array)
-    recs = records(engine.home)
-    assert [kind for kind, _ in of(recs, array)] == ["Q", "S", "D", "E"]
-    for sub in subs:
-        assert [kind for kind, _ in of(recs, sub)] == ["S", "D", "D", "E"], sub
 
 
 def test_an_array_ends_with_its_last_ended_subjobs_exit_status(engine):
