@@ -583,9 +583,14 @@ class JobControl:
                                          f"one of {', '.join(TERM_MODES)}")
         who = f"{caller.user}@{eng.host}"
         eng.log(LOG_SYSTEM, "Server", eng.host, f"Server shutdown ({mode}) at request of {who}")
-        if mode == "immediate":
-            self._end_running(who)
-        eng.stopping = True
+        try:
+            if mode == "immediate":
+                self._end_running(who)
+        finally:
+            # (even when a kill fails, a full disk: its hook chains are stopped already,
+            # and a server serving on without them kept their jobs R or E for ever; what
+            # is left is found at the next start, as after any stop)
+            eng.stopping = True
         return "shutting down"
 
     def _end_running(self, who: str) -> None:

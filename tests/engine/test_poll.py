@@ -120,3 +120,26 @@ def test_a_job_its_shepherd_could_not_be_sent_is_a_failed_start_that_says_why(
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
     assert "job failed to start: the job could not be sent to its shepherd (pid " in log, log
     assert "ended before it was sent the job" not in log
+
+
+def test_a_qterm_immediate_whose_kill_fails_still_stops_the_server(engine_here,
+                                                                   monkeypatch):
+    """qterm -t immediate stops the hook chains, then kills each job: a kill that failed
+    (its store write on a full disk) failed the request and left the server serving on,
+    its chains gone (a prologue's job R with no launch, an end's E, until a restart)."""
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"}}, "sleep 300\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(eng, "_kill", full)
+    try:
+        eng.control.terminate(ROOT, "immediate")
+    except OSError:
+        pass
+    assert eng.stopping
+    monkeypatch.undo()
+    eng.req_delete(ROOT, [job_id], force=True)
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
