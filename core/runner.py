@@ -144,6 +144,9 @@ LOG_MAX = 1 << 20
 REPORT_MAX = 64 << 20
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
+#: The error of a hook whose process the caller's `cancel` had killed (a server stopping):
+#: the caller's doing, not the hook's (`Engine._poll_chains` tells it by this).
+CANCELLED = "the server is stopping: the hook's process was killed"
 #: Seconds between two looks for a stopped process in a pbsuser hook's process group.
 GROUP_TICK = 1.0
 
@@ -1125,8 +1128,7 @@ class Runner:
                 entry = batch[current if current is not None else len(runs)]
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                     time.perf_counter() - started if current is not None
-                                    else 0.0, ERROR, "the server is stopping: the hook's "
-                                    "process was killed", wall))
+                                    else 0.0, ERROR, CANCELLED, wall))
                 return runs
             if not ready:
                 # (One reading: with two, a deadline passing between them found no hook

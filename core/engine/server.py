@@ -31,7 +31,7 @@ from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, is_route_queue
 from ..plugins import PluginSet, load_plugins
-from ..runner import Outcome, Pending, Runner, client_message, consequence
+from ..runner import CANCELLED, Outcome, Pending, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
@@ -2943,15 +2943,14 @@ class Engine:
             else:
                 if outcome is None:
                     continue
-                if not self.stopping:
-                    outcome = self._logged(outcome)
-            if self.stopping:
-                # The server's stop came as the chain stepped (a SIGTERM lands anywhere in
-                # the loop): the runner gave its hook up for it, "the server is stopping",
-                # or it was over just then. Either way the stop's rule, not the hook's
-                # outcome: `_stop_chains` (a qdel waiting refused, the job runs on; a
-                # prologue's job requeued at the next start), never "the hook failed".
-                return
+                if any(run.message == CANCELLED for run in outcome.runs):
+                    # The server's stop came as the chain stepped (a SIGTERM lands anywhere
+                    # in the loop) and the runner gave its hook up for it: the stop's rule,
+                    # `_stop_chains` (a qdel waiting refused, the job runs on; a prologue's
+                    # job requeued at the next start), never "the hook failed". A chain
+                    # that was over just then goes on as any other.
+                    continue
+                outcome = self._logged(outcome)
             del self.chains[job_id]
             try:
                 chain.done(outcome)

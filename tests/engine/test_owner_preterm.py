@@ -228,19 +228,23 @@ def test_a_server_stopped_during_a_qdels_pbsuser_preterm_refuses_the_qdel(dists,
 
 
 @pytest.mark.parametrize("event", ["execjob_preterm", "execjob_prologue"])
-def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event,
+@pytest.mark.parametrize("cancelled", [True, False], ids=["hook given up", "chain over"])
+def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event, cancelled,
                                                                        inprocess_engine):
     # The server's SIGTERM may land while a chain steps (its handler runs between any two
     # lines of the loop): the runner then gives the hook up, "the server is stopping: the
     # hook's process was killed", and that was taken for the hook's error: the waiting qdel
     # refused as "filter hook 'slow' encountered an exception", a prologue's job handled as
-    # its hook failed. The stop's rule stands (`_stop_chains`). (The test above met it once
+    # its hook failed. The stop's rule stands (`_stop_chains`). A chain whose hooks were
+    # over just then goes on as any other. (The stop-during-preterm test met it once
     # under load; here the SIGTERM is made to land in the step.)
     from pbsplug.engine.server import ROLE_MANAGER, Caller, LaterAnswer, _Chain
-    from pbsplug.runner import Outcome
+    from pbsplug.runner import CANCELLED, ERROR, HookRun, Outcome
 
     eng = inprocess_engine
     done: list[Outcome] = []
+    run = HookRun("slow", event, 1, "process", 0.5, ERROR, CANCELLED if cancelled else
+                  "ValueError: its own", 0.0)
 
     class Stopped:  # a chain's Pending whose step the stop interrupts
         def ready(self) -> bool:
@@ -250,7 +254,7 @@ def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event,
             eng.stopping = True  # (what the SIGTERM's handler does)
             return Outcome(event, False, kind="error", hook="slow", code=15136,
                            message="request rejected as filter hook 'slow' encountered "
-                                   "an exception")
+                                   "an exception", runs=[run])
 
         def cancel(self) -> None:
             pass
@@ -261,6 +265,9 @@ def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event,
     chain.waiters.append((later, results, Caller(0, ROLE_MANAGER), False))
     eng.chains["12.x"] = chain
     eng._poll_chains()
+    if not cancelled:
+        assert [o.runs for o in done] == [[run]] and eng.chains == {}
+        return
     assert (done, eng.chains) == ([], {"12.x": chain})
     eng._stop_chains()
     assert results[0]["error"]["message"].startswith("System error: the server is stopping")
