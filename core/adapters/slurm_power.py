@@ -279,9 +279,12 @@ def vnode(node: Mapping[str, Any], eligible: bool, changed: int) -> dict[str, An
     ``resources_assigned.ncpus``, as PBS's: the plugin keeps a host up while any is held."""
     name = str(node["name"])
     state = "+".join([node["state"], *node["state_flags"]])
+    # (MIXED is a job on some of its cpus whatever alloc_cpus says: a Slurm that leaves the
+    # field out, read as 0, must not make it look idle)
+    held = node["alloc_cpus"] or int(str(node["state"]).upper() in ("MIXED", "ALLOCATED"))
     return {"state": vnode_state(state), "poweroff_eligible": eligible,
             "resources_available": {"host": name, "vnode": name, "ncpus": node["cpus"]},
-            "resources_assigned": {"ncpus": node["alloc_cpus"]},
+            "resources_assigned": {"ncpus": held},
             "last_used_time": node["last_busy"], "last_state_change_time": changed}
 
 
