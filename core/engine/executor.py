@@ -566,12 +566,15 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     make_job_dir(tmpdir, ids)
     server = os.getpid()
     request_fd = _request_file(status_file.parent)
+    opened = [request_fd]
     try:
         read_fd, write_fd = os.pipe()
-    except OSError:
-        os.close(request_fd)
+        opened += (read_fd, write_fd)
+        pid = os.fork()
+    except OSError:  # (no descriptor or process left: none of these kept open)
+        for fd in opened:
+            os.close(fd)
         raise
-    pid = os.fork()
     if pid == 0:  # the shepherd
         try:
             os.close(write_fd)
@@ -590,7 +593,11 @@ def _request_file(folder: Path) -> int:
         return os.memfd_create("pbsplug-start")
     except (AttributeError, OSError):  # (before Linux 3.17, a seccomp filter)
         fd, path = tempfile.mkstemp(dir=folder)
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            os.close(fd)
+            raise
         return fd
 
 

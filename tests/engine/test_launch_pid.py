@@ -511,6 +511,22 @@ def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, mem
     assert sorted(p.name for p in jobs.iterdir()) == ["1.shepherd", "1.status"]
 
 
+@pytest.mark.parametrize("fails", ["fork", "pipe"])
+def test_a_shepherd_that_cannot_be_made_leaves_no_descriptor(tmp_path, monkeypatch, fails):
+    """A fork that fails (no process left for the server's user) left the request file and
+    the pipe's two ends open in the server, a job's start after another."""
+    def refused(*args):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, fails, refused)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    held = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError):
+        executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
+    assert len(os.listdir("/proc/self/fd")) == held
+
+
 def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_path,
                                                                            monkeypatch):
     """A qdel's SIGKILL reaches a shepherd that has not recorded its job yet (it waited for
