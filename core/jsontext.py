@@ -73,22 +73,26 @@ class JsonError(ValueError):
         return type(self), (self.what, self.why, self.line), self.__dict__
 
 
+class _NumberRefused(ValueError):
+    """A number the parse_* hooks refuse: its line is found (`_refused_number_line`)."""
+
+
 def _int(text: str) -> int:
     count = len(text) - text.startswith("-")
     if count > MAX_DIGITS:
-        raise ValueError(f"a number of {count:,} digits (at most {MAX_DIGITS:,})")
+        raise _NumberRefused(f"a number of {count:,} digits (at most {MAX_DIGITS:,})")
     return int(text)
 
 
 def _float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise ValueError(f"a number past a float's range ({_cut(text)})")
+        raise _NumberRefused(f"a number past a float's range ({_cut(text)})")
     return value
 
 
 def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise _NumberRefused(f"{name} is not a JSON number")
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -217,8 +221,10 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
         raise JsonError(what, f"not JSON: {exc}", exc.lineno) from None
     except RecursionError:
         raise JsonError(what, "arrays or objects nested too deeply") from None
-    except ValueError as exc:  # (the parse_* hooks above: their words, and its line)
+    except _NumberRefused as exc:  # (the parse_* hooks above: their words, and its line)
         raise JsonError(what, str(exc), _refused_number_line(data)) from None
+    except ValueError as exc:  # (a key twice, `_object`: its words)
+        raise JsonError(what, str(exc)) from None
     if expect is not None and not isinstance(value, expect):
         expected = _EXPECTED.get(expect) or f"a {expect.__name__}"
         raise JsonError(what, f"a JSON {kind(value)}, not {expected}")
@@ -228,8 +234,9 @@ def loads(data: str | bytes | bytearray, what: str, *, expect: type | None = Non
 _EXPECTED: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
 
 
-#: A JSON string or a number's token: what `_refused_number_line` reads the text as.
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|NaN|-?Infinity')
+#: A JSON string (one not closed runs to the text's end: each character is read once, never
+#: again from each quote inside it) or a number's token: what `_refused_number_line` reads.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|-?[0-9][0-9.eE+-]*|NaN|-?Infinity')
 
 
 def _refused_number_line(text: str) -> int | None:

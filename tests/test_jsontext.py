@@ -87,6 +87,31 @@ def test_a_refused_numbers_line_is_named(text, line):
     assert err.value.line == line, err.value
 
 
+def test_a_refusals_line_scan_reads_each_character_once():
+    """The scan for a refused number's line ran on every refusal of the parse hooks (a key
+    twice too), over the whole text, and from each quote of a string not closed again: a
+    request of a key twice then 400 KB of escaped quotes held the root server's loop for
+    minutes (8 MB: days). A key twice has no line; the scan is linear. (A hang guard, not a
+    bound: the old scan took about 500 s here.)"""
+    import signal
+
+    def hung(_sig, _frame):
+        raise AssertionError("the line scan went back over the text")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.raises(JsonError) as err:
+            loads(('{"x": {"a": 1, "a": 1},\n "y": "' + '\\"' * 200_000).encode(), "req")
+        assert (err.value.why, err.value.line) == ('the key "a" twice in one object', None)
+        with pytest.raises(JsonError) as err:
+            loads('["' + '\\"' * 200_000 + '",\n\n 1e999]', "req")
+        assert err.value.line == 3
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def _nested(levels: int) -> str:
     return '{"a": ' * (levels - 1) + "[1]" + "}" * (levels - 1)
 
