@@ -56,6 +56,11 @@ HOST_JOB_WRITABLE = frozenset({
 RUNJOB_JOB_WRITABLE = frozenset({"Execution_Time", "Hold_Types", "project", "depend"})
 
 
+class HookAlarm(KeyboardInterrupt):
+    """Raised inside a hook when its alarm expires (PBS raises KeyboardInterrupt).
+    (`pbsplug.HookAlarm`; here, not in the runner, so that `message_text` lets it by.)"""
+
+
 def message_text(value: Any) -> str | None:
     """A hook's message as text of the exact type str (None stays None): `str(value)`, or a
     stand-in naming its type when that fails, whatever it raises (an exception whose
@@ -67,6 +72,8 @@ def message_text(value: Any) -> str | None:
         return str.__str__(value)     # isinstance would read its __class__)
     try:
         text = str(value)
+    except HookAlarm:  # (the hook's alarm, come while its object was shown: the hook is
+        raise          # over, not given a stand-in to run on past it)
     except BaseException:  # noqa: BLE001 - the hook's object, not ours: its error, any
         return f"<{type_name(value)} that cannot be shown>"
     return str.__str__(text)

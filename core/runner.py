@@ -84,6 +84,7 @@ from .events import (
     PBS_OBJECT,
     PBSE_HOOKERROR,
     Event,
+    HookAlarm,
     HookExit,
     launch_problem,
     message_text,
@@ -149,10 +150,6 @@ CANCEL_TICK = 0.1
 CANCELLED = "the server is stopping: the hook's process was killed"
 #: Seconds between two looks for a stopped process in a pbsuser hook's process group.
 GROUP_TICK = 1.0
-
-
-class HookAlarm(KeyboardInterrupt):
-    """Raised inside a hook when its alarm expires (PBS raises KeyboardInterrupt)."""
 
 
 #: Hooks whose logger the runner set to DEBUG (their ``debug`` attribute).

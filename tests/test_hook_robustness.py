@@ -659,6 +659,10 @@ SLOW = {
         lambda ended: _raising(SystemExit(_slow(ended))),
     "an attribute name whose repr does not end": lambda ended: None,
     "attribute names whose repr turns its alarm into SystemExit": lambda ended: None,
+    # (event.reject's message was made text with the alarm taken by its stand-in: the
+    # alarm became a reject, and the hook's changes were kept)
+    "a reject whose message does not end": lambda ended: None,
+    "a hand-set decision whose message does not end": lambda ended: None,
 }
 
 
@@ -677,6 +681,12 @@ def test_what_a_hook_left_is_shown_within_its_alarm(run, mode, case):
             caught = "SystemExit" in case
             ev.job._changes[_slow(ended, caught)] = 1
             ev.job._changes[_slow(ended, caught)] = 2
+        elif "reject" in case:
+            ev.job.comment = "kept?"
+            ev.reject(_slow(ended))
+        elif "decision" in case:
+            ev.job.comment = "kept?"
+            ev._decision = ("reject", _slow(ended))
         SLOW[case](ended)
 
     out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, mode, alarm=1)
