@@ -120,8 +120,8 @@ PLATFORM_FILE = "simulated_platform.json"
 SLEEP = "sleep"
 #: Simulated seconds with queued jobs and nothing else happening (nothing running, nothing
 #: to submit, no periodic hook bringing the machine to a state the scheduler has not seen
-#: since, `Simulator._new_state`; a host's power transition is nothing the scheduler reads)
-#: after which the replay ends: what is left queued never starts.
+#: since, `Simulator._new_state`, nor a host's power transition bringing one: `_fingerprint`
+#: holds the hosts' power) after which the replay ends: what is left queued never starts.
 STALL = 7 * 86400.0
 #: The vnode attributes a scheduler reads besides resources_available: what makes a
 #: machine's state another for the stall (`Simulator._fingerprint`); a comment does not.
@@ -767,11 +767,12 @@ class Simulator:
                     self.summary.cycles_skipped += 1
                 self._new_needs, self._doubt = set(), False
             if changed or self.running:
-                # (A periodic change with nothing else happening counts when it is new, a
-                # host's transition then not at all; a start, or a start hook's requeue
-                # that a second pass follows, counts.)
+                # (A periodic change or a host's transition with nothing else happening
+                # counts when it is new; a start, or a start hook's requeue that a second
+                # pass follows, counts.)
                 if self.running or self._touched or (
-                        self._new_state() if hooked else not self._quiet):
+                        self._new_state() if hooked or (woke and self._quiet)
+                        else not self._quiet):
                     self._last_change = now
             # What the cycle's starts changed (a job requeued by a start hook, a vnode a
             # hook changed) is seen by a second cycle at the same instant, as the engine
@@ -1961,6 +1962,9 @@ class Simulator:
             avail = attrs.get("resources_available") or {}
             digest.update(repr((name, [attrs.get(k) for k in _SCHEDULED],
                                 sorted(avail.items()))).encode())
+        # (and each host's power: a boot that ends counts when it brings a state not seen,
+        # the first after a long sleep, not a power toggled on and off for ever)
+        digest.update(repr([(h.power, h.until > self.now) for h in self.hosts]).encode())
         return digest.digest()
 
     # -- machine states -----------------------------------------------------------------------

@@ -709,21 +709,60 @@ class OfflineOnePowersN0(OfflineOne):
 def test_a_periodic_hook_powering_a_host_off_and_on_does_not_keep_a_replay_going(
         register_plugin, pbsplug_plugins, tmp_path, monkeypatch):
     """A periodic hook that powers n0 off at one run and on at the next, while j1 can
-    never start: its first run after j2's end (3,700) brings a state the scheduler has not
-    seen (n0 asleep), then only states it has seen; the ends of n0's shutdowns (60 s) and
-    boots (300 s) are nothing the scheduler reads. The replay ends 7 days after 3,700, at
-    the end of the shutdown the last run began. It went on for ever (each boot and
-    shutdown's end counted as a change)."""
+    never start: its runs from j2's end bring states the scheduler has not seen (n0 asleep
+    and shutting down, then off; powered on and booting, then up) until the first boot's
+    end (7,600); after that only states it has seen. The replay ends 7 days after 7,600.
+    It went on for ever (each boot and shutdown's end counted as a change)."""
     by_id, sim = guarded_replay(register_plugin, pbsplug_plugins, tmp_path, monkeypatch,
                                 OfflineOnePowersN0(), "offline",
                                 [tj(1, 100, 10, 2, 10), tj(2, 200, 50, 1, 50)], nodes=2)
     assert (by_id["2"].start, by_id["2"].end) == (200, 250)
-    last = 3700 + 3600 * math.floor(STALL / 3600)  # the last run, at 3,700 + STALL or before
-    assert (last - 3700) // 3600 % 2 == 0  # (a run that powers n0 off: 60 s to the end)
-    assert by_id["1"].final_state == REJECTED and by_id["1"].end == last + 60
-    assert sim.summary.end == last + 60
-    assert sim.hosts[0].power == "off" and sim.hosts[0].watts == "off"
+    end = 7600 + STALL  # (7,300's run powered n0 on: its 300 s boot ends at 7,600)
+    assert by_id["1"].final_state == REJECTED and by_id["1"].end == end
+    assert sim.summary.end == end
+    last = 3700 + 3600 * math.floor((end - 3700) / 3600)  # the last run, at the end or before
     assert sim.summary.hooks.ran[("offline", "periodic")] == (last - 100) // 3600
+
+
+class WakesN0Late:
+    """Puts n0 to sleep and powers it off at 600; powers it on at 605,400 (boot 300 s), a
+    run before the 7 days since j2 came (700) are over; clears sleep at the first run that
+    finds it booted, as the power plugin does."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+    ON_AT = 605400
+
+    @hookimpl
+    def periodic(self, event):
+        import json
+
+        now = clock.now()
+        at = round(now - EPOCH)
+        record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / "simulated_power.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        vnode = event.vnode_list["n0"]
+        if at in (600, self.ON_AT):
+            if at == 600:
+                vnode.state = "sleep"
+            record.write_text(json.dumps({"n0": {"power": "off" if at == 600 else "on",
+                                                 "since": now, "sleep_limit": 0}}))
+        elif at > self.ON_AT + 300 and "sleep" in str(vnode.state):
+            vnode.state = "free"
+
+
+def test_a_boot_that_ends_after_a_long_sleep_is_a_change_for_the_stall(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A boot's end with nothing else happening counts when it brings a state not seen
+    since the stall began (n0 up after a week off), as a host's power toggled for ever
+    does not: had no boot's end counted, the replay ended at 605,700, the boot's end,
+    before the hook's next run woke n0, and j2 was rejected."""
+    register_plugin(WakesN0Late(), "maint", freq=600, isolation="inprocess")
+    sink = Sink()
+    sim = Simulator(uniform(1, 1, "test", SLOW_BOOT), sink, plugins=pbsplug_plugins,
+                    policy=policy_settings("easy"), workdir=tmp_path)
+    sim.run([tj(1, 0, 10, 1, 10), tj(2, 700, 60, 1, 60)])
+    j2 = sink.by_id()["2"]
+    assert (j2.final_state, j2.start, j2.end) == (COMPLETED, 606000, 606060)
 
 
 class RollingMaintenance:
