@@ -1170,15 +1170,23 @@ def open_output(path: str, name: str) -> int:
     return fd
 
 
-def _wait_for_word(recorded: int) -> None:
+#: The signals the job's process takes as the job does, which the shepherd ignores.
+_TAKEN = {signal.SIGTERM, signal.SIGINT}
+
+
+def _wait_for_word(recorded: int, mask: Any = None) -> None:
     """In the job's process: take SIGTERM and SIGINT as the job does (the shepherd ignores
-    them), then wait for the shepherd's word that the job is recorded, and end (127) when
-    the shepherd is gone instead. A qdel's SIGTERM may come as soon as the server reads the
-    record, before this process has read the word: ignored then (the shepherd's SIG_IGN),
-    it was lost, and the job ran on to its SIGKILL after kill_delay (Exit_status 265, not
-    271, seen under load)."""
+    them; `_run_job` forks with them blocked, and `mask` is the signal mask to restore),
+    then wait for the shepherd's word that the job is recorded, and end (127) when the
+    shepherd is gone instead. A qdel's SIGTERM may come as soon as the server reads the
+    record, before this process has read the word, or even taken the signals: ignored then
+    (the shepherd's SIG_IGN), it was lost, and the job ran on to its SIGKILL after
+    kill_delay (Exit_status 265, not 271, or R for ever under a long kill_delay, seen under
+    load). Blocked, it waits, and ends this process once taken."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if os.read(recorded, 1) != b"\0":  # the shepherd is gone: no job
         os._exit(127)
     os.close(recorded)
@@ -1203,14 +1211,24 @@ def _run_job(argv: list[str], env: dict[str, str], cwd: str, stdout: str,
     # killed before (a qdel's SIGKILL to a job whose record waited for room) leaves no job
     # to run untracked: one that made a session of its own (interactive) was out of reach.
     recorded, go = os.pipe()
-    pid = os.fork()
+    # SIGTERM and SIGINT blocked over the fork: the job's process has them from its first
+    # instruction, waiting until it takes them (`_wait_for_word`), never ignored (the
+    # shepherd's SIG_IGN) in between, when a qdel's SIGTERM was lost under load.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _TAKEN)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    if pid != 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (the shepherd's, as it was)
     if pid == 0:  # the job
         stage = "cannot run as the job's owner"
         try:
             report.close()
             os.close(record.fd)  # (root's file, for the server: none of the owner's process)
             os.close(go)
-            _wait_for_word(recorded)
+            _wait_for_word(recorded, mask)
             if interactive:  # a session of its own, whose controlling terminal qsub holds
                 os.setsid()
             else:

@@ -706,6 +706,36 @@ def test_a_launch_from_another_boot_is_not_alive_even_when_its_pid_and_start_mat
         other.wait()
 
 
+def test_a_sigterm_before_the_jobs_process_takes_it_waits_for_it(tmp_path, monkeypatch):
+    """The job's process took SIGTERM as its first step, but had the shepherd's SIG_IGN
+    from its fork until then: a qdel's SIGTERM sent in between (the shepherd had recorded
+    the job, the server read the record, this process had not run yet: a loaded machine)
+    was lost, and the job stayed R for its whole kill_delay (the last CI's one failure).
+    The shepherd forks it with the signal blocked, so it waits. Here the job's process is
+    made slow to take it, and the group is signalled once the record is there."""
+    real = executor._wait_for_word
+
+    def slow(*args):  # (in the job's process: the window a loaded machine makes)
+        time.sleep(1.0)
+        real(*args)
+
+    monkeypatch.setattr(executor, "_wait_for_word", slow)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    pending = executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
+    pending.start(["/bin/sleep", "30"], {"PATH": "/bin"}, str(tmp_path), str(tmp_path / "out"),
+                  None)
+    try:
+        recorded = until(lambda: executor.Launch.recorded(jobs / "1.status", tmp_path / "tmp1"),
+                         what="the shepherd's record")
+        os.killpg(recorded.pgid, signal.SIGTERM)
+        _, status = os.waitpid(pending.pid, 0)  # (a hang guard: the job's 30 s)
+        assert executor.JobExit.read(jobs / "1.status").exit_status == 256 + signal.SIGTERM
+    finally:
+        if executor.process_start(pending.pid):
+            os.kill(pending.pid, signal.SIGKILL)
+
+
 def test_a_sigterm_while_the_jobs_process_waits_for_the_shepherds_word_ends_it():
     """A qdel's SIGTERM may reach the job's process as soon as the server reads the
     shepherd's record, before that process has read the shepherd's word: it still had the
