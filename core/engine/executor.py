@@ -1174,7 +1174,7 @@ def open_output(path: str, name: str) -> int:
 _TAKEN = {signal.SIGTERM, signal.SIGINT}
 
 
-def _wait_for_word(recorded: int, mask: Any = None) -> None:
+def _wait_for_word(recorded: int, mask: set[int | signal.Signals] | None = None) -> None:
     """In the job's process: take SIGTERM and SIGINT as the job does (the shepherd ignores
     them; `_run_job` forks with them blocked, and `mask` is the signal mask to restore),
     then wait for the shepherd's word that the job is recorded, and end (127) when the

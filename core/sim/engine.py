@@ -719,8 +719,8 @@ class Simulator:
                 run = self.running[job_id]
                 self._end(run)
                 self._tell(run)
-            # 2. hosts whose transition completes (a cycle follows, but with nothing else
-            # happening it is no change for the stall: no scheduler reads a host's power)
+            # 2. hosts whose transition completes (a cycle follows; with nothing else
+            # happening it counts for the stall when it brings a state not seen: step 5)
             woke = False
             while self._wakes and self._wakes[0][0] <= now:
                 _, index = heapq.heappop(self._wakes)
