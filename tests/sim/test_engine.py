@@ -687,22 +687,28 @@ def test_a_periodic_hook_toggling_a_vnode_does_not_keep_a_replay_going(
     assert sim.summary.end == last
 
 
+def power_n0(on: bool, now: float) -> None:
+    """What the simulated power driver records when it powers host n0 on or off at `now`
+    (its record in the replay's plugins' state folder), as a test's hook writes it."""
+    import json
+
+    from pbsplug.sim.engine import POWER_FILE
+
+    record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / POWER_FILE
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"n0": {"power": "on" if on else "off", "since": now,
+                                         "sleep_limit": 0}}))
+
+
 class OfflineOnePowersN0(OfflineOne):
     """Takes n1 offline at start-up; each periodic run powers n0 off (its vnode asleep) or
     back on (awake), through the simulated driver's record, as the power plugin does."""
 
     @hookimpl
     def periodic(self, event):
-        import json
-
-        from pbsplug.sim.engine import POWER_FILE
-
-        record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / POWER_FILE
         vnode = event.vnode_list["n0"]
         off = "sleep" not in vnode.states
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"n0": {"power": "off" if off else "on",
-                                             "since": clock.now()}}))
+        power_n0(not off, clock.now())
         vnode.state = "sleep" if off else "free"
 
 
@@ -734,18 +740,13 @@ class WakesN0Late:
 
     @hookimpl
     def periodic(self, event):
-        import json
-
         now = clock.now()
         at = round(now - EPOCH)
-        record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / "simulated_power.json"
-        record.parent.mkdir(parents=True, exist_ok=True)
         vnode = event.vnode_list["n0"]
         if at in (600, self.ON_AT):
             if at == 600:
                 vnode.state = "sleep"
-            record.write_text(json.dumps({"n0": {"power": "off" if at == 600 else "on",
-                                                 "since": now, "sleep_limit": 0}}))
+            power_n0(at == self.ON_AT, now)
         elif at > self.ON_AT + 300 and "sleep" in str(vnode.state):
             vnode.state = "free"
 
@@ -757,10 +758,8 @@ def test_a_boot_that_ends_after_a_long_sleep_is_a_change_for_the_stall(
     does not: had no boot's end counted, the replay ended at 605,700, the boot's end,
     before the hook's next run woke n0, and j2 was rejected."""
     register_plugin(WakesN0Late(), "maint", freq=600, isolation="inprocess")
-    sink = Sink()
-    sim = Simulator(uniform(1, 1, "test", SLOW_BOOT), sink, plugins=pbsplug_plugins,
-                    policy=policy_settings("easy"), workdir=tmp_path)
-    sim.run([tj(1, 0, 10, 1, 10), tj(2, 700, 60, 1, 60)])
+    sink, sim = simulate([tj(1, 0, 10, 1, 10), tj(2, 700, 60, 1, 60)], nodes=1,
+                         power=SLOW_BOOT, plugins=pbsplug_plugins, tmp_path=tmp_path)
     j2 = sink.by_id()["2"]
     assert (j2.final_state, j2.start, j2.end) == (COMPLETED, 606000, 606060)
 
@@ -1029,10 +1028,8 @@ def test_a_host_boots_for_the_platforms_boot_not_the_plugins_boot_delay(
     require_module("pbsplug_power")
     plugins = power_plugins(register_plugin, pbsplug_plugins)
     jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 420, 1, 420), tj(3, 1000, 100, 1, 100)]
-    sink = Sink()
-    sim = Simulator(uniform(1, 2, "test", SLOW_BOOT), sink, plugins=plugins,
-                    policy=policy_settings("easy"), workdir=tmp_path)
-    sim.run(jobs)
+    sink, sim = simulate(jobs, nodes=1, cpus=2, power=SLOW_BOOT,
+                         plugins=plugins, tmp_path=tmp_path)
     by_id = sink.by_id()
     # Idle from 10, powered off at 120 (shutting down to 150); j2 and j3 come at 1000, the
     # run at 1020 powers the host on (booting to 1320, the platform's 300 s); the runs at
@@ -1055,15 +1052,10 @@ class PullsThePlug:
 
     @hookimpl
     def periodic(self, event):
-        import json
-
         now = clock.now()
         at = round(now - EPOCH)
         if at in (120, 300):
-            record = Path(os.environ["PBSPLUG_HOME"]) / "hooks" / "tmp" / "simulated_power.json"
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(json.dumps({"n0": {"power": "off" if at == 120 else "on",
-                                                 "since": now, "sleep_limit": 0}}))
+            power_n0(at == 300, now)
 
 
 def test_a_job_on_a_host_powered_off_and_booting_is_charged_what_the_host_drew(
@@ -1073,10 +1065,8 @@ def test_a_job_on_a_host_powered_off_and_booting_is_charged_what_the_host_drew(
     was 60,000 J, more than the host drew under it). The power plugin no longer does this
     to a job; a hook may."""
     register_plugin(PullsThePlug(), "pulls", freq=60, isolation="inprocess")
-    sink = Sink()
-    sim = Simulator(uniform(1, 2, "test", MODEL), sink, plugins=pbsplug_plugins,
-                    policy=policy_settings("easy"), workdir=tmp_path)
-    sim.run([tj(1, 0, 600, 1, 600)])
+    sink, sim = simulate([tj(1, 0, 600, 1, 600)], nodes=1, cpus=2, power=MODEL,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
     by_id = sink.by_id()
     assert (by_id["1"].start, by_id["1"].end) == (0, 600)
     # Busy 0-120, shutting down 120-150 (30 s), off 150-300, booting 300-360 (60 s), busy
@@ -1103,10 +1093,8 @@ def test_a_host_a_job_holds_part_of_is_not_powered_off_under_it(register_plugin,
     # shutting down to 1170. j3 comes at 1500, after that instant's run: the run at 1560
     # powers the host on, the one at 1620 finds it ready, and j3 runs 1620-1630.
     jobs = [tj(1, 0, 10, 1, 10), tj(2, 20, 1000, 1, 1000), tj(3, 1500, 10, 1, 10)]
-    sink = Sink()
-    sim = Simulator(uniform(1, 2, "test", MODEL), sink, plugins=plugins,
-                    policy=policy_settings("easy"), workdir=tmp_path)
-    sim.run(jobs)
+    sink, sim = simulate(jobs, nodes=1, cpus=2, power=MODEL,
+                         plugins=plugins, tmp_path=tmp_path)
     by_id = sink.by_id()
     assert [(by_id[j].start, by_id[j].end) for j in "123"] == [(0, 10), (20, 1020),
                                                                 (1620, 1630)]
