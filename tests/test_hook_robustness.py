@@ -68,6 +68,17 @@ def run(tmp_path):
     return fire
 
 
+def contained(run, body, mode):
+    """``run(body)`` on a queuejob event in `mode`, and fail the test when anything the
+    hook did left the runner (as the old runner let it out), named by its type's own name:
+    pytest, showing the hook's object, would run its code outside. -> (outcome, event)."""
+    try:
+        return run(body, "queuejob", {"job": {"id": "1.s"}}, mode)
+    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
+        escaped = vars(type)["__name__"].__get__(type(exc))
+    raise AssertionError(f"{escaped} left the runner")
+
+
 def plain_types(value) -> set[str]:
     """The types in `value` that are not exactly str, int, float, bool, None, dict, list."""
     kind = type(value)
@@ -553,12 +564,7 @@ def test_an_exception_that_cannot_be_shown_is_the_hooks_error(run, mode, case):
     def body(ev):
         raise exc()
 
-    escaped = None
-    try:
-        out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, mode)
-    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
-        escaped = vars(type)["__name__"].__get__(type(exc))  # (failed outside: pytest
-    assert escaped is None, f"{escaped} left the runner"     # would show the hook's)
+    out, _ = contained(run, body, mode)
     assert (out.kind, out.hook, out.detail) == ("error", "bad", detail)
     assert type(out.detail) is str
 
@@ -605,12 +611,7 @@ def test_a_change_that_cannot_be_shown_is_the_hooks_error(run, mode, case):
     loop; a process-mode hook's process exited with status 0, nothing said). It is the
     hook's error, naming what with a stand-in for the repr, and is not kept."""
     body, why = UNSHOWN_CHANGES[case]
-    escaped = None
-    try:
-        out, ev = run(body, "queuejob", {"job": {"id": "1.s"}}, mode)
-    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
-        escaped = vars(type)["__name__"].__get__(type(exc))
-    assert escaped is None, f"{escaped} left the runner"
+    out, ev = contained(run, body, mode)
     assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
     assert out.detail == f"the hook's change cannot be stored: {why}"
     assert type(out.detail) is str
@@ -725,13 +726,7 @@ def test_what_a_failed_hook_left_does_not_fail_the_caller(run, mode, value):
     check (the hook's error), then failed the runner's last reading of the event's changes,
     which let only an Exception go: in process it left fire into the caller's loop. The
     check it stops is a change that cannot be stored, not the hook's sys.exit."""
-    escaped = None
-    try:
-        out, _ = run(lambda ev: ev.job._changes.__setitem__("site_x", value), "queuejob",
-                     {"job": {"id": "1.s"}}, mode)
-    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
-        escaped = vars(type)["__name__"].__get__(type(exc))
-    assert escaped is None, f"{escaped} left the runner"
+    out, _ = contained(run, lambda ev: ev.job._changes.__setitem__("site_x", value), mode)
     assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
     assert out.detail == ("the hook's change cannot be stored: job.site_x: a value of type "
                           f"{type(value).__name__} cannot be read (SystemExit raised)")
