@@ -42,30 +42,31 @@ class AttributeReadOnly(AttributeError):
     """A hook wrote an attribute that this event does not let it change."""
 
 
-_EXACT = frozenset({str, int, float, bool, type(None)})
-
-
 def plain(value: Any) -> Any:
     """`value` as plain data of the exact types: a subclass of str, int or float (a
     ``(str, Enum)`` member, a str with methods of its own) becomes the base value, a dict
-    or list subclass (a tuple too) a dict or list of plain values. What is not plain data
-    is left as it is, for the runner's check (`pbsplug.runner.unstorable`). A hook's value
-    is stored so: the caller never holds an object of the hook's (``str(member)`` of a
-    ``(str, Enum)`` is ``'State.OFFLINE'``, not its value), in either isolation mode."""
+    or list subclass (a tuple too) a dict or list of plain values, read by dict's and
+    list's own methods. What is not plain data is left as it is, for the runner's check
+    (`pbsplug.runner.unstorable`). A hook's value is stored so: the caller never holds an
+    object of the hook's (``str(member)`` of a ``(str, Enum)`` is ``'State.OFFLINE'``, not
+    its value), in either isolation mode. The value's own type decides, never isinstance
+    (which reads a ``__class__`` of the hook's) nor a set of types (a metaclass's
+    ``__hash__`` or ``__eq__``): no code of the hook's runs here but a dict key's hash."""
     kind = type(value)
-    if kind in _EXACT:
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return str.__str__(value)
-    if isinstance(value, int):  # (bool is exact above: it has no subclasses)
+    if issubclass(kind, int):  # (bool is exact above: it has no subclasses)
         return int.__int__(value)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return float.__float__(value)
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return {plain(k): plain(v) for k, v in dict.items(value)}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in (list.__iter__(value) if isinstance(value, list)
-                                   else tuple.__iter__(value))]
+    if issubclass(kind, list):
+        return [plain(v) for v in list.__iter__(value)]
+    if issubclass(kind, tuple):
+        return [plain(v) for v in tuple.__iter__(value)]
     return value
 
 

@@ -40,12 +40,16 @@ Where a hook runs (its ``isolation`` attribute; `HookAttributes.mode_for`):
 * ``inprocess`` (an opt-in, ``isolation = "inprocess"``, for hooks the site trusts): the
   hook runs in the caller, with the alarm raised by SIGALRM when the caller is the main
   thread. The alarm covers what the runner makes of what the hook left too (its exception's
-  message, its changes' check: its objects' methods run there), whatever they make of it.
+  message, its changes' check: its objects' methods run there), whatever they make of it,
+  and the taking of its changes and its job action as plain data (`_take`): the outcome is
+  made of that data, never of the event, whose objects may be the hook's own by then.
   Fast, but a hook that swallows BaseException, blocks in C code, segfaults or calls
   os._exit takes the caller with it.
 
 In both modes a change that cannot be stored as the engine stores attributes (JSON with
-string keys: no object, set or NaN) is the hook's error, and is not left on the objects.
+string keys: no object, set or NaN) is the hook's error, and is not left on the objects;
+a vnode a hook added is checked through the value rules when it ends (`_take`, the same
+code in a hook's process and in the caller).
 
 Forking needs a process whose other threads hold no locks the child needs: a caller with
 threads should fire process-mode events from a single-threaded helper process.
@@ -94,7 +98,7 @@ from .hookattrs import FAIL_ACTIONS, HookAttributes
 from .jsontext import JsonError
 from .jsontext import kind as json_kind
 from .jsontext import loads as json_loads
-from .objects import plain
+from .objects import RESOURCE_ATTRIBUTES, Vnode, plain
 
 if TYPE_CHECKING:
     from .plugins import PluginSet
@@ -305,30 +309,118 @@ def _alarm_came(since: int) -> None:
 def unstorable(value: Any, where: str = "") -> str | None:
     """Why `value` cannot be stored as the engine stores every attribute (JSON with string
     keys), or None. A hook's change that fails this is that hook's error: nothing a hook sets
-    reaches the database, or another process, unless it can be stored and read back. The
-    hook's objects are named without their own methods' say (`_shown`, `message_text`): a
-    repr that raises, SystemExit too, is a stand-in naming the type."""
-    if value is None or isinstance(value, (str, bool, int)):
+    reaches the database, or another process, unless it can be stored and read back. What
+    passes is what `plain` copies as plain data: the value's own type decides (a subclass of
+    str, int, float, dict, list or tuple, read by the base type's methods), never isinstance
+    (a ``__class__`` of the hook's) nor a set of types (a metaclass's ``__hash__``); no other
+    mapping or sequence. The hook's objects are named without their own methods' say
+    (`_shown`, `message_text`): a repr that raises, SystemExit too, is a stand-in naming the
+    type."""
+    kind = type(value)
+    if value is None or issubclass(kind, (str, int)):
         return None
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return None if math.isfinite(value) else \
             f"{where or 'value'}: {_shown(value)} is not a number"
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
+    if issubclass(kind, dict):
+        for key, item in dict.items(value):
+            if not issubclass(type(key), str):
                 return f"{where or 'value'}: key {_shown(key)} is not a string"
             name = message_text(key) or ""  # (a str subclass's __format__ is the hook's)
             why = unstorable(item, f"{where}.{name}" if where else name)
             if why:
                 return why
         return None
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
+    if issubclass(kind, (list, tuple)):
+        items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
+        for index, item in enumerate(items):
             why = unstorable(item, f"{where}[{index}]")
             if why:
                 return why
         return None
     return f"{where or 'value'}: a value of type {type_name(value)} cannot be stored"
+
+
+#: What `Event.take_changes` gives, by key: one object's changes, or a map of vnodes'.
+_OBJECT_CHANGES = ("job", "vnode", "resv")
+_VNODE_CHANGES = ("vnode_list", "vnode_list_fail")
+_JOB_ACTIONS = ("rerun", "delete")
+
+
+def _take(event: Event) -> tuple[dict[str, Any], str | None, str | None]:
+    """What the hook that just ended changed, taken from `event` (its record then starts
+    afresh) as plain data of the exact types, with the job's action: (changes, action,
+    None), or ({}, None, why they cannot be stored). Both modes take a hook's changes here,
+    under its alarm (`_run_hook`): the event's objects, and their records, may be the
+    hook's own by now (a job of its own whose ``action`` raises SystemExit, a record whose
+    ``clear()`` never returns), and nothing of them reaches the caller but this data. A
+    vnode the hook added is checked through the value rules, as the caller checks one a
+    hook's process reports (`Event.apply_changes`): a value set on it once added, or one
+    added past ``vnode_list``'s own check, is the hook's error in either mode."""
+    changes = Event.take_changes(event)  # (the class's own: not one the hook set on the event)
+    job = event.job
+    action = job.action if job is not None else None
+    why = unstorable(changes) or unstorable(action, "job action")
+    if why is not None:
+        return {}, None, why
+    changes, action = plain(changes), plain(action)
+    recorded = changes.get("job", {}).get("_action") if type(changes.get("job")) is dict \
+        else None
+    for given in (recorded, action):
+        if given is not None and given not in _JOB_ACTIONS:
+            return {}, None, f"job action {_shown(given)} is neither rerun nor delete"
+    for key, value in changes.items():
+        if key in _OBJECT_CHANGES and type(value) is not dict:
+            return {}, None, f"{key}: not a mapping of attributes"
+        if key not in _VNODE_CHANGES:
+            continue
+        if type(value) is not dict:
+            return {}, None, f"{key}: not a mapping of vnodes"
+        for name, attrs in value.items():
+            if type(attrs) is not dict:
+                return {}, None, f"{key}[{name}]: not a mapping of attributes"
+            if attrs.get("_new"):
+                made = Vnode(name, {k: v for k, v in attrs.items() if k not in ("_new", "name")})
+                try:
+                    made.check_values()
+                except (ValueError, TypeError) as exc:
+                    return {}, None, f"{key}[{name}]: {message_text(exc)}"
+                value[name] = {**made.to_dict(), "_new": True}
+    return changes, action or recorded, None
+
+
+def _merge(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
+    """One hook's `_take` added to the chain's `total` so far, as one record over the whole
+    chain would hold them: an attribute's later value replaces the earlier, a resource
+    mapping's entries are merged, a vnode added again replaces what was there."""
+    for key, value in changes.items():
+        if key in _OBJECT_CHANGES:
+            _merge_attrs(total.setdefault(key, {}), value)
+        elif key in _VNODE_CHANGES:
+            vnodes = total.setdefault(key, {})
+            for name, attrs in value.items():
+                if attrs.get("_new") or name not in vnodes:
+                    vnodes[name] = attrs
+                else:
+                    _merge_attrs(vnodes[name], attrs)
+        else:  # (progname, argv, env: whole)
+            total[key] = value
+
+
+def _merge_attrs(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
+    """`_merge` for one object. On a vnode the chain added (``_new``: every attribute), a
+    change is made on its attributes, as its own `to_dict` would show it after it."""
+    new = bool(total.get("_new"))
+    for attr, value in changes.items():
+        old = total.get(attr)
+        if attr in RESOURCE_ATTRIBUTES and type(old) is dict and type(value) is dict:
+            old.update(value)
+            if new:
+                total[attr] = {k: v for k, v in old.items() if v is not None}
+        elif new and value is None:
+            total.pop(attr, None)
+        else:
+            total[attr] = value
 
 
 def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
@@ -355,7 +447,7 @@ def _check_changes(event: Event) -> str | None:
             unreadable = False
             try:
                 problem = (f"{label}: attribute name {_shown(key)} is not a string"
-                           if not isinstance(key, str)
+                           if not issubclass(type(key), str)
                            else unstorable(value, f"{label}.{message_text(key) or ''}"))
             except HookAlarm:
                 raise
@@ -370,14 +462,15 @@ def _check_changes(event: Event) -> str | None:
                 continue
             why = why or problem
             current = obj._attrs.get(key)
-            if not unreadable and isinstance(value, dict) and isinstance(current, dict):
+            if not unreadable and issubclass(type(value), dict) and \
+                    issubclass(type(current), dict):
                 # A resource mapping: drop only the entries the hook set that cannot be
                 # stored, not the whole mapping (bypassing its change record).
-                for sub, item in list(value.items()):
-                    if not isinstance(sub, str) or unstorable(item):
+                for sub, item in list(dict.items(value)):
+                    if not issubclass(type(sub), str) or unstorable(item):
                         dict.pop(current, sub, None)
-                        value.pop(sub, None)
-                if not value:
+                        dict.pop(value, sub, None)
+                if not dict.__len__(value):
                     changes.pop(key, None)
             else:
                 changes.pop(key, None)
@@ -416,9 +509,13 @@ def _cut(text: str, limit: int) -> str:
 
 
 def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
-              ) -> tuple[str, str | None]:
-    """Run one hook on `event` here; (outcome, message). With `alarm`, SIGALRM interrupts the
-    hook after its alarm (the caller has installed the handler and disarms the clock)."""
+              ) -> tuple[str, str | None, dict[str, Any], str | None]:
+    """Run one hook on `event` here; (outcome, message, changes, job action): what the hook
+    changed (after an accept or a reject, else nothing) as plain data taken under its alarm
+    (`_take`), and ``rerun``, ``delete`` or None. With `alarm`, SIGALRM interrupts the hook
+    after its alarm (the caller has installed the handler and disarms the clock)."""
+    kind = event.type  # (read before the hook: it may put an object of its own there)
+    kind = kind if type(kind) is str else "?"
     event.hook_name = entry.name
     event.hook_config = entry.config
     event.logger = entry.logger
@@ -432,23 +529,25 @@ def call_hook(entry: HookEntry, event: Event, alarm: AlarmClock | None
         try:
             # What the hook left is shown and checked under its alarm too: its exception's
             # __str__, a changed key's __repr__... are its code, which may never return.
-            outcome, message, logged = _run_hook(entry, event, forks)
+            outcome, message, logged, changes, action = _run_hook(entry, event, forks)
         finally:  # (a fork in what showing its failure ran: its __str__...)
             _in_hook = False
             if _forks != forks:
                 _leave_forked_copy()
     except HookAlarm:
-        return ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s"
+        return (ALARM, f"hook '{entry.name}' got an alarm call after {entry.attrs.alarm} s",
+                {}, None)
     if logged is not None:
         entry.logger.error("%s hook '%s' encountered an exception, request rejected: %s",
-                           event.type, entry.name, logged)
-    return outcome, message
+                           kind, entry.name, logged)
+    return outcome, message, changes, action
 
 
 def _run_hook(entry: HookEntry, event: Event, forks: int
-              ) -> tuple[str, str | None, str | None]:
+              ) -> tuple[str, str | None, str | None, dict[str, Any], str | None]:
     """`call_hook`'s run of the hook and its judgement, under the hook's alarm: (outcome,
-    message, what to log as its error or None). `forks` is `_forks` before the hook ran."""
+    message, what to log as its error or None, its changes, its job action). `forks` is
+    `_forks` before the hook ran."""
     job = event.job
     before = dict(job._changes) if event.type == "runjob" and job is not None else None
     try:
@@ -466,27 +565,46 @@ def _run_hook(entry: HookEntry, event: Event, forks: int
         _alarm_came(alarms)
         if why is not None:
             return (ERROR, _message(f"the hook's change cannot be stored: {why}"),
-                    f"its change cannot be stored: {why}")
+                    f"its change cannot be stored: {why}", {}, None)
         # (annotated: the checker keeps the None set above, not seeing the hook's accept()
         # or reject() set it, and took the reject below for dead code it did not check)
         decision: tuple[str, str | None] | None = event._decision
+        outcome: str = ACCEPT
+        message: str | None = None
         if decision is not None and decision[0] == REJECT:
-            return REJECT, _message(message_text(decision[1])), None
-        if before is not None and job is not None and job._changes != before:
-            return REJECT, "cannot modify job after runjob request has been accepted", None
-        return ACCEPT, None, None
+            outcome, message = REJECT, _message(message_text(decision[1]))
+        elif before is not None and job is not None and job._changes != before:
+            outcome, message = REJECT, "cannot modify job after runjob request has been accepted"
+        # What it changed, taken as plain data here, still under its alarm (`_take`):
+        # nothing the runner reads of the event after this line is the hook's.
+        alarms = _alarms
+        try:
+            changes, action, why = _take(event)
+        except HookAlarm:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the hook's object stopped the taking
+            if issubclass(type(exc), KeyboardInterrupt) and _interrupt_may_be_real():
+                raise
+            what = _message(f"the hook's changes cannot be read ({type_name(exc)} raised)")
+            return ERROR, what, what, {}, None
+        _alarm_came(alarms)
+        if why is not None:
+            return (ERROR, _message(f"the hook's change cannot be stored: {why}"),
+                    f"its change cannot be stored: {why}", {}, None)
+        return outcome, message, None, changes, action
     except HookAlarm:
         raise
     except SystemExit as exc:  # (its code read from the slot: a subclass's is the hook's)
         code = _EXIT_CODE.__get__(exc)
-        return ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(code)})"), None
+        return (ERROR, _message(f"hook '{entry.name}' called sys.exit({_shown(code)})"), None,
+                {}, None)
     except KeyboardInterrupt:
         if _interrupt_may_be_real():
             raise
         # No ^C raises it here (SIGINT has a handler of the caller's, or none): the hook
         # raised it itself, and it is the hook's error, not the end of the caller.
         what = "KeyboardInterrupt raised by the hook"
-        return ERROR, what, what
+        return ERROR, what, what, {}, None
     except BaseException as exc:  # noqa: BLE001 - any failure of a hook is the hook's error
         # Whatever showing it raises (the hook's __str__, __notes__, type name: SystemExit
         # too) is the hook's: a stand-in naming its type (it left the runner, in process
@@ -501,7 +619,7 @@ def _run_hook(entry: HookEntry, event: Event, forks: int
         _alarm_came(alarms)
         # The first line says it all (a command shows only that); the traceback follows.
         return ERROR, what, (f"{what.splitlines()[0] if what else what}\n"
-                             f"{_cut(''.join(tb).rstrip(), TRACEBACK_MAX)}")
+                             f"{_cut(''.join(tb).rstrip(), TRACEBACK_MAX)}"), {}, None
 
 
 def _leave_forked_copy() -> None:
@@ -730,15 +848,11 @@ def _child_main(batch: list[HookEntry], event: Event, fd: int) -> None:
     for index, entry in enumerate(batch):
         _send(fd, ("start", index))
         t0 = time.perf_counter()
-        try:
-            outcome, message = call_hook(entry, event, clock)
+        try:  # (its changes taken and checked as in process: `_take`)
+            outcome, message, changes, _ = call_hook(entry, event, clock)
         except KeyboardInterrupt:
-            outcome, message = ERROR, "interrupted"
+            outcome, message, changes = ERROR, "interrupted", {}
         duration = time.perf_counter() - t0
-        changes = event.take_changes() if outcome in (ACCEPT, REJECT) else {}
-        why = unstorable(changes)
-        if why is not None:  # e.g. a vnode a hook added with a value that cannot be stored
-            outcome, message, changes = ERROR, f"the hook's change cannot be stored: {why}", {}
         _send(fd, ("done", index, outcome, message, duration, changes, capture.take(entry.name)))
         if outcome != ACCEPT:
             break
@@ -901,10 +1015,15 @@ class Runner:
         """`fire`'s chain as a generator: it yields ``(fd, timeout, pid)`` while a hook's
         process `pid` runs, and is sent whether `fd` became readable (else `timeout` passed);
         it returns the outcome."""
-        chain = self.chain(event.type)
+        kind = event.type  # (read before any hook: one may put an object of its own there)
+        chain = self.chain(kind)
         if hooks is not None:
             chain = [e for e in chain if e.name in hooks]
         runs: list[HookRun] = []
+        # What the hooks changed, as plain data taken after each (`_take`, `_merge`): the
+        # outcome is made of it, never of the event, which may hold a hook's objects.
+        changes: dict[str, Any] = {}
+        action: str | None = None
         i = 0
         clock = None
         old_handler = None
@@ -923,9 +1042,11 @@ class Runner:
                         old_handler = _set_handler(signal.SIGALRM, _raise_alarm)
                     started = time.time()
                     t0 = time.perf_counter()
-                    outcome, message = call_hook(entry, event, clock)
-                    runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
+                    outcome, message, taken, taken_action = call_hook(entry, event, clock)
+                    runs.append(HookRun(entry.name, kind, entry.attrs.order, entry.mode,
                                         time.perf_counter() - t0, outcome, message, started))
+                    _merge(changes, taken)
+                    action = taken_action or action
                     i += 1
                 else:
                     # Consecutive process-mode hooks share a child; a pbsuser hook (another
@@ -943,6 +1064,10 @@ class Runner:
                     batch_runs = yield from self._run_forked(chain[i:j], event)
                     runs.extend(batch_runs)
                     i += len(batch_runs)
+                    if batch_runs and batch_runs[-1].outcome in (ACCEPT, REJECT):
+                        # (replayed on the caller's copy, through the guards and the rules)
+                        _merge(changes, event.take_changes())
+                        action = (event.job.action if event.job is not None else None) or action
                 if debug_id is not None:
                     self._debug_out(entry, event, runs[-1], debug_id)
                 if runs and runs[-1].outcome != ACCEPT:
@@ -953,7 +1078,7 @@ class Runner:
             if clock is not None:
                 clock.disarm()
                 _set_handler(signal.SIGALRM, old_handler)
-        return self._outcome(event, chain, runs)
+        return self._outcome(kind, chain, runs, changes, action)
 
     def _debug_in(self, entry: HookEntry, event: Event) -> str:
         debug_id = f"hook_{event.type}_{entry.name}_{os.getpid()}_{next(self._debug_count)}"
@@ -978,15 +1103,16 @@ class Runner:
         except OSError as exc:
             entry.logger.warning("debug: cannot write %s in %s: %s", name, self.debug_dir, exc)
 
-    def _outcome(self, event: Event, chain: list[HookEntry], runs: list[HookRun]) -> Outcome:
-        # A failed hook's changes are not kept, nor read: what it left (event.env None, a
-        # change record of its own whose items() raises or never returns) is its code, which
-        # would run here, in the caller, after its alarm.
+    def _outcome(self, kind: str, chain: list[HookEntry], runs: list[HookRun],
+                 changes: dict[str, Any], action: str | None) -> Outcome:
+        """The chain's outcome, made of plain data only: the hooks' `changes` and job
+        `action` as each was taken under its hook's alarm (`_take`); nothing of the event,
+        whose objects may be a hook's own by now (a job whose ``action`` never returns).
+        A failed hook's changes are not kept."""
         failed = bool(runs) and runs[-1].outcome in (ERROR, ALARM)
-        changes = {} if failed else event.take_changes()
-        job_action = None if failed else (changes.get("job") or {}).get("_action") or (
-            event.job.action if event.job is not None else None)
-        out = Outcome(event.type, True, runs=runs, changes=changes, job_action=job_action)
+        if failed:
+            changes, action = {}, None
+        out = Outcome(kind, True, runs=runs, changes=changes, job_action=action)
         if runs and runs[-1].outcome != ACCEPT:
             last = runs[-1]
             entry = next(e for e in chain if e.name == last.hook)
@@ -995,18 +1121,18 @@ class Runner:
             out.hook = last.hook
             out.detail = last.message
             out.code = PBSE_HOOKERROR
-            out.message = client_message(event.type, last.outcome, last.hook, last.message)
+            out.message = client_message(kind, last.outcome, last.hook, last.message)
             if last.outcome in (ERROR, ALARM):
                 out.fail_action = tuple(a for a in entry.attrs.fail_action
-                                        if event.type in FAIL_ACTIONS[a])
+                                        if kind in FAIL_ACTIONS[a])
                 (log.error if last.outcome == ERROR else log.warning)(
-                    "%s hook '%s' %s, request rejected: %s", event.type, last.hook,
+                    "%s hook '%s' %s, request rejected: %s", kind, last.hook,
                     "encountered an exception" if last.outcome == ERROR else "got an alarm call",
                     last.message)
             else:
                 log.info("%s", out.message if out.message.endswith(f"'{last.hook}'")
-                         else f"{event.type} request rejected by '{last.hook}': {out.message}")
-            out.consequence = consequence(event.type, out.kind, out.job_action)
+                         else f"{kind} request rejected by '{last.hook}': {out.message}")
+            out.consequence = consequence(kind, out.kind, out.job_action)
         self._record(runs)
         return out
 

@@ -7,6 +7,7 @@ the caller goes on."""
 from __future__ import annotations
 
 import enum
+import importlib
 import json
 import logging
 import os
@@ -250,7 +251,10 @@ FORGED = {
         lambda ev: (object.__setattr__(ev.job, "_guard", None),
                     setattr(ev.job, "job_state", "F")),
     "the change record itself": lambda ev: ev.job._changes.__setitem__("euser", "root"),
-    "an action that is none": lambda ev: ev.job._changes.__setitem__("_action", "wipe"),
+    # (the process's own check of its changes, `_take`, replaced there: its report is forged)
+    "an action that is none": lambda ev: setattr(
+        importlib.import_module("pbsplug.runner"), "_take",
+        lambda event: ({"job": {"_action": "wipe"}}, None, None)),
     "a bad value past the rules":
         lambda ev: ev.vnode_list["n1"]._changes.__setitem__("state", "sideways"),
 }
@@ -718,18 +722,21 @@ class _ExitingClass:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("value", [  # (in pytest.param: pytest reads a bare value's class)
-    pytest.param(_ExitingDict(a=1), id="a dict whose reading raises"),
-    pytest.param(_ExitingClass(), id="an object whose class raises")])
-def test_what_a_failed_hook_left_does_not_fail_the_caller(run, mode, value):
+@pytest.mark.parametrize("value, why", [  # (in pytest.param: pytest reads a bare value's class)
+    pytest.param(_ExitingDict(a=float("nan")), "job.site_x.a: nan is not a number",
+                 id="a dict whose reading raises"),
+    pytest.param(_ExitingClass(), "job.site_x: a value of type _ExitingClass cannot be stored",
+                 id="an object whose class raises")])
+def test_what_a_failed_hook_left_does_not_fail_the_caller(run, mode, value, why):
     """A hook's own object in its change record, whose methods raise SystemExit, failed the
     check (the hook's error), then failed the runner's last reading of the event's changes,
     which let only an Exception go: in process it left fire into the caller's loop. The
-    check it stops is a change that cannot be stored, not the hook's sys.exit."""
+    check goes by the value's own type now, read by dict's own methods (none of the hook's
+    runs: `test_a_value_whose_type_lies_neither_fools_nor_fails_the_check`); what fails it
+    is a change that cannot be stored, not the hook's sys.exit."""
     out, _ = contained(run, lambda ev: ev.job._changes.__setitem__("site_x", value), mode)
     assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
-    assert out.detail == ("the hook's change cannot be stored: job.site_x: a value of type "
-                          f"{type(value).__name__} cannot be read (SystemExit raised)")
+    assert out.detail == f"the hook's change cannot be stored: {why}"
 
 
 def test_a_change_of_the_hooks_own_type_reaches_the_caller_as_plain_data(run):
@@ -796,3 +803,164 @@ def test_a_hand_set_decision_that_is_no_text_is_the_hooks_error(run, mode, decis
                  {"job": {"id": "1.s"}}, mode)
     assert (out.kind, out.hook) == ("reject", "bad"), out.detail
     assert out.detail == (None if decision is None else str(decision))
+
+
+# -- what an accepted hook left is taken under its alarm ---------------------------------------
+
+class _ClearExit(dict):
+    """A change record whose clearing raises SystemExit."""
+
+    def clear(self):
+        raise SystemExit(16)
+
+
+class _ClearLoop(dict):
+    """A change record whose clearing does not end (a hang guard: `_dawdle`)."""
+
+    ended: list = []
+
+    def clear(self):
+        _dawdle(self.ended, False)
+
+
+class _ImpostorJob:
+    """A job of the hook's own, put on the event in the caller's job's place."""
+
+    _changes: dict = {}
+    _read = None
+    ended: list = []
+    hangs = False
+
+    @property
+    def action(self):
+        if self.hangs:
+            _dawdle(self.ended, False)
+        raise SystemExit(17)
+
+
+ACCEPTED_LEFT = {
+    "a change record whose clear() raises SystemExit": "error",
+    "a change record whose clear() does not end": "alarm",
+    "a job of its own whose action raises SystemExit": "error",
+    "a job of its own whose action does not end": "alarm",
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", ACCEPTED_LEFT)
+def test_what_an_accepted_hook_left_is_taken_within_its_alarm(run, mode, case):
+    """An in-process hook that accepted left its changes and its job's action to be read
+    by the runner after its alarm, in the caller: a change record of its own whose clear()
+    raised SystemExit, or a job of its own put on the event whose ``action`` did, left the
+    runner; one that never returned held the caller for ever. They are taken as plain data
+    under the hook's alarm, in either mode: what they raise is the hook's error, a reading
+    that does not end its alarm."""
+    ended = []
+
+    def body(ev):
+        if "record" in case:
+            record = (_ClearExit if "raises" in case else _ClearLoop)({"comment": "x"})
+            record.ended = ended
+            object.__setattr__(ev.job, "_changes", record)
+        else:
+            job = _ImpostorJob()
+            job.ended, job.hangs = ended, "does not end" in case
+            ev.job = job
+
+    out, _ = contained(run, body, mode) if ACCEPTED_LEFT[case] == "error" else \
+        run(body, "queuejob", {"job": {"id": "1.s"}}, mode, alarm=1)
+    assert not ended, "the hook's object was read to its end, after its alarm"
+    assert (out.kind, out.hook, out.changes, out.job_action) == (
+        ACCEPTED_LEFT[case], "bad", {}, None)
+    if ACCEPTED_LEFT[case] == "error":
+        assert out.detail == "the hook's changes cannot be read (SystemExit raised)"
+
+
+class _LiarStr:
+    """A value whose __class__ says it is a str (read by isinstance)."""
+
+    __class__ = str  # type: ignore[assignment]
+
+
+class _HashExit(type):
+    def __hash__(cls):
+        raise SystemExit(18)
+
+
+class _EqExit(type):
+    def __eq__(cls, other):  # (and so no __hash__: unhashable)
+        raise SystemExit(19)
+
+
+class _HashlessStr(str, metaclass=_HashExit):
+    """A str whose type cannot be hashed without SystemExit."""
+
+
+class _EqlessStr(str, metaclass=_EqExit):
+    """A str whose type cannot be compared (nor hashed)."""
+
+
+FOOLING = {
+    "a value whose __class__ says str":
+        (_LiarStr, "the hook's change cannot be stored: job.site_x: a value of type "
+                   "_LiarStr cannot be stored"),
+    "a str whose type's hash raises SystemExit": (lambda: _HashlessStr("x"), None),
+    "a str whose type's == raises SystemExit": (lambda: _EqlessStr("x"), None),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", FOOLING)
+def test_a_value_whose_type_lies_neither_fools_nor_fails_the_check(run, mode, case):
+    """The check and the plain copy of a hook's value asked isinstance (which reads the
+    value's __class__: a class saying ``str`` passed as text, and str's own method then
+    raised TypeError in the caller) and looked its type up in a set (a metaclass's
+    __hash__ or __eq__ raised SystemExit out of the runner). They go by the value's own
+    type, and compare or hash none of the hook's objects: what is text is stored as plain
+    text, what is not is the hook's error."""
+    make, why = FOOLING[case]
+    out, _ = contained(run, lambda ev: ev.job._changes.__setitem__("site_x", make()), mode)
+    if why is None:
+        assert out.accepted, out.detail
+        assert out.changes == {"job": {"site_x": "x"}}
+        assert plain_types(out.changes) == set()
+    else:
+        assert (out.kind, out.hook, out.changes, out.detail) == ("error", "bad", {}, why)
+
+
+ADDED = {
+    "values changed once added": lambda ev, vn: vn._attrs.__setitem__("state", "sideways"),
+    "added past the list's check": lambda ev, vn: (
+        dict.__setitem__(ev.vnode_list, "n2", Vnode("n2", {"state": "sideways"})),
+        ev.vnode_list.added.add("n2")),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", ADDED)
+def test_a_vnode_a_hook_added_is_checked_in_either_mode(run, mode, case):
+    """A vnode an exechost_startup hook added was checked as the list took it, and then
+    handed on as it was left: in process (the simulator's) a state the hook set on it
+    afterwards, or one added past the list's check, reached the caller unchecked, and
+    values of the hook's own types were not made plain (a process-mode hook's was checked
+    again by the caller). Both modes check it through the value rules, one line the same."""
+
+    def body(ev):
+        vn = Vnode("n2", {"state": "free"})
+        ev.vnode_list["n2"] = vn
+        ADDED[case](ev, vn)
+
+    out, _ = run(body, "exechost_startup", {"vnode_list": {"n1": {"state": "free"}}}, mode)
+    assert (out.kind, out.hook, out.changes) == ("error", "bad", {})
+    assert out.detail.startswith("the hook's change cannot be stored: vnode_list[n2]: state: ")
+    assert "\n" not in out.detail
+
+    def odd(ev):
+        vn = Vnode("n2", {"state": "free"})
+        ev.vnode_list["n2"] = vn
+        vn._attrs["comment"] = Odd("kept")  # (a str of its own, past the setter)
+
+    out, _ = run(odd, "exechost_startup", {"vnode_list": {"n1": {"state": "free"}}}, mode)
+    assert out.accepted, out.detail
+    assert plain_types(out.changes) == set()
+    assert out.changes["vnode_list"]["n2"]["comment"] == "kept"

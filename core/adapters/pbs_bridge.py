@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..events import EVENTS, PBS_OBJECT, Event
-from ..runner import ACCEPT, REJECT, Runner, call_hook
+from ..runner import ACCEPT, Runner, call_hook
 from . import pbs_wire as wire
 
 #: The plugin loaded in this interpreter, by the config text it was loaded from.
@@ -80,8 +80,7 @@ def dispatch(runner: Any, name: str, data: Mapping[str, Any]) -> dict[str, Any]:
     logger.propagate = False
     try:
         event.take_changes()
-        kind, detail = call_hook(entry, event, None)
-        changes = event.take_changes() if kind in (ACCEPT, REJECT) else {}
+        kind, detail, changes, _ = call_hook(entry, event, None)  # (its job action in changes)
     finally:
         logger.removeHandler(capture)
         logger.setLevel(level)
