@@ -255,6 +255,17 @@ class _Waits(Exception):
         self.error = error
 
 
+class _StartStopped(PbsError):
+    """A job's start given up for the server's stop: the runner gave up one of its runjob,
+    begin, prologue or launch hooks (`runner.CANCELLED`) as the stop came in the middle of
+    a poll. The stop's rule, never the hook's error: a job still queued stays queued, and
+    one stored R with no launch is requeued when the server starts again (`_recover`), as
+    a stopped prologue's (`_stop_chains`)."""
+
+    def __init__(self, job_id: str):
+        super().__init__(PBSE_SYSTEM, "System error: the server is stopping", obj=job_id)
+
+
 class _Ending:
     """A job's end hooks as they go (`Engine._end_hooks_from`): the job's end (`ended`),
     what was measured of its run (`used`) and what its hooks were given (`given`), the
@@ -821,7 +832,10 @@ class Engine:
         """What the event's hooks did, in the server log."""
         type = outcome.event
         for run in outcome.runs:
-            if run.outcome in ("error", "alarm"):
+            if run.message == CANCELLED:  # (the stop's doing: its caller says what follows)
+                self.log(LOG_SYSTEM, "Hook", run.hook, f"{type} hook '{run.hook}' was "
+                         "stopped: the server is stopping")
+            elif run.outcome in ("error", "alarm"):
                 what = ("encountered an exception" if run.outcome == "error"
                         else "got an alarm call")
                 self.log(LOG_ERROR, "Hook", run.hook,
@@ -2819,6 +2833,11 @@ class Engine:
                 self.log(LOG_SCHED, "Server", self.host, "scheduling cycle restarted by a hook: "
                          f"{len(result.run) - done} run decisions dropped")
                 break
+            if self.stopping:  # (a SIGTERM landed in this poll: as PBS's server shutting
+                # down, no new job is run; the jobs stay queued for the next start)
+                self.log(LOG_SCHED, "Server", self.host, "the server is stopping: "
+                         f"{len(result.run) - done} run decisions dropped")
+                break
             # A subjob starts while its array's max_run_subjobs lets it (one requeued, with
             # a row of its own, as well), and gets its row as it starts (`instantiate`).
             subjob = arrays.named(decision.job_id) is not None
@@ -2834,7 +2853,10 @@ class Engine:
                          f"dropped: {why}; it runs again")
                 self.sched_due[sched] = self.clock()
                 continue
-            self._start(decision.job_id, stored, decision.exec_vnode)
+            try:
+                self._start(decision.job_id, stored, decision.exec_vnode)
+            except _StartStopped:
+                continue  # (the loop's next turn drops the rest: `stopping`)
 
     # -- a job's life -----------------------------------------------------------------------------
     def _job_vnodes(self, attrs: dict[str, Any]) -> dict[str, Vnode]:
@@ -2844,9 +2866,11 @@ class Engine:
 
     def _start(self, job_id: str, attrs: dict[str, Any], exec_vnode: str) -> bool:
         """runjob, then the execution host's begin, prologue and launch; True once the job
-        runs. A refusal on the way is carried out as PBS's table says."""
+        runs. A refusal on the way is carried out as PBS's table says; a hook given up for
+        the server's stop is `_StartStopped` (`_given_up`)."""
         job = Job(job_id, {**attrs, "exec_vnode": exec_vnode})
         outcome = self._event("runjob", job=job)
+        self._given_up(job_id, outcome)
         if not outcome.accepted:
             before = dict(attrs)
             lifecycle.runjob_refused(attrs, outcome.message, outcome.changes.get("job"),
@@ -2889,9 +2913,23 @@ class Engine:
                 self._prologue_done, job_id), job=job, vnode_list=dict(vnodes))
             if isinstance(fired, _Chain):
                 return True
+            self._given_up(job_id, fired)
             if not self._start_event_over(job_id, attrs, vnodes, event, fired):
                 return False
         return self._launch(job_id, attrs, vnodes)
+
+    def _given_up(self, job_id: str, outcome: Outcome) -> None:
+        """`_StartStopped` when the runner gave one of a start event's hooks up for the
+        server's stop (the SIGTERM landed in this poll, before or as the chain ran): the
+        stop's rule, not the hook's error (a job held, requeued or its vnodes offlined
+        because the server was stopping). Logged as `_stop_chains` logs a chain it stops."""
+        if not any(run.message == CANCELLED for run in outcome.runs):
+            return
+        then = ("the job stays queued" if outcome.event == "runjob" else
+                "the job is requeued when it starts again")
+        self.log(LOG_JOB, "Job", job_id, f"its {outcome.event} hooks were stopped: the "
+                 f"server is stopping; {then}")
+        raise _StartStopped(job_id)
 
     def _job_event(self, job_id: str, event: str, start: bool,
                    done: Callable[[Outcome], None], caller: Caller | None = None,
@@ -2954,6 +2992,8 @@ class Engine:
             del self.chains[job_id]
             try:
                 chain.done(outcome)
+            except _StartStopped:  # (its launch hooks given up for the stop: logged)
+                pass
             except Exception as exc:  # one job's fault stops no other's (a full disk)
                 # The job stays R with no launch, which the next start requeues; or E with
                 # its status file, which the next start ends again.
@@ -3039,6 +3079,7 @@ class Engine:
             outcome = self._event("execjob_launch", job=Job(job_id, attrs),
                                   vnode_list=dict(vnodes), progname=argv[0], argv=argv,
                                   env=env, pid=pending.pid)
+            self._given_up(job_id, outcome)  # (its shepherd ended below: nothing is left)
             self._apply_host_changes(job_id, attrs, outcome)
             if lifecycle.start_step(outcome.consequence) != lifecycle.PROCEED:
                 pending.cancel()  # gone before execjob_abort, which may remove its cgroup
