@@ -3054,12 +3054,14 @@ class Engine:
     def _delete_in_prologue(self, caller: Caller, job_id: str, purge: bool,
                             killed: dict[str, PbsError | None] | None) -> None:
         """qdel of a job whose execjob_prologue chain runs (`chains`): the chain is
-        stopped (its hook's process group killed, no outcome), and the job ends deleted
-        as a prologue's job.delete() ends it (execjob_abort, then its end). The run is
-        marked ``deleted`` (`_record_deletion`): a forced qdel while its end hooks run
-        writes no second D record (`_delete_exiting`)."""
-        self._record_deletion(caller, job_id, purge, killed)
+        stopped (its hook's process group killed, no outcome, even one it had reached),
+        then the deletion recorded: a stop that fails leaves the job running its prologue
+        with no D record. The job ends deleted as a prologue's job.delete() ends it
+        (execjob_abort, then its end). The run is marked ``deleted`` (`_record_deletion`):
+        a forced qdel while its end hooks run writes no second D record
+        (`_delete_exiting`)."""
         self._stop_chain(job_id)
+        self._record_deletion(caller, job_id, purge, killed)
         attrs = self._job(job_id)
         self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),

@@ -7,10 +7,12 @@ meanwhile requeues the job."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.client import Client
 
 from .conftest import deleted_once, until
@@ -114,3 +116,58 @@ def test_a_job_whose_pbsuser_prologue_ran_when_the_server_died_is_requeued(
     assert "Job requeued after a server restart: it had not started" in engine.log()
     assert not (engine_root / "aborted").exists()
     assert os.path.exists(engine.work / f"slow.o{job_id.split('.')[0]}")
+
+
+class HeldPrologue:
+    """A pbsuser prologue that waits until the file `go` exists."""
+
+    plugin_info = PluginInfo(events=("execjob_prologue",))
+
+    def __init__(self, go: Path):
+        self.go = go
+
+    @hookimpl
+    def execjob_prologue(self, event):
+        while not self.go.exists():
+            time.sleep(0.05)
+
+
+def test_a_qdel_in_the_prologue_records_the_deletion_once_the_chain_is_stopped(
+        engine_here, register_plugin, monkeypatch, engine_root):
+    # The qdel wrote its D record (and marked the run deleted) before it stopped the
+    # prologue chain: a stop that failed left a job running its prologue with a D record
+    # written. The chain is stopped first, then the deletion recorded (`_record_deletion`).
+    from pbsplug.engine.server import ROLE_MANAGER, Caller
+
+    from .test_poll import poll_until
+
+    root = Caller(0, ROLE_MANAGER)
+    register_plugin(HeldPrologue(engine_root / "go"), "slow", user="pbsuser", alarm=600)
+    eng = engine_here()
+    job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
+    poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
+    real = eng._stop_chain
+    recorded: list[bool] = []  # (whether the chain was stopped when the D was written)
+    written = eng.accounting.deleted
+    monkeypatch.setattr(eng.accounting, "deleted", lambda *args: (
+        recorded.append(job_id not in eng.chains), written(*args))[-1])
+
+    def fails(job_id: str, ended: bool = False) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(eng, "_stop_chain", fails)
+    with pytest.raises(OSError):
+        eng.req_delete(root, [job_id])
+    assert recorded == [] and job_id in eng.chains
+    assert not (eng.store.runtime(job_id) or {}).get("deleted")
+    assert eng.store.job(job_id)["job_state"] == "R"
+    monkeypatch.setattr(eng, "_stop_chain", real)
+    assert [a.get("error") for a in eng.req_delete(root, [job_id])] == [None]
+    assert recorded == [True]
+    attrs = eng.store.job(job_id)
+    assert attrs["job_state"] == "F"
+    assert attrs["comment"].startswith("Job deleted at request of root@"), attrs["comment"]
+    log = "".join(p.read_text() for p in sorted(eng.home.logs.iterdir()))
+    assert log.count("Job to be deleted at request of root@") == 1
+    assert log.index("its execjob_prologue hooks were stopped") < log.index(
+        "Job to be deleted at request of root@")
