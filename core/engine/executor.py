@@ -585,20 +585,43 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     return PendingLaunch(pid, write_fd, request_fd, status_file, tmpdir)
 
 
+#: os.memfd_create's errors that say the kernel offers no memfd here: none before Linux 3.17
+#: (ENOSYS), a flag it does not know (EINVAL), a seccomp filter that refuses the call
+#: (EPERM, as container runtimes' do). Any other (ENOMEM, EMFILE, ENFILE) is the start's
+#: failure (`StartRequestError`): a file made instead would run short of the same.
+NO_MEMFD = frozenset({errno.ENOSYS, errno.EINVAL, errno.EPERM})
+
+
+class StartRequestError(OSError):
+    """The file of no name for a job's command could not be made (`_request_file`): the
+    job does not start, and is requeued (`Engine._failed_start`). Its text is the reason
+    alone (no ``[Errno N]``), said in the job's log line."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def _request_file(folder: Path) -> int:
     """A file of no name for the job's command, which the shepherd inherits: in memory
-    (memfd), or, where the kernel has no memfd, one made in `folder` (the server's) and
-    unlinked at once. Read and written at its start (pread, pwrite): its offset is shared."""
+    (memfd), or, where the kernel has no memfd (`NO_MEMFD`, or a Python without
+    os.memfd_create), one made in `folder` (the server's) and unlinked at once. Read and
+    written at its start (pread, pwrite): its offset is shared. `StartRequestError` when
+    the memfd is refused for another reason."""
     try:
         return os.memfd_create("pbsplug-start")
-    except (AttributeError, OSError):  # (before Linux 3.17, a seccomp filter)
-        fd, path = tempfile.mkstemp(dir=folder)
-        try:
-            os.unlink(path)
-        except OSError:
-            os.close(fd)
-            raise
-        return fd
+    except AttributeError:  # (a Python built without it)
+        pass
+    except OSError as exc:
+        if exc.errno not in NO_MEMFD:
+            raise StartRequestError(exc.errno, "its start request could not be made "
+                                    f"(memfd_create): {exc.strerror}") from exc
+    fd, path = tempfile.mkstemp(dir=folder)
+    try:
+        os.unlink(path)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _write_at_start(fd: int, data: bytes) -> None:

@@ -3074,6 +3074,10 @@ class Engine:
             argv, env = self._job_command(job_id, attrs)
             pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
                                        self.home.tmp / f"pbs.{job_id}", user)
+        except executor.StartRequestError as exc:  # (out of memory: as a request unwritten)
+            self._failed_start(job_id, attrs, f"the job could not be sent to its shepherd: "
+                                              f"{exc}")
+            return False
         except (OSError, KeyError, ValueError) as exc:
             self._could_not_start(job_id, attrs, exc)
             return False
@@ -3131,10 +3135,11 @@ class Engine:
 
     def _failed_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """The job's shepherd ended before it started the job (a launch hook killed
-        ``event.pid``): nothing of the job ran. As PBS takes a job whose starter failed
-        before it reported to its MoM (JOB_EXEC_RETRY), execjob_abort fires and the job is
-        requeued whatever its Rerunable; run_count counts the try, and too many hold the
-        job (`lifecycle.requeued`)."""
+        ``event.pid``), or the job's command could not be sent to it (its request file
+        could not be made or written: out of memory): nothing of the job ran. As PBS takes a
+        job whose starter failed before it reported to its MoM (JOB_EXEC_RETRY),
+        execjob_abort fires and the job is requeued whatever its Rerunable; run_count counts
+        the try, and too many hold the job (`lifecycle.requeued`)."""
         self.log(LOG_ERROR, "Job", job_id, f"job failed to start: {why}")
         self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
         self._requeue(job_id, attrs, f"Job requeued: it failed to start ({why})")

@@ -473,16 +473,21 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
         pending.start(["true"], {}, "/", str(tmp_path / "out"), None)
 
 
-@pytest.mark.parametrize("memfd", [True, False])
+@pytest.mark.parametrize("memfd", ["memfd", "ENOSYS", "EINVAL", "EPERM", "missing"])
 def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, memfd):
     """`PendingLaunch.start` to a stopped shepherd, with a command over a pipe's 64 KiB (a
     100,000-byte variable), returns (it wrote down the pipe and waited for the shepherd to
-    read); the shepherd, let go on, runs it whole. Where the kernel has no memfd, the
+    read); the shepherd, let go on, runs it whole. Where the kernel has no memfd (before
+    Linux 3.17, a flag it does not know, a seccomp filter, a Python without it), the
     request file is one made in the jobs folder, unlinked at once. The server keeps no
     descriptor of it, nor anything in the folder."""
-    if not memfd:
+    if memfd == "missing":
+        monkeypatch.delattr(os, "memfd_create")
+    elif memfd != "memfd":
+        code = getattr(errno, memfd)
+
         def refused(name, flags=0):
-            raise OSError(errno.ENOSYS, "Function not implemented")
+            raise OSError(code, os.strerror(code))
         monkeypatch.setattr(os, "memfd_create", refused)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
@@ -509,6 +514,35 @@ def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, mem
     assert (tmp_path / "out").read_text() == "100000\n"
     assert len(os.listdir("/proc/self/fd")) == held
     assert sorted(p.name for p in jobs.iterdir()) == ["1.shepherd", "1.status"]
+
+
+@pytest.mark.parametrize("code", ["ENOMEM", "EMFILE", "ENFILE"])
+def test_a_memfd_refused_for_want_of_memory_or_descriptors_is_no_start(tmp_path, monkeypatch,
+                                                                      code):
+    """Only a kernel with no memfd is a reason for the request file in the jobs folder: a
+    memfd refused for want of memory or descriptors is the start's failure
+    (`StartRequestError`, an OSError with its errno), with no shepherd made and nothing
+    left open or in the folder. Any error took the fallback, which then ran short of
+    the same."""
+    number = getattr(errno, code)
+
+    def refused(name, flags=0):
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    forked: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forked.append(1) or real_fork())
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    held = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as failed:  # (`executor.StartRequestError`)
+        executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
+    assert failed.value.errno == number
+    assert str(failed.value) == ("its start request could not be made (memfd_create): "
+                                 f"{os.strerror(number)}")
+    assert (forked, list(jobs.iterdir())) == ([], [])
+    assert len(os.listdir("/proc/self/fd")) == held
 
 
 @pytest.mark.parametrize("fails", ["fork", "pipe"])

@@ -122,6 +122,32 @@ def test_a_job_its_shepherd_could_not_be_sent_is_a_failed_start_that_says_why(
     assert "ended before it was sent the job" not in log
 
 
+def test_a_start_request_that_cannot_be_made_is_a_failed_start_that_says_why(
+        engine_here, monkeypatch):
+    """The file of no name for the job's command (memfd) refused for want of memory: a
+    failed start, requeued, as a request that cannot be written is. It was taken for a
+    kernel with no memfd, and a file made in jobs/ instead."""
+    import errno
+
+    eng = engine_here()
+    real, failed = os.memfd_create, []
+
+    def short(name: str, flags: int = 0) -> int:
+        if not failed:
+            failed.append(name)
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+        return real(name, flags)
+
+    monkeypatch.setattr(os, "memfd_create", short)
+    job_id = eng.req_submit(ROOT, {"Rerunable": False}, "echo ran\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(job_id)
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert (f";{job_id};job failed to start: the job could not be sent to its shepherd: its "
+            "start request could not be made (memfd_create): Cannot allocate memory") in log, log
+
+
 def test_a_qterm_immediate_whose_kill_fails_still_stops_the_server(engine_here,
                                                                    monkeypatch):
     """qterm -t immediate stops the hook chains, then kills each job: a kill that failed
