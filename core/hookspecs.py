@@ -161,8 +161,11 @@ def periodic(event: Event) -> None:
     ``resources_available`` and registered attributes), ``event.resv_list`` (read-only) and
     ``event.job_list`` (the queued jobs, read-only, with the scheduler's ``estimated``
     start_time and exec_vnode where it has them; pbsplug's addition, where a PBS hook runs
-    qselect and qstat). Vnode changes apply even when the hook rejects. Reject: logged as
-    ``periodic request rejected by '<hook>'``.
+    qselect and qstat). A vnode holding suspended jobs also carries ``suspended_jobs``,
+    their ids (pbsplug's addition, read-only): as PBS's server does, the engine releases a
+    suspended job's cpus, so its vnodes' ``jobs`` and ``resources_assigned`` no longer show
+    it, though its resume needs them. Vnode changes apply even when the hook rejects.
+    Reject: logged as ``periodic request rejected by '<hook>'``.
     """
 
 

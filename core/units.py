@@ -150,6 +150,22 @@ def exec_vnode_names(text: str) -> tuple[str, ...]:
     return tuple(part.split(":", 1)[0] for part in _exec_vnode_parts(text))
 
 
+#: The periodic event's vnode attribute naming the suspended jobs on a vnode (pbsplug's
+#: addition: a suspended job's cpus are released, so, as in PBS, its vnodes' ``jobs`` and
+#: ``resources_assigned`` no longer show it; hookspecs.periodic).
+SUSPENDED_JOBS = "suspended_jobs"
+
+
+def jobs_by_vnode(jobs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each vnode's jobs, from (job id, exec_vnode) pairs, in their order, each job once
+    per vnode: ``[("7.s", "(n1:ncpus=1)+(n1:ncpus=1)")]`` -> {"n1": ["7.s"]}."""
+    out: dict[str, list[str]] = {}
+    for job_id, exec_vnode in jobs:
+        for name in dict.fromkeys(exec_vnode_names(exec_vnode)):
+            out.setdefault(name, []).append(job_id)
+    return out
+
+
 def format_exec_host(chunks: Iterable[tuple[str, Mapping[str, Any]]],
                      host_of: Callable[[str], str]) -> str:
     """PBS's exec_host of a job's exec_vnode chunks: ``host/index`` per chunk, the index

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..objects import Job, Reservation
+from ..objects import Job, Reservation, Vnode
+from ..units import SUSPENDED_JOBS, jobs_by_vnode
 from .home import LOG_ADMIN
 
 if TYPE_CHECKING:
@@ -85,13 +86,26 @@ class Periodic:
             for key in [k for k in self.due if k[0] == event and k[1] not in names]:
                 del self.due[key]
 
+    def vnodes(self) -> dict[str, Vnode]:
+        """The server periodic's vnodes: as pbsnodes shows them, each also naming the
+        suspended jobs on it (`units.SUSPENDED_JOBS`). A suspended job's cpus are released,
+        as PBS's server releases them, so it is in neither the vnode's ``jobs`` nor its
+        ``resources_assigned``; yet its host must stay up for its resume."""
+        eng = self.engine
+        rows = eng._vnode_rows()
+        suspended = jobs_by_vnode((job_id, str(attrs.get("exec_vnode") or ""))
+                                  for job_id, attrs in eng.store.jobs(("S",), lean=True).items())
+        return {name: Vnode(name, {**attrs, SUSPENDED_JOBS: suspended[name]}
+                            if name in suspended else attrs)
+                for name, attrs in rows.items()}
+
     def run(self, event: str, hook: str) -> None:
         """One run of one periodic hook."""
         eng = self.engine
         if event == "periodic":
             resvs = {n: Reservation(n, a) for n, a in eng.store.all("resv").items()}
             queued = {j: Job(j, a) for j, a in eng.store.jobs(("Q",)).items()}
-            outcome = eng._event("periodic", hooks=(hook,), vnode_list=eng._vnodes(),
+            outcome = eng._event("periodic", hooks=(hook,), vnode_list=self.vnodes(),
                                  resv_list=resvs, job_list=queued)
         else:
             jobs = {j: Job(j, a) for j, a in eng.store.jobs(("R", "E", "S")).items()}

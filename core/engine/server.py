@@ -165,9 +165,11 @@ PBSE_NODESPLACE = 15110  # (Cannot be used with select or place: nodes)
 PBSE_BADDEPEND = 15054
 #: PBS's words when a ``before*`` names a job that was never given an ``on:`` count.
 BEFORE_REFUSED = "Dependency request for job rejected by "
-#: Vnode states and attributes the engine works out from the running jobs; never stored.
+#: Vnode states and attributes the engine works out from the running (and, for the
+#: periodic event's `units.SUSPENDED_JOBS`, suspended) jobs; never stored.
 _DERIVED_STATES = frozenset({"job-busy", "job-exclusive", "resv-exclusive"})
-_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "resv", "name"})
+_DERIVED_ATTRS = frozenset({"resources_assigned", "jobs", "resv", "name",
+                            units.SUSPENDED_JOBS})
 #: A vnode's states in the order PBS lists them (``offline,job-busy``,
 #: ``job-busy,resv-exclusive``; OpenPBS 23.06's table); others after, as they came.
 _STATE_ORDER = {name: rank for rank, name in enumerate((

@@ -22,7 +22,9 @@ Two departures from PBS_power, on purpose:
   with some of its cpus assigned is ``free`` (``job-busy`` needs all of them), and
   ``last_used_time`` moves when a job ends, not while it runs: by PBS_power's rule alone a
   job running longer than ``node_idle_limit`` after the host's last job ended has its host
-  powered off under it. (On a Cray, where PBS_power runs, jobs take whole nodes.)
+  powered off under it. (On a Cray, where PBS_power runs, jobs take whole nodes.) A
+  suspended job counts too: PBS releases its cpus, so its vnodes look free and unused, but
+  its resume needs the host (the periodic event's ``suspended_jobs``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class NodeView(NamedTuple):
     #: Its ``resources_assigned.ncpus`` (what tells a job is there where ``jobs`` is not
     #: given, or names none: the simulator, Slurm).
     assigned: int = 0
+    #: A suspended job on it (the first its ``suspended_jobs`` names), or "": its cpus are
+    #: released, so neither ``jobs`` nor ``resources_assigned`` shows it.
+    suspended: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
             return f"poweroff_eligible is False on {names}"
         if busy is None and v.states != FREE:
             busy = v
-        if running is None and (v.job or v.assigned > 0):
+        if running is None and (v.job or v.assigned > 0 or v.suspended):
             running = v
     if busy is not None:
         states = busy.states
@@ -128,6 +133,8 @@ def _down_problem(config: PowerConfig, now: int, vnodes: list[NodeView],
     if running is not None:  # (free, but a job holds some of it: pbsplug's rule)
         if running.job:
             return f"{running.name} has a job ({running.job}), not idle"
+        if running.suspended:  # (its resume needs the host up)
+            return f"{running.name} has a suspended job ({running.suspended}), not idle"
         return f"{running.name} has {running.assigned} cpus assigned to jobs, not idle"
     holding = None  # the first held vnode's reservation state
     soonest = window

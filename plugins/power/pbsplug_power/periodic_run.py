@@ -88,13 +88,15 @@ def node_views(vnodes: Iterable[Any]) -> list[NodeView]:
             used, changed = get("last_used_time"), get("last_state_change_time")
             jobs, assigned = get("jobs"), get("resources_assigned")
             ncpus = assigned.get("ncpus") if assigned else None
+            suspended = get("suspended_jobs")
             view = NodeView(
                 vn.name, str((avail.get("host") if avail else None) or vn.name), states,
                 get("poweroff_eligible") in TRUE,
                 used if type(used) is int else _int(used),
                 changed if type(changed) is int else _int(changed),
                 _first_job(jobs) if jobs else "",
-                ncpus if type(ncpus) is int else _int(ncpus))
+                ncpus if type(ncpus) is int else _int(ncpus),
+                _first_job(suspended) if suspended else "")
         seen[id(vn)] = (vn, view)  # (the object held: its id is not another's meanwhile)
         out.append(view)
     _views_of = seen

@@ -18,9 +18,9 @@ WINDOW = 1800 + 900  # min_node_down_delay + 900
 
 
 def node(name="n1", host=None, state="free", eligible=True, used=NOW - 3600,
-         changed=NOW - 7200, job="", assigned=0):
+         changed=NOW - 7200, job="", assigned=0, suspended=""):
     return NodeView(name, host or name, frozenset(state.split(",")), eligible, used, changed,
-                    job, assigned)
+                    job, assigned, suspended)
 
 
 @pytest.mark.parametrize(("config", "nodes", "resvs", "needed", "down"), [
@@ -37,6 +37,10 @@ def node(name="n1", host=None, state="free", eligible=True, used=NOW - 3600,
     (ON_OFF, [node(used=NOW - 86400, assigned=1)], [], {}, []),
     (ON_OFF, [node("a", "h"), node("b", "h", job="7.s")], [], {}, []),
     (RAMP, [node(used=NOW - 86400, assigned=1)], [], {}, []),
+    # a suspended job: its cpus released (no job in `jobs`, none assigned), its host kept up
+    (ON_OFF, [node(used=NOW - 86400, suspended="7.s")], [], {}, []),
+    (ON_OFF, [node("a", "h"), node("b", "h", suspended="7.s")], [], {}, []),
+    (RAMP, [node(used=NOW - 86400, suspended="7.s")], [], {}, []),
     # eligibility: one ineligible vnode keeps the whole host up in on/off mode
     (ON_OFF, [node("a", "h"), node("b", "h", eligible=False)], [], {}, []),
     (RAMP, [node("a", "h"), node("b", "h", eligible=False)], [], {}, ["h"]),
@@ -163,6 +167,12 @@ NEAR = NOW + WINDOW - 1
      "b has 1 cpus assigned to jobs, not idle"),
     (ON_OFF, host(c={"job": "9.s"}), {}, {}, "c has a job (9.s), not idle"),
     (RAMP, [node(job="7.s", eligible=False)], {}, {}, "n1 has a job (7.s), not idle"),
+    # a suspended job (its cpus released): named after a running one's
+    (ON_OFF, [node(suspended="7.s")], {"n1": "RUNNING"}, {"n1": NEAR},
+     "n1 has a suspended job (7.s), not idle"),
+    (ON_OFF, host(b={"suspended": "8.s"}, c={"job": "9.s"}), {}, {},
+     "b has a suspended job (8.s), not idle"),
+    (ON_OFF, [node(job="7.s", suspended="8.s")], {}, {}, "n1 has a job (7.s), not idle"),
     # a reservation holds it now: the first held vnode's reservation state
     (ON_OFF, [node(used=NOW - 60)], {"n1": "RUNNING"}, {"n1": NEAR},
      "a reservation holds it (RUNNING)"),

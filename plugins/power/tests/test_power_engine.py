@@ -124,3 +124,32 @@ def test_a_bad_pbs_value_rejects_every_run_with_its_message(local_engine, state_
     until(lambda: "node_idle_limit: 'ten' is not an integer" in engine.log(), timeout=30)
     assert "periodic request rejected by 'power'" in engine.log()
     assert states(engine) == {"h1v": "free"}
+
+
+def test_a_suspended_jobs_host_stays_up_and_the_job_resumes(local_engine, state_dir):
+    """A suspended job's cpus are released (as PBS releases them): its vnode shows no job
+    and no cpus assigned, yet its host must not be powered off under it."""
+    engine = local_engine(site(state_dir))
+    make_hosts(engine, {"h1": True, "h2": True})
+    job_id = engine.submit("sleep 600\n")
+    until(lambda: engine.job(job_id)["job_state"] == "R", timeout=30)
+    on = engine.job(job_id)["exec_vnode"].strip("()").split(":")[0]
+    other = "h2v" if on == "h1v" else "h1v"
+    assert engine.pbs("qsig", "-s", "suspend", job_id).returncode == 0
+    until(lambda: engine.job(job_id)["job_state"] == "S", timeout=30)
+    node = engine.nodes()[on]
+    assert not node.get("jobs") and not node.get("resources_assigned", {}).get("ncpus")
+
+    def why() -> str:
+        record = json.loads(engine.pbs("power", "status", "--json").stdout or "{}")
+        return (record.get("hosts") or {}).get(on[:-1], {}).get("why", "")
+
+    # Both hosts idle past the limit (neither's last use is later than its creation): the
+    # empty one goes down, and a later run still keeps the suspended job's host up.
+    until(lambda: states(engine)[other] == "sleep", timeout=30)
+    until(lambda: "suspended job" in why(), timeout=30)
+    assert why() == f"{on} has a suspended job ({job_id}), not idle"
+    assert states(engine)[on] == "free"
+    assert "node_power_off;launch: simulated node_off " + on[:-1] not in engine.log()
+    assert engine.pbs("qsig", "-s", "resume", job_id).returncode == 0
+    until(lambda: engine.job(job_id)["job_state"] == "R", timeout=30)

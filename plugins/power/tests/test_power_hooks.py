@@ -523,6 +523,7 @@ def test_a_vnode_object_carried_again_is_not_read_again():
 
 @pytest.mark.parametrize(("attrs", "job", "assigned"), [
     ({"jobs": ["7.s/1", "8.s/0"], "resources_assigned": {"ncpus": 2}}, "7.s", 2),  # engine
+    ({"suspended_jobs": ["7.s", "8.s"], "resources_assigned": {"ncpus": 0}}, "", 0),
     ({"jobs": "7.s/1, 8.s/0", "resources_assigned": {"ncpus": 2}}, "7.s", 2),  # PBS
     ({"jobs": [" /3", "9.s/0"]}, "9.s", 0),
     ({"resources_assigned": {"ncpus": 1}}, "", 1),  # the simulator, Slurm: no jobs
@@ -538,6 +539,7 @@ def test_a_vnode_view_says_which_job_it_holds_whatever_form_its_engine_gives(att
 
     view, = node_views([Vnode("a1", {**vnodes(("a1", "free", True, OLD))["a1"], **attrs})])
     assert (view.job, view.assigned) == (job, assigned)
+    assert view.suspended == ("7.s" if "suspended_jobs" in attrs else "")
 
 
 def test_the_simulated_driver_reads_its_record_again_only_when_the_file_changed(tmp_path):
