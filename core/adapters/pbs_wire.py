@@ -194,9 +194,11 @@ def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool,
     that PBS could not give is an `EventIncomplete` error, never an empty one. Given
     `running`, the server periodic adds to it PBS's objects of the running jobs, from the
     same walk of ``pbs.server().jobs()`` as the queued ones (`_queued_jobs`); they are not
-    in the event's data."""
+    in the event's data. The server periodic's vnodes holding suspended jobs name them
+    (`SUSPENDED_JOBS`)."""
     data: dict[str, Any] = {"requestor": str(getattr(pevent, "requestor", "") or ""),
                             "requestor_host": str(getattr(pevent, "requestor_host", "") or "")}
+    suspended: dict[str, list[str]] = {}  # (the server periodic: vnode -> suspended jobs)
     for key in objects:
         if key == "pid":
             if getattr(pevent, "type", None) == getattr(pbs, "EXECJOB_LAUNCH", object()):
@@ -207,7 +209,7 @@ def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool,
                 data["pid"] = int(pevent.pid)
             continue
         if key == "job_list" and not host:  # the server periodic: the queued jobs
-            data["job_list"] = _queued_jobs(pbs, types, running)
+            data["job_list"] = _queued_jobs(pbs, types, running, suspended)
             continue
         try:
             value = getattr(pevent, key)
@@ -236,6 +238,12 @@ def event_data(pbs: Any, pevent: Any, types: Types, objects: Any, host: bool,
             data[key] = {str(k): "" if v is None else str(v) for k, v in value.items()}
         else:
             data[key] = str(value)
+    # PBS frees a suspended job's vnodes (its `jobs` unset, its cpus unassigned), yet its
+    # resume needs them: the server periodic's vnodes name it (hookspecs.periodic).
+    for name, job_ids in suspended.items():
+        vnode = (data.get("vnode_list") or {}).get(name)
+        if vnode is not None:
+            vnode[SUSPENDED_JOBS] = job_ids
     return data
 
 
@@ -245,12 +253,22 @@ def _named(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def _queued_jobs(pbs: Any, types: Types, running: list[Any] | None = None
-                 ) -> dict[str, dict[str, Any]]:
-    """The queued jobs as plain data; PBS's objects of the running jobs added to `running`.
-    One walk for both: each ``pbs.server().jobs()`` makes PBS build every job object again,
-    and log its error again for each job with an attribute that is not UTF-8."""
+#: PBS's substates of a suspended job (JOB_SUBSTATE_SUSPEND, by qsig; _SCHSUSP, by the
+#: scheduler): its state may read R where PBS shows S only in a status reply.
+SUSPENDED_SUBSTATES = frozenset({43, 45})
+#: The server periodic's vnode attribute naming the suspended jobs on a vnode
+#: (`pbsplug.units.SUSPENDED_JOBS`; this module imports nothing of pbsplug).
+SUSPENDED_JOBS = "suspended_jobs"
+
+
+def _queued_jobs(pbs: Any, types: Types, running: list[Any] | None = None,
+                 suspended: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
+    """The queued jobs as plain data; PBS's objects of the running jobs added to `running`;
+    each vnode's suspended jobs to `suspended`. One walk for all: each
+    ``pbs.server().jobs()`` makes PBS build every job object again, and log its error again
+    for each job with an attribute that is not UTF-8."""
     queued, running_state = types.job_state_of.get("Q"), types.job_state_of.get("R")
+    stopped = {types.job_state_of.get(s) for s in ("S", "U")} - {None}
     jobs = {}
     for pjob in pbs.server().jobs():
         state = pjob.job_state
@@ -258,7 +276,31 @@ def _queued_jobs(pbs: Any, types: Types, running: list[Any] | None = None
             jobs[str(pjob.id)] = {**attributes(pjob, types), "id": str(pjob.id)}
         if running is not None and state == running_state:
             running.append(pjob)
+        if suspended is not None and (state in stopped or (
+                state == running_state and _int_or_none(getattr(pjob, "substate", None))
+                in SUSPENDED_SUBSTATES)):
+            for name in _exec_vnode_names(getattr(pjob, "exec_vnode", None)):
+                listed = suspended.setdefault(name, [])
+                if str(pjob.id) not in listed:
+                    listed.append(str(pjob.id))
     return jobs
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _exec_vnode_names(exec_vnode: Any) -> list[str]:
+    """The vnodes of PBS's exec_vnode (``(n1:ncpus=1)+(n2:ncpus=2)``), as
+    `pbsplug.units.exec_vnode_names` reads it; none when it is unset."""
+    if exec_vnode is None:
+        return []
+    names = (part.strip().strip("()").split(":", 1)[0].strip()
+             for part in str(exec_vnode).split("+"))
+    return [name for name in names if name]
 
 
 # -- changes back into PBS ------------------------------------------------------------------

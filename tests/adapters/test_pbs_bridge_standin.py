@@ -15,7 +15,7 @@ from pbsplug import clock
 from pbsplug.adapters import pbs_bridge
 
 NOW = 1_700_000_000.0
-QUEUED, RUNNING = 1, 4
+QUEUED, RUNNING, SUSPEND = 1, 4, 5
 #: PBS gives a job's state as its own type; pbs_wire.plain reads it by its type's name.
 JobState = type("job_state", (int,), {})
 
@@ -32,6 +32,7 @@ class StandInJob:
         self.Resource_List = attrs.pop("Resource_List")
         self.exec_vnode = attrs.pop("exec_vnode", None)
         self.stime = attrs.pop("stime", None)
+        self.substate = attrs.pop("substate", None)
 
 
 class StandInVnode:
@@ -73,7 +74,8 @@ def _stand_in_pbs(server: StandInServer) -> SimpleNamespace:
                             accept=accept, reject=reject)
     logged: list[str] = []
     return SimpleNamespace(PERIODIC="periodic", JOB_STATE_QUEUED=QUEUED,
-                           JOB_STATE_RUNNING=RUNNING, LOG_WARNING=2, LOG_ERROR=1,
+                           JOB_STATE_RUNNING=RUNNING, JOB_STATE_SUSPEND=SUSPEND,
+                           LOG_WARNING=2, LOG_ERROR=1,
                            event=lambda: event, server=lambda: server, logged=logged,
                            logmsg=lambda level, text: logged.append(text))
 
@@ -112,3 +114,40 @@ def test_a_periodic_run_walks_pbss_jobs_once_for_its_queued_and_running_jobs(
     assert probe.seen == {
         "2.srv": {"start_time": int(NOW - 600 + 3600), "exec_vnode": "(n1:ncpus=1)"}}
     assert server.walks == 1
+
+
+def test_a_periodic_runs_vnodes_name_the_suspended_jobs_pbs_freed_them_of(tmp_path,
+                                                                           monkeypatch):
+    """PBS frees a suspended job's vnodes (its `jobs` unset, its cpus unassigned): the
+    server periodic's vnodes name it in suspended_jobs, whether its state reads S or R with
+    PBS's suspended substate (43 by qsig, 45 by the scheduler); job_list stays the queued
+    jobs."""
+    (tmp_path / "pbsplug_standin_suspended.py").write_text(textwrap.dedent("""
+        from pbsplug import PluginInfo, hookimpl
+
+        plugin_info = PluginInfo(events=("periodic",))
+        seen = {}
+
+
+        @hookimpl
+        def periodic(event):
+            seen.update({n: v.get("suspended_jobs") for n, v in event.vnode_list.items()})
+            seen["job_list"] = sorted(event.job_list)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module("pbsplug_standin_suspended")
+    monkeypatch.setitem(sys.modules, "pbsplug_standin_suspended", probe)
+    monkeypatch.setitem(sys.modules, "_pbs_v1", SimpleNamespace())
+    monkeypatch.setattr(pbs_bridge, "_LOADED", {})
+    chunk = {"Resource_List": {"select": "1:ncpus=1", "ncpus": "1", "walltime": "01:00:00"},
+             "exec_vnode": "(n1:ncpus=1)", "stime": int(NOW - 600)}
+    server = StandInServer([
+        StandInJob("3.srv", SUSPEND, **chunk),
+        StandInJob("4.srv", RUNNING, substate=43, **chunk),
+        StandInJob("5.srv", RUNNING, substate=42, **chunk)])  # (running: in `jobs` in PBS)
+    pbs = _stand_in_pbs(server)
+    config = {"plugin": "probe", "entry_point": "pbsplug_standin_suspended",
+              "attributes": {"events": ["periodic"]}, "config": {}}
+    with clock.use(lambda: NOW), pytest.raises(SystemExit):
+        pbs_bridge.run(pbs, config)
+    assert probe.seen == {"n1": ["3.srv", "4.srv"], "job_list": []}
