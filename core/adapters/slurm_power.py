@@ -11,7 +11,8 @@ bookkeeping Slurm's:
   that the plugin wakes them ahead of a reservation or job: they register by themselves),
   ``poweroff_eligible`` unless SuspendExcNodes/SuspendExcParts/SuspendExcStates exclude
   them, last_used_time from Slurm's LastBusyTime, resources_assigned.ncpus from the cpus
-  its jobs hold (the plugin keeps a MIXED node, PBS's free, up); resv_list from ``scontrol show
+  its jobs hold (the plugin keeps a MIXED node, PBS's free, up), suspended_jobs from
+  ``squeue -t S`` (Slurm leaves such a node IDLE); resv_list from ``scontrol show
   reservation``; job_list the pending jobs with Slurm's expected start and nodes (``squeue
   --start``; a squeue that fails is the run's error: nothing is powered off). The hosts the
   plugin powers off (its driver; their vnodes go to ``sleep``) are handed to Slurm with
@@ -352,6 +353,28 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     return out
 
 
+def suspended_jobs(ctx: Context) -> dict[str, list[str]]:
+    """Each node's suspended jobs (``squeue -t S``). Slurm leaves a node whose only job is
+    suspended IDLE (its own power saving skips a node with suspended jobs), so without
+    them the plugin powered it off under the job. A squeue that fails is `SlurmError`, the
+    run's error (nothing is powered off); a line whose nodes do not read is that too: a
+    suspended job left out would leave its node unprotected."""
+    text = ctx.slurm.run("squeue", "-h", "-t", "S", "-o", "%i|%N")
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        job_id, bar, nodes = line.partition("|")
+        if not bar or not job_id:
+            raise SlurmError(f"squeue -t S: {quoted(line, 80)} is not id|nodes")
+        try:
+            names = _hostlist(ctx, nodes)
+        except (ValueError, SlurmError) as exc:
+            raise SlurmError(f"suspended job {shown(job_id)}: its nodes not read: {exc}"
+                             ) from None
+        for name in names:
+            out.setdefault(name, []).append(job_id)
+    return out
+
+
 @contextmanager
 def _locked(ctx: Context) -> Iterator[None]:
     """The power programs' lock, in their folder (``<state-dir>/power``, SlurmUser's: install
@@ -484,6 +507,9 @@ def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str,
             vnodes[name] = vnode(node, name not in keep_up, record.get(name, 0))
             if flags & {"POWERED_DOWN", "POWERING_UP"}:
                 asleep.append(name)  # in state sleep: the plugin may wake it ahead of a need
+        for name, job_ids in suspended_jobs(ctx).items():
+            if name in vnodes:  # (hookspecs.periodic: suspended_jobs)
+                vnodes[name]["suspended_jobs"] = job_ids
         out = _fire(ctx, vnodes, pending_jobs(ctx), reservations(ctx))
         down = _slept(out, [n for n in vnodes if n not in asleep])
         up = _woke(out, asleep)

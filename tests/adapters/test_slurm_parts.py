@@ -236,6 +236,34 @@ def test_one_pending_job_slurm_answers_oddly_for_is_left_out_alone(caplog):
     assert "pending job 2 left out" in caplog.text and "pending job 3 left out" in caplog.text
 
 
+def test_each_nodes_suspended_jobs_are_read_and_a_line_not_read_is_the_runs_error():
+    """Slurm leaves a node whose only job is suspended IDLE: the periodic event's vnodes
+    name such jobs (suspended_jobs), and a job whose nodes do not read fails the run, so
+    that its node is never powered off for want of them."""
+    from pbsplug.adapters import slurm_power
+
+    class Fake:
+        def __init__(self, text):
+            self.text, self.asked = text, []
+
+        def run(self, *args, check=True):
+            self.asked.append(args)
+            return self.text
+
+        def hostnames(self, text):
+            if "bad" in text:
+                raise SlurmError(f"scontrol show hostnames {text}: exit status 1")
+            return expand_hostlist(text)
+
+    fake = Fake("7|n[1-2]\n8|n2\n")
+    ctx = type("Ctx", (), {"slurm": fake})()
+    assert slurm_power.suspended_jobs(ctx) == {"n1": ["7"], "n2": ["7", "8"]}
+    assert fake.asked == [("squeue", "-h", "-t", "S", "-o", "%i|%N")]
+    ctx.slurm = Fake("9|bad[list\n")
+    with pytest.raises(SlurmError, match="suspended job 9: its nodes not read"):
+        slurm_power.suspended_jobs(ctx)
+
+
 def test_a_squeue_line_without_three_fields_is_logged_and_a_flood_of_them_counted(caplog):
     """A line of ``squeue -o %i|%S|%Y`` without its three fields was left out with no word
     in the log; each is one line naming it, up to a few, then one line counts the rest."""
