@@ -1833,15 +1833,41 @@ class Simulator:
         host's jobs are never charged more than it drew busy: a job starts only on free
         cpus, so the cpus in use never exceed that most, which holds until the host is
         empty again (its vnodes' cpus now alone would not hold: fewer than its jobs have
-        charged each more than its part)."""
+        charged each more than its part). A job's share of each interval is of the host's
+        cpus then: when they change under jobs, their shares are settled (`_settle_cpus`)."""
         host = self.hosts[self.vnode_host[name]]
         host.has += more
+        if host.busy > 0 and host.has > host.cpus:
+            self._settle_cpus(host)
         host.settle_cpus()
         before = self.room[name]
         after = self.room[name] = before + more
         self._room_count[before] -= 1
         self._room_count[after] = self._room_count.get(after, 0) + 1
         self._free_total += more
+
+    def _settle_cpus(self, host: _Host) -> None:
+        """The jobs on `host`, whose cpus grow now (to its vnodes' `has`) under them, are
+        charged with its cpus until now, and with its cpus from now on after this: each
+        interval of a job's time on a host is charged its share of the cpus then. Its odd
+        figure's time so far (`_charge_odd`) is charged now; its busy time so far, which
+        the job's end charges by the cpus then (`_occupy_each`, `_occupy_alike`), is moved
+        here from the cpus after to the cpus before (its share by those, less its share by
+        these: the end's charge less this is the share by the cpus of each interval). A
+        job's energy is then never below 0, and its hosts' figures times its share of
+        each interval: the odd time's busy charge taken back at the cpus then was charged
+        at the cpus at the end, and a host grown under a job made it negative."""
+        if host.watts in _ODD_FIGURES:
+            self._charge_odd(host)
+        before, after = host.cpus, max(host.cpus, host.has)
+        index, vnode_host, now = host.spec.index, self.vnode_host, self.now
+        busy = host.figures["busy"]
+        for run in self.running.values():
+            if index not in run.hosts or run.start is None:
+                continue
+            ncpus = sum(n for name, n in run.vnodes.items() if vnode_host[name] == index)
+            charge = busy * (now - run.start) * ncpus
+            run.energy += charge / before - charge / after
 
     def _sync_power(self, states: Iterable[str] = ()) -> None:
         """Hosts' power from their vnodes' sleep state and the simulated driver's record:

@@ -1078,6 +1078,48 @@ def test_a_job_on_a_host_powered_off_and_booting_is_charged_what_the_host_drew(
     assert sim.summary.energy == pytest.approx(drew)
 
 
+class PullsThePlugThenGrows:
+    """A periodic hook that powers host n0 off at 120, under its job, and on again at 300,
+    as `PullsThePlug` does, then gives its vnode 20 cpus at 420."""
+
+    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+    @hookimpl
+    def periodic(self, event):
+        now = clock.now()
+        at = round(now - EPOCH)
+        if at in (120, 300):
+            power_n0(at == 300, now)
+        elif at == 420:
+            event.vnode_list["n0"].resources_available["ncpus"] = 20
+
+
+def test_a_job_on_a_host_powered_off_and_on_then_grown_is_charged_each_interval_by_its_cpus(
+        register_plugin, pbsplug_plugins, tmp_path):
+    """A job's share of what its host drew is worked out, interval by interval, with the
+    host's cpus in that interval. Its shutting-down, off and booting time was charged with
+    the cpus then (2) and its busy time with the cpus at its end (20): it came out
+    negative (-22,650 J)."""
+    register_plugin(PullsThePlugThenGrows(), "pulls", freq=60, isolation="inprocess")
+    sink, sim = simulate([tj(1, 0, 600, 2, 600)], nodes=1, cpus=2, power=MODEL,
+                         plugins=pbsplug_plugins, tmp_path=tmp_path)
+    by_id = sink.by_id()
+    assert (by_id["1"].start, by_id["1"].end) == (0, 600)
+    assert [(s.time, s.watts) for s in sink.states] == [
+        (0, 200.0), (120, 120.0), (150, 5.0), (300, 150.0), (360, 200.0), (600, 100.0)]
+    # j1 holds both cpus of 2 until 420, 2 of 20 after: busy 0-120 (200 x 120 = 24,000),
+    # shutting down 120-150 (120 x 30 = 3,600), off 150-300 (5 x 150 = 750), booting
+    # 300-360 (150 x 60 = 9,000), busy 360-420 (200 x 60 = 12,000), all of it the job's;
+    # busy 420-600, a tenth of 200 x 180 = 36,000: 3,600. (The old sum: busy 200 x 600 x
+    # 2/20 = 12,000, less the odd times' busy charged by 2/2: 12,000 - 200 x 240 + 3,600 +
+    # 750 + 9,000 = -22,650.)
+    assert by_id["1"].energy == 24000 + 3600 + 750 + 9000 + 12000 + 3600 == 52950
+    drew = 200 * (120 + 240) + 120 * 30 + 5 * 150 + 150 * 60
+    assert sim.summary.energy == drew == 85350
+    # What no job was charged: the 18 cpus of 20 no job held from 420 to 600.
+    assert drew - by_id["1"].energy == 200 * 180 * 18 / 20
+
+
 def test_a_host_a_job_holds_part_of_is_not_powered_off_under_it(register_plugin,
                                                               pbsplug_plugins, tmp_path):
     """A vnode with one of its two cpus held is free, and its last_used_time is the end of
@@ -1338,9 +1380,11 @@ def test_jobs_on_a_resized_host_are_never_charged_more_than_it_drew_busy(
         one_pass, register_plugin, pbsplug_plugins, tmp_path):
     """One host of one vnode (4 cpus, busy 200 W). j1 (4 cpus) runs 0-300; at 60 a hook
     gives the vnode 8 cpus, so j2 (4 cpus) runs 100-300 beside j1; at 240 it leaves it 2,
-    fewer than the jobs hold. Each job's share is of the most cpus the host had since it
-    was last empty (8): j1 200 W x 300 s x 4/8, j2 200 W x 200 s x 4/8, 50 kJ of the 60 kJ
-    the host drew busy (of its 4 first cpus, 100 kJ; of its 2 at the end, 200 kJ). Empty
+    fewer than the jobs hold. Each job's share of an interval is of the most cpus the host
+    had since it was last empty, then: 4 until 60, 8 after (not 2 from 240). j1 200 W x
+    60 s x 4/4 + 200 W x 240 s x 4/8, j2 200 W x 200 s x 4/8, 56 kJ of the 60 kJ the host
+    drew busy (of its 4 first cpus, 100 kJ; of its 2 at the end, 200 kJ; j1 was charged
+    by 8 cpus for the whole run, 30 kJ, while it held the 4 of 4 until 60). Empty
     at 300, the host has its 2 cpus: j3 (2 cpus, 400-500) is charged all of its busy watts
     (of its 4 first cpus, half). In one pass (`_occupy_alike`) and vnode by vnode."""
     register_plugin(GrowsThenShrinks(), "resizes", isolation="inprocess", freq=60)
@@ -1354,7 +1398,7 @@ def test_jobs_on_a_resized_host_are_never_charged_more_than_it_drew_busy(
     assert {j: (r.start, r.end) for j, r in by_id.items()} == {
         "1": (0, 300), "2": (100, 300), "3": (400, 500)}
     assert {j: r.energy for j, r in by_id.items()} == pytest.approx(
-        {"1": 200 * 300 * 4 / 8, "2": 200 * 200 * 4 / 8, "3": 200 * 100})
+        {"1": 200 * 60 + 200 * 240 * 4 / 8, "2": 200 * 200 * 4 / 8, "3": 200 * 100})
     assert sim.hosts[0].energy["busy"] == pytest.approx(200 * 400)
     assert sum(r.energy for r in sink.jobs) <= sim.hosts[0].energy["busy"]
     assert sim.hosts[0].cpus == 2
