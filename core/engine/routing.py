@@ -77,6 +77,24 @@ def lifetime(queue: dict[str, Any]) -> int:
     return _seconds(queue.get("route_lifetime"), 0)
 
 
+def lifetime_end(attrs: dict[str, Any], most: int) -> float | None:
+    """When a job (whose attributes are `attrs`) in a route queue whose route_lifetime is
+    `most` seconds (0: none) reaches that lifetime: its qtime, when it entered the queue,
+    plus `most`; None when it never does. `expired` says when it is past it."""
+    entered = attrs.get("qtime")
+    return entered + most if most and isinstance(entered, (int, float)) else None
+
+
+def expired(attrs: dict[str, Any], most: int, now: float) -> bool:
+    """Whether a job (whose attributes are `attrs`) in a route queue whose route_lifetime
+    is `most` seconds (0: none) is past it at `now`: in the queue longer than that (at
+    exactly its lifetime, not yet). The one rule of the engine's router and of the
+    simulator, which also finds by it the retry at which a waiting job's lifetime runs
+    out."""
+    entered = attrs.get("qtime")
+    return bool(most) and isinstance(entered, (int, float)) and now - entered > most
+
+
 @dataclass(frozen=True)
 class Routed:
     """What one try at routing a job came to (`route_job`)."""
@@ -108,9 +126,7 @@ def route_job(attrs: dict[str, Any], name: str, queue: dict[str, Any], now: floa
     are added to it."""
     if not units.parse_bool(queue.get("started", False)):
         return STAYS
-    most = lifetime(queue)
-    entered = attrs.get("qtime")
-    if most and isinstance(entered, (int, float)) and now - entered > most:
+    if expired(attrs, lifetime(queue), now):
         return Routed("finished", why=EXPIRED)  # (before all else, as PBS does)
     if str(attrs.get("Hold_Types") or "n") != "n" and \
             not units.parse_bool(queue.get("route_held_jobs", False)):

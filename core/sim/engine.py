@@ -1063,6 +1063,8 @@ class Simulator:
         ago, and those whose retry time has come, are tried in submission order, as the
         engine's router tries the jobs due at a pass (a parked job a try frees, due now,
         among them: `_wake`)."""
+        from ..engine import routing
+
         due = [(*entry[1:], False) for entry in self._popped(self._reroutes, now)]
         heapq.heapify(due)
         tried = set()
@@ -1082,9 +1084,7 @@ class Simulator:
             if retry:
                 _, version, over = self._retry_at[job_id]
                 wait, lifetime = self._route_times[run.attrs["queue"]]
-                entered = run.attrs.get("qtime")
-                if not (lifetime and isinstance(entered, (int, float)) and
-                        now - entered > lifetime) and (
+                if not routing.expired(run.attrs, lifetime, now) and (
                         version == self._count_version() or self._still_over(over)):
                     # Its lifetime has not run out, and nothing it is counted against
                     # changed since its last try, or each count that refused it is not
@@ -1127,6 +1127,8 @@ class Simulator:
         woken then (`_wake`), due at its grid's first tick after that. With a
         route_lifetime, it is due at the tick its lifetime runs out, as a try there ends
         it."""
+        from ..engine import routing
+
         job_id = run.tj.job_id
         self._unpark(job_id)
         wait, lifetime = self._route_times[run.attrs["queue"]]
@@ -1136,9 +1138,14 @@ class Simulator:
         for key in keys:
             self._parked_on.setdefault(key, {})[job_id] = None
         due = math.inf
-        entered = run.attrs.get("qtime")
-        if lifetime and isinstance(entered, (int, float)):  # (route_job's test)
-            due = when + max(0, math.floor((entered + lifetime - when) / wait) + 1) * wait
+        end = routing.lifetime_end(run.attrs, lifetime)
+        if end is not None:
+            # The first tick at which the router's rule (`routing.expired`, route_job's)
+            # finds it past its lifetime: from the last tick by its lifetime's end (or
+            # `when`), a step or two.
+            due = when + max(0, math.floor((end - when) / wait)) * wait
+            while not routing.expired(run.attrs, lifetime, due):
+                due += wait
         self._retry_at[job_id] = (due, self._count_version(), over)
         if due < math.inf:
             heapq.heappush(self._retries, (due, run.seq, job_id))

@@ -364,6 +364,42 @@ def test_a_job_waiting_for_a_full_destination_is_rejected_when_its_lifetime_runs
         REJECTED, "Route queue lifetime exceeded", 180)
 
 
+@pytest.mark.parametrize("rule", ["router's", "at its lifetime"])
+def test_a_waiting_job_is_rejected_at_the_tick_the_routers_own_rule_says(
+        tmp_path, register_plugin, pbsplug_plugins, monkeypatch, rule):
+    """One lifetime rule for the engine's router and the replay (`routing.expired`): with
+    entry's route_lifetime 120 s, dave's (refused at 0, tried at 60, 120, 180) is at its
+    lifetime exactly at 120, not past it: rejected at 180, the first tick at which
+    `route_job` finishes it. With the rule changed to reject at the lifetime itself, the
+    replay follows it (120). The replay had a rule of its own in two places (whether a
+    waiting job's try could be passed over, and the tick its lifetime runs out), which a
+    change of the router's left behind."""
+    from pbsplug.engine import routing
+
+    if rule != "router's":
+        monkeypatch.setattr(routing, "expired", lambda attrs, most, now: bool(most) and (
+            now - attrs["qtime"] >= most), raising=False)
+    register_plugin(NeverRun(), "neverrun", isolation="inprocess")
+    text = PLATFORM.replace("route_retry_time = 60",
+                            "route_retry_time = 60\nroute_lifetime = 120")
+    sink, sim = replay(platform(tmp_path, text=text), [tj(2, 0, "bob"), tj(3, 0, "carol"),
+                                                       tj(4, 0, "dave")],
+                       plugins=pbsplug_plugins, tmp_path=tmp_path)
+
+    def full(dest):
+        raise PbsError(routing.PBSE_MAXQUED, "full")  # (a refusal for now)
+
+    # The router's own answer at each of dave's ticks (batch full, vip refusing for good).
+    queue = sim.machine.queues["entry"] | {"started": True}
+    finished = [at for at in (60, 120, 180) if routing.route_job(
+        {"qtime": EPOCH, "job_state": "Q"}, "entry", queue, EPOCH + at, {"vip"}, full,
+        lambda dest: dest).outcome == "finished"]
+    assert finished[0] == (180 if rule == "router's" else 120)
+    result = sink.by_id()["4"]
+    assert (result.final_state, result.reason, result.end) == (
+        REJECTED, "Route queue lifetime exceeded", finished[0])
+
+
 #: Two cpus; entry routes to batch, which takes one job at a time.
 ONE_AT_A_TIME = ONE_CPU.format(count=2) + """
 [queues.entry]
