@@ -502,6 +502,12 @@ class Simulator:
         self._driver_file: tuple[int, int, int, int] | None = None
         #: Vnode objects as the last event carried them, while their vnode is unchanged.
         self._event_vnode_cache: dict[str, Vnode] = {}
+        #: The running jobs whose chunks on a vnode ask no cpus, by vnode (`_list_cpuless`):
+        #: the vnode's ``jobs`` lists them, as the engine's does; nothing else tells a hook
+        #: (the power plugin) that they run there. The jobs holding cpus are not listed (the
+        #: vnode's resources_assigned tells them): kept at every start and end, the lists
+        #: would cost each job a step per vnode.
+        self._cpuless: dict[str, dict[str, None]] = {}
         #: The vnodes hooks changed, so that a scheduler reparses only those.
         self._vnode_log = VnodeLog()
         self._room_count: dict[int, int] = {}  # vnodes by free ncpus
@@ -1434,10 +1440,11 @@ class Simulator:
         del self.queued[job_id]
         self._unneed(run)
         per_vnode: dict[str, int] = {}
-        last_res, ncpus = None, 0
+        last_res, ncpus, cpuless = None, 0, False
         for name, res in chunks:
             if res is not last_res:  # (alike chunks share their mapping: read once)
                 ncpus, last_res = int(res.get("ncpus", 0) or 0), res
+                cpuless = cpuless or not ncpus
             per_vnode[name] = per_vnode.get(name, 0) + ncpus
         host_of = self._host_of  # (the platform's: a hook may have unset the resource)
         lifecycle.started(run.attrs, exec_vnode, format_exec_host(
@@ -1447,6 +1454,8 @@ class Simulator:
         run.vnodes = per_vnode
         run.ncpus = sum(per_vnode.values())
         self.running[job_id] = run
+        if cpuless:
+            self._list_cpuless(run, True)
         run.hosts = tuple(sorted(self._occupy(run, +1)))
         for event in self._start_events:
             extra: dict[str, Any] = {"progname": "", "argv": [], "env": {}, "pid": None} \
@@ -1514,8 +1523,25 @@ class Simulator:
         """The job's cpus are free again (before its end hooks, as the engine's are once
         its processes are gone)."""
         self.running.pop(run.tj.job_id, None)
+        if self._cpuless:
+            self._list_cpuless(run, False)
         self._occupy(run, -1)  # which marks its vnodes last used now
         self._touched = True
+
+    def _list_cpuless(self, run: _Run, starting: bool) -> None:
+        """The job is listed (`starting`) in, or taken from, the ``jobs`` of each of its
+        vnodes where it holds no cpus (`_cpuless`). Its vnodes' event objects are made
+        again (`_occupy` forgets them)."""
+        job_id, cpuless = run.tj.job_id, self._cpuless
+        for name, ncpus in run.vnodes.items():
+            if ncpus:
+                continue
+            if starting:
+                cpuless.setdefault(name, {})[job_id] = None
+            elif job_id in cpuless.get(name, ()):
+                del cpuless[name][job_id]
+                if not cpuless[name]:
+                    del cpuless[name]
 
     def _used(self, run: _Run) -> dict[str, Any]:
         """What the host measured of the job's run (its walltime and ncpus)."""
@@ -1798,6 +1824,8 @@ class Simulator:
                 view["state"] = "job-busy" if attrs["state"] == "free" else \
                     f"{attrs['state']},job-busy"
             view["resources_assigned"] = {"ncpus": used}
+            if name in self._cpuless:  # (the engine's entry for a chunk of no cpus)
+                view["jobs"] = [f"{job_id}/0" for job_id in self._cpuless[name]]
             out[name] = cache[name] = Vnode(name, view)
         return out
 

@@ -1147,6 +1147,42 @@ def test_a_host_a_job_holds_part_of_is_not_powered_off_under_it(register_plugin,
     assert by_id["2"].energy == 200 * 1000 / 2  # busy watts, its whole run
 
 
+def test_a_host_a_job_holds_no_cpus_of_is_not_powered_off_under_it(register_plugin,
+                                                                    pbsplug_plugins, tmp_path):
+    """A job whose chunk on a host asks no cpus holds none there, yet runs there: the
+    replay's vnode lists it in its ``jobs`` (``1/0``, as the engine lists such a chunk), and
+    the power plugin keeps the host up. The vnode listed no job: idle since the start (its
+    exechost_startup's last use at 0), the host was powered off under the job at 120."""
+    require_module("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    seen = []
+
+    class SeesJobs:
+        plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+
+        @hookimpl
+        def periodic(self, event):
+            seen.append((round(clock.now() - EPOCH), event.vnode_list["n0"].jobs))
+
+    register_plugin(SeesJobs(), "sees", freq=60, isolation="inprocess")
+    # One host of one cpu; j1 (one chunk of no cpus) runs 0-1000, drawing idle watts (a job
+    # of no cpus makes no host busy). Its end marks n0 last used at 1000: the run at 1140
+    # finds it idle 140 s (> node_idle_limit 100 s) and powers it off, shutting down to
+    # 1170. j2 comes at 1500: powered on at 1560, ready at 1620 (as in the test above).
+    sink, sim = simulate([tj(1, 0, 1000, 1, 1000, select="1:ncpus=0"),
+                          tj(2, 1500, 10, 1, 10)], nodes=1,
+                         power=MODEL, plugins=plugins, tmp_path=tmp_path)
+    by_id = sink.by_id()
+    assert (by_id["1"].start, by_id["1"].end, by_id["1"].hosts) == (0, 1000, (0,))
+    assert (by_id["2"].start, by_id["2"].end) == (1620, 1630)
+    assert [(s.time, s.watts) for s in sink.states] == [
+        (0, 100.0), (1000, 100.0), (1140, 120.0), (1170, 5.0), (1500, 5.0), (1560, 150.0),
+        (1620, 200.0), (1630, 100.0)]
+    assert (60, ["1/0"]) in seen and (960, ["1/0"]) in seen
+    assert [jobs for at, jobs in seen if at >= 1020] == [None] * len(
+        [at for at, _ in seen if at >= 1020])
+
+
 def test_under_power_a_cycle_that_can_start_nothing_and_whose_estimates_nobody_reads_is_skipped(
         register_plugin, pbsplug_plugins, monkeypatch, tmp_path):
     """The power plugin's availability hook says only when vnodes that cannot take a job
