@@ -38,8 +38,11 @@ def lock_pid(engine, sched: str) -> int | None:
         return None
 
 
-def two_partitions(engine) -> None:
-    """q1 and v1a, v1b in P1 under sc1; q2 and v2a in P2 under sc2; both scheduling."""
+def two_partitions(engine, *before_scheduling: str) -> None:
+    """q1 and v1a, v1b in P1 under sc1; q2 and v2a in P2 under sc2; both scheduling.
+    `before_scheduling` (qmgr lines) run before the schedulers are switched on: sc2's
+    switch is the last change, so nothing triggers sc2 again after the one cycle its start
+    brings (`sc2_started`)."""
     for line in ("create queue q1 queue_type = execution, enabled = True, started = True",
                  "create queue q2 queue_type = execution, enabled = True, started = True",
                  "set queue q1 partition = P1", "set queue q2 partition = P2",
@@ -47,6 +50,7 @@ def two_partitions(engine) -> None:
                  "create node v1b resources_available.ncpus = 1, partition = P1",
                  "create node v2a resources_available.ncpus = 1, partition = P2",
                  "create sched sc1 partition = P1", "create sched sc2 partition = P2",
+                 *before_scheduling,
                  "set sched sc1 scheduling = True", "set sched sc2 scheduling = True"):
         qmgr(engine, line)
 
@@ -158,22 +162,42 @@ def test_an_unpartitioned_reservation_becomes_the_confirming_schedulers(engine):
     assert "Reservation denied" not in engine.log()
 
 
-def cycles_logged(engine, sched: str) -> int:
+def sched_log_text(engine, sched: str) -> str:
     logs = Path(listed(engine, sched)["sched_log"])
-    return sum(p.read_text().count("Starting Scheduling Cycle") for p in logs.iterdir())
+    return "".join(p.read_text() for p in sorted(logs.iterdir()))
+
+
+def cycles_logged(engine, sched: str) -> int:
+    return sched_log_text(engine, sched).count("Starting Scheduling Cycle")
+
+
+def cycles_after_the_start(engine, sched: str) -> int:
+    """The cycles `sched` began after the one that started a job (a test's only job)."""
+    _, started, after = sched_log_text(engine, sched).partition(
+        " jobs considered, 1 started")
+    return after.count("Starting Scheduling Cycle") if started else 0
+
+
+def sc2_started(engine) -> None:
+    """Wait for the one cycle of sc2 that its start brings (`two_partitions`) to be over.
+    Its count of cycles is then 1, and stays 1 until something triggers sc2: counted from
+    a known number, a late cycle of the set-up cannot pass for one that a test's job
+    brought (a count taken after a sleep could, on a loaded machine)."""
+    until(lambda: listed(engine, "sc2")["state"] == "idle" and cycles_logged(engine, "sc2"),
+          what="sc2's first cycle")
 
 
 def test_a_job_triggers_only_its_partitions_scheduler(engine):
     two_partitions(engine)
-    until(lambda: listed(engine, "sc1")["state"] == "idle" and
-          listed(engine, "sc2")["state"] == "idle", what="both schedulers up")
-    time.sleep(0.5)
-    before = {s: cycles_logged(engine, s) for s in ("sc1", "sc2")}
+    sc2_started(engine)
     job_id = engine.submit("true\n", queue="q1")
     assert engine.wait(job_id, timeout=60)["Exit_status"] == 0
-    time.sleep(0.5)
-    assert cycles_logged(engine, "sc1") >= before["sc1"] + 2  # queued, then finished
-    assert cycles_logged(engine, "sc2") == before["sc2"]
+    # The job's end triggers sc1 again: a cycle after the one that started the job (the
+    # set-up's cycles all come before that one, however late they run).
+    until(lambda: cycles_after_the_start(engine, "sc1"), what="sc1's cycle at the job's end")
+    # Had the job triggered sc2 too, that cycle went out with sc1's: sc2 is in it until idle.
+    until(lambda: listed(engine, "sc2")["state"] == "idle", what="sc2 idle")
+    assert cycles_logged(engine, "sc2") == 1
 
 
 def test_job_accumulation_time_lets_submissions_share_one_later_cycle(engine):
@@ -313,14 +337,14 @@ def test_a_scheduler_process_holds_none_of_the_servers_files(engine):
 
 
 def test_each_scheduler_cycles_on_its_own_iteration(engine):
-    two_partitions(engine)
-    qmgr(engine, "set sched sc1 scheduler_iteration = 1")
-    until(lambda: listed(engine, "sc2")["state"] == "idle", what="sc2 up")
-    time.sleep(0.5)
-    before = {s: cycles_logged(engine, s) for s in ("sc1", "sc2")}
-    until(lambda: cycles_logged(engine, "sc1") >= before["sc1"] + 3,
+    two_partitions(engine, "set sched sc1 scheduler_iteration = 1")
+    sc2_started(engine)
+    before = cycles_logged(engine, "sc1")
+    until(lambda: cycles_logged(engine, "sc1") >= before + 3,
           what="three more sc1 cycles, one a second")
-    assert cycles_logged(engine, "sc2") == before["sc2"]
+    # Had sc1's iterations triggered sc2, sc2 is in that cycle until idle.
+    until(lambda: listed(engine, "sc2")["state"] == "idle", what="sc2 idle")
+    assert cycles_logged(engine, "sc2") == 1
 
 
 def test_a_changed_sched_log_restarts_the_scheduler_there(engine, tmp_path):
