@@ -4,7 +4,9 @@ plugin distributions a test installs (`dists`) on its path."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +73,16 @@ def engine_here(engine_root, pbsplug_plugins):
     for eng in made:
         eng.runner.reap()
         eng.close()
+
+
+def poll_until(eng: Engine, done: Callable[[], Any], what: str) -> None:
+    """`eng.poll()` until `done` (60 s at most: a hang guard), for an `engine_here`
+    whose clock is the test's: the server sees time pass only when the test moves it."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, f"waited 60 s for {what}"
+        eng.poll()
+        time.sleep(0.05)
 
 
 def accounting_records(engine: LocalEngine) -> str:

@@ -24,6 +24,7 @@ import pytest
 from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.engine.testing import PBSPLUG, until
 
+from .conftest import poll_until
 from .test_accounting import of, records
 from .test_qdel_purge import _gone
 
@@ -386,13 +387,13 @@ def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, firs
     trapped = tmp_path / "trapped"  # (made once the job ignores SIGTERM)
     job_id = eng.req_submit(ROOT, {"Resource_List": {"walltime": "00:10:00"}},
                             f"trap '' TERM\ntouch {shlex.quote(str(trapped))}\nsleep 300\n")
-    _poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "R", "the job to run")
     if first == "qrerun":  # (held: once requeued, it does not run again)
         eng.req_hold(ROOT, [job_id])
     launch = eng.launches[job_id]
     assert launch.resolve(wait=60) > 0  # (the job's process started: the kill reaches it)
     # (its SIGTERM ignored: sent before the trap, it ended the job, Exit_status 271)
-    _poll_until(eng, trapped.exists, "the job to ignore SIGTERM")
+    poll_until(eng, trapped.exists, "the job to ignore SIGTERM")
     shepherd = launch.shepherd
     os.kill(shepherd, signal.SIGSTOP)
     try:
@@ -407,7 +408,7 @@ def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, firs
         eng.poll()
     finally:
         os.kill(shepherd, signal.SIGCONT)
-    _poll_until(eng, lambda: job_id not in eng.launches, "the job's end")
+    poll_until(eng, lambda: job_id not in eng.launches, "the job's end")
     attrs = eng.store.job(job_id)
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
     assert "walltime" not in attrs.get("comment", ""), attrs["comment"]
@@ -418,12 +419,3 @@ def test_a_limit_met_after_the_sigkill_leaves_the_first_reason(engine_here, firs
     else:
         assert (attrs["job_state"], attrs["comment"]) == (
             "H", "Job requeued at request of an operator (qrerun)"), attrs
-
-
-def _poll_until(eng, done: Callable[[], bool], what: str) -> None:
-    """`eng.poll()` until `done` (60 s at most: a hang guard)."""
-    deadline = time.monotonic() + 60
-    while not done():
-        assert time.monotonic() < deadline, f"waited 60 s for {what}"
-        eng.poll()
-        time.sleep(0.05)

@@ -15,7 +15,7 @@ import pytest
 from pbsplug.engine.errors import PbsError
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
 
-from .conftest import until
+from .conftest import poll_until, until
 from .test_server import plugin
 
 #: These tests read the reservations' lines of the server log (class 0200), which PBS's
@@ -983,24 +983,32 @@ def test_a_standing_reservation_goes_from_one_occurrence_to_the_next(engine_here
     assert eng.store.job(held)["job_state"] == "F"
 
 
-def test_a_standing_reservations_running_jobs_end_with_its_occurrence(engine):
+def test_a_standing_reservations_running_jobs_end_with_its_occurrence(engine_here):
     """OpenPBS 23.06, checked: a job still running at an occurrence's end is killed; one
-    queued there stays for the next occurrence."""
-    start = int(time.time()) + 3
-    resv_id = engine.client("resv_submit", attrs={
+    queued there stays for the next occurrence. The server's clock is the test's: the
+    occurrence begins and ends when the test says (on the wall clock, one set 3 s ahead
+    could begin, and end, before a loaded machine had confirmed it and run the job)."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    root = Caller(0, ROLE_MANAGER)
+    start = int(now[0]) + 60
+    resv_id = eng.req_resv_submit(root, {
         "reserve_start": start, "reserve_duration": 6, "reserve_rrule": "FREQ=MINUTELY;COUNT=2",
         "Variable_List": {"PBS_TZID": "UTC"}, "Resource_List": {"select": "1:ncpus=1"}})["id"]
     queue = resv_id.split(".")[0]
-    until(lambda: _state(engine, resv_id) == "RESV_CONFIRMED", what="confirmation")
-    running = engine.submit("sleep 60\n", queue=queue)
-    kept = engine.submit("sleep 60\n", queue=queue, Hold_Types="u")
-    until(lambda: engine.job(running)["job_state"] == "R", what="the job to run")
-    attrs = engine.wait(running, timeout=30)
+    poll_until(eng, lambda: eng.store.get("resv", resv_id)["reserve_state"] ==
+               "RESV_CONFIRMED", "confirmation")
+    running = eng.req_submit(root, {"queue": queue}, "sleep 60\n")
+    kept = eng.req_submit(root, {"queue": queue, "Hold_Types": "u"}, "sleep 60\n")
+    now[0] = start + 1
+    poll_until(eng, lambda: eng.store.job(running)["job_state"] == "R", "the job to run")
+    now[0] = start + 7  # the first occurrence is over
+    poll_until(eng, lambda: eng.store.job(running)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(running)
     assert attrs["comment"] == f"Job deleted: reservation {resv_id} occurrence 1 ended"
-    got = engine.client("stat_resvs", ids=[resv_id])[resv_id]
+    got = eng.store.get("resv", resv_id)
     assert (got["reserve_index"], got["reserve_start"]) == (2, start + 60)
-    assert engine.job(kept)["job_state"] == "H"
-    engine.pbs("pbs_rdel", resv_id, check=True)
+    assert eng.store.job(kept)["job_state"] == "H"
 
 
 @pytest.mark.parametrize("attrs", [
