@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -60,6 +61,36 @@ class Distributions:
                                 else []))
         env.update(extra)
         return env
+
+
+def _pbsplug_loggers() -> list[logging.Logger]:
+    """The root logger and every ``pbsplug`` one made so far."""
+    made = logging.Logger.manager.loggerDict
+    return [logging.getLogger(), *(logger for name, logger in sorted(made.items())
+                                   if (name == "pbsplug" or name.startswith("pbsplug."))
+                                   and isinstance(logger, logging.Logger))]
+
+
+@pytest.fixture(autouse=True)
+def _no_logging_handler_left():
+    """Fail a test that leaves a new handler on the root or a ``pbsplug`` logger (and put
+    the loggers back as they were). One left on a stream the test closed (capsys's, after
+    an in-process ``main()``) printed "--- Logging error ---" in later tests, far from
+    where it was made."""
+    before = {logger.name: (list(logger.handlers), logger.level)
+              for logger in _pbsplug_loggers()}
+    yield
+    left = []
+    for logger in _pbsplug_loggers():
+        handlers, level = before.get(logger.name, ([], logging.NOTSET))
+        new = [h for h in logger.handlers if h not in handlers]
+        if new:
+            left.append(f"{logger.name}: {new}")
+            logger.handlers = handlers
+            logger.setLevel(level)
+    if left:
+        pytest.fail(f"the test left logging handlers behind: {'; '.join(left)}",
+                    pytrace=False)
 
 
 @pytest.fixture
