@@ -6,7 +6,6 @@ kernel's commands and the plugins' read them with `pbsplug.cli_count` and
 from __future__ import annotations
 
 import importlib.metadata
-import logging
 
 import pytest
 
@@ -36,17 +35,6 @@ SECONDS = [
 def _home(tmp_path, monkeypatch):
     monkeypatch.setenv("PBSPLUG_HOME", str(tmp_path))
     monkeypatch.delenv("PBSPLUG_SITE", raising=False)
-
-
-@pytest.fixture(autouse=True)
-def _root_logger_kept():
-    """`main` sets the root logger up for its process: one handler, on the stderr of the
-    moment (capsys's here, closed after the test). Put back as it was."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers = handlers
-    root.setLevel(level)
 
 
 def refused(argv, capsys) -> str:
