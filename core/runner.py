@@ -57,6 +57,7 @@ threads should fire process-mode events from a single-threaded helper process.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import itertools
 import json
@@ -421,6 +422,26 @@ def _merge_attrs(total: dict[str, Any], changes: Mapping[str, Any]) -> None:
             total.pop(attr, None)
         else:
             total[attr] = value
+
+
+def _debug_objects(given: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A debug hook's view of the objects (`Runner._steps`): `given`, the event's objects as
+    its caller gave them, with the chain's `changes` so far (plain data, `_take`) merged as
+    `_merge` merges them; the marks (``_new``, ``_action``) and unset values left out."""
+    def shown(attrs: Any) -> Any:
+        if type(attrs) is not dict:
+            return attrs
+        return {k: shown(v) for k, v in attrs.items()
+                if v is not None and not (type(k) is str and k.startswith("_"))}
+
+    total = copy.deepcopy(given)  # (`_merge` changes what it is given, and keeps parts)
+    _merge(total, copy.deepcopy(changes))
+    for key, value in total.items():
+        if key in _OBJECT_CHANGES:
+            total[key] = shown(value)
+        elif key in _VNODE_CHANGES and type(value) is dict:
+            total[key] = {name: shown(attrs) for name, attrs in value.items()}
+    return total
 
 
 def _changed_objects(event: Event) -> Iterable[tuple[str, Any]]:
@@ -1023,6 +1044,11 @@ class Runner:
         # What the hooks changed, as plain data taken after each (`_take`, `_merge`): the
         # outcome is made of it, never of the event, which may hold a hook's objects.
         changes: dict[str, Any] = {}
+        # A debug hook's .in/.out show the event's objects as the caller gave them (read
+        # here, before any hook ran: the caller's own) with `changes` merged in: never the
+        # event after a hook, whose objects may be the hook's own, whose code (to_dict,
+        # __str__ through json's default) would run here with no alarm.
+        given = event.to_dict() if any(e.attrs.debug for e in chain) else {}
         action: str | None = None
         i = 0
         clock = None
@@ -1032,7 +1058,8 @@ class Runner:
         try:
             while i < len(chain):
                 entry = chain[i]
-                debug_id = self._debug_in(entry, event) if entry.attrs.debug else None
+                debug_id = self._debug_in(entry, kind, given, changes) \
+                    if entry.attrs.debug else None
                 if entry.mode == "inprocess":
                     # (the SIGALRM handler is set for a run of in-process hooks and put back
                     # before the chain waits for a hook's process: a started chain may wait
@@ -1069,7 +1096,7 @@ class Runner:
                         _merge(changes, event.take_changes())
                         action = (event.job.action if event.job is not None else None) or action
                 if debug_id is not None:
-                    self._debug_out(entry, event, runs[-1], debug_id)
+                    self._debug_out(entry, given, changes, runs[-1], debug_id)
                 if runs and runs[-1].outcome != ACCEPT:
                     break
         finally:
@@ -1080,16 +1107,20 @@ class Runner:
                 _set_handler(signal.SIGALRM, old_handler)
         return self._outcome(kind, chain, runs, changes, action)
 
-    def _debug_in(self, entry: HookEntry, event: Event) -> str:
-        debug_id = f"hook_{event.type}_{entry.name}_{os.getpid()}_{next(self._debug_count)}"
-        data = {"event": event.type, "hook": entry.name, "hook_config": dict(entry.config),
-                "objects": event.to_dict()}
+    def _debug_in(self, entry: HookEntry, kind: str, given: dict[str, Any],
+                  changes: dict[str, Any]) -> str:
+        debug_id = f"hook_{kind}_{entry.name}_{os.getpid()}_{next(self._debug_count)}"
+        data = {"event": kind, "hook": entry.name, "hook_config": dict(entry.config),
+                "objects": _debug_objects(given, changes)}
         self._debug_write(entry, f"{debug_id}.in", data)
         return debug_id
 
-    def _debug_out(self, entry: HookEntry, event: Event, run: HookRun, debug_id: str) -> None:
+    def _debug_out(self, entry: HookEntry, given: dict[str, Any], changes: dict[str, Any],
+                   run: HookRun, debug_id: str) -> None:
+        """The run's end: its outcome, and the objects as the chain keeps them after it (a
+        failed hook's changes are not kept, as in the outcome)."""
         data = {"outcome": run.outcome, "message": run.message, "duration": run.duration,
-                "objects": event.to_dict()}
+                "objects": _debug_objects(given, changes)}
         self._debug_write(entry, f"{debug_id}.out", data)
 
     def _debug_write(self, entry: HookEntry, name: str, data: dict[str, Any]) -> None:

@@ -964,3 +964,50 @@ def test_a_vnode_a_hook_added_is_checked_in_either_mode(run, mode, case):
     assert out.accepted, out.detail
     assert plain_types(out.changes) == set()
     assert out.changes["vnode_list"]["n2"]["comment"] == "kept"
+
+
+class _ExitingText:
+    """A value whose text (json's ``default=str``) raises SystemExit."""
+
+    def __str__(self):
+        raise SystemExit(16)
+
+
+class _Exiting:
+    """A stand-in for the event's job whose every reading raises SystemExit."""
+
+    def __getattr__(self, name):
+        raise SystemExit(17)
+
+
+@pytest.mark.parametrize("case", ["a value of its own kept past the record",
+                                  "an object of its own as the event's job"])
+def test_a_debug_hooks_files_read_no_object_of_the_hook(run, case, caplog):
+    """With ``debug = true``, the runner wrote the event's objects after the hook with
+    ``event.to_dict()`` and ``json.dumps(default=str)`` in the caller, past the hook's
+    alarm: an in-process hook's own object there ran its code in the caller (SystemExit
+    left fire; a hang held it). The .in/.out are made of plain data only: the objects as
+    the caller gave them, with the changes taken under the hook's alarm (`_take`)."""
+
+    def body(ev):
+        ev.job.comment = "seen"
+        if case.startswith("a value"):
+            ev.job._attrs["site_x"] = _ExitingText()  # (past the record: not a change)
+        else:
+            ev.settle()
+            object.__setattr__(ev, "job", _Exiting())
+
+    caplog.set_level(logging.INFO, logger="pbsplug.hook")
+    try:
+        out, _ = run(body, "queuejob", {"job": {"id": "1.s"}}, "inprocess", debug=True)
+    except BaseException as exc:  # noqa: BLE001 - what the old runner let out
+        raise AssertionError(f"{type(exc).__name__} left the runner") from None
+    shown = [r.getMessage() for r in caplog.records if r.getMessage().startswith("debug ")]
+    assert len(shown) == 2, shown
+    done = json.loads(shown[1].split(": ", 1)[1])
+    if case.startswith("a value"):  # (not a change: the hook is accepted)
+        assert out.accepted, out.detail
+        assert done["objects"]["job"] == {"id": "1.s", "comment": "seen"}, done
+    else:  # (its job read under its alarm, `_take`: the hook's error, nothing kept)
+        assert (out.kind, out.detail) == ("error", "hook 'bad' called sys.exit(17)")
+        assert done["objects"]["job"] == {"id": "1.s"}, done
