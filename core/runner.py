@@ -151,7 +151,8 @@ REPORT_MAX = 64 << 20
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
 #: The error of a hook whose process the caller's `cancel` had killed (a server stopping):
-#: the caller's doing, not the hook's (`Engine._poll_chains` tells it by this).
+#: the caller's doing, not the hook's (the engine tells it by this). Its outcome has no
+#: fail_action, and the runner logs the hook as stopped, not as an exception.
 CANCELLED = "the server is stopping: the hook's process was killed"
 #: Seconds between two looks for a stopped process in a pbsuser hook's process group.
 GROUP_TICK = 1.0
@@ -1153,7 +1154,12 @@ class Runner:
             out.detail = last.message
             out.code = PBSE_HOOKERROR
             out.message = client_message(kind, last.outcome, last.hook, last.message)
-            if last.outcome in (ERROR, ALARM):
+            if last.message == CANCELLED:
+                # The caller's stop, not the hook's doing: not judged (no fail_action), and
+                # said as such, not as the hook's exception.
+                log.warning("%s hook '%s' was stopped: the server is stopping", kind,
+                            last.hook)
+            elif last.outcome in (ERROR, ALARM):
                 out.fail_action = tuple(a for a in entry.attrs.fail_action
                                         if kind in FAIL_ACTIONS[a])
                 (log.error if last.outcome == ERROR else log.warning)(

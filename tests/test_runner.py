@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pbsplug import Event, HookAlarm, PluginInfo, PluginSet, Runner, hookimpl
+from pbsplug.runner import CANCELLED
 from pbsplug.siteconfig import PluginSite, SiteConfig
 from pbsplug.testing import until
 
@@ -556,6 +557,31 @@ def test_a_stopping_caller_kills_a_running_hook_process(tmp_path):
     assert out.detail == "the server is stopping: the hook's process was killed"
     with pytest.raises(ProcessLookupError):
         os.kill(int(pidfile.read_text()), 0)
+
+
+def test_a_hook_stopped_by_its_caller_is_neither_judged_nor_logged_as_an_error(
+        tmp_path, caplog):
+    """A hook `Runner.cancel` gave up was logged as the hook's exception (``hook 'a'
+    encountered an exception, request rejected: the server is stopping...``, an ERROR),
+    and its fail_action was the caller's to apply: the stop is the caller's doing."""
+    pidfile = tmp_path / "pid"
+
+    def wait(event):
+        pidfile.write_text(str(os.getpid()))
+        time.sleep(600)
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    plugins.site.plugins["a"] = PluginSite("a", enabled=True, attributes={
+        "alarm": 600, "fail_action": "offline_vnodes"})
+    assert plugins.add("a", Hook(wait)).status == "enabled"
+    caplog.set_level(logging.INFO, logger="pbsplug.runner")
+    out = Runner(plugins, cancel=pidfile.exists).fire(begin())
+    assert (out.kind, out.hook, out.detail) == ("error", "a", CANCELLED)
+    assert out.fail_action == ()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records
+             if r.name == "pbsplug.runner"]
+    assert lines == [("WARNING", "execjob_begin hook 'a' was stopped: the server is "
+                                 "stopping")], lines
 
 
 def test_every_event_runs_its_hooks_in_a_process_by_default(chain):
