@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import units
+from ..runner import CANCELLED, Outcome
 
 PBSE_UNKJOBID = 15001
 PBSE_NOATTR = 15002
@@ -100,3 +101,23 @@ def check_resources(res: Mapping[str, Any]) -> None:
             except ValueError:
                 raise PbsError(PBSE_BADATVAL, f"Illegal attribute or resource value "
                                f"Resource_List.{key}") from None
+
+
+#: What a request whose hooks the server's stop gave up is answered (PBSE_SYSTEM), as PBS's
+#: server shutting down answers one: the stop's doing, never the hooks' error.
+STOPPING = "System error: the server is stopping"
+
+
+def stopped(outcome: Outcome) -> bool:
+    """Whether the runner gave one of `outcome`'s hooks up for the server's stop (a SIGTERM
+    that landed as they ran: `runner.CANCELLED`): the hook was not judged, and what follows
+    is the stop's rule, never the hook's error."""
+    return any(run.message == CANCELLED for run in outcome.runs)
+
+
+def refuse_if_stopped(outcome: Outcome, obj: str | None = None) -> None:
+    """A request whose hooks the server's stop gave up (`stopped`) refused with `STOPPING`,
+    nothing of it done, as PBS's server shutting down answers a request it does not
+    finish; not ``hook encountered an exception``."""
+    if stopped(outcome):
+        raise PbsError(PBSE_SYSTEM, STOPPING, obj=obj)

@@ -31,6 +31,7 @@ from ..settings import PluginInfo
 from ..siteconfig import ConfigError
 from ..units import parse_exec_vnode
 from . import partitions, qmgr
+from .errors import PBSE_SYSTEM, STOPPING, stopped
 from .home import LOG_ADMIN, log_events
 from .qmgr import QmgrError, QmgrSyntaxError
 
@@ -288,6 +289,8 @@ class Manager:
                    for op in cmd.attrs]
         outcome = self.engine._event("management", caller, management={
             "cmd": cmd.verb, "objtype": cmd.obj_type, "objname": name, "attribs": attribs})
+        if stopped(outcome):  # (the server's stop gave its hook up: not the hook's error)
+            raise QmgrError(PBSE_SYSTEM, STOPPING, obj_type=cmd.obj_type, obj_name=name)
         if not outcome.accepted:
             raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,
                             obj_name=name)

@@ -61,6 +61,7 @@ from .errors import (
     PbsError,
     check_resources,
     each,
+    refuse_if_stopped,
 )
 from .home import LOG_ADMIN, LOG_DEBUG, LOG_ERROR, LOG_RESV
 from .store import StoreWriteError
@@ -192,6 +193,7 @@ class Reservations:
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
         before = resv.to_dict()
         outcome = eng._event("resvsub", caller, resv=resv)
+        refuse_if_stopped(outcome)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         stored = resv.to_dict()

@@ -72,9 +72,12 @@ from .errors import (
     PBSE_UNKJOBID,
     PBSE_UNKNODE,
     PBSE_UNKQUE,
+    STOPPING,
     PbsError,
     check_resources,
     each,
+    refuse_if_stopped,
+    stopped,
 )
 from .home import (
     LOG_ADMIN,
@@ -265,7 +268,7 @@ class _StartStopped(PbsError):
     a stopped prologue's (`_stop_chains`)."""
 
     def __init__(self, job_id: str):
-        super().__init__(PBSE_SYSTEM, "System error: the server is stopping", obj=job_id)
+        super().__init__(PBSE_SYSTEM, STOPPING, obj=job_id)
 
 
 class _Ending:
@@ -982,6 +985,7 @@ class Engine:
         job = Job(job_id, attrs)
         before = dict(attrs)
         outcome = self._event("queuejob", caller, job=job)
+        refuse_if_stopped(outcome)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
@@ -1034,7 +1038,9 @@ class Engine:
                  f"{queue_name}")
         self.accounting.queued(job_id, attrs)
         outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
-        if outcome.consequence == "delete":  # already queued: PBS's table has it deleted
+        # (already queued: PBS's table has it deleted; not when the server's stop gave its
+        # hook up, the stop's doing: the job stays queued, as the stop found it)
+        if outcome.consequence == "delete" and not stopped(outcome):
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
         refused = unknown[0] if unknown else self._link_befores(job_id, waits_for)
@@ -1958,6 +1964,7 @@ class Engine:
         job = Job(job_id, before)
         outcome = self._event("modifyjob", caller, hooks=None if hooked else (), job=job,
                               job_o=Job(job_id, current))
+        refuse_if_stopped(outcome, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = {k: v for k, v in job.to_dict().items() if v is not None}  # (None: unset)
@@ -2154,6 +2161,7 @@ class Engine:
         job = Job(job_id, before)
         outcome = self._event("movejob", caller, job=job, src_queue=Queue(
             source, self.store.get("queue", source) or {}))
+        refuse_if_stopped(outcome, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
@@ -2233,6 +2241,7 @@ class Engine:
             raise PbsError(PBSE_PERM, obj=job_id)
         outcome = self._event("execjob_attach", caller, job=Job(job_id, attrs), pid=int(pid),
                               vnode_list=self._job_vnodes(attrs))
+        refuse_if_stopped(outcome, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         with self.store.transaction() as st:
@@ -2451,7 +2460,9 @@ class Engine:
             new["last_state_change_time"] = int(self.clock())
         vnode = Vnode(name, new)
         outcome = self._event("modifyvnode", caller, vnode=vnode, vnode_o=Vnode(name, old))
-        if not outcome.accepted:
+        if caller is not None:  # (a pbsnodes request: refused; the server's own change
+            refuse_if_stopped(outcome, name)  # is made, its hook not judged)
+        if not outcome.accepted and not stopped(outcome):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
         attrs = vnode.to_dict()
         attrs.pop("name", None)
@@ -2925,7 +2936,7 @@ class Engine:
         server's stop (the SIGTERM landed in this poll, before or as the chain ran): the
         stop's rule, not the hook's error (a job held, requeued or its vnodes offlined
         because the server was stopping). Logged as `_stop_chains` logs a chain it stops."""
-        if not any(run.message == CANCELLED for run in outcome.runs):
+        if not stopped(outcome):
             return
         then = ("the job stays queued" if outcome.event == "runjob" else
                 "the job is requeued when it starts again")
@@ -2983,7 +2994,7 @@ class Engine:
             else:
                 if outcome is None:
                     continue
-                if any(run.message == CANCELLED for run in outcome.runs):
+                if stopped(outcome):
                     # The server's stop came as the chain stepped (a SIGTERM lands anywhere
                     # in the loop) and the runner gave its hook up for it: the stop's rule,
                     # `_stop_chains` (a qdel waiting refused, the job runs on; a prologue's
@@ -3690,8 +3701,27 @@ class Engine:
                 self._end_event_done, job_id, ending), job=job, vnode_list=vnodes)
             if isinstance(outcome, _Chain):
                 return False
+            if stopped(outcome):
+                self._end_stopped(job_id, attrs, ending, event)
+                return False
             self._end_event_over(job_id, attrs, ending, outcome)
         return True
+
+    def _end_stopped(self, job_id: str, attrs: dict[str, Any], ending: _Ending,
+                     event: str) -> None:
+        """A job's end hooks the runner gave up for the server's stop (the SIGTERM landed
+        as they ran): not judged, and the job's end not carried on (no end, requeue or
+        jobobit because the server was stopping). It is stored E in substate 57 with its
+        `ending.record`, as a started end chain is (`_end_hooks_from`), which `_stop_chains`
+        stops: the next start ends it again, its end hooks run again (`_recover`), as
+        PBS's MoM redoes a job's end after its restart."""
+        attrs.update(job_state="E", substate=lifecycle.RUNEPILOG)
+        with self.store.transaction() as st:
+            st.put_job(job_id, attrs)
+            if ending.record is not None:
+                st.set_runtime(job_id, {**(st.runtime(job_id) or {}), "ending": ending.record})
+        self.log(LOG_JOB, "Job", job_id, f"its {event} hooks were stopped: the server is "
+                 "stopping; the job ends, its end hooks run again, when it starts again")
 
     def _end_event_over(self, job_id: str, attrs: dict[str, Any], ending: _Ending,
                         outcome: Outcome) -> None:
