@@ -3,6 +3,7 @@ plugin distributions a test installs (`dists`) on its path."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,3 +108,14 @@ def ignored_signals(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+@pytest.fixture
+def sigterm_stops():
+    """``sigterm_stops(eng)``: a SIGTERM to this process sets `eng`'s stopping, as the
+    server's handler does (`api.serve`); the handler before is put back afterwards."""
+    engines: list = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: [
+        setattr(eng, "stopping", True) for eng in engines])
+    yield engines.append
+    signal.signal(signal.SIGTERM, previous)

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug import PluginInfo, hookimpl
-from pbsplug import lifecycle
+from pbsplug import PluginInfo, hookimpl, lifecycle
 from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
 
 from .conftest import poll_until
-from .test_stop_starts import ROOT, _log, sigterm_stops  # noqa: F401 - a fixture
+from .test_stop_starts import ROOT, _log
 
 STOPPED = "System error: the server is stopping"
 

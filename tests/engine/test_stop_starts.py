@@ -39,17 +39,6 @@ def slow_start(event: str, root: Path) -> object:
                                   event: hookimpl(hook)})()
 
 
-@pytest.fixture
-def sigterm_stops():
-    """``sigterm_stops(eng)``: a SIGTERM to this process sets `eng`'s stopping, as the
-    server's handler does (`api.serve`); the handler before is put back afterwards."""
-    engines: list = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: [
-        setattr(eng, "stopping", True) for eng in engines])
-    yield engines.append
-    signal.signal(signal.SIGTERM, previous)
-
-
 def _engine(engine_here, register_plugin, event: str, root: Path):
     attrs = {"alarm": 60}
     if event in ("execjob_begin", "execjob_prologue"):  # (fail_actions PBS lets them have)
