@@ -283,14 +283,71 @@ def validate_config(schema: Mapping[str, Setting], values: Mapping[str, Any], so
 
 def long_integer(text: str) -> tuple[int, str]:
     """The line of `text` (a TOML file's) with an integer of more digits than int() reads
-    (4300: the parser's plain ValueError, in Python's words), and ours."""
+    (4300: the parser's plain ValueError, in Python's words), and ours. The parser read the
+    text in order and raised at the first such integer value: digits in a string, a comment,
+    a key, a float, a date or a 0x/0o/0b number are not one (`_long_integer_at`)."""
     most = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
-    for number, line in enumerate(text.splitlines(), 1):
-        for run in re.finditer(r"[0-9][0-9_]*", line):
-            count = len(run[0].replace("_", ""))
-            if count > most:
-                return number, f"an integer of {count:,} digits, more than the {most:,} read"
-    return 0, f"an integer of more than the {most:,} digits read"
+    found = _long_integer_at(text, most) if most else None
+    if found is None:
+        return 0, f"an integer of more than the {most:,} digits read"
+    at, count = found
+    return (text.count("\n", 0, at) + 1,
+            f"an integer of {count:,} digits, more than the {most:,} read")
+
+
+#: A TOML token, for `_long_integer_at`: a comment, a string of each of the four kinds, a
+#: bare word (a key, or a value that is no string: number, date, boolean), or one character
+#: of ``= [ ] { } ,`` or a newline. A string not closed runs to its line's end or the text's
+#: (each character is read once, never again from each quote inside it). Each string's body
+#: is an unrolled loop (a run of plain characters, then an escape or a lone quote and a run,
+#: ...), whose parts cannot match the same character: the regex never backtracks.
+_TOML_TOKEN = re.compile(
+    r"#[^\n]*"
+    r'|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*(?:"{3,5}|\\?\Z)'
+    r"|'''[^']*(?:'(?!'')[^']*)*(?:'{3,5}|\Z)"
+    r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"?'
+    r"|'[^'\n]*'?"
+    r"|[A-Za-z0-9_+\-.:]+"
+    r"|[^ \t\r]")
+#: A decimal integer as the parser reads one (its number regex): one that a fraction or an
+#: exponent follows is a float's start, which float() reads whatever its digits.
+_TOML_INTEGER = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)(?!_?[0-9]|\.[0-9]|[eE][+-]?[0-9])")
+
+
+def _long_integer_at(text: str, most: int) -> tuple[int, int] | None:
+    """Where in `text` the first integer value of more than `most` digits is, and its
+    digits: one pass over the tokens, keeping whether a value or a key comes next (after
+    ``=``, and in an array after ``[`` and ``,``: a value; at a line's start outside
+    brackets, in a table header and in an inline table: a key). The text up to that
+    integer is valid TOML (the parser raised there first), which is what is relied on."""
+    nested: list[str] = []  # "[" an array, "{" an inline table, "h" a table header
+    value = False
+    for token in _TOML_TOKEN.finditer(text):
+        start, end = token.span()
+        first = text[start]
+        if first == "=":
+            value = True
+        elif first == "\n":
+            value = value and bool(nested)
+        elif first == "[":
+            nested.append("[" if value else "h")
+        elif first == "{":
+            nested.append("{")
+            value = False
+        elif first in "]}":
+            if nested:
+                nested.pop()
+            value = False
+        elif first == ",":
+            value = bool(nested) and nested[-1] == "["
+        elif first != "#":
+            if value and end - start > most:
+                integer = _TOML_INTEGER.match(text, start, end)
+                count = len(integer[0].lstrip("+-")) - integer[0].count("_") if integer else 0
+                if count > most:
+                    return start, count
+            value = False
+    return None
 
 
 def read_cf(path: Path) -> dict[str, Any]:

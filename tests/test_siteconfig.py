@@ -140,6 +140,39 @@ def test_a_long_integers_line_is_the_parsed_texts(tmp_path, monkeypatch):
     assert str(err.value).endswith("(at line 4)"), str(err.value)
 
 
+# (digits in a string, a comment, a key, a float, a date or a hex number are no integer the
+# parser read: the line named was the first line holding a long digit run)
+@pytest.mark.parametrize("before", [
+    f's = "{HUGE}"', f"s = '{HUGE}'", f"# {HUGE}", f"x = 1  # {HUGE}",
+    f's = """\n{HUGE}\nx = {HUGE}\n"""', f"s = '''\n{HUGE}\nx = {HUGE}\n'''",
+    f's = """a\\"""{HUGE}\\\n  {HUGE}""""', f"s = '''{HUGE}'''''",
+    f"{HUGE} = 1", f'a.{HUGE}."{HUGE}" = 1', f"[t.{HUGE}]\n[[u.{HUGE}]]",
+    f"x = {HUGE}.5\ny = {HUGE}e3\nz = 0x{HUGE}",
+    f'x = {{ {HUGE} = 1, y = [1, "{HUGE}"] }}\nd = [1979-05-27 07:32:00, 1]',
+])
+def test_a_long_integers_line_is_its_own_not_a_strings_or_a_comments(tmp_path, before):
+    lines = f"[plugins.a]\nenabled = true\n[plugins.a.config]\n{before}\n".count("\n")
+    path = write(tmp_path, f"[plugins.a]\nenabled = true\n[plugins.a.config]\n{before}\n"
+                 f"n = [\n  1, # {HUGE}\n  -{HUGE}_\n]\n")
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value).endswith(
+        f"an integer of 5,000 digits, more than the 4,300 read (at line {lines + 3})"), \
+        str(err.value)[:300]
+
+
+def test_a_long_integers_line_is_found_in_one_pass(tmp_path):
+    """Megabytes of strings and comments holding long digit runs, then the integer: read
+    once (a check of each run against the text before it would read some 10 GB)."""
+    parts = [f's{i} = "{HUGE}"  # {HUGE}\nl{i} = \'{HUGE}\'\nm{i} = """\n{HUGE}"""\n'
+             f"k{i} = '''{HUGE}\n{HUGE}'''\n" for i in range(300)]
+    text = f"[plugins.a]\nenabled = true\n[plugins.a.config]\n{''.join(parts)}n = {HUGE}\n"
+    assert len(text) > 8_000_000
+    with pytest.raises(ConfigError) as err:
+        load_site(write(tmp_path, text))
+    assert str(err.value).endswith(f"(at line {text.count(chr(10))})"), str(err.value)[-300:]
+
+
 SCHEMA = {
     "post_timeout": Setting(float, 30.0, gt=0),
     "mode": Setting(str, "on", choices=("on", "off")),
