@@ -10,12 +10,14 @@ import time
 
 import pytest
 
+from pbsplug.cli.pbs import _rsub_variables
 from pbsplug.engine import tracejob
 from pbsplug.engine.accounting import MAX_VALUE, Accounting, text_of
 from pbsplug.engine.home import Home
+from pbsplug.engine.server import ROLE_MANAGER, Caller
 from pbsplug.sim.traces import _PBS_ESCAPE, _PBS_PAIR, open_trace
 
-from .conftest import until
+from .conftest import poll_until, until
 
 #: The keys OpenPBS 23.06 writes in each record type of a plain job (checked on a running
 #: PBS: tests/adapters/test_pbs_accounting_parity.py compares them whole).
@@ -55,11 +57,7 @@ def _keys(record: dict[str, str]) -> list[str]:
     return out
 
 
-def _when(seconds: int) -> str:
-    return time.strftime("%Y%m%d%H%M.%S", time.localtime(time.time() + seconds))
-
-
-def test_each_job_and_reservation_event_writes_pbs_record(engine):
+def test_each_job_event_writes_pbs_record(engine):
     home = engine.home
     done = engine.pbs("qsub", "-N", "done", "-l", "walltime=00:01:00", "--", "/bin/true",
                       check=True).stdout.strip()
@@ -79,21 +77,12 @@ def test_each_job_and_reservation_event_writes_pbs_record(engine):
     engine.pbs("qdel", rerun, check=True)
     engine.wait(done)
     engine.wait(rerun)
-    resv = engine.pbs("pbs_rsub", "-R", _when(2), "-E", _when(4), check=True).stdout.split()[0]
-    gone = engine.pbs("pbs_rsub", "-R", _when(600), "-E", _when(700),
-                      check=True).stdout.split()[0]
-    until(lambda: engine.client("stat_resvs", ids=[gone])[gone]["reserve_state"] != 1,
-          what="the second reservation is confirmed")
-    engine.pbs("pbs_rdel", gone, check=True)
-    until(lambda: [k for k, _ in of(records(home), resv)] == ["U", "Y", "B", "k"],
-          timeout=30, what="the reservation's records up to its end")
 
     recs = records(home)
     host = done.split(".", 1)[1]
     assert [k for k, _ in of(recs, done)] == ["Q", "S", "E"]
     assert [k for k, _ in of(recs, held)] == ["Q", "a", "Q", "D"]
     assert [k for k, _ in of(recs, rerun)] == ["Q", "S", "R", "S", "z", "r", "D", "E"]
-    assert [k for k, _ in of(recs, gone)] == ["U", "Y", "k"]
 
     (q, qa), (s, sa), (e, ea) = of(recs, done)
     assert _keys(qa) == [*JOB_HEAD, "Resource_List.*"]
@@ -120,6 +109,36 @@ def test_each_job_and_reservation_event_writes_pbs_record(engine):
     assert rerun_recs[5][1] == {} and rerun_recs[7][1]["run_count"] == "2"
     assert [b for _, k, i, b in recs if i == rerun and k == "r"] == [""]
 
+
+def test_each_reservation_event_writes_pbs_record(engine_here):
+    """A reservation submitted, confirmed, begun and over; another deleted before it begins.
+    The server's clock is the test's, moved past the first one's start and end once it is
+    confirmed (on the wall clock, a reservation 2 s ahead could begin, and end, before a
+    loaded machine had confirmed it)."""
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    root = Caller(0, ROLE_MANAGER)
+    start = int(now[0]) + 60
+
+    def rsub(begin: int, end: int) -> str:  # (the attributes pbs_rsub -R -E sends)
+        return eng.req_resv_submit(root, {
+            "Resource_List": {}, "reserve_start": begin, "reserve_end": end,
+            "Variable_List": _rsub_variables(dict(os.environ))})["id"]
+
+    resv, gone = rsub(start, start + 2), rsub(start + 600, start + 700)
+    poll_until(eng, lambda: all(eng.store.get("resv", i)["reserve_state"] == "RESV_CONFIRMED"
+                                for i in (resv, gone)), "the reservations' confirmation")
+    eng.req_resv_delete(root, [gone])
+    now[0] = start + 1
+    poll_until(eng, lambda: [k for k, _ in of(records(eng.home), resv)] == ["U", "Y", "B"],
+               "the reservation's beginning")
+    now[0] = start + 3
+    poll_until(eng, lambda: [k for k, _ in of(records(eng.home), resv)] == ["U", "Y", "B", "k"],
+               "the reservation's records up to its end")
+
+    recs = records(eng.home)
+    host = resv.split(".", 1)[1]
+    assert [k for k, _ in of(recs, gone)] == ["U", "Y", "k"]
     kinds = {k: a for k, a in of(recs, resv)}
     assert kinds["U"] == {"requestor": f"root@{host}"}
     assert list(kinds["Y"]) == ["requestor", "start", "end", "nodes"]
