@@ -293,13 +293,39 @@ class PluginSet:
             why = _argument_problem(plugin, record.hooks) or " ".join(str(exc).split())
             return self._fail(record, f"cannot register: {why}")
         self._registry = None  # (its register_attributes is read at the next call)
+        if self._configure(record):
+            record.status = ENABLED
+
+    def _configure(self, record: PluginRecord) -> bool:
+        """Give a registered plugin its configuration (its `configure` hook, if any); False
+        when that failed the plugin."""
         for impl in self.pm.hook.configure.get_hookimpls():
             if impl.plugin_name != record.name:
                 continue
             args = {"config": dict(record.config)} if impl.argnames else {}
             if not self.guarded(record, "configure", functools.partial(impl.function, **args)):
-                return None
-        record.status = ENABLED
+                return False
+        return True
+
+    def private_state_folders(self) -> dict[tuple[str, str], Any]:
+        """Set every enabled plugin's state folders (the keys its `Setting` marks
+        `state_folder`) back to their empty default, whatever the site set, and configure
+        again each plugin whose configuration changed: a replay (`pbsplug sim`), which makes
+        its own work folder the pbsplug home, then has every plugin keep its records there,
+        never in a live site's folder. Returns the site's values it set aside, by (plugin,
+        key). A plugin whose `configure` now fails is failed, as at load."""
+        overridden: dict[tuple[str, str], Any] = {}
+        for record in self.enabled:
+            schema = record.info.config if record.info is not None else {}
+            keys = [key for key, setting in schema.items() if setting.state_folder
+                    and record.config.get(key, setting.default) != setting.default]
+            if not keys:
+                continue
+            for key in keys:
+                overridden[(record.name, key)] = record.config[key]
+                record.config[key] = schema[key].default
+            self._configure(record)
+        return overridden
 
     def config_issues(self) -> list[str]:
         """Every configuration problem of the site's plugins (for `pbsplug config check`)."""
@@ -373,7 +399,8 @@ def _plugin_info_problem(info: PluginInfo, impls: Iterable[str],
                          names: frozenset[str]) -> str | None:
     """What `plugin_info` declares that cannot be: a `sim_safe` name that is no hook of the
     plugin (a typo would leave the hook out of every replay in silence), a configuration
-    default its own `Setting` refuses (the hook would read it unchecked)."""
+    default its own `Setting` refuses (the hook would read it unchecked), a `state_folder`
+    that a replay could not move into its own work folder."""
     sim_safe = info.sim_safe
     if not isinstance(sim_safe, (tuple, list)) or not all(isinstance(n, str) for n in sim_safe):
         return (f"sim_safe must be a tuple of hook names, not {quoted(sim_safe)} "
@@ -385,6 +412,12 @@ def _plugin_info_problem(info: PluginInfo, impls: Iterable[str],
         if name not in impls:
             return f"sim_safe names {name}, which the plugin does not implement"
     for key, setting in info.config.items():
+        if setting.state_folder and (setting.type is not str or setting.default != ""):
+            return (f"config key {quoted(key)} is a state_folder: it must be a str whose "
+                    "default is empty (read as the pbsplug home's hooks/tmp, which a replay "
+                    "makes its own work folder), not " + ("a required key" if setting.required
+                                                          else f"{setting.type.__name__} "
+                                                          f"{quoted(setting.default)}"))
         if setting.required or setting.default is None:  # (None: optional, unset)
             continue
         try:

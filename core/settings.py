@@ -35,7 +35,7 @@ from .values import QUOTE_MAX, cut, quoted
 
 #: The kernel's API version. A plugin needs the same major and a minor no greater than this.
 #: Hook specs change only by adding arguments or hooks, which bumps the minor version.
-KERNEL_API = (1, 12)
+KERNEL_API = (1, 13)
 
 _REQUIRED = object()
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -65,6 +65,13 @@ class Setting:
     and `le` bound numbers; `choices` lists the allowed values; `items` is the type of a
     list's items; `check` is a function returning an error text, or None when the value is
     good. Leave `default` out to make the key required.
+
+    `state_folder` marks the folder the plugin keeps its records in between runs (kernel API
+    1.13): a str whose default is empty, which the plugin reads as
+    ``default_home() / "hooks" / "tmp"`` when its hook runs. A replay (`pbsplug sim`) sets
+    every such key back to empty, whatever the site set (`PluginSet.private_state_folders`):
+    the records then go to the replay's own work folder, which it makes the pbsplug home,
+    and never to a live site's folder.
     """
 
     # (builtins.type: inside the class, the `type` field shadows the builtin for the checker)
@@ -77,6 +84,7 @@ class Setting:
     le: float | None = None
     items: builtins.type | None = None
     check: Callable[[Any], str | None] | None = None
+    state_folder: bool = False
 
     @property
     def required(self) -> bool:

@@ -122,6 +122,17 @@ def test_allowlist_and_denylist_apply_before_import(installed, tmp_path):
      "plugin_info = PluginInfo(config={'m': Setting(str, 'x', check=lambda v: 'not a mode')})\n"
      "@hookimpl\ndef queuejob(event): pass",
      "bad plugin_info: the default of config key 'm', 'x', breaks its own Setting: not a mode"),
+    # A state folder a replay could not move into its own work folder (kernel API 1.13).
+    ("from pbsplug import hookimpl, PluginInfo, Setting\n"
+     "plugin_info = PluginInfo(config={'d': Setting(str, '/var/d', state_folder=True)})\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "bad plugin_info: config key 'd' is a state_folder: it must be a str whose default is "
+     "empty (read as the pbsplug home's hooks/tmp, which a replay makes its own work "
+     "folder), not str '/var/d'"),
+    ("from pbsplug import hookimpl, PluginInfo, Setting\n"
+     "plugin_info = PluginInfo(config={'d': Setting(list, [], state_folder=True)})\n"
+     "@hookimpl\ndef queuejob(event): pass",
+     "config key 'd' is a state_folder: it must be a str whose default is empty"),
     ("from pbsplug import hookimpl, PluginInfo\nplugin_info = PluginInfo(events=('runjob',))\n"
      "@hookimpl\ndef queuejob(event): pass",
      "events runjob are enabled but the plugin implements no hook for them"),

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from .. import clock, lifecycle
 from ..events import EVENTS, Event
 from ..objects import Job, Queue, Server, Vnode, apply_to_attrs
+from ..plugins import FAILED as PLUGIN_FAILED
 from ..runner import Runner
 from ..scheduler import (
     JobLog,
@@ -174,6 +175,8 @@ class HookUse:
     first_failure: dict[tuple[str, str], str] = field(default_factory=dict)
     scheduler: set[tuple[str, str]] = field(default_factory=set)  # (plugin, sched hook)
     left_out: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: (plugin, key) -> the site's state folder, set aside for the replay's own.
+    state_folders: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def count(self, run: Any, event: str) -> None:
         """One run of a hook (`pbsplug.HookRun`) for `event`."""
@@ -193,6 +196,8 @@ class HookUse:
                 for plugin, hook in sorted(self.scheduler)]
         out += [f"left out: {plugin} {hook}: {why}"
                 for (plugin, hook), why in sorted(self.left_out.items())]
+        out += [f"state folder: {plugin} {key} {site} (the site's) left for the replay's own "
+                "work folder" for (plugin, key), site in sorted(self.state_folders.items())]
         return out
 
 
@@ -333,7 +338,8 @@ class _SafeCaller:
 
 class Simulator:
     """One simulation: a machine, the site's plugins (a `PluginSet`, or None for none), a
-    scheduling policy and a sink for what happens."""
+    scheduling policy and a sink for what happens. The plugins' state folders are the
+    replay's from then on (`PluginSet.private_state_folders`), whatever the site set."""
 
     def __init__(self, machine: Machine, sink: ResultSink, *, plugins: Any = None,
                  policy: dict[str, Any] | None = None, server_attrs: dict[str, Any] | None = None,
@@ -541,6 +547,16 @@ class Simulator:
         self._chains: dict[str, tuple[str, ...]] = {}
         allowed: dict[str, set[str]] = {}
         self.runner = None
+        if self.plugins is not None:
+            # Every plugin keeps its records in the replay's work folder (the pbsplug home
+            # while it runs), never in a live site's: the simulator reads the simulated
+            # driver's there, and writes the platform's.
+            use.state_folders = self.plugins.private_state_folders()
+            for name in sorted({plugin for plugin, _ in use.state_folders}):
+                record = self.plugins.get(name)
+                if record is not None and record.status == PLUGIN_FAILED:
+                    raise SimError(f"plugin {name}: configured with the replay's state "
+                                   f"folder: {record.error}".replace("\n", "; "))
         records = list(self.plugins.enabled) if self.plugins is not None else []
         for record in records:
             check = getattr(record.info, "sim_check", None)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pbsplug import PluginInfo, clock, hookimpl
+from pbsplug import PluginInfo, Setting, clock, hookimpl
 from pbsplug.lifecycle import when
 from pbsplug.objects import Job, Queue, Server, Vnode
 from pbsplug.scheduler import Policy, Scheduler, Snapshot
@@ -1012,6 +1012,78 @@ def test_an_idle_host_sleeps_and_is_woken_for_a_job(register_plugin, pbsplug_plu
     expected = (200 * 10 + 100 * 110 + 120 * 30 + 5 * 870 + 150 * 60 + 200 * 10)
     assert sim.summary.energy == pytest.approx(expected)
     assert by_id["2"].energy == pytest.approx(200 * 10)
+
+
+def test_a_site_state_dir_is_left_for_the_replays_own_folder(register_plugin, pbsplug_plugins,
+                                                             tmp_path):
+    """A site config that gives the power plugin a state_dir (a live site's folder) replays
+    as the default does: the plugin's state goes to the replay's work folder, where the
+    simulator reads the simulated driver's record, and the site's folder is not touched.
+    With the site's folder, the replay never saw the host powered off (the driver's record
+    was elsewhere), and the driver wrote its records in the site's folder."""
+    require_module("pbsplug_power")
+    plugins = power_plugins(register_plugin, pbsplug_plugins)
+    live = tmp_path / "live"
+    live.mkdir()
+    record = plugins.get("power")
+    register_plugin(record.plugin, "power", freq=60, isolation="inprocess",
+                    config={**record.config, "state_dir": str(live)})
+    jobs = [tj(1, 0, 10, 1, 10), tj(2, 1000, 10, 1, 10)]
+    sink, sim = simulate(jobs, nodes=1, policy="easy", plugins=plugins, power=MODEL,
+                         tmp_path=tmp_path / "work")
+    # As in test_an_idle_host_sleeps_and_is_woken_for_a_job, which has no state_dir.
+    assert sink.by_id()["2"].start == 1080
+    states = [(s.time, s.counts["switching_off"], s.counts["sleeping"],
+               s.counts["switching_on"]) for s in sink.states]
+    assert (120, 1, 0, 0) in states and (1020, 0, 0, 1) in states
+    assert list(live.iterdir()) == []
+    assert (tmp_path / "work" / "hooks" / "tmp" / "simulated_power.json").is_file()
+    assert f"state folder: power state_dir {live} (the site's) left for the replay's " \
+        "own work folder" in sim.summary.hooks.lines()
+
+
+class KeepsRecords:
+    """A plugin of no particular name with a state folder: where its periodic hook would
+    keep its records, as its configure and its hook are given the folder. A site folder
+    named "refused" makes configure refuse the replay's."""
+
+    plugin_info = PluginInfo(api="1.13", events=("periodic",), sim_safe=("periodic",),
+                             config={"records": Setting(str, "", state_folder=True),
+                                     "picky": Setting(bool, False)})
+
+    def __init__(self):
+        self.configured: list[str] = []
+        self.ran: set[str] = set()
+
+    @hookimpl
+    def configure(self, config):
+        if config["picky"] and not config["records"]:
+            raise RuntimeError("needs a folder of its own")
+        self.configured.append(config["records"])
+
+    @hookimpl
+    def periodic(self, event):
+        self.ran.add(event.hook_config["records"])
+
+
+def test_any_plugins_state_folder_is_the_replays_whatever_the_site_set(register_plugin,
+                                                                        pbsplug_plugins):
+    """The rule is the kernel's, for every plugin: a key its Setting marks state_folder is
+    set back to its empty default (the pbsplug home's folder, the replay's work folder
+    while it runs), its configure is called again with it, its hooks read it; the site's
+    value is reported. A plugin that cannot take that folder stops the replay, named."""
+    plugin = KeepsRecords()
+    register_plugin(plugin, "keeps", freq=60, isolation="inprocess",
+                    config={"records": "/var/spool/live"})
+    sink, sim = simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
+    assert plugin.configured == ["/var/spool/live", ""] and plugin.ran == {""}
+    assert sim.summary.hooks.state_folders == {("keeps", "records"): "/var/spool/live"}
+    register_plugin(KeepsRecords(), "keeps", freq=60, isolation="inprocess",
+                    config={"records": "/var/spool/live", "picky": True})
+    with pytest.raises(SimError, match="plugin keeps: configured with the replay's state "
+                                       "folder: configure failed: RuntimeError: needs a "
+                                       "folder of its own"):
+        simulate([tj(1, 0, 100, 1, 100)], nodes=1, plugins=pbsplug_plugins)
 
 
 #: MODEL with a boot of 300 s, longer than the power plugin's boot_delay (60 s).

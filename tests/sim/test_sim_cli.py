@@ -367,6 +367,39 @@ def test_an_enabled_plugin_that_cannot_load_stops_the_replay(tmp_path, capsys):
     assert code == 2 and "plugin 'power': bad configuration" in err and "bogus" in err
 
 
+def test_a_site_state_dir_replays_as_the_default_and_its_folder_is_not_touched(tmp_path,
+                                                                               capsys):
+    """`sim compare` of a site that keeps the power plugin's state folder the default (A)
+    with one that sets it to a live site's folder (B): the same results, hosts powered off
+    in both; B's report says the replay kept its own folder, and the live folder stays
+    empty. B's replay used to see no host power off (the driver's record was in the live
+    folder, the simulator reads its own) and wrote the driver's records in the live one."""
+    from pbsplug.testing import require_module
+
+    require_module("pbsplug_power")
+    trace = swf(tmp_path, [(1, 0, 10, 1, 10), (2, 5000, 10, 1, 10), (3, 9000, 10, 1, 10)])
+    live = tmp_path / "live"
+    live.mkdir()
+    power = ("[plugins.power]\nenabled = true\nisolation = 'inprocess'\nfreq = 300\n"
+             "[plugins.power.config]\ndriver = 'simulated'\npower_on_off_enable = 'True'\n"
+             "node_idle_limit = '600'\nmin_node_down_delay = '600'\n")
+    (tmp_path / "a.toml").write_text(power)
+    (tmp_path / "b.toml").write_text(power + f"state_dir = {json.dumps(str(live))}\n")
+    out = tmp_path / "o"
+    code, stdout, err = run_cli(capsys, "sim", "compare", str(trace), "--site",
+                                str(tmp_path / "a.toml"), "--site", str(tmp_path / "b.toml"),
+                                "--no-plots", "--out", str(out))
+    assert code == 0, err
+    a, b = stdout.split("== b (")
+    note = f"  state folder: power state_dir {live} (the site's) left for the replay's own " \
+        "work folder"
+    assert note in b.splitlines() and "state folder" not in a
+    metrics = [json.loads((out / run / "metrics.json").read_text()) for run in "ab"]
+    assert metrics[0] == metrics[1]
+    assert metrics[0]["node_hours_off"] > 0 and metrics[0]["power_cycles"] > 0
+    assert list(live.iterdir()) == []
+
+
 @pytest.mark.parametrize("driver", ["command", None])
 def test_a_power_driver_that_switches_real_hosts_is_refused_before_it_runs(tmp_path, capsys,
                                                                           driver):

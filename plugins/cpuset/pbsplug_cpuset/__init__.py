@@ -24,7 +24,7 @@ from .config import check_config, settings
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.10",
+    api="1.13",
     # pbs_cgroups.HK: order 100, alarm 90, freq 120, fail_action offline_vnodes; off until
     # the site enables it.
     events=("exechost_startup", "exechost_periodic", "execjob_begin", "execjob_launch",

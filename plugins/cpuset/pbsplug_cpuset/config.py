@@ -100,8 +100,8 @@ def settings() -> dict[str, Setting]:
                                  doc="the cpuset under which each job's cpuset is made, "
                                      "named after the job"),
         "state_dir": Setting(str, "", check=absolute_path_or_empty,
-                             doc="where the hook keeps its record (default <pbsplug "
-                                 "home>/hooks/tmp)"),
+                             state_folder=True, doc="where the hook keeps its record "
+                             "(default <pbsplug home>/hooks/tmp; a replay's own)"),
         "sysfs_root": Setting(str, "/", check=absolute_path,
                               doc="where sys/devices/system is read from"),
         "exclude_cpus": Setting(list, [], items=int, check=_cpu_ids,

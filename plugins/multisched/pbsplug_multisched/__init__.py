@@ -27,13 +27,13 @@ def _command(value: list) -> str | None:
 
 
 plugin_info = PluginInfo(
-    api="1.10",
+    api="1.13",
     config={
         # Written by each scheduler's process, read by the status command's: a relative
         # folder is a different one for each.
         "state_dir": Setting(str, "", check=absolute_path_or_empty,
-                             doc="where each scheduler's last cycle is recorded "
-                             "(default <pbsplug home>/hooks/tmp)"),
+                             state_folder=True, doc="where each scheduler's last cycle "
+                             "is recorded (default <pbsplug home>/hooks/tmp; a replay's own)"),
         "qmgr": Setting(list, ["pbsplug", "qmgr"], items=str, check=_command,
                         doc="the qmgr command the status asks (PBS's: [\"qmgr\"])"),
     },

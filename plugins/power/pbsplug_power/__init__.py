@@ -25,7 +25,7 @@ from .driver import host_of
 __version__ = "0.1.0"
 
 plugin_info = PluginInfo(
-    api="1.10",
+    api="1.13",
     # PBS_power.HK: type=pbs, enabled=false, order=2000, alarm=180, freq=300; its MoM events
     # (begin, prologue, epilogue, end, exechost_periodic) handle Cray energy profiles (eoe),
     # which pbsplug does not offer; exechost_startup keeps last_used_time true.

@@ -163,8 +163,8 @@ def settings() -> dict[str, Any]:
         "timeout": Setting(float, 120.0, gt=0, le=MAX_TIMEOUT,
                            doc="seconds a driver command may take"),
         "state_dir": Setting(str, "", check=absolute_path_or_empty,
-                             doc="where the hook keeps its record (default "
-                                 "<pbsplug home>/hooks/tmp)"),
+                             state_folder=True, doc="where the hook keeps its record "
+                             "(default <pbsplug home>/hooks/tmp; a replay's own)"),
         "capmc": Setting(str, DEFAULT_CAPMC, check=_program, doc="capmc: the program"),
         "nids": Setting(dict, {}, check=_nid_map, doc="capmc: host = Cray nid, for vnodes "
                         "without resources_available.PBScraynid"),
