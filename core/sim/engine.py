@@ -1167,6 +1167,9 @@ class Simulator:
             # `when`), a step or two.
             due = when + max(0, math.floor((end - when) / wait)) * wait
             while not routing.expired(run.attrs, lifetime, due):
+                if due + wait == due:  # past a float's steps (a lifetime of 1e18 s): never
+                    due = math.inf
+                    break
                 due += wait
         self._retry_at[job_id] = (due, self._count_version(), over)
         if due < math.inf:

@@ -364,6 +364,29 @@ def test_a_job_waiting_for_a_full_destination_is_rejected_when_its_lifetime_runs
         REJECTED, "Route queue lifetime exceeded", 180)
 
 
+@pytest.mark.parametrize("lifetime", [10**18, 2**63 - 1])
+def test_a_lifetime_past_a_floats_steps_is_never_reached(
+        tmp_path, register_plugin, pbsplug_plugins, lifetime):
+    """A route_lifetime qmgr accepts (a long) but whose end is past the steps of a float
+    (qtime + 1e18: adding the retry's 60 s leaves it the same) never runs out in a replay:
+    dave's, refused for now and with nothing else left to happen, ends as with no lifetime
+    (the replay looped for ever looking for the tick past it)."""
+    register_plugin(NeverRun(), "neverrun", isolation="inprocess")
+    text = PLATFORM.replace("route_retry_time = 60",
+                            f"route_retry_time = 60\nroute_lifetime = {lifetime}")
+    sink, _ = replay(platform(tmp_path, text=text), [tj(2, 0, "bob"), tj(3, 0, "carol"),
+                                                     tj(4, 0, "dave")],
+                     plugins=pbsplug_plugins, tmp_path=tmp_path)
+    (tmp_path / "plain").mkdir()
+    plain, _ = replay(platform(tmp_path / "plain"), [tj(2, 0, "bob"), tj(3, 0, "carol"),
+                                                     tj(4, 0, "dave")],
+                      plugins=pbsplug_plugins, tmp_path=tmp_path / "plain")
+    result, expected = sink.by_id()["4"], plain.by_id()["4"]
+    assert (result.final_state, result.reason, result.end) == (
+        expected.final_state, expected.reason, expected.end)
+    assert result.reason != "Route queue lifetime exceeded"
+
+
 @pytest.mark.parametrize("rule", ["router's", "at its lifetime"])
 def test_a_waiting_job_is_rejected_at_the_tick_the_routers_own_rule_says(
         tmp_path, register_plugin, pbsplug_plugins, monkeypatch, rule):
