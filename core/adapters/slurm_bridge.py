@@ -960,7 +960,7 @@ def health_check(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[
         # empty list would tell the plugins every job on the node is gone (cpuset reaps
         # orphans, mjf sweeps their folders).
         try:
-            jobs = ctx.slurm.run("squeue", "-h", "-w", node, "-t", NODE_JOB_STATES,
+            jobs = ctx.slurm.run("squeue", "-h", "-a", "-w", node, "-t", NODE_JOB_STATES,
                                  "-o", "%A").split()
         except SlurmError as exc:
             log.warning("HealthCheckProgram: exechost_periodic left out this time: %s", exc)

@@ -328,7 +328,7 @@ def pending_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     A squeue that fails is `SlurmError` (the command, its exit status and what it said):
     the run's error, so nothing is powered off. It read as no pending jobs, and the nodes
     they wait for could be powered off."""
-    text = ctx.slurm.run("squeue", "-h", "-t", "PD", "-o", "%i|%S|%Y")
+    text = ctx.slurm.run("squeue", "-h", "-a", "-t", "PD", "-o", "%i|%S|%Y")
     out = {}
     left_out = _LeftOut("squeue", "line")
     for number, line in enumerate(text.splitlines(), 1):
@@ -359,7 +359,7 @@ def suspended_jobs(ctx: Context) -> dict[str, list[str]]:
     them the plugin powered it off under the job. A squeue that fails is `SlurmError`, the
     run's error (nothing is powered off); a line whose nodes do not read is that too: a
     suspended job left out would leave its node unprotected."""
-    text = ctx.slurm.run("squeue", "-h", "-t", "S", "-o", "%i|%N")
+    text = ctx.slurm.run("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N")
     out: dict[str, list[str]] = {}
     for line in text.splitlines():
         job_id, bar, nodes = line.partition("|")

@@ -258,7 +258,7 @@ def test_each_nodes_suspended_jobs_are_read_and_a_line_not_read_is_the_runs_erro
     fake = Fake("7|n[1-2]\n8|n2\n")
     ctx = type("Ctx", (), {"slurm": fake})()
     assert slurm_power.suspended_jobs(ctx) == {"n1": ["7"], "n2": ["7", "8"]}
-    assert fake.asked == [("squeue", "-h", "-t", "S", "-o", "%i|%N")]
+    assert fake.asked == [("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N")]
     ctx.slurm = Fake("9|bad[list\n")
     with pytest.raises(SlurmError, match="suspended job 9: its nodes not read"):
         slurm_power.suspended_jobs(ctx)
@@ -1827,9 +1827,9 @@ def test_a_failed_squeue_leaves_the_periodic_run_out_not_fired_with_no_jobs(tmp_
     (tmp_path / "started" / "n1").write_text("2026-11-24T02:00:00")
     answer = slurm_bridge.health_check(ctx, {"SLURMD_NODENAME": "n1"}, [])
     assert answer["exit"] == 0 and fired == []
-    assert asked[0][:5] == ("squeue", "-h", "-w", "n1", "-t")
-    assert set(asked[0][5].split(",")) >= {"R", "CG", "CF", "S", "ST"}
-    assert asked[0][6:] == ("-o", "%A")  # array tasks by their own id (%i: 1234_5)
+    assert asked[0][:6] == ("squeue", "-h", "-a", "-w", "n1", "-t")
+    assert set(asked[0][6].split(",")) >= {"R", "CG", "CF", "S", "ST"}
+    assert asked[0][7:] == ("-o", "%A")  # array tasks by their own id (%i: 1234_5)
     assert "exechost_periodic left out this time: squeue: exit status 1" in caplog.text
 
 
@@ -2062,9 +2062,10 @@ class _PowerSlurm(_Hostnames):
 
 
 @pytest.mark.parametrize("script,argv,first", [
-    ("periodic", [], "periodic job -: /usr/bin/squeue -h -t PD -o %i|%S|%Y: exit status 1: "),
+    ("periodic", [], "periodic job -: /usr/bin/squeue -h -a -t S -o %i|%N: exit status 1: "),
     ("suspend", ["n1"], "suspend job -: SuspendProgram n1: kept up, but Slurm now counts them "
-                        "as powered down: /usr/bin/squeue -h -t PD -o %i|%S|%Y: exit status 1: "),
+                        "as powered down: /usr/bin/squeue -h -a -t PD -o %i|%S|%Y: "
+                        "exit status 1: "),
 ])
 def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
         tmp_path, caplog, script, argv, first):
