@@ -1150,19 +1150,13 @@ def test_a_job_on_a_host_powered_off_and_booting_is_charged_what_the_host_drew(
     assert sim.summary.energy == pytest.approx(drew)
 
 
-class PullsThePlugThenGrows:
-    """A periodic hook that powers host n0 off at 120, under its job, and on again at 300,
-    as `PullsThePlug` does, then gives its vnode 20 cpus at 420."""
-
-    plugin_info = PluginInfo(events=("periodic",), sim_safe=("periodic",))
+class PullsThePlugThenGrows(PullsThePlug):
+    """`PullsThePlug`, which then gives n0's vnode 20 cpus at 420."""
 
     @hookimpl
     def periodic(self, event):
-        now = clock.now()
-        at = round(now - EPOCH)
-        if at in (120, 300):
-            power_n0(at == 300, now)
-        elif at == 420:
+        super().periodic(event)
+        if round(clock.now() - EPOCH) == 420:
             event.vnode_list["n0"].resources_available["ncpus"] = 20
 
 
