@@ -150,9 +150,11 @@ LOG_MAX = 1 << 20
 REPORT_MAX = 64 << 20
 #: Seconds between two looks at `Runner.cancel` while a process-mode hook runs.
 CANCEL_TICK = 0.1
-#: The error of a hook whose process the caller's `cancel` had killed (a server stopping):
-#: the caller's doing, not the hook's (the engine tells it by this). Its outcome has no
-#: fail_action, and the runner logs the hook as stopped, not as an exception.
+#: The error message of a hook whose process the caller's `cancel` had killed (a server
+#: stopping): the caller's doing, not the hook's. Only text: any hook can reject with it, or
+#: raise an exception that reads so; what tells a cancelled run is `HookRun.cancelled`,
+#: which only the runner's cancel sets. Its outcome has no fail_action, and the runner logs
+#: the hook as stopped, not as an exception.
 CANCELLED = "the server is stopping: the hook's process was killed"
 #: Seconds between two looks for a stopped process in a pbsuser hook's process group.
 GROUP_TICK = 1.0
@@ -198,6 +200,9 @@ class HookRun:
     outcome: str               # accept, reject, error or alarm
     message: str | None = None
     started: float = 0.0       # wall-clock time
+    # Given up by the runner for its caller's `cancel` (a server stopping; message
+    # `CANCELLED`): set only there, never from what a hook or its process reports.
+    cancelled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -1154,7 +1159,7 @@ class Runner:
             out.detail = last.message
             out.code = PBSE_HOOKERROR
             out.message = client_message(kind, last.outcome, last.hook, last.message)
-            if last.message == CANCELLED:
+            if last.cancelled:
                 # The caller's stop, not the hook's doing: not judged (no fail_action), and
                 # said as such, not as the hook's exception.
                 log.warning("%s hook '%s' was stopped: the server is stopping", kind,
@@ -1288,7 +1293,7 @@ class Runner:
                 entry = batch[current if current is not None else len(runs)]
                 runs.append(HookRun(entry.name, event.type, entry.attrs.order, entry.mode,
                                     time.perf_counter() - started if current is not None
-                                    else 0.0, ERROR, CANCELLED, wall))
+                                    else 0.0, ERROR, CANCELLED, wall, cancelled=True))
                 return runs
             if not ready:
                 # (One reading: with two, a deadline passing between them found no hook

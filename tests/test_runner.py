@@ -398,7 +398,7 @@ def test_trace_records_every_run(chain, tmp_path):
     lines = [json.loads(x) for x in runner.trace_file.read_text().splitlines()]
     assert [(x["hook"], x["outcome"]) for x in lines] == [("a", "accept"), ("b", "reject")] * 2
     assert set(lines[0]) == {"hook", "event", "order", "mode", "duration", "outcome",
-                             "message", "started"}
+                             "message", "started", "cancelled"}
     assert len(runner.trace) == 4 and lines[1]["message"] == "no"
 
 
@@ -577,11 +577,33 @@ def test_a_hook_stopped_by_its_caller_is_neither_judged_nor_logged_as_an_error(
     caplog.set_level(logging.INFO, logger="pbsplug.runner")
     out = Runner(plugins, cancel=pidfile.exists).fire(begin())
     assert (out.kind, out.hook, out.detail) == ("error", "a", CANCELLED)
-    assert out.fail_action == ()
+    assert out.fail_action == () and out.runs[-1].cancelled
     lines = [(r.levelname, r.getMessage()) for r in caplog.records
              if r.name == "pbsplug.runner"]
     assert lines == [("WARNING", "execjob_begin hook 'a' was stopped: the server is "
                                  "stopping")], lines
+
+
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_a_hook_whose_error_reads_as_the_stop_is_judged_as_its_own(mode, tmp_path, caplog):
+    """The runner took a run whose message was `CANCELLED` for one its cancel gave up: a
+    hook raising an exception that reads so ("<type>: <message>") had no fail_action and
+    was logged as stopped, its caller never stopping. Only `HookRun.cancelled` says so."""
+    stopping = type("the server is stopping", (Exception,), {})
+
+    def fail(event):
+        raise stopping("the hook's process was killed")
+
+    plugins = PluginSet(SiteConfig(path=tmp_path / "site.toml"))
+    plugins.site.plugins["a"] = PluginSite("a", enabled=True, attributes={
+        "fail_action": "offline_vnodes", "isolation": mode})
+    assert plugins.add("a", Hook(fail)).status == "enabled"
+    caplog.set_level(logging.INFO, logger="pbsplug.runner")
+    out = Runner(plugins, cancel=lambda: False).fire(begin())
+    assert (out.kind, out.detail, out.fail_action) == ("error", CANCELLED, ("offline_vnodes",))
+    assert not out.runs[-1].cancelled
+    lines = [r.getMessage() for r in caplog.records if r.name == "pbsplug.runner"]
+    assert not any("was stopped" in line for line in lines), lines
 
 
 def test_every_event_runs_its_hooks_in_a_process_by_default(chain):

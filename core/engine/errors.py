@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import units
-from ..runner import CANCELLED, Outcome
+from ..runner import Outcome
 
 PBSE_UNKJOBID = 15001
 PBSE_NOATTR = 15002
@@ -108,16 +108,18 @@ def check_resources(res: Mapping[str, Any]) -> None:
 STOPPING = "System error: the server is stopping"
 
 
-def stopped(outcome: Outcome) -> bool:
+def stopped(outcome: Outcome, stopping: bool) -> bool:
     """Whether the runner gave one of `outcome`'s hooks up for the server's stop (a SIGTERM
-    that landed as they ran: `runner.CANCELLED`): the hook was not judged, and what follows
-    is the stop's rule, never the hook's error."""
-    return any(run.message == CANCELLED for run in outcome.runs)
+    that landed as they ran: `HookRun.cancelled`), the server `stopping`: the hook was not
+    judged, and what follows is the stop's rule, never the hook's error. Never the run's
+    message: a hook may reject with `runner.CANCELLED`'s text, or raise an exception that
+    reads so, the server not stopping; that is the hook's reject or error."""
+    return stopping and any(run.cancelled for run in outcome.runs)
 
 
-def refuse_if_stopped(outcome: Outcome, obj: str | None = None) -> None:
+def refuse_if_stopped(outcome: Outcome, stopping: bool, obj: str | None = None) -> None:
     """A request whose hooks the server's stop gave up (`stopped`) refused with `STOPPING`,
     nothing of it done, as PBS's server shutting down answers a request it does not
     finish; not ``hook encountered an exception``."""
-    if stopped(outcome):
+    if stopped(outcome, stopping):
         raise PbsError(PBSE_SYSTEM, STOPPING, obj=obj)

@@ -289,7 +289,8 @@ class Manager:
                    for op in cmd.attrs]
         outcome = self.engine._event("management", caller, management={
             "cmd": cmd.verb, "objtype": cmd.obj_type, "objname": name, "attribs": attribs})
-        if stopped(outcome):  # (the server's stop gave its hook up: not the hook's error)
+        # (the server's stop gave its hook up: not the hook's error)
+        if stopped(outcome, self.engine.stopping):
             raise QmgrError(PBSE_SYSTEM, STOPPING, obj_type=cmd.obj_type, obj_name=name)
         if not outcome.accepted:
             raise QmgrError(PBSE_HOOKERROR, outcome.message, obj_type=cmd.obj_type,

@@ -193,7 +193,7 @@ class Reservations:
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
         before = resv.to_dict()
         outcome = eng._event("resvsub", caller, resv=resv)
-        refuse_if_stopped(outcome)
+        refuse_if_stopped(outcome, eng.stopping)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         stored = resv.to_dict()

@@ -31,7 +31,7 @@ from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
 from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, is_route_queue
 from ..plugins import PluginSet, load_plugins
-from ..runner import CANCELLED, Outcome, Pending, Runner, client_message, consequence
+from ..runner import Outcome, Pending, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
 from ..scheduler.feed import Feed
 from ..scheduler.instances import POLICY_KEYS, sched_instance
@@ -262,7 +262,7 @@ class _Waits(Exception):
 
 class _StartStopped(PbsError):
     """A job's start given up for the server's stop: the runner gave up one of its runjob,
-    begin, prologue or launch hooks (`runner.CANCELLED`) as the stop came in the middle of
+    begin, prologue or launch hooks (`HookRun.cancelled`) as the stop came in the middle of
     a poll. The stop's rule, never the hook's error: a job still queued stays queued, and
     one stored R with no launch is requeued when the server starts again (`_recover`), as
     a stopped prologue's (`_stop_chains`)."""
@@ -837,7 +837,7 @@ class Engine:
         """What the event's hooks did, in the server log."""
         type = outcome.event
         for run in outcome.runs:
-            if run.message == CANCELLED:  # (the stop's doing: its caller says what follows)
+            if run.cancelled and self.stopping:  # (the stop's: its caller says what follows)
                 self.log(LOG_SYSTEM, "Hook", run.hook, f"{type} hook '{run.hook}' was "
                          "stopped: the server is stopping")
             elif run.outcome in ("error", "alarm"):
@@ -985,7 +985,7 @@ class Engine:
         job = Job(job_id, attrs)
         before = dict(attrs)
         outcome = self._event("queuejob", caller, job=job)
-        refuse_if_stopped(outcome)
+        refuse_if_stopped(outcome, self.stopping)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
         attrs = job.to_dict()
@@ -1040,7 +1040,7 @@ class Engine:
         outcome = self._event("postqueuejob", caller, job=Job(job_id, attrs))
         # (already queued: PBS's table has it deleted; not when the server's stop gave its
         # hook up, the stop's doing: the job stays queued, as the stop found it)
-        if outcome.consequence == "delete" and not stopped(outcome):
+        if outcome.consequence == "delete" and not stopped(outcome, self.stopping):
             self._drop(job_id, attrs, f"Job deleted by postqueuejob hook: {outcome.message}")
             return job_id
         refused = unknown[0] if unknown else self._link_befores(job_id, waits_for)
@@ -1964,7 +1964,7 @@ class Engine:
         job = Job(job_id, before)
         outcome = self._event("modifyjob", caller, hooks=None if hooked else (), job=job,
                               job_o=Job(job_id, current))
-        refuse_if_stopped(outcome, job_id)
+        refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = {k: v for k, v in job.to_dict().items() if v is not None}  # (None: unset)
@@ -2161,7 +2161,7 @@ class Engine:
         job = Job(job_id, before)
         outcome = self._event("movejob", caller, job=job, src_queue=Queue(
             source, self.store.get("queue", source) or {}))
-        refuse_if_stopped(outcome, job_id)
+        refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         attrs = job.to_dict()
@@ -2241,7 +2241,7 @@ class Engine:
             raise PbsError(PBSE_PERM, obj=job_id)
         outcome = self._event("execjob_attach", caller, job=Job(job_id, attrs), pid=int(pid),
                               vnode_list=self._job_vnodes(attrs))
-        refuse_if_stopped(outcome, job_id)
+        refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
         with self.store.transaction() as st:
@@ -2461,8 +2461,8 @@ class Engine:
         vnode = Vnode(name, new)
         outcome = self._event("modifyvnode", caller, vnode=vnode, vnode_o=Vnode(name, old))
         if caller is not None:  # (a pbsnodes request: refused; the server's own change
-            refuse_if_stopped(outcome, name)  # is made, its hook not judged)
-        if not outcome.accepted and not stopped(outcome):
+            refuse_if_stopped(outcome, self.stopping, name)  # is made, its hook not judged)
+        if not outcome.accepted and not stopped(outcome, self.stopping):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
         attrs = vnode.to_dict()
         attrs.pop("name", None)
@@ -2936,7 +2936,7 @@ class Engine:
         server's stop (the SIGTERM landed in this poll, before or as the chain ran): the
         stop's rule, not the hook's error (a job held, requeued or its vnodes offlined
         because the server was stopping). Logged as `_stop_chains` logs a chain it stops."""
-        if not stopped(outcome):
+        if not stopped(outcome, self.stopping):
             return
         then = ("the job stays queued" if outcome.event == "runjob" else
                 "the job is requeued when it starts again")
@@ -2994,7 +2994,7 @@ class Engine:
             else:
                 if outcome is None:
                     continue
-                if stopped(outcome):
+                if stopped(outcome, self.stopping):
                     # The server's stop came as the chain stepped (a SIGTERM lands anywhere
                     # in the loop) and the runner gave its hook up for it: the stop's rule,
                     # `_stop_chains` (a qdel waiting refused, the job runs on; a prologue's
@@ -3701,7 +3701,7 @@ class Engine:
                 self._end_event_done, job_id, ending), job=job, vnode_list=vnodes)
             if isinstance(outcome, _Chain):
                 return False
-            if stopped(outcome):
+            if stopped(outcome, self.stopping):
                 self._end_stopped(job_id, attrs, ending, event)
                 return False
             self._end_event_over(job_id, attrs, ending, outcome)

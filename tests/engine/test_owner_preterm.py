@@ -244,7 +244,7 @@ def test_a_stop_that_comes_as_a_chain_steps_is_the_stops_not_the_hooks(event, ca
     eng = inprocess_engine
     done: list[Outcome] = []
     run = HookRun("slow", event, 1, "process", 0.5, ERROR, CANCELLED if cancelled else
-                  "ValueError: its own", 0.0)
+                  "ValueError: its own", 0.0, cancelled=cancelled)
 
     class Stopped:  # a chain's Pending whose step the stop interrupts
         def ready(self) -> bool:

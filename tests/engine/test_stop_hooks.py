@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from pbsplug import PluginInfo, hookimpl, lifecycle
-from pbsplug.engine.errors import PBSE_SYSTEM, PbsError
+from pbsplug.engine.errors import PBSE_HOOKERROR, PBSE_SYSTEM, PbsError
+from pbsplug.runner import CANCELLED
 
 from .conftest import poll_until
-from .test_stop_starts import ROOT, _log
+from .test_stop_starts import ROOT, _log, cancelled_text
 
 STOPPED = "System error: the server is stopping"
 
@@ -127,3 +128,43 @@ def test_a_qmgr_request_whose_management_hook_the_stop_gave_up_is_refused(
     assert any(STOPPED in line for line in answer["errors"]), answer
     assert "comment" not in eng.server_attrs()
     (root / "go").touch()
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+@pytest.mark.parametrize("how", ["reject", "raise"])
+@pytest.mark.parametrize("event", ["execjob_epilogue", "execjob_end"])
+def test_an_end_hook_ending_with_the_stops_text_is_judged_as_its_own(
+        event, how, isolation, engine_here, register_plugin):
+    # The engine told a hook given up for the stop by its message: an end hook that
+    # rejected with runner.CANCELLED's text, or raised an exception that reads so, left
+    # its job E in substate 57, its end redone (and the hook run again) at every start,
+    # the server not stopping.
+    register_plugin(cancelled_text(event, how), "texts", isolation=isolation)
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Job_Name": "e"}, "exit 3\n")
+    poll_until(eng, lambda: (eng.store.job(job_id)["job_state"] == "F"
+                             or eng.store.job(job_id).get("substate") == lifecycle.RUNEPILOG),
+               "the job's end (F), or its end left to the next start (E 57)")
+    assert not eng.stopping
+    attrs = eng.store.job(job_id)
+    assert (attrs["job_state"], attrs["Exit_status"]) == ("F", 3), attrs
+    records = "".join(p.read_text() for p in sorted(eng.home.accounting.iterdir()))
+    assert f";E;{job_id};" in records, records
+    log = _log(eng)
+    assert "was stopped" not in log and "server is stopping;" not in log, log
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+@pytest.mark.parametrize("how", ["reject", "raise"])
+def test_a_request_hook_ending_with_the_stops_text_is_its_refusal(
+        how, isolation, engine_here, register_plugin):
+    # It was refused as the server stopping (15010), the server not stopping.
+    register_plugin(cancelled_text("queuejob", how), "texts", isolation=isolation)
+    eng = engine_here()
+    with pytest.raises(PbsError) as refused:
+        eng.req_submit(ROOT, {"Job_Name": "q"}, "true\n")
+    assert refused.value.code == PBSE_HOOKERROR
+    assert STOPPED not in refused.value.message
+    assert refused.value.message == (CANCELLED if how == "reject" else
+                                     "request rejected as filter hook 'texts' encountered "
+                                     "an exception. Please inform Admin"), refused.value

@@ -15,6 +15,7 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.server import ROLE_MANAGER, Caller
+from pbsplug.runner import CANCELLED
 
 from .test_poll import poll_until
 
@@ -116,3 +117,48 @@ def test_a_stop_that_lands_before_the_cycles_starts_runs_no_new_job(
     monkeypatch.undo()
     ended = _runs_after_restart(eng, engine_here, root, job_id)
     assert (ended["Exit_status"], ended["run_count"]) == (0, 1), ended.get("comment")
+
+
+#: An exception whose text, "<type>: <message>", is the runner's CANCELLED.
+Stopping = type("the server is stopping", (Exception,), {})
+
+
+def cancelled_text(event: str, how: str) -> object:
+    """A plugin with one hook on `event` that ends with `runner.CANCELLED`'s text as its
+    own: a reject with it (`how` "reject"), or an exception that reads so ("raise")."""
+    def hook(self, event) -> None:
+        if how == "reject":
+            event.reject(CANCELLED)
+        raise Stopping("the hook's process was killed")
+
+    return type("Texts", (), {"plugin_info": PluginInfo(events=(event,)),
+                              event: hookimpl(hook)})()
+
+
+@pytest.mark.parametrize("isolation", ["process", "inprocess"])
+@pytest.mark.parametrize("how", ["reject", "raise"])
+def test_a_prologue_hook_ending_with_the_stops_text_is_judged_as_its_own(
+        how, isolation, engine_here, register_plugin):
+    # The engine told a hook given up for the stop by its message: a prologue whose hook
+    # rejected with runner.CANCELLED's text, or raised an exception that reads so, left
+    # its job R with no launch (its cpus held until a restart) and its fail_action not
+    # applied, the server not stopping.
+    register_plugin(cancelled_text("execjob_prologue", how), "texts", isolation=isolation,
+                    fail_action="offline_vnodes")
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Job_Name": "p", "Rerunable": False}, "true\n")
+    eng.poll()
+    assert not eng.stopping
+    attrs = eng.store.job(job_id)
+    assert (attrs["job_state"], job_id in eng.launches) == ("Q", False), attrs  # requeued
+    assert attrs["comment"].startswith("Job requeued by execjob_prologue hook: "), attrs
+    assert attrs.get("run_count") == 1, attrs
+    offline = ["offline" in str(n.get("state")) for n in eng.store.all("node").values()]
+    log = _log(eng)
+    assert "was stopped" not in log and "server is stopping;" not in log, log
+    if how == "raise":  # an error: its fail_action
+        assert all(offline) and offline, eng.store.all("node")
+        assert "execjob_prologue hook 'texts' encountered an exception" in log, log
+    else:  # a plain reject: none
+        assert not any(offline), eng.store.all("node")
+        assert "execjob_prologue request rejected by 'texts'" in log, log
