@@ -501,6 +501,34 @@ def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
             attrs[name] = value
 
 
+def attrs_after(before: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """What an object made of the attributes `before` holds after the writes `changes`
+    records (an outcome's ``changes["job"]``: plain data), as its `to_dict` would show it
+    (an attribute set to None unset, a resource mapping changed entry by entry), in a new
+    dict of its own. A request's caller reads this, never the event's object after its
+    hooks: an in-process hook may have put an object of its own there past the record,
+    whose methods (``__eq__``) would run in the caller with no alarm. Names starting with
+    ``_`` (the runner's own, such as ``_action``) are left out."""
+    attrs = copy.deepcopy(dict(before))
+    for name, value in copy.deepcopy(dict(changes)).items():
+        if name.startswith("_"):
+            continue
+        old = attrs.get(name)
+        if value is None:
+            attrs.pop(name, None)
+        elif name in RESOURCE_ATTRIBUTES and type(value) is dict:
+            merged = dict(old) if isinstance(old, dict) else {}
+            for key, entry in value.items():
+                if entry is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = entry
+            attrs[name] = merged
+        else:
+            attrs[name] = value
+    return attrs
+
+
 _Object = TypeVar("_Object", bound=PbsObject)
 
 

@@ -161,3 +161,26 @@ def test_a_hooks_changes_apply_to_plain_attributes_resource_by_resource():
                            "resources_used": {"cput": "00:00:01"}})
     assert attrs == {"Resource_List": {"select": "2:ncpus=1", "walltime": "00:00:50"},
                      "comment": "y", "resources_used": {"cput": "00:00:01"}}
+
+
+def test_the_attributes_after_a_hook_are_what_its_object_would_show():
+    """`attrs_after` (a request's object after its hooks, made of their changes, never of
+    the event's object): what `to_dict` shows after the same writes, in a new dict that
+    shares nothing with the attributes or the changes it is made of."""
+    from pbsplug.objects import attrs_after
+
+    before = {"Resource_List": {"select": "2:ncpus=1", "mem": "1gb"}, "comment": "x",
+              "Variable_List": {"A": "1"}, "Account_Name": "a"}
+    job = Job("1.s", before)
+    job.Resource_List["walltime"] = "00:00:50"
+    del job.Resource_List["mem"]
+    job.Account_Name = None
+    job.Variable_List = {"A": "2"}
+    job.resources_used = {"cput": "00:00:01"}
+    changes = job.changes()
+    after = attrs_after(before, {**changes, "_action": "rerun"})
+    assert after == {k: v for k, v in job.to_dict().items() if k != "id"}
+    assert "Account_Name" not in after
+    after["Resource_List"]["x"] = after["Variable_List"]["B"] = 1
+    assert before["Resource_List"] == {"select": "2:ncpus=1", "mem": "1gb"}
+    assert "x" not in changes["Resource_List"] and "B" not in changes["Variable_List"]
