@@ -40,6 +40,7 @@ queue's ACLs decide from then on, as any queue's (a manager may change them).
 
 from __future__ import annotations
 
+import copy
 import grp
 import pwd
 import re
@@ -191,12 +192,12 @@ class Reservations:
                if attrs.get("Variable_List") else {}),
             # pbs_rsub -p: only that partition's scheduler decides it
             **({"partition": str(attrs["partition"])} if attrs.get("partition") else {})})
-        before = resv.to_dict()
+        before = copy.deepcopy(resv.to_dict())  # (nothing of it in the hooks' resv)
         outcome = eng._event("resvsub", caller, resv=resv)
         refuse_if_stopped(outcome, eng.stopping)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
-        stored = resv.to_dict()
+        stored = eng._after_hooks(before, outcome, "resv")  # (never the hooks' resv)
         stored.pop("name", None)
         eng._check_hooked("resvsub", outcome, stored, before, kind="resv")
         self._hooked_times(outcome, stored, before, now)

@@ -29,7 +29,7 @@ from typing import Any, Literal, NoReturn
 from .. import lifecycle, units, values
 from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
-from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, is_route_queue
+from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, attrs_after, is_route_queue
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Pending, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
@@ -762,6 +762,15 @@ class Engine:
         except values.BadValue as exc:
             self._hooks_error(event, outcome, str(exc))
 
+    @staticmethod
+    def _after_hooks(before: dict[str, Any], outcome: Outcome, kind: str) -> dict[str, Any]:
+        """A request's object after its event's hooks: the attributes it was made of
+        (`before`, the server's own) with the hooks' changes to it (``outcome.changes``:
+        plain data, each hook's taken under its alarm) applied; never the event's object,
+        where an in-process hook may have put an object of its own past the change record
+        (whose ``__eq__`` would run here, with no alarm, and could hold the server)."""
+        return attrs_after(before, outcome.changes.get(kind) or {})
+
     def _hooks_error(self, event: str, outcome: Outcome, why: str) -> NoReturn:
         """The last of `event`'s hooks that ran left what cannot be (`why`): logged, and
         the request refused with PBS's text for a hook's error."""
@@ -982,13 +991,12 @@ class Engine:
             attrs["Rerunable"] = units.parse_bool(attrs["Rerunable"])
         if attrs.get("Hold_Types", "n") not in ("n", None):
             attrs["job_state"] = "H"
-        job = Job(job_id, attrs)
-        before = dict(attrs)
-        outcome = self._event("queuejob", caller, job=job)
+        before = copy.deepcopy(attrs)  # (the event's job, the hooks', shares nothing of it)
+        outcome = self._event("queuejob", caller, job=Job(job_id, attrs))
         refuse_if_stopped(outcome, self.stopping)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message)
-        attrs = job.to_dict()
+        attrs = self._after_hooks(before, outcome, "job")
         attrs.pop("id", None)
         self._check_hooked("queuejob", outcome, attrs, before)
         # What a hook unset and the server needs comes back as PBS's default.
@@ -1961,13 +1969,14 @@ class Engine:
         queued = current["job_state"] in lifecycle.QUEUED_STATES
         if queued:
             before["job_state"] = lifecycle.queued_state(before, self.clock())
-        job = Job(job_id, before)
-        outcome = self._event("modifyjob", caller, hooks=None if hooked else (), job=job,
-                              job_o=Job(job_id, current))
+        outcome = self._event("modifyjob", caller, hooks=None if hooked else (),
+                              job=Job(job_id, copy.deepcopy(before)),
+                              job_o=Job(job_id, copy.deepcopy(current)))
         refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
-        attrs = {k: v for k, v in job.to_dict().items() if v is not None}  # (None: unset)
+        attrs = {k: v for k, v in self._after_hooks(before, outcome, "job").items()
+                 if v is not None}  # (None: unset)
         attrs.pop("id", None)
         self._check_hooked("modifyjob", outcome, attrs, before)
         befores = self._hooked_depend("modifyjob", caller, job_id, attrs, before)
@@ -2158,13 +2167,12 @@ class Engine:
         self._submit_queue(caller, destination, str(attrs.get("euser") or ""))
         source = attrs["queue"]
         before = {**attrs, "queue": destination}
-        job = Job(job_id, before)
-        outcome = self._event("movejob", caller, job=job, src_queue=Queue(
-            source, self.store.get("queue", source) or {}))
+        outcome = self._event("movejob", caller, job=Job(job_id, copy.deepcopy(before)),
+                              src_queue=Queue(source, self.store.get("queue", source) or {}))
         refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
-        attrs = job.to_dict()
+        attrs = self._after_hooks(before, outcome, "job")
         attrs.pop("id", None)
         self._check_hooked("movejob", outcome, attrs, before)
         befores = self._hooked_depend("movejob", caller, job_id, attrs, before)
@@ -2458,13 +2466,13 @@ class Engine:
                   caller: Caller | None = None) -> None:
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
-        vnode = Vnode(name, new)
-        outcome = self._event("modifyvnode", caller, vnode=vnode, vnode_o=Vnode(name, old))
+        outcome = self._event("modifyvnode", caller, vnode=Vnode(name, copy.deepcopy(new)),
+                              vnode_o=Vnode(name, copy.deepcopy(old)))
         if caller is not None:  # (a pbsnodes request: refused; the server's own change
             refuse_if_stopped(outcome, self.stopping, name)  # is made, its hook not judged)
         if not outcome.accepted and not stopped(outcome, self.stopping):
             self.log(LOG_ADMIN, "Node", name, f"modifyvnode hook rejected: {outcome.message}")
-        attrs = vnode.to_dict()
+        attrs = self._after_hooks(new, outcome, "vnode")
         attrs.pop("name", None)
         with self.store.transaction() as st:
             st.put("node", name, attrs)

@@ -1,0 +1,122 @@
+"""What a request stores after its hooks is made of the hooks' changes as plain data
+(`Outcome.changes`, taken under each hook's alarm), never of the event's objects after the
+hooks: an in-process hook (trusted, but never to hold the server) that writes an object of
+its own past the change record leaves nothing of it in the server, whose code would run it
+with no alarm (review, session 46: a queuejob hook's value whose ``__eq__`` never returns
+held the server in `_check_hooked`)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pbsplug import PluginInfo, hookimpl
+from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
+
+ROOT = Caller(0, ROLE_MANAGER)
+#: A hang guard only: past it the hook's object lets go and the test fails (a request
+#: that waits on it is the failure, whatever the time).
+DEADLINE = 30.0
+
+
+class Loop:
+    """A hook's value whose comparison never returns (until the test lets it go)."""
+
+    released = threading.Event()
+    compared = 0
+
+    def __eq__(self, other):
+        type(self).compared += 1
+        type(self).released.wait()
+        return False
+
+    __hash__ = None
+
+
+def past_the_record(obj, name: str) -> None:
+    """`obj`'s attribute `name` set to a `Loop` by dict's own method: no setter, no record."""
+    dict.__setitem__(object.__getattribute__(obj, "_attrs"), name, Loop())
+
+
+class Writer:
+    """Writes a `Loop` past the record into the event's object of each request event."""
+
+    plugin_info = PluginInfo(events=("queuejob", "modifyjob", "movejob", "resvsub",
+                                     "modifyvnode"))
+
+    def __init__(self, event: str):
+        self.event = event
+
+    def _write(self, event, obj, name: str) -> None:
+        if event.type == self.event:
+            past_the_record(obj, name)
+            if obj is event.job:  # (and a legitimate change, which must still be stored)
+                obj.comment = "set by the hook"
+
+    @hookimpl
+    def queuejob(self, event):
+        self._write(event, event.job, "Account_Name")
+
+    @hookimpl
+    def modifyjob(self, event):
+        self._write(event, event.job, "Account_Name")
+
+    @hookimpl
+    def movejob(self, event):
+        self._write(event, event.job, "Account_Name")
+
+    @hookimpl
+    def resvsub(self, event):
+        self._write(event, event.resv, "Reserve_Name")
+
+    @hookimpl
+    def modifyvnode(self, event):
+        self._write(event, event.vnode, "comment")
+
+
+@pytest.fixture
+def loop():
+    """`Loop`'s count reset, and a watchdog that lets it go at `DEADLINE`."""
+    Loop.compared = 0
+    Loop.released = threading.Event()
+    watchdog = threading.Timer(DEADLINE, Loop.released.set)
+    watchdog.daemon = True
+    watchdog.start()
+    yield Loop
+    watchdog.cancel()
+    Loop.released.set()
+
+
+@pytest.mark.parametrize("event", ["queuejob", "modifyjob", "movejob", "resvsub",
+                                   "modifyvnode"])
+def test_a_hooks_object_past_the_record_never_reaches_the_server(engine_here, register_plugin,
+                                                                 loop, event):
+    register_plugin(Writer(event), "writer", isolation="inprocess", alarm=2)
+    eng = engine_here()
+    eng.req_qmgr(ROOT, "create queue other queue_type = execution, enabled = true, "
+                       "started = true")
+    if event == "resvsub":
+        made = eng.req_resv_submit(Caller(1001, ROLE_USER), {
+            "reserve_duration": 600, "reserve_start": int(eng.clock()) + 7200})
+        stored = eng.store.get("resv", made["id"])
+        assert stored["Reserve_Name"] == "NULL"
+    elif event == "modifyvnode":
+        (name,) = eng.store.all("node")
+        eng.req_node_state(ROOT, [name], offline=True)
+        stored = eng.store.get("node", name)
+        assert "offline" in stored["state"]
+        assert stored.get("comment") is None
+    else:
+        job_id = eng.req_submit(ROOT, {}, script="true\n")
+        if event == "modifyjob":
+            eng.req_alter(ROOT, job_id, {"Job_Name": "altered"})
+        elif event == "movejob":
+            assert eng.req_move(ROOT, "other", [job_id]) == [{"id": job_id}]
+        stored = eng.store.job(job_id)
+        assert "Account_Name" not in stored
+        assert stored["comment"] == "set by the hook"
+        assert stored["queue"] == ("other" if event == "movejob" else "workq")
+        assert stored["Job_Name"] == ("altered" if event == "modifyjob" else "STDIN")
+    assert (loop.compared, loop.released.is_set()) == (0, False), \
+        "the server read the hook's object after its hooks"
