@@ -243,12 +243,13 @@ class PbsObject:
         if value is not None:
             self._attrs[key] = self._wrap(key, dict(value) if key in RESOURCE_ATTRIBUTES
                                           else value)
-        if key in RESOURCE_ATTRIBUTES and isinstance(value, dict):
-            # A whole mapping replaces the old one: the record unsets (None) what it left
-            # out, so that a replay entry by entry (another process's copy, a stored row)
-            # drops it too.
+        if key in RESOURCE_ATTRIBUTES and (isinstance(value, dict) or old):
+            # A whole mapping replaces the old one, and an unset one is an empty one: the
+            # record unsets (None) what it left out, so that a replay entry by entry
+            # (another process's copy, a stored row) drops it too, and entries set after
+            # an unset join no old ones there.
             record = dict.fromkeys(old or (), None)
-            record.update(value)
+            record.update(value or {})
             self._changes[key] = record
         else:
             self._changes[key] = value

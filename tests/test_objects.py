@@ -184,3 +184,21 @@ def test_the_attributes_after_a_hook_are_what_its_object_would_show():
     after["Resource_List"]["x"] = after["Variable_List"]["B"] = 1
     assert before["Resource_List"] == {"select": "2:ncpus=1", "mem": "1gb"}
     assert "x" not in changes["Resource_List"] and "B" not in changes["Variable_List"]
+
+
+def test_a_resource_mapping_unset_then_set_entry_by_entry_keeps_only_the_new_entries():
+    """``job.Resource_List = None`` then ``job.Resource_List["ncpus"] = 2``: the job asks
+    ncpus=2 alone, in the object and in what a replay of its changes makes (`attrs_after`,
+    a request's stored attributes; another process's copy). The record said only
+    ``{"ncpus": 2}``, so the replay kept the old walltime and select with it."""
+    from pbsplug.objects import attrs_after
+
+    before = {"Resource_List": {"select": "1:ncpus=1", "walltime": "01:00:00"}}
+    job = Job("1.s", before)
+    job.Resource_List = None
+    job.Resource_List["ncpus"] = 2
+    assert job.to_dict()["Resource_List"] == {"ncpus": 2}
+    assert attrs_after(before, job.changes())["Resource_List"] == {"ncpus": 2}
+    copy = Job("1.s", before)
+    copy.apply_changes(job.changes())  # (as a forked hook's record is replayed)
+    assert copy.to_dict() == job.to_dict()
