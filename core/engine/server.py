@@ -3080,16 +3080,9 @@ class Engine:
         with no D record. The job ends deleted as a prologue's job.delete() ends it
         (execjob_abort, then its end). The run is marked ``deleted`` (`_record_deletion`):
         a forced qdel while its end hooks run writes no second D record
-        (`_delete_exiting`). Once the chain is stopped, nothing but this qdel drives the
-        job: a recording that fails (a full disk) is logged and the job ends deleted all
-        the same, not left R with no chain and no launch until another qdel or a restart."""
+        (`_delete_exiting`)."""
         self._stop_chain(job_id)
-        try:
-            self._record_deletion(caller, job_id, purge, killed)
-        except (OSError, StoreWriteError) as exc:
-            self.log(LOG_JOB | LOG_ERROR, "Job", job_id, "its deletion could not be recorded "
-                     f"({exc.__class__.__name__}: {message_text(exc)}); the job ends deleted "
-                     "all the same")
+        self._record_deletion(caller, job_id, purge, killed)
         attrs = self._job(job_id)
         self._event("execjob_abort", job=Job(job_id, attrs), vnode_list=self._job_vnodes(attrs))
         self._finish(job_id, attrs, executor.JobExit(executor.EXEC_FAIL, 0, 0, 0),

@@ -171,33 +171,3 @@ def test_a_qdel_in_the_prologue_records_the_deletion_once_the_chain_is_stopped(
     assert log.count("Job to be deleted at request of root@") == 1
     assert log.index("its execjob_prologue hooks were stopped") < log.index(
         "Job to be deleted at request of root@")
-
-
-def test_a_qdel_in_the_prologue_whose_deletion_cannot_be_recorded_still_ends_the_job(
-        engine_here, register_plugin, monkeypatch, engine_root):
-    # The prologue chain is stopped first; a D record that then failed to be written (a
-    # full disk) left the job R in substate 41, its chain gone and no launch: nothing
-    # drove it until another qdel or a restart. As PBS's qdel, the job goes, the error
-    # logged.
-    from pbsplug.engine.server import ROLE_MANAGER, Caller
-
-    from .test_poll import poll_until
-
-    root = Caller(0, ROLE_MANAGER)
-    register_plugin(HeldPrologue(engine_root / "go"), "slow", user="pbsuser", alarm=600)
-    eng = engine_here()
-    job_id = eng.req_submit(root, {"Job_Name": "slow"}, "true\n")
-    poll_until(eng, lambda: job_id in eng.chains, "the prologue chain to start")
-
-    def full(*args) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(eng.accounting, "deleted", full)
-    assert [a.get("error") for a in eng.req_delete(root, [job_id])] == [None]
-    assert job_id not in eng.chains and job_id not in eng.launches
-    attrs = eng.store.job(job_id)
-    assert attrs["job_state"] == "F", attrs
-    assert attrs["comment"].startswith("Job deleted at request of root@"), attrs["comment"]
-    log = "".join(p.read_text() for p in sorted(eng.home.logs.iterdir()))
-    assert "its deletion could not be recorded (OSError: [Errno 28] No space left on " \
-           "device); the job ends deleted all the same" in log, log
