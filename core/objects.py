@@ -325,6 +325,16 @@ class PbsObject:
             else:
                 setattr(self, key, value)
 
+    def own_values(self) -> None:
+        """Its dict and list values made its own (deep copies; resource mappings are its
+        own already): a caller's object for an in-process hook shares none of the caller's
+        data, so that a hook writing into one past the setters and their copy on read
+        (``dict.__setitem__`` on a value it dug out) changes nothing of the caller's."""
+        attrs = self._attrs
+        for key, value in attrs.items():
+            if type(value) in (dict, list):
+                attrs[key] = copy.deepcopy(value)
+
     def check_values(self) -> None:
         """Every attribute through the value rules, as if a hook had set each one (an object
         a hook made itself and adds to an event, `Vnode(name, attrs)`): a bad value raises

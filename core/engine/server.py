@@ -29,7 +29,16 @@ from typing import Any, Literal, NoReturn
 from .. import lifecycle, units, values
 from ..events import Event, message_text
 from ..lifecycle import DELETED_BY
-from ..objects import Job, Queue, Server, Vnode, apply_to_attrs, attrs_after, is_route_queue
+from ..objects import (
+    Job,
+    PbsObject,
+    Queue,
+    Server,
+    Vnode,
+    apply_to_attrs,
+    attrs_after,
+    is_route_queue,
+)
 from ..plugins import PluginSet, load_plugins
 from ..runner import Outcome, Pending, Runner, client_message, consequence
 from ..scheduler import Scheduler, Snapshot, build_schedulers
@@ -820,6 +829,10 @@ class Engine:
         who = caller.user if caller else "root"
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
+        for obj in objects.values():  # (the objects are made of the server's own data)
+            for one in obj.values() if isinstance(obj, dict) else (obj,):
+                if isinstance(one, PbsObject):
+                    one.own_values()
         try:
             event = Event(type, requestor=who, requestor_host=self.host, **objects)
             if start:

@@ -120,3 +120,46 @@ def test_a_hooks_object_past_the_record_never_reaches_the_server(engine_here, re
         assert stored["Job_Name"] == ("altered" if event == "modifyjob" else "STDIN")
     assert (loop.compared, loop.released.is_set()) == (0, False), \
         "the server read the hook's object after its hooks"
+
+
+class Sneak:
+    """A runjob hook (which rejects) or an execjob_begin hook (which accepts) that writes
+    into the job's Variable_List dict itself, past the record and its copy on read."""
+
+    plugin_info = PluginInfo(events=("runjob", "execjob_begin"))
+
+    def __init__(self, event: str):
+        self.event = event
+
+    def _write(self, event) -> None:
+        if event.type == self.event:
+            attrs = object.__getattribute__(event.job, "_attrs")
+            dict.__setitem__(attrs["Variable_List"], "SNEAK", "1")
+            if event.type == "runjob":
+                event.reject("not now")
+
+    @hookimpl
+    def runjob(self, event):
+        self._write(event)
+
+    @hookimpl
+    def execjob_begin(self, event):
+        self._write(event)
+
+
+@pytest.mark.parametrize("event", ["runjob", "execjob_begin"])
+def test_a_start_hooks_write_past_the_record_into_a_nested_value_stays_the_hooks(
+        engine_here, register_plugin, event):
+    """The job's stored attributes after a start event are the server's, with the hooks'
+    recorded changes: the event's job shared its nested values (Variable_List) with them,
+    so an in-process hook writing into one reached what the server stored."""
+    register_plugin(Sneak(event), "sneak", isolation="inprocess", alarm=2)
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Variable_List": {"MINE": "x"}}, script="true\n")
+    for _ in range(40):
+        eng.poll()
+        stored = eng.store.job(job_id)
+        if stored["job_state"] != "Q" or "comment" in stored:
+            break
+    assert stored["Variable_List"]["MINE"] == "x"
+    assert "SNEAK" not in stored["Variable_List"], stored["Variable_List"]
