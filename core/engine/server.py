@@ -1004,7 +1004,7 @@ class Engine:
             attrs["Rerunable"] = units.parse_bool(attrs["Rerunable"])
         if attrs.get("Hold_Types", "n") not in ("n", None):
             attrs["job_state"] = "H"
-        before = copy.deepcopy(attrs)  # (the event's job, the hooks', shares nothing of it)
+        before = dict(attrs)  # (the event's job owns its values: `_event`)
         outcome = self._event("queuejob", caller, job=Job(job_id, attrs))
         refuse_if_stopped(outcome, self.stopping)
         if not outcome.accepted:
@@ -1983,8 +1983,8 @@ class Engine:
         if queued:
             before["job_state"] = lifecycle.queued_state(before, self.clock())
         outcome = self._event("modifyjob", caller, hooks=None if hooked else (),
-                              job=Job(job_id, copy.deepcopy(before)),
-                              job_o=Job(job_id, copy.deepcopy(current)))
+                              job=Job(job_id, before),
+                              job_o=Job(job_id, current))
         refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
             raise PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
@@ -2180,7 +2180,7 @@ class Engine:
         self._submit_queue(caller, destination, str(attrs.get("euser") or ""))
         source = attrs["queue"]
         before = {**attrs, "queue": destination}
-        outcome = self._event("movejob", caller, job=Job(job_id, copy.deepcopy(before)),
+        outcome = self._event("movejob", caller, job=Job(job_id, before),
                               src_queue=Queue(source, self.store.get("queue", source) or {}))
         refuse_if_stopped(outcome, self.stopping, job_id)
         if not outcome.accepted:
@@ -2479,8 +2479,8 @@ class Engine:
                   caller: Caller | None = None) -> None:
         if new.get("state") != old.get("state"):
             new["last_state_change_time"] = int(self.clock())
-        outcome = self._event("modifyvnode", caller, vnode=Vnode(name, copy.deepcopy(new)),
-                              vnode_o=Vnode(name, copy.deepcopy(old)))
+        outcome = self._event("modifyvnode", caller, vnode=Vnode(name, new),
+                              vnode_o=Vnode(name, old))
         if caller is not None:  # (a pbsnodes request: refused; the server's own change
             refuse_if_stopped(outcome, self.stopping, name)  # is made, its hook not judged)
         if not outcome.accepted and not stopped(outcome, self.stopping):
