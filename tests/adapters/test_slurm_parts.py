@@ -1687,6 +1687,13 @@ def test_a_slurmstepd_a_package_upgrade_replaced_while_it_runs_is_still_slurms(
     shutil.copy("/bin/sleep", stepd)
     step = subprocess.Popen(["slurmstepd: [12.0]", "300"], executable=str(stepd))
     try:
+        # Popen returns once the exec closed the child's close-on-exec pipe, which the
+        # kernel does before it lays out the new program's arguments: its cmdline can
+        # still read empty then (seen once in CI, under load).
+        deadline = time.monotonic() + 30
+        while not Path(f"/proc/{step.pid}/cmdline").read_bytes().startswith(b"slurmstepd:"):
+            assert time.monotonic() < deadline, "the stand-in never showed its title"
+            time.sleep(0.01)
         shutil.copy("/bin/sleep", stepd.with_name("slurmstepd.new"))
         os.replace(stepd.with_name("slurmstepd.new"), stepd)  # as dpkg and rpm do
         assert os.readlink(f"/proc/{step.pid}/exe") == f"{stepd} (deleted)"
