@@ -318,8 +318,8 @@ class PbsObject:
         for key, value in changes.items():
             if not isinstance(key, str):
                 raise TypeError(f"{self.kind} attribute name {key!r} is not a string")
-            if key in RESOURCE_ATTRIBUTES and isinstance(value, dict) and key in self._attrs:
-                res = getattr(self, key)
+            if key in RESOURCE_ATTRIBUTES and isinstance(value, dict):
+                res = getattr(self, key)  # (an unset one reads as an empty mapping)
                 for rkey, rvalue in value.items():
                     res[rkey] = rvalue
             else:
@@ -504,9 +504,9 @@ def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
     for name, value in changes.items():
         if name.startswith("_"):
             continue
-        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict) and \
-                isinstance(attrs.get(name), dict):
-            merged = {**attrs[name], **value}
+        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict):
+            old = attrs.get(name)
+            merged = {**(old if isinstance(old, dict) else {}), **value}
             attrs[name] = {k: v for k, v in merged.items() if v is not None}
         else:
             attrs[name] = value

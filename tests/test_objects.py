@@ -3,6 +3,7 @@ import pickle
 import pytest
 
 from pbsplug import AttributeReadOnly, Event, Job, Vnode
+from pbsplug.objects import apply_to_attrs
 
 
 def test_pbs_names_and_unset_attributes_read_none():
@@ -202,3 +203,21 @@ def test_a_resource_mapping_unset_then_set_entry_by_entry_keeps_only_the_new_ent
     copy = Job("1.s", before)
     copy.apply_changes(job.changes())  # (as a forked hook's record is replayed)
     assert copy.to_dict() == job.to_dict()
+
+
+def test_a_resource_mapping_set_then_unset_replays_as_no_entry_where_it_was_never_set():
+    """A hook that sets ``resources_used["cput"]`` and then unsets ``resources_used`` on a
+    job that had none records ``{"cput": None}``. Replayed where the mapping is not set
+    (the caller's attributes, `apply_to_attrs`; the caller's object, `apply_changes`), it
+    leaves no entry: the replay took the record whole there, None values and all, and
+    the stored job showed ``cput`` set to null."""
+    job = Job("1.s", {})
+    job.resources_used["cput"] = "00:00:05"
+    job.resources_used = None
+    changes = job.changes()
+    attrs: dict = {}
+    apply_to_attrs(attrs, changes)
+    assert attrs == {"resources_used": {}}
+    copy = Job("1.s", {})
+    copy.apply_changes(changes)
+    assert copy.to_dict().get("resources_used") in (None, {})
