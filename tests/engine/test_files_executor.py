@@ -248,7 +248,7 @@ def test_a_tree_not_gone_in_its_time_is_set_aside_and_swept_a_slice_at_a_time(pr
     assert list(private.iterdir()) == [] and slices > 1
 
 
-def test_a_failed_removal_leaves_no_descriptor_open(private, monkeypatch):
+def test_a_failed_removal_leaves_no_descriptor_open(private, monkeypatch, open_fds):
     """A folder whose listing failed (a name turned from file to folder and back) was
     opened but not yet held: its descriptor leaked, one a job, towards EMFILE."""
     tmpdir = private / "pbs.9.host"
@@ -263,9 +263,9 @@ def test_a_failed_removal_leaves_no_descriptor_open(private, monkeypatch):
         return real(fd, *args)
 
     monkeypatch.setattr(executor, "_empty_but_folders", failing)
-    before = len(os.listdir("/proc/self/fd"))
+    before = open_fds()
     assert "PermissionError" in executor.remove_job_dir(tmpdir)
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert open_fds() == before
 
 
 def test_every_slice_of_the_sweep_makes_progress(private):

@@ -246,7 +246,7 @@ def test_a_script_gives_its_directives_and_the_login_shell_runs(engine):
 
 
 @pytest.mark.parametrize("hello", [b"[" * 4000, b"\xff"])
-def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
+def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello, open_fds):
     """What connects to qsub -I's socket is dropped unless it sends the token: a hello
     nested 4000 deep was json.loads' RecursionError, which ended the waiting qsub; the
     descriptor sent with a hello that was not JSON stayed open in it."""
@@ -259,9 +259,9 @@ def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
             peer.connect(listener.path)
             socket.send_fds(peer, [hello], [0])
-            before = len(os.listdir("/proc/self/fd"))
+            before = open_fds()
             assert listener.accept(10) is None
-            assert len(os.listdir("/proc/self/fd")) == before
+            assert open_fds() == before
     finally:
         listener.close()
 
@@ -269,7 +269,7 @@ def test_a_hello_that_is_not_one_is_dropped_and_qsub_waits_on(hello):
 @pytest.mark.parametrize("extra", [', "token": "TOKEN"', ', "n": NaN', ', "n": ' + "9" * 2000,
                                    ', "n": ' + "[" * 600 + "]" * 600],
                          ids=["the token twice", "NaN", "2000 digits", "600 deep"])
-def test_a_hello_with_the_token_that_json_loads_took_wrongly_is_dropped(extra):
+def test_a_hello_with_the_token_that_json_loads_took_wrongly_is_dropped(extra, open_fds):
     """The hello is read with `pbsplug.jsontext`: json.loads took the token twice (the
     last one), NaN, a 2,000-digit integer and nesting 600 deep, and let the terminal in."""
     import socket
@@ -282,12 +282,12 @@ def test_a_hello_with_the_token_that_json_loads_took_wrongly_is_dropped(extra):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
             peer.connect(listener.path)
             socket.send_fds(peer, [hello], [0])
-            before = len(os.listdir("/proc/self/fd"))
+            before = open_fds()
             got = listener.accept(10)
             if got is not None:  # (the old code's: let in; its descriptors closed here)
                 os.close(got[0])
                 got[1].close()
             assert got is None
-            assert len(os.listdir("/proc/self/fd")) == before
+            assert open_fds() == before
     finally:
         listener.close()

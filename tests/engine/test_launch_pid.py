@@ -474,7 +474,8 @@ def test_executor_prepare_then_start_or_cancel(tmp_path):
 
 
 @pytest.mark.parametrize("memfd", ["memfd", "ENOSYS", "EINVAL", "EPERM", "missing"])
-def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, memfd):
+def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, memfd,
+                                                      open_fds):
     """`PendingLaunch.start` to a stopped shepherd, with a command over a pipe's 64 KiB (a
     100,000-byte variable), returns (it wrote down the pipe and waited for the shepherd to
     read); the shepherd, let go on, runs it whole. Where the kernel has no memfd (before
@@ -491,7 +492,7 @@ def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, mem
         monkeypatch.setattr(os, "memfd_create", refused)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    held = len(os.listdir("/proc/self/fd"))
+    held = open_fds()
     pending = executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
 
     def hung(_sig, _frame):
@@ -512,13 +513,13 @@ def test_a_start_never_waits_for_its_shepherd_to_read(tmp_path, monkeypatch, mem
         _, status = os.waitpid(pending.pid, 0)
     assert os.WIFEXITED(status) and executor.JobExit.read(jobs / "1.status").exit_status == 0
     assert (tmp_path / "out").read_text() == "100000\n"
-    assert len(os.listdir("/proc/self/fd")) == held
+    assert open_fds() == held
     assert sorted(p.name for p in jobs.iterdir()) == ["1.shepherd", "1.status"]
 
 
 @pytest.mark.parametrize("code", ["ENOMEM", "EMFILE", "ENFILE"])
 def test_a_memfd_refused_for_want_of_memory_or_descriptors_is_no_start(tmp_path, monkeypatch,
-                                                                      code):
+                                                                      code, open_fds):
     """Only a kernel with no memfd is a reason for the request file in the jobs folder: a
     memfd refused for want of memory or descriptors is the start's failure
     (`StartRequestError`, an OSError with its errno), with no shepherd made and nothing
@@ -535,18 +536,19 @@ def test_a_memfd_refused_for_want_of_memory_or_descriptors_is_no_start(tmp_path,
     monkeypatch.setattr(os, "fork", lambda: forked.append(1) or real_fork())
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    held = len(os.listdir("/proc/self/fd"))
+    held = open_fds()
     with pytest.raises(OSError) as failed:  # (`executor.StartRequestError`)
         executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
     assert failed.value.errno == number
     assert str(failed.value) == ("its start request could not be made (memfd_create): "
                                  f"{os.strerror(number)}")
     assert (forked, list(jobs.iterdir())) == ([], [])
-    assert len(os.listdir("/proc/self/fd")) == held
+    assert open_fds() == held
 
 
 @pytest.mark.parametrize("fails", ["fork", "pipe"])
-def test_a_shepherd_that_cannot_be_made_leaves_no_descriptor(tmp_path, monkeypatch, fails):
+def test_a_shepherd_that_cannot_be_made_leaves_no_descriptor(tmp_path, monkeypatch, fails,
+                                                             open_fds):
     """A fork that fails (no process left for the server's user) left the request file and
     the pipe's two ends open in the server, a job's start after another."""
     def refused(*args):
@@ -555,10 +557,10 @@ def test_a_shepherd_that_cannot_be_made_leaves_no_descriptor(tmp_path, monkeypat
     monkeypatch.setattr(os, fails, refused)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    held = len(os.listdir("/proc/self/fd"))
+    held = open_fds()
     with pytest.raises(OSError):
         executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
-    assert len(os.listdir("/proc/self/fd")) == held
+    assert open_fds() == held
 
 
 def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_path,

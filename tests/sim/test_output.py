@@ -296,17 +296,10 @@ def test_a_writer_touches_nothing_before_its_first_result(tmp_path):
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-def test_a_writer_never_left_open_holds_no_descriptor(tmp_path):
+def test_a_writer_never_left_open_holds_no_descriptor(tmp_path, open_fds):
     """The folder's descriptor is closed at the run's end, when its end fails (a metrics
     name that became a directory), and when a writer is dropped unclosed (a replay that
     failed half way): a process making replays one after another never runs out."""
-    import gc
-    import os
-
-    def open_fds():
-        gc.collect()
-        return len(os.listdir("/proc/self/fd"))
-
     before = open_fds()
     for i in range(20):
         w = ResultWriter(tmp_path / f"o{i}", cpus=8, plots=False)
