@@ -497,14 +497,18 @@ OBJECT_TYPES: dict[str, type[PbsObject]] = {
 
 
 def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
-    """A hook's recorded `changes` (an outcome's ``changes["job"]``) applied to a plain
-    attribute dict, as `PbsObject.apply_changes` replays them on an object: a resource
-    mapping entry by entry (None unsets one), other attributes whole. Names starting
-    with ``_`` (the runner's own, such as ``_action``) are left out."""
+    """A hook's recorded `changes` (an outcome's ``changes["job"]``: plain data) applied
+    to a plain attribute dict in place, as `PbsObject.apply_changes` replays them on an
+    object and as its `to_dict` would then show it: an attribute set to None unset, a
+    resource mapping changed entry by entry (a None entry unsets one), other attributes
+    whole. Names starting with ``_`` (the runner's own, such as ``_action``) are left
+    out."""
     for name, value in changes.items():
         if name.startswith("_"):
             continue
-        if name in RESOURCE_ATTRIBUTES and isinstance(value, dict):
+        if value is None:
+            attrs.pop(name, None)
+        elif name in RESOURCE_ATTRIBUTES and type(value) is dict:
             old = attrs.get(name)
             merged = {**(old if isinstance(old, dict) else {}), **value}
             attrs[name] = {k: v for k, v in merged.items() if v is not None}
@@ -513,30 +517,13 @@ def apply_to_attrs(attrs: dict[str, Any], changes: Mapping[str, Any]) -> None:
 
 
 def attrs_after(before: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """What an object made of the attributes `before` holds after the writes `changes`
-    records (an outcome's ``changes["job"]``: plain data), as its `to_dict` would show it
-    (an attribute set to None unset, a resource mapping changed entry by entry), in a new
-    dict of its own. A request's caller reads this, never the event's object after its
-    hooks: an in-process hook may have put an object of its own there past the record,
-    whose methods (``__eq__``) would run in the caller with no alarm. Names starting with
-    ``_`` (the runner's own, such as ``_action``) are left out."""
+    """`apply_to_attrs` on deep copies: what an object made of the attributes `before`
+    holds after the writes `changes` records, in a new dict of its own. A request's
+    caller reads this, never the event's object after its hooks: an in-process hook may
+    have put an object of its own there past the record, whose methods (``__eq__``) would
+    run in the caller with no alarm."""
     attrs = copy.deepcopy(dict(before))
-    for name, value in copy.deepcopy(dict(changes)).items():
-        if name.startswith("_"):
-            continue
-        old = attrs.get(name)
-        if value is None:
-            attrs.pop(name, None)
-        elif name in RESOURCE_ATTRIBUTES and type(value) is dict:
-            merged = dict(old) if isinstance(old, dict) else {}
-            for key, entry in value.items():
-                if entry is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = entry
-            attrs[name] = merged
-        else:
-            attrs[name] = value
+    apply_to_attrs(attrs, copy.deepcopy(dict(changes)))
     return attrs
 
 

@@ -153,15 +153,19 @@ def test_a_hooks_changes_apply_to_plain_attributes_resource_by_resource():
     """One rule for the engine's and the simulator's hook changes (queuejob in a replay,
     a runjob refusal, the execution-host events): a resource mapping's entries one by one
     (a hook that set walltime alone leaves the select), None unsets one, other
-    attributes whole, the runner's own ``_`` names left out."""
+    attributes whole, an attribute set to None unset (it was stored as None, which no
+    object shows), the runner's own ``_`` names left out."""
     from pbsplug.objects import apply_to_attrs
 
-    attrs = {"Resource_List": {"select": "2:ncpus=1", "mem": "1gb"}, "comment": "x"}
+    attrs = {"Resource_List": {"select": "2:ncpus=1", "mem": "1gb"}, "comment": "x",
+             "Account_Name": "a", "resources_used": {"cput": "00:00:09"}}
     apply_to_attrs(attrs, {"Resource_List": {"walltime": "00:00:50", "mem": None},
-                           "comment": "y", "_action": "rerun",
-                           "resources_used": {"cput": "00:00:01"}})
+                           "comment": "y", "_action": "rerun", "Account_Name": None,
+                           "resources_used": None})
     assert attrs == {"Resource_List": {"select": "2:ncpus=1", "walltime": "00:00:50"},
-                     "comment": "y", "resources_used": {"cput": "00:00:01"}}
+                     "comment": "y"}
+    apply_to_attrs(attrs, {"resources_used": {"cput": "00:00:01"}})
+    assert attrs["resources_used"] == {"cput": "00:00:01"}
 
 
 def test_the_attributes_after_a_hook_are_what_its_object_would_show():
