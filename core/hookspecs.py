@@ -125,7 +125,8 @@ def resv_confirm(event: Event) -> None:
 
 @hookspec
 def resv_begin(event: Event) -> None:
-    """A confirmed reservation's window starts.
+    """A confirmed reservation's window starts, before its beginning is stored (a hook the
+    server's stop gives up leaves it confirmed, to begin at the next start).
 
     Carries ``event.resv``; read-only. Reject: logged only.
     """
@@ -133,7 +134,8 @@ def resv_begin(event: Event) -> None:
 
 @hookspec
 def resv_end(event: Event) -> None:
-    """A reservation's window ends (or it is deleted while running).
+    """A reservation's window ends (or it is deleted while running), before its jobs are
+    deleted (a hook the server's stop gives up leaves it running, to end at the next start).
 
     Carries ``event.resv``; read-only. Reject: logged only.
     """

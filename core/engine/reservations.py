@@ -22,8 +22,8 @@ window the current occurrence's. Its states, stored under PBS's names in
     `resv_exclusive`); what it holds counts in their resources_assigned
     (`with_resv_assigned`).
 ``RESV_BEING_DELETED``
-    at ``reserve_end`` (or on pbs_rdel): jobs still in the queue are deleted (running ones
-    killed), resv_end fires for a reservation that had begun, the queue is disabled and
+    at ``reserve_end`` (or on pbs_rdel): resv_end fires for a reservation that had begun,
+    jobs still in the queue are deleted (running ones killed), the queue is disabled and
     stopped, the vnodes' ``last_used_time`` is set; it stays listed while its running jobs
     go, then leaves pbs_rstat with its queue. A standing one's occurrence that is not its
     last ends otherwise: its running jobs are killed and it is confirmed for the next
@@ -63,6 +63,7 @@ from .errors import (
     check_resources,
     each,
     refuse_if_stopped,
+    stopped,
 )
 from .home import LOG_ADMIN, LOG_DEBUG, LOG_ERROR, LOG_RESV
 from .store import StoreWriteError
@@ -699,16 +700,13 @@ class Reservations:
         held = eng.store.get("queue", queue) if queue else None
         if held is None or held.get("reservation") != resv_id:
             queue = ""
+        began = attrs.get("reserve_state") == RUNNING
+        if began and not self._resv_end(resv_id, attrs):
+            return True  # (the stop's: the occurrence ends when the server starts again)
         why = f"Job deleted: reservation {resv_id} occurrence {index} ended"
         for job_id, job in eng.store.jobs(("R", "E")).items():
             if queue and job.get("queue") == queue and job_id in eng.launches:
                 eng._kill(job_id, why)
-        began = attrs.get("reserve_state") == RUNNING
-        if began:
-            outcome = eng._event("resv_end", resv=Reservation(resv_id, attrs))
-            if not outcome.accepted:
-                eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
-                        f"resv_end request rejected: {outcome.message}")
         nxt = following[0]
         attrs.update(reserve_index=nxt + 1, reserve_start=starts[nxt],
                      reserve_end=starts[nxt] + duration, reserve_duration=duration,
@@ -781,6 +779,11 @@ class Reservations:
                 return
         resv = Reservation(decision.resv_id, {**attrs, "resv_nodes": decision.resv_nodes})
         outcome = eng._event("resv_confirm", resv=resv)
+        if stopped(outcome, eng.stopping):  # (the stop's, not the hook's reject: not denied)
+            eng.log(LOG_RESV, "Resv", decision.resv_id, "its resv_confirm hooks were "
+                    "stopped: the server is stopping; the reservation stays unconfirmed, "
+                    "to be confirmed when the server starts again")
+            return
         if not outcome.accepted:
             self._deny(decision.resv_id, attrs, outcome.message or "resv_confirm reject")
             return
@@ -835,6 +838,14 @@ class Reservations:
             if state == CONFIRMED and float(attrs["reserve_start"]) <= now < float(
                     attrs["reserve_end"]):  # (a window missed whole ends, unbegun)
                 attrs.update(reserve_state=RUNNING, reserve_substate=5, mtime=int(now))
+                # (its hooks first: one the server's stop gives up leaves it confirmed, to
+                # begin, its hooks run again, when the server starts again)
+                outcome = eng._event("resv_begin", resv=Reservation(resv_id, attrs))
+                if stopped(outcome, eng.stopping):
+                    eng.log(LOG_RESV, "Resv", resv_id, "its resv_begin hooks were stopped: "
+                            "the server is stopping; the reservation begins when the "
+                            "server starts again")
+                    continue
                 with eng.store.transaction() as st:
                     st.put("resv", resv_id, attrs)
                     queue = st.get("queue", attrs["queue"])
@@ -842,7 +853,6 @@ class Reservations:
                         st.put("queue", attrs["queue"], {**queue, "started": True})
                 eng.log(LOG_RESV, "Resv", resv_id, "Reservation period starting")
                 eng.accounting.resv_begun(resv_id, attrs)
-                outcome = eng._event("resv_begin", resv=Reservation(resv_id, attrs))
                 if not outcome.accepted:
                     eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
                             f"resv_begin request rejected: {outcome.message}")
@@ -884,6 +894,27 @@ class Reservations:
                     st.delete("queue", queue)
             self.leftover_queues -= empty
 
+    def _resv_end(self, resv_id: str, attrs: dict[str, Any], refuse: bool = False) -> bool:
+        """The resv_end hooks of a reservation that had begun (`attrs` as they see it),
+        fired before its end (or its occurrence's) is carried out, as PBS's server fires
+        them before it deletes its jobs (req_delete.c, read in its source); a reject or an
+        error is logged, and the end goes on. False when the runner gave a hook up for the
+        server's stop (`stopped`): the stop's, not the hook's; nothing of the end is done,
+        and the reservation ends, its hooks run again, when the server starts again; a
+        pbs_rdel (`refuse`) is refused with `STOPPING`, as any request the stop cuts."""
+        eng = self.engine
+        outcome = eng._event("resv_end", resv=Reservation(resv_id, attrs))
+        if stopped(outcome, eng.stopping):
+            if refuse:
+                refuse_if_stopped(outcome, eng.stopping, resv_id)
+            eng.log(LOG_RESV, "Resv", resv_id, "its resv_end hooks were stopped: the server "
+                    "is stopping; the reservation ends when the server starts again")
+            return False
+        if not outcome.accepted:
+            eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
+                    f"resv_end request rejected: {outcome.message}")
+        return True
+
     def _end(self, resv_id: str, attrs: dict[str, Any], why: str, logged: str | None = None,
              requestor: str | None = None, by_owner: bool = False,
              deleter: bool = False) -> None:
@@ -898,6 +929,11 @@ class Reservations:
         (`deleter`: pbs_rdel), else the server's user (its period is over, or the server
         set it aside), who is the requestor of the reservation's own record at its end."""
         eng = self.engine
+        began = attrs.get("reserve_state") == RUNNING
+        if began and not self._resv_end(resv_id, {
+                **attrs, "reserve_state": FINISHED, "reserve_substate": 6,
+                "mtime": int(eng.clock())}, refuse=deleter):
+            return  # (the stop's: it ends when the server starts again)
         server_user = f"{manager.server_user()}@{eng.host}"
         if requestor is not None:
             eng.accounting.resv_deleted(resv_id, requestor, by_owner)
@@ -908,7 +944,6 @@ class Reservations:
         held = eng.store.get("queue", queue) if queue else None
         if held is None or held.get("reservation") != resv_id:
             queue = ""  # (none, or a manager's queue of its name: not the reservation's)
-        began = attrs.get("reserve_state") == RUNNING
         killed = False
         if queue:
             for job_id, job in eng.store.jobs(("Q", "H", "W", "R", "E")).items():
@@ -925,11 +960,6 @@ class Reservations:
                               requestor=jobs_requestor)
         now = int(eng.clock())
         attrs.update(reserve_state=FINISHED, reserve_substate=6, mtime=now)
-        if began:
-            outcome = eng._event("resv_end", resv=Reservation(resv_id, attrs))
-            if not outcome.accepted:
-                eng.log(LOG_ADMIN, "Hook", outcome.hook or "",
-                        f"resv_end request rejected: {outcome.message}")
         with eng.store.transaction() as st:
             if killed:
                 st.put("resv", resv_id, {**attrs, "reserve_state": BEING_DELETED,

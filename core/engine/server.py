@@ -1543,6 +1543,13 @@ class Engine:
                     outcome.done = functools.partial(self._preterm_done, caller, job_id,
                                                      purge, outcome)
                     raise _Waits(outcome)
+                if stopped(outcome, self.stopping):  # (the stop's: the job runs on)
+                    self.log(LOG_JOB, "Job", job_id, "its execjob_preterm hooks were "
+                             "stopped: the server is stopping; the qdel is refused, and "
+                             "the job runs on")
+                    if killed is not None:  # (named again: the same answer, no preterm)
+                        killed[job_id] = PbsError(PBSE_SYSTEM, STOPPING, obj=job_id)
+                    refuse_if_stopped(outcome, self.stopping, job_id)
                 if not outcome.accepted:
                     refused = PbsError(PBSE_HOOKERROR, outcome.message, obj=job_id)
                     if killed is not None:

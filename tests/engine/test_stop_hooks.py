@@ -1,9 +1,10 @@
 """A stop (SIGTERM) that lands while a hook of another synchronous event runs (a job's end,
-a request): the runner gives the hook up (`runner.CANCELLED`), and that is the stop's
-doing, never the hook's error. As at PBS's shutdown: a job's end is not carried on but
-redone at the next start, its end hooks run again; a request is refused with a system
-error, ``the server is stopping``, nothing of it done. (The start events:
-test_stop_starts.py.)"""
+a request, a reservation's confirmation, beginning or end): the runner gives the hook up
+(`runner.CANCELLED`), and that is the stop's doing, never the hook's error. As at PBS's
+shutdown: a job's end is not carried on but redone at the next start, its end hooks run
+again; a request (a qdel's execjob_preterm too) is refused with a system error, ``the
+server is stopping``, nothing of it done; a reservation is left as it was, its hooks run
+again at the next start. (The start events: test_stop_starts.py.)"""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pbsplug.engine.errors import PBSE_HOOKERROR, PBSE_SYSTEM, PbsError
 from pbsplug.runner import CANCELLED
 
 from .conftest import poll_until
+from .test_accounting import of, records
 from .test_stop_starts import ROOT, _log, cancelled_text
 
 STOPPED = "System error: the server is stopping"
@@ -168,3 +170,149 @@ def test_a_request_hook_ending_with_the_stops_text_is_its_refusal(
     assert refused.value.message == (CANCELLED if how == "reject" else
                                      "request rejected as filter hook 'texts' encountered "
                                      "an exception. Please inform Admin"), refused.value
+
+
+def _kinds(eng, obj_id: str) -> list[str]:
+    return [kind for kind, _ in of(records(eng.home), obj_id)]
+
+
+def _resv(eng, now: list[float], root: Path, confirmed: bool = True) -> str:
+    """A reservation of one cpu, 60 s ahead on the test's clock `now`, confirmed unless
+    not `confirmed` (its hook would stop the server)."""
+    resv_id = eng.req_resv_submit(ROOT, {"Resource_List": {"select": "1:ncpus=1"},
+                                         "reserve_start": int(now[0]) + 60,
+                                         "reserve_end": int(now[0]) + 120})["id"]
+    if confirmed:
+        poll_until(eng, lambda: eng.store.get("resv", resv_id)["reserve_state"] ==
+                   "RESV_CONFIRMED", "the reservation's confirmation")
+    return resv_id
+
+
+def test_a_resv_confirm_hook_given_up_for_the_stop_leaves_the_reservation_unconfirmed(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # It was the hook's reject: the reservation denied (deleted, its k record written)
+    # because the server was stopping.
+    root = engine_root
+    register_plugin(slow_hook("resv_confirm", root), "slow", alarm=60)
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    eng.log.events = 2047  # (the reservations' class, 0200, too)
+    sigterm_stops(eng)
+    (root / "stop").touch()
+    resv_id = _resv(eng, now, root, confirmed=False)
+    poll_until(eng, lambda: eng.stopping, "the resv_confirm hook's SIGTERM")
+    assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_UNCONFIRMED"
+    log = _log(eng)
+    assert "Reservation denied" not in log, log
+    assert "its resv_confirm hooks were stopped: the server is stopping; the reservation " \
+           "stays unconfirmed" in log, log
+    assert _kinds(eng, resv_id) == ["U"]
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here(clock=lambda: now[0])
+    poll_until(again, lambda: again.store.get("resv", resv_id)["reserve_state"] ==
+               "RESV_CONFIRMED", "its confirmation at the next start")
+    assert (root / "ran").read_text() == "resv_confirm\n" * 2
+    assert _kinds(again, resv_id) == ["U", "Y"]
+
+
+def test_a_resv_begin_hook_given_up_for_the_stop_leaves_the_reservation_to_begin(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # The reservation had begun (RUNNING, its B record) before its hook ran, and the hook
+    # given up was logged as its reject; the restart never ran it again.
+    root = engine_root
+    register_plugin(slow_hook("resv_begin", root), "slow", alarm=60)
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    eng.log.events = 2047  # (the reservations' class, 0200, too)
+    sigterm_stops(eng)
+    resv_id = _resv(eng, now, root)
+    (root / "stop").touch()
+    now[0] += 61
+    poll_until(eng, lambda: eng.stopping, "the resv_begin hook's SIGTERM")
+    assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_CONFIRMED"
+    log = _log(eng)
+    assert "its resv_begin hooks were stopped: the server is stopping; the reservation " \
+           "begins when the server starts again" in log, log
+    assert "resv_begin request rejected" not in log, log
+    assert _kinds(eng, resv_id) == ["U", "Y"]
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here(clock=lambda: now[0])
+    poll_until(again, lambda: again.store.get("resv", resv_id)["reserve_state"] ==
+               "RESV_RUNNING", "its beginning at the next start")
+    assert (root / "ran").read_text() == "resv_begin\n" * 2
+    assert _kinds(again, resv_id) == ["U", "Y", "B"]
+
+
+@pytest.mark.parametrize("how", ["period", "pbs_rdel"])
+def test_a_resv_end_hook_given_up_for_the_stop_leaves_the_reservation_to_end(
+        how, engine_here, register_plugin, sigterm_stops, engine_root):
+    # The reservation ended (its record written, deleted) and its hook given up was
+    # logged as its reject, its hooks never run again; a pbs_rdel was answered as done.
+    root = engine_root
+    register_plugin(slow_hook("resv_end", root), "slow", alarm=60)
+    now = [time.time()]
+    eng = engine_here(clock=lambda: now[0])
+    eng.log.events = 2047  # (the reservations' class, 0200, too)
+    sigterm_stops(eng)
+    resv_id = _resv(eng, now, root)
+    now[0] += 61
+    poll_until(eng, lambda: eng.store.get("resv", resv_id)["reserve_state"] ==
+               "RESV_RUNNING", "the reservation's beginning")
+    (root / "stop").touch()
+    if how == "pbs_rdel":
+        [answer] = eng.req_resv_delete(ROOT, [resv_id])
+        assert eng.stopping
+        assert (answer["error"]["code"], answer["error"]["message"]) == (
+            PBSE_SYSTEM, STOPPED), answer
+    else:
+        now[0] += 60
+        poll_until(eng, lambda: eng.stopping, "the resv_end hook's SIGTERM")
+    assert eng.store.get("resv", resv_id)["reserve_state"] == "RESV_RUNNING"
+    assert resv_id.split(".")[0] in eng.store.all("queue")
+    log = _log(eng)
+    assert ("its resv_end hooks were stopped: the server is stopping; the reservation ends "
+            "when the server starts again" in log) is (how == "period"), log
+    assert "resv_end request rejected" not in log, log
+    assert _kinds(eng, resv_id) == ["U", "Y", "B"]
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    now[0] += 120  # (its window over: the next start ends it)
+    again = engine_here(clock=lambda: now[0])
+    poll_until(again, lambda: again.store.get("resv", resv_id) is None,
+               "its end at the next start")
+    assert (root / "ran").read_text() == "resv_end\n" * 2
+    assert _kinds(again, resv_id) == ["U", "Y", "B", "k"]
+
+
+def test_a_qdel_whose_preterm_hook_the_stop_gave_up_is_refused_and_the_job_runs_on(
+        engine_here, register_plugin, sigterm_stops, engine_root):
+    # It was refused as the hook's error (15136, "encountered an exception"), because the
+    # server was stopping.
+    root = engine_root
+    eng = _engine(engine_here, register_plugin, sigterm_stops, "execjob_preterm", root)
+    job_id = eng.req_submit(ROOT, {"Job_Name": "t"}, "sleep 600\n")
+    poll_until(eng, lambda: job_id in eng.launches, "the job's run")
+    (root / "stop").touch()
+    [answer] = eng.req_delete(ROOT, [job_id, job_id.split(".")[0]])[:1]
+    assert eng.stopping
+    assert (answer["error"]["code"], answer["error"]["message"]) == (
+        PBSE_SYSTEM, STOPPED), answer
+    assert eng.store.job(job_id)["job_state"] == "R" and job_id in eng.launches
+    log = _log(eng)
+    assert "its execjob_preterm hooks were stopped: the server is stopping; the qdel is " \
+           "refused, and the job runs on" in log, log
+    assert "encountered an exception" not in log and "to be deleted" not in log, log
+    assert "D" not in _kinds(eng, job_id)
+    assert (root / "ran").read_text() == "execjob_preterm\n"  # (named twice: run once)
+    eng.close()
+    (root / "stop").unlink()
+    (root / "go").touch()
+    again = engine_here()
+    assert job_id in again.launches  # adopted
+    assert again.req_delete(ROOT, [job_id]) == [{"id": job_id}]
+    poll_until(again, lambda: again.store.job(job_id)["job_state"] == "F", "the job's end")
