@@ -829,11 +829,12 @@ class Engine:
         who = caller.user if caller else "root"
         # A hook that sets an undefined resource fails in the hook (pbsplug.values).
         values.use_resources(self.resource_types())
-        for obj in objects.values():  # (the objects are made of the server's own data)
-            for one in obj.values() if isinstance(obj, dict) else (obj,):
-                if isinstance(one, PbsObject):
-                    one.own_values()
         try:
+            if self._hooks_run(type, hooks):  # (else no hook sees them: no copy to pay)
+                for obj in objects.values():  # (made of the server's own data)
+                    for one in obj.values() if isinstance(obj, dict) else (obj,):
+                        if isinstance(one, PbsObject):
+                            one.own_values()
             event = Event(type, requestor=who, requestor_host=self.host, **objects)
             if start:
                 pending = self.runner.start(event, hooks=hooks)
@@ -847,6 +848,12 @@ class Engine:
             # cycle or poll that fails half way (a job stored R with no process).
             return self._hooks_failed(type, exc)
         return self._logged(outcome)
+
+    def _hooks_run(self, type: str, hooks: tuple[str, ...] | None) -> bool:
+        """Whether any of `type`'s hooks (of `hooks`, when given) will run: an enabled
+        plugin's implementation of the event (the runner's chain)."""
+        chain = self.runner.chain(type)
+        return bool(chain) if hooks is None else any(e.name in hooks for e in chain)
 
     def _hooks_failed(self, type: str, exc: Exception) -> Outcome:
         self.log(LOG_ERROR, "Hook", type, f"{type} hooks failed: {exc.__class__.__name__}: "

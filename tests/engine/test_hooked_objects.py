@@ -13,6 +13,7 @@ import pytest
 
 from pbsplug import PluginInfo, hookimpl
 from pbsplug.engine.server import ROLE_MANAGER, ROLE_USER, Caller
+from pbsplug.objects import Job, PbsObject
 
 ROOT = Caller(0, ROLE_MANAGER)
 #: A hang guard only: past it the hook's object lets go and the test fails (a request
@@ -163,3 +164,54 @@ def test_a_start_hooks_write_past_the_record_into_a_nested_value_stays_the_hooks
             break
     assert stored["Variable_List"]["MINE"] == "x"
     assert "SNEAK" not in stored["Variable_List"], stored["Variable_List"]
+
+
+class Alterer:
+    """An in-process modifyjob hook that notes the Variable_List dict its job holds."""
+
+    plugin_info = PluginInfo(events=("modifyjob",))
+
+    def __init__(self):
+        self.seen: list[dict] = []
+
+    @hookimpl
+    def modifyjob(self, event):
+        self.seen.append(object.__getattribute__(event.job, "_attrs")["Variable_List"])
+
+
+def test_the_objects_values_are_copied_only_for_an_event_a_hook_runs_for(
+        engine_here, register_plugin, monkeypatch):
+    """`_event` makes its objects' values their own (deep copies, `own_values`) only when a
+    hook will see them: qhold and qrls fire modifyjob with no hook (``hooks=()``) and an
+    event no plugin implements runs none, so their jobs keep the stored values as they are
+    (a periodic run's whole job_list was copied so); a qalter's modifyjob hook still gets a
+    job of its own, equal to the stored one."""
+    hook = Alterer()
+    register_plugin(hook, "alterer", isolation="inprocess", alarm=2)
+    eng = engine_here()
+    job_id = eng.req_submit(ROOT, {"Variable_List": {"MINE": "x"}}, script="true\n")
+    copied: list[str] = []
+    own_values = PbsObject.own_values
+
+    def spied(obj):
+        copied.append(obj.name)
+        own_values(obj)
+
+    monkeypatch.setattr(PbsObject, "own_values", spied)
+    assert eng.req_hold(ROOT, [job_id]) == [{"id": job_id}]
+    assert eng.req_release(ROOT, [job_id]) == [{"id": job_id}]
+    assert copied == []
+    stored = eng.store.job(job_id)
+    job = Job(job_id, stored)
+    assert eng._event("movejob", ROOT, job=job).accepted  # (no plugin implements it)
+    assert object.__getattribute__(job, "_attrs")["Variable_List"] is stored["Variable_List"]
+    assert copied == []
+
+    eng.req_alter(ROOT, job_id, {"Job_Name": "altered"})
+    assert copied == [job_id, job_id]  # (modifyjob's job and job_o)
+    (given,) = hook.seen
+    job = Job(job_id, stored)
+    assert eng._event("modifyjob", ROOT, job=job).accepted
+    assert hook.seen[-1] is object.__getattribute__(job, "_attrs")["Variable_List"]
+    assert hook.seen[-1] is not stored["Variable_List"]
+    assert hook.seen[-1] == stored["Variable_List"] == given
