@@ -558,7 +558,8 @@ def user_ids(user: str | None) -> Ids | None:
 def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     """Fork the job's shepherd, which waits for `PendingLaunch.start`; makes the job's
     `tmpdir` (owned by `user`, see `make_job_dir`). `user` None runs the job as the
-    server's user."""
+    server's user. `StartRequestError` (`ShepherdError` for the pipe or the fork) when
+    the machine is short of what the start needs: the start's failure, tried again."""
     status_file.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".status", ".shepherd", ".note", ".usage"):  # an earlier run's
         status_file.with_suffix(suffix).unlink(missing_ok=True)
@@ -567,14 +568,17 @@ def prepare(status_file: Path, tmpdir: Path, user: str | None) -> PendingLaunch:
     server = os.getpid()
     request_fd = _request_file(status_file.parent)
     opened = [request_fd]
+    call = "pipe"
     try:
         read_fd, write_fd = os.pipe()
         opened += (read_fd, write_fd)
+        call = "fork"
         pid = os.fork()
-    except OSError:  # (no descriptor or process left: none of these kept open)
+    except OSError as exc:  # (no descriptor or process left: none of these kept open)
         for fd in opened:
             os.close(fd)
-        raise
+        raise ShepherdError(exc.errno, f"its shepherd could not be made ({call}): "
+                            f"{exc.strerror}") from exc
     if pid == 0:  # the shepherd
         try:
             os.close(write_fd)
@@ -599,6 +603,13 @@ class StartRequestError(OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class ShepherdError(StartRequestError):
+    """The job's shepherd could not be made (`prepare`): its pipe or its fork refused, for
+    want of a descriptor, memory or a process for the server's user (EAGAIN), which the
+    machine may have again at the next try: a failed start, requeued as
+    `StartRequestError` is."""
 
 
 def _request_file(folder: Path) -> int:

@@ -3122,6 +3122,9 @@ class Engine:
             argv, env = self._job_command(job_id, attrs)
             pending = executor.prepare(self.home.jobs / f"{job_id.split('.')[0]}.status",
                                        self.home.tmp / f"pbs.{job_id}", user)
+        except executor.ShepherdError as exc:  # (no process or descriptor left: EAGAIN)
+            self._failed_start(job_id, attrs, str(exc))
+            return False
         except executor.StartRequestError as exc:  # (out of memory: as a request unwritten)
             self._failed_start(job_id, attrs, f"the job could not be sent to its shepherd: "
                                               f"{exc}")
@@ -3183,7 +3186,8 @@ class Engine:
 
     def _failed_start(self, job_id: str, attrs: dict[str, Any], why: str) -> None:
         """The job's shepherd ended before it started the job (a launch hook killed
-        ``event.pid``), or the job's command could not be sent to it (its request file
+        ``event.pid``), could not be made (its pipe or fork refused: no descriptor or
+        process left), or the job's command could not be sent to it (its request file
         could not be made or written: out of memory): nothing of the job ran. As PBS takes a
         job whose starter failed before it reported to its MoM (JOB_EXEC_RETRY),
         execjob_abort fires and the job is requeued whatever its Rerunable; run_count counts

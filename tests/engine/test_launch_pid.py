@@ -558,9 +558,12 @@ def test_a_shepherd_that_cannot_be_made_leaves_no_descriptor(tmp_path, monkeypat
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     held = open_fds()
-    with pytest.raises(OSError):
+    with pytest.raises(executor.ShepherdError) as failed:  # (the server requeues the job)
         executor.prepare(jobs / "1.status", tmp_path / "tmp1", None)
     assert open_fds() == held
+    assert failed.value.errno == errno.EAGAIN
+    assert str(failed.value) == (f"its shepherd could not be made ({fails}): "
+                                 "Resource temporarily unavailable")
 
 
 def test_a_shepherd_killed_before_it_records_its_job_leaves_no_job_to_run(tmp_path,

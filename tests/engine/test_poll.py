@@ -7,6 +7,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from pbsplug.engine.server import ROLE_MANAGER, Caller
 
 ROOT = Caller(0, ROLE_MANAGER)
@@ -146,6 +148,45 @@ def test_a_start_request_that_cannot_be_made_is_a_failed_start_that_says_why(
     log = "".join(p.read_text() for p in eng.home.logs.iterdir())
     assert (f";{job_id};job failed to start: the job could not be sent to its shepherd: its "
             "start request could not be made (memfd_create): Cannot allocate memory") in log, log
+
+
+@pytest.mark.parametrize("call", ["fork", "pipe"])
+def test_a_shepherd_that_cannot_be_made_is_a_failed_start_that_says_why(
+        engine_here, monkeypatch, call):
+    """The job's shepherd's pipe or fork refused (EAGAIN: no process left for the server's
+    user, for a moment): a failed start, requeued whatever the job's Rerunable, as a start
+    request that cannot be made is. The job ended F (Exit_status -1, 'Job could not
+    start'), as a job whose start can never work (its user unknown) does."""
+    import errno
+
+    from pbsplug.engine import executor
+
+    eng = engine_here()
+    real_request, real_call = executor._request_file, getattr(os, call)
+    armed, failed = [], []
+
+    def request_file(folder):  # (prepare's pipe and fork come next: only those fail)
+        armed.append(1)
+        return real_request(folder)
+
+    def refused(*args):
+        if armed and not failed:
+            failed.append(call)
+            raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        return real_call(*args)
+
+    monkeypatch.setattr(executor, "_request_file", request_file)
+    monkeypatch.setattr(os, call, refused)
+    job_id = eng.req_submit(ROOT, {"Rerunable": False}, "echo ran\n")
+    poll_until(eng, lambda: eng.store.job(job_id)["job_state"] == "F", "the job's end")
+    attrs = eng.store.job(job_id)
+    assert failed == [call]
+    assert (attrs["Exit_status"], attrs["run_count"]) == (0, 2), attrs.get("comment")
+    log = "".join(p.read_text() for p in eng.home.logs.iterdir())
+    assert (f";{job_id};job failed to start: its shepherd could not be made ({call}): "
+            f"{os.strerror(errno.EAGAIN)}") in log, log
+    assert f";{job_id};Job requeued: it failed to start (its shepherd could not be made" \
+        in log, log
 
 
 def test_a_qterm_immediate_whose_kill_fails_still_stops_the_server(engine_here,
