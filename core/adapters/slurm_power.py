@@ -20,7 +20,10 @@ bookkeeping Slurm's:
   SuspendProgram Slurm then runs does not act twice.
 - **SuspendProgram** (Slurm's own timer, or an admin's ``state=power_down``): for nodes not
   in that record, the plugin's periodic hook over those nodes alone, as idle and eligible
-  (its driver powers off what its rules allow; what they refuse is logged).
+  (its driver powers off what its rules allow; what they refuse is logged). A node holding a
+  suspended job (the periodic run's ``squeue -t S``, `suspended_jobs`) is not among them:
+  Slurm shows it IDLE, and it is kept up in a line naming it and its jobs. A squeue that
+  fails is the program's error: nothing is powered off.
 - **ResumeProgram** (Slurm allocated a job to powered-down nodes): the plugin's periodic hook
   over those nodes, with the jobs of ``SLURM_RESUME_FILE`` wanting them now (and one need
   for the nodes no job there names), so its driver powers them on; every node Slurm names
@@ -71,6 +74,8 @@ STATE_FOLDER = "the state folder (--state-dir)"
 #: that are logged one by one; the rest are one line with their count (`_LeftOut`). So are
 #: the resume file's jobs that want hosts woken.
 LOGGED_LEFT_OUT = 5
+#: The suspended jobs a SuspendProgram line names for one node kept up; the rest counted.
+NAMED_JOBS = 10
 #: Slurm's node state flags in the order slurmctld matches a SuspendExcStates name against
 #: them: the name may be cut short or longer (``MAINT``, ``DRAINED``), any case, and stands
 #: for the first flag whose letters, as far as the shorter of the two goes, are its own.
@@ -535,6 +540,29 @@ def periodic(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str,
             "error": ""}
 
 
+def _without_suspended(hosts: list[str], suspended: Mapping[str, list[str]]) -> list[str]:
+    """`hosts` but those holding a suspended job (`suspended_jobs`), each of which is kept
+    up in a log line naming it and its jobs (the first `LOGGED_LEFT_OUT`, then one line
+    counting the rest). Slurm shows a node whose only job is suspended IDLE, so its
+    SuspendProgram may be asked to power it off (an admin's ``state=power_down``); the job's
+    resume needs the node. Refused here, not left to the plugins' decision, whose driver
+    would power off whatever a plugin that does not read ``suspended_jobs`` let go."""
+    kept = _LeftOut("SuspendProgram", "node", rest="with suspended jobs kept up")
+    out = []
+    for host in hosts:
+        job_ids = suspended.get(host)
+        if not job_ids:
+            out.append(host)
+            continue
+        named = ", ".join(job_ids[:NAMED_JOBS]) + (
+            f" and {len(job_ids) - NAMED_JOBS} more" if len(job_ids) > NAMED_JOBS else "")
+        kept.log("SuspendProgram %s: kept up: it has %s (%s), not idle (the resume needs "
+                 "it); Slurm now counts it as powered down (docs/slurm.md)", host,
+                 "a suspended job" if len(job_ids) == 1 else "suspended jobs", named)
+    kept.done()
+    return out
+
+
 def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, Any]:
     hosts = _hostlist(ctx, argv[0] if argv else "")
     with _locked(ctx):
@@ -544,14 +572,17 @@ def suspend(ctx: Context, env: Mapping[str, str], argv: list[str]) -> dict[str, 
         if done:
             log.info("SuspendProgram %s: already powered off by pbsplug", compress_hostlist(done))
         if todo:
+            try:  # (no decision without the jobs: the nodes stay up)
+                suspended = suspended_jobs(ctx)
+                jobs = pending_jobs(ctx)
+            except SlurmError as exc:
+                raise SlurmError(f"SuspendProgram {compress_hostlist(todo)}: kept up, but "
+                                 f"Slurm now counts them as powered down: {exc}") from None
+            todo = _without_suspended(todo, suspended)
+        if todo:
             nodes = {str(n["name"]): n for n in slurm_nodes(ctx)}
             vnodes = {h: {**vnode(nodes.get(h) or _node({"name": h}), True, 0), "state": "free",
                           "last_used_time": 0} for h in todo}
-            try:
-                jobs = pending_jobs(ctx)
-            except SlurmError as exc:  # (no decision without the jobs: the nodes stay up)
-                raise SlurmError(f"SuspendProgram {compress_hostlist(todo)}: kept up, but "
-                                 f"Slurm now counts them as powered down: {exc}") from None
             out = _fire(ctx, vnodes, jobs, reservations(ctx))
             down = _slept(out, todo)
             refused = sorted(set(todo) - set(down))

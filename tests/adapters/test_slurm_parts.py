@@ -2046,11 +2046,15 @@ class _PowerSlurm(_Hostnames):
     fails raises `SlurmError` naming it, its exit status and what it said, unless asked
     with check=False, which returns its (empty) output."""
 
-    def __init__(self, config="", nodes=None, squeue_fails=False):
+    def __init__(self, config="", nodes=None, squeue_fails=False, suspended=""):
         self.config, self.squeue_fails = config, squeue_fails
         self.nodes = nodes if nodes is not None else [{"name": "n1", "state": "idle"}]
+        #: ``squeue -h -a -t S -o %i|%N``'s answer (what 22.05 prints: id|nodes lines)
+        self.suspended = suspended
+        self.asked: list[tuple[str, ...]] = []
 
     def run(self, *args, check=True):
+        self.asked.append(args)
         if args[0] == "scontrol":
             return "SuspendExcNodes         = (null)\nSuspendExcParts         = (null)\n" + (
                 self.config)
@@ -2059,6 +2063,8 @@ class _PowerSlurm(_Hostnames):
                 raise SlurmError(f"/usr/bin/{' '.join(args)}: exit status 1: slurm_load_jobs "
                                  "error: Unable to contact slurm controller")
             return ""
+        if args[:5] == ("squeue", "-h", "-a", "-t", "S"):
+            return self.suspended
         return ""
 
     def cluster_json(self, command):
@@ -2071,7 +2077,7 @@ class _PowerSlurm(_Hostnames):
 @pytest.mark.parametrize("script,argv,first", [
     ("periodic", [], "periodic job -: /usr/bin/squeue -h -a -t S -o %i|%N: exit status 1: "),
     ("suspend", ["n1"], "suspend job -: SuspendProgram n1: kept up, but Slurm now counts them "
-                        "as powered down: /usr/bin/squeue -h -a -t PD -o %i|%S|%Y: "
+                        "as powered down: /usr/bin/squeue -h -a -t S -o %i|%N: "
                         "exit status 1: "),
 ])
 def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
@@ -2095,6 +2101,54 @@ def test_a_failed_squeue_is_the_power_runs_error_and_nothing_is_powered_off(
     assert line.startswith(first) and line.endswith("Unable to contact slurm controller")
     assert "\n" not in line
     assert "n1" not in slurm_power._off_record(ctx)
+
+
+def test_suspendprogram_keeps_up_a_node_with_a_suspended_job(tmp_path, caplog):
+    """Slurm shows a node whose only job is suspended IDLE, and its SuspendProgram may be
+    asked to power it off (an admin's state=power_down). It read no suspended jobs: the
+    plugins' decision saw n1 and n2 idle and its driver powered them off under jobs 7 and 8.
+    They are kept up now, each in one line naming it and its jobs (the periodic run's
+    squeue, one function), and only n3 is decided on."""
+    fired = []
+
+    class Runner:
+        def fire(self, event):
+            fired.append(sorted(event.vnode_list))
+            return Outcome("periodic", True, changes={"vnode_list": {
+                name: {"state": "sleep"} for name in event.vnode_list}})
+
+    nodes = [{"name": f"n{i}", "state": "idle"} for i in (1, 2, 3)]
+    fake = _PowerSlurm(nodes=nodes, suspended="7|n[1-2]\n8|n2\n")
+    ctx = slurm_bridge.Context({"state_dir": str(tmp_path)}, Runner(), fake)
+    with caplog.at_level(logging.INFO, logger="pbsplug.slurm"):
+        assert slurm_power.suspend(ctx, {}, ["n[1-3]"])["exit"] == 0
+    assert ("squeue", "-h", "-a", "-t", "S", "-o", "%i|%N") in fake.asked
+    assert fired == [["n3"]]
+    assert set(slurm_power._off_record(ctx)) == {"n3"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "SuspendProgram n1: kept up: it has a suspended job (7), not idle (the resume needs "
+        "it); Slurm now counts it as powered down (docs/slurm.md)",
+        "SuspendProgram n2: kept up: it has suspended jobs (7, 8), not idle (the resume "
+        "needs it); Slurm now counts it as powered down (docs/slurm.md)"]
+    # Every node asked for holds one: no decision at all, and nothing recorded as off.
+    fired.clear()
+    assert slurm_power.suspend(ctx, {}, ["n[1-2]"])["exit"] == 0
+    assert fired == [] and set(slurm_power._off_record(ctx)) == {"n3"}
+
+
+def test_suspendprogram_names_a_nodes_first_suspended_jobs_and_counts_the_rest(caplog):
+    """A node holding many suspended jobs (oversubscribed) is one line of bounded length;
+    many such nodes are the first few lines and one counting the rest."""
+    many = {"n1": [str(i) for i in range(100, 130)]}
+    many.update({f"m{i}": ["9"] for i in range(20)})
+    assert slurm_power._without_suspended(["n1", "n2", *(f"m{i}" for i in range(20))],
+                                          many) == ["n2"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == slurm_power.LOGGED_LEFT_OUT + 1
+    assert lines[0].startswith("SuspendProgram n1: kept up: it has suspended jobs (100, 101,")
+    assert "109 and 20 more), not idle" in lines[0]
+    assert lines[-1] == ("SuspendProgram: 16 more nodes with suspended jobs kept up (not "
+                         "logged one by one)")
 
 
 @pytest.mark.parametrize("answer", [
